@@ -1,0 +1,662 @@
+"""The `nn` dialect: what the model computes.
+
+Value semantics on builtin `tensor<...>` types with static shapes. One op per neural-network
+concept, named as ONNX names it. Weights are `nn.weight @name` ops referring to an entry of a
+`WeightStore`; they are never printed as literals. Fused ops are `nn.fused` regions whose body is
+their meaning.
+
+Every op prints as `nn.op %operands {attrs} : (operand types) -> result types`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    ArrayAttr,
+    BoolAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    SymbolRefAttr,
+    TensorType,
+    i1,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+    AttrSizedOperandSegments,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import IsolatedFromAbove, IsTerminator, Pure, HasParent
+from xdsl.utils.exceptions import VerifyException
+
+_FORMAT = "operands attr-dict `:` functional-type(operands, results)"
+
+
+def shape_of(value: SSAValue | Attribute) -> tuple[int, ...]:
+    """Static shape of a tensor value or type."""
+    t = value.type if isinstance(value, SSAValue) else value
+    assert isinstance(t, TensorType), f"expected a tensor, got {t}"
+    return tuple(t.get_shape())
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """Numpy/ONNX multidirectional broadcasting.
+
+    Raises:
+        VerifyException: if two shapes do not broadcast.
+    """
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for i, d in enumerate(s):
+            j = rank - len(s) + i
+            if out[j] == 1:
+                out[j] = d
+            elif d not in (1, out[j]):
+                raise VerifyException(f"shapes {list(map(list, shapes))} do not broadcast")
+    return tuple(out)
+
+
+def _int_array(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, list(values))
+
+
+class NNOp(IRDLOperation):
+    """Base of the value-semantics ops: operands and results are ranked static tensors."""
+
+    assembly_format = _FORMAT
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def verify_(self) -> None:
+        for v in (*self.operands, *self.results):
+            if not isinstance(v.type, TensorType):
+                raise VerifyException(f"{self.name}: expected tensor types, got {v.type}")
+            if any(d < 0 for d in v.type.get_shape()):
+                raise VerifyException(f"{self.name}: dynamic dims are not allowed ({v.type})")
+        self.verify_semantics()
+
+    def verify_semantics(self) -> None:
+        pass
+
+
+# ----------------------------------------------------------------------------------------------
+# constants and weights
+# ----------------------------------------------------------------------------------------------
+@irdl_op_definition
+class WeightOp(NNOp):
+    """`%w = nn.weight @name : tensor<...>`: a model parameter held in the WeightStore."""
+
+    name = "nn.weight"
+    sym = prop_def(SymbolRefAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$sym attr-dict `:` type($result)"
+
+    def __init__(self, sym: str, type: TensorType):
+        super().__init__(properties={"sym": SymbolRefAttr(sym)}, result_types=[type])
+
+    @property
+    def weight_name(self) -> str:
+        return self.sym.root_reference.data
+
+
+@irdl_op_definition
+class ConstantOp(NNOp):
+    """`%c = nn.constant dense<...> : tensor<...>`: a small inline constant (≤ 4 KiB)."""
+
+    name = "nn.constant"
+    value = prop_def(DenseIntOrFPElementsAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = None
+
+    def __init__(self, value: DenseIntOrFPElementsAttr):
+        super().__init__(properties={"value": value}, result_types=[value.type])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        value = parser.parse_attribute()
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            parser.raise_error("nn.constant expects a dense<...> : tensor<...> literal")
+        return cls(value)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_attribute(self.value)
+
+    def verify_semantics(self) -> None:
+        if self.value.type != self.result.type:
+            raise VerifyException("nn.constant: value type differs from result type")
+
+
+# ----------------------------------------------------------------------------------------------
+# elementwise
+# ----------------------------------------------------------------------------------------------
+class UnaryOp(NNOp):
+    """y = f(x), same shape and dtype."""
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, **props: Attribute):
+        super().__init__(operands=[x], result_types=[x.type], properties=props)
+
+    def verify_semantics(self) -> None:
+        if self.input.type != self.result.type:
+            raise VerifyException(f"{self.name}: result type must equal the operand type")
+
+
+def _unary(opname: str, doc: str) -> type[UnaryOp]:
+    cls = type(opname.title().replace("_", "") + "Op", (UnaryOp,), {"name": f"nn.{opname}", "__doc__": doc})
+    return irdl_op_definition(cls)
+
+
+ReluOp = _unary("relu", "max(x, 0)")
+SigmoidOp = _unary("sigmoid", "1 / (1 + exp(-x))")
+SiluOp = _unary("silu", "x * sigmoid(x)")
+TanhOp = _unary("tanh", "tanh(x)")
+ExpOp = _unary("exp", "exp(x)")
+LogOp = _unary("log", "natural log")
+SqrtOp = _unary("sqrt", "square root")
+RsqrtOp = _unary("rsqrt", "1 / sqrt(x)")
+ReciprocalOp = _unary("reciprocal", "1 / x")
+NegOp = _unary("neg", "-x")
+AbsOp = _unary("abs", "|x|")
+ErfOp = _unary("erf", "Gauss error function")
+SinOp = _unary("sin", "sine")
+CosOp = _unary("cos", "cosine")
+FloorOp = _unary("floor", "round toward -inf")
+CeilOp = _unary("ceil", "round toward +inf")
+NotOp = _unary("not", "logical not (i1)")
+IdentityOp = _unary("identity", "x")
+
+
+@irdl_op_definition
+class GeluOp(UnaryOp):
+    """GELU; `approximate` is "none" (erf form) or "tanh"."""
+
+    name = "nn.gelu"
+    approximate = prop_def(StringAttr, default_value=StringAttr("none"))
+
+
+@irdl_op_definition
+class LeakyReluOp(UnaryOp):
+    """x if x >= 0 else alpha * x."""
+
+    name = "nn.leaky_relu"
+    alpha = prop_def(FloatAttr)
+
+
+@irdl_op_definition
+class ClipOp(UnaryOp):
+    """min(max(x, min), max); absent bounds are ±inf."""
+
+    name = "nn.clip"
+    min = opt_prop_def(FloatAttr)
+    max = opt_prop_def(FloatAttr)
+
+
+class BinaryOp(NNOp):
+    """z = f(x, y) with ONNX multidirectional broadcasting; comparisons give i1."""
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def _result_elem(self, elem: Attribute) -> Attribute:
+        return elem
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue):
+        shape = broadcast_shapes(shape_of(lhs), shape_of(rhs))
+        elem = self._result_elem(lhs.type.element_type)
+        super().__init__(operands=[lhs, rhs], result_types=[TensorType(elem, shape)])
+
+    def verify_semantics(self) -> None:
+        if self.lhs.type.element_type != self.rhs.type.element_type:
+            raise VerifyException(f"{self.name}: operand element types differ")
+        shape = broadcast_shapes(shape_of(self.lhs), shape_of(self.rhs))
+        elem = self._result_elem(self.lhs.type.element_type)
+        if self.result.type != TensorType(elem, shape):
+            raise VerifyException(f"{self.name}: result must be {TensorType(elem, shape)}")
+
+
+class ComparisonOp(BinaryOp):
+    """Broadcasting comparison; the result is i1."""
+
+    def _result_elem(self, elem: Attribute) -> Attribute:
+        return i1
+
+
+def _binary(opname: str, doc: str, comparison: bool = False) -> type[BinaryOp]:
+    base_cls = ComparisonOp if comparison else BinaryOp
+    attrs = {"name": f"nn.{opname}", "__doc__": doc}
+    return irdl_op_definition(type(opname.title().replace("_", "") + "Op", (base_cls,), attrs))
+
+
+AddOp = _binary("add", "x + y")
+SubOp = _binary("sub", "x - y")
+MulOp = _binary("mul", "x * y")
+DivOp = _binary("div", "x / y (integer division truncates, as ONNX)")
+PowOp = _binary("pow", "x ** y")
+MaxOp = _binary("max", "elementwise maximum")
+MinOp = _binary("min", "elementwise minimum")
+ModOp = _binary("mod", "integer remainder (fmod = 0 semantics)")
+AndOp = _binary("and", "logical and (i1)")
+OrOp = _binary("or", "logical or (i1)")
+EqualOp = _binary("equal", "x == y", True)
+LessOp = _binary("less", "x < y", True)
+LessEqualOp = _binary("less_equal", "x <= y", True)
+GreaterOp = _binary("greater", "x > y", True)
+GreaterEqualOp = _binary("greater_equal", "x >= y", True)
+
+
+@irdl_op_definition
+class WhereOp(NNOp):
+    """cond ? x : y with broadcasting; cond is i1."""
+
+    name = "nn.where"
+    cond = operand_def(TensorType)
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, cond: SSAValue, x: SSAValue, y: SSAValue):
+        shape = broadcast_shapes(shape_of(cond), shape_of(x), shape_of(y))
+        super().__init__(operands=[cond, x, y], result_types=[TensorType(x.type.element_type, shape)])
+
+    def verify_semantics(self) -> None:
+        if self.cond.type.element_type != i1:
+            raise VerifyException("nn.where: condition must be i1")
+        shape = broadcast_shapes(shape_of(self.cond), shape_of(self.lhs), shape_of(self.rhs))
+        if shape_of(self.result) != shape:
+            raise VerifyException(f"nn.where: result shape must be {shape}")
+
+
+@irdl_op_definition
+class CastOp(NNOp):
+    """Element type conversion (round to nearest even; float→int truncates, as ONNX)."""
+
+    name = "nn.cast"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, elem: Attribute):
+        super().__init__(operands=[x], result_types=[TensorType(elem, shape_of(x))])
+
+    def verify_semantics(self) -> None:
+        if shape_of(self.input) != shape_of(self.result):
+            raise VerifyException("nn.cast: shape must not change")
+
+
+# ----------------------------------------------------------------------------------------------
+# linear algebra, normalization, reductions
+# ----------------------------------------------------------------------------------------------
+def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    """numpy.matmul shape rule (1-D operands promoted and squeezed)."""
+    a2 = (1, *a) if len(a) == 1 else tuple(a)
+    b2 = (*b, 1) if len(b) == 1 else tuple(b)
+    if a2[-1] != b2[-2]:
+        raise VerifyException(f"matmul contraction dims differ: {list(a)} x {list(b)}")
+    out = (*broadcast_shapes(a2[:-2], b2[:-2]), a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+@irdl_op_definition
+class MatmulOp(NNOp):
+    """Batched, broadcasting matrix product (ONNX MatMul): [..., M, K] x [..., K, N] -> [..., M, N]."""
+
+    name = "nn.matmul"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, a: SSAValue, b: SSAValue):
+        shape = matmul_shape(shape_of(a), shape_of(b))
+        super().__init__(operands=[a, b], result_types=[TensorType(a.type.element_type, shape)])
+
+    def verify_semantics(self) -> None:
+        if shape_of(self.result) != matmul_shape(shape_of(self.lhs), shape_of(self.rhs)):
+            raise VerifyException("nn.matmul: result shape does not follow the matmul rule")
+
+
+class AxisOp(NNOp):
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def verify_semantics(self) -> None:
+        rank = len(shape_of(self.input))
+        if not -rank <= self.axis.value.data < max(rank, 1):
+            raise VerifyException(f"{self.name}: axis {self.axis.value.data} out of range for rank {rank}")
+
+
+@irdl_op_definition
+class SoftmaxOp(AxisOp):
+    """exp(x - max) / sum along `axis` (ONNX opset ≥ 13 semantics)."""
+
+    name = "nn.softmax"
+
+    def __init__(self, x: SSAValue, axis: int):
+        super().__init__(operands=[x], result_types=[x.type], properties={"axis": IntegerAttr(axis, i64)})
+
+
+@irdl_op_definition
+class LayerNormOp(NNOp):
+    """(x - mean) / sqrt(var + epsilon) * scale + bias over axes [axis, rank)."""
+
+    name = "nn.layer_norm"
+    input = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    epsilon = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, scale: SSAValue, bias: SSAValue | None, axis: int, epsilon: float):
+        super().__init__(
+            operands=[x, scale, bias],
+            result_types=[x.type],
+            properties={"axis": IntegerAttr(axis, i64), "epsilon": FloatAttr(epsilon, 32)},
+        )
+
+
+@irdl_op_definition
+class RmsNormOp(NNOp):
+    """x / sqrt(mean(x², axes [axis, rank)) + epsilon) * scale."""
+
+    name = "nn.rms_norm"
+    input = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    epsilon = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+
+
+class ReduceOp(NNOp):
+    """Reduction over `axes` (normalized, sorted, non-negative) keeping dims if `keepdims`."""
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    axes = prop_def(DenseArrayBase)
+    keepdims = prop_def(BoolAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, axes: Sequence[int], keepdims: bool):
+        shape = shape_of(x)
+        out = [1 if i in axes else d for i, d in enumerate(shape)]
+        if not keepdims:
+            out = [d for i, d in enumerate(shape) if i not in axes]
+        super().__init__(
+            operands=[x],
+            result_types=[TensorType(x.type.element_type, out)],
+            properties={"axes": _int_array(sorted(axes)), "keepdims": BoolAttr(keepdims, i1)},
+        )
+
+    def verify_semantics(self) -> None:
+        rank = len(shape_of(self.input))
+        axes = self.axes.get_values()
+        if any(not 0 <= a < rank for a in axes) or list(axes) != sorted(set(axes)):
+            raise VerifyException(f"{self.name}: axes {list(axes)} must be sorted, unique, in [0, {rank})")
+
+
+def _reduce(opname: str, doc: str) -> type[ReduceOp]:
+    return irdl_op_definition(
+        type(opname.title().replace("_", "") + "Op", (ReduceOp,), {"name": f"nn.{opname}", "__doc__": doc})
+    )
+
+
+ReduceSumOp = _reduce("reduce_sum", "sum over axes")
+ReduceMeanOp = _reduce("reduce_mean", "mean over axes")
+ReduceMaxOp = _reduce("reduce_max", "max over axes")
+ReduceMinOp = _reduce("reduce_min", "min over axes")
+ReduceProdOp = _reduce("reduce_prod", "product over axes")
+
+
+# ----------------------------------------------------------------------------------------------
+# data movement
+# ----------------------------------------------------------------------------------------------
+@irdl_op_definition
+class TransposeOp(NNOp):
+    """result[i_perm] = input[i]: result dim k is input dim perm[k]."""
+
+    name = "nn.transpose"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    perm = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, perm: Sequence[int]):
+        shape = shape_of(x)
+        super().__init__(
+            operands=[x],
+            result_types=[TensorType(x.type.element_type, [shape[p] for p in perm])],
+            properties={"perm": _int_array(perm)},
+        )
+
+    def verify_semantics(self) -> None:
+        perm = self.perm.get_values()
+        shape = shape_of(self.input)
+        if sorted(perm) != list(range(len(shape))):
+            raise VerifyException(f"nn.transpose: {list(perm)} is not a permutation of rank {len(shape)}")
+        if shape_of(self.result) != tuple(shape[p] for p in perm):
+            raise VerifyException("nn.transpose: result shape does not match the permutation")
+
+
+@irdl_op_definition
+class ReshapeOp(NNOp):
+    """Same elements, row-major order, new static shape (the result type)."""
+
+    name = "nn.reshape"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, shape: Sequence[int]):
+        super().__init__(operands=[x], result_types=[TensorType(x.type.element_type, list(shape))])
+
+    def verify_semantics(self) -> None:
+        import math
+
+        if math.prod(shape_of(self.input)) != math.prod(shape_of(self.result)):
+            raise VerifyException("nn.reshape: element counts differ")
+
+
+@irdl_op_definition
+class ExpandOp(NNOp):
+    """Broadcast the input to the result shape (numpy broadcast_to)."""
+
+    name = "nn.expand"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, shape: Sequence[int]):
+        super().__init__(operands=[x], result_types=[TensorType(x.type.element_type, list(shape))])
+
+    def verify_semantics(self) -> None:
+        if broadcast_shapes(shape_of(self.input), shape_of(self.result)) != shape_of(self.result):
+            raise VerifyException("nn.expand: input does not broadcast to the result shape")
+
+
+@irdl_op_definition
+class ConcatOp(NNOp):
+    """Concatenation along `axis` (non-negative)."""
+
+    name = "nn.concat"
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, xs: Sequence[SSAValue], axis: int):
+        shape = list(shape_of(xs[0]))
+        shape[axis] = sum(shape_of(x)[axis] for x in xs)
+        super().__init__(
+            operands=[list(xs)],
+            result_types=[TensorType(xs[0].type.element_type, shape)],
+            properties={"axis": IntegerAttr(axis, i64)},
+        )
+
+    def verify_semantics(self) -> None:
+        axis = self.axis.value.data
+        shapes = [shape_of(x) for x in self.inputs]
+        expect = list(shapes[0])
+        if not 0 <= axis < len(expect):
+            raise VerifyException(f"nn.concat: axis {axis} out of range")
+        expect[axis] = sum(s[axis] for s in shapes)
+        for s in shapes:
+            if len(s) != len(expect) or any(a != b for i, (a, b) in enumerate(zip(s, expect)) if i != axis):
+                raise VerifyException(f"nn.concat: operand shape {list(s)} does not match")
+        if list(shape_of(self.result)) != expect:
+            raise VerifyException("nn.concat: wrong result shape")
+
+
+@irdl_op_definition
+class SliceOp(NNOp):
+    """Static strided slice: per dim, start (non-negative) and step (> 0 or < 0); sizes from the result."""
+
+    name = "nn.slice"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    starts = prop_def(DenseArrayBase)
+    steps = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, starts: Sequence[int], steps: Sequence[int], shape: Sequence[int]):
+        super().__init__(
+            operands=[x],
+            result_types=[TensorType(x.type.element_type, list(shape))],
+            properties={"starts": _int_array(starts), "steps": _int_array(steps)},
+        )
+
+    def verify_semantics(self) -> None:
+        shape = shape_of(self.input)
+        out = shape_of(self.result)
+        starts, steps = self.starts.get_values(), self.steps.get_values()
+        if not len(starts) == len(steps) == len(shape) == len(out):
+            raise VerifyException("nn.slice: starts/steps must have one entry per dim")
+        for d, (s, st, n, o) in enumerate(zip(starts, steps, shape, out)):
+            if st == 0 or (o > 0 and not (0 <= s < n and 0 <= s + (o - 1) * st < n)):
+                raise VerifyException(f"nn.slice: dim {d} slice out of bounds")
+
+
+@irdl_op_definition
+class GatherOp(NNOp):
+    """ONNX Gather: take `indices` (i64, may be negative) along `axis` of `input`."""
+
+    name = "nn.gather"
+    input = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, idx: SSAValue, axis: int):
+        s = shape_of(x)
+        shape = (*s[:axis], *shape_of(idx), *s[axis + 1 :])
+        super().__init__(
+            operands=[x, idx],
+            result_types=[TensorType(x.type.element_type, shape)],
+            properties={"axis": IntegerAttr(axis, i64)},
+        )
+
+    def verify_semantics(self) -> None:
+        s, axis = shape_of(self.input), self.axis.value.data
+        if not 0 <= axis < len(s):
+            raise VerifyException("nn.gather: axis out of range")
+        if not isinstance(self.indices.type.element_type, IntegerType):
+            raise VerifyException("nn.gather: indices must be integers")
+        if shape_of(self.result) != (*s[:axis], *shape_of(self.indices), *s[axis + 1 :]):
+            raise VerifyException("nn.gather: wrong result shape")
+
+
+# ----------------------------------------------------------------------------------------------
+# fused regions
+# ----------------------------------------------------------------------------------------------
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Terminator of an `nn.fused` body: the fused op's results."""
+
+    name = "nn.yield"
+    values = var_operand_def(TensorType)
+    traits = traits_def(IsTerminator())
+    assembly_format = "$values attr-dict `:` type($values)"
+
+    def __init__(self, *values: SSAValue):
+        super().__init__(operands=[list(values)])
+
+
+@irdl_op_definition
+class FusedOp(IRDLOperation):
+    """A group of nn ops lowered by one template: `kind` names the template
+    (`matmul_epilogue`, `ffn`, ...). Its meaning is its body (block arguments = operands)."""
+
+    name = "nn.fused"
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    kind = prop_def(StringAttr)
+    body = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "`(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs) $body"
+
+    def __init__(self, kind: str, inputs: Sequence[SSAValue], result_types: Sequence[Attribute], body: Region):
+        super().__init__(
+            operands=[list(inputs)], result_types=[list(result_types)], properties={"kind": StringAttr(kind)}, regions=[body]
+        )
+
+    def verify_(self) -> None:
+        block = self.body.block
+        if tuple(block.arg_types) != tuple(v.type for v in self.inputs):
+            raise VerifyException("nn.fused: block argument types must equal the operand types")
+        term = block.last_op
+        if not isinstance(term, YieldOp) or tuple(v.type for v in term.values) != tuple(r.type for r in self.outputs):
+            raise VerifyException("nn.fused: body must end in nn.yield of the result types")
+
+
+NN = Dialect(
+    "nn",
+    [
+        WeightOp, ConstantOp,
+        ReluOp, SigmoidOp, SiluOp, TanhOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, NegOp, AbsOp,
+        ErfOp, SinOp, CosOp, FloorOp, CeilOp, NotOp, IdentityOp, GeluOp, LeakyReluOp, ClipOp,
+        AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp, OrOp,
+        EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp, CastOp,
+        MatmulOp, SoftmaxOp, LayerNormOp, RmsNormOp,
+        ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp,
+        TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SliceOp, GatherOp,
+        YieldOp, FusedOp,
+    ],
+)
