@@ -1,0 +1,53 @@
+"""Registry of ascendir's passes and named pipelines (shared by the CLI, ascendir-opt and Python)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.passes import ModulePass
+
+
+def _lowering():
+    from ascendir.lowering.convert_nn_to_ascend import ConvertNNToAscend
+
+    return ConvertNNToAscend
+
+
+def _fuse_matmul_epilogue():
+    from ascendir.transforms.fuse_matmul_epilogue import FuseMatmulEpilogue
+
+    return FuseMatmulEpilogue
+
+
+def _canonicalize():
+    from xdsl.transforms.canonicalize import CanonicalizePass
+
+    return CanonicalizePass
+
+
+def _cse():
+    from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+
+    return CommonSubexpressionElimination
+
+
+def _dce():
+    from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+    return DeadCodeElimination
+
+
+PASSES: dict[str, Callable[[], type[ModulePass]]] = {
+    "canonicalize": _canonicalize,
+    "cse": _cse,
+    "dce": _dce,
+    "fuse-matmul-epilogue": _fuse_matmul_epilogue,
+    "convert-nn-to-ascend": _lowering,
+}
+
+# Named pipelines: the nn-level passes each optimization level runs before lowering.
+PIPELINES: dict[str, str] = {
+    "O0": "",
+    "O1": "fuse-matmul-epilogue",
+    "O2": "fuse-matmul-epilogue",
+}
