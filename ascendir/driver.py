@@ -1,0 +1,244 @@
+"""The compile path shared by the CLI, ascendir-opt users and the Python API.
+
+    module, weights = compile_model("model.onnx", target="ascend910b2", opt_level="O2")
+    result = simulate(module, weights, inputs, load_target("ascend910b2"))
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+from xdsl.dialects.builtin import DictionaryAttr, IntegerType, ModuleOp, StringAttr, TensorType, MemRefType
+from xdsl.dialects.func import FuncOp
+from xdsl.parser import Parser
+from xdsl.passes import PassPipeline
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import ParseError, VerifyException, DiagnosticException
+
+from ascendir.context import make_context
+from ascendir.dtypes import to_numpy_dtype
+from ascendir.dialects import nn
+from ascendir.dialects.ascend import KernelOp
+from ascendir.errors import AscendirError
+from ascendir.hardware import load_target
+from ascendir.hardware.config import DEFAULT_TARGET
+from ascendir.passes import PASSES, PIPELINES
+from ascendir.weights import WeightStore
+
+NAME_ATTR = "onnx.name"
+
+
+def parse_pipeline(spec: str | None, opt_level: str = "O2") -> PassPipeline:
+    """The nn-level pass pipeline: `spec` (xdsl-opt syntax, may name O0/O1/O2) or `opt_level`.
+
+    Raises:
+        AscendirError: an unknown pass, option or pipeline name.
+    """
+    if spec is None:
+        if opt_level not in PIPELINES:
+            raise AscendirError(f"unknown optimization level '{opt_level}' (choose from {', '.join(PIPELINES)})")
+        spec = PIPELINES[opt_level]
+    spec = ",".join(PIPELINES.get(p, p) for p in spec.split(",") if PIPELINES.get(p, p).strip())
+    if not spec:
+        return PassPipeline(())
+    try:
+        return PassPipeline.parse_spec(PASSES, spec)
+    except Exception as e:  # xdsl raises ValueError / ArgSpec errors with multi-line text
+        raise AscendirError(f"bad pass pipeline '{spec}': {_one_line(e)}") from None
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def is_lowered(module: ModuleOp) -> bool:
+    """True when the module is already in the ascend dialect (has kernels)."""
+    return any(isinstance(op, KernelOp) for op in module.ops)
+
+
+def lower(module: ModuleOp, weights: WeightStore, target: str | Path | None) -> None:
+    """nn → ascend in place: constants into the WeightStore, then convert-nn-to-ascend.
+
+    Raises:
+        AscendirError: an op the lowering cannot map, or a tile that does not fit.
+    """
+    from ascendir.lowering.constants_to_weights import constants_to_weights
+    from ascendir.lowering.convert_nn_to_ascend import ConvertNNToAscend
+
+    constants_to_weights(module, weights)
+    run_passes(module, PassPipeline((ConvertNNToAscend(target=str(target or DEFAULT_TARGET)),)))
+
+
+def run_passes(module: ModuleOp, pipeline: PassPipeline) -> None:
+    """Apply `pipeline` and verify; xDSL verify errors become one-line AscendirErrors."""
+    try:
+        pipeline.apply(make_context(), module)
+        module.verify()
+    except (VerifyException, DiagnosticException) as e:
+        raise AscendirError(f"IR fails to verify: {_one_line(e)}") from None
+
+
+def compile_model(
+    model: str | Path,
+    target: str | Path | None = None,
+    *,
+    opt_level: str = "O2",
+    pipeline: str | None = None,
+    emit: str = "ascend",
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+) -> tuple[ModuleOp, WeightStore]:
+    """Import an ONNX file (or parse IR text with weights beside it) and compile it.
+
+    `emit` = "nn" stops after the nn-level pipeline; "ascend" lowers for `target`.
+
+    Raises:
+        AscendirError: any bad input (file, op, shape, pass pipeline, IR).
+    """
+    from ascendir.frontends.onnx import import_onnx
+
+    if emit not in ("nn", "ascend"):
+        raise AscendirError(f"--emit must be nn or ascend, got '{emit}'")
+    load_target(target)  # fail early on a bad target
+    path = Path(model)
+    if path.suffix == ".onnx":
+        module, weights = import_onnx(path, input_shapes)
+    else:
+        module, weights = load_ir(path)
+    if not is_lowered(module):
+        run_passes(module, parse_pipeline(pipeline, opt_level))
+        if emit == "ascend":
+            lower(module, weights, target)
+    elif emit == "nn":
+        raise AscendirError(f"{path} is already lowered to the ascend dialect; cannot emit nn")
+    return module, weights
+
+
+def weights_path(ir_path: str | Path) -> Path:
+    """The WeightStore file written beside an IR file: `model.mlir` → `model.weights.npz`."""
+    p = Path(ir_path)
+    return p.with_name(p.stem + ".weights.npz")
+
+
+def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
+    """Parse an IR file and load its `.weights.npz` (empty store if absent).
+
+    Raises:
+        AscendirError: unreadable file, parse error or verification failure.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise AscendirError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        module = Parser(make_context(), text, str(path)).parse_module()
+        module.verify()
+    except ParseError as e:
+        raise AscendirError(f"{path}: parse error: {_one_line(e)}") from None
+    except (VerifyException, DiagnosticException) as e:
+        raise AscendirError(f"{path}: IR fails to verify: {_one_line(e)}") from None
+    wp = weights_path(path)
+    return module, WeightStore.load(str(wp)) if wp.exists() else WeightStore()
+
+
+def print_ir(module: ModuleOp) -> str:
+    """The module in custom assembly format."""
+    buf = io.StringIO()
+    Printer(stream=buf).print_op(module)
+    return buf.getvalue() + "\n"
+
+
+def main_func(module: ModuleOp) -> FuncOp:
+    """The `func.func @main` of a module.
+
+    Raises:
+        AscendirError: when there is none.
+    """
+    for op in module.ops:
+        if isinstance(op, FuncOp) and op.sym_name.data == "main":
+            return op
+    raise AscendirError("module has no func.func @main")
+
+
+def io_names(func: FuncOp, results: bool) -> list[str]:
+    """onnx.name of each argument (or result) of `func`, `arg{i}` / `out{i}` when absent."""
+    attrs = func.res_attrs if results else func.arg_attrs
+    n = len(func.function_type.outputs.data if results else func.function_type.inputs.data)
+    names = []
+    for i in range(n):
+        d = attrs.data[i].data if attrs is not None else {}
+        a = d.get(NAME_ATTR)
+        names.append(a.data if isinstance(a, StringAttr) else f"{'out' if results else 'arg'}{i}")
+    return names
+
+
+def random_inputs(module: ModuleOp, seed: int = 0, vocab_hints: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Seeded random inputs for @main: floats ~ N(0, 1); integer inputs feeding an embedding
+    Gather take values in [0, table rows); names containing "mask" are all ones; other integers
+    are in [0, 2).
+    """
+    func = main_func(module)
+    rng = np.random.default_rng(seed)
+    hints = vocab_hints if vocab_hints is not None else gather_bounds(func)
+    out = {}
+    for name, t in zip(io_names(func, False), func.function_type.inputs.data):
+        shape, elem = tuple(t.get_shape()), t.element_type
+        dtype = to_numpy_dtype(elem)
+        if isinstance(elem, IntegerType):
+            if elem.width.data == 1:
+                out[name] = rng.integers(0, 2, size=shape).astype(bool)
+            elif "mask" in name.lower():
+                out[name] = np.ones(shape, dtype)
+            else:
+                out[name] = rng.integers(0, hints.get(name, 2), size=shape).astype(dtype)
+        else:
+            out[name] = rng.standard_normal(shape).astype(dtype)
+    return out
+
+
+def gather_bounds(func: FuncOp) -> dict[str, int]:
+    """For each integer argument of an nn-level @main that indexes an nn.gather (directly or
+    through reshape/cast), the gathered axis' size: the valid token-id range."""
+    bounds: dict[str, int] = {}
+    for name, arg in zip(io_names(func, False), func.body.block.args):
+        if not isinstance(arg.type, TensorType):
+            continue
+        frontier, seen = [arg], set()
+        while frontier:
+            v = frontier.pop()
+            for use in v.uses:
+                op = use.operation
+                if id(op) in seen:
+                    continue
+                seen.add(id(op))
+                if isinstance(op, nn.GatherOp) and use.index == 1:
+                    size = nn.shape_of(op.input)[op.axis.value.data]
+                    bounds[name] = min(bounds.get(name, size), size)
+                elif isinstance(op, (nn.ReshapeOp, nn.CastOp, nn.IdentityOp)):
+                    frontier.append(op.result)
+    return bounds
+
+
+def input_bounds_before_lowering(module: ModuleOp) -> dict[str, int]:
+    """Token-id bounds of a module still in nn form (empty once lowered)."""
+    return {} if is_lowered(module) else gather_bounds(main_func(module))
+
+
+def parse_input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """`("input_ids=1x128", ...)` → {"input_ids": (1, 128)}.
+
+    Raises:
+        AscendirError: a malformed spec.
+    """
+    shapes = {}
+    for spec in specs:
+        name, _, dims = spec.partition("=")
+        try:
+            shapes[name] = tuple(int(d) for d in dims.lower().split("x")) if dims else ()
+            if not name or any(d < 0 for d in shapes[name]):
+                raise ValueError
+        except ValueError:
+            raise AscendirError(f"bad --input-shape '{spec}': expected NAME=DIMxDIM..., e.g. input_ids=1x128") from None
+    return shapes

@@ -1,0 +1,72 @@
+"""Render a simulation report (the dict of `SimResult.report`) as rich tables."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+LEVELS = ("gm_read", "gm_write", "l1", "l0a", "l0b", "l0c", "ub")
+PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def render(report: dict, console: Console, top: int = 25) -> None:
+    """Print the summary, per-kernel table (the `top` costliest kernels), pipe busy % and bytes
+    per memory level."""
+    total = report["total_cycles"]
+    console.print(
+        f"[bold]target[/] {report['target']}   [bold]total[/] {total:,.0f} cycles = "
+        f"{report['total_seconds'] * 1e6:,.2f} µs at {report['clock_hz'] / 1e9:.2f} GHz   "
+        f"[bold]kernels[/] {len(report['kernels'])}"
+    )
+    bw = report.get("gm_bandwidth_Bps")
+    peak = report.get("cube_peak_fraction")
+    extra = []
+    if bw is not None:
+        extra.append(f"achieved GM bandwidth {bw / 1e9:,.1f} GB/s")
+    if peak is not None:
+        extra.append(f"cube peak {100 * peak:.2f} %")
+    if extra:
+        console.print("   ".join(extra))
+
+    kernels = sorted(report["kernels"], key=lambda k: -k["cycles"])
+    t = Table(title=f"kernels (top {min(top, len(kernels))} of {len(kernels)} by cycles)")
+    for col in ("kernel", "cores", "cycles", "%", "cube %", "GM read", "GM write"):
+        t.add_column(col, justify="left" if col == "kernel" else "right")
+    for k in kernels[:top]:
+        t.add_row(
+            k["name"],
+            f"{k.get('block_dim', '')} {k.get('core_type', '')}",
+            f"{k['cycles']:,.0f}",
+            f"{100 * k['cycles'] / total:.1f}" if total else "-",
+            f"{100 * k['cube_peak_fraction']:.1f}" if k.get("cube_peak_fraction") is not None else "-",
+            _bytes(k["bytes"].get("gm_read", 0)),
+            _bytes(k["bytes"].get("gm_write", 0)),
+        )
+    console.print(t)
+
+    busy = report.get("pipe_busy", {})
+    pipes = Table(title="pipe busy (summed over cores, % of total cycles x cores used)")
+    pipes.add_column("pipe")
+    pipes.add_column("busy cycles", justify="right")
+    pipes.add_column("busy %", justify="right")
+    util = report.get("pipe_utilization", {})
+    for p in PIPES:
+        if p in busy:
+            pipes.add_row(p, f"{busy[p]:,.0f}", f"{100 * util[p]:.1f}" if p in util else "-")
+    console.print(pipes)
+
+    levels = Table(title="bytes per memory level")
+    levels.add_column("level")
+    levels.add_column("bytes", justify="right")
+    for lvl in LEVELS:
+        if lvl in report.get("bytes", {}):
+            levels.add_row(lvl, _bytes(report["bytes"][lvl]))
+    console.print(levels)

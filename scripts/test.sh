@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Quick start 2: install, then run the whole test suite (pytest + lit/FileCheck IR tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+export OPENBLAS_NUM_THREADS=1 PATH="$PWD/.venv/bin:$PATH"
+.venv/bin/lit -q tests/filecheck
+exec .venv/bin/python -m pytest -q "$@"
