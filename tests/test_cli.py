@@ -1,0 +1,166 @@
+"""The CLI through click's CliRunner: compile, run, report, and bad input (one line, exit 2,
+no traceback, no output file left behind)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper
+
+from ascendir.cli import main
+
+DATA = Path(__file__).parent / "data"
+MLP = DATA / "mlp_small" / "model.onnx"
+
+
+def _run(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _assert_clean_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    out = result.output.strip()
+    assert out.startswith("error: "), out
+    assert len(out.splitlines()) == 1, out
+    assert "Traceback" not in out
+    for f in fragments:
+        assert f in out, out
+
+
+def test_compile_emit_nn_and_ascend(tmp_path: Path) -> None:
+    r = _run("compile", MLP, "--emit", "nn")
+    assert r.exit_code == 0, r.output
+    assert "nn.matmul" in r.output and "nn.weight @" in r.output
+    # weights are referenced, never printed: no literal longer than a small constant
+    assert all(len(line) < 10_000 for line in r.output.splitlines())
+    out = tmp_path / "mlp.mlir"
+    r = _run("compile", MLP, "-o", out)
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "ascend.kernel" in text and "ascend.mmad" in text and "ascend.launch" in text
+    assert (tmp_path / "mlp.weights.npz").exists()
+
+
+def test_run_onnx_matches_reference(tmp_path: Path) -> None:
+    ref = np.load(DATA / "mlp_small" / "reference.npz")
+    outputs, report = tmp_path / "out.npz", tmp_path / "report.json"
+    trace = tmp_path / "trace.json"
+    r = _run("run", MLP, "--inputs", DATA / "mlp_small" / "reference.npz", "--outputs", outputs, "--report", report, "--trace", trace)
+    assert r.exit_code == 0, r.output
+    assert "cycles" in r.output
+    got = np.load(outputs)["output"]
+    np.testing.assert_allclose(got, ref["output:output"], rtol=1e-3, atol=1e-4)
+    rep = json.loads(report.read_text())
+    for key in ("target", "total_cycles", "total_seconds", "kernels"):
+        assert key in rep
+    assert rep["total_cycles"] > 0 and rep["kernels"]
+    for k in rep["kernels"]:
+        assert {"name", "cycles", "pipe_busy", "bytes"} <= set(k)
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("ph") == "X" for e in events)
+
+
+def test_compiled_ir_runs_with_its_weights(tmp_path: Path) -> None:
+    out = tmp_path / "mlp.mlir"
+    assert _run("compile", MLP, "-o", out).exit_code == 0
+    res = tmp_path / "o.npz"
+    r = _run("run", out, "--inputs", DATA / "mlp_small" / "reference.npz", "--outputs", res)
+    assert r.exit_code == 0, r.output
+    np.testing.assert_allclose(np.load(res)["output"], np.load(DATA / "mlp_small" / "reference.npz")["output:output"], rtol=1e-3, atol=1e-4)
+
+
+def test_timing_only_matches_numerics_cycles(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert _run("run", MLP, "--report", a).exit_code == 0
+    assert _run("run", MLP, "--timing-only", "--report", b).exit_code == 0
+    assert json.loads(a.read_text())["total_cycles"] == json.loads(b.read_text())["total_cycles"]
+
+
+def test_report_command(tmp_path: Path) -> None:
+    rep = tmp_path / "r.json"
+    assert _run("run", MLP, "--timing-only", "--report", rep).exit_code == 0
+    r = _run("report", rep)
+    assert r.exit_code == 0 and "kernels" in r.output
+
+
+def test_target_910a(tmp_path: Path) -> None:
+    r = _run("run", MLP, "--timing-only", "--target", "910a")
+    # fp32 has no cube path on 910A: the error must name the op, not crash.
+    assert r.exit_code in (0, 2), r.output
+    if r.exit_code == 2:
+        _assert_clean_error(r, "910")
+
+
+# ------------------------------------------------------------------------------------------
+# bad input
+# ------------------------------------------------------------------------------------------
+def test_truncated_protobuf(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(MLP.read_bytes()[:5000])
+    out = tmp_path / "o.mlir"
+    r = _run("compile", bad, "-o", out)
+    _assert_clean_error(r, "bad.onnx")
+    assert not out.exists() and not list(tmp_path.glob(".o.mlir*"))
+
+
+def _model(nodes, inputs, outputs, domain_ops=()) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "g", inputs, outputs)
+    opsets = [helper.make_opsetid("", 17)] + [helper.make_opsetid(d, 1) for d in domain_ops]
+    return helper.make_model(g, opset_imports=opsets)
+
+
+def test_unknown_op(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    m = _model([helper.make_node("FancyOp", ["x"], ["y"], name="fancy_1", domain="com.example")], [x], [y], ["com.example"])
+    p = tmp_path / "u.onnx"
+    onnx.save(m, p)
+    out = tmp_path / "u.mlir"
+    r = _run("compile", p, "-o", out)
+    _assert_clean_error(r, "FancyOp", "fancy_1")
+    assert not out.exists()
+
+
+def test_dynamic_dim_needs_pin(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])
+    p = tmp_path / "d.onnx"
+    onnx.save(_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [x], [y]), p)
+    _assert_clean_error(_run("compile", p), "'x'", "batch")
+    r = _run("run", p, "--input-shape", "x=4x3", "--timing-only")
+    assert r.exit_code == 0, r.output
+
+
+def test_ir_that_fails_to_verify(tmp_path: Path) -> None:
+    p = tmp_path / "bad.mlir"
+    p.write_text(
+        "func.func @main(%a: memref<32x32xf16, #ascend<space ub>>, %b: memref<32x32xf16, #ascend<space l0b>>,"
+        " %c: memref<32x32xf32, #ascend<space l0c>>) {\n"
+        "  ascend.mmad %a, %b, %c {init = 1 : i64} : memref<32x32xf16, #ascend<space ub>>,"
+        " memref<32x32xf16, #ascend<space l0b>>, memref<32x32xf32, #ascend<space l0c>>\n"
+        "  func.return\n}\n"
+    )
+    out = tmp_path / "o.npz"
+    r = _run("run", p, "--outputs", out)
+    _assert_clean_error(r, "ascend.mmad")
+    assert not out.exists()
+
+
+def test_bad_target_and_pipeline() -> None:
+    _assert_clean_error(_run("run", MLP, "--target", "910z"), "910z")
+    _assert_clean_error(_run("compile", MLP, "-p", "no-such-pass"), "no-such-pass")
+
+
+def test_missing_input_key(tmp_path: Path) -> None:
+    p = tmp_path / "in.npz"
+    np.savez(p, wrong=np.zeros(3))
+    _assert_clean_error(_run("run", MLP, "--inputs", p), "input")
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    _assert_clean_error(_run("compile", tmp_path / "nope.onnx"), "nope.onnx")
