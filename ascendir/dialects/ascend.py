@@ -49,6 +49,7 @@ from xdsl.irdl import (
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     region_def,
@@ -416,19 +417,30 @@ class MmadOp(IRDLOperation):
     from zero, 0 accumulates. M and N are multiples of 16 and K of 32 B / element size (S3); each
     of M, N, K ≤ 4095 (S2 Mmad page). Cost: ceil(M/16)·ceil(N/16)·ceil(K/k_per_cycle) cycles plus
     start-up (hardware TOML).
+
+    Optional `bias` (only with `init` = 1): a [1, N] row in the bias table (BT, 910B), broadcast
+    over the M rows as the initial value, i.e. c = bias + a @ b (Ascend C Mmad with
+    `cmatrixSource` = BT, S2 Mmad page; S1 lists `l12bt`). Its element type is that of a or f32.
+
+        ascend.mmad %a, %b, %c bias(%bt : memref<1x128xf16, #ascend<space bt>>) {init = 1 : i64} : ...
     """
 
     name = "ascend.mmad"
     a = operand_def(MemRefType)
     b = operand_def(MemRefType)
     c = operand_def(MemRefType)
+    bias = opt_operand_def(MemRefType)
     init = prop_def(IntegerAttr)
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
     irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$a `,` $b `,` $c attr-dict `:` type($a) `,` type($b) `,` type($c)"
+    assembly_format = (
+        "$a `,` $b `,` $c (`bias` `(` $bias^ `:` type($bias) `)`)? attr-dict `:` type($a) `,` type($b) `,` type($c)"
+    )
 
-    def __init__(self, a: SSAValue, b: SSAValue, c: SSAValue, init: bool):
-        super().__init__(operands=[a, b, c], properties={"init": IntegerAttr(int(init), i64)})
+    def __init__(self, a: SSAValue, b: SSAValue, c: SSAValue, init: bool, bias: SSAValue | None = None):
+        super().__init__(
+            operands=[a, b, c, [bias] if bias is not None else []], properties={"init": IntegerAttr(int(init), i64)}
+        )
 
     def verify_(self) -> None:
         for v, sp in ((self.a, MemSpace.L0A), (self.b, MemSpace.L0B), (self.c, MemSpace.L0C)):
@@ -444,6 +456,14 @@ class MmadOp(IRDLOperation):
             raise VerifyException("ascend.mmad: M, N, K must be <= 4095")
         if self.a.type.element_type != self.b.type.element_type:
             raise VerifyException("ascend.mmad: L0A and L0B element types differ")
+        if self.bias is not None:
+            bt = self.bias.type
+            if space_of(bt) != MemSpace.BT or tuple(bt.get_shape()) != (1, n):
+                raise VerifyException(f"ascend.mmad: bias must be a [1, {n}] BT buffer, got {bt}")
+            if bt.element_type not in (self.a.type.element_type, f32):
+                raise VerifyException("ascend.mmad: bias element type must be that of a or f32")
+            if self.init.value.data != 1:
+                raise VerifyException("ascend.mmad: bias is the initial value, so it needs init = 1")
 
 
 # ----------------------------------------------------------------------------------------------
