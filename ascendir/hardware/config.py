@@ -1,11 +1,13 @@
 """Load a chip description (TOML) into a `HardwareConfig`.
 
 Every number in the TOML files carries a comment naming its source in
-../shared/reference/ascend-hardware.md ([Sn] ids) and its confidence (doc / rep / INF).
+/work/shared/reference/ascend-hardware.md ([Sn] ids) and its confidence (doc / rep / INF).
+Units: bytes, cycles of `clock_hz` (the AI Core clock), rates in bytes/cycle per core.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,68 @@ DEFAULT_TARGET = "ascend910b2"
 
 
 @dataclass(frozen=True)
+class CubeSpec:
+    """Cube unit: an mmad of M×K×N costs ceil(M/fm)·ceil(N/fn)·ceil(K/k_per_cycle[dtype]) + startup."""
+
+    fractal_m: int
+    fractal_n: int
+    k_per_cycle: dict[str, int]  # dtype key (f16, bf16, f32, s8, ...) -> K elements per cycle
+    mmad_startup: int  # cycles per mmad instruction
+    max_mnk: int
+
+    def macs_per_cycle(self, dtype: str) -> int:
+        """Multiply-accumulates per cycle per core for `dtype` (e.g. 4096 for f16)."""
+        return self.fractal_m * self.fractal_n * self.k_per_cycle[dtype]
+
+
+@dataclass(frozen=True)
+class VectorOpCost:
+    """Cost of one vector op kind.
+
+    kind "repeat" (S5 table): cycles = ceil(bytes/repeat)·(repeat/bpc) + latency + vector start-up;
+    kind "fit" (S4 fit): cycles = k·elements + b (k per element size: 2-byte or 4-byte).
+    """
+
+    kind: str
+    bpc: float = 256.0  # bytes/cycle (4-byte and wider elements)
+    bpc16: float = 256.0  # bytes/cycle for 2-byte (and 1-byte) elements
+    latency: float = 0.0
+    k16: float = 0.0
+    k32: float = 0.0
+    b: float = 0.0
+
+
+@dataclass(frozen=True)
+class VectorSpec:
+    bytes_per_cycle: int
+    repeat_bytes: int
+    block_bytes: int
+    max_repeat: int
+    pipeline_latency: int
+    ops: dict[str, VectorOpCost]
+
+    def op(self, name: str) -> VectorOpCost:
+        """Cost entry of vector op `name` (without the `ascend.` prefix), or the default."""
+        return self.ops.get(name) or self.ops["default"]
+
+
+@dataclass(frozen=True)
+class MemorySpec:
+    """Chip-level memory: HBM (shared by all cores) and L2."""
+
+    hbm_bytes: int
+    hbm_bw_Bps: float
+    gm_read_latency: int  # cycles
+    gm_write_latency: int  # cycles
+    l2_bytes: int
+    l2_line_bytes: int
+    l2_bw_over_hbm: float
+    l2_hit_latency: int
+    l2_miss_latency: int
+    l2_model: str  # "none": every GM access at HBM rate (hook for a later L2 model)
+
+
+@dataclass(frozen=True)
 class HardwareConfig:
     """One chip. Sizes in bytes, rates in bytes/cycle per core, times in cycles of `clock_hz`."""
 
@@ -29,7 +93,16 @@ class HardwareConfig:
     num_aiv: int  # vector cores (equal to num_aic on coupled chips)
     buffers: dict[str, int]  # space -> bytes per core: l1, l0a, l0b, l0c, ub, bt, fb
     align: dict[str, int]  # space -> address alignment in bytes
-    raw: dict[str, Any] = field(repr=False, default_factory=dict)  # the whole TOML, for the cost model
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)  # the whole TOML
+    vector_clock_hz: float = 0.0
+    aiv_per_aic: int = 1
+    kernel_launch_cycles: int = 0  # fixed cycles added per kernel launch
+    memory: MemorySpec | None = None
+    cube: CubeSpec | None = None
+    vector: VectorSpec | None = None
+    rates: dict[str, float] = field(default_factory=dict)  # "src_to_dst" -> bytes/cycle per core
+    startup: dict[str, int] = field(default_factory=dict)  # engine -> cycles per call
+    event_ids: int = 8
 
     @property
     def split(self) -> bool:
@@ -46,13 +119,111 @@ class HardwareConfig:
             raise AscendirError(f"target {self.name} has no {space} buffer")
         return self.buffers[space]
 
+    def rate(self, src: str, dst: str) -> float:
+        """Bytes/cycle per core of the DMA path src → dst (memory space names).
 
-def load_target(target: str | Path | None = None) -> HardwareConfig:
+        Raises:
+            AscendirError: if the target file gives no rate for the path.
+        """
+        key = f"{src}_to_{dst}"
+        if key not in self.rates:
+            raise AscendirError(f"target {self.name} has no rate for path {src} -> {dst} (add rates.{key})")
+        return self.rates[key]
+
+    @property
+    def hbm_bytes_per_cycle(self) -> float:
+        """Chip HBM bandwidth in bytes per AI Core cycle (shared by all cores)."""
+        return self.memory.hbm_bw_Bps / self.clock_hz
+
+    def cores(self, core_type: str) -> int:
+        """Cores a kernel of `core_type` (aic, aiv, mix) spreads its blocks over."""
+        return self.num_aiv if core_type == "aiv" else self.num_aic
+
+    def peak_flops_per_cycle(self, dtype: str = "f16") -> float:
+        """Chip cube peak in flops per cycle (2 per MAC, all AIC cores)."""
+        return 2.0 * self.cube.macs_per_cycle(dtype) * self.num_aic
+
+    def peak_flops(self, dtype: str = "f16") -> float:
+        """Chip cube peak in flops per second."""
+        return self.peak_flops_per_cycle(dtype) * self.clock_hz
+
+
+def _vector_op(name: str, d: dict[str, Any]) -> VectorOpCost:
+    if "k16" in d:
+        return VectorOpCost("fit", k16=float(d["k16"]), k32=float(d.get("k32", d["k16"])), b=float(d["b"]))
+    if "bpc" in d:
+        bpc = float(d["bpc"])
+        return VectorOpCost("repeat", bpc=bpc, bpc16=float(d.get("bpc16", bpc)), latency=float(d["latency"]))
+    raise AscendirError(f"vector.ops.{name}: needs either {{bpc, latency}} or {{k16, k32, b}}")
+
+
+def _parse(raw: dict[str, Any]) -> HardwareConfig:
+    chip, mem, cube, vec = raw["chip"], raw["memory"], raw["cube"], raw["vector"]
+    ops = {k: _vector_op(k, v) for k, v in vec["ops"].items()}
+    if "default" not in ops:
+        raise AscendirError("vector.ops needs a 'default' entry")
+    return HardwareConfig(
+        name=chip["name"],
+        arch=chip["arch"],
+        clock_hz=float(chip["clock_hz"]),
+        num_aic=int(chip["num_aic"]),
+        num_aiv=int(chip["num_aiv"]),
+        buffers={k: int(v) for k, v in raw["buffers"].items()},
+        align={k: int(v) for k, v in raw["align"].items()},
+        raw=raw,
+        vector_clock_hz=float(chip.get("vector_clock_hz", chip["clock_hz"])),
+        aiv_per_aic=int(chip.get("aiv_per_aic", 1)),
+        kernel_launch_cycles=int(chip["kernel_launch_cycles"]),
+        memory=MemorySpec(
+            hbm_bytes=int(mem["hbm_bytes"]),
+            hbm_bw_Bps=float(mem["hbm_bw_Bps"]),
+            gm_read_latency=int(mem["gm_read_latency"]),
+            gm_write_latency=int(mem["gm_write_latency"]),
+            l2_bytes=int(mem["l2_bytes"]),
+            l2_line_bytes=int(mem["l2_line_bytes"]),
+            l2_bw_over_hbm=float(mem["l2_bw_over_hbm"]),
+            l2_hit_latency=int(mem["l2_hit_latency"]),
+            l2_miss_latency=int(mem["l2_miss_latency"]),
+            l2_model=str(mem.get("l2_model", "none")),
+        ),
+        cube=CubeSpec(
+            fractal_m=int(cube["fractal_m"]),
+            fractal_n=int(cube["fractal_n"]),
+            k_per_cycle={k: int(v) for k, v in cube["k_per_cycle"].items()},
+            mmad_startup=int(cube["mmad_startup"]),
+            max_mnk=int(cube["max_mnk"]),
+        ),
+        vector=VectorSpec(
+            bytes_per_cycle=int(vec["bytes_per_cycle"]),
+            repeat_bytes=int(vec["repeat_bytes"]),
+            block_bytes=int(vec["block_bytes"]),
+            max_repeat=int(vec["max_repeat"]),
+            pipeline_latency=int(vec["pipeline_latency"]),
+            ops=ops,
+        ),
+        rates={k: float(v) for k, v in raw["rates"].items()},
+        startup={k: int(v) for k, v in raw["startup"].items()},
+        event_ids=int(raw.get("sync", {}).get("event_ids", 8)),
+    )
+
+
+def _check(cfg: HardwareConfig, path: Path) -> None:
+    bad = [k for k, v in cfg.rates.items() if not (v > 0 and math.isfinite(v))]
+    bad += [k for k, v in cfg.startup.items() if v < 0]
+    if cfg.clock_hz <= 0 or cfg.num_aic < 1 or cfg.num_aiv < 1:
+        bad.append("chip")
+    if bad:
+        raise AscendirError(f"target file {path}: non-positive or invalid values for {', '.join(bad)}")
+
+
+def load_target(target: str | Path | HardwareConfig | None = None) -> HardwareConfig:
     """Load a shipped target by name (e.g. "ascend910b2", "910b2") or a TOML file path.
 
     Raises:
         AscendirError: unknown target name, unreadable file or missing keys.
     """
+    if isinstance(target, HardwareConfig):
+        return target
     target = target or DEFAULT_TARGET
     path = Path(target)
     if path.suffix != ".toml":
@@ -64,18 +235,12 @@ def load_target(target: str | Path | None = None) -> HardwareConfig:
     try:
         raw = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
-        raise AscendirError(f"cannot read target file {path}: {e}") from None
+        raise AscendirError(f"cannot read target file {path}: {' '.join(str(e).split())}") from None
     try:
-        chip = raw["chip"]
-        return HardwareConfig(
-            name=chip["name"],
-            arch=chip["arch"],
-            clock_hz=float(chip["clock_hz"]),
-            num_aic=int(chip["num_aic"]),
-            num_aiv=int(chip["num_aiv"]),
-            buffers={k: int(v) for k, v in raw["buffers"].items()},
-            align={k: int(v) for k, v in raw["align"].items()},
-            raw=raw,
-        )
+        cfg = _parse(raw)
     except KeyError as e:
         raise AscendirError(f"target file {path} lacks key {e}") from None
+    except (TypeError, ValueError) as e:
+        raise AscendirError(f"target file {path}: bad value ({e})") from None
+    _check(cfg, path)
+    return cfg

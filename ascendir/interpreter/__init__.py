@@ -1,0 +1,61 @@
+"""The ascend-dialect interpreter: numerics (numpy) + cycle timeline + report + trace.
+
+    from ascendir.interpreter import simulate
+    res = simulate(module, weights, {"x": x}, load_target("ascend910b2"))
+    res.outputs["y"], res.report["total_cycles"], res.trace_events
+
+`register_op(op_class, semantics=..., cost=...)` adds ops (see registry.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from ascendir.hardware.config import HardwareConfig, load_target
+from ascendir.interpreter.cost import CostEnv, OpCost
+from ascendir.interpreter.executor import compile_module
+from ascendir.interpreter.invariants import check
+from ascendir.interpreter.registry import register_op
+from ascendir.interpreter.report import build_report
+from ascendir.interpreter.trace import trace_events
+from ascendir.weights import WeightStore
+
+__all__ = ["simulate", "SimResult", "register_op", "OpCost", "CostEnv", "compile_module"]
+
+
+@dataclass
+class SimResult:
+    """outputs: @main results by onnx.name (out{i} when unnamed); report: see report.py;
+    trace_events: Chrome trace events (empty unless `trace=True`)."""
+
+    outputs: dict[str, np.ndarray]
+    report: dict
+    trace_events: list[dict] = field(default_factory=list)
+
+
+def simulate(
+    module: ModuleOp,
+    weights: WeightStore | None,
+    inputs: dict[str, np.ndarray],
+    target: HardwareConfig | str | None = None,
+    timing_only: bool = False,
+    trace: bool = False,
+) -> SimResult:
+    """Run `module` (ascend kernels + host func.func @main) on `target`.
+
+    Inputs are keyed by the onnx.name of @main's arguments (arg{i} when unnamed) and cast to the
+    argument memref dtypes. In timing-only mode no data moves (inputs may be empty; outputs are
+    zero views). Invariants are checked on every kernel launch.
+
+    Raises:
+        AscendirError: unsupported op, capacity overflow, deadlock, bad inputs, invariant violation.
+    """
+    hw = load_target(target)
+    prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace)
+    outputs, records = prog.run(inputs)
+    for r in records:
+        check(r, hw)
+    return SimResult(outputs, build_report(records, hw), trace_events(records, hw) if trace else [])

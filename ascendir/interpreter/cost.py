@@ -1,0 +1,199 @@
+"""Cost of each ascend tile op: pipe occupancy (cycles), completion latency, bytes per level, flops.
+
+Each entry is a *factory* `factory(op, env) -> fn(*operand_values) -> OpCost`, built once per
+kernel launch; the executor caches `fn`'s result per operand-shape tuple. All figures come from
+the target's hardware TOML (sources [Sn] in /work/shared/reference/ascend-hardware.md):
+
+* copy  = startup[engine] + bytes_dst / rate[src_to_dst]; GM-side rates are capped by the chip
+          HBM share (see `CostEnv`); GM reads/writes add gm_read/write_latency to completion
+          (not occupancy: the DMA engine keeps streaming).                     [S1 rates, S4 heads, S5 latency]
+* mmad  = ceil(M/16)·ceil(N/16)·ceil(K/k_per_cycle[dtype]) + mmad_startup.    [S1 fractal, S5]
+* vector "repeat" ops = ceil(bytes/256)·(256/bpc) + latency + startup.vector  [S5 table, S4 head]
+  vector "fit" ops    = k·elements + b                                        [S4 fits]
+* gather_rows = rows · (startup.mte2 + row_bytes / gm rate), + gm_read_latency.  [S4 head per DMA call]
+* scalar ops (arith, subview, loop control) = startup.scalar_alu on pipe S.  [S5]
+
+Bytes are those *written into* each level (l1, l0a, l0b, l0c, ub, bt, fb) plus gm_read / gm_write.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.ir import Operation
+from xdsl.utils.exceptions import VerifyException
+
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import MemSpace, Pipe, copy_pipe, space_of
+from ascendir.errors import AscendirError
+from ascendir.hardware.config import HardwareConfig
+
+LEVELS = ("gm_read", "gm_write", "l1", "l0a", "l0b", "l0c", "ub", "bt", "fb")
+AIC_SPACES = frozenset({"l1", "l0a", "l0b", "l0c", "bt", "fb"})
+
+
+@dataclass(frozen=True, slots=True)
+class OpCost:
+    """Cost of one execution of an op.
+
+    pipe: the pipe it occupies; cycles: occupancy of that pipe; latency: extra cycles before its
+    result is visible to set_flag / pipe_barrier; bytes: level -> bytes written there (gm_read,
+    gm_write for GM); flops: cube flops; unit: "aic" / "aiv" where a mixed kernel needs it.
+    """
+
+    pipe: str
+    cycles: float
+    latency: float = 0.0
+    bytes: dict[str, float] = field(default_factory=dict)
+    flops: float = 0.0
+    unit: str | None = None
+
+
+@dataclass
+class CostEnv:
+    """What cost factories see: the target and the per-stream GM bandwidth share of this launch.
+
+    Approximation (documented in the report): every active core streams GM at the same time, so
+    each GM stream (a (core, engine) pair touching GM) gets hbm_bytes_per_cycle / streams, where
+    streams = min(block_dim, cores) × GM engines the kernel uses per block. A path's GM rate is
+    min(path rate [S1], that share). Pessimistic for kernels whose GM phases do not overlap; it
+    guarantees kernel cycles ≥ GM bytes / chip bandwidth.
+    """
+
+    target: HardwareConfig
+    gm_share: float = math.inf  # bytes/cycle per GM stream
+
+    def gm_rate(self, path_rate: float, src: str, dst: str) -> float:
+        """Rate of a path touching GM. Hook for the L2 model (target.memory.l2_model)."""
+        return min(path_rate, self.gm_share)
+
+
+CostFn = Callable[..., OpCost]
+CostFactory = Callable[[Operation, CostEnv], CostFn]
+
+
+def space_unit(space: str) -> str:
+    """The unit owning a memory space on a split (910B) chip."""
+    return "aic" if space in AIC_SPACES else "aiv"
+
+
+def copy_path(op: ascend.CopyOp, target: HardwareConfig) -> tuple[str, str, Pipe]:
+    """(src space, dst space, pipe) of a copy on `target`.
+
+    Raises:
+        AscendirError: when the target has no such DMA path.
+    """
+    src, dst = space_of(op.source), space_of(op.dest)
+    try:
+        pipe = copy_pipe(src, dst, target.arch)
+    except VerifyException:
+        raise AscendirError(f"ascend.copy {src.value} -> {dst.value}: no such DMA path on {target.name} ({target.arch})") from None
+    return src.value, dst.value, pipe
+
+
+def _copy_startup(target: HardwareConfig, pipe: Pipe, layout: str | None) -> int:
+    st = target.startup
+    if pipe == Pipe.MTE2:
+        return st["mte2_nd2nz"] if layout == "nd2nz" else st["mte2"]
+    return {Pipe.MTE1: st["mte1"], Pipe.MTE3: st["mte3"], Pipe.FIX: st["fix"], Pipe.V: st["vector"]}[pipe]
+
+
+def copy(op: ascend.CopyOp, env: CostEnv) -> CostFn:
+    t = env.target
+    src, dst, pipe = copy_path(op, t)
+    rate = t.rate(src, dst)
+    if "gm" in (src, dst):
+        rate = env.gm_rate(rate, src, dst)
+    layout = op.layout.data if op.layout is not None else None
+    startup = _copy_startup(t, pipe, layout)
+    latency = (t.memory.gm_read_latency if src == "gm" else 0) + (t.memory.gm_write_latency if dst == "gm" else 0)
+    unit = space_unit(src if src != "gm" else dst)
+    read_key = "gm_read" if src == "gm" else None
+    write_key = "gm_write" if dst == "gm" else dst
+
+    def run(s: np.ndarray, d: np.ndarray) -> OpCost:
+        n = math.prod(min(a, b) for a, b in zip(s.shape, d.shape))
+        nbytes = n * d.itemsize
+        by = {write_key: nbytes}
+        if read_key:
+            by[read_key] = n * s.itemsize
+        return OpCost(pipe.value, startup + nbytes / rate, latency, by, 0.0, unit)
+
+    return run
+
+
+_DTYPE_KEY = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "int8": "s8", "uint8": "u8"}
+
+
+def mmad(op: ascend.MmadOp, env: CostEnv) -> CostFn:
+    cube = env.target.cube
+
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> OpCost:
+        key = _DTYPE_KEY.get(a.dtype.name, a.dtype.name)
+        if key not in cube.k_per_cycle:
+            raise AscendirError(f"ascend.mmad: {env.target.name} has no {key} cube mode (k_per_cycle has {', '.join(cube.k_per_cycle)})")
+        m, k = a.shape
+        n = b.shape[1]
+        cyc = math.ceil(m / cube.fractal_m) * math.ceil(n / cube.fractal_n) * math.ceil(k / cube.k_per_cycle[key])
+        return OpCost("M", cyc + cube.mmad_startup, 0.0, {"l0c": m * n * c.itemsize}, 2.0 * m * n * k, "aic")
+
+    return run
+
+
+def vector(op: Operation, env: CostEnv) -> CostFn:
+    name = op.name.split(".", 1)[1]
+    entry = env.target.vector.op(name)
+    rep = env.target.vector.repeat_bytes
+    head = env.target.startup["vector"]
+
+    if entry.kind == "fit":
+
+        def run(*vals: np.ndarray) -> OpCost:
+            n = max(v.size for v in vals)
+            wide = max(v.itemsize for v in vals)
+            k = entry.k16 if wide <= 2 else entry.k32
+            return OpCost("V", k * n + entry.b, 0.0, {"ub": vals[-1].nbytes}, 0.0, "aiv")
+
+    else:
+
+        def run(*vals: np.ndarray) -> OpCost:
+            n = max(v.size for v in vals)
+            wide = max(v.itemsize for v in vals)
+            bpc = entry.bpc16 if wide <= 2 else entry.bpc
+            cyc = math.ceil(n * wide / rep) * (rep / bpc) + entry.latency + head
+            return OpCost("V", cyc, 0.0, {"ub": vals[-1].nbytes}, 0.0, "aiv")
+
+    return run
+
+
+def gather_rows(op: ascend.GatherRowsOp, env: CostEnv) -> CostFn:
+    t = env.target
+    rate = env.gm_rate(t.rate("gm", "ub"), "gm", "ub")
+    head = t.startup["mte2"]
+    lat = t.memory.gm_read_latency
+
+    def run(table: np.ndarray, idx: np.ndarray, d: np.ndarray) -> OpCost:
+        rows = min(idx.shape[0], d.shape[0])
+        row_bytes = min(table.shape[1], d.shape[1]) * d.itemsize
+        total = rows * row_bytes
+        return OpCost("MTE2", rows * head + total / rate, lat, {"gm_read": total, "ub": total}, 0.0, "aiv")
+
+    return run
+
+
+def builtin_costs() -> dict[type, CostFactory]:
+    """op class -> cost factory for every ascend tile op."""
+    table: dict[type, CostFactory] = {
+        ascend.CopyOp: copy,
+        ascend.MmadOp: mmad,
+        ascend.GatherRowsOp: gather_rows,
+    }
+    for cls in (ascend.VcastOp, ascend.VcmpOp, ascend.VselOp, ascend.VdupOp, ascend.VtransposeOp):
+        table[cls] = vector
+    for group in (ascend.VECTOR_UNARY, ascend.VECTOR_BINARY, ascend.VECTOR_SCALAR, ascend.VECTOR_REDUCE):
+        for name in group:
+            table[ascend.vector_op(name)] = vector
+    return table

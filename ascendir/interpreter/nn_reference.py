@@ -1,0 +1,364 @@
+"""Numerical reference of the `nn` dialect: one numpy call per op, on whole tensors.
+
+This is the meaning of an `nn` module that pass verification (`--verify-numerics`) and the tests
+compare against. Half-precision floats (f16, bf16) are computed in float32 and rounded to the
+op's result type; matrix products always run as float32 (or integer) numpy matmul.
+
+`NN_SEMANTICS` maps each op class to a function `(op, operands, weights) -> result array(s)`, so
+other interpreters can reuse or extend it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import ml_dtypes
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Block, Operation
+
+from ascendir.dialects import nn
+from ascendir.dtypes import to_numpy_dtype
+from ascendir.errors import AscendirError
+from ascendir.interpreter.special import erf
+from ascendir.weights import WeightStore
+
+NAME_ATTR = "onnx.name"
+
+Semantics = Callable[[Operation, list[np.ndarray], WeightStore], "np.ndarray | tuple[np.ndarray, ...]"]
+NN_SEMANTICS: dict[type[Operation], Semantics] = {}
+
+_HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def semantics(*op_classes: type[Operation]) -> Callable[[Semantics], Semantics]:
+    """Register `fn` as the reference semantics of `op_classes`."""
+
+    def register(fn: Semantics) -> Semantics:
+        for cls in op_classes:
+            NN_SEMANTICS[cls] = fn
+        return fn
+
+    return register
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    """x as float32 if it is a half-precision float (numpy has no fast f16/bf16 math)."""
+    return x.astype(np.float32) if x.dtype in _HALF else x
+
+
+# ----------------------------------------------------------------------------------------------
+# constants
+# ----------------------------------------------------------------------------------------------
+@semantics(nn.WeightOp)
+def _weight(op: nn.WeightOp, args, weights: WeightStore):
+    try:
+        return weights[op.weight_name]
+    except KeyError:
+        raise AscendirError(f"nn.weight @{op.weight_name}: not in the WeightStore") from None
+
+
+@semantics(nn.ConstantOp)
+def _constant(op: nn.ConstantOp, args, weights):
+    ttype = op.value.type
+    array = np.frombuffer(op.value.data.data, to_numpy_dtype(ttype.element_type))
+    shape = tuple(ttype.get_shape())
+    if array.size == 1 and math.prod(shape) != 1:  # a splat holds a single element
+        return np.broadcast_to(array.reshape(()), shape)
+    return array.reshape(shape)
+
+
+# ----------------------------------------------------------------------------------------------
+# elementwise
+# ----------------------------------------------------------------------------------------------
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+_UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
+    nn.ReluOp: lambda x: np.maximum(x, 0),
+    nn.SigmoidOp: _sigmoid,
+    nn.SiluOp: lambda x: x * _sigmoid(x),
+    nn.TanhOp: np.tanh,
+    nn.ExpOp: np.exp,
+    nn.LogOp: np.log,
+    nn.SqrtOp: np.sqrt,
+    nn.RsqrtOp: lambda x: 1.0 / np.sqrt(x),
+    nn.ReciprocalOp: lambda x: 1.0 / x,
+    nn.NegOp: np.negative,
+    nn.AbsOp: np.abs,
+    nn.ErfOp: erf,
+    nn.SinOp: np.sin,
+    nn.CosOp: np.cos,
+    nn.FloorOp: np.floor,
+    nn.CeilOp: np.ceil,
+    nn.NotOp: np.logical_not,
+    nn.IdentityOp: lambda x: x,
+}
+
+
+@semantics(*_UNARY)
+def _unary(op: Operation, args, weights):
+    return _UNARY[type(op)](_wide(args[0]))
+
+
+@semantics(nn.GeluOp)
+def _gelu(op: nn.GeluOp, args, weights):
+    x = _wide(args[0])
+    if op.approximate.data == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+@semantics(nn.LeakyReluOp)
+def _leaky_relu(op: nn.LeakyReluOp, args, weights):
+    x = _wide(args[0])
+    return np.where(x >= 0, x, x * np.asarray(op.alpha.value.data, x.dtype))
+
+
+@semantics(nn.ClipOp)
+def _clip(op: nn.ClipOp, args, weights):
+    x = _wide(args[0])
+    if op.min is not None:
+        x = np.maximum(x, np.asarray(op.min.value.data, x.dtype))
+    if op.max is not None:
+        x = np.minimum(x, np.asarray(op.max.value.data, x.dtype))
+    return x
+
+
+def _div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if x.dtype.kind in "iub":  # ONNX integer division truncates toward zero
+        q = np.floor_divide(x, y)
+        return q + ((np.remainder(x, y) != 0) & ((x < 0) != (y < 0)))
+    return x / y
+
+
+_BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    nn.AddOp: np.add, nn.SubOp: np.subtract, nn.MulOp: np.multiply, nn.DivOp: _div,
+    nn.PowOp: np.power, nn.MaxOp: np.maximum, nn.MinOp: np.minimum, nn.ModOp: np.mod,
+    nn.AndOp: np.logical_and, nn.OrOp: np.logical_or, nn.EqualOp: np.equal, nn.LessOp: np.less,
+    nn.LessEqualOp: np.less_equal, nn.GreaterOp: np.greater, nn.GreaterEqualOp: np.greater_equal,
+}
+
+
+@semantics(*_BINARY)
+def _binary(op: Operation, args, weights):
+    return _BINARY[type(op)](_wide(args[0]), _wide(args[1]))
+
+
+@semantics(nn.WhereOp)
+def _where(op: nn.WhereOp, args, weights):
+    return np.where(args[0], args[1], args[2])
+
+
+@semantics(nn.CastOp)
+def _cast(op: nn.CastOp, args, weights):
+    return args[0].astype(to_numpy_dtype(op.result.type.element_type))
+
+
+# ----------------------------------------------------------------------------------------------
+# linear algebra, normalization, reductions
+# ----------------------------------------------------------------------------------------------
+@semantics(nn.MatmulOp)
+def _matmul(op: nn.MatmulOp, args, weights):
+    a, b = args
+    if a.dtype.kind == "f":
+        return np.matmul(a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
+    return np.matmul(a, b)
+
+
+@semantics(nn.SoftmaxOp)
+def _softmax(op: nn.SoftmaxOp, args, weights):
+    x = _wide(args[0])
+    axis = op.axis.value.data
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _norm_axes(x: np.ndarray, axis: int) -> tuple[int, ...]:
+    return tuple(range(axis % x.ndim, x.ndim))
+
+
+@semantics(nn.LayerNormOp)
+def _layer_norm(op: nn.LayerNormOp, args, weights):
+    x = args[0].astype(np.float32) if args[0].dtype in _HALF else args[0]
+    axes = _norm_axes(x, op.axis.value.data)
+    centered = x - np.mean(x, axis=axes, keepdims=True)
+    var = np.mean(centered * centered, axis=axes, keepdims=True)
+    y = centered / np.sqrt(var + np.asarray(op.epsilon.value.data, x.dtype)) * _wide(args[1])
+    return y + _wide(args[2]) if len(args) > 2 else y
+
+
+@semantics(nn.RmsNormOp)
+def _rms_norm(op: nn.RmsNormOp, args, weights):
+    x = _wide(args[0])
+    axes = _norm_axes(x, op.axis.value.data)
+    ms = np.mean(x * x, axis=axes, keepdims=True)
+    return x / np.sqrt(ms + np.asarray(op.epsilon.value.data, x.dtype)) * _wide(args[1])
+
+
+_REDUCE = {
+    nn.ReduceSumOp: np.sum, nn.ReduceMeanOp: np.mean, nn.ReduceMaxOp: np.max,
+    nn.ReduceMinOp: np.min, nn.ReduceProdOp: np.prod,
+}
+
+
+@semantics(*_REDUCE)
+def _reduce(op: nn.ReduceOp, args, weights):
+    axes = tuple(op.axes.get_values())
+    return _REDUCE[type(op)](_wide(args[0]), axis=axes, keepdims=op.keepdims.value.data != 0)
+
+
+@semantics(nn.TopKOp)
+def _topk(op: nn.TopKOp, args, weights):
+    x, axis, k = args[0], op.axis.value.data, op.k.value.data
+    key = x.astype(np.int64) if x.dtype.kind in "ub" else x
+    # A stable sort keeps equal elements in index order, the tie rule of ONNX TopK.
+    order = np.argsort(-key if op.largest.value.data else key, axis=axis, kind="stable")
+    indices = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(x, indices, axis=axis), indices
+
+
+# ----------------------------------------------------------------------------------------------
+# data movement
+# ----------------------------------------------------------------------------------------------
+@semantics(nn.TransposeOp)
+def _transpose(op: nn.TransposeOp, args, weights):
+    return np.transpose(args[0], tuple(op.perm.get_values()))
+
+
+@semantics(nn.ReshapeOp)
+def _reshape(op: nn.ReshapeOp, args, weights):
+    return args[0].reshape(op.result.type.get_shape())
+
+
+@semantics(nn.ExpandOp)
+def _expand(op: nn.ExpandOp, args, weights):
+    return np.broadcast_to(args[0], op.result.type.get_shape())
+
+
+@semantics(nn.ConcatOp)
+def _concat(op: nn.ConcatOp, args, weights):
+    return np.concatenate(args, axis=op.axis.value.data)
+
+
+@semantics(nn.SliceOp)
+def _slice(op: nn.SliceOp, args, weights):
+    index = []
+    for start, step, size in zip(op.starts.get_values(), op.steps.get_values(), op.result.type.get_shape()):
+        stop = start + size * step
+        index.append(slice(start, stop if stop >= 0 else None, step))
+    return args[0][tuple(index)]
+
+
+@semantics(nn.GatherOp)
+def _gather(op: nn.GatherOp, args, weights):
+    return np.take(args[0], args[1], axis=op.axis.value.data)
+
+
+@semantics(nn.FusedOp)
+def _fused(op: nn.FusedOp, args, weights):
+    return tuple(run_block(op.body.block, args, weights))
+
+
+# ----------------------------------------------------------------------------------------------
+# driver
+# ----------------------------------------------------------------------------------------------
+def evaluate_op(op: Operation, args: list[np.ndarray], weights: WeightStore) -> list[np.ndarray]:
+    """Results of one op, each with exactly the dtype and shape of the op's result types.
+
+    Raises:
+        AscendirError: no semantics for the op, or numpy rejects its operands.
+    """
+    fn = NN_SEMANTICS.get(type(op))
+    if fn is None:
+        raise AscendirError(f"{op.name}: no reference semantics (nn_reference.NN_SEMANTICS)")
+    try:
+        with np.errstate(all="ignore"):  # inf/nan follow IEEE like the hardware; no warnings
+            out = fn(op, args, weights)
+    except AscendirError:
+        raise
+    except Exception as e:  # noqa: BLE001 - numpy raises ValueError, IndexError, TypeError...
+        raise AscendirError(f"{op.name}: reference evaluation failed: {' '.join(str(e).split())}") from e
+    outs = list(out) if isinstance(out, tuple) else [out]
+    results = []
+    for value, result in zip(outs, op.results, strict=True):
+        dtype, shape = to_numpy_dtype(result.type.element_type), tuple(result.type.get_shape())
+        value = np.asarray(value).astype(dtype, copy=False)
+        if value.shape != shape:
+            raise AscendirError(f"{op.name}: reference produced shape {list(value.shape)}, the op declares {list(shape)}")
+        results.append(value)
+    return results
+
+
+def run_block(block: Block, args: Sequence[np.ndarray], weights: WeightStore) -> list[np.ndarray]:
+    """Run a block of nn ops on `args` (one per block argument); returns its terminator's operands."""
+    env = dict(zip(block.args, args, strict=True))
+    for op in block.ops:
+        if isinstance(op, (func.ReturnOp, nn.YieldOp)):
+            return [env[v] for v in op.operands]
+        for result, value in zip(op.results, evaluate_op(op, [env[v] for v in op.operands], weights)):
+            env[result] = value
+    raise AscendirError("block has no terminator (func.return / nn.yield)")
+
+
+def _names(attrs, count: int, kind: str) -> list[str]:
+    if attrs is None:
+        return [f"{kind}{i}" for i in range(count)]
+    names = []
+    for i, d in enumerate(attrs.data):
+        name = d.data.get(NAME_ATTR)
+        names.append(name.data if isinstance(name, StringAttr) else f"{kind}{i}")
+    return names
+
+
+def main_function(module: ModuleOp) -> func.FuncOp:
+    """`@main` of the module (or its only function).
+
+    Raises:
+        AscendirError: no such function.
+    """
+    funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    for f in funcs:
+        if f.sym_name.data == "main":
+            return f
+    if len(funcs) == 1:
+        return funcs[0]
+    raise AscendirError("module has no func.func @main")
+
+
+def run_nn(module: ModuleOp, weights: WeightStore, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Evaluate `@main` of an nn module with numpy.
+
+    Args:
+        module: a module whose `@main` holds nn ops (and nn.fused regions).
+        weights: arrays of its `nn.weight` ops.
+        inputs: one array per argument, keyed by the argument's `onnx.name` (`arg<i>` when it has
+            none); dtype and shape must equal the argument type.
+
+    Returns:
+        One array per result, keyed by the result's `onnx.name` (`result<i>` when it has none).
+
+    Raises:
+        AscendirError: a missing, unknown or mistyped input; an op without semantics.
+    """
+    main = main_function(module)
+    block = main.body.block
+    arg_names = _names(main.arg_attrs, len(block.args), "arg")
+    unknown = sorted(set(inputs) - set(arg_names))
+    if unknown:
+        raise AscendirError(f"unknown inputs {unknown}; @main takes {arg_names}")
+    args = []
+    for name, arg in zip(arg_names, block.args):
+        if name not in inputs:
+            raise AscendirError(f"missing input '{name}' ({arg.type})")
+        value = np.asarray(inputs[name])
+        dtype, shape = to_numpy_dtype(arg.type.element_type), tuple(arg.type.get_shape())
+        if value.dtype != dtype or value.shape != shape:
+            raise AscendirError(f"input '{name}' is {value.dtype}{list(value.shape)}, expected {dtype}{list(shape)}")
+        args.append(value)
+    outputs = run_block(block, args, weights)
+    names = _names(main.res_attrs, len(outputs), "result")
+    return {name: np.ascontiguousarray(v) for name, v in zip(names, outputs)}

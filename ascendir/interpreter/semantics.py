@@ -1,0 +1,307 @@
+"""Numerics of the ascend tile ops on numpy views (the meaning given in ascendir/dialects/ascend.py).
+
+Each entry is a *factory*: `factory(op) -> fn(*operand_values)`, called once when the module is
+compiled; `fn` runs on every execution with the operand values (numpy arrays for memrefs, Python
+ints/floats for scalars) and writes its destination operand in place. Nothing is returned.
+
+Conventions (the lowering relies on them):
+* copy: the leading overlap `min(src, dst)` of each dim is copied; when dst is on chip the rest
+  of dst is zero-filled. FixPipe (L0C→GM/L1) may narrow f32→f16/bf16 (round to nearest even) and
+  apply `relu`. Layouts (nd2nz/nz2nd) change cost only: arrays stay logical ND.
+* mmad: c = (0 if init else c) + a.astype(f32) @ b.astype(f32) (int32 for s8), single-thread BLAS.
+* vector ops broadcast size-1 source dims to dst; f16/bf16 composites compute in f32.
+* vreduce_* reduce the last dim (keepdims); vcast is numpy astype (RNE float→float, float→int
+  truncates toward zero as ONNX Cast, anything→bool is x != 0); vcmp writes bool; vsel is where.
+* gather_rows: dest[i] = table[idx[i, 0]], negative indices count from the end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import ml_dtypes
+import numpy as np
+from xdsl.ir import Operation
+
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import MemSpace, space_of
+from ascendir.errors import AscendirError
+from ascendir.interpreter.special import erf
+
+Runtime = Callable[..., None]
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F32 = np.dtype(np.float32)
+_SQRT_HALF = math.sqrt(0.5)
+_GELU_TANH_C = math.sqrt(2.0 / math.pi)
+
+
+def _store(dst: np.ndarray, value) -> None:
+    np.copyto(dst, value, casting="unsafe")
+
+
+def _f32(x: np.ndarray) -> np.ndarray:
+    """x as a float32 array for computing (no copy when already f32)."""
+    return x if x.dtype == F32 else x.astype(F32)
+
+
+# ------------------------------------------------------------------------------------------
+# DMA
+# ------------------------------------------------------------------------------------------
+def copy(op: ascend.CopyOp) -> Runtime:
+    on_chip = space_of(op.dest) != MemSpace.GM
+    relu = op.relu is not None and op.relu.value.data != 0
+
+    def run(src: np.ndarray, dst: np.ndarray) -> None:
+        if src.shape == dst.shape:
+            s, d = src, dst
+        else:
+            ov = tuple(slice(0, min(a, b)) for a, b in zip(src.shape, dst.shape))
+            s, d = src[ov], dst[ov]
+            if on_chip:
+                dst[...] = 0
+        if relu:
+            _store(d, np.maximum(s, 0))
+        else:
+            _store(d, s)
+
+    return run
+
+
+def mmad(op: ascend.MmadOp) -> Runtime:
+    init = op.init.value.data != 0
+
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        if c.dtype.kind in "iu":
+            prod = a.astype(np.int64) @ b.astype(np.int64)
+        else:
+            prod = _f32(a) @ _f32(b)
+        if init:
+            _store(c, prod)
+        else:
+            c += prod.astype(c.dtype, copy=False)
+
+    return run
+
+
+def gather_rows(op: ascend.GatherRowsOp) -> Runtime:
+    def run(table: np.ndarray, idx: np.ndarray, dst: np.ndarray) -> None:
+        n = min(idx.shape[0], dst.shape[0])
+        rows = idx[:n, 0].astype(np.int64)
+        r = table.shape[0]
+        rows = np.where(rows < 0, rows + r, rows)
+        if n and (rows.min() < 0 or rows.max() >= r):
+            bad = int(rows[(rows < 0) | (rows >= r)][0])
+            raise AscendirError(f"ascend.gather_rows: index {bad} out of range for a table of {r} rows")
+        c = min(table.shape[1], dst.shape[1])
+        _store(dst[:n, :c], table[rows, :c])
+
+    return run
+
+
+# ------------------------------------------------------------------------------------------
+# vector unit
+# ------------------------------------------------------------------------------------------
+def _native(dt: np.dtype) -> bool:
+    """numpy computes this dtype natively (bf16 goes through f32)."""
+    return dt != BF16
+
+
+def _unary(fn: Callable[[np.ndarray], np.ndarray], composite: bool = False) -> Callable[[Operation], Runtime]:
+    def factory(op: Operation) -> Runtime:
+        def run(src: np.ndarray, dst: np.ndarray) -> None:
+            x = src if (_native(src.dtype) and not composite) else _f32(src)
+            _store(dst, fn(x))
+
+        return run
+
+    return factory
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return (0.5 * x * (1.0 + erf(x * _SQRT_HALF))).astype(x.dtype)
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(_GELU_TANH_C * (x + 0.044715 * x * x * x)))
+
+
+def _logical_not(x: np.ndarray) -> np.ndarray:
+    return np.logical_not(x)
+
+
+UNARY: dict[str, Callable[[Operation], Runtime]] = {
+    "vexp": _unary(np.exp),
+    "vln": _unary(np.log),
+    "vsqrt": _unary(np.sqrt),
+    "vrsqrt": _unary(lambda x: 1.0 / np.sqrt(x), composite=True),
+    "vrec": _unary(lambda x: 1.0 / x, composite=True),
+    "vabs": _unary(np.abs),
+    "vrelu": _unary(lambda x: np.maximum(x, 0)),
+    "vsigmoid": _unary(_sigmoid, composite=True),
+    "vtanh": _unary(np.tanh, composite=True),
+    "verf": _unary(lambda x: erf(x).astype(np.float32), composite=True),
+    "vgelu": _unary(_gelu, composite=True),
+    "vgelu_tanh": _unary(_gelu_tanh, composite=True),
+    "vsilu": _unary(lambda x: x * _sigmoid(x), composite=True),
+    "vsin": _unary(np.sin, composite=True),
+    "vcos": _unary(np.cos, composite=True),
+    "vfloor": _unary(np.floor),
+    "vceil": _unary(np.ceil),
+    "vnot": _unary(_logical_not),
+    "vcopy": _unary(lambda x: x),
+    "vneg": _unary(np.negative),
+}
+
+
+def _mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # ONNX Mod: integers follow the divisor's sign (fmod=0); floats need fmod=1 (C fmod).
+    return np.mod(a, b) if a.dtype.kind in "iu" else np.fmod(a, b)
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # C-style truncation toward zero (ONNX Div on integers)
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[Operation], Runtime]:
+    def factory(op: Operation) -> Runtime:
+        def run(a: np.ndarray, b: np.ndarray, dst: np.ndarray) -> None:
+            if not _native(a.dtype):
+                a, b = _f32(a), _f32(b)
+            _store(dst, fn(a, b))
+
+        return run
+
+    return factory
+
+
+BINARY: dict[str, Callable[[Operation], Runtime]] = {
+    "vadd": _binary(np.add),
+    "vsub": _binary(np.subtract),
+    "vmul": _binary(np.multiply),
+    "vdiv": _binary(lambda a, b: _int_div(a, b) if a.dtype.kind in "iu" else np.divide(a, b)),
+    "vmax": _binary(np.maximum),
+    "vmin": _binary(np.minimum),
+    "vpow": _binary(lambda a, b: np.power(_f32(a), _f32(b))),
+    "vand": _binary(np.logical_and),
+    "vor": _binary(np.logical_or),
+    "vmod": _binary(_mod),
+}
+
+
+def _scalar(fn: Callable[[np.ndarray, float], np.ndarray]) -> Callable[[Operation], Runtime]:
+    def factory(op: Operation) -> Runtime:
+        s = op.scalar.value.data
+
+        def run(src: np.ndarray, dst: np.ndarray) -> None:
+            x = _f32(src) if (not _native(src.dtype) or src.dtype.kind == "f") else src
+            _store(dst, fn(x, s))
+
+        return run
+
+    return factory
+
+
+SCALAR: dict[str, Callable[[Operation], Runtime]] = {
+    "vadds": _scalar(lambda x, s: x + np.float32(s) if x.dtype.kind == "f" else x + s),
+    "vmuls": _scalar(lambda x, s: x * np.float32(s) if x.dtype.kind == "f" else x * s),
+    "vmaxs": _scalar(lambda x, s: np.maximum(x, s)),
+    "vmins": _scalar(lambda x, s: np.minimum(x, s)),
+    "vpows": _scalar(lambda x, s: np.power(_f32(x), np.float32(s))),
+}
+
+
+def _reduce(fn: Callable[..., np.ndarray]) -> Callable[[Operation], Runtime]:
+    def factory(op: Operation) -> Runtime:
+        def run(src: np.ndarray, dst: np.ndarray) -> None:
+            x = _f32(src) if src.dtype.kind == "f" else src
+            _store(dst, fn(x, axis=-1, keepdims=True))
+
+        return run
+
+    return factory
+
+
+REDUCE: dict[str, Callable[[Operation], Runtime]] = {
+    "vreduce_sum": _reduce(np.sum),
+    "vreduce_max": _reduce(np.max),
+    "vreduce_min": _reduce(np.min),
+    "vreduce_prod": _reduce(np.prod),
+}
+
+
+def vcast(op: ascend.VcastOp) -> Runtime:
+    def run(src: np.ndarray, dst: np.ndarray) -> None:
+        if dst.dtype == np.bool_:
+            _store(dst, src != 0)
+        elif dst.dtype.kind in "iu" and src.dtype.kind == "f":
+            info = np.iinfo(dst.dtype)
+            x = np.trunc(_f32(src).astype(np.float64))
+            _store(dst, np.clip(np.nan_to_num(x), info.min, info.max).astype(dst.dtype))
+        else:
+            _store(dst, src)
+
+    return run
+
+
+_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
+
+
+def vcmp(op: ascend.VcmpOp) -> Runtime:
+    fn = _CMP[op.cmp.data]
+
+    def run(a: np.ndarray, b: np.ndarray, dst: np.ndarray) -> None:
+        if not _native(a.dtype):
+            a, b = _f32(a), _f32(b)
+        _store(dst, fn(a, b))
+
+    return run
+
+
+def vsel(op: ascend.VselOp) -> Runtime:
+    def run(cond: np.ndarray, a: np.ndarray, b: np.ndarray, dst: np.ndarray) -> None:
+        _store(dst, np.where(cond.astype(bool, copy=False), a, b))
+
+    return run
+
+
+def vdup(op: ascend.VdupOp) -> Runtime:
+    s = op.scalar.value.data
+
+    def run(dst: np.ndarray) -> None:
+        dst[...] = s
+
+    return run
+
+
+def vtranspose(op: ascend.VtransposeOp) -> Runtime:
+    perm = tuple(p.value.data for p in op.perm.data)
+
+    def run(src: np.ndarray, dst: np.ndarray) -> None:
+        _store(dst, np.transpose(src, perm))
+
+    return run
+
+
+def builtin_semantics() -> dict[type, Callable[[Operation], Runtime]]:
+    """op class -> semantics factory for every ascend tile op."""
+    table: dict[type, Callable[[Operation], Runtime]] = {
+        ascend.CopyOp: copy,
+        ascend.MmadOp: mmad,
+        ascend.GatherRowsOp: gather_rows,
+        ascend.VcastOp: vcast,
+        ascend.VcmpOp: vcmp,
+        ascend.VselOp: vsel,
+        ascend.VdupOp: vdup,
+        ascend.VtransposeOp: vtranspose,
+    }
+    for group in (UNARY, BINARY, SCALAR, REDUCE):
+        for name, factory in group.items():
+            table[ascend.vector_op(name)] = factory
+    return table

@@ -1,0 +1,153 @@
+"""Hand-written ascend IR generators for tests and benchmarks (not used by the compiler).
+
+`matmul_ir(...)` writes a tiled C = A @ B kernel in the style a lowering produces:
+blocks stride over the (m, n) output tiles; per tile, a K loop loads A/B tiles GM→L1 (nd2nz,
+MTE2), L1→L0A/L0B (MTE1), mmad into L0C (M, init on the first K step), then FixPipe L0C→GM.
+Partial edge tiles use dynamic subview sizes (arith.minsi). `nbuf=2` ping-pongs the L1/L0A/L0B
+buffers (event ids 0/1) so MTE2, MTE1 and M overlap; `nbuf=1` serialises them.
+"""
+
+from __future__ import annotations
+
+
+def _gm(shape: tuple[int, ...], dt: str) -> str:
+    return f"memref<{'x'.join(map(str, shape))}x{dt}, #ascend<space gm>>"
+
+
+def _buf(shape: tuple[int, ...], dt: str, space: str) -> str:
+    return f"memref<{'x'.join(map(str, shape))}x{dt}, #ascend<space {space}>>"
+
+
+def _dyn_gm(dt: str, row_stride: int) -> str:
+    return f"memref<?x?x{dt}, strided<[{row_stride}, 1], offset: ?>, #ascend<space gm>>"
+
+
+def matmul_ir(
+    m: int,
+    n: int,
+    k: int,
+    tm: int = 128,
+    tn: int = 128,
+    tk: int = 128,
+    block_dim: int = 24,
+    nbuf: int = 2,
+    in_dtype: str = "f16",
+    out_dtype: str = "f32",
+    arch: str = "dav-c220",
+    relu: bool = False,
+) -> str:
+    """IR text of a module with kernel @matmul and host @main(a, b) -> c (onnx names a, b, c)."""
+    assert nbuf in (1, 2)
+    ntm, ntn = -(-m // tm), -(-n // tn)
+    a_t, b_t, c_t = _gm((m, k), in_dtype), _gm((k, n), in_dtype), _gm((m, n), out_dtype)
+    l1a = [_buf((tm, tk), in_dtype, "l1")] * nbuf
+    l1b = [_buf((tk, tn), in_dtype, "l1")] * nbuf
+    l0a, l0b = _buf((tm, tk), in_dtype, "l0a"), _buf((tk, tn), in_dtype, "l0b")
+    l0c = _buf((tm, tn), "f32", "l0c")
+    relu_attr = " {relu = 1 : i64}" if relu else ""
+
+    def kstep(p: int, ind: str) -> str:
+        return f"""
+{ind}ascend.wait_flag MTE1 -> MTE2, {p}
+{ind}%asub{p} = memref.subview %a[%m0, %k0] [%ms, %ks] [1, 1] : {a_t} to {_dyn_gm(in_dtype, k)}
+{ind}%bsub{p} = memref.subview %b[%k0, %n0] [%ks, %ns] [1, 1] : {b_t} to {_dyn_gm(in_dtype, n)}
+{ind}ascend.copy %asub{p}, %l1a{p} {{layout = "nd2nz"}} : {_dyn_gm(in_dtype, k)}, {l1a[p]}
+{ind}ascend.copy %bsub{p}, %l1b{p} {{layout = "nd2nz"}} : {_dyn_gm(in_dtype, n)}, {l1b[p]}
+{ind}ascend.set_flag MTE2 -> MTE1, {p}
+{ind}ascend.wait_flag MTE2 -> MTE1, {p}
+{ind}ascend.wait_flag M -> MTE1, {p}
+{ind}ascend.copy %l1a{p}, %l0a{p} : {l1a[p]}, {l0a}
+{ind}ascend.copy %l1b{p}, %l0b{p} : {l1b[p]}, {l0b}
+{ind}ascend.set_flag MTE1 -> MTE2, {p}
+{ind}ascend.set_flag MTE1 -> M, {p}
+{ind}ascend.wait_flag MTE1 -> M, {p}
+{ind}scf.if %first {{
+{ind}  ascend.mmad %l0a{p}, %l0b{p}, %l0c {{init = 1 : i64}} : {l0a}, {l0b}, {l0c}
+{ind}}} else {{
+{ind}  ascend.mmad %l0a{p}, %l0b{p}, %l0c {{init = 0 : i64}} : {l0a}, {l0b}, {l0c}
+{ind}}}
+{ind}ascend.set_flag M -> MTE1, {p}"""
+
+    if nbuf == 1:
+        kbody = kstep(0, "          ")
+    else:
+        kbody = f"""
+          %par = arith.remui %kt, %c2 : index
+          %even = arith.cmpi eq, %par, %c0 : index
+          scf.if %even {{{kstep(0, "            ")}
+          }} else {{{kstep(1, "            ")}
+          }}"""
+    allocs = "\n".join(
+        f"""    %l1a{p} = ascend.alloc : {l1a[p]}
+    %l1b{p} = ascend.alloc : {l1b[p]}
+    %l0a{p} = ascend.alloc : {l0a}
+    %l0b{p} = ascend.alloc : {l0b}"""
+        for p in range(nbuf)
+    )
+    prime = "\n".join(f"    ascend.set_flag MTE1 -> MTE2, {p}\n    ascend.set_flag M -> MTE1, {p}" for p in range(nbuf))
+    drain = "\n".join(f"    ascend.wait_flag MTE1 -> MTE2, {p}\n    ascend.wait_flag M -> MTE1, {p}" for p in range(nbuf))
+    nk = -(-k // tk)
+    return f"""builtin.module attributes {{ascend.arch = "{arch}"}} {{
+  ascend.kernel @matmul(%a: {a_t}, %b: {b_t}, %c: {c_t}) attributes {{block_dim = {block_dim} : i64, core_type = "aic"}} {{
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %cM = arith.constant {m} : index
+    %cN = arith.constant {n} : index
+    %cK = arith.constant {k} : index
+    %cTM = arith.constant {tm} : index
+    %cTN = arith.constant {tn} : index
+    %cTK = arith.constant {tk} : index
+    %cNTN = arith.constant {ntn} : index
+    %cNT = arith.constant {ntm * ntn} : index
+    %cNK = arith.constant {nk} : index
+    %cBD = arith.constant {block_dim} : index
+    %bid = ascend.block_idx : index
+{allocs}
+    %l0c = ascend.alloc : {l0c}
+{prime}
+    ascend.set_flag FIX -> M, 0
+    scf.for %t = %bid to %cNT step %cBD {{
+      %mt = arith.divui %t, %cNTN : index
+      %nt = arith.remui %t, %cNTN : index
+      %m0 = arith.muli %mt, %cTM : index
+      %n0 = arith.muli %nt, %cTN : index
+      %mrem = arith.subi %cM, %m0 : index
+      %nrem = arith.subi %cN, %n0 : index
+      %ms = arith.minsi %mrem, %cTM : index
+      %ns = arith.minsi %nrem, %cTN : index
+      ascend.wait_flag FIX -> M, 0
+      scf.for %kt = %c0 to %cNK step %c1 {{
+          %k0 = arith.muli %kt, %cTK : index
+          %krem = arith.subi %cK, %k0 : index
+          %ks = arith.minsi %krem, %cTK : index
+          %first = arith.cmpi eq, %kt, %c0 : index{kbody}
+      }}
+      ascend.set_flag M -> FIX, 0
+      ascend.wait_flag M -> FIX, 0
+      %csub = memref.subview %c[%m0, %n0] [%ms, %ns] [1, 1] : {c_t} to {_dyn_gm(out_dtype, n)}
+      ascend.copy %l0c, %csub{relu_attr} : {l0c}, {_dyn_gm(out_dtype, n)}
+      ascend.set_flag FIX -> M, 0
+    }}
+{drain}
+    ascend.wait_flag FIX -> M, 0
+    ascend.return
+  }}
+  func.func @main(%a: {a_t} {{onnx.name = "a"}}, %b: {b_t} {{onnx.name = "b"}}) -> ({c_t} {{onnx.name = "c"}}) {{
+    %c = ascend.alloc : {c_t}
+    ascend.launch @matmul(%a, %b, %c) : {a_t}, {b_t}, {c_t}
+    func.return %c : {c_t}
+  }}
+}}
+"""
+
+
+def parse(text: str):
+    """Parse ascend IR text with ascendir's context (verifies it)."""
+    from xdsl.parser import Parser
+
+    from ascendir.context import make_context
+
+    module = Parser(make_context(), text).parse_module()
+    module.verify()
+    return module
