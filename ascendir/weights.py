@@ -34,7 +34,9 @@ class WeightStore:
         if name not in self._arrays:
             if name not in self._lazy:
                 raise KeyError(f"weight @{name} is not in the WeightStore")
-            self._arrays[name] = self._lazy.pop(name)()
+            # Keep the loader until it succeeds, so a failed read (file moved) can be retried.
+            self._arrays[name] = self._lazy[name]()
+            del self._lazy[name]
         return self._arrays[name]
 
     def __iter__(self) -> Iterator[str]:

@@ -444,6 +444,40 @@ ReduceMinOp = _reduce("reduce_min", "min over axes")
 ReduceProdOp = _reduce("reduce_prod", "product over axes")
 
 
+@irdl_op_definition
+class TopKOp(NNOp):
+    """The `k` largest (or smallest) elements along `axis`, sorted, and their i64 indices
+    (ties: the lower index first, as ONNX TopK)."""
+
+    name = "nn.topk"
+    input = operand_def(TensorType)
+    values = result_def(TensorType)
+    indices = result_def(TensorType)
+    k = prop_def(IntegerAttr)
+    axis = prop_def(IntegerAttr)
+    largest = prop_def(BoolAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, k: int, axis: int, largest: bool = True):
+        shape = list(shape_of(x))
+        shape[axis] = k
+        super().__init__(
+            operands=[x],
+            result_types=[TensorType(x.type.element_type, shape), TensorType(i64, shape)],
+            properties={"k": IntegerAttr(k, i64), "axis": IntegerAttr(axis, i64), "largest": BoolAttr(largest, i1)},
+        )
+
+    def verify_semantics(self) -> None:
+        shape, axis, k = shape_of(self.input), self.axis.value.data, self.k.value.data
+        if not 0 <= axis < len(shape) or not 0 <= k <= shape[axis]:
+            raise VerifyException(f"nn.topk: k={k} / axis={axis} out of range for shape {list(shape)}")
+        expect = (*shape[:axis], k, *shape[axis + 1 :])
+        if shape_of(self.values) != expect or shape_of(self.indices) != expect:
+            raise VerifyException(f"nn.topk: results must have shape {list(expect)}")
+        if self.values.type.element_type != self.input.type.element_type or self.indices.type.element_type != i64:
+            raise VerifyException("nn.topk: values keep the input element type, indices are i64")
+
+
 # ----------------------------------------------------------------------------------------------
 # data movement
 # ----------------------------------------------------------------------------------------------
@@ -655,7 +689,7 @@ NN = Dialect(
         AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp, OrOp,
         EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp, CastOp,
         MatmulOp, SoftmaxOp, LayerNormOp, RmsNormOp,
-        ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp,
+        ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp, TopKOp,
         TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SliceOp, GatherOp,
         YieldOp, FusedOp,
     ],

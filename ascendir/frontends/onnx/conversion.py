@@ -1,0 +1,192 @@
+"""The state shared by converters: values by ONNX name, the block being built, the WeightStore,
+and the per-node view (`NodeContext`) each converter receives."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from onnx import NodeProto, helper
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, TensorType
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from ascendir.dialects import nn
+from ascendir.dtypes import from_numpy_dtype, to_numpy_dtype
+from ascendir.errors import AscendirError
+from ascendir.frontends.onnx.loading import onnx_dtype_to_numpy
+from ascendir.frontends.onnx.values import Constant, Value
+from ascendir.weights import WeightStore
+
+INLINE_LIMIT_BYTES = 4096
+"""Constants up to this size are printed inline (`nn.constant dense<...>`); larger ones become
+`nn.weight` entries of the WeightStore."""
+
+
+def tensor_type(dtype: np.dtype, shape: Sequence[int]) -> TensorType:
+    return TensorType(from_numpy_dtype(dtype), list(shape))
+
+
+class ImportState:
+    """Everything one graph import accumulates."""
+
+    def __init__(self, block: Block, weights: WeightStore, opset: int, used_names: set[str]):
+        self.block = block
+        self.weights = weights
+        self.opset = opset
+        self.used_names = used_names
+        self.values: dict[str, Value] = {}
+        # Small constants are shared by value: exporters repeat the same scalar in every layer.
+        self._inline: dict[tuple[str, tuple[int, ...], bytes], SSAValue] = {}
+
+    def emit(self, op: Operation) -> Operation:
+        self.block.add_op(op)
+        return op
+
+    def materialize(self, const: Constant) -> SSAValue:
+        """The SSA value of a constant: `nn.constant` if small, else an `nn.weight` (once each)."""
+        if const.ssa is not None:
+            return const.ssa
+        ttype = tensor_type(const.dtype, const.shape)
+        if const.nbytes <= INLINE_LIMIT_BYTES:
+            array = np.ascontiguousarray(const.array)
+            key = (array.dtype.str, array.shape, array.tobytes())
+            if key not in self._inline:
+                attr = DenseIntOrFPElementsAttr(ttype, BytesAttr(key[2]))
+                self._inline[key] = self.emit(nn.ConstantOp(attr)).results[0]
+            const.ssa = self._inline[key]
+        else:
+            lazy = const.lazy_source
+            name = self.weights.add(const.name, lazy if lazy is not None else const.array)
+            const.ssa = self.emit(nn.WeightOp(name, ttype)).results[0]
+        return const.ssa
+
+
+class NodeContext:
+    """One ONNX node as a converter sees it: typed access to inputs, attributes and emission.
+
+    Every error a converter raises should come from `error()`, so it names the node.
+    """
+
+    def __init__(self, node: NodeProto, label: str, state: ImportState):
+        self.node = node
+        self.label = label
+        self.state = state
+        self.op_type = node.op_type
+        self.opset = state.opset
+        self._attrs = {a.name: a for a in node.attribute}
+
+    # -- errors ----------------------------------------------------------------------------------
+    def error(self, reason: str) -> AscendirError:
+        return AscendirError(f"{self.op_type} '{self.label}': {reason}")
+
+    # -- attributes ------------------------------------------------------------------------------
+    def attr(self, name: str, default: Any = None) -> Any:
+        """Attribute value (ints, floats, strings decoded, tensors as numpy arrays) or `default`."""
+        if name not in self._attrs:
+            return default
+        value = helper.get_attribute_value(self._attrs[name])
+        if isinstance(value, bytes):
+            return value.decode()
+        if hasattr(value, "data_type"):  # TensorProto
+            from onnx import numpy_helper
+
+            return numpy_helper.to_array(value)
+        return value
+
+    def has_attr(self, name: str) -> bool:
+        return name in self._attrs
+
+    # -- inputs ----------------------------------------------------------------------------------
+    @property
+    def num_inputs(self) -> int:
+        return len(self.node.input)
+
+    def has_input(self, i: int) -> bool:
+        """Whether optional input `i` is given (present and not the empty name)."""
+        return i < len(self.node.input) and self.node.input[i] != ""
+
+    def input(self, i: int) -> Value:
+        if not self.has_input(i):
+            raise self.error(f"input {i} is required")
+        return self.state.values[self.node.input[i]]
+
+    def value(self, i: int) -> SSAValue:
+        """Input `i` as an SSA value (a known constant is materialized)."""
+        v = self.input(i)
+        return self.state.materialize(v) if isinstance(v, Constant) else v
+
+    def const(self, i: int) -> np.ndarray | None:
+        """Input `i`'s value if it is known at import, else None."""
+        v = self.input(i)
+        return v.array if isinstance(v, Constant) else None
+
+    def require_const(self, i: int, what: str) -> np.ndarray:
+        """Input `i`'s value, which the conversion needs at import (a shape, axes, ...).
+
+        Raises:
+            AscendirError: the input depends on the model's runtime inputs.
+        """
+        value = self.const(i)
+        if value is None:
+            raise self.error(
+                f"{what} (input {i}, '{self.node.input[i]}') depends on runtime values; only shapes "
+                "computable at import are supported"
+            )
+        return value
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        v = self.input(i)
+        return v.shape if isinstance(v, Constant) else nn.shape_of(v)
+
+    def dtype(self, i: int) -> np.dtype:
+        v = self.input(i)
+        return v.dtype if isinstance(v, Constant) else to_numpy_dtype(v.type.element_type)
+
+    def elem(self, i: int) -> Attribute:
+        return from_numpy_dtype(self.dtype(i))
+
+    # -- outputs ---------------------------------------------------------------------------------
+    def output_used(self, i: int) -> bool:
+        """Whether output `i` exists and some node or the graph reads it."""
+        return i < len(self.node.output) and self.node.output[i] in self.state.used_names
+
+    # -- building --------------------------------------------------------------------------------
+    def emit(self, op: Operation) -> SSAValue:
+        """Append `op` to the function body; returns its (single) result."""
+        self.state.emit(op)
+        return op.results[0]
+
+    def constant(self, array: np.ndarray, suffix: str, source: int | None = None) -> SSAValue:
+        """Materialize a constant the conversion computed (e.g. a transposed weight).
+
+        A large one is stored as weight `<name of input source>.<suffix>`, or
+        `<first output name>.<suffix>` when it derives from no single input.
+        """
+        base = self.node.input[source] if source is not None else (self.node.output[0] or self.label)
+        return self.state.materialize(Constant(f"{base}.{suffix}", np.asarray(array)))
+
+    def scalar(self, value: float | int | bool, like: np.dtype) -> SSAValue:
+        """A 0-d constant of dtype `like` (broadcasts against any shape)."""
+        return self.constant(np.asarray(value, dtype=like), "scalar")
+
+    def onnx_dtype(self, data_type: int) -> np.dtype:
+        return onnx_dtype_to_numpy(data_type, f"{self.op_type} '{self.label}'")
+
+    # -- axes ------------------------------------------------------------------------------------
+    def axis(self, axis: int, rank: int) -> int:
+        """`axis` in [-rank, rank) made non-negative.
+
+        Raises:
+            AscendirError: out of range.
+        """
+        if not -rank <= axis < max(rank, 1):
+            raise self.error(f"axis {axis} is out of range for rank {rank}")
+        return axis % rank if rank else 0
+
+    def axes(self, axes: Sequence[int], rank: int) -> list[int]:
+        """Normalized, sorted, unique axes."""
+        normalized = sorted({self.axis(int(a), rank) for a in axes})
+        if len(normalized) != len(axes):
+            raise self.error(f"axes {list(axes)} repeat a dimension")
+        return normalized

@@ -1,0 +1,13 @@
+"""Converters of default-domain ONNX ops, grouped by kind; importing this package fills
+`CONVERTERS`."""
+
+from ascendir.frontends.onnx.converters import (  # noqa: F401
+    elementwise,
+    linalg,
+    movement,
+    normalization,
+    reduction,
+)
+from ascendir.frontends.onnx.converters.registry import CONVERTERS, Converter
+
+__all__ = ["CONVERTERS", "Converter"]

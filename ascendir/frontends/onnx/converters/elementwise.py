@@ -1,0 +1,131 @@
+"""Elementwise ops: unary math, broadcasting binaries and comparisons, Where, Cast, Clip."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import FloatAttr, StringAttr
+
+from ascendir.dialects import nn
+from ascendir.dtypes import from_numpy_dtype
+from ascendir.frontends.onnx.conversion import NodeContext
+from ascendir.frontends.onnx.converters.registry import converts
+from ascendir.frontends.onnx.values import Value
+
+_UNARY = {
+    "Relu": nn.ReluOp, "Sigmoid": nn.SigmoidOp, "Tanh": nn.TanhOp, "Exp": nn.ExpOp, "Log": nn.LogOp,
+    "Sqrt": nn.SqrtOp, "Reciprocal": nn.ReciprocalOp, "Neg": nn.NegOp, "Abs": nn.AbsOp,
+    "Erf": nn.ErfOp, "Sin": nn.SinOp, "Cos": nn.CosOp, "Floor": nn.FloorOp, "Ceil": nn.CeilOp,
+    "Not": nn.NotOp,
+}
+
+_BINARY = {
+    "Add": nn.AddOp, "Sub": nn.SubOp, "Mul": nn.MulOp, "Div": nn.DivOp, "And": nn.AndOp,
+    "Or": nn.OrOp, "Equal": nn.EqualOp, "Less": nn.LessOp, "LessOrEqual": nn.LessEqualOp,
+    "Greater": nn.GreaterOp, "GreaterOrEqual": nn.GreaterEqualOp,
+}
+
+_VARIADIC = {"Max": nn.MaxOp, "Min": nn.MinOp, "Sum": nn.AddOp}
+
+
+@converts(*_UNARY)
+def convert_unary(node: NodeContext) -> list[Value]:
+    return [node.emit(_UNARY[node.op_type](node.value(0)))]
+
+
+@converts("Gelu")
+def convert_gelu(node: NodeContext) -> list[Value]:
+    approximate = node.attr("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        raise node.error(f"approximate='{approximate}' is not a GELU variant (expected 'none' or 'tanh')")
+    return [node.emit(nn.GeluOp(node.value(0), approximate=StringAttr(approximate)))]
+
+
+@converts("LeakyRelu")
+def convert_leaky_relu(node: NodeContext) -> list[Value]:
+    alpha = float(node.attr("alpha", 0.01))
+    return [node.emit(nn.LeakyReluOp(node.value(0), alpha=FloatAttr(alpha, _float_width(node.dtype(0)))))]
+
+
+def _same_dtype(node: NodeContext, *indices: int) -> None:
+    dtypes = {node.dtype(i) for i in indices}
+    if len(dtypes) > 1:
+        raise node.error(f"operands have different element types ({', '.join(sorted(map(str, dtypes)))})")
+
+
+@converts(*_BINARY)
+def convert_binary(node: NodeContext) -> list[Value]:
+    _same_dtype(node, 0, 1)
+    return [node.emit(_BINARY[node.op_type](node.value(0), node.value(1)))]
+
+
+@converts("Pow")
+def convert_pow(node: NodeContext) -> list[Value]:
+    # ONNX lets the exponent have its own type; nn.pow wants one element type (the base's).
+    base_dtype = node.dtype(0)
+    exponent = node.const(1)
+    if exponent is not None:
+        y = node.constant(exponent.astype(base_dtype), "exponent")
+    elif node.dtype(1) != base_dtype:
+        y = node.emit(nn.CastOp(node.value(1), node.elem(0)))
+    else:
+        y = node.value(1)
+    return [node.emit(nn.PowOp(node.value(0), y))]
+
+
+@converts("Mod")
+def convert_mod(node: NodeContext) -> list[Value]:
+    if node.attr("fmod", 0) != 0:
+        raise node.error("fmod=1 (C fmod semantics) is not supported")
+    if node.dtype(0).kind == "f":
+        raise node.error("Mod of floating-point tensors requires fmod=1, which is not supported")
+    _same_dtype(node, 0, 1)
+    return [node.emit(nn.ModOp(node.value(0), node.value(1)))]
+
+
+@converts(*_VARIADIC)
+def convert_variadic(node: NodeContext) -> list[Value]:
+    _same_dtype(node, *range(node.num_inputs))
+    result = node.value(0)
+    for i in range(1, node.num_inputs):
+        result = node.emit(_VARIADIC[node.op_type](result, node.value(i)))
+    return [result]
+
+
+@converts("Where")
+def convert_where(node: NodeContext) -> list[Value]:
+    _same_dtype(node, 1, 2)
+    return [node.emit(nn.WhereOp(node.value(0), node.value(1), node.value(2)))]
+
+
+@converts("Cast", "CastLike")
+def convert_cast(node: NodeContext) -> list[Value]:
+    target = node.dtype(1) if node.op_type == "CastLike" else node.onnx_dtype(node.attr("to"))
+    if target == node.dtype(0):
+        return [node.input(0)]
+    return [node.emit(nn.CastOp(node.value(0), from_numpy_dtype(target)))]
+
+
+@converts("Clip")
+def convert_clip(node: NodeContext) -> list[Value]:
+    dtype = node.dtype(0)
+    if node.opset < 11:  # bounds were attributes before opset 11
+        lo, hi = node.attr("min"), node.attr("max")
+    else:
+        lo = node.require_const(1, "min").item() if node.has_input(1) else None
+        hi = node.require_const(2, "max").item() if node.has_input(2) else None
+    x = node.value(0)
+    if dtype.kind == "f":
+        width = _float_width(dtype)
+        props = {k: FloatAttr(float(v), width) for k, v in (("min", lo), ("max", hi)) if v is not None}
+        return [node.emit(nn.ClipOp(x, **props))]
+    # Integer clip: nn.clip bounds are floats, so use max/min with exact integer constants.
+    if lo is not None:
+        x = node.emit(nn.MaxOp(x, node.scalar(lo, dtype)))
+    if hi is not None:
+        x = node.emit(nn.MinOp(x, node.scalar(hi, dtype)))
+    return [x]
+
+
+def _float_width(dtype: np.dtype) -> int:
+    # Bounds of f16/bf16/f32 tensors are exact in f32; f64 tensors keep f64 bounds.
+    return 64 if dtype == np.float64 else 32

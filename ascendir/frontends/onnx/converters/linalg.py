@@ -1,0 +1,53 @@
+"""Matrix products: MatMul and Gemm."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.ir import SSAValue
+
+from ascendir.dialects import nn
+from ascendir.frontends.onnx.conversion import NodeContext
+from ascendir.frontends.onnx.converters.registry import converts
+from ascendir.frontends.onnx.values import Value
+
+
+@converts("MatMul")
+def convert_matmul(node: NodeContext) -> list[Value]:
+    if node.dtype(0) != node.dtype(1):
+        raise node.error(f"operands have different element types ({node.dtype(0)}, {node.dtype(1)})")
+    return [node.emit(nn.MatmulOp(node.value(0), node.value(1)))]
+
+
+def _gemm_operand(node: NodeContext, i: int, transpose: bool) -> SSAValue:
+    if len(node.shape(i)) != 2:
+        raise node.error(f"operand {i} must be 2-D, got shape {list(node.shape(i))}")
+    if not transpose:
+        return node.value(i)
+    const = node.const(i)
+    if const is not None:  # a transposed weight is stored transposed, not transposed at runtime
+        return node.constant(np.ascontiguousarray(const.T), "T", source=i)
+    return node.emit(nn.TransposeOp(node.value(i), [1, 0]))
+
+
+@converts("Gemm")
+def convert_gemm(node: NodeContext) -> list[Value]:
+    """Y = alpha * op(A) @ op(B) + beta * C  →  nn.matmul [+ nn.mul alpha] [+ nn.add beta*C]."""
+    dtype = node.dtype(0)
+    if node.dtype(1) != dtype:
+        raise node.error(f"operands have different element types ({dtype}, {node.dtype(1)})")
+    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+    a = _gemm_operand(node, 0, bool(node.attr("transA", 0)))
+    b = _gemm_operand(node, 1, bool(node.attr("transB", 0)))
+    y = node.emit(nn.MatmulOp(a, b))
+    if alpha != 1.0:
+        y = node.emit(nn.MulOp(y, node.scalar(alpha, dtype)))
+    if node.has_input(2) and beta != 0.0:
+        c_const = node.const(2)
+        if beta == 1.0:
+            c = node.value(2)
+        elif c_const is not None:
+            c = node.constant((c_const * np.asarray(beta, dtype)).astype(dtype), "scaled", source=2)
+        else:
+            c = node.emit(nn.MulOp(node.value(2), node.scalar(beta, dtype)))
+        y = node.emit(nn.AddOp(y, c))
+    return [y]

@@ -1,0 +1,273 @@
+"""Data movement: forwarding, reshapes, transposes, concatenation, slicing, broadcasting, gathers.
+
+Shapes, axes, starts and the like must be known at import (static shapes); the converters
+normalize them (negative axes, 0/-1 reshape dims, clamped slice bounds) so the `nn` ops carry
+only explicit non-negative values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.ir import SSAValue
+
+from ascendir.dialects import nn
+from ascendir.frontends.onnx.conversion import NodeContext
+from ascendir.frontends.onnx.converters.registry import converts
+from ascendir.frontends.onnx.values import Constant, Value
+
+
+def _reshape(node: NodeContext, i: int, shape: list[int]) -> Value:
+    """Input `i` reshaped to `shape` (forwarded when the shape does not change)."""
+    if tuple(shape) == node.shape(i):
+        return node.input(i)
+    return node.emit(nn.ReshapeOp(node.value(i), shape))
+
+
+@converts("Identity")
+def convert_identity(node: NodeContext) -> list[Value]:
+    return [node.input(0)]
+
+
+@converts("Dropout")
+def convert_dropout(node: NodeContext) -> list[Value]:
+    if node.opset >= 12 and node.has_input(2):
+        training = node.require_const(2, "training_mode")
+        if bool(training):
+            raise node.error("training_mode=true is not supported (inference only)")
+    mask = Constant(node.node.output[1], np.ones(node.shape(0), np.bool_)) if node.output_used(1) else None
+    return [node.input(0), mask]
+
+
+@converts("Reshape")
+def convert_reshape(node: NodeContext) -> list[Value]:
+    in_shape = node.shape(0)
+    target = [int(d) for d in node.require_const(1, "shape").reshape(-1)]
+    allowzero = bool(node.attr("allowzero", 0))
+    out = []
+    for i, d in enumerate(target):
+        if d == 0 and not allowzero:  # 0 copies the input dim, unless allowzero makes it literal
+            if i >= len(in_shape):
+                raise node.error(f"shape {target} copies dim {i}, which the rank-{len(in_shape)} input lacks")
+            d = in_shape[i]
+        out.append(d)
+    total = math.prod(in_shape)
+    if out.count(-1) > 1:
+        raise node.error(f"shape {target} has more than one -1")
+    if -1 in out:
+        known = math.prod(d for d in out if d != -1)
+        if known == 0 or total % known:
+            raise node.error(f"cannot infer the -1 of shape {target} for an input of shape {list(in_shape)}")
+        out[out.index(-1)] = total // known
+    if any(d < 0 for d in out) or math.prod(out) != total:
+        raise node.error(f"cannot reshape {list(in_shape)} to {target}")
+    return [_reshape(node, 0, out)]
+
+
+@converts("Flatten")
+def convert_flatten(node: NodeContext) -> list[Value]:
+    shape = node.shape(0)
+    axis = int(node.attr("axis", 1))
+    if not -len(shape) <= axis <= len(shape):  # axis == rank is allowed (gives [N, 1])
+        raise node.error(f"axis {axis} is out of range for rank {len(shape)}")
+    axis = axis + len(shape) if axis < 0 else axis
+    return [_reshape(node, 0, [math.prod(shape[:axis]), math.prod(shape[axis:])])]
+
+
+def _axes_operand(node: NodeContext) -> list[int] | None:
+    """Squeeze/Unsqueeze axes: an input since opset 13, an attribute before."""
+    if node.opset >= 13:
+        return node.require_const(1, "axes").reshape(-1).tolist() if node.has_input(1) else None
+    axes = node.attr("axes")
+    return list(axes) if axes is not None else None
+
+
+@converts("Squeeze")
+def convert_squeeze(node: NodeContext) -> list[Value]:
+    shape = node.shape(0)
+    axes = _axes_operand(node)
+    if axes is None:
+        drop = [i for i, d in enumerate(shape) if d == 1]
+    else:
+        drop = node.axes(axes, len(shape))
+        if any(shape[a] != 1 for a in drop):
+            raise node.error(f"cannot squeeze axes {axes} of shape {list(shape)}: not all are 1")
+    return [_reshape(node, 0, [d for i, d in enumerate(shape) if i not in drop])]
+
+
+@converts("Unsqueeze")
+def convert_unsqueeze(node: NodeContext) -> list[Value]:
+    shape = node.shape(0)
+    axes = _axes_operand(node)
+    if axes is None:
+        raise node.error("axes are required")
+    rank = len(shape) + len(axes)
+    inserted = node.axes(axes, rank)
+    dims = iter(shape)
+    return [_reshape(node, 0, [1 if i in inserted else next(dims) for i in range(rank)])]
+
+
+@converts("Transpose")
+def convert_transpose(node: NodeContext) -> list[Value]:
+    rank = len(node.shape(0))
+    perm = node.attr("perm")
+    perm = list(range(rank))[::-1] if perm is None else [node.axis(p, rank) for p in perm]
+    if sorted(perm) != list(range(rank)):
+        raise node.error(f"perm {perm} is not a permutation of rank {rank}")
+    if perm == list(range(rank)):
+        return [node.input(0)]
+    return [node.emit(nn.TransposeOp(node.value(0), perm))]
+
+
+@converts("Concat")
+def convert_concat(node: NodeContext) -> list[Value]:
+    rank = len(node.shape(0))
+    axis = node.axis(node.attr("axis"), rank)
+    if len({node.dtype(i) for i in range(node.num_inputs)}) > 1:
+        raise node.error("operands have different element types")
+    # Empty operands (exporters concatenate shape pieces with []) contribute nothing.
+    parts = [i for i in range(node.num_inputs) if node.shape(i)[axis] != 0] or [0]
+    if len(parts) == 1:
+        return [node.input(parts[0])]
+    return [node.emit(nn.ConcatOp([node.value(i) for i in parts], axis))]
+
+
+def _slice(node: NodeContext, x: SSAValue, shape: tuple[int, ...], starts: list[int], steps: list[int],
+           out: list[int]) -> SSAValue:
+    if tuple(out) == shape and all(s == 1 for s in steps):
+        return x
+    return node.emit(nn.SliceOp(x, starts, steps, out))
+
+
+@converts("Slice")
+def convert_slice(node: NodeContext) -> list[Value]:
+    shape = node.shape(0)
+    rank = len(shape)
+    if node.opset >= 10:
+        starts = node.require_const(1, "starts").tolist()
+        ends = node.require_const(2, "ends").tolist()
+        axes = node.require_const(3, "axes").tolist() if node.has_input(3) else list(range(len(starts)))
+        steps = node.require_const(4, "steps").tolist() if node.has_input(4) else [1] * len(starts)
+    else:
+        starts, ends = list(node.attr("starts")), list(node.attr("ends"))
+        axes, steps = list(node.attr("axes", range(len(starts)))), [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise node.error("starts, ends, axes and steps must have the same length")
+    norm_axes = [node.axis(a, rank) for a in axes]
+    if len(set(norm_axes)) != len(norm_axes):
+        raise node.error(f"axes {axes} repeat a dimension")
+    out_starts, out_steps, out_shape = [0] * rank, [1] * rank, list(shape)
+    for start, end, axis, step in zip(starts, ends, norm_axes, steps):
+        if step == 0:
+            raise node.error("steps must not be 0")
+        # ONNX Slice clamps exactly like Python slicing (negative bounds count from the end).
+        first, stop, step = slice(int(start), int(end), int(step)).indices(shape[axis])
+        size = len(range(first, stop, step))
+        out_starts[axis], out_steps[axis], out_shape[axis] = (first if size else 0), step, size
+    return [_slice(node, node.value(0), shape, out_starts, out_steps, out_shape)]
+
+
+@converts("Split")
+def convert_split(node: NodeContext) -> list[Value]:
+    shape = node.shape(0)
+    axis = node.axis(node.attr("axis", 0), len(shape))
+    if node.opset >= 13:
+        split = node.require_const(1, "split").tolist() if node.has_input(1) else None
+    else:
+        split = node.attr("split")
+    if split is None:
+        # Equal chunks; since opset 18 the last one may be smaller (ceil division).
+        parts = int(node.attr("num_outputs", len(node.node.output)))
+        chunk = -(-shape[axis] // parts)
+        split = [chunk] * (parts - 1) + [shape[axis] - chunk * (parts - 1)]
+    if sum(split) != shape[axis] or any(s < 0 for s in split) or len(split) != len(node.node.output):
+        raise node.error(f"split sizes {list(split)} do not partition dim {axis} of shape {list(shape)}")
+    x, results, offset = node.value(0), [], 0
+    for size in split:
+        starts, out = [0] * len(shape), list(shape)
+        starts[axis], out[axis] = offset, size
+        results.append(_slice(node, x, shape, starts, [1] * len(shape), out))
+        offset += size
+    return results
+
+
+@converts("Expand")
+def convert_expand(node: NodeContext) -> list[Value]:
+    target = [int(d) for d in node.require_const(1, "shape").reshape(-1)]
+    out = nn.broadcast_shapes(node.shape(0), target)
+    if out == node.shape(0):
+        return [node.input(0)]
+    return [node.emit(nn.ExpandOp(node.value(0), out))]
+
+
+@converts("Tile")
+def convert_tile(node: NodeContext) -> list[Value]:
+    """Tile as reshape → expand → reshape: a repeat r of dim d is a new leading dim r of size d·r."""
+    shape = node.shape(0)
+    repeats = [int(r) for r in node.require_const(1, "repeats").reshape(-1)]
+    if len(repeats) != len(shape) or any(r < 0 for r in repeats):
+        raise node.error(f"repeats {repeats} do not match rank {len(shape)}")
+    if all(r == 1 for r in repeats):
+        return [node.input(0)]
+    split_shape, expanded = [], []
+    for d, r in zip(shape, repeats):
+        if r != 1:
+            split_shape.append(1)
+            expanded.append(r)
+        split_shape.append(d)
+        expanded.append(d)
+    x = _reshape(node, 0, split_shape)
+    x = node.state.materialize(x) if isinstance(x, Constant) else x
+    x = node.emit(nn.ExpandOp(x, expanded))
+    return [node.emit(nn.ReshapeOp(x, [d * r for d, r in zip(shape, repeats)]))]
+
+
+def _normalized_indices(node: NodeContext, indices: np.ndarray, dims: np.ndarray | int) -> np.ndarray:
+    indices = indices.astype(np.int64)
+    if np.any(indices < -dims) or np.any(indices >= dims):
+        raise node.error(f"indices out of range for dims {np.asarray(dims).tolist()}")
+    return np.where(indices < 0, indices + dims, indices)
+
+
+@converts("Gather")
+def convert_gather(node: NodeContext) -> list[Value]:
+    shape = node.shape(0)
+    axis = node.axis(node.attr("axis", 0), len(shape))
+    indices = node.const(1)
+    if indices is None:
+        return [node.emit(nn.GatherOp(node.value(0), node.value(1), axis))]
+    indices = _normalized_indices(node, indices, shape[axis])
+    if np.array_equal(indices.reshape(-1), np.arange(shape[axis])):
+        # Taking every row in order only regroups the axis (exporters do this to flatten masks).
+        return [_reshape(node, 0, [*shape[:axis], *indices.shape, *shape[axis + 1 :]])]
+    return [node.emit(nn.GatherOp(node.value(0), node.constant(indices, "indices"), axis))]
+
+
+@converts("GatherND")
+def convert_gather_nd(node: NodeContext) -> list[Value]:
+    """GatherND with known indices → a Gather along the flattened leading dims.
+
+    The dynamo export builds the causal-mask row of `attention_mask` this way; when the gathered
+    positions are all elements in order, the whole op is a reshape.
+    """
+    shape = node.shape(0)
+    indices = node.require_const(1, "indices")
+    b = int(node.attr("batch_dims", 0))
+    k = indices.shape[-1] if indices.ndim else len(shape) + 1
+    if b + k > len(shape) or indices.shape[:b] != shape[:b]:
+        raise node.error(f"indices of shape {list(indices.shape)} do not fit data of shape {list(shape)}")
+    batch_dims, index_dims = shape[:b], shape[b : b + k]
+    local = np.ravel_multi_index(
+        tuple(np.moveaxis(_normalized_indices(node, indices, np.array(index_dims)), -1, 0)), index_dims
+    ) if k else np.zeros(indices.shape[:-1], np.int64)
+    batch = np.arange(math.prod(batch_dims), dtype=np.int64).reshape(
+        batch_dims + (1,) * (indices.ndim - 1 - b)
+    )
+    flat = batch * math.prod(index_dims) + local
+    out_shape = list(indices.shape[:-1]) + list(shape[b + k :])
+    if flat.size == math.prod(batch_dims + index_dims) and np.array_equal(flat.reshape(-1), np.arange(flat.size)):
+        return [_reshape(node, 0, out_shape)]
+    rows = _reshape(node, 0, [math.prod(batch_dims + index_dims), *shape[b + k :]])
+    rows = node.state.materialize(rows) if isinstance(rows, Constant) else rows
+    return [node.emit(nn.GatherOp(rows, node.constant(flat, "indices"), 0))]

@@ -1,0 +1,25 @@
+"""The converter table: ONNX op_type → function emitting `nn` ops for one node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ascendir.frontends.onnx.conversion import NodeContext
+from ascendir.frontends.onnx.values import Value
+
+Converter = Callable[[NodeContext], Sequence[Value | None]]
+"""Returns one value per node output (None for an optional output the node does not produce)."""
+
+CONVERTERS: dict[str, Converter] = {}
+
+
+def converts(*op_types: str) -> Callable[[Converter], Converter]:
+    """Register a converter for default-domain `op_types`."""
+
+    def register(fn: Converter) -> Converter:
+        for op_type in op_types:
+            assert op_type not in CONVERTERS, f"two converters for {op_type}"
+            CONVERTERS[op_type] = fn
+        return fn
+
+    return register

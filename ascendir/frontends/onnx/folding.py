@@ -1,0 +1,97 @@
+"""Import-time evaluation of ONNX nodes whose outputs are known without running the model.
+
+Shape arithmetic of exported models (`Shape → Gather → Concat → Reshape`, `Range`,
+`ConstantOfShape`, causal masks, rotary tables) depends only on constants and on the static input
+shapes. Such nodes are evaluated here with onnx's reference implementation, at the model's opset,
+so the `nn` module keeps only the computation that depends on the model inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from onnx import NodeProto, helper
+from onnx.reference import ReferenceEvaluator
+
+# Nodes that must not be evaluated once at import even when their inputs are known: random
+# generators differ per run, and control flow carries subgraphs that may capture outer values.
+NOT_FOLDABLE = frozenset(
+    {
+        "Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform",
+        "RandomUniformLike", "If", "Loop", "Scan",
+    }
+)
+
+
+class FoldingError(Exception):
+    """The reference implementation could not evaluate a node (missing op or bad operands)."""
+
+
+def is_default_domain(node: NodeProto) -> bool:
+    """Whether `node` is a standard ONNX operator (domain "" or its alias "ai.onnx")."""
+    return node.domain in ("", "ai.onnx")
+
+
+def is_foldable_op(node: NodeProto) -> bool:
+    """Whether `node` may be evaluated at import once all its inputs are known."""
+    return is_default_domain(node) and node.op_type not in NOT_FOLDABLE
+
+
+def evaluate(node: NodeProto, inputs: Sequence[np.ndarray | None], opset: int) -> list[np.ndarray]:
+    """Run one node with onnx.reference at opset `opset`.
+
+    Args:
+        node: a default-domain node.
+        inputs: one array per entry of `node.input` (None where the input name is empty).
+        opset: the model's default-domain opset (attribute vs input placement follows it).
+
+    Returns:
+        One array per node output (numpy scalars are returned as 0-d arrays).
+
+    Raises:
+        FoldingError: the reference has no implementation or rejects the operands.
+    """
+    feeds: dict[str, np.ndarray] = {}
+    for name, value in zip(node.input, inputs):
+        if name:
+            feeds[name] = value
+    # A one-node function, not a bare NodeProto: a bare node would run at the newest opset and
+    # misread attributes that moved to inputs (e.g. ReduceMean axes at opset 18).
+    function = helper.make_function(
+        "ascendir.fold", "node", list(feeds), list(node.output), [node],
+        [helper.make_opsetid("", opset)],
+    )
+    try:
+        with np.errstate(all="ignore"):
+            outputs = ReferenceEvaluator(function).run(None, feeds, attributes={})
+    except Exception as e:  # noqa: BLE001 - the reference raises many types; all mean "cannot fold"
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise FoldingError(reason[:300]) from e
+    return [np.asarray(o) for o in outputs]
+
+
+def fold_from_shape(node: NodeProto, shape: tuple[int, ...]) -> list[np.ndarray] | None:
+    """Outputs of nodes that only read their input's (static) shape: Shape and Size.
+
+    Returns None for any other node.
+    """
+    if not is_default_domain(node):
+        return None
+    if node.op_type == "Size":
+        return [np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)]
+    if node.op_type == "Shape":
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        # start/end (opset 15) clamp like Python slicing.
+        start, end = attrs.get("start", 0), attrs.get("end", len(shape))
+        return [np.array(shape[slice(start, end)], dtype=np.int64)]
+    return None
+
+
+def opset_of(model: onnx.ModelProto) -> int:
+    """The default-domain opset version the model imports (newest known if absent)."""
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return entry.version
+    return onnx.defs.onnx_opset_version()

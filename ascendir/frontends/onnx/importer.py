@@ -1,0 +1,266 @@
+"""ONNX graph → `builtin.module { func.func @main }` of `nn` ops, plus the WeightStore.
+
+Nodes are visited in graph order. A node whose inputs are all known at import is evaluated
+(`folding`), so only computation that depends on the model inputs becomes `nn` ops; everything
+else goes through the converter table. Constants become IR only where a converted op uses them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from onnx import NodeProto, ValueInfoProto
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.transforms.dead_code_elimination import region_dce
+from xdsl.utils.exceptions import VerifyException
+
+from ascendir.dtypes import to_numpy_dtype
+from ascendir.errors import AscendirError
+from ascendir.frontends.onnx.conversion import ImportState, NodeContext, tensor_type
+from ascendir.frontends.onnx.converters import CONVERTERS
+from ascendir.frontends.onnx.folding import (
+    FoldingError,
+    evaluate,
+    fold_from_shape,
+    is_default_domain,
+    is_foldable_op,
+    opset_of,
+)
+from ascendir.frontends.onnx.loading import initializer_constant, load_model, onnx_dtype_to_numpy
+from ascendir.frontends.onnx.values import Constant, Value
+from ascendir.weights import WeightStore
+
+NAME_ATTR = "onnx.name"
+"""Argument/result attribute of @main carrying the ONNX graph input/output name."""
+
+# Ops supported only by evaluation at import: their outputs must not depend on runtime values.
+FOLD_ONLY_OPS = frozenset({"Constant", "ConstantOfShape", "NonZero", "Range", "Shape", "Size"})
+
+# Forwarding ops keep the very same value (no copy of a weight under a new name).
+_FORWARDING_OPS = frozenset({"Identity"})
+
+
+def import_onnx(
+    model: str | Path | onnx.ModelProto,
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+) -> tuple[ModuleOp, WeightStore]:
+    """Import an ONNX model as an `nn` module.
+
+    Args:
+        model: path of a .onnx file or a loaded ModelProto (external data is read lazily, from
+            the file's directory or the working directory for a ModelProto).
+        input_shapes: static shapes for graph inputs, required for inputs with dynamic dims
+            (`dim_param` or unknown); may also restate static ones.
+
+    Returns:
+        `builtin.module { func.func @main(...) }` whose arguments are the graph inputs that are not
+        initializers and whose results are the graph outputs, each with an `onnx.name` attribute,
+        all with static tensor types; and the WeightStore holding every `nn.weight` array.
+
+    Raises:
+        AscendirError: unreadable or truncated file; a dynamic dim without a pin; unsupported ops
+            (one error listing every unsupported op type with its count and first node); any node
+            that cannot be converted (the message names the node and the reason).
+    """
+    proto, base_dir = load_model(model)
+    return _GraphImporter(proto, base_dir, dict(input_shapes or {})).run()
+
+
+def _node_label(node: NodeProto, index: int) -> str:
+    return node.name or f"#{index} -> {node.output[0] if node.output else '?'}"
+
+
+def _op_key(node: NodeProto) -> str:
+    return node.op_type if is_default_domain(node) else f"{node.domain}.{node.op_type}"
+
+
+class _GraphImporter:
+    def __init__(self, proto: onnx.ModelProto, base_dir: str, input_shapes: dict[str, tuple[int, ...]]):
+        self.proto = proto
+        self.graph = proto.graph
+        self.base_dir = base_dir
+        self.input_shapes = input_shapes
+        self.weights = WeightStore()
+        used = {name for node in self.graph.node for name in node.input}
+        used.update(o.name for o in self.graph.output)
+        self.block = Block()
+        self.state = ImportState(self.block, self.weights, opset_of(proto), used)
+        # Values downstream of an unsupported op cannot be converted; they are skipped silently so
+        # that the final error lists every unsupported op type, not the first one only.
+        self.poisoned: set[str] = set()
+        self.unsupported: dict[str, list[str]] = {}
+
+    # -- driver ----------------------------------------------------------------------------------
+    def run(self) -> tuple[ModuleOp, WeightStore]:
+        values = self.state.values
+        for tensor in self.graph.initializer:
+            values[tensor.name] = initializer_constant(tensor, self.base_dir)
+        arg_names = [vi.name for vi in self.graph.input if vi.name not in values]
+        self._check_pins(arg_names)
+        arg_types = self._input_types([vi for vi in self.graph.input if vi.name not in values])
+        for name, arg_type in zip(arg_names, arg_types):
+            values[name] = self.block.insert_arg(arg_type, len(self.block.args))
+        for index, node in enumerate(self.graph.node):
+            self._import_node(node, index)
+        if self.unsupported:
+            listed = ", ".join(
+                f"{op} ({len(labels)} node{'s' if len(labels) > 1 else ''}, first '{labels[0]}')"
+                for op, labels in self.unsupported.items()
+            )
+            raise AscendirError(f"unsupported ONNX ops: {listed}")
+        results = [self._graph_output(vi) for vi in self.graph.output]
+        return self._build_module(arg_names, results), self.weights
+
+    def _build_module(self, arg_names: list[str], results: list[SSAValue]) -> ModuleOp:
+        self.block.add_op(func.ReturnOp(*results))
+        def names(ns: list[str]) -> ArrayAttr[DictionaryAttr]:
+            return ArrayAttr([DictionaryAttr({NAME_ATTR: StringAttr(n)}) for n in ns])
+        main = func.FuncOp(
+            "main",
+            ([a.type for a in self.block.args], [r.type for r in results]),
+            Region(self.block),
+            arg_attrs=names(arg_names),
+            res_attrs=names([vi.name for vi in self.graph.output]),
+        )
+        region_dce(main.body)  # drop ops of nodes whose outputs nothing reads
+        module = ModuleOp([main])
+        try:
+            module.verify()
+        except VerifyException as e:
+            raise AscendirError(f"internal error: the imported module does not verify: {' '.join(str(e).split())}") from e
+        return module
+
+    # -- graph inputs and outputs ----------------------------------------------------------------
+    def _check_pins(self, arg_names: list[str]) -> None:
+        unknown = sorted(set(self.input_shapes) - set(arg_names))
+        if unknown:
+            raise AscendirError(
+                f"input shape given for {', '.join(repr(n) for n in unknown)}, which is not a graph input "
+                f"(inputs: {', '.join(arg_names) or 'none'})"
+            )
+
+    def _input_types(self, infos: list[ValueInfoProto]) -> list[TensorType]:
+        types, problems = [], []
+        for vi in infos:
+            if not vi.type.HasField("tensor_type"):
+                raise AscendirError(f"input '{vi.name}' is not a tensor ({vi.type.WhichOneof('value')})")
+            tt = vi.type.tensor_type
+            dtype = onnx_dtype_to_numpy(tt.elem_type, f"input '{vi.name}'")
+            dims = (
+                [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+                if tt.HasField("shape") else None
+            )
+            shape, problem = self._resolve_shape(vi.name, dims)
+            if problem:
+                problems.append(problem)
+            else:
+                types.append(tensor_type(dtype, shape))
+        if problems:
+            raise AscendirError("; ".join(problems))
+        return types
+
+    def _resolve_shape(self, name: str, dims: list[int | str] | None) -> tuple[list[int], str | None]:
+        pinned = self.input_shapes.get(name)
+        if pinned is not None:
+            pinned = [int(d) for d in pinned]
+            if dims is not None and len(dims) != len(pinned):
+                return [], f"input '{name}' has rank {len(dims)} but its pinned shape {'x'.join(map(str, pinned))} has rank {len(pinned)}"
+            if any(p < 0 for p in pinned):
+                return [], f"input '{name}' is pinned to a negative dim ({'x'.join(map(str, pinned))})"
+            for i, (d, p) in enumerate(zip(dims or pinned, pinned)):
+                if isinstance(d, int) and d != p:
+                    return [], f"input '{name}' dim {i} is {d} in the model but pinned to {p}"
+            return pinned, None
+        if dims is None:
+            return [], f"input '{name}' has an unknown rank; pin its shape with --input-shape {name}=<d0>x<d1>..."
+        dynamic = [(i, d) for i, d in enumerate(dims) if isinstance(d, str)]
+        if not dynamic:
+            return [int(d) for d in dims], None
+        which = ", ".join(f"{i} ('{d}')" for i, d in dynamic)
+        example = "x".join(str(d) if isinstance(d, int) else f"<{d}>" for d in dims)
+        plural = "s" if len(dynamic) > 1 else ""
+        return [], f"input '{name}' has dynamic dim{plural} {which}; pin it with --input-shape {name}={example}"
+
+    def _graph_output(self, vi: ValueInfoProto) -> SSAValue:
+        if vi.name not in self.state.values:
+            raise AscendirError(f"graph output '{vi.name}' is not produced by any node (truncated file?)")
+        value = self.state.values[vi.name]
+        ssa = self.state.materialize(value) if isinstance(value, Constant) else value
+        tt = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tt.elem_type:
+            declared = onnx_dtype_to_numpy(tt.elem_type, f"output '{vi.name}'")
+            actual = to_numpy_dtype(ssa.type.element_type)
+            if declared != actual:
+                raise AscendirError(f"output '{vi.name}': the model declares {declared} but import computed {actual}")
+        if tt.HasField("shape"):
+            shape = ssa.type.get_shape()
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+            if len(dims) != len(shape) or any(d is not None and d != s for d, s in zip(dims, shape)):
+                shown = ["?" if d is None else d for d in dims]
+                raise AscendirError(f"output '{vi.name}': the model declares shape {shown} but import computed {list(shape)}")
+        return ssa
+
+    # -- nodes -----------------------------------------------------------------------------------
+    def _import_node(self, node: NodeProto, index: int) -> None:
+        label = _node_label(node, index)
+        converter = CONVERTERS.get(node.op_type) if is_default_domain(node) else None
+        if any(name in self.poisoned for name in node.input):
+            if converter is None and not self._is_fold_only(node):
+                self._record_unsupported(node, label)
+            self.poisoned.update(node.output)
+            return
+        inputs = [self._node_input(node, label, name) for name in node.input]
+        try:
+            outputs = self._fold(node, label, inputs, converter)
+            if outputs is None:
+                if converter is None:
+                    self._record_unsupported(node, label)
+                    return
+                outputs = list(converter(NodeContext(node, label, self.state)))
+        except VerifyException as e:  # shape rules of nn ops (broadcast, matmul) reject operands
+            raise AscendirError(f"{node.op_type} '{label}': {' '.join(str(e).split())}") from None
+        for name, value in zip(node.output, outputs + [None] * (len(node.output) - len(outputs))):
+            if name and value is not None:
+                self.state.values[name] = value
+
+    def _node_input(self, node: NodeProto, label: str, name: str) -> Value | None:
+        if not name:
+            return None  # an omitted optional input
+        if name not in self.state.values:
+            raise AscendirError(f"{node.op_type} '{label}': input '{name}' is not produced by any node (truncated file?)")
+        return self.state.values[name]
+
+    @staticmethod
+    def _is_fold_only(node: NodeProto) -> bool:
+        return is_default_domain(node) and node.op_type in FOLD_ONLY_OPS
+
+    def _record_unsupported(self, node: NodeProto, label: str) -> None:
+        if self._is_fold_only(node):
+            raise AscendirError(
+                f"{node.op_type} '{label}': its output depends on runtime values; ascendir needs static "
+                "shapes (pin the input shapes)"
+            )
+        self.unsupported.setdefault(_op_key(node), []).append(label)
+        self.poisoned.update(node.output)
+
+    def _fold(self, node: NodeProto, label: str, inputs: list[Value | None], converter: object) -> list | None:
+        """Outputs known at import (as Constants), or None if the node must be converted."""
+        if not is_foldable_op(node) or node.op_type in _FORWARDING_OPS:
+            return None
+        present = [v for v in inputs if v is not None]
+        if all(isinstance(v, Constant) for v in present):
+            try:
+                arrays = evaluate(node, [v.array if v is not None else None for v in inputs], self.state.opset)
+            except FoldingError as e:
+                if converter is None and self._is_fold_only(node):
+                    raise AscendirError(f"{node.op_type} '{label}': cannot evaluate at import: {e}") from None
+                return None  # a converter handles constant operands too; an unknown op is reported
+            return [Constant(name, array) for name, array in zip(node.output, arrays)]
+        if len(present) == 1 and isinstance(present[0], SSAValue):
+            arrays = fold_from_shape(node, tuple(present[0].type.get_shape()))
+            if arrays is not None:
+                return [Constant(node.output[0], arrays[0])]
+        return None

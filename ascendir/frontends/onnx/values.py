@@ -1,0 +1,62 @@
+"""What an ONNX value name stands for during import: a constant known at import time, or an SSA
+value of the `nn` function being built."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeAlias
+
+import numpy as np
+from xdsl.ir import SSAValue
+
+
+class Constant:
+    """A tensor whose value is known at import (initializer, Constant node, folded node output).
+
+    The array may be lazy (ONNX external data): `shape` and `dtype` are known without reading it,
+    so a constant that only becomes an `nn.weight` is never read during import.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        value: np.ndarray | Callable[[], np.ndarray],
+        shape: tuple[int, ...] | None = None,
+        dtype: np.dtype | None = None,
+    ):
+        self.name = name
+        if callable(value):
+            assert shape is not None and dtype is not None, "a lazy constant needs its shape and dtype"
+            self._array: np.ndarray | None = None
+            self._loader: Callable[[], np.ndarray] | None = value
+            self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        else:
+            self._array = np.asarray(value)
+            self._loader = None
+            self.shape, self.dtype = self._array.shape, self._array.dtype
+        # The SSA value this constant was materialized as (one nn.constant / nn.weight per constant).
+        self.ssa: SSAValue | None = None
+
+    @property
+    def array(self) -> np.ndarray:
+        """The value (reads external data on first access)."""
+        if self._array is None:
+            assert self._loader is not None
+            self._array = np.asarray(self._loader()).reshape(self.shape)
+        return self._array
+
+    @property
+    def lazy_source(self) -> Callable[[], np.ndarray] | None:
+        """The loader if the array has not been read yet (so the WeightStore can stay lazy)."""
+        return self._loader if self._array is None else None
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"Constant({self.name!r}, {self.dtype}{list(self.shape)})"
+
+
+Value: TypeAlias = SSAValue | Constant
+"""What an ONNX value name maps to while importing."""
