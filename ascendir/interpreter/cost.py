@@ -131,7 +131,7 @@ _DTYPE_KEY = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "int8": "s
 def mmad(op: ascend.MmadOp, env: CostEnv) -> CostFn:
     cube = env.target.cube
 
-    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> OpCost:
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray, bias: np.ndarray | None = None) -> OpCost:
         key = _DTYPE_KEY.get(a.dtype.name, a.dtype.name)
         if key not in cube.k_per_cycle:
             raise AscendirError(f"ascend.mmad: {env.target.name} has no {key} cube mode (k_per_cycle has {', '.join(cube.k_per_cycle)})")

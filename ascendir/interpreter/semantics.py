@@ -8,7 +8,8 @@ Conventions (the lowering relies on them):
 * copy: the leading overlap `min(src, dst)` of each dim is copied; when dst is on chip the rest
   of dst is zero-filled. FixPipe (L0C→GM/L1) may narrow f32→f16/bf16 (round to nearest even) and
   apply `relu`. Layouts (nd2nz/nz2nd) change cost only: arrays stay logical ND.
-* mmad: c = (0 if init else c) + a.astype(f32) @ b.astype(f32) (int32 for s8), single-thread BLAS.
+* mmad: c = (bias row or 0 if init else c) + a.astype(f32) @ b.astype(f32) (int32 for s8),
+  single-thread BLAS.
 * vector ops broadcast size-1 source dims to dst; f16/bf16 composites compute in f32.
 * vreduce_* reduce the last dim (keepdims); vcast is numpy astype (RNE float→float, float→int
   truncates toward zero as ONNX Cast, anything→bool is x != 0); vcmp writes bool; vsel is where.
@@ -71,11 +72,13 @@ def copy(op: ascend.CopyOp) -> Runtime:
 def mmad(op: ascend.MmadOp) -> Runtime:
     init = op.init.value.data != 0
 
-    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray, bias: np.ndarray | None = None) -> None:
         if c.dtype.kind in "iu":
             prod = a.astype(np.int64) @ b.astype(np.int64)
         else:
             prod = _f32(a) @ _f32(b)
+        if bias is not None:  # [1, N] BT row, the initial value (init = 1)
+            prod += bias.astype(prod.dtype)
         if init:
             _store(c, prod)
         else:

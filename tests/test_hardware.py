@@ -1,0 +1,89 @@
+"""Hardware TOMLs: every target loads, figures match the reference, every value cites a source."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ascendir.errors import AscendirError
+from ascendir.hardware import TARGETS, load_target
+from ascendir.hardware.config import HardwareConfig
+
+HW_DIR = Path(__file__).resolve().parent.parent / "ascendir" / "hardware"
+ALL = ["ascend910b1", "ascend910b2", "ascend910b3", "ascend910b4", "ascend910a", "ascend310p"]
+VALUE_LINE = re.compile(r"^\s*[A-Za-z_][\w.]*\s*=")
+SOURCE = re.compile(r"#.*\b(doc|rep|INF)\b.*(\[S\d+\]|§\d)")
+
+
+def test_all_targets_shipped():
+    assert set(ALL) <= set(TARGETS)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_loads(name: str):
+    hw = load_target(name)
+    assert isinstance(hw, HardwareConfig) and hw.name == name
+    assert hw.clock_hz > 0 and hw.num_aic >= 1 and hw.num_aiv >= 1
+    for space in ("l1", "l0a", "l0b", "l0c", "ub"):
+        assert hw.capacity(space) > 0 and hw.align[space] > 0
+    assert hw.cube.k_per_cycle["f16"] == 16 and hw.cube.mmad_startup == 20
+    assert hw.vector.op("vadd").kind == "repeat" and hw.vector.op("vsigmoid").kind == "fit"
+    assert hw.vector.op("no_such_op") is hw.vector.ops["default"]
+    assert hw.rate("l1", "l0a") == 512 and hw.rate("l1", "l0b") == 256
+    assert hw.memory.hbm_bw_Bps > 0 and hw.kernel_launch_cycles > 0
+    assert {"mte1", "mte2", "mte2_nd2nz", "mte3", "vector", "scalar_alu"} <= set(hw.startup)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_value_cites_a_source(name: str):
+    bad = [
+        f"{i}: {line}"
+        for i, line in enumerate((HW_DIR / f"{name}.toml").read_text().splitlines(), 1)
+        if VALUE_LINE.match(line) and not SOURCE.search(line)
+    ]
+    assert not bad, "value lines without '# doc|rep|INF [Sn]' comment:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    "name, tflops",
+    [("ascend910b1", 363.7), ("ascend910b2", 353.9), ("ascend910b3", 294.9), ("ascend910b4", 245.8), ("ascend310p", 69.5)],
+)
+def test_fp16_peak_matches_reference(name: str, tflops: float):
+    # reference §1.1 / §1.3: cores x 4096 MAC x 2 x f
+    assert load_target(name).peak_flops("f16") / 1e12 == pytest.approx(tflops, rel=1e-3)
+
+
+def test_910b_split_and_paths():
+    b2, a = load_target("910b2"), load_target("910a")
+    assert b2.split and not a.split
+    assert b2.cores("aiv") == 48 and b2.cores("aic") == 24 and b2.cores("mix") == 24
+    assert "f32" in b2.cube.k_per_cycle and "f32" not in a.cube.k_per_cycle
+    assert a.rate("l0c", "ub") == 256
+    with pytest.raises(AscendirError, match="no rate for path l0c -> ub"):
+        b2.rate("l0c", "ub")
+
+
+def test_name_forms_and_path(tmp_path: Path):
+    assert load_target("910B2").name == load_target("ascend910b2").name == load_target(None).name
+    p = tmp_path / "chip.toml"
+    p.write_text((HW_DIR / "ascend910b2.toml").read_text().replace('name = "ascend910b2"', 'name = "mychip"'))
+    assert load_target(p).name == "mychip"
+    assert load_target(load_target("910b2")).name == "ascend910b2"
+
+
+def test_bad_targets(tmp_path: Path):
+    with pytest.raises(AscendirError, match="unknown target"):
+        load_target("ascend999")
+    p = tmp_path / "broken.toml"
+    p.write_text("[chip]\nname = 'x'\n")
+    with pytest.raises(AscendirError, match="lacks key"):
+        load_target(p)
+    p.write_text("[chip\n")
+    with pytest.raises(AscendirError, match="cannot read"):
+        load_target(p)
+    txt = (HW_DIR / "ascend910b2.toml").read_text().replace("gm_to_l1 = 32 ", "gm_to_l1 = 0  ")
+    p.write_text(txt)
+    with pytest.raises(AscendirError, match="gm_to_l1"):
+        load_target(p)

@@ -1,0 +1,190 @@
+"""register_op for pass authors, mixed (AIC + AIV) kernels, host views/subviews, erf accuracy,
+interpreter speed floor."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Dialect
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def
+from xdsl.parser import Parser
+
+from ascendir.context import make_context
+from ascendir.hardware import load_target
+from ascendir.interpreter import OpCost, register_op, simulate
+from ascendir.interpreter.special import erf
+from ascendir.interpreter.testing import matmul_ir, parse
+
+HW = load_target("ascend910b2")
+
+
+@irdl_op_definition
+class TripleOp(IRDLOperation):
+    name = "testx.vtriple"
+    source = operand_def(MemRefType)
+    dest = operand_def(MemRefType)
+    assembly_format = "$source `,` $dest attr-dict `:` type($source) `,` type($dest)"
+
+
+def gm(shape, dt="f32"):
+    return f"memref<{'x'.join(map(str, shape))}x{dt}, #ascend<space gm>>"
+
+
+def ub(shape, dt="f32"):
+    return f"memref<{'x'.join(map(str, shape))}x{dt}, #ascend<space ub>>"
+
+
+def test_register_op():
+    def semantics(op):
+        def run(src, dst):
+            dst[...] = src * 3
+
+        return run
+
+    def cost(op, env):
+        assert env.target is HW
+
+        def run(src, dst):
+            return OpCost("V", cycles=1000.0, bytes={"ub": dst.nbytes})
+
+        return run
+
+    register_op(TripleOp, semantics=semantics, cost=cost)
+    s = (4, 16)
+    text = f"""
+builtin.module {{
+  ascend.kernel @k(%x: {gm(s)}, %y: {gm(s)}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+    %a = ascend.alloc : {ub(s)}
+    ascend.copy %x, %a : {gm(s)}, {ub(s)}
+    ascend.set_flag MTE2 -> V, 0
+    ascend.wait_flag MTE2 -> V, 0
+    testx.vtriple %a, %a : {ub(s)}, {ub(s)}
+    ascend.set_flag V -> MTE3, 0
+    ascend.wait_flag V -> MTE3, 0
+    ascend.copy %a, %y : {ub(s)}, {gm(s)}
+    ascend.return
+  }}
+  func.func @main(%x: {gm(s)}) -> {gm(s)} {{
+    %y = ascend.alloc : {gm(s)}
+    ascend.launch @k(%x, %y) : {gm(s)}, {gm(s)}
+    func.return %y : {gm(s)}
+  }}
+}}
+"""
+    ctx = make_context()
+    ctx.load_dialect(Dialect("testx", [TripleOp]))
+    mod = Parser(ctx, text).parse_module()
+    x = np.arange(64, dtype=np.float32).reshape(s)
+    res = simulate(mod, None, {"arg0": x}, HW)
+    np.testing.assert_array_equal(res.outputs["out0"], 3 * x)
+    k = res.report["kernels"][0]
+    assert k["pipe_busy"]["V"] == 1000.0
+    assert k["cycles"] > 1000.0 + HW.kernel_launch_cycles
+
+
+MIX = f"""
+builtin.module attributes {{ascend.arch = "dav-c220"}} {{
+  ascend.kernel @mm_relu(%a: {gm((32, 32), "f16")}, %b: {gm((32, 32), "f16")}, %w: {gm((32, 32))}, %y: {gm((32, 32))}) attributes {{block_dim = 1 : i64, core_type = "mix"}} {{
+    %l1a = ascend.alloc : memref<32x32xf16, #ascend<space l1>>
+    %l1b = ascend.alloc : memref<32x32xf16, #ascend<space l1>>
+    %l0a = ascend.alloc : memref<32x32xf16, #ascend<space l0a>>
+    %l0b = ascend.alloc : memref<32x32xf16, #ascend<space l0b>>
+    %l0c = ascend.alloc : memref<32x32xf32, #ascend<space l0c>>
+    %u = ascend.alloc : {ub((32, 32))}
+    ascend.copy %a, %l1a {{layout = "nd2nz"}} : {gm((32, 32), "f16")}, memref<32x32xf16, #ascend<space l1>>
+    ascend.copy %b, %l1b {{layout = "nd2nz"}} : {gm((32, 32), "f16")}, memref<32x32xf16, #ascend<space l1>>
+    ascend.set_flag MTE2 -> MTE1, 0
+    ascend.wait_flag MTE2 -> MTE1, 0
+    ascend.copy %l1a, %l0a : memref<32x32xf16, #ascend<space l1>>, memref<32x32xf16, #ascend<space l0a>>
+    ascend.copy %l1b, %l0b : memref<32x32xf16, #ascend<space l1>>, memref<32x32xf16, #ascend<space l0b>>
+    ascend.set_flag MTE1 -> M, 0
+    ascend.wait_flag MTE1 -> M, 0
+    ascend.mmad %l0a, %l0b, %l0c {{init = 1 : i64}} : memref<32x32xf16, #ascend<space l0a>>, memref<32x32xf16, #ascend<space l0b>>, memref<32x32xf32, #ascend<space l0c>>
+    ascend.set_flag M -> FIX, 0
+    ascend.wait_flag M -> FIX, 0
+    ascend.copy %l0c, %w : memref<32x32xf32, #ascend<space l0c>>, {gm((32, 32))}
+    ascend.set_flag FIX -> MTE2, 0
+    ascend.wait_flag FIX -> MTE2, 0
+    ascend.copy %w, %u : {gm((32, 32))}, {ub((32, 32))}
+    ascend.set_flag MTE2 -> V, 0
+    ascend.wait_flag MTE2 -> V, 0
+    ascend.vrelu %u, %u : {ub((32, 32))}, {ub((32, 32))}
+    ascend.set_flag V -> MTE3, 0
+    ascend.wait_flag V -> MTE3, 0
+    ascend.copy %u, %y : {ub((32, 32))}, {gm((32, 32))}
+    ascend.return
+  }}
+  func.func @main(%a: {gm((32, 32), "f16")}, %b: {gm((32, 32), "f16")}) -> {gm((32, 32))} {{
+    %w = ascend.alloc : {gm((32, 32))}
+    %y = ascend.alloc : {gm((32, 32))}
+    ascend.launch @mm_relu(%a, %b, %w, %y) : {gm((32, 32), "f16")}, {gm((32, 32), "f16")}, {gm((32, 32))}, {gm((32, 32))}
+    func.return %y : {gm((32, 32))}
+  }}
+}}
+"""
+
+
+def test_mixed_kernel_units_and_cross_unit_flags():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((32, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 32)).astype(np.float16)
+    res = simulate(parse(MIX), None, {"arg0": a, "arg1": b}, HW, trace=True)
+    np.testing.assert_allclose(res.outputs["out0"], np.maximum(a.astype(np.float32) @ b.astype(np.float32), 0), rtol=1e-5, atol=1e-5)
+    k = res.report["kernels"][0]
+    units = k["pipe_busy_by_unit"]
+    # the AIC's MTE2 (GM->L1) and the AIV's MTE2 (GM->UB) are separate engines
+    assert {"aic.MTE2", "aiv.MTE2", "aic.MTE1", "aic.M", "aic.FIX", "aiv.V", "aiv.MTE3"} <= set(units)
+    assert k["pipe_busy"]["MTE2"] == units["aic.MTE2"] + units["aiv.MTE2"]
+    # strictly sequential chain: the kernel takes at least the sum of the chain's pipes
+    assert k["cycles"] - k["launch_cycles"] >= sum(v for p, v in units.items() if not p.endswith(".S"))
+    names = {e["args"]["name"] for e in res.trace_events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"core 0 aic.FIX", "core 0 aiv.MTE2"} <= names
+
+
+def test_host_views_and_subviews():
+    text = f"""
+builtin.module {{
+  ascend.kernel @neg(%x: {gm((4, 8))}, %y: {gm((4, 8))}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+    %u = ascend.alloc : {ub((4, 8))}
+    ascend.copy %x, %u : {gm((4, 8))}, {ub((4, 8))}
+    ascend.pipe_barrier "ALL"
+    ascend.vneg %u, %u : {ub((4, 8))}, {ub((4, 8))}
+    ascend.pipe_barrier "ALL"
+    ascend.copy %u, %y : {ub((4, 8))}, {gm((4, 8))}
+    ascend.return
+  }}
+  func.func @main(%x: {gm((32,))} {{onnx.name = "x"}}) -> (memref<2x8xf32, strided<[8, 1], offset: 8>, #ascend<space gm>> {{onnx.name = "top"}}, {gm((4, 8))} {{onnx.name = "all"}}) {{
+    %v = ascend.view %x : {gm((32,))} to {gm((4, 8))}
+    %y = ascend.alloc : {gm((4, 8))}
+    ascend.launch @neg(%v, %y) : {gm((4, 8))}, {gm((4, 8))}
+    %t = memref.subview %y[1, 0] [2, 8] [1, 1] : {gm((4, 8))} to memref<2x8xf32, strided<[8, 1], offset: 8>, #ascend<space gm>>
+    func.return %t, %y : memref<2x8xf32, strided<[8, 1], offset: 8>, #ascend<space gm>>, {gm((4, 8))}
+  }}
+}}
+"""
+    x = np.arange(32, dtype=np.float32)
+    res = simulate(parse(text), None, {"x": x}, HW)
+    np.testing.assert_array_equal(res.outputs["all"], -x.reshape(4, 8))
+    np.testing.assert_array_equal(res.outputs["top"], -x.reshape(4, 8)[1:3])
+
+
+def test_erf_accuracy():
+    x = np.concatenate([np.linspace(-7, 7, 20001), [0.0, 2.5, -2.5, np.inf, -np.inf, 1e-30]])
+    ref = np.array([math.erf(v) for v in x])
+    assert np.max(np.abs(erf(x) - ref)) < 1e-14
+    assert np.isnan(erf(np.array([np.nan]))[0])
+    assert erf(np.float32(0.5).reshape(1)).dtype == np.float64
+
+
+def test_timing_only_speed_floor():
+    """Timing-only runs well above 50k tile ops/s (benchmarks/interpreter_speed.py reports the figure)."""
+    mod = parse(matmul_ir(512, 512, 512, tm=64, tn=64, tk=64, block_dim=24))
+    t0 = time.perf_counter()
+    simulate(mod, None, {}, HW, timing_only=True)
+    dt = time.perf_counter() - t0
+    tile_ops = 8 * 8 * 8 * 5 + 8 * 8  # per (m, n, k): 2 GM->L1, 2 L1->L0, 1 mmad; per (m, n): FixPipe
+    assert tile_ops / dt > 50_000
