@@ -11,7 +11,9 @@ import numpy as np
 import onnx
 import pytest
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
 
+from ascendir.context import make_context
 from ascendir.dialects import nn
 from ascendir.errors import AscendirError
 from ascendir.frontends.onnx import import_onnx
@@ -82,6 +84,13 @@ def test_weights_live_in_the_store(imported) -> None:
         elif isinstance(op, nn.ConstantOp):
             assert len(op.value.data.data) <= INLINE_LIMIT_BYTES
     assert used == set(weights)
+
+
+def test_ir_text_round_trips(imported) -> None:
+    _, module, _ = imported
+    parsed = Parser(make_context(), str(module)).parse_module()
+    parsed.verify()
+    assert parsed.is_structurally_equivalent(module)
 
 
 def test_matches_reference_outputs(imported) -> None:

@@ -6,6 +6,7 @@ Clip, Softmax semantics before 13)."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -239,11 +240,15 @@ def test_gemm_weight_transpose_is_folded() -> None:
     assert [op.weight_name for op in module.walk() if isinstance(op, nn.WeightOp)] == ["w.T"]
 
 
-def test_gemm_alpha_beta() -> None:
+@pytest.mark.parametrize("c_is_constant", [False, True])
+def test_gemm_alpha_beta(c_is_constant: bool) -> None:
     a, b, c = randn(4, 6), randn(6, 5), randn(4, 5)
     gemm = node("Gemm", ["a", "b", "c"], alpha=0.5, beta=2.0)
-    model = make_model([gemm], {"a": a, "b": b, "c": c}, ["y"])
-    check_against_onnxruntime(model, {"a": a, "b": b, "c": c}, expect_ops=["nn.matmul", "nn.mul", "nn.add"])
+    feeds = {"a": a, "b": b} | ({} if c_is_constant else {"c": c})
+    model = make_model([gemm], feeds, ["y"], initializers={"c": c} if c_is_constant else None)
+    module = check_against_onnxruntime(model, feeds, expect_ops=["nn.matmul", "nn.add"])
+    # alpha scales the product; beta * C is folded when C is a constant
+    assert compute_ops(module).count("nn.mul") == (1 if c_is_constant else 2)
 
 
 def test_gemm_without_c() -> None:
@@ -346,6 +351,68 @@ def test_topk(largest: int) -> None:
         ["v", "i"], initializers={"k": np.array([3], np.int64)},
     )
     check_against_onnxruntime(model, {"x": x}, exact=True, expect_ops=["nn.topk"])
+
+
+# ----------------------------------------------------------------------------------------------
+# convolution and pooling
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "attrs, in_c, out_c, kernel, with_bias",
+    [
+        ({}, 3, 4, (3, 3), True),
+        ({"pads": [1, 2, 0, 1], "strides": [2, 1]}, 3, 4, (3, 2), False),
+        ({"dilations": [2, 2], "pads": [2, 2, 2, 2]}, 2, 3, (3, 3), True),
+        ({"group": 4, "pads": [1, 1, 1, 1]}, 4, 4, (3, 3), True),  # depthwise
+        ({"group": 2}, 4, 6, (1, 1), False),
+        ({"auto_pad": "SAME_UPPER", "strides": [2, 2]}, 3, 4, (4, 4), True),
+        ({"auto_pad": "SAME_LOWER", "strides": [2, 2]}, 3, 4, (4, 4), True),
+        ({"auto_pad": "VALID", "strides": [3, 2]}, 3, 4, (3, 3), True),
+    ],
+)
+def test_conv2d(attrs, in_c, out_c, kernel, with_bias: bool) -> None:
+    x = randn(2, in_c, 9, 8)
+    inits = {"w": randn(out_c, in_c // attrs.get("group", 1), *kernel)} | ({"b": randn(out_c)} if with_bias else {})
+    conv = node("Conv", ["x", "w", "b"] if with_bias else ["x", "w"], **attrs)
+    check_against_onnxruntime(make_model([conv], {"x": x}, ["y"], initializers=inits), {"x": x}, expect_ops=["nn.conv2d"])
+
+
+def test_conv1d_runs_as_conv2d() -> None:
+    x = randn(2, 3, 11)
+    conv = node("Conv", ["x", "w", "b"], pads=[1, 2], strides=[2])
+    inits = {"w": randn(5, 3, 4), "b": randn(5)}
+    check_against_onnxruntime(make_model([conv], {"x": x}, ["y"], initializers=inits), {"x": x}, expect_ops=["nn.conv2d"])
+
+
+def test_conv_with_runtime_weight() -> None:
+    x, w = randn(1, 2, 6, 6), randn(3, 2, 3, 3)
+    model = make_model([node("Conv", ["x", "w"], pads=[1, 1, 1, 1])], {"x": x, "w": w}, ["y"])
+    check_against_onnxruntime(model, {"x": x, "w": w}, expect_ops=["nn.conv2d"])
+
+
+@pytest.mark.parametrize(
+    "op, attrs",
+    [
+        ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ("MaxPool", {"kernel_shape": [2, 3], "strides": [2, 2], "ceil_mode": 1}),
+        ("MaxPool", {"kernel_shape": [2, 2], "dilations": [2, 1]}),
+        ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+        ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+        ("AveragePool", {"kernel_shape": [2, 3], "strides": [2, 2], "ceil_mode": 1}),
+        ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 0], "ceil_mode": 1, "count_include_pad": 1}),
+    ],
+)
+def test_pool2d(op: str, attrs) -> None:
+    x = randn(2, 3, 9, 8)
+    model = make_model([node(op, ["x"], **attrs)], {"x": x}, ["y"], opset=19)
+    check_against_onnxruntime(model, {"x": x}, expect_ops=["nn.pool2d"])
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_pool1d_runs_as_pool2d(op: str) -> None:
+    x = randn(2, 3, 10)
+    model = make_model([node(op, ["x"], kernel_shape=[3], strides=[2], pads=[1, 1])], {"x": x}, ["y"])
+    check_against_onnxruntime(model, {"x": x}, expect_ops=["nn.pool2d"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -600,3 +667,43 @@ def test_small_constants_are_shared() -> None:
     ]
     module = check_against_onnxruntime(make_model(nodes, {"x": x}, ["y"]), {"x": x})
     assert len([op for op in module.walk() if isinstance(op, nn.ConstantOp)]) == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# element types
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "dtype, onnx_type",
+    [
+        (np.float16, TensorProto.FLOAT16), (np.int64, TensorProto.INT64),
+        (np.int32, TensorProto.INT32), (np.int8, TensorProto.INT8), (np.uint8, TensorProto.UINT8), (np.bool_, TensorProto.BOOL),
+    ],
+)
+def test_element_types_of_inputs_constants_and_outputs(dtype, onnx_type) -> None:
+    """Each ONNX element type maps to a builtin type, for arguments, constants and results."""
+    x = (np.abs(randn(2, 3)) * 3).astype(dtype)
+    c = (np.abs(randn(2, 5)) * 3).astype(dtype)
+    nodes = [node("Concat", ["x", "c"], ["cat"], axis=1), node("Cast", ["cat"], ["f"], to=TensorProto.FLOAT), node("Cast", ["f"], to=onnx_type)]
+    model = make_model(nodes, {"x": x}, ["f", "y"], initializers={"c": c})
+    module = check_against_onnxruntime(model, {"x": x}, exact=True, expect_ops=["nn.concat"])
+    main = module.body.block.first_op
+    assert main.function_type.inputs.data[0].element_type == main.function_type.outputs.data[1].element_type
+
+
+def test_bfloat16_constants_and_intermediates() -> None:
+    # onnxruntime's Python API cannot feed bf16 arrays, so the bf16 tensors live inside the graph.
+    x, c = randn(2, 3), randn(2, 5).astype(ml_dtypes.bfloat16)
+    nodes = [
+        node("Cast", ["x"], ["xb"], to=TensorProto.BFLOAT16),
+        node("Concat", ["xb", "c"], ["cat"], axis=1),
+        node("Cast", ["cat"], to=TensorProto.FLOAT),
+    ]
+    module = check_against_onnxruntime(make_model(nodes, {"x": x}, ["y"], initializers={"c": c}), {"x": x}, exact=True)
+    assert "bf16" in str(module)
+
+
+def test_float16_compute() -> None:
+    a, b = randn(4, 16).astype(np.float16), randn(16, 8).astype(np.float16)
+    nodes = [node("MatMul", ["a", "b"], ["m"]), node("Softmax", ["m"], ["s"], axis=-1), node("Add", ["s", "m"])]
+    # f16 results: one rounding of a float32 computation each, so compare at f16 precision.
+    check_against_onnxruntime(make_model(nodes, {"a": a, "b": b}, ["y"]), {"a": a, "b": b}, rtol=2e-3, atol=2e-3)

@@ -478,6 +478,119 @@ class TopKOp(NNOp):
             raise VerifyException("nn.topk: values keep the input element type, indices are i64")
 
 
+def window_output_size(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, dilation: int = 1) -> int:
+    """Number of sliding-window positions along one spatial dim (floor rule, as ONNX Conv)."""
+    return (size + pad_begin + pad_end - dilation * (kernel - 1) - 1) // stride + 1
+
+
+class WindowOp(NNOp):
+    """Sliding windows over the two trailing dims of an NCHW input.
+
+    `pads` = [top, left, bottom, right]; `strides`, `dilations` = [h, w].
+    """
+
+    strides = prop_def(DenseArrayBase)
+    pads = prop_def(DenseArrayBase)
+    dilations = prop_def(DenseArrayBase)
+
+    def _verify_window(self, kernel: Sequence[int], allow_partial: bool) -> None:
+        strides, pads, dilations = self.strides.get_values(), self.pads.get_values(), self.dilations.get_values()
+        if len(strides) != 2 or len(pads) != 4 or len(dilations) != 2 or len(kernel) != 2:
+            raise VerifyException(f"{self.name}: expects 2 strides, 4 pads, 2 dilations and a 2-D kernel")
+        if min(strides) < 1 or min(dilations) < 1 or min(pads) < 0:
+            raise VerifyException(f"{self.name}: strides and dilations must be ≥ 1, pads ≥ 0")
+        in_shape, out_shape = shape_of(self.operands[0]), shape_of(self.results[0])
+        if len(in_shape) != 4 or len(out_shape) != 4:
+            raise VerifyException(f"{self.name}: expects NCHW tensors")
+        for d in range(2):
+            floor = window_output_size(in_shape[2 + d], kernel[d], strides[d], pads[d], pads[2 + d], dilations[d])
+            # A pool with ceil_mode keeps one more window that starts inside the padded input.
+            ok = out_shape[2 + d] in ((floor, floor + 1) if allow_partial else (floor,))
+            if not ok or out_shape[2 + d] < 1:
+                raise VerifyException(f"{self.name}: output dim {2 + d} is {out_shape[2 + d]}, expected {floor}")
+
+
+@irdl_op_definition
+class Conv2dOp(WindowOp):
+    """2-D convolution (ONNX Conv), NCHW: input [N, C, H, W], weight [O, C/group, kh, kw],
+    optional bias [O] → [N, O, Ho, Wo]."""
+
+    name = "nn.conv2d"
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    group = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def __init__(
+        self, x: SSAValue, w: SSAValue, b: SSAValue | None, strides: Sequence[int], pads: Sequence[int],
+        dilations: Sequence[int], group: int,
+    ):
+        n, _, h, wd = shape_of(x)
+        o, _, kh, kw = shape_of(w)
+        out = [n, o, *(window_output_size(size, k, st, pads[d], pads[2 + d], dl)
+                       for d, (size, k, st, dl) in enumerate(zip((h, wd), (kh, kw), strides, dilations)))]
+        super().__init__(
+            operands=[x, w, b],
+            result_types=[TensorType(x.type.element_type, out)],
+            properties={
+                "strides": _int_array(strides), "pads": _int_array(pads), "dilations": _int_array(dilations),
+                "group": IntegerAttr(group, i64),
+            },
+        )
+
+    def verify_semantics(self) -> None:
+        x, w = shape_of(self.input), shape_of(self.weight)
+        group = self.group.value.data
+        if len(w) != 4 or len(x) != 4 or group < 1 or x[1] != w[1] * group or w[0] % group:
+            raise VerifyException(f"nn.conv2d: weight {list(w)} does not fit input {list(x)} with group {group}")
+        if self.bias is not None and shape_of(self.bias) != (w[0],):
+            raise VerifyException(f"nn.conv2d: bias must have shape [{w[0]}]")
+        if shape_of(self.result)[:2] != (x[0], w[0]):
+            raise VerifyException("nn.conv2d: result must be [N, O, Ho, Wo]")
+        self._verify_window(w[2:], allow_partial=False)
+
+
+@irdl_op_definition
+class Pool2dOp(WindowOp):
+    """2-D max or average pooling (ONNX MaxPool / AveragePool), NCHW. `kind` is "max" or "avg".
+
+    Padding never wins a max; an average divides by the window's elements inside the input, or
+    inside input + pads if `count_include_pad`. The result shape may hold one extra window per dim
+    (ONNX ceil_mode); it is clipped to the padded input."""
+
+    name = "nn.pool2d"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    kind = prop_def(StringAttr)
+    kernel = prop_def(DenseArrayBase)
+    count_include_pad = prop_def(BoolAttr)
+    traits = traits_def(Pure())
+
+    def __init__(
+        self, x: SSAValue, kind: str, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
+        dilations: Sequence[int], out_hw: Sequence[int], count_include_pad: bool = False,
+    ):
+        n, c, _, _ = shape_of(x)
+        super().__init__(
+            operands=[x],
+            result_types=[TensorType(x.type.element_type, [n, c, *out_hw])],
+            properties={
+                "kind": StringAttr(kind), "kernel": _int_array(kernel), "strides": _int_array(strides),
+                "pads": _int_array(pads), "dilations": _int_array(dilations),
+                "count_include_pad": BoolAttr(count_include_pad, i1),
+            },
+        )
+
+    def verify_semantics(self) -> None:
+        if self.kind.data not in ("max", "avg"):
+            raise VerifyException(f"nn.pool2d: kind must be 'max' or 'avg', got '{self.kind.data}'")
+        if shape_of(self.result)[:2] != shape_of(self.input)[:2]:
+            raise VerifyException("nn.pool2d: pooling keeps N and C")
+        self._verify_window(self.kernel.get_values(), allow_partial=True)
+
+
 # ----------------------------------------------------------------------------------------------
 # data movement
 # ----------------------------------------------------------------------------------------------
@@ -688,7 +801,7 @@ NN = Dialect(
         ErfOp, SinOp, CosOp, FloorOp, CeilOp, NotOp, IdentityOp, GeluOp, LeakyReluOp, ClipOp,
         AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp, OrOp,
         EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp, CastOp,
-        MatmulOp, SoftmaxOp, LayerNormOp, RmsNormOp,
+        MatmulOp, SoftmaxOp, LayerNormOp, RmsNormOp, Conv2dOp, Pool2dOp,
         ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp, TopKOp,
         TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SliceOp, GatherOp,
         YieldOp, FusedOp,

@@ -63,7 +63,11 @@ def _weight(op: nn.WeightOp, args, weights: WeightStore):
 @semantics(nn.ConstantOp)
 def _constant(op: nn.ConstantOp, args, weights):
     ttype = op.value.type
-    array = np.frombuffer(op.value.data.data, to_numpy_dtype(ttype.element_type))
+    dtype = to_numpy_dtype(ttype.element_type)
+    if dtype == np.bool_:  # i1 true is stored as 0xff (xDSL) or 0x01 (numpy): any nonzero byte
+        array = np.frombuffer(op.value.data.data, np.uint8) != 0
+    else:
+        array = np.frombuffer(op.value.data.data, dtype)
     shape = tuple(ttype.get_shape())
     if array.size == 1 and math.prod(shape) != 1:  # a splat holds a single element
         return np.broadcast_to(array.reshape(()), shape)
@@ -219,6 +223,49 @@ def _topk(op: nn.TopKOp, args, weights):
     order = np.argsort(-key if op.largest.value.data else key, axis=axis, kind="stable")
     indices = np.take(order, np.arange(k), axis=axis)
     return np.take_along_axis(x, indices, axis=axis), indices
+
+
+def _window_view(op: nn.WindowOp, x: np.ndarray, kernel: Sequence[int], explicit: float, extra: float) -> np.ndarray:
+    """[N, C, Ho, Wo, kh, kw] windows of `x` padded by `pads` (value `explicit`) and, where the
+    result holds a partial last window (ceil_mode), by `extra` beyond them."""
+    (sh, sw), (dh, dw) = op.strides.get_values(), op.dilations.get_values()
+    top, left, bottom, right = op.pads.get_values()
+    out_h, out_w = op.results[0].type.get_shape()[2:]
+    span_h, span_w = dh * (kernel[0] - 1) + 1, dw * (kernel[1] - 1) + 1
+    x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=explicit)
+    more_h = max(0, (out_h - 1) * sh + span_h - x.shape[2])
+    more_w = max(0, (out_w - 1) * sw + span_w - x.shape[3])
+    if more_h or more_w:
+        x = np.pad(x, ((0, 0), (0, 0), (0, more_h), (0, more_w)), constant_values=extra)
+    windows = np.lib.stride_tricks.sliding_window_view(x, (span_h, span_w), axis=(2, 3))
+    return windows[:, :, ::sh, ::sw, ::dh, ::dw][:, :, :out_h, :out_w]
+
+
+@semantics(nn.Conv2dOp)
+def _conv2d(op: nn.Conv2dOp, args, weights):
+    x, w = _wide(args[0]), _wide(args[1])
+    group = op.group.value.data
+    n, c = x.shape[:2]
+    o, cg, kh, kw = w.shape
+    win = _window_view(op, x, (kh, kw), 0, 0)
+    ho, wo = win.shape[2:4]
+    win = win.reshape(n, group, cg, ho, wo, kh, kw)
+    y = np.einsum("ngchwij,gocij->ngohw", win, w.reshape(group, o // group, cg, kh, kw), optimize=True)
+    y = y.reshape(n, o, ho, wo)
+    return y + _wide(args[2]).reshape(1, o, 1, 1) if len(args) > 2 else y
+
+
+@semantics(nn.Pool2dOp)
+def _pool2d(op: nn.Pool2dOp, args, weights):
+    x = _wide(args[0])
+    kernel = op.kernel.get_values()
+    if op.kind.data == "max":
+        lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        return _window_view(op, x, kernel, lowest, lowest).max(axis=(-2, -1))
+    total = _window_view(op, x, kernel, 0, 0).sum(axis=(-2, -1))
+    inside = np.ones((1, 1, *x.shape[2:]), x.dtype)
+    counted = _window_view(op, inside, kernel, 1 if op.count_include_pad.value.data else 0, 0)
+    return total / counted.sum(axis=(-2, -1))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from onnx import NodeProto, helper
+from onnx import NodeProto, TensorProto, helper, numpy_helper
 from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, TensorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
@@ -50,7 +50,9 @@ class ImportState:
         ttype = tensor_type(const.dtype, const.shape)
         if const.nbytes <= INLINE_LIMIT_BYTES:
             array = np.ascontiguousarray(const.array)
-            key = (array.dtype.str, array.shape, array.tobytes())
+            # xDSL stores an i1 `true` as the signless 1-bit value -1 (byte 0xff), as its parser does.
+            raw = (array.astype(np.int8) * -1).tobytes() if array.dtype == np.bool_ else array.tobytes()
+            key = (array.dtype.str, array.shape, raw)
             if key not in self._inline:
                 attr = DenseIntOrFPElementsAttr(ttype, BytesAttr(key[2]))
                 self._inline[key] = self.emit(nn.ConstantOp(attr)).results[0]
@@ -88,9 +90,7 @@ class NodeContext:
         value = helper.get_attribute_value(self._attrs[name])
         if isinstance(value, bytes):
             return value.decode()
-        if hasattr(value, "data_type"):  # TensorProto
-            from onnx import numpy_helper
-
+        if isinstance(value, TensorProto):
             return numpy_helper.to_array(value)
         return value
 
@@ -114,7 +114,12 @@ class NodeContext:
     def value(self, i: int) -> SSAValue:
         """Input `i` as an SSA value (a known constant is materialized)."""
         v = self.input(i)
-        return self.state.materialize(v) if isinstance(v, Constant) else v
+        if not isinstance(v, Constant):
+            return v
+        try:
+            return self.state.materialize(v)
+        except AscendirError as e:  # e.g. a string tensor: name the node that needed it
+            raise self.error(str(e)) from None
 
     def const(self, i: int) -> np.ndarray | None:
         """Input `i`'s value if it is known at import, else None."""

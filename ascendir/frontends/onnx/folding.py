@@ -69,6 +69,8 @@ def evaluate(node: NodeProto, inputs: Sequence[np.ndarray | None], opset: int) -
     except Exception as e:  # noqa: BLE001 - the reference raises many types; all mean "cannot fold"
         reason = " ".join(str(e).split()) or type(e).__name__
         raise FoldingError(reason[:300]) from e
+    if not all(isinstance(o, (np.ndarray, np.generic)) for o in outputs):
+        raise FoldingError("an output is not a tensor (sequence, map or optional)")
     return [np.asarray(o) for o in outputs]
 
 

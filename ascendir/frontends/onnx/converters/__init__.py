@@ -2,6 +2,7 @@
 `CONVERTERS`."""
 
 from ascendir.frontends.onnx.converters import (  # noqa: F401
+    convolution,
     elementwise,
     linalg,
     movement,

@@ -29,11 +29,13 @@ _VARIADIC = {"Max": nn.MaxOp, "Min": nn.MinOp, "Sum": nn.AddOp}
 
 @converts(*_UNARY)
 def convert_unary(node: NodeContext) -> list[Value]:
+    """Relu, Sigmoid, Tanh, ... → the nn op of the same name (same shape and dtype)."""
     return [node.emit(_UNARY[node.op_type](node.value(0)))]
 
 
 @converts("Gelu")
 def convert_gelu(node: NodeContext) -> list[Value]:
+    """Gelu (opset 20) → nn.gelu with `approximate` "none" (erf) or "tanh"."""
     approximate = node.attr("approximate", "none")
     if approximate not in ("none", "tanh"):
         raise node.error(f"approximate='{approximate}' is not a GELU variant (expected 'none' or 'tanh')")
@@ -42,6 +44,7 @@ def convert_gelu(node: NodeContext) -> list[Value]:
 
 @converts("LeakyRelu")
 def convert_leaky_relu(node: NodeContext) -> list[Value]:
+    """LeakyRelu → nn.leaky_relu (alpha default 0.01)."""
     alpha = float(node.attr("alpha", 0.01))
     return [node.emit(nn.LeakyReluOp(node.value(0), alpha=FloatAttr(alpha, _float_width(node.dtype(0)))))]
 
@@ -54,12 +57,14 @@ def _same_dtype(node: NodeContext, *indices: int) -> None:
 
 @converts(*_BINARY)
 def convert_binary(node: NodeContext) -> list[Value]:
+    """Broadcasting arithmetic, logic and comparisons → nn ops; both operands must share a dtype."""
     _same_dtype(node, 0, 1)
     return [node.emit(_BINARY[node.op_type](node.value(0), node.value(1)))]
 
 
 @converts("Pow")
 def convert_pow(node: NodeContext) -> list[Value]:
+    """Pow → nn.pow; an exponent of another dtype is converted (at import if constant)."""
     # ONNX lets the exponent have its own type; nn.pow wants one element type (the base's).
     base_dtype = node.dtype(0)
     exponent = node.const(1)
@@ -74,6 +79,7 @@ def convert_pow(node: NodeContext) -> list[Value]:
 
 @converts("Mod")
 def convert_mod(node: NodeContext) -> list[Value]:
+    """Integer Mod (fmod=0, sign of the divisor) → nn.mod."""
     if node.attr("fmod", 0) != 0:
         raise node.error("fmod=1 (C fmod semantics) is not supported")
     if node.dtype(0).kind == "f":
@@ -84,6 +90,7 @@ def convert_mod(node: NodeContext) -> list[Value]:
 
 @converts(*_VARIADIC)
 def convert_variadic(node: NodeContext) -> list[Value]:
+    """Max/Min/Sum of N inputs → a chain of N-1 broadcasting nn ops."""
     _same_dtype(node, *range(node.num_inputs))
     result = node.value(0)
     for i in range(1, node.num_inputs):
@@ -93,12 +100,14 @@ def convert_variadic(node: NodeContext) -> list[Value]:
 
 @converts("Where")
 def convert_where(node: NodeContext) -> list[Value]:
+    """Where(cond: i1, x, y) → nn.where."""
     _same_dtype(node, 1, 2)
     return [node.emit(nn.WhereOp(node.value(0), node.value(1), node.value(2)))]
 
 
 @converts("Cast", "CastLike")
 def convert_cast(node: NodeContext) -> list[Value]:
+    """Cast/CastLike → nn.cast, or the input itself when the dtype does not change."""
     target = node.dtype(1) if node.op_type == "CastLike" else node.onnx_dtype(node.attr("to"))
     if target == node.dtype(0):
         return [node.input(0)]
@@ -107,6 +116,9 @@ def convert_cast(node: NodeContext) -> list[Value]:
 
 @converts("Clip")
 def convert_clip(node: NodeContext) -> list[Value]:
+    """Clip → nn.clip (float bounds); integer tensors → nn.max / nn.min with constants.
+
+    Bounds are inputs since opset 11 (must be constants), attributes before."""
     dtype = node.dtype(0)
     if node.opset < 11:  # bounds were attributes before opset 11
         lo, hi = node.attr("min"), node.attr("max")

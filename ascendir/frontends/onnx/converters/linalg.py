@@ -13,6 +13,7 @@ from ascendir.frontends.onnx.values import Value
 
 @converts("MatMul")
 def convert_matmul(node: NodeContext) -> list[Value]:
+    """MatMul → nn.matmul (numpy rule: batched, broadcasting, 1-D operands promoted)."""
     if node.dtype(0) != node.dtype(1):
         raise node.error(f"operands have different element types ({node.dtype(0)}, {node.dtype(1)})")
     return [node.emit(nn.MatmulOp(node.value(0), node.value(1)))]

@@ -27,11 +27,13 @@ def _reshape(node: NodeContext, i: int, shape: list[int]) -> Value:
 
 @converts("Identity")
 def convert_identity(node: NodeContext) -> list[Value]:
+    """Identity → its input (a weight keeps one nn.weight)."""
     return [node.input(0)]
 
 
 @converts("Dropout")
 def convert_dropout(node: NodeContext) -> list[Value]:
+    """Inference Dropout → its input; the mask output is all true."""
     if node.opset >= 12 and node.has_input(2):
         training = node.require_const(2, "training_mode")
         if bool(training):
@@ -42,6 +44,8 @@ def convert_dropout(node: NodeContext) -> list[Value]:
 
 @converts("Reshape")
 def convert_reshape(node: NodeContext) -> list[Value]:
+    """Reshape with a constant shape → nn.reshape: 0 copies the input dim (unless allowzero=1),
+    -1 takes the remaining elements."""
     in_shape = node.shape(0)
     target = [int(d) for d in node.require_const(1, "shape").reshape(-1)]
     allowzero = bool(node.attr("allowzero", 0))
@@ -67,6 +71,7 @@ def convert_reshape(node: NodeContext) -> list[Value]:
 
 @converts("Flatten")
 def convert_flatten(node: NodeContext) -> list[Value]:
+    """Flatten(axis) → nn.reshape to [prod(dims[:axis]), prod(dims[axis:])]."""
     shape = node.shape(0)
     axis = int(node.attr("axis", 1))
     if not -len(shape) <= axis <= len(shape):  # axis == rank is allowed (gives [N, 1])
@@ -85,6 +90,7 @@ def _axes_operand(node: NodeContext) -> list[int] | None:
 
 @converts("Squeeze")
 def convert_squeeze(node: NodeContext) -> list[Value]:
+    """Squeeze → nn.reshape (axes: input since opset 13, attribute before; none = all 1-dims)."""
     shape = node.shape(0)
     axes = _axes_operand(node)
     if axes is None:
@@ -98,6 +104,7 @@ def convert_squeeze(node: NodeContext) -> list[Value]:
 
 @converts("Unsqueeze")
 def convert_unsqueeze(node: NodeContext) -> list[Value]:
+    """Unsqueeze → nn.reshape (axes index the output, negative from its end)."""
     shape = node.shape(0)
     axes = _axes_operand(node)
     if axes is None:
@@ -110,6 +117,7 @@ def convert_unsqueeze(node: NodeContext) -> list[Value]:
 
 @converts("Transpose")
 def convert_transpose(node: NodeContext) -> list[Value]:
+    """Transpose → nn.transpose (default perm reverses the dims; identity perm forwards)."""
     rank = len(node.shape(0))
     perm = node.attr("perm")
     perm = list(range(rank))[::-1] if perm is None else [node.axis(p, rank) for p in perm]
@@ -122,6 +130,7 @@ def convert_transpose(node: NodeContext) -> list[Value]:
 
 @converts("Concat")
 def convert_concat(node: NodeContext) -> list[Value]:
+    """Concat → nn.concat with a non-negative axis (empty operands dropped)."""
     rank = len(node.shape(0))
     axis = node.axis(node.attr("axis"), rank)
     if len({node.dtype(i) for i in range(node.num_inputs)}) > 1:
@@ -142,6 +151,8 @@ def _slice(node: NodeContext, x: SSAValue, shape: tuple[int, ...], starts: list[
 
 @converts("Slice")
 def convert_slice(node: NodeContext) -> list[Value]:
+    """Slice with constant starts/ends/axes/steps → nn.slice with clamped, non-negative starts
+    and the result shape (inputs since opset 10, attributes before)."""
     shape = node.shape(0)
     rank = len(shape)
     if node.opset >= 10:
@@ -170,6 +181,8 @@ def convert_slice(node: NodeContext) -> list[Value]:
 
 @converts("Split")
 def convert_split(node: NodeContext) -> list[Value]:
+    """Split → one nn.slice per output (sizes: input since 13, attribute before, or equal
+    chunks from num_outputs / the output count)."""
     shape = node.shape(0)
     axis = node.axis(node.attr("axis", 0), len(shape))
     if node.opset >= 13:
@@ -194,6 +207,7 @@ def convert_split(node: NodeContext) -> list[Value]:
 
 @converts("Expand")
 def convert_expand(node: NodeContext) -> list[Value]:
+    """Expand with a constant shape → nn.expand to broadcast(input shape, shape)."""
     target = [int(d) for d in node.require_const(1, "shape").reshape(-1)]
     out = nn.broadcast_shapes(node.shape(0), target)
     if out == node.shape(0):
@@ -232,6 +246,8 @@ def _normalized_indices(node: NodeContext, indices: np.ndarray, dims: np.ndarray
 
 @converts("Gather")
 def convert_gather(node: NodeContext) -> list[Value]:
+    """Gather → nn.gather; constant indices are made non-negative, and taking every index in
+    order becomes a reshape."""
     shape = node.shape(0)
     axis = node.axis(node.attr("axis", 0), len(shape))
     indices = node.const(1)

@@ -13,6 +13,8 @@ from ascendir.frontends.onnx.values import Value
 
 @converts("Softmax")
 def convert_softmax(node: NodeContext) -> list[Value]:
+    """Softmax → nn.softmax over one axis (opset ≥ 13); before 13, over the flattened
+    trailing dims from `axis` (reshape around a 2-D softmax)."""
     shape = node.shape(0)
     rank = len(shape)
     if node.opset >= 13:
@@ -28,6 +30,7 @@ def convert_softmax(node: NodeContext) -> list[Value]:
 
 @converts("LayerNormalization")
 def convert_layer_norm(node: NodeContext) -> list[Value]:
+    """LayerNormalization (Y output only) → nn.layer_norm over dims [axis, rank)."""
     if node.output_used(1) or node.output_used(2):
         raise node.error("the Mean and InvStdDev outputs are not supported (inference form only)")
     if node.dtype(1) != node.dtype(0) or (node.has_input(2) and node.dtype(2) != node.dtype(0)):

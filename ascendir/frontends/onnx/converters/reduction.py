@@ -18,6 +18,9 @@ _AXES_INPUT_SINCE_DEFAULT = 18
 
 @converts(*_REDUCE)
 def convert_reduce(node: NodeContext) -> list[Value]:
+    """Reduce* → nn.reduce_* with sorted non-negative axes; no axes reduces all dims, or
+    forwards the input if noop_with_empty_axes. Axes are an input from opset 13 (ReduceSum) /
+    18 (the others), an attribute before."""
     rank = len(node.shape(0))
     noop_with_empty_axes = False
     if node.opset >= _AXES_INPUT_SINCE.get(node.op_type, _AXES_INPUT_SINCE_DEFAULT):
@@ -35,6 +38,7 @@ def convert_reduce(node: NodeContext) -> list[Value]:
 
 @converts("GlobalAveragePool", "GlobalMaxPool")
 def convert_global_pool(node: NodeContext) -> list[Value]:
+    """GlobalAveragePool/GlobalMaxPool → nn.reduce_mean/max over the spatial dims, kept."""
     rank = len(node.shape(0))
     if rank < 3:
         raise node.error(f"expects an N x C x spatial... input, got shape {list(node.shape(0))}")
@@ -44,6 +48,7 @@ def convert_global_pool(node: NodeContext) -> list[Value]:
 
 @converts("TopK")
 def convert_topk(node: NodeContext) -> list[Value]:
+    """TopK with constant k → nn.topk (values, i64 indices), sorted."""
     shape = node.shape(0)
     axis = node.axis(node.attr("axis", -1), len(shape))
     # k is an input since opset 10; `sorted=0` leaves the order unspecified, so sorted is valid.

@@ -1,0 +1,112 @@
+"""Convolution and pooling over NCHW tensors: Conv, MaxPool, AveragePool.
+
+auto_pad is resolved into explicit pads, 1-D windows become 2-D ones with a unit height, and
+ceil_mode becomes the pooled result's extra window; the nn ops carry explicit 2-D values only.
+"""
+
+from __future__ import annotations
+
+from ascendir.dialects import nn
+from ascendir.frontends.onnx.conversion import NodeContext
+from ascendir.frontends.onnx.converters.registry import converts
+from ascendir.frontends.onnx.values import Value
+
+
+def _window_attrs(
+    node: NodeContext, spatial: tuple[int, ...], kernel: tuple[int, ...]
+) -> tuple[list[int], list[int], list[int]]:
+    """(strides, pads [begin..., end...], dilations) with auto_pad resolved, in ONNX's dim order."""
+    rank = len(spatial)
+    strides = list(node.attr("strides", [1] * rank))
+    dilations = list(node.attr("dilations", [1] * rank))
+    pads = list(node.attr("pads", [0] * 2 * rank))
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    if len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
+        raise node.error(f"strides/dilations/pads do not match {rank} spatial dims")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        for d in range(rank):
+            out = -(-spatial[d] // strides[d])
+            total = max(0, (out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - spatial[d])
+            begin = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+            pads[d], pads[rank + d] = begin, total - begin
+    elif auto_pad == "VALID":
+        pads = [0] * 2 * rank
+    elif auto_pad != "NOTSET":
+        raise node.error(f"auto_pad '{auto_pad}' is not an ONNX padding mode")
+    return strides, pads, dilations
+
+
+def _as_2d(strides: list[int], pads: list[int], dilations: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """1-D window attributes as 2-D ones over a unit height."""
+    if len(strides) == 2:
+        return strides, pads, dilations
+    return [1, *strides], [0, pads[0], 0, pads[1]], [1, *dilations]
+
+
+def _spatial_rank(node: NodeContext, shape: tuple[int, ...]) -> int:
+    rank = len(shape) - 2
+    if rank not in (1, 2):
+        raise node.error(f"only 1-D and 2-D windows are supported, got input shape {list(shape)}")
+    return rank
+
+
+@converts("Conv")
+def convert_conv(node: NodeContext) -> list[Value]:
+    """Conv (1-D or 2-D, NCHW) → nn.conv2d with explicit pads; 1-D runs over a unit height."""
+    x_shape, w_shape = node.shape(0), node.shape(1)
+    rank = _spatial_rank(node, x_shape)
+    kernel = tuple(w_shape[2:])
+    if node.has_attr("kernel_shape") and tuple(node.attr("kernel_shape")) != kernel:
+        raise node.error(f"kernel_shape {node.attr('kernel_shape')} differs from the weight shape {list(w_shape)}")
+    strides, pads, dilations = _as_2d(*_window_attrs(node, tuple(x_shape[2:]), kernel))
+    x, w = node.value(0), node.value(1)
+    if rank == 1:  # [N, C, L] → [N, C, 1, L]
+        x = node.emit(nn.ReshapeOp(x, [*x_shape[:2], 1, x_shape[2]]))
+        weight = node.const(1)
+        new_w = [*w_shape[:2], 1, w_shape[2]]
+        w = node.constant(weight.reshape(new_w), "2d", source=1) if weight is not None else node.emit(nn.ReshapeOp(w, new_w))
+    bias = node.value(2) if node.has_input(2) else None
+    y = node.emit(nn.Conv2dOp(x, w, bias, strides, pads, dilations, int(node.attr("group", 1))))
+    if rank == 1:
+        shape = nn.shape_of(y)
+        y = node.emit(nn.ReshapeOp(y, [shape[0], shape[1], shape[3]]))
+    return [y]
+
+
+def _pooled_size(size: int, k: int, stride: int, begin: int, end: int, dilation: int, ceil_mode: bool) -> int:
+    span = size + begin + end - dilation * (k - 1) - 1
+    out = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (out - 1) * stride >= size + begin:
+        out -= 1  # the last window would start in the end padding: dropped, as ONNX does
+    return out
+
+
+@converts("MaxPool", "AveragePool")
+def convert_pool(node: NodeContext) -> list[Value]:
+    """MaxPool/AveragePool (1-D or 2-D) → nn.pool2d; ceil_mode sets the output shape."""
+    if node.output_used(1):
+        raise node.error("the Indices output is not supported")
+    shape = node.shape(0)
+    rank = _spatial_rank(node, shape)
+    kernel = tuple(node.attr("kernel_shape") or ())
+    if len(kernel) != rank:
+        raise node.error(f"kernel_shape {list(kernel)} does not match {rank} spatial dims")
+    strides, pads, dilations = _window_attrs(node, tuple(shape[2:]), kernel)
+    ceil_mode = bool(node.attr("ceil_mode", 0))
+    out = [
+        _pooled_size(shape[2 + d], kernel[d], strides[d], pads[d], pads[rank + d], dilations[d], ceil_mode)
+        for d in range(rank)
+    ]
+    x = node.value(0)
+    if rank == 1:
+        x = node.emit(nn.ReshapeOp(x, [*shape[:2], 1, shape[2]]))
+        kernel, out = (1, *kernel), [1, *out]
+    strides, pads, dilations = _as_2d(strides, pads, dilations)
+    kind = "max" if node.op_type == "MaxPool" else "avg"
+    count_include_pad = bool(node.attr("count_include_pad", 0))
+    y = node.emit(nn.Pool2dOp(x, kind, kernel, strides, pads, dilations, out, count_include_pad))
+    if rank == 1:
+        y = node.emit(nn.ReshapeOp(y, [*shape[:2], out[1]]))
+    return [y]
+
+
