@@ -657,6 +657,19 @@ def test_constant_output_is_materialized() -> None:
     check_against_onnxruntime(model, {"x": x}, exact=True)
 
 
+def test_scalar_outputs_and_constants_keep_rank_0() -> None:
+    a, b = randn(6), randn(6)
+    nodes = [
+        node("MatMul", ["a", "b"], ["dot"]),  # 1-D x 1-D: a 0-d result
+        helper.make_node("Constant", [], ["s"], value_float=2.0),  # 0-d
+        helper.make_node("Constant", [], ["v"], value_floats=[2.0]),  # same bytes, shape [1]
+        node("Mul", ["dot", "s"], ["p"]),
+        node("Add", ["p", "v"]),
+    ]
+    module = check_against_onnxruntime(make_model(nodes, {"a": a, "b": b}, ["dot", "y"]), {"a": a, "b": b})
+    assert len([op for op in module.walk() if isinstance(op, nn.ConstantOp)]) == 2
+
+
 def test_small_constants_are_shared() -> None:
     x = randn(2, 3)
     nodes = [

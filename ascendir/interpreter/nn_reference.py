@@ -408,4 +408,4 @@ def run_nn(module: ModuleOp, weights: WeightStore, inputs: Mapping[str, np.ndarr
         args.append(value)
     outputs = run_block(block, args, weights)
     names = _names(main.res_attrs, len(outputs), "result")
-    return {name: np.ascontiguousarray(v) for name, v in zip(names, outputs)}
+    return {name: np.asarray(v, order="C") for name, v in zip(names, outputs)}  # 0-d stays 0-d

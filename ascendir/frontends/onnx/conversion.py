@@ -49,7 +49,7 @@ class ImportState:
             return const.ssa
         ttype = tensor_type(const.dtype, const.shape)
         if const.nbytes <= INLINE_LIMIT_BYTES:
-            array = np.ascontiguousarray(const.array)
+            array = np.asarray(const.array, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
             # xDSL stores an i1 `true` as the signless 1-bit value -1 (byte 0xff), as its parser does.
             raw = (array.astype(np.int8) * -1).tobytes() if array.dtype == np.bool_ else array.tobytes()
             key = (array.dtype.str, array.shape, raw)
