@@ -1,0 +1,409 @@
+"""MatMul on the Cube: batched, broadcasting `nn.matmul` (and its fused epilogue stages).
+
+One kernel, `block_dim = min(num_aic, #output tiles)`; output tiles (batch, mTile, nTile) are
+assigned block-cyclically. Per tile, single buffered (each queue is an Ascend C TQue with one
+slot; a double-buffer pass can give L1/L0 two slots and a second event-id pair):
+
+    prime MTE1->MTE2 (L1 free), M->MTE1 (L0A/L0B free), FIX->M (L0C free)
+    scf.for %t = %block_idx to ntiles step block_dim
+      wait FIX->M                                           // L0C may be overwritten
+      scf.for %k1 = 0 to K step kL1                         // L1 holds kL1 of K
+        wait MTE1->MTE2;  GM->L1 A[baseM, kL1], B[kL1, baseN] (MTE2, nd2nz, zero-padded)
+        set/wait MTE2->MTE1
+        scf.for %kk = 0 to min(kL1, K-k1) step baseK
+          wait M->MTE1;  L1->L0A, L1->L0B (MTE1);  set/wait MTE1->M
+          mmad L0A x L0B -> L0C (M), init on the first k     // scf.if (k1+kk == 0)
+          set M->MTE1
+        set MTE1->MTE2
+      set/wait M->FIX;  L0C->GM (FIX, nz2nd, f32->f16, optional relu);  set FIX->M
+    drain the three WAR flags
+
+Output path by architecture: FixPipe on dav-c220 (910B); on dav-c100 (910A, no FixPipe)
+L0C->UB by the vector pipe (V), then UB->GM by MTE3, with M->V / V->M and V->MTE3 / MTE3->V.
+
+Tiles: base tiles are multiples of 16 (M, N) and of 32 B / element size (K: 16 for f16, 8 for
+f32) (S3 alignment table), defaulting to baseM = baseN = 128 and baseK = 128 (f16) / 64 (f32),
+shrunk until A, B, C tiles take at most half of L0A / L0B / L0C and the L1 chunks half of L1
+(the other halves are for ping-pong). Odd shapes are padded: GM subviews have boundary sizes
+`min(tile, dim - off)`, the on-chip tiles stay full size and `ascend.copy` zero-fills them, and
+mmad always runs on the full static tile.
+
+Batch: when B has no batch dims (weights), the batch is folded into M ([..., M, K] viewed as
+[prod*M, K]), as CANN's MatMul does; otherwise each output batch maps to its A and B batch by
+the broadcast rule, computed with index arithmetic in the kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import AnyFloat, f16, f32
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from ascendir.dialects import ascend, nn
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dtypes import itemsize
+from ascendir.lowering.elementwise import collapse_broadcast
+from ascendir.lowering.host_builder import LoweringContext, elem, shape
+from ascendir.lowering.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
+
+# Default base tile (Ascend C MatmulTiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
+BASE_MN = 128
+BASE_K_BYTES = 256  # baseK * element size: 128 for f16, 64 for f32
+MAX_STEP_K = 4  # baseK blocks per L1 load (amortizes the ~210-cycle nd2nz start-up, S4)
+# Fraction of each on-chip buffer one tile may use (the rest is for ping-pong, S2 InitBuffer).
+BUFFER_FRACTION = 0.5
+# Archs whose cube has no fp32 mmad (S1 mmad intrinsic map: only f16 and int8 forms).
+NO_FP32_CUBE = ("dav-c100", "dav-m200")
+ACTIVATIONS = ("vrelu", "vgelu", "vgelu_tanh", "vsilu")
+
+
+@dataclass(frozen=True)
+class MatmulTiling:
+    """Base tile sizes (elements) of one matmul kernel: L0 tiles [base_m, base_k] x [base_k,
+    base_n] -> [base_m, base_n]; L1 chunks [base_m, k_l1] and [k_l1, base_n]."""
+
+    base_m: int
+    base_n: int
+    base_k: int
+    k_l1: int
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What happens to a result tile before it leaves the core.
+
+    Attributes:
+        bias: GM buffer holding a row bias (N elements), or None.
+        activation: "vrelu", "vgelu", "vgelu_tanh", "vsilu" or None.
+    """
+
+    bias: SSAValue | None = None
+    activation: str | None = None
+
+
+def k_align(el: Attribute) -> int:
+    """K alignment in elements: 32 B / element size (S3)."""
+    return max(1, 32 // itemsize(el))
+
+
+def choose_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, bias_el: Attribute | None = None) -> MatmulTiling:
+    """Base tiles for an [m, k] x [k, n] product of element type `el` on ctx.target (with room in
+    L1 for a bias row of `bias_el` when given).
+
+    Raises:
+        AscendirError: when not even 16 x 16 x k_align tiles fit the target's buffers.
+    """
+    t = ctx.target
+    es, ka = itemsize(el), k_align(el)
+    bm = min(BASE_MN, round_up(m, 16))
+    bn = min(BASE_MN, round_up(n, 16))
+    bk = min(BASE_K_BYTES // es, round_up(k, ka))
+
+    def fits(cap: str, nbytes: int) -> bool:
+        return nbytes <= t.capacity(cap) * BUFFER_FRACTION
+
+    while not fits("l0c", bm * bn * 4):
+        if bm >= bn and bm > 16:
+            bm = round_up(bm // 2, 16)
+        elif bn > 16:
+            bn = round_up(bn // 2, 16)
+        else:
+            raise ctx.error(f"a 16x16 fp32 tile does not fit L0C of {t.name}")
+    while not (fits("l0a", bm * bk * es) and fits("l0b", bk * bn * es)):
+        if bk > ka:
+            bk = round_up(bk // 2, ka)
+        else:
+            raise ctx.error(f"a {bm}x{bk} tile does not fit L0A/L0B of {t.name}")
+    bias_bytes = bn * itemsize(bias_el) if bias_el is not None else 0
+    step = min(MAX_STEP_K, ceil_div(k, bk))
+    while step > 1 and not fits("l1", (bm + bn) * step * bk * es + bias_bytes):
+        step -= 1
+    if not fits("l1", (bm + bn) * bk * es + bias_bytes):
+        raise ctx.error(f"matmul tiles {bm}x{bk} and {bk}x{bn} do not fit L1 of {t.name}")
+    return MatmulTiling(bm, bn, bk, step * bk)
+
+
+def _batch_index(kb: KernelBuilder, b: Index, out_b: Sequence[int], in_b: Sequence[int]) -> Index:
+    """Flat batch index of an operand whose batch shape `in_b` broadcasts to `out_b` (both
+    collapsed to the same rank), for flat output batch `b`."""
+    idx: Index = 0
+    stride = 1
+    rest = b
+    for d in reversed(range(len(out_b))):
+        i_d = kb.rem(rest, out_b[d]) if d > 0 else rest
+        rest = kb.div(rest, out_b[d]) if d > 0 else 0
+        if in_b[d] != 1:
+            idx = kb.add(idx, kb.mul(i_d, stride))
+            stride *= in_b[d]
+    return idx
+
+
+def emit_matmul(
+    ctx: LoweringContext,
+    a: SSAValue,
+    b: SSAValue,
+    out_shape: Sequence[int],
+    out_elem: Attribute,
+    epilogue: Epilogue = Epilogue(),
+    base: str = "matmul",
+) -> SSAValue:
+    """Launch the cube kernel for `a @ b` (numpy matmul rule) with an optional epilogue;
+    returns the new GM result buffer.
+
+    Args:
+        a: GM buffer [..., M, K] (or [K]); b: GM buffer [..., K, N] (or [K]); f16, bf16 or f32.
+        out_shape, out_elem: the nn result type.
+        epilogue: bias row and activation applied before the tile leaves the core.
+
+    Raises:
+        AscendirError: integer or mixed operand types, fp32 or bf16 on a cube without them
+            (910A), or tiles that do not fit the target.
+    """
+    el = elem(a)
+    if elem(b) != el or not isinstance(el, AnyFloat):
+        raise ctx.error(f"cube matmul needs two float operands of one type, got {el} x {elem(b)}")
+    if ctx.target.arch in NO_FP32_CUBE and el != f16:
+        raise ctx.error(
+            f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
+            "cast the model to float16"
+        )
+    sa, sb = shape(a), shape(b)
+    a2 = (1, *sa) if len(sa) == 1 else sa
+    b2 = (*sb, 1) if len(sb) == 1 else sb
+    m, k = a2[-2:]
+    n = b2[-1]
+    ba, bb = a2[:-2], b2[:-2]
+    if math.prod(bb) == 1:
+        batch, m_rows = 1, math.prod(ba) * m
+        out_b, a_b, b_b = [1], [1], [1]
+    else:
+        bo = nn.broadcast_shapes(ba, bb)
+        out_b, (a_b, b_b) = collapse_broadcast(bo, [ba, bb])
+        batch, m_rows = math.prod(bo), m
+    result = ctx.buffer(out_shape, out_elem)
+    if math.prod(out_shape) == 0:
+        return result
+    tiling = choose_tiling(ctx, m_rows, n, k, el, elem(epilogue.bias) if epilogue.bias is not None else None)
+    bm, bn, bk, kl1 = tiling.base_m, tiling.base_n, tiling.base_k, tiling.k_l1
+    ntiles = batch * ceil_div(m_rows, bm) * ceil_div(n, bn)
+    block_dim = min(ctx.target.num_aic, ntiles)
+
+    split = ctx.target.split
+    act = epilogue.activation
+    assert act in (None, *ACTIVATIONS)
+    mix = split and act not in (None, "vrelu")  # GELU/SiLU need the AIV on 910B
+    args = [
+        ctx.view(a, [math.prod(a_b) * m_rows, k]),
+        ctx.view(b, [math.prod(b_b) * k, n]),
+        ctx.view(result, [batch * m_rows, n]),
+    ]
+    if epilogue.bias is not None:
+        if math.prod(shape(epilogue.bias)) != n:
+            raise ctx.error(f"bias {list(shape(epilogue.bias))} is not a row of {n} elements")
+        args.append(ctx.view(epilogue.bias, [1, n]))
+    core = CoreType.MIX if mix else CoreType.AIC
+    kb = KernelBuilder(ctx, ctx.name(base), [x.type for x in args], core, block_dim, ctx.current)
+    gm_a, gm_b, gm_c = kb.args[:3]
+    gm_bias = kb.args[3] if epilogue.bias is not None else None
+    acc = f32
+
+    l1a = kb.alloc([bm, kl1], el, MemSpace.L1)
+    l1b = kb.alloc([kl1, bn], el, MemSpace.L1)
+    l0a = kb.alloc([bm, bk], el, MemSpace.L0A)
+    l0b = kb.alloc([bk, bn], el, MemSpace.L0B)
+    l0c = kb.alloc([bm, bn], acc, MemSpace.L0C)
+    q_l1 = kb.queue(Pipe.MTE2, Pipe.MTE1)
+    q_l0 = kb.queue(Pipe.MTE1, Pipe.M)
+    q_c = kb.queue(Pipe.M, Pipe.FIX if split else Pipe.V)
+
+    bias_stage = _BiasStage(kb, gm_bias, bn, split) if gm_bias is not None else None
+    out_stage = _OutputStage(kb, l0c, q_c, bm, bn, out_elem, act, split, mix, bias_stage)
+
+    with kb.tiles(ntiles) as t:
+        (ib, m0, n0), (_, msz, nsz) = kb.grid(t, [batch, m_rows, n], [1, bm, bn])
+        a_row = kb.add(kb.mul(_batch_index(kb, ib, out_b, a_b), m_rows), m0)
+        b_row = kb.mul(_batch_index(kb, ib, out_b, b_b), k)
+        c_row = kb.add(kb.mul(ib, m_rows), m0)
+        if bias_stage is not None:
+            bias_stage.load(n0, nsz)
+        q_c.acquire()
+        if bias_stage is not None and split:
+            bias_stage.q_bt.deque()
+        with kb.range(0, k, kl1) as k1:
+            ksz = kb.boundary(kl1, k, k1)
+            q_l1.acquire()
+            kb.copy(kb.subview(gm_a, [a_row, k1], [msz, ksz]), l1a, layout="nd2nz")
+            kb.copy(kb.subview(gm_b, [kb.add(b_row, k1), n0], [ksz, nsz]), l1b, layout="nd2nz")
+            q_l1.handoff()
+            with kb.range(0, ksz, bk) as kk:
+                q_l0.acquire()
+                kb.copy(kb.subview(l1a, [0, kk], [bm, bk]), l0a)
+                kb.copy(kb.subview(l1b, [kk, 0], [bk, bn]), l0b)
+                q_l0.handoff()
+                bt = bias_stage.bt if bias_stage is not None and split else None
+                _mmad(kb, l0a, l0b, l0c, kb.add(k1, kk), bt)
+                q_l0.release()
+            q_l1.release()
+        if bias_stage is not None and split:
+            bias_stage.q_bt.release()
+        out_stage.emit(gm_c, c_row, n0, msz, nsz)
+    if mix:
+        _emit_aiv_activation(kb, gm_c, out_stage.fix_to_aiv, act, ntiles, [batch, m_rows, n], [bm, bn], out_elem)
+    ctx.launch(kb.finish(), args)
+    return result
+
+
+def _mmad(kb: KernelBuilder, a: SSAValue, b: SSAValue, c: SSAValue, k_off: Index, bias: SSAValue | None) -> None:
+    """mmad that initializes L0C (from the BT bias when given) at k offset 0 and accumulates
+    otherwise (Ascend C `cmatrixInitVal = (k == 0)`)."""
+    if isinstance(k_off, int):
+        kb.emit(ascend.MmadOp(a, b, c, k_off == 0, bias if k_off == 0 else None))
+        return
+    kb.if_else(
+        kb.eq(k_off, 0),
+        lambda: kb.emit(ascend.MmadOp(a, b, c, True, bias)),
+        lambda: kb.emit(ascend.MmadOp(a, b, c, False)),
+    )
+
+
+class _BiasStage:
+    """Bias row of the current N tile.
+
+    910B: GM -> L1 (MTE2) -> BT (MTE1), consumed by the first mmad (the bias table is the
+    initial value of L0C; Ascend C Mmad with cmatrixSource = BT).
+    910A: GM -> UB (MTE2), added to the f32 tile by the vector unit after L0C -> UB.
+    """
+
+    def __init__(self, kb: KernelBuilder, gm_bias: SSAValue, bn: int, split: bool):
+        self.kb, self.gm, self.split = kb, gm_bias, split
+        el = elem(gm_bias)
+        if split:
+            self.l1 = kb.alloc([1, bn], el, MemSpace.L1)
+            self.bt = kb.alloc([1, bn], el, MemSpace.BT)
+            self.q_l1 = kb.queue(Pipe.MTE2, Pipe.MTE1)
+            self.q_bt = kb.queue(Pipe.MTE1, Pipe.M)
+        else:
+            self.ub = kb.alloc([1, bn], el, MemSpace.UB)
+            self.ub32 = kb.alloc([1, bn], f32, MemSpace.UB) if el != f32 else self.ub
+            self.q_ub = kb.queue(Pipe.MTE2, Pipe.V)
+
+    def load(self, n0: Index, nsz: Index) -> None:
+        kb = self.kb
+        src = kb.subview(self.gm, [0, n0], [1, nsz])
+        if self.split:
+            self.q_l1.acquire()
+            kb.copy(src, self.l1)
+            self.q_l1.handoff()
+            self.q_bt.acquire()
+            kb.copy(self.l1, self.bt)
+            self.q_bt.enque()
+            self.q_l1.release()
+        else:
+            self.q_ub.acquire()
+            kb.copy(src, self.ub)
+            self.q_ub.enque()
+
+    def add_in_ub(self, tile: SSAValue) -> None:
+        """910A: tile (f32, UB) += bias row."""
+        kb = self.kb
+        self.q_ub.deque()
+        if self.ub32 is not self.ub:
+            kb.emit(ascend.VcastOp(self.ub, self.ub32))
+        kb.emit(ascend.vector_op("vadd")(tile, self.ub32, tile))
+        self.q_ub.release()
+
+
+class _OutputStage:
+    """How an L0C tile reaches GM (see the module docstring and matmul_epilogue.py)."""
+
+    def __init__(
+        self,
+        kb: KernelBuilder,
+        l0c: SSAValue,
+        q_c: Queue,
+        bm: int,
+        bn: int,
+        out_elem: Attribute,
+        act: str | None,
+        split: bool,
+        mix: bool,
+        bias: _BiasStage | None,
+    ):
+        self.kb, self.l0c, self.q_c = kb, l0c, q_c
+        self.out_elem, self.act, self.split, self.mix, self.bias = out_elem, act, split, mix, bias
+        if mix:
+            # FIX (AIC) -> MTE2 (AIV): "this output tile holds its pre-activation value"
+            self.fix_to_aiv = kb.event(Pipe.FIX, Pipe.MTE2)
+        elif not split:
+            wide = act is not None or bias is not None
+            self.ub_acc = kb.alloc([bm, bn], f32, MemSpace.UB) if wide else None
+            self.ub_out = kb.alloc([bm, bn], out_elem, MemSpace.UB) if not wide or out_elem != f32 else self.ub_acc
+            self.q_out = kb.queue(Pipe.V, Pipe.MTE3)
+
+    def emit(self, gm_c: SSAValue, c_row: Index, n0: Index, msz: Index, nsz: Index) -> None:
+        kb = self.kb
+        self.q_c.handoff()
+        dst = kb.subview(gm_c, [c_row, n0], [msz, nsz])
+        if self.split:
+            kb.copy(self.l0c, dst, layout="nz2nd", relu=self.act == "vrelu")
+            self.q_c.release()
+            if self.mix:
+                kb.set_flag(Pipe.FIX, Pipe.MTE2, self.fix_to_aiv)
+            return
+        # 910A: L0C -> UB on the vector pipe, epilogue in f32, narrowing cast, UB -> GM.
+        self.q_out.acquire()
+        if self.ub_acc is None:
+            kb.copy(self.l0c, self.ub_out)
+            self.q_c.release()
+        else:
+            kb.copy(self.l0c, self.ub_acc)
+            self.q_c.release()
+            if self.bias is not None:
+                self.bias.add_in_ub(self.ub_acc)
+            if self.act is not None:
+                kb.emit(ascend.vector_op(self.act)(self.ub_acc, self.ub_acc))
+            if self.ub_out is not self.ub_acc:
+                kb.emit(ascend.VcastOp(self.ub_acc, self.ub_out))
+        self.q_out.handoff()
+        kb.copy(self.ub_out, dst)
+        self.q_out.release()
+
+
+def _emit_aiv_activation(
+    kb: KernelBuilder,
+    gm_c: SSAValue,
+    event: int,
+    act: str,
+    ntiles: int,
+    grid: Sequence[int],
+    tile: Sequence[int],
+    out_elem: Attribute,
+) -> None:
+    """The AIV half of a mix kernel: for each tile the AIC finished (one FIX -> MTE2 flag per
+    tile, in the same order), load it from GM (L2), apply `act` in UB and store it in place."""
+    ub_in = kb.alloc(tile, out_elem, MemSpace.UB)
+    ub_out = kb.alloc(tile, out_elem, MemSpace.UB)
+    q_in = kb.queue(Pipe.MTE2, Pipe.V)
+    q_out = kb.queue(Pipe.V, Pipe.MTE3)
+    with kb.tiles(ntiles) as t:
+        (ib, m0, n0), (_, msz, nsz) = kb.grid(t, grid, [1, *tile])  # the AIC loop's tile order
+        part = kb.subview(gm_c, [kb.add(kb.mul(ib, grid[1]), m0), n0], [msz, nsz])
+        kb.wait_flag(Pipe.FIX, Pipe.MTE2, event)
+        q_in.acquire()
+        kb.copy(part, ub_in)
+        q_in.handoff()
+        q_out.acquire()
+        kb.emit(ascend.vector_op(act)(ub_in, ub_out))
+        q_in.release()
+        q_out.handoff()
+        kb.copy(ub_out, part)
+        q_out.release()
+
+
+def lower_matmul(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
+    """nn.matmul → one cube kernel."""
+    res = op.results[0]
+    return [emit_matmul(ctx, operands[0], operands[1], shape(res), elem(res))]

@@ -1,0 +1,102 @@
+"""Template of `nn.fused {kind = "matmul_epilogue"}`: MatMul + bias row + ReLU/GELU/SiLU, with
+the epilogue applied before the result leaves the core (no GM round trip of the pre-activation).
+
+The body (built by fuse-matmul-epilogue) is `nn.matmul`, then optionally `nn.add` of a row bias
+(N elements, broadcast along the last dim), then optionally `nn.relu` / `nn.gelu` / `nn.silu`.
+
+How each stage is realized (cube loop structure: see matmul.py):
+
+* bias, 910B (dav-c220): the bias row of the N tile goes GM -> L1 (MTE2) -> BT (MTE1, the 1 KiB
+  bias table) and is the initial value of L0C on the first k step (`ascend.mmad ... bias(%bt)`
+  with init = 1), the way Ascend C's Matmul with bias does it (`cmatrixSource` = BT).
+* ReLU, 910B: applied by FixPipe on the L0C -> GM copy (`ascend.copy {relu}`), free.
+* GELU / SiLU, 910B: the cube cannot apply them and AIC and AIV share no buffer, so the kernel
+  is a `mix` kernel (core_type = "mix": each block is an AIC plus an AIV). Its AIC loop writes
+  every finished tile (bias included) to GM, where it stays in L2, and sets FIX -> MTE2 once per
+  tile; its AIV loop then waits for each tile in the same order, loads it into UB (MTE2), applies
+  `vgelu` / `vgelu_tanh` / `vsilu` (V) and stores it back in place (MTE3). Both loops run
+  concurrently on the two units' pipes; only the per-tile flags order them.
+  Real CANN (catlass / ops-nn MatmulActivation-style kernels, KERNEL_TYPE_MIX_AIC_1_2) hands
+  tiles over with CrossCoreSetFlag / CrossCoreWaitFlag through a small workspace ring in GM, the
+  AIC waiting when the ring is full, and the two AIVs of the group each take half of a tile.
+  Approximations here: the hand-off is an intra-kernel flag pair FIX -> MTE2 (the dialect has
+  no cross-core flags yet), the "workspace" is the output buffer itself (so the AIC never waits
+  for the AIV; real hardware counts at most 16 outstanding cross-core sets, S2), and one AIV
+  stream handles the whole tile.
+* 910A (dav-c100, coupled core, no FixPipe): L0C -> UB is the natural path anyway; the tile
+  stays f32 in UB, the vector unit adds the bias row (`vadd` broadcasting [1, N]), applies the
+  activation, casts to the output type and MTE3 stores it.
+
+A body that does not match this shape returns None and is lowered op by op.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.ir import Operation, SSAValue
+
+from ascendir.dialects import nn
+from ascendir.lowering.elementwise import activation_op
+from ascendir.lowering.host_builder import LoweringContext, elem, shape
+from ascendir.lowering.matmul import Epilogue, emit_matmul
+
+EPILOGUE_ACTIVATIONS = (nn.ReluOp, nn.GeluOp, nn.SiluOp)
+
+
+def row_bias_of(add: Operation, mm_result: SSAValue) -> SSAValue | None:
+    """The bias operand of `add` if it adds a row (N elements broadcast along the last dim of
+    `mm_result`) to `mm_result`, else None."""
+    if not isinstance(add, nn.AddOp):
+        return None
+    if add.lhs == mm_result and add.rhs != mm_result:
+        bias = add.rhs
+    elif add.rhs == mm_result and add.lhs != mm_result:
+        bias = add.lhs
+    else:
+        return None
+    bs, ms = shape(bias), shape(mm_result)
+    if not ms or elem(bias) != elem(mm_result):
+        return None
+    n = ms[-1]
+    if not bs or bs[-1] != n or math.prod(bs) != n or len(bs) > len(ms):
+        return None
+    return bias
+
+
+def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
+    """Lower a matmul_epilogue region to one cube (or mix) kernel, or None if its body is not
+    matmul [+ row bias] [+ ReLU/GELU/SiLU]."""
+    block = op.body.block
+    body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
+    if not body or not isinstance(body[0], nn.MatmulOp) or len(body) > 3 or len(op.outputs) != 1:
+        return None
+    args = {a: buf for a, buf in zip(block.args, operands)}
+    mm = body[0]
+    if mm.lhs not in args or mm.rhs not in args:
+        return None
+    value, bias, act = mm.result, None, None
+    rest = body[1:]
+    if rest and isinstance(rest[0], nn.AddOp):
+        b = row_bias_of(rest[0], value)
+        if b is None or b not in args:
+            return None
+        bias, value = args[b], rest[0].result
+        rest = rest[1:]
+    if rest:
+        a = rest[0]
+        if not isinstance(a, EPILOGUE_ACTIVATIONS) or a.input != value:
+            return None
+        act, value = activation_op(a), a.result
+        rest = rest[1:]
+    term = block.last_op
+    if rest or not isinstance(term, nn.YieldOp) or list(term.values) != [value]:
+        return None
+    out = op.outputs[0]
+    if math.prod(shape(out)) != math.prod(shape(mm.result)):
+        return None
+    return [
+        emit_matmul(
+            ctx, args[mm.lhs], args[mm.rhs], shape(out), elem(out), Epilogue(bias, act), base="matmul_epilogue"
+        )
+    ]

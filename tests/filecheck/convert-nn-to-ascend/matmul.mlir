@@ -1,0 +1,85 @@
+// RUN: ascendir-opt %s -p convert-nn-to-ascend | filecheck %s
+// RUN: ascendir-opt %s -p 'convert-nn-to-ascend{target=ascend910a}' | filecheck %s --check-prefix=C100
+
+// An odd-shaped fp16 MatMul: 300 x 1100 x 260 -> 3 x 3 output tiles of 128 x 128 on 9 AICs,
+// K in L1 chunks of 512 (two full, one partial) and L0 blocks of 128.
+
+// CHECK:      builtin.module attributes {ascend.arch = "dav-c220", ascend.target = "ascend910b2"}
+// CHECK:      ascend.kernel @matmul_0(%[[A:.*]]: memref<300x1100xf16, #ascend<space gm>>, %[[B:.*]]: memref<1100x260xf16, #ascend<space gm>>, %[[C:.*]]: memref<300x260xf16, #ascend<space gm>>) attributes {block_dim = 9 : i64, core_type = "aic"}
+// CHECK-DAG:    %[[L1A:.*]] = ascend.alloc : memref<128x512xf16, #ascend<space l1>>
+// CHECK-DAG:    %[[L1B:.*]] = ascend.alloc : memref<512x128xf16, #ascend<space l1>>
+// CHECK-DAG:    %[[L0A:.*]] = ascend.alloc : memref<128x128xf16, #ascend<space l0a>>
+// CHECK-DAG:    %[[L0B:.*]] = ascend.alloc : memref<128x128xf16, #ascend<space l0b>>
+// CHECK-DAG:    %[[L0C:.*]] = ascend.alloc : memref<128x128xf32, #ascend<space l0c>>
+// CHECK:        %[[BIDX:.*]] = ascend.block_idx : index
+// Priming sets (buffers start free) come before the tile loop:
+// CHECK-NEXT:   ascend.set_flag MTE1 -> MTE2, 0
+// CHECK-NEXT:   ascend.set_flag M -> MTE1, 0
+// CHECK-NEXT:   ascend.set_flag FIX -> M, 0
+// Block-cyclic tiles:
+// CHECK-NEXT:   scf.for %[[T:.*]] = %[[BIDX]] to %{{.*}} step %{{.*}} {
+// CHECK:          %[[MS:.*]] = arith.minsi
+// CHECK:          %[[NS:.*]] = arith.minsi
+// CHECK:          ascend.wait_flag FIX -> M, 0
+// CHECK-NEXT:     scf.for %[[K1:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:            %[[KS:.*]] = arith.minsi
+// CHECK-NEXT:       ascend.wait_flag MTE1 -> MTE2, 0
+// CHECK-NEXT:       %[[AS:.*]] = memref.subview %[[A]][%{{.*}}, %[[K1]]] [%[[MS]], %[[KS]]] [1, 1]
+// CHECK-NEXT:       ascend.copy %[[AS]], %[[L1A]] {layout = "nd2nz"}
+// CHECK-NEXT:       %[[BS:.*]] = memref.subview %[[B]][%[[K1]], %{{.*}}] [%[[KS]], %[[NS]]] [1, 1]
+// CHECK-NEXT:       ascend.copy %[[BS]], %[[L1B]] {layout = "nd2nz"}
+// CHECK-NEXT:       ascend.set_flag MTE2 -> MTE1, 0
+// CHECK-NEXT:       ascend.wait_flag MTE2 -> MTE1, 0
+// CHECK-NEXT:       scf.for %[[KK:.*]] = %{{.*}} to %[[KS]] step %{{.*}} {
+// CHECK-NEXT:         ascend.wait_flag M -> MTE1, 0
+// CHECK-NEXT:         memref.subview %[[L1A]][0, %[[KK]]] [128, 128] [1, 1]
+// CHECK-NEXT:         ascend.copy %{{.*}}, %[[L0A]]
+// CHECK-NEXT:         memref.subview %[[L1B]][%[[KK]], 0] [128, 128] [1, 1]
+// CHECK-NEXT:         ascend.copy %{{.*}}, %[[L0B]]
+// CHECK-NEXT:         ascend.set_flag MTE1 -> M, 0
+// CHECK-NEXT:         ascend.wait_flag MTE1 -> M, 0
+// CHECK-NEXT:         %[[KG:.*]] = arith.addi %[[K1]], %[[KK]]
+// CHECK-NEXT:         %[[FIRST:.*]] = arith.cmpi eq, %[[KG]]
+// CHECK-NEXT:         scf.if %[[FIRST]] {
+// CHECK-NEXT:           ascend.mmad %[[L0A]], %[[L0B]], %[[L0C]] {init = 1 : i64}
+// CHECK-NEXT:         } else {
+// CHECK-NEXT:           ascend.mmad %[[L0A]], %[[L0B]], %[[L0C]] {init = 0 : i64}
+// CHECK-NEXT:         }
+// CHECK-NEXT:         ascend.set_flag M -> MTE1, 0
+// CHECK-NEXT:       }
+// CHECK-NEXT:       ascend.set_flag MTE1 -> MTE2, 0
+// CHECK-NEXT:     }
+// CHECK-NEXT:     ascend.set_flag M -> FIX, 0
+// CHECK-NEXT:     ascend.wait_flag M -> FIX, 0
+// CHECK-NEXT:     %[[CS:.*]] = memref.subview %[[C]][%{{.*}}, %{{.*}}] [%[[MS]], %[[NS]]] [1, 1]
+// CHECK-NEXT:     ascend.copy %[[L0C]], %[[CS]] {layout = "nz2nd"} : memref<128x128xf32, #ascend<space l0c>>, memref<?x?xf16,
+// CHECK-NEXT:     ascend.set_flag FIX -> M, 0
+// CHECK-NEXT:   }
+// Draining waits after the loop:
+// CHECK-NEXT:   ascend.wait_flag FIX -> M, 0
+// CHECK-NEXT:   ascend.wait_flag M -> MTE1, 0
+// CHECK-NEXT:   ascend.wait_flag MTE1 -> MTE2, 0
+// CHECK-NEXT:   ascend.return
+// CHECK:      func.func @main(%[[HA:.*]]: memref<300x1100xf16, #ascend<space gm>> {onnx.name = "a"}, %[[HB:.*]]: memref<1100x260xf16, #ascend<space gm>> {onnx.name = "b"}) -> (memref<300x260xf16, #ascend<space gm>> {onnx.name = "y"})
+// CHECK-NEXT:   %[[Y:.*]] = ascend.alloc : memref<300x260xf16, #ascend<space gm>>
+// CHECK-NEXT:   ascend.launch @matmul_0(%[[HA]], %[[HB]], %[[Y]])
+// CHECK-NEXT:   func.return %[[Y]]
+
+// 910A (dav-c100, no FixPipe): L0C -> UB on the vector pipe (narrowing to f16), UB -> GM on MTE3.
+// C100:       builtin.module attributes {ascend.arch = "dav-c100", ascend.target = "ascend910a"}
+// C100:         %[[UB:.*]] = ascend.alloc : memref<128x128xf16, #ascend<space ub>>
+// C100:         ascend.set_flag V -> M, 0
+// C100-NEXT:    ascend.set_flag MTE3 -> V, 0
+// C100:         ascend.set_flag M -> V, 0
+// C100-NEXT:    ascend.wait_flag M -> V, 0
+// C100:         ascend.wait_flag MTE3 -> V, 0
+// C100-NEXT:    ascend.copy %{{.*}}, %[[UB]] : memref<128x128xf32, #ascend<space l0c>>, memref<128x128xf16, #ascend<space ub>>
+// C100-NEXT:    ascend.set_flag V -> M, 0
+// C100-NEXT:    ascend.set_flag V -> MTE3, 0
+// C100-NEXT:    ascend.wait_flag V -> MTE3, 0
+// C100-NEXT:    ascend.copy %[[UB]], %{{.*}} : memref<128x128xf16, #ascend<space ub>>, memref<?x?xf16,
+// C100-NEXT:    ascend.set_flag MTE3 -> V, 0
+func.func @main(%a: tensor<300x1100xf16> {onnx.name = "a"}, %b: tensor<1100x260xf16> {onnx.name = "b"}) -> (tensor<300x260xf16> {onnx.name = "y"}) {
+  %y = nn.matmul %a, %b : (tensor<300x1100xf16>, tensor<1100x260xf16>) -> tensor<300x260xf16>
+  func.return %y : tensor<300x260xf16>
+}

@@ -1,0 +1,104 @@
+// RUN: ascendir-opt %s --split-input-file -p fuse-matmul-epilogue | filecheck %s
+
+// MatMul + row bias + GELU: one region holding the three original ops.
+// CHECK-LABEL: func.func @bias_gelu
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%a, %b, %c) {kind = "matmul_epilogue"} : (tensor<2x8x16xf16>, tensor<16x32xf16>, tensor<32xf16>) -> tensor<2x8x32xf16> {
+// CHECK-NEXT:    ^{{.*}}(%[[A:.*]]: tensor<2x8x16xf16>, %[[B:.*]]: tensor<16x32xf16>, %[[C:.*]]: tensor<32xf16>):
+// CHECK-NEXT:      %[[M:.*]] = nn.matmul %[[A]], %[[B]]
+// CHECK-NEXT:      %[[Y:.*]] = nn.add %[[M]], %[[C]]
+// CHECK-NEXT:      %[[Z:.*]] = nn.gelu %[[Y]]
+// CHECK-NEXT:      nn.yield %[[Z]] : tensor<2x8x32xf16>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[F]]
+func.func @bias_gelu(%a: tensor<2x8x16xf16>, %b: tensor<16x32xf16>, %c: tensor<32xf16>) -> tensor<2x8x32xf16> {
+  %m = nn.matmul %a, %b : (tensor<2x8x16xf16>, tensor<16x32xf16>) -> tensor<2x8x32xf16>
+  %y = nn.add %m, %c : (tensor<2x8x32xf16>, tensor<32xf16>) -> tensor<2x8x32xf16>
+  %z = nn.gelu %y : (tensor<2x8x32xf16>) -> tensor<2x8x32xf16>
+  func.return %z : tensor<2x8x32xf16>
+}
+
+// -----
+
+// The Gemm form (bias first, as a [1, N] row) without activation.
+// CHECK-LABEL: func.func @gemm_bias
+// CHECK:         nn.fused(%a, %b, %c) {kind = "matmul_epilogue"}
+// CHECK:           nn.matmul
+// CHECK-NEXT:      nn.add %{{.*}}, %{{.*}} : (tensor<1x32xf32>, tensor<8x32xf32>)
+// CHECK-NEXT:      nn.yield
+// CHECK-NOT:     nn.add
+func.func @gemm_bias(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>, %c: tensor<1x32xf32>) -> tensor<8x32xf32> {
+  %m = nn.matmul %a, %b : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %y = nn.add %c, %m : (tensor<1x32xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
+  func.return %y : tensor<8x32xf32>
+}
+
+// -----
+
+// Activation only (ReLU, SiLU).
+// CHECK-LABEL: func.func @act_only
+// CHECK:         nn.fused(%a, %b) {kind = "matmul_epilogue"}
+// CHECK:           nn.relu
+// CHECK:         nn.fused(%a, %b) {kind = "matmul_epilogue"}
+// CHECK:           nn.silu
+func.func @act_only(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %m = nn.matmul %a, %b : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %r = nn.relu %m : (tensor<8x32xf32>) -> tensor<8x32xf32>
+  %m2 = nn.matmul %a, %b : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %s = nn.silu %m2 : (tensor<8x32xf32>) -> tensor<8x32xf32>
+  func.return %r, %s : tensor<8x32xf32>, tensor<8x32xf32>
+}
+
+// -----
+
+// NOT fused: the matmul result has another user besides the bias add.
+// CHECK-LABEL: func.func @shared_matmul
+// CHECK-NOT:     nn.fused
+// CHECK:         %[[M:.*]] = nn.matmul %a, %b
+// CHECK-NEXT:    nn.add %[[M]], %c
+// CHECK-NEXT:    nn.mul %[[M]], %[[M]]
+func.func @shared_matmul(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>, %c: tensor<32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %m = nn.matmul %a, %b : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %y = nn.add %m, %c : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %s = nn.mul %m, %m : (tensor<8x32xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
+  func.return %y, %s : tensor<8x32xf32>, tensor<8x32xf32>
+}
+
+// -----
+
+// NOT fused: Sigmoid is not an epilogue activation (ReLU/GELU/SiLU only).
+// CHECK-LABEL: func.func @sigmoid
+// CHECK-NOT:     nn.fused
+// CHECK:         nn.matmul
+// CHECK-NEXT:    nn.sigmoid
+func.func @sigmoid(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>) -> tensor<8x32xf32> {
+  %m = nn.matmul %a, %b : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %y = nn.sigmoid %m : (tensor<8x32xf32>) -> tensor<8x32xf32>
+  func.return %y : tensor<8x32xf32>
+}
+
+// -----
+
+// NOT fused: adding a full matrix is not a bias row.
+// CHECK-LABEL: func.func @residual
+// CHECK-NOT:     nn.fused
+func.func @residual(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>, %r: tensor<8x32xf32>) -> tensor<8x32xf32> {
+  %m = nn.matmul %a, %b : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %y = nn.add %m, %r : (tensor<8x32xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
+  func.return %y : tensor<8x32xf32>
+}
+
+// -----
+
+// The biased value has a second user: matmul + bias fuse, the ReLU stays outside.
+// CHECK-LABEL: func.func @bias_shared
+// CHECK:         %[[F:.*]] = nn.fused(%a, %b, %c) {kind = "matmul_epilogue"}
+// CHECK:           nn.add
+// CHECK-NEXT:      nn.yield
+// CHECK:         nn.relu %[[F]]
+// CHECK:         func.return
+func.func @bias_shared(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>, %c: tensor<32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %m = nn.matmul %a, %b : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %y = nn.add %m, %c : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %z = nn.relu %y : (tensor<8x32xf32>) -> tensor<8x32xf32>
+  func.return %y, %z : tensor<8x32xf32>, tensor<8x32xf32>
+}

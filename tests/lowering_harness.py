@@ -1,0 +1,84 @@
+"""Shared helpers of tests/test_lowering*.py: parse an nn module, evaluate it with the numpy
+reference (`run_nn`), lower it with convert-nn-to-ascend, simulate it, compare."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+
+from ascendir.context import make_context
+from ascendir.hardware import load_target
+from ascendir.interpreter import simulate
+from ascendir.interpreter.nn_reference import run_nn
+from ascendir.lowering import lower
+from ascendir.weights import WeightStore
+
+
+def parse(text: str) -> ModuleOp:
+    module = Parser(make_context(), text).parse_module()
+    module.verify()
+    return module
+
+
+def printed(module: ModuleOp, generic: bool = False) -> str:
+    buf = io.StringIO()
+    Printer(stream=buf, print_generic_format=generic).print_op(module)
+    return buf.getvalue()
+
+
+def lower_text(text: str, target: str = "ascend910b2", weights: WeightStore | None = None) -> ModuleOp:
+    """Parse, lower, verify, and check the result round-trips through the printer and parser
+    (custom and generic forms)."""
+    module = parse(text)
+    lower(module, load_target(target), weights)
+    module.verify()
+    for generic in (False, True):
+        again = parse(printed(module, generic))
+        assert again.is_structurally_equivalent(module)
+    return module
+
+
+def run_both(
+    text: str,
+    inputs: dict[str, np.ndarray],
+    weights: dict[str, np.ndarray] | None = None,
+    target: str = "ascend910b2",
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], ModuleOp]:
+    """(reference outputs, simulated outputs, lowered module)."""
+    store = WeightStore()
+    for k, v in (weights or {}).items():
+        store._arrays[k] = v
+    ref = run_nn(parse(text), store, inputs)
+    lowered = lower_text(text, target, store)
+    sim = simulate(lowered, store, inputs, load_target(target))
+    return ref, sim.outputs, lowered
+
+
+def check(
+    text: str,
+    inputs: dict[str, np.ndarray],
+    weights: dict[str, np.ndarray] | None = None,
+    target: str = "ascend910b2",
+    rtol: float = 1e-3,
+    atol: float = 1e-4,
+    exact: bool = False,
+) -> ModuleOp:
+    """Lower and simulate `text`; every output must match the nn reference."""
+    ref, out, lowered = run_both(text, inputs, weights, target)
+    assert set(ref) == set(out), (sorted(ref), sorted(out))
+    for name in ref:
+        r, o = ref[name], out[name]
+        assert r.shape == o.shape and r.dtype == o.dtype, (name, r.shape, o.shape, r.dtype, o.dtype)
+        if exact:
+            np.testing.assert_array_equal(o, r, err_msg=name)
+        else:
+            np.testing.assert_allclose(o.astype(np.float64), r.astype(np.float64), rtol=rtol, atol=atol, err_msg=name)
+    return lowered
+
+
+def rand(shape, dtype=np.float32, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed + len(shape) * 7 + sum(shape)).standard_normal(shape).astype(dtype)

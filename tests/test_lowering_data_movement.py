@@ -1,0 +1,132 @@
+"""convert-nn-to-ascend, data movement: reshape/expand views, transpose, slice, concat, expand,
+gather — simulated vs the numpy nn reference (bit exact)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ascendir.dialects import ascend
+from ascendir.errors import AscendirError
+from lowering_harness import check, lower_text, printed, rand
+from test_lowering_vector import module, ty
+
+
+def kernels(m):
+    return [op for op in m.ops if isinstance(op, ascend.KernelOp)]
+
+
+def one_op(op: str, x_shape, out_shape, attrs: str = "", dt: str = "f32") -> str:
+    return module(
+        [("x", x_shape, dt)],
+        f"%y = nn.{op} %x {attrs} : ({ty(x_shape, dt)}) -> {ty(out_shape, dt)}",
+        ("y", out_shape, dt),
+    )
+
+
+def test_reshape_and_layout_preserving_expand_are_free():
+    text = module(
+        [("x", (2, 3, 4), "f32")],
+        """%r = nn.reshape %x : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+  %e = nn.expand %r : (tensor<6x4xf32>) -> tensor<1x6x4xf32>
+  %y = nn.identity %e : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>""",
+        ("y", (1, 6, 4), "f32"),
+    )
+    lowered = check(text, {"x": rand((2, 3, 4))}, exact=True)
+    assert kernels(lowered) == []
+    assert "ascend.view" in printed(lowered)
+
+
+@pytest.mark.parametrize(
+    "shape,perm",
+    [
+        ((33, 47), [1, 0]),
+        ((2, 32, 4, 16), [0, 2, 1, 3]),  # head split: rows of 64 B -> vtranspose
+        ((4, 3, 256), [1, 0, 2]),  # rows of 1 KiB -> one DMA per row
+        ((2, 5, 7, 3), [3, 1, 0, 2]),
+        ((1, 8, 1, 9), [2, 0, 3, 1]),  # only unit dims move around 8x9 -> transposes 8 and 9
+        ((3, 1, 5), [1, 0, 2]),  # a unit dim moves: a view
+        ((600, 130), [1, 0]),  # several tiles with partial edges
+    ],
+)
+def test_transpose(shape, perm):
+    out = tuple(shape[p] for p in perm)
+    perm_s = ", ".join(map(str, perm))
+    lowered = check(one_op("transpose", shape, out, f"{{perm = array<i64: {perm_s}>}}"), {"x": rand(shape)}, exact=True)
+    if shape == (3, 1, 5):
+        assert kernels(lowered) == []
+    if shape == (4, 3, 256):
+        assert "ascend.vtranspose" not in printed(lowered)
+
+
+def test_transpose_fp16_and_int():
+    check(one_op("transpose", (9, 70), (70, 9), "{perm = array<i64: 1, 0>}", "f16"), {"x": rand((9, 70), np.float16)}, exact=True)
+    x = np.arange(2 * 3 * 4).reshape(2, 3, 4)
+    check(one_op("transpose", (2, 3, 4), (4, 2, 3), "{perm = array<i64: 2, 0, 1>}", "i64"), {"x": x}, exact=True)
+
+
+@pytest.mark.parametrize(
+    "shape,starts,steps,out",
+    [
+        ((10, 20), [2, 3], [1, 1], (5, 17)),
+        ((10, 20), [1, 0], [2, 3], (4, 7)),
+        ((2, 32, 64), [0, 0, 32], [1, 1, 1], (2, 32, 32)),  # rotary half
+        ((50,), [7], [5], (9,)),
+    ],
+)
+def test_slice(shape, starts, steps, out):
+    attrs = f"{{starts = array<i64: {', '.join(map(str, starts))}>, steps = array<i64: {', '.join(map(str, steps))}>}}"
+    check(one_op("slice", shape, out, attrs), {"x": rand(shape)}, exact=True)
+
+
+def test_slice_negative_step_is_a_clear_error():
+    attrs = "{starts = array<i64: 9>, steps = array<i64: -1>}"
+    with pytest.raises(AscendirError, match=r"nn.slice #0: negative slice steps"):
+        lower_text(one_op("slice", (10,), (10,), attrs))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_concat(axis):
+    a, b = [2, 3, 4], [2, 3, 4]
+    b[axis] = 5
+    out = list(a)
+    out[axis] = a[axis] + b[axis]
+    text = module(
+        [("a", tuple(a), "f32"), ("b", tuple(b), "f32")],
+        f"%y = nn.concat %a, %b, %a {{axis = {axis} : i64}} : ({ty(a, 'f32')}, {ty(b, 'f32')}, {ty(a, 'f32')}) -> "
+        f"{ty([o + (a[axis] if i == axis else 0) for i, o in enumerate(out)], 'f32')}",
+        ("y", tuple(o + (a[axis] if i == axis else 0) for i, o in enumerate(out)), "f32"),
+    )
+    check(text, {"a": rand(tuple(a)), "b": rand(tuple(b), seed=1)}, exact=True)
+
+
+def test_expand_replicates():
+    lowered = check(one_op("expand", (3, 1, 5), (2, 3, 4, 5)), {"x": rand((3, 1, 5))}, exact=True)
+    assert "ascend.vcopy" in printed(lowered)
+
+
+@pytest.mark.parametrize("idx_dt", ["i64", "i32"])
+def test_gather_embedding(idx_dt):
+    text = module(
+        [("t", (50, 24), "f32"), ("i", (2, 7), idx_dt)],
+        f"%y = nn.gather %t, %i {{axis = 0 : i64}} : (tensor<50x24xf32>, {ty((2, 7), idx_dt)}) -> tensor<2x7x24xf32>",
+        ("y", (2, 7, 24), "f32"),
+    )
+    idx = np.random.default_rng(0).integers(-50, 50, (2, 7)).astype(np.int64 if idx_dt == "i64" else np.int32)
+    lowered = check(text, {"t": rand((50, 24)), "i": idx}, exact=True)
+    assert "ascend.gather_rows" in printed(lowered)
+
+
+def test_gather_scalar_index_and_inner_axis():
+    text = module(
+        [("x", (1, 6, 8), "f32"), ("i", (), "i64")],
+        "%y = nn.gather %x, %i {axis = 1 : i64} : (tensor<1x6x8xf32>, tensor<i64>) -> tensor<1x8xf32>",
+        ("y", (1, 8), "f32"),
+    )
+    check(text, {"x": rand((1, 6, 8)), "i": np.array(-1, np.int64)}, exact=True)
+    text = module(
+        [("x", (3, 6, 4), "f32"), ("i", (5,), "i64")],
+        "%y = nn.gather %x, %i {axis = 1 : i64} : (tensor<3x6x4xf32>, tensor<5xi64>) -> tensor<3x5x4xf32>",
+        ("y", (3, 5, 4), "f32"),
+    )
+    check(text, {"x": rand((3, 6, 4)), "i": np.array([0, 5, 2, 2, -3], np.int64)}, exact=True)

@@ -1,0 +1,141 @@
+"""convert-nn-to-ascend, cube templates: nn.matmul and nn.fused matmul_epilogue, lowered,
+simulated with ascendir.interpreter and compared with the numpy nn reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ascendir.context import make_context
+from ascendir.dialects import ascend
+from ascendir.errors import AscendirError
+from ascendir.transforms.fuse_matmul_epilogue import FuseMatmulEpilogue
+from lowering_harness import check, lower_text, parse, printed, rand
+
+
+def matmul_text(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...], dt: str = "f32") -> str:
+    def t(s):
+        return f"tensor<{'x'.join(map(str, s))}x{dt}>"
+
+    return f"""
+func.func @main(%a: {t(a)} {{onnx.name = "a"}}, %b: {t(b)} {{onnx.name = "b"}}) -> ({t(out)} {{onnx.name = "y"}}) {{
+  %y = nn.matmul %a, %b : ({t(a)}, {t(b)}) -> {t(out)}
+  func.return %y : {t(out)}
+}}"""
+
+
+def epilogue_text(m: int, k: int, n: int, act: str | None, bias: bool = True, dt: str = "f32", batch: int = 0) -> str:
+    lead = f"{batch}x" if batch else ""
+    a, out = f"tensor<{lead}{m}x{k}x{dt}>", f"tensor<{lead}{m}x{n}x{dt}>"
+    b, c = f"tensor<{k}x{n}x{dt}>", f"tensor<{n}x{dt}>"
+    lines = [f"%m = nn.matmul %a, %b : ({a}, {b}) -> {out}"]
+    last = "%m"
+    if bias:
+        lines.append(f"%y = nn.add %m, %c : ({out}, {c}) -> {out}")
+        last = "%y"
+    if act:
+        lines.append(f"%z = nn.{act} {last} : ({out}) -> {out}")
+        last = "%z"
+    body = "\n  ".join(lines)
+    return f"""
+func.func @main(%a: {a} {{onnx.name = "a"}}, %b: {b} {{onnx.name = "b"}}, %c: {c} {{onnx.name = "c"}}) -> ({out} {{onnx.name = "y"}}) {{
+  {body}
+  func.return {last} : {out}
+}}"""
+
+
+def fuse(text: str) -> str:
+    module = parse(text)
+    FuseMatmulEpilogue().apply(make_context(), module)
+    return printed(module)
+
+
+def kernels(module) -> list[ascend.KernelOp]:
+    return [op for op in module.ops if isinstance(op, ascend.KernelOp)]
+
+
+@pytest.mark.parametrize(
+    "m,k,n",
+    [(33, 47, 65), (1, 16, 16), (130, 300, 129), (257, 600, 70)],
+)
+def test_matmul_odd_shapes_fp32(m, k, n):
+    check(matmul_text((m, k), (k, n), (m, n)), {"a": rand((m, k)), "b": rand((k, n))})
+
+
+def test_matmul_fp16_multi_tile_multi_k_chunk():
+    # K = 1100 > kL1 = 512: two full L1 chunks and a partial one with a partial base K block
+    m, k, n = 200, 1100, 300
+    lowered = check(
+        matmul_text((m, k), (k, n), (m, n), "f16"),
+        {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16)},
+        rtol=2e-2,
+        atol=2e-2,
+    )
+    (kernel,) = kernels(lowered)
+    assert kernel.block_dim.value.data == 6  # ceil(200/128) * ceil(300/128)
+    assert kernel.core_type.data == "aic"
+
+
+def test_matmul_batched_broadcast():
+    a, b, out = (2, 1, 33, 47), (3, 47, 65), (2, 3, 33, 65)
+    check(matmul_text(a, b, out), {"a": rand(a), "b": rand(b)})
+
+
+def test_matmul_batch_folds_into_m_for_weights():
+    a, b, out = (4, 9, 40), (40, 24), (4, 9, 24)
+    lowered = check(matmul_text(a, b, out), {"a": rand(a), "b": rand(b)})
+    (kernel,) = kernels(lowered)
+    assert kernel.function_type.inputs.data[0].get_shape() == (36, 40)
+
+
+def test_matmul_vector_operands():
+    check(matmul_text((47,), (47, 65), (65,)), {"a": rand((47,)), "b": rand((47, 65))})
+    check(matmul_text((2, 33, 47), (47,), (2, 33)), {"a": rand((2, 33, 47)), "b": rand((47,))})
+
+
+def test_matmul_910a_fp16_goes_through_ub():
+    m, k, n = 70, 90, 150
+    lowered = check(
+        matmul_text((m, k), (k, n), (m, n), "f16"),
+        {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16)},
+        target="ascend910a",
+        rtol=2e-2,
+        atol=2e-2,
+    )
+    text = printed(lowered)
+    assert "#ascend<space fb>" not in text
+    assert 'ascend.set_flag M -> V' in text and "ascend.set_flag V -> MTE3" in text
+
+
+def test_matmul_910a_rejects_fp32():
+    with pytest.raises(AscendirError, match=r"nn.matmul #0.*ascend910a.*no f32 mmad"):
+        lower_text(matmul_text((16, 16), (16, 16), (16, 16)), target="ascend910a")
+
+
+@pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
+@pytest.mark.parametrize("act", [None, "relu", "gelu", "silu"])
+def test_matmul_epilogue_fused_matches_unfused(target, act):
+    text = epilogue_text(45, 70, 150, act, dt="f16", batch=2)
+    inputs = {"a": rand((2, 45, 70), np.float16), "b": rand((70, 150), np.float16), "c": rand((150,), np.float16)}
+    fused = fuse(text)
+    assert "matmul_epilogue" in fused
+    lowered = check(fused, inputs, target=target, rtol=2e-2, atol=2e-2)
+    (kernel,) = kernels(lowered)
+    expect_mix = target == "ascend910b2" and act in ("gelu", "silu")
+    assert kernel.core_type.data == ("mix" if expect_mix else "aic")
+    check(text, inputs, target=target, rtol=2e-2, atol=2e-2)
+
+
+def test_matmul_epilogue_fp32_bias_gelu_910b():
+    text = epilogue_text(33, 47, 200, "gelu")
+    inputs = {"a": rand((33, 47)), "b": rand((47, 200)), "c": rand((200,))}
+    lowered = check(fuse(text), inputs)
+    body = printed(lowered)
+    assert "bias(" in body and "#ascend<space bt>" in body
+    assert "ascend.vgelu" in body and "ascend.set_flag FIX -> MTE2" in body
+
+
+def test_matmul_epilogue_activation_only_relu_in_fixpipe():
+    text = epilogue_text(40, 40, 40, "relu", bias=False)
+    lowered = check(fuse(text), {"a": rand((40, 40)), "b": rand((40, 40)), "c": rand((40,))})
+    assert "relu = 1" in printed(lowered)
