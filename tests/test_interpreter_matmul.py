@@ -26,18 +26,20 @@ def _run(m, n, k, dtype=np.float16, **kw):
 
 
 @pytest.mark.parametrize(
-    "shape, tiles, nbuf, block_dim",
+    "shape, tiles, nbuf, block_dim, l1_k",
     [
-        ((50, 70, 90), (32, 32, 32), 1, 4),
-        ((50, 70, 90), (32, 32, 32), 2, 4),
-        ((17, 33, 40), (16, 32, 16), 2, 3),
-        ((128, 64, 256), (64, 64, 64), 2, 30),  # more blocks than tiles and than cores (waves)
-        ((100, 48, 16), (32, 16, 16), 1, 1),  # one block does everything
+        ((50, 70, 90), (32, 32, 32), 1, 4, None),
+        ((50, 70, 90), (32, 32, 32), 2, 4, None),
+        ((17, 33, 40), (16, 32, 16), 2, 3, None),
+        ((128, 64, 256), (64, 64, 64), 2, 30, None),  # more blocks than tiles and than cores (waves)
+        ((100, 48, 16), (32, 16, 16), 1, 1, None),  # one block does everything
+        ((50, 70, 200), (32, 32, 16), 2, 4, 64),  # L1 holds 4 K-steps; the last chunk is partial
+        ((33, 20, 100), (16, 16, 32), 1, 2, 96),
     ],
 )
-def test_matmul_odd_shapes(shape, tiles, nbuf, block_dim):
+def test_matmul_odd_shapes(shape, tiles, nbuf, block_dim, l1_k):
     (m, n, k), (tm, tn, tk) = shape, tiles
-    res, ref = _run(m, n, k, tm=tm, tn=tn, tk=tk, nbuf=nbuf, block_dim=block_dim)
+    res, ref = _run(m, n, k, tm=tm, tn=tn, tk=tk, nbuf=nbuf, block_dim=block_dim, l1_k=l1_k)
     out = res.outputs["c"]
     assert out.dtype == np.float32 and out.shape == (m, n)
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)

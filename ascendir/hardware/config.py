@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from ascendir.errors import AscendirError
 _HERE = Path(__file__).parent
 TARGETS = sorted(p.stem for p in _HERE.glob("*.toml"))
 DEFAULT_TARGET = "ascend910b2"
+L2_MODELS = ("none", "hit")
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,13 @@ class HardwareConfig:
         """Cores a kernel of `core_type` (aic, aiv, mix) spreads its blocks over."""
         return self.num_aiv if core_type == "aiv" else self.num_aic
 
+    def with_l2_model(self, model: str) -> HardwareConfig:
+        """A copy of this target using L2 model `model` ("none": every GM access at HBM rate;
+        "hit": every GM read hits L2 — an optimistic bound)."""
+        if model not in L2_MODELS:
+            raise AscendirError(f"unknown L2 model '{model}' (choose from {', '.join(L2_MODELS)})")
+        return replace(self, memory=replace(self.memory, l2_model=model))
+
     def peak_flops_per_cycle(self, dtype: str = "f16") -> float:
         """Chip cube peak in flops per cycle (2 per MAC, all AIC cores)."""
         return 2.0 * self.cube.macs_per_cycle(dtype) * self.num_aic
@@ -212,6 +220,8 @@ def _check(cfg: HardwareConfig, path: Path) -> None:
     bad += [k for k, v in cfg.startup.items() if v < 0]
     if cfg.clock_hz <= 0 or cfg.num_aic < 1 or cfg.num_aiv < 1:
         bad.append("chip")
+    if cfg.memory.l2_model not in L2_MODELS:
+        bad.append(f"memory.l2_model (one of {', '.join(L2_MODELS)})")
     if bad:
         raise AscendirError(f"target file {path}: non-positive or invalid values for {', '.join(bad)}")
 

@@ -27,7 +27,7 @@ from xdsl.ir import Operation
 from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import MemSpace, Pipe, copy_pipe, space_of
+from ascendir.dialects.ascend import Pipe, copy_pipe, space_of
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 
@@ -56,19 +56,42 @@ class OpCost:
 class CostEnv:
     """What cost factories see: the target and the per-stream GM bandwidth share of this launch.
 
-    Approximation (documented in the report): every active core streams GM at the same time, so
-    each GM stream (a (core, engine) pair touching GM) gets hbm_bytes_per_cycle / streams, where
-    streams = min(block_dim, cores) × GM engines the kernel uses per block. A path's GM rate is
-    min(path rate [S1], that share). Pessimistic for kernels whose GM phases do not overlap; it
-    guarantees kernel cycles ≥ GM bytes / chip bandwidth.
+    Approximation (documented in the report): the chip's HBM bandwidth is split evenly over the
+    active cores (min(block_dim, cores) × units per block), so a path's GM rate is
+    min(path rate [S1], hbm_bytes_per_cycle / active). Engines of one core reading and writing at
+    the same time can together exceed that share; the kernel-level floor
+    `bandwidth_bound_cycles` (total GM bytes / chip bandwidth) then stretches the kernel.
     """
 
     target: HardwareConfig
     gm_share: float = math.inf  # bytes/cycle per GM stream
 
+    def l2_hits(self, src: str) -> bool:
+        """Whether a GM read is served by L2. Hook for a real L2 model (target.memory.l2_model):
+        "none" = never (HBM rate and latency), "hit" = always (an upper bound on L2 benefit)."""
+        return src == "gm" and self.target.memory.l2_model == "hit"
+
     def gm_rate(self, path_rate: float, src: str, dst: str) -> float:
-        """Rate of a path touching GM. Hook for the L2 model (target.memory.l2_model)."""
+        """Bytes/cycle of a path touching GM: min(path rate, the launch's HBM share per stream).
+        An L2 hit uses the L2 read rate [S1 l2_read_rate] and l2_bw_over_hbm × the share [S8]."""
+        if self.l2_hits(src):
+            l2 = self.target.rates.get(f"l2_to_{dst}", path_rate)
+            return min(l2, self.gm_share * self.target.memory.l2_bw_over_hbm)
         return min(path_rate, self.gm_share)
+
+    def gm_latency(self, src: str, dst: str) -> float:
+        """Completion latency of a GM read/write [S5]: L2 hit latency when the read hits."""
+        mem = self.target.memory
+        read = (mem.l2_hit_latency if self.l2_hits(src) else mem.gm_read_latency) if src == "gm" else 0
+        return float(read + (mem.gm_write_latency if dst == "gm" else 0))
+
+
+def bandwidth_bound_cycles(gm_read: float, gm_write: float, target: HardwareConfig) -> float:
+    """Cycles the chip needs for this GM traffic at full HBM bandwidth (reads at L2 bandwidth,
+    l2_bw_over_hbm × HBM [S8], when the L2 model says they hit)."""
+    hbm = target.hbm_bytes_per_cycle
+    read_bw = hbm * (target.memory.l2_bw_over_hbm if target.memory.l2_model == "hit" else 1.0)
+    return gm_read / read_bw + gm_write / hbm
 
 
 CostFn = Callable[..., OpCost]
@@ -109,7 +132,7 @@ def copy(op: ascend.CopyOp, env: CostEnv) -> CostFn:
         rate = env.gm_rate(rate, src, dst)
     layout = op.layout.data if op.layout is not None else None
     startup = _copy_startup(t, pipe, layout)
-    latency = (t.memory.gm_read_latency if src == "gm" else 0) + (t.memory.gm_write_latency if dst == "gm" else 0)
+    latency = env.gm_latency(src, dst)
     unit = space_unit(src if src != "gm" else dst)
     read_key = "gm_read" if src == "gm" else None
     write_key = "gm_write" if dst == "gm" else dst
@@ -173,7 +196,7 @@ def gather_rows(op: ascend.GatherRowsOp, env: CostEnv) -> CostFn:
     t = env.target
     rate = env.gm_rate(t.rate("gm", "ub"), "gm", "ub")
     head = t.startup["mte2"]
-    lat = t.memory.gm_read_latency
+    lat = env.gm_latency("gm", "ub")
 
     def run(table: np.ndarray, idx: np.ndarray, d: np.ndarray) -> OpCost:
         rows = min(idx.shape[0], d.shape[0])

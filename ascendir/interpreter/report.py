@@ -1,12 +1,14 @@
 """The simulation report: per-kernel and chip totals as a JSON-ready dict.
 
 Keys (units): cycles of the AI Core clock, seconds, bytes, flops, bytes/s.
-    target, clock_hz, total_cycles, total_seconds, flops, bytes {level: bytes},
+    target, clock_hz, total_cycles, total_seconds, flops, tile_ops, bytes {level: bytes},
     pipe_busy {pipe: cycles summed over cores}, pipe_utilization {pipe: busy / (cycles × cores)},
     gm_bandwidth_Bps, cube_peak_fraction, kernels [...], model (approximations in force).
 Each kernel: name, block_dim, core_type, cores_used, cycles, seconds, launch_cycles, pipe_busy,
-    (pipe_busy_by_unit for mixed kernels), pipe_utilization, bytes, flops, gm_bandwidth_Bps,
-    gm_share_Bpc (per-stream GM rate cap), compute_bound_cycles, bandwidth_bound_cycles,
+    (pipe_busy_by_unit for mixed kernels), pipe_utilization, bytes, flops, tile_ops (DMA, cube,
+    vector ops executed), gm_bandwidth_Bps,
+    gm_share_Bpc (per-core GM rate cap), bandwidth_floor_applied (the kernel was stretched to the
+    chip bandwidth bound), compute_bound_cycles, bandwidth_bound_cycles,
     cube_peak_fraction.
 """
 
@@ -16,12 +18,15 @@ from dataclasses import dataclass, field
 
 from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.cost import LEVELS
-from ascendir.interpreter.executor import FLOPS, KernelRecord
+from ascendir.interpreter.state import FLOPS, OPS, KernelRecord
 from ascendir.interpreter.invariants import bounds
 
 MODEL_NOTES = (
-    "GM bandwidth: each GM stream (core x engine) gets min(path rate, HBM bandwidth / concurrent streams); "
-    "no L2 model yet (every GM access at HBM rate)",
+    "GM bandwidth: each core's GM path runs at min(path rate, HBM bandwidth / active cores); a kernel takes "
+    "at least its GM bytes / chip bandwidth (floor); "
+    "L2 model 'none' = every GM access at HBM rate, 'hit' = every GM read hits L2 (5 x HBM, L2 read rate)",
+    "set_flag waits until its source pipe has completed everything before it (GM latency included)",
+    "flops are cube flops executed (partial tiles count as whole fractals)",
     "pipes are in-order queues; scalar issue is in program order without queue-depth limit",
     "cube peak fraction uses the f16 peak (2 x 16 x 16 x 16 MAC per cycle per AIC)",
 )
@@ -41,14 +46,18 @@ class KernelReport:
     pipe_utilization: dict[str, float]
     bytes: dict[str, float]
     flops: float
+    tile_ops: int
     gm_bandwidth_Bps: float
     gm_share_Bpc: float
+    bandwidth_floor_applied: bool
     compute_bound_cycles: float
     bandwidth_bound_cycles: float
     cube_peak_fraction: float
+    pipe_capacity: dict[str, float] = field(default_factory=dict)  # pipe-cycles available (not reported)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
+        del d["pipe_capacity"]
         if d["pipe_busy_by_unit"] is None:
             del d["pipe_busy_by_unit"]
         return d
@@ -69,8 +78,10 @@ def kernel_report(rec: KernelRecord, target: HardwareConfig) -> KernelReport:
     for label, b in by_label.items():
         busy[_plain(label)] = busy.get(_plain(label), 0.0) + b
     ncores = len(rec.cores)
-    slots = ncores * (2 if any("." in lb for lb in rec.pipe_labels) else 1)
-    util = {p: b / (cycles * slots) if cycles else 0.0 for p, b in busy.items()}
+    # pipe-cycles available: cycles x cores x units that have the pipe (mixed: both have S/MTE2)
+    units = {p: sum(1 for lb in by_label if _plain(lb) == p) for p in busy}
+    capacity = {p: cycles * ncores * units[p] for p in busy}
+    util = {p: b / capacity[p] if capacity[p] else 0.0 for p, b in busy.items()}
     byt = {lv: rec.acct[i] for i, lv in enumerate(LEVELS) if rec.acct[i]}
     flops = rec.acct[FLOPS]
     gm = byt.get("gm_read", 0.0) + byt.get("gm_write", 0.0)
@@ -89,11 +100,14 @@ def kernel_report(rec: KernelRecord, target: HardwareConfig) -> KernelReport:
         pipe_utilization=util,
         bytes=byt,
         flops=flops,
+        tile_ops=int(rec.acct[OPS]),
         gm_bandwidth_Bps=gm / seconds if seconds else 0.0,
         gm_share_Bpc=rec.gm_share,
+        bandwidth_floor_applied=rec.bandwidth_floor > rec.timeline_cycles,
         compute_bound_cycles=compute,
         bandwidth_bound_cycles=bandwidth,
         cube_peak_fraction=flops / (cycles * target.peak_flops_per_cycle("f16")) if cycles else 0.0,
+        pipe_capacity=capacity,
     )
 
 
@@ -101,6 +115,8 @@ def kernel_report(rec: KernelRecord, target: HardwareConfig) -> KernelReport:
 class Report:
     target: str
     clock_hz: float
+    peak_flops_per_cycle: float  # chip f16 cube peak
+    l2_model: str
     kernels: list[KernelReport] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -108,35 +124,36 @@ class Report:
         seconds = total / self.clock_hz
         byt: dict[str, float] = {}
         busy: dict[str, float] = {}
-        slot_cycles: dict[str, float] = {}
+        capacity: dict[str, float] = {}
         for k in self.kernels:
             for lv, b in k.bytes.items():
                 byt[lv] = byt.get(lv, 0.0) + b
             for p, b in k.pipe_busy.items():
                 busy[p] = busy.get(p, 0.0) + b
-                slot_cycles[p] = slot_cycles.get(p, 0.0) + b / k.pipe_utilization[p] if k.pipe_utilization.get(p) else slot_cycles.get(p, 0.0)
+                capacity[p] = capacity.get(p, 0.0) + k.pipe_capacity[p]
         flops = sum(k.flops for k in self.kernels)
+        tile_ops = sum(k.tile_ops for k in self.kernels)
         gm = byt.get("gm_read", 0.0) + byt.get("gm_write", 0.0)
-        peak = self._peak_per_cycle
+        peak = self.peak_flops_per_cycle
         return {
             "target": self.target,
             "clock_hz": self.clock_hz,
             "total_cycles": total,
             "total_seconds": seconds,
             "flops": flops,
+            "tile_ops": tile_ops,
             "bytes": byt,
             "pipe_busy": busy,
-            "pipe_utilization": {p: busy[p] / slot_cycles[p] if slot_cycles.get(p) else 0.0 for p in busy},
+            "pipe_utilization": {p: busy[p] / capacity[p] if capacity.get(p) else 0.0 for p in busy},
             "gm_bandwidth_Bps": gm / seconds if seconds else 0.0,
             "cube_peak_fraction": flops / (total * peak) if total else 0.0,
             "kernels": [k.to_dict() for k in self.kernels],
+            "l2_model": self.l2_model,
             "model": list(MODEL_NOTES),
         }
 
-    _peak_per_cycle: float = 1.0
-
 
 def build_report(records: list[KernelRecord], target: HardwareConfig) -> dict:
-    rep = Report(target.name, target.clock_hz, [kernel_report(r, target) for r in records])
-    rep._peak_per_cycle = target.peak_flops_per_cycle("f16")
+    kernels = [kernel_report(r, target) for r in records]
+    rep = Report(target.name, target.clock_hz, target.peak_flops_per_cycle("f16"), target.memory.l2_model, kernels)
     return rep.to_dict()

@@ -1,10 +1,11 @@
 """Hand-written ascend IR generators for tests and benchmarks (not used by the compiler).
 
 `matmul_ir(...)` writes a tiled C = A @ B kernel in the style a lowering produces:
-blocks stride over the (m, n) output tiles; per tile, a K loop loads A/B tiles GM→L1 (nd2nz,
-MTE2), L1→L0A/L0B (MTE1), mmad into L0C (M, init on the first K step), then FixPipe L0C→GM.
-Partial edge tiles use dynamic subview sizes (arith.minsi). `nbuf=2` ping-pongs the L1/L0A/L0B
-buffers (event ids 0/1) so MTE2, MTE1 and M overlap; `nbuf=1` serialises them.
+blocks stride over the (m, n) output tiles; per tile, a K loop loads A/B chunks GM→L1 (nd2nz,
+MTE2), an inner loop moves L1→L0A/L0B slices (MTE1) and runs mmad into L0C (M, init on the first
+K step), then FixPipe L0C→GM. Partial edge tiles use dynamic subview sizes (arith.minsi).
+`nbuf=2` ping-pongs the L1 and L0A/L0B buffers (event ids 0/1) so MTE2, MTE1 and M overlap;
+`nbuf=1` serialises them.
 """
 
 from __future__ import annotations
@@ -35,58 +36,82 @@ def matmul_ir(
     out_dtype: str = "f32",
     arch: str = "dav-c220",
     relu: bool = False,
+    l1_k: int | None = None,
 ) -> str:
-    """IR text of a module with kernel @matmul and host @main(a, b) -> c (onnx names a, b, c)."""
+    """IR text of a module with kernel @matmul and host @main(a, b) -> c (onnx names a, b, c).
+
+    Output tiles are tm×tn; L0 tiles tm×tk / tk×tn; L1 holds `l1_k` (a multiple of tk, default
+    tk) of K per load, consumed by an inner loop of L1→L0 steps. `nbuf` buffers at both levels.
+    """
     assert nbuf in (1, 2)
+    l1_k = l1_k or tk
+    assert l1_k % tk == 0
     ntm, ntn = -(-m // tm), -(-n // tn)
     a_t, b_t, c_t = _gm((m, k), in_dtype), _gm((k, n), in_dtype), _gm((m, n), out_dtype)
-    l1a = [_buf((tm, tk), in_dtype, "l1")] * nbuf
-    l1b = [_buf((tk, tn), in_dtype, "l1")] * nbuf
+    l1a, l1b = _buf((tm, l1_k), in_dtype, "l1"), _buf((l1_k, tn), in_dtype, "l1")
     l0a, l0b = _buf((tm, tk), in_dtype, "l0a"), _buf((tk, tn), in_dtype, "l0b")
+    l1a_s = f"memref<{tm}x{tk}x{in_dtype}, strided<[{l1_k}, 1], offset: ?>, #ascend<space l1>>"
+    l1b_s = f"memref<{tk}x{tn}x{in_dtype}, strided<[{tn}, 1], offset: ?>, #ascend<space l1>>"
     l0c = _buf((tm, tn), "f32", "l0c")
     relu_attr = " {relu = 1 : i64}" if relu else ""
 
-    def kstep(p: int, ind: str) -> str:
+    def par(body, iv: str, ind: str, name: str) -> str:
+        """`body(parity, indent)` for buffer 0/1 chosen by the parity of `iv`."""
+        if nbuf == 1:
+            return body(0, ind)
+        return f"""
+{ind}%{name}r = arith.remui {iv}, %c2 : index
+{ind}%{name}e = arith.cmpi eq, %{name}r, %c0 : index
+{ind}scf.if %{name}e {{{body(0, ind + "  ")}
+{ind}}} else {{{body(1, ind + "  ")}
+{ind}}}"""
+
+    def l0step(p: int):
+        def body(q: int, ind: str) -> str:
+            return f"""
+{ind}ascend.wait_flag M -> MTE1, {q}
+{ind}%asl{p}{q} = memref.subview %l1a{p}[0, %kk] [{tm}, {tk}] [1, 1] : {l1a} to {l1a_s}
+{ind}%bsl{p}{q} = memref.subview %l1b{p}[%kk, 0] [{tk}, {tn}] [1, 1] : {l1b} to {l1b_s}
+{ind}ascend.copy %asl{p}{q}, %l0a{q} : {l1a_s}, {l0a}
+{ind}ascend.copy %bsl{p}{q}, %l0b{q} : {l1b_s}, {l0b}
+{ind}ascend.set_flag MTE1 -> M, {q}
+{ind}ascend.wait_flag MTE1 -> M, {q}
+{ind}scf.if %first{p} {{
+{ind}  ascend.mmad %l0a{q}, %l0b{q}, %l0c {{init = 1 : i64}} : {l0a}, {l0b}, {l0c}
+{ind}}} else {{
+{ind}  ascend.mmad %l0a{q}, %l0b{q}, %l0c {{init = 0 : i64}} : {l0a}, {l0b}, {l0c}
+{ind}}}
+{ind}ascend.set_flag M -> MTE1, {q}"""
+
+        return body
+
+    def l1step(p: int, ind: str) -> str:
         return f"""
 {ind}ascend.wait_flag MTE1 -> MTE2, {p}
 {ind}%asub{p} = memref.subview %a[%m0, %k0] [%ms, %ks] [1, 1] : {a_t} to {_dyn_gm(in_dtype, k)}
 {ind}%bsub{p} = memref.subview %b[%k0, %n0] [%ks, %ns] [1, 1] : {b_t} to {_dyn_gm(in_dtype, n)}
-{ind}ascend.copy %asub{p}, %l1a{p} {{layout = "nd2nz"}} : {_dyn_gm(in_dtype, k)}, {l1a[p]}
-{ind}ascend.copy %bsub{p}, %l1b{p} {{layout = "nd2nz"}} : {_dyn_gm(in_dtype, n)}, {l1b[p]}
+{ind}ascend.copy %asub{p}, %l1a{p} {{layout = "nd2nz"}} : {_dyn_gm(in_dtype, k)}, {l1a}
+{ind}ascend.copy %bsub{p}, %l1b{p} {{layout = "nd2nz"}} : {_dyn_gm(in_dtype, n)}, {l1b}
 {ind}ascend.set_flag MTE2 -> MTE1, {p}
 {ind}ascend.wait_flag MTE2 -> MTE1, {p}
-{ind}ascend.wait_flag M -> MTE1, {p}
-{ind}ascend.copy %l1a{p}, %l0a{p} : {l1a[p]}, {l0a}
-{ind}ascend.copy %l1b{p}, %l0b{p} : {l1b[p]}, {l0b}
-{ind}ascend.set_flag MTE1 -> MTE2, {p}
-{ind}ascend.set_flag MTE1 -> M, {p}
-{ind}ascend.wait_flag MTE1 -> M, {p}
-{ind}scf.if %first {{
-{ind}  ascend.mmad %l0a{p}, %l0b{p}, %l0c {{init = 1 : i64}} : {l0a}, {l0b}, {l0c}
-{ind}}} else {{
-{ind}  ascend.mmad %l0a{p}, %l0b{p}, %l0c {{init = 0 : i64}} : {l0a}, {l0b}, {l0c}
+{ind}%nin{p} = arith.ceildivsi %ks, %cTK : index
+{ind}scf.for %j = %c0 to %nin{p} step %c1 {{
+{ind}  %kk = arith.muli %j, %cTK : index
+{ind}  %j0{p} = arith.cmpi eq, %j, %c0 : index
+{ind}  %first{p} = arith.andi %kt0, %j0{p} : i1{par(l0step(p), "%j", ind + "  ", f"q{p}")}
 {ind}}}
-{ind}ascend.set_flag M -> MTE1, {p}"""
+{ind}ascend.set_flag MTE1 -> MTE2, {p}"""
 
-    if nbuf == 1:
-        kbody = kstep(0, "          ")
-    else:
-        kbody = f"""
-          %par = arith.remui %kt, %c2 : index
-          %even = arith.cmpi eq, %par, %c0 : index
-          scf.if %even {{{kstep(0, "            ")}
-          }} else {{{kstep(1, "            ")}
-          }}"""
     allocs = "\n".join(
-        f"""    %l1a{p} = ascend.alloc : {l1a[p]}
-    %l1b{p} = ascend.alloc : {l1b[p]}
+        f"""    %l1a{p} = ascend.alloc : {l1a}
+    %l1b{p} = ascend.alloc : {l1b}
     %l0a{p} = ascend.alloc : {l0a}
     %l0b{p} = ascend.alloc : {l0b}"""
         for p in range(nbuf)
     )
     prime = "\n".join(f"    ascend.set_flag MTE1 -> MTE2, {p}\n    ascend.set_flag M -> MTE1, {p}" for p in range(nbuf))
     drain = "\n".join(f"    ascend.wait_flag MTE1 -> MTE2, {p}\n    ascend.wait_flag M -> MTE1, {p}" for p in range(nbuf))
-    nk = -(-k // tk)
+    nk = -(-k // l1_k)
     return f"""builtin.module attributes {{ascend.arch = "{arch}"}} {{
   ascend.kernel @matmul(%a: {a_t}, %b: {b_t}, %c: {c_t}) attributes {{block_dim = {block_dim} : i64, core_type = "aic"}} {{
     %c0 = arith.constant 0 : index
@@ -98,6 +123,7 @@ def matmul_ir(
     %cTM = arith.constant {tm} : index
     %cTN = arith.constant {tn} : index
     %cTK = arith.constant {tk} : index
+    %cL1K = arith.constant {l1_k} : index
     %cNTN = arith.constant {ntn} : index
     %cNT = arith.constant {ntm * ntn} : index
     %cNK = arith.constant {nk} : index
@@ -118,10 +144,10 @@ def matmul_ir(
       %ns = arith.minsi %nrem, %cTN : index
       ascend.wait_flag FIX -> M, 0
       scf.for %kt = %c0 to %cNK step %c1 {{
-          %k0 = arith.muli %kt, %cTK : index
-          %krem = arith.subi %cK, %k0 : index
-          %ks = arith.minsi %krem, %cTK : index
-          %first = arith.cmpi eq, %kt, %c0 : index{kbody}
+        %k0 = arith.muli %kt, %cL1K : index
+        %krem = arith.subi %cK, %k0 : index
+        %ks = arith.minsi %krem, %cL1K : index
+        %kt0 = arith.cmpi eq, %kt, %c0 : index{par(l1step, "%kt", "        ", "p")}
       }}
       ascend.set_flag M -> FIX, 0
       ascend.wait_flag M -> FIX, 0

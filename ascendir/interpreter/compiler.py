@@ -1,0 +1,620 @@
+"""Compile the ops of one program (host function or kernel body) into closures over a register list.
+
+Each SSA value gets a slot in `Frame.R`; each op becomes a zero-argument closure reading and writing
+slots, so running a program is `for f in body: f()`. Tile ops (copy, mmad, vector, gather and any
+op added with `register_op`) call their semantics (skipped in timing-only mode), look their cost
+up in a per-op cache keyed by operand shapes, and advance the core's pipe clocks (timeline.py).
+Scalar ops (arith, subview, loop control) charge `startup.scalar_alu` cycles on the S pipe.
+
+Later work (steady-state extrapolation of uniform loops) belongs in `Compiler.for_`: in
+timing-only mode, once two consecutive iterations advance every pipe clock by the same amount and
+hit the cost cache, the remaining iterations can be added as a multiple of that delta.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import itemgetter
+
+import numpy as np
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
+from xdsl.ir import Block, Operation, SSAValue
+
+from ascendir.dialects import ascend
+from ascendir.dtypes import to_numpy_dtype
+from ascendir.errors import AscendirError
+from ascendir.interpreter import registry
+from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost
+from ascendir.interpreter.scalar import SCALAR_OPS
+from ascendir.interpreter.state import FLOPS, OPS, Frame
+from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
+
+AIC_PIPES = frozenset({"M", "MTE1", "FIX"})
+AIV_PIPES = frozenset({"V"})
+Closure = Callable[[], None]
+
+
+class Return(Exception):
+    """Raised by func.return in the host program to hand back its values."""
+
+    def __init__(self, values: list):
+        self.values = values
+
+
+@dataclass
+class KernelInfo:
+    """Compile-time facts about the kernel whose body is being compiled."""
+
+    name: str
+    nunits: int
+    env: CostEnv
+    static_units: dict[Operation, int]  # flag op -> (src unit, dst unit) resolution helper input
+    flag_keys: dict[tuple[int, int, int], int]
+    alu: float
+    timing_only: bool
+
+
+def np_dtype(t: MemRefType) -> np.dtype:
+    return to_numpy_dtype(t.element_type)
+
+
+def zero_view(shape, dtype: np.dtype) -> np.ndarray:
+    return np.broadcast_to(np.zeros((), dtype), tuple(shape))
+
+# ----------------------------------------------------------------------------------------------
+# compiling a region
+# ----------------------------------------------------------------------------------------------
+class Compiler:
+    """Compiles the ops of one program (host function or kernel) into closures over `frame.R`."""
+
+    def __init__(self, module, frame: Frame, kernel: KernelInfo | None):
+        self.m = module
+        self.F = frame
+        self.k = kernel
+        self.slots: dict[SSAValue, int] = {}
+
+    # -- slots ------------------------------------------------------------------------------
+    def slot(self, v: SSAValue) -> int:
+        if v not in self.slots:
+            self.slots[v] = len(self.slots)
+            self.F.R.append(None)
+        return self.slots[v]
+
+    def block(self, block: Block) -> list[Closure]:
+        out = []
+        for op in block.ops:
+            c = self.op(op)
+            if c is not None:
+                out.append(c)
+        return out
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def op(self, op: Operation) -> Closure | None:
+        t = type(op)
+        if t in SCALAR_OPS:
+            return self.scalar(op)
+        if t in registry.COSTS and t in registry.SEMANTICS and self.k is not None:
+            return self.tile(op)
+        h = _HANDLERS.get(t)
+        if h is None:
+            where = f"kernel @{self.k.name}" if self.k else "the host function"
+            if t in registry.COSTS or t in registry.SEMANTICS:
+                if self.k is None:
+                    raise AscendirError(f"{op.name} in {where}: tile ops run inside ascend.kernel only")
+                raise AscendirError(f"{op.name} in {where}: needs both semantics and cost (register_op)")
+            raise AscendirError(f"{op.name} in {where}: the interpreter does not support this op")
+        return h(self, op)
+
+    # -- scalar -----------------------------------------------------------------------------
+    def _charge_scalar(self) -> Callable[[], None] | None:
+        """A function charging one scalar ALU op on every S pipe of the core, or None (host)."""
+        if self.k is None:
+            return None
+        F, alu = self.F, self.k.alu
+        s_ids = [u * NPIPES for u in range(self.k.nunits)]
+        if len(s_ids) == 1:
+
+            def charge() -> None:
+                c = F.core
+                c.free[0] += alu
+                c.busy[0] += alu
+
+        else:
+
+            def charge() -> None:
+                c = F.core
+                for s in s_ids:
+                    c.free[s] += alu
+                    c.busy[s] += alu
+
+        return charge
+
+    def scalar(self, op: Operation) -> Closure:
+        fn = SCALAR_OPS[type(op)](op)
+        R = self.F.R
+        ins = [self.slot(v) for v in op.operands]
+        out = self.slot(op.results[0])
+        charge = self._charge_scalar() if not isinstance(op, arith.ConstantOp) else None
+        if not ins:
+            val = fn()
+
+            def run() -> None:
+                R[out] = val
+
+            return run
+        get = itemgetter(*ins)
+        if len(ins) == 1:
+            a = ins[0]
+            if charge is None:
+
+                def run() -> None:
+                    R[out] = fn(R[a])
+
+            else:
+
+                def run() -> None:
+                    R[out] = fn(R[a])
+                    charge()
+
+            return run
+        if charge is None:
+
+            def run() -> None:
+                R[out] = fn(*get(R))
+
+        else:
+
+            def run() -> None:
+                R[out] = fn(*get(R))
+                charge()
+
+        return run
+
+    # -- tile ops (copy, mmad, vector, gather, registered ops) --------------------------------
+    def tile(self, op: Operation) -> Closure:
+        k, F, R = self.k, self.F, self.F.R
+        sem = None if k.timing_only else registry.SEMANTICS[type(op)](op)
+        cost_fn = registry.COSTS[type(op)](op, k.env)
+        ins = [self.slot(v) for v in op.operands]
+        mem = [isinstance(v.type, MemRefType) for v in op.operands]
+        get = itemgetter(*ins) if len(ins) > 1 else (lambda R, i=ins[0]: (R[i],))
+        cache: dict = {}
+        name = op.name
+        nunits = k.nunits
+        all_mem = all(mem)
+
+        def resolve(c: OpCost) -> tuple:
+            if not (c.cycles >= 0 and c.latency >= 0):
+                raise AscendirError(f"{name} in kernel @{k.name}: negative or NaN duration ({c.cycles}, {c.latency}) from its cost function")
+            if c.pipe not in PIPE_INDEX:
+                raise AscendirError(f"{name}: cost function returned unknown pipe {c.pipe!r}")
+            unit = unit_of(c.pipe, c.unit, nunits)
+            items = tuple((LEVELS.index(lv), float(b)) for lv, b in c.bytes.items() if b)
+            return (unit * NPIPES + PIPE_INDEX[c.pipe], unit * NPIPES, float(c.cycles), float(c.latency), items, float(c.flops))
+
+        def run() -> None:
+            vals = get(R)
+            if sem is not None:
+                sem(*vals)
+            key = tuple([v.shape for v in vals]) if all_mem else tuple(v.shape if m else v for v, m in zip(vals, mem))
+            c = cache.get(key)
+            if c is None:
+                c = cache[key] = resolve(cost_fn(*vals))
+            pid, sid, cyc, lat, items, flops = c
+            core = F.core
+            free = core.free
+            t = free[pid]
+            s = free[sid]
+            if s > t:
+                t = s
+            e = t + cyc
+            free[pid] = e
+            e += lat
+            if e > core.done[pid]:
+                core.done[pid] = e
+            core.busy[pid] += cyc
+            acct = F.acct
+            for i, b in items:
+                acct[i] += b
+            if flops:
+                acct[FLOPS] += flops
+            acct[OPS] += 1
+            if F.trace is not None:
+                F.trace.append((core.index, pid, t, cyc, name))
+
+        return run
+
+    # -- regions ----------------------------------------------------------------------------
+    def for_(self, op: scf.ForOp) -> Closure:
+        R = self.F.R
+        lb, ub, st = self.slot(op.lb), self.slot(op.ub), self.slot(op.step)
+        body_block = op.body.block
+        iv = self.slot(body_block.args[0])
+        carried = [self.slot(a) for a in body_block.args[1:]]
+        inits = [self.slot(v) for v in op.iter_args]
+        results = [self.slot(r) for r in op.results]
+        body = self.block(body_block)
+        yields = [self.slot(v) for v in body_block.last_op.operands] if isinstance(body_block.last_op, scf.YieldOp) else []
+        charge = self._charge_scalar()
+        if not carried:
+
+            def run() -> None:
+                for i in range(R[lb], R[ub], R[st]):
+                    R[iv] = i
+                    for f in body:
+                        f()
+                    if charge is not None:
+                        charge()
+
+            return run
+
+        pairs_init = list(zip(carried, inits))
+        pairs_yield = list(zip(carried, yields))
+        pairs_res = list(zip(results, carried))
+
+        def run_iter() -> None:
+            for c, v in pairs_init:
+                R[c] = R[v]
+            for i in range(R[lb], R[ub], R[st]):
+                R[iv] = i
+                for f in body:
+                    f()
+                vals = [R[y] for _, y in pairs_yield]
+                for (c, _), v in zip(pairs_yield, vals):
+                    R[c] = v
+                if charge is not None:
+                    charge()
+            for r, c in pairs_res:
+                R[r] = R[c]
+
+        return run_iter
+
+    def if_(self, op: scf.IfOp) -> Closure:
+        R = self.F.R
+        cond = self.slot(op.cond)
+        results = [self.slot(r) for r in op.results]
+
+        def branch(region) -> tuple[list[Closure], list[int]]:
+            if not region.blocks:
+                return [], []
+            b = region.block
+            body = self.block(b)
+            ys = [self.slot(v) for v in b.last_op.operands] if isinstance(b.last_op, scf.YieldOp) else []
+            return body, ys
+
+        then_body, then_y = branch(op.true_region)
+        else_body, else_y = branch(op.false_region)
+        charge = self._charge_scalar()
+
+        def run() -> None:
+            if R[cond]:
+                body, ys = then_body, then_y
+            else:
+                body, ys = else_body, else_y
+            for f in body:
+                f()
+            if results:
+                vals = [R[y] for y in ys]
+                for r, v in zip(results, vals):
+                    R[r] = v
+            if charge is not None:
+                charge()
+
+        return run
+
+    # -- memory -----------------------------------------------------------------------------
+    def alloc(self, op: ascend.AllocOp) -> Closure:
+        R = self.F.R
+        out = self.slot(op.result)
+        t = op.result.type
+        shape, dtype = tuple(t.get_shape()), np_dtype(t)
+        if self.m.timing_only:
+            view = zero_view(shape, dtype)
+
+            def run() -> None:
+                R[out] = view
+
+        else:
+
+            def run() -> None:
+                R[out] = np.zeros(shape, dtype)
+
+        return run
+
+    def weight(self, op: ascend.WeightOp) -> Closure:
+        R = self.F.R
+        out = self.slot(op.result)
+        t = op.result.type
+        shape, dtype = tuple(t.get_shape()), np_dtype(t)
+        sym = op.sym.root_reference.data
+        if self.m.timing_only:
+            view = zero_view(shape, dtype)
+
+            def run() -> None:
+                R[out] = view
+
+            return run
+        cached: list = []
+
+        def load() -> np.ndarray:
+            if sym not in self.m.weights:
+                raise AscendirError(f"ascend.weight @{sym}: not in the WeightStore")
+            arr = np.asarray(self.m.weights[sym])
+            if arr.shape != shape:
+                if arr.size != math.prod(shape):
+                    raise AscendirError(f"ascend.weight @{sym}: store holds shape {arr.shape}, IR expects {shape}")
+                arr = arr.reshape(shape)
+            return np.ascontiguousarray(arr, dtype=dtype)
+
+        def run() -> None:
+            if not cached:
+                cached.append(load())
+            R[out] = cached[0]
+
+        return run
+
+    def view(self, op: ascend.ViewOp) -> Closure:
+        R = self.F.R
+        src, out = self.slot(op.source), self.slot(op.result)
+        t = op.result.type
+        shape, dtype = tuple(t.get_shape()), np_dtype(t)
+        if self.m.timing_only:
+            view = zero_view(shape, dtype)
+
+            def run() -> None:
+                R[out] = view
+
+            return run
+
+        def run() -> None:
+            v = R[src].view()
+            try:
+                v.shape = shape
+            except AttributeError:
+                raise AscendirError(f"ascend.view: source of shape {R[src].shape} is not contiguous; cannot view it as {shape}") from None
+            R[out] = v
+
+        return run
+
+    def subview(self, op: memref.SubviewOp) -> Closure:
+        R = self.F.R
+        src, out = self.slot(op.source), self.slot(op.result)
+        n = op.source.type.get_num_dims()
+
+        def spec(static, dyn_vals) -> list[tuple[bool, int]]:
+            it = iter(dyn_vals)
+            return [(True, self.slot(next(it))) if s == DYNAMIC_INDEX else (False, s) for s in static]
+
+        offs = spec(op.static_offsets.get_values(), op.offsets)
+        sizes = spec(op.static_sizes.get_values(), op.sizes)
+        strides = spec(op.static_strides.get_values(), op.strides)
+        res_shape = list(op.result.type.get_shape())
+        dropped = _dropped_dims([s if not d else DYNAMIC_INDEX for d, s in sizes], res_shape, n)
+        where = f"memref.subview in {'kernel @' + self.k.name if self.k else 'the host function'}"
+        charge = self._charge_scalar()
+        dims = list(zip(offs, sizes, strides, [i in dropped for i in range(n)]))
+
+        def run() -> None:
+            a = R[src]
+            idx = []
+            for i, ((od, o), (sd, s), (td, st), drop) in enumerate(dims):
+                if od:
+                    o = R[o]
+                if sd:
+                    s = R[s]
+                if td:
+                    st = R[st]
+                dim = a.shape[i]
+                if o < 0 or s < 0 or st < 1 or (s > 0 and o + (s - 1) * st >= dim):
+                    raise AscendirError(f"{where}: out of bounds on dim {i}: offset {o}, size {s}, stride {st} in a dim of {dim}")
+                idx.append(o if drop else slice(o, o + (s - 1) * st + 1 if s else o, st))
+            R[out] = a[tuple(idx)]
+            if charge is not None:
+                charge()
+
+        return run
+
+    def load(self, op: memref.LoadOp) -> Closure:
+        R = self.F.R
+        src = self.slot(op.memref)
+        idx = [self.slot(v) for v in op.indices]
+        out = self.slot(op.res)
+        charge = self._charge_scalar()
+
+        def run() -> None:
+            a = R[src]
+            R[out] = a[tuple(R[i] for i in idx)].item()
+            if charge is not None:
+                charge()
+
+        return run
+
+    def store(self, op: memref.StoreOp) -> Closure:
+        R = self.F.R
+        val, dst = self.slot(op.value), self.slot(op.memref)
+        idx = [self.slot(v) for v in op.indices]
+        charge = self._charge_scalar()
+        timing = self.m.timing_only
+
+        def run() -> None:
+            if not timing:
+                R[dst][tuple(R[i] for i in idx)] = R[val]
+            if charge is not None:
+                charge()
+
+        return run
+
+    # -- kernel-only ops --------------------------------------------------------------------
+    def block_idx(self, op: ascend.BlockIdxOp) -> Closure:
+        R, F = self.F.R, self.F
+        out = self.slot(op.result)
+
+        def run() -> None:
+            R[out] = F.block
+
+        return run
+
+    def _flag_slots(self, op: ascend.FlagOp) -> tuple[int, int, int]:
+        su, du = self.k.static_units[op]
+        src = su * NPIPES + PIPE_INDEX[op.src.data]
+        dst = du * NPIPES + PIPE_INDEX[op.dst.data]
+        key = self.k.flag_keys.setdefault((src, dst, op.event.value.data), len(self.k.flag_keys))
+        return src, dst, key
+
+    def set_flag(self, op: ascend.SetFlagOp) -> Closure:
+        F = self.F
+        src, _dst, key = self._flag_slots(op)
+        s_id = (src // NPIPES) * NPIPES
+
+        def run() -> None:
+            core = F.core
+            free = core.free
+            t = free[src]
+            if core.done[src] > t:
+                t = core.done[src]
+            if free[s_id] > t:
+                t = free[s_id]
+            free[src] = t
+            F.flags.queues[key].append(t)
+            if F.trace is not None:
+                fid = next(F.flow_ids)
+                F.flowq.queues[key].append(fid)
+                F.flows.append(("s", core.index, src, t, fid))
+
+        return run
+
+    def wait_flag(self, op: ascend.WaitFlagOp) -> Closure:
+        F = self.F
+        src, dst, key = self._flag_slots(op)
+        kname = self.k.name
+        text = f"ascend.wait_flag {op.src.data} -> {op.dst.data}, {op.event.value.data}"
+
+        def run() -> None:
+            q = F.flags.queues[key]
+            if not q:
+                raise AscendirError(
+                    f"deadlock in kernel @{kname} (block {F.block}): {text} has no earlier matching "
+                    f"ascend.set_flag {text.split(' ', 1)[1]} in program order"
+                )
+            t = q.popleft()
+            core = F.core
+            free = core.free
+            if t > free[dst]:
+                free[dst] = t
+            if F.trace is not None:
+                F.flows.append(("f", core.index, dst, free[dst], F.flowq.queues[key].popleft()))
+
+        return run
+
+    def barrier(self, op: ascend.PipeBarrierOp) -> Closure:
+        F = self.F
+        p = op.pipe.data
+        if p == "ALL":
+
+            def run_all() -> None:
+                core = F.core
+                t = core.end()
+                core.free = [t] * len(core.free)
+
+            return run_all
+        if p not in PIPE_INDEX:
+            raise AscendirError(f"ascend.pipe_barrier in kernel @{self.k.name}: unknown pipe {p}")
+        ids = [u * NPIPES + PIPE_INDEX[p] for u in range(self.k.nunits)]
+        if self.k.nunits > 1 and p in AIC_PIPES:
+            ids = ids[:1]
+        elif self.k.nunits > 1 and p in AIV_PIPES:
+            ids = ids[1:]
+
+        def run() -> None:
+            core = F.core
+            free, done = core.free, core.done
+            for i in ids:
+                s = free[(i // NPIPES) * NPIPES]
+                t = max(free[i], done[i], s)
+                free[i] = t
+
+        return run
+
+    # -- host-only ops ----------------------------------------------------------------------
+    def launch(self, op: ascend.LaunchOp) -> Closure:
+        R = self.F.R
+        name = op.callee.root_reference.data
+        if name not in self.m.kernels:
+            raise AscendirError(f"ascend.launch @{name}: no such ascend.kernel")
+        kp = self.m.kernels[name]
+        args = [self.slot(v) for v in op.args]
+        if len(args) != len(kp.arg_slots):
+            raise AscendirError(f"ascend.launch @{name}: {len(args)} arguments, kernel takes {len(kp.arg_slots)}")
+        m = self.m
+
+        def run() -> None:
+            m.records.append(kp.run([R[a] for a in args]))
+
+        return run
+
+    def ret(self, op: func.ReturnOp) -> Closure:
+        R = self.F.R
+        vals = [self.slot(v) for v in op.arguments]
+
+        def run() -> None:
+            raise Return([R[v] for v in vals])
+
+        return run
+
+
+def unit_of(pipe: str, unit: str | None, nunits: int) -> int:
+    if nunits == 1:
+        return 0
+    if unit is not None:
+        return 0 if unit == "aic" else 1
+    if pipe in AIC_PIPES:
+        return 0
+    if pipe in AIV_PIPES or pipe == "MTE3":
+        return 1
+    return 0
+
+
+def _dropped_dims(sizes: list[int], res_shape: list[int], n: int) -> set[int]:
+    """Source dims a rank-reducing subview drops (unit dims, matched greedily from the left)."""
+    r = len(res_shape)
+    if r == n:
+        return set()
+    dropped, j = set(), 0
+    for i, s in enumerate(sizes):
+        keep_left = r - j
+        if j < r and s != 1:
+            j += 1
+        elif j < r and s == 1 and res_shape[j] in (1, DYNAMIC_INDEX) and (n - i) <= keep_left:
+            j += 1
+        elif s == 1:
+            dropped.add(i)
+        else:
+            raise AscendirError(f"memref.subview: cannot match sizes {sizes} to result shape {res_shape}")
+    return dropped
+
+
+def _noop(self: Compiler, op: Operation) -> None:
+    return None
+
+
+_HANDLERS: dict[type, Callable[[Compiler, Operation], Closure | None]] = {
+    scf.ForOp: Compiler.for_,
+    scf.IfOp: Compiler.if_,
+    scf.YieldOp: _noop,
+    ascend.AllocOp: Compiler.alloc,
+    ascend.WeightOp: Compiler.weight,
+    ascend.ViewOp: Compiler.view,
+    memref.SubviewOp: Compiler.subview,
+    memref.LoadOp: Compiler.load,
+    memref.StoreOp: Compiler.store,
+    ascend.BlockIdxOp: Compiler.block_idx,
+    ascend.SetFlagOp: Compiler.set_flag,
+    ascend.WaitFlagOp: Compiler.wait_flag,
+    ascend.PipeBarrierOp: Compiler.barrier,
+    ascend.ReturnOp: _noop,
+    ascend.LaunchOp: Compiler.launch,
+    func.ReturnOp: Compiler.ret,
+}

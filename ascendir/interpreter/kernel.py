@@ -1,0 +1,176 @@
+"""A compiled `ascend.kernel`: capacity check, cost environment, body closures, and its launch.
+
+Blocks 0..block_dim-1 run in order; block b runs on core b % cores (cores = num_aic for aic and mix
+kernels, num_aiv for aiv kernels) after that core's previous block has finished (waves).
+Mixed kernels (910B) give every block one AIC unit and one AIV unit with separate pipes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.ir import Operation
+
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import space_of
+from ascendir.errors import AscendirError
+from ascendir.hardware.config import HardwareConfig
+from ascendir.interpreter.compiler import AIC_PIPES, AIV_PIPES, Compiler, KernelInfo, np_dtype, unit_of
+from ascendir.interpreter.cost import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, space_unit
+from ascendir.interpreter.state import ACCT_SIZE, Frame, KernelRecord
+from ascendir.interpreter.timeline import NPIPES, PIPES, CoreState, FlagQueues
+
+
+def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None, bool] | None:
+    """(pipe, unit, touches GM) of a built-in tile op known before running, else None."""
+    if isinstance(op, ascend.CopyOp):
+        src, dst, pipe = copy_path(op, target)
+        return pipe.value, space_unit(src if src != "gm" else dst), "gm" in (src, dst)
+    if isinstance(op, ascend.MmadOp):
+        return "M", "aic", False
+    if isinstance(op, ascend.GatherRowsOp):
+        return "MTE2", "aiv", True
+    if isinstance(op, ascend.VectorOp):
+        return "V", "aiv", False
+    return None
+
+
+def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
+    need: dict[str, int] = {}
+    for op in kernel.walk():
+        if isinstance(op, ascend.AllocOp):
+            t = op.result.type
+            space = space_of(t).value
+            if space == "gm":
+                continue
+            nbytes = math.prod(t.get_shape()) * np_dtype(t).itemsize
+            align = target.align.get(space, 1)
+            need[space] = need.get(space, 0) + -(-nbytes // align) * align
+    for space, n in need.items():
+        if space not in target.buffers:
+            raise AscendirError(f"kernel @{kernel.sym_name.data}: {target.name} has no {space} buffer")
+        if n > target.buffers[space]:
+            raise AscendirError(
+                f"kernel @{kernel.sym_name.data}: {space} buffers need {n} bytes but {target.name} has "
+                f"{target.buffers[space]} bytes of {space} per core (summed over every ascend.alloc, aligned to "
+                f"{target.align.get(space, 1)} B)"
+            )
+
+
+class KernelProgram:
+    """One compiled `ascend.kernel`."""
+
+    def __init__(self, m, op: ascend.KernelOp):
+        t = m.target
+        self.name = op.sym_name.data
+        self.block_dim = op.block_dim.value.data
+        self.core_type = op.core_type.data
+        self.m = m
+        _check_capacity(op, t)
+        self.nunits = 2 if (self.core_type == "mix" and t.split) else 1
+        self.ncores = t.cores(self.core_type)
+        if self.nunits == 1:
+            self.labels = list(PIPES)
+        else:
+            self.labels = [f"{u}.{p}" for u in ("aic", "aiv") for p in PIPES]
+
+        # pre-walk: static pipes/units of tile ops, GM streams, flag unit resolution
+        order = list(op.body.walk())
+        statics = {o: _static_pipe(o, t) for o in order}
+        active = min(self.block_dim, self.ncores) * self.nunits
+        gm_share = t.hbm_bytes_per_cycle / active
+        env = CostEnv(t, gm_share)
+        units = self._flag_units(order, statics)
+        self.frame = Frame()
+        info = KernelInfo(self.name, self.nunits, env, units, {}, float(t.startup["scalar_alu"]), m.timing_only)
+        comp = Compiler(m, self.frame, info)
+        block = op.body.block
+        self.arg_slots = [comp.slot(a) for a in block.args]
+        self.arg_types = list(block.arg_types)
+        self.body = comp.block(block)
+        self.nflags = max(1, len(info.flag_keys))
+        self.env = env
+
+    def _flag_units(self, order: list[Operation], statics: dict) -> dict[Operation, tuple[int, int]]:
+        """(src unit, dst unit) of every flag op. In mixed kernels MTE2/MTE3/S exist on both units:
+        take the unit of the nearest op on that pipe (before a set, after a wait), else the
+        partner pipe's unit, else AIC."""
+        res: dict[Operation, tuple[int, int]] = {}
+        if self.nunits == 1:
+            for o in order:
+                if isinstance(o, ascend.FlagOp):
+                    res[o] = (0, 0)
+            return res
+        pipes = [(statics[o][0], unit_of(statics[o][0], statics[o][1], 2)) if statics.get(o) else None for o in order]
+
+        def fixed(p: str) -> int | None:
+            return 0 if p in AIC_PIPES else 1 if p in AIV_PIPES else None
+
+        def nearest(i: int, p: str, step: int) -> int | None:
+            j = i + step
+            while 0 <= j < len(order):
+                if pipes[j] is not None and pipes[j][0] == p:
+                    return pipes[j][1]
+                j += step
+            return None
+
+        by_name: dict[tuple[str, str, int], tuple[int, int]] = {}
+        for i, o in enumerate(order):
+            if not isinstance(o, ascend.FlagOp):
+                continue
+            s, d = o.src.data, o.dst.data
+            su = fixed(s)
+            if su is None:
+                su = nearest(i, s, -1)
+                su = nearest(i, s, +1) if su is None else su
+            du = fixed(d)
+            if du is None:
+                du = nearest(i, d, +1)
+                du = nearest(i, d, -1) if du is None else du
+            if su is None:
+                su = du if du is not None else 0
+            if du is None:
+                du = su
+            # a set and its waits must agree: the first resolution of a (src, dst, id) wins
+            res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
+        return res
+
+    def run(self, args: list[np.ndarray]) -> KernelRecord:
+        F, R = self.frame, self.frame.R
+        for i, (s, a, ty) in enumerate(zip(self.arg_slots, args, self.arg_types)):
+            if tuple(a.shape) != tuple(ty.get_shape()):
+                raise AscendirError(f"ascend.launch @{self.name}: argument {i} has shape {a.shape}, kernel expects {tuple(ty.get_shape())}")
+            R[s] = a
+        nslots = NPIPES * self.nunits
+        cores = [CoreState(i, nslots) for i in range(min(self.block_dim, self.ncores))]
+        F.acct = [0.0] * ACCT_SIZE
+        F.flags = FlagQueues(self.nflags)
+        tracing = self.m.trace
+        F.trace = [] if tracing else None
+        F.flows = [] if tracing else None
+        F.flowq = FlagQueues(self.nflags) if tracing else None
+        body = self.body
+        for b in range(self.block_dim):
+            core = cores[b % len(cores)]
+            core.start_block()
+            F.core = core
+            F.block = b
+            F.flags.reset()
+            if tracing:
+                F.flowq.reset()
+            for f in body:
+                f()
+        return KernelRecord(
+            name=self.name,
+            block_dim=self.block_dim,
+            core_type=self.core_type,
+            pipe_labels=self.labels,
+            cores=cores,
+            acct=F.acct,
+            launch_cycles=float(self.m.target.kernel_launch_cycles),
+            gm_share=self.env.gm_share,
+            bandwidth_floor=bandwidth_bound_cycles(F.acct[LEVELS.index("gm_read")], F.acct[LEVELS.index("gm_write")], self.m.target),
+            events=F.trace or [],
+            flows=F.flows or [],
+        )

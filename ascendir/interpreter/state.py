@@ -1,0 +1,61 @@
+"""Runtime state shared by the compiled closures (`Frame`) and the raw record of a kernel launch."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from ascendir.interpreter.cost import LEVELS
+from ascendir.interpreter.timeline import CoreState, FlagQueues
+
+FLOPS = len(LEVELS)  # index of the flop counter in Frame.acct
+OPS = FLOPS + 1  # index of the tile-op counter
+ACCT_SIZE = OPS + 1
+
+
+class Frame:
+    """Mutable state the closures of one program share."""
+
+    __slots__ = ("R", "core", "flags", "flowq", "acct", "trace", "flows", "block", "flow_ids")
+
+    def __init__(self, nslots: int = 0):
+        self.R: list = [None] * nslots
+        self.core: CoreState | None = None
+        self.flags: FlagQueues | None = None
+        self.flowq: FlagQueues | None = None
+        self.acct: list[float] = [0.0] * ACCT_SIZE
+        self.trace: list | None = None
+        self.flows: list | None = None
+        self.block = 0
+        self.flow_ids = itertools.count()
+
+
+@dataclass
+class KernelRecord:
+    """What one kernel launch did (raw; report.py turns it into the report dict)."""
+
+    name: str
+    block_dim: int
+    core_type: str
+    pipe_labels: list[str]  # label of each pipe slot ("M", or "aic.MTE2" in mixed kernels)
+    cores: list[CoreState]
+    acct: list[float]  # bytes per LEVELS, then flops, then tile ops executed
+    launch_cycles: float
+    gm_share: float  # bytes/cycle cap of a core's GM path
+    bandwidth_floor: float = 0.0  # chip GM bytes / chip bandwidth, cycles
+    events: list = field(default_factory=list)  # (core, slot, start, cycles, name)
+    flows: list = field(default_factory=list)  # (phase "s"/"f", core, slot, time, id)
+
+    @property
+    def timeline_cycles(self) -> float:
+        """When the last pipe of the last core finished (cycles from the kernel start)."""
+        return max((c.end() for c in self.cores), default=0.0)
+
+    @property
+    def body_cycles(self) -> float:
+        """Kernel time without launch overhead: the timeline, stretched to the chip bandwidth floor."""
+        return max(self.timeline_cycles, self.bandwidth_floor)
+
+    @property
+    def cycles(self) -> float:
+        return self.body_cycles + self.launch_cycles
