@@ -112,9 +112,10 @@ def test_integer_div_truncates_toward_zero() -> None:
     check_against_onnxruntime(model, {"a": a, "b": b}, exact=True, expect_ops=["nn.div"])
 
 
-def test_integer_mod() -> None:
-    a = np.array([7, -7, 7, -7, 0, 9], np.int64)
-    b = np.array([2, 3, -2, -3, 3, -4], np.int64)
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_integer_mod(dtype) -> None:
+    a = np.array([7, -7, 7, -7, 0, 9], dtype)
+    b = np.array([2, 3, -2, -3, 3, -4], dtype)
     model = make_model([node("Mod", ["a", "b"])], {"a": a, "b": b}, ["y"])
     check_against_onnxruntime(model, {"a": a, "b": b}, exact=True, expect_ops=["nn.mod"])
 

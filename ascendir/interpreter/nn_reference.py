@@ -211,8 +211,15 @@ _REDUCE = {
 
 @semantics(*_REDUCE)
 def _reduce(op: nn.ReduceOp, args, weights):
-    axes = tuple(op.axes.get_values())
-    return _REDUCE[type(op)](_wide(args[0]), axis=axes, keepdims=op.keepdims.value.data != 0)
+    axes, x = tuple(op.axes.get_values()), _wide(args[0])
+    keepdims = op.keepdims.value.data != 0
+    if x.size == 0 and type(op) in (nn.ReduceMaxOp, nn.ReduceMinOp):
+        # ONNX reduces an empty set to the identity (-inf for max, +inf for min, or the int limits).
+        big = np.inf if x.dtype.kind == "f" else (True if x.dtype == np.bool_ else np.iinfo(x.dtype).max)
+        lowest = -np.inf if x.dtype.kind == "f" else (False if x.dtype == np.bool_ else np.iinfo(x.dtype).min)
+        initial = lowest if isinstance(op, nn.ReduceMaxOp) else big
+        return _REDUCE[type(op)](x, axis=axes, keepdims=keepdims, initial=initial)
+    return _REDUCE[type(op)](x, axis=axes, keepdims=keepdims)
 
 
 @semantics(nn.TopKOp)

@@ -156,8 +156,11 @@ class _GraphImporter:
             shape, problem = self._resolve_shape(vi.name, dims)
             if problem:
                 problems.append(problem)
-            else:
+                continue
+            try:
                 types.append(tensor_type(dtype, shape))
+            except AscendirError as e:
+                raise AscendirError(f"input '{vi.name}': {e}") from None
         if problems:
             raise AscendirError("; ".join(problems))
         return types
@@ -222,6 +225,9 @@ class _GraphImporter:
                 outputs = list(converter(NodeContext(node, label, self.state)))
         except VerifyException as e:  # shape rules of nn ops (broadcast, matmul) reject operands
             raise AscendirError(f"{node.op_type} '{label}': {' '.join(str(e).split())}") from None
+        except AscendirError as e:  # e.g. an unsupported element type: say which node met it
+            prefix = f"{node.op_type} '{label}': "
+            raise (e if str(e).startswith(prefix) else AscendirError(prefix + str(e))) from None
         for name, value in zip(node.output, outputs + [None] * (len(node.output) - len(outputs))):
             if name and value is not None:
                 self.state.values[name] = value

@@ -79,11 +79,9 @@ def convert_pow(node: NodeContext) -> list[Value]:
 
 @converts("Mod")
 def convert_mod(node: NodeContext) -> list[Value]:
-    """Integer Mod (fmod=0, sign of the divisor) → nn.mod."""
+    """Mod with fmod=0 (the remainder takes the divisor's sign) → nn.mod."""
     if node.attr("fmod", 0) != 0:
         raise node.error("fmod=1 (C fmod semantics) is not supported")
-    if node.dtype(0).kind == "f":
-        raise node.error("Mod of floating-point tensors requires fmod=1, which is not supported")
     _same_dtype(node, 0, 1)
     return [node.emit(nn.ModOp(node.value(0), node.value(1)))]
 
