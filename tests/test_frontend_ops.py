@@ -238,7 +238,16 @@ def test_gemm_weight_transpose_is_folded() -> None:
     model = make_model([node("Gemm", ["a", "w", "b"], transB=1)], {"a": a}, ["y"], initializers={"w": w, "b": bias})
     module = check_against_onnxruntime(model, {"a": a})
     assert compute_ops(module) == ["nn.matmul", "nn.add"]
-    assert [op.weight_name for op in module.walk() if isinstance(op, nn.WeightOp)] == ["w.T"]
+    # initializers are weights whatever their size: neither is printed into the IR
+    assert [op.weight_name for op in module.walk() if isinstance(op, nn.WeightOp)] == ["w.T", "b"]
+
+
+def test_small_initializer_is_a_weight_but_scalar_is_inline() -> None:
+    a, w, eps = randn(2, 3), randn(3, 2), np.array(1e-5, np.float32)
+    model = make_model([node("MatMul", ["a", "w"], ["m"]), node("Add", ["m", "eps"])], {"a": a}, ["y"], initializers={"w": w, "eps": eps})
+    module = check_against_onnxruntime(model, {"a": a})
+    assert [op.weight_name for op in module.walk() if isinstance(op, nn.WeightOp)] == ["w"]
+    assert any(isinstance(op, nn.ConstantOp) for op in module.walk())
 
 
 @pytest.mark.parametrize("c_is_constant", [False, True])

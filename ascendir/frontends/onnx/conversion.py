@@ -48,7 +48,7 @@ class ImportState:
         if const.ssa is not None:
             return const.ssa
         ttype = tensor_type(const.dtype, const.shape)
-        if const.nbytes <= INLINE_LIMIT_BYTES:
+        if const.nbytes <= INLINE_LIMIT_BYTES and (not const.parameter or const.size == 1):
             array = np.asarray(const.array, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
             # xDSL stores an i1 `true` as the signless 1-bit value -1 (byte 0xff), as its parser does.
             raw = (array.astype(np.int8) * -1).tobytes() if array.dtype == np.bool_ else array.tobytes()
@@ -169,7 +169,8 @@ class NodeContext:
         `<first output name>.<suffix>` when it derives from no single input.
         """
         base = self.node.input[source] if source is not None else (self.node.output[0] or self.label)
-        return self.state.materialize(Constant(f"{base}.{suffix}", np.asarray(array)))
+        parameter = source is not None and getattr(self.state.values.get(self.node.input[source]), "parameter", False)
+        return self.state.materialize(Constant(f"{base}.{suffix}", np.asarray(array), parameter=parameter))
 
     def scalar(self, value: float | int | bool, like: np.dtype) -> SSAValue:
         """A 0-d constant of dtype `like` (broadcasts against any shape)."""

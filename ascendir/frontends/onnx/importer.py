@@ -264,7 +264,8 @@ class _GraphImporter:
                 if converter is None and self._is_fold_only(node):
                     raise AscendirError(f"{node.op_type} '{label}': cannot evaluate at import: {e}") from None
                 return None  # a converter handles constant operands too; an unknown op is reported
-            return [Constant(name, array) for name, array in zip(node.output, arrays)]
+            parameter = any(v.parameter for v in present)
+            return [Constant(name, array, parameter=parameter) for name, array in zip(node.output, arrays)]
         if len(present) == 1 and isinstance(present[0], SSAValue):
             arrays = fold_from_shape(node, tuple(present[0].type.get_shape()))
             if arrays is not None:

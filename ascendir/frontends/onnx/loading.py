@@ -63,8 +63,8 @@ def initializer_constant(tensor: TensorProto, base_dir: str) -> Constant:
     dtype = onnx_dtype_to_numpy(tensor.data_type, f"initializer '{tensor.name}'")
     shape = tuple(tensor.dims)
     if tensor.data_location == TensorProto.EXTERNAL:
-        return Constant(tensor.name, lambda: _read_external(tensor, base_dir), shape, dtype)
-    return Constant(tensor.name, numpy_helper.to_array(tensor))
+        return Constant(tensor.name, lambda: _read_external(tensor, base_dir), shape, dtype, parameter=True)
+    return Constant(tensor.name, numpy_helper.to_array(tensor), parameter=True)
 
 
 def _read_external(tensor: TensorProto, base_dir: str) -> np.ndarray:

@@ -23,8 +23,12 @@ class Constant:
         value: np.ndarray | Callable[[], np.ndarray],
         shape: tuple[int, ...] | None = None,
         dtype: np.dtype | None = None,
+        parameter: bool = False,
     ):
         self.name = name
+        # A model parameter (an initializer, or folded from one) is a weight, never an inline
+        # literal, whatever its size; only single-element parameters (epsilons, exponents) inline.
+        self.parameter = parameter
         if callable(value):
             assert shape is not None and dtype is not None, "a lazy constant needs its shape and dtype"
             self._array: np.ndarray | None = None
@@ -51,8 +55,13 @@ class Constant:
         return self._loader if self._array is None else None
 
     @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return self.size * self.dtype.itemsize
 
     def __repr__(self) -> str:
         return f"Constant({self.name!r}, {self.dtype}{list(self.shape)})"
