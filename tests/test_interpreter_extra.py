@@ -188,3 +188,89 @@ def test_timing_only_speed_floor():
     dt = time.perf_counter() - t0
     tile_ops = 8 * 8 * 8 * 5 + 8 * 8  # per (m, n, k): 2 GM->L1, 2 L1->L0, 1 mmad; per (m, n): FixPipe
     assert tile_ops / dt > 50_000
+
+
+def test_streaming_vector_kernel_hits_the_chip_bandwidth_floor():
+    from ascendir.interpreter.testing import add_ir
+
+    x = np.random.default_rng(5).standard_normal((100, 64)).astype(np.float16)
+    y = np.random.default_rng(6).standard_normal((100, 64)).astype(np.float16)
+    res = simulate(parse(add_ir(100, 64, 16, block_dim=3)), None, {"x": x, "y": y}, HW)
+    np.testing.assert_array_equal(res.outputs["z"], x + y)
+
+    single = simulate(parse(add_ir(4096, 1024, 16, block_dim=48, nbuf=1)), None, {}, HW, timing_only=True).report
+    double = simulate(parse(add_ir(4096, 1024, 16, block_dim=48, nbuf=2)), None, {}, HW, timing_only=True).report
+    assert double["total_cycles"] < single["total_cycles"]
+    k = double["kernels"][0]
+    assert k["cores_used"] == 48 and k["core_type"] == "aiv"
+    # 48 AIVs reading and writing at once exceed HBM: the kernel is stretched to GM bytes / bandwidth
+    gm = k["bytes"]["gm_read"] + k["bytes"]["gm_write"]
+    assert gm == 3 * 4096 * 1024 * 2
+    assert k["bandwidth_floor_applied"]
+    assert k["cycles"] - k["launch_cycles"] == pytest.approx(gm / HW.hbm_bytes_per_cycle)
+    assert k["gm_bandwidth_Bps"] <= HW.memory.hbm_bw_Bps
+    assert k["gm_share_Bpc"] == pytest.approx(HW.hbm_bytes_per_cycle / 48)
+
+
+def test_l2_hit_model_bounds_matmul_time():
+    from ascendir.errors import AscendirError
+
+    mod = parse(matmul_ir(1024, 1024, 1024, tm=128, tn=256, tk=64, l1_k=256, block_dim=24))
+    none = simulate(mod, None, {}, HW, timing_only=True).report
+    hit = simulate(mod, None, {}, HW.with_l2_model("hit"), timing_only=True).report
+    assert (none["l2_model"], hit["l2_model"]) == ("none", "hit")
+    assert hit["total_cycles"] < none["total_cycles"]
+    assert hit["bytes"] == none["bytes"]
+    with pytest.raises(AscendirError, match="unknown L2 model"):
+        HW.with_l2_model("magic")
+
+
+def test_tile_op_count():
+    rep = simulate(parse(matmul_ir(64, 64, 64, tm=32, tn=32, tk=32, block_dim=2)), None, {}, HW, timing_only=True).report
+    # per (m, n, k): 2 GM->L1, 2 L1->L0, 1 mmad; per (m, n): 1 FixPipe
+    assert rep["tile_ops"] == rep["kernels"][0]["tile_ops"] == 2 * 2 * 2 * 5 + 2 * 2
+
+
+def test_invariant_violations_raise():
+    from ascendir.errors import AscendirError
+    from ascendir.interpreter.invariants import check
+    from ascendir.interpreter.state import ACCT_SIZE, KernelRecord
+    from ascendir.interpreter.timeline import PIPES, CoreState
+
+    core = CoreState(0, len(PIPES))
+    core.free[2] = 100.0
+    core.busy[2] = 150.0  # busier than the kernel is long
+    rec = KernelRecord("k", 1, "aic", list(PIPES), [core], [0.0] * ACCT_SIZE, 0.0, 1.0)
+    with pytest.raises(AscendirError, match="invariant: kernel @k core 0 pipe M busy 150.0 > kernel cycles 100.0"):
+        check(rec, HW)
+    core.busy[2] = 50.0
+    rec.acct[-2] = 1e12  # 1 TFLOP in 100 cycles: below the compute bound
+    with pytest.raises(AscendirError, match="below its compute bound"):
+        check(rec, HW)
+
+
+def test_negative_cost_from_a_registered_op_raises():
+    from ascendir.errors import AscendirError
+
+    def bad_cost(op, env):
+        return lambda src, dst: OpCost("V", cycles=-5.0)
+
+    register_op(TripleOp, cost=bad_cost)
+    s = (4, 16)
+    text = f"""
+builtin.module {{
+  ascend.kernel @k(%x: {gm(s)}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+    %a = ascend.alloc : {ub(s)}
+    testx.vtriple %a, %a : {ub(s)}, {ub(s)}
+    ascend.return
+  }}
+  func.func @main(%x: {gm(s)}) {{
+    ascend.launch @k(%x) : {gm(s)}
+    func.return
+  }}
+}}
+"""
+    ctx = make_context()
+    ctx.load_dialect(Dialect("testx", [TripleOp]))
+    with pytest.raises(AscendirError, match="testx.vtriple in kernel @k: negative or NaN duration"):
+        simulate(Parser(ctx, text).parse_module(), None, {}, HW, timing_only=True)

@@ -55,7 +55,8 @@ def simulate(
     """
     hw = load_target(target)
     prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace)
-    outputs, records = prog.run(inputs)
+    with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
+        outputs, records = prog.run(inputs)
     for r in records:
         check(r, hw)
     return SimResult(outputs, build_report(records, hw), trace_events(records, hw) if trace else [])

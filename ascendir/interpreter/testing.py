@@ -168,6 +168,72 @@ def matmul_ir(
 """
 
 
+def add_ir(rows: int, cols: int, tile_rows: int, block_dim: int = 48, dtype: str = "f16", nbuf: int = 2) -> str:
+    """IR text of a streaming z = x + y kernel on AIV cores (@main(x, y) -> z), rows split in
+    tiles of `tile_rows` × cols, blocks striding over tiles; `nbuf` UB buffer sets (MTE2 of tile
+    i+1 overlaps V of tile i and MTE3 of tile i-1 when 2)."""
+    t = _gm((rows, cols), dtype)
+    u = _buf((tile_rows, cols), dtype, "ub")
+    dyn = _dyn_gm(dtype, cols)
+    ntiles = -(-rows // tile_rows)
+
+    def step(p: int, ind: str) -> str:
+        return f"""
+{ind}ascend.wait_flag MTE3 -> MTE2, {p}
+{ind}%xs{p} = memref.subview %x[%r0, 0] [%rs, {cols}] [1, 1] : {t} to {dyn}
+{ind}%ys{p} = memref.subview %y[%r0, 0] [%rs, {cols}] [1, 1] : {t} to {dyn}
+{ind}ascend.copy %xs{p}, %ux{p} : {dyn}, {u}
+{ind}ascend.copy %ys{p}, %uy{p} : {dyn}, {u}
+{ind}ascend.set_flag MTE2 -> V, {p}
+{ind}ascend.wait_flag MTE2 -> V, {p}
+{ind}ascend.vadd %ux{p}, %uy{p}, %uz{p} : {u}, {u}, {u}
+{ind}ascend.set_flag V -> MTE3, {p}
+{ind}ascend.wait_flag V -> MTE3, {p}
+{ind}%zs{p} = memref.subview %z[%r0, 0] [%rs, {cols}] [1, 1] : {t} to {dyn}
+{ind}ascend.copy %uz{p}, %zs{p} : {u}, {dyn}
+{ind}ascend.set_flag MTE3 -> MTE2, {p}"""
+
+    if nbuf == 1:
+        body = step(0, "      ")
+    else:
+        body = f"""
+      %it = arith.divui %t, %cBD : index
+      %par = arith.remui %it, %c2 : index
+      %even = arith.cmpi eq, %par, %c0 : index
+      scf.if %even {{{step(0, "        ")}
+      }} else {{{step(1, "        ")}
+      }}"""
+    allocs = "\n".join(f"    %ux{p} = ascend.alloc : {u}\n    %uy{p} = ascend.alloc : {u}\n    %uz{p} = ascend.alloc : {u}" for p in range(nbuf))
+    prime = "\n".join(f"    ascend.set_flag MTE3 -> MTE2, {p}" for p in range(nbuf))
+    drain = "\n".join(f"    ascend.wait_flag MTE3 -> MTE2, {p}" for p in range(nbuf))
+    return f"""builtin.module {{
+  ascend.kernel @add(%x: {t}, %y: {t}, %z: {t}) attributes {{block_dim = {block_dim} : i64, core_type = "aiv"}} {{
+    %c0 = arith.constant 0 : index
+    %c2 = arith.constant 2 : index
+    %cR = arith.constant {rows} : index
+    %cTR = arith.constant {tile_rows} : index
+    %cNT = arith.constant {ntiles} : index
+    %cBD = arith.constant {block_dim} : index
+    %bid = ascend.block_idx : index
+{allocs}
+{prime}
+    scf.for %t = %bid to %cNT step %cBD {{
+      %r0 = arith.muli %t, %cTR : index
+      %rrem = arith.subi %cR, %r0 : index
+      %rs = arith.minsi %rrem, %cTR : index{body}
+    }}
+{drain}
+    ascend.return
+  }}
+  func.func @main(%x: {t} {{onnx.name = "x"}}, %y: {t} {{onnx.name = "y"}}) -> ({t} {{onnx.name = "z"}}) {{
+    %z = ascend.alloc : {t}
+    ascend.launch @add(%x, %y, %z) : {t}, {t}, {t}
+    func.return %z : {t}
+  }}
+}}
+"""
+
+
 def parse(text: str):
     """Parse ascend IR text with ascendir's context (verifies it)."""
     from xdsl.parser import Parser
