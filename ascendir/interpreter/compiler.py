@@ -64,6 +64,7 @@ def np_dtype(t: MemRefType) -> np.dtype:
 def zero_view(shape, dtype: np.dtype) -> np.ndarray:
     return np.broadcast_to(np.zeros((), dtype), tuple(shape))
 
+
 # ----------------------------------------------------------------------------------------------
 # compiling a region
 # ----------------------------------------------------------------------------------------------
