@@ -82,3 +82,19 @@ def check(
 
 def rand(shape, dtype=np.float32, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed + len(shape) * 7 + sum(shape)).standard_normal(shape).astype(dtype)
+
+
+def ty(shape, dt: str) -> str:
+    """`tensor<AxBxdt>` text."""
+    return f"tensor<{'x'.join(map(str, shape))}{'x' if shape else ''}{dt}>"
+
+
+def module(args: list[tuple[str, tuple, str]], body: str, out: tuple[str, tuple, str]) -> str:
+    """func @main with named tensor args; `body` uses %name for args and defines %out[0]."""
+    sig = ", ".join(f'%{n}: {ty(s, d)} {{onnx.name = "{n}"}}' for n, s, d in args)
+    name, s, d = out
+    return f"""
+func.func @main({sig}) -> ({ty(s, d)} {{onnx.name = "{name}"}}) {{
+  {body}
+  func.return %{name} : {ty(s, d)}
+}}"""

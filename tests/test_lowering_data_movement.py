@@ -8,8 +8,7 @@ import pytest
 
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
-from lowering_harness import check, lower_text, printed, rand
-from test_lowering_vector import module, ty
+from lowering_harness import check, lower_text, module, printed, rand, ty
 
 
 def kernels(m):

@@ -72,7 +72,8 @@ def test_matmul_fp16_multi_tile_multi_k_chunk():
         atol=2e-2,
     )
     (kernel,) = kernels(lowered)
-    assert kernel.block_dim.value.data == 6  # ceil(200/128) * ceil(300/128)
+    # 2 x 3 tiles of 128 x 128 would leave 18 of 24 AICs idle: the base tiles shrink to 64 x 64
+    assert kernel.block_dim.value.data == 24
     assert kernel.core_type.data == "aic"
 
 

@@ -8,22 +8,7 @@ import pytest
 
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
-from lowering_harness import check, lower_text, printed, rand
-
-
-def ty(shape, dt):
-    return f"tensor<{'x'.join(map(str, shape))}{'x' if shape else ''}{dt}>"
-
-
-def module(args: list[tuple[str, tuple, str]], body: str, out: tuple[str, tuple, str]) -> str:
-    """func @main with named tensor args; `body` uses %name for args and defines %out[0]."""
-    sig = ", ".join(f'%{n}: {ty(s, d)} {{onnx.name = "{n}"}}' for n, s, d in args)
-    name, s, d = out
-    return f"""
-func.func @main({sig}) -> ({ty(s, d)} {{onnx.name = "{name}"}}) {{
-  {body}
-  func.return %{name} : {ty(s, d)}
-}}"""
+from lowering_harness import check, lower_text, module, printed, rand, ty
 
 
 def unary(op: str, shape, dt="f32", attrs: str = "") -> str:

@@ -38,6 +38,6 @@ def constants_to_weights(module: ModuleOp, weights: WeightStore, prefix: str = "
         sym = weights.add(base, constant_value(op))
         new = nn.WeightOp(sym, op.result.type)
         op.parent_block().insert_op_before(new, op)
-        op.result.replace_by(new.result)
+        op.result.replace_all_uses_with(new.result)
         op.parent_block().erase_op(op)
     return len(consts)

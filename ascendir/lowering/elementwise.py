@@ -25,21 +25,23 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import f32
+from xdsl.dialects.builtin import i1
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
-from ascendir.lowering.kernel_builder import KernelBuilder, ceil_div, contiguous_type, round_up
+from ascendir.lowering.kernel_builder import KernelBuilder, ceil_div, round_up
 
 # Use at most this fraction of UB per kernel so every buffer can later become a ping-pong pair
 # (Ascend C BUFFER_NUM = 2, S2 InitBuffer page).
 UB_FRACTION = 0.5
-# Do not split work across more cores once a tile would move less than this: S2 (hardware
-# constraints page) says GM bandwidth is best with transfers of at least 16 KB.
-MIN_SPLIT_BYTES = 16 * 1024
+# Split small tensors across more cores only while each tile still moves at least this much: below
+# it, per-call DMA start-up (~27 cycles per MTE2 call, S4) and per-core fixed costs dominate.
+# Large tensors keep big tiles anyway (the UB budget decides), as S2 recommends GM transfers of
+# at least 16 KB. A heuristic until a cost-model tiling pass (choose-tiling) replaces it.
+MIN_SPLIT_BYTES = 4 * 1024
 
 # compute(kb, input tiles, output tile, temporaries): emits the vector ops of one tile.
 Compute = Callable[[KernelBuilder, list[SSAValue], SSAValue, list[SSAValue]], None]
@@ -278,8 +280,6 @@ def _leaky_relu(alpha: float, dtype: Attribute) -> VectorMap:
         kb.emit(ascend.VdupOp(zero, 0.0))
         kb.emit(ascend.VcmpOp("ge", ins[0], zero, mask))
         kb.emit(ascend.VselOp(mask, ins[0], scaled, out))
-
-    from xdsl.dialects.builtin import i1
 
     return VectorMap(compute_sel, temps=[dtype, i1], small_temps=[((1, 1), dtype)])
 

@@ -45,7 +45,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
-from ascendir.lowering.elementwise import collapse_broadcast
+from ascendir.lowering.elementwise import MIN_SPLIT_BYTES, collapse_broadcast
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
 from ascendir.lowering.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
 
@@ -53,6 +53,9 @@ from ascendir.lowering.kernel_builder import Index, KernelBuilder, Queue, ceil_d
 BASE_MN = 128
 BASE_K_BYTES = 256  # baseK * element size: 128 for f16, 64 for f32
 MAX_STEP_K = 4  # baseK blocks per L1 load (amortizes the ~210-cycle nd2nz start-up, S4)
+# Splitting tiles to feed idle AICs stops at 32 rows / columns: thinner tiles waste the 16 x 16
+# fractal pipeline on start-up (+20 cycles per mmad, S5) and FixPipe writes rows of < 64 B.
+MIN_SPLIT_MN = 32
 # Fraction of each on-chip buffer one tile may use (the rest is for ping-pong, S2 InitBuffer).
 BUFFER_FRACTION = 0.5
 # Archs whose cube has no fp32 mmad (S1 mmad intrinsic map: only f16 and int8 forms).
@@ -89,9 +92,15 @@ def k_align(el: Attribute) -> int:
     return max(1, 32 // itemsize(el))
 
 
-def choose_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, bias_el: Attribute | None = None) -> MatmulTiling:
-    """Base tiles for an [m, k] x [k, n] product of element type `el` on ctx.target (with room in
-    L1 for a bias row of `bias_el` when given).
+def choose_tiling(
+    ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, bias_el: Attribute | None = None, batch: int = 1
+) -> MatmulTiling:
+    """Base tiles for `batch` [m, k] x [k, n] products of element type `el` on ctx.target (with
+    room in L1 for a bias row of `bias_el` when given).
+
+    When there are fewer output tiles than AICs (small M, as in decoding), the larger of baseM /
+    baseN is halved (down to MIN_SPLIT_MN) to spread the work, as long as each tile still moves at least
+    MIN_SPLIT_BYTES of A and B from GM.
 
     Raises:
         AscendirError: when not even 16 x 16 x k_align tiles fit the target's buffers.
@@ -117,6 +126,15 @@ def choose_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, b
             bk = round_up(bk // 2, ka)
         else:
             raise ctx.error(f"a {bm}x{bk} tile does not fit L0A/L0B of {t.name}")
+    while batch * ceil_div(m, bm) * ceil_div(n, bn) < t.num_aic:
+        d = "n" if bn >= bm else "m"
+        size = bn if d == "n" else bm
+        if size <= MIN_SPLIT_MN or (bm + bn - size // 2) * k * es < MIN_SPLIT_BYTES:
+            break
+        if d == "n":
+            bn = round_up(bn // 2, 16)
+        else:
+            bm = round_up(bm // 2, 16)
     bias_bytes = bn * itemsize(bias_el) if bias_el is not None else 0
     step = min(MAX_STEP_K, ceil_div(k, bk))
     while step > 1 and not fits("l1", (bm + bn) * step * bk * es + bias_bytes):
@@ -186,7 +204,7 @@ def emit_matmul(
     result = ctx.buffer(out_shape, out_elem)
     if math.prod(out_shape) == 0:
         return result
-    tiling = choose_tiling(ctx, m_rows, n, k, el, elem(epilogue.bias) if epilogue.bias is not None else None)
+    tiling = choose_tiling(ctx, m_rows, n, k, el, elem(epilogue.bias) if epilogue.bias is not None else None, batch)
     bm, bn, bk, kl1 = tiling.base_m, tiling.base_n, tiling.base_k, tiling.k_l1
     ntiles = batch * ceil_div(m_rows, bm) * ceil_div(n, bn)
     block_dim = min(ctx.target.num_aic, ntiles)

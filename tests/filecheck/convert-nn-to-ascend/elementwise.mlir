@@ -2,7 +2,7 @@
 
 // Elementwise kernels on the AIVs. Shapes are canonicalized by free views: [2,3,40] + [40]
 // becomes [6,40] + [1,40]; a broadcast operand loads only its real extent and the vector op
-// broadcasts it. Large rows are split into 32-B aligned column tiles over 40 AIVs, the last
+// broadcasts it. Large rows are split into 32-B aligned column tiles over 48 AIVs, the last
 // one partial (arith.minsi boundary size; the UB tile stays full size).
 
 // CHECK-LABEL: ascend.kernel @add_0
@@ -37,8 +37,8 @@
 // CHECK:         ascend.vsel %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<1x1x40xi1, #ascend<space ub>>, memref<1x3x40xf16, #ascend<space ub>>, memref<1x3x40xf16, #ascend<space ub>>, memref<1x3x40xf16, #ascend<space ub>>
 
 // CHECK-LABEL: ascend.kernel @mul_0
-// CHECK-SAME:    block_dim = 40 : i64
-// CHECK:         ascend.alloc : memref<1x4008xf32, #ascend<space ub>>
+// CHECK-SAME:    block_dim = 48 : i64
+// CHECK:         ascend.alloc : memref<1x{{[0-9]+}}xf32, #ascend<space ub>>
 // CHECK:         %[[N:.*]] = arith.minsi
 // CHECK:         memref.subview %{{.*}}[%{{.*}}, %{{.*}}] [1, %[[N]]] [1, 1] : memref<8x20001xf32, #ascend<space gm>> to memref<1x?xf32,
 // CHECK:         memref.subview %{{.*}}[0, %{{.*}}] [1, %[[N]]] [1, 1] : memref<1x20001xf32, #ascend<space gm>> to memref<1x?xf32,

@@ -1,11 +1,11 @@
 // RUN: ascendir-opt %s -p convert-nn-to-ascend | filecheck %s
 // RUN: ascendir-opt %s -p 'convert-nn-to-ascend{target=ascend910a}' | filecheck %s --check-prefix=C100
 
-// An odd-shaped fp16 MatMul: 300 x 1100 x 260 -> 3 x 3 output tiles of 128 x 128 on 9 AICs,
+// An odd-shaped fp16 MatMul: 300 x 1100 x 1030 -> 3 x 9 output tiles of 128 x 128 on 24 AICs,
 // K in L1 chunks of 512 (two full, one partial) and L0 blocks of 128.
 
 // CHECK:      builtin.module attributes {ascend.arch = "dav-c220", ascend.target = "ascend910b2"}
-// CHECK:      ascend.kernel @matmul_0(%[[A:.*]]: memref<300x1100xf16, #ascend<space gm>>, %[[B:.*]]: memref<1100x260xf16, #ascend<space gm>>, %[[C:.*]]: memref<300x260xf16, #ascend<space gm>>) attributes {block_dim = 9 : i64, core_type = "aic"}
+// CHECK:      ascend.kernel @matmul_0(%[[A:.*]]: memref<300x1100xf16, #ascend<space gm>>, %[[B:.*]]: memref<1100x1030xf16, #ascend<space gm>>, %[[C:.*]]: memref<300x1030xf16, #ascend<space gm>>) attributes {block_dim = 24 : i64, core_type = "aic"}
 // CHECK-DAG:    %[[L1A:.*]] = ascend.alloc : memref<128x512xf16, #ascend<space l1>>
 // CHECK-DAG:    %[[L1B:.*]] = ascend.alloc : memref<512x128xf16, #ascend<space l1>>
 // CHECK-DAG:    %[[L0A:.*]] = ascend.alloc : memref<128x128xf16, #ascend<space l0a>>
@@ -60,26 +60,26 @@
 // CHECK-NEXT:   ascend.wait_flag M -> MTE1, 0
 // CHECK-NEXT:   ascend.wait_flag MTE1 -> MTE2, 0
 // CHECK-NEXT:   ascend.return
-// CHECK:      func.func @main(%[[HA:.*]]: memref<300x1100xf16, #ascend<space gm>> {onnx.name = "a"}, %[[HB:.*]]: memref<1100x260xf16, #ascend<space gm>> {onnx.name = "b"}) -> (memref<300x260xf16, #ascend<space gm>> {onnx.name = "y"})
-// CHECK-NEXT:   %[[Y:.*]] = ascend.alloc : memref<300x260xf16, #ascend<space gm>>
+// CHECK:      func.func @main(%[[HA:.*]]: memref<300x1100xf16, #ascend<space gm>> {onnx.name = "a"}, %[[HB:.*]]: memref<1100x1030xf16, #ascend<space gm>> {onnx.name = "b"}) -> (memref<300x1030xf16, #ascend<space gm>> {onnx.name = "y"})
+// CHECK-NEXT:   %[[Y:.*]] = ascend.alloc : memref<300x1030xf16, #ascend<space gm>>
 // CHECK-NEXT:   ascend.launch @matmul_0(%[[HA]], %[[HB]], %[[Y]])
 // CHECK-NEXT:   func.return %[[Y]]
 
 // 910A (dav-c100, no FixPipe): L0C -> UB on the vector pipe (narrowing to f16), UB -> GM on MTE3.
 // C100:       builtin.module attributes {ascend.arch = "dav-c100", ascend.target = "ascend910a"}
-// C100:         %[[UB:.*]] = ascend.alloc : memref<128x128xf16, #ascend<space ub>>
+// C100:         %[[UB:.*]] = ascend.alloc : memref<[[M:[0-9]+]]x[[N:[0-9]+]]xf16, #ascend<space ub>>
 // C100:         ascend.set_flag V -> M, 0
 // C100-NEXT:    ascend.set_flag MTE3 -> V, 0
 // C100:         ascend.set_flag M -> V, 0
 // C100-NEXT:    ascend.wait_flag M -> V, 0
 // C100:         ascend.wait_flag MTE3 -> V, 0
-// C100-NEXT:    ascend.copy %{{.*}}, %[[UB]] : memref<128x128xf32, #ascend<space l0c>>, memref<128x128xf16, #ascend<space ub>>
+// C100-NEXT:    ascend.copy %{{.*}}, %[[UB]] : memref<[[M]]x[[N]]xf32, #ascend<space l0c>>, memref<[[M]]x[[N]]xf16, #ascend<space ub>>
 // C100-NEXT:    ascend.set_flag V -> M, 0
 // C100-NEXT:    ascend.set_flag V -> MTE3, 0
 // C100-NEXT:    ascend.wait_flag V -> MTE3, 0
-// C100-NEXT:    ascend.copy %[[UB]], %{{.*}} : memref<128x128xf16, #ascend<space ub>>, memref<?x?xf16,
+// C100-NEXT:    ascend.copy %[[UB]], %{{.*}} : memref<[[M]]x[[N]]xf16, #ascend<space ub>>, memref<?x?xf16,
 // C100-NEXT:    ascend.set_flag MTE3 -> V, 0
-func.func @main(%a: tensor<300x1100xf16> {onnx.name = "a"}, %b: tensor<1100x260xf16> {onnx.name = "b"}) -> (tensor<300x260xf16> {onnx.name = "y"}) {
-  %y = nn.matmul %a, %b : (tensor<300x1100xf16>, tensor<1100x260xf16>) -> tensor<300x260xf16>
-  func.return %y : tensor<300x260xf16>
+func.func @main(%a: tensor<300x1100xf16> {onnx.name = "a"}, %b: tensor<1100x1030xf16> {onnx.name = "b"}) -> (tensor<300x1030xf16> {onnx.name = "y"}) {
+  %y = nn.matmul %a, %b : (tensor<300x1100xf16>, tensor<1100x1030xf16>) -> tensor<300x1030xf16>
+  func.return %y : tensor<300x1030xf16>
 }

@@ -8,26 +8,27 @@
 
 // CHECK-LABEL: ascend.kernel @matmul_epilogue_0
 // CHECK-SAME:    core_type = "aic"
-// CHECK:         %[[L1BIAS:.*]] = ascend.alloc : memref<1x128xf16, #ascend<space l1>>
-// CHECK-NEXT:    %[[BT:.*]] = ascend.alloc : memref<1x128xf16, #ascend<space bt>>
+// CHECK:         %[[L0C:.*]] = ascend.alloc : memref<[[BM:[0-9]+]]x[[BN:[0-9]+]]xf32, #ascend<space l0c>>
+// CHECK-NEXT:    %[[L1BIAS:.*]] = ascend.alloc : memref<1x[[BN]]xf16, #ascend<space l1>>
+// CHECK-NEXT:    %[[BT:.*]] = ascend.alloc : memref<1x[[BN]]xf16, #ascend<space bt>>
 // CHECK:         scf.for
-// CHECK:           ascend.copy %{{.*}}, %[[L1BIAS]] : memref<1x?xf16, {{.*}}, memref<1x128xf16, #ascend<space l1>>
+// CHECK:           ascend.copy %{{.*}}, %[[L1BIAS]] : memref<1x?xf16, {{.*}}, memref<1x[[BN]]xf16, #ascend<space l1>>
 // CHECK-NEXT:      ascend.set_flag MTE2 -> MTE1, [[EB:[0-9]]]
 // CHECK-NEXT:      ascend.wait_flag MTE2 -> MTE1, [[EB]]
 // CHECK-NEXT:      ascend.wait_flag M -> MTE1, [[EBT:[0-9]]]
 // CHECK-NEXT:      ascend.copy %[[L1BIAS]], %[[BT]]
 // CHECK-NEXT:      ascend.set_flag MTE1 -> M, [[EBT]]
 // CHECK:           ascend.wait_flag MTE1 -> M, [[EBT]]
-// CHECK:           ascend.mmad %{{.*}}, %{{.*}}, %{{.*}} bias(%[[BT]] : memref<1x128xf16, #ascend<space bt>>) {init = 1 : i64}
+// CHECK:           ascend.mmad %{{.*}}, %{{.*}}, %{{.*}} bias(%[[BT]] : memref<1x[[BN]]xf16, #ascend<space bt>>) {init = 1 : i64}
 // CHECK:           ascend.set_flag M -> MTE1, [[EBT]]
-// CHECK:           ascend.copy %{{.*}}, %{{.*}} {layout = "nz2nd", relu = 1 : i64} : memref<96x128xf32, #ascend<space l0c>>, memref<90x?xf16,
+// CHECK:           ascend.copy %{{.*}}, %{{.*}} {layout = "nz2nd", relu = 1 : i64} : memref<[[BM]]x[[BN]]xf32, #ascend<space l0c>>, memref<?x?xf16,
 
 // CHECK-LABEL: ascend.kernel @matmul_epilogue_1
 // CHECK-SAME:    (%{{.*}}: memref<90x70xf16, #ascend<space gm>>, %{{.*}}: memref<70x150xf16, #ascend<space gm>>, %[[OUT:.*]]: memref<90x150xf16, #ascend<space gm>>, %{{.*}}: memref<1x150xf16, #ascend<space gm>>)
 // CHECK-SAME:    core_type = "mix"
 // CHECK:         scf.for
 // CHECK:           ascend.mmad {{.*}} bias(
-// CHECK:           ascend.copy %{{.*}}, %[[PRE:.*]] {layout = "nz2nd"} : memref<96x128xf32, #ascend<space l0c>>
+// CHECK:           ascend.copy %{{.*}}, %[[PRE:.*]] {layout = "nz2nd"} : memref<[[BM2:[0-9]+]]x[[BN2:[0-9]+]]xf32, #ascend<space l0c>>
 // CHECK-NEXT:      ascend.set_flag FIX -> M, 0
 // CHECK-NEXT:      ascend.set_flag FIX -> MTE2, 0
 // CHECK-NEXT:    }
@@ -37,21 +38,21 @@
 // CHECK:           %[[TILE:.*]] = memref.subview %[[OUT]]
 // CHECK-NEXT:      ascend.wait_flag FIX -> MTE2, 0
 // CHECK-NEXT:      ascend.wait_flag V -> MTE2, 0
-// CHECK-NEXT:      ascend.copy %[[TILE]], %[[UIN:.*]] : memref<90x?xf16, {{.*}}, memref<96x128xf16, #ascend<space ub>>
-// CHECK:           ascend.vgelu %[[UIN]], %[[UOUT:.*]] : memref<96x128xf16, #ascend<space ub>>
+// CHECK-NEXT:      ascend.copy %[[TILE]], %[[UIN:.*]] : memref<?x?xf16, {{.*}}, memref<[[BM2]]x[[BN2]]xf16, #ascend<space ub>>
+// CHECK:           ascend.vgelu %[[UIN]], %[[UOUT:.*]] : memref<[[BM2]]x[[BN2]]xf16, #ascend<space ub>>
 // CHECK:           ascend.copy %[[UOUT]], %[[TILE]]
 
 // C100-LABEL: ascend.kernel @matmul_epilogue_1
 // C100-SAME:    core_type = "aic"
 // C100-NOT:     space bt
-// C100:         ascend.copy %{{.*}}, %[[ACC:.*]] : memref<96x128xf32, #ascend<space l0c>>, memref<96x128xf32, #ascend<space ub>>
+// C100:         ascend.copy %{{.*}}, %[[ACC:.*]] : memref<[[CM:[0-9]+]]x[[CN:[0-9]+]]xf32, #ascend<space l0c>>, memref<[[CM]]x[[CN]]xf32, #ascend<space ub>>
 // C100-NEXT:    ascend.set_flag V -> M, 0
 // C100-NEXT:    ascend.wait_flag MTE2 -> V, 0
-// C100-NEXT:    ascend.vcast %[[B16:.*]], %[[B32:.*]] : memref<1x128xf16, #ascend<space ub>>, memref<1x128xf32, #ascend<space ub>>
+// C100-NEXT:    ascend.vcast %[[B16:.*]], %[[B32:.*]] : memref<1x[[CN]]xf16, #ascend<space ub>>, memref<1x[[CN]]xf32, #ascend<space ub>>
 // C100-NEXT:    ascend.vadd %[[ACC]], %[[B32]], %[[ACC]]
 // C100-NEXT:    ascend.set_flag V -> MTE2, 0
 // C100-NEXT:    ascend.vgelu %[[ACC]], %[[ACC]]
-// C100-NEXT:    ascend.vcast %[[ACC]], %[[OUT16:.*]] : memref<96x128xf32, #ascend<space ub>>, memref<96x128xf16, #ascend<space ub>>
+// C100-NEXT:    ascend.vcast %[[ACC]], %[[OUT16:.*]] : memref<[[CM]]x[[CN]]xf32, #ascend<space ub>>, memref<[[CM]]x[[CN]]xf16, #ascend<space ub>>
 // C100-NEXT:    ascend.set_flag V -> MTE3, 0
 // C100-NEXT:    ascend.wait_flag V -> MTE3, 0
 // C100-NEXT:    ascend.copy %[[OUT16]]
