@@ -53,9 +53,9 @@ from ascendir.lowering.kernel_builder import Index, KernelBuilder, Queue, ceil_d
 BASE_MN = 128
 BASE_K_BYTES = 256  # baseK * element size: 128 for f16, 64 for f32
 MAX_STEP_K = 4  # baseK blocks per L1 load (amortizes the ~210-cycle nd2nz start-up, S4)
-# Splitting tiles to feed idle AICs stops at 32 rows / columns: thinner tiles waste the 16 x 16
-# fractal pipeline on start-up (+20 cycles per mmad, S5) and FixPipe writes rows of < 64 B.
-MIN_SPLIT_MN = 32
+# Splitting tiles to feed idle AICs stops at one fractal (16 rows / columns, S1 DtypeMKN): small-M
+# products are GM-bound, and every extra AIC brings its own 32 B/cycle GM->L1 path (S1 ini).
+MIN_SPLIT_MN = 16
 # Fraction of each on-chip buffer one tile may use (the rest is for ping-pong, S2 InitBuffer).
 BUFFER_FRACTION = 0.5
 # Archs whose cube has no fp32 mmad (S1 mmad intrinsic map: only f16 and int8 forms).

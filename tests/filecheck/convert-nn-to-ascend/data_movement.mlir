@@ -1,4 +1,4 @@
-// RUN: ascendir-opt %s -p convert-nn-to-ascend | filecheck %s
+// RUN: ascendir-opt %s -p convert-nn-to-ascend | ascendir-opt | filecheck %s
 
 // Data movement: a head-split transpose (rows of 64 B: permuted in UB by vtranspose), a slice
 // (a strided GM subview per tile, DMA only), a concat (one loop per input into its column range),

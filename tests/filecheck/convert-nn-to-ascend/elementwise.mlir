@@ -1,4 +1,4 @@
-// RUN: ascendir-opt %s -p convert-nn-to-ascend | filecheck %s
+// RUN: ascendir-opt %s -p convert-nn-to-ascend | ascendir-opt | filecheck %s
 
 // Elementwise kernels on the AIVs. Shapes are canonicalized by free views: [2,3,40] + [40]
 // becomes [6,40] + [1,40]; a broadcast operand loads only its real extent and the vector op

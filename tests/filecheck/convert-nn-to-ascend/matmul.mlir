@@ -1,5 +1,6 @@
-// RUN: ascendir-opt %s -p convert-nn-to-ascend | filecheck %s
-// RUN: ascendir-opt %s -p 'convert-nn-to-ascend{target=ascend910a}' | filecheck %s --check-prefix=C100
+// RUN: ascendir-opt %s -p convert-nn-to-ascend | ascendir-opt | filecheck %s
+// RUN: ascendir-opt %s -p 'convert-nn-to-ascend{target=ascend910a}' | ascendir-opt | filecheck %s --check-prefix=C100
+// RUN: ascendir-opt %s -p convert-nn-to-ascend --print-op-generic | ascendir-opt | filecheck %s
 
 // An odd-shaped fp16 MatMul: 300 x 1100 x 1030 -> 3 x 9 output tiles of 128 x 128 on 24 AICs,
 // K in L1 chunks of 512 (two full, one partial) and L0 blocks of 128.

@@ -1,5 +1,5 @@
-// RUN: ascendir-opt %s -p convert-nn-to-ascend | filecheck %s
-// RUN: ascendir-opt %s -p 'convert-nn-to-ascend{target=ascend910a}' | filecheck %s --check-prefix=C100
+// RUN: ascendir-opt %s -p convert-nn-to-ascend | ascendir-opt | filecheck %s
+// RUN: ascendir-opt %s -p 'convert-nn-to-ascend{target=ascend910a}' | ascendir-opt | filecheck %s --check-prefix=C100
 
 // nn.fused matmul_epilogue regions. 910B: the bias row goes GM -> L1 -> BT and seeds L0C on the
 // first mmad; ReLU is applied by FixPipe; GELU needs the AIV, so that kernel is a mix kernel

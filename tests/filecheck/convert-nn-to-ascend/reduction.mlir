@@ -1,4 +1,4 @@
-// RUN: ascendir-opt %s -p convert-nn-to-ascend | filecheck %s
+// RUN: ascendir-opt %s -p convert-nn-to-ascend | ascendir-opt | filecheck %s
 
 // Row-wise vector kernels on f16 rows of 96: softmax and layer_norm compute in f32 (vcast in and
 // out), whole rows in UB; the layer_norm scale/bias rows are loaded once before the tile loop;
