@@ -5,7 +5,8 @@ concat, expand, gather.
   kernel.
 * DMA kernels (GM -> UB by MTE2, UB -> GM by MTE3, one MTE2 -> MTE3 queue, no vector work):
   slice (strided GM subviews), concat (one block-cyclic loop per input into its column range of
-  the output), transposes that keep the last dim when rows are ≥ 512 B (row copies), gather
+  the output), transposes that keep the last dim when rows are ≥ 512 B ([t, C] slabs through
+  rank-reducing subviews: the permutation is in the DMA addresses), gather
   (`ascend.gather_rows` with the index tile loaded into UB first; same MTE2 pipe, in order):
 
       prime MTE3->MTE2
@@ -107,10 +108,20 @@ def emit_transpose(ctx: LoweringContext, x: SSAValue, perm: Sequence[int]) -> SS
     dma_rows = cperm[-1] == rank - 1 and cshape[-1] * es >= MIN_DMA_ROW_BYTES
 
     if dma_rows:
-        # one row (last dim, possibly chunked) per tile: the permutation is in the addresses
-        tc = min(cshape[-1], max(32 // es, budget // es // (32 // es) * (32 // es)))
-        tile = [1] * (rank - 1) + [tc]
-        bufs = 1
+        # [t, C] slabs along the longest moving dim j: contiguous rows in GM on both sides, only
+        # the row stride differs, so the permutation is in the DMA addresses (no vector work)
+        j = max(range(rank - 1), key=lambda d: cshape[d])
+        align = max(1, 32 // es)
+        tc = min(cshape[-1], max(align, budget // es // align * align))
+        tile = [1] * rank
+        tile[-1], tile[j] = tc, max(1, min(cshape[j], budget // (tc * es)))
+        while (
+            math.prod(ceil_div(s, t) for s, t in zip(cshape, tile)) < cores
+            and tile[j] > 1
+            and tile[j] * tc * es >= 2 * MIN_SPLIT_BYTES
+        ):
+            tile[j] = ceil_div(tile[j], 2)
+        tile[j] = ceil_div(cshape[j], ceil_div(cshape[j], tile[j]))  # even tiles
     else:
         tile = list(cshape)
         bufs = 2
@@ -127,17 +138,20 @@ def emit_transpose(ctx: LoweringContext, x: SSAValue, perm: Sequence[int]) -> SS
     block_dim = min(cores, ntiles)
     kb = KernelBuilder(ctx, ctx.name("transpose"), [xin.type, xout.type], CoreType.AIV, block_dim, ctx.current)
     gin, gout = kb.args
-    ub_in = kb.alloc(tile, el, MemSpace.UB)
     if dma_rows:
+        ub = kb.alloc([tile[j], tile[-1]], el, MemSpace.UB)
+        j_out = cperm.index(j)
         q = kb.queue(Pipe.MTE2, Pipe.MTE3)
         with kb.tiles(ntiles) as t:
             offs, sizes = kb.grid(t, cshape, tile)
             q.acquire()
-            kb.copy(kb.subview(gin, offs, sizes), ub_in)
+            kb.copy(kb.subview_keep(gin, offs, sizes, [j, rank - 1]), ub)
             q.handoff()
-            kb.copy(ub_in, kb.subview(gout, [offs[p] for p in cperm], [sizes[p] for p in cperm]))
+            out_offs, out_sizes = [offs[p] for p in cperm], [sizes[p] for p in cperm]
+            kb.copy(ub, kb.subview_keep(gout, out_offs, out_sizes, [j_out, rank - 1]))
             q.release()
     else:
+        ub_in = kb.alloc(tile, el, MemSpace.UB)
         ub_out = kb.alloc([tile[p] for p in cperm], el, MemSpace.UB)
         q_in = kb.queue(Pipe.MTE2, Pipe.V)
         q_out = kb.queue(Pipe.V, Pipe.MTE3)

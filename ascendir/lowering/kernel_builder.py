@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefType, StridedLayoutAttr
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from ascendir.dialects import ascend
@@ -317,6 +317,19 @@ class KernelBuilder:
             return src
         rtype = memref.SubviewOp.infer_result_type(src.type, list(offsets), list(sizes), strides)
         return self.emit(memref.SubviewOp.get(src, list(offsets), list(sizes), strides, rtype)).results[0]
+
+    def subview_keep(self, src: SSAValue, offsets: Sequence[Index], sizes: Sequence[Index], keep: Sequence[int]) -> SSAValue:
+        """A rank-reducing `memref.subview` (unit strides) keeping only dims `keep` of `src`; every
+        other dim must have size 1. Gives two tiles laid out differently in GM (e.g. [1, t, C]
+        and [t, 1, C]) the same shape for `ascend.copy`."""
+        assert all(sizes[d] == 1 for d in range(len(sizes)) if d not in keep)
+        full = memref.SubviewOp.infer_result_type(src.type, list(offsets), list(sizes), [1] * len(sizes))
+        strides = full.get_strides()
+        shape = [sizes[d] if isinstance(sizes[d], int) else DYNAMIC_INDEX for d in keep]
+        layout = StridedLayoutAttr([strides[d] for d in keep], full.get_offset())
+        rtype = MemRefType(src.type.element_type, shape, layout, src.type.memory_space)
+        op = memref.SubviewOp.get(src, list(offsets), list(sizes), [1] * len(sizes), rtype)
+        return self.emit(op).results[0]
 
     def copy(self, src: SSAValue, dst: SSAValue, layout: str | None = None, relu: bool = False) -> None:
         """`ascend.copy` (DMA; the pipe follows from the two spaces)."""
