@@ -4,7 +4,6 @@ interpreter speed floor."""
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
