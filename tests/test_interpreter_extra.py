@@ -205,11 +205,13 @@ def test_l2_hit_model_bounds_matmul_time():
     from ascendir.errors import AscendirError
 
     mod = parse(matmul_ir(1024, 1024, 1024, tm=128, tn=256, tk=64, l1_k=256, block_dim=24))
-    none = simulate(mod, None, {}, HW, timing_only=True).report
+    none = simulate(mod, None, {}, HW.with_l2_model("none"), timing_only=True).report
     hit = simulate(mod, None, {}, HW.with_l2_model("hit"), timing_only=True).report
-    assert (none["l2_model"], hit["l2_model"]) == ("none", "hit")
-    assert hit["total_cycles"] < none["total_cycles"]
-    assert hit["bytes"] == none["bytes"]
+    tile = simulate(mod, None, {}, HW, timing_only=True).report
+    assert (none["l2_model"], hit["l2_model"], tile["l2_model"]) == ("none", "hit", "tile")
+    assert hit["total_cycles"] < tile["total_cycles"] < none["total_cycles"]
+    assert hit["bytes"]["gm_read"] == none["bytes"]["gm_read"] == tile["bytes"]["gm_read"]
+    assert none["l2_hit_rate"] == 0.0 and hit["l2_hit_rate"] == 1.0
     with pytest.raises(AscendirError, match="unknown L2 model"):
         HW.with_l2_model("magic")
 

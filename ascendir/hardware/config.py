@@ -18,7 +18,7 @@ from ascendir.errors import AscendirError
 _HERE = Path(__file__).parent
 TARGETS = sorted(p.stem for p in _HERE.glob("*.toml"))
 DEFAULT_TARGET = "ascend910b2"
-L2_MODELS = ("none", "hit")
+L2_MODELS = ("tile", "none", "hit")
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class MemorySpec:
     l2_bw_over_hbm: float
     l2_hit_latency: int
     l2_miss_latency: int
-    l2_model: str  # "none": every GM access at HBM rate (hook for a later L2 model)
+    l2_model: str  # "tile" (interpreter/l2.py, default), "none" (every read at HBM rate), "hit" (every read hits)
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,9 @@ class HardwareConfig:
         return self.num_aiv if core_type == "aiv" else self.num_aic
 
     def with_l2_model(self, model: str) -> HardwareConfig:
-        """A copy of this target using L2 model `model` ("none": every GM access at HBM rate;
-        "hit": every GM read hits L2 — an optimistic bound)."""
+        """A copy of this target using L2 model `model` ("tile": tile-granular cache with a
+        residency window, interpreter/l2.py; "none": every GM access at HBM rate; "hit": every GM
+        read hits L2 — an optimistic bound)."""
         if model not in L2_MODELS:
             raise AscendirError(f"unknown L2 model '{model}' (choose from {', '.join(L2_MODELS)})")
         return replace(self, memory=replace(self.memory, l2_model=model))
@@ -192,7 +193,7 @@ def _parse(raw: dict[str, Any]) -> HardwareConfig:
             l2_bw_over_hbm=float(mem["l2_bw_over_hbm"]),
             l2_hit_latency=int(mem["l2_hit_latency"]),
             l2_miss_latency=int(mem["l2_miss_latency"]),
-            l2_model=str(mem.get("l2_model", "none")),
+            l2_model=str(mem.get("l2_model", "tile")),
         ),
         cube=CubeSpec(
             fractal_m=int(cube["fractal_m"]),

@@ -27,7 +27,8 @@ from ascendir.dialects import ascend
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter import registry
-from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost
+from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost, copy_path
+from ascendir.interpreter.l2 import contiguous_strides
 from ascendir.interpreter.scalar import SCALAR_OPS
 from ascendir.interpreter.state import FLOPS, OPS, Frame
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
@@ -82,6 +83,7 @@ class Compiler:
         if v not in self.slots:
             self.slots[v] = len(self.slots)
             self.F.R.append(None)
+            self.F.A.append(None)
         return self.slots[v]
 
     def block(self, block: Block) -> list[Closure]:
@@ -196,9 +198,19 @@ class Compiler:
             items = tuple((LEVELS.index(lv), float(b)) for lv, b in c.bytes.items() if b)
             return (unit * NPIPES + PIPE_INDEX[c.pipe], unit * NPIPES, float(c.cycles), float(c.latency), items, float(c.flops))
 
+        gm_copy = None
+        if isinstance(op, ascend.CopyOp) and self.m.target.memory.l2_model == "tile":
+            src_space, dst_space, _ = copy_path(op, self.m.target)
+            if src_space == "gm":
+                gm_copy = (0, True)
+            elif dst_space == "gm":
+                gm_copy = (1, False)
+        if gm_copy is not None:
+            return self._gm_copy(op, sem, cost_fn, ins, gm_copy, resolve)
+
         def run() -> None:
             vals = get(R)
-            if sem is not None:
+            if sem is not None and F.sem_on:
                 sem(*vals)
             key = tuple([v.shape for v in vals]) if all_mem else tuple(v.shape if m else v for v, m in zip(vals, mem))
             c = cache.get(key)
@@ -222,6 +234,56 @@ class Compiler:
                 acct[i] += b
             if flops:
                 acct[FLOPS] += flops
+            acct[OPS] += 1
+            if F.trace is not None:
+                F.trace.append((core.index, pid, t, cyc, name))
+
+        return run
+
+    def _gm_copy(self, op: Operation, sem, cost_fn, ins: list[int], gm: tuple[int, bool], resolve) -> Closure:
+        """A copy reading or writing GM under the "tile" L2 model: the L2 (l2.py) decides at the
+        copy's start time whether a read hits; writes allocate their tile."""
+        F, R, A = self.F, self.F.R, self.F.A
+        s_in, s_out = ins
+        g_slot = ins[gm[0]]
+        gi, is_read = gm
+        cache: dict = {}
+        name = op.name
+
+        def run() -> None:
+            s, d = R[s_in], R[s_out]
+            if sem is not None and F.sem_on:
+                sem(s, d)
+            key = (s.shape, d.shape)
+            both = cache.get(key)
+            if both is None:
+                both = cache[key] = (resolve(cost_fn(s, d, hit=False)), resolve(cost_fn(s, d, hit=True)))
+            miss = both[0]
+            pid, sid = miss[0], miss[1]
+            core = F.core
+            free = core.free
+            t = free[pid]
+            if free[sid] > t:
+                t = free[sid]
+            tag = A[g_slot]
+            c = miss
+            if tag is not None:
+                k = (tag[0], tag[1], (s if gi == 0 else d).shape, tag[2])
+                if is_read:
+                    if F.l2p.read(F.l2, k, F.t0 + t, F.block, F.t0):
+                        c = both[1]
+                elif F.sem_on:
+                    F.l2.write(k, F.t0 + t)
+            _, _, cyc, lat, items, _ = c
+            e = t + cyc
+            free[pid] = e
+            e += lat
+            if e > core.done[pid]:
+                core.done[pid] = e
+            core.busy[pid] += cyc
+            acct = F.acct
+            for i, b in items:
+                acct[i] += b
             acct[OPS] += 1
             if F.trace is not None:
                 F.trace.append((core.index, pid, t, cyc, name))
@@ -308,34 +370,43 @@ class Compiler:
 
     # -- memory -----------------------------------------------------------------------------
     def alloc(self, op: ascend.AllocOp) -> Closure:
-        R = self.F.R
+        R, A = self.F.R, self.F.A
         out = self.slot(op.result)
         t = op.result.type
         shape, dtype = tuple(t.get_shape()), np_dtype(t)
+        strides = contiguous_strides(shape)
+        gm = ascend.space_of(t).value == "gm"
+        new_root = self.m.new_root
         if self.m.timing_only:
             view = zero_view(shape, dtype)
 
             def run() -> None:
                 R[out] = view
+                if gm:
+                    A[out] = (new_root(), 0, strides)
 
         else:
 
             def run() -> None:
                 R[out] = np.zeros(shape, dtype)
+                if gm:
+                    A[out] = (new_root(), 0, strides)
 
         return run
 
     def weight(self, op: ascend.WeightOp) -> Closure:
-        R = self.F.R
+        R, A = self.F.R, self.F.A
         out = self.slot(op.result)
         t = op.result.type
         shape, dtype = tuple(t.get_shape()), np_dtype(t)
         sym = op.sym.root_reference.data
+        tag = (("weight", sym), 0, contiguous_strides(shape))
         if self.m.timing_only:
             view = zero_view(shape, dtype)
 
             def run() -> None:
                 R[out] = view
+                A[out] = tag
 
             return run
         cached: list = []
@@ -354,23 +425,29 @@ class Compiler:
             if not cached:
                 cached.append(load())
             R[out] = cached[0]
+            A[out] = tag
 
         return run
 
     def view(self, op: ascend.ViewOp) -> Closure:
-        R = self.F.R
+        R, A = self.F.R, self.F.A
         src, out = self.slot(op.source), self.slot(op.result)
         t = op.result.type
         shape, dtype = tuple(t.get_shape()), np_dtype(t)
+        strides = contiguous_strides(shape)
         if self.m.timing_only:
             view = zero_view(shape, dtype)
 
             def run() -> None:
                 R[out] = view
+                tag = A[src]
+                A[out] = None if tag is None else (tag[0], tag[1], strides)
 
             return run
 
         def run() -> None:
+            tag = A[src]
+            A[out] = None if tag is None else (tag[0], tag[1], strides)
             v = R[src].view()
             try:
                 v.shape = shape
@@ -398,9 +475,15 @@ class Compiler:
         charge = self._charge_scalar()
         dims = list(zip(offs, sizes, strides, [i in dropped for i in range(n)]))
 
+        A = self.F.A
+
         def run() -> None:
             a = R[src]
             idx = []
+            tag = A[src]
+            if tag is not None:
+                off, tst = tag[1], tag[2]
+                nst = []
             for i, ((od, o), (sd, s), (td, st), drop) in enumerate(dims):
                 if od:
                     o = R[o]
@@ -412,7 +495,12 @@ class Compiler:
                 if o < 0 or s < 0 or st < 1 or (s > 0 and o + (s - 1) * st >= dim):
                     raise AscendirError(f"{where}: out of bounds on dim {i}: offset {o}, size {s}, stride {st} in a dim of {dim}")
                 idx.append(o if drop else slice(o, o + (s - 1) * st + 1 if s else o, st))
+                if tag is not None:
+                    off += o * tst[i]
+                    if not drop:
+                        nst.append(tst[i] * st)
             R[out] = a[tuple(idx)]
+            A[out] = None if tag is None else (tag[0], off, tuple(nst))
             if charge is not None:
                 charge()
 
@@ -441,7 +529,7 @@ class Compiler:
         timing = self.m.timing_only
 
         def run() -> None:
-            if not timing:
+            if not timing and self.F.sem_on:
                 R[dst][tuple(R[i] for i in idx)] = R[val]
             if charge is not None:
                 charge()
@@ -550,9 +638,10 @@ class Compiler:
         if len(args) != len(kp.arg_slots):
             raise AscendirError(f"ascend.launch @{name}: {len(args)} arguments, kernel takes {len(kp.arg_slots)}")
         m = self.m
+        A = self.F.A
 
         def run() -> None:
-            m.records.append(kp.run([R[a] for a in args]))
+            m.records.append(kp.run([R[a] for a in args], [A[a] for a in args]))
 
         return run
 

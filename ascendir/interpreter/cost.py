@@ -31,7 +31,8 @@ from ascendir.dialects.ascend import Pipe, copy_pipe, space_of
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 
-LEVELS = ("gm_read", "gm_write", "l1", "l0a", "l0b", "l0c", "ub", "bt", "fb")
+LEVELS = ("gm_read", "gm_write", "l1", "l0a", "l0b", "l0c", "ub", "bt", "fb", "l2_hit")
+# "l2_hit": bytes of gm_read served by L2 (a subset of gm_read; L2 model "tile" or "hit").
 AIC_SPACES = frozenset({"l1", "l0a", "l0b", "l0c", "bt", "fb"})
 
 
@@ -57,41 +58,55 @@ class CostEnv:
     """What cost factories see: the target and the per-stream GM bandwidth share of this launch.
 
     Approximation (documented in the report): the chip's HBM bandwidth is split evenly over the
-    active cores (min(block_dim, cores) × units per block), so a path's GM rate is
-    min(path rate [S1], hbm_bytes_per_cycle / active). Engines of one core reading and writing at
-    the same time can together exceed that share; the kernel-level floor
-    `bandwidth_bound_cycles` (total GM bytes / chip bandwidth) then stretches the kernel.
+    core groups the launch occupies (min(block_dim, cores); a 910B mixed kernel's AIC and its AIVs
+    are one group), so a path's HBM rate is min(path rate [S1], hbm_bytes_per_cycle / groups).
+    Engines of one group that stream at the same time (AIC MTE2 + FixPipe, AIV MTE2 + MTE3) can
+    together exceed that share; the kernel-level floor `bandwidth_bound_cycles` (HBM bytes / chip
+    bandwidth) then stretches the kernel. Splitting per group instead of per unit keeps a mixed
+    kernel's mostly idle AIV half from halving the AIC's share.
+
+    L2 models (target.memory.l2_model): "none" every read at HBM rate, "hit" every read hits,
+    "tile" the interpreter decides per copy (l2.py) and passes `hit` to the cost function.
     """
 
     target: HardwareConfig
     gm_share: float = math.inf  # bytes/cycle per GM stream
 
-    def l2_hits(self, src: str) -> bool:
-        """Whether a GM read is served by L2. Hook for a real L2 model (target.memory.l2_model):
-        "none" = never (HBM rate and latency), "hit" = always (an upper bound on L2 benefit)."""
-        return src == "gm" and self.target.memory.l2_model == "hit"
+    def l2_hits(self, src: str, hit: bool | None = None) -> bool:
+        """Whether a GM read is served by L2: `hit` when the caller's L2 model decided (model
+        "tile"), else "hit" = always (an upper bound on L2 benefit), "none" = never."""
+        if src != "gm":
+            return False
+        if hit is not None:
+            return hit
+        return self.target.memory.l2_model == "hit"
 
-    def gm_rate(self, path_rate: float, src: str, dst: str) -> float:
-        """Bytes/cycle of a path touching GM: min(path rate, the launch's HBM share per stream).
-        An L2 hit uses the L2 read rate [S1 l2_read_rate] and l2_bw_over_hbm × the share [S8]."""
-        if self.l2_hits(src):
+    def gm_rate(self, path_rate: float, src: str, dst: str, hit: bool | None = None) -> float:
+        """Bytes/cycle of a path touching GM: min(path rate [S1], the launch's HBM share per
+        group). An L2 hit uses the L2 read rate [S1 l2_read_rate] capped by l2_bw_over_hbm × the
+        share [S8]."""
+        if self.l2_hits(src, hit):
             l2 = self.target.rates.get(f"l2_to_{dst}", path_rate)
             return min(l2, self.gm_share * self.target.memory.l2_bw_over_hbm)
         return min(path_rate, self.gm_share)
 
-    def gm_latency(self, src: str, dst: str) -> float:
-        """Completion latency of a GM read/write [S5]: L2 hit latency when the read hits."""
+    def gm_latency(self, src: str, dst: str, hit: bool | None = None) -> float:
+        """Completion latency of a GM read/write [S5]: L2 hit latency (50) when the read hits,
+        the DDR read latency (307) otherwise; + DDR write latency (153) for a GM destination."""
         mem = self.target.memory
-        read = (mem.l2_hit_latency if self.l2_hits(src) else mem.gm_read_latency) if src == "gm" else 0
+        read = (mem.l2_hit_latency if self.l2_hits(src, hit) else mem.gm_read_latency) if src == "gm" else 0
         return float(read + (mem.gm_write_latency if dst == "gm" else 0))
 
 
-def bandwidth_bound_cycles(gm_read: float, gm_write: float, target: HardwareConfig) -> float:
-    """Cycles the chip needs for this GM traffic at full HBM bandwidth (reads at L2 bandwidth,
-    l2_bw_over_hbm × HBM [S8], when the L2 model says they hit)."""
+def bandwidth_bound_cycles(gm_read: float, gm_write: float, target: HardwareConfig, l2_hit: float = 0.0) -> float:
+    """Cycles the chip needs for this GM traffic at full bandwidth: HBM bandwidth for reads that
+    miss L2 and for writes (written back eventually), l2_bw_over_hbm × HBM [S8] for reads served
+    by L2 (`l2_hit` bytes of `gm_read`; all of them under the "hit" model)."""
     hbm = target.hbm_bytes_per_cycle
-    read_bw = hbm * (target.memory.l2_bw_over_hbm if target.memory.l2_model == "hit" else 1.0)
-    return gm_read / read_bw + gm_write / hbm
+    if target.memory.l2_model == "hit":
+        l2_hit = gm_read
+    l2_hit = min(l2_hit, gm_read)
+    return (gm_read - l2_hit) / hbm + l2_hit / (hbm * target.memory.l2_bw_over_hbm) + gm_write / hbm
 
 
 CostFn = Callable[..., OpCost]
@@ -125,24 +140,28 @@ def _copy_startup(target: HardwareConfig, pipe: Pipe, layout: str | None) -> int
 
 
 def copy(op: ascend.CopyOp, env: CostEnv) -> CostFn:
+    """`hit` (keyword, L2 model "tile"): whether this GM read was found in L2 (None: the
+    target's fixed model decides)."""
     t = env.target
     src, dst, pipe = copy_path(op, t)
-    rate = t.rate(src, dst)
-    if "gm" in (src, dst):
-        rate = env.gm_rate(rate, src, dst)
+    path = t.rate(src, dst)
+    gm = "gm" in (src, dst)
     layout = op.layout.data if op.layout is not None else None
     startup = _copy_startup(t, pipe, layout)
-    latency = env.gm_latency(src, dst)
     unit = space_unit(src if src != "gm" else dst)
     read_key = "gm_read" if src == "gm" else None
     write_key = "gm_write" if dst == "gm" else dst
+    by_hit = {h: (env.gm_rate(path, src, dst, h) if gm else path, env.gm_latency(src, dst, h)) for h in (None, False, True)}
 
-    def run(s: np.ndarray, d: np.ndarray) -> OpCost:
+    def run(s: np.ndarray, d: np.ndarray, hit: bool | None = None) -> OpCost:
+        rate, latency = by_hit[hit]
         n = math.prod(min(a, b) for a, b in zip(s.shape, d.shape))
         nbytes = n * d.itemsize
         by = {write_key: nbytes}
         if read_key:
             by[read_key] = n * s.itemsize
+            if env.l2_hits(src, hit):
+                by["l2_hit"] = n * s.itemsize
         return OpCost(pipe.value, startup + nbytes / rate, latency, by, 0.0, unit)
 
     return run
@@ -202,7 +221,10 @@ def gather_rows(op: ascend.GatherRowsOp, env: CostEnv) -> CostFn:
         rows = min(idx.shape[0], d.shape[0])
         row_bytes = min(table.shape[1], d.shape[1]) * d.itemsize
         total = rows * row_bytes
-        return OpCost("MTE2", rows * head + total / rate, lat, {"gm_read": total, "ub": total}, 0.0, "aiv")
+        by = {"gm_read": total, "ub": total}
+        if env.l2_hits("gm"):
+            by["l2_hit"] = total
+        return OpCost("MTE2", rows * head + total / rate, lat, by, 0.0, "aiv")
 
     return run
 

@@ -23,6 +23,7 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.compiler import Compiler, Return, np_dtype, zero_view
 from ascendir.interpreter.kernel import KernelProgram
+from ascendir.interpreter.l2 import L2Cache, contiguous_strides
 from ascendir.interpreter.state import FLOPS, Frame, KernelRecord
 from ascendir.weights import WeightStore
 
@@ -52,6 +53,9 @@ class ModuleProg:
         self.trace = trace
         self.records: list[KernelRecord] = []
         self.kernels: dict[str, KernelProgram] = {}
+        self.l2 = L2Cache(target) if target.memory.l2_model == "tile" else None
+        self.clock = 0.0  # chip time (cycles) at which the next kernel launches
+        self._roots = 0
         main = None
         for op in module.ops:
             if isinstance(op, ascend.KernelOp):
@@ -69,6 +73,11 @@ class ModuleProg:
         self.arg_slots = [comp.slot(a) for a in blk.args]
         self.body = comp.block(blk)
 
+    def new_root(self) -> int:
+        """A fresh id for a GM buffer (address tags, l2.py)."""
+        self._roots += 1
+        return self._roots
+
     def _input(self, name: str, value, ty: MemRefType) -> np.ndarray:
         shape, dtype = tuple(ty.get_shape()), np_dtype(ty)
         if self.timing_only:
@@ -82,12 +91,16 @@ class ModuleProg:
         return np.array(arr, dtype=dtype, copy=True)
 
     def run(self, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[KernelRecord]]:
-        R = self.frame.R
+        R, A = self.frame.R, self.frame.A
         for name, s, ty in zip(self.arg_names, self.arg_slots, self.arg_types):
             if name not in inputs and not self.timing_only:
                 raise AscendirError(f"missing input '{name}' (inputs: {', '.join(self.arg_names)})")
             R[s] = self._input(name, inputs.get(name), ty)
+            A[s] = (("input", name), 0, contiguous_strides(ty.get_shape()))
         self.records = []
+        self.clock = 0.0
+        if self.l2 is not None:
+            self.l2.reset()
         try:
             for f in self.body:
                 f()

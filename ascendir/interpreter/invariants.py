@@ -24,7 +24,8 @@ def bounds(rec: KernelRecord, target: HardwareConfig) -> tuple[float, float]:
     fastest = max(cube.macs_per_cycle(k) for k in cube.k_per_cycle)
     ncores = max(1, len(rec.cores))
     compute = rec.acct[FLOPS] / (2.0 * fastest * ncores)
-    bandwidth = bandwidth_bound_cycles(rec.acct[LEVELS.index("gm_read")], rec.acct[LEVELS.index("gm_write")], target)
+    acct = rec.acct
+    bandwidth = bandwidth_bound_cycles(acct[LEVELS.index("gm_read")], acct[LEVELS.index("gm_write")], target, acct[LEVELS.index("l2_hit")])
     return compute, bandwidth
 
 

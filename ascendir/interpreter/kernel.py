@@ -19,6 +19,7 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.compiler import AIC_PIPES, AIV_PIPES, Compiler, KernelInfo, np_dtype, unit_of
 from ascendir.interpreter.cost import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, space_unit
 from ascendir.interpreter.state import ACCT_SIZE, Frame, KernelRecord
+from ascendir.interpreter.l2 import L2Pass
 from ascendir.interpreter.timeline import NPIPES, PIPES, CoreState, FlagQueues
 
 
@@ -78,8 +79,11 @@ class KernelProgram:
         # pre-walk: static pipes/units of tile ops, GM streams, flag unit resolution
         order = list(op.body.walk())
         statics = {o: _static_pipe(o, t) for o in order}
-        active = min(self.block_dim, self.ncores) * self.nunits
-        gm_share = t.hbm_bytes_per_cycle / active
+        self.gm_reads = t.memory.l2_model == "tile" and any(
+            isinstance(o, ascend.CopyOp) and copy_path(o, t)[0] == "gm" for o in order
+        )
+        groups = min(self.block_dim, self.ncores)  # a mixed kernel's AIC + AIVs share one slice
+        gm_share = t.hbm_bytes_per_cycle / groups
         env = CostEnv(t, gm_share)
         units = self._flag_units(order, statics)
         self.frame = Frame()
@@ -136,20 +140,41 @@ class KernelProgram:
             res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
         return res
 
-    def run(self, args: list[np.ndarray]) -> KernelRecord:
+    def run(self, args: list[np.ndarray], tags: list | None = None) -> KernelRecord:
+        """Run every block; `tags` are the GM address tags of `args` (l2.py), None if unknown."""
         F, R = self.frame, self.frame.R
-        for i, (s, a, ty) in enumerate(zip(self.arg_slots, args, self.arg_types)):
+        tags = tags if tags is not None else [None] * len(args)
+        for i, (s, a, ty, tag) in enumerate(zip(self.arg_slots, args, self.arg_types, tags)):
             if tuple(a.shape) != tuple(ty.get_shape()):
                 raise AscendirError(f"ascend.launch @{self.name}: argument {i} has shape {a.shape}, kernel expects {tuple(ty.get_shape())}")
             R[s] = a
-        nslots = NPIPES * self.nunits
-        cores = [CoreState(i, nslots) for i in range(min(self.block_dim, self.ncores))]
-        F.acct = [0.0] * ACCT_SIZE
+            F.A[s] = tag
+        F.t0 = self.m.clock
+        F.l2 = self.m.l2
         F.flags = FlagQueues(self.nflags)
+        if self.gm_reads:
+            # recording pass: who reads which GM tile when (l2.py); no numerics, no trace
+            F.l2p = L2Pass(self.m.l2.window)
+            F.sem_on = False
+            F.trace = F.flows = None
+            try:
+                self._blocks(tracing=False)
+            finally:
+                F.sem_on = True
+            F.l2p.settle()
         tracing = self.m.trace
         F.trace = [] if tracing else None
         F.flows = [] if tracing else None
         F.flowq = FlagQueues(self.nflags) if tracing else None
+        cores = self._blocks(tracing)
+        return self._finish(cores, F)
+
+    def _blocks(self, tracing: bool) -> list[CoreState]:
+        """Run blocks 0..block_dim-1 in order on fresh cores (waves on cores = b % ncores)."""
+        F = self.frame
+        nslots = NPIPES * self.nunits
+        cores = [CoreState(i, nslots) for i in range(min(self.block_dim, self.ncores))]
+        F.acct = [0.0] * ACCT_SIZE
         body = self.body
         for b in range(self.block_dim):
             core = cores[b % len(cores)]
@@ -161,7 +186,11 @@ class KernelProgram:
                 F.flowq.reset()
             for f in body:
                 f()
-        return KernelRecord(
+        return cores
+
+    def _finish(self, cores, F) -> KernelRecord:
+        acct = F.acct
+        rec = KernelRecord(
             name=self.name,
             block_dim=self.block_dim,
             core_type=self.core_type,
@@ -170,7 +199,11 @@ class KernelProgram:
             acct=F.acct,
             launch_cycles=float(self.m.target.kernel_launch_cycles),
             gm_share=self.env.gm_share,
-            bandwidth_floor=bandwidth_bound_cycles(F.acct[LEVELS.index("gm_read")], F.acct[LEVELS.index("gm_write")], self.m.target),
+            bandwidth_floor=bandwidth_bound_cycles(
+                acct[LEVELS.index("gm_read")], acct[LEVELS.index("gm_write")], self.m.target, acct[LEVELS.index("l2_hit")]
+            ),
             events=F.trace or [],
             flows=F.flows or [],
         )
+        self.m.clock += rec.cycles
+        return rec

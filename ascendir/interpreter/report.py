@@ -3,7 +3,8 @@
 Keys (units): cycles of the AI Core clock, seconds, bytes, flops, bytes/s.
     target, clock_hz, total_cycles, total_seconds, flops, tile_ops, bytes {level: bytes},
     pipe_busy {pipe: cycles summed over cores}, pipe_utilization {pipe: busy / (cycles × cores)},
-    gm_bandwidth_Bps, cube_peak_fraction, kernels [...], model (approximations in force).
+    gm_bandwidth_Bps, l2_hit_rate (bytes of GM reads served by L2 / GM bytes read), cube_peak_fraction,
+    kernels [...], model (approximations in force).
 Each kernel: name, block_dim, core_type, cores_used, cycles, seconds, launch_cycles, pipe_busy,
     (pipe_busy_by_unit for mixed kernels), pipe_utilization, bytes, flops, tile_ops (DMA, cube,
     vector ops executed), gm_bandwidth_Bps,
@@ -22,9 +23,10 @@ from ascendir.interpreter.state import FLOPS, OPS, KernelRecord
 from ascendir.interpreter.invariants import bounds
 
 MODEL_NOTES = (
-    "GM bandwidth: each core's GM path runs at min(path rate, HBM bandwidth / active cores); a kernel takes "
-    "at least its GM bytes / chip bandwidth (floor); "
-    "L2 model 'none' = every GM access at HBM rate, 'hit' = every GM read hits L2 (5 x HBM, L2 read rate)",
+    "GM bandwidth: each core group's GM path runs at min(path rate, HBM bandwidth / groups used); a kernel takes "
+    "at least its HBM bytes / HBM bandwidth + L2-hit bytes / L2 bandwidth (floor); "
+    "L2 model 'tile' = a GM tile read again within l2_bytes / HBM bandwidth cycles of its last access hits "
+    "(L2 read rate, 50-cycle latency), 'none' = every GM read at HBM rate, 'hit' = every GM read hits L2",
     "set_flag waits until its source pipe has completed everything before it (GM latency included)",
     "flops are cube flops executed (partial tiles count as whole fractals)",
     "pipes are in-order queues; scalar issue is in program order without queue-depth limit",
@@ -146,6 +148,7 @@ class Report:
             "pipe_busy": busy,
             "pipe_utilization": {p: busy[p] / capacity[p] if capacity.get(p) else 0.0 for p in busy},
             "gm_bandwidth_Bps": gm / seconds if seconds else 0.0,
+            "l2_hit_rate": byt.get("l2_hit", 0.0) / byt["gm_read"] if byt.get("gm_read") else 0.0,
             "cube_peak_fraction": flops / (total * peak) if total else 0.0,
             "kernels": [k.to_dict() for k in self.kernels],
             "l2_model": self.l2_model,

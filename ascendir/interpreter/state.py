@@ -16,10 +16,16 @@ ACCT_SIZE = OPS + 1
 class Frame:
     """Mutable state the closures of one program share."""
 
-    __slots__ = ("R", "core", "flags", "flowq", "acct", "trace", "flows", "block", "flow_ids")
+    __slots__ = ("R", "A", "core", "flags", "flowq", "acct", "trace", "flows", "block", "flow_ids", "t0", "l2", "l2p", "sem_on")
 
     def __init__(self, nslots: int = 0):
         self.R: list = [None] * nslots
+        # GM address tag per slot: (root, element offset, element strides) or None (l2.py)
+        self.A: list = [None] * nslots
+        self.t0 = 0.0  # chip time (cycles) at which the running kernel started
+        self.l2 = None  # l2.L2Cache when the L2 model is "tile"
+        self.l2p = None  # l2.L2Pass of the running kernel (who pays each miss)
+        self.sem_on = True  # False during the L2 recording pass: numerics are not run twice
         self.core: CoreState | None = None
         self.flags: FlagQueues | None = None
         self.flowq: FlagQueues | None = None
