@@ -67,6 +67,7 @@ def main() -> None:
 _target_opt = click.option("--target", default="ascend910b2", show_default=True, help="Chip name (910b1..b4, 910a, 310p) or a hardware TOML file.")
 _pipeline_opt = click.option("-p", "--pipeline", default=None, help="nn-level pass pipeline, xdsl-opt syntax (default: the -O level's).")
 _opt_level = click.option("-O", "opt_level", type=click.Choice(["0", "1", "2"]), default="2", show_default=True, help="Optimization level.")
+_verify_opt = click.option("--verify-numerics", is_flag=True, help="Evaluate the nn module before and after every pass (same inputs) and fail on a difference beyond the dtype's tolerance.")
 _shape_opt = click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DxD", help="Pin a dynamic input shape, e.g. input_ids=1x128.")
 
 
@@ -78,12 +79,15 @@ _shape_opt = click.option("--input-shape", "input_shapes", multiple=True, metava
 @_pipeline_opt
 @_opt_level
 @_shape_opt
-def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: str | None, opt_level: str, input_shapes) -> None:
+@_verify_opt
+def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: str | None, opt_level: str, input_shapes,
+            verify_numerics: bool) -> None:
     """Compile MODEL (.onnx, or .mlir IR) to the nn or ascend dialect."""
     from ascendir.driver import compile_model, parse_input_shapes, print_ir, weights_path
 
     module, weights = compile_model(
-        model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes)
+        model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes),
+        verify_numerics=verify_numerics,
     )
     text = print_ir(module)
     if output is None:
@@ -118,8 +122,10 @@ def _load_inputs(path: Path, expected: list[str]) -> dict[str, np.ndarray]:
 @_pipeline_opt
 @_opt_level
 @_shape_opt
+@_verify_opt
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, report_path: Path | None,
-        trace_path: Path | None, seed: int, target: str, pipeline: str | None, opt_level: str, input_shapes) -> None:
+        trace_path: Path | None, seed: int, target: str, pipeline: str | None, opt_level: str, input_shapes,
+        verify_numerics: bool) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the report."""
     from ascendir.driver import (
         gather_bounds, io_names, is_lowered, load_ir, lower, main_func, parse_input_shapes, parse_pipeline,
@@ -139,7 +145,11 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         module, weights = load_ir(model)
     bounds = {} if is_lowered(module) else gather_bounds(main_func(module))
     if not is_lowered(module):
-        run_passes(module, parse_pipeline(pipeline, f"O{opt_level}"))
+        checks = None
+        if verify_numerics:
+            nn_names = io_names(main_func(module), results=False)
+            checks = _load_inputs(inputs, nn_names) if inputs else random_inputs(module, seed, bounds)
+        run_passes(module, parse_pipeline(pipeline, f"O{opt_level}"), weights, checks)
         lower(module, weights, target)
     names = io_names(main_func(module), results=False)
     feeds = _load_inputs(inputs, names) if inputs else random_inputs(module, seed, bounds)

@@ -64,20 +64,93 @@ def lower(module: ModuleOp, weights: WeightStore, target: str | Path | None) -> 
     Raises:
         AscendirError: an op the lowering cannot map, or a tile that does not fit.
     """
+    from ascendir.lowering.attention import DecomposeAttention
     from ascendir.lowering.constants_to_weights import constants_to_weights
     from ascendir.lowering.convert_nn_to_ascend import ConvertNNToAscend
 
+    # nn.attention without a fused template becomes matmul/softmax ops (its causal triangle an
+    # nn.constant), before constants move into the WeightStore.
+    run_passes(module, PassPipeline((DecomposeAttention(),)))
     constants_to_weights(module, weights)
     run_passes(module, PassPipeline((ConvertNNToAscend(target=str(target or DEFAULT_TARGET)),)))
 
 
-def run_passes(module: ModuleOp, pipeline: PassPipeline) -> None:
-    """Apply `pipeline` and verify; xDSL verify errors become one-line AscendirErrors."""
+def run_passes(
+    module: ModuleOp,
+    pipeline: PassPipeline,
+    weights: WeightStore | None = None,
+    verify_inputs: dict[str, np.ndarray] | None = None,
+) -> None:
+    """Apply `pipeline` and verify; xDSL verify errors become one-line AscendirErrors.
+
+    `weights` are made readable to pattern passes (e.g. a causal mask stored as an initializer).
+    With `verify_inputs` (nn-level modules only), every pass is checked numerically: the module
+    is evaluated with `run_nn` before and after it on those inputs (see `verify_numerics`).
+
+    Raises:
+        AscendirError: IR that fails to verify, or a pass that changes an output beyond tolerance.
+    """
+    from ascendir.transforms.patterns import visible_weights
+
+    passes = pipeline.passes if verify_inputs is not None else (pipeline,)
     try:
-        pipeline.apply(make_context(), module)
-        module.verify()
+        with visible_weights(weights):
+            before = _run_nn_or_none(module, weights, verify_inputs)
+            for p in passes:
+                if verify_inputs is None:
+                    p.apply(make_context(), module)
+                else:
+                    PassPipeline((p,)).apply(make_context(), module)
+                module.verify()
+                if before is not None:
+                    after = _run_nn_or_none(module, weights, verify_inputs)
+                    compare_outputs(before, after, f"pass '{p.name}'")
+                    before = after
     except (VerifyException, DiagnosticException) as e:
         raise AscendirError(f"IR fails to verify: {_one_line(e)}") from None
+
+
+def _run_nn_or_none(module: ModuleOp, weights: WeightStore | None, inputs) -> dict[str, np.ndarray] | None:
+    if inputs is None:
+        return None
+    from ascendir.interpreter.nn_reference import run_nn
+
+    return run_nn(module, weights if weights is not None else WeightStore(), inputs)
+
+
+# (rtol, atol relative to the largest |value| of the output) per numpy dtype kind/name: a rewrite
+# may reorder float rounding (x / sqrt(v) vs x * (1 / sqrt(v))) but nothing more.
+TOLERANCES = {"float64": (1e-9, 1e-10), "float32": (1e-4, 1e-5), "float16": (1e-2, 1e-3), "bfloat16": (3e-2, 1e-2)}
+
+
+def compare_outputs(before: dict[str, np.ndarray], after: dict[str, np.ndarray], what: str) -> None:
+    """Fail if an output of `after` differs from `before` beyond its dtype's tolerance:
+    |after - before| <= rtol * |before| + atol * max(1, max |before|); integers and booleans exact,
+    NaN only where NaN was.
+
+    Raises:
+        AscendirError: naming `what`, the output, the first differing index and both values.
+    """
+    for name, b in before.items():
+        a = after.get(name)
+        if a is None or a.shape != b.shape:
+            raise AscendirError(f"{what} changed output '{name}' (shape {getattr(a, 'shape', None)} vs {b.shape})")
+        if b.dtype.kind in "f" or b.dtype.name == "bfloat16":
+            rtol, atol = TOLERANCES.get(b.dtype.name, TOLERANCES["float32"])
+            b64, a64 = b.astype(np.float64), a.astype(np.float64)
+            finite = np.isfinite(b64)
+            scale = max(1.0, float(np.max(np.abs(b64[finite]), initial=0.0)))
+            with np.errstate(invalid="ignore"):
+                ok = np.abs(a64 - b64) <= rtol * np.abs(b64) + atol * scale
+            ok |= (np.isnan(a64) & np.isnan(b64)) | (~finite & (a64 == b64))
+        else:
+            ok = a == b
+        if not np.all(ok):
+            idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+            raise AscendirError(
+                f"{what} changed output '{name}' at index {list(idx)}: {b[idx]!r} before, {a[idx]!r} after "
+                f"({int(np.count_nonzero(~ok))} of {ok.size} values beyond the {b.dtype} tolerance)"
+            )
 
 
 def compile_model(
@@ -88,10 +161,12 @@ def compile_model(
     pipeline: str | None = None,
     emit: str = "ascend",
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    verify_numerics: bool = False,
 ) -> tuple[ModuleOp, WeightStore]:
     """Import an ONNX file (or parse IR text with weights beside it) and compile it.
 
     `emit` = "nn" stops after the nn-level pipeline; "ascend" lowers for `target`.
+    `verify_numerics` checks every nn-level pass on seeded random inputs (see run_passes).
 
     Raises:
         AscendirError: any bad input (file, op, shape, pass pipeline, IR).
@@ -107,7 +182,8 @@ def compile_model(
     else:
         module, weights = load_ir(path)
     if not is_lowered(module):
-        run_passes(module, parse_pipeline(pipeline, opt_level))
+        feeds = random_inputs(module) if verify_numerics else None
+        run_passes(module, parse_pipeline(pipeline, opt_level), weights, feeds)
         if emit == "ascend":
             lower(module, weights, target)
     elif emit == "nn":

@@ -19,6 +19,24 @@ def _fuse_matmul_epilogue():
     return FuseMatmulEpilogue
 
 
+def _recompose_nn():
+    from ascendir.transforms.recompose_nn import RecomposeNN
+
+    return RecomposeNN
+
+
+def _decompose_attention():
+    from ascendir.lowering.attention import DecomposeAttention
+
+    return DecomposeAttention
+
+
+def _fuse_ffn():
+    from ascendir.transforms.fuse_ffn import FuseFFN
+
+    return FuseFFN
+
+
 def _canonicalize():
     from xdsl.transforms.canonicalize import CanonicalizePass
 
@@ -41,13 +59,16 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "canonicalize": _canonicalize,
     "cse": _cse,
     "dce": _dce,
+    "recompose-nn": _recompose_nn,
+    "fuse-ffn": _fuse_ffn,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
+    "decompose-attention": _decompose_attention,
     "convert-nn-to-ascend": _lowering,
 }
 
 # Named pipelines: the nn-level passes each optimization level runs before lowering.
 PIPELINES: dict[str, str] = {
     "O0": "",
-    "O1": "fuse-matmul-epilogue",
-    "O2": "fuse-matmul-epilogue",
+    "O1": "recompose-nn,fuse-matmul-epilogue",
+    "O2": "recompose-nn,fuse-ffn,fuse-matmul-epilogue",
 }

@@ -749,6 +749,69 @@ class GatherOp(NNOp):
             raise VerifyException("nn.gather: wrong result shape")
 
 
+@irdl_op_definition
+class AttentionOp(NNOp):
+    """Scaled dot-product attention with grouped K/V heads (GQA/MQA when num_kv_heads < num_heads).
+
+    Operands: q [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv], optional additive `mask`
+    broadcastable to [B, Hq, Sq, Skv]. Result [B, Hq, Sq, Dv]. Query head h reads K/V head
+    h // (Hq / Hkv). Meaning, in this order:
+
+        s = scale * (q @ k^T)                      (f32 accumulation)
+        s = s + mask                               (if a mask is given)
+        s[..., i, j] = lowest finite float         (if causal, where j > i + Skv - Sq)
+        out = softmax(s, axis=-1) @ v
+
+    The causal step writes the dtype's lowest finite value, as Hugging Face masks do (not -inf),
+    so a row whose every key is masked stays a uniform average, exactly as the unfused graph.
+
+    Raises (verify): VerifyException on ranks, head counts or shapes that do not fit.
+    """
+
+    name = "nn.attention"
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    num_heads = prop_def(IntegerAttr)
+    num_kv_heads = prop_def(IntegerAttr)
+    causal = prop_def(BoolAttr)
+    scale = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+
+    def __init__(
+        self, q: SSAValue, k: SSAValue, v: SSAValue, mask: SSAValue | None, *, causal: bool, scale: float
+    ):
+        b, hq, sq, _ = shape_of(q)
+        hkv = shape_of(k)[1]
+        dv = shape_of(v)[-1]
+        super().__init__(
+            operands=[q, k, v, mask],
+            result_types=[TensorType(q.type.element_type, [b, hq, sq, dv])],
+            properties={
+                "num_heads": IntegerAttr(hq, i64), "num_kv_heads": IntegerAttr(hkv, i64),
+                "causal": BoolAttr(causal, i1), "scale": FloatAttr(scale, 32),
+            },
+        )
+
+    def verify_semantics(self) -> None:
+        q, k, v = shape_of(self.q), shape_of(self.k), shape_of(self.v)
+        if len(q) != 4 or len(k) != 4 or len(v) != 4:
+            raise VerifyException("nn.attention: q, k, v must be [B, H, S, D]")
+        hq, hkv = self.num_heads.value.data, self.num_kv_heads.value.data
+        if q[1] != hq or k[1] != hkv or v[1] != hkv or hkv < 1 or hq % hkv:
+            raise VerifyException(f"nn.attention: {hq} query heads cannot share {hkv} K/V heads ({list(q)}, {list(k)})")
+        if q[0] != k[0] or k[0] != v[0] or q[3] != k[3] or k[2] != v[2]:
+            raise VerifyException(f"nn.attention: q {list(q)}, k {list(k)}, v {list(v)} do not fit")
+        if shape_of(self.result) != (q[0], hq, q[2], v[3]):
+            raise VerifyException(f"nn.attention: result must be {[q[0], hq, q[2], v[3]]}")
+        if self.mask is not None:
+            scores = (q[0], hq, q[2], k[2])
+            if broadcast_shapes(shape_of(self.mask), scores) != scores:
+                raise VerifyException(f"nn.attention: mask {list(shape_of(self.mask))} does not broadcast to {list(scores)}")
+
+
 # ----------------------------------------------------------------------------------------------
 # fused regions
 # ----------------------------------------------------------------------------------------------
@@ -801,7 +864,7 @@ NN = Dialect(
         ErfOp, SinOp, CosOp, FloorOp, CeilOp, NotOp, IdentityOp, GeluOp, LeakyReluOp, ClipOp,
         AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp, OrOp,
         EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp, CastOp,
-        MatmulOp, SoftmaxOp, LayerNormOp, RmsNormOp, Conv2dOp, Pool2dOp,
+        MatmulOp, SoftmaxOp, LayerNormOp, RmsNormOp, AttentionOp, Conv2dOp, Pool2dOp,
         ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp, TopKOp,
         TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SliceOp, GatherOp,
         YieldOp, FusedOp,

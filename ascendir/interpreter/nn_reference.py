@@ -203,6 +203,35 @@ def _rms_norm(op: nn.RmsNormOp, args, weights):
     return x / np.sqrt(ms + np.asarray(op.epsilon.value.data, x.dtype)) * _wide(args[1])
 
 
+def attention_reference(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, *, causal: bool, scale: float
+) -> np.ndarray:
+    """nn.attention on arrays (see nn.AttentionOp for the meaning): q [B, Hq, Sq, D], k
+    [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv] -> [B, Hq, Sq, Dv] in float32 (or float64 inputs)."""
+    q, k, v = (_wide(a) for a in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    # Each K/V head serves `group` consecutive query heads (repeat_kv / GQA).
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    s = s * np.asarray(scale, s.dtype)
+    if mask is not None:
+        s = s + _wide(mask)
+    if causal:
+        sq, skv = s.shape[-2:]
+        visible = np.arange(skv)[None, :] <= np.arange(sq)[:, None] + (skv - sq)
+        s = np.where(visible, s, np.finfo(s.dtype).min)
+    e = np.exp(s - np.max(s, axis=-1, keepdims=True))
+    return np.matmul(e / np.sum(e, axis=-1, keepdims=True), v)
+
+
+@semantics(nn.AttentionOp)
+def _attention(op: nn.AttentionOp, args, weights):
+    return attention_reference(
+        args[0], args[1], args[2], args[3] if len(args) > 3 else None,
+        causal=bool(op.causal.value.data), scale=op.scale.value.data,
+    )
+
+
 _REDUCE = {
     nn.ReduceSumOp: np.sum, nn.ReduceMeanOp: np.mean, nn.ReduceMaxOp: np.max,
     nn.ReduceMinOp: np.min, nn.ReduceProdOp: np.prod,

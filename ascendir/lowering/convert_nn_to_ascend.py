@@ -29,7 +29,7 @@ from xdsl.passes import ModulePass
 from ascendir.dialects import ascend, nn
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
-from ascendir.lowering import data_movement, elementwise, matmul, matmul_epilogue, reduction
+from ascendir.lowering import data_movement, elementwise, ffn, matmul, matmul_epilogue, reduction
 from ascendir.lowering.host_builder import LoweringContext, gm_type
 
 Template = Callable[[LoweringContext, Operation, list[SSAValue]], list[SSAValue]]
@@ -59,6 +59,7 @@ def _templates() -> dict[type[Operation], Template]:
 
 TEMPLATES = _templates()
 FUSED_TEMPLATES: dict[str, Template] = {"matmul_epilogue": matmul_epilogue.lower_matmul_epilogue}
+FUSED_TEMPLATES["ffn"] = ffn.lower_ffn
 
 
 def describe(op: Operation, index: int) -> str:

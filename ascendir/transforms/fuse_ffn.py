@@ -1,0 +1,108 @@
+"""`fuse-ffn`: a transformer feed-forward block → `nn.fused {kind = "ffn"}`.
+
+Matched (every intermediate used only inside the block, weights 2-D [K, N] so the block is a
+per-row map of its input x [..., H]):
+
+* gated (SwiGLU / GeGLU), LLaMA / Mixtral:
+      g = matmul(x, Wg); a = silu|gelu(g); u = matmul(x, Wu); m = mul(a, u)  (either order)
+      y = matmul(m, Wd)
+* plain, BERT / GPT-2 / ViT:
+      h = matmul(x, W1) [+ b1]; a = relu|gelu|silu(h); y = matmul(a, W2) [+ b2]
+
+The region's inputs are x, the weights and biases; its body is the original ops. What the
+template does with it: lowering/ffn.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from ascendir.dialects import nn
+from ascendir.lowering.matmul_epilogue import row_bias_of
+from ascendir.transforms.patterns import fuse_ops, program_order, single_use, top_level_ops
+
+KIND = "ffn"
+GATE_ACTIVATIONS = (nn.SiluOp, nn.GeluOp)
+ACTIVATIONS = (nn.ReluOp, nn.GeluOp, nn.SiluOp)
+
+
+def _is_weight_matmul(op: Operation | None, x: SSAValue | None = None) -> bool:
+    return (
+        isinstance(op, nn.MatmulOp)
+        and len(nn.shape_of(op.rhs)) == 2
+        and len(nn.shape_of(op.lhs)) >= 2
+        and (x is None or op.lhs == x)
+    )
+
+
+def _with_bias(value: SSAValue) -> tuple[list[Operation], SSAValue]:
+    """[add] and its result if `value`'s only user adds a row bias to it, else ([], value)."""
+    add = single_use(value)
+    if isinstance(add, nn.AddOp) and row_bias_of(add, value) is not None:
+        return [add], add.result
+    return [], value
+
+
+def match_gated(down: nn.MatmulOp) -> list[Operation] | None:
+    """The ops of a gated FFN whose down projection is `down`, or None."""
+    m = down.lhs.owner
+    if not _is_weight_matmul(down) or not isinstance(m, nn.MulOp) or single_use(m.result) is not down:
+        return None
+    for a_val, u_val in ((m.lhs, m.rhs), (m.rhs, m.lhs)):
+        act, up = a_val.owner, u_val.owner
+        if not isinstance(act, GATE_ACTIVATIONS) or not _is_weight_matmul(up):
+            continue
+        gate = act.input.owner
+        if not _is_weight_matmul(gate, up.lhs) or gate is up:
+            continue
+        if single_use(a_val) is not m or single_use(u_val) is not m or single_use(gate.result) is not act:
+            continue
+        if nn.shape_of(gate.result) != nn.shape_of(up.result):
+            continue
+        return [gate, act, up, m, down]
+    return None
+
+
+def match_plain(second: nn.MatmulOp) -> list[Operation] | None:
+    """The ops of matmul [+ bias] → activation → matmul [+ bias] ending at `second`, or None."""
+    act = second.lhs.owner
+    if not _is_weight_matmul(second) or not isinstance(act, ACTIVATIONS) or single_use(act.result) is not second:
+        return None
+    h = act.input
+    first_ops: list[Operation] = []
+    if isinstance(h.owner, nn.AddOp):
+        add = h.owner
+        for cand in (add.lhs, add.rhs):
+            if _is_weight_matmul(cand.owner) and row_bias_of(add, cand) is not None and single_use(cand) is add:
+                first_ops = [cand.owner, add]
+                break
+    elif _is_weight_matmul(h.owner):
+        first_ops = [h.owner]
+    if not first_ops or single_use(h) is not act:
+        return None
+    tail, _ = _with_bias(second.result)
+    return [*first_ops, act, second, *tail]
+
+
+@dataclass(frozen=True)
+class FuseFFN(ModulePass):
+    """Wrap gated (SwiGLU) and plain (MatMul → act → MatMul) feed-forward blocks in
+    nn.fused {kind = "ffn"}."""
+
+    name = "fuse-ffn"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for mm in top_level_ops(op, nn.MatmulOp):
+            if mm.parent is None:
+                continue
+            ops = match_gated(mm) or match_plain(mm)
+            if ops is None:
+                continue
+            ops = program_order(ops)
+            last = ops[-1]
+            fuse_ops(KIND, ops, [last.results[0]])
