@@ -1,0 +1,174 @@
+"""What fusion buys on a LLaMA-2-7B-shaped decoder layer (hidden 4096, 32 heads, MLP 11008, f16)
+on Ascend 910B2, timing-only: simulated cycles, GM bytes read + written and % of cube peak for
+-O0, each fusion pass alone and -O2, at prefill (512 tokens) and decode (1 token, attending to a
+512-token context given as K/V inputs); then attention alone at 1k/4k/8k/16k tokens.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/fusion.py [--target ascend910b2] [--quick]
+
+The layer is written directly in the nn dialect (already in recomposed form: nn.rms_norm,
+nn.attention, nn.silu), so -O0 lowers attention the unfused way (decompose-attention) and the
+FFN as three matmuls + two vector kernels. `--quick` runs the FFN block only.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+from ascendir.context import make_context  # noqa: E402
+from ascendir.driver import lower, parse_pipeline, run_passes  # noqa: E402
+from ascendir.hardware import load_target  # noqa: E402
+from ascendir.interpreter import simulate  # noqa: E402
+from ascendir.weights import WeightStore  # noqa: E402
+from xdsl.parser import Parser  # noqa: E402
+
+H, HEADS, D, MLP = 4096, 32, 128, 11008
+CONFIGS = {
+    "O0": "",
+    "fuse-matmul-epilogue": "fuse-matmul-epilogue",
+    "fuse-ffn": "fuse-ffn",
+    "O2": "O2",
+}
+
+
+def t(*dims: int) -> str:
+    return f"tensor<{'x'.join(map(str, dims))}xf16>"
+
+
+def ffn_ir(s: int) -> str:
+    """SwiGLU FFN of one layer on s tokens (the block fuse-ffn targets)."""
+    x, g = t(1, s, H), t(1, s, MLP)
+    return f"""
+func.func @main(%x: {x}) -> {x} {{
+  %wg = nn.weight @wg : {t(H, MLP)}
+  %wu = nn.weight @wu : {t(H, MLP)}
+  %wd = nn.weight @wd : {t(MLP, H)}
+  %gt = nn.matmul %x, %wg : ({x}, {t(H, MLP)}) -> {g}
+  %a = nn.silu %gt : ({g}) -> {g}
+  %u = nn.matmul %x, %wu : ({x}, {t(H, MLP)}) -> {g}
+  %m = nn.mul %a, %u : ({g}, {g}) -> {g}
+  %y = nn.matmul %m, %wd : ({g}, {t(MLP, H)}) -> {x}
+  func.return %y : {x}
+}}"""
+
+
+def layer_ir(s: int, ctx_len: int) -> str:
+    """One decoder layer: RMSNorm, Q/K/V/O projections, attention over ctx_len keys (the new
+    tokens' K/V when s == ctx_len, else K/V of the context passed in), residual, RMSNorm, SwiGLU,
+    residual. RoPE is left out (a vector op per Q/K element; the same at every level)."""
+    x, q4, kv4, g = t(1, s, H), t(1, HEADS, s, D), t(1, HEADS, ctx_len, D), t(1, s, MLP)
+    prefill = s == ctx_len
+    kv_args = "" if prefill else f", %kc: {kv4}, %vc: {kv4}"
+    kv = (
+        f"""  %k0 = nn.matmul %n1, %wk : ({x}, {t(H, H)}) -> {x}
+  %k1 = nn.reshape %k0 : ({x}) -> {t(1, s, HEADS, D)}
+  %k = nn.transpose %k1 {{perm = array<i64: 0, 2, 1, 3>}} : ({t(1, s, HEADS, D)}) -> {q4}
+  %v0 = nn.matmul %n1, %wv : ({x}, {t(H, H)}) -> {x}
+  %v1 = nn.reshape %v0 : ({x}) -> {t(1, s, HEADS, D)}
+  %v = nn.transpose %v1 {{perm = array<i64: 0, 2, 1, 3>}} : ({t(1, s, HEADS, D)}) -> {q4}"""
+        if prefill
+        else "  %k = nn.identity %kc : ({kv4}) -> {kv4}\n  %v = nn.identity %vc : ({kv4}) -> {kv4}".format(kv4=kv4)
+    )
+    return f"""
+func.func @main(%x: {x}{kv_args}) -> {x} {{
+  %ln = nn.weight @ln : {t(H)}
+  %wq = nn.weight @wq : {t(H, H)}
+  %wk = nn.weight @wk : {t(H, H)}
+  %wv = nn.weight @wv : {t(H, H)}
+  %wo = nn.weight @wo : {t(H, H)}
+  %wg = nn.weight @wg : {t(H, MLP)}
+  %wu = nn.weight @wu : {t(H, MLP)}
+  %wd = nn.weight @wd : {t(MLP, H)}
+  %n1 = nn.rms_norm %x, %ln {{axis = 2 : i64, epsilon = 1.0e-05 : f32}} : ({x}, {t(H)}) -> {x}
+  %q0 = nn.matmul %n1, %wq : ({x}, {t(H, H)}) -> {x}
+  %q1 = nn.reshape %q0 : ({x}) -> {t(1, s, HEADS, D)}
+  %q = nn.transpose %q1 {{perm = array<i64: 0, 2, 1, 3>}} : ({t(1, s, HEADS, D)}) -> {q4}
+{kv}
+  %o = nn.attention %q, %k, %v {{num_heads = {HEADS} : i64, num_kv_heads = {HEADS} : i64, causal = {"true" if prefill else "false"}, scale = 0.0883883461 : f32}} : ({q4}, {kv4}, {kv4}) -> {q4}
+  %o1 = nn.transpose %o {{perm = array<i64: 0, 2, 1, 3>}} : ({q4}) -> {t(1, s, HEADS, D)}
+  %o2 = nn.reshape %o1 : ({t(1, s, HEADS, D)}) -> {x}
+  %o3 = nn.matmul %o2, %wo : ({x}, {t(H, H)}) -> {x}
+  %r1 = nn.add %x, %o3 : ({x}, {x}) -> {x}
+  %n2 = nn.rms_norm %r1, %ln {{axis = 2 : i64, epsilon = 1.0e-05 : f32}} : ({x}, {t(H)}) -> {x}
+  %gt = nn.matmul %n2, %wg : ({x}, {t(H, MLP)}) -> {g}
+  %a = nn.silu %gt : ({g}) -> {g}
+  %u = nn.matmul %n2, %wu : ({x}, {t(H, MLP)}) -> {g}
+  %m = nn.mul %a, %u : ({g}, {g}) -> {g}
+  %y = nn.matmul %m, %wd : ({g}, {t(MLP, H)}) -> {x}
+  %r2 = nn.add %r1, %y : ({x}, {x}) -> {x}
+  func.return %r2 : {x}
+}}"""
+
+
+def attention_ir(s: int) -> str:
+    q4 = t(1, HEADS, s, D)
+    return f"""
+func.func @main(%q: {q4}, %k: {q4}, %v: {q4}) -> {q4} {{
+  %o = nn.attention %q, %k, %v {{num_heads = {HEADS} : i64, num_kv_heads = {HEADS} : i64, causal = false, scale = 0.0883883461 : f32}} : ({q4}, {q4}, {q4}) -> {q4}
+  func.return %o : {q4}
+}}"""
+
+
+def measure(text: str, pipeline: str, hw) -> dict:
+    module = Parser(make_context(), "builtin.module {" + text + "\n}").parse_module()
+    weights = WeightStore()
+    run_passes(module, parse_pipeline(pipeline or None, "O0"))
+    nfused = sum(1 for op in module.walk() if op.name == "nn.fused")
+    lower(module, weights, hw.name)
+    t0 = time.perf_counter()
+    rep = simulate(module, None, {}, hw, timing_only=True).report
+    return {
+        "cycles": rep["total_cycles"],
+        "gm": rep["bytes"].get("gm_read", 0) + rep["bytes"].get("gm_write", 0),
+        "peak": rep.get("cube_peak_fraction", 0.0),
+        "fused": nfused,
+        "wall": time.perf_counter() - t0,
+    }
+
+
+def row(label: str, r: dict, base: dict | None = None) -> str:
+    speed = f"{base['cycles'] / r['cycles']:.2f}x" if base else "1.00x"
+    return (f"| {label:24s} | {r['cycles']:>13,.0f} | {speed:>6s} | {r['gm'] / 2**20:>10,.1f} | "
+            f"{100 * r['peak']:5.1f} | {r['fused']:>5d} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", default="ascend910b2")
+    ap.add_argument("--quick", action="store_true", help="FFN block only")
+    ap.add_argument("--seqs", default="1024,4096", help="attention sweep lengths")
+    args = ap.parse_args()
+    hw = load_target(args.target)
+    head = "| config                   |        cycles | speed  | GM MiB r+w | %cube | fused |\n|---|---:|---:|---:|---:|---:|"
+    blocks = [("FFN (SwiGLU) prefill 512", ffn_ir(512)), ("FFN (SwiGLU) decode 1", ffn_ir(1))]
+    if not args.quick:
+        blocks += [("layer prefill 512", layer_ir(512, 512)), ("layer decode 1 (ctx 512)", layer_ir(1, 512))]
+    for title, text in blocks:
+        print(f"\n{title} on {hw.name}\n{head}")
+        base = None
+        for label, pipe in CONFIGS.items():
+            try:
+                r = measure(text, pipe, hw)
+            except Exception as e:  # noqa: BLE001 - report and go on
+                print(f"| {label:24s} | failed: {type(e).__name__}: {' '.join(str(e).split())[:120]} |")
+                continue
+            base = base or r
+            print(row(label, r, base), flush=True)
+    if args.quick:
+        return
+    print(f"\nattention alone (32 heads x 128, non-causal, f16) on {hw.name}: naive = decompose-attention\n"
+          "| seq | naive cycles | naive GM MiB | FlashAttention |\n|---:|---:|---:|---|")
+    for s in (int(x) for x in args.seqs.split(",")):
+        try:
+            r = measure(attention_ir(s), "", hw)
+            print(f"| {s} | {r['cycles']:,.0f} | {r['gm'] / 2**20:,.1f} | template not implemented |", flush=True)
+        except Exception as e:  # noqa: BLE001
+            print(f"| {s} | failed: {type(e).__name__}: {' '.join(str(e).split())[:100]} | | |")
+
+
+if __name__ == "__main__":
+    main()
