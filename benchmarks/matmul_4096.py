@@ -5,8 +5,9 @@
 Runs timing-only on (1) a hand-generated kernel (ascendir.interpreter.testing.matmul_ir:
 128x256 output tiles, baseK 64, 256 of K per L1 load, double-buffered L1 and L0, f16 out through
 FixPipe, 24 blocks) and (2) the kernel ascendir's own lowering produces for an ONNX MatMul, when
-the lowering can compile it. Each under both L2 models: "none" (every GM read at HBM rate, a
-pessimistic bound) and "hit" (every GM read hits L2, optimistic). For calibration, the reference
+the lowering can compile it. Each under the three L2 models: "tile" (the default: tile-granular L2,
+interpreter/l2.py), "none" (every GM read at HBM rate, a pessimistic bound) and "hit" (every GM
+read hits L2, optimistic). For calibration, the reference
 (§7) reports 90 % of peak for torch.matmul 14336x4096x4096 BF16 on 910B2C [S15] and a 97.9 % L2
 hit rate for a 4096^2 matmul on 910B2 [S17].
 """
@@ -54,7 +55,7 @@ def lowered_module(target: str):
 
 
 def show(label: str, module, hw) -> None:
-    for l2 in ("none", "hit"):
+    for l2 in ("tile", "none", "hit"):
         t0 = time.perf_counter()
         rep = simulate(module, None, {}, hw.with_l2_model(l2), timing_only=True).report
         wall = time.perf_counter() - t0

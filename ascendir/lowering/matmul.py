@@ -51,8 +51,16 @@ from ascendir.lowering.kernel_builder import Index, KernelBuilder, Queue, ceil_d
 
 # Default base tile (Ascend C MatmulTiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
 BASE_MN = 128
-BASE_K_BYTES = 256  # baseK * element size: 128 for f16, 64 for f32
+# baseN of 256 halves the A bytes loaded per flop (the kernel is GM/L2-bound at 128 x 128: each
+# 128 x 128 x 64 f16 step moves 32 KiB through MTE2 for 256 mmad cycles, S1 rates); 128 x 256 f32
+# fills L0C (128 KiB, S1), which holds one accumulator (L0C is not ping-ponged).
+BASE_N = 256
+BASE_K_BYTES = 128  # baseK * element size: 64 for f16 (L0B slot 64 x 256 x 2 = 32 KiB = half of L0B)
+L0C_FRACTION = 1.0  # one L0C accumulator per core
 MAX_STEP_K = 4  # baseK blocks per L1 load (amortizes the ~210-cycle nd2nz start-up, S4)
+# L1 and L0A/L0B slots per queue: 2 = ping-pong (S2 InitBuffer BUFFER_NUM = 2); choose_tiling keeps
+# each slot within BUFFER_FRACTION of its buffer so both fit.
+DOUBLE_BUFFER = 2
 # Splitting tiles to feed idle AICs stops at one fractal (16 rows / columns, S1 DtypeMKN): small-M
 # products are GM-bound, and every extra AIC brings its own 32 B/cycle GM->L1 path (S1 ini).
 MIN_SPLIT_MN = 16
@@ -108,13 +116,13 @@ def choose_tiling(
     t = ctx.target
     es, ka = itemsize(el), k_align(el)
     bm = min(BASE_MN, round_up(m, 16))
-    bn = min(BASE_MN, round_up(n, 16))
+    bn = min(BASE_N, round_up(n, 16))
     bk = min(BASE_K_BYTES // es, round_up(k, ka))
 
     def fits(cap: str, nbytes: int) -> bool:
         return nbytes <= t.capacity(cap) * BUFFER_FRACTION
 
-    while not fits("l0c", bm * bn * 4):
+    while bm * bn * 4 > t.capacity("l0c") * L0C_FRACTION:
         if bm >= bn and bm > 16:
             bm = round_up(bm // 2, 16)
         elif bn > 16:
@@ -228,13 +236,16 @@ def emit_matmul(
     gm_bias = kb.args[3] if epilogue.bias is not None else None
     acc = f32
 
-    l1a = kb.alloc([bm, kl1], el, MemSpace.L1)
-    l1b = kb.alloc([kl1, bn], el, MemSpace.L1)
-    l0a = kb.alloc([bm, bk], el, MemSpace.L0A)
-    l0b = kb.alloc([bk, bn], el, MemSpace.L0B)
+    # ping-pong (S2 InitBuffer BUFFER_NUM = 2): slot p of each level has its own buffers and
+    # event-id pair, so MTE2 fills L1 slot p^1 while MTE1/M work on slot p
+    nb = DOUBLE_BUFFER
+    l1a = [kb.alloc([bm, kl1], el, MemSpace.L1) for _ in range(nb)]
+    l1b = [kb.alloc([kl1, bn], el, MemSpace.L1) for _ in range(nb)]
+    l0a = [kb.alloc([bm, bk], el, MemSpace.L0A) for _ in range(nb)]
+    l0b = [kb.alloc([bk, bn], el, MemSpace.L0B) for _ in range(nb)]
     l0c = kb.alloc([bm, bn], acc, MemSpace.L0C)
-    q_l1 = kb.queue(Pipe.MTE2, Pipe.MTE1)
-    q_l0 = kb.queue(Pipe.MTE1, Pipe.M)
+    q_l1 = [kb.queue(Pipe.MTE2, Pipe.MTE1) for _ in range(nb)]
+    q_l0 = [kb.queue(Pipe.MTE1, Pipe.M) for _ in range(nb)]
     q_c = kb.queue(Pipe.M, Pipe.FIX if split else Pipe.V)
 
     bias_stage = _BiasStage(kb, gm_bias, bn, split) if gm_bias is not None else None
@@ -250,21 +261,28 @@ def emit_matmul(
         q_c.acquire()
         if bias_stage is not None and split:
             bias_stage.q_bt.deque()
-        with kb.range(0, k, kl1) as k1:
+        bt = bias_stage.bt if bias_stage is not None and split else None
+
+        def l0_step(p: int, q: int, k1: Index, kk: Index) -> None:
+            q_l0[q].acquire()
+            kb.copy(kb.subview(l1a[p], [0, kk], [bm, bk]), l0a[q])
+            kb.copy(kb.subview(l1b[p], [kk, 0], [bk, bn]), l0b[q])
+            q_l0[q].handoff()
+            _mmad(kb, l0a[q], l0b[q], l0c, kb.add(k1, kk), bt)
+            q_l0[q].release()
+
+        def l1_step(p: int, k1: Index) -> None:
             ksz = kb.boundary(kl1, k, k1)
-            q_l1.acquire()
-            kb.copy(kb.subview(gm_a, [a_row, k1], [msz, ksz]), l1a, layout="nd2nz")
-            kb.copy(kb.subview(gm_b, [kb.add(b_row, k1), n0], [ksz, nsz]), l1b, layout="nd2nz")
-            q_l1.handoff()
+            q_l1[p].acquire()
+            kb.copy(kb.subview(gm_a, [a_row, k1], [msz, ksz]), l1a[p], layout="nd2nz")
+            kb.copy(kb.subview(gm_b, [kb.add(b_row, k1), n0], [ksz, nsz]), l1b[p], layout="nd2nz")
+            q_l1[p].handoff()
             with kb.range(0, ksz, bk) as kk:
-                q_l0.acquire()
-                kb.copy(kb.subview(l1a, [0, kk], [bm, bk]), l0a)
-                kb.copy(kb.subview(l1b, [kk, 0], [bk, bn]), l0b)
-                q_l0.handoff()
-                bt = bias_stage.bt if bias_stage is not None and split else None
-                _mmad(kb, l0a, l0b, l0c, kb.add(k1, kk), bt)
-                q_l0.release()
-            q_l1.release()
+                _by_parity(kb, kk, bk, nb, lambda q: l0_step(p, q, k1, kk))
+            q_l1[p].release()
+
+        with kb.range(0, k, kl1) as k1:
+            _by_parity(kb, k1, kl1, nb, lambda p: l1_step(p, k1))
         if bias_stage is not None and split:
             bias_stage.q_bt.release()
         out_stage.emit(gm_c, c_row, n0, msz, nsz)
@@ -272,6 +290,19 @@ def emit_matmul(
         _emit_aiv_activation(kb, gm_c, out_stage.fix_to_aiv, act, ntiles, [batch, m_rows, n], [bm, bn], out_elem)
     ctx.launch(kb.finish(), args)
     return result
+
+
+def _by_parity(kb: KernelBuilder, iv: Index, step: int, nb: int, body) -> None:
+    """Emit `body(slot)` for the ping-pong slot (iv / step) mod nb of a loop index: static when
+    iv is, else an `scf.if` on the parity (nb = 2) with one copy of the body per slot."""
+    if nb == 1:
+        body(0)
+        return
+    if isinstance(iv, int):
+        body((iv // step) % nb)
+        return
+    parity = kb.rem(kb.div(iv, step), 2)
+    kb.if_else(kb.eq(parity, 0), lambda: body(0), lambda: body(1))
 
 
 def _mmad(kb: KernelBuilder, a: SSAValue, b: SSAValue, c: SSAValue, k_off: Index, bias: SSAValue | None) -> None:

@@ -1,0 +1,202 @@
+"""Calibration: the interpreter's predictions for the measurements of reference §7.
+
+Each case compiles a one-op ONNX model with ascendir's own pipeline (or, for the V9 ladder, a
+hand-written kernel of `testing.matmul_ir`) for the case's chip, runs it timing-only, and
+compares one figure with the published one. Nothing is fitted per case: every constant comes from
+the target TOML (sources [Sn] in /work/shared/reference/ascend-hardware.md).
+
+Cases (measured figure, its unit, and how the prediction is made comparable):
+* V2–V5 [S15] torch.matmul BF16 on 910B2C: TFLOPS = 2·M·N·K / simulated time (launch included).
+* V1 [S15] "best shape" 322.5 TFLOPS: the best predicted TFLOPS over the V2–V5 shapes and 8192³.
+* V6 [S16] peak BF16 328 TF and FP32 87 TF: 8192³ matmuls.
+* V7 [S16] torch.exp fp32: limulidae's bench_membw.py divides the *input* bytes by the time, so
+  the prediction is input bytes / simulated time of a 256 MB Exp.
+* V9 [S17] PTO-DSL ladder on 910B2 (fp16 4096³): naive ≈ 50 % of torch.matmul, double buffered +
+  swizzled ≈ 90 %; torch.matmul taken as 90 % of peak (V5) → 45 % / 81 % of cube peak.
+* V14 [S19] Qwen3-14B decode GEMMs, M = 16, BF16, on an A3 die (= 910B1 constants, §1.1):
+  microseconds per kernel (launch wall time) for gate/up/down. q_proj (26 µs for 52 MB of
+  weights = 2 TB/s) and k/v are left out: their implied bandwidth exceeds the die's 1.6 TB/s, so
+  the "per block" figures are not whole-GEMM times.
+* V11–V13 [S17] FlashAttention band: needs a flash-attention lowering; pending until one exists.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ascendir.hardware.config import load_target
+
+
+@dataclass
+class Case:
+    vid: str
+    what: str
+    unit: str
+    measured: float
+    predict: Callable[[], float] | None  # None: pending
+    note: str = ""
+
+
+@dataclass
+class Row:
+    vid: str
+    what: str
+    unit: str
+    measured: float
+    predicted: float | None
+    seconds: float
+    note: str
+
+    @property
+    def error(self) -> float | None:
+        """(predicted - measured) / measured."""
+        return None if self.predicted is None else (self.predicted - self.measured) / self.measured
+
+
+def _onnx_module(nodes, inputs, outputs, target: str):
+    import onnx
+    from onnx import helper
+
+    from ascendir.driver import compile_model
+
+    g = helper.make_graph(nodes, "cal", inputs, outputs)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "cal.onnx"
+        onnx.save(model, p)
+        module, _ = compile_model(p, target)
+    return module
+
+
+def _simulate(module, target: str) -> dict:
+    from ascendir.interpreter import simulate
+
+    return simulate(module, None, {}, load_target(target), timing_only=True).report
+
+
+def _dtype(name: str):
+    from onnx import TensorProto
+
+    return {"bf16": TensorProto.BFLOAT16, "f16": TensorProto.FLOAT16, "f32": TensorProto.FLOAT}[name]
+
+
+def matmul_report(m: int, n: int, k: int, dtype: str, target: str) -> dict:
+    """Report of ascendir's lowering of one [m, k] x [k, n] MatMul."""
+    from onnx import helper
+
+    t = _dtype(dtype)
+    mod = _onnx_module(
+        [helper.make_node("MatMul", ["a", "b"], ["c"])],
+        [helper.make_tensor_value_info("a", t, [m, k]), helper.make_tensor_value_info("b", t, [k, n])],
+        [helper.make_tensor_value_info("c", t, [m, n])],
+        target,
+    )
+    return _simulate(mod, target)
+
+
+def matmul_tflops(m: int, n: int, k: int, dtype: str = "bf16", target: str = "ascend910b2") -> float:
+    rep = matmul_report(m, n, k, dtype, target)
+    return 2.0 * m * n * k / rep["total_seconds"] / 1e12
+
+
+def matmul_us(m: int, n: int, k: int, dtype: str, target: str) -> float:
+    return matmul_report(m, n, k, dtype, target)["total_seconds"] * 1e6
+
+
+def exp_input_GBps(elements: int, target: str = "ascend910b2") -> float:
+    """limulidae's figure: fp32 input bytes / time of torch.exp."""
+    from onnx import TensorProto, helper
+
+    rows = elements // 8192
+    mod = _onnx_module(
+        [helper.make_node("Exp", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 8192])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 8192])],
+        target,
+    )
+    rep = _simulate(mod, target)
+    return rows * 8192 * 4 / rep["total_seconds"] / 1e9
+
+
+def ladder_fraction(nbuf: int, tm: int, tn: int, target: str = "ascend910b2", n: int = 4096) -> float:
+    """% of cube peak of a hand-written fp16 n³ kernel (testing.matmul_ir)."""
+    from ascendir.interpreter.testing import matmul_ir, parse
+
+    hw = load_target(target)
+    mod = parse(matmul_ir(n, n, n, tm=tm, tn=tn, tk=64, l1_k=256, block_dim=hw.num_aic, nbuf=nbuf, out_dtype="f16"))
+    rep = _simulate(mod, target)
+    return 100.0 * rep["cube_peak_fraction"]
+
+
+def cases(quick: bool = False) -> list[Case]:
+    """The §7 cases; `quick` drops the largest GEMMs (for tests and a fast look)."""
+    best_shapes = [(6912, 16384, 2048), (2304, 5120, 1536), (6144, 17920, 2816), (14336, 4096, 4096), (8192, 8192, 8192)]
+    memo: dict = {}
+
+    def tf(m, n, k, dt="bf16"):
+        key = (m, n, k, dt)
+        if key not in memo:
+            memo[key] = matmul_tflops(m, n, k, dt)
+        return memo[key]
+
+    out = [
+        Case("V2", "matmul bf16 6912x16384x2048 (910B2)", "TFLOPS", 291.6, lambda: tf(6912, 16384, 2048)),
+        Case("V3", "matmul bf16 2304x5120x1536 (910B2)", "TFLOPS", 272.6, lambda: tf(2304, 5120, 1536)),
+        Case("V4", "matmul bf16 6144x17920x2816 (910B2)", "TFLOPS", 301.3, lambda: tf(6144, 17920, 2816)),
+        Case("V5", "matmul bf16 14336x4096x4096 (910B2)", "TFLOPS", 317.3, lambda: tf(14336, 4096, 4096)),
+        Case("V6a", "matmul bf16 peak, 8192^3 (910B)", "TFLOPS", 328.0, lambda: tf(8192, 8192, 8192)),
+        Case("V6b", "matmul fp32 peak, 8192^3 (910B)", "TFLOPS", 87.0, lambda: tf(8192, 8192, 8192, "f32")),
+        Case("V1", "matmul bf16 best shape (910B2C)", "TFLOPS", 322.5, lambda: max(tf(*s) for s in best_shapes), "best of V2-V5, 8192^3"),
+        Case("V7", "torch.exp fp32 256 MB, input bytes / time", "GB/s", 642.0, lambda: exp_input_GBps(64 * 2**20)),
+        Case("V9a", "ladder: naive (single buffer, 128x128)", "% peak", 45.0, lambda: ladder_fraction(1, 128, 128), "50 % of torch (90 % peak)"),
+        Case("V9b", "ladder: double-buffered 128x256", "% peak", 81.0, lambda: ladder_fraction(2, 128, 256), "~90 % of torch with swizzle"),
+        Case("V14a", "decode gate_proj 16x5120->17408 bf16 (A3 die)", "us", 136.0, lambda: matmul_us(16, 17408, 5120, "bf16", "ascend910b1")),
+        Case("V14b", "decode up_proj 16x5120->17408 bf16 (A3 die)", "us", 146.0, lambda: matmul_us(16, 17408, 5120, "bf16", "ascend910b1")),
+        Case("V14c", "decode down_proj 16x17408->5120 bf16 (A3 die)", "us", 161.0, lambda: matmul_us(16, 5120, 17408, "bf16", "ascend910b1")),
+        Case("V11-13", "FlashAttention band 73-106 TFLOPS", "TFLOPS", 73.4, None, "pending: no flash-attention lowering yet"),
+    ]
+    if quick:
+        out = [c for c in out if c.vid in ("V3", "V7", "V14a", "V11-13")]
+    return out
+
+
+def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> list[Row]:
+    rows = []
+    for c in cases(quick):
+        if progress:
+            progress(c.vid)
+        t0 = time.perf_counter()
+        pred = c.predict() if c.predict is not None else None
+        rows.append(Row(c.vid, c.what, c.unit, c.measured, pred, time.perf_counter() - t0, c.note))
+    return rows
+
+
+def summary(rows: list[Row]) -> tuple[float, float, int]:
+    """(median |error|, worst |error|, cases compared) over rows with a prediction."""
+    errs = [abs(r.error) for r in rows if r.error is not None]
+    if not errs:
+        return float("nan"), float("nan"), 0
+    return statistics.median(errs), max(errs), len(errs)
+
+
+def render(rows: list[Row], console=None) -> None:
+    """Print the table with rich (to `console` or stdout)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    t = Table(title="ascendir calibration vs reference §7 (timing-only, nothing fitted per case)")
+    for col in ("case", "workload", "unit", "measured", "predicted", "error", "sim s", "note"):
+        t.add_column(col, justify="right" if col in ("measured", "predicted", "error", "sim s") else "left")
+    for r in rows:
+        pred = "pending" if r.predicted is None else f"{r.predicted:.1f}"
+        err = "" if r.error is None else f"{100 * r.error:+.1f} %"
+        t.add_row(r.vid, r.what, r.unit, f"{r.measured:.1f}", pred, err, f"{r.seconds:.1f}", r.note)
+    console.print(t)
+    med, worst, n = summary(rows)
+    console.print(f"median |error| {100 * med:.1f} %, worst |error| {100 * worst:.1f} % over {n} cases (goal: median <= 10 %, worst <= 25 %)")

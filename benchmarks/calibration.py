@@ -1,0 +1,31 @@
+"""Predicted vs measured for the validation measurements of reference §7 (V1-V7, V9, V14; V11-V13
+pending a flash-attention lowering): error per case, median and worst |error|.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/calibration.py [--quick]
+
+Same as `ascendir calibrate`. Every prediction uses the shipped target TOMLs as they are: nothing
+is fitted per case (ascendir/interpreter/calibration.py documents how each figure is made
+comparable with the published one).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+
+from ascendir.interpreter import calibration  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="only the small cases")
+    args = ap.parse_args()
+    rows = calibration.run(args.quick, progress=lambda vid: print(f"  simulating {vid} ...", flush=True))
+    calibration.render(rows)
+
+
+if __name__ == "__main__":
+    main()
