@@ -3,6 +3,7 @@
     ascendir compile model.onnx -o model.mlir [--emit nn|ascend] [--target 910b2] [-p PIPELINE]
     ascendir run model.onnx [--inputs in.npz] [--outputs out.npz] [--report r.json] [--trace t.json]
     ascendir report r.json
+    ascendir calibrate [--quick]
 
 Bad input (file, op, shape, IR) prints one line `error: ...` and exits with code 2.
 """
@@ -177,6 +178,17 @@ def report(report_path: Path) -> None:
     except (OSError, ValueError) as e:
         raise AscendirError(f"cannot read report {report_path}: {' '.join(str(e).split())}") from None
     render(data, Console())
+
+
+@main.command()
+@click.option("--quick", is_flag=True, help="Only the small cases (V3, V7, V14a; V11-V13 pending).")
+def calibrate(quick: bool) -> None:
+    """Predicted vs measured for reference §7 (V1-V7, V9, V14): error, median and worst."""
+    from ascendir.interpreter import calibration
+
+    console = Console()
+    rows = calibration.run(quick, progress=lambda vid: console.print(f"simulating {vid} ...", style="dim"))
+    calibration.render(rows, console)
 
 
 if __name__ == "__main__":

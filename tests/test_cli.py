@@ -164,3 +164,13 @@ def test_missing_input_key(tmp_path: Path) -> None:
 
 def test_unreadable_file(tmp_path: Path) -> None:
     _assert_clean_error(_run("compile", tmp_path / "nope.onnx"), "nope.onnx")
+
+
+def test_calibrate_quick_prints_errors():
+    from click.testing import CliRunner
+
+    from ascendir.cli import main
+
+    res = CliRunner().invoke(main, ["calibrate", "--quick"])
+    assert res.exit_code == 0, res.output
+    assert "V7" in res.output and "pending" in res.output and "median |error|" in res.output
