@@ -13,7 +13,10 @@ from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 
 DATA = Path(__file__).parent / "data"
-MODELS = ["mlp_small", "llama_small", "llama_small_dynamo"]
+MODELS = [
+    "mlp_small", "llama_small", "llama_small_dynamo", "bert_small", "gpt2_small", "vit_small",
+    "resnet_small", "mobilenet_block_small", "mixtral_moe_block_small",
+]
 
 
 def _reference(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

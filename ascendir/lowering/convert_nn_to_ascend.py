@@ -11,7 +11,8 @@ for reshapes (free), `ascend.launch @kernel(...)` in program order, and `func.re
 
 Templates (one file each): matmul.py (cube), matmul_epilogue.py (nn.fused matmul_epilogue),
 elementwise.py, reduction.py (reduce_*, softmax, layer_norm, rms_norm), data_movement.py
-(reshape, transpose, slice, concat, gather, expand). An `nn.fused` of an unknown kind is lowered
+(reshape, transpose, slice, concat, gather, expand), conv.py (img2col + cube; depthwise via
+window_vector.py), pool.py, topk.py. An `nn.fused` of an unknown kind is lowered
 op by op from its body (its meaning).
 """
 
@@ -30,6 +31,7 @@ from ascendir.dialects import ascend, nn
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.lowering import data_movement, elementwise, ffn, matmul, matmul_epilogue, reduction
+from ascendir.lowering import conv, pool, topk
 from ascendir.lowering.host_builder import LoweringContext, gm_type
 
 Template = Callable[[LoweringContext, Operation, list[SSAValue]], list[SSAValue]]
@@ -54,6 +56,9 @@ def _templates() -> dict[type[Operation], Template]:
     table[nn.ConcatOp] = data_movement.lower_concat
     table[nn.ExpandOp] = data_movement.lower_expand
     table[nn.GatherOp] = data_movement.lower_gather
+    table[nn.Conv2dOp] = conv.lower_conv2d
+    table[nn.Pool2dOp] = pool.lower_pool2d
+    table[nn.TopKOp] = topk.lower_topk
     return table
 
 
