@@ -31,6 +31,12 @@ def _decompose_attention():
     return DecomposeAttention
 
 
+def _fold_batchnorm():
+    from ascendir.transforms.fold_batchnorm import FoldBatchNorm
+
+    return FoldBatchNorm
+
+
 def _fuse_ffn():
     from ascendir.transforms.fuse_ffn import FuseFFN
 
@@ -60,6 +66,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "cse": _cse,
     "dce": _dce,
     "recompose-nn": _recompose_nn,
+    "fold-batchnorm": _fold_batchnorm,
     "fuse-ffn": _fuse_ffn,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
     "decompose-attention": _decompose_attention,
@@ -69,6 +76,6 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
 # Named pipelines: the nn-level passes each optimization level runs before lowering.
 PIPELINES: dict[str, str] = {
     "O0": "",
-    "O1": "recompose-nn,fuse-matmul-epilogue",
-    "O2": "recompose-nn,fuse-ffn,fuse-matmul-epilogue",
+    "O1": "fold-batchnorm,recompose-nn,fuse-matmul-epilogue",
+    "O2": "fold-batchnorm,recompose-nn,fuse-ffn,fuse-matmul-epilogue",
 }
