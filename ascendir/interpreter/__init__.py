@@ -43,18 +43,20 @@ def simulate(
     target: HardwareConfig | str | None = None,
     timing_only: bool = False,
     trace: bool = False,
+    extrapolate: bool = True,
 ) -> SimResult:
     """Run `module` (ascend kernels + host func.func @main) on `target`.
 
     Inputs are keyed by the onnx.name of @main's arguments (arg{i} when unnamed) and cast to the
     argument memref dtypes. In timing-only mode no data moves (inputs may be empty; outputs are
-    zero views). Invariants are checked on every kernel launch.
+    zero views), and loops in steady state are extrapolated unless `extrapolate=False` (see
+    interpreter/steady.py). Invariants are checked on every kernel launch.
 
     Raises:
         AscendirError: unsupported op, capacity overflow, deadlock, bad inputs, invariant violation.
     """
     hw = load_target(target)
-    prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace)
+    prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace, extrapolate=extrapolate)
     with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
         outputs, records = prog.run(inputs)
     for r in records:

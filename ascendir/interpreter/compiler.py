@@ -6,9 +6,10 @@ op added with `register_op`) call their semantics (skipped in timing-only mode),
 up in a per-op cache keyed by operand shapes, and advance the core's pipe clocks (timeline.py).
 Scalar ops (arith, subview, loop control) charge `startup.scalar_alu` cycles on the S pipe.
 
-Later work (steady-state extrapolation of uniform loops) belongs in `Compiler.for_`: in
-timing-only mode, once two consecutive iterations advance every pipe clock by the same amount and
-hit the cost cache, the remaining iterations can be added as a multiple of that delta.
+In timing-only mode `Compiler.for_` runs loops that `steady.uniform_loop` accepts through
+`steady.SteadyLoop`: once two consecutive periods advance the core state by the same delta, the
+remaining whole periods are added as a multiple of it (see steady.py for the conditions and the
+L2 treatment).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost, copy_path
 from ascendir.interpreter.l2 import contiguous_strides
 from ascendir.interpreter.scalar import SCALAR_OPS
 from ascendir.interpreter.state import FLOPS, OPS, Frame
+from ascendir.interpreter.steady import MIN_TRIPS, SteadyLoop, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
 
 AIC_PIPES = frozenset({"M", "MTE1", "FIX"})
@@ -216,6 +218,9 @@ class Compiler:
             c = cache.get(key)
             if c is None:
                 c = cache[key] = resolve(cost_fn(*vals))
+            sig = F.sig
+            if sig is not None:
+                sig.append(c)
             pid, sid, cyc, lat, items, flops = c
             core = F.core
             free = core.free
@@ -249,6 +254,7 @@ class Compiler:
         gi, is_read = gm
         cache: dict = {}
         name = op.name
+        cid = id(op)
 
         def run() -> None:
             s, d = R[s_in], R[s_out]
@@ -268,12 +274,19 @@ class Compiler:
             tag = A[g_slot]
             c = miss
             if tag is not None:
-                k = (tag[0], tag[1], (s if gi == 0 else d).shape, tag[2])
+                shp = (s if gi == 0 else d).shape
+                k = (tag[0], tag[1], shp, tag[2])
                 if is_read:
                     if F.l2p.read(F.l2, k, F.t0 + t, F.block, F.t0):
                         c = both[1]
                 elif F.sem_on:
                     F.l2.write(k, F.t0 + t)
+                log = F.gmlog
+                if log is not None:  # steady.py replays these for skipped iterations
+                    log.append((cid, tag[0], tag[1], shp, tag[2], F.t0 + t, is_read, c is not miss))
+            sig = F.sig
+            if sig is not None:
+                sig.append(c)
             _, _, cyc, lat, items, _ = c
             e = t + cyc
             free[pid] = e
@@ -302,6 +315,8 @@ class Compiler:
         body = self.block(body_block)
         yields = [self.slot(v) for v in body_block.last_op.operands] if isinstance(body_block.last_op, scf.YieldOp) else []
         charge = self._charge_scalar()
+        if not carried and self.k is not None and self.k.timing_only and uniform_loop(op):
+            return self._steady_for(lb, ub, st, iv, body, charge)
         if not carried:
 
             def run() -> None:
@@ -334,6 +349,52 @@ class Compiler:
                 R[r] = R[c]
 
         return run_iter
+
+    def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge) -> Closure:
+        """A timing-only loop that may be extrapolated once steady (steady.py)."""
+        F, R = self.F, self.F.R
+
+        def plain(rng) -> None:
+            for i in rng:
+                R[iv] = i
+                for f in body:
+                    f()
+                if charge is not None:
+                    charge()
+
+        def run() -> None:
+            rng = range(R[lb], R[ub], R[st])
+            n = len(rng)
+            if n < MIN_TRIPS or not F.extrap or F.trace is not None:
+                plain(rng)
+                return
+            own = F.gmlog is None  # the outermost sampling loop owns the logs
+            if own:
+                F.gmlog, F.sig = [], []
+            try:
+                sl = SteadyLoop(F, n)
+                idx = 0
+                while idx < n:
+                    sl.snapshot(idx)
+                    if n - idx > 2:
+                        found = sl.detect()
+                        if found is not None:
+                            skipped = sl.jump(*found, idx, own)
+                            if skipped:
+                                idx += skipped
+                                F.skipped += skipped
+                                continue
+                    R[iv] = rng[idx]
+                    for f in body:
+                        f()
+                    if charge is not None:
+                        charge()
+                    idx += 1
+            finally:
+                if own:
+                    F.gmlog = F.sig = None
+
+        return run
 
     def if_(self, op: scf.IfOp) -> Closure:
         R = self.F.R

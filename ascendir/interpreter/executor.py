@@ -46,8 +46,10 @@ def io_names(fn: func.FuncOp, results: bool) -> list[str]:
 class ModuleProg:
     """A compiled module: run it with `run(inputs)` as many times as needed."""
 
-    def __init__(self, module: ModuleOp, target: HardwareConfig, weights: WeightStore | None, timing_only: bool, trace: bool):
+    def __init__(self, module: ModuleOp, target: HardwareConfig, weights: WeightStore | None, timing_only: bool, trace: bool,
+                 extrapolate: bool = True):
         self.target = target
+        self.extrapolate = extrapolate  # timing-only: steady-state loops are extrapolated (steady.py)
         self.weights = weights if weights is not None else WeightStore()
         self.timing_only = timing_only
         self.trace = trace
@@ -113,10 +115,12 @@ class ModuleProg:
         return outs, self.records
 
 
-def compile_module(module: ModuleOp, target: HardwareConfig, weights: WeightStore | None = None, timing_only: bool = False, trace: bool = False) -> ModuleProg:
-    """Compile `module` (ascend kernels + host @main) for `target`.
+def compile_module(module: ModuleOp, target: HardwareConfig, weights: WeightStore | None = None, timing_only: bool = False, trace: bool = False,
+                   extrapolate: bool = True) -> ModuleProg:
+    """Compile `module` (ascend kernels + host @main) for `target`. `extrapolate=False` runs every
+    loop iteration in timing-only mode too (the reference for steady.py's extrapolation).
 
     Raises:
         AscendirError: unsupported ops, missing paths on the target, buffer capacity overflow.
     """
-    return ModuleProg(module, target, weights, timing_only, trace)
+    return ModuleProg(module, target, weights, timing_only, trace, extrapolate)

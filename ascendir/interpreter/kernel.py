@@ -152,6 +152,7 @@ class KernelProgram:
         F.t0 = self.m.clock
         F.l2 = self.m.l2
         F.flags = FlagQueues(self.nflags)
+        F.extrap = self.m.extrapolate
         if self.gm_reads:
             # recording pass: who reads which GM tile when (l2.py); no numerics, no trace
             F.l2p = L2Pass(self.m.l2.window)
@@ -175,6 +176,7 @@ class KernelProgram:
         nslots = NPIPES * self.nunits
         cores = [CoreState(i, nslots) for i in range(min(self.block_dim, self.ncores))]
         F.acct = [0.0] * ACCT_SIZE
+        F.skipped = 0
         body = self.body
         for b in range(self.block_dim):
             core = cores[b % len(cores)]
@@ -204,6 +206,7 @@ class KernelProgram:
             ),
             events=F.trace or [],
             flows=F.flows or [],
+            extrapolated_iterations=F.skipped,
         )
         self.m.clock += rec.cycles
         return rec

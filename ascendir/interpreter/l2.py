@@ -149,6 +149,15 @@ class L2Pass:
         self.ordinal.clear()
         self.recording = False
 
+    def peek(self, l2: L2Cache, key: tuple, now: float, block: int, ahead: int, t_start: float) -> bool:
+        """What `read` would answer for the read `ahead` reads after the block's next one,
+        without recording anything (steady.py checks replayed reads before committing them)."""
+        if self.recording:
+            return True
+        if (block, self.ordinal.get(block, 0) + ahead) in self.misses:
+            return l2.resident_before(key, now, t_start)
+        return True
+
     def read(self, l2: L2Cache, key: tuple, now: float, block: int, t_start: float) -> bool:
         j = self.ordinal.get(block, 0)
         self.ordinal[block] = j + 1

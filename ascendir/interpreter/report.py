@@ -10,7 +10,8 @@ Each kernel: name, block_dim, core_type, cores_used, cycles, seconds, launch_cyc
     vector ops executed), gm_bandwidth_Bps,
     gm_share_Bpc (per-core GM rate cap), bandwidth_floor_applied (the kernel was stretched to the
     chip bandwidth bound), compute_bound_cycles, bandwidth_bound_cycles,
-    cube_peak_fraction.
+    cube_peak_fraction, extrapolated_iterations (timing-only loop iterations added as
+    steady-state deltas instead of run, interpreter/steady.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ MODEL_NOTES = (
     "flops are cube flops executed (partial tiles count as whole fractals)",
     "pipes are in-order queues; scalar issue is in program order without queue-depth limit",
     "cube peak fraction uses the f16 peak (2 x 16 x 16 x 16 MAC per cycle per AIC)",
+    "timing-only: loops in a periodic steady state are extrapolated (per-period deltas of clocks, bytes, flops; "
+    "GM accesses of skipped iterations replayed into L2 at extrapolated times; see interpreter/steady.py)",
 )
 
 
@@ -55,6 +58,7 @@ class KernelReport:
     compute_bound_cycles: float
     bandwidth_bound_cycles: float
     cube_peak_fraction: float
+    extrapolated_iterations: int = 0
     pipe_capacity: dict[str, float] = field(default_factory=dict)  # pipe-cycles available (not reported)
 
     def to_dict(self) -> dict:
@@ -109,6 +113,7 @@ def kernel_report(rec: KernelRecord, target: HardwareConfig) -> KernelReport:
         compute_bound_cycles=compute,
         bandwidth_bound_cycles=bandwidth,
         cube_peak_fraction=flops / (cycles * target.peak_flops_per_cycle("f16")) if cycles else 0.0,
+        extrapolated_iterations=rec.extrapolated_iterations,
         pipe_capacity=capacity,
     )
 

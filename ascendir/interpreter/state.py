@@ -16,7 +16,7 @@ ACCT_SIZE = OPS + 1
 class Frame:
     """Mutable state the closures of one program share."""
 
-    __slots__ = ("R", "A", "core", "flags", "flowq", "acct", "trace", "flows", "block", "flow_ids", "t0", "l2", "l2p", "sem_on")
+    __slots__ = ("R", "A", "core", "flags", "flowq", "acct", "trace", "flows", "block", "flow_ids", "t0", "l2", "l2p", "sem_on", "gmlog", "sig", "extrap", "skipped")
 
     def __init__(self, nslots: int = 0):
         self.R: list = [None] * nslots
@@ -34,6 +34,12 @@ class Frame:
         self.flows: list | None = None
         self.block = 0
         self.flow_ids = itertools.count()
+        # steady-state extrapolation (steady.py): GM accesses and cost entries of the running
+        # block, recorded only while a candidate loop is sampling (None otherwise)
+        self.gmlog: list | None = None
+        self.sig: list | None = None
+        self.extrap = True  # timing-only loops may be extrapolated
+        self.skipped = 0  # loop iterations extrapolated instead of run in the current pass
 
 
 @dataclass
@@ -51,6 +57,7 @@ class KernelRecord:
     bandwidth_floor: float = 0.0  # chip GM bytes / chip bandwidth, cycles
     events: list = field(default_factory=list)  # (core, slot, start, cycles, name)
     flows: list = field(default_factory=list)  # (phase "s"/"f", core, slot, time, id)
+    extrapolated_iterations: int = 0  # loop iterations added as steady-state deltas (steady.py)
 
     @property
     def timeline_cycles(self) -> float:
