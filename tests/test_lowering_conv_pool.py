@@ -107,12 +107,25 @@ def test_max_pool_padding_never_wins() -> None:
 
 
 def test_conv_on_910a_needs_f16() -> None:
-    """The 910A cube has no fp32 mmad: an fp32 conv names the op and suggests a cast."""
+    """The 910A cube has no fp32 mmad: the error names the op and its ONNX node."""
     from ascendir.errors import AscendirError
 
     x = np.zeros((1, 2, 4, 4), np.float32)
     model = make_model(
-        [helper.make_node("Conv", ["x", "w"], ["y"])], {"x": x}, ["y"], {"w": np.ones((2, 2, 3, 3), np.float32)}
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="stem_conv")], {"x": x}, ["y"],
+        {"w": np.ones((2, 2, 3, 3), np.float32)},
     )
-    with pytest.raises(AscendirError, match="nn.conv2d"):
+    # The importer tags each nn op with its ONNX node (onnx.node), which the error names.
+    with pytest.raises(AscendirError, match=r"nn.conv2d #\d+ \('stem_conv'\)"):
         _run(model, {"x": x}, "ascend910a")
+
+
+def test_imported_ops_carry_their_onnx_node_name() -> None:
+    x = np.zeros((1, 2, 4, 4), np.float32)
+    model = make_model(
+        [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], name="pool1"), helper.make_node("Relu", ["p"], ["y"])],
+        {"x": x}, ["y"],
+    )
+    module, _ = import_onnx(model)
+    tags = {op.name: op.attributes["onnx.node"].data for op in module.walk() if "onnx.node" in op.attributes}
+    assert tags == {"nn.pool2d": "pool1", "nn.relu": "#1 -> y"}

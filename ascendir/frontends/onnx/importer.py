@@ -13,10 +13,11 @@ import onnx
 from onnx import NodeProto, ValueInfoProto
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import VerifyException
 
+from ascendir.dialects import nn
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.frontends.onnx.conversion import ImportState, NodeContext, tensor_type
@@ -222,7 +223,9 @@ class _GraphImporter:
                 if converter is None:
                     self._record_unsupported(node, label)
                     return
+                last = self.block.last_op
                 outputs = list(converter(NodeContext(node, label, self.state)))
+                self._tag_node(last, label)
         except VerifyException as e:  # shape rules of nn ops (broadcast, matmul) reject operands
             raise AscendirError(f"{node.op_type} '{label}': {' '.join(str(e).split())}") from None
         except AscendirError as e:  # e.g. an unsupported element type: say which node met it
@@ -231,6 +234,16 @@ class _GraphImporter:
         for name, value in zip(node.output, outputs + [None] * (len(node.output) - len(outputs))):
             if name and value is not None:
                 self.state.values[name] = value
+
+    def _tag_node(self, last: Operation | None, label: str) -> None:
+        """Give every nn op a node's conversion added an `onnx.node` string attribute (the node
+        name, or `#index -> first output`), so later errors (lowering, verification) name it.
+        Weights and constants are shared between nodes and stay untagged."""
+        op = last.next_op if last is not None else self.block.first_op
+        while op is not None:
+            if not isinstance(op, (nn.WeightOp, nn.ConstantOp)) and "onnx.node" not in op.attributes:
+                op.attributes["onnx.node"] = StringAttr(label)
+            op = op.next_op
 
     def _node_input(self, node: NodeProto, label: str, name: str) -> Value | None:
         if not name:
