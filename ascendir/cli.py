@@ -69,6 +69,8 @@ _target_opt = click.option("--target", default="ascend910b2", show_default=True,
 _pipeline_opt = click.option("-p", "--pipeline", default=None, help="nn-level pass pipeline, xdsl-opt syntax (default: the -O level's).")
 _opt_level = click.option("-O", "opt_level", type=click.Choice(["0", "1", "2"]), default="2", show_default=True, help="Optimization level.")
 _verify_opt = click.option("--verify-numerics", is_flag=True, help="Evaluate the nn module before and after every pass (same inputs) and fail on a difference beyond the dtype's tolerance.")
+_tiling_opt = click.option("--tiling", default=None, metavar="m=128,n=128,k=64",
+                           help="Force this matmul tiling (keys m, n, k, l1_depth, split_k, swizzle; others searched) on every nn.matmul instead of choose-tiling's.")
 _shape_opt = click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DxD", help="Pin a dynamic input shape, e.g. input_ids=1x128.")
 
 
@@ -81,14 +83,15 @@ _shape_opt = click.option("--input-shape", "input_shapes", multiple=True, metava
 @_opt_level
 @_shape_opt
 @_verify_opt
+@_tiling_opt
 def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: str | None, opt_level: str, input_shapes,
-            verify_numerics: bool) -> None:
+            verify_numerics: bool, tiling: str | None) -> None:
     """Compile MODEL (.onnx, or .mlir IR) to the nn or ascend dialect."""
     from ascendir.driver import compile_model, parse_input_shapes, print_ir, weights_path
 
     module, weights = compile_model(
         model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes),
-        verify_numerics=verify_numerics,
+        verify_numerics=verify_numerics, tiling=tiling,
     )
     text = print_ir(module)
     if output is None:
@@ -124,9 +127,10 @@ def _load_inputs(path: Path, expected: list[str]) -> dict[str, np.ndarray]:
 @_opt_level
 @_shape_opt
 @_verify_opt
+@_tiling_opt
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, report_path: Path | None,
         trace_path: Path | None, seed: int, target: str, pipeline: str | None, opt_level: str, input_shapes,
-        verify_numerics: bool) -> None:
+        verify_numerics: bool, tiling: str | None) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the report."""
     from ascendir.driver import (
         gather_bounds, io_names, is_lowered, load_ir, lower, main_func, parse_input_shapes, parse_pipeline,
@@ -150,7 +154,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         if verify_numerics:
             nn_names = io_names(main_func(module), results=False)
             checks = _load_inputs(inputs, nn_names) if inputs else random_inputs(module, seed, bounds)
-        run_passes(module, parse_pipeline(pipeline, f"O{opt_level}"), weights, checks)
+        run_passes(module, parse_pipeline(pipeline, f"O{opt_level}", target, tiling), weights, checks)
         lower(module, weights, target)
     names = io_names(main_func(module), results=False)
     feeds = _load_inputs(inputs, names) if inputs else random_inputs(module, seed, bounds)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,12 +31,36 @@ from ascendir.weights import WeightStore
 NAME_ATTR = "onnx.name"
 
 
-def parse_pipeline(spec: str | None, opt_level: str = "O2") -> PassPipeline:
+def parse_pipeline(
+    spec: str | None, opt_level: str = "O2", target: str | Path | None = None, tiling: str | None = None
+) -> PassPipeline:
     """The nn-level pass pipeline: `spec` (xdsl-opt syntax, may name O0/O1/O2) or `opt_level`.
 
+    `target` becomes the target of every `choose-tiling` that names none (it tiles for the chip
+    being compiled for); `tiling` ("m=128,n=128,k=64") is forced on every matmul by that pass,
+    which is appended when the pipeline has none (e.g. -O0).
+
     Raises:
-        AscendirError: an unknown pass, option or pipeline name.
+        AscendirError: an unknown pass, option or pipeline name, or a malformed `tiling`.
     """
+    pipe = _parse_pipeline(spec, opt_level)
+    if target is None and not tiling:
+        return pipe
+    from ascendir.transforms.choose_tiling import ChooseTiling, parse_tiling
+
+    if tiling:
+        parse_tiling(tiling)  # fail early on a malformed spec
+    passes = list(pipe.passes)
+    if tiling and not any(isinstance(p, ChooseTiling) for p in passes):
+        passes.append(ChooseTiling())
+    tgt = str(target) if target is not None else ""
+    passes = [
+        replace(p, target=p.target or tgt, tiling=tiling or p.tiling) if isinstance(p, ChooseTiling) else p for p in passes
+    ]
+    return PassPipeline(tuple(passes))
+
+
+def _parse_pipeline(spec: str | None, opt_level: str) -> PassPipeline:
     if spec is None:
         if opt_level not in PIPELINES:
             raise AscendirError(f"unknown optimization level '{opt_level}' (choose from {', '.join(PIPELINES)})")
@@ -162,11 +187,13 @@ def compile_model(
     emit: str = "ascend",
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     verify_numerics: bool = False,
+    tiling: str | None = None,
 ) -> tuple[ModuleOp, WeightStore]:
     """Import an ONNX file (or parse IR text with weights beside it) and compile it.
 
     `emit` = "nn" stops after the nn-level pipeline; "ascend" lowers for `target`.
     `verify_numerics` checks every nn-level pass on seeded random inputs (see run_passes).
+    `tiling` ("m=128,n=128,k=64") overrides choose-tiling's choice for every matmul.
 
     Raises:
         AscendirError: any bad input (file, op, shape, pass pipeline, IR).
@@ -183,7 +210,7 @@ def compile_model(
         module, weights = load_ir(path)
     if not is_lowered(module):
         feeds = random_inputs(module) if verify_numerics else None
-        run_passes(module, parse_pipeline(pipeline, opt_level), weights, feeds)
+        run_passes(module, parse_pipeline(pipeline, opt_level, target or DEFAULT_TARGET, tiling), weights, feeds)
         if emit == "ascend":
             lower(module, weights, target)
     elif emit == "nn":

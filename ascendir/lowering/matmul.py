@@ -28,6 +28,15 @@ shrunk until A, B, C tiles take at most half of L0A / L0B / L0C and the L1 chunk
 `min(tile, dim - off)`, the on-chip tiles stay full size and `ascend.copy` zero-fills them, and
 mmad always runs on the full static tile.
 
+Tiling from choose-tiling (transforms/choose_tiling.py): an `ascend.tiling` attribute on the
+nn.matmul (set by the pass, IR text, or `--tiling`) replaces the heuristic above: base m/n/k,
+l1_depth (k_l1 = l1_depth * k), split_k (work items = splits x output tiles, split outermost; each
+writes its f32 partial [M, N] into a GM workspace [splits*M, N], and `_emit_split_k_reduce` adds
+them on the AIVs and casts) and swizzle (`_tile_coords`: groups of `swizzle` tile rows visited
+column by column, so concurrently running blocks share B panels in L2). Ping-pong slots follow the
+parity of the core's running L1-chunk (L0-step) count, not of the loop index alone, whenever a
+tile has an odd number of chunks (steps).
+
 Batch: when B has no batch dims (weights), the batch is folded into M ([..., M, K] viewed as
 [prod*M, K]), as CANN's MatMul does; otherwise each output batch maps to its A and B batch by
 the broadcast rule, computed with index arithmetic in the kernel.
@@ -39,6 +48,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import AnyFloat, f16, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
@@ -74,12 +84,19 @@ ACTIVATIONS = ("vrelu", "vgelu", "vgelu_tanh", "vsilu")
 @dataclass(frozen=True)
 class MatmulTiling:
     """Base tile sizes (elements) of one matmul kernel: L0 tiles [base_m, base_k] x [base_k,
-    base_n] -> [base_m, base_n]; L1 chunks [base_m, k_l1] and [k_l1, base_n]."""
+    base_n] -> [base_m, base_n]; L1 chunks [base_m, k_l1] and [k_l1, base_n].
+
+    split_k: K ranges (whole k_l1 chunks) given to different work items; their f32 partial sums
+    go to a GM workspace and a vector kernel adds them (plain matmuls only).
+    swizzle: output tiles are visited in groups of `swizzle` tile rows, column by column within
+    a group (catlass GemmIdentityBlockSwizzle), for L2 reuse of B panels (reference §4.5, V10)."""
 
     base_m: int
     base_n: int
     base_k: int
     k_l1: int
+    split_k: int = 1
+    swizzle: int = 1
 
 
 @dataclass(frozen=True)
@@ -175,6 +192,7 @@ def emit_matmul(
     out_elem: Attribute,
     epilogue: Epilogue = Epilogue(),
     base: str = "matmul",
+    tiling: MatmulTiling | None = None,
 ) -> SSAValue:
     """Launch the cube kernel for `a @ b` (numpy matmul rule) with an optional epilogue;
     returns the new GM result buffer.
@@ -183,10 +201,12 @@ def emit_matmul(
         a: GM buffer [..., M, K] (or [K]); b: GM buffer [..., K, N] (or [K]); f16, bf16 or f32.
         out_shape, out_elem: the nn result type.
         epilogue: bias row and activation applied before the tile leaves the core.
+        tiling: the tiling to use (from choose-tiling's `ascend.tiling`, checked to fit by the
+            caller); None: the `choose_tiling` heuristic.
 
     Raises:
         AscendirError: integer or mixed operand types, fp32 or bf16 on a cube without them
-            (910A), or tiles that do not fit the target.
+            (910A), tiles that do not fit the target, or split-K with an epilogue.
     """
     el = elem(a)
     if elem(b) != el or not isinstance(el, AnyFloat):
@@ -212,10 +232,22 @@ def emit_matmul(
     result = ctx.buffer(out_shape, out_elem)
     if math.prod(out_shape) == 0:
         return result
-    tiling = choose_tiling(ctx, m_rows, n, k, el, elem(epilogue.bias) if epilogue.bias is not None else None, batch)
+    if tiling is None:
+        tiling = choose_tiling(ctx, m_rows, n, k, el, elem(epilogue.bias) if epilogue.bias is not None else None, batch)
     bm, bn, bk, kl1 = tiling.base_m, tiling.base_n, tiling.base_k, tiling.k_l1
-    ntiles = batch * ceil_div(m_rows, bm) * ceil_div(n, bn)
+    # split-K: K range per split in whole L1 chunks (so the ping-pong parity and the k-loop
+    # bounds stay multiples of k_l1); `splits` may come out below split_k for small K.
+    k_split = round_up(ceil_div(k, max(1, tiling.split_k)), kl1)
+    splits = ceil_div(k, k_split)
+    if splits > 1 and (epilogue.bias is not None or epilogue.activation is not None):
+        raise ctx.error("split-K tiling (split_k > 1) needs a plain matmul: the epilogue must follow the reduction")
+    tm_count, tn_count = ceil_div(m_rows, bm), ceil_div(n, bn)
+    swizzle = min(max(1, tiling.swizzle), tm_count)
+    ntiles = splits * batch * tm_count * tn_count
     block_dim = min(ctx.target.num_aic, ntiles)
+    final, final_elem = result, out_elem
+    if splits > 1:  # partial sums: f32 workspace [splits * batch * M, N] in GM
+        result, out_elem = ctx.buffer([splits * batch * m_rows, n], f32), f32
 
     split = ctx.target.split
     act = epilogue.activation
@@ -224,7 +256,7 @@ def emit_matmul(
     args = [
         ctx.view(a, [math.prod(a_b) * m_rows, k]),
         ctx.view(b, [math.prod(b_b) * k, n]),
-        ctx.view(result, [batch * m_rows, n]),
+        ctx.view(result, [splits * batch * m_rows, n]),
     ]
     if epilogue.bias is not None:
         if math.prod(shape(epilogue.bias)) != n:
@@ -252,10 +284,12 @@ def emit_matmul(
     out_stage = _OutputStage(kb, l0c, q_c, bm, bn, out_elem, act, split, mix, bias_stage)
 
     with kb.tiles(ntiles) as t:
-        (ib, m0, n0), (_, msz, nsz) = kb.grid(t, [batch, m_rows, n], [1, bm, bn])
+        si, ib, m0, n0, msz, nsz = _tile_coords(kb, t, splits, batch, m_rows, n, bm, bn, swizzle)
         a_row = kb.add(kb.mul(_batch_index(kb, ib, out_b, a_b), m_rows), m0)
         b_row = kb.mul(_batch_index(kb, ib, out_b, b_b), k)
-        c_row = kb.add(kb.mul(ib, m_rows), m0)
+        c_row = kb.add(kb.mul(kb.add(kb.mul(si, batch), ib), m_rows), m0)
+        k_lo = kb.mul(si, k_split)
+        k_hi = k if splits == 1 else kb.min(kb.add(k_lo, k_split), k)
         if bias_stage is not None:
             bias_stage.load(n0, nsz)
         q_c.acquire()
@@ -268,8 +302,15 @@ def emit_matmul(
             kb.copy(kb.subview(l1a[p], [0, kk], [bm, bk]), l0a[q])
             kb.copy(kb.subview(l1b[p], [kk, 0], [bk, bn]), l0b[q])
             q_l0[q].handoff()
-            _mmad(kb, l0a[q], l0b[q], l0c, kb.add(k1, kk), bt)
+            _mmad(kb, l0a[q], l0b[q], l0c, kb.add(kb.sub(k1, k_lo), kk), bt)
             q_l0[q].release()
+
+        # Ping-pong slots alternate over the whole sequence a core runs: with an odd number of
+        # L1 chunks per item (or L0 steps per chunk) a slot index restarting at 0 would reuse
+        # the slot just filled and stall MTE2 (MTE1) until M releases it.
+        chunks = ceil_div(k_split, kl1)
+        item = kb.div(kb.sub(t, kb.block_idx), block_dim) if chunks % 2 and ntiles > block_dim else 0
+        l1_base = kb.mul(item, chunks)
 
         def l1_step(p: int, k1: Index) -> None:
             ksz = kb.boundary(kl1, k, k1)
@@ -278,30 +319,103 @@ def emit_matmul(
             kb.copy(kb.subview(gm_b, [kb.add(b_row, k1), n0], [ksz, nsz]), l1b[p], layout="nd2nz")
             q_l1[p].handoff()
             with kb.range(0, ksz, bk) as kk:
-                _by_parity(kb, kk, bk, nb, lambda q: l0_step(p, q, k1, kk))
+                l0_base = kb.mul(kb.add(l1_base, kb.div(kb.sub(k1, k_lo), kl1)), kl1 // bk) if (kl1 // bk) % 2 else 0
+                _by_parity(kb, kk, bk, nb, lambda q: l0_step(p, q, k1, kk), l0_base)
             q_l1[p].release()
 
-        with kb.range(0, k, kl1) as k1:
-            _by_parity(kb, k1, kl1, nb, lambda p: l1_step(p, k1))
+        with kb.range(k_lo, k_hi, kl1) as k1:
+            _by_parity(kb, k1, kl1, nb, lambda p: l1_step(p, k1), l1_base)
         if bias_stage is not None and split:
             bias_stage.q_bt.release()
         out_stage.emit(gm_c, c_row, n0, msz, nsz)
     if mix:
-        _emit_aiv_activation(kb, gm_c, out_stage.fix_to_aiv, act, ntiles, [batch, m_rows, n], [bm, bn], out_elem)
+        _emit_aiv_activation(kb, gm_c, out_stage.fix_to_aiv, act, ntiles, [batch, m_rows, n], [bm, bn], out_elem, swizzle)
     ctx.launch(kb.finish(), args)
-    return result
+    if splits > 1:
+        _emit_split_k_reduce(ctx, result, final, splits, batch * m_rows * n, final_elem)
+    return final
 
 
-def _by_parity(kb: KernelBuilder, iv: Index, step: int, nb: int, body) -> None:
-    """Emit `body(slot)` for the ping-pong slot (iv / step) mod nb of a loop index: static when
-    iv is, else an `scf.if` on the parity (nb = 2) with one copy of the body per slot."""
+def _tile_coords(
+    kb: KernelBuilder, t: Index, splits: int, batch: int, rows: int, cols: int, bm: int, bn: int, swizzle: int
+) -> tuple[Index, Index, Index, Index, Index, Index]:
+    """(split, batch, m0, n0, msz, nsz) of work item `t`: split outermost, then batch, then the
+    [rows, cols] grid of bm x bn tiles, row-major (n fastest) when swizzle = 1, else in groups of
+    `swizzle` tile rows visited column by column (the last group may have fewer rows)."""
+    tm, tn = ceil_div(rows, bm), ceil_div(cols, bn)
+    if swizzle <= 1 or tm == 1:
+        if splits == 1:
+            (ib, m0, n0), (_, msz, nsz) = kb.grid(t, [batch, rows, cols], [1, bm, bn])
+            return 0, ib, m0, n0, msz, nsz
+        (si, ib, m0, n0), (_, _, msz, nsz) = kb.grid(t, [splits, batch, rows, cols], [1, 1, bm, bn])
+        return si, ib, m0, n0, msz, nsz
+    per_batch = tm * tn
+    si = kb.div(t, batch * per_batch) if splits > 1 else 0
+    r = kb.rem(t, batch * per_batch) if splits > 1 else t
+    ib = kb.div(r, per_batch) if batch > 1 else 0
+    r = kb.rem(r, per_batch) if batch > 1 else r
+    group = swizzle * tn
+    g = kb.div(r, group)
+    w = kb.rem(r, group)
+    g_m = kb.mul(g, swizzle)
+    if tm % swizzle == 0:
+        mi, ni = kb.add(g_m, kb.rem(w, swizzle)), kb.div(w, swizzle)
+    else:  # rows in this group: min(swizzle, tm - g * swizzle), only known at run time
+        height = kb.idx(kb.min(swizzle, kb.sub(tm, g_m)))
+        wi = kb.idx(w)
+        mi = kb.add(g_m, kb.emit(arith.RemUIOp(wi, height)).results[0])
+        ni = kb.emit(arith.DivUIOp(wi, height)).results[0]
+    m0, n0 = kb.mul(mi, bm), kb.mul(ni, bn)
+    return si, ib, m0, n0, kb.boundary(bm, rows, m0), kb.boundary(bn, cols, n0)
+
+
+def _emit_split_k_reduce(
+    ctx: LoweringContext, ws: SSAValue, result: SSAValue, splits: int, total: int, out_elem: Attribute
+) -> None:
+    """Vector kernel: result (flat `total` elements of out_elem) = sum over `splits` f32 slices of
+    the workspace `ws`. AIV tiles of REDUCE_TILE elements: `splits` loads (MTE2), splits-1 vadds
+    and a vcast (V), one store (MTE3)."""
+    from ascendir.transforms.choose_tiling import REDUCE_TILE
+
+    e = min(REDUCE_TILE, total)
+    ntiles = ceil_div(total, e)
+    block_dim = min(max(1, ctx.target.num_aiv), ntiles)
+    args = [ctx.view(ws, [splits, total]), ctx.view(result, [1, total])]
+    kb = KernelBuilder(ctx, ctx.name("matmul_split_k_reduce"), [a.type for a in args], CoreType.AIV, block_dim, ctx.current)
+    gm_ws, gm_out = kb.args
+    parts = [kb.alloc([1, e], f32, MemSpace.UB) for _ in range(splits)]
+    out = kb.alloc([1, e], out_elem, MemSpace.UB) if out_elem != f32 else parts[0]
+    q_in = kb.queue(Pipe.MTE2, Pipe.V)
+    q_out = kb.queue(Pipe.V, Pipe.MTE3)
+    with kb.tiles(ntiles) as t:
+        off = kb.mul(t, e)
+        size = kb.boundary(e, total, off)
+        q_in.acquire()
+        for s, buf in enumerate(parts):
+            kb.copy(kb.subview(gm_ws, [s, off], [1, size]), buf)
+        q_in.handoff()
+        q_out.acquire()
+        for buf in parts[1:]:
+            kb.emit(ascend.vector_op("vadd")(parts[0], buf, parts[0]))
+        if out is not parts[0]:
+            kb.emit(ascend.VcastOp(parts[0], out))
+        q_in.release()
+        q_out.handoff()
+        kb.copy(out, kb.subview(gm_out, [0, off], [1, size]))
+        q_out.release()
+    ctx.launch(kb.finish(), args)
+
+
+def _by_parity(kb: KernelBuilder, iv: Index, step: int, nb: int, body, base: Index = 0) -> None:
+    """Emit `body(slot)` for the ping-pong slot (base + iv / step) mod nb of a loop index: static
+    when both are, else an `scf.if` on the parity (nb = 2) with one copy of the body per slot."""
     if nb == 1:
         body(0)
         return
-    if isinstance(iv, int):
-        body((iv // step) % nb)
+    if isinstance(iv, int) and isinstance(base, int):
+        body((base + iv // step) % nb)
         return
-    parity = kb.rem(kb.div(iv, step), 2)
+    parity = kb.rem(kb.add(base, kb.div(iv, step)), 2)
     kb.if_else(kb.eq(parity, 0), lambda: body(0), lambda: body(1))
 
 
@@ -430,6 +544,7 @@ def _emit_aiv_activation(
     grid: Sequence[int],
     tile: Sequence[int],
     out_elem: Attribute,
+    swizzle: int = 1,
 ) -> None:
     """The AIV half of a mix kernel: for each tile the AIC finished (one FIX -> MTE2 flag per
     tile, in the same order), load it from GM (L2), apply `act` in UB and store it in place."""
@@ -438,7 +553,7 @@ def _emit_aiv_activation(
     q_in = kb.queue(Pipe.MTE2, Pipe.V)
     q_out = kb.queue(Pipe.V, Pipe.MTE3)
     with kb.tiles(ntiles) as t:
-        (ib, m0, n0), (_, msz, nsz) = kb.grid(t, grid, [1, *tile])  # the AIC loop's tile order
+        _, ib, m0, n0, msz, nsz = _tile_coords(kb, t, 1, grid[0], grid[1], grid[2], tile[0], tile[1], swizzle)  # the AIC loop's order
         part = kb.subview(gm_c, [kb.add(kb.mul(ib, grid[1]), m0), n0], [msz, nsz])
         kb.wait_flag(Pipe.FIX, Pipe.MTE2, event)
         q_in.acquire()
@@ -452,7 +567,21 @@ def _emit_aiv_activation(
         q_out.release()
 
 
+def tiling_of(ctx: LoweringContext, mm: Operation) -> MatmulTiling | None:
+    """The tiling an nn.matmul's `ascend.tiling` attribute (choose-tiling, or IR text) asks for,
+    completed and checked against ctx.target; None without the attribute.
+
+    Raises:
+        AscendirError: a tiling that does not fit (buffer, bytes needed vs available, largest fit)."""
+    from ascendir.transforms.choose_tiling import TILING_ATTR, problem_of, tiling_for_op
+
+    if TILING_ATTR not in mm.attributes or not isinstance(mm, nn.MatmulOp):
+        return None
+    t = tiling_for_op(mm, problem_of(mm), ctx.target, ctx.current)
+    return MatmulTiling(t.m, t.n, t.k, t.k_l1, t.split_k, t.swizzle)
+
+
 def lower_matmul(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
-    """nn.matmul → one cube kernel."""
+    """nn.matmul → one cube kernel (+ a split-K reduction kernel when its tiling splits K)."""
     res = op.results[0]
-    return [emit_matmul(ctx, operands[0], operands[1], shape(res), elem(res))]
+    return [emit_matmul(ctx, operands[0], operands[1], shape(res), elem(res), tiling=tiling_of(ctx, op))]

@@ -39,7 +39,7 @@ from xdsl.ir import Operation, SSAValue
 from ascendir.dialects import nn
 from ascendir.lowering.elementwise import activation_op
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
-from ascendir.lowering.matmul import Epilogue, emit_matmul
+from ascendir.lowering.matmul import Epilogue, emit_matmul, tiling_of
 
 EPILOGUE_ACTIVATIONS = (nn.ReluOp, nn.GeluOp, nn.SiluOp)
 
@@ -97,6 +97,7 @@ def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[S
         return None
     return [
         emit_matmul(
-            ctx, args[mm.lhs], args[mm.rhs], shape(out), elem(out), Epilogue(bias, act), base="matmul_epilogue"
+            ctx, args[mm.lhs], args[mm.rhs], shape(out), elem(out), Epilogue(bias, act), base="matmul_epilogue",
+            tiling=tiling_of(ctx, mm),
         )
     ]

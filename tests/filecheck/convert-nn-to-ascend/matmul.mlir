@@ -29,7 +29,14 @@
 // CHECK:          %[[MS:.*]] = arith.minsi
 // CHECK:          %[[NS:.*]] = arith.minsi
 // CHECK:          ascend.wait_flag FIX -> M, 0
+// K = 1100 is 5 L1 chunks (odd): the slot parity continues over the core's tiles, from the
+// tile's ordinal (t - block_idx) / block_dim, so the next tile's first load does not wait for
+// the slot its last chunk still occupies.
+// CHECK-NEXT:     %[[TI:.*]] = arith.subi %[[T]], %[[BIDX]]
+// CHECK-NEXT:     %[[ORD:.*]] = arith.divui %[[TI]]
+// CHECK-NEXT:     %[[BASE:.*]] = arith.muli %[[ORD]]
 // CHECK-NEXT:     scf.for %[[K1:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:            arith.addi %[[BASE]]
 // CHECK:            %[[P1:.*]] = arith.cmpi eq
 // CHECK-NEXT:       scf.if %[[P1]] {
 // CHECK:              %[[KS:.*]] = arith.minsi

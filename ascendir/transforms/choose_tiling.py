@@ -1,0 +1,505 @@
+"""`choose-tiling{target=ascend910b2 tiling=""}`: pick each matmul's tiling with the cost model.
+
+For every `nn.matmul` (also the ones inside `nn.fused` regions: matmul_epilogue, ffn, ...) the
+pass enumerates candidate tilings and scores each ANALYTICALLY with the interpreter's own cost
+pieces (ascendir/interpreter/cost.py: `CostEnv.gm_rate` / `gm_latency` for GM paths and their HBM
+share, `bandwidth_bound_cycles` for the chip floor, the copy start-ups of `_copy_startup`, the
+mmad formula of `cost.mmad`, the launch head of the target), with the L2 residency window of
+interpreter/l2.py. No candidate is simulated. The best one is recorded on the op as
+
+    nn.matmul ... {ascend.tiling = {m = 128 : i64, n = 256 : i64, k = 64 : i64, l1_depth = 4 : i64,
+                                    split_k = 1 : i64, swizzle = 4 : i64}}
+
+which lowering/matmul.py obeys (IR text may set or edit it by hand; keys left out take the
+template's defaults). Fields, all in elements unless said:
+
+* m, n, k: base tile (L0A [m, k], L0B [k, n], L0C [m, n] f32). m, n multiples of 16 and k of
+  32 B / element size (S3 alignment table).
+* l1_depth: k-steps per GM->L1 load (L1 chunks [m, l1_depth·k] and [l1_depth·k, n]).
+* split_k: K ranges computed by different cores ("mn" split when 1). Partial [M, N] f32 sums go
+  to a GM workspace and a vector kernel adds them (the way CANN's split-K matmuls without atomic
+  add do it); only for a plain matmul (no bias / activation epilogue).
+* swizzle: output tiles are visited in groups of `swizzle` tile rows, column by column inside a
+  group (catlass GemmIdentityBlockSwizzle), so the B panel of a column is re-read by the other
+  rows of the group while it is still in L2 (reference §4.5 / V10 [S17]).
+
+Buffers per core (the template's layout): L1 2·(m + n)·l1_depth·k·size (+ bias row), L0A
+2·m·k·size, L0B 2·k·n·size (ping-pong, S2 InitBuffer BUFFER_NUM = 2), L0C m·n·4 (one f32
+accumulator). A forced tiling (`tiling="m=128,n=128,k=64"`, or `ascendir compile --tiling`) that
+does not fit raises AscendirError naming the buffer, bytes needed vs available and the largest
+tile that fits.
+
+What the estimate leaves out (and the simulation has): the exact start-up / fill of the first
+tile per core, flag hand-off waits, and per-access L2 tie-breaking; the search only needs the
+ranking to be right, `benchmarks/tiling_search.py` prints estimate vs simulation.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
+from xdsl.ir import Attribute, Operation
+from xdsl.passes import ModulePass
+
+from ascendir.dialects import nn
+from ascendir.dtypes import itemsize
+from ascendir.errors import AscendirError
+from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
+from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles
+from ascendir.dialects.ascend import Pipe
+
+TILING_ATTR = "ascend.tiling"
+FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle")
+# Candidate grids (elements for m / n; bytes for k, so f16 and f32 get the same K bytes).
+M_CHOICES = (16, 32, 64, 128, 256)
+N_CHOICES = (16, 32, 64, 128, 192, 256, 384)
+K_BYTES_CHOICES = (32, 64, 128, 256)
+DEPTH_CHOICES = (1, 2, 3, 4, 5, 6, 8)
+SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8)
+SWIZZLE_CHOICES = (1, 2, 4, 8, 16)
+# GM transactions are split into 128/256/512 B (S2 hardware constraints page): a tile row shorter
+# than one 128-B transaction wastes most of every burst, which the copy cost (bytes / rate) does
+# not see. So the search keeps each GM row of the A and B tiles >= 128 B unless the matrix row
+# itself is shorter.
+MIN_GM_ROW_BYTES = 128
+# Ping-pong: two L1 / L0A / L0B slots (S2 InitBuffer BUFFER_NUM = 2), one L0C accumulator.
+NBUF = 2
+# Vector tile of the split-K reduction kernel (f32 elements per AIV call): 3 such f32 / f16
+# buffers take < 1/4 of UB (192 KiB, S1) and each load moves 16 KiB, the transfer size S2 gives
+# for full GM bandwidth.
+REDUCE_TILE = 4096
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """One matmul tiling (see the module docstring for each field)."""
+
+    m: int
+    n: int
+    k: int
+    l1_depth: int = 1
+    split_k: int = 1
+    swizzle: int = 1
+
+    @property
+    def k_l1(self) -> int:
+        return self.k * self.l1_depth
+
+    def to_attr(self) -> DictionaryAttr:
+        return DictionaryAttr({f: IntegerAttr(getattr(self, f), i64) for f in FIELDS})
+
+    def text(self) -> str:
+        return ",".join(f"{f}={getattr(self, f)}" for f in FIELDS)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """`batch` products [m, k] x [k, n] (batch folded into m when B has no batch dims).
+
+    dtype: "f16" / "bf16" / "f32" operands; out_bytes: result element size; bias_bytes: bias row
+    element size (0: none); epilogue: bias or activation present (no split-K then); a_batch /
+    b_batch: how many distinct A / B matrices the batch reads (broadcast)."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    dtype: str
+    out_bytes: int
+    bias_bytes: int = 0
+    epilogue: bool = False
+    a_batch: int = 1
+    b_batch: int = 1
+
+    @property
+    def es(self) -> int:
+        return {"f16": 2, "bf16": 2, "f32": 4}[self.dtype]
+
+
+@dataclass
+class Estimate:
+    """Analytic cycles of one tiling (cycles of the AI Core clock) with its parts."""
+
+    cycles: float
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class SearchResult:
+    best: Tiling
+    estimate: Estimate
+    scored: int
+    seconds: float
+
+
+def _dtype_name(el: Attribute) -> str:
+    s = str(el)
+    return {"f16": "f16", "bf16": "bf16", "f32": "f32"}.get(s, s)
+
+
+def problem_of(mm: nn.MatmulOp) -> Problem:
+    """The Problem of an nn.matmul, laid out as lowering/matmul.py's emit_matmul lays it out
+    (and with its epilogue when it is the matmul of a matmul_epilogue region)."""
+    sa, sb = tuple(mm.lhs.type.get_shape()), tuple(mm.rhs.type.get_shape())
+    a2 = (1, *sa) if len(sa) == 1 else sa
+    b2 = (*sb, 1) if len(sb) == 1 else sb
+    m, k = a2[-2:]
+    n = b2[-1]
+    ba, bb = a2[:-2], b2[:-2]
+    if math.prod(bb) == 1:
+        batch, m_rows, a_batch, b_batch = 1, math.prod(ba) * m, 1, 1
+    else:
+        bo = nn.broadcast_shapes(ba, bb)
+        batch, m_rows, a_batch, b_batch = math.prod(bo), m, math.prod(ba), math.prod(bb)
+    el = mm.lhs.type.element_type
+    bias_bytes, epi = 0, False
+    parent = mm.parent_op()
+    if isinstance(parent, nn.FusedOp) and parent.kind.data == "matmul_epilogue":
+        body = [o for o in parent.body.block.ops if not isinstance(o, nn.YieldOp)]
+        epi = len(body) > 1
+        if any(isinstance(o, nn.AddOp) for o in body):
+            bias_bytes = itemsize(el)
+    return Problem(batch, m_rows, n, k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, epi, a_batch, b_batch)
+
+
+# ----------------------------------------------------------------------------------------------
+# fit
+# ----------------------------------------------------------------------------------------------
+def buffer_needs(p: Problem, t: Tiling) -> dict[str, int]:
+    """Bytes per core of each on-chip space the matmul template allocates for tiling `t`."""
+    es = p.es
+    return {
+        "l1": NBUF * (t.m + t.n) * t.k_l1 * es + (t.n * p.bias_bytes if p.bias_bytes else 0),
+        "l0a": NBUF * t.m * t.k * es,
+        "l0b": NBUF * t.k * t.n * es,
+        "l0c": t.m * t.n * 4,
+    }
+
+
+def misfit(p: Problem, t: Tiling, target: HardwareConfig) -> tuple[str, int, int] | None:
+    """(space, bytes needed, bytes available) of the first buffer `t` overflows, else None."""
+    for space, need in buffer_needs(p, t).items():
+        cap = target.capacity(space)
+        if need > cap:
+            return space, need, cap
+    return None
+
+
+def check_fits(p: Problem, t: Tiling, target: HardwareConfig, what: str = "matmul") -> None:
+    """Raises AscendirError when tiling `t` does not fit `target`: names the buffer, the bytes
+    needed vs available, and the largest tile (shrinking the dims that buffer holds) that fits.
+    Also rejects m / n not multiples of 16 and k not a multiple of 32 B / element size (S3)."""
+    ka = max(1, 32 // p.es)
+    if t.m % 16 or t.n % 16 or t.k % ka or min(t.m, t.n, t.k, t.l1_depth, t.split_k, t.swizzle) < 1:
+        raise AscendirError(
+            f"{what}: tiling {t.text()} is not aligned (m, n multiples of 16, k of {ka} for {p.dtype}; S3) or has a field < 1"
+        )
+    bad = misfit(p, t, target)
+    if bad is None:
+        return
+    space, need, cap = bad
+    fit = _largest_fit(p, t, target, space)
+    hint = f"; largest tile that fits: {fit.text()}" if fit is not None else ""
+    raise AscendirError(f"{what}: tiling {t.text()} needs {need} bytes of {space.upper()}, {target.name} has {cap}{hint}")
+
+
+def _largest_fit(p: Problem, t: Tiling, target: HardwareConfig, space: str) -> Tiling | None:
+    """Halve the dims `space` holds (largest first; L1: depth first) until every buffer fits."""
+    ka = max(1, 32 // p.es)
+    cur = t
+    for _ in range(64):
+        if misfit(p, cur, target) is None:
+            return cur
+        bad = misfit(p, cur, target)[0]
+        dims = {"l0c": ("m", "n"), "l0a": ("k", "m"), "l0b": ("k", "n"), "l1": ("l1_depth", "k", "m", "n")}[bad]
+        floor = {"m": 16, "n": 16, "k": ka, "l1_depth": 1}
+        cands = [d for d in dims if getattr(cur, d) > floor[d]]
+        if not cands:
+            return None
+        d = cands[0] if bad == "l1" and "l1_depth" in cands else max(cands, key=lambda x: getattr(cur, x) * (1 if x != "k" else p.es / 2))
+        v = getattr(cur, d) // 2
+        v = max(floor[d], v - v % floor[d])
+        cur = replace(cur, **{d: v})
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# analytic cost (interpreter cost pieces, no simulation)
+# ----------------------------------------------------------------------------------------------
+class _Arr:
+    """Shape / dtype stand-in for cost.mmad's operands (it reads only these)."""
+
+    __slots__ = ("shape", "dtype", "itemsize")
+
+    def __init__(self, shape, dtype, size):
+        self.shape, self.dtype, self.itemsize = shape, dtype, size
+
+
+def _mmad_cycles(target: HardwareConfig, dtype: str, m: int, n: int, k: int) -> float:
+    """cost.mmad's formula: ceil(m/16)·ceil(n/16)·ceil(k/k_per_cycle) + mmad_startup [S1, S5]."""
+    cube = target.cube
+    return math.ceil(m / cube.fractal_m) * math.ceil(n / cube.fractal_n) * math.ceil(k / cube.k_per_cycle[dtype]) + cube.mmad_startup
+
+
+def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
+    """Cycles of the matmul template's kernel(s) for tiling `t` (see the module docstring).
+
+    Per work item (one output tile over one K range): M = steps·mmad, MTE1 = steps·(2 start-ups
+    + A/B bytes at l1_to_l0a/b), MTE2 = loads·(2 nd2nz start-ups + bytes at the L2-hit or HBM
+    rate of CostEnv.gm_rate with the launch's HBM share), FIX = L0C tile at l0c_to_gm. Ping-pong
+    overlaps MTE2 / MTE1 / M; the single L0C serialises M and FIX: item = max(MTE2, MTE1, M + FIX).
+    A core runs ceil(items / block_dim) items after a fill (one load + its GM latency). The
+    kernel is max(core, bandwidth floor) + launch head; split-K adds a vector reduction kernel.
+    """
+    es, dt = p.es, p.dtype
+    mm_, nn_ = min(t.m, p.m), min(t.n, p.n)  # valid rows / columns of a tile (copy bytes use them)
+    tm, tn = -(-p.m // t.m), -(-p.n // t.n)
+    ks = -(-p.k // t.split_k)
+    ks = -(-ks // t.k_l1) * t.k_l1  # K per split, whole L1 chunks (the template's split grain)
+    splits = -(-p.k // ks)
+    items = p.batch * tm * tn * splits
+    cores = target.num_aic
+    bd = min(cores, items)
+    share = target.hbm_bytes_per_cycle / bd
+    env = CostEnv(target, share)
+    k_item = p.k / splits
+    n_l0 = math.ceil(k_item / t.k)
+    n_l1 = math.ceil(k_item / t.k_l1)
+    kc = min(t.k_l1, p.k)
+    st = target.startup
+    mmad = n_l0 * _mmad_cycles(target, dt, t.m, t.n, t.k)
+    mte1 = n_l0 * (2 * st["mte1"] + t.m * t.k * es / target.rate("l1", "l0a") + t.k * t.n * es / target.rate("l1", "l0b"))
+    a_bytes = mm_ * kc * es  # per L1 load
+    b_bytes = kc * nn_ * es
+    out_bytes = 4 if splits > 1 else p.out_bytes
+    fix = _copy_startup(target, Pipe.FIX, None) + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm")
+    nd2nz = _copy_startup(target, Pipe.MTE2, "nd2nz")
+    r_hit = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", True)
+    r_miss = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", False)
+
+    def item_cycles(ha: float, hb: float) -> tuple[float, float]:
+        mte2 = n_l1 * (2 * nd2nz + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * (hb / r_hit + (1 - hb) / r_miss))
+        return max(mte2, mte1, mmad + fix), mte2
+
+    # L2 (interpreter/l2.py): a re-read hits when the previous read of the same tile is at most
+    # `window` cycles back. Items run in waves of bd; with swizzle s the A panel of a row is
+    # re-read s items later, the B panel of a column at once by the other rows of the group and
+    # s·tn items later by the next group (s = 1: row-major, B re-read tn items later).
+    window = target.memory.l2_bytes / target.hbm_bytes_per_cycle
+    s = min(t.swizzle, tm)
+    t_item, _ = item_cycles(1.0, 1.0)
+
+    def hits(distance_items: float) -> bool:
+        return distance_items / bd * t_item <= window
+
+    reads_a = tn  # reads of each A panel (per split, per batch)
+    reads_b = tm
+    hit_a = (reads_a - 1) if hits(s) else 0
+    groups = -(-tm // s)
+    hit_b = (reads_b - groups) + ((groups - 1) if hits(s * tn) else 0)
+    ha = hit_a / reads_a
+    hb = hit_b / reads_b
+    t_item, mte2 = item_cycles(ha, hb)
+    per_core = -(-items // bd)
+    fill = n_l1 and (2 * nd2nz + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
+    core = per_core * t_item + fill + env.gm_latency("l0c", "gm")
+    gm_read = items * n_l1 * (a_bytes + b_bytes)
+    l2_hit = items * n_l1 * (a_bytes * ha + b_bytes * hb)
+    gm_write = p.batch * tm * tn * splits * mm_ * nn_ * out_bytes
+    floor = bandwidth_bound_cycles(gm_read, gm_write, target, l2_hit)
+    body = max(core, floor)
+    parts = {"b_regroup_misses": float(groups > 1 and not hits(s * tn)), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,
+             "block_dim": bd, "items_per_core": per_core, "l2_hit_rate": l2_hit / gm_read if gm_read else 0.0}
+    total = body + target.kernel_launch_cycles
+    if splits > 1:
+        red = _reduce_cycles(p, splits, target)
+        parts["reduce"] = red
+        total += red
+    return Estimate(total, parts)
+
+
+def _reduce_cycles(p: Problem, splits: int, target: HardwareConfig) -> float:
+    """The split-K reduction kernel (lowering/matmul.py `_emit_split_k_reduce`): AIV tiles of
+    REDUCE_TILE elements, `splits` f32 loads (L2 hits: the partials were just written, write-
+    allocate), splits-1 vadds (+ vcast), one store; launch head on top."""
+    total = p.batch * p.m * p.n
+    tiles = -(-total // REDUCE_TILE)
+    bd = min(target.num_aiv, tiles)
+    env = CostEnv(target, target.hbm_bytes_per_cycle / bd)
+    e = min(REDUCE_TILE, total)
+    load = _copy_startup(target, Pipe.MTE2, None) + e * 4 / env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
+    store = _copy_startup(target, Pipe.MTE3, None) + e * p.out_bytes / env.gm_rate(target.rate("ub", "gm"), "ub", "gm")
+    per_tile = splits * load + store  # MTE2 dominates; V (vadd 256 B/cycle) is far below it
+    core = -(-tiles // bd) * per_tile + env.gm_latency("gm", "ub", True) + env.gm_latency("ub", "gm")
+    floor = bandwidth_bound_cycles(total * 4 * splits, total * p.out_bytes, target, total * 4 * splits)
+    return max(core, floor) + target.kernel_launch_cycles
+
+
+# ----------------------------------------------------------------------------------------------
+# search
+# ----------------------------------------------------------------------------------------------
+def candidates(p: Problem, target: HardwareConfig, swizzles: tuple[int, ...] = SWIZZLE_CHOICES):
+    """Every aligned tiling that fits `target` (see the module docstring for the grids), with
+    swizzle from `swizzles`."""
+    es = p.es
+    ka = max(1, 32 // es)
+    m16, n16, kal = -(-p.m // 16) * 16, -(-p.n // 16) * 16, -(-p.k // ka) * ka
+    ms = sorted({min(x, m16) for x in M_CHOICES})
+    min_n = min(n16, -(-MIN_GM_ROW_BYTES // es // 16) * 16)  # B rows of >= 128 B (S2)
+    ns = sorted({min(x, n16) for x in N_CHOICES if min(x, n16) >= min_n})
+    ks_ = sorted({min(b // es, kal) for b in K_BYTES_CHOICES if b // es >= ka})
+    for bm in ms:
+        tm = -(-p.m // bm)
+        for bn in ns:
+            if bm * bn * 4 > target.capacity("l0c"):
+                continue
+            for bk in ks_:
+                for depth in DEPTH_CHOICES:
+                    if depth > 1 and bk * depth > kal * 2:
+                        continue
+                    if depth * bk * es < min(MIN_GM_ROW_BYTES, kal * es):  # A rows of >= 128 B (S2)
+                        continue
+                    for sk in SPLIT_K_CHOICES:
+                        if sk > 1 and (p.epilogue or p.batch > 1 or depth * bk * sk > kal):
+                            continue
+                        for sw in swizzles:
+                            if sw > 1 and sw >= tm * 2:
+                                continue
+                            t = Tiling(bm, bn, bk, depth, sk, sw)
+                            if misfit(p, t, target) is None:
+                                yield t
+
+
+def search(p: Problem, target: HardwareConfig) -> SearchResult:
+    """The candidate with the fewest estimated cycles (ties: fewer splits, then larger tiles).
+
+    Raises:
+        AscendirError: when no candidate fits (not even 16 x 16 x 32 B tiles)."""
+    t0 = time.perf_counter()
+    best, best_e, n = None, None, 0
+    tm_max = -(-p.m // 16)
+    for t1 in candidates(p, target, (1,)):
+        # swizzle only changes B panels re-read by a later row group: try it only when the
+        # row-major order misses them (estimate flag), and only up to the tile rows there are
+        tm = -(-p.m // t1.m)
+        for sw in SWIZZLE_CHOICES:
+            if sw > 1 and (sw >= 2 * tm or sw > tm_max):
+                continue
+            t = t1 if sw == 1 else replace(t1, swizzle=sw)
+            n += 1
+            e = estimate(p, t, target)
+            key = (round(e.cycles), t.split_k, t.swizzle, -t.m * t.n, -t.k_l1, -t.k)
+            if best_e is None or key < best_e[0]:
+                best, best_e = t, (key, e)
+            if sw == 1 and not e.parts["b_regroup_misses"]:
+                break
+    if best is None:
+        raise AscendirError(f"matmul {p.m}x{p.k}x{p.n} {p.dtype}: no tiling fits {target.name}")
+    return SearchResult(best, best_e[1], n, time.perf_counter() - t0)
+
+
+def parse_tiling(spec: str) -> dict[str, int]:
+    """`"m=128,n=128,k=64"` -> {"m": 128, ...}; keys from FIELDS.
+
+    Raises:
+        AscendirError: unknown key or non-integer value."""
+    out: dict[str, int] = {}
+    for part in filter(None, (s.strip() for s in spec.replace(";", ",").split(","))):
+        key, _, val = part.partition("=")
+        key = key.strip()
+        if key not in FIELDS or not val.strip().lstrip("-").isdigit():
+            raise AscendirError(f"bad --tiling entry '{part}' (expected KEY=INT, KEY in {', '.join(FIELDS)})")
+        out[key] = int(val)
+    return out
+
+
+def tiling_from_attr(attr: Attribute | None) -> dict[str, int] | None:
+    """The fields of an `ascend.tiling` dictionary attribute (None when absent).
+
+    Raises:
+        AscendirError: a key not in FIELDS or a value that is not an integer."""
+    if attr is None:
+        return None
+    if not isinstance(attr, DictionaryAttr):
+        raise AscendirError(f"{TILING_ATTR} must be a dictionary {{m = .., n = .., k = ..}}, got {attr}")
+    out = {}
+    for key, v in attr.data.items():
+        if key not in FIELDS or not isinstance(v, IntegerAttr):
+            raise AscendirError(f"{TILING_ATTR}: bad entry {key} = {v} (integers for {', '.join(FIELDS)})")
+        out[key] = v.value.data
+    return out
+
+
+def complete(p: Problem, fields: dict[str, int], target: HardwareConfig) -> Tiling:
+    """A full Tiling from user fields: missing m / n / k / l1_depth from the search's best
+    candidate with the given fields held fixed (or, when none fits, the given ones with the
+    template defaults), split_k / swizzle default 1."""
+    best = None
+    for t in candidates(p, target) if p.dtype in target.cube.k_per_cycle else ():
+        if all(getattr(t, f) == v for f, v in fields.items()):
+            e = estimate(p, t, target).cycles
+            if best is None or e < best[0]:
+                best = (e, t)
+    if best is not None:
+        return best[1]
+    es = p.es
+    base = {"m": min(128, -(-p.m // 16) * 16), "n": min(256, -(-p.n // 16) * 16), "k": 128 // es, "l1_depth": 1, "split_k": 1, "swizzle": 1}
+    base.update(fields)
+    return Tiling(**base)
+
+
+@dataclass(frozen=True)
+class ChooseTiling(ModulePass):
+    """Annotate every nn.matmul with the cost-model-best `ascend.tiling` for `target`; with
+    `tiling` ("m=128,n=128,k=64"), force those fields on every matmul instead (the rest are
+    searched). Existing `ascend.tiling` attributes (from IR text) are kept unless `tiling` is set.
+    `stats` collects (op, problem, SearchResult) per matmul when given (benchmarks).
+
+    Raises:
+        AscendirError: a forced tiling that does not fit (see check_fits)."""
+
+    name = "choose-tiling"
+
+    target: str = ""
+    tiling: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        annotate(op, load_target(self.target or DEFAULT_TARGET), self.tiling)
+
+
+def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: list | None = None) -> None:
+    """ChooseTiling's work (see there); `stats` gets (op, problem, SearchResult or None)."""
+    force = parse_tiling(forced) if forced else None
+    for i, mm in enumerate(o for o in module.walk() if isinstance(o, nn.MatmulOp)):
+        p = problem_of(mm)
+        if not all(isinstance(d, int) and d > 0 for d in (p.m, p.n, p.k)) or p.dtype not in ("f16", "bf16", "f32"):
+            continue
+        if p.dtype not in target.cube.k_per_cycle:  # no such mmad (910A f32): the template says so
+            continue
+        if force is not None:
+            t = complete(p, force, target)
+            check_fits(p, t, target, f"nn.matmul #{i}")
+            mm.attributes[TILING_ATTR] = t.to_attr()
+            if stats is not None:
+                stats.append((mm, p, None))
+            continue
+        if TILING_ATTR in mm.attributes:
+            continue
+        res = search(p, target)
+        mm.attributes[TILING_ATTR] = res.best.to_attr()
+        if stats is not None:
+            stats.append((mm, p, res))
+
+
+def tiling_for_op(op: Operation, p: Problem, target: HardwareConfig, what: str) -> Tiling | None:
+    """The Tiling an op's `ascend.tiling` attribute asks for (completed and checked), or None."""
+    fields = tiling_from_attr(op.attributes.get(TILING_ATTR))
+    if fields is None:
+        return None
+    t = complete(p, fields, target)
+    check_fits(p, t, target, what)
+    return t

@@ -1,0 +1,131 @@
+"""choose-tiling: the analytic search, the `ascend.tiling` attribute the matmul template obeys
+(base tiles, L1 depth, split-K, swizzle), forced tilings and their fit errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ascendir.context import make_context
+from ascendir.dialects import ascend, nn
+from ascendir.errors import AscendirError
+from ascendir.hardware import load_target
+from ascendir.transforms.choose_tiling import (
+    TILING_ATTR, ChooseTiling, Problem, Tiling, check_fits, estimate, search, tiling_from_attr,
+)
+from lowering_harness import check, lower_text, parse, printed, rand
+from test_lowering_matmul import epilogue_text, fuse, kernels, matmul_text
+
+
+def with_tiling(text: str, spec: str) -> str:
+    """`text` after choose-tiling with `spec` forced on every matmul."""
+    module = parse(text)
+    ChooseTiling(tiling=spec).apply(make_context(), module)
+    return printed(module)
+
+
+def l1_shapes(module) -> set[tuple[int, ...]]:
+    return {
+        tuple(op.result.type.get_shape())
+        for k in kernels(module)
+        for op in k.walk()
+        if isinstance(op, ascend.AllocOp) and ascend.space_of(op.result.type).value == "l1"
+    }
+
+
+@pytest.mark.parametrize(
+    "m,k,n,spec",
+    [
+        (130, 300, 129, "m=64,n=64,k=32,l1_depth=3,split_k=2"),  # ragged K split, odd depth
+        (200, 100, 90, "m=32,n=32,k=16,l1_depth=1,swizzle=3"),  # 7 tile rows: last group of 1
+        (96, 520, 48, "m=16,n=16,k=16,l1_depth=5,split_k=3,swizzle=2"),
+    ],
+)
+def test_forced_tilings_compute_the_same_product(m, k, n, spec):
+    text = with_tiling(matmul_text((m, k), (k, n), (m, n), "f16"), spec)
+    lowered = check(text, {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16)}, rtol=2e-2, atol=2e-2)
+    t = Tiling(**{kv.split("=")[0]: int(kv.split("=")[1]) for kv in spec.split(",")})
+    assert (t.m, t.k_l1) in l1_shapes(lowered)
+    names = [k.sym_name.data for k in kernels(lowered)]
+    assert any(n.startswith("matmul_split_k_reduce") for n in names) == (t.split_k > 1)
+
+
+def test_split_k_f32_workspace_and_batch_fold():
+    a, b, out = (3, 8, 256), (256, 40), (3, 8, 40)
+    text = with_tiling(matmul_text(a, b, out), "m=16,n=32,k=32,l1_depth=2,split_k=4")
+    lowered = check(text, {"a": rand(a), "b": rand(b)})
+    mm = kernels(lowered)[0]
+    # 4 partial [24, 40] f32 sums
+    assert mm.function_type.inputs.data[2].get_shape() == (96, 40)
+
+
+def test_swizzled_gelu_epilogue_keeps_aic_and_aiv_order():
+    text = with_tiling(fuse(epilogue_text(100, 64, 96, "gelu")), "m=16,n=32,k=32,swizzle=4")
+    m, k, n = 100, 64, 96
+    check(text, {"a": rand((m, k)), "b": rand((k, n)), "c": rand((n,))}, rtol=2e-3, atol=2e-3)
+
+
+def test_split_k_refused_with_an_epilogue():
+    text = fuse(epilogue_text(64, 256, 64, "relu"))
+    module = parse(text)
+    for op in module.walk():
+        if isinstance(op, nn.MatmulOp):
+            op.attributes[TILING_ATTR] = Tiling(16, 64, 32, 1, 2, 1).to_attr()
+    with pytest.raises(AscendirError, match="split-K"):
+        lower_text(printed(module))
+
+
+def test_tile_that_does_not_fit_names_buffer_bytes_and_largest_fit():
+    with pytest.raises(AscendirError) as e:
+        with_tiling(matmul_text((512, 512), (512, 512), (512, 512), "f16"), "m=256,n=256,k=64,l1_depth=1")
+    msg = str(e.value)
+    assert "L0C" in msg and "262144" in msg and "131072" in msg and "largest tile that fits" in msg
+    # the suggestion must itself fit
+    fit = msg.split("largest tile that fits: ")[1]
+    t = Tiling(**{kv.split("=")[0]: int(kv.split("=")[1]) for kv in fit.split(",")})
+    check_fits(Problem(1, 512, 512, 512, "f16", 2), t, load_target("ascend910b2"))
+
+
+def test_ir_text_tiling_attribute_is_obeyed():
+    text = matmul_text((64, 256), (256, 96), (64, 96), "f16").replace(
+        "-> tensor<64x96xf16>\n", "-> tensor<64x96xf16>\n", 1
+    )
+    module = parse(text)
+    (mm,) = [o for o in module.walk() if isinstance(o, nn.MatmulOp)]
+    mm.attributes[TILING_ATTR] = Tiling(32, 48, 64, 2).to_attr()
+    again = printed(module)
+    assert "ascend.tiling" in again
+    lowered = lower_text(again)
+    assert l1_shapes(lowered) == {(32, 128), (128, 48)}
+    assert tiling_from_attr(mm.attributes[TILING_ATTR])["n"] == 48
+
+
+def test_search_splits_k_for_decode_and_estimate_tracks_simulation():
+    hw = load_target("ascend910b1")
+    p = Problem(1, 16, 5120, 17408, "bf16", 2)
+    res = search(p, hw)
+    # 5120 / 128 = 40 tiles would take two uneven waves on 24 AICs; splitting K evens them out
+    assert res.best.split_k > 1
+    naive = estimate(p, Tiling(16, 128, 64, 4), hw)
+    assert res.estimate.cycles < naive.cycles
+    assert res.scored > 100
+
+
+def test_search_keeps_large_base_tiles_for_square_gemm():
+    res = search(Problem(1, 4096, 4096, 4096, "f16", 2), load_target("ascend910b2"))
+    assert res.best.m * res.best.n >= 128 * 256 and res.best.split_k == 1
+
+
+def test_cli_tiling_option(tmp_path):
+    from click.testing import CliRunner
+
+    from ascendir.cli import main
+
+    src = tmp_path / "mm.mlir"
+    src.write_text(matmul_text((64, 256), (256, 96), (64, 96), "f16"))
+    out = tmp_path / "out.mlir"
+    r = CliRunner().invoke(main, ["compile", str(src), "--emit", "nn", "--tiling", "m=32,n=48,k=32", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "m = 32" in out.read_text() and "n = 48" in out.read_text()
+    r = CliRunner().invoke(main, ["compile", str(src), "--tiling", "m=512,n=512"])
+    assert r.exit_code == 2 and "largest tile that fits" in r.output
