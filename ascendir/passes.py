@@ -43,6 +43,12 @@ def _fuse_ffn():
     return FuseFFN
 
 
+def _choose_tiling():
+    from ascendir.transforms.choose_tiling import ChooseTiling
+
+    return ChooseTiling
+
+
 def _canonicalize():
     from xdsl.transforms.canonicalize import CanonicalizePass
 
@@ -70,12 +76,13 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fuse-ffn": _fuse_ffn,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
     "decompose-attention": _decompose_attention,
+    "choose-tiling": _choose_tiling,
     "convert-nn-to-ascend": _lowering,
 }
 
 # Named pipelines: the nn-level passes each optimization level runs before lowering.
 PIPELINES: dict[str, str] = {
     "O0": "",
-    "O1": "fold-batchnorm,recompose-nn,fuse-matmul-epilogue",
-    "O2": "fold-batchnorm,recompose-nn,fuse-ffn,fuse-matmul-epilogue",
+    "O1": "fold-batchnorm,recompose-nn,fuse-matmul-epilogue,choose-tiling",
+    "O2": "fold-batchnorm,recompose-nn,fuse-ffn,fuse-matmul-epilogue,choose-tiling",
 }
