@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-LEVELS = ("gm_read", "gm_write", "l1", "l0a", "l0b", "l0c", "ub")
+LEVELS = ("gm_read", "l2_hit", "gm_write", "l1", "l0a", "l0b", "l0c", "ub")
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
 
 
@@ -15,6 +15,15 @@ def _bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1024
     return str(n)
+
+
+def _l2(byts: dict) -> str:
+    """L2-hit bytes of a kernel's GM reads and their share ("-" without GM reads)."""
+    rd = byts.get("gm_read", 0)
+    if not rd:
+        return "-"
+    hit = byts.get("l2_hit", 0)
+    return f"{_bytes(hit)} ({100 * hit / rd:.0f} %)"
 
 
 def render(report: dict, console: Console, top: int = 25) -> None:
@@ -33,12 +42,14 @@ def render(report: dict, console: Console, top: int = 25) -> None:
         extra.append(f"achieved GM bandwidth {bw / 1e9:,.1f} GB/s")
     if peak is not None:
         extra.append(f"cube peak {100 * peak:.2f} %")
+    if report.get("bytes", {}).get("gm_read"):
+        extra.append(f"L2 hits {_bytes(report['bytes'].get('l2_hit', 0))} ({100 * report.get('l2_hit_rate', 0.0):.1f} % of GM reads)")
     if extra:
         console.print("   ".join(extra))
 
     kernels = sorted(report["kernels"], key=lambda k: -k["cycles"])
     t = Table(title=f"kernels (top {min(top, len(kernels))} of {len(kernels)} by cycles)")
-    for col in ("kernel", "cores", "cycles", "%", "cube %", "GM read", "GM write"):
+    for col in ("kernel", "cores", "cycles", "%", "cube %", "GM read", "L2 hit", "GM write"):
         t.add_column(col, justify="left" if col == "kernel" else "right")
     for k in kernels[:top]:
         t.add_row(
@@ -48,6 +59,7 @@ def render(report: dict, console: Console, top: int = 25) -> None:
             f"{100 * k['cycles'] / total:.1f}" if total else "-",
             f"{100 * k['cube_peak_fraction']:.1f}" if k.get("cube_peak_fraction") is not None else "-",
             _bytes(k["bytes"].get("gm_read", 0)),
+            _l2(k["bytes"]),
             _bytes(k["bytes"].get("gm_write", 0)),
         )
     console.print(t)

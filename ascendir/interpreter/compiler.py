@@ -190,6 +190,9 @@ class Compiler:
         name = op.name
         nunits = k.nunits
         all_mem = all(mem)
+        A = F.A
+        mem_slots = [i for i, m_ in zip(ins, mem) if m_]
+        race_ops = [(i, j == len(mem_slots) - 1) for j, i in enumerate(mem_slots)]  # last memref is written
 
         def resolve(c: OpCost) -> tuple:
             if not (c.cycles >= 0 and c.latency >= 0):
@@ -222,6 +225,8 @@ class Compiler:
             if sig is not None:
                 sig.append(c)
             pid, sid, cyc, lat, items, flops = c
+            if F.rc is not None:
+                F.rc.access(pid, [(A[i], R[i].shape, w) for i, w in race_ops if A[i] is not None], name, F.block)
             core = F.core
             free = core.free
             t = free[pid]
@@ -284,9 +289,18 @@ class Compiler:
                 log = F.gmlog
                 if log is not None:  # steady.py replays these for skipped iterations
                     log.append((cid, tag[0], tag[1], shp, tag[2], F.t0 + t, is_read, c is not miss))
+                if F.launchlog is not None and F.sem_on:
+                    F.launchlog.append((k, F.t0 + t))
             sig = F.sig
             if sig is not None:
                 sig.append(c)
+            if F.rc is not None:
+                ops = []
+                if A[s_in] is not None:
+                    ops.append((A[s_in], s.shape, False))
+                if A[s_out] is not None:
+                    ops.append((A[s_out], d.shape, True))
+                F.rc.access(pid, ops, name, F.block)
             _, _, cyc, lat, items, _ = c
             e = t + cyc
             free[pid] = e
@@ -436,22 +450,24 @@ class Compiler:
         t = op.result.type
         shape, dtype = tuple(t.get_shape()), np_dtype(t)
         strides = contiguous_strides(shape)
-        gm = ascend.space_of(t).value == "gm"
+        space = ascend.space_of(t).value
+        gm = space == "gm"
         new_root = self.m.new_root
+        # on-chip buffers get a fixed address root (race.py names it; the L2 tracks GM only)
+        self.nbufs = getattr(self, "nbufs", 0) + 1
+        chip_tag = None if gm else ((space, self.nbufs, f"{space} buffer #{self.nbufs} {'x'.join(map(str, shape))}x{dtype}"), 0, strides)
         if self.m.timing_only:
             view = zero_view(shape, dtype)
 
             def run() -> None:
                 R[out] = view
-                if gm:
-                    A[out] = (new_root(), 0, strides)
+                A[out] = (new_root(), 0, strides) if gm else chip_tag
 
         else:
 
             def run() -> None:
                 R[out] = np.zeros(shape, dtype)
-                if gm:
-                    A[out] = (new_root(), 0, strides)
+                A[out] = (new_root(), 0, strides) if gm else chip_tag
 
         return run
 
@@ -537,6 +553,8 @@ class Compiler:
         dims = list(zip(offs, sizes, strides, [i in dropped for i in range(n)]))
 
         A = self.F.A
+        if self.m.timing_only:
+            return self._subview_timing(src, out, dims, where, charge)
 
         def run() -> None:
             a = R[src]
@@ -561,6 +579,48 @@ class Compiler:
                     if not drop:
                         nst.append(tst[i] * st)
             R[out] = a[tuple(idx)]
+            A[out] = None if tag is None else (tag[0], off, tuple(nst))
+            if charge is not None:
+                charge()
+
+        return run
+
+    def _subview_timing(self, src: int, out: int, dims: list, where: str, charge) -> Closure:
+        """Timing-only subview: buffers are zero-stride views (no data), so only the result shape
+        and the GM address tag matter; views are shared per (shape, dtype) instead of indexing
+        numpy every time. Same bounds checks as the numerics path."""
+        R, A = self.F.R, self.F.A
+        views: dict = {}
+
+        def run() -> None:
+            a = R[src]
+            shape = a.shape
+            res = []
+            tag = A[src]
+            if tag is not None:
+                off, tst = tag[1], tag[2]
+                nst = []
+            for i, ((od, o), (sd, s), (td, st), drop) in enumerate(dims):
+                if od:
+                    o = R[o]
+                if sd:
+                    s = R[s]
+                if td:
+                    st = R[st]
+                dim = shape[i]
+                if o < 0 or s < 0 or st < 1 or (s > 0 and o + (s - 1) * st >= dim):
+                    raise AscendirError(f"{where}: out of bounds on dim {i}: offset {o}, size {s}, stride {st} in a dim of {dim}")
+                if not drop:
+                    res.append(s)
+                if tag is not None:
+                    off += o * tst[i]
+                    if not drop:
+                        nst.append(tst[i] * st)
+            key = (tuple(res), a.dtype)
+            v = views.get(key)
+            if v is None:
+                v = views[key] = zero_view(key[0], a.dtype)
+            R[out] = v
             A[out] = None if tag is None else (tag[0], off, tuple(nst))
             if charge is not None:
                 charge()
@@ -629,6 +689,8 @@ class Compiler:
                 t = free[s_id]
             free[src] = t
             F.flags.queues[key].append(t)
+            if F.rc is not None:
+                F.rcq.queues[key].append(F.rc.set(src))
             if F.trace is not None:
                 fid = next(F.flow_ids)
                 F.flowq.queues[key].append(fid)
@@ -654,6 +716,8 @@ class Compiler:
             free = core.free
             if t > free[dst]:
                 free[dst] = t
+            if F.rc is not None:
+                F.rc.wait(dst, F.rcq.queues[key].popleft())
             if F.trace is not None:
                 F.flows.append(("f", core.index, dst, free[dst], F.flowq.queues[key].popleft()))
 
@@ -668,6 +732,8 @@ class Compiler:
                 core = F.core
                 t = core.end()
                 core.free = [t] * len(core.free)
+                if F.rc is not None:
+                    F.rc.barrier_all()
 
             return run_all
         if p not in PIPE_INDEX:

@@ -57,6 +57,8 @@ class ModuleProg:
         self.kernels: dict[str, KernelProgram] = {}
         self.l2 = L2Cache(target) if target.memory.l2_model == "tile" else None
         self.clock = 0.0  # chip time (cycles) at which the next kernel launches
+        self.memo: dict | None = {}  # identical timing-only launches (memo.py); None: off
+        self.memo_hits = 0
         self._roots = 0
         main = None
         for op in module.ops:

@@ -117,7 +117,7 @@ class L2Pass:
     the chip L2 left by earlier kernels) and records the access in the chip L2.
     """
 
-    __slots__ = ("recording", "log", "misses", "ordinal", "window")
+    __slots__ = ("recording", "log", "misses", "ordinal", "window", "checks")
 
     def __init__(self, window: float):
         self.recording = True
@@ -125,6 +125,7 @@ class L2Pass:
         self.log: dict[tuple, list] = {}
         self.misses: set[tuple[int, int]] = set()
         self.ordinal: dict[int, int] = {}
+        self.checks: list | None = None  # (key, now, outcome) of designated misses, for memo.py
 
     def settle(self) -> None:
         """Mark the misses: per tile, the first access of each residency period. Accesses tied
@@ -170,6 +171,8 @@ class L2Pass:
             return True
         if (block, j) in self.misses:
             hit = l2.resident_before(key, now, t_start)
+            if self.checks is not None:
+                self.checks.append((key, now, hit))
         else:
             hit = True
         l2.write(key, now)  # now resident (a read fills the line)

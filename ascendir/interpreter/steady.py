@@ -41,7 +41,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
 
-MIN_TRIPS = 6  # shorter loops cannot amortise detection (2 periods + a tail)
+MIN_TRIPS = 8  # shorter loops cannot amortise detection (2 periods + a tail)
 REL = 1e-9  # relative tolerance of "equal delta" (sums of the same float costs)
 
 _INV, _AFF, _OTHER = 0, 1, 2
@@ -139,14 +139,14 @@ class SteadyLoop:
             if not (a[2] == b[2] == c[2]):
                 continue
             va, vb, vc = a[1], b[1], c[1]
-            d = [y - x for x, y in zip(vb, vc)]
             ok = True
-            for x, y, z, dz in zip(va, vb, vc, d):
-                if abs((y - x) - dz) > REL * max(1.0, abs(z)):
+            for x, y, z in zip(va, vb, vc):
+                if abs((y - x) - (z - y)) > REL * max(1.0, abs(z)):
                     ok = False
                     break
             if not ok:
                 continue
+            d = [z - y for y, z in zip(vb, vc)]
             sig = F.sig
             la, lb_, lc = a[4], b[4], c[4]
             if lb_ - la != lc - lb_ or any(sig[la + i] is not sig[lb_ + i] for i in range(lc - lb_)):
@@ -204,11 +204,14 @@ class SteadyLoop:
                     acc.append((q, key, t))
                 if acc is None:
                     break
+                launch = F.launchlog if F.sem_on else None
                 for q, key, t in acc:
                     if q[6]:
                         l2p.read(l2, key, t, F.block, F.t0)
                     elif F.sem_on:
                         l2.write(key, t)
+                    if launch is not None:
+                        launch.append((key, t))
                     if log is not None:
                         log.append((q[0], key[0], key[1], key[2], key[3], t, q[6], q[7]))
                 done = mm
