@@ -1,0 +1,221 @@
+"""ONNX backend node tests through ascendir: import → convert-nn-to-ascend (910B2) → interpreter,
+for every op type the importer claims (its converter table). Writes docs/onnx-support.md: per
+op the opsets of its cases, cases passed / total and the reason of each failure.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/conformance.py [--ops Relu,Conv] [--out docs/onnx-support.md]
+
+A case passes when every output matches the reference data shipped with the case: floats with
+rtol 1e-3 / atol 1e-4 (fp16: rtol 1e-2 / atol 1e-3), integers and bools exactly, NaN where the
+reference has NaN. Cases come from `../shared/corpus/list_onnx_node_tests.py` (on onnx ≥ 1.23
+they are built in memory from onnx.backend.test.case.node); `_expanded` variants are skipped (they
+test the function body's primitive ops, not the op).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+LISTER = Path(os.environ.get("ASCENDIR_SHARED", ROOT.parent / "shared")) / "corpus" / "list_onnx_node_tests.py"
+CASE_TIMEOUT_S = 60
+
+
+@dataclass
+class Outcome:
+    case: str
+    op: str
+    opset: int | None
+    passed: bool
+    reason: str = ""
+    baked: bool = False  # integer inputs were turned into initializers (see run_case)
+
+
+def _lister():
+    spec = importlib.util.spec_from_file_location("list_onnx_node_tests", LISTER)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["list_onnx_node_tests"] = mod  # dataclasses resolve the module by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def claimed_ops() -> set[str]:
+    from ascendir.frontends.onnx.converters import CONVERTERS
+
+    return set(CONVERTERS)
+
+
+def node_cases(ops: set[str] | None = None) -> list:
+    """The non-expanded node test cases of `ops` (default: every claimed op), with in-memory
+    model and data (`testcase`) or a folder (`path`)."""
+    lister = _lister()
+    cases, _ = lister.load_cases()
+    wanted = ops or claimed_ops()
+    return [c for c in cases if not c.expanded and c.op in wanted]
+
+
+def _case_data(case) -> tuple[object, list[np.ndarray], list[np.ndarray]]:
+    import onnx
+    from onnx import numpy_helper
+
+    if case.testcase is not None:
+        tc = case.testcase
+        inputs, outputs = tc.data_sets[0]
+        return tc.model, list(inputs), list(outputs)
+    model = onnx.load(str(case.path / "model.onnx"))
+    ds = case.path / "test_data_set_0"
+
+    def read(kind: str) -> list[np.ndarray]:
+        files = sorted(ds.glob(f"{kind}_*.pb"), key=lambda p: int(p.stem.split("_")[1]))
+        out = []
+        for f in files:
+            t = onnx.TensorProto()
+            t.ParseFromString(f.read_bytes())
+            out.append(numpy_helper.to_array(t))
+        return out
+
+    return model, read("input"), read("output")
+
+
+def _compare(got: np.ndarray, want: np.ndarray) -> str:
+    """'' when `got` matches `want`, else why not."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return f"shape {list(got.shape)} != {list(want.shape)}"
+    if want.dtype.kind in "fc":
+        tol = (1e-2, 1e-3) if want.dtype == np.float16 else (1e-3, 1e-4)
+        if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol[0], atol=tol[1], equal_nan=True):
+            err = np.nanmax(np.abs(got.astype(np.float64) - want.astype(np.float64)))
+            return f"max |error| {err:.3g}"
+        return ""
+    if not np.array_equal(got, want):
+        return "values differ"
+    return ""
+
+
+def _bake_int_inputs(model, feeds: dict[str, np.ndarray]):
+    """A copy of `model` whose integer graph inputs are initializers holding `feeds`' values."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    keep = [i for i in m.graph.input if not (i.name in feeds and feeds[i.name].dtype.kind in "iu")]
+    baked = [numpy_helper.from_array(feeds[i.name], i.name) for i in m.graph.input if i not in keep]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    m.graph.initializer.extend(baked)
+    return m
+
+
+def _alarm(signum, frame):
+    raise TimeoutError(f"over {CASE_TIMEOUT_S} s")
+
+
+def run_case(case, target: str = "ascend910b2") -> Outcome:
+    """Import, lower and simulate one node test case."""
+    from ascendir.driver import lower
+    from ascendir.frontends.onnx import import_onnx
+    from ascendir.hardware import load_target
+    from ascendir.interpreter import simulate
+
+    out = Outcome(case.name, case.op, case.opset, False)
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(CASE_TIMEOUT_S)
+    try:
+        model, inputs, outputs = _case_data(case)
+        in_names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+        feeds = dict(zip(in_names, inputs))
+        try:
+            module, weights = import_onnx(model)
+        except Exception as e:  # noqa: BLE001
+            if "depends on runtime values" not in str(e):
+                raise
+            # ascendir compiles static shapes: inputs that decide shapes (axes, shape, pads,
+            # repeats...) must be known at compile time, so bake the integer inputs in.
+            model = _bake_int_inputs(model, feeds)
+            feeds = {k: v for k, v in feeds.items() if v.dtype.kind not in "iu"}
+            module, weights = import_onnx(model)
+            out.baked = True
+        lower(module, weights, target)
+        result = simulate(module, weights, feeds, load_target(target))
+        for vi, want in zip(model.graph.output, outputs):
+            why = _compare(result.outputs[vi.name], want)
+            if why:
+                out.reason = f"output {vi.name}: {why}"
+                return out
+        out.passed = True
+    except Exception as e:  # noqa: BLE001 -- every failure is reported, not raised
+        out.reason = f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
+    finally:
+        signal.alarm(0)
+    return out
+
+
+def write_report(outcomes: list[Outcome], path: Path, seconds: float) -> None:
+    by_op: dict[str, list[Outcome]] = collections.defaultdict(list)
+    for o in outcomes:
+        by_op[o.op].append(o)
+    passed = sum(o.passed for o in outcomes)
+    lines = [
+        "# ONNX operator support",
+        "",
+        "Generated by `benchmarks/conformance.py` (do not edit): the ONNX backend node tests of the",
+        "installed onnx package, for every op type the importer claims, run through import →",
+        "convert-nn-to-ascend (Ascend 910B2) → the interpreter, compared with the reference data of",
+        "each case (fp32 rtol 1e-3 / atol 1e-4, fp16 rtol 1e-2 / atol 1e-3, integers exactly).",
+        "ascendir compiles static shapes, so when a case feeds a shape-deciding input (axes, shape,",
+        "pads, repeats, k...) as a runtime graph input, its integer inputs are baked in as",
+        "initializers (as `--input-shape` pins dims): " + f"{sum(o.baked for o in outcomes)} cases.",
+        "",
+        f"**{passed} / {len(outcomes)} cases pass ({100.0 * passed / max(len(outcomes), 1):.1f} %)** "
+        f"over {len(by_op)} op types ({seconds:.0f} s).",
+        "",
+        "| op | opsets of the cases | passed / total |",
+        "|---|---|---|",
+    ]
+    for op in sorted(by_op):
+        os_ = sorted({o.opset for o in by_op[op] if o.opset is not None})
+        n_ok = sum(o.passed for o in by_op[op])
+        lines.append(f"| {op} | {', '.join(map(str, os_))} | {n_ok} / {len(by_op[op])} |")
+    claimed_without_cases = sorted(claimed_ops() - set(by_op))
+    if claimed_without_cases:
+        lines += ["", "Claimed ops without node test cases: " + ", ".join(claimed_without_cases) + "."]
+    lines += ["", "## Failures", "", "| case | op | opset | reason |", "|---|---|---|---|"]
+    for o in sorted(outcomes, key=lambda o: (o.op, o.case)):
+        if not o.passed:
+            reason = o.reason.replace("|", "\\|")
+            lines.append(f"| {o.case} | {o.op} | {o.opset} | {reason} |")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ops", default=None, help="comma-separated op types (default: every claimed op)")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "onnx-support.md")
+    args = ap.parse_args()
+    ops = set(args.ops.split(",")) if args.ops else None
+    t0 = time.perf_counter()
+    outcomes = []
+    for case in node_cases(ops):
+        o = run_case(case)
+        outcomes.append(o)
+        print(f"{'ok  ' if o.passed else 'FAIL'} {o.case:60} {o.reason}", flush=True)
+    write_report(outcomes, args.out, time.perf_counter() - t0)
+    passed = sum(o.passed for o in outcomes)
+    print(f"{passed} / {len(outcomes)} passed; wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""A representative sample of the ONNX backend node tests through import → lower → simulate
+(the full run is benchmarks/conformance.py, which writes docs/onnx-support.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+conformance = pytest.importorskip("conformance")
+
+if not conformance.LISTER.exists():
+    pytest.skip(f"{conformance.LISTER} not found (set ASCENDIR_SHARED)", allow_module_level=True)
+
+# One or two cases per op family the corpus models need; each must pass.
+SAMPLE = [
+    "test_add_bcast", "test_matmul_3d", "test_gemm_default_no_bias", "test_relu", "test_sigmoid",
+    "test_softmax_axis_1", "test_reduce_mean_default_axes_keepdims_random",
+    "test_transpose_all_permutations_3", "test_concat_3d_axis_negative_1", "test_gather_0", "test_where_example",
+    "test_basic_conv_with_padding", "test_conv_with_strides_and_asymmetric_padding", "test_maxpool_2d_pads",
+    "test_averagepool_2d_pads", "test_globalaveragepool", "test_top_k",
+]
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return {c.name: c for c in conformance.node_cases()}
+
+
+@pytest.mark.parametrize("name", SAMPLE)
+def test_node_case_passes(cases, name: str) -> None:
+    if name not in cases:
+        pytest.skip(f"{name} is not in the installed onnx's node tests")
+    outcome = conformance.run_case(cases[name])
+    assert outcome.passed, outcome.reason
