@@ -12,7 +12,9 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
 * V7 [S16] torch.exp fp32: limulidae's bench_membw.py divides the *input* bytes by the time, so
   the prediction is input bytes / simulated time of a 256 MB Exp.
 * V9 [S17] PTO-DSL ladder on 910B2 (fp16 4096³): naive ≈ 50 % of torch.matmul, double buffered +
-  swizzled ≈ 90 %; torch.matmul taken as 90 % of peak (V5) → 45 % / 81 % of cube peak.
+  swizzled ≈ 90 %; torch.matmul taken as 90 % of peak (V5) → 45 % / 81 % of cube peak. The naive
+  rung uses the tile of S17's step1_baseline.py (128 x 256, baseK 64, 256 of K per B load, one
+  buffer), not a smaller one.
 * V14 [S19] Qwen3-14B decode GEMMs, M = 16, BF16, on an A3 die (= 910B1 constants, §1.1):
   microseconds per kernel (launch wall time) for gate/up/down. q_proj (26 µs for 52 MB of
   weights = 2 TB/s) and k/v are left out: their implied bandwidth exceeds the die's 1.6 TB/s, so
@@ -153,7 +155,9 @@ def cases(quick: bool = False) -> list[Case]:
         Case("V6b", "matmul fp32 peak, 8192^3 (910B)", "TFLOPS", 87.0, lambda: tf(8192, 8192, 8192, "f32")),
         Case("V1", "matmul bf16 best shape (910B2C)", "TFLOPS", 322.5, lambda: max(tf(*s) for s in best_shapes), "best of V2-V5, 8192^3"),
         Case("V7", "torch.exp fp32 256 MB, input bytes / time", "GB/s", 642.0, lambda: exp_input_GBps(64 * 2**20)),
-        Case("V9a", "ladder: naive (single buffer, 128x128)", "% peak", 45.0, lambda: ladder_fraction(1, 128, 128), "50 % of torch (90 % peak)"),
+        # the S17 step-1 baseline kernel (step1_baseline.py) is single-buffered with M_TILE 128,
+        # N_FULL 256, K_QTILE 64 and B chunks of K_TILE 256 in L1: the same tile as here
+        Case("V9a", "ladder: naive (single buffer, 128x256)", "% peak", 45.0, lambda: ladder_fraction(1, 128, 256), "50 % of torch (90 % peak)"),
         Case("V9b", "ladder: double-buffered 128x256", "% peak", 81.0, lambda: ladder_fraction(2, 128, 256), "~90 % of torch with swizzle"),
         Case("V14a", "decode gate_proj 16x5120->17408 bf16 (A3 die)", "us", 136.0, lambda: matmul_us(16, 17408, 5120, "bf16", "ascend910b1")),
         Case("V14b", "decode up_proj 16x5120->17408 bf16 (A3 die)", "us", 146.0, lambda: matmul_us(16, 17408, 5120, "bf16", "ascend910b1")),
