@@ -71,6 +71,8 @@ _opt_level = click.option("-O", "opt_level", type=click.Choice(["0", "1", "2"]),
 _verify_opt = click.option("--verify-numerics", is_flag=True, help="Evaluate the nn module before and after every pass (same inputs) and fail on a difference beyond the dtype's tolerance.")
 _tiling_opt = click.option("--tiling", default=None, metavar="m=128,n=128,k=64",
                            help="Force this matmul tiling (keys m, n, k, l1_depth, split_k, swizzle; others searched) on every nn.matmul instead of choose-tiling's.")
+_shape_only_opt = click.option("--shape-only", is_flag=True,
+                               help="Read no weight bytes from ONNX external data (weights are zeros); compile writes no weights file, run is timing-only.")
 _shape_opt = click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DxD", help="Pin a dynamic input shape, e.g. input_ids=1x128.")
 
 
@@ -84,20 +86,24 @@ _shape_opt = click.option("--input-shape", "input_shapes", multiple=True, metava
 @_shape_opt
 @_verify_opt
 @_tiling_opt
+@_shape_only_opt
 def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: str | None, opt_level: str, input_shapes,
-            verify_numerics: bool, tiling: str | None) -> None:
+            verify_numerics: bool, tiling: str | None, shape_only: bool) -> None:
     """Compile MODEL (.onnx, or .mlir IR) to the nn or ascend dialect."""
     from ascendir.driver import compile_model, parse_input_shapes, print_ir, weights_path
 
     module, weights = compile_model(
         model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes),
-        verify_numerics=verify_numerics, tiling=tiling,
+        verify_numerics=verify_numerics, tiling=tiling, shape_only=shape_only,
     )
     text = print_ir(module)
     if output is None:
         click.echo(text, nl=False)
         return
     _atomic_write(output, lambda p: p.write_text(text))
+    if shape_only:  # the weights are zeros: writing them would only fill the disk
+        click.echo(f"wrote {output} (--shape-only: no weights file)", err=True)
+        return
     _atomic_write(weights_path(output), lambda p: weights.save(str(p)))
     click.echo(f"wrote {output} and {weights_path(output)} ({len(weights)} weights)", err=True)
 
@@ -128,9 +134,10 @@ def _load_inputs(path: Path, expected: list[str]) -> dict[str, np.ndarray]:
 @_shape_opt
 @_verify_opt
 @_tiling_opt
+@_shape_only_opt
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, report_path: Path | None,
         trace_path: Path | None, seed: int, target: str, pipeline: str | None, opt_level: str, input_shapes,
-        verify_numerics: bool, tiling: str | None) -> None:
+        verify_numerics: bool, tiling: str | None, shape_only: bool) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the report."""
     from ascendir.driver import (
         gather_bounds, io_names, is_lowered, load_ir, lower, main_func, parse_input_shapes, parse_pipeline,
@@ -141,11 +148,15 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     from ascendir.interpreter import simulate
     from ascendir.report_table import render
 
+    if shape_only:
+        if verify_numerics:
+            raise AscendirError("--verify-numerics needs the weights; drop --shape-only")
+        timing_only = True  # zeros for weights: only the timing is meaningful
     if timing_only and outputs is not None:
-        raise AscendirError("--outputs needs numerics; drop --timing-only")
+        raise AscendirError(f"--outputs needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
     hw = load_target(target)
     if model.suffix == ".onnx":
-        module, weights = import_onnx(model, parse_input_shapes(input_shapes))
+        module, weights = import_onnx(model, parse_input_shapes(input_shapes), shape_only=shape_only)
     else:
         module, weights = load_ir(model)
     bounds = {} if is_lowered(module) else gather_bounds(main_func(module))

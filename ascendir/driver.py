@@ -188,12 +188,15 @@ def compile_model(
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     verify_numerics: bool = False,
     tiling: str | None = None,
+    shape_only: bool = False,
 ) -> tuple[ModuleOp, WeightStore]:
     """Import an ONNX file (or parse IR text with weights beside it) and compile it.
 
     `emit` = "nn" stops after the nn-level pipeline; "ascend" lowers for `target`.
     `verify_numerics` checks every nn-level pass on seeded random inputs (see run_passes).
     `tiling` ("m=128,n=128,k=64") overrides choose-tiling's choice for every matmul.
+    `shape_only` reads no external weight bytes (see import_onnx); incompatible with
+    `verify_numerics`, whose checks would compare zeros.
 
     Raises:
         AscendirError: any bad input (file, op, shape, pass pipeline, IR).
@@ -203,9 +206,11 @@ def compile_model(
     if emit not in ("nn", "ascend"):
         raise AscendirError(f"--emit must be nn or ascend, got '{emit}'")
     load_target(target)  # fail early on a bad target
+    if shape_only and verify_numerics:
+        raise AscendirError("--verify-numerics needs the weights; drop --shape-only")
     path = Path(model)
     if path.suffix == ".onnx":
-        module, weights = import_onnx(path, input_shapes)
+        module, weights = import_onnx(path, input_shapes, shape_only=shape_only)
     else:
         module, weights = load_ir(path)
     if not is_lowered(module):

@@ -40,8 +40,9 @@ class WeightStore:
         return self._arrays[name]
 
     def __iter__(self) -> Iterator[str]:
-        yield from self._arrays
-        yield from self._lazy
+        # A snapshot: reading an entry while iterating (as `save` does) moves it from _lazy to
+        # _arrays.
+        yield from list(self._arrays) + list(self._lazy)
 
     def __len__(self) -> int:
         return len(self._arrays) + len(self._lazy)

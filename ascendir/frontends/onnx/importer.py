@@ -47,6 +47,8 @@ _FORWARDING_OPS = frozenset({"Identity"})
 def import_onnx(
     model: str | Path | onnx.ModelProto,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    *,
+    shape_only: bool = False,
 ) -> tuple[ModuleOp, WeightStore]:
     """Import an ONNX model as an `nn` module.
 
@@ -55,6 +57,9 @@ def import_onnx(
             the file's directory or the working directory for a ModelProto).
         input_shapes: static shapes for graph inputs, required for inputs with dynamic dims
             (`dim_param` or unknown); may also restate static ones.
+        shape_only: never read external weight bytes (their WeightStore entries are zero-stride
+            views of zeros); small external integer initializers (shapes, axes) are still read.
+            Enough to compile and to simulate timing-only; numerics would be wrong.
 
     Returns:
         `builtin.module { func.func @main(...) }` whose arguments are the graph inputs that are not
@@ -67,7 +72,7 @@ def import_onnx(
             that cannot be converted (the message names the node and the reason).
     """
     proto, base_dir = load_model(model)
-    return _GraphImporter(proto, base_dir, dict(input_shapes or {})).run()
+    return _GraphImporter(proto, base_dir, dict(input_shapes or {}), shape_only).run()
 
 
 def _node_label(node: NodeProto, index: int) -> str:
@@ -79,8 +84,9 @@ def _op_key(node: NodeProto) -> str:
 
 
 class _GraphImporter:
-    def __init__(self, proto: onnx.ModelProto, base_dir: str, input_shapes: dict[str, tuple[int, ...]]):
+    def __init__(self, proto: onnx.ModelProto, base_dir: str, input_shapes: dict[str, tuple[int, ...]], shape_only: bool = False):
         self.proto = proto
+        self.shape_only = shape_only
         self.graph = proto.graph
         self.base_dir = base_dir
         self.input_shapes = input_shapes
@@ -98,7 +104,7 @@ class _GraphImporter:
     def run(self) -> tuple[ModuleOp, WeightStore]:
         values = self.state.values
         for tensor in self.graph.initializer:
-            values[tensor.name] = initializer_constant(tensor, self.base_dir)
+            values[tensor.name] = initializer_constant(tensor, self.base_dir, self.shape_only)
         arg_names = [vi.name for vi in self.graph.input if vi.name not in values]
         self._check_pins(arg_names)
         arg_types = self._input_types([vi for vi in self.graph.input if vi.name not in values])

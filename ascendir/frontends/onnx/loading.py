@@ -58,21 +58,67 @@ def onnx_dtype_to_numpy(data_type: int, what: str) -> np.dtype:
     return dtype
 
 
-def initializer_constant(tensor: TensorProto, base_dir: str) -> Constant:
-    """A Constant for an initializer; external data is read only when the value is needed."""
+# In shape-only mode an external integer initializer up to this many elements is still read: it
+# is almost always a shape, axes or indices operand that import must know to type the graph.
+SHAPE_ONLY_READ_LIMIT = 1024
+
+
+def initializer_constant(tensor: TensorProto, base_dir: str, shape_only: bool = False) -> Constant:
+    """A Constant for an initializer; external data is read only when the value is needed, and
+    then memory-mapped (never copied whole).
+
+    With `shape_only`, an external initializer (other than a small integer one, see
+    SHAPE_ONLY_READ_LIMIT) is never read: its value is a zero-stride view of zeros of its shape and
+    dtype, so import, passes, lowering and a timing-only simulation need no weight bytes (the
+    file may be sparse, truncated or absent).
+
+    Raises:
+        AscendirError: an element type without a numpy equivalent.
+    """
     dtype = onnx_dtype_to_numpy(tensor.data_type, f"initializer '{tensor.name}'")
     shape = tuple(tensor.dims)
     if tensor.data_location == TensorProto.EXTERNAL:
-        return Constant(tensor.name, lambda: _read_external(tensor, base_dir), shape, dtype, parameter=True)
+        size = int(np.prod(shape, dtype=np.int64))
+        if shape_only and not (dtype.kind in "iub" and size <= SHAPE_ONLY_READ_LIMIT):
+            return Constant(tensor.name, lambda: zero_view(shape, dtype), shape, dtype, parameter=True)
+        return Constant(tensor.name, lambda: _read_external(tensor, base_dir, shape, dtype), shape, dtype, parameter=True)
     return Constant(tensor.name, numpy_helper.to_array(tensor), parameter=True)
 
 
-def _read_external(tensor: TensorProto, base_dir: str) -> np.ndarray:
-    try:
-        return numpy_helper.to_array(tensor, base_dir)
-    except Exception as e:  # noqa: BLE001 - onnx raises ValidationError, OSError, ...
-        location = next((e.value for e in tensor.external_data if e.key == "location"), "?")
-        reason = " ".join(str(e).split()) or type(e).__name__
-        raise AscendirError(
-            f"initializer '{tensor.name}': cannot read external data '{location}' in '{base_dir}': {reason}"
-        ) from None
+def zero_view(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A read-only array of zeros of `shape` backed by one element (all strides 0)."""
+    return np.broadcast_to(np.zeros((), dtype), shape)
+
+
+def _read_external(tensor: TensorProto, base_dir: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """The initializer's bytes memory-mapped read-only from its external file (offset/length
+    keys honoured), so a multi-GB weight costs address space, not RSS, until it is touched.
+
+    Raises:
+        AscendirError: the file is missing, escapes the model folder, or is shorter than the
+            tensor (truncated), naming the initializer and the file.
+    """
+    info = {e.key: e.value for e in tensor.external_data}
+    location = info.get("location", "?")
+
+    def fail(reason: str) -> AscendirError:
+        return AscendirError(f"initializer '{tensor.name}': cannot read external data '{location}' in '{base_dir}': {reason}")
+
+    base = Path(base_dir).resolve()
+    path = (base / location).resolve()
+    if base not in path.parents:  # as onnx does: external data must live under the model folder
+        raise fail("the location is outside the model's folder")
+    if not path.is_file():
+        raise fail("no such file")
+    offset = int(info.get("offset", 0) or 0)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    length = int(info["length"]) if info.get("length") else nbytes
+    if length != nbytes:
+        raise fail(f"length {length} bytes but shape {list(shape)} of {dtype} needs {nbytes}")
+    if offset + nbytes > path.stat().st_size:
+        raise fail(f"the file has {path.stat().st_size} bytes, the tensor needs bytes {offset}..{offset + nbytes} (truncated?)")
+    if nbytes == 0:
+        return np.zeros(shape, dtype)
+    # mode "r": read-only, mapped in place, no copy. (ONNX raw data is little-endian, as is every
+    # host ascendir runs on.)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
