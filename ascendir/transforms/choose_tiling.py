@@ -158,10 +158,12 @@ def problem_of(mm: nn.MatmulOp) -> Problem:
     el = mm.lhs.type.element_type
     bias_bytes, epi = 0, False
     parent = mm.parent_op()
-    if isinstance(parent, nn.FusedOp) and parent.kind.data == "matmul_epilogue":
+    if isinstance(parent, nn.FusedOp):
         body = [o for o in parent.body.block.ops if not isinstance(o, nn.YieldOp)]
+        # Other fused kinds (ffn, ...) give their matmuls epilogues at lowering time, and split-K
+        # cannot carry one: treat every matmul of a fused region with other ops as having one.
         epi = len(body) > 1
-        if any(isinstance(o, nn.AddOp) for o in body):
+        if parent.kind.data == "matmul_epilogue" and any(isinstance(o, nn.AddOp) for o in body):
             bias_bytes = itemsize(el)
     return Problem(batch, m_rows, n, k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, epi, a_batch, b_batch)
 
