@@ -49,6 +49,12 @@ def _choose_tiling():
     return ChooseTiling
 
 
+def _fuse_attention():
+    from ascendir.transforms.fuse_attention import FuseAttention
+
+    return FuseAttention
+
+
 def _canonicalize():
     from xdsl.transforms.canonicalize import CanonicalizePass
 
@@ -74,6 +80,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "recompose-nn": _recompose_nn,
     "fold-batchnorm": _fold_batchnorm,
     "fuse-ffn": _fuse_ffn,
+    "fuse-attention": _fuse_attention,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
     "decompose-attention": _decompose_attention,
     "choose-tiling": _choose_tiling,
@@ -81,8 +88,10 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
 }
 
 # Named pipelines: the nn-level passes each optimization level runs before lowering.
+# fuse-attention is in O1 too: FlashAttention is the only lowering of attention that does not
+# materialize the [B, H, Sq, Skv] scores in GM (O(S^2) bytes), so it is not an optional extra.
 PIPELINES: dict[str, str] = {
     "O0": "",
-    "O1": "fold-batchnorm,recompose-nn,fuse-matmul-epilogue,choose-tiling",
-    "O2": "fold-batchnorm,recompose-nn,fuse-ffn,fuse-matmul-epilogue,choose-tiling",
+    "O1": "fold-batchnorm,recompose-nn,fuse-attention,fuse-matmul-epilogue,choose-tiling",
+    "O2": "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-matmul-epilogue,choose-tiling",
 }

@@ -367,7 +367,9 @@ class CopyOp(IRDLOperation):
 
     Properties: `layout` = "nd" (default), "nd2nz" (GM→L1 on MTE2) or "nz2nd" (FixPipe out);
     `relu` (FixPipe only) applies ReLU on the way out. FixPipe (L0C→GM/L1) may narrow f32 to
-    f16/bf16; other copies keep the element type.
+    f16/bf16; other copies keep the element type. `transpose` (MTE1 L1→L0A/L0B only, 2-D):
+    dst = srcᵀ, the load2d-with-transpose of the S1 intrinsic map (`transpose_l12l0a/b`, Ascend C
+    LoadData2DParams.ifTranspose); the overlap rule then applies to srcᵀ.
     """
 
     name = "ascend.copy"
@@ -375,16 +377,21 @@ class CopyOp(IRDLOperation):
     dest = operand_def(MemRefType)
     layout = opt_prop_def(StringAttr)
     relu = opt_prop_def(IntegerAttr)
+    transpose = opt_prop_def(IntegerAttr)
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$source `,` $dest attr-dict `:` type($source) `,` type($dest)"
 
-    def __init__(self, src: SSAValue, dst: SSAValue, layout: str | None = None, relu: bool = False):
+    def __init__(
+        self, src: SSAValue, dst: SSAValue, layout: str | None = None, relu: bool = False, transpose: bool = False
+    ):
         props: dict[str, Attribute] = {}
         if layout:
             props["layout"] = StringAttr(layout)
         if relu:
             props["relu"] = IntegerAttr(1, i64)
+        if transpose:
+            props["transpose"] = IntegerAttr(1, i64)
         super().__init__(operands=[src, dst], properties=props)
 
     @property
@@ -404,6 +411,9 @@ class CopyOp(IRDLOperation):
             raise VerifyException("ascend.copy: relu is applied by FixPipe only")
         if self.layout is not None and self.layout.data not in ("nd", "nd2nz", "nz2nd"):
             raise VerifyException(f"ascend.copy: unknown layout {self.layout.data}")
+        if self.transpose is not None and self.transpose.value.data:
+            if src_space != MemSpace.L1 or dst_space not in (MemSpace.L0A, MemSpace.L0B) or s.get_num_dims() != 2:
+                raise VerifyException("ascend.copy: transpose is a 2-D L1 -> L0A/L0B load (MTE1) only")
 
 
 _K_ALIGN = {16: 16, 32: 8, 8: 32}  # K alignment by element bits (S3 alignment table)
@@ -672,6 +682,25 @@ class VtransposeOp(VectorOp):
 
 
 @irdl_op_definition
+class VarangeOp(VectorOp):
+    """dest[..., c] = start + c along the last dim (the same for every other index): Ascend C
+    CreateVecIndex (an arithmetic progression from a scalar first value, S2 API reference).
+    `start` is an index (may be negative); integer and float destinations."""
+
+    name = "ascend.varange"
+    start = operand_def(IndexType)
+    dest = operand_def(MemRefType)
+    assembly_format = "$start `,` $dest attr-dict `:` type($dest)"
+
+    def __init__(self, start: SSAValue, dst: SSAValue):
+        super().__init__(operands=[start, dst])
+
+    def verify_(self) -> None:
+        if space_of(self.dest) != MemSpace.UB:
+            raise VerifyException("ascend.varange: writes UB only")
+
+
+@irdl_op_definition
 class GatherRowsOp(IRDLOperation):
     """dest[i, :] = table[indices[i], :]: row gather by MTE2 with scalar-computed addresses.
 
@@ -766,7 +795,7 @@ Ascend = Dialect(
     "ascend",
     [
         KernelOp, ReturnOp, LaunchOp, BlockIdxOp, AllocOp, WeightOp, ViewOp, CopyOp, MmadOp,
-        *_vector_ops.values(), VcastOp, VcmpOp, VselOp, VdupOp, VtransposeOp, GatherRowsOp,
+        *_vector_ops.values(), VcastOp, VcmpOp, VselOp, VdupOp, VtransposeOp, VarangeOp, GatherRowsOp,
         SetFlagOp, WaitFlagOp, PipeBarrierOp,
     ],
     [MemSpaceAttr],

@@ -152,10 +152,12 @@ def copy(op: ascend.CopyOp, env: CostEnv) -> CostFn:
     read_key = "gm_read" if src == "gm" else None
     write_key = "gm_write" if dst == "gm" else dst
     by_hit = {h: (env.gm_rate(path, src, dst, h) if gm else path, env.gm_latency(src, dst, h)) for h in (None, False, True)}
+    transpose = op.transpose is not None and op.transpose.value.data != 0
 
     def run(s: np.ndarray, d: np.ndarray, hit: bool | None = None) -> OpCost:
         rate, latency = by_hit[hit]
-        n = math.prod(min(a, b) for a, b in zip(s.shape, d.shape))
+        s_shape = s.shape[::-1] if transpose else s.shape  # load2d transpose: same bytes, same rate
+        n = math.prod(min(a, b) for a, b in zip(s_shape, d.shape))
         nbytes = n * d.itemsize
         by = {write_key: nbytes}
         if read_key:
@@ -211,6 +213,17 @@ def vector(op: Operation, env: CostEnv) -> CostFn:
     return run
 
 
+def varange(op: ascend.VarangeOp, env: CostEnv) -> CostFn:
+    """CreateVecIndex: the vector cost table entry `varange` of the destination, else the default
+    simple op (costed as vadd); the scalar start operand is not data."""
+    inner = vector(op, env)
+
+    def run(start: int, d: np.ndarray) -> OpCost:
+        return inner(d)
+
+    return run
+
+
 def gather_rows(op: ascend.GatherRowsOp, env: CostEnv) -> CostFn:
     t = env.target
     rate = env.gm_rate(t.rate("gm", "ub"), "gm", "ub")
@@ -235,6 +248,7 @@ def builtin_costs() -> dict[type, CostFactory]:
         ascend.CopyOp: copy,
         ascend.MmadOp: mmad,
         ascend.GatherRowsOp: gather_rows,
+        ascend.VarangeOp: varange,
     }
     for cls in (ascend.VcastOp, ascend.VcmpOp, ascend.VselOp, ascend.VdupOp, ascend.VtransposeOp):
         table[cls] = vector

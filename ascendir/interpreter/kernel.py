@@ -61,6 +61,12 @@ def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
             )
 
 
+# Optional attribute of set_flag / wait_flag in a 910B mix kernel naming the units it connects,
+# "aic->aiv" / "aiv->aic" / "aic->aic" / "aiv->aiv", when the pipes alone (MTE2, MTE3, S exist on
+# both) leave it ambiguous. Without it the nearest op on the pipe decides (see _flag_units).
+FLAG_UNITS_ATTR = "units"
+
+
 class KernelProgram:
     """One compiled `ascend.kernel`."""
 
@@ -129,6 +135,11 @@ class KernelProgram:
             if not isinstance(o, ascend.FlagOp):
                 continue
             s, d = o.src.data, o.dst.data
+            hint = o.attributes.get(FLAG_UNITS_ATTR)
+            if hint is not None:  # explicit "aic->aiv" etc. (cross-unit hand-offs of mix kernels)
+                su, du = (0 if u == "aic" else 1 for u in hint.data.split("->"))
+                res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
+                continue
             su = fixed(s)
             if su is None:
                 su = nearest(i, s, -1)

@@ -52,8 +52,11 @@ def _f32(x: np.ndarray) -> np.ndarray:
 def copy(op: ascend.CopyOp) -> Runtime:
     on_chip = space_of(op.dest) != MemSpace.GM
     relu = op.relu is not None and op.relu.value.data != 0
+    transpose = op.transpose is not None and op.transpose.value.data != 0
 
     def run(src: np.ndarray, dst: np.ndarray) -> None:
+        if transpose:  # MTE1 load2d with transpose: dst = src^T (then the overlap rule)
+            src = src.T
         if src.shape == dst.shape:
             s, d = src, dst
         else:
@@ -292,6 +295,13 @@ def vtranspose(op: ascend.VtransposeOp) -> Runtime:
     return run
 
 
+def varange(op: ascend.VarangeOp) -> Runtime:
+    def run(start: int, dst: np.ndarray) -> None:
+        _store(dst, start + np.arange(dst.shape[-1]))
+
+    return run
+
+
 def builtin_semantics() -> dict[type, Callable[[Operation], Runtime]]:
     """op class -> semantics factory for every ascend tile op."""
     table: dict[type, Callable[[Operation], Runtime]] = {
@@ -303,6 +313,7 @@ def builtin_semantics() -> dict[type, Callable[[Operation], Runtime]]:
         ascend.VselOp: vsel,
         ascend.VdupOp: vdup,
         ascend.VtransposeOp: vtranspose,
+        ascend.VarangeOp: varange,
     }
     for group in (UNARY, BINARY, SCALAR, REDUCE):
         for name, factory in group.items():

@@ -32,6 +32,7 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.lowering import data_movement, elementwise, ffn, matmul, matmul_epilogue, reduction
 from ascendir.lowering import conv, pool, topk
+from ascendir.lowering import flash_attention
 from ascendir.lowering.host_builder import LoweringContext, gm_type
 
 Template = Callable[[LoweringContext, Operation, list[SSAValue]], list[SSAValue]]
@@ -65,6 +66,7 @@ def _templates() -> dict[type[Operation], Template]:
 TEMPLATES = _templates()
 FUSED_TEMPLATES: dict[str, Template] = {"matmul_epilogue": matmul_epilogue.lower_matmul_epilogue}
 FUSED_TEMPLATES["ffn"] = ffn.lower_ffn
+FUSED_TEMPLATES["flash_attention"] = flash_attention.lower_flash_attention
 
 
 def describe(op: Operation, index: int) -> str:

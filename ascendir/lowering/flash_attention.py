@@ -1,0 +1,805 @@
+"""Template of `nn.fused {kind = "flash_attention"}` (built by fuse-attention): FlashAttention-2.
+
+The body is one `nn.attention` (q [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv],
+optional additive mask broadcastable to [B, Hq, Sq, Skv], `causal`, `scale`; f16, bf16 or f32).
+It becomes one kernel; the [Sq, Skv] scores never exist in GM.
+
+Work items and GQA
+------------------
+A work item is (batch, K/V head, query row block of Br rows[, KV split]). The g = Hq / Hkv query
+heads that share a K/V head are *stacked* along M: the item's query tile is [g·Br, D] (head h in
+rows h·Br .. h·Br + Br), so each K and V tile is loaded from GM once per group and per block and
+multiplies all g heads in one mmad, never copied per head (the way CANN's GQA kernels fold the
+group into M). Items are spread block-cyclically over the cores.
+
+Per item, for KV blocks j of Bc keys (FlashAttention-2, Dao 2023, with an online softmax):
+
+    S_j = Q · K_jᵀ                (Cube: L0A × L0B → L0C, K_jᵀ by a transposing L1 → L0B load)
+    s   = scale · S_j [+ mask tile] [causal / tail columns → lowest]     (Vector, f32 in UB)
+    m'  = max(m, rowmax s);  p = exp(s - m');  α = exp(m - m')
+    l   = α·l + rowsum p;    m = m'
+    O_j = P · V_j                 (Cube; P in the input dtype, as CANN's FA feeds the cube)
+    acc = α·acc + O_j             (Vector, f32 in UB)
+    out = acc / l                 (after the last block; cast; per head to GM)
+
+The running max `m`, sum `l` (both [g·Br, 1]) and `acc` ([g·Br, Dv]) are fp32 and live in UB
+for the whole item.
+
+Causal block skipping: for the rows q0 .. q0+Br-1 of an item the last visible key is
+min(Skv, q0 + Br + Skv - Sq) - 1, so the KV loop stops at block nj = ceil(that / Bc): blocks
+wholly above the diagonal are never loaded nor computed. Blocks j ≥ n_full = (q0 + Skv - Sq + 1)
+// Bc straddle the diagonal and get the triangle applied (`ascend.varange` column index vs. a row
+index, `vcmp`, `vsel` of the lowest float, exactly what nn.attention's causal step writes).
+Without causality, only a last partial block (Skv % Bc ≠ 0) is masked, its zero-padded columns.
+
+910B (dav-c220, split AIC / AIV; S2 architecture page): one `mix` kernel. AIC and AIV share no
+buffer, so S (fp32), P (input dtype) and O_j (fp32) cross through a per-core GM workspace (it
+stays in L2), with flag hand-offs between the AIC's FixPipe / MTE2 and the AIV's MTE2 / MTE3 —
+as CANN's FlashAttentionScore does with its workspace and CrossCoreSetFlag/WaitFlag. The flags
+carry an explicit `units` attribute (interpreter/kernel.py) because MTE2 and MTE3 exist on both
+units. Software pipelining: program order per block is softmax(j), S(j+1), PV(j), update(j), so
+the Cube computes the next score tile while the vector unit works on the current one (CANN's FA
+likewise issues the next bmm1 before the current bmm2). Approximations: one AIV stream per AIC
+(real A2 kernels split the rows over the two AIVs of a group), the workspace is one slot per
+stage (each guarded by a WAR flag).
+
+910A (dav-c100, coupled core): the same loop on one core: L0C → UB by the vector pipe, P back
+to L1 through UB → L1 (MTE3), no GM workspace. Its cube has f16 only (S1).
+
+Decode (IncreFlashAttention shape: one query row block, few (batch, head) items, long KV): the
+KV blocks of an item are split over `nsplit` cores; each writes its partial (m, l, acc) to GM,
+and a second (vector) kernel combines them: M = max_s m_s, out = Σ e^{m_s-M} acc_s / Σ e^{m_s-M}
+l_s. CANN's IFA combines in the same kernel after a SyncAll; a second launch costs one kernel
+launch more here.
+
+Tile sizes (`choose_flash_tiling`): Br ∈ {128, 64, 32, 16} (or Sq when Sq < 16), Bc ∈ {512 (only
+for ≤ 16 stacked rows), 256, 128, 64, 32, 16}, the largest g·Br·Bc such that everything the item
+keeps resident fits, capacities from the target TOML (910B: L1 512 KiB, L0A/L0B 64 KiB, L0C
+128 KiB, UB 192 KiB; 910A: L1 1 MiB, L0C 256 KiB, UB 256 KiB — S1 platform ini):
+
+    L1   Q [Mp, Dp] + K [Bc, Dp] + V [Bc, Dvp] + P [Mp, Bc]          (input dtype)
+    L0A  Q [Mp, Dp] + P [Mp, Bc];  L0B Kᵀ [Dp, Bc] + V [Bc, Dvp];  L0C S [Mp, Bc] + O [Mp, Dvp] fp32
+    UB   s [M, Bc] fp32 + p [M, Bc] + O_j, acc [M, Dv] fp32 (+ out [M, Dv] when not fp32)
+         + mask tile (+ its fp32 copy) + 5 row statistics + causal index helpers
+
+with M = g·Br, Mp = M rounded up to 16 (mmad M), Dp/Dvp = D/Dv rounded up to 16. Single slots
+(no ping-pong within a stage): the overlap comes from the Cube / vector pipeline above. Larger Br
+cuts K/V re-reads (every row block streams all of K and V once), larger Bc amortizes the fixed
+cost of each vector instruction (S4 fits, ~20-35 cycles per call).
+
+For f16 on 910B2 with D = 128 and g = 1 this gives Br = 128, Bc = 64... see
+`choose_flash_tiling(...)` in tests/test_flash_attention.py for the figures per case.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import AnyFloat, StringAttr, f16, f32, i1
+from xdsl.ir import Attribute, SSAValue
+
+from ascendir.dialects import ascend, nn
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dtypes import itemsize
+from ascendir.hardware.config import HardwareConfig
+from ascendir.lowering.host_builder import LoweringContext, elem, shape
+from ascendir.lowering.kernel_builder import Index, KernelBuilder, ceil_div, round_up
+from ascendir.lowering.matmul import NO_FP32_CUBE
+
+# What nn.attention's causal step writes (the lowest finite float of the fp32 compute type).
+LOWEST = float(np.finfo(np.float32).min)
+BR_CANDIDATES = (128, 64, 32, 16)
+BC_CANDIDATES = (512, 256, 128, 64, 32, 16)
+# Bc = 512 only when the stacked rows are few (decode): the vector tile stays small.
+WIDE_BC_MAX_ROWS = 16
+# Stacked query rows per item beyond which Br is not grown (L0C / UB pressure; 128 = CANN's s1 base).
+MAX_ROWS = 128
+# fp32 elements in one 256-B vector repeat (S2 vector general parameters).
+REPEAT_F32 = 64
+
+
+def _folds(bc: int) -> bool:
+    """Whether row reductions over Bc columns fold halves first (needs a [M, Bc/2] buffer)."""
+    return bc % 2 == 0 and bc // 2 >= REPEAT_F32
+
+
+# A KV split must keep at least this many blocks per core (below it the combine step dominates).
+MIN_BLOCKS_PER_SPLIT = 2
+
+
+@dataclass(frozen=True)
+class FlashTiling:
+    """Tile sizes of one flash_attention kernel (elements).
+
+    br: query rows per head per item; bc: keys per block; g: heads stacked per item; m = g·br;
+    mp: m rounded up to 16; dp, dvp: D, Dv rounded up to 16; nsplit: KV splits per item (decode);
+    per: KV blocks per split.
+    """
+
+    br: int
+    bc: int
+    g: int
+    m: int
+    mp: int
+    dp: int
+    dvp: int
+    nsplit: int = 1
+    per: int = 0
+
+
+def _aligned(target: HardwareConfig, space: str, nbytes: int) -> int:
+    return round_up(max(nbytes, 1), target.align.get(space, 32))
+
+
+def _fits(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool, causal_helpers: bool) -> bool:
+    """Whether one item's resident buffers fit every on-chip space (see the module docstring)."""
+    m = g * br
+    mp, dp, dvp = round_up(m, 16), round_up(d, 16), round_up(dv, 16)
+
+    def total(space: str, sizes: list[int]) -> bool:
+        return sum(_aligned(target, space, n) for n in sizes) <= target.capacity(space)
+
+    ub = [m * bc * 4, m * bc * es, m * dv * 4, m * dv * 4] + [m * 4] * 6
+    if _folds(bc):
+        ub.append(m * (bc // 2) * 4)
+    if es != 4:
+        ub.append(m * dv * es)
+    if mask_elems:
+        ub.append(mask_elems * es)
+        if wide_mask:
+            ub.append(mask_elems * 4)
+    if causal_helpers:
+        ub += [br * bc, bc * 4, br * 4, br * 4, 4, 4]
+    return (
+        total("l1", [mp * dp * es, bc * dp * es, bc * dvp * es, mp * bc * es])
+        and total("l0a", [mp * dp * es, mp * bc * es])
+        and total("l0b", [dp * bc * es, bc * dvp * es])
+        and total("l0c", [mp * bc * 4, mp * dvp * 4])
+        and total("ub", ub)
+    )
+
+
+def choose_flash_tiling(
+    target: HardwareConfig,
+    *,
+    batch: int,
+    hkv: int,
+    g: int,
+    sq: int,
+    skv: int,
+    d: int,
+    dv: int,
+    el: Attribute,
+    mask_shape: tuple[int, int, int, int] | None = None,
+    causal: bool = False,
+) -> FlashTiling:
+    """Br, Bc (and the KV split for decode shapes) for one attention on `target`.
+
+    Args:
+        batch, hkv, g: batch, K/V heads, query heads per K/V head.
+        sq, skv, d, dv: query / key lengths, QK and V head dims.
+        el: element type of q, k, v.
+        mask_shape: the additive mask padded to rank 4 ([B|1, Hq|1, Sq|1, Skv|1]), or None.
+
+    Returns the tiling with the largest g·Br·Bc that fits (ties: larger Bc); see the module
+    docstring for what must fit where.
+
+    Raises:
+        ValueError: when not even Br = Bc = 16 fits (e.g. a head dim of several thousand).
+    """
+    es = itemsize(el)
+    rsq, rskv = round_up(sq, 16), round_up(skv, 16)
+    brs = [sq] if sq < 16 else sorted({min(b, rsq) for b in BR_CANDIDATES}, reverse=True)
+    bcs = sorted({min(b, rskv) for b in BC_CANDIDATES}, reverse=True)
+    best: tuple[int, int, int] | None = None
+    for br in brs:
+        if g * br > MAX_ROWS and br != brs[-1]:
+            continue
+        for bc in bcs:
+            if bc > 256 and g * br > WIDE_BC_MAX_ROWS:
+                continue
+            mask_elems = 0
+            if mask_shape is not None:
+                _, mh, ms, mk = mask_shape
+                mask_elems = (g if mh > 1 else 1) * (br if ms > 1 else 1) * (bc if mk > 1 else 1)
+            helpers = causal or skv % bc != 0
+            if _fits(target, br, bc, g, d, dv, es, mask_elems, es != 4, helpers):
+                score = (g * br * bc, bc)
+                if best is None or score > best[:2]:
+                    best = (*score, br)
+                break  # smaller Bc for this Br only scores lower
+    if best is None:
+        raise ValueError(f"no flash-attention tile fits {target.name} for D = {d}, Dv = {dv}, g = {g}")
+    bc, br = best[1], best[2]
+    m = g * br
+    tiling = FlashTiling(br, bc, g, m, round_up(m, 16), round_up(d, 16), round_up(dv, 16))
+    items = batch * hkv * ceil_div(sq, br)
+    nkv = ceil_div(skv, bc)
+    if ceil_div(sq, br) == 1 and items < target.num_aic and nkv >= 2 * MIN_BLOCKS_PER_SPLIT:
+        nsplit = min(ceil_div(target.num_aic, items), nkv // MIN_BLOCKS_PER_SPLIT)
+        per = ceil_div(nkv, nsplit)
+        nsplit = ceil_div(nkv, per)
+        if nsplit > 1:
+            return FlashTiling(tiling.br, bc, g, m, tiling.mp, tiling.dp, tiling.dvp, nsplit, per)
+    return tiling
+
+
+# ----------------------------------------------------------------------------------------------
+# synchronization with explicit units
+# ----------------------------------------------------------------------------------------------
+class _Sync:
+    """Flags of one kernel; on a split chip each names the units it connects (FLAG_UNITS_ATTR)."""
+
+    def __init__(self, kb: KernelBuilder, split: bool):
+        self.kb, self.split = kb, split
+        self.queues: list[_Q] = []
+
+    def flag(self, wait: bool, src: Pipe, dst: Pipe, event: int, units: str) -> None:
+        from ascendir.interpreter.kernel import FLAG_UNITS_ATTR
+
+        op = (ascend.WaitFlagOp if wait else ascend.SetFlagOp)(src, dst, event)
+        if self.split:
+            op.attributes[FLAG_UNITS_ATTR] = StringAttr(units)
+        self.kb.emit(op)
+
+    def queue(self, producer: Pipe, consumer: Pipe, units: str) -> _Q:
+        """A one-slot producer → consumer hand-off (an Ascend C TQue); the WAR flag is primed
+        here (kernel entry) and drained by `drain`."""
+        q = _Q(self, producer, consumer, self.kb.event(producer, consumer), self.kb.event(consumer, producer), units)
+        q.release()
+        self.queues.append(q)
+        return q
+
+    def drain(self) -> None:
+        for q in reversed(self.queues):
+            q.acquire()
+
+
+@dataclass
+class _Q:
+    sync: _Sync
+    producer: Pipe
+    consumer: Pipe
+    raw: int
+    war: int
+    units: str  # "producer unit->consumer unit"
+
+    @property
+    def back(self) -> str:
+        a, b = self.units.split("->")
+        return f"{b}->{a}"
+
+    def acquire(self) -> None:
+        self.sync.flag(True, self.consumer, self.producer, self.war, self.back)
+
+    def enque(self) -> None:
+        self.sync.flag(False, self.producer, self.consumer, self.raw, self.units)
+
+    def deque(self) -> None:
+        self.sync.flag(True, self.producer, self.consumer, self.raw, self.units)
+
+    def release(self) -> None:
+        self.sync.flag(False, self.consumer, self.producer, self.war, self.back)
+
+    def handoff(self) -> None:
+        self.enque()
+        self.deque()
+
+
+def _v(name: str) -> type:
+    return ascend.vector_op(name)
+
+
+# ----------------------------------------------------------------------------------------------
+# the template
+# ----------------------------------------------------------------------------------------------
+def lower_flash_attention(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
+    """Lower a flash_attention region (body: one nn.attention of the region's arguments) to one
+    kernel (plus a combine kernel for a KV split); None when the body is not that.
+
+    Raises:
+        AscendirError: fp32/bf16 on a cube without them (910A: f16 only), or no tile fits.
+    """
+    block = op.body.block
+    body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
+    if len(body) != 1 or not isinstance(body[0], nn.AttentionOp) or len(op.outputs) != 1:
+        return None
+    att = body[0]
+    args = dict(zip(block.args, operands))
+    if any(v not in args for v in att.operands):
+        return None
+    q, k, v = args[att.q], args[att.k], args[att.v]
+    mask = args[att.mask] if att.mask is not None else None
+    el = elem(q)
+    if not isinstance(el, AnyFloat):
+        return None
+    if ctx.target.arch in NO_FP32_CUBE and el != f16:
+        raise ctx.error(
+            f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
+            "cast the model to float16"
+        )
+    return [_FlashKernel(ctx, att, q, k, v, mask).emit()]
+
+
+class _FlashKernel:
+    """Builds the kernel(s) of one attention; see the module docstring for the structure."""
+
+    def __init__(self, ctx: LoweringContext, att: nn.AttentionOp, q: SSAValue, k: SSAValue, v: SSAValue, mask: SSAValue | None):
+        self.ctx, self.att = ctx, att
+        self.b, self.hq, self.sq, self.d = shape(q)
+        self.hkv, self.skv = shape(k)[1], shape(k)[2]
+        self.dv = shape(v)[3]
+        self.g = self.hq // self.hkv
+        self.el = elem(q)
+        self.es = itemsize(self.el)
+        self.causal = bool(att.causal.value.data)
+        self.scale = att.scale.value.data
+        self.split = ctx.target.split
+        self.q, self.k, self.v, self.mask = q, k, v, mask
+        self.mask4 = (1,) * (4 - len(shape(mask))) + shape(mask) if mask is not None else None
+        try:
+            self.t = choose_flash_tiling(
+                ctx.target, batch=self.b, hkv=self.hkv, g=self.g, sq=self.sq, skv=self.skv, d=self.d, dv=self.dv,
+                el=self.el, mask_shape=self.mask4, causal=self.causal,
+            )
+        except ValueError as e:
+            raise ctx.error(str(e)) from None
+        self.off = self.skv - self.sq  # query i sees keys j <= i + off (aligned to the last query)
+
+    # ------------------------------------------------------------------------------------------
+    def emit(self) -> SSAValue:
+        ctx, t = self.ctx, self.t
+        b, hq, sq, hkv, skv, d, dv = self.b, self.hq, self.sq, self.hkv, self.skv, self.d, self.dv
+        out = ctx.buffer([b, hq, sq, dv], self.el)
+        nrb = ceil_div(sq, t.br)
+        items = b * hkv * nrb * t.nsplit
+        block_dim = min(ctx.target.num_aic, items)
+        args = [ctx.view(self.q, [b * hq * sq, d]), ctx.view(self.k, [b * hkv * skv, d]), ctx.view(self.v, [b * hkv * skv, dv])]
+        if self.mask is not None:
+            mb, mh, ms, mk = self.mask4
+            args.append(ctx.view(self.mask, [mb * mh * ms, mk]))
+        if t.nsplit > 1:
+            rows = b * hkv * t.nsplit * t.m
+            partial = [ctx.buffer([rows, dv], f32), ctx.buffer([rows, 1], f32), ctx.buffer([rows, 1], f32)]
+            args += partial
+        else:
+            args.append(ctx.view(out, [b * hq * sq, dv]))
+        if self.split:  # per-core GM workspace of the AIC <-> AIV hand-offs (stays in L2)
+            args += [
+                ctx.buffer([block_dim * t.m, t.bc], f32),
+                ctx.buffer([block_dim * t.m, t.bc], self.el),
+                ctx.buffer([block_dim * t.m, dv], f32),
+            ]
+        core = CoreType.MIX if self.split else CoreType.AIC
+        kb = KernelBuilder(ctx, ctx.name("flash_attention"), [a.type for a in args], core, block_dim, ctx.current)
+        self.kb = kb
+        it = iter(kb.args)
+        self.gq, self.gk, self.gv = next(it), next(it), next(it)
+        self.gmask = next(it) if self.mask is not None else None
+        if t.nsplit > 1:
+            self.gacc, self.gm_, self.gl = next(it), next(it), next(it)
+        else:
+            self.gout = next(it)
+        if self.split:
+            self.ws_s, self.ws_p, self.ws_o = next(it), next(it), next(it)
+        self._buffers()
+        with kb.tiles(items) as w:
+            self._item(w, nrb)
+        self.sync.drain()
+        ctx.launch(kb.finish(), args)
+        if t.nsplit > 1:
+            _emit_combine(ctx, partial, out, self)
+        return out
+
+    # ------------------------------------------------------------------------------------------
+    def _buffers(self) -> None:
+        kb, t, el = self.kb, self.t, self.el
+        L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
+        self.q_l1 = kb.alloc([t.mp, t.dp], el, L1)
+        self.k_l1 = kb.alloc([t.bc, t.dp], el, L1)
+        self.v_l1 = kb.alloc([t.bc, t.dvp], el, L1)
+        self.p_l1 = kb.alloc([t.mp, t.bc], el, L1)
+        self.q_l0a = kb.alloc([t.mp, t.dp], el, L0A)
+        self.p_l0a = kb.alloc([t.mp, t.bc], el, L0A)
+        self.kt_l0b = kb.alloc([t.dp, t.bc], el, L0B)
+        self.v_l0b = kb.alloc([t.bc, t.dvp], el, L0B)
+        self.s_l0c = kb.alloc([t.mp, t.bc], f32, L0C)
+        self.o_l0c = kb.alloc([t.mp, t.dvp], f32, L0C)
+        m, dv = t.m, self.dv
+        self.s_ub = kb.alloc([m, t.bc], f32, UB)
+        self.p_ub = kb.alloc([m, t.bc], el, UB)
+        self.o_ub = kb.alloc([m, dv], f32, UB)
+        self.acc = kb.alloc([m, dv], f32, UB)
+        self.out_ub = kb.alloc([m, dv], el, UB) if el != f32 else self.acc
+        self.m_old, self.m_new, self.l, self.alpha, self.alpha_prev, self.rowsum = (kb.alloc([m, 1], f32, UB) for _ in range(6))
+        self.red = kb.alloc([m, t.bc // 2], f32, UB) if _folds(t.bc) else None
+        if self.mask is not None:
+            _, mh, ms, mk = self.mask4
+            self.mrows = t.br if ms > 1 else 1
+            self.mcols = t.bc if mk > 1 else 1
+            self.mheads = t.g if mh > 1 else 1
+            self.mask_ub = kb.alloc([self.mheads * self.mrows, self.mcols], el, UB)
+            self.mask32 = kb.alloc([self.mheads * self.mrows, self.mcols], f32, UB) if el != f32 else self.mask_ub
+        self.helpers = self.causal or self.skv % t.bc != 0
+        if self.helpers:
+            self.cmp = kb.alloc([t.br if self.causal else 1, t.bc], i1, UB)
+            self.colidx = kb.alloc([1, t.bc], f32, UB)
+            self.rowidx = kb.alloc([t.br, 1], f32, UB)
+            rowraw = kb.alloc([1, t.br], f32, UB)
+            self.lowest = kb.alloc([1, 1], f32, UB)
+            self.zero = kb.alloc([1, 1], f32, UB)
+            # constant helpers, written once per core before the item loop
+            kb.emit(ascend.VarangeOp(kb.const(0), rowraw))
+            kb.emit(ascend.VtransposeOp(rowraw, self.rowidx, [1, 0]))
+            kb.emit(ascend.VdupOp(self.lowest, LOWEST))
+            kb.emit(ascend.VdupOp(self.zero, 0.0))
+
+        s = self.sync = _Sync(kb, self.split)
+        AIC, AIV = "aic->aic", "aiv->aiv"
+        M2, M1, M, FIX, V, M3 = Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.V, Pipe.MTE3
+        self.q_q1, self.q_q0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
+        self.q_k1, self.q_k0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
+        self.q_v1, self.q_v0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
+        self.q_p0 = s.queue(M1, M, AIC)
+        self.q_out = s.queue(V, M3, AIV)
+        self.q_p = s.queue(V, M3, AIV)
+        if self.split:
+            self.q_p1 = s.queue(M2, M1, AIC)
+            self.q_sc, self.q_oc = s.queue(M, FIX, AIC), s.queue(M, FIX, AIC)
+            self.q_ws_s = s.queue(FIX, M2, "aic->aiv")
+            self.q_ws_o = s.queue(FIX, M2, "aic->aiv")
+            self.q_ws_p = s.queue(M3, M2, "aiv->aic")
+            self.q_s, self.q_o = s.queue(M2, V, AIV), s.queue(M2, V, AIV)
+        else:  # coupled core: L0C -> UB on the vector pipe, UB -> L1 on MTE3
+            self.q_sc, self.q_oc = s.queue(M, V, AIC), s.queue(M, V, AIC)
+            self.q_p1 = s.queue(M3, M1, AIC)
+        if self.mask is not None:
+            self.q_mask = s.queue(M2, V, AIV)
+
+    # ------------------------------------------------------------------------------------------
+    def _item(self, w: SSAValue, nrb: int) -> None:
+        kb, t = self.kb, self.t
+        (bb, kh, i, sp), _ = kb.grid(w, [self.b, self.hkv, nrb, t.nsplit], [1, 1, 1, 1])
+        self.bb, self.kh, self.sp = bb, kh, sp
+        q0 = kb.mul(i, t.br)
+        qsz = kb.boundary(t.br, self.sq, q0)
+        self.q0, self.qsz = q0, qsz
+        nkv = ceil_div(self.skv, t.bc)
+        if self.causal:
+            # last visible key of the item's last row: q0 + qsz - 1 + off  (block skipping)
+            nj = kb.add(kb.div(kb.add(kb.add(q0, qsz), self.off - 1), t.bc), 1)
+            self.n_full = kb.div(kb.add(q0, self.off + 1), t.bc)
+        else:
+            nj = nkv
+            self.n_full = nkv - 1 if self.skv % t.bc else nkv
+        if t.nsplit > 1:
+            jl = kb.mul(sp, t.per)
+            jh = kb.min(kb.add(jl, t.per), nj)
+        else:
+            jl, jh = 0, nj
+        self.ws_row = kb.mul(kb.block_idx, t.m)
+        self._init_item()
+        # Software pipeline (program order = numerics; the pipes overlap in time): the vector
+        # unit's softmax(j) runs while the cube finishes PV(j-1), whose update comes after it.
+        self._s_stage(jl)
+        last = kb.sub(jh, 1)
+        if not (isinstance(jl, int) and isinstance(last, int) and last <= jl):
+            with kb.loop(jl, last, 1) as j:
+                self._softmax(j)
+                self._when(j, jl, "sgt", lambda: self._update(kb.sub(j, 1), self.alpha_prev))
+                self._s_stage(kb.add(j, 1))
+                self._pv(j)
+        self._softmax(last)
+        self._when(last, jl, "sgt", lambda: self._update(kb.sub(last, 1), self.alpha_prev))
+        self._pv(last)
+        self._update(last, self.alpha)
+        self._finish_item()
+
+    def _q_row(self, h: int) -> Index:
+        kb = self.kb
+        return kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hq), kb.add(kb.mul(self.kh, self.t.g), h)), self.sq), self.q0)
+
+    def _kv_row(self, kv0: Index) -> Index:
+        kb = self.kb
+        return kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hkv), self.kh), self.skv), kv0)
+
+    def _init_item(self) -> None:
+        kb, t = self.kb, self.t
+        # AIC: the stacked query tile of the group, resident in L1 and L0A for the whole item
+        self.q_q1.acquire()
+        for h in range(t.g):
+            dst = kb.subview(self.q_l1, [h * t.br, 0], [t.br, t.dp])
+            kb.copy(kb.subview(self.gq, [self._q_row(h), 0], [self.qsz, self.d]), dst, layout="nd2nz")
+        self.q_q1.handoff()
+        self.q_q0.acquire()
+        kb.copy(self.q_l1, self.q_l0a)
+        self.q_q1.release()
+        self.q_q0.handoff()
+        # AIV: running statistics (the previous item's output store must be done: q_out)
+        self.q_out.acquire()
+        kb.emit(ascend.VdupOp(self.m_old, LOWEST))
+        kb.emit(ascend.VdupOp(self.l, 0.0))
+        kb.emit(ascend.VdupOp(self.acc, 0.0))
+
+    def _s_stage(self, j: Index) -> None:
+        """AIC: S_j = Q · K_jᵀ into L0C, then out of L0C (GM workspace on 910B)."""
+        kb, t = self.kb, self.t
+        kv0 = kb.mul(j, t.bc)
+        ksz = kb.boundary(t.bc, self.skv, kv0)
+        self.q_k1.acquire()
+        kb.copy(kb.subview(self.gk, [self._kv_row(kv0), 0], [ksz, self.d]), self.k_l1, layout="nd2nz")
+        self.q_k1.handoff()
+        self.q_k0.acquire()
+        kb.emit(ascend.CopyOp(self.k_l1, self.kt_l0b, transpose=True))
+        self.q_k1.release()
+        self.q_k0.handoff()
+        self.q_sc.acquire()
+        kb.emit(ascend.MmadOp(self.q_l0a, self.kt_l0b, self.s_l0c, True))
+        self.q_k0.release()
+        self.q_sc.enque()
+        if self.split:
+            self.q_sc.deque()
+            self.q_ws_s.acquire()
+            kb.copy(self.s_l0c, kb.subview(self.ws_s, [self.ws_row, 0], [t.m, t.bc]), layout="nz2nd")
+            self.q_sc.release()
+            self.q_ws_s.enque()
+
+    def _softmax(self, j: Index) -> None:
+        """Vector: scale, mask, online softmax of block j; P to the cube."""
+        kb, t = self.kb, self.t
+        s = self.s_ub
+        if self.split:
+            self.q_ws_s.deque()
+            self.q_s.acquire()
+            kb.copy(kb.subview(self.ws_s, [self.ws_row, 0], [t.m, t.bc]), s)
+            self.q_ws_s.release()
+            self.q_s.handoff()
+        else:
+            self.q_sc.deque()
+            kb.copy(self.s_l0c, s)  # L0C -> UB (vector pipe, coupled core)
+            self.q_sc.release()
+        kb.emit(_v("vmuls")(s, s, self.scale))
+        kv0 = kb.mul(j, t.bc)
+        if self.mask is not None:
+            self._add_mask(kv0)
+        if self.helpers:  # causal, or a last partial block
+            self._when(j, self.n_full, "sge", lambda: self._mask_block(kv0))
+        self._row_reduce("max", s, self.rowsum)
+        kb.emit(_v("vmax")(self.m_old, self.rowsum, self.m_new))
+        kb.emit(_v("vsub")(s, self.m_new, s))
+        self.q_p.acquire()
+        if self.el == f32:
+            kb.emit(_v("vexp")(s, self.p_ub))
+            self._row_reduce("sum", self.p_ub, self.rowsum)
+        else:
+            kb.emit(_v("vexp")(s, s))
+            kb.emit(ascend.VcastOp(s, self.p_ub))
+            self._row_reduce("sum", s, self.rowsum)
+        if self.split:
+            self.q_s.release()
+        kb.emit(_v("vcopy")(self.alpha, self.alpha_prev))  # α_{j-1}, for the deferred update(j-1)
+        kb.emit(_v("vsub")(self.m_old, self.m_new, self.alpha))
+        kb.emit(_v("vexp")(self.alpha, self.alpha))
+        kb.emit(_v("vmul")(self.l, self.alpha, self.l))
+        kb.emit(_v("vadd")(self.l, self.rowsum, self.l))
+        kb.emit(_v("vcopy")(self.m_new, self.m_old))
+        self.q_p.handoff()
+        if self.split:
+            self.q_ws_p.acquire()
+            kb.copy(self.p_ub, kb.subview(self.ws_p, [self.ws_row, 0], [t.m, t.bc]))
+            self.q_ws_p.enque()
+        else:
+            self.q_p1.acquire()
+            kb.copy(self.p_ub, self.p_l1)  # UB -> L1 (MTE3, coupled core)
+            self.q_p1.enque()
+        self.q_p.release()
+
+    def _when(self, a: Index, b: Index, pred: str, fn: Callable[[], None]) -> None:
+        """fn() when `a pred b` ("sge" or "sgt"), decided in Python when both are static, else
+        under an scf.if."""
+        kb = self.kb
+        if isinstance(a, int) and isinstance(b, int):
+            if a > b or (pred == "sge" and a == b):
+                fn()
+            return
+        cond = kb.emit(arith.CmpiOp(kb.idx(a), kb.idx(b), pred)).results[0]
+        kb.if_else(cond, fn, lambda: None)
+
+    def _row_reduce(self, kind: str, src: SSAValue, dst: SSAValue) -> None:
+        """dst [M, 1] = row max / sum of src [M, Bc] (fp32). Wide rows are first folded in halves
+        with element-wise vmax / vadd (one 256-B repeat per 64 fp32, S5) down to one repeat per
+        row, then one WholeReduce (S4 fit: ~0.11 cycle per fp32 element) finishes: the way
+        CANN's softmax kernels avoid WholeReduce over the whole row."""
+        kb, t = self.kb, self.t
+        fold, whole = ("vmax", "vreduce_max") if kind == "max" else ("vadd", "vreduce_sum")
+        width, cur = t.bc, src
+        while width % 2 == 0 and width // 2 >= REPEAT_F32:
+            h = width // 2
+            a = kb.subview(cur, [0, 0], [t.m, h])
+            b = kb.subview(cur, [0, h], [t.m, h])
+            out = kb.subview(self.red, [0, 0], [t.m, h])
+            kb.emit(_v(fold)(a, b, out))
+            width, cur = h, self.red
+        kb.emit(_v(whole)(kb.subview(cur, [0, 0], [t.m, width]), dst))
+
+    def _heads(self) -> list[SSAValue]:
+        """The per-head [Br, Bc] row slices of the score tile."""
+        kb, t = self.kb, self.t
+        if t.g == 1:
+            return [self.s_ub]
+        return [kb.subview(self.s_ub, [h * t.br, 0], [t.br, t.bc]) for h in range(t.g)]
+
+    def _add_mask(self, kv0: Index) -> None:
+        kb, t = self.kb, self.t
+        mb, mh, ms, mk = self.mask4
+        ksz = kb.boundary(t.bc, self.skv, kv0) if mk > 1 else 1
+        col = kv0 if mk > 1 else 0
+        rows = self.qsz if ms > 1 else 1
+        self.q_mask.acquire()
+        for h in range(self.mheads):
+            head = kb.add(kb.mul(self.kh, t.g), h) if mh > 1 else 0
+            row = kb.add(kb.mul(kb.add(kb.mul(self.bb if mb > 1 else 0, mh), head), ms), self.q0 if ms > 1 else 0)
+            dst = kb.subview(self.mask_ub, [h * self.mrows, 0], [self.mrows, self.mcols])
+            kb.copy(kb.subview(self.gmask, [row, col], [rows, ksz]), dst)
+        self.q_mask.handoff()
+        if self.mask32 is not self.mask_ub:
+            kb.emit(ascend.VcastOp(self.mask_ub, self.mask32))
+        if self.mheads == 1 and self.mrows == 1:
+            kb.emit(_v("vadd")(self.s_ub, self.mask32, self.s_ub))  # one row for every head
+        else:
+            for h, sh in enumerate(self._heads()):
+                mt = self.mask32 if self.mheads == 1 else kb.subview(self.mask32, [h * self.mrows, 0], [self.mrows, self.mcols])
+                kb.emit(_v("vadd")(sh, mt, sh))
+        self.q_mask.release()
+
+    def _mask_block(self, kv0: Index) -> None:
+        """Write the lowest float where key kv0 + c is invisible: above the diagonal (causal) or
+        past Skv (the zero-padded columns of a last partial block)."""
+        kb = self.kb
+        if self.causal:
+            # masked iff kv0 + c > q0 + r + off  <=>  c + (kv0 - q0 - off) > r
+            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, kb.add(self.q0, self.off))), self.colidx))
+            kb.emit(ascend.VcmpOp("gt", self.colidx, self.rowidx, self.cmp))
+            for sh in self._heads():
+                kb.emit(ascend.VselOp(self.cmp, self.lowest, sh, sh))
+        else:
+            # masked iff kv0 + c >= Skv
+            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, self.skv)), self.colidx))
+            kb.emit(ascend.VcmpOp("ge", self.colidx, self.zero, self.cmp))
+            kb.emit(ascend.VselOp(self.cmp, self.lowest, self.s_ub, self.s_ub))
+
+    def _pv(self, j: Index) -> None:
+        """AIC: O_j = P · V_j into L0C, then out of L0C."""
+        kb, t = self.kb, self.t
+        kv0 = kb.mul(j, t.bc)
+        ksz = kb.boundary(t.bc, self.skv, kv0)
+        self.q_v1.acquire()
+        kb.copy(kb.subview(self.gv, [self._kv_row(kv0), 0], [ksz, self.dv]), self.v_l1, layout="nd2nz")
+        self.q_v1.handoff()
+        self.q_v0.acquire()
+        kb.copy(self.v_l1, self.v_l0b)
+        self.q_v1.release()
+        self.q_v0.handoff()
+        if self.split:
+            self.q_ws_p.deque()
+            self.q_p1.acquire()
+            kb.copy(kb.subview(self.ws_p, [self.ws_row, 0], [t.m, t.bc]), self.p_l1, layout="nd2nz")
+            self.q_ws_p.release()
+            self.q_p1.handoff()
+        else:
+            self.q_p1.deque()
+        self.q_p0.acquire()
+        kb.copy(self.p_l1, self.p_l0a)
+        self.q_p1.release()
+        self.q_p0.handoff()
+        self.q_oc.acquire()
+        kb.emit(ascend.MmadOp(self.p_l0a, self.v_l0b, self.o_l0c, True))
+        self.q_p0.release()
+        self.q_v0.release()
+        self.q_oc.enque()
+        if self.split:
+            self.q_oc.deque()
+            self.q_ws_o.acquire()
+            kb.copy(self.o_l0c, kb.subview(self.ws_o, [self.ws_row, 0], [t.m, self.dv]), layout="nz2nd")
+            self.q_oc.release()
+            self.q_ws_o.enque()
+
+    def _update(self, j: Index, alpha: SSAValue) -> None:
+        """Vector: acc = α_j·acc + O_j (α_j is `alpha_prev` when softmax(j+1) already ran)."""
+        kb, t = self.kb, self.t
+        o = self.o_ub
+        if self.split:
+            self.q_ws_o.deque()
+            self.q_o.acquire()
+            kb.copy(kb.subview(self.ws_o, [self.ws_row, 0], [t.m, self.dv]), o)
+            self.q_ws_o.release()
+            self.q_o.handoff()
+        else:
+            self.q_oc.deque()
+            kb.copy(self.o_l0c, o)  # L0C -> UB (vector pipe)
+            self.q_oc.release()
+        kb.emit(_v("vmul")(self.acc, alpha, self.acc))
+        kb.emit(_v("vadd")(self.acc, o, self.acc))
+        if self.split:
+            self.q_o.release()
+
+    def _finish_item(self) -> None:
+        kb, t = self.kb, self.t
+        self.q_q0.release()  # the last mmad reading Q is done: the next item may reload L0A
+        if t.nsplit > 1:
+            # partial (acc, m, l) of this KV split, for the combine kernel
+            row = kb.mul(kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hkv), self.kh), t.nsplit), self.sp), t.m)
+            self.q_out.handoff()
+            kb.copy(self.acc, kb.subview(self.gacc, [row, 0], [t.m, self.dv]))
+            kb.copy(self.m_old, kb.subview(self.gm_, [row, 0], [t.m, 1]))
+            kb.copy(self.l, kb.subview(self.gl, [row, 0], [t.m, 1]))
+            self.q_out.release()
+            return
+        kb.emit(_v("vdiv")(self.acc, self.l, self.acc))
+        if self.out_ub is not self.acc:
+            kb.emit(ascend.VcastOp(self.acc, self.out_ub))
+        self.q_out.handoff()
+        for h in range(t.g):
+            src = kb.subview(self.out_ub, [h * t.br, 0], [t.br, self.dv]) if t.g > 1 else self.out_ub
+            kb.copy(src, kb.subview(self.gout, [self._q_row(h), 0], [self.qsz, self.dv]))
+        self.q_out.release()
+
+
+def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, fk: _FlashKernel) -> None:
+    """Vector kernel merging the KV splits of every (batch, K/V head): with M = max_s m_s,
+    out = Σ_s e^{m_s - M} acc_s / Σ_s e^{m_s - M} l_s (the flash-decoding reduction), per head to GM."""
+    t = fk.t
+    items = fk.b * fk.hkv
+    block_dim = min(ctx.target.num_aiv, items)
+    args = [*partial, ctx.view(out, [fk.b * fk.hq * fk.sq, fk.dv])]
+    core = CoreType.AIV
+    kb = KernelBuilder(ctx, ctx.name("flash_combine"), [a.type for a in args], core, block_dim, ctx.current)
+    gacc, gm_, gl, gout = kb.args
+    m, dv, el = t.m, fk.dv, fk.el
+    UB = MemSpace.UB
+    o, a = kb.alloc([m, dv], f32, UB), kb.alloc([m, dv], f32, UB)
+    mx, ms, ls, lsum, mn, ca, cb = (kb.alloc([m, 1], f32, UB) for _ in range(7))
+    res = kb.alloc([m, dv], el, UB) if el != f32 else o
+    q_in = kb.queue(Pipe.MTE2, Pipe.V)
+    q_out = kb.queue(Pipe.V, Pipe.MTE3)
+    with kb.tiles(items) as w:
+        (bb, kh), _ = kb.grid(w, [fk.b, fk.hkv], [1, 1])
+        base = kb.mul(kb.add(kb.mul(bb, fk.hkv), kh), t.nsplit)
+        q_out.acquire()
+        kb.emit(ascend.VdupOp(mx, LOWEST))
+        kb.emit(ascend.VdupOp(lsum, 0.0))
+        kb.emit(ascend.VdupOp(o, 0.0))
+        with kb.loop(0, t.nsplit, 1) as s:
+            row = kb.mul(kb.add(base, s), m)
+            q_in.acquire()
+            kb.copy(kb.subview(gacc, [row, 0], [m, dv]), a)
+            kb.copy(kb.subview(gm_, [row, 0], [m, 1]), ms)
+            kb.copy(kb.subview(gl, [row, 0], [m, 1]), ls)
+            q_in.handoff()
+            kb.emit(_v("vmax")(mx, ms, mn))
+            kb.emit(_v("vsub")(mx, mn, ca))
+            kb.emit(_v("vexp")(ca, ca))
+            kb.emit(_v("vsub")(ms, mn, cb))
+            kb.emit(_v("vexp")(cb, cb))
+            kb.emit(_v("vmul")(o, ca, o))
+            kb.emit(_v("vmul")(a, cb, a))
+            kb.emit(_v("vadd")(o, a, o))
+            kb.emit(_v("vmul")(lsum, ca, lsum))
+            kb.emit(_v("vmul")(ls, cb, ls))
+            kb.emit(_v("vadd")(lsum, ls, lsum))
+            kb.emit(_v("vcopy")(mn, mx))
+            q_in.release()
+        kb.emit(_v("vdiv")(o, lsum, o))
+        if res is not o:
+            kb.emit(ascend.VcastOp(o, res))
+        q_out.handoff()
+        for h in range(t.g):
+            src = kb.subview(res, [h * t.br, 0], [t.br, dv]) if t.g > 1 else res
+            qrow = kb.mul(kb.add(kb.mul(bb, fk.hq), kb.add(kb.mul(kh, t.g), h)), fk.sq)
+            kb.copy(src, kb.subview(gout, [qrow, 0], [fk.sq, dv]))
+        q_out.release()
+    ctx.launch(kb.finish(), args)
