@@ -2,17 +2,23 @@
 
     ascendir-opt in.mlir -p 'fuse-matmul-epilogue,convert-nn-to-ascend{target=ascend910a}'
 
-Named pipelines `O0`, `O1`, `O2` expand to their pass lists (e.g. `-p O2`).
+Named pipelines `O0`, `O1`, `O2` expand to their pass lists (e.g. `-p O2`). Errors print one
+line `ascendir-opt: error: ...` and exit with code 2; `-o FILE` is written only on success.
 """
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Sequence
+from typing import IO
 
+from xdsl.utils.exceptions import ArgSpecParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ascendir.context import DIALECTS
+from ascendir.errors import one_line
+from ascendir.outputs import atomic_write, check_writable
 from ascendir.passes import PASSES, PIPELINES
 
 
@@ -31,13 +37,33 @@ class AscendirOptMain(xDSLOptMain):
             self.args.passes = ",".join(PIPELINES.get(p, p) for p in spec.split(",") if PIPELINES.get(p, p))
         super().setup_pipeline()
 
+    def prepare_output(self) -> IO[str]:
+        # Buffer the result; `run` writes the file only once every chunk went through.
+        if self.args.output_file is None:
+            return sys.stdout
+        self.buffer = _Buffer()
+        return self.buffer
+
+    def run(self) -> None:
+        if self.args.output_file is not None:
+            check_writable(self.args.output_file)  # before any work
+        super().run()
+        if self.args.output_file is not None:
+            text = self.buffer.getvalue()
+            atomic_write(self.args.output_file, lambda p: p.write_text(text))
+
+
+class _Buffer(io.StringIO):
+    def close(self) -> None:  # xDSLOptMain closes its output stream; keep the text readable
+        pass
+
 
 def main(args: Sequence[str] | None = None) -> None:
     try:
         AscendirOptMain(description="ascendir modular optimizer driver", args=args).run()
-    except Exception as e:  # one line, exit code 2: never a traceback for bad IR
-        msg = str(e).strip().splitlines()
-        print(f"ascendir-opt: error: {' '.join(msg) if len(msg) < 4 else chr(10).join(msg)}", file=sys.stderr)
+    except (Exception, ArgSpecParseError) as e:  # one line, exit code 2: never a traceback for bad IR
+        msg = f"{e.filename}: {e.strerror}" if isinstance(e, OSError) and e.filename else one_line(e)
+        print(f"ascendir-opt: error: {msg}", file=sys.stderr)
         sys.exit(2)
 
 

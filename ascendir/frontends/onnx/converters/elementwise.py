@@ -125,6 +125,10 @@ def convert_clip(node: NodeContext) -> list[Value]:
         hi = node.require_const(2, "max").item() if node.has_input(2) else None
     x = node.value(0)
     if dtype.kind == "f":
+        # ONNX: an absent bound is numeric_limits lowest()/max(), not ±inf (inf clips to max)
+        info = np.finfo(dtype)
+        lo = float(info.min) if lo is None else lo
+        hi = float(info.max) if hi is None else hi
         width = _float_width(dtype)
         props = {k: FloatAttr(float(v), width) for k, v in (("min", lo), ("max", hi)) if v is not None}
         return [node.emit(nn.ClipOp(x, **props))]
