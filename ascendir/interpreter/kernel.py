@@ -67,6 +67,18 @@ def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
 FLAG_UNITS_ATTR = "units"
 
 
+def _body_text(op: ascend.KernelOp) -> str:
+    """The kernel printed with its name blanked (identical bodies give identical text)."""
+    from io import StringIO
+
+    from xdsl.printer import Printer
+
+    buf = StringIO()
+    Printer(stream=buf).print_op(op)
+    text = buf.getvalue()
+    return text.replace(f"@{op.sym_name.data}(", "@_(", 1)
+
+
 class KernelProgram:
     """One compiled `ascend.kernel`."""
 
