@@ -52,7 +52,7 @@ def _constant_operand(v: SSAValue) -> bool:
 
 def fold_one(conv: nn.Conv2dOp) -> bool:
     """Fold the mul (+ add) after `conv` into it; True when the IR changed."""
-    store = patterns._WEIGHTS.get()  # the store the driver made visible (see module docstring)
+    store = patterns.current_weights()  # the store the driver made visible (see module docstring)
     if store is None or not _constant_operand(conv.weight):
         return False
     if conv.bias is not None and not _constant_operand(conv.bias):

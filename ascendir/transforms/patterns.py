@@ -38,6 +38,11 @@ def visible_weights(weights: WeightStore | None) -> Iterator[None]:
         _WEIGHTS.reset(token)
 
 
+def current_weights() -> WeightStore | None:
+    """The WeightStore made visible by `visible_weights` (None outside it, e.g. in ascendir-opt)."""
+    return _WEIGHTS.get()
+
+
 def const_array(v: SSAValue) -> np.ndarray | None:
     """The value of `v` if it is an nn.constant (or an nn.weight whose store is visible) of at
     most MAX_PATTERN_CONSTANT elements, else None."""
@@ -49,7 +54,7 @@ def const_array(v: SSAValue) -> np.ndarray | None:
             return None
         return constant_value(owner)
     if isinstance(owner, nn.WeightOp):
-        store = _WEIGHTS.get()
+        store = current_weights()
         if store is None or owner.weight_name not in store:
             return None
         if np.prod(nn.shape_of(v), dtype=np.int64) > MAX_PATTERN_CONSTANT:
