@@ -73,6 +73,8 @@ _tiling_opt = click.option("--tiling", default=None, metavar="m=128,n=128,k=64",
                            help="Force this matmul tiling (keys m, n, k, l1_depth, split_k, swizzle; others searched) on every nn.matmul instead of choose-tiling's.")
 _shape_only_opt = click.option("--shape-only", is_flag=True,
                                help="Read no weight bytes from ONNX external data (weights are zeros); compile writes no weights file, run is timing-only.")
+_dtype_opt = click.option("--dtype", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True,
+                          help="Precision policy for ONNX input: weights and activations in this type; fp32 accumulation (L0C) and softmax/norm statistics.")
 _shape_opt = click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DxD", help="Pin a dynamic input shape, e.g. input_ids=1x128.")
 
 
@@ -87,14 +89,15 @@ _shape_opt = click.option("--input-shape", "input_shapes", multiple=True, metava
 @_verify_opt
 @_tiling_opt
 @_shape_only_opt
+@_dtype_opt
 def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: str | None, opt_level: str, input_shapes,
-            verify_numerics: bool, tiling: str | None, shape_only: bool) -> None:
+            verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx, or .mlir IR) to the nn or ascend dialect."""
     from ascendir.driver import compile_model, parse_input_shapes, print_ir, weights_path
 
     module, weights = compile_model(
         model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes),
-        verify_numerics=verify_numerics, tiling=tiling, shape_only=shape_only,
+        verify_numerics=verify_numerics, tiling=tiling, shape_only=shape_only, dtype=dtype,
     )
     text = print_ir(module)
     if output is None:
@@ -135,9 +138,10 @@ def _load_inputs(path: Path, expected: list[str]) -> dict[str, np.ndarray]:
 @_verify_opt
 @_tiling_opt
 @_shape_only_opt
+@_dtype_opt
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, report_path: Path | None,
         trace_path: Path | None, seed: int, target: str, pipeline: str | None, opt_level: str, input_shapes,
-        verify_numerics: bool, tiling: str | None, shape_only: bool) -> None:
+        verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the report."""
     from ascendir.driver import (
         gather_bounds, io_names, is_lowered, load_ir, lower, main_func, parse_input_shapes, parse_pipeline,
@@ -156,7 +160,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         raise AscendirError(f"--outputs needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
     hw = load_target(target)
     if model.suffix == ".onnx":
-        module, weights = import_onnx(model, parse_input_shapes(input_shapes), shape_only=shape_only)
+        module, weights = import_onnx(model, parse_input_shapes(input_shapes), shape_only=shape_only, dtype=dtype)
     else:
         module, weights = load_ir(model)
     bounds = {} if is_lowered(module) else gather_bounds(main_func(module))

@@ -98,6 +98,26 @@ def lower(module: ModuleOp, weights: WeightStore, target: str | Path | None) -> 
     run_passes(module, PassPipeline((DecomposeAttention(),)))
     constants_to_weights(module, weights)
     run_passes(module, PassPipeline((ConvertNNToAscend(target=str(target or DEFAULT_TARGET)),)))
+    tag_kernel_dtypes(module)
+
+
+KERNEL_DTYPE_ATTR = "dtype"
+"""Attribute of each ascend.kernel naming the element type its data moves in (the report's
+`dtype` column)."""
+
+
+def tag_kernel_dtypes(module: ModuleOp) -> None:
+    """Give every ascend.kernel a `dtype` string attribute: the narrowest float element type of
+    its GM arguments (an f16 matmul with an f32 split-K workspace is "f16"; fp32 accumulation in
+    L0C is implied for every float kernel), else the first argument's element type."""
+    rank = {"f16": 0, "bf16": 0, "f32": 1, "f64": 2}
+    for op in module.ops:
+        if not isinstance(op, KernelOp):
+            continue
+        elems = [str(t.element_type) for t in op.function_type.inputs.data if isinstance(t, MemRefType)]
+        floats = sorted((e for e in elems if e in rank), key=lambda e: rank[e])
+        if floats or elems:
+            op.attributes[KERNEL_DTYPE_ATTR] = StringAttr(floats[0] if floats else elems[0])
 
 
 def run_passes(
@@ -189,6 +209,7 @@ def compile_model(
     verify_numerics: bool = False,
     tiling: str | None = None,
     shape_only: bool = False,
+    dtype: str = "fp32",
 ) -> tuple[ModuleOp, WeightStore]:
     """Import an ONNX file (or parse IR text with weights beside it) and compile it.
 
@@ -197,6 +218,8 @@ def compile_model(
     `tiling` ("m=128,n=128,k=64") overrides choose-tiling's choice for every matmul.
     `shape_only` reads no external weight bytes (see import_onnx); incompatible with
     `verify_numerics`, whose checks would compare zeros.
+    `dtype` (fp32, fp16, bf16) is the precision policy applied at import (see
+    frontends/onnx/precision.py); ignored for IR input, which carries its own types.
 
     Raises:
         AscendirError: any bad input (file, op, shape, pass pipeline, IR).
@@ -210,7 +233,7 @@ def compile_model(
         raise AscendirError("--verify-numerics needs the weights; drop --shape-only")
     path = Path(model)
     if path.suffix == ".onnx":
-        module, weights = import_onnx(path, input_shapes, shape_only=shape_only)
+        module, weights = import_onnx(path, input_shapes, shape_only=shape_only, dtype=dtype)
     else:
         module, weights = load_ir(path)
     if not is_lowered(module):

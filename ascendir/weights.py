@@ -27,6 +27,21 @@ class WeightStore:
             self._arrays[unique] = value
         return unique
 
+    def convert(self, name: str, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+        """Replace entry `name` by `fn(entry)`. A lazy entry stays lazy: `fn` runs when it is
+        first read (so converting an external-data weight reads nothing at import).
+
+        Raises:
+            KeyError: no such entry.
+        """
+        if name in self._arrays:
+            self._arrays[name] = fn(self._arrays[name])
+        elif name in self._lazy:
+            load = self._lazy[name]
+            self._lazy[name] = lambda: fn(load())
+        else:
+            raise KeyError(f"weight @{name} is not in the WeightStore")
+
     def __contains__(self, name: str) -> bool:
         return name in self._arrays or name in self._lazy
 

@@ -61,4 +61,9 @@ def simulate(
         outputs, records = prog.run(inputs)
     for r in records:
         check(r, hw)
-    return SimResult(outputs, build_report(records, hw), trace_events(records, hw) if trace else [])
+    report = build_report(records, hw)
+    # The element type each kernel ran in, from the kernel's `dtype` attribute (driver.lower).
+    dtypes = {op.sym_name.data: op.attributes["dtype"].data for op in module.ops if "dtype" in op.attributes and hasattr(op, "sym_name")}
+    for k in report["kernels"]:
+        k["dtype"] = dtypes.get(k["name"])
+    return SimResult(outputs, report, trace_events(records, hw) if trace else [])

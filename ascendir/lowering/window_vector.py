@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 from xdsl.ir import Attribute, SSAValue
 
@@ -42,7 +43,10 @@ def lowest(el: Attribute) -> float:
     """The padding value of max pooling: the lowest finite value of `el` (what a vdup can hold
     in every float format; a real window always has at least one element inside the input)."""
     dt = to_numpy_dtype(el)
-    return float(np.finfo(dt).min) if np.issubdtype(dt, np.floating) else float(np.iinfo(dt).min)
+    if dt.kind in "iub":
+        return float(np.iinfo(dt).min)
+    # ml_dtypes.finfo also knows bfloat16, which numpy does not treat as floating (kind 'V')
+    return float(ml_dtypes.finfo(dt).min)
 
 
 def _v(name: str) -> type:

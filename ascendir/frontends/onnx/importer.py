@@ -49,6 +49,7 @@ def import_onnx(
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     *,
     shape_only: bool = False,
+    dtype: str = "fp32",
 ) -> tuple[ModuleOp, WeightStore]:
     """Import an ONNX model as an `nn` module.
 
@@ -60,6 +61,8 @@ def import_onnx(
         shape_only: never read external weight bytes (their WeightStore entries are zero-stride
             views of zeros); small external integer initializers (shapes, axes) are still read.
             Enough to compile and to simulate timing-only; numerics would be wrong.
+        dtype: precision policy, "fp32" (as the model says), "fp16" or "bf16": every f32 tensor
+            and weight becomes that type (weights converted lazily; see precision.py).
 
     Returns:
         `builtin.module { func.func @main(...) }` whose arguments are the graph inputs that are not
@@ -71,8 +74,14 @@ def import_onnx(
             (one error listing every unsupported op type with its count and first node); any node
             that cannot be converted (the message names the node and the reason).
     """
+    from ascendir.frontends.onnx.precision import DTYPES, convert_precision
+
+    if dtype not in DTYPES:  # before any work
+        raise AscendirError(f"--dtype must be one of {', '.join(DTYPES)}, got '{dtype}'")
     proto, base_dir = load_model(model)
-    return _GraphImporter(proto, base_dir, dict(input_shapes or {}), shape_only).run()
+    module, weights = _GraphImporter(proto, base_dir, dict(input_shapes or {}), shape_only).run()
+    convert_precision(module, weights, dtype)
+    return module, weights
 
 
 def _node_label(node: NodeProto, index: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,33 @@ def load_model(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, st
             raise AscendirError(f"cannot read ONNX model '{path}': the file holds no graph (empty or truncated?)")
     if proto.functions:
         proto = onnx.inliner.inline_local_functions(proto)
-    return proto, base_dir
+    return upgrade_opset(proto), base_dir
+
+
+MIN_OPSET = 13
+"""Oldest default-domain opset the converters implement; older models are upgraded to it."""
+
+
+def upgrade_opset(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """`proto` itself if it imports default-domain opset ≥ 13, else the model converted to
+    opset 13 by onnx.version_converter, with a one-line note on stderr (converters implement
+    the opset-13+ forms only: e.g. Split/Squeeze/ReduceSum take axes as inputs from 13).
+
+    Raises:
+        AscendirError: the converter cannot upgrade the model (naming its reason).
+    """
+    version = next((e.version for e in proto.opset_import if e.domain in ("", "ai.onnx")), None)
+    if version is None or version >= MIN_OPSET:
+        return proto
+    import onnx.version_converter
+
+    try:
+        upgraded = onnx.version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as e:  # noqa: BLE001 - the C++ converter raises RuntimeError/ValidationError
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise AscendirError(f"model uses opset {version}; converting it to opset {MIN_OPSET} failed: {reason}") from None
+    print(f"note: model uses opset {version}; converted to opset {MIN_OPSET} with onnx.version_converter", file=sys.stderr)
+    return upgraded
 
 
 def onnx_dtype_to_numpy(data_type: int, what: str) -> np.dtype:
