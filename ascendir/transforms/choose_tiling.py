@@ -440,6 +440,8 @@ def complete(p: Problem, fields: dict[str, int], target: HardwareConfig) -> Tili
     """A full Tiling from user fields: missing m / n / k / l1_depth from the search's best
     candidate with the given fields held fixed (or, when none fits, the given ones with the
     template defaults), split_k / swizzle default 1."""
+    if set(FIELDS) <= set(fields):  # fully specified (e.g. written by annotate): nothing to search
+        return Tiling(**{f: fields[f] for f in FIELDS})
     best = None
     for t in candidates(p, target) if p.dtype in target.cube.k_per_cycle else ():
         if all(getattr(t, f) == v for f, v in fields.items()):
@@ -476,6 +478,7 @@ class ChooseTiling(ModulePass):
 def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: list | None = None) -> None:
     """ChooseTiling's work (see there); `stats` gets (op, problem, SearchResult or None)."""
     force = parse_tiling(forced) if forced else None
+    searched: dict[Problem, SearchResult] = {}  # a model repeats its layers' shapes
     for i, mm in enumerate(o for o in module.walk() if isinstance(o, nn.MatmulOp)):
         p = problem_of(mm)
         if not all(isinstance(d, int) and d > 0 for d in (p.m, p.n, p.k)) or p.dtype not in ("f16", "bf16", "f32"):
@@ -491,7 +494,9 @@ def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: 
             continue
         if TILING_ATTR in mm.attributes:
             continue
-        res = search(p, target)
+        if p not in searched:
+            searched[p] = search(p, target)
+        res = searched[p]
         mm.attributes[TILING_ATTR] = res.best.to_attr()
         if stats is not None:
             stats.append((mm, p, res))
