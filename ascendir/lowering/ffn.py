@@ -1,31 +1,300 @@
-"""Template of `nn.fused {kind = "ffn"}` (built by fuse-ffn).
+"""Template of `nn.fused {kind = "ffn"}` (built by fuse-ffn): SwiGLU / GeGLU and MatMul → act → MatMul.
 
-Stage reached so far: each projection of the block becomes one cube kernel with its bias and
-activation applied before the tile leaves the core (the matmul_epilogue template), so the
-pre-activation never round-trips GM; the [tokens, intermediate] activation itself still goes
-to GM (where an L2-sized tile stays in L2) between the up/gate and the down projection, and
-SwiGLU's a · u is a separate vector kernel.
+Body forms (fuse_ffn.match_gated / match_plain), x [..., H] viewed as [M, H]:
 
-Not done yet (what the region exists for): one mix kernel per block of tokens that keeps the
-intermediate tile in L1/UB — gate and up tiles from L0C through FixPipe into UB, silu · mul on
-the vector unit, then back to L1 as the A operand of the down projection, accumulating the
-[tokens, hidden] output tile over intermediate chunks in L0C.
+    gated:  h = act(x · Wg) * (x · Wu)          act ∈ {SiLU, GELU}, Wg, Wu [H, I]
+    plain:  h = act(x · W1 [+ b1])              act ∈ {ReLU, GELU, SiLU}
+    then    y = h · Wd [+ b2]                   Wd [I, Ho]
+
+Two kernels instead of four (gate + act, up, mul, down) and one round trip of the [M, I]
+intermediate instead of three:
+
+1. `ffn_up` — per output tile [bm, bn] of h (tiles block-cyclic over the cores): the K loop
+   over H loads each x tile into L1 / L0A once and multiplies it by the Wg and the Wu tile into
+   two L0C accumulators (gate and up share every A load; ping-pong L1 / L0 slots as in
+   matmul.py). The finished pair then goes to the vector unit, which applies [bias,] act [and
+   the product with up] in fp32 and writes h in the input dtype.
+   * 910B (dav-c220, split AIC / AIV): a mix kernel. The accumulators leave through FixPipe into
+     a per-core GM workspace ([bm, 2·bn] fp32, in L2), the AIV reads them back (MTE2), computes h
+     in UB and stores the tile (MTE3); flags with explicit units order the hand-off, a WAR flag
+     lets the AIC reuse the workspace once the AIV has read it (flash_attention._Sync).
+   * 910A (dav-c100, coupled core): L0C → UB directly on the vector pipe; no workspace.
+2. `ffn_down` — h · Wd with the b2 row bias seeded from BT (matmul.emit_matmul with an epilogue).
+
+What real CANN does: ops-transformer's `FFN` / `aclnnFFN` (ffn/ffn, Atlas A2 only) computes
+y = act(x·W1 + b1)·W2 + b2 with act ∈ fastgelu / gelu / relu / silu or the gated geglu / swiglu /
+reglu (W1 = [gate | up], N1 = 2·K2), and asks the caller for a device workspace
+(aclnnFFNGetWorkspaceSize): the activated intermediate lands in GM workspace between the two
+matmuls, as here. Its README says no more about the kernel.
+
+What is not done (and why): keeping the whole intermediate on chip with the down projection
+accumulated in L0C across I. For one row block that needs either h [bm, I] resident (128 × 11008
+f16 = 2.75 MiB vs 512 KiB of L1, S1) or the [bm, Ho] fp32 down accumulators resident (128 × 4096
+× 4 = 2 MiB vs 128 KiB of L0C), and on 910B AIC and AIV share no buffer at all (S2), so a tile
+computed by the AIV reaches the cube only through GM/L2. Chunking I and recomputing the up/gate
+tile for every Ho tile would cost Ho / bn (16 at LLaMA-7B sizes) times the up/gate flops.
+Approximations: one AIV stream per AIC (real groups have two AIVs), one workspace slot.
+
+A body that matches neither form (or a batched weight) is lowered op by op with per-projection
+epilogues (returns None after wrapping each projection in a matmul_epilogue region).
 """
 
 from __future__ import annotations
 
-from xdsl.ir import SSAValue
+import math
+from collections.abc import Sequence
 
-from ascendir.dialects import nn
-from ascendir.lowering.host_builder import LoweringContext
+from xdsl.dialects.builtin import f16, f32
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from ascendir.dialects import ascend, nn
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dtypes import itemsize
+from ascendir.lowering.elementwise import activation_op
+from ascendir.lowering.flash_attention import _Sync
+from ascendir.lowering.host_builder import LoweringContext, elem, shape
+from ascendir.lowering.kernel_builder import KernelBuilder, ceil_div, round_up
+from ascendir.lowering.matmul import DOUBLE_BUFFER, NO_FP32_CUBE, Epilogue, _by_parity, _mmad, choose_tiling, emit_matmul
+from ascendir.lowering.matmul_epilogue import row_bias_of
 from ascendir.transforms.fuse_matmul_epilogue import fuse_chain, match_chain
 
 
-def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
-    """Give every projection in the body its epilogue region, then let the body be lowered op by
-    op (returns None): see the module docstring for what is and is not fused."""
+def _per_projection(op: nn.FusedOp) -> None:
+    """Fallback: give every projection of the body its epilogue region (lowered op by op)."""
     for mm in [o for o in op.body.block.ops if isinstance(o, nn.MatmulOp)]:
         chain = match_chain(mm)
         if len(chain) > 1:
             fuse_chain(chain)
-    return None
+
+
+def _parse(op: nn.FusedOp, args: dict) -> dict | None:
+    """x, Wg, Wu (or None), b1, act, Wd, b2 of a gated or plain body, or None."""
+    block = op.body.block
+    ops = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
+    mms = [o for o in ops if isinstance(o, nn.MatmulOp)]
+    acts = [o for o in ops if isinstance(o, (nn.SiluOp, nn.GeluOp, nn.ReluOp))]
+    if len(acts) != 1 or len(mms) not in (2, 3) or any(len(shape(m.rhs)) != 2 or m.rhs not in args for m in mms):
+        return None
+    act = acts[0]
+    term = block.last_op
+    y = term.values[0] if isinstance(term, nn.YieldOp) and len(term.values) == 1 else None
+    down = mms[-1]
+    b2 = None
+    if y is not None and y != down.result:
+        add = y.owner
+        b2 = row_bias_of(add, down.result) if isinstance(add, nn.AddOp) else None
+        if b2 is None or b2 not in args:
+            return None
+    elif y is None:
+        return None
+    if len(mms) == 3:  # gated
+        gate = act.input.owner
+        mul = down.lhs.owner
+        up = next((m for m in mms[:2] if m is not gate), None)
+        if not isinstance(mul, nn.MulOp) or gate not in mms[:2] or up is None or {mul.lhs, mul.rhs} != {act.result, up.result}:
+            return None
+        if gate.lhs != up.lhs or gate.lhs not in args or isinstance(act, nn.ReluOp):
+            return None
+        return dict(x=args[gate.lhs], wg=args[gate.rhs], wu=args[up.rhs], b1=None, act=activation_op(act),
+                    wd=args[down.rhs], b2=args[b2] if b2 is not None else None)
+    first = mms[0]
+    h = act.input
+    b1 = None
+    if h != first.result:
+        b1 = row_bias_of(h.owner, first.result) if isinstance(h.owner, nn.AddOp) else None
+        if b1 is None or b1 not in args:
+            return None
+    if down.lhs != act.result or first.lhs not in args:
+        return None
+    return dict(x=args[first.lhs], wg=args[first.rhs], wu=None, b1=args[b1] if b1 is not None else None,
+                act=activation_op(act), wd=args[down.rhs], b2=args[b2] if b2 is not None else None)
+
+
+def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
+    """Lower an ffn region to `ffn_up` + `ffn_down` (see the module docstring); a body of another
+    shape falls back to per-projection epilogues (returns None).
+
+    Raises:
+        AscendirError: fp32 / bf16 on a cube without them (910A), tiles that do not fit.
+    """
+    block = op.body.block
+    parts = _parse(op, dict(zip(block.args, operands)))
+    if parts is None or len(op.outputs) != 1:
+        _per_projection(op)
+        return None
+    x, wg, wd = parts["x"], parts["wg"], parts["wd"]
+    el = elem(x)
+    if ctx.target.arch in NO_FP32_CUBE and el != f16:
+        raise ctx.error(
+            f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
+            "cast the model to float16"
+        )
+    hdim, idim = shape(wg)
+    m = math.prod(shape(x)) // hdim
+    h = _emit_up(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], parts["b1"], parts["act"], m, hdim, idim, el)
+    out = op.outputs[0]
+    return [emit_matmul(ctx, h, wd, shape(out), elem(out), Epilogue(parts["b2"], None), base="ffn_down")]
+
+
+def _up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc: int, bias: bool) -> tuple[int, int, int, int]:
+    """(bm, bn, bk, kl1) of ffn_up: matmul.choose_tiling's tiles, shrunk until `nacc` fp32
+    accumulators fit L0C, nacc B slots per ping-pong slot fit L0B and L1, and the vector side
+    ([bm, bn] fp32 per accumulator + the h tile + a bias row) fits UB."""
+    t = ctx.target
+    base = choose_tiling(ctx, m, n, k, el)
+    bm, bn, bk = base.base_m, base.base_n, base.base_k
+    es = itemsize(el)
+    nb = DOUBLE_BUFFER
+
+    def ub_bytes(bm: int, bn: int) -> int:
+        return nacc * round_up(bm * bn * 4, 32) + round_up(bm * bn * es, 32) + (2 * round_up(bn * 4, 32) if bias else 0)
+
+    while nacc * bm * bn * 4 > t.capacity("l0c") or ub_bytes(bm, bn) > t.capacity("ub"):
+        if bn >= bm and bn > 16:
+            bn = round_up(bn // 2, 16)
+        elif bm > 16:
+            bm = round_up(bm // 2, 16)
+        else:
+            raise ctx.error(f"ffn: no {nacc}-accumulator tile fits {t.name}")
+    ka = max(1, 32 // es)
+    while nb * (bm * bk * es) > t.capacity("l0a") or nb * nacc * bk * bn * es > t.capacity("l0b"):
+        if bk <= ka:
+            raise ctx.error(f"ffn: a {bm}x{bk} tile does not fit L0A/L0B of {t.name}")
+        bk = round_up(bk // 2, ka)
+    step = max(1, base.k_l1 // max(base.base_k, 1))
+    step = min(step, ceil_div(k, bk))
+    while step > 1 and nb * (bm + nacc * bn) * step * bk * es > t.capacity("l1"):
+        step -= 1
+    if nb * (bm + nacc * bn) * bk * es > t.capacity("l1"):
+        raise ctx.error(f"ffn: tiles do not fit L1 of {t.name}")
+    return bm, bn, bk, step * bk
+
+
+def _emit_up(
+    ctx: LoweringContext,
+    x: SSAValue,
+    wg: SSAValue,
+    wu: SSAValue | None,
+    b1: SSAValue | None,
+    act: str,
+    m: int,
+    k: int,
+    n: int,
+    el: Attribute,
+) -> SSAValue:
+    """h [m, n] = act(x·Wg [+ b1]) [* x·Wu] in one kernel; returns the GM buffer of h."""
+    h = ctx.buffer([m, n], el)
+    gated = wu is not None
+    nacc = 2 if gated else 1
+    bm, bn, bk, kl1 = _up_tiling(ctx, m, n, k, el, nacc, b1 is not None)
+    ntiles = ceil_div(m, bm) * ceil_div(n, bn)
+    block_dim = min(ctx.target.num_aic, ntiles)
+    split = ctx.target.split
+    args = [x, wg, *([wu] if gated else []), *([ctx.view(b1, [1, n])] if b1 is not None else []), h]
+    if split:
+        args.append(ctx.buffer([block_dim * bm, nacc * bn], f32))
+    kb = KernelBuilder(ctx, ctx.name("ffn_up"), [a.type for a in args], CoreType.MIX if split else CoreType.AIC, block_dim, ctx.current)
+    it = iter(kb.args)
+    gx, gwg = next(it), next(it)
+    gwu = next(it) if gated else None
+    gb = next(it) if b1 is not None else None
+    gh = next(it)
+    ws = next(it) if split else None
+    nb = DOUBLE_BUFFER
+    L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
+    weights = [gwg] + ([gwu] if gated else [])
+    l1a = [kb.alloc([bm, kl1], el, L1) for _ in range(nb)]
+    l1b = [[kb.alloc([kl1, bn], el, L1) for _ in weights] for _ in range(nb)]
+    l0a = [kb.alloc([bm, bk], el, L0A) for _ in range(nb)]
+    l0b = [[kb.alloc([bk, bn], el, L0B) for _ in weights] for _ in range(nb)]
+    acc = [kb.alloc([bm, bn], f32, L0C) for _ in weights]
+    ub_acc = [kb.alloc([bm, bn], f32, UB) for _ in weights]
+    ub_h = kb.alloc([bm, bn], el, UB)
+    if gb is not None:
+        ub_b = kb.alloc([1, bn], elem(gb), UB)
+        ub_b32 = kb.alloc([1, bn], f32, UB) if elem(gb) != f32 else ub_b
+
+    s = _Sync(kb, split)
+    AIC, AIV = "aic->aic", "aiv->aiv"
+    q_l1 = [s.queue(Pipe.MTE2, Pipe.MTE1, AIC) for _ in range(nb)]
+    q_l0 = [s.queue(Pipe.MTE1, Pipe.M, AIC) for _ in range(nb)]
+    q_in = s.queue(Pipe.MTE2, Pipe.V, AIV)  # workspace tiles (910B) and the bias row
+    if split:
+        q_c = s.queue(Pipe.M, Pipe.FIX, AIC)
+        q_ws = s.queue(Pipe.FIX, Pipe.MTE2, "aic->aiv")
+    else:
+        q_c = s.queue(Pipe.M, Pipe.V, AIC)
+    q_out = s.queue(Pipe.V, Pipe.MTE3, AIV)
+
+    with kb.tiles(ntiles) as t:
+        (m0, n0), (msz, nsz) = kb.grid(t, [m, n], [bm, bn])
+
+        def l0_step(p: int, q: int, k1, kk) -> None:
+            q_l0[q].acquire()
+            kb.copy(kb.subview(l1a[p], [0, kk], [bm, bk]), l0a[q])
+            for src, dst in zip(l1b[p], l0b[q]):
+                kb.copy(kb.subview(src, [kk, 0], [bk, bn]), dst)
+            q_l0[q].handoff()
+            for b, c in zip(l0b[q], acc):
+                _mmad(kb, l0a[q], b, c, kb.add(k1, kk), None)
+            q_l0[q].release()
+
+        def l1_step(p: int, k1) -> None:
+            ksz = kb.boundary(kl1, k, k1)
+            q_l1[p].acquire()
+            kb.copy(kb.subview(gx, [m0, k1], [msz, ksz]), l1a[p], layout="nd2nz")
+            for w, dst in zip(weights, l1b[p]):
+                kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), dst, layout="nd2nz")
+            q_l1[p].handoff()
+            with kb.range(0, ksz, bk) as kk:
+                _by_parity(kb, kk, bk, nb, lambda q: l0_step(p, q, k1, kk))
+            q_l1[p].release()
+
+        # AIC: gate (and up) accumulated over H, sharing every A tile
+        q_c.acquire()
+        with kb.range(0, k, kl1) as k1:
+            _by_parity(kb, k1, kl1, nb, lambda p: l1_step(p, k1))
+        q_c.enque()
+        if split:
+            q_c.deque()
+            row = kb.mul(kb.block_idx, bm)
+            q_ws.acquire()
+            for i, c in enumerate(acc):
+                kb.copy(c, kb.subview(ws, [row, i * bn], [bm, bn]), layout="nz2nd")
+            q_c.release()
+            q_ws.enque()
+            # AIV: read the accumulators back from the workspace (L2)
+            q_ws.deque()
+            q_in.acquire()
+            for i, u in enumerate(ub_acc):
+                kb.copy(kb.subview(ws, [row, i * bn], [bm, bn]), u)
+            if gb is not None:
+                kb.copy(kb.subview(gb, [0, n0], [1, nsz]), ub_b)
+            q_ws.release()
+            q_in.handoff()
+        else:
+            q_in.acquire()
+            if gb is not None:
+                kb.copy(kb.subview(gb, [0, n0], [1, nsz]), ub_b)
+            q_in.handoff()
+            q_c.deque()
+            for c, u in zip(acc, ub_acc):
+                kb.copy(c, u)  # L0C -> UB on the vector pipe (coupled core)
+            q_c.release()
+        g = ub_acc[0]
+        if gb is not None:
+            if ub_b32 is not ub_b:
+                kb.emit(ascend.VcastOp(ub_b, ub_b32))
+            kb.emit(ascend.vector_op("vadd")(g, ub_b32, g))
+        kb.emit(ascend.vector_op(act)(g, g))
+        if gated:
+            kb.emit(ascend.vector_op("vmul")(g, ub_acc[1], g))
+        q_out.acquire()
+        kb.emit(ascend.VcastOp(g, ub_h) if el != f32 else ascend.vector_op("vcopy")(g, ub_h))
+        q_in.release()
+        q_out.handoff()
+        kb.copy(ub_h, kb.subview(gh, [m0, n0], [msz, nsz]))
+        q_out.release()
+    s.drain()
+    ctx.launch(kb.finish(), args)
+    return h

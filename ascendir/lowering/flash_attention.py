@@ -67,8 +67,10 @@ with M = g·Br, Mp = M rounded up to 16 (mmad M), Dp/Dvp = D/Dv rounded up to 16
 cuts K/V re-reads (every row block streams all of K and V once), larger Bc amortizes the fixed
 cost of each vector instruction (S4 fits, ~20-35 cycles per call).
 
-For f16 on 910B2 with D = 128 and g = 1 this gives Br = 128, Bc = 64... see
-`choose_flash_tiling(...)` in tests/test_flash_attention.py for the figures per case.
+Resulting choices (f16): D = 128 → Br = 64, Bc = 128 on 910B2 and 910A (UB holds s, p, O_j,
+acc, out and the fold buffer for 64 rows; L0B holds Kᵀ and V only up to Bc = 128); D = 64 → Br =
+64, Bc = 256; GQA g = 4, D = 128 → Br = 16 (M = 64), Bc = 128; decode (1 query, g = 4, 4096
+keys, 8 K/V heads) → M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
 """
 
 from __future__ import annotations

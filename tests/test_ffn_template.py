@@ -1,0 +1,168 @@
+"""The ffn template (lowering/ffn.py): fuse-ffn regions become `ffn_up` (gate and up sharing
+each A tile, activation [and product] on the vector unit, h written once) + `ffn_down`, and
+compute what the body means (run_nn), on 910B (mix kernel) and 910A (coupled core, f16)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.parser import Parser
+
+from ascendir.context import make_context
+from ascendir.dialects import ascend
+from ascendir.driver import lower, parse_pipeline, run_passes
+from ascendir.hardware import load_target
+from ascendir.interpreter import simulate
+from ascendir.interpreter.nn_reference import run_nn
+from ascendir.weights import WeightStore
+
+
+def _t(dt, *d):
+    return f"tensor<{'x'.join(map(str, d))}x{dt}>"
+
+
+def gated_ir(s, h, i, dt="f32", act="nn.silu") -> str:
+    x, g = _t(dt, 1, s, h), _t(dt, 1, s, i)
+    return f"""builtin.module {{
+func.func @main(%x: {x}, %wg: {_t(dt, h, i)}, %wu: {_t(dt, h, i)}, %wd: {_t(dt, i, h)}) -> {x} {{
+  %gt = nn.matmul %x, %wg : ({x}, {_t(dt, h, i)}) -> {g}
+  %a = {act} %gt : ({g}) -> {g}
+  %u = nn.matmul %x, %wu : ({x}, {_t(dt, h, i)}) -> {g}
+  %m = nn.mul %u, %a : ({g}, {g}) -> {g}
+  %y = nn.matmul %m, %wd : ({g}, {_t(dt, i, h)}) -> {x}
+  func.return %y : {x}
+}}
+}}"""
+
+
+def plain_ir(s, h, i, dt="f32", act="nn.gelu") -> str:
+    x, g = _t(dt, s, h), _t(dt, s, i)
+    return f"""builtin.module {{
+func.func @main(%x: {x}, %w1: {_t(dt, h, i)}, %b1: {_t(dt, i)}, %w2: {_t(dt, i, h)}, %b2: {_t(dt, h)}) -> {x} {{
+  %h = nn.matmul %x, %w1 : ({x}, {_t(dt, h, i)}) -> {g}
+  %hb = nn.add %b1, %h : ({_t(dt, i)}, {g}) -> {g}
+  %a = {act} %hb : ({g}) -> {g}
+  %y = nn.matmul %a, %w2 : ({g}, {_t(dt, i, h)}) -> {x}
+  %yb = nn.add %y, %b2 : ({x}, {_t(dt, h)}) -> {x}
+  func.return %yb : {x}
+}}
+}}"""
+
+
+def _feeds(shapes, dt, seed=0):
+    rng = np.random.default_rng(seed)
+    npdt = np.float16 if dt == "f16" else np.float32
+    # weights scaled by 1/sqrt(fan-in) so activations stay O(1)
+    return {f"arg{n}": (rng.standard_normal(s) / (np.sqrt(s[0]) if n and len(s) == 2 else 1)).astype(npdt)
+            for n, s in enumerate(shapes)}
+
+
+def _run(text, feeds, target):
+    ref = run_nn(Parser(make_context(), text).parse_module(), WeightStore(), feeds)
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline("fuse-ffn"))
+    lower(module, WeightStore(), target)
+    names = [op.sym_name.data for op in module.ops if isinstance(op, ascend.KernelOp)]
+    out = simulate(module, WeightStore(), feeds, load_target(target)).outputs
+    (want,), (got,) = ref.values(), out.values()
+    return want, got, names, module
+
+
+CASES = {
+    # id: (form, tokens, hidden, intermediate, act)
+    "swiglu_odd": ("gated", 40, 64, 200, "nn.silu"),
+    "geglu": ("gated", 24, 96, 160, "nn.gelu"),
+    "swiglu_decode": ("gated", 1, 256, 700, "nn.silu"),
+    "swiglu_multi_tile": ("gated", 300, 128, 400, "nn.silu"),
+    "gelu_bias": ("plain", 33, 48, 96, "nn.gelu"),
+    "relu_bias": ("plain", 70, 64, 300, "nn.relu"),
+    "silu_bias": ("plain", 17, 32, 80, "nn.silu"),
+}
+
+
+def _case(case, dt):
+    form, s, h, i, act = CASES[case]
+    if form == "gated":
+        return gated_ir(s, h, i, dt, act), [(1, s, h), (h, i), (h, i), (i, h)]
+    return plain_ir(s, h, i, dt, act), [(s, h), (h, i), (i,), (i, h), (h,)]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_ffn_template_matches_run_nn_910b(case: str) -> None:
+    text, shapes = _case(case, "f32")
+    want, got, names, module = _run(text, _feeds(shapes, "f32"), "ascend910b2")
+    assert [n.rsplit("_", 1)[0] for n in names] == ["ffn_up", "ffn_down"], names
+    assert any(k.core_type.data == "mix" for k in module.ops if isinstance(k, ascend.KernelOp))
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+
+
+@pytest.mark.parametrize("case", ["swiglu_odd", "gelu_bias", "swiglu_decode"])
+def test_ffn_template_matches_run_nn_910a_f16(case: str) -> None:
+    """Coupled core (L0C -> UB, no workspace); f16 tolerance (driver.TOLERANCES)."""
+    text, shapes = _case(case, "f16")
+    want, got, names, module = _run(text, _feeds(shapes, "f16"), "ascend910a")
+    assert [n.rsplit("_", 1)[0] for n in names] == ["ffn_up", "ffn_down"], names
+    scale = max(1.0, float(np.abs(want.astype(np.float32)).max()))
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-3 * scale)
+
+
+def test_gate_and_up_share_each_a_tile() -> None:
+    """ffn_up moves x into L1 once per output tile for both projections: its L1 bytes are x
+    tiles + two weight tiles, and its GM writes are just h (plus the workspace on 910B)."""
+    s, h, i = 128, 256, 512
+    text = gated_ir(s, h, i, "f16")
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline("fuse-ffn"))
+    lower(module, WeightStore(), "ascend910a")  # no workspace: GM writes of ffn_up are h only
+    rep = simulate(module, WeightStore(), {}, load_target("ascend910a"), timing_only=True).report
+    up = next(k for k in rep["kernels"] if k["name"].startswith("ffn_up"))
+    assert up["bytes"]["gm_write"] == s * i * 2
+    # each output tile reads its x rows once and both weight columns: x·(i/bn) + 2·W
+    from ascendir.lowering.ffn import _up_tiling
+    from ascendir.lowering.host_builder import LoweringContext
+    from xdsl.dialects.builtin import f16
+    from xdsl.ir import Block
+
+    bm, bn, bk, kl1 = _up_tiling(LoweringContext(load_target("ascend910a"), Block()), s, i, h, f16, 2, False)
+    ntile_n = -(-i // bn)
+    assert up["bytes"]["l1"] == (s * h * ntile_n + 2 * h * i * -(-s // bm)) * 2
+
+
+def test_unmatched_body_falls_back_per_projection() -> None:
+    """An ffn region whose body is not one of the two forms (here: a tanh the template does not
+    know, wrapped by hand) is lowered op by op."""
+    dt = "f32"
+    x, g = _t(dt, 8, 16), _t(dt, 8, 32)
+    text = f"""builtin.module {{
+func.func @main(%x: {x}, %w1: {_t(dt, 16, 32)}, %w2: {_t(dt, 32, 16)}) -> {x} {{
+  %y = nn.fused(%x, %w1, %w2) {{kind = "ffn"}} : ({x}, {_t(dt, 16, 32)}, {_t(dt, 32, 16)}) -> {x} {{
+  ^bb0(%a: {x}, %b: {_t(dt, 16, 32)}, %c: {_t(dt, 32, 16)}):
+    %h = nn.matmul %a, %b : ({x}, {_t(dt, 16, 32)}) -> {g}
+    %t = nn.tanh %h : ({g}) -> {g}
+    %o = nn.matmul %t, %c : ({g}, {_t(dt, 32, 16)}) -> {x}
+    nn.yield %o : {x}
+  }}
+  func.return %y : {x}
+}}
+}}"""
+    feeds = _feeds([(8, 16), (16, 32), (32, 16)], dt)
+    want, got, names, _ = _run(text, feeds, "ascend910b2")
+    assert not any(n.startswith("ffn_") for n in names), names
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
+@pytest.mark.parametrize("case", ["swiglu_multi_tile", "relu_bias"])
+def test_ffn_kernels_pair_their_flags(case: str, target: str) -> None:
+    """The static flag discipline of test_lowering_structure: every wait has an earlier set and
+    every loop body / if branch is flag-neutral."""
+    from collections import Counter
+
+    from test_lowering_structure import check_flags
+
+    text, _ = _case(case, "f16")
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline("fuse-ffn"))
+    lower(module, WeightStore(), target)
+    for kernel in (op for op in module.ops if isinstance(op, ascend.KernelOp)):
+        assert +check_flags(kernel.body.block, Counter()) == Counter(), kernel.sym_name.data
