@@ -151,6 +151,23 @@ builtin.module {{
 """
 
 
+@pytest.mark.parametrize(
+    "bd, ct, fragment",
+    [("2 : i64", '"xyz"', "core_type"), ("2 : i64", "3 : i64", "core_type"), ('"two"', '"aiv"', "block_dim")],
+)
+def test_kernel_with_bad_attributes_is_a_parse_error(tmp_path: Path, bd: str, ct: str, fragment: str) -> None:
+    p = tmp_path / "k.mlir"
+    p.write_text(_KERNEL.format(bd=bd, ct=ct))
+    # used to be an internal ValueError ("'xyz' is not a valid CoreType")
+    _clean_error(_run("run", p, "--timing-only"), "k.mlir", "parse error", "ascend.kernel @k", fragment)
+
+
+def test_valid_kernel_attributes_still_parse(tmp_path: Path) -> None:
+    p = tmp_path / "k.mlir"
+    p.write_text(_KERNEL.format(bd="2 : i64", ct='"aiv"'))
+    assert _run("run", p, "--timing-only").exit_code == 0
+
+
 # ------------------------------------------------------------------------------------------
 # split cube / vector cores (910B)
 # ------------------------------------------------------------------------------------------

@@ -246,7 +246,12 @@ class KernelOp(IRDLOperation):
         extra = extra.data if extra is not None else {}
         if "block_dim" not in extra or "core_type" not in extra:
             parser.raise_error("ascend.kernel needs block_dim and core_type attributes")
-        op = cls(name, inputs, extra["block_dim"].value.data, CoreType(extra["core_type"].data), region)
+        block_dim, core_type = extra["block_dim"], extra["core_type"]
+        if not isinstance(block_dim, IntegerAttr):
+            parser.raise_error(f"ascend.kernel @{name}: block_dim must be an integer, got {block_dim}")
+        if not isinstance(core_type, StringAttr) or core_type.data not in {c.value for c in CoreType}:
+            parser.raise_error(f"ascend.kernel @{name}: core_type must be \"aic\", \"aiv\" or \"mix\", got {core_type}")
+        op = cls(name, inputs, block_dim.value.data, CoreType(core_type.data), region)
         for k, v in extra.items():
             if k not in cls.RESERVED:
                 op.attributes[k] = v
