@@ -216,6 +216,17 @@ def test_op_on_a_core_type_without_its_unit(core_type: str, body: str, allocs: s
 # ------------------------------------------------------------------------------------------
 # ONNX frontend
 # ------------------------------------------------------------------------------------------
+def test_negative_dim_value_is_a_dynamic_dim() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    x.type.tensor_type.shape.dim[0].dim_value = -1  # some exporters write -1 for "unknown"
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    m = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(AscendirError, match=r"input 'x' has dynamic dim 0"):
+        import_onnx(m)  # used to build tensor<?x3xf32> and fail later on a misleading output shape
+    module, weights = import_onnx(m, input_shapes={"x": (2, 3)})
+    xs = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    np.testing.assert_array_equal(run_nn(module, weights, {"x": xs})["y"], np.maximum(xs, 0))
 
 
 @pytest.mark.parametrize("bounds", [(-0.5, None), (None, 0.5), (None, None)])

@@ -166,7 +166,8 @@ class _GraphImporter:
             tt = vi.type.tensor_type
             dtype = onnx_dtype_to_numpy(tt.elem_type, f"input '{vi.name}'")
             dims = (
-                [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+                # a negative dim_value (some exporters write -1) is as unknown as a missing one
+                [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?") for d in tt.shape.dim]
                 if tt.HasField("shape") else None
             )
             shape, problem = self._resolve_shape(vi.name, dims)
