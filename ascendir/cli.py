@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import traceback
-from collections.abc import Callable
+import zipfile
 from pathlib import Path
 
 import click
@@ -23,26 +22,37 @@ import numpy as np
 from rich.console import Console
 
 from ascendir.errors import AscendirError
+from ascendir.outputs import atomic_write, check_writable
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads thrash on small tiles
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary file in the same folder, renamed only on success, so a failure
-    never leaves a half-written output."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
 
 
 class _Group(click.Group):
-    """Turns every AscendirError (and xDSL parse/verify error) into one line and exit code 2."""
+    """Turns every AscendirError (and xDSL parse/verify error) and every bad command line into
+    one line and exit code 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except _NO_ARGS_IS_HELP as e:  # bare `ascendir`: the help text
+            e.show()
+            sys.exit(e.exit_code)
+        except click.UsageError as e:  # click would print usage + hint + message on 4 lines
+            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            click.echo(f"error: {' '.join(e.format_message().split())}{hint}", err=True)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -52,6 +62,9 @@ class _Group(click.Group):
             sys.exit(2)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
+        except MemoryError as e:  # numerics of a model larger than this machine's memory
+            click.echo(f"error: out of memory: {' '.join(str(e).split())} (--timing-only moves no data)", err=True)
+            sys.exit(2)
         except Exception as e:  # an internal bug: one line, the traceback only on request
             if os.environ.get("ASCENDIR_DEBUG"):
                 traceback.print_exc()
@@ -95,6 +108,8 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
     """Compile MODEL (.onnx, or .mlir IR) to the nn or ascend dialect."""
     from ascendir.driver import compile_model, parse_input_shapes, print_ir, weights_path
 
+    if output is not None:
+        _check_outputs([output, weights_path(output)], [model])
     module, weights = compile_model(
         model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes),
         verify_numerics=verify_numerics, tiling=tiling, shape_only=shape_only, dtype=dtype,
@@ -103,24 +118,79 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
     if output is None:
         click.echo(text, nl=False)
         return
-    _atomic_write(output, lambda p: p.write_text(text))
     if shape_only:  # the weights are zeros: writing them would only fill the disk
+        atomic_write(output, lambda p: p.write_text(text))
         click.echo(f"wrote {output} (--shape-only: no weights file)", err=True)
         return
-    _atomic_write(weights_path(output), lambda p: weights.save(str(p)))
+    atomic_write(weights_path(output), lambda p: weights.save(str(p)))
+    atomic_write(output, lambda p: p.write_text(text))
     click.echo(f"wrote {output} and {weights_path(output)} ({len(weights)} weights)", err=True)
 
 
-def _load_inputs(path: Path, expected: list[str]) -> dict[str, np.ndarray]:
+def _check_outputs(outputs: list[Path | None], inputs: list[Path | None]) -> None:
+    """Before any work: every output path can be written and none overwrites an input file.
+
+    Raises:
+        AscendirError: naming the path.
+    """
+    given = [p for p in outputs if p is not None]
+    read = {p.resolve() for p in inputs if p is not None}
+    for p in given:
+        check_writable(p)
+        if p.resolve() in read:
+            raise AscendirError(f"output {p} would overwrite an input file")
+    if len({p.resolve() for p in given}) < len(given):
+        raise AscendirError(f"output paths must differ ({', '.join(map(str, given))})")
+
+
+def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndarray]:
+    """The arrays of an --inputs .npz for the arguments of `func` (@main): one key per graph input
+    (optionally `input:`-prefixed; `output:` keys are ignored), each of the exact shape and dtype.
+    Under `--dtype fp16|bf16` (`precision`) an f32 array (the ONNX model's type) may feed an input
+    the policy made fp16/bf16: it is converted as the weights are (saturating).
+
+    Raises:
+        AscendirError: unreadable or not an .npz, a missing, unknown or doubled key, a wrong shape
+            or dtype; the message names the input.
+    """
+    from ascendir.driver import io_names
+    from ascendir.dtypes import to_numpy_dtype
+    from ascendir.frontends.onnx.precision import DTYPES, saturating_cast
+
+    if path.is_file() and not zipfile.is_zipfile(path):
+        raise AscendirError(f"cannot read inputs {path}: not an .npz archive (write it with numpy.savez)")
     try:
         with np.load(path) as data:
-            arrays = {k.removeprefix("input:"): data[k] for k in data.files if not k.startswith("output:")}
-    except (OSError, ValueError) as e:
+            files = [k for k in data.files if not k.startswith("output:")]
+            arrays = {k: data[k] for k in files}
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
         raise AscendirError(f"cannot read inputs {path}: {' '.join(str(e).split())}") from None
-    missing = [n for n in expected if n not in arrays]
+    names = io_names(func, results=False)
+    by_name: dict[str, str] = {}
+    for k in files:
+        name = k.removeprefix("input:")
+        if name in by_name:
+            raise AscendirError(f"inputs {path}: keys '{by_name[name]}' and '{k}' both give input '{name}'")
+        by_name[name] = k
+    missing = [n for n in names if n not in by_name]
     if missing:
-        raise AscendirError(f"inputs {path} lack graph input(s) {', '.join(missing)} (keys: {', '.join(arrays) or 'none'})")
-    return {n: arrays[n] for n in expected}
+        raise AscendirError(f"inputs {path} lack graph input(s) {', '.join(missing)} (keys: {', '.join(files) or 'none'})")
+    unknown = [k for n, k in by_name.items() if n not in names]
+    if unknown:
+        raise AscendirError(f"inputs {path}: key(s) {', '.join(unknown)} name no graph input (inputs: {', '.join(names) or 'none'})")
+    feeds = {}
+    for name, ty in zip(names, func.function_type.inputs.data):
+        arr, shape, dtype = arrays[by_name[name]], tuple(ty.get_shape()), to_numpy_dtype(ty.element_type)
+        if arr.dtype.kind == "V" and arr.dtype.itemsize == dtype.itemsize and dtype.kind == "V":
+            arr = arr.view(dtype)  # bfloat16 & co. are saved as raw bytes (|V2)
+        if arr.dtype == np.float32 and precision != "fp32" and dtype == DTYPES[precision][1]:
+            arr = saturating_cast(arr, dtype)
+        if arr.dtype != dtype:
+            raise AscendirError(f"inputs {path}: input '{name}' is {arr.dtype}, the model expects {dtype}")
+        if arr.shape != shape:
+            raise AscendirError(f"inputs {path}: input '{name}' has shape {arr.shape}, the model expects {shape}")
+        feeds[name] = arr
+    return feeds
 
 
 @main.command()
@@ -130,7 +200,7 @@ def _load_inputs(path: Path, expected: list[str]) -> dict[str, np.ndarray]:
 @click.option("--timing-only", is_flag=True, help="Simulate cycles without moving data.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Write the report as JSON.")
 @click.option("--trace", "trace_path", type=click.Path(path_type=Path), default=None, help="Write a Chrome/Perfetto trace JSON.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
 @_target_opt
 @_pipeline_opt
 @_opt_level
@@ -144,7 +214,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the report."""
     from ascendir.driver import (
-        gather_bounds, io_names, is_lowered, load_ir, lower, main_func, parse_input_shapes, parse_pipeline,
+        gather_bounds, is_lowered, load_ir, lower, main_func, parse_input_shapes, parse_pipeline,
         random_inputs, run_passes,
     )
     from ascendir.frontends.onnx import import_onnx
@@ -158,32 +228,50 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         timing_only = True  # zeros for weights: only the timing is meaningful
     if timing_only and outputs is not None:
         raise AscendirError(f"--outputs needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
+    _check_outputs([outputs, report_path, trace_path], [model, inputs])
     hw = load_target(target)
     if model.suffix == ".onnx":
         module, weights = import_onnx(model, parse_input_shapes(input_shapes), shape_only=shape_only, dtype=dtype)
     else:
+        if input_shapes:
+            raise AscendirError(f"--input-shape applies to .onnx models; {model} is IR with static shapes")
         module, weights = load_ir(model)
+        if is_lowered(module) and pipeline is not None:
+            raise AscendirError(f"{model} is already lowered to the ascend dialect; -p (an nn-level pipeline) does not apply")
+        arch, lowered_for = (module.attributes.get(k) for k in ("ascend.arch", "ascend.target"))
+        if arch is not None and getattr(arch, "data", None) != hw.arch:
+            chip = getattr(lowered_for, "data", "another chip")
+            raise AscendirError(
+                f"{model} was lowered for {chip} ({getattr(arch, 'data', arch)}), --target {hw.name} is {hw.arch}: compile the model for it"
+            )
     bounds = {} if is_lowered(module) else gather_bounds(main_func(module))
     if not is_lowered(module):
         checks = None
         if verify_numerics:
-            nn_names = io_names(main_func(module), results=False)
-            checks = _load_inputs(inputs, nn_names) if inputs else random_inputs(module, seed, bounds)
+            checks = _load_inputs(inputs, main_func(module), dtype) if inputs else random_inputs(module, seed, bounds)
         run_passes(module, parse_pipeline(pipeline, f"O{opt_level}", target, tiling), weights, checks)
         lower(module, weights, target)
-    names = io_names(main_func(module), results=False)
-    feeds = _load_inputs(inputs, names) if inputs else random_inputs(module, seed, bounds)
+    if inputs:
+        feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32")
+    else:  # timing-only moves no data: no need to make (possibly huge) random inputs
+        feeds = {} if timing_only else random_inputs(module, seed, bounds)
 
     console = Console(stderr=False)
     with console.status(f"simulating on {hw.name}..."):
         result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None)
-    render(result.report, console)
+
+    def save_outputs(p: Path) -> None:
+        with p.open("wb") as f:  # a file object: np.savez would append .npz to a path
+            np.savez(f, **result.outputs)
+
+    # Files first: rendering may stop early (`ascendir run ... | head` closes stdout).
     if outputs is not None:
-        _atomic_write(outputs, lambda p: np.savez(p.open("wb"), **result.outputs))
+        atomic_write(outputs, save_outputs)
     if report_path is not None:
-        _atomic_write(report_path, lambda p: p.write_text(json.dumps(result.report, indent=1)))
+        atomic_write(report_path, lambda p: p.write_text(json.dumps(result.report, indent=1)))
     if trace_path is not None:
-        _atomic_write(trace_path, lambda p: p.write_text(json.dumps({"traceEvents": result.trace_events})))
+        atomic_write(trace_path, lambda p: p.write_text(json.dumps({"traceEvents": result.trace_events})))
+    render(result.report, console)
 
 
 @main.command()
@@ -196,7 +284,30 @@ def report(report_path: Path) -> None:
         data = json.loads(report_path.read_text())
     except (OSError, ValueError) as e:
         raise AscendirError(f"cannot read report {report_path}: {' '.join(str(e).split())}") from None
+    problem = _report_problem(data)
+    if problem:
+        raise AscendirError(f"{report_path} is not a report of `ascendir run --report`: {problem}")
     render(data, Console())
+
+
+def _report_problem(data) -> str | None:
+    """What keeps `data` from being a renderable report, or None."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    number = (int, float)
+    for key, kind in (("target", str), ("total_cycles", number), ("total_seconds", number), ("clock_hz", number), ("kernels", list)):
+        if key not in data:
+            return f"no '{key}'"
+        if not isinstance(data[key], kind) or isinstance(data[key], bool):
+            return f"'{key}' is {type(data[key]).__name__}"
+    for i, k in enumerate(data["kernels"]):
+        if not (isinstance(k, dict) and isinstance(k.get("name"), str) and isinstance(k.get("cycles"), number)
+                and isinstance(k.get("bytes"), dict)):
+            return f"kernels[{i}] lacks name, cycles or bytes"
+    for key in ("pipe_busy", "pipe_utilization", "bytes"):
+        if not isinstance(data.get(key, {}), dict):
+            return f"'{key}' is {type(data[key]).__name__}"
+    return None
 
 
 @main.command()

@@ -16,13 +16,13 @@ from xdsl.dialects.func import FuncOp
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 from xdsl.printer import Printer
-from xdsl.utils.exceptions import ParseError, VerifyException, DiagnosticException
+from xdsl.utils.exceptions import ArgSpecParseError, ParseError, VerifyException, DiagnosticException
 
 from ascendir.context import make_context
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.dialects import nn
 from ascendir.dialects.ascend import KernelOp
-from ascendir.errors import AscendirError
+from ascendir.errors import AscendirError, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
 from ascendir.passes import PASSES, PIPELINES
@@ -69,13 +69,15 @@ def _parse_pipeline(spec: str | None, opt_level: str) -> PassPipeline:
     if not spec:
         return PassPipeline(())
     try:
-        return PassPipeline.parse_spec(PASSES, spec)
-    except Exception as e:  # xdsl raises ValueError / ArgSpec errors with multi-line text
-        raise AscendirError(f"bad pass pipeline '{spec}': {_one_line(e)}") from None
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())
+        pipeline = PassPipeline.parse_spec(PASSES, spec)
+    except (Exception, ArgSpecParseError) as e:  # ValueError, or a syntax error (a BaseException in xDSL)
+        raise AscendirError(f"bad pass pipeline '{spec}': {one_line(e)}") from None
+    if any(p.name == "convert-nn-to-ascend" for p in pipeline.passes):
+        raise AscendirError(
+            f"bad pass pipeline '{spec}': it is the nn-level pipeline; convert-nn-to-ascend runs after it "
+            "(choose the chip with --target; ascendir-opt runs it explicitly)"
+        )
+    return pipeline
 
 
 def is_lowered(module: ModuleOp) -> bool:
@@ -152,7 +154,7 @@ def run_passes(
                     compare_outputs(before, after, f"pass '{p.name}'")
                     before = after
     except (VerifyException, DiagnosticException) as e:
-        raise AscendirError(f"IR fails to verify: {_one_line(e)}") from None
+        raise AscendirError(f"IR fails to verify: {one_line(e)}") from None
 
 
 def _run_nn_or_none(module: ModuleOp, weights: WeightStore | None, inputs) -> dict[str, np.ndarray] | None:
@@ -234,6 +236,8 @@ def compile_model(
     path = Path(model)
     if path.suffix == ".onnx":
         module, weights = import_onnx(path, input_shapes, shape_only=shape_only, dtype=dtype)
+    elif input_shapes:
+        raise AscendirError(f"--input-shape applies to .onnx models; {path} is IR with static shapes")
     else:
         module, weights = load_ir(path)
     if not is_lowered(module):
@@ -267,9 +271,9 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
         module = Parser(make_context(), text, str(path)).parse_module()
         module.verify()
     except ParseError as e:
-        raise AscendirError(f"{path}: parse error: {_one_line(e)}") from None
+        raise AscendirError(f"{path}: parse error: {one_line(e)}") from None
     except (VerifyException, DiagnosticException) as e:
-        raise AscendirError(f"{path}: IR fails to verify: {_one_line(e)}") from None
+        raise AscendirError(f"{path}: IR fails to verify: {one_line(e)}") from None
     wp = weights_path(path)
     return module, WeightStore.load(str(wp)) if wp.exists() else WeightStore()
 

@@ -69,6 +69,16 @@ def _relu_model(tmp_path: Path) -> Path:
 # ------------------------------------------------------------------------------------------
 # pass pipelines
 # ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec", ["fuse-matmul-epilogue{", "fuse-matmul-epilogue}", "{", "recompose-nn{x=}"])
+def test_pipeline_syntax_error_is_one_line(spec: str) -> None:
+    # xDSL raises ArgSpecParseError, a BaseException: it used to escape as a traceback
+    _clean_error(_run("compile", MLP, "-p", spec), "bad pass pipeline")
+
+
+def test_nn_pipeline_with_the_lowering_pass_is_rejected() -> None:
+    # used to emit ascend IR under --emit nn, or fail with "already lowered?"
+    _clean_error(_run("compile", MLP, "--emit", "nn", "-p", "convert-nn-to-ascend"), "convert-nn-to-ascend", "--target")
+    _clean_error(_run("run", MLP, "-p", "fuse-matmul-epilogue,convert-nn-to-ascend{target=ascend910a}"), "--target")
 
 
 def test_opt_pipeline_syntax_error_is_one_line(capsys, tmp_path: Path) -> None:
@@ -116,11 +126,110 @@ def test_opt_success_writes_output(capsys, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------
 # command line
 # ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (("run", MLP, "--seed", "-5"), "--seed"),  # used to be an internal ValueError from numpy
+        (("compile", MLP, "--emit", "bogus"), "--emit"),
+        (("compile", MLP, "-O", "7"), "-O"),
+        (("run",), "MODEL"),
+        (("run", MLP, "--no-such-flag"), "--no-such-flag"),
+        (("frobnicate",), "frobnicate"),
+    ],
+)
+def test_bad_command_line_is_one_line(args, fragment: str) -> None:
+    _clean_error(_run(*args), fragment)
+
+
+def test_input_shape_on_ir_is_an_error(tmp_path: Path) -> None:
+    ir = tmp_path / "m.mlir"
+    assert _run("compile", MLP, "-o", ir).exit_code == 0
+    _clean_error(_run("run", ir, "--input-shape", "input=3x3", "--timing-only"), "--input-shape", "m.mlir")
+    _clean_error(_run("compile", ir, "--input-shape", "input=3x3"), "--input-shape")
+    _clean_error(_run("run", ir, "-p", "fuse-matmul-epilogue", "--timing-only"), "already lowered", "-p")
+
+
+def test_lowered_ir_on_another_architecture(tmp_path: Path) -> None:
+    ir = tmp_path / "m.mlir"
+    assert _run("compile", MLP, "-o", ir).exit_code == 0
+    # used to fail deep in the interpreter with "ascend310p has no bt buffer"
+    _clean_error(_run("run", ir, "--timing-only", "--target", "310p"), "ascend910b2", "ascend310p", "m.mlir")
+    assert _run("run", ir, "--timing-only", "--target", "910b4").exit_code == 0  # same arch: fine
 
 
 # ------------------------------------------------------------------------------------------
 # output files
 # ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("flag", ["--outputs", "--report", "--trace"])
+def test_run_output_into_missing_folder(tmp_path: Path, flag: str) -> None:
+    target = tmp_path / "missing" / "out.json"
+    _clean_error(_run("run", MLP, flag, target), str(target), "does not exist")
+    assert not (tmp_path / "missing").exists()  # used to be created silently
+
+
+def test_compile_output_into_missing_folder(tmp_path: Path) -> None:
+    _clean_error(_run("compile", MLP, "-o", tmp_path / "missing" / "m.mlir"), "does not exist")
+    assert not (tmp_path / "missing").exists()
+
+
+def test_output_is_a_directory(tmp_path: Path) -> None:
+    _clean_error(_run("compile", MLP, "-o", tmp_path), "is a directory")  # was an internal IsADirectoryError
+    _clean_error(_run("run", MLP, "--trace", tmp_path), "is a directory")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_output_folder_not_writable(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        _clean_error(_run("compile", MLP, "-o", ro / "m.mlir"), "permission denied")
+    finally:
+        ro.chmod(0o700)
+
+
+def test_no_output_written_when_another_output_cannot_be(tmp_path: Path) -> None:
+    out = tmp_path / "o.npz"
+    _clean_error(_run("run", MLP, "--outputs", out, "--trace", tmp_path / "missing" / "t.json"), "does not exist")
+    assert not _leftovers(tmp_path, "o.npz")
+
+
+def test_output_never_overwrites_an_input(tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    model.write_bytes(MLP.read_bytes())
+    _clean_error(_run("compile", model, "-o", model), "overwrite")
+    assert model.read_bytes() == MLP.read_bytes()
+    _clean_error(_run("run", model, "--outputs", tmp_path / "r.json", "--report", tmp_path / "r.json"), "differ")
+
+
+def test_outputs_are_written_before_the_report_is_printed(tmp_path: Path) -> None:
+    # `ascendir run ... | head` closes stdout while the report renders; rich then exits(1):
+    # the files must already be there.
+    import rich.console
+
+    out = tmp_path / "o.npz"
+    original = rich.console.Console.print
+
+    def broken_pipe(self, *a, **k):
+        raise SystemExit(1)
+
+    rich.console.Console.print = broken_pipe
+    try:
+        CliRunner().invoke(main, ["run", str(MLP), "--inputs", str(MLP_REF), "--outputs", str(out)])
+    finally:
+        rich.console.Console.print = original
+    np.testing.assert_allclose(np.load(out)["output"], np.load(MLP_REF)["output:output"], rtol=1e-3, atol=1e-4)
+
+
+def test_output_files_get_the_usual_permissions(tmp_path: Path) -> None:
+    out = tmp_path / "m.mlir"
+    umask = os.umask(0o022)
+    try:
+        assert _run("compile", MLP, "-o", out).exit_code == 0
+    finally:
+        os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o644  # mkstemp's 0600 leaked through
+    assert (tmp_path / "m.weights.npz").stat().st_mode & 0o777 == 0o644
 
 
 # ------------------------------------------------------------------------------------------
@@ -130,9 +239,114 @@ def _x() -> np.ndarray:
     return np.load(MLP_REF)["input:input"]
 
 
+@pytest.mark.parametrize(
+    "arrays, fragments",
+    [
+        ({"input": _x().reshape(-1)}, ["'input'", "(12544,)", "(16, 784)"]),  # used to be reshaped silently
+        ({"input": _x().astype(np.int64)}, ["'input'", "int64", "float32"]),  # used to be cast silently
+        ({"input": _x().astype(np.float64)}, ["'input'", "float64"]),
+        ({"input": _x(), "bogus": np.zeros(3)}, ["bogus"]),  # used to be ignored
+        ({"input": _x(), "input:input": _x()}, ["'input'", "'input:input'"]),  # which one wins?
+        ({"inptu": _x()}, ["input"]),
+    ],
+)
+def test_bad_inputs_file(tmp_path: Path, arrays, fragments) -> None:
+    p = tmp_path / "in.npz"
+    np.savez(p, **arrays)
+    out = tmp_path / "o.npz"
+    _clean_error(_run("run", MLP, "--inputs", p, "--outputs", out), "in.npz", *fragments)
+    assert not _leftovers(tmp_path, "o.npz")
+
+
+def test_inputs_checked_in_timing_only_mode_too(tmp_path: Path) -> None:
+    p = tmp_path / "in.npz"
+    np.savez(p, input=_x()[:1])
+    _clean_error(_run("run", MLP, "--timing-only", "--inputs", p), "(1, 784)")
+
+
+@pytest.mark.parametrize("content", [b"PK garbage", b"hello", None])
+def test_inputs_file_that_is_no_npz(tmp_path: Path, content) -> None:
+    p = tmp_path / "in.npz"
+    if content is None:
+        np.save(p.with_suffix(".npy"), _x())
+        p = p.with_suffix(".npy")  # an .npy, not an .npz: was an internal TypeError
+    else:
+        p.write_bytes(content)
+    _clean_error(_run("run", MLP, "--inputs", p), "not an .npz")
+
+
+def test_inputs_with_output_keys_and_prefix_are_fine(tmp_path: Path) -> None:
+    out = tmp_path / "o.npz"
+    assert _run("run", MLP, "--inputs", MLP_REF, "--outputs", out).exit_code == 0
+
+
+def test_bfloat16_inputs_round_trip_through_npz(tmp_path: Path) -> None:
+    import ml_dtypes
+
+    x = helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [4, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [4, 16])
+    m = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    model = tmp_path / "bf.onnx"
+    onnx.save(m, model)
+    data = np.arange(64, dtype=np.float32).reshape(4, 16).astype(ml_dtypes.bfloat16)
+    np.savez(tmp_path / "in.npz", x=data)  # numpy stores bfloat16 as raw |V2
+    r = _run("run", model, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
+    assert r.exit_code == 0, r.output
+    got = np.load(tmp_path / "o.npz")["y"].view(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got.astype(np.float32), 2 * data.astype(np.float32))
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_fp32_inputs_feed_a_model_run_in_lower_precision(tmp_path: Path, precision: str) -> None:
+    # --dtype makes the f32 graph inputs fp16/bf16: the ONNX model's own f32 data still feeds them
+    out = tmp_path / "o.npz"
+    r = _run("run", MLP, "--dtype", precision, "--inputs", MLP_REF, "--outputs", out)
+    assert r.exit_code == 0, r.output
+    assert np.load(out)["output"].shape == (16, 10)
+    p = tmp_path / "in.npz"
+    np.savez(p, input=_x().astype(np.int64))
+    _clean_error(_run("run", MLP, "--dtype", precision, "--inputs", p), "int64")
+
+
+def test_timing_only_makes_no_random_inputs(tmp_path: Path, monkeypatch) -> None:
+    # timing-only moves no data; it used to build random inputs anyway (a MemoryError for a
+    # 100000 x 100000 input)
+    import ascendir.driver
+
+    def boom(*a, **k):
+        raise AssertionError("random inputs built in timing-only mode")
+
+    monkeypatch.setattr(ascendir.driver, "random_inputs", boom)
+    assert _run("run", _relu_model(tmp_path), "--timing-only").exit_code == 0
+
+
+def test_out_of_memory_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    import ascendir.driver
+
+    def oom(*a, **k):
+        raise MemoryError("Unable to allocate 74.5 GiB for an array with shape (100000, 100000)")
+
+    monkeypatch.setattr(ascendir.driver, "random_inputs", oom)
+    _clean_error(_run("run", _relu_model(tmp_path)), "out of memory", "--timing-only")
+
+
 # ------------------------------------------------------------------------------------------
 # report
 # ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "data, fragment",
+    [
+        ({"a": 1}, "no 'target'"),
+        ([1, 2], "list"),
+        ({"target": "x", "total_cycles": "abc", "total_seconds": 1, "clock_hz": 1, "kernels": []}, "'total_cycles'"),
+        ({"target": "x", "total_cycles": 1, "total_seconds": 1, "clock_hz": 1, "kernels": [{"name": "k"}]}, "kernels[0]"),
+    ],
+)
+def test_report_of_a_json_that_is_no_report(tmp_path: Path, data, fragment: str) -> None:
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(data))
+    _clean_error(_run("report", p), "r.json", "not a report", fragment)  # used to be an internal KeyError
 
 
 # ------------------------------------------------------------------------------------------
@@ -299,3 +513,19 @@ def test_odd_model_end_to_end(tmp_path: Path, name: str) -> None:
 # ------------------------------------------------------------------------------------------
 # ONNX external data
 # ------------------------------------------------------------------------------------------
+def test_compile_a_model_with_external_data(tmp_path: Path) -> None:
+    # WeightStore.save iterated its lazy entries while reading them: "dictionary changed size
+    # during iteration" (an internal error) for every model with external data
+    w = np.arange(64 * 32, dtype=np.float32).reshape(64, 32) / 1000
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": np.zeros((4, 64), np.float32)}, ["y"],
+                       initializers={"w": w})
+    path = tmp_path / "ext.onnx"
+    onnx.save(model, path, save_as_external_data=True, location="ext.data", size_threshold=0)
+    ir = tmp_path / "ext.mlir"
+    r = _run("compile", path, "-o", ir)
+    assert r.exit_code == 0, r.output
+    x = np.linspace(-1, 1, 4 * 64, dtype=np.float32).reshape(4, 64)
+    np.savez(tmp_path / "in.npz", x=x)
+    r = _run("run", ir, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
+    assert r.exit_code == 0, r.output
+    np.testing.assert_allclose(np.load(tmp_path / "o.npz")["y"], x @ w, rtol=1e-3, atol=1e-4)
