@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-}
 if [ -z "$PY" ]; then
   for c in python3.13 python3.12 python3.11 python3; do
-    if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then PY=$c; break; fi
+    if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then PY=$c; break; fi
   done
 fi
 [ -n "$PY" ] || { echo "error: Python >= 3.11 not found" >&2; exit 2; }
