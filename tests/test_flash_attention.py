@@ -235,3 +235,31 @@ def test_every_set_flag_is_waited_for_exactly_once(case: str, target: str) -> No
     flows = Counter((e["id"], e["ph"]) for e in events if e.get("cat") == "flag")
     ids = {i for i, _ in flows}
     assert ids and all(flows[(i, "s")] == 1 and flows[(i, "f")] == 1 for i in ids)
+
+
+def test_causal_triangle_constant_is_built_from_bytes(monkeypatch) -> None:
+    """decompose-attention's causal triangle (the naive path) is built from numpy bytes, never
+    from a Python list of Sq x Skv elements (16k x 16k would be 256 M list items), and
+    constants_to_weights reads it back from the bytes."""
+    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i1
+
+    from ascendir.lowering.attention import DecomposeAttention, bool_constant
+    from ascendir.lowering.constants_to_weights import constant_value
+
+    tri = np.arange(7)[None, :] <= np.arange(5)[:, None] + 2
+    attr = bool_constant(tri)
+    assert attr == DenseIntOrFPElementsAttr.from_list(TensorType(i1, [5, 7]), tri.reshape(-1).tolist())
+    np.testing.assert_array_equal(constant_value(nn.ConstantOp(attr)), tri)
+
+    from_list = DenseIntOrFPElementsAttr.from_list
+
+    def short_lists_only(type, data):  # scalar constants (scale, lowest) are fine
+        assert len(data) <= 1, "the causal triangle was built from a Python list"
+        return from_list(type, data)
+
+    monkeypatch.setattr(DenseIntOrFPElementsAttr, "from_list", staticmethod(short_lists_only))
+    module = Parser(make_context(), attention_ir(1, 1, 1, 5, 7, 16, 16, True)).parse_module()
+    DecomposeAttention().apply(make_context(), module)
+    consts = [op for op in module.walk() if isinstance(op, nn.ConstantOp) and op.result.type.element_type == i1]
+    assert len(consts) == 1
+    np.testing.assert_array_equal(constant_value(consts[0]), tri)

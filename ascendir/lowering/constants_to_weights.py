@@ -20,8 +20,11 @@ def constant_value(op: nn.ConstantOp) -> np.ndarray:
     dtype = to_numpy_dtype(t.element_type)
     shape = tuple(t.get_shape())
     raw = op.value.data.data
-    if dtype != np.bool_ and len(raw) == dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
+    n = int(np.prod(shape, dtype=np.int64))
+    if dtype != np.bool_ and len(raw) == dtype.itemsize * n:
         return np.frombuffer(raw, dtype).reshape(shape).copy()
+    if dtype == np.bool_ and len(raw) == n:  # xDSL stores i1 as one byte per element
+        return (np.frombuffer(raw, np.uint8) != 0).reshape(shape)
     return np.array(op.value.get_values(), dtype=dtype).reshape(shape)
 
 
