@@ -61,6 +61,29 @@ def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
             )
 
 
+def _check_units(kernel: ascend.KernelOp, order: list[Operation], statics: dict, target: HardwareConfig) -> None:
+    """On a split chip (910B) an aic kernel runs on cube cores only (L1/L0/BT/FB, cube, MTE1/FIX)
+    and an aiv kernel on vector cores only (UB, vector unit); a mix kernel has both.
+
+    Raises:
+        AscendirError: a buffer or op of the other unit, naming the kernel and the op.
+    """
+    core = kernel.core_type.data
+    for o in order:
+        if isinstance(o, ascend.AllocOp):
+            space = space_of(o.result.type).value
+            unit = None if space == "gm" else space_unit(space)
+            what = f"a {space} buffer"
+        else:
+            unit = statics[o][1] if statics.get(o) else None
+            what = o.name
+        if unit is not None and unit != core:
+            raise AscendirError(
+                f"kernel @{kernel.sym_name.data} ({core}): {what} needs an {unit} core; {target.name} "
+                f"({target.arch}) has separate cube (aic) and vector (aiv) cores (use core_type = \"mix\")"
+            )
+
+
 # Optional attribute of set_flag / wait_flag in a 910B mix kernel naming the units it connects,
 # "aic->aiv" / "aiv->aic" / "aic->aic" / "aiv->aiv", when the pipes alone (MTE2, MTE3, S exist on
 # both) leave it ambiguous. Without it the nearest op on the pipe decides (see _flag_units).
@@ -99,6 +122,8 @@ class KernelProgram:
         # pre-walk: static pipes/units of tile ops, GM streams, flag unit resolution
         order = list(op.body.walk())
         statics = {o: _static_pipe(o, t) for o in order}
+        if t.split and self.core_type in ("aic", "aiv"):
+            _check_units(op, order, statics, t)
         self.gm_reads = t.memory.l2_model == "tile" and any(
             isinstance(o, ascend.CopyOp) and copy_path(o, t)[0] == "gm" for o in order
         )
