@@ -1,9 +1,16 @@
 """What fusion buys on a LLaMA-2-7B-shaped decoder layer (hidden 4096, 32 heads, MLP 11008, f16)
-on Ascend 910B2, timing-only: simulated cycles, GM bytes read + written and % of cube peak for
--O0, each fusion pass alone and -O2, at prefill (512 tokens) and decode (1 token, attending to a
-512-token context given as K/V inputs); then attention alone at 1k/4k/8k/16k tokens.
+on Ascend 910B2, timing-only: simulated cycles, GM bytes read + written, peak GM footprint and %
+of cube peak for -O0, each fusion pass alone and -O2, at prefill (512 tokens) and decode (1 token,
+attending to a 512-token context given as K/V inputs); then causal attention alone at
+1k/4k/8k/16k tokens, naive (decompose-attention: scores and probabilities through GM) vs
+FlashAttention (fuse-attention), and a decode step (1 query over the same context lengths).
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/fusion.py [--target ascend910b2] [--quick]
+        [--seqs 1024,4096,8192,16384]
+
+"Peak GM" is the largest sum of live GM buffers (inputs, weights, intermediates, workspaces)
+over the launch sequence of the lowered host function (a buffer lives from its first to its last
+launch), i.e. the device memory the layer needs, not the traffic.
 
 The layer is written directly in the nn dialect (already in recomposed form: nn.rms_norm,
 nn.attention, nn.silu), so -O0 lowers attention the unfused way (decompose-attention) and the
@@ -31,6 +38,7 @@ CONFIGS = {
     "O0": "",
     "fuse-matmul-epilogue": "fuse-matmul-epilogue",
     "fuse-ffn": "fuse-ffn",
+    "fuse-attention": "fuse-attention",
     "O2": "O2",
 }
 
@@ -104,13 +112,57 @@ func.func @main(%x: {x}{kv_args}) -> {x} {{
 }}"""
 
 
-def attention_ir(s: int) -> str:
-    q4 = t(1, HEADS, s, D)
+def attention_ir(sq: int, skv: int, causal: bool = True) -> str:
+    """Attention alone: q [1, 32, sq, 128], k/v [1, 32, skv, 128] (causal aligned to the last
+    query, as a decode step over a KV cache)."""
+    q4, kv4 = t(1, HEADS, sq, D), t(1, HEADS, skv, D)
     return f"""
-func.func @main(%q: {q4}, %k: {q4}, %v: {q4}) -> {q4} {{
-  %o = nn.attention %q, %k, %v {{num_heads = {HEADS} : i64, num_kv_heads = {HEADS} : i64, causal = false, scale = 0.0883883461 : f32}} : ({q4}, {q4}, {q4}) -> {q4}
+func.func @main(%q: {q4}, %k: {kv4}, %v: {kv4}) -> {q4} {{
+  %o = nn.attention %q, %k, %v {{num_heads = {HEADS} : i64, num_kv_heads = {HEADS} : i64, causal = {"true" if causal else "false"}, scale = 0.0883883461 : f32}} : ({q4}, {kv4}, {kv4}) -> {q4}
   func.return %o : {q4}
 }}"""
+
+
+def peak_gm_bytes(module) -> int:
+    """Largest sum of live GM buffers over the launches of the lowered @main (see the module
+    docstring); views count as their source, arguments and weights live throughout."""
+    import math
+
+    from ascendir.dialects import ascend
+    from ascendir.dtypes import itemsize
+    from ascendir.driver import main_func
+
+    host = main_func(module)
+    size = lambda v: math.prod(v.type.get_shape()) * itemsize(v.type.element_type)  # noqa: E731
+    root: dict = {}
+    always = sum(size(a) for a in host.body.block.args)
+    first: dict = {}
+    last: dict = {}
+    launches = 0
+    for op in host.body.block.ops:
+        if isinstance(op, ascend.WeightOp):
+            always += size(op.result)
+        elif isinstance(op, ascend.ViewOp):
+            root[op.result] = root.get(op.source, op.source)
+        elif isinstance(op, ascend.AllocOp):
+            root[op.result] = op.result
+        elif isinstance(op, ascend.LaunchOp):
+            for a in op.args:
+                r = root.get(a)
+                if r is not None:
+                    first.setdefault(r, launches)
+                    last[r] = launches
+            launches += 1
+        elif op.name == "func.return":  # results stay live to the end
+            for a in op.operands:
+                r = root.get(a)
+                if r is not None:
+                    last[r] = launches
+    live = [always] * (launches + 1)
+    for r, f in first.items():
+        for i in range(f, last[r] + 1):
+            live[i] += size(r)
+    return max(live)
 
 
 def measure(text: str, pipeline: str, hw) -> dict:
@@ -120,10 +172,11 @@ def measure(text: str, pipeline: str, hw) -> dict:
     nfused = sum(1 for op in module.walk() if op.name == "nn.fused")
     lower(module, weights, hw.name)
     t0 = time.perf_counter()
-    rep = simulate(module, None, {}, hw, timing_only=True).report
+    rep = simulate(module, weights, {}, hw, timing_only=True).report
     return {
         "cycles": rep["total_cycles"],
         "gm": rep["bytes"].get("gm_read", 0) + rep["bytes"].get("gm_write", 0),
+        "peak_gm": peak_gm_bytes(module),
         "peak": rep.get("cube_peak_fraction", 0.0),
         "fused": nfused,
         "wall": time.perf_counter() - t0,
@@ -133,20 +186,28 @@ def measure(text: str, pipeline: str, hw) -> dict:
 def row(label: str, r: dict, base: dict | None = None) -> str:
     speed = f"{base['cycles'] / r['cycles']:.2f}x" if base else "1.00x"
     return (f"| {label:24s} | {r['cycles']:>13,.0f} | {speed:>6s} | {r['gm'] / 2**20:>10,.1f} | "
-            f"{100 * r['peak']:5.1f} | {r['fused']:>5d} |")
+            f"{r['peak_gm'] / 2**20:>8,.1f} | {100 * r['peak']:5.1f} | {r['fused']:>5d} |")
+
+
+def mib(x: float) -> str:
+    return f"{x / 2**20:,.1f}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", default="ascend910b2")
     ap.add_argument("--quick", action="store_true", help="FFN block only")
-    ap.add_argument("--seqs", default="1024,4096", help="attention sweep lengths")
+    ap.add_argument("--attention-only", action="store_true", help="the attention sweep only")
+    ap.add_argument("--seqs", default="1024,4096,8192,16384", help="attention sweep lengths")
     args = ap.parse_args()
     hw = load_target(args.target)
-    head = "| config                   |        cycles | speed  | GM MiB r+w | %cube | fused |\n|---|---:|---:|---:|---:|---:|"
+    head = ("| config                   |        cycles | speed  | GM MiB r+w | peak GM MiB | %cube | fused |\n"
+            "|---|---:|---:|---:|---:|---:|---:|")
     blocks = [("FFN (SwiGLU) prefill 512", ffn_ir(512)), ("FFN (SwiGLU) decode 1", ffn_ir(1))]
     if not args.quick:
         blocks += [("layer prefill 512", layer_ir(512, 512)), ("layer decode 1 (ctx 512)", layer_ir(1, 512))]
+    if args.attention_only:
+        blocks = []
     for title, text in blocks:
         print(f"\n{title} on {hw.name}\n{head}")
         base = None
@@ -160,14 +221,26 @@ def main() -> None:
             print(row(label, r, base), flush=True)
     if args.quick:
         return
-    print(f"\nattention alone (32 heads x 128, non-causal, f16) on {hw.name}: naive = decompose-attention\n"
-          "| seq | naive cycles | naive GM MiB | FlashAttention |\n|---:|---:|---:|---|")
-    for s in (int(x) for x in args.seqs.split(",")):
-        try:
-            r = measure(attention_ir(s), "", hw)
-            print(f"| {s} | {r['cycles']:,.0f} | {r['gm'] / 2**20:,.1f} | template not implemented |", flush=True)
-        except Exception as e:  # noqa: BLE001
-            print(f"| {s} | failed: {type(e).__name__}: {' '.join(str(e).split())[:100]} | | |")
+    print(f"\nattention alone (32 heads x 128, f16) on {hw.name}: naive = decompose-attention (O0), "
+          "flash = fuse-attention\n"
+          "| shape | naive cycles | naive GM MiB r+w | naive peak GM MiB | flash cycles | flash GM MiB r+w | "
+          "flash peak GM MiB | speed | flash %cube |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    seqs = [int(x) for x in args.seqs.split(",")]
+    for label, sq_of in (("prefill causal", lambda s: s), ("decode 1 query", lambda s: 1)):
+        for s in seqs:
+            res = {}
+            for name, pipe in (("naive", ""), ("flash", "fuse-attention")):
+                try:
+                    res[name] = measure(attention_ir(sq_of(s), s), pipe, hw)
+                except Exception as e:  # noqa: BLE001 - report and go on
+                    res[name] = {"error": f"{type(e).__name__}: {' '.join(str(e).split())[:80]}"}
+            n, f = res["naive"], res["flash"]
+            cells = []
+            for r in (n, f):
+                cells += ["failed: " + r["error"], "", ""] if "error" in r else [f"{r['cycles']:,.0f}", mib(r["gm"]), mib(r["peak_gm"])]
+            speed = f"{n['cycles'] / f['cycles']:.2f}x" if "error" not in n and "error" not in f else ""
+            cube = f"{100 * f['peak']:.1f}" if "error" not in f else ""
+            print(f"| {label} {s} | " + " | ".join(cells) + f" | {speed} | {cube} |", flush=True)
 
 
 if __name__ == "__main__":
