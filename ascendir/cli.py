@@ -91,18 +91,18 @@ _dtype_opt = click.option("--dtype", type=click.Choice(["fp32", "fp16", "bf16"])
 _shape_opt = click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DxD", help="Pin a dynamic input shape, e.g. input_ids=1x128.")
 
 
+
+def _compile_options(f):
+    """The options `compile` and `run` share (target, pipeline, shapes, precision, tiling...)."""
+    for option in reversed((_target_opt, _pipeline_opt, _opt_level, _shape_opt, _verify_opt, _tiling_opt, _shape_only_opt, _dtype_opt)):
+        f = option(f)
+    return f
+
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Write IR here (weights go to OUT.weights.npz); default stdout.")
 @click.option("--emit", type=click.Choice(["nn", "ascend"]), default="ascend", show_default=True)
-@_target_opt
-@_pipeline_opt
-@_opt_level
-@_shape_opt
-@_verify_opt
-@_tiling_opt
-@_shape_only_opt
-@_dtype_opt
+@_compile_options
 def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: str | None, opt_level: str, input_shapes,
             verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx, or .mlir IR) to the nn or ascend dialect."""
@@ -201,14 +201,7 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Write the report as JSON.")
 @click.option("--trace", "trace_path", type=click.Path(path_type=Path), default=None, help="Write a Chrome/Perfetto trace JSON.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
-@_target_opt
-@_pipeline_opt
-@_opt_level
-@_shape_opt
-@_verify_opt
-@_tiling_opt
-@_shape_only_opt
-@_dtype_opt
+@_compile_options
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, report_path: Path | None,
         trace_path: Path | None, seed: int, target: str, pipeline: str | None, opt_level: str, input_shapes,
         verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
