@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 from ascendir.cli import main
+from cli_helpers import assert_clean_error as _clean_error
+from cli_helpers import run_cli as _run
 from ascendir.errors import AscendirError
 from ascendir.frontends.onnx import import_onnx
 from ascendir.hardware import load_target
@@ -28,20 +30,6 @@ DATA = Path(__file__).parent / "data"
 MLP = DATA / "mlp_small" / "model.onnx"
 MLP_REF = DATA / "mlp_small" / "reference.npz"
 
-
-def _run(*args) -> object:
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
-def _clean_error(result, *fragments: str) -> str:
-    assert result.exit_code == 2, result.output
-    out = result.output.strip()
-    assert out.startswith("error: "), out
-    assert len(out.splitlines()) == 1, out
-    assert "Traceback" not in out
-    for f in fragments:
-        assert f in out, out
-    return out
 
 
 def _leftovers(folder: Path, *names: str) -> list[str]:

@@ -8,28 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import pytest
-from click.testing import CliRunner
 from onnx import TensorProto, helper
 
-from ascendir.cli import main
+from cli_helpers import assert_clean_error as _assert_clean_error
+from cli_helpers import run_cli as _run
 
 DATA = Path(__file__).parent / "data"
 MLP = DATA / "mlp_small" / "model.onnx"
 
-
-def _run(*args: str):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
-def _assert_clean_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    out = result.output.strip()
-    assert out.startswith("error: "), out
-    assert len(out.splitlines()) == 1, out
-    assert "Traceback" not in out
-    for f in fragments:
-        assert f in out, out
 
 
 def test_compile_emit_nn_and_ascend(tmp_path: Path) -> None:

@@ -9,11 +9,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-import pytest
-from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from ascendir.cli import main
+from cli_helpers import run_cli as _run
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
@@ -25,9 +23,6 @@ def _model(tmp: Path, nodes, inputs, outputs, inits=(), opset: int = 17, extra_o
     onnx.save(model, str(path))
     return path
 
-
-def _run(*args) -> object:
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def _run_vs_ort(tmp: Path, path: Path, feeds: dict[str, np.ndarray], *extra: str, rtol=1e-5, atol=1e-6) -> object:
