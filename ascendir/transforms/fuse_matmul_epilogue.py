@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import nn
 from ascendir.lowering.matmul_epilogue import EPILOGUE_ACTIVATIONS, row_bias_of
+from ascendir.transforms.patterns import fuse_ops
 
 KIND = "matmul_epilogue"
 
@@ -47,26 +48,7 @@ def match_chain(mm: nn.MatmulOp) -> list[Operation]:
 
 def fuse_chain(chain: list[Operation]) -> nn.FusedOp:
     """Replace `chain` by one nn.fused whose body is a copy of the chain."""
-    inside = {r for op in chain for r in op.results}
-    inputs: list[SSAValue] = []
-    for op in chain:
-        for v in op.operands:
-            if v not in inside and v not in inputs:
-                inputs.append(v)
-    body = Block(arg_types=[v.type for v in inputs])
-    mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, body.args))
-    for op in chain:
-        body.add_op(op.clone(value_mapper=mapping))
-    last = chain[-1]
-    body.add_op(nn.YieldOp(mapping[last.results[0]]))
-    fused = nn.FusedOp(KIND, inputs, [last.results[0].type], Region(body))
-    block = last.parent_block()
-    assert block is not None
-    block.insert_op_before(fused, last)
-    last.results[0].replace_all_uses_with(fused.outputs[0])
-    for op in reversed(chain):
-        block.erase_op(op)
-    return fused
+    return fuse_ops(KIND, chain, [chain[-1].results[0]])
 
 
 @dataclass(frozen=True)
