@@ -99,8 +99,16 @@ def lower(module: ModuleOp, weights: WeightStore, target: str | Path | None) -> 
     # nn.constant), before constants move into the WeightStore.
     run_passes(module, PassPipeline((DecomposeAttention(),)))
     constants_to_weights(module, weights)
-    run_passes(module, PassPipeline((ConvertNNToAscend(target=str(target or DEFAULT_TARGET)),)))
+    tgt = str(target or DEFAULT_TARGET)
+    run_passes(module, PassPipeline((ConvertNNToAscend(target=tgt), *lowered_pipeline(tgt))))
     tag_kernel_dtypes(module)
+
+
+def lowered_pipeline(target: str) -> tuple:
+    """The ascend-level passes `lower` runs after convert-nn-to-ascend."""
+    from ascendir.transforms.plan_memory import PlanMemory
+
+    return (PlanMemory(target=target),)
 
 
 KERNEL_DTYPE_ATTR = "dtype"

@@ -55,6 +55,12 @@ def _fuse_attention():
     return FuseAttention
 
 
+def _plan_memory():
+    from ascendir.transforms.plan_memory import PlanMemory
+
+    return PlanMemory
+
+
 def _canonicalize():
     from xdsl.transforms.canonicalize import CanonicalizePass
 
@@ -85,6 +91,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "decompose-attention": _decompose_attention,
     "choose-tiling": _choose_tiling,
     "convert-nn-to-ascend": _lowering,
+    "plan-memory": _plan_memory,
 }
 
 # Named pipelines: the nn-level passes each optimization level runs before lowering.

@@ -82,3 +82,13 @@ def render(report: dict, console: Console, top: int = 25) -> None:
         if lvl in report.get("bytes", {}):
             levels.add_row(lvl, _bytes(report["bytes"][lvl]))
     console.print(levels)
+
+    fp = report.get("gm_footprint")
+    if fp:
+        gm = Table(title="peak GM footprint (plan-memory)")
+        gm.add_column("part")
+        gm.add_column("bytes", justify="right")
+        for part in ("weights", "inputs", "outputs", "arena", "total"):
+            gm.add_row(part, _bytes(fp.get(part, 0)))
+        console.print(gm)
+        console.print(f"live peak (lower bound of the total) {_bytes(fp.get('live_peak', 0))}")

@@ -8,9 +8,9 @@ FlashAttention (fuse-attention), and a decode step (1 query over the same contex
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/fusion.py [--target ascend910b2] [--quick]
         [--seqs 1024,4096,8192,16384]
 
-"Peak GM" is the largest sum of live GM buffers (inputs, weights, intermediates, workspaces)
-over the launch sequence of the lowered host function (a buffer lives from its first to its last
-launch), i.e. the device memory the layer needs, not the traffic.
+"Peak GM" is plan-memory's live peak: the largest sum of live GM buffers (inputs, weights,
+intermediates, workspaces) over the launch sequence of the lowered host function (a buffer lives
+from its first to its last launch), i.e. the device memory the layer needs, not the traffic.
 
 The layer is written directly in the nn dialect (already in recomposed form: nn.rms_norm,
 nn.attention, nn.silu), so -O0 lowers attention the unfused way (decompose-attention) and the
@@ -123,48 +123,6 @@ func.func @main(%q: {q4}, %k: {kv4}, %v: {kv4}) -> {q4} {{
 }}"""
 
 
-def peak_gm_bytes(module) -> int:
-    """Largest sum of live GM buffers over the launches of the lowered @main (see the module
-    docstring); views count as their source, arguments and weights live throughout."""
-    import math
-
-    from ascendir.dialects import ascend
-    from ascendir.dtypes import itemsize
-    from ascendir.driver import main_func
-
-    host = main_func(module)
-    size = lambda v: math.prod(v.type.get_shape()) * itemsize(v.type.element_type)  # noqa: E731
-    root: dict = {}
-    always = sum(size(a) for a in host.body.block.args)
-    first: dict = {}
-    last: dict = {}
-    launches = 0
-    for op in host.body.block.ops:
-        if isinstance(op, ascend.WeightOp):
-            always += size(op.result)
-        elif isinstance(op, ascend.ViewOp):
-            root[op.result] = root.get(op.source, op.source)
-        elif isinstance(op, ascend.AllocOp):
-            root[op.result] = op.result
-        elif isinstance(op, ascend.LaunchOp):
-            for a in op.args:
-                r = root.get(a)
-                if r is not None:
-                    first.setdefault(r, launches)
-                    last[r] = launches
-            launches += 1
-        elif op.name == "func.return":  # results stay live to the end
-            for a in op.operands:
-                r = root.get(a)
-                if r is not None:
-                    last[r] = launches
-    live = [always] * (launches + 1)
-    for r, f in first.items():
-        for i in range(f, last[r] + 1):
-            live[i] += size(r)
-    return max(live)
-
-
 def measure(text: str, pipeline: str, hw) -> dict:
     module = Parser(make_context(), "builtin.module {" + text + "\n}").parse_module()
     weights = WeightStore()
@@ -176,7 +134,7 @@ def measure(text: str, pipeline: str, hw) -> dict:
     return {
         "cycles": rep["total_cycles"],
         "gm": rep["bytes"].get("gm_read", 0) + rep["bytes"].get("gm_write", 0),
-        "peak_gm": peak_gm_bytes(module),
+        "peak_gm": rep["gm_footprint"]["live_peak"],
         "peak": rep.get("cube_peak_fraction", 0.0),
         "fused": nfused,
         "wall": time.perf_counter() - t0,

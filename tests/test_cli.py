@@ -72,6 +72,23 @@ def test_report_command(tmp_path: Path) -> None:
     assert _run("run", MLP, "--timing-only", "--report", rep).exit_code == 0
     r = _run("report", rep)
     assert r.exit_code == 0 and "kernels" in r.output
+    assert "peak GM footprint" in r.output and "arena" in r.output
+
+
+def test_report_gm_footprint(tmp_path: Path) -> None:
+    """plan-memory's GM footprint in the JSON report: weights are the model's initializers, the
+    total is the sum of its parts and at least the live peak."""
+    import onnx
+    from onnx import numpy_helper
+
+    rep = tmp_path / "r.json"
+    assert _run("run", MLP, "--timing-only", "--report", rep).exit_code == 0
+    fp = json.loads(rep.read_text())["gm_footprint"]
+    model = onnx.load(MLP)
+    assert fp["weights"] == sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    assert fp["total"] == fp["weights"] + fp["inputs"] + fp["outputs"] + fp["arena"]
+    assert fp["inputs"] > 0 and fp["outputs"] > 0 and fp["arena"] > 0
+    assert fp["live_peak"] <= fp["total"]
 
 
 def test_target_910a(tmp_path: Path) -> None:

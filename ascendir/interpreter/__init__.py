@@ -66,4 +66,8 @@ def simulate(
     dtypes = {op.sym_name.data: op.attributes["dtype"].data for op in module.ops if "dtype" in op.attributes and hasattr(op, "sym_name")}
     for k in report["kernels"]:
         k["dtype"] = dtypes.get(k["name"])
+    from ascendir.transforms.plan_memory import gm_footprint
+
+    if (fp := gm_footprint(module)) is not None:
+        report["gm_footprint"] = fp
     return SimResult(outputs, report, trace_events(records, hw) if trace else [])

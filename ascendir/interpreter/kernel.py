@@ -41,6 +41,7 @@ def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None
 
 def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
     need: dict[str, int] = {}
+    planned: dict[str, int] = {}  # space -> end of the highest buffer placed by plan-memory
     for op in kernel.walk():
         if isinstance(op, ascend.AllocOp):
             t = op.result.type
@@ -49,7 +50,10 @@ def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
                 continue
             nbytes = math.prod(t.get_shape()) * np_dtype(t).itemsize
             align = target.align.get(space, 1)
+            if "offset" in op.attributes:  # placed by plan-memory: buffers may share bytes
+                planned[space] = max(planned.get(space, 0), op.attributes["offset"].value.data + nbytes)
             need[space] = need.get(space, 0) + -(-nbytes // align) * align
+    need.update(planned)
     for space, n in need.items():
         if space not in target.buffers:
             raise AscendirError(f"kernel @{kernel.sym_name.data}: {target.name} has no {space} buffer")

@@ -1,0 +1,191 @@
+"""`plan-memory{target=...}`: static byte offsets for every buffer of a lowered module.
+
+On chip, per `ascend.kernel` and per space (L1, L0A, L0B, L0C, UB, BT, FB): every `ascend.alloc`
+gets an `offset` (bytes from the start of the space, aligned to the space's address alignment of
+the target). Buffers whose lifetimes do not overlap share bytes (buffer_lifetimes.live_intervals:
+a buffer used in a loop lives for the whole loop). Placement is first fit, largest buffer first.
+A buffer that does not fit fails on one line naming the kernel, the buffer, the bytes the space
+would need vs the bytes it has, and the largest tile of that shape (leading dim shrunk) that fits
+in the largest hole left.
+
+In GM, the host `func.func @main`: intermediate buffers (GM `ascend.alloc` not returned) are packed
+into one arena by the same first fit over their launch lifetimes (from the first to the last
+`ascend.launch` using them, views counting as their source), each getting an `offset` into the
+arena. @main gets `ascend.gm_footprint` (bytes): weights, inputs, outputs, arena, total (the
+device memory the program needs: weights + inputs + outputs + arena) and live_peak (the largest
+sum of buffers live at one launch, a lower bound of total). The simulation report copies it.
+
+Reuse of on-chip bytes between buffers adds orderings that no flag of the template expresses
+(the last reader of one buffer vs the first writer of the next): insert-sync, which runs after
+this pass, sees planned buffers by their byte ranges and orders them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import MemSpace, space_of
+from ascendir.errors import AscendirError
+from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
+from ascendir.transforms.buffer_lifetimes import live_intervals, nbytes, root_of
+
+OFFSET_ATTR = "offset"
+FOOTPRINT_ATTR = "ascend.gm_footprint"
+
+
+def module_target(module: ModuleOp, name: str = "") -> HardwareConfig:
+    """`name` when given, else the module's `ascend.target` (set by convert-nn-to-ascend), else
+    the default target."""
+    attr = module.attributes.get("ascend.target")
+    return load_target(name or (attr.data if isinstance(attr, StringAttr) else DEFAULT_TARGET))
+
+
+def _round_up(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+@dataclass
+class _Item:
+    value: SSAValue
+    size: int  # bytes, aligned
+    live: tuple[int, int]
+    offset: int = -1
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] <= a[1] and b[0] <= b[1] and not (a[1] < b[0] or b[1] < a[0])
+
+
+def _first_fit(items: list[_Item], align: int) -> list[_Item]:
+    """Give each item the lowest aligned offset clear of every placed item live with it
+    (largest first); returns the items in placement order."""
+    placed: list[_Item] = []
+    for it in sorted(items, key=lambda i: (-i.size, i.live)):
+        busy = sorted((p.offset, p.offset + p.size) for p in placed if _overlap(p.live, it.live))
+        off = 0
+        for lo, hi in busy:
+            if off + it.size <= lo:
+                break
+            off = max(off, _round_up(hi, align))
+        it.offset = off
+        placed.append(it)
+    return placed
+
+
+def _largest_hole(others: list[_Item], it: _Item, cap: int) -> int:
+    """Bytes of the largest free range of [0, cap) left by the items live with `it`."""
+    busy = sorted((p.offset, p.offset + p.size) for p in others if p is not it and _overlap(p.live, it.live))
+    best, cur = 0, 0
+    for lo, hi in busy:
+        best = max(best, lo - cur)
+        cur = max(cur, hi)
+    return max(best, cap - cur)
+
+
+def _largest_fit(t, hole: int) -> str:
+    """The shape of `t` with its leading dim shrunk to fit `hole` bytes, as text."""
+    shape = list(t.get_shape())
+    row = nbytes(t) // max(shape[0], 1) if shape else nbytes(t)
+    rows = hole // row if row else 0
+    if not shape or rows < 1:
+        return "none (the buffers live with it leave no room)"
+    return "x".join(map(str, [rows, *shape[1:]])) + f"x{t.element_type}"
+
+
+def plan_kernel(kernel: ascend.KernelOp, target: HardwareConfig) -> dict[str, int]:
+    """Set `offset` on every on-chip `ascend.alloc` of `kernel`; returns bytes used per space.
+
+    Raises:
+        AscendirError: a space the target lacks, or a buffer that does not fit (kernel, buffer,
+            bytes needed vs available, largest tile that fits)."""
+    allocs = [op for op in kernel.walk() if isinstance(op, ascend.AllocOp) and space_of(op.result) != MemSpace.GM]
+    live = live_intervals(kernel, [a.result for a in allocs])
+    used: dict[str, int] = {}
+    by_space: dict[str, list[_Item]] = {}
+    for a in allocs:
+        sp = space_of(a.result).value
+        align = target.align.get(sp, 32)
+        by_space.setdefault(sp, []).append(_Item(a.result, _round_up(max(nbytes(a.result.type), 1), align), live[a.result]))
+    for sp, items in by_space.items():
+        cap = target.capacity(sp)
+        placed = _first_fit(items, target.align.get(sp, 32))
+        for it in placed:
+            if it.offset + it.size > cap:
+                t = it.value.type
+                desc = "x".join(map(str, t.get_shape())) + f"x{t.element_type}"
+                raise AscendirError(
+                    f"plan-memory: kernel @{kernel.sym_name.data}: {sp.upper()} buffer {desc} ({nbytes(t)} B) does not fit: "
+                    f"{it.offset + it.size} B of {sp.upper()} needed, {cap} B available on {target.name}; "
+                    f"largest tile that fits: {_largest_fit(t, _largest_hole(placed, it, cap))}"
+                )
+            it.value.owner.attributes[OFFSET_ATTR] = IntegerAttr(it.offset, i64)
+        used[sp] = max((it.offset + it.size for it in placed), default=0)
+    return used
+
+
+def plan_gm(host: func.FuncOp, target: HardwareConfig) -> dict[str, int]:
+    """Pack @main's intermediate GM buffers into an arena (`offset` on each) and set
+    `ascend.gm_footprint` on `host`; returns the footprint (bytes)."""
+    ops = list(host.body.block.ops)
+    ret = host.body.block.last_op
+    outputs = {root_of(v) for v in ret.operands} if isinstance(ret, func.ReturnOp) else set()
+    allocs = [op.result for op in ops if isinstance(op, ascend.AllocOp)]
+    weights = sum(nbytes(op.result.type) for op in ops if isinstance(op, ascend.WeightOp))
+    inputs = sum(nbytes(a.type) for a in host.body.block.args)
+    out_bytes = sum(nbytes(v.type) for v in outputs if v in allocs)
+    live = live_intervals(host, allocs)
+    align = target.align.get("gm", 32)
+    items = [_Item(v, _round_up(max(nbytes(v.type), 1), align), live[v]) for v in allocs if v not in outputs]
+    for it in _first_fit(items, align):
+        it.value.owner.attributes[OFFSET_ATTR] = IntegerAttr(it.offset, i64)
+    arena = max((it.offset + it.size for it in items), default=0)
+    # live peak: the most bytes live at one point (every buffer counted from first to last use)
+    points = sorted({lo for lo, hi in live.values() if lo <= hi})
+    peak = max((sum(nbytes(v.type) for v in allocs if live[v][0] <= p <= live[v][1]) for p in points), default=0)
+    fp = {
+        "weights": weights,
+        "inputs": inputs,
+        "outputs": out_bytes,
+        "arena": arena,
+        "total": weights + inputs + out_bytes + arena,
+        "live_peak": weights + inputs + peak,
+    }
+    host.attributes[FOOTPRINT_ATTR] = DictionaryAttr({k: IntegerAttr(v, i64) for k, v in fp.items()})
+    return fp
+
+
+def gm_footprint(module: ModuleOp) -> dict[str, int] | None:
+    """The `ascend.gm_footprint` plan-memory put on @main (bytes), or None."""
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and FOOTPRINT_ATTR in op.attributes:
+            return {k: v.value.data for k, v in op.attributes[FOOTPRINT_ATTR].data.items()}
+    return None
+
+
+def plan_module(module: ModuleOp, target: HardwareConfig) -> None:
+    """plan_kernel on every kernel and plan_gm on @main (of a lowered module: one with kernels)."""
+    if not any(isinstance(op, ascend.KernelOp) for op in module.ops):
+        return
+    for op in module.ops:
+        if isinstance(op, ascend.KernelOp):
+            plan_kernel(op, target)
+        elif isinstance(op, func.FuncOp) and op.sym_name.data == "main":
+            plan_gm(op, target)
+
+
+@dataclass(frozen=True)
+class PlanMemory(ModulePass):
+    """Static offsets for on-chip buffers and the GM arena (see the module docstring)."""
+
+    name = "plan-memory"
+    target: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        plan_module(op, module_target(op, self.target))
