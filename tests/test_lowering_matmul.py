@@ -24,7 +24,9 @@ func.func @main(%a: {t(a)} {{onnx.name = "a"}}, %b: {t(b)} {{onnx.name = "b"}}) 
 }}"""
 
 
-def epilogue_text(m: int, k: int, n: int, act: str | None, bias: bool = True, dt: str = "f32", batch: int = 0) -> str:
+def epilogue_text(
+    m: int, k: int, n: int, act: str | None, bias: bool = True, dt: str = "f32", batch: int = 0, residual: bool = False
+) -> str:
     lead = f"{batch}x" if batch else ""
     a, out = f"tensor<{lead}{m}x{k}x{dt}>", f"tensor<{lead}{m}x{n}x{dt}>"
     b, c = f"tensor<{k}x{n}x{dt}>", f"tensor<{n}x{dt}>"
@@ -36,9 +38,13 @@ def epilogue_text(m: int, k: int, n: int, act: str | None, bias: bool = True, dt
     if act:
         lines.append(f"%z = nn.{act} {last} : ({out}) -> {out}")
         last = "%z"
+    skip = ""
+    if residual:
+        lines.append(f"%s = nn.add %r, {last} : ({out}, {out}) -> {out}")
+        last, skip = "%s", f', %r: {out} {{onnx.name = "r"}}'
     body = "\n  ".join(lines)
     return f"""
-func.func @main(%a: {a} {{onnx.name = "a"}}, %b: {b} {{onnx.name = "b"}}, %c: {c} {{onnx.name = "c"}}) -> ({out} {{onnx.name = "y"}}) {{
+func.func @main(%a: {a} {{onnx.name = "a"}}, %b: {b} {{onnx.name = "b"}}, %c: {c} {{onnx.name = "c"}}{skip}) -> ({out} {{onnx.name = "y"}}) {{
   {body}
   func.return {last} : {out}
 }}"""
@@ -125,6 +131,23 @@ def test_matmul_epilogue_fused_matches_unfused(target, act):
     expect_mix = target == "ascend910b2" and act in ("gelu", "silu")
     assert kernel.core_type.data == ("mix" if expect_mix else "aic")
     check(text, inputs, target=target, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
+@pytest.mark.parametrize("act,bias", [(None, False), ("relu", True), ("silu", True)])
+def test_matmul_epilogue_residual_matches_unfused(target, act, bias):
+    """o_proj / down_proj + skip connection: one kernel (mix on 910B: the AIV adds the residual
+    tile; 910A: added in UB before the only GM write), same values as matmul then add."""
+    text = epilogue_text(45, 70, 150, act, bias=bias, dt="f16", batch=2, residual=True)
+    inputs = {"a": rand((2, 45, 70), np.float16), "b": rand((70, 150), np.float16), "c": rand((150,), np.float16),
+              "r": rand((2, 45, 150), np.float16)}
+    fused = fuse(text)
+    assert fused.count("nn.add") == 1 + bias and "nn.fused" in fused
+    lowered = check(fused, inputs, target=target, rtol=2e-2, atol=2e-2)
+    (kernel,) = kernels(lowered)
+    assert kernel.core_type.data == ("mix" if target == "ascend910b2" else "aic")
+    body = printed(lowered)
+    assert body.count("ascend.vadd") == (1 if target == "ascend910b2" else 1 + bias)
 
 
 def test_matmul_epilogue_fp32_bias_gelu_910b():

@@ -106,10 +106,13 @@ class Epilogue:
     Attributes:
         bias: GM buffer holding a row bias (N elements), or None.
         activation: "vrelu", "vgelu", "vgelu_tanh", "vsilu" or None.
+        residual: GM buffer of the output's shape and type added after the activation (the
+            residual connection of a transformer layer), or None.
     """
 
     bias: SSAValue | None = None
     activation: str | None = None
+    residual: SSAValue | None = None
 
 
 def k_align(el: Attribute) -> int:
@@ -239,7 +242,7 @@ def emit_matmul(
     # bounds stay multiples of k_l1); `splits` may come out below split_k for small K.
     k_split = round_up(ceil_div(k, max(1, tiling.split_k)), kl1)
     splits = ceil_div(k, k_split)
-    if splits > 1 and (epilogue.bias is not None or epilogue.activation is not None):
+    if splits > 1 and epilogue != Epilogue():
         raise ctx.error("split-K tiling (split_k > 1) needs a plain matmul: the epilogue must follow the reduction")
     tm_count, tn_count = ceil_div(m_rows, bm), ceil_div(n, bn)
     swizzle = min(max(1, tiling.swizzle), tm_count)
@@ -252,7 +255,9 @@ def emit_matmul(
     split = ctx.target.split
     act = epilogue.activation
     assert act in (None, *ACTIVATIONS)
-    mix = split and act not in (None, "vrelu")  # GELU/SiLU need the AIV on 910B
+    residual = epilogue.residual
+    # GELU/SiLU and the residual add need the AIV on 910B (FixPipe only does ReLU)
+    mix = split and (act not in (None, "vrelu") or residual is not None)
     args = [
         ctx.view(a, [math.prod(a_b) * m_rows, k]),
         ctx.view(b, [math.prod(b_b) * k, n]),
@@ -262,10 +267,15 @@ def emit_matmul(
         if math.prod(shape(epilogue.bias)) != n:
             raise ctx.error(f"bias {list(shape(epilogue.bias))} is not a row of {n} elements")
         args.append(ctx.view(epilogue.bias, [1, n]))
+    if residual is not None:
+        if shape(residual) != tuple(out_shape) or elem(residual) != out_elem:
+            raise ctx.error(f"residual {list(shape(residual))} {elem(residual)} is not the output {list(out_shape)} {out_elem}")
+        args.append(ctx.view(residual, [batch * m_rows, n]))
     core = CoreType.MIX if mix else CoreType.AIC
     kb = KernelBuilder(ctx, ctx.name(base), [x.type for x in args], core, block_dim, ctx.current)
     gm_a, gm_b, gm_c = kb.args[:3]
     gm_bias = kb.args[3] if epilogue.bias is not None else None
+    gm_res = kb.args[-1] if residual is not None else None
     acc = f32
 
     # ping-pong (S2 InitBuffer BUFFER_NUM = 2): slot p of each level has its own buffers and
@@ -281,7 +291,7 @@ def emit_matmul(
     q_c = kb.queue(Pipe.M, Pipe.FIX if split else Pipe.V)
 
     bias_stage = _BiasStage(kb, gm_bias, bn, split) if gm_bias is not None else None
-    out_stage = _OutputStage(kb, l0c, q_c, bm, bn, out_elem, act, split, mix, bias_stage)
+    out_stage = _OutputStage(kb, l0c, q_c, bm, bn, out_elem, act, split, mix, bias_stage, gm_res)
 
     with kb.tiles(ntiles) as t:
         si, ib, m0, n0, msz, nsz = _tile_coords(kb, t, splits, batch, m_rows, n, bm, bn, swizzle)
@@ -329,7 +339,10 @@ def emit_matmul(
             bias_stage.q_bt.release()
         out_stage.emit(gm_c, c_row, n0, msz, nsz)
     if mix:
-        _emit_aiv_activation(kb, gm_c, out_stage.fix_to_aiv, act, ntiles, [batch, m_rows, n], [bm, bn], out_elem, swizzle)
+        vec_act = act if act != "vrelu" else None  # FixPipe applied ReLU on the way out
+        _emit_aiv_epilogue(
+            kb, gm_c, out_stage.fix_to_aiv, vec_act, gm_res, ntiles, [batch, m_rows, n], [bm, bn], out_elem, swizzle
+        )
     ctx.launch(kb.finish(), args)
     if splits > 1:
         _emit_split_k_reduce(ctx, result, final, splits, batch * m_rows * n, final_elem)
@@ -494,17 +507,23 @@ class _OutputStage:
         split: bool,
         mix: bool,
         bias: _BiasStage | None,
+        residual: SSAValue | None = None,
     ):
         self.kb, self.l0c, self.q_c = kb, l0c, q_c
         self.out_elem, self.act, self.split, self.mix, self.bias = out_elem, act, split, mix, bias
+        self.residual = residual
         if mix:
             # FIX (AIC) -> MTE2 (AIV): "this output tile holds its pre-activation value"
             self.fix_to_aiv = kb.event(Pipe.FIX, Pipe.MTE2)
         elif not split:
-            wide = act is not None or bias is not None
+            wide = act is not None or bias is not None or residual is not None
             self.ub_acc = kb.alloc([bm, bn], f32, MemSpace.UB) if wide else None
             self.ub_out = kb.alloc([bm, bn], out_elem, MemSpace.UB) if not wide or out_elem != f32 else self.ub_acc
             self.q_out = kb.queue(Pipe.V, Pipe.MTE3)
+            if residual is not None:
+                self.ub_res = kb.alloc([bm, bn], out_elem, MemSpace.UB)
+                self.ub_res32 = kb.alloc([bm, bn], f32, MemSpace.UB) if out_elem != f32 else self.ub_res
+                self.q_res = kb.queue(Pipe.MTE2, Pipe.V)
 
     def emit(self, gm_c: SSAValue, c_row: Index, n0: Index, msz: Index, nsz: Index) -> None:
         kb = self.kb
@@ -517,6 +536,10 @@ class _OutputStage:
                 kb.set_flag(Pipe.FIX, Pipe.MTE2, self.fix_to_aiv)
             return
         # 910A: L0C -> UB on the vector pipe, epilogue in f32, narrowing cast, UB -> GM.
+        if self.residual is not None:
+            self.q_res.acquire()
+            kb.copy(kb.subview(self.residual, [c_row, n0], [msz, nsz]), self.ub_res)
+            self.q_res.enque()
         self.q_out.acquire()
         if self.ub_acc is None:
             kb.copy(self.l0c, self.ub_out)
@@ -528,6 +551,12 @@ class _OutputStage:
                 self.bias.add_in_ub(self.ub_acc)
             if self.act is not None:
                 kb.emit(ascend.vector_op(self.act)(self.ub_acc, self.ub_acc))
+            if self.residual is not None:
+                self.q_res.deque()
+                if self.ub_res32 is not self.ub_res:
+                    kb.emit(ascend.VcastOp(self.ub_res, self.ub_res32))
+                kb.emit(ascend.vector_op("vadd")(self.ub_acc, self.ub_res32, self.ub_acc))
+                self.q_res.release()
             if self.ub_out is not self.ub_acc:
                 kb.emit(ascend.VcastOp(self.ub_acc, self.ub_out))
         self.q_out.handoff()
@@ -535,11 +564,12 @@ class _OutputStage:
         self.q_out.release()
 
 
-def _emit_aiv_activation(
+def _emit_aiv_epilogue(
     kb: KernelBuilder,
     gm_c: SSAValue,
     event: int,
-    act: str,
+    act: str | None,
+    gm_res: SSAValue | None,
     ntiles: int,
     grid: Sequence[int],
     tile: Sequence[int],
@@ -547,20 +577,30 @@ def _emit_aiv_activation(
     swizzle: int = 1,
 ) -> None:
     """The AIV half of a mix kernel: for each tile the AIC finished (one FIX -> MTE2 flag per
-    tile, in the same order), load it from GM (L2), apply `act` in UB and store it in place."""
+    tile, in the same order), load it from GM (L2), apply `act` (if any) and add the residual
+    tile (if any) in UB, and store it in place."""
     ub_in = kb.alloc(tile, out_elem, MemSpace.UB)
     ub_out = kb.alloc(tile, out_elem, MemSpace.UB)
+    ub_res = kb.alloc(tile, out_elem, MemSpace.UB) if gm_res is not None else None
     q_in = kb.queue(Pipe.MTE2, Pipe.V)
     q_out = kb.queue(Pipe.V, Pipe.MTE3)
     with kb.tiles(ntiles) as t:
         _, ib, m0, n0, msz, nsz = _tile_coords(kb, t, 1, grid[0], grid[1], grid[2], tile[0], tile[1], swizzle)  # the AIC loop's order
-        part = kb.subview(gm_c, [kb.add(kb.mul(ib, grid[1]), m0), n0], [msz, nsz])
+        rows = kb.add(kb.mul(ib, grid[1]), m0)
+        part = kb.subview(gm_c, [rows, n0], [msz, nsz])
         kb.wait_flag(Pipe.FIX, Pipe.MTE2, event)
         q_in.acquire()
         kb.copy(part, ub_in)
+        if ub_res is not None:
+            kb.copy(kb.subview(gm_res, [rows, n0], [msz, nsz]), ub_res)
         q_in.handoff()
         q_out.acquire()
-        kb.emit(ascend.vector_op(act)(ub_in, ub_out))
+        src = ub_in
+        if act is not None:
+            kb.emit(ascend.vector_op(act)(ub_in, ub_out))
+            src = ub_out
+        if ub_res is not None:
+            kb.emit(ascend.vector_op("vadd")(src, ub_res, ub_out))
         q_in.release()
         q_out.handoff()
         kb.copy(ub_out, part)

@@ -1,8 +1,11 @@
-"""Template of `nn.fused {kind = "matmul_epilogue"}`: MatMul + bias row + ReLU/GELU/SiLU, with
-the epilogue applied before the result leaves the core (no GM round trip of the pre-activation).
+"""Template of `nn.fused {kind = "matmul_epilogue"}`: MatMul + bias row + ReLU/GELU/SiLU +
+residual add, with the epilogue applied before the result leaves the core (no GM round trip of
+the pre-activation).
 
 The body (built by fuse-matmul-epilogue) is `nn.matmul`, then optionally `nn.add` of a row bias
-(N elements, broadcast along the last dim), then optionally `nn.relu` / `nn.gelu` / `nn.silu`.
+(N elements, broadcast along the last dim), then optionally `nn.relu` / `nn.gelu` / `nn.silu`,
+then optionally `nn.add` of a residual (a tensor of exactly the output's shape and type: the
+o_proj / down_proj + skip connection of a transformer layer).
 
 How each stage is realized (cube loop structure: see matmul.py):
 
@@ -23,9 +26,16 @@ How each stage is realized (cube loop structure: see matmul.py):
   no cross-core flags yet), the "workspace" is the output buffer itself (so the AIC never waits
   for the AIV; real hardware counts at most 16 outstanding cross-core sets, S2), and one AIV
   stream handles the whole tile.
+* residual, 910B: FixPipe cannot add a second tensor, so this is a mix kernel too; the AIV loads
+  the finished tile back (L2) together with the residual tile (MTE2), adds them (after the
+  activation, if any) and stores the sum in place (MTE3). What this buys over a separate add
+  kernel is honest but modest: the same GM bytes move (C written, C and R read, the sum
+  written), but the add runs on the AIV while the AIC computes the next tile instead of in a
+  second launch after the whole matmul, and C is read back while it is still in L2.
 * 910A (dav-c100, coupled core, no FixPipe): L0C -> UB is the natural path anyway; the tile
   stays f32 in UB, the vector unit adds the bias row (`vadd` broadcasting [1, N]), applies the
-  activation, casts to the output type and MTE3 stores it.
+  activation, adds the residual tile (MTE2 -> UB, widened to f32), casts to the output type and
+  MTE3 stores it: the matmul result never reaches GM.
 
 A body that does not match this shape returns None and is lowered op by op.
 """
@@ -64,30 +74,43 @@ def row_bias_of(add: Operation, mm_result: SSAValue) -> SSAValue | None:
     return bias
 
 
+def residual_of(add: Operation, value: SSAValue) -> SSAValue | None:
+    """The other operand of `add` if it adds a tensor of exactly `value`'s shape and element
+    type to `value` (no broadcast: the residual tile is the output tile), else None."""
+    if not isinstance(add, nn.AddOp):
+        return None
+    if add.lhs == value and add.rhs != value:
+        other = add.rhs
+    elif add.rhs == value and add.lhs != value:
+        other = add.lhs
+    else:
+        return None
+    if shape(other) != shape(value) or elem(other) != elem(value) or shape(add.result) != shape(value):
+        return None
+    return other
+
+
 def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
     """Lower a matmul_epilogue region to one cube (or mix) kernel, or None if its body is not
-    matmul [+ row bias] [+ ReLU/GELU/SiLU]."""
+    matmul [+ row bias] [+ ReLU/GELU/SiLU] [+ residual]."""
     block = op.body.block
     body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
-    if not body or not isinstance(body[0], nn.MatmulOp) or len(body) > 3 or len(op.outputs) != 1:
+    if not body or not isinstance(body[0], nn.MatmulOp) or len(body) > 4 or len(op.outputs) != 1:
         return None
     args = {a: buf for a, buf in zip(block.args, operands)}
     mm = body[0]
     if mm.lhs not in args or mm.rhs not in args:
         return None
-    value, bias, act = mm.result, None, None
+    value, bias, act, residual = mm.result, None, None, None
     rest = body[1:]
-    if rest and isinstance(rest[0], nn.AddOp):
-        b = row_bias_of(rest[0], value)
-        if b is None or b not in args:
-            return None
-        bias, value = args[b], rest[0].result
+    if rest and row_bias_of(rest[0], value) in args:
+        bias, value = args[row_bias_of(rest[0], value)], rest[0].result
         rest = rest[1:]
-    if rest:
-        a = rest[0]
-        if not isinstance(a, EPILOGUE_ACTIVATIONS) or a.input != value:
-            return None
-        act, value = activation_op(a), a.result
+    if rest and isinstance(rest[0], EPILOGUE_ACTIVATIONS) and rest[0].input == value:
+        act, value = activation_op(rest[0]), rest[0].result
+        rest = rest[1:]
+    if rest and residual_of(rest[0], value) in args:
+        residual, value = args[residual_of(rest[0], value)], rest[0].result
         rest = rest[1:]
     term = block.last_op
     if rest or not isinstance(term, nn.YieldOp) or list(term.values) != [value]:
@@ -97,7 +120,7 @@ def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[S
         return None
     return [
         emit_matmul(
-            ctx, args[mm.lhs], args[mm.rhs], shape(out), elem(out), Epilogue(bias, act), base="matmul_epilogue",
+            ctx, args[mm.lhs], args[mm.rhs], shape(out), elem(out), Epilogue(bias, act, residual), base="matmul_epilogue",
             tiling=tiling_of(ctx, mm),
         )
     ]
