@@ -43,6 +43,12 @@ def _fuse_ffn():
     return FuseFFN
 
 
+def _fuse_norm_matmul():
+    from ascendir.transforms.fuse_norm_matmul import FuseNormMatmul
+
+    return FuseNormMatmul
+
+
 def _choose_tiling():
     from ascendir.transforms.choose_tiling import ChooseTiling
 
@@ -87,6 +93,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fold-batchnorm": _fold_batchnorm,
     "fuse-ffn": _fuse_ffn,
     "fuse-attention": _fuse_attention,
+    "fuse-norm-matmul": _fuse_norm_matmul,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
     "decompose-attention": _decompose_attention,
     "choose-tiling": _choose_tiling,
@@ -97,8 +104,12 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
 # Named pipelines: the nn-level passes each optimization level runs before lowering.
 # fuse-attention is in O1 too: FlashAttention is the only lowering of attention that does not
 # materialize the [B, H, Sq, Skv] scores in GM (O(S^2) bytes), so it is not an optional extra.
+# fuse-norm-matmul (O2 only: a two-kernel region) runs after fuse-ffn, so a norm feeding a
+# gated FFN leaves gate/up to fuse-ffn (whose ffn_up shares each x tile between them) and it
+# takes the Q/K/V projections; it runs before fuse-matmul-epilogue, which would otherwise claim
+# the projections' bias adds.
 PIPELINES: dict[str, str] = {
     "O0": "",
     "O1": "fold-batchnorm,recompose-nn,fuse-attention,fuse-matmul-epilogue,choose-tiling",
-    "O2": "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-matmul-epilogue,choose-tiling",
+    "O2": "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-norm-matmul,fuse-matmul-epilogue,choose-tiling",
 }

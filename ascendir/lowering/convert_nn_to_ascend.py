@@ -10,6 +10,7 @@ body is `ascend.weight` for each nn.weight, GM `ascend.alloc` for intermediates,
 for reshapes (free), `ascend.launch @kernel(...)` in program order, and `func.return`.
 
 Templates (one file each): matmul.py (cube), matmul_epilogue.py (nn.fused matmul_epilogue),
+norm_matmul.py (nn.fused norm_matmul),
 elementwise.py, reduction.py (reduce_*, softmax, layer_norm, rms_norm), data_movement.py
 (reshape, transpose, slice, concat, gather, expand), conv.py (img2col + cube; depthwise via
 window_vector.py), pool.py, topk.py. An `nn.fused` of an unknown kind is lowered
@@ -32,7 +33,7 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.lowering import data_movement, elementwise, ffn, matmul, matmul_epilogue, reduction
 from ascendir.lowering import conv, pool, topk
-from ascendir.lowering import flash_attention
+from ascendir.lowering import flash_attention, norm_matmul
 from ascendir.lowering.host_builder import LoweringContext, gm_type
 
 Template = Callable[[LoweringContext, Operation, list[SSAValue]], list[SSAValue]]
@@ -67,6 +68,7 @@ TEMPLATES = _templates()
 FUSED_TEMPLATES: dict[str, Template] = {"matmul_epilogue": matmul_epilogue.lower_matmul_epilogue}
 FUSED_TEMPLATES["ffn"] = ffn.lower_ffn
 FUSED_TEMPLATES["flash_attention"] = flash_attention.lower_flash_attention
+FUSED_TEMPLATES["norm_matmul"] = norm_matmul.lower_norm_matmul
 
 
 def describe(op: Operation, index: int) -> str:

@@ -203,7 +203,7 @@ def emit_matmul(
     Args:
         a: GM buffer [..., M, K] (or [K]); b: GM buffer [..., K, N] (or [K]); f16, bf16 or f32.
         out_shape, out_elem: the nn result type.
-        epilogue: bias row and activation applied before the tile leaves the core.
+        epilogue: bias row, activation and residual applied before the tile leaves the core.
         tiling: the tiling to use (from choose-tiling's `ascend.tiling`, checked to fit by the
             caller); None: the `choose_tiling` heuristic.
 
@@ -211,20 +211,59 @@ def emit_matmul(
         AscendirError: integer or mixed operand types, fp32 or bf16 on a cube without them
             (910A), tiles that do not fit the target, or split-K with an epilogue.
     """
+    return emit_matmuls(ctx, a, [Product(b, tuple(out_shape), out_elem, epilogue)], base, tiling)[0]
+
+
+@dataclass(frozen=True)
+class Product:
+    """One `a @ b` of a (grouped) matmul kernel: b, the nn result type and the epilogue."""
+
+    b: SSAValue
+    out_shape: tuple[int, ...]
+    out_elem: Attribute
+    epilogue: Epilogue = Epilogue()
+
+
+def emit_matmuls(
+    ctx: LoweringContext,
+    a: SSAValue,
+    products: Sequence[Product],
+    base: str = "matmul",
+    tiling: MatmulTiling | None = None,
+) -> list[SSAValue]:
+    """Launch ONE cube kernel computing `a @ p.b` for every product p (see emit_matmul); returns
+    their new GM result buffers.
+
+    With several products (the projections of one activation: Q/K/V, gate/up), their output
+    tiles form a single block-cyclic work list, so no core idles at the end of one projection
+    while another still has tiles, and there is one launch instead of len(products). Several
+    products must each have a 2-D b with the same K, one output type, and at most a bias row
+    as epilogue (all biases of one type).
+
+    Raises:
+        AscendirError: as emit_matmul; a grouped product outside the restrictions above.
+    """
     el = elem(a)
-    if elem(b) != el or not isinstance(el, AnyFloat):
-        raise ctx.error(f"cube matmul needs two float operands of one type, got {el} x {elem(b)}")
+    if any(elem(p.b) != el for p in products) or not isinstance(el, AnyFloat):
+        raise ctx.error(f"cube matmul needs two float operands of one type, got {el} x {elem(products[0].b)}")
     if ctx.target.arch in NO_FP32_CUBE and el != f16:
         raise ctx.error(
             f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
             "cast the model to float16"
         )
-    sa, sb = shape(a), shape(b)
+    grouped = len(products) > 1
+    sa, sb = shape(a), shape(products[0].b)
     a2 = (1, *sa) if len(sa) == 1 else sa
     b2 = (*sb, 1) if len(sb) == 1 else sb
     m, k = a2[-2:]
-    n = b2[-1]
     ba, bb = a2[:-2], b2[:-2]
+    if grouped and any(
+        len(shape(p.b)) != 2 or shape(p.b)[0] != k or p.out_elem != products[0].out_elem
+        or p.epilogue.activation is not None or p.epilogue.residual is not None
+        or (p.epilogue.bias is not None and elem(p.epilogue.bias) != elem(products[0].epilogue.bias or p.epilogue.bias))
+        for p in products
+    ):
+        raise ctx.error("a grouped matmul needs [K, N_i] weights of one K, one output type and bias-only epilogues")
     if math.prod(bb) == 1:
         batch, m_rows = 1, math.prod(ba) * m
         out_b, a_b, b_b = [1], [1], [1]
@@ -232,25 +271,34 @@ def emit_matmul(
         bo = nn.broadcast_shapes(ba, bb)
         out_b, (a_b, b_b) = collapse_broadcast(bo, [ba, bb])
         batch, m_rows = math.prod(bo), m
-    result = ctx.buffer(out_shape, out_elem)
-    if math.prod(out_shape) == 0:
-        return result
+    ns = [shape(p.b)[1] for p in products] if grouped else [b2[-1]]
+    results = [ctx.buffer(p.out_shape, p.out_elem) for p in products]
+    if any(math.prod(p.out_shape) == 0 for p in products):
+        if grouped:
+            raise ctx.error("a grouped matmul needs non-empty products")
+        return results
+    out_elem = products[0].out_elem
+    biases = [p.epilogue.bias for p in products]
+    bias_el = next((elem(x) for x in biases if x is not None), None)
     if tiling is None:
-        tiling = choose_tiling(ctx, m_rows, n, k, el, elem(epilogue.bias) if epilogue.bias is not None else None, batch)
+        tiling = choose_tiling(ctx, m_rows, max(ns), k, el, bias_el, batch * len(products))
     bm, bn, bk, kl1 = tiling.base_m, tiling.base_n, tiling.base_k, tiling.k_l1
     # split-K: K range per split in whole L1 chunks (so the ping-pong parity and the k-loop
     # bounds stay multiples of k_l1); `splits` may come out below split_k for small K.
     k_split = round_up(ceil_div(k, max(1, tiling.split_k)), kl1)
     splits = ceil_div(k, k_split)
-    if splits > 1 and epilogue != Epilogue():
+    epilogue = products[0].epilogue
+    if splits > 1 and (grouped or epilogue != Epilogue()):
         raise ctx.error("split-K tiling (split_k > 1) needs a plain matmul: the epilogue must follow the reduction")
-    tm_count, tn_count = ceil_div(m_rows, bm), ceil_div(n, bn)
+    tm_count = ceil_div(m_rows, bm)
     swizzle = min(max(1, tiling.swizzle), tm_count)
-    ntiles = splits * batch * tm_count * tn_count
+    counts = [splits * batch * tm_count * ceil_div(n, bn) for n in ns]
+    ntiles = sum(counts)
     block_dim = min(ctx.target.num_aic, ntiles)
-    final, final_elem = result, out_elem
+    final, final_elem = results[0], out_elem
+    outs = list(results)
     if splits > 1:  # partial sums: f32 workspace [splits * batch * M, N] in GM
-        result, out_elem = ctx.buffer([splits * batch * m_rows, n], f32), f32
+        outs, out_elem = [ctx.buffer([splits * batch * m_rows, ns[0]], f32)], f32
 
     split = ctx.target.split
     act = epilogue.activation
@@ -258,24 +306,27 @@ def emit_matmul(
     residual = epilogue.residual
     # GELU/SiLU and the residual add need the AIV on 910B (FixPipe only does ReLU)
     mix = split and (act not in (None, "vrelu") or residual is not None)
-    args = [
-        ctx.view(a, [math.prod(a_b) * m_rows, k]),
-        ctx.view(b, [math.prod(b_b) * k, n]),
-        ctx.view(result, [splits * batch * m_rows, n]),
-    ]
-    if epilogue.bias is not None:
-        if math.prod(shape(epilogue.bias)) != n:
-            raise ctx.error(f"bias {list(shape(epilogue.bias))} is not a row of {n} elements")
-        args.append(ctx.view(epilogue.bias, [1, n]))
+    args = [ctx.view(a, [math.prod(a_b) * m_rows, k])]
+    for p, n, out in zip(products, ns, outs):
+        args += [ctx.view(p.b, [math.prod(b_b) * k, n]), ctx.view(out, [splits * batch * m_rows, n])]
+    for bias, n in zip(biases, ns):
+        if bias is not None:
+            if math.prod(shape(bias)) != n:
+                raise ctx.error(f"bias {list(shape(bias))} is not a row of {n} elements")
+            args.append(ctx.view(bias, [1, n]))
     if residual is not None:
-        if shape(residual) != tuple(out_shape) or elem(residual) != out_elem:
-            raise ctx.error(f"residual {list(shape(residual))} {elem(residual)} is not the output {list(out_shape)} {out_elem}")
-        args.append(ctx.view(residual, [batch * m_rows, n]))
+        if shape(residual) != tuple(products[0].out_shape) or elem(residual) != out_elem:
+            raise ctx.error(
+                f"residual {list(shape(residual))} {elem(residual)} is not the output {list(products[0].out_shape)} {out_elem}"
+            )
+        args.append(ctx.view(residual, [batch * m_rows, ns[0]]))
     core = CoreType.MIX if mix else CoreType.AIC
     kb = KernelBuilder(ctx, ctx.name(base), [x.type for x in args], core, block_dim, ctx.current)
-    gm_a, gm_b, gm_c = kb.args[:3]
-    gm_bias = kb.args[3] if epilogue.bias is not None else None
-    gm_res = kb.args[-1] if residual is not None else None
+    gm_a = kb.args[0]
+    gm_bs, gm_cs = kb.args[1 : 1 + 2 * len(products) : 2], kb.args[2 : 2 + 2 * len(products) : 2]
+    it = iter(kb.args[1 + 2 * len(products) :])
+    gm_biases = [next(it) if bias is not None else None for bias in biases]
+    gm_res = next(it) if residual is not None else None
     acc = f32
 
     # ping-pong (S2 InitBuffer BUFFER_NUM = 2): slot p of each level has its own buffers and
@@ -290,22 +341,27 @@ def emit_matmul(
     q_l0 = [kb.queue(Pipe.MTE1, Pipe.M) for _ in range(nb)]
     q_c = kb.queue(Pipe.M, Pipe.FIX if split else Pipe.V)
 
-    bias_stage = _BiasStage(kb, gm_bias, bn, split) if gm_bias is not None else None
+    first_bias = next((g for g in gm_biases if g is not None), None)
+    bias_stage = _BiasStage(kb, first_bias, bn, split) if first_bias is not None else None
     out_stage = _OutputStage(kb, l0c, q_c, bm, bn, out_elem, act, split, mix, bias_stage, gm_res)
+    # Ping-pong slots alternate over the whole sequence a core runs: with an odd number of
+    # L1 chunks per item (or L0 steps per chunk) a slot index restarting at 0 would reuse
+    # the slot just filled and stall MTE2 (MTE1) until M releases it.
+    chunks = ceil_div(k_split, kl1)
 
-    with kb.tiles(ntiles) as t:
-        si, ib, m0, n0, msz, nsz = _tile_coords(kb, t, splits, batch, m_rows, n, bm, bn, swizzle)
+    def tile(t: Index, start: int, gm_b: SSAValue, gm_c: SSAValue, gm_bias: SSAValue | None, n: int) -> None:
+        si, ib, m0, n0, msz, nsz = _tile_coords(kb, kb.sub(t, start), splits, batch, m_rows, n, bm, bn, swizzle)
         a_row = kb.add(kb.mul(_batch_index(kb, ib, out_b, a_b), m_rows), m0)
         b_row = kb.mul(_batch_index(kb, ib, out_b, b_b), k)
         c_row = kb.add(kb.mul(kb.add(kb.mul(si, batch), ib), m_rows), m0)
         k_lo = kb.mul(si, k_split)
         k_hi = k if splits == 1 else kb.min(kb.add(k_lo, k_split), k)
-        if bias_stage is not None:
-            bias_stage.load(n0, nsz)
+        if gm_bias is not None:
+            bias_stage.load(n0, nsz, gm_bias)
         q_c.acquire()
-        if bias_stage is not None and split:
+        if gm_bias is not None and split:
             bias_stage.q_bt.deque()
-        bt = bias_stage.bt if bias_stage is not None and split else None
+        bt = bias_stage.bt if gm_bias is not None and split else None
 
         def l0_step(p: int, q: int, k1: Index, kk: Index) -> None:
             q_l0[q].acquire()
@@ -315,10 +371,6 @@ def emit_matmul(
             _mmad(kb, l0a[q], l0b[q], l0c, kb.add(kb.sub(k1, k_lo), kk), bt)
             q_l0[q].release()
 
-        # Ping-pong slots alternate over the whole sequence a core runs: with an odd number of
-        # L1 chunks per item (or L0 steps per chunk) a slot index restarting at 0 would reuse
-        # the slot just filled and stall MTE2 (MTE1) until M releases it.
-        chunks = ceil_div(k_split, kl1)
         item = kb.div(kb.sub(t, kb.block_idx), block_dim) if chunks % 2 and ntiles > block_dim else 0
         l1_base = kb.mul(item, chunks)
 
@@ -335,18 +387,34 @@ def emit_matmul(
 
         with kb.range(k_lo, k_hi, kl1) as k1:
             _by_parity(kb, k1, kl1, nb, lambda p: l1_step(p, k1), l1_base)
-        if bias_stage is not None and split:
+        if gm_bias is not None and split:
             bias_stage.q_bt.release()
+        out_stage.bias = bias_stage if gm_bias is not None else None  # 910A adds it in UB
         out_stage.emit(gm_c, c_row, n0, msz, nsz)
+
+    def dispatch(t: Index, i: int, start: int) -> None:
+        """Tile t of the joint work list: product i owns [start, start + counts[i])."""
+        if i == len(products) - 1:
+            tile(t, start, gm_bs[i], gm_cs[i], gm_biases[i], ns[i])
+            return
+        end = start + counts[i]
+        kb.if_else(
+            kb.emit(arith.CmpiOp(kb.idx(t), kb.idx(end), "ult")).results[0],
+            lambda: tile(t, start, gm_bs[i], gm_cs[i], gm_biases[i], ns[i]),
+            lambda: dispatch(t, i + 1, end),
+        )
+
+    with kb.tiles(ntiles) as t:
+        dispatch(t, 0, 0)
     if mix:
         vec_act = act if act != "vrelu" else None  # FixPipe applied ReLU on the way out
         _emit_aiv_epilogue(
-            kb, gm_c, out_stage.fix_to_aiv, vec_act, gm_res, ntiles, [batch, m_rows, n], [bm, bn], out_elem, swizzle
+            kb, gm_cs[0], out_stage.fix_to_aiv, vec_act, gm_res, ntiles, [batch, m_rows, ns[0]], [bm, bn], out_elem, swizzle
         )
     ctx.launch(kb.finish(), args)
     if splits > 1:
-        _emit_split_k_reduce(ctx, result, final, splits, batch * m_rows * n, final_elem)
-    return final
+        _emit_split_k_reduce(ctx, outs[0], final, splits, batch * m_rows * ns[0], final_elem)
+    return results
 
 
 def _tile_coords(
@@ -466,9 +534,11 @@ class _BiasStage:
             self.ub32 = kb.alloc([1, bn], f32, MemSpace.UB) if el != f32 else self.ub
             self.q_ub = kb.queue(Pipe.MTE2, Pipe.V)
 
-    def load(self, n0: Index, nsz: Index) -> None:
+    def load(self, n0: Index, nsz: Index, gm: SSAValue | None = None) -> None:
+        """Start loading the bias row of the N tile at n0 (from `gm`, default: the stage's own
+        row; a grouped matmul passes each product's)."""
         kb = self.kb
-        src = kb.subview(self.gm, [0, n0], [1, nsz])
+        src = kb.subview(gm if gm is not None else self.gm, [0, n0], [1, nsz])
         if self.split:
             self.q_l1.acquire()
             kb.copy(src, self.l1)

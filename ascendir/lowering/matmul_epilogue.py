@@ -95,14 +95,33 @@ def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[S
     matmul [+ row bias] [+ ReLU/GELU/SiLU] [+ residual]."""
     block = op.body.block
     body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
-    if not body or not isinstance(body[0], nn.MatmulOp) or len(body) > 4 or len(op.outputs) != 1:
-        return None
     args = {a: buf for a, buf in zip(block.args, operands)}
-    mm = body[0]
-    if mm.lhs not in args or mm.rhs not in args:
+    parsed = parse_chain(body, args)
+    term = block.last_op
+    if parsed is None or len(op.outputs) != 1 or not isinstance(term, nn.YieldOp) or list(term.values) != [body[-1].results[0]]:
         return None
+    mm, epilogue = parsed
+    out = op.outputs[0]
+    if mm.lhs not in args or math.prod(shape(out)) != math.prod(shape(mm.result)):
+        return None
+    return [
+        emit_matmul(
+            ctx, args[mm.lhs], args[mm.rhs], shape(out), elem(out), epilogue, base="matmul_epilogue",
+            tiling=tiling_of(ctx, mm),
+        )
+    ]
+
+
+def parse_chain(chain: list[Operation], args: dict[SSAValue, SSAValue]) -> tuple[nn.MatmulOp, Epilogue] | None:
+    """(matmul, epilogue with GM buffers) of `chain` = [matmul, row-bias add?, ReLU/GELU/SiLU?,
+    residual add?] (each link consuming the previous value; fuse_matmul_epilogue.match_chain's
+    shape), or None. `args` maps the region arguments to their GM buffers; the matmul's rhs and
+    the bias / residual must be among them (its lhs is the caller's business)."""
+    if not chain or not isinstance(chain[0], nn.MatmulOp) or chain[0].rhs not in args:
+        return None
+    mm = chain[0]
     value, bias, act, residual = mm.result, None, None, None
-    rest = body[1:]
+    rest = chain[1:]
     if rest and row_bias_of(rest[0], value) in args:
         bias, value = args[row_bias_of(rest[0], value)], rest[0].result
         rest = rest[1:]
@@ -112,15 +131,4 @@ def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[S
     if rest and residual_of(rest[0], value) in args:
         residual, value = args[residual_of(rest[0], value)], rest[0].result
         rest = rest[1:]
-    term = block.last_op
-    if rest or not isinstance(term, nn.YieldOp) or list(term.values) != [value]:
-        return None
-    out = op.outputs[0]
-    if math.prod(shape(out)) != math.prod(shape(mm.result)):
-        return None
-    return [
-        emit_matmul(
-            ctx, args[mm.lhs], args[mm.rhs], shape(out), elem(out), Epilogue(bias, act, residual), base="matmul_epilogue",
-            tiling=tiling_of(ctx, mm),
-        )
-    ]
+    return None if rest else (mm, Epilogue(bias, act, residual))

@@ -297,9 +297,24 @@ def _param(ctx: LoweringContext, p: SSAValue, c: int, what: str) -> SSAValue:
     return p
 
 
-def _normalize(
-    ctx: LoweringContext, op: Operation, x: SSAValue, scale: SSAValue, bias: SSAValue | None, rms: bool
+def normalize(
+    ctx: LoweringContext,
+    op: Operation,
+    x: SSAValue,
+    scale: SSAValue,
+    bias: SSAValue | None = None,
+    *,
+    rms: bool,
+    base: str | None = None,
 ) -> SSAValue:
+    """One AIV row kernel (named `base`, default rms_norm / layer_norm) normalizing GM `x` as
+    nn.rms_norm / nn.layer_norm `op` does (its axis and epsilon; fp32 statistics for 16-bit
+    inputs); returns the new GM buffer of x's shape and type.
+
+    Raises:
+        AscendirError: a scale / bias whose size is neither 1 nor the normalized size, or a row
+            that does not fit UB.
+    """
     shp = shape(x)
     axis = op.axis.value.data % max(len(shp), 1)
     outer, c, _ = split_axes(shp, axis, len(shp) - 1)
@@ -334,16 +349,16 @@ def _normalize(
 
     temps = [(False, wide), (True, wide)] + ([(True, wide)] if wide != el else [])
     spec = RowSpec(compute, outs=[(True, el)], temps=temps, params=params, param_elems=[wide] * len(params))
-    base = "rms_norm" if rms else "layer_norm"
+    base = base or ("rms_norm" if rms else "layer_norm")
     return emit_row_kernel(ctx, base, x, outer, c, 1, spec, [shp])[0]
 
 
 def lower_layer_norm(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
     """nn.layer_norm over axes [axis, rank): statistics in f32."""
     bias = operands[2] if len(operands) > 2 else None
-    return [_normalize(ctx, op, operands[0], operands[1], bias, rms=False)]
+    return [normalize(ctx, op, operands[0], operands[1], bias, rms=False)]
 
 
 def lower_rms_norm(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
     """nn.rms_norm over axes [axis, rank): statistics in f32."""
-    return [_normalize(ctx, op, operands[0], operands[1], None, rms=True)]
+    return [normalize(ctx, op, operands[0], operands[1], rms=True)]
