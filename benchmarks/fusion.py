@@ -3,10 +3,11 @@ on Ascend 910B2, timing-only: simulated cycles, GM bytes read + written, peak GM
 of cube peak for -O0, each fusion pass alone and -O2, at prefill (512 tokens) and decode (1 token,
 attending to a 512-token context given as K/V inputs); then causal attention alone at
 1k/4k/8k/16k tokens, naive (decompose-attention: scores and probabilities through GM) vs
-FlashAttention (fuse-attention), and a decode step (1 query over the same context lengths).
+FlashAttention (fuse-attention), and a decode step (1 query over the same context lengths);
+then the nn.fused regions -O2 finds in every corpus model (tests/data and /work/corpus), by kind.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/fusion.py [--target ascend910b2] [--quick]
-        [--seqs 1024,4096,8192,16384]
+        [--seqs 1024,4096,8192,16384] [--attention-only] [--corpus-only]
 
 "Peak GM" is plan-memory's live peak: the largest sum of live GM buffers (inputs, weights,
 intermediates, workspaces) over the launch sequence of the lowered host function (a buffer lives
@@ -24,23 +25,23 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import collections  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 from ascendir.context import make_context  # noqa: E402
 from ascendir.driver import lower, parse_pipeline, run_passes  # noqa: E402
 from ascendir.hardware import load_target  # noqa: E402
 from ascendir.interpreter import simulate  # noqa: E402
+from ascendir.passes import PASSES  # noqa: E402
 from ascendir.weights import WeightStore  # noqa: E402
 from xdsl.parser import Parser  # noqa: E402
 
 H, HEADS, D, MLP = 4096, 32, 128, 11008
-CONFIGS = {
-    "O0": "",
-    "fuse-matmul-epilogue": "fuse-matmul-epilogue",
-    "fuse-ffn": "fuse-ffn",
-    "fuse-attention": "fuse-attention",
-    "O2": "O2",
-}
+# -O0, each fusion pass alone (the ones registered: fuse-elementwise lands separately), -O2.
+FUSIONS = ("fuse-matmul-epilogue", "fuse-norm-matmul", "fuse-ffn", "fuse-attention", "fuse-elementwise")
+CONFIGS = {"O0": "", **{f: f for f in FUSIONS if f in PASSES}, "O2": "O2"}
+CORPUS_ROOTS = (Path(__file__).resolve().parent.parent / "tests" / "data", Path("/work/corpus"))
 
 
 def t(*dims: int) -> str:
@@ -134,6 +135,8 @@ def measure(text: str, pipeline: str, hw) -> dict:
     return {
         "cycles": rep["total_cycles"],
         "gm": rep["bytes"].get("gm_read", 0) + rep["bytes"].get("gm_write", 0),
+        "gm_read": rep["bytes"].get("gm_read", 0),
+        "gm_write": rep["bytes"].get("gm_write", 0),
         "peak_gm": rep["gm_footprint"]["live_peak"],
         "peak": rep.get("cube_peak_fraction", 0.0),
         "fused": nfused,
@@ -143,12 +146,38 @@ def measure(text: str, pipeline: str, hw) -> dict:
 
 def row(label: str, r: dict, base: dict | None = None) -> str:
     speed = f"{base['cycles'] / r['cycles']:.2f}x" if base else "1.00x"
-    return (f"| {label:24s} | {r['cycles']:>13,.0f} | {speed:>6s} | {r['gm'] / 2**20:>10,.1f} | "
+    return (f"| {label:24s} | {r['cycles']:>13,.0f} | {speed:>6s} | {r['gm_read'] / 2**20:>8,.1f} | "
+            f"{r['gm_write'] / 2**20:>8,.1f} | "
             f"{r['peak_gm'] / 2**20:>8,.1f} | {100 * r['peak']:5.1f} | {r['fused']:>5d} |")
 
 
 def mib(x: float) -> str:
     return f"{x / 2**20:,.1f}"
+
+
+def corpus_fusions() -> dict[str, collections.Counter]:
+    """{model: Counter(fused kind -> count)} at -O2 for every model.onnx under CORPUS_ROOTS (a
+    name in several roots counted once)."""
+    from ascendir.driver import compile_model
+
+    found: dict[str, collections.Counter] = {}
+    for root in CORPUS_ROOTS:
+        for folder in sorted(root.glob("*/model.onnx")):
+            name = folder.parent.name
+            if name in found:
+                continue
+            module, _ = compile_model(folder, "ascend910b2", opt_level="O2", emit="nn")
+            found[name] = collections.Counter(op.kind.data for op in module.walk() if op.name == "nn.fused")
+    return found
+
+
+def print_corpus_table() -> None:
+    found = corpus_fusions()
+    kinds = sorted({k for c in found.values() for k in c})
+    print("\nnn.fused regions found at -O2 per corpus model\n| model | " + " | ".join(kinds) + " | total |\n"
+          "|---|" + "---:|" * (len(kinds) + 1))
+    for name, c in found.items():
+        print(f"| {name} | " + " | ".join(str(c.get(k, 0)) for k in kinds) + f" | {sum(c.values())} |")
 
 
 def main() -> None:
@@ -157,10 +186,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="FFN block only")
     ap.add_argument("--attention-only", action="store_true", help="the attention sweep only")
     ap.add_argument("--seqs", default="1024,4096,8192,16384", help="attention sweep lengths")
+    ap.add_argument("--corpus-only", action="store_true", help="the corpus fusion-count table only")
     args = ap.parse_args()
+    if args.corpus_only:
+        print_corpus_table()
+        return
     hw = load_target(args.target)
-    head = ("| config                   |        cycles | speed  | GM MiB r+w | peak GM MiB | %cube | fused |\n"
-            "|---|---:|---:|---:|---:|---:|---:|")
+    head = ("| config                   |        cycles | speed  | GM MiB read | GM MiB written | peak GM MiB | %cube | fused |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|")
     blocks = [("FFN (SwiGLU) prefill 512", ffn_ir(512)), ("FFN (SwiGLU) decode 1", ffn_ir(1))]
     if not args.quick:
         blocks += [("layer prefill 512", layer_ir(512, 512)), ("layer decode 1 (ctx 512)", layer_ir(1, 512))]
@@ -199,6 +232,7 @@ def main() -> None:
             speed = f"{n['cycles'] / f['cycles']:.2f}x" if "error" not in n and "error" not in f else ""
             cube = f"{100 * f['peak']:.1f}" if "error" not in f else ""
             print(f"| {label} {s} | " + " | ".join(cells) + f" | {speed} | {cube} |", flush=True)
+    print_corpus_table()
 
 
 if __name__ == "__main__":

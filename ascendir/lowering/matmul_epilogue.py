@@ -50,6 +50,7 @@ from ascendir.dialects import nn
 from ascendir.lowering.elementwise import activation_op
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
 from ascendir.lowering.matmul import Epilogue, emit_matmul, tiling_of
+from ascendir.transforms.patterns import other_operand
 
 EPILOGUE_ACTIVATIONS = (nn.ReluOp, nn.GeluOp, nn.SiluOp)
 
@@ -57,13 +58,8 @@ EPILOGUE_ACTIVATIONS = (nn.ReluOp, nn.GeluOp, nn.SiluOp)
 def row_bias_of(add: Operation, mm_result: SSAValue) -> SSAValue | None:
     """The bias operand of `add` if it adds a row (N elements broadcast along the last dim of
     `mm_result`) to `mm_result`, else None."""
-    if not isinstance(add, nn.AddOp):
-        return None
-    if add.lhs == mm_result and add.rhs != mm_result:
-        bias = add.rhs
-    elif add.rhs == mm_result and add.lhs != mm_result:
-        bias = add.lhs
-    else:
+    bias = other_operand(add, mm_result) if isinstance(add, nn.AddOp) else None
+    if bias is None:
         return None
     bs, ms = shape(bias), shape(mm_result)
     if not ms or elem(bias) != elem(mm_result):
@@ -77,15 +73,8 @@ def row_bias_of(add: Operation, mm_result: SSAValue) -> SSAValue | None:
 def residual_of(add: Operation, value: SSAValue) -> SSAValue | None:
     """The other operand of `add` if it adds a tensor of exactly `value`'s shape and element
     type to `value` (no broadcast: the residual tile is the output tile), else None."""
-    if not isinstance(add, nn.AddOp):
-        return None
-    if add.lhs == value and add.rhs != value:
-        other = add.rhs
-    elif add.rhs == value and add.lhs != value:
-        other = add.lhs
-    else:
-        return None
-    if shape(other) != shape(value) or elem(other) != elem(value) or shape(add.result) != shape(value):
+    other = other_operand(add, value) if isinstance(add, nn.AddOp) else None
+    if other is None or shape(other) != shape(value) or elem(other) != elem(value) or shape(add.result) != shape(value):
         return None
     return other
 
