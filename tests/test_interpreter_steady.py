@@ -79,32 +79,50 @@ def test_numerics_mode_never_extrapolates():
     assert (res.outputs["z"] == 2).all()
 
 
-def _chained_adds(n: int) -> str:
+def _chained_adds(n: int, fresh: tuple[int, ...] = ()) -> str:
     """n launches of the same streaming add kernel, each reading the previous result (the first
-    launch's output is read back from L2 by the second: memo checks must see it)."""
+    launch's output is read back from L2 by the second: memo checks must see it); launch i in
+    `fresh` reads the input %wi instead (never read before: its reads miss)."""
     text = add_ir(4096, 256, 16, block_dim=8)
     t = "memref<4096x256xf16, #ascend<space gm>>"
     head, main = text.split("  func.func @main")
     body = [f"    %z0 = ascend.alloc : {t}", f"    ascend.launch @add(%x, %y, %z0) : {t}, {t}, {t}"]
     for i in range(1, n):
-        body += [f"    %z{i} = ascend.alloc : {t}", f"    ascend.launch @add(%z{i - 1}, %y, %z{i}) : {t}, {t}, {t}"]
-    return (head + f'  func.func @main(%x: {t} {{onnx.name = "x"}}, %y: {t} {{onnx.name = "y"}}) -> ({t} {{onnx.name = "z"}}) {{\n'
+        a = f"%w{i}" if i in fresh else f"%z{i - 1}"
+        body += [f"    %z{i} = ascend.alloc : {t}", f"    ascend.launch @add({a}, %y, %z{i}) : {t}, {t}, {t}"]
+    args = ", ".join(f'%{a}: {t} {{onnx.name = "{a}"}}' for a in ["x", "y", *(f"w{i}" for i in fresh)])
+    return (head + f'  func.func @main({args}) -> ({t} {{onnx.name = "z"}}) {{\n'
             + "\n".join(body) + f"\n    func.return %z{n - 1} : {t}\n  }}\n}}\n")
 
 
-def test_identical_launches_reused_exactly():
+def _memo_vs_plain(text: str) -> tuple[tuple, tuple]:
+    """(report, memo hits, L2 hits, L2 misses) without and with launch reuse."""
     from ascendir.interpreter import compile_module
     from ascendir.interpreter.report import build_report
 
-    module = parse(_chained_adds(4))
-    reports = {}
+    module = parse(text)
+    out = []
     for memo in (False, True):
         prog = compile_module(module, HW, None, timing_only=True)
         if not memo:
             prog.memo = None
         _, recs = prog.run({})
-        reports[memo] = (build_report(recs, HW), prog.memo_hits, prog.l2.hits, prog.l2.misses)
-    (plain, h0, hits0, miss0), (memo, h1, hits1, miss1) = reports[False], reports[True]
+        out.append((build_report(recs, HW), prog.memo_hits, prog.l2.hits, prog.l2.misses))
+    return out[0], out[1]
+
+
+def test_identical_launches_reused_exactly():
+    (plain, h0, hits0, miss0), (memo, h1, hits1, miss1) = _memo_vs_plain(_chained_adds(4))
     assert h0 == 0 and h1 >= 2  # launches 2.. have the same aliasing pattern and L2 outcomes
     assert memo == plain  # exact: every cycle, byte and L2 count
+    assert (hits1, miss1) == (hits0, miss0)
+
+
+def test_launch_variants_and_kept_miss_designation_exact():
+    # launches 2 and 4 read fresh inputs: their L2 checks differ from launch 1's, so launch 2 runs
+    # (with the kept miss designation, no recording pass); launches 3 and 5 read the previous
+    # output like launch 1 did and match that older stored variant, launch 4 matches launch 2's
+    (plain, _, hits0, miss0), (memo, h1, hits1, miss1) = _memo_vs_plain(_chained_adds(6, fresh=(2, 4)))
+    assert h1 == 3
+    assert memo == plain
     assert (hits1, miss1) == (hits0, miss0)

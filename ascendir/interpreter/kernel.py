@@ -213,11 +213,14 @@ class KernelProgram:
         key = None
         if self.memo_text is not None and self.m.memo is not None and not self.m.trace and all(t is not None for t in tags):
             key = (self.memo_text, memo.pattern(tags))
-            hit = self.m.memo.get(key)
-            if hit is not None and self._reuse(hit, tags):
-                self.m.memo_hits += 1
-                return self._finish(memo.restore_cores(hit.cores), F, list(hit.acct), hit.skipped)
-        if self.gm_reads:
+            launches = self.m.memo.setdefault(key, memo.Launches([]))
+            for hit in reversed(launches.variants):
+                if self._reuse(hit, tags):
+                    self.m.memo_hits += 1
+                    return self._finish(memo.restore_cores(hit.cores), F, list(hit.acct), hit.skipped)
+        if self.gm_reads and key is not None and launches.misses is not None:
+            F.l2p = L2Pass.settled(self.m.l2.window, launches.misses)
+        elif self.gm_reads:
             # recording pass: who reads which GM tile when (l2.py); no numerics, no trace
             F.l2p = L2Pass(self.m.l2.window)
             F.sem_on = False
@@ -227,6 +230,8 @@ class KernelProgram:
             finally:
                 F.sem_on = True
             F.l2p.settle()
+            if key is not None:
+                launches.misses = F.l2p.misses
         tracing = self.m.trace
         F.rc = RaceChecker(self.name, self.labels)  # the final pass checks races (race.py)
         F.rcq = FlagQueues(self.nflags)
@@ -249,12 +254,12 @@ class KernelProgram:
             for i, t in enumerate(tags):
                 roots.setdefault(t[0], i)
             checks = F.l2p.checks if (F.l2p is not None and self.gm_reads) else []
-            self.m.memo[key] = memo.Memo(
+            launches.add(memo.Memo(
                 memo.snapshot_cores(cores), list(F.acct), F.skipped,
                 [(memo.to_ref(k, roots), t - F.t0, h) for k, t, h in checks],
                 [(memo.to_ref(k, roots), t - F.t0) for k, t in log],
                 (l2.hits - h0) if l2 is not None else 0, (l2.misses - m0) if l2 is not None else 0,
-            )
+            ))
             if F.l2p is not None:
                 F.l2p.checks = None
         return self._finish(cores, F)

@@ -127,6 +127,15 @@ class L2Pass:
         self.ordinal: dict[int, int] = {}
         self.checks: list | None = None  # (key, now, outcome) of designated misses, for memo.py
 
+    @classmethod
+    def settled(cls, window: float, misses: set[tuple[int, int]]) -> L2Pass:
+        """A pass in the timed state with a designation `misses` kept from an identical launch
+        (memo.py): the recording pass would make the same one."""
+        p = cls(window)
+        p.misses = misses
+        p.recording = False
+        return p
+
     def settle(self) -> None:
         """Mark the misses: per tile, the first access of each residency period. Accesses tied
         with it (within TIE cycles: blocks that run the same schedule reach the tile together)

@@ -11,7 +11,10 @@ outside influence is whether a designated miss finds its tile left in L2 by an e
 outcome); a later launch with the same key re-evaluates them against the chip L2 and, if every
 outcome is the same, its result is the stored one. Its GM accesses (every read and write, at its
 time, addresses mapped to the new arguments) are then written into the chip L2 so later kernels
-see them, and the L2 hit/miss counters advance as they did. Any different outcome runs the launch.
+see them, and the L2 hit/miss counters advance as they did. A key keeps up to `VARIANTS` stored
+launches (a layer's projection may find its input resident or not, depending on what ran just
+before); any that passes its checks is applied. When none does the launch runs, but its L2
+recording pass does not: it depends on the key alone, so its miss designation is kept too.
 
 Not memoised: numerics mode (data must move), tracing (events are per launch), kernels that
 allocate GM buffers themselves (fresh address roots every run).
@@ -23,6 +26,8 @@ from dataclasses import dataclass
 
 from ascendir.interpreter.timeline import CoreState
 
+VARIANTS = 4  # stored launches per key (most recent kept)
+
 
 @dataclass
 class Memo:
@@ -33,6 +38,20 @@ class Memo:
     accesses: list[tuple]  # (key with arg refs, time from launch start)
     hits: int
     misses: int
+
+
+@dataclass
+class Launches:
+    """What is kept per memo key: stored launches and the recording pass's designated misses
+    (l2.L2Pass.misses; None until a launch with GM reads ran)."""
+
+    variants: list[Memo]
+    misses: set | None = None
+
+    def add(self, m: Memo) -> None:
+        self.variants.append(m)
+        if len(self.variants) > VARIANTS:
+            del self.variants[0]
 
 
 def pattern(tags: list) -> tuple:
