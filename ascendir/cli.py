@@ -198,11 +198,12 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
 @click.option("--inputs", type=click.Path(path_type=Path), default=None, help=".npz whose keys are graph input names; default: seeded random inputs.")
 @click.option("--outputs", type=click.Path(path_type=Path), default=None, help="Write the output tensors to this .npz.")
 @click.option("--timing-only", is_flag=True, help="Simulate cycles without moving data.")
+@click.option("--check-races", is_flag=True, help="Check pipe races in --timing-only runs too (numerics runs always check).")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Write the report as JSON.")
 @click.option("--trace", "trace_path", type=click.Path(path_type=Path), default=None, help="Write a Chrome/Perfetto trace JSON.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
 @_compile_options
-def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, report_path: Path | None,
+def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, check_races: bool, report_path: Path | None,
         trace_path: Path | None, seed: int, target: str, pipeline: str | None, opt_level: str, input_shapes,
         verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the report."""
@@ -251,7 +252,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
 
     console = Console(stderr=False)
     with console.status(f"simulating on {hw.name}..."):
-        result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None)
+        result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None,
+                          check_races=True if check_races else None)
 
     def save_outputs(p: Path) -> None:
         with p.open("wb") as f:  # a file object: np.savez would append .npz to a path

@@ -26,7 +26,7 @@ def test_missing_wait_before_consumer_is_a_race(timing_only):
     # the vadd no longer waits for MTE2 to have filled its inputs (RAW)
     text = _drop(add_ir(256, 64, 16, block_dim=2, nbuf=1), "ascend.wait_flag MTE2 -> V, 0")
     with pytest.raises(AscendirError, match=r"race in kernel @add .*ub buffer #1 .*ascend.copy on MTE2 and ascend.vadd on V .*write / read"):
-        simulate(parse(text), None, {}, HW, timing_only=timing_only) if timing_only else simulate(
+        simulate(parse(text), None, {}, HW, timing_only=True, check_races=True) if timing_only else simulate(
             parse(text), None, {"x": __import__("numpy").zeros((256, 64), "float16"), "y": __import__("numpy").zeros((256, 64), "float16")}, HW)
 
 
@@ -36,17 +36,24 @@ def test_ping_pong_buffer_reused_too_early_is_a_war_race():
     text = add_ir(1024, 64, 16, block_dim=2, nbuf=2)
     text = _drop(text, "ascend.wait_flag MTE3 -> MTE2, 0")
     with pytest.raises(AscendirError, match=r"race in kernel @add \(block \d+\): buffer ub buffer #1 .*on V and ascend.copy on MTE2 .*read / write"):
-        simulate(parse(text), None, {}, HW, timing_only=True)
+        simulate(parse(text), None, {}, HW, timing_only=True, check_races=True)
 
 
 def test_missing_flag_in_matmul_pipeline_is_a_race():
     # mmad no longer waits for MTE1 to have loaded L0A/L0B slot 0
     text = _drop(matmul_ir(256, 256, 512, block_dim=2), "ascend.wait_flag MTE1 -> M, 0")
     with pytest.raises(AscendirError, match=r"race in kernel @matmul .*l0a buffer .*ascend.copy on MTE1 and ascend.mmad on M"):
-        simulate(parse(text), None, {}, HW, timing_only=True)
+        simulate(parse(text), None, {}, HW, timing_only=True, check_races=True)
 
 
 @pytest.mark.parametrize("nbuf", [1, 2])
 def test_synchronised_generators_are_race_free(nbuf):
-    simulate(parse(add_ir(1024, 64, 16, block_dim=2, nbuf=nbuf)), None, {}, HW, timing_only=True)
-    simulate(parse(matmul_ir(300, 260, 700, block_dim=3, nbuf=nbuf)), None, {}, HW, timing_only=True)
+    simulate(parse(add_ir(1024, 64, 16, block_dim=2, nbuf=nbuf)), None, {}, HW, timing_only=True, check_races=True)
+    simulate(parse(matmul_ir(300, 260, 700, block_dim=3, nbuf=nbuf)), None, {}, HW, timing_only=True, check_races=True)
+
+
+def test_timing_only_checks_races_when_asked():
+    text = _drop(add_ir(256, 64, 16, block_dim=2, nbuf=1), "ascend.wait_flag MTE2 -> V, 0")
+    simulate(parse(text), None, {}, HW, timing_only=True)  # a sweep does not pay for the check
+    with pytest.raises(AscendirError, match="race in kernel @add"):
+        simulate(parse(text), None, {}, HW, timing_only=True, check_races=True)

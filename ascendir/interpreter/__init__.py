@@ -44,19 +44,22 @@ def simulate(
     timing_only: bool = False,
     trace: bool = False,
     extrapolate: bool = True,
+    check_races: bool | None = None,
 ) -> SimResult:
     """Run `module` (ascend kernels + host func.func @main) on `target`.
 
     Inputs are keyed by the onnx.name of @main's arguments (arg{i} when unnamed) and cast to the
     argument memref dtypes. In timing-only mode no data moves (inputs may be empty; outputs are
     zero views), and loops in steady state are extrapolated unless `extrapolate=False` (see
-    interpreter/steady.py). Invariants are checked on every kernel launch.
+    interpreter/steady.py). Invariants are checked on every kernel launch. Races between the
+    pipes of a core (interpreter/race.py) are checked with numerics, and in timing-only mode when
+    `check_races=True`.
 
     Raises:
         AscendirError: unsupported op, capacity overflow, deadlock, bad inputs, invariant violation.
     """
     hw = load_target(target)
-    prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace, extrapolate=extrapolate)
+    prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace, extrapolate=extrapolate, check_races=check_races)
     with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
         outputs, records = prog.run(inputs)
     for r in records:

@@ -47,11 +47,14 @@ class ModuleProg:
     """A compiled module: run it with `run(inputs)` as many times as needed."""
 
     def __init__(self, module: ModuleOp, target: HardwareConfig, weights: WeightStore | None, timing_only: bool, trace: bool,
-                 extrapolate: bool = True):
+                 extrapolate: bool = True, check_races: bool | None = None):
         self.target = target
         self.extrapolate = extrapolate  # timing-only: steady-state loops are extrapolated (steady.py)
         self.weights = weights if weights is not None else WeightStore()
         self.timing_only = timing_only
+        # race.py: always with numerics; a timing-only sweep checks when asked (a race is a
+        # property of the program, not of the timing, and the check costs a third of the run)
+        self.check_races = (not timing_only) if check_races is None else check_races
         self.trace = trace
         self.records: list[KernelRecord] = []
         self.kernels: dict[str, KernelProgram] = {}
@@ -118,11 +121,12 @@ class ModuleProg:
 
 
 def compile_module(module: ModuleOp, target: HardwareConfig, weights: WeightStore | None = None, timing_only: bool = False, trace: bool = False,
-                   extrapolate: bool = True) -> ModuleProg:
+                   extrapolate: bool = True, check_races: bool | None = None) -> ModuleProg:
     """Compile `module` (ascend kernels + host @main) for `target`. `extrapolate=False` runs every
     loop iteration in timing-only mode too (the reference for steady.py's extrapolation).
+    `check_races` (race.py) defaults to on with numerics and off in timing-only mode.
 
     Raises:
         AscendirError: unsupported ops, missing paths on the target, buffer capacity overflow.
     """
-    return ModuleProg(module, target, weights, timing_only, trace, extrapolate)
+    return ModuleProg(module, target, weights, timing_only, trace, extrapolate, check_races)

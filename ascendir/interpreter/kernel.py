@@ -233,8 +233,9 @@ class KernelProgram:
             if key is not None:
                 launches.misses = F.l2p.misses
         tracing = self.m.trace
-        F.rc = RaceChecker(self.name, self.labels)  # the final pass checks races (race.py)
-        F.rcq = FlagQueues(self.nflags)
+        if self.m.check_races:  # the final pass checks races (race.py)
+            F.rc = RaceChecker(self.name, self.labels)
+            F.rcq = FlagQueues(self.nflags)
         F.trace = [] if tracing else None
         F.flows = [] if tracing else None
         F.flowq = FlagQueues(self.nflags) if tracing else None

@@ -17,7 +17,9 @@ else the [first, last] element interval (conservative). Kept per (buffer, pipe, 
 last few distinct ranges accessed (older accesses of a pipe are ordered before its newer ones).
 
 Only the final pass of a launch checks (the L2 recording pass runs the same program); GM races
-between blocks on different cores are not checked (no cross-core sync is modelled).
+between blocks on different cores are not checked (no cross-core sync is modelled). Numerics runs
+always check; timing-only runs check when asked (`check_races`, `ascendir run --check-races`):
+a race is a property of the program, and a sweep should not pay for the check on every point.
 """
 
 from __future__ import annotations
