@@ -57,3 +57,12 @@ def test_timing_only_checks_races_when_asked():
     simulate(parse(text), None, {}, HW, timing_only=True)  # a sweep does not pay for the check
     with pytest.raises(AscendirError, match="race in kernel @add"):
         simulate(parse(text), None, {}, HW, timing_only=True, check_races=True)
+
+
+def test_cli_check_races_flag(tmp_path):
+    from cli_helpers import assert_clean_error, run_cli
+
+    p = tmp_path / "racy.mlir"
+    p.write_text(_drop(add_ir(256, 64, 16, block_dim=2, nbuf=1), "ascend.wait_flag MTE2 -> V, 0"))
+    assert run_cli("run", p, "--timing-only").exit_code == 0
+    assert_clean_error(run_cli("run", p, "--timing-only", "--check-races"), "race in kernel @add")

@@ -126,3 +126,28 @@ def test_launch_variants_and_kept_miss_designation_exact():
     assert h1 == 3
     assert memo == plain
     assert (hits1, miss1) == (hits0, miss0)
+
+
+def test_numerics_launches_share_miss_designation_exactly():
+    # numerics runs store no launches but reuse the recording pass's miss designation per key
+    import numpy as np
+
+    from ascendir.interpreter import compile_module
+    from ascendir.interpreter.report import build_report
+
+    module = parse(_chained_adds(4, fresh=(2,)))
+    rng = np.random.default_rng(0)
+    feeds = {k: rng.standard_normal((4096, 256)).astype(np.float16) for k in ("x", "y", "w2")}
+    got = []
+    for memo in (False, True):
+        prog = compile_module(module, HW, None)
+        if not memo:
+            prog.memo = None
+        outs, recs = prog.run(feeds)
+        got.append((build_report(recs, HW), outs["z"], prog.l2.hits, prog.l2.misses))
+        if memo:
+            assert prog.memo_hits == 0 and all(v.misses is not None and not v.variants for v in prog.memo.values())
+    (plain, z0, *l2_0), (shared, z1, *l2_1) = got
+    assert shared == plain and l2_1 == l2_0
+    np.testing.assert_array_equal(z1, z0)
+    np.testing.assert_array_equal(z0, feeds["w2"] + feeds["y"] + feeds["y"])  # launches 2, 3 (f16 adds)

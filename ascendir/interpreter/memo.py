@@ -17,7 +17,9 @@ before); any that passes its checks is applied. When none does the launch runs, 
 recording pass does not: it depends on the key alone, so its miss designation is kept too.
 
 Not memoised: numerics mode (data must move), tracing (events are per launch), kernels that
-allocate GM buffers themselves (fresh address roots every run).
+allocate GM buffers themselves (fresh address roots every run). Numerics runs still share per
+key the miss designation and the race check (same ops on the same relative addresses), unless
+the kernel reads scalars from data (memref.load may steer its control flow).
 """
 
 from __future__ import annotations
@@ -34,19 +36,29 @@ class Memo:
     cores: list[tuple[int, list[float], list[float], list[float], int]]  # index, free, done, busy, blocks
     acct: list[float]
     skipped: int
-    checks: list[tuple]  # (key with arg refs, time from launch start, outcome)
-    accesses: list[tuple]  # (key with arg refs, time from launch start)
+    checks: list[tuple]  # (key, chip time, outcome) as the stored launch saw them
+    accesses: list[tuple]  # (key, chip time)
     hits: int
     misses: int
+    roots: dict  # address root -> index of the first argument with it, in the stored launch
+    t0: float  # chip time the stored launch started
+
+    def remap(self, key: tuple, tags: list) -> tuple:
+        """A stored tile key moved onto the arguments `tags` of a new launch (only keys in
+        argument buffers change; keys are converted when used, not when stored)."""
+        r = self.roots.get(key[0])
+        return key if r is None else (tags[r][0], *key[1:])
 
 
 @dataclass
 class Launches:
-    """What is kept per memo key: stored launches and the recording pass's designated misses
-    (l2.L2Pass.misses; None until a launch with GM reads ran)."""
+    """What is kept per memo key: stored launches (timing-only), the recording pass's designated
+    misses (l2.L2Pass.misses; None until a launch with GM reads ran) and whether a launch was
+    checked for races (race.py) and found none."""
 
     variants: list[Memo]
     misses: set | None = None
+    race_free: bool = False
 
     def add(self, m: Memo) -> None:
         self.variants.append(m)
@@ -66,19 +78,6 @@ def pattern(tags: list) -> tuple:
         j = first.setdefault(t[0], i)
         out.append((j, t[1], t[2]))
     return tuple(out)
-
-
-def to_ref(key: tuple, roots: dict) -> tuple:
-    """Replace the root of a tile key by ("arg", i) when it is argument i's root."""
-    r = roots.get(key[0])
-    return key if r is None else (("arg", r), *key[1:])
-
-
-def from_ref(key: tuple, tags: list) -> tuple:
-    r = key[0]
-    if isinstance(r, tuple) and len(r) == 2 and r[0] == "arg":
-        return (tags[r[1]][0], *key[1:])
-    return key
 
 
 def snapshot_cores(cores: list[CoreState]) -> list[tuple]:

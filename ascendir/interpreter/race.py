@@ -119,8 +119,12 @@ class RaceChecker:
                 if p == pid or not (pw or w):
                     continue
                 known = vc[p]
-                for e_epoch, e_rng, e_name in entries:
-                    if e_epoch > known and _overlap(rng, e_rng):
+                # entries are in increasing epoch order: only the tail after `known` can race
+                i = len(entries)
+                while i and entries[i - 1][0] > known:
+                    i -= 1
+                for e_epoch, e_rng, e_name in entries[i:]:
+                    if _overlap(rng, e_rng):
                         what = describe(tag[0])
                         kinds = f"{'write' if pw else 'read'} / {'write' if w else 'read'}"
                         raise AscendirError(
