@@ -27,7 +27,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))  # conformance.py
-FIRST_OPSET = 13
 TARGET = "ascend910b2"
 
 
@@ -41,6 +40,7 @@ class Case:
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     attrs: dict = field(default_factory=dict)
     outputs: int = 1
+    label: str = ""  # what the variant checks, when an op has several
 
 
 def _rand(*shape: int, seed: int = 0, positive: bool = False) -> np.ndarray:
@@ -63,38 +63,51 @@ def _binary(lhs: np.ndarray, rhs: np.ndarray) -> Callable[[int], Case]:
     return lambda v: Case(["a", "b"], {"a": lhs, "b": rhs})
 
 
-def _reduce(op: str) -> Callable[[int], Case]:
+def _reduce(op: str) -> Callable[[int], list[Case]]:
     axes_input_since = 13 if op == "ReduceSum" else 18
 
-    def build(v: int) -> Case:
+    def build(v: int) -> list[Case]:
+        default = Case(["x"], {"x": X}, attrs={"keepdims": 0}, label="no axes: all dims")
         if v >= axes_input_since:
-            return Case(["x", "axes"], {"x": X}, {"axes": _ints(0, -1)})  # default keepdims=1
-        return Case(["x"], {"x": X}, attrs={"axes": [0, -1]})
+            return [
+                Case(["x", "axes"], {"x": X}, {"axes": _ints(0, -1)}, label="axes input, default keepdims=1"),
+                default,
+                Case(["x", "axes"], {"x": X}, {"axes": _ints()}, {"noop_with_empty_axes": 1}, label="noop_with_empty_axes"),
+            ]
+        return [Case(["x"], {"x": X}, attrs={"axes": [0, -1]}, label="axes attribute"), default]
 
     return build
 
 
-def _split(v: int) -> Case:
+def _split(v: int) -> list[Case]:
+    x = _rand(2, 5)
+    sizes = Case(["x", "split"], {"x": x}, {"split": _ints(1, 4)}, {"axis": 1}, outputs=2, label="split input")
+    equal = Case(["x"], {"x": _rand(2, 6)}, attrs={"axis": -1}, outputs=3, label="equal parts")
     if v >= 18:  # num_outputs: equal chunks, the last one smaller (5 = 3 + 2)
-        return Case(["x"], {"x": _rand(2, 5)}, attrs={"axis": 1, "num_outputs": 2}, outputs=2)
-    return Case(["x", "split"], {"x": _rand(2, 5)}, {"split": _ints(1, 4)}, {"axis": 1}, outputs=2)
+        return [sizes, Case(["x"], {"x": x}, attrs={"axis": 1, "num_outputs": 2}, outputs=2, label="num_outputs")]
+    return [sizes, equal]
 
 
-def _pool(v: int, op: str) -> Case:
+def _pool(v: int, op: str) -> list[Case]:
+    x = _rand(1, 2, 7, 7)
     attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    cases = [Case(["x"], {"x": x}, attrs=attrs, label="pads, strides")]
+    cases.append(Case(["x"], {"x": x}, attrs={"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, label="ceil_mode"))
+    cases.append(Case(["x"], {"x": x}, attrs={"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"}, label="auto_pad"))
     if op == "AveragePool":
-        attrs["count_include_pad"] = 0
-    if v >= (19 if op == "AveragePool" else 12):
-        attrs["dilations"] = [1, 1]
-    return Case(["x"], {"x": _rand(1, 2, 7, 7)}, attrs=attrs)
+        cases.append(Case(["x"], {"x": x}, attrs={**attrs, "count_include_pad": 1}, label="count_include_pad"))
+    if v >= (19 if op == "AveragePool" else 12):  # dilations (AveragePool since 19)
+        cases.append(Case(["x"], {"x": x}, attrs={"kernel_shape": [2, 2], "dilations": [2, 2]}, label="dilations"))
+    return cases
 
 
 BOOLS = (np.random.default_rng(1).random((3, 4)) > 0.5, np.random.default_rng(2).random((2, 3, 4)) > 0.5)
 INTS = np.random.default_rng(3).integers(-9, 9, (2, 3, 4)).astype(np.int32)
 
-CASES: dict[str, Callable[[int], Case]] = {
+CASES: dict[str, Callable[[int], Case | list[Case]]] = {
     **{op: _unary() for op in ("Abs", "Ceil", "Cos", "Erf", "Exp", "Floor", "Neg", "Relu", "Sigmoid", "Sin",
-                                "Tanh", "Identity", "Gelu")},
+                                "Tanh", "Identity")},
+    "Gelu": lambda v: [Case(["x"], {"x": X}, label="erf"), Case(["x"], {"x": X}, attrs={"approximate": "tanh"}, label="tanh")],
     **{op: _unary(positive=True) for op in ("Log", "Reciprocal", "Sqrt")},
     **{op: _binary(X, _rand(3, 4, seed=1)) for op in ("Add", "Sub", "Mul", "Greater", "Less",
                                                      "GreaterOrEqual", "LessOrEqual")},
@@ -111,7 +124,12 @@ CASES: dict[str, Callable[[int], Case]] = {
     "LeakyRelu": lambda v: Case(["x"], {"x": X}),  # default alpha 0.01
     "Cast": lambda v: Case(["x"], {"x": X}, attrs={"to": 10}),  # float16
     "CastLike": lambda v: Case(["x", "like"], {"x": X}, {"like": np.zeros(1, np.float16)}),
-    "Clip": lambda v: Case(["x", "lo", "hi"], {"x": X}, {"lo": np.float32(-0.5), "hi": np.float32(0.7)}),
+    "Clip": lambda v: [
+        Case(["x", "lo", "hi"], {"x": X}, {"lo": np.float32(-0.5), "hi": np.float32(0.7)}, label="both bounds"),
+        Case(["x", "", "hi"], {"x": X}, {"hi": np.float32(0.7)}, label="max only"),
+        Case(["x"], {"x": X}, label="no bounds"),
+        Case(["x", "lo"], {"x": INTS}, {"lo": np.int32(-2)}, label="int32, min only"),
+    ],
     "Softmax": lambda v: Case(["x"], {"x": X}),  # default axis: -1 since 13 (1 before)
     "LayerNormalization": lambda v: Case(["x", "s", "b"], {"x": X}, {"s": _rand(4, seed=4), "b": _rand(4, seed=5)}),
     "BatchNormalization": lambda v: Case(
@@ -129,21 +147,40 @@ CASES: dict[str, Callable[[int], Case]] = {
     "GlobalMaxPool": lambda v: Case(["x"], {"x": _rand(1, 3, 4, 4)}),
     **{op: _reduce(op) for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")},
     "Concat": lambda v: Case(["a", "b"], {"a": X, "b": _rand(2, 2, 4, seed=1)}, attrs={"axis": -2}),
-    "Dropout": lambda v: Case(["x"], {"x": X}),
+    "Dropout": lambda v: [
+        Case(["x"], {"x": X}, label="x only"),
+        Case(["x", "ratio", "training"], {"x": X}, {"ratio": np.float32(0.3), "training": np.bool_(False)},
+             label="ratio, training_mode=false"),
+    ],
     "Expand": lambda v: Case(["x", "shape"], {"x": _rand(3, 1)}, {"shape": _ints(2, 1, 4)}),
     "Flatten": lambda v: Case(["x"], {"x": X}),  # default axis 1
     "Gather": lambda v: Case(["x", "i"], {"x": X}, {"i": _ints(2, -1, 0)}, {"axis": 1}),
     "GatherND": lambda v: Case(["x", "i"], {"x": X}, {"i": np.array([[1, 0], [0, -1]], np.int64)}),
-    "Reshape": lambda v: Case(["x", "shape"], {"x": X}, {"shape": _ints(0, -1, 2)}),
+    "Reshape": lambda v: [Case(["x", "shape"], {"x": X}, {"shape": _ints(0, -1, 2)}, label="0 and -1")] + (
+        [Case(["x", "shape"], {"x": X}, {"shape": _ints(2, 0, 4)}, {"allowzero": 0}, label="allowzero=0 copies"),
+         Case(["x", "shape"], {"x": _rand(0, 3)}, {"shape": _ints(3, 0)}, {"allowzero": 1}, label="allowzero=1")]
+        if v >= 14 else []),
     # (negative steps: the nn.slice lowering does not reverse yet)
-    "Slice": lambda v: Case(["x", "starts", "ends", "axes", "steps"], {"x": X},
-                            {"starts": _ints(-3, 1), "ends": _ints(100, -1), "axes": _ints(2, -2), "steps": _ints(2, 1)}),
+    "Slice": lambda v: [
+        Case(["x", "starts", "ends", "axes", "steps"], {"x": X},
+             {"starts": _ints(-3, 1), "ends": _ints(100, -1), "axes": _ints(2, -2), "steps": _ints(2, 1)}, label="all inputs"),
+        Case(["x", "starts", "ends"], {"x": X}, {"starts": _ints(1, 0), "ends": _ints(2, -1)}, label="default axes, steps"),
+    ],
     "Split": _split,
-    "Squeeze": lambda v: Case(["x", "axes"], {"x": _rand(2, 1, 4)}, {"axes": _ints(-2)}),
+    "Squeeze": lambda v: [
+        Case(["x", "axes"], {"x": _rand(2, 1, 4, 1)}, {"axes": _ints(-3)}, label="axes input"),
+        Case(["x"], {"x": _rand(2, 1, 4, 1)}, label="no axes: every 1-dim"),
+    ],
     "Unsqueeze": lambda v: Case(["x", "axes"], {"x": X}, {"axes": _ints(0, -1)}),
     "Tile": lambda v: Case(["x", "r"], {"x": _rand(2, 3)}, {"r": _ints(2, 1)}),
-    "TopK": lambda v: Case(["x", "k"], {"x": X}, {"k": _ints(2)}, outputs=2),  # default axis -1, largest
-    "Transpose": lambda v: Case(["x"], {"x": X}, attrs={"perm": [2, 0, 1]}),
+    "TopK": lambda v: [
+        Case(["x", "k"], {"x": X}, {"k": _ints(2)}, outputs=2, label="default axis -1, largest"),
+        Case(["x", "k"], {"x": X}, {"k": _ints(2)}, {"axis": 1, "largest": 0}, outputs=2, label="smallest on axis 1"),
+    ],
+    "Transpose": lambda v: [
+        Case(["x"], {"x": X}, attrs={"perm": [2, 0, 1]}, label="perm"),
+        Case(["x"], {"x": X}, label="default perm reverses"),
+    ],
 }
 
 
@@ -151,6 +188,8 @@ def versions(op: str) -> list[int]:
     """The opsets from 13 to the newest onnx knows at which a new schema version of `op` is in
     force (13 stands for a schema older than 13, e.g. And-7)."""
     import onnx
+
+    from ascendir.frontends.onnx.loading import MIN_OPSET as FIRST_OPSET  # older models are upgraded
 
     found = set()
     for v in range(FIRST_OPSET, onnx.defs.onnx_opset_version() + 1):
@@ -166,12 +205,17 @@ def sweep_ids(ops: set[str] | None = None) -> list[tuple[str, int]]:
     return [(op, v) for op in sorted(ops or CONVERTERS) for v in versions(op)]
 
 
-def build_model(op: str, version: int):
-    """The one-node model of `op` at opset `version` (the schema in force at `version`)."""
+def variants(op: str, version: int) -> list[Case]:
+    """The cases of `op` at opset `version`."""
+    cases = CASES[op](version)
+    return cases if isinstance(cases, list) else [cases]
+
+
+def build_model(op: str, version: int, case: Case):
+    """The one-node model of `case` at opset `version` (the schema of `op` in force at `version`)."""
     import onnx
     from onnx import helper, numpy_helper
 
-    case = CASES[op](version)
     outs = [f"y{i}" for i in range(case.outputs)]
     node = helper.make_node(op, case.order, outs, **case.attrs)
     graph = helper.make_graph(
@@ -181,7 +225,7 @@ def build_model(op: str, version: int):
         [numpy_helper.from_array(np.asarray(a), n) for n, a in case.consts.items()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", version)])
-    return onnx.shape_inference.infer_shapes(model, strict_mode=True), case.inputs
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
 
 
 def reference(model, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], str]:
@@ -220,20 +264,25 @@ def simulate_model(model, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]
 
 
 def run(op: str, version: int) -> tuple[bool, str]:
-    """(passed, reason) of `op` at `version`; the reason names the reference that ran."""
+    """(passed, reason) of every case of `op` at `version`: the first failure (naming its case
+    and the reference), else which references ran."""
     from conformance import _compare  # the node-test harness's tolerances
 
-    model, feeds = build_model(op, version)
-    want, source = reference(model, feeds)
-    try:
-        got = simulate_model(model, feeds)
-    except Exception as e:  # noqa: BLE001 - every failure is reported
-        return False, f"{type(e).__name__}: {' '.join(str(e).split())}"[:200]
-    for vi, w in zip(model.graph.output, want):
-        why = _compare(got[vi.name], w)
-        if why:
-            return False, f"output {vi.name}: {why} (vs {source})"
-    return True, source
+    sources = set()
+    for case in variants(op, version):
+        what = f"[{case.label}] " if case.label else ""
+        model = build_model(op, version, case)
+        want, source = reference(model, case.inputs)
+        sources.add(source)
+        try:
+            got = simulate_model(model, case.inputs)
+        except Exception as e:  # noqa: BLE001 - every failure is reported
+            return False, f"{what}{type(e).__name__}: {' '.join(str(e).split())}"[:240]
+        for vi, w in zip(model.graph.output, want):
+            why = _compare(got[vi.name], w)
+            if why:
+                return False, f"{what}output {vi.name}: {why} (vs {source})"
+    return True, ", ".join(sorted(sources))
 
 
 def main() -> None:
