@@ -160,10 +160,11 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
         [Case(["x", "shape"], {"x": X}, {"shape": _ints(2, 0, 4)}, {"allowzero": 0}, label="allowzero=0 copies"),
          Case(["x", "shape"], {"x": _rand(0, 3)}, {"shape": _ints(3, 0)}, {"allowzero": 1}, label="allowzero=1")]
         if v >= 14 else []),
-    # (negative steps: the nn.slice lowering does not reverse yet)
     "Slice": lambda v: [
         Case(["x", "starts", "ends", "axes", "steps"], {"x": X},
              {"starts": _ints(-3, 1), "ends": _ints(100, -1), "axes": _ints(2, -2), "steps": _ints(2, 1)}, label="all inputs"),
+        Case(["x", "starts", "ends", "axes", "steps"], {"x": X},
+             {"starts": _ints(-1, 2), "ends": _ints(-100, 0), "axes": _ints(2, 1), "steps": _ints(-2, -1)}, label="negative steps"),
         Case(["x", "starts", "ends"], {"x": X}, {"starts": _ints(1, 0), "ends": _ints(2, -1)}, label="default axes, steps"),
     ],
     "Split": _split,

@@ -148,8 +148,9 @@ def _slice(node: NodeContext, x: SSAValue, shape: tuple[int, ...], starts: list[
 
 @converts("Slice")
 def convert_slice(node: NodeContext) -> list[Value]:
-    """Slice with constant starts/ends/axes/steps → nn.slice with clamped, non-negative starts
-    and the result shape."""
+    """Slice with constant starts/ends/axes/steps → nn.slice with clamped, non-negative starts,
+    positive steps and the result shape; an axis with a negative step is sliced in ascending
+    order and reversed by an nn.gather."""
     shape = node.shape(0)
     rank = len(shape)
     starts = node.require_const(1, "starts").tolist()
@@ -162,14 +163,22 @@ def convert_slice(node: NodeContext) -> list[Value]:
     if len(set(norm_axes)) != len(norm_axes):
         raise node.error(f"axes {axes} repeat a dimension")
     out_starts, out_steps, out_shape = [0] * rank, [1] * rank, list(shape)
+    reversed_axes = []
     for start, end, axis, step in zip(starts, ends, norm_axes, steps):
         if step == 0:
             raise node.error("steps must not be 0")
         # ONNX Slice clamps exactly like Python slicing (negative bounds count from the end).
-        first, stop, step = slice(int(start), int(end), int(step)).indices(shape[axis])
-        size = len(range(first, stop, step))
-        out_starts[axis], out_steps[axis], out_shape[axis] = (first if size else 0), step, size
-    return [_slice(node, node.value(0), shape, out_starts, out_steps, out_shape)]
+        picked = range(*slice(int(start), int(end), int(step)).indices(shape[axis]))
+        if picked.step < 0 and len(picked) > 1:
+            # The same elements in ascending order, then reversed by a gather along the axis.
+            picked = picked[::-1]
+            reversed_axes.append(axis)
+        out_starts[axis], out_steps[axis], out_shape[axis] = (picked.start if picked else 0), abs(picked.step), len(picked)
+    y = _slice(node, node.value(0), shape, out_starts, out_steps, out_shape)
+    for axis in reversed_axes:
+        backwards = np.arange(out_shape[axis] - 1, -1, -1, dtype=np.int64)
+        y = node.emit(nn.GatherOp(y, node.constant(backwards, f"reverse{axis}"), axis))
+    return [y]
 
 
 @converts("Split")
