@@ -23,3 +23,14 @@ def test_every_claimed_op_has_a_sweep_case() -> None:
 def test_op_at_opset(op: str, version: int) -> None:
     passed, reason = opset_sweep.run(op, version)
     assert passed, reason
+
+
+def test_reference_falls_back_to_onnx_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An opset onnxruntime rejects (simulated: every session fails) is checked with onnx.reference."""
+    import onnxruntime
+
+    def reject(*args, **kwargs):
+        raise RuntimeError("unsupported opset")
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", reject)
+    assert opset_sweep.run("ReduceMean", 18) == (True, "onnx.reference")
