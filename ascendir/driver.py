@@ -96,8 +96,9 @@ def lower(module: ModuleOp, weights: WeightStore, target: str | Path | None) -> 
     from ascendir.lowering.convert_nn_to_ascend import ConvertNNToAscend
 
     # nn.attention without a fused template becomes matmul/softmax ops (its causal triangle an
-    # nn.constant), before constants move into the WeightStore.
-    run_passes(module, PassPipeline((DecomposeAttention(),)))
+    # nn.constant), before constants move into the WeightStore. The module is verified once,
+    # after the lowering (verifying the nn module again here would repeat the nn pipeline's check).
+    DecomposeAttention().apply(make_context(), module)
     constants_to_weights(module, weights)
     tgt = str(target or DEFAULT_TARGET)
     run_passes(module, PassPipeline((ConvertNNToAscend(target=tgt), *lowered_pipeline(tgt))))

@@ -113,3 +113,47 @@ def test_shape_only_reads_small_integer_initializers(tmp_path: Path) -> None:
               save_as_external_data=True, location="d.bin", size_threshold=0)
     module, weights = compile_model(path, "ascend910b2", shape_only=True)
     assert "4x32" in str(module)
+
+
+def _weights_computed_at_import(folder: Path) -> Path:
+    """x[2, 32] @ Transpose(wt[16, 32]) (a fold at import) and Gemm(transB=1, beta=0.5) over
+    external weights: the importer computes a transposed and a scaled copy of weights."""
+    rng = np.random.default_rng(3)
+    wt = numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "wt")
+    b = numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32), "b")
+    c = numpy_helper.from_array(rng.standard_normal((2, 8)).astype(np.float32), "c")
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["wt"], ["w"], perm=[1, 0]), helper.make_node("MatMul", ["x", "w"], ["h"]),
+         helper.make_node("Gemm", ["h", "b", "c"], ["y"], transB=1, beta=0.5)],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [wt, b, c],
+    )
+    path = folder / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path),
+              save_as_external_data=True, location="d.bin", size_threshold=0)
+    return path
+
+
+def test_shape_only_reads_no_weight_the_importer_computes_on(tmp_path: Path) -> None:
+    path = _weights_computed_at_import(tmp_path)
+    (tmp_path / "d.bin").unlink()  # any read would fail with "no such file"
+    module, weights = compile_model(path, "ascend910b2", shape_only=True)
+    assert len(weights) == 3
+    for n in weights:  # the transposed and scaled copies are zero-stride zeros too
+        assert not any(weights[n].strides), (n, weights[n].strides)
+
+
+def test_weights_computed_at_import_are_lazy_and_exact(tmp_path: Path) -> None:
+    path = _weights_computed_at_import(tmp_path)
+    module, weights = compile_model(path, "ascend910b2")
+    data = tmp_path / "d.bin"
+    onnx.save(onnx.load(str(path)), str(tmp_path / "inline.onnx"))  # the weights, inline
+    original = data.read_bytes()
+    os.truncate(data, 0)  # nothing was read while compiling: reading now fails
+    with pytest.raises(AscendirError, match="truncated"):
+        weights[next(iter(weights))]
+    data.write_bytes(original)
+    x = np.random.default_rng(4).standard_normal((2, 32)).astype(np.float32)
+    want = ort.InferenceSession(str(tmp_path / "inline.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = simulate(module, weights, {"x": x}, load_target("ascend910b2")).outputs["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)

@@ -151,3 +151,23 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"}) -> (tensor<6xf32> {onnx.n
     body = printed(lowered)
     assert "ascend.weight @w0 : memref<3xf32, #ascend<space gm>>" in body
     assert "ascend.kernel" not in body
+
+
+def test_identical_ops_launch_one_shared_kernel() -> None:
+    """Two identical layers (matmul, relu) lower to one kernel each, launched twice on each
+    layer's buffers; x*x (aliased operands) and x*y do not share a kernel. Numerics match."""
+    t, w = "tensor<16x32xf32>", "tensor<32x32xf32>"
+    body = "\n  ".join([
+        f"%a = nn.matmul %x, %w1 : ({t}, {w}) -> {t}",
+        f"%b = nn.relu %a : ({t}) -> {t}",
+        f"%c = nn.matmul %b, %w2 : ({t}, {w}) -> {t}",
+        f"%d = nn.relu %c : ({t}) -> {t}",
+        f"%e = nn.mul %d, %d : ({t}, {t}) -> {t}",
+        f"%y = nn.mul %e, %b : ({t}, {t}) -> {t}",
+    ])
+    text = module([("x", (16, 32), "f32"), ("w1", (32, 32), "f32"), ("w2", (32, 32), "f32")], body, ("y", (16, 32), "f32"))
+    lowered = check(text, {"x": rand((16, 32)), "w1": rand((32, 32), seed=1), "w2": rand((32, 32), seed=2)})
+    kernels = [op.sym_name.data for op in lowered.ops if isinstance(op, ascend.KernelOp)]
+    launches = Counter(op.callee.root_reference.data for op in lowered.walk() if isinstance(op, ascend.LaunchOp))
+    assert len(kernels) == len(set(launches)) == 4, (kernels, launches)
+    assert sorted(launches.values()) == [1, 1, 2, 2], launches

@@ -23,6 +23,7 @@ size-1 operand dims to the destination shape (repeat stride 0 / `vbrcb`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -113,6 +114,13 @@ class CoreType(StrEnum):
 
 def memref_type(shape: Sequence[int], elem: Attribute, space: MemSpace, layout: Attribute | None = None) -> MemRefType:
     """`memref<shape x elem, #ascend<space ...>>`."""
+    return _memref_type(tuple(shape), elem, space, layout)
+
+
+@functools.lru_cache(maxsize=4096)
+def _memref_type(shape: tuple[int, ...], elem: Attribute, space: MemSpace, layout: Attribute | None) -> MemRefType:
+    # Types are immutable and building one (with its verification) costs about a millisecond;
+    # kernels ask for the same few tile types again and again.
     if layout is None:
         return MemRefType(elem, list(shape), memory_space=MemSpaceAttr(space))
     return MemRefType(elem, list(shape), layout=layout, memory_space=MemSpaceAttr(space))

@@ -7,6 +7,7 @@ Units: bytes, cycles of `clock_hz` (the AI Core clock), rates in bytes/cycle per
 
 from __future__ import annotations
 
+import functools
 import math
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -227,6 +228,13 @@ def _check(cfg: HardwareConfig, path: Path) -> None:
         raise AscendirError(f"target file {path}: non-positive or invalid values for {', '.join(bad)}")
 
 
+@functools.lru_cache(maxsize=32)
+def _read_toml(path: Path, mtime_ns: int) -> dict:
+    # Parsing a target file costs ~50 ms and every compile and simulate loads one; _parse only
+    # reads the dict, so the parsed text is shared (re-read when the file changes).
+    return tomllib.loads(path.read_text())
+
+
 def load_target(target: str | Path | HardwareConfig | None = None) -> HardwareConfig:
     """Load a shipped target by name (e.g. "ascend910b2", "910b2") or a TOML file path.
 
@@ -244,7 +252,7 @@ def load_target(target: str | Path | HardwareConfig | None = None) -> HardwareCo
         if not path.exists():
             raise AscendirError(f"unknown target '{target}'; shipped targets: {', '.join(TARGETS)}")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = _read_toml(path.resolve(), path.stat().st_mtime_ns)
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise AscendirError(f"cannot read target file {path}: {' '.join(str(e).split())}") from None
     try:

@@ -5,7 +5,8 @@ Input: `func.func @main` over tensors (`arg_attrs`/`res_attrs` with `onnx.name`)
 first (`ascendir.lowering.constants_to_weights`).
 
 Output: the module gets `ascend.arch` and `ascend.target` attributes, one `ascend.kernel` per nn
-op (or per `nn.fused`), and a new `func.func @main` over GM memrefs (same arg/res attrs) whose
+op (or per `nn.fused`) of a distinct signature (structurally identical ops, e.g. the same op in
+every layer, launch one shared kernel: kernel_reuse.py), and a new `func.func @main` over GM memrefs (same arg/res attrs) whose
 body is `ascend.weight` for each nn.weight, GM `ascend.alloc` for intermediates, `ascend.view`
 for reshapes (free), `ascend.launch @kernel(...)` in program order, and `func.return`.
 
@@ -33,7 +34,7 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.lowering import data_movement, elementwise, ffn, matmul, matmul_epilogue, reduction
 from ascendir.lowering import conv, pool, topk
-from ascendir.lowering import flash_attention, norm_matmul
+from ascendir.lowering import flash_attention, kernel_reuse, norm_matmul
 from ascendir.lowering.host_builder import LoweringContext, gm_type
 
 Template = Callable[[LoweringContext, Operation, list[SSAValue]], list[SSAValue]]
@@ -100,15 +101,28 @@ def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> N
                 "(ascendir.lowering.constants_to_weights)"
             )
         operands = [ctx.gm(v) for v in op.operands]
-        if isinstance(op, nn.FusedOp):
-            results = lower_fused(ctx, op, operands)
+        key = kernel_reuse.signature(op, operands)
+        fragment = ctx.fragments.get(key) if key is not None else None
+        if fragment is not None:
+            results = fragment.replay(ctx, operands)
         else:
-            template = TEMPLATES.get(type(op))
-            if template is None:
-                raise AscendirError(f"{ctx.current}: convert-nn-to-ascend has no template for {op.name}")
-            results = template(ctx, op, operands)
+            last = ctx.host.last_op
+            results = lower_op(ctx, op, operands)
+            if key is not None and key not in ctx.fragments:
+                first = last.next_op if last is not None else ctx.host.first_op
+                ctx.fragments[key] = kernel_reuse.Fragment.record(first, operands, results)
         for r, buf in zip(op.results, results, strict=True):
             ctx.values[r] = buf
+
+
+def lower_op(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
+    """Lower one nn op (or nn.fused) by its template; returns its result buffers."""
+    if isinstance(op, nn.FusedOp):
+        return lower_fused(ctx, op, operands)
+    template = TEMPLATES.get(type(op))
+    if template is None:
+        raise AscendirError(f"{ctx.current}: convert-nn-to-ascend has no template for {op.name}")
+    return template(ctx, op, operands)
 
 
 def lower_fused(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue]:

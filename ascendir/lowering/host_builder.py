@@ -50,6 +50,8 @@ class LoweringContext:
         self._names: dict[str, int] = {}
         self._views: dict[tuple[SSAValue, tuple[int, ...]], SSAValue] = {}
         self.current: str = ""  # the nn op being lowered, for error messages
+        # kernel_reuse.Fragment (or None: not replayable) by kernel_reuse.signature of an nn op
+        self.fragments: dict[object, object] = {}
 
     # ------------------------------------------------------------------------------------------
     def gm(self, value: SSAValue) -> SSAValue:

@@ -55,9 +55,10 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
-from ascendir.lowering.elementwise import MIN_SPLIT_BYTES, collapse_broadcast
+from ascendir.lowering.elementwise import MIN_SPLIT_BYTES
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
 from ascendir.lowering.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
+from ascendir.lowering.matmul_layout import matmul_layout
 
 # Default base tile (Ascend C MatmulTiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
 BASE_MN = 128
@@ -252,11 +253,9 @@ def emit_matmuls(
             "cast the model to float16"
         )
     grouped = len(products) > 1
-    sa, sb = shape(a), shape(products[0].b)
-    a2 = (1, *sa) if len(sa) == 1 else sa
-    b2 = (*sb, 1) if len(sb) == 1 else sb
-    m, k = a2[-2:]
-    ba, bb = a2[:-2], b2[:-2]
+    lay = matmul_layout(shape(a), shape(products[0].b))
+    k, batch, m_rows = lay.k, lay.batch, lay.m_rows
+    out_b, a_b, b_b = lay.out_batch, lay.a_batch, lay.b_batch
     if grouped and any(
         len(shape(p.b)) != 2 or shape(p.b)[0] != k or p.out_elem != products[0].out_elem
         or p.epilogue.activation is not None or p.epilogue.residual is not None
@@ -264,14 +263,7 @@ def emit_matmuls(
         for p in products
     ):
         raise ctx.error("a grouped matmul needs [K, N_i] weights of one K, one output type and bias-only epilogues")
-    if math.prod(bb) == 1:
-        batch, m_rows = 1, math.prod(ba) * m
-        out_b, a_b, b_b = [1], [1], [1]
-    else:
-        bo = nn.broadcast_shapes(ba, bb)
-        out_b, (a_b, b_b) = collapse_broadcast(bo, [ba, bb])
-        batch, m_rows = math.prod(bo), m
-    ns = [shape(p.b)[1] for p in products] if grouped else [b2[-1]]
+    ns = [shape(p.b)[1] for p in products] if grouped else [lay.n]
     results = [ctx.buffer(p.out_shape, p.out_elem) for p in products]
     if any(math.prod(p.out_shape) == 0 for p in products):
         if grouped:

@@ -51,6 +51,7 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles
 from ascendir.dialects.ascend import Pipe
+from ascendir.lowering.matmul_layout import matmul_layout
 
 TILING_ATTR = "ascend.tiling"
 FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle")
@@ -143,18 +144,8 @@ def _dtype_name(el: Attribute) -> str:
 
 def problem_of(mm: nn.MatmulOp) -> Problem:
     """The Problem of an nn.matmul, laid out as lowering/matmul.py's emit_matmul lays it out
-    (and with its epilogue when it is the matmul of a matmul_epilogue region)."""
-    sa, sb = tuple(mm.lhs.type.get_shape()), tuple(mm.rhs.type.get_shape())
-    a2 = (1, *sa) if len(sa) == 1 else sa
-    b2 = (*sb, 1) if len(sb) == 1 else sb
-    m, k = a2[-2:]
-    n = b2[-1]
-    ba, bb = a2[:-2], b2[:-2]
-    if math.prod(bb) == 1:
-        batch, m_rows, a_batch, b_batch = 1, math.prod(ba) * m, 1, 1
-    else:
-        bo = nn.broadcast_shapes(ba, bb)
-        batch, m_rows, a_batch, b_batch = math.prod(bo), m, math.prod(ba), math.prod(bb)
+    (matmul_layout; and with its epilogue when it is the matmul of a matmul_epilogue region)."""
+    lay = matmul_layout(mm.lhs.type.get_shape(), mm.rhs.type.get_shape())
     el = mm.lhs.type.element_type
     bias_bytes, epi = 0, False
     parent = mm.parent_op()
@@ -165,7 +156,10 @@ def problem_of(mm: nn.MatmulOp) -> Problem:
         epi = len(body) > 1
         if parent.kind.data == "matmul_epilogue" and any(isinstance(o, nn.AddOp) for o in body):
             bias_bytes = itemsize(el)
-    return Problem(batch, m_rows, n, k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, epi, a_batch, b_batch)
+    return Problem(
+        lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, epi,
+        math.prod(lay.a_batch), math.prod(lay.b_batch),
+    )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
@@ -67,14 +69,22 @@ def _first_fit(items: list[_Item], align: int) -> list[_Item]:
     """Give each item the lowest aligned offset clear of every placed item live with it
     (largest first); returns the items in placement order."""
     placed: list[_Item] = []
+    # live starts/ends and byte ranges of the placed items, so that finding the ones live with
+    # the next item is one vectorized test (a model has thousands of GM intermediates).
+    lo, hi, begin, end = (np.empty(len(items), np.int64) for _ in range(4))
     for it in sorted(items, key=lambda i: (-i.size, i.live)):
-        busy = sorted((p.offset, p.offset + p.size) for p in placed if _overlap(p.live, it.live))
+        n = len(placed)
+        live = (lo[:n] <= hi[:n]) & (lo[:n] <= it.live[1]) & (hi[:n] >= it.live[0])  # as _overlap
+        if it.live[0] > it.live[1]:
+            live[:] = False
+        busy = sorted(zip(begin[:n][live].tolist(), end[:n][live].tolist()))
         off = 0
-        for lo, hi in busy:
-            if off + it.size <= lo:
+        for lo_, hi_ in busy:
+            if off + it.size <= lo_:
                 break
-            off = max(off, _round_up(hi, align))
+            off = max(off, _round_up(hi_, align))
         it.offset = off
+        lo[n], hi[n], begin[n], end[n] = it.live[0], it.live[1], off, off + it.size
         placed.append(it)
     return placed
 
@@ -146,9 +156,17 @@ def plan_gm(host: func.FuncOp, target: HardwareConfig) -> dict[str, int]:
     for it in _first_fit(items, align):
         it.value.owner.attributes[OFFSET_ATTR] = IntegerAttr(it.offset, i64)
     arena = max((it.offset + it.size for it in items), default=0)
-    # live peak: the most bytes live at one point (every buffer counted from first to last use)
-    points = sorted({lo for lo, hi in live.values() if lo <= hi})
-    peak = max((sum(nbytes(v.type) for v in allocs if live[v][0] <= p <= live[v][1]) for p in points), default=0)
+    # live peak: the most bytes live at one point (every buffer counted from first to last use),
+    # by a sweep over (position, ±bytes) events; a buffer ending at p - 1 is gone before one
+    # starting at p arrives (removals sort first).
+    events = sorted(
+        e for v in allocs if live[v][0] <= live[v][1]
+        for e in ((live[v][0], nbytes(v.type)), (live[v][1] + 1, -nbytes(v.type)))
+    )
+    peak = running = 0
+    for _, delta in events:
+        running += delta
+        peak = max(peak, running)
     fp = {
         "weights": weights,
         "inputs": inputs,

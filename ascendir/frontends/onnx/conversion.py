@@ -3,7 +3,8 @@ and the per-node view (`NodeContext`) each converter receives."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from ascendir.dialects import nn
 from ascendir.dtypes import from_numpy_dtype, to_numpy_dtype
 from ascendir.errors import AscendirError
-from ascendir.frontends.onnx.loading import onnx_dtype_to_numpy
+from ascendir.frontends.onnx.loading import onnx_dtype_to_numpy, read_in_shape_only, zero_view
 from ascendir.frontends.onnx.values import Constant, Value
 from ascendir.weights import WeightStore
 
@@ -30,10 +31,11 @@ def tensor_type(dtype: np.dtype, shape: Sequence[int]) -> TensorType:
 class ImportState:
     """Everything one graph import accumulates."""
 
-    def __init__(self, block: Block, weights: WeightStore, opset: int, used_names: set[str]):
+    def __init__(self, block: Block, weights: WeightStore, opset: int, used_names: set[str], shape_only: bool = False):
         self.block = block
         self.weights = weights
         self.opset = opset
+        self.shape_only = shape_only
         self.used_names = used_names
         self.values: dict[str, Value] = {}
         # Small constants are shared by value: exporters repeat the same scalar in every layer.
@@ -42,6 +44,26 @@ class ImportState:
     def emit(self, op: Operation) -> Operation:
         self.block.add_op(op)
         return op
+
+    def derive(
+        self, name: str, sources: Sequence[Constant | None], compute: Callable[[], np.ndarray],
+        shape: Sequence[int], dtype: np.dtype,
+    ) -> Constant:
+        """A constant computed at import from `sources` by `compute` (which reads their arrays).
+
+        When a source is still unread (external data), so is the result: `compute` runs only when
+        the value is needed, and under --shape-only a weight-like result (see
+        `read_in_shape_only`) is zeros of its shape, as its sources are: no weight byte is read or
+        materialized for a weight transposed, reshaped or scaled at import.
+        """
+        present = [s for s in sources if s is not None]
+        parameter = any(s.parameter for s in present)
+        if all(s.lazy_source is None for s in present):
+            return Constant(name, compute(), parameter=parameter)
+        shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
+        if self.shape_only and not read_in_shape_only(dtype, math.prod(shape)):
+            return Constant(name, lambda: zero_view(shape, dtype), shape, dtype, parameter=parameter)
+        return Constant(name, compute, shape, dtype, parameter=parameter)
 
     def materialize(self, const: Constant) -> SSAValue:
         """The SSA value of a constant: `nn.constant` if small, else an `nn.weight` (once each)."""
@@ -162,15 +184,23 @@ class NodeContext:
         self.state.emit(op)
         return op.results[0]
 
-    def constant(self, array: np.ndarray, suffix: str, source: int | None = None) -> SSAValue:
-        """Materialize a constant the conversion computed (e.g. a transposed weight).
+    def constant(self, array: np.ndarray, suffix: str) -> SSAValue:
+        """Materialize a constant the conversion computed from no single input (a scalar, indices);
+        a large one is stored as weight `<first output name>.<suffix>`. Values computed from a
+        constant input (a transposed weight) go through `derived`."""
+        base = self.node.output[0] or self.label
+        return self.state.materialize(Constant(f"{base}.{suffix}", np.asarray(array)))
 
-        A large one is stored as weight `<name of input source>.<suffix>`, or
-        `<first output name>.<suffix>` when it derives from no single input.
-        """
-        base = self.node.input[source] if source is not None else (self.node.output[0] or self.label)
-        parameter = source is not None and getattr(self.state.values.get(self.node.input[source]), "parameter", False)
-        return self.state.materialize(Constant(f"{base}.{suffix}", np.asarray(array), parameter=parameter))
+    def derived(self, i: int, compute: Callable[[np.ndarray], np.ndarray], shape: Sequence[int], suffix: str) -> SSAValue:
+        """Materialize `compute(value of constant input i)`, a result of `shape` and input i's
+        dtype (e.g. a transposed weight), stored as `<input name>.<suffix>`; computed only when
+        read when input i is still unread (see `ImportState.derive`)."""
+        source = self.input(i)
+        assert isinstance(source, Constant)
+        name = f"{self.node.input[i]}.{suffix}"
+        return self.state.materialize(
+            self.state.derive(name, [source], lambda: np.asarray(compute(source.array)), shape, source.dtype)
+        )
 
     def scalar(self, value: float | int | bool, like: np.dtype) -> SSAValue:
         """A 0-d constant of dtype `like` (broadcasts against any shape)."""

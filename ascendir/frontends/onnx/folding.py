@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnx
-from onnx import NodeProto, helper
+from onnx import NodeProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 # Nodes that must not be evaluated once at import even when their inputs are known: random
@@ -72,6 +72,44 @@ def evaluate(node: NodeProto, inputs: Sequence[np.ndarray | None], opset: int) -
     if not all(isinstance(o, (np.ndarray, np.generic)) for o in outputs):
         raise FoldingError("an output is not a tensor (sequence, map or optional)")
     return [np.asarray(o) for o in outputs]
+
+
+def infer_output_types(
+    node: NodeProto, inputs: Sequence[tuple[tuple[int, ...], int, np.ndarray | None] | None], opset: int
+) -> list[tuple[tuple[int, ...], int]] | None:
+    """Output shapes and ONNX element types of `node` by onnx shape inference, without running it.
+
+    Args:
+        inputs: per entry of `node.input`, (shape, ONNX element type, value or None when the value
+            must not be read), or None for an omitted input. Given values (shapes, axes) let data
+            propagation resolve shape-computing inputs.
+
+    Returns:
+        One (shape, element type) per output, or None when inference leaves one unknown.
+    """
+    graph_inputs, initializers = [], []
+    for name, entry in zip(node.input, inputs):
+        if not name or entry is None:
+            continue
+        shape, elem, value = entry
+        if value is not None:
+            initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        else:
+            graph_inputs.append(helper.make_tensor_value_info(name, elem, list(shape)))
+    outputs = [helper.make_tensor_value_info(o, 0, None) for o in node.output]
+    graph = helper.make_graph([node], "ascendir.infer", graph_inputs, outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except Exception:  # noqa: BLE001 - inference errors of any kind mean "evaluate instead"
+        return None
+    result = []
+    for vi in inferred.graph.output:
+        tt = vi.type.tensor_type
+        if not tt.elem_type or not tt.HasField("shape") or not all(d.HasField("dim_value") for d in tt.shape.dim):
+            return None
+        result.append((tuple(d.dim_value for d in tt.shape.dim), tt.elem_type))
+    return result
 
 
 def fold_from_shape(node: NodeProto, shape: tuple[int, ...]) -> list[np.ndarray] | None:

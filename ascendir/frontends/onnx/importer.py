@@ -7,10 +7,11 @@ else goes through the converter table. Constants become IR only where a converte
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import onnx
-from onnx import NodeProto, ValueInfoProto
+from onnx import NodeProto, ValueInfoProto, helper
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -26,11 +27,17 @@ from ascendir.frontends.onnx.folding import (
     FoldingError,
     evaluate,
     fold_from_shape,
+    infer_output_types,
     is_default_domain,
     is_foldable_op,
     opset_of,
 )
-from ascendir.frontends.onnx.loading import initializer_constant, load_model, onnx_dtype_to_numpy
+from ascendir.frontends.onnx.loading import (
+    SHAPE_ONLY_READ_LIMIT,
+    initializer_constant,
+    load_model,
+    onnx_dtype_to_numpy,
+)
 from ascendir.frontends.onnx.values import Constant, Value
 from ascendir.weights import WeightStore
 
@@ -103,7 +110,7 @@ class _GraphImporter:
         used = {name for node in self.graph.node for name in node.input}
         used.update(o.name for o in self.graph.output)
         self.block = Block()
-        self.state = ImportState(self.block, self.weights, opset_of(proto), used)
+        self.state = ImportState(self.block, self.weights, opset_of(proto), used, shape_only)
         # Values downstream of an unsupported op cannot be converted; they are skipped silently so
         # that the final error lists every unsupported op type, not the first one only.
         self.poisoned: set[str] = set()
@@ -281,12 +288,47 @@ class _GraphImporter:
         self.unsupported.setdefault(_op_key(node), []).append(label)
         self.poisoned.update(node.output)
 
+    def _fold_lazily(self, node: NodeProto, label: str, inputs: list[Constant | None]) -> list[Constant] | None:
+        """A fold of unread (external) constants, e.g. a Transpose of a weight, as lazy constants
+        whose shapes come from onnx shape inference: evaluated only when their value is needed,
+        never under --shape-only. None when no input is unread or inference cannot tell a shape."""
+        if all(v is None or v.lazy_source is None for v in inputs):
+            return None
+        described = [
+            None if v is None else (
+                v.shape, helper.np_dtype_to_tensor_dtype(v.dtype),
+                v.array if v.lazy_source is None and v.size <= SHAPE_ONLY_READ_LIMIT else None,
+            )
+            for v in inputs
+        ]
+        types = infer_output_types(node, described, self.state.opset)
+        if types is None:
+            return None
+        opset = self.state.opset
+
+        @functools.cache
+        def outputs() -> list:
+            try:
+                return evaluate(node, [v.array if v is not None else None for v in inputs], opset)
+            except FoldingError as e:
+                raise AscendirError(f"{node.op_type} '{label}': cannot evaluate at import: {e}") from None
+
+        return [
+            self.state.derive(
+                name, inputs, (lambda k=k: outputs()[k]), shape, onnx_dtype_to_numpy(elem, f"output '{name}'")
+            )
+            for k, (name, (shape, elem)) in enumerate(zip(node.output, types))
+        ]
+
     def _fold(self, node: NodeProto, label: str, inputs: list[Value | None], converter: object) -> list | None:
         """Outputs known at import (as Constants), or None if the node must be converted."""
         if not is_foldable_op(node) or node.op_type in _FORWARDING_OPS:
             return None
         present = [v for v in inputs if v is not None]
         if all(isinstance(v, Constant) for v in present):
+            lazy = self._fold_lazily(node, label, inputs)
+            if lazy is not None:
+                return lazy
             try:
                 arrays = evaluate(node, [v.array if v is not None else None for v in inputs], self.state.opset)
             except FoldingError as e:

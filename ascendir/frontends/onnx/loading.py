@@ -106,10 +106,16 @@ def initializer_constant(tensor: TensorProto, base_dir: str, shape_only: bool = 
     shape = tuple(tensor.dims)
     if tensor.data_location == TensorProto.EXTERNAL:
         size = int(np.prod(shape, dtype=np.int64))
-        if shape_only and not (dtype.kind in "iub" and size <= SHAPE_ONLY_READ_LIMIT):
+        if shape_only and not read_in_shape_only(dtype, size):
             return Constant(tensor.name, lambda: zero_view(shape, dtype), shape, dtype, parameter=True)
         return Constant(tensor.name, lambda: _read_external(tensor, base_dir, shape, dtype), shape, dtype, parameter=True)
     return Constant(tensor.name, numpy_helper.to_array(tensor), parameter=True)
+
+
+def read_in_shape_only(dtype: np.dtype, size: int) -> bool:
+    """Whether a constant of `dtype` and `size` elements is read under --shape-only: small integer
+    and bool tensors (shapes, axes, indices) are; weights never are."""
+    return dtype.kind in "iub" and size <= SHAPE_ONLY_READ_LIMIT
 
 
 def zero_view(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ascendir.dialects import nn
 from ascendir.frontends.onnx.conversion import NodeContext
 from ascendir.frontends.onnx.converters.registry import converts
-from ascendir.frontends.onnx.values import Value
+from ascendir.frontends.onnx.values import Constant, Value
 
 
 def _window_attrs(
@@ -62,9 +62,11 @@ def convert_conv(node: NodeContext) -> list[Value]:
     x, w = node.value(0), node.value(1)
     if rank == 1:  # [N, C, L] → [N, C, 1, L]
         x = node.emit(nn.ReshapeOp(x, [*x_shape[:2], 1, x_shape[2]]))
-        weight = node.const(1)
         new_w = [*w_shape[:2], 1, w_shape[2]]
-        w = node.constant(weight.reshape(new_w), "2d", source=1) if weight is not None else node.emit(nn.ReshapeOp(w, new_w))
+        if isinstance(node.input(1), Constant):
+            w = node.derived(1, lambda a: a.reshape(new_w), new_w, "2d")
+        else:
+            w = node.emit(nn.ReshapeOp(w, new_w))
     bias = node.value(2) if node.has_input(2) else None
     y = node.emit(nn.Conv2dOp(x, w, bias, strides, pads, dilations, int(node.attr("group", 1))))
     if rank == 1:

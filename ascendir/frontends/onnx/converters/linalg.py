@@ -8,7 +8,7 @@ from xdsl.ir import SSAValue
 from ascendir.dialects import nn
 from ascendir.frontends.onnx.conversion import NodeContext
 from ascendir.frontends.onnx.converters.registry import converts
-from ascendir.frontends.onnx.values import Value
+from ascendir.frontends.onnx.values import Constant, Value
 
 
 @converts("MatMul")
@@ -24,9 +24,8 @@ def _gemm_operand(node: NodeContext, i: int, transpose: bool) -> SSAValue:
         raise node.error(f"operand {i} must be 2-D, got shape {list(node.shape(i))}")
     if not transpose:
         return node.value(i)
-    const = node.const(i)
-    if const is not None:  # a transposed weight is stored transposed, not transposed at runtime
-        return node.constant(np.ascontiguousarray(const.T), "T", source=i)
+    if isinstance(node.input(i), Constant):  # a transposed weight is stored transposed
+        return node.derived(i, lambda a: np.ascontiguousarray(a.T), node.shape(i)[::-1], "T")
     return node.emit(nn.TransposeOp(node.value(i), [1, 0]))
 
 
@@ -43,11 +42,10 @@ def convert_gemm(node: NodeContext) -> list[Value]:
     if alpha != 1.0:
         y = node.emit(nn.MulOp(y, node.scalar(alpha, dtype)))
     if node.has_input(2) and beta != 0.0:
-        c_const = node.const(2)
         if beta == 1.0:
             c = node.value(2)
-        elif c_const is not None:
-            c = node.constant((c_const * np.asarray(beta, dtype)).astype(dtype), "scaled", source=2)
+        elif isinstance(node.input(2), Constant):
+            c = node.derived(2, lambda a: (a * np.asarray(beta, dtype)).astype(dtype), node.shape(2), "scaled")
         else:
             c = node.emit(nn.MulOp(node.value(2), node.scalar(beta, dtype)))
         y = node.emit(nn.AddOp(y, c))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ascendir.dialects import nn
@@ -13,19 +11,10 @@ from ascendir.frontends.onnx.values import Value
 
 @converts("Softmax")
 def convert_softmax(node: NodeContext) -> list[Value]:
-    """Softmax → nn.softmax over one axis (opset ≥ 13); before 13, over the flattened
-    trailing dims from `axis` (reshape around a 2-D softmax)."""
-    shape = node.shape(0)
-    rank = len(shape)
-    if node.opset >= 13:
-        return [node.emit(nn.SoftmaxOp(node.value(0), node.axis(node.attr("axis", -1), rank)))]
-    # Before opset 13 the input was coerced to 2-D at `axis` and normalized over the second dim.
-    axis = node.axis(node.attr("axis", 1), rank)
-    if axis == rank - 1:
-        return [node.emit(nn.SoftmaxOp(node.value(0), axis))]
-    flat = node.emit(nn.ReshapeOp(node.value(0), [math.prod(shape[:axis]), math.prod(shape[axis:])]))
-    soft = node.emit(nn.SoftmaxOp(flat, 1))
-    return [node.emit(nn.ReshapeOp(soft, shape))]
+    """Softmax → nn.softmax over one axis (default -1). Opset < 13 models, whose Softmax
+    normalized the flattened trailing dims from `axis`, are upgraded at load by onnx's version
+    converter, which rewrites that form."""
+    return [node.emit(nn.SoftmaxOp(node.value(0), node.axis(node.attr("axis", -1), len(node.shape(0)))))]
 
 
 @converts("LayerNormalization")

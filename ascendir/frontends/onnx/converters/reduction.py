@@ -51,8 +51,8 @@ def convert_topk(node: NodeContext) -> list[Value]:
     """TopK with constant k → nn.topk (values, i64 indices), sorted."""
     shape = node.shape(0)
     axis = node.axis(node.attr("axis", -1), len(shape))
-    # k is an input since opset 10; `sorted=0` leaves the order unspecified, so sorted is valid.
-    k = int(node.require_const(1, "k").reshape(-1)[0]) if node.opset >= 10 else int(node.attr("k"))
+    # `sorted=0` leaves the order unspecified, so sorted is valid.
+    k = int(node.require_const(1, "k").reshape(-1)[0])
     if not 0 <= k <= shape[axis]:
         raise node.error(f"k={k} is out of range for dim {axis} of shape {list(shape)}")
     op = nn.TopKOp(node.value(0), k, axis, bool(node.attr("largest", 1)))

@@ -1,0 +1,309 @@
+"""Opset sweep: every op type the importer claims, at every schema version from opset 13 to the
+newest the installed onnx knows, as a one-node model run through import → convert-nn-to-ascend
+(910B2) → the interpreter and compared with onnxruntime (onnx.reference.ReferenceEvaluator when
+onnxruntime rejects the opset or op version).
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/opset_sweep.py [--ops ReduceMean,Split]
+
+prints a table op × version (pass, or FAIL with the reason). A version is a schema's
+`since_version` (`onnx.defs.get_schema(op, max_inclusive_version=v)` for v in 13..newest): the
+model imports exactly that opset, so the version's attribute defaults and its input/attribute
+placement (Reduce* axes, Split sizes / num_outputs, Squeeze axes, Clip bounds...) are exercised.
+Shape-deciding inputs (axes, shape, k...) are initializers: ascendir compiles static shapes.
+Floats match with rtol 1e-3 / atol 1e-4 (fp16 1e-2 / 1e-3), integers and bools exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))  # conformance.py
+TARGET = "ascend910b2"
+
+
+@dataclass
+class Case:
+    """One node (`op` with `attrs`) over `inputs` (graph inputs, in node input order) and
+    `consts` (initializers); `order` lists the node's input names ("" = omitted)."""
+
+    order: list[str]
+    inputs: dict[str, np.ndarray]
+    consts: dict[str, np.ndarray] = field(default_factory=dict)
+    attrs: dict = field(default_factory=dict)
+    outputs: int = 1
+    label: str = ""  # what the variant checks, when an op has several
+
+
+def _rand(*shape: int, seed: int = 0, positive: bool = False) -> np.ndarray:
+    a = np.random.default_rng(seed + sum(shape)).standard_normal(shape).astype(np.float32)
+    return np.abs(a) + 0.5 if positive else a
+
+
+def _ints(*values: int) -> np.ndarray:
+    return np.array(values, np.int64)
+
+
+X = _rand(2, 3, 4)
+
+
+def _unary(positive: bool = False) -> Callable[[int], Case]:
+    return lambda v: Case(["x"], {"x": _rand(2, 3, 4, positive=positive)})
+
+
+def _binary(lhs: np.ndarray, rhs: np.ndarray) -> Callable[[int], Case]:
+    return lambda v: Case(["a", "b"], {"a": lhs, "b": rhs})
+
+
+def _reduce(op: str) -> Callable[[int], list[Case]]:
+    axes_input_since = 13 if op == "ReduceSum" else 18
+
+    def build(v: int) -> list[Case]:
+        default = Case(["x"], {"x": X}, attrs={"keepdims": 0}, label="no axes: all dims")
+        if v >= axes_input_since:
+            return [
+                Case(["x", "axes"], {"x": X}, {"axes": _ints(0, -1)}, label="axes input, default keepdims=1"),
+                default,
+                Case(["x", "axes"], {"x": X}, {"axes": _ints()}, {"noop_with_empty_axes": 1}, label="noop_with_empty_axes"),
+            ]
+        return [Case(["x"], {"x": X}, attrs={"axes": [0, -1]}, label="axes attribute"), default]
+
+    return build
+
+
+def _split(v: int) -> list[Case]:
+    x = _rand(2, 5)
+    sizes = Case(["x", "split"], {"x": x}, {"split": _ints(1, 4)}, {"axis": 1}, outputs=2, label="split input")
+    equal = Case(["x"], {"x": _rand(2, 6)}, attrs={"axis": -1}, outputs=3, label="equal parts")
+    if v >= 18:  # num_outputs: equal chunks, the last one smaller (5 = 3 + 2)
+        return [sizes, Case(["x"], {"x": x}, attrs={"axis": 1, "num_outputs": 2}, outputs=2, label="num_outputs")]
+    return [sizes, equal]
+
+
+def _pool(v: int, op: str) -> list[Case]:
+    x = _rand(1, 2, 7, 7)
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    cases = [Case(["x"], {"x": x}, attrs=attrs, label="pads, strides")]
+    cases.append(Case(["x"], {"x": x}, attrs={"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, label="ceil_mode"))
+    cases.append(Case(["x"], {"x": x}, attrs={"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"}, label="auto_pad"))
+    if op == "AveragePool":
+        cases.append(Case(["x"], {"x": x}, attrs={**attrs, "count_include_pad": 1}, label="count_include_pad"))
+    if v >= (19 if op == "AveragePool" else 12):  # dilations (AveragePool since 19)
+        cases.append(Case(["x"], {"x": x}, attrs={"kernel_shape": [2, 2], "dilations": [2, 2]}, label="dilations"))
+    return cases
+
+
+BOOLS = (np.random.default_rng(1).random((3, 4)) > 0.5, np.random.default_rng(2).random((2, 3, 4)) > 0.5)
+INTS = np.random.default_rng(3).integers(-9, 9, (2, 3, 4)).astype(np.int32)
+
+CASES: dict[str, Callable[[int], Case | list[Case]]] = {
+    **{op: _unary() for op in ("Abs", "Ceil", "Cos", "Erf", "Exp", "Floor", "Neg", "Relu", "Sigmoid", "Sin",
+                                "Tanh", "Identity")},
+    "Gelu": lambda v: [Case(["x"], {"x": X}, label="erf"), Case(["x"], {"x": X}, attrs={"approximate": "tanh"}, label="tanh")],
+    **{op: _unary(positive=True) for op in ("Log", "Reciprocal", "Sqrt")},
+    **{op: _binary(X, _rand(3, 4, seed=1)) for op in ("Add", "Sub", "Mul", "Greater", "Less",
+                                                     "GreaterOrEqual", "LessOrEqual")},
+    "Div": _binary(X, _rand(3, 4, seed=1, positive=True)),
+    "Pow": _binary(_rand(2, 3, 4, positive=True), _rand(3, 4, seed=1)),
+    "Equal": _binary(INTS, INTS[1]),
+    "Mod": _binary(INTS, np.where(INTS[0] == 0, 5, INTS[0])),
+    "And": _binary(BOOLS[0], BOOLS[1]),
+    "Or": _binary(BOOLS[0], BOOLS[1]),
+    "Not": lambda v: Case(["x"], {"x": BOOLS[1]}),
+    **{op: (lambda v: Case(["a", "b", "c"], {"a": X, "b": _rand(3, 4, seed=1), "c": _rand(4, seed=2)}))
+       for op in ("Max", "Min", "Sum")},
+    "Where": lambda v: Case(["c", "a", "b"], {"c": BOOLS[0], "a": X, "b": _rand(3, 4, seed=1)}),
+    "LeakyRelu": lambda v: Case(["x"], {"x": X}),  # default alpha 0.01
+    "Cast": lambda v: Case(["x"], {"x": X}, attrs={"to": 10}),  # float16
+    "CastLike": lambda v: Case(["x", "like"], {"x": X}, {"like": np.zeros(1, np.float16)}),
+    "Clip": lambda v: [
+        Case(["x", "lo", "hi"], {"x": X}, {"lo": np.float32(-0.5), "hi": np.float32(0.7)}, label="both bounds"),
+        Case(["x", "", "hi"], {"x": X}, {"hi": np.float32(0.7)}, label="max only"),
+        Case(["x"], {"x": X}, label="no bounds"),
+        Case(["x", "lo"], {"x": INTS}, {"lo": np.int32(-2)}, label="int32, min only"),
+    ],
+    "Softmax": lambda v: Case(["x"], {"x": X}),  # default axis: -1 since 13 (1 before)
+    "LayerNormalization": lambda v: Case(["x", "s", "b"], {"x": X}, {"s": _rand(4, seed=4), "b": _rand(4, seed=5)}),
+    "BatchNormalization": lambda v: Case(
+        ["x", "s", "b", "m", "var"], {"x": _rand(2, 3, 4, 4)},
+        {"s": _rand(3, seed=1), "b": _rand(3, seed=2), "m": _rand(3, seed=3), "var": _rand(3, seed=4, positive=True)},
+    ),
+    "MatMul": _binary(X, _rand(4, 5, seed=1)),
+    "Gemm": lambda v: Case(["a", "b", "c"], {"a": _rand(3, 4)}, {"b": _rand(5, 4, seed=1), "c": _rand(5, seed=2)},
+                           {"transB": 1, "alpha": 0.5, "beta": 2.0}),
+    "Conv": lambda v: Case(["x", "w", "b"], {"x": _rand(1, 2, 7, 7)}, {"w": _rand(4, 2, 3, 3, seed=1), "b": _rand(4, seed=2)},
+                           {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    "MaxPool": lambda v: _pool(v, "MaxPool"),
+    "AveragePool": lambda v: _pool(v, "AveragePool"),
+    "GlobalAveragePool": lambda v: Case(["x"], {"x": _rand(1, 3, 4, 4)}),
+    "GlobalMaxPool": lambda v: Case(["x"], {"x": _rand(1, 3, 4, 4)}),
+    **{op: _reduce(op) for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")},
+    "Concat": lambda v: Case(["a", "b"], {"a": X, "b": _rand(2, 2, 4, seed=1)}, attrs={"axis": -2}),
+    "Dropout": lambda v: [
+        Case(["x"], {"x": X}, label="x only"),
+        Case(["x", "ratio", "training"], {"x": X}, {"ratio": np.float32(0.3), "training": np.bool_(False)},
+             label="ratio, training_mode=false"),
+    ],
+    "Expand": lambda v: Case(["x", "shape"], {"x": _rand(3, 1)}, {"shape": _ints(2, 1, 4)}),
+    "Flatten": lambda v: Case(["x"], {"x": X}),  # default axis 1
+    "Gather": lambda v: Case(["x", "i"], {"x": X}, {"i": _ints(2, -1, 0)}, {"axis": 1}),
+    "GatherND": lambda v: Case(["x", "i"], {"x": X}, {"i": np.array([[1, 0], [0, -1]], np.int64)}),
+    "Reshape": lambda v: [Case(["x", "shape"], {"x": X}, {"shape": _ints(0, -1, 2)}, label="0 and -1")] + (
+        [Case(["x", "shape"], {"x": X}, {"shape": _ints(2, 0, 4)}, {"allowzero": 0}, label="allowzero=0 copies"),
+         Case(["x", "shape"], {"x": _rand(0, 3)}, {"shape": _ints(3, 0)}, {"allowzero": 1}, label="allowzero=1")]
+        if v >= 14 else []),
+    "Slice": lambda v: [
+        Case(["x", "starts", "ends", "axes", "steps"], {"x": X},
+             {"starts": _ints(-3, 1), "ends": _ints(100, -1), "axes": _ints(2, -2), "steps": _ints(2, 1)}, label="all inputs"),
+        Case(["x", "starts", "ends", "axes", "steps"], {"x": X},
+             {"starts": _ints(-1, 2), "ends": _ints(-100, 0), "axes": _ints(2, 1), "steps": _ints(-2, -1)}, label="negative steps"),
+        Case(["x", "starts", "ends"], {"x": X}, {"starts": _ints(1, 0), "ends": _ints(2, -1)}, label="default axes, steps"),
+    ],
+    "Split": _split,
+    "Squeeze": lambda v: [
+        Case(["x", "axes"], {"x": _rand(2, 1, 4, 1)}, {"axes": _ints(-3)}, label="axes input"),
+        Case(["x"], {"x": _rand(2, 1, 4, 1)}, label="no axes: every 1-dim"),
+    ],
+    "Unsqueeze": lambda v: Case(["x", "axes"], {"x": X}, {"axes": _ints(0, -1)}),
+    "Tile": lambda v: Case(["x", "r"], {"x": _rand(2, 3)}, {"r": _ints(2, 1)}),
+    "TopK": lambda v: [
+        Case(["x", "k"], {"x": X}, {"k": _ints(2)}, outputs=2, label="default axis -1, largest"),
+        Case(["x", "k"], {"x": X}, {"k": _ints(2)}, {"axis": 1, "largest": 0}, outputs=2, label="smallest on axis 1"),
+    ],
+    "Transpose": lambda v: [
+        Case(["x"], {"x": X}, attrs={"perm": [2, 0, 1]}, label="perm"),
+        Case(["x"], {"x": X}, label="default perm reverses"),
+    ],
+}
+
+
+def versions(op: str) -> list[int]:
+    """The opsets from 13 to the newest onnx knows at which a new schema version of `op` is in
+    force (13 stands for a schema older than 13, e.g. And-7)."""
+    import onnx
+
+    from ascendir.frontends.onnx.loading import MIN_OPSET as FIRST_OPSET  # older models are upgraded
+
+    found = set()
+    for v in range(FIRST_OPSET, onnx.defs.onnx_opset_version() + 1):
+        if onnx.defs.has(op, v):  # ops newer than 13 (CastLike, Gelu...) start later
+            found.add(max(onnx.defs.get_schema(op, max_inclusive_version=v).since_version, FIRST_OPSET))
+    return sorted(found)
+
+
+def sweep_ids(ops: set[str] | None = None) -> list[tuple[str, int]]:
+    """(op, version) pairs of every claimed op (or of `ops`)."""
+    from ascendir.frontends.onnx.converters import CONVERTERS
+
+    return [(op, v) for op in sorted(ops or CONVERTERS) for v in versions(op)]
+
+
+def variants(op: str, version: int) -> list[Case]:
+    """The cases of `op` at opset `version`."""
+    cases = CASES[op](version)
+    return cases if isinstance(cases, list) else [cases]
+
+
+def build_model(op: str, version: int, case: Case):
+    """The one-node model of `case` at opset `version` (the schema of `op` in force at `version`)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    outs = [f"y{i}" for i in range(case.outputs)]
+    node = helper.make_node(op, case.order, outs, **case.attrs)
+    graph = helper.make_graph(
+        [node], f"{op}_{version}",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in case.inputs.items()],
+        [onnx.ValueInfoProto(name=n) for n in outs],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in case.consts.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", version)])
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+def reference(model, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], str]:
+    """The outputs by onnxruntime, or by onnx.reference when onnxruntime rejects the model;
+    and which one ran ("ort" or "onnx.reference")."""
+    import onnxruntime as ort
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001 - an opset or op version newer than this onnxruntime
+        return [np.asarray(o) for o in ReferenceEvaluator(model).run(None, feeds)], "onnx.reference"
+    return session.run(None, feeds), "ort"
+
+
+_SIMULATED: dict[tuple[str, bytes], dict[str, np.ndarray]] = {}
+
+
+def simulate_model(model, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Outputs of `model` through import → lower → interpreter. Versions whose import gives the
+    same nn module (most of them) share one lowering and simulation."""
+    from ascendir.driver import lower
+    from ascendir.frontends.onnx import import_onnx
+    from ascendir.hardware import load_target
+    from ascendir.interpreter import simulate
+
+    module, weights = import_onnx(model)
+    key = (str(module) + repr(sorted((n, weights[n].tobytes()) for n in weights)),
+           b"".join(feeds[k].tobytes() for k in sorted(feeds)))
+    if key not in _SIMULATED:
+        lower(module, weights, TARGET)
+        _SIMULATED[key] = simulate(module, weights, feeds, load_target(TARGET)).outputs
+    return _SIMULATED[key]
+
+
+def run(op: str, version: int) -> tuple[bool, str]:
+    """(passed, reason) of every case of `op` at `version`: the first failure (naming its case
+    and the reference), else which references ran."""
+    from conformance import _compare  # the node-test harness's tolerances
+
+    sources = set()
+    for case in variants(op, version):
+        what = f"[{case.label}] " if case.label else ""
+        model = build_model(op, version, case)
+        want, source = reference(model, case.inputs)
+        sources.add(source)
+        try:
+            got = simulate_model(model, case.inputs)
+        except Exception as e:  # noqa: BLE001 - every failure is reported
+            return False, f"{what}{type(e).__name__}: {' '.join(str(e).split())}"[:240]
+        for vi, w in zip(model.graph.output, want):
+            why = _compare(got[vi.name], w)
+            if why:
+                return False, f"{what}output {vi.name}: {why} (vs {source})"
+    return True, ", ".join(sorted(sources))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ops", default=None, help="comma-separated op types (default: every claimed op)")
+    args = ap.parse_args()
+    ops = set(args.ops.split(",")) if args.ops else None
+    t0 = time.perf_counter()
+    rows, failures = {}, 0
+    for op, v in sweep_ids(ops):
+        ok, reason = run(op, v)
+        failures += not ok
+        cell = f"{v}:pass" + (" (onnx.reference)" if "onnx.reference" in reason else "") if ok else f"{v}:FAIL ({reason})"
+        rows.setdefault(op, []).append(cell)
+    width = max(map(len, rows))
+    for op, cells in rows.items():
+        print(f"{op:{width}}  " + "  ".join(cells))
+    total = sum(len(c) for c in rows.values())
+    print(f"{total - failures} / {total} (op, version) pairs pass over {len(rows)} ops in {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
