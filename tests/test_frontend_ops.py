@@ -12,6 +12,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from ascendir.dialects import nn
+from ascendir.frontends.onnx import import_onnx
+from ascendir.interpreter.nn_reference import run_nn
 from onnx_builders import check_against_onnxruntime, compute_ops, make_model
 
 RNG = np.random.default_rng(7)
@@ -120,6 +122,24 @@ def test_integer_mod(dtype) -> None:
     check_against_onnxruntime(model, {"a": a, "b": b}, exact=True, expect_ops=["nn.mod"])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64])
+def test_mod_fmod_takes_the_dividend_sign(dtype) -> None:
+    a = np.array([-4.3, 7.2, 5.0, 4.3, -7.2, 8.0, -9.0]).astype(dtype)
+    b = np.array([2.1, -3.4, 8.0, -2.1, 3.4, 5.0, 2.0]).astype(dtype)
+    model = make_model([node("Mod", ["a", "b"], fmod=1)], {"a": a, "b": b}, ["y"])
+    check_against_onnxruntime(model, {"a": a, "b": b}, exact=True, expect_ops=["nn.fmod"])
+
+
+def test_float_mod_takes_the_divisor_sign_with_ieee_edge_cases() -> None:
+    # onnxruntime refuses fmod=0 on floats; the ONNX reference (and Python's %) is np.mod.
+    a = np.array([-4.3, 7.2, 0.0, -3.0, 3.0, -1.0, 1.0, np.inf, 1.0, np.nan], np.float32)
+    b = np.array([2.1, -3.4, -2.0, np.inf, np.inf, -np.inf, -np.inf, 2.0, 0.0, 2.0], np.float32)
+    module, weights = import_onnx(make_model([node("Mod", ["a", "b"])], {"a": a, "b": b}, ["y"]))
+    assert compute_ops(module) == ["nn.mod"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        np.testing.assert_array_equal(run_nn(module, weights, {"a": a, "b": b})["y"], np.mod(a, b))
+
+
 def test_pow_with_integer_exponent_input() -> None:
     # ONNX lets the exponent type differ from the base; nn.pow gets a cast.
     x, e = np.abs(randn(3, 4)) + 0.5, np.array([1, 2, 3, 0], np.int64)
@@ -188,6 +208,17 @@ def test_clip_opset13_inputs(bounds) -> None:
         names.append(key if bound is not None else "")
     model = make_model([node("Clip", names)], {"x": x}, ["y"], initializers=inits, opset=13)
     check_against_onnxruntime(model, {"x": x}, exact=True, expect_ops=["nn.clip"])
+
+
+@pytest.mark.parametrize("names, expect", [
+    (["x", "lo", "hi"], ["nn.max", "nn.min"]), (["x", "", "hi"], ["nn.min"]), (["x", "lo"], ["nn.max"]),
+])
+def test_clip_runtime_bounds(names, expect) -> None:
+    x = randn(4, 6)
+    feeds = {"x": x} | {k: np.array(v, np.float32) for k, v in (("lo", 0.4), ("hi", -0.1)) if k in names}
+    model = make_model([node("Clip", names)], feeds, ["y"], opset=13)
+    module = check_against_onnxruntime(model, feeds, exact=True)
+    assert compute_ops(module) == expect
 
 
 def test_clip_opset6_attributes() -> None:

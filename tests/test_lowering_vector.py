@@ -136,6 +136,15 @@ def test_reduce(op, shape, axes):
     check(reduce_text(op, shape, axes, keepdims=op != "reduce_max"), {"x": x}, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("op", ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"])
+@pytest.mark.parametrize("dt, np_dt", [("f32", np.float32), ("i32", np.int32)])
+def test_reduce_over_an_empty_axis_fills_the_identity(op, dt, np_dt):
+    if op == "reduce_mean" and dt == "i32":
+        pytest.skip("the mean of an empty integer set is undefined")
+    lowered = check(reduce_text(op, (2, 0, 4), [1], True, dt), {"x": np.zeros((2, 0, 4), np_dt)}, exact=True)
+    assert "ascend.vdup" in printed(lowered)
+
+
 def test_reduce_mean_fp16_accumulates_in_fp32():
     lowered = check(reduce_text("reduce_mean", (4, 32, 1024), [2], True, "f16"), {"x": rand((4, 32, 1024), np.float16)}, rtol=2e-3, atol=2e-3)
     assert "ascend.vcast" in printed(lowered)

@@ -263,6 +263,7 @@ PowOp = _binary("pow", "x ** y")
 MaxOp = _binary("max", "elementwise maximum")
 MinOp = _binary("min", "elementwise minimum")
 ModOp = _binary("mod", "remainder with the sign of the divisor (ONNX Mod, fmod = 0)")
+FmodOp = _binary("fmod", "remainder with the sign of the dividend (C fmod; ONNX Mod, fmod = 1)")
 AndOp = _binary("and", "logical and (i1)")
 OrOp = _binary("or", "logical or (i1)")
 EqualOp = _binary("equal", "x == y", True)
@@ -862,7 +863,7 @@ NN = Dialect(
         WeightOp, ConstantOp,
         ReluOp, SigmoidOp, SiluOp, TanhOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, NegOp, AbsOp,
         ErfOp, SinOp, CosOp, FloorOp, CeilOp, NotOp, IdentityOp, GeluOp, LeakyReluOp, ClipOp,
-        AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp, OrOp,
+        AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, FmodOp, AndOp, OrOp,
         EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp, CastOp,
         MatmulOp, SoftmaxOp, LayerNormOp, RmsNormOp, AttentionOp, Conv2dOp, Pool2dOp,
         ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp, TopKOp,

@@ -25,13 +25,14 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from xdsl.dialects.builtin import bf16, f16, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
-from ascendir.dtypes import itemsize
-from ascendir.lowering.elementwise import MIN_SPLIT_BYTES, UB_FRACTION, vector_cores
+from ascendir.dtypes import itemsize, to_numpy_dtype
+from ascendir.lowering.elementwise import MIN_SPLIT_BYTES, UB_FRACTION, emit_fill, vector_cores
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
 from ascendir.lowering.kernel_builder import KernelBuilder, ceil_div, round_up
 
@@ -215,6 +216,20 @@ _REDUCE = {
 }
 
 
+def _empty_reduction(kind: type[Operation], dt: np.dtype) -> float:
+    """What ONNX reduces an empty set to: the identity of the reduction (sum 0, prod 1, max the
+    lowest value: -inf / the integer minimum / false, min the highest), and NaN (0 / 0) for mean."""
+    if kind in (nn.ReduceMaxOp, nn.ReduceMinOp):
+        if dt == np.bool_:
+            lo, hi = 0.0, 1.0
+        elif dt.kind in "iu":
+            lo, hi = float(np.iinfo(dt).min), float(np.iinfo(dt).max)
+        else:
+            lo, hi = -math.inf, math.inf
+        return lo if kind is nn.ReduceMaxOp else hi
+    return {nn.ReduceSumOp: 0.0, nn.ReduceProdOp: 1.0, nn.ReduceMeanOp: math.nan}[kind]
+
+
 def lower_reduce(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
     """nn.reduce_* → a row (or column) reduction kernel; non-adjacent axes transpose first."""
     from ascendir.lowering.data_movement import emit_transpose
@@ -232,6 +247,8 @@ def lower_reduce(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) 
         axes = list(range(len(kept), len(shp)))
     outer, c, inner = split_axes(shp, axes[0], axes[-1])
     el = elem(x)
+    if c == 0:
+        return [emit_fill(ctx, "reduce_empty", shape(res), el, _empty_reduction(type(op), to_numpy_dtype(el)))]
     wide = _wide(el) if type(op) in (nn.ReduceSumOp, nn.ReduceMeanOp) else el
     vop = _REDUCE[type(op)]
     mean = isinstance(op, nn.ReduceMeanOp)

@@ -79,11 +79,13 @@ def convert_pow(node: NodeContext) -> list[Value]:
 
 @converts("Mod")
 def convert_mod(node: NodeContext) -> list[Value]:
-    """Mod with fmod=0 (the remainder takes the divisor's sign) → nn.mod."""
-    if node.attr("fmod", 0) != 0:
-        raise node.error("fmod=1 (C fmod semantics) is not supported")
+    """Mod → nn.mod (fmod=0: the remainder takes the divisor's sign, as Python's %) or nn.fmod
+    (fmod=1: the dividend's sign, as C fmod)."""
+    fmod = node.attr("fmod", 0)
+    if fmod not in (0, 1):
+        raise node.error(f"fmod={fmod} is not 0 or 1")
     _same_dtype(node, 0, 1)
-    return [node.emit(nn.ModOp(node.value(0), node.value(1)))]
+    return [node.emit((nn.FmodOp if fmod else nn.ModOp)(node.value(0), node.value(1)))]
 
 
 @converts(*_VARIADIC)
@@ -114,16 +116,25 @@ def convert_cast(node: NodeContext) -> list[Value]:
 
 @converts("Clip")
 def convert_clip(node: NodeContext) -> list[Value]:
-    """Clip → nn.clip (float bounds); integer tensors → nn.max / nn.min with constants.
-
-    Bounds are inputs since opset 11 (must be constants), attributes before."""
+    """Clip → nn.clip when the bounds are known floats; otherwise (integer tensors, or bounds
+    that are runtime inputs) → nn.max with min, then nn.min with max (min > max gives max, as
+    ONNX). Bounds are inputs since opset 11, attributes before; an absent bound is no bound."""
     dtype = node.dtype(0)
+    x = node.value(0)
     if node.opset < 11:  # bounds were attributes before opset 11
         lo, hi = node.attr("min"), node.attr("max")
+        runtime = False
     else:
-        lo = node.require_const(1, "min").item() if node.has_input(1) else None
-        hi = node.require_const(2, "max").item() if node.has_input(2) else None
-    x = node.value(0)
+        present = [i for i in (1, 2) if node.has_input(i)]
+        _same_dtype(node, 0, *present)
+        runtime = any(node.const(i) is None for i in present)
+        lo, hi = (node.const(i).item() if node.has_input(i) and not runtime else None for i in (1, 2))
+    if runtime:
+        if node.has_input(1):
+            x = node.emit(nn.MaxOp(x, node.value(1)))
+        if node.has_input(2):
+            x = node.emit(nn.MinOp(x, node.value(2)))
+        return [x]
     if dtype.kind == "f":
         # ONNX: an absent bound is numeric_limits lowest()/max(), not ±inf (inf clips to max)
         info = np.finfo(dtype)
