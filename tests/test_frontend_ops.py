@@ -326,6 +326,30 @@ def test_layer_normalization(axis: int, with_bias: bool) -> None:
     check_against_onnxruntime(model, {"x": x}, expect_ops=["nn.layer_norm"])
 
 
+@pytest.mark.parametrize("axis, dtype", [(-1, np.float32), (1, np.float32), (0, np.float16)])
+def test_layer_normalization_mean_and_inv_std_dev(axis: int, dtype) -> None:
+    x = (randn(2, 6, 16) * 2 + 1).astype(dtype)
+    inits = {"s": randn(*x.shape[axis:]).astype(dtype)}
+    ln = node("LayerNormalization", ["x", "s"], ["y", "mean", "inv_std"], axis=axis, epsilon=1e-3)
+    model = make_model([ln], {"x": x}, ["y", "mean", "inv_std"], initializers=inits)
+    tol = 2e-3 if dtype == np.float16 else 1e-5
+    check_against_onnxruntime(model, {"x": x}, rtol=tol, atol=tol, expect_ops=["nn.layer_norm"])
+
+
+def test_batch_normalization_runtime_statistics() -> None:
+    feeds = {"x": randn(2, 3, 4, 5), "s": randn(3), "b": randn(3), "m": randn(3), "v": np.abs(randn(3)) + 0.5}
+    model = make_model([node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-2)], feeds, ["y"], opset=15)
+    check_against_onnxruntime(model, feeds, expect_ops=["nn.rsqrt"])
+
+
+def test_batch_normalization_training_mode_running_statistics() -> None:
+    feeds = {"x": randn(2, 3, 4, 5) * 2 + 1, "m": randn(3), "v": np.abs(randn(3)) + 0.5}
+    inits = {"s": randn(3), "b": randn(3)}
+    bn = node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1, momentum=0.8)
+    model = make_model([bn], feeds, ["y", "rm", "rv"], initializers=inits, opset=15)
+    check_against_onnxruntime(model, feeds, rtol=1e-5, atol=1e-5, expect_ops=["nn.reduce_mean"])
+
+
 def test_batch_normalization_inference() -> None:
     x = randn(2, 3, 5, 5)
     inits = {"s": randn(3), "b": randn(3), "m": randn(3), "v": np.abs(randn(3)) + 0.5}

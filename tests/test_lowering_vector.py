@@ -197,6 +197,20 @@ def test_layer_norm_over_two_axes():
 
 
 @pytest.mark.parametrize("dt", ["f32", "f16"])
+def test_layer_norm_statistics_results(dt):
+    shape, stats = (3, 5, 40), "tensor<3x1x1xf32>"
+    np_dt = np.float16 if dt == "f16" else np.float32
+    text = f"""
+func.func @main(%x: {ty(shape, dt)} {{onnx.name = "x"}}, %s: {ty((5, 40), dt)} {{onnx.name = "s"}})
+    -> ({ty(shape, dt)} {{onnx.name = "y"}}, {stats} {{onnx.name = "mean"}}, {stats} {{onnx.name = "inv_std"}}) {{
+  %y, %mean, %inv_std = nn.layer_norm %x, %s {{axis = 1 : i64, epsilon = 1.0e-03 : f32}} : ({ty(shape, dt)}, {ty((5, 40), dt)}) -> ({ty(shape, dt)}, {stats}, {stats})
+  func.return %y, %mean, %inv_std : {ty(shape, dt)}, {stats}, {stats}
+}}"""
+    tol = 1e-2 if dt == "f16" else 1e-4
+    check(text, {"x": rand(shape, np_dt) * 2 + 1, "s": rand((5, 40), np_dt, seed=6)}, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16"])
 def test_rms_norm(dt):
     shape = (2, 33, 256)
     np_dt = np.float16 if dt == "f16" else np.float32

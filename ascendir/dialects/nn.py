@@ -25,6 +25,8 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolRefAttr,
     TensorType,
+    f32,
+    f64,
     i1,
     i64,
 )
@@ -373,23 +375,43 @@ class SoftmaxOp(AxisOp):
 
 @irdl_op_definition
 class LayerNormOp(NNOp):
-    """(x - mean) / sqrt(var + epsilon) * scale + bias over axes [axis, rank)."""
+    """(x - mean) / sqrt(var + epsilon) * scale + bias over axes [axis, rank).
+
+    With `stats`, two more results: the mean and 1 / sqrt(var + epsilon), shaped like x with
+    the normalized dims kept as 1, in the statistics type (f32 for 16-bit floats and f32, f64
+    for f64) — ONNX LayerNormalization's Mean and InvStdDev outputs."""
 
     name = "nn.layer_norm"
     input = operand_def(TensorType)
     scale = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
     result = result_def(TensorType)
+    stats = var_result_def(TensorType)
     axis = prop_def(IntegerAttr)
     epsilon = prop_def(FloatAttr)
     traits = traits_def(Pure())
 
-    def __init__(self, x: SSAValue, scale: SSAValue, bias: SSAValue | None, axis: int, epsilon: float):
+    def __init__(
+        self, x: SSAValue, scale: SSAValue, bias: SSAValue | None, axis: int, epsilon: float, stats: bool = False
+    ):
+        stat_types = [self.stats_type(x.type, axis)] * 2 if stats else []
         super().__init__(
             operands=[x, scale, bias],
-            result_types=[x.type],
+            result_types=[x.type, stat_types],
             properties={"axis": IntegerAttr(axis, i64), "epsilon": FloatAttr(epsilon, 32)},
         )
+
+    @staticmethod
+    def stats_type(x: TensorType, axis: int) -> TensorType:
+        shape = x.get_shape()
+        axis %= max(len(shape), 1)
+        elem = x.element_type
+        return TensorType(f64 if elem == f64 else f32, [*shape[:axis], *[1] * (len(shape) - axis)])
+
+    def verify_semantics(self) -> None:
+        want = self.stats_type(self.input.type, self.axis.value.data)
+        if len(self.stats) not in (0, 2) or any(r.type != want for r in self.stats):
+            raise VerifyException(f"nn.layer_norm: the statistics results must be none or two of {want}")
 
 
 @irdl_op_definition

@@ -189,10 +189,13 @@ def _norm_axes(x: np.ndarray, axis: int) -> tuple[int, ...]:
 def _layer_norm(op: nn.LayerNormOp, args, weights):
     x = args[0].astype(np.float32) if args[0].dtype in _HALF else args[0]
     axes = _norm_axes(x, op.axis.value.data)
-    centered = x - np.mean(x, axis=axes, keepdims=True)
+    mean = np.mean(x, axis=axes, keepdims=True)
+    centered = x - mean
     var = np.mean(centered * centered, axis=axes, keepdims=True)
-    y = centered / np.sqrt(var + np.asarray(op.epsilon.value.data, x.dtype)) * _wide(args[1])
-    return y + _wide(args[2]) if len(args) > 2 else y
+    inv_std = 1 / np.sqrt(var + np.asarray(op.epsilon.value.data, x.dtype))
+    y = centered * inv_std * _wide(args[1])
+    y = y + _wide(args[2]) if len(args) > 2 else y
+    return (y, mean, inv_std) if op.stats else y
 
 
 @semantics(nn.RmsNormOp)

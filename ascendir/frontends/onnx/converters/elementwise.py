@@ -49,16 +49,10 @@ def convert_leaky_relu(node: NodeContext) -> list[Value]:
     return [node.emit(nn.LeakyReluOp(node.value(0), alpha=FloatAttr(alpha, _float_width(node.dtype(0)))))]
 
 
-def _same_dtype(node: NodeContext, *indices: int) -> None:
-    dtypes = {node.dtype(i) for i in indices}
-    if len(dtypes) > 1:
-        raise node.error(f"operands have different element types ({', '.join(sorted(map(str, dtypes)))})")
-
-
 @converts(*_BINARY)
 def convert_binary(node: NodeContext) -> list[Value]:
     """Broadcasting arithmetic, logic and comparisons → nn ops; both operands must share a dtype."""
-    _same_dtype(node, 0, 1)
+    node.same_dtype(0, 1)
     return [node.emit(_BINARY[node.op_type](node.value(0), node.value(1)))]
 
 
@@ -84,14 +78,14 @@ def convert_mod(node: NodeContext) -> list[Value]:
     fmod = node.attr("fmod", 0)
     if fmod not in (0, 1):
         raise node.error(f"fmod={fmod} is not 0 or 1")
-    _same_dtype(node, 0, 1)
+    node.same_dtype(0, 1)
     return [node.emit((nn.FmodOp if fmod else nn.ModOp)(node.value(0), node.value(1)))]
 
 
 @converts(*_VARIADIC)
 def convert_variadic(node: NodeContext) -> list[Value]:
     """Max/Min/Sum of N inputs → a chain of N-1 broadcasting nn ops."""
-    _same_dtype(node, *range(node.num_inputs))
+    node.same_dtype(*range(node.num_inputs))
     result = node.value(0)
     for i in range(1, node.num_inputs):
         result = node.emit(_VARIADIC[node.op_type](result, node.value(i)))
@@ -101,7 +95,7 @@ def convert_variadic(node: NodeContext) -> list[Value]:
 @converts("Where")
 def convert_where(node: NodeContext) -> list[Value]:
     """Where(cond: i1, x, y) → nn.where."""
-    _same_dtype(node, 1, 2)
+    node.same_dtype(1, 2)
     return [node.emit(nn.WhereOp(node.value(0), node.value(1), node.value(2)))]
 
 
@@ -126,7 +120,7 @@ def convert_clip(node: NodeContext) -> list[Value]:
         runtime = False
     else:
         present = [i for i in (1, 2) if node.has_input(i)]
-        _same_dtype(node, 0, *present)
+        node.same_dtype(0, *present)
         runtime = any(node.const(i) is None for i in present)
         lo, hi = (node.const(i).item() if node.has_input(i) and not runtime else None for i in (1, 2))
     if runtime:
