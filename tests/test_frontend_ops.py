@@ -473,6 +473,21 @@ def test_pool2d(op: str, attrs) -> None:
     check_against_onnxruntime(model, {"x": x}, expect_ops=["nn.pool2d"])
 
 
+@pytest.mark.parametrize(
+    "op, attrs",
+    [
+        ("MaxPool", {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2], "pads": [1, 1, 0, 0, 1, 1], "dilations": [1, 2, 1]}),
+        ("AveragePool", {"kernel_shape": [3, 2, 3], "strides": [2, 2, 2], "pads": [1, 0, 1, 1, 0, 0], "ceil_mode": 1}),
+        ("AveragePool", {"kernel_shape": [3, 3, 2], "strides": [2, 2, 2], "pads": [1, 1, 0, 1, 0, 1], "ceil_mode": 1, "count_include_pad": 1}),
+    ],
+)
+def test_pool3d_runs_as_two_pool2d(op: str, attrs) -> None:
+    x = randn(2, 3, 7, 8, 9)
+    model = make_model([node(op, ["x"], **attrs)], {"x": x}, ["y"], opset=19)
+    module = check_against_onnxruntime(model, {"x": x})
+    assert compute_ops(module).count("nn.pool2d") == 2
+
+
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 def test_pool1d_runs_as_pool2d(op: str) -> None:
     x = randn(2, 3, 10)

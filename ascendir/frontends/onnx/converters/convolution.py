@@ -1,10 +1,13 @@
 """Convolution and pooling over NCHW tensors: Conv, MaxPool, AveragePool.
 
-auto_pad is resolved into explicit pads, 1-D windows become 2-D ones with a unit height, and
-ceil_mode becomes the pooled result's extra window; the nn ops carry explicit 2-D values only.
+auto_pad is resolved into explicit pads, 1-D windows become 2-D ones with a unit height (3-D pools
+two 2-D ones), and ceil_mode becomes the pooled result's extra window; the nn ops carry explicit
+2-D values only.
 """
 
 from __future__ import annotations
+
+from xdsl.ir import SSAValue
 
 from ascendir.dialects import nn
 from ascendir.frontends.onnx.conversion import NodeContext
@@ -43,10 +46,11 @@ def _as_2d(strides: list[int], pads: list[int], dilations: list[int]) -> tuple[l
     return [1, *strides], [0, pads[0], 0, pads[1]], [1, *dilations]
 
 
-def _spatial_rank(node: NodeContext, shape: tuple[int, ...]) -> int:
+def _spatial_rank(node: NodeContext, shape: tuple[int, ...], ranks: tuple[int, ...] = (1, 2)) -> int:
     rank = len(shape) - 2
-    if rank not in (1, 2):
-        raise node.error(f"only 1-D and 2-D windows are supported, got input shape {list(shape)}")
+    if rank not in ranks:
+        dims = ", ".join(f"{r}-D" for r in ranks)
+        raise node.error(f"only {dims} windows are supported, got input shape {list(shape)}")
     return rank
 
 
@@ -83,11 +87,17 @@ def _pooled_size(size: int, k: int, stride: int, begin: int, end: int, dilation:
 
 @converts("MaxPool", "AveragePool")
 def convert_pool(node: NodeContext) -> list[Value]:
-    """MaxPool/AveragePool (1-D or 2-D) → nn.pool2d; ceil_mode sets the output shape."""
+    """MaxPool/AveragePool (1-D, 2-D or 3-D) → nn.pool2d; ceil_mode sets the output shape.
+
+    1-D pools run over a unit height. A 3-D pool is separable: the max (or average) over a
+    kd x kh x kw box is the max (average) over kd of the kh x kw results, and every per-dim
+    rule (pads, dilations, ceil_mode's clipped window, count_include_pad's divisor, which is the
+    product of the per-dim counts) holds dim by dim. So it runs as an H x W pool over
+    [N, C·D, H, W], then a kd x 1 pool over [N, C, D, Ho·Wo]."""
     if node.output_used(1):
         raise node.error("the Indices output is not supported")
     shape = node.shape(0)
-    rank = _spatial_rank(node, shape)
+    rank = _spatial_rank(node, shape, (1, 2, 3))
     kernel = tuple(node.attr("kernel_shape") or ())
     if len(kernel) != rank:
         raise node.error(f"kernel_shape {list(kernel)} does not match {rank} spatial dims")
@@ -97,16 +107,28 @@ def convert_pool(node: NodeContext) -> list[Value]:
         _pooled_size(shape[2 + d], kernel[d], strides[d], pads[d], pads[rank + d], dilations[d], ceil_mode)
         for d in range(rank)
     ]
-    x = node.value(0)
-    if rank == 1:
-        x = node.emit(nn.ReshapeOp(x, [*shape[:2], 1, shape[2]]))
-        kernel, out = (1, *kernel), [1, *out]
-    strides, pads, dilations = _as_2d(strides, pads, dilations)
     kind = "max" if node.op_type == "MaxPool" else "avg"
     count_include_pad = bool(node.attr("count_include_pad", 0))
-    y = node.emit(nn.Pool2dOp(x, kind, kernel, strides, pads, dilations, out, count_include_pad))
-    if rank == 1:
-        y = node.emit(nn.ReshapeOp(y, [*shape[:2], out[1]]))
-    return [y]
 
+    def pool(x: SSAValue, dims: list[int], pool_shape: list[int]) -> SSAValue:
+        """nn.pool2d over `pool_shape` (x reshaped) for spatial dims `dims` (1 or 2 of them)."""
+        k, o = [kernel[d] for d in dims], [out[d] for d in dims]
+        st, dl = [strides[d] for d in dims], [dilations[d] for d in dims]
+        pd = [pads[d] for d in dims] + [pads[rank + d] for d in dims]
+        if len(dims) == 1:
+            k, o = [k[0], 1], [o[0], pool_shape[3]]
+            st, dl, pd = [st[0], 1], [dl[0], 1], [pd[0], 0, pd[1], 0]
+        x = node.emit(nn.ReshapeOp(x, pool_shape)) if nn.shape_of(x) != tuple(pool_shape) else x
+        return node.emit(nn.Pool2dOp(x, kind, k, st, pd, dl, o, count_include_pad))
 
+    n, c = shape[:2]
+    x = node.value(0)
+    if rank == 1:  # [N, C, L] pooled as [N, C, L, 1]
+        y = pool(x, [0], [n, c, shape[2], 1])
+    elif rank == 2:
+        y = pool(x, [0, 1], list(shape))
+    else:
+        d, h, w = shape[2:]
+        y = pool(x, [1, 2], [n, c * d, h, w])
+        y = pool(y, [0], [n, c, d, out[1] * out[2]])
+    return [node.emit(nn.ReshapeOp(y, [n, c, *out])) if nn.shape_of(y) != (n, c, *out) else y]
