@@ -488,6 +488,21 @@ def test_pool3d_runs_as_two_pool2d(op: str, attrs) -> None:
     assert compute_ops(module).count("nn.pool2d") == 2
 
 
+@pytest.mark.parametrize(
+    "shape, attrs",
+    [
+        ((2, 3, 9, 8), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ((2, 3, 9, 8), {"kernel_shape": [2, 3], "strides": [2, 1], "dilations": [2, 1], "storage_order": 1}),
+        ((1, 2, 7, 5), {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1, "storage_order": 1}),
+        ((2, 3, 10), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    ],
+)
+def test_maxpool_indices(shape, attrs) -> None:
+    x = randn(*shape)
+    model = make_model([node("MaxPool", ["x"], ["y", "i"], **attrs)], {"x": x}, ["y", "i"], opset=12)
+    check_against_onnxruntime(model, {"x": x}, exact=True, expect_ops=["nn.pool2d", "nn.add"])
+
+
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 def test_pool1d_runs_as_pool2d(op: str) -> None:
     x = randn(2, 3, 10)

@@ -581,29 +581,41 @@ class Pool2dOp(WindowOp):
 
     Padding never wins a max; an average divides by the window's elements inside the input, or
     inside input + pads if `count_include_pad`. The result shape may hold one extra window per dim
-    (ONNX ceil_mode); it is clipped to the padded input."""
+    (ONNX ceil_mode); it is clipped to the padded input.
+
+    A max pool may have a second result, `indices` (i64, the result's shape): where each max is
+    in its own H x W plane, h * W + w (`storage_order` 0, row-major) or h + w * H (1,
+    column-major); the first of equal maxima in window order (kernel rows, then columns) wins."""
 
     name = "nn.pool2d"
     input = operand_def(TensorType)
     result = result_def(TensorType)
+    indices = var_result_def(TensorType)
     kind = prop_def(StringAttr)
     kernel = prop_def(DenseArrayBase)
     count_include_pad = prop_def(BoolAttr)
+    storage_order = opt_prop_def(IntegerAttr)
     traits = traits_def(Pure())
 
     def __init__(
         self, x: SSAValue, kind: str, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
         dilations: Sequence[int], out_hw: Sequence[int], count_include_pad: bool = False,
+        storage_order: int | None = None,
     ):
+        """`storage_order` (0 or 1) asks a max pool for the indices result."""
         n, c, _, _ = shape_of(x)
+        props = {
+            "kind": StringAttr(kind), "kernel": _int_array(kernel), "strides": _int_array(strides),
+            "pads": _int_array(pads), "dilations": _int_array(dilations),
+            "count_include_pad": BoolAttr(count_include_pad, i1),
+        }
+        if storage_order is not None:
+            props["storage_order"] = IntegerAttr(storage_order, i64)
         super().__init__(
             operands=[x],
-            result_types=[TensorType(x.type.element_type, [n, c, *out_hw])],
-            properties={
-                "kind": StringAttr(kind), "kernel": _int_array(kernel), "strides": _int_array(strides),
-                "pads": _int_array(pads), "dilations": _int_array(dilations),
-                "count_include_pad": BoolAttr(count_include_pad, i1),
-            },
+            result_types=[TensorType(x.type.element_type, [n, c, *out_hw]),
+                          [TensorType(i64, [n, c, *out_hw])] if storage_order is not None else []],
+            properties=props,
         )
 
     def verify_semantics(self) -> None:
@@ -611,6 +623,12 @@ class Pool2dOp(WindowOp):
             raise VerifyException(f"nn.pool2d: kind must be 'max' or 'avg', got '{self.kind.data}'")
         if shape_of(self.result)[:2] != shape_of(self.input)[:2]:
             raise VerifyException("nn.pool2d: pooling keeps N and C")
+        with_indices = (len(self.indices), self.storage_order is not None)
+        if with_indices not in ((0, False), (1, True)) or (self.indices and self.kind.data != "max"):
+            raise VerifyException("nn.pool2d: a max pool has the indices result exactly when it has storage_order")
+        if self.indices and (self.indices[0].type != TensorType(i64, shape_of(self.result))
+                             or self.storage_order.value.data not in (0, 1)):
+            raise VerifyException("nn.pool2d: indices are i64 of the result's shape, storage_order 0 or 1")
         self._verify_window(self.kernel.get_values(), allow_partial=True)
 
 

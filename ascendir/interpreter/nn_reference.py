@@ -300,7 +300,16 @@ def _pool2d(op: nn.Pool2dOp, args, weights):
     kernel = op.kernel.get_values()
     if op.kind.data == "max":
         lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-        return _window_view(op, x, kernel, lowest, lowest).max(axis=(-2, -1))
+        windows = _window_view(op, x, kernel, lowest, lowest)
+        y = windows.max(axis=(-2, -1))
+        if not op.indices:
+            return y
+        h, w = x.shape[2:]
+        plane = np.arange(h * w).reshape(h, w) if op.storage_order.value.data == 0 else np.arange(h * w).reshape(w, h).T
+        where = _window_view(op, plane[None, None], kernel, -1, -1)
+        first = windows.reshape(*windows.shape[:4], -1).argmax(axis=-1)  # argmax takes the first
+        where = np.broadcast_to(where, (*x.shape[:2], *where.shape[2:]))
+        return y, np.take_along_axis(where.reshape(*where.shape[:4], -1), first[..., None], axis=-1)[..., 0]
     total = _window_view(op, x, kernel, 0, 0).sum(axis=(-2, -1))
     inside = np.ones((1, 1, *x.shape[2:]), x.dtype)
     counted = _window_view(op, inside, kernel, 1 if op.count_include_pad.value.data else 0, 0)

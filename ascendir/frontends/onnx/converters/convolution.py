@@ -7,6 +7,9 @@ two 2-D ones), and ceil_mode becomes the pooled result's extra window; the nn op
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 from xdsl.ir import SSAValue
 
 from ascendir.dialects import nn
@@ -93,11 +96,17 @@ def convert_pool(node: NodeContext) -> list[Value]:
     kd x kh x kw box is the max (average) over kd of the kh x kw results, and every per-dim
     rule (pads, dilations, ceil_mode's clipped window, count_include_pad's divisor, which is the
     product of the per-dim counts) holds dim by dim. So it runs as an H x W pool over
-    [N, C·D, H, W], then a kd x 1 pool over [N, C, D, Ho·Wo]."""
-    if node.output_used(1):
-        raise node.error("the Indices output is not supported")
+    [N, C·D, H, W], then a kd x 1 pool over [N, C, D, Ho·Wo].
+
+    MaxPool's Indices output (1-D and 2-D) is nn.pool2d's indices result, the index in the
+    H x W plane (storage_order 0: row-major, 1: column-major), plus the plane's offset
+    (n·C + c)·H·W, a constant added by nn.add."""
     shape = node.shape(0)
-    rank = _spatial_rank(node, shape, (1, 2, 3))
+    with_indices = node.output_used(1)
+    rank = _spatial_rank(node, shape, (1, 2) if with_indices else (1, 2, 3))
+    storage_order = int(node.attr("storage_order", 0)) if with_indices else None
+    if storage_order not in (None, 0, 1):
+        raise node.error(f"storage_order={storage_order} is not 0 (row-major) or 1 (column-major)")
     kernel = tuple(node.attr("kernel_shape") or ())
     if len(kernel) != rank:
         raise node.error(f"kernel_shape {list(kernel)} does not match {rank} spatial dims")
@@ -110,25 +119,33 @@ def convert_pool(node: NodeContext) -> list[Value]:
     kind = "max" if node.op_type == "MaxPool" else "avg"
     count_include_pad = bool(node.attr("count_include_pad", 0))
 
-    def pool(x: SSAValue, dims: list[int], pool_shape: list[int]) -> SSAValue:
-        """nn.pool2d over `pool_shape` (x reshaped) for spatial dims `dims` (1 or 2 of them)."""
-        k, o = [kernel[d] for d in dims], [out[d] for d in dims]
-        st, dl = [strides[d] for d in dims], [dilations[d] for d in dims]
-        pd = [pads[d] for d in dims] + [pads[rank + d] for d in dims]
-        if len(dims) == 1:
-            k, o = [k[0], 1], [o[0], pool_shape[3]]
-            st, dl, pd = [st[0], 1], [dl[0], 1], [pd[0], 0, pd[1], 0]
+    def pool(x: SSAValue, dims: tuple[int | None, int | None], pool_shape: list[int]) -> nn.Pool2dOp:
+        """nn.pool2d over `pool_shape` (x reshaped) whose H and W are spatial dims `dims` of
+        the node (None: a dim the pool leaves alone, window 1)."""
+        k = [kernel[d] if d is not None else 1 for d in dims]
+        o = [out[d] if d is not None else pool_shape[2 + i] for i, d in enumerate(dims)]
+        st = [strides[d] if d is not None else 1 for d in dims]
+        dl = [dilations[d] if d is not None else 1 for d in dims]
+        pd = [pads[d] if d is not None else 0 for d in dims] + [pads[rank + d] if d is not None else 0 for d in dims]
         x = node.emit(nn.ReshapeOp(x, pool_shape)) if nn.shape_of(x) != tuple(pool_shape) else x
-        return node.emit(nn.Pool2dOp(x, kind, k, st, pd, dl, o, count_include_pad))
+        op = nn.Pool2dOp(x, kind, k, st, pd, dl, o, count_include_pad, storage_order)
+        node.state.emit(op)
+        return op
+
+    def unpooled(v: SSAValue) -> SSAValue:
+        return node.emit(nn.ReshapeOp(v, [n, c, *out])) if nn.shape_of(v) != (n, c, *out) else v
 
     n, c = shape[:2]
     x = node.value(0)
-    if rank == 1:  # [N, C, L] pooled as [N, C, L, 1]
-        y = pool(x, [0], [n, c, shape[2], 1])
+    if rank == 1:  # [N, C, L] pooled as [N, C, 1, L]
+        op = pool(x, (None, 0), [n, c, 1, shape[2]])
     elif rank == 2:
-        y = pool(x, [0, 1], list(shape))
+        op = pool(x, (0, 1), list(shape))
     else:
         d, h, w = shape[2:]
-        y = pool(x, [1, 2], [n, c * d, h, w])
-        y = pool(y, [0], [n, c, d, out[1] * out[2]])
-    return [node.emit(nn.ReshapeOp(y, [n, c, *out])) if nn.shape_of(y) != (n, c, *out) else y]
+        op = pool(pool(x, (1, 2), [n, c * d, h, w]).result, (0, None), [n, c, d, out[1] * out[2]])
+    if not with_indices:
+        return [unpooled(op.result)]
+    plane = math.prod(shape[2:])
+    offsets = (np.arange(n * c, dtype=np.int64) * plane).reshape(n, c, *[1] * rank)
+    return [unpooled(op.result), node.emit(nn.AddOp(unpooled(op.indices[0]), node.constant(offsets, "plane_offsets")))]
