@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ascendir.dialects import nn
+from ascendir.errors import AscendirError
 from ascendir.frontends.onnx import import_onnx
 from ascendir.interpreter.nn_reference import run_nn
 from onnx_builders import check_against_onnxruntime, compute_ops, make_model
@@ -532,6 +533,22 @@ def test_dropout_inference_is_forwarded() -> None:
     model = make_model([node("Dropout", ["x"], ["d"], seed=1), node("Neg", ["d"])], {"x": x}, ["y"], opset=13)
     module = check_against_onnxruntime(model, {"x": x}, exact=True)
     assert compute_ops(module) == ["nn.neg"]
+
+
+def test_dropout_training_with_ratio_0_keeps_everything() -> None:
+    x = randn(2, 3)
+    inits = {"r": np.array(0.0, np.float32), "t": np.array(True)}
+    model = make_model([node("Dropout", ["x", "r", "t"], ["d", "mask"], seed=1), node("Neg", ["d"])], {"x": x}, ["y", "mask"], inits, opset=13)
+    module = check_against_onnxruntime(model, {"x": x}, exact=True)
+    assert compute_ops(module) == ["nn.neg"]
+
+
+def test_dropout_training_with_a_ratio_needs_a_random_mask() -> None:
+    x = randn(2, 3)
+    inits = {"r": np.array(0.25, np.float32), "t": np.array(True)}
+    model = make_model([node("Dropout", ["x", "r", "t"], ["y"])], {"x": x}, ["y"], inits, opset=13)
+    with pytest.raises(AscendirError, match=r"Dropout 'dropout_y': training_mode=true with ratio 0.25 needs a random mask"):
+        import_onnx(model)
 
 
 @pytest.mark.parametrize(

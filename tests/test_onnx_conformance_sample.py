@@ -21,6 +21,11 @@ SAMPLE = [
     "test_transpose_all_permutations_3", "test_concat_3d_axis_negative_1", "test_gather_0", "test_where_example",
     "test_basic_conv_with_padding", "test_conv_with_strides_and_asymmetric_padding", "test_maxpool_2d_pads",
     "test_averagepool_2d_pads", "test_globalaveragepool", "test_top_k",
+    # optional outputs, runtime operands, IEEE edge cases, 3-D windows
+    "test_layer_normalization_3d_axis1_epsilon", "test_batchnorm_example_training_mode", "test_clip_default_min",
+    "test_mod_mixed_sign_float32", "test_mod_float_edge_cases_fmod_0_float32", "test_reduce_max_empty_set",
+    "test_maxpool_3d_dilations", "test_averagepool_3d_dilations_small", "test_maxpool_with_argmax_2d_precomputed_strides",
+    "test_training_dropout_zero_ratio_mask",
 ]
 
 

@@ -33,11 +33,14 @@ def convert_identity(node: NodeContext) -> list[Value]:
 
 @converts("Dropout")
 def convert_dropout(node: NodeContext) -> list[Value]:
-    """Inference Dropout → its input; the mask output is all true."""
-    if node.opset >= 12 and node.has_input(2):
-        training = node.require_const(2, "training_mode")
-        if bool(training):
-            raise node.error("training_mode=true is not supported (inference only)")
+    """Dropout → its input, with an all-true mask: the inference form (training_mode absent or
+    false) and training with ratio 0 (every element kept, scale 1 / (1 - 0)). training_mode and,
+    in training, ratio must be known at import; training with ratio > 0 drops random elements,
+    and ascendir generates no random masks."""
+    if node.opset >= 12 and node.has_input(2) and bool(node.require_const(2, "training_mode")):
+        ratio = float(node.require_const(1, "ratio")) if node.has_input(1) else 0.5
+        if ratio != 0:
+            raise node.error(f"training_mode=true with ratio {ratio:g} needs a random mask, which ascendir does not generate")
     mask = Constant(node.node.output[1], np.ones(node.shape(0), np.bool_)) if node.output_used(1) else None
     return [node.input(0), mask]
 
