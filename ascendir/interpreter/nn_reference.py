@@ -251,6 +251,8 @@ def _reduce(op: nn.ReduceOp, args, weights):
         lowest = -np.inf if x.dtype.kind == "f" else (False if x.dtype == np.bool_ else np.iinfo(x.dtype).min)
         initial = lowest if isinstance(op, nn.ReduceMaxOp) else big
         return _REDUCE[type(op)](x, axis=axes, keepdims=keepdims, initial=initial)
+    if x.size == 0 and isinstance(op, nn.ReduceMeanOp):  # 0 / 0 = NaN, without np.mean's warning
+        return np.sum(x, axis=axes, keepdims=keepdims) / np.asarray(0, x.dtype)
     return _REDUCE[type(op)](x, axis=axes, keepdims=keepdims)
 
 
