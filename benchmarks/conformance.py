@@ -17,6 +17,7 @@ import argparse
 import collections
 import importlib.util
 import os
+import re
 import signal
 import sys
 import time
@@ -124,12 +125,17 @@ def _compare(got: np.ndarray, want: np.ndarray) -> str:
 
 def _bake_int_inputs(model, feeds: dict[str, np.ndarray]):
     """A copy of `model` whose integer graph inputs are initializers holding `feeds`' values."""
+    return _bake_inputs(model, {k: v for k, v in feeds.items() if v.dtype.kind in "iu"})
+
+
+def _bake_inputs(model, feeds: dict[str, np.ndarray]):
+    """A copy of `model` whose graph inputs named in `feeds` are initializers holding their values."""
     import onnx
     from onnx import numpy_helper
 
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    keep = [i for i in m.graph.input if not (i.name in feeds and feeds[i.name].dtype.kind in "iu")]
+    keep = [i for i in m.graph.input if i.name not in feeds]
     baked = [numpy_helper.from_array(feeds[i.name], i.name) for i in m.graph.input if i not in keep]
     del m.graph.input[:]
     m.graph.input.extend(keep)
@@ -161,11 +167,21 @@ def run_case(case, target: str = "ascend910b2") -> Outcome:
             if "depends on runtime values" not in str(e):
                 raise
             # ascendir compiles static shapes: inputs that decide shapes (axes, shape, pads,
-            # repeats...) must be known at compile time, so bake the integer inputs in.
+            # repeats...) must be known at compile time, so bake the integer inputs in, then
+            # any other input the importer names as needed at compile time (Dropout's
+            # training_mode and ratio).
             model = _bake_int_inputs(model, feeds)
             feeds = {k: v for k, v in feeds.items() if v.dtype.kind not in "iu"}
-            module, weights = import_onnx(model)
             out.baked = True
+            while True:
+                try:
+                    module, weights = import_onnx(model)
+                    break
+                except Exception as e:  # noqa: BLE001
+                    named = re.search(r"\(input \d+, '([^']+)'\) depends on runtime values", str(e))
+                    if named is None or named.group(1) not in feeds:
+                        raise
+                    model = _bake_inputs(model, {named.group(1): feeds.pop(named.group(1))})
         lower(module, weights, target)
         result = simulate(module, weights, feeds, load_target(target))
         for vi, want in zip(model.graph.output, outputs):
@@ -194,8 +210,9 @@ def write_report(outcomes: list[Outcome], path: Path, seconds: float) -> None:
         "convert-nn-to-ascend (Ascend 910B2) → the interpreter, compared with the reference data of",
         "each case (fp32 rtol 1e-3 / atol 1e-4, fp16 rtol 1e-2 / atol 1e-3, integers exactly).",
         "ascendir compiles static shapes, so when a case feeds a shape-deciding input (axes, shape,",
-        "pads, repeats, k...) as a runtime graph input, its integer inputs are baked in as",
-        "initializers (as `--input-shape` pins dims): " + f"{sum(o.baked for o in outcomes)} cases.",
+        "pads, repeats, k...) as a runtime graph input, its integer inputs (and any other input the",
+        "importer names as needed at compile time) are baked in as initializers (as `--input-shape`",
+        "pins dims): " + f"{sum(o.baked for o in outcomes)} cases.",
         "",
         f"**{passed} / {len(outcomes)} cases pass ({100.0 * passed / max(len(outcomes), 1):.1f} %)** "
         f"over {len(by_op)} op types ({seconds:.0f} s).",

@@ -12,6 +12,9 @@ import pytest
 from onnx import TensorProto, helper
 
 from ascendir.dialects import nn
+from ascendir.errors import AscendirError
+from ascendir.frontends.onnx import import_onnx
+from ascendir.interpreter.nn_reference import run_nn
 from onnx_builders import check_against_onnxruntime, compute_ops, make_model
 
 RNG = np.random.default_rng(7)
@@ -120,6 +123,24 @@ def test_integer_mod(dtype) -> None:
     check_against_onnxruntime(model, {"a": a, "b": b}, exact=True, expect_ops=["nn.mod"])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64])
+def test_mod_fmod_takes_the_dividend_sign(dtype) -> None:
+    a = np.array([-4.3, 7.2, 5.0, 4.3, -7.2, 8.0, -9.0]).astype(dtype)
+    b = np.array([2.1, -3.4, 8.0, -2.1, 3.4, 5.0, 2.0]).astype(dtype)
+    model = make_model([node("Mod", ["a", "b"], fmod=1)], {"a": a, "b": b}, ["y"])
+    check_against_onnxruntime(model, {"a": a, "b": b}, exact=True, expect_ops=["nn.fmod"])
+
+
+def test_float_mod_takes_the_divisor_sign_with_ieee_edge_cases() -> None:
+    # onnxruntime refuses fmod=0 on floats; the ONNX reference (and Python's %) is np.mod.
+    a = np.array([-4.3, 7.2, 0.0, -3.0, 3.0, -1.0, 1.0, np.inf, 1.0, np.nan], np.float32)
+    b = np.array([2.1, -3.4, -2.0, np.inf, np.inf, -np.inf, -np.inf, 2.0, 0.0, 2.0], np.float32)
+    module, weights = import_onnx(make_model([node("Mod", ["a", "b"])], {"a": a, "b": b}, ["y"]))
+    assert compute_ops(module) == ["nn.mod"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        np.testing.assert_array_equal(run_nn(module, weights, {"a": a, "b": b})["y"], np.mod(a, b))
+
+
 def test_pow_with_integer_exponent_input() -> None:
     # ONNX lets the exponent type differ from the base; nn.pow gets a cast.
     x, e = np.abs(randn(3, 4)) + 0.5, np.array([1, 2, 3, 0], np.int64)
@@ -188,6 +209,17 @@ def test_clip_opset13_inputs(bounds) -> None:
         names.append(key if bound is not None else "")
     model = make_model([node("Clip", names)], {"x": x}, ["y"], initializers=inits, opset=13)
     check_against_onnxruntime(model, {"x": x}, exact=True, expect_ops=["nn.clip"])
+
+
+@pytest.mark.parametrize("names, expect", [
+    (["x", "lo", "hi"], ["nn.max", "nn.min"]), (["x", "", "hi"], ["nn.min"]), (["x", "lo"], ["nn.max"]),
+])
+def test_clip_runtime_bounds(names, expect) -> None:
+    x = randn(4, 6)
+    feeds = {"x": x} | {k: np.array(v, np.float32) for k, v in (("lo", 0.4), ("hi", -0.1)) if k in names}
+    model = make_model([node("Clip", names)], feeds, ["y"], opset=13)
+    module = check_against_onnxruntime(model, feeds, exact=True)
+    assert compute_ops(module) == expect
 
 
 def test_clip_opset6_attributes() -> None:
@@ -293,6 +325,30 @@ def test_layer_normalization(axis: int, with_bias: bool) -> None:
     ln = node("LayerNormalization", ["x", "s", "b"] if with_bias else ["x", "s"], axis=axis, epsilon=1e-3)
     model = make_model([ln], {"x": x}, ["y"], initializers=inits)
     check_against_onnxruntime(model, {"x": x}, expect_ops=["nn.layer_norm"])
+
+
+@pytest.mark.parametrize("axis, dtype", [(-1, np.float32), (1, np.float32), (0, np.float16)])
+def test_layer_normalization_mean_and_inv_std_dev(axis: int, dtype) -> None:
+    x = (randn(2, 6, 16) * 2 + 1).astype(dtype)
+    inits = {"s": randn(*x.shape[axis:]).astype(dtype)}
+    ln = node("LayerNormalization", ["x", "s"], ["y", "mean", "inv_std"], axis=axis, epsilon=1e-3)
+    model = make_model([ln], {"x": x}, ["y", "mean", "inv_std"], initializers=inits)
+    tol = 2e-3 if dtype == np.float16 else 1e-5
+    check_against_onnxruntime(model, {"x": x}, rtol=tol, atol=tol, expect_ops=["nn.layer_norm"])
+
+
+def test_batch_normalization_runtime_statistics() -> None:
+    feeds = {"x": randn(2, 3, 4, 5), "s": randn(3), "b": randn(3), "m": randn(3), "v": np.abs(randn(3)) + 0.5}
+    model = make_model([node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-2)], feeds, ["y"], opset=15)
+    check_against_onnxruntime(model, feeds, expect_ops=["nn.rsqrt"])
+
+
+def test_batch_normalization_training_mode_running_statistics() -> None:
+    feeds = {"x": randn(2, 3, 4, 5) * 2 + 1, "m": randn(3), "v": np.abs(randn(3)) + 0.5}
+    inits = {"s": randn(3), "b": randn(3)}
+    bn = node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1, momentum=0.8)
+    model = make_model([bn], feeds, ["y", "rm", "rv"], initializers=inits, opset=15)
+    check_against_onnxruntime(model, feeds, rtol=1e-5, atol=1e-5, expect_ops=["nn.reduce_mean"])
 
 
 def test_batch_normalization_inference() -> None:
@@ -418,6 +474,36 @@ def test_pool2d(op: str, attrs) -> None:
     check_against_onnxruntime(model, {"x": x}, expect_ops=["nn.pool2d"])
 
 
+@pytest.mark.parametrize(
+    "op, attrs",
+    [
+        ("MaxPool", {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2], "pads": [1, 1, 0, 0, 1, 1], "dilations": [1, 2, 1]}),
+        ("AveragePool", {"kernel_shape": [3, 2, 3], "strides": [2, 2, 2], "pads": [1, 0, 1, 1, 0, 0], "ceil_mode": 1}),
+        ("AveragePool", {"kernel_shape": [3, 3, 2], "strides": [2, 2, 2], "pads": [1, 1, 0, 1, 0, 1], "ceil_mode": 1, "count_include_pad": 1}),
+    ],
+)
+def test_pool3d_runs_as_two_pool2d(op: str, attrs) -> None:
+    x = randn(2, 3, 7, 8, 9)
+    model = make_model([node(op, ["x"], **attrs)], {"x": x}, ["y"], opset=19)
+    module = check_against_onnxruntime(model, {"x": x})
+    assert compute_ops(module).count("nn.pool2d") == 2
+
+
+@pytest.mark.parametrize(
+    "shape, attrs",
+    [
+        ((2, 3, 9, 8), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ((2, 3, 9, 8), {"kernel_shape": [2, 3], "strides": [2, 1], "dilations": [2, 1], "storage_order": 1}),
+        ((1, 2, 7, 5), {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1, "storage_order": 1}),
+        ((2, 3, 10), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    ],
+)
+def test_maxpool_indices(shape, attrs) -> None:
+    x = randn(*shape)
+    model = make_model([node("MaxPool", ["x"], ["y", "i"], **attrs)], {"x": x}, ["y", "i"], opset=12)
+    check_against_onnxruntime(model, {"x": x}, exact=True, expect_ops=["nn.pool2d", "nn.add"])
+
+
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 def test_pool1d_runs_as_pool2d(op: str) -> None:
     x = randn(2, 3, 10)
@@ -447,6 +533,22 @@ def test_dropout_inference_is_forwarded() -> None:
     model = make_model([node("Dropout", ["x"], ["d"], seed=1), node("Neg", ["d"])], {"x": x}, ["y"], opset=13)
     module = check_against_onnxruntime(model, {"x": x}, exact=True)
     assert compute_ops(module) == ["nn.neg"]
+
+
+def test_dropout_training_with_ratio_0_keeps_everything() -> None:
+    x = randn(2, 3)
+    inits = {"r": np.array(0.0, np.float32), "t": np.array(True)}
+    model = make_model([node("Dropout", ["x", "r", "t"], ["d", "mask"], seed=1), node("Neg", ["d"])], {"x": x}, ["y", "mask"], inits, opset=13)
+    module = check_against_onnxruntime(model, {"x": x}, exact=True)
+    assert compute_ops(module) == ["nn.neg"]
+
+
+def test_dropout_training_with_a_ratio_needs_a_random_mask() -> None:
+    x = randn(2, 3)
+    inits = {"r": np.array(0.25, np.float32), "t": np.array(True)}
+    model = make_model([node("Dropout", ["x", "r", "t"], ["y"])], {"x": x}, ["y"], inits, opset=13)
+    with pytest.raises(AscendirError, match=r"Dropout 'dropout_y': training_mode=true with ratio 0.25 needs a random mask"):
+        import_onnx(model)
 
 
 @pytest.mark.parametrize(

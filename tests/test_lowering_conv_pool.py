@@ -84,6 +84,11 @@ POOL_CASES = {
     "avg_uniform": ("AveragePool", (2, 5, 8, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}),
     "max_1d": ("MaxPool", (1, 3, 12), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
     "global_avg": ("GlobalAveragePool", (2, 6, 5, 5), {}),
+    "max_3d_dilated_pad": ("MaxPool", (1, 2, 6, 7, 8), {"kernel_shape": [2, 3, 2], "dilations": [2, 1, 1], "pads": [1, 1, 0, 0, 1, 1]}),
+    "avg_3d_ceil_include": (
+        "AveragePool", (2, 2, 7, 6, 9),
+        {"kernel_shape": [3, 2, 3], "strides": [2, 2, 2], "pads": [1, 0, 1, 1, 0, 0], "ceil_mode": 1, "count_include_pad": 1},
+    ),
 }
 
 
@@ -93,6 +98,23 @@ def test_pool_matches_onnxruntime(case: str) -> None:
     x = _rng(len(case)).standard_normal(xs).astype(np.float32)
     model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"])
     _check(model, {"x": x})
+
+
+@pytest.mark.parametrize(
+    "shape, attrs",
+    [
+        ((2, 3, 9, 8), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ((1, 2, 7, 5), {"kernel_shape": [3, 2], "strides": [2, 2], "dilations": [1, 2], "ceil_mode": 1, "storage_order": 1}),
+        ((2, 3, 10), {"kernel_shape": [3], "strides": [2], "pads": [1, 1], "storage_order": 1}),
+    ],
+)
+def test_max_pool_indices_match_onnxruntime(shape, attrs) -> None:
+    x = _rng(len(shape)).standard_normal(shape).astype(np.float32)
+    model = make_model([helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs)], {"x": x}, ["y", "i"], opset=12)
+    want = run_onnxruntime(model, {"x": x})
+    result, _ = _run(model, {"x": x})
+    np.testing.assert_array_equal(result.outputs["y"], want["y"])
+    np.testing.assert_array_equal(result.outputs["i"], want["i"])
 
 
 def test_max_pool_padding_never_wins() -> None:

@@ -136,6 +136,15 @@ def test_reduce(op, shape, axes):
     check(reduce_text(op, shape, axes, keepdims=op != "reduce_max"), {"x": x}, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("op", ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"])
+@pytest.mark.parametrize("dt, np_dt", [("f32", np.float32), ("i32", np.int32)])
+def test_reduce_over_an_empty_axis_fills_the_identity(op, dt, np_dt):
+    if op == "reduce_mean" and dt == "i32":
+        pytest.skip("the mean of an empty integer set is undefined")
+    lowered = check(reduce_text(op, (2, 0, 4), [1], True, dt), {"x": np.zeros((2, 0, 4), np_dt)}, exact=True)
+    assert "ascend.vdup" in printed(lowered)
+
+
 def test_reduce_mean_fp16_accumulates_in_fp32():
     lowered = check(reduce_text("reduce_mean", (4, 32, 1024), [2], True, "f16"), {"x": rand((4, 32, 1024), np.float16)}, rtol=2e-3, atol=2e-3)
     assert "ascend.vcast" in printed(lowered)
@@ -185,6 +194,20 @@ def test_layer_norm_over_two_axes():
         ("y", shape, "f32"),
     )
     check(text, {"x": rand(shape), "s": rand((6, 10), seed=4)}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16"])
+def test_layer_norm_statistics_results(dt):
+    shape, stats = (3, 5, 40), "tensor<3x1x1xf32>"
+    np_dt = np.float16 if dt == "f16" else np.float32
+    text = f"""
+func.func @main(%x: {ty(shape, dt)} {{onnx.name = "x"}}, %s: {ty((5, 40), dt)} {{onnx.name = "s"}})
+    -> ({ty(shape, dt)} {{onnx.name = "y"}}, {stats} {{onnx.name = "mean"}}, {stats} {{onnx.name = "inv_std"}}) {{
+  %y, %mean, %inv_std = nn.layer_norm %x, %s {{axis = 1 : i64, epsilon = 1.0e-03 : f32}} : ({ty(shape, dt)}, {ty((5, 40), dt)}) -> ({ty(shape, dt)}, {stats}, {stats})
+  func.return %y, %mean, %inv_std : {ty(shape, dt)}, {stats}, {stats}
+}}"""
+    tol = 1e-2 if dt == "f16" else 1e-4
+    check(text, {"x": rand(shape, np_dt) * 2 + 1, "s": rand((5, 40), np_dt, seed=6)}, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dt", ["f32", "f16"])

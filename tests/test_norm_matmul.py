@@ -105,3 +105,13 @@ func.func @main(%x: tensor<1x40x96xf16> {onnx.name = "x"}, %s: tensor<40x48xf16>
     lowered = check(text, inputs, weights, target=target, rtol=2e-2, atol=2e-2)
     names = [op.sym_name.data for op in lowered.ops if isinstance(op, ascend.KernelOp)]
     assert names == ["norm_matmul_norm_0", "norm_matmul_0", "norm_matmul_norm_1", "norm_matmul_1", "norm_matmul_2"], names
+
+
+def test_layer_norm_with_statistics_results_is_not_fused():
+    """LayerNormalization's Mean / InvStdDev results are used outside: the norm stays unfused."""
+    text = qkv_text(8, 64, 64, 32, "f32", layer=True).replace(
+        "%n = nn.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f32} : (tensor<1x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<1x8x64xf32>",
+        "%n, %mean, %inv = nn.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f32} : (tensor<1x8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> (tensor<1x8x64xf32>, tensor<1x8x1xf32>, tensor<1x8x1xf32>)",
+    )
+    assert "%mean" in text
+    assert "nn.fused" not in fused(text)

@@ -23,6 +23,11 @@ SAMPLE = [
     "test_averagepool_2d_pads", "test_globalaveragepool", "test_top_k",
     "test_cast_FLOAT_to_FLOAT16", "test_cast_no_saturate_FLOAT_to_FLOAT8E4M3FN", "test_castlike_INT4_to_FLOAT",
     "test_div_uint64",
+    # optional outputs, runtime operands, IEEE edge cases, 3-D windows
+    "test_layer_normalization_3d_axis1_epsilon", "test_batchnorm_example_training_mode", "test_clip_default_min",
+    "test_mod_mixed_sign_float32", "test_mod_float_edge_cases_fmod_0_float32", "test_reduce_max_empty_set",
+    "test_maxpool_3d_dilations", "test_averagepool_3d_dilations_small", "test_maxpool_with_argmax_2d_precomputed_strides",
+    "test_training_dropout_zero_ratio_mask",
 ]
 
 

@@ -585,7 +585,8 @@ VECTOR_UNARY = {
 }
 VECTOR_BINARY = {
     "vadd": "x + y", "vsub": "x - y", "vmul": "x * y", "vdiv": "x / y", "vmax": "max", "vmin": "min",
-    "vpow": "x ** y (composite API)", "vand": "logical and", "vor": "logical or", "vmod": "remainder (composite)",
+    "vpow": "x ** y (composite API)", "vand": "logical and", "vor": "logical or", "vmod": "remainder with the divisor's sign (composite)",
+    "vfmod": "remainder with the dividend's sign, C fmod (composite)",
 }
 VECTOR_SCALAR = {"vadds": "x + s", "vmuls": "x * s", "vmaxs": "max(x, s)", "vmins": "min(x, s)", "vpows": "x ** s (composite)"}
 VECTOR_REDUCE = {

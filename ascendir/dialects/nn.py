@@ -25,6 +25,8 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolRefAttr,
     TensorType,
+    f32,
+    f64,
     i1,
     i64,
 )
@@ -265,6 +267,7 @@ PowOp = _binary("pow", "x ** y")
 MaxOp = _binary("max", "elementwise maximum")
 MinOp = _binary("min", "elementwise minimum")
 ModOp = _binary("mod", "remainder with the sign of the divisor (ONNX Mod, fmod = 0)")
+FmodOp = _binary("fmod", "remainder with the sign of the dividend (C fmod; ONNX Mod, fmod = 1)")
 AndOp = _binary("and", "logical and (i1)")
 OrOp = _binary("or", "logical or (i1)")
 EqualOp = _binary("equal", "x == y", True)
@@ -382,23 +385,43 @@ class SoftmaxOp(AxisOp):
 
 @irdl_op_definition
 class LayerNormOp(NNOp):
-    """(x - mean) / sqrt(var + epsilon) * scale + bias over axes [axis, rank)."""
+    """(x - mean) / sqrt(var + epsilon) * scale + bias over axes [axis, rank).
+
+    With `stats`, two more results: the mean and 1 / sqrt(var + epsilon), shaped like x with
+    the normalized dims kept as 1, in the statistics type (f32 for 16-bit floats and f32, f64
+    for f64) — ONNX LayerNormalization's Mean and InvStdDev outputs."""
 
     name = "nn.layer_norm"
     input = operand_def(TensorType)
     scale = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
     result = result_def(TensorType)
+    stats = var_result_def(TensorType)
     axis = prop_def(IntegerAttr)
     epsilon = prop_def(FloatAttr)
     traits = traits_def(Pure())
 
-    def __init__(self, x: SSAValue, scale: SSAValue, bias: SSAValue | None, axis: int, epsilon: float):
+    def __init__(
+        self, x: SSAValue, scale: SSAValue, bias: SSAValue | None, axis: int, epsilon: float, stats: bool = False
+    ):
+        stat_types = [self.stats_type(x.type, axis)] * 2 if stats else []
         super().__init__(
             operands=[x, scale, bias],
-            result_types=[x.type],
+            result_types=[x.type, stat_types],
             properties={"axis": IntegerAttr(axis, i64), "epsilon": FloatAttr(epsilon, 32)},
         )
+
+    @staticmethod
+    def stats_type(x: TensorType, axis: int) -> TensorType:
+        shape = x.get_shape()
+        axis %= max(len(shape), 1)
+        elem = x.element_type
+        return TensorType(f64 if elem == f64 else f32, [*shape[:axis], *[1] * (len(shape) - axis)])
+
+    def verify_semantics(self) -> None:
+        want = self.stats_type(self.input.type, self.axis.value.data)
+        if len(self.stats) not in (0, 2) or any(r.type != want for r in self.stats):
+            raise VerifyException(f"nn.layer_norm: the statistics results must be none or two of {want}")
 
 
 @irdl_op_definition
@@ -568,29 +591,41 @@ class Pool2dOp(WindowOp):
 
     Padding never wins a max; an average divides by the window's elements inside the input, or
     inside input + pads if `count_include_pad`. The result shape may hold one extra window per dim
-    (ONNX ceil_mode); it is clipped to the padded input."""
+    (ONNX ceil_mode); it is clipped to the padded input.
+
+    A max pool may have a second result, `indices` (i64, the result's shape): where each max is
+    in its own H x W plane, h * W + w (`storage_order` 0, row-major) or h + w * H (1,
+    column-major); the first of equal maxima in window order (kernel rows, then columns) wins."""
 
     name = "nn.pool2d"
     input = operand_def(TensorType)
     result = result_def(TensorType)
+    indices = var_result_def(TensorType)
     kind = prop_def(StringAttr)
     kernel = prop_def(DenseArrayBase)
     count_include_pad = prop_def(BoolAttr)
+    storage_order = opt_prop_def(IntegerAttr)
     traits = traits_def(Pure())
 
     def __init__(
         self, x: SSAValue, kind: str, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
         dilations: Sequence[int], out_hw: Sequence[int], count_include_pad: bool = False,
+        storage_order: int | None = None,
     ):
+        """`storage_order` (0 or 1) asks a max pool for the indices result."""
         n, c, _, _ = shape_of(x)
+        props = {
+            "kind": StringAttr(kind), "kernel": _int_array(kernel), "strides": _int_array(strides),
+            "pads": _int_array(pads), "dilations": _int_array(dilations),
+            "count_include_pad": BoolAttr(count_include_pad, i1),
+        }
+        if storage_order is not None:
+            props["storage_order"] = IntegerAttr(storage_order, i64)
         super().__init__(
             operands=[x],
-            result_types=[TensorType(x.type.element_type, [n, c, *out_hw])],
-            properties={
-                "kind": StringAttr(kind), "kernel": _int_array(kernel), "strides": _int_array(strides),
-                "pads": _int_array(pads), "dilations": _int_array(dilations),
-                "count_include_pad": BoolAttr(count_include_pad, i1),
-            },
+            result_types=[TensorType(x.type.element_type, [n, c, *out_hw]),
+                          [TensorType(i64, [n, c, *out_hw])] if storage_order is not None else []],
+            properties=props,
         )
 
     def verify_semantics(self) -> None:
@@ -598,6 +633,12 @@ class Pool2dOp(WindowOp):
             raise VerifyException(f"nn.pool2d: kind must be 'max' or 'avg', got '{self.kind.data}'")
         if shape_of(self.result)[:2] != shape_of(self.input)[:2]:
             raise VerifyException("nn.pool2d: pooling keeps N and C")
+        with_indices = (len(self.indices), self.storage_order is not None)
+        if with_indices not in ((0, False), (1, True)) or (self.indices and self.kind.data != "max"):
+            raise VerifyException("nn.pool2d: a max pool has the indices result exactly when it has storage_order")
+        if self.indices and (self.indices[0].type != TensorType(i64, shape_of(self.result))
+                             or self.storage_order.value.data not in (0, 1)):
+            raise VerifyException("nn.pool2d: indices are i64 of the result's shape, storage_order 0 or 1")
         self._verify_window(self.kernel.get_values(), allow_partial=True)
 
 
@@ -872,7 +913,7 @@ NN = Dialect(
         WeightOp, ConstantOp,
         ReluOp, SigmoidOp, SiluOp, TanhOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, NegOp, AbsOp,
         ErfOp, SinOp, CosOp, FloorOp, CeilOp, NotOp, IdentityOp, GeluOp, LeakyReluOp, ClipOp,
-        AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp, OrOp,
+        AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, FmodOp, AndOp, OrOp,
         EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp, CastOp,
         MatmulOp, SoftmaxOp, LayerNormOp, RmsNormOp, AttentionOp, Conv2dOp, Pool2dOp,
         ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp, TopKOp,

@@ -143,7 +143,7 @@ def _div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     nn.AddOp: np.add, nn.SubOp: np.subtract, nn.MulOp: np.multiply, nn.DivOp: _div,
-    nn.PowOp: np.power, nn.MaxOp: np.maximum, nn.MinOp: np.minimum, nn.ModOp: np.mod,
+    nn.PowOp: np.power, nn.MaxOp: np.maximum, nn.MinOp: np.minimum, nn.ModOp: np.mod, nn.FmodOp: np.fmod,
     nn.AndOp: np.logical_and, nn.OrOp: np.logical_or, nn.EqualOp: np.equal, nn.LessOp: np.less,
     nn.LessEqualOp: np.less_equal, nn.GreaterOp: np.greater, nn.GreaterEqualOp: np.greater_equal,
 }
@@ -192,10 +192,13 @@ def _norm_axes(x: np.ndarray, axis: int) -> tuple[int, ...]:
 def _layer_norm(op: nn.LayerNormOp, args, weights):
     x = args[0].astype(np.float32) if args[0].dtype in _HALF else args[0]
     axes = _norm_axes(x, op.axis.value.data)
-    centered = x - np.mean(x, axis=axes, keepdims=True)
+    mean = np.mean(x, axis=axes, keepdims=True)
+    centered = x - mean
     var = np.mean(centered * centered, axis=axes, keepdims=True)
-    y = centered / np.sqrt(var + np.asarray(op.epsilon.value.data, x.dtype)) * _wide(args[1])
-    return y + _wide(args[2]) if len(args) > 2 else y
+    inv_std = 1 / np.sqrt(var + np.asarray(op.epsilon.value.data, x.dtype))
+    y = centered * inv_std * _wide(args[1])
+    y = y + _wide(args[2]) if len(args) > 2 else y
+    return (y, mean, inv_std) if op.stats else y
 
 
 @semantics(nn.RmsNormOp)
@@ -251,6 +254,8 @@ def _reduce(op: nn.ReduceOp, args, weights):
         lowest = -np.inf if x.dtype.kind == "f" else (False if x.dtype == np.bool_ else np.iinfo(x.dtype).min)
         initial = lowest if isinstance(op, nn.ReduceMaxOp) else big
         return _REDUCE[type(op)](x, axis=axes, keepdims=keepdims, initial=initial)
+    if x.size == 0 and isinstance(op, nn.ReduceMeanOp):  # 0 / 0 = NaN, without np.mean's warning
+        return np.sum(x, axis=axes, keepdims=keepdims) / np.asarray(0, x.dtype)
     return _REDUCE[type(op)](x, axis=axes, keepdims=keepdims)
 
 
@@ -300,7 +305,16 @@ def _pool2d(op: nn.Pool2dOp, args, weights):
     kernel = op.kernel.get_values()
     if op.kind.data == "max":
         lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-        return _window_view(op, x, kernel, lowest, lowest).max(axis=(-2, -1))
+        windows = _window_view(op, x, kernel, lowest, lowest)
+        y = windows.max(axis=(-2, -1))
+        if not op.indices:
+            return y
+        h, w = x.shape[2:]
+        plane = np.arange(h * w).reshape(h, w) if op.storage_order.value.data == 0 else np.arange(h * w).reshape(w, h).T
+        where = _window_view(op, plane[None, None], kernel, -1, -1)
+        first = windows.reshape(*windows.shape[:4], -1).argmax(axis=-1)  # argmax takes the first
+        where = np.broadcast_to(where, (*x.shape[:2], *where.shape[2:]))
+        return y, np.take_along_axis(where.reshape(*where.shape[:4], -1), first[..., None], axis=-1)[..., 0]
     total = _window_view(op, x, kernel, 0, 0).sum(axis=(-2, -1))
     inside = np.ones((1, 1, *x.shape[2:]), x.dtype)
     counted = _window_view(op, inside, kernel, 1 if op.count_include_pad.value.data else 0, 0)

@@ -167,9 +167,14 @@ UNARY: dict[str, Callable[[Operation], Runtime]] = {
 }
 
 
-def _mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    # ONNX Mod: integers follow the divisor's sign (fmod=0); floats need fmod=1 (C fmod).
-    return np.mod(a, b) if a.dtype.kind in "iu" else np.fmod(a, b)
+def _remainder(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    # IEEE cases follow C / Python: x % 0, inf % y and NaN give NaN (integers: 0), x % ±inf is x
+    # or ±inf by sign; no warnings for them.
+    def rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return fn(a, b)
+
+    return rem
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -200,7 +205,8 @@ BINARY: dict[str, Callable[[Operation], Runtime]] = {
     "vpow": _binary(lambda a, b: np.power(_f32(a), _f32(b))),
     "vand": _binary(np.logical_and),
     "vor": _binary(np.logical_or),
-    "vmod": _binary(_mod),
+    "vmod": _binary(_remainder(np.mod)),  # sign of the divisor (ONNX Mod fmod=0, Python %)
+    "vfmod": _binary(_remainder(np.fmod)),  # sign of the dividend (C fmod, ONNX Mod fmod=1)
 }
 
 

@@ -133,7 +133,7 @@ def lower_conv2d(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) 
     if math.prod(out) == 0:
         return [ctx.buffer(out, el)]
     if is_depthwise(op):
-        return [emit_window_vector(ctx, "dwconv", x, win, el, "dw", weight=w, bias=bias)]
+        return emit_window_vector(ctx, "dwconv", x, win, el, "dw", weight=w, bias=bias)
     g = op.group.value.data
     og, k, p = o // g, cg * kh * kw, win.ho * win.wo
     pointwise = (kh, kw) == (1, 1) and win.strides == (1, 1) and not any(win.pads)

@@ -228,6 +228,16 @@ def emit_vector_map(
     return result
 
 
+def emit_fill(ctx: LoweringContext, base: str, out_shape: Sequence[int], out_elem: Attribute, value: float) -> SSAValue:
+    """Launch a vector kernel that fills a new GM buffer of `out_shape` × `out_elem` with `value`
+    (vdup per UB tile, then MTE3); returns the buffer."""
+
+    def compute(kb: KernelBuilder, ins: list[SSAValue], out: SSAValue, temps: list[SSAValue]) -> None:
+        kb.emit(ascend.VdupOp(out, value))
+
+    return emit_vector_map(ctx, base, [], out_shape, out_elem, VectorMap(compute))
+
+
 # ----------------------------------------------------------------------------------------------
 # nn op → vector recipe
 # ----------------------------------------------------------------------------------------------
@@ -239,7 +249,7 @@ UNARY = {
 }
 BINARY = {
     nn.AddOp: "vadd", nn.SubOp: "vsub", nn.MulOp: "vmul", nn.DivOp: "vdiv", nn.PowOp: "vpow", nn.MaxOp: "vmax",
-    nn.MinOp: "vmin", nn.ModOp: "vmod", nn.AndOp: "vand", nn.OrOp: "vor",
+    nn.MinOp: "vmin", nn.ModOp: "vmod", nn.FmodOp: "vfmod", nn.AndOp: "vand", nn.OrOp: "vor",
 }
 COMPARE = {nn.EqualOp: "eq", nn.LessOp: "lt", nn.LessEqualOp: "le", nn.GreaterOp: "gt", nn.GreaterEqualOp: "ge"}
 ACTIVATIONS = {nn.ReluOp: "vrelu", nn.SiluOp: "vsilu", nn.SigmoidOp: "vsigmoid", nn.TanhOp: "vtanh"}

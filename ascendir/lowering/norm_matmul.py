@@ -68,7 +68,7 @@ def lower_norm_matmul(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAVa
         return None
     products = [Product(args[mm.rhs], shape(y), elem(y), epi) for y, (mm, epi) in ends.items()]
     xn = normalize(ctx, norm, *[args[v] for v in norm.operands], rms=isinstance(norm, nn.RmsNormOp),
-                   base="norm_matmul_norm")
+                   base="norm_matmul_norm")[0]
     hdim = shape(xn)[-1]
     xn2 = ctx.view(xn, [math.prod(shape(xn)) // max(hdim, 1), hdim])
     if len(products) == 1 or all(p.epilogue.activation is None and p.epilogue.residual is None for p in products):

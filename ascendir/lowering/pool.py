@@ -15,15 +15,15 @@ from ascendir.lowering.window_vector import emit_window_vector
 
 
 def lower_pool2d(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
-    """nn.pool2d → one vector window kernel (max or avg)."""
+    """nn.pool2d → one vector window kernel (max, with or without indices, or avg)."""
     assert isinstance(op, nn.Pool2dOp)
     out = shape(op.result)
     el = elem(op.result)
     if math.prod(out) == 0:
-        return [ctx.buffer(out, el)]
+        return [ctx.buffer(shape(r), elem(r)) for r in op.results]
     win = window_of(op, shape(operands[0]), out, op.kernel.get_values())
-    y = emit_window_vector(
+    storage_order = op.storage_order.value.data if op.storage_order is not None else None
+    return emit_window_vector(
         ctx, f"{op.kind.data}pool", operands[0], win, el, op.kind.data,
-        count_include_pad=op.count_include_pad.value.data,
+        count_include_pad=op.count_include_pad.value.data, storage_order=storage_order,
     )
-    return [y]

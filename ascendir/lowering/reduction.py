@@ -25,13 +25,14 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from xdsl.dialects.builtin import bf16, f16, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
-from ascendir.dtypes import itemsize
-from ascendir.lowering.elementwise import MIN_SPLIT_BYTES, UB_FRACTION, vector_cores
+from ascendir.dtypes import itemsize, to_numpy_dtype
+from ascendir.lowering.elementwise import MIN_SPLIT_BYTES, UB_FRACTION, emit_fill, vector_cores
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
 from ascendir.lowering.kernel_builder import KernelBuilder, ceil_div, round_up
 
@@ -215,6 +216,20 @@ _REDUCE = {
 }
 
 
+def _empty_reduction(kind: type[Operation], dt: np.dtype) -> float:
+    """What ONNX reduces an empty set to: the identity of the reduction (sum 0, prod 1, max the
+    lowest value: -inf / the integer minimum / false, min the highest), and NaN (0 / 0) for mean."""
+    if kind in (nn.ReduceMaxOp, nn.ReduceMinOp):
+        if dt == np.bool_:
+            lo, hi = 0.0, 1.0
+        elif dt.kind in "iu":
+            lo, hi = float(np.iinfo(dt).min), float(np.iinfo(dt).max)
+        else:
+            lo, hi = -math.inf, math.inf
+        return lo if kind is nn.ReduceMaxOp else hi
+    return {nn.ReduceSumOp: 0.0, nn.ReduceProdOp: 1.0, nn.ReduceMeanOp: math.nan}[kind]
+
+
 def lower_reduce(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
     """nn.reduce_* → a row (or column) reduction kernel; non-adjacent axes transpose first."""
     from ascendir.lowering.data_movement import emit_transpose
@@ -232,6 +247,8 @@ def lower_reduce(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) 
         axes = list(range(len(kept), len(shp)))
     outer, c, inner = split_axes(shp, axes[0], axes[-1])
     el = elem(x)
+    if c == 0:
+        return [emit_fill(ctx, "reduce_empty", shape(res), el, _empty_reduction(type(op), to_numpy_dtype(el)))]
     wide = _wide(el) if type(op) in (nn.ReduceSumOp, nn.ReduceMeanOp) else el
     vop = _REDUCE[type(op)]
     mean = isinstance(op, nn.ReduceMeanOp)
@@ -306,10 +323,11 @@ def normalize(
     *,
     rms: bool,
     base: str | None = None,
-) -> SSAValue:
+) -> list[SSAValue]:
     """One AIV row kernel (named `base`, default rms_norm / layer_norm) normalizing GM `x` as
     nn.rms_norm / nn.layer_norm `op` does (its axis and epsilon; fp32 statistics for 16-bit
-    inputs); returns the new GM buffer of x's shape and type.
+    inputs); returns the new GM buffer of x's shape and type, then, when `op` is a layer_norm
+    with the statistics results, the mean and inv_std_dev buffers ([rows, 1] in the kernel).
 
     Raises:
         AscendirError: a scale / bias whose size is neither 1 nor the normalized size, or a row
@@ -322,24 +340,27 @@ def normalize(
     el = elem(x)
     wide = _wide(el)
     params = [_param(ctx, scale, c, "scale")] + ([_param(ctx, bias, c, "bias")] if bias is not None else [])
+    # layer_norm's optional Mean / InvStdDev results: the [rows, 1] statistics go to GM too.
+    stats = list(getattr(op, "stats", ()))
 
     def compute(kb, xt, prm, outs, temps):
         stat, sq = temps[0], temps[1]
+        mean, inv_std = (outs[1], outs[2]) if stats else (stat, stat)
         if wide != el:
             work = temps[2]
             kb.emit(ascend.VcastOp(xt, work))
         else:
             work = xt  # the input tile is ours until q_in.release: normalize it in place
         if not rms:
-            kb.emit(_v("vreduce_sum")(work, stat))
-            kb.emit(_v("vmuls")(stat, stat, 1.0 / c))
-            kb.emit(_v("vsub")(work, stat, work))
+            kb.emit(_v("vreduce_sum")(work, mean))
+            kb.emit(_v("vmuls")(mean, mean, 1.0 / c))
+            kb.emit(_v("vsub")(work, mean, work))
         kb.emit(_v("vmul")(work, work, sq))
-        kb.emit(_v("vreduce_sum")(sq, stat))
-        kb.emit(_v("vmuls")(stat, stat, 1.0 / c))
-        kb.emit(_v("vadds")(stat, stat, eps))
-        kb.emit(_v("vrsqrt")(stat, stat))
-        kb.emit(_v("vmul")(work, stat, work))
+        kb.emit(_v("vreduce_sum")(sq, inv_std))
+        kb.emit(_v("vmuls")(inv_std, inv_std, 1.0 / c))
+        kb.emit(_v("vadds")(inv_std, inv_std, eps))
+        kb.emit(_v("vrsqrt")(inv_std, inv_std))
+        kb.emit(_v("vmul")(work, inv_std, work))
         last = outs[0] if wide == el and len(prm) == 1 else work
         kb.emit(_v("vmul")(work, prm[0], last))
         if len(prm) == 2:
@@ -348,17 +369,19 @@ def normalize(
             kb.emit(ascend.VcastOp(work, outs[0]))
 
     temps = [(False, wide), (True, wide)] + ([(True, wide)] if wide != el else [])
-    spec = RowSpec(compute, outs=[(True, el)], temps=temps, params=params, param_elems=[wide] * len(params))
+    outs = [(True, el)] + [(False, wide)] * len(stats)
+    spec = RowSpec(compute, outs=outs, temps=temps, params=params, param_elems=[wide] * len(params))
     base = base or ("rms_norm" if rms else "layer_norm")
-    return emit_row_kernel(ctx, base, x, outer, c, 1, spec, [shp])[0]
+    return emit_row_kernel(ctx, base, x, outer, c, 1, spec, [shp] + [shape(r) for r in stats])
 
 
 def lower_layer_norm(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
-    """nn.layer_norm over axes [axis, rank): statistics in f32."""
+    """nn.layer_norm over axes [axis, rank): statistics in f32 (f64 for f64), written to GM
+    as the mean and inv_std_dev results when the op has them."""
     bias = operands[2] if len(operands) > 2 else None
-    return [normalize(ctx, op, operands[0], operands[1], bias, rms=False)]
+    return normalize(ctx, op, operands[0], operands[1], bias, rms=False)
 
 
 def lower_rms_norm(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
     """nn.rms_norm over axes [axis, rank): statistics in f32."""
-    return [normalize(ctx, op, operands[0], operands[1], rms=True)]
+    return normalize(ctx, op, operands[0], operands[1], rms=True)

@@ -6,6 +6,9 @@ window (a "slab", see `window.py`) is loaded into UB by MTE2 and combined into a
 the vector unit:
 
     max: acc = max(acc, slab)       (padding = the dtype's lowest finite value)
+         with indices: mask = slab > acc; acc = sel(mask, slab, acc); idx = sel(mask, tap, idx)
+         where tap = base + offset(i, j), base the i32 index of window offset (0, 0) per output
+         position, built once per kernel in UB (varange and vadds); idx → i64 (vcast) for MTE3
     avg: acc = acc + slab, then acc * (1 / count)   (padding = 0; count per output position)
     dw : acc = acc + slab * w[c, i, j] (+ bias)     (padding = 0)
 
@@ -28,6 +31,7 @@ import math
 
 import ml_dtypes
 import numpy as np
+from xdsl.dialects.builtin import i1, i32, i64
 from xdsl.ir import Attribute, SSAValue
 
 from ascendir.dialects import ascend
@@ -63,12 +67,15 @@ def emit_window_vector(
     weight: SSAValue | None = None,
     bias: SSAValue | None = None,
     count_include_pad: bool = False,
-) -> SSAValue:
-    """Launch the window kernel on GM x [N, C, H, W]; returns the new GM result [N, C, Ho, Wo].
+    storage_order: int | None = None,
+) -> list[SSAValue]:
+    """Launch the window kernel on GM x [N, C, H, W]; returns the new GM result [N, C, Ho, Wo]
+    (and, with `storage_order`, the i64 indices of the maxima in their H x W plane).
 
     Args:
         mode: "max", "avg" or "dw" (depthwise conv: weight [C, 1, kh, kw], optional bias [C]).
         count_include_pad: avg only, ONNX AveragePool's attribute.
+        storage_order: max only: also compute the indices, h * W + w (0) or h + w * H (1).
 
     Raises:
         AscendirError: when one output row of one channel does not fit UB.
@@ -76,6 +83,7 @@ def emit_window_vector(
     n, c = shape(x)[:2]
     kh, kw = win.kernel
     result = ctx.buffer([n, c, win.ho, win.wo], out_elem)
+    indices = ctx.buffer([n, c, win.ho, win.wo], i64) if storage_order is not None else None
     nc = n * c
     es = itemsize(out_elem)
     nbuf = 3 if mode == "dw" else 2  # acc, slab (+ product)
@@ -87,6 +95,9 @@ def emit_window_vector(
     if inv_counts is not None and not uniform:
         budget -= win.ho * win.wo * es
     row_bytes = win.wo * es * nbuf
+    if indices is not None:
+        budget -= win.ho * win.wo * 4  # base indices, i32
+        row_bytes += win.wo * (4 + 4 + 8 + 1)  # idx, tap (i32), idx as i64, mask (i1)
     if row_bytes > budget:
         raise ctx.error(f"{base}: one output row ({win.wo} elements) per buffer does not fit UB")
     th = largest_divisor(win.ho, budget // row_bytes)
@@ -97,6 +108,8 @@ def emit_window_vector(
     block_dim = min(cores, ntiles)
 
     args = [ctx.view(x, [nc, win.h, win.w]), ctx.view(result, [nc, win.ho, win.wo])]
+    if indices is not None:
+        args.append(ctx.view(indices, [nc, win.ho, win.wo]))
     if mode == "dw":
         args.append(ctx.view(weight, [c, kh * kw, 1]))
         if bias is not None:
@@ -109,6 +122,9 @@ def emit_window_vector(
     w_ub = kb.alloc([cc, kh * kw, 1], out_elem, MemSpace.UB) if mode == "dw" else None
     b_ub = kb.alloc([cc, 1, 1], out_elem, MemSpace.UB) if mode == "dw" and bias is not None else None
     pad_value = lowest(out_elem) if mode == "max" else 0.0
+    argmax = None
+    if indices is not None:
+        argmax = _ArgmaxBuffers(kb, win, cc, th, storage_order)
 
     scale = None
     if inv_counts is not None and not uniform:
@@ -143,7 +159,10 @@ def emit_window_vector(
             kb.wait_flag(Pipe.MTE2, Pipe.V, raw_ev)
             if first:
                 kb.wait_flag(Pipe.MTE3, Pipe.V, out_free)
-            _combine(kb, mode, first, slab_buf, acc, prod, w_ub, slab.ij)
+            if argmax is not None:
+                argmax.combine(first, slab_buf, acc, row0, slab.ij)
+            else:
+                _combine(kb, mode, first, slab_buf, acc, prod, w_ub, slab.ij)
             nxt = flat[(idx + 1) % len(flat)][1]
             if nxt.partial:
                 kb.emit(ascend.VdupOp(slab_buf, pad_value))
@@ -156,14 +175,18 @@ def emit_window_vector(
                         kb.emit(_v("vmuls")(acc, acc, float(inv_counts.flat[0])))
                 if b_ub is not None:
                     kb.emit(_v("vadd")(acc, b_ub, acc))
+                if argmax is not None:
+                    kb.emit(ascend.VcastOp(argmax.idx, argmax.idx64))
                 kb.set_flag(Pipe.V, Pipe.MTE3, out_raw)
                 kb.wait_flag(Pipe.V, Pipe.MTE3, out_raw)
                 kb.copy(acc, kb.subview(gm_out, [r0, row0, 0], [cc, th, win.wo]))
+                if argmax is not None:
+                    kb.copy(argmax.idx64, kb.subview(kb.args[2], [r0, row0, 0], [cc, th, win.wo]))
                 kb.set_flag(Pipe.MTE3, Pipe.V, out_free)
     kb.wait_flag(Pipe.MTE3, Pipe.V, out_free)
     kb.wait_flag(Pipe.V, Pipe.MTE2, in_ev)
     ctx.launch(kb.finish(), args)
-    return result
+    return [result] if indices is None else [result, indices]
 
 
 def _combine(kb: KernelBuilder, mode: str, first: bool, slab: SSAValue, acc: SSAValue,
@@ -182,6 +205,50 @@ def _combine(kb: KernelBuilder, mode: str, first: bool, slab: SSAValue, acc: SSA
         kb.emit(_v("vcopy")(slab, acc))
     else:
         kb.emit(_v("vmax" if mode == "max" else "vadd")(acc, slab, acc))
+
+
+class _ArgmaxBuffers:
+    """UB state of a max pool that also finds where each maximum is (ONNX MaxPool's Indices).
+
+    `base[0, oh, ow]` is the index in the H x W plane of window offset (0, 0) of output (oh, ow):
+    (oh*sh - top)*rs + (ow*sw - left)*cs with (rs, cs) = (W, 1) row-major or (1, H) column-major;
+    kernel offset (i, j) adds i*dh*rs + j*dw*cs. Built once per kernel: varange for row 0, then
+    rows doubled by vadds (log2(Ho) steps), all before the tile loop."""
+
+    def __init__(self, kb: KernelBuilder, win: Window, cc: int, th: int, storage_order: int):
+        self.kb, self.win, self.th = kb, win, th
+        self.rs, self.cs = (win.w, 1) if storage_order == 0 else (1, win.h)
+        self.base = kb.alloc([1, win.ho, win.wo], i32, MemSpace.UB)
+        self.idx = kb.alloc([cc, th, win.wo], i32, MemSpace.UB)
+        self.tap = kb.alloc([cc, th, win.wo], i32, MemSpace.UB)
+        self.idx64 = kb.alloc([cc, th, win.wo], i64, MemSpace.UB)
+        self.mask = kb.alloc([cc, th, win.wo], i1, MemSpace.UB)
+        (sh, sw), (top, left, _, _) = win.strides, win.pads
+        row0 = kb.subview(self.base, [0, 0, 0], [1, 1, win.wo])
+        kb.emit(ascend.VarangeOp(kb.const(0), row0))
+        kb.emit(_v("vmuls")(row0, row0, float(sw * self.cs)))
+        kb.emit(_v("vadds")(row0, row0, float(-top * self.rs - left * self.cs)))
+        done = 1
+        while done < win.ho:
+            rows = min(done, win.ho - done)
+            src = kb.subview(self.base, [0, 0, 0], [1, rows, win.wo])
+            kb.emit(_v("vadds")(src, kb.subview(self.base, [0, done, 0], [1, rows, win.wo]), float(done * sh * self.rs)))
+            done += rows
+
+    def combine(self, first: bool, slab: SSAValue, acc: SSAValue, row0: int, ij: int) -> None:
+        """Fold the slab of kernel offset `ij` into acc / idx for output rows [row0, row0 + th)."""
+        kb, win = self.kb, self.win
+        i, j = divmod(ij, win.kernel[1])
+        offset = float(i * win.dilations[0] * self.rs + j * win.dilations[1] * self.cs)
+        base = kb.subview(self.base, [0, row0, 0], [1, self.th, win.wo])
+        if first:
+            kb.emit(_v("vcopy")(slab, acc))
+            kb.emit(_v("vadds")(base, self.idx, offset))
+            return
+        kb.emit(_v("vadds")(base, self.tap, offset))
+        kb.emit(ascend.VcmpOp("gt", slab, acc, self.mask))
+        kb.emit(ascend.VselOp(self.mask, slab, acc, acc))
+        kb.emit(ascend.VselOp(self.mask, self.tap, self.idx, self.idx))
 
 
 def _inverse_counts(win: Window, count_include_pad: bool) -> np.ndarray:

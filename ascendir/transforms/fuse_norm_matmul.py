@@ -51,8 +51,8 @@ def _projection(norm_out: SSAValue, user: Operation) -> list[Operation] | None:
 def match(norm: Operation) -> tuple[list[Operation], list[list[Operation]]] | None:
     """([norm, reshape?], the projections), or None (see the module docstring)."""
     shp = nn.shape_of(norm.results[0])
-    if not shp or norm.axis.value.data % len(shp) != len(shp) - 1:
-        return None
+    if not shp or norm.axis.value.data % len(shp) != len(shp) - 1 or len(norm.results) > 1:
+        return None  # (a layer_norm's Mean / InvStdDev results would have to leave the region)
     head = [norm]
     out = norm.results[0]
     flat = single_use(out)

@@ -170,6 +170,12 @@ class NodeContext:
         v = self.input(i)
         return v.dtype if isinstance(v, Constant) else to_numpy_dtype(v.type.element_type)
 
+    def same_dtype(self, *indices: int) -> None:
+        """Raises AscendirError when the given (present) inputs have different element types."""
+        dtypes = {self.dtype(i) for i in indices if self.has_input(i)}
+        if len(dtypes) > 1:
+            raise self.error(f"operands have different element types ({', '.join(sorted(map(str, dtypes)))})")
+
     def elem(self, i: int) -> Attribute:
         return from_numpy_dtype(self.dtype(i))
 

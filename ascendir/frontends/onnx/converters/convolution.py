@@ -1,10 +1,16 @@
 """Convolution and pooling over NCHW tensors: Conv, MaxPool, AveragePool.
 
-auto_pad is resolved into explicit pads, 1-D windows become 2-D ones with a unit height, and
-ceil_mode becomes the pooled result's extra window; the nn ops carry explicit 2-D values only.
+auto_pad is resolved into explicit pads, 1-D windows become 2-D ones with a unit height (3-D pools
+two 2-D ones), and ceil_mode becomes the pooled result's extra window; the nn ops carry explicit
+2-D values only.
 """
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.ir import SSAValue
 
 from ascendir.dialects import nn
 from ascendir.frontends.onnx.conversion import NodeContext
@@ -43,10 +49,11 @@ def _as_2d(strides: list[int], pads: list[int], dilations: list[int]) -> tuple[l
     return [1, *strides], [0, pads[0], 0, pads[1]], [1, *dilations]
 
 
-def _spatial_rank(node: NodeContext, shape: tuple[int, ...]) -> int:
+def _spatial_rank(node: NodeContext, shape: tuple[int, ...], ranks: tuple[int, ...] = (1, 2)) -> int:
     rank = len(shape) - 2
-    if rank not in (1, 2):
-        raise node.error(f"only 1-D and 2-D windows are supported, got input shape {list(shape)}")
+    if rank not in ranks:
+        dims = ", ".join(f"{r}-D" for r in ranks)
+        raise node.error(f"only {dims} windows are supported, got input shape {list(shape)}")
     return rank
 
 
@@ -85,11 +92,23 @@ def _pooled_size(size: int, k: int, stride: int, begin: int, end: int, dilation:
 
 @converts("MaxPool", "AveragePool")
 def convert_pool(node: NodeContext) -> list[Value]:
-    """MaxPool/AveragePool (1-D or 2-D) → nn.pool2d; ceil_mode sets the output shape."""
-    if node.output_used(1):
-        raise node.error("the Indices output is not supported")
+    """MaxPool/AveragePool (1-D, 2-D or 3-D) → nn.pool2d; ceil_mode sets the output shape.
+
+    1-D pools run over a unit height. A 3-D pool is separable: the max (or average) over a
+    kd x kh x kw box is the max (average) over kd of the kh x kw results, and every per-dim
+    rule (pads, dilations, ceil_mode's clipped window, count_include_pad's divisor, which is the
+    product of the per-dim counts) holds dim by dim. So it runs as an H x W pool over
+    [N, C·D, H, W], then a kd x 1 pool over [N, C, D, Ho·Wo].
+
+    MaxPool's Indices output (1-D and 2-D) is nn.pool2d's indices result, the index in the
+    H x W plane (storage_order 0: row-major, 1: column-major), plus the plane's offset
+    (n·C + c)·H·W, a constant added by nn.add."""
     shape = node.shape(0)
-    rank = _spatial_rank(node, shape)
+    with_indices = node.output_used(1)
+    rank = _spatial_rank(node, shape, (1, 2) if with_indices else (1, 2, 3))
+    storage_order = int(node.attr("storage_order", 0)) if with_indices else None
+    if storage_order not in (None, 0, 1):
+        raise node.error(f"storage_order={storage_order} is not 0 (row-major) or 1 (column-major)")
     kernel = tuple(node.attr("kernel_shape") or ())
     if len(kernel) != rank:
         raise node.error(f"kernel_shape {list(kernel)} does not match {rank} spatial dims")
@@ -99,16 +118,36 @@ def convert_pool(node: NodeContext) -> list[Value]:
         _pooled_size(shape[2 + d], kernel[d], strides[d], pads[d], pads[rank + d], dilations[d], ceil_mode)
         for d in range(rank)
     ]
-    x = node.value(0)
-    if rank == 1:
-        x = node.emit(nn.ReshapeOp(x, [*shape[:2], 1, shape[2]]))
-        kernel, out = (1, *kernel), [1, *out]
-    strides, pads, dilations = _as_2d(strides, pads, dilations)
     kind = "max" if node.op_type == "MaxPool" else "avg"
     count_include_pad = bool(node.attr("count_include_pad", 0))
-    y = node.emit(nn.Pool2dOp(x, kind, kernel, strides, pads, dilations, out, count_include_pad))
-    if rank == 1:
-        y = node.emit(nn.ReshapeOp(y, [*shape[:2], out[1]]))
-    return [y]
 
+    def pool(x: SSAValue, dims: tuple[int | None, int | None], pool_shape: list[int]) -> nn.Pool2dOp:
+        """nn.pool2d over `pool_shape` (x reshaped) whose H and W are spatial dims `dims` of
+        the node (None: a dim the pool leaves alone, window 1)."""
+        k = [kernel[d] if d is not None else 1 for d in dims]
+        o = [out[d] if d is not None else pool_shape[2 + i] for i, d in enumerate(dims)]
+        st = [strides[d] if d is not None else 1 for d in dims]
+        dl = [dilations[d] if d is not None else 1 for d in dims]
+        pd = [pads[d] if d is not None else 0 for d in dims] + [pads[rank + d] if d is not None else 0 for d in dims]
+        x = node.emit(nn.ReshapeOp(x, pool_shape)) if nn.shape_of(x) != tuple(pool_shape) else x
+        op = nn.Pool2dOp(x, kind, k, st, pd, dl, o, count_include_pad, storage_order)
+        node.state.emit(op)
+        return op
 
+    def unpooled(v: SSAValue) -> SSAValue:
+        return node.emit(nn.ReshapeOp(v, [n, c, *out])) if nn.shape_of(v) != (n, c, *out) else v
+
+    n, c = shape[:2]
+    x = node.value(0)
+    if rank == 1:  # [N, C, L] pooled as [N, C, 1, L]
+        op = pool(x, (None, 0), [n, c, 1, shape[2]])
+    elif rank == 2:
+        op = pool(x, (0, 1), list(shape))
+    else:
+        d, h, w = shape[2:]
+        op = pool(pool(x, (1, 2), [n, c * d, h, w]).result, (0, None), [n, c, d, out[1] * out[2]])
+    if not with_indices:
+        return [unpooled(op.result)]
+    plane = math.prod(shape[2:])
+    offsets = (np.arange(n * c, dtype=np.int64) * plane).reshape(n, c, *[1] * rank)
+    return [unpooled(op.result), node.emit(nn.AddOp(unpooled(op.indices[0]), node.constant(offsets, "plane_offsets")))]

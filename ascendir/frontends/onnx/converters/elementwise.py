@@ -50,16 +50,10 @@ def convert_leaky_relu(node: NodeContext) -> list[Value]:
     return [node.emit(nn.LeakyReluOp(node.value(0), alpha=FloatAttr(alpha, _float_width(node.dtype(0)))))]
 
 
-def _same_dtype(node: NodeContext, *indices: int) -> None:
-    dtypes = {node.dtype(i) for i in indices}
-    if len(dtypes) > 1:
-        raise node.error(f"operands have different element types ({', '.join(sorted(map(str, dtypes)))})")
-
-
 @converts(*_BINARY)
 def convert_binary(node: NodeContext) -> list[Value]:
     """Broadcasting arithmetic, logic and comparisons → nn ops; both operands must share a dtype."""
-    _same_dtype(node, 0, 1)
+    node.same_dtype(0, 1)
     return [node.emit(_BINARY[node.op_type](node.value(0), node.value(1)))]
 
 
@@ -80,17 +74,19 @@ def convert_pow(node: NodeContext) -> list[Value]:
 
 @converts("Mod")
 def convert_mod(node: NodeContext) -> list[Value]:
-    """Mod with fmod=0 (the remainder takes the divisor's sign) → nn.mod."""
-    if node.attr("fmod", 0) != 0:
-        raise node.error("fmod=1 (C fmod semantics) is not supported")
-    _same_dtype(node, 0, 1)
-    return [node.emit(nn.ModOp(node.value(0), node.value(1)))]
+    """Mod → nn.mod (fmod=0: the remainder takes the divisor's sign, as Python's %) or nn.fmod
+    (fmod=1: the dividend's sign, as C fmod)."""
+    fmod = node.attr("fmod", 0)
+    if fmod not in (0, 1):
+        raise node.error(f"fmod={fmod} is not 0 or 1")
+    node.same_dtype(0, 1)
+    return [node.emit((nn.FmodOp if fmod else nn.ModOp)(node.value(0), node.value(1)))]
 
 
 @converts(*_VARIADIC)
 def convert_variadic(node: NodeContext) -> list[Value]:
     """Max/Min/Sum of N inputs → a chain of N-1 broadcasting nn ops."""
-    _same_dtype(node, *range(node.num_inputs))
+    node.same_dtype(*range(node.num_inputs))
     result = node.value(0)
     for i in range(1, node.num_inputs):
         result = node.emit(_VARIADIC[node.op_type](result, node.value(i)))
@@ -100,7 +96,7 @@ def convert_variadic(node: NodeContext) -> list[Value]:
 @converts("Where")
 def convert_where(node: NodeContext) -> list[Value]:
     """Where(cond: i1, x, y) → nn.where."""
-    _same_dtype(node, 1, 2)
+    node.same_dtype(1, 2)
     return [node.emit(nn.WhereOp(node.value(0), node.value(1), node.value(2)))]
 
 
@@ -126,16 +122,25 @@ def convert_cast(node: NodeContext) -> list[Value]:
 
 @converts("Clip")
 def convert_clip(node: NodeContext) -> list[Value]:
-    """Clip → nn.clip (float bounds); integer tensors → nn.max / nn.min with constants.
-
-    Bounds are inputs since opset 11 (must be constants), attributes before."""
+    """Clip → nn.clip when the bounds are known floats; otherwise (integer tensors, or bounds
+    that are runtime inputs) → nn.max with min, then nn.min with max (min > max gives max, as
+    ONNX). Bounds are inputs since opset 11, attributes before; an absent bound is no bound."""
     dtype = node.dtype(0)
+    x = node.value(0)
     if node.opset < 11:  # bounds were attributes before opset 11
         lo, hi = node.attr("min"), node.attr("max")
+        runtime = False
     else:
-        lo = node.require_const(1, "min").item() if node.has_input(1) else None
-        hi = node.require_const(2, "max").item() if node.has_input(2) else None
-    x = node.value(0)
+        present = [i for i in (1, 2) if node.has_input(i)]
+        node.same_dtype(0, *present)
+        runtime = any(node.const(i) is None for i in present)
+        lo, hi = (node.const(i).item() if node.has_input(i) and not runtime else None for i in (1, 2))
+    if runtime:
+        if node.has_input(1):
+            x = node.emit(nn.MaxOp(x, node.value(1)))
+        if node.has_input(2):
+            x = node.emit(nn.MinOp(x, node.value(2)))
+        return [x]
     if dtype.kind == "f":
         # ONNX: an absent bound is numeric_limits lowest()/max(), not ±inf (inf clips to max)
         info = np.finfo(dtype)

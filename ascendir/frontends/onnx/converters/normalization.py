@@ -1,8 +1,10 @@
-"""Softmax and normalizations (LayerNormalization, inference BatchNormalization)."""
+"""Softmax and normalizations (LayerNormalization, BatchNormalization)."""
 
 from __future__ import annotations
 
 import numpy as np
+from xdsl.dialects.builtin import f32
+from xdsl.ir import SSAValue
 
 from ascendir.dialects import nn
 from ascendir.frontends.onnx.conversion import NodeContext
@@ -19,32 +21,70 @@ def convert_softmax(node: NodeContext) -> list[Value]:
 
 @converts("LayerNormalization")
 def convert_layer_norm(node: NodeContext) -> list[Value]:
-    """LayerNormalization (Y output only) → nn.layer_norm over dims [axis, rank)."""
-    if node.output_used(1) or node.output_used(2):
-        raise node.error("the Mean and InvStdDev outputs are not supported (inference form only)")
+    """LayerNormalization → nn.layer_norm over dims [axis, rank); the Mean and InvStdDev outputs,
+    when used, are the op's statistics results (stash_type 1: f32, cast if the op keeps f64)."""
     if node.dtype(1) != node.dtype(0) or (node.has_input(2) and node.dtype(2) != node.dtype(0)):
         raise node.error("scale and bias must have the input's element type")
     axis = node.axis(node.attr("axis", -1), len(node.shape(0)))
     bias = node.value(2) if node.has_input(2) else None
     epsilon = float(node.attr("epsilon", 1e-5))
-    return [node.emit(nn.LayerNormOp(node.value(0), node.value(1), bias, axis, epsilon)), None, None]
+    stats = node.output_used(1) or node.output_used(2)
+    stash_type = node.attr("stash_type", 1)
+    if stats and stash_type != 1:
+        raise node.error(f"stash_type={stash_type} (only 1, float32 statistics, is supported)")
+    op = nn.LayerNormOp(node.value(0), node.value(1), bias, axis, epsilon, stats)
+    node.state.emit(op)
+    outs = [node.emit(nn.CastOp(r, f32)) if r.type.element_type != f32 else r for r in op.stats]
+    return [op.result, *outs] if stats else [op.result, None, None]
 
 
 @converts("BatchNormalization")
 def convert_batch_norm(node: NodeContext) -> list[Value]:
-    """Inference BatchNormalization with known statistics → x * s + t with folded s and t."""
-    if node.attr("training_mode", 0) or any(node.output_used(i) for i in range(1, 5)):
-        raise node.error("training mode (running statistics outputs) is not supported")
+    """BatchNormalization over the channel dim 1 of an N x C x ... input.
+
+    Inference with known statistics → x * s + t with s and t folded at import; with statistics
+    that are runtime inputs → the same with s = scale / sqrt(var + epsilon), t = B - mean * s
+    computed by nn ops on the [C] vectors. training_mode=1 (opset ≥ 14) normalizes with the
+    batch statistics (mean and population variance over every dim but 1) and returns the running
+    statistics input * momentum + batch * (1 - momentum)."""
     shape, dtype = node.shape(0), node.dtype(0)
     if len(shape) < 2:
         raise node.error(f"expects an N x C x ... input, got shape {list(shape)}")
-    scale, bias, mean, var = (
-        node.require_const(i, what).astype(np.float64)
-        for i, what in ((1, "scale"), (2, "B"), (3, "input_mean"), (4, "input_var"))
-    )
+    training = bool(node.attr("training_mode", 0))
+    if any(node.output_used(i) for i in range(1, 5)) and not (training and node.opset >= 14):
+        raise node.error("the statistics outputs exist only with training_mode=1 (opset ≥ 14)")
+    node.same_dtype(*range(5))
     epsilon = float(node.attr("epsilon", 1e-5))
-    s = scale / np.sqrt(var + epsilon)
-    t = bias - mean * s
     channel_shape = (shape[1],) + (1,) * (len(shape) - 2)  # broadcasts over N and spatial dims
-    y = node.emit(nn.MulOp(node.value(0), node.constant(s.astype(dtype).reshape(channel_shape), "scale")))
-    return [node.emit(nn.AddOp(y, node.constant(t.astype(dtype).reshape(channel_shape), "shift")))]
+    stats = [node.const(i) for i in range(1, 5)]
+    if not training and all(v is not None for v in stats):
+        scale, bias, mean, var = (v.astype(np.float64) for v in stats)
+        s = scale / np.sqrt(var + epsilon)
+        t = bias - mean * s
+        y = node.emit(nn.MulOp(node.value(0), node.constant(s.astype(dtype).reshape(channel_shape), "scale")))
+        return [node.emit(nn.AddOp(y, node.constant(t.astype(dtype).reshape(channel_shape), "shift")))]
+
+    def per_channel(v: SSAValue) -> SSAValue:
+        return node.emit(nn.ReshapeOp(v, channel_shape))
+
+    x = node.value(0)
+    if training:
+        axes = [d for d in range(len(shape)) if d != 1]
+        mean = node.emit(nn.ReduceMeanOp(x, axes, False))
+        centered = node.emit(nn.SubOp(x, per_channel(mean)))
+        var = node.emit(nn.ReduceMeanOp(node.emit(nn.MulOp(centered, centered)), axes, False))
+    else:
+        mean, var = node.value(3), node.value(4)
+        centered = node.emit(nn.SubOp(x, per_channel(mean)))
+    inv_std = node.emit(nn.RsqrtOp(node.emit(nn.AddOp(var, node.scalar(epsilon, dtype)))))
+    s = node.emit(nn.MulOp(node.value(1), inv_std))
+    y = node.emit(nn.AddOp(node.emit(nn.MulOp(centered, per_channel(s))), per_channel(node.value(2))))
+    if not training:
+        return [y]
+    momentum = float(node.attr("momentum", 0.9))
+
+    def running(i: int, batch: SSAValue) -> SSAValue:
+        old = node.emit(nn.MulOp(node.value(i), node.scalar(momentum, dtype)))
+        return node.emit(nn.AddOp(old, node.emit(nn.MulOp(batch, node.scalar(1.0 - momentum, dtype)))))
+
+    return [y, running(3, mean), running(4, var)]
