@@ -37,7 +37,7 @@ def convert_dropout(node: NodeContext) -> list[Value]:
     false) and training with ratio 0 (every element kept, scale 1 / (1 - 0)). training_mode and,
     in training, ratio must be known at import; training with ratio > 0 drops random elements,
     and ascendir generates no random masks."""
-    if node.opset >= 12 and node.has_input(2) and bool(node.require_const(2, "training_mode")):
+    if node.has_input(2) and bool(node.require_const(2, "training_mode")):
         ratio = float(node.require_const(1, "ratio")) if node.has_input(1) else 0.5
         if ratio != 0:
             raise node.error(f"training_mode=true with ratio {ratio:g} needs a random mask, which ascendir does not generate")
@@ -84,16 +84,13 @@ def convert_flatten(node: NodeContext) -> list[Value]:
 
 
 def _axes_operand(node: NodeContext) -> list[int] | None:
-    """Squeeze/Unsqueeze axes: an input since opset 13, an attribute before."""
-    if node.opset >= 13:
-        return node.require_const(1, "axes").reshape(-1).tolist() if node.has_input(1) else None
-    axes = node.attr("axes")
-    return list(axes) if axes is not None else None
+    """Squeeze/Unsqueeze axes (an input since opset 13; older models are upgraded at load)."""
+    return node.require_const(1, "axes").reshape(-1).tolist() if node.has_input(1) else None
 
 
 @converts("Squeeze")
 def convert_squeeze(node: NodeContext) -> list[Value]:
-    """Squeeze → nn.reshape (axes: input since opset 13, attribute before; none = all 1-dims)."""
+    """Squeeze → nn.reshape (axes input; none = all 1-dims)."""
     shape = node.shape(0)
     axes = _axes_operand(node)
     if axes is None:
@@ -154,44 +151,46 @@ def _slice(node: NodeContext, x: SSAValue, shape: tuple[int, ...], starts: list[
 
 @converts("Slice")
 def convert_slice(node: NodeContext) -> list[Value]:
-    """Slice with constant starts/ends/axes/steps → nn.slice with clamped, non-negative starts
-    and the result shape (inputs since opset 10, attributes before)."""
+    """Slice with constant starts/ends/axes/steps → nn.slice with clamped, non-negative starts,
+    positive steps and the result shape; an axis with a negative step is sliced in ascending
+    order and reversed by an nn.gather."""
     shape = node.shape(0)
     rank = len(shape)
-    if node.opset >= 10:
-        starts = node.require_const(1, "starts").tolist()
-        ends = node.require_const(2, "ends").tolist()
-        axes = node.require_const(3, "axes").tolist() if node.has_input(3) else list(range(len(starts)))
-        steps = node.require_const(4, "steps").tolist() if node.has_input(4) else [1] * len(starts)
-    else:
-        starts, ends = list(node.attr("starts")), list(node.attr("ends"))
-        axes, steps = list(node.attr("axes", range(len(starts)))), [1] * len(starts)
+    starts = node.require_const(1, "starts").tolist()
+    ends = node.require_const(2, "ends").tolist()
+    axes = node.require_const(3, "axes").tolist() if node.has_input(3) else list(range(len(starts)))
+    steps = node.require_const(4, "steps").tolist() if node.has_input(4) else [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise node.error("starts, ends, axes and steps must have the same length")
     norm_axes = [node.axis(a, rank) for a in axes]
     if len(set(norm_axes)) != len(norm_axes):
         raise node.error(f"axes {axes} repeat a dimension")
     out_starts, out_steps, out_shape = [0] * rank, [1] * rank, list(shape)
+    reversed_axes = []
     for start, end, axis, step in zip(starts, ends, norm_axes, steps):
         if step == 0:
             raise node.error("steps must not be 0")
         # ONNX Slice clamps exactly like Python slicing (negative bounds count from the end).
-        first, stop, step = slice(int(start), int(end), int(step)).indices(shape[axis])
-        size = len(range(first, stop, step))
-        out_starts[axis], out_steps[axis], out_shape[axis] = (first if size else 0), step, size
-    return [_slice(node, node.value(0), shape, out_starts, out_steps, out_shape)]
+        picked = range(*slice(int(start), int(end), int(step)).indices(shape[axis]))
+        if picked.step < 0 and len(picked) > 1:
+            # The same elements in ascending order, then reversed by a gather along the axis.
+            picked = picked[::-1]
+            reversed_axes.append(axis)
+        out_starts[axis], out_steps[axis], out_shape[axis] = (picked.start if picked else 0), abs(picked.step), len(picked)
+    y = _slice(node, node.value(0), shape, out_starts, out_steps, out_shape)
+    for axis in reversed_axes:
+        backwards = np.arange(out_shape[axis] - 1, -1, -1, dtype=np.int64)
+        y = node.emit(nn.GatherOp(y, node.constant(backwards, f"reverse{axis}"), axis))
+    return [y]
 
 
 @converts("Split")
 def convert_split(node: NodeContext) -> list[Value]:
-    """Split → one nn.slice per output (sizes: input since 13, attribute before, or equal
-    chunks from num_outputs / the output count)."""
+    """Split → one nn.slice per output (sizes: the split input, or equal chunks from
+    num_outputs (opset 18) / the output count)."""
     shape = node.shape(0)
     axis = node.axis(node.attr("axis", 0), len(shape))
-    if node.opset >= 13:
-        split = node.require_const(1, "split").tolist() if node.has_input(1) else None
-    else:
-        split = node.attr("split")
+    split = node.require_const(1, "split").tolist() if node.has_input(1) else None
     if split is None:
         # Equal chunks; since opset 18 the last one may be smaller (ceil division).
         parts = int(node.attr("num_outputs", len(node.node.output)))
