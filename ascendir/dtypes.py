@@ -1,14 +1,23 @@
-"""Element types: builtin xDSL types ↔ numpy dtypes (bf16 and fp8 via ml_dtypes)."""
+"""Element types: builtin xDSL types ↔ numpy dtypes (bf16, fp8, fp4 and 4/2-bit integers via
+ml_dtypes), and their storage size (sub-byte types pack several elements per byte)."""
 
 from __future__ import annotations
+
+import math
 
 import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float4E2M1FNType,
+    Float8E4M3FNType,
+    Float8E4M3FNUZType,
+    Float8E5M2FNUZType,
+    Float8E5M2Type,
+    Float8E8M0FNUType,
     Float16Type,
     Float32Type,
     Float64Type,
-    BFloat16Type,
     IntegerType,
     Signedness,
     bf16,
@@ -25,19 +34,49 @@ from xdsl.ir import Attribute
 
 from ascendir.errors import AscendirError
 
+
+def _unsigned(width: int) -> IntegerType:
+    return IntegerType(width, Signedness.UNSIGNED)
+
+
+# Signed integers are signless (as MLIR's arith ops expect), unsigned ones carry `ui`.
 _TO_NUMPY: dict[Attribute, np.dtype] = {
     f16: np.dtype(np.float16),
     bf16: np.dtype(ml_dtypes.bfloat16),
     f32: np.dtype(np.float32),
     f64: np.dtype(np.float64),
+    Float8E4M3FNType(): np.dtype(ml_dtypes.float8_e4m3fn),
+    Float8E4M3FNUZType(): np.dtype(ml_dtypes.float8_e4m3fnuz),
+    Float8E5M2Type(): np.dtype(ml_dtypes.float8_e5m2),
+    Float8E5M2FNUZType(): np.dtype(ml_dtypes.float8_e5m2fnuz),
+    Float8E8M0FNUType(): np.dtype(ml_dtypes.float8_e8m0fnu),
+    Float4E2M1FNType(): np.dtype(ml_dtypes.float4_e2m1fn),
     i1: np.dtype(np.bool_),
+    IntegerType(2): np.dtype(ml_dtypes.int2),
+    IntegerType(4): np.dtype(ml_dtypes.int4),
     i8: np.dtype(np.int8),
     i16: np.dtype(np.int16),
     i32: np.dtype(np.int32),
     i64: np.dtype(np.int64),
-    IntegerType(8, Signedness.UNSIGNED): np.dtype(np.uint8),
+    _unsigned(2): np.dtype(ml_dtypes.uint2),
+    _unsigned(4): np.dtype(ml_dtypes.uint4),
+    _unsigned(8): np.dtype(np.uint8),
+    _unsigned(16): np.dtype(np.uint16),
+    _unsigned(32): np.dtype(np.uint32),
+    _unsigned(64): np.dtype(np.uint64),
 }
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
+
+_ML_FLOATS = frozenset(d for d in _TO_NUMPY.values() if d.kind == "V" and d.name.startswith(("float", "bfloat")))
+_ML_INTS = frozenset(d for d in _TO_NUMPY.values() if d.kind == "V" and d.name.startswith(("int", "uint")))
+
+FLOAT8 = frozenset(
+    np.dtype(t)
+    for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2fnuz)
+)
+"""The four ONNX float 8 types whose Cast honours `saturate` (E8M0 has its own rules)."""
+
+E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 
 
 def to_numpy_dtype(elem: Attribute) -> np.dtype:
@@ -64,6 +103,36 @@ def from_numpy_dtype(dtype: np.dtype) -> Attribute:
         raise AscendirError(f"unsupported dtype {dtype}") from None
 
 
+def is_float(dtype: np.dtype) -> bool:
+    """Whether `dtype` is a floating-point type (numpy's or one of ml_dtypes')."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or (dtype.kind == "V" and dtype in _ML_FLOATS)
+
+
+def is_integer(dtype: np.dtype) -> bool:
+    """Whether `dtype` is an integer type (numpy's or ml_dtypes' 4/2-bit ones); not bool."""
+    dtype = np.dtype(dtype)
+    return dtype.kind in "iu" or (dtype.kind == "V" and dtype in _ML_INTS)
+
+
+def bits(dtype: np.dtype) -> int:
+    """Bits one element occupies in memory: 4 for int4/uint4/float4, 2 for int2/uint2, else
+    8 × the numpy item size (bool counts as 8, as it is stored in UB)."""
+    dtype = np.dtype(dtype)
+    if dtype in _ML_INTS:
+        return ml_dtypes.iinfo(dtype).bits
+    if dtype in _ML_FLOATS:
+        return ml_dtypes.finfo(dtype).bits
+    return 8 * dtype.itemsize
+
+
+def packed_nbytes(dtype: np.dtype, count: int) -> int:
+    """Bytes `count` elements of `dtype` occupy packed in memory: ceil(count × bits / 8)
+    (numpy holds sub-byte types one per byte; the hardware and ONNX pack them)."""
+    return math.ceil(count * bits(dtype) / 8)
+
+
 def itemsize(elem: Attribute) -> int:
-    """Bytes per element (i1 counts as one byte, as it is stored in UB)."""
+    """Bytes per element as the interpreter stores it (i1 and the sub-byte types take one
+    byte; buffer sizes of packed data are `packed_nbytes`)."""
     return to_numpy_dtype(elem).itemsize

@@ -28,6 +28,7 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    BoolAttr,
     DictionaryAttr,
     FloatAttr,
     FunctionType,
@@ -70,6 +71,8 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
+
+from ascendir.dialects.cast_mode import cast_mode, verify_cast_mode
 
 
 class MemSpace(StrEnum):
@@ -596,19 +599,23 @@ def vector_op(opname: str) -> type:
 
 @irdl_op_definition
 class VcastOp(VectorOp):
-    """Element type conversion in UB (round to nearest even; float→int truncates)."""
+    """Element type conversion in UB, as `nn.cast` (ONNX Cast: round to nearest even; float→int
+    truncates; `saturate` / `round_mode` for float 8 / E8M0 results, defaults when absent)."""
 
     name = "ascend.vcast"
     source = operand_def(MemRefType)
     dest = operand_def(MemRefType)
+    saturate = opt_prop_def(BoolAttr)
+    round_mode = opt_prop_def(StringAttr)
     assembly_format = "$source `,` $dest attr-dict `:` type($source) `,` type($dest)"
 
-    def __init__(self, src: SSAValue, dst: SSAValue):
-        super().__init__(operands=[src, dst])
+    def __init__(self, src: SSAValue, dst: SSAValue, saturate: bool = True, round_mode: str = "up"):
+        super().__init__(operands=[src, dst], properties=cast_mode(saturate, round_mode))
 
     def verify_shapes(self) -> None:
         if not _broadcasts_to(self.source.type.get_shape(), self.dest.type.get_shape()):
             raise VerifyException("ascend.vcast: source does not broadcast to dest")
+        verify_cast_mode(self.name, self.dest.type.element_type, self.saturate, self.round_mode)
 
 
 @irdl_op_definition

@@ -49,6 +49,8 @@ from xdsl.printer import Printer
 from xdsl.traits import IsolatedFromAbove, IsTerminator, Pure, HasParent
 from xdsl.utils.exceptions import VerifyException
 
+from ascendir.dialects.cast_mode import cast_mode, verify_cast_mode
+
 _FORMAT = "operands attr-dict `:` functional-type(operands, results)"
 
 
@@ -297,19 +299,27 @@ class WhereOp(NNOp):
 
 @irdl_op_definition
 class CastOp(NNOp):
-    """Element type conversion (round to nearest even; float→int truncates, as ONNX)."""
+    """Element type conversion as ONNX Cast (round to nearest even; float→int truncates).
+
+    `saturate = false` (float 8 and E8M0 results only) lets out-of-range values become inf/NaN
+    instead of ±max finite; `round_mode` ("up", "down", "nearest"; E8M0 results only) rounds to
+    a power of two. Absent, they take ONNX's defaults (saturate, "up").
+    """
 
     name = "nn.cast"
     input = operand_def(TensorType)
     result = result_def(TensorType)
+    saturate = opt_prop_def(BoolAttr)
+    round_mode = opt_prop_def(StringAttr)
     traits = traits_def(Pure())
 
-    def __init__(self, x: SSAValue, elem: Attribute):
-        super().__init__(operands=[x], result_types=[TensorType(elem, shape_of(x))])
+    def __init__(self, x: SSAValue, elem: Attribute, saturate: bool = True, round_mode: str = "up"):
+        super().__init__(operands=[x], result_types=[TensorType(elem, shape_of(x))], properties=cast_mode(saturate, round_mode))
 
     def verify_semantics(self) -> None:
         if shape_of(self.input) != shape_of(self.result):
             raise VerifyException("nn.cast: shape must not change")
+        verify_cast_mode(self.name, self.result.type.element_type, self.saturate, self.round_mode)
 
 
 # ----------------------------------------------------------------------------------------------

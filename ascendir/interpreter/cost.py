@@ -10,10 +10,13 @@ the target's hardware TOML (sources [Sn] in /work/shared/reference/ascend-hardwa
 * mmad  = ceil(M/16)·ceil(N/16)·ceil(K/k_per_cycle[dtype]) + mmad_startup.    [S1 fractal, S5]
 * vector "repeat" ops = ceil(bytes/256)·(256/bpc) + latency + startup.vector  [S5 table, S4 head]
   vector "fit" ops    = k·elements + b                                        [S4 fits]
+          (per-element part × the passes of element types without native instructions, emulation.py)
 * gather_rows = rows · (startup.mte2 + row_bytes / gm rate), + gm_read_latency.  [S4 head per DMA call]
 * scalar ops (arith, subview, loop control) = startup.scalar_alu on pipe S.  [S5]
 
-Bytes are those *written into* each level (l1, l0a, l0b, l0c, ub, bt, fb) plus gm_read / gm_write.
+Bytes are those *written into* each level (l1, l0a, l0b, l0c, ub, bt, fb) plus gm_read / gm_write,
+counted packed: 4-bit types (int4, uint4, float4) take half a byte per element, 2-bit ones a
+quarter, rounded up per op (numpy holds them one per byte; the hardware and ONNX pack them).
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import Pipe, copy_pipe, space_of
+from ascendir.dtypes import bits, packed_nbytes
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
+from ascendir.interpreter.emulation import vector_passes
 
 LEVELS = ("gm_read", "gm_write", "l1", "l0a", "l0b", "l0c", "ub", "bt", "fb", "l2_hit")
 # "l2_hit": bytes of gm_read served by L2 (a subset of gm_read; L2 model "tile" or "hit").
@@ -109,6 +114,11 @@ def bandwidth_bound_cycles(gm_read: float, gm_write: float, target: HardwareConf
     return (gm_read - l2_hit) / hbm + l2_hit / (hbm * target.memory.l2_bw_over_hbm) + gm_write / hbm
 
 
+def _ub_bytes(dest: np.ndarray) -> int:
+    """Bytes a vector op writes into UB: its destination, packed (4-bit types 2 per byte)."""
+    return packed_nbytes(dest.dtype, dest.size)
+
+
 CostFn = Callable[..., OpCost]
 CostFactory = Callable[[Operation, CostEnv], CostFn]
 
@@ -158,12 +168,12 @@ def copy(op: ascend.CopyOp, env: CostEnv) -> CostFn:
         rate, latency = by_hit[hit]
         s_shape = s.shape[::-1] if transpose else s.shape  # load2d transpose: same bytes, same rate
         n = math.prod(min(a, b) for a, b in zip(s_shape, d.shape))
-        nbytes = n * d.itemsize
+        nbytes = packed_nbytes(d.dtype, n)
         by = {write_key: nbytes}
         if read_key:
-            by[read_key] = n * s.itemsize
+            by[read_key] = packed_nbytes(s.dtype, n)
             if env.l2_hits(src, hit):
-                by["l2_hit"] = n * s.itemsize
+                by["l2_hit"] = by[read_key]
         return OpCost(pipe.value, startup + nbytes / rate, latency, by, 0.0, unit)
 
     return run
@@ -193,22 +203,25 @@ def vector(op: Operation, env: CostEnv) -> CostFn:
     rep = env.target.vector.repeat_bytes
     head = env.target.startup["vector"]
 
+    # element types the unit has no instruction for run as several passes (emulation.py)
+    passes = vector_passes(op)
+
     if entry.kind == "fit":
 
         def run(*vals: np.ndarray) -> OpCost:
             n = max(v.size for v in vals)
-            wide = max(v.itemsize for v in vals)
+            wide = max(bits(v.dtype) for v in vals) / 8
             k = entry.k16 if wide <= 2 else entry.k32
-            return OpCost("V", k * n + entry.b, 0.0, {"ub": vals[-1].nbytes}, 0.0, "aiv")
+            return OpCost("V", passes * k * n + entry.b, 0.0, {"ub": _ub_bytes(vals[-1])}, 0.0, "aiv")
 
     else:
 
         def run(*vals: np.ndarray) -> OpCost:
             n = max(v.size for v in vals)
-            wide = max(v.itemsize for v in vals)
+            wide = max(bits(v.dtype) for v in vals) / 8
             bpc = entry.bpc16 if wide <= 2 else entry.bpc
-            cyc = math.ceil(n * wide / rep) * (rep / bpc) + entry.latency + head
-            return OpCost("V", cyc, 0.0, {"ub": vals[-1].nbytes}, 0.0, "aiv")
+            cyc = passes * math.ceil(n * wide / rep) * (rep / bpc) + entry.latency + head
+            return OpCost("V", cyc, 0.0, {"ub": _ub_bytes(vals[-1])}, 0.0, "aiv")
 
     return run
 
@@ -232,7 +245,7 @@ def gather_rows(op: ascend.GatherRowsOp, env: CostEnv) -> CostFn:
 
     def run(table: np.ndarray, idx: np.ndarray, d: np.ndarray) -> OpCost:
         rows = min(idx.shape[0], d.shape[0])
-        row_bytes = min(table.shape[1], d.shape[1]) * d.itemsize
+        row_bytes = packed_nbytes(d.dtype, min(table.shape[1], d.shape[1]))
         total = rows * row_bytes
         by = {"gm_read": total, "ub": total}
         if env.l2_hits("gm"):

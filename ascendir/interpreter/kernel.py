@@ -15,6 +15,7 @@ from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import space_of
+from ascendir.dtypes import packed_nbytes
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.compiler import AIC_PIPES, AIV_PIPES, Compiler, KernelInfo, np_dtype, unit_of
@@ -49,7 +50,7 @@ def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
             space = space_of(t).value
             if space == "gm":
                 continue
-            nbytes = math.prod(t.get_shape()) * np_dtype(t).itemsize
+            nbytes = packed_nbytes(np_dtype(t), math.prod(t.get_shape()))
             align = target.align.get(space, 1)
             if "offset" in op.attributes:  # placed by plan-memory: buffers may share bytes
                 planned[space] = max(planned.get(space, 0), op.attributes["offset"].value.data + nbytes)

@@ -22,6 +22,8 @@ from xdsl.ir import Block, Operation
 from ascendir.dialects import nn
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
+from ascendir.dialects.cast_mode import cast_mode_of
+from ascendir.interpreter.cast import cast
 from ascendir.interpreter.special import erf
 from ascendir.weights import WeightStore
 
@@ -159,7 +161,8 @@ def _where(op: nn.WhereOp, args, weights):
 
 @semantics(nn.CastOp)
 def _cast(op: nn.CastOp, args, weights):
-    return args[0].astype(to_numpy_dtype(op.result.type.element_type))
+    saturate, round_mode = cast_mode_of(op)
+    return cast(args[0], to_numpy_dtype(op.result.type.element_type), saturate, round_mode)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ Conventions (the lowering relies on them):
 * mmad: c = (bias row or 0 if init else c) + a.astype(f32) @ b.astype(f32) (int32 for s8),
   single-thread BLAS.
 * vector ops broadcast size-1 source dims to dst; f16/bf16 composites compute in f32.
-* vreduce_* reduce the last dim (keepdims); vcast is numpy astype (RNE float→float, float→int
-  truncates toward zero as ONNX Cast, anything→bool is x != 0); vcmp writes bool; vsel is where.
+* vreduce_* reduce the last dim (keepdims); vcast is ONNX Cast (cast.py: RNE float→float,
+  float→int truncates toward zero, anything→bool is x != 0); vcmp writes bool; vsel is where.
 * gather_rows: dest[i] = table[idx[i, 0]], negative indices count from the end.
 """
 
@@ -27,7 +27,10 @@ from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import MemSpace, space_of
+from ascendir.dialects.cast_mode import cast_mode_of
+from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
+from ascendir.interpreter.cast import cast, is_plain
 from ascendir.interpreter.special import erf
 
 Runtime = Callable[..., None]
@@ -243,15 +246,12 @@ REDUCE: dict[str, Callable[[Operation], Runtime]] = {
 
 
 def vcast(op: ascend.VcastOp) -> Runtime:
+    saturate, round_mode = cast_mode_of(op)
+    # f32 ↔ f16/bf16 tiles (the common case) convert in place, without a temporary
+    plain = is_plain(to_numpy_dtype(op.source.type.element_type), to_numpy_dtype(op.dest.type.element_type))
+
     def run(src: np.ndarray, dst: np.ndarray) -> None:
-        if dst.dtype == np.bool_:
-            _store(dst, src != 0)
-        elif dst.dtype.kind in "iu" and src.dtype.kind == "f":
-            info = np.iinfo(dst.dtype)
-            x = np.trunc(_f32(src).astype(np.float64))
-            _store(dst, np.clip(np.nan_to_num(x), info.min, info.max).astype(dst.dtype))
-        else:
-            _store(dst, src)
+        _store(dst, src if plain else cast(src, dst.dtype, saturate, round_mode))
 
     return run
 

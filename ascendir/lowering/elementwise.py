@@ -30,6 +30,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dialects.cast_mode import cast_mode_of
 from ascendir.dtypes import itemsize
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
 from ascendir.lowering.kernel_builder import KernelBuilder, ceil_div, round_up
@@ -321,9 +322,10 @@ def vector_map_of(op: Operation) -> VectorMap | None:
 
         return VectorMap(compute_sel)
     if isinstance(op, nn.CastOp):
+        mode = cast_mode_of(op)
 
         def compute_cast(kb, ins, out, temps):
-            kb.emit(ascend.VcastOp(ins[0], out))
+            kb.emit(ascend.VcastOp(ins[0], out, *mode))
 
         return VectorMap(compute_cast)
     if isinstance(op, nn.LeakyReluOp):

@@ -30,7 +30,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
-from ascendir.dtypes import itemsize
+from ascendir.dtypes import packed_nbytes, to_numpy_dtype
 from ascendir.errors import AscendirError
 
 if TYPE_CHECKING:
@@ -289,7 +289,7 @@ class KernelBuilder:
             AscendirError: when the kernel's buffers in `space` exceed the target's capacity
                 (each buffer is rounded up to the space's address alignment).
         """
-        nbytes = round_up(max(math.prod(shape), 1) * itemsize(elem), self.target.align.get(space.value, 32))
+        nbytes = round_up(max(packed_nbytes(to_numpy_dtype(elem), math.prod(shape)), 1), self.target.align.get(space.value, 32))
         used = self.used.get(space, 0) + nbytes
         cap = self.target.capacity(space.value)
         if used > cap:

@@ -6,7 +6,8 @@ import numpy as np
 from xdsl.dialects.builtin import FloatAttr, StringAttr
 
 from ascendir.dialects import nn
-from ascendir.dtypes import from_numpy_dtype
+from ascendir.dialects.cast_mode import CAST_ROUND_MODES
+from ascendir.dtypes import E8M0, FLOAT8, from_numpy_dtype
 from ascendir.frontends.onnx.conversion import NodeContext
 from ascendir.frontends.onnx.converters.registry import converts
 from ascendir.frontends.onnx.values import Value
@@ -105,11 +106,22 @@ def convert_where(node: NodeContext) -> list[Value]:
 
 @converts("Cast", "CastLike")
 def convert_cast(node: NodeContext) -> list[Value]:
-    """Cast/CastLike → nn.cast, or the input itself when the dtype does not change."""
+    """Cast/CastLike → nn.cast, or the input itself when the dtype does not change.
+
+    `saturate` (opset 19+, default 1) matters for float 8 results and `round_mode` (opset 24+,
+    default "up") for float8e8m0 ones; they are kept on the nn.cast only there."""
     target = node.dtype(1) if node.op_type == "CastLike" else node.onnx_dtype(node.attr("to"))
     if target == node.dtype(0):
         return [node.input(0)]
-    return [node.emit(nn.CastOp(node.value(0), from_numpy_dtype(target)))]
+    saturate, round_mode = bool(node.attr("saturate", 1)), node.attr("round_mode", "up")
+    if round_mode not in CAST_ROUND_MODES:
+        raise node.error(f"round_mode='{round_mode}' is not one of {', '.join(CAST_ROUND_MODES)}")
+    elem = from_numpy_dtype(target)
+    if target not in FLOAT8 and target != E8M0:
+        saturate = True
+    if target != E8M0:
+        round_mode = "up"
+    return [node.emit(nn.CastOp(node.value(0), elem, saturate, round_mode))]
 
 
 @converts("Clip")
