@@ -180,3 +180,17 @@ def test_conversion_without_vconv_form_costs_several_passes() -> None:
     v16 = _check_cast(_cast_model(x, to=TensorProto.FLOAT16), x).report["pipe_busy"]["V"]
     v8 = _check_cast(_cast_model(x, to=TensorProto.FLOAT8E4M3FN), x).report["pipe_busy"]["V"]
     assert v8 > 4 * v16
+
+
+def test_64bit_integer_arithmetic_is_emulated() -> None:
+    # no 64-bit vector ALU on the 910B: 4 passes over twice the bytes of the 32-bit op
+    a = RNG.integers(-1000, 1000, (256, 256))
+    busy = {}
+    for dtype in (np.int32, np.int64):
+        x, y = a.astype(dtype), (a[::-1] | 1).astype(dtype)
+        model = make_model([helper.make_node("Div", ["a", "b"], ["y"])], {"a": x, "b": y}, ["y"], opset=17)
+        result = run_lowered(model, {"a": x, "b": y})
+        assert_same(result.outputs["y"], run_onnxruntime(model, {"a": x, "b": y})["y"])
+        busy[dtype] = result.report["pipe_busy"]["V"]
+    assert busy[np.int64] > 6 * busy[np.int32]
+

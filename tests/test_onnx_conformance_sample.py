@@ -21,6 +21,8 @@ SAMPLE = [
     "test_transpose_all_permutations_3", "test_concat_3d_axis_negative_1", "test_gather_0", "test_where_example",
     "test_basic_conv_with_padding", "test_conv_with_strides_and_asymmetric_padding", "test_maxpool_2d_pads",
     "test_averagepool_2d_pads", "test_globalaveragepool", "test_top_k",
+    "test_cast_FLOAT_to_FLOAT16", "test_cast_no_saturate_FLOAT_to_FLOAT8E4M3FN", "test_castlike_INT4_to_FLOAT",
+    "test_div_uint64",
 ]
 
 

@@ -10,8 +10,13 @@ no 910A ini was found). Pass counts of emulations are inferred (INF), stated nex
 * ALU ops: vadd/vsub/vmul/vmax/vmin (and their scalar forms) exist for int16/int32/f16/f32
   only [S1]. Unsigned 16/32-bit add, sub, mul wrap exactly like the signed ones (1 pass); an
   order-dependent op (compare, max/min, div, mod) on them first flips the sign bit of each
-  operand (INF: + 2 passes). 64-bit integers have no vector ALU at all [S1]: each op runs on the
-  low and high 32-bit words with a carry/borrow compare and select (INF: 4 passes).
+  operand (INF: + 2 passes). vdiv exists for f16/f32 only [S1]: an integer division converts
+  both operands to f32, divides, converts back and corrects the quotient by a multiply-subtract
+  (INF: 6 passes; vmod the same). 64-bit integers have no vector ALU at all [S1]: each op runs
+  on the low and high 32-bit words with a carry/borrow compare and select (INF: × 4). Nor is
+  there any f64 vector op [S1]: f64 arithmetic is software float on integer ops (INF: 8 passes,
+  as the software conversions below). Not modelled yet, costed as native: 8-bit integer
+  arithmetic and integer compares (vcmp lists f16/f32 only [S1]).
 * vcast: the vconv forms of [S1] form a graph over f32, f16, bf16, s64, s32, s16, s8, u8; a
   conversion costs one pass per hop of the shortest chain. Types outside it enter at a proxy
   with extra passes (INF): bool as u8 (0 extra), u16/u32/u64 as s16/s32/s64 (1: zero-extension
@@ -45,6 +50,8 @@ for _pair in _VCONV.split():
     _EDGES[_a].add(_b)
 
 SOFTWARE_FLOAT_PASSES = 8  # INF, see the module doc
+INT_DIVISION = frozenset({"vdiv", "vmod"})
+INT_DIVISION_PASSES = 6  # INF, see the module doc
 ORDER_OPS = frozenset({"vcmp", "vmax", "vmin", "vmaxs", "vmins", "vdiv", "vmod", "vreduce_max", "vreduce_min"})
 # ops that move bits without arithmetic: any element type at its byte width
 BIT_MOVES = frozenset({"vcopy", "vdup", "vsel", "vtranspose", "vbrcb"})
@@ -114,9 +121,13 @@ def alu_passes(name: str, dtypes: list[np.dtype]) -> int:
     if name in BIT_MOVES:
         return 1
     widest = max(dtypes, key=bits)
-    if not is_integer(widest) or is_float(widest):
-        return 1
-    if bits(widest) == 64:
-        return 4
+    if is_float(widest):
+        return SOFTWARE_FLOAT_PASSES if bits(widest) == 64 else 1
+    if not is_integer(widest):
+        return 1  # bool logic: bitwise on 16-bit lanes [S1 vand/vor/vnot]
     unsigned = any(is_integer(d) and _key(np.dtype(d)).startswith("u") and bits(d) in (16, 32) for d in dtypes)
-    return 3 if unsigned and name in ORDER_OPS else 1
+    if name in INT_DIVISION:
+        passes = INT_DIVISION_PASSES
+    else:
+        passes = 3 if unsigned and name in ORDER_OPS else 1
+    return passes * (4 if bits(widest) == 64 else 1)

@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, Region, SSAValue
 
 from ascendir.dialects import ascend
-from ascendir.dtypes import itemsize
+from ascendir.dtypes import packed_nbytes, to_numpy_dtype
 
 
 def root_of(v: SSAValue) -> SSAValue:
@@ -27,8 +27,8 @@ def root_of(v: SSAValue) -> SSAValue:
 
 
 def nbytes(t: MemRefType) -> int:
-    """Bytes of a statically shaped memref type (elements x element size)."""
-    return math.prod(t.get_shape()) * itemsize(t.element_type)
+    """Bytes of a statically shaped memref type (elements x element size; sub-byte types packed)."""
+    return packed_nbytes(to_numpy_dtype(t.element_type), math.prod(t.get_shape()))
 
 
 def positions(region: Region) -> tuple[dict[Operation, int], dict[Operation, int]]:
