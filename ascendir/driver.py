@@ -93,6 +93,7 @@ def lower(module: ModuleOp, weights: WeightStore, target: str | Path | None) -> 
     """
     from ascendir.lowering.attention import DecomposeAttention
     from ascendir.lowering.constants_to_weights import constants_to_weights
+    from ascendir.lowering import lowered_pipeline
     from ascendir.lowering.convert_nn_to_ascend import ConvertNNToAscend
 
     # nn.attention without a fused template becomes matmul/softmax ops (its causal triangle an
@@ -103,13 +104,6 @@ def lower(module: ModuleOp, weights: WeightStore, target: str | Path | None) -> 
     tgt = str(target or DEFAULT_TARGET)
     run_passes(module, PassPipeline((ConvertNNToAscend(target=tgt), *lowered_pipeline(tgt))))
     tag_kernel_dtypes(module)
-
-
-def lowered_pipeline(target: str) -> tuple:
-    """The ascend-level passes `lower` runs after convert-nn-to-ascend."""
-    from ascendir.transforms.plan_memory import PlanMemory
-
-    return (PlanMemory(target=target),)
 
 
 KERNEL_DTYPE_ATTR = "dtype"

@@ -67,6 +67,18 @@ def _plan_memory():
     return PlanMemory
 
 
+def _insert_sync():
+    from ascendir.transforms.insert_sync import InsertSync
+
+    return InsertSync
+
+
+def _double_buffer():
+    from ascendir.transforms.double_buffer import DoubleBuffer
+
+    return DoubleBuffer
+
+
 def _canonicalize():
     from xdsl.transforms.canonicalize import CanonicalizePass
 
@@ -99,6 +111,8 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "choose-tiling": _choose_tiling,
     "convert-nn-to-ascend": _lowering,
     "plan-memory": _plan_memory,
+    "insert-sync": _insert_sync,
+    "double-buffer": _double_buffer,
 }
 
 # Named pipelines: the nn-level passes each optimization level runs before lowering.

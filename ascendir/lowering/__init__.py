@@ -21,13 +21,26 @@ def lower(module: ModuleOp, target: HardwareConfig, weights: WeightStore | None 
     Raises:
         AscendirError: an op without template, a tile that does not fit, an nn.constant left.
     """
+    from ascendir.context import make_context
     from ascendir.lowering.constants_to_weights import constants_to_weights
     from ascendir.lowering.convert_nn_to_ascend import lower_module
 
     if weights is not None:
         constants_to_weights(module, weights)
     lower_module(module, target)
+    for p in lowered_pipeline(target.name):
+        p.apply(make_context(), module)
     return module
 
 
-__all__ = ["lower"]
+def lowered_pipeline(target: str) -> tuple:
+    """The ascend-level passes that follow convert-nn-to-ascend: double-buffer (flag-free loops),
+    plan-memory, insert-sync (kernels without flags, and kernels whose buffers share bytes)."""
+    from ascendir.transforms.double_buffer import DoubleBuffer
+    from ascendir.transforms.insert_sync import InsertSync
+    from ascendir.transforms.plan_memory import PlanMemory
+
+    return (DoubleBuffer(target=target), PlanMemory(target=target), InsertSync(trust_flags=True))
+
+
+__all__ = ["lower", "lowered_pipeline"]

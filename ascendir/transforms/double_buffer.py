@@ -1,0 +1,166 @@
+"""`double-buffer`: ping-pong the tile buffers of single-buffered loops (S2 InitBuffer
+BUFFER_NUM = 2), so the DMA filling tile i+1 runs while tile i is computed.
+
+For each `scf.for` of a kernel without flags, innermost first: every on-chip buffer used only
+inside the loop, whose first use in the body is an op of the body itself that writes it without
+reading it (a load, or a result tile; a buffer read first, or first written under a condition,
+may carry a value from the previous iteration, e.g. an accumulator, and keeps one slot), and not
+already given slots by an inner loop, gets a second `ascend.alloc`; the body becomes
+
+    %n = (iv - lb) / step;  scf.if (%n mod 2 == 0) { body on slot 0 } else { body on slot 1 }
+
+A loop is left single-buffered when doubling its buffers would overflow a space of the target
+(the aligned sum of the kernel's buffers in that space, as the interpreter checks it). Each
+alloc gets `ascend.slot` (0 or 1). The pass writes no flags: `insert-sync` then gives each slot
+its own event pair (the dependences of slot 0 stay inside the then-branch), which is what lets
+the pipes overlap.
+
+Kernels that already have flags are left alone: their template pipelined them (the lowering
+templates emit ping-pong buffers and flags together, kernel_builder.Queue, because the slot of a
+chunk follows the parity of a core's running chunk count across tiles -- a choice that needs the
+template's tile arithmetic); this pass is for single-buffered IR (hand-written, or the `nbuf=1`
+rung of benchmarks/matmul_ladder.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import MemSpace, space_of
+from ascendir.hardware.config import HardwareConfig
+from ascendir.transforms.buffer_lifetimes import nbytes, root_of
+from ascendir.transforms.insert_sync import written
+from ascendir.transforms.plan_memory import module_target
+
+SLOT_ATTR = "ascend.slot"
+
+
+def _inside(op: Operation, loop: Operation) -> bool:
+    while op is not None:
+        if op is loop:
+            return True
+        op = op.parent_op()
+    return False
+
+
+def _uses(buf: SSAValue) -> list[Operation]:
+    """Ops using `buf` directly or through subviews (the subviews themselves excluded)."""
+    out, todo = [], [buf]
+    while todo:
+        v = todo.pop()
+        for u in v.uses:
+            if isinstance(u.operation, memref.SubviewOp):
+                todo.append(u.operation.result)
+            else:
+                out.append(u.operation)
+    return out
+
+
+def _written_first(loop: scf.ForOp, buf: SSAValue) -> bool:
+    """The first op of the loop body (program order) touching `buf` sits in the body itself (it
+    runs every iteration) and writes `buf` without reading it: the buffer carries nothing from
+    one iteration to the next."""
+    for op in loop.body.walk():
+        if isinstance(op, memref.SubviewOp):
+            continue
+        touched = [v for v in op.operands if isinstance(v.type, MemRefType) and root_of(v) is buf]
+        if touched:
+            out = written(op)
+            return (
+                op.parent_block() is loop.body.block
+                and out is not None and root_of(out) is buf and len(touched) == 1
+                and not (isinstance(op, ascend.MmadOp) and not op.init.value.data)
+            )
+    return False
+
+
+def _fits(kernel: ascend.KernelOp, extra: list[SSAValue], target: HardwareConfig) -> bool:
+    need: dict[str, int] = {}
+    bufs = [op.result for op in kernel.walk() if isinstance(op, ascend.AllocOp)] + extra
+    for b in bufs:
+        sp = space_of(b).value
+        if sp == MemSpace.GM.value:
+            continue
+        a = target.align.get(sp, 32)
+        need[sp] = need.get(sp, 0) + -(-max(nbytes(b.type), 1) // a) * a
+    return all(n <= target.capacity(sp) for sp, n in need.items())
+
+
+def double_buffer_loop(kernel: ascend.KernelOp, loop: scf.ForOp, target: HardwareConfig) -> bool:
+    """Ping-pong the load buffers of `loop` (module docstring); True when it changed."""
+    if loop.iter_args or loop.results:
+        return False
+    allocs = [op for op in kernel.body.block.ops if isinstance(op, ascend.AllocOp)]
+    bufs = [
+        a.result for a in allocs
+        if space_of(a.result) != MemSpace.GM and SLOT_ATTR not in a.attributes
+        and (uses := _uses(a.result)) and all(_inside(u, loop) for u in uses)
+        and _written_first(loop, a.result)
+    ]
+    if not bufs or not _fits(kernel, bufs, target):
+        return False
+    twins: dict[SSAValue, SSAValue] = {}
+    for b in bufs:
+        owner = b.owner
+        twin = ascend.AllocOp(b.type)
+        owner.attributes[SLOT_ATTR] = IntegerAttr(0, i64)
+        twin.attributes[SLOT_ATTR] = IntegerAttr(1, i64)
+        owner.parent_block().insert_op_after(twin, owner)
+        twins[b] = twin.result
+    body = loop.body.block
+    iv = body.args[0]
+    ops = [op for op in body.ops if not isinstance(op, scf.YieldOp)]
+    then_block, else_block = Block(), Block()
+    for op in ops:
+        op.detach()
+        then_block.add_op(op)
+    then_block.add_op(scf.YieldOp())
+    for op in then_block.ops:
+        if not isinstance(op, scf.YieldOp):
+            else_block.add_op(op.clone(value_mapper=twins))
+    else_block.add_op(scf.YieldOp())
+    c2 = arith.ConstantOp(IntegerAttr(2, IndexType()))
+    c0 = arith.ConstantOp(IntegerAttr(0, IndexType()))
+    rel = arith.SubiOp(iv, loop.lb)
+    n = arith.DivUIOp(rel, loop.step)
+    par = arith.RemUIOp(n, c2)
+    even = arith.CmpiOp(par, c0, "eq")
+    branch = scf.IfOp(even, [], Region(then_block), Region(else_block))
+    loop.parent_block().insert_ops_before([c2, c0], loop)
+    body.insert_ops_before([rel, n, par, even, branch], body.last_op)
+    return True
+
+
+def double_buffer(kernel: ascend.KernelOp, target: HardwareConfig) -> int:
+    """double_buffer_loop on every loop of a flag-free kernel, innermost first; returns how many
+    loops were ping-ponged."""
+    if any(isinstance(op, ascend.FlagOp) for op in kernel.walk()):
+        return 0
+    loops = [op for op in kernel.walk() if isinstance(op, scf.ForOp)]
+    done = 0
+    for loop in reversed(loops):  # post-order: inner loops before the loops around them
+        if loop.parent is not None:
+            done += double_buffer_loop(kernel, loop, target)
+    return done
+
+
+@dataclass(frozen=True)
+class DoubleBuffer(ModulePass):
+    """Ping-pong buffers for single-buffered loops (see the module docstring)."""
+
+    name = "double-buffer"
+    target: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        target = module_target(op, self.target)
+        for k in list(op.ops):
+            if isinstance(k, ascend.KernelOp):
+                double_buffer(k, target)

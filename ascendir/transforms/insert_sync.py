@@ -1,0 +1,449 @@
+"""`insert-sync`: `ascend.set_flag` / `ascend.wait_flag` where one pipe must wait for another.
+
+Each tile op runs on one pipe (copies by their (src, dst) spaces, `ascend.mmad` on M, vector ops on
+V, `ascend.gather_rows` on MTE2, `memref.load/store` on S) and reads and writes byte ranges of
+buffers (the last memref operand is the one written). Two ops on different pipes touching
+overlapping bytes of one buffer, one of them writing, need a happens-before path: program order
+within a pipe, set_flag -> its matching wait_flag (flags match first-in first-out per (src, dst,
+event)), pipe_barrier ALL. Planned buffers (plan-memory `offset`) are compared by their bytes in
+the space, so two buffers that share bytes are ordered too.
+
+Analysis: the kernel body is executed symbolically for the first and the last block (block-cyclic
+tiles give the first block the most tiles and the last one the boundary tiles) -- index
+arithmetic, subview offsets and `scf.if` conditions are evaluated exactly, each `scf.for` runs its
+first `ITERATIONS` iterations (enough to see loop-carried dependences across ping-pong slots) --
+with a vector clock per pipe, as the interpreter's race detector does (interpreter/race.py).
+Code neither block reaches gets no flags (the interpreter's race detector still checks it when
+it runs). Every
+unordered conflict (A on pipe P, then B on pipe Q) gets one flag pair, placed in the innermost
+block holding both ops, at the ops of that block that contain them (a pipe is in order, so a set
+after a loop still follows everything the loop put on P):
+
+* A's op before B's op: a hand-off right before B's op (set then wait: the set also covers every
+  op the src pipe was given up to there, so the other conflicts of the same pipes in between
+  need no pair of their own);
+* otherwise the dependence is carried by an enclosing `scf.for`: a set after A's op, a wait
+  before B's, primed with one set before the outermost loop of the kernel around them and drained
+  with one wait after it (each execution of the block waits then sets, so the pair stays balanced
+  however often the block runs; priming outside every loop avoids a bubble per outer iteration),
+  so every wait has an earlier set and every set is consumed (the Ascend C TQue pattern).
+
+Event ids: the lowest id of the (P, Q) pair not used in the kernel, of the 8 the hardware has
+(S6 EVENT_ID0-7); more is an error naming the kernel. The analysis runs again after each round
+of insertions (one pair per pipe pair per round, so an inserted pair that also orders another
+conflict makes its own pair unnecessary) until no conflict is left.
+
+Why the lowering templates keep their own flags: their queues (kernel_builder.Queue) encode
+the pipeline each template was designed around -- one event pair per ping-pong slot selected by
+the parity of a core's running chunk count, the priming outside the outermost loop, the
+cross-core FIX -> MTE2 hand-offs of mix kernels -- which a generic pass would have to rediscover
+to do as well. On their kernels this pass proves that nothing is missing (it inserts nothing:
+tests/test_insert_sync.py checks every corpus kernel) and is the tool for IR that has no flags
+(hand-written, or single-buffered loops that `double-buffer` split into ping-pong slots).
+
+Not analysed (left as they are): mix kernels (their AIC and AIV halves sync across cores) and
+kernels whose control flow depends on data (a loop bound or condition read from memory).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe, copy_pipe, module_arch, space_of
+from ascendir.dtypes import itemsize
+from ascendir.errors import AscendirError
+from ascendir.interpreter.compiler import _dropped_dims
+from ascendir.interpreter.race import _overlap
+
+ITERATIONS = 4  # iterations of each loop executed: loop-carried distances 1..3 (ping-pong is 2)
+EVENTS = 8  # event ids per (src, dst) pipe pair (S6 EVENT_ID0-7)
+KEEP = 16  # recent accesses remembered per (buffer, pipe, read/write)
+MAX_ROUNDS = 64
+
+
+class _Unknown(Exception):
+    """The kernel's control flow depends on something the analysis cannot evaluate."""
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Op `first` on pipe `src` and later op `second` on pipe `dst` touch the same bytes, one
+    writing, with no happens-before between them."""
+
+    first: Operation
+    second: Operation
+    src: Pipe
+    dst: Pipe
+
+
+def op_pipe(op: Operation, arch: str | None) -> Pipe | None:
+    """The pipe a memory-touching op runs on, None for ops that touch no buffer."""
+    if isinstance(op, ascend.CopyOp):
+        return copy_pipe(space_of(op.source), space_of(op.dest), arch)
+    if isinstance(op, ascend.MmadOp):
+        return Pipe.M
+    if isinstance(op, ascend.GatherRowsOp):
+        return Pipe.MTE2
+    if isinstance(op, ascend.VectorOp):
+        return Pipe.V
+    if isinstance(op, (memref.LoadOp, memref.StoreOp)):
+        return Pipe.S
+    return None
+
+
+def written(op: Operation) -> SSAValue | None:
+    """The memref operand `op` writes (the others it reads)."""
+    if isinstance(op, ascend.CopyOp):
+        return op.dest
+    if isinstance(op, ascend.MmadOp):
+        return op.c
+    if isinstance(op, memref.StoreOp):
+        return op.memref
+    return getattr(op, "dest", None)
+
+
+@dataclass
+class _View:
+    """A window of a buffer: key (the buffer, or the space of planned buffers), byte offset,
+    shape and strides in elements, element size."""
+
+    key: object
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    size: int
+
+    def range(self) -> tuple | None:
+        """(lo, hi, offset, strides, shape) in bytes, for race._overlap; None when empty."""
+        if any(s == 0 for s in self.shape):
+            return None
+        st = tuple(s * self.size for s in self.strides) + (1,)
+        shape = self.shape + (self.size,)
+        hi = self.offset + sum((n - 1) * s for n, s in zip(shape, st))
+        return (self.offset, hi, self.offset, st, shape)
+
+
+def _contiguous(shape) -> tuple[int, ...]:
+    st, acc = [], 1
+    for d in reversed(shape):
+        st.append(acc)
+        acc *= d
+    return tuple(reversed(st))
+
+
+@dataclass
+class _Run:
+    """One symbolic execution of a kernel body for one block index."""
+
+    arch: str | None
+    block_idx: int
+    env: dict = field(default_factory=dict)
+    vc: dict = field(default_factory=dict)  # pipe -> {pipe: epoch}
+    queues: dict = field(default_factory=dict)  # (src, dst, event) -> [clock]
+    seen: dict = field(default_factory=dict)  # key -> {(pipe, writes): [(epoch, range, op)]}
+    conflicts: list = field(default_factory=list)
+    found: set = field(default_factory=set)
+
+    def clock(self, p: Pipe) -> dict:
+        return self.vc.setdefault(p, {})
+
+    def val(self, v: SSAValue):
+        if v not in self.env:
+            raise _Unknown(f"value {v.name_hint or v} of {v.owner}")
+        r = self.env[v]
+        if r is None:
+            raise _Unknown("a data-dependent value")
+        return r
+
+    # -- execution ---------------------------------------------------------------------------
+    def block(self, b: Block) -> None:
+        for op in b.ops:
+            self.op(op)
+
+    def op(self, op: Operation) -> None:
+        if isinstance(op, scf.ForOp):
+            lb, ub, st = self.val(op.lb), self.val(op.ub), self.val(op.step)
+            i, n = lb, 0
+            while i < ub and n < ITERATIONS:
+                self.env[op.body.block.args[0]] = i
+                self.block(op.body.block)
+                i, n = i + st, n + 1
+        elif isinstance(op, scf.IfOp):
+            region = op.true_region if self.val(op.cond) else op.false_region
+            if region.blocks:
+                self.block(region.block)
+        elif isinstance(op, (scf.YieldOp, ascend.ReturnOp)):
+            pass
+        elif isinstance(op, ascend.SetFlagOp):
+            key = (Pipe(op.src.data), Pipe(op.dst.data), op.event.value.data)
+            self.queues.setdefault(key, []).append(dict(self.clock(key[0])))
+        elif isinstance(op, ascend.WaitFlagOp):
+            key = (Pipe(op.src.data), Pipe(op.dst.data), op.event.value.data)
+            q = self.queues.get(key)
+            if q:  # an unmatched wait orders nothing (conservative)
+                c = self.clock(key[1])
+                for p, e in q.pop(0).items():
+                    c[p] = max(c.get(p, 0), e)
+        elif isinstance(op, ascend.PipeBarrierOp):
+            if op.pipe.data == "ALL":
+                joined: dict = {}
+                for c in self.vc.values():
+                    for p, e in c.items():
+                        joined[p] = max(joined.get(p, 0), e)
+                for p in list(self.vc):
+                    self.vc[p] = dict(joined)
+        elif isinstance(op, ascend.AllocOp):
+            t = op.result.type
+            off = op.attributes.get("offset")
+            key = space_of(t) if off is not None else op.result
+            self.env[op.result] = _View(key, off.value.data if off is not None else 0, tuple(t.get_shape()), _contiguous(t.get_shape()), itemsize(t.element_type))
+        elif isinstance(op, ascend.ViewOp):
+            src = self.val(op.source)
+            shape = tuple(op.result.type.get_shape())
+            self.env[op.result] = _View(src.key, src.offset, shape, _contiguous(shape), src.size)
+        elif isinstance(op, memref.SubviewOp):
+            self.subview(op)
+        elif isinstance(op, ascend.BlockIdxOp):
+            self.env[op.result] = self.block_idx
+        else:
+            pipe = op_pipe(op, self.arch)
+            if pipe is not None:
+                self.access(op, pipe)
+                for r in op.results:
+                    self.env[r] = None  # a loaded scalar: data
+            else:
+                self.arith(op)
+
+    def subview(self, op: memref.SubviewOp) -> None:
+        src = self.val(op.source)
+        dyn = {"offsets": iter(op.offsets), "sizes": iter(op.sizes), "strides": iter(op.strides)}
+
+        def resolve(static, kind: str) -> list[int]:
+            return [self.val(next(dyn[kind])) if s == DYNAMIC_INDEX else s for s in static.get_values()]
+
+        offs, sizes, steps = resolve(op.static_offsets, "offsets"), resolve(op.static_sizes, "sizes"), resolve(op.static_strides, "strides")
+        offset = src.offset + src.size * sum(o * s for o, s in zip(offs, src.strides))
+        drop = _dropped_dims(sizes, list(op.result.type.get_shape()), len(sizes))
+        keep = [d for d in range(len(sizes)) if d not in drop]
+        self.env[op.result] = _View(
+            src.key, offset, tuple(sizes[d] for d in keep), tuple(src.strides[d] * steps[d] for d in keep), src.size
+        )
+
+    def arith(self, op: Operation) -> None:
+        if not op.results:
+            return
+        if isinstance(op, arith.ConstantOp):
+            self.env[op.result] = op.value.value.data if isinstance(op.value, IntegerAttr) else None
+            return
+        if isinstance(op, arith.CmpiOp):
+            a, b = self.env.get(op.lhs), self.env.get(op.rhs)
+            self.env[op.result] = None if a is None or b is None else _CMP[op.predicate.value.data](a, b)
+            return
+        f = _ARITH.get(op.name)
+        if f is None:
+            for r in op.results:
+                self.env[r] = None
+            return
+        args = [self.env.get(v) for v in op.operands]
+        self.env[op.results[0]] = None if any(a is None for a in args) else f(*args)
+
+    def access(self, op: Operation, pipe: Pipe) -> None:
+        out = written(op)
+        c = self.clock(pipe)
+        epoch = c[pipe] = c.get(pipe, 0) + 1
+        for v in op.operands:
+            if not isinstance(v.type, MemRefType):
+                continue
+            view = self.val(v)
+            rng = view.range()
+            if rng is None:
+                continue
+            w = v is out
+            per = self.seen.setdefault(view.key, {})
+            for (p, pw), entries in per.items():
+                if p == pipe or not (pw or w):
+                    continue
+                known = c.get(p, 0)
+                for e_epoch, e_rng, e_op in entries:
+                    if e_epoch > known and _overlap(rng, e_rng):
+                        k = (e_op, op, p, pipe)
+                        if k not in self.found:
+                            self.found.add(k)
+                            self.conflicts.append(Conflict(e_op, op, p, pipe))
+            lst = per.setdefault((pipe, w), [])
+            lst.append((epoch, rng, op))
+            if len(lst) > KEEP:
+                del lst[0]
+
+
+def _div(a: int, b: int) -> int:
+    return a // b
+
+
+_ARITH = {
+    "arith.addi": lambda a, b: a + b,
+    "arith.subi": lambda a, b: a - b,
+    "arith.muli": lambda a, b: a * b,
+    "arith.divui": _div,
+    "arith.divsi": lambda a, b: int(a / b),
+    "arith.floordivsi": _div,
+    "arith.ceildivsi": lambda a, b: -(-a // b),
+    "arith.ceildivui": lambda a, b: -(-a // b),
+    "arith.remui": lambda a, b: a % b,
+    "arith.remsi": lambda a, b: int(math.fmod(a, b)),
+    "arith.minsi": min,
+    "arith.minui": min,
+    "arith.maxsi": max,
+    "arith.maxui": max,
+    "arith.andi": lambda a, b: a & b,
+    "arith.ori": lambda a, b: a | b,
+    "arith.xori": lambda a, b: a ^ b,
+    "arith.select": lambda c, a, b: a if c else b,
+    "arith.index_cast": lambda a: a,
+}
+_CMP = {
+    0: lambda a, b: a == b, 1: lambda a, b: a != b, 2: lambda a, b: a < b, 3: lambda a, b: a <= b,
+    4: lambda a, b: a > b, 5: lambda a, b: a >= b, 6: lambda a, b: a < b, 7: lambda a, b: a <= b,
+    8: lambda a, b: a > b, 9: lambda a, b: a >= b,
+}
+
+
+def conflicts(kernel: ascend.KernelOp) -> list[Conflict] | None:
+    """Unordered cross-pipe conflicts of `kernel` (see the module docstring); None when the kernel
+    is not analysed (mix core type, data-dependent control flow)."""
+    if kernel.core_type.data == CoreType.MIX.value:
+        return None
+    found: list[Conflict] = []
+    for block in sorted({0, kernel.block_dim.value.data - 1}):
+        run = _Run(module_arch(kernel), block)
+        for a in kernel.body.block.args:
+            t = a.type
+            run.env[a] = _View(a, 0, tuple(t.get_shape()), _contiguous(t.get_shape()), itemsize(t.element_type))
+        try:
+            run.block(kernel.body.block)
+        except _Unknown:
+            return None
+        found += [c for c in run.conflicts if c not in found]
+    return found
+
+
+# ----------------------------------------------------------------------------------------------
+# placement
+# ----------------------------------------------------------------------------------------------
+def _ancestors(op: Operation, stop: Operation) -> list[Operation]:
+    """op, its parent op, ..., up to (excluding) `stop`."""
+    out = [op]
+    while (p := out[-1].parent_op()) is not None and p is not stop:
+        out.append(p)
+    return out
+
+
+def _anchor(a: Operation, b: Operation, kernel: Operation) -> tuple[Operation, Operation]:
+    """The ops holding a and b in the innermost block containing both."""
+    ca, cb = _ancestors(a, kernel), _ancestors(b, kernel)
+    blocks_b = {o.parent_block(): o for o in cb}
+    for o in ca:
+        blk = o.parent_block()
+        if blk in blocks_b:
+            return o, blocks_b[blk]
+    raise AssertionError("ops of one kernel share its body block")
+
+
+def _used_events(kernel: ascend.KernelOp) -> dict[tuple[str, str], set[int]]:
+    used: dict[tuple[str, str], set[int]] = {}
+    for op in kernel.walk():
+        if isinstance(op, ascend.FlagOp):
+            used.setdefault((op.src.data, op.dst.data), set()).add(op.event.value.data)
+    return used
+
+
+def _insert(kernel: ascend.KernelOp, c: Conflict) -> None:
+    """One flag pair ordering `c` (placement rules in the module docstring)."""
+    used = _used_events(kernel).get((c.src.value, c.dst.value), set())
+    free = [e for e in range(EVENTS) if e not in used]
+    if not free:
+        raise AscendirError(
+            f"insert-sync: kernel @{kernel.sym_name.data} needs more than {EVENTS} events for "
+            f"{c.src.value} -> {c.dst.value} ({c.first.name} then {c.second.name})"
+        )
+    ev = free[0]
+    a, b = _anchor(c.first, c.second, kernel)
+    blk = a.parent_block()
+    ops = list(blk.ops)
+    if ops.index(a) < ops.index(b):  # a hand-off: the set also covers the src pipe's ops up to b
+        blk.insert_op_before(ascend.SetFlagOp(c.src, c.dst, ev), b)
+        blk.insert_op_before(ascend.WaitFlagOp(c.src, c.dst, ev), b)
+        return
+    blk.insert_op_after(ascend.SetFlagOp(c.src, c.dst, ev), a)
+    blk.insert_op_before(ascend.WaitFlagOp(c.src, c.dst, ev), b)
+    loop = blk.parent_op()
+    while loop is not None and loop is not kernel and not isinstance(loop, scf.ForOp):
+        loop = loop.parent_op()
+    if not isinstance(loop, scf.ForOp):
+        raise AssertionError(f"insert-sync: {c.first.name} -> {c.second.name} goes backwards outside any loop")
+    while loop.parent_op() is not kernel:  # prime once for the whole kernel: no bubble per outer iteration
+        loop = loop.parent_op()
+    outer = loop.parent_block()
+    outer.insert_op_before(ascend.SetFlagOp(c.src, c.dst, ev), loop)
+    outer.insert_op_after(ascend.WaitFlagOp(c.src, c.dst, ev), loop)
+
+
+def insert_sync(kernel: ascend.KernelOp) -> int:
+    """Insert the flag pairs `kernel` needs; returns how many (0 for kernels not analysed).
+
+    Raises:
+        AscendirError: more than 8 events needed for one pipe pair."""
+    added = 0
+    for _ in range(MAX_ROUNDS):
+        found = conflicts(kernel)
+        if not found:
+            return added
+        done: set[tuple[Pipe, Pipe]] = set()
+        for c in found:
+            if (c.src, c.dst) not in done:
+                done.add((c.src, c.dst))
+                _insert(kernel, c)
+                added += 1
+    raise AscendirError(f"insert-sync: kernel @{kernel.sym_name.data}: conflicts left after {MAX_ROUNDS} rounds")
+
+
+def _shares_bytes(kernel: ascend.KernelOp) -> bool:
+    """Two buffers of one space placed (plan-memory) on overlapping bytes."""
+    spans: dict = {}
+    for op in kernel.walk():
+        if isinstance(op, ascend.AllocOp) and "offset" in op.attributes and space_of(op.result) != MemSpace.GM:
+            lo = op.attributes["offset"].value.data
+            spans.setdefault(space_of(op.result), []).append((lo, lo + math.prod(op.result.type.get_shape()) * itemsize(op.result.type.element_type)))
+    for lst in spans.values():
+        lst.sort()
+        if any(b[0] < a[1] for a, b in zip(lst, lst[1:])):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class InsertSync(ModulePass):
+    """Flags where a pipe really waits for another (see the module docstring).
+
+    trust_flags: analyse only kernels without flags and kernels whose buffers share bytes (the
+    lowering pipeline: the templates' flags are complete, which tests/test_insert_sync.py checks
+    with this same analysis, so compiling a 32-layer model does not re-prove it per kernel)."""
+
+    name = "insert-sync"
+    trust_flags: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for k in list(op.ops):
+            if not isinstance(k, ascend.KernelOp):
+                continue
+            if self.trust_flags and any(isinstance(o, ascend.FlagOp) for o in k.walk()) and not _shares_bytes(k):
+                continue
+            insert_sync(k)
