@@ -9,6 +9,8 @@ already given slots by an inner loop, gets a second `ascend.alloc`; the body bec
 
     %n = (iv - lb) / step;  scf.if (%n mod 2 == 0) { body on slot 0 } else { body on slot 1 }
 
+(the subtraction and division are left out when lb = 0 and step = 1).
+
 A loop is left single-buffered when doubling its buffers would overflow a space of the target
 (the aligned sum of the kernel's buffers in that space, as the interpreter checks it). Each
 alloc gets `ascend.slot` (0 or 1). The pass writes no flags: `insert-sync` then gives each slot
@@ -41,6 +43,13 @@ from ascendir.transforms.insert_sync import written
 from ascendir.transforms.plan_memory import module_target
 
 SLOT_ATTR = "ascend.slot"
+
+
+def _constant(v: SSAValue) -> int | None:
+    """The value of an `arith.constant` index, else None."""
+    if isinstance(v.owner, arith.ConstantOp) and isinstance(v.owner.value, IntegerAttr):
+        return v.owner.value.value.data
+    return None
 
 
 def _inside(op: Operation, loop: Operation) -> bool:
@@ -129,13 +138,19 @@ def double_buffer_loop(kernel: ascend.KernelOp, loop: scf.ForOp, target: Hardwar
     else_block.add_op(scf.YieldOp())
     c2 = arith.ConstantOp(IntegerAttr(2, IndexType()))
     c0 = arith.ConstantOp(IntegerAttr(0, IndexType()))
-    rel = arith.SubiOp(iv, loop.lb)
-    n = arith.DivUIOp(rel, loop.step)
+    loop.parent_block().insert_ops_before([c2, c0], loop)
+    index: list[Operation] = []  # iteration number (iv - lb) / step, folded for lb = 0, step = 1
+    n: SSAValue = iv
+    if _constant(loop.lb) != 0:
+        index.append(arith.SubiOp(n, loop.lb))
+        n = index[-1].result
+    if _constant(loop.step) != 1:
+        index.append(arith.DivUIOp(n, loop.step))
+        n = index[-1].result
     par = arith.RemUIOp(n, c2)
     even = arith.CmpiOp(par, c0, "eq")
     branch = scf.IfOp(even, [], Region(then_block), Region(else_block))
-    loop.parent_block().insert_ops_before([c2, c0], loop)
-    body.insert_ops_before([rel, n, par, even, branch], body.last_op)
+    body.insert_ops_before([*index, par, even, branch], body.last_op)
     return True
 
 

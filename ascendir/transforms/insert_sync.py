@@ -11,7 +11,8 @@ the space, so two buffers that share bytes are ordered too.
 Analysis: the kernel body is executed symbolically for the first and the last block (block-cyclic
 tiles give the first block the most tiles and the last one the boundary tiles) -- index
 arithmetic, subview offsets and `scf.if` conditions are evaluated exactly, each `scf.for` runs its
-first `ITERATIONS` iterations (enough to see loop-carried dependences across ping-pong slots) --
+first `ITERATIONS` iterations (enough to see loop-carried dependences across ping-pong slots)
+and its last `LAST` (boundary tiles, branches of the last iteration) --
 with a vector clock per pipe, as the interpreter's race detector does (interpreter/race.py).
 Code neither block reaches gets no flags (the interpreter's race detector still checks it when
 it runs). Every
@@ -28,8 +29,9 @@ after a loop still follows everything the loop put on P):
   however often the block runs; priming outside every loop avoids a bubble per outer iteration),
   so every wait has an earlier set and every set is consumed (the Ascend C TQue pattern).
 
-Event ids: the lowest id of the (P, Q) pair not used in the kernel, of the 8 the hardware has
-(S6 EVENT_ID0-7); more is an error naming the kernel. The analysis runs again after each round
+Event ids: hand-offs of a pipe pair share one id (a set immediately waited for is never
+outstanding); any other pair takes the lowest id of the (P, Q) pair not used in the kernel, of
+the 8 the hardware has (S6 EVENT_ID0-7); more is an error naming the kernel. The analysis runs again after each round
 of insertions (one pair per pipe pair per round, so an inserted pair that also orders another
 conflict makes its own pair unnecessary) until no conflict is left.
 
@@ -63,7 +65,8 @@ from ascendir.errors import AscendirError
 from ascendir.interpreter.compiler import _dropped_dims
 from ascendir.interpreter.race import _overlap
 
-ITERATIONS = 4  # iterations of each loop executed: loop-carried distances 1..3 (ping-pong is 2)
+ITERATIONS = 4  # first iterations of each loop executed: loop-carried distances 1..3 (ping-pong is 2)
+LAST = 2  # and its last iterations (boundary tiles, last-iteration branches)
 EVENTS = 8  # event ids per (src, dst) pipe pair (S6 EVENT_ID0-7)
 KEEP = 16  # recent accesses remembered per (buffer, pipe, read/write)
 MAX_ROUNDS = 64
@@ -151,6 +154,7 @@ class _Run:
     seen: dict = field(default_factory=dict)  # key -> {(pipe, writes): [(epoch, range, op)]}
     conflicts: list = field(default_factory=list)
     found: set = field(default_factory=set)
+    flags_run: set = field(default_factory=set)  # flag ops executed
 
     def clock(self, p: Pipe) -> dict:
         return self.vc.setdefault(p, {})
@@ -171,11 +175,10 @@ class _Run:
     def op(self, op: Operation) -> None:
         if isinstance(op, scf.ForOp):
             lb, ub, st = self.val(op.lb), self.val(op.ub), self.val(op.step)
-            i, n = lb, 0
-            while i < ub and n < ITERATIONS:
-                self.env[op.body.block.args[0]] = i
+            trips = max(0, -(-(ub - lb) // st))
+            for n in [*range(min(trips, ITERATIONS)), *range(max(ITERATIONS, trips - LAST), trips)]:
+                self.env[op.body.block.args[0]] = lb + n * st
                 self.block(op.body.block)
-                i, n = i + st, n + 1
         elif isinstance(op, scf.IfOp):
             region = op.true_region if self.val(op.cond) else op.false_region
             if region.blocks:
@@ -183,9 +186,11 @@ class _Run:
         elif isinstance(op, (scf.YieldOp, ascend.ReturnOp)):
             pass
         elif isinstance(op, ascend.SetFlagOp):
+            self.flags_run.add(op)
             key = (Pipe(op.src.data), Pipe(op.dst.data), op.event.value.data)
             self.queues.setdefault(key, []).append(dict(self.clock(key[0])))
         elif isinstance(op, ascend.WaitFlagOp):
+            self.flags_run.add(op)
             key = (Pipe(op.src.data), Pipe(op.dst.data), op.event.value.data)
             q = self.queues.get(key)
             if q:  # an unmatched wait orders nothing (conservative)
@@ -316,9 +321,10 @@ _CMP = {
 }
 
 
-def conflicts(kernel: ascend.KernelOp) -> list[Conflict] | None:
+def conflicts(kernel: ascend.KernelOp, executed: set | None = None) -> list[Conflict] | None:
     """Unordered cross-pipe conflicts of `kernel` (see the module docstring); None when the kernel
-    is not analysed (mix core type, data-dependent control flow)."""
+    is not analysed (mix core type, data-dependent control flow). `executed` receives the flag
+    ops the analysis ran."""
     if kernel.core_type.data == CoreType.MIX.value:
         return None
     found: list[Conflict] = []
@@ -332,6 +338,8 @@ def conflicts(kernel: ascend.KernelOp) -> list[Conflict] | None:
         except _Unknown:
             return None
         found += [c for c in run.conflicts if c not in found]
+        if executed is not None:
+            executed |= run.flags_run
     return found
 
 
@@ -365,20 +373,35 @@ def _used_events(kernel: ascend.KernelOp) -> dict[tuple[str, str], set[int]]:
     return used
 
 
+def _handoff_only(kernel: ascend.KernelOp, key: tuple[str, str, int]) -> bool:
+    """Every flag op of `key` is a hand-off (a set immediately followed by its wait): no set of
+    the event is ever outstanding across other ops, so another hand-off may use it too."""
+    for op in kernel.walk():
+        if not isinstance(op, ascend.FlagOp) or (op.src.data, op.dst.data, op.event.value.data) != key:
+            continue
+        other = op.next_op if isinstance(op, ascend.SetFlagOp) else op.prev_op
+        want = ascend.WaitFlagOp if isinstance(op, ascend.SetFlagOp) else ascend.SetFlagOp
+        if not isinstance(other, want) or (other.src.data, other.dst.data, other.event.value.data) != key:
+            return False
+    return True
+
+
 def _insert(kernel: ascend.KernelOp, c: Conflict) -> None:
     """One flag pair ordering `c` (placement rules in the module docstring)."""
-    used = _used_events(kernel).get((c.src.value, c.dst.value), set())
-    free = [e for e in range(EVENTS) if e not in used]
+    a, b = _anchor(c.first, c.second, kernel)
+    blk = a.parent_block()
+    ops = list(blk.ops)
+    forward = ops.index(a) < ops.index(b)
+    used = sorted(_used_events(kernel).get((c.src.value, c.dst.value), set()))
+    shared = [e for e in used if forward and _handoff_only(kernel, (c.src.value, c.dst.value, e))]
+    free = shared + [e for e in range(EVENTS) if e not in used]
     if not free:
         raise AscendirError(
             f"insert-sync: kernel @{kernel.sym_name.data} needs more than {EVENTS} events for "
             f"{c.src.value} -> {c.dst.value} ({c.first.name} then {c.second.name})"
         )
     ev = free[0]
-    a, b = _anchor(c.first, c.second, kernel)
-    blk = a.parent_block()
-    ops = list(blk.ops)
-    if ops.index(a) < ops.index(b):  # a hand-off: the set also covers the src pipe's ops up to b
+    if forward:  # a hand-off: the set also covers the src pipe's ops up to b
         blk.insert_op_before(ascend.SetFlagOp(c.src, c.dst, ev), b)
         blk.insert_op_before(ascend.WaitFlagOp(c.src, c.dst, ev), b)
         return
@@ -394,6 +417,33 @@ def _insert(kernel: ascend.KernelOp, c: Conflict) -> None:
     outer = loop.parent_block()
     outer.insert_op_before(ascend.SetFlagOp(c.src, c.dst, ev), loop)
     outer.insert_op_after(ascend.WaitFlagOp(c.src, c.dst, ev), loop)
+
+
+def _key(op: ascend.FlagOp) -> tuple[str, str, int]:
+    return (op.src.data, op.dst.data, op.event.value.data)
+
+
+def remove_redundant(kernel: ascend.KernelOp) -> int:
+    """Remove every event (all set_flag / wait_flag ops of one (src, dst, id), so the rest stays
+    balanced) whose ops the analysis all ran and whose removal leaves it without conflict;
+    returns how many events."""
+    ran: set = set()
+    if conflicts(kernel, ran) != []:
+        return 0
+    removed = 0
+    flags = [o for o in kernel.walk() if isinstance(o, ascend.FlagOp)]
+    unseen = {_key(o) for o in flags if o not in ran}
+    for key in sorted({_key(o) for o in flags} - unseen):
+        trial = kernel.clone()
+        for o in [o for o in trial.walk() if isinstance(o, ascend.FlagOp) and _key(o) == key]:
+            o.detach()
+            o.erase()
+        if conflicts(trial) == []:
+            for o in [o for o in kernel.walk() if isinstance(o, ascend.FlagOp) and _key(o) == key]:
+                o.detach()
+                o.erase()
+            removed += 1
+    return removed
 
 
 def insert_sync(kernel: ascend.KernelOp) -> int:
@@ -433,9 +483,13 @@ def _shares_bytes(kernel: ascend.KernelOp) -> bool:
 class InsertSync(ModulePass):
     """Flags where a pipe really waits for another (see the module docstring).
 
-    trust_flags: analyse only kernels without flags and kernels whose buffers share bytes (the
-    lowering pipeline: the templates' flags are complete, which tests/test_insert_sync.py checks
-    with this same analysis, so compiling a 32-layer model does not re-prove it per kernel)."""
+    Without trust_flags, events the analysis shows to be redundant are removed afterwards
+    (`remove_redundant`), so the kernel keeps flags only where a pipe really waits.
+
+    trust_flags: analyse only kernels without flags and kernels whose buffers share bytes, and
+    remove nothing (the lowering pipeline: the templates' flags are complete, which
+    tests/test_insert_sync.py checks with this same analysis, so compiling a 32-layer model does
+    not re-prove it per kernel)."""
 
     name = "insert-sync"
     trust_flags: bool = False
@@ -447,3 +501,5 @@ class InsertSync(ModulePass):
             if self.trust_flags and any(isinstance(o, ascend.FlagOp) for o in k.walk()) and not _shares_bytes(k):
                 continue
             insert_sync(k)
+            if not self.trust_flags:
+                remove_redundant(k)

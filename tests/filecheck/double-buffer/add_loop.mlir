@@ -3,16 +3,15 @@
 
 // The single-buffered z = x + y of insert-sync/add_loop.mlir: its three UB tiles are written
 // first in every iteration (two loads, the vadd result), so each gets a second slot and the body
-// runs on slot (iteration mod 2).
+// runs on slot (iteration mod 2); the iteration number is iv / step (the lower bound is 0).
 // CHECK:      %[[UX:.*]] = ascend.alloc {ascend.slot = 0 : i64} : memref<64x128xf16, #ascend<space ub>>
 // CHECK-NEXT: %[[UX1:.*]] = ascend.alloc {ascend.slot = 1 : i64} : memref<64x128xf16, #ascend<space ub>>
 // CHECK-NEXT: %[[UY:.*]] = ascend.alloc {ascend.slot = 0 : i64}
 // CHECK-NEXT: %[[UY1:.*]] = ascend.alloc {ascend.slot = 1 : i64}
 // CHECK-NEXT: %[[UZ:.*]] = ascend.alloc {ascend.slot = 0 : i64}
 // CHECK-NEXT: %[[UZ1:.*]] = ascend.alloc {ascend.slot = 1 : i64}
-// CHECK:      scf.for %[[R:.*]] = %[[LB:.*]] to %{{.*}} step %[[ST:.*]] {
-// CHECK:        %[[REL:.*]] = arith.subi %[[R]], %[[LB]] : index
-// CHECK-NEXT:   %[[N:.*]] = arith.divui %[[REL]], %[[ST]] : index
+// CHECK:      scf.for %[[R:.*]] = %{{.*}} to %{{.*}} step %[[ST:.*]] {
+// CHECK:        %[[N:.*]] = arith.divui %[[R]], %[[ST]] : index
 // CHECK-NEXT:   %[[P:.*]] = arith.remui %[[N]], %{{.*}} : index
 // CHECK-NEXT:   %[[EVEN:.*]] = arith.cmpi eq, %[[P]], %{{.*}} : index
 // CHECK-NEXT:   scf.if %[[EVEN]] {
