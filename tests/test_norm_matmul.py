@@ -13,12 +13,14 @@ from ascendir.transforms.fuse_norm_matmul import FuseNormMatmul
 from lowering_harness import check, parse, printed, rand
 
 
-def qkv_text(rows: int, h: int, nq: int, nkv: int, dt: str, layer: bool) -> str:
-    """norm(x) then q = n·Wq, k = n·Wk + bk, v = n·Wv (GQA-like: nkv < nq)."""
+def qkv_text(rows: int, h: int, nq: int, nkv: int, dt: str, layer: bool, late_bias: bool = False) -> str:
+    """norm(x) then q = n·Wq, k = n·Wk + bk, v = n·Wv (GQA-like: nkv < nq); with `late_bias`
+    k's bias add comes after v's matmul (the region then yields q, v, k)."""
     def t(*s):
         return f"tensor<{'x'.join(map(str, s))}x{dt}>"
 
     x = t(1, rows, h)
+    bias = f"%k = nn.add %k0, %bk : ({t(1, rows, nkv)}, {t(nkv)}) -> {t(1, rows, nkv)}"
     norm = (
         f"%n = nn.layer_norm %x, %g, %b {{axis = 2 : i64, epsilon = 1.0e-05 : f32}} : ({x}, {t(h)}, {t(h)}) -> {x}"
         if layer else
@@ -35,8 +37,9 @@ func.func @main(%x: {x} {{onnx.name = "x"}}) -> ({t(1, rows, nq)} {{onnx.name = 
   {norm}
   %q = nn.matmul %n, %wq : ({x}, {t(h, nq)}) -> {t(1, rows, nq)}
   %k0 = nn.matmul %n, %wk : ({x}, {t(h, nkv)}) -> {t(1, rows, nkv)}
-  %k = nn.add %k0, %bk : ({t(1, rows, nkv)}, {t(nkv)}) -> {t(1, rows, nkv)}
+  {"" if late_bias else bias}
   %v = nn.matmul %n, %wv : ({x}, {t(h, nkv)}) -> {t(1, rows, nkv)}
+  {bias if late_bias else ""}
   func.return %q, %k, %v : {t(1, rows, nq)}, {t(1, rows, nkv)}, {t(1, rows, nkv)}
 }}"""
 
@@ -57,14 +60,14 @@ def fused(text: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "target,dt,layer,rows",
-    [("ascend910b2", "f16", False, 300), ("ascend910b2", "f32", True, 37), ("ascend910a", "f16", True, 45),
-     ("ascend910b2", "f16", False, 1)],
+    "target,dt,layer,rows,late_bias",
+    [("ascend910b2", "f16", False, 300, False), ("ascend910b2", "f32", True, 37, True),
+     ("ascend910a", "f16", True, 45, False), ("ascend910b2", "f16", False, 1, False)],
 )
-def test_norm_matmul_matches_reference(target, dt, layer, rows):
+def test_norm_matmul_matches_reference(target, dt, layer, rows, late_bias):
     h, nq, nkv = 96, 160, 48
     dtype = np.float16 if dt == "f16" else np.float32
-    text = fused(qkv_text(rows, h, nq, nkv, dt, layer))
+    text = fused(qkv_text(rows, h, nq, nkv, dt, layer, late_bias))
     assert text.count("nn.fused") == 1 and 'kind = "norm_matmul"' in text
     tol = dict(rtol=2e-2, atol=2e-2) if dt == "f16" else {}
     lowered = check(text, {"x": rand((1, rows, h), dtype)}, _weights(h, nq, nkv, dtype), target=target, **tol)

@@ -64,9 +64,10 @@ def lower_norm_matmul(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAVa
     chains = [match_chain(mm) for mm in ops if isinstance(mm, nn.MatmulOp) and mm.lhs == lhs]
     ends = {c[-1].results[0]: parse_chain(c, args) for c in chains}
     covered = sum(len(c) for c in chains) + (2 if lhs is not norm.results[0] else 1)
-    if covered != len(ops) or list(ends) != list(block.last_op.values) or None in ends.values():
+    yields = list(block.last_op.values)
+    if covered != len(ops) or set(ends) != set(yields) or len(yields) != len(ends) or None in ends.values():
         return None
-    products = [Product(args[mm.rhs], shape(y), elem(y), epi) for y, (mm, epi) in ends.items()]
+    products = [Product(args[ends[y][0].rhs], shape(y), elem(y), ends[y][1]) for y in yields]
     xn = normalize(ctx, norm, *[args[v] for v in norm.operands], rms=isinstance(norm, nn.RmsNormOp),
                    base="norm_matmul_norm")[0]
     hdim = shape(xn)[-1]
