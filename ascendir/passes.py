@@ -49,6 +49,12 @@ def _fuse_norm_matmul():
     return FuseNormMatmul
 
 
+def _fuse_conv_activation():
+    from ascendir.transforms.fuse_conv_activation import FuseConvActivation
+
+    return FuseConvActivation
+
+
 def _fuse_elementwise():
     from ascendir.transforms.fuse_elementwise import FuseElementwise
 
@@ -101,6 +107,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fuse-attention": _fuse_attention,
     "fuse-norm-matmul": _fuse_norm_matmul,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
+    "fuse-conv-activation": _fuse_conv_activation,
     "fuse-elementwise": _fuse_elementwise,
     "decompose-attention": _decompose_attention,
     "choose-tiling": _choose_tiling,
@@ -119,6 +126,9 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
 # residual add, SwiGLU's mul), so it only takes what they leave.
 PIPELINES: dict[str, str] = {
     "O0": "",
-    "O1": "fold-batchnorm,recompose-nn,fuse-attention,fuse-matmul-epilogue,fuse-elementwise,choose-tiling",
-    "O2": "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-norm-matmul,fuse-matmul-epilogue,fuse-elementwise,choose-tiling",
+    "O1": "fold-batchnorm,recompose-nn,fuse-attention,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling",
+    "O2": (
+        "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-norm-matmul,fuse-matmul-epilogue,"
+        "fuse-conv-activation,fuse-elementwise,choose-tiling"
+    ),
 }

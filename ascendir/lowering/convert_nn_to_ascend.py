@@ -69,6 +69,7 @@ FUSED_TEMPLATES["ffn"] = ffn.lower_ffn
 FUSED_TEMPLATES["flash_attention"] = flash_attention.lower_flash_attention
 FUSED_TEMPLATES["norm_matmul"] = norm_matmul.lower_norm_matmul
 FUSED_TEMPLATES["elementwise"] = fused_elementwise.lower_fused_elementwise
+FUSED_TEMPLATES["conv_activation"] = conv.lower_conv_activation
 
 
 def describe(op: Operation, index: int) -> str:

@@ -293,6 +293,16 @@ def activation_op(op: Operation) -> str:
     return UNARY[type(op)]
 
 
+def emit_activation(kb: KernelBuilder, act: str, src: SSAValue, dst: SSAValue) -> None:
+    """dst = act(src) on UB tiles; `act` is a vector op name, or "vrelu6" (ReLU6 = ONNX Clip(x, 0,
+    6): vmaxs then vmins)."""
+    if act == "vrelu6":
+        kb.emit(ascend.vector_op("vmaxs")(src, dst, 0.0))
+        kb.emit(ascend.vector_op("vmins")(dst, dst, 6.0))
+    else:
+        kb.emit(ascend.vector_op(act)(src, dst))
+
+
 def _unary(opname: str) -> VectorMap:
     def compute(kb: KernelBuilder, ins: list[SSAValue], out: SSAValue, temps: list[SSAValue]) -> None:
         kb.emit(ascend.vector_op(opname)(ins[0], out))
