@@ -64,6 +64,18 @@ def grow_region(root: Operation, block: Block, taken: set[Operation]) -> tuple[l
     return ops, [root.results[0], *extra]
 
 
+def fuse_elementwise_in(block: Block) -> None:
+    """Wrap the elementwise DAGs of `block` (its own ops, not nested ones) in regions."""
+    taken: set[Operation] = set()
+    for root in reversed(list(block.ops)):
+        if root in taken or not isinstance(root, ELEMENTWISE):
+            continue
+        ops, outputs = grow_region(root, block, taken)
+        taken.update(ops)
+        if len(ops) > 1:
+            fuse_ops(KIND, ops, outputs)
+
+
 @dataclass(frozen=True)
 class FuseElementwise(ModulePass):
     """Wrap DAGs of elementwise ops in nn.fused {kind = "elementwise"} (one vector kernel each)."""
@@ -72,12 +84,4 @@ class FuseElementwise(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in funcs(op):
-            block = f.body.block
-            taken: set[Operation] = set()
-            for root in reversed(list(block.ops)):
-                if root in taken or not isinstance(root, ELEMENTWISE):
-                    continue
-                ops, outputs = grow_region(root, block, taken)
-                taken.update(ops)
-                if len(ops) > 1:
-                    fuse_ops(KIND, ops, outputs)
+            fuse_elementwise_in(f.body.block)
