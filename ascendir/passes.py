@@ -49,6 +49,18 @@ def _fuse_norm_matmul():
     return FuseNormMatmul
 
 
+def _fuse_conv_activation():
+    from ascendir.transforms.fuse_conv_activation import FuseConvActivation
+
+    return FuseConvActivation
+
+
+def _fuse_elementwise():
+    from ascendir.transforms.fuse_elementwise import FuseElementwise
+
+    return FuseElementwise
+
+
 def _choose_tiling():
     from ascendir.transforms.choose_tiling import ChooseTiling
 
@@ -107,6 +119,8 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fuse-attention": _fuse_attention,
     "fuse-norm-matmul": _fuse_norm_matmul,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
+    "fuse-conv-activation": _fuse_conv_activation,
+    "fuse-elementwise": _fuse_elementwise,
     "decompose-attention": _decompose_attention,
     "choose-tiling": _choose_tiling,
     "convert-nn-to-ascend": _lowering,
@@ -122,8 +136,13 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
 # gated FFN leaves gate/up to fuse-ffn (whose ffn_up shares each x tile between them) and it
 # takes the Q/K/V projections; it runs before fuse-matmul-epilogue, which would otherwise claim
 # the projections' bias adds.
+# fuse-elementwise runs after every fusion whose template takes elementwise ops (bias, activation,
+# residual add, SwiGLU's mul), so it only takes what they leave.
 PIPELINES: dict[str, str] = {
     "O0": "",
-    "O1": "fold-batchnorm,recompose-nn,fuse-attention,fuse-matmul-epilogue,choose-tiling",
-    "O2": "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-norm-matmul,fuse-matmul-epilogue,choose-tiling",
+    "O1": "fold-batchnorm,recompose-nn,fuse-attention,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling",
+    "O2": (
+        "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-norm-matmul,fuse-matmul-epilogue,"
+        "fuse-conv-activation,fuse-elementwise,choose-tiling"
+    ),
 }

@@ -127,7 +127,7 @@ func.func @main(%x: tensor<2x4xf32> {onnx.name = "x"}) -> (tensor<2x4xf32> {onnx
 def test_unknown_fused_kind_lowers_its_body():
     text = """
 func.func @main(%x: tensor<3x16xf32> {onnx.name = "x"}) -> (tensor<3x16xf32> {onnx.name = "y"}) {
-  %y = nn.fused(%x) {kind = "elementwise"} : (tensor<3x16xf32>) -> tensor<3x16xf32> {
+  %y = nn.fused(%x) {kind = "no_template_for_this"} : (tensor<3x16xf32>) -> tensor<3x16xf32> {
   ^bb0(%a: tensor<3x16xf32>):
     %e = nn.exp %a : (tensor<3x16xf32>) -> tensor<3x16xf32>
     %r = nn.add %e, %a : (tensor<3x16xf32>, tensor<3x16xf32>) -> tensor<3x16xf32>

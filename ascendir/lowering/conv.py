@@ -1,5 +1,9 @@
 """nn.conv2d on the Cube: img2col (MTE2 strided window reads, one slab per kernel offset) into a
-GM column matrix, then one batched `mmad` kernel (the matmul template); bias by a vector add.
+GM column matrix, then one batched `mmad` kernel (the matmul template) whose epilogue adds the
+per-channel bias -- a column of the product, so on 910B the AIV half of a mix kernel adds it (the
+bias table BT only holds a row), on 910A the vector unit after L0C -> UB -- and, for
+`nn.fused {kind = "conv_activation"}` (fuse-conv-activation), applies ReLU / ReLU6 / SiLU before
+the tile is final: no GM round trip of the pre-activation. Without bias, ReLU is FixPipe's.
 Depthwise convolutions (group == C == O) go to the vector unit instead (`window_vector.py`):
 their per-channel K = kh*kw is far below a cube fractal, so the cube would mostly multiply
 padding.
@@ -27,15 +31,17 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 from xdsl.ir import Operation, SSAValue
 
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
-from ascendir.lowering.elementwise import VectorMap, emit_vector_map, ub_budget, vector_cores
+from ascendir.dtypes import to_numpy_dtype
+from ascendir.lowering.elementwise import VectorMap, emit_activation, emit_vector_map, ub_budget, vector_cores
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
 from ascendir.lowering.kernel_builder import KernelBuilder, ceil_div
-from ascendir.lowering.matmul import emit_matmul
+from ascendir.lowering.matmul import Epilogue, emit_matmul
 from ascendir.lowering.window import Window, largest_divisor
 from ascendir.lowering.window_vector import emit_window_vector
 
@@ -109,10 +115,6 @@ def emit_img2col(ctx: LoweringContext, x: SSAValue, win: Window) -> SSAValue:
     return col
 
 
-def _vadd(kb: KernelBuilder, ins: list[SSAValue], out: SSAValue, temps: list[SSAValue]) -> None:
-    kb.emit(ascend.vector_op("vadd")(ins[0], ins[1], out))
-
-
 def is_depthwise(op: nn.Conv2dOp) -> bool:
     """group == C == O: one filter per channel (what the vector template handles)."""
     x, w = shape(op.input), shape(op.weight)
@@ -120,9 +122,36 @@ def is_depthwise(op: nn.Conv2dOp) -> bool:
     return g > 1 and g == x[1] and w[0] == g and w[1] == 1
 
 
-def lower_conv2d(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
-    """nn.conv2d → img2col + cube matmul (+ bias add), or the depthwise vector kernel."""
-    assert isinstance(op, nn.Conv2dOp)
+def conv_activation_of(op: Operation) -> str | None:
+    """The epilogue activation (`emit_activation` name) computing `op`, or None: ReLU, SiLU,
+    Clip(0, 6) (ReLU6) and Clip(0, no upper bound) (ReLU); other Clip bounds are not epilogues."""
+    if isinstance(op, nn.ReluOp):
+        return "vrelu"
+    if isinstance(op, nn.SiluOp):
+        return "vsilu"
+    if not isinstance(op, nn.ClipOp) or op.min is None or op.min.value.data != 0.0:
+        return None
+    hi = op.max.value.data if op.max is not None else math.inf
+    if hi == 6.0:
+        return "vrelu6"
+    top = float(ml_dtypes.finfo(to_numpy_dtype(elem(op.input))).max)
+    return "vrelu" if hi >= top else None
+
+
+def _bias_activation(kb: KernelBuilder, ins: list[SSAValue], out: SSAValue, act: str | None) -> None:
+    src = ins[0]
+    if len(ins) > 1:
+        kb.emit(ascend.vector_op("vadd")(ins[0], ins[1], out))
+        src = out
+    if act is not None:
+        emit_activation(kb, act, src, out)
+
+
+def emit_conv2d(ctx: LoweringContext, op: nn.Conv2dOp, operands: list[SSAValue], act: str | None = None) -> SSAValue:
+    """nn.conv2d [+ `act`] → img2col + one cube matmul whose epilogue adds the per-channel bias
+    (a column of W @ col) and applies `act` before the tile is final; depthwise → the vector
+    window kernel (bias and `act` on each finished tile); grouped → matmul + one vector kernel.
+    Returns the GM result [N, O, Ho, Wo]."""
     x, w = operands[0], operands[1]
     bias = operands[2] if len(operands) > 2 else None
     n, c, _, _ = shape(x)
@@ -131,21 +160,43 @@ def lower_conv2d(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) 
     el = elem(op.result)
     win = window_of(op, shape(x), out, (kh, kw))
     if math.prod(out) == 0:
-        return [ctx.buffer(out, el)]
+        return ctx.buffer(out, el)
     if is_depthwise(op):
-        return emit_window_vector(ctx, "dwconv", x, win, el, "dw", weight=w, bias=bias)
+        return emit_window_vector(ctx, "dwconv", x, win, el, "dw", weight=w, bias=bias, activation=act)[0]
     g = op.group.value.data
     og, k, p = o // g, cg * kh * kw, win.ho * win.wo
     pointwise = (kh, kw) == (1, 1) and win.strides == (1, 1) and not any(win.pads)
     col = x if pointwise else emit_img2col(ctx, x, win)
     if g == 1:
-        a, b, mm_shape = ctx.view(w, [o, k]), ctx.view(col, [n, k, p]), [n, o, p]
-    else:
-        a, b, mm_shape = ctx.view(w, [g, og, k]), ctx.view(col, [n, g, k, p]), [n, g, og, p]
-    y = ctx.view(emit_matmul(ctx, a, b, mm_shape, el, base="conv"), out)
-    if bias is not None:
-        y = emit_vector_map(ctx, "conv_bias", [y, ctx.view(bias, [1, o, 1, 1])], out, el, VectorMap(_vadd))
-    return [y]
+        epilogue = Epilogue(activation=act, channel_bias=bias)
+        return ctx.view(emit_matmul(ctx, ctx.view(w, [o, k]), ctx.view(col, [n, k, p]), [n, o, p], el, epilogue, base="conv"), out)
+    y = ctx.view(emit_matmul(ctx, ctx.view(w, [g, og, k]), ctx.view(col, [n, g, k, p]), [n, g, og, p], el, base="conv"), out)
+    if bias is None and act is None:
+        return y
+    ins = [y] + ([ctx.view(bias, [1, o, 1, 1])] if bias is not None else [])
+    return emit_vector_map(ctx, "conv_epilogue", ins, out, el, VectorMap(lambda kb, i, r, t: _bias_activation(kb, i, r, act)))
 
 
-__all__ = ["lower_conv2d", "emit_img2col", "window_of", "ceil_div"]
+def lower_conv2d(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
+    """nn.conv2d → `emit_conv2d` without activation."""
+    assert isinstance(op, nn.Conv2dOp)
+    return [emit_conv2d(ctx, op, operands)]
+
+
+def lower_conv_activation(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
+    """Template of `nn.fused {kind = "conv_activation"}` (fuse-conv-activation): conv2d then one
+    activation of `conv_activation_of`, the activation applied in the conv's epilogue; None for
+    another body."""
+    block = op.body.block
+    body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
+    if len(body) != 2 or not isinstance(body[0], nn.Conv2dOp) or len(op.outputs) != 1:
+        return None
+    conv, a = body
+    act = conv_activation_of(a)
+    args = dict(zip(block.args, operands))
+    if act is None or a.operands[0] != conv.result or any(v not in args for v in conv.operands):
+        return None
+    return [emit_conv2d(ctx, conv, [args[v] for v in conv.operands], act)]
+
+
+__all__ = ["lower_conv2d", "lower_conv_activation", "emit_img2col", "window_of", "ceil_div"]

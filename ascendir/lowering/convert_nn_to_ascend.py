@@ -34,7 +34,7 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.lowering import data_movement, elementwise, ffn, matmul, matmul_epilogue, reduction
 from ascendir.lowering import conv, pool, topk
-from ascendir.lowering import flash_attention, kernel_reuse, norm_matmul
+from ascendir.lowering import flash_attention, fused_elementwise, kernel_reuse, norm_matmul
 from ascendir.lowering.host_builder import LoweringContext, gm_type
 
 Template = Callable[[LoweringContext, Operation, list[SSAValue]], list[SSAValue]]
@@ -42,9 +42,7 @@ Template = Callable[[LoweringContext, Operation, list[SSAValue]], list[SSAValue]
 
 def _templates() -> dict[type[Operation], Template]:
     table: dict[type[Operation], Template] = {}
-    for cls in (*elementwise.UNARY, *elementwise.BINARY, *elementwise.COMPARE):
-        table[cls] = elementwise.lower_elementwise
-    for cls in (nn.GeluOp, nn.LeakyReluOp, nn.ClipOp, nn.WhereOp, nn.CastOp):
+    for cls in elementwise.ELEMENTWISE:
         table[cls] = elementwise.lower_elementwise
     table[nn.MatmulOp] = matmul.lower_matmul
     for cls in (nn.ReduceSumOp, nn.ReduceMeanOp, nn.ReduceMaxOp, nn.ReduceMinOp, nn.ReduceProdOp):
@@ -70,6 +68,8 @@ FUSED_TEMPLATES: dict[str, Template] = {"matmul_epilogue": matmul_epilogue.lower
 FUSED_TEMPLATES["ffn"] = ffn.lower_ffn
 FUSED_TEMPLATES["flash_attention"] = flash_attention.lower_flash_attention
 FUSED_TEMPLATES["norm_matmul"] = norm_matmul.lower_norm_matmul
+FUSED_TEMPLATES["elementwise"] = fused_elementwise.lower_fused_elementwise
+FUSED_TEMPLATES["conv_activation"] = conv.lower_conv_activation
 
 
 def describe(op: Operation, index: int) -> str:

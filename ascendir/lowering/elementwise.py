@@ -180,34 +180,60 @@ def emit_vector_map(
     Raises:
         AscendirError: when no tile fits UB.
     """
-    result = ctx.buffer(out_shape, out_elem)
+
+    def compute(kb: KernelBuilder, ins: list[SSAValue], outs: list[SSAValue], temps: list[SSAValue]) -> None:
+        vmap.compute(kb, ins, outs[0], temps)
+
+    return emit_vector_kernel(ctx, base, inputs, out_shape, [out_elem], compute, vmap.temps, vmap.small_temps)[0]
+
+
+def emit_vector_kernel(
+    ctx: LoweringContext,
+    base: str,
+    inputs: Sequence[SSAValue],
+    out_shape: Sequence[int],
+    out_elems: Sequence[Attribute],
+    compute: Callable[[KernelBuilder, list[SSAValue], list[SSAValue], list[SSAValue]], None],
+    temps: Sequence[Attribute] = (),
+    small_temps: Sequence[tuple[tuple[int, ...], Attribute]] = (),
+) -> list[SSAValue]:
+    """Launch one vector kernel over tiles of `out_shape`: each tile of every GM input is loaded
+    into UB once (MTE2), `compute(kb, input tiles, output tiles, temporaries)` emits the vector
+    ops, and each output tile (one per element type of `out_elems`, all of `out_shape`) is
+    stored once (MTE3). Returns the new GM result buffers.
+
+    Raises:
+        AscendirError: when no tile fits UB.
+    """
+    results = [ctx.buffer(out_shape, e) for e in out_elems]
     if math.prod(out_shape) == 0:
-        return result
+        return results
     unique: list[SSAValue] = []
     for v in inputs:
         if v not in unique:
             unique.append(v)
     out_c, ins_c = collapse_broadcast(out_shape, [shape(v) for v in unique])
-    small = sum(round_up(math.prod(s) * itemsize(e), 32) for s, e in vmap.small_temps)
+    small = sum(round_up(math.prod(s) * itemsize(e), 32) for s, e in small_temps)
     try:
         tile = choose_tile(
-            out_c, ins_c, [elem(v) for v in unique], out_elem, vmap.temps, ub_budget(ctx), vector_cores(ctx), small
+            out_c, ins_c, [elem(v) for v in unique], out_elems[0], [*out_elems[1:], *temps], ub_budget(ctx),
+            vector_cores(ctx), small,
         )
     except ValueError as e:
         raise ctx.error(str(e)) from None
     ntiles = math.prod(ceil_div(s, t) for s, t in zip(out_c, tile))
     block_dim = min(vector_cores(ctx), ntiles)
 
-    args = [ctx.view(v, s) for v, s in zip(unique, ins_c)] + [ctx.view(result, out_c)]
+    args = [ctx.view(v, s) for v, s in zip(unique, ins_c)] + [ctx.view(r, out_c) for r in results]
     kb = KernelBuilder(ctx, ctx.name(base), [a.type for a in args], CoreType.AIV, block_dim, ctx.current)
-    gm_ins, gm_out = kb.args[:-1], kb.args[-1]
+    gm_ins, gm_outs = kb.args[: len(unique)], kb.args[len(unique):]
     ub_ins = [
         kb.alloc([t if s != 1 else 1 for s, t in zip(s_in, tile)], elem(v), MemSpace.UB)
         for s_in, v in zip(ins_c, unique)
     ]
-    ub_out = kb.alloc(tile, out_elem, MemSpace.UB)
-    temps = [kb.alloc(tile, e, MemSpace.UB) for e in vmap.temps]
-    temps += [kb.alloc(s, e, MemSpace.UB) for s, e in vmap.small_temps]
+    ub_outs = [kb.alloc(tile, e, MemSpace.UB) for e in out_elems]
+    ub_temps = [kb.alloc(tile, e, MemSpace.UB) for e in temps]
+    ub_temps += [kb.alloc(s, e, MemSpace.UB) for s, e in small_temps]
     q_in = kb.queue(Pipe.MTE2, Pipe.V)
     q_out = kb.queue(Pipe.V, Pipe.MTE3)
     with kb.tiles(ntiles) as t:
@@ -219,13 +245,14 @@ def emit_vector_map(
             kb.copy(kb.subview(src, off, size), dst)
         q_in.handoff()
         q_out.acquire()
-        vmap.compute(kb, [ub_ins[unique.index(v)] for v in inputs], ub_out, temps)
+        compute(kb, [ub_ins[unique.index(v)] for v in inputs], ub_outs, ub_temps)
         q_in.release()
         q_out.handoff()
-        kb.copy(ub_out, kb.subview(gm_out, offsets, sizes))
+        for ub, gm in zip(ub_outs, gm_outs):
+            kb.copy(ub, kb.subview(gm, offsets, sizes))
         q_out.release()
     ctx.launch(kb.finish(), args)
-    return result
+    return results
 
 
 def emit_fill(ctx: LoweringContext, base: str, out_shape: Sequence[int], out_elem: Attribute, value: float) -> SSAValue:
@@ -252,6 +279,10 @@ BINARY = {
     nn.MinOp: "vmin", nn.ModOp: "vmod", nn.FmodOp: "vfmod", nn.AndOp: "vand", nn.OrOp: "vor",
 }
 COMPARE = {nn.EqualOp: "eq", nn.LessOp: "lt", nn.LessEqualOp: "le", nn.GreaterOp: "gt", nn.GreaterEqualOp: "ge"}
+# Every nn op with a vector recipe (`vector_map_of`): what one vector kernel can compute.
+ELEMENTWISE: tuple[type[Operation], ...] = (
+    *UNARY, *BINARY, *COMPARE, nn.GeluOp, nn.LeakyReluOp, nn.ClipOp, nn.WhereOp, nn.CastOp,
+)
 ACTIVATIONS = {nn.ReluOp: "vrelu", nn.SiluOp: "vsilu", nn.SigmoidOp: "vsigmoid", nn.TanhOp: "vtanh"}
 
 
@@ -260,6 +291,16 @@ def activation_op(op: Operation) -> str:
     if isinstance(op, nn.GeluOp):
         return "vgelu_tanh" if op.approximate.data == "tanh" else "vgelu"
     return UNARY[type(op)]
+
+
+def emit_activation(kb: KernelBuilder, act: str, src: SSAValue, dst: SSAValue) -> None:
+    """dst = act(src) on UB tiles; `act` is a vector op name, or "vrelu6" (ReLU6 = ONNX Clip(x, 0,
+    6): vmaxs then vmins)."""
+    if act == "vrelu6":
+        kb.emit(ascend.vector_op("vmaxs")(src, dst, 0.0))
+        kb.emit(ascend.vector_op("vmins")(dst, dst, 6.0))
+    else:
+        kb.emit(ascend.vector_op(act)(src, dst))
 
 
 def _unary(opname: str) -> VectorMap:

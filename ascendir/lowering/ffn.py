@@ -56,15 +56,27 @@ from ascendir.lowering.host_builder import LoweringContext, elem, shape
 from ascendir.lowering.kernel_builder import KernelBuilder, ceil_div, round_up
 from ascendir.lowering.matmul import DOUBLE_BUFFER, NO_FP32_CUBE, Epilogue, _by_parity, _mmad, choose_tiling, emit_matmul
 from ascendir.lowering.matmul_epilogue import row_bias_of
+from ascendir.transforms.fuse_ffn import keeps_rows
 from ascendir.transforms.fuse_matmul_epilogue import fuse_chain, match_chain
 
 
 def _per_projection(op: nn.FusedOp) -> None:
-    """Fallback: give every projection of the body its epilogue region (lowered op by op)."""
+    """Fallback: give every projection of the body its epilogue region and the elementwise ops
+    left (e.g. act * up of gathered-weight experts) one vector kernel (lowered op by op)."""
+    from ascendir.transforms.fuse_elementwise import fuse_elementwise_in
+
     for mm in [o for o in op.body.block.ops if isinstance(o, nn.MatmulOp)]:
         chain = match_chain(mm)
         if len(chain) > 1:
             fuse_chain(chain)
+    fuse_elementwise_in(op.body.block)
+
+
+def _source(v: SSAValue) -> SSAValue:
+    """`v` before the row-keeping reshapes fuse-ffn lets sit between projections and activation."""
+    while isinstance(v.owner, nn.ReshapeOp):
+        v = v.owner.input
+    return v
 
 
 def _parse(op: nn.FusedOp, args: dict) -> dict | None:
@@ -73,6 +85,9 @@ def _parse(op: nn.FusedOp, args: dict) -> dict | None:
     ops = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
     mms = [o for o in ops if isinstance(o, nn.MatmulOp)]
     acts = [o for o in ops if isinstance(o, (nn.SiluOp, nn.GeluOp, nn.ReluOp))]
+    allowed = (nn.MatmulOp, nn.AddOp, nn.MulOp, nn.SiluOp, nn.GeluOp, nn.ReluOp)
+    if any(not isinstance(o, allowed) and not keeps_rows(o) for o in ops):
+        return None
     if len(acts) != 1 or len(mms) not in (2, 3) or any(len(shape(m.rhs)) != 2 or m.rhs not in args for m in mms):
         return None
     act = acts[0]
@@ -88,8 +103,8 @@ def _parse(op: nn.FusedOp, args: dict) -> dict | None:
     elif y is None:
         return None
     if len(mms) == 3:  # gated
-        gate = act.input.owner
-        mul = down.lhs.owner
+        gate = _source(act.input).owner
+        mul = _source(down.lhs).owner
         up = next((m for m in mms[:2] if m is not gate), None)
         if not isinstance(mul, nn.MulOp) or gate not in mms[:2] or up is None or {mul.lhs, mul.rhs} != {act.result, up.result}:
             return None
@@ -98,13 +113,13 @@ def _parse(op: nn.FusedOp, args: dict) -> dict | None:
         return dict(x=args[gate.lhs], wg=args[gate.rhs], wu=args[up.rhs], b1=None, act=activation_op(act),
                     wd=args[down.rhs], b2=args[b2] if b2 is not None else None)
     first = mms[0]
-    h = act.input
+    h = _source(act.input)
     b1 = None
     if h != first.result:
         b1 = row_bias_of(h.owner, first.result) if isinstance(h.owner, nn.AddOp) else None
         if b1 is None or b1 not in args:
             return None
-    if down.lhs != act.result or first.lhs not in args:
+    if _source(down.lhs) != act.result or first.lhs not in args:
         return None
     return dict(x=args[first.lhs], wg=args[first.rhs], wu=None, b1=args[b1] if b1 is not None else None,
                 act=activation_op(act), wd=args[down.rhs], b2=args[b2] if b2 is not None else None)

@@ -55,7 +55,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
-from ascendir.lowering.elementwise import MIN_SPLIT_BYTES
+from ascendir.lowering.elementwise import MIN_SPLIT_BYTES, emit_activation
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
 from ascendir.lowering.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
 from ascendir.lowering.matmul_layout import matmul_layout
@@ -79,7 +79,7 @@ MIN_SPLIT_MN = 16
 BUFFER_FRACTION = 0.5
 # Archs whose cube has no fp32 mmad (S1 mmad intrinsic map: only f16 and int8 forms).
 NO_FP32_CUBE = ("dav-c100", "dav-m200")
-ACTIVATIONS = ("vrelu", "vgelu", "vgelu_tanh", "vsilu")
+ACTIVATIONS = ("vrelu", "vrelu6", "vgelu", "vgelu_tanh", "vsilu")
 
 
 @dataclass(frozen=True)
@@ -106,14 +106,18 @@ class Epilogue:
 
     Attributes:
         bias: GM buffer holding a row bias (N elements), or None.
-        activation: "vrelu", "vgelu", "vgelu_tanh", "vsilu" or None.
+        activation: "vrelu", "vrelu6", "vgelu", "vgelu_tanh", "vsilu" or None.
         residual: GM buffer of the output's shape and type added after the activation (the
             residual connection of a transformer layer), or None.
+        channel_bias: GM buffer holding a column bias (M elements, one per output row: a
+            convolution's per-channel bias in W[O, K] @ col[K, P]) added before the
+            activation, or None.
     """
 
     bias: SSAValue | None = None
     activation: str | None = None
     residual: SSAValue | None = None
+    channel_bias: SSAValue | None = None
 
 
 def k_align(el: Attribute) -> int:
@@ -258,7 +262,7 @@ def emit_matmuls(
     out_b, a_b, b_b = lay.out_batch, lay.a_batch, lay.b_batch
     if grouped and any(
         len(shape(p.b)) != 2 or shape(p.b)[0] != k or p.out_elem != products[0].out_elem
-        or p.epilogue.activation is not None or p.epilogue.residual is not None
+        or p.epilogue.activation is not None or p.epilogue.residual is not None or p.epilogue.channel_bias is not None
         or (p.epilogue.bias is not None and elem(p.epilogue.bias) != elem(products[0].epilogue.bias or p.epilogue.bias))
         for p in products
     ):
@@ -296,8 +300,11 @@ def emit_matmuls(
     act = epilogue.activation
     assert act in (None, *ACTIVATIONS)
     residual = epilogue.residual
-    # GELU/SiLU and the residual add need the AIV on 910B (FixPipe only does ReLU)
-    mix = split and (act not in (None, "vrelu") or residual is not None)
+    cbias = epilogue.channel_bias
+    # GELU/SiLU/ReLU6, the residual add and a column bias need the AIV on 910B (FixPipe only
+    # does ReLU, the bias table BT holds a row)
+    mix = split and (act not in (None, "vrelu") or residual is not None or cbias is not None)
+    fix_relu = split and act == "vrelu" and cbias is None  # else ReLU must follow the bias add
     args = [ctx.view(a, [math.prod(a_b) * m_rows, k])]
     for p, n, out in zip(products, ns, outs):
         args += [ctx.view(p.b, [math.prod(b_b) * k, n]), ctx.view(out, [splits * batch * m_rows, n])]
@@ -312,6 +319,10 @@ def emit_matmuls(
                 f"residual {list(shape(residual))} {elem(residual)} is not the output {list(products[0].out_shape)} {out_elem}"
             )
         args.append(ctx.view(residual, [batch * m_rows, ns[0]]))
+    if cbias is not None:
+        if math.prod(shape(cbias)) != m_rows:
+            raise ctx.error(f"channel bias {list(shape(cbias))} is not a column of {m_rows} elements")
+        args.append(ctx.view(cbias, [m_rows, 1]))
     core = CoreType.MIX if mix else CoreType.AIC
     kb = KernelBuilder(ctx, ctx.name(base), [x.type for x in args], core, block_dim, ctx.current)
     gm_a = kb.args[0]
@@ -319,6 +330,7 @@ def emit_matmuls(
     it = iter(kb.args[1 + 2 * len(products) :])
     gm_biases = [next(it) if bias is not None else None for bias in biases]
     gm_res = next(it) if residual is not None else None
+    gm_cbias = next(it) if cbias is not None else None
     acc = f32
 
     # ping-pong (S2 InitBuffer BUFFER_NUM = 2): slot p of each level has its own buffers and
@@ -335,7 +347,9 @@ def emit_matmuls(
 
     first_bias = next((g for g in gm_biases if g is not None), None)
     bias_stage = _BiasStage(kb, first_bias, bn, split) if first_bias is not None else None
-    out_stage = _OutputStage(kb, l0c, q_c, bm, bn, out_elem, act, split, mix, bias_stage, gm_res)
+    cbias_stage = _BiasStage(kb, gm_cbias, bm, False, column=True) if gm_cbias is not None and not split else None
+    stage_act = None if split and not fix_relu else act  # 910B: only FixPipe's ReLU is the AIC's
+    out_stage = _OutputStage(kb, l0c, q_c, bm, bn, out_elem, stage_act, split, mix, bias_stage, gm_res, cbias_stage)
     # Ping-pong slots alternate over the whole sequence a core runs: with an odd number of
     # L1 chunks per item (or L0 steps per chunk) a slot index restarting at 0 would reuse
     # the slot just filled and stall MTE2 (MTE1) until M releases it.
@@ -350,6 +364,8 @@ def emit_matmuls(
         k_hi = k if splits == 1 else kb.min(kb.add(k_lo, k_split), k)
         if gm_bias is not None:
             bias_stage.load(n0, nsz, gm_bias)
+        if cbias_stage is not None:
+            cbias_stage.load(m0, msz)
         q_c.acquire()
         if gm_bias is not None and split:
             bias_stage.q_bt.deque()
@@ -399,9 +415,10 @@ def emit_matmuls(
     with kb.tiles(ntiles) as t:
         dispatch(t, 0, 0)
     if mix:
-        vec_act = act if act != "vrelu" else None  # FixPipe applied ReLU on the way out
+        vec_act = None if fix_relu else act  # FixPipe applied ReLU on the way out
         _emit_aiv_epilogue(
-            kb, gm_cs[0], out_stage.fix_to_aiv, vec_act, gm_res, ntiles, [batch, m_rows, ns[0]], [bm, bn], out_elem, swizzle
+            kb, gm_cs[0], out_stage.fix_to_aiv, vec_act, gm_res, ntiles, [batch, m_rows, ns[0]], [bm, bn], out_elem, swizzle,
+            gm_cbias,
         )
     ctx.launch(kb.finish(), args)
     if splits > 1:
@@ -511,12 +528,19 @@ class _BiasStage:
     910B: GM -> L1 (MTE2) -> BT (MTE1), consumed by the first mmad (the bias table is the
     initial value of L0C; Ascend C Mmad with cmatrixSource = BT).
     910A: GM -> UB (MTE2), added to the f32 tile by the vector unit after L0C -> UB.
+    column: a bias per output row instead (`size` = bm rows, GM [M, 1]; UB only: BT holds a row).
     """
 
-    def __init__(self, kb: KernelBuilder, gm_bias: SSAValue, bn: int, split: bool):
-        self.kb, self.gm, self.split = kb, gm_bias, split
+    def __init__(self, kb: KernelBuilder, gm_bias: SSAValue, size: int, split: bool, column: bool = False):
+        self.kb, self.gm, self.split, self.column = kb, gm_bias, split, column
         el = elem(gm_bias)
-        if split:
+        bn = size
+        if column:
+            assert not split
+            self.ub = kb.alloc([size, 1], el, MemSpace.UB)
+            self.ub32 = kb.alloc([size, 1], f32, MemSpace.UB) if el != f32 else self.ub
+            self.q_ub = kb.queue(Pipe.MTE2, Pipe.V)
+        elif split:
             self.l1 = kb.alloc([1, bn], el, MemSpace.L1)
             self.bt = kb.alloc([1, bn], el, MemSpace.BT)
             self.q_l1 = kb.queue(Pipe.MTE2, Pipe.MTE1)
@@ -528,9 +552,10 @@ class _BiasStage:
 
     def load(self, n0: Index, nsz: Index, gm: SSAValue | None = None) -> None:
         """Start loading the bias row of the N tile at n0 (from `gm`, default: the stage's own
-        row; a grouped matmul passes each product's)."""
+        row; a grouped matmul passes each product's); a column bias: the rows at n0."""
         kb = self.kb
-        src = kb.subview(gm if gm is not None else self.gm, [0, n0], [1, nsz])
+        gm = gm if gm is not None else self.gm
+        src = kb.subview(gm, [n0, 0], [nsz, 1]) if self.column else kb.subview(gm, [0, n0], [1, nsz])
         if self.split:
             self.q_l1.acquire()
             kb.copy(src, self.l1)
@@ -570,15 +595,16 @@ class _OutputStage:
         mix: bool,
         bias: _BiasStage | None,
         residual: SSAValue | None = None,
+        channel_bias: _BiasStage | None = None,
     ):
         self.kb, self.l0c, self.q_c = kb, l0c, q_c
         self.out_elem, self.act, self.split, self.mix, self.bias = out_elem, act, split, mix, bias
-        self.residual = residual
+        self.residual, self.channel_bias = residual, channel_bias
         if mix:
             # FIX (AIC) -> MTE2 (AIV): "this output tile holds its pre-activation value"
             self.fix_to_aiv = kb.event(Pipe.FIX, Pipe.MTE2)
         elif not split:
-            wide = act is not None or bias is not None or residual is not None
+            wide = act is not None or bias is not None or residual is not None or channel_bias is not None
             self.ub_acc = kb.alloc([bm, bn], f32, MemSpace.UB) if wide else None
             self.ub_out = kb.alloc([bm, bn], out_elem, MemSpace.UB) if not wide or out_elem != f32 else self.ub_acc
             self.q_out = kb.queue(Pipe.V, Pipe.MTE3)
@@ -609,10 +635,11 @@ class _OutputStage:
         else:
             kb.copy(self.l0c, self.ub_acc)
             self.q_c.release()
-            if self.bias is not None:
-                self.bias.add_in_ub(self.ub_acc)
+            for b in (self.bias, self.channel_bias):
+                if b is not None:
+                    b.add_in_ub(self.ub_acc)
             if self.act is not None:
-                kb.emit(ascend.vector_op(self.act)(self.ub_acc, self.ub_acc))
+                emit_activation(kb, self.act, self.ub_acc, self.ub_acc)
             if self.residual is not None:
                 self.q_res.deque()
                 if self.ub_res32 is not self.ub_res:
@@ -637,13 +664,15 @@ def _emit_aiv_epilogue(
     tile: Sequence[int],
     out_elem: Attribute,
     swizzle: int = 1,
+    gm_cbias: SSAValue | None = None,
 ) -> None:
     """The AIV half of a mix kernel: for each tile the AIC finished (one FIX -> MTE2 flag per
-    tile, in the same order), load it from GM (L2), apply `act` (if any) and add the residual
-    tile (if any) in UB, and store it in place."""
+    tile, in the same order), load it from GM (L2), add the column bias `gm_cbias` ([M, 1]),
+    apply `act` and add the residual tile (each if any) in UB, and store it in place."""
     ub_in = kb.alloc(tile, out_elem, MemSpace.UB)
     ub_out = kb.alloc(tile, out_elem, MemSpace.UB)
     ub_res = kb.alloc(tile, out_elem, MemSpace.UB) if gm_res is not None else None
+    ub_b = kb.alloc([tile[0], 1], elem(gm_cbias), MemSpace.UB) if gm_cbias is not None else None
     q_in = kb.queue(Pipe.MTE2, Pipe.V)
     q_out = kb.queue(Pipe.V, Pipe.MTE3)
     with kb.tiles(ntiles) as t:
@@ -655,11 +684,16 @@ def _emit_aiv_epilogue(
         kb.copy(part, ub_in)
         if ub_res is not None:
             kb.copy(kb.subview(gm_res, [rows, n0], [msz, nsz]), ub_res)
+        if ub_b is not None:
+            kb.copy(kb.subview(gm_cbias, [m0, 0], [msz, 1]), ub_b)
         q_in.handoff()
         q_out.acquire()
         src = ub_in
+        if ub_b is not None:
+            src = ub_in if act is not None or ub_res is not None else ub_out
+            kb.emit(ascend.vector_op("vadd")(ub_in, ub_b, src))
         if act is not None:
-            kb.emit(ascend.vector_op(act)(ub_in, ub_out))
+            emit_activation(kb, act, src, ub_out)
             src = ub_out
         if ub_res is not None:
             kb.emit(ascend.vector_op("vadd")(src, ub_res, ub_out))

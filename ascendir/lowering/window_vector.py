@@ -10,7 +10,7 @@ the vector unit:
          where tap = base + offset(i, j), base the i32 index of window offset (0, 0) per output
          position, built once per kernel in UB (varange and vadds); idx → i64 (vcast) for MTE3
     avg: acc = acc + slab, then acc * (1 / count)   (padding = 0; count per output position)
-    dw : acc = acc + slab * w[c, i, j] (+ bias)     (padding = 0)
+    dw : acc = acc + slab * w[c, i, j] (+ bias) (then an activation, fused by fuse-conv-activation)
 
 Kernel (AIV, block-cyclic over channel tiles; single buffered):
 
@@ -37,7 +37,7 @@ from xdsl.ir import Attribute, SSAValue
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize, to_numpy_dtype
-from ascendir.lowering.elementwise import ub_budget, vector_cores
+from ascendir.lowering.elementwise import emit_activation, ub_budget, vector_cores
 from ascendir.lowering.host_builder import LoweringContext, shape
 from ascendir.lowering.kernel_builder import KernelBuilder
 from ascendir.lowering.window import Window, largest_divisor
@@ -68,6 +68,7 @@ def emit_window_vector(
     bias: SSAValue | None = None,
     count_include_pad: bool = False,
     storage_order: int | None = None,
+    activation: str | None = None,
 ) -> list[SSAValue]:
     """Launch the window kernel on GM x [N, C, H, W]; returns the new GM result [N, C, Ho, Wo]
     (and, with `storage_order`, the i64 indices of the maxima in their H x W plane).
@@ -76,6 +77,7 @@ def emit_window_vector(
         mode: "max", "avg" or "dw" (depthwise conv: weight [C, 1, kh, kw], optional bias [C]).
         count_include_pad: avg only, ONNX AveragePool's attribute.
         storage_order: max only: also compute the indices, h * W + w (0) or h + w * H (1).
+        activation: applied to each finished tile before the store (`emit_activation`), or None.
 
     Raises:
         AscendirError: when one output row of one channel does not fit UB.
@@ -177,6 +179,8 @@ def emit_window_vector(
                     kb.emit(_v("vadd")(acc, b_ub, acc))
                 if argmax is not None:
                     kb.emit(ascend.VcastOp(argmax.idx, argmax.idx64))
+                if activation is not None:
+                    emit_activation(kb, activation, acc, acc)
                 kb.set_flag(Pipe.V, Pipe.MTE3, out_raw)
                 kb.wait_flag(Pipe.V, Pipe.MTE3, out_raw)
                 kb.copy(acc, kb.subview(gm_out, [r0, row0, 0], [cc, th, win.wo]))
