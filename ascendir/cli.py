@@ -1,8 +1,8 @@
 """`ascendir`: compile ONNX models for Ascend NPUs and run them in the cycle-accounting interpreter.
 
     ascendir compile model.onnx -o model.mlir [--emit nn|ascend] [--target 910b2] [-p PIPELINE]
-    ascendir run model.onnx [--inputs in.npz] [--outputs out.npz] [--report r.json] [--trace t.json]
-    ascendir report r.json
+    ascendir run model.onnx [--inputs in.npz] [--outputs out.npz] [--report r.json] [--trace t.json] [--plots DIR]
+    ascendir report r.json [--trace t.json] [--plots DIR]
     ascendir calibrate [--quick]
 
 Bad input (file, op, shape, IR) prints one line `error: ...` and exits with code 2.
@@ -88,6 +88,8 @@ _shape_only_opt = click.option("--shape-only", is_flag=True,
                                help="Read no weight bytes from ONNX external data (weights are zeros); compile writes no weights file, run is timing-only.")
 _dtype_opt = click.option("--dtype", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True,
                           help="Precision policy for ONNX input: weights and activations in this type; fp32 accumulation (L0C) and softmax/norm statistics.")
+_plots_opt = click.option("--plots", type=click.Path(path_type=Path), default=None, metavar="DIR",
+                          help="Write roofline.{png,svg} and timeline.{png,svg} here (needs matplotlib: pip install 'ascendir[plots]').")
 _shape_opt = click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DxD", help="Pin a dynamic input shape, e.g. input_ids=1x128.")
 
 
@@ -202,9 +204,10 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Write the report as JSON.")
 @click.option("--trace", "trace_path", type=click.Path(path_type=Path), default=None, help="Write a Chrome/Perfetto trace JSON.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
+@_plots_opt
 @_compile_options
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, check_races: bool, report_path: Path | None,
-        trace_path: Path | None, seed: int, target: str, pipeline: str | None, opt_level: str, input_shapes,
+        trace_path: Path | None, seed: int, plots: Path | None, target: str, pipeline: str | None, opt_level: str, input_shapes,
         verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the report."""
     from ascendir.driver import (
@@ -223,6 +226,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     if timing_only and outputs is not None:
         raise AscendirError(f"--outputs needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
     _check_outputs([outputs, report_path, trace_path], [model, inputs])
+    if plots is not None:
+        _prepare_plots(plots)
     hw = load_target(target)
     if model.suffix == ".onnx":
         module, weights = import_onnx(model, parse_input_shapes(input_shapes), shape_only=shape_only, dtype=dtype)
@@ -251,9 +256,9 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         feeds = {} if timing_only else random_inputs(module, seed, bounds)
 
     console = Console(stderr=False)
-    with console.status(f"simulating on {hw.name}..."):
-        result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None,
-                          check_races=True if check_races else None)
+    with _launch_progress(f"simulating on {hw.name}") as progress:
+        result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
+                          check_races=True if check_races else None, progress=progress)
 
     def save_outputs(p: Path) -> None:
         with p.open("wb") as f:  # a file object: np.savez would append .npz to a path
@@ -266,23 +271,90 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         atomic_write(report_path, lambda p: p.write_text(json.dumps(result.report, indent=1)))
     if trace_path is not None:
         atomic_write(trace_path, lambda p: p.write_text(json.dumps({"traceEvents": result.trace_events})))
+    if plots is not None:
+        _write_plots(result.report, result.trace_events, plots)
     render(result.report, console)
+
+
+def _prepare_plots(directory: Path) -> None:
+    """Before any work: matplotlib importable and `directory` usable (created if only it is missing)."""
+    from ascendir.plots import prepare_dir, require_matplotlib
+
+    require_matplotlib()
+    prepare_dir(directory)
+
+
+def _write_plots(report: dict, trace_events: list[dict] | None, directory: Path) -> None:
+    from ascendir.plots import write_plots
+
+    paths = write_plots(report, trace_events, directory)
+    click.echo(f"wrote {', '.join(p.name for p in paths)} in {directory}", err=True)
+
+
+class _launch_progress:
+    """A rich progress bar of kernel launches on stderr when stderr is a terminal; otherwise
+    nothing (pipes, CI and tests see no control characters). Yields the `progress(done, total)`
+    callback for `simulate`, or None."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.bar = None
+
+    def __enter__(self):
+        if not sys.stderr.isatty():
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("launches"),
+                            TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task(self.what, total=None)
+
+        def update(done: int, total: int) -> None:
+            self.bar.update(task, completed=done, total=max(done, total))
+
+        return update
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 @main.command()
 @click.argument("report_path", type=click.Path(path_type=Path))
-def report(report_path: Path) -> None:
+@click.option("--trace", "trace_path", type=click.Path(path_type=Path), default=None,
+              help="The Chrome trace of the same run (`ascendir run --trace`): --plots then draws the pipe timeline too.")
+@_plots_opt
+def report(report_path: Path, trace_path: Path | None, plots: Path | None) -> None:
     """Render a REPORT.json written by `ascendir run --report`."""
     from ascendir.report_table import render
 
-    try:
-        data = json.loads(report_path.read_text())
-    except (OSError, ValueError) as e:
-        raise AscendirError(f"cannot read report {report_path}: {' '.join(str(e).split())}") from None
+    if trace_path is not None and plots is None:
+        raise AscendirError("--trace is read for the pipe timeline of --plots; add --plots DIR")
+    if plots is not None:
+        _prepare_plots(plots)
+    data = _read_json(report_path, "report")
     problem = _report_problem(data)
     if problem:
         raise AscendirError(f"{report_path} is not a report of `ascendir run --report`: {problem}")
+    events = None
+    if trace_path is not None:
+        trace = _read_json(trace_path, "trace")
+        events = trace.get("traceEvents") if isinstance(trace, dict) else None
+        if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+            raise AscendirError(f"{trace_path} is not a trace of `ascendir run --trace`: no 'traceEvents' list of objects")
     render(data, Console())
+    if plots is not None:
+        if events is None:
+            click.echo("note: no --trace given: the pipe timeline needs the trace of the run (ascendir run --trace)", err=True)
+        _write_plots(data, events, plots)
+
+
+def _read_json(path: Path, what: str):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
 
 
 def _report_problem(data) -> str | None:

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +46,7 @@ def simulate(
     trace: bool = False,
     extrapolate: bool = True,
     check_races: bool | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Run `module` (ascend kernels + host func.func @main) on `target`.
 
@@ -53,13 +55,15 @@ def simulate(
     zero views), and loops in steady state are extrapolated unless `extrapolate=False` (see
     interpreter/steady.py). Invariants are checked on every kernel launch. Races between the
     pipes of a core (interpreter/race.py) are checked with numerics, and in timing-only mode when
-    `check_races=True`.
+    `check_races=True`. `progress(done, total)` is called after each kernel launch (total: the
+    ascend.launch ops of @main).
 
     Raises:
         AscendirError: unsupported op, capacity overflow, deadlock, bad inputs, invariant violation.
     """
     hw = load_target(target)
     prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace, extrapolate=extrapolate, check_races=check_races)
+    prog.progress = progress
     with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
         outputs, records = prog.run(inputs)
     for r in records:

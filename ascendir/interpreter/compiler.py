@@ -246,7 +246,7 @@ class Compiler:
                 acct[FLOPS] += flops
             acct[OPS] += 1
             if F.trace is not None:
-                F.trace.append((core.index, pid, t, cyc, name))
+                F.trace.append((core.index, pid, t, cyc, name, items))
 
         return run
 
@@ -313,7 +313,7 @@ class Compiler:
                 acct[i] += b
             acct[OPS] += 1
             if F.trace is not None:
-                F.trace.append((core.index, pid, t, cyc, name))
+                F.trace.append((core.index, pid, t, cyc, name, items))
 
         return run
 
@@ -769,6 +769,8 @@ class Compiler:
 
         def run() -> None:
             m.records.append(kp.run([R[a] for a in args], [A[a] for a in args]))
+            if m.progress is not None:
+                m.progress(len(m.records), m.launches)
 
         return run
 

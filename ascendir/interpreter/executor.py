@@ -72,6 +72,9 @@ class ModuleProg:
                 main = op
         if main is None:
             raise AscendirError("module has no func.func @main (the host function launching the kernels)")
+        # launches @main makes (loops counted once) and a callback(done, launches) after each one
+        self.launches = sum(isinstance(o, ascend.LaunchOp) for o in main.walk())
+        self.progress = None
         self.arg_names = io_names(main, results=False)
         self.res_names = io_names(main, results=True)
         self.arg_types = list(main.function_type.inputs.data)

@@ -12,6 +12,8 @@ Each kernel: name, block_dim, core_type, cores_used, cycles, seconds, launch_cyc
     chip bandwidth bound), compute_bound_cycles, bandwidth_bound_cycles,
     cube_peak_fraction, extrapolated_iterations (timing-only loop iterations added as
     steady-state deltas instead of run, interpreter/steady.py).
+ceilings (the roofline of the chip, from its TOML): cube_flops_per_s {dtype: chip cube peak},
+    vector_flops_per_s {f16, f32: one op per lane per cycle on every vector core}, hbm_Bps, l2_Bps.
 """
 
 from __future__ import annotations
@@ -161,7 +163,20 @@ class Report:
         }
 
 
+def ceilings(target: HardwareConfig) -> dict:
+    """Compute and bandwidth ceilings of `target` (flops/s, bytes/s): cube peak per dtype of the
+    cube's k_per_cycle table, vector peak (vector bytes/cycle / element size on every vector core,
+    reference §1.1 "peak vector"), HBM bandwidth and L2 bandwidth (HBM × l2_bw_over_hbm)."""
+    vec = target.num_aiv * target.vector.bytes_per_cycle * target.vector_clock_hz
+    return {
+        "cube_flops_per_s": {dt: target.peak_flops(dt) for dt in target.cube.k_per_cycle},
+        "vector_flops_per_s": {"f16": vec / 2, "f32": vec / 4},
+        "hbm_Bps": target.memory.hbm_bw_Bps,
+        "l2_Bps": target.memory.hbm_bw_Bps * target.memory.l2_bw_over_hbm,
+    }
+
+
 def build_report(records: list[KernelRecord], target: HardwareConfig) -> dict:
     kernels = [kernel_report(r, target) for r in records]
     rep = Report(target.name, target.clock_hz, target.peak_flops_per_cycle("f16"), target.memory.l2_model, kernels)
-    return rep.to_dict()
+    return {**rep.to_dict(), "ceilings": ceilings(target)}

@@ -58,7 +58,7 @@ class KernelRecord:
     launch_cycles: float
     gm_share: float  # bytes/cycle cap of a core's GM path
     bandwidth_floor: float = 0.0  # chip GM bytes / chip bandwidth, cycles
-    events: list = field(default_factory=list)  # (core, slot, start, cycles, name)
+    events: list = field(default_factory=list)  # (core, slot, start, cycles, name, ((LEVELS index, bytes), ...))
     flows: list = field(default_factory=list)  # (phase "s"/"f", core, slot, time, id)
     extrapolated_iterations: int = 0  # loop iterations added as steady-state deltas (steady.py)
 

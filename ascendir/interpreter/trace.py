@@ -1,14 +1,69 @@
 """Chrome / Perfetto trace events (the `traceEvents` list of the JSON trace format).
 
-pid 0 = host (one span per kernel launch); pid i+1 = the i-th kernel launch; within a launch
-tid = core · 32 + pipe slot, named "core 3 MTE2" (or "core 3 aiv.MTE2" in mixed kernels).
-Times are µs at the target clock. set_flag → wait_flag hand-offs are flow events ("s"/"f").
+pid 0 = host (one span per kernel launch, and the chip-wide "GM bandwidth" counter track);
+pid i+1 = the i-th kernel launch; within a launch tid = core · 32 + pipe slot, named "core 3 MTE2"
+(or "core 3 aiv.MTE2" in mixed kernels). Times are µs at the target clock. set_flag → wait_flag
+hand-offs are flow events ("s"/"f").
+
+The counter ("C" events, GB/s) sums every core's GM traffic in time bins of each launch: an op's
+bytes are spread evenly over its busy interval, HBM (misses and writes) and L2 hits as two stacked
+series. It follows the pipe timeline: a launch stretched to the chip bandwidth floor (report key
+`bandwidth_floor_applied`) shows its traffic over the shorter timeline.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ascendir.hardware.config import HardwareConfig
+from ascendir.interpreter.cost import LEVELS
 from ascendir.interpreter.executor import KernelRecord
+
+GM_COUNTER = "GM bandwidth"
+BINS_PER_LAUNCH = 200  # counter samples per kernel launch (at most)
+_READ, _WRITE, _HIT = (LEVELS.index(lv) for lv in ("gm_read", "gm_write", "l2_hit"))
+
+
+def _binned(starts: np.ndarray, ends: np.ndarray, nbytes: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Bytes falling in each [edges[i], edges[i+1]) when each op moves `nbytes` evenly over
+    [start, end) (zero-length ops count at their start). Cycles in, bytes out."""
+    dur = ends - starts
+    inst = dur <= 0
+    rate = np.where(inst, 0.0, nbytes / np.where(inst, 1.0, dur))
+
+    def cumulative(x: np.ndarray) -> np.ndarray:  # bytes moved before time x
+        out = np.zeros_like(x)
+        for t, sign in ((starts, 1.0), (ends, -1.0)):
+            order = np.argsort(t)
+            ts, rs = t[order], rate[order]
+            r_cum = np.concatenate(([0.0], np.cumsum(rs)))
+            rt_cum = np.concatenate(([0.0], np.cumsum(rs * ts)))
+            n = np.searchsorted(ts, x, side="right")
+            out += sign * (x * r_cum[n] - rt_cum[n])
+        ts = np.sort(starts[inst])
+        inst_cum = np.concatenate(([0.0], np.cumsum(nbytes[inst][np.argsort(starts[inst])])))
+        return out + inst_cum[np.searchsorted(ts, x, side="left")]
+
+    return np.diff(cumulative(edges))
+
+
+def gm_counter(rec: KernelRecord, base: float, us: float, clock_hz: float) -> list[dict]:
+    """"C" events of one launch's chip GM bandwidth (GB/s), from `base` (cycles, chip time)."""
+    spans = [(start, start + cyc, items) for _, _, start, cyc, _, items in rec.events if items]
+    gm = [(s, e, sum(b for i, b in items if i in (_READ, _WRITE)), sum(b for i, b in items if i == _HIT)) for s, e, items in spans]
+    gm = [g for g in gm if g[2]]
+    if not gm:
+        return []
+    s, e, total, hit = (np.array(c, dtype=float) for c in zip(*gm))
+    end = max(float(e.max()), float(s.max()) + 1.0)
+    edges = np.linspace(0.0, end, min(BINS_PER_LAUNCH, len(gm)) + 1)
+    width_s = (edges[1] - edges[0]) / clock_hz
+    l2 = _binned(s, e, hit, edges) / width_s / 1e9
+    hbm = _binned(s, e, total - hit, edges) / width_s / 1e9
+    ev = [{"ph": "C", "pid": 0, "name": GM_COUNTER, "ts": float(base + t) * us, "args": {"HBM GB/s": round(float(h), 3), "L2 hit GB/s": round(float(c), 3)}}
+          for t, h, c in zip(edges[:-1], hbm, l2)]
+    ev.append({"ph": "C", "pid": 0, "name": GM_COUNTER, "ts": (base + end) * us, "args": {"HBM GB/s": 0.0, "L2 hit GB/s": 0.0}})
+    return ev
 
 
 def trace_events(records: list[KernelRecord], target: HardwareConfig) -> list[dict]:
@@ -22,7 +77,7 @@ def trace_events(records: list[KernelRecord], target: HardwareConfig) -> list[di
                    "args": {"block_dim": rec.block_dim, "core_type": rec.core_type, "cycles": rec.cycles}})
         base = offset + rec.launch_cycles
         tids = set()
-        for core, slot, start, cyc, name in rec.events:
+        for core, slot, start, cyc, name, _ in rec.events:
             tid = core * 32 + slot
             tids.add((tid, core, slot))
             ev.append({"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": (base + start) * us, "dur": cyc * us,
@@ -37,5 +92,6 @@ def trace_events(records: list[KernelRecord], target: HardwareConfig) -> list[di
         for tid, core, slot in sorted(tids):
             ev.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name",
                        "args": {"name": f"core {core} {rec.pipe_labels[slot]}"}})
+        ev.extend(gm_counter(rec, base, us, target.clock_hz))
         offset += rec.cycles
     return ev
