@@ -378,9 +378,9 @@ def _report_problem(data) -> str | None:
 
 
 @main.command()
-@click.option("--quick", is_flag=True, help="Only the small cases (V3, V7, V14a; V11-V13 pending).")
+@click.option("--quick", is_flag=True, help="Only the small cases (V3, V7, V13, V14a).")
 def calibrate(quick: bool) -> None:
-    """Predicted vs measured for reference §7 (V1-V7, V9, V14): error, median and worst."""
+    """Predicted vs measured for reference §7 (V1-V7, V9, V10, V11-V13, V14): error, median and worst."""
     from ascendir.interpreter import calibration
 
     console = Console()

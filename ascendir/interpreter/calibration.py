@@ -19,7 +19,17 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   microseconds per kernel (launch wall time) for gate/up/down. q_proj (26 µs for 52 MB of
   weights = 2 TB/s) and k/v are left out: their implied bandwidth exceeds the die's 1.6 TB/s, so
   the "per block" figures are not whole-GEMM times.
-* V11–V13 [S17] FlashAttention band: needs a flash-attention lowering; pending until one exists.
+* V11–V13 [S17 PR #126, #112] FlashAttention forward, one head, f16, not causal (Q rows x S1,
+  head dim D): µs of torch_npu's fused attention (the "ref" column the PTO-DSL kernels were
+  compared with), against ascendir's fuse-attention + flash_attention template. The measured
+  times grow sublinearly in S1 (8192 → 16384 keys: 175.5 → 242.5 µs; 32768: 388.5 µs): about
+  100 µs per call that does not scale with the work, which no source explains and nothing here
+  models, so a linear model cannot fit V11 and V12 both within 18 %. V13 (D 32, PR #112): the
+  reference attributes it to the same comparison; whether it is the PTO-DSL or the torch_npu
+  kernel was not verified.
+* V10 [S17 §4.5] msprof L2 hit rate of the guide's double-buffered fp16 matmul (128 x 256 tiles)
+  at 4096³ and 16384³, without and with its block swizzle (5 tile groups): the report's
+  l2_hit_rate (GM read bytes served by L2 / GM read bytes) under the "tile" L2 model.
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ class Case:
     what: str
     unit: str
     measured: float
-    predict: Callable[[], float] | None  # None: pending
+    predict: Callable[[], float]
     note: str = ""
 
 
@@ -50,17 +60,17 @@ class Row:
     what: str
     unit: str
     measured: float
-    predicted: float | None
+    predicted: float
     seconds: float
     note: str
 
     @property
-    def error(self) -> float | None:
+    def error(self) -> float:
         """(predicted - measured) / measured."""
-        return None if self.predicted is None else (self.predicted - self.measured) / self.measured
+        return (self.predicted - self.measured) / self.measured
 
 
-def _onnx_module(nodes, inputs, outputs, target: str):
+def _onnx_module(nodes, inputs, outputs, target: str, tiling: str | None = None):
     import onnx
     from onnx import helper
 
@@ -71,7 +81,7 @@ def _onnx_module(nodes, inputs, outputs, target: str):
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "cal.onnx"
         onnx.save(model, p)
-        module, _ = compile_model(p, target)
+        module, _ = compile_model(p, target, tiling=tiling)
     return module
 
 
@@ -87,8 +97,8 @@ def _dtype(name: str):
     return {"bf16": TensorProto.BFLOAT16, "f16": TensorProto.FLOAT16, "f32": TensorProto.FLOAT}[name]
 
 
-def matmul_report(m: int, n: int, k: int, dtype: str, target: str) -> dict:
-    """Report of ascendir's lowering of one [m, k] x [k, n] MatMul."""
+def matmul_report(m: int, n: int, k: int, dtype: str, target: str, tiling: str | None = None) -> dict:
+    """Report of ascendir's lowering of one [m, k] x [k, n] MatMul (`tiling` as `--tiling`)."""
     from onnx import helper
 
     t = _dtype(dtype)
@@ -97,6 +107,7 @@ def matmul_report(m: int, n: int, k: int, dtype: str, target: str) -> dict:
         [helper.make_tensor_value_info("a", t, [m, k]), helper.make_tensor_value_info("b", t, [k, n])],
         [helper.make_tensor_value_info("c", t, [m, n])],
         target,
+        tiling,
     )
     return _simulate(mod, target)
 
@@ -123,6 +134,42 @@ def exp_input_GBps(elements: int, target: str = "ascend910b2") -> float:
     )
     rep = _simulate(mod, target)
     return rows * 8192 * 4 / rep["total_seconds"] / 1e9
+
+
+# S17's matmul guide kernels (step2_doublebuffer.py / step3_swizzle.py): 128 x 256 output tiles,
+# base K 64, 256 of K per L1 load (B; A loads 512), ping-pong buffers; step 3 visits the tiles in
+# groups of SWIZZLE_COUNT = 5 (catlass's GemmIdentityBlockSwizzle, groups of tile columns there,
+# of tile rows here: the same reuse on a square matrix).
+S17_TILING = "m=128,n=256,k=64,l1_depth=4,split_k=1,swizzle=1"
+S17_SWIZZLE = 5
+
+
+def l2_hit_percent(n: int, swizzle: int = 1, target: str = "ascend910b2") -> float:
+    """% of GM read bytes served by L2 for an fp16 n³ MatMul with S17's tiling (msprof's "L2 hit")."""
+    tiling = S17_TILING.replace("swizzle=1", f"swizzle={swizzle}")
+    return 100.0 * matmul_report(n, n, n, "f16", target, tiling)["l2_hit_rate"]
+
+
+def attention_us(sq: int, skv: int, d: int, target: str = "ascend910b2") -> float:
+    """µs of ascendir's FlashAttention (fuse-attention, then the flash_attention template) on one
+    head: q [1, 1, sq, d], k and v [1, 1, skv, d], f16, not causal, launch included."""
+    from xdsl.parser import Parser
+
+    from ascendir.context import make_context
+    from ascendir.driver import lower, parse_pipeline, run_passes
+    from ascendir.weights import WeightStore
+
+    q, kv = f"tensor<1x1x{sq}x{d}xf16>", f"tensor<1x1x{skv}x{d}xf16>"
+    text = f"""builtin.module {{
+func.func @main(%q: {q}, %k: {kv}, %v: {kv}) -> {q} {{
+  %o = nn.attention %q, %k, %v {{num_heads = 1 : i64, num_kv_heads = 1 : i64, causal = false, scale = {d ** -0.5} : f32}} : ({q}, {kv}, {kv}) -> {q}
+  func.return %o : {q}
+}}
+}}"""
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline("fuse-attention", "O0"))
+    lower(module, WeightStore(), target)
+    return _simulate(module, target)["total_seconds"] * 1e6
 
 
 def ladder_fraction(nbuf: int, tm: int, tn: int, target: str = "ascend910b2", n: int = 4096) -> float:
@@ -162,10 +209,18 @@ def cases(quick: bool = False) -> list[Case]:
         Case("V14a", "decode gate_proj 16x5120->17408 bf16 (A3 die)", "us", 136.0, lambda: matmul_us(16, 17408, 5120, "bf16", "ascend910b1")),
         Case("V14b", "decode up_proj 16x5120->17408 bf16 (A3 die)", "us", 146.0, lambda: matmul_us(16, 17408, 5120, "bf16", "ascend910b1")),
         Case("V14c", "decode down_proj 16x17408->5120 bf16 (A3 die)", "us", 161.0, lambda: matmul_us(16, 5120, 17408, "bf16", "ascend910b1")),
-        Case("V11-13", "FlashAttention band 73-106 TFLOPS", "TFLOPS", 73.4, None, "pending: no flash-attention lowering yet"),
+        # torch_npu's fused attention (npu_fused_infer_attention_score), the "ref" column of S17
+        # PR #126 / #112: 4·Q·S1·D flops; one head, f16, not causal
+        Case("V11", "FlashAttention 3072x8192, D 128 (torch_npu, 910B)", "us", 175.53, lambda: attention_us(3072, 8192, 128), "= 73.4 TFLOPS"),
+        Case("V12", "FlashAttention 3072x16384, D 128 (torch_npu, 910B)", "us", 242.52, lambda: attention_us(3072, 16384, 128), "= 106.3 TFLOPS"),
+        Case("V13", "FlashAttention 2048x8192, D 32 (910B)", "us", 178.2, lambda: attention_us(2048, 8192, 32), "= 12.05 TFLOPS; which kernel: not verified"),
+        # msprof L2 hit rate of S17's double-buffered kernel (fp16 n³, 128 x 256 tiles), §4.5
+        Case("V10a", "L2 hit, matmul 4096^3 fp16, no swizzle (910B2)", "% hit", 97.88, lambda: l2_hit_percent(4096)),
+        Case("V10b", "L2 hit, matmul 16384^3 fp16, no swizzle (910B2)", "% hit", 30.9, lambda: l2_hit_percent(16384)),
+        Case("V10c", "L2 hit, matmul 16384^3 fp16, swizzle 5 (910B2)", "% hit", 93.72, lambda: l2_hit_percent(16384, S17_SWIZZLE)),
     ]
     if quick:
-        out = [c for c in out if c.vid in ("V3", "V7", "V14a", "V11-13")]
+        out = [c for c in out if c.vid in ("V3", "V7", "V14a", "V13")]
     return out
 
 
@@ -175,14 +230,14 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> l
         if progress:
             progress(c.vid)
         t0 = time.perf_counter()
-        pred = c.predict() if c.predict is not None else None
+        pred = c.predict()
         rows.append(Row(c.vid, c.what, c.unit, c.measured, pred, time.perf_counter() - t0, c.note))
     return rows
 
 
 def summary(rows: list[Row]) -> tuple[float, float, int]:
     """(median |error|, worst |error|, cases compared) over rows with a prediction."""
-    errs = [abs(r.error) for r in rows if r.error is not None]
+    errs = [abs(r.error) for r in rows]
     if not errs:
         return float("nan"), float("nan"), 0
     return statistics.median(errs), max(errs), len(errs)
@@ -198,8 +253,8 @@ def render(rows: list[Row], console=None) -> None:
     for col in ("case", "workload", "unit", "measured", "predicted", "error", "sim s", "note"):
         t.add_column(col, justify="right" if col in ("measured", "predicted", "error", "sim s") else "left")
     for r in rows:
-        pred = "pending" if r.predicted is None else f"{r.predicted:.1f}"
-        err = "" if r.error is None else f"{100 * r.error:+.1f} %"
+        pred = f"{r.predicted:.1f}"
+        err = f"{100 * r.error:+.1f} %"
         t.add_row(r.vid, r.what, r.unit, f"{r.measured:.1f}", pred, err, f"{r.seconds:.1f}", r.note)
     console.print(t)
     med, worst, n = summary(rows)
