@@ -26,7 +26,9 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   100 µs per call that does not scale with the work, which no source explains and nothing here
   models, so a linear model cannot fit V11 and V12 both within 18 %. V13 (D 32, PR #112): the
   reference attributes it to the same comparison; whether it is the PTO-DSL or the torch_npu
-  kernel was not verified.
+  kernel was not verified. The template's own limit is its one-slot AIC ↔ AIV hand-off chain,
+  not the vector unit: doubling the vector and AIV DMA rates (both AIVs of a cluster, where the
+  model runs one) moves V11 by only -4 % (README, Calibration).
 * V10 [S17 §4.5] msprof L2 hit rate of the guide's double-buffered fp16 matmul (128 x 256 tiles)
   at 4096³ and 16384³, without and with its block swizzle (5 tile groups): the report's
   l2_hit_rate (GM read bytes served by L2 / GM read bytes) under the "tile" L2 model.
