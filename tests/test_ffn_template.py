@@ -57,6 +57,27 @@ def _feeds(shapes, dt, seed=0):
             for n, s in enumerate(shapes)}
 
 
+@pytest.fixture(params=["fused", "two-kernel"])
+def plan(request, monkeypatch):
+    """Force one FFN lowering (the cost model picks per shape; both must compute the same)."""
+    import ascendir.lowering.ffn as ffn
+
+    choose = ffn.choose_plan
+
+    def forced(target, s, dt):
+        p = choose(target, s, dt)
+        if request.param == "two-kernel":
+            return ffn.Plan(None, p.fused_cycles, p.two_kernel_cycles)
+        t, e = ffn.ffn_fused.choose(s, target, dt)
+        return ffn.Plan(t, e["cycles"], p.two_kernel_cycles)
+
+    monkeypatch.setattr(ffn, "choose_plan", forced)
+    return request.param
+
+
+KERNELS = {"fused": ["ffn_fused", "ffn_reduce"], "two-kernel": ["ffn_up", "ffn_down"]}
+
+
 def _run(text, feeds, target):
     ref = run_nn(Parser(make_context(), text).parse_module(), WeightStore(), feeds)
     module = Parser(make_context(), text).parse_module()
@@ -88,25 +109,26 @@ def _case(case, dt):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_ffn_template_matches_run_nn_910b(case: str) -> None:
+def test_ffn_template_matches_run_nn_910b(case: str, plan: str) -> None:
     text, shapes = _case(case, "f32")
     want, got, names, module = _run(text, _feeds(shapes, "f32"), "ascend910b2")
-    assert [n.rsplit("_", 1)[0] for n in names] == ["ffn_up", "ffn_down"], names
+    assert [n.rsplit("_", 1)[0] for n in names] == KERNELS[plan], names
     assert any(k.core_type.data == "mix" for k in module.ops if isinstance(k, ascend.KernelOp))
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * max(1.0, float(np.abs(want).max())))
 
 
 @pytest.mark.parametrize("case", ["swiglu_odd", "gelu_bias", "swiglu_decode"])
-def test_ffn_template_matches_run_nn_910a_f16(case: str) -> None:
-    """Coupled core (L0C -> UB, no workspace); f16 tolerance (driver.TOLERANCES)."""
+def test_ffn_template_matches_run_nn_910a_f16(case: str, plan: str) -> None:
+    """Coupled core (L0C -> UB -> L1, no workspace); f16 tolerance (driver.TOLERANCES)."""
     text, shapes = _case(case, "f16")
     want, got, names, module = _run(text, _feeds(shapes, "f16"), "ascend910a")
-    assert [n.rsplit("_", 1)[0] for n in names] == ["ffn_up", "ffn_down"], names
+    assert [n.rsplit("_", 1)[0] for n in names] == KERNELS[plan], names
     scale = max(1.0, float(np.abs(want.astype(np.float32)).max()))
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-3 * scale)
 
 
-def test_gate_and_up_share_each_a_tile() -> None:
+@pytest.mark.parametrize("plan", ["two-kernel"], indirect=True)
+def test_gate_and_up_share_each_a_tile(plan: str) -> None:
     """ffn_up moves x into L1 once per output tile for both projections: its L1 bytes are x
     tiles + two weight tiles, and its GM writes are just h (plus the workspace on 910B)."""
     s, h, i = 128, 256, 512
@@ -153,7 +175,7 @@ func.func @main(%x: {x}, %w1: {_t(dt, 16, 32)}, %w2: {_t(dt, 32, 16)}) -> {x} {{
 
 @pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
 @pytest.mark.parametrize("case", ["swiglu_multi_tile", "relu_bias"])
-def test_ffn_kernels_pair_their_flags(case: str, target: str) -> None:
+def test_ffn_kernels_pair_their_flags(case: str, target: str, plan: str) -> None:
     """The static flag discipline of test_lowering_structure: every wait has an earlier set and
     every loop body / if branch is flag-neutral."""
     from collections import Counter

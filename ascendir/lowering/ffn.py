@@ -43,13 +43,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from xdsl.dialects.builtin import f16, f32
+from xdsl.dialects.builtin import StringAttr, f16, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
+from ascendir.hardware.config import HardwareConfig
+from ascendir.lowering import ffn_fused
 from ascendir.lowering.elementwise import activation_op
 from ascendir.lowering.flash_attention import _Sync
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
@@ -146,9 +149,73 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
         )
     hdim, idim = shape(wg)
     m = math.prod(shape(x)) // hdim
-    h = _emit_up(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], parts["b1"], parts["act"], m, hdim, idim, el)
     out = op.outputs[0]
-    return [emit_matmul(ctx, h, wd, shape(out), elem(out), Epilogue(parts["b2"], None), base="ffn_down")]
+    ho = shape(wd)[1]
+    b1, b2 = parts["b1"], parts["b2"]
+    s = ffn_fused.shape_of(m, hdim, idim, ho, el, elem(out), parts["wu"] is not None, b1, b2, parts["act"])
+    plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el))
+    first = len(ctx.kernels)
+    if plan.fused is not None:
+        y = ctx.buffer(shape(out), elem(out))
+        ffn_fused.emit(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], ctx.view(b1, [1, idim]) if b1 is not None else None,
+                       parts["act"], wd, ctx.view(b2, [1, ho]) if b2 is not None else None, y, s, plan.fused)
+    else:
+        h = _emit_up(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], b1, parts["act"], m, hdim, idim, el)
+        y = emit_matmul(ctx, h, wd, shape(out), elem(out), Epilogue(b2, None), base="ffn_down")
+    for k in ctx.kernels[first:]:
+        k.attributes[PLAN_ATTR] = StringAttr(plan.text())
+    return [y]
+
+
+PLAN_ATTR = "ffn_plan"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which FFN lowering runs, with both analytic estimates (cycles; None: not applicable)."""
+
+    fused: ffn_fused.FusedTiling | None
+    fused_cycles: float | None
+    two_kernel_cycles: float | None
+
+    def text(self) -> str:
+        """What the kernels' `ffn_plan` attribute says, e.g. "fused est 351234 vs two-kernel est
+        560112 (bm=16 bi=256 bk=64 kl1=256 bn=256 nsplit=22 per=2)"."""
+        kind = "fused" if self.fused is not None else "two-kernel"
+        f = f"{self.fused_cycles:.0f}" if self.fused_cycles is not None else "n/a"
+        two = f"{self.two_kernel_cycles:.0f}" if self.two_kernel_cycles is not None else "n/a"
+        tiles = ""
+        if self.fused is not None:
+            t = self.fused
+            tiles = f" (bm={t.bm} bi={t.bi} bk={t.bk} kl1={t.kl1} bn={t.bn} nsplit={t.nsplit} sw={t.sw})"
+        return f"{kind}: est fused {f} vs two-kernel {two} cycles{tiles}"
+
+
+_PLANS: dict[tuple, Plan] = {}  # a model repeats its layers' shapes
+
+
+def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str) -> Plan:
+    """The FFN lowering with the fewer estimated cycles: ffn_fused (tiling from ffn_fused.choose)
+    or ffn_up + ffn_down, the latter scored as choose-tiling scores a [M, H] x [H, nacc·I] and a
+    [M, I] x [I, Ho] matmul (its best tilings; ffn_up's AIV epilogue is left out, which favours
+    the two-kernel path). Without an estimate for the dtype (no such mmad): two-kernel."""
+    from ascendir.transforms.choose_tiling import Problem, search
+
+    key = (target.name, s, dt)
+    if key in _PLANS:
+        return _PLANS[key]
+    if dt not in target.cube.k_per_cycle:
+        return Plan(None, None, None)
+    up = Problem(1, s.m, s.nacc * s.i, s.h, dt, s.es, s.b1, True)
+    down = Problem(1, s.m, s.ho, s.i, dt, s.out_es, s.b2, True)
+    two = search(up, target).estimate.cycles + search(down, target).estimate.cycles
+    got = ffn_fused.choose(s, target, dt)
+    if got is not None and got[1]["cycles"] < two:
+        plan = Plan(got[0], got[1]["cycles"], two)
+    else:
+        plan = Plan(None, got[1]["cycles"] if got is not None else None, two)
+    _PLANS[key] = plan
+    return plan
 
 
 def _up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc: int, bias: bool) -> tuple[int, int, int, int]:

@@ -248,17 +248,22 @@ class _Sync:
             op.attributes[FLAG_UNITS_ATTR] = StringAttr(units)
         self.kb.emit(op)
 
-    def queue(self, producer: Pipe, consumer: Pipe, units: str) -> _Q:
-        """A one-slot producer → consumer hand-off (an Ascend C TQue); the WAR flag is primed
-        here (kernel entry) and drained by `drain`."""
-        q = _Q(self, producer, consumer, self.kb.event(producer, consumer), self.kb.event(consumer, producer), units)
-        q.release()
+    def queue(self, producer: Pipe, consumer: Pipe, units: str, slots: int = 1) -> _Q:
+        """A producer → consumer hand-off (an Ascend C TQue) of `slots` slots; the WAR flag is
+        primed `slots` times here (kernel entry) and drained by `drain`. More than one slot only
+        across units (AIC <-> AIV): cross-core flags count pending sets (up to 16, S2
+        CrossCoreSetFlag), intra-core event flags do not."""
+        assert slots == 1 or units in ("aic->aiv", "aiv->aic")
+        q = _Q(self, producer, consumer, self.kb.event(producer, consumer), self.kb.event(consumer, producer), units, slots)
+        for _ in range(slots):
+            q.release()
         self.queues.append(q)
         return q
 
     def drain(self) -> None:
         for q in reversed(self.queues):
-            q.acquire()
+            for _ in range(q.slots):
+                q.acquire()
 
 
 @dataclass
@@ -269,6 +274,7 @@ class _Q:
     raw: int
     war: int
     units: str  # "producer unit->consumer unit"
+    slots: int = 1
 
     @property
     def back(self) -> str:

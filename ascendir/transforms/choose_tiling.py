@@ -246,7 +246,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
 
     Per work item (one output tile over one K range): M = steps·mmad, MTE1 = steps·(2 start-ups
     + A/B bytes at l1_to_l0a/b), MTE2 = loads·(2 nd2nz start-ups + bytes at the L2-hit or HBM
-    rate of CostEnv.gm_rate with the launch's HBM share), FIX = L0C tile at l0c_to_gm. Ping-pong
+    rate of CostEnv.gm_rate with the launch's HBM share), FIX = L0C tile at l0c_to_gm (910A: L0C -> UB -> GM). Ping-pong
     overlaps MTE2 / MTE1 / M; the single L0C serialises M and FIX: item = max(MTE2, MTE1, M + FIX).
     A core runs ceil(items / block_dim) items after a fill (one load + its GM latency). The
     kernel is max(core, bandwidth floor) + launch head; split-K adds a vector reduction kernel.
@@ -272,7 +272,11 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     a_bytes = mm_ * kc * es  # per L1 load
     b_bytes = kc * nn_ * es
     out_bytes = 4 if splits > 1 else p.out_bytes
-    fix = _copy_startup(target, Pipe.FIX, None) + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm")
+    if target.split:
+        fix = _copy_startup(target, Pipe.FIX, None) + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm")
+    else:  # no FixPipe (910A, S1): L0C -> UB on the vector pipe, UB -> GM on MTE3
+        fix = (_copy_startup(target, Pipe.V, None) + t.m * t.n * 4 / target.rate("l0c", "ub") + _copy_startup(target, Pipe.MTE3, None)
+               + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
     nd2nz = _copy_startup(target, Pipe.MTE2, "nd2nz")
     r_hit = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", True)
     r_miss = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", False)
