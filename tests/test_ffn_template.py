@@ -188,3 +188,83 @@ def test_ffn_kernels_pair_their_flags(case: str, target: str, plan: str) -> None
     lower(module, WeightStore(), target)
     for kernel in (op for op in module.ops if isinstance(op, ascend.KernelOp)):
         assert +check_flags(kernel.body.block, Counter()) == Counter(), kernel.sym_name.data
+
+
+# Forced fused tilings that walk every edge of the kernel: several row blocks (the last one
+# short), I-ranges whose last chunk is partial (sw not a multiple of bi) and a last range that is
+# shorter still, an odd number of L1 chunks of H (and of L0 steps per chunk: ping-pong parity
+# carried across chunks), Ho tiles with a partial last one.
+FORCED = {
+    "swiglu_multi_tile": dict(bm=32, bi=64, bk=16, kl1=48, bn=48, nsplit=3, per=3, sw=144),
+    "gelu_bias": dict(bm=16, bi=32, bk=16, kl1=32, bn=32, nsplit=2, per=2, sw=48),
+    "swiglu_decode": dict(bm=16, bi=64, bk=16, kl1=80, bn=96, nsplit=5, per=3, sw=144),
+}
+
+
+@pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
+@pytest.mark.parametrize("case", sorted(FORCED))
+def test_fused_kernel_edges_match_run_nn(case: str, target: str, monkeypatch) -> None:
+    import ascendir.lowering.ffn as ffn
+
+    tiling = ffn.ffn_fused.FusedTiling(**FORCED[case])
+    seen = []
+
+    def forced(hw, s, dt):
+        assert ffn.ffn_fused.fits(s, tiling, hw), ffn.ffn_fused.needs(s, tiling, hw)
+        seen.append(s)
+        return ffn.Plan(tiling, None, None)
+
+    monkeypatch.setattr(ffn, "choose_plan", forced)
+    dt = "f32" if target == "ascend910b2" else "f16"
+    text, shapes = _case(case, dt)
+    want, got, names, module = _run(text, _feeds(shapes, dt), target)
+    assert seen and [n.rsplit("_", 1)[0] for n in names] == ["ffn_fused", "ffn_reduce"], names
+    want, got = want.astype(np.float32), got.astype(np.float32)
+    scale = max(1.0, float(np.abs(want).max()))
+    if dt == "f32":
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * scale)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-3 * scale)
+
+
+def _model_outputs(root, name, opt_level):
+    from ascendir.driver import compile_model
+
+    module, weights = compile_model(root / name / "model.onnx", "ascend910b2", opt_level=opt_level)
+    with np.load(root / name / "reference.npz") as ref:
+        inputs = {k.removeprefix("input:"): ref[k] for k in ref.files if k.startswith("input:")}
+        expected = {k.removeprefix("output:"): ref[k] for k in ref.files if k.startswith("output:")}
+    kernels = [op.sym_name.data for op in module.walk() if isinstance(op, ascend.KernelOp)]
+    return simulate(module, weights, inputs, load_target("ascend910b2")).outputs, expected, kernels
+
+
+def _check_model_fused(root, name) -> None:
+    """-O2 with every ffn region forced onto the fused kernel vs onnxruntime (fp32 tolerance of
+    test_models_e2e) and vs -O0 (no fusion at all)."""
+    got, expected, kernels = _model_outputs(root, name, "O2")
+    assert any(k.startswith("ffn_fused") for k in kernels), kernels
+    o0, _, _ = _model_outputs(root, name, "O0")
+    for k, want in expected.items():
+        np.testing.assert_allclose(got[k], want, rtol=1e-3, atol=1e-4, err_msg=f"{name} {k} vs onnxruntime")
+        np.testing.assert_allclose(got[k], o0[k], rtol=1e-3, atol=1e-4, err_msg=f"{name} {k} vs -O0")
+
+
+@pytest.mark.parametrize("plan", ["fused"], indirect=True)
+@pytest.mark.parametrize("name", ["llama_small", "gpt2_small", "mlp_small"])
+def test_fused_ffn_on_small_models(name: str, plan: str) -> None:
+    """SwiGLU (LLaMA), GELU + biases (GPT-2's Conv1D MLP), ReLU MLP through the fused kernel."""
+    from pathlib import Path
+
+    _check_model_fused(Path(__file__).parent / "data", name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plan", ["fused"], indirect=True)
+def test_fused_ffn_on_llama_realistic(plan: str) -> None:
+    import os
+    from pathlib import Path
+
+    root = Path(os.environ.get("ASCENDIR_CORPUS", "/work/corpus"))
+    if not (root / "llama_realistic" / "model.onnx").exists():
+        pytest.skip(f"llama_realistic not in {root}")
+    _check_model_fused(root, "llama_realistic")
