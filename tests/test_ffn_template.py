@@ -64,8 +64,8 @@ def plan(request, monkeypatch):
 
     choose = ffn.choose_plan
 
-    def forced(target, s, dt):
-        p = choose(target, s, dt)
+    def forced(target, s, dt, *tilings):
+        p = choose(target, s, dt, *tilings)
         if request.param == "two-kernel":
             return ffn.Plan(None, p.fused_cycles, p.two_kernel_cycles)
         t, e = ffn.ffn_fused.choose(s, target, dt)
@@ -209,7 +209,7 @@ def test_fused_kernel_edges_match_run_nn(case: str, target: str, monkeypatch) ->
     tiling = ffn.ffn_fused.FusedTiling(**FORCED[case])
     seen = []
 
-    def forced(hw, s, dt):
+    def forced(hw, s, dt, *tilings):
         assert ffn.ffn_fused.fits(s, tiling, hw), ffn.ffn_fused.needs(s, tiling, hw)
         seen.append(s)
         return ffn.Plan(tiling, None, None)

@@ -57,7 +57,10 @@ from ascendir.lowering.elementwise import activation_op
 from ascendir.lowering.flash_attention import _Sync
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
 from ascendir.lowering.kernel_builder import KernelBuilder, ceil_div, round_up
-from ascendir.lowering.matmul import DOUBLE_BUFFER, NO_FP32_CUBE, Epilogue, _by_parity, _mmad, choose_tiling, emit_matmul
+from ascendir.lowering.matmul import (
+    DOUBLE_BUFFER, NO_FP32_CUBE, Epilogue, MatmulTiling, _by_parity, _mmad, choose_tiling, emit_matmul, tiling_of,
+)
+from ascendir.transforms.choose_tiling import Tiling
 from ascendir.lowering.matmul_epilogue import row_bias_of
 from ascendir.transforms.fuse_ffn import keeps_rows
 from ascendir.transforms.fuse_matmul_epilogue import fuse_chain, match_chain
@@ -114,7 +117,7 @@ def _parse(op: nn.FusedOp, args: dict) -> dict | None:
         if gate.lhs != up.lhs or gate.lhs not in args or isinstance(act, nn.ReluOp):
             return None
         return dict(x=args[gate.lhs], wg=args[gate.rhs], wu=args[up.rhs], b1=None, act=activation_op(act),
-                    wd=args[down.rhs], b2=args[b2] if b2 is not None else None)
+                    wd=args[down.rhs], b2=args[b2] if b2 is not None else None, down=down)
     first = mms[0]
     h = _source(act.input)
     b1 = None
@@ -125,7 +128,7 @@ def _parse(op: nn.FusedOp, args: dict) -> dict | None:
     if _source(down.lhs) != act.result or first.lhs not in args:
         return None
     return dict(x=args[first.lhs], wg=args[first.rhs], wu=None, b1=args[b1] if b1 is not None else None,
-                act=activation_op(act), wd=args[down.rhs], b2=args[b2] if b2 is not None else None)
+                act=activation_op(act), wd=args[down.rhs], b2=args[b2] if b2 is not None else None, down=down)
 
 
 def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
@@ -153,7 +156,10 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
     ho = shape(wd)[1]
     b1, b2 = parts["b1"], parts["b2"]
     s = ffn_fused.shape_of(m, hdim, idim, ho, el, elem(out), parts["wu"] is not None, b1, b2, parts["act"])
-    plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el))
+    bm, bn, bk, kl1 = _up_tiling(ctx, m, idim, hdim, el, s.nacc, b1 is not None)
+    up_t = Tiling(bm, s.nacc * bn, bk, kl1 // bk)  # its nacc accumulators as one wider tile
+    down_t = _down_tiling(ctx, parts["down"], m, ho, idim, el, b2)
+    plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, Tiling(down_t.base_m, down_t.base_n, down_t.base_k, down_t.k_l1 // down_t.base_k))
     first = len(ctx.kernels)
     if plan.fused is not None:
         y = ctx.buffer(shape(out), elem(out))
@@ -161,7 +167,7 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
                        parts["act"], wd, ctx.view(b2, [1, ho]) if b2 is not None else None, y, s, plan.fused)
     else:
         h = _emit_up(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], b1, parts["act"], m, hdim, idim, el)
-        y = emit_matmul(ctx, h, wd, shape(out), elem(out), Epilogue(b2, None), base="ffn_down")
+        y = emit_matmul(ctx, h, wd, shape(out), elem(out), Epilogue(b2, None), base="ffn_down", tiling=down_t)
     for k in ctx.kernels[first:]:
         k.attributes[PLAN_ATTR] = StringAttr(plan.text())
     return [y]
@@ -194,21 +200,40 @@ class Plan:
 _PLANS: dict[tuple, Plan] = {}  # a model repeats its layers' shapes
 
 
-def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str) -> Plan:
-    """The FFN lowering with the fewer estimated cycles: ffn_fused (tiling from ffn_fused.choose)
-    or ffn_up + ffn_down, the latter scored as choose-tiling scores a [M, H] x [H, nacc·I] and a
-    [M, I] x [I, Ho] matmul (its best tilings; ffn_up's AIV epilogue is left out, which favours
-    the two-kernel path). Without an estimate for the dtype (no such mmad): two-kernel."""
-    from ascendir.transforms.choose_tiling import Problem, search
+def _down_tiling(ctx: LoweringContext, down: nn.MatmulOp, m: int, ho: int, idim: int, el: Attribute, b2: SSAValue | None) -> MatmulTiling:
+    """ffn_down's tiles: choose-tiling's (the `ascend.tiling` of the region's down matmul) when it
+    left room in L1 for the bias row, else matmul.choose_tiling's heuristic."""
+    bias_el = elem(b2) if b2 is not None else None
+    t = tiling_of(ctx, down)
+    if t is not None and t.split_k == 1:
+        l1 = DOUBLE_BUFFER * (t.base_m + t.base_n) * t.k_l1 * itemsize(el) + (t.base_n * itemsize(bias_el) if bias_el else 0)
+        if l1 <= ctx.target.capacity("l1"):
+            return t
+    return choose_tiling(ctx, m, ho, idim, el, bias_el)
 
-    key = (target.name, s, dt)
+
+def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling, down: Tiling) -> Plan:
+    """The FFN lowering with the fewer estimated cycles: ffn_fused (tiling from ffn_fused.choose)
+    or ffn_up + ffn_down with the tilings they will run (`up`: ffn_up's nacc [bm, bn] accumulators
+    as one [bm, nacc·bn] tile), each scored by choose_tiling.estimate as a [M, H] x [H, nacc·I]
+    and a [M, I] x [I, Ho] matmul, plus the per-L1-step read latency ffn_fused's estimate also
+    charges (choose_tiling.estimate leaves it out: it only ranks tilings of one matmul); ffn_up's
+    AIV epilogue is left out, which favours the two-kernel path. Without an estimate for the
+    dtype (no such mmad): two-kernel."""
+    from ascendir.interpreter.cost import CostEnv
+    from ascendir.transforms.choose_tiling import Problem, estimate
+
+    key = (target.name, s, dt, up, down)
     if key in _PLANS:
         return _PLANS[key]
     if dt not in target.cube.k_per_cycle:
         return Plan(None, None, None)
-    up = Problem(1, s.m, s.nacc * s.i, s.h, dt, s.es, s.b1, True)
-    down = Problem(1, s.m, s.ho, s.i, dt, s.out_es, s.b2, True)
-    two = search(up, target).estimate.cycles + search(down, target).estimate.cycles
+    two = 0.0
+    for p, t in ((Problem(1, s.m, s.nacc * s.i, s.h, dt, s.es, s.b1, True), up), (Problem(1, s.m, s.ho, s.i, dt, s.out_es, s.b2, True), down)):
+        e = estimate(p, t, target)
+        # each L1 step's hand-off flag waits for its loads' read latency (timeline.py set_flag)
+        lat = CostEnv(target, target.hbm_bytes_per_cycle / e.parts["block_dim"]).gm_latency("gm", "l1", False)
+        two += e.cycles + e.parts["items_per_core"] * ceil_div(p.k, t.k_l1) * lat
     got = ffn_fused.choose(s, target, dt)
     if got is not None and got[1]["cycles"] < two:
         plan = Plan(got[0], got[1]["cycles"], two)

@@ -64,7 +64,7 @@ BM_CHOICES = (16, 32, 64, 128)
 BI_CHOICES = (64, 128, 256)
 BN_CHOICES = (64, 128, 256)
 BK_BYTES = (64, 128)
-DEPTHS = (1, 2, 4, 8)
+DEPTHS = (1, 2, 4, 8, 16)
 # fp32 elements per vector-kernel tile of the final reduction (16 KiB loads, S2: >= 16 KB for
 # full GM bandwidth); smaller when that leaves AIVs idle, never below one 1-KiB row piece.
 REDUCE_MAX, REDUCE_MIN = 4096, 256
@@ -173,8 +173,11 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     n_l1, n_l0 = ceil_div(s.h, t.kl1), ceil_div(s.h, t.bk)
     fix_rate = env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm") if target.split else 0.0
     bi_avg = t.sw / t.per  # weight columns a chunk moves on average (the last one may be partial)
+    # the set_flag that hands an L1 slot to MTE1 waits until the slot's loads are complete
+    # (timeline.py: set_flag at max(free, done) of its pipe), so every L1 step also pays a read latency
+    lat = env.gm_latency("gm", "l1", False)
     # gate/up of one chunk
-    mte2 = n_l1 * ((1 + s.nacc) * nd2nz + rows * t.kl1 * es / r_hit + s.nacc * t.kl1 * bi_avg * es / r_w)
+    mte2 = n_l1 * ((1 + s.nacc) * nd2nz + lat + rows * t.kl1 * es / r_hit + s.nacc * t.kl1 * bi_avg * es / r_w)
     mmad = n_l0 * s.nacc * _mmad_cycles(target, dt, t.bm, t.bi, t.bk)
     mte1 = n_l0 * ((1 + s.nacc) * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a")
                    + s.nacc * t.bk * t.bi * es / target.rate("l1", "l0b"))
@@ -201,7 +204,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     # down projection of one item: per Ho tile, `per` Wd chunks [bi, bn]
     tn = ceil_div(s.ho, t.bn)
     cols = min(t.bn, s.ho)
-    d_mte2 = t.per * (nd2nz + bi_avg * cols * es / r_w)
+    d_mte2 = t.per * (nd2nz + lat + bi_avg * cols * es / r_w)
     d_steps = t.per * ceil_div(t.bi, t.bk)
     d_mmad = d_steps * _mmad_cycles(target, dt, t.bm, t.bn, t.bk)
     d_mte1 = d_steps * (2 * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a") + t.bk * t.bn * es / target.rate("l1", "l0b"))
