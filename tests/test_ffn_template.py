@@ -193,11 +193,12 @@ def test_ffn_kernels_pair_their_flags(case: str, target: str, plan: str) -> None
 # Forced fused tilings that walk every edge of the kernel: several row blocks (the last one
 # short), I-ranges whose last chunk is partial (sw not a multiple of bi) and a last range that is
 # shorter still, an odd number of L1 chunks of H (and of L0 steps per chunk: ping-pong parity
-# carried across chunks), Ho tiles with a partial last one.
+# carried across chunks), Ho tiles with a partial last one, Wd loads of kd rows that do not
+# divide the range (96 of 144) or exceed it (160), or of one chunk (kd = 0: bi).
 FORCED = {
-    "swiglu_multi_tile": dict(bm=32, bi=64, bk=16, kl1=48, bn=48, nsplit=3, per=3, sw=144),
+    "swiglu_multi_tile": dict(bm=32, bi=64, bk=16, kl1=48, bn=48, nsplit=3, per=3, sw=144, kd=96),
     "gelu_bias": dict(bm=16, bi=32, bk=16, kl1=32, bn=32, nsplit=2, per=2, sw=48),
-    "swiglu_decode": dict(bm=16, bi=64, bk=16, kl1=80, bn=96, nsplit=5, per=3, sw=144),
+    "swiglu_decode": dict(bm=16, bi=64, bk=16, kl1=80, bn=96, nsplit=5, per=3, sw=144, kd=160),
 }
 
 

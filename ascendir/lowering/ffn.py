@@ -193,7 +193,7 @@ class Plan:
         tiles = ""
         if self.fused is not None:
             t = self.fused
-            tiles = f" (bm={t.bm} bi={t.bi} bk={t.bk} kl1={t.kl1} bn={t.bn} nsplit={t.nsplit} sw={t.sw})"
+            tiles = f" (bm={t.bm} bi={t.bi} bk={t.bk} kl1={t.kl1} bn={t.bn} nsplit={t.nsplit} sw={t.sw} kd={t.down_rows})"
         return f"{kind}: est fused {f} vs two-kernel {two} cycles{tiles}"
 
 

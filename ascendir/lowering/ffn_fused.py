@@ -64,7 +64,7 @@ BM_CHOICES = (16, 32, 64, 128)
 BI_CHOICES = (64, 128, 256)
 BN_CHOICES = (64, 128, 256)
 BK_BYTES = (64, 128)
-DEPTHS = (1, 2, 4, 8, 16)
+DEPTHS = (1, 2, 4, 6, 8, 12, 14, 16)
 # fp32 elements per vector-kernel tile of the final reduction (16 KiB loads, S2: >= 16 KB for
 # full GM bandwidth); smaller when that leaves AIVs idle, never below one 1-KiB row piece.
 REDUCE_MAX, REDUCE_MIN = 4096, 256
@@ -88,6 +88,21 @@ class FusedTiling:
     nsplit: int
     per: int
     sw: int
+    kd: int = 0  # Wd rows per L1 load of the down projection (0: bi)
+
+    @property
+    def down_rows(self) -> int:
+        return self.kd or self.bi
+
+    def slot(self, nacc: int) -> tuple[int, int]:
+        """Shape of one L1 weight slot: nacc gate/up tiles [kl1, bi] stacked, or one Wd tile
+        [kd, bn]; both phases of an item use the same two slots (they never overlap in time)."""
+        return max(nacc * self.kl1, self.down_rows), max(self.bi, self.bn)
+
+    @property
+    def h_cols(self) -> int:
+        """Columns of the resident h: every chunk, and every down step's [bm, kd] read."""
+        return max(self.per * self.bi, ceil_div(self.sw, self.down_rows) * self.down_rows)
 
 
 @dataclass(frozen=True)
@@ -121,8 +136,8 @@ def needs(s: Shape, t: FusedTiling, target: HardwareConfig) -> dict[str, int]:
     if not target.split:  # 910A: the down tile leaves through UB too
         ub += _al(t.bm * t.bn * 4, target, "ub")
     return {
-        "l1": nb * (_al(t.bm * t.kl1 * es, target, "l1") + s.nacc * _al(t.kl1 * t.bi * es, target, "l1"))
-        + nb * _al(t.bi * t.bn * es, target, "l1") + _al(t.bm * t.per * t.bi * es, target, "l1"),
+        "l1": nb * (_al(t.bm * t.kl1 * es, target, "l1") + _al(math.prod(t.slot(s.nacc)) * es, target, "l1"))
+        + _al(t.bm * t.h_cols * es, target, "l1"),
         "l0a": nb * _al(t.bm * t.bk * es, target, "l0a"),
         "l0b": nb * (s.nacc * _al(t.bk * t.bi * es, target, "l0b") + _al(t.bk * t.bn * es, target, "l0b")),
         "l0c": s.nacc * _al(t.bm * t.bi * 4, target, "l0c") + _al(t.bm * t.bn * 4, target, "l0c"),
@@ -201,11 +216,12 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
         to_l1 = vec + st["mte3"] + n * es / target.rate("ub", "l1")
         chunk = max(mte2, mmad, mte1, to_l1)
         exposed = to_l1
-    # down projection of one item: per Ho tile, `per` Wd chunks [bi, bn]
+    # down projection of one item: per Ho tile, nkd Wd loads [kd, bn]
     tn = ceil_div(s.ho, t.bn)
     cols = min(t.bn, s.ho)
-    d_mte2 = t.per * (nd2nz + lat + bi_avg * cols * es / r_w)
-    d_steps = t.per * ceil_div(t.bi, t.bk)
+    nkd = ceil_div(t.sw, t.down_rows)
+    d_mte2 = nkd * (nd2nz + lat) + t.sw * cols * es / r_w
+    d_steps = nkd * ceil_div(t.down_rows, t.bk)
     d_mmad = d_steps * _mmad_cycles(target, dt, t.bm, t.bn, t.bk)
     d_mte1 = d_steps * (2 * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a") + t.bk * t.bn * es / target.rate("l1", "l0b"))
     d_fix = (_copy_startup(target, Pipe.FIX, None) + rows * cols * 4 / fix_rate) if target.split else (
@@ -284,7 +300,9 @@ def choose(s: Shape, target: HardwareConfig, dt: str) -> tuple[FusedTiling, dict
                             continue
                         for sw in sws:
                             nsplit = ceil_div(s.i, sw)
-                            t = FusedTiling(bm, bi, bk, kl1, bn, nsplit, ceil_div(sw, bi), sw)
+                            # Wd rows per down load: the whole range when the slot holds it
+                            kd = min(round_up(sw, bk), s.nacc * kl1 if bn <= bi else kl1)
+                            t = FusedTiling(bm, bi, bk, kl1, bn, nsplit, ceil_div(sw, bi), sw, kd)
                             if nrb * nsplit < min(target.num_aic, nrb * ceil_div(s.i, 16)) // 2 or not fits(s, t, target):
                                 continue
                             e = estimate(s, t, target, dt)
@@ -343,9 +361,10 @@ class _Kernel:
         L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
         bm, bi, bk, kl1, bn = t.bm, t.bi, t.bk, t.kl1, t.bn
         self.l1x = [kb.alloc([bm, kl1], el, L1) for _ in range(nb)]
-        self.l1w = [[kb.alloc([kl1, bi], el, L1) for _ in weights] for _ in range(nb)]
-        self.l1d = [kb.alloc([bi, bn], el, L1) for _ in range(nb)]
-        self.h_l1 = kb.alloc([bm, t.per * bi], el, L1)
+        self.l1s = [kb.alloc(list(t.slot(len(weights))), el, L1) for _ in range(nb)]
+        self.l1w = [[kb.subview(sl, [i * kl1, 0], [kl1, bi]) for i in range(len(weights))] for sl in self.l1s]
+        self.l1d = [kb.subview(sl, [0, 0], [t.down_rows, bn]) for sl in self.l1s]
+        self.h_l1 = kb.alloc([bm, t.h_cols], el, L1)
         self.l0a = [kb.alloc([bm, bk], el, L0A) for _ in range(nb)]
         self.l0b = [[kb.alloc([bk, bi], el, L0B) for _ in weights] for _ in range(nb)]
         self.l0bd = [kb.alloc([bk, bn], el, L0B) for _ in range(nb)]
@@ -363,7 +382,6 @@ class _Kernel:
         AIC, AIV = "aic->aic", "aiv->aiv"
         M2, M1, M, FIX, V, M3 = Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.V, Pipe.MTE3
         self.q_l1 = [sy.queue(M2, M1, AIC) for _ in range(nb)]
-        self.q_d1 = [sy.queue(M2, M1, AIC) for _ in range(nb)]
         self.q_l0 = [sy.queue(M1, M, AIC) for _ in range(nb)]
         self.q_in = sy.queue(M2, V, AIV)
         self.q_out = sy.queue(V, M3, AIV)
@@ -405,16 +423,16 @@ class _Kernel:
             if self.split:
                 self._load_h(kb.sub(nch, 1))
             self.q_hres.handoff()
-            self._down(nch)
+            self._down()
             self.q_hres.release()
         self.sync.drain()
 
-    def _chunk_size(self, c0: Index) -> Index:
-        """Valid columns of the chunk at c0: min(bi, end of the item's range - c0)."""
+    def _range_left(self, c0: Index, size: int) -> Index:
+        """Valid columns of a piece of `size` at c0: min(size, end of the item's range - c0)."""
         t = self.t
-        if t.sw % t.bi == 0 and self.s.i % t.sw == 0:
-            return t.bi
-        return self.kb.min(t.bi, self.kb.sub(self.i_hi, c0))
+        if t.sw % size == 0 and self.s.i % t.sw == 0:
+            return size
+        return self.kb.min(size, self.kb.sub(self.i_hi, c0))
 
     def _slot_row(self, j: Index) -> Index:
         """GM row of ring slot j mod RING of this core."""
@@ -425,7 +443,7 @@ class _Kernel:
         """Chunk j of the item: gate/up accumulators over H, then act·mul into h."""
         kb, t, s = self.kb, self.t, self.s
         c0 = kb.add(self.i_lo, kb.mul(j, t.bi))
-        csz = self._chunk_size(c0)
+        csz = self._range_left(c0, t.bi)
         n_l1 = ceil_div(s.h, t.kl1)
         steps = t.kl1 // t.bk
         l1_base = kb.mul(j, n_l1) if n_l1 % 2 else 0
@@ -510,37 +528,44 @@ class _Kernel:
                 kb.subview(self.h_l1, [0, kb.mul(j, t.bi)], [t.bm, t.bi]), layout="nd2nz")
         self.q_hws.release()
 
-    def _down(self, nch: Index) -> None:
-        """y partial [bm, Ho] of the item = h (resident) · Wd[item range, :], per Ho tile."""
+    def _down(self) -> None:
+        """y partial [bm, Ho] of the item = h (resident) · Wd[item range, :], per Ho tile, Wd
+        through the gate/up L1 slots kd rows at a time."""
         kb, t, s = self.kb, self.t, self.s
-        steps = t.bi // t.bk
+        kd = t.down_rows
+        steps = kd // t.bk
+        nkd_max = ceil_div(t.sw, kd)
+        if s.i % t.sw == 0:
+            nkd: Index = nkd_max
+        else:
+            nkd = kb.div(kb.add(kb.sub(self.i_hi, self.i_lo), kd - 1), kd)
         prow = kb.add(kb.mul(self.sp, s.m), self.m0)
         with kb.range(0, s.ho, t.bn) as n0:
             nsz = kb.boundary(t.bn, s.ho, n0)
-            tile_base = kb.mul(kb.div(n0, t.bn), t.per) if t.per % 2 else 0
+            tile_base = kb.mul(kb.div(n0, t.bn), nkd_max) if nkd_max % 2 else 0
 
-            def l0_step(p: int, q: int, j: Index, kk: Index) -> None:
+            def l0_step(p: int, q: int, jd: Index, kk: Index) -> None:
                 self.q_l0[q].acquire()
-                kb.copy(kb.subview(self.h_l1, [0, kb.add(kb.mul(j, t.bi), kk)], [t.bm, t.bk]), self.l0a[q])
+                kb.copy(kb.subview(self.h_l1, [0, kb.add(kb.mul(jd, kd), kk)], [t.bm, t.bk]), self.l0a[q])
                 kb.copy(kb.subview(self.l1d[p], [kk, 0], [t.bk, t.bn]), self.l0bd[q])
                 self.q_l0[q].handoff()
-                _mmad(kb, self.l0a[q], self.l0bd[q], self.acc_d, kb.add(kb.mul(j, t.bi), kk), None)
+                _mmad(kb, self.l0a[q], self.l0bd[q], self.acc_d, kb.add(kb.mul(jd, kd), kk), None)
                 self.q_l0[q].release()
 
-            def chunk(p: int, j: Index) -> None:
-                r0 = kb.add(self.i_lo, kb.mul(j, t.bi))
-                rsz = self._chunk_size(r0)
-                self.q_d1[p].acquire()
+            def load(p: int, jd: Index) -> None:
+                r0 = kb.add(self.i_lo, kb.mul(jd, kd))
+                rsz = self._range_left(r0, kd)
+                self.q_l1[p].acquire()
                 kb.copy(kb.subview(self.gwd, [r0, n0], [rsz, nsz]), self.l1d[p], layout="nd2nz")
-                self.q_d1[p].handoff()
-                l0_base = kb.mul(kb.add(tile_base, j), steps) if steps % 2 else 0
-                with kb.range(0, t.bi, t.bk) as kk:
-                    _by_parity(kb, kk, t.bk, DOUBLE_BUFFER, lambda q: l0_step(p, q, j, kk), l0_base)
-                self.q_d1[p].release()
+                self.q_l1[p].handoff()
+                l0_base = kb.mul(kb.add(tile_base, jd), steps) if steps % 2 else 0
+                with kb.range(0, kd, t.bk) as kk:
+                    _by_parity(kb, kk, t.bk, DOUBLE_BUFFER, lambda q: l0_step(p, q, jd, kk), l0_base)
+                self.q_l1[p].release()
 
             self.q_dc.acquire()
-            with kb.range(0, nch, 1) as j:
-                _by_parity(kb, j, 1, DOUBLE_BUFFER, lambda p: chunk(p, j), tile_base)
+            with kb.range(0, nkd, 1) as jd:
+                _by_parity(kb, jd, 1, DOUBLE_BUFFER, lambda p: load(p, jd), tile_base)
             self.q_dc.handoff()
             dst = kb.subview(self.gpart, [prow, n0], [self.msz, nsz])
             if self.split:
