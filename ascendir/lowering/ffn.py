@@ -6,8 +6,19 @@ Body forms (fuse_ffn.match_gated / match_plain), x [..., H] viewed as [M, H]:
     plain:  h = act(x · W1 [+ b1])              act ∈ {ReLU, GELU, SiLU}
     then    y = h · Wd [+ b2]                   Wd [I, Ho]
 
-Two kernels instead of four (gate + act, up, mul, down) and one round trip of the [M, I]
-intermediate instead of three:
+Two lowerings; `choose_plan` scores both per shape with the interpreter's cost pieces (as
+choose-tiling does, nothing simulated) and the chosen one is recorded on its kernels as the
+`ffn_plan` attribute ("fused: est fused N vs two-kernel M cycles (tiles)").
+
+A. One kernel, h never in GM as a whole (ffn_fused.py): work items (row block of bm rows, a
+   range of I) over all AICs; per item gate/up chunk by chunk, act·mul, each h tile kept in L1,
+   then h · Wd from L1 per Ho tile into fp32 partials [nsplit, M, Ho], added (+ b2, cast) by a
+   small vector kernel. Each weight byte is read once per row block. Chosen where the weight
+   stream dominates and the estimate gains >= FUSED_MARGIN: LLaMA-7B decode (M = 1..32), the
+   corpus' gpt2_small and mlp_small (llama_small, bert_small, vit_small, llama_realistic keep B).
+B. Two kernels instead of four (gate + act, up, mul, down) and one round trip of the [M, I]
+   intermediate instead of three (chosen at prefill: with M = 512 the partials of A would be
+   nsplit × 8 MiB, more than the 10.75 MiB h round trip they replace):
 
 1. `ffn_up` — per output tile [bm, bn] of h (tiles block-cyclic over the cores): the K loop
    over H loads each x tile into L1 / L0A once and multiplies it by the Wg and the Wu tile into
@@ -19,21 +30,23 @@ intermediate instead of three:
      in UB and stores the tile (MTE3); flags with explicit units order the hand-off, a WAR flag
      lets the AIC reuse the workspace once the AIV has read it (flash_attention._Sync).
    * 910A (dav-c100, coupled core): L0C → UB directly on the vector pipe; no workspace.
-2. `ffn_down` — h · Wd with the b2 row bias seeded from BT (matmul.emit_matmul with an epilogue).
+2. `ffn_down` — h · Wd with the b2 row bias seeded from BT (matmul.emit_matmul with an
+   epilogue), with choose-tiling's tiling of the region's down matmul when it has one.
+
+What crosses L2 on 910B either way: AIC and AIV share no buffer (S2 architecture page), so
+every activated tile goes cube → GM (L2) → vector → GM (L2) → cube. Path A keeps that traffic
+to two small per-core rings (nacc·bm·bi fp32 out, bm·bi f16 back, re-used every chunk, so they
+stay in L2) plus the fp32 partials; its GM traffic is not lower than B's at decode (+3.7 MiB on
+258 MiB of weights at LLaMA-7B sizes), its gain is one weight stream split evenly over all
+AICs. Only 910A keeps h truly in-core (L0C → UB → L1, ub2l1, S1).
 
 What real CANN does: ops-transformer's `FFN` / `aclnnFFN` (ffn/ffn, Atlas A2 only) computes
 y = act(x·W1 + b1)·W2 + b2 with act ∈ fastgelu / gelu / relu / silu or the gated geglu / swiglu /
 reglu (W1 = [gate | up], N1 = 2·K2), and asks the caller for a device workspace
 (aclnnFFNGetWorkspaceSize): the activated intermediate lands in GM workspace between the two
-matmuls, as here. Its README says no more about the kernel.
+matmuls, as in B. Its README says no more about the kernel.
 
-What is not done (and why): keeping the whole intermediate on chip with the down projection
-accumulated in L0C across I. For one row block that needs either h [bm, I] resident (128 × 11008
-f16 = 2.75 MiB vs 512 KiB of L1, S1) or the [bm, Ho] fp32 down accumulators resident (128 × 4096
-× 4 = 2 MiB vs 128 KiB of L0C), and on 910B AIC and AIV share no buffer at all (S2), so a tile
-computed by the AIV reaches the cube only through GM/L2. Chunking I and recomputing the up/gate
-tile for every Ho tile would cost Ho / bn (16 at LLaMA-7B sizes) times the up/gate flops.
-Approximations: one AIV stream per AIC (real groups have two AIVs), one workspace slot.
+Approximations: one AIV stream per AIC (real groups have two AIVs); B's workspace has one slot.
 
 A body that matches neither form (or a batched weight) is lowered op by op with per-projection
 epilogues (returns None after wrapping each projection in a matmul_epilogue region).
@@ -132,8 +145,9 @@ def _parse(op: nn.FusedOp, args: dict) -> dict | None:
 
 
 def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
-    """Lower an ffn region to `ffn_up` + `ffn_down` (see the module docstring); a body of another
-    shape falls back to per-projection epilogues (returns None).
+    """Lower an ffn region to the fused kernel or `ffn_up` + `ffn_down`, whichever `choose_plan`
+    estimates faster (see the module docstring); a body of another shape falls back to
+    per-projection epilogues (returns None).
 
     Raises:
         AscendirError: fp32 / bf16 on a cube without them (910A), tiles that do not fit.
