@@ -21,11 +21,15 @@ same time read the same weight panels (L2 hits after the first). Per item:
    * 910A (dav-c100, coupled): L0C -> UB (vector pipe), act·mul in UB, UB -> L1 (MTE3, ub2l1, S1)
      straight into the resident h: nothing of h leaves the core.
 3. down projection from L1: for every Ho tile of bn columns, L0C accumulates h[:, range] ·
-   Wd[range, tile] over the item's I-range (Wd streamed through L1 a chunk of bi rows at a time),
-   then FixPipe (910A: L0C -> UB -> MTE3) writes the fp32 partial into a workspace
-   [nsplit·M, Ho].
-4. a vector kernel adds the nsplit partials (the split-K reduction of matmul.py), adds b2 and
-   casts: y.
+   Wd[range, tile] over the item's I-range, Wd streamed kd rows at a time (the whole range when
+   it fits) through the same two L1 slots the gate/up weights used (the phases never overlap,
+   so one item's L1 holds x chunks, two slots and h), then FixPipe (910A: L0C -> UB -> MTE3)
+   writes the fp32 partial into a workspace [nsplit·M, Ho].
+4. a vector kernel adds the nsplit partials (the split-K reduction of matmul.py, one strided load
+   of all splits per tile), adds b2 and casts: y. Not done: FixPipe's atomic add into GM
+   (Ascend C SetAtomicAdd, documented for L0C -> GM on A2, S2 API reference) would drop the
+   partial workspace, but still need a zeroed fp32 buffer and a cast pass, and the dialect has
+   no atomic copy; at decode the reduction is 0.4 % of the kernel.
 
 What crosses GM per item: x rows (re-read per chunk, bm·H), Wg / Wu [H, range], Wd [range, Ho]
 (each weight byte once per row block), the partial [bm, Ho] fp32; on 910B also the chunk hand-offs
