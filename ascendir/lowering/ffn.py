@@ -242,7 +242,7 @@ def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling,
     from ascendir.interpreter.cost import CostEnv
     from ascendir.transforms.choose_tiling import Problem, estimate
 
-    key = (target.name, s, dt, up, down)
+    key = (target.name, target.memory.l2_model, s, dt, up, down)
     if key in _PLANS:
         return _PLANS[key]
     if dt not in target.cube.k_per_cycle:
