@@ -2,14 +2,14 @@
 
     y [M, Ho] = h · Wd (+ b2),  h = act(x · Wg [+ b1]) [* (x · Wu)],  x [M, H], Wg / Wu [H, I]
 
-Work item = (row block of bm rows, I-split s: `per` chunks of bi columns of I). Items are
+Work item = (row block of bm rows, I-split s: sw columns of I, in `per` chunks of bi). Items are
 block-cyclic over the AICs with the row block fastest, so the items of one split that run at the
 same time read the same weight panels (L2 hits after the first). Per item:
 
 1. gate/up, chunk by chunk (c = i_lo, i_lo + bi, ...): the K loop over H loads each x tile into
    L1 / L0A once and multiplies it by the Wg (and Wu) tile into one (two) [bm, bi] fp32 L0C
    accumulators (ping-pong L1 / L0 slots as in matmul.py).
-2. activation (· up), then h tile [bm, bi] into the item's L1-resident h [bm, per·bi]:
+2. activation (· up), then h tile [bm, bi] into the item's L1-resident h [bm, >= per·bi]:
    * 910B (dav-c220): AIC and AIV share no buffer (S2 architecture page), so the accumulators go
      out through FixPipe into a per-core GM workspace ring of two slots (fp32 [bm, nacc·bi]), the
      AIV reads them (MTE2), computes h in UB and writes it into a second two-slot ring
@@ -33,15 +33,15 @@ same time read the same weight panels (L2 hits after the first). Per item:
 
 What crosses GM per item: x rows (re-read per chunk, bm·H), Wg / Wu [H, range], Wd [range, Ho]
 (each weight byte once per row block), the partial [bm, Ho] fp32; on 910B also the chunk hand-offs
-(nacc·bm·bi·4 + 2·bm·bi·es bytes per chunk, L2-resident). Not h [M, I]: the two-kernel path
-writes it once and reads it once per Ho tile of ffn_down.
+(nacc·bm·bi·4 bytes out and back, bm·bi·es in and back per chunk, L2-resident). Not h [M, I]: the
+two-kernel path writes it once and reads it once per Ho tile of ffn_down.
 
 Why h resident in L1 and not the down accumulators in L0C: [bm, Ho] fp32 is 256 KiB even at
 bm = 16, Ho = 4096 (L0C 128 KiB on 910B, S1); h for an item is bm·per·bi·es (16 KiB at decode
 with I split over 24 cores). The price is the partial workspace and its reduction: nsplit·M·Ho·4
 bytes, tiny at decode (24 × 16 KiB), large at prefill (M = 512: 8 MiB per split), which is why
-`plan` scores this kernel against the two-kernel path (ffn_up + ffn_down) with the same analytic
-cost pieces as choose-tiling and ffn.py keeps the cheaper one.
+ffn.choose_plan scores this kernel (`estimate`, tiles from `choose`) against the two-kernel path
+(ffn_up + ffn_down) with the same analytic cost pieces as choose-tiling and keeps the cheaper.
 """
 
 from __future__ import annotations
@@ -358,6 +358,8 @@ def emit(
 
 
 class _Kernel:
+    """Buffers, queues and the emission of one ffn_fused kernel (see the module docstring)."""
+
     def __init__(self, kb, s: Shape, t: FusedTiling, el, act, split, gx, weights, gb, gwd, gpart, ws_acc, ws_h):
         self.kb, self.s, self.t, self.el, self.act, self.split = kb, s, t, el, act, split
         self.gx, self.weights, self.gb, self.gwd, self.gpart, self.ws_acc, self.ws_h = gx, weights, gb, gwd, gpart, ws_acc, ws_h
@@ -637,10 +639,12 @@ def _emit_reduce(ctx: LoweringContext, part: SSAValue, b2: SSAValue | None, out:
 
 
 def dtype_name(el: Attribute) -> str:
+    """The cube dtype key ("f16", "bf16", "f32") of an element type."""
     return {"f16": "f16", "bf16": "bf16", "f32": "f32"}.get(str(el), str(el))
 
 
 def shape_of(m: int, hdim: int, idim: int, ho: int, el: Attribute, out_el: Attribute, gated: bool,
              b1: SSAValue | None, b2: SSAValue | None, act: str) -> Shape:
+    """The Shape of an FFN (element sizes from the types, bias sizes 0 when absent)."""
     return Shape(m, hdim, idim, ho, itemsize(el), itemsize(out_el), 2 if gated else 1,
                  itemsize(elem(b1)) if b1 is not None else 0, itemsize(elem(b2)) if b2 is not None else 0, act)
