@@ -96,12 +96,13 @@ def lower(module: ModuleOp, weights: WeightStore, target: str | Path | None) -> 
     from ascendir.lowering import lowered_pipeline
     from ascendir.lowering.convert_nn_to_ascend import ConvertNNToAscend
 
-    # nn.attention without a fused template becomes matmul/softmax ops (its causal triangle an
-    # nn.constant), before constants move into the WeightStore. The module is verified once,
-    # after the lowering (verifying the nn module again here would repeat the nn pipeline's check).
-    DecomposeAttention().apply(make_context(), module)
-    constants_to_weights(module, weights)
+    # nn.attention without a fused template (or too big for it on this chip) becomes
+    # matmul/softmax ops (its causal triangle an nn.constant), before constants move into the
+    # WeightStore. The module is verified once, after the lowering (verifying the nn module
+    # again here would repeat the nn pipeline's check).
     tgt = str(target or DEFAULT_TARGET)
+    DecomposeAttention(target=tgt).apply(make_context(), module)
+    constants_to_weights(module, weights)
     run_passes(module, PassPipeline((ConvertNNToAscend(target=tgt), *lowered_pipeline(tgt))))
     tag_kernel_dtypes(module)
 

@@ -120,6 +120,34 @@ def test_flash_910a_rejects_f32() -> None:
         compile_attention(attention_ir(1, 1, 1, 16, 16, 32, 32, False), "ascend910a")
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_without_a_flash_tile_is_lowered_unfused(causal: bool) -> None:
+    """8 f32 query heads of D = 128 per K/V head (LLaMA-3-70B's GQA group in fp32): even
+    Br = Bc = 16 stacks 128 rows, too many for UB, so choose_flash_tiling finds nothing. This used
+    to fail the compile ("no flash-attention tile fits"); the driver now decomposes that attention
+    (decompose-attention) and the result still matches run_nn."""
+    from ascendir.lowering.flash_attention import fits
+
+    b, hq, hkv, sq, skv, d = 2, 8, 1, 16, 33, 128
+    text = attention_ir(b, hq, hkv, sq, skv, d, d, causal)
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline("fuse-attention"))
+    att = next(op for op in module.walk() if isinstance(op, nn.AttentionOp))
+    assert isinstance(att.parent_op(), nn.FusedOp) and not fits(att, load_target("ascend910b2"))
+    feeds = random_inputs([(b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, d)], "f32")
+    ref = run_nn(Parser(make_context(), text).parse_module(), WeightStore(), feeds)
+    weights = WeightStore()  # decompose-attention's scale (and causal triangle) constants
+    lower(module, weights, "ascend910b2")
+    names = [k.sym_name.data for k in kernels(module)]
+    assert not any(n.startswith("flash_") for n in names) and any(n.startswith("softmax") for n in names), names
+    out = simulate(module, weights, feeds, load_target("ascend910b2")).outputs
+    (want,), (got,) = ref.values(), out.values()
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+    # the same group in f16 still fits: it keeps the flash kernel
+    f16_module = compile_attention(attention_ir(b, hq, hkv, sq, skv, d, d, causal, dt="f16"), "ascend910b2")
+    assert kernels(f16_module)[0].sym_name.data.startswith("flash_attention")
+
+
 def _bytes(module: ModuleOp, feeds: dict, target: str = "ascend910b2") -> dict:
     return simulate(module, WeightStore(), feeds, load_target(target), timing_only=True).report
 

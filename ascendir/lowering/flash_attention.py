@@ -230,6 +230,35 @@ def choose_flash_tiling(
     return tiling
 
 
+def tiling_for(att: nn.AttentionOp, target: HardwareConfig) -> FlashTiling:
+    """choose_flash_tiling for the shapes, element type, mask and causality of `att`.
+
+    Raises:
+        ValueError: no tile fits (see choose_flash_tiling).
+    """
+    b, hq, sq, d = nn.shape_of(att.q)
+    hkv, skv = nn.shape_of(att.k)[1], nn.shape_of(att.k)[2]
+    mask4 = None
+    if att.mask is not None:
+        ms = nn.shape_of(att.mask)
+        mask4 = (1,) * (4 - len(ms)) + tuple(ms)
+    return choose_flash_tiling(
+        target, batch=b, hkv=hkv, g=hq // hkv, sq=sq, skv=skv, d=d, dv=nn.shape_of(att.v)[3],
+        el=att.q.type.element_type, mask_shape=mask4, causal=bool(att.causal.value.data),
+    )
+
+
+def fits(att: nn.AttentionOp, target: HardwareConfig) -> bool:
+    """Whether the template has a tile for `att` on `target`. When it has none (e.g. 8 f32
+    query heads of D = 128 stacked on one K/V head: even Br = Bc = 16 overflows UB), the driver
+    lowers the attention unfused (decompose-attention) rather than failing on a valid model."""
+    try:
+        tiling_for(att, target)
+    except ValueError:
+        return False
+    return True
+
+
 # ----------------------------------------------------------------------------------------------
 # synchronization with explicit units
 # ----------------------------------------------------------------------------------------------
@@ -350,10 +379,7 @@ class _FlashKernel:
         self.q, self.k, self.v, self.mask = q, k, v, mask
         self.mask4 = (1,) * (4 - len(shape(mask))) + shape(mask) if mask is not None else None
         try:
-            self.t = choose_flash_tiling(
-                ctx.target, batch=self.b, hkv=self.hkv, g=self.g, sq=self.sq, skv=self.skv, d=self.d, dv=self.dv,
-                el=self.el, mask_shape=self.mask4, causal=self.causal,
-            )
+            self.t = tiling_for(att, ctx.target)
         except ValueError as e:
             raise ctx.error(str(e)) from None
         self.off = self.skv - self.sq  # query i sees keys j <= i + off (aligned to the last query)
