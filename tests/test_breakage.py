@@ -111,6 +111,27 @@ def test_opt_success_writes_output(capsys, tmp_path: Path) -> None:
     assert "builtin.module" in out.read_text()
 
 
+def test_opt_lowers_imported_nn_ir_and_it_runs(capsys, tmp_path: Path) -> None:
+    """The README's `ascendir-opt in.mlir -p '...,convert-nn-to-ascend{target=...}'` on the nn IR
+    of `compile --emit nn`: llama_small keeps nn.constant ops (scalars, the attention mask's
+    fill) that ascendir-opt has no WeightStore for; lowering used to fail ("nn.constant must be
+    moved into the WeightStore"). Now they stay in the IR as valued ascend.weight ops, and the
+    lowered text runs (with the nn IR's weights file) to onnxruntime's reference output."""
+    llama = DATA / "llama_small"
+    nn_ir, low = tmp_path / "nn.mlir", tmp_path / "low.mlir"
+    assert _run("compile", llama / "model.onnx", "--emit", "nn", "-o", nn_ir).exit_code == 0
+    assert "nn.constant" in nn_ir.read_text()
+    code, err = _opt(capsys, nn_ir, "-p", "fuse-matmul-epilogue,convert-nn-to-ascend{target=ascend910b2}", "-o", low)
+    assert code == 0, err
+    assert "ascend.weight @inline_const_0 {value = dense<" in low.read_text()
+    os.replace(tmp_path / "nn.weights.npz", tmp_path / "low.weights.npz")
+    out = tmp_path / "out.npz"
+    result = _run("run", low, "--inputs", llama / "reference.npz", "--outputs", out)
+    assert result.exit_code == 0, result.output
+    want = np.load(llama / "reference.npz")["output:logits"]
+    np.testing.assert_allclose(np.load(out)["logits"], want, rtol=1e-4, atol=1e-5)
+
+
 # ------------------------------------------------------------------------------------------
 # command line
 # ------------------------------------------------------------------------------------------

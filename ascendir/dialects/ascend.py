@@ -29,6 +29,7 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DenseIntOrFPElementsAttr,
     BoolAttr,
     DictionaryAttr,
     FloatAttr,
@@ -51,6 +52,7 @@ from xdsl.irdl import (
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
+    opt_attr_def,
     opt_operand_def,
     opt_prop_def,
     prop_def,
@@ -335,20 +337,29 @@ class AllocOp(IRDLOperation):
 
 @irdl_op_definition
 class WeightOp(IRDLOperation):
-    """A GM tensor holding WeightStore entry `@sym`."""
+    """A GM tensor holding WeightStore entry `@sym`, or, with a `value` attribute, that constant
+    (an nn.constant lowered by convert-nn-to-ascend run as a pass, e.g. from ascendir-opt, where
+    no WeightStore is at hand: the IR text then carries the value itself)."""
 
     name = "ascend.weight"
     sym = prop_def(SymbolRefAttr)
+    value = opt_attr_def(DenseIntOrFPElementsAttr)
     result = result_def(MemRefType)
     traits = traits_def(Pure())
     assembly_format = "$sym attr-dict `:` type($result)"
 
-    def __init__(self, sym: str, type: MemRefType):
-        super().__init__(properties={"sym": SymbolRefAttr(sym)}, result_types=[type])
+    def __init__(self, sym: str, type: MemRefType, value: DenseIntOrFPElementsAttr | None = None):
+        super().__init__(
+            properties={"sym": SymbolRefAttr(sym)}, attributes={"value": value} if value is not None else {}, result_types=[type]
+        )
 
     def verify_(self) -> None:
         if space_of(self.result) != MemSpace.GM:
             raise VerifyException("ascend.weight: weights live in GM")
+        if self.value is not None:
+            vt, rt = self.value.type, self.result.type
+            if tuple(vt.get_shape()) != tuple(rt.get_shape()) or vt.element_type != rt.element_type:
+                raise VerifyException(f"ascend.weight: value of type {vt} does not match the result {rt}")
 
 
 @irdl_op_definition

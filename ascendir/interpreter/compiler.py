@@ -489,6 +489,10 @@ class Compiler:
         cached: list = []
 
         def load() -> np.ndarray:
+            if op.value is not None:  # an inline constant (convert-nn-to-ascend without a store)
+                from ascendir.lowering.constants_to_weights import dense_value
+
+                return np.ascontiguousarray(dense_value(op.value), dtype=dtype)
             if sym not in self.m.weights:
                 raise AscendirError(f"ascend.weight @{sym}: not in the WeightStore")
             arr = np.asarray(self.m.weights[sym])

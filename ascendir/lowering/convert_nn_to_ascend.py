@@ -1,8 +1,10 @@
 """`convert-nn-to-ascend{target=ascend910b2}`: lower the nn module to ascend kernels.
 
 Input: `func.func @main` over tensors (`arg_attrs`/`res_attrs` with `onnx.name`), nn ops,
-`nn.weight @name`, `nn.fused` regions. `nn.constant` must have been moved into the WeightStore
-first (`ascendir.lowering.constants_to_weights`).
+`nn.weight @name`, `nn.fused` regions. `nn.constant` is normally moved into the WeightStore
+first (`ascendir.lowering.constants_to_weights`, as the driver does); one left in the module
+becomes an `ascend.weight` carrying its value (attribute `value`), so `ascendir-opt` lowers
+imported modules too.
 
 Output: the module gets `ascend.arch` and `ascend.target` attributes, one `ascend.kernel` per nn
 op (or per `nn.fused`) of a distinct signature (structurally identical ops, e.g. the same op in
@@ -86,7 +88,7 @@ def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> N
     """Lower nn ops in program order; operand buffers come from `ctx.values`.
 
     Raises:
-        AscendirError: an op without template, an nn.constant, or a template's own error.
+        AscendirError: an op without template, or a template's own error.
     """
     for i, op in enumerate(ops, start):
         ctx.current = describe(op, i)
@@ -96,10 +98,11 @@ def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> N
             ctx.values[op.result] = ctx.emit(ascend.WeightOp(op.weight_name, gm_type(op.result.type))).results[0]
             continue
         if isinstance(op, nn.ConstantOp):
-            raise AscendirError(
-                f"{ctx.current}: nn.constant must be moved into the WeightStore before lowering "
-                "(ascendir.lowering.constants_to_weights)"
-            )
+            # Only when run as a pass (ascendir-opt): the driver moves constants into the
+            # WeightStore first. Here there is no store, so the IR keeps the value.
+            weight = ascend.WeightOp(ctx.name("inline_const"), gm_type(op.result.type), op.value)
+            ctx.values[op.result] = ctx.emit(weight).results[0]
+            continue
         operands = [ctx.gm(v) for v in op.operands]
         key = kernel_reuse.signature(op, operands)
         fragment = ctx.fragments.get(key) if key is not None else None
