@@ -132,6 +132,18 @@ def test_opt_lowers_imported_nn_ir_and_it_runs(capsys, tmp_path: Path) -> None:
     np.testing.assert_allclose(np.load(out)["logits"], want, rtol=1e-4, atol=1e-5)
 
 
+def test_readme_tiling_example_fits_an_f32_model() -> None:
+    """The README's `--tiling` example must compile the default (fp32) precision: it showed
+    m=128,n=256,k=64, whose double-buffered 256x64 f32 B tile needs 128 KiB of the 910B's 64 KiB
+    L0B, so the command failed as written on every f32 model."""
+    import re
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    tiling = re.search(r"ascendir run model\.onnx --tiling '([^']+)'", readme).group(1)
+    result = _run("compile", DATA / "llama_small" / "model.onnx", "--tiling", tiling)
+    assert result.exit_code == 0, result.output
+
+
 # ------------------------------------------------------------------------------------------
 # command line
 # ------------------------------------------------------------------------------------------
