@@ -111,15 +111,20 @@ def test_opt_success_writes_output(capsys, tmp_path: Path) -> None:
     assert "builtin.module" in out.read_text()
 
 
-def test_opt_lowers_imported_nn_ir_and_it_runs(capsys, tmp_path: Path) -> None:
+@pytest.mark.parametrize("nn_pipeline", ["O2", "recompose-nn"])
+def test_opt_lowers_imported_nn_ir_and_it_runs(capsys, tmp_path: Path, nn_pipeline: str) -> None:
     """The README's `ascendir-opt in.mlir -p '...,convert-nn-to-ascend{target=...}'` on the nn IR
     of `compile --emit nn`: llama_small keeps nn.constant ops (scalars, the attention mask's
     fill) that ascendir-opt has no WeightStore for; lowering used to fail ("nn.constant must be
     moved into the WeightStore"). Now they stay in the IR as valued ascend.weight ops, and the
-    lowered text runs (with the nn IR's weights file) to onnxruntime's reference output."""
+    lowered text runs (with the nn IR's weights file) to onnxruntime's reference output.
+    With `-p recompose-nn` the nn IR holds unfused nn.attention ops, which ascendir-opt's
+    convert-nn-to-ascend used to reject ("no template for nn.attention"): it now decomposes
+    them as the driver does."""
     llama = DATA / "llama_small"
     nn_ir, low = tmp_path / "nn.mlir", tmp_path / "low.mlir"
-    assert _run("compile", llama / "model.onnx", "--emit", "nn", "-o", nn_ir).exit_code == 0
+    assert _run("compile", llama / "model.onnx", "--emit", "nn", "-p", nn_pipeline, "-o", nn_ir).exit_code == 0
+    assert ('"flash_attention"' in nn_ir.read_text()) == (nn_pipeline == "O2")  # else bare nn.attention
     assert "nn.constant" in nn_ir.read_text()
     code, err = _opt(capsys, nn_ir, "-p", "fuse-matmul-epilogue,convert-nn-to-ascend{target=ascend910b2}", "-o", low)
     assert code == 0, err

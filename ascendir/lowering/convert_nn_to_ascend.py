@@ -188,4 +188,10 @@ class ConvertNNToAscend(ModulePass):
     target: str = DEFAULT_TARGET
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # An nn.attention left unfused (or too big for the flash template on this chip) has no
+        # template of its own: decompose it here too, so ascendir-opt lowers what `ascendir
+        # compile` lowers (the driver already ran this before moving constants into the store).
+        from ascendir.lowering.attention import DecomposeAttention
+
+        DecomposeAttention(target=self.target).apply(ctx, op)
         lower_module(op, load_target(self.target))
