@@ -211,8 +211,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the report."""
     from ascendir.driver import (
-        gather_bounds, is_lowered, load_ir, lower, main_func, parse_input_shapes, parse_pipeline,
-        random_inputs, run_passes,
+        gather_bounds, is_lowered, load_ir, lower, main_func, missing_weights, parse_input_shapes, parse_pipeline,
+        random_inputs, run_passes, weights_path,
     )
     from ascendir.frontends.onnx import import_onnx
     from ascendir.hardware import load_target
@@ -235,6 +235,15 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         if input_shapes:
             raise AscendirError(f"--input-shape applies to .onnx models; {model} is IR with static shapes")
         module, weights = load_ir(model)
+        missing = [] if timing_only else missing_weights(module, weights)
+        if missing:  # else the interpreter fails mid-run on the first one it reads
+            wp = weights_path(model)
+            where = f"{wp}, which does not exist" if not wp.exists() else str(wp)
+            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+            raise AscendirError(
+                f"{model}: weight @{missing[0]}{more} not in {where} (`ascendir compile -o` writes it beside the IR; "
+                "--timing-only needs none)"
+            )
         if is_lowered(module) and pipeline is not None:
             raise AscendirError(f"{model} is already lowered to the ascend dialect; -p (an nn-level pipeline) does not apply")
         arch, lowered_for = (module.attributes.get(k) for k in ("ascend.arch", "ascend.target"))

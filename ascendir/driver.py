@@ -279,7 +279,35 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
     except (VerifyException, DiagnosticException) as e:
         raise AscendirError(f"{path}: IR fails to verify: {one_line(e)}") from None
     wp = weights_path(path)
-    return module, WeightStore.load(str(wp)) if wp.exists() else WeightStore()
+    if not wp.exists():
+        return module, WeightStore()
+    import zipfile
+
+    hint = "(`ascendir compile -o` writes it beside the IR)"
+    if not zipfile.is_zipfile(wp):  # np.load would try to unpickle it
+        raise AscendirError(f"cannot read weights {wp}: not an .npz archive {hint}")
+    try:
+        return module, WeightStore.load(str(wp))
+    except Exception as e:  # a damaged archive (BadZipFile, EOFError, OSError, ValueError)
+        raise AscendirError(f"cannot read weights {wp}: {one_line(e)} {hint}") from None
+
+
+def missing_weights(module: ModuleOp, weights: WeightStore) -> list[str]:
+    """Names of the nn.weight / ascend.weight ops of `module` that `weights` lacks (an
+    ascend.weight carrying its own `value` needs no entry), in program order."""
+    from ascendir.dialects import ascend
+
+    names: list[str] = []
+    for op in module.walk():
+        if isinstance(op, nn.WeightOp):
+            name = op.weight_name
+        elif isinstance(op, ascend.WeightOp) and op.value is None:
+            name = op.sym.root_reference.data
+        else:
+            continue
+        if name not in weights and name not in names:
+            names.append(name)
+    return names
 
 
 def print_ir(module: ModuleOp) -> str:

@@ -149,6 +149,21 @@ def test_readme_tiling_example_fits_an_f32_model() -> None:
     assert result.exit_code == 0, result.output
 
 
+def test_ir_with_a_bad_or_missing_weights_file(tmp_path: Path) -> None:
+    """IR run beside a weights file that is not an .npz used to end in "internal error:
+    ValueError: This file contains pickled (object) data" (exit 1); without its weights file
+    it failed mid-simulation on the first weight read. Both are one-line errors naming the file
+    now, before any work; --timing-only still needs no weights."""
+    ir = tmp_path / "m.mlir"
+    assert _run("compile", MLP, "-o", ir).exit_code == 0
+    (tmp_path / "m.weights.npz").write_text("not an archive\n")
+    _clean_error(_run("run", ir), "m.weights.npz", "not an .npz archive")
+    _clean_error(_run("compile", ir), "m.weights.npz", "not an .npz archive")
+    (tmp_path / "m.weights.npz").unlink()
+    _clean_error(_run("run", ir), "m.weights.npz", "does not exist", "@")
+    assert _run("run", ir, "--timing-only").exit_code == 0
+
+
 # ------------------------------------------------------------------------------------------
 # command line
 # ------------------------------------------------------------------------------------------
