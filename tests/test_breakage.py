@@ -164,6 +164,15 @@ def test_ir_with_a_bad_or_missing_weights_file(tmp_path: Path) -> None:
     assert _run("run", ir, "--timing-only").exit_code == 0
 
 
+def test_errors_in_fused_regions_name_the_kind_and_an_onnx_node() -> None:
+    """A fused region's lowering error used to name only `nn.fused #13`: the fusion passes give
+    the region no node name. It now says which fusion and the first ONNX node of its body; the
+    no-f32-cube error says which flag fixes it."""
+    llama = DATA / "llama_small" / "model.onnx"
+    _clean_error(_run("run", llama, "--target", "ascend910a"), "nn.fused #", "(norm_matmul, from '/lm/model/layers.0/", "--dtype fp16")
+    _clean_error(_run("run", llama, "--tiling", "m=16,n=16,k=8,split_k=3"), "(matmul_epilogue, from '/lm/model/layers.0/")
+
+
 # ------------------------------------------------------------------------------------------
 # command line
 # ------------------------------------------------------------------------------------------

@@ -75,12 +75,17 @@ FUSED_TEMPLATES["conv_activation"] = conv.lower_conv_activation
 
 
 def describe(op: Operation, index: int) -> str:
-    """How errors name an op: `nn.matmul #3` plus its ONNX node name when the importer kept one."""
+    """How errors name an op: `nn.matmul #3` plus its ONNX node name when the importer kept one;
+    a region `nn.fused #5 (ffn, from '<first ONNX node of its body>')`, since the fusion passes
+    give the region itself no node name."""
     text = f"{op.name} #{index}"
     for key in ("onnx.node", "onnx.name"):
         attr = op.attributes.get(key)
         if isinstance(attr, StringAttr):
             return f"{text} ('{attr.data}')"
+    if isinstance(op, nn.FusedOp):
+        node = next((a.data for o in op.body.walk() if isinstance(a := o.attributes.get("onnx.node"), StringAttr)), None)
+        return f"{text} ({op.kind.data}, from '{node}')" if node else f"{text} ({op.kind.data})"
     return text
 
 

@@ -357,7 +357,7 @@ def lower_flash_attention(ctx: LoweringContext, op: nn.FusedOp, operands: list[S
     if ctx.target.arch in NO_FP32_CUBE and el != f16:
         raise ctx.error(
             f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
-            "cast the model to float16"
+            "cast the model to float16 (ascendir --dtype fp16)"
         )
     return [_FlashKernel(ctx, att, q, k, v, mask).emit()]
 

@@ -254,7 +254,7 @@ def emit_matmuls(
     if ctx.target.arch in NO_FP32_CUBE and el != f16:
         raise ctx.error(
             f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
-            "cast the model to float16"
+            "cast the model to float16 (ascendir --dtype fp16)"
         )
     grouped = len(products) > 1
     lay = matmul_layout(shape(a), shape(products[0].b))
