@@ -173,6 +173,19 @@ def test_errors_in_fused_regions_name_the_kind_and_an_onnx_node() -> None:
     _clean_error(_run("run", llama, "--tiling", "m=16,n=16,k=8,split_k=3"), "(matmul_epilogue, from '/lm/model/layers.0/")
 
 
+def test_out_of_range_token_id_names_the_kernel(tmp_path: Path) -> None:
+    """A token id beyond the embedding table is bad data, found only when the gather runs: one
+    line naming the launched kernel (it used to name only the tile op `ascend.gather_rows`)."""
+    ref = np.load(DATA / "llama_small" / "reference.npz")
+    feeds = tmp_path / "in.npz"
+    ids = np.full_like(ref["input:input_ids"], 100000)
+    np.savez(feeds, input_ids=ids, attention_mask=ref["input:attention_mask"])
+    out = tmp_path / "out.npz"
+    _clean_error(_run("run", DATA / "llama_small" / "model.onnx", "--inputs", feeds, "--outputs", out),
+                 "kernel @gather_0", "index 100000 out of range for a table of 512 rows")
+    assert not _leftovers(tmp_path, "out.npz")
+
+
 # ------------------------------------------------------------------------------------------
 # command line
 # ------------------------------------------------------------------------------------------

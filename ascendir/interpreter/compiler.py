@@ -772,7 +772,12 @@ class Compiler:
         A = self.F.A
 
         def run() -> None:
-            m.records.append(kp.run([R[a] for a in args], [A[a] for a in args]))
+            try:
+                m.records.append(kp.run([R[a] for a in args], [A[a] for a in args]))
+            except AscendirError as e:  # data errors (e.g. a gather index) name the launch too
+                if f"@{name}" in str(e):
+                    raise
+                raise AscendirError(f"kernel @{name}: {e}") from None
             if m.progress is not None:
                 m.progress(len(m.records), m.launches)
 
