@@ -15,16 +15,20 @@ from ascendir.weights import WeightStore
 def lower(module: ModuleOp, target: HardwareConfig, weights: WeightStore | None = None) -> ModuleOp:
     """Lower an nn module to the ascend dialect for `target`, in place.
 
-    When `weights` is given, `nn.constant` values are first moved into it
-    (`constants_to_weights`); without it, a remaining nn.constant is an error.
+    nn.attention without a flash template (or too big for it on `target`) is decomposed first
+    (decompose-attention). When `weights` is given, `nn.constant` values are then moved into it
+    (`constants_to_weights`); without it, they stay in the IR as valued `ascend.weight` ops.
 
     Raises:
-        AscendirError: an op without template, a tile that does not fit, an nn.constant left.
+        AscendirError: an op without template, a tile that does not fit.
     """
     from ascendir.context import make_context
     from ascendir.lowering.constants_to_weights import constants_to_weights
     from ascendir.lowering.convert_nn_to_ascend import lower_module
 
+    from ascendir.lowering.attention import decompose_attentions
+
+    decompose_attentions(module, target)
     if weights is not None:
         constants_to_weights(module, weights)
     lower_module(module, target)

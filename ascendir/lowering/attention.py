@@ -26,6 +26,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import nn
+from ascendir.hardware.config import HardwareConfig
 from ascendir.dtypes import to_numpy_dtype
 
 
@@ -88,31 +89,38 @@ def decompose(att: nn.AttentionOp) -> list[Operation]:
 class DecomposeAttention(ModulePass):
     """Rewrite every top-level nn.attention into matmul / softmax / mask ops (the unfused path).
 
-    With `target` set (the driver sets the chip being compiled for), an attention inside a
-    flash_attention region is decomposed too when the template has no tile for it on that chip
-    (flash_attention.fits); the region is then lowered op by op from its new body."""
+    With `target` set (a chip name or TOML path; the driver sets the chip being compiled for), an
+    attention inside a flash_attention region is decomposed too when the template has no tile for
+    it on that chip (flash_attention.fits); the region is then lowered op by op from its new body."""
 
     name = "decompose-attention"
 
     target: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for att in [o for o in op.walk() if isinstance(o, nn.AttentionOp)]:
-            parent = att.parent_op()
-            if isinstance(parent, nn.FusedOp) and _has_template(parent.kind.data) and not self._too_big(parent, att):
-                continue
-            ops = decompose(att)
-            att.parent_block().insert_ops_before(ops, att)
-            att.result.replace_all_uses_with(ops[-1].results[0])
-            att.parent_block().erase_op(att)
-
-    def _too_big(self, region: nn.FusedOp, att: nn.AttentionOp) -> bool:
-        if not self.target or region.kind.data != "flash_attention":
-            return False
         from ascendir.hardware.config import load_target
-        from ascendir.lowering.flash_attention import fits
 
-        return not fits(att, load_target(self.target))
+        decompose_attentions(op, load_target(self.target) if self.target else None)
+
+
+def decompose_attentions(module: ModuleOp, target: HardwareConfig | None = None) -> None:
+    """DecomposeAttention's rewrite, for a loaded target (see the pass)."""
+    for att in [o for o in module.walk() if isinstance(o, nn.AttentionOp)]:
+        parent = att.parent_op()
+        if isinstance(parent, nn.FusedOp) and _has_template(parent.kind.data) and not _too_big(parent, att, target):
+            continue
+        ops = decompose(att)
+        att.parent_block().insert_ops_before(ops, att)
+        att.result.replace_all_uses_with(ops[-1].results[0])
+        att.parent_block().erase_op(att)
+
+
+def _too_big(region: nn.FusedOp, att: nn.AttentionOp, target: HardwareConfig | None) -> bool:
+    if target is None or region.kind.data != "flash_attention":
+        return False
+    from ascendir.lowering.flash_attention import fits
+
+    return not fits(att, target)
 
 
 def _has_template(kind: str) -> bool:

@@ -10,7 +10,7 @@
 // CHECK: func.func @main
 // CHECK: ascend.weight @inline_const_{{[0-9]+}} {value = dense<{{.*}}> : tensor<4x4xi1>}
 // CHECK-NOT: nn.attention
-func.func @main(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32> {
-  %o = nn.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, causal = true, scale = 0.25 : f32} : (tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>, tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32>
-  func.return %o : tensor<1x2x4x16xf32>
+func.func @main(%q: tensor<1x2x4x16xf16>, %k: tensor<1x2x4x16xf16>, %v: tensor<1x2x4x16xf16>) -> tensor<1x2x4x16xf16> {
+  %o = nn.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, causal = true, scale = 0.25 : f32} : (tensor<1x2x4x16xf16>, tensor<1x2x4x16xf16>, tensor<1x2x4x16xf16>) -> tensor<1x2x4x16xf16>
+  func.return %o : tensor<1x2x4x16xf16>
 }
