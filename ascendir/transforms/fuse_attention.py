@@ -13,7 +13,10 @@ An attention is wrapped only when the template can lower it:
   uniform-average rows are left to the unfused path).
 
 Anything else stays an nn.attention and is decomposed at lowering (the test in
-tests/filecheck/fuse-attention shows a non-match).
+tests/filecheck/fuse-attention shows a non-match). Whether a tile fits depends on the chip, which
+this pass does not know: a wrapped attention the template has no tile for on the target (e.g. 8
+f32 query heads of D = 128 per K/V head on 910B) is decomposed at lowering too
+(decompose_attentions in lowering/attention.py).
 """
 
 from __future__ import annotations
