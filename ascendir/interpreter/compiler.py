@@ -29,7 +29,7 @@ from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter import registry
 from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost, copy_path
-from ascendir.interpreter.l2 import contiguous_strides
+from ascendir.interpreter.l2 import SHIFT, contiguous_strides
 from ascendir.interpreter.scalar import SCALAR_OPS
 from ascendir.interpreter.state import FLOPS, OPS, Frame
 from ascendir.interpreter.steady import MIN_TRIPS, SteadyLoop, uniform_loop
@@ -279,18 +279,20 @@ class Compiler:
             tag = A[g_slot]
             c = miss
             if tag is not None:
-                shp = (s if gi == 0 else d).shape
-                k = (tag[0], tag[1], shp, tag[2])
+                l2 = F.l2
+                sid = l2.sid(tag[0], (s if gi == 0 else d).shape, tag[2])
+                k = sid * SHIFT + tag[1]
+                now = F.t0 + t
                 if is_read:
-                    if F.l2p.read(F.l2, k, F.t0 + t, F.block, F.t0):
+                    if F.l2p.read(l2, k, now, F.block, F.t0):
                         c = both[1]
                 elif F.sem_on:
-                    F.l2.write(k, F.t0 + t)
+                    l2.write(k, now)
                 log = F.gmlog
                 if log is not None:  # steady.py replays these for skipped iterations
-                    log.append((cid, tag[0], tag[1], shp, tag[2], F.t0 + t, is_read, c is not miss))
+                    log.append((cid, sid, tag[1], now, is_read, c is not miss))
                 if F.launchlog is not None and F.sem_on:
-                    F.launchlog.append((k, F.t0 + t))
+                    F.launchlog.append((k, now))
             sig = F.sig
             if sig is not None:
                 sig.append(c)
@@ -329,8 +331,9 @@ class Compiler:
         body = self.block(body_block)
         yields = [self.slot(v) for v in body_block.last_op.operands] if isinstance(body_block.last_op, scf.YieldOp) else []
         charge = self._charge_scalar()
-        if not carried and self.k is not None and self.k.timing_only and uniform_loop(op):
-            return self._steady_for(lb, ub, st, iv, body, charge)
+        checked = uniform_loop(op) if not carried and self.k is not None and self.k.timing_only else None
+        if checked is not None:
+            return self._steady_for(lb, ub, st, iv, body, charge, checked)
         if not carried:
 
             def run() -> None:
@@ -364,9 +367,12 @@ class Compiler:
 
         return run_iter
 
-    def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge) -> Closure:
-        """A timing-only loop that may be extrapolated once steady (steady.py)."""
+    def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation]) -> Closure:
+        """A timing-only loop that may be extrapolated once steady (steady.py). `checked`: the
+        loop-level scalar ops steady.py re-evaluates for the iterations it skips."""
         F, R = self.F, self.F.R
+        evals = [(SCALAR_OPS[type(o)](o), [self.slot(v) for v in o.operands], self.slot(o.results[0])) for o in checked]
+        outs = [e[2] for e in evals]
 
         def plain(rng) -> None:
             for i in rng:
@@ -385,15 +391,23 @@ class Compiler:
             own = F.gmlog is None  # the outermost sampling loop owns the logs
             if own:
                 F.gmlog, F.sig = [], []
+
+            def tops(i: int) -> tuple:
+                """Checked values of iteration i (pure scalar ops; body closures rewrite them)."""
+                R[iv] = rng[i]
+                for fn, ins, out in evals:
+                    R[out] = fn(*[R[x] for x in ins])
+                return tuple([R[o] for o in outs])
+
             try:
-                sl = SteadyLoop(F, n)
+                sl = SteadyLoop(F, n, tops if evals else None)
                 idx = 0
                 while idx < n:
                     sl.snapshot(idx)
                     if n - idx > 2:
                         found = sl.detect()
                         if found is not None:
-                            skipped = sl.jump(*found, idx, own)
+                            skipped = sl.jump(*found, own)
                             if skipped:
                                 idx += skipped
                                 F.skipped += skipped

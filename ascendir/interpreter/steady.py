@@ -1,47 +1,70 @@
-"""Steady-state extrapolation of uniform `scf.for` loops (timing-only mode).
+"""Steady-state extrapolation of uniform `scf.for` loops (timing-only mode), nested.
 
 A loop whose body costs the same every iteration (same op sequence, same tile sizes) drives the
 per-core timeline (timeline.py) into a periodic regime after a short transient: every period of
-P iterations (P = 1, or 2 for ping-pong parity branches) advances each pipe clock, busy counter,
-byte/flop counter and pending flag time by the same amount. `SteadyLoop` runs iterations
-normally while recording the core state at each iteration start; once two consecutive periods
-show the same delta, it adds (periods skipped × delta) to the state instead of running them,
-then runs the last period(s) normally (a partial last tile changes the sizes there).
+P iterations advances each pipe clock, busy counter, byte/flop counter and pending flag time by
+the same amount. `SteadyLoop` runs iterations normally while recording the core state at each
+iteration start; once two consecutive periods show the same delta, it adds (periods skipped ×
+delta) to the state instead of running them, then runs the last period normally (a partial last
+tile changes the sizes there).
+
+Periods: P = 1 .. PMAX. P = 2 covers ping-pong parity branches; longer periods cover loops whose
+GM addresses repeat their pattern only every few iterations: the per-core tile loop of a matmul
+(`t = block + i·block_dim`, tile row t / n_tiles, column t % n_tiles) advances every address by a
+constant step only every lcm(block_dim, n_tiles) / block_dim iterations (4 for 24 cores over 32
+tile columns).
+
+Nesting: loops inside an extrapolated loop extrapolate too. While an outer loop samples, an inner
+loop's skipped iterations are appended to the shared GM log as one array record (`Acc`), so the
+outer loop compares and replays them like executed accesses; skipping one outer period skips its
+inner loops whole.
 
 When a loop may be extrapolated (`uniform_loop`, static, on the IR):
 * no loop-carried values, no memref.load/store (data-dependent control) in the body;
-* every dynamic offset of a subview of a GM buffer is invariant or affine in the induction
-  variable (+, −, × by invariants), so GM addresses of skipped iterations are known exactly
-  (the L2 needs them); an inner loop's iv counts as invariant when its bounds are.
-And at run time (`SteadyLoop.detect`):
+* every dynamic offset of a subview of a GM buffer is affine in the *checked values* (+, −, × by
+  invariants, index casts), so each GM address of a skipped iteration is known exactly. Checked
+  values: the induction variable and every scalar `arith` op directly in the body whose operands
+  are invariant or checked (div, rem, min, compares included); an inner loop's iv counts as
+  invariant when its bounds are invariant or checked.
+And at run time:
 * two consecutive periods have equal deltas of every state component (relative 1e-9), execute
   the same tile-op cost entries in the same order (`Frame.sig`), and make the same GM accesses
-  up to an address shift (same op, root, shape, strides, L2 outcome);
+  up to an address shift (same op, stream = root/shape/strides, read/write, L2 outcome);
 * no clock would overtake another: sorted by value, the moving clocks' deltas do not decrease
-  (otherwise the bottleneck changes later and the regime is not periodic yet).
+  (otherwise the bottleneck changes later and the regime is not periodic yet);
+* `SteadyLoop.jump` evaluates the checked values (pure scalar ops, cheap) of every iteration it
+  would skip and skips only whole periods in which each of them advances by the same step as in
+  the sampled period: the addresses, the tile sizes and the branch conditions computed in the
+  body (e.g. `min(rem, tile)` of a partial tile, the parity of a ping-pong branch) are exactly
+  those of the sampled period shifted, so none of them is assumed.
 
-Assumption (documented, not checked): tile sizes and branch outcomes that depend on the
-induction variable change only in the last period (`min(rem, tile)` partial tiles) or with the
-period (parity); both are what the lowering templates emit. The last P iterations always run.
+Remaining assumption (documented, not checked): values computed inside nested regions of the body
+(inside an scf.if or an inner loop) from checked values by other than affine ops keep the sampled
+pattern; the lowering templates compute tile sizes and conditions at loop level. The last period
+always runs.
 
-L2 (l2.py): each GM access of a skipped iteration is replayed into the L2 model at its
-extrapolated time and address (time and offset advance by their per-period deltas), so the tag
-store, the recording pass's miss attribution, hit/miss counters and later kernels see every
-access. In the timed pass a replayed read whose outcome (hit/miss) differs from the sampled
-period's would cost differently; the jump stops before that period and the loop runs normally
-from there (and may extrapolate again later). So the byte counters and L2 outcomes of an
-extrapolated loop are exact; only the timing assumes the periodic regime. Extrapolation is off
-when tracing (the trace needs every op) and in numerics mode.
+L2 (l2.py): the GM accesses of the skipped periods are replayed into the L2 model as numpy arrays
+(tile keys and times advance by their per-period deltas), in program order, so the tag store,
+the recording pass's miss attribution, hit/miss counters and later kernels see every access. In
+the timed pass a replayed read whose outcome (hit/miss) differs from the sampled period's would
+cost differently; the jump stops before that period and the loop runs normally from there (and
+may extrapolate again later). So the byte counters and L2 outcomes of an extrapolated loop are
+exact; only the timing assumes the periodic regime. Extrapolation is off when tracing (the trace
+needs every op) and in numerics mode.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.dialects import arith, memref, scf
 from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
+from ascendir.interpreter.l2 import SHIFT
+from ascendir.interpreter.scalar import SCALAR_OPS
 
 MIN_TRIPS = 8  # shorter loops cannot amortise detection (2 periods + a tail)
+PMAX = 16  # longest period looked for (the matmul tile loop needs lcm(block_dim, tiles)/block_dim)
 REL = 1e-9  # relative tolerance of "equal delta" (sums of the same float costs)
 
 _INV, _AFF, _OTHER = 0, 1, 2
@@ -54,13 +77,16 @@ def _is_gm(v: SSAValue) -> bool:
         return False
 
 
-def uniform_loop(loop: scf.ForOp) -> bool:
-    """Static part of the eligibility test (module docstring)."""
+def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
+    """Static part of the eligibility test (module docstring): None when the loop may not be
+    extrapolated, else the ops whose results are checked at run time, in program order."""
     if loop.iter_args:
-        return False
-    iv = loop.body.block.args[0]
+        return None
+    body = loop.body.block
+    iv = body.args[0]
     inside: set[Operation] = set(loop.body.walk())
     kind: dict[SSAValue, int] = {}
+    checked: set[Operation] = set()
 
     def k(v: SSAValue) -> int:
         if v is iv:
@@ -74,14 +100,23 @@ def uniform_loop(loop: scf.ForOp) -> bool:
             if parent is None or parent not in inside:
                 r = _INV
             elif isinstance(parent, scf.ForOp) and owner.args and v is owner.args[0]:
-                # an inner loop's iv takes the same values every outer iteration if its bounds do
-                r = _INV if all(k(x) == _INV for x in (parent.lb, parent.ub, parent.step)) else _OTHER
+                # an inner loop's iv takes the same values every iteration if its bounds do
+                r = _INV if all(k(x) == _INV or x.owner in checked for x in (parent.lb, parent.ub, parent.step)) else _OTHER
             else:
                 r = _OTHER
         elif owner not in inside:
             r = _INV
         elif isinstance(owner, arith.ConstantOp):
             r = _INV
+        elif owner.parent_block() is body and type(owner) in SCALAR_OPS:
+            kinds = [k(x) for x in owner.operands]
+            if all(x == _INV for x in kinds):
+                r = _INV
+            elif _OTHER in kinds:
+                r = _OTHER
+            else:
+                r = _AFF  # evaluated for every skipped iteration (SteadyLoop.jump)
+                checked.add(owner)
         elif isinstance(owner, (arith.AddiOp, arith.SubiOp)):
             r = max(k(owner.lhs), k(owner.rhs))
         elif isinstance(owner, arith.MuliOp):
@@ -94,26 +129,75 @@ def uniform_loop(loop: scf.ForOp) -> bool:
         kind[v] = r
         return r
 
+    for op in body.ops:  # classify the loop-level values first (they may be checked)
+        for res in op.results:
+            k(res)
     for op in inside:
         if isinstance(op, (memref.LoadOp, memref.StoreOp, scf.ForOp)) and op is not loop:
             if not isinstance(op, scf.ForOp):
-                return False
+                return None
             if op.iter_args:
-                return False
+                return None
         if isinstance(op, memref.SubviewOp) and _is_gm(op.source):
             if any(k(o) == _OTHER for o in op.offsets):
-                return False
-    return True
+                return None
+    return [op for op in body.ops if op in checked]
+
+
+class Acc:
+    """GM accesses as arrays (one entry per access, program order): op id, stream id (l2.py),
+    element offset, chip time, read?, L2 hit?. `F.gmlog` holds tuples of the same fields for
+    executed accesses and `Acc` records for replayed ones."""
+
+    __slots__ = ("cid", "sid", "off", "t", "rd", "hit")
+
+    def __init__(self, cid, sid, off, t, rd, hit):
+        self.cid, self.sid, self.off, self.t, self.rd, self.hit = cid, sid, off, t, rd, hit
+
+    @classmethod
+    def of(cls, records: list) -> Acc:
+        """Flatten a slice of `F.gmlog` (tuples and Acc records, in order)."""
+        parts: list[Acc] = []
+        run: list[tuple] = []
+        for r in records:
+            if isinstance(r, Acc):
+                if run:
+                    parts.append(cls._of_tuples(run))
+                    run = []
+                parts.append(r)
+            else:
+                run.append(r)
+        if run:
+            parts.append(cls._of_tuples(run))
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return cls._of_tuples([])
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls.__slots__))
+
+    @classmethod
+    def _of_tuples(cls, run: list[tuple]) -> Acc:
+        if not run:
+            z = np.zeros(0, np.int64)
+            return cls(z, z, z, np.zeros(0), np.zeros(0, bool), np.zeros(0, bool))
+        cid, sid, off, t, rd, hit = zip(*run)
+        return cls(np.array(cid, np.int64), np.array(sid, np.int64), np.array(off, np.int64),
+                   np.array(t, np.float64), np.array(rd, bool), np.array(hit, bool))
+
+    def same_kind(self, o: Acc) -> bool:
+        return (len(self.cid) == len(o.cid) and np.array_equal(self.cid, o.cid) and np.array_equal(self.sid, o.sid)
+                and np.array_equal(self.rd, o.rd) and np.array_equal(self.hit, o.hit))
 
 
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n")
+    __slots__ = ("F", "hist", "n", "vals", "tops")
 
-    def __init__(self, F, n: int):
+    def __init__(self, F, n: int, tops):
         self.F = F
         self.n = n
+        self.tops = tops  # i -> tuple of the checked values of iteration i (compiler._steady_for)
         self.hist: list[tuple] = []  # (iteration index, state vector, queue lengths, gm log pos, sig pos)
 
     def snapshot(self, idx: int) -> None:
@@ -125,20 +209,27 @@ class SteadyLoop:
             lens.append(len(q))
             vec.extend(q)
         self.hist.append((idx, vec, tuple(lens), len(F.gmlog), len(F.sig)))
-        if len(self.hist) > 5:
+        if len(self.hist) > 2 * PMAX + 1:
             del self.hist[0]
 
-    def detect(self) -> tuple[int, list[float], list, list] | None:
-        """(period, delta per period, previous and current period GM logs) when steady."""
+    def detect(self) -> tuple[int, list[float], Acc, Acc, int] | None:
+        """(period, delta per period, previous and current period GM accesses, periods that may
+        be skipped) when steady. The shortest period whose checked values (module docstring)
+        hold up to the end wins; a period that holds only part of the way is taken only once
+        every period length could be tested (else a longer one may cover everything)."""
         h = self.hist
         F = self.F
-        for P in (1, 2):
+        c = h[-1]
+        vc = c[1]
+        idx = c[0]
+        best = None
+        for P in range(1, PMAX + 1):
             if len(h) < 2 * P + 1:
-                return None
-            a, b, c = h[-1 - 2 * P], h[-1 - P], h[-1]
+                break
+            a, b = h[-1 - 2 * P], h[-1 - P]
             if not (a[2] == b[2] == c[2]):
                 continue
-            va, vb, vc = a[1], b[1], c[1]
+            va, vb = a[1], b[1]
             ok = True
             for x, y, z in zip(va, vb, vc):
                 if abs((y - x) - (z - y)) > REL * max(1.0, abs(z)):
@@ -146,7 +237,6 @@ class SteadyLoop:
                     break
             if not ok:
                 continue
-            d = [z - y for y, z in zip(vb, vc)]
             sig = F.sig
             la, lb_, lc = a[4], b[4], c[4]
             if lb_ - la != lc - lb_ or any(sig[la + i] is not sig[lb_ + i] for i in range(lc - lb_)):
@@ -155,12 +245,22 @@ class SteadyLoop:
             ga, gb, gc = a[3], b[3], c[3]
             if gb - ga != gc - gb:
                 continue
-            prev, cur = log[ga:gb], log[gb:gc]
-            if any(p[0] != q[0] or p[1] != q[1] or p[3] != q[3] or p[4] != q[4] or p[7] != q[7] for p, q in zip(prev, cur)):
+            prev, cur = Acc.of(log[ga:gb]), Acc.of(log[gb:gc])
+            if not prev.same_kind(cur):
                 continue
+            d = [z - y for y, z in zip(vb, vc)]
             if not self._no_overtaking(vc, d):
                 continue
-            return P, d, prev, cur
+            m = (self.n - idx - P) // P
+            if m < 1:
+                continue
+            ok = self._periods_checked(P, idx, m)
+            if ok == m:
+                return P, d, prev, cur, m
+            if ok and (best is None or ok * P > best[4] * best[0]):
+                best = (P, d, prev, cur, ok)
+        if best is not None and len(h) == 2 * PMAX + 1:
+            return best
         return None
 
     def _no_overtaking(self, v: list[float], d: list[float]) -> bool:
@@ -175,52 +275,67 @@ class SteadyLoop:
                 return False
         return True
 
-    def jump(self, P: int, d: list[float], prev: list, cur: list, idx: int, own: bool) -> int:
-        """Skip as many whole periods as leave at least one period to run; returns iterations
-        skipped (0 when the first skipped period's L2 outcomes would differ). `own`: this loop
-        owns the GM log (no enclosing loop is sampling), so replayed accesses need not be logged."""
-        m = (self.n - idx - P) // P
-        if m < 1:
+    def _periods_checked(self, P: int, idx: int, m: int) -> int:
+        """How many of the next m periods (from iteration idx) have every checked value advance
+        by the sampled period's step (module docstring); 0..m."""
+        tops = self.tops
+        if tops is None:
+            return m
+        try:
+            prev = [tops(i) for i in range(idx - 2 * P, idx)]
+            step = [tuple(y - x for x, y in zip(prev[r], prev[r + P])) for r in range(P)]
+            last = prev[P:]
+            for k in range(m):
+                nxt = []
+                for r in range(P):
+                    v = tops(idx + k * P + r)
+                    if any(y - x != s for x, y, s in zip(last[r], v, step[r])):
+                        return k
+                    nxt.append(v)
+                last = nxt
+        except Exception:  # noqa: BLE001 - e.g. a division by zero ahead: the run will report it
             return 0
+        return m
+
+    def jump(self, P: int, d: list[float], prev: Acc, cur: Acc, m: int, own: bool) -> int:
+        """Skip m whole periods (`detect`: their checked values hold, and at least one period is
+        left to run), fewer if the L2 outcomes of a skipped period would differ from the sampled
+        one's; returns iterations skipped. `own`: this loop owns the GM log (no enclosing loop is
+        sampling), so replayed accesses need not be logged."""
         F = self.F
-        l2p, l2 = F.l2p, F.l2
-        deltas = [(q[2] - p[2], q[5] - p[5]) for p, q in zip(prev, cur)]
-        done = 0
-        log = None if own else F.gmlog
-        if cur:
-            recording = l2p is None or l2p.recording
-            for mm in range(1, m + 1):
-                # peek first (no side effects): a different outcome ends the jump here
-                acc = []
-                k = 0
-                for q, (doff, dt) in zip(cur, deltas):
-                    key = (q[1], q[2] + mm * doff, q[3], q[4])
-                    t = q[5] + mm * dt
-                    if q[6] and not recording:
-                        if l2p.peek(l2, key, t, F.block, k, F.t0) != q[7]:
-                            acc = None
-                            break
-                        k += 1
-                    acc.append((q, key, t))
-                if acc is None:
-                    break
-                launch = F.launchlog if F.sem_on else None
-                for q, key, t in acc:
-                    if q[6]:
-                        l2p.read(l2, key, t, F.block, F.t0)
-                    elif F.sem_on:
-                        l2.write(key, t)
-                    if launch is not None:
-                        launch.append((key, t))
-                    if log is not None:
-                        log.append((q[0], key[0], key[1], key[2], key[3], t, q[6], q[7]))
-                done = mm
-        else:
-            done = m
-        if done:
-            self._advance(d, done)
+        L = len(cur.cid)
+        if L:
+            ks = np.arange(1, m + 1, dtype=np.int64)[:, None]
+            off = cur.off[None, :] + ks * (cur.off - prev.off)[None, :]
+            t = cur.t[None, :] + ks.astype(np.float64) * (cur.t - prev.t)[None, :]
+            keys = cur.sid[None, :] * SHIFT + off
+            rd = cur.rd
+            l2p, l2 = F.l2p, F.l2
+            nr = int(np.count_nonzero(rd))
+            if nr:
+                rk, rt = keys[:, rd].ravel(), t[:, rd].ravel()
+                hit = l2p.outcomes(l2, rk, rt, F.block, F.t0)
+                bad = (hit.reshape(m, nr) != cur.hit[rd][None, :]).any(axis=1)
+                if bad.any():
+                    m = int(np.argmax(bad))
+                    if m < 1:
+                        self.hist.clear()
+                        return 0
+                    keys, off, t = keys[:m], off[:m], t[:m]
+                    rk, rt, hit = rk[: m * nr], rt[: m * nr], hit[: m * nr]
+                l2p.read_many(l2, rk, rt, F.block, F.t0, hit)
+            if F.sem_on:
+                wr = ~rd
+                if wr.any():
+                    l2.write_many(keys[:, wr], t[:, wr])
+                if F.launchlog is not None:
+                    F.launchlog.append((keys.ravel(), t.ravel()))
+            if not own:
+                F.gmlog.append(Acc(np.tile(cur.cid, m), np.tile(cur.sid, m), off.ravel(), t.ravel(),
+                                   np.tile(rd, m), np.tile(cur.hit, m)))
+        self._advance(d, m)
         self.hist.clear()
-        return done * P
+        return m * P
 
     def _advance(self, d: list[float], m: int) -> None:
         F = self.F
