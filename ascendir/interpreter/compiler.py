@@ -32,7 +32,7 @@ from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost, copy_path
 from ascendir.interpreter.l2 import SHIFT, contiguous_strides
 from ascendir.interpreter.scalar import SCALAR_OPS
 from ascendir.interpreter.state import FLOPS, OPS, Frame
-from ascendir.interpreter.steady import MIN_TRIPS, SteadyLoop, uniform_loop
+from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
 
 AIC_PIPES = frozenset({"M", "MTE1", "FIX"})
@@ -231,8 +231,9 @@ class Compiler:
             free = core.free
             t = free[pid]
             s = free[sid]
-            if s > t:
+            if s >= t:  # the S clock decides the start (steady.LoopMemo counts these)
                 t = s
+                F.srel += 1
             e = t + cyc
             free[pid] = e
             e += lat
@@ -274,8 +275,9 @@ class Compiler:
             core = F.core
             free = core.free
             t = free[pid]
-            if free[sid] > t:
+            if free[sid] >= t:
                 t = free[sid]
+                F.srel += 1
             tag = A[g_slot]
             c = miss
             if tag is not None:
@@ -333,7 +335,11 @@ class Compiler:
         charge = self._charge_scalar()
         checked = uniform_loop(op) if not carried and self.k is not None and self.k.timing_only else None
         if checked is not None:
-            return self._steady_for(lb, ub, st, iv, body, charge, checked)
+            ctrl, addr, copies = memo_inputs(op)
+            memo = LoopMemo([self.slot(v) for v in ctrl], [self.slot(v) for v in addr],
+                            {id(c): (self.slot(src), dims) for c, (src, dims) in copies.items()})
+            self.F.memos.append(memo)
+            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo)
         if not carried:
 
             def run() -> None:
@@ -367,10 +373,13 @@ class Compiler:
 
         return run_iter
 
-    def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation]) -> Closure:
+    def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation], memo: LoopMemo) -> Closure:
         """A timing-only loop that may be extrapolated once steady (steady.py). `checked`: the
-        loop-level scalar ops steady.py re-evaluates for the iterations it skips."""
+        loop-level scalar ops steady.py re-evaluates for the iterations it skips; `memo`: stored
+        executions of the whole loop (steady.LoopMemo), applied when the loop is entered again
+        from the same relative state (next tile of an outer loop, another block)."""
         F, R = self.F, self.F.R
+        flag_keys = self.k.flag_keys
         evals = [(SCALAR_OPS[type(o)](o), [self.slot(v) for v in o.operands], self.slot(o.results[0])) for o in checked]
         outs = [e[2] for e in evals]
 
@@ -388,9 +397,15 @@ class Compiler:
             if n < MIN_TRIPS or not F.extrap or F.trace is not None:
                 plain(rng)
                 return
+            ent = None
+            if F.rc is None:  # the race checker needs every op
+                ent = memo.enter(F, R, flag_keys, NPIPES)
+                if memo.reuse(F, R, ent, n, NPIPES):
+                    return
             own = F.gmlog is None  # the outermost sampling loop owns the logs
             if own:
                 F.gmlog, F.sig = [], []
+            g0 = len(F.gmlog)
 
             def tops(i: int) -> tuple:
                 """Checked values of iteration i (pure scalar ops; body closures rewrite them)."""
@@ -407,7 +422,7 @@ class Compiler:
                     if n - idx > 2:
                         found = sl.detect()
                         if found is not None:
-                            skipped = sl.jump(*found, own)
+                            skipped = sl.jump(*found)
                             if skipped:
                                 idx += skipped
                                 F.skipped += skipped
@@ -418,6 +433,8 @@ class Compiler:
                     if charge is not None:
                         charge()
                     idx += 1
+                if ent is not None:
+                    memo.store(F, R, ent, F.gmlog[g0:], NPIPES)
             finally:
                 if own:
                     F.gmlog = F.sig = None
@@ -699,8 +716,9 @@ class Compiler:
             t = free[src]
             if core.done[src] > t:
                 t = core.done[src]
-            if free[s_id] > t:
+            if free[s_id] >= t:
                 t = free[s_id]
+                F.srel += 1
             free[src] = t
             F.flags.queues[key].append(t)
             if F.rc is not None:
@@ -730,6 +748,8 @@ class Compiler:
             free = core.free
             if t > free[dst]:
                 free[dst] = t
+            elif free[dst] <= free[(dst // NPIPES) * NPIPES]:
+                F.srel += 1  # a pipe at (or behind) its S clock keeps that value
             if F.rc is not None:
                 F.rc.wait(dst, F.rcq.queues[key].popleft())
             if F.trace is not None:
@@ -746,6 +766,7 @@ class Compiler:
                 core = F.core
                 t = core.end()
                 core.free = [t] * len(core.free)
+                F.srel += 1
                 if F.rc is not None:
                     F.rc.barrier_all()
 
@@ -764,6 +785,8 @@ class Compiler:
             for i in ids:
                 s = free[(i // NPIPES) * NPIPES]
                 t = max(free[i], done[i], s)
+                if s >= t:
+                    F.srel += 1
                 free[i] = t
 
         return run

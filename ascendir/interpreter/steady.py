@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
@@ -297,11 +298,10 @@ class SteadyLoop:
             return 0
         return m
 
-    def jump(self, P: int, d: list[float], prev: Acc, cur: Acc, m: int, own: bool) -> int:
+    def jump(self, P: int, d: list[float], prev: Acc, cur: Acc, m: int) -> int:
         """Skip m whole periods (`detect`: their checked values hold, and at least one period is
         left to run), fewer if the L2 outcomes of a skipped period would differ from the sampled
-        one's; returns iterations skipped. `own`: this loop owns the GM log (no enclosing loop is
-        sampling), so replayed accesses need not be logged."""
+        one's; returns iterations skipped."""
         F = self.F
         L = len(cur.cid)
         if L:
@@ -330,9 +330,9 @@ class SteadyLoop:
                     l2.write_many(keys[:, wr], t[:, wr])
                 if F.launchlog is not None:
                     F.launchlog.append((keys.ravel(), t.ravel()))
-            if not own:
-                F.gmlog.append(Acc(np.tile(cur.cid, m), np.tile(cur.sid, m), off.ravel(), t.ravel(),
-                                   np.tile(rd, m), np.tile(cur.hit, m)))
+            # logged even when this loop owns the log: LoopMemo stores a loop's every access
+            F.gmlog.append(Acc(np.tile(cur.cid, m), np.tile(cur.sid, m), off.ravel(), t.ravel(),
+                               np.tile(rd, m), np.tile(cur.hit, m)))
         self._advance(d, m)
         self.hist.clear()
         return m * P
@@ -354,3 +354,239 @@ class SteadyLoop:
             for t in range(len(q)):
                 q[t] += m * d[j]
                 j += 1
+
+
+# ----------------------------------------------------------------------------------------------
+# reuse of a whole loop execution (nested regimes, across blocks)
+# ----------------------------------------------------------------------------------------------
+def _external(v: SSAValue, inside: set[Operation]) -> bool:
+    owner = v.owner
+    if isinstance(owner, Block):
+        parent = owner.parent_op()
+        return parent is None or parent not in inside
+    return owner not in inside
+
+
+def memo_inputs(loop: scf.ForOp) -> tuple[list[SSAValue], list[SSAValue], dict[Operation, tuple[SSAValue, list[tuple[int, int]]]]]:
+    """What one execution of `loop` depends on, for `LoopMemo`: (control values, address
+    values, GM copies). Address values are values defined outside the loop whose only uses inside
+    are dynamic offsets of subviews of GM buffers defined outside the loop: they move the GM
+    addresses (by value × the buffer's element stride) and nothing else. Every other outside value
+    used inside (bounds, sizes, conditions, buffers) is a control value. GM copies: copy op ->
+    (the subview's source, [(dim, index into address values)]) for copies whose GM operand is
+    such a subview."""
+    inside: set[Operation] = set(loop.walk())
+    uses: dict[SSAValue, list] = {}
+    other: set[SSAValue] = set()
+    for op in loop.walk():
+        gm_sv = isinstance(op, memref.SubviewOp) and _is_gm(op.source) and _external(op.source, inside)
+        dyn_dims = [i for i, s in enumerate(op.static_offsets.get_values()) if s == DYNAMIC_INDEX] if gm_sv else []
+        offsets = list(op.offsets) if gm_sv else []
+        for v in op.operands:
+            if not _external(v, inside):
+                continue
+            uses.setdefault(v, [])
+            if gm_sv and any(v is o for o in offsets):
+                continue
+            other.add(v)
+        for k, o in enumerate(offsets):
+            if _external(o, inside):
+                uses[o].append((op, dyn_dims[k]))
+    addr = [v for v in uses if v not in other and uses[v]]
+    ctrl = [v for v in uses if v not in addr]
+    index = {v: j for j, v in enumerate(addr)}
+    by_sv: dict[Operation, list[tuple[int, int]]] = {}
+    for v in addr:
+        for op, dim in uses[v]:
+            by_sv.setdefault(op, []).append((dim, index[v]))
+    copies: dict[Operation, tuple[SSAValue, list[tuple[int, int]]]] = {}
+    for op in inside:
+        if isinstance(op, ascend.CopyOp):
+            for g in (op.source, op.dest):
+                sv = g.owner
+                if isinstance(sv, memref.SubviewOp) and sv in by_sv:
+                    copies[op] = (sv.source, by_sv[sv])
+    return ctrl, addr, copies
+
+
+VARIANTS = 8  # stored executions per key (L2 outcome patterns differ between blocks)
+KEYS = 256  # keys per loop before it stops storing
+
+
+class LoopMemo:
+    """Reuse of one loop's whole execution (timing-only, with extrapolation on).
+
+    Why it is exact. Every clock update of the timeline (timeline.py, compiler.py) is a max or a
+    sum of clocks and constant costs, and every op's start is a max with its unit's S clock (the
+    scalar unit issues in order), which only moves forward. Hence:
+    (a) a pipe clock, completion time or pending flag time at or below its unit's S clock acts
+        exactly like the S clock; `enter` raises it there ("clamps") and the key marks it "S";
+    (b) shifting every other clock by the same c shifts every later clock by c (max-plus
+        algebra), and busy times, bytes, flops and tile ops grow by the same amounts;
+    (c) the S clock runs behind the pipes in most loops (issuing is cheap, the pipes are the
+        bottleneck): when no S clock decided anything during the stored execution (`Frame.srel`
+        did not move: no op started at its S clock, no clock stayed at it), a new entry whose S
+        clocks lag at least as far behind gets the same result, and S itself advances by the
+        same scalar charges. Otherwise the S clocks' relative positions are part of the key.
+    So an execution depends on its control values (`memo_inputs`), on the clamped clocks relative
+    to the latest one (rounded to 1e-6 cycles) and on the L2 outcomes of its reads. A stored
+    execution with the same key is applied when its reads, moved to the new addresses (address
+    values × element strides) and times (shifted by c), get the same L2 outcomes; its GM accesses
+    are replayed into the L2 as arrays, like steady-state jumps. This is what makes an inner loop
+    (a matmul's K loop) cost nothing once its outer loop, or another block, has run it from the
+    same relative state: nested periodic regimes, and blocks running the same program on shifted
+    addresses.
+    """
+
+    __slots__ = ("ctrl", "addr", "copies", "table", "dst_units")
+
+    def __init__(self, ctrl: list[int], addr: list[int], copies: dict[int, tuple[int, list[tuple[int, int]]]]):
+        self.ctrl = ctrl  # slots of the control values
+        self.addr = addr  # slots of the address values
+        self.copies = copies  # id(copy op) -> (source slot, [(dim, address index)])
+        self.table: dict[tuple, list] = {}
+        self.dst_units: list[int] | None = None  # flag key -> unit of its wait
+
+    def enter(self, F, R, flag_keys: dict, npipes: int) -> tuple:
+        """Clamp the core state (class doc (a)) and return what `reuse` and `store` need."""
+        c = F.core
+        free, done = c.free, c.done
+        ns = len(free)
+        queues = F.flags.queues
+        if self.dst_units is None or len(self.dst_units) < len(queues):
+            du = [0] * len(queues)
+            for (_s, d, _e), k in flag_keys.items():
+                if k < len(du):
+                    du[k] = d // npipes
+            self.dst_units = du
+        S = [free[u] for u in range(0, ns, npipes)]
+        for i in range(ns):
+            s = S[i // npipes]
+            if free[i] < s:
+                free[i] = s
+            if done[i] < s:
+                done[i] = s
+        for k, q in enumerate(queues):
+            if q:
+                s = S[self.dst_units[k]]
+                for j in range(len(q)):
+                    if q[j] < s:
+                        q[j] = s
+        base = max(max(free), max(done))
+        rel = []
+        for i, x in enumerate(free):
+            rel.append("S" if x == S[i // npipes] else round(x - base, 6))
+        for i, x in enumerate(done):
+            rel.append("S" if x == S[i // npipes] else round(x - base, 6))
+        for k, q in enumerate(queues):
+            rel.append(-len(q) - 1)
+            if q:
+                s = S[self.dst_units[k]]
+                rel.extend("S" if t == s else round(t - base, 6) for t in q)
+        A = F.A
+        ctrl = []
+        for sl in self.ctrl:
+            v = R[sl]
+            ctrl.append((v.shape, A[sl]) if isinstance(v, np.ndarray) else v)
+        srel = tuple(round(x - base, 6) for x in S)
+        return (tuple(ctrl), tuple(rel)), srel, base, S, list(c.busy), list(F.acct), F.skipped, F.srel
+
+    def reuse(self, F, R, ent: tuple, n: int, npipes: int) -> bool:
+        """Apply a stored execution matching `ent` whose L2 outcomes hold; True when applied."""
+        key, srel, base, S = ent[0], ent[1], ent[2], ent[3]
+        vs = self.table.get(key)
+        if not vs:
+            return False
+        addr = np.array([R[s] for s in self.addr], np.int64) if self.addr else None
+        for v in reversed(vs):
+            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped = v
+            if vsrel != srel and not (s_free and all(a <= b + 1e-6 for a, b in zip(srel, vsrel))):
+                continue
+            c_shift = base - vbase
+            t = acc.t + ((F.t0 + base) - (vt0 + vbase))
+            off = acc.off
+            if coefs is not None:
+                off = off + coefs @ (addr - vaddr)
+            rd = acc.rd
+            keys = acc.sid * SHIFT + off
+            hit = None
+            if len(rd) and rd.any():
+                hit = F.l2p.outcomes(F.l2, keys[rd], t[rd], F.block, F.t0)
+                if not np.array_equal(hit, acc.hit[rd]):
+                    continue
+            _apply_accesses(F, acc, keys, off, t, hit)
+            core = F.core
+            ns = len(core.free)
+            free, done = core.free, core.done
+            for i in range(ns):
+                u = i // npipes
+                if i % npipes == 0:
+                    free[i] = S[u] + dS[u]
+                else:
+                    x = ef[i]
+                    free[i] = S[u] if x == vS[u] else x + c_shift
+                x = ed[i]
+                done[i] = S[u] if x == vS[u] else x + c_shift
+            for k, (q, ts) in enumerate(zip(F.flags.queues, eq)):
+                u = self.dst_units[k]
+                q.clear()
+                q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
+            busy, acct = core.busy, F.acct
+            for i, x in enumerate(dbusy):
+                busy[i] += x
+            for i, x in enumerate(dacct):
+                acct[i] += x
+            F.skipped += n
+            if F.sig is not None:
+                F.sig.append(v)
+            return True
+        return False
+
+    def store(self, F, R, ent: tuple, log: list, npipes: int) -> None:
+        """Keep the execution that just ran from `ent` (its GM accesses: `log`)."""
+        key, srel, base, S, busy0, acct0, skipped0, srel0 = ent
+        vs = self.table.get(key)
+        if vs is None:
+            if len(self.table) >= KEYS:
+                return
+            vs = self.table[key] = []
+        c = F.core
+        acc = Acc.of(log)
+        coefs = None
+        if self.addr and len(acc.cid):
+            coefs = np.zeros((len(acc.cid), len(self.addr)), np.int64)
+            for cid in np.unique(acc.cid).tolist():
+                info = self.copies.get(cid)
+                if info is None or F.A[info[0]] is None:
+                    continue
+                src, dims = info
+                strides = F.A[src][2]
+                row = np.zeros(len(self.addr), np.int64)
+                for dim, j in dims:
+                    row[j] += strides[dim]
+                coefs[acc.cid == cid] = row
+        vaddr = np.array([R[s] for s in self.addr], np.int64) if self.addr else None
+        dS = [c.free[u * npipes] - S[u] for u in range(len(S))]
+        vs.append((
+            F.srel == srel0, srel, base, list(S), list(c.free), list(c.done), [list(q) for q in F.flags.queues], dS,
+            [b - a for a, b in zip(busy0, c.busy)], [b - a for a, b in zip(acct0, F.acct)],
+            acc, coefs, vaddr, F.t0, F.skipped - skipped0,
+        ))
+        if len(vs) > VARIANTS:
+            del vs[0]
+
+
+def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None) -> None:
+    """Replay GM accesses (arrays, program order) into the L2, the memo log and the enclosing
+    loop's GM log, as if the ops had run."""
+    rd = acc.rd
+    if hit is not None:
+        F.l2p.read_many(F.l2, keys[rd], t[rd], F.block, F.t0, hit)
+    if F.sem_on:
+        wr = ~rd
+        if wr.any():
+            F.l2.write_many(keys[wr], t[wr])
+        if F.launchlog is not None and len(keys):
+            F.launchlog.append((keys, t))
+    if F.gmlog is not None and len(keys):
+        F.gmlog.append(Acc(acc.cid, acc.sid, off, t, rd, acc.hit))
