@@ -189,16 +189,22 @@ class L2Pass:
             ko, T, B, J = ko[o], T[o], B[o], J[o]
             start = np.ones(n, bool)
             start[1:] = (ko[1:] != ko[:-1]) | (T[1:] - T[:-1] > self.window)
-            kl, tl, bl, jl = ko.tolist(), T.tolist(), B.tolist(), J.tolist()
-            turn = 0
-            for i in np.flatnonzero(start).tolist():
-                t, key = tl[i], kl[i]
-                k = i
-                while k + 1 < n and kl[k + 1] == key and tl[k + 1] - t <= TIE:
-                    k += 1
-                c = i + turn % (k - i + 1)
-                self.misses.add((bl[c], jl[c]))
-                turn += 1
+            st = np.flatnonzero(start)
+            # tie group of each start: the following accesses of the same tile within TIE of it
+            # (times are sorted per tile, so the group is contiguous)
+            size = np.ones(len(st), np.int64)
+            live = np.arange(len(st))
+            r = 1
+            while len(live):
+                i = st[live] + r
+                ok = i < n
+                live, i = live[ok], i[ok]
+                ok = (ko[i] == ko[st[live]]) & (T[i] - T[st[live]] <= TIE)
+                live = live[ok]
+                size[live] += 1
+                r += 1
+            c = st + np.arange(len(st)) % size  # round-robin turn over the starts, in order
+            self.misses.update(zip(B[c].tolist(), J[c].tolist()))
         self.ordinal.clear()
         self.recording = False
 

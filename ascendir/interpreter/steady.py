@@ -199,6 +199,7 @@ class SteadyLoop:
         self.F = F
         self.n = n
         self.tops = tops  # i -> tuple of the checked values of iteration i (compiler._steady_for)
+        self.vals: dict[int, tuple] = {}  # tops(i) so far (pure: computed once per iteration)
         self.hist: list[tuple] = []  # (iteration index, state vector, queue lengths, gm log pos, sig pos)
 
     def snapshot(self, idx: int) -> None:
@@ -242,24 +243,25 @@ class SteadyLoop:
             la, lb_, lc = a[4], b[4], c[4]
             if lb_ - la != lc - lb_ or any(sig[la + i] is not sig[lb_ + i] for i in range(lc - lb_)):
                 continue
-            log = F.gmlog
             ga, gb, gc = a[3], b[3], c[3]
             if gb - ga != gc - gb:
-                continue
-            prev, cur = Acc.of(log[ga:gb]), Acc.of(log[gb:gc])
-            if not prev.same_kind(cur):
                 continue
             d = [z - y for y, z in zip(vb, vc)]
             if not self._no_overtaking(vc, d):
                 continue
-            m = (self.n - idx - P) // P
+            m = (self.n - idx - 1) // P  # whole periods, leaving the last iteration to run
             if m < 1:
                 continue
             ok = self._periods_checked(P, idx, m)
+            if not ok or (ok < m and best is not None and ok * P <= best[4] * best[0]):
+                continue
+            log = F.gmlog
+            prev, cur = Acc.of(log[ga:gb]), Acc.of(log[gb:gc])
+            if not prev.same_kind(cur):
+                continue
             if ok == m:
                 return P, d, prev, cur, m
-            if ok and (best is None or ok * P > best[4] * best[0]):
-                best = (P, d, prev, cur, ok)
+            best = (P, d, prev, cur, ok)
         if best is not None and len(h) == 2 * PMAX + 1:
             return best
         return None
@@ -279,9 +281,16 @@ class SteadyLoop:
     def _periods_checked(self, P: int, idx: int, m: int) -> int:
         """How many of the next m periods (from iteration idx) have every checked value advance
         by the sampled period's step (module docstring); 0..m."""
-        tops = self.tops
-        if tops is None:
+        if self.tops is None:
             return m
+        vals, f = self.vals, self.tops
+
+        def tops(i: int) -> tuple:
+            v = vals.get(i)
+            if v is None:
+                v = vals[i] = f(i)
+            return v
+
         try:
             prev = [tops(i) for i in range(idx - 2 * P, idx)]
             step = [tuple(y - x for x, y in zip(prev[r], prev[r + P])) for r in range(P)]
