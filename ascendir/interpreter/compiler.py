@@ -337,7 +337,7 @@ class Compiler:
         if checked is not None:
             ctrl, addr, copies = memo_inputs(op)
             memo = LoopMemo([self.slot(v) for v in ctrl], [self.slot(v) for v in addr],
-                            {id(c): (self.slot(src), dims) for c, (src, dims) in copies.items()})
+                            {id(c): (self.slot(src), dims) for c, (src, dims) in copies.items()}, self.k.flag_keys, NPIPES)
             self.F.memos.append(memo)
             return self._steady_for(lb, ub, st, iv, body, charge, checked, memo)
         if not carried:
@@ -379,7 +379,6 @@ class Compiler:
         executions of the whole loop (steady.LoopMemo), applied when the loop is entered again
         from the same relative state (next tile of an outer loop, another block)."""
         F, R = self.F, self.F.R
-        flag_keys = self.k.flag_keys
         evals = [(SCALAR_OPS[type(o)](o), [self.slot(v) for v in o.operands], self.slot(o.results[0])) for o in checked]
         outs = [e[2] for e in evals]
 
@@ -399,8 +398,8 @@ class Compiler:
                 return
             ent = None
             if F.rc is None:  # the race checker needs every op
-                ent = memo.enter(F, R, flag_keys, NPIPES)
-                if memo.reuse(F, R, ent, n, NPIPES):
+                ent = memo.enter(F, R)
+                if memo.reuse(F, R, ent, n):
                     return
             own = F.gmlog is None  # the outermost sampling loop owns the logs
             if own:
@@ -415,10 +414,16 @@ class Compiler:
                 return tuple([R[o] for o in outs])
 
             try:
-                sl = SteadyLoop(F, n, tops if evals else None)
+                sl = SteadyLoop(F, n, tops if evals else None, memo, NPIPES)
                 idx = 0
                 while idx < n:
                     sl.snapshot(idx)
+                    if sl.regime is not None:
+                        skipped = sl.reenter(idx)
+                        if skipped:
+                            idx += skipped
+                            F.skipped += skipped
+                            continue
                     if n - idx > 2:
                         found = sl.detect()
                         if found is not None:
@@ -434,7 +439,7 @@ class Compiler:
                         charge()
                     idx += 1
                 if ent is not None:
-                    memo.store(F, R, ent, F.gmlog[g0:], NPIPES)
+                    memo.store(F, R, ent, F.gmlog[g0:])
             finally:
                 if own:
                     F.gmlog = F.sig = None

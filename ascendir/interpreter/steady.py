@@ -193,11 +193,16 @@ class Acc:
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n", "vals", "tops")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime")
 
-    def __init__(self, F, n: int, tops):
+    def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int):
         self.F = F
         self.n = n
+        self.memo = memo  # for its flag-key units (state_key)
+        self.npipes = npipes
+        # after a jump cut short by a different L2 outcome: (P, d, prev, cur, periods after cur
+        # accounted for, next boundary, state key at the jump, S positions, S decided nothing)
+        self.regime: list | None = None
         self.tops = tops  # i -> tuple of the checked values of iteration i (compiler._steady_for)
         self.vals: dict[int, tuple] = {}  # tops(i) so far (pure: computed once per iteration)
         self.hist: list[tuple] = []  # (iteration index, state vector, queue lengths, gm log pos, sig pos)
@@ -210,7 +215,7 @@ class SteadyLoop:
         for q in F.flags.queues:
             lens.append(len(q))
             vec.extend(q)
-        self.hist.append((idx, vec, tuple(lens), len(F.gmlog), len(F.sig)))
+        self.hist.append((idx, vec, tuple(lens), len(F.gmlog), len(F.sig), F.srel))
         if len(self.hist) > 2 * PMAX + 1:
             del self.hist[0]
 
@@ -307,14 +312,22 @@ class SteadyLoop:
             return 0
         return m
 
-    def jump(self, P: int, d: list[float], prev: Acc, cur: Acc, m: int) -> int:
+    def jump(self, P: int, d: list[float], prev: Acc, cur: Acc, m: int, first: int = 0, reentry: tuple | None = None) -> int:
         """Skip m whole periods (`detect`: their checked values hold, and at least one period is
         left to run), fewer if the L2 outcomes of a skipped period would differ from the sampled
-        one's; returns iterations skipped."""
+        one's; returns iterations skipped. `first`: periods after `cur` already accounted for
+        (re-entry, `reenter`).
+
+        A jump cut short by a different L2 outcome (a miss among hits) leaves a `regime`: the
+        period with the other outcome runs normally, and as soon as the state, relative to its
+        latest clock, is again the one the jump started from (`state_key`), the loop is back in
+        the same periodic regime (max-plus evolution from the same relative state) and jumps
+        again without sampling two new periods."""
         F = self.F
+        stopped = False
         L = len(cur.cid)
         if L:
-            ks = np.arange(1, m + 1, dtype=np.int64)[:, None]
+            ks = np.arange(first + 1, first + m + 1, dtype=np.int64)[:, None]
             off = cur.off[None, :] + ks * (cur.off - prev.off)[None, :]
             t = cur.t[None, :] + ks.astype(np.float64) * (cur.t - prev.t)[None, :]
             keys = cur.sid[None, :] * SHIFT + off
@@ -327,8 +340,13 @@ class SteadyLoop:
                 bad = (hit.reshape(m, nr) != cur.hit[rd][None, :]).any(axis=1)
                 if bad.any():
                     m = int(np.argmax(bad))
+                    stopped = True
                     if m < 1:
-                        self.hist.clear()
+                        if reentry is None:
+                            self.hist.clear()
+                        else:  # the next period differs again: it runs normally
+                            self.regime[4] += 1
+                            self.regime[5] += P
                         return 0
                     keys, off, t = keys[:m], off[:m], t[:m]
                     rk, rt, hit = rk[: m * nr], rt[: m * nr], hit[: m * nr]
@@ -342,9 +360,97 @@ class SteadyLoop:
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
             F.gmlog.append(Acc(np.tile(cur.cid, m), np.tile(cur.sid, m), off.ravel(), t.ravel(),
                                np.tile(rd, m), np.tile(cur.hit, m)))
+        if stopped:
+            idx = self.hist[-1][0] if self.hist else self.regime[5]
+            if reentry is None:
+                h = self.hist
+                reentry = (self._clocks(), idx, h[-1][5] == h[-1 - 2 * P][5])
+            self.regime = [P, d, prev, cur, first + m + 1, idx + (m + 1) * P, *reentry]
+        elif reentry is not None:
+            self.regime = None
         self._advance(d, m)
         self.hist.clear()
         return m * P
+
+    def reenter(self, idx: int) -> int:
+        """At the regime's next period boundary: jump again if the state is back (see `jump`)."""
+        r = self.regime
+        if idx != r[5]:
+            return 0
+        P, d, prev, cur, first, _, at, idx0, s_free = r
+        m = (self.n - idx - 1) // P
+        if m < 1:
+            self.regime = None
+            return 0
+        if not self._back(at, self._clocks(), d, (idx - idx0) // P, s_free):
+            r[4] += 1  # this period ran normally
+            r[5] += P
+            return 0
+        m = self._periods_checked(P, idx, m)
+        if m < 1:
+            self.regime = None
+            return 0
+        r[5] = idx
+        return self.jump(P, d, prev, cur, m, first, (at, idx0, s_free))
+
+    def _clocks(self) -> tuple[list[float], tuple, list[float], list[int]]:
+        """(clock values: free, done, pending flag times; queue lengths; S clock of each value's
+        unit; index of each value in the `snapshot` vector)."""
+        F = self.F
+        c = F.core
+        ns, npp = len(c.free), self.npipes
+        du = self.memo.dst_units_for(F)
+        vals = [*c.free, *c.done]
+        su = [i // npp for i in range(ns)] * 2
+        pos = list(range(2 * ns))
+        j = 3 * ns + len(F.acct)
+        lens = []
+        for k, q in enumerate(F.flags.queues):
+            lens.append(len(q))
+            for t in q:
+                vals.append(t)
+                su.append(du[k])
+                pos.append(j)
+                j += 1
+        S = [c.free[u] for u in range(0, ns, npp)]
+        return vals, tuple(lens), [S[u] for u in su], pos
+
+    def _back(self, at: tuple, now: tuple, d: list[float], periods: int, s_free: bool) -> bool:
+        """Is the state `now` equivalent to the state `at` the regime's jump started from,
+        `periods` periods later (see `jump`)? Clocks at or below their S clock count as the S
+        clock (LoopMemo doc (a)). Clocks that moved in the regime must sit at the same distance
+        from the latest clock; clocks that did not move (pipes this loop does not use) must be
+        unchanged and the latest clock no earlier than the regime would have it (so they stay
+        behind); S clocks must be where they were or, when they decided nothing in the regime,
+        further behind."""
+        v0, l0, s0, pos = at
+        v1, l1, s1, pos1 = now
+        if l0 != l1:
+            return False
+        npp = self.npipes
+        ns = len(self.F.core.free)
+        e0 = [max(x, s) for x, s in zip(v0, s0)]
+        e1 = [max(x, s) for x, s in zip(v1, s1)]
+        b0, b1 = max(e0), max(e1)
+        c = max(d[p] for p in pos)
+        if b1 - b0 < periods * c - 1e-6 * max(1.0, abs(b1)):
+            return False
+        for i, p in enumerate(pos):
+            if i < 2 * ns and i % npp == 0 and i < ns:  # an S clock
+                r0, r1 = e0[i] - b0, e1[i] - b1
+                if not (abs(r1 - r0) <= 1e-6 or (s_free and r1 <= r0 + 1e-6)):
+                    return False
+                continue
+            at_s0, at_s1 = v0[i] <= s0[i], v1[i] <= s1[i]
+            if at_s0 and at_s1:
+                continue
+            if d[p] == 0.0:
+                if v1[i] != v0[i]:
+                    return False
+                continue
+            if at_s0 != at_s1 or abs((e1[i] - b1) - (e0[i] - b0)) > 1e-6:
+                return False
+        return True
 
     def _advance(self, d: list[float], m: int) -> None:
         F = self.F
@@ -447,60 +553,40 @@ class LoopMemo:
     addresses.
     """
 
-    __slots__ = ("ctrl", "addr", "copies", "table", "dst_units")
+    __slots__ = ("ctrl", "addr", "copies", "table", "dst_units", "flag_keys", "npipes")
 
-    def __init__(self, ctrl: list[int], addr: list[int], copies: dict[int, tuple[int, list[tuple[int, int]]]]):
+    def __init__(self, ctrl: list[int], addr: list[int], copies: dict[int, tuple[int, list[tuple[int, int]]]], flag_keys: dict, npipes: int):
         self.ctrl = ctrl  # slots of the control values
         self.addr = addr  # slots of the address values
         self.copies = copies  # id(copy op) -> (source slot, [(dim, address index)])
         self.table: dict[tuple, list] = {}
+        self.flag_keys = flag_keys  # (src slot, dst slot, event) -> flag key (filled while compiling)
+        self.npipes = npipes
         self.dst_units: list[int] | None = None  # flag key -> unit of its wait
 
-    def enter(self, F, R, flag_keys: dict, npipes: int) -> tuple:
-        """Clamp the core state (class doc (a)) and return what `reuse` and `store` need."""
-        c = F.core
-        free, done = c.free, c.done
-        ns = len(free)
-        queues = F.flags.queues
-        if self.dst_units is None or len(self.dst_units) < len(queues):
-            du = [0] * len(queues)
-            for (_s, d, _e), k in flag_keys.items():
+    def dst_units_for(self, F) -> list[int]:
+        """Unit of the wait of each flag key (clamping a pending flag time uses its S clock)."""
+        du = self.dst_units
+        if du is None or len(du) < len(F.flags.queues):
+            du = [0] * len(F.flags.queues)
+            for (_s, d, _e), k in self.flag_keys.items():
                 if k < len(du):
-                    du[k] = d // npipes
+                    du[k] = d // self.npipes
             self.dst_units = du
-        S = [free[u] for u in range(0, ns, npipes)]
-        for i in range(ns):
-            s = S[i // npipes]
-            if free[i] < s:
-                free[i] = s
-            if done[i] < s:
-                done[i] = s
-        for k, q in enumerate(queues):
-            if q:
-                s = S[self.dst_units[k]]
-                for j in range(len(q)):
-                    if q[j] < s:
-                        q[j] = s
-        base = max(max(free), max(done))
-        rel = []
-        for i, x in enumerate(free):
-            rel.append("S" if x == S[i // npipes] else round(x - base, 6))
-        for i, x in enumerate(done):
-            rel.append("S" if x == S[i // npipes] else round(x - base, 6))
-        for k, q in enumerate(queues):
-            rel.append(-len(q) - 1)
-            if q:
-                s = S[self.dst_units[k]]
-                rel.extend("S" if t == s else round(t - base, 6) for t in q)
+        return du
+
+    def enter(self, F, R) -> tuple:
+        """Clamp the core state (class doc (a)) and return what `reuse` and `store` need."""
+        rel, srel, base, S = state_key(F, self.npipes, self.dst_units_for(F))
         A = F.A
         ctrl = []
         for sl in self.ctrl:
             v = R[sl]
             ctrl.append((v.shape, A[sl]) if isinstance(v, np.ndarray) else v)
-        srel = tuple(round(x - base, 6) for x in S)
-        return (tuple(ctrl), tuple(rel)), srel, base, S, list(c.busy), list(F.acct), F.skipped, F.srel
+        c = F.core
+        return (tuple(ctrl), rel), srel, base, S, list(c.busy), list(F.acct), F.skipped, F.srel
 
-    def reuse(self, F, R, ent: tuple, n: int, npipes: int) -> bool:
+    def reuse(self, F, R, ent: tuple, n: int) -> bool:
         """Apply a stored execution matching `ent` whose L2 outcomes hold; True when applied."""
         key, srel, base, S = ent[0], ent[1], ent[2], ent[3]
         vs = self.table.get(key)
@@ -526,6 +612,7 @@ class LoopMemo:
             _apply_accesses(F, acc, keys, off, t, hit)
             core = F.core
             ns = len(core.free)
+            npipes = self.npipes
             free, done = core.free, core.done
             for i in range(ns):
                 u = i // npipes
@@ -551,7 +638,7 @@ class LoopMemo:
             return True
         return False
 
-    def store(self, F, R, ent: tuple, log: list, npipes: int) -> None:
+    def store(self, F, R, ent: tuple, log: list) -> None:
         """Keep the execution that just ran from `ent` (its GM accesses: `log`)."""
         key, srel, base, S, busy0, acct0, skipped0, srel0 = ent
         vs = self.table.get(key)
@@ -560,6 +647,7 @@ class LoopMemo:
                 return
             vs = self.table[key] = []
         c = F.core
+        npipes = self.npipes
         acc = Acc.of(log)
         coefs = None
         if self.addr and len(acc.cid):
@@ -583,6 +671,43 @@ class LoopMemo:
         ))
         if len(vs) > VARIANTS:
             del vs[0]
+
+
+def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
+    """The core's clocks clamped to their unit's S clock (LoopMemo doc (a), exact; `clamp`:
+    write the clamped values back) as (the clocks relative to the latest one, rounded to 1e-6
+    cycles, "S" for those at or below their S clock; the S clocks relative to it; the latest
+    clock; the S clocks)."""
+    c = F.core
+    free, done = c.free, c.done
+    ns = len(free)
+    queues = F.flags.queues
+    S = [free[u] for u in range(0, ns, npipes)]
+    if clamp:
+        for i in range(ns):
+            s = S[i // npipes]
+            if free[i] < s:
+                free[i] = s
+            if done[i] < s:
+                done[i] = s
+        for k, q in enumerate(queues):
+            if q:
+                s = S[dst_units[k]]
+                for j in range(len(q)):
+                    if q[j] < s:
+                        q[j] = s
+    base = max(max(free), max(done))
+    rel = []
+    for i, x in enumerate(free):
+        rel.append("S" if x <= S[i // npipes] else round(x - base, 6))
+    for i, x in enumerate(done):
+        rel.append("S" if x <= S[i // npipes] else round(x - base, 6))
+    for k, q in enumerate(queues):
+        rel.append(-len(q) - 1)
+        if q:
+            s = S[dst_units[k]]
+            rel.extend(["S" if t <= s else round(t - base, 6) for t in q])
+    return tuple(rel), tuple(round(x - base, 6) for x in S), base, S
 
 
 def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None) -> None:
