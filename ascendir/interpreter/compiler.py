@@ -381,6 +381,10 @@ class Compiler:
         F, R = self.F, self.F.R
         evals = [(SCALAR_OPS[type(o)](o), [self.slot(v) for v in o.operands], self.slot(o.results[0])) for o in checked]
         outs = [e[2] for e in evals]
+        # the checked values are pure functions of the iv and these outside values: memoised per
+        # their values across executions of the loop (steady.SteadyLoop.vals)
+        inputs = sorted({x for _, ins, _ in evals for x in ins if x != iv} - set(outs))
+        known: dict[tuple, dict] = {}
 
         def plain(rng) -> None:
             for i in rng:
@@ -415,6 +419,13 @@ class Compiler:
 
             try:
                 sl = SteadyLoop(F, n, tops if evals else None, memo, NPIPES)
+                if evals:
+                    ik = (rng.start, rng.step, *[R[x] for x in inputs])
+                    vals = known.get(ik)
+                    if vals is None and len(known) < 64:
+                        vals = known[ik] = {}
+                    if vals is not None:
+                        sl.vals = vals
                 idx = 0
                 while idx < n:
                     sl.snapshot(idx)
