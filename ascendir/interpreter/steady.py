@@ -593,22 +593,44 @@ class LoopMemo:
         if not vs:
             return False
         addr = np.array([R[s] for s in self.addr], np.int64) if self.addr else None
-        for v in reversed(vs):
-            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped = v
+        l2p = F.l2p
+        des = None
+        for j in range(len(vs) - 1, -1, -1):
+            v = vs[j]
+            if len(v) == 2:  # stored raw (`store`): arrays built on the first match
+                v = vs[j] = self._finish(*v)
+            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses = v
             if vsrel != srel and not (s_free and all(a <= b + 1e-6 for a, b in zip(srel, vsrel))):
                 continue
             c_shift = base - vbase
-            t = acc.t + ((F.t0 + base) - (vt0 + vbase))
-            off = acc.off
-            if coefs is not None:
-                off = off + coefs @ (addr - vaddr)
-            rd = acc.rd
-            keys = acc.sid * SHIFT + off
+            tshift = (F.t0 + base) - (vt0 + vbase)
+            dv = addr - vaddr if coefs is not None else None
             hit = None
-            if len(rd) and rd.any():
-                hit = F.l2p.outcomes(F.l2, keys[rd], t[rd], F.block, F.t0)
-                if not np.array_equal(hit, acc.hit[rd]):
-                    continue
+            if len(ri):
+                # the outcomes must be the stored ones: only designated misses (l2.L2Pass) can
+                # miss, and those look at the chip L2 of earlier kernels
+                if l2p.recording:
+                    if misses:
+                        continue
+                else:
+                    if des is None:
+                        des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), len(ri)).tolist()
+                    if not misses.issubset(des):
+                        continue
+                    ok = True
+                    for dpos in des:
+                        e = int(ri[dpos])
+                        o = int(acc.off[e]) + (int(coefs[e] @ dv) if dv is not None else 0)
+                        k = int(acc.sid[e]) * SHIFT + o
+                        if F.l2.resident_before(k, float(acc.t[e]) + tshift, F.t0) != bool(rhit[dpos]):
+                            ok = False
+                            break
+                    if not ok:
+                        continue
+                hit = rhit
+            t = acc.t + tshift
+            off = acc.off if dv is None else acc.off + coefs @ dv
+            keys = acc.sid * SHIFT + off
             _apply_accesses(F, acc, keys, off, t, hit)
             core = F.core
             ns = len(core.free)
@@ -639,7 +661,9 @@ class LoopMemo:
         return False
 
     def store(self, F, R, ent: tuple, log: list) -> None:
-        """Keep the execution that just ran from `ent` (its GM accesses: `log`)."""
+        """Keep the execution that just ran from `ent` (its GM accesses: `log`). Kept raw: most
+        stored executions of an outer loop never match again, so their arrays are built by
+        `_finish` on the first match only."""
         key, srel, base, S, busy0, acct0, skipped0, srel0 = ent
         vs = self.table.get(key)
         if vs is None:
@@ -648,29 +672,37 @@ class LoopMemo:
             vs = self.table[key] = []
         c = F.core
         npipes = self.npipes
+        coef_rows = {}
+        for cid, (src, dims) in self.copies.items():
+            tag = F.A[src]
+            if tag is not None:
+                row = [0] * len(self.addr)
+                for dim, j in dims:
+                    row[j] += tag[2][dim]
+                coef_rows[cid] = row
+        dS = [c.free[u * npipes] - S[u] for u in range(len(S))]
+        vs.append(((
+            F.srel == srel0, srel, base, list(S), list(c.free), list(c.done), [list(q) for q in F.flags.queues], dS,
+            [b - a for a, b in zip(busy0, c.busy)], [b - a for a, b in zip(acct0, F.acct)],
+            None, None, [R[s] for s in self.addr], F.t0, F.skipped - skipped0,
+        ), (log, coef_rows)))
+        if len(vs) > VARIANTS:
+            del vs[0]
+
+    def _finish(self, head: tuple, raw: tuple) -> tuple:
+        log, coef_rows = raw
         acc = Acc.of(log)
         coefs = None
         if self.addr and len(acc.cid):
             coefs = np.zeros((len(acc.cid), len(self.addr)), np.int64)
             for cid in np.unique(acc.cid).tolist():
-                info = self.copies.get(cid)
-                if info is None or F.A[info[0]] is None:
-                    continue
-                src, dims = info
-                strides = F.A[src][2]
-                row = np.zeros(len(self.addr), np.int64)
-                for dim, j in dims:
-                    row[j] += strides[dim]
-                coefs[acc.cid == cid] = row
-        vaddr = np.array([R[s] for s in self.addr], np.int64) if self.addr else None
-        dS = [c.free[u * npipes] - S[u] for u in range(len(S))]
-        vs.append((
-            F.srel == srel0, srel, base, list(S), list(c.free), list(c.done), [list(q) for q in F.flags.queues], dS,
-            [b - a for a, b in zip(busy0, c.busy)], [b - a for a, b in zip(acct0, F.acct)],
-            acc, coefs, vaddr, F.t0, F.skipped - skipped0,
-        ))
-        if len(vs) > VARIANTS:
-            del vs[0]
+                row = coef_rows.get(cid)
+                if row is not None:
+                    coefs[acc.cid == cid] = row
+        vaddr = np.array(head[12], np.int64) if self.addr else None
+        rd = acc.rd
+        return (*head[:10], acc, coefs, vaddr, head[13], head[14],
+                np.flatnonzero(rd), acc.hit[rd], frozenset(np.flatnonzero(~acc.hit[rd]).tolist()))
 
 
 def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
