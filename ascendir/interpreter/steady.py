@@ -312,24 +312,33 @@ class SteadyLoop:
             return 0
         return m
 
-    def jump(self, P: int, d: list[float], prev: Acc, cur: Acc, m: int, first: int = 0, reentry: tuple | None = None) -> int:
-        """Skip m whole periods (`detect`: their checked values hold, and at least one period is
-        left to run), fewer if the L2 outcomes of a skipped period would differ from the sampled
-        one's; returns iterations skipped. `first`: periods after `cur` already accounted for
-        (re-entry, `reenter`).
+    def jump(self, P: int, d: list[float], prev: Acc, cur: Acc, m: int, regime: list | None = None, tshift: float = 0.0) -> int:
+        """Skip m whole periods (`detect`: their checked values hold, and at least the last
+        iteration is left to run), fewer if the L2 outcomes of a skipped period would differ from
+        the sampled one's; returns iterations skipped.
 
-        A jump cut short by a different L2 outcome (a miss among hits) leaves a `regime`: the
-        period with the other outcome runs normally, and as soon as the state, relative to its
-        latest clock, is again the one the jump started from (`state_key`), the loop is back in
-        the same periodic regime (max-plus evolution from the same relative state) and jumps
-        again without sampling two new periods."""
+        Regimes. A jump cut short by a different L2 outcome (a miss among hits) leaves its regime
+        (P, d, the sampled periods' accesses, the state it started from) behind: the loop runs
+        that period normally and `reenter` checks at each following period boundary whether the
+        state, relative to its latest clock, is again the one the regime started from (`_back`):
+        then the loop is back in the same periodic regime (max-plus evolution from the same
+        relative state) and jumps again without sampling two new periods. `regime`: the one being
+        re-entered; `tshift`: chip time of the current state minus that of the regime's starting
+        state (the skipped periods' accesses are the sampled period's moved by it, and by whole
+        periods)."""
         F = self.F
+        idx = self.hist[-1][0]
+        if regime is None:
+            q, oshift = 0, None
+        else:
+            q, oshift = (idx - regime[7]) // P, regime[9]
         stopped = False
         L = len(cur.cid)
         if L:
-            ks = np.arange(first + 1, first + m + 1, dtype=np.int64)[:, None]
-            off = cur.off[None, :] + ks * (cur.off - prev.off)[None, :]
-            t = cur.t[None, :] + ks.astype(np.float64) * (cur.t - prev.t)[None, :]
+            ks = np.arange(1, m + 1, dtype=np.int64)[:, None]
+            base = cur.off if oshift is None else cur.off + oshift
+            off = base[None, :] + (ks + q) * (cur.off - prev.off)[None, :]
+            t = (cur.t + tshift)[None, :] + ks.astype(np.float64) * (cur.t - prev.t)[None, :]
             keys = cur.sid[None, :] * SHIFT + off
             rd = cur.rd
             l2p, l2 = F.l2p, F.l2
@@ -342,11 +351,11 @@ class SteadyLoop:
                     m = int(np.argmax(bad))
                     stopped = True
                     if m < 1:
-                        if reentry is None:
+                        if regime is None:
                             self.hist.clear()
                         else:  # the next period differs again: it runs normally
-                            self.regime[4] += 1
-                            self.regime[5] += P
+                            regime[5] = idx + P
+                            self.regime = regime
                         return 0
                     keys, off, t = keys[:m], off[:m], t[:m]
                     rk, rt, hit = rk[: m * nr], rt[: m * nr], hit[: m * nr]
@@ -360,13 +369,14 @@ class SteadyLoop:
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
             F.gmlog.append(Acc(np.tile(cur.cid, m), np.tile(cur.sid, m), off.ravel(), t.ravel(),
                                np.tile(rd, m), np.tile(cur.hit, m)))
+        if stopped and regime is None:
+            h = self.hist
+            # [P, d, prev, cur, -, next boundary, starting state, its iteration, S decided nothing, address shift]
+            regime = [P, d, prev, cur, None, 0, self._clocks(), idx, h[-1][5] == h[-1 - 2 * P][5], None]
         if stopped:
-            idx = self.hist[-1][0] if self.hist else self.regime[5]
-            if reentry is None:
-                h = self.hist
-                reentry = (self._clocks(), idx, h[-1][5] == h[-1 - 2 * P][5])
-            self.regime = [P, d, prev, cur, first + m + 1, idx + (m + 1) * P, *reentry]
-        elif reentry is not None:
+            regime[5] = idx + (m + 1) * P
+            self.regime = regime
+        else:
             self.regime = None
         self._advance(d, m)
         self.hist.clear()
@@ -377,25 +387,24 @@ class SteadyLoop:
         r = self.regime
         if idx != r[5]:
             return 0
-        P, d, prev, cur, first, _, at, idx0, s_free = r
+        P = r[0]
         m = (self.n - idx - 1) // P
         if m < 1:
             self.regime = None
             return 0
-        if not self._back(at, self._clocks(), d, (idx - idx0) // P, s_free):
-            r[4] += 1  # this period ran normally
-            r[5] += P
+        ts = self._back(r[6], self._clocks(), r[1], r[8])
+        if ts is None:
+            r[5] += P  # this period runs normally
             return 0
         m = self._periods_checked(P, idx, m)
         if m < 1:
             self.regime = None
             return 0
-        r[5] = idx
-        return self.jump(P, d, prev, cur, m, first, (at, idx0, s_free))
+        return self.jump(P, r[1], r[2], r[3], m, r, ts)
 
-    def _clocks(self) -> tuple[list[float], tuple, list[float], list[int]]:
+    def _clocks(self) -> tuple:
         """(clock values: free, done, pending flag times; queue lengths; S clock of each value's
-        unit; index of each value in the `snapshot` vector)."""
+        unit; index of each value in the `snapshot` vector; kernel start time)."""
         F = self.F
         c = F.core
         ns, npp = len(c.free), self.npipes
@@ -413,44 +422,41 @@ class SteadyLoop:
                 pos.append(j)
                 j += 1
         S = [c.free[u] for u in range(0, ns, npp)]
-        return vals, tuple(lens), [S[u] for u in su], pos
+        return vals, tuple(lens), [S[u] for u in su], pos, F.t0
 
-    def _back(self, at: tuple, now: tuple, d: list[float], periods: int, s_free: bool) -> bool:
-        """Is the state `now` equivalent to the state `at` the regime's jump started from,
-        `periods` periods later (see `jump`)? Clocks at or below their S clock count as the S
+    def _back(self, at: tuple, now: tuple, d: list[float], s_free: bool) -> float | None:
+        """If the state `now` is equivalent to the state `at` a regime started from, moved in
+        time, how far (chip cycles); else None. Clocks at or below their S clock count as the S
         clock (LoopMemo doc (a)). Clocks that moved in the regime must sit at the same distance
-        from the latest clock; clocks that did not move (pipes this loop does not use) must be
-        unchanged and the latest clock no earlier than the regime would have it (so they stay
-        behind); S clocks must be where they were or, when they decided nothing in the regime,
-        further behind."""
-        v0, l0, s0, pos = at
-        v1, l1, s1, pos1 = now
+        from the latest clock. Clocks that did not (pipes the loop does not use; in a periodic
+        regime where every moving clock advances alike they never decide anything) must be at
+        least as far behind it. S clocks must be where they were or, when they decided nothing
+        in the regime, further behind."""
+        v0, l0, s0, pos, t0 = at
+        v1, l1, s1, _, t1 = now
         if l0 != l1:
-            return False
+            return None
         npp = self.npipes
         ns = len(self.F.core.free)
         e0 = [max(x, s) for x, s in zip(v0, s0)]
         e1 = [max(x, s) for x, s in zip(v1, s1)]
         b0, b1 = max(e0), max(e1)
-        c = max(d[p] for p in pos)
-        if b1 - b0 < periods * c - 1e-6 * max(1.0, abs(b1)):
-            return False
         for i, p in enumerate(pos):
-            if i < 2 * ns and i % npp == 0 and i < ns:  # an S clock
-                r0, r1 = e0[i] - b0, e1[i] - b1
+            r0, r1 = e0[i] - b0, e1[i] - b1
+            if i < ns and i % npp == 0:  # an S clock
                 if not (abs(r1 - r0) <= 1e-6 or (s_free and r1 <= r0 + 1e-6)):
-                    return False
+                    return None
                 continue
             at_s0, at_s1 = v0[i] <= s0[i], v1[i] <= s1[i]
             if at_s0 and at_s1:
                 continue
             if d[p] == 0.0:
-                if v1[i] != v0[i]:
-                    return False
+                if r1 > r0 + 1e-6:
+                    return None
                 continue
-            if at_s0 != at_s1 or abs((e1[i] - b1) - (e0[i] - b0)) > 1e-6:
-                return False
-        return True
+            if at_s0 != at_s1 or abs(r1 - r0) > 1e-6:
+                return None
+        return (t1 + b1) - (t0 + b0)
 
     def _advance(self, d: list[float], m: int) -> None:
         F = self.F
