@@ -8,8 +8,10 @@ Scalar ops (arith, subview, loop control) charge `startup.scalar_alu` cycles on 
 
 In timing-only mode `Compiler.for_` runs loops that `steady.uniform_loop` accepts through
 `steady.SteadyLoop`: once two consecutive periods advance the core state by the same delta, the
-remaining whole periods are added as a multiple of it (see steady.py for the conditions and the
-L2 treatment).
+remaining whole periods are added as a multiple of it; a whole execution of such a loop entered
+again from the same relative state is applied from `steady.LoopMemo` (see steady.py for the
+conditions and the L2 treatment). Tile ops, flags and barriers count in `Frame.srel` when an S
+clock decided a start (LoopMemo leaves the S clock out of its key when it decided nothing).
 """
 
 from __future__ import annotations

@@ -5,8 +5,19 @@ per-core timeline (timeline.py) into a periodic regime after a short transient: 
 P iterations advances each pipe clock, busy counter, byte/flop counter and pending flag time by
 the same amount. `SteadyLoop` runs iterations normally while recording the core state at each
 iteration start; once two consecutive periods show the same delta, it adds (periods skipped ×
-delta) to the state instead of running them, then runs the last period normally (a partial last
-tile changes the sizes there).
+delta) to the state instead of running them, then runs the remaining iterations normally (at
+least the last one).
+
+Three mechanisms make timing-only simulation fast (the 4096³ matmul of
+benchmarks/interpreter_speed.py runs ~1/20 of its tile ops):
+* the jump above, nested (below), with the skipped GM accesses replayed into the L2 as arrays;
+* `SteadyLoop.reenter`: a jump cut short by a read with another L2 outcome (a miss among hits)
+  resumes as soon as the state after that period is the jump's starting state again, relative
+  to its latest clock (exact: see `LoopMemo`), instead of sampling two new periods;
+* `LoopMemo`: a whole execution of a loop (a matmul's K loop) is stored and applied again when
+  the loop is entered with the same control values from the same relative state, clamped to
+  the S clocks (exact, max-plus shift invariance): the next tile of the outer loop, or another
+  block running the same program on shifted addresses, costs one lookup.
 
 Periods: P = 1 .. PMAX. P = 2 covers ping-pong parity branches; longer periods cover loops whose
 GM addresses repeat their pattern only every few iterations: the per-core tile loop of a matmul
@@ -40,8 +51,8 @@ And at run time:
 
 Remaining assumption (documented, not checked): values computed inside nested regions of the body
 (inside an scf.if or an inner loop) from checked values by other than affine ops keep the sampled
-pattern; the lowering templates compute tile sizes and conditions at loop level. The last period
-always runs.
+pattern; the lowering templates compute tile sizes and conditions at loop level. The last
+iteration always runs.
 
 L2 (l2.py): the GM accesses of the skipped periods are replayed into the L2 model as numpy arrays
 (tile keys and times advance by their per-period deltas), in program order, so the tag store,
