@@ -9,7 +9,7 @@ delta) to the state instead of running them, then runs the remaining iterations 
 least the last one).
 
 Three mechanisms make timing-only simulation fast (the 4096³ matmul of
-benchmarks/interpreter_speed.py runs ~1/20 of its tile ops):
+benchmarks/interpreter_speed.py executes ~2 % of its tile ops, over both L2 passes):
 * the jump above, nested (below), with the skipped GM accesses replayed into the L2 as arrays;
 * `SteadyLoop.reenter`: a jump cut short by a read with another L2 outcome (a miss among hits)
   resumes as soon as the state after that period is the jump's starting state again, relative
