@@ -245,7 +245,14 @@ class SteadyLoop:
             if len(h) < 2 * P + 1:
                 break
             a, b = h[-1 - 2 * P], h[-1 - P]
-            if not (a[2] == b[2] == c[2]):
+            # cheapest tests first: structure (queue lengths, log and cost-entry counts), then
+            # the cost entries, then every state component
+            ga, gb, gc = a[3], b[3], c[3]
+            la, lb_, lc = a[4], b[4], c[4]
+            if not (a[2] == b[2] == c[2]) or gb - ga != gc - gb or lb_ - la != lc - lb_:
+                continue
+            sig = F.sig
+            if not all(x is y for x, y in zip(sig[la:lb_], sig[lb_:lc])):  # the same cost entries
                 continue
             va, vb = a[1], b[1]
             ok = True
@@ -254,13 +261,6 @@ class SteadyLoop:
                     ok = False
                     break
             if not ok:
-                continue
-            sig = F.sig
-            la, lb_, lc = a[4], b[4], c[4]
-            if lb_ - la != lc - lb_ or any(sig[la + i] is not sig[lb_ + i] for i in range(lc - lb_)):
-                continue
-            ga, gb, gc = a[3], b[3], c[3]
-            if gb - ga != gc - gb:
                 continue
             d = [z - y for y, z in zip(vb, vc)]
             if not self._no_overtaking(vc, d):
