@@ -3,7 +3,8 @@ extrapolation match a full simulation (every iteration run) within 1 % in cycles
 bytes, flops, tile ops and L2 hits, on double-buffered and single-buffered matmuls (odd sizes,
 partial tiles, per-core tile loops that extrapolate around their K loops with a period > 1 and
 reuse whole K-loop executions across tiles and blocks), streaming vector kernels (with a partial
-last tile), a lowered mixed (AIC + AIV) kernel, a flash-attention kernel and a fused SwiGLU FFN."""
+last tile), a lowered mixed (AIC + AIV) kernel, a flash-attention kernel and SwiGLU FFNs (prefill
+projections, fused decode kernel)."""
 
 from __future__ import annotations
 
@@ -42,14 +43,14 @@ def _flash_attention():
     return compile_attention(attention_ir(1, 1, 1, 2048, 2048, 128, 128, False, dt="f16"), "ascend910b2")
 
 
-def _swiglu_ffn():
+def _swiglu_ffn(tokens: int, hidden: int, inter: int):
     from test_ffn_template import gated_ir
     from xdsl.parser import Parser
 
     from ascendir.driver import lower, parse_pipeline, run_passes
     from ascendir.weights import WeightStore
 
-    module = Parser(make_context(), gated_ir(512, 1024, 2816, "f16")).parse_module()
+    module = Parser(make_context(), gated_ir(tokens, hidden, inter, "f16")).parse_module()
     run_passes(module, parse_pipeline("fuse-ffn"))
     lower(module, WeightStore(), "ascend910b2")
     return module
@@ -66,7 +67,8 @@ CASES = {
     "matmul_nested_tile_loop": lambda: parse(matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24)),
     "matmul_odd_nested": lambda: parse(matmul_ir(1000, 1500, 700, tm=64, tn=64, tk=64, block_dim=20)),
     "flash_attention": _flash_attention,
-    "swiglu_ffn": _swiglu_ffn,
+    "swiglu_ffn_prefill": lambda: _swiglu_ffn(512, 1024, 2816),
+    "swiglu_ffn_fused_decode": lambda: _swiglu_ffn(1, 2048, 5632),  # ffn_fused + ffn_reduce kernels
 }
 
 
