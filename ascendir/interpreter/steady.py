@@ -204,7 +204,7 @@ class Acc:
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad")
 
     def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int):
         self.F = F
@@ -214,6 +214,7 @@ class SteadyLoop:
         # after a jump cut short by a different L2 outcome: (P, d, prev, cur, periods after cur
         # accounted for, next boundary, state key at the jump, S positions, S decided nothing)
         self.regime: list | None = None
+        self.bad: dict[int, int] = {}  # period -> times its checked values failed (skipped from 2)
         self.tops = tops  # i -> tuple of the checked values of iteration i (compiler._steady_for)
         self.vals: dict[int, tuple] = {}  # tops(i) so far (pure: computed once per iteration)
         self.hist: list[tuple] = []  # (iteration index, state vector, queue lengths, gm log pos, sig pos)
@@ -241,9 +242,12 @@ class SteadyLoop:
         vc = c[1]
         idx = c[0]
         best = None
+        bad = self.bad
         for P in range(1, PMAX + 1):
             if len(h) < 2 * P + 1:
                 break
+            if bad.get(P, 0) >= 2:  # its checked values failed twice: not this loop's period
+                continue
             a, b = h[-1 - 2 * P], h[-1 - P]
             # cheapest tests first: structure (queue lengths, log and cost-entry counts), then
             # the cost entries, then every state component
@@ -269,7 +273,10 @@ class SteadyLoop:
             if m < 1:
                 continue
             ok = self._periods_checked(P, idx, m)
-            if not ok or (ok < m and best is not None and ok * P <= best[4] * best[0]):
+            if not ok:
+                bad[P] = bad.get(P, 0) + 1
+                continue
+            if ok < m and best is not None and ok * P <= best[4] * best[0]:
                 continue
             log = F.gmlog
             prev, cur = Acc.of(log[ga:gb]), Acc.of(log[gb:gc])
