@@ -657,27 +657,20 @@ class LoopMemo:
             keys = acc.sid * SHIFT + off
             _apply_accesses(F, acc, keys, off, t, hit)
             core = F.core
-            ns = len(core.free)
             npipes = self.npipes
-            free, done = core.free, core.done
-            for i in range(ns):
-                u = i // npipes
-                if i % npipes == 0:
-                    free[i] = S[u] + dS[u]
-                else:
-                    x = ef[i]
-                    free[i] = S[u] if x == vS[u] else x + c_shift
-                x = ed[i]
-                done[i] = S[u] if x == vS[u] else x + c_shift
+            units = range(len(core.free))
+            core.free[:] = [S[i // npipes] + dS[i // npipes] if i % npipes == 0
+                            else S[i // npipes] if ef[i] == vS[i // npipes] else ef[i] + c_shift for i in units]
+            core.done[:] = [S[i // npipes] if ed[i] == vS[i // npipes] else ed[i] + c_shift for i in units]
+            du = self.dst_units
             for k, (q, ts) in enumerate(zip(F.flags.queues, eq)):
-                u = self.dst_units[k]
-                q.clear()
-                q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
+                if q or ts:
+                    u = du[k]
+                    q.clear()
+                    q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
             busy, acct = core.busy, F.acct
-            for i, x in enumerate(dbusy):
-                busy[i] += x
-            for i, x in enumerate(dacct):
-                acct[i] += x
+            busy[:] = [a + b for a, b in zip(busy, dbusy)]
+            acct[:] = [a + b for a, b in zip(acct, dacct)]
             F.skipped += n
             if F.sig is not None:
                 F.sig.append(v)
