@@ -429,6 +429,16 @@ class Compiler:
                     if vals is not None:
                         sl.vals = vals
                 idx = 0
+                pre = memo.prefix(F, R, ent, n) if ent is not None else None
+                if pre is not None:  # start at a stored execution's first jump, in its regime
+                    idx, P, d, prev, cur, regime, tshift = pre
+                    F.skipped += idx
+                    sl.snapshot(idx)
+                    m = sl._periods_checked(P, idx, (n - idx - 1) // P)
+                    skipped = sl.jump(P, d, prev, cur, m, regime, tshift) if m >= 1 else 0
+                    idx += skipped
+                    F.skipped += skipped
+                    sl.hist.clear()
                 while idx < n:
                     sl.snapshot(idx)
                     if sl.regime is not None:
@@ -452,7 +462,7 @@ class Compiler:
                         charge()
                     idx += 1
                 if ent is not None:
-                    memo.store(F, R, ent, F.gmlog[g0:])
+                    memo.store(F, R, ent, F.gmlog[g0:], sl.first, g0)
             finally:
                 if own:
                     F.gmlog = F.sig = None

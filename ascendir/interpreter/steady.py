@@ -204,7 +204,7 @@ class Acc:
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first")
 
     def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int):
         self.F = F
@@ -215,6 +215,8 @@ class SteadyLoop:
         # accounted for, next boundary, state key at the jump, S positions, S decided nothing)
         self.regime: list | None = None
         self.bad: dict[int, int] = {}  # period -> times its checked values failed (skipped from 2)
+        # the state where this execution's first sampled jump started (LoopMemo.prefix)
+        self.first: tuple | None = None
         self.tops = tops  # i -> tuple of the checked values of iteration i (compiler._steady_for)
         self.vals: dict[int, tuple] = {}  # tops(i) so far (pure: computed once per iteration)
         self.hist: list[tuple] = []  # (iteration index, state vector, queue lengths, gm log pos, sig pos)
@@ -387,10 +389,14 @@ class SteadyLoop:
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
             F.gmlog.append(Acc(np.tile(cur.cid, m), np.tile(cur.sid, m), off.ravel(), t.ravel(),
                                np.tile(rd, m), np.tile(cur.hit, m)))
-        if stopped and regime is None:
+        if regime is None and (stopped or self.first is None):
             h = self.hist
             # [P, d, prev, cur, -, next boundary, starting state, its iteration, S decided nothing, address shift]
-            regime = [P, d, prev, cur, None, 0, self._clocks(), idx, h[-1][5] == h[-1 - 2 * P][5], None]
+            fresh = [P, d, prev, cur, None, 0, self._clocks(), idx, h[-1][5] == h[-1 - 2 * P][5], None]
+            if self.first is None:
+                self.first = (h[-1], fresh)
+            if stopped:
+                regime = fresh
         if stopped:
             regime[5] = idx + (m + 1) * P
             self.regime = regime
@@ -623,7 +629,7 @@ class LoopMemo:
             v = vs[j]
             if len(v) == 2:  # stored raw (`store`): arrays built on the first match
                 v = vs[j] = self._finish(*v)
-            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses = v
+            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp = v
             if vsrel != srel and not (s_free and all(a <= b + 1e-6 for a, b in zip(srel, vsrel))):
                 continue
             c_shift = base - vbase
@@ -672,12 +678,88 @@ class LoopMemo:
             busy[:] = [a + b for a, b in zip(busy, dbusy)]
             acct[:] = [a + b for a, b in zip(acct, dacct)]
             F.skipped += n
+            if not s_free:
+                F.srel += 1  # an S clock decided something in the applied execution
             if F.sig is not None:
                 F.sig.append(v)
             return True
         return False
 
-    def store(self, F, R, ent: tuple, log: list) -> None:
+    def prefix(self, F, R, ent: tuple, n: int) -> tuple | None:
+        """When no stored execution applies whole (`reuse`: another L2 outcome later on, e.g. one
+        miss among hits), apply the part of one up to its first sampled jump, if the reads of that
+        part get the same outcomes: the loop then starts at that jump's iteration, in its regime
+        (`SteadyLoop.jump`), instead of running its transient and sampling two periods. Exact for
+        the same reasons as `reuse`. Returns (iteration, P, d, prev, cur, regime, time shift)."""
+        key, srel, base, S = ent[0], ent[1], ent[2], ent[3]
+        vs = self.table.get(key)
+        if not vs:
+            return None
+        l2p, npipes = F.l2p, self.npipes
+        addr = np.array([R[s] for s in self.addr], np.int64) if self.addr else None
+        for j in range(len(vs) - 1, -1, -1):
+            v = vs[j]
+            if len(v) == 2:
+                v = vs[j] = self._finish(*v)
+            s_free, vsrel, vbase, vS = v[0], v[1], v[2], v[3]
+            acc, coefs, vaddr, vt0, ri, rhit, misses, cp = v[10], v[11], v[12], v[13], v[15], v[16], v[17], v[18]
+            if cp is None or cp[0] >= n - 1:
+                continue
+            if vsrel != srel and not (s_free and all(a <= b + 1e-6 for a, b in zip(srel, vsrel))):
+                continue
+            idx0, vec, lens, _, regime, dbusy, dacct, npre, rows = cp
+            nr = int(np.searchsorted(ri, npre))  # reads before the checkpoint
+            dv = addr - vaddr if coefs is not None else None
+            tshift = (F.t0 + base) - (vt0 + vbase)
+            c_shift = base - vbase
+            if nr:
+                if l2p.recording:
+                    if any(p < nr for p in misses):
+                        continue
+                else:
+                    des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), nr).tolist()
+                    if not all(p in des for p in misses if p < nr):
+                        continue
+                    ok = True
+                    for dpos in des:
+                        e = int(ri[dpos])
+                        o = int(acc.off[e]) + (int(coefs[e] @ dv) if dv is not None else 0)
+                        if F.l2.resident_before(int(acc.sid[e]) * SHIFT + o, float(acc.t[e]) + tshift, F.t0) != bool(rhit[dpos]):
+                            ok = False
+                            break
+                    if not ok:
+                        continue
+            part = Acc(acc.cid[:npre], acc.sid[:npre], acc.off[:npre], acc.t[:npre], acc.rd[:npre], acc.hit[:npre])
+            off = part.off if dv is None else part.off + coefs[:npre] @ dv
+            _apply_accesses(F, part, part.sid * SHIFT + off, off, part.t + tshift, rhit[:nr] if nr else None)
+            core = F.core
+            ns = len(core.free)
+            units = range(ns)
+            core.free[:] = [S[i // npipes] + (vec[i] - vS[i // npipes]) if i % npipes == 0
+                            else S[i // npipes] if vec[i] == vS[i // npipes] else vec[i] + c_shift for i in units]
+            core.done[:] = [S[i // npipes] if vec[ns + i] == vS[i // npipes] else vec[ns + i] + c_shift for i in units]
+            k = 3 * ns + len(F.acct)
+            du = self.dst_units
+            for q_i, (q, ln) in enumerate(zip(F.flags.queues, lens)):
+                ts = vec[k:k + ln]
+                k += ln
+                if q or ts:
+                    u = du[q_i]
+                    q.clear()
+                    q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
+            busy, acct = core.busy, F.acct
+            busy[:] = [a + b for a, b in zip(busy, dbusy)]
+            acct[:] = [a + b for a, b in zip(acct, dacct)]
+            if not s_free:
+                F.srel += 1  # an S clock decided something in the applied part
+            P, d, prev, cur = regime[0], regime[1], regime[2], regime[3]
+            oshift = None
+            if dv is not None and dv.any():
+                oshift = np.array([sum(a * b for a, b in zip(rows.get(c, ()), dv.tolist())) for c in cur.cid.tolist()], np.int64)
+            return idx0, P, d, prev, cur, [P, d, prev, cur, None, 0, regime[6], idx0, regime[8], oshift], tshift
+        return None
+
+    def store(self, F, R, ent: tuple, log: list, first: tuple | None = None, g0: int = 0) -> None:
         """Keep the execution that just ran from `ent` (its GM accesses: `log`). Kept raw: most
         stored executions of an outer loop never match again, so their arrays are built by
         `_finish` on the first match only."""
@@ -698,16 +780,23 @@ class LoopMemo:
                     row[j] += tag[2][dim]
                 coef_rows[cid] = row
         dS = [c.free[u * npipes] - S[u] for u in range(len(S))]
+        cp = None
+        if first is not None:  # (snapshot at the first sampled jump, its regime)
+            snap, regime = first
+            ns, na = len(c.free), len(F.acct)
+            vec = snap[1]
+            cp = (snap[0], vec, snap[2], snap[3] - g0, regime,
+                  [b - a for a, b in zip(busy0, vec[2 * ns:3 * ns])], [b - a for a, b in zip(acct0, vec[3 * ns:3 * ns + na])])
         vs.append(((
             F.srel == srel0, srel, base, list(S), list(c.free), list(c.done), [list(q) for q in F.flags.queues], dS,
             [b - a for a, b in zip(busy0, c.busy)], [b - a for a, b in zip(acct0, F.acct)],
             None, None, [R[s] for s in self.addr], F.t0, F.skipped - skipped0,
-        ), (log, coef_rows)))
+        ), (log, coef_rows, cp)))
         if len(vs) > VARIANTS:
             del vs[0]
 
     def _finish(self, head: tuple, raw: tuple) -> tuple:
-        log, coef_rows = raw
+        log, coef_rows, cp = raw
         acc = Acc.of(log)
         coefs = None
         if self.addr and len(acc.cid):
@@ -718,8 +807,10 @@ class LoopMemo:
                     coefs[acc.cid == cid] = row
         vaddr = np.array(head[12], np.int64) if self.addr else None
         rd = acc.rd
+        if cp is not None:  # + the number of accesses before the checkpoint, the coefficient rows
+            cp = (*cp, len(Acc.of(log[:cp[3]]).cid), coef_rows)
         return (*head[:10], acc, coefs, vaddr, head[13], head[14],
-                np.flatnonzero(rd), acc.hit[rd], frozenset(np.flatnonzero(~acc.hit[rd]).tolist()))
+                np.flatnonzero(rd), acc.hit[rd], frozenset(np.flatnonzero(~acc.hit[rd]).tolist()), cp)
 
 
 def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
