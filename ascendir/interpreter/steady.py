@@ -17,7 +17,9 @@ benchmarks/interpreter_speed.py executes ~2 % of its tile ops, over both L2 pass
 * `LoopMemo`: a whole execution of a loop (a matmul's K loop) is stored and applied again when
   the loop is entered with the same control values from the same relative state, clamped to
   the S clocks (exact, max-plus shift invariance): the next tile of the outer loop, or another
-  block running the same program on shifted addresses, costs one lookup.
+  block running the same program on shifted addresses, costs one lookup. When only later L2
+  outcomes differ (one miss among hits), `LoopMemo.prefix` applies the stored execution up to
+  its first jump and the loop continues from there in that jump's regime.
 
 Periods: P = 1 .. PMAX. P = 2 covers ping-pong parity branches; longer periods cover loops whose
 GM addresses repeat their pattern only every few iterations: the per-core tile loop of a matmul
