@@ -14,9 +14,9 @@ Timing-only runs do not check races (interpreter/race.py; `check_races=True` wou
 runs do.
 Goals (issue #5): ≥ 1 M tile-ops/s timing-only, 32-layer 7B prefill-512 timing-only ≤ 30 s,
 one 7B layer with numerics ≤ 30 s.
-Latest (2-core machine, quiet): 4096³ timing-only ~1.0 M tile-ops/s (0.16 s; 0.15 M without
-extrapolation, same cycles), 32-layer 7B prefill-512 timing-only 1.9 s, one 7B layer with
-numerics 9.6 s.
+Latest (2-core machine, another agent's process on the other core): 4096³ timing-only
+1.0-1.1 M tile-ops/s (0.15-0.16 s CPU; 0.15 M without extrapolation, same cycles), 32-layer
+7B prefill-512 timing-only 1.9-2.4 s, one 7B layer with numerics 9.6 s.
 """
 
 from __future__ import annotations
