@@ -60,12 +60,16 @@ def test_second_kernel_hits_what_the_first_wrote_and_numerics_run_once():
 def test_residency_window_evicts():
     c = L2Cache(HW)
     assert c.window == pytest.approx(HW.memory.l2_bytes / HW.hbm_bytes_per_cycle)
-    key = ("root", 0, (16, 16), (16, 1))
-    assert not c.read(key, 0.0)
-    assert c.read(key, c.window * 0.5)
-    assert not c.read(key, c.window * 0.5 + c.window * 1.01)  # idle for longer than the window
-    assert c.resident_before(key, c.window * 1.6, t_start=c.window * 1.55)
-    assert not c.resident_before(key, c.window * 1.6, t_start=c.window * 0.4)
+    key = c.key("root", 0, (16, 16), (16, 1))
+    assert key != c.key("root", 16, (16, 16), (16, 1)) and key != c.key("root", 0, (16, 8), (16, 1))
+    c.write(key, 0.0)
+    assert not c.resident_before(key, c.window * 0.5, t_start=c.window * 0.4)  # not committed: same kernel
+    c.commit()  # a new kernel starts
+    assert c.resident_before(key, c.window * 0.5, t_start=c.window * 0.4)
+    assert not c.resident_before(key, c.window * 1.01, t_start=c.window * 0.4)  # idle for longer than the window
+    c.write(key, c.window * 0.9)
+    c.commit()
+    assert c.resident_before(key, c.window * 1.6, t_start=c.window * 1.55)  # the latest access counts
 
 
 def test_simultaneous_readers_take_turns_paying():
@@ -73,7 +77,7 @@ def test_simultaneous_readers_take_turns_paying():
     for tile in range(4):  # 4 blocks read 4 tiles at the same pass-1 times
         for b in range(4):
             p.ordinal[b] = tile
-            p.read(None, ("t", tile), 100.0 * tile, b, 0.0)
+            p.read(None, tile, 100.0 * tile, b, 0.0)  # tile keys are ints (l2.py)
     p.settle()
     assert len(p.misses) == 4
     assert {b for b, _ in p.misses} == {0, 1, 2, 3}  # one miss each, not all on block 0

@@ -8,8 +8,10 @@ Scalar ops (arith, subview, loop control) charge `startup.scalar_alu` cycles on 
 
 In timing-only mode `Compiler.for_` runs loops that `steady.uniform_loop` accepts through
 `steady.SteadyLoop`: once two consecutive periods advance the core state by the same delta, the
-remaining whole periods are added as a multiple of it (see steady.py for the conditions and the
-L2 treatment).
+remaining whole periods are added as a multiple of it; a whole execution of such a loop entered
+again from the same relative state is applied from `steady.LoopMemo` (see steady.py for the
+conditions and the L2 treatment). Tile ops, flags and barriers count in `Frame.srel` when an S
+clock decided a start (LoopMemo leaves the S clock out of its key when it decided nothing).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter import registry
 from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost, copy_path
-from ascendir.interpreter.l2 import contiguous_strides
+from ascendir.interpreter.l2 import SHIFT, contiguous_strides
 from ascendir.interpreter.scalar import SCALAR_OPS
 from ascendir.interpreter.state import FLOPS, OPS, Frame
-from ascendir.interpreter.steady import MIN_TRIPS, SteadyLoop, uniform_loop
+from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
 
 AIC_PIPES = frozenset({"M", "MTE1", "FIX"})
@@ -231,8 +233,9 @@ class Compiler:
             free = core.free
             t = free[pid]
             s = free[sid]
-            if s > t:
+            if s >= t:  # the S clock decides the start (steady.LoopMemo counts these)
                 t = s
+                F.srel += 1
             e = t + cyc
             free[pid] = e
             e += lat
@@ -274,23 +277,26 @@ class Compiler:
             core = F.core
             free = core.free
             t = free[pid]
-            if free[sid] > t:
+            if free[sid] >= t:
                 t = free[sid]
+                F.srel += 1
             tag = A[g_slot]
             c = miss
             if tag is not None:
-                shp = (s if gi == 0 else d).shape
-                k = (tag[0], tag[1], shp, tag[2])
+                l2 = F.l2
+                sid = l2.sid(tag[0], (s if gi == 0 else d).shape, tag[2])
+                k = sid * SHIFT + tag[1]
+                now = F.t0 + t
                 if is_read:
-                    if F.l2p.read(F.l2, k, F.t0 + t, F.block, F.t0):
+                    if F.l2p.read(l2, k, now, F.block, F.t0):
                         c = both[1]
                 elif F.sem_on:
-                    F.l2.write(k, F.t0 + t)
+                    l2.write(k, now)
                 log = F.gmlog
                 if log is not None:  # steady.py replays these for skipped iterations
-                    log.append((cid, tag[0], tag[1], shp, tag[2], F.t0 + t, is_read, c is not miss))
+                    log.append((cid, sid, tag[1], now, is_read, c is not miss))
                 if F.launchlog is not None and F.sem_on:
-                    F.launchlog.append((k, F.t0 + t))
+                    F.launchlog.append((k, now))
             sig = F.sig
             if sig is not None:
                 sig.append(c)
@@ -329,8 +335,13 @@ class Compiler:
         body = self.block(body_block)
         yields = [self.slot(v) for v in body_block.last_op.operands] if isinstance(body_block.last_op, scf.YieldOp) else []
         charge = self._charge_scalar()
-        if not carried and self.k is not None and self.k.timing_only and uniform_loop(op):
-            return self._steady_for(lb, ub, st, iv, body, charge)
+        checked = uniform_loop(op) if not carried and self.k is not None and self.k.timing_only else None
+        if checked is not None:
+            ctrl, addr, copies = memo_inputs(op)
+            memo = LoopMemo([self.slot(v) for v in ctrl], [self.slot(v) for v in addr],
+                            {id(c): (self.slot(src), dims) for c, (src, dims) in copies.items()}, self.k.flag_keys, NPIPES)
+            self.F.memos.append(memo)
+            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo)
         if not carried:
 
             def run() -> None:
@@ -364,9 +375,18 @@ class Compiler:
 
         return run_iter
 
-    def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge) -> Closure:
-        """A timing-only loop that may be extrapolated once steady (steady.py)."""
+    def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation], memo: LoopMemo) -> Closure:
+        """A timing-only loop that may be extrapolated once steady (steady.py). `checked`: the
+        loop-level scalar ops steady.py re-evaluates for the iterations it skips; `memo`: stored
+        executions of the whole loop (steady.LoopMemo), applied when the loop is entered again
+        from the same relative state (next tile of an outer loop, another block)."""
         F, R = self.F, self.F.R
+        evals = [(SCALAR_OPS[type(o)](o), [self.slot(v) for v in o.operands], self.slot(o.results[0])) for o in checked]
+        outs = [e[2] for e in evals]
+        # the checked values are pure functions of the iv and these outside values: memoised per
+        # their values across executions of the loop (steady.SteadyLoop.vals)
+        inputs = sorted({x for _, ins, _ in evals for x in ins if x != iv} - set(outs))
+        known: dict[tuple, dict] = {}
 
         def plain(rng) -> None:
             for i in rng:
@@ -382,18 +402,55 @@ class Compiler:
             if n < MIN_TRIPS or not F.extrap or F.trace is not None:
                 plain(rng)
                 return
+            ent = None
+            if F.rc is None:  # the race checker needs every op
+                ent = memo.enter(F, R)
+                if memo.reuse(F, R, ent, n):
+                    return
             own = F.gmlog is None  # the outermost sampling loop owns the logs
             if own:
                 F.gmlog, F.sig = [], []
+            g0 = len(F.gmlog)
+
+            def tops(i: int) -> tuple:
+                """Checked values of iteration i (pure scalar ops; body closures rewrite them)."""
+                R[iv] = rng[i]
+                for fn, ins, out in evals:
+                    R[out] = fn(*[R[x] for x in ins])
+                return tuple([R[o] for o in outs])
+
             try:
-                sl = SteadyLoop(F, n)
+                sl = SteadyLoop(F, n, tops if evals else None, memo, NPIPES)
+                if evals:
+                    ik = (rng.start, rng.step, *[R[x] for x in inputs])
+                    vals = known.get(ik)
+                    if vals is None and len(known) < 64:
+                        vals = known[ik] = {}
+                    if vals is not None:
+                        sl.vals = vals
                 idx = 0
+                pre = memo.prefix(F, R, ent, n) if ent is not None else None
+                if pre is not None:  # start at a stored execution's first jump, in its regime
+                    idx, P, d, prev, cur, regime, tshift = pre
+                    F.skipped += idx
+                    sl.snapshot(idx)
+                    m = sl._periods_checked(P, idx, (n - idx - 1) // P)
+                    skipped = sl.jump(P, d, prev, cur, m, regime, tshift) if m >= 1 else 0
+                    idx += skipped
+                    F.skipped += skipped
+                    sl.hist.clear()
                 while idx < n:
                     sl.snapshot(idx)
+                    if sl.regime is not None:
+                        skipped = sl.reenter(idx)
+                        if skipped:
+                            idx += skipped
+                            F.skipped += skipped
+                            continue
                     if n - idx > 2:
                         found = sl.detect()
                         if found is not None:
-                            skipped = sl.jump(*found, idx, own)
+                            skipped = sl.jump(*found)
                             if skipped:
                                 idx += skipped
                                 F.skipped += skipped
@@ -404,6 +461,8 @@ class Compiler:
                     if charge is not None:
                         charge()
                     idx += 1
+                if ent is not None:
+                    memo.store(F, R, ent, F.gmlog[g0:], sl.first, g0)
             finally:
                 if own:
                     F.gmlog = F.sig = None
@@ -689,8 +748,9 @@ class Compiler:
             t = free[src]
             if core.done[src] > t:
                 t = core.done[src]
-            if free[s_id] > t:
+            if free[s_id] >= t:
                 t = free[s_id]
+                F.srel += 1
             free[src] = t
             F.flags.queues[key].append(t)
             if F.rc is not None:
@@ -720,6 +780,8 @@ class Compiler:
             free = core.free
             if t > free[dst]:
                 free[dst] = t
+            elif free[dst] <= free[(dst // NPIPES) * NPIPES]:
+                F.srel += 1  # a pipe at (or behind) its S clock keeps that value
             if F.rc is not None:
                 F.rc.wait(dst, F.rcq.queues[key].popleft())
             if F.trace is not None:
@@ -736,6 +798,7 @@ class Compiler:
                 core = F.core
                 t = core.end()
                 core.free = [t] * len(core.free)
+                F.srel += 1
                 if F.rc is not None:
                     F.rc.barrier_all()
 
@@ -754,6 +817,8 @@ class Compiler:
             for i in ids:
                 s = free[(i // NPIPES) * NPIPES]
                 t = max(free[i], done[i], s)
+                if s >= t:
+                    F.srel += 1
                 free[i] = t
 
         return run

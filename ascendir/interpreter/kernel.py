@@ -220,6 +220,8 @@ class KernelProgram:
             F.A[s] = tag
         F.t0 = self.m.clock
         F.l2 = self.m.l2
+        if F.l2 is not None:
+            F.l2.commit()  # accesses so far belong to earlier kernels (l2.py)
         F.flags = FlagQueues(self.nflags)
         F.extrap = self.m.extrapolate
         key = None
@@ -286,10 +288,13 @@ class KernelProgram:
             return True
         old = hit.t0
         for k, t, h in hit.checks:
-            if l2.resident_before(hit.remap(k, tags), t0 + (t - old), t0) != h:
+            if l2.resident_before(hit.remap(k, tags, l2), t0 + (t - old), t0) != h:
                 return False
         for k, t in hit.accesses:
-            l2.write(hit.remap(k, tags), t0 + (t - old))
+            if isinstance(k, np.ndarray):
+                l2.write_many(hit.remap_many(k, tags, l2), t0 + (t - old))
+            else:
+                l2.write(hit.remap(k, tags, l2), t0 + (t - old))
         l2.hits += hit.hits
         l2.misses += hit.misses
         return True
@@ -302,6 +307,8 @@ class KernelProgram:
         F.acct = [0.0] * ACCT_SIZE
         F.skipped = 0
         body = self.body
+        for memo in F.memos:  # stored loop executions are per pass: a launch's report depends on it alone
+            memo.table.clear()
         for b in range(self.block_dim):
             core = cores[b % len(cores)]
             core.start_block()

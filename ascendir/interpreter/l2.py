@@ -24,77 +24,102 @@ statistic in the report uses; partial overlaps between differently shaped tiles 
 
 Hit cost: rate min(l2_read_rate [S1], l2_bw_over_hbm [S8] × HBM share) and hit latency 50 cycles
 [S5] (cost.CostEnv); a miss costs the HBM path (DDR rate, 307-cycle read latency [S5]).
+
+Representation (for speed; the answers are those of a per-tile dict of sorted access times):
+a tile key is one int, `stream id * SHIFT + element offset`, the stream id naming (root, shape,
+strides) (`L2Cache.sid`), so steady-state extrapolation (steady.py) can replay thousands of
+skipped accesses as numpy arrays. The chip L2 keeps per key only the latest access time of the
+kernels launched before the running one (`last`): a timed read asks only about earlier kernels
+(`resident_before`), and every access of an earlier kernel precedes the running kernel's start
+(a kernel's accesses start inside its timeline, the next kernel starts after it plus launch
+overhead), so the latest one is the one the sorted list would find. The running kernel's accesses
+are kept aside and folded in by `commit()` when the next kernel starts.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right, insort
+import numpy as np
 
 from ascendir.hardware.config import HardwareConfig
+
+SHIFT = 1 << 40  # tile key = stream id * SHIFT + element offset (GM buffers hold < 2^40 elements)
 
 
 class L2Cache:
     """Tile-granular L2 of one chip over one `ModuleProg.run` (kernels share it: a consumer
     kernel that reads a producer's output soon enough hits)."""
 
-    __slots__ = ("window", "touch", "line", "hits", "misses")
+    __slots__ = ("window", "line", "last", "pk", "pt", "chunks", "hits", "misses", "streams", "stream_of")
 
     def __init__(self, target: HardwareConfig):
         mem = target.memory
         self.window = mem.l2_bytes / target.hbm_bytes_per_cycle  # cycles a line stays resident
         self.line = mem.l2_line_bytes
-        self.touch: dict[tuple, list[float]] = {}
+        self.last: dict[int, float] = {}  # key -> latest access time of the committed kernels
+        self.pk: list[int] = []  # accesses of the running kernel (keys, times), not yet committed
+        self.pt: list[float] = []
+        self.chunks: list[tuple[np.ndarray, np.ndarray]] = []  # same, as arrays (replays)
+        self.streams: dict[tuple, int] = {}  # (root, shape, strides) -> stream id
+        self.stream_of: list[tuple] = []
         self.hits = 0
         self.misses = 0
 
     def reset(self) -> None:
-        self.touch.clear()
+        self.last.clear()
+        self.pk.clear()
+        self.pt.clear()
+        self.chunks.clear()
         self.hits = self.misses = 0
 
-    def resident_before(self, key: tuple, now: float, t_start: float) -> bool:
-        """True when an access before `t_start` (an earlier kernel) left `key` resident at `now`."""
-        ts = self.touch.get(key)
-        if not ts:
-            return False
-        i = bisect_right(ts, min(now, t_start))
-        while i > 0 and ts[i - 1] >= t_start:
-            i -= 1
-        return i > 0 and now - ts[i - 1] <= self.window
+    def sid(self, root, shape: tuple, strides: tuple) -> int:
+        """Stream id of GM tiles of `shape`/`strides` (elements) in buffer `root`."""
+        k = (root, shape, strides)
+        s = self.streams.get(k)
+        if s is None:
+            s = self.streams[k] = len(self.stream_of)
+            self.stream_of.append(k)
+        return s
 
-    def read(self, key: tuple, now: float) -> bool:
-        """Record a read of tile `key` at chip time `now` (cycles); True when it hits."""
-        ts = self.touch.get(key)
-        if ts is None:
-            self.touch[key] = [now]
-            self.misses += 1
-            return False
-        i = bisect_right(ts, now)
-        hit = i > 0 and now - ts[i - 1] <= self.window
-        if i == len(ts):
-            ts.append(now)
-        else:
-            insort(ts, now)
-        if hit:
-            self.hits += 1
-        else:
-            self.misses += 1
-        return hit
+    def key(self, root, offset: int, shape: tuple, strides: tuple) -> int:
+        """Key of the GM tile of `shape` at element `offset` of `root` with element `strides`."""
+        return self.sid(root, shape, strides) * SHIFT + offset
 
-    def write(self, key: tuple, now: float) -> None:
-        """Record a write of tile `key` (write-allocate: a later read of it hits)."""
-        ts = self.touch.get(key)
-        if ts is None:
-            self.touch[key] = [now]
-        elif ts[-1] <= now:
-            ts.append(now)
-        else:
-            insort(ts, now)
+    def commit(self) -> None:
+        """Fold the accesses recorded so far into `last` (called when a kernel starts: from then
+        on they belong to earlier kernels)."""
+        if self.pk:
+            self.chunks.append((np.array(self.pk, np.int64), np.array(self.pt, np.float64)))
+            self.pk.clear()
+            self.pt.clear()
+        if not self.chunks:
+            return
+        k = np.concatenate([c[0] for c in self.chunks])
+        t = np.concatenate([c[1] for c in self.chunks])
+        self.chunks.clear()
+        o = np.lexsort((t, k))
+        k, t = k[o], t[o]
+        end = np.ones(len(k), bool)
+        end[:-1] = k[1:] != k[:-1]  # the latest access of each key
+        last = self.last
+        for kk, tt in zip(k[end].tolist(), t[end].tolist()):
+            old = last.get(kk)
+            if old is None or tt > old:
+                last[kk] = tt
 
+    def resident_before(self, key: int, now: float, t_start: float) -> bool:
+        """True when an access of an earlier kernel (before `t_start`, committed) left `key`
+        resident at `now` (>= t_start)."""
+        t = self.last.get(key)
+        return t is not None and now - t <= self.window
 
-def tile_key(tag: tuple, shape: tuple[int, ...]) -> tuple:
-    """Key of the GM tile a view with address tag `tag` = (root, offset, strides) and `shape`
-    covers."""
-    return (tag[0], tag[1], shape, tag[2])
+    def write(self, key: int, now: float) -> None:
+        """Record an access of tile `key` at chip time `now` (a write allocates; a read fills)."""
+        self.pk.append(key)
+        self.pt.append(now)
+
+    def write_many(self, keys: np.ndarray, times: np.ndarray) -> None:
+        if len(keys):
+            self.chunks.append((np.asarray(keys, np.int64).ravel(), np.asarray(times, np.float64).ravel()))
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:
@@ -112,18 +137,21 @@ TIE = 1.0  # cycles: accesses this close to a miss count as simultaneous with it
 class L2Pass:
     """Who pays the misses of one kernel launch (see the module docstring).
 
-    Recording: `read` notes (time, block, ordinal of the read within its block) per tile and
-    answers "hit". `settle(window)` marks the misses. Timed: `read` answers from those marks (and
-    the chip L2 left by earlier kernels) and records the access in the chip L2.
+    Recording: `read` notes (tile, time, block, ordinal of the read within its block) and answers
+    "hit". `settle()` marks the misses. Timed: `read` answers from those marks (and the chip L2
+    left by earlier kernels) and records the access in the chip L2. `outcomes` / `read_many` do
+    the same for arrays of reads (steady.py's replays), in order.
     """
 
-    __slots__ = ("recording", "log", "misses", "ordinal", "window", "checks")
+    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks")
 
     def __init__(self, window: float):
         self.recording = True
         self.window = window
-        self.log: dict[tuple, list] = {}
+        self.log: tuple[list, list, list, list] = ([], [], [], [])  # keys, times, blocks, ordinals
+        self.chunks: list[tuple] = []  # the same as arrays, in call order
         self.misses: set[tuple[int, int]] = set()
+        self.by_block: dict[int, np.ndarray] | None = None  # block -> sorted miss ordinals
         self.ordinal: dict[int, int] = {}
         self.checks: list | None = None  # (key, now, outcome) of designated misses, for memo.py
 
@@ -136,47 +164,98 @@ class L2Pass:
         p.recording = False
         return p
 
+    def _flush(self) -> None:
+        k, t, b, j = self.log
+        if k:
+            self.chunks.append((np.array(k, np.int64), np.array(t, np.float64), np.array(b, np.int64), np.array(j, np.int64)))
+            for x in self.log:
+                x.clear()
+
     def settle(self) -> None:
         """Mark the misses: per tile, the first access of each residency period. Accesses tied
         with it (within TIE cycles: blocks that run the same schedule reach the tile together)
-        take turns paying, round-robin over the launch, as the leading core of a group reading
-        the same lines changes when the leader falls behind."""
-        turn = 0
-        for accesses in self.log.values():
-            accesses.sort()
-            last = None
-            n = len(accesses)
-            for i, (t, b, j) in enumerate(accesses):
-                if last is None or t - last > self.window:
-                    k = i
-                    while k + 1 < n and accesses[k + 1][0] - t <= TIE:
-                        k += 1
-                    _, pb, pj = accesses[i + turn % (k - i + 1)]
-                    self.misses.add((pb, pj))
-                    turn += 1
-                last = t
-        self.log.clear()
+        take turns paying, round-robin over the launch (tiles in order of first access), as the
+        leading core of a group reading the same lines changes when the leader falls behind."""
+        self._flush()
+        if self.chunks:
+            K, T, B, J = (np.concatenate(c) for c in zip(*self.chunks))
+            self.chunks.clear()
+            n = len(K)
+            _, first, inv = np.unique(K, return_index=True, return_inverse=True)
+            rank = np.empty(len(first), np.int64)
+            rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+            ko = rank[inv.ravel()]
+            o = np.lexsort((J, B, T, ko))
+            ko, T, B, J = ko[o], T[o], B[o], J[o]
+            start = np.ones(n, bool)
+            start[1:] = (ko[1:] != ko[:-1]) | (T[1:] - T[:-1] > self.window)
+            st = np.flatnonzero(start)
+            # tie group of each start: the following accesses of the same tile within TIE of it
+            # (times are sorted per tile, so the group is contiguous)
+            size = np.ones(len(st), np.int64)
+            live = np.arange(len(st))
+            r = 1
+            while len(live):
+                i = st[live] + r
+                ok = i < n
+                live, i = live[ok], i[ok]
+                ok = (ko[i] == ko[st[live]]) & (T[i] - T[st[live]] <= TIE)
+                live = live[ok]
+                size[live] += 1
+                r += 1
+            c = st + np.arange(len(st)) % size  # round-robin turn over the starts, in order
+            self.misses.update(zip(B[c].tolist(), J[c].tolist()))
         self.ordinal.clear()
         self.recording = False
 
-    def peek(self, l2: L2Cache, key: tuple, now: float, block: int, ahead: int, t_start: float) -> bool:
-        """What `read` would answer for the read `ahead` reads after the block's next one,
-        without recording anything (steady.py checks replayed reads before committing them)."""
-        if self.recording:
-            return True
-        if (block, self.ordinal.get(block, 0) + ahead) in self.misses:
-            return l2.resident_before(key, now, t_start)
-        return True
+    def _designated(self, block: int, j0: int, n: int) -> np.ndarray:
+        """Indices i < n whose read (block, j0 + i) is a designated miss."""
+        if self.by_block is None:
+            per: dict[int, list[int]] = {}
+            for b, j in self.misses:
+                per.setdefault(b, []).append(j)
+            self.by_block = {b: np.array(sorted(js), np.int64) for b, js in per.items()}
+        ords = self.by_block.get(block)
+        if ords is None or not len(ords):
+            return ords[:0] if ords is not None else np.zeros(0, np.int64)
+        lo, hi = np.searchsorted(ords, [j0, j0 + n])
+        return ords[lo:hi] - j0
 
-    def read(self, l2: L2Cache, key: tuple, now: float, block: int, t_start: float) -> bool:
+    def outcomes(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float) -> np.ndarray:
+        """What `read` would answer for the next len(keys) reads of `block`, without recording."""
+        hit = np.ones(len(keys), bool)
+        if self.recording:
+            return hit
+        for i in self._designated(block, self.ordinal.get(block, 0), len(keys)).tolist():
+            hit[i] = l2.resident_before(int(keys[i]), float(times[i]), t_start)
+        return hit
+
+    def read_many(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float, hit: np.ndarray) -> None:
+        """Record the next len(keys) reads of `block`, whose outcomes `outcomes` gave as `hit`."""
+        n = len(keys)
+        j0 = self.ordinal.get(block, 0)
+        self.ordinal[block] = j0 + n
+        if self.recording:
+            self._flush()
+            self.chunks.append((keys, times, np.full(n, block, np.int64), np.arange(j0, j0 + n, dtype=np.int64)))
+            return
+        if self.checks is not None:
+            for i in self._designated(block, j0, n).tolist():
+                self.checks.append((int(keys[i]), float(times[i]), bool(hit[i])))
+        l2.write_many(keys, times)
+        h = int(np.count_nonzero(hit))
+        l2.hits += h
+        l2.misses += n - h
+
+    def read(self, l2: L2Cache, key: int, now: float, block: int, t_start: float) -> bool:
         j = self.ordinal.get(block, 0)
         self.ordinal[block] = j + 1
         if self.recording:
-            acc = self.log.get(key)
-            if acc is None:
-                self.log[key] = [(now, block, j)]
-            else:
-                acc.append((now, block, j))
+            k, t, b, jj = self.log
+            k.append(key)
+            t.append(now)
+            b.append(block)
+            jj.append(j)
             return True
         if (block, j) in self.misses:
             hit = l2.resident_before(key, now, t_start)

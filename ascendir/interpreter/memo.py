@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from ascendir.interpreter.l2 import SHIFT
 from ascendir.interpreter.timeline import CoreState
 
 VARIANTS = 4  # stored launches per key (most recent kept)
@@ -37,17 +40,27 @@ class Memo:
     acct: list[float]
     skipped: int
     checks: list[tuple]  # (key, chip time, outcome) as the stored launch saw them
-    accesses: list[tuple]  # (key, chip time)
+    accesses: list[tuple]  # (key, chip time), or (keys, times) arrays of replayed accesses
     hits: int
     misses: int
     roots: dict  # address root -> index of the first argument with it, in the stored launch
     t0: float  # chip time the stored launch started
 
-    def remap(self, key: tuple, tags: list) -> tuple:
-        """A stored tile key moved onto the arguments `tags` of a new launch (only keys in
-        argument buffers change; keys are converted when used, not when stored)."""
-        r = self.roots.get(key[0])
-        return key if r is None else (tags[r][0], *key[1:])
+    def remap(self, key: int, tags: list, l2) -> int:
+        """A stored tile key (l2.py: stream id * SHIFT + offset) moved onto the arguments `tags`
+        of a new launch (only keys in argument buffers change; keys are converted when used, not
+        when stored)."""
+        sid, off = divmod(key, SHIFT)
+        root, shape, strides = l2.stream_of[sid]
+        r = self.roots.get(root)
+        return key if r is None else l2.sid(tags[r][0], shape, strides) * SHIFT + off
+
+    def remap_many(self, keys: np.ndarray, tags: list, l2) -> np.ndarray:
+        """`remap` of an array of keys."""
+        sids = keys // SHIFT
+        uniq, inv = np.unique(sids, return_inverse=True)
+        new = np.array([self.remap(int(s) * SHIFT, tags, l2) // SHIFT for s in uniq.tolist()], np.int64)
+        return new[inv.ravel()] * SHIFT + keys % SHIFT
 
 
 @dataclass

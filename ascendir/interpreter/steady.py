@@ -1,47 +1,84 @@
-"""Steady-state extrapolation of uniform `scf.for` loops (timing-only mode).
+"""Steady-state extrapolation of uniform `scf.for` loops (timing-only mode), nested.
 
 A loop whose body costs the same every iteration (same op sequence, same tile sizes) drives the
 per-core timeline (timeline.py) into a periodic regime after a short transient: every period of
-P iterations (P = 1, or 2 for ping-pong parity branches) advances each pipe clock, busy counter,
-byte/flop counter and pending flag time by the same amount. `SteadyLoop` runs iterations
-normally while recording the core state at each iteration start; once two consecutive periods
-show the same delta, it adds (periods skipped × delta) to the state instead of running them,
-then runs the last period(s) normally (a partial last tile changes the sizes there).
+P iterations advances each pipe clock, busy counter, byte/flop counter and pending flag time by
+the same amount. `SteadyLoop` runs iterations normally while recording the core state at each
+iteration start; once two consecutive periods show the same delta, it adds (periods skipped ×
+delta) to the state instead of running them, then runs the remaining iterations normally (at
+least the last one).
+
+Three mechanisms make timing-only simulation fast (the 4096³ matmul of
+benchmarks/interpreter_speed.py executes ~2 % of its tile ops, over both L2 passes):
+* the jump above, nested (below), with the skipped GM accesses replayed into the L2 as arrays;
+* `SteadyLoop.reenter`: a jump cut short by a read with another L2 outcome (a miss among hits)
+  resumes as soon as the state after that period is the jump's starting state again, relative
+  to its latest clock (exact: see `LoopMemo`), instead of sampling two new periods;
+* `LoopMemo`: a whole execution of a loop (a matmul's K loop) is stored and applied again when
+  the loop is entered with the same control values from the same relative state, clamped to
+  the S clocks (exact, max-plus shift invariance): the next tile of the outer loop, or another
+  block running the same program on shifted addresses, costs one lookup. When only later L2
+  outcomes differ (one miss among hits), `LoopMemo.prefix` applies the stored execution up to
+  its first jump and the loop continues from there in that jump's regime.
+
+Periods: P = 1 .. PMAX. P = 2 covers ping-pong parity branches; longer periods cover loops whose
+GM addresses repeat their pattern only every few iterations: the per-core tile loop of a matmul
+(`t = block + i·block_dim`, tile row t / n_tiles, column t % n_tiles) advances every address by a
+constant step only every lcm(block_dim, n_tiles) / block_dim iterations (4 for 24 cores over 32
+tile columns).
+
+Nesting: loops inside an extrapolated loop extrapolate too. While an outer loop samples, an inner
+loop's skipped iterations are appended to the shared GM log as one array record (`Acc`), so the
+outer loop compares and replays them like executed accesses; skipping one outer period skips its
+inner loops whole.
 
 When a loop may be extrapolated (`uniform_loop`, static, on the IR):
 * no loop-carried values, no memref.load/store (data-dependent control) in the body;
-* every dynamic offset of a subview of a GM buffer is invariant or affine in the induction
-  variable (+, −, × by invariants), so GM addresses of skipped iterations are known exactly
-  (the L2 needs them); an inner loop's iv counts as invariant when its bounds are.
-And at run time (`SteadyLoop.detect`):
+* every dynamic offset of a subview of a GM buffer is affine in the *checked values* (+, −, × by
+  invariants, index casts), so each GM address of a skipped iteration is known exactly. Checked
+  values: the induction variable and every scalar `arith` op directly in the body whose operands
+  are invariant or checked (div, rem, min, compares included); an inner loop's iv counts as
+  invariant when its bounds are invariant or checked.
+And at run time:
 * two consecutive periods have equal deltas of every state component (relative 1e-9), execute
   the same tile-op cost entries in the same order (`Frame.sig`), and make the same GM accesses
-  up to an address shift (same op, root, shape, strides, L2 outcome);
+  up to an address shift (same op, stream = root/shape/strides, read/write, L2 outcome);
 * no clock would overtake another: sorted by value, the moving clocks' deltas do not decrease
-  (otherwise the bottleneck changes later and the regime is not periodic yet).
+  (otherwise the bottleneck changes later and the regime is not periodic yet);
+* `SteadyLoop.jump` evaluates the checked values (pure scalar ops, cheap) of every iteration it
+  would skip and skips only whole periods in which each of them advances by the same step as in
+  the sampled period: the addresses, the tile sizes and the branch conditions computed in the
+  body (e.g. `min(rem, tile)` of a partial tile, the parity of a ping-pong branch) are exactly
+  those of the sampled period shifted, so none of them is assumed.
 
-Assumption (documented, not checked): tile sizes and branch outcomes that depend on the
-induction variable change only in the last period (`min(rem, tile)` partial tiles) or with the
-period (parity); both are what the lowering templates emit. The last P iterations always run.
+Remaining assumption (documented, not checked): values computed inside nested regions of the body
+(inside an scf.if or an inner loop) from checked values by other than affine ops keep the sampled
+pattern; the lowering templates compute tile sizes and conditions at loop level. The last
+iteration always runs.
 
-L2 (l2.py): each GM access of a skipped iteration is replayed into the L2 model at its
-extrapolated time and address (time and offset advance by their per-period deltas), so the tag
-store, the recording pass's miss attribution, hit/miss counters and later kernels see every
-access. In the timed pass a replayed read whose outcome (hit/miss) differs from the sampled
-period's would cost differently; the jump stops before that period and the loop runs normally
-from there (and may extrapolate again later). So the byte counters and L2 outcomes of an
-extrapolated loop are exact; only the timing assumes the periodic regime. Extrapolation is off
-when tracing (the trace needs every op) and in numerics mode.
+L2 (l2.py): the GM accesses of the skipped periods are replayed into the L2 model as numpy arrays
+(tile keys and times advance by their per-period deltas), in program order, so the tag store,
+the recording pass's miss attribution, hit/miss counters and later kernels see every access. In
+the timed pass a replayed read whose outcome (hit/miss) differs from the sampled period's would
+cost differently; the jump stops before that period and the loop runs normally from there (and
+may extrapolate again later). So the byte counters and L2 outcomes of an extrapolated loop are
+exact; only the timing assumes the periodic regime. Extrapolation is off when tracing (the trace
+needs every op) and in numerics mode.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
+from ascendir.interpreter.l2 import SHIFT
+from ascendir.interpreter.scalar import SCALAR_OPS
 
 MIN_TRIPS = 8  # shorter loops cannot amortise detection (2 periods + a tail)
+PMAX = 16  # longest period looked for (the matmul tile loop needs lcm(block_dim, tiles)/block_dim)
 REL = 1e-9  # relative tolerance of "equal delta" (sums of the same float costs)
 
 _INV, _AFF, _OTHER = 0, 1, 2
@@ -54,13 +91,16 @@ def _is_gm(v: SSAValue) -> bool:
         return False
 
 
-def uniform_loop(loop: scf.ForOp) -> bool:
-    """Static part of the eligibility test (module docstring)."""
+def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
+    """Static part of the eligibility test (module docstring): None when the loop may not be
+    extrapolated, else the ops whose results are checked at run time, in program order."""
     if loop.iter_args:
-        return False
-    iv = loop.body.block.args[0]
+        return None
+    body = loop.body.block
+    iv = body.args[0]
     inside: set[Operation] = set(loop.body.walk())
     kind: dict[SSAValue, int] = {}
+    checked: set[Operation] = set()
 
     def k(v: SSAValue) -> int:
         if v is iv:
@@ -74,14 +114,23 @@ def uniform_loop(loop: scf.ForOp) -> bool:
             if parent is None or parent not in inside:
                 r = _INV
             elif isinstance(parent, scf.ForOp) and owner.args and v is owner.args[0]:
-                # an inner loop's iv takes the same values every outer iteration if its bounds do
-                r = _INV if all(k(x) == _INV for x in (parent.lb, parent.ub, parent.step)) else _OTHER
+                # an inner loop's iv takes the same values every iteration if its bounds do
+                r = _INV if all(k(x) == _INV or x.owner in checked for x in (parent.lb, parent.ub, parent.step)) else _OTHER
             else:
                 r = _OTHER
         elif owner not in inside:
             r = _INV
         elif isinstance(owner, arith.ConstantOp):
             r = _INV
+        elif owner.parent_block() is body and type(owner) in SCALAR_OPS:
+            kinds = [k(x) for x in owner.operands]
+            if all(x == _INV for x in kinds):
+                r = _INV
+            elif _OTHER in kinds:
+                r = _OTHER
+            else:
+                r = _AFF  # evaluated for every skipped iteration (SteadyLoop.jump)
+                checked.add(owner)
         elif isinstance(owner, (arith.AddiOp, arith.SubiOp)):
             r = max(k(owner.lhs), k(owner.rhs))
         elif isinstance(owner, arith.MuliOp):
@@ -94,26 +143,84 @@ def uniform_loop(loop: scf.ForOp) -> bool:
         kind[v] = r
         return r
 
+    for op in body.ops:  # classify the loop-level values first (they may be checked)
+        for res in op.results:
+            k(res)
     for op in inside:
         if isinstance(op, (memref.LoadOp, memref.StoreOp, scf.ForOp)) and op is not loop:
             if not isinstance(op, scf.ForOp):
-                return False
+                return None
             if op.iter_args:
-                return False
+                return None
         if isinstance(op, memref.SubviewOp) and _is_gm(op.source):
             if any(k(o) == _OTHER for o in op.offsets):
-                return False
-    return True
+                return None
+    return [op for op in body.ops if op in checked]
+
+
+class Acc:
+    """GM accesses as arrays (one entry per access, program order): op id, stream id (l2.py),
+    element offset, chip time, read?, L2 hit?. `F.gmlog` holds tuples of the same fields for
+    executed accesses and `Acc` records for replayed ones."""
+
+    __slots__ = ("cid", "sid", "off", "t", "rd", "hit")
+
+    def __init__(self, cid, sid, off, t, rd, hit):
+        self.cid, self.sid, self.off, self.t, self.rd, self.hit = cid, sid, off, t, rd, hit
+
+    @classmethod
+    def of(cls, records: list) -> Acc:
+        """Flatten a slice of `F.gmlog` (tuples and Acc records, in order)."""
+        parts: list[Acc] = []
+        run: list[tuple] = []
+        for r in records:
+            if isinstance(r, Acc):
+                if run:
+                    parts.append(cls._of_tuples(run))
+                    run = []
+                parts.append(r)
+            else:
+                run.append(r)
+        if run:
+            parts.append(cls._of_tuples(run))
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return cls._of_tuples([])
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls.__slots__))
+
+    @classmethod
+    def _of_tuples(cls, run: list[tuple]) -> Acc:
+        if not run:
+            z = np.zeros(0, np.int64)
+            return cls(z, z, z, np.zeros(0), np.zeros(0, bool), np.zeros(0, bool))
+        cid, sid, off, t, rd, hit = zip(*run)
+        return cls(np.array(cid, np.int64), np.array(sid, np.int64), np.array(off, np.int64),
+                   np.array(t, np.float64), np.array(rd, bool), np.array(hit, bool))
+
+    def same_kind(self, o: Acc) -> bool:
+        return (len(self.cid) == len(o.cid) and np.array_equal(self.cid, o.cid) and np.array_equal(self.sid, o.sid)
+                and np.array_equal(self.rd, o.rd) and np.array_equal(self.hit, o.hit))
 
 
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first")
 
-    def __init__(self, F, n: int):
+    def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int):
         self.F = F
         self.n = n
+        self.memo = memo  # for its flag-key units (state_key)
+        self.npipes = npipes
+        # after a jump cut short by a different L2 outcome: (P, d, prev, cur, periods after cur
+        # accounted for, next boundary, state key at the jump, S positions, S decided nothing)
+        self.regime: list | None = None
+        self.bad: dict[int, int] = {}  # period -> times its checked values failed (skipped from 2)
+        # the state where this execution's first sampled jump started (LoopMemo.prefix)
+        self.first: tuple | None = None
+        self.tops = tops  # i -> tuple of the checked values of iteration i (compiler._steady_for)
+        self.vals: dict[int, tuple] = {}  # tops(i) so far (pure: computed once per iteration)
         self.hist: list[tuple] = []  # (iteration index, state vector, queue lengths, gm log pos, sig pos)
 
     def snapshot(self, idx: int) -> None:
@@ -124,21 +231,38 @@ class SteadyLoop:
         for q in F.flags.queues:
             lens.append(len(q))
             vec.extend(q)
-        self.hist.append((idx, vec, tuple(lens), len(F.gmlog), len(F.sig)))
-        if len(self.hist) > 5:
+        self.hist.append((idx, vec, tuple(lens), len(F.gmlog), len(F.sig), F.srel))
+        if len(self.hist) > 2 * PMAX + 1:
             del self.hist[0]
 
-    def detect(self) -> tuple[int, list[float], list, list] | None:
-        """(period, delta per period, previous and current period GM logs) when steady."""
+    def detect(self) -> tuple[int, list[float], Acc, Acc, int] | None:
+        """(period, delta per period, previous and current period GM accesses, periods that may
+        be skipped) when steady. The shortest period whose checked values (module docstring)
+        hold up to the end wins; a period that holds only part of the way is taken only once
+        every period length could be tested (else a longer one may cover everything)."""
         h = self.hist
         F = self.F
-        for P in (1, 2):
+        c = h[-1]
+        vc = c[1]
+        idx = c[0]
+        best = None
+        bad = self.bad
+        for P in range(1, PMAX + 1):
             if len(h) < 2 * P + 1:
-                return None
-            a, b, c = h[-1 - 2 * P], h[-1 - P], h[-1]
-            if not (a[2] == b[2] == c[2]):
+                break
+            if bad.get(P, 0) >= 2:  # its checked values failed twice: not this loop's period
                 continue
-            va, vb, vc = a[1], b[1], c[1]
+            a, b = h[-1 - 2 * P], h[-1 - P]
+            # cheapest tests first: structure (queue lengths, log and cost-entry counts), then
+            # the cost entries, then every state component
+            ga, gb, gc = a[3], b[3], c[3]
+            la, lb_, lc = a[4], b[4], c[4]
+            if not (a[2] == b[2] == c[2]) or gb - ga != gc - gb or lb_ - la != lc - lb_:
+                continue
+            sig = F.sig
+            if not all(x is y for x, y in zip(sig[la:lb_], sig[lb_:lc])):  # the same cost entries
+                continue
+            va, vb = a[1], b[1]
             ok = True
             for x, y, z in zip(va, vb, vc):
                 if abs((y - x) - (z - y)) > REL * max(1.0, abs(z)):
@@ -147,20 +271,26 @@ class SteadyLoop:
             if not ok:
                 continue
             d = [z - y for y, z in zip(vb, vc)]
-            sig = F.sig
-            la, lb_, lc = a[4], b[4], c[4]
-            if lb_ - la != lc - lb_ or any(sig[la + i] is not sig[lb_ + i] for i in range(lc - lb_)):
-                continue
-            log = F.gmlog
-            ga, gb, gc = a[3], b[3], c[3]
-            if gb - ga != gc - gb:
-                continue
-            prev, cur = log[ga:gb], log[gb:gc]
-            if any(p[0] != q[0] or p[1] != q[1] or p[3] != q[3] or p[4] != q[4] or p[7] != q[7] for p, q in zip(prev, cur)):
-                continue
             if not self._no_overtaking(vc, d):
                 continue
-            return P, d, prev, cur
+            m = (self.n - idx - 1) // P  # whole periods, leaving the last iteration to run
+            if m < 1:
+                continue
+            ok = self._periods_checked(P, idx, m)
+            if not ok:
+                bad[P] = bad.get(P, 0) + 1
+                continue
+            if ok < m and best is not None and ok * P <= best[4] * best[0]:
+                continue
+            log = F.gmlog
+            prev, cur = Acc.of(log[ga:gb]), Acc.of(log[gb:gc])
+            if not prev.same_kind(cur):
+                continue
+            if ok == m:
+                return P, d, prev, cur, m
+            best = (P, d, prev, cur, ok)
+        if best is not None and len(h) == 2 * PMAX + 1:
+            return best
         return None
 
     def _no_overtaking(self, v: list[float], d: list[float]) -> bool:
@@ -175,52 +305,184 @@ class SteadyLoop:
                 return False
         return True
 
-    def jump(self, P: int, d: list[float], prev: list, cur: list, idx: int, own: bool) -> int:
-        """Skip as many whole periods as leave at least one period to run; returns iterations
-        skipped (0 when the first skipped period's L2 outcomes would differ). `own`: this loop
-        owns the GM log (no enclosing loop is sampling), so replayed accesses need not be logged."""
-        m = (self.n - idx - P) // P
-        if m < 1:
+    def _periods_checked(self, P: int, idx: int, m: int) -> int:
+        """How many of the next m periods (from iteration idx) have every checked value advance
+        by the sampled period's step (module docstring); 0..m."""
+        if self.tops is None:
+            return m
+        vals, f = self.vals, self.tops
+
+        def tops(i: int) -> tuple:
+            v = vals.get(i)
+            if v is None:
+                v = vals[i] = f(i)
+            return v
+
+        try:
+            prev = [tops(i) for i in range(idx - 2 * P, idx)]
+            step = [tuple(y - x for x, y in zip(prev[r], prev[r + P])) for r in range(P)]
+            last = prev[P:]
+            for k in range(m):
+                nxt = []
+                for r in range(P):
+                    v = tops(idx + k * P + r)
+                    if any(y - x != s for x, y, s in zip(last[r], v, step[r])):
+                        return k
+                    nxt.append(v)
+                last = nxt
+        except Exception:  # noqa: BLE001 - e.g. a division by zero ahead: the run will report it
             return 0
+        return m
+
+    def jump(self, P: int, d: list[float], prev: Acc, cur: Acc, m: int, regime: list | None = None, tshift: float = 0.0) -> int:
+        """Skip m whole periods (`detect`: their checked values hold, and at least the last
+        iteration is left to run), fewer if the L2 outcomes of a skipped period would differ from
+        the sampled one's; returns iterations skipped.
+
+        Regimes. A jump cut short by a different L2 outcome (a miss among hits) leaves its regime
+        (P, d, the sampled periods' accesses, the state it started from) behind: the loop runs
+        that period normally and `reenter` checks at each following period boundary whether the
+        state, relative to its latest clock, is again the one the regime started from (`_back`):
+        then the loop is back in the same periodic regime (max-plus evolution from the same
+        relative state) and jumps again without sampling two new periods. `regime`: the one being
+        re-entered; `tshift`: chip time of the current state minus that of the regime's starting
+        state (the skipped periods' accesses are the sampled period's moved by it, and by whole
+        periods)."""
         F = self.F
-        l2p, l2 = F.l2p, F.l2
-        deltas = [(q[2] - p[2], q[5] - p[5]) for p, q in zip(prev, cur)]
-        done = 0
-        log = None if own else F.gmlog
-        if cur:
-            recording = l2p is None or l2p.recording
-            for mm in range(1, m + 1):
-                # peek first (no side effects): a different outcome ends the jump here
-                acc = []
-                k = 0
-                for q, (doff, dt) in zip(cur, deltas):
-                    key = (q[1], q[2] + mm * doff, q[3], q[4])
-                    t = q[5] + mm * dt
-                    if q[6] and not recording:
-                        if l2p.peek(l2, key, t, F.block, k, F.t0) != q[7]:
-                            acc = None
-                            break
-                        k += 1
-                    acc.append((q, key, t))
-                if acc is None:
-                    break
-                launch = F.launchlog if F.sem_on else None
-                for q, key, t in acc:
-                    if q[6]:
-                        l2p.read(l2, key, t, F.block, F.t0)
-                    elif F.sem_on:
-                        l2.write(key, t)
-                    if launch is not None:
-                        launch.append((key, t))
-                    if log is not None:
-                        log.append((q[0], key[0], key[1], key[2], key[3], t, q[6], q[7]))
-                done = mm
+        idx = self.hist[-1][0]
+        if regime is None:
+            q, oshift = 0, None
         else:
-            done = m
-        if done:
-            self._advance(d, done)
+            q, oshift = (idx - regime[7]) // P, regime[9]
+        stopped = False
+        L = len(cur.cid)
+        if L:
+            ks = np.arange(1, m + 1, dtype=np.int64)[:, None]
+            base = cur.off if oshift is None else cur.off + oshift
+            off = base[None, :] + (ks + q) * (cur.off - prev.off)[None, :]
+            t = (cur.t + tshift)[None, :] + ks.astype(np.float64) * (cur.t - prev.t)[None, :]
+            keys = cur.sid[None, :] * SHIFT + off
+            rd = cur.rd
+            l2p, l2 = F.l2p, F.l2
+            nr = int(np.count_nonzero(rd))
+            if nr:
+                rk, rt = keys[:, rd].ravel(), t[:, rd].ravel()
+                hit = l2p.outcomes(l2, rk, rt, F.block, F.t0)
+                bad = (hit.reshape(m, nr) != cur.hit[rd][None, :]).any(axis=1)
+                if bad.any():
+                    m = int(np.argmax(bad))
+                    stopped = True
+                    if m < 1:
+                        if regime is None:
+                            self.hist.clear()
+                        else:  # the next period differs again: it runs normally
+                            regime[5] = idx + P
+                            self.regime = regime
+                        return 0
+                    keys, off, t = keys[:m], off[:m], t[:m]
+                    rk, rt, hit = rk[: m * nr], rt[: m * nr], hit[: m * nr]
+                l2p.read_many(l2, rk, rt, F.block, F.t0, hit)
+            if F.sem_on:
+                wr = ~rd
+                if wr.any():
+                    l2.write_many(keys[:, wr], t[:, wr])
+                if F.launchlog is not None:
+                    F.launchlog.append((keys.ravel(), t.ravel()))
+            # logged even when this loop owns the log: LoopMemo stores a loop's every access
+            F.gmlog.append(Acc(np.tile(cur.cid, m), np.tile(cur.sid, m), off.ravel(), t.ravel(),
+                               np.tile(rd, m), np.tile(cur.hit, m)))
+        if regime is None and (stopped or self.first is None):
+            h = self.hist
+            # [P, d, prev, cur, -, next boundary, starting state, its iteration, S decided nothing, address shift]
+            fresh = [P, d, prev, cur, None, 0, self._clocks(), idx, h[-1][5] == h[-1 - 2 * P][5], None]
+            if self.first is None:
+                self.first = (h[-1], fresh)
+            if stopped:
+                regime = fresh
+        if stopped:
+            regime[5] = idx + (m + 1) * P
+            self.regime = regime
+        else:
+            self.regime = None
+        self._advance(d, m)
         self.hist.clear()
-        return done * P
+        return m * P
+
+    def reenter(self, idx: int) -> int:
+        """At the regime's next period boundary: jump again if the state is back (see `jump`)."""
+        r = self.regime
+        if idx != r[5]:
+            return 0
+        P = r[0]
+        m = (self.n - idx - 1) // P
+        if m < 1:
+            self.regime = None
+            return 0
+        ts = self._back(r[6], self._clocks(), r[1], r[8])
+        if ts is None:
+            r[5] += P  # this period runs normally
+            return 0
+        m = self._periods_checked(P, idx, m)
+        if m < 1:
+            self.regime = None
+            return 0
+        return self.jump(P, r[1], r[2], r[3], m, r, ts)
+
+    def _clocks(self) -> tuple:
+        """(clock values: free, done, pending flag times; queue lengths; S clock of each value's
+        unit; index of each value in the `snapshot` vector; kernel start time)."""
+        F = self.F
+        c = F.core
+        ns, npp = len(c.free), self.npipes
+        du = self.memo.dst_units_for(F)
+        vals = [*c.free, *c.done]
+        su = [i // npp for i in range(ns)] * 2
+        pos = list(range(2 * ns))
+        j = 3 * ns + len(F.acct)
+        lens = []
+        for k, q in enumerate(F.flags.queues):
+            lens.append(len(q))
+            for t in q:
+                vals.append(t)
+                su.append(du[k])
+                pos.append(j)
+                j += 1
+        S = [c.free[u] for u in range(0, ns, npp)]
+        return vals, tuple(lens), [S[u] for u in su], pos, F.t0
+
+    def _back(self, at: tuple, now: tuple, d: list[float], s_free: bool) -> float | None:
+        """If the state `now` is equivalent to the state `at` a regime started from, moved in
+        time, how far (chip cycles); else None. Clocks at or below their S clock count as the S
+        clock (LoopMemo doc (a)). Clocks that moved in the regime must sit at the same distance
+        from the latest clock. Clocks that did not (pipes the loop does not use; in a periodic
+        regime where every moving clock advances alike they never decide anything) must be at
+        least as far behind it. S clocks must be where they were or, when they decided nothing
+        in the regime, further behind."""
+        v0, l0, s0, pos, t0 = at
+        v1, l1, s1, _, t1 = now
+        if l0 != l1:
+            return None
+        npp = self.npipes
+        ns = len(self.F.core.free)
+        e0 = [max(x, s) for x, s in zip(v0, s0)]
+        e1 = [max(x, s) for x, s in zip(v1, s1)]
+        b0, b1 = max(e0), max(e1)
+        for i, p in enumerate(pos):
+            r0, r1 = e0[i] - b0, e1[i] - b1
+            if i < ns and i % npp == 0:  # an S clock
+                if not (abs(r1 - r0) <= 1e-6 or (s_free and r1 <= r0 + 1e-6)):
+                    return None
+                continue
+            at_s0, at_s1 = v0[i] <= s0[i], v1[i] <= s1[i]
+            if at_s0 and at_s1:
+                continue
+            if d[p] == 0.0:
+                if r1 > r0 + 1e-6:
+                    return None
+                continue
+            if at_s0 != at_s1 or abs(r1 - r0) > 1e-6:
+                return None
+        return (t1 + b1) - (t0 + b0)
 
     def _advance(self, d: list[float], m: int) -> None:
         F = self.F
@@ -239,3 +501,368 @@ class SteadyLoop:
             for t in range(len(q)):
                 q[t] += m * d[j]
                 j += 1
+
+
+# ----------------------------------------------------------------------------------------------
+# reuse of a whole loop execution (nested regimes, across blocks)
+# ----------------------------------------------------------------------------------------------
+def _external(v: SSAValue, inside: set[Operation]) -> bool:
+    owner = v.owner
+    if isinstance(owner, Block):
+        parent = owner.parent_op()
+        return parent is None or parent not in inside
+    return owner not in inside
+
+
+def memo_inputs(loop: scf.ForOp) -> tuple[list[SSAValue], list[SSAValue], dict[Operation, tuple[SSAValue, list[tuple[int, int]]]]]:
+    """What one execution of `loop` depends on, for `LoopMemo`: (control values, address
+    values, GM copies). Address values are values defined outside the loop whose only uses inside
+    are dynamic offsets of subviews of GM buffers defined outside the loop: they move the GM
+    addresses (by value × the buffer's element stride) and nothing else. Every other outside value
+    used inside (bounds, sizes, conditions, buffers) is a control value. GM copies: copy op ->
+    (the subview's source, [(dim, index into address values)]) for copies whose GM operand is
+    such a subview."""
+    inside: set[Operation] = set(loop.walk())
+    uses: dict[SSAValue, list] = {}
+    other: set[SSAValue] = set()
+    for op in loop.walk():
+        gm_sv = isinstance(op, memref.SubviewOp) and _is_gm(op.source) and _external(op.source, inside)
+        dyn_dims = [i for i, s in enumerate(op.static_offsets.get_values()) if s == DYNAMIC_INDEX] if gm_sv else []
+        offsets = list(op.offsets) if gm_sv else []
+        for v in op.operands:
+            if not _external(v, inside):
+                continue
+            uses.setdefault(v, [])
+            if gm_sv and any(v is o for o in offsets):
+                continue
+            other.add(v)
+        for k, o in enumerate(offsets):
+            if _external(o, inside):
+                uses[o].append((op, dyn_dims[k]))
+    addr = [v for v in uses if v not in other and uses[v]]
+    ctrl = [v for v in uses if v not in addr]
+    index = {v: j for j, v in enumerate(addr)}
+    by_sv: dict[Operation, list[tuple[int, int]]] = {}
+    for v in addr:
+        for op, dim in uses[v]:
+            by_sv.setdefault(op, []).append((dim, index[v]))
+    copies: dict[Operation, tuple[SSAValue, list[tuple[int, int]]]] = {}
+    for op in inside:
+        if isinstance(op, ascend.CopyOp):
+            for g in (op.source, op.dest):
+                sv = g.owner
+                if isinstance(sv, memref.SubviewOp) and sv in by_sv:
+                    copies[op] = (sv.source, by_sv[sv])
+    return ctrl, addr, copies
+
+
+VARIANTS = 8  # stored executions per key (L2 outcome patterns differ between blocks)
+KEYS = 256  # keys per loop before it stops storing
+
+
+class LoopMemo:
+    """Reuse of one loop's whole execution (timing-only, with extrapolation on).
+
+    Why it is exact. Every clock update of the timeline (timeline.py, compiler.py) is a max or a
+    sum of clocks and constant costs, and every op's start is a max with its unit's S clock (the
+    scalar unit issues in order), which only moves forward. Hence:
+    (a) a pipe clock, completion time or pending flag time at or below its unit's S clock acts
+        exactly like the S clock; `enter` raises it there ("clamps") and the key marks it "S";
+    (b) shifting every other clock by the same c shifts every later clock by c (max-plus
+        algebra), and busy times, bytes, flops and tile ops grow by the same amounts;
+    (c) the S clock runs behind the pipes in most loops (issuing is cheap, the pipes are the
+        bottleneck): when no S clock decided anything during the stored execution (`Frame.srel`
+        did not move: no op started at its S clock, no clock stayed at it), a new entry whose S
+        clocks lag at least as far behind gets the same result, and S itself advances by the
+        same scalar charges. Otherwise the S clocks' relative positions are part of the key.
+    So an execution depends on its control values (`memo_inputs`), on the clamped clocks relative
+    to the latest one (rounded to 1e-6 cycles) and on the L2 outcomes of its reads. A stored
+    execution with the same key is applied when its reads, moved to the new addresses (address
+    values × element strides) and times (shifted by c), get the same L2 outcomes; its GM accesses
+    are replayed into the L2 as arrays, like steady-state jumps. This is what makes an inner loop
+    (a matmul's K loop) cost nothing once its outer loop, or another block, has run it from the
+    same relative state: nested periodic regimes, and blocks running the same program on shifted
+    addresses.
+    """
+
+    __slots__ = ("ctrl", "addr", "copies", "table", "dst_units", "flag_keys", "npipes")
+
+    def __init__(self, ctrl: list[int], addr: list[int], copies: dict[int, tuple[int, list[tuple[int, int]]]], flag_keys: dict, npipes: int):
+        self.ctrl = ctrl  # slots of the control values
+        self.addr = addr  # slots of the address values
+        self.copies = copies  # id(copy op) -> (source slot, [(dim, address index)])
+        self.table: dict[tuple, list] = {}
+        self.flag_keys = flag_keys  # (src slot, dst slot, event) -> flag key (filled while compiling)
+        self.npipes = npipes
+        self.dst_units: list[int] | None = None  # flag key -> unit of its wait
+
+    def dst_units_for(self, F) -> list[int]:
+        """Unit of the wait of each flag key (clamping a pending flag time uses its S clock)."""
+        du = self.dst_units
+        if du is None or len(du) < len(F.flags.queues):
+            du = [0] * len(F.flags.queues)
+            for (_s, d, _e), k in self.flag_keys.items():
+                if k < len(du):
+                    du[k] = d // self.npipes
+            self.dst_units = du
+        return du
+
+    def enter(self, F, R) -> tuple:
+        """Clamp the core state (class doc (a)) and return what `reuse` and `store` need."""
+        rel, srel, base, S = state_key(F, self.npipes, self.dst_units_for(F))
+        A = F.A
+        ctrl = []
+        for sl in self.ctrl:
+            v = R[sl]
+            ctrl.append((v.shape, A[sl]) if isinstance(v, np.ndarray) else v)
+        c = F.core
+        return (tuple(ctrl), rel), srel, base, S, list(c.busy), list(F.acct), F.skipped, F.srel
+
+    def reuse(self, F, R, ent: tuple, n: int) -> bool:
+        """Apply a stored execution matching `ent` whose L2 outcomes hold; True when applied."""
+        key, srel, base, S = ent[0], ent[1], ent[2], ent[3]
+        vs = self.table.get(key)
+        if not vs:
+            return False
+        addr = np.array([R[s] for s in self.addr], np.int64) if self.addr else None
+        l2p = F.l2p
+        des = None
+        for j in range(len(vs) - 1, -1, -1):
+            v = vs[j]
+            if len(v) == 2:  # stored raw (`store`): arrays built on the first match
+                v = vs[j] = self._finish(*v)
+            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp = v
+            if vsrel != srel and not (s_free and all(a <= b + 1e-6 for a, b in zip(srel, vsrel))):
+                continue
+            c_shift = base - vbase
+            tshift = (F.t0 + base) - (vt0 + vbase)
+            dv = addr - vaddr if coefs is not None else None
+            hit = None
+            if len(ri):
+                # the outcomes must be the stored ones: only designated misses (l2.L2Pass) can
+                # miss, and those look at the chip L2 of earlier kernels
+                if l2p.recording:
+                    if misses:
+                        continue
+                else:
+                    if des is None:
+                        des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), len(ri)).tolist()
+                    if not misses.issubset(des):
+                        continue
+                    ok = True
+                    for dpos in des:
+                        e = int(ri[dpos])
+                        o = int(acc.off[e]) + (int(coefs[e] @ dv) if dv is not None else 0)
+                        k = int(acc.sid[e]) * SHIFT + o
+                        if F.l2.resident_before(k, float(acc.t[e]) + tshift, F.t0) != bool(rhit[dpos]):
+                            ok = False
+                            break
+                    if not ok:
+                        continue
+                hit = rhit
+            t = acc.t + tshift
+            off = acc.off if dv is None else acc.off + coefs @ dv
+            keys = acc.sid * SHIFT + off
+            _apply_accesses(F, acc, keys, off, t, hit)
+            core = F.core
+            npipes = self.npipes
+            units = range(len(core.free))
+            core.free[:] = [S[i // npipes] + dS[i // npipes] if i % npipes == 0
+                            else S[i // npipes] if ef[i] == vS[i // npipes] else ef[i] + c_shift for i in units]
+            core.done[:] = [S[i // npipes] if ed[i] == vS[i // npipes] else ed[i] + c_shift for i in units]
+            du = self.dst_units
+            for k, (q, ts) in enumerate(zip(F.flags.queues, eq)):
+                if q or ts:
+                    u = du[k]
+                    q.clear()
+                    q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
+            busy, acct = core.busy, F.acct
+            busy[:] = [a + b for a, b in zip(busy, dbusy)]
+            acct[:] = [a + b for a, b in zip(acct, dacct)]
+            F.skipped += n
+            if not s_free:
+                F.srel += 1  # an S clock decided something in the applied execution
+            if F.sig is not None:
+                F.sig.append(v)
+            return True
+        return False
+
+    def prefix(self, F, R, ent: tuple, n: int) -> tuple | None:
+        """When no stored execution applies whole (`reuse`: another L2 outcome later on, e.g. one
+        miss among hits), apply the part of one up to its first sampled jump, if the reads of that
+        part get the same outcomes: the loop then starts at that jump's iteration, in its regime
+        (`SteadyLoop.jump`), instead of running its transient and sampling two periods. Exact for
+        the same reasons as `reuse`. Returns (iteration, P, d, prev, cur, regime, time shift)."""
+        key, srel, base, S = ent[0], ent[1], ent[2], ent[3]
+        vs = self.table.get(key)
+        if not vs:
+            return None
+        l2p, npipes = F.l2p, self.npipes
+        addr = np.array([R[s] for s in self.addr], np.int64) if self.addr else None
+        for j in range(len(vs) - 1, -1, -1):
+            v = vs[j]
+            if len(v) == 2:
+                v = vs[j] = self._finish(*v)
+            s_free, vsrel, vbase, vS = v[0], v[1], v[2], v[3]
+            acc, coefs, vaddr, vt0, ri, rhit, misses, cp = v[10], v[11], v[12], v[13], v[15], v[16], v[17], v[18]
+            if cp is None or cp[0] >= n - 1:
+                continue
+            if vsrel != srel and not (s_free and all(a <= b + 1e-6 for a, b in zip(srel, vsrel))):
+                continue
+            idx0, vec, lens, _, regime, dbusy, dacct, npre, rows = cp
+            nr = int(np.searchsorted(ri, npre))  # reads before the checkpoint
+            dv = addr - vaddr if coefs is not None else None
+            tshift = (F.t0 + base) - (vt0 + vbase)
+            c_shift = base - vbase
+            if nr:
+                if l2p.recording:
+                    if any(p < nr for p in misses):
+                        continue
+                else:
+                    des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), nr).tolist()
+                    if not all(p in des for p in misses if p < nr):
+                        continue
+                    ok = True
+                    for dpos in des:
+                        e = int(ri[dpos])
+                        o = int(acc.off[e]) + (int(coefs[e] @ dv) if dv is not None else 0)
+                        if F.l2.resident_before(int(acc.sid[e]) * SHIFT + o, float(acc.t[e]) + tshift, F.t0) != bool(rhit[dpos]):
+                            ok = False
+                            break
+                    if not ok:
+                        continue
+            part = Acc(acc.cid[:npre], acc.sid[:npre], acc.off[:npre], acc.t[:npre], acc.rd[:npre], acc.hit[:npre])
+            off = part.off if dv is None else part.off + coefs[:npre] @ dv
+            _apply_accesses(F, part, part.sid * SHIFT + off, off, part.t + tshift, rhit[:nr] if nr else None)
+            core = F.core
+            ns = len(core.free)
+            units = range(ns)
+            core.free[:] = [S[i // npipes] + (vec[i] - vS[i // npipes]) if i % npipes == 0
+                            else S[i // npipes] if vec[i] == vS[i // npipes] else vec[i] + c_shift for i in units]
+            core.done[:] = [S[i // npipes] if vec[ns + i] == vS[i // npipes] else vec[ns + i] + c_shift for i in units]
+            k = 3 * ns + len(F.acct)
+            du = self.dst_units
+            for q_i, (q, ln) in enumerate(zip(F.flags.queues, lens)):
+                ts = vec[k:k + ln]
+                k += ln
+                if q or ts:
+                    u = du[q_i]
+                    q.clear()
+                    q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
+            busy, acct = core.busy, F.acct
+            busy[:] = [a + b for a, b in zip(busy, dbusy)]
+            acct[:] = [a + b for a, b in zip(acct, dacct)]
+            if not s_free:
+                F.srel += 1  # an S clock decided something in the applied part
+            P, d, prev, cur = regime[0], regime[1], regime[2], regime[3]
+            oshift = None
+            if dv is not None and dv.any():
+                oshift = np.array([sum(a * b for a, b in zip(rows.get(c, ()), dv.tolist())) for c in cur.cid.tolist()], np.int64)
+            return idx0, P, d, prev, cur, [P, d, prev, cur, None, 0, regime[6], idx0, regime[8], oshift], tshift
+        return None
+
+    def store(self, F, R, ent: tuple, log: list, first: tuple | None = None, g0: int = 0) -> None:
+        """Keep the execution that just ran from `ent` (its GM accesses: `log`). Kept raw: most
+        stored executions of an outer loop never match again, so their arrays are built by
+        `_finish` on the first match only."""
+        key, srel, base, S, busy0, acct0, skipped0, srel0 = ent
+        vs = self.table.get(key)
+        if vs is None:
+            if len(self.table) >= KEYS:
+                return
+            vs = self.table[key] = []
+        c = F.core
+        npipes = self.npipes
+        coef_rows = {}
+        for cid, (src, dims) in self.copies.items():
+            tag = F.A[src]
+            if tag is not None:
+                row = [0] * len(self.addr)
+                for dim, j in dims:
+                    row[j] += tag[2][dim]
+                coef_rows[cid] = row
+        dS = [c.free[u * npipes] - S[u] for u in range(len(S))]
+        cp = None
+        if first is not None:  # (snapshot at the first sampled jump, its regime)
+            snap, regime = first
+            ns, na = len(c.free), len(F.acct)
+            vec = snap[1]
+            cp = (snap[0], vec, snap[2], snap[3] - g0, regime,
+                  [b - a for a, b in zip(busy0, vec[2 * ns:3 * ns])], [b - a for a, b in zip(acct0, vec[3 * ns:3 * ns + na])])
+        vs.append(((
+            F.srel == srel0, srel, base, list(S), list(c.free), list(c.done), [list(q) for q in F.flags.queues], dS,
+            [b - a for a, b in zip(busy0, c.busy)], [b - a for a, b in zip(acct0, F.acct)],
+            None, None, [R[s] for s in self.addr], F.t0, F.skipped - skipped0,
+        ), (log, coef_rows, cp)))
+        if len(vs) > VARIANTS:
+            del vs[0]
+
+    def _finish(self, head: tuple, raw: tuple) -> tuple:
+        log, coef_rows, cp = raw
+        acc = Acc.of(log)
+        coefs = None
+        if self.addr and len(acc.cid):
+            coefs = np.zeros((len(acc.cid), len(self.addr)), np.int64)
+            for cid in np.unique(acc.cid).tolist():
+                row = coef_rows.get(cid)
+                if row is not None:
+                    coefs[acc.cid == cid] = row
+        vaddr = np.array(head[12], np.int64) if self.addr else None
+        rd = acc.rd
+        if cp is not None:  # + the number of accesses before the checkpoint, the coefficient rows
+            cp = (*cp, len(Acc.of(log[:cp[3]]).cid), coef_rows)
+        return (*head[:10], acc, coefs, vaddr, head[13], head[14],
+                np.flatnonzero(rd), acc.hit[rd], frozenset(np.flatnonzero(~acc.hit[rd]).tolist()), cp)
+
+
+def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
+    """The core's clocks clamped to their unit's S clock (LoopMemo doc (a), exact; `clamp`:
+    write the clamped values back) as (the clocks relative to the latest one, rounded to 1e-6
+    cycles, "S" for those at or below their S clock; the S clocks relative to it; the latest
+    clock; the S clocks)."""
+    c = F.core
+    free, done = c.free, c.done
+    ns = len(free)
+    queues = F.flags.queues
+    S = [free[u] for u in range(0, ns, npipes)]
+    if clamp:
+        for i in range(ns):
+            s = S[i // npipes]
+            if free[i] < s:
+                free[i] = s
+            if done[i] < s:
+                done[i] = s
+        for k, q in enumerate(queues):
+            if q:
+                s = S[dst_units[k]]
+                for j in range(len(q)):
+                    if q[j] < s:
+                        q[j] = s
+    base = max(max(free), max(done))
+    rel = []
+    for i, x in enumerate(free):
+        rel.append("S" if x <= S[i // npipes] else round(x - base, 6))
+    for i, x in enumerate(done):
+        rel.append("S" if x <= S[i // npipes] else round(x - base, 6))
+    for k, q in enumerate(queues):
+        rel.append(-len(q) - 1)
+        if q:
+            s = S[dst_units[k]]
+            rel.extend(["S" if t <= s else round(t - base, 6) for t in q])
+    return tuple(rel), tuple(round(x - base, 6) for x in S), base, S
+
+
+def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None) -> None:
+    """Replay GM accesses (arrays, program order) into the L2, the memo log and the enclosing
+    loop's GM log, as if the ops had run."""
+    rd = acc.rd
+    if hit is not None:
+        F.l2p.read_many(F.l2, keys[rd], t[rd], F.block, F.t0, hit)
+    if F.sem_on:
+        wr = ~rd
+        if wr.any():
+            F.l2.write_many(keys[wr], t[wr])
+        if F.launchlog is not None and len(keys):
+            F.launchlog.append((keys, t))
+    if F.gmlog is not None and len(keys):
+        F.gmlog.append(Acc(acc.cid, acc.sid, off, t, rd, acc.hit))
