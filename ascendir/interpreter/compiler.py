@@ -252,7 +252,8 @@ class Compiler:
 
     def _gm_copy(self, op: Operation, sem, cost_fn, ins: list[int], gm: tuple[int, bool], resolve) -> Closure:
         """A copy reading or writing GM under the "tile" L2 model: the L2 (l2.py) decides at the
-        copy's start time whether a read hits; writes allocate their tile."""
+        copy's start time whether a read hits; writes allocate their tile, and a write "hits"
+        when it rewrites a tile it left dirty in L2 within the residency window (l2.py `store`)."""
         F, R, A = self.F, self.F.R, self.F.A
         s_in, s_out = ins
         g_slot = ins[gm[0]]
@@ -285,7 +286,10 @@ class Compiler:
                     if F.l2p.read(F.l2, k, F.t0 + t, F.block, F.t0):
                         c = both[1]
                 elif F.sem_on:
-                    F.l2.write(k, F.t0 + t)
+                    if F.l2.store(k, F.t0 + t):
+                        c = both[1]
+                elif F.l2p.store(k, F.t0 + t):  # recording pass: its own dirty map
+                    c = both[1]
                 log = F.gmlog
                 if log is not None:  # steady.py replays these for skipped iterations
                     log.append((cid, tag[0], tag[1], shp, tag[2], F.t0 + t, is_read, c is not miss))

@@ -331,7 +331,8 @@ class KernelProgram:
             launch_cycles=float(self.m.target.kernel_launch_cycles),
             gm_share=self.env.gm_share,
             bandwidth_floor=bandwidth_bound_cycles(
-                acct[LEVELS.index("gm_read")], acct[LEVELS.index("gm_write")], self.m.target, acct[LEVELS.index("l2_hit")]
+                acct[LEVELS.index("gm_read")], acct[LEVELS.index("gm_write")], self.m.target, acct[LEVELS.index("l2_hit")],
+                acct[LEVELS.index("l2_write")],
             ),
             events=F.trace or [],
             flows=F.flows or [],

@@ -24,6 +24,13 @@ statistic in the report uses; partial overlaps between differently shaped tiles 
 
 Hit cost: rate min(l2_read_rate [S1], l2_bw_over_hbm [S8] × HBM share) and hit latency 50 cycles
 [S5] (cost.CostEnv); a miss costs the HBM path (DDR rate, 307-cycle read latency [S5]).
+
+Writes (INF): the L2 is write-back with write-allocate, so a tile rewritten while its earlier
+write is still resident (a per-core scratch workspace, e.g. FlashAttention's AIC <-> AIV
+hand-off) never reaches HBM in between: that write goes at the path's L2 write rate (FixPipe
+L0C -> L2 86 B/cycle [S4] = [S1] l2_write_rate) with the hit latency, and its bytes count as
+"l2_write" (L2 bandwidth, not HBM, in the chip floor). The first write of a tile, and writes of
+fresh tiles (every ordinary output), keep the DDR write rate and count against HBM.
 """
 
 from __future__ import annotations
@@ -37,18 +44,20 @@ class L2Cache:
     """Tile-granular L2 of one chip over one `ModuleProg.run` (kernels share it: a consumer
     kernel that reads a producer's output soon enough hits)."""
 
-    __slots__ = ("window", "touch", "line", "hits", "misses")
+    __slots__ = ("window", "touch", "line", "hits", "misses", "dirty")
 
     def __init__(self, target: HardwareConfig):
         mem = target.memory
         self.window = mem.l2_bytes / target.hbm_bytes_per_cycle  # cycles a line stays resident
         self.line = mem.l2_line_bytes
         self.touch: dict[tuple, list[float]] = {}
+        self.dirty: dict[tuple, float] = {}  # tile -> time of its latest write
         self.hits = 0
         self.misses = 0
 
     def reset(self) -> None:
         self.touch.clear()
+        self.dirty.clear()
         self.hits = self.misses = 0
 
     def resident_before(self, key: tuple, now: float, t_start: float) -> bool:
@@ -91,6 +100,24 @@ class L2Cache:
             insort(ts, now)
 
 
+    def store(self, key: tuple, now: float) -> bool:
+        """Record a write of tile `key` by a kernel (write-allocate, as `write`); True when it
+        rewrites the tile while an earlier write of it is still in L2 (|Δt| within the residency
+        window): the write-back L2 absorbs it and the path runs at its L2 write rate."""
+        self.write(key, now)
+        return _rewrite(self.dirty, key, now, self.window)
+
+
+def _rewrite(dirty: dict[tuple, float], key: tuple, now: float, window: float) -> bool:
+    """Note a write of `key` at `now` in `dirty`; whether an earlier one is within `window`.
+    (Blocks are simulated one after another, so `now` may precede the stored time; a scratch tile
+    is per core, so in practice times per key only grow.)"""
+    prev = dirty.get(key)
+    if prev is None or now > prev:
+        dirty[key] = now
+    return prev is not None and abs(now - prev) <= window
+
+
 def tile_key(tag: tuple, shape: tuple[int, ...]) -> tuple:
     """Key of the GM tile a view with address tag `tag` = (root, offset, strides) and `shape`
     covers."""
@@ -117,7 +144,7 @@ class L2Pass:
     the chip L2 left by earlier kernels) and records the access in the chip L2.
     """
 
-    __slots__ = ("recording", "log", "misses", "ordinal", "window", "checks")
+    __slots__ = ("recording", "log", "misses", "ordinal", "window", "checks", "dirty")
 
     def __init__(self, window: float):
         self.recording = True
@@ -126,6 +153,7 @@ class L2Pass:
         self.misses: set[tuple[int, int]] = set()
         self.ordinal: dict[int, int] = {}
         self.checks: list | None = None  # (key, now, outcome) of designated misses, for memo.py
+        self.dirty: dict[tuple, float] = {}  # the recording pass's own write times (see store)
 
     @classmethod
     def settled(cls, window: float, misses: set[tuple[int, int]]) -> L2Pass:
@@ -135,6 +163,11 @@ class L2Pass:
         p.misses = misses
         p.recording = False
         return p
+
+    def store(self, key: tuple, now: float) -> bool:
+        """A write in the recording pass (the chip L2 is not touched): whether it rewrites a
+        tile still dirty, as `L2Cache.store` will answer in the timed pass."""
+        return _rewrite(self.dirty, key, now, self.window)
 
     def settle(self) -> None:
         """Mark the misses: per tile, the first access of each residency period. Accesses tied

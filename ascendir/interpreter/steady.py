@@ -209,7 +209,9 @@ class SteadyLoop:
                     if q[6]:
                         l2p.read(l2, key, t, F.block, F.t0)
                     elif F.sem_on:
-                        l2.write(key, t)
+                        l2.store(key, t)
+                    elif l2p is not None:
+                        l2p.store(key, t)
                     if launch is not None:
                         launch.append((key, t))
                     if log is not None:
