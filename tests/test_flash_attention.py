@@ -79,6 +79,13 @@ CASES = {
     "decode_1_query_gqa_d128": (1, 4, 2, 1, 300, 128, 128, False, None),
     "decode_1_query_causal_d64": (2, 4, 1, 1, 333, 64, 64, True, None),
     "decode_padding_mask_d32": (2, 2, 2, 1, 200, 32, 32, False, (2, 1, 1, 200)),
+    # g = 3 heads of 5 rows = 15 stacked rows: AIV 0 takes 8 (head 0, head 1 rows 0-2), AIV 1
+    # takes 7 (head 1 rows 3-4, head 2): segments cross a head, per-head causal + full mask
+    "gqa_3q_odd_rows_split_causal_mask": (1, 3, 1, 5, 37, 32, 32, True, (1, 3, 5, 37)),
+    # g = 3, a last row block of 21 - 16 = 5 valid rows out of 16 (dynamic row count per AIV)
+    "gqa_3q_tail_rows_causal": (1, 3, 1, 21, 50, 16, 16, True, None),
+    # decode g = 3: 3 rows over two AIVs (2 + 1)
+    "decode_gqa_3q": (1, 3, 1, 1, 70, 32, 32, False, None),
 }
 
 
@@ -263,3 +270,51 @@ def test_causal_triangle_constant_is_built_from_bytes(monkeypatch) -> None:
     consts = [op for op in module.walk() if isinstance(op, nn.ConstantOp) and op.result.type.element_type == i1]
     assert len(consts) == 1
     np.testing.assert_array_equal(constant_value(consts[0]), tri)
+
+
+def test_two_aivs_share_the_rows_of_each_item() -> None:
+    """On 910B the rows of an item are split over the group's two AIVs (S1/S2: 1 AIC + 2 AIV):
+    ceil(m/2) and the rest, both AIVs equally busy for even m, one AIV for a single row."""
+    from ascendir.lowering.flash_attention import _segments, aiv_rows
+
+    assert aiv_rows(15, 2) == [(0, 8), (8, 7)]
+    assert [(s.h, s.a, s.n, s.lo) for s in _segments(8, 7, 5, 3)] == [(1, 3, 2, 0), (2, 0, 5, 2)]
+    module = compile_attention(attention_ir(1, 1, 1, 256, 512, 64, 64, False, dt="f16"), "ascend910b2")
+    rep = _bytes(module, {})["kernels"][0]
+    busy = rep["pipe_busy_by_unit"]
+    assert busy["aiv.V"] == pytest.approx(busy["aiv1.V"]) and busy["aiv.V"] > 0
+    assert busy["aiv1.MTE2"] > 0 and busy["aiv1.MTE3"] > 0
+    # one row (decode, g = 1): one AIV only
+    one = compile_attention(attention_ir(1, 2, 2, 1, 512, 64, 64, False, dt="f16"), "ascend910b2")
+    assert not any("subblock" in o.attributes for k in kernels(one) for o in k.walk())
+    assert "aiv1.V" not in _bytes(one, {})["kernels"][0]["pipe_busy_by_unit"]
+
+
+def test_each_aiv_has_its_own_ub() -> None:
+    """UB capacity is per AIV: 2 x 120 KiB fits when the buffers belong to different AIVs of the
+    group, not when both belong to one (192 KiB each, S1)."""
+    from ascendir.errors import AscendirError
+    from ascendir.interpreter.testing import parse
+
+    ub = "memref<30720xf32, #ascend<space ub>>"
+
+    def kernel(sub: int) -> str:
+        attr = f"{{subblock = {sub} : i64}} " if sub else ""
+        return f"""builtin.module {{
+  ascend.kernel @k() attributes {{block_dim = 1 : i64, core_type = "mix"}} {{
+    %a = ascend.alloc : {ub}
+    %b = ascend.alloc {attr}: {ub}
+    ascend.vdup %a {{scalar = 1.0 : f64}} : {ub}
+    ascend.vdup %b {attr[:-2] + ", scalar = 1.0 : f64}" if sub else "{scalar = 1.0 : f64}"} : {ub}
+    ascend.return
+  }}
+  func.func @main() {{
+    ascend.launch @k() : 
+    func.return
+  }}
+}}"""
+
+    rep = simulate(parse(kernel(1)), None, {}, load_target("ascend910b2"), timing_only=True).report
+    assert rep["kernels"][0]["pipe_busy_by_unit"]["aiv1.V"] > 0
+    with pytest.raises(AscendirError, match="ub buffers need"):
+        simulate(parse(kernel(0)), None, {}, load_target("ascend910b2"), timing_only=True)

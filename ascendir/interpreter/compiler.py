@@ -189,6 +189,8 @@ class Compiler:
         cache: dict = {}
         name = op.name
         nunits = k.nunits
+        sub_attr = op.attributes.get("subblock")  # kernel.SUBBLOCK_ATTR (AIV 1 of the group)
+        sub = sub_attr.value.data if sub_attr is not None else 0
         all_mem = all(mem)
         A = F.A
         mem_slots = [i for i, m_ in zip(ins, mem) if m_]
@@ -199,7 +201,7 @@ class Compiler:
                 raise AscendirError(f"{name} in kernel @{k.name}: negative or NaN duration ({c.cycles}, {c.latency}) from its cost function")
             if c.pipe not in PIPE_INDEX:
                 raise AscendirError(f"{name}: cost function returned unknown pipe {c.pipe!r}")
-            unit = unit_of(c.pipe, c.unit, nunits)
+            unit = unit_of(c.pipe, c.unit, nunits, sub)
             items = tuple((LEVELS.index(lv), float(b)) for lv, b in c.bytes.items() if b)
             return (unit * NPIPES + PIPE_INDEX[c.pipe], unit * NPIPES, float(c.cycles), float(c.latency), items, float(c.flops))
 
@@ -788,15 +790,17 @@ class Compiler:
         return run
 
 
-def unit_of(pipe: str, unit: str | None, nunits: int) -> int:
+def unit_of(pipe: str, unit: str | None, nunits: int, sub: int = 0) -> int:
+    """Unit index of an op: 0 = AIC (or the only unit), 1 = AIV 0, 2 = AIV 1 (`sub`, the op's
+    SUBBLOCK_ATTR, moves AIV work to the group's second AIV)."""
     if nunits == 1:
         return 0
     if unit is not None:
-        return 0 if unit == "aic" else 1
+        return 0 if unit == "aic" else 1 + sub
     if pipe in AIC_PIPES:
         return 0
     if pipe in AIV_PIPES or pipe == "MTE3":
-        return 1
+        return 1 + sub
     return 0
 
 

@@ -39,9 +39,16 @@ as CANN's FlashAttentionScore does with its workspace and CrossCoreSetFlag/WaitF
 carry an explicit `units` attribute (interpreter/kernel.py) because MTE2 and MTE3 exist on both
 units. Software pipelining: program order per block is softmax(j), S(j+1), PV(j), update(j), so
 the Cube computes the next score tile while the vector unit works on the current one (CANN's FA
-likewise issues the next bmm1 before the current bmm2). Approximations: one AIV stream per AIC
-(real A2 kernels split the rows over the two AIVs of a group), the workspace is one slot per
-stage (each guarded by a WAR flag).
+likewise issues the next bmm1 before the current bmm2). The workspace is one slot per stage
+(each guarded by a WAR flag); it is rewritten in place every block, so it stays dirty in L2 and
+FixPipe writes it at the L0C -> L2 rate (interpreter/l2.py).
+
+Two AIVs per item (910B: a group is 1 AIC + 2 AIV, S1 aiv_per_aic, S2 KERNEL_TYPE_MIX_AIC_1_2;
+CANN's A2 FA kernels split the rows of a block between them): AIV 0 takes the first ceil(M/2)
+stacked rows, AIV 1 the rest (ops tagged `subblock = 1`, each AIV with its own UB, statistics
+and queues). A row range may cut through a head (odd g): the masks and the output stores work
+per head segment (`_Seg`). The AIC writes S and O once and signals both AIVs; it reads P when
+both wrote their rows. One AIV only for a single stacked row, and on coupled cores.
 
 910A (dav-c100, coupled core): the same loop on one core: L0C → UB by the vector pipe, P back
 to L1 through UB → L1 (MTE3), no GM workspace. Its cube has f16 only (S1).
@@ -59,18 +66,19 @@ keeps resident fits, capacities from the target TOML (910B: L1 512 KiB, L0A/L0B 
 
     L1   Q [Mp, Dp] + K [Bc, Dp] + V [Bc, Dvp] + P [Mp, Bc]          (input dtype)
     L0A  Q [Mp, Dp] + P [Mp, Bc];  L0B Kᵀ [Dp, Bc] + V [Bc, Dvp];  L0C S [Mp, Bc] + O [Mp, Dvp] fp32
-    UB   s [M, Bc] fp32 + p [M, Bc] + O_j, acc [M, Dv] fp32 (+ out [M, Dv] when not fp32)
+    UB   s [Mu, Bc] fp32 + p [Mu, Bc] + O_j, acc [Mu, Dv] fp32 (+ out [Mu, Dv] when not fp32)
          + mask tile (+ its fp32 copy) + 5 row statistics + causal index helpers
 
-with M = g·Br, Mp = M rounded up to 16 (mmad M), Dp/Dvp = D/Dv rounded up to 16. Single slots
+with M = g·Br, Mp = M rounded up to 16 (mmad M), Dp/Dvp = D/Dv rounded up to 16, Mu = the rows
+of one AIV (ceil(M/2) on 910B, M on coupled cores). Single slots
 (no ping-pong within a stage): the overlap comes from the Cube / vector pipeline above. Larger Br
 cuts K/V re-reads (every row block streams all of K and V once), larger Bc amortizes the fixed
 cost of each vector instruction (S4 fits, ~20-35 cycles per call).
 
-Resulting choices (f16): D = 128 → Br = 64, Bc = 128 on 910B2 and 910A (UB holds s, p, O_j,
-acc, out and the fold buffer for 64 rows; L0B holds Kᵀ and V only up to Bc = 128); D = 64 → Br =
-64, Bc = 256; GQA g = 4, D = 128 → Br = 16 (M = 64), Bc = 128; decode (1 query, g = 4, 4096
-keys, 8 K/V heads) → M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
+Resulting choices (f16): D = 128 → Br = 128, Bc = 128 on 910B2 (each AIV's UB holds 64 rows;
+L0B holds Kᵀ and V only up to Bc = 128, L0C S and O of 128 rows), Br = 64 on 910A (one vector
+unit's UB); D = 64 or 32 → Br = 64, Bc = 256; decode (1 query, g = 4, 4096 keys, 8 K/V heads)
+→ M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
 """
 
 from __future__ import annotations
@@ -137,19 +145,28 @@ def _aligned(target: HardwareConfig, space: str, nbytes: int) -> int:
     return round_up(max(nbytes, 1), target.align.get(space, 32))
 
 
+def aiv_count(target: HardwareConfig, m: int) -> int:
+    """Vector cores sharing the rows of an item: the group's two AIVs on 910B (S1 aiv_per_aic,
+    S2 KERNEL_TYPE_MIX_AIC_1_2; CANN's A2 FA kernels split the rows of a block between them),
+    one when there is a single row or the core is coupled (910A, 310P)."""
+    return 2 if target.split and target.aiv_per_aic >= 2 and m >= 2 else 1
+
+
 def _fits(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool, causal_helpers: bool) -> bool:
-    """Whether one item's resident buffers fit every on-chip space (see the module docstring)."""
+    """Whether one item's resident buffers fit every on-chip space (see the module docstring);
+    UB holds the rows of one AIV (ceil(m / 2) when the group's two AIVs share the item)."""
     m = g * br
     mp, dp, dvp = round_up(m, 16), round_up(d, 16), round_up(dv, 16)
+    mu = aiv_rows(m, aiv_count(target, m))[0][1]
 
     def total(space: str, sizes: list[int]) -> bool:
         return sum(_aligned(target, space, n) for n in sizes) <= target.capacity(space)
 
-    ub = [m * bc * 4, m * bc * es, m * dv * 4, m * dv * 4] + [m * 4] * 6
+    ub = [mu * bc * 4, mu * bc * es, mu * dv * 4, mu * dv * 4] + [mu * 4] * 6
     if _folds(bc):
-        ub.append(m * (bc // 2) * 4)
+        ub.append(mu * (bc // 2) * 4)
     if es != 4:
-        ub.append(m * dv * es)
+        ub.append(mu * dv * es)
     if mask_elems:
         ub.append(mask_elems * es)
         if wide_mask:
@@ -333,6 +350,43 @@ def lower_flash_attention(ctx: LoweringContext, op: nn.FusedOp, operands: list[S
     return [_FlashKernel(ctx, att, q, k, v, mask).emit()]
 
 
+@dataclass(frozen=True)
+class _Seg:
+    """Rows of one query head inside an AIV's share of the stacked tile: head `h`, rows a .. a+n-1
+    of that head, at row `lo` of the AIV's buffers."""
+
+    h: int
+    a: int
+    n: int
+    lo: int
+
+
+def aiv_rows(m: int, nsub: int) -> list[tuple[int, int]]:
+    """(first stacked row, rows) of each AIV: the first takes ceil(m / 2) when two share an item."""
+    if nsub == 1:
+        return [(0, m)]
+    n0 = ceil_div(m, 2)
+    return [(0, n0), (n0, m - n0)]
+
+
+def _segments(r0: int, n: int, br: int, g: int) -> list[_Seg]:
+    out = []
+    for h in range(g):
+        lo, hi = max(r0, h * br), min(r0 + n, (h + 1) * br)
+        if lo < hi:
+            out.append(_Seg(h, lo - h * br, hi - lo, lo - r0))
+    return out
+
+
+class _Aiv:
+    """One vector core's share of every item: stacked rows r0 .. r0+n-1, its own UB buffers,
+    running statistics and queues (see `_FlashKernel._aiv_buffers`)."""
+
+    def __init__(self, sub: int, r0: int, n: int, segs: list[_Seg]):
+        self.sub, self.r0, self.n, self.segs = sub, r0, n, segs
+        self.name = "aiv1" if sub else "aiv"  # the unit in flag `units` attributes
+
+
 class _FlashKernel:
     """Builds the kernel(s) of one attention; see the module docstring for the structure."""
 
@@ -357,6 +411,8 @@ class _FlashKernel:
         except ValueError as e:
             raise ctx.error(str(e)) from None
         self.off = self.skv - self.sq  # query i sees keys j <= i + off (aligned to the last query)
+        nsub = aiv_count(ctx.target, self.t.m)
+        self.aivs = [_Aiv(i, r0, n, _segments(r0, n, self.t.br, self.t.g)) for i, (r0, n) in enumerate(aiv_rows(self.t.m, nsub))]
 
     # ------------------------------------------------------------------------------------------
     def emit(self) -> SSAValue:
@@ -406,7 +462,7 @@ class _FlashKernel:
     # ------------------------------------------------------------------------------------------
     def _buffers(self) -> None:
         kb, t, el = self.kb, self.t, self.el
-        L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
+        L1, L0A, L0B, L0C = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C
         self.q_l1 = kb.alloc([t.mp, t.dp], el, L1)
         self.k_l1 = kb.alloc([t.bc, t.dp], el, L1)
         self.v_l1 = kb.alloc([t.bc, t.dvp], el, L1)
@@ -417,56 +473,76 @@ class _FlashKernel:
         self.v_l0b = kb.alloc([t.bc, t.dvp], el, L0B)
         self.s_l0c = kb.alloc([t.mp, t.bc], f32, L0C)
         self.o_l0c = kb.alloc([t.mp, t.dvp], f32, L0C)
-        m, dv = t.m, self.dv
-        self.s_ub = kb.alloc([m, t.bc], f32, UB)
-        self.p_ub = kb.alloc([m, t.bc], el, UB)
-        self.o_ub = kb.alloc([m, dv], f32, UB)
-        self.acc = kb.alloc([m, dv], f32, UB)
-        self.out_ub = kb.alloc([m, dv], el, UB) if el != f32 else self.acc
-        self.m_old, self.m_new, self.l, self.alpha, self.alpha_prev, self.rowsum = (kb.alloc([m, 1], f32, UB) for _ in range(6))
-        self.red = kb.alloc([m, t.bc // 2], f32, UB) if _folds(t.bc) else None
-        if self.mask is not None:
-            _, mh, ms, mk = self.mask4
-            self.mrows = t.br if ms > 1 else 1
-            self.mcols = t.bc if mk > 1 else 1
-            self.mheads = t.g if mh > 1 else 1
-            self.mask_ub = kb.alloc([self.mheads * self.mrows, self.mcols], el, UB)
-            self.mask32 = kb.alloc([self.mheads * self.mrows, self.mcols], f32, UB) if el != f32 else self.mask_ub
         self.helpers = self.causal or self.skv % t.bc != 0
-        if self.helpers:
-            self.cmp = kb.alloc([t.br if self.causal else 1, t.bc], i1, UB)
-            self.colidx = kb.alloc([1, t.bc], f32, UB)
-            self.rowidx = kb.alloc([t.br, 1], f32, UB)
-            rowraw = kb.alloc([1, t.br], f32, UB)
-            self.lowest = kb.alloc([1, 1], f32, UB)
-            self.zero = kb.alloc([1, 1], f32, UB)
-            # constant helpers, written once per core before the item loop
-            kb.emit(ascend.VarangeOp(kb.const(0), rowraw))
-            kb.emit(ascend.VtransposeOp(rowraw, self.rowidx, [1, 0]))
-            kb.emit(ascend.VdupOp(self.lowest, LOWEST))
-            kb.emit(ascend.VdupOp(self.zero, 0.0))
+        for a in self.aivs:
+            with kb.on_subblock(a.sub):
+                self._aiv_buffers(a)
 
         s = self.sync = _Sync(kb, self.split)
-        AIC, AIV = "aic->aic", "aiv->aiv"
+        AIC = "aic->aic"
         M2, M1, M, FIX, V, M3 = Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.V, Pipe.MTE3
         self.q_q1, self.q_q0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
         self.q_k1, self.q_k0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
         self.q_v1, self.q_v0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
         self.q_p0 = s.queue(M1, M, AIC)
-        self.q_out = s.queue(V, M3, AIV)
-        self.q_p = s.queue(V, M3, AIV)
         if self.split:
             self.q_p1 = s.queue(M2, M1, AIC)
             self.q_sc, self.q_oc = s.queue(M, FIX, AIC), s.queue(M, FIX, AIC)
-            self.q_ws_s = s.queue(FIX, M2, "aic->aiv")
-            self.q_ws_o = s.queue(FIX, M2, "aic->aiv")
-            self.q_ws_p = s.queue(M3, M2, "aiv->aic")
-            self.q_s, self.q_o = s.queue(M2, V, AIV), s.queue(M2, V, AIV)
         else:  # coupled core: L0C -> UB on the vector pipe, UB -> L1 on MTE3
             self.q_sc, self.q_oc = s.queue(M, V, AIC), s.queue(M, V, AIC)
             self.q_p1 = s.queue(M3, M1, AIC)
+        for a in self.aivs:
+            u = f"{a.name}->{a.name}"
+            with kb.on_subblock(a.sub):
+                a.q_out = s.queue(V, M3, u)
+                a.q_p = s.queue(V, M3, u)
+                if self.split:
+                    a.q_ws_s = s.queue(FIX, M2, f"aic->{a.name}")
+                    a.q_ws_o = s.queue(FIX, M2, f"aic->{a.name}")
+                    a.q_ws_p = s.queue(M3, M2, f"{a.name}->aic")
+                    a.q_s, a.q_o = s.queue(M2, V, u), s.queue(M2, V, u)
+                if self.mask is not None:
+                    a.q_mask = s.queue(M2, V, u)
+
+    def _aiv_buffers(self, a: _Aiv) -> None:
+        """UB of one vector core for its n rows (each AIV of a 910B group has its own 192 KiB)."""
+        kb, t, el, UB = self.kb, self.t, self.el, MemSpace.UB
+        n, dv = a.n, self.dv
+        a.s_ub = kb.alloc([n, t.bc], f32, UB)
+        a.p_ub = kb.alloc([n, t.bc], el, UB)
+        a.o_ub = kb.alloc([n, dv], f32, UB)
+        a.acc = kb.alloc([n, dv], f32, UB)
+        a.out_ub = kb.alloc([n, dv], el, UB) if el != f32 else a.acc
+        a.m_old, a.m_new, a.l, a.alpha, a.alpha_prev, a.rowsum = (kb.alloc([n, 1], f32, UB) for _ in range(6))
+        a.red = kb.alloc([n, t.bc // 2], f32, UB) if _folds(t.bc) else None
         if self.mask is not None:
-            self.q_mask = s.queue(M2, V, AIV)
+            _, mh, ms, mk = self.mask4
+            a.mcols = t.bc if mk > 1 else 1
+            # mask rows laid out like the score rows (ms > 1), one row per head segment (ms = 1,
+            # mh > 1), or one row for every row (ms = mh = 1)
+            a.mrows = n if ms > 1 else len(a.segs) if mh > 1 else 1
+            a.mask_ub = kb.alloc([a.mrows, a.mcols], el, UB)
+            a.mask32 = kb.alloc([a.mrows, a.mcols], f32, UB) if el != f32 else a.mask_ub
+        if self.helpers:
+            rows = max(s.n for s in a.segs) if self.causal else 1
+            a.cmp = kb.alloc([rows, t.bc], i1, UB)
+            a.colidx = kb.alloc([1, t.bc], f32, UB)
+            a.rowidx = kb.alloc([t.br, 1], f32, UB)
+            rowraw = kb.alloc([1, t.br], f32, UB)
+            a.lowest = kb.alloc([1, 1], f32, UB)
+            a.zero = kb.alloc([1, 1], f32, UB)
+            # constant helpers, written once per core before the item loop
+            kb.emit(ascend.VarangeOp(kb.const(0), rowraw))
+            kb.emit(ascend.VtransposeOp(rowraw, a.rowidx, [1, 0]))
+            kb.emit(ascend.VdupOp(a.lowest, LOWEST))
+            kb.emit(ascend.VdupOp(a.zero, 0.0))
+
+    def _each_aiv(self, fn: Callable[[_Aiv], None]) -> None:
+        """fn(a) for every vector core, its ops tagged with its sub-block (program order: AIV 0's
+        part, then AIV 1's; they run concurrently, each on its own pipes)."""
+        for a in self.aivs:
+            with self.kb.on_subblock(a.sub):
+                fn(a)
 
     # ------------------------------------------------------------------------------------------
     def _item(self, w: SSAValue, nrb: int) -> None:
@@ -497,14 +573,14 @@ class _FlashKernel:
         last = kb.sub(jh, 1)
         if not (isinstance(jl, int) and isinstance(last, int) and last <= jl):
             with kb.loop(jl, last, 1) as j:
-                self._softmax(j)
-                self._when(j, jl, "sgt", lambda: self._update(kb.sub(j, 1), self.alpha_prev))
+                self._each_aiv(lambda a: self._softmax(a, j))
+                self._each_aiv(lambda a: self._when(j, jl, "sgt", lambda: self._update(a, a.alpha_prev)))
                 self._s_stage(kb.add(j, 1))
                 self._pv(j)
-        self._softmax(last)
-        self._when(last, jl, "sgt", lambda: self._update(kb.sub(last, 1), self.alpha_prev))
+        self._each_aiv(lambda a: self._softmax(a, last))
+        self._each_aiv(lambda a: self._when(last, jl, "sgt", lambda: self._update(a, a.alpha_prev)))
         self._pv(last)
-        self._update(last, self.alpha)
+        self._each_aiv(lambda a: self._update(a, a.alpha))
         self._finish_item()
 
     def _q_row(self, h: int) -> Index:
@@ -514,6 +590,16 @@ class _FlashKernel:
     def _kv_row(self, kv0: Index) -> Index:
         kb = self.kb
         return kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hkv), self.kh), self.skv), kv0)
+
+    def _valid_rows(self, seg: _Seg, fn: Callable[[Index], None]) -> None:
+        """fn(rows) with the rows of `seg` that exist in this item (min(n, qsz - a)); nothing when
+        the item's last row block ends before the segment."""
+        kb = self.kb
+        if isinstance(self.qsz, int):
+            if self.qsz > seg.a:
+                fn(min(seg.n, self.qsz - seg.a))
+            return
+        self._when(self.qsz, seg.a, "sgt", lambda: fn(kb.min(seg.n, kb.sub(self.qsz, seg.a))))
 
     def _init_item(self) -> None:
         kb, t = self.kb, self.t
@@ -527,14 +613,18 @@ class _FlashKernel:
         kb.copy(self.q_l1, self.q_l0a)
         self.q_q1.release()
         self.q_q0.handoff()
-        # AIV: running statistics (the previous item's output store must be done: q_out)
-        self.q_out.acquire()
-        kb.emit(ascend.VdupOp(self.m_old, LOWEST))
-        kb.emit(ascend.VdupOp(self.l, 0.0))
-        kb.emit(ascend.VdupOp(self.acc, 0.0))
+
+        def stats(a: _Aiv) -> None:
+            # running statistics (the previous item's output store must be done: q_out)
+            a.q_out.acquire()
+            kb.emit(ascend.VdupOp(a.m_old, LOWEST))
+            kb.emit(ascend.VdupOp(a.l, 0.0))
+            kb.emit(ascend.VdupOp(a.acc, 0.0))
+
+        self._each_aiv(stats)
 
     def _s_stage(self, j: Index) -> None:
-        """AIC: S_j = Q · K_jᵀ into L0C, then out of L0C (GM workspace on 910B)."""
+        """AIC: S_j = Q · K_jᵀ into L0C, then out of L0C (GM workspace on 910B, read by each AIV)."""
         kb, t = self.kb, self.t
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
@@ -551,60 +641,64 @@ class _FlashKernel:
         self.q_sc.enque()
         if self.split:
             self.q_sc.deque()
-            self.q_ws_s.acquire()
+            for a in self.aivs:  # both AIVs have read the previous S
+                a.q_ws_s.acquire()
             kb.copy(self.s_l0c, kb.subview(self.ws_s, [self.ws_row, 0], [t.m, t.bc]), layout="nz2nd")
             self.q_sc.release()
-            self.q_ws_s.enque()
+            for a in self.aivs:
+                a.q_ws_s.enque()
 
-    def _softmax(self, j: Index) -> None:
-        """Vector: scale, mask, online softmax of block j; P to the cube."""
+    def _softmax(self, a: _Aiv, j: Index) -> None:
+        """Vector (one AIV, its rows): scale, mask, online softmax of block j; P to the cube."""
         kb, t = self.kb, self.t
-        s = self.s_ub
+        s = a.s_ub
         if self.split:
-            self.q_ws_s.deque()
-            self.q_s.acquire()
-            kb.copy(kb.subview(self.ws_s, [self.ws_row, 0], [t.m, t.bc]), s)
-            self.q_ws_s.release()
-            self.q_s.handoff()
+            a.q_ws_s.deque()
+            a.q_s.acquire()
+            kb.copy(kb.subview(self.ws_s, [kb.add(self.ws_row, a.r0), 0], [a.n, t.bc]), s)
+            a.q_ws_s.release()
+            a.q_s.handoff()
         else:
             self.q_sc.deque()
-            kb.copy(self.s_l0c, s)  # L0C -> UB (vector pipe, coupled core)
+            kb.copy(self.s_l0c if a.n == t.mp else kb.subview(self.s_l0c, [a.r0, 0], [a.n, t.bc]), s)  # L0C -> UB (vector pipe)
             self.q_sc.release()
         kb.emit(_v("vmuls")(s, s, self.scale))
         kv0 = kb.mul(j, t.bc)
         if self.mask is not None:
-            self._add_mask(kv0)
+            self._add_mask(a, kv0)
         if self.helpers:  # causal, or a last partial block
-            self._when(j, self.n_full, "sge", lambda: self._mask_block(kv0))
-        self._row_reduce("max", s, self.rowsum)
-        kb.emit(_v("vmax")(self.m_old, self.rowsum, self.m_new))
-        kb.emit(_v("vsub")(s, self.m_new, s))
-        self.q_p.acquire()
+            self._when(j, self.n_full, "sge", lambda: self._mask_block(a, kv0))
+        self._row_reduce(a, "max", s, a.rowsum)
+        kb.emit(_v("vmax")(a.m_old, a.rowsum, a.m_new))
+        kb.emit(_v("vsub")(s, a.m_new, s))
+        a.q_p.acquire()
         if self.el == f32:
-            kb.emit(_v("vexp")(s, self.p_ub))
-            self._row_reduce("sum", self.p_ub, self.rowsum)
+            kb.emit(_v("vexp")(s, a.p_ub))
+            self._row_reduce(a, "sum", a.p_ub, a.rowsum)
         else:
             kb.emit(_v("vexp")(s, s))
-            kb.emit(ascend.VcastOp(s, self.p_ub))
-            self._row_reduce("sum", s, self.rowsum)
+            kb.emit(ascend.VcastOp(s, a.p_ub))
+            self._row_reduce(a, "sum", s, a.rowsum)
         if self.split:
-            self.q_s.release()
-        kb.emit(_v("vcopy")(self.alpha, self.alpha_prev))  # α_{j-1}, for the deferred update(j-1)
-        kb.emit(_v("vsub")(self.m_old, self.m_new, self.alpha))
-        kb.emit(_v("vexp")(self.alpha, self.alpha))
-        kb.emit(_v("vmul")(self.l, self.alpha, self.l))
-        kb.emit(_v("vadd")(self.l, self.rowsum, self.l))
-        kb.emit(_v("vcopy")(self.m_new, self.m_old))
-        self.q_p.handoff()
+            a.q_s.release()
+        kb.emit(_v("vcopy")(a.alpha, a.alpha_prev))  # α_{j-1}, for the deferred update(j-1)
+        kb.emit(_v("vsub")(a.m_old, a.m_new, a.alpha))
+        kb.emit(_v("vexp")(a.alpha, a.alpha))
+        kb.emit(_v("vmul")(a.l, a.alpha, a.l))
+        kb.emit(_v("vadd")(a.l, a.rowsum, a.l))
+        kb.emit(_v("vcopy")(a.m_new, a.m_old))
+        a.q_p.handoff()
         if self.split:
-            self.q_ws_p.acquire()
-            kb.copy(self.p_ub, kb.subview(self.ws_p, [self.ws_row, 0], [t.m, t.bc]))
-            self.q_ws_p.enque()
+            a.q_ws_p.acquire()
+            kb.copy(a.p_ub, kb.subview(self.ws_p, [kb.add(self.ws_row, a.r0), 0], [a.n, t.bc]))
+            a.q_ws_p.enque()
         else:
-            self.q_p1.acquire()
-            kb.copy(self.p_ub, self.p_l1)  # UB -> L1 (MTE3, coupled core)
-            self.q_p1.enque()
-        self.q_p.release()
+            if a.sub == 0:
+                self.q_p1.acquire()
+            kb.copy(a.p_ub, self.p_l1 if a.n == t.mp else kb.subview(self.p_l1, [a.r0, 0], [a.n, t.bc]))  # UB -> L1 (MTE3, coupled)
+            if a is self.aivs[-1]:
+                self.q_p1.enque()
+        a.q_p.release()
 
     def _when(self, a: Index, b: Index, pred: str, fn: Callable[[], None]) -> None:
         """fn() when `a pred b` ("sge" or "sgt"), decided in Python when both are static, else
@@ -617,8 +711,8 @@ class _FlashKernel:
         cond = kb.emit(arith.CmpiOp(kb.idx(a), kb.idx(b), pred)).results[0]
         kb.if_else(cond, fn, lambda: None)
 
-    def _row_reduce(self, kind: str, src: SSAValue, dst: SSAValue) -> None:
-        """dst [M, 1] = row max / sum of src [M, Bc] (fp32). Wide rows are first folded in halves
+    def _row_reduce(self, a: _Aiv, kind: str, src: SSAValue, dst: SSAValue) -> None:
+        """dst [n, 1] = row max / sum of src [n, Bc] (fp32). Wide rows are first folded in halves
         with element-wise vmax / vadd (one 256-B repeat per 64 fp32, S5) down to one repeat per
         row, then one WholeReduce (S4 fit: ~0.11 cycle per fp32 element) finishes: the way
         CANN's softmax kernels avoid WholeReduce over the whole row."""
@@ -627,58 +721,73 @@ class _FlashKernel:
         width, cur = t.bc, src
         while width % 2 == 0 and width // 2 >= REPEAT_F32:
             h = width // 2
-            a = kb.subview(cur, [0, 0], [t.m, h])
-            b = kb.subview(cur, [0, h], [t.m, h])
-            out = kb.subview(self.red, [0, 0], [t.m, h])
-            kb.emit(_v(fold)(a, b, out))
-            width, cur = h, self.red
-        kb.emit(_v(whole)(kb.subview(cur, [0, 0], [t.m, width]), dst))
+            x = kb.subview(cur, [0, 0], [a.n, h])
+            y = kb.subview(cur, [0, h], [a.n, h])
+            out = kb.subview(a.red, [0, 0], [a.n, h])
+            kb.emit(_v(fold)(x, y, out))
+            width, cur = h, a.red
+        kb.emit(_v(whole)(kb.subview(cur, [0, 0], [a.n, width]), dst))
 
-    def _heads(self) -> list[SSAValue]:
-        """The per-head [Br, Bc] row slices of the score tile."""
-        kb, t = self.kb, self.t
-        if t.g == 1:
-            return [self.s_ub]
-        return [kb.subview(self.s_ub, [h * t.br, 0], [t.br, t.bc]) for h in range(t.g)]
+    def _rows(self, buf: SSAValue, lo: int, n: int, full: int) -> SSAValue:
+        """Rows lo .. lo+n-1 of a [full, *] buffer (the buffer itself when that is all of it)."""
+        if lo == 0 and n == full:
+            return buf
+        cols = buf.type.get_shape()[1]
+        return self.kb.subview(buf, [lo, 0], [n, cols])
 
-    def _add_mask(self, kv0: Index) -> None:
+    def _add_mask(self, a: _Aiv, kv0: Index) -> None:
         kb, t = self.kb, self.t
         mb, mh, ms, mk = self.mask4
         ksz = kb.boundary(t.bc, self.skv, kv0) if mk > 1 else 1
         col = kv0 if mk > 1 else 0
-        rows = self.qsz if ms > 1 else 1
-        self.q_mask.acquire()
-        for h in range(self.mheads):
-            head = kb.add(kb.mul(self.kh, t.g), h) if mh > 1 else 0
-            row = kb.add(kb.mul(kb.add(kb.mul(self.bb if mb > 1 else 0, mh), head), ms), self.q0 if ms > 1 else 0)
-            dst = kb.subview(self.mask_ub, [h * self.mrows, 0], [self.mrows, self.mcols])
-            kb.copy(kb.subview(self.gmask, [row, col], [rows, ksz]), dst)
-        self.q_mask.handoff()
-        if self.mask32 is not self.mask_ub:
-            kb.emit(ascend.VcastOp(self.mask_ub, self.mask32))
-        if self.mheads == 1 and self.mrows == 1:
-            kb.emit(_v("vadd")(self.s_ub, self.mask32, self.s_ub))  # one row for every head
-        else:
-            for h, sh in enumerate(self._heads()):
-                mt = self.mask32 if self.mheads == 1 else kb.subview(self.mask32, [h * self.mrows, 0], [self.mrows, self.mcols])
-                kb.emit(_v("vadd")(sh, mt, sh))
-        self.q_mask.release()
+        a.q_mask.acquire()
 
-    def _mask_block(self, kv0: Index) -> None:
+        def src_row(seg: _Seg) -> Index:
+            head = kb.add(kb.mul(self.kh, t.g), seg.h) if mh > 1 else 0
+            return kb.add(kb.mul(kb.add(kb.mul(self.bb if mb > 1 else 0, mh), head), ms), kb.add(self.q0, seg.a) if ms > 1 else 0)
+
+        if ms > 1:  # the segment's rows, at the score rows they add to
+            for seg in a.segs:
+                self._valid_rows(seg, lambda rows, seg=seg: kb.copy(
+                    kb.subview(self.gmask, [src_row(seg), col], [rows, ksz]),
+                    self._rows(a.mask_ub, seg.lo, seg.n, a.mrows)))
+        elif mh > 1:  # one row per head segment
+            for i, seg in enumerate(a.segs):
+                kb.copy(kb.subview(self.gmask, [src_row(seg), col], [1, ksz]), self._rows(a.mask_ub, i, 1, a.mrows))
+        else:
+            kb.copy(kb.subview(self.gmask, [src_row(a.segs[0]), col], [1, ksz]), a.mask_ub)
+        a.q_mask.handoff()
+        if a.mask32 is not a.mask_ub:
+            kb.emit(ascend.VcastOp(a.mask_ub, a.mask32))
+        if ms == 1 and mh == 1:
+            kb.emit(_v("vadd")(a.s_ub, a.mask32, a.s_ub))  # one row for every row
+        else:
+            for i, seg in enumerate(a.segs):
+                sh = self._rows(a.s_ub, seg.lo, seg.n, a.n)
+                mt = self._rows(a.mask32, seg.lo, seg.n, a.mrows) if ms > 1 else self._rows(a.mask32, i, 1, a.mrows)
+                kb.emit(_v("vadd")(sh, mt, sh))
+        a.q_mask.release()
+
+    def _mask_block(self, a: _Aiv, kv0: Index) -> None:
         """Write the lowest float where key kv0 + c is invisible: above the diagonal (causal) or
         past Skv (the zero-padded columns of a last partial block)."""
         kb = self.kb
         if self.causal:
-            # masked iff kv0 + c > q0 + r + off  <=>  c + (kv0 - q0 - off) > r
-            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, kb.add(self.q0, self.off))), self.colidx))
-            kb.emit(ascend.VcmpOp("gt", self.colidx, self.rowidx, self.cmp))
-            for sh in self._heads():
-                kb.emit(ascend.VselOp(self.cmp, self.lowest, sh, sh))
+            # masked iff kv0 + c > q0 + r + off  <=>  c + (kv0 - q0 - off) > r  (r: row in its head)
+            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, kb.add(self.q0, self.off))), a.colidx))
+            done: dict[tuple[int, int], SSAValue] = {}
+            for seg in a.segs:
+                cmp = done.get((seg.a, seg.n))
+                if cmp is None:
+                    cmp = done[(seg.a, seg.n)] = self._rows(a.cmp, 0, seg.n, a.cmp.type.get_shape()[0])
+                    kb.emit(ascend.VcmpOp("gt", a.colidx, self._rows(a.rowidx, seg.a, seg.n, self.t.br), cmp))
+                sh = self._rows(a.s_ub, seg.lo, seg.n, a.n)
+                kb.emit(ascend.VselOp(cmp, a.lowest, sh, sh))
         else:
             # masked iff kv0 + c >= Skv
-            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, self.skv)), self.colidx))
-            kb.emit(ascend.VcmpOp("ge", self.colidx, self.zero, self.cmp))
-            kb.emit(ascend.VselOp(self.cmp, self.lowest, self.s_ub, self.s_ub))
+            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, self.skv)), a.colidx))
+            kb.emit(ascend.VcmpOp("ge", a.colidx, a.zero, a.cmp))
+            kb.emit(ascend.VselOp(a.cmp, a.lowest, a.s_ub, a.s_ub))
 
     def _pv(self, j: Index) -> None:
         """AIC: O_j = P · V_j into L0C, then out of L0C."""
@@ -693,10 +802,12 @@ class _FlashKernel:
         self.q_v1.release()
         self.q_v0.handoff()
         if self.split:
-            self.q_ws_p.deque()
+            for a in self.aivs:  # every AIV wrote its rows of P
+                a.q_ws_p.deque()
             self.q_p1.acquire()
             kb.copy(kb.subview(self.ws_p, [self.ws_row, 0], [t.m, t.bc]), self.p_l1, layout="nd2nz")
-            self.q_ws_p.release()
+            for a in self.aivs:
+                a.q_ws_p.release()
             self.q_p1.handoff()
         else:
             self.q_p1.deque()
@@ -711,29 +822,33 @@ class _FlashKernel:
         self.q_oc.enque()
         if self.split:
             self.q_oc.deque()
-            self.q_ws_o.acquire()
+            for a in self.aivs:
+                a.q_ws_o.acquire()
             kb.copy(self.o_l0c, kb.subview(self.ws_o, [self.ws_row, 0], [t.m, self.dv]), layout="nz2nd")
             self.q_oc.release()
-            self.q_ws_o.enque()
+            for a in self.aivs:
+                a.q_ws_o.enque()
 
-    def _update(self, j: Index, alpha: SSAValue) -> None:
+    def _update(self, a: _Aiv, alpha: SSAValue) -> None:
         """Vector: acc = α_j·acc + O_j (α_j is `alpha_prev` when softmax(j+1) already ran)."""
         kb, t = self.kb, self.t
-        o = self.o_ub
+        o = a.o_ub
         if self.split:
-            self.q_ws_o.deque()
-            self.q_o.acquire()
-            kb.copy(kb.subview(self.ws_o, [self.ws_row, 0], [t.m, self.dv]), o)
-            self.q_ws_o.release()
-            self.q_o.handoff()
+            a.q_ws_o.deque()
+            a.q_o.acquire()
+            kb.copy(kb.subview(self.ws_o, [kb.add(self.ws_row, a.r0), 0], [a.n, self.dv]), o)
+            a.q_ws_o.release()
+            a.q_o.handoff()
         else:
-            self.q_oc.deque()
-            kb.copy(self.o_l0c, o)  # L0C -> UB (vector pipe)
-            self.q_oc.release()
-        kb.emit(_v("vmul")(self.acc, alpha, self.acc))
-        kb.emit(_v("vadd")(self.acc, o, self.acc))
+            if a.sub == 0:
+                self.q_oc.deque()
+            kb.copy(self.o_l0c if a.n == t.mp else kb.subview(self.o_l0c, [a.r0, 0], [a.n, t.dvp]), o)  # L0C -> UB (vector pipe)
+            if a is self.aivs[-1]:
+                self.q_oc.release()
+        kb.emit(_v("vmul")(a.acc, alpha, a.acc))
+        kb.emit(_v("vadd")(a.acc, o, a.acc))
         if self.split:
-            self.q_o.release()
+            a.q_o.release()
 
     def _finish_item(self) -> None:
         kb, t = self.kb, self.t
@@ -741,20 +856,30 @@ class _FlashKernel:
         if t.nsplit > 1:
             # partial (acc, m, l) of this KV split, for the combine kernel
             row = kb.mul(kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hkv), self.kh), t.nsplit), self.sp), t.m)
-            self.q_out.handoff()
-            kb.copy(self.acc, kb.subview(self.gacc, [row, 0], [t.m, self.dv]))
-            kb.copy(self.m_old, kb.subview(self.gm_, [row, 0], [t.m, 1]))
-            kb.copy(self.l, kb.subview(self.gl, [row, 0], [t.m, 1]))
-            self.q_out.release()
+
+            def partial(a: _Aiv) -> None:
+                r = kb.add(row, a.r0)
+                a.q_out.handoff()
+                kb.copy(a.acc, kb.subview(self.gacc, [r, 0], [a.n, self.dv]))
+                kb.copy(a.m_old, kb.subview(self.gm_, [r, 0], [a.n, 1]))
+                kb.copy(a.l, kb.subview(self.gl, [r, 0], [a.n, 1]))
+                a.q_out.release()
+
+            self._each_aiv(partial)
             return
-        kb.emit(_v("vdiv")(self.acc, self.l, self.acc))
-        if self.out_ub is not self.acc:
-            kb.emit(ascend.VcastOp(self.acc, self.out_ub))
-        self.q_out.handoff()
-        for h in range(t.g):
-            src = kb.subview(self.out_ub, [h * t.br, 0], [t.br, self.dv]) if t.g > 1 else self.out_ub
-            kb.copy(src, kb.subview(self.gout, [self._q_row(h), 0], [self.qsz, self.dv]))
-        self.q_out.release()
+
+        def store(a: _Aiv) -> None:
+            kb.emit(_v("vdiv")(a.acc, a.l, a.acc))
+            if a.out_ub is not a.acc:
+                kb.emit(ascend.VcastOp(a.acc, a.out_ub))
+            a.q_out.handoff()
+            for seg in a.segs:
+                src = self._rows(a.out_ub, seg.lo, seg.n, a.n)
+                self._valid_rows(seg, lambda rows, seg=seg, src=src: kb.copy(
+                    src, kb.subview(self.gout, [kb.add(self._q_row(seg.h), seg.a), 0], [rows, self.dv])))
+            a.q_out.release()
+
+        self._each_aiv(store)
 
 
 def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, fk: _FlashKernel) -> None:
