@@ -318,3 +318,17 @@ def test_each_aiv_has_its_own_ub() -> None:
     assert rep["kernels"][0]["pipe_busy_by_unit"]["aiv1.V"] > 0
     with pytest.raises(AscendirError, match="ub buffers need"):
         simulate(parse(kernel(0)), None, {}, load_target("ascend910b2"), timing_only=True)
+
+
+def test_score_preload_ring_keeps_the_vector_cores_fed(monkeypatch) -> None:
+    """With a 2-slot workspace ring per stage the cube issues S(j+2) before PV(j) (CANN's bmm1
+    preload; S17 PR #112 QK_PRELOAD = 2): the vector cores wait less than with one slot, and the
+    numerics are those of the one-slot kernel (checked against run_nn in the CASES above)."""
+    import ascendir.lowering.flash_attention as fa
+
+    text = attention_ir(1, 1, 1, 512, 4096, 128, 128, False, dt="f16")
+    two = _bytes(compile_attention(text, "ascend910b2"), {})["kernels"][0]
+    monkeypatch.setattr(fa, "PRELOAD", 1)
+    one = _bytes(compile_attention(text, "ascend910b2"), {})["kernels"][0]
+    assert two["cycles"] < 0.95 * one["cycles"]
+    assert two["pipe_utilization"]["V"] > one["pipe_utilization"]["V"]

@@ -37,11 +37,15 @@ buffer, so S (fp32), P (input dtype) and O_j (fp32) cross through a per-core GM 
 stays in L2), with flag hand-offs between the AIC's FixPipe / MTE2 and the AIV's MTE2 / MTE3 —
 as CANN's FlashAttentionScore does with its workspace and CrossCoreSetFlag/WaitFlag. The flags
 carry an explicit `units` attribute (interpreter/kernel.py) because MTE2 and MTE3 exist on both
-units. Software pipelining: program order per block is softmax(j), S(j+1), PV(j), update(j), so
-the Cube computes the next score tile while the vector unit works on the current one (CANN's FA
-likewise issues the next bmm1 before the current bmm2). The workspace is one slot per stage
-(each guarded by a WAR flag); it is rewritten in place every block, so it stays dirty in L2 and
-FixPipe writes it at the L0C -> L2 rate (interpreter/l2.py).
+units. Software pipelining: program order per block is softmax(j), update(j-1), S(j+2), PV(j),
+so the Cube computes the next score tiles while the vector cores work on the current one (CANN's
+FA likewise issues the next bmm1s before the current bmm2; S17 PR #112's kernel preloads 2,
+pto-isa's 4: PRELOAD = 2 measured best here). Each stage's workspace is therefore a ring of
+PRELOAD slots (block j in slot j mod PRELOAD), guarded by counting flags primed PRELOAD times
+(CrossCoreSetFlag counts up to 16 pending sets, S2). The rings are rewritten in place every few
+blocks, so they stay dirty in L2 and FixPipe writes them at the L0C -> L2 rate
+(interpreter/l2.py). The 910A path keeps one slot (its S stays in L0C until the vector unit
+copies it).
 
 Two AIVs per item (910B: a group is 1 AIC + 2 AIV, S1 aiv_per_aic, S2 KERNEL_TYPE_MIX_AIC_1_2;
 CANN's A2 FA kernels split the rows of a block between them): AIV 0 takes the first ceil(M/2)
@@ -106,6 +110,9 @@ BR_CANDIDATES = (128, 64, 32, 16)
 BC_CANDIDATES = (512, 256, 128, 64, 32, 16)
 # Bc = 512 only when the stacked rows are few (decode): the vector tile stays small.
 WIDE_BC_MAX_ROWS = 16
+# Score tiles the cube computes ahead of the vector cores on 910B (workspace ring slots per
+# stage): S17 PR #112's PTO-DSL kernel uses QK_PRELOAD = 2 (pto-isa's reference kernel 4).
+PRELOAD = 2
 # Stacked query rows per item beyond which Br is not grown (L0C / UB pressure; 128 = CANN's s1 base).
 MAX_ROWS = 128
 # fp32 elements in one 256-B vector repeat (S2 vector general parameters).
@@ -270,7 +277,8 @@ class _Sync:
         primed `slots` times here (kernel entry) and drained by `drain`. More than one slot only
         across units (AIC <-> AIV): cross-core flags count pending sets (up to 16, S2
         CrossCoreSetFlag), intra-core event flags do not."""
-        assert slots == 1 or units in ("aic->aiv", "aiv->aic")
+        src, dst = units.split("->")
+        assert slots == 1 or src != dst  # cross-unit only (the AIVs are "aiv" and "aiv1")
         q = _Q(self, producer, consumer, self.kb.event(producer, consumer), self.kb.event(consumer, producer), units, slots)
         for _ in range(slots):
             q.release()
@@ -411,6 +419,9 @@ class _FlashKernel:
         except ValueError as e:
             raise ctx.error(str(e)) from None
         self.off = self.skv - self.sq  # query i sees keys j <= i + off (aligned to the last query)
+        # score tiles the cube runs ahead of the vector cores (workspace ring slots per stage);
+        # a coupled core keeps S in its one L0C slot until the vector unit has read it: 1
+        self.depth = PRELOAD if self.split else 1
         nsub = aiv_count(ctx.target, self.t.m)
         self.aivs = [_Aiv(i, r0, n, _segments(r0, n, self.t.br, self.t.g)) for i, (r0, n) in enumerate(aiv_rows(self.t.m, nsub))]
 
@@ -432,12 +443,9 @@ class _FlashKernel:
             args += partial
         else:
             args.append(ctx.view(out, [b * hq * sq, dv]))
-        if self.split:  # per-core GM workspace of the AIC <-> AIV hand-offs (stays in L2)
-            args += [
-                ctx.buffer([block_dim * t.m, t.bc], f32),
-                ctx.buffer([block_dim * t.m, t.bc], self.el),
-                ctx.buffer([block_dim * t.m, dv], f32),
-            ]
+        if self.split:  # per-core GM workspace rings of the AIC <-> AIV hand-offs (stay in L2)
+            rows = block_dim * t.m * self.depth
+            args += [ctx.buffer([rows, t.bc], f32), ctx.buffer([rows, t.bc], self.el), ctx.buffer([rows, dv], f32)]
         core = CoreType.MIX if self.split else CoreType.AIC
         kb = KernelBuilder(ctx, ctx.name("flash_attention"), [a.type for a in args], core, block_dim, ctx.current)
         self.kb = kb
@@ -497,9 +505,9 @@ class _FlashKernel:
                 a.q_out = s.queue(V, M3, u)
                 a.q_p = s.queue(V, M3, u)
                 if self.split:
-                    a.q_ws_s = s.queue(FIX, M2, f"aic->{a.name}")
-                    a.q_ws_o = s.queue(FIX, M2, f"aic->{a.name}")
-                    a.q_ws_p = s.queue(M3, M2, f"{a.name}->aic")
+                    a.q_ws_s = s.queue(FIX, M2, f"aic->{a.name}", self.depth)
+                    a.q_ws_o = s.queue(FIX, M2, f"aic->{a.name}", self.depth)
+                    a.q_ws_p = s.queue(M3, M2, f"{a.name}->aic", self.depth)
                     a.q_s, a.q_o = s.queue(M2, V, u), s.queue(M2, V, u)
                 if self.mask is not None:
                     a.q_mask = s.queue(M2, V, u)
@@ -565,23 +573,33 @@ class _FlashKernel:
             jh = kb.min(kb.add(jl, t.per), nj)
         else:
             jl, jh = 0, nj
-        self.ws_row = kb.mul(kb.block_idx, t.m)
+        self.ws_row = kb.mul(kb.block_idx, t.m * self.depth)
         self._init_item()
-        # Software pipeline (program order = numerics; the pipes overlap in time): the vector
-        # unit's softmax(j) runs while the cube finishes PV(j-1), whose update comes after it.
-        self._s_stage(jl)
+        # Software pipeline (program order = numerics; the pipes overlap in time): the cube runs
+        # `depth` score tiles ahead (S(j+depth) is issued before PV(j), CANN's bmm1 preload), so
+        # the vector cores' softmax(j) overlaps the cube's S(j+1..) and PV(j-1), whose update
+        # comes after it.
+        self._s_stage(jl)  # every item has at least one visible block
+        for k in range(1, self.depth):
+            self._when(jh, kb.add(jl, k), "sgt", lambda k=k: self._s_stage(kb.add(jl, k)))
         last = kb.sub(jh, 1)
         if not (isinstance(jl, int) and isinstance(last, int) and last <= jl):
             with kb.loop(jl, last, 1) as j:
                 self._each_aiv(lambda a: self._softmax(a, j))
-                self._each_aiv(lambda a: self._when(j, jl, "sgt", lambda: self._update(a, a.alpha_prev)))
-                self._s_stage(kb.add(j, 1))
+                self._each_aiv(lambda a: self._when(j, jl, "sgt", lambda: self._update(a, kb.sub(j, 1), a.alpha_prev)))
+                nxt = kb.add(j, self.depth)
+                self._when(jh, nxt, "sgt", lambda: self._s_stage(nxt))
                 self._pv(j)
         self._each_aiv(lambda a: self._softmax(a, last))
-        self._each_aiv(lambda a: self._when(last, jl, "sgt", lambda: self._update(a, a.alpha_prev)))
+        self._each_aiv(lambda a: self._when(last, jl, "sgt", lambda: self._update(a, kb.sub(last, 1), a.alpha_prev)))
         self._pv(last)
-        self._each_aiv(lambda a: self._update(a, a.alpha))
+        self._each_aiv(lambda a: self._update(a, last, a.alpha))
         self._finish_item()
+
+    def _slot(self, j: Index) -> Index:
+        """First workspace row of block j's ring slot on this core."""
+        kb = self.kb
+        return kb.add(self.ws_row, kb.mul(kb.rem(j, self.depth), self.t.m)) if self.depth > 1 else self.ws_row
 
     def _q_row(self, h: int) -> Index:
         kb = self.kb
@@ -643,7 +661,7 @@ class _FlashKernel:
             self.q_sc.deque()
             for a in self.aivs:  # both AIVs have read the previous S
                 a.q_ws_s.acquire()
-            kb.copy(self.s_l0c, kb.subview(self.ws_s, [self.ws_row, 0], [t.m, t.bc]), layout="nz2nd")
+            kb.copy(self.s_l0c, kb.subview(self.ws_s, [self._slot(j), 0], [t.m, t.bc]), layout="nz2nd")
             self.q_sc.release()
             for a in self.aivs:
                 a.q_ws_s.enque()
@@ -655,7 +673,7 @@ class _FlashKernel:
         if self.split:
             a.q_ws_s.deque()
             a.q_s.acquire()
-            kb.copy(kb.subview(self.ws_s, [kb.add(self.ws_row, a.r0), 0], [a.n, t.bc]), s)
+            kb.copy(kb.subview(self.ws_s, [kb.add(self._slot(j), a.r0), 0], [a.n, t.bc]), s)
             a.q_ws_s.release()
             a.q_s.handoff()
         else:
@@ -690,7 +708,7 @@ class _FlashKernel:
         a.q_p.handoff()
         if self.split:
             a.q_ws_p.acquire()
-            kb.copy(a.p_ub, kb.subview(self.ws_p, [kb.add(self.ws_row, a.r0), 0], [a.n, t.bc]))
+            kb.copy(a.p_ub, kb.subview(self.ws_p, [kb.add(self._slot(j), a.r0), 0], [a.n, t.bc]))
             a.q_ws_p.enque()
         else:
             if a.sub == 0:
@@ -805,7 +823,7 @@ class _FlashKernel:
             for a in self.aivs:  # every AIV wrote its rows of P
                 a.q_ws_p.deque()
             self.q_p1.acquire()
-            kb.copy(kb.subview(self.ws_p, [self.ws_row, 0], [t.m, t.bc]), self.p_l1, layout="nd2nz")
+            kb.copy(kb.subview(self.ws_p, [self._slot(j), 0], [t.m, t.bc]), self.p_l1, layout="nd2nz")
             for a in self.aivs:
                 a.q_ws_p.release()
             self.q_p1.handoff()
@@ -824,19 +842,19 @@ class _FlashKernel:
             self.q_oc.deque()
             for a in self.aivs:
                 a.q_ws_o.acquire()
-            kb.copy(self.o_l0c, kb.subview(self.ws_o, [self.ws_row, 0], [t.m, self.dv]), layout="nz2nd")
+            kb.copy(self.o_l0c, kb.subview(self.ws_o, [self._slot(j), 0], [t.m, self.dv]), layout="nz2nd")
             self.q_oc.release()
             for a in self.aivs:
                 a.q_ws_o.enque()
 
-    def _update(self, a: _Aiv, alpha: SSAValue) -> None:
+    def _update(self, a: _Aiv, j: Index, alpha: SSAValue) -> None:
         """Vector: acc = α_j·acc + O_j (α_j is `alpha_prev` when softmax(j+1) already ran)."""
         kb, t = self.kb, self.t
         o = a.o_ub
         if self.split:
             a.q_ws_o.deque()
             a.q_o.acquire()
-            kb.copy(kb.subview(self.ws_o, [kb.add(self.ws_row, a.r0), 0], [a.n, self.dv]), o)
+            kb.copy(kb.subview(self.ws_o, [kb.add(self._slot(j), a.r0), 0], [a.n, self.dv]), o)
             a.q_ws_o.release()
             a.q_o.handoff()
         else:
