@@ -5,7 +5,8 @@
 // head, 40 tokens, f16). 910B: one mix kernel; the two
 // heads are stacked along M (96 = 2 x 48 rows) so K and V are loaded once for both; K^T comes
 // from a transposing L1 -> L0B load; S, P and O cross AIC <-> AIV through a per-core GM
-// workspace with unit-tagged flags; the diagonal block is masked with varange / vcmp / vsel.
+// workspace with unit-tagged flags; the group's two AIVs take 48 rows (one head) each, AIV 1's
+// ops tagged subblock = 1; the diagonal block is masked with varange / vcmp / vsel.
 // The [S, S] scores never get a GM buffer.
 // CHECK:       ascend.kernel @flash_attention_0({{.*}}) attributes {block_dim = 1 : i64, core_type = "mix"}
 // CHECK:         ascend.varange
@@ -15,12 +16,17 @@
 // CHECK:         ascend.copy %{{.*}}, %{{.*}} {layout = "nz2nd"} : memref<96x48xf32, #ascend<space l0c>>, memref<96x48xf32, {{.*}}#ascend<space gm>>
 // CHECK-NEXT:    ascend.set_flag FIX -> M
 // CHECK-NEXT:    ascend.set_flag FIX -> MTE2, {{[0-9]}} {units = "aic->aiv"}
+// CHECK-NEXT:    ascend.set_flag FIX -> MTE2, {{[0-9]}} {units = "aic->aiv1"
 // CHECK:         ascend.vcmp "gt"
-// CHECK:         ascend.vsel
 // CHECK:         ascend.vsel
 // CHECK:         ascend.vreduce_max
 // CHECK:         ascend.vexp
 // CHECK:         ascend.set_flag MTE3 -> MTE2, {{[0-9]}} {units = "aiv->aic"}
+// CHECK:         ascend.vcmp "gt"{{.*}}subblock = 1
+// CHECK:         ascend.vsel{{.*}}subblock = 1
+// CHECK:         ascend.vreduce_max{{.*}}subblock = 1
+// CHECK:         ascend.vexp{{.*}}subblock = 1
+// CHECK:         ascend.set_flag MTE3 -> MTE2, {{[0-9]}} {units = "aiv1->aic", subblock = 1 : i64}
 // CHECK:         ascend.mmad %{{.*}}, %{{.*}}, %{{.*}} {init = 1 : i64} : memref<96x48xf16, #ascend<space l0a>>, memref<48x32xf16, #ascend<space l0b>>, memref<96x32xf32, #ascend<space l0c>>
 // CHECK:         ascend.vdiv
 // CHECK:       func.func @main
