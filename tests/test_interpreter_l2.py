@@ -152,3 +152,31 @@ def test_rewriting_a_dirty_tile_stays_in_l2():
     # the floor differ here; FixPipe's L0C -> L2 (86) vs L0C -> GM (32) is covered by the FA tests
     assert HW.rates["ub_to_l2"] == HW.rates["ub_to_gm"]
     assert HW.rates["l0c_to_l2"] > HW.rates["l0c_to_gm"]
+
+
+def test_fixpipe_rewrite_runs_at_the_l2_write_rate():
+    """FixPipe (L0C -> GM) writing a tile it wrote before, still dirty in L2: L0C -> L2 rate
+    (86 B/cycle [S4] = [S1] l2_write_rate) instead of L0C -> GM (32 [S4]), hit latency."""
+    g, c = _gm((64, 64)), "memref<64x64xf32, #ascend<space l0c>>"
+
+    def ir(n: int) -> str:
+        copies = "\n".join(f"    ascend.copy %c, %y : {c}, {g}" for _ in range(n))
+        return f"""
+builtin.module {{
+  ascend.kernel @k(%y: {g}) attributes {{block_dim = 1 : i64, core_type = "aic"}} {{
+    %c = ascend.alloc : {c}
+{copies}
+    ascend.return
+  }}
+  func.func @main(%y: {g} {{onnx.name = "y"}}) -> ({g} {{onnx.name = "y"}}) {{
+    ascend.launch @k(%y) : {g}
+    func.return %y : {g}
+  }}
+}}
+"""
+
+    y = np.zeros((64, 64), np.float32)
+    busy = [simulate(parse(ir(n)), None, {"y": y}, HW, timing_only=True).report["kernels"][0]["pipe_busy"]["FIX"] for n in (1, 2)]
+    nbytes = 64 * 64 * 4
+    assert busy[0] == pytest.approx(HW.startup["fix"] + nbytes / HW.rates["l0c_to_gm"])
+    assert busy[1] - busy[0] == pytest.approx(HW.startup["fix"] + nbytes / HW.rates["l0c_to_l2"])
