@@ -212,31 +212,28 @@ def mmad(op: ascend.MmadOp, env: CostEnv) -> CostFn:
     return run
 
 
+def vector_cycles(target: HardwareConfig, name: str, n: int, wide: float, passes: int = 1) -> float:
+    """V-pipe cycles of vector op `name` over n elements whose widest operand has `wide` bytes
+    per element (the table of the module docstring; also used by analytic tilings)."""
+    entry = target.vector.op(name)
+    if entry.kind == "fit":
+        k = entry.k16 if wide <= 2 else entry.k32
+        return passes * k * n + entry.b
+    rep = target.vector.repeat_bytes
+    bpc = entry.bpc16 if wide <= 2 else entry.bpc
+    return passes * math.ceil(n * wide / rep) * (rep / bpc) + entry.latency + target.startup["vector"]
+
+
 def vector(op: Operation, env: CostEnv) -> CostFn:
     name = op.name.split(".", 1)[1]
-    entry = env.target.vector.op(name)
-    rep = env.target.vector.repeat_bytes
-    head = env.target.startup["vector"]
-
+    t = env.target
     # element types the unit has no instruction for run as several passes (emulation.py)
     passes = vector_passes(op)
 
-    if entry.kind == "fit":
-
-        def run(*vals: np.ndarray) -> OpCost:
-            n = max(v.size for v in vals)
-            wide = max(bits(v.dtype) for v in vals) / 8
-            k = entry.k16 if wide <= 2 else entry.k32
-            return OpCost("V", passes * k * n + entry.b, 0.0, {"ub": _ub_bytes(vals[-1])}, 0.0, "aiv")
-
-    else:
-
-        def run(*vals: np.ndarray) -> OpCost:
-            n = max(v.size for v in vals)
-            wide = max(bits(v.dtype) for v in vals) / 8
-            bpc = entry.bpc16 if wide <= 2 else entry.bpc
-            cyc = passes * math.ceil(n * wide / rep) * (rep / bpc) + entry.latency + head
-            return OpCost("V", cyc, 0.0, {"ub": _ub_bytes(vals[-1])}, 0.0, "aiv")
+    def run(*vals: np.ndarray) -> OpCost:
+        n = max(v.size for v in vals)
+        wide = max(bits(v.dtype) for v in vals) / 8
+        return OpCost("V", vector_cycles(t, name, n, wide, passes), 0.0, {"ub": _ub_bytes(vals[-1])}, 0.0, "aiv")
 
     return run
 

@@ -64,9 +64,11 @@ l_s. CANN's IFA combines in the same kernel after a SyncAll; a second launch cos
 launch more here.
 
 Tile sizes (`choose_flash_tiling`): Br ∈ {128, 64, 32, 16} (or Sq when Sq < 16), Bc ∈ {512 (only
-for ≤ 16 stacked rows), 256, 128, 64, 32, 16}, the largest g·Br·Bc such that everything the item
-keeps resident fits, capacities from the target TOML (910B: L1 512 KiB, L0A/L0B 64 KiB, L0C
-128 KiB, UB 192 KiB; 910A: L1 1 MiB, L0C 256 KiB, UB 256 KiB — S1 platform ini):
+for ≤ 16 stacked rows), 256, 128, 64, 32, 16}: of the tiles whose resident buffers fit (below),
+the one with the fewest cycles by `estimate_cycles` (the interpreter's cost tables applied per
+KV block, analytically: at most 24 candidates, ~1 ms). Capacities from the target TOML (910B: L1
+512 KiB, L0A/L0B 64 KiB, L0C 128 KiB, UB 192 KiB; 910A: L1 1 MiB, L0C 256 KiB, UB 256 KiB — S1
+platform ini):
 
     L1   Q [Mp, Dp] + K [Bc, Dp] + V [Bc, Dvp] + P [Mp, Bc]          (input dtype)
     L0A  Q [Mp, Dp] + P [Mp, Bc];  L0B Kᵀ [Dp, Bc] + V [Bc, Dvp];  L0C S [Mp, Bc] + O [Mp, Dvp] fp32
@@ -79,9 +81,11 @@ of one AIV (ceil(M/2) on 910B, M on coupled cores). Single slots
 cuts K/V re-reads (every row block streams all of K and V once), larger Bc amortizes the fixed
 cost of each vector instruction (S4 fits, ~20-35 cycles per call).
 
-Resulting choices (f16): D = 128 → Br = 128, Bc = 128 on 910B2 (each AIV's UB holds 64 rows;
-L0B holds Kᵀ and V only up to Bc = 128, L0C S and O of 128 rows), Br = 64 on 910A (one vector
-unit's UB); D = 64 or 32 → Br = 64, Bc = 256; decode (1 query, g = 4, 4096 keys, 8 K/V heads)
+Resulting choices (f16, 910B2): with enough row blocks for the 24 cores the largest tile that
+fits, D = 128 → Br = 128, Bc = 128 (each AIV's UB holds 64 rows; L0B holds Kᵀ and V only up to
+Bc = 128, L0C S and O of 128 rows; Br = 64 on 910A, one vector unit's UB), D = 64 → Br = 64, Bc =
+256; with few rows smaller Br to occupy more cores (one head of 512 queries, D 128: Br = 32;
+V13's 2048 queries, D 32: Br = 32, Bc = 256); decode (1 query, g = 4, 4096 keys, 8 K/V heads)
 → M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
 """
 
@@ -211,8 +215,9 @@ def choose_flash_tiling(
         el: element type of q, k, v.
         mask_shape: the additive mask padded to rank 4 ([B|1, Hq|1, Sq|1, Skv|1]), or None.
 
-    Returns the tiling with the largest g·Br·Bc that fits (ties: larger Bc); see the module
-    docstring for what must fit where.
+    Returns the fitting tiling (see the module docstring for what must fit where) with the
+    fewest estimated cycles (`estimate_cycles`, the interpreter's cost tables applied
+    analytically; ties: larger g·Br·Bc, then larger Bc).
 
     Raises:
         ValueError: when not even Br = Bc = 16 fits (e.g. a head dim of several thousand).
@@ -221,7 +226,7 @@ def choose_flash_tiling(
     rsq, rskv = round_up(sq, 16), round_up(skv, 16)
     brs = [sq] if sq < 16 else sorted({min(b, rsq) for b in BR_CANDIDATES}, reverse=True)
     bcs = sorted({min(b, rskv) for b in BC_CANDIDATES}, reverse=True)
-    best: tuple[int, int, int] | None = None
+    best: tuple[float, int, int, FlashTiling] | None = None
     for br in brs:
         if g * br > MAX_ROWS and br != brs[-1]:
             continue
@@ -233,25 +238,100 @@ def choose_flash_tiling(
                 _, mh, ms, mk = mask_shape
                 mask_elems = (g if mh > 1 else 1) * (br if ms > 1 else 1) * (bc if mk > 1 else 1)
             helpers = causal or skv % bc != 0
-            if _fits(target, br, bc, g, d, dv, es, mask_elems, es != 4, helpers):
-                score = (g * br * bc, bc)
-                if best is None or score > best[:2]:
-                    best = (*score, br)
-                break  # smaller Bc for this Br only scores lower
+            if not _fits(target, br, bc, g, d, dv, es, mask_elems, es != 4, helpers):
+                continue
+            t = _with_split(target, FlashTiling(br, bc, g, g * br, round_up(g * br, 16), round_up(d, 16), round_up(dv, 16)), batch * hkv, sq, skv)
+            cyc = estimate_cycles(target, t, batch=batch, hkv=hkv, sq=sq, skv=skv, d=d, dv=dv, es=es, causal=causal)
+            if best is None or (cyc, -g * br * bc, -bc) < (best[0], -best[1], -best[2]):
+                best = (cyc, g * br * bc, bc, t)
     if best is None:
         raise ValueError(f"no flash-attention tile fits {target.name} for D = {d}, Dv = {dv}, g = {g}")
-    bc, br = best[1], best[2]
-    m = g * br
-    tiling = FlashTiling(br, bc, g, m, round_up(m, 16), round_up(d, 16), round_up(dv, 16))
-    items = batch * hkv * ceil_div(sq, br)
-    nkv = ceil_div(skv, bc)
-    if ceil_div(sq, br) == 1 and items < target.num_aic and nkv >= 2 * MIN_BLOCKS_PER_SPLIT:
+    return best[3]
+
+
+def _with_split(target: HardwareConfig, t: FlashTiling, heads: int, sq: int, skv: int) -> FlashTiling:
+    """`t` with its KV split (decode: one row block and fewer items than cores)."""
+    items = heads * ceil_div(sq, t.br)
+    nkv = ceil_div(skv, t.bc)
+    if ceil_div(sq, t.br) == 1 and items < target.num_aic and nkv >= 2 * MIN_BLOCKS_PER_SPLIT:
         nsplit = min(ceil_div(target.num_aic, items), nkv // MIN_BLOCKS_PER_SPLIT)
         per = ceil_div(nkv, nsplit)
         nsplit = ceil_div(nkv, per)
         if nsplit > 1:
-            return FlashTiling(tiling.br, bc, g, m, tiling.mp, tiling.dp, tiling.dvp, nsplit, per)
-    return tiling
+            return FlashTiling(t.br, t.bc, t.g, t.m, t.mp, t.dp, t.dvp, nsplit, per)
+    return t
+
+
+def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: int, sq: int, skv: int, d: int, dv: int, es: int, causal: bool) -> float:
+    """Analytic cycles of the flash kernel with tiling `t` (ranking tilings; no simulation).
+
+    Per KV block, each pipe's occupancy from the target's cost tables (mmad fractals, DMA rates
+    and start-ups, vector op costs via cost.vector_cycles on one AIV's rows); the pipes overlap
+    (the software pipeline), so a block costs the busiest pipe. A core runs the blocks of its
+    items (block-cyclic over min(cores, items), causal blocks above the diagonal skipped, KV
+    splits), plus per item the Q load and the output store; the chip-wide L2 traffic of all
+    blocks at l2_bw_over_hbm × HBM [S8] is a floor. Mask and causal-diagonal vector work are left
+    out (the same for every tiling to first order).
+    """
+    from ascendir.interpreter.cost import vector_cycles
+
+    r, st, cube = target.rates, target.startup, target.cube
+    m, mp, dp, dvp, bc = t.m, t.mp, t.dp, t.dvp, t.bc
+    n = aiv_rows(m, aiv_count(target, m))[0][1]
+    nrb = ceil_div(sq, t.br)
+    items = batch * hkv * nrb * t.nsplit
+    cores = min(target.num_aic, items)
+    kpc = cube.k_per_cycle.get({2: "f16", 4: "f32"}.get(es, "f16"), 16)
+
+    def mmad(a: int, b: int, k: int) -> float:
+        return ceil_div(a, 16) * ceil_div(b, 16) * ceil_div(k, kpc) + cube.mmad_startup
+
+    l2 = min(r["l2_to_l1"], target.hbm_bytes_per_cycle / cores * target.memory.l2_bw_over_hbm)
+    pipes = [
+        mmad(mp, bc, dp) + mmad(mp, dvp, bc),
+        (bc * (dp + dvp) * es) / r["l1_to_l0b"] + mp * bc * es / r["l1_to_l0a"] + 3 * st["mte1"],
+    ]
+    vec = vector_cycles(target, "vmuls", n * bc, 4) + vector_cycles(target, "vsub", n * bc, 4) + vector_cycles(target, "vexp", n * bc, 4)
+    if es != 4:
+        vec += vector_cycles(target, "vcast", n * bc, 4)
+    width = bc
+    while width % 2 == 0 and width // 2 >= REPEAT_F32:
+        width //= 2
+        vec += vector_cycles(target, "vmax", n * width, 4) + vector_cycles(target, "vadd", n * width, 4)
+    vec += vector_cycles(target, "vreduce_max", n * width, 4) + vector_cycles(target, "vreduce_sum", n * width, 4)
+    for op in ("vmax", "vcopy", "vsub", "vexp", "vmul", "vadd", "vcopy"):
+        vec += vector_cycles(target, op, n, 4)
+    vec += vector_cycles(target, "vmul", n * dv, 4) + vector_cycles(target, "vadd", n * dv, 4)
+    if target.split:
+        pipes.append((bc * (dp + dvp) + mp * bc) * es / l2 + 3 * st["mte2_nd2nz"])  # AIC MTE2: K, V, P
+        pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + 2 * st["fix"])
+        pipes.append((n * bc + n * dv) * 4 / min(r["l2_to_ub"], l2) + 2 * st["mte2"])  # AIV MTE2: S, O
+        pipes.append(n * bc * es / r["ub_to_l2"] + st["mte3"])  # AIV MTE3: P
+        blk_bytes = bc * (d + dv) * es + 2 * m * bc * (4 + es) + 2 * m * dv * 4
+    else:  # coupled: L0C -> UB on the vector pipe, P through UB -> L1
+        pipes.append(bc * (dp + dvp) * es / l2 + 2 * st["mte2_nd2nz"])
+        vec += (mp * bc + mp * dvp) * 4 / r["l0c_to_ub"] + 2 * st["vector"]
+        pipes.append(n * bc * es / r["ub_to_l1"] + st["mte3"])
+        blk_bytes = bc * (d + dv) * es
+    per_block = max(*pipes, vec)
+    per_item = m * dp * es / min(r["gm_to_l1"], target.hbm_bytes_per_cycle / cores) + t.g * st["mte2_nd2nz"] + m * dv * es / r["ub_to_gm"]
+
+    # visible KV blocks of every item (w = ((b·Hkv + h)·nrb + i)·nsplit + s), summed per core
+    nkv = ceil_div(skv, bc)
+    q0 = np.arange(nrb) * t.br
+    nj = np.full(nrb, nkv)
+    if causal:
+        qsz = np.minimum(t.br, sq - q0)
+        nj = np.clip((q0 + qsz + (skv - sq) - 1) // bc + 1, 1, nkv)
+    if t.nsplit > 1:
+        lo = np.arange(t.nsplit) * t.per
+        per_item_blocks = np.clip(np.minimum(lo[None, :] + t.per, nj[:, None]) - lo[None, :], 1, None).ravel()
+    else:
+        per_item_blocks = nj
+    blocks = np.tile(per_item_blocks, batch * hkv)
+    per_core = np.bincount(np.arange(items) % cores, weights=blocks * per_block + per_item)
+    floor = blocks.sum() * blk_bytes / (target.hbm_bytes_per_cycle * target.memory.l2_bw_over_hbm)
+    return float(max(per_core.max(), floor))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -581,6 +661,8 @@ class _FlashKernel:
         # comes after it.
         self._s_stage(jl)  # every item has at least one visible block
         for k in range(1, self.depth):
+            if isinstance(jl, int) and jl + k >= nkv:
+                continue  # past the last block for every item (jh <= nkv): never runs
             self._when(jh, kb.add(jl, k), "sgt", lambda k=k: self._s_stage(kb.add(jl, k)))
         last = kb.sub(jh, 1)
         if not (isinstance(jl, int) and isinstance(last, int) and last <= jl):
