@@ -226,7 +226,7 @@ def test_corpus_end_to_end_with_flash(name: str) -> None:
 
 
 @pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
-@pytest.mark.parametrize("case", ["causal_d128_multiblock", "gqa_padding_mask", "decode_1_query_gqa_d128", "noncausal_d128_multiblock_tail"])
+@pytest.mark.parametrize("case", ["causal_d128_multiblock", "gqa_padding_mask", "decode_1_query_gqa_d128", "noncausal_d128_multiblock_tail", "gqa_3q_tail_rows_causal"])
 def test_every_set_flag_is_waited_for_exactly_once(case: str, target: str) -> None:
     """The software-pipelined KV loop carries hand-offs from one iteration to the next (PV(j)'s
     O tile is consumed after softmax(j+1)), so the per-body static check of

@@ -670,7 +670,10 @@ class _FlashKernel:
                 self._each_aiv(lambda a: self._softmax(a, j))
                 self._each_aiv(lambda a: self._when(j, jl, "sgt", lambda: self._update(a, kb.sub(j, 1), a.alpha_prev)))
                 nxt = kb.add(j, self.depth)
-                self._when(jh, nxt, "sgt", lambda: self._s_stage(nxt))
+                if self.depth == 1:
+                    self._s_stage(nxt)  # j + 1 <= last < jh inside this loop
+                else:
+                    self._when(jh, nxt, "sgt", lambda: self._s_stage(nxt))
                 self._pv(j)
         self._each_aiv(lambda a: self._softmax(a, last))
         self._each_aiv(lambda a: self._when(last, jl, "sgt", lambda: self._update(a, kb.sub(last, 1), a.alpha_prev)))
