@@ -79,6 +79,13 @@ CASES = {
     "decode_1_query_gqa_d128": (1, 4, 2, 1, 300, 128, 128, False, None),
     "decode_1_query_causal_d64": (2, 4, 1, 1, 333, 64, 64, True, None),
     "decode_padding_mask_d32": (2, 2, 2, 1, 200, 32, 32, False, (2, 1, 1, 200)),
+    # g = 3 heads of 5 rows = 15 stacked rows: AIV 0 takes 8 (head 0, head 1 rows 0-2), AIV 1
+    # takes 7 (head 1 rows 3-4, head 2): segments cross a head, per-head causal + full mask
+    "gqa_3q_odd_rows_split_causal_mask": (1, 3, 1, 5, 37, 32, 32, True, (1, 3, 5, 37)),
+    # g = 3, a last row block of 21 - 16 = 5 valid rows out of 16 (dynamic row count per AIV)
+    "gqa_3q_tail_rows_causal": (1, 3, 1, 21, 50, 16, 16, True, None),
+    # decode g = 3: 3 rows over two AIVs (2 + 1)
+    "decode_gqa_3q": (1, 3, 1, 1, 70, 32, 32, False, None),
 }
 
 
@@ -247,7 +254,7 @@ def test_corpus_end_to_end_with_flash(name: str) -> None:
 
 
 @pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
-@pytest.mark.parametrize("case", ["causal_d128_multiblock", "gqa_padding_mask", "decode_1_query_gqa_d128", "noncausal_d128_multiblock_tail"])
+@pytest.mark.parametrize("case", ["causal_d128_multiblock", "gqa_padding_mask", "decode_1_query_gqa_d128", "noncausal_d128_multiblock_tail", "gqa_3q_tail_rows_causal"])
 def test_every_set_flag_is_waited_for_exactly_once(case: str, target: str) -> None:
     """The software-pipelined KV loop carries hand-offs from one iteration to the next (PV(j)'s
     O tile is consumed after softmax(j+1)), so the per-body static check of
@@ -291,3 +298,86 @@ def test_causal_triangle_constant_is_built_from_bytes(monkeypatch) -> None:
     consts = [op for op in module.walk() if isinstance(op, nn.ConstantOp) and op.result.type.element_type == i1]
     assert len(consts) == 1
     np.testing.assert_array_equal(constant_value(consts[0]), tri)
+
+
+def test_two_aivs_share_the_rows_of_each_item() -> None:
+    """On 910B the rows of an item are split over the group's two AIVs (S1/S2: 1 AIC + 2 AIV):
+    ceil(m/2) and the rest, both AIVs equally busy for even m, one AIV for a single row."""
+    from ascendir.lowering.flash_attention import _segments, aiv_rows
+
+    assert aiv_rows(15, 2) == [(0, 8), (8, 7)]
+    assert [(s.h, s.a, s.n, s.lo) for s in _segments(8, 7, 5, 3)] == [(1, 3, 2, 0), (2, 0, 5, 2)]
+    module = compile_attention(attention_ir(1, 1, 1, 256, 512, 64, 64, False, dt="f16"), "ascend910b2")
+    rep = _bytes(module, {})["kernels"][0]
+    busy = rep["pipe_busy_by_unit"]
+    assert busy["aiv.V"] == pytest.approx(busy["aiv1.V"]) and busy["aiv.V"] > 0
+    assert busy["aiv1.MTE2"] > 0 and busy["aiv1.MTE3"] > 0
+    # one row (decode, g = 1): one AIV only
+    one = compile_attention(attention_ir(1, 2, 2, 1, 512, 64, 64, False, dt="f16"), "ascend910b2")
+    assert not any("subblock" in o.attributes for k in kernels(one) for o in k.walk())
+    assert "aiv1.V" not in _bytes(one, {})["kernels"][0]["pipe_busy_by_unit"]
+
+
+def test_each_aiv_has_its_own_ub() -> None:
+    """UB capacity is per AIV: 2 x 120 KiB fits when the buffers belong to different AIVs of the
+    group, not when both belong to one (192 KiB each, S1)."""
+    from ascendir.errors import AscendirError
+    from ascendir.interpreter.testing import parse
+
+    ub = "memref<30720xf32, #ascend<space ub>>"
+
+    def kernel(sub: int) -> str:
+        attr = f"{{subblock = {sub} : i64}} " if sub else ""
+        return f"""builtin.module {{
+  ascend.kernel @k() attributes {{block_dim = 1 : i64, core_type = "mix"}} {{
+    %a = ascend.alloc : {ub}
+    %b = ascend.alloc {attr}: {ub}
+    ascend.vdup %a {{scalar = 1.0 : f64}} : {ub}
+    ascend.vdup %b {attr[:-2] + ", scalar = 1.0 : f64}" if sub else "{scalar = 1.0 : f64}"} : {ub}
+    ascend.return
+  }}
+  func.func @main() {{
+    ascend.launch @k() : 
+    func.return
+  }}
+}}"""
+
+    rep = simulate(parse(kernel(1)), None, {}, load_target("ascend910b2"), timing_only=True).report
+    assert rep["kernels"][0]["pipe_busy_by_unit"]["aiv1.V"] > 0
+    with pytest.raises(AscendirError, match="ub buffers need"):
+        simulate(parse(kernel(0)), None, {}, load_target("ascend910b2"), timing_only=True)
+
+
+def test_score_preload_ring_keeps_the_vector_cores_fed(monkeypatch) -> None:
+    """With a 2-slot workspace ring per stage the cube issues S(j+2) before PV(j) (CANN's bmm1
+    preload; S17 PR #112 QK_PRELOAD = 2): the vector cores wait less than with one slot, and the
+    numerics are those of the one-slot kernel (checked against run_nn in the CASES above)."""
+    import ascendir.lowering.flash_attention as fa
+
+    text = attention_ir(1, 1, 1, 3072, 4096, 128, 128, False, dt="f16")  # 24 row blocks x 32 KV blocks
+    two = _bytes(compile_attention(text, "ascend910b2"), {})["kernels"][0]
+    monkeypatch.setattr(fa, "PRELOAD", 1)
+    one = _bytes(compile_attention(text, "ascend910b2"), {})["kernels"][0]
+    assert two["cycles"] < 0.96 * one["cycles"]
+    assert two["pipe_utilization"]["V"] > one["pipe_utilization"]["V"]
+
+
+def test_tiling_is_chosen_by_estimated_cycles(monkeypatch) -> None:
+    """choose_flash_tiling ranks the fitting tiles with estimate_cycles: one head of 512 queries
+    over 4096 keys takes Br = 32 (16 row blocks on 16 cores) rather than the largest tile (Br =
+    128: 4 cores), and the simulation agrees that it is faster."""
+    import ascendir.lowering.flash_attention as fa
+
+    hw = load_target("ascend910b2")
+    kw = dict(batch=1, hkv=1, g=1, sq=512, skv=4096, d=128, dv=128, el=f16)
+    t = choose_flash_tiling(hw, **kw)
+    assert t.br < 128
+    text = attention_ir(1, 1, 1, 512, 4096, 128, 128, False, dt="f16")
+    chosen = _bytes(compile_attention(text, "ascend910b2"), {})["total_seconds"]
+    monkeypatch.setattr(fa, "BR_CANDIDATES", (128,))
+    assert choose_flash_tiling(hw, **kw).br == 128
+    largest = _bytes(compile_attention(text, "ascend910b2"), {})["total_seconds"]
+    assert chosen < 0.8 * largest
+    # the estimate orders the two the same way
+    est = {b: fa.estimate_cycles(hw, fa.FlashTiling(b, 128, 1, b, b, 128, 128), batch=1, hkv=1, sq=512, skv=4096, d=128, dv=128, es=2, causal=False) for b in (32, 128)}
+    assert est[32] < est[128]

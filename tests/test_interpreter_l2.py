@@ -102,3 +102,85 @@ def test_timing_identical_with_and_without_numerics():
     num = simulate(mod, None, {"a": a, "b": b}, HW).report
     tim = simulate(mod, None, {}, HW, timing_only=True).report
     assert num["total_cycles"] == tim["total_cycles"] and num["bytes"] == tim["bytes"]
+
+
+def _store_three_times(rows: int, same_tile: bool) -> str:
+    """One AIV kernel storing one UB tile to GM three times: to the same tile (a scratch buffer
+    rewritten in place) or to three different tiles."""
+    g, u, out = _gm((rows, 64)), _ub((rows, 64)), _gm((3 * rows, 64))
+    offs = [0, 0, 0] if same_tile else [0, rows, 2 * rows]
+    sv = "memref<{r}x64xf32, strided<[64, 1], offset: {o}>, #ascend<space gm>>"
+    body = "\n".join(
+        f"""    %v{i} = memref.subview %y[{o}, 0] [{rows}, 64] [1, 1] : {out} to {sv.format(r=rows, o=o * 64)}
+    ascend.copy %u, %v{i} : {u}, {sv.format(r=rows, o=o * 64)}"""
+        for i, o in enumerate(offs)
+    )
+    return f"""
+builtin.module {{
+  ascend.kernel @st(%x: {g}, %y: {out}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+    %u = ascend.alloc : {u}
+    ascend.copy %x, %u : {g}, {u}
+    ascend.pipe_barrier "ALL"
+{body}
+    ascend.return
+  }}
+  func.func @main(%x: {g} {{onnx.name = "x"}}, %y: {out} {{onnx.name = "y"}}) -> ({out} {{onnx.name = "y"}}) {{
+    ascend.launch @st(%x, %y) : {g}, {out}
+    func.return %y : {out}
+  }}
+}}
+"""
+
+
+def test_rewriting_a_dirty_tile_stays_in_l2():
+    """A write that rewrites a tile its kernel left dirty in L2 counts as l2_write (not HBM write
+    traffic in the bandwidth floor) and runs at the path's L2 write rate; fresh tiles do not."""
+    from ascendir.interpreter.cost import bandwidth_bound_cycles
+
+    rows = 64
+    tile = rows * 64 * 4
+    x = np.arange(rows * 64, dtype=np.float32).reshape(rows, 64)
+    y = np.zeros((3 * rows, 64), np.float32)
+    same = simulate(parse(_store_three_times(rows, True)), None, {"x": x, "y": y}, HW)
+    fresh = simulate(parse(_store_three_times(rows, False)), None, {"x": x, "y": y}, HW)
+    np.testing.assert_array_equal(same.outputs["y"][:rows], x)
+    np.testing.assert_array_equal(fresh.outputs["y"], np.concatenate([x, x, x]))
+    ks, kf = same.report["kernels"][0], fresh.report["kernels"][0]
+    assert ks["bytes"]["gm_write"] == kf["bytes"]["gm_write"] == 3 * tile
+    assert ks["bytes"]["l2_write"] == 2 * tile  # the 2nd and 3rd stores rewrite the dirty tile
+    assert "l2_write" not in kf["bytes"]
+    assert ks["bandwidth_bound_cycles"] < kf["bandwidth_bound_cycles"]
+    hbm = HW.hbm_bytes_per_cycle
+    assert bandwidth_bound_cycles(0, 3 * tile, HW, 0, 2 * tile) == pytest.approx(tile / hbm + 2 * tile / (hbm * HW.memory.l2_bw_over_hbm))
+    # MTE3 busy: ub_to_l2 equals ub_to_gm on 910B [S1] (64 B/cycle both), so only the latency and
+    # the floor differ here; FixPipe's L0C -> L2 (86) vs L0C -> GM (32) is covered by the FA tests
+    assert HW.rates["ub_to_l2"] == HW.rates["ub_to_gm"]
+    assert HW.rates["l0c_to_l2"] > HW.rates["l0c_to_gm"]
+
+
+def test_fixpipe_rewrite_runs_at_the_l2_write_rate():
+    """FixPipe (L0C -> GM) writing a tile it wrote before, still dirty in L2: L0C -> L2 rate
+    (86 B/cycle [S4] = [S1] l2_write_rate) instead of L0C -> GM (32 [S4]), hit latency."""
+    g, c = _gm((64, 64)), "memref<64x64xf32, #ascend<space l0c>>"
+
+    def ir(n: int) -> str:
+        copies = "\n".join(f"    ascend.copy %c, %y : {c}, {g}" for _ in range(n))
+        return f"""
+builtin.module {{
+  ascend.kernel @k(%y: {g}) attributes {{block_dim = 1 : i64, core_type = "aic"}} {{
+    %c = ascend.alloc : {c}
+{copies}
+    ascend.return
+  }}
+  func.func @main(%y: {g} {{onnx.name = "y"}}) -> ({g} {{onnx.name = "y"}}) {{
+    ascend.launch @k(%y) : {g}
+    func.return %y : {g}
+  }}
+}}
+"""
+
+    y = np.zeros((64, 64), np.float32)
+    busy = [simulate(parse(ir(n)), None, {"y": y}, HW, timing_only=True).report["kernels"][0]["pipe_busy"]["FIX"] for n in (1, 2)]
+    nbytes = 64 * 64 * 4
+    assert busy[0] == pytest.approx(HW.startup["fix"] + nbytes / HW.rates["l0c_to_gm"])
+    assert busy[1] - busy[0] == pytest.approx(HW.startup["fix"] + nbytes / HW.rates["l0c_to_l2"])

@@ -67,10 +67,15 @@ def test_every_kernel_pairs_its_flags(path: Path, target: str):
     lowered = lower_text(text, target)
     for kernel in lowered.ops:
         if isinstance(kernel, ascend.KernelOp):
-            left = check_flags(kernel.body.block, Counter())
-            assert +left == Counter(), f"@{kernel.sym_name.data} ends with unconsumed sets {+left}"
             events = [op.event.value.data for op in kernel.walk() if isinstance(op, ascend.FlagOp)]
             assert max(events, default=0) < 8
+            if kernel.sym_name.data.startswith("flash_attention") and any(isinstance(o, scf.ForOp) for o in kernel.walk()):
+                # its software-pipelined KV loop carries hand-offs across iterations (S(j+2) under
+                # an scf.if, consumed two iterations later): checked on actual runs instead,
+                # test_flash_attention.test_every_set_flag_is_waited_for_exactly_once
+                continue
+            left = check_flags(kernel.body.block, Counter())
+            assert +left == Counter(), f"@{kernel.sym_name.data} ends with unconsumed sets {+left}"
 
 
 def test_pass_options_and_registry():

@@ -191,6 +191,8 @@ class Compiler:
         cache: dict = {}
         name = op.name
         nunits = k.nunits
+        sub_attr = op.attributes.get("subblock")  # kernel.SUBBLOCK_ATTR (AIV 1 of the group)
+        sub = sub_attr.value.data if sub_attr is not None else 0
         all_mem = all(mem)
         A = F.A
         mem_slots = [i for i, m_ in zip(ins, mem) if m_]
@@ -201,7 +203,7 @@ class Compiler:
                 raise AscendirError(f"{name} in kernel @{k.name}: negative or NaN duration ({c.cycles}, {c.latency}) from its cost function")
             if c.pipe not in PIPE_INDEX:
                 raise AscendirError(f"{name}: cost function returned unknown pipe {c.pipe!r}")
-            unit = unit_of(c.pipe, c.unit, nunits)
+            unit = unit_of(c.pipe, c.unit, nunits, sub)
             items = tuple((LEVELS.index(lv), float(b)) for lv, b in c.bytes.items() if b)
             return (unit * NPIPES + PIPE_INDEX[c.pipe], unit * NPIPES, float(c.cycles), float(c.latency), items, float(c.flops))
 
@@ -255,7 +257,8 @@ class Compiler:
 
     def _gm_copy(self, op: Operation, sem, cost_fn, ins: list[int], gm: tuple[int, bool], resolve) -> Closure:
         """A copy reading or writing GM under the "tile" L2 model: the L2 (l2.py) decides at the
-        copy's start time whether a read hits; writes allocate their tile."""
+        copy's start time whether a read hits; writes allocate their tile, and a write "hits"
+        when it rewrites a tile it left dirty in L2 within the residency window (l2.py `store`)."""
         F, R, A = self.F, self.F.R, self.F.A
         s_in, s_out = ins
         g_slot = ins[gm[0]]
@@ -291,7 +294,10 @@ class Compiler:
                     if F.l2p.read(l2, k, now, F.block, F.t0):
                         c = both[1]
                 elif F.sem_on:
-                    l2.write(k, now)
+                    if l2.store(k, now):
+                        c = both[1]
+                elif F.l2p.store(k, now):  # recording pass: its own dirty map
+                    c = both[1]
                 log = F.gmlog
                 if log is not None:  # steady.py replays these for skipped iterations
                     log.append((cid, sid, tag[1], now, is_read, c is not miss))
@@ -858,15 +864,17 @@ class Compiler:
         return run
 
 
-def unit_of(pipe: str, unit: str | None, nunits: int) -> int:
+def unit_of(pipe: str, unit: str | None, nunits: int, sub: int = 0) -> int:
+    """Unit index of an op: 0 = AIC (or the only unit), 1 = AIV 0, 2 = AIV 1 (`sub`, the op's
+    SUBBLOCK_ATTR, moves AIV work to the group's second AIV)."""
     if nunits == 1:
         return 0
     if unit is not None:
-        return 0 if unit == "aic" else 1
+        return 0 if unit == "aic" else 1 + sub
     if pipe in AIC_PIPES:
         return 0
     if pipe in AIV_PIPES or pipe == "MTE3":
-        return 1
+        return 1 + sub
     return 0
 
 

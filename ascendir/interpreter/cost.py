@@ -36,8 +36,10 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.emulation import vector_passes
 
-LEVELS = ("gm_read", "gm_write", "l1", "l0a", "l0b", "l0c", "ub", "bt", "fb", "l2_hit")
+LEVELS = ("gm_read", "gm_write", "l1", "l0a", "l0b", "l0c", "ub", "bt", "fb", "l2_hit", "l2_write")
 # "l2_hit": bytes of gm_read served by L2 (a subset of gm_read; L2 model "tile" or "hit").
+# "l2_write": bytes of gm_write that rewrote a tile still dirty in L2 (a subset of gm_write; L2
+# model "tile"): the write-back L2 absorbs them, HBM sees the tile once (a scratch workspace).
 AIC_SPACES = frozenset({"l1", "l0a", "l0b", "l0c", "bt", "fb"})
 
 
@@ -89,9 +91,14 @@ class CostEnv:
     def gm_rate(self, path_rate: float, src: str, dst: str, hit: bool | None = None) -> float:
         """Bytes/cycle of a path touching GM: min(path rate [S1], the launch's HBM share per
         group). An L2 hit uses the L2 read rate [S1 l2_read_rate] capped by l2_bw_over_hbm × the
-        share [S8]."""
+        share [S8]; a write that rewrites a tile still dirty in L2 (`hit` from the "tile" model)
+        uses the path's L2 write rate (`<src>_to_l2`, e.g. FixPipe L0C -> L2 86 [S4], = [S1]
+        l2_write_rate) under the same cap."""
         if self.l2_hits(src, hit):
             l2 = self.target.rates.get(f"l2_to_{dst}", path_rate)
+            return min(l2, self.gm_share * self.target.memory.l2_bw_over_hbm)
+        if dst == "gm" and hit:
+            l2 = self.target.rates.get(f"{src}_to_l2", path_rate)
             return min(l2, self.gm_share * self.target.memory.l2_bw_over_hbm)
         return min(path_rate, self.gm_share)
 
@@ -100,18 +107,23 @@ class CostEnv:
         the DDR read latency (307) otherwise; + DDR write latency (153) for a GM destination."""
         mem = self.target.memory
         read = (mem.l2_hit_latency if self.l2_hits(src, hit) else mem.gm_read_latency) if src == "gm" else 0
-        return float(read + (mem.gm_write_latency if dst == "gm" else 0))
+        write = (mem.l2_hit_latency if hit else mem.gm_write_latency) if dst == "gm" else 0
+        return float(read + write)
 
 
-def bandwidth_bound_cycles(gm_read: float, gm_write: float, target: HardwareConfig, l2_hit: float = 0.0) -> float:
+def bandwidth_bound_cycles(gm_read: float, gm_write: float, target: HardwareConfig, l2_hit: float = 0.0, l2_write: float = 0.0) -> float:
     """Cycles the chip needs for this GM traffic at full bandwidth: HBM bandwidth for reads that
     miss L2 and for writes (written back eventually), l2_bw_over_hbm × HBM [S8] for reads served
-    by L2 (`l2_hit` bytes of `gm_read`; all of them under the "hit" model)."""
+    by L2 (`l2_hit` bytes of `gm_read`; all of them under the "hit" model) and for writes that
+    rewrote a tile still dirty in L2 (`l2_write` bytes of `gm_write`: the write-back L2 keeps the
+    line, HBM sees one write-back of it, counted with the write that first dirtied it)."""
     hbm = target.hbm_bytes_per_cycle
+    l2bw = hbm * target.memory.l2_bw_over_hbm
     if target.memory.l2_model == "hit":
         l2_hit = gm_read
     l2_hit = min(l2_hit, gm_read)
-    return (gm_read - l2_hit) / hbm + l2_hit / (hbm * target.memory.l2_bw_over_hbm) + gm_write / hbm
+    l2_write = min(l2_write, gm_write)
+    return (gm_read - l2_hit) / hbm + l2_hit / l2bw + (gm_write - l2_write) / hbm + l2_write / l2bw
 
 
 def _ub_bytes(dest: np.ndarray) -> int:
@@ -165,6 +177,7 @@ def copy(op: ascend.CopyOp, env: CostEnv) -> CostFn:
     transpose = op.transpose is not None and op.transpose.value.data != 0
 
     def run(s: np.ndarray, d: np.ndarray, hit: bool | None = None) -> OpCost:
+        """`hit` of a GM write (dst gm): the tile is still dirty in L2 (rewritten scratch)."""
         rate, latency = by_hit[hit]
         s_shape = s.shape[::-1] if transpose else s.shape  # load2d transpose: same bytes, same rate
         n = math.prod(min(a, b) for a, b in zip(s_shape, d.shape))
@@ -174,6 +187,8 @@ def copy(op: ascend.CopyOp, env: CostEnv) -> CostFn:
             by[read_key] = packed_nbytes(s.dtype, n)
             if env.l2_hits(src, hit):
                 by["l2_hit"] = by[read_key]
+        elif dst == "gm" and hit:
+            by["l2_write"] = nbytes
         return OpCost(pipe.value, startup + nbytes / rate, latency, by, 0.0, unit)
 
     return run
@@ -197,31 +212,28 @@ def mmad(op: ascend.MmadOp, env: CostEnv) -> CostFn:
     return run
 
 
+def vector_cycles(target: HardwareConfig, name: str, n: int, wide: float, passes: int = 1) -> float:
+    """V-pipe cycles of vector op `name` over n elements whose widest operand has `wide` bytes
+    per element (the table of the module docstring; also used by analytic tilings)."""
+    entry = target.vector.op(name)
+    if entry.kind == "fit":
+        k = entry.k16 if wide <= 2 else entry.k32
+        return passes * k * n + entry.b
+    rep = target.vector.repeat_bytes
+    bpc = entry.bpc16 if wide <= 2 else entry.bpc
+    return passes * math.ceil(n * wide / rep) * (rep / bpc) + entry.latency + target.startup["vector"]
+
+
 def vector(op: Operation, env: CostEnv) -> CostFn:
     name = op.name.split(".", 1)[1]
-    entry = env.target.vector.op(name)
-    rep = env.target.vector.repeat_bytes
-    head = env.target.startup["vector"]
-
+    t = env.target
     # element types the unit has no instruction for run as several passes (emulation.py)
     passes = vector_passes(op)
 
-    if entry.kind == "fit":
-
-        def run(*vals: np.ndarray) -> OpCost:
-            n = max(v.size for v in vals)
-            wide = max(bits(v.dtype) for v in vals) / 8
-            k = entry.k16 if wide <= 2 else entry.k32
-            return OpCost("V", passes * k * n + entry.b, 0.0, {"ub": _ub_bytes(vals[-1])}, 0.0, "aiv")
-
-    else:
-
-        def run(*vals: np.ndarray) -> OpCost:
-            n = max(v.size for v in vals)
-            wide = max(bits(v.dtype) for v in vals) / 8
-            bpc = entry.bpc16 if wide <= 2 else entry.bpc
-            cyc = passes * math.ceil(n * wide / rep) * (rep / bpc) + entry.latency + head
-            return OpCost("V", cyc, 0.0, {"ub": _ub_bytes(vals[-1])}, 0.0, "aiv")
+    def run(*vals: np.ndarray) -> OpCost:
+        n = max(v.size for v in vals)
+        wide = max(bits(v.dtype) for v in vals) / 8
+        return OpCost("V", vector_cycles(t, name, n, wide, passes), 0.0, {"ub": _ub_bytes(vals[-1])}, 0.0, "aiv")
 
     return run
 

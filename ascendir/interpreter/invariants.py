@@ -4,7 +4,8 @@
 * per-pipe busy ≤ kernel cycles (per core: a pipe cannot be busy longer than the kernel ran);
 * kernel cycles ≥ compute bound = flops / (cores used × 2 × cube MACs/cycle of the fastest dtype);
 * kernel cycles ≥ bandwidth bound = GM bytes read / read bandwidth (HBM, or L2 = 5 × HBM when the
-  L2 model says reads hit) + GM bytes written / HBM bandwidth (cost.bandwidth_bound_cycles). The
+  L2 model says reads hit) + GM bytes written / HBM bandwidth (L2 for rewrites of tiles still
+  dirty in L2) (cost.bandwidth_bound_cycles). The
   kernel time is max(timeline, this bound), so this checks the accounting stays consistent.
 """
 
@@ -25,7 +26,10 @@ def bounds(rec: KernelRecord, target: HardwareConfig) -> tuple[float, float]:
     ncores = max(1, len(rec.cores))
     compute = rec.acct[FLOPS] / (2.0 * fastest * ncores)
     acct = rec.acct
-    bandwidth = bandwidth_bound_cycles(acct[LEVELS.index("gm_read")], acct[LEVELS.index("gm_write")], target, acct[LEVELS.index("l2_hit")])
+    bandwidth = bandwidth_bound_cycles(
+        acct[LEVELS.index("gm_read")], acct[LEVELS.index("gm_write")], target, acct[LEVELS.index("l2_hit")],
+        acct[LEVELS.index("l2_write")],
+    )
     return compute, bandwidth
 
 

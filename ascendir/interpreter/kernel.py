@@ -2,7 +2,9 @@
 
 Blocks 0..block_dim-1 run in order; block b runs on core b % cores (cores = num_aic for aic and mix
 kernels, num_aiv for aiv kernels) after that core's previous block has finished (waves).
-Mixed kernels (910B) give every block one AIC unit and one AIV unit with separate pipes.
+Mixed kernels (910B) give every block one AIC unit and one AIV unit with separate pipes, and a
+second AIV unit when the kernel puts work on it (SUBBLOCK_ATTR = 1): a 910B group is 1 AIC + 2 AIV
+(S1 aiv_per_aic, S2 KERNEL_TYPE_MIX_AIC_1_2), each AIV with its own pipes and its own UB.
 """
 
 from __future__ import annotations
@@ -41,27 +43,40 @@ def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None
     return None
 
 
+# Optional integer attribute of tile ops, ascend.alloc and flags' units in a 910B mix kernel: which
+# AIV of the group (GetSubBlockIdx, S2) runs the op / owns the UB buffer; absent = 0.
+SUBBLOCK_ATTR = "subblock"
+
+
+def subblock(op: Operation) -> int:
+    a = op.attributes.get(SUBBLOCK_ATTR)
+    return a.value.data if a is not None else 0
+
+
 def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
-    need: dict[str, int] = {}
-    planned: dict[str, int] = {}  # space -> end of the highest buffer placed by plan-memory
+    """Every on-chip space fits; UB is counted per AIV (SUBBLOCK_ATTR), each AIV having its own."""
+    need: dict[tuple[str, int], int] = {}
+    planned: dict[tuple[str, int], int] = {}  # space -> end of the highest buffer placed by plan-memory
     for op in kernel.walk():
         if isinstance(op, ascend.AllocOp):
             t = op.result.type
             space = space_of(t).value
             if space == "gm":
                 continue
+            key = (space, subblock(op))
             nbytes = packed_nbytes(np_dtype(t), math.prod(t.get_shape()))
             align = target.align.get(space, 1)
             if "offset" in op.attributes:  # placed by plan-memory: buffers may share bytes
-                planned[space] = max(planned.get(space, 0), op.attributes["offset"].value.data + nbytes)
-            need[space] = need.get(space, 0) + -(-nbytes // align) * align
+                planned[key] = max(planned.get(key, 0), op.attributes["offset"].value.data + nbytes)
+            need[key] = need.get(key, 0) + -(-nbytes // align) * align
     need.update(planned)
-    for space, n in need.items():
+    for (space, sub), n in need.items():
         if space not in target.buffers:
             raise AscendirError(f"kernel @{kernel.sym_name.data}: {target.name} has no {space} buffer")
         if n > target.buffers[space]:
+            whose = f" of AIV {sub}" if sub else ""
             raise AscendirError(
-                f"kernel @{kernel.sym_name.data}: {space} buffers need {n} bytes but {target.name} has "
+                f"kernel @{kernel.sym_name.data}: {space} buffers{whose} need {n} bytes but {target.name} has "
                 f"{target.buffers[space]} bytes of {space} per core (summed over every ascend.alloc, aligned to "
                 f"{target.align.get(space, 1)} B)"
             )
@@ -94,6 +109,7 @@ def _check_units(kernel: ascend.KernelOp, order: list[Operation], statics: dict,
 # "aic->aiv" / "aiv->aic" / "aic->aic" / "aiv->aiv", when the pipes alone (MTE2, MTE3, S exist on
 # both) leave it ambiguous. Without it the nearest op on the pipe decides (see _flag_units).
 FLAG_UNITS_ATTR = "units"
+_UNIT_INDEX = {"aic": 0, "aiv": 1, "aiv0": 1, "aiv1": 2}
 
 
 def _body_key(op: ascend.KernelOp) -> tuple:
@@ -125,15 +141,21 @@ class KernelProgram:
         self.core_type = op.core_type.data
         self.m = m
         _check_capacity(op, t)
-        self.nunits = 2 if (self.core_type == "mix" and t.split) else 1
         self.ncores = t.cores(self.core_type)
-        if self.nunits == 1:
-            self.labels = list(PIPES)
-        else:
-            self.labels = [f"{u}.{p}" for u in ("aic", "aiv") for p in PIPES]
-
         # pre-walk: static pipes/units of tile ops, GM streams, flag unit resolution
         order = list(op.body.walk())
+        self.nunits = 1
+        if self.core_type == "mix" and t.split:
+            second = any(subblock(o) for o in order) or any(
+                isinstance(o, ascend.FlagOp) and FLAG_UNITS_ATTR in o.attributes and "aiv1" in o.attributes[FLAG_UNITS_ATTR].data
+                for o in order
+            )
+            if second and t.aiv_per_aic < 2:
+                raise AscendirError(f"kernel @{self.name}: work on AIV 1 but {t.name} has {t.aiv_per_aic} AIV per AIC")
+            self.nunits = 3 if second else 2
+        units_ = ("aic", "aiv", "aiv1")[: self.nunits]
+        self.labels = list(PIPES) if self.nunits == 1 else [f"{u}.{p}" for u in units_ for p in PIPES]
+
         statics = {o: _static_pipe(o, t) for o in order}
         if t.split and self.core_type in ("aic", "aiv"):
             _check_units(op, order, statics, t)
@@ -170,7 +192,7 @@ class KernelProgram:
                 if isinstance(o, ascend.FlagOp):
                     res[o] = (0, 0)
             return res
-        pipes = [(statics[o][0], unit_of(statics[o][0], statics[o][1], 2)) if statics.get(o) else None for o in order]
+        pipes = [(statics[o][0], unit_of(statics[o][0], statics[o][1], 2, subblock(o))) if statics.get(o) else None for o in order]
 
         def fixed(p: str) -> int | None:
             return 0 if p in AIC_PIPES else 1 if p in AIV_PIPES else None
@@ -190,7 +212,7 @@ class KernelProgram:
             s, d = o.src.data, o.dst.data
             hint = o.attributes.get(FLAG_UNITS_ATTR)
             if hint is not None:  # explicit "aic->aiv" etc. (cross-unit hand-offs of mix kernels)
-                su, du = (0 if u == "aic" else 1 for u in hint.data.split("->"))
+                su, du = (_UNIT_INDEX[u] for u in hint.data.split("->"))
                 res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
                 continue
             su = fixed(s)
@@ -338,7 +360,8 @@ class KernelProgram:
             launch_cycles=float(self.m.target.kernel_launch_cycles),
             gm_share=self.env.gm_share,
             bandwidth_floor=bandwidth_bound_cycles(
-                acct[LEVELS.index("gm_read")], acct[LEVELS.index("gm_write")], self.m.target, acct[LEVELS.index("l2_hit")]
+                acct[LEVELS.index("gm_read")], acct[LEVELS.index("gm_write")], self.m.target, acct[LEVELS.index("l2_hit")],
+                acct[LEVELS.index("l2_write")],
             ),
             events=F.trace or [],
             flows=F.flows or [],

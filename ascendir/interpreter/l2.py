@@ -34,6 +34,15 @@ kernels launched before the running one (`last`): a timed read asks only about e
 (a kernel's accesses start inside its timeline, the next kernel starts after it plus launch
 overhead), so the latest one is the one the sorted list would find. The running kernel's accesses
 are kept aside and folded in by `commit()` when the next kernel starts.
+Writes (INF): the L2 is write-back with write-allocate, so a tile rewritten while its earlier
+write is still resident (a per-core scratch workspace, e.g. FlashAttention's AIC <-> AIV
+hand-off) never reaches HBM in between: that write goes at the path's L2 write rate (FixPipe
+L0C -> L2 86 B/cycle [S4] = [S1] l2_write_rate) with the hit latency, and its bytes count as
+"l2_write" (L2, not HBM, bandwidth in the chip floor). The first write of a tile, and writes of
+fresh tiles (every ordinary output), keep the DDR write rate and count against HBM. Writes of
+iterations that steady.py skips update the dirty map in bulk (`store_many`); their outcome is the
+sampled period's, which the periodic check compared (a per-core scratch tile is rewritten every
+period, far inside the residency window).
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ class L2Cache:
     """Tile-granular L2 of one chip over one `ModuleProg.run` (kernels share it: a consumer
     kernel that reads a producer's output soon enough hits)."""
 
-    __slots__ = ("window", "line", "last", "pk", "pt", "chunks", "hits", "misses", "streams", "stream_of")
+    __slots__ = ("window", "line", "last", "pk", "pt", "chunks", "hits", "misses", "streams", "stream_of", "dirty")
 
     def __init__(self, target: HardwareConfig):
         mem = target.memory
@@ -61,11 +70,13 @@ class L2Cache:
         self.chunks: list[tuple[np.ndarray, np.ndarray]] = []  # same, as arrays (replays)
         self.streams: dict[tuple, int] = {}  # (root, shape, strides) -> stream id
         self.stream_of: list[tuple] = []
+        self.dirty: dict[int, float] = {}  # tile key -> time of its latest write
         self.hits = 0
         self.misses = 0
 
     def reset(self) -> None:
         self.last.clear()
+        self.dirty.clear()
         self.pk.clear()
         self.pt.clear()
         self.chunks.clear()
@@ -121,6 +132,44 @@ class L2Cache:
         if len(keys):
             self.chunks.append((np.asarray(keys, np.int64).ravel(), np.asarray(times, np.float64).ravel()))
 
+    def store(self, key: int, now: float) -> bool:
+        """Record a write of tile `key` by a kernel (write-allocate, as `write`); True when it
+        rewrites the tile while an earlier write of it is still in L2 (|Δt| within the residency
+        window): the write-back L2 absorbs it and the path runs at its L2 write rate."""
+        self.write(key, now)
+        return _rewrite(self.dirty, key, now, self.window)
+
+    def store_many(self, keys: np.ndarray, times: np.ndarray) -> None:
+        """`store` for the writes of skipped iterations (outcomes known: the sampled period's)."""
+        self.write_many(keys, times)
+        _latest(self.dirty, keys, times)
+
+
+def _rewrite(dirty: dict[int, float], key: int, now: float, window: float) -> bool:
+    """Note a write of `key` at `now` in `dirty`; whether an earlier one is within `window`.
+    (Blocks are simulated one after another, so `now` may precede the stored time; a scratch tile
+    is per core, so in practice times per key only grow.)"""
+    prev = dirty.get(key)
+    if prev is None or now > prev:
+        dirty[key] = now
+    return prev is not None and abs(now - prev) <= window
+
+
+def _latest(dirty: dict[int, float], keys: np.ndarray, times: np.ndarray) -> None:
+    """dirty[k] = max(dirty[k], latest of `times` for k) for every key of the arrays."""
+    k = np.asarray(keys, np.int64).ravel()
+    if not len(k):
+        return
+    t = np.asarray(times, np.float64).ravel()
+    o = np.lexsort((t, k))
+    k, t = k[o], t[o]
+    end = np.ones(len(k), bool)
+    end[:-1] = k[1:] != k[:-1]
+    for kk, tt in zip(k[end].tolist(), t[end].tolist()):
+        old = dirty.get(kk)
+        if old is None or tt > old:
+            dirty[kk] = tt
+
 
 def contiguous_strides(shape) -> tuple[int, ...]:
     """Row-major strides in elements."""
@@ -143,7 +192,7 @@ class L2Pass:
     the same for arrays of reads (steady.py's replays), in order.
     """
 
-    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks")
+    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks", "dirty")
 
     def __init__(self, window: float):
         self.recording = True
@@ -154,6 +203,7 @@ class L2Pass:
         self.by_block: dict[int, np.ndarray] | None = None  # block -> sorted miss ordinals
         self.ordinal: dict[int, int] = {}
         self.checks: list | None = None  # (key, now, outcome) of designated misses, for memo.py
+        self.dirty: dict[int, float] = {}  # the recording pass's own write times (see store)
 
     @classmethod
     def settled(cls, window: float, misses: set[tuple[int, int]]) -> L2Pass:
@@ -163,6 +213,15 @@ class L2Pass:
         p.misses = misses
         p.recording = False
         return p
+
+    def store(self, key: int, now: float) -> bool:
+        """A write in the recording pass (the chip L2 is not touched): whether it rewrites a
+        tile still dirty, as `L2Cache.store` will answer in the timed pass."""
+        return _rewrite(self.dirty, key, now, self.window)
+
+    def store_many(self, keys: np.ndarray, times: np.ndarray) -> None:
+        """`store` for the writes of skipped iterations in the recording pass."""
+        _latest(self.dirty, keys, times)
 
     def _flush(self) -> None:
         k, t, b, j = self.log

@@ -382,10 +382,13 @@ class SteadyLoop:
                     keys, off, t = keys[:m], off[:m], t[:m]
                     rk, rt, hit = rk[: m * nr], rt[: m * nr], hit[: m * nr]
                 l2p.read_many(l2, rk, rt, F.block, F.t0, hit)
+            wr = ~rd
+            if wr.any():
+                if F.sem_on:
+                    l2.store_many(keys[:, wr], t[:, wr])
+                elif l2p is not None:
+                    l2p.store_many(keys[:, wr], t[:, wr])
             if F.sem_on:
-                wr = ~rd
-                if wr.any():
-                    l2.write_many(keys[:, wr], t[:, wr])
                 if F.launchlog is not None:
                     F.launchlog.append((keys.ravel(), t.ravel()))
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
@@ -858,10 +861,13 @@ def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarra
     rd = acc.rd
     if hit is not None:
         F.l2p.read_many(F.l2, keys[rd], t[rd], F.block, F.t0, hit)
+    wr = ~rd
+    if wr.any():
+        if F.sem_on:
+            F.l2.store_many(keys[wr], t[wr])
+        elif F.l2p is not None:
+            F.l2p.store_many(keys[wr], t[wr])
     if F.sem_on:
-        wr = ~rd
-        if wr.any():
-            F.l2.write_many(keys[wr], t[wr])
         if F.launchlog is not None and len(keys):
             F.launchlog.append((keys, t))
     if F.gmlog is not None and len(keys):

@@ -37,11 +37,22 @@ buffer, so S (fp32), P (input dtype) and O_j (fp32) cross through a per-core GM 
 stays in L2), with flag hand-offs between the AIC's FixPipe / MTE2 and the AIV's MTE2 / MTE3 —
 as CANN's FlashAttentionScore does with its workspace and CrossCoreSetFlag/WaitFlag. The flags
 carry an explicit `units` attribute (interpreter/kernel.py) because MTE2 and MTE3 exist on both
-units. Software pipelining: program order per block is softmax(j), S(j+1), PV(j), update(j), so
-the Cube computes the next score tile while the vector unit works on the current one (CANN's FA
-likewise issues the next bmm1 before the current bmm2). Approximations: one AIV stream per AIC
-(real A2 kernels split the rows over the two AIVs of a group), the workspace is one slot per
-stage (each guarded by a WAR flag).
+units. Software pipelining: program order per block is softmax(j), update(j-1), S(j+2), PV(j),
+so the Cube computes the next score tiles while the vector cores work on the current one (CANN's
+FA likewise issues the next bmm1s before the current bmm2; S17 PR #112's kernel preloads 2,
+pto-isa's 4: PRELOAD = 2 measured best here). Each stage's workspace is therefore a ring of
+PRELOAD slots (block j in slot j mod PRELOAD), guarded by counting flags primed PRELOAD times
+(CrossCoreSetFlag counts up to 16 pending sets, S2). The rings are rewritten in place every few
+blocks, so they stay dirty in L2 and FixPipe writes them at the L0C -> L2 rate
+(interpreter/l2.py). The 910A path keeps one slot (its S stays in L0C until the vector unit
+copies it).
+
+Two AIVs per item (910B: a group is 1 AIC + 2 AIV, S1 aiv_per_aic, S2 KERNEL_TYPE_MIX_AIC_1_2;
+CANN's A2 FA kernels split the rows of a block between them): AIV 0 takes the first ceil(M/2)
+stacked rows, AIV 1 the rest (ops tagged `subblock = 1`, each AIV with its own UB, statistics
+and queues). A row range may cut through a head (odd g): the masks and the output stores work
+per head segment (`_Seg`). The AIC writes S and O once and signals both AIVs; it reads P when
+both wrote their rows. One AIV only for a single stacked row, and on coupled cores.
 
 910A (dav-c100, coupled core): the same loop on one core: L0C → UB by the vector pipe, P back
 to L1 through UB → L1 (MTE3), no GM workspace. Its cube has f16 only (S1).
@@ -53,24 +64,29 @@ l_s. CANN's IFA combines in the same kernel after a SyncAll; a second launch cos
 launch more here.
 
 Tile sizes (`choose_flash_tiling`): Br ∈ {128, 64, 32, 16} (or Sq when Sq < 16), Bc ∈ {512 (only
-for ≤ 16 stacked rows), 256, 128, 64, 32, 16}, the largest g·Br·Bc such that everything the item
-keeps resident fits, capacities from the target TOML (910B: L1 512 KiB, L0A/L0B 64 KiB, L0C
-128 KiB, UB 192 KiB; 910A: L1 1 MiB, L0C 256 KiB, UB 256 KiB — S1 platform ini):
+for ≤ 16 stacked rows), 256, 128, 64, 32, 16}: of the tiles whose resident buffers fit (below),
+the one with the fewest cycles by `estimate_cycles` (the interpreter's cost tables applied per
+KV block, analytically: at most 24 candidates, ~1 ms). Capacities from the target TOML (910B: L1
+512 KiB, L0A/L0B 64 KiB, L0C 128 KiB, UB 192 KiB; 910A: L1 1 MiB, L0C 256 KiB, UB 256 KiB — S1
+platform ini):
 
     L1   Q [Mp, Dp] + K [Bc, Dp] + V [Bc, Dvp] + P [Mp, Bc]          (input dtype)
     L0A  Q [Mp, Dp] + P [Mp, Bc];  L0B Kᵀ [Dp, Bc] + V [Bc, Dvp];  L0C S [Mp, Bc] + O [Mp, Dvp] fp32
-    UB   s [M, Bc] fp32 + p [M, Bc] + O_j, acc [M, Dv] fp32 (+ out [M, Dv] when not fp32)
+    UB   s [Mu, Bc] fp32 + p [Mu, Bc] + O_j, acc [Mu, Dv] fp32 (+ out [Mu, Dv] when not fp32)
          + mask tile (+ its fp32 copy) + 5 row statistics + causal index helpers
 
-with M = g·Br, Mp = M rounded up to 16 (mmad M), Dp/Dvp = D/Dv rounded up to 16. Single slots
+with M = g·Br, Mp = M rounded up to 16 (mmad M), Dp/Dvp = D/Dv rounded up to 16, Mu = the rows
+of one AIV (ceil(M/2) on 910B, M on coupled cores). Single slots
 (no ping-pong within a stage): the overlap comes from the Cube / vector pipeline above. Larger Br
 cuts K/V re-reads (every row block streams all of K and V once), larger Bc amortizes the fixed
 cost of each vector instruction (S4 fits, ~20-35 cycles per call).
 
-Resulting choices (f16): D = 128 → Br = 64, Bc = 128 on 910B2 and 910A (UB holds s, p, O_j,
-acc, out and the fold buffer for 64 rows; L0B holds Kᵀ and V only up to Bc = 128); D = 64 → Br =
-64, Bc = 256; GQA g = 4, D = 128 → Br = 16 (M = 64), Bc = 128; decode (1 query, g = 4, 4096
-keys, 8 K/V heads) → M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
+Resulting choices (f16, 910B2): with enough row blocks for the 24 cores the largest tile that
+fits, D = 128 → Br = 128, Bc = 128 (each AIV's UB holds 64 rows; L0B holds Kᵀ and V only up to
+Bc = 128, L0C S and O of 128 rows; Br = 64 on 910A, one vector unit's UB), D = 64 → Br = 64, Bc =
+256; with few rows smaller Br to occupy more cores (one head of 512 queries, D 128: Br = 32;
+V13's 2048 queries, D 32: Br = 32, Bc = 256); decode (1 query, g = 4, 4096 keys, 8 K/V heads)
+→ M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
 """
 
 from __future__ import annotations
@@ -98,6 +114,9 @@ BR_CANDIDATES = (128, 64, 32, 16)
 BC_CANDIDATES = (512, 256, 128, 64, 32, 16)
 # Bc = 512 only when the stacked rows are few (decode): the vector tile stays small.
 WIDE_BC_MAX_ROWS = 16
+# Score tiles the cube computes ahead of the vector cores on 910B (workspace ring slots per
+# stage): S17 PR #112's PTO-DSL kernel uses QK_PRELOAD = 2 (pto-isa's reference kernel 4).
+PRELOAD = 2
 # Stacked query rows per item beyond which Br is not grown (L0C / UB pressure; 128 = CANN's s1 base).
 MAX_ROWS = 128
 # fp32 elements in one 256-B vector repeat (S2 vector general parameters).
@@ -137,19 +156,28 @@ def _aligned(target: HardwareConfig, space: str, nbytes: int) -> int:
     return round_up(max(nbytes, 1), target.align.get(space, 32))
 
 
+def aiv_count(target: HardwareConfig, m: int) -> int:
+    """Vector cores sharing the rows of an item: the group's two AIVs on 910B (S1 aiv_per_aic,
+    S2 KERNEL_TYPE_MIX_AIC_1_2; CANN's A2 FA kernels split the rows of a block between them),
+    one when there is a single row or the core is coupled (910A, 310P)."""
+    return 2 if target.split and target.aiv_per_aic >= 2 and m >= 2 else 1
+
+
 def _fits(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool, causal_helpers: bool) -> bool:
-    """Whether one item's resident buffers fit every on-chip space (see the module docstring)."""
+    """Whether one item's resident buffers fit every on-chip space (see the module docstring);
+    UB holds the rows of one AIV (ceil(m / 2) when the group's two AIVs share the item)."""
     m = g * br
     mp, dp, dvp = round_up(m, 16), round_up(d, 16), round_up(dv, 16)
+    mu = aiv_rows(m, aiv_count(target, m))[0][1]
 
     def total(space: str, sizes: list[int]) -> bool:
         return sum(_aligned(target, space, n) for n in sizes) <= target.capacity(space)
 
-    ub = [m * bc * 4, m * bc * es, m * dv * 4, m * dv * 4] + [m * 4] * 6
+    ub = [mu * bc * 4, mu * bc * es, mu * dv * 4, mu * dv * 4] + [mu * 4] * 6
     if _folds(bc):
-        ub.append(m * (bc // 2) * 4)
+        ub.append(mu * (bc // 2) * 4)
     if es != 4:
-        ub.append(m * dv * es)
+        ub.append(mu * dv * es)
     if mask_elems:
         ub.append(mask_elems * es)
         if wide_mask:
@@ -187,8 +215,9 @@ def choose_flash_tiling(
         el: element type of q, k, v.
         mask_shape: the additive mask padded to rank 4 ([B|1, Hq|1, Sq|1, Skv|1]), or None.
 
-    Returns the tiling with the largest g·Br·Bc that fits (ties: larger Bc); see the module
-    docstring for what must fit where.
+    Returns the fitting tiling (see the module docstring for what must fit where) with the
+    fewest estimated cycles (`estimate_cycles`, the interpreter's cost tables applied
+    analytically; ties: larger g·Br·Bc, then larger Bc).
 
     Raises:
         ValueError: when not even Br = Bc = 16 fits (e.g. a head dim of several thousand).
@@ -197,7 +226,7 @@ def choose_flash_tiling(
     rsq, rskv = round_up(sq, 16), round_up(skv, 16)
     brs = [sq] if sq < 16 else sorted({min(b, rsq) for b in BR_CANDIDATES}, reverse=True)
     bcs = sorted({min(b, rskv) for b in BC_CANDIDATES}, reverse=True)
-    best: tuple[int, int, int] | None = None
+    best: tuple[float, int, int, FlashTiling] | None = None
     for br in brs:
         if g * br > MAX_ROWS and br != brs[-1]:
             continue
@@ -209,25 +238,100 @@ def choose_flash_tiling(
                 _, mh, ms, mk = mask_shape
                 mask_elems = (g if mh > 1 else 1) * (br if ms > 1 else 1) * (bc if mk > 1 else 1)
             helpers = causal or skv % bc != 0
-            if _fits(target, br, bc, g, d, dv, es, mask_elems, es != 4, helpers):
-                score = (g * br * bc, bc)
-                if best is None or score > best[:2]:
-                    best = (*score, br)
-                break  # smaller Bc for this Br only scores lower
+            if not _fits(target, br, bc, g, d, dv, es, mask_elems, es != 4, helpers):
+                continue
+            t = _with_split(target, FlashTiling(br, bc, g, g * br, round_up(g * br, 16), round_up(d, 16), round_up(dv, 16)), batch * hkv, sq, skv)
+            cyc = estimate_cycles(target, t, batch=batch, hkv=hkv, sq=sq, skv=skv, d=d, dv=dv, es=es, causal=causal)
+            if best is None or (cyc, -g * br * bc, -bc) < (best[0], -best[1], -best[2]):
+                best = (cyc, g * br * bc, bc, t)
     if best is None:
         raise ValueError(f"no flash-attention tile fits {target.name} for D = {d}, Dv = {dv}, g = {g}")
-    bc, br = best[1], best[2]
-    m = g * br
-    tiling = FlashTiling(br, bc, g, m, round_up(m, 16), round_up(d, 16), round_up(dv, 16))
-    items = batch * hkv * ceil_div(sq, br)
-    nkv = ceil_div(skv, bc)
-    if ceil_div(sq, br) == 1 and items < target.num_aic and nkv >= 2 * MIN_BLOCKS_PER_SPLIT:
+    return best[3]
+
+
+def _with_split(target: HardwareConfig, t: FlashTiling, heads: int, sq: int, skv: int) -> FlashTiling:
+    """`t` with its KV split (decode: one row block and fewer items than cores)."""
+    items = heads * ceil_div(sq, t.br)
+    nkv = ceil_div(skv, t.bc)
+    if ceil_div(sq, t.br) == 1 and items < target.num_aic and nkv >= 2 * MIN_BLOCKS_PER_SPLIT:
         nsplit = min(ceil_div(target.num_aic, items), nkv // MIN_BLOCKS_PER_SPLIT)
         per = ceil_div(nkv, nsplit)
         nsplit = ceil_div(nkv, per)
         if nsplit > 1:
-            return FlashTiling(tiling.br, bc, g, m, tiling.mp, tiling.dp, tiling.dvp, nsplit, per)
-    return tiling
+            return FlashTiling(t.br, t.bc, t.g, t.m, t.mp, t.dp, t.dvp, nsplit, per)
+    return t
+
+
+def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: int, sq: int, skv: int, d: int, dv: int, es: int, causal: bool) -> float:
+    """Analytic cycles of the flash kernel with tiling `t` (ranking tilings; no simulation).
+
+    Per KV block, each pipe's occupancy from the target's cost tables (mmad fractals, DMA rates
+    and start-ups, vector op costs via cost.vector_cycles on one AIV's rows); the pipes overlap
+    (the software pipeline), so a block costs the busiest pipe. A core runs the blocks of its
+    items (block-cyclic over min(cores, items), causal blocks above the diagonal skipped, KV
+    splits), plus per item the Q load and the output store; the chip-wide L2 traffic of all
+    blocks at l2_bw_over_hbm × HBM [S8] is a floor. Mask and causal-diagonal vector work are left
+    out (the same for every tiling to first order).
+    """
+    from ascendir.interpreter.cost import vector_cycles
+
+    r, st, cube = target.rates, target.startup, target.cube
+    m, mp, dp, dvp, bc = t.m, t.mp, t.dp, t.dvp, t.bc
+    n = aiv_rows(m, aiv_count(target, m))[0][1]
+    nrb = ceil_div(sq, t.br)
+    items = batch * hkv * nrb * t.nsplit
+    cores = min(target.num_aic, items)
+    kpc = cube.k_per_cycle.get({2: "f16", 4: "f32"}.get(es, "f16"), 16)
+
+    def mmad(a: int, b: int, k: int) -> float:
+        return ceil_div(a, 16) * ceil_div(b, 16) * ceil_div(k, kpc) + cube.mmad_startup
+
+    l2 = min(r["l2_to_l1"], target.hbm_bytes_per_cycle / cores * target.memory.l2_bw_over_hbm)
+    pipes = [
+        mmad(mp, bc, dp) + mmad(mp, dvp, bc),
+        (bc * (dp + dvp) * es) / r["l1_to_l0b"] + mp * bc * es / r["l1_to_l0a"] + 3 * st["mte1"],
+    ]
+    vec = vector_cycles(target, "vmuls", n * bc, 4) + vector_cycles(target, "vsub", n * bc, 4) + vector_cycles(target, "vexp", n * bc, 4)
+    if es != 4:
+        vec += vector_cycles(target, "vcast", n * bc, 4)
+    width = bc
+    while width % 2 == 0 and width // 2 >= REPEAT_F32:
+        width //= 2
+        vec += vector_cycles(target, "vmax", n * width, 4) + vector_cycles(target, "vadd", n * width, 4)
+    vec += vector_cycles(target, "vreduce_max", n * width, 4) + vector_cycles(target, "vreduce_sum", n * width, 4)
+    for op in ("vmax", "vcopy", "vsub", "vexp", "vmul", "vadd", "vcopy"):
+        vec += vector_cycles(target, op, n, 4)
+    vec += vector_cycles(target, "vmul", n * dv, 4) + vector_cycles(target, "vadd", n * dv, 4)
+    if target.split:
+        pipes.append((bc * (dp + dvp) + mp * bc) * es / l2 + 3 * st["mte2_nd2nz"])  # AIC MTE2: K, V, P
+        pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + 2 * st["fix"])
+        pipes.append((n * bc + n * dv) * 4 / min(r["l2_to_ub"], l2) + 2 * st["mte2"])  # AIV MTE2: S, O
+        pipes.append(n * bc * es / r["ub_to_l2"] + st["mte3"])  # AIV MTE3: P
+        blk_bytes = bc * (d + dv) * es + 2 * m * bc * (4 + es) + 2 * m * dv * 4
+    else:  # coupled: L0C -> UB on the vector pipe, P through UB -> L1
+        pipes.append(bc * (dp + dvp) * es / l2 + 2 * st["mte2_nd2nz"])
+        vec += (mp * bc + mp * dvp) * 4 / r["l0c_to_ub"] + 2 * st["vector"]
+        pipes.append(n * bc * es / r["ub_to_l1"] + st["mte3"])
+        blk_bytes = bc * (d + dv) * es
+    per_block = max(*pipes, vec)
+    per_item = m * dp * es / min(r["gm_to_l1"], target.hbm_bytes_per_cycle / cores) + t.g * st["mte2_nd2nz"] + m * dv * es / r["ub_to_gm"]
+
+    # visible KV blocks of every item (w = ((b·Hkv + h)·nrb + i)·nsplit + s), summed per core
+    nkv = ceil_div(skv, bc)
+    q0 = np.arange(nrb) * t.br
+    nj = np.full(nrb, nkv)
+    if causal:
+        qsz = np.minimum(t.br, sq - q0)
+        nj = np.clip((q0 + qsz + (skv - sq) - 1) // bc + 1, 1, nkv)
+    if t.nsplit > 1:
+        lo = np.arange(t.nsplit) * t.per
+        per_item_blocks = np.clip(np.minimum(lo[None, :] + t.per, nj[:, None]) - lo[None, :], 1, None).ravel()
+    else:
+        per_item_blocks = nj
+    blocks = np.tile(per_item_blocks, batch * hkv)
+    per_core = np.bincount(np.arange(items) % cores, weights=blocks * per_block + per_item)
+    floor = blocks.sum() * blk_bytes / (target.hbm_bytes_per_cycle * target.memory.l2_bw_over_hbm)
+    return float(max(per_core.max(), floor))
 
 
 def tiling_for(att: nn.AttentionOp, target: HardwareConfig) -> FlashTiling:
@@ -282,7 +386,8 @@ class _Sync:
         primed `slots` times here (kernel entry) and drained by `drain`. More than one slot only
         across units (AIC <-> AIV): cross-core flags count pending sets (up to 16, S2
         CrossCoreSetFlag), intra-core event flags do not."""
-        assert slots == 1 or units in ("aic->aiv", "aiv->aic")
+        src, dst = units.split("->")
+        assert slots == 1 or src != dst  # cross-unit only (the AIVs are "aiv" and "aiv1")
         q = _Q(self, producer, consumer, self.kb.event(producer, consumer), self.kb.event(consumer, producer), units, slots)
         for _ in range(slots):
             q.release()
@@ -362,6 +467,43 @@ def lower_flash_attention(ctx: LoweringContext, op: nn.FusedOp, operands: list[S
     return [_FlashKernel(ctx, att, q, k, v, mask).emit()]
 
 
+@dataclass(frozen=True)
+class _Seg:
+    """Rows of one query head inside an AIV's share of the stacked tile: head `h`, rows a .. a+n-1
+    of that head, at row `lo` of the AIV's buffers."""
+
+    h: int
+    a: int
+    n: int
+    lo: int
+
+
+def aiv_rows(m: int, nsub: int) -> list[tuple[int, int]]:
+    """(first stacked row, rows) of each AIV: the first takes ceil(m / 2) when two share an item."""
+    if nsub == 1:
+        return [(0, m)]
+    n0 = ceil_div(m, 2)
+    return [(0, n0), (n0, m - n0)]
+
+
+def _segments(r0: int, n: int, br: int, g: int) -> list[_Seg]:
+    out = []
+    for h in range(g):
+        lo, hi = max(r0, h * br), min(r0 + n, (h + 1) * br)
+        if lo < hi:
+            out.append(_Seg(h, lo - h * br, hi - lo, lo - r0))
+    return out
+
+
+class _Aiv:
+    """One vector core's share of every item: stacked rows r0 .. r0+n-1, its own UB buffers,
+    running statistics and queues (see `_FlashKernel._aiv_buffers`)."""
+
+    def __init__(self, sub: int, r0: int, n: int, segs: list[_Seg]):
+        self.sub, self.r0, self.n, self.segs = sub, r0, n, segs
+        self.name = "aiv1" if sub else "aiv"  # the unit in flag `units` attributes
+
+
 class _FlashKernel:
     """Builds the kernel(s) of one attention; see the module docstring for the structure."""
 
@@ -383,6 +525,11 @@ class _FlashKernel:
         except ValueError as e:
             raise ctx.error(str(e)) from None
         self.off = self.skv - self.sq  # query i sees keys j <= i + off (aligned to the last query)
+        # score tiles the cube runs ahead of the vector cores (workspace ring slots per stage);
+        # a coupled core keeps S in its one L0C slot until the vector unit has read it: 1
+        self.depth = PRELOAD if self.split else 1
+        nsub = aiv_count(ctx.target, self.t.m)
+        self.aivs = [_Aiv(i, r0, n, _segments(r0, n, self.t.br, self.t.g)) for i, (r0, n) in enumerate(aiv_rows(self.t.m, nsub))]
 
     # ------------------------------------------------------------------------------------------
     def emit(self) -> SSAValue:
@@ -402,12 +549,9 @@ class _FlashKernel:
             args += partial
         else:
             args.append(ctx.view(out, [b * hq * sq, dv]))
-        if self.split:  # per-core GM workspace of the AIC <-> AIV hand-offs (stays in L2)
-            args += [
-                ctx.buffer([block_dim * t.m, t.bc], f32),
-                ctx.buffer([block_dim * t.m, t.bc], self.el),
-                ctx.buffer([block_dim * t.m, dv], f32),
-            ]
+        if self.split:  # per-core GM workspace rings of the AIC <-> AIV hand-offs (stay in L2)
+            rows = block_dim * t.m * self.depth
+            args += [ctx.buffer([rows, t.bc], f32), ctx.buffer([rows, t.bc], self.el), ctx.buffer([rows, dv], f32)]
         core = CoreType.MIX if self.split else CoreType.AIC
         kb = KernelBuilder(ctx, ctx.name("flash_attention"), [a.type for a in args], core, block_dim, ctx.current)
         self.kb = kb
@@ -432,7 +576,7 @@ class _FlashKernel:
     # ------------------------------------------------------------------------------------------
     def _buffers(self) -> None:
         kb, t, el = self.kb, self.t, self.el
-        L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
+        L1, L0A, L0B, L0C = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C
         self.q_l1 = kb.alloc([t.mp, t.dp], el, L1)
         self.k_l1 = kb.alloc([t.bc, t.dp], el, L1)
         self.v_l1 = kb.alloc([t.bc, t.dvp], el, L1)
@@ -443,56 +587,76 @@ class _FlashKernel:
         self.v_l0b = kb.alloc([t.bc, t.dvp], el, L0B)
         self.s_l0c = kb.alloc([t.mp, t.bc], f32, L0C)
         self.o_l0c = kb.alloc([t.mp, t.dvp], f32, L0C)
-        m, dv = t.m, self.dv
-        self.s_ub = kb.alloc([m, t.bc], f32, UB)
-        self.p_ub = kb.alloc([m, t.bc], el, UB)
-        self.o_ub = kb.alloc([m, dv], f32, UB)
-        self.acc = kb.alloc([m, dv], f32, UB)
-        self.out_ub = kb.alloc([m, dv], el, UB) if el != f32 else self.acc
-        self.m_old, self.m_new, self.l, self.alpha, self.alpha_prev, self.rowsum = (kb.alloc([m, 1], f32, UB) for _ in range(6))
-        self.red = kb.alloc([m, t.bc // 2], f32, UB) if _folds(t.bc) else None
-        if self.mask is not None:
-            _, mh, ms, mk = self.mask4
-            self.mrows = t.br if ms > 1 else 1
-            self.mcols = t.bc if mk > 1 else 1
-            self.mheads = t.g if mh > 1 else 1
-            self.mask_ub = kb.alloc([self.mheads * self.mrows, self.mcols], el, UB)
-            self.mask32 = kb.alloc([self.mheads * self.mrows, self.mcols], f32, UB) if el != f32 else self.mask_ub
         self.helpers = self.causal or self.skv % t.bc != 0
-        if self.helpers:
-            self.cmp = kb.alloc([t.br if self.causal else 1, t.bc], i1, UB)
-            self.colidx = kb.alloc([1, t.bc], f32, UB)
-            self.rowidx = kb.alloc([t.br, 1], f32, UB)
-            rowraw = kb.alloc([1, t.br], f32, UB)
-            self.lowest = kb.alloc([1, 1], f32, UB)
-            self.zero = kb.alloc([1, 1], f32, UB)
-            # constant helpers, written once per core before the item loop
-            kb.emit(ascend.VarangeOp(kb.const(0), rowraw))
-            kb.emit(ascend.VtransposeOp(rowraw, self.rowidx, [1, 0]))
-            kb.emit(ascend.VdupOp(self.lowest, LOWEST))
-            kb.emit(ascend.VdupOp(self.zero, 0.0))
+        for a in self.aivs:
+            with kb.on_subblock(a.sub):
+                self._aiv_buffers(a)
 
         s = self.sync = _Sync(kb, self.split)
-        AIC, AIV = "aic->aic", "aiv->aiv"
+        AIC = "aic->aic"
         M2, M1, M, FIX, V, M3 = Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.V, Pipe.MTE3
         self.q_q1, self.q_q0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
         self.q_k1, self.q_k0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
         self.q_v1, self.q_v0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
         self.q_p0 = s.queue(M1, M, AIC)
-        self.q_out = s.queue(V, M3, AIV)
-        self.q_p = s.queue(V, M3, AIV)
         if self.split:
             self.q_p1 = s.queue(M2, M1, AIC)
             self.q_sc, self.q_oc = s.queue(M, FIX, AIC), s.queue(M, FIX, AIC)
-            self.q_ws_s = s.queue(FIX, M2, "aic->aiv")
-            self.q_ws_o = s.queue(FIX, M2, "aic->aiv")
-            self.q_ws_p = s.queue(M3, M2, "aiv->aic")
-            self.q_s, self.q_o = s.queue(M2, V, AIV), s.queue(M2, V, AIV)
         else:  # coupled core: L0C -> UB on the vector pipe, UB -> L1 on MTE3
             self.q_sc, self.q_oc = s.queue(M, V, AIC), s.queue(M, V, AIC)
             self.q_p1 = s.queue(M3, M1, AIC)
+        for a in self.aivs:
+            u = f"{a.name}->{a.name}"
+            with kb.on_subblock(a.sub):
+                a.q_out = s.queue(V, M3, u)
+                a.q_p = s.queue(V, M3, u)
+                if self.split:
+                    a.q_ws_s = s.queue(FIX, M2, f"aic->{a.name}", self.depth)
+                    a.q_ws_o = s.queue(FIX, M2, f"aic->{a.name}", self.depth)
+                    a.q_ws_p = s.queue(M3, M2, f"{a.name}->aic", self.depth)
+                    a.q_s, a.q_o = s.queue(M2, V, u), s.queue(M2, V, u)
+                if self.mask is not None:
+                    a.q_mask = s.queue(M2, V, u)
+
+    def _aiv_buffers(self, a: _Aiv) -> None:
+        """UB of one vector core for its n rows (each AIV of a 910B group has its own 192 KiB)."""
+        kb, t, el, UB = self.kb, self.t, self.el, MemSpace.UB
+        n, dv = a.n, self.dv
+        a.s_ub = kb.alloc([n, t.bc], f32, UB)
+        a.p_ub = kb.alloc([n, t.bc], el, UB)
+        a.o_ub = kb.alloc([n, dv], f32, UB)
+        a.acc = kb.alloc([n, dv], f32, UB)
+        a.out_ub = kb.alloc([n, dv], el, UB) if el != f32 else a.acc
+        a.m_old, a.m_new, a.l, a.alpha, a.alpha_prev, a.rowsum = (kb.alloc([n, 1], f32, UB) for _ in range(6))
+        a.red = kb.alloc([n, t.bc // 2], f32, UB) if _folds(t.bc) else None
         if self.mask is not None:
-            self.q_mask = s.queue(M2, V, AIV)
+            _, mh, ms, mk = self.mask4
+            a.mcols = t.bc if mk > 1 else 1
+            # mask rows laid out like the score rows (ms > 1), one row per head segment (ms = 1,
+            # mh > 1), or one row for every row (ms = mh = 1)
+            a.mrows = n if ms > 1 else len(a.segs) if mh > 1 else 1
+            a.mask_ub = kb.alloc([a.mrows, a.mcols], el, UB)
+            a.mask32 = kb.alloc([a.mrows, a.mcols], f32, UB) if el != f32 else a.mask_ub
+        if self.helpers:
+            rows = max(s.n for s in a.segs) if self.causal else 1
+            a.cmp = kb.alloc([rows, t.bc], i1, UB)
+            a.colidx = kb.alloc([1, t.bc], f32, UB)
+            a.rowidx = kb.alloc([t.br, 1], f32, UB)
+            rowraw = kb.alloc([1, t.br], f32, UB)
+            a.lowest = kb.alloc([1, 1], f32, UB)
+            a.zero = kb.alloc([1, 1], f32, UB)
+            # constant helpers, written once per core before the item loop
+            kb.emit(ascend.VarangeOp(kb.const(0), rowraw))
+            kb.emit(ascend.VtransposeOp(rowraw, a.rowidx, [1, 0]))
+            kb.emit(ascend.VdupOp(a.lowest, LOWEST))
+            kb.emit(ascend.VdupOp(a.zero, 0.0))
+
+    def _each_aiv(self, fn: Callable[[_Aiv], None]) -> None:
+        """fn(a) for every vector core, its ops tagged with its sub-block (program order: AIV 0's
+        part, then AIV 1's; they run concurrently, each on its own pipes)."""
+        for a in self.aivs:
+            with self.kb.on_subblock(a.sub):
+                fn(a)
 
     # ------------------------------------------------------------------------------------------
     def _item(self, w: SSAValue, nrb: int) -> None:
@@ -515,23 +679,38 @@ class _FlashKernel:
             jh = kb.min(kb.add(jl, t.per), nj)
         else:
             jl, jh = 0, nj
-        self.ws_row = kb.mul(kb.block_idx, t.m)
+        self.ws_row = kb.mul(kb.block_idx, t.m * self.depth)
         self._init_item()
-        # Software pipeline (program order = numerics; the pipes overlap in time): the vector
-        # unit's softmax(j) runs while the cube finishes PV(j-1), whose update comes after it.
-        self._s_stage(jl)
+        # Software pipeline (program order = numerics; the pipes overlap in time): the cube runs
+        # `depth` score tiles ahead (S(j+depth) is issued before PV(j), CANN's bmm1 preload), so
+        # the vector cores' softmax(j) overlaps the cube's S(j+1..) and PV(j-1), whose update
+        # comes after it.
+        self._s_stage(jl)  # every item has at least one visible block
+        for k in range(1, self.depth):
+            if isinstance(jl, int) and jl + k >= nkv:
+                continue  # past the last block for every item (jh <= nkv): never runs
+            self._when(jh, kb.add(jl, k), "sgt", lambda k=k: self._s_stage(kb.add(jl, k)))
         last = kb.sub(jh, 1)
         if not (isinstance(jl, int) and isinstance(last, int) and last <= jl):
             with kb.loop(jl, last, 1) as j:
-                self._softmax(j)
-                self._when(j, jl, "sgt", lambda: self._update(kb.sub(j, 1), self.alpha_prev))
-                self._s_stage(kb.add(j, 1))
+                self._each_aiv(lambda a: self._softmax(a, j))
+                self._each_aiv(lambda a: self._when(j, jl, "sgt", lambda: self._update(a, kb.sub(j, 1), a.alpha_prev)))
+                nxt = kb.add(j, self.depth)
+                if self.depth == 1:
+                    self._s_stage(nxt)  # j + 1 <= last < jh inside this loop
+                else:
+                    self._when(jh, nxt, "sgt", lambda: self._s_stage(nxt))
                 self._pv(j)
-        self._softmax(last)
-        self._when(last, jl, "sgt", lambda: self._update(kb.sub(last, 1), self.alpha_prev))
+        self._each_aiv(lambda a: self._softmax(a, last))
+        self._each_aiv(lambda a: self._when(last, jl, "sgt", lambda: self._update(a, kb.sub(last, 1), a.alpha_prev)))
         self._pv(last)
-        self._update(last, self.alpha)
+        self._each_aiv(lambda a: self._update(a, last, a.alpha))
         self._finish_item()
+
+    def _slot(self, j: Index) -> Index:
+        """First workspace row of block j's ring slot on this core."""
+        kb = self.kb
+        return kb.add(self.ws_row, kb.mul(kb.rem(j, self.depth), self.t.m)) if self.depth > 1 else self.ws_row
 
     def _q_row(self, h: int) -> Index:
         kb = self.kb
@@ -540,6 +719,16 @@ class _FlashKernel:
     def _kv_row(self, kv0: Index) -> Index:
         kb = self.kb
         return kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hkv), self.kh), self.skv), kv0)
+
+    def _valid_rows(self, seg: _Seg, fn: Callable[[Index], None]) -> None:
+        """fn(rows) with the rows of `seg` that exist in this item (min(n, qsz - a)); nothing when
+        the item's last row block ends before the segment."""
+        kb = self.kb
+        if isinstance(self.qsz, int):
+            if self.qsz > seg.a:
+                fn(min(seg.n, self.qsz - seg.a))
+            return
+        self._when(self.qsz, seg.a, "sgt", lambda: fn(kb.min(seg.n, kb.sub(self.qsz, seg.a))))
 
     def _init_item(self) -> None:
         kb, t = self.kb, self.t
@@ -553,14 +742,18 @@ class _FlashKernel:
         kb.copy(self.q_l1, self.q_l0a)
         self.q_q1.release()
         self.q_q0.handoff()
-        # AIV: running statistics (the previous item's output store must be done: q_out)
-        self.q_out.acquire()
-        kb.emit(ascend.VdupOp(self.m_old, LOWEST))
-        kb.emit(ascend.VdupOp(self.l, 0.0))
-        kb.emit(ascend.VdupOp(self.acc, 0.0))
+
+        def stats(a: _Aiv) -> None:
+            # running statistics (the previous item's output store must be done: q_out)
+            a.q_out.acquire()
+            kb.emit(ascend.VdupOp(a.m_old, LOWEST))
+            kb.emit(ascend.VdupOp(a.l, 0.0))
+            kb.emit(ascend.VdupOp(a.acc, 0.0))
+
+        self._each_aiv(stats)
 
     def _s_stage(self, j: Index) -> None:
-        """AIC: S_j = Q · K_jᵀ into L0C, then out of L0C (GM workspace on 910B)."""
+        """AIC: S_j = Q · K_jᵀ into L0C, then out of L0C (GM workspace on 910B, read by each AIV)."""
         kb, t = self.kb, self.t
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
@@ -577,60 +770,64 @@ class _FlashKernel:
         self.q_sc.enque()
         if self.split:
             self.q_sc.deque()
-            self.q_ws_s.acquire()
-            kb.copy(self.s_l0c, kb.subview(self.ws_s, [self.ws_row, 0], [t.m, t.bc]), layout="nz2nd")
+            for a in self.aivs:  # both AIVs have read the previous S
+                a.q_ws_s.acquire()
+            kb.copy(self.s_l0c, kb.subview(self.ws_s, [self._slot(j), 0], [t.m, t.bc]), layout="nz2nd")
             self.q_sc.release()
-            self.q_ws_s.enque()
+            for a in self.aivs:
+                a.q_ws_s.enque()
 
-    def _softmax(self, j: Index) -> None:
-        """Vector: scale, mask, online softmax of block j; P to the cube."""
+    def _softmax(self, a: _Aiv, j: Index) -> None:
+        """Vector (one AIV, its rows): scale, mask, online softmax of block j; P to the cube."""
         kb, t = self.kb, self.t
-        s = self.s_ub
+        s = a.s_ub
         if self.split:
-            self.q_ws_s.deque()
-            self.q_s.acquire()
-            kb.copy(kb.subview(self.ws_s, [self.ws_row, 0], [t.m, t.bc]), s)
-            self.q_ws_s.release()
-            self.q_s.handoff()
+            a.q_ws_s.deque()
+            a.q_s.acquire()
+            kb.copy(kb.subview(self.ws_s, [kb.add(self._slot(j), a.r0), 0], [a.n, t.bc]), s)
+            a.q_ws_s.release()
+            a.q_s.handoff()
         else:
             self.q_sc.deque()
-            kb.copy(self.s_l0c, s)  # L0C -> UB (vector pipe, coupled core)
+            kb.copy(self.s_l0c if a.n == t.mp else kb.subview(self.s_l0c, [a.r0, 0], [a.n, t.bc]), s)  # L0C -> UB (vector pipe)
             self.q_sc.release()
         kb.emit(_v("vmuls")(s, s, self.scale))
         kv0 = kb.mul(j, t.bc)
         if self.mask is not None:
-            self._add_mask(kv0)
+            self._add_mask(a, kv0)
         if self.helpers:  # causal, or a last partial block
-            self._when(j, self.n_full, "sge", lambda: self._mask_block(kv0))
-        self._row_reduce("max", s, self.rowsum)
-        kb.emit(_v("vmax")(self.m_old, self.rowsum, self.m_new))
-        kb.emit(_v("vsub")(s, self.m_new, s))
-        self.q_p.acquire()
+            self._when(j, self.n_full, "sge", lambda: self._mask_block(a, kv0))
+        self._row_reduce(a, "max", s, a.rowsum)
+        kb.emit(_v("vmax")(a.m_old, a.rowsum, a.m_new))
+        kb.emit(_v("vsub")(s, a.m_new, s))
+        a.q_p.acquire()
         if self.el == f32:
-            kb.emit(_v("vexp")(s, self.p_ub))
-            self._row_reduce("sum", self.p_ub, self.rowsum)
+            kb.emit(_v("vexp")(s, a.p_ub))
+            self._row_reduce(a, "sum", a.p_ub, a.rowsum)
         else:
             kb.emit(_v("vexp")(s, s))
-            kb.emit(ascend.VcastOp(s, self.p_ub))
-            self._row_reduce("sum", s, self.rowsum)
+            kb.emit(ascend.VcastOp(s, a.p_ub))
+            self._row_reduce(a, "sum", s, a.rowsum)
         if self.split:
-            self.q_s.release()
-        kb.emit(_v("vcopy")(self.alpha, self.alpha_prev))  # α_{j-1}, for the deferred update(j-1)
-        kb.emit(_v("vsub")(self.m_old, self.m_new, self.alpha))
-        kb.emit(_v("vexp")(self.alpha, self.alpha))
-        kb.emit(_v("vmul")(self.l, self.alpha, self.l))
-        kb.emit(_v("vadd")(self.l, self.rowsum, self.l))
-        kb.emit(_v("vcopy")(self.m_new, self.m_old))
-        self.q_p.handoff()
+            a.q_s.release()
+        kb.emit(_v("vcopy")(a.alpha, a.alpha_prev))  # α_{j-1}, for the deferred update(j-1)
+        kb.emit(_v("vsub")(a.m_old, a.m_new, a.alpha))
+        kb.emit(_v("vexp")(a.alpha, a.alpha))
+        kb.emit(_v("vmul")(a.l, a.alpha, a.l))
+        kb.emit(_v("vadd")(a.l, a.rowsum, a.l))
+        kb.emit(_v("vcopy")(a.m_new, a.m_old))
+        a.q_p.handoff()
         if self.split:
-            self.q_ws_p.acquire()
-            kb.copy(self.p_ub, kb.subview(self.ws_p, [self.ws_row, 0], [t.m, t.bc]))
-            self.q_ws_p.enque()
+            a.q_ws_p.acquire()
+            kb.copy(a.p_ub, kb.subview(self.ws_p, [kb.add(self._slot(j), a.r0), 0], [a.n, t.bc]))
+            a.q_ws_p.enque()
         else:
-            self.q_p1.acquire()
-            kb.copy(self.p_ub, self.p_l1)  # UB -> L1 (MTE3, coupled core)
-            self.q_p1.enque()
-        self.q_p.release()
+            if a.sub == 0:
+                self.q_p1.acquire()
+            kb.copy(a.p_ub, self.p_l1 if a.n == t.mp else kb.subview(self.p_l1, [a.r0, 0], [a.n, t.bc]))  # UB -> L1 (MTE3, coupled)
+            if a is self.aivs[-1]:
+                self.q_p1.enque()
+        a.q_p.release()
 
     def _when(self, a: Index, b: Index, pred: str, fn: Callable[[], None]) -> None:
         """fn() when `a pred b` ("sge" or "sgt"), decided in Python when both are static, else
@@ -643,8 +840,8 @@ class _FlashKernel:
         cond = kb.emit(arith.CmpiOp(kb.idx(a), kb.idx(b), pred)).results[0]
         kb.if_else(cond, fn, lambda: None)
 
-    def _row_reduce(self, kind: str, src: SSAValue, dst: SSAValue) -> None:
-        """dst [M, 1] = row max / sum of src [M, Bc] (fp32). Wide rows are first folded in halves
+    def _row_reduce(self, a: _Aiv, kind: str, src: SSAValue, dst: SSAValue) -> None:
+        """dst [n, 1] = row max / sum of src [n, Bc] (fp32). Wide rows are first folded in halves
         with element-wise vmax / vadd (one 256-B repeat per 64 fp32, S5) down to one repeat per
         row, then one WholeReduce (S4 fit: ~0.11 cycle per fp32 element) finishes: the way
         CANN's softmax kernels avoid WholeReduce over the whole row."""
@@ -653,58 +850,73 @@ class _FlashKernel:
         width, cur = t.bc, src
         while width % 2 == 0 and width // 2 >= REPEAT_F32:
             h = width // 2
-            a = kb.subview(cur, [0, 0], [t.m, h])
-            b = kb.subview(cur, [0, h], [t.m, h])
-            out = kb.subview(self.red, [0, 0], [t.m, h])
-            kb.emit(_v(fold)(a, b, out))
-            width, cur = h, self.red
-        kb.emit(_v(whole)(kb.subview(cur, [0, 0], [t.m, width]), dst))
+            x = kb.subview(cur, [0, 0], [a.n, h])
+            y = kb.subview(cur, [0, h], [a.n, h])
+            out = kb.subview(a.red, [0, 0], [a.n, h])
+            kb.emit(_v(fold)(x, y, out))
+            width, cur = h, a.red
+        kb.emit(_v(whole)(kb.subview(cur, [0, 0], [a.n, width]), dst))
 
-    def _heads(self) -> list[SSAValue]:
-        """The per-head [Br, Bc] row slices of the score tile."""
-        kb, t = self.kb, self.t
-        if t.g == 1:
-            return [self.s_ub]
-        return [kb.subview(self.s_ub, [h * t.br, 0], [t.br, t.bc]) for h in range(t.g)]
+    def _rows(self, buf: SSAValue, lo: int, n: int, full: int) -> SSAValue:
+        """Rows lo .. lo+n-1 of a [full, *] buffer (the buffer itself when that is all of it)."""
+        if lo == 0 and n == full:
+            return buf
+        cols = buf.type.get_shape()[1]
+        return self.kb.subview(buf, [lo, 0], [n, cols])
 
-    def _add_mask(self, kv0: Index) -> None:
+    def _add_mask(self, a: _Aiv, kv0: Index) -> None:
         kb, t = self.kb, self.t
         mb, mh, ms, mk = self.mask4
         ksz = kb.boundary(t.bc, self.skv, kv0) if mk > 1 else 1
         col = kv0 if mk > 1 else 0
-        rows = self.qsz if ms > 1 else 1
-        self.q_mask.acquire()
-        for h in range(self.mheads):
-            head = kb.add(kb.mul(self.kh, t.g), h) if mh > 1 else 0
-            row = kb.add(kb.mul(kb.add(kb.mul(self.bb if mb > 1 else 0, mh), head), ms), self.q0 if ms > 1 else 0)
-            dst = kb.subview(self.mask_ub, [h * self.mrows, 0], [self.mrows, self.mcols])
-            kb.copy(kb.subview(self.gmask, [row, col], [rows, ksz]), dst)
-        self.q_mask.handoff()
-        if self.mask32 is not self.mask_ub:
-            kb.emit(ascend.VcastOp(self.mask_ub, self.mask32))
-        if self.mheads == 1 and self.mrows == 1:
-            kb.emit(_v("vadd")(self.s_ub, self.mask32, self.s_ub))  # one row for every head
-        else:
-            for h, sh in enumerate(self._heads()):
-                mt = self.mask32 if self.mheads == 1 else kb.subview(self.mask32, [h * self.mrows, 0], [self.mrows, self.mcols])
-                kb.emit(_v("vadd")(sh, mt, sh))
-        self.q_mask.release()
+        a.q_mask.acquire()
 
-    def _mask_block(self, kv0: Index) -> None:
+        def src_row(seg: _Seg) -> Index:
+            head = kb.add(kb.mul(self.kh, t.g), seg.h) if mh > 1 else 0
+            return kb.add(kb.mul(kb.add(kb.mul(self.bb if mb > 1 else 0, mh), head), ms), kb.add(self.q0, seg.a) if ms > 1 else 0)
+
+        if ms > 1:  # the segment's rows, at the score rows they add to
+            for seg in a.segs:
+                self._valid_rows(seg, lambda rows, seg=seg: kb.copy(
+                    kb.subview(self.gmask, [src_row(seg), col], [rows, ksz]),
+                    self._rows(a.mask_ub, seg.lo, seg.n, a.mrows)))
+        elif mh > 1:  # one row per head segment
+            for i, seg in enumerate(a.segs):
+                kb.copy(kb.subview(self.gmask, [src_row(seg), col], [1, ksz]), self._rows(a.mask_ub, i, 1, a.mrows))
+        else:
+            kb.copy(kb.subview(self.gmask, [src_row(a.segs[0]), col], [1, ksz]), a.mask_ub)
+        a.q_mask.handoff()
+        if a.mask32 is not a.mask_ub:
+            kb.emit(ascend.VcastOp(a.mask_ub, a.mask32))
+        if ms == 1 and mh == 1:
+            kb.emit(_v("vadd")(a.s_ub, a.mask32, a.s_ub))  # one row for every row
+        else:
+            for i, seg in enumerate(a.segs):
+                sh = self._rows(a.s_ub, seg.lo, seg.n, a.n)
+                mt = self._rows(a.mask32, seg.lo, seg.n, a.mrows) if ms > 1 else self._rows(a.mask32, i, 1, a.mrows)
+                kb.emit(_v("vadd")(sh, mt, sh))
+        a.q_mask.release()
+
+    def _mask_block(self, a: _Aiv, kv0: Index) -> None:
         """Write the lowest float where key kv0 + c is invisible: above the diagonal (causal) or
         past Skv (the zero-padded columns of a last partial block)."""
         kb = self.kb
         if self.causal:
-            # masked iff kv0 + c > q0 + r + off  <=>  c + (kv0 - q0 - off) > r
-            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, kb.add(self.q0, self.off))), self.colidx))
-            kb.emit(ascend.VcmpOp("gt", self.colidx, self.rowidx, self.cmp))
-            for sh in self._heads():
-                kb.emit(ascend.VselOp(self.cmp, self.lowest, sh, sh))
+            # masked iff kv0 + c > q0 + r + off  <=>  c + (kv0 - q0 - off) > r  (r: row in its head)
+            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, kb.add(self.q0, self.off))), a.colidx))
+            done: dict[tuple[int, int], SSAValue] = {}
+            for seg in a.segs:
+                cmp = done.get((seg.a, seg.n))
+                if cmp is None:
+                    cmp = done[(seg.a, seg.n)] = self._rows(a.cmp, 0, seg.n, a.cmp.type.get_shape()[0])
+                    kb.emit(ascend.VcmpOp("gt", a.colidx, self._rows(a.rowidx, seg.a, seg.n, self.t.br), cmp))
+                sh = self._rows(a.s_ub, seg.lo, seg.n, a.n)
+                kb.emit(ascend.VselOp(cmp, a.lowest, sh, sh))
         else:
             # masked iff kv0 + c >= Skv
-            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, self.skv)), self.colidx))
-            kb.emit(ascend.VcmpOp("ge", self.colidx, self.zero, self.cmp))
-            kb.emit(ascend.VselOp(self.cmp, self.lowest, self.s_ub, self.s_ub))
+            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, self.skv)), a.colidx))
+            kb.emit(ascend.VcmpOp("ge", a.colidx, a.zero, a.cmp))
+            kb.emit(ascend.VselOp(a.cmp, a.lowest, a.s_ub, a.s_ub))
 
     def _pv(self, j: Index) -> None:
         """AIC: O_j = P · V_j into L0C, then out of L0C."""
@@ -719,10 +931,12 @@ class _FlashKernel:
         self.q_v1.release()
         self.q_v0.handoff()
         if self.split:
-            self.q_ws_p.deque()
+            for a in self.aivs:  # every AIV wrote its rows of P
+                a.q_ws_p.deque()
             self.q_p1.acquire()
-            kb.copy(kb.subview(self.ws_p, [self.ws_row, 0], [t.m, t.bc]), self.p_l1, layout="nd2nz")
-            self.q_ws_p.release()
+            kb.copy(kb.subview(self.ws_p, [self._slot(j), 0], [t.m, t.bc]), self.p_l1, layout="nd2nz")
+            for a in self.aivs:
+                a.q_ws_p.release()
             self.q_p1.handoff()
         else:
             self.q_p1.deque()
@@ -737,29 +951,33 @@ class _FlashKernel:
         self.q_oc.enque()
         if self.split:
             self.q_oc.deque()
-            self.q_ws_o.acquire()
-            kb.copy(self.o_l0c, kb.subview(self.ws_o, [self.ws_row, 0], [t.m, self.dv]), layout="nz2nd")
+            for a in self.aivs:
+                a.q_ws_o.acquire()
+            kb.copy(self.o_l0c, kb.subview(self.ws_o, [self._slot(j), 0], [t.m, self.dv]), layout="nz2nd")
             self.q_oc.release()
-            self.q_ws_o.enque()
+            for a in self.aivs:
+                a.q_ws_o.enque()
 
-    def _update(self, j: Index, alpha: SSAValue) -> None:
+    def _update(self, a: _Aiv, j: Index, alpha: SSAValue) -> None:
         """Vector: acc = α_j·acc + O_j (α_j is `alpha_prev` when softmax(j+1) already ran)."""
         kb, t = self.kb, self.t
-        o = self.o_ub
+        o = a.o_ub
         if self.split:
-            self.q_ws_o.deque()
-            self.q_o.acquire()
-            kb.copy(kb.subview(self.ws_o, [self.ws_row, 0], [t.m, self.dv]), o)
-            self.q_ws_o.release()
-            self.q_o.handoff()
+            a.q_ws_o.deque()
+            a.q_o.acquire()
+            kb.copy(kb.subview(self.ws_o, [kb.add(self._slot(j), a.r0), 0], [a.n, self.dv]), o)
+            a.q_ws_o.release()
+            a.q_o.handoff()
         else:
-            self.q_oc.deque()
-            kb.copy(self.o_l0c, o)  # L0C -> UB (vector pipe)
-            self.q_oc.release()
-        kb.emit(_v("vmul")(self.acc, alpha, self.acc))
-        kb.emit(_v("vadd")(self.acc, o, self.acc))
+            if a.sub == 0:
+                self.q_oc.deque()
+            kb.copy(self.o_l0c if a.n == t.mp else kb.subview(self.o_l0c, [a.r0, 0], [a.n, t.dvp]), o)  # L0C -> UB (vector pipe)
+            if a is self.aivs[-1]:
+                self.q_oc.release()
+        kb.emit(_v("vmul")(a.acc, alpha, a.acc))
+        kb.emit(_v("vadd")(a.acc, o, a.acc))
         if self.split:
-            self.q_o.release()
+            a.q_o.release()
 
     def _finish_item(self) -> None:
         kb, t = self.kb, self.t
@@ -767,20 +985,30 @@ class _FlashKernel:
         if t.nsplit > 1:
             # partial (acc, m, l) of this KV split, for the combine kernel
             row = kb.mul(kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hkv), self.kh), t.nsplit), self.sp), t.m)
-            self.q_out.handoff()
-            kb.copy(self.acc, kb.subview(self.gacc, [row, 0], [t.m, self.dv]))
-            kb.copy(self.m_old, kb.subview(self.gm_, [row, 0], [t.m, 1]))
-            kb.copy(self.l, kb.subview(self.gl, [row, 0], [t.m, 1]))
-            self.q_out.release()
+
+            def partial(a: _Aiv) -> None:
+                r = kb.add(row, a.r0)
+                a.q_out.handoff()
+                kb.copy(a.acc, kb.subview(self.gacc, [r, 0], [a.n, self.dv]))
+                kb.copy(a.m_old, kb.subview(self.gm_, [r, 0], [a.n, 1]))
+                kb.copy(a.l, kb.subview(self.gl, [r, 0], [a.n, 1]))
+                a.q_out.release()
+
+            self._each_aiv(partial)
             return
-        kb.emit(_v("vdiv")(self.acc, self.l, self.acc))
-        if self.out_ub is not self.acc:
-            kb.emit(ascend.VcastOp(self.acc, self.out_ub))
-        self.q_out.handoff()
-        for h in range(t.g):
-            src = kb.subview(self.out_ub, [h * t.br, 0], [t.br, self.dv]) if t.g > 1 else self.out_ub
-            kb.copy(src, kb.subview(self.gout, [self._q_row(h), 0], [self.qsz, self.dv]))
-        self.q_out.release()
+
+        def store(a: _Aiv) -> None:
+            kb.emit(_v("vdiv")(a.acc, a.l, a.acc))
+            if a.out_ub is not a.acc:
+                kb.emit(ascend.VcastOp(a.acc, a.out_ub))
+            a.q_out.handoff()
+            for seg in a.segs:
+                src = self._rows(a.out_ub, seg.lo, seg.n, a.n)
+                self._valid_rows(seg, lambda rows, seg=seg, src=src: kb.copy(
+                    src, kb.subview(self.gout, [kb.add(self._q_row(seg.h), seg.a), 0], [rows, self.dv])))
+            a.q_out.release()
+
+        self._each_aiv(store)
 
 
 def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, fk: _FlashKernel) -> None:

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 Index = int | SSAValue
 
+# Attribute naming the AIV of the group that runs an op (interpreter/kernel.py SUBBLOCK_ATTR).
+SUBBLOCK_ATTR = "subblock"
+
 # Ascend C gives each (src, dst) pipe pair EVENT_ID0..7 (S6 HIVM enum; S5 MAX_EVENT_ID_NUM 8).
 EVENTS_PER_PIPE_PAIR = 8
 
@@ -128,15 +131,30 @@ class KernelBuilder:
         self._events: dict[tuple[Pipe, Pipe], int] = {}
         self._handoff_events: dict[tuple[Pipe, Pipe], int] = {}
         self._queues: list[Queue] = []
-        self.used: dict[MemSpace, int] = {}
+        self.used: dict[tuple[MemSpace, int], int] = {}
+        # Which AIV of a 910B group (1 AIC + 2 AIV, S1/S2) runs the ascend ops emitted now and owns
+        # the buffers allocated now (mix kernels): 0, or 1 = the `subblock` attribute.
+        self.subblock = 0
 
     # ------------------------------------------------------------------------------------------
     # insertion
     # ------------------------------------------------------------------------------------------
     def emit(self, op: Operation) -> Operation:
-        """Append `op` at the current insertion point."""
+        """Append `op` at the current insertion point (an ascend op emitted while `subblock` is 1
+        runs on the group's second AIV)."""
+        if self.subblock and op.name.startswith("ascend."):
+            op.attributes[SUBBLOCK_ATTR] = IntegerAttr(self.subblock, 64)
         self._block.add_op(op)
         return op
+
+    @contextmanager
+    def on_subblock(self, sub: int) -> Iterator[None]:
+        """Ops emitted and buffers allocated inside run on / belong to AIV `sub` of the group."""
+        old, self.subblock = self.subblock, sub
+        try:
+            yield
+        finally:
+            self.subblock = old
 
     def _hoist(self, op: Operation) -> Operation:
         # Constants and buffers go to the kernel entry, before ascend.block_idx, so they dominate
@@ -290,15 +308,19 @@ class KernelBuilder:
                 (each buffer is rounded up to the space's address alignment).
         """
         nbytes = round_up(max(packed_nbytes(to_numpy_dtype(elem), math.prod(shape)), 1), self.target.align.get(space.value, 32))
-        used = self.used.get(space, 0) + nbytes
+        key = (space, self.subblock)  # each AIV has its own UB
+        used = self.used.get(key, 0) + nbytes
         cap = self.target.capacity(space.value)
         if used > cap:
             raise AscendirError(
                 f"{self.what}: kernel {self.name} needs {used} bytes of {space.value.upper()}, "
                 f"{self.target.name} has {cap} per core"
             )
-        self.used[space] = used
-        return self._hoist(ascend.AllocOp(ascend.memref_type(shape, elem, space))).results[0]
+        self.used[key] = used
+        op = ascend.AllocOp(ascend.memref_type(shape, elem, space))
+        if self.subblock:
+            op.attributes[SUBBLOCK_ATTR] = IntegerAttr(self.subblock, 64)
+        return self._hoist(op).results[0]
 
     def subview(
         self,

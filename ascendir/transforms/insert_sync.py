@@ -471,7 +471,8 @@ def _shares_bytes(kernel: ascend.KernelOp) -> bool:
     for op in kernel.walk():
         if isinstance(op, ascend.AllocOp) and "offset" in op.attributes and space_of(op.result) != MemSpace.GM:
             lo = op.attributes["offset"].value.data
-            spans.setdefault(space_of(op.result), []).append((lo, lo + math.prod(op.result.type.get_shape()) * itemsize(op.result.type.element_type)))
+            sub = op.attributes["subblock"].value.data if "subblock" in op.attributes else 0  # AIV 1's own UB
+            spans.setdefault((space_of(op.result), sub), []).append((lo, lo + math.prod(op.result.type.get_shape()) * itemsize(op.result.type.element_type)))
     for lst in spans.values():
         lst.sort()
         if any(b[0] < a[1] for a, b in zip(lst, lst[1:])):

@@ -122,8 +122,11 @@ def plan_kernel(kernel: ascend.KernelOp, target: HardwareConfig) -> dict[str, in
     for a in allocs:
         sp = space_of(a.result).value
         align = target.align.get(sp, 32)
-        by_space.setdefault(sp, []).append(_Item(a.result, _round_up(max(nbytes(a.result.type), 1), align), live[a.result]))
-    for sp, items in by_space.items():
+        # each AIV of a 910B group has its own UB: plan the buffers of AIV 1 (subblock) apart
+        key = sp if "subblock" not in a.attributes else f"{sp}#{a.attributes['subblock'].value.data}"
+        by_space.setdefault(key, []).append(_Item(a.result, _round_up(max(nbytes(a.result.type), 1), align), live[a.result]))
+    for key, items in by_space.items():
+        sp = key.split("#")[0]
         cap = target.capacity(sp)
         placed = _first_fit(items, target.align.get(sp, 32))
         for it in placed:
@@ -136,7 +139,7 @@ def plan_kernel(kernel: ascend.KernelOp, target: HardwareConfig) -> dict[str, in
                     f"largest tile that fits: {_largest_fit(t, _largest_hole(placed, it, cap))}"
                 )
             it.value.owner.attributes[OFFSET_ATTR] = IntegerAttr(it.offset, i64)
-        used[sp] = max((it.offset + it.size for it in placed), default=0)
+        used[sp] = max(used.get(sp, 0), max((it.offset + it.size for it in placed), default=0))
     return used
 
 
