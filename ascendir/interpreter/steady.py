@@ -673,18 +673,8 @@ class LoopMemo:
             core.free[:] = [S[i // npipes] + dS[i // npipes] if i % npipes == 0
                             else S[i // npipes] if ef[i] == vS[i // npipes] else ef[i] + c_shift for i in units]
             core.done[:] = [S[i // npipes] if ed[i] == vS[i // npipes] else ed[i] + c_shift for i in units]
-            du = self.dst_units
-            for k, (q, ts) in enumerate(zip(F.flags.queues, eq)):
-                if q or ts:
-                    u = du[k]
-                    q.clear()
-                    q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
-            busy, acct = core.busy, F.acct
-            busy[:] = [a + b for a, b in zip(busy, dbusy)]
-            acct[:] = [a + b for a, b in zip(acct, dacct)]
+            _restore_queues_and_add(F, self.dst_units, eq, S, vS, c_shift, dbusy, dacct, s_free)
             F.skipped += n
-            if not s_free:
-                F.srel += 1  # an S clock decided something in the applied execution
             if F.sig is not None:
                 F.sig.append(v)
             return True
@@ -744,19 +734,11 @@ class LoopMemo:
                             else S[i // npipes] if vec[i] == vS[i // npipes] else vec[i] + c_shift for i in units]
             core.done[:] = [S[i // npipes] if vec[ns + i] == vS[i // npipes] else vec[ns + i] + c_shift for i in units]
             k = 3 * ns + len(F.acct)
-            du = self.dst_units
-            for q_i, (q, ln) in enumerate(zip(F.flags.queues, lens)):
-                ts = vec[k:k + ln]
+            eq = []
+            for ln in lens:
+                eq.append(vec[k:k + ln])
                 k += ln
-                if q or ts:
-                    u = du[q_i]
-                    q.clear()
-                    q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
-            busy, acct = core.busy, F.acct
-            busy[:] = [a + b for a, b in zip(busy, dbusy)]
-            acct[:] = [a + b for a, b in zip(acct, dacct)]
-            if not s_free:
-                F.srel += 1  # an S clock decided something in the applied part
+            _restore_queues_and_add(F, self.dst_units, eq, S, vS, c_shift, dbusy, dacct, s_free)
             P, d, prev, cur = regime[0], regime[1], regime[2], regime[3]
             oshift = None
             if dv is not None and dv.any():
@@ -853,6 +835,22 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
             s = S[dst_units[k]]
             rel.extend(["S" if t <= s else round(t - base, 6) for t in q])
     return tuple(rel), tuple(round(x - base, 6) for x in S), base, S
+
+
+def _restore_queues_and_add(F, dst_units, eq, S, vS, c_shift: float, dbusy, dacct, s_free: bool) -> None:
+    """Set each flag queue to the stored execution's pending times `eq` (moved by `c_shift`, or
+    pinned to the destination unit's S clock when they were at it) and add the execution's busy
+    and byte/flop counter deltas (LoopMemo.reuse / LoopMemo.prefix)."""
+    for k, (q, ts) in enumerate(zip(F.flags.queues, eq)):
+        if q or ts:
+            u = dst_units[k]
+            q.clear()
+            q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
+    busy, acct = F.core.busy, F.acct
+    busy[:] = [a + b for a, b in zip(busy, dbusy)]
+    acct[:] = [a + b for a, b in zip(acct, dacct)]
+    if not s_free:
+        F.srel += 1  # an S clock decided something in the applied execution
 
 
 def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None) -> None:
