@@ -65,6 +65,10 @@ def _parse_pipeline(spec: str | None, opt_level: str) -> PassPipeline:
         if opt_level not in PIPELINES:
             raise AscendirError(f"unknown optimization level '{opt_level}' (choose from {', '.join(PIPELINES)})")
         spec = PIPELINES[opt_level]
+    for p in spec.split(","):
+        name = p.split("{", 1)[0].strip()
+        if "{" in p and name in PIPELINES:
+            raise AscendirError(f"bad pass pipeline '{spec}': the named pipeline '{name}' takes no options (give its passes with their options instead: {PIPELINES[name] or 'it is empty'})")
     spec = ",".join(PIPELINES.get(p, p) for p in spec.split(",") if PIPELINES.get(p, p).strip())
     if not spec:
         return PassPipeline(())

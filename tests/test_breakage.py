@@ -63,6 +63,11 @@ def test_pipeline_syntax_error_is_one_line(spec: str) -> None:
     _clean_error(_run("compile", MLP, "-p", spec), "bad pass pipeline")
 
 
+def test_named_pipeline_with_options_says_so() -> None:
+    # used to say "Unrecognized passes: ['O2']", though O2 is a pipeline name -p accepts
+    _clean_error(_run("compile", MLP, "-p", "O2{x=1}"), "named pipeline 'O2' takes no options", "fuse-ffn")
+
+
 def test_nn_pipeline_with_the_lowering_pass_is_rejected() -> None:
     # used to emit ascend IR under --emit nn, or fail with "already lowered?"
     _clean_error(_run("compile", MLP, "--emit", "nn", "-p", "convert-nn-to-ascend"), "convert-nn-to-ascend", "--target")
