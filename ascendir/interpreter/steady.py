@@ -642,38 +642,16 @@ class LoopMemo:
             dv = addr - vaddr if coefs is not None else None
             hit = None
             if len(ri):
-                # the outcomes must be the stored ones: only designated misses (l2.L2Pass) can
-                # miss, and those look at the chip L2 of earlier kernels
-                if l2p.recording:
-                    if misses:
-                        continue
-                else:
-                    if des is None:
-                        des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), len(ri)).tolist()
-                    if not misses.issubset(des):
-                        continue
-                    ok = True
-                    for dpos in des:
-                        e = int(ri[dpos])
-                        o = int(acc.off[e]) + (int(coefs[e] @ dv) if dv is not None else 0)
-                        k = int(acc.sid[e]) * SHIFT + o
-                        if F.l2.resident_before(k, float(acc.t[e]) + tshift, F.t0) != bool(rhit[dpos]):
-                            ok = False
-                            break
-                    if not ok:
-                        continue
+                if des is None and not l2p.recording:  # the same for every candidate
+                    des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), len(ri)).tolist()
+                if not _outcomes_hold(F, acc, coefs, dv, ri, rhit, misses, tshift, len(ri), des):
+                    continue
                 hit = rhit
             t = acc.t + tshift
             off = acc.off if dv is None else acc.off + coefs @ dv
             keys = acc.sid * SHIFT + off
             _apply_accesses(F, acc, keys, off, t, hit)
-            core = F.core
-            npipes = self.npipes
-            units = range(len(core.free))
-            core.free[:] = [S[i // npipes] + dS[i // npipes] if i % npipes == 0
-                            else S[i // npipes] if ef[i] == vS[i // npipes] else ef[i] + c_shift for i in units]
-            core.done[:] = [S[i // npipes] if ed[i] == vS[i // npipes] else ed[i] + c_shift for i in units]
-            _restore_queues_and_add(F, self.dst_units, eq, S, vS, c_shift, dbusy, dacct, s_free)
+            self._restore(F, S, vS, c_shift, ef, ed, eq, dS, dbusy, dacct, s_free)
             F.skipped += n
             if F.sig is not None:
                 F.sig.append(v)
@@ -708,43 +686,47 @@ class LoopMemo:
             tshift = (F.t0 + base) - (vt0 + vbase)
             c_shift = base - vbase
             if nr:
-                if l2p.recording:
-                    if any(p < nr for p in misses):
-                        continue
-                else:
-                    des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), nr).tolist()
-                    if not all(p in des for p in misses if p < nr):
-                        continue
-                    ok = True
-                    for dpos in des:
-                        e = int(ri[dpos])
-                        o = int(acc.off[e]) + (int(coefs[e] @ dv) if dv is not None else 0)
-                        if F.l2.resident_before(int(acc.sid[e]) * SHIFT + o, float(acc.t[e]) + tshift, F.t0) != bool(rhit[dpos]):
-                            ok = False
-                            break
-                    if not ok:
-                        continue
+                des = None if l2p.recording else l2p._designated(F.block, l2p.ordinal.get(F.block, 0), nr).tolist()
+                if not _outcomes_hold(F, acc, coefs, dv, ri, rhit, misses, tshift, nr, des):
+                    continue
             part = Acc(acc.cid[:npre], acc.sid[:npre], acc.off[:npre], acc.t[:npre], acc.rd[:npre], acc.hit[:npre])
             off = part.off if dv is None else part.off + coefs[:npre] @ dv
             _apply_accesses(F, part, part.sid * SHIFT + off, off, part.t + tshift, rhit[:nr] if nr else None)
-            core = F.core
-            ns = len(core.free)
-            units = range(ns)
-            core.free[:] = [S[i // npipes] + (vec[i] - vS[i // npipes]) if i % npipes == 0
-                            else S[i // npipes] if vec[i] == vS[i // npipes] else vec[i] + c_shift for i in units]
-            core.done[:] = [S[i // npipes] if vec[ns + i] == vS[i // npipes] else vec[ns + i] + c_shift for i in units]
+            ns = len(F.core.free)
             k = 3 * ns + len(F.acct)
             eq = []
             for ln in lens:
                 eq.append(vec[k:k + ln])
                 k += ln
-            _restore_queues_and_add(F, self.dst_units, eq, S, vS, c_shift, dbusy, dacct, s_free)
+            dS = [vec[u * npipes] - x for u, x in enumerate(vS)]  # S clock advance per unit
+            self._restore(F, S, vS, c_shift, vec[:ns], vec[ns:2 * ns], eq, dS, dbusy, dacct, s_free)
             P, d, prev, cur = regime[0], regime[1], regime[2], regime[3]
             oshift = None
             if dv is not None and dv.any():
                 oshift = np.array([sum(a * b for a, b in zip(rows.get(c, ()), dv.tolist())) for c in cur.cid.tolist()], np.int64)
             return idx0, P, d, prev, cur, [P, d, prev, cur, None, 0, regime[6], idx0, regime[8], oshift], tshift
         return None
+
+    def _restore(self, F, S, vS, c_shift: float, ef, ed, eq, dS, dbusy, dacct, s_free: bool) -> None:
+        """Set the core's clocks and flag queues to a stored execution's end (`ef` / `ed` / `eq`:
+        free, done, pending flag times; moved by `c_shift`, or pinned to the unit's S clock `S`
+        where they were at the stored one `vS`; each S clock advances by `dS`) and add its busy
+        and byte/flop counter deltas."""
+        core, npipes = F.core, self.npipes
+        units = range(len(core.free))
+        core.free[:] = [S[i // npipes] + dS[i // npipes] if i % npipes == 0
+                        else S[i // npipes] if ef[i] == vS[i // npipes] else ef[i] + c_shift for i in units]
+        core.done[:] = [S[i // npipes] if ed[i] == vS[i // npipes] else ed[i] + c_shift for i in units]
+        du = self.dst_units
+        for k, (q, ts) in enumerate(zip(F.flags.queues, eq)):
+            if q or ts:
+                u = du[k]
+                q.clear()
+                q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
+        core.busy[:] = [a + b for a, b in zip(core.busy, dbusy)]
+        F.acct[:] = [a + b for a, b in zip(F.acct, dacct)]
+        if not s_free:
+            F.srel += 1  # an S clock decided something in the applied execution
 
     def store(self, F, R, ent: tuple, log: list, first: tuple | None = None, g0: int = 0) -> None:
         """Keep the execution that just ran from `ent` (its GM accesses: `log`). Kept raw: most
@@ -837,20 +819,21 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
     return tuple(rel), tuple(round(x - base, 6) for x in S), base, S
 
 
-def _restore_queues_and_add(F, dst_units, eq, S, vS, c_shift: float, dbusy, dacct, s_free: bool) -> None:
-    """Set each flag queue to the stored execution's pending times `eq` (moved by `c_shift`, or
-    pinned to the destination unit's S clock when they were at it) and add the execution's busy
-    and byte/flop counter deltas (LoopMemo.reuse / LoopMemo.prefix)."""
-    for k, (q, ts) in enumerate(zip(F.flags.queues, eq)):
-        if q or ts:
-            u = dst_units[k]
-            q.clear()
-            q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
-    busy, acct = F.core.busy, F.acct
-    busy[:] = [a + b for a, b in zip(busy, dbusy)]
-    acct[:] = [a + b for a, b in zip(acct, dacct)]
-    if not s_free:
-        F.srel += 1  # an S clock decided something in the applied execution
+def _outcomes_hold(F, acc: Acc, coefs, dv, ri, rhit, misses, tshift: float, nr: int, des: list[int] | None) -> bool:
+    """Whether the first `nr` reads of a stored execution (LoopMemo.reuse / .prefix), moved by
+    address delta `dv` and time shift `tshift`, get their stored outcomes `rhit` now: only
+    designated misses (l2.L2Pass; `des`, None in the recording pass) can miss, and those look at
+    the chip L2 of earlier kernels."""
+    if des is None:
+        return not any(p < nr for p in misses)
+    if not all(p in des for p in misses if p < nr):
+        return False
+    for dpos in des:
+        e = int(ri[dpos])
+        o = int(acc.off[e]) + (int(coefs[e] @ dv) if dv is not None else 0)
+        if F.l2.resident_before(int(acc.sid[e]) * SHIFT + o, float(acc.t[e]) + tshift, F.t0) != bool(rhit[dpos]):
+            return False
+    return True
 
 
 def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None) -> None:
