@@ -174,6 +174,16 @@ _ALL_PATHS = {k: v for paths in COPY_PATHS.values() for k, v in paths.items()}
 
 ARCH_ATTR = "ascend.arch"
 
+# Optional integer attribute of tile ops, ascend.alloc and flags' units in a 910B mix kernel: which
+# AIV of the group (GetSubBlockIdx, S2) runs the op / owns the UB buffer; absent = 0.
+SUBBLOCK_ATTR = "subblock"
+
+
+def subblock(op: Operation) -> int:
+    """The AIV of its group that runs `op` (SUBBLOCK_ATTR; 0 when absent)."""
+    a = op.attributes.get(SUBBLOCK_ATTR)
+    return a.value.data if a is not None else 0
+
 
 def module_arch(op: Operation) -> str | None:
     """The `ascend.arch` attribute of the enclosing module, if any."""

@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
+from ascendir.dialects.ascend import subblock
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter import registry
@@ -191,8 +192,7 @@ class Compiler:
         cache: dict = {}
         name = op.name
         nunits = k.nunits
-        sub_attr = op.attributes.get("subblock")  # kernel.SUBBLOCK_ATTR (AIV 1 of the group)
-        sub = sub_attr.value.data if sub_attr is not None else 0
+        sub = subblock(op)  # AIV 1 of the group
         all_mem = all(mem)
         A = F.A
         mem_slots = [i for i, m_ in zip(ins, mem) if m_]

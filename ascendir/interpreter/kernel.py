@@ -16,7 +16,7 @@ from xdsl.dialects import memref
 from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import space_of
+from ascendir.dialects.ascend import space_of, subblock
 from ascendir.dtypes import packed_nbytes
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
@@ -41,16 +41,6 @@ def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None
     if isinstance(op, ascend.VectorOp):
         return "V", "aiv", False
     return None
-
-
-# Optional integer attribute of tile ops, ascend.alloc and flags' units in a 910B mix kernel: which
-# AIV of the group (GetSubBlockIdx, S2) runs the op / owns the UB buffer; absent = 0.
-SUBBLOCK_ATTR = "subblock"
-
-
-def subblock(op: Operation) -> int:
-    a = op.attributes.get(SUBBLOCK_ATTR)
-    return a.value.data if a is not None else 0
 
 
 def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:

@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefT
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dialects.ascend import SUBBLOCK_ATTR, CoreType, MemSpace, Pipe
 from ascendir.dtypes import packed_nbytes, to_numpy_dtype
 from ascendir.errors import AscendirError
 
@@ -37,9 +37,6 @@ if TYPE_CHECKING:
     from ascendir.lowering.host_builder import LoweringContext
 
 Index = int | SSAValue
-
-# Attribute naming the AIV of the group that runs an op (interpreter/kernel.py SUBBLOCK_ATTR).
-SUBBLOCK_ATTR = "subblock"
 
 # Ascend C gives each (src, dst) pipe pair EVENT_ID0..7 (S6 HIVM enum; S5 MAX_EVENT_ID_NUM 8).
 EVENTS_PER_PIPE_PAIR = 8

@@ -59,7 +59,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import CoreType, MemSpace, Pipe, copy_pipe, module_arch, space_of
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe, copy_pipe, module_arch, space_of, subblock
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
 from ascendir.interpreter.compiler import _dropped_dims
@@ -471,7 +471,7 @@ def _shares_bytes(kernel: ascend.KernelOp) -> bool:
     for op in kernel.walk():
         if isinstance(op, ascend.AllocOp) and "offset" in op.attributes and space_of(op.result) != MemSpace.GM:
             lo = op.attributes["offset"].value.data
-            sub = op.attributes["subblock"].value.data if "subblock" in op.attributes else 0  # AIV 1's own UB
+            sub = subblock(op)  # AIV 1's own UB
             spans.setdefault((space_of(op.result), sub), []).append((lo, lo + math.prod(op.result.type.get_shape()) * itemsize(op.result.type.element_type)))
     for lst in spans.values():
         lst.sort()

@@ -33,7 +33,7 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import MemSpace, space_of
+from ascendir.dialects.ascend import MemSpace, space_of, subblock
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.transforms.buffer_lifetimes import live_intervals, nbytes, root_of
@@ -123,7 +123,7 @@ def plan_kernel(kernel: ascend.KernelOp, target: HardwareConfig) -> dict[str, in
         sp = space_of(a.result).value
         align = target.align.get(sp, 32)
         # each AIV of a 910B group has its own UB: plan the buffers of AIV 1 (subblock) apart
-        key = sp if "subblock" not in a.attributes else f"{sp}#{a.attributes['subblock'].value.data}"
+        key = f"{sp}#{subblock(a)}" if subblock(a) else sp
         by_space.setdefault(key, []).append(_Item(a.result, _round_up(max(nbytes(a.result.type), 1), align), live[a.result]))
     for key, items in by_space.items():
         sp = key.split("#")[0]
