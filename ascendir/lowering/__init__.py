@@ -23,10 +23,9 @@ def lower(module: ModuleOp, target: HardwareConfig, weights: WeightStore | None 
         AscendirError: an op without template, a tile that does not fit.
     """
     from ascendir.context import make_context
+    from ascendir.lowering.attention import decompose_attentions
     from ascendir.lowering.constants_to_weights import constants_to_weights
     from ascendir.lowering.convert_nn_to_ascend import lower_module
-
-    from ascendir.lowering.attention import decompose_attentions
 
     decompose_attentions(module, target)
     if weights is not None:

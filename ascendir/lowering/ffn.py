@@ -73,8 +73,8 @@ from ascendir.lowering.kernel_builder import KernelBuilder, ceil_div, round_up
 from ascendir.lowering.matmul import (
     DOUBLE_BUFFER, NO_FP32_CUBE, Epilogue, MatmulTiling, _by_parity, _mmad, choose_tiling, emit_matmul, tiling_of,
 )
-from ascendir.transforms.choose_tiling import Tiling
 from ascendir.lowering.matmul_epilogue import row_bias_of
+from ascendir.transforms.choose_tiling import Tiling
 from ascendir.transforms.fuse_ffn import keeps_rows
 from ascendir.transforms.fuse_matmul_epilogue import fuse_chain, match_chain
 
@@ -170,7 +170,8 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
     ho = shape(wd)[1]
     b1, b2 = parts["b1"], parts["b2"]
     s = ffn_fused.shape_of(m, hdim, idim, ho, el, elem(out), parts["wu"] is not None, b1, b2, parts["act"])
-    bm, bn, bk, kl1 = _up_tiling(ctx, m, idim, hdim, el, s.nacc, b1 is not None)
+    up_tiles = _up_tiling(ctx, m, idim, hdim, el, s.nacc, b1 is not None)
+    bm, bn, bk, kl1 = up_tiles
     up_t = Tiling(bm, s.nacc * bn, bk, kl1 // bk)  # its nacc accumulators as one wider tile
     down_t = _down_tiling(ctx, parts["down"], m, ho, idim, el, b2)
     plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, Tiling(down_t.base_m, down_t.base_n, down_t.base_k, down_t.k_l1 // down_t.base_k))
@@ -180,7 +181,7 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
         ffn_fused.emit(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], ctx.view(b1, [1, idim]) if b1 is not None else None,
                        parts["act"], wd, ctx.view(b2, [1, ho]) if b2 is not None else None, y, s, plan.fused)
     else:
-        h = _emit_up(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], b1, parts["act"], m, hdim, idim, el)
+        h = _emit_up(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], b1, parts["act"], m, hdim, idim, el, up_tiles)
         y = emit_matmul(ctx, h, wd, shape(out), elem(out), Epilogue(b2, None), base="ffn_down", tiling=down_t)
     for k in ctx.kernels[first:]:
         k.attributes[PLAN_ATTR] = StringAttr(plan.text())
@@ -307,12 +308,14 @@ def _emit_up(
     k: int,
     n: int,
     el: Attribute,
+    tiles: tuple[int, int, int, int],
 ) -> SSAValue:
-    """h [m, n] = act(x·Wg [+ b1]) [* x·Wu] in one kernel; returns the GM buffer of h."""
+    """h [m, n] = act(x·Wg [+ b1]) [* x·Wu] in one kernel with `tiles` = (bm, bn, bk, kl1) from
+    _up_tiling; returns the GM buffer of h."""
     h = ctx.buffer([m, n], el)
     gated = wu is not None
     nacc = 2 if gated else 1
-    bm, bn, bk, kl1 = _up_tiling(ctx, m, n, k, el, nacc, b1 is not None)
+    bm, bn, bk, kl1 = tiles  # _up_tiling's, as choose_plan scored them
     ntiles = ceil_div(m, bm) * ceil_div(n, bn)
     block_dim = min(ctx.target.num_aic, ntiles)
     split = ctx.target.split
