@@ -197,6 +197,13 @@ def copy(op: ascend.CopyOp, env: CostEnv) -> CostFn:
 _DTYPE_KEY = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "int8": "s8", "uint8": "u8"}
 
 
+def mmad_cycles(target: HardwareConfig, dtype: str, m: int, n: int, k: int) -> float:
+    """M-pipe cycles of an m×k×n mmad in `dtype` (a k_per_cycle key): ceil(m/16)·ceil(n/16)·
+    ceil(k/k_per_cycle) + mmad_startup [S1 fractal, S5] (also used by analytic tilings)."""
+    cube = target.cube
+    return math.ceil(m / cube.fractal_m) * math.ceil(n / cube.fractal_n) * math.ceil(k / cube.k_per_cycle[dtype]) + cube.mmad_startup
+
+
 def mmad(op: ascend.MmadOp, env: CostEnv) -> CostFn:
     cube = env.target.cube
 
@@ -206,8 +213,7 @@ def mmad(op: ascend.MmadOp, env: CostEnv) -> CostFn:
             raise AscendirError(f"ascend.mmad: {env.target.name} has no {key} cube mode (k_per_cycle has {', '.join(cube.k_per_cycle)})")
         m, k = a.shape
         n = b.shape[1]
-        cyc = math.ceil(m / cube.fractal_m) * math.ceil(n / cube.fractal_n) * math.ceil(k / cube.k_per_cycle[key])
-        return OpCost("M", cyc + cube.mmad_startup, 0.0, {"l0c": m * n * c.itemsize}, 2.0 * m * n * k, "aic")
+        return OpCost("M", mmad_cycles(env.target, key, m, n, k), 0.0, {"l0c": m * n * c.itemsize}, 2.0 * m * n * k, "aic")
 
     return run
 

@@ -56,7 +56,7 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles
+from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles, mmad_cycles, vector_cycles
 from ascendir.lowering.flash_attention import _Sync
 from ascendir.lowering.host_builder import LoweringContext, elem
 from ascendir.lowering.kernel_builder import Index, KernelBuilder, ceil_div, round_up
@@ -156,21 +156,6 @@ def fits(s: Shape, t: FusedTiling, target: HardwareConfig) -> bool:
 # ----------------------------------------------------------------------------------------------
 # analytic cost (the interpreter's cost pieces, as choose_tiling.estimate)
 # ----------------------------------------------------------------------------------------------
-def _mmad_cycles(target: HardwareConfig, dt: str, m: int, n: int, k: int) -> float:
-    c = target.cube
-    return math.ceil(m / c.fractal_m) * math.ceil(n / c.fractal_n) * math.ceil(k / c.k_per_cycle[dt]) + c.mmad_startup
-
-
-def _vec(target: HardwareConfig, name: str, n: int, wide: int) -> float:
-    """cost.vector's formula for one vector op over n elements of `wide` bytes."""
-    e = target.vector.op(name)
-    if e.kind == "fit":
-        return (e.k16 if wide <= 2 else e.k32) * n + e.b
-    rep = target.vector.repeat_bytes
-    bpc = e.bpc16 if wide <= 2 else e.bpc
-    return math.ceil(n * wide / rep) * (rep / bpc) + e.latency + target.startup["vector"]
-
-
 def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[str, float]:
     """Cycles of the fused kernel + its reduction for tiling `t` (parts in the dict; "cycles" is
     the total). Per item: gate/up chunks overlap the AIV work of the previous chunk (max of the
@@ -197,13 +182,13 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     lat = env.gm_latency("gm", "l1", False)
     # gate/up of one chunk
     mte2 = n_l1 * ((1 + s.nacc) * nd2nz + lat + rows * t.kl1 * es / r_hit + s.nacc * t.kl1 * bi_avg * es / r_w)
-    mmad = n_l0 * s.nacc * _mmad_cycles(target, dt, t.bm, t.bi, t.bk)
+    mmad = n_l0 * s.nacc * mmad_cycles(target, dt, t.bm, t.bi, t.bk)
     mte1 = n_l0 * ((1 + s.nacc) * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a")
                    + s.nacc * t.bk * t.bi * es / target.rate("l1", "l0b"))
     n = t.bm * t.bi
-    vec = _vec(target, s.act, n, 4) + (s.nacc - 1) * _vec(target, "vmul", n, 4) + _vec(target, "vcast", n, 4)
+    vec = vector_cycles(target, s.act, n, 4) + (s.nacc - 1) * vector_cycles(target, "vmul", n, 4) + vector_cycles(target, "vcast", n, 4)
     if s.b1:
-        vec += _vec(target, "vadd", n, 4)
+        vec += vector_cycles(target, "vadd", n, 4)
     if target.split:
         fix = _copy_startup(target, Pipe.FIX, None) + s.nacc * n * 4 / fix_rate
         r_ub = env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
@@ -226,7 +211,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     nkd = ceil_div(t.sw, t.down_rows)
     d_mte2 = nkd * (nd2nz + lat) + t.sw * cols * es / r_w
     d_steps = nkd * ceil_div(t.down_rows, t.bk)
-    d_mmad = d_steps * _mmad_cycles(target, dt, t.bm, t.bn, t.bk)
+    d_mmad = d_steps * mmad_cycles(target, dt, t.bm, t.bn, t.bk)
     d_mte1 = d_steps * (2 * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a") + t.bk * t.bn * es / target.rate("l1", "l0b"))
     d_fix = (_copy_startup(target, Pipe.FIX, None) + rows * cols * 4 / fix_rate) if target.split else (
         rows * cols * 4 / target.rate("l0c", "ub") + st["mte3"] + rows * cols * 4 / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
@@ -272,7 +257,7 @@ def reduce_cycles(s: Shape, nsplit: int, target: HardwareConfig) -> float:
     folds, n = 0, nsplit
     while n > 1:
         folds, n = folds + 1, n - n // 2
-    vec = (folds + (1 if s.b2 else 0)) * _vec(target, "vadd", e, 4) + _vec(target, "vcast", e, 4)
+    vec = (folds + (1 if s.b2 else 0)) * vector_cycles(target, "vadd", e, 4) + vector_cycles(target, "vcast", e, 4)
     store = st["mte3"] + e * s.out_es / env.gm_rate(target.rate("ub", "gm"), "ub", "gm")
     per_tile = load + vec + store  # one slot per stage: the tile's steps follow each other
     core = ceil_div(tiles, bd) * per_tile + env.gm_latency("ub", "gm")

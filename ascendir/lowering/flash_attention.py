@@ -273,7 +273,7 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     blocks at l2_bw_over_hbm × HBM [S8] is a floor. Mask and causal-diagonal vector work are left
     out (the same for every tiling to first order).
     """
-    from ascendir.interpreter.cost import vector_cycles
+    from ascendir.interpreter.cost import mmad_cycles, vector_cycles
 
     r, st, cube = target.rates, target.startup, target.cube
     m, mp, dp, dvp, bc = t.m, t.mp, t.dp, t.dvp, t.bc
@@ -281,10 +281,11 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     nrb = ceil_div(sq, t.br)
     items = batch * hkv * nrb * t.nsplit
     cores = min(target.num_aic, items)
-    kpc = cube.k_per_cycle.get({2: "f16", 4: "f32"}.get(es, "f16"), 16)
+    dt = {2: "f16", 4: "f32"}.get(es, "f16")
+    dt = dt if dt in cube.k_per_cycle else "f16"
 
     def mmad(a: int, b: int, k: int) -> float:
-        return ceil_div(a, 16) * ceil_div(b, 16) * ceil_div(k, kpc) + cube.mmad_startup
+        return mmad_cycles(target, dt, a, b, k)
 
     l2 = min(r["l2_to_l1"], target.hbm_bytes_per_cycle / cores * target.memory.l2_bw_over_hbm)
     pipes = [

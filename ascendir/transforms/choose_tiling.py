@@ -49,7 +49,7 @@ from ascendir.dialects import nn
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
-from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles
+from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles, mmad_cycles
 from ascendir.dialects.ascend import Pipe
 from ascendir.lowering.matmul_layout import matmul_layout
 
@@ -235,12 +235,6 @@ class _Arr:
         self.shape, self.dtype, self.itemsize = shape, dtype, size
 
 
-def _mmad_cycles(target: HardwareConfig, dtype: str, m: int, n: int, k: int) -> float:
-    """cost.mmad's formula: ceil(m/16)·ceil(n/16)·ceil(k/k_per_cycle) + mmad_startup [S1, S5]."""
-    cube = target.cube
-    return math.ceil(m / cube.fractal_m) * math.ceil(n / cube.fractal_n) * math.ceil(k / cube.k_per_cycle[dtype]) + cube.mmad_startup
-
-
 def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     """Cycles of the matmul template's kernel(s) for tiling `t` (see the module docstring).
 
@@ -267,7 +261,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     n_l1 = math.ceil(k_item / t.k_l1)
     kc = min(t.k_l1, p.k)
     st = target.startup
-    mmad = n_l0 * _mmad_cycles(target, dt, t.m, t.n, t.k)
+    mmad = n_l0 * mmad_cycles(target, dt, t.m, t.n, t.k)
     mte1 = n_l0 * (2 * st["mte1"] + t.m * t.k * es / target.rate("l1", "l0a") + t.k * t.n * es / target.rate("l1", "l0b"))
     a_bytes = mm_ * kc * es  # per L1 load
     b_bytes = kc * nn_ * es
