@@ -1,0 +1,19 @@
+"""The calibration harness model: how a torch_npu fused-attention call is timed by S17's do_bench."""
+
+from ascendir.interpreter.calibration import FIA_HOST_FLOOR_US, Row, fia_call_us, fia_note, summary
+
+
+def test_host_bound_call_records_the_floor():
+    assert fia_call_us(72.2) == FIA_HOST_FLOOR_US
+    assert "host floor" in fia_note(72.2)
+
+
+def test_kernel_bound_call_records_the_kernel():
+    assert fia_call_us(372.7) == 372.7
+    assert fia_note(372.7).endswith("kernel")
+
+
+def test_summary_median_and_worst():
+    rows = [Row("a", "", "us", 100.0, p, 0.0, "") for p in (90.0, 105.0, 130.0)]
+    med, worst, n = summary(rows)
+    assert (round(med, 3), round(worst, 3), n) == (0.1, 0.3, 3)
