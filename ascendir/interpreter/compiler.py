@@ -294,15 +294,19 @@ class Compiler:
                     if F.l2p.read(l2, k, now, F.block, F.t0):
                         c = both[1]
                 elif F.sem_on:
-                    if l2.store(k, now):
+                    rewrite = l2.store(k, now)
+                    if rewrite:
                         c = both[1]
+                    wf = F.wfirst
+                    if wf is not None and k not in wf:
+                        wf[k] = (now, rewrite)
                 elif F.l2p.store(k, now):  # recording pass: its own dirty map
                     c = both[1]
                 log = F.gmlog
                 if log is not None:  # steady.py replays these for skipped iterations
                     log.append((cid, sid, tag[1], now, is_read, c is not miss))
                 if F.launchlog is not None and F.sem_on:
-                    F.launchlog.append((k, now))
+                    F.launchlog.append((k, now, is_read))
             sig = F.sig
             if sig is not None:
                 sig.append(c)

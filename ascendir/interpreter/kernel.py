@@ -251,10 +251,14 @@ class KernelProgram:
             F.l2p = L2Pass(self.m.l2.window)
             F.sem_on = False
             F.trace = F.flows = None
+            # from time 0: the pass reads no chip state, and absolute times would round ties
+            # differently per launch, so identical launches could get different designations
+            F.t0 = 0.0
             try:
                 self._blocks(tracing=False)
             finally:
                 F.sem_on = True
+                F.t0 = self.m.clock
             F.l2p.settle()
             if key is not None:
                 launches.misses = F.l2p.misses
@@ -270,6 +274,7 @@ class KernelProgram:
         store = key is not None and self.m.timing_only
         if store:
             F.launchlog = []
+            F.wfirst = {}
             if F.l2p is not None and self.gm_reads:
                 F.l2p.checks = []
             h0, m0 = (l2.hits, l2.misses) if l2 is not None else (0, 0)
@@ -277,6 +282,7 @@ class KernelProgram:
             cores = self._blocks(tracing)
         finally:
             log, F.launchlog = F.launchlog, None
+            wfirst, F.wfirst = F.wfirst, None
             F.rc = F.rcq = None
         if key is not None and race:
             launches.race_free = True
@@ -286,7 +292,8 @@ class KernelProgram:
                 roots.setdefault(t[0], i)
             checks = F.l2p.checks if (F.l2p is not None and self.gm_reads) else []
             launches.add(memo.Memo(
-                memo.snapshot_cores(cores), list(F.acct), F.skipped, checks, log,
+                memo.snapshot_cores(cores), list(F.acct), F.skipped, checks,
+                [(k, t, w) for k, (t, w) in wfirst.items()], log,
                 (l2.hits - h0) if l2 is not None else 0, (l2.misses - m0) if l2 is not None else 0, roots, F.t0,
             ))
             if F.l2p is not None:
@@ -302,11 +309,18 @@ class KernelProgram:
         for k, t, h in hit.checks:
             if l2.resident_before(hit.remap(k, tags, l2), t0 + (t - old), t0) != h:
                 return False
-        for k, t in hit.accesses:
+        for k, t, w in hit.wchecks:
+            if l2.dirty_at(hit.remap(k, tags, l2), t0 + (t - old)) != w:
+                return False
+        for k, t, rd in hit.accesses:
             if isinstance(k, np.ndarray):
-                l2.write_many(hit.remap_many(k, tags, l2), t0 + (t - old))
-            else:
+                k, t = hit.remap_many(k, tags, l2), t0 + (t - old)
+                l2.write_many(k[rd], t[rd])
+                l2.store_many(k[~rd], t[~rd])
+            elif rd:
                 l2.write(hit.remap(k, tags, l2), t0 + (t - old))
+            else:
+                l2.store(hit.remap(k, tags, l2), t0 + (t - old))
         l2.hits += hit.hits
         l2.misses += hit.misses
         return True

@@ -139,6 +139,11 @@ class L2Cache:
         self.write(key, now)
         return _rewrite(self.dirty, key, now, self.window)
 
+    def dirty_at(self, key: int, now: float) -> bool:
+        """What `store(key, now)` would answer, without recording the write."""
+        prev = self.dirty.get(key)
+        return prev is not None and abs(now - prev) <= self.window
+
     def store_many(self, keys: np.ndarray, times: np.ndarray) -> None:
         """`store` for the writes of skipped iterations (outcomes known: the sampled period's)."""
         self.write_many(keys, times)

@@ -7,11 +7,13 @@ reads. (a) and (b) form the memo key (the kernel printed without its name, plus 
 aliasing pattern). For (c): inside one launch the recording pass decides who pays each miss
 from relative times only, so it is the same for every launch with the same key; the only
 outside influence is whether a designated miss finds its tile left in L2 by an earlier kernel
-(`L2Cache.resident_before`). The memo keeps those checks (address, time from launch start,
-outcome); a later launch with the same key re-evaluates them against the chip L2 and, if every
-outcome is the same, its result is the stored one. Its GM accesses (every read and write, at its
-time, addresses mapped to the new arguments) are then written into the chip L2 so later kernels
-see them, and the L2 hit/miss counters advance as they did. A key keeps up to `VARIANTS` stored
+(`L2Cache.resident_before`), and whether a write rewrites a tile an earlier kernel left dirty in
+L2 (`L2Cache.store`: the first write of each tile; later ones depend on the launch alone). The
+memo keeps those checks (address, time from launch start, outcome); a later launch with the same
+key re-evaluates them against the chip L2 and, if every outcome is the same, its result is the
+stored one. Its GM accesses (every read and write, at its
+time, addresses mapped to the new arguments; writes also as dirty) are then written into the
+chip L2 so later kernels see them, and the L2 hit/miss counters advance as they did. A key keeps up to `VARIANTS` stored
 launches (a layer's projection may find its input resident or not, depending on what ran just
 before); any that passes its checks is applied. When none does the launch runs, but its L2
 recording pass does not: it depends on the key alone, so its miss designation is kept too.
@@ -40,7 +42,8 @@ class Memo:
     acct: list[float]
     skipped: int
     checks: list[tuple]  # (key, chip time, outcome) as the stored launch saw them
-    accesses: list[tuple]  # (key, chip time), or (keys, times) arrays of replayed accesses
+    wchecks: list[tuple]  # (key, chip time, rewrite) of its first explicit write of each tile
+    accesses: list[tuple]  # (key, chip time, is read), or (keys, times, is read) arrays
     hits: int
     misses: int
     roots: dict  # address root -> index of the first argument with it, in the stored launch

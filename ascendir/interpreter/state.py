@@ -16,7 +16,7 @@ ACCT_SIZE = OPS + 1
 class Frame:
     """Mutable state the closures of one program share."""
 
-    __slots__ = ("R", "A", "core", "flags", "flowq", "acct", "trace", "flows", "block", "flow_ids", "t0", "l2", "l2p", "sem_on", "gmlog", "sig", "extrap", "skipped", "launchlog", "rc", "rcq", "srel", "memos")
+    __slots__ = ("R", "A", "core", "flags", "flowq", "acct", "trace", "flows", "block", "flow_ids", "t0", "l2", "l2p", "sem_on", "gmlog", "sig", "extrap", "skipped", "launchlog", "wfirst", "rc", "rcq", "srel", "memos")
 
     def __init__(self, nslots: int = 0):
         self.R: list = [None] * nslots
@@ -40,7 +40,9 @@ class Frame:
         self.sig: list | None = None
         self.extrap = True  # timing-only loops may be extrapolated
         self.skipped = 0  # loop iterations extrapolated instead of run in the current pass
-        self.launchlog: list | None = None  # (tile key, time) of every GM access, for memo.py
+        self.launchlog: list | None = None  # (tile key, time, is read) of every GM access, for memo.py
+        # tile key -> (time, outcome) of the launch's first explicit write of it (memo.py)
+        self.wfirst: dict | None = None
         self.rc = None  # race.RaceChecker of the running pass (None: not checking)
         self.rcq: FlagQueues | None = None  # vector clocks of pending set_flags (race.py)
         self.srel = 0  # times an S clock decided a start or kept a clock (steady.LoopMemo)

@@ -390,7 +390,7 @@ class SteadyLoop:
                     l2p.store_many(keys[:, wr], t[:, wr])
             if F.sem_on:
                 if F.launchlog is not None:
-                    F.launchlog.append((keys.ravel(), t.ravel()))
+                    F.launchlog.append((keys.ravel(), t.ravel(), np.broadcast_to(rd, keys.shape).ravel()))
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
             F.gmlog.append(Acc(np.tile(cur.cid, m), np.tile(cur.sid, m), off.ravel(), t.ravel(),
                                np.tile(rd, m), np.tile(cur.hit, m)))
@@ -850,6 +850,6 @@ def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarra
             F.l2p.store_many(keys[wr], t[wr])
     if F.sem_on:
         if F.launchlog is not None and len(keys):
-            F.launchlog.append((keys, t))
+            F.launchlog.append((keys, t, rd))
     if F.gmlog is not None and len(keys):
         F.gmlog.append(Acc(acc.cid, acc.sid, off, t, rd, acc.hit))
