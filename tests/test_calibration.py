@@ -5,12 +5,12 @@ from ascendir.interpreter.calibration import FIA_HOST_FLOOR_US, Row, fia_call_us
 
 def test_host_bound_call_records_the_floor():
     assert fia_call_us(72.2) == FIA_HOST_FLOOR_US
-    assert "host floor" in fia_note(72.2)
+    assert fia_note(72.2) == "kernel 72.2 us; below the host floor"
 
 
 def test_kernel_bound_call_records_the_kernel():
     assert fia_call_us(372.7) == 372.7
-    assert fia_note(372.7).endswith("kernel")
+    assert fia_note(372.7) == "kernel 372.7 us"
 
 
 def test_summary_median_and_worst():
