@@ -37,10 +37,10 @@ func.func @main(%a: {a} {{onnx.name = "a"}}, %b: {b} {{onnx.name = "b"}}) -> ({o
     return lowered
 
 
-def _flash_attention():
+def _flash_attention(sq: int = 2048, skv: int = 2048, causal: bool = False):
     from test_flash_attention import attention_ir, compile_attention
 
-    return compile_attention(attention_ir(1, 1, 1, 2048, 2048, 128, 128, False, dt="f16"), "ascend910b2")
+    return compile_attention(attention_ir(1, 1, 1, sq, skv, 128, 128, causal, dt="f16"), "ascend910b2")
 
 
 def _swiglu_ffn(tokens: int, hidden: int, inter: int):
@@ -67,6 +67,9 @@ CASES = {
     "matmul_nested_tile_loop": lambda: parse(matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24)),
     "matmul_odd_nested": lambda: parse(matmul_ir(1000, 1500, 700, tm=64, tn=64, tk=64, block_dim=20)),
     "flash_attention": _flash_attention,
+    # the pipelined KV loop (S(j+2) preload, 2-slot ring offsets computed inside scf.if)
+    "flash_attention_long_kv": lambda: _flash_attention(3072, 8192),
+    "flash_attention_causal": lambda: _flash_attention(4096, 4096, causal=True),
     "swiglu_ffn_prefill": lambda: _swiglu_ffn(512, 1024, 2816),
     "swiglu_ffn_fused_decode": lambda: _swiglu_ffn(1, 2048, 5632),  # ffn_fused + ffn_reduce kernels
 }
@@ -74,11 +77,7 @@ CASES = {
 
 # Kernels whose loops `uniform_loop` rejects today, with the reason; the comparison still runs (and
 # must agree exactly), and the entry must go once extrapolation engages.
-NOT_EXTRAPOLATED = {
-    # the pipelined KV loop (S(j+2) preload, 2-slot rings) computes some GM workspace offsets
-    # inside scf.if regions, which uniform_loop classifies as neither invariant nor checked
-    "flash_attention": "ring-slot offsets inside scf.if",
-}
+NOT_EXTRAPOLATED: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case", list(CASES))

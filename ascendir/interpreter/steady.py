@@ -36,9 +36,10 @@ When a loop may be extrapolated (`uniform_loop`, static, on the IR):
 * no loop-carried values, no memref.load/store (data-dependent control) in the body;
 * every dynamic offset of a subview of a GM buffer is affine in the *checked values* (+, −, × by
   invariants, index casts), so each GM address of a skipped iteration is known exactly. Checked
-  values: the induction variable and every scalar `arith` op directly in the body whose operands
-  are invariant or checked (div, rem, min, compares included); an inner loop's iv counts as
-  invariant when its bounds are invariant or checked.
+  values: the induction variable and every scalar `arith` op directly in the body or in its scf.if
+  regions (FlashAttention's ring-slot offsets) whose operands are invariant or checked (div, rem,
+  min, compares included); an inner loop's iv counts as invariant when its bounds are invariant
+  or checked.
 And at run time:
 * two consecutive periods have equal deltas of every state component (relative 1e-9), execute
   the same tile-op cost entries in the same order (`Frame.sig`), and make the same GM accesses
@@ -51,9 +52,9 @@ And at run time:
   body (e.g. `min(rem, tile)` of a partial tile, the parity of a ping-pong branch) are exactly
   those of the sampled period shifted, so none of them is assumed.
 
-Remaining assumption (documented, not checked): values computed inside nested regions of the body
-(inside an scf.if or an inner loop) from checked values by other than affine ops keep the sampled
-pattern; the lowering templates compute tile sizes and conditions at loop level. The last
+Remaining assumption (documented, not checked): values computed inside an inner loop from checked
+values by other than affine ops keep the sampled pattern; the lowering templates compute tile
+sizes and conditions at loop level. The last
 iteration always runs.
 
 L2 (l2.py): the GM accesses of the skipped periods are replayed into the L2 model as numpy arrays
@@ -102,6 +103,18 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
     kind: dict[SSAValue, int] = {}
     checked: set[Operation] = set()
 
+    def loop_level(op: Operation) -> bool:
+        """Directly in the body, or in scf.if regions of it (not in an inner loop): evaluated
+        once per iteration, so it can be checked like a body op (a branch not taken computes it
+        harmlessly)."""
+        blk = op.parent_block()
+        while blk is not body:
+            parent = blk.parent_op() if blk is not None else None
+            if not isinstance(parent, scf.IfOp):
+                return False
+            blk = parent.parent_block()
+        return True
+
     def k(v: SSAValue) -> int:
         if v is iv:
             return _AFF
@@ -122,7 +135,7 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
             r = _INV
         elif isinstance(owner, arith.ConstantOp):
             r = _INV
-        elif owner.parent_block() is body and type(owner) in SCALAR_OPS:
+        elif type(owner) in SCALAR_OPS and loop_level(owner):
             kinds = [k(x) for x in owner.operands]
             if all(x == _INV for x in kinds):
                 r = _INV
@@ -155,7 +168,7 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
         if isinstance(op, memref.SubviewOp) and _is_gm(op.source):
             if any(k(o) == _OTHER for o in op.offsets):
                 return None
-    return [op for op in body.ops if op in checked]
+    return [op for op in loop.body.walk() if op in checked]
 
 
 class Acc:
