@@ -177,3 +177,14 @@ def test_calibrate_quick_prints_errors():
     res = CliRunner().invoke(main, ["calibrate", "--quick"])
     assert res.exit_code == 0, res.output
     assert "V7" in res.output and "V13" in res.output and "median |error|" in res.output
+
+
+def test_run_of_too_big_ir_names_the_buffer_and_the_largest_fit() -> None:
+    """`ascendir run` on a kernel whose buffers overflow L1 said only "l1 buffers need 655360
+    bytes ... (summed over every ascend.alloc)"; it now gives plan-memory's message."""
+    src = Path(__file__).parent / "filecheck" / "plan-memory" / "errors_too_big.mlir"
+    _assert_clean_error(
+        _run("run", src, "--timing-only"),
+        "error: kernel @too_big: L1 buffer 256x512xf16 (262144 B) does not fit: 655360 B of L1 needed, 524288 B available "
+        "on ascend910b2; largest tile that fits: 128x512xf16",
+    )

@@ -64,12 +64,30 @@ def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
         if space not in target.buffers:
             raise AscendirError(f"kernel @{kernel.sym_name.data}: {target.name} has no {space} buffer")
         if n > target.buffers[space]:
+            if (space, sub) in planned:
+                how = "the end of the highest buffer plan-memory placed"
+            else:
+                _raise_plan_error(kernel, target)
+                how = (f"summed over every ascend.alloc, aligned to {target.align.get(space, 1)} B; plan-memory "
+                       "(ascendir-opt -p plan-memory) would let buffers with disjoint lifetimes share bytes")
             whose = f" of AIV {sub}" if sub else ""
             raise AscendirError(
                 f"kernel @{kernel.sym_name.data}: {space} buffers{whose} need {n} bytes but {target.name} has "
-                f"{target.buffers[space]} bytes of {space} per core (summed over every ascend.alloc, aligned to "
-                f"{target.align.get(space, 1)} B)"
+                f"{target.buffers[space]} bytes of {space} per core ({how})"
             )
+
+
+def _raise_plan_error(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
+    """For unplanned buffers that overflow a space: raise plan-memory's error when its placement
+    (buffers with disjoint lifetimes sharing bytes) cannot fit them either: it names the buffer,
+    the bytes needed vs available and the largest tile that fits. Returns when plan-memory would
+    fit them (the caller then says the sum overflows)."""
+    from ascendir.transforms.plan_memory import plan_kernel
+
+    try:
+        plan_kernel(kernel.clone(), target)
+    except AscendirError as e:
+        raise AscendirError(str(e).removeprefix("plan-memory: ")) from None
 
 
 def _check_units(kernel: ascend.KernelOp, order: list[Operation], statics: dict, target: HardwareConfig) -> None:
