@@ -38,15 +38,30 @@ def parse_pipeline(
 
     `target` becomes the target of every `choose-tiling` that names none (it tiles for the chip
     being compiled for); `tiling` ("m=128,n=128,k=64") is forced on every matmul by that pass,
-    which is appended when the pipeline has none (e.g. -O0).
+    which is appended when the pipeline has none (e.g. -O0). A pass whose own `target` option
+    names another chip than `target` is an error (it would tile for a chip the module is not
+    compiled for), as are ascend-level passes (ASCEND_LEVEL_PASSES) in this nn-level pipeline.
 
     Raises:
-        AscendirError: an unknown pass, option or pipeline name, or a malformed `tiling`.
+        AscendirError: an unknown pass, option or pipeline name, an ascend-level pass, a pass
+            target contradicting `target`, or a malformed `tiling`.
     """
     pipe = _parse_pipeline(spec, opt_level)
     if target is None and not tiling:
         return pipe
     from ascendir.transforms.choose_tiling import ChooseTiling, parse_tiling
+
+    if target is not None:
+        chip = load_target(target).name
+        for p in pipe.passes:
+            # a pass tiling (or deciding fit) for another chip than the one simulated / compiled
+            # for would make choices that chip cannot use: say so rather than pick one
+            own = getattr(p, "target", "")
+            if own and load_target(own).name != chip:
+                raise AscendirError(
+                    f"bad pass pipeline: {p.name}{{target={own}}} contradicts --target {chip} (the nn-level passes work "
+                    f"for the chip being compiled for: drop the pass's target option or use --target {own})"
+                )
 
     if tiling:
         parse_tiling(tiling)  # fail early on a malformed spec
@@ -58,6 +73,11 @@ def parse_pipeline(
         replace(p, target=p.target or tgt, tiling=tiling or p.tiling) if isinstance(p, ChooseTiling) else p for p in passes
     ]
     return PassPipeline(tuple(passes))
+
+
+# Passes over lowered (ascend dialect) kernels: on the nn-level pipeline they would find no
+# kernel and do nothing; lowering runs them itself (lowering.lowered_pipeline).
+ASCEND_LEVEL_PASSES = ("plan-memory", "insert-sync", "double-buffer")
 
 
 def _parse_pipeline(spec: str | None, opt_level: str) -> PassPipeline:
@@ -76,6 +96,12 @@ def _parse_pipeline(spec: str | None, opt_level: str) -> PassPipeline:
         pipeline = PassPipeline.parse_spec(PASSES, spec)
     except (Exception, ArgSpecParseError) as e:  # ValueError, or a syntax error (a BaseException in xDSL)
         raise AscendirError(f"bad pass pipeline '{spec}': {one_line(e)}") from None
+    lowered = [p.name for p in pipeline.passes if p.name in ASCEND_LEVEL_PASSES]
+    if lowered:
+        raise AscendirError(
+            f"bad pass pipeline '{spec}': {lowered[0]} is an ascend-level pass (it works on lowered kernels; "
+            "compile / run apply it after lowering; run it alone with ascendir-opt on ascend IR)"
+        )
     if any(p.name == "convert-nn-to-ascend" for p in pipeline.passes):
         raise AscendirError(
             f"bad pass pipeline '{spec}': it is the nn-level pipeline; convert-nn-to-ascend runs after it "

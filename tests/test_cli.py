@@ -188,3 +188,28 @@ def test_run_of_too_big_ir_names_the_buffer_and_the_largest_fit() -> None:
         "error: kernel @too_big: L1 buffer 256x512xf16 (262144 B) does not fit: 655360 B of L1 needed, 524288 B available "
         "on ascend910b2; largest tile that fits: 128x512xf16",
     )
+
+
+def _matmul_ir(tmp_path: Path) -> Path:
+    t = "tensor<256x512xf16>"
+    src = tmp_path / "mm.mlir"
+    src.write_text(f"""func.func @main(%a: {t}, %b: tensor<512x256xf16>) -> tensor<256x256xf16> {{
+  %y = nn.matmul %a, %b : ({t}, tensor<512x256xf16>) -> tensor<256x256xf16>
+  func.return %y : tensor<256x256xf16>
+}}""")
+    return src
+
+
+def test_pipeline_target_and_level_mismatches_are_errors(tmp_path: Path) -> None:
+    """choose-tiling{target=ascend910a} under the default --target tiled for the 910A and
+    simulated the 910B2; ascend-level passes in the nn pipeline did nothing. Both are errors now."""
+    src = _matmul_ir(tmp_path)
+    _assert_clean_error(_run("run", src, "--timing-only", "-p", "choose-tiling{target=ascend910a}"),
+                        "choose-tiling{target=ascend910a} contradicts --target ascend910b2")
+    _assert_clean_error(_run("compile", src, "--emit", "nn", "--target", "910b4", "-p", "decompose-attention{target=ascend910b2}"),
+                        "contradicts --target ascend910b4")
+    r = _run("run", src, "--timing-only", "--target", "910a", "-p", "choose-tiling{target=ascend910a}")
+    assert r.exit_code == 0, r.output
+    for p in ("plan-memory", "insert-sync", "double-buffer", "O2,plan-memory"):
+        _assert_clean_error(_run("compile", src, "-p", p), f"{p.split(',')[-1]} is an ascend-level pass", "ascendir-opt")
+        _assert_clean_error(_run("run", src, "--timing-only", "-p", p), "ascend-level pass")
