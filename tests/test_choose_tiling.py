@@ -11,7 +11,8 @@ from ascendir.dialects import ascend, nn
 from ascendir.errors import AscendirError
 from ascendir.hardware import load_target
 from ascendir.transforms.choose_tiling import (
-    TILING_ATTR, ChooseTiling, Problem, Tiling, check_fits, estimate, search, tiling_from_attr,
+    TILING_ATTR, ChooseTiling, Problem, Tiling, check_fits, estimate, misfit, parse_tiling, search, split_misfit, splits_of,
+    tiling_from_attr,
 )
 from lowering_harness import check, lower_text, parse, printed, rand
 from test_lowering_matmul import epilogue_text, fuse, kernels, matmul_text
@@ -129,3 +130,84 @@ def test_cli_tiling_option(tmp_path):
     assert "m = 32" in out.read_text() and "n = 48" in out.read_text()
     r = CliRunner().invoke(main, ["compile", str(src), "--tiling", "m=512,n=512"])
     assert r.exit_code == 2 and "largest tile that fits" in r.output
+
+
+def _suggested(msg: str) -> Tiling:
+    fit = msg.split("largest tile that fits: ")[1]
+    return Tiling(**{kv.split("=")[0]: int(kv.split("=")[1]) for kv in fit.split(",")})
+
+
+@pytest.mark.parametrize("p,forced", [
+    # L0C: m·n ≤ 32768 f32 elements; both 256 x 128 and 128 x 256 are that large (the old
+    # halving suggested 128 x 192)
+    (Problem(1, 1024, 1024, 1024, "f16", 2), Tiling(256, 384, 16, 1)),
+    # llama_small's fp32 matmuls: L0B holds 2·k·256·4 B only up to k = 32, and then L1 takes
+    # l1_depth 4 (393216 B); the old one suggested n=128, l1_depth=2
+    (Problem(1, 128, 256, 1024, "f32", 4), Tiling(128, 256, 64, 4)),
+])
+def test_largest_fit_is_the_largest(p, forced):
+    hw = load_target("ascend910b2")
+    with pytest.raises(AscendirError) as e:
+        check_fits(p, forced, hw)
+    got = _suggested(str(e.value))
+    check_fits(p, got, hw)  # fits
+    ka = 32 // p.es
+    best = max(
+        (m * n, k, d)
+        for m in range(16, forced.m + 1, 16) for n in range(16, forced.n + 1, 16)
+        for k in range(ka, forced.k + 1, ka) for d in range(1, forced.l1_depth + 1)
+        if misfit(p, Tiling(m, n, k, d), hw) is None
+    )
+    assert (got.m * got.n, got.k, got.l1_depth) == best
+    assert got.m <= forced.m and got.n <= forced.n and got.k <= forced.k and got.l1_depth <= forced.l1_depth
+
+
+def test_split_k_is_checked_against_k_chunks_and_the_reduce_kernels_ub():
+    """split_k used to pass the fit check: 1000 ranges of a 1024-long K compiled (exit 0), 16
+    failed only in lowering ("kernel matmul_split_k_reduce_0 needs 212992 bytes of UB") with no
+    hint. Now both fail at choose-tiling with the largest split that works, which lowers."""
+    hw = load_target("ascend910b2")
+    p = Problem(1, 1024, 1024, 1024, "f16", 2)
+    with pytest.raises(AscendirError, match=r"cannot split K = 1024 1000 ways: it has 16 chunks of k·l1_depth = 64; "
+                                            r"largest tile that fits: m=128,n=256,k=64,l1_depth=1,split_k=8,swizzle=1$"):
+        check_fits(p, Tiling(128, 256, 64, 1, 1000), hw)
+    with pytest.raises(AscendirError) as e:
+        check_fits(p, Tiling(128, 256, 64, 1, 16), hw)
+    msg = str(e.value)
+    assert "needs 270336 bytes of UB for its split-K reduction (16 f32 partial tiles), ascend910b2 has 196608" in msg
+    fit = _suggested(msg)
+    assert fit.split_k == 8 and splits_of(p, fit) == 8
+    text = with_tiling(matmul_text((1024, 1024), (1024, 1024), (1024, 1024), "f16"), fit.text())
+    names = [k.sym_name.data for k in kernels(lower_text(text))]
+    assert any(n.startswith("matmul_split_k_reduce") for n in names)
+    # 12 ranges of 4096 f32 fit the 192 KiB UB with an f32 result, 11 with an f16 one
+    assert split_misfit(Problem(1, 64, 64, 1536, "f32", 4), Tiling(64, 64, 8, 1, 12), hw) is None
+    assert "204800 bytes of UB" in split_misfit(Problem(1, 64, 64, 1536, "f16", 2), Tiling(64, 64, 16, 1, 12), hw)
+
+
+def test_cli_split_k_beyond_k_fails_at_compile(tmp_path):
+    from cli_helpers import assert_clean_error, run_cli
+
+    src = tmp_path / "mm.mlir"
+    src.write_text(matmul_text((1024, 1024), (1024, 1024), (1024, 1024), "f16"))
+    assert_clean_error(run_cli("compile", src, "--emit", "nn", "--tiling", "split_k=1000"), "cannot split K = 1024 1000 ways",
+                       "split_k=8")
+    assert_clean_error(run_cli("run", src, "--timing-only", "--tiling", "split_k=16"), "bytes of UB for its split-K reduction",
+                       "largest tile that fits")
+
+
+@pytest.mark.parametrize("spec,why", [
+    ("m=128,m=64", "key 'm' given twice"),
+    ("m=128,,n=128", "empty entry"),
+    ("m=128,", "empty entry"),
+    ("br=64,br=32", "key 'br' given twice"),
+])
+def test_sloppy_tiling_specs_are_rejected(spec, why, tmp_path):
+    from cli_helpers import assert_clean_error, run_cli
+
+    with pytest.raises(AscendirError, match=why):
+        parse_tiling(spec)
+    src = tmp_path / "mm.mlir"
+    src.write_text(matmul_text((64, 256), (256, 96), (64, 96), "f16"))
+    assert_clean_error(run_cli("compile", src, "--emit", "nn", "--tiling", spec), why)
+    assert parse_tiling("m=128, n=64 ;br=16") == {"m": 128, "n": 64, "br": 16}

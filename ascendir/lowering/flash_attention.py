@@ -63,10 +63,14 @@ and a second (vector) kernel combines them: M = max_s m_s, out = Σ e^{m_s-M} ac
 l_s. CANN's IFA combines in the same kernel after a SyncAll; a second launch costs one kernel
 launch more here.
 
-Tile sizes (`choose_flash_tiling`): Br ∈ {128, 64, 32, 16} (or Sq when Sq < 16), Bc ∈ {512 (only
-for ≤ 16 stacked rows), 256, 128, 64, 32, 16}: of the tiles whose resident buffers fit (below),
-the one with the fewest cycles by `estimate_cycles` (the interpreter's cost tables applied per
-KV block, analytically: at most 24 candidates, ~1 ms). Capacities from the target TOML (910B: L1
+Tile sizes (`search`, run by choose-tiling, which records the choice on the nn.attention as
+`ascend.tiling = {br = .., bc = ..}`; IR text or `--tiling br=..,bc=..` may set it, and the
+template uses what is recorded, searching only when nothing is): Br ∈ {128, 64, 32, 16} (or Sq
+when Sq < 16), Bc ∈ {512 (only for ≤ 16 stacked rows), 256, 128, 64, 32, 16}: of the tiles whose
+resident buffers fit (below), the one with the fewest cycles by `estimate_cycles` (the
+interpreter's cost tables applied per KV block, analytically: at most 24 candidates, ~1 ms). A
+recorded tile may be any multiple of 16 (clamped to the padded Sq / Skv); one that does not fit
+fails naming the space, bytes needed vs available and the largest tile that fits (`forced`). Capacities from the target TOML (910B: L1
 512 KiB, L0A/L0B 64 KiB, L0C 128 KiB, UB 192 KiB; 910A: L1 1 MiB, L0C 256 KiB, UB 256 KiB — S1
 platform ini):
 
@@ -163,15 +167,16 @@ def aiv_count(target: HardwareConfig, m: int) -> int:
     return 2 if target.split and target.aiv_per_aic >= 2 and m >= 2 else 1
 
 
-def _fits(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool, causal_helpers: bool) -> bool:
-    """Whether one item's resident buffers fit every on-chip space (see the module docstring);
-    UB holds the rows of one AIV (ceil(m / 2) when the group's two AIVs share the item)."""
+def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool, causal_helpers: bool) -> dict[str, int]:
+    """Bytes one item's resident buffers take in each on-chip space (see the module docstring),
+    each buffer aligned to the space's alignment; UB holds the rows of one AIV (ceil(m / 2) when
+    the group's two AIVs share the item)."""
     m = g * br
     mp, dp, dvp = round_up(m, 16), round_up(d, 16), round_up(dv, 16)
     mu = aiv_rows(m, aiv_count(target, m))[0][1]
 
-    def total(space: str, sizes: list[int]) -> bool:
-        return sum(_aligned(target, space, n) for n in sizes) <= target.capacity(space)
+    def total(space: str, sizes: list[int]) -> int:
+        return sum(_aligned(target, space, n) for n in sizes)
 
     ub = [mu * bc * 4, mu * bc * es, mu * dv * 4, mu * dv * 4] + [mu * 4] * 6
     if _folds(bc):
@@ -184,13 +189,62 @@ def _fits(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es:
             ub.append(mask_elems * 4)
     if causal_helpers:
         ub += [br * bc, bc * 4, br * 4, br * 4, 4, 4]
-    return (
-        total("l1", [mp * dp * es, bc * dp * es, bc * dvp * es, mp * bc * es])
-        and total("l0a", [mp * dp * es, mp * bc * es])
-        and total("l0b", [dp * bc * es, bc * dvp * es])
-        and total("l0c", [mp * bc * 4, mp * dvp * 4])
-        and total("ub", ub)
-    )
+    return {
+        "l1": total("l1", [mp * dp * es, bc * dp * es, bc * dvp * es, mp * bc * es]),
+        "l0a": total("l0a", [mp * dp * es, mp * bc * es]),
+        "l0b": total("l0b", [dp * bc * es, bc * dvp * es]),
+        "l0c": total("l0c", [mp * bc * 4, mp * dvp * 4]),
+        "ub": total("ub", ub),
+    }
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the tile choice of one attention depends on: batch, K/V heads, query heads per K/V
+    head (g), query / key lengths, QK and V head dims, element size (bytes), the additive mask
+    padded to rank 4 ([B|1, Hq|1, Sq|1, Skv|1]) or None, causality."""
+
+    batch: int
+    hkv: int
+    g: int
+    sq: int
+    skv: int
+    d: int
+    dv: int
+    es: int
+    mask_shape: tuple[int, int, int, int] | None = None
+    causal: bool = False
+
+    def needs(self, target: HardwareConfig, br: int, bc: int) -> dict[str, int]:
+        """buffer_needs of tile (br, bc) for this attention."""
+        mask_elems = 0
+        if self.mask_shape is not None:
+            _, mh, ms, mk = self.mask_shape
+            mask_elems = (self.g if mh > 1 else 1) * (br if ms > 1 else 1) * (bc if mk > 1 else 1)
+        helpers = self.causal or self.skv % bc != 0
+        return buffer_needs(target, br, bc, self.g, self.d, self.dv, self.es, mask_elems, self.es != 4, helpers)
+
+    def misfit(self, target: HardwareConfig, br: int, bc: int) -> tuple[str, int, int] | None:
+        """(space, bytes needed, bytes available) of the first space tile (br, bc) overflows, else None."""
+        for space, need in self.needs(target, br, bc).items():
+            if need > target.capacity(space):
+                return space, need, target.capacity(space)
+        return None
+
+    def clamp(self, br: int, bc: int) -> tuple[int, int]:
+        """(br, bc) no larger than the padded sequence lengths (Sq itself below 16 rows), the
+        grid the search uses: a bigger tile would only add padding."""
+        return (self.sq if self.sq < 16 else min(br, round_up(self.sq, 16))), min(bc, round_up(self.skv, 16))
+
+    def tiling(self, target: HardwareConfig, br: int, bc: int) -> FlashTiling:
+        """The FlashTiling of tile (br, bc), with its KV split (decode shapes)."""
+        g = self.g
+        t = FlashTiling(br, bc, g, g * br, round_up(g * br, 16), round_up(self.d, 16), round_up(self.dv, 16))
+        return _with_split(target, t, self.batch * self.hkv, self.sq, self.skv)
+
+    def cycles(self, target: HardwareConfig, t: FlashTiling) -> float:
+        return estimate_cycles(target, t, batch=self.batch, hkv=self.hkv, sq=self.sq, skv=self.skv, d=self.d, dv=self.dv,
+                               es=self.es, causal=self.causal)
 
 
 def choose_flash_tiling(
@@ -222,31 +276,79 @@ def choose_flash_tiling(
     Raises:
         ValueError: when not even Br = Bc = 16 fits (e.g. a head dim of several thousand).
     """
-    es = itemsize(el)
-    rsq, rskv = round_up(sq, 16), round_up(skv, 16)
-    brs = [sq] if sq < 16 else sorted({min(b, rsq) for b in BR_CANDIDATES}, reverse=True)
+    s = Shape(batch, hkv, g, sq, skv, d, dv, itemsize(el), mask_shape, causal)
+    return search(s, target)[0]
+
+
+def search(s: Shape, target: HardwareConfig, br: int | None = None, bc: int | None = None) -> tuple[FlashTiling, int]:
+    """(best tiling, candidates scored) of choose_flash_tiling; `br` / `bc` hold that size fixed
+    (clamped as Shape.clamp does) and search the other.
+
+    Raises:
+        ValueError: no candidate fits."""
+    rsq, rskv = round_up(s.sq, 16), round_up(s.skv, 16)
+    g = s.g
+    brs = [s.sq] if s.sq < 16 else sorted({min(b, rsq) for b in BR_CANDIDATES}, reverse=True)
     bcs = sorted({min(b, rskv) for b in BC_CANDIDATES}, reverse=True)
+    if br is not None:
+        brs = [s.clamp(br, 16)[0]]
+    if bc is not None:
+        bcs = [s.clamp(16, bc)[1]]
     best: tuple[float, int, int, FlashTiling] | None = None
-    for br in brs:
-        if g * br > MAX_ROWS and br != brs[-1]:
+    scored = 0
+    for r in brs:
+        if g * r > MAX_ROWS and r != brs[-1] and br is None:
             continue
-        for bc in bcs:
-            if bc > 256 and g * br > WIDE_BC_MAX_ROWS:
+        for c in bcs:
+            if c > 256 and g * r > WIDE_BC_MAX_ROWS and bc is None:
                 continue
-            mask_elems = 0
-            if mask_shape is not None:
-                _, mh, ms, mk = mask_shape
-                mask_elems = (g if mh > 1 else 1) * (br if ms > 1 else 1) * (bc if mk > 1 else 1)
-            helpers = causal or skv % bc != 0
-            if not _fits(target, br, bc, g, d, dv, es, mask_elems, es != 4, helpers):
+            if s.misfit(target, r, c) is not None:
                 continue
-            t = _with_split(target, FlashTiling(br, bc, g, g * br, round_up(g * br, 16), round_up(d, 16), round_up(dv, 16)), batch * hkv, sq, skv)
-            cyc = estimate_cycles(target, t, batch=batch, hkv=hkv, sq=sq, skv=skv, d=d, dv=dv, es=es, causal=causal)
-            if best is None or (cyc, -g * br * bc, -bc) < (best[0], -best[1], -best[2]):
-                best = (cyc, g * br * bc, bc, t)
+            t = s.tiling(target, r, c)
+            cyc = s.cycles(target, t)
+            scored += 1
+            if best is None or (cyc, -g * r * c, -c) < (best[0], -best[1], -best[2]):
+                best = (cyc, g * r * c, c, t)
     if best is None:
-        raise ValueError(f"no flash-attention tile fits {target.name} for D = {d}, Dv = {dv}, g = {g}")
-    return best[3]
+        raise ValueError(f"no flash-attention tile fits {target.name} for D = {s.d}, Dv = {s.dv}, g = {g}")
+    return best[3], scored
+
+
+def largest_fit(s: Shape, target: HardwareConfig, br: int, bc: int) -> tuple[int, int] | None:
+    """The largest tile (br', bc') that fits `target` with br' <= br and bc' <= bc (multiples of
+    16; Br = Sq when Sq < 16): "largest" = most stacked scores per block (br'·bc'), then the
+    larger bc', then the fewest fields changed. None when not even 16 x 16 fits."""
+    brs = [s.sq] if s.sq < 16 else range(max(16, br - br % 16), 15, -16)
+    best = None
+    for r in brs:
+        for c in range(max(16, bc - bc % 16), 15, -16):  # needs grow with bc: the first fit is the widest
+            if s.misfit(target, r, c) is None:
+                key = (r * c, c, -((r != br) + (c != bc)))
+                if best is None or key > best[0]:
+                    best = (key, (r, c))
+                break
+    return best[1] if best else None
+
+
+def forced(s: Shape, target: HardwareConfig, br: int, bc: int, what: str) -> FlashTiling:
+    """The tiling of a forced tile (from `ascend.tiling` or --tiling), clamped (Shape.clamp).
+
+    Raises:
+        AscendirError: br / bc not multiples of 16 (or Br = Sq < 16), or a tile that does not
+            fit: names the space, bytes needed vs available and the largest tile that fits."""
+    from ascendir.errors import AscendirError
+
+    r, c = s.clamp(br, bc)
+    if c < 16 or c % 16 or (r != s.sq and (r < 16 or r % 16)):
+        raise AscendirError(f"{what}: tiling br={br},bc={bc} is not aligned (br, bc multiples of 16, or br = Sq when Sq < 16)")
+    bad = s.misfit(target, r, c)
+    if bad is not None:
+        space, need, cap = bad
+        fit = largest_fit(s, target, r, c)
+        hint = f"; largest tile that fits: br={fit[0]},bc={fit[1]}" if fit else "; no tile fits (not even br=16,bc=16)"
+        asked = f"br={br},bc={bc}" + (f" (br={r},bc={c} within the sequence lengths)" if (r, c) != (br, bc) else "")
+        raise AscendirError(f"{what}: tiling {asked} needs {need} bytes of {space.upper()}, {target.name} has {cap}{hint}")
+    return s.tiling(target, r, c)
 
 
 def _with_split(target: HardwareConfig, t: FlashTiling, heads: int, sq: int, skv: int) -> FlashTiling:
@@ -335,28 +437,50 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     return float(max(per_core.max(), floor))
 
 
-def tiling_for(att: nn.AttentionOp, target: HardwareConfig) -> FlashTiling:
-    """choose_flash_tiling for the shapes, element type, mask and causality of `att`.
-
-    Raises:
-        ValueError: no tile fits (see choose_flash_tiling).
-    """
+def shape_of(att: nn.AttentionOp) -> Shape:
+    """The Shape (what the tile choice depends on) of `att`."""
     b, hq, sq, d = nn.shape_of(att.q)
     hkv, skv = nn.shape_of(att.k)[1], nn.shape_of(att.k)[2]
     mask4 = None
     if att.mask is not None:
         ms = nn.shape_of(att.mask)
         mask4 = (1,) * (4 - len(ms)) + tuple(ms)
-    return choose_flash_tiling(
-        target, batch=b, hkv=hkv, g=hq // hkv, sq=sq, skv=skv, d=d, dv=nn.shape_of(att.v)[3],
-        el=att.q.type.element_type, mask_shape=mask4, causal=bool(att.causal.value.data),
-    )
+    return Shape(b, hkv, hq // hkv, sq, skv, d, nn.shape_of(att.v)[3], itemsize(att.q.type.element_type), mask4,
+                 bool(att.causal.value.data))
+
+
+def tiling_for(att: nn.AttentionOp, target: HardwareConfig, what: str = "nn.attention") -> FlashTiling:
+    """The tile of `att`: the `ascend.tiling` {br, bc} choose-tiling (or IR text) recorded on it,
+    a missing one of the two searched; without the attribute, choose_flash_tiling's.
+
+    Raises:
+        ValueError: no tile fits (see choose_flash_tiling).
+        AscendirError: a recorded tile that is misaligned or does not fit (see `forced`).
+    """
+    from ascendir.transforms.choose_tiling import TILING_ATTR, attention_fields
+
+    s = shape_of(att)
+    fields = attention_fields(att.attributes.get(TILING_ATTR))
+    if not fields:
+        return search(s, target)[0]
+    if "br" in fields and "bc" in fields:
+        return forced(s, target, fields["br"], fields["bc"], what)
+    try:
+        t = search(s, target, fields.get("br"), fields.get("bc"))[0]
+    except ValueError:  # nothing fits with the given one: its error names the buffer
+        t = None
+    return forced(s, target, fields.get("br", t.br if t else 128), fields.get("bc", t.bc if t else 128), what)
 
 
 def fits(att: nn.AttentionOp, target: HardwareConfig) -> bool:
     """Whether the template has a tile for `att` on `target`. When it has none (e.g. 8 f32
     query heads of D = 128 stacked on one K/V head: even Br = Bc = 16 overflows UB), the driver
-    lowers the attention unfused (decompose-attention) rather than failing on a valid model."""
+    lowers the attention unfused (decompose-attention) rather than failing on a valid model.
+    A tile recorded in `ascend.tiling` counts as one: if it does not fit, lowering says why."""
+    from ascendir.transforms.choose_tiling import TILING_ATTR
+
+    if TILING_ATTR in att.attributes:
+        return True
     try:
         tiling_for(att, target)
     except ValueError:
@@ -522,7 +646,7 @@ class _FlashKernel:
         self.q, self.k, self.v, self.mask = q, k, v, mask
         self.mask4 = (1,) * (4 - len(shape(mask))) + shape(mask) if mask is not None else None
         try:
-            self.t = tiling_for(att, ctx.target)
+            self.t = tiling_for(att, ctx.target, ctx.current)
         except ValueError as e:
             raise ctx.error(str(e)) from None
         self.off = self.skv - self.sq  # query i sees keys j <= i + off (aligned to the last query)

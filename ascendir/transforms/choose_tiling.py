@@ -1,4 +1,4 @@
-"""`choose-tiling{target=ascend910b2 tiling=""}`: pick each matmul's tiling with the cost model.
+"""`choose-tiling{target=ascend910b2 tiling=""}`: pick each matmul's and attention's tiling with the cost model.
 
 For every `nn.matmul` (also the ones inside `nn.fused` regions: matmul_epilogue, ffn, ...) the
 pass enumerates candidate tilings and scores each ANALYTICALLY with the interpreter's own cost
@@ -25,9 +25,26 @@ template's defaults). Fields, all in elements unless said:
 
 Buffers per core (the template's layout): L1 2·(m + n)·l1_depth·k·size (+ bias row), L0A
 2·m·k·size, L0B 2·k·n·size (ping-pong, S2 InitBuffer BUFFER_NUM = 2), L0C m·n·4 (one f32
-accumulator). A forced tiling (`tiling="m=128,n=128,k=64"`, or `ascendir compile --tiling`) that
-does not fit raises AscendirError naming the buffer, bytes needed vs available and the largest
-tile that fits.
+accumulator); split_k needs one L1 chunk (k·l1_depth of K) per K range and its reduction kernel
+`splits` f32 tiles of REDUCE_TILE elements (+ one of the output type) in UB. A forced tiling
+(`tiling="m=128,n=128,k=64"`, or `ascendir compile --tiling`) that does not fit raises
+AscendirError naming the buffer, bytes needed vs available and the largest tile that fits
+(`largest_fit`).
+
+Flash attention: for every `nn.attention` inside an `nn.fused {kind = "flash_attention"}` the
+pass scores the template's (Br, Bc) tiles that fit with lowering/flash_attention.py's
+`estimate_cycles` (its `search`; Br query rows per head per item, Bc keys per block) and records
+
+    nn.attention ... {ascend.tiling = {br = 64 : i64, bc = 256 : i64}}
+
+which the template obeys (IR text may set it; a missing one of the two is searched). An attention
+no tile fits is left without it (lowering decomposes it); a forced one that does not fit fails
+naming the buffer, bytes needed vs available and the largest (Br, Bc) that fits.
+
+`tiling` (and `--tiling`) may give fields of both kinds: m, n, k, l1_depth, split_k, swizzle
+apply to every matmul, br, bc to every flash attention; the rest are searched. How many
+candidates were scored and how long it took (per op kind) goes to every open `search_log`; the
+CLI prints it (`compile`, `ascendir-opt`: stderr; `run`: the report's `tiling_search`).
 
 What the estimate leaves out (and the simulation has): the exact start-up / fill of the first
 tile per core, flag hand-off waits, and per-access L2 tie-breaking; the search only needs the
@@ -38,10 +55,11 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, f16, i64
 from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 
@@ -55,6 +73,8 @@ from ascendir.lowering.matmul_layout import matmul_layout
 
 TILING_ATTR = "ascend.tiling"
 FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle")
+# Fields of an nn.attention's tiling (flash_attention template): query rows per head per item, keys per block.
+ATTENTION_FIELDS = ("br", "bc")
 # Candidate grids (elements for m / n; bytes for k, so f16 and f32 get the same K bytes).
 M_CHOICES = (16, 32, 64, 128, 256)
 N_CHOICES = (16, 32, 64, 128, 192, 256, 384)
@@ -185,42 +205,106 @@ def misfit(p: Problem, t: Tiling, target: HardwareConfig) -> tuple[str, int, int
     return None
 
 
+def k_chunks(p: Problem, t: Tiling) -> int:
+    """L1 chunks (k·l1_depth elements of K) the K loop has: the most K ranges split_k can make."""
+    return -(-p.k // t.k_l1)
+
+
+def splits_of(p: Problem, t: Tiling) -> int:
+    """K ranges the template actually makes for `t` (lowering/matmul.py: each split takes whole
+    L1 chunks, so a split_k that does not divide the chunks makes fewer)."""
+    per = -(-(-(-p.k // max(1, t.split_k))) // t.k_l1) * t.k_l1
+    return -(-p.k // per)
+
+
+def reduce_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
+    """UB bytes of the split-K reduction kernel (`_emit_split_k_reduce`): one f32 tile of
+    REDUCE_TILE elements per K range, plus the output-type tile when the result is not f32."""
+    splits = splits_of(p, t)
+    if splits <= 1:
+        return 0
+    e = min(REDUCE_TILE, p.batch * p.m * p.n)
+    align = target.align.get("ub", 32)
+
+    def al(n: int) -> int:
+        return -(-n // align) * align
+
+    return splits * al(e * 4) + (al(e * p.out_bytes) if p.out_bytes != 4 else 0)
+
+
+def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
+    """Why `t`'s split_k cannot be lowered (more K ranges than L1 chunks, or a reduction kernel
+    whose partial tiles overflow UB), else None."""
+    if t.split_k <= 1:
+        return None
+    chunks = k_chunks(p, t)
+    if t.split_k > chunks:
+        return f"cannot split K = {p.k} {t.split_k} ways: it has {chunks} chunks of k·l1_depth = {t.k_l1}"
+    need, cap = reduce_ub_bytes(p, t, target), target.capacity("ub")
+    if need > cap:
+        return (f"needs {need} bytes of UB for its split-K reduction ({splits_of(p, t)} f32 partial tiles), "
+                f"{target.name} has {cap}")
+    return None
+
+
 def check_fits(p: Problem, t: Tiling, target: HardwareConfig, what: str = "matmul") -> None:
     """Raises AscendirError when tiling `t` does not fit `target`: names the buffer, the bytes
-    needed vs available, and the largest tile (shrinking the dims that buffer holds) that fits.
-    Also rejects m / n not multiples of 16 and k not a multiple of 32 B / element size (S3)."""
+    needed vs available, and the largest tile that fits (`largest_fit`). Also rejects m / n not
+    multiples of 16 and k not a multiple of 32 B / element size (S3), and a split_k with more K
+    ranges than L1 chunks or whose reduction kernel overflows UB."""
     ka = max(1, 32 // p.es)
     if t.m % 16 or t.n % 16 or t.k % ka or min(t.m, t.n, t.k, t.l1_depth, t.split_k, t.swizzle) < 1:
         raise AscendirError(
             f"{what}: tiling {t.text()} is not aligned (m, n multiples of 16, k of {ka} for {p.dtype}; S3) or has a field < 1"
         )
     bad = misfit(p, t, target)
-    if bad is None:
-        return
-    space, need, cap = bad
-    fit = _largest_fit(p, t, target, space)
-    hint = f"; largest tile that fits: {fit.text()}" if fit is not None else ""
-    raise AscendirError(f"{what}: tiling {t.text()} needs {need} bytes of {space.upper()}, {target.name} has {cap}{hint}")
+    if bad is not None:
+        space, need, cap = bad
+        why = f"needs {need} bytes of {space.upper()}, {target.name} has {cap}"
+    else:
+        why = split_misfit(p, t, target)
+        if why is None:
+            return
+    fit = largest_fit(p, t, target)
+    hint = f"; largest tile that fits: {fit.text()}" if fit is not None else "; no tile fits"
+    raise AscendirError(f"{what}: tiling {t.text()} {why}{hint}")
 
 
-def _largest_fit(p: Problem, t: Tiling, target: HardwareConfig, space: str) -> Tiling | None:
-    """Halve the dims `space` holds (largest first; L1: depth first) until every buffer fits."""
+def largest_fit(p: Problem, t: Tiling, target: HardwareConfig) -> Tiling | None:
+    """The largest tiling no field of which exceeds `t`'s that fits `target` (every buffer, and
+    split_k's checks): "largest" orders by the output tile m·n (its operand reuse), then k, then
+    l1_depth, then split_k (one the template makes exactly: whole L1 chunks per K range), then
+    the fewest fields changed from `t`, then the larger n; m and n are multiples of 16, k of
+    32 B / element size; swizzle is kept. None when not even
+    16 x 16 x 32 B fits."""
     ka = max(1, 32 // p.es)
-    cur = t
-    for _ in range(64):
-        if misfit(p, cur, target) is None:
-            return cur
-        bad = misfit(p, cur, target)[0]
-        dims = {"l0c": ("m", "n"), "l0a": ("k", "m"), "l0b": ("k", "n"), "l1": ("l1_depth", "k", "m", "n")}[bad]
-        floor = {"m": 16, "n": 16, "k": ka, "l1_depth": 1}
-        cands = [d for d in dims if getattr(cur, d) > floor[d]]
-        if not cands:
-            return None
-        d = cands[0] if bad == "l1" and "l1_depth" in cands else max(cands, key=lambda x: getattr(cur, x) * (1 if x != "k" else p.es / 2))
-        v = getattr(cur, d) // 2
-        v = max(floor[d], v - v % floor[d])
-        cur = replace(cur, **{d: v})
-    return None
+    cap = {s: target.capacity(s) for s in ("l1", "l0a", "l0b", "l0c")}
+    best = None
+    for m in range(max(16, t.m - t.m % 16), 15, -16):
+        for n in range(max(16, t.n - t.n % 16), 15, -16):
+            if m * n * 4 > cap["l0c"]:
+                continue
+            b = n * p.bias_bytes if p.bias_bytes else 0
+            # k: the largest that fits L0A, L0B and one L1 chunk; then the deepest L1 staging
+            k = min(t.k, cap["l0a"] // (NBUF * m * p.es), cap["l0b"] // (NBUF * n * p.es),
+                    (cap["l1"] - b) // (NBUF * (m + n) * p.es))
+            k -= k % ka
+            if k < ka:
+                continue
+            depth = min(t.l1_depth, (cap["l1"] - b) // (NBUF * (m + n) * k * p.es))
+            c = Tiling(m, n, k, depth, 1, t.swizzle)
+            sk = t.split_k
+            # the largest split_k the template makes exactly (a larger one rounds to fewer ranges)
+            while sk > 1 and (split_misfit(p, replace(c, split_k=sk), target) is not None or splits_of(p, replace(c, split_k=sk)) != sk):
+                sk -= 1
+            c = replace(c, split_k=sk)
+            if misfit(p, c, target) is not None:
+                continue
+            changed = sum(getattr(c, f) != getattr(t, f) for f in FIELDS)
+            key = (m * n, k, depth, sk, -changed, n)
+            if best is None or key > best[0]:
+                best = (key, c)
+    return best[1] if best else None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -397,66 +481,94 @@ def search(p: Problem, target: HardwareConfig) -> SearchResult:
 
 
 def parse_tiling(spec: str) -> dict[str, int]:
-    """`"m=128,n=128,k=64"` -> {"m": 128, ...}; keys from FIELDS.
+    """`"m=128,n=128,k=64,br=64"` -> {"m": 128, ...}; keys from FIELDS (matmul) and
+    ATTENTION_FIELDS (flash attention).
 
     Raises:
-        AscendirError: unknown key or non-integer value."""
+        AscendirError: an unknown or repeated key, an empty entry or a non-integer value."""
     out: dict[str, int] = {}
-    for part in filter(None, (s.strip() for s in spec.replace(";", ",").split(","))):
+    keys = ", ".join(FIELDS + ATTENTION_FIELDS)
+    for part in (s.strip() for s in spec.replace(";", ",").split(",")):
+        if not part:
+            raise AscendirError(f"bad --tiling '{spec}': empty entry (expected KEY=INT,KEY=INT..., KEY in {keys})")
         key, _, val = part.partition("=")
         key = key.strip()
-        if key not in FIELDS or not val.strip().lstrip("-").isdigit():
-            raise AscendirError(f"bad --tiling entry '{part}' (expected KEY=INT, KEY in {', '.join(FIELDS)})")
+        if key not in FIELDS + ATTENTION_FIELDS or not val.strip().lstrip("-").isdigit():
+            raise AscendirError(f"bad --tiling entry '{part}' (expected KEY=INT, KEY in {keys})")
+        if key in out:
+            raise AscendirError(f"bad --tiling '{spec}': key '{key}' given twice")
         out[key] = int(val)
     return out
 
 
-def tiling_from_attr(attr: Attribute | None) -> dict[str, int] | None:
-    """The fields of an `ascend.tiling` dictionary attribute (None when absent).
-
-    Raises:
-        AscendirError: a key not in FIELDS or a value that is not an integer."""
+def _fields(attr: Attribute | None, allowed: tuple[str, ...], what: str) -> dict[str, int] | None:
     if attr is None:
         return None
     if not isinstance(attr, DictionaryAttr):
-        raise AscendirError(f"{TILING_ATTR} must be a dictionary {{m = .., n = .., k = ..}}, got {attr}")
+        raise AscendirError(f"{TILING_ATTR} of {what} must be a dictionary {{{' = .., '.join(allowed)} = ..}}, got {attr}")
     out = {}
     for key, v in attr.data.items():
-        if key not in FIELDS or not isinstance(v, IntegerAttr):
-            raise AscendirError(f"{TILING_ATTR}: bad entry {key} = {v} (integers for {', '.join(FIELDS)})")
+        if key not in allowed or not isinstance(v, IntegerAttr):
+            raise AscendirError(f"{TILING_ATTR} of {what}: bad entry {key} = {v} (integers for {', '.join(allowed)})")
         out[key] = v.value.data
     return out
 
 
-def complete(p: Problem, fields: dict[str, int], target: HardwareConfig) -> Tiling:
+def tiling_from_attr(attr: Attribute | None) -> dict[str, int] | None:
+    """The fields of an nn.matmul's `ascend.tiling` dictionary attribute (None when absent).
+
+    Raises:
+        AscendirError: a key not in FIELDS or a value that is not an integer."""
+    return _fields(attr, FIELDS, "nn.matmul")
+
+
+def attention_fields(attr: Attribute | None) -> dict[str, int] | None:
+    """The fields of an nn.attention's `ascend.tiling` ({br = .., bc = ..}; None when absent).
+
+    Raises:
+        AscendirError: a key not in ATTENTION_FIELDS or a value that is not an integer."""
+    return _fields(attr, ATTENTION_FIELDS, "nn.attention")
+
+
+def attention_attr(br: int, bc: int) -> DictionaryAttr:
+    return DictionaryAttr({"br": IntegerAttr(br, i64), "bc": IntegerAttr(bc, i64)})
+
+
+def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: bool = False):
     """A full Tiling from user fields: missing m / n / k / l1_depth from the search's best
     candidate with the given fields held fixed (or, when none fits, the given ones with the
-    template defaults), split_k / swizzle default 1."""
+    template defaults), split_k / swizzle default 1. With `count`: (tiling, candidates scored)."""
     if set(FIELDS) <= set(fields):  # fully specified (e.g. written by annotate): nothing to search
-        return Tiling(**{f: fields[f] for f in FIELDS})
-    best = None
+        t = Tiling(**{f: fields[f] for f in FIELDS})
+        return (t, 0) if count else t
+    best, n = None, 0
     for t in candidates(p, target) if p.dtype in target.cube.k_per_cycle else ():
         if all(getattr(t, f) == v for f, v in fields.items()):
             e = estimate(p, t, target).cycles
+            n += 1
             if best is None or e < best[0]:
                 best = (e, t)
     if best is not None:
-        return best[1]
-    es = p.es
-    base = {"m": min(128, -(-p.m // 16) * 16), "n": min(256, -(-p.n // 16) * 16), "k": 128 // es, "l1_depth": 1, "split_k": 1, "swizzle": 1}
-    base.update(fields)
-    return Tiling(**base)
+        t = best[1]
+    else:
+        es = p.es
+        base = {"m": min(128, -(-p.m // 16) * 16), "n": min(256, -(-p.n // 16) * 16), "k": 128 // es, "l1_depth": 1, "split_k": 1, "swizzle": 1}
+        base.update(fields)
+        t = Tiling(**base)
+    return (t, n) if count else t
 
 
 @dataclass(frozen=True)
 class ChooseTiling(ModulePass):
-    """Annotate every nn.matmul with the cost-model-best `ascend.tiling` for `target`; with
-    `tiling` ("m=128,n=128,k=64"), force those fields on every matmul instead (the rest are
-    searched). Existing `ascend.tiling` attributes (from IR text) are kept unless `tiling` is set.
-    `stats` collects (op, problem, SearchResult) per matmul when given (benchmarks).
+    """Annotate every nn.matmul with the cost-model-best `ascend.tiling` for `target`, and every
+    nn.attention of a flash_attention region with its best {br, bc}; with `tiling`
+    ("m=128,n=128,k=64,br=64"), force the given matmul fields on every matmul and the given
+    attention fields on every attention instead (the rest are searched). Existing
+    `ascend.tiling` attributes (from IR text) are kept unless `tiling` gives fields of that op
+    kind. Candidates scored and seconds go to every open `search_log`.
 
     Raises:
-        AscendirError: a forced tiling that does not fit (see check_fits)."""
+        AscendirError: a forced tiling that does not fit (see check_fits, flash_attention.forced)."""
 
     name = "choose-tiling"
 
@@ -467,9 +579,65 @@ class ChooseTiling(ModulePass):
         annotate(op, load_target(self.target or DEFAULT_TARGET), self.tiling)
 
 
+@dataclass
+class SearchStats:
+    """What choose-tiling did for one op kind: ops annotated, distinct problems searched (a
+    model repeats its layers' shapes), candidates scored by the analytic estimate, seconds."""
+
+    ops: int = 0
+    searches: int = 0
+    candidates: int = 0
+    seconds: float = 0.0
+
+
+_LOGS: list[dict[str, SearchStats]] = []
+
+
+@contextmanager
+def search_log():
+    """Collect choose-tiling's SearchStats per op kind ("matmul", "attention") while open:
+
+        with search_log() as log:
+            run_passes(module, pipeline)
+        log["matmul"].candidates"""
+    log: dict[str, SearchStats] = {}
+    _LOGS.append(log)
+    try:
+        yield log
+    finally:
+        _LOGS.remove(log)
+
+
+def _record(kind: str, searched: bool, candidates: int, seconds: float) -> None:
+    for log in _LOGS:
+        st = log.setdefault(kind, SearchStats())
+        st.ops += 1
+        st.searches += int(searched)
+        st.candidates += candidates
+        st.seconds += seconds
+
+
+def log_summary(log: dict[str, SearchStats]) -> str | None:
+    """One line for users: `choose-tiling: 7 matmuls (3 searched, 4,821 candidates scored), ...
+    in 0.41 s`; None when nothing was tiled."""
+    if not log:
+        return None
+    parts = [f"{st.ops} {kind}{'s' if st.ops != 1 else ''} ({st.searches} searched, {st.candidates:,} candidates scored)"
+             for kind, st in log.items()]
+    return f"choose-tiling: {', '.join(parts)} in {sum(st.seconds for st in log.values()):.3f} s"
+
+
+def log_json(log: dict[str, SearchStats]) -> dict[str, dict]:
+    """The log as the run report's `tiling_search` entry."""
+    return {kind: {"ops": st.ops, "searches": st.searches, "candidates": st.candidates, "seconds": st.seconds}
+            for kind, st in log.items()}
+
+
 def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: list | None = None) -> None:
-    """ChooseTiling's work (see there); `stats` gets (op, problem, SearchResult or None)."""
-    force = parse_tiling(forced) if forced else None
+    """ChooseTiling's work (see there); `stats` gets (op, problem, SearchResult or None) per matmul."""
+    force = parse_tiling(forced) if forced else {}
+    mm_force = {k: v for k, v in force.items() if k in FIELDS}
+    att_force = {k: v for k, v in force.items() if k in ATTENTION_FIELDS}
     searched: dict[Problem, SearchResult] = {}  # a model repeats its layers' shapes
     for i, mm in enumerate(o for o in module.walk() if isinstance(o, nn.MatmulOp)):
         p = problem_of(mm)
@@ -477,21 +645,71 @@ def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: 
             continue
         if p.dtype not in target.cube.k_per_cycle:  # no such mmad (910A f32): the template says so
             continue
-        if force is not None:
-            t = complete(p, force, target)
+        if mm_force:
+            t0 = time.perf_counter()
+            t, n = complete(p, mm_force, target, count=True)
             check_fits(p, t, target, f"nn.matmul #{i}")
             mm.attributes[TILING_ATTR] = t.to_attr()
+            _record("matmul", n > 0, n, time.perf_counter() - t0)
             if stats is not None:
                 stats.append((mm, p, None))
             continue
         if TILING_ATTR in mm.attributes:
             continue
-        if p not in searched:
+        new = p not in searched
+        if new:
             searched[p] = search(p, target)
         res = searched[p]
         mm.attributes[TILING_ATTR] = res.best.to_attr()
+        _record("matmul", new, res.scored if new else 0, res.seconds if new else 0.0)
         if stats is not None:
             stats.append((mm, p, res))
+    _annotate_attention(module, target, att_force)
+
+
+def _annotate_attention(module: ModuleOp, target: HardwareConfig, force: dict[str, int]) -> None:
+    """{br, bc} on every nn.attention the flash_attention template lowers (flash_attention.py's
+    search: estimate_cycles over the tiles that fit). One without any fitting tile is left bare
+    (lowering decomposes it), unless the tile is forced: then the fit error."""
+    from ascendir.lowering import flash_attention as fa
+    from ascendir.lowering.matmul import NO_FP32_CUBE
+    from ascendir.transforms.fuse_attention import KIND
+
+    searched: dict = {}
+    atts = [o for o in module.walk() if isinstance(o, nn.AttentionOp)]
+    for i, att in enumerate(atts):
+        parent = att.parent_op()
+        if not (isinstance(parent, nn.FusedOp) and parent.kind.data == KIND):
+            continue
+        if target.arch in NO_FP32_CUBE and att.q.type.element_type != f16:
+            continue  # no such mmad: lowering says so
+        if not force and TILING_ATTR in att.attributes:
+            continue
+        s = fa.shape_of(att)
+        t0 = time.perf_counter()
+        if force:
+            br, bc, n = force.get("br"), force.get("bc"), 0
+            if br is None or bc is None:
+                try:
+                    t, n = fa.search(s, target, br, bc)
+                    br, bc = t.br if br is None else br, t.bc if bc is None else bc
+                except ValueError:
+                    br, bc = br or 128, bc or 128
+            t = fa.forced(s, target, br, bc, f"nn.attention #{i}")
+            att.attributes[TILING_ATTR] = attention_attr(t.br, t.bc)
+            _record("attention", n > 0, n, time.perf_counter() - t0)
+            continue
+        new = s not in searched
+        if new:
+            try:
+                searched[s] = fa.search(s, target)
+            except ValueError:
+                searched[s] = None
+        if searched[s] is None:
+            continue
+        t, n = searched[s]
+        att.attributes[TILING_ATTR] = attention_attr(t.br, t.bc)
+        _record("attention", new, n if new else 0, time.perf_counter() - t0)
 
 
 def tiling_for_op(op: Operation, p: Problem, target: HardwareConfig, what: str) -> Tiling | None:

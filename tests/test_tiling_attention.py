@@ -1,0 +1,141 @@
+"""choose-tiling for flash attention: the (Br, Bc) it scores is recorded as `ascend.tiling =
+{br, bc}` on the nn.attention, the template obeys it (from the pass, IR text or --tiling), and a
+forced tile that does not fit fails on one line with the buffer, bytes and the largest fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import f32
+from xdsl.parser import Parser
+
+from ascendir.context import make_context
+from ascendir.dialects import ascend, nn
+from ascendir.driver import lower, parse_pipeline, print_ir, run_passes
+from ascendir.errors import AscendirError
+from ascendir.hardware import load_target
+from ascendir.interpreter import simulate
+from ascendir.interpreter.nn_reference import run_nn
+from ascendir.lowering import flash_attention as fa
+from ascendir.transforms.choose_tiling import TILING_ATTR, attention_fields, search_log
+from ascendir.weights import WeightStore
+from cli_helpers import assert_clean_error, run_cli
+from test_flash_attention import CASES, attention_ir, kernels, random_inputs
+
+HW = load_target("ascend910b2")
+
+
+def nn_module(text: str, pipeline: str = "fuse-attention,choose-tiling", tiling: str | None = None):
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline(pipeline, "O0", "ascend910b2", tiling))
+    return module
+
+
+def attention(module) -> nn.AttentionOp:
+    (att,) = [o for o in module.walk() if isinstance(o, nn.AttentionOp)]
+    return att
+
+
+def l1_shapes(module) -> set[tuple[int, ...]]:
+    return {
+        tuple(op.result.type.get_shape())
+        for k in kernels(module)
+        for op in k.walk()
+        if isinstance(op, ascend.AllocOp) and ascend.space_of(op.result.type).value == "l1"
+    }
+
+
+def check_numerics(case: str, module) -> None:
+    b, hq, hkv, sq, skv, d, dv, causal, mask = CASES[case]
+    text = attention_ir(b, hq, hkv, sq, skv, d, dv, causal, mask)
+    feeds = random_inputs([(b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, dv)], "f32", mask)
+    (want,) = run_nn(Parser(make_context(), text).parse_module(), WeightStore(), feeds).values()
+    lower(module, WeightStore(), "ascend910b2")
+    assert kernels(module)[0].sym_name.data.startswith("flash_attention")
+    (got,) = simulate(module, WeightStore(), feeds, HW).outputs.values()
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_choose_tiling_records_the_estimated_best_attention_tile():
+    """The pass records what the cost model ranks first (choose_flash_tiling's choice: one head of
+    512 queries over 4096 keys takes Br = 32, not the largest tile), and lowering uses it."""
+    text = attention_ir(1, 1, 1, 512, 4096, 128, 128, False, dt="f16")
+    with search_log() as log:
+        module = nn_module(text)
+    want = fa.choose_flash_tiling(HW, batch=1, hkv=1, g=1, sq=512, skv=4096, d=128, dv=128, el=fa.f16)
+    assert attention_fields(attention(module).attributes[TILING_ATTR]) == {"br": want.br, "bc": want.bc}
+    assert want.br == 32
+    assert log["attention"].ops == 1 and log["attention"].candidates > 1
+    lower(module, WeightStore(), "ascend910b2")
+    assert (want.bc, 128) in l1_shapes(module)  # the K tile [Bc, D]
+
+
+@pytest.mark.parametrize("case,spec", [
+    ("causal_d128_multiblock", "br=32,bc=48"),  # Bc off the search grid: 4 blocks, a ragged tail
+    ("gqa_padding_mask", "br=16,bc=32"),
+    ("decode_1_query_gqa_d128", "bc=16"),  # Br searched, 19 KV blocks split over cores
+])
+def test_forced_attention_tile_is_obeyed_and_numerics_match(case, spec):
+    b, hq, hkv, sq, skv, d, dv, causal, mask = CASES[case]
+    module = nn_module(attention_ir(b, hq, hkv, sq, skv, d, dv, causal, mask), tiling=f"m=32,{spec}")
+    got = attention_fields(attention(module).attributes[TILING_ATTR])
+    forced = dict(kv.split("=") for kv in spec.split(","))
+    assert all(got[k] == int(v) for k, v in forced.items()), got
+    bc = got["bc"]
+    check_numerics(case, module)
+    assert (bc, fa.round_up(d, 16)) in l1_shapes(module)
+
+
+def test_ir_text_attention_tile_is_respected():
+    """A hand-written `ascend.tiling` survives choose-tiling (without --tiling) and lowering uses it."""
+    b, hq, hkv, sq, skv, d, dv, causal, mask = CASES["noncausal_d128_multiblock_tail"]
+    fused = print_ir(nn_module(attention_ir(b, hq, hkv, sq, skv, d, dv, causal, mask), "fuse-attention"))
+    text = fused.replace("nn.attention %0, %1, %2 {", "nn.attention %0, %1, %2 {ascend.tiling = {br = 16 : i64, bc = 48 : i64}, ", 1)
+    assert text != fused
+    module = nn_module(text, "choose-tiling")
+    assert attention_fields(attention(module).attributes[TILING_ATTR]) == {"br": 16, "bc": 48}
+    check_numerics("noncausal_d128_multiblock_tail", module)
+    assert (48, 128) in l1_shapes(module)
+
+
+def test_forced_attention_tile_that_does_not_fit():
+    text = attention_ir(1, 2, 2, 150, 150, 128, 128, True)
+    with pytest.raises(AscendirError) as e:
+        nn_module(text, tiling="br=128,bc=512")
+    msg = str(e.value)
+    assert msg.startswith("nn.attention #0: tiling br=128,bc=512 (br=128,bc=160 within the sequence lengths) needs ")
+    assert "largest tile that fits: br=" in msg and len(msg.splitlines()) == 1
+    # the bytes named are the first space that overflows, and the suggestion fits
+    s = fa.shape_of(attention(nn_module(text, "fuse-attention")))
+    space, need, cap = s.misfit(HW, 128, 160)
+    assert f"needs {need} bytes of {space.upper()}, ascend910b2 has {cap}" in msg
+    br, bc = (int(kv.split("=")[1]) for kv in msg.split("largest tile that fits: ")[1].split(","))
+    assert s.misfit(HW, br, bc) is None
+    # nothing bigger (by br·bc) within the request fits
+    assert not any(s.misfit(HW, r, c) is None for r in range(16, 129, 16) for c in range(16, 161, 16) if r * c > br * bc)
+    # IR text with the same tile fails the same way at lowering, not silently decomposed
+    fused = print_ir(nn_module(text, "fuse-attention"))
+    bad = nn_module(fused.replace("nn.attention %0, %1, %2 {", "nn.attention %0, %1, %2 {ascend.tiling = {br = 128 : i64, bc = 160 : i64}, ", 1), "")
+    with pytest.raises(AscendirError, match=r"tiling br=128,bc=160 needs .* largest tile that fits: br="):
+        lower(bad, WeightStore(), "ascend910b2")
+
+
+def test_misaligned_attention_tile():
+    with pytest.raises(AscendirError, match="not aligned"):
+        nn_module(attention_ir(1, 2, 2, 150, 150, 128, 128, True), tiling="bc=40")
+
+
+def test_cli_tiling_applies_each_kind_to_its_own_op(tmp_path):
+    """--tiling with matmul and attention keys: each kind gets its fields; the run still matches."""
+    src = tmp_path / "att.mlir"
+    b, hq, hkv, sq, skv, d, dv, causal, mask = CASES["causal_odd33_d32"]
+    src.write_text(attention_ir(b, hq, hkv, sq, skv, d, dv, causal, mask))
+    out = tmp_path / "nn.mlir"
+    r = run_cli("compile", src, "--emit", "nn", "--tiling", "m=64,br=16,bc=32", "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "ascend.tiling = {br = 16 : i64, bc = 32 : i64}" in out.read_text()
+    assert_clean_error(run_cli("compile", src, "--tiling", "br=128,bc=4096,br=16"), "key 'br' given twice")
+    big = tmp_path / "big.mlir"
+    big.write_text(attention_ir(1, 2, 2, 150, 150, 128, 128, True))
+    assert_clean_error(run_cli("run", big, "--timing-only", "--tiling", "br=128,bc=512", "--target", "910b2"),
+                       "nn.attention #0: tiling br=128,bc=512", "largest tile that fits: br=")
