@@ -82,8 +82,8 @@ _target_opt = click.option("--target", default="ascend910b2", show_default=True,
 _pipeline_opt = click.option("-p", "--pipeline", default=None, help="nn-level pass pipeline, xdsl-opt syntax (default: the -O level's).")
 _opt_level = click.option("-O", "opt_level", type=click.Choice(["0", "1", "2"]), default="2", show_default=True, help="Optimization level.")
 _verify_opt = click.option("--verify-numerics", is_flag=True, help="Evaluate the nn module before and after every pass (same inputs) and fail on a difference beyond the dtype's tolerance.")
-_tiling_opt = click.option("--tiling", default=None, metavar="m=128,n=128,k=64",
-                           help="Force this matmul tiling (keys m, n, k, l1_depth, split_k, swizzle; others searched) on every nn.matmul instead of choose-tiling's.")
+_tiling_opt = click.option("--tiling", default=None, metavar="m=128,n=128,k=64,br=64,bc=128",
+                           help="Force these tiling fields instead of choose-tiling's (others searched): m, n, k, l1_depth, split_k, swizzle on every nn.matmul; br, bc on every flash attention.")
 _shape_only_opt = click.option("--shape-only", is_flag=True,
                                help="Read no weight bytes from ONNX external data (weights are zeros); compile writes no weights file, run is timing-only.")
 _dtype_opt = click.option("--dtype", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True,
@@ -110,12 +110,17 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
     """Compile MODEL (.onnx, or .mlir IR) to the nn or ascend dialect."""
     from ascendir.driver import compile_model, parse_input_shapes, print_ir, weights_path
 
+    from ascendir.transforms.choose_tiling import log_summary, search_log
+
     if output is not None:
         _check_outputs([output, weights_path(output)], [model])
-    module, weights = compile_model(
-        model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes),
-        verify_numerics=verify_numerics, tiling=tiling, shape_only=shape_only, dtype=dtype,
-    )
+    with search_log() as log:
+        module, weights = compile_model(
+            model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes),
+            verify_numerics=verify_numerics, tiling=tiling, shape_only=shape_only, dtype=dtype,
+        )
+    if log:
+        click.echo(log_summary(log), err=True)
     text = print_ir(module)
     if output is None:
         click.echo(text, nl=False)
@@ -218,6 +223,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     from ascendir.hardware import load_target
     from ascendir.interpreter import simulate
     from ascendir.report_table import render
+    from ascendir.transforms.choose_tiling import log_json, search_log
 
     if shape_only:
         if verify_numerics:
@@ -253,11 +259,13 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
                 f"{model} was lowered for {chip} ({getattr(arch, 'data', arch)}), --target {hw.name} is {hw.arch}: compile the model for it"
             )
     bounds = {} if is_lowered(module) else gather_bounds(main_func(module))
+    log = {}
     if not is_lowered(module):
         checks = None
         if verify_numerics:
             checks = _load_inputs(inputs, main_func(module), dtype) if inputs else random_inputs(module, seed, bounds)
-        run_passes(module, parse_pipeline(pipeline, f"O{opt_level}", target, tiling), weights, checks)
+        with search_log() as log:
+            run_passes(module, parse_pipeline(pipeline, f"O{opt_level}", target, tiling), weights, checks)
         lower(module, weights, target)
     if inputs:
         feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32")
@@ -268,6 +276,9 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     with _launch_progress(f"simulating on {hw.name}") as progress:
         result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
                           check_races=True if check_races else None, progress=progress)
+
+    if log:  # what choose-tiling scored (the report's table prints it too)
+        result.report["tiling_search"] = log_json(log)
 
     def save_outputs(p: Path) -> None:
         with p.open("wb") as f:  # a file object: np.savez would append .npz to a path

@@ -59,8 +59,13 @@ class _Buffer(io.StringIO):
 
 
 def main(args: Sequence[str] | None = None) -> None:
+    from ascendir.transforms.choose_tiling import log_summary, search_log
+
     try:
-        AscendirOptMain(description="ascendir modular optimizer driver", args=args).run()
+        with search_log() as log:
+            AscendirOptMain(description="ascendir modular optimizer driver", args=args).run()
+        if log:  # what choose-tiling scored: stderr, so the IR on stdout stays as it was
+            print(f"ascendir-opt: note: {log_summary(log)}", file=sys.stderr)
     except (Exception, ArgSpecParseError) as e:  # one line, exit code 2: never a traceback for bad IR
         msg = f"{e.filename}: {e.strerror}" if isinstance(e, OSError) and e.filename else one_line(e)
         print(f"ascendir-opt: error: {msg}", file=sys.stderr)

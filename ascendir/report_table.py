@@ -46,6 +46,12 @@ def render(report: dict, console: Console, top: int = 25) -> None:
         extra.append(f"L2 hits {_bytes(report['bytes'].get('l2_hit', 0))} ({100 * report.get('l2_hit_rate', 0.0):.1f} % of GM reads)")
     if extra:
         console.print("   ".join(extra))
+    search = report.get("tiling_search")
+    if isinstance(search, dict) and search:  # `ascendir run`: what choose-tiling scored
+        parts = [f"{v.get('ops', 0)} {kind}{'s' if v.get('ops', 0) != 1 else ''} ({v.get('searches', 0)} searched, {v.get('candidates', 0):,} candidates)"
+                 for kind, v in search.items() if isinstance(v, dict)]
+        secs = sum(v.get("seconds", 0.0) for v in search.values() if isinstance(v, dict))
+        console.print(f"[bold]choose-tiling[/] {', '.join(parts)} scored in {secs:.3f} s")
 
     kernels = sorted(report["kernels"], key=lambda k: -k["cycles"])
     t = Table(title=f"kernels (top {min(top, len(kernels))} of {len(kernels)} by cycles)")

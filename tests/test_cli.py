@@ -179,6 +179,45 @@ def test_calibrate_quick_prints_errors():
     assert "V7" in res.output and "V13" in res.output and "median |error|" in res.output
 
 
+def _matmul_ir(tmp_path: Path) -> Path:
+    t = "tensor<256x512xf16>"
+    src = tmp_path / "mm.mlir"
+    src.write_text(f"""func.func @main(%a: {t}, %b: tensor<512x256xf16>) -> tensor<256x256xf16> {{
+  %y = nn.matmul %a, %b : ({t}, tensor<512x256xf16>) -> tensor<256x256xf16>
+  func.return %y : tensor<256x256xf16>
+}}""")
+    return src
+
+
+def test_choose_tiling_search_is_reported(tmp_path: Path) -> None:
+    """Candidates scored and seconds of choose-tiling: a stderr line of compile, the report of run
+    (JSON `tiling_search` and the table), a note of ascendir-opt. Only benchmarks printed them."""
+    import re
+
+    from ascendir.opt import main as opt_main
+
+    src = _matmul_ir(tmp_path)
+    r = _run("compile", src, "--emit", "nn", "-o", tmp_path / "nn.mlir")
+    assert r.exit_code == 0, r.output
+    assert re.search(r"^choose-tiling: 1 matmul \(1 searched, [1-9][\d,]* candidates scored\) in \d+\.\d+ s$", r.stderr, re.M), r.stderr
+    report = tmp_path / "r.json"
+    r = _run("run", src, "--timing-only", "--report", report)
+    assert r.exit_code == 0, r.output
+    search = json.loads(report.read_text())["tiling_search"]
+    assert set(search) == {"matmul"} and search["matmul"]["ops"] == 1 and search["matmul"]["searches"] == 1
+    assert search["matmul"]["candidates"] > 100 and 0 < search["matmul"]["seconds"] < 60
+    assert re.search(r"choose-tiling 1 matmul \(1 searched, [\d,]+ candidates\) scored in", r.stdout), r.stdout
+    r = _run("report", report)
+    assert "choose-tiling 1 matmul" in r.stdout
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        opt_main([str(src), "-p", "choose-tiling"])
+    assert re.match(r"ascendir-opt: note: choose-tiling: 1 matmul \(1 searched, [\d,]+ candidates scored\) in ", err.getvalue())
+
+
 def test_run_of_too_big_ir_names_the_buffer_and_the_largest_fit() -> None:
     """`ascendir run` on a kernel whose buffers overflow L1 said only "l1 buffers need 655360
     bytes ... (summed over every ascend.alloc)"; it now gives plan-memory's message."""
@@ -188,16 +227,6 @@ def test_run_of_too_big_ir_names_the_buffer_and_the_largest_fit() -> None:
         "error: kernel @too_big: L1 buffer 256x512xf16 (262144 B) does not fit: 655360 B of L1 needed, 524288 B available "
         "on ascend910b2; largest tile that fits: 128x512xf16",
     )
-
-
-def _matmul_ir(tmp_path: Path) -> Path:
-    t = "tensor<256x512xf16>"
-    src = tmp_path / "mm.mlir"
-    src.write_text(f"""func.func @main(%a: {t}, %b: tensor<512x256xf16>) -> tensor<256x256xf16> {{
-  %y = nn.matmul %a, %b : ({t}, tensor<512x256xf16>) -> tensor<256x256xf16>
-  func.return %y : tensor<256x256xf16>
-}}""")
-    return src
 
 
 def test_pipeline_target_and_level_mismatches_are_errors(tmp_path: Path) -> None:

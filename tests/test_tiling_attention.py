@@ -134,6 +134,7 @@ def test_cli_tiling_applies_each_kind_to_its_own_op(tmp_path):
     r = run_cli("compile", src, "--emit", "nn", "--tiling", "m=64,br=16,bc=32", "-o", out)
     assert r.exit_code == 0, r.output
     assert "ascend.tiling = {br = 16 : i64, bc = 32 : i64}" in out.read_text()
+    assert "choose-tiling: 1 attention (0 searched, 0 candidates scored)" in r.output
     assert_clean_error(run_cli("compile", src, "--tiling", "br=128,bc=4096,br=16"), "key 'br' given twice")
     big = tmp_path / "big.mlir"
     big.write_text(attention_ir(1, 2, 2, 150, 150, 128, 128, True))
