@@ -23,6 +23,7 @@ from ascendir.outputs import atomic_write
 INSTALL_HINT = "pip install 'ascendir[plots]'"
 FORMATS = ("png", "svg")
 MAX_CORES = 4  # timeline rows: the first cores only (SPMD blocks look alike); all pipes of each
+SYNC = "sync"  # category of interpreter/trace.py's set_flag / wait_flag slices (not drawn as work)
 LABELED = 8  # roofline: names of the costliest kernels
 PIPE_COLORS = {"S": "#7f7f7f", "V": "#2ca02c", "M": "#d62728", "MTE1": "#9467bd", "MTE2": "#1f77b4",
                "MTE3": "#ff7f0e", "FIX": "#8c564b"}
@@ -167,7 +168,7 @@ def pipe_timeline(events: list[dict], stem: Path, max_cores: int = MAX_CORES) ->
     launches = [e for e in events if e.get("ph") == "X" and e.get("pid") == 0]
     rows: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
     for e in events:
-        if e.get("ph") != "X" or e.get("pid", 0) == 0:
+        if e.get("ph") != "X" or e.get("pid", 0) == 0 or e.get("cat") == SYNC:  # set/wait_flag: not work
             continue
         name = threads.get((e["pid"], e["tid"]))
         if name is None:

@@ -79,3 +79,64 @@ def test_progress_called_per_launch() -> None:
     res = simulate(parse(matmul_ir(64, 64, 64, tm=32, tn=32, tk=32, block_dim=2)), None, {}, load_target("ascend910b2"),
                    timing_only=True, progress=lambda done, total: seen.append((done, total)))
     assert seen == [(1, 1)] and len(res.report["kernels"]) == 1
+
+
+EPS_US = 1e-6  # float rounding of cycle times converted to µs; viewers resolve 1 ns = 1e-3 µs
+
+
+def _flow_binding_problems(events: list[dict]) -> list[str]:
+    """What keeps a viewer from drawing the flag arrows of `events` (Chrome JSON trace format):
+    a flow event ("s", or "f" with bp "e") must lie in an "X" slice of its own pid/tid, and the
+    slice it lies in when imported in (ts, file order) must be its own set_flag / wait_flag slice
+    (Perfetto binds the topmost open slice of the track); slices of a track must nest or be
+    disjoint (Perfetto drops a partial overlap); ids must be numbers (a string id is read as hex)."""
+    problems = []
+    by_track: dict[tuple, list[tuple[float, float, str]]] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("pid", 0) > 0:
+            by_track.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
+    for track, spans in by_track.items():
+        spans.sort(key=lambda x: (x[0], -x[1]))
+        open_: list[tuple[float, float, str]] = []  # enclosing slices, innermost last
+        for s1, e1, n1 in spans:
+            while open_ and open_[-1][1] <= s1 + EPS_US:  # ended: closed left, open right
+                open_.pop()
+            if open_ and e1 > open_[-1][1] + EPS_US:
+                s0, e0, n0 = open_[-1]
+                problems.append(f"{track}: {n0} [{s0}, {e0}] partly overlaps {n1} [{s1}, {e1}]")
+            open_.append((s1, e1, n1))
+    for i, e in enumerate(events):
+        if e.get("ph") not in ("s", "f"):
+            continue
+        if not isinstance(e.get("id"), int):
+            problems.append(f"flow id {e.get('id')!r} is not an integer")
+        if e["ph"] == "f" and e.get("bp") != "e":
+            problems.append(f"flow end {e['id']} does not bind its enclosing slice")
+        spans = by_track.get((e["pid"], e["tid"]), [])
+        if not any(s <= e["ts"] <= end for s, end, _ in spans):
+            problems.append(f"flow {e['ph']} {e['id']} at {e['ts']} has no enclosing slice on {(e['pid'], e['tid'])}")
+        own = events[i - 1]
+        want = "set_flag" if e["ph"] == "s" else "wait_flag"
+        if not (own.get("ph") == "X" and own["name"].startswith(want) and (own["pid"], own["tid"]) == (e["pid"], e["tid"])
+                and own["ts"] == e["ts"]):
+            problems.append(f"flow {e['ph']} {e['id']} does not follow its {want} slice")
+    return problems
+
+
+def test_flag_flows_bind_to_slices() -> None:
+    """Every flag arrow end lies in a set_flag / wait_flag slice of its pipe (llama_small: flags
+    set at kernel start and waits on idle pipes had none, so Perfetto dropped ~half the arrows),
+    and those slices leave the op slices of their track intact."""
+    from ascendir.driver import compile_model
+
+    module, weights = compile_model(Path(__file__).parent / "data" / "llama_small" / "model.onnx", "ascend910b2")
+    events = simulate(module, weights, {}, load_target("ascend910b2"), timing_only=True, trace=True).trace_events
+    flows = [e for e in events if e.get("ph") in ("s", "f")]
+    assert len(flows) > 1000
+    assert _flow_binding_problems(events) == []
+    starts = [e["id"] for e in flows if e["ph"] == "s"]
+    assert sorted(starts) == sorted(e["id"] for e in flows if e["ph"] == "f") and len(set(starts)) == len(starts)
+    # the waits that blocked their pipe show for how long; the pipe timeline does not draw them as work
+    waits = [e for e in events if e.get("cat") == "sync" and e["name"].startswith("wait_flag")]
+    assert any(e["dur"] > 0 for e in waits) and any(e["dur"] == 0 for e in waits)
+    assert all(e["args"]["cycles"] >= 0 for e in waits)

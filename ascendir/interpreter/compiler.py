@@ -749,18 +749,21 @@ class Compiler:
 
     def set_flag(self, op: ascend.SetFlagOp) -> Closure:
         F = self.F
-        src, _dst, key = self._flag_slots(op)
+        src, dst, key = self._flag_slots(op)
         s_id = (src // NPIPES) * NPIPES
+        event = op.event.value.data
 
         def run() -> None:
             core = F.core
             free = core.free
-            t = free[src]
+            t = t0 = free[src]
             if core.done[src] > t:
                 t = core.done[src]
             if free[s_id] >= t:
                 t = free[s_id]
                 F.srel += 1
+            if F.trace is not None and free[s_id] > t0:  # the set is issued when src and S reached it
+                t0 = free[s_id]
             free[src] = t
             F.flags.queues[key].append(t)
             if F.rc is not None:
@@ -768,7 +771,8 @@ class Compiler:
             if F.trace is not None:
                 fid = next(F.flow_ids)
                 F.flowq.queues[key].append(fid)
-                F.flows.append(("s", core.index, src, t, fid))
+                # src holds the set from its issue until everything before it completed
+                F.flows.append(("s", core.index, src, dst, event, t0, t, fid))
 
         return run
 
@@ -777,6 +781,8 @@ class Compiler:
         src, dst, key = self._flag_slots(op)
         kname = self.k.name
         text = f"ascend.wait_flag {op.src.data} -> {op.dst.data}, {op.event.value.data}"
+        s_id = (dst // NPIPES) * NPIPES
+        event = op.event.value.data
 
         def run() -> None:
             q = F.flags.queues[key]
@@ -788,6 +794,8 @@ class Compiler:
             t = q.popleft()
             core = F.core
             free = core.free
+            if F.trace is not None:  # the wait is issued when dst and the S unit reached it
+                w0 = free[dst] if free[dst] > free[s_id] else free[s_id]
             if t > free[dst]:
                 free[dst] = t
             elif free[dst] <= free[(dst // NPIPES) * NPIPES]:
@@ -795,7 +803,9 @@ class Compiler:
             if F.rc is not None:
                 F.rc.wait(dst, F.rcq.queues[key].popleft())
             if F.trace is not None:
-                F.flows.append(("f", core.index, dst, free[dst], F.flowq.queues[key].popleft()))
+                # dst is blocked from the wait's issue until the set (zero length if it came first)
+                F.flows.append(("f", core.index, dst, src, event, w0, free[dst] if free[dst] > w0 else w0,
+                                F.flowq.queues[key].popleft()))
 
         return run
 

@@ -63,7 +63,9 @@ class KernelRecord:
     gm_share: float  # bytes/cycle cap of a core's GM path
     bandwidth_floor: float = 0.0  # chip GM bytes / chip bandwidth, cycles
     events: list = field(default_factory=list)  # (core, slot, start, cycles, name, ((LEVELS index, bytes), ...))
-    flows: list = field(default_factory=list)  # (phase "s"/"f", core, slot, time, id)
+    # set_flag ("s") / wait_flag ("f"): (phase, core, slot, peer slot, event id, start, end, flow id);
+    # [start, end] is the time the pipe `slot` spent in the instruction (trace.py)
+    flows: list = field(default_factory=list)
     extrapolated_iterations: int = 0  # loop iterations added as steady-state deltas (steady.py)
 
     @property

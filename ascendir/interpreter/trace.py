@@ -2,8 +2,16 @@
 
 pid 0 = host (one span per kernel launch, and the chip-wide "GM bandwidth" counter track);
 pid i+1 = the i-th kernel launch; within a launch tid = core · 32 + pipe slot, named "core 3 MTE2"
-(or "core 3 aiv.MTE2" in mixed kernels). Times are µs at the target clock. set_flag → wait_flag
-hand-offs are flow events ("s"/"f").
+(or "core 3 aiv.MTE2" in mixed kernels). Times are µs at the target clock.
+
+set_flag → wait_flag hand-offs are flow arrows. Viewers bind a flow event to the slice enclosing
+it on its own track (Perfetto's JSON importer drops one without: stat flow_no_enclosing_slice), so
+every set_flag and wait_flag is also a slice (cat "sync") on its pipe's track: a set spans from its
+issue until its pipe completed everything before it, a wait the time its pipe was blocked (zero
+length when the flag was already set). Each flow event sits at its slice's start, right after it
+in the list (equal timestamps are imported in file order). These slices never overlap the op slices
+of their track: they occupy the pipe's in-order clock like an op. Flow ids are integers unique in
+the trace (Perfetto reads a string id as hex).
 
 The counter ("C" events, GB/s) sums every core's GM traffic in time bins of each launch: an op's
 bytes are spread evenly over its busy interval, HBM (misses and writes) and L2 hits as two stacked
@@ -20,6 +28,7 @@ from ascendir.interpreter.cost import LEVELS
 from ascendir.interpreter.executor import KernelRecord
 
 GM_COUNTER = "GM bandwidth"
+SYNC = "sync"  # category of the set_flag / wait_flag slices (not pipe work)
 BINS_PER_LAUNCH = 200  # counter samples per kernel launch (at most)
 _READ, _WRITE, _HIT = (LEVELS.index(lv) for lv in ("gm_read", "gm_write", "l2_hit"))
 
@@ -70,6 +79,7 @@ def trace_events(records: list[KernelRecord], target: HardwareConfig) -> list[di
     us = 1e6 / target.clock_hz
     ev: list[dict] = [{"ph": "M", "pid": 0, "name": "process_name", "args": {"name": "host"}}]
     offset = 0.0
+    next_id = 0
     for n, rec in enumerate(records):
         pid = n + 1
         ev.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"#{n} @{rec.name}"}})
@@ -82,10 +92,20 @@ def trace_events(records: list[KernelRecord], target: HardwareConfig) -> list[di
             tids.add((tid, core, slot))
             ev.append({"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": (base + start) * us, "dur": cyc * us,
                        "args": {"cycles": cyc}})
-        for phase, core, slot, t, fid in rec.flows:
+        ids: dict[int, int] = {}
+        labels = rec.pipe_labels
+        for phase, core, slot, peer, event, start, end, fid in rec.flows:
             tid = core * 32 + slot
             tids.add((tid, core, slot))
-            e = {"ph": phase, "pid": pid, "tid": tid, "name": "flag", "cat": "flag", "id": f"{n}.{fid}", "ts": (base + t) * us}
+            ts = (base + start) * us
+            src, dst = (slot, peer) if phase == "s" else (peer, slot)
+            what = "set_flag" if phase == "s" else "wait_flag"
+            ev.append({"ph": "X", "pid": pid, "tid": tid, "name": f"{what} {labels[src]}->{labels[dst]}", "cat": SYNC,
+                       "ts": ts, "dur": (end - start) * us, "args": {"event": event, "cycles": end - start}})
+            if fid not in ids:
+                ids[fid] = next_id
+                next_id += 1
+            e = {"ph": phase, "pid": pid, "tid": tid, "name": "flag", "cat": "flag", "id": ids[fid], "ts": ts}
             if phase == "f":
                 e["bp"] = "e"
             ev.append(e)
