@@ -1,14 +1,13 @@
 """Plots of a simulation (matplotlib, the optional `plots` extra): a roofline and a pipe timeline.
 
-    roofline.png / .svg   each kernel launch as a point: arithmetic intensity (cube flops per byte
-                          of GM traffic, reads + writes) vs achieved flops/s, under the chip's
-                          compute ceilings (cube per dtype, vector f16/f32) and its HBM and L2
-                          bandwidth ceilings (report key `ceilings`, from the target TOML)
+    roofline.png / .svg   each kernel launch as a point: arithmetic intensity (ops per byte of GM
+                          traffic, reads + writes) vs achieved ops/s, under the chip's compute
+                          ceilings (cube per dtype, vector f16/f32) and its HBM and L2 bandwidth
+                          ceilings (report key `ceilings`, from the target TOML). Ops are cube
+                          flops, or for launches without any, vector element-ops (report key
+                          `vector_ops`), each kind against its own peak (roofline_points)
     timeline.png / .svg   per core and pipe, the busy intervals of a Chrome trace
                           (`ascendir run --trace`), kernel launches shaded and labeled
-
-Kernels without cube flops (vector-only) have no intensity on this axis: they are drawn on the
-bottom edge at their GM traffic, marked as such.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from ascendir.errors import AscendirError
 from ascendir.outputs import atomic_write
@@ -72,61 +72,107 @@ def _save(plt, fig, stem: Path) -> list[Path]:
     return out
 
 
-def roofline(report: dict, stem: Path) -> list[Path]:
-    """Write STEM.png and STEM.svg: the kernels of `report` against its `ceilings`. Returns the paths.
+class RooflinePoint(NamedTuple):
+    """One kernel launch on the roofline. unit "cube" (ops = cube flops) or "vector" (ops =
+    vector element-ops, for launches without cube flops); intensity in ops per byte of GM traffic
+    (reads + writes); achieved in ops/s; peak the compute ceiling that applies (ops/s: the cube
+    peak of the launch's mmad dtypes, or the vector peak of its element mix); roof = min(peak, intensity × HBM
+    bandwidth), the bound at its intensity."""
+
+    name: str
+    unit: str
+    intensity: float
+    achieved: float
+    peak: float
+    roof: float
+    cycles: float
+    core_type: str
+
+
+def roofline_points(report: dict) -> tuple[list[RooflinePoint], int]:
+    """The launches of `report` placed by their own figures, and how many could not be (no GM
+    traffic, no cube flops nor vector ops — e.g. pure copies — or zero time).
+
+    A launch with cube flops is a cube point: flops / GM bytes, flops / s, under the cube peak of
+    its dtypes (report key `cube_peak_flops_per_s`; the f16 peak for reports without it).
+    Otherwise its vector element-ops (report key `vector_ops`) make it a vector point under the
+    vector peak of its mix: ops / Σ(ops of class c / peak of c) over the rate classes f16 / f32.
 
     Raises:
-        AscendirError: matplotlib missing; the report has no `ceilings` (written before they existed).
+        AscendirError: the report has no `ceilings` (written before they existed).
     """
-    plt = require_matplotlib()
     ceil = report.get("ceilings")
     if not isinstance(ceil, dict):
         raise AscendirError("the report has no 'ceilings' (re-run `ascendir run --report` to write them)")
-    points = []
+    cube_peak = ceil["cube_flops_per_s"].get("f16") or max(ceil["cube_flops_per_s"].values())
+    vec_peak = ceil["vector_flops_per_s"]
+    hbm = ceil["hbm_Bps"]
+    points, skipped = [], 0
     for k in report["kernels"]:
         b = k["bytes"]
         gm = b.get("gm_read", 0.0) + b.get("gm_write", 0.0)
         sec = k.get("seconds") or k["cycles"] / report["clock_hz"]
-        points.append((k["name"], k.get("flops", 0.0), gm, sec, k["cycles"], k.get("core_type", "")))
+        flops = k.get("flops", 0.0)
+        vops = {c: n for c, n in (k.get("vector_ops") or {}).items() if n and c in vec_peak}
+        if flops:
+            unit, ops, peak = "cube", flops, k.get("cube_peak_flops_per_s") or cube_peak
+        elif vops:
+            unit, ops = "vector", sum(vops.values())
+            peak = ops / sum(n / vec_peak[c] for c, n in vops.items())
+        else:
+            skipped += 1
+            continue
+        if not (gm and sec):
+            skipped += 1
+            continue
+        x = ops / gm
+        points.append(RooflinePoint(k["name"], unit, x, ops / sec, peak, min(peak, x * hbm), k["cycles"], k.get("core_type", "")))
+    return points, skipped
+
+
+def roofline(report: dict, stem: Path) -> list[Path]:
+    """Write STEM.png and STEM.svg: the kernels of `report` (roofline_points) against its
+    `ceilings`: cube peaks per dtype (black), vector peaks f16 / f32 (gray), HBM and L2 bandwidth.
+    The costliest launches are named with their share of the roof at their intensity. Returns the paths.
+
+    Raises:
+        AscendirError: matplotlib missing; the report has no `ceilings`.
+    """
+    plt = require_matplotlib()
+    points, skipped = roofline_points(report)
+    ceil = report["ceilings"]
     by_value: dict[float, list[str]] = {}  # equal peaks (f16 and bf16) share one line
     for unit, table in (("cube", ceil["cube_flops_per_s"]), ("vector", ceil["vector_flops_per_s"])):
         for dt, v in table.items():
             if unit == "vector" or dt in ("f16", "bf16", "f32", "s8"):
                 by_value.setdefault(v, []).append(f"{unit} {dt}")
     peaks = sorted(((" / ".join(names), v) for v, names in by_value.items()), key=lambda kv: -kv[1])
-    ai = [f / g for _, f, g, _, _, _ in points if f and g]
-    lo = min(ai + [0.1]) / 4
-    hi = max(ai + [2 * max(v for _, v in peaks) / ceil["hbm_Bps"]]) * 4
+    top = max(v for _, v in peaks)
+    xs = [p.intensity for p in points]
+    lo = min(xs + [min(v for _, v in peaks) / ceil["hbm_Bps"]]) / 4
+    hi = max(xs + [2 * top / ceil["hbm_Bps"]]) * 4
+    floor = min([v for _, v in peaks] + [p.achieved for p in points]) / 4
     fig, ax = plt.subplots(figsize=(9, 6))
-    x = [lo, hi]
     for label, bw, style in (("HBM", ceil["hbm_Bps"], "-"), ("L2", ceil["l2_Bps"], "--")):
-        top = max(v for _, v in peaks)
-        knee = top / bw
-        ax.plot([lo, knee], [lo * bw, top], "k" + style, lw=1.2)
-        ax.annotate(f"{label} {bw / 1e9:,.0f} GB/s", (lo * 1.3, lo * 1.3 * bw), rotation=0, fontsize=8, va="bottom")
+        start = max(lo, floor / bw)
+        ax.plot([start, top / bw], [start * bw, top], "k" + style, lw=1.2)
+        ax.annotate(f"{label} {bw / 1e9:,.0f} GB/s", (start * 1.3, start * 1.3 * bw), fontsize=8, va="bottom")
     for label, v in peaks:
         ax.plot([v / ceil["hbm_Bps"], hi], [v, v], color="gray" if label.startswith("vector") else "k", lw=1)
-        ax.annotate(f"{label} {v / 1e12:,.1f} TFLOP/s", (hi, v), fontsize=8, ha="right", va="bottom")
-    total = sum(p[4] for p in points) or 1.0
-    floor = min([v for _, v in peaks] + [f / s for _, f, _, s, _, _ in points if f and s]) / 20
-    ranked = sorted(points, key=lambda p: -p[4])
-    named = {id(p) for p in ranked[:LABELED]}
+        ax.annotate(f"{label} {v / 1e12:,.1f} TOP/s", (hi, v), fontsize=8, ha="right", va="bottom")
+    total = sum(p.cycles for p in points) or 1.0
+    named = {id(p) for p in sorted(points, key=lambda p: -p.cycles)[:LABELED]}
     markers = {"aic": "o", "aiv": "s", "mix": "D"}
+    style = {"cube": ("C0", "cube kernel (flop)"), "vector": ("C1", "vector-only kernel (element-op)")}
     shown = set()
     for p in points:
-        name, f, g, sec, cyc, core = p
-        if not sec:
-            continue
-        size = 20 + 400 * cyc / total
-        if f and g:
-            xy, color, lab = (f / g, f / sec), "C0", "kernel (cube flops)"
-        else:  # vector-only: GM bytes per second shown at the floor
-            xy, color, lab = (lo * 1.5, floor), "C1", "no cube flops (bottom edge)"
-        ax.scatter(*xy, s=size, marker=markers.get(core, "o"), color=color, alpha=0.6, edgecolors="k",
-                   label=None if lab in shown else lab)
+        color, lab = style[p.unit]
+        ax.scatter(p.intensity, p.achieved, s=20 + 400 * p.cycles / total, marker=markers.get(p.core_type, "o"), color=color,
+                   alpha=0.6, edgecolors="k", label=None if lab in shown else lab)
         shown.add(lab)
         if id(p) in named:
-            ax.annotate(name, xy, fontsize=7, xytext=(4, 4), textcoords="offset points")
+            ax.annotate(f"{p.name} ({100 * p.achieved / p.roof:.0f} % of roof)", (p.intensity, p.achieved), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
     plain = plt.FuncFormatter(lambda v, _: f"{v:g}")  # no mathtext: its layout is most of the drawing time
@@ -134,11 +180,14 @@ def roofline(report: dict, stem: Path) -> list[Path]:
         axis.set_major_formatter(plain)
         axis.set_minor_formatter(plt.NullFormatter())
     ax.set_xlim(lo, hi)
-    ax.set_ylim(floor / 2, max(v for _, v in peaks) * 3)
-    ax.set_xlabel("arithmetic intensity (cube flop / byte of GM traffic)")
-    ax.set_ylabel("achieved flop/s")
-    ax.set_title(f"roofline, {report['target']} ({len(points)} kernel launches; marker area ~ cycles; o aic, s aiv, D mix)")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.set_ylim(floor / 2, top * 3)
+    ax.set_xlabel("arithmetic intensity (op / byte of GM traffic; cube: flop, vector-only: element-op)")
+    ax.set_ylabel("achieved op/s")
+    note = f"; {skipped} without ops or GM traffic not shown" if skipped else ""
+    ax.set_title(f"roofline, {report['target']} ({len(points)} kernel launches{note}; marker area ~ cycles; o aic, s aiv, D mix)",
+                 fontsize=9)
+    if points:
+        ax.legend(loc="upper left", fontsize=8)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     fig.tight_layout()
     return _save(plt, fig, stem)

@@ -225,7 +225,7 @@ def test_tile_op_count():
 def test_invariant_violations_raise():
     from ascendir.errors import AscendirError
     from ascendir.interpreter.invariants import check
-    from ascendir.interpreter.state import ACCT_SIZE, KernelRecord
+    from ascendir.interpreter.state import ACCT_SIZE, FLOPS, KernelRecord
     from ascendir.interpreter.timeline import PIPES, CoreState
 
     core = CoreState(0, len(PIPES))
@@ -235,7 +235,7 @@ def test_invariant_violations_raise():
     with pytest.raises(AscendirError, match="invariant: kernel @k core 0 pipe M busy 150.0 > kernel cycles 100.0"):
         check(rec, HW)
     core.busy[2] = 50.0
-    rec.acct[-2] = 1e12  # 1 TFLOP in 100 cycles: below the compute bound
+    rec.acct[FLOPS] = 1e12  # 1 TFLOP in 100 cycles: below the compute bound
     with pytest.raises(AscendirError, match="below its compute bound"):
         check(rec, HW)
 

@@ -140,3 +140,54 @@ def test_flag_flows_bind_to_slices() -> None:
     waits = [e for e in events if e.get("cat") == "sync" and e["name"].startswith("wait_flag")]
     assert any(e["dur"] > 0 for e in waits) and any(e["dur"] == 0 for e in waits)
     assert all(e["args"]["cycles"] >= 0 for e in waits)
+
+
+def _report(kernels: list[dict]) -> dict:
+    return {"target": "t", "clock_hz": 1e9, "kernels": kernels,
+            "ceilings": {"cube_flops_per_s": {"f16": 300e12, "f32": 75e12}, "vector_flops_per_s": {"f16": 10e12, "f32": 5e12},
+                         "hbm_Bps": 1e12, "l2_Bps": 5e12}}
+
+
+def test_roofline_places_each_kernel_by_its_own_figures(tmp_path: Path) -> None:
+    from ascendir.plots import roofline, roofline_points
+
+    gm = {"gm_read": 2e6, "gm_write": 1e6}
+    rep = _report([
+        {"name": "add", "cycles": 1e4, "seconds": 1e-5, "bytes": gm, "flops": 0.0, "vector_ops": {"f32": 0.25e6}},
+        {"name": "gelu", "cycles": 2e4, "seconds": 2e-5, "bytes": gm, "flops": 0.0, "vector_ops": {"f32": 3e6}},
+        {"name": "mixed", "cycles": 1e4, "seconds": 1e-5, "bytes": gm, "flops": 0.0, "vector_ops": {"f16": 1e6, "f32": 1e6}},
+        {"name": "mm", "cycles": 1e4, "seconds": 1e-5, "bytes": gm, "flops": 3e9, "cube_peak_flops_per_s": 75e12},
+        {"name": "copy", "cycles": 1e3, "seconds": 1e-6, "bytes": gm, "flops": 0.0, "vector_ops": {}},
+    ])
+    points, skipped = roofline_points(rep)
+    at = {p.name: p for p in points}
+    assert skipped == 1 and set(at) == {"add", "gelu", "mixed", "mm"}
+    # vector-only kernels: element-ops per GM byte and per second, under the vector peak
+    assert (at["add"].unit, at["add"].intensity, at["add"].achieved) == ("vector", 0.25e6 / 3e6, 0.25e6 / 1e-5)
+    assert (at["gelu"].intensity, at["gelu"].achieved) == (1.0, 3e6 / 2e-5)
+    assert at["add"].peak == at["gelu"].peak == 5e12
+    assert at["add"].roof == pytest.approx(0.25e6 / 3e6 * 1e12)  # bandwidth-bound at its intensity
+    assert at["mixed"].peak == pytest.approx(2e6 / (1e6 / 10e12 + 1e6 / 5e12))  # time-weighted f16/f32 mix
+    # cube kernels under the peak of their own dtype (f32 here), not the f16 one
+    assert (at["mm"].unit, at["mm"].intensity, at["mm"].achieved, at["mm"].peak) == ("cube", 1e3, 3e14, 75e12)
+    assert at["mm"].roof == 75e12
+    paths = roofline(rep, tmp_path / "roofline")
+    assert [p.name for p in paths] == ["roofline.png", "roofline.svg"] and all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_report_carries_vector_ops_and_cube_peak() -> None:
+    """A simulated model's vector-only kernels have vector element-ops (and so distinct roofline
+    points), its cube kernels the cube peak of their dtype."""
+    from ascendir.driver import compile_model
+    from ascendir.plots import roofline_points
+
+    hw = load_target("ascend910b2")
+    module, weights = compile_model(Path(__file__).parent / "data" / "llama_small" / "model.onnx", "ascend910b2")
+    rep = simulate(module, weights, {}, hw, timing_only=True).report
+    vector = [k for k in rep["kernels"] if not k["flops"] and k["vector_ops"]]
+    cube = [k for k in rep["kernels"] if k["flops"]]
+    assert vector and cube
+    assert all(k["cube_peak_flops_per_s"] == hw.peak_flops("f32") for k in cube)  # an fp32 model
+    points, _ = roofline_points(rep)
+    assert len({(p.intensity, p.achieved) for p in points if p.unit == "vector"}) >= 5
+

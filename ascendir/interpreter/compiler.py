@@ -34,7 +34,7 @@ from ascendir.interpreter import registry
 from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost, copy_path
 from ascendir.interpreter.l2 import SHIFT, contiguous_strides
 from ascendir.interpreter.scalar import SCALAR_OPS
-from ascendir.interpreter.state import FLOPS, OPS, Frame
+from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS, Frame
 from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
 
@@ -205,6 +205,10 @@ class Compiler:
                 raise AscendirError(f"{name}: cost function returned unknown pipe {c.pipe!r}")
             unit = unit_of(c.pipe, c.unit, nunits, sub)
             items = tuple((LEVELS.index(lv), float(b)) for lv, b in c.bytes.items() if b)
+            if c.vector_ops is not None and c.vector_ops[1]:  # acct slots past LEVELS (state.VECTOR_OPS)
+                items += ((VECTOR_OPS[c.vector_ops[0]], c.vector_ops[1]),)
+            if c.cube_peak_cycles:
+                items += ((CUBE_PEAK_CYCLES, float(c.cube_peak_cycles)),)
             return (unit * NPIPES + PIPE_INDEX[c.pipe], unit * NPIPES, float(c.cycles), float(c.latency), items, float(c.flops))
 
         gm_copy = None

@@ -49,7 +49,12 @@ class OpCost:
 
     pipe: the pipe it occupies; cycles: occupancy of that pipe; latency: extra cycles before its
     result is visible to set_flag / pipe_barrier; bytes: level -> bytes written there (gm_read,
-    gm_write for GM); flops: cube flops; unit: "aic" / "aiv" where a mixed kernel needs it.
+    gm_write for GM); flops: cube flops; unit: "aic" / "aiv" where a mixed kernel needs it;
+    vector_ops: (rate class, element-ops) of a vector instruction — "f16" when its widest operand
+    has at most 2 bytes per element, else "f32" (the vector ceilings of report.ceilings), and
+    elements × passes (emulated element types run several); cube_peak_cycles: cycles `flops` take
+    at the cube peak of the op's dtype (flops / (2 × MACs per cycle)), which sets a kernel's own
+    cube ceiling.
     """
 
     pipe: str
@@ -58,6 +63,8 @@ class OpCost:
     bytes: dict[str, float] = field(default_factory=dict)
     flops: float = 0.0
     unit: str | None = None
+    vector_ops: tuple[str, float] | None = None
+    cube_peak_cycles: float = 0.0
 
 
 @dataclass
@@ -213,7 +220,8 @@ def mmad(op: ascend.MmadOp, env: CostEnv) -> CostFn:
             raise AscendirError(f"ascend.mmad: {env.target.name} has no {key} cube mode (k_per_cycle has {', '.join(cube.k_per_cycle)})")
         m, k = a.shape
         n = b.shape[1]
-        return OpCost("M", mmad_cycles(env.target, key, m, n, k), 0.0, {"l0c": m * n * c.itemsize}, 2.0 * m * n * k, "aic")
+        return OpCost("M", mmad_cycles(env.target, key, m, n, k), 0.0, {"l0c": m * n * c.itemsize}, 2.0 * m * n * k, "aic",
+                      cube_peak_cycles=m * n * k / cube.macs_per_cycle(key))
 
     return run
 
@@ -230,6 +238,12 @@ def vector_cycles(target: HardwareConfig, name: str, n: int, wide: float, passes
     return passes * math.ceil(n * wide / rep) * (rep / bpc) + entry.latency + target.startup["vector"]
 
 
+def vector_rate_class(wide: float) -> str:
+    """Vector peak that applies to elements of `wide` bytes: "f16" (2-byte rate, also 1-byte
+    types) or "f32" (4-byte rate, also wider types run in passes)."""
+    return "f16" if wide <= 2 else "f32"
+
+
 def vector(op: Operation, env: CostEnv) -> CostFn:
     name = op.name.split(".", 1)[1]
     t = env.target
@@ -239,7 +253,8 @@ def vector(op: Operation, env: CostEnv) -> CostFn:
     def run(*vals: np.ndarray) -> OpCost:
         n = max(v.size for v in vals)
         wide = max(bits(v.dtype) for v in vals) / 8
-        return OpCost("V", vector_cycles(t, name, n, wide, passes), 0.0, {"ub": _ub_bytes(vals[-1])}, 0.0, "aiv")
+        return OpCost("V", vector_cycles(t, name, n, wide, passes), 0.0, {"ub": _ub_bytes(vals[-1])}, 0.0, "aiv",
+                      (vector_rate_class(wide), float(n * passes)))
 
     return run
 

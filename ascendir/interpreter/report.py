@@ -7,7 +7,10 @@ Keys (units): cycles of the AI Core clock, seconds, bytes, flops, bytes/s.
     kernels [...], model (approximations in force).
 Each kernel: name, block_dim, core_type, cores_used, cycles, seconds, launch_cycles, pipe_busy,
     (pipe_busy_by_unit for mixed kernels), pipe_utilization, bytes, flops, tile_ops (DMA, cube,
-    vector ops executed), gm_bandwidth_Bps,
+    vector ops executed), vector_ops {rate class: element-ops of vector instructions; "f16" for
+    elements of at most 2 bytes, "f32" for wider ones: the keys of ceilings.vector_flops_per_s},
+    cube_peak_flops_per_s (chip cube peak for the dtypes of the kernel's mmads: flops over their
+    cycles at each dtype's peak, on every AIC; absent without flops), gm_bandwidth_Bps,
     gm_share_Bpc (per-core GM rate cap), bandwidth_floor_applied (the kernel was stretched to the
     chip bandwidth bound), compute_bound_cycles, bandwidth_bound_cycles,
     cube_peak_fraction, extrapolated_iterations (timing-only loop iterations added as
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 
 from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.cost import LEVELS
-from ascendir.interpreter.state import FLOPS, OPS, KernelRecord
+from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS, KernelRecord
 from ascendir.interpreter.invariants import bounds
 
 MODEL_NOTES = (
@@ -54,6 +57,7 @@ class KernelReport:
     bytes: dict[str, float]
     flops: float
     tile_ops: int
+    vector_ops: dict[str, float]
     gm_bandwidth_Bps: float
     gm_share_Bpc: float
     bandwidth_floor_applied: bool
@@ -61,13 +65,15 @@ class KernelReport:
     bandwidth_bound_cycles: float
     cube_peak_fraction: float
     extrapolated_iterations: int = 0
+    cube_peak_flops_per_s: float | None = None
     pipe_capacity: dict[str, float] = field(default_factory=dict)  # pipe-cycles available (not reported)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         del d["pipe_capacity"]
-        if d["pipe_busy_by_unit"] is None:
-            del d["pipe_busy_by_unit"]
+        for key in ("pipe_busy_by_unit", "cube_peak_flops_per_s"):
+            if d[key] is None:
+                del d[key]
         return d
 
 
@@ -109,6 +115,7 @@ def kernel_report(rec: KernelRecord, target: HardwareConfig) -> KernelReport:
         bytes=byt,
         flops=flops,
         tile_ops=int(rec.acct[OPS]),
+        vector_ops={k: rec.acct[i] for k, i in VECTOR_OPS.items() if rec.acct[i]},
         gm_bandwidth_Bps=gm / seconds if seconds else 0.0,
         gm_share_Bpc=rec.gm_share,
         bandwidth_floor_applied=rec.bandwidth_floor > rec.timeline_cycles,
@@ -116,6 +123,7 @@ def kernel_report(rec: KernelRecord, target: HardwareConfig) -> KernelReport:
         bandwidth_bound_cycles=bandwidth,
         cube_peak_fraction=flops / (cycles * target.peak_flops_per_cycle("f16")) if cycles else 0.0,
         extrapolated_iterations=rec.extrapolated_iterations,
+        cube_peak_flops_per_s=flops / rec.acct[CUBE_PEAK_CYCLES] * target.num_aic * target.clock_hz if rec.acct[CUBE_PEAK_CYCLES] else None,
         pipe_capacity=capacity,
     )
 

@@ -10,7 +10,9 @@ from ascendir.interpreter.timeline import CoreState, FlagQueues
 
 FLOPS = len(LEVELS)  # index of the flop counter in Frame.acct
 OPS = FLOPS + 1  # index of the tile-op counter
-ACCT_SIZE = OPS + 1
+VECTOR_OPS = {"f16": OPS + 1, "f32": OPS + 2}  # vector element-ops per rate class (cost.OpCost.vector_ops)
+CUBE_PEAK_CYCLES = OPS + 3  # cycles the cube flops take at their dtype's peak (cost.OpCost.cube_peak_cycles)
+ACCT_SIZE = OPS + 4
 
 
 class Frame:
