@@ -297,7 +297,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
 
 
 def _prepare_plots(directory: Path) -> None:
-    """Before any work: matplotlib importable and `directory` usable (created if only it is missing)."""
+    """Before any work: matplotlib importable and `directory` usable (made when the plots are written)."""
     from ascendir.plots import prepare_dir, require_matplotlib
 
     require_matplotlib()
@@ -363,11 +363,11 @@ def report(report_path: Path, trace_path: Path | None, plots: Path | None) -> No
         events = trace.get("traceEvents") if isinstance(trace, dict) else None
         if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
             raise AscendirError(f"{trace_path} is not a trace of `ascendir run --trace`: no 'traceEvents' list of objects")
-    render(data, Console())
-    if plots is not None:
+    if plots is not None:  # files first, as in `run`: a failure then prints one line
         if events is None:
             click.echo("note: no --trace given: the pipe timeline needs the trace of the run (ascendir run --trace)", err=True)
         _write_plots(data, events, plots)
+    render(data, Console())
 
 
 def _read_json(path: Path, what: str):

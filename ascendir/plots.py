@@ -44,21 +44,19 @@ def require_matplotlib():
 
 
 def prepare_dir(directory: Path) -> None:
-    """Check (before any work) that `directory` can hold the plots; create it if only it is missing.
+    """Check (before any work) that `directory` can hold the plots: an existing writable folder,
+    or a missing one in a writable folder. Creates nothing: write_plots makes it when it writes,
+    so a run that fails leaves no empty plots folder behind.
 
     Raises:
         AscendirError: it is a file, its parent folder does not exist, or it is not writable.
     """
     if directory.exists() and not directory.is_dir():
         raise AscendirError(f"--plots {directory}: not a directory")
-    if not directory.exists():
-        if not directory.parent.is_dir():
-            raise AscendirError(f"--plots {directory}: directory {directory.parent} does not exist")
-        try:
-            directory.mkdir()
-        except OSError as e:
-            raise AscendirError(f"--plots {directory}: {e.strerror}") from None
-    if not os.access(directory, os.W_OK | os.X_OK):
+    folder = directory if directory.exists() else directory.parent
+    if not directory.exists() and not folder.is_dir():
+        raise AscendirError(f"--plots {directory}: directory {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
         raise AscendirError(f"--plots {directory}: permission denied")
 
 
@@ -254,11 +252,32 @@ def pipe_timeline(events: list[dict], stem: Path, max_cores: int = MAX_CORES) ->
 
 def write_plots(report: dict, trace_events: list[dict] | None, directory: Path) -> list[Path]:
     """roofline.{png,svg} in `directory`, and timeline.{png,svg} when `trace_events` are given.
+    The directory is created here if missing; on failure the files this call added (and the
+    directory, if it made it) are removed.
 
     Raises:
-        AscendirError: matplotlib missing, or a file cannot be written.
+        AscendirError: matplotlib missing, the report or trace cannot be drawn, or a file cannot
+            be written.
     """
-    paths = roofline(report, directory / "roofline")
-    if trace_events is not None:
-        paths += pipe_timeline(trace_events, directory / "timeline")
+    stems = ["roofline"] + (["timeline"] if trace_events is not None else [])
+    created = not directory.exists()
+    if created:
+        try:
+            directory.mkdir()
+        except OSError as e:
+            raise AscendirError(f"--plots {directory}: {e.strerror}") from None
+    new = [directory / f"{stem}.{fmt}" for stem in stems for fmt in FORMATS if not (directory / f"{stem}.{fmt}").exists()]
+    try:
+        paths = roofline(report, directory / "roofline")
+        if trace_events is not None:
+            paths += pipe_timeline(trace_events, directory / "timeline")
+    except BaseException:
+        for p in new:
+            p.unlink(missing_ok=True)
+        if created:
+            try:
+                directory.rmdir()
+            except OSError:  # something else appeared in it meanwhile: not ours to remove
+                pass
+        raise
     return paths

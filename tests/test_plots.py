@@ -191,3 +191,34 @@ def test_report_carries_vector_ops_and_cube_peak() -> None:
     points, _ = roofline_points(rep)
     assert len({(p.intensity, p.achieved) for p in points if p.unit == "vector"}) >= 5
 
+
+def test_failed_runs_leave_no_plots_directory(tmp_path: Path) -> None:
+    """--plots DIR is made only when the plots are written: a run or report that fails leaves no
+    (empty) DIR, and a drawing that fails halfway removes what it wrote."""
+    import numpy as np
+    import onnx
+    from onnx import helper
+
+    from onnx_builders import make_model
+
+    big = tmp_path / "big.onnx"
+    onnx.save(make_model([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], {"x": np.zeros((2, 300000), np.float32)}, ["y"]), big)
+    assert_clean_error(run_cli("run", big, "--timing-only", "--plots", tmp_path / "newplots"), "nn.softmax", "UB")
+    assert not (tmp_path / "newplots").exists()
+
+    report = tmp_path / "r.json"
+    assert run_cli("run", MLP, "--timing-only", "--report", report).exit_code == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    assert_clean_error(run_cli("report", report, "--trace", bad, "--plots", tmp_path / "p3"), "cannot read trace")
+    assert not (tmp_path / "p3").exists()
+    # the roofline is drawn, then the timeline fails: both the file and the folder go
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"traceEvents": []}))
+    assert_clean_error(run_cli("report", report, "--trace", empty, "--plots", tmp_path / "p4"), "no pipe spans")
+    assert not (tmp_path / "p4").exists()
+    # an existing folder keeps what it had, and gets nothing new
+    (tmp_path / "p5").mkdir()
+    (tmp_path / "p5" / "notes.txt").write_text("mine")
+    assert_clean_error(run_cli("report", report, "--trace", empty, "--plots", tmp_path / "p5"), "no pipe spans")
+    assert [p.name for p in (tmp_path / "p5").iterdir()] == ["notes.txt"]
