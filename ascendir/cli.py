@@ -11,6 +11,7 @@ Bad input (file, op, shape, IR) prints one line `error: ...` and exits with code
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import traceback
@@ -290,7 +291,9 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     if report_path is not None:
         atomic_write(report_path, lambda p: p.write_text(json.dumps(result.report, indent=1)))
     if trace_path is not None:
-        atomic_write(trace_path, lambda p: p.write_text(json.dumps({"traceEvents": result.trace_events})))
+        from ascendir.interpreter.trace import trace_document
+
+        atomic_write(trace_path, lambda p: p.write_text(json.dumps(trace_document(result.trace_events, result.report))))
     if plots is not None:
         _write_plots(result.report, result.trace_events, plots)
     render(result.report, console)
@@ -363,6 +366,9 @@ def report(report_path: Path, trace_path: Path | None, plots: Path | None) -> No
         events = trace.get("traceEvents") if isinstance(trace, dict) else None
         if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
             raise AscendirError(f"{trace_path} is not a trace of `ascendir run --trace`: no 'traceEvents' list of objects")
+        other = _trace_mismatch(data, trace)
+        if other:
+            raise AscendirError(f"{trace_path} is not the trace of the run of {report_path}: {other}")
     if plots is not None:  # files first, as in `run`: a failure then prints one line
         if events is None:
             click.echo("note: no --trace given: the pipe timeline needs the trace of the run (ascendir run --trace)", err=True)
@@ -377,24 +383,68 @@ def _read_json(path: Path, what: str):
         raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _report_problem(data) -> str | None:
-    """What keeps `data` from being a renderable report, or None."""
+    """What keeps `data` from being a renderable report, or None: missing or mistyped keys,
+    non-finite or negative figures, a clock that is not positive, totals that disagree with the
+    kernels (total_cycles = Σ kernel cycles, total_seconds = total_cycles / clock_hz)."""
     if not isinstance(data, dict):
         return f"a JSON {type(data).__name__}, not an object"
-    number = (int, float)
-    for key, kind in (("target", str), ("total_cycles", number), ("total_seconds", number), ("clock_hz", number), ("kernels", list)):
+    for key, kind in (("target", str), ("total_cycles", float), ("total_seconds", float), ("clock_hz", float), ("kernels", list)):
         if key not in data:
             return f"no '{key}'"
-        if not isinstance(data[key], kind) or isinstance(data[key], bool):
-            return f"'{key}' is {type(data[key]).__name__}"
+        if not (_number(data[key]) if kind is float else isinstance(data[key], kind)):
+            return f"'{key}' is {data[key]!r}, not {'a finite number' if kind is float else kind.__name__}"
+    if data["clock_hz"] <= 0:
+        return f"'clock_hz' is {data['clock_hz']!r}, not a positive frequency"
+    for key in ("total_cycles", "total_seconds"):
+        if data[key] < 0:
+            return f"'{key}' is negative ({data[key]!r})"
     for i, k in enumerate(data["kernels"]):
-        if not (isinstance(k, dict) and isinstance(k.get("name"), str) and isinstance(k.get("cycles"), number)
-                and isinstance(k.get("bytes"), dict)):
+        if not (isinstance(k, dict) and isinstance(k.get("name"), str) and _number(k.get("cycles")) and isinstance(k.get("bytes"), dict)):
             return f"kernels[{i}] lacks name, cycles or bytes"
+        bad = [f for f in ("cycles", "flops", "seconds") if f in k and not (_number(k[f]) and k[f] >= 0)]
+        bad += [f"bytes.{lv}" for lv, b in k["bytes"].items() if not (_number(b) and b >= 0)]
+        if bad:
+            return f"kernels[{i}] ({k['name']}) has a negative or non-numeric {bad[0]}"
     for key in ("pipe_busy", "pipe_utilization", "bytes"):
         if not isinstance(data.get(key, {}), dict):
             return f"'{key}' is {type(data[key]).__name__}"
+    total = sum(k["cycles"] for k in data["kernels"])
+    if not math.isclose(total, data["total_cycles"], rel_tol=1e-9, abs_tol=1e-6):
+        return f"'total_cycles' {data['total_cycles']!r} is not the sum of its kernels' cycles ({total!r})"
+    if not math.isclose(data["total_seconds"], data["total_cycles"] / data["clock_hz"], rel_tol=1e-9, abs_tol=1e-15):
+        return f"'total_seconds' {data['total_seconds']!r} is not total_cycles / clock_hz"
+    ceil = data.get("ceilings")
+    if ceil is not None:
+        if not (isinstance(ceil, dict) and all(isinstance(ceil.get(t), dict) for t in ("cube_flops_per_s", "vector_flops_per_s"))
+                and all(_number(v) and v > 0 for t in ("cube_flops_per_s", "vector_flops_per_s") for v in ceil[t].values())
+                and all(_number(ceil.get(b)) and ceil[b] > 0 for b in ("hbm_Bps", "l2_Bps"))):
+            return "'ceilings' is not {cube_flops_per_s: {...}, vector_flops_per_s: {...}, hbm_Bps, l2_Bps} of positive numbers"
     return None
+
+
+def _trace_mismatch(report: dict, trace: dict) -> str | None:
+    """Why `trace` is not the trace of the run `report` describes, or None: their run ids differ
+    (report.run_id); for files without one, the kernel launches (the host track's spans: name and
+    cycles, in order) differ from the report's kernels."""
+    ours = report.get("run_id")
+    other = trace.get("otherData")
+    theirs = other.get("run_id") if isinstance(other, dict) else None
+    if ours is not None and theirs is not None:
+        return None if ours == theirs else f"run id {theirs}, the report's is {ours}"
+    launches = [(e.get("name"), (e.get("args") or {}).get("cycles")) for e in trace["traceEvents"]
+                if e.get("ph") == "X" and e.get("pid") == 0]
+    kernels = [(k["name"], k["cycles"]) for k in report["kernels"]]
+    if launches == kernels:
+        return None
+    first = next((i for i, (a, b) in enumerate(zip(launches, kernels)) if a != b), min(len(launches), len(kernels)))
+    where = (f"launch #{first} is {launches[first][0]} ({launches[first][1]} cycles), the report's {kernels[first][0]} "
+             f"({kernels[first][1]} cycles)" if first < min(len(launches), len(kernels)) else "")
+    return f"{len(launches)} kernel launches, the report has {len(kernels)}" + (f"; {where}" if where else "")
 
 
 @main.command()

@@ -75,6 +75,52 @@ def test_report_command(tmp_path: Path) -> None:
     assert "peak GM footprint" in r.output and "arena" in r.output
 
 
+def test_report_rejects_the_trace_of_another_run(tmp_path: Path) -> None:
+    """report and trace carry the run's id; `report --trace` of another run is one line, exit 2
+    (files without the id: the trace's kernel launches are compared with the report's)."""
+    runs = {}
+    for name, model in (("mlp", MLP), ("mlp_o0", MLP)):
+        rep, trace = tmp_path / f"{name}.json", tmp_path / f"{name}.trace.json"
+        extra = ("-O", "0") if name.endswith("o0") else ()
+        assert _run("run", model, "--timing-only", *extra, "--report", rep, "--trace", trace).exit_code == 0
+        runs[name] = (rep, trace)
+    (rep, trace), (rep2, trace2) = runs["mlp"], runs["mlp_o0"]
+    assert json.loads(rep.read_text())["run_id"] == json.loads(trace.read_text())["otherData"]["run_id"]
+    assert _run("report", rep, "--trace", trace, "--plots", tmp_path / "ok").exit_code == 0
+    _assert_clean_error(_run("report", rep, "--trace", trace2, "--plots", tmp_path / "p"), "not the trace of the run of", "run id")
+    assert not (tmp_path / "p").exists()
+    old_rep, old_trace = tmp_path / "old.json", tmp_path / "old.trace.json"
+    data = json.loads(rep.read_text())
+    del data["run_id"]
+    old_rep.write_text(json.dumps(data))
+    old_trace.write_text(json.dumps({"traceEvents": json.loads(trace2.read_text())["traceEvents"]}))
+    _assert_clean_error(_run("report", old_rep, "--trace", old_trace, "--plots", tmp_path / "p"), "kernel launches", "the report has")
+    old_trace.write_text(json.dumps({"traceEvents": json.loads(trace.read_text())["traceEvents"]}))
+    assert _run("report", old_rep, "--trace", old_trace, "--plots", tmp_path / "ok2").exit_code == 0
+
+
+def test_report_rejects_impossible_figures(tmp_path: Path) -> None:
+    rep = tmp_path / "r.json"
+    assert _run("run", MLP, "--timing-only", "--report", rep).exit_code == 0
+    good = json.loads(rep.read_text())
+
+    def check(change, *fragments: str) -> None:
+        data = json.loads(json.dumps(good))
+        change(data)
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(data))
+        _assert_clean_error(_run("report", bad), "is not a report of", *fragments)
+
+    check(lambda d: d.update(clock_hz=0), "'clock_hz' is 0", "positive")
+    check(lambda d: d.update(clock_hz=-1.8e9), "'clock_hz'")
+    check(lambda d: d.update(total_cycles=float("nan")), "'total_cycles'", "finite")
+    check(lambda d: d.update(total_cycles=d["total_cycles"] * 2), "not the sum of its kernels")
+    check(lambda d: d.update(total_seconds=d["total_seconds"] * 2), "total_cycles / clock_hz")
+    check(lambda d: d["kernels"][0].update(cycles=-5.0), "kernels[0]")
+    check(lambda d: d["kernels"][1]["bytes"].update(gm_read=-1.0), "kernels[1]", "bytes.gm_read")
+    check(lambda d: d["ceilings"].update(hbm_Bps=0), "'ceilings'")
+
+
 def test_report_gm_footprint(tmp_path: Path) -> None:
     """plan-memory's GM footprint in the JSON report: weights are the model's initializers, the
     total is the sum of its parts and at least the live peak."""

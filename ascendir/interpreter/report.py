@@ -15,12 +15,17 @@ Each kernel: name, block_dim, core_type, cores_used, cycles, seconds, launch_cyc
     chip bandwidth bound), compute_bound_cycles, bandwidth_bound_cycles,
     cube_peak_fraction, extrapolated_iterations (timing-only loop iterations added as
     steady-state deltas instead of run, interpreter/steady.py).
+run_id: digest of the target, its clock and every launch's (name, block_dim, cycles): the trace
+    of the same run carries it (trace.trace_document, "otherData"), so `ascendir report` can tell
+    a trace of another run.
 ceilings (the roofline of the chip, from its TOML): cube_flops_per_s {dtype: chip cube peak},
     vector_flops_per_s {f16, f32: one op per lane per cycle on every vector core}, hbm_Bps, l2_Bps.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 
 from ascendir.hardware.config import HardwareConfig
@@ -184,7 +189,13 @@ def ceilings(target: HardwareConfig) -> dict:
     }
 
 
+def run_id(target: HardwareConfig, kernels: list[KernelReport]) -> str:
+    """16 hex digits identifying a run's results (see the module docstring)."""
+    launches = [(k.name, k.block_dim, k.cycles) for k in kernels]
+    return hashlib.sha256(json.dumps([target.name, target.clock_hz, launches]).encode()).hexdigest()[:16]
+
+
 def build_report(records: list[KernelRecord], target: HardwareConfig) -> dict:
     kernels = [kernel_report(r, target) for r in records]
     rep = Report(target.name, target.clock_hz, target.peak_flops_per_cycle("f16"), target.memory.l2_model, kernels)
-    return {**rep.to_dict(), "ceilings": ceilings(target)}
+    return {**rep.to_dict(), "ceilings": ceilings(target), "run_id": run_id(target, kernels)}

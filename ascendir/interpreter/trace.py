@@ -115,3 +115,10 @@ def trace_events(records: list[KernelRecord], target: HardwareConfig) -> list[di
         ev.extend(gm_counter(rec, base, us, target.clock_hz))
         offset += rec.cycles
     return ev
+
+
+def trace_document(events: list[dict], report: dict) -> dict:
+    """The JSON object of a trace file: `traceEvents` and, in `otherData` (free-form metadata of
+    the format), the run_id, target and launch count of the run's report (report.run_id)."""
+    other = {"run_id": report.get("run_id"), "target": report.get("target"), "kernels": len(report.get("kernels", []))}
+    return {"traceEvents": events, "otherData": other}
