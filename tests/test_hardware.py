@@ -87,3 +87,52 @@ def test_bad_targets(tmp_path: Path):
     p.write_text(txt)
     with pytest.raises(AscendirError, match="gm_to_l1"):
         load_target(p)
+
+
+@pytest.mark.parametrize("old, new, key, must", [
+    ("fractal_m = 16 ", "fractal_m = 0 ", "cube.fractal_m = 0", "positive integer"),  # was ZeroDivisionError
+    ("l1 = 524288 ", "l1 = -5 ", "buffers.l1 = -5", "positive integer"),  # was "no tiling fits"
+    ("ub = 196608 ", "ub = 196608.5 ", "buffers.ub = 196608.5", "positive integer"),
+    ("l0a = 512 ", "l0a = 0 ", "align.l0a = 0", "positive integer"),
+    ("clock_hz = 1.8e9 ", 'clock_hz = "fast" ', "chip.clock_hz = 'fast'", "positive number"),
+    ("hbm_bw_Bps = 1.6e12 ", "hbm_bw_Bps = nan ", "memory.hbm_bw_Bps = nan", "positive number"),
+    ("k_per_cycle = { f16 = 16,", "k_per_cycle = { f16 = 0,", "cube.k_per_cycle.f16 = 0", "positive integer"),
+    ("vexp = { bpc = 128,", "vexp = { bpc = -128,", "vector.ops.vexp.bpc = -128", "positive number"),
+    ("repeat_bytes = 256 ", "repeat_bytes = 0 ", "vector.repeat_bytes = 0", "positive integer"),
+    ("mte3 = 12 ", "mte3 = -1 ", "startup.mte3 = -1", "integer >= 0"),
+    ("gm_read_latency = 307 ", "gm_read_latency = true ", "memory.gm_read_latency = True", "integer >= 0"),
+    ("event_ids = 8 ", "event_ids = 0 ", "sync.event_ids = 0", "positive integer"),
+])
+def test_bad_values_name_the_key_and_file(tmp_path: Path, old: str, new: str, key: str, must: str):
+    """A custom target with an impossible value fails on load, naming the key and the file (the
+    CLI prints it as one line, exit 2), before it can divide by zero or make every tiling fail."""
+    text = (HW_DIR / "ascend910b2.toml").read_text()
+    assert old in text
+    p = tmp_path / "custom.toml"
+    p.write_text(text.replace(old, new, 1))
+    with pytest.raises(AscendirError) as e:
+        load_target(p)
+    assert str(e.value).startswith(f"target file {p}: {key}, must be") and must in str(e.value)
+
+
+def test_required_keys_of_open_tables(tmp_path: Path):
+    text = (HW_DIR / "ascend910b2.toml").read_text()
+    p = tmp_path / "custom.toml"
+    p.write_text(text.replace("k_per_cycle = { f16 = 16, ", "k_per_cycle = { "))  # was KeyError: 'f16' at run time
+    with pytest.raises(AscendirError, match=r"custom.toml lacks key cube.k_per_cycle.f16"):
+        load_target(p)
+    p.write_text(text.replace("\nfix = 12 ", "\n# fix"))
+    with pytest.raises(AscendirError, match=r"lacks key startup.fix"):
+        load_target(p)
+    p.write_text(text.replace("default = { bpc = 256, latency = 6 }", "default = { latency = 6 }"))
+    with pytest.raises(AscendirError, match=r"target file .*custom.toml: vector.ops.default: needs"):
+        load_target(p)
+
+
+def test_cli_bad_target_is_one_line(tmp_path: Path):
+    from cli_helpers import assert_clean_error, run_cli
+
+    p = tmp_path / "custom.toml"
+    p.write_text((HW_DIR / "ascend910b2.toml").read_text().replace("fractal_m = 16 ", "fractal_m = 0 "))
+    model = Path(__file__).parent / "data" / "mlp_small" / "model.onnx"
+    assert_clean_error(run_cli("run", model, "--timing-only", "--target", p), "cube.fractal_m = 0", str(p))

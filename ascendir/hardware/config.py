@@ -217,15 +217,62 @@ def _parse(raw: dict[str, Any]) -> HardwareConfig:
     )
 
 
-def _check(cfg: HardwareConfig, path: Path) -> None:
-    bad = [k for k, v in cfg.rates.items() if not (v > 0 and math.isfinite(v))]
-    bad += [k for k, v in cfg.startup.items() if v < 0]
-    if cfg.clock_hz <= 0 or cfg.num_aic < 1 or cfg.num_aiv < 1:
-        bad.append("chip")
-    if cfg.memory.l2_model not in L2_MODELS:
-        bad.append(f"memory.l2_model (one of {', '.join(L2_MODELS)})")
-    if bad:
-        raise AscendirError(f"target file {path}: non-positive or invalid values for {', '.join(bad)}")
+# Value rules of the TOML keys (checked on the raw file, so 0.5 is not first truncated to 0):
+# "pos" a finite number > 0, "nonneg" a finite number >= 0, "posint" / "nonnegint" the same and
+# integral. A "*" stands for every key of that table. Missing required keys are _parse's to report.
+_RULES: tuple[tuple[str, str], ...] = (
+    ("chip.clock_hz", "pos"), ("chip.vector_clock_hz", "pos"), ("chip.num_aic", "posint"), ("chip.num_aiv", "posint"),
+    ("chip.aiv_per_aic", "posint"), ("chip.kernel_launch_cycles", "nonnegint"),
+    ("memory.hbm_bytes", "posint"), ("memory.hbm_bw_Bps", "pos"), ("memory.gm_read_latency", "nonnegint"),
+    ("memory.gm_write_latency", "nonnegint"), ("memory.l2_bytes", "posint"), ("memory.l2_line_bytes", "posint"),
+    ("memory.l2_bw_over_hbm", "pos"), ("memory.l2_hit_latency", "nonnegint"), ("memory.l2_miss_latency", "nonnegint"),
+    ("buffers.*", "posint"), ("align.*", "posint"), ("rates.*", "pos"), ("startup.*", "nonnegint"),
+    ("cube.fractal_m", "posint"), ("cube.fractal_n", "posint"), ("cube.k_per_cycle.*", "posint"),
+    ("cube.mmad_startup", "nonnegint"), ("cube.max_mnk", "posint"),
+    ("vector.bytes_per_cycle", "posint"), ("vector.repeat_bytes", "posint"), ("vector.block_bytes", "posint"),
+    ("vector.max_repeat", "posint"), ("vector.pipeline_latency", "nonnegint"),
+    ("vector.ops.*.bpc", "pos"), ("vector.ops.*.bpc16", "pos"), ("vector.ops.*.latency", "nonneg"),
+    ("vector.ops.*.k16", "pos"), ("vector.ops.*.k32", "pos"), ("vector.ops.*.b", "nonneg"),
+    ("sync.event_ids", "posint"), ("sync.queue_depth", "posint"),
+)
+# Keys of open tables that the cost model reads by name (cost.py, kernel.py, report.py).
+_REQUIRED = ("startup.mte1", "startup.mte2", "startup.mte2_nd2nz", "startup.mte3", "startup.fix", "startup.vector",
+             "startup.scalar_alu", "cube.k_per_cycle.f16")
+_MEANING = {"pos": "a positive number", "nonneg": "a number >= 0", "posint": "a positive integer", "nonnegint": "an integer >= 0"}
+
+
+def _values(raw: Any, parts: list[str], prefix: str = ""):
+    """(dotted key, value) of every key of `raw` matching the dotted pattern `parts` ("*" = any)."""
+    if not parts or not isinstance(raw, dict):
+        return
+    head, rest = parts[0], parts[1:]
+    for k in (raw if head == "*" else [head] if head in raw else []):
+        key = f"{prefix}{k}"
+        if rest:
+            yield from _values(raw[k], rest, key + ".")
+        else:
+            yield key, raw[k]
+
+
+def _validate(raw: dict[str, Any], path: Path) -> None:
+    """Check every number of the target file against _RULES, the keys of _REQUIRED and the L2
+    model's name.
+
+    Raises:
+        AscendirError: one line naming the first bad key, its value, what it must be, and the file.
+    """
+    for pattern, rule in _RULES:
+        for key, v in _values(raw, pattern.split(".")):
+            number = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            ok = number and (v > 0 if rule.startswith("pos") else v >= 0) and (not rule.endswith("int") or float(v).is_integer())
+            if not ok:
+                raise AscendirError(f"target file {path}: {key} = {v!r}, must be {_MEANING[rule]}")
+    for key in _REQUIRED:
+        if not any(True for _ in _values(raw, key.split("."))):
+            raise AscendirError(f"target file {path} lacks key {key}")
+    model = raw.get("memory", {}).get("l2_model", "tile") if isinstance(raw.get("memory"), dict) else "tile"
+    if model not in L2_MODELS:
+        raise AscendirError(f"target file {path}: memory.l2_model = {model!r}, must be one of {', '.join(L2_MODELS)}")
 
 
 @functools.lru_cache(maxsize=32)
@@ -255,11 +302,12 @@ def load_target(target: str | Path | HardwareConfig | None = None) -> HardwareCo
         raw = _read_toml(path.resolve(), path.stat().st_mtime_ns)
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise AscendirError(f"cannot read target file {path}: {' '.join(str(e).split())}") from None
+    _validate(raw, path)
     try:
-        cfg = _parse(raw)
+        return _parse(raw)
     except KeyError as e:
         raise AscendirError(f"target file {path} lacks key {e}") from None
-    except (TypeError, ValueError) as e:
-        raise AscendirError(f"target file {path}: bad value ({e})") from None
-    _check(cfg, path)
-    return cfg
+    except (TypeError, ValueError, AttributeError) as e:
+        raise AscendirError(f"target file {path}: bad value ({' '.join(str(e).split())})") from None
+    except AscendirError as e:  # _parse's own (vector.ops entries) name the key, not the file
+        raise AscendirError(f"target file {path}: {e}") from None
