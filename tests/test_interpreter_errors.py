@@ -146,3 +146,19 @@ builtin.module {
         simulate(parse(text), None, {}, HW, timing_only=True)
     with pytest.raises(AscendirError, match="no func.func @main"):
         simulate(parse("builtin.module {}"), None, {}, HW)
+
+
+@pytest.mark.parametrize("space,shape,off,ok", [("l0a", "128x128xf16", 512, True), ("l0a", "128x128xf16", 256, False),
+                                                ("l0c", "128x128xf32", 64, True), ("l0c", "128x128xf32", 32, False),
+                                                ("l1", "128x128xf16", 32, True), ("l1", "128x128xf16", 16, False),
+                                                ("ub", "8x32xf32", -32, False)])
+def test_placed_offsets_respect_the_space_alignment(space, shape, off, ok):
+    # reference §2 "buffer address alignment" (S3): L0A/L0B 512 B, L0C 64 B, L1/UB 32 B
+    core = "aiv" if space == "ub" else "aic"
+    text = kernel("", f"    %a = ascend.alloc {{offset = {off} : i64}} : memref<{shape}, #ascend<space {space}>>", core_type=core)
+    if ok:
+        simulate(parse(text), None, {}, HW, timing_only=True)
+    else:
+        with pytest.raises(AscendirError, match=rf"kernel @bad: ascend.alloc of {space} buffer {shape} at offset = {off}: "
+                                                r"(negative offset|.* aligned to \d+ B)"):
+            simulate(parse(text), None, {}, HW, timing_only=True)

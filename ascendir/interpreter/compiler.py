@@ -28,11 +28,12 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import subblock
-from ascendir.dtypes import to_numpy_dtype
+from ascendir.dtypes import packed_nbytes, to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter import registry
 from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost, copy_path
 from ascendir.interpreter.l2 import SHIFT, contiguous_strides
+from ascendir.interpreter.race import ChipBuffer
 from ascendir.interpreter.scalar import SCALAR_OPS
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS, Frame
 from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, uniform_loop
@@ -526,9 +527,22 @@ class Compiler:
         space = ascend.space_of(t).value
         gm = space == "gm"
         new_root = self.m.new_root
-        # on-chip buffers get a fixed address root (race.py names it; the L2 tracks GM only)
+        # on-chip buffers get a fixed address root (race.py names it and, when the alloc has an
+        # `offset`, compares the bytes it occupies in its space; the L2 tracks GM only)
         self.nbufs = getattr(self, "nbufs", 0) + 1
-        chip_tag = None if gm else ((space, self.nbufs, f"{space} buffer #{self.nbufs} {'x'.join(map(str, shape))}x{dtype}"), 0, strides)
+        chip_tag = None
+        if not gm:
+            count = math.prod(shape)
+            size = packed_nbytes(dtype, count)
+            placed = "offset" in op.attributes
+            root = ChipBuffer(
+                f"{space} buffer #{self.nbufs} {'x'.join(map(str, shape))}x{dtype}",
+                (space, subblock(op)) if placed else None,
+                op.attributes["offset"].value.data if placed else 0,
+                size / count if count else 0.0,
+                size,
+            )
+            chip_tag = (root, 0, strides)
         if self.m.timing_only:
             view = zero_view(shape, dtype)
 

@@ -44,7 +44,16 @@ def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None
 
 
 def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
-    """Every on-chip space fits; UB is counted per AIV (SUBBLOCK_ATTR), each AIV having its own."""
+    """Every on-chip space fits; UB is counted per AIV (SUBBLOCK_ATTR), each AIV having its own.
+    A placed buffer (`offset`, bytes into its space) starts at a multiple of the space's address
+    alignment (target `align`: L1/UB 32 B, L0A/L0B 512 B, L0C/BT/FB 64 B; reference §2 "buffer
+    address alignment", S3) and ends inside the space. Placed buffers may share bytes (plan-memory
+    reuses the bytes of dead buffers; hand-written IR may reuse them behind flags): whether two of
+    them are used concurrently is a race, which race.py finds by byte range at run time.
+
+    Raises:
+        AscendirError: a space the target lacks, a misaligned or negative offset, or too many bytes.
+    """
     need: dict[tuple[str, int], int] = {}
     planned: dict[tuple[str, int], int] = {}  # space -> end of the highest buffer placed by plan-memory
     for op in kernel.walk():
@@ -57,7 +66,15 @@ def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
             nbytes = packed_nbytes(np_dtype(t), math.prod(t.get_shape()))
             align = target.align.get(space, 1)
             if "offset" in op.attributes:  # placed by plan-memory: buffers may share bytes
-                planned[key] = max(planned.get(key, 0), op.attributes["offset"].value.data + nbytes)
+                off = op.attributes["offset"].value.data
+                if off < 0 or off % align:
+                    desc = "x".join(map(str, t.get_shape())) + f"x{t.element_type}"
+                    raise AscendirError(
+                        f"kernel @{kernel.sym_name.data}: ascend.alloc of {space} buffer {desc} at offset = {off}: "
+                        + ("negative offset" if off < 0 else
+                           f"{space} addresses on {target.name} are aligned to {align} B (offset % {align} = {off % align})")
+                    )
+                planned[key] = max(planned.get(key, 0), off + nbytes)
             need[key] = need.get(key, 0) + -(-nbytes // align) * align
     need.update(planned)
     for (space, sub), n in need.items():
@@ -188,6 +205,7 @@ class KernelProgram:
         # read from data (memref.load) steering the control flow in numerics mode
         gm_alloc = any(isinstance(o, ascend.AllocOp) and space_of(o.result.type).value == "gm" for o in order)
         data_control = not m.timing_only and any(isinstance(o, memref.LoadOp) for o in order)
+        self.nchip = sum(isinstance(o, ascend.AllocOp) and space_of(o.result.type).value != "gm" for o in order)
         self.memo_text = None if gm_alloc or data_control else m.body_ids.setdefault(_body_key(op), len(m.body_ids))
 
     def _flag_units(self, order: list[Operation], statics: dict) -> dict[Operation, tuple[int, int]]:
@@ -283,7 +301,7 @@ class KernelProgram:
         tracing = self.m.trace
         race = self.m.check_races and not (key is not None and launches.race_free)
         if race:  # the final pass checks races (race.py); once per memo key: same ops, same layout
-            F.rc = RaceChecker(self.name, self.labels)
+            F.rc = RaceChecker(self.name, self.labels, self.nchip)
             F.rcq = FlagQueues(self.nflags)
         F.trace = [] if tracing else None
         F.flows = [] if tracing else None

@@ -10,11 +10,18 @@ start after the previous block finished, so each block starts with fresh clocks.
 Every tile op records, per memref operand, the element range it touches in its root buffer
 (the address tag the compiler propagates: root, element offset, strides); the last operand is
 the one written (ascend convention: copy dst, mmad c, vector dest). A race is two ops on different
-pipes touching overlapping elements of the same buffer, one of them writing, with no
-happens-before between them: the interpreter raises AscendirError naming the kernel, the buffer,
-both ops and both pipes. Overlap is exact for views with the same strides (boxes per dim),
-else the [first, last] element interval (conservative). Kept per (buffer, pipe, read/write): the
-last few distinct ranges accessed (older accesses of a pipe are ordered before its newer ones).
+pipes touching overlapping bytes, one of them writing, with no happens-before between them: the
+interpreter raises AscendirError naming the kernel, the buffer(s), both ops and both pipes.
+
+What "the same bytes" means: an on-chip buffer with an `offset` (plan-memory, or hand-written)
+sits at bytes [offset, offset + size) of its space (per AIV for UB: SUBBLOCK_ATTR), so accesses
+are compared by physical byte range across every planned buffer of that space -- two buffers
+planned onto the same bytes race like one buffer even though the interpreter keeps their data in
+separate arrays. Buffers without an offset, and GM, are compared per buffer (their addresses are
+not fixed in the IR). Within one buffer, overlap is exact for views with the same strides (boxes
+per dim), else the [first, last] element interval (conservative); between two buffers sharing
+bytes it is the byte interval (conservative). Kept per (buffer, pipe, read/write): the last few
+distinct ranges accessed (older accesses of a pipe are ordered before its newer ones).
 
 Only the final pass of a launch checks (the L2 recording pass runs the same program); GM races
 between blocks on different cores are not checked (no cross-core sync is modelled). Numerics runs
@@ -40,33 +47,63 @@ def extent(tag: tuple, shape: tuple[int, ...]) -> tuple[int, int]:
     return off, hi
 
 
+class ChipBuffer:
+    """Address root of one on-chip `ascend.alloc` (compiler.py): its name, and where it sits when
+    placed: `phys` = (space, AIV subblock) or None when the alloc has no `offset`, `base` (bytes
+    into the space), `isz` (bytes per element, packed), `nbytes`. Identity is the buffer."""
+
+    __slots__ = ("text", "phys", "base", "isz", "nbytes")
+
+    def __init__(self, text: str, phys: tuple | None, base: int, isz: float, nbytes: int):
+        self.text, self.phys, self.base, self.isz, self.nbytes = text, phys, base, isz, nbytes
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 def describe(root) -> str:
-    """Human name of an address root (compiler.py tags: on-chip (space, n, text), GM input /
+    """Human name of an address root (compiler.py tags: on-chip ChipBuffer, GM input /
     weight (kind, name), GM allocation (int))."""
-    if isinstance(root, tuple) and len(root) == 3:
-        return root[2]
+    if isinstance(root, ChipBuffer):
+        if root.phys is not None:
+            return f"{root.text} (bytes {root.base}..{root.base + root.nbytes - 1} of {root.phys[0]})"
+        return root.text
     if isinstance(root, tuple) and len(root) == 2:
         return f"GM {root[0]} '{root[1]}'"
     return f"GM buffer #{root}"
 
 
+def _meets(a: tuple, b: tuple) -> bool:
+    """a, b = (lo, hi, offset, strides, shape, root) with [lo, hi) in bytes of a placed space, or
+    in elements of one unplanned buffer: byte interval test between two buffers, else _overlap."""
+    if a[1] <= b[0] or b[1] <= a[0]:
+        return False
+    if a[5] is not b[5]:
+        return True
+    return _boxes(a[2], a[3], a[4], b[2], b[3], b[4])
+
+
 def _overlap(a: tuple, b: tuple) -> bool:
-    """a, b = (lo, hi, offset, strides, shape)."""
+    """a, b = (lo, hi, offset, strides, shape) with [lo, hi] inclusive (insert_sync.py's ranges)."""
     if a[1] < b[0] or b[1] < a[0]:
         return False
-    if a[3] != b[3] or not a[3]:
+    return _boxes(a[2], a[3], a[4], b[2], b[3], b[4])
+
+
+def _boxes(oa: int, sa: tuple, ha: tuple, ob: int, sb: tuple, hb: tuple) -> bool:
+    """Whether two views (offset, strides, shape) of one buffer may overlap: exact per-dim index
+    boxes when the strides are equal (offsets decomposed along them), else True."""
+    if sa != sb or not sa:
         return True
-    # same strides: compare per-dim index boxes (offsets decomposed along the strides)
-    st = a[3]
-    order = sorted(range(len(st)), key=lambda i: -st[i])
-    ra, rb = a[2], b[2]
+    order = sorted(range(len(sa)), key=lambda i: -sa[i])
+    ra, rb = oa, ob
     for i in order:
-        s = st[i]
+        s = sa[i]
         if s <= 0:
             return True
         ia, ra = divmod(ra, s)
         ib, rb = divmod(rb, s)
-        if ia + a[4][i] <= ib or ib + b[4][i] <= ia:
+        if ia + ha[i] <= ib or ib + hb[i] <= ia:
             return False
     return True
 
@@ -74,10 +111,12 @@ def _overlap(a: tuple, b: tuple) -> bool:
 class RaceChecker:
     """Vector clocks of one core's pipes during one block, and the recent accesses per buffer."""
 
-    __slots__ = ("kernel", "labels", "vc", "seen", "nslots")
+    __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep")
 
-    def __init__(self, kernel: str, labels: list[str]):
+    def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1):
         self.kernel = kernel
+        # a placed space holds the ranges of all its buffers under one key: keep KEEP per buffer
+        self.keep = KEEP * max(1, nbuffers)
         self.labels = labels
         self.nslots = len(labels)
         self.vc: list[list[int]] = []
@@ -104,6 +143,7 @@ class RaceChecker:
     def access(self, pid: int, operands: list[tuple], name: str, block: int) -> None:
         """operands: (tag, shape, writes) of each memref operand of an op on pipe slot `pid`."""
         vc = self.vc[pid]
+        keep = self.keep
         vc[pid] += 1
         epoch = vc[pid]
         seen = self.seen
@@ -111,10 +151,18 @@ class RaceChecker:
             lo, hi = extent(tag, shape)
             if hi < lo:
                 continue
-            rng = (lo, hi, tag[1], tag[2], shape)
-            per = seen.get(tag[0])
+            root = tag[0]
+            phys = root.phys if type(root) is ChipBuffer else None
+            if phys is None:
+                key = root
+                rng = (lo, hi + 1, tag[1], tag[2], shape, root)
+            else:  # placed: compare bytes of the space, whichever buffer they belong to
+                key = phys
+                isz = root.isz
+                rng = (root.base + lo * isz, root.base + (hi + 1) * isz, tag[1], tag[2], shape, root)
+            per = seen.get(key)
             if per is None:
-                per = seen[tag[0]] = {}
+                per = seen[key] = {}
             for (p, pw), entries in per.items():
                 if p == pid or not (pw or w):
                     continue
@@ -124,12 +172,15 @@ class RaceChecker:
                 while i and entries[i - 1][0] > known:
                     i -= 1
                 for e_epoch, e_rng, e_name in entries[i:]:
-                    if _overlap(rng, e_rng):
-                        what = describe(tag[0])
+                    if _meets(rng, e_rng):
+                        what = f"buffer {describe(root)}:"
+                        if e_rng[5] is not root:
+                            what = f"buffers {describe(e_rng[5])} and {describe(root)} share bytes:"
                         kinds = f"{'write' if pw else 'read'} / {'write' if w else 'read'}"
                         raise AscendirError(
-                            f"race in kernel @{self.kernel} (block {block}): buffer {what}: {e_name} on "
-                            f"{self.labels[p]} and {name} on {self.labels[pid]} touch overlapping elements "
+                            f"race in kernel @{self.kernel} (block {block}): {what} {e_name} on "
+                            f"{self.labels[p]} and {name} on {self.labels[pid]} touch overlapping "
+                            f"{'elements' if phys is None else 'bytes'} "
                             f"({kinds}) with no set_flag/wait_flag or pipe_barrier ordering them"
                         )
             lst = per.setdefault((pid, w), [])
@@ -138,5 +189,5 @@ class RaceChecker:
                     del lst[i]
                     break
             lst.append((epoch, rng, name))
-            if len(lst) > KEEP:
+            if len(lst) > (KEEP if phys is None else keep):
                 del lst[0]
