@@ -17,6 +17,11 @@ alloc gets `ascend.slot` (0 or 1). The pass writes no flags: `insert-sync` then 
 its own event pair (the dependences of slot 0 stay inside the then-branch), which is what lets
 the pipes overlap.
 
+A kernel already placed by `plan-memory` (an on-chip alloc with an `offset`) is planned again
+after ping-ponging (plan_memory.plan_kernel: every on-chip buffer, new slots included, gets an
+offset from the new lifetimes -- the twins live with their originals, so no IR is left half
+planned). The usual order is double-buffer, plan-memory, insert-sync (lowering's pipeline).
+
 Kernels that already have flags are left alone: their template pipelined them (the lowering
 templates emit ping-pong buffers and flags together, kernel_builder.Queue, because the slot of a
 chunk follows the parity of a core's running chunk count across tiles -- a choice that needs the
@@ -40,7 +45,7 @@ from ascendir.dialects.ascend import MemSpace, space_of
 from ascendir.hardware.config import HardwareConfig
 from ascendir.transforms.buffer_lifetimes import nbytes, root_of
 from ascendir.transforms.insert_sync import written
-from ascendir.transforms.plan_memory import module_target
+from ascendir.transforms.plan_memory import OFFSET_ATTR, module_target, plan_kernel
 
 SLOT_ATTR = "ascend.slot"
 
@@ -155,15 +160,24 @@ def double_buffer_loop(kernel: ascend.KernelOp, loop: scf.ForOp, target: Hardwar
 
 
 def double_buffer(kernel: ascend.KernelOp, target: HardwareConfig) -> int:
-    """double_buffer_loop on every loop of a flag-free kernel, innermost first; returns how many
-    loops were ping-ponged."""
+    """double_buffer_loop on every loop of a flag-free kernel, innermost first, then plan_kernel
+    again when the kernel was planned; returns how many loops were ping-ponged.
+
+    Raises:
+        AscendirError: from plan_kernel, when re-planning a planned kernel does not fit."""
     if any(isinstance(op, ascend.FlagOp) for op in kernel.walk()):
         return 0
+    planned = any(
+        isinstance(op, ascend.AllocOp) and OFFSET_ATTR in op.attributes and space_of(op.result) != MemSpace.GM
+        for op in kernel.walk()
+    )
     loops = [op for op in kernel.walk() if isinstance(op, scf.ForOp)]
     done = 0
     for loop in reversed(loops):  # post-order: inner loops before the loops around them
         if loop.parent is not None:
             done += double_buffer_loop(kernel, loop, target)
+    if done and planned:  # the new slots need offsets, and lifetimes changed: plan every buffer again
+        plan_kernel(kernel, target)
     return done
 
 
