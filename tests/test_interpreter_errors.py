@@ -46,7 +46,8 @@ def test_wait_without_set_is_a_deadlock():
         f"    %t = ascend.alloc : {UB}",
     )
     for timing_only in (False, True):
-        with pytest.raises(AscendirError, match=r"deadlock in kernel @bad.*wait_flag MTE2 -> V, 3"):
+        with pytest.raises(AscendirError, match=r"deadlock in kernel @bad.*wait_flag MTE2 -> V, 3 never returns: "
+                                                r"the kernel has no ascend.set_flag MTE2 -> V, 3"):
             simulate(parse(text), None, {"arg0": np.zeros((8, 32), np.float32)}, HW, timing_only=timing_only)
 
 
@@ -56,8 +57,38 @@ def test_second_wait_for_one_set_is_a_deadlock():
     ascend.wait_flag MTE2 -> V, 0
     ascend.wait_flag MTE2 -> V, 0"""
     )
-    with pytest.raises(AscendirError, match="deadlock"):
+    with pytest.raises(AscendirError, match=r"deadlock in kernel @bad \(block 0\): ascend.wait_flag MTE2 -> V, 0 never "
+                                            r"returns: no matching ascend.set_flag MTE2 -> V, 0 runs after it"):
         simulate(parse(text), None, {}, HW, timing_only=True)
+
+
+def test_scalar_wait_before_its_set_is_a_deadlock():
+    # a wait blocks only its destination pipe, but that is the scalar unit here: it would have
+    # to issue the set that comes after the wait
+    text = kernel(
+        f"""    ascend.wait_flag MTE2 -> S, 0
+    ascend.copy %x, %t : {gm((8, 32))}, {UB}
+    ascend.set_flag MTE2 -> S, 0""",
+        f"    %t = ascend.alloc : {UB}",
+    )
+    with pytest.raises(AscendirError, match=r"deadlock in kernel @bad \(block 0\): ascend.wait_flag MTE2 -> S, 0 has no "
+                                            r"earlier matching ascend.set_flag MTE2 -> S, 0: it stalls the scalar unit"):
+        simulate(parse(text), None, {}, HW, timing_only=True)
+
+
+def test_barrier_all_while_a_pipe_waits_for_a_later_set_is_a_deadlock():
+    # without the barrier V would be released by the set; PIPE_ALL makes the scalar unit wait for
+    # V first, so the set is never issued
+    body = f"""    ascend.wait_flag MTE2 -> V, 0
+    ascend.vexp %t, %t : {UB}, {UB}
+{{barrier}}    ascend.copy %x, %t : {gm((8, 32))}, {UB}
+    ascend.set_flag MTE2 -> V, 0"""
+    ok = kernel(body.format(barrier=""), f"    %t = ascend.alloc : {UB}")
+    simulate(parse(ok), None, {}, HW, timing_only=True)
+    bad = kernel(body.format(barrier='    ascend.pipe_barrier "ALL"\n'), f"    %t = ascend.alloc : {UB}")
+    with pytest.raises(AscendirError, match=r"deadlock in kernel @bad \(block 0\): ascend.wait_flag MTE2 -> V, 0 never "
+                                            r"returns: ascend.pipe_barrier ALL waits for"):
+        simulate(parse(bad), None, {}, HW, timing_only=True)
 
 
 def test_flags_with_other_event_ids_do_not_match():

@@ -32,6 +32,7 @@ from ascendir.dtypes import packed_nbytes, to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter import registry
 from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost, copy_path
+from ascendir.interpreter.holds import Holds
 from ascendir.interpreter.l2 import SHIFT, contiguous_strides
 from ascendir.interpreter.race import ChipBuffer
 from ascendir.interpreter.scalar import SCALAR_OPS
@@ -62,6 +63,11 @@ class KernelInfo:
     flag_keys: dict[tuple[int, int, int], int]
     alu: float
     timing_only: bool
+    set_keys: set = None  # flag keys some set_flag sets (holds.py deadlock messages)
+
+    def __post_init__(self):
+        if self.set_keys is None:
+            self.set_keys = set()
 
 
 def np_dtype(t: MemRefType) -> np.dtype:
@@ -224,18 +230,23 @@ class Compiler:
 
         def run() -> None:
             vals = get(R)
-            if sem is not None and F.sem_on:
-                sem(*vals)
             key = tuple([v.shape for v in vals]) if all_mem else tuple(v.shape if m else v for v, m in zip(vals, mem))
             c = cache.get(key)
             if c is None:
                 c = cache[key] = resolve(cost_fn(*vals))
+            pid, sid, cyc, lat, items, flops = c
+            if F.slow:  # race check running, or a pipe held (holds.py): one test on the common path
+                h = F.hold
+                if h is not None and pid in h.lists:
+                    h.defer(pid, run, ins, sid)
+                    return
+                if F.rc is not None:
+                    F.rc.access(pid, [(A[i], R[i].shape, w) for i, w in race_ops if A[i] is not None], name, F.block)
+            if sem is not None and F.sem_on:
+                sem(*vals)
             sig = F.sig
             if sig is not None:
                 sig.append(c)
-            pid, sid, cyc, lat, items, flops = c
-            if F.rc is not None:
-                F.rc.access(pid, [(A[i], R[i].shape, w) for i, w in race_ops if A[i] is not None], name, F.block)
             core = F.core
             free = core.free
             t = free[pid]
@@ -274,14 +285,26 @@ class Compiler:
 
         def run() -> None:
             s, d = R[s_in], R[s_out]
-            if sem is not None and F.sem_on:
-                sem(s, d)
             key = (s.shape, d.shape)
             both = cache.get(key)
             if both is None:
                 both = cache[key] = (resolve(cost_fn(s, d, hit=False)), resolve(cost_fn(s, d, hit=True)))
             miss = both[0]
             pid, sid = miss[0], miss[1]
+            if F.slow:  # as in `tile`
+                h = F.hold
+                if h is not None and pid in h.lists:
+                    h.defer(pid, run, ins, sid)
+                    return
+                if F.rc is not None:
+                    ops = []
+                    if A[s_in] is not None:
+                        ops.append((A[s_in], s.shape, False))
+                    if A[s_out] is not None:
+                        ops.append((A[s_out], d.shape, True))
+                    F.rc.access(pid, ops, name, F.block)
+            if sem is not None and F.sem_on:
+                sem(s, d)
             core = F.core
             free = core.free
             t = free[pid]
@@ -315,13 +338,6 @@ class Compiler:
             sig = F.sig
             if sig is not None:
                 sig.append(c)
-            if F.rc is not None:
-                ops = []
-                if A[s_in] is not None:
-                    ops.append((A[s_in], s.shape, False))
-                if A[s_out] is not None:
-                    ops.append((A[s_out], d.shape, True))
-                F.rc.access(pid, ops, name, F.block)
             _, _, cyc, lat, items, _ = c
             e = t + cyc
             free[pid] = e
@@ -414,8 +430,8 @@ class Compiler:
         def run() -> None:
             rng = range(R[lb], R[ub], R[st])
             n = len(rng)
-            if n < MIN_TRIPS or not F.extrap or F.trace is not None:
-                plain(rng)
+            if n < MIN_TRIPS or not F.extrap or F.trace is not None or F.hold is not None:
+                plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see
                 return
             ent = None
             if F.rc is None:  # the race checker needs every op
@@ -434,6 +450,7 @@ class Compiler:
                     R[out] = fn(*[R[x] for x in ins])
                 return tuple([R[o] for o in outs])
 
+            h0 = F.nholds
             try:
                 sl = SteadyLoop(F, n, tops if evals else None, memo, NPIPES)
                 if evals:
@@ -455,6 +472,10 @@ class Compiler:
                     F.skipped += skipped
                     sl.hist.clear()
                 while idx < n:
+                    if F.nholds != h0:  # a pipe was held in this loop (holds.py): no jump, no memo
+                        plain(rng[idx:])
+                        ent = None
+                        break
                     sl.snapshot(idx)
                     if sl.regime is not None:
                         skipped = sl.reenter(idx)
@@ -476,7 +497,7 @@ class Compiler:
                     if charge is not None:
                         charge()
                     idx += 1
-                if ent is not None:
+                if ent is not None and F.nholds == h0:
                     memo.store(F, R, ent, F.gmlog[g0:], sl.first, g0)
             finally:
                 if own:
@@ -768,10 +789,14 @@ class Compiler:
     def set_flag(self, op: ascend.SetFlagOp) -> Closure:
         F = self.F
         src, dst, key = self._flag_slots(op)
+        self.k.set_keys.add(key)
         s_id = (src // NPIPES) * NPIPES
         event = op.event.value.data
 
         def run() -> None:
+            if F.slow and F.hold is not None and src in F.hold.lists:
+                F.hold.defer(src, run, (), s_id)
+                return
             core = F.core
             free = core.free
             t = t0 = free[src]
@@ -791,6 +816,8 @@ class Compiler:
                 F.flowq.queues[key].append(fid)
                 # src holds the set from its issue until everything before it completed
                 F.flows.append(("s", core.index, src, dst, event, t0, t, fid))
+            if F.hold is not None:
+                F.hold.release(key)  # a pipe held on this flag runs what queued behind its wait
 
         return run
 
@@ -801,14 +828,24 @@ class Compiler:
         text = f"ascend.wait_flag {op.src.data} -> {op.dst.data}, {op.event.value.data}"
         s_id = (dst // NPIPES) * NPIPES
         event = op.event.value.data
+        set_keys = self.k.set_keys
 
         def run() -> None:
+            if F.slow and F.hold is not None and dst in F.hold.lists:
+                F.hold.defer(dst, run, (), s_id)
+                return
             q = F.flags.queues[key]
             if not q:
-                raise AscendirError(
-                    f"deadlock in kernel @{kname} (block {F.block}): {text} has no earlier matching "
-                    f"ascend.set_flag {text.split(' ', 1)[1]} in program order"
-                )
+                if dst == s_id:  # the scalar unit stalls: it would issue every later set
+                    flag = text.split(" ", 1)[1]
+                    why = "it stalls the scalar unit, which issues in program order, so no later set can be issued" if key in set_keys else f"the kernel has no ascend.set_flag {flag}"
+                    raise AscendirError(f"deadlock in kernel @{kname} (block {F.block}): {text} has no earlier matching ascend.set_flag {flag}: {why}")
+                # the set may come later in program order: only dst waits for it (holds.py)
+                if F.hold is None:
+                    F.hold = Holds(F, kname, set_keys)
+                    F.slow = True
+                F.hold.block(dst, key, run, s_id, text)
+                return
             t = q.popleft()
             core = F.core
             free = core.free
@@ -833,6 +870,9 @@ class Compiler:
         if p == "ALL":
 
             def run_all() -> None:
+                if F.hold is not None:  # the scalar unit waits for a pipe held on a set after the barrier
+                    raise F.hold.deadlock(F.block, "ascend.pipe_barrier ALL waits for the pipe it holds, and the "
+                                          "scalar unit would issue the matching set only after the barrier")
                 core = F.core
                 t = core.end()
                 core.free = [t] * len(core.free)
@@ -849,15 +889,24 @@ class Compiler:
         elif self.k.nunits > 1 and p in AIV_PIPES:
             ids = ids[1:]
 
-        def run() -> None:
+        def one(i: int) -> None:
             core = F.core
             free, done = core.free, core.done
+            s = free[(i // NPIPES) * NPIPES]
+            t = max(free[i], done[i], s)
+            if s >= t:
+                F.srel += 1
+            free[i] = t
+
+        per = {i: (lambda i=i: one(i)) for i in ids}
+
+        def run() -> None:
+            h = F.hold
             for i in ids:
-                s = free[(i // NPIPES) * NPIPES]
-                t = max(free[i], done[i], s)
-                if s >= t:
-                    F.srel += 1
-                free[i] = t
+                if h is not None and i in h.lists:
+                    h.defer(i, per[i], (), (i // NPIPES) * NPIPES)
+                else:
+                    one(i)
 
         return run
 

@@ -319,7 +319,8 @@ class KernelProgram:
         finally:
             log, F.launchlog = F.launchlog, None
             wfirst, F.wfirst = F.wfirst, None
-            F.rc = F.rcq = None
+            F.rc = F.rcq = F.hold = None
+            F.slow = False
         if key is not None and race:
             launches.race_free = True
         if store:
@@ -377,6 +378,8 @@ class KernelProgram:
             F.core = core
             F.block = b
             F.flags.reset()
+            F.hold = None
+            F.slow = F.rc is not None
             if F.rc is not None:
                 F.rc.reset()
                 F.rcq.reset()
@@ -384,6 +387,10 @@ class KernelProgram:
                 F.flowq.reset()
             for f in body:
                 f()
+            if F.hold is not None:  # a pipe still waits for a set that never came (holds.py)
+                err = F.hold.deadlock(b)
+                F.hold, F.slow = None, False
+                raise err
         return cores
 
     def _finish(self, cores, F, acct: list[float] | None = None, skipped: int | None = None) -> KernelRecord:

@@ -18,7 +18,7 @@ ACCT_SIZE = OPS + 4
 class Frame:
     """Mutable state the closures of one program share."""
 
-    __slots__ = ("R", "A", "core", "flags", "flowq", "acct", "trace", "flows", "block", "flow_ids", "t0", "l2", "l2p", "sem_on", "gmlog", "sig", "extrap", "skipped", "launchlog", "wfirst", "rc", "rcq", "srel", "memos")
+    __slots__ = ("R", "A", "core", "flags", "flowq", "acct", "trace", "flows", "block", "flow_ids", "t0", "l2", "l2p", "sem_on", "gmlog", "sig", "extrap", "skipped", "launchlog", "wfirst", "rc", "rcq", "srel", "memos", "hold", "slow", "nholds")
 
     def __init__(self, nslots: int = 0):
         self.R: list = [None] * nslots
@@ -49,6 +49,9 @@ class Frame:
         self.rcq: FlagQueues | None = None  # vector clocks of pending set_flags (race.py)
         self.srel = 0  # times an S clock decided a start or kept a clock (steady.LoopMemo)
         self.memos: list = []  # steady.LoopMemo of every loop of the program, emptied per pass
+        self.hold = None  # holds.Holds while a pipe waits for a set later in program order
+        self.slow = False  # rc or hold is set: tile ops test this one flag (holds.py)
+        self.nholds = 0  # times a pipe was held (steady.py loops stop jumping when it changes)
 
 
 @dataclass

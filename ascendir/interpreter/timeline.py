@@ -7,7 +7,8 @@ Model (S2/S5 semantics of Da Vinci pipes, reference §5):
 * set_flag(src→dst) happens when src has finished everything before it (max(free, done)); the
   src pipe stalls until then (in-order queue);
 * wait_flag(src→dst) holds dst until the oldest unconsumed matching set (FIFO per (src, dst, id));
-  a wait with no earlier set in program order can never be satisfied: deadlock;
+  a wait issued before its set holds dst (only) until the set runs (holds.py); a wait no later
+  set releases is a deadlock;
 * pipe_barrier(P) = free[P] := max(free[P], done[P]); "ALL" does it across every pipe of the core;
 * a block starts on its core when the core's previous block has fully finished.
 
