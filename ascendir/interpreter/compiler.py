@@ -5,6 +5,8 @@ slots, so running a program is `for f in body: f()`. Tile ops (copy, mmad, vecto
 op added with `register_op`) call their semantics (skipped in timing-only mode), look their cost
 up in a per-op cache keyed by operand shapes, and advance the core's pipe clocks (timeline.py).
 Scalar ops (arith, subview, loop control) charge `startup.scalar_alu` cycles on the S pipe.
+A wait_flag issued before its set_flag holds its destination pipe, whose later ops queue until the
+set runs (holds.py); tile ops test one flag (`Frame.slow`) for that and the race checker.
 
 In timing-only mode `Compiler.for_` runs loops that `steady.uniform_loop` accepts through
 `steady.SteadyLoop`: once two consecutive periods advance the core state by the same delta, the
@@ -794,7 +796,8 @@ class Compiler:
         event = op.event.value.data
 
         def run() -> None:
-            if F.slow and F.hold is not None and src in F.hold.lists:
+            slow = F.slow
+            if slow and F.hold is not None and src in F.hold.lists:
                 F.hold.defer(src, run, (), s_id)
                 return
             core = F.core
@@ -816,7 +819,7 @@ class Compiler:
                 F.flowq.queues[key].append(fid)
                 # src holds the set from its issue until everything before it completed
                 F.flows.append(("s", core.index, src, dst, event, t0, t, fid))
-            if F.hold is not None:
+            if slow and F.hold is not None:
                 F.hold.release(key)  # a pipe held on this flag runs what queued behind its wait
 
         return run
@@ -838,8 +841,14 @@ class Compiler:
             if not q:
                 if dst == s_id:  # the scalar unit stalls: it would issue every later set
                     flag = text.split(" ", 1)[1]
-                    why = "it stalls the scalar unit, which issues in program order, so no later set can be issued" if key in set_keys else f"the kernel has no ascend.set_flag {flag}"
-                    raise AscendirError(f"deadlock in kernel @{kname} (block {F.block}): {text} has no earlier matching ascend.set_flag {flag}: {why}")
+                    why = (
+                        "it stalls the scalar unit, which issues in program order, so no later set can be issued"
+                        if key in set_keys else f"the kernel has no ascend.set_flag {flag}"
+                    )
+                    raise AscendirError(
+                        f"deadlock in kernel @{kname} (block {F.block}): {text} has no earlier matching "
+                        f"ascend.set_flag {flag}: {why}"
+                    )
                 # the set may come later in program order: only dst waits for it (holds.py)
                 if F.hold is None:
                     F.hold = Holds(F, kname, set_keys)
@@ -902,11 +911,21 @@ class Compiler:
 
         def run() -> None:
             h = F.hold
+            if h is not None:  # a held pipe queues its barrier (holds.py)
+                for i in ids:
+                    if i in h.lists:
+                        h.defer(i, per[i], (), (i // NPIPES) * NPIPES)
+                    else:
+                        one(i)
+                return
+            core = F.core
+            free, done = core.free, core.done
             for i in ids:
-                if h is not None and i in h.lists:
-                    h.defer(i, per[i], (), (i // NPIPES) * NPIPES)
-                else:
-                    one(i)
+                s = free[(i // NPIPES) * NPIPES]
+                t = max(free[i], done[i], s)
+                if s >= t:
+                    F.srel += 1
+                free[i] = t
 
         return run
 
