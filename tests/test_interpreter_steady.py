@@ -135,12 +135,12 @@ def _chained_adds(n: int, fresh: tuple[int, ...] = ()) -> str:
             + "\n".join(body) + f"\n    func.return %z{n - 1} : {t}\n  }}\n}}\n")
 
 
-def _memo_vs_plain(text: str) -> tuple[tuple, tuple]:
+def _memo_vs_plain(text_or_module) -> tuple[tuple, tuple]:
     """(report, memo hits, L2 hits, L2 misses) without and with launch reuse."""
     from ascendir.interpreter import compile_module
     from ascendir.interpreter.report import build_report
 
-    module = parse(text)
+    module = parse(text_or_module) if isinstance(text_or_module, str) else text_or_module
     out = []
     for memo in (False, True):
         prog = compile_module(module, HW, None, timing_only=True)
@@ -246,17 +246,7 @@ def test_launch_reuse_exact_on_7b_shaped_layers():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from interpreter_speed import lowered, model_text
 
-    from ascendir.interpreter import compile_module
-    from ascendir.interpreter.report import build_report
-
     module, _ = lowered(model_text(2, 256), HW)
-    out = []
-    for memo in (False, True):
-        prog = compile_module(module, HW, None, timing_only=True)
-        if not memo:
-            prog.memo = None
-        _, recs = prog.run({})
-        out.append((build_report(recs, HW), prog.memo_hits, prog.l2.hits, prog.l2.misses))
-    (plain, _, *l2_plain), (memo, hits, *l2_memo) = out
+    (plain, _, *l2_plain), (memo, hits, *l2_memo) = _memo_vs_plain(module)
     assert hits >= 10
     assert memo == plain and l2_memo == l2_plain

@@ -20,6 +20,7 @@ from ascendir.lowering import flash_attention as fa
 from ascendir.transforms.choose_tiling import TILING_ATTR, attention_fields, search_log
 from ascendir.weights import WeightStore
 from cli_helpers import assert_clean_error, run_cli
+from test_choose_tiling import l1_shapes
 from test_flash_attention import CASES, attention_ir, kernels, random_inputs
 
 HW = load_target("ascend910b2")
@@ -34,15 +35,6 @@ def nn_module(text: str, pipeline: str = "fuse-attention,choose-tiling", tiling:
 def attention(module) -> nn.AttentionOp:
     (att,) = [o for o in module.walk() if isinstance(o, nn.AttentionOp)]
     return att
-
-
-def l1_shapes(module) -> set[tuple[int, ...]]:
-    return {
-        tuple(op.result.type.get_shape())
-        for k in kernels(module)
-        for op in k.walk()
-        if isinstance(op, ascend.AllocOp) and ascend.space_of(op.result.type).value == "l1"
-    }
 
 
 def check_numerics(case: str, module) -> None:
