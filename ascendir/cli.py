@@ -5,7 +5,9 @@
     ascendir report r.json [--trace t.json] [--plots DIR]
     ascendir calibrate [--quick]
 
-Bad input (file, op, shape, IR) prints one line `error: ...` and exits with code 2.
+Bad input (file, op, shape, IR) prints one line `error: ...` and exits with code 2. Output files
+are written before the printed report; a reader that closes stdout early (`| head`) ends the
+command silently with status 141, as SIGPIPE ends other Unix tools.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
 import traceback
 import zipfile
@@ -29,6 +32,21 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads thrash on sma
 
 
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
+_CLOSED_STDOUT = 128 + signal.SIGPIPE  # the status of a Unix tool killed by SIGPIPE
+
+
+def _closed_stdout() -> None:
+    """The reader closed stdout: discard what is still buffered and end quietly."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(_CLOSED_STDOUT)
+
+
+class _Console(Console):
+    """rich's Console ends with status 1 on a closed stdout; ours as other Unix tools do."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _closed_stdout()
 
 
 class _Group(click.Group):
@@ -63,6 +81,8 @@ class _Group(click.Group):
             sys.exit(2)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
+        except BrokenPipeError:  # e.g. `ascendir compile m.onnx | head`
+            _closed_stdout()
         except MemoryError as e:  # numerics of a model larger than this machine's memory
             click.echo(f"error: out of memory: {' '.join(str(e).split())} (--timing-only moves no data)", err=True)
             sys.exit(2)
@@ -273,7 +293,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     else:  # timing-only moves no data: no need to make (possibly huge) random inputs
         feeds = {} if timing_only else random_inputs(module, seed, bounds)
 
-    console = Console(stderr=False)
+    console = _Console(stderr=False)
     with _launch_progress(f"simulating on {hw.name}") as progress:
         result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
                           check_races=True if check_races else None, progress=progress)
@@ -329,7 +349,7 @@ class _launch_progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("launches"),
-                            TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+                            TimeElapsedColumn(), console=_Console(stderr=True), transient=True)
         self.bar.start()
         task = self.bar.add_task(self.what, total=None)
 
@@ -373,7 +393,7 @@ def report(report_path: Path, trace_path: Path | None, plots: Path | None) -> No
         if events is None:
             click.echo("note: no --trace given: the pipe timeline needs the trace of the run (ascendir run --trace)", err=True)
         _write_plots(data, events, plots)
-    render(data, Console())
+    render(data, _Console())
 
 
 def _read_json(path: Path, what: str):
@@ -453,7 +473,7 @@ def calibrate(quick: bool) -> None:
     """Predicted vs measured for reference §7 (V1-V7, V9, V10, V11-V13, V14): error, median and worst."""
     from ascendir.interpreter import calibration
 
-    console = Console()
+    console = _Console()
     rows = calibration.run(quick, progress=lambda vid: console.print(f"simulating {vid} ...", style="dim"))
     calibration.render(rows, console)
 

@@ -288,3 +288,18 @@ def test_pipeline_target_and_level_mismatches_are_errors(tmp_path: Path) -> None
     for p in ("plan-memory", "insert-sync", "double-buffer", "O2,plan-memory"):
         _assert_clean_error(_run("compile", src, "-p", p), f"{p.split(',')[-1]} is an ascend-level pass", "ascendir-opt")
         _assert_clean_error(_run("run", src, "--timing-only", "-p", p), "ascend-level pass")
+
+
+def test_closed_stdout_ends_quietly_like_sigpipe():
+    # `ascendir run m.onnx | head` when head has gone: no traceback, no "internal error", the
+    # status of a tool killed by SIGPIPE (the report file is written before the table)
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "ascendir.cli", "run", str(MLP), "--timing-only"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the first line is printed: the simulation takes longer
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGPIPE, err.decode()
+    assert err.decode().strip() == ""
