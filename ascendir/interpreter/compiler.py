@@ -163,6 +163,37 @@ class Compiler:
 
             return run
         get = itemgetter(*ins)
+        F = self.F
+        if charge is not None and self.k.nunits == 1:  # the common case, charged inline (hot)
+            alu = self.k.alu
+            if len(ins) == 1:
+                a = ins[0]
+
+                def run() -> None:
+                    R[out] = fn(R[a])
+                    c = F.core
+                    c.free[0] += alu
+                    c.busy[0] += alu
+
+                return run
+            if len(ins) == 2:
+                a, b = ins
+
+                def run() -> None:
+                    R[out] = fn(R[a], R[b])
+                    c = F.core
+                    c.free[0] += alu
+                    c.busy[0] += alu
+
+                return run
+
+            def run() -> None:
+                R[out] = fn(*get(R))
+                c = F.core
+                c.free[0] += alu
+                c.busy[0] += alu
+
+            return run
         if len(ins) == 1:
             a = ins[0]
             if charge is None:

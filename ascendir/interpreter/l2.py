@@ -47,6 +47,8 @@ period, far inside the residency window).
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import numpy as np
 
 from ascendir.hardware.config import HardwareConfig
@@ -205,7 +207,7 @@ class L2Pass:
         self.log: tuple[list, list, list, list] = ([], [], [], [])  # keys, times, blocks, ordinals
         self.chunks: list[tuple] = []  # the same as arrays, in call order
         self.misses: set[tuple[int, int]] = set()
-        self.by_block: dict[int, np.ndarray] | None = None  # block -> sorted miss ordinals
+        self.by_block: dict[int, list[int]] | None = None  # block -> sorted miss ordinals
         self.ordinal: dict[int, int] = {}
         self.checks: list | None = None  # (key, now, outcome) of designated misses, for memo.py
         self.dirty: dict[int, float] = {}  # the recording pass's own write times (see store)
@@ -272,25 +274,28 @@ class L2Pass:
         self.ordinal.clear()
         self.recording = False
 
-    def _designated(self, block: int, j0: int, n: int) -> np.ndarray:
-        """Indices i < n whose read (block, j0 + i) is a designated miss."""
+    def _designated(self, block: int, j0: int, n: int) -> list[int]:
+        """Indices i < n whose read (block, j0 + i) is a designated miss (ascending). Python
+        lists and bisect: called for every replay with a handful of misses per block, where
+        numpy's per-call overhead would dominate."""
         if self.by_block is None:
             per: dict[int, list[int]] = {}
             for b, j in self.misses:
                 per.setdefault(b, []).append(j)
-            self.by_block = {b: np.array(sorted(js), np.int64) for b, js in per.items()}
+            self.by_block = {b: sorted(js) for b, js in per.items()}
         ords = self.by_block.get(block)
-        if ords is None or not len(ords):
-            return ords[:0] if ords is not None else np.zeros(0, np.int64)
-        lo, hi = np.searchsorted(ords, [j0, j0 + n])
-        return ords[lo:hi] - j0
+        if not ords:
+            return []
+        lo = bisect_left(ords, j0)
+        hi = bisect_left(ords, j0 + n, lo)
+        return [j - j0 for j in ords[lo:hi]]
 
     def outcomes(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float) -> np.ndarray:
         """What `read` would answer for the next len(keys) reads of `block`, without recording."""
         hit = np.ones(len(keys), bool)
         if self.recording:
             return hit
-        for i in self._designated(block, self.ordinal.get(block, 0), len(keys)).tolist():
+        for i in self._designated(block, self.ordinal.get(block, 0), len(keys)):
             hit[i] = l2.resident_before(int(keys[i]), float(times[i]), t_start)
         return hit
 
@@ -304,7 +309,7 @@ class L2Pass:
             self.chunks.append((keys, times, np.full(n, block, np.int64), np.arange(j0, j0 + n, dtype=np.int64)))
             return
         if self.checks is not None:
-            for i in self._designated(block, j0, n).tolist():
+            for i in self._designated(block, j0, n):
                 self.checks.append((int(keys[i]), float(times[i]), bool(hit[i])))
         l2.write_many(keys, times)
         h = int(np.count_nonzero(hit))

@@ -69,6 +69,9 @@ needs every op) and in numerics mode.
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import is_, sub
+
 import numpy as np
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import DYNAMIC_INDEX
@@ -239,12 +242,9 @@ class SteadyLoop:
     def snapshot(self, idx: int) -> None:
         F = self.F
         c = F.core
-        vec = [*c.free, *c.done, *c.busy, *F.acct]
-        lens = []
-        for q in F.flags.queues:
-            lens.append(len(q))
-            vec.extend(q)
-        self.hist.append((idx, vec, tuple(lens), len(F.gmlog), len(F.sig), F.srel))
+        qs = F.flags.queues
+        vec = [*c.free, *c.done, *c.busy, *F.acct, *chain.from_iterable(qs)]
+        self.hist.append((idx, vec, tuple(map(len, qs)), len(F.gmlog), len(F.sig), F.srel))
         if len(self.hist) > 2 * PMAX + 1:
             del self.hist[0]
 
@@ -273,7 +273,7 @@ class SteadyLoop:
             if not (a[2] == b[2] == c[2]) or gb - ga != gc - gb or lb_ - la != lc - lb_:
                 continue
             sig = F.sig
-            if not all(x is y for x, y in zip(sig[la:lb_], sig[lb_:lc])):  # the same cost entries
+            if not all(map(is_, sig[la:lb_], sig[lb_:lc])):  # the same cost entries
                 continue
             va, vb = a[1], b[1]
             ok = True
@@ -333,13 +333,13 @@ class SteadyLoop:
 
         try:
             prev = [tops(i) for i in range(idx - 2 * P, idx)]
-            step = [tuple(y - x for x, y in zip(prev[r], prev[r + P])) for r in range(P)]
+            step = [tuple(map(sub, prev[r + P], prev[r])) for r in range(P)]
             last = prev[P:]
             for k in range(m):
                 nxt = []
                 for r in range(P):
                     v = tops(idx + k * P + r)
-                    if any(y - x != s for x, y, s in zip(last[r], v, step[r])):
+                    if tuple(map(sub, v, last[r])) != step[r]:
                         return k
                     nxt.append(v)
                 last = nxt
@@ -405,8 +405,7 @@ class SteadyLoop:
                 if F.launchlog is not None:
                     F.launchlog.append((keys.ravel(), t.ravel(), np.broadcast_to(rd, keys.shape).ravel()))
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
-            F.gmlog.append(Acc(np.tile(cur.cid, m), np.tile(cur.sid, m), off.ravel(), t.ravel(),
-                               np.tile(rd, m), np.tile(cur.hit, m)))
+            F.gmlog.append(Acc(_tile(cur.cid, m), _tile(cur.sid, m), off.ravel(), t.ravel(), _tile(rd, m), _tile(cur.hit, m)))
         if regime is None and (stopped or self.first is None):
             h = self.hist
             # [P, d, prev, cur, -, next boundary, starting state, its iteration, S decided nothing, address shift]
@@ -656,7 +655,7 @@ class LoopMemo:
             hit = None
             if len(ri):
                 if des is None and not l2p.recording:  # the same for every candidate
-                    des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), len(ri)).tolist()
+                    des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), len(ri))
                 if not _outcomes_hold(F, acc, coefs, dv, ri, rhit, misses, tshift, len(ri), des):
                     continue
                 hit = rhit
@@ -699,7 +698,7 @@ class LoopMemo:
             tshift = (F.t0 + base) - (vt0 + vbase)
             c_shift = base - vbase
             if nr:
-                des = None if l2p.recording else l2p._designated(F.block, l2p.ordinal.get(F.block, 0), nr).tolist()
+                des = None if l2p.recording else l2p._designated(F.block, l2p.ordinal.get(F.block, 0), nr)
                 if not _outcomes_hold(F, acc, coefs, dv, ri, rhit, misses, tshift, nr, des):
                     continue
             part = Acc(acc.cid[:npre], acc.sid[:npre], acc.off[:npre], acc.t[:npre], acc.rd[:npre], acc.hit[:npre])
@@ -726,6 +725,19 @@ class LoopMemo:
         where they were at the stored one `vS`; each S clock advances by `dS`) and add its busy
         and byte/flop counter deltas."""
         core, npipes = F.core, self.npipes
+        if len(core.free) == npipes:  # one unit: one S clock (as below, without unit lookups)
+            s, v = S[0], vS[0]
+            core.free[:] = [s + dS[0], *[s if x == v else x + c_shift for x in ef[1:]]]
+            core.done[:] = [s if x == v else x + c_shift for x in ed]
+            for q, ts in zip(F.flags.queues, eq):
+                if q or ts:
+                    q.clear()
+                    q.extend([s if x == v else x + c_shift for x in ts])
+            core.busy[:] = [a + b for a, b in zip(core.busy, dbusy)]
+            F.acct[:] = [a + b for a, b in zip(F.acct, dacct)]
+            if not s_free:
+                F.srel += 1
+            return
         units = range(len(core.free))
         core.free[:] = [S[i // npipes] + dS[i // npipes] if i % npipes == 0
                         else S[i // npipes] if ef[i] == vS[i // npipes] else ef[i] + c_shift for i in units]
@@ -790,7 +802,7 @@ class LoopMemo:
         vaddr = np.array(head[12], np.int64) if self.addr else None
         rd = acc.rd
         if cp is not None:  # + the number of accesses before the checkpoint, the coefficient rows
-            cp = (*cp, len(Acc.of(log[:cp[3]]).cid), coef_rows)
+            cp = (*cp, sum(len(r.cid) if isinstance(r, Acc) else 1 for r in log[:cp[3]]), coef_rows)
         return (*head[:10], acc, coefs, vaddr, head[13], head[14],
                 np.flatnonzero(rd), acc.hit[rd], frozenset(np.flatnonzero(~acc.hit[rd]).tolist()), cp)
 
@@ -804,6 +816,24 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
     free, done = c.free, c.done
     ns = len(free)
     queues = F.flags.queues
+    if ns == npipes:  # one unit (most kernels): one S clock, the same key built without unit lookups
+        s = free[0]
+        if clamp:
+            free[:] = [s if x < s else x for x in free]
+            done[:] = [s if x < s else x for x in done]
+            for q in queues:
+                if q and min(q) < s:
+                    ts = [s if t < s else t for t in q]
+                    q.clear()
+                    q.extend(ts)
+        base = max(max(free), max(done))
+        rel = ["S" if x <= s else round(x - base, 6) for x in free]
+        rel += ["S" if x <= s else round(x - base, 6) for x in done]
+        for q in queues:
+            rel.append(-len(q) - 1)
+            if q:
+                rel.extend(["S" if t <= s else round(t - base, 6) for t in q])
+        return tuple(rel), (round(s - base, 6),), base, [s]
     S = [free[u] for u in range(0, ns, npipes)]
     if clamp:
         for i in range(ns):
@@ -847,6 +877,11 @@ def _outcomes_hold(F, acc: Acc, coefs, dv, ri, rhit, misses, tshift: float, nr: 
         if F.l2.resident_before(int(acc.sid[e]) * SHIFT + o, float(acc.t[e]) + tshift, F.t0) != bool(rhit[dpos]):
             return False
     return True
+
+
+def _tile(x: np.ndarray, m: int) -> np.ndarray:
+    """np.tile(x, m) for a 1-D x, without np.tile's Python-level overhead."""
+    return x[None, :].repeat(m, 0).ravel()
 
 
 def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None) -> None:
