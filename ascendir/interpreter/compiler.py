@@ -447,6 +447,10 @@ class Compiler:
         F, R = self.F, self.F.R
         evals = [(SCALAR_OPS[type(o)](o), [self.slot(v) for v in o.operands], self.slot(o.results[0])) for o in checked]
         outs = [e[2] for e in evals]
+        # (fn, itemgetter of its operands or None for one operand, that operand, result slot)
+        fast = [(fn, None if len(ins) == 1 else itemgetter(*ins) if ins else (lambda R: ()), ins[0] if len(ins) == 1 else None, o)
+                for fn, ins, o in evals]
+        get_outs = (lambda R, o=outs[0]: (R[o],)) if len(outs) == 1 else itemgetter(*outs) if outs else (lambda R: ())
         # the checked values are pure functions of the iv and these outside values: memoised per
         # their values across executions of the loop (steady.SteadyLoop.vals)
         inputs = sorted({x for _, ins, _ in evals for x in ins if x != iv} - set(outs))
@@ -479,9 +483,9 @@ class Compiler:
             def tops(i: int) -> tuple:
                 """Checked values of iteration i (pure scalar ops; body closures rewrite them)."""
                 R[iv] = rng[i]
-                for fn, ins, out in evals:
-                    R[out] = fn(*[R[x] for x in ins])
-                return tuple([R[o] for o in outs])
+                for fn, g, a, out in fast:
+                    R[out] = fn(R[a]) if g is None else fn(*g(R))
+                return get_outs(R)
 
             h0 = F.nholds
             try:

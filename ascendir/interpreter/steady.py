@@ -276,14 +276,15 @@ class SteadyLoop:
             if not all(map(is_, sig[la:lb_], sig[lb_:lc])):  # the same cost entries
                 continue
             va, vb = a[1], b[1]
-            ok = True
-            for x, y, z in zip(va, vb, vc):
-                if abs((y - x) - (z - y)) > REL * max(1.0, abs(z)):
-                    ok = False
-                    break
-            if not ok:
-                continue
-            d = [z - y for y, z in zip(vb, vc)]
+            d = list(map(sub, vc, vb))
+            if d != list(map(sub, vb, va)):  # not exactly equal: within the tolerance?
+                ok = True
+                for x, y, z in zip(va, vb, vc):
+                    if abs((y - x) - (z - y)) > REL * max(1.0, abs(z)):
+                        ok = False
+                        break
+                if not ok:
+                    continue
             if not self._no_overtaking(vc, d):
                 continue
             m = (self.n - idx - 1) // P  # whole periods, leaving the last iteration to run
@@ -309,10 +310,9 @@ class SteadyLoop:
     def _no_overtaking(self, v: list[float], d: list[float]) -> bool:
         """Clocks (free, done, pending flag times) that move: sorted by value, their deltas must
         not decrease, or a faster clock behind a slower one would overtake it later."""
-        c = self.F.core
-        ns = len(c.free)
-        clocks = list(range(2 * ns)) + list(range(3 * ns + len(self.F.acct), len(v)))
-        moving = sorted((v[i], d[i]) for i in clocks if d[i] != 0.0)
+        ns = len(self.F.core.free)
+        j = 3 * ns + len(self.F.acct)
+        moving = sorted([(x, y) for x, y in zip(v[:2 * ns], d[:2 * ns]) if y != 0.0] + [(x, y) for x, y in zip(v[j:], d[j:]) if y != 0.0])
         for (x0, d0), (x1, d1) in zip(moving, moving[1:]):
             if d1 < d0 - REL * max(1.0, abs(d0)) and x1 > x0:
                 return False
@@ -335,13 +335,18 @@ class SteadyLoop:
             prev = [tops(i) for i in range(idx - 2 * P, idx)]
             step = [tuple(map(sub, prev[r + P], prev[r])) for r in range(P)]
             last = prev[P:]
+            get = vals.get
+            i = idx
             for k in range(m):
                 nxt = []
                 for r in range(P):
-                    v = tops(idx + k * P + r)
+                    v = get(i)
+                    if v is None:
+                        v = vals[i] = f(i)
                     if tuple(map(sub, v, last[r])) != step[r]:
                         return k
                     nxt.append(v)
+                    i += 1
                 last = nxt
         except Exception:  # noqa: BLE001 - e.g. a division by zero ahead: the run will report it
             return 0
