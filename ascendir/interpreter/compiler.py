@@ -738,17 +738,23 @@ class Compiler:
         """Timing-only subview: buffers are zero-stride views (no data), so only the result shape
         and the GM address tag matter; views are shared per (shape, dtype) instead of indexing
         numpy every time. Same bounds checks as the numerics path."""
-        R, A = self.F.R, self.F.A
+        R, A, F = self.F.R, self.F.A, self.F
         views: dict = {}
+        # the result (view, address offset added, strides) is a function of the source shape,
+        # dtype and strides and of the dynamic operands: memoised per subview op (most subviews
+        # of a loop body see the same few operand values; bounded)
+        memo: dict = {}
+        dyn = [x for dim in dims for (d, x) in dim[:3] if d]
+        get_dyn = itemgetter(*dyn) if len(dyn) > 1 else (lambda R, s=dyn[0]: R[s]) if dyn else (lambda R: None)
+        one = charge is not None and self.k is not None and self.k.nunits == 1
+        alu = self.k.alu if self.k is not None else 0.0
 
-        def run() -> None:
-            a = R[src]
+        def compute(a, tag) -> tuple:
             shape = a.shape
             res = []
-            tag = A[src]
-            if tag is not None:
-                off, tst = tag[1], tag[2]
-                nst = []
+            off = 0
+            nst = []
+            tst = tag[2] if tag is not None else None
             for i, ((od, o), (sd, s), (td, st), drop) in enumerate(dims):
                 if od:
                     o = R[o]
@@ -761,7 +767,7 @@ class Compiler:
                     raise AscendirError(f"{where}: out of bounds on dim {i}: offset {o}, size {s}, stride {st} in a dim of {dim}")
                 if not drop:
                     res.append(s)
-                if tag is not None:
+                if tst is not None:
                     off += o * tst[i]
                     if not drop:
                         nst.append(tst[i] * st)
@@ -769,9 +775,24 @@ class Compiler:
             v = views.get(key)
             if v is None:
                 v = views[key] = zero_view(key[0], a.dtype)
-            R[out] = v
-            A[out] = None if tag is None else (tag[0], off, tuple(nst))
-            if charge is not None:
+            return v, off, tuple(nst)
+
+        def run() -> None:
+            a = R[src]
+            tag = A[src]
+            key = (a.shape, a.dtype, None if tag is None else tag[2], get_dyn(R))
+            got = memo.get(key)
+            if got is None:
+                got = compute(a, tag)
+                if len(memo) < 1024:
+                    memo[key] = got
+            R[out] = got[0]
+            A[out] = None if tag is None else (tag[0], tag[1] + got[1], got[2])
+            if one:
+                c = F.core
+                c.free[0] += alu
+                c.busy[0] += alu
+            elif charge is not None:
                 charge()
 
         return run

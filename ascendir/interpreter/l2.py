@@ -299,8 +299,10 @@ class L2Pass:
             hit[i] = l2.resident_before(int(keys[i]), float(times[i]), t_start)
         return hit
 
-    def read_many(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float, hit: np.ndarray) -> None:
-        """Record the next len(keys) reads of `block`, whose outcomes `outcomes` gave as `hit`."""
+    def read_many(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float, hit: np.ndarray,
+                  nhit: int | None = None) -> None:
+        """Record the next len(keys) reads of `block`, whose outcomes `outcomes` gave as `hit`
+        (`nhit`: its number of hits, when known)."""
         n = len(keys)
         j0 = self.ordinal.get(block, 0)
         self.ordinal[block] = j0 + n
@@ -312,7 +314,7 @@ class L2Pass:
             for i in self._designated(block, j0, n):
                 self.checks.append((int(keys[i]), float(times[i]), bool(hit[i])))
         l2.write_many(keys, times)
-        h = int(np.count_nonzero(hit))
+        h = int(np.count_nonzero(hit)) if nhit is None else nhit
         l2.hits += h
         l2.misses += n - h
 

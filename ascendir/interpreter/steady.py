@@ -651,7 +651,7 @@ class LoopMemo:
             v = vs[j]
             if len(v) == 2:  # stored raw (`store`): arrays built on the first match
                 v = vs[j] = self._finish(*v)
-            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp = v
+            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp, keys0, allrd, nhit = v
             if vsrel != srel and not (s_free and all(a <= b + 1e-6 for a, b in zip(srel, vsrel))):
                 continue
             c_shift = base - vbase
@@ -665,9 +665,12 @@ class LoopMemo:
                     continue
                 hit = rhit
             t = acc.t + tshift
-            off = acc.off if dv is None else acc.off + coefs @ dv
-            keys = acc.sid * SHIFT + off
-            _apply_accesses(F, acc, keys, off, t, hit)
+            if dv is None:
+                off, keys = acc.off, keys0
+            else:
+                cd = coefs @ dv
+                off, keys = acc.off + cd, keys0 + cd
+            _apply_accesses(F, acc, keys, off, t, hit, allrd, nhit)
             self._restore(F, S, vS, c_shift, ef, ed, eq, dS, dbusy, dacct, s_free)
             F.skipped += n
             if F.sig is not None:
@@ -808,8 +811,11 @@ class LoopMemo:
         rd = acc.rd
         if cp is not None:  # + the number of accesses before the checkpoint, the coefficient rows
             cp = (*cp, sum(len(r.cid) if isinstance(r, Acc) else 1 for r in log[:cp[3]]), coef_rows)
+        rhit = acc.hit[rd]
+        # + the keys before the address shift, whether every access reads, the reads' hit count
         return (*head[:10], acc, coefs, vaddr, head[13], head[14],
-                np.flatnonzero(rd), acc.hit[rd], frozenset(np.flatnonzero(~acc.hit[rd]).tolist()), cp)
+                np.flatnonzero(rd), rhit, frozenset(np.flatnonzero(~rhit).tolist()), cp,
+                acc.sid * SHIFT + acc.off, bool(rd.all()), int(np.count_nonzero(rhit)))
 
 
 def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
@@ -889,14 +895,20 @@ def _tile(x: np.ndarray, m: int) -> np.ndarray:
     return x[None, :].repeat(m, 0).ravel()
 
 
-def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None) -> None:
+def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None,
+                    allrd: bool = False, nhit: int | None = None) -> None:
     """Replay GM accesses (arrays, program order) into the L2, the memo log and the enclosing
-    loop's GM log, as if the ops had run."""
+    loop's GM log, as if the ops had run. `allrd`: every access is a read (known); `nhit`: the
+    number of hits in `hit` (known)."""
     rd = acc.rd
     if hit is not None:
-        F.l2p.read_many(F.l2, keys[rd], t[rd], F.block, F.t0, hit)
-    wr = ~rd
-    if wr.any():
+        if allrd:
+            F.l2p.read_many(F.l2, keys, t, F.block, F.t0, hit, nhit)
+        else:
+            F.l2p.read_many(F.l2, keys[rd], t[rd], F.block, F.t0, hit, nhit)
+    if allrd:
+        pass
+    elif (wr := ~rd).any():
         if F.sem_on:
             F.l2.store_many(keys[wr], t[wr])
         elif F.l2p is not None:
