@@ -320,36 +320,45 @@ class SteadyLoop:
 
     def _periods_checked(self, P: int, idx: int, m: int) -> int:
         """How many of the next m periods (from iteration idx) have every checked value advance
-        by the sampled period's step (module docstring); 0..m."""
-        if self.tops is None:
+        by the sampled period's step (module docstring); 0..m.
+
+        Iteration j keeps the step when its checked values advance over j - P as those of j - P
+        over j - 2P; by induction the first k periods from idx hold iff that is true for every j
+        in [idx, idx + kP). The scan over j is kept per P with the checked values (`vals`: pure in
+        the iteration) and extended on demand, so repeated calls (every sampled iteration, every
+        re-entry) do not compare the same iterations again. A checked value that raises (e.g. a
+        division by zero ahead; the run will report it) before the first failing step gives 0,
+        as it stops the scan."""
+        if self.tops is None or m < 1:
             return m
         vals, f = self.vals, self.tops
-
-        def tops(i: int) -> tuple:
-            v = vals.get(i)
-            if v is None:
-                v = vals[i] = f(i)
-            return v
-
-        try:
-            prev = [tops(i) for i in range(idx - 2 * P, idx)]
-            step = [tuple(map(sub, prev[r + P], prev[r])) for r in range(P)]
-            last = prev[P:]
+        end = idx + m * P
+        sc = vals.get(("scan", P))  # [lo, hi, stop]: j in [lo, hi) keep the step; stop at hi: 0 not scanned, 1 fails, 2 raises
+        if sc is None or not sc[0] <= idx <= sc[1]:
+            sc = vals[("scan", P)] = [idx, idx, 0]
+        if sc[2] == 0 and sc[1] < end:
             get = vals.get
-            i = idx
-            for k in range(m):
-                nxt = []
-                for r in range(P):
-                    v = get(i)
-                    if v is None:
-                        v = vals[i] = f(i)
-                    if tuple(map(sub, v, last[r])) != step[r]:
-                        return k
-                    nxt.append(v)
-                    i += 1
-                last = nxt
-        except Exception:  # noqa: BLE001 - e.g. a division by zero ahead: the run will report it
-            return 0
+            j = sc[1]
+            try:
+                while j < end:
+                    v0 = get(j - 2 * P)
+                    if v0 is None:
+                        v0 = vals[j - 2 * P] = f(j - 2 * P)
+                    v1 = get(j - P)
+                    if v1 is None:
+                        v1 = vals[j - P] = f(j - P)
+                    v2 = get(j)
+                    if v2 is None:
+                        v2 = vals[j] = f(j)
+                    if tuple(map(sub, v2, v1)) != tuple(map(sub, v1, v0)):
+                        sc[2] = 1
+                        break
+                    j += 1
+            except Exception:  # noqa: BLE001
+                sc[2] = 2
+            sc[1] = j
+        if sc[2] and sc[1] < end:
+            return 0 if sc[2] == 2 else (sc[1] - idx) // P
         return m
 
     def jump(self, P: int, d: list[float], prev: Acc, cur: Acc, m: int, regime: list | None = None, tshift: float = 0.0) -> int:
