@@ -558,6 +558,17 @@ class Compiler:
         then_body, then_y = branch(op.true_region)
         else_body, else_y = branch(op.false_region)
         charge = self._charge_scalar()
+        if not results and charge is not None and self.k.nunits == 1:  # the common case (hot), S charged inline
+            F, alu = self.F, self.k.alu
+
+            def run_plain() -> None:
+                for f in then_body if R[cond] else else_body:
+                    f()
+                c = F.core
+                c.free[0] += alu
+                c.busy[0] += alu
+
+            return run_plain
 
         def run() -> None:
             if R[cond]:

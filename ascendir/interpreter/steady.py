@@ -393,9 +393,12 @@ class SteadyLoop:
             l2p, l2 = F.l2p, F.l2
             nr = int(np.count_nonzero(rd))
             if nr:
-                rk, rt = keys[:, rd].ravel(), t[:, rd].ravel()
+                if nr == L:  # every access reads (no masks needed)
+                    rk, rt, chit = keys.ravel(), t.ravel(), cur.hit
+                else:
+                    rk, rt, chit = keys[:, rd].ravel(), t[:, rd].ravel(), cur.hit[rd]
                 hit = l2p.outcomes(l2, rk, rt, F.block, F.t0)
-                bad = (hit.reshape(m, nr) != cur.hit[rd][None, :]).any(axis=1)
+                bad = (hit.reshape(m, nr) != chit[None, :]).any(axis=1)
                 if bad.any():
                     m = int(np.argmax(bad))
                     stopped = True
@@ -410,7 +413,7 @@ class SteadyLoop:
                     rk, rt, hit = rk[: m * nr], rt[: m * nr], hit[: m * nr]
                 l2p.read_many(l2, rk, rt, F.block, F.t0, hit)
             wr = ~rd
-            if wr.any():
+            if nr < L:
                 if F.sem_on:
                     l2.store_many(keys[:, wr], t[:, wr])
                 elif l2p is not None:
@@ -640,10 +643,7 @@ class LoopMemo:
         """Clamp the core state (class doc (a)) and return what `reuse` and `store` need."""
         rel, srel, base, S = state_key(F, self.npipes, self.dst_units_for(F))
         A = F.A
-        ctrl = []
-        for sl in self.ctrl:
-            v = R[sl]
-            ctrl.append((v.shape, A[sl]) if isinstance(v, np.ndarray) else v)
+        ctrl = [(v.shape, A[sl]) if isinstance(v, np.ndarray) else v for sl, v in zip(self.ctrl, map(R.__getitem__, self.ctrl))]
         c = F.core
         return (tuple(ctrl), rel), srel, base, S, list(c.busy), list(F.acct), F.skipped, F.srel
 
