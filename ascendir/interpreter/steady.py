@@ -277,10 +277,11 @@ class SteadyLoop:
                 continue
             va, vb = a[1], b[1]
             d = list(map(sub, vc, vb))
-            if d != list(map(sub, vb, va)):  # not exactly equal: within the tolerance?
+            d0 = list(map(sub, vb, va))
+            if d != d0:  # not exactly equal: within the tolerance? (the components that differ)
                 ok = True
-                for x, y, z in zip(va, vb, vc):
-                    if abs((y - x) - (z - y)) > REL * max(1.0, abs(z)):
+                for x, y, z in zip(d0, d, vc):
+                    if x != y and abs(x - y) > REL * max(1.0, abs(z)):
                         ok = False
                         break
                 if not ok:
@@ -811,11 +812,10 @@ class LoopMemo:
         acc = Acc.of(log)
         coefs = None
         if self.addr and len(acc.cid):
-            coefs = np.zeros((len(acc.cid), len(self.addr)), np.int64)
-            for cid in np.unique(acc.cid).tolist():
-                row = coef_rows.get(cid)
-                if row is not None:
-                    coefs[acc.cid == cid] = row
+            u, inv = np.unique(acc.cid, return_inverse=True)
+            zero = [0] * len(self.addr)
+            table = np.array([coef_rows.get(cid, zero) for cid in u.tolist()], np.int64).reshape(len(u), len(self.addr))
+            coefs = table[inv.ravel()]
         vaddr = np.array(head[12], np.int64) if self.addr else None
         rd = acc.rd
         if cp is not None:  # + the number of accesses before the checkpoint, the coefficient rows
