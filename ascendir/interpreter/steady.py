@@ -666,14 +666,24 @@ class LoopMemo:
                 continue
             c_shift = base - vbase
             tshift = (F.t0 + base) - (vt0 + vbase)
-            dv = addr - vaddr if coefs is not None else None
+            dv = None
             hit = None
-            if len(ri):
+            if len(ri):  # _outcomes_hold over all the reads, its cheap tests first
                 if des is None and not l2p.recording:  # the same for every candidate
                     des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), len(ri))
-                if not _outcomes_hold(F, acc, coefs, dv, ri, rhit, misses, tshift, len(ri), des):
+                    des_set = frozenset(des)
+                if des is None:
+                    if misses:  # recording pass: every read hits
+                        continue
+                elif not misses <= des_set:  # a stored miss that is no designated miss now
                     continue
+                elif des:
+                    dv = addr - vaddr if coefs is not None else None
+                    if not _outcomes_hold(F, acc, coefs, dv, ri, rhit, misses, tshift, len(ri), des):
+                        continue
                 hit = rhit
+            if dv is None and coefs is not None:
+                dv = addr - vaddr
             t = acc.t + tshift
             if dv is None:
                 off, keys = acc.off, keys0
