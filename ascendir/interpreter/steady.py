@@ -70,7 +70,7 @@ needs every op) and in numerics mode.
 from __future__ import annotations
 
 from itertools import chain
-from operator import is_, sub
+from operator import is_, itemgetter, sub
 
 import numpy as np
 from xdsl.dialects import arith, memref, scf
@@ -618,10 +618,19 @@ class LoopMemo:
     addresses.
     """
 
-    __slots__ = ("ctrl", "addr", "copies", "table", "dst_units", "flag_keys", "npipes")
+    __slots__ = ("ctrl", "addr", "copies", "table", "dst_units", "flag_keys", "npipes", "ctrl_key")
 
-    def __init__(self, ctrl: list[int], addr: list[int], copies: dict[int, tuple[int, list[tuple[int, int]]]], flag_keys: dict, npipes: int):
+    def __init__(self, ctrl: list[int], addr: list[int], copies: dict[int, tuple[int, list[tuple[int, int]]]], flag_keys: dict, npipes: int,
+                 ctrl_mem: list[bool] | None = None):
         self.ctrl = ctrl  # slots of the control values
+        # the control part of the key: scalars as they are, buffers as (shape, address tag);
+        # `ctrl_mem` (which control values are memrefs, static) lets it be built without tests
+        self.ctrl_key = None
+        if ctrl_mem is not None:
+            sc = [s for s, mm in zip(ctrl, ctrl_mem) if not mm]
+            mem = [s for s, mm in zip(ctrl, ctrl_mem) if mm]
+            get = itemgetter(*sc) if len(sc) > 1 else (lambda R, s=sc[0]: R[s]) if sc else (lambda R: None)
+            self.ctrl_key = lambda R, A: (get(R), *[(R[s].shape, A[s]) for s in mem])
         self.addr = addr  # slots of the address values
         self.copies = copies  # id(copy op) -> (source slot, [(dim, address index)])
         self.table: dict[tuple, list] = {}
@@ -644,9 +653,12 @@ class LoopMemo:
         """Clamp the core state (class doc (a)) and return what `reuse` and `store` need."""
         rel, srel, base, S = state_key(F, self.npipes, self.dst_units_for(F))
         A = F.A
-        ctrl = [(v.shape, A[sl]) if isinstance(v, np.ndarray) else v for sl, v in zip(self.ctrl, map(R.__getitem__, self.ctrl))]
+        if self.ctrl_key is not None:
+            ctrl = self.ctrl_key(R, A)
+        else:
+            ctrl = tuple([(v.shape, A[sl]) if isinstance(v, np.ndarray) else v for sl, v in zip(self.ctrl, map(R.__getitem__, self.ctrl))])
         c = F.core
-        return (tuple(ctrl), rel), srel, base, S, list(c.busy), list(F.acct), F.skipped, F.srel
+        return (ctrl, rel), srel, base, S, list(c.busy), list(F.acct), F.skipped, F.srel
 
     def reuse(self, F, R, ent: tuple, n: int) -> bool:
         """Apply a stored execution matching `ent` whose L2 outcomes hold; True when applied."""
