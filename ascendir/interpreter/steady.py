@@ -260,19 +260,23 @@ class SteadyLoop:
         idx = c[0]
         best = None
         bad = self.bad
-        for P in range(1, PMAX + 1):
-            if len(h) < 2 * P + 1:
-                break
-            if bad.get(P, 0) >= 2:  # its checked values failed twice: not this loop's period
+        qc, gc, lc = c[2], c[3], c[4]
+        sig = F.sig
+        for P in range(1, min(PMAX, (len(h) - 1) // 2) + 1):
+            if bad and bad.get(P, 0) >= 2:  # its checked values failed twice: not this loop's period
                 continue
-            a, b = h[-1 - 2 * P], h[-1 - P]
             # cheapest tests first: structure (queue lengths, log and cost-entry counts), then
             # the cost entries, then every state component
-            ga, gb, gc = a[3], b[3], c[3]
-            la, lb_, lc = a[4], b[4], c[4]
-            if not (a[2] == b[2] == c[2]) or gb - ga != gc - gb or lb_ - la != lc - lb_:
+            b = h[-1 - P]
+            if b[2] != qc:
                 continue
-            sig = F.sig
+            a = h[-1 - 2 * P]
+            if a[2] != qc:
+                continue
+            ga, gb = a[3], b[3]
+            la, lb_ = a[4], b[4]
+            if gb - ga != gc - gb or lb_ - la != lc - lb_:
+                continue
             if not all(map(is_, sig[la:lb_], sig[lb_:lc])):  # the same cost entries
                 continue
             va, vb = a[1], b[1]
