@@ -675,11 +675,12 @@ class LoopMemo:
         des = None
         for j in range(len(vs) - 1, -1, -1):
             v = vs[j]
+            head = v[0] if len(v) == 2 else v  # (s_free, S positions) lead both forms
+            if head[1] != srel and not (head[0] and all(a <= b + 1e-6 for a, b in zip(srel, head[1]))):
+                continue
             if len(v) == 2:  # stored raw (`store`): arrays built on the first match
                 v = vs[j] = self._finish(*v)
             s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp, keys0, allrd, nhit = v
-            if vsrel != srel and not (s_free and all(a <= b + 1e-6 for a, b in zip(srel, vsrel))):
-                continue
             c_shift = base - vbase
             tshift = (F.t0 + base) - (vt0 + vbase)
             dv = None
@@ -728,6 +729,11 @@ class LoopMemo:
         addr = np.array([R[s] for s in self.addr], np.int64) if self.addr else None
         for j in range(len(vs) - 1, -1, -1):
             v = vs[j]
+            head, cp = (v[0], v[1][2]) if len(v) == 2 else (v, v[18])  # tests on either form first
+            if cp is None or cp[0] >= n - 1:
+                continue
+            if head[1] != srel and not (head[0] and all(a <= b + 1e-6 for a, b in zip(srel, head[1]))):
+                continue
             if len(v) == 2:
                 v = vs[j] = self._finish(*v)
             s_free, vsrel, vbase, vS = v[0], v[1], v[2], v[3]
