@@ -404,7 +404,8 @@ class Compiler:
             ctrl, addr, copies = memo_inputs(op)
             memo = LoopMemo([self.slot(v) for v in ctrl], [self.slot(v) for v in addr],
                             {id(c): (self.slot(src), dims) for c, (src, dims) in copies.items()}, self.k.flag_keys, NPIPES,
-                            [isinstance(v.type, MemRefType) for v in ctrl])
+                            [("dynamic" if DYNAMIC_INDEX in v.type.get_shape() else "static") if isinstance(v.type, MemRefType) else False
+                             for v in ctrl])
             self.F.memos.append(memo)
             return self._steady_for(lb, ub, st, iv, body, charge, checked, memo)
         if not carried:

@@ -222,7 +222,7 @@ class Acc:
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "pieces")
 
     def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int):
         self.F = F
@@ -238,6 +238,7 @@ class SteadyLoop:
         self.tops = tops  # i -> tuple of the checked values of iteration i (compiler._steady_for)
         self.vals: dict[int, tuple] = {}  # tops(i) so far (pure: computed once per iteration)
         self.hist: list[tuple] = []  # (iteration index, state vector, queue lengths, gm log pos, sig pos)
+        self.pieces: dict[tuple[int, int], Acc] = {}  # GM log span of one iteration -> its accesses as arrays
 
     def snapshot(self, idx: int) -> None:
         F = self.F
@@ -301,8 +302,8 @@ class SteadyLoop:
                 continue
             if ok < m and best is not None and ok * P <= best[4] * best[0]:
                 continue
-            log = F.gmlog
-            prev, cur = Acc.of(log[ga:gb]), Acc.of(log[gb:gc])
+            k = len(h) - 1
+            prev, cur = self._accesses(k - 2 * P, k - P), self._accesses(k - P, k)
             if not prev.same_kind(cur):
                 continue
             if ok == m:
@@ -311,6 +312,21 @@ class SteadyLoop:
         if best is not None and len(h) == 2 * PMAX + 1:
             return best
         return None
+
+    def _accesses(self, i: int, j: int) -> Acc:
+        """`Acc.of` of the GM log between snapshots h[i] and h[j], from per-iteration pieces built
+        once each (consecutive detect calls and period lengths look at the same iterations)."""
+        h, pieces, log = self.hist, self.pieces, self.F.gmlog
+        parts = []
+        for k in range(i, j):
+            span = (h[k][3], h[k + 1][3])
+            a = pieces.get(span)
+            if a is None:
+                a = pieces[span] = Acc.of(log[span[0]:span[1]])
+            parts.append(a)
+        if len(parts) == 1:
+            return parts[0]
+        return Acc(*(np.concatenate([getattr(p, f) for p in parts]) for f in Acc.__slots__))
 
     def _no_overtaking(self, v: list[float], d: list[float]) -> bool:
         """Clocks (free, done, pending flag times) that move: sorted by value, their deltas must
@@ -443,6 +459,7 @@ class SteadyLoop:
             self.regime = None
         self._advance(d, m)
         self.hist.clear()
+        self.pieces.clear()
         return m * P
 
     def reenter(self, idx: int) -> int:
@@ -625,16 +642,22 @@ class LoopMemo:
     __slots__ = ("ctrl", "addr", "copies", "table", "dst_units", "flag_keys", "npipes", "ctrl_key")
 
     def __init__(self, ctrl: list[int], addr: list[int], copies: dict[int, tuple[int, list[tuple[int, int]]]], flag_keys: dict, npipes: int,
-                 ctrl_mem: list[bool] | None = None):
+                 ctrl_mem: list[bool | str] | None = None):
         self.ctrl = ctrl  # slots of the control values
         # the control part of the key: scalars as they are, buffers as (shape, address tag);
-        # `ctrl_mem` (which control values are memrefs, static) lets it be built without tests
+        # `ctrl_mem` (static, per control value: False for a scalar, else whether the memref
+        # type has a static shape, which then need not be looked at) lets it be built without tests
         self.ctrl_key = None
         if ctrl_mem is not None:
-            sc = [s for s, mm in zip(ctrl, ctrl_mem) if not mm]
-            mem = [s for s, mm in zip(ctrl, ctrl_mem) if mm]
-            get = itemgetter(*sc) if len(sc) > 1 else (lambda R, s=sc[0]: R[s]) if sc else (lambda R: None)
-            self.ctrl_key = lambda R, A: (get(R), *[(R[s].shape, A[s]) for s in mem])
+            sc = [s for s, mm in zip(ctrl, ctrl_mem) if mm is False]
+            fixed = [s for s, mm in zip(ctrl, ctrl_mem) if mm == "static"]
+            dyn = [s for s, mm in zip(ctrl, ctrl_mem) if mm == "dynamic"]
+
+            def getter(slots):
+                return itemgetter(*slots) if len(slots) > 1 else (lambda X, s=slots[0]: X[s]) if slots else (lambda X: None)
+
+            get, get_tags = getter(sc), getter(fixed)
+            self.ctrl_key = lambda R, A: (get(R), get_tags(A), *[(R[s].shape, A[s]) for s in dyn])
         self.addr = addr  # slots of the address values
         self.copies = copies  # id(copy op) -> (source slot, [(dim, address index)])
         self.table: dict[tuple, list] = {}
