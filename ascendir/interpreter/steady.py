@@ -439,11 +439,12 @@ class SteadyLoop:
                     l2.store_many(keys[:, wr], t[:, wr])
                 elif l2p is not None:
                     l2p.store_many(keys[:, wr], t[:, wr])
+            rds = _tile(rd, m)
             if F.sem_on:
                 if F.launchlog is not None:
-                    F.launchlog.append((keys.ravel(), t.ravel(), np.broadcast_to(rd, keys.shape).ravel()))
+                    F.launchlog.append((keys.ravel(), t.ravel(), rds))
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
-            F.gmlog.append(Acc(_tile(cur.cid, m), _tile(cur.sid, m), off.ravel(), t.ravel(), _tile(rd, m), _tile(cur.hit, m)))
+            F.gmlog.append(Acc(_tile(cur.cid, m), _tile(cur.sid, m), off.ravel(), t.ravel(), rds, _tile(cur.hit, m)))
         if regime is None and (stopped or self.first is None):
             h = self.hist
             # [P, d, prev, cur, -, next boundary, starting state, its iteration, S decided nothing, address shift]
