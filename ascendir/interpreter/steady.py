@@ -895,8 +895,10 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
     if ns == npipes:  # one unit (most kernels): one S clock, the same key built without unit lookups
         s = free[0]
         if clamp:
-            free[:] = [s if x < s else x for x in free]
-            done[:] = [s if x < s else x for x in done]
+            if min(free) < s:
+                free[:] = [s if x < s else x for x in free]
+            if min(done) < s:
+                done[:] = [s if x < s else x for x in done]
             for q in queues:
                 if q and min(q) < s:
                     ts = [s if t < s else t for t in q]
