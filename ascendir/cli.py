@@ -403,47 +403,23 @@ def _read_json(path: Path, what: str):
         raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def _report_problem(data) -> str | None:
-    """What keeps `data` from being a renderable report, or None: missing or mistyped keys,
-    non-finite or negative figures, a clock that is not positive, totals that disagree with the
-    kernels (total_cycles = Σ kernel cycles, total_seconds = total_cycles / clock_hz)."""
+    """What keeps `data` from being a renderable report, or None: a departure from the report's
+    schema (report_schema.REPORT: types, finite non-negative figures, a positive clock and
+    ceilings, rates in [0, 1]) or totals that disagree with the kernels (total_cycles = Σ kernel
+    cycles, total_seconds = total_cycles / clock_hz)."""
+    from ascendir.report_schema import REPORT, check
+
     if not isinstance(data, dict):
         return f"a JSON {type(data).__name__}, not an object"
-    for key, kind in (("target", str), ("total_cycles", float), ("total_seconds", float), ("clock_hz", float), ("kernels", list)):
-        if key not in data:
-            return f"no '{key}'"
-        if not (_number(data[key]) if kind is float else isinstance(data[key], kind)):
-            return f"'{key}' is {data[key]!r}, not {'a finite number' if kind is float else kind.__name__}"
-    if data["clock_hz"] <= 0:
-        return f"'clock_hz' is {data['clock_hz']!r}, not a positive frequency"
-    for key in ("total_cycles", "total_seconds"):
-        if data[key] < 0:
-            return f"'{key}' is negative ({data[key]!r})"
-    for i, k in enumerate(data["kernels"]):
-        if not (isinstance(k, dict) and isinstance(k.get("name"), str) and _number(k.get("cycles")) and isinstance(k.get("bytes"), dict)):
-            return f"kernels[{i}] lacks name, cycles or bytes"
-        bad = [f for f in ("cycles", "flops", "seconds") if f in k and not (_number(k[f]) and k[f] >= 0)]
-        bad += [f"bytes.{lv}" for lv, b in k["bytes"].items() if not (_number(b) and b >= 0)]
-        if bad:
-            return f"kernels[{i}] ({k['name']}) has a negative or non-numeric {bad[0]}"
-    for key in ("pipe_busy", "pipe_utilization", "bytes"):
-        if not isinstance(data.get(key, {}), dict):
-            return f"'{key}' is {type(data[key]).__name__}"
+    problem = check(REPORT, data)
+    if problem:
+        return problem
     total = sum(k["cycles"] for k in data["kernels"])
     if not math.isclose(total, data["total_cycles"], rel_tol=1e-9, abs_tol=1e-6):
         return f"'total_cycles' {data['total_cycles']!r} is not the sum of its kernels' cycles ({total!r})"
     if not math.isclose(data["total_seconds"], data["total_cycles"] / data["clock_hz"], rel_tol=1e-9, abs_tol=1e-15):
         return f"'total_seconds' {data['total_seconds']!r} is not total_cycles / clock_hz"
-    ceil = data.get("ceilings")
-    if ceil is not None:
-        if not (isinstance(ceil, dict) and all(isinstance(ceil.get(t), dict) for t in ("cube_flops_per_s", "vector_flops_per_s"))
-                and all(_number(v) and v > 0 for t in ("cube_flops_per_s", "vector_flops_per_s") for v in ceil[t].values())
-                and all(_number(ceil.get(b)) and ceil[b] > 0 for b in ("hbm_Bps", "l2_Bps"))):
-            return "'ceilings' is not {cube_flops_per_s: {...}, vector_flops_per_s: {...}, hbm_Bps, l2_Bps} of positive numbers"
     return None
 
 

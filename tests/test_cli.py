@@ -104,12 +104,14 @@ def test_report_rejects_impossible_figures(tmp_path: Path) -> None:
     assert _run("run", MLP, "--timing-only", "--report", rep).exit_code == 0
     good = json.loads(rep.read_text())
 
-    def check(change, *fragments: str) -> None:
+    def check(change, *fragments: str, plots: bool = False) -> None:
         data = json.loads(json.dumps(good))
         change(data)
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps(data))
-        _assert_clean_error(_run("report", bad), "is not a report of", *fragments)
+        extra = ("--plots", tmp_path / "p") if plots else ()
+        _assert_clean_error(_run("report", bad, *extra), "is not a report of", *fragments)
+        assert not (tmp_path / "p").exists()
 
     check(lambda d: d.update(clock_hz=0), "'clock_hz' is 0", "positive")
     check(lambda d: d.update(clock_hz=-1.8e9), "'clock_hz'")
@@ -118,7 +120,22 @@ def test_report_rejects_impossible_figures(tmp_path: Path) -> None:
     check(lambda d: d.update(total_seconds=d["total_seconds"] * 2), "total_cycles / clock_hz")
     check(lambda d: d["kernels"][0].update(cycles=-5.0), "kernels[0]")
     check(lambda d: d["kernels"][1]["bytes"].update(gm_read=-1.0), "kernels[1]", "bytes.gm_read")
-    check(lambda d: d["ceilings"].update(hbm_Bps=0), "'ceilings'")
+    check(lambda d: d["ceilings"].update(hbm_Bps=0), "'ceilings.hbm_Bps' is 0", "positive")
+    # the whole structure (report_schema.REPORT): types, finiteness, signs, rates in [0, 1]
+    check(lambda d: d.update(gm_footprint="x"), "'gm_footprint' is 'x', not an object")
+    check(lambda d: d["gm_footprint"].update(arena=-3), "'gm_footprint.arena' is -3", "non-negative integer")
+    check(lambda d: d["kernels"][0].update(vector_ops="x"), "'kernels[0].vector_ops' is 'x'", plots=True)
+    check(lambda d: d.update(flops=float("inf")), "'flops' is inf", "finite")
+    check(lambda d: d["kernels"][0].update(flops=float("inf")), "'kernels[0].flops' is inf")
+    check(lambda d: d["bytes"].update({lv: -1 for lv in d["bytes"]}), "'bytes.gm_read' is -1", "non-negative")
+    check(lambda d: d.update(l2_hit_rate=7), "'l2_hit_rate' is 7", "[0, 1]")
+    check(lambda d: d["pipe_utilization"].update(M=1.5), "'pipe_utilization.M' is 1.5", "[0, 1]")
+    check(lambda d: d["tiling_search"]["matmul"].update(ops=-1), "'tiling_search.matmul.ops' is -1")
+    check(lambda d: d["tiling_search"]["matmul"].update(seconds=-5), "'tiling_search.matmul.seconds' is -5")
+    check(lambda d: d["kernels"][0].update(name=5), "'kernels[0].name' is 5, not a string")
+    check(lambda d: d.update(target=5), "'target' is 5, not a string")
+    check(lambda d: d["kernels"][1].pop("cycles"), "no 'kernels[1].cycles'")
+    check(lambda d: d.update(kernels={}), "'kernels' is {}, not a list")
 
 
 def test_report_gm_footprint(tmp_path: Path) -> None:
