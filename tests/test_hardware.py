@@ -136,3 +136,58 @@ def test_cli_bad_target_is_one_line(tmp_path: Path):
     p.write_text((HW_DIR / "ascend910b2.toml").read_text().replace("fractal_m = 16 ", "fractal_m = 0 "))
     model = Path(__file__).parent / "data" / "mlp_small" / "model.onnx"
     assert_clean_error(run_cli("run", model, "--timing-only", "--target", p), "cube.fractal_m = 0", str(p))
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('name = "ascend910b2" ', "name = 5 ", "chip.name = 5, must be a non-empty string"),  # was a report `report` rejects
+    ('arch = "dav-c220" ', 'arch = "dav-xyz" ', "chip.arch = 'dav-xyz', must be one of dav-c220, dav-c100, dav-m200"),
+    ("num_aiv = 48 ", "num_aiv = 47 ", "chip.num_aiv = 47, must be num_aic x aiv_per_aic = 24 x 2 = 48"),
+    ("ub = 32 ", "ub = 3 ", "align.ub = 3, must be a power of two"),
+    ("l0c = 64 ", "l0c = 96 ", "align.l0c = 96, must be a power of two"),
+    ("fractal_m = 16 ", "fractal_m = 7 ", "cube.fractal_m = 7, must be 16"),
+    ("fractal_n = 16 ", "fractal_n = 32 ", "cube.fractal_n = 32, must be 16"),
+    ("hbm_bytes = 68719476736 ", "hbm_bytes = 1000 ", "memory.hbm_bytes = 1000, must be at least memory.l2_bytes = 201326592"),
+    ('name = "ascend910b2" ', 'name = "ascend910a" ', "chip.name = 'ascend910a' is the name of the shipped target ascend910a.toml"),
+])
+def test_inconsistent_values_name_the_key_and_file(tmp_path: Path, old: str, new: str, message: str):
+    """Values each valid on their own but impossible for a chip (or another chip's name on this
+    chip's figures) fail on load, naming the key and the file."""
+    text = (HW_DIR / "ascend910b2.toml").read_text()
+    assert old in text
+    p = tmp_path / "custom.toml"
+    p.write_text(text.replace(old, new, 1).replace('name = "ascend910b2" ', 'name = "my910b2" ') if "name" not in old
+                 else text.replace(old, new, 1))
+    with pytest.raises(AscendirError) as e:
+        load_target(p)
+    assert str(e.value).startswith(f"target file {p}: {message}"), str(e.value)
+
+
+def test_custom_copies_and_renamed_chips_load(tmp_path: Path):
+    """A verbatim copy of a shipped file keeps its name; a changed file under a name of its own
+    loads and reports that name."""
+    text = (HW_DIR / "ascend910b2.toml").read_text()
+    p = tmp_path / "copy.toml"
+    p.write_text(text)
+    assert load_target(p).name == "ascend910b2"
+    p.write_text(text.replace('name = "ascend910b2" ', 'name = "my910b2" ').replace("clock_hz = 1.8e9 ", "clock_hz = 1.5e9 ", 1))
+    assert load_target(p).name == "my910b2" and load_target(p).clock_hz == 1.5e9
+    p.write_text(text.replace("clock_hz = 1.8e9 ", "clock_hz = 1.5e9 ", 1))
+    with pytest.raises(AscendirError, match="is the name of the shipped target ascend910b2.toml"):
+        load_target(p)
+
+
+def test_cli_bad_arch_names_the_file(tmp_path: Path):
+    from cli_helpers import assert_clean_error, run_cli
+
+    p = tmp_path / "custom.toml"
+    p.write_text((HW_DIR / "ascend910b2.toml").read_text().replace('arch = "dav-c220" ', 'arch = "dav-xyz" '))
+    model = Path(__file__).parent / "data" / "mlp_small" / "model.onnx"
+    # was: "target ascend910b2 has no rate for path l0c -> ub", naming neither the key nor the file
+    assert_clean_error(run_cli("run", model, "--timing-only", "--target", p), "chip.arch = 'dav-xyz'", str(p))
+
+
+def test_archs_are_the_lowered_ones():
+    from ascendir.dialects.ascend import COPY_PATHS
+    from ascendir.hardware.config import ARCHS
+
+    assert set(ARCHS) == set(COPY_PATHS)

@@ -273,6 +273,60 @@ def _validate(raw: dict[str, Any], path: Path) -> None:
     model = raw.get("memory", {}).get("l2_model", "tile") if isinstance(raw.get("memory"), dict) else "tile"
     if model not in L2_MODELS:
         raise AscendirError(f"target file {path}: memory.l2_model = {model!r}, must be one of {', '.join(L2_MODELS)}")
+    problem = _inconsistency(raw)
+    if problem:
+        raise AscendirError(f"target file {path}: {problem}")
+
+
+# Architectures the compiler has DMA paths and pipes for (dialects/ascend.py COPY_PATHS).
+ARCHS = ("dav-c220", "dav-c100", "dav-m200")
+# The cube's M x N fractal: 16 x 16 for every dtype on every Ascend chip (reference §3 "base
+# fractal per cycle" 16x16x16, fp32 16x8x16, int8 16x32x16: only K varies; S1 DtypeMKN). The
+# NZ layouts of the lowering assume it; K per cycle is the per-dtype knob (cube.k_per_cycle).
+FRACTAL_MN = 16
+
+
+def _inconsistency(raw: dict[str, Any]) -> str | None:
+    """What the values of a target file say that no chip can be, key by key, or None: chip.name
+    not a non-empty string (reports and run ids carry it), an arch without lowering paths, a vector
+    core count other than num_aic x aiv_per_aic, an alignment that is not a power of two, a cube
+    fractal M or N other than 16, HBM smaller than the L2 that caches it. Runs after the per-key
+    rules, so the numbers are already positive integers."""
+    chip, mem, cube = (raw.get(t) if isinstance(raw.get(t), dict) else {} for t in ("chip", "memory", "cube"))
+    name = chip.get("name")
+    if "name" in chip and not (isinstance(name, str) and name.strip()):
+        return f"chip.name = {name!r}, must be a non-empty string"
+    if "arch" in chip and chip["arch"] not in ARCHS:
+        return f"chip.arch = {chip['arch']!r}, must be one of {', '.join(ARCHS)}"
+    if all(k in chip for k in ("num_aic", "num_aiv")):
+        per = chip.get("aiv_per_aic", 1)
+        if chip["num_aiv"] != chip["num_aic"] * per:
+            return (f"chip.num_aiv = {chip['num_aiv']!r}, must be num_aic x aiv_per_aic = "
+                    f"{chip['num_aic']!r} x {per!r} = {chip['num_aic'] * per!r}")
+    for key, v in _values(raw, ["align", "*"]):
+        if int(v) & (int(v) - 1):
+            return f"{key} = {v!r}, must be a power of two"
+    for k in ("fractal_m", "fractal_n"):
+        if k in cube and cube[k] != FRACTAL_MN:
+            return f"cube.{k} = {cube[k]!r}, must be {FRACTAL_MN} (the cube fractal is 16 x 16 in M x N on every Ascend chip)"
+    if all(k in mem for k in ("hbm_bytes", "l2_bytes")) and mem["hbm_bytes"] < mem["l2_bytes"]:
+        return f"memory.hbm_bytes = {mem['hbm_bytes']!r}, must be at least memory.l2_bytes = {mem['l2_bytes']!r} (L2 caches HBM)"
+    return None
+
+
+def _shipped_name_clash(raw: dict[str, Any], path: Path) -> str | None:
+    """A custom file (outside ascendir/hardware/) that calls itself a shipped chip must be that
+    chip's file: reports, run ids and traces identify the target by its name alone, so a
+    910B2-figured file named "ascend910a" would publish 910B2 figures as 910A's. A verbatim copy
+    is fine."""
+    name = raw["chip"].get("name") if isinstance(raw.get("chip"), dict) else None
+    if name not in TARGETS or path.resolve().parent == _HERE.resolve():
+        return None
+    shipped = _HERE / f"{name}.toml"
+    if _read_toml(shipped.resolve(), shipped.stat().st_mtime_ns) == raw:
+        return None
+    return (f"chip.name = {name!r} is the name of the shipped target {shipped.name}, but this file's values differ "
+            f"from it: give the chip a name of its own (reports identify the target by name)")
 
 
 @functools.lru_cache(maxsize=32)
@@ -304,10 +358,14 @@ def load_target(target: str | Path | HardwareConfig | None = None) -> HardwareCo
         raise AscendirError(f"cannot read target file {path}: {' '.join(str(e).split())}") from None
     _validate(raw, path)
     try:
-        return _parse(raw)
+        config = _parse(raw)
     except KeyError as e:
         raise AscendirError(f"target file {path} lacks key {e}") from None
     except (TypeError, ValueError, AttributeError) as e:
         raise AscendirError(f"target file {path}: bad value ({' '.join(str(e).split())})") from None
     except AscendirError as e:  # _parse's own (vector.ops entries) name the key, not the file
         raise AscendirError(f"target file {path}: {e}") from None
+    clash = _shipped_name_clash(raw, path)
+    if clash:
+        raise AscendirError(f"target file {path}: {clash}")
+    return config
