@@ -45,6 +45,7 @@ from ascendir.dialects.ascend import MemSpace, space_of
 from ascendir.hardware.config import HardwareConfig
 from ascendir.transforms.buffer_lifetimes import nbytes, root_of
 from ascendir.transforms.insert_sync import written
+from ascendir.transforms.ir_level import require_ascend_ir
 from ascendir.transforms.plan_memory import OFFSET_ATTR, module_target, plan_kernel
 
 SLOT_ATTR = "ascend.slot"
@@ -189,6 +190,7 @@ class DoubleBuffer(ModulePass):
     target: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_ascend_ir(op, self.name)
         target = module_target(op, self.target)
         for k in list(op.ops):
             if isinstance(k, ascend.KernelOp):

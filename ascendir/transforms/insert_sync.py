@@ -64,6 +64,7 @@ from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
 from ascendir.interpreter.compiler import _dropped_dims
 from ascendir.interpreter.race import _overlap
+from ascendir.transforms.ir_level import require_ascend_ir
 
 ITERATIONS = 4  # first iterations of each loop executed: loop-carried distances 1..3 (ping-pong is 2)
 LAST = 2  # and its last iterations (boundary tiles, last-iteration branches)
@@ -496,6 +497,7 @@ class InsertSync(ModulePass):
     trust_flags: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_ascend_ir(op, self.name)
         for k in list(op.ops):
             if not isinstance(k, ascend.KernelOp):
                 continue

@@ -37,6 +37,7 @@ from ascendir.dialects.ascend import MemSpace, space_of, subblock
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.transforms.buffer_lifetimes import live_intervals, nbytes, root_of
+from ascendir.transforms.ir_level import require_ascend_ir
 
 OFFSET_ATTR = "offset"
 FOOTPRINT_ATTR = "ascend.gm_footprint"
@@ -209,4 +210,5 @@ class PlanMemory(ModulePass):
     target: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_ascend_ir(op, self.name)
         plan_module(op, module_target(op, self.target))
