@@ -59,13 +59,16 @@ class _Buffer(io.StringIO):
 
 
 def main(args: Sequence[str] | None = None) -> None:
+    from ascendir.pass_notes import collect_notes
     from ascendir.transforms.choose_tiling import log_summary, search_log
 
     try:
-        with search_log() as log:
+        with search_log() as log, collect_notes() as notes:
             AscendirOptMain(description="ascendir modular optimizer driver", args=args).run()
-        if log:  # what choose-tiling scored: stderr, so the IR on stdout stays as it was
-            print(f"ascendir-opt: note: {log_summary(log)}", file=sys.stderr)
+        # what choose-tiling scored, what a pass left alone and why: stderr, so the IR on stdout
+        # stays as it was
+        for line in ([log_summary(log)] if log else []) + notes:
+            print(f"ascendir-opt: note: {line}", file=sys.stderr)
     except (Exception, ArgSpecParseError) as e:  # one line, exit code 2: never a traceback for bad IR
         msg = f"{e.filename}: {e.strerror}" if isinstance(e, OSError) and e.filename else one_line(e)
         print(f"ascendir-opt: error: {msg}", file=sys.stderr)

@@ -320,3 +320,10 @@ def test_closed_stdout_ends_quietly_like_sigpipe():
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGPIPE, err.decode()
     assert err.decode().strip() == ""
+
+
+def test_lowering_leaves_no_double_buffer_notes() -> None:
+    """compile runs double-buffer on every kernel (lowering's pipeline, quiet): the templates'
+    kernels have flags, which is no news to the user; an explicit -p double-buffer notes it."""
+    r = _run("compile", MLP)
+    assert r.exit_code == 0 and "note: double-buffer" not in r.output, r.output[-400:]

@@ -43,7 +43,8 @@ def lowered_pipeline(target: str) -> tuple:
     from ascendir.transforms.insert_sync import InsertSync
     from ascendir.transforms.plan_memory import PlanMemory
 
-    return (DoubleBuffer(target=target), PlanMemory(target=target), InsertSync(trust_flags=True))
+    # quiet: the templates pipeline their own kernels (flags), so "left alone" is no news here
+    return (DoubleBuffer(target=target, quiet=True), PlanMemory(target=target), InsertSync(trust_flags=True))
 
 
 __all__ = ["lower", "lowered_pipeline"]

@@ -43,6 +43,7 @@ from xdsl.passes import ModulePass
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import MemSpace, space_of
 from ascendir.hardware.config import HardwareConfig
+from ascendir.pass_notes import note
 from ascendir.transforms.buffer_lifetimes import nbytes, root_of
 from ascendir.transforms.insert_sync import written
 from ascendir.transforms.ir_level import require_ascend_ir
@@ -97,7 +98,9 @@ def _written_first(loop: scf.ForOp, buf: SSAValue) -> bool:
     return False
 
 
-def _fits(kernel: ascend.KernelOp, extra: list[SSAValue], target: HardwareConfig) -> bool:
+def _overflow(kernel: ascend.KernelOp, extra: list[SSAValue], target: HardwareConfig) -> tuple[str, int, int] | None:
+    """The first on-chip space the kernel's buffers plus `extra` overflow: (space, aligned bytes
+    needed, bytes available), or None when they fit."""
     need: dict[str, int] = {}
     bufs = [op.result for op in kernel.walk() if isinstance(op, ascend.AllocOp)] + extra
     for b in bufs:
@@ -106,11 +109,14 @@ def _fits(kernel: ascend.KernelOp, extra: list[SSAValue], target: HardwareConfig
             continue
         a = target.align.get(sp, 32)
         need[sp] = need.get(sp, 0) + -(-max(nbytes(b.type), 1) // a) * a
-    return all(n <= target.capacity(sp) for sp, n in need.items())
+    return next(((sp, n, target.capacity(sp)) for sp, n in need.items() if n > target.capacity(sp)), None)
 
 
-def double_buffer_loop(kernel: ascend.KernelOp, loop: scf.ForOp, target: HardwareConfig) -> bool:
-    """Ping-pong the load buffers of `loop` (module docstring); True when it changed."""
+def double_buffer_loop(kernel: ascend.KernelOp, loop: scf.ForOp, target: HardwareConfig,
+                       why: list[str] | None = None) -> bool:
+    """Ping-pong the load buffers of `loop` (module docstring); True when it changed. When the
+    second slots would overflow a space, `why` gets a line saying so (the loop, its buffers, the
+    bytes needed and available)."""
     if loop.iter_args or loop.results:
         return False
     allocs = [op for op in kernel.body.block.ops if isinstance(op, ascend.AllocOp)]
@@ -120,7 +126,17 @@ def double_buffer_loop(kernel: ascend.KernelOp, loop: scf.ForOp, target: Hardwar
         and (uses := _uses(a.result)) and all(_inside(u, loop) for u in uses)
         and _written_first(loop, a.result)
     ]
-    if not bufs or not _fits(kernel, bufs, target):
+    if not bufs:
+        return False
+    over = _overflow(kernel, bufs, target)
+    if over:
+        if why is not None:
+            space, need, have = over
+            iv = loop.body.block.args[0].name_hint
+            types = sorted({str(b.type) for b in bufs})
+            why.append(f"the loop over {'%' + iv if iv else 'an index'}: second slots for its {len(bufs)} buffer"
+                       f"{'s' if len(bufs) != 1 else ''} ({', '.join(types)}) need {need} B of {space.upper()}, "
+                       f"{have} B on {target.name}")
         return False
     twins: dict[SSAValue, SSAValue] = {}
     for b in bufs:
@@ -160,13 +176,18 @@ def double_buffer_loop(kernel: ascend.KernelOp, loop: scf.ForOp, target: Hardwar
     return True
 
 
-def double_buffer(kernel: ascend.KernelOp, target: HardwareConfig) -> int:
+def double_buffer(kernel: ascend.KernelOp, target: HardwareConfig, why: list[str] | None = None) -> int:
     """double_buffer_loop on every loop of a flag-free kernel, innermost first, then plan_kernel
-    again when the kernel was planned; returns how many loops were ping-ponged.
+    again when the kernel was planned; returns how many loops were ping-ponged. `why` gets a line
+    per reason something was left single-buffered: the kernel has flags, or a loop's second slots
+    do not fit.
 
     Raises:
         AscendirError: from plan_kernel, when re-planning a planned kernel does not fit."""
     if any(isinstance(op, ascend.FlagOp) for op in kernel.walk()):
+        if why is not None:
+            why.append("it has sync flags already (insert-sync ran, or a template pipelined it): "
+                       "run double-buffer before insert-sync")
         return 0
     planned = any(
         isinstance(op, ascend.AllocOp) and OFFSET_ATTR in op.attributes and space_of(op.result) != MemSpace.GM
@@ -176,7 +197,7 @@ def double_buffer(kernel: ascend.KernelOp, target: HardwareConfig) -> int:
     done = 0
     for loop in reversed(loops):  # post-order: inner loops before the loops around them
         if loop.parent is not None:
-            done += double_buffer_loop(kernel, loop, target)
+            done += double_buffer_loop(kernel, loop, target, why)
     if done and planned:  # the new slots need offsets, and lifetimes changed: plan every buffer again
         plan_kernel(kernel, target)
     return done
@@ -188,10 +209,14 @@ class DoubleBuffer(ModulePass):
 
     name = "double-buffer"
     target: str = ""
+    quiet: bool = False  # no notes (the lowering pipeline, whose templates pipeline themselves)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_ascend_ir(op, self.name)
         target = module_target(op, self.target)
         for k in list(op.ops):
             if isinstance(k, ascend.KernelOp):
-                double_buffer(k, target)
+                why: list[str] = []
+                double_buffer(k, target, why)
+                for reason in [] if self.quiet else why:
+                    note(f"double-buffer: kernel @{k.sym_name.data} left single-buffered: {reason}")
