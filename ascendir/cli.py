@@ -301,9 +301,13 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     if log:  # what choose-tiling scored (the report's table prints it too)
         result.report["tiling_search"] = log_json(log)
 
+    from ascendir.dtypes import numpy_native
+
     def save_outputs(p: Path) -> None:
+        # bf16 / fp8 / fp4 / int4 outputs upcast exactly (dtypes.numpy_native): np.savez would store
+        # ml_dtypes arrays as raw |V bytes that np.load cannot compute with
         with p.open("wb") as f:  # a file object: np.savez would append .npz to a path
-            np.savez(f, **result.outputs)
+            np.savez(f, **{k: numpy_native(v) for k, v in result.outputs.items()})
 
     # Files first: rendering may stop early (`ascendir run ... | head` closes stdout).
     if outputs is not None:

@@ -115,6 +115,21 @@ def is_integer(dtype: np.dtype) -> bool:
     return dtype.kind in "iu" or (dtype.kind == "V" and dtype in _ML_INTS)
 
 
+def numpy_native(arr: np.ndarray) -> np.ndarray:
+    """`arr` in a dtype plain numpy reads (`np.load` without ml_dtypes; an .npz stores ml_dtypes
+    arrays as raw bytes, `|V2` for bf16): ml_dtypes floats (bf16, the float8 types, float4) as
+    float32 and their 2/4-bit integers as int8 / uint8. Exact: every value of those types is a
+    float32 / int8 / uint8 value (bf16 is the top half of a float32; e8m0's 2^-127 is a float32
+    subnormal). Other arrays are returned as they are."""
+    if arr.dtype.kind != "V":
+        return arr
+    if is_float(arr.dtype):
+        return arr.astype(np.float32)
+    if is_integer(arr.dtype):
+        return arr.astype(np.int8 if ml_dtypes.iinfo(arr.dtype).min < 0 else np.uint8)
+    return arr
+
+
 def bits(dtype: np.dtype) -> int:
     """Bits one element occupies in memory: 4 for int4/uint4/float4, 2 for int2/uint2, else
     8 × the numpy item size (bool counts as 8, as it is stored in UB)."""

@@ -361,8 +361,9 @@ def test_bfloat16_inputs_round_trip_through_npz(tmp_path: Path) -> None:
     np.savez(tmp_path / "in.npz", x=data)  # numpy stores bfloat16 as raw |V2
     r = _run("run", model, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
     assert r.exit_code == 0, r.output
-    got = np.load(tmp_path / "o.npz")["y"].view(ml_dtypes.bfloat16)
-    np.testing.assert_array_equal(got.astype(np.float32), 2 * data.astype(np.float32))
+    got = np.load(tmp_path / "o.npz")["y"]  # bf16 outputs are written as float32 (dtypes.numpy_native)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, 2 * data.astype(np.float32))
 
 
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])

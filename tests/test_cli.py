@@ -327,3 +327,34 @@ def test_lowering_leaves_no_double_buffer_notes() -> None:
     kernels have flags, which is no news to the user; an explicit -p double-buffer notes it."""
     r = _run("compile", MLP)
     assert r.exit_code == 0 and "note: double-buffer" not in r.output, r.output[-400:]
+
+
+def test_bf16_outputs_are_float32_in_the_npz(tmp_path: Path) -> None:
+    """--dtype bf16 --outputs: np.savez stored the bf16 arrays as raw |V2 bytes plain numpy cannot
+    compute with; they are written as float32 (exact upcast: every value is still a bf16)."""
+    import ml_dtypes
+
+    out = tmp_path / "o.npz"
+    ref = DATA / "mlp_small" / "reference.npz"
+    r = _run("run", MLP, "--dtype", "bf16", "--inputs", ref, "--outputs", out)
+    assert r.exit_code == 0, r.output
+    got = np.load(out, allow_pickle=False)["output"]
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got.astype(ml_dtypes.bfloat16).astype(np.float32), got)  # bf16 values
+    from test_precision import BOUND, relative_to_max_error  # the README's bf16 error bound
+
+    assert relative_to_max_error(got, np.load(ref)["output:output"]) <= BOUND["bf16"]
+
+
+def test_numpy_native_upcasts_ml_dtypes_exactly() -> None:
+    import ml_dtypes
+
+    from ascendir.dtypes import numpy_native
+
+    for t, native in ((ml_dtypes.bfloat16, np.float32), (ml_dtypes.float8_e4m3fn, np.float32), (ml_dtypes.float4_e2m1fn, np.float32),
+                      (ml_dtypes.int4, np.int8), (ml_dtypes.uint4, np.uint8), (ml_dtypes.int2, np.int8)):
+        x = np.arange(-2, 3).astype(t) if np.dtype(t) != np.dtype(ml_dtypes.uint4) else np.arange(5).astype(t)
+        y = numpy_native(x)
+        assert y.dtype == native and np.array_equal(y.astype(t), x), t
+    f = np.ones(3, np.float16)
+    assert numpy_native(f) is f
