@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,24 @@ def test_progress_called_per_launch() -> None:
     assert seen == [(1, 1)] and len(res.report["kernels"]) == 1
 
 
-EPS_US = 1e-6  # float rounding of cycle times converted to µs; viewers resolve 1 ns = 1e-3 µs
+def _perfetto_ns(us: float) -> int:
+    """Perfetto's JSON importer: a float µs value becomes llround(µs × 1000) ns (ts and dur alike)."""
+    return int(math.floor(us * 1000.0 + 0.5))
+
+
+def _partial_overlaps(spans: list[tuple], track) -> list[str]:
+    """Strict: (start, end, name) spans must nest or be disjoint (touching allowed), no tolerance."""
+    problems = []
+    spans = sorted(spans, key=lambda x: (x[0], -x[1]))
+    open_: list[tuple] = []  # enclosing slices, innermost last
+    for s1, e1, n1 in spans:
+        while open_ and open_[-1][1] <= s1:  # ended: closed left, open right
+            open_.pop()
+        if open_ and e1 > open_[-1][1]:
+            s0, e0, n0 = open_[-1]
+            problems.append(f"{track}: {n0} [{s0!r}, {e0!r}] partly overlaps {n1} [{s1!r}, {e1!r}]")
+        open_.append((s1, e1, n1))
+    return problems
 
 
 def _flow_binding_problems(events: list[dict]) -> list[str]:
@@ -89,22 +107,18 @@ def _flow_binding_problems(events: list[dict]) -> list[str]:
     a flow event ("s", or "f" with bp "e") must lie in an "X" slice of its own pid/tid, and the
     slice it lies in when imported in (ts, file order) must be its own set_flag / wait_flag slice
     (Perfetto binds the topmost open slice of the track); slices of a track must nest or be
-    disjoint (Perfetto drops a partial overlap); ids must be numbers (a string id is read as hex)."""
+    disjoint (Perfetto drops a partial overlap), strictly: in the float µs of the file (ts + dur)
+    and in the integer ns Perfetto makes of ts and dur separately; ids must be numbers (a string
+    id is read as hex)."""
     problems = []
     by_track: dict[tuple, list[tuple[float, float, str]]] = {}
     for e in events:
-        if e.get("ph") == "X" and e.get("pid", 0) > 0:
+        if e.get("ph") == "X":
             by_track.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
+            ns = _perfetto_ns(e["ts"])
+            by_track.setdefault(("ns", e["pid"], e["tid"]), []).append((ns, ns + _perfetto_ns(e["dur"]), e["name"]))
     for track, spans in by_track.items():
-        spans.sort(key=lambda x: (x[0], -x[1]))
-        open_: list[tuple[float, float, str]] = []  # enclosing slices, innermost last
-        for s1, e1, n1 in spans:
-            while open_ and open_[-1][1] <= s1 + EPS_US:  # ended: closed left, open right
-                open_.pop()
-            if open_ and e1 > open_[-1][1] + EPS_US:
-                s0, e0, n0 = open_[-1]
-                problems.append(f"{track}: {n0} [{s0}, {e0}] partly overlaps {n1} [{s1}, {e1}]")
-            open_.append((s1, e1, n1))
+        problems += _partial_overlaps(spans, track)
     for i, e in enumerate(events):
         if e.get("ph") not in ("s", "f"):
             continue

@@ -4,6 +4,15 @@ pid 0 = host (one span per kernel launch, and the chip-wide "GM bandwidth" count
 pid i+1 = the i-th kernel launch; within a launch tid = core · 32 + pipe slot, named "core 3 MTE2"
 (or "core 3 aiv.MTE2" in mixed kernels). Times are µs at the target clock.
 
+Slice times lie on a 1-ns grid: every instant (a start or an end, in cycles of chip time) is
+rounded to whole nanoseconds by one function (`Grid`), ts = start / 1000 and dur chosen so that
+ts + dur is exactly the end's µs value in floats. The rounding is monotone, so slices that touch
+in cycles touch in the trace (one's end == the next's start) and nested ones stay nested: no
+partial overlap that float error used to create (llama_small: 855 pairs of adjacent slices
+overlapping by one float unit, ts + cycles·µs/cycle vs the next op's own start). Perfetto reads
+ts and dur separately as llround(µs × 1000) ns, which on this grid gives back the same integers,
+so the viewer sees exactly these slices; the cycles of each slice stay exact in its args.
+
 set_flag → wait_flag hand-offs are flow arrows. Viewers bind a flow event to the slice enclosing
 it on its own track (Perfetto's JSON importer drops one without: stat flow_no_enclosing_slice), so
 every set_flag and wait_flag is also a slice (cat "sync") on its pipe's track: a set spans from its
@@ -20,6 +29,8 @@ series. It follows the pipe timeline: a launch stretched to the chip bandwidth f
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -75,33 +86,56 @@ def gm_counter(rec: KernelRecord, base: float, us: float, clock_hz: float) -> li
     return ev
 
 
+class Grid:
+    """µs values of chip instants (cycles) on the 1-ns grid (module docstring)."""
+
+    def __init__(self, clock_hz: float) -> None:
+        self.ns_per_cycle = 1e9 / clock_hz
+
+    def at(self, cycles: float) -> float:
+        """µs of the whole nanosecond nearest to `cycles` (monotone in `cycles`)."""
+        return round(cycles * self.ns_per_cycle) / 1000
+
+    def span(self, start: float, end: float) -> dict:
+        """{"ts", "dur"} of a slice from `start` to `end` (cycles): ts + dur == at(end) exactly."""
+        ts, stop = self.at(start), self.at(end)
+        dur = stop - ts
+        while ts + dur > stop:  # the subtraction rounded up (ts far below end): step back to the end
+            dur = math.nextafter(dur, 0.0)
+        while ts + dur < stop:
+            dur = math.nextafter(dur, math.inf)
+        return {"ts": ts, "dur": dur}
+
+
 def trace_events(records: list[KernelRecord], target: HardwareConfig) -> list[dict]:
     us = 1e6 / target.clock_hz
+    grid = Grid(target.clock_hz)
     ev: list[dict] = [{"ph": "M", "pid": 0, "name": "process_name", "args": {"name": "host"}}]
     offset = 0.0
     next_id = 0
     for n, rec in enumerate(records):
         pid = n + 1
         ev.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"#{n} @{rec.name}"}})
-        ev.append({"ph": "X", "pid": 0, "tid": 0, "name": rec.name, "ts": offset * us, "dur": rec.cycles * us,
+        ev.append({"ph": "X", "pid": 0, "tid": 0, "name": rec.name, **grid.span(offset, offset + rec.cycles),
                    "args": {"block_dim": rec.block_dim, "core_type": rec.core_type, "cycles": rec.cycles}})
         base = offset + rec.launch_cycles
         tids = set()
         for core, slot, start, cyc, name, _ in rec.events:
             tid = core * 32 + slot
             tids.add((tid, core, slot))
-            ev.append({"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": (base + start) * us, "dur": cyc * us,
+            ev.append({"ph": "X", "pid": pid, "tid": tid, "name": name, **grid.span(base + start, base + start + cyc),
                        "args": {"cycles": cyc}})
         ids: dict[int, int] = {}
         labels = rec.pipe_labels
         for phase, core, slot, peer, event, start, end, fid in rec.flows:
             tid = core * 32 + slot
             tids.add((tid, core, slot))
-            ts = (base + start) * us
+            sl = grid.span(base + start, base + end)
+            ts = sl["ts"]
             src, dst = (slot, peer) if phase == "s" else (peer, slot)
             what = "set_flag" if phase == "s" else "wait_flag"
             ev.append({"ph": "X", "pid": pid, "tid": tid, "name": f"{what} {labels[src]}->{labels[dst]}", "cat": SYNC,
-                       "ts": ts, "dur": (end - start) * us, "args": {"event": event, "cycles": end - start}})
+                       **sl, "args": {"event": event, "cycles": end - start}})
             if fid not in ids:
                 ids[fid] = next_id
                 next_id += 1
