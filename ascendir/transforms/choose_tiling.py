@@ -54,6 +54,7 @@ ranking to be right, `benchmarks/tiling_search.py` prints estimate vs simulation
 from __future__ import annotations
 
 import math
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -480,24 +481,48 @@ def search(p: Problem, target: HardwareConfig) -> SearchResult:
     return SearchResult(best, best_e[1], n, time.perf_counter() - t0)
 
 
-def parse_tiling(spec: str) -> dict[str, int]:
+# The alignment every op's field needs whatever its shape and dtype (S3): m, n, br, bc multiples
+# of 16 rows / columns, k of 32 B of the widest operand (f32: 8 elements; f16 / bf16 need 16,
+# checked per op by check_fits). Checked up front so no path (CLI, pass option, IR attribute)
+# reaches a template or cost formula with a zero, negative or misaligned tile.
+FIELD_ALIGN = {"m": 16, "n": 16, "k": 8, "br": 16, "bc": 16}
+_ENTRY = re.compile(r"([a-z_0-9]+)=(-?[0-9]+)", re.ASCII)
+
+
+def check_fields(fields: dict[str, int], where: str) -> None:
+    """Raises AscendirError (`{where}: ...`) for a field < 1 or one off FIELD_ALIGN."""
+    for key, v in fields.items():
+        if v < 1:
+            raise AscendirError(f"{where}: {key}={v} must be >= 1")
+        a = FIELD_ALIGN.get(key)
+        if a and v % a:
+            raise AscendirError(f"{where}: {key}={v} is not aligned ({key} must be a multiple of {a}; S3)")
+
+
+def parse_tiling(spec: str, source: str = "--tiling") -> dict[str, int]:
     """`"m=128,n=128,k=64,br=64"` -> {"m": 128, ...}; keys from FIELDS (matmul) and
-    ATTENTION_FIELDS (flash attention).
+    ATTENTION_FIELDS (flash attention). Entries are separated by `,` (or `;`); whitespace around
+    an entry, key or value is ignored (`"m = 128, n=64"` is `"m=128,n=64"`); values are plain
+    decimal integers >= 1, aligned as FIELD_ALIGN says. `source` names where the spec came from in
+    errors (`--tiling`, or `choose-tiling` for that pass's option).
 
     Raises:
-        AscendirError: an unknown or repeated key, an empty entry or a non-integer value."""
+        AscendirError: an unknown or repeated key, an empty entry, a value that is not a decimal
+            integer, < 1 or misaligned."""
     out: dict[str, int] = {}
     keys = ", ".join(FIELDS + ATTENTION_FIELDS)
+    where = f"bad --tiling '{spec}'" if source == "--tiling" else f'bad {source} option tiling="{spec}"'
     for part in (s.strip() for s in spec.replace(";", ",").split(",")):
         if not part:
-            raise AscendirError(f"bad --tiling '{spec}': empty entry (expected KEY=INT,KEY=INT..., KEY in {keys})")
-        key, _, val = part.partition("=")
-        key = key.strip()
-        if key not in FIELDS + ATTENTION_FIELDS or not val.strip().lstrip("-").isdigit():
-            raise AscendirError(f"bad --tiling entry '{part}' (expected KEY=INT, KEY in {keys})")
+            raise AscendirError(f"{where}: empty entry (expected KEY=INT,KEY=INT..., KEY in {keys})")
+        m = _ENTRY.fullmatch(re.sub(r"\s*=\s*", "=", part, count=1))
+        if m is None or m.group(1) not in FIELDS + ATTENTION_FIELDS:
+            raise AscendirError(f"{where}: bad entry '{part}' (expected KEY=INT, KEY in {keys})")
+        key = m.group(1)
         if key in out:
-            raise AscendirError(f"bad --tiling '{spec}': key '{key}' given twice")
-        out[key] = int(val)
+            raise AscendirError(f"{where}: key '{key}' given twice")
+        out[key] = int(m.group(2))
+    check_fields(out, where)
     return out
 
 
@@ -511,6 +536,7 @@ def _fields(attr: Attribute | None, allowed: tuple[str, ...], what: str) -> dict
         if key not in allowed or not isinstance(v, IntegerAttr):
             raise AscendirError(f"{TILING_ATTR} of {what}: bad entry {key} = {v} (integers for {', '.join(allowed)})")
         out[key] = v.value.data
+    check_fields(out, f"{TILING_ATTR} of {what}")
     return out
 
 
@@ -575,6 +601,10 @@ class ChooseTiling(ModulePass):
     target: str = ""
     tiling: str = ""
 
+    def __post_init__(self) -> None:
+        if self.tiling:  # a bad spec fails when the pipeline is parsed, in every driver
+            parse_tiling(self.tiling, self.name)
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         annotate(op, load_target(self.target or DEFAULT_TARGET), self.tiling)
 
@@ -635,7 +665,7 @@ def log_json(log: dict[str, SearchStats]) -> dict[str, dict]:
 
 def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: list | None = None) -> None:
     """ChooseTiling's work (see there); `stats` gets (op, problem, SearchResult or None) per matmul."""
-    force = parse_tiling(forced) if forced else {}
+    force = parse_tiling(forced, ChooseTiling.name) if forced else {}
     mm_force = {k: v for k, v in force.items() if k in FIELDS}
     att_force = {k: v for k, v in force.items() if k in ATTENTION_FIELDS}
     searched: dict[Problem, SearchResult] = {}  # a model repeats its layers' shapes
