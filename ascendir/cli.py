@@ -238,7 +238,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the report."""
     from ascendir.driver import (
         gather_bounds, is_lowered, load_ir, lower, main_func, missing_weights, parse_input_shapes, parse_pipeline,
-        random_inputs, run_passes, weights_path,
+        random_inputs, reject_nn_options, run_passes, weights_path,
     )
     from ascendir.frontends.onnx import import_onnx
     from ascendir.hardware import load_target
@@ -271,8 +271,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
                 f"{model}: weight @{missing[0]}{more} not in {where} (`ascendir compile -o` writes it beside the IR; "
                 "--timing-only needs none)"
             )
-        if is_lowered(module) and pipeline is not None:
-            raise AscendirError(f"{model} is already lowered to the ascend dialect; -p (an nn-level pipeline) does not apply")
+        if is_lowered(module):
+            reject_nn_options(model, pipeline, tiling)
         arch, lowered_for = (module.attributes.get(k) for k in ("ascend.arch", "ascend.target"))
         if arch is not None and getattr(arch, "data", None) != hw.arch:
             chip = getattr(lowered_for, "data", "another chip")

@@ -40,11 +40,14 @@ def parse_pipeline(
     being compiled for); `tiling` ("m=128,n=128,k=64") is forced on every matmul by that pass,
     which is appended when the pipeline has none (e.g. -O0). A pass whose own `target` option
     names another chip than `target` is an error (it would tile for a chip the module is not
-    compiled for), as are ascend-level passes (ASCEND_LEVEL_PASSES) in this nn-level pipeline.
+    compiled for; chips are compared as loaded configurations, so a custom TOML keeping a shipped
+    chip's name is another chip), as are ascend-level passes (ASCEND_LEVEL_PASSES) in this
+    nn-level pipeline, and a `tiling` next to a choose-tiling that has its own `tiling` option.
 
     Raises:
         AscendirError: an unknown pass, option or pipeline name, an ascend-level pass, a pass
-            target contradicting `target`, or a malformed `tiling`.
+            target contradicting `target`, a malformed `tiling`, or `tiling` and a choose-tiling
+            `tiling` option both given.
     """
     pipe = _parse_pipeline(spec, opt_level)
     if target is None and not tiling:
@@ -52,19 +55,30 @@ def parse_pipeline(
     from ascendir.transforms.choose_tiling import ChooseTiling, parse_tiling
 
     if target is not None:
-        chip = load_target(target).name
+        hw = load_target(target)
+        tdesc = str(target) if Path(str(target)).suffix == ".toml" else hw.name
         for p in pipe.passes:
             # a pass tiling (or deciding fit) for another chip than the one simulated / compiled
-            # for would make choices that chip cannot use: say so rather than pick one
+            # for would make choices that chip cannot use: say so rather than pick one. Compared
+            # as resolved configurations, not names: a custom file keeping a shipped chip's
+            # `name` with other buffer sizes is another chip.
             own = getattr(p, "target", "")
-            if own and load_target(own).name != chip:
+            if own and load_target(own) != hw:
+                same = " (the same name, other parameters)" if load_target(own).name == hw.name else ""
                 raise AscendirError(
-                    f"bad pass pipeline: {p.name}{{target={own}}} contradicts --target {chip} (the nn-level passes work "
-                    f"for the chip being compiled for: drop the pass's target option or use --target {own})"
+                    f"bad pass pipeline: {p.name}{{target={own}}} contradicts --target {tdesc}{same} (the nn-level "
+                    f"passes work for the chip being compiled for: drop the pass's target option or use --target {own})"
                 )
 
     if tiling:
         parse_tiling(tiling)  # fail early on a malformed spec
+        for p in pipe.passes:
+            # two sources for one choice: which one the user meant is a guess, so ask
+            if isinstance(p, ChooseTiling) and p.tiling:
+                raise AscendirError(
+                    f'--tiling {tiling} conflicts with the pass option choose-tiling{{tiling="{p.tiling}"}} in -p: give '
+                    "the fields in one place"
+                )
     passes = list(pipe.passes)
     if tiling and not any(isinstance(p, ChooseTiling) for p in passes):
         passes.append(ChooseTiling())
@@ -281,7 +295,22 @@ def compile_model(
             lower(module, weights, target)
     elif emit == "nn":
         raise AscendirError(f"{path} is already lowered to the ascend dialect; cannot emit nn")
+    else:
+        reject_nn_options(path, pipeline, tiling)
     return module, weights
+
+
+def reject_nn_options(path: Path, pipeline: str | None, tiling: str | None) -> None:
+    """Already-lowered (ascend dialect) input: its kernels and tiles are fixed, so an nn-level
+    pipeline or a tiling would be silently ignored.
+
+    Raises:
+        AscendirError: when `pipeline` (-p) or `tiling` (--tiling) is given."""
+    if pipeline is not None:
+        raise AscendirError(f"{path} is already lowered to the ascend dialect; -p (an nn-level pipeline) does not apply")
+    if tiling:
+        raise AscendirError(f"{path} is already lowered to the ascend dialect; --tiling (choose-tiling's fields) does not "
+                            "apply: compile the nn-level IR or the model with it")
 
 
 def weights_path(ir_path: str | Path) -> Path:

@@ -74,3 +74,53 @@ def test_whitespace_is_ignored_around_keys_and_values():
     assert parse_tiling("m=128, n = 64 ;br=16") == {"m": 128, "n": 64, "br": 16}
     with pytest.raises(AscendirError, match="bad entry 'm=1 28'"):
         parse_tiling("m=1 28")
+
+
+def _mm_ir(tmp_path):
+    src = tmp_path / "mm.mlir"
+    src.write_text(matmul_text((64, 256), (256, 96), (64, 96), "f16"))
+    return src
+
+
+def test_custom_target_with_a_shipped_name_contradicts_that_chip(tmp_path):
+    """A copy of ascend910b2.toml with smaller L1 / L0B keeps `name = "ascend910b2"`: comparing
+    names let choose-tiling{target=ascend910b2} tile for the shipped chip under --target small.toml."""
+    from pathlib import Path
+
+    import ascendir.hardware.config as cfg
+
+    text = (Path(cfg.__file__).parent / "ascend910b2.toml").read_text()
+    small = tmp_path / "small.toml"
+    small.write_text(text.replace("l1 = 524288", "l1 = 131072", 1).replace("l0b = 65536", "l0b = 16384", 1))
+    src = _mm_ir(tmp_path)
+    assert_clean_error(run_cli("compile", src, "--emit", "nn", "--target", small, "-p", "choose-tiling{target=ascend910b2}"),
+                       f"choose-tiling{{target=ascend910b2}} contradicts --target {small} (the same name, other parameters)")
+    # the same file under its own name, and an identical copy, are no contradiction
+    assert run_cli("compile", src, "--emit", "nn", "--target", small, "-p", f"choose-tiling{{target=\"{small}\"}}").exit_code == 0
+    same = tmp_path / "same.toml"
+    same.write_text(text)
+    assert run_cli("compile", src, "--emit", "nn", "--target", same, "-p", "choose-tiling{target=ascend910b2}").exit_code == 0
+
+
+def test_tiling_on_lowered_ir_is_an_error(tmp_path):
+    src = _mm_ir(tmp_path)
+    low = tmp_path / "low.mlir"
+    assert run_cli("compile", src, "-o", low).exit_code == 0
+    for cmd in (("run", low, "--timing-only"), ("compile", low)):
+        assert_clean_error(run_cli(*cmd, "--tiling", "m=0"), "already lowered", "--tiling")
+        assert_clean_error(run_cli(*cmd, "--tiling", "m=32"), "already lowered", "--tiling (choose-tiling's fields) does not apply")
+        assert_clean_error(run_cli(*cmd, "-p", "O2"), "already lowered", "-p (an nn-level pipeline) does not apply")
+
+
+def test_tiling_flag_and_pass_option_conflict(tmp_path):
+    src = _mm_ir(tmp_path)
+    for cmd in (("run", src, "--timing-only"), ("compile", src, "--emit", "nn")):
+        assert_clean_error(run_cli(*cmd, "-p", 'choose-tiling{tiling="m=16"}', "--tiling", "m=32"),
+                           '--tiling m=32 conflicts with the pass option choose-tiling{tiling="m=16"}')
+    # the pass option alone is obeyed, and its errors name the option, not --tiling
+    out = run_cli("compile", src, "--emit", "nn", "-p", 'choose-tiling{tiling="m=16"}')
+    assert out.exit_code == 0 and "m = 16 : i64" in out.output
+    msg = assert_clean_error(run_cli("compile", src, "--emit", "nn", "-p", 'choose-tiling{tiling="m=4096"}'), "nn.matmul #0")
+    msg = assert_clean_error(run_cli("compile", src, "--emit", "nn", "-p", 'choose-tiling{tiling="q=1"}'),
+                             'bad choose-tiling option tiling="q=1"')
+    assert "--tiling" not in msg
