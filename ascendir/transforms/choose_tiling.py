@@ -124,7 +124,9 @@ class Problem:
 
     dtype: "f16" / "bf16" / "f32" operands; out_bytes: result element size; bias_bytes: bias row
     element size (0: none); epilogue: bias or activation present (no split-K then); a_batch /
-    b_batch: how many distinct A / B matrices the batch reads (broadcast)."""
+    b_batch: how many distinct A / B matrices the batch reads (broadcast); act / residual: the
+    matmul_epilogue's activation (matmul.py's name, e.g. "vsilu") and residual add, which decide
+    the epilogue's UB tiles (epilogue_ub_bytes)."""
 
     batch: int
     m: int
@@ -136,6 +138,8 @@ class Problem:
     epilogue: bool = False
     a_batch: int = 1
     b_batch: int = 1
+    act: str | None = None
+    residual: bool = False
 
     @property
     def es(self) -> int:
@@ -168,38 +172,89 @@ def problem_of(mm: nn.MatmulOp) -> Problem:
     (matmul_layout; and with its epilogue when it is the matmul of a matmul_epilogue region)."""
     lay = matmul_layout(mm.lhs.type.get_shape(), mm.rhs.type.get_shape())
     el = mm.lhs.type.element_type
-    bias_bytes, epi = 0, False
+    bias_bytes, epi, act, residual = 0, False, None, False
     parent = mm.parent_op()
     if isinstance(parent, nn.FusedOp):
-        body = [o for o in parent.body.block.ops if not isinstance(o, nn.YieldOp)]
+        from ascendir.lowering.matmul_epilogue import parse_chain
+
+        block = parent.body.block
+        body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
         # Other fused kinds (ffn, ...) give their matmuls epilogues at lowering time, and split-K
         # cannot carry one: treat every matmul of a fused region with other ops as having one.
         epi = len(body) > 1
-        if parent.kind.data == "matmul_epilogue" and any(isinstance(o, nn.AddOp) for o in body):
+        chain = parse_chain(body, {a: a for a in block.args}) if parent.kind.data == "matmul_epilogue" else None
+        if chain is not None:  # what lower_matmul_epilogue will emit
+            e = chain[1]
+            bias_bytes = itemsize(el) if e.bias is not None else 0
+            act, residual = e.activation, e.residual is not None
+        elif parent.kind.data == "matmul_epilogue" and any(isinstance(o, nn.AddOp) for o in body):
             bias_bytes = itemsize(el)
     return Problem(
         lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, epi,
-        math.prod(lay.a_batch), math.prod(lay.b_batch),
+        math.prod(lay.a_batch), math.prod(lay.b_batch), act, residual,
     )
 
 
 # ----------------------------------------------------------------------------------------------
 # fit
 # ----------------------------------------------------------------------------------------------
-def buffer_needs(p: Problem, t: Tiling) -> dict[str, int]:
-    """Bytes per core of each on-chip space the matmul template allocates for tiling `t`."""
+# What the template keeps in each space (error messages name the buffer, not just the space).
+BUFFERS = {
+    "l1": "A and B chunks, 2 slots each",
+    "l0a": "A tiles, 2 slots",
+    "l0b": "B tiles, 2 slots",
+    "l0c": "the f32 accumulator tile",
+    "ub": "the epilogue's output tiles",
+}
+
+
+def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
+    """UB bytes per core of the matmul kernel's output stage for an [m, n] tile, as
+    lowering/matmul.py allocates them (each rounded up to the UB alignment, as KernelBuilder.alloc
+    counts them):
+
+    * split AIC / AIV (910B): UB only in a mix kernel (an activation other than ReLU, or a
+      residual): `_emit_aiv_epilogue`'s input and output tiles (+ the residual tile), output type;
+    * coupled (910A, L0C -> UB): `_OutputStage`'s f32 accumulator tile when there is any epilogue,
+      the output-type tile (unless the f32 one is it), the residual tile (+ its f32 copy), and
+      `_BiasStage`'s bias row (+ its f32 copy)."""
+    align = target.align.get("ub", 32)
+
+    def al(nbytes: int) -> int:
+        return -(-max(nbytes, 1) // align) * align
+
+    tile, ob = t.m * t.n, p.out_bytes
+    if target.split:
+        mix = p.act not in (None, "vrelu") or p.residual
+        return (2 + int(p.residual)) * al(tile * ob) if mix else 0
+    wide = p.act is not None or p.bias_bytes > 0 or p.residual
+    need = al(tile * 4) if wide else 0
+    need += al(tile * ob) if not wide or ob != 4 else 0
+    if p.residual:
+        need += al(tile * ob) + (al(tile * 4) if ob != 4 else 0)
+    if p.bias_bytes:
+        need += al(t.n * p.bias_bytes) + (al(t.n * 4) if p.bias_bytes != 4 else 0)
+    return need
+
+
+def buffer_needs(p: Problem, t: Tiling, target: HardwareConfig | None = None) -> dict[str, int]:
+    """Bytes per core of each on-chip space the matmul template allocates for tiling `t` (UB:
+    the output stage's tiles, epilogue_ub_bytes; only with `target`, whose core layout decides it)."""
     es = p.es
-    return {
+    needs = {
         "l1": NBUF * (t.m + t.n) * t.k_l1 * es + (t.n * p.bias_bytes if p.bias_bytes else 0),
         "l0a": NBUF * t.m * t.k * es,
         "l0b": NBUF * t.k * t.n * es,
         "l0c": t.m * t.n * 4,
     }
+    if target is not None:
+        needs["ub"] = epilogue_ub_bytes(p, t, target)
+    return needs
 
 
 def misfit(p: Problem, t: Tiling, target: HardwareConfig) -> tuple[str, int, int] | None:
     """(space, bytes needed, bytes available) of the first buffer `t` overflows, else None."""
-    for space, need in buffer_needs(p, t).items():
+    for space, need in buffer_needs(p, t, target).items():
         cap = target.capacity(space)
         if need > cap:
             return space, need, cap
@@ -238,6 +293,8 @@ def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
     whose partial tiles overflow UB), else None."""
     if t.split_k <= 1:
         return None
+    if p.epilogue and splits_of(p, t) > 1:  # lowering/matmul.py refuses it: the epilogue must follow the reduction
+        return f"needs a plain matmul for split_k = {t.split_k} (this one has an epilogue, which must follow the split-K reduction)"
     chunks = k_chunks(p, t)
     if t.split_k > chunks:
         return f"cannot split K = {p.k} {t.split_k} ways: it has {chunks} chunks of k·l1_depth = {t.k_l1}"
@@ -253,36 +310,47 @@ def check_fits(p: Problem, t: Tiling, target: HardwareConfig, what: str = "matmu
     needed vs available, and the largest tile that fits (`largest_fit`). Also rejects m / n not
     multiples of 16 and k not a multiple of 32 B / element size (S3), and a split_k with more K
     ranges than L1 chunks or whose reduction kernel overflows UB."""
-    ka = max(1, 32 // p.es)
-    if t.m % 16 or t.n % 16 or t.k % ka or min(t.m, t.n, t.k, t.l1_depth, t.split_k, t.swizzle) < 1:
-        raise AscendirError(
-            f"{what}: tiling {t.text()} is not aligned (m, n multiples of 16, k of {ka} for {p.dtype}; S3) or has a field < 1"
-        )
-    bad = misfit(p, t, target)
-    if bad is not None:
-        space, need, cap = bad
-        why = f"needs {need} bytes of {space.upper()}, {target.name} has {cap}"
-    else:
-        why = split_misfit(p, t, target)
-        if why is None:
-            return
+    why = fit_error(p, t, target)
+    if why is None:
+        return
+    if why.startswith("is not aligned"):
+        raise AscendirError(f"{what}: tiling {t.text()} {why}")
     fit = largest_fit(p, t, target)
     hint = f"; largest tile that fits: {fit.text()}" if fit is not None else "; no tile fits"
     raise AscendirError(f"{what}: tiling {t.text()} {why}{hint}")
 
 
-def largest_fit(p: Problem, t: Tiling, target: HardwareConfig) -> Tiling | None:
+def fit_error(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
+    """Why `t` cannot be lowered for `p` on `target` (check_fits' reason, without the op's name
+    and the hint: misalignment, the first buffer that overflows with its bytes needed vs
+    available, or split_misfit's reason), else None."""
+    ka = max(1, 32 // p.es)
+    if t.m % 16 or t.n % 16 or t.k % ka or min(t.m, t.n, t.k, t.l1_depth, t.split_k, t.swizzle) < 1:
+        return f"is not aligned (m, n multiples of 16, k of {ka} for {p.dtype}; S3) or has a field < 1"
+    bad = misfit(p, t, target)
+    if bad is not None:
+        space, need, cap = bad
+        return f"needs {need} bytes of {space.upper()} ({BUFFERS[space]}), {target.name} has {cap}"
+    return split_misfit(p, t, target)
+
+
+def largest_fit(p: Problem, t: Tiling, target: HardwareConfig, hold: frozenset[str] = frozenset()) -> Tiling | None:
     """The largest tiling no field of which exceeds `t`'s that fits `target` (every buffer, and
     split_k's checks): "largest" orders by the output tile m·n (its operand reuse), then k, then
     l1_depth, then split_k (one the template makes exactly: whole L1 chunks per K range), then
     the fewest fields changed from `t`, then the larger n; m and n are multiples of 16, k of
-    32 B / element size; swizzle is kept. None when not even
-    16 x 16 x 32 B fits."""
+    32 B / element size; swizzle is kept, and so are the fields named in `hold` (complete: the
+    forced ones). None when not even 16 x 16 x 32 B fits."""
     ka = max(1, 32 // p.es)
     cap = {s: target.capacity(s) for s in ("l1", "l0a", "l0b", "l0c")}
     best = None
-    for m in range(max(16, t.m - t.m % 16), 15, -16):
-        for n in range(max(16, t.n - t.n % 16), 15, -16):
+    # no m (n) beyond what one L0C accumulator holds next to a 16-wide n (m): the loops stay short
+    # whatever `t` asks for (m=4096 or m=10**9)
+    top = max(16, cap["l0c"] // (16 * 4))
+    ms = [t.m] if "m" in hold else range(max(16, min(t.m, top) - min(t.m, top) % 16), 15, -16)
+    ns = [t.n] if "n" in hold else range(max(16, min(t.n, top) - min(t.n, top) % 16), 15, -16)
+    for m in ms:
+        for n in ns:
             if m * n * 4 > cap["l0c"]:
                 continue
             b = n * p.bias_bytes if p.bias_bytes else 0
@@ -290,14 +358,20 @@ def largest_fit(p: Problem, t: Tiling, target: HardwareConfig) -> Tiling | None:
             k = min(t.k, cap["l0a"] // (NBUF * m * p.es), cap["l0b"] // (NBUF * n * p.es),
                     (cap["l1"] - b) // (NBUF * (m + n) * p.es))
             k -= k % ka
+            if "k" in hold:
+                k = t.k if k >= t.k else 0
             if k < ka:
                 continue
             depth = min(t.l1_depth, (cap["l1"] - b) // (NBUF * (m + n) * k * p.es))
+            if "l1_depth" in hold and depth != t.l1_depth:
+                continue
             c = Tiling(m, n, k, depth, 1, t.swizzle)
             sk = t.split_k
             # the largest split_k the template makes exactly (a larger one rounds to fewer ranges)
             while sk > 1 and (split_misfit(p, replace(c, split_k=sk), target) is not None or splits_of(p, replace(c, split_k=sk)) != sk):
                 sk -= 1
+            if "split_k" in hold and sk != t.split_k:
+                continue
             c = replace(c, split_k=sk)
             if misfit(p, c, target) is not None:
                 continue
@@ -481,11 +555,12 @@ def search(p: Problem, target: HardwareConfig) -> SearchResult:
     return SearchResult(best, best_e[1], n, time.perf_counter() - t0)
 
 
-# The alignment every op's field needs whatever its shape and dtype (S3): m, n, br, bc multiples
-# of 16 rows / columns, k of 32 B of the widest operand (f32: 8 elements; f16 / bf16 need 16,
-# checked per op by check_fits). Checked up front so no path (CLI, pass option, IR attribute)
+# The alignment every op's field needs whatever its shape and dtype (S3): m, n, bc multiples of
+# 16 rows / columns, k of 32 B of the widest operand (f32: 8 elements; f16 / bf16 need 16,
+# checked per op by check_fits). br is checked per attention (flash_attention.forced: Br = Sq
+# is allowed below 16 queries). Checked up front so no path (CLI, pass option, IR attribute)
 # reaches a template or cost formula with a zero, negative or misaligned tile.
-FIELD_ALIGN = {"m": 16, "n": 16, "k": 8, "br": 16, "bc": 16}
+FIELD_ALIGN = {"m": 16, "n": 16, "k": 8, "bc": 16}
 _ENTRY = re.compile(r"([a-z_0-9]+)=(-?[0-9]+)", re.ASCII)
 
 
@@ -562,18 +637,30 @@ def attention_attr(br: int, bc: int) -> DictionaryAttr:
 
 def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: bool = False):
     """A full Tiling from user fields: missing m / n / k / l1_depth from the search's best
-    candidate with the given fields held fixed (or, when none fits, the given ones with the
-    template defaults), split_k / swizzle default 1. With `count`: (tiling, candidates scored)."""
+    candidate with the given fields held fixed (a given value off the grid: the grid's candidates
+    with it substituted, those that fit; when none fits, the largest tile around the given fields
+    that fits, else the given ones with the template defaults, which check_fits then rejects),
+    split_k / swizzle default 1. With `count`: (tiling, candidates scored)."""
     if set(FIELDS) <= set(fields):  # fully specified (e.g. written by annotate): nothing to search
         t = Tiling(**{f: fields[f] for f in FIELDS})
         return (t, 0) if count else t
     best, n = None, 0
-    for t in candidates(p, target) if p.dtype in target.cube.k_per_cycle else ():
+    grid = list(candidates(p, target)) if p.dtype in target.cube.k_per_cycle else []
+    for t in grid:
         if all(getattr(t, f) == v for f, v in fields.items()):
             e = estimate(p, t, target).cycles
             n += 1
             if best is None or e < best[0]:
                 best = (e, t)
+    if best is None and grid:
+        # a given value off the search grid (m=272, l1_depth=13, ...): the grid's other fields
+        # around it, every combination that can be lowered
+        for t in sorted({replace(c, **fields) for c in grid if c.swizzle == 1}, key=Tiling.text):
+            if fit_error(p, t, target) is None:
+                e = estimate(p, t, target).cycles
+                n += 1
+                if best is None or e < best[0]:
+                    best = (e, t)
     if best is not None:
         t = best[1]
     else:
@@ -581,6 +668,11 @@ def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: 
         base = {"m": min(128, -(-p.m // 16) * 16), "n": min(256, -(-p.n // 16) * 16), "k": 128 // es, "l1_depth": 1, "split_k": 1, "swizzle": 1}
         base.update(fields)
         t = Tiling(**base)
+        if fit_error(p, t, target) is not None and not fit_error(p, t, target).startswith("is not aligned"):
+            # the largest completion around the given fields, if any fits (else `t` and its error)
+            fit = largest_fit(p, t, target, frozenset(fields))
+            if fit is not None and fit_error(p, fit, target) is None:
+                t = fit
     return (t, n) if count else t
 
 
@@ -669,21 +761,17 @@ def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: 
     mm_force = {k: v for k, v in force.items() if k in FIELDS}
     att_force = {k: v for k, v in force.items() if k in ATTENTION_FIELDS}
     searched: dict[Problem, SearchResult] = {}  # a model repeats its layers' shapes
+    todo = []
     for i, mm in enumerate(o for o in module.walk() if isinstance(o, nn.MatmulOp)):
         p = problem_of(mm)
         if not all(isinstance(d, int) and d > 0 for d in (p.m, p.n, p.k)) or p.dtype not in ("f16", "bf16", "f32"):
             continue
         if p.dtype not in target.cube.k_per_cycle:  # no such mmad (910A f32): the template says so
             continue
-        if mm_force:
-            t0 = time.perf_counter()
-            t, n = complete(p, mm_force, target, count=True)
-            check_fits(p, t, target, f"nn.matmul #{i}")
-            mm.attributes[TILING_ATTR] = t.to_attr()
-            _record("matmul", n > 0, n, time.perf_counter() - t0)
-            if stats is not None:
-                stats.append((mm, p, None))
-            continue
+        todo.append((i, mm, p))
+    if mm_force:
+        _force_matmuls(todo, mm_force, target, stats)
+    for i, mm, p in todo if not mm_force else ():
         if TILING_ATTR in mm.attributes:
             continue
         new = p not in searched
@@ -695,6 +783,66 @@ def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: 
         if stats is not None:
             stats.append((mm, p, res))
     _annotate_attention(module, target, att_force)
+
+
+def _name(mm: nn.MatmulOp, i: int) -> str:
+    """How errors name a matmul: `nn.matmul #3` and its ONNX node when the importer kept one."""
+    node = mm.attributes.get("onnx.node") or mm.attributes.get("onnx.name")
+    return f"nn.matmul #{i}" + (f" ('{node.data}')" if node is not None and hasattr(node, "data") else "")
+
+
+def _force_matmuls(todo: list, force: dict[str, int], target: HardwareConfig, stats: list | None) -> None:
+    """Record `force` (completed per matmul, see `complete`) on every matmul of `todo` ((index,
+    op, Problem) triples).
+
+    Raises:
+        AscendirError: on the first matmul the completed tiling does not fit: names the buffer,
+            the bytes needed vs available and, as `largest tile that fits`, the largest values of
+            the forced fields that fit EVERY matmul of `todo` (`suggest`) -- the flag applies to all
+            of them, so a per-op fit could just move the error to the next matmul."""
+    done: dict[Problem, tuple[Tiling, int]] = {}
+    for i, mm, p in todo:
+        t0 = time.perf_counter()
+        new = p not in done
+        if new:
+            done[p] = complete(p, force, target, count=True)
+        t, n = done[p]
+        why = fit_error(p, t, target)
+        if why is not None:
+            if why.startswith("is not aligned"):
+                raise AscendirError(f"{_name(mm, i)}: tiling {t.text()} {why}")
+            fit = suggest([q for _, _, q in todo], force, target)
+            spec = ",".join(f"{k}={v}" for k, v in fit.items()) if fit else None
+            hint = f"; largest tile that fits: {spec}" if spec else "; no tile fits"
+            raise AscendirError(f"{_name(mm, i)}: tiling {t.text()} {why}{hint}")
+        mm.attributes[TILING_ATTR] = t.to_attr()
+        _record("matmul", new and n > 0, n if new else 0, time.perf_counter() - t0)
+        if stats is not None:
+            stats.append((mm, p, None))
+
+
+def suggest(problems: list[Problem], force: dict[str, int], target: HardwareConfig) -> dict[str, int] | None:
+    """The largest values of the forced fields (none above the forced ones) with which every
+    problem's completed tiling (`complete`) fits `target`, or None: start from `force`, and while
+    some problem's completion does not fit, take the forced fields of its largest_fit (each no
+    larger than before, so this ends)."""
+    f = dict(force)
+    distinct = list(dict.fromkeys(problems))
+    while True:
+        for p in distinct:
+            t = complete(p, f, target)
+            if fit_error(p, t, target) is None:
+                continue
+            fit = largest_fit(p, t, target)
+            if fit is None:
+                return None
+            nf = {k: getattr(fit, k) for k in f}
+            if nf == f:  # its fitting tile needs other non-forced fields than `complete` finds
+                return None
+            f = nf
+            break
+        else:
+            return f
 
 
 def _annotate_attention(module: ModuleOp, target: HardwareConfig, force: dict[str, int]) -> None:
