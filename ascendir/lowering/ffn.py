@@ -71,7 +71,7 @@ from ascendir.lowering.flash_attention import _Sync
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
 from ascendir.lowering.kernel_builder import KernelBuilder, ceil_div, round_up
 from ascendir.lowering.matmul import (
-    DOUBLE_BUFFER, NO_FP32_CUBE, Epilogue, MatmulTiling, _by_parity, _mmad, choose_tiling, emit_matmul, tiling_of,
+    DOUBLE_BUFFER, NO_FP32_CUBE, Epilogue, MatmulTiling, _by_parity, _mmad, choose_tiling, emit_matmul,
 )
 from ascendir.lowering.matmul_epilogue import row_bias_of
 from ascendir.transforms.choose_tiling import Tiling
@@ -130,7 +130,7 @@ def _parse(op: nn.FusedOp, args: dict) -> dict | None:
         if gate.lhs != up.lhs or gate.lhs not in args or isinstance(act, nn.ReluOp):
             return None
         return dict(x=args[gate.lhs], wg=args[gate.rhs], wu=args[up.rhs], b1=None, act=activation_op(act),
-                    wd=args[down.rhs], b2=args[b2] if b2 is not None else None, down=down)
+                    wd=args[down.rhs], b2=args[b2] if b2 is not None else None, down=down, ups=[gate, up])
     first = mms[0]
     h = _source(act.input)
     b1 = None
@@ -141,7 +141,32 @@ def _parse(op: nn.FusedOp, args: dict) -> dict | None:
     if _source(down.lhs) != act.result or first.lhs not in args:
         return None
     return dict(x=args[first.lhs], wg=args[first.rhs], wu=None, b1=args[b1] if b1 is not None else None,
-                act=activation_op(act), wd=args[down.rhs], b2=args[b2] if b2 is not None else None, down=down)
+                act=activation_op(act), wd=args[down.rhs], b2=args[b2] if b2 is not None else None, down=down, ups=[first])
+
+
+def template_matmuls(op: nn.FusedOp) -> tuple[list[nn.MatmulOp], nn.MatmulOp, dict] | None:
+    """(gate/up matmuls, down matmul, _parse's parts on the region's own values) of an ffn region
+    lower_ffn takes as a whole, else None (it falls back per projection): what choose-tiling
+    fit-checks each matmul's tiling against (ffn_up's or ffn_down's buffers)."""
+    block = op.body.block
+    parts = _parse(op, {a: a for a in block.args}) if op.kind.data == "ffn" and len(op.outputs) == 1 else None
+    return (parts["ups"], parts["down"], parts) if parts is not None else None
+
+
+def _matmul_name(ctx: LoweringContext, mm: nn.MatmulOp) -> str:
+    """Errors about one matmul of the region name it: `nn.fused #5 (ffn, ...): nn.matmul '/2/Gemm'`."""
+    node = mm.attributes.get("onnx.node") or mm.attributes.get("onnx.name")
+    return f"{ctx.current}: nn.matmul" + (f" '{node.data}'" if isinstance(node, StringAttr) else "")
+
+
+def _recorded_tiling(ctx: LoweringContext, mm: nn.MatmulOp) -> Tiling | None:
+    """The checked `ascend.tiling` of one of the region's matmuls (its own fit: ffn_up's or
+    ffn_down's buffers, choose_tiling.problem_of), or None; errors name that matmul."""
+    from ascendir.transforms.choose_tiling import TILING_ATTR, problem_of, tiling_for_op
+
+    if TILING_ATTR not in mm.attributes:
+        return None
+    return tiling_for_op(mm, problem_of(mm), ctx.target, _matmul_name(ctx, mm))
 
 
 def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
@@ -170,11 +195,23 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
     ho = shape(wd)[1]
     b1, b2 = parts["b1"], parts["b2"]
     s = ffn_fused.shape_of(m, hdim, idim, ho, el, elem(out), parts["wu"] is not None, b1, b2, parts["act"])
-    up_tiles = _up_tiling(ctx, m, idim, hdim, el, s.nacc, b1 is not None)
+    # every recorded tiling is checked (errors name its matmul), the gate/up one obeyed by ffn_up
+    ups = [(mm, _recorded_tiling(ctx, mm)) for mm in parts["ups"]]
+    down_t = _down_tiling(ctx, parts["down"], m, ho, idim, el, b2)
+    given = [(mm, t) for mm, t in ups if t is not None]
+    if given:
+        if len(given) != len(ups) or len({t for _, t in given}) > 1:
+            what = ", ".join(f"{_matmul_name(ctx, mm).split(': ', 1)[1]} {t.text() if t else 'none'}" for mm, t in ups)
+            raise ctx.error(f"the gate and up matmuls share ffn_up's tile, so their ascend.tiling must be the same (got {what})")
+        t = given[0][1]
+        up_tiles = (t.m, t.n, t.k, t.k_l1)
+    else:
+        up_tiles = _up_tiling(ctx, m, idim, hdim, el, s.nacc, b1 is not None)
     bm, bn, bk, kl1 = up_tiles
     up_t = Tiling(bm, s.nacc * bn, bk, kl1 // bk)  # its nacc accumulators as one wider tile
-    down_t = _down_tiling(ctx, parts["down"], m, ho, idim, el, b2)
     plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, Tiling(down_t.base_m, down_t.base_n, down_t.base_k, down_t.k_l1 // down_t.base_k))
+    if given:  # the fused kernel has no per-matmul tiles: the tiling asked for runs as two kernels
+        plan = Plan(None, plan.fused_cycles, plan.two_kernel_cycles, forced=True)
     first = len(ctx.kernels)
     if plan.fused is not None:
         y = ctx.buffer(shape(out), elem(out))
@@ -198,11 +235,12 @@ class Plan:
     fused: ffn_fused.FusedTiling | None
     fused_cycles: float | None
     two_kernel_cycles: float | None
+    forced: bool = False  # two-kernel because the gate/up matmuls carry an ascend.tiling
 
     def text(self) -> str:
         """What the kernels' `ffn_plan` attribute says, e.g. "fused est 351234 vs two-kernel est
         560112 (bm=16 bi=256 bk=64 kl1=256 bn=256 nsplit=22 per=2)"."""
-        kind = "fused" if self.fused is not None else "two-kernel"
+        kind = "fused" if self.fused is not None else "two-kernel (the gate/up matmul's ascend.tiling)" if self.forced else "two-kernel"
         f = f"{self.fused_cycles:.0f}" if self.fused_cycles is not None else "n/a"
         two = f"{self.two_kernel_cycles:.0f}" if self.two_kernel_cycles is not None else "n/a"
         tiles = ""
@@ -221,14 +259,13 @@ FUSED_MARGIN = 0.05
 
 
 def _down_tiling(ctx: LoweringContext, down: nn.MatmulOp, m: int, ho: int, idim: int, el: Attribute, b2: SSAValue | None) -> MatmulTiling:
-    """ffn_down's tiles: choose-tiling's (the `ascend.tiling` of the region's down matmul) when it
-    left room in L1 for the bias row, else matmul.choose_tiling's heuristic."""
+    """ffn_down's tiles: the `ascend.tiling` of the region's down matmul (choose-tiling's or IR
+    text's; checked against ffn_down's buffers with the b2 row, errors naming that matmul), else
+    matmul.choose_tiling's heuristic."""
     bias_el = elem(b2) if b2 is not None else None
-    t = tiling_of(ctx, down)
-    if t is not None and t.split_k == 1:
-        l1 = DOUBLE_BUFFER * (t.base_m + t.base_n) * t.k_l1 * itemsize(el) + (t.base_n * itemsize(bias_el) if bias_el else 0)
-        if l1 <= ctx.target.capacity("l1"):
-            return t
+    t = _recorded_tiling(ctx, down)
+    if t is not None:
+        return MatmulTiling(t.m, t.n, t.k, t.k_l1, t.split_k, t.swizzle)
     return choose_tiling(ctx, m, ho, idim, el, bias_el)
 
 

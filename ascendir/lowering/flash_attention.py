@@ -460,7 +460,7 @@ def tiling_for(att: nn.AttentionOp, target: HardwareConfig, what: str = "nn.atte
     from ascendir.transforms.choose_tiling import TILING_ATTR, attention_fields
 
     s = shape_of(att)
-    fields = attention_fields(att.attributes.get(TILING_ATTR))
+    fields = attention_fields(att.attributes.get(TILING_ATTR), what)
     if not fields:
         return search(s, target)[0]
     if "br" in fields and "bc" in fields:

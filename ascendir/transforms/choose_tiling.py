@@ -126,7 +126,9 @@ class Problem:
     element size (0: none); epilogue: bias or activation present (no split-K then); a_batch /
     b_batch: how many distinct A / B matrices the batch reads (broadcast); act / residual: the
     matmul_epilogue's activation (matmul.py's name, e.g. "vsilu") and residual add, which decide
-    the epilogue's UB tiles (epilogue_ub_bytes)."""
+    the epilogue's UB tiles (epilogue_ub_bytes); ffn_up: for a gate/up matmul of an ffn region,
+    the accumulators (1 plain, 2 gated) of the `ffn_up` kernel that runs it with an [m, n] tile
+    per accumulator (lowering/ffn.py _emit_up), whose buffers it must fit (0: a matmul kernel)."""
 
     batch: int
     m: int
@@ -140,6 +142,7 @@ class Problem:
     b_batch: int = 1
     act: str | None = None
     residual: bool = False
+    ffn_up: int = 0
 
     @property
     def es(self) -> int:
@@ -175,6 +178,7 @@ def problem_of(mm: nn.MatmulOp) -> Problem:
     bias_bytes, epi, act, residual = 0, False, None, False
     parent = mm.parent_op()
     if isinstance(parent, nn.FusedOp):
+        from ascendir.lowering.ffn import template_matmuls
         from ascendir.lowering.matmul_epilogue import parse_chain
 
         block = parent.body.block
@@ -183,6 +187,16 @@ def problem_of(mm: nn.MatmulOp) -> Problem:
         # cannot carry one: treat every matmul of a fused region with other ops as having one.
         epi = len(body) > 1
         chain = parse_chain(body, {a: a for a in block.args}) if parent.kind.data == "matmul_epilogue" else None
+        ffn = template_matmuls(parent) if parent.kind.data == "ffn" else None
+        if ffn is not None:  # what lower_ffn will emit: ffn_up (gate/up), ffn_down (down, + b2 row)
+            ups, down, parts = ffn
+            bias = parts["b1"] if mm in ups else parts["b2"]
+            bias_bytes = itemsize(bias.type.element_type) if bias is not None else 0
+            return Problem(
+                lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, True,
+                math.prod(lay.a_batch), math.prod(lay.b_batch), parts["act"] if mm in ups else None, False,
+                len(ups) if mm in ups else 0,
+            )
         if chain is not None:  # what lower_matmul_epilogue will emit
             e = chain[1]
             bias_bytes = itemsize(el) if e.bias is not None else 0
@@ -203,7 +217,7 @@ BUFFERS = {
     "l1": "A and B chunks, 2 slots each",
     "l0a": "A tiles, 2 slots",
     "l0b": "B tiles, 2 slots",
-    "l0c": "the f32 accumulator tile",
+    "l0c": "the f32 accumulator tiles",
     "ub": "the epilogue's output tiles",
 }
 
@@ -217,13 +231,18 @@ def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
       residual): `_emit_aiv_epilogue`'s input and output tiles (+ the residual tile), output type;
     * coupled (910A, L0C -> UB): `_OutputStage`'s f32 accumulator tile when there is any epilogue,
       the output-type tile (unless the f32 one is it), the residual tile (+ its f32 copy), and
-      `_BiasStage`'s bias row (+ its f32 copy)."""
+      `_BiasStage`'s bias row (+ its f32 copy);
+    * ffn_up (lowering/ffn.py _emit_up, both layouts): one f32 tile per accumulator, the h tile
+      and the b1 row (+ its f32 copy)."""
     align = target.align.get("ub", 32)
 
     def al(nbytes: int) -> int:
         return -(-max(nbytes, 1) // align) * align
 
     tile, ob = t.m * t.n, p.out_bytes
+    if p.ffn_up:  # one f32 tile per accumulator, the h tile, the b1 row (+ its f32 copy)
+        bias = al(t.n * p.bias_bytes) + (al(t.n * 4) if p.bias_bytes != 4 else 0) if p.bias_bytes else 0
+        return p.ffn_up * al(tile * 4) + al(tile * p.es) + bias
     if target.split:
         mix = p.act not in (None, "vrelu") or p.residual
         return (2 + int(p.residual)) * al(tile * ob) if mix else 0
@@ -241,6 +260,17 @@ def buffer_needs(p: Problem, t: Tiling, target: HardwareConfig | None = None) ->
     """Bytes per core of each on-chip space the matmul template allocates for tiling `t` (UB:
     the output stage's tiles, epilogue_ub_bytes; only with `target`, whose core layout decides it)."""
     es = p.es
+    if p.ffn_up:  # nacc B tiles per slot and nacc accumulators (lowering/ffn.py _emit_up)
+        na = p.ffn_up
+        needs = {
+            "l1": NBUF * (t.m + na * t.n) * t.k_l1 * es,
+            "l0a": NBUF * t.m * t.k * es,
+            "l0b": NBUF * na * t.k * t.n * es,
+            "l0c": na * t.m * t.n * 4,
+        }
+        if target is not None:
+            needs["ub"] = epilogue_ub_bytes(p, t, target)
+        return needs
     needs = {
         "l1": NBUF * (t.m + t.n) * t.k_l1 * es + (t.n * p.bias_bytes if p.bias_bytes else 0),
         "l0a": NBUF * t.m * t.k * es,
@@ -604,31 +634,35 @@ def parse_tiling(spec: str, source: str = "--tiling") -> dict[str, int]:
 def _fields(attr: Attribute | None, allowed: tuple[str, ...], what: str) -> dict[str, int] | None:
     if attr is None:
         return None
+    # `what` names the op: its kind, or the caller's description (`nn.matmul #3 ('/0/Gemm')`)
+    where = f"{TILING_ATTR} of {what}" if what in ("nn.matmul", "nn.attention") else f"{what}: {TILING_ATTR}"
     if not isinstance(attr, DictionaryAttr):
-        raise AscendirError(f"{TILING_ATTR} of {what} must be a dictionary {{{' = .., '.join(allowed)} = ..}}, got {attr}")
+        raise AscendirError(f"{where} must be a dictionary {{{' = .., '.join(allowed)} = ..}}, got {attr}")
     out = {}
     for key, v in attr.data.items():
         if key not in allowed or not isinstance(v, IntegerAttr):
-            raise AscendirError(f"{TILING_ATTR} of {what}: bad entry {key} = {v} (integers for {', '.join(allowed)})")
+            raise AscendirError(f"{where}: bad entry {key} = {v} (integers for {', '.join(allowed)})")
         out[key] = v.value.data
-    check_fields(out, f"{TILING_ATTR} of {what}")
+    check_fields(out, where)
     return out
 
 
-def tiling_from_attr(attr: Attribute | None) -> dict[str, int] | None:
-    """The fields of an nn.matmul's `ascend.tiling` dictionary attribute (None when absent).
+def tiling_from_attr(attr: Attribute | None, what: str = "nn.matmul") -> dict[str, int] | None:
+    """The fields of an nn.matmul's `ascend.tiling` dictionary attribute (None when absent);
+    `what` names the op in errors.
 
     Raises:
-        AscendirError: a key not in FIELDS or a value that is not an integer."""
-    return _fields(attr, FIELDS, "nn.matmul")
+        AscendirError: a key not in FIELDS, a value that is not an integer, < 1 or misaligned."""
+    return _fields(attr, FIELDS, what)
 
 
-def attention_fields(attr: Attribute | None) -> dict[str, int] | None:
-    """The fields of an nn.attention's `ascend.tiling` ({br = .., bc = ..}; None when absent).
+def attention_fields(attr: Attribute | None, what: str = "nn.attention") -> dict[str, int] | None:
+    """The fields of an nn.attention's `ascend.tiling` ({br = .., bc = ..}; None when absent);
+    `what` names the op in errors.
 
     Raises:
-        AscendirError: a key not in ATTENTION_FIELDS or a value that is not an integer."""
-    return _fields(attr, ATTENTION_FIELDS, "nn.attention")
+        AscendirError: a key not in ATTENTION_FIELDS, a value that is not an integer or < 1."""
+    return _fields(attr, ATTENTION_FIELDS, what)
 
 
 def attention_attr(br: int, bc: int) -> DictionaryAttr:
@@ -774,6 +808,8 @@ def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: 
     for i, mm, p in todo if not mm_force else ():
         if TILING_ATTR in mm.attributes:
             continue
+        if p.ffn_up:  # ffn_up picks its own nacc-accumulator tile; one recorded here would be obeyed
+            continue  # (and rule out the fused FFN kernel, which has no per-matmul tiles)
         new = p not in searched
         if new:
             searched[p] = search(p, target)
@@ -892,7 +928,7 @@ def _annotate_attention(module: ModuleOp, target: HardwareConfig, force: dict[st
 
 def tiling_for_op(op: Operation, p: Problem, target: HardwareConfig, what: str) -> Tiling | None:
     """The Tiling an op's `ascend.tiling` attribute asks for (completed and checked), or None."""
-    fields = tiling_from_attr(op.attributes.get(TILING_ATTR))
+    fields = tiling_from_attr(op.attributes.get(TILING_ATTR), what)
     if fields is None:
         return None
     t = complete(p, fields, target)
