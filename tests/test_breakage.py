@@ -169,13 +169,23 @@ def test_ir_with_a_bad_or_missing_weights_file(tmp_path: Path) -> None:
     assert _run("run", ir, "--timing-only").exit_code == 0
 
 
-def test_errors_in_fused_regions_name_the_kind_and_an_onnx_node() -> None:
+def test_errors_in_fused_regions_name_the_kind_and_an_onnx_node(tmp_path: Path) -> None:
     """A fused region's lowering error used to name only `nn.fused #13`: the fusion passes give
     the region no node name. It now says which fusion and the first ONNX node of its body; the
-    no-f32-cube error says which flag fixes it."""
+    no-f32-cube error says which flag fixes it. (A forced --tiling is now rejected earlier, by
+    choose-tiling, naming the matmul's node; a bad tile in IR text still reaches lowering.)"""
+    import re
+
     llama = DATA / "llama_small" / "model.onnx"
     _clean_error(_run("run", llama, "--target", "ascend910a"), "nn.fused #", "(norm_matmul, from '/lm/model/layers.0/", "--dtype fp16")
-    _clean_error(_run("run", llama, "--tiling", "m=16,n=16,k=8,split_k=3"), "(matmul_epilogue, from '/lm/model/layers.0/")
+    _clean_error(_run("run", llama, "--tiling", "m=16,n=16,k=8,split_k=3"), "nn.matmul #", "('/lm/model/layers.0/")
+    ir = tmp_path / "l.mlir"
+    assert _run("compile", llama, "--emit", "nn", "-o", ir).exit_code == 0
+    text, n = re.subn(r'(onnx\.node = "/lm/model/layers\.0/self_attn/o_proj/MatMul", ascend\.tiling = )\{[^}]*\}',
+                      r"\1{m = 128 : i64, n = 256 : i64}", ir.read_text())
+    assert n == 1
+    ir.write_text(text)
+    _clean_error(_run("run", ir, "--timing-only"), "(matmul_epilogue, from '/lm/model/layers.0/", "bytes of UB")
 
 
 def test_out_of_range_token_id_names_the_kernel(tmp_path: Path) -> None:

@@ -25,11 +25,26 @@ template's defaults). Fields, all in elements unless said:
 
 Buffers per core (the template's layout): L1 2·(m + n)·l1_depth·k·size (+ bias row), L0A
 2·m·k·size, L0B 2·k·n·size (ping-pong, S2 InitBuffer BUFFER_NUM = 2), L0C m·n·4 (one f32
-accumulator); split_k needs one L1 chunk (k·l1_depth of K) per K range and its reduction kernel
-`splits` f32 tiles of REDUCE_TILE elements (+ one of the output type) in UB. A forced tiling
-(`tiling="m=128,n=128,k=64"`, or `ascendir compile --tiling`) that does not fit raises
-AscendirError naming the buffer, bytes needed vs available and the largest tile that fits
-(`largest_fit`).
+accumulator), UB the output stage's tiles (epilogue_ub_bytes: the epilogue of a
+matmul_epilogue region); split_k needs a plain matmul, one L1 chunk (k·l1_depth of K) per K range
+and its reduction kernel `splits` f32 tiles of REDUCE_TILE elements (+ one of the output type)
+in UB. The gate/up matmuls of an ffn region are checked against `ffn_up`'s buffers instead
+(nacc accumulators of [m, n], lowering/ffn.py), its down matmul against `ffn_down`'s.
+
+Every field given (`--tiling`, the pass option, an IR attribute) must be a decimal integer >= 1,
+m, n, bc multiples of 16 and k of 8 (checked before anything else; per op: k of 32 B / element
+size, br of 16 unless Br = Sq < 16); whitespace around entries, keys and values is ignored. A
+forced tiling (`tiling="m=128,n=128,k=64"`, or `ascendir compile --tiling`) that does not fit
+raises AscendirError naming the matmul, the buffer, bytes needed vs available and, as the
+largest tile that fits, the largest values of the forced fields with which EVERY matmul fits
+(`suggest`): the flag applies to all of them. A tiling in IR text that does not fit names its
+op and the largest whole tiling that fits it (`largest_fit`).
+
+FFN regions: a tiling on the gate/up matmuls is obeyed by `ffn_up` (the region then lowers as
+ffn_up + ffn_down: the fused single kernel has its own plan, no per-matmul tiles; swizzle does
+not apply to ffn_up, which visits its tiles row-major), the down matmul's by `ffn_down`.
+Without a forced tiling the pass records none on the gate/up matmuls, so lowering/ffn.py's
+planner still chooses between the fused kernel and the two kernels.
 
 Flash attention: for every `nn.attention` inside an `nn.fused {kind = "flash_attention"}` the
 pass scores the template's (Br, Bc) tiles that fit with lowering/flash_attention.py's
