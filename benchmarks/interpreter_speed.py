@@ -14,9 +14,10 @@ Timing-only runs do not check races (interpreter/race.py; `check_races=True` wou
 runs do.
 Goals (issue #5): ≥ 1 M tile-ops/s timing-only, 32-layer 7B prefill-512 timing-only ≤ 30 s,
 one 7B layer with numerics ≤ 30 s.
-Latest (2-core machine, another agent's process on the other core): 4096³ timing-only
-1.0-1.1 M tile-ops/s (0.15-0.16 s CPU; 0.15 M without extrapolation, same cycles), 32-layer
-7B prefill-512 timing-only 1.9-2.4 s, one 7B layer with numerics 9.6 s.
+Latest (2026-12-01, 2-core machine, quiet): 4096³ timing-only 0.63 M tile-ops/s (0.26 s; 0.11 M
+without extrapolation, same cycles), 32-layer 7B prefill-512 timing-only 3.7 s, one 7B layer with
+numerics 17.4 s. The previous session's machine ran the session's starting code about 1.7x
+faster (1.0-1.1 M against 0.61 M here): the 1 M goal is not met on this one.
 """
 
 from __future__ import annotations
