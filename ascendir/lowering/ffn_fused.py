@@ -59,7 +59,7 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles, mmad_cycles, vector_cycles
 from ascendir.lowering.flash_attention import _Sync
 from ascendir.lowering.host_builder import LoweringContext, elem
-from ascendir.lowering.kernel_builder import Index, KernelBuilder, ceil_div, round_up
+from ascendir.lowering.kernel_builder import Index, KernelBuilder, aligned_bytes, ceil_div, round_up
 from ascendir.lowering.matmul import DOUBLE_BUFFER, _by_parity, _mmad
 
 # Candidate grids (elements): bm rows, bi I-columns per chunk, bn Ho-columns per down tile,
@@ -126,25 +126,21 @@ class Shape:
     act: str = "vsilu"
 
 
-def _al(n: int, target: HardwareConfig, space: str) -> int:
-    return round_up(max(n, 1), target.align.get(space, 32))
-
-
 def needs(s: Shape, t: FusedTiling, target: HardwareConfig) -> dict[str, int]:
     """Bytes per core of each on-chip space the kernel allocates for tiling `t` (each buffer
     aligned as kernel.py's capacity check counts it)."""
     es, nb = s.es, DOUBLE_BUFFER
-    ub = s.nacc * _al(t.bm * t.bi * 4, target, "ub") + _al(t.bm * t.bi * es, target, "ub")
+    ub = s.nacc * aligned_bytes(target, "ub", t.bm * t.bi * 4) + aligned_bytes(target, "ub", t.bm * t.bi * es)
     if s.b1:
-        ub += _al(t.bi * s.b1, target, "ub") + (_al(t.bi * 4, target, "ub") if s.b1 != 4 else 0)
+        ub += aligned_bytes(target, "ub", t.bi * s.b1) + (aligned_bytes(target, "ub", t.bi * 4) if s.b1 != 4 else 0)
     if not target.split:  # 910A: the down tile leaves through UB too
-        ub += _al(t.bm * t.bn * 4, target, "ub")
+        ub += aligned_bytes(target, "ub", t.bm * t.bn * 4)
     return {
-        "l1": nb * (_al(t.bm * t.kl1 * es, target, "l1") + _al(math.prod(t.slot(s.nacc)) * es, target, "l1"))
-        + _al(t.bm * t.h_cols * es, target, "l1"),
-        "l0a": nb * _al(t.bm * t.bk * es, target, "l0a"),
-        "l0b": nb * (s.nacc * _al(t.bk * t.bi * es, target, "l0b") + _al(t.bk * t.bn * es, target, "l0b")),
-        "l0c": s.nacc * _al(t.bm * t.bi * 4, target, "l0c") + _al(t.bm * t.bn * 4, target, "l0c"),
+        "l1": nb * (aligned_bytes(target, "l1", t.bm * t.kl1 * es) + aligned_bytes(target, "l1", math.prod(t.slot(s.nacc)) * es))
+        + aligned_bytes(target, "l1", t.bm * t.h_cols * es),
+        "l0a": nb * aligned_bytes(target, "l0a", t.bm * t.bk * es),
+        "l0b": nb * (s.nacc * aligned_bytes(target, "l0b", t.bk * t.bi * es) + aligned_bytes(target, "l0b", t.bk * t.bn * es)),
+        "l0c": s.nacc * aligned_bytes(target, "l0c", t.bm * t.bi * 4) + aligned_bytes(target, "l0c", t.bm * t.bn * 4),
         "ub": ub,
     }
 

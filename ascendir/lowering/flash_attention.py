@@ -109,7 +109,7 @@ from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
 from ascendir.lowering.host_builder import LoweringContext, elem, shape
-from ascendir.lowering.kernel_builder import Index, KernelBuilder, ceil_div, round_up
+from ascendir.lowering.kernel_builder import Index, KernelBuilder, aligned_bytes, ceil_div, round_up
 from ascendir.lowering.matmul import NO_FP32_CUBE
 
 # What nn.attention's causal step writes (the lowest finite float of the fp32 compute type).
@@ -156,10 +156,6 @@ class FlashTiling:
     per: int = 0
 
 
-def _aligned(target: HardwareConfig, space: str, nbytes: int) -> int:
-    return round_up(max(nbytes, 1), target.align.get(space, 32))
-
-
 def aiv_count(target: HardwareConfig, m: int) -> int:
     """Vector cores sharing the rows of an item: the group's two AIVs on 910B (S1 aiv_per_aic,
     S2 KERNEL_TYPE_MIX_AIC_1_2; CANN's A2 FA kernels split the rows of a block between them),
@@ -176,7 +172,7 @@ def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: i
     mu = aiv_rows(m, aiv_count(target, m))[0][1]
 
     def total(space: str, sizes: list[int]) -> int:
-        return sum(_aligned(target, space, n) for n in sizes)
+        return sum(aligned_bytes(target, space, n) for n in sizes)
 
     ub = [mu * bc * 4, mu * bc * es, mu * dv * 4, mu * dv * 4] + [mu * 4] * 6
     if _folds(bc):

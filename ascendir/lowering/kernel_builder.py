@@ -34,6 +34,7 @@ from ascendir.dtypes import packed_nbytes, to_numpy_dtype
 from ascendir.errors import AscendirError
 
 if TYPE_CHECKING:
+    from ascendir.hardware.config import HardwareConfig
     from ascendir.lowering.host_builder import LoweringContext
 
 Index = int | SSAValue
@@ -48,6 +49,13 @@ def ceil_div(a: int, b: int) -> int:
 
 def round_up(a: int, b: int) -> int:
     return ceil_div(a, b) * b
+
+
+def aligned_bytes(target: HardwareConfig, space: str, nbytes: int) -> int:
+    """Bytes a buffer of `nbytes` takes in on-chip `space` ("ub", "l1", ...): rounded up to the
+    space's address alignment (target `align`), an empty buffer one alignment unit. What
+    `KernelBuilder.alloc` counts against the capacity, so estimates that use it agree with it."""
+    return round_up(max(nbytes, 1), target.align.get(space, 32))
 
 
 @dataclass
@@ -304,7 +312,7 @@ class KernelBuilder:
             AscendirError: when the kernel's buffers in `space` exceed the target's capacity
                 (each buffer is rounded up to the space's address alignment).
         """
-        nbytes = round_up(max(packed_nbytes(to_numpy_dtype(elem), math.prod(shape)), 1), self.target.align.get(space.value, 32))
+        nbytes = aligned_bytes(self.target, space.value, packed_nbytes(to_numpy_dtype(elem), math.prod(shape)))
         key = (space, self.subblock)  # each AIV has its own UB
         used = self.used.get(key, 0) + nbytes
         cap = self.target.capacity(space.value)

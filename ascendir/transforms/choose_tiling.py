@@ -85,6 +85,7 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles, mmad_cycles
 from ascendir.dialects.ascend import Pipe
+from ascendir.lowering.kernel_builder import aligned_bytes
 from ascendir.lowering.matmul_layout import matmul_layout
 
 TILING_ATTR = "ascend.tiling"
@@ -249,10 +250,8 @@ def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
       `_BiasStage`'s bias row (+ its f32 copy);
     * ffn_up (lowering/ffn.py _emit_up, both layouts): one f32 tile per accumulator, the h tile
       and the b1 row (+ its f32 copy)."""
-    align = target.align.get("ub", 32)
-
     def al(nbytes: int) -> int:
-        return -(-max(nbytes, 1) // align) * align
+        return aligned_bytes(target, "ub", nbytes)
 
     tile, ob = t.m * t.n, p.out_bytes
     if p.ffn_up:  # one f32 tile per accumulator, the h tile, the b1 row (+ its f32 copy)
@@ -325,12 +324,7 @@ def reduce_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
     if splits <= 1:
         return 0
     e = min(REDUCE_TILE, p.batch * p.m * p.n)
-    align = target.align.get("ub", 32)
-
-    def al(n: int) -> int:
-        return -(-n // align) * align
-
-    return splits * al(e * 4) + (al(e * p.out_bytes) if p.out_bytes != 4 else 0)
+    return splits * aligned_bytes(target, "ub", e * 4) + (aligned_bytes(target, "ub", e * p.out_bytes) if p.out_bytes != 4 else 0)
 
 
 def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:

@@ -43,6 +43,7 @@ from xdsl.passes import ModulePass
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import MemSpace, space_of
 from ascendir.hardware.config import HardwareConfig
+from ascendir.lowering.kernel_builder import aligned_bytes
 from ascendir.pass_notes import note
 from ascendir.transforms.buffer_lifetimes import nbytes, root_of
 from ascendir.transforms.insert_sync import written
@@ -107,8 +108,7 @@ def _overflow(kernel: ascend.KernelOp, extra: list[SSAValue], target: HardwareCo
         sp = space_of(b).value
         if sp == MemSpace.GM.value:
             continue
-        a = target.align.get(sp, 32)
-        need[sp] = need.get(sp, 0) + -(-max(nbytes(b.type), 1) // a) * a
+        need[sp] = need.get(sp, 0) + aligned_bytes(target, sp, nbytes(b.type))
     return next(((sp, n, target.capacity(sp)) for sp, n in need.items() if n > target.capacity(sp)), None)
 
 
