@@ -12,10 +12,11 @@ already given slots by an inner loop, gets a second `ascend.alloc`; the body bec
 (the subtraction and division are left out when lb = 0 and step = 1).
 
 A loop is left single-buffered when doubling its buffers would overflow a space of the target
-(the aligned sum of the kernel's buffers in that space, as the interpreter checks it). Each
-alloc gets `ascend.slot` (0 or 1). The pass writes no flags: `insert-sync` then gives each slot
-its own event pair (the dependences of slot 0 stay inside the then-branch), which is what lets
-the pipes overlap.
+(the aligned sum of the kernel's buffers in that space, per AIV for the UB of a 910B mix kernel,
+as the interpreter checks it). Each alloc gets `ascend.slot` (0 or 1); the slot-1 alloc is a copy
+of the original with all its attributes (`subblock`: the same AIV's UB) but `offset`. The pass
+writes no flags: `insert-sync` then gives each slot its own event pair (the dependences of slot 0
+stay inside the then-branch), which is what lets the pipes overlap.
 
 A kernel already placed by `plan-memory` (an on-chip alloc with an `offset`) is planned again
 after ping-ponging (plan_memory.plan_kernel: every on-chip buffer, new slots included, gets an
@@ -41,7 +42,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import MemSpace, space_of
+from ascendir.dialects.ascend import MemSpace, space_of, subblock
 from ascendir.hardware.config import HardwareConfig
 from ascendir.lowering.kernel_builder import aligned_bytes
 from ascendir.pass_notes import note
@@ -99,17 +100,20 @@ def _written_first(loop: scf.ForOp, buf: SSAValue) -> bool:
     return False
 
 
-def _overflow(kernel: ascend.KernelOp, extra: list[SSAValue], target: HardwareConfig) -> tuple[str, int, int] | None:
-    """The first on-chip space the kernel's buffers plus `extra` overflow: (space, aligned bytes
-    needed, bytes available), or None when they fit."""
-    need: dict[str, int] = {}
+def _overflow(kernel: ascend.KernelOp, extra: list[SSAValue], target: HardwareConfig) -> tuple[str, int, int, int] | None:
+    """The first on-chip space the kernel's buffers plus second slots for `extra` overflow:
+    (space, AIV subblock, aligned bytes needed, bytes available), or None when they fit. Each AIV
+    of a 910B group has its own UB, so the buffers are summed per (space, subblock), as the
+    interpreter checks them (interpreter/kernel.py)."""
+    need: dict[tuple[str, int], int] = {}
     bufs = [op.result for op in kernel.walk() if isinstance(op, ascend.AllocOp)] + extra
     for b in bufs:
         sp = space_of(b).value
         if sp == MemSpace.GM.value:
             continue
-        need[sp] = need.get(sp, 0) + aligned_bytes(target, sp, nbytes(b.type))
-    return next(((sp, n, target.capacity(sp)) for sp, n in need.items() if n > target.capacity(sp)), None)
+        key = (sp, subblock(b.owner))  # a second slot lives on its original's AIV
+        need[key] = need.get(key, 0) + aligned_bytes(target, sp, nbytes(b.type))
+    return next(((sp, sub, n, target.capacity(sp)) for (sp, sub), n in need.items() if n > target.capacity(sp)), None)
 
 
 def double_buffer_loop(kernel: ascend.KernelOp, loop: scf.ForOp, target: HardwareConfig,
@@ -131,17 +135,23 @@ def double_buffer_loop(kernel: ascend.KernelOp, loop: scf.ForOp, target: Hardwar
     over = _overflow(kernel, bufs, target)
     if over:
         if why is not None:
-            space, need, have = over
+            space, sub, need, have = over
             iv = loop.body.block.args[0].name_hint
             types = sorted({str(b.type) for b in bufs})
+            whose = f" on AIV {sub}" if sub else ""
             why.append(f"the loop over {'%' + iv if iv else 'an index'}: second slots for its {len(bufs)} buffer"
-                       f"{'s' if len(bufs) != 1 else ''} ({', '.join(types)}) need {need} B of {space.upper()}, "
+                       f"{'s' if len(bufs) != 1 else ''} ({', '.join(types)}) need {need} B of {space.upper()}{whose}, "
                        f"{have} B on {target.name}")
         return False
     twins: dict[SSAValue, SSAValue] = {}
     for b in bufs:
         owner = b.owner
-        twin = ascend.AllocOp(b.type)
+        # The twin is the same buffer in the other slot: it keeps every attribute of the original
+        # (`subblock`: an AIV 1 buffer of a mix kernel lives in AIV 1's own UB, as the ops of the
+        # else-branch that use it run there) except `offset`, the original's bytes, which it must
+        # not share: plan_kernel places it.
+        twin = owner.clone()
+        twin.attributes.pop(OFFSET_ATTR, None)
         owner.attributes[SLOT_ATTR] = IntegerAttr(0, i64)
         twin.attributes[SLOT_ATTR] = IntegerAttr(1, i64)
         owner.parent_block().insert_op_after(twin, owner)
