@@ -25,7 +25,7 @@ import click
 import numpy as np
 from rich.console import Console
 
-from ascendir.errors import AscendirError
+from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error
 from ascendir.outputs import atomic_write, check_writable
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads thrash on small tiles
@@ -87,10 +87,10 @@ class _Group(click.Group):
             click.echo(f"error: out of memory: {' '.join(str(e).split())} (--timing-only moves no data)", err=True)
             sys.exit(2)
         except Exception as e:  # an internal bug: one line, the traceback only on request
-            if os.environ.get("ASCENDIR_DEBUG"):
+            if os.environ.get(DEBUG_ENV):
                 traceback.print_exc()
-            click.echo(f"internal error: {type(e).__name__}: {' '.join(str(e).split())} (set ASCENDIR_DEBUG=1 for a traceback)", err=True)
-            sys.exit(1)
+            click.echo(internal_error(e), err=True)
+            sys.exit(INTERNAL_ERROR_EXIT)
 
 
 @click.group(cls=_Group)

@@ -5,6 +5,19 @@ class AscendirError(Exception):
     """An error the CLI prints as one line (exit code 2), never as a traceback."""
 
 
+# Anything else the tools catch is a bug (in ascendir or below it), not bad input: `ascendir` and
+# `ascendir-opt` print internal_error(e) on one line and exit with this status, and print the
+# traceback first when the environment sets DEBUG_ENV.
+INTERNAL_ERROR_EXIT = 1
+DEBUG_ENV = "ASCENDIR_DEBUG"
+
+
+def internal_error(e: BaseException) -> str:
+    """The one line for an unexpected exception `e`: `internal error: <type>: <message>` and how
+    to get the traceback."""
+    return f"internal error: {type(e).__name__}: {' '.join(str(e).split())} (set {DEBUG_ENV}=1 for a traceback)"
+
+
 def one_line(e: BaseException) -> str:
     """The message of `e` (often xDSL's multi-line diagnostic) on one line: the quoted source
     line and its `^^^` marker are dropped, the position and the reason kept."""

@@ -2,22 +2,27 @@
 
     ascendir-opt in.mlir -p 'fuse-matmul-epilogue,convert-nn-to-ascend{target=ascend910a}'
 
-Named pipelines `O0`, `O1`, `O2` expand to their pass lists (e.g. `-p O2`). Errors print one
-line `ascendir-opt: error: ...` and exit with code 2; `-o FILE` is written only on success.
+Named pipelines `O0`, `O1`, `O2` expand to their pass lists (e.g. `-p O2`). Bad input (IR that
+does not parse or verify, a bad pass pipeline or option, an unreadable file, an error a pass
+raises) prints one line `ascendir-opt: error: ...` and exits with code 2; any other exception is a
+bug and prints `ascendir-opt: internal error: <type>: <message>` and exits with code 1, as
+`ascendir` does (ASCENDIR_DEBUG=1 prints the traceback too). `-o FILE` is written only on success.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import IO
 
-from xdsl.utils.exceptions import ArgSpecParseError
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ascendir.context import DIALECTS
-from ascendir.errors import one_line
+from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, one_line
 from ascendir.outputs import atomic_write, check_writable
 from ascendir.passes import PASSES, PIPELINES
 
@@ -35,7 +40,14 @@ class AscendirOptMain(xDSLOptMain):
         spec = self.args.passes
         if spec:
             self.args.passes = ",".join(PIPELINES.get(p, p) for p in spec.split(",") if PIPELINES.get(p, p))
-        super().setup_pipeline()
+        try:
+            super().setup_pipeline()
+        except AscendirError:  # a pass rejected its options (choose-tiling's tiling=...)
+            raise
+        except (Exception, ArgSpecParseError) as e:
+            # xDSL says what is wrong with the -p text with a ValueError (unknown pass, option or
+            # option type) or an ArgSpecParseError (syntax): bad input, not a bug
+            raise AscendirError(f"bad pass pipeline '{spec}': {one_line(e)}") from None
 
     def prepare_output(self) -> IO[str]:
         # Buffer the result; `run` writes the file only once every chunk went through.
@@ -69,10 +81,19 @@ def main(args: Sequence[str] | None = None) -> None:
         # stays as it was
         for line in ([log_summary(log)] if log else []) + notes:
             print(f"ascendir-opt: note: {line}", file=sys.stderr)
-    except (Exception, ArgSpecParseError) as e:  # one line, exit code 2: never a traceback for bad IR
+    except (AscendirError, ParseError, DiagnosticException, ArgSpecParseError, OSError) as e:
+        # bad input (IR, pipeline, options, files): one line, exit code 2, never a traceback
         msg = f"{e.filename}: {e.strerror}" if isinstance(e, OSError) and e.filename else one_line(e)
         print(f"ascendir-opt: error: {msg}", file=sys.stderr)
         sys.exit(2)
+    except MemoryError as e:  # IR larger than this machine's memory
+        print(f"ascendir-opt: error: out of memory: {one_line(e)}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as e:  # a bug: one line, the traceback only on request (as `ascendir` does)
+        if os.environ.get(DEBUG_ENV):
+            traceback.print_exc()
+        print(f"ascendir-opt: {internal_error(e)}", file=sys.stderr)
+        sys.exit(INTERNAL_ERROR_EXIT)
 
 
 if __name__ == "__main__":

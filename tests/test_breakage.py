@@ -116,6 +116,66 @@ def test_opt_success_writes_output(capsys, tmp_path: Path) -> None:
     assert "builtin.module" in out.read_text()
 
 
+ADD_LOOP = Path(__file__).parent / "filecheck" / "double-buffer" / "add_loop.mlir"
+
+
+def _pass_bug(self, ctx, op) -> None:
+    raise RuntimeError("double-buffer tripped over\n  its own feet")
+
+
+def test_opt_internal_error_is_not_bad_input(capsys, monkeypatch, tmp_path: Path) -> None:
+    """An exception that is no bad input (here a pass with a bug) used to print `ascendir-opt:
+    error:` and exit 2, as bad IR does. Now one line `internal error: <type>: <message>`, exit
+    1 and no output file, as `ascendir` does; ASCENDIR_DEBUG=1 adds the traceback."""
+    from ascendir.transforms.double_buffer import DoubleBuffer
+
+    monkeypatch.setattr(DoubleBuffer, "apply", _pass_bug)
+    monkeypatch.delenv("ASCENDIR_DEBUG", raising=False)
+    out = tmp_path / "out.mlir"
+    code, err = _opt(capsys, ADD_LOOP, "-p", "double-buffer", "-o", out)
+    assert (code, err) == (1, "ascendir-opt: internal error: RuntimeError: double-buffer tripped over its own feet "
+                               "(set ASCENDIR_DEBUG=1 for a traceback)\n")
+    assert not _leftovers(tmp_path, "out.mlir")
+    monkeypatch.setenv("ASCENDIR_DEBUG", "1")
+    code, err = _opt(capsys, ADD_LOOP, "-p", "double-buffer")
+    assert code == 1 and err.startswith("Traceback") and "in _pass_bug" in err, err
+    assert err.splitlines()[-1].startswith("ascendir-opt: internal error: RuntimeError: "), err
+
+
+def test_opt_out_of_memory_is_not_internal(capsys, monkeypatch) -> None:
+    """MemoryError is this machine's limit, not a bug: `error: out of memory`, exit 2, as `ascendir`."""
+    from ascendir.transforms.double_buffer import DoubleBuffer
+
+    def _oom(self, ctx, op):
+        raise MemoryError("cannot allocate 64 GiB")
+
+    monkeypatch.setattr(DoubleBuffer, "apply", _oom)
+    assert _opt(capsys, ADD_LOOP, "-p", "double-buffer") == (2, "ascendir-opt: error: out of memory: cannot allocate 64 GiB\n")
+
+
+def test_cli_internal_error_is_not_bad_input(monkeypatch, tmp_path: Path) -> None:
+    """The same bug under `ascendir compile` (its lowering runs double-buffer): the same line."""
+    from ascendir.transforms.double_buffer import DoubleBuffer
+
+    monkeypatch.setattr(DoubleBuffer, "apply", _pass_bug)
+    monkeypatch.delenv("ASCENDIR_DEBUG", raising=False)
+    r = _run("compile", MLP, "-o", tmp_path / "m.mlir")
+    assert (r.exit_code, r.output) == (1, "internal error: RuntimeError: double-buffer tripped over its own feet "
+                                          "(set ASCENDIR_DEBUG=1 for a traceback)\n")
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("no-such-pass", "Unrecognized passes: ['no-such-pass']"),
+    ("double-buffer{bogus=1}", 'Provided arguments ["bogus"] not found'),
+    ("double-buffer{quiet=maybe}", "Incompatible types"),
+])
+def test_opt_bad_pass_or_option_is_bad_input(capsys, spec: str, says: str) -> None:
+    # xDSL raises a plain ValueError for these: bad -p text, not an internal error
+    code, err = _opt(capsys, ADD_LOOP, "-p", spec)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"ascendir-opt: error: bad pass pipeline '{spec}': ") and says in err, err
+
+
 @pytest.mark.parametrize("nn_pipeline", ["O2", "recompose-nn"])
 def test_opt_lowers_imported_nn_ir_and_it_runs(capsys, tmp_path: Path, nn_pipeline: str) -> None:
     """The README's `ascendir-opt in.mlir -p '...,convert-nn-to-ascend{target=...}'` on the nn IR
