@@ -43,9 +43,9 @@ def _opt(capsys, *args) -> tuple[int, str]:
     return info.value.code, capsys.readouterr().err
 
 
-def _relu_model(tmp_path: Path) -> Path:
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])
+def _relu_model(tmp_path: Path, shape: tuple[int, ...] = (4, 8)) -> Path:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))
     m = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x], [y]),
                           opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 10
@@ -114,6 +114,27 @@ def test_opt_success_writes_output(capsys, tmp_path: Path) -> None:
     code, err = _opt(capsys, ir, "-o", out)
     assert code == 0, err
     assert "builtin.module" in out.read_text()
+
+
+def test_gm_footprint_above_hbm_is_bad_input(tmp_path: Path) -> None:
+    """Nothing compared plan-memory's GM footprint with the chip's HBM: a program needing more
+    device memory than the target has compiled and ran. A chip whose HBM is 192 MiB (memory.
+    hbm_bytes = l2_bytes, the least a target file may say) and y = relu(x) on 8192 x 8192 f32
+    (256 MiB in + 256 MiB out): compile and run fail on one line naming the footprint, the HBM
+    bytes and the target, and leave no output; IR planned for the 910B2 (where it fits) and run
+    on the small chip fails the same way before simulating."""
+    chip = tmp_path / "small_hbm.toml"
+    text = (Path(__file__).resolve().parent.parent / "ascendir" / "hardware" / "ascend910b2.toml").read_text()
+    chip.write_text(text.replace('name = "ascend910b2"', 'name = "smallhbm"')
+                    .replace("hbm_bytes = 68719476736 ", "hbm_bytes = 201326592   "))
+    model = _relu_model(tmp_path, (8192, 8192))
+    need = "@main needs 536870912 B of GM (weights 0 + inputs 268435456 + outputs 268435456 + arena 0)"
+    out = tmp_path / "m.mlir"
+    _clean_error(_run("compile", model, "--target", chip, "-o", out), f"plan-memory: {need}", "than the 201326592 B of HBM on smallhbm")
+    assert not _leftovers(tmp_path, "m.mlir", "m.weights.npz")
+    _clean_error(_run("run", model, "--target", chip, "--timing-only"), need, "201326592 B of HBM on smallhbm")
+    assert _run("compile", model, "-o", out).exit_code == 0  # 64 GiB on the default 910B2
+    _clean_error(_run("run", out, "--target", chip, "--timing-only"), need, "201326592 B of HBM on smallhbm")
 
 
 ADD_LOOP = Path(__file__).parent / "filecheck" / "double-buffer" / "add_loop.mlir"

@@ -59,9 +59,15 @@ def simulate(
     ascend.launch ops of @main).
 
     Raises:
-        AscendirError: unsupported op, capacity overflow, deadlock, bad inputs, invariant violation.
+        AscendirError: unsupported op, capacity overflow (on chip, or plan-memory's GM footprint
+            above the target's HBM), deadlock, bad inputs, invariant violation.
     """
+    from ascendir.transforms.plan_memory import check_gm_fits, gm_footprint
+
     hw = load_target(target)
+    fp = gm_footprint(module)
+    if fp is not None:  # planned for another chip (IR lowered for a larger HBM): before any work
+        check_gm_fits(fp, hw)
     prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace, extrapolate=extrapolate, check_races=check_races)
     prog.progress = progress
     with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
@@ -73,8 +79,6 @@ def simulate(
     dtypes = {op.sym_name.data: op.attributes["dtype"].data for op in module.ops if "dtype" in op.attributes and hasattr(op, "sym_name")}
     for k in report["kernels"]:
         k["dtype"] = dtypes.get(k["name"])
-    from ascendir.transforms.plan_memory import gm_footprint
-
-    if (fp := gm_footprint(module)) is not None:
+    if fp is not None:
         report["gm_footprint"] = fp
     return SimResult(outputs, report, trace_events(records, hw) if trace else [])

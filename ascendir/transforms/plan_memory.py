@@ -13,7 +13,9 @@ into one arena by the same first fit over their launch lifetimes (from the first
 `ascend.launch` using them, views counting as their source), each getting an `offset` into the
 arena. @main gets `ascend.gm_footprint` (bytes): weights, inputs, outputs, arena, total (the
 device memory the program needs: weights + inputs + outputs + arena) and live_peak (the largest
-sum of buffers live at one launch, a lower bound of total). The simulation report copies it.
+sum of buffers live at one launch, a lower bound of total). The simulation report copies it. A
+total above the target's HBM (`memory.hbm_bytes`) fails on one line naming the bytes needed,
+their parts and the bytes the target has.
 
 Reuse of on-chip bytes between buffers adds orderings that no flag of the template expresses
 (the last reader of one buffer vs the first writer of the next): insert-sync, which runs after
@@ -179,8 +181,24 @@ def plan_gm(host: func.FuncOp, target: HardwareConfig) -> dict[str, int]:
         "total": weights + inputs + out_bytes + arena,
         "live_peak": weights + inputs + peak,
     }
+    check_gm_fits(fp, target, "plan-memory: ")
     host.attributes[FOOTPRINT_ATTR] = DictionaryAttr({k: IntegerAttr(v, i64) for k, v in fp.items()})
     return fp
+
+
+def check_gm_fits(fp: dict[str, int], target: HardwareConfig, prefix: str = "") -> None:
+    """Check a GM footprint (plan_gm's dict, bytes) against the target's HBM capacity: the device
+    holds the weights, inputs, outputs and arena at once, so `total` must fit.
+
+    Raises:
+        AscendirError: `prefix` + one line naming the total and its parts, the HBM bytes and the
+            target, when the total exceeds `memory.hbm_bytes`."""
+    hbm = target.memory.hbm_bytes
+    if fp["total"] > hbm:
+        raise AscendirError(
+            f"{prefix}@main needs {fp['total']} B of GM (weights {fp['weights']} + inputs {fp['inputs']} + outputs "
+            f"{fp['outputs']} + arena {fp['arena']}), more than the {hbm} B of HBM on {target.name}"
+        )
 
 
 def gm_footprint(module: ModuleOp) -> dict[str, int] | None:
