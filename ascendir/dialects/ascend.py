@@ -27,6 +27,7 @@ import functools
 from collections.abc import Sequence
 from typing import ClassVar
 
+from xdsl.dialects import memref
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseIntOrFPElementsAttr,
@@ -185,6 +186,37 @@ def subblock(op: Operation) -> int:
     return a.value.data if a is not None else 0
 
 
+# Ops that only name (part of) a buffer: an op touching the view touches the buffer beneath it.
+_VIEW_OPS = (memref.SubviewOp, memref.CastOp, memref.CollapseShapeOp, memref.ExpandShapeOp, memref.ReinterpretCastOp)
+
+
+def _verify_subblock_ub(kernel: KernelOp) -> None:
+    """Every ascend op of `kernel` touches only UB buffers of its own AIV (SUBBLOCK_ATTR of the op
+    and of the buffer's ascend.alloc agree): each AIV of a 910B group has its own UB, which the
+    other cannot address (S2 GetSubBlockIdx, S1 1 AIC + 2 AIV). A verifier rule, not a target
+    check: the two attributes contradict each other on any chip. Buffers reached through a view
+    are traced to their alloc; a UB value of no alloc (a block argument) is not checked.
+
+    Raises:
+        VerifyException: naming the kernel, the op, its AIV and the buffer of the other AIV.
+    """
+    for o in kernel.body.walk():
+        if isinstance(o, AllocOp) or not o.name.startswith("ascend."):
+            continue  # subblock tags ascend ops only (a memref.subview names, it does not touch)
+        for v in o.operands:
+            t = v.type
+            if not (isinstance(t, MemRefType) and isinstance(t.memory_space, MemSpaceAttr) and t.memory_space.data == MemSpace.UB):
+                continue
+            while isinstance(v.owner, _VIEW_OPS):
+                v = v.owner.operands[0]
+            if isinstance(v.owner, AllocOp) and subblock(v.owner) != subblock(o):
+                name = f"%{v.name_hint}: " if v.name_hint else ""
+                raise VerifyException(
+                    f"ascend.kernel @{kernel.sym_name.data}: {o.name} on AIV {subblock(o)} uses a UB buffer of "
+                    f"AIV {subblock(v.owner)} ({name}{v.type}); each AIV of a group has its own UB"
+                )
+
+
 def module_arch(op: Operation) -> str | None:
     """The `ascend.arch` attribute of the enclosing module, if any."""
     while op.parent_op() is not None:
@@ -260,6 +292,7 @@ class KernelOp(IRDLOperation):
             raise VerifyException(f"ascend.kernel: core_type must be aic, aiv or mix, got {self.core_type.data}")
         if not isinstance(self.body.block.last_op, ReturnOp):
             raise VerifyException("ascend.kernel: body must end in ascend.return")
+        _verify_subblock_ub(self)
 
     @classmethod
     def parse(cls, parser: Parser) -> KernelOp:

@@ -4,7 +4,10 @@ Blocks 0..block_dim-1 run in order; block b runs on core b % cores (cores = num_
 kernels, num_aiv for aiv kernels) after that core's previous block has finished (waves).
 Mixed kernels (910B) give every block one AIC unit and one AIV unit with separate pipes, and a
 second AIV unit when the kernel puts work on it (SUBBLOCK_ATTR = 1): a 910B group is 1 AIC + 2 AIV
-(S1 aiv_per_aic, S2 KERNEL_TYPE_MIX_AIC_1_2), each AIV with its own pipes and its own UB.
+(S1 aiv_per_aic, S2 KERNEL_TYPE_MIX_AIC_1_2), each AIV with its own pipes and its own UB. That an
+op touches only the UB buffers of its own AIV is a rule of the ascend.kernel verifier (the IR
+contradicts itself otherwise, on any chip): modules reach the interpreter verified (IR text is
+verified when parsed, the driver verifies after lowering), so it is not checked again here.
 """
 
 from __future__ import annotations
