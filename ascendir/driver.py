@@ -25,7 +25,7 @@ from ascendir.dialects.ascend import KernelOp
 from ascendir.errors import AscendirError, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
-from ascendir.passes import PASSES, PIPELINES
+from ascendir.passes import PASSES, PIPELINES, expand_pipelines
 from ascendir.weights import WeightStore
 
 NAME_ATTR = "onnx.name"
@@ -99,11 +99,7 @@ def _parse_pipeline(spec: str | None, opt_level: str) -> PassPipeline:
         if opt_level not in PIPELINES:
             raise AscendirError(f"unknown optimization level '{opt_level}' (choose from {', '.join(PIPELINES)})")
         spec = PIPELINES[opt_level]
-    for p in spec.split(","):
-        name = p.split("{", 1)[0].strip()
-        if "{" in p and name in PIPELINES:
-            raise AscendirError(f"bad pass pipeline '{spec}': the named pipeline '{name}' takes no options (give its passes with their options instead: {PIPELINES[name] or 'it is empty'})")
-    spec = ",".join(PIPELINES.get(p, p) for p in spec.split(",") if PIPELINES.get(p, p).strip())
+    spec = expand_pipelines(spec)
     if not spec:
         return PassPipeline(())
     try:

@@ -2,11 +2,12 @@
 
     ascendir-opt in.mlir -p 'fuse-matmul-epilogue,convert-nn-to-ascend{target=ascend910a}'
 
-Named pipelines `O0`, `O1`, `O2` expand to their pass lists (e.g. `-p O2`). Bad input (IR that
-does not parse or verify, a bad pass pipeline or option, an unreadable file, an error a pass
-raises) prints one line `ascendir-opt: error: ...` and exits with code 2; any other exception is a
-bug and prints `ascendir-opt: internal error: <type>: <message>` and exits with code 1, as
-`ascendir` does (ASCENDIR_DEBUG=1 prints the traceback too). `-o FILE` is written only on success.
+Named pipelines `O0`, `O1`, `O2` expand to their pass lists (e.g. `-p O2`) and take no options,
+as in `ascendir -p` (passes.expand_pipelines). Bad input (IR that does not parse or verify, a bad
+pass pipeline or option, an unreadable file, an error a pass raises) prints one line
+`ascendir-opt: error: ...` and exits with code 2; any other exception is a bug and prints
+`ascendir-opt: internal error: <type>: <message>` and exits with code 1, as `ascendir` does
+(ASCENDIR_DEBUG=1 prints the traceback too). `-o FILE` is written only on success.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from ascendir.context import DIALECTS
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, one_line
 from ascendir.outputs import atomic_write, check_writable
-from ascendir.passes import PASSES, PIPELINES
+from ascendir.passes import PASSES, expand_pipelines
 
 
 class AscendirOptMain(xDSLOptMain):
@@ -39,7 +40,7 @@ class AscendirOptMain(xDSLOptMain):
     def setup_pipeline(self) -> None:
         spec = self.args.passes
         if spec:
-            self.args.passes = ",".join(PIPELINES.get(p, p) for p in spec.split(",") if PIPELINES.get(p, p))
+            self.args.passes = expand_pipelines(spec)
         try:
             super().setup_pipeline()
         except AscendirError:  # a pass rejected its options (choose-tiling's tiling=...)

@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 from xdsl.passes import ModulePass
 
+from ascendir.errors import AscendirError
+
 
 def _lowering():
     from ascendir.lowering.convert_nn_to_ascend import ConvertNNToAscend
@@ -146,3 +148,20 @@ PIPELINES: dict[str, str] = {
         "fuse-conv-activation,fuse-elementwise,choose-tiling"
     ),
 }
+
+
+def expand_pipelines(spec: str) -> str:
+    """`spec` (xdsl-opt pass pipeline text) with each named pipeline (O0, O1, O2) replaced by its
+    passes; the one expansion the CLI's -p and ascendir-opt's -p share, so both say the same.
+
+    Raises:
+        AscendirError: a named pipeline given options (`O2{x=1}`): they would apply to no pass.
+    """
+    for p in spec.split(","):
+        name = p.split("{", 1)[0].strip()
+        if "{" in p and name in PIPELINES:
+            raise AscendirError(
+                f"bad pass pipeline '{spec}': the named pipeline '{name}' takes no options (give its passes with "
+                f"their options instead: {PIPELINES[name] or 'it is empty'})"
+            )
+    return ",".join(PIPELINES.get(p, p) for p in spec.split(",") if PIPELINES.get(p, p).strip())

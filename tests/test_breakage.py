@@ -197,6 +197,14 @@ def test_opt_bad_pass_or_option_is_bad_input(capsys, spec: str, says: str) -> No
     assert err.startswith(f"ascendir-opt: error: bad pass pipeline '{spec}': ") and says in err, err
 
 
+@pytest.mark.parametrize("spec", ["O2{x=1}", "canonicalize,O0{x=1}"])
+def test_opt_named_pipeline_with_options_says_so_as_the_cli_does(capsys, spec: str) -> None:
+    # ascendir-opt used to say "Unrecognized passes: ['O2']" where `ascendir` names the pipeline
+    code, err = _opt(capsys, ADD_LOOP, "-p", spec)
+    cli = _clean_error(_run("compile", MLP, "-p", spec), "takes no options")
+    assert (code, err) == (2, f"ascendir-opt: {cli}\n")
+
+
 @pytest.mark.parametrize("nn_pipeline", ["O2", "recompose-nn"])
 def test_opt_lowers_imported_nn_ir_and_it_runs(capsys, tmp_path: Path, nn_pipeline: str) -> None:
     """The README's `ascendir-opt in.mlir -p '...,convert-nn-to-ascend{target=...}'` on the nn IR
