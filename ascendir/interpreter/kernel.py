@@ -135,9 +135,58 @@ def _check_units(kernel: ascend.KernelOp, order: list[Operation], statics: dict,
 
 # Optional attribute of set_flag / wait_flag in a 910B mix kernel naming the units it connects,
 # "aic->aiv" / "aiv->aic" / "aic->aic" / "aiv->aiv", when the pipes alone (MTE2, MTE3, S exist on
-# both) leave it ambiguous. Without it the nearest op on the pipe decides (see _flag_units).
+# both) leave it ambiguous. Without it the nearest op on the pipe decides (see flag_units).
 FLAG_UNITS_ATTR = "units"
 _UNIT_INDEX = {"aic": 0, "aiv": 1, "aiv0": 1, "aiv1": 2}
+UNIT_NAMES = ("aic", "aiv", "aiv1")  # unit index -> its name in FLAG_UNITS_ATTR
+
+
+def flag_units(order: list[Operation], placed: list[tuple[str, int] | None]) -> dict[Operation, tuple[int, int]]:
+    """(src unit, dst unit) of every flag op of a mixed kernel (units: 0 = AIC, 1 = AIV 0, 2 = AIV 1).
+
+    `order` is the kernel body in walk (program) order, `placed[i]` the (pipe, unit) of the tile
+    op order[i] or None. FLAG_UNITS_ATTR decides when present. Otherwise MTE2/MTE3/S exist on
+    both units: take the unit of the nearest op on that pipe (before a set, after a wait), else
+    the partner pipe's unit, else AIC. A set and its waits must agree: the first resolution of a
+    (src pipe, dst pipe, event) wins for every flag op of that triple (so one triple connects one
+    pair of units in a kernel). insert-sync resolves flags with this same rule."""
+    res: dict[Operation, tuple[int, int]] = {}
+
+    def fixed(p: str) -> int | None:
+        return 0 if p in AIC_PIPES else 1 if p in AIV_PIPES else None
+
+    def nearest(i: int, p: str, step: int) -> int | None:
+        j = i + step
+        while 0 <= j < len(order):
+            if placed[j] is not None and placed[j][0] == p:
+                return placed[j][1]
+            j += step
+        return None
+
+    by_name: dict[tuple[str, str, int], tuple[int, int]] = {}
+    for i, o in enumerate(order):
+        if not isinstance(o, ascend.FlagOp):
+            continue
+        s, d = o.src.data, o.dst.data
+        hint = o.attributes.get(FLAG_UNITS_ATTR)
+        if hint is not None:  # explicit "aic->aiv" etc. (cross-unit hand-offs of mix kernels)
+            su, du = (_UNIT_INDEX[u] for u in hint.data.split("->"))
+            res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
+            continue
+        su = fixed(s)
+        if su is None:
+            su = nearest(i, s, -1)
+            su = nearest(i, s, +1) if su is None else su
+        du = fixed(d)
+        if du is None:
+            du = nearest(i, d, +1)
+            du = nearest(i, d, -1) if du is None else du
+        if su is None:
+            su = du if du is not None else 0
+        if du is None:
+            du = su
+        res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
+    return res
 
 
 def _body_key(op: ascend.KernelOp) -> tuple:
@@ -212,53 +261,11 @@ class KernelProgram:
         self.memo_text = None if gm_alloc or data_control else m.body_ids.setdefault(_body_key(op), len(m.body_ids))
 
     def _flag_units(self, order: list[Operation], statics: dict) -> dict[Operation, tuple[int, int]]:
-        """(src unit, dst unit) of every flag op. In mixed kernels MTE2/MTE3/S exist on both units:
-        take the unit of the nearest op on that pipe (before a set, after a wait), else the
-        partner pipe's unit, else AIC."""
-        res: dict[Operation, tuple[int, int]] = {}
+        """(src unit, dst unit) of every flag op (`flag_units`; all 0 on a single unit)."""
         if self.nunits == 1:
-            for o in order:
-                if isinstance(o, ascend.FlagOp):
-                    res[o] = (0, 0)
-            return res
-        pipes = [(statics[o][0], unit_of(statics[o][0], statics[o][1], 2, subblock(o))) if statics.get(o) else None for o in order]
-
-        def fixed(p: str) -> int | None:
-            return 0 if p in AIC_PIPES else 1 if p in AIV_PIPES else None
-
-        def nearest(i: int, p: str, step: int) -> int | None:
-            j = i + step
-            while 0 <= j < len(order):
-                if pipes[j] is not None and pipes[j][0] == p:
-                    return pipes[j][1]
-                j += step
-            return None
-
-        by_name: dict[tuple[str, str, int], tuple[int, int]] = {}
-        for i, o in enumerate(order):
-            if not isinstance(o, ascend.FlagOp):
-                continue
-            s, d = o.src.data, o.dst.data
-            hint = o.attributes.get(FLAG_UNITS_ATTR)
-            if hint is not None:  # explicit "aic->aiv" etc. (cross-unit hand-offs of mix kernels)
-                su, du = (_UNIT_INDEX[u] for u in hint.data.split("->"))
-                res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
-                continue
-            su = fixed(s)
-            if su is None:
-                su = nearest(i, s, -1)
-                su = nearest(i, s, +1) if su is None else su
-            du = fixed(d)
-            if du is None:
-                du = nearest(i, d, +1)
-                du = nearest(i, d, -1) if du is None else du
-            if su is None:
-                su = du if du is not None else 0
-            if du is None:
-                du = su
-            # a set and its waits must agree: the first resolution of a (src, dst, id) wins
-            res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
-        return res
+            return {o: (0, 0) for o in order if isinstance(o, ascend.FlagOp)}
+        placed = [(statics[o][0], unit_of(statics[o][0], statics[o][1], 2, subblock(o))) if statics.get(o) else None for o in order]
+        return flag_units(order, placed)
 
     def run(self, args: list[np.ndarray], tags: list | None = None) -> KernelRecord:
         """Run every block; `tags` are the GM address tags of `args` (l2.py), None if unknown."""

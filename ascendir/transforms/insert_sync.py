@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -62,8 +62,11 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe, copy_pipe, module_arch, space_of, subblock
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
-from ascendir.interpreter.compiler import _dropped_dims
+from ascendir.interpreter.compiler import _dropped_dims, unit_of
+from ascendir.interpreter.cost import space_unit
+from ascendir.interpreter.kernel import FLAG_UNITS_ATTR, UNIT_NAMES, flag_units
 from ascendir.interpreter.race import _overlap
+from ascendir.pass_notes import note
 from ascendir.transforms.ir_level import require_ascend_ir
 
 ITERATIONS = 4  # first iterations of each loop executed: loop-carried distances 1..3 (ping-pong is 2)
@@ -80,12 +83,26 @@ class _Unknown(Exception):
 @dataclass(frozen=True)
 class Conflict:
     """Op `first` on pipe `src` and later op `second` on pipe `dst` touch the same bytes, one
-    writing, with no happens-before between them."""
+    writing, with no happens-before between them. `units` = (unit of `first`, unit of `second`):
+    0 = AIC (or the only unit of a non-mix kernel), 1 = AIV 0, 2 = AIV 1."""
 
     first: Operation
     second: Operation
     src: Pipe
     dst: Pipe
+    units: tuple[int, int] = (0, 0)
+
+    @property
+    def slots(self) -> tuple[tuple[int, Pipe], tuple[int, Pipe]]:
+        """((unit, pipe) of `first`, (unit, pipe) of `second`)."""
+        return (self.units[0], self.src), (self.units[1], self.dst)
+
+    def describe(self) -> str:
+        """`ascend.copy on aic FIX then ascend.copy on aiv MTE2` (units named only when they differ)."""
+        a, b = self.units
+        if a == b:
+            return f"{self.first.name} on {self.src.value} then {self.second.name} on {self.dst.value}"
+        return f"{self.first.name} on {UNIT_NAMES[a]} {self.src.value} then {self.second.name} on {UNIT_NAMES[b]} {self.dst.value}"
 
 
 def op_pipe(op: Operation, arch: str | None) -> Pipe | None:
@@ -101,6 +118,29 @@ def op_pipe(op: Operation, arch: str | None) -> Pipe | None:
     if isinstance(op, (memref.LoadOp, memref.StoreOp)):
         return Pipe.S
     return None
+
+
+def op_unit(op: Operation, pipe: Pipe) -> int:
+    """The unit of a 910B mix kernel that runs `op` on `pipe` (0 = AIC, 1 = AIV 0, 2 = AIV 1), as
+    the interpreter places it (compiler.unit_of): copies by their on-chip space, mmad on the AIC,
+    vector ops and gather_rows on an AIV (`subblock` = 1: AIV 1), scalar loads/stores on the AIC."""
+    unit = None
+    if isinstance(op, ascend.CopyOp):
+        src, dst = space_of(op.source), space_of(op.dest)
+        unit = space_unit((src if src != MemSpace.GM else dst).value)
+    elif isinstance(op, ascend.MmadOp):
+        unit = "aic"
+    elif isinstance(op, (ascend.VectorOp, ascend.GatherRowsOp)):
+        unit = "aiv"
+    return unit_of(pipe.value, unit, 3, subblock(op))
+
+
+def split_units(kernel: ascend.KernelOp, arch: str | None = None) -> bool:
+    """A mix kernel for a split chip (910B, dav-c220; also when the module names no arch): its
+    AIC and AIVs have separate pipes, synchronised by flags naming their units (FLAG_UNITS_ATTR).
+    On a coupled chip (910A) a mix kernel runs on one core, analysed like any other."""
+    arch = module_arch(kernel) if arch is None else arch
+    return kernel.core_type.data == CoreType.MIX.value and arch in (None, "dav-c220")
 
 
 def written(op: Operation) -> SSAValue | None:
@@ -149,16 +189,26 @@ class _Run:
 
     arch: str | None
     block_idx: int
+    split: bool = False  # a 910B mix kernel: pipes are (unit, pipe) slots
+    units: dict = field(default_factory=dict)  # flag op -> (src unit, dst unit) (kernel.flag_units)
     env: dict = field(default_factory=dict)
-    vc: dict = field(default_factory=dict)  # pipe -> {pipe: epoch}
-    queues: dict = field(default_factory=dict)  # (src, dst, event) -> [clock]
+    vc: dict = field(default_factory=dict)  # (unit, pipe) -> {(unit, pipe): epoch}
+    queues: dict = field(default_factory=dict)  # (src slot, dst slot, event) -> [clock]
+    floor: dict = field(default_factory=dict)  # unit -> the clock its last pipe_barrier ALL gave every pipe
     seen: dict = field(default_factory=dict)  # key -> {(pipe, writes): [(epoch, range, op)]}
     conflicts: list = field(default_factory=list)
     found: set = field(default_factory=set)
     flags_run: set = field(default_factory=set)  # flag ops executed
 
-    def clock(self, p: Pipe) -> dict:
-        return self.vc.setdefault(p, {})
+    def clock(self, p: tuple[int, Pipe]) -> dict:
+        c = self.vc.get(p)
+        if c is None:  # a pipe's first op still follows the unit's last pipe_barrier ALL
+            c = self.vc[p] = dict(self.floor.get(p[0], {}))
+        return c
+
+    def flag_key(self, op: ascend.FlagOp) -> tuple:
+        su, du = self.units.get(op, (0, 0))
+        return ((su, Pipe(op.src.data)), (du, Pipe(op.dst.data)), op.event.value.data)
 
     def val(self, v: SSAValue):
         if v not in self.env:
@@ -188,11 +238,11 @@ class _Run:
             pass
         elif isinstance(op, ascend.SetFlagOp):
             self.flags_run.add(op)
-            key = (Pipe(op.src.data), Pipe(op.dst.data), op.event.value.data)
+            key = self.flag_key(op)
             self.queues.setdefault(key, []).append(dict(self.clock(key[0])))
         elif isinstance(op, ascend.WaitFlagOp):
             self.flags_run.add(op)
-            key = (Pipe(op.src.data), Pipe(op.dst.data), op.event.value.data)
+            key = self.flag_key(op)
             q = self.queues.get(key)
             if q:  # an unmatched wait orders nothing (conservative)
                 c = self.clock(key[1])
@@ -200,16 +250,23 @@ class _Run:
                     c[p] = max(c.get(p, 0), e)
         elif isinstance(op, ascend.PipeBarrierOp):
             if op.pipe.data == "ALL":
-                joined: dict = {}
-                for c in self.vc.values():
-                    for p, e in c.items():
-                        joined[p] = max(joined.get(p, 0), e)
-                for p in list(self.vc):
-                    self.vc[p] = dict(joined)
+                # each core orders its own pipes: the AIC and the AIVs of a mix kernel run their
+                # own instruction streams, so a barrier orders nothing across them (the
+                # interpreter joins every unit, which this never contradicts: it only orders less)
+                for u in {s[0] for s in self.vc} | set(self.floor):
+                    joined = dict(self.floor.get(u, {}))
+                    mine = [s for s in self.vc if s[0] == u]
+                    for s in mine:
+                        for p, e in self.vc[s].items():
+                            joined[p] = max(joined.get(p, 0), e)
+                    for s in mine:
+                        self.vc[s] = dict(joined)
+                    self.floor[u] = joined
         elif isinstance(op, ascend.AllocOp):
             t = op.result.type
             off = op.attributes.get("offset")
-            key = space_of(t) if off is not None else op.result
+            # placed buffers are compared by bytes of their space; each AIV has its own UB
+            key = (space_of(t), subblock(op)) if off is not None else op.result
             self.env[op.result] = _View(key, off.value.data if off is not None else 0, tuple(t.get_shape()), _contiguous(t.get_shape()), itemsize(t.element_type))
         elif isinstance(op, ascend.ViewOp):
             src = self.val(op.source)
@@ -222,7 +279,7 @@ class _Run:
         else:
             pipe = op_pipe(op, self.arch)
             if pipe is not None:
-                self.access(op, pipe)
+                self.access(op, (op_unit(op, pipe) if self.split else 0, pipe))
                 for r in op.results:
                     self.env[r] = None  # a loaded scalar: data
             else:
@@ -261,7 +318,7 @@ class _Run:
         args = [self.env.get(v) for v in op.operands]
         self.env[op.results[0]] = None if any(a is None for a in args) else f(*args)
 
-    def access(self, op: Operation, pipe: Pipe) -> None:
+    def access(self, op: Operation, pipe: tuple[int, Pipe]) -> None:
         out = written(op)
         c = self.clock(pipe)
         epoch = c[pipe] = c.get(pipe, 0) + 1
@@ -283,7 +340,7 @@ class _Run:
                         k = (e_op, op, p, pipe)
                         if k not in self.found:
                             self.found.add(k)
-                            self.conflicts.append(Conflict(e_op, op, p, pipe))
+                            self.conflicts.append(Conflict(e_op, op, p[1], pipe[1], (p[0], pipe[0])))
             lst = per.setdefault((pipe, w), [])
             lst.append((epoch, rng, op))
             if len(lst) > KEEP:
@@ -322,15 +379,18 @@ _CMP = {
 }
 
 
-def conflicts(kernel: ascend.KernelOp, executed: set | None = None) -> list[Conflict] | None:
+def conflicts(kernel: ascend.KernelOp, executed: set | None = None, arch: str | None = None) -> list[Conflict] | None:
     """Unordered cross-pipe conflicts of `kernel` (see the module docstring); None when the kernel
-    is not analysed (mix core type, data-dependent control flow). `executed` receives the flag
-    ops the analysis ran."""
-    if kernel.core_type.data == CoreType.MIX.value:
-        return None
+    is not analysed (data-dependent control flow). `executed` receives the flag ops the analysis
+    ran. In a 910B mix kernel a pipe is a (unit, pipe) slot and flags connect the units
+    kernel.flag_units gives them, as in the interpreter. `arch`: the module's `ascend.arch`
+    (read from the enclosing module when None; a detached clone has none)."""
+    arch = module_arch(kernel) if arch is None else arch
+    split = split_units(kernel, arch)
+    units = _flag_units(kernel, arch) if split else {}
     found: list[Conflict] = []
     for block in sorted({0, kernel.block_dim.value.data - 1}):
-        run = _Run(module_arch(kernel), block)
+        run = _Run(arch, block, split, units)
         for a in kernel.body.block.args:
             t = a.type
             run.env[a] = _View(a, 0, tuple(t.get_shape()), _contiguous(t.get_shape()), itemsize(t.element_type))
@@ -366,6 +426,17 @@ def _anchor(a: Operation, b: Operation, kernel: Operation) -> tuple[Operation, O
     raise AssertionError("ops of one kernel share its body block")
 
 
+def _flag_units(kernel: ascend.KernelOp, arch: str | None) -> dict:
+    """flag op -> (src unit, dst unit) of a split mix kernel, by the interpreter's rule
+    (kernel.flag_units; scalar loads/stores are not placed there either)."""
+    order = list(kernel.body.walk())
+    placed = []
+    for o in order:
+        p = None if isinstance(o, (memref.LoadOp, memref.StoreOp)) else op_pipe(o, arch)
+        placed.append(None if p is None else (p.value, op_unit(o, p)))
+    return flag_units(order, placed)
+
+
 def _used_events(kernel: ascend.KernelOp) -> dict[tuple[str, str], set[int]]:
     used: dict[tuple[str, str], set[int]] = {}
     for op in kernel.walk():
@@ -374,12 +445,16 @@ def _used_events(kernel: ascend.KernelOp) -> dict[tuple[str, str], set[int]]:
     return used
 
 
-def _handoff_only(kernel: ascend.KernelOp, key: tuple[str, str, int]) -> bool:
+def _handoff_only(kernel: ascend.KernelOp, key: tuple[str, str, int], units: tuple[int, int], resolved: dict) -> bool:
     """Every flag op of `key` is a hand-off (a set immediately followed by its wait): no set of
-    the event is ever outstanding across other ops, so another hand-off may use it too."""
+    the event is ever outstanding across other ops, so another hand-off may use it too -- between
+    the same units (`resolved`: kernel.flag_units of a split mix kernel, else empty), since one
+    (src, dst, event) connects one pair of units in a kernel."""
     for op in kernel.walk():
         if not isinstance(op, ascend.FlagOp) or (op.src.data, op.dst.data, op.event.value.data) != key:
             continue
+        if resolved.get(op, (0, 0)) != units:
+            return False
         other = op.next_op if isinstance(op, ascend.SetFlagOp) else op.prev_op
         want = ascend.WaitFlagOp if isinstance(op, ascend.SetFlagOp) else ascend.SetFlagOp
         if not isinstance(other, want) or (other.src.data, other.dst.data, other.event.value.data) != key:
@@ -393,21 +468,32 @@ def _insert(kernel: ascend.KernelOp, c: Conflict) -> None:
     blk = a.parent_block()
     ops = list(blk.ops)
     forward = ops.index(a) < ops.index(b)
+    split = split_units(kernel)
+    resolved = _flag_units(kernel, module_arch(kernel)) if split else {}
+    # ids per pipe pair whatever units they connect: the interpreter (and a set's waits) match a
+    # flag by (src, dst, event), so one id must not connect two pairs of units
     used = sorted(_used_events(kernel).get((c.src.value, c.dst.value), set()))
-    shared = [e for e in used if forward and _handoff_only(kernel, (c.src.value, c.dst.value, e))]
+    shared = [e for e in used if forward and _handoff_only(kernel, (c.src.value, c.dst.value, e), c.units, resolved)]
     free = shared + [e for e in range(EVENTS) if e not in used]
     if not free:
         raise AscendirError(
             f"insert-sync: kernel @{kernel.sym_name.data} needs more than {EVENTS} events for "
-            f"{c.src.value} -> {c.dst.value} ({c.first.name} then {c.second.name})"
+            f"{c.src.value} -> {c.dst.value} ({c.describe()})"
         )
     ev = free[0]
+
+    def flag(kind: type) -> Operation:
+        f = kind(c.src, c.dst, ev)
+        if split:  # MTE2 / MTE3 exist on every unit: name them (interpreter/kernel.py)
+            f.attributes[FLAG_UNITS_ATTR] = StringAttr(f"{UNIT_NAMES[c.units[0]]}->{UNIT_NAMES[c.units[1]]}")
+        return f
+
     if forward:  # a hand-off: the set also covers the src pipe's ops up to b
-        blk.insert_op_before(ascend.SetFlagOp(c.src, c.dst, ev), b)
-        blk.insert_op_before(ascend.WaitFlagOp(c.src, c.dst, ev), b)
+        blk.insert_op_before(flag(ascend.SetFlagOp), b)
+        blk.insert_op_before(flag(ascend.WaitFlagOp), b)
         return
-    blk.insert_op_after(ascend.SetFlagOp(c.src, c.dst, ev), a)
-    blk.insert_op_before(ascend.WaitFlagOp(c.src, c.dst, ev), b)
+    blk.insert_op_after(flag(ascend.SetFlagOp), a)
+    blk.insert_op_before(flag(ascend.WaitFlagOp), b)
     loop = blk.parent_op()
     while loop is not None and loop is not kernel and not isinstance(loop, scf.ForOp):
         loop = loop.parent_op()
@@ -416,8 +502,8 @@ def _insert(kernel: ascend.KernelOp, c: Conflict) -> None:
     while loop.parent_op() is not kernel:  # prime once for the whole kernel: no bubble per outer iteration
         loop = loop.parent_op()
     outer = loop.parent_block()
-    outer.insert_op_before(ascend.SetFlagOp(c.src, c.dst, ev), loop)
-    outer.insert_op_after(ascend.WaitFlagOp(c.src, c.dst, ev), loop)
+    outer.insert_op_before(flag(ascend.SetFlagOp), loop)
+    outer.insert_op_after(flag(ascend.WaitFlagOp), loop)
 
 
 def _key(op: ascend.FlagOp) -> tuple[str, str, int]:
@@ -429,6 +515,7 @@ def remove_redundant(kernel: ascend.KernelOp) -> int:
     balanced) whose ops the analysis all ran and whose removal leaves it without conflict;
     returns how many events."""
     ran: set = set()
+    arch = module_arch(kernel)
     if conflicts(kernel, ran) != []:
         return 0
     removed = 0
@@ -439,7 +526,7 @@ def remove_redundant(kernel: ascend.KernelOp) -> int:
         for o in [o for o in trial.walk() if isinstance(o, ascend.FlagOp) and _key(o) == key]:
             o.detach()
             o.erase()
-        if conflicts(trial) == []:
+        if conflicts(trial, arch=arch) == []:
             for o in [o for o in kernel.walk() if isinstance(o, ascend.FlagOp) and _key(o) == key]:
                 o.detach()
                 o.erase()
@@ -447,20 +534,27 @@ def remove_redundant(kernel: ascend.KernelOp) -> int:
     return removed
 
 
-def insert_sync(kernel: ascend.KernelOp) -> int:
+def insert_sync(kernel: ascend.KernelOp, unfixed: list[Conflict] | None = None) -> int:
     """Insert the flag pairs `kernel` needs; returns how many (0 for kernels not analysed).
+
+    A conflict between the same pipe of two units of a mix kernel (AIV 0's MTE3 and AIV 1's
+    MTE3 writing one GM range) has no flag (set_flag needs two different pipes): it is left as
+    it is and appended to `unfixed` (the pass leaves a note naming it).
 
     Raises:
         AscendirError: more than 8 events needed for one pipe pair."""
     added = 0
     for _ in range(MAX_ROUNDS):
-        found = conflicts(kernel)
-        if not found:
+        found = conflicts(kernel) or []
+        fixable = [c for c in found if c.src != c.dst]
+        if unfixed is not None:
+            unfixed += [c for c in found if c.src == c.dst and c not in unfixed]
+        if not fixable:
             return added
-        done: set[tuple[Pipe, Pipe]] = set()
-        for c in found:
-            if (c.src, c.dst) not in done:
-                done.add((c.src, c.dst))
+        done: set = set()
+        for c in fixable:
+            if c.slots not in done:
+                done.add(c.slots)
                 _insert(kernel, c)
                 added += 1
     raise AscendirError(f"insert-sync: kernel @{kernel.sym_name.data}: conflicts left after {MAX_ROUNDS} rounds")
@@ -503,6 +597,10 @@ class InsertSync(ModulePass):
                 continue
             if self.trust_flags and any(isinstance(o, ascend.FlagOp) for o in k.walk()) and not _shares_bytes(k):
                 continue
-            insert_sync(k)
-            if not self.trust_flags:
+            unfixed: list[Conflict] = []
+            insert_sync(k, unfixed)
+            for c in unfixed:
+                note(f"{self.name}: kernel @{k.sym_name.data}: {c.describe()} touch the same bytes unordered, "
+                     "and no set_flag joins one pipe to itself on another unit (left as it is)")
+            if not self.trust_flags and not unfixed:
                 remove_redundant(k)
