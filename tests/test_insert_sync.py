@@ -1,7 +1,8 @@
-"""insert-sync and double-buffer on real kernels: the templates' own flags leave nothing to insert;
-with every flag stripped, insert-sync alone makes the kernels race-free (the interpreter's race
-and deadlock detectors run on every simulation) with unchanged numerics; a single-buffered
-matmul ping-ponged by double-buffer + insert-sync runs like the hand-written double-buffered one."""
+"""insert-sync and double-buffer on real kernels: the templates' own flags leave nothing to insert
+(910B mix kernels included: AIC, AIV 0 and AIV 1 each analysed, and their GM hand-offs); with
+every flag stripped, insert-sync alone makes the kernels race-free (the interpreter's race and
+deadlock detectors run on every simulation) with unchanged numerics; a single-buffered matmul
+ping-ponged by double-buffer + insert-sync runs like the hand-written double-buffered one."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ascendir.transforms.double_buffer import double_buffer
 from ascendir.transforms.insert_sync import conflicts, insert_sync
 
 DATA = Path(__file__).parent / "data"
+MIX_IR = Path(__file__).parent / "filecheck" / "insert-sync" / "mix_kernel.mlir"
 HW = load_target("ascend910b2")
 
 
@@ -49,12 +51,15 @@ def mlp():
 def _need_no_flag(module) -> None:
     analysed = [k for k in _kernels(module) if conflicts(k) is not None]
     assert analysed
+    mix = [k.sym_name.data for k in _kernels(module) if k.core_type.data == "mix"]
+    assert set(mix) <= {k.sym_name.data for k in analysed}  # mix kernels are analysed too
     for k in analysed:
         assert conflicts(k) == [], k.sym_name.data
         assert insert_sync(k) == 0
 
 
 def test_template_kernels_need_no_flag(mlp) -> None:
+    assert any(k.core_type.data == "mix" for k in _kernels(mlp[0]))  # ffn_fused on 910B
     _need_no_flag(mlp[0])
 
 
@@ -73,6 +78,10 @@ def test_stripped_kernels_resynchronised(mlp) -> None:
         simulate(module, weights, inputs, HW)
     added = sum(insert_sync(k) for k in _kernels(module))
     assert added > 0 and all(not conflicts(k) for k in _kernels(module))
+    # the mix kernel's AIC <-> AIV hand-offs through GM came back, in both directions
+    units = {o.attributes["units"].data for k in _kernels(module) if k.core_type.data == "mix"
+             for o in k.walk() if isinstance(o, ascend.FlagOp)}
+    assert {"aic->aiv", "aiv->aic"} <= units
     out = simulate(module, weights, inputs, HW).outputs  # raises on a race or a deadlock
     for key in ref.files:
         if key.startswith("output:"):
@@ -130,3 +139,47 @@ def test_remove_redundant_keeps_template_kernels_race_free(mlp) -> None:
     for key in ref.files:
         if key.startswith("output:"):
             np.testing.assert_allclose(res.outputs[key[len("output:"):]], ref[key], rtol=1e-3, atol=1e-4)
+
+
+def _mix_inputs():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 64)).astype(np.float16)
+    b = rng.standard_normal((64, 128)).astype(np.float16)
+    return a, b, np.maximum(a.astype(np.float32) @ b.astype(np.float32), 0)
+
+
+def test_mix_kernel_without_flags_races() -> None:
+    """The hand-written mix kernel of filecheck/insert-sync/mix_kernel.mlir as written (no flag):
+    the interpreter's race detector rejects it."""
+    a, b, _ = _mix_inputs()
+    with pytest.raises(Exception, match="race in kernel @mm_relu"):
+        simulate(parse(MIX_IR.read_text()), None, {"a": a, "b": b}, HW)
+
+
+@pytest.mark.parametrize("plan", [False, True])
+def test_mix_kernel_insert_sync_runs(plan: bool) -> None:
+    """After insert-sync (planned first or not) the mix kernel runs with the race and deadlock
+    detectors on, z = relu(a @ b) as numpy computes it, and what insert-sync leaves is exactly
+    what it needs: no conflict left, and each cross-unit event removed alone is a race again."""
+    from ascendir.hardware import load_target as _lt
+    from ascendir.transforms.plan_memory import plan_kernel
+
+    a, b, ref = _mix_inputs()
+    module = parse(MIX_IR.read_text())
+    (kern,) = _kernels(module)
+    if plan:
+        plan_kernel(kern, _lt("ascend910b2"))
+    assert insert_sync(kern) > 0 and conflicts(kern) == []
+    out = simulate(module, None, {"a": a, "b": b}, HW).outputs["z"]
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    cross = sorted({(o.src.data, o.dst.data, o.event.value.data) for o in kern.walk()
+                    if isinstance(o, ascend.FlagOp) and o.attributes["units"].data.split("->")[0] != o.attributes["units"].data.split("->")[1]})
+    assert len(cross) == 4  # FIX -> MTE2 to each AIV, MTE2 -> FIX from each
+    for key in cross:
+        trial = module.clone()
+        (k2,) = _kernels(trial)
+        for o in [o for o in k2.walk() if isinstance(o, ascend.FlagOp) and (o.src.data, o.dst.data, o.event.value.data) == key]:
+            o.detach()
+            o.erase()
+        with pytest.raises(Exception, match="race in kernel @mm_relu"):
+            simulate(trial, None, {"a": a, "b": b}, HW)

@@ -91,6 +91,7 @@ class Conflict:
     src: Pipe
     dst: Pipe
     units: tuple[int, int] = (0, 0)
+    buffer: str = field(default="", compare=False)  # the buffer they share, for messages
 
     @property
     def slots(self) -> tuple[tuple[int, Pipe], tuple[int, Pipe]]:
@@ -101,8 +102,10 @@ class Conflict:
         """`ascend.copy on aic FIX then ascend.copy on aiv MTE2` (units named only when they differ)."""
         a, b = self.units
         if a == b:
-            return f"{self.first.name} on {self.src.value} then {self.second.name} on {self.dst.value}"
-        return f"{self.first.name} on {UNIT_NAMES[a]} {self.src.value} then {self.second.name} on {UNIT_NAMES[b]} {self.dst.value}"
+            what = f"{self.first.name} on {self.src.value} then {self.second.name} on {self.dst.value}"
+        else:
+            what = f"{self.first.name} on {UNIT_NAMES[a]} {self.src.value} then {self.second.name} on {UNIT_NAMES[b]} {self.dst.value}"
+        return f"{what} ({self.buffer})" if self.buffer else what
 
 
 def op_pipe(op: Operation, arch: str | None) -> Pipe | None:
@@ -340,11 +343,22 @@ class _Run:
                         k = (e_op, op, p, pipe)
                         if k not in self.found:
                             self.found.add(k)
-                            self.conflicts.append(Conflict(e_op, op, p[1], pipe[1], (p[0], pipe[0])))
+                            self.conflicts.append(Conflict(e_op, op, p[1], pipe[1], (p[0], pipe[0]), _buffer_name(view.key)))
             lst = per.setdefault((pipe, w), [])
             lst.append((epoch, rng, op))
             if len(lst) > KEEP:
                 del lst[0]
+
+
+def _buffer_name(key: object) -> str:
+    """`%z` (a kernel argument or an alloc), or `ub bytes of AIV 1` for a placed space."""
+    if isinstance(key, tuple):
+        space, sub = key
+        return f"{space.value} bytes" + (f" of AIV {sub}" if sub else "")
+    if isinstance(key, SSAValue):
+        space = space_of(key.type).value if isinstance(key.type, MemRefType) else "?"
+        return f"{space} buffer %{key.name_hint}" if key.name_hint else f"a {space} buffer"
+    return str(key)
 
 
 def _div(a: int, b: int) -> int:
@@ -510,14 +524,21 @@ def _key(op: ascend.FlagOp) -> tuple[str, str, int]:
     return (op.src.data, op.dst.data, op.event.value.data)
 
 
+def _unflaggable(found: list[Conflict]) -> int:
+    """How many of `found` no flag can order (one pipe on two units, see insert_sync)."""
+    return sum(c.src == c.dst for c in found)
+
+
 def remove_redundant(kernel: ascend.KernelOp) -> int:
     """Remove every event (all set_flag / wait_flag ops of one (src, dst, id), so the rest stays
-    balanced) whose ops the analysis all ran and whose removal leaves it without conflict;
-    returns how many events."""
+    balanced) whose ops the analysis all ran and whose removal leaves it without conflict (but
+    those no flag can order, no more of them than before); returns how many events."""
     ran: set = set()
     arch = module_arch(kernel)
-    if conflicts(kernel, ran) != []:
+    found = conflicts(kernel, ran)
+    if found is None or len(found) != _unflaggable(found):
         return 0
+    left = len(found)
     removed = 0
     flags = [o for o in kernel.walk() if isinstance(o, ascend.FlagOp)]
     unseen = {_key(o) for o in flags if o not in ran}
@@ -526,7 +547,8 @@ def remove_redundant(kernel: ascend.KernelOp) -> int:
         for o in [o for o in trial.walk() if isinstance(o, ascend.FlagOp) and _key(o) == key]:
             o.detach()
             o.erase()
-        if conflicts(trial, arch=arch) == []:
+        got = conflicts(trial, arch=arch)
+        if got is not None and len(got) == _unflaggable(got) <= left:
             for o in [o for o in kernel.walk() if isinstance(o, ascend.FlagOp) and _key(o) == key]:
                 o.detach()
                 o.erase()
@@ -602,5 +624,5 @@ class InsertSync(ModulePass):
             for c in unfixed:
                 note(f"{self.name}: kernel @{k.sym_name.data}: {c.describe()} touch the same bytes unordered, "
                      "and no set_flag joins one pipe to itself on another unit (left as it is)")
-            if not self.trust_flags and not unfixed:
+            if not self.trust_flags:
                 remove_redundant(k)
