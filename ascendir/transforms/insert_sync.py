@@ -370,7 +370,8 @@ class _Run:
 
 
 def _buffer_name(key: object) -> str:
-    """`%z` (a kernel argument or an alloc), or `ub bytes of AIV 1` for a placed space."""
+    """`gm buffer %z` (a kernel argument or an alloc, by its space and name), or `ub bytes of
+    AIV 1` for the buffers placed in a space (compared by bytes)."""
     if isinstance(key, tuple):
         space, sub = key
         return f"{space.value} bytes" + (f" of AIV {sub}" if sub else "")
