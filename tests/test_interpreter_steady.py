@@ -56,6 +56,34 @@ def _swiglu_ffn(tokens: int, hidden: int, inter: int):
     return module
 
 
+def _extra_work_in_last_iteration():
+    # the last iteration runs one more vector op (a condition on the iv, a checked value): the jump
+    # may skip it only as what it is, so tile ops and cycles must still match the full run
+    ub = "memref<64x256xf16, #ascend<space ub>>"
+    return parse(f"""builtin.module {{
+  ascend.kernel @k() attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+    %a = ascend.alloc : {ub}
+    %b = ascend.alloc : {ub}
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c63 = arith.constant 63 : index
+    %c64 = arith.constant 64 : index
+    scf.for %i = %c0 to %c64 step %c1 {{
+      ascend.vadd %a, %a, %b : {ub}, {ub}, {ub}
+      %last = arith.cmpi eq, %i, %c63 : index
+      scf.if %last {{
+        ascend.vexp %b, %b : {ub}, {ub}
+      }}
+    }}
+    ascend.return
+  }}
+  func.func @main() {{
+    ascend.launch @k() : 
+    func.return
+  }}
+}}""")
+
+
 CASES = {
     "matmul_double_buffered": lambda: parse(matmul_ir(512, 4096, 4096, tm=128, tn=256, tk=64, l1_k=256, block_dim=24)),
     "matmul_single_buffered_long_k": lambda: parse(matmul_ir(256, 256, 8192, tm=128, tn=128, tk=128, block_dim=4, nbuf=1)),
@@ -72,6 +100,7 @@ CASES = {
     "flash_attention_causal": lambda: _flash_attention(4096, 4096, causal=True),
     "swiglu_ffn_prefill": lambda: _swiglu_ffn(512, 1024, 2816),
     "swiglu_ffn_fused_decode": lambda: _swiglu_ffn(1, 2048, 5632),  # ffn_fused + ffn_reduce kernels
+    "extra_work_in_last_iteration": _extra_work_in_last_iteration,
 }
 
 

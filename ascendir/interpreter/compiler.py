@@ -480,7 +480,7 @@ class Compiler:
             own = F.gmlog is None  # the outermost sampling loop owns the logs
             if own:
                 F.gmlog, F.sig = [], []
-            g0 = len(F.gmlog)
+            g0, l0 = len(F.gmlog), len(F.sig)
 
             def tops(i: int) -> tuple:
                 """Checked values of iteration i (pure scalar ops; body closures rewrite them)."""
@@ -505,7 +505,7 @@ class Compiler:
                     idx, P, d, prev, cur, regime, tshift = pre
                     F.skipped += idx
                     sl.snapshot(idx)
-                    m = sl._periods_checked(P, idx, (n - idx - 1) // P)
+                    m = sl._periods_checked(P, idx, (n - idx) // P)
                     skipped = sl.jump(P, d, prev, cur, m, regime, tshift) if m >= 1 else 0
                     idx += skipped
                     F.skipped += skipped
@@ -537,7 +537,17 @@ class Compiler:
                         charge()
                     idx += 1
                 if ent is not None and F.nholds == h0:
-                    memo.store(F, R, ent, F.gmlog[g0:], sl.first, g0)
+                    # an enclosing loop samples (not `own`): its periods compare log records and
+                    # cost entries, so record this execution as a reuse of it would (one GM log
+                    # record, one cost entry): a period that ran it and one that reused it then
+                    # compare equal, as they are (the stored execution is this one)
+                    stored = memo.store(F, R, ent, F.gmlog[g0:], sl.first, g0, collapse=not own)
+                    if stored is not None and not own:
+                        token, log = stored
+                        del F.gmlog[g0:]
+                        F.gmlog.extend(log)
+                        del F.sig[l0:]
+                        F.sig.append(token)
             finally:
                 if own:
                     F.gmlog = F.sig = None

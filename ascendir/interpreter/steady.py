@@ -5,8 +5,9 @@ per-core timeline (timeline.py) into a periodic regime after a short transient: 
 P iterations advances each pipe clock, busy counter, byte/flop counter and pending flag time by
 the same amount. `SteadyLoop` runs iterations normally while recording the core state at each
 iteration start; once two consecutive periods show the same delta, it adds (periods skipped ×
-delta) to the state instead of running them, then runs the remaining iterations normally (at
-least the last one).
+delta) to the state instead of running them, then runs the remaining iterations (fewer than a
+period) normally. The last iteration is skipped like any other: what could make it differ (a
+partial tile, a condition on the iv) is a checked value, compared before the jump.
 
 Three mechanisms make timing-only simulation fast (the 4096³ matmul of
 benchmarks/interpreter_speed.py executes ~2 % of its tile ops, over both L2 passes):
@@ -54,8 +55,7 @@ And at run time:
 
 Remaining assumption (documented, not checked): values computed inside an inner loop from checked
 values by other than affine ops keep the sampled pattern; the lowering templates compute tile
-sizes and conditions at loop level. The last
-iteration always runs.
+sizes and conditions at loop level.
 
 L2 (l2.py): the GM accesses of the skipped periods are replayed into the L2 model as numpy arrays
 (tile keys and times advance by their per-period deltas), in program order, so the tag store,
@@ -293,7 +293,7 @@ class SteadyLoop:
                     continue
             if not self._no_overtaking(vc, d):
                 continue
-            m = (self.n - idx - 1) // P  # whole periods, leaving the last iteration to run
+            m = (self.n - idx) // P  # whole periods
             if m < 1:
                 continue
             ok = self._periods_checked(P, idx, m)
@@ -383,9 +383,8 @@ class SteadyLoop:
         return m
 
     def jump(self, P: int, d: list[float], prev: Acc, cur: Acc, m: int, regime: list | None = None, tshift: float = 0.0) -> int:
-        """Skip m whole periods (`detect`: their checked values hold, and at least the last
-        iteration is left to run), fewer if the L2 outcomes of a skipped period would differ from
-        the sampled one's; returns iterations skipped.
+        """Skip m whole periods (`detect`: their checked values hold), fewer if the L2 outcomes of
+        a skipped period would differ from the sampled one's; returns iterations skipped.
 
         Regimes. A jump cut short by a different L2 outcome (a miss among hits) leaves its regime
         (P, d, the sampled periods' accesses, the state it started from) behind: the loop runs
@@ -469,7 +468,7 @@ class SteadyLoop:
         if idx != r[5]:
             return 0
         P = r[0]
-        m = (self.n - idx - 1) // P
+        m = (self.n - idx) // P
         if m < 1:
             self.regime = None
             return 0
@@ -704,7 +703,7 @@ class LoopMemo:
                 continue
             if len(v) == 2:  # stored raw (`store`): arrays built on the first match
                 v = vs[j] = self._finish(*v)
-            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp, keys0, allrd, nhit = v
+            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp, keys0, allrd, nhit, token = v
             c_shift = base - vbase
             tshift = (F.t0 + base) - (vt0 + vbase)
             dv = None
@@ -735,7 +734,7 @@ class LoopMemo:
             self._restore(F, S, vS, c_shift, ef, ed, eq, dS, dbusy, dacct, s_free)
             F.skipped += n
             if F.sig is not None:
-                F.sig.append(v)
+                F.sig.append(token)
             return True
         return False
 
@@ -766,7 +765,7 @@ class LoopMemo:
                 continue
             if vsrel != srel and not (s_free and all(a <= b + 1e-6 for a, b in zip(srel, vsrel))):
                 continue
-            idx0, vec, lens, _, regime, dbusy, dacct, npre, rows = cp
+            idx0, vec, lens, npre, regime, dbusy, dacct, rows = cp
             nr = int(np.searchsorted(ri, npre))  # reads before the checkpoint
             dv = addr - vaddr if coefs is not None else None
             tshift = (F.t0 + base) - (vt0 + vbase)
@@ -827,15 +826,17 @@ class LoopMemo:
         if not s_free:
             F.srel += 1  # an S clock decided something in the applied execution
 
-    def store(self, F, R, ent: tuple, log: list, first: tuple | None = None, g0: int = 0) -> None:
-        """Keep the execution that just ran from `ent` (its GM accesses: `log`). Kept raw: most
-        stored executions of an outer loop never match again, so their arrays are built by
-        `_finish` on the first match only."""
+    def store(self, F, R, ent: tuple, log: list, first: tuple | None = None, g0: int = 0, collapse: bool = False) -> tuple | None:
+        """Keep the execution that just ran from `ent` (its GM accesses: `log`, records of
+        `F.gmlog`). Kept raw: most stored executions of an outer loop never match again, so their
+        arrays are built by `_finish` on the first match only; `collapse`: build them now, as one
+        `Acc` record. Returns (the stored execution's token: what `reuse` appends to `Frame.sig`
+        when it applies it; the log as stored), None when not stored."""
         key, srel, base, S, busy0, acct0, skipped0, srel0 = ent
         vs = self.table.get(key)
         if vs is None:
             if len(self.table) >= KEYS:
-                return
+                return None
             vs = self.table[key] = []
         c = F.core
         npipes = self.npipes
@@ -853,15 +854,21 @@ class LoopMemo:
             snap, regime = first
             ns, na = len(c.free), len(F.acct)
             vec = snap[1]
-            cp = (snap[0], vec, snap[2], snap[3] - g0, regime,
+            # accesses before the checkpoint (the log may be collapsed into one record later)
+            npre = sum(len(r.cid) if isinstance(r, Acc) else 1 for r in log[:snap[3] - g0])
+            cp = (snap[0], vec, snap[2], npre, regime,
                   [b - a for a, b in zip(busy0, vec[2 * ns:3 * ns])], [b - a for a, b in zip(acct0, vec[3 * ns:3 * ns + na])])
-        vs.append(((
+        if collapse and log:
+            log = [Acc.of(log)]
+        head = (
             F.srel == srel0, srel, base, list(S), list(c.free), list(c.done), [list(q) for q in F.flags.queues], dS,
             [b - a for a, b in zip(busy0, c.busy)], [b - a for a, b in zip(acct0, F.acct)],
             None, None, [R[s] for s in self.addr], F.t0, F.skipped - skipped0,
-        ), (log, coef_rows, cp)))
+        )
+        vs.append((head, (log, coef_rows, cp)))
         if len(vs) > VARIANTS:
             del vs[0]
+        return head, log
 
     def _finish(self, head: tuple, raw: tuple) -> tuple:
         log, coef_rows, cp = raw
@@ -874,13 +881,13 @@ class LoopMemo:
             coefs = table[inv.ravel()]
         vaddr = np.array(head[12], np.int64) if self.addr else None
         rd = acc.rd
-        if cp is not None:  # + the number of accesses before the checkpoint, the coefficient rows
-            cp = (*cp, sum(len(r.cid) if isinstance(r, Acc) else 1 for r in log[:cp[3]]), coef_rows)
+        if cp is not None:  # + the coefficient rows
+            cp = (*cp, coef_rows)
         rhit = acc.hit[rd]
         # + the keys before the address shift, whether every access reads, the reads' hit count
         return (*head[:10], acc, coefs, vaddr, head[13], head[14],
                 np.flatnonzero(rd), rhit, frozenset(np.flatnonzero(~rhit).tolist()), cp,
-                acc.sid * SHIFT + acc.off, bool(rd.all()), int(np.count_nonzero(rhit)))
+                acc.sid * SHIFT + acc.off, bool(rd.all()), int(np.count_nonzero(rhit)), head)
 
 
 def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
