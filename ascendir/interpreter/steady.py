@@ -306,8 +306,8 @@ class SteadyLoop:
             prev, cur = self._accesses(k - 2 * P, k - P), self._accesses(k - P, k)
             if not prev.same_kind(cur):
                 continue
-            if ok == m:
-                return P, d, prev, cur, m
+            if ok == m or self.n - idx - ok * P <= P + 1:  # (nearly) to the end: no P does better
+                return P, d, prev, cur, ok
             best = (P, d, prev, cur, ok)
         if best is not None and len(h) == 2 * PMAX + 1:
             return best
@@ -341,19 +341,29 @@ class SteadyLoop:
 
     def _periods_checked(self, P: int, idx: int, m: int) -> int:
         """How many of the next m periods (from iteration idx) have every checked value advance
-        by the sampled period's step (module docstring); 0..m.
-
-        Iteration j keeps the step when its checked values advance over j - P as those of j - P
-        over j - 2P; by induction the first k periods from idx hold iff that is true for every j
-        in [idx, idx + kP). The scan over j is kept per P with the checked values (`vals`: pure in
-        the iteration) and extended on demand, so repeated calls (every sampled iteration, every
-        re-entry) do not compare the same iterations again. A checked value that raises (e.g. a
-        division by zero ahead; the run will report it) before the first failing step gives 0,
+        by the sampled period's step (module docstring); 0..m. A checked value that raises (e.g.
+        a division by zero ahead; the run will report it) before the first failing step gives 0,
         as it stops the scan."""
         if self.tops is None or m < 1:
             return m
-        vals, f = self.vals, self.tops
         end = idx + m * P
+        j, raised = self._checked_to(P, idx, end)
+        if j >= end:
+            return m
+        return 0 if raised else (j - idx) // P
+
+    def _checked_to(self, P: int, idx: int, end: int) -> tuple[int, bool]:
+        """(j, raised): iterations idx..j-1 (j <= end) keep the step of the checked values, and
+        whether the scan stopped at j because a checked value raised.
+
+        Iteration j keeps the step when its checked values advance over j - P as those of j - P
+        over j - 2P; by induction the iterations from idx on repeat the sampled periods shifted
+        iff that is true for each of them. The scan over j is kept per P with the checked values
+        (`vals`: pure in the iteration) and extended on demand, so repeated calls (every sampled
+        iteration, every re-entry) do not compare the same iterations again."""
+        if self.tops is None:
+            return end, False
+        vals, f = self.vals, self.tops
         sc = vals.get(("scan", P))  # [lo, hi, stop]: j in [lo, hi) keep the step; stop at hi: 0 not scanned, 1 fails, 2 raises
         if sc is None or not sc[0] <= idx <= sc[1]:
             sc = vals[("scan", P)] = [idx, idx, 0]
@@ -378,9 +388,9 @@ class SteadyLoop:
             except Exception:  # noqa: BLE001
                 sc[2] = 2
             sc[1] = j
-        if sc[2] and sc[1] < end:
-            return 0 if sc[2] == 2 else (sc[1] - idx) // P
-        return m
+        if sc[1] >= end:
+            return end, False
+        return sc[1], sc[2] == 2
 
     def jump(self, P: int, d: list[float], prev: Acc, cur: Acc, m: int, regime: list | None = None, tshift: float = 0.0) -> int:
         """Skip m whole periods (`detect`: their checked values hold), fewer if the L2 outcomes of
@@ -458,9 +468,74 @@ class SteadyLoop:
         else:
             self.regime = None
         self._advance(d, m)
+        r = self._tail(P, d, idx, m) if regime is None and not stopped else 0
         self.hist.clear()
         self.pieces.clear()
-        return m * P
+        return m * P + r
+
+    def _tail(self, P: int, d: list[float], idx: int, m: int) -> int:
+        """After a fresh jump of m whole periods from idx that ran to the end of them, skip the
+        r < P iterations left before the loop ends too (returns r, or 0 when they run normally).
+        The sampled periods, taken at offset r instead of 0, must show the same: equal queue
+        lengths, the same per-period delta of every clock and counter as `d` (REL), the same
+        kind of GM accesses, the checked values keeping their step up to the end, and the same
+        L2 outcomes. Then iteration idx + mP + r is iteration idx - P + r moved by m + 1
+        periods: its state and its accesses."""
+        r = self.n - idx - m * P
+        h = self.hist
+        if not 0 < r < P or len(h) < 2 * P + 1:
+            return 0
+        k = len(h) - 1
+        a, b = h[k - 2 * P + r], h[k - P + r]
+        if a[2] != b[2]:
+            return 0
+        F = self.F
+        c = F.core
+        ns = len(c.free)
+        nfix = 3 * ns + len(F.acct)
+        vb = b[1]
+        dr = list(map(sub, vb, a[1]))
+        for x, y, z in zip(dr[:nfix], d[:nfix], vb):
+            if x != y and abs(x - y) > REL * max(1.0, abs(z)):
+                return 0
+        if self._checked_to(P, idx + m * P, self.n)[0] < self.n:
+            return 0
+        prev, cur = self._accesses(k - 2 * P, k - 2 * P + r), self._accesses(k - P, k - P + r)
+        if not prev.same_kind(cur):
+            return 0
+        rd = cur.rd
+        off = cur.off + (m + 1) * (cur.off - prev.off)
+        t = cur.t + (m + 1) * (cur.t - prev.t)
+        keys = cur.sid * SHIFT + off
+        l2p, l2 = F.l2p, F.l2
+        reads = bool(rd.any())
+        if reads:
+            rk, rt = keys[rd], t[rd]
+            hit = l2p.outcomes(l2, rk, rt, F.block, F.t0)
+            if not np.array_equal(hit, cur.hit[rd]):
+                return 0
+            l2p.read_many(l2, rk, rt, F.block, F.t0, hit)
+        if len(rd) and not rd.all():
+            wr = ~rd
+            if F.sem_on:
+                l2.store_many(keys[wr], t[wr])
+            elif l2p is not None:
+                l2p.store_many(keys[wr], t[wr])
+        if len(rd):
+            if F.sem_on and F.launchlog is not None:
+                F.launchlog.append((keys, t, rd))
+            F.gmlog.append(Acc(cur.cid, cur.sid, off, t, rd, cur.hit))
+        v = [x + (m + 1) * y for x, y in zip(vb, dr)]
+        c.free[:] = v[:ns]
+        c.done[:] = v[ns:2 * ns]
+        c.busy[:] = v[2 * ns:3 * ns]
+        F.acct[:] = v[3 * ns:nfix]
+        j = nfix
+        for q, ln in zip(F.flags.queues, b[2]):
+            q.clear()
+            q.extend(v[j:j + ln])
+            j += ln
+        return r
 
     def reenter(self, idx: int) -> int:
         """At the regime's next period boundary: jump again if the state is back (see `jump`)."""
