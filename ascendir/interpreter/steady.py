@@ -186,24 +186,43 @@ class Acc:
 
     @classmethod
     def of(cls, records: list) -> Acc:
-        """Flatten a slice of `F.gmlog` (tuples and Acc records, in order)."""
-        parts: list[Acc] = []
+        """Flatten a slice of `F.gmlog` (tuples and Acc records, in order): one set of arrays
+        filled by slices (cheaper than converting each run and concatenating)."""
+        n = 0
+        arrays = False
+        for r in records:
+            if type(r) is cls:
+                n += len(r.cid)
+                arrays = True
+            else:
+                n += 1
+        if not arrays:
+            return cls._of_tuples(records)
+        if len(records) == 1:
+            return records[0]
+        out = cls(np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.float64),
+                  np.empty(n, bool), np.empty(n, bool))
+        cols = (out.cid, out.sid, out.off, out.t, out.rd, out.hit)
+        i = 0
         run: list[tuple] = []
         for r in records:
-            if isinstance(r, Acc):
+            if type(r) is cls:
                 if run:
-                    parts.append(cls._of_tuples(run))
+                    k = len(run)
+                    for c, x in zip(cols, zip(*run)):
+                        c[i:i + k] = x
+                    i += k
                     run = []
-                parts.append(r)
+                k = len(r.cid)
+                for c, x in zip(cols, (r.cid, r.sid, r.off, r.t, r.rd, r.hit)):
+                    c[i:i + k] = x
+                i += k
             else:
                 run.append(r)
         if run:
-            parts.append(cls._of_tuples(run))
-        if len(parts) == 1:
-            return parts[0]
-        if not parts:
-            return cls._of_tuples([])
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls.__slots__))
+            for c, x in zip(cols, zip(*run)):
+                c[i:] = x
+        return out
 
     @classmethod
     def _of_tuples(cls, run: list[tuple]) -> Acc:
@@ -215,14 +234,16 @@ class Acc:
                    np.array(t, np.float64), np.array(rd, bool), np.array(hit, bool))
 
     def same_kind(self, o: Acc) -> bool:
-        return (len(self.cid) == len(o.cid) and np.array_equal(self.cid, o.cid) and np.array_equal(self.sid, o.sid)
-                and np.array_equal(self.rd, o.rd) and np.array_equal(self.hit, o.hit))
+        """The same ops, streams, directions and L2 outcomes in the same order (offsets and times
+        may differ). Byte comparison: the arrays are short and of fixed dtypes."""
+        return (len(self.cid) == len(o.cid) and self.cid.tobytes() == o.cid.tobytes() and self.sid.tobytes() == o.sid.tobytes()
+                and self.rd.tobytes() == o.rd.tobytes() and self.hit.tobytes() == o.hit.tobytes())
 
 
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "pieces")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first")
 
     def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int):
         self.F = F
@@ -238,7 +259,6 @@ class SteadyLoop:
         self.tops = tops  # i -> tuple of the checked values of iteration i (compiler._steady_for)
         self.vals: dict[int, tuple] = {}  # tops(i) so far (pure: computed once per iteration)
         self.hist: list[tuple] = []  # (iteration index, state vector, queue lengths, gm log pos, sig pos)
-        self.pieces: dict[tuple[int, int], Acc] = {}  # GM log span of one iteration -> its accesses as arrays
 
     def snapshot(self, idx: int) -> None:
         F = self.F
@@ -314,25 +334,19 @@ class SteadyLoop:
         return None
 
     def _accesses(self, i: int, j: int) -> Acc:
-        """`Acc.of` of the GM log between snapshots h[i] and h[j], from per-iteration pieces built
-        once each (consecutive detect calls and period lengths look at the same iterations)."""
-        h, pieces, log = self.hist, self.pieces, self.F.gmlog
-        parts = []
-        for k in range(i, j):
-            span = (h[k][3], h[k + 1][3])
-            a = pieces.get(span)
-            if a is None:
-                a = pieces[span] = Acc.of(log[span[0]:span[1]])
-            parts.append(a)
-        if len(parts) == 1:
-            return parts[0]
-        return Acc(*(np.concatenate([getattr(p, f) for p in parts]) for f in Acc.__slots__))
+        """`Acc.of` of the GM log between snapshots h[i] and h[j] (one conversion: it is built for
+        the periods a jump uses, not for every candidate)."""
+        h = self.hist
+        return Acc.of(self.F.gmlog[h[i][3]:h[j][3]])
 
     def _no_overtaking(self, v: list[float], d: list[float]) -> bool:
         """Clocks (free, done, pending flag times) that move: sorted by value, their deltas must
         not decrease, or a faster clock behind a slower one would overtake it later."""
         ns = len(self.F.core.free)
         j = 3 * ns + len(self.F.acct)
+        ds = [y for y in d[:2 * ns] if y != 0.0] + [y for y in d[j:] if y != 0.0]
+        if not ds or max(ds) - min(ds) <= REL * max(1.0, abs(min(ds))):  # all advance alike (the usual regime)
+            return True
         moving = sorted([(x, y) for x, y in zip(v[:2 * ns], d[:2 * ns]) if y != 0.0] + [(x, y) for x, y in zip(v[j:], d[j:]) if y != 0.0])
         for (x0, d0), (x1, d1) in zip(moving, moving[1:]):
             if d1 < d0 - REL * max(1.0, abs(d0)) and x1 > x0:
@@ -470,7 +484,6 @@ class SteadyLoop:
         self._advance(d, m)
         r = self._tail(P, d, idx, m) if regime is None and not stopped else 0
         self.hist.clear()
-        self.pieces.clear()
         return m * P + r
 
     def _tail(self, P: int, d: list[float], idx: int, m: int) -> int:
@@ -803,7 +816,7 @@ class LoopMemo:
             if dv is None:
                 off, keys = acc.off, keys0
             else:
-                cd = coefs @ dv
+                cd = coefs.shift(dv)
                 off, keys = acc.off + cd, keys0 + cd
             _apply_accesses(F, acc, keys, off, t, hit, allrd, nhit)
             self._restore(F, S, vS, c_shift, ef, ed, eq, dS, dbusy, dacct, s_free)
@@ -850,7 +863,7 @@ class LoopMemo:
                 if not _outcomes_hold(F, acc, coefs, dv, ri, rhit, misses, tshift, nr, des):
                     continue
             part = Acc(acc.cid[:npre], acc.sid[:npre], acc.off[:npre], acc.t[:npre], acc.rd[:npre], acc.hit[:npre])
-            off = part.off if dv is None else part.off + coefs[:npre] @ dv
+            off = part.off if dv is None else part.off + coefs.shift(dv)[:npre]
             _apply_accesses(F, part, part.sid * SHIFT + off, off, part.t + tshift, rhit[:nr] if nr else None)
             ns = len(F.core.free)
             k = 3 * ns + len(F.acct)
@@ -950,10 +963,10 @@ class LoopMemo:
         acc = Acc.of(log)
         coefs = None
         if self.addr and len(acc.cid):
-            u, inv = np.unique(acc.cid, return_inverse=True)
+            rows: dict[int, int] = {}  # copy op -> its row of the table (few ops, many accesses)
+            inv = np.array([rows.setdefault(c, len(rows)) for c in acc.cid.tolist()], np.int64)
             zero = [0] * len(self.addr)
-            table = np.array([coef_rows.get(cid, zero) for cid in u.tolist()], np.int64).reshape(len(u), len(self.addr))
-            coefs = table[inv.ravel()]
+            coefs = Coefs(np.array([coef_rows.get(c, zero) for c in rows], np.int64).reshape(len(rows), len(self.addr)), inv)
         vaddr = np.array(head[12], np.int64) if self.addr else None
         rd = acc.rd
         if cp is not None:  # + the coefficient rows
@@ -967,9 +980,9 @@ class LoopMemo:
 
 def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
     """The core's clocks clamped to their unit's S clock (LoopMemo doc (a), exact; `clamp`:
-    write the clamped values back) as (the clocks relative to the latest one, rounded to 1e-6
-    cycles, "S" for those at or below their S clock; the S clocks relative to it; the latest
-    clock; the S clocks)."""
+    write the clamped values back) as (the flag queue lengths, then the clocks relative to the
+    latest one in integer units of 1e-6 cycles (rounded), "S" for those at or below their S
+    clock; the S clocks relative to it; the latest clock; the S clocks)."""
     c = F.core
     free, done = c.free, c.done
     ns = len(free)
@@ -987,12 +1000,12 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
                     q.clear()
                     q.extend(ts)
         base = max(max(free), max(done))
-        rel = ["S" if x <= s else round(x - base, 6) for x in free]
-        rel += ["S" if x <= s else round(x - base, 6) for x in done]
+        rel = [tuple(map(len, queues))]
+        rel += ["S" if x <= s else round((x - base) * 1e6) for x in free]
+        rel += ["S" if x <= s else round((x - base) * 1e6) for x in done]
         for q in queues:
-            rel.append(-len(q) - 1)
             if q:
-                rel.extend(["S" if t <= s else round(t - base, 6) for t in q])
+                rel.extend(["S" if t <= s else round((t - base) * 1e6) for t in q])
         return tuple(rel), (round(s - base, 6),), base, [s]
     S = [free[u] for u in range(0, ns, npipes)]
     if clamp:
@@ -1009,17 +1022,30 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
                     if q[j] < s:
                         q[j] = s
     base = max(max(free), max(done))
-    rel = []
+    rel: list = [tuple(map(len, queues))]
     for i, x in enumerate(free):
-        rel.append("S" if x <= S[i // npipes] else round(x - base, 6))
+        rel.append("S" if x <= S[i // npipes] else round((x - base) * 1e6))
     for i, x in enumerate(done):
-        rel.append("S" if x <= S[i // npipes] else round(x - base, 6))
+        rel.append("S" if x <= S[i // npipes] else round((x - base) * 1e6))
     for k, q in enumerate(queues):
-        rel.append(-len(q) - 1)
         if q:
             s = S[dst_units[k]]
-            rel.extend(["S" if t <= s else round(t - base, 6) for t in q])
+            rel.extend(["S" if t <= s else round((t - base) * 1e6) for t in q])
     return tuple(rel), tuple(round(x - base, 6) for x in S), base, S
+
+
+class Coefs:
+    """Address coefficients of a stored execution's GM accesses (LoopMemo): access i moves by
+    `table[inv[i]] @ dv` elements when the address values move by dv (one table row per copy op)."""
+
+    __slots__ = ("table", "inv")
+
+    def __init__(self, table: np.ndarray, inv: np.ndarray):
+        self.table, self.inv = table, inv
+
+    def shift(self, dv: np.ndarray) -> np.ndarray:
+        """Element-offset shift of every access for address-value delta dv."""
+        return (self.table @ dv)[self.inv]
 
 
 def _outcomes_hold(F, acc: Acc, coefs, dv, ri, rhit, misses, tshift: float, nr: int, des: list[int] | None) -> bool:
@@ -1033,7 +1059,7 @@ def _outcomes_hold(F, acc: Acc, coefs, dv, ri, rhit, misses, tshift: float, nr: 
         return False
     for dpos in des:
         e = int(ri[dpos])
-        o = int(acc.off[e]) + (int(coefs[e] @ dv) if dv is not None else 0)
+        o = int(acc.off[e]) + (int(coefs.table[coefs.inv[e]] @ dv) if dv is not None else 0)
         if F.l2.resident_before(int(acc.sid[e]) * SHIFT + o, float(acc.t[e]) + tshift, F.t0) != bool(rhit[dpos]):
             return False
     return True
