@@ -21,8 +21,8 @@ from lowering_harness import parse as parse_nn
 HW = load_target("ascend910b2")
 
 
-def _mixed_kernel():
-    m, k, n = 256, 4096, 512
+def _mixed_kernel(k: int = 4096):
+    m, n = 256, 512
     a, b, o = f"tensor<{m}x{k}xf16>", f"tensor<{k}x{n}xf16>", f"tensor<{m}x{n}xf16>"
     text = f"""
 func.func @main(%a: {a} {{onnx.name = "a"}}, %b: {b} {{onnx.name = "b"}}) -> ({o} {{onnx.name = "y"}}) {{
@@ -91,6 +91,9 @@ CASES = {
     "add_streaming": lambda: parse(add_ir(65536, 256, 16, block_dim=8)),
     "add_partial_last_tile": lambda: parse(add_ir(65530, 256, 16, block_dim=8, nbuf=1)),
     "mixed_matmul_silu": _mixed_kernel,
+    # K = 4000: the last L1 K step is partial; its size (min(step, K - k)) is computed in the
+    # ping-pong scf.if and used only as a size and an inner loop bound: it must be checked
+    "mixed_matmul_partial_k": lambda: _mixed_kernel(4000),
     # 256 tiles over 24 cores: the tile loop's addresses repeat their step every 2 iterations
     "matmul_nested_tile_loop": lambda: parse(matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24)),
     "matmul_odd_nested": lambda: parse(matmul_ir(1000, 1500, 700, tm=64, tn=64, tk=64, block_dim=20)),

@@ -159,9 +159,12 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
         kind[v] = r
         return r
 
-    for op in body.ops:  # classify the loop-level values first (they may be checked)
-        for res in op.results:
-            k(res)
+    # classify every loop-level value first, in scf.if regions too: each scalar one that depends on
+    # the iv is checked, even when only sizes or inner-loop bounds use it (a partial last tile)
+    for op in loop.body.walk():
+        if loop_level(op):
+            for res in op.results:
+                k(res)
     for op in inside:
         if isinstance(op, (memref.LoadOp, memref.StoreOp, scf.ForOp)) and op is not loop:
             if not isinstance(op, scf.ForOp):
