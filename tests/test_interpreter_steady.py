@@ -282,3 +282,23 @@ def test_launch_reuse_exact_on_7b_shaped_layers():
     (plain, _, *l2_plain), (memo, hits, *l2_memo) = _memo_vs_plain(module)
     assert hits >= 10
     assert memo == plain and l2_memo == l2_plain
+
+
+def test_extrapolation_matches_full_simulation_on_a_7b_shaped_layer():
+    # the lowered templates at 7B shapes (K = 4096 in L1 steps of 320: a partial last step whose
+    # size is computed in a ping-pong branch) run through every mechanism of steady.py at once
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from interpreter_speed import lowered, model_text
+
+    module, _ = lowered(model_text(1, 512), HW)
+    full = simulate(module, None, {}, HW, timing_only=True, extrapolate=False).report
+    fast = simulate(module, None, {}, HW, timing_only=True).report
+    assert sum(k["extrapolated_iterations"] for k in fast["kernels"]) > 0
+    assert fast["tile_ops"] == full["tile_ops"]
+    for kf, kx in zip(full["kernels"], fast["kernels"]):
+        assert kx["tile_ops"] == kf["tile_ops"], kf["name"]
+        assert kx["cycles"] == pytest.approx(kf["cycles"], rel=0.01), kf["name"]
+    assert fast["total_cycles"] == pytest.approx(full["total_cycles"], rel=0.01)
