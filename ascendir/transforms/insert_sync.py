@@ -28,7 +28,10 @@ Analysis: the kernel body is executed symbolically for the first and the last bl
 tiles give the first block the most tiles and the last one the boundary tiles) -- index
 arithmetic, subview offsets and `scf.if` conditions are evaluated exactly, each `scf.for` runs its
 first `ITERATIONS` iterations (enough to see loop-carried dependences across ping-pong slots)
-and its last `LAST` (boundary tiles, branches of the last iteration) --
+and its last `LAST` (boundary tiles, branches of the last iteration), the first ones extended so
+that the iterations skipped between them are a whole number of the periods of the rings the
+loop index selects (`j % 2`, `j % 3`: flags pair first-in first-out, so an odd skip on a 2-slot
+ring would pair a wait for one slot with the set after the other, see _sampled) --
 with a vector clock per pipe, as the interpreter's race detector does (interpreter/race.py).
 Code neither block reaches gets no flags (the interpreter's race detector still checks it when
 it runs). Every
@@ -88,7 +91,7 @@ from ascendir.interpreter.race import _overlap
 from ascendir.pass_notes import note
 from ascendir.transforms.ir_level import require_ascend_ir
 
-ITERATIONS = 4  # first iterations of each loop executed: loop-carried distances 1..3 (ping-pong is 2)
+ITERATIONS = 4  # first iterations of each loop executed (at least): loop-carried distances 1..3 (ping-pong is 2)
 LAST = 2  # and its last iterations (boundary tiles, last-iteration branches)
 EVENTS = 8  # event ids per (src, dst) pipe pair (S6 EVENT_ID0-7)
 KEEP = 16  # recent accesses remembered per (buffer, pipe, read/write)
