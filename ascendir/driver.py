@@ -22,7 +22,7 @@ from ascendir.context import make_context
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.dialects import nn
 from ascendir.dialects.ascend import KernelOp
-from ascendir.errors import AscendirError, one_line
+from ascendir.errors import AscendirError, not_utf8, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
 from ascendir.passes import PASSES, PIPELINES, expand_pipelines
@@ -326,6 +326,8 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
         text = path.read_text()
     except OSError as e:
         raise AscendirError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:  # a binary or mis-encoded file
+        raise AscendirError(f"cannot read {path}: {not_utf8(e)}") from None
     try:
         module = Parser(make_context(), text, str(path)).parse_module()
         module.verify()

@@ -29,3 +29,9 @@ def one_line(e: BaseException) -> str:
             continue
         kept.append(line)
     return " ".join(" ".join(kept).split())
+
+
+def not_utf8(e: UnicodeDecodeError) -> str:
+    """Why IR text failed to decode (a binary or mis-encoded file), e.g. `not UTF-8 text (byte
+    0xff at offset 0)`: IR text is UTF-8 (MLIR's own rule)."""
+    return f"not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})"

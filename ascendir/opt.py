@@ -23,7 +23,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ascendir.context import DIALECTS
-from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, one_line
+from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, not_utf8, one_line
 from ascendir.outputs import atomic_write, check_writable
 from ascendir.passes import PASSES, expand_pipelines
 
@@ -49,6 +49,12 @@ class AscendirOptMain(xDSLOptMain):
             # xDSL says what is wrong with the -p text with a ValueError (unknown pass, option or
             # option type) or an ArgSpecParseError (syntax): bad input, not a bug
             raise AscendirError(f"bad pass pipeline '{spec}': {one_line(e)}") from None
+
+    def parse_chunk(self, chunk, file_extension, start_offset=0):
+        try:
+            return super().parse_chunk(chunk, file_extension, start_offset)
+        except UnicodeDecodeError as e:  # a binary or mis-encoded file: bad input, not a bug
+            raise AscendirError(f"{self.get_input_name()}: {not_utf8(e)}") from None
 
     def prepare_output(self) -> IO[str]:
         # Buffer the result; `run` writes the file only once every chunk went through.

@@ -702,3 +702,20 @@ def test_compile_a_model_with_external_data(tmp_path: Path) -> None:
     r = _run("run", ir, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
     assert r.exit_code == 0, r.output
     np.testing.assert_allclose(np.load(tmp_path / "o.npz")["y"], x @ w, rtol=1e-3, atol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------
+# IR files that are not text
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00", b"builtin.module {}\n\xff"])
+def test_ir_that_is_not_utf8_is_one_line(capsys, tmp_path: Path, content: bytes) -> None:
+    # a binary file given as IR used to be "internal error: UnicodeDecodeError" (exit 1) from
+    # both tools
+    bad = tmp_path / "bin.mlir"
+    bad.write_bytes(content)
+    pos = content.index(b"\xff")
+    _clean_error(_run("run", bad, "--timing-only"), "bin.mlir", f"not UTF-8 text (byte 0xff at offset {pos})")
+    out = tmp_path / "out.mlir"
+    code, err = _opt(capsys, bad, "-p", "insert-sync", "-o", out)
+    assert code == 2 and err.strip() == f"ascendir-opt: error: {bad}: not UTF-8 text (byte 0xff at offset {pos})", err
+    assert not out.exists()
