@@ -600,6 +600,22 @@ def test_coupled_chip_runs_cube_and_vector_on_one_core() -> None:
     simulate(parse(text), None, {}, load_target("910a"), timing_only=True)
 
 
+@pytest.mark.parametrize("target", ["910a", "310p"])
+def test_aiv1_work_on_a_coupled_chip_is_rejected(target: str) -> None:
+    # a coupled core has one UB: AIV 1's buffers used to get a UB of their own there (capacity is
+    # counted per subblock), so two 256 KiB buffers ran in 910A's 256 KiB UB
+    hw = load_target(target)
+    ub = f"memref<512x128xf32, #ascend<space ub>>"
+    body = f"    ascend.vexp %a, %a : {ub}, {ub}\n    ascend.vexp %b, %b {{subblock = 1 : i64}} : {ub}, {ub}"
+    allocs = f"    %a = ascend.alloc : {ub}\n    %b = ascend.alloc {{subblock = 1 : i64}} : {ub}"
+    text = _split_kernel("mix", body, allocs).replace("dav-c220", hw.arch).replace("ascend910b2", hw.name)
+    with pytest.raises(AscendirError, match=rf"kernel @k: work on AIV 1 \(subblock = 1\) but {hw.name} \({hw.arch}\) "
+                                            "has no separate vector cores"):
+        simulate(parse(text), None, {}, hw, timing_only=True)
+    # one AIV's worth of the same work runs there
+    simulate(parse(text.replace(" {subblock = 1 : i64}", "").replace("512x128", "256x128")), None, {}, hw, timing_only=True)
+
+
 # ------------------------------------------------------------------------------------------
 # ONNX frontend
 # ------------------------------------------------------------------------------------------

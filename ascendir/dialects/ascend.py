@@ -190,6 +190,44 @@ def subblock(op: Operation) -> int:
 _VIEW_OPS = (memref.SubviewOp, memref.CastOp, memref.CollapseShapeOp, memref.ExpandShapeOp, memref.ReinterpretCastOp)
 
 
+def _attr_text(a: Attribute) -> str:
+    """`a` as IR text (`2 : i64`, `"one"`), for error messages."""
+    import io
+
+    from xdsl.printer import Printer
+
+    buf = io.StringIO()
+    Printer(stream=buf).print_attribute(a)
+    return buf.getvalue()
+
+
+def _verify_subblocks(kernel: KernelOp) -> None:
+    """SUBBLOCK_ATTR, where an ascend op of `kernel` has it, is the integer 0 or 1 (a 910B group
+    has 2 AIV: S1 aiv_per_aic, S2 GetSubBlockIdx), and 1 only in a mix kernel: an aiv kernel's
+    block is one vector core, an aic kernel has no AIV. (Without this an `subblock = 2` was an
+    IndexError in the interpreter, and an aiv kernel's `subblock = 1` buffers got a UB of their
+    own that no core has.)
+
+    Raises:
+        VerifyException: naming the kernel, the op and the attribute.
+    """
+    core = kernel.core_type.data
+    for o in kernel.body.walk():
+        a = o.attributes.get(SUBBLOCK_ATTR)
+        if a is None or not o.name.startswith("ascend."):
+            continue
+        if not isinstance(a, IntegerAttr) or a.value.data not in (0, 1):
+            raise VerifyException(
+                f"ascend.kernel @{kernel.sym_name.data}: {o.name} has {SUBBLOCK_ATTR} = {_attr_text(a)}; it names the AIV of "
+                f"its group: 0 or 1"
+            )
+        if a.value.data == 1 and core != CoreType.MIX.value:
+            raise VerifyException(
+                f"ascend.kernel @{kernel.sym_name.data}: {o.name} has {SUBBLOCK_ATTR} = 1 in an {core} kernel; only "
+                f"a mix kernel has a second AIV (an aiv kernel's block runs on one vector core)"
+            )
+
+
 def _verify_subblock_ub(kernel: KernelOp) -> None:
     """Every ascend op of `kernel` touches only UB buffers of its own AIV (SUBBLOCK_ATTR of the op
     and of the buffer's ascend.alloc agree): each AIV of a 910B group has its own UB, which the
@@ -292,6 +330,7 @@ class KernelOp(IRDLOperation):
             raise VerifyException(f"ascend.kernel: core_type must be aic, aiv or mix, got {self.core_type.data}")
         if not isinstance(self.body.block.last_op, ReturnOp):
             raise VerifyException("ascend.kernel: body must end in ascend.return")
+        _verify_subblocks(self)
         _verify_subblock_ub(self)
 
     @classmethod

@@ -222,11 +222,16 @@ class KernelProgram:
         # pre-walk: static pipes/units of tile ops, GM streams, flag unit resolution
         order = list(op.body.walk())
         self.nunits = 1
+        second = any(subblock(o) for o in order) or any(
+            isinstance(o, ascend.FlagOp) and FLAG_UNITS_ATTR in o.attributes and "aiv1" in o.attributes[FLAG_UNITS_ATTR].data
+            for o in order
+        )
+        if second and not t.split:
+            # a coupled core (910A, 310P) has one UB and one vector unit: AIV 1's buffers would
+            # get a UB of their own (capacity is counted per subblock) that the chip lacks
+            raise AscendirError(f"kernel @{self.name}: work on AIV 1 (subblock = 1) but {t.name} ({t.arch}) has no "
+                                "separate vector cores: cube and vector share one core and one UB")
         if self.core_type == "mix" and t.split:
-            second = any(subblock(o) for o in order) or any(
-                isinstance(o, ascend.FlagOp) and FLAG_UNITS_ATTR in o.attributes and "aiv1" in o.attributes[FLAG_UNITS_ATTR].data
-                for o in order
-            )
             if second and t.aiv_per_aic < 2:
                 raise AscendirError(f"kernel @{self.name}: work on AIV 1 but {t.name} has {t.aiv_per_aic} AIV per AIC")
             self.nunits = 3 if second else 2

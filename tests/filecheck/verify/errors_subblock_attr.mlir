@@ -1,0 +1,67 @@
+// RUN: ascendir-opt %s --split-input-file --verify-diagnostics | filecheck %s
+// RUN: not ascendir-opt %s --split-input-file 2>&1 | filecheck %s --check-prefix=ERR
+
+// `subblock` names the AIV of a 910B group that runs an op or owns a UB buffer: the integer 0 or
+// 1, and 1 only in a mix kernel (an aiv kernel's block is one vector core). Anything else used to
+// verify: `subblock = 2` was an IndexError in the interpreter and insert-sync ("internal error"),
+// a string an AttributeError, and an aiv kernel's `subblock = 1` buffers got a second UB of
+// their own (the capacity check counts UB per subblock), so 256 KiB of UB ran on a 192 KiB 910B2.
+
+// CHECK: ascend.kernel @two: ascend.vadd has subblock = 2 : i64; it names the AIV of its group: 0 or 1
+// ERR: ascendir-opt: error: ascend.kernel @two: ascend.vadd has subblock = 2 : i64; it names the AIV of its group: 0 or 1
+// ERR-NOT: error
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @two() attributes {block_dim = 1 : i64, core_type = "mix"} {
+    %a = ascend.alloc : memref<16x32xf32, #ascend<space ub>>
+    ascend.vadd %a, %a, %a {subblock = 2 : i64} : memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>
+    ascend.return
+  }
+}
+
+// -----
+
+// CHECK: ascend.kernel @text: ascend.alloc has subblock = "one"; it names the AIV of its group: 0 or 1
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @text() attributes {block_dim = 1 : i64, core_type = "mix"} {
+    %a = ascend.alloc {subblock = "one"} : memref<16x32xf32, #ascend<space ub>>
+    ascend.return
+  }
+}
+
+// -----
+
+// CHECK: ascend.kernel @negative: ascend.alloc has subblock = -1 : i64; it names the AIV of its group: 0 or 1
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @negative() attributes {block_dim = 1 : i64, core_type = "mix"} {
+    %a = ascend.alloc {subblock = -1 : i64} : memref<16x32xf32, #ascend<space ub>>
+    ascend.return
+  }
+}
+
+// -----
+
+// CHECK: ascend.kernel @vec: ascend.alloc has subblock = 1 in an aiv kernel; only a mix kernel has a second AIV (an aiv kernel's block runs on one vector core)
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @vec(%x: memref<256x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "aiv"} {
+    %a = ascend.alloc : memref<256x128xf32, #ascend<space ub>>
+    %b = ascend.alloc {subblock = 1 : i64} : memref<256x128xf32, #ascend<space ub>>
+    ascend.copy %x, %a : memref<256x128xf32, #ascend<space gm>>, memref<256x128xf32, #ascend<space ub>>
+    ascend.copy %x, %b {subblock = 1 : i64} : memref<256x128xf32, #ascend<space gm>>, memref<256x128xf32, #ascend<space ub>>
+    ascend.return
+  }
+}
+
+// -----
+
+// An explicit subblock = 0 in a mix kernel, and subblock = 1 in one, verify.
+// CHECK-LABEL: ascend.kernel @fine
+// CHECK: ascend.vadd %{{.*}}, %{{.*}}, %{{.*}} {subblock = 0 : i64}
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @fine() attributes {block_dim = 1 : i64, core_type = "mix"} {
+    %a = ascend.alloc {subblock = 0 : i64} : memref<16x32xf32, #ascend<space ub>>
+    %b = ascend.alloc {subblock = 1 : i64} : memref<16x32xf32, #ascend<space ub>>
+    ascend.vadd %a, %a, %a {subblock = 0 : i64} : memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>
+    ascend.vadd %b, %b, %b {subblock = 1 : i64} : memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>
+    ascend.return
+  }
+}
