@@ -137,6 +137,33 @@ def test_gm_footprint_above_hbm_is_bad_input(tmp_path: Path) -> None:
     _clean_error(_run("run", out, "--target", chip, "--timing-only"), need, "201326592 B of HBM on smallhbm")
 
 
+@pytest.mark.parametrize(
+    "edit, fragment",
+    [
+        (lambda fp: "{total = 99999999999999 : i64}", "ascend.gm_footprint must be a dictionary of weights = N : i64"),
+        (lambda fp: '"big"', "ascend.gm_footprint must be a dictionary of"),
+        (lambda fp: fp.replace("weights = 0 : i64", 'weights = "a"'), "weights is not a non-negative integer"),
+        (lambda fp: fp.replace("arena = 0 : i64", "arena = -5 : i64"), "arena is not a non-negative integer"),
+        (lambda fp: fp.replace("total = 256 : i64", "total = 99999999999999 : i64"),
+         "total = 99999999999999 is not weights + inputs + outputs + arena = 256"),
+    ],
+    ids=["missing-keys", "not-a-dict", "string-value", "negative", "total-not-the-sum"],
+)
+def test_hand_edited_gm_footprint_is_bad_input(tmp_path: Path, edit, fragment: str) -> None:
+    # simulate's HBM check read the attribute as plan-memory writes it: any other shape was an
+    # internal error (KeyError: 'weights', AttributeError), a total beyond the sum of its parts
+    # an HBM error quoting parts that do not add up
+    import re
+
+    ir = tmp_path / "m.mlir"
+    assert _run("compile", _relu_model(tmp_path), "-o", ir).exit_code == 0
+    text = ir.read_text()
+    fp = re.search(r"ascend.gm_footprint = (\{[^}]*\})", text).group(1)
+    assert "total = 256 : i64" in fp, fp
+    ir.write_text(text.replace(fp, edit(fp)))
+    _clean_error(_run("run", ir, "--timing-only"), "@main: ", fragment)
+
+
 ADD_LOOP = Path(__file__).parent / "filecheck" / "double-buffer" / "add_loop.mlir"
 
 

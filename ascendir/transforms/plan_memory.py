@@ -201,11 +201,31 @@ def check_gm_fits(fp: dict[str, int], target: HardwareConfig, prefix: str = "") 
         )
 
 
+FOOTPRINT_KEYS = ("weights", "inputs", "outputs", "arena", "total", "live_peak")
+
+
 def gm_footprint(module: ModuleOp) -> dict[str, int] | None:
-    """The `ascend.gm_footprint` plan-memory put on @main (bytes), or None."""
+    """The `ascend.gm_footprint` plan-memory put on @main (bytes), or None.
+
+    Raises:
+        AscendirError: an attribute of another shape than plan_gm writes (IR text edited by hand):
+            not a dictionary of exactly FOOTPRINT_KEYS, a value not a non-negative integer, or a
+            total other than weights + inputs + outputs + arena."""
     for op in module.ops:
         if isinstance(op, func.FuncOp) and FOOTPRINT_ATTR in op.attributes:
-            return {k: v.value.data for k, v in op.attributes[FOOTPRINT_ATTR].data.items()}
+            attr = op.attributes[FOOTPRINT_ATTR]
+            want = "a dictionary of " + ", ".join(f"{k} = N : i64" for k in FOOTPRINT_KEYS) + " (bytes), as plan-memory writes it"
+            where = f"@{op.sym_name.data}: {FOOTPRINT_ATTR}"
+            if not isinstance(attr, DictionaryAttr) or set(attr.data) != set(FOOTPRINT_KEYS):
+                raise AscendirError(f"{where} must be {want}")
+            bad = [k for k, v in attr.data.items() if not isinstance(v, IntegerAttr) or v.value.data < 0]
+            if bad:
+                raise AscendirError(f"{where}: {bad[0]} is not a non-negative integer; it must be {want}")
+            fp = {k: attr.data[k].value.data for k in FOOTPRINT_KEYS}
+            if fp["total"] != fp["weights"] + fp["inputs"] + fp["outputs"] + fp["arena"]:
+                raise AscendirError(f"{where}: total = {fp['total']} is not weights + inputs + outputs + arena = "
+                                    f"{fp['weights'] + fp['inputs'] + fp['outputs'] + fp['arena']}")
+            return fp
     return None
 
 
