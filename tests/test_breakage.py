@@ -137,6 +137,26 @@ def test_gm_footprint_above_hbm_is_bad_input(tmp_path: Path) -> None:
     _clean_error(_run("run", out, "--target", chip, "--timing-only"), need, "201326592 B of HBM on smallhbm")
 
 
+def test_gm_footprint_of_unplanned_ir_above_hbm_is_bad_input(capsys, tmp_path: Path) -> None:
+    """IR lowered without plan-memory (ascendir-opt -p convert-nn-to-ascend) has no
+    ascend.gm_footprint: `ascendir run` used to simulate it whatever its size (48 GiB of GM ran
+    on a 32 GiB 910B4). It now checks the footprint plan-memory would give it, before running."""
+    chip = tmp_path / "small_hbm.toml"
+    text = (Path(__file__).resolve().parent.parent / "ascendir" / "hardware" / "ascend910b2.toml").read_text()
+    chip.write_text(text.replace('name = "ascend910b2"', 'name = "smallhbm"')
+                    .replace("hbm_bytes = 68719476736 ", "hbm_bytes = 201326592   "))
+    nn_ir, ir = tmp_path / "nn.mlir", tmp_path / "m.mlir"
+    assert _run("compile", _relu_model(tmp_path, (8192, 8192)), "--emit", "nn", "-o", nn_ir).exit_code == 0
+    code, err = _opt(capsys, nn_ir, "-p", "convert-nn-to-ascend", "-o", ir)
+    assert code == 0, err
+    assert "gm_footprint" not in ir.read_text()
+    need = "@main needs 536870912 B of GM (weights 0 + inputs 268435456 + outputs 268435456 + arena 0)"
+    _clean_error(_run("run", ir, "--target", chip, "--timing-only"), need, "201326592 B of HBM on smallhbm")
+    r = _run("run", ir, "--timing-only", "--report", tmp_path / "r.json")  # fits the 910B2's 64 GiB
+    assert r.exit_code == 0, r.output
+    assert "gm_footprint" not in json.loads((tmp_path / "r.json").read_text())  # nothing planned, nothing reported
+
+
 @pytest.mark.parametrize(
     "edit, fragment",
     [

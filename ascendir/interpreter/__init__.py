@@ -62,12 +62,11 @@ def simulate(
         AscendirError: unsupported op, capacity overflow (on chip, or plan-memory's GM footprint
             above the target's HBM), deadlock, bad inputs, invariant violation.
     """
-    from ascendir.transforms.plan_memory import check_gm_fits, gm_footprint
+    from ascendir.transforms.plan_memory import check_module_gm_fits
 
     hw = load_target(target)
-    fp = gm_footprint(module)
-    if fp is not None:  # planned for another chip (IR lowered for a larger HBM): before any work
-        check_gm_fits(fp, hw)
+    # before any work: IR planned for another chip (a larger HBM), or never planned
+    fp = check_module_gm_fits(module, hw)
     prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace, extrapolate=extrapolate, check_races=check_races)
     prog.progress = progress
     with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap

@@ -229,6 +229,29 @@ def gm_footprint(module: ModuleOp) -> dict[str, int] | None:
     return None
 
 
+def check_module_gm_fits(module: ModuleOp, target: HardwareConfig) -> dict[str, int] | None:
+    """Check the GM footprint of a lowered module against the target's HBM before it is run:
+    plan-memory's `ascend.gm_footprint` when @main has one (planned, maybe for another chip),
+    else the footprint plan_gm gives a copy of @main (IR that was never planned: the device
+    needs at least the bytes a plan places). Returns the attribute's footprint, or None when
+    @main carries none (nothing to report).
+
+    Raises:
+        AscendirError: the footprint above `memory.hbm_bytes` (check_gm_fits), or a malformed
+            attribute (gm_footprint)."""
+    fp = gm_footprint(module)
+    if fp is not None:
+        check_gm_fits(fp, target)
+        return fp
+    host = next((op for op in module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == "main"), None)
+    if host is not None and any(isinstance(op, ascend.KernelOp) for op in module.ops):
+        try:
+            plan_gm(host.clone(), target)
+        except AscendirError as e:
+            raise AscendirError(str(e).removeprefix("plan-memory: ")) from None
+    return None
+
+
 def plan_module(module: ModuleOp, target: HardwareConfig) -> None:
     """plan_kernel on every kernel and plan_gm on @main (of a lowered module: one with kernels)."""
     if not any(isinstance(op, ascend.KernelOp) for op in module.ops):
