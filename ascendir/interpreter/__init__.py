@@ -59,8 +59,8 @@ def simulate(
     ascend.launch ops of @main).
 
     Raises:
-        AscendirError: unsupported op, capacity overflow (on chip, or plan-memory's GM footprint
-            above the target's HBM), deadlock, bad inputs, invariant violation.
+        AscendirError: unsupported op, capacity overflow (on chip, or the GM footprint above the
+            target's HBM: plan-memory's, or for IR never planned the one it would give), deadlock, bad inputs, invariant violation.
     """
     from ascendir.transforms.plan_memory import check_module_gm_fits
 
