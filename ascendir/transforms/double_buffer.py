@@ -2,9 +2,10 @@
 BUFFER_NUM = 2), so the DMA filling tile i+1 runs while tile i is computed.
 
 For each `scf.for` of a kernel without flags, innermost first: every on-chip buffer used only
-inside the loop, whose first use in the body is an op of the body itself that writes it without
-reading it (a load, or a result tile; a buffer read first, or first written under a condition,
-may carry a value from the previous iteration, e.g. an accumulator, and keeps one slot), and not
+inside the loop, whose first use in the body is an op of the body itself that writes all of it
+without reading it (a load, or a result tile; a buffer read first, first written under a
+condition or first written in part through a subview may carry a value from the previous
+iteration, e.g. an accumulator or a window of rows, and keeps one slot), and not
 already given slots by an inner loop, gets a second `ascend.alloc`; the body becomes
 
     %n = (iv - lb) / step;  scf.if (%n mod 2 == 0) { body on slot 0 } else { body on slot 1 }
@@ -84,8 +85,10 @@ def _uses(buf: SSAValue) -> list[Operation]:
 
 def _written_first(loop: scf.ForOp, buf: SSAValue) -> bool:
     """The first op of the loop body (program order) touching `buf` sits in the body itself (it
-    runs every iteration) and writes `buf` without reading it: the buffer carries nothing from
-    one iteration to the next."""
+    runs every iteration) and writes all of `buf` without reading it: the buffer carries nothing
+    from one iteration to the next. A write to part of it (a subview of fewer elements: a ring of
+    rows, a window refreshed slice by slice) leaves the rest to the next iteration, which the
+    other slot would not see."""
     for op in loop.body.walk():
         if isinstance(op, memref.SubviewOp):
             continue
@@ -95,6 +98,8 @@ def _written_first(loop: scf.ForOp, buf: SSAValue) -> bool:
             return (
                 op.parent_block() is loop.body.block
                 and out is not None and root_of(out) is buf and len(touched) == 1
+                # a view as large as its buffer is all of it (a subview picks distinct elements)
+                and math.prod(out.type.get_shape()) == math.prod(buf.type.get_shape())
                 and not (isinstance(op, ascend.MmadOp) and not op.init.value.data)
             )
     return False
