@@ -349,3 +349,22 @@ def test_partly_written_buffer_is_not_ping_ponged() -> None:
         window[16 * i % 32:][:16] = x[16 * i:16 * i + 16]
         want[32 * i:32 * i + 32] = window
     np.testing.assert_array_equal(simulate(module, None, {"x": x}, HW).outputs["z"], want)
+
+
+def test_plan_memory_after_insert_sync_runs() -> None:
+    """filecheck/plan-memory/after_insert_sync.mlir through insert-sync then plan-memory (the
+    order `-p double-buffer,insert-sync,plan-memory` runs them): plan-memory shares bytes between
+    buffers of disjoint lifetimes, which the flags placed before did not order; it used to leave
+    a V -> MTE2 race there. Now it adds the flags and the kernel runs as numpy says."""
+    from ascendir.transforms.plan_memory import PlanMemory
+    from ascendir.transforms.insert_sync import InsertSync
+    from xdsl.context import Context
+
+    module = parse((Path(__file__).parent / "filecheck" / "plan-memory" / "after_insert_sync.mlir").read_text())
+    InsertSync().apply(Context(), module)
+    PlanMemory().apply(Context(), module)
+    rng = np.random.default_rng(7)
+    x, y = (rng.standard_normal((64, 128)).astype(np.float32) for _ in range(2))
+    out = simulate(module, None, {"x": x, "y": y}, HW).outputs
+    np.testing.assert_array_equal(out["z"], np.exp(x))
+    np.testing.assert_array_equal(out["z2"], np.exp(y))

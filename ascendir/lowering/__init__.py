@@ -44,7 +44,7 @@ def lowered_pipeline(target: str) -> tuple:
     from ascendir.transforms.plan_memory import PlanMemory
 
     # quiet: the templates pipeline their own kernels (flags), so "left alone" is no news here
-    return (DoubleBuffer(target=target, quiet=True), PlanMemory(target=target), InsertSync(trust_flags=True))
+    return (DoubleBuffer(target=target, quiet=True), PlanMemory(target=target, order_shared=False), InsertSync(trust_flags=True))
 
 
 __all__ = ["lower", "lowered_pipeline"]

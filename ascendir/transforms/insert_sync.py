@@ -643,7 +643,7 @@ def insert_sync(kernel: ascend.KernelOp, unfixed: list[Conflict] | None = None) 
     raise AscendirError(f"insert-sync: kernel @{kernel.sym_name.data}: conflicts left after {MAX_ROUNDS} rounds")
 
 
-def _shares_bytes(kernel: ascend.KernelOp) -> bool:
+def shares_bytes(kernel: ascend.KernelOp) -> bool:
     """Two buffers of one space placed (plan-memory) on overlapping bytes."""
     spans: dict = {}
     for op in kernel.walk():
@@ -678,7 +678,7 @@ class InsertSync(ModulePass):
         for k in list(op.ops):
             if not isinstance(k, ascend.KernelOp):
                 continue
-            if self.trust_flags and any(isinstance(o, ascend.FlagOp) for o in k.walk()) and not _shares_bytes(k):
+            if self.trust_flags and any(isinstance(o, ascend.FlagOp) for o in k.walk()) and not shares_bytes(k):
                 continue
             unfixed: list[Conflict] = []
             insert_sync(k, unfixed)

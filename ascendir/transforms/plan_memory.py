@@ -19,7 +19,10 @@ their parts and the bytes the target has.
 
 Reuse of on-chip bytes between buffers adds orderings that no flag of the template expresses
 (the last reader of one buffer vs the first writer of the next): insert-sync, which runs after
-this pass, sees planned buffers by their byte ranges and orders them.
+this pass, sees planned buffers by their byte ranges and orders them. Run after insert-sync
+(`-p insert-sync,plan-memory`), the pass keeps a kernel that had flags synchronised itself: when
+its buffers now share bytes it adds the flags insert-sync's analysis finds missing (a note says
+how many); the lowering pipeline, whose insert-sync follows, turns this off (`order_shared`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from xdsl.passes import ModulePass
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import MemSpace, space_of, subblock
 from ascendir.errors import AscendirError
+from ascendir.pass_notes import note
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.transforms.buffer_lifetimes import live_intervals, nbytes, root_of
 from ascendir.transforms.ir_level import require_ascend_ir
@@ -269,7 +273,30 @@ class PlanMemory(ModulePass):
 
     name = "plan-memory"
     target: str = ""
+    # Keep synchronised kernels synchronised: a kernel that had flags before planning and whose
+    # buffers now share bytes gets the flags the sharing needs (insert-sync's analysis), so
+    # `-p insert-sync,plan-memory` gives race-free IR as `-p plan-memory,insert-sync` does. Off in
+    # the lowering pipeline, whose insert-sync runs next on exactly these kernels.
+    order_shared: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_ascend_ir(op, self.name)
+        synced = [k for k in op.ops if isinstance(k, ascend.KernelOp) and any(isinstance(o, ascend.FlagOp) for o in k.walk())]
         plan_module(op, module_target(op, self.target))
+        if not self.order_shared:
+            return
+        from ascendir.transforms.insert_sync import insert_sync, shares_bytes
+
+        for k in synced:
+            if not shares_bytes(k):
+                continue
+            unfixed: list = []
+            added = insert_sync(k, unfixed)
+            name = k.sym_name.data
+            if added:
+                note(f"{self.name}: kernel @{name}: {added} flag pair{'s' if added != 1 else ''} added: it had sync flags "
+                     "already and its buffers now share bytes (the last use of one must precede the first write of the "
+                     "next; insert-sync's analysis)")
+            for c in unfixed:
+                note(f"{self.name}: kernel @{name}: {c.describe()} touch the same bytes unordered, and no set_flag "
+                     "joins one pipe to itself on another unit (left as it is)")
