@@ -203,8 +203,9 @@ def _attr_text(a: Attribute) -> str:
 
 def _verify_subblocks(kernel: KernelOp) -> None:
     """SUBBLOCK_ATTR, where an ascend op of `kernel` has it, is the integer 0 or 1 (a 910B group
-    has 2 AIV: S1 aiv_per_aic, S2 GetSubBlockIdx), and 1 only in a mix kernel: an aiv kernel's
-    block is one vector core, an aic kernel has no AIV. (Without this an `subblock = 2` was an
+    has 2 AIV: S1 aiv_per_aic, S2 GetSubBlockIdx), and 1 only in a mix kernel (an aiv kernel's
+    block is one vector core, an aic kernel has no AIV) and, on an alloc, only for UB (the one
+    buffer each AIV has of its own). (Without this an `subblock = 2` was an
     IndexError in the interpreter, and an aiv kernel's `subblock = 1` buffers got a UB of their
     own that no core has.)
 
@@ -225,6 +226,14 @@ def _verify_subblocks(kernel: KernelOp) -> None:
             raise VerifyException(
                 f"ascend.kernel @{kernel.sym_name.data}: {o.name} has {SUBBLOCK_ATTR} = 1 in an {core} kernel; only "
                 f"a mix kernel has a second AIV (an aiv kernel's block runs on one vector core)"
+            )
+        if a.value.data == 1 and isinstance(o, AllocOp) and space_of(o.result) != MemSpace.UB:
+            # AIV 1 owns a UB of its own, nothing else: L1 / L0 / BT / FB are the AIC's (one per
+            # group; a subblock = 1 L1 buffer used to be counted, and placed, in a second L1)
+            # and GM is the chip's
+            raise VerifyException(
+                f"ascend.kernel @{kernel.sym_name.data}: ascend.alloc in {space_of(o.result).value} has "
+                f"{SUBBLOCK_ATTR} = 1; only UB is per AIV ({o.result.type})"
             )
 
 

@@ -65,3 +65,19 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
     ascend.return
   }
 }
+
+// -----
+
+// AIV 1 has a UB of its own and nothing else: an L1 buffer tagged subblock = 1 used to be
+// counted (and placed by plan-memory, at offset 0 again) in a second L1, so 768 KiB of L1 ran
+// on a 512 KiB 910B2.
+// CHECK: ascend.kernel @l1: ascend.alloc in l1 has subblock = 1; only UB is per AIV (memref<512x384xf16, #ascend<space l1>>)
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @l1(%x: memref<512x384xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "mix"} {
+    %a = ascend.alloc : memref<512x384xf16, #ascend<space l1>>
+    %b = ascend.alloc {subblock = 1 : i64} : memref<512x384xf16, #ascend<space l1>>
+    ascend.copy %x, %a {layout = "nd2nz"} : memref<512x384xf16, #ascend<space gm>>, memref<512x384xf16, #ascend<space l1>>
+    ascend.copy %x, %b {layout = "nd2nz", subblock = 1 : i64} : memref<512x384xf16, #ascend<space gm>>, memref<512x384xf16, #ascend<space l1>>
+    ascend.return
+  }
+}
