@@ -180,6 +180,13 @@ ARCH_ATTR = "ascend.arch"
 SUBBLOCK_ATTR = "subblock"
 
 
+# Optional string attribute of set_flag / wait_flag in a 910B mix kernel: the units a flag joins,
+# "SRC->DST" with each one of FLAG_UNITS (aiv = aiv0 = AIV 0); interpreter/kernel.py flag_units
+# reads it.
+FLAG_UNITS_ATTR = "units"
+FLAG_UNITS = ("aic", "aiv", "aiv0", "aiv1")
+
+
 def subblock(op: Operation) -> int:
     """The AIV of its group that runs `op` (SUBBLOCK_ATTR; 0 when absent)."""
     a = op.attributes.get(SUBBLOCK_ATTR)
@@ -214,6 +221,12 @@ def _verify_subblocks(kernel: KernelOp) -> None:
     """
     core = kernel.core_type.data
     for o in kernel.body.walk():
+        u = o.attributes.get(FLAG_UNITS_ATTR) if isinstance(o, FlagOp) else None
+        if isinstance(u, StringAttr) and "aiv1" in u.data.split("->") and core != CoreType.MIX.value:
+            raise VerifyException(
+                f"ascend.kernel @{kernel.sym_name.data}: {o.name} joins {u.data} in an {core} kernel; only a mix "
+                f"kernel has a second AIV"
+            )
         a = o.attributes.get(SUBBLOCK_ATTR)
         if a is None or not o.name.startswith("ascend."):
             continue
@@ -868,6 +881,16 @@ class FlagOp(IRDLOperation):
             raise VerifyException(f"{self.name}: src and dst pipes must differ (use pipe_barrier)")
         if not 0 <= self.event.value.data < 8:
             raise VerifyException(f"{self.name}: event id must be in [0, 8) (S6 EVENT_ID0-7)")
+        units = self.attributes.get(FLAG_UNITS_ATTR)
+        if units is not None:
+            # "aic->aiv" etc. (interpreter/kernel.py flag_units); anything else was a KeyError /
+            # ValueError there and in insert-sync
+            parts = units.data.split("->") if isinstance(units, StringAttr) else []
+            if len(parts) != 2 or not set(parts) <= set(FLAG_UNITS):
+                raise VerifyException(
+                    f"{self.name} {self.src.data} -> {self.dst.data}, {self.event.value.data}: {FLAG_UNITS_ATTR} = "
+                    f"{_attr_text(units)} must be \"SRC->DST\", each one of {', '.join(FLAG_UNITS)}"
+                )
 
     @classmethod
     def parse(cls, parser: Parser) -> FlagOp:

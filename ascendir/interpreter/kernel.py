@@ -19,7 +19,7 @@ from xdsl.dialects import memref
 from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import space_of, subblock
+from ascendir.dialects.ascend import FLAG_UNITS_ATTR, space_of, subblock
 from ascendir.dtypes import packed_nbytes
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
@@ -136,7 +136,7 @@ def _check_units(kernel: ascend.KernelOp, order: list[Operation], statics: dict,
 # Optional attribute of set_flag / wait_flag in a 910B mix kernel naming the units it connects,
 # "aic->aiv" / "aiv->aic" / "aic->aic" / "aiv->aiv", when the pipes alone (MTE2, MTE3, S exist on
 # both) leave it ambiguous. Without it the nearest op on the pipe decides (see flag_units).
-FLAG_UNITS_ATTR = "units"
+# (ascend.FLAG_UNITS_ATTR; the flag verifier checks its form)
 _UNIT_INDEX = {"aic": 0, "aiv": 1, "aiv0": 1, "aiv1": 2}
 UNIT_NAMES = ("aic", "aiv", "aiv1")  # unit index -> its name in FLAG_UNITS_ATTR
 

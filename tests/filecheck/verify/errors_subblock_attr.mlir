@@ -81,3 +81,37 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
     ascend.return
   }
 }
+
+// -----
+
+// A flag's `units` (which units it joins, "SRC->DST") must name units: anything else was a
+// KeyError / ValueError / AttributeError ("internal error") in the interpreter and insert-sync.
+// CHECK: ascend.set_flag MTE2 -> V, 0: units = "aic->foo" must be "SRC->DST", each one of aic, aiv, aiv0, aiv1
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @units() attributes {block_dim = 1 : i64, core_type = "mix"} {
+    ascend.set_flag MTE2 -> V, 0 {units = "aic->foo"}
+    ascend.wait_flag MTE2 -> V, 0 {units = "aic->foo"}
+    ascend.return
+  }
+}
+
+// -----
+
+// CHECK: ascend.wait_flag MTE2 -> V, 1: units = 5 : i64 must be "SRC->DST", each one of aic, aiv, aiv0, aiv1
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @units_int() attributes {block_dim = 1 : i64, core_type = "mix"} {
+    ascend.wait_flag MTE2 -> V, 1 {units = 5 : i64}
+    ascend.return
+  }
+}
+
+// -----
+
+// CHECK: ascend.kernel @units_aiv: ascend.set_flag joins aiv1->aiv1 in an aiv kernel; only a mix kernel has a second AIV
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @units_aiv() attributes {block_dim = 1 : i64, core_type = "aiv"} {
+    ascend.set_flag MTE2 -> V, 0 {units = "aiv1->aiv1"}
+    ascend.wait_flag MTE2 -> V, 0 {units = "aiv1->aiv1"}
+    ascend.return
+  }
+}
