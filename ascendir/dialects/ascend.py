@@ -437,6 +437,11 @@ class AllocOp(IRDLOperation):
         space_of(self.result)
         if any(d < 0 for d in self.result.type.get_shape()):
             raise VerifyException("ascend.alloc: buffers have static shapes")
+        for key in ("offset", "ascend.slot"):  # plan-memory's bytes into the space, double-buffer's slot
+            a = self.attributes.get(key)
+            # (a negative or misaligned offset is the interpreter's target check)
+            if a is not None and not (isinstance(a, IntegerAttr) and isinstance(a.value.data, int)):
+                raise VerifyException(f"ascend.alloc: {key} = {_attr_text(a)} must be an integer")
 
 
 @irdl_op_definition
