@@ -184,6 +184,30 @@ def test_hand_edited_gm_footprint_is_bad_input(tmp_path: Path, edit, fragment: s
     _clean_error(_run("run", ir, "--timing-only"), "@main: ", fragment)
 
 
+def test_kernel_gm_workspace_counts_in_the_gm_footprint(capsys, tmp_path: Path) -> None:
+    """GM a kernel allocates itself (a workspace, fresh for each launch) was left out of the
+    footprint: a kernel with a 512 GiB workspace planned to 180 KiB and ran timing-only on a
+    64 GiB 910B2. The mix kernel of filecheck/insert-sync/mix_kernel.mlir has a 32 KiB
+    workspace: the arena holds it now; with a 512 GiB one plan-memory and `ascendir run` of the
+    unplanned IR fail on one line."""
+    from ascendir.transforms.plan_memory import gm_footprint, plan_module
+
+    text = (Path(__file__).parent / "filecheck" / "insert-sync" / "mix_kernel.mlir").read_text()
+    module = parse(text)
+    plan_module(module, load_target("910b2"))
+    fp = gm_footprint(module)
+    assert fp["arena"] == 64 * 128 * 4 and fp["total"] == 256 * 64 * 2 + 64 * 128 * 2 + 256 * 128 * 4 + 64 * 128 * 4, fp
+    assert fp["live_peak"] == fp["total"]
+    big = tmp_path / "big.mlir"
+    big.write_text(text.replace("    %ws = ascend.alloc : memref<64x128xf32, #ascend<space gm>>\n",
+                                "    %ws = ascend.alloc : memref<64x128xf32, #ascend<space gm>>\n"
+                                "    %big = ascend.alloc : memref<65536x65536x32xf32, #ascend<space gm>>\n"))
+    need = "@main needs 549756026880 B of GM (weights 0 + inputs 49152 + outputs 131072 + arena 549755846656)"
+    code, err = _opt(capsys, big, "-p", "plan-memory")
+    assert code == 2 and err.strip() == f"ascendir-opt: error: plan-memory: {need}, more than the 68719476736 B of HBM on ascend910b2", err
+    _clean_error(_run("run", big, "--timing-only"), need, "68719476736 B of HBM on ascend910b2")
+
+
 ADD_LOOP = Path(__file__).parent / "filecheck" / "double-buffer" / "add_loop.mlir"
 
 

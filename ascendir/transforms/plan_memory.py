@@ -11,7 +11,8 @@ in the largest hole left.
 In GM, the host `func.func @main`: intermediate buffers (GM `ascend.alloc` not returned) are packed
 into one arena by the same first fit over their launch lifetimes (from the first to the last
 `ascend.launch` using them, views counting as their source), each getting an `offset` into the
-arena. @main gets `ascend.gm_footprint` (bytes): weights, inputs, outputs, arena, total (the
+arena (with the GM a kernel allocates itself, a workspace live while its launch runs: counted,
+not placed). @main gets `ascend.gm_footprint` (bytes): weights, inputs, outputs, arena, total (the
 device memory the program needs: weights + inputs + outputs + arena) and live_peak (the largest
 sum of buffers live at one launch, a lower bound of total). The simulation report copies it. A
 total above the target's HBM (`memory.hbm_bytes`) fails on one line naming the bytes needed,
@@ -42,7 +43,7 @@ from ascendir.dialects.ascend import MemSpace, space_of, subblock
 from ascendir.errors import AscendirError
 from ascendir.pass_notes import note
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
-from ascendir.transforms.buffer_lifetimes import live_intervals, nbytes, root_of
+from ascendir.transforms.buffer_lifetimes import live_intervals, nbytes, positions, root_of
 from ascendir.transforms.ir_level import require_ascend_ir
 
 OFFSET_ATTR = "offset"
@@ -150,9 +151,34 @@ def plan_kernel(kernel: ascend.KernelOp, target: HardwareConfig) -> dict[str, in
     return used
 
 
-def plan_gm(host: func.FuncOp, target: HardwareConfig) -> dict[str, int]:
+def _workspaces(host: func.FuncOp, align: int, module: ModuleOp | None = None) -> list[_Item]:
+    """The GM a launched kernel allocates itself (an `ascend.alloc` in gm inside the kernel: a
+    workspace, fresh for each launch as the interpreter runs it): one item per launch of such a
+    kernel, its aligned bytes live at the launch, with no value (the templates allocate their
+    workspaces in @main; hand-written IR may not, and its bytes are device memory too)."""
+    module = host.parent_op() if module is None else module
+    kernels = {k.sym_name.data: k for k in (module.ops if isinstance(module, ModuleOp) else []) if isinstance(k, ascend.KernelOp)}
+    sizes: dict[str, int] = {}
+    pos, end = positions(host.regions[0])
+    out = []
+    for op, p in pos.items():
+        if not isinstance(op, ascend.LaunchOp) or op.callee.root_reference.data not in kernels:
+            continue
+        name = op.callee.root_reference.data
+        if name not in sizes:
+            sizes[name] = sum(
+                _round_up(max(nbytes(a.result.type), 1), align) for a in kernels[name].walk()
+                if isinstance(a, ascend.AllocOp) and space_of(a.result) == MemSpace.GM
+            )
+        if sizes[name]:
+            out.append(_Item(None, sizes[name], (p, end[op])))
+    return out
+
+
+def plan_gm(host: func.FuncOp, target: HardwareConfig, module: ModuleOp | None = None) -> dict[str, int]:
     """Pack @main's intermediate GM buffers into an arena (`offset` on each) and set
-    `ascend.gm_footprint` on `host`; returns the footprint (bytes)."""
+    `ascend.gm_footprint` on `host`; returns the footprint (bytes). `module` holds the kernels
+    @main launches (default: `host`'s parent)."""
     ops = list(host.body.block.ops)
     ret = host.body.block.last_op
     outputs = {root_of(v) for v in ret.operands} if isinstance(ret, func.ReturnOp) else set()
@@ -163,15 +189,19 @@ def plan_gm(host: func.FuncOp, target: HardwareConfig) -> dict[str, int]:
     live = live_intervals(host, allocs)
     align = target.align.get("gm", 32)
     items = [_Item(v, _round_up(max(nbytes(v.type), 1), align), live[v]) for v in allocs if v not in outputs]
+    spaces = _workspaces(host, align, module)
+    items += spaces
     for it in _first_fit(items, align):
-        it.value.owner.attributes[OFFSET_ATTR] = IntegerAttr(it.offset, i64)
+        if it.value is not None:  # a kernel's own workspace gets no offset: only its bytes count
+            it.value.owner.attributes[OFFSET_ATTR] = IntegerAttr(it.offset, i64)
     arena = max((it.offset + it.size for it in items), default=0)
     # live peak: the most bytes live at one point (every buffer counted from first to last use),
     # by a sweep over (position, ±bytes) events; a buffer ending at p - 1 is gone before one
     # starting at p arrives (removals sort first).
     events = sorted(
-        e for v in allocs if live[v][0] <= live[v][1]
-        for e in ((live[v][0], nbytes(v.type)), (live[v][1] + 1, -nbytes(v.type)))
+        [e for v in allocs if live[v][0] <= live[v][1]
+         for e in ((live[v][0], nbytes(v.type)), (live[v][1] + 1, -nbytes(v.type)))]
+        + [e for w in spaces for e in ((w.live[0], w.size), (w.live[1] + 1, -w.size))]
     )
     peak = running = 0
     for _, delta in events:
@@ -250,7 +280,7 @@ def check_module_gm_fits(module: ModuleOp, target: HardwareConfig) -> dict[str, 
     host = next((op for op in module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == "main"), None)
     if host is not None and any(isinstance(op, ascend.KernelOp) for op in module.ops):
         try:
-            plan_gm(host.clone(), target)
+            plan_gm(host.clone(), target, module)
         except AscendirError as e:
             raise AscendirError(str(e).removeprefix("plan-memory: ")) from None
     return None
