@@ -14,10 +14,10 @@ Timing-only runs do not check races (interpreter/race.py; `check_races=True` wou
 runs do.
 Goals (issue #5): ≥ 1 M tile-ops/s timing-only, 32-layer 7B prefill-512 timing-only ≤ 30 s,
 one 7B layer with numerics ≤ 30 s.
-Latest (2026-12-01, 2-core machine, quiet): 4096³ timing-only 0.63 M tile-ops/s (0.26 s; 0.11 M
-without extrapolation, same cycles), 32-layer 7B prefill-512 timing-only 3.7 s, one 7B layer with
-numerics 17.4 s. The previous session's machine ran the session's starting code about 1.7x
-faster (1.0-1.1 M against 0.61 M here): the 1 M goal is not met on this one.
+Latest (2026-12-01 14:00, 2-core machine, quiet): 4096³ timing-only 0.80 M tile-ops/s (0.21 s;
+0.08 M without extrapolation, same cycles), 32-layer 7B prefill-512 timing-only 4.7 s, one 7B
+layer with numerics 19.1 s. The 1 M goal is not met on this machine: about 1.7x slower than the
+one that measured 1.0-1.1 M two sessions ago, and its speed varies by about 25 % within a day.
 """
 
 from __future__ import annotations
