@@ -109,6 +109,12 @@ class Pipe(StrEnum):
     FIX = "FIX"
 
 
+# Pipes of one unit only on a split (910B) chip: the cube, its L1 -> L0 loads and FixPipe are the
+# AIC's, the vector pipe the AIV's; MTE2 / MTE3 / S exist on both (S2 architecture page, S1).
+AIC_PIPES = frozenset({Pipe.M.value, Pipe.MTE1.value, Pipe.FIX.value})
+AIV_PIPES = frozenset({Pipe.V.value})
+
+
 class CoreType(StrEnum):
     AIC = "aic"
     AIV = "aiv"
@@ -896,6 +902,15 @@ class FlagOp(IRDLOperation):
                     f"{self.name} {self.src.data} -> {self.dst.data}, {self.event.value.data}: {FLAG_UNITS_ATTR} = "
                     f"{_attr_text(units)} must be \"SRC->DST\", each one of {', '.join(FLAG_UNITS)}"
                 )
+            # src unit issues the set on the src pipe, dst unit waits on the dst pipe: a pipe the
+            # unit lacks (MTE1 on an AIV) was silently run on a pipe of the other unit
+            for pipe, unit in ((self.src.data, parts[0]), (self.dst.data, parts[1])):
+                owner = "AIC" if pipe in AIC_PIPES else "AIV" if pipe in AIV_PIPES else None
+                if owner is not None and (unit == "aic") != (owner == "AIC"):
+                    raise VerifyException(
+                        f"{self.name} {self.src.data} -> {self.dst.data}, {self.event.value.data}: {FLAG_UNITS_ATTR} = "
+                        f"\"{units.data}\" puts pipe {pipe} on {unit}, but {pipe} is a pipe of the {owner} only"
+                    )
 
     @classmethod
     def parse(cls, parser: Parser) -> FlagOp:

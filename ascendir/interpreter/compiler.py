@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import subblock
+from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES, subblock
 from ascendir.dtypes import packed_nbytes, to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter import registry
@@ -42,8 +42,6 @@ from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS,
 from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
 
-AIC_PIPES = frozenset({"M", "MTE1", "FIX"})
-AIV_PIPES = frozenset({"V"})
 Closure = Callable[[], None]
 
 
