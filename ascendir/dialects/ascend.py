@@ -254,6 +254,24 @@ def _verify_subblocks(kernel: KernelOp) -> None:
                 f"ascend.kernel @{kernel.sym_name.data}: ascend.alloc in {space_of(o.result).value} has "
                 f"{SUBBLOCK_ATTR} = 1; only UB is per AIV ({o.result.type})"
             )
+        if a.value.data == 1 and (what := _aic_op(o)) is not None:
+            # the interpreter and insert-sync place these on the AIC whatever the tag says
+            raise VerifyException(
+                f"ascend.kernel @{kernel.sym_name.data}: {what} has {SUBBLOCK_ATTR} = 1, but it runs on the AIC; "
+                f"only vector-unit ops run on an AIV"
+            )
+
+
+def _aic_op(o: Operation) -> str | None:
+    """`o` as named in errors when it is AIC work (the cube, or a copy with an end in L1 / L0 /
+    BT / FB, the AIC's buffers: MTE2 into L1, MTE1, FixPipe), else None."""
+    if isinstance(o, MmadOp):
+        return o.name
+    if isinstance(o, CopyOp):
+        src, dst = space_of(o.source), space_of(o.dest)
+        if not {src, dst} <= {MemSpace.GM, MemSpace.UB}:
+            return f"{o.name} {src.value} -> {dst.value}"
+    return None
 
 
 def _verify_subblock_ub(kernel: KernelOp) -> None:

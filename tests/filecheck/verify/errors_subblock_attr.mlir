@@ -115,3 +115,68 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
     ascend.return
   }
 }
+
+// -----
+
+// AIV 1 runs vector-unit work only: the cube, the copies into or out of the AIC's buffers
+// (GM -> L1 on MTE2, L1 -> L0 on MTE1, FixPipe out of L0C) run on the AIC whatever `subblock`
+// says, and a subblock = 1 on them used to be accepted and silently ignored.
+// CHECK: ascend.kernel @mmad: ascend.mmad has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @mmad() attributes {block_dim = 1 : i64, core_type = "mix"} {
+    %a = ascend.alloc : memref<16x16xf16, #ascend<space l0a>>
+    %b = ascend.alloc : memref<16x16xf16, #ascend<space l0b>>
+    %c = ascend.alloc : memref<16x16xf32, #ascend<space l0c>>
+    ascend.mmad %a, %b, %c {init = 1 : i64, subblock = 1 : i64} : memref<16x16xf16, #ascend<space l0a>>, memref<16x16xf16, #ascend<space l0b>>, memref<16x16xf32, #ascend<space l0c>>
+    ascend.return
+  }
+}
+
+// -----
+
+// CHECK: ascend.kernel @mte1: ascend.copy l1 -> l0a has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @mte1() attributes {block_dim = 1 : i64, core_type = "mix"} {
+    %a = ascend.alloc : memref<16x16xf16, #ascend<space l1>>
+    %b = ascend.alloc : memref<16x16xf16, #ascend<space l0a>>
+    ascend.copy %a, %b {subblock = 1 : i64} : memref<16x16xf16, #ascend<space l1>>, memref<16x16xf16, #ascend<space l0a>>
+    ascend.return
+  }
+}
+
+// -----
+
+// CHECK: ascend.kernel @fixpipe: ascend.copy l0c -> gm has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @fixpipe(%y: memref<16x16xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "mix"} {
+    %c = ascend.alloc : memref<16x16xf32, #ascend<space l0c>>
+    ascend.copy %c, %y {subblock = 1 : i64} : memref<16x16xf32, #ascend<space l0c>>, memref<16x16xf32, #ascend<space gm>>
+    ascend.return
+  }
+}
+
+// -----
+
+// CHECK: ascend.kernel @mte2_l1: ascend.copy gm -> l1 has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @mte2_l1(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "mix"} {
+    %a = ascend.alloc : memref<16x16xf16, #ascend<space l1>>
+    ascend.copy %x, %a {subblock = 1 : i64} : memref<16x16xf16, #ascend<space gm>>, memref<16x16xf16, #ascend<space l1>>
+    ascend.return
+  }
+}
+
+// -----
+
+// The AIV's own copies (GM <-> UB) on AIV 1 verify.
+// CHECK-LABEL: ascend.kernel @aiv1_copies
+// CHECK: ascend.copy %{{.*}}, %{{.*}} {subblock = 1 : i64}
+// CHECK: ascend.copy %{{.*}}, %{{.*}} {subblock = 1 : i64}
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @aiv1_copies(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "mix"} {
+    %a = ascend.alloc {subblock = 1 : i64} : memref<16x16xf16, #ascend<space ub>>
+    ascend.copy %x, %a {subblock = 1 : i64} : memref<16x16xf16, #ascend<space gm>>, memref<16x16xf16, #ascend<space ub>>
+    ascend.copy %a, %x {subblock = 1 : i64} : memref<16x16xf16, #ascend<space ub>>, memref<16x16xf16, #ascend<space gm>>
+    ascend.return
+  }
+}
