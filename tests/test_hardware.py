@@ -191,3 +191,32 @@ def test_archs_are_the_lowered_ones():
     from ascendir.hardware.config import ARCHS
 
     assert set(ARCHS) == set(COPY_PATHS)
+
+
+def _module(**attrs: str):
+    from xdsl.dialects.builtin import ModuleOp, StringAttr
+
+    m = ModuleOp([])
+    for k, v in attrs.items():
+        m.attributes[k] = StringAttr(v)
+    return m
+
+
+def test_module_target_follows_arch(monkeypatch: pytest.MonkeyPatch):
+    """A module without ascend.target is planned for its arch's target (a 910A module was planned
+    for the default 910B2); an explicit target or name still wins; a bad arch fails on one line."""
+    from ascendir.transforms import plan_memory
+    from ascendir.transforms.plan_memory import module_target
+
+    assert module_target(_module(**{"ascend.arch": "dav-c100"})).name == "ascend910a"
+    assert module_target(_module(**{"ascend.arch": "dav-m200"})).name == "ascend310p"
+    assert module_target(_module(**{"ascend.arch": "dav-c220"})).name == "ascend910b2"  # the default has it
+    assert module_target(_module()).name == "ascend910b2"
+    assert module_target(_module(**{"ascend.arch": "dav-c100", "ascend.target": "ascend910a"})).name == "ascend910a"
+    assert module_target(_module(**{"ascend.arch": "dav-c220"}), "ascend910b4").name == "ascend910b4"
+    with pytest.raises(AscendirError, match=r'^ascend.arch = "dav-x9" is the arch of no shipped target \(they have '):
+        module_target(_module(**{"ascend.arch": "dav-x9"}))
+    # several targets share the arch and the default is not one of them: no guess
+    monkeypatch.setattr(plan_memory, "DEFAULT_TARGET", "ascend910a")
+    with pytest.raises(AscendirError, match=r'^ascend.arch = "dav-c220" is the arch of several shipped targets \(ascend910b1, '):
+        module_target(_module(**{"ascend.arch": "dav-c220"}))

@@ -39,10 +39,10 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import MemSpace, space_of, subblock
+from ascendir.dialects.ascend import ARCH_ATTR, MemSpace, space_of, subblock
 from ascendir.errors import AscendirError
 from ascendir.pass_notes import note
-from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
+from ascendir.hardware.config import DEFAULT_TARGET, TARGETS, HardwareConfig, load_target
 from ascendir.transforms.buffer_lifetimes import live_intervals, nbytes, positions, root_of
 from ascendir.transforms.ir_level import require_ascend_ir
 
@@ -52,9 +52,33 @@ FOOTPRINT_ATTR = "ascend.gm_footprint"
 
 def module_target(module: ModuleOp, name: str = "") -> HardwareConfig:
     """`name` when given, else the module's `ascend.target` (set by convert-nn-to-ascend), else
-    the default target."""
+    the target of its `ascend.arch`: the one shipped target of that arch, or the default target
+    when several have it and the default is one of them (a module with no arch: the default).
+    (A 910A module without `ascend.target` used to be planned for the default 910B2.)
+
+    Raises:
+        AscendirError: naming the arch, when no shipped target has it or several do and the
+            default is not one of them.
+    """
     attr = module.attributes.get("ascend.target")
-    return load_target(name or (attr.data if isinstance(attr, StringAttr) else DEFAULT_TARGET))
+    if name or isinstance(attr, StringAttr):
+        return load_target(name or attr.data)
+    arch = module.attributes.get(ARCH_ATTR)
+    default = load_target(DEFAULT_TARGET)
+    if not isinstance(arch, StringAttr):
+        return default
+    matching = [t for t in TARGETS if load_target(t).arch == arch.data]
+    if len(matching) == 1:
+        return load_target(matching[0])
+    if default.arch == arch.data:
+        return default
+    if not matching:
+        archs = sorted({load_target(t).arch for t in TARGETS})
+        raise AscendirError(f"{ARCH_ATTR} = \"{arch.data}\" is the arch of no shipped target (they have {', '.join(archs)})")
+    raise AscendirError(
+        f"{ARCH_ATTR} = \"{arch.data}\" is the arch of several shipped targets ({', '.join(matching)}): name one "
+        f"with ascend.target or target=..."
+    )
 
 
 def _round_up(n: int, a: int) -> int:
