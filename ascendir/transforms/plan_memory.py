@@ -122,8 +122,9 @@ def _first_fit(items: list[_Item], align: int) -> list[_Item]:
 
 
 def _largest_hole(others: list[_Item], it: _Item, cap: int) -> int:
-    """Bytes of the largest free range of [0, cap) left by the items live with `it`."""
-    busy = sorted((p.offset, p.offset + p.size) for p in others if p is not it and _overlap(p.live, it.live))
+    """Bytes of the largest free range of [0, cap) left by the items live with `it` (clipped to
+    the space: an item placed past its end, which does not fit either, leaves [0, cap) free)."""
+    busy = sorted((min(p.offset, cap), min(p.offset + p.size, cap)) for p in others if p is not it and _overlap(p.live, it.live))
     best, cur = 0, 0
     for lo, hi in busy:
         best = max(best, lo - cur)
