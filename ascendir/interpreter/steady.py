@@ -102,7 +102,8 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
         return None
     body = loop.body.block
     iv = body.args[0]
-    inside: set[Operation] = set(loop.body.walk())
+    order = list(loop.body.walk())
+    inside: set[Operation] = set(order)
     kind: dict[SSAValue, int] = {}
     checked: set[Operation] = set()
 
@@ -161,7 +162,7 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
 
     # classify every loop-level value first, in scf.if regions too: each scalar one that depends on
     # the iv is checked, even when only sizes or inner-loop bounds use it (a partial last tile)
-    for op in loop.body.walk():
+    for op in order:
         if loop_level(op):
             for res in op.results:
                 k(res)
@@ -174,7 +175,7 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
         if isinstance(op, memref.SubviewOp) and _is_gm(op.source):
             if any(k(o) == _OTHER for o in op.offsets):
                 return None
-    return [op for op in loop.body.walk() if op in checked]
+    return [op for op in order if op in checked]
 
 
 class Acc:
@@ -523,24 +524,12 @@ class SteadyLoop:
         off = cur.off + (m + 1) * (cur.off - prev.off)
         t = cur.t + (m + 1) * (cur.t - prev.t)
         keys = cur.sid * SHIFT + off
-        l2p, l2 = F.l2p, F.l2
-        reads = bool(rd.any())
-        if reads:
-            rk, rt = keys[rd], t[rd]
-            hit = l2p.outcomes(l2, rk, rt, F.block, F.t0)
+        hit = None
+        if rd.any():
+            hit = F.l2p.outcomes(F.l2, keys[rd], t[rd], F.block, F.t0)
             if not np.array_equal(hit, cur.hit[rd]):
                 return 0
-            l2p.read_many(l2, rk, rt, F.block, F.t0, hit)
-        if len(rd) and not rd.all():
-            wr = ~rd
-            if F.sem_on:
-                l2.store_many(keys[wr], t[wr])
-            elif l2p is not None:
-                l2p.store_many(keys[wr], t[wr])
-        if len(rd):
-            if F.sem_on and F.launchlog is not None:
-                F.launchlog.append((keys, t, rd))
-            F.gmlog.append(Acc(cur.cid, cur.sid, off, t, rd, cur.hit))
+        _apply_accesses(F, cur, keys, off, t, hit)
         v = [x + (m + 1) * y for x, y in zip(vb, dr)]
         c.free[:] = v[:ns]
         c.done[:] = v[ns:2 * ns]
