@@ -440,6 +440,7 @@ class SteadyLoop:
             rd = cur.rd
             l2p, l2 = F.l2p, F.l2
             nr = int(np.count_nonzero(rd))
+            hit = None
             if nr:
                 if nr == L:  # every access reads (no masks needed)
                     rk, rt, chit = keys.ravel(), t.ravel(), cur.hit
@@ -458,20 +459,10 @@ class SteadyLoop:
                             self.regime = regime
                         return 0
                     keys, off, t = keys[:m], off[:m], t[:m]
-                    rk, rt, hit = rk[: m * nr], rt[: m * nr], hit[: m * nr]
-                l2p.read_many(l2, rk, rt, F.block, F.t0, hit)
-            wr = ~rd
-            if nr < L:
-                if F.sem_on:
-                    l2.store_many(keys[:, wr], t[:, wr])
-                elif l2p is not None:
-                    l2p.store_many(keys[:, wr], t[:, wr])
-            rds = _tile(rd, m)
-            if F.sem_on:
-                if F.launchlog is not None:
-                    F.launchlog.append((keys.ravel(), t.ravel(), rds))
+                    hit = hit[: m * nr]
+            acc = Acc(_tile(cur.cid, m), _tile(cur.sid, m), off.ravel(), t.ravel(), _tile(rd, m), _tile(cur.hit, m))
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
-            F.gmlog.append(Acc(_tile(cur.cid, m), _tile(cur.sid, m), off.ravel(), t.ravel(), rds, _tile(cur.hit, m)))
+            _apply_accesses(F, acc, keys.ravel(), acc.off, acc.t, hit, allrd=nr == L)
         if regime is None and (stopped or self.first is None):
             h = self.hist
             # [P, d, prev, cur, -, next boundary, starting state, its iteration, S decided nothing, address shift]
