@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 
 import numpy as np
@@ -63,11 +63,7 @@ class KernelInfo:
     flag_keys: dict[tuple[int, int, int], int]
     alu: float
     timing_only: bool
-    set_keys: set = None  # flag keys some set_flag sets (holds.py deadlock messages)
-
-    def __post_init__(self):
-        if self.set_keys is None:
-            self.set_keys = set()
+    set_keys: set = field(default_factory=set)  # flag keys some set_flag sets (holds.py deadlock messages)
 
 
 def np_dtype(t: MemRefType) -> np.dtype:
