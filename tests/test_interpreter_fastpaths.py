@@ -1,13 +1,22 @@
 """Rewritten hot paths of the timing-only interpreter against their plain definitions:
-steady.SteadyLoop._periods_checked (scan kept per period across calls) and
-l2.L2Pass._designated (sorted lists and bisect)."""
+steady.SteadyLoop._periods_checked (scan kept per period across calls),
+l2.L2Pass._designated (sorted lists and bisect) and compiler.Compiler.scalar_run (runs of scalar
+ops as one generated closure) against the op-by-op SCALAR_OPS functions and S charges."""
 
 from __future__ import annotations
 
 import random
 
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.ir import Block
+
+from ascendir.interpreter.compiler import Compiler, KernelInfo
 from ascendir.interpreter.l2 import L2Pass
+from ascendir.interpreter.scalar import SCALAR_OPS
+from ascendir.interpreter.state import Frame
 from ascendir.interpreter.steady import SteadyLoop
+from ascendir.interpreter.timeline import NPIPES, CoreState
 
 
 def _reference(tops, P: int, idx: int, m: int) -> int:
@@ -70,3 +79,65 @@ def test_designated_lists_the_misses_in_range():
     assert p._designated(1, 0, 100) == []
     assert p._designated(2, 0, 8) == [0, 7]
     assert p._designated(2, 1, 6) == []
+
+
+_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+
+
+def _scalar_block() -> tuple[Block, list]:
+    """A block of index args x, y and a run of every inlined op (and a called one, a constant and
+    ops reading results of the run), each on (x, y) or on earlier results."""
+    b = Block(arg_types=[IndexType(), IndexType()])
+    x, y = b.args
+    ops = [arith.AddiOp(x, y), arith.SubiOp(x, y), arith.MuliOp(x, y), arith.AndIOp(x, y), arith.OrIOp(x, y),
+           arith.XOrIOp(x, y), arith.MinSIOp(x, y), arith.MaxSIOp(x, y), arith.MinUIOp(y, x), arith.MaxUIOp(y, x),
+           arith.FloorDivSIOp(x, y)]
+    ops += [arith.CmpiOp(x, y, p) for p in _PREDICATES]
+    c = arith.ConstantOp(IntegerAttr(7, IndexType()))
+    ops += [c, arith.MuliOp(ops[0].result, c.result), arith.MinSIOp(ops[1].result, ops[2].result)]
+    b.add_ops(ops)
+    return b, ops
+
+
+def _reference_scalars(ops, args: dict, alu: float, s0: float) -> tuple[dict, float, float]:
+    """Op by op: SCALAR_OPS values and `alu` added to the S clock per non-constant op."""
+    vals = dict(args)
+    free = busy = s0
+    for op in ops:
+        vals[op.results[0]] = SCALAR_OPS[type(op)](op)(*[vals[v] for v in op.operands])
+        if op.operands:
+            free += alu
+            busy += alu
+    return vals, free, busy
+
+
+def test_scalar_run_matches_op_by_op():
+    """One generated closure for the whole run: same values (min/max ties, negatives, every cmpi
+    predicate) and S clocks bit-identical to charging op by op (alu and the clock chosen so that
+    summing the charges first would round differently)."""
+    rng = random.Random(3)
+    b, ops = _scalar_block()
+    for nunits in (1, 2):
+        F = Frame()
+        alu = 0.1
+        comp = Compiler(None, F, KernelInfo("k", nunits, None, {}, {}, alu, True))
+        slots = [comp.slot(a) for a in b.args]
+        body = comp.block(b)
+        assert len(body) == 1  # one closure for the run
+        for _ in range(200):
+            x, y = rng.randint(-50, 50), rng.choice((rng.randint(1, 50), -rng.randint(1, 50), 1, -3))
+            if rng.random() < 0.3 and x:  # ties of min / max, equal operands of cmpi
+                y = x
+            F.core = CoreState(0, NPIPES * nunits)
+            s0 = 1e6 + rng.random()
+            for u in range(nunits):
+                F.core.free[u * NPIPES] = F.core.busy[u * NPIPES] = s0
+            F.R[slots[0]], F.R[slots[1]] = x, y
+            body[0]()
+            want, free, busy = _reference_scalars(ops, dict(zip(b.args, (x, y))), alu, s0)
+            for op in ops:
+                got = F.R[comp.slots[op.results[0]]]
+                assert got == want[op.results[0]] and type(got) is type(want[op.results[0]]), (op.name, x, y)
+            for u in range(nunits):
+                assert F.core.free[u * NPIPES] == free and F.core.busy[u * NPIPES] == busy
+            assert free != s0 + sum([alu] * (len(ops) - 1))  # the check above would see a summed charge

@@ -95,18 +95,29 @@ class Compiler:
         return self.slots[v]
 
     def block(self, block: Block) -> list[Closure]:
-        out = []
+        """Closures of the ops of `block`, in order; runs of consecutive scalar ops become one
+        closure (`scalar_run`)."""
+        out: list[Closure] = []
+        run: list[Operation] = []
         for op in block.ops:
+            if type(op) in SCALAR_OPS:
+                run.append(op)
+                continue
+            if run:
+                out.append(self.scalar_run(run))
+                run = []
             c = self.op(op)
             if c is not None:
                 out.append(c)
+        if run:
+            out.append(self.scalar_run(run))
         return out
 
     # -- dispatch ---------------------------------------------------------------------------
     def op(self, op: Operation) -> Closure | None:
         t = type(op)
         if t in SCALAR_OPS:
-            return self.scalar(op)
+            return self.scalar_run([op])
         if t in registry.COSTS and t in registry.SEMANTICS and self.k is not None:
             return self.tile(op)
         h = _HANDLERS.get(t)
@@ -143,77 +154,48 @@ class Compiler:
 
         return charge
 
-    def scalar(self, op: Operation) -> Closure:
-        fn = SCALAR_OPS[type(op)](op)
-        R = self.F.R
-        ins = [self.slot(v) for v in op.operands]
-        out = self.slot(op.results[0])
-        charge = self._charge_scalar() if not isinstance(op, arith.ConstantOp) else None
-        if not ins:
-            val = fn()
+    def scalar_run(self, ops: list[Operation]) -> Closure:
+        """One closure running consecutive scalar ops (a loop body's index arithmetic), each
+        charging `alu` cycles on every S pipe of the kernel's core (constants charge nothing).
 
-            def run() -> None:
-                R[out] = val
-
-            return run
-        get = itemgetter(*ins)
-        F = self.F
-        if charge is not None and self.k.nunits == 1:  # the common case, charged inline (hot)
-            alu = self.k.alu
-            if len(ins) == 1:
-                a = ins[0]
-
-                def run() -> None:
-                    R[out] = fn(R[a])
-                    c = F.core
-                    c.free[0] += alu
-                    c.busy[0] += alu
-
-                return run
-            if len(ins) == 2:
-                a, b = ins
-
-                def run() -> None:
-                    R[out] = fn(R[a], R[b])
-                    c = F.core
-                    c.free[0] += alu
-                    c.busy[0] += alu
-
-                return run
-
-            def run() -> None:
-                R[out] = fn(*get(R))
-                c = F.core
-                c.free[0] += alu
-                c.busy[0] += alu
-
-            return run
-        if len(ins) == 1:
-            a = ins[0]
-            if charge is None:
-
-                def run() -> None:
-                    R[out] = fn(R[a])
-
+        Most closures of a timing-only loop body are these ops, so the closure is generated as
+        straight-line Python: one call per run instead of one per op, values produced in the run
+        passed on in locals (every result is still written to its slot), simple integer ops
+        (`_INLINE`) written as Python operators with exactly the semantics of their SCALAR_OPS
+        function, the others called. The S clocks get the same additions in the same order as
+        op-by-op charging (x + alu + alu + ... evaluates left to right), so they are bit-identical.
+        """
+        env: dict[str, object] = {"R": self.F.R, "F": self.F}
+        lines: list[str] = []
+        local: dict[int, str] = {}  # slot -> local holding its value in this run
+        charged = 0
+        for i, op in enumerate(ops):
+            fn = SCALAR_OPS[type(op)](op)
+            args = [local.get(s, f"R[{s}]") for s in (self.slot(v) for v in op.operands)]
+            out = self.slot(op.results[0])
+            if not args:  # a constant (no S charge: it is an immediate)
+                env[f"c{i}"] = fn()
+                expr = f"c{i}"
             else:
-
-                def run() -> None:
-                    R[out] = fn(R[a])
-                    charge()
-
-            return run
-        if charge is None:
-
-            def run() -> None:
-                R[out] = fn(*get(R))
-
-        else:
-
-            def run() -> None:
-                R[out] = fn(*get(R))
-                charge()
-
-        return run
+                tmpl = _inline(op)
+                if tmpl is not None:
+                    expr = tmpl.format(*args)
+                else:
+                    env[f"f{i}"] = fn
+                    expr = f"f{i}({', '.join(args)})"
+                charged += 1
+            lines += [f"v{i} = {expr}", f"R[{out}] = v{i}"]
+            local[out] = f"v{i}"
+        if self.k is not None and charged:
+            env["alu"] = self.k.alu
+            lines.append("c = F.core")
+            lines.append("free, busy = c.free, c.busy")
+            add = " + alu" * charged
+            for s in (u * NPIPES for u in range(self.k.nunits)):
+                lines += [f"free[{s}] = free[{s}]{add}", f"busy[{s}] = busy[{s}]{add}"]
+        src = "def run() -> None:\n" + "".join(f"    {ln}\n" for ln in lines)
+        exec(compile(src, f"<{len(ops)} scalar ops from {ops[0].name}>", "exec"), env)
+        return env["run"]
 
     # -- tile ops (copy, mmad, vector, gather, registered ops) --------------------------------
     def tile(self, op: Operation) -> Closure:
@@ -1049,6 +1031,32 @@ def unit_of(pipe: str, unit: str | None, nunits: int, sub: int = 0) -> int:
     if pipe in AIV_PIPES or pipe == "MTE3":
         return 1 + sub
     return 0
+
+
+# Scalar ops whose SCALAR_OPS function is exactly this Python expression on its operand values
+# (`Compiler.scalar_run` writes them inline). min/max: the builtins return the first operand
+# unless the second is strictly smaller/larger, which is what these conditionals do.
+_INLINE_BIN: dict[type, str] = {
+    arith.AddiOp: "{0} + {1}",
+    arith.SubiOp: "{0} - {1}",
+    arith.MuliOp: "{0} * {1}",
+    arith.AndIOp: "{0} & {1}",
+    arith.OrIOp: "{0} | {1}",
+    arith.XOrIOp: "{0} ^ {1}",
+    arith.MinSIOp: "{1} if {1} < {0} else {0}",
+    arith.MinUIOp: "{1} if {1} < {0} else {0}",
+    arith.MaxSIOp: "{1} if {1} > {0} else {0}",
+    arith.MaxUIOp: "{1} if {1} > {0} else {0}",
+}
+# arith.cmpi predicates eq ne slt sle sgt sge ult ule ugt uge (scalar._CMPI)
+_CMPI_OPS = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
+
+
+def _inline(op: Operation) -> str | None:
+    """The inline expression template of a scalar op ({0}, {1}: operands), or None (call it)."""
+    if isinstance(op, arith.CmpiOp):
+        return "{0} %s {1}" % _CMPI_OPS[op.predicate.value.data]
+    return _INLINE_BIN.get(type(op))
 
 
 def _dropped_dims(sizes: list[int], res_shape: list[int], n: int) -> set[int]:
