@@ -897,6 +897,20 @@ class Compiler:
         event = op.event.value.data
 
         def run() -> None:
+            if not F.slow and F.trace is None:  # no race check, no held pipe, no trace (hot)
+                core = F.core
+                free = core.free
+                t = free[src]
+                d = core.done[src]
+                if d > t:
+                    t = d
+                s = free[s_id]
+                if s >= t:
+                    t = s
+                    F.srel += 1
+                free[src] = t
+                F.flags.queues[key].append(t)
+                return
             slow = F.slow
             if slow and F.hold is not None and src in F.hold.lists:
                 F.hold.defer(src, run, (), s_id)
@@ -935,10 +949,19 @@ class Compiler:
         set_keys = self.k.set_keys
 
         def run() -> None:
+            q = F.flags.queues[key]
+            if q and not F.slow and F.trace is None:  # a pending set, no race check, no held pipe, no trace (hot)
+                t = q.popleft()
+                free = F.core.free
+                fd = free[dst]
+                if t > fd:
+                    free[dst] = t
+                elif fd <= free[s_id]:
+                    F.srel += 1  # a pipe at (or behind) its S clock keeps that value
+                return
             if F.slow and F.hold is not None and dst in F.hold.lists:
                 F.hold.defer(dst, run, (), s_id)
                 return
-            q = F.flags.queues[key]
             if not q:
                 if dst == s_id:  # the scalar unit stalls: it would issue every later set
                     flag = text.split(" ", 1)[1]
