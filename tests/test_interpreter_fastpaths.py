@@ -1,11 +1,14 @@
 """Rewritten hot paths of the timing-only interpreter against their plain definitions:
 steady.SteadyLoop._periods_checked (scan kept per period across calls),
-l2.L2Pass._designated (sorted lists and bisect) and compiler.Compiler.scalar_run (runs of scalar
-ops as one generated closure) against the op-by-op SCALAR_OPS functions and S charges."""
+l2.L2Pass._designated (sorted lists and bisect), l2.L2Pass.settle (one sort by tile key) and
+compiler.Compiler.scalar_run (runs of scalar ops as one generated closure) against the op-by-op
+SCALAR_OPS functions and S charges."""
 
 from __future__ import annotations
 
 import random
+
+import numpy as np
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr
@@ -141,3 +144,53 @@ def test_scalar_run_matches_op_by_op():
             for u in range(nunits):
                 assert F.core.free[u * NPIPES] == free and F.core.busy[u * NPIPES] == busy
             assert free != s0 + sum([alu] * (len(ops) - 1))  # the check above would see a summed charge
+
+
+def _settle_reference(K, T, B, J, window: float, tie: float) -> set:
+    """L2Pass.settle's definition, written plainly: per tile (tiles in order of first access in the
+    log), accesses by (time, block, ordinal); a start is a tile's first access or one more than
+    `window` after the previous; its tie group is it and the following accesses within `tie` of
+    it; the k-th start overall (in that order) charges the miss to member k % group size."""
+    rows = list(zip(K, T, B, J))
+    first: dict = {}
+    for i, k in enumerate(K):
+        first.setdefault(k, i)
+    rows.sort(key=lambda r: (first[r[0]], r[1], r[2], r[3]))
+    starts = [i for i, r in enumerate(rows) if i == 0 or r[0] != rows[i - 1][0] or r[1] - rows[i - 1][1] > window]
+    misses = set()
+    for turn, s in enumerate(starts):
+        size = 1
+        while s + size < len(rows) and rows[s + size][0] == rows[s][0] and rows[s + size][1] - rows[s][1] <= tie:
+            size += 1
+        r = rows[s + turn % size]
+        misses.add((r[2], r[3]))
+    return misses
+
+
+def test_settle_matches_definition():
+    """The vectorised settle (sort by tile key, turns from each tile's first log index) designates
+    the same misses as the definition, for logs in (block, ordinal) order and shuffled, with tied
+    groups, residency gaps and tiles whose first access is not their earliest time."""
+    from ascendir.interpreter.l2 import TIE
+
+    rng = random.Random(11)
+    for case in range(40):
+        nb, ntile = rng.randrange(1, 6), rng.randrange(1, 12)
+        K, T, B, J = [], [], [], []
+        for b in range(nb):
+            for j in range(rng.randrange(1, 30)):
+                K.append(rng.randrange(ntile) * (1 << 40) + rng.choice((0, 128, 4096)))
+                T.append(rng.choice((0.0, 0.5, 1.0, 2.0, 100.0)) + rng.randrange(4) * rng.choice((1.0, 60.0)) + b * rng.choice((0.0, 0.25)))
+                B.append(b)
+                J.append(j)
+        rows = list(zip(K, T, B, J))
+        if case % 2:
+            rng.shuffle(rows)
+        K, T, B, J = (list(x) for x in zip(*rows))
+        p = L2Pass(50.0)
+        half = len(K) // 2  # part as a replayed chunk, part through read()
+        p.chunks.append(tuple(np.array(x[:half], dt) for x, dt in zip((K, T, B, J), (np.int64, np.float64, np.int64, np.int64))))
+        for x, y in zip(p.log, (K, T, B, J)):
+            x.extend(y[half:])
+        p.settle()
+        assert p.misses == _settle_reference(K, T, B, J, 50.0, TIE), case

@@ -247,20 +247,18 @@ class L2Pass:
             K, T, B, J = (np.concatenate(c) for c in zip(*self.chunks))
             self.chunks.clear()
             n = len(K)
-            _, first, inv = np.unique(K, return_index=True, return_inverse=True)
-            rank = np.empty(len(first), np.int64)
-            rank[np.argsort(first, kind="stable")] = np.arange(len(first))
-            ko = rank[inv.ravel()]
-            # (block, ordinal) is unique per read and the log is normally in that order already
-            # (blocks run in turn, ordinals count up): then the stable sort on (ko, T) alone gives
-            # the same order as with the (B, J) tie-breakers, for half the sorting
+            # rows by (tile, time, block, ordinal). (block, ordinal) is unique per read and the log
+            # is normally in that order already (blocks run in turn, ordinals count up): then the
+            # stable sort on (tile, time) alone gives the same order, for half the sorting
             if n < 2 or bool(np.all((B[1:] > B[:-1]) | ((B[1:] == B[:-1]) & (J[1:] > J[:-1])))):
-                o = np.lexsort((T, ko))
+                o = np.lexsort((T, K))
             else:
-                o = np.lexsort((J, B, T, ko))
-            ko, T, B, J = ko[o], T[o], B[o], J[o]
-            start = np.ones(n, bool)
-            start[1:] = (ko[1:] != ko[:-1]) | (T[1:] - T[:-1] > self.window)
+                o = np.lexsort((J, B, T, K))
+            K, T, B, J = K[o], T[o], B[o], J[o]
+            new = np.ones(n, bool)
+            new[1:] = K[1:] != K[:-1]
+            start = new.copy()
+            start[1:] |= T[1:] - T[:-1] > self.window
             st = np.flatnonzero(start)
             # tie group of each start: the following accesses of the same tile within TIE of it
             # (times are sorted per tile, so the group is contiguous)
@@ -271,11 +269,21 @@ class L2Pass:
                 i = st[live] + r
                 ok = i < n
                 live, i = live[ok], i[ok]
-                ok = (ko[i] == ko[st[live]]) & (T[i] - T[st[live]] <= TIE)
+                ok = (K[i] == K[st[live]]) & (T[i] - T[st[live]] <= TIE)
                 live = live[ok]
                 size[live] += 1
                 r += 1
-            c = st + np.arange(len(st)) % size  # round-robin turn over the starts, in order
+            # round-robin turns count the starts in order of (tile's first access in the log,
+            # time): turn of a start = starts of tiles first accessed earlier + its rank in its tile
+            tile = np.cumsum(new) - 1  # tile number per row, in key order
+            first = np.minimum.reduceat(o, np.flatnonzero(new))  # log index of each tile's first access
+            tid = tile[st]
+            cnt = np.bincount(tid, minlength=len(first))  # starts per tile
+            by_first = np.argsort(first)
+            before = np.empty(len(first), np.int64)
+            before[by_first] = np.cumsum(cnt[by_first]) - cnt[by_first]
+            turn = before[tid] + np.arange(len(st)) - (np.cumsum(cnt) - cnt)[tid]
+            c = st + turn % size
             self.misses.update(zip(B[c].tolist(), J[c].tolist()))
         self.ordinal.clear()
         self.recording = False
