@@ -94,7 +94,8 @@ def _scalar_block() -> tuple[Block, list]:
     x, y = b.args
     ops = [arith.AddiOp(x, y), arith.SubiOp(x, y), arith.MuliOp(x, y), arith.AndIOp(x, y), arith.OrIOp(x, y),
            arith.XOrIOp(x, y), arith.MinSIOp(x, y), arith.MaxSIOp(x, y), arith.MinUIOp(y, x), arith.MaxUIOp(y, x),
-           arith.FloorDivSIOp(x, y)]
+           arith.FloorDivSIOp(x, y), arith.DivUIOp(x, y), arith.RemUIOp(x, y), arith.CeilDivSIOp(x, y),
+           arith.CeilDivUIOp(y, x), arith.DivSIOp(x, y), arith.RemSIOp(x, y)]
     ops += [arith.CmpiOp(x, y, p) for p in _PREDICATES]
     c = arith.ConstantOp(IntegerAttr(7, IndexType()))
     ops += [c, arith.MuliOp(ops[0].result, c.result), arith.MinSIOp(ops[1].result, ops[2].result)]
@@ -128,8 +129,8 @@ def test_scalar_run_matches_op_by_op():
         body = comp.block(b)
         assert len(body) == 1  # one closure for the run
         for _ in range(200):
-            x, y = rng.randint(-50, 50), rng.choice((rng.randint(1, 50), -rng.randint(1, 50), 1, -3))
-            if rng.random() < 0.3 and x:  # ties of min / max, equal operands of cmpi
+            x, y = rng.randint(-50, 50) or 2, rng.choice((rng.randint(1, 50), -rng.randint(1, 50), 1, -3))
+            if rng.random() < 0.3:  # ties of min / max, equal operands of cmpi
                 y = x
             F.core = CoreState(0, NPIPES * nunits)
             s0 = 1e6 + rng.random()
@@ -194,3 +195,23 @@ def test_settle_matches_definition():
             x.extend(y[half:])
         p.settle()
         assert p.misses == _settle_reference(K, T, B, J, 50.0, TIE), case
+
+
+def test_scalar_run_division_by_zero():
+    """Inlined divisions raise the op's own error, as the SCALAR_OPS functions do."""
+    import pytest
+
+    from ascendir.errors import AscendirError
+
+    for make, name in ((arith.DivUIOp, "arith.divui"), (arith.RemUIOp, "arith.remui"), (arith.FloorDivSIOp, "arith.floordivsi"),
+                       (arith.CeilDivSIOp, "arith.ceildivsi"), (arith.CeilDivUIOp, "arith.ceildivui"), (arith.DivSIOp, "arith.divsi")):
+        b = Block(arg_types=[IndexType(), IndexType()])
+        b.add_op(make(*b.args))
+        F = Frame()
+        comp = Compiler(None, F, KernelInfo("k", 1, None, {}, {}, 2.0, True))
+        slots = [comp.slot(a) for a in b.args]
+        (run,) = comp.block(b)
+        F.core = CoreState(0, NPIPES)
+        F.R[slots[0]], F.R[slots[1]] = 7, 0
+        with pytest.raises(AscendirError, match=f"^{name}: division by zero$"):
+            run()

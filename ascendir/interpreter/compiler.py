@@ -165,7 +165,7 @@ class Compiler:
         function, the others called. The S clocks get the same additions in the same order as
         op-by-op charging (x + alu + alu + ... evaluates left to right), so they are bit-identical.
         """
-        env: dict[str, object] = {"R": self.F.R, "F": self.F}
+        env: dict[str, object] = {"R": self.F.R, "F": self.F, "_divzero": _divzero}
         lines: list[str] = []
         local: dict[int, str] = {}  # slot -> local holding its value in this run
         charged = 0
@@ -194,7 +194,12 @@ class Compiler:
             for s in (u * NPIPES for u in range(self.k.nunits)):
                 lines += [f"free[{s}] = free[{s}]{add}", f"busy[{s}] = busy[{s}]{add}"]
         src = "def run() -> None:\n" + "".join(f"    {ln}\n" for ln in lines)
-        exec(compile(src, f"<{len(ops)} scalar ops from {ops[0].name}>", "exec"), env)
+        code = _RUN_CODE.get(src)
+        if code is None:  # compiling the source costs far more than running it: shared by text
+            code = compile(src, "<scalar ops>", "exec")
+            if len(_RUN_CODE) < 4096:
+                _RUN_CODE[src] = code
+        exec(code, env)
         return env["run"]
 
     # -- tile ops (copy, mmad, vector, gather, registered ops) --------------------------------
@@ -1102,6 +1107,10 @@ def unit_of(pipe: str, unit: str | None, nunits: int, sub: int = 0) -> int:
     return 0
 
 
+# generated source of a scalar run -> its code object (`Compiler.scalar_run`; the same module
+# compiled again, e.g. one compile per benchmark run, generates the same sources)
+_RUN_CODE: dict[str, object] = {}
+
 # Scalar ops whose SCALAR_OPS function is exactly this Python expression on its operand values
 # (`Compiler.scalar_run` writes them inline). min/max: the builtins return the first operand
 # unless the second is strictly smaller/larger, which is what these conditionals do.
@@ -1116,9 +1125,19 @@ _INLINE_BIN: dict[type, str] = {
     arith.MinUIOp: "{1} if {1} < {0} else {0}",
     arith.MaxSIOp: "{1} if {1} > {0} else {0}",
     arith.MaxUIOp: "{1} if {1} > {0} else {0}",
+    # scalar._div_check: a zero divisor raises "<op>: division by zero"
+    arith.DivUIOp: "{0} // {1} if {1} else _divzero('arith.divui')",
+    arith.RemUIOp: "{0} % {1} if {1} else _divzero('arith.remui')",
+    arith.FloorDivSIOp: "{0} // {1} if {1} else _divzero('arith.floordivsi')",
+    arith.CeilDivSIOp: "-((-{0}) // {1}) if {1} else _divzero('arith.ceildivsi')",
+    arith.CeilDivUIOp: "-((-{0}) // {1}) if {1} else _divzero('arith.ceildivui')",
 }
 # arith.cmpi predicates eq ne slt sle sgt sge ult ule ugt uge (scalar._CMPI)
 _CMPI_OPS = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
+
+
+def _divzero(name: str):
+    raise AscendirError(f"{name}: division by zero")
 
 
 def _inline(op: Operation) -> str | None:
