@@ -183,6 +183,25 @@ def _memo_vs_plain(text_or_module) -> tuple[tuple, tuple]:
     return out[0], out[1]
 
 
+def test_memo_ids_equal_exactly_for_equal_bodies():
+    """Launch reuse is keyed by a kernel body id (kernel._memo_id): kernels whose bodies are equal
+    up to their names share it, kernels with the same ops but another value or attribute do not
+    (their op names agree, so the full body keys decide), other kernels get their own."""
+    from ascendir.interpreter import compile_module
+
+    text = add_ir(4096, 256, 16, block_dim=8)
+    head, main = text.split("  func.func @main")
+    kernel = head.split("\n", 1)[1]  # after "builtin.module {"
+    same = kernel.replace("@add(", "@add_same(")
+    other_const = kernel.replace("@add(", "@add_c(").replace("%cTR = arith.constant 16", "%cTR = arith.constant 32")
+    other_attr = kernel.replace("@add(", "@add_a(").replace("block_dim = 8 :", "block_dim = 4 :")
+    fewer = add_ir(4096, 256, 16, block_dim=8, nbuf=1).split("  func.func @main")[0].split("\n", 1)[1].replace("@add(", "@add_1(")
+    module = parse("builtin.module {\n" + other_const + kernel + other_attr + same + fewer + "  func.func @main" + main)
+    ids = {k: p.memo_text for k, p in compile_module(module, HW, None, timing_only=True).kernels.items()}
+    assert ids["add"] == ids["add_same"]
+    assert len({ids["add"], ids["add_c"], ids["add_a"], ids["add_1"]}) == 4
+
+
 def test_identical_launches_reused_exactly():
     (plain, h0, hits0, miss0), (memo, h1, hits1, miss1) = _memo_vs_plain(_chained_adds(4))
     assert h0 == 0 and h1 >= 2  # launches 2.. have the same aliasing pattern and L2 outcomes

@@ -62,7 +62,8 @@ class ModuleProg:
         self.clock = 0.0  # chip time (cycles) at which the next kernel launches
         self.memo: dict | None = {}  # identical timing-only launches (memo.py); None: off
         self.memo_hits = 0
-        self.body_ids: dict[tuple, int] = {}  # kernel structure (kernel._body_key) -> memo id
+        self.body_ids: dict[tuple, list] = {}  # kernel op names -> kernels with their memo ids (kernel._memo_id)
+        self.nbodies = 0  # memo ids given
         self._roots = 0
         main = None
         for op in module.ops:

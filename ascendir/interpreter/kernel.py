@@ -46,7 +46,26 @@ def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None
     return None
 
 
-def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
+def walk_ops(op: Operation) -> list[Operation]:
+    """`op` and every op nested in it, in `op.walk()` order (pre-order, program order). A plain
+    recursion over the block lists: xDSL's walk passes every op up through a generator per
+    enclosing op, region and block, which made the kernel walks a visible part of compiling."""
+    out: list[Operation] = []
+
+    def visit(o: Operation) -> None:
+        out.append(o)
+        for region in o.regions:
+            for block in region.blocks:
+                x = block.first_op
+                while x is not None:
+                    visit(x)
+                    x = x.next_op
+
+    visit(op)
+    return out
+
+
+def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig, ops: list[Operation] | None = None) -> None:
     """Every on-chip space fits; UB is counted per AIV (SUBBLOCK_ATTR), each AIV having its own.
     A placed buffer (`offset`, bytes into its space) starts at a multiple of the space's address
     alignment (target `align`: L1/UB 32 B, L0A/L0B 512 B, L0C/BT/FB 64 B; reference §2 "buffer
@@ -59,7 +78,7 @@ def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
     """
     need: dict[tuple[str, int], int] = {}
     planned: dict[tuple[str, int], int] = {}  # space -> end of the highest buffer placed by plan-memory
-    for op in kernel.walk():
+    for op in ops if ops is not None else walk_ops(kernel):
         if isinstance(op, ascend.AllocOp):
             t = op.result.type
             space = space_of(t).value
@@ -189,23 +208,44 @@ def flag_units(order: list[Operation], placed: list[tuple[str, int] | None]) -> 
     return res
 
 
-def _body_key(op: ascend.KernelOp) -> tuple:
+def _body_key(op: ascend.KernelOp, ops: list[Operation] | None = None) -> tuple:
     """The kernel without its name as a tuple (equal for kernels whose bodies print the same):
     per op in walk order its name, operands (numbered values), result types, attributes,
-    properties and region shapes. About 30x cheaper than printing the kernel."""
+    properties and region shapes. About 30x cheaper than printing the kernel. `ops`: walk_ops(op)
+    when the caller has it."""
     ids: dict = {}
 
     def vid(v) -> int:
         return ids.setdefault(v, len(ids))
 
     out = []
-    for o in op.walk():
+    for o in ops if ops is not None else walk_ops(op):
         named = o is op
         attrs = tuple(sorted((k, v) for k, v in o.attributes.items() if not (named and k == "sym_name")))
         props = tuple(sorted((k, v) for k, v in o.properties.items() if not (named and k == "sym_name")))
         regions = tuple(tuple((tuple(vid(a) for a in b.args), tuple(a.type for a in b.args), len(b.ops)) for b in r.blocks) for r in o.regions)
         out.append((o.name, tuple(vid(v) for v in o.operands), tuple(vid(r) for r in o.results), tuple(r.type for r in o.results), attrs, props, regions))
     return tuple(out)
+
+
+def _memo_id(m, op: ascend.KernelOp, ops: list[Operation]) -> int:
+    """An id of the kernel body, equal for the kernels of module program `m` whose `_body_key`s
+    are equal. The op names in program order tell most kernels apart; the full key (the costly
+    part, a tenth of compiling a matmul kernel) is built only for kernels that share their names
+    with an earlier one (`m.body_ids`: names -> [kernel op, its ops, its key or None, id])."""
+    group = m.body_ids.setdefault(tuple(o.name for o in ops[1:]), [])
+    if not group:
+        group.append([op, ops, None, m.nbodies])
+    else:
+        key = _body_key(op, ops)
+        for entry in group:
+            if entry[2] is None:
+                entry[2] = _body_key(entry[0], entry[1])
+            if entry[2] == key:
+                return entry[3]
+        group.append([op, ops, key, m.nbodies])
+    m.nbodies += 1
+    return m.nbodies - 1
 
 
 class KernelProgram:
@@ -217,10 +257,11 @@ class KernelProgram:
         self.block_dim = op.block_dim.value.data
         self.core_type = op.core_type.data
         self.m = m
-        _check_capacity(op, t)
+        ops = walk_ops(op)  # the kernel op, then its body in program order
+        _check_capacity(op, t, ops)
         self.ncores = t.cores(self.core_type)
         # pre-walk: static pipes/units of tile ops, GM streams, flag unit resolution
-        order = list(op.body.walk())
+        order = ops[1:]
         self.nunits = 1
         second = any(subblock(o) for o in order) or any(
             isinstance(o, ascend.FlagOp) and FLAG_UNITS_ATTR in o.attributes and "aiv1" in o.attributes[FLAG_UNITS_ATTR].data
@@ -263,7 +304,7 @@ class KernelProgram:
         gm_alloc = any(isinstance(o, ascend.AllocOp) and space_of(o.result.type).value == "gm" for o in order)
         data_control = not m.timing_only and any(isinstance(o, memref.LoadOp) for o in order)
         self.nchip = sum(isinstance(o, ascend.AllocOp) and space_of(o.result.type).value != "gm" for o in order)
-        self.memo_text = None if gm_alloc or data_control else m.body_ids.setdefault(_body_key(op), len(m.body_ids))
+        self.memo_text = None if gm_alloc or data_control else _memo_id(m, op, ops)
 
     def _flag_units(self, order: list[Operation], statics: dict) -> dict[Operation, tuple[int, int]]:
         """(src unit, dst unit) of every flag op (`flag_units`; all 0 on a single unit)."""
