@@ -775,12 +775,14 @@ class Compiler:
         views: dict = {}
         # the result (view, address offset added, strides) is a function of the source shape,
         # dtype and strides and of the dynamic operands: memoised per subview op (most subviews
-        # of a loop body see the same few operand values; bounded), per (shape, dtype) first; the
-        # source is mostly the same view object every time, so an identity test on it finds its
-        # (shape, dtype) table (`last_a` holds it: the identity stays valid)
+        # of a loop body see the same few operand values; bounded), in one table per source
+        # (shape, dtype, strides) keyed by the dynamic operands. The source view and its strides
+        # are mostly the same objects every time, so identity tests find the table (`last_a` and
+        # `last_st` hold them: the identities stay valid)
         memo: dict = {}
         size = 0
-        last_a, last_table = object(), {}
+        last_a = last_st = object()
+        last_table: dict = {}
         # result strides are interned: equal strides are one object (steady-state GM copies
         # compare their address tags' strides by identity, `_gm_copy`)
         strides: dict = {}
@@ -819,17 +821,18 @@ class Compiler:
             return v, off, strides.setdefault(nst, nst)
 
         def run() -> None:
-            nonlocal size, last_a, last_table
+            nonlocal size, last_a, last_st, last_table
             a = R[src]
             tag = A[src]
-            if a is last_a:
+            tst = None if tag is None else tag[2]
+            if a is last_a and tst is last_st:
                 table = last_table
             else:
-                table = memo.get((a.shape, a.dtype))
+                table = memo.get((a.shape, a.dtype, tst))
                 if table is None:
-                    table = memo[(a.shape, a.dtype)] = {}
-                last_a, last_table = a, table
-            key = (None if tag is None else tag[2], get_dyn(R))
+                    table = memo[(a.shape, a.dtype, tst)] = {}
+                last_a, last_st, last_table = a, tst, table
+            key = get_dyn(R)
             got = table.get(key)
             if got is None:
                 got = compute(a, tag)
