@@ -254,7 +254,7 @@ class L2Pass:
                 o = np.lexsort((T, K))
             else:
                 o = np.lexsort((J, B, T, K))
-            K, T, B, J = K[o], T[o], B[o], J[o]
+            K, T = K[o], T[o]  # block and ordinal are needed only at the misses: taken through o there
             new = np.ones(n, bool)
             new[1:] = K[1:] != K[:-1]
             start = new.copy()
@@ -283,7 +283,7 @@ class L2Pass:
             before = np.empty(len(first), np.int64)
             before[by_first] = np.cumsum(cnt[by_first]) - cnt[by_first]
             turn = before[tid] + np.arange(len(st)) - (np.cumsum(cnt) - cnt)[tid]
-            c = st + turn % size
+            c = o[st + turn % size]
             self.misses.update(zip(B[c].tolist(), J[c].tolist()))
         self.ordinal.clear()
         self.recording = False
