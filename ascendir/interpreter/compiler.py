@@ -88,11 +88,12 @@ class Compiler:
 
     # -- slots ------------------------------------------------------------------------------
     def slot(self, v: SSAValue) -> int:
-        if v not in self.slots:
-            self.slots[v] = len(self.slots)
+        s = self.slots.get(v)  # one lookup: xDSL values hash in Python
+        if s is None:
+            s = self.slots[v] = len(self.slots)
             self.F.R.append(None)
             self.F.A.append(None)
-        return self.slots[v]
+        return s
 
     def block(self, block: Block) -> list[Closure]:
         """Closures of the ops of `block`, in order; runs of consecutive scalar ops become one
