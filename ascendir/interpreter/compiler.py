@@ -162,7 +162,7 @@ class Compiler:
         Most closures of a timing-only loop body are these ops, so the closure is generated as
         straight-line Python: one call per run instead of one per op, values produced in the run
         passed on in locals (every result is still written to its slot), simple integer ops
-        (`_INLINE`) written as Python operators with exactly the semantics of their SCALAR_OPS
+        (`_inline`) written as Python expressions with exactly the semantics of their SCALAR_OPS
         function, the others called. The S clocks get the same additions in the same order as
         op-by-op charging (x + alu + alu + ... evaluates left to right), so they are bit-identical.
         """
@@ -245,7 +245,8 @@ class Compiler:
 
         # the last operands and their cost: a loop's op meets the same operand objects every
         # iteration in timing-only mode (views are shared per shape), so an identity test
-        # replaces building and hashing the shape key (`last` holds them: identities stay valid)
+        # replaces building and hashing the shape key (`last_vals` holds them: identities stay
+        # valid; the initial sentinels match nothing)
         last_vals: tuple = (object(),) * len(ins)
         last_c = None
 
@@ -313,8 +314,8 @@ class Compiler:
         # (timing-only views are shared per shape, address tags' roots and strides are shared),
         # so identity tests replace building and hashing shape tuples; held references keep the
         # identities valid
-        last_s = last_d = last_both = None
-        last_g = last_root = last_st = last_l2 = None
+        last_s = last_d = last_g = last_root = last_st = last_l2 = object()  # sentinels: match nothing
+        last_both = None
         last_sid = 0
 
         def run() -> None:
