@@ -150,13 +150,51 @@ PIPELINES: dict[str, str] = {
 }
 
 
+def _repeated_option(spec: str) -> tuple[str, str] | None:
+    """(pass, option) of the first option a pass is given twice in `spec`, else None. xDSL's
+    parser keeps the last value silently (`plan-memory{target=a target=b}` plans for b); a
+    spec it cannot lex returns None here and its parser reports the error."""
+    from xdsl.utils.arg_spec import PipelineLexer, SpecTokenKind
+    from xdsl.utils.exceptions import ArgSpecParseError
+
+    lexer = PipelineLexer(spec)
+    name, seen, expect = "", None, False
+    try:
+        while (tok := lexer.lex()).kind is not SpecTokenKind.EOF:
+            kind, text = tok.kind, tok.span.text
+            if seen is None:  # between passes
+                if kind is SpecTokenKind.IDENT:
+                    name = text
+                elif kind is SpecTokenKind.L_BRACE:
+                    seen, expect = set(), True
+            elif kind is SpecTokenKind.R_BRACE:
+                seen = None
+            elif kind is SpecTokenKind.SPACE:
+                expect = True  # options are separated by spaces; values follow `=`
+            elif kind is SpecTokenKind.IDENT and expect:
+                if text in seen:
+                    return name, text
+                seen.add(text)
+                expect = False
+            else:
+                expect = False
+    except ArgSpecParseError:
+        return None
+    return None
+
+
 def expand_pipelines(spec: str) -> str:
     """`spec` (xdsl-opt pass pipeline text) with each named pipeline (O0, O1, O2) replaced by its
     passes; the one expansion the CLI's -p and ascendir-opt's -p share, so both say the same.
 
     Raises:
-        AscendirError: a named pipeline given options (`O2{x=1}`): they would apply to no pass.
+        AscendirError: a named pipeline given options (`O2{x=1}`): they would apply to no pass;
+            a pass given the same option twice.
     """
+    repeated = _repeated_option(spec)
+    if repeated is not None:
+        name, opt = repeated
+        raise AscendirError(f"bad pass pipeline '{spec}': {name} is given option '{opt}' twice (give it once)")
     for p in spec.split(","):
         name = p.split("{", 1)[0].strip()
         if "{" in p and name in PIPELINES:

@@ -276,6 +276,15 @@ def test_opt_named_pipeline_with_options_says_so_as_the_cli_does(capsys, spec: s
     assert (code, err) == (2, f"ascendir-opt: {cli}\n")
 
 
+def test_option_given_twice_is_an_error_not_the_last_one(capsys) -> None:
+    # xDSL's pipeline parser keeps the last value: plan-memory{target=a target=b} planned for b
+    spec = "plan-memory{target=ascend910a target=ascend910b2}"
+    code, err = _opt(capsys, ADD_LOOP, "-p", spec)
+    assert (code, err) == (2, f"ascendir-opt: error: bad pass pipeline '{spec}': plan-memory is given option 'target' twice (give it once)\n")
+    _clean_error(_run("compile", MLP, "-p", "fuse-ffn,choose-tiling{tiling=\"m=64\" target=ascend910b2 tiling=\"m=128\"}"),
+                 "choose-tiling is given option 'tiling' twice")
+
+
 @pytest.mark.parametrize("nn_pipeline", ["O2", "recompose-nn"])
 def test_opt_lowers_imported_nn_ir_and_it_runs(capsys, tmp_path: Path, nn_pipeline: str) -> None:
     """The README's `ascendir-opt in.mlir -p '...,convert-nn-to-ascend{target=...}'` on the nn IR
