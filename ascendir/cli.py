@@ -99,7 +99,10 @@ def main() -> None:
     """Compile ONNX models to the Ascend NPU dialect and simulate them."""
 
 
-_target_opt = click.option("--target", default="ascend910b2", show_default=True, help="Chip name (910b1..b4, 910a, 310p) or a hardware TOML file.")
+_target_opt = click.option(
+    "--target", default="ascend910b2", show_default=True,
+    help="Chip name (910b1..b4, 910a, 310p) or a hardware TOML file; `run` on lowered IR defaults to the chip it was lowered for.",
+)
 _pipeline_opt = click.option("-p", "--pipeline", default=None, help="nn-level pass pipeline, xdsl-opt syntax (default: the -O level's).")
 _opt_level = click.option("-O", "opt_level", type=click.Choice(["0", "1", "2"]), default="2", show_default=True, help="Optimization level.")
 _verify_opt = click.option("--verify-numerics", is_flag=True, help="Evaluate the nn module before and after every pass (same inputs) and fail on a difference beyond the dtype's tolerance.")
@@ -273,6 +276,10 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
             )
         if is_lowered(module):
             reject_nn_options(model, pipeline, tiling)
+            if click.get_current_context().get_parameter_source("target") is click.core.ParameterSource.DEFAULT:
+                from ascendir.transforms.plan_memory import module_target
+
+                hw = module_target(module)  # the chip it was lowered for, not the default one
         arch, lowered_for = (module.attributes.get(k) for k in ("ascend.arch", "ascend.target"))
         if arch is not None and getattr(arch, "data", None) != hw.arch:
             chip = getattr(lowered_for, "data", "another chip")

@@ -815,3 +815,14 @@ def test_ir_that_is_not_utf8_is_one_line(capsys, tmp_path: Path, content: bytes)
     code, err = _opt(capsys, bad, "-p", "insert-sync", "-o", out)
     assert code == 2 and err.strip() == f"ascendir-opt: error: {bad}: not UTF-8 text (byte 0xff at offset {pos})", err
     assert not out.exists()
+
+
+def test_run_lowered_ir_defaults_to_the_chip_it_was_lowered_for(tmp_path: Path) -> None:
+    # `ascendir run x.mlir` took the default --target (910B2) and refused IR lowered for the 910A
+    ir = tmp_path / "mlp_910a.mlir"
+    _run("compile", MLP, "--target", "ascend910a", "--dtype", "fp16", "-o", ir)
+    report = tmp_path / "r.json"
+    _run("run", ir, "--timing-only", "--report", report)
+    assert json.loads(report.read_text())["target"] == "ascend910a"
+    _clean_error(_run("run", ir, "--timing-only", "--target", "ascend910b2"),
+                 "was lowered for ascend910a (dav-c100), --target ascend910b2 is dav-c220")
