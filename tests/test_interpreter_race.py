@@ -28,7 +28,7 @@ def _drop(text: str, line: str) -> str:
 def test_missing_wait_before_consumer_is_a_race(timing_only):
     # the vadd no longer waits for MTE2 to have filled its inputs (RAW)
     text = _drop(add_ir(256, 64, 16, block_dim=2, nbuf=1), "ascend.wait_flag MTE2 -> V, 0")
-    with pytest.raises(AscendirError, match=r"race in kernel @add .*ub buffer #1 .*ascend.copy on MTE2 and ascend.vadd on V .*write / read"):
+    with pytest.raises(AscendirError, match=r"race in kernel @add .*ub buffer %ux0 #1 .*ascend.copy on MTE2 and ascend.vadd on V .*write / read"):
         simulate(parse(text), None, {}, HW, timing_only=True, check_races=True) if timing_only else simulate(
             parse(text), None, {"x": __import__("numpy").zeros((256, 64), "float16"), "y": __import__("numpy").zeros((256, 64), "float16")}, HW)
 
@@ -38,7 +38,7 @@ def test_ping_pong_buffer_reused_too_early_is_a_war_race():
     # tile: the vadd of two tiles ago still reads it (write-after-read)
     text = add_ir(1024, 64, 16, block_dim=2, nbuf=2)
     text = _drop(text, "ascend.wait_flag MTE3 -> MTE2, 0")
-    with pytest.raises(AscendirError, match=r"race in kernel @add \(block \d+\): buffer ub buffer #1 .*on V and ascend.copy on MTE2 .*read / write"):
+    with pytest.raises(AscendirError, match=r"race in kernel @add \(block \d+\): buffer ub buffer %ux0 #1 .*on V and ascend.copy on MTE2 .*read / write"):
         simulate(parse(text), None, {}, HW, timing_only=True, check_races=True)
 
 
@@ -124,8 +124,9 @@ def test_two_slots_planned_onto_the_same_bytes_race(planned_add, timing_only):
     # tile i while V still reads it. The interpreter keeps the two arrays apart (its output would
     # be exact), so only comparing physical bytes finds it.
     text = planned_add.replace(SLOT1, "{ascend.slot = 1 : i64, offset = 0 : i64}")
-    match = (r"race in kernel @add \(block 0\): buffers ub buffer #\d 64x128xfloat16 \(bytes 0\.\.16383 of ub\) and "
-             r"ub buffer #\d 64x128xfloat16 \(bytes 0\.\.16383 of ub\) share bytes: .* touch overlapping bytes")
+    # buffers named by their SSA names (the slot-1 twin keeps its original's) and slots
+    match = (r"race in kernel @add \(block 0\): buffers ub buffer %ux #1 \(slot 0\) 64x128xfloat16 \(bytes 0\.\.16383 of ub\) and "
+             r"ub buffer %ux #2 \(slot 1\) 64x128xfloat16 \(bytes 0\.\.16383 of ub\) share bytes: .* touch overlapping bytes")
     with pytest.raises(AscendirError, match=match):
         if timing_only:
             simulate(parse(text), None, {}, HW, timing_only=True, check_races=True)

@@ -628,8 +628,13 @@ class Compiler:
             count = math.prod(shape)
             size = packed_nbytes(dtype, count)
             placed = "offset" in op.attributes
+            # named as the IR names it (race messages): SSA name, double-buffer slot, and the
+            # alloc's number in the kernel (names can repeat: a slot twin keeps its original's)
+            hint = op.result.name_hint
+            slot = op.attributes.get("ascend.slot")
             root = ChipBuffer(
-                f"{space} buffer #{self.nbufs} {'x'.join(map(str, shape))}x{dtype}",
+                f"{space} buffer {'%' + hint + ' ' if hint else ''}#{self.nbufs}{f' (slot {slot.value.data})' if slot is not None else ''} "
+                f"{'x'.join(map(str, shape))}x{dtype}",
                 (space, subblock(op)) if placed else None,
                 op.attributes["offset"].value.data if placed else 0,
                 size / count if count else 0.0,
