@@ -30,6 +30,7 @@ from ascendir.interpreter import memo
 from ascendir.interpreter.l2 import L2Pass
 from ascendir.interpreter.race import RaceChecker
 from ascendir.interpreter.timeline import NPIPES, PIPES, CoreState, FlagQueues
+from ascendir.interpreter.walk import walk_ops
 
 
 def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None, bool] | None:
@@ -44,25 +45,6 @@ def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None
     if isinstance(op, ascend.VectorOp):
         return "V", "aiv", False
     return None
-
-
-def walk_ops(op: Operation) -> list[Operation]:
-    """`op` and every op nested in it, in `op.walk()` order (pre-order, program order). A plain
-    recursion over the block lists: xDSL's walk passes every op up through a generator per
-    enclosing op, region and block, which made the kernel walks a visible part of compiling."""
-    out: list[Operation] = []
-
-    def visit(o: Operation) -> None:
-        out.append(o)
-        for region in o.regions:
-            for block in region.blocks:
-                x = block.first_op
-                while x is not None:
-                    visit(x)
-                    x = x.next_op
-
-    visit(op)
-    return out
 
 
 def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig, ops: list[Operation] | None = None) -> None:

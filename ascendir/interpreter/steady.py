@@ -80,6 +80,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from ascendir.dialects import ascend
 from ascendir.interpreter.l2 import SHIFT
 from ascendir.interpreter.scalar import SCALAR_OPS
+from ascendir.interpreter.walk import walk_ops
 
 MIN_TRIPS = 8  # shorter loops cannot amortise detection (2 periods + a tail)
 PMAX = 16  # longest period looked for (the matmul tile loop needs lcm(block_dim, tiles)/block_dim)
@@ -102,7 +103,7 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
         return None
     body = loop.body.block
     iv = body.args[0]
-    order = list(loop.body.walk())
+    order = walk_ops(loop)[1:]  # the body, in program order
     inside: set[Operation] = set(order)
     kind: dict[SSAValue, int] = {}
     checked: set[Operation] = set()
@@ -166,7 +167,7 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
         if loop_level(op):
             for res in op.results:
                 k(res)
-    for op in inside:
+    for op in order:
         if isinstance(op, (memref.LoadOp, memref.StoreOp, scf.ForOp)) and op is not loop:
             if not isinstance(op, scf.ForOp):
                 return None
@@ -647,10 +648,11 @@ def memo_inputs(loop: scf.ForOp) -> tuple[list[SSAValue], list[SSAValue], dict[O
     used inside (bounds, sizes, conditions, buffers) is a control value. GM copies: copy op ->
     (the subview's source, [(dim, index into address values)]) for copies whose GM operand is
     such a subview."""
-    inside: set[Operation] = set(loop.walk())
+    ops = walk_ops(loop)
+    inside: set[Operation] = set(ops)
     uses: dict[SSAValue, list] = {}
     other: set[SSAValue] = set()
-    for op in loop.walk():
+    for op in ops:
         gm_sv = isinstance(op, memref.SubviewOp) and _is_gm(op.source) and _external(op.source, inside)
         dyn_dims = [i for i, s in enumerate(op.static_offsets.get_values()) if s == DYNAMIC_INDEX] if gm_sv else []
         offsets = list(op.offsets) if gm_sv else []
@@ -672,7 +674,7 @@ def memo_inputs(loop: scf.ForOp) -> tuple[list[SSAValue], list[SSAValue], dict[O
         for op, dim in uses[v]:
             by_sv.setdefault(op, []).append((dim, index[v]))
     copies: dict[Operation, tuple[SSAValue, list[tuple[int, int]]]] = {}
-    for op in inside:
+    for op in ops:
         if isinstance(op, ascend.CopyOp):
             for g in (op.source, op.dest):
                 sv = g.owner
