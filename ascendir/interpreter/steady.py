@@ -98,7 +98,10 @@ def _is_gm(v: SSAValue) -> bool:
 
 def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
     """Static part of the eligibility test (module docstring): None when the loop may not be
-    extrapolated, else the ops whose results are checked at run time, in program order."""
+    extrapolated, else the ops whose results are checked at run time, in program order.
+    (Ops and blocks are told apart by exact type here and in memo_inputs: xDSL's classes are
+    ABCs, whose isinstance is several times slower, and these walks run for every loop at
+    every compile.)"""
     if loop.iter_args:
         return None
     body = loop.body.block
@@ -115,7 +118,7 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
         blk = op.parent_block()
         while blk is not body:
             parent = blk.parent_op() if blk is not None else None
-            if not isinstance(parent, scf.IfOp):
+            if not type(parent) is scf.IfOp:
                 return False
             blk = parent.parent_block()
         return True
@@ -127,18 +130,18 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
         if got is not None:
             return got
         owner = v.owner
-        if isinstance(owner, Block):
+        if type(owner) is Block:
             parent = owner.parent_op()
             if parent is None or parent not in inside:
                 r = _INV
-            elif isinstance(parent, scf.ForOp) and owner.args and v is owner.args[0]:
+            elif type(parent) is scf.ForOp and owner.args and v is owner.args[0]:
                 # an inner loop's iv takes the same values every iteration if its bounds do
                 r = _INV if all(k(x) == _INV or x.owner in checked for x in (parent.lb, parent.ub, parent.step)) else _OTHER
             else:
                 r = _OTHER
         elif owner not in inside:
             r = _INV
-        elif isinstance(owner, arith.ConstantOp):
+        elif type(owner) is arith.ConstantOp:
             r = _INV
         elif type(owner) in SCALAR_OPS and loop_level(owner):
             kinds = [k(x) for x in owner.operands]
@@ -149,12 +152,12 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
             else:
                 r = _AFF  # evaluated for every skipped iteration (SteadyLoop.jump)
                 checked.add(owner)
-        elif isinstance(owner, (arith.AddiOp, arith.SubiOp)):
+        elif type(owner) in (arith.AddiOp, arith.SubiOp):
             r = max(k(owner.lhs), k(owner.rhs))
-        elif isinstance(owner, arith.MuliOp):
+        elif type(owner) is arith.MuliOp:
             a, b = k(owner.lhs), k(owner.rhs)
             r = _INV if a == b == _INV else _AFF if {a, b} == {_INV, _AFF} else _OTHER
-        elif isinstance(owner, arith.IndexCastOp):
+        elif type(owner) is arith.IndexCastOp:
             r = k(owner.input)
         else:
             r = _INV if all(k(x) == _INV for x in owner.operands) else _OTHER
@@ -168,12 +171,12 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
             for res in op.results:
                 k(res)
     for op in order:
-        if isinstance(op, (memref.LoadOp, memref.StoreOp, scf.ForOp)) and op is not loop:
-            if not isinstance(op, scf.ForOp):
+        if type(op) in (memref.LoadOp, memref.StoreOp, scf.ForOp) and op is not loop:
+            if type(op) is not scf.ForOp:
                 return None
             if op.iter_args:
                 return None
-        if isinstance(op, memref.SubviewOp) and _is_gm(op.source):
+        if type(op) is memref.SubviewOp and _is_gm(op.source):
             if any(k(o) == _OTHER for o in op.offsets):
                 return None
     return [op for op in order if op in checked]
@@ -634,7 +637,7 @@ class SteadyLoop:
 # ----------------------------------------------------------------------------------------------
 def _external(v: SSAValue, inside: set[Operation]) -> bool:
     owner = v.owner
-    if isinstance(owner, Block):
+    if type(owner) is Block:
         parent = owner.parent_op()
         return parent is None or parent not in inside
     return owner not in inside
@@ -653,7 +656,7 @@ def memo_inputs(loop: scf.ForOp) -> tuple[list[SSAValue], list[SSAValue], dict[O
     uses: dict[SSAValue, list] = {}
     other: set[SSAValue] = set()
     for op in ops:
-        gm_sv = isinstance(op, memref.SubviewOp) and _is_gm(op.source) and _external(op.source, inside)
+        gm_sv = type(op) is memref.SubviewOp and _is_gm(op.source) and _external(op.source, inside)
         dyn_dims = [i for i, s in enumerate(op.static_offsets.get_values()) if s == DYNAMIC_INDEX] if gm_sv else []
         offsets = list(op.offsets) if gm_sv else []
         for v in op.operands:
@@ -675,10 +678,10 @@ def memo_inputs(loop: scf.ForOp) -> tuple[list[SSAValue], list[SSAValue], dict[O
             by_sv.setdefault(op, []).append((dim, index[v]))
     copies: dict[Operation, tuple[SSAValue, list[tuple[int, int]]]] = {}
     for op in ops:
-        if isinstance(op, ascend.CopyOp):
+        if type(op) is ascend.CopyOp:
             for g in (op.source, op.dest):
                 sv = g.owner
-                if isinstance(sv, memref.SubviewOp) and sv in by_sv:
+                if type(sv) is memref.SubviewOp and sv in by_sv:
                     copies[op] = (sv.source, by_sv[sv])
     return ctrl, addr, copies
 
