@@ -987,13 +987,12 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
                     ts = [s if t < s else t for t in q]
                     q.clear()
                     q.extend(ts)
-        base = max(max(free), max(done))
+        # every clock in one flat list, one comprehension (the key is the same sequence as
+        # free, done, then each queue's times: a queue's length is in the key's first part)
+        vals = [*free, *done, *chain.from_iterable(queues)]
+        base = max(vals[:2 * ns])
         rel = [tuple(map(len, queues))]
-        rel += ["S" if x <= s else round((x - base) * 1e6) for x in free]
-        rel += ["S" if x <= s else round((x - base) * 1e6) for x in done]
-        for q in queues:
-            if q:
-                rel.extend(["S" if t <= s else round((t - base) * 1e6) for t in q])
+        rel += ["S" if x <= s else round((x - base) * 1e6) for x in vals]
         return tuple(rel), (round(s - base, 6),), base, [s]
     S = [free[u] for u in range(0, ns, npipes)]
     if clamp:
