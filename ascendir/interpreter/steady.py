@@ -291,7 +291,8 @@ class SteadyLoop:
         bad = self.bad
         qc, gc, lc = c[2], c[3], c[4]
         sig = F.sig
-        for P in range(1, min(PMAX, (len(h) - 1) // 2) + 1):
+        # P <= n - idx: a longer period has no whole period left to skip
+        for P in range(1, min(PMAX, (len(h) - 1) // 2, self.n - idx) + 1):
             if bad and bad.get(P, 0) >= 2:  # its checked values failed twice: not this loop's period
                 continue
             # cheapest tests first: structure (queue lengths, log and cost-entry counts), then
@@ -311,7 +312,9 @@ class SteadyLoop:
             va, vb = a[1], b[1]
             d = list(map(sub, vc, vb))
             d0 = list(map(sub, vb, va))
-            if d != d0:  # not exactly equal: within the tolerance? (the components that differ)
+            # not exactly equal: within the tolerance? A largest difference <= REL passes every
+            # component (REL <= REL·max(1, |z|)); else test the components that differ
+            if d != d0 and not max(map(abs, map(sub, d0, d))) <= REL:
                 ok = True
                 for x, y, z in zip(d0, d, vc):
                     if x != y and abs(x - y) > REL * max(1.0, abs(z)):
@@ -321,9 +324,7 @@ class SteadyLoop:
                     continue
             if not self._no_overtaking(vc, d):
                 continue
-            m = (self.n - idx) // P  # whole periods
-            if m < 1:
-                continue
+            m = (self.n - idx) // P  # whole periods (>= 1: the range of P)
             ok = self._periods_checked(P, idx, m)
             if not ok:
                 bad[P] = bad.get(P, 0) + 1
@@ -352,10 +353,14 @@ class SteadyLoop:
         not decrease, or a faster clock behind a slower one would overtake it later."""
         ns = len(self.F.core.free)
         j = 3 * ns + len(self.F.acct)
-        ds = [y for y in d[:2 * ns] if y != 0.0] + [y for y in d[j:] if y != 0.0]
-        if not ds or max(ds) - min(ds) <= REL * max(1.0, abs(min(ds))):  # all advance alike (the usual regime)
+        dc = d[:2 * ns] + d[j:]  # the clocks' deltas (busy times and counters left out)
+        ds = [y for y in dc if y != 0.0]
+        if not ds:
             return True
-        moving = sorted([(x, y) for x, y in zip(v[:2 * ns], d[:2 * ns]) if y != 0.0] + [(x, y) for x, y in zip(v[j:], d[j:]) if y != 0.0])
+        lo = min(ds)
+        if max(ds) - lo <= REL * max(1.0, abs(lo)):  # all advance alike (the usual regime)
+            return True
+        moving = sorted([p for p in zip(v[:2 * ns] + v[j:], dc) if p[1] != 0.0])
         for (x0, d0), (x1, d1) in zip(moving, moving[1:]):
             if d1 < d0 - REL * max(1.0, abs(d0)) and x1 > x0:
                 return False
