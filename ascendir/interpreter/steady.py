@@ -774,19 +774,19 @@ class LoopMemo:
         vs = self.table.get(key)
         if not vs:
             return False
-        addr = np.array([R[s] for s in self.addr], np.int64) if self.addr else None
+        addr = None  # the address values, built for the first candidate that needs them
         l2p = F.l2p
         des = None
+        one = len(srel) == 1  # one unit: one S clock (the test below without a generator)
         for j in range(len(vs) - 1, -1, -1):
             v = vs[j]
             head = v[0] if len(v) == 2 else v  # (s_free, S positions) lead both forms
-            if head[1] != srel and not (head[0] and all(a <= b + 1e-6 for a, b in zip(srel, head[1]))):
+            hs = head[1]
+            if hs != srel and not (head[0] and (srel[0] <= hs[0] + 1e-6 if one else all(a <= b + 1e-6 for a, b in zip(srel, hs)))):
                 continue
             if len(v) == 2:  # stored raw (`store`): arrays built on the first match
                 v = vs[j] = self._finish(*v)
-            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp, keys0, allrd, nhit, token = v
-            c_shift = base - vbase
-            tshift = (F.t0 + base) - (vt0 + vbase)
+            ri, misses = v[15], v[17]
             dv = None
             hit = None
             if len(ri):  # _outcomes_hold over all the reads, its cheap tests first
@@ -798,13 +798,17 @@ class LoopMemo:
                         continue
                 elif not misses <= des_set:  # a stored miss that is no designated miss now
                     continue
-                elif des:
-                    dv = addr - vaddr if coefs is not None else None
-                    if not _outcomes_hold(F, acc, coefs, dv, ri, rhit, misses, tshift, len(ri), des):
+            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp, keys0, allrd, nhit, token = v
+            tshift = (F.t0 + base) - (vt0 + vbase)
+            if coefs is not None:
+                if addr is None:
+                    addr = np.array([R[s] for s in self.addr], np.int64)
+                dv = addr - vaddr
+            if len(ri):
+                if des:  # the stored misses are designated ones (above): do the designated reads hold?
+                    if not _designated_hold(F, acc, coefs, dv, ri, rhit, tshift, des):
                         continue
                 hit = rhit
-            if dv is None and coefs is not None:
-                dv = addr - vaddr
             t = acc.t + tshift
             if dv is None:
                 off, keys = acc.off, keys0
@@ -812,7 +816,7 @@ class LoopMemo:
                 cd = coefs.shift(dv)
                 off, keys = acc.off + cd, keys0 + cd
             _apply_accesses(F, acc, keys, off, t, hit, allrd, nhit)
-            self._restore(F, S, vS, c_shift, ef, ed, eq, dS, dbusy, dacct, s_free)
+            self._restore(F, S, vS, base - vbase, ef, ed, eq, dS, dbusy, dacct, s_free)
             F.skipped += n
             if F.sig is not None:
                 F.sig.append(token)
@@ -1049,10 +1053,23 @@ def _outcomes_hold(F, acc: Acc, coefs, dv, ri, rhit, misses, tshift: float, nr: 
         return not any(p < nr for p in misses)
     if not all(p in des for p in misses if p < nr):
         return False
-    for dpos in des:
-        e = int(ri[dpos])
-        o = int(acc.off[e]) + (int(coefs.table[coefs.inv[e]] @ dv) if dv is not None else 0)
-        if F.l2.resident_before(int(acc.sid[e]) * SHIFT + o, float(acc.t[e]) + tshift, F.t0) != bool(rhit[dpos]):
+    return _designated_hold(F, acc, coefs, dv, ri, rhit, tshift, des)
+
+
+def _designated_hold(F, acc: Acc, coefs, dv, ri, rhit, tshift: float, des: list[int]) -> bool:
+    """The residency part of `_outcomes_hold`: every designated read `des` (indices into the
+    reads `ri`) gets its stored outcome. Keys and times of all of them are computed as arrays
+    (the int64 / float64 operations of the scalar formula, element by element), then looked up
+    in order (`resident_before` is a pure lookup)."""
+    if not des:
+        return True
+    e = ri[des]
+    o = acc.off[e]
+    if dv is not None:
+        o = o + coefs.table[coefs.inv[e]] @ dv
+    resident, t0 = F.l2.resident_before, F.t0
+    for k, t, h in zip((acc.sid[e] * SHIFT + o).tolist(), (acc.t[e] + tshift).tolist(), rhit[des].tolist()):
+        if resident(k, t, t0) != h:
             return False
     return True
 
