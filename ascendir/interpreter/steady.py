@@ -834,22 +834,23 @@ class LoopMemo:
         if not vs:
             return None
         l2p, npipes = F.l2p, self.npipes
-        addr = np.array([R[s] for s in self.addr], np.int64) if self.addr else None
+        addr = None  # the address values, built for the first candidate that needs them
+        one = len(srel) == 1  # one unit: one S clock (as in `reuse`)
         for j in range(len(vs) - 1, -1, -1):
             v = vs[j]
             head, cp = (v[0], v[1][2]) if len(v) == 2 else (v, v[18])  # tests on either form first
             if cp is None or cp[0] >= n - 1:
                 continue
-            if head[1] != srel and not (head[0] and all(a <= b + 1e-6 for a, b in zip(srel, head[1]))):
+            hs = head[1]
+            if hs != srel and not (head[0] and (srel[0] <= hs[0] + 1e-6 if one else all(a <= b + 1e-6 for a, b in zip(srel, hs)))):
                 continue
             if len(v) == 2:
                 v = vs[j] = self._finish(*v)
-            s_free, vsrel, vbase, vS = v[0], v[1], v[2], v[3]
+            # (the tests above hold for the finished form: same S positions and checkpoint)
+            s_free, vbase, vS = v[0], v[2], v[3]
             acc, coefs, vaddr, vt0, ri, rhit, misses, cp = v[10], v[11], v[12], v[13], v[15], v[16], v[17], v[18]
-            if cp is None or cp[0] >= n - 1:
-                continue
-            if vsrel != srel and not (s_free and all(a <= b + 1e-6 for a, b in zip(srel, vsrel))):
-                continue
+            if coefs is not None and addr is None:
+                addr = np.array([R[s] for s in self.addr], np.int64)
             idx0, vec, lens, npre, regime, dbusy, dacct, rows = cp
             nr = int(np.searchsorted(ri, npre))  # reads before the checkpoint
             dv = addr - vaddr if coefs is not None else None
