@@ -534,7 +534,7 @@ class Compiler:
                             idx += skipped
                             F.skipped += skipped
                             continue
-                    if n - idx > 2:
+                    if n - idx > 2 and len(sl.hist) > 2:  # (detect needs two periods of 1)
                         found = sl.detect()
                         if found is not None:
                             skipped = sl.jump(*found)
