@@ -968,8 +968,10 @@ class LoopMemo:
         acc = Acc.of(log)
         coefs = None
         if self.addr and len(acc.cid):
-            rows: dict[int, int] = {}  # copy op -> its row of the table (few ops, many accesses)
-            inv = np.array([rows.setdefault(c, len(rows)) for c in acc.cid.tolist()], np.int64)
+            # copy op -> its row of the table (few ops, many accesses; in first-access order)
+            cids = acc.cid.tolist()
+            rows = {c: i for i, c in enumerate(dict.fromkeys(cids))}
+            inv = np.array(list(map(rows.__getitem__, cids)), np.int64)
             zero = [0] * len(self.addr)
             coefs = Coefs(np.array([coef_rows.get(c, zero) for c in rows], np.int64).reshape(len(rows), len(self.addr)), inv)
         vaddr = np.array(head[12], np.int64) if self.addr else None
