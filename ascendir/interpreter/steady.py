@@ -404,18 +404,25 @@ class SteadyLoop:
         if sc[2] == 0 and sc[1] < end:
             get = vals.get
             j = sc[1]
+            steps: dict[int, tuple] = {}  # j -> step of j over j - P, kept for j + P (this scan)
             try:
                 while j < end:
-                    v0 = get(j - 2 * P)
-                    if v0 is None:
-                        v0 = vals[j - 2 * P] = f(j - 2 * P)
-                    v1 = get(j - P)
-                    if v1 is None:
-                        v1 = vals[j - P] = f(j - P)
+                    d1 = steps.pop(j - P, None)
+                    if d1 is None:  # (the first P iterations of the scan)
+                        v0 = get(j - 2 * P)
+                        if v0 is None:
+                            v0 = vals[j - 2 * P] = f(j - 2 * P)
+                        v1 = get(j - P)
+                        if v1 is None:
+                            v1 = vals[j - P] = f(j - P)
+                        d1 = tuple(map(sub, v1, v0))
+                    else:
+                        v1 = vals[j - P]
                     v2 = get(j)
                     if v2 is None:
                         v2 = vals[j] = f(j)
-                    if tuple(map(sub, v2, v1)) != tuple(map(sub, v1, v0)):
+                    d2 = steps[j] = tuple(map(sub, v2, v1))
+                    if d2 != d1:
                         sc[2] = 1
                         break
                     j += 1
