@@ -70,7 +70,7 @@ needs every op) and in numerics mode.
 from __future__ import annotations
 
 from itertools import chain
-from operator import is_, itemgetter, le, sub
+from operator import add, is_, itemgetter, le, sub
 
 import numpy as np
 from xdsl.dialects import arith, memref, scf
@@ -900,14 +900,22 @@ class LoopMemo:
         core, npipes = F.core, self.npipes
         if len(core.free) == npipes:  # one unit: one S clock (as below, without unit lookups)
             s, v = S[0], vS[0]
-            core.free[:] = [s + dS[0], *[s if x == v else x + c_shift for x in ef[1:]]]
-            core.done[:] = [s if x == v else x + c_shift for x in ed]
+            # every stored clock in one comprehension: free, done, then the queues' times in order
+            x = [s if y == v else y + c_shift for y in chain(ef, ed, *eq)]
+            ns = npipes
+            x[0] = s + dS[0]  # the S clock advances by the stored execution's scalar charges
+            core.free[:] = x[:ns]
+            core.done[:] = x[ns:2 * ns]
+            k = 2 * ns
             for q, ts in zip(F.flags.queues, eq):
-                if q or ts:
+                if ts:
                     q.clear()
-                    q.extend([s if x == v else x + c_shift for x in ts])
-            core.busy[:] = [a + b for a, b in zip(core.busy, dbusy)]
-            F.acct[:] = [a + b for a, b in zip(F.acct, dacct)]
+                    q.extend(x[k:k + len(ts)])
+                    k += len(ts)
+                elif q:
+                    q.clear()
+            core.busy[:] = list(map(add, core.busy, dbusy))
+            F.acct[:] = list(map(add, F.acct, dacct))
             if not s_free:
                 F.srel += 1
             return
