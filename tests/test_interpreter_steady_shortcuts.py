@@ -1,0 +1,79 @@
+"""Shortcuts in steady.py's detection and memo bookkeeping give the answers of the plain
+definitions they replace (randomised cases, ties and near-ties included): the overtaking test's
+early accept, the address shift as one product (`Coefs.per`) and the designated-read residency
+test on arrays (`_designated_hold`)."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import numpy as np
+
+from ascendir.interpreter.l2 import SHIFT
+from ascendir.interpreter.steady import REL, Acc, Coefs, SteadyLoop, _designated_hold
+
+
+def _no_overtaking_plain(v, d, ns, na):
+    """The pairwise definition (SteadyLoop._no_overtaking's docstring)."""
+    j = 3 * ns + na
+    ds = [y for y in d[:2 * ns] if y != 0.0] + [y for y in d[j:] if y != 0.0]
+    if not ds or max(ds) - min(ds) <= REL * max(1.0, abs(min(ds))):
+        return True
+    moving = sorted([(x, y) for x, y in zip(v[:2 * ns], d[:2 * ns]) if y != 0.0] + [(x, y) for x, y in zip(v[j:], d[j:]) if y != 0.0])
+    return all(not (d1 < d0 - REL * max(1.0, abs(d0)) and x1 > x0) for (x0, d0), (x1, d1) in zip(moving, moving[1:]))
+
+
+def test_no_overtaking_matches_pairwise_definition():
+    rng = random.Random(5)
+    ns, na = 7, 4
+    F = SimpleNamespace(core=SimpleNamespace(free=[0.0] * ns), acct=[0.0] * na)
+    sl = SteadyLoop(F, 32, None, None, ns)
+    seen = set()
+    for _ in range(3000):
+        nq = rng.randrange(0, 4)
+        n = 3 * ns + na + nq
+        # few distinct values: equal clocks, equal deltas, zero deltas and near-ties all occur
+        v = [rng.choice([0.0, 10.0, 20.0, 30.0]) + rng.choice([0.0, 1e-12]) for _ in range(n)]
+        d = [rng.choice([0.0, 0.0, 5.0, 7.0, 7.0 + 1e-12, 9.0]) for _ in range(n)]
+        want = _no_overtaking_plain(v, d, ns, na)
+        assert sl._no_overtaking(v, d) == want, (v, d)
+        seen.add(want)
+    assert seen == {True, False}
+
+
+def test_coefs_shift_is_table_rows_per_access():
+    rng = np.random.default_rng(3)
+    table = rng.integers(-5000, 5000, (3, 4))
+    inv = rng.integers(0, 3, 50)
+    dv = rng.integers(-10**6, 10**6, 4)
+    np.testing.assert_array_equal(Coefs(table, inv).shift(dv), (table @ dv)[inv])
+
+
+def test_designated_hold_matches_scalar_lookup():
+    rng = np.random.default_rng(7)
+    n = 40
+    acc = Acc(np.zeros(n, np.int64), rng.integers(1, 4, n), rng.integers(0, 1 << 20, n), rng.random(n) * 1e4,
+              np.ones(n, bool), np.ones(n, bool))
+    table = rng.integers(0, 64, (2, 2))
+    coefs = Coefs(table, rng.integers(0, 2, n))
+    dv = rng.integers(0, 100, 2)
+    tshift, t0, window = 123.5, 50.0, 2000.0
+    ri = np.arange(n)
+    des = sorted(rng.choice(n, 12, replace=False).tolist())
+    # resident for about half of them (the rule of l2.L2Cache.resident_before)
+    last = {}
+    for p in des[::2]:
+        key = int(acc.sid[p]) * SHIFT + int(acc.off[p]) + int(table[coefs.inv[p]] @ dv)
+        last[key] = float(acc.t[p]) + tshift - window / 2
+    F = SimpleNamespace(t0=t0, l2=SimpleNamespace(resident_before=lambda k, now, ts: k in last and now - last[k] <= window))
+    want = np.ones(n, bool)
+    for p in des:
+        key = int(acc.sid[p]) * SHIFT + int(acc.off[p]) + int(table[coefs.inv[p]] @ dv)
+        want[p] = key in last and float(acc.t[p]) + tshift - last[key] <= window
+    assert want.sum() not in (0, n)
+    assert _designated_hold(F, acc, coefs, dv, ri, want, tshift, des)
+    for p in des:
+        flipped = want.copy()
+        flipped[p] = not flipped[p]
+        assert not _designated_hold(F, acc, coefs, dv, ri, flipped, tshift, des)
