@@ -812,7 +812,7 @@ class LoopMemo:
                         continue
                 elif not misses <= des_set:  # a stored miss that is no designated miss now
                     continue
-            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp, keys0, allrd, nhit, token = v
+            s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp, keys0, allrd, nhit, token, lists = v
             tshift = (F.t0 + base) - (vt0 + vbase)
             if coefs is not None:
                 if addr is None:
@@ -820,7 +820,7 @@ class LoopMemo:
                 dv = addr - vaddr
             if len(ri):
                 if des:  # the stored misses are designated ones (above): do the designated reads hold?
-                    if not _designated_hold(F, acc, coefs, dv, ri, rhit, tshift, des):
+                    if not _designated_hold(F, acc, coefs, dv, ri, rhit, tshift, des, lists):
                         continue
                 hit = rhit
             t = acc.t + tshift
@@ -872,7 +872,7 @@ class LoopMemo:
             c_shift = base - vbase
             if nr:
                 des = None if l2p.recording else l2p._designated(F.block, l2p.ordinal.get(F.block, 0), nr)
-                if not _outcomes_hold(F, acc, coefs, dv, ri, rhit, misses, tshift, nr, des):
+                if not _outcomes_hold(F, acc, coefs, dv, ri, rhit, misses, tshift, nr, des, v[23]):
                     continue
             part = Acc(acc.cid[:npre], acc.sid[:npre], acc.off[:npre], acc.t[:npre], acc.rd[:npre], acc.hit[:npre])
             off = part.off if dv is None else part.off + coefs.shift(dv)[:npre]
@@ -994,10 +994,11 @@ class LoopMemo:
         if cp is not None:  # + the coefficient rows
             cp = (*cp, coef_rows)
         rhit = acc.hit[rd]
-        # + the keys before the address shift, whether every access reads, the reads' hit count
+        # + the keys before the address shift, whether every access reads, the reads' hit count,
+        # the token, a cache for `_designated_hold`
         return (*head[:10], acc, coefs, vaddr, head[13], head[14],
                 np.flatnonzero(rd), rhit, frozenset(np.flatnonzero(~rhit).tolist()), cp,
-                acc.sid * SHIFT + acc.off, bool(rd.all()), int(np.count_nonzero(rhit)), head)
+                acc.sid * SHIFT + acc.off, bool(rd.all()), int(np.count_nonzero(rhit)), head, [])
 
 
 def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
@@ -1069,7 +1070,7 @@ class Coefs:
         return (self.table @ dv)[self.inv]
 
 
-def _outcomes_hold(F, acc: Acc, coefs, dv, ri, rhit, misses, tshift: float, nr: int, des: list[int] | None) -> bool:
+def _outcomes_hold(F, acc: Acc, coefs, dv, ri, rhit, misses, tshift: float, nr: int, des: list[int] | None, cache: list) -> bool:
     """Whether the first `nr` reads of a stored execution (LoopMemo.reuse / .prefix), moved by
     address delta `dv` and time shift `tshift`, get their stored outcomes `rhit` now: only
     designated misses (l2.L2Pass; `des`, None in the recording pass) can miss, and those look at
@@ -1078,23 +1079,27 @@ def _outcomes_hold(F, acc: Acc, coefs, dv, ri, rhit, misses, tshift: float, nr: 
         return not any(p < nr for p in misses)
     if not all(p in des for p in misses if p < nr):
         return False
-    return _designated_hold(F, acc, coefs, dv, ri, rhit, tshift, des)
+    return _designated_hold(F, acc, coefs, dv, ri, rhit, tshift, des, cache)
 
 
-def _designated_hold(F, acc: Acc, coefs, dv, ri, rhit, tshift: float, des: list[int]) -> bool:
+def _designated_hold(F, acc: Acc, coefs, dv, ri, rhit, tshift: float, des: list[int], cache: list) -> bool:
     """The residency part of `_outcomes_hold`: every designated read `des` (indices into the
-    reads `ri`) gets its stored outcome. Keys and times of all of them are computed as arrays
-    (the int64 / float64 operations of the scalar formula, element by element), then looked up
-    in order (`resident_before` is a pure lookup)."""
+    reads `ri`) gets its stored outcome. Element by element on Python lists of the stored arrays
+    (`cache`: the stored execution's, built on first use): a call looks at a handful of reads,
+    where numpy's per-call and per-element costs dominate; the row shifts `table @ dv` are one
+    product (int64, as the access's row @ dv)."""
     if not des:
         return True
-    e = ri[des]
-    o = acc.off[e]
-    if dv is not None:
-        o = o + coefs.table[coefs.inv[e]] @ dv
+    if not cache:
+        cache.append((ri.tolist(), acc.sid.tolist(), acc.off.tolist(), acc.t.tolist(), rhit.tolist(),
+                      coefs.inv.tolist() if coefs is not None else None))
+    ri_l, sid_l, off_l, t_l, hit_l, inv_l = cache[0]
+    rows = (coefs.table @ dv).tolist() if dv is not None else None
     resident, t0 = F.l2.resident_before, F.t0
-    for k, t, h in zip((acc.sid[e] * SHIFT + o).tolist(), (acc.t[e] + tshift).tolist(), rhit[des].tolist()):
-        if resident(k, t, t0) != h:
+    for p in des:
+        e = ri_l[p]
+        o = off_l[e] if rows is None else off_l[e] + rows[inv_l[e]]
+        if resident(sid_l[e] * SHIFT + o, t_l[e] + tshift, t0) != hit_l[p]:
             return False
     return True
 
