@@ -865,8 +865,7 @@ class LoopMemo:
             acc, coefs, vaddr, vt0, ri, rhit, misses, cp = v[10], v[11], v[12], v[13], v[15], v[16], v[17], v[18]
             if coefs is not None and addr is None:
                 addr = np.array([R[s] for s in self.addr], np.int64)
-            idx0, vec, lens, npre, regime, dbusy, dacct, rows = cp
-            nr = int(np.searchsorted(ri, npre))  # reads before the checkpoint
+            idx0, vec, lens, npre, regime, dbusy, dacct, rows, nr = cp  # nr: reads before the checkpoint
             dv = addr - vaddr if coefs is not None else None
             tshift = (F.t0 + base) - (vt0 + vbase)
             c_shift = base - vbase
@@ -991,13 +990,14 @@ class LoopMemo:
             coefs = Coefs(np.array([coef_rows.get(c, zero) for c in rows], np.int64).reshape(len(rows), len(self.addr)), inv)
         vaddr = np.array(head[12], np.int64) if self.addr else None
         rd = acc.rd
-        if cp is not None:  # + the coefficient rows
-            cp = (*cp, coef_rows)
+        ri = np.flatnonzero(rd)
+        if cp is not None:  # + the coefficient rows, the number of reads before the checkpoint
+            cp = (*cp, coef_rows, int(np.searchsorted(ri, cp[3])))
         rhit = acc.hit[rd]
         # + the keys before the address shift, whether every access reads, the reads' hit count,
         # the token, a cache for `_designated_hold`
         return (*head[:10], acc, coefs, vaddr, head[13], head[14],
-                np.flatnonzero(rd), rhit, frozenset(np.flatnonzero(~rhit).tolist()), cp,
+                ri, rhit, frozenset(np.flatnonzero(~rhit).tolist()), cp,
                 acc.sid * SHIFT + acc.off, bool(rd.all()), int(np.count_nonzero(rhit)), head, [])
 
 
