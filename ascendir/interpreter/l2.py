@@ -313,6 +313,16 @@ class L2Pass:
             hit[i] = l2.resident_before(int(keys[i]), float(times[i]), t_start)
         return hit
 
+    def first_miss(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float) -> int:
+        """Index of the first of the next len(keys) reads of `block` that `read` would answer
+        "miss" (len(keys) when all hit), without recording: `outcomes` when a hit is expected
+        everywhere, looking only at the designated misses (no array)."""
+        if not self.recording:
+            for i in self._designated(block, self.ordinal.get(block, 0), len(keys)):
+                if not l2.resident_before(int(keys[i]), float(times[i]), t_start):
+                    return i
+        return len(keys)
+
     def read_many(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float, hit: np.ndarray,
                   nhit: int | None = None) -> None:
         """Record the next len(keys) reads of `block`, whose outcomes `outcomes` gave as `hit`

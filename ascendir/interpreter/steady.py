@@ -187,10 +187,11 @@ class Acc:
     element offset, chip time, read?, L2 hit?. `F.gmlog` holds tuples of the same fields for
     executed accesses and `Acc` records for replayed ones."""
 
-    __slots__ = ("cid", "sid", "off", "t", "rd", "hit")
+    __slots__ = ("cid", "sid", "off", "t", "rd", "hit", "rep")
 
     def __init__(self, cid, sid, off, t, rd, hit):
         self.cid, self.sid, self.off, self.t, self.rd, self.hit = cid, sid, off, t, rd, hit
+        self.rep = None  # _Replay: the jumps' tables when this is a sampled period
 
     @classmethod
     def of(cls, records: list) -> Acc:
@@ -246,6 +247,39 @@ class Acc:
         may differ). Byte comparison: the arrays are short and of fixed dtypes."""
         return (len(self.cid) == len(o.cid) and self.cid.tobytes() == o.cid.tobytes() and self.sid.tobytes() == o.sid.tobytes()
                 and self.rd.tobytes() == o.rd.tobytes() and self.hit.tobytes() == o.hit.tobytes())
+
+
+class _Replay:
+    """The accesses a regime's jumps replay, k = 1..K periods after the sampled period `cur`
+    (K grows on demand), for one pair of sampled periods (cached on `cur`: re-entered jumps and
+    LoopMemo.prefix reuse the pair). A jump then slices these tables instead of building ~30
+    small arrays: a period has 4-260 accesses and m is 1-15, so numpy's per-call overhead, not
+    the element work, is what a jump costs. Acc arrays are never written to, so views are safe."""
+
+    __slots__ = ("prev", "K", "nr", "allhit", "chit", "off", "keys", "kdt", "t", "cid", "sid", "rd", "hit", "wr", "hits")
+
+    @classmethod
+    def of(cls, prev: Acc, cur: Acc, K: int) -> _Replay:
+        r = cur.rep
+        if r is None or r.prev is not prev or r.K < K:
+            r = cur.rep = cls(prev, cur, K)
+        return r
+
+    def __init__(self, prev: Acc, cur: Acc, K: int):
+        self.prev, self.K = prev, K
+        rd = cur.rd
+        self.chit = cur.hit[rd]  # the sampled period's read outcomes
+        self.nr = nr = len(self.chit)
+        self.allhit = bool(self.chit.all())
+        ks = np.arange(1, K + 1, dtype=np.int64)[:, None]
+        step = ks * (cur.off - prev.off)[None, :]
+        self.off = (cur.off[None, :] + step).ravel()
+        self.keys = ((cur.sid * SHIFT + cur.off)[None, :] + step).ravel()
+        self.kdt = ks.astype(np.float64) * (cur.t - prev.t)[None, :]  # (K, L): k·dt
+        self.t = (cur.t[None, :] + self.kdt).ravel()  # the times when the time shift is 0
+        self.cid, self.sid, self.rd, self.hit = _tile(cur.cid, K), _tile(cur.sid, K), _tile(rd, K), _tile(cur.hit, K)
+        self.wr = None if nr == len(rd) else ~self.rd
+        self.hits = _tile(self.chit, K)
 
 
 class SteadyLoop:
@@ -455,24 +489,26 @@ class SteadyLoop:
         stopped = False
         L = len(cur.cid)
         if L:
-            ks = np.arange(1, m + 1, dtype=np.int64)[:, None]
-            base = cur.off if oshift is None else cur.off + oshift
-            off = base[None, :] + (ks + q) * (cur.off - prev.off)[None, :]
-            t = (cur.t + tshift)[None, :] + ks.astype(np.float64) * (cur.t - prev.t)[None, :]
-            keys = cur.sid[None, :] * SHIFT + off
-            rd = cur.rd
-            l2p, l2 = F.l2p, F.l2
-            nr = int(np.count_nonzero(rd))
-            hit = None
+            rep = _Replay.of(prev, cur, q + m)
+            nr = rep.nr
+            if oshift is None:  # rows q+1 .. q+m of the tables: views
+                off, keys = rep.off[q * L:(q + m) * L], rep.keys[q * L:(q + m) * L]
+            else:
+                off = (rep.off[q * L:(q + m) * L].reshape(m, L) + oshift).ravel()
+                keys = (rep.keys[q * L:(q + m) * L].reshape(m, L) + oshift).ravel()
+            # (cur.t + tshift) + k·dt, as the accesses of a period k periods on
+            t = rep.t[:m * L] if tshift == 0.0 else ((cur.t + tshift) + rep.kdt[:m]).ravel()
+            rk = rt = hit = None
             if nr:
-                if nr == L:  # every access reads (no masks needed)
-                    rk, rt, chit = keys.ravel(), t.ravel(), cur.hit
+                rk, rt = (keys, t) if nr == L else (keys[rep.rd[:m * L]], t[rep.rd[:m * L]])
+                l2p = F.l2p
+                if rep.allhit:  # the usual case: only a designated miss can differ, look only at those
+                    cut = l2p.first_miss(F.l2, rk, rt, F.block, F.t0) // nr
                 else:
-                    rk, rt, chit = keys[:, rd].ravel(), t[:, rd].ravel(), cur.hit[rd]
-                hit = l2p.outcomes(l2, rk, rt, F.block, F.t0)
-                bad = (hit.reshape(m, nr) != chit[None, :]).any(axis=1)
-                if bad.any():
-                    m = int(np.argmax(bad))
+                    bad = (l2p.outcomes(F.l2, rk, rt, F.block, F.t0).reshape(m, nr) != rep.chit[None, :]).any(axis=1)
+                    cut = int(np.argmax(bad)) if bad.any() else m
+                if cut < m:
+                    m = cut
                     stopped = True
                     if m < 1:
                         if regime is None:
@@ -481,11 +517,13 @@ class SteadyLoop:
                             regime[5] = idx + P
                             self.regime = regime
                         return 0
-                    keys, off, t = keys[:m], off[:m], t[:m]
-                    hit = hit[: m * nr]
-            acc = Acc(_tile(cur.cid, m), _tile(cur.sid, m), off.ravel(), t.ravel(), _tile(rd, m), _tile(cur.hit, m))
+                    off, keys, t, rk, rt = off[:m * L], keys[:m * L], t[:m * L], rk[:m * nr], rt[:m * nr]
+                hit = rep.hits[:m * nr]  # the sampled outcomes (equal, checked above)
+            n = m * L
+            acc = Acc(rep.cid[:n], rep.sid[:n], off, t, rep.rd[:n], rep.hit[:n])
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
-            _apply_accesses(F, acc, keys.ravel(), acc.off, acc.t, hit, allrd=nr == L)
+            _apply_accesses(F, acc, keys, off, t, hit, allrd=nr == L, nhit=m * nr if nr and rep.allhit else None, rk=rk, rt=rt,
+                            wr=rep.wr[:n] if rep.wr is not None else None)
         if regime is None and (stopped or self.first is None):
             h = self.hist
             # [P, d, prev, cur, -, next boundary, starting state, its iteration, S decided nothing, address shift]
@@ -1110,23 +1148,25 @@ def _tile(x: np.ndarray, m: int) -> np.ndarray:
 
 
 def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None,
-                    allrd: bool = False, nhit: int | None = None) -> None:
+                    allrd: bool = False, nhit: int | None = None, rk: np.ndarray | None = None, rt: np.ndarray | None = None,
+                    wr: np.ndarray | None = None) -> None:
     """Replay GM accesses (arrays, program order) into the L2, the memo log and the enclosing
     loop's GM log, as if the ops had run. `allrd`: every access is a read (known); `nhit`: the
-    number of hits in `hit` (known)."""
+    number of hits in `hit` (known); `rk`, `rt`: the reads' keys and times, `wr`: the writes' mask
+    (known, when not allrd)."""
     rd = acc.rd
     if hit is not None:
-        if allrd:
-            F.l2p.read_many(F.l2, keys, t, F.block, F.t0, hit, nhit)
-        else:
-            F.l2p.read_many(F.l2, keys[rd], t[rd], F.block, F.t0, hit, nhit)
-    if allrd:
-        pass
-    elif (wr := ~rd).any():
-        if F.sem_on:
-            F.l2.store_many(keys[wr], t[wr])
-        elif F.l2p is not None:
-            F.l2p.store_many(keys[wr], t[wr])
+        if rk is None:
+            rk, rt = (keys, t) if allrd else (keys[rd], t[rd])
+        F.l2p.read_many(F.l2, rk, rt, F.block, F.t0, hit, nhit)
+    if not allrd:
+        if wr is None:
+            wr = ~rd
+        if wr.any():
+            if F.sem_on:
+                F.l2.store_many(keys[wr], t[wr])
+            elif F.l2p is not None:
+                F.l2p.store_many(keys[wr], t[wr])
     if F.sem_on:
         if F.launchlog is not None and len(keys):
             F.launchlog.append((keys, t, rd))
