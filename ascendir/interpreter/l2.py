@@ -313,15 +313,32 @@ class L2Pass:
             hit[i] = l2.resident_before(int(keys[i]), float(times[i]), t_start)
         return hit
 
-    def first_miss(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float) -> int:
-        """Index of the first of the next len(keys) reads of `block` that `read` would answer
-        "miss" (len(keys) when all hit), without recording: `outcomes` when a hit is expected
-        everywhere, looking only at the designated misses (no array)."""
-        if not self.recording:
-            for i in self._designated(block, self.ordinal.get(block, 0), len(keys)):
-                if not l2.resident_before(int(keys[i]), float(times[i]), t_start):
-                    return i
-        return len(keys)
+    def first_change(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float,
+                     expect: list[bool], misses: list[int]) -> int:
+        """Index of the first of the next len(keys) reads of `block` whose outcome (`outcomes`)
+        differs from expect[i % len(expect)] (a sampled period's outcomes, repeated; `misses`: the
+        positions where it is False), len(keys) when none; without recording. Plain Python over
+        the designated misses only: a replay has a handful of them, so no outcome array is built."""
+        n, nr = len(keys), len(expect)
+        if self.recording:  # every read hits
+            return misses[0] if misses and misses[0] < n else n
+        des = self._designated(block, self.ordinal.get(block, 0), n)
+        first = n  # the first expected miss that is no designated miss (it hits)
+        if misses:
+            ds = set(des)
+            for base in range(0, n, nr):
+                for p in misses:
+                    if base + p < n and base + p not in ds:
+                        first = base + p
+                        break
+                if first < n:
+                    break
+        for i in des:
+            if i >= first:
+                break
+            if l2.resident_before(int(keys[i]), float(times[i]), t_start) != expect[i % nr]:
+                return i
+        return first
 
     def read_many(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float, hit: np.ndarray,
                   nhit: int | None = None) -> None:

@@ -256,7 +256,7 @@ class _Replay:
     small arrays: a period has 4-260 accesses and m is 1-15, so numpy's per-call overhead, not
     the element work, is what a jump costs. Acc arrays are never written to, so views are safe."""
 
-    __slots__ = ("prev", "K", "nr", "allhit", "chit", "off", "keys", "kdt", "t", "cid", "sid", "rd", "hit", "wr", "hits")
+    __slots__ = ("prev", "K", "nr", "chit", "misses", "off", "keys", "kdt", "t", "cid", "sid", "rd", "hit", "wr", "hits")
 
     @classmethod
     def of(cls, prev: Acc, cur: Acc, K: int) -> _Replay:
@@ -268,9 +268,10 @@ class _Replay:
     def __init__(self, prev: Acc, cur: Acc, K: int):
         self.prev, self.K = prev, K
         rd = cur.rd
-        self.chit = cur.hit[rd]  # the sampled period's read outcomes
-        self.nr = nr = len(self.chit)
-        self.allhit = bool(self.chit.all())
+        chit = cur.hit[rd]
+        self.nr = nr = len(chit)
+        self.chit = chit.tolist()  # the sampled period's read outcomes (L2Pass.first_change)
+        self.misses = np.flatnonzero(~chit).tolist()
         ks = np.arange(1, K + 1, dtype=np.int64)[:, None]
         step = ks * (cur.off - prev.off)[None, :]
         self.off = (cur.off[None, :] + step).ravel()
@@ -279,7 +280,7 @@ class _Replay:
         self.t = (cur.t[None, :] + self.kdt).ravel()  # the times when the time shift is 0
         self.cid, self.sid, self.rd, self.hit = _tile(cur.cid, K), _tile(cur.sid, K), _tile(rd, K), _tile(cur.hit, K)
         self.wr = None if nr == len(rd) else ~self.rd
-        self.hits = _tile(self.chit, K)
+        self.hits = _tile(chit, K)
 
 
 class SteadyLoop:
@@ -501,12 +502,8 @@ class SteadyLoop:
             rk = rt = hit = None
             if nr:
                 rk, rt = (keys, t) if nr == L else (keys[rep.rd[:m * L]], t[rep.rd[:m * L]])
-                l2p = F.l2p
-                if rep.allhit:  # the usual case: only a designated miss can differ, look only at those
-                    cut = l2p.first_miss(F.l2, rk, rt, F.block, F.t0) // nr
-                else:
-                    bad = (l2p.outcomes(F.l2, rk, rt, F.block, F.t0).reshape(m, nr) != rep.chit[None, :]).any(axis=1)
-                    cut = int(np.argmax(bad)) if bad.any() else m
+                # the first period whose reads get other outcomes than the sampled one's
+                cut = F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit, rep.misses) // nr
                 if cut < m:
                     m = cut
                     stopped = True
@@ -522,7 +519,7 @@ class SteadyLoop:
             n = m * L
             acc = Acc(rep.cid[:n], rep.sid[:n], off, t, rep.rd[:n], rep.hit[:n])
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
-            _apply_accesses(F, acc, keys, off, t, hit, allrd=nr == L, nhit=m * nr if nr and rep.allhit else None, rk=rk, rt=rt,
+            _apply_accesses(F, acc, keys, off, t, hit, allrd=nr == L, nhit=(m * (nr - len(rep.misses))) if nr else None, rk=rk, rt=rt,
                             wr=rep.wr[:n] if rep.wr is not None else None)
         if regime is None and (stopped or self.first is None):
             h = self.hist
