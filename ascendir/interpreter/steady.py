@@ -566,19 +566,27 @@ class SteadyLoop:
                 return 0
         if self._checked_to(P, idx + m * P, self.n)[0] < self.n:
             return 0
-        prev, cur = self._accesses(k - 2 * P, k - 2 * P + r), self._accesses(k - P, k - P + r)
-        if not prev.same_kind(cur):
-            return 0
-        rd = cur.rd
-        off = cur.off + (m + 1) * (cur.off - prev.off)
-        t = cur.t + (m + 1) * (cur.t - prev.t)
-        keys = cur.sid * SHIFT + off
-        hit = None
-        if rd.any():
-            hit = F.l2p.outcomes(F.l2, keys[rd], t[rd], F.block, F.t0)
-            if not np.array_equal(hit, cur.hit[rd]):
+        log = F.gmlog
+        pl, cl = log[h[k - 2 * P][3]:a[3]], log[h[k - P][3]:b[3]]
+        if len(cl) <= SMALL and all(type(x) is tuple for x in chain(pl, cl)):
+            if not _replay_small(F, pl, cl, m + 1):
                 return 0
-        _apply_accesses(F, cur, keys, off, t, hit)
+        else:
+            prev, cur = Acc.of(pl), Acc.of(cl)
+            if not prev.same_kind(cur):
+                return 0
+            rd = cur.rd
+            off = cur.off + (m + 1) * (cur.off - prev.off)
+            t = cur.t + (m + 1) * (cur.t - prev.t)
+            keys = cur.sid * SHIFT + off
+            hit = None
+            if rd.any():
+                hit = cur.hit[rd]
+                expect = hit.tolist()
+                misses = [i for i, x in enumerate(expect) if not x]
+                if F.l2p.first_change(F.l2, keys[rd], t[rd], F.block, F.t0, expect, misses) < len(expect):
+                    return 0
+            _apply_accesses(F, cur, keys, off, t, hit)
         v = [x + (m + 1) * y for x, y in zip(vb, dr)]
         c.free[:] = v[:ns]
         c.done[:] = v[ns:2 * ns]
@@ -1142,6 +1150,45 @@ def _designated_hold(F, acc: Acc, coefs, dv, ri, rhit, tshift: float, des: list[
 def _tile(x: np.ndarray, m: int) -> np.ndarray:
     """np.tile(x, m) for a 1-D x, without np.tile's Python-level overhead."""
     return x[None, :].repeat(m, 0).ravel()
+
+
+SMALL = 16  # at most this many accesses are replayed one by one, in plain Python (`_replay_small`)
+
+
+def _replay_small(F, prev: list[tuple], cur: list[tuple], k: int) -> bool:
+    """Replay the executed accesses `cur` (`F.gmlog` tuples) moved by k periods, period `cur` -
+    `prev`, as `_apply_accesses` would, when they are of the same kind and their reads get the
+    same L2 outcomes (else nothing happens; False). For a handful of accesses (a loop's tail)
+    scalar L2 calls cost less than building arrays; the GM log gets the tuples the ops would
+    have logged had they run."""
+    if len(prev) != len(cur):
+        return False
+    moved = []
+    for p, c in zip(prev, cur):
+        if p[0] != c[0] or p[1] != c[1] or p[4] != c[4] or p[5] != c[5]:
+            return False
+        moved.append((c[0], c[1], c[2] + k * (c[2] - p[2]), c[3] + k * (c[3] - p[3]), c[4], c[5]))
+    l2, l2p, block, t0 = F.l2, F.l2p, F.block, F.t0
+    reads = [x for x in moved if x[4]]
+    if reads:
+        expect = [x[5] for x in reads]
+        misses = [i for i, x in enumerate(expect) if not x]
+        if l2p.first_change(l2, [x[1] * SHIFT + x[2] for x in reads], [x[3] for x in reads], block, t0, expect, misses) < len(reads):
+            return False
+    launchlog = F.launchlog if F.sem_on else None
+    for _cid, sid, off, t, rd, _hit in moved:
+        key = sid * SHIFT + off
+        if rd:
+            l2p.read(l2, key, t, block, t0)
+        elif F.sem_on:
+            l2.store(key, t)
+        elif l2p is not None:
+            l2p.store(key, t)
+        if launchlog is not None:
+            launchlog.append((key, t, rd))
+    if F.gmlog is not None:
+        F.gmlog.extend(moved)
+    return True
 
 
 def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None,
