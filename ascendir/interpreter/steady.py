@@ -523,7 +523,7 @@ class SteadyLoop:
                             wr=rep.wr[:n] if rep.wr is not None else None)
         if regime is None and (stopped or self.first is None):
             h = self.hist
-            # [P, d, prev, cur, -, next boundary, starting state, its iteration, S decided nothing, address shift]
+            # [P, d, prev, cur, _back's cache, next boundary, starting state, its iteration, S decided nothing, address shift]
             fresh = [P, d, prev, cur, None, 0, self._clocks(), idx, h[-1][5] == h[-1 - 2 * P][5], None]
             if self.first is None:
                 self.first = (h[-1], fresh)
@@ -609,7 +609,7 @@ class SteadyLoop:
         if m < 1:
             self.regime = None
             return 0
-        ts = self._back(r[6], self._clocks(), r[1], r[8])
+        ts = self._back(r)
         if ts is None:
             r[5] += P  # this period runs normally
             return 0
@@ -619,61 +619,72 @@ class SteadyLoop:
             return 0
         return self.jump(P, r[1], r[2], r[3], m, r, ts)
 
-    def _clocks(self) -> tuple:
-        """(clock values: free, done, pending flag times; queue lengths; S clock of each value's
-        unit; index of each value in the `snapshot` vector; kernel start time)."""
+    def _values(self) -> tuple[list[float], tuple, list[float]]:
+        """(clock values: free, done, pending flag times, in `snapshot` order; queue lengths; S
+        clock of each value's unit)."""
         F = self.F
         c = F.core
         ns, npp = len(c.free), self.npipes
+        qs = F.flags.queues
+        vals = [*c.free, *c.done, *chain.from_iterable(qs)]
+        lens = tuple(map(len, qs))
+        if ns == npp:  # one unit (most kernels): one S clock
+            return vals, lens, [c.free[0]] * len(vals)
         du = self.memo.dst_units_for(F)
-        vals = [*c.free, *c.done]
-        su = [i // npp for i in range(ns)] * 2
-        pos = list(range(2 * ns))
-        j = 3 * ns + len(F.acct)
-        lens = []
-        for k, q in enumerate(F.flags.queues):
-            lens.append(len(q))
-            for t in q:
-                vals.append(t)
-                su.append(du[k])
-                pos.append(j)
-                j += 1
-        S = [c.free[u] for u in range(0, ns, npp)]
-        return vals, tuple(lens), [S[u] for u in su], pos, F.t0
+        S = c.free[::npp]
+        return vals, lens, [S[i // npp] for i in range(ns)] * 2 + [S[du[k]] for k, ln in enumerate(lens) for _ in range(ln)]
 
-    def _back(self, at: tuple, now: tuple, d: list[float], s_free: bool) -> float | None:
-        """If the state `now` is equivalent to the state `at` a regime started from, moved in
-        time, how far (chip cycles); else None. Clocks at or below their S clock count as the S
-        clock (LoopMemo doc (a)). Clocks that moved in the regime must sit at the same distance
-        from the latest clock. Clocks that did not (pipes the loop does not use; in a periodic
-        regime where every moving clock advances alike they never decide anything) must be at
-        least as far behind it. S clocks must be where they were or, when they decided nothing
-        in the regime, further behind."""
-        v0, l0, s0, pos, t0 = at
-        v1, l1, s1, _, t1 = now
+    def _clocks(self) -> tuple:
+        """(clock values: free, done, pending flag times; queue lengths; S clock of each value's
+        unit; index of each value in the `snapshot` vector; kernel start time)."""
+        vals, lens, s = self._values()
+        F = self.F
+        ns = len(F.core.free)
+        j = 3 * ns + len(F.acct)  # the pending flag times follow the counters, in order
+        return vals, lens, s, [*range(2 * ns), *range(j, j + len(vals) - 2 * ns)], F.t0
+
+    def _back(self, r: list) -> float | None:
+        """If the state now is equivalent to the state `r[6]` (`_clocks`) regime r started from,
+        moved in time, how far (chip cycles); else None. Clocks at or below their S clock count
+        as the S clock (LoopMemo doc (a)). Clocks that moved in the regime must sit at the same
+        distance from the latest clock. Clocks that did not (pipes the loop does not use; in a
+        periodic regime where every moving clock advances alike they never decide anything) must
+        be at least as far behind it. S clocks must be where they were or, when they decided
+        nothing in the regime, further behind. What depends on the starting state only is kept
+        in r[4] (the test runs at every period boundary after a cut-short jump)."""
+        v0, l0, s0, pos, t0 = r[6]
+        v1, l1, s1 = self._values()
         if l0 != l1:
             return None
-        npp = self.npipes
-        ns = len(self.F.core.free)
-        e0 = [max(x, s) for x, s in zip(v0, s0)]
-        e1 = [max(x, s) for x, s in zip(v1, s1)]
-        b0, b1 = max(e0), max(e1)
-        for i, p in enumerate(pos):
-            r0, r1 = e0[i] - b0, e1[i] - b1
-            if i < ns and i % npp == 0:  # an S clock
+        pre = r[4]
+        if pre is None:
+            d, ns, npp = r[1], len(self.F.core.free), self.npipes
+            e0 = [max(x, s) for x, s in zip(v0, s0)]
+            b0 = max(e0)
+            # per value: its index, kind (0: an S clock, 1: did not move, 2: moved), distance to
+            # the latest clock, at or below its S clock
+            pre = r[4] = (b0, [(i, 0 if i < ns and i % npp == 0 else 1 if d[p] == 0.0 else 2, e - b0, x <= s)
+                               for i, (p, e, x, s) in enumerate(zip(pos, e0, v0, s0))])
+        b0, plan = pre
+        e1 = list(map(max, v1, s1))
+        b1 = max(e1)
+        s_free = r[8]
+        for i, kind, r0, at_s0 in plan:
+            r1 = e1[i] - b1
+            if kind == 0:
                 if not (abs(r1 - r0) <= 1e-6 or (s_free and r1 <= r0 + 1e-6)):
                     return None
                 continue
-            at_s0, at_s1 = v0[i] <= s0[i], v1[i] <= s1[i]
+            at_s1 = v1[i] <= s1[i]
             if at_s0 and at_s1:
                 continue
-            if d[p] == 0.0:
+            if kind == 1:
                 if r1 > r0 + 1e-6:
                     return None
                 continue
             if at_s0 != at_s1 or abs(r1 - r0) > 1e-6:
                 return None
-        return (t1 + b1) - (t0 + b0)
+        return (self.F.t0 + b1) - (t0 + b0)
 
     def _advance(self, d: list[float], m: int) -> None:
         F = self.F
