@@ -195,8 +195,12 @@ class Acc:
 
     @classmethod
     def of(cls, records: list) -> Acc:
-        """Flatten a slice of `F.gmlog` (tuples and Acc records, in order): one set of arrays
-        filled by slices (cheaper than converting each run and concatenating)."""
+        """Flatten a slice of `F.gmlog` (tuples and Acc records, in order) into one set of
+        arrays: records by slices, tuples element by element (cheaper than converting runs of
+        a few tuples to arrays: an outer loop's period alternates replayed inner loops and
+        single executed accesses)."""
+        if len(records) == 1 and type(records[0]) is cls:
+            return records[0]
         n = 0
         arrays = False
         for r in records:
@@ -205,32 +209,20 @@ class Acc:
                 arrays = True
             else:
                 n += 1
-        if not arrays:
+        if not arrays and n > 8:
             return cls._of_tuples(records)
-        if len(records) == 1:
-            return records[0]
         out = cls(np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.float64),
                   np.empty(n, bool), np.empty(n, bool))
-        cols = (out.cid, out.sid, out.off, out.t, out.rd, out.hit)
+        cid, sid, off, t, rd, hit = out.cid, out.sid, out.off, out.t, out.rd, out.hit
         i = 0
-        run: list[tuple] = []
         for r in records:
             if type(r) is cls:
-                if run:
-                    k = len(run)
-                    for c, x in zip(cols, zip(*run)):
-                        c[i:i + k] = x
-                    i += k
-                    run = []
-                k = len(r.cid)
-                for c, x in zip(cols, (r.cid, r.sid, r.off, r.t, r.rd, r.hit)):
-                    c[i:i + k] = x
-                i += k
+                j = i + len(r.cid)
+                cid[i:j], sid[i:j], off[i:j], t[i:j], rd[i:j], hit[i:j] = r.cid, r.sid, r.off, r.t, r.rd, r.hit
+                i = j
             else:
-                run.append(r)
-        if run:
-            for c, x in zip(cols, zip(*run)):
-                c[i:] = x
+                cid[i], sid[i], off[i], t[i], rd[i], hit[i] = r
+                i += 1
         return out
 
     @classmethod
