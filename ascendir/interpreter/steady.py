@@ -248,7 +248,7 @@ class _Replay:
     small arrays: a period has 4-260 accesses and m is 1-15, so numpy's per-call overhead, not
     the element work, is what a jump costs. Acc arrays are never written to, so views are safe."""
 
-    __slots__ = ("prev", "K", "nr", "chit", "misses", "off", "keys", "kdt", "t", "cid", "sid", "rd", "hit", "wr", "hits")
+    __slots__ = ("prev", "K", "nr", "chit", "misses", "off", "keys", "kdt", "t", "cid", "sid", "rd", "hit", "wr", "hits", "views")
 
     @classmethod
     def of(cls, prev: Acc, cur: Acc, K: int) -> _Replay:
@@ -273,6 +273,18 @@ class _Replay:
         self.cid, self.sid, self.rd, self.hit = _tile(cur.cid, K), _tile(cur.sid, K), _tile(rd, K), _tile(cur.hit, K)
         self.wr = None if nr == len(rd) else ~self.rd
         self.hits = _tile(chit, K)
+        self.views: dict[int, tuple] = {K: (self.cid, self.sid, self.rd, self.hit, self.wr, self.hits, self.t)}
+
+    def rows(self, m: int) -> tuple:
+        """The first m periods' op ids, stream ids, read and sampled-outcome masks, write mask
+        (None: no writes), the reads' outcomes, times at time shift 0 (views, kept per m:
+        re-entered jumps skip the same numbers of periods)."""
+        v = self.views.get(m)
+        if v is None:
+            n, nr = m * len(self.rd) // self.K, m * self.nr
+            v = self.views[m] = (self.cid[:n], self.sid[:n], self.rd[:n], self.hit[:n],
+                                 None if self.wr is None else self.wr[:n], self.hits[:nr], self.t[:n])
+        return v
 
 
 class SteadyLoop:
@@ -489,11 +501,12 @@ class SteadyLoop:
             else:
                 off = (rep.off[q * L:(q + m) * L].reshape(m, L) + oshift).ravel()
                 keys = (rep.keys[q * L:(q + m) * L].reshape(m, L) + oshift).ravel()
-            # (cur.t + tshift) + k·dt, as the accesses of a period k periods on
-            t = rep.t[:m * L] if tshift == 0.0 else ((cur.t + tshift) + rep.kdt[:m]).ravel()
-            rk = rt = hit = None
+            cid, sid, rd, hit, wr, hits, t = rep.rows(m)
+            if tshift != 0.0:  # (cur.t + tshift) + k·dt, as the accesses of a period k periods on
+                t = ((cur.t + tshift) + rep.kdt[:m]).ravel()
+            rk = rt = None
             if nr:
-                rk, rt = (keys, t) if nr == L else (keys[rep.rd[:m * L]], t[rep.rd[:m * L]])
+                rk, rt = (keys, t) if nr == L else (keys[rd], t[rd])
                 # the first period whose reads get other outcomes than the sampled one's
                 cut = F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit, rep.misses) // nr
                 if cut < m:
@@ -506,13 +519,12 @@ class SteadyLoop:
                             regime[5] = idx + P
                             self.regime = regime
                         return 0
-                    off, keys, t, rk, rt = off[:m * L], keys[:m * L], t[:m * L], rk[:m * nr], rt[:m * nr]
-                hit = rep.hits[:m * nr]  # the sampled outcomes (equal, checked above)
-            n = m * L
-            acc = Acc(rep.cid[:n], rep.sid[:n], off, t, rep.rd[:n], rep.hit[:n])
+                    off, keys, rk, rt = off[:m * L], keys[:m * L], rk[:m * nr], rt[:m * nr]
+                    cid, sid, rd, hit, wr, hits, t0 = rep.rows(m)
+                    t = t0 if tshift == 0.0 else t[:m * L]
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
-            _apply_accesses(F, acc, keys, off, t, hit, allrd=nr == L, nhit=(m * (nr - len(rep.misses))) if nr else None, rk=rk, rt=rt,
-                            wr=rep.wr[:n] if rep.wr is not None else None)
+            _apply_accesses(F, Acc(cid, sid, off, t, rd, hit), keys, off, t, hits if nr else None, allrd=nr == L,
+                            nhit=(m * (nr - len(rep.misses))) if nr else None, rk=rk, rt=rt, wr=wr)
         if regime is None and (stopped or self.first is None):
             h = self.hist
             # [P, d, prev, cur, _back's cache, next boundary, starting state, its iteration, S decided nothing, address shift]
@@ -683,6 +695,7 @@ class SteadyLoop:
         c = F.core
         ns = len(c.free)
         free, dn, busy, acct = c.free, c.done, c.busy, F.acct
+        m = float(m)  # the same products as with the int, without int * float's slow path
         for i in range(ns):
             free[i] += m * d[i]
             dn[i] += m * d[ns + i]
@@ -1218,4 +1231,4 @@ def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarra
         if F.launchlog is not None and len(keys):
             F.launchlog.append((keys, t, rd))
     if F.gmlog is not None and len(keys):
-        F.gmlog.append(Acc(acc.cid, acc.sid, off, t, rd, acc.hit))
+        F.gmlog.append(acc if acc.off is off and acc.t is t else Acc(acc.cid, acc.sid, off, t, rd, acc.hit))
