@@ -493,8 +493,11 @@ class SteadyLoop:
             q, oshift = (idx - regime[7]) // P, regime[9]
         stopped = False
         L = len(cur.cid)
+        rep = None
         if L:
-            rep = _Replay.of(prev, cur, q + m)
+            # a fresh jump that may skip the loop's tail too (`_tail`) needs row m + 1
+            tail = regime is None and 0 < self.n - idx - m * P < P
+            rep = _Replay.of(prev, cur, q + m + tail)
             nr = rep.nr
             if oshift is None:  # rows q+1 .. q+m of the tables: views
                 off, keys = rep.off[q * L:(q + m) * L], rep.keys[q * L:(q + m) * L]
@@ -539,18 +542,21 @@ class SteadyLoop:
         else:
             self.regime = None
         self._advance(d, m)
-        r = self._tail(P, d, idx, m) if regime is None and not stopped else 0
+        r = self._tail(P, d, idx, m, cur, rep) if regime is None and not stopped else 0
         self.hist.clear()
         return m * P + r
 
-    def _tail(self, P: int, d: list[float], idx: int, m: int) -> int:
+    def _tail(self, P: int, d: list[float], idx: int, m: int, cur: Acc, rep: _Replay | None) -> int:
         """After a fresh jump of m whole periods from idx that ran to the end of them, skip the
         r < P iterations left before the loop ends too (returns r, or 0 when they run normally).
         The sampled periods, taken at offset r instead of 0, must show the same: equal queue
         lengths, the same per-period delta of every clock and counter as `d` (REL), the same
         kind of GM accesses, the checked values keeping their step up to the end, and the same
         L2 outcomes. Then iteration idx + mP + r is iteration idx - P + r moved by m + 1
-        periods: its state and its accesses."""
+        periods: its state and its accesses. Those accesses are the first ones of the jump's
+        sampled period `cur` (its first r iterations), so row m + 1 of the jump's tables `rep`
+        (`_Replay`) holds them; the same kind as in the period before, as `detect` compared the
+        whole periods, when the first r iterations of both made as many accesses."""
         r = self.n - idx - m * P
         h = self.hist
         if not 0 < r < P or len(h) < 2 * P + 1:
@@ -565,33 +571,36 @@ class SteadyLoop:
         nfix = 3 * ns + len(F.acct)
         vb = b[1]
         dr = list(map(sub, vb, a[1]))
-        for x, y, z in zip(dr[:nfix], d[:nfix], vb):
-            if x != y and abs(x - y) > REL * max(1.0, abs(z)):
-                return 0
+        if dr[:nfix] != d[:nfix]:  # not exactly equal: within the tolerance?
+            for x, y, z in zip(dr[:nfix], d[:nfix], vb):
+                if x != y and abs(x - y) > REL * max(1.0, abs(z)):
+                    return 0
         if self._checked_to(P, idx + m * P, self.n)[0] < self.n:
             return 0
         log = F.gmlog
-        pl, cl = log[h[k - 2 * P][3]:a[3]], log[h[k - P][3]:b[3]]
-        if len(cl) <= SMALL and all(type(x) is tuple for x in chain(pl, cl)):
-            if not _replay_small(F, pl, cl, m + 1):
-                return 0
-        else:
-            prev, cur = Acc.of(pl), Acc.of(cl)
-            if not prev.same_kind(cur):
-                return 0
-            rd = cur.rd
-            off = cur.off + (m + 1) * (cur.off - prev.off)
-            t = cur.t + (m + 1) * (cur.t - prev.t)
-            keys = cur.sid * SHIFT + off
-            hit = None
-            if rd.any():
-                hit = cur.hit[rd]
-                expect = hit.tolist()
-                misses = [i for i, x in enumerate(expect) if not x]
-                if F.l2p.first_change(F.l2, keys[rd], t[rd], F.block, F.t0, expect, misses) < len(expect):
+        counts = [0, 0]  # accesses of the first r iterations of the previous and current sampled period
+        for j, (g0, g1) in enumerate(((h[k - 2 * P][3], a[3]), (h[k - P][3], b[3]))):
+            for x in log[g0:g1]:
+                counts[j] += len(x.cid) if type(x) is Acc else 1
+        nt = counts[1]
+        if counts[0] != nt:
+            return 0
+        if nt:
+            i = m * len(cur.cid)  # row m + 1 (times at time shift 0: a fresh jump's)
+            off, keys, t, rd = rep.off[i:i + nt], rep.keys[i:i + nt], rep.t[i:i + nt], cur.rd[:nt]
+            nr = int(np.count_nonzero(rd))
+            hit = rk = rt = None
+            misses: list[int] = []
+            if nr:
+                rk, rt = (keys, t) if nr == nt else (keys[rd], t[rd])
+                misses = [p for p in rep.misses if p < nr]
+                if F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit[:nr], misses) < nr:
                     return 0
-            _apply_accesses(F, cur, keys, off, t, hit)
-        v = [x + (m + 1) * y for x, y in zip(vb, dr)]
+                hit = rep.hits[:nr]
+            _apply_accesses(F, Acc(cur.cid[:nt], cur.sid[:nt], off, t, rd, cur.hit[:nt]), keys, off, t, hit, allrd=nr == nt,
+                            nhit=nr - len(misses), rk=rk, rt=rt)
+        fm = float(m + 1)  # the same products as with the int, without int * float's slow path
+        v = [x + fm * y for x, y in zip(vb, dr)]
         c.free[:] = v[:ns]
         c.done[:] = v[ns:2 * ns]
         c.busy[:] = v[2 * ns:3 * ns]
@@ -1166,45 +1175,6 @@ def _designated_hold(F, acc: Acc, coefs, dv, ri, rhit, tshift: float, des: list[
 def _tile(x: np.ndarray, m: int) -> np.ndarray:
     """np.tile(x, m) for a 1-D x, without np.tile's Python-level overhead."""
     return x[None, :].repeat(m, 0).ravel()
-
-
-SMALL = 16  # at most this many accesses are replayed one by one, in plain Python (`_replay_small`)
-
-
-def _replay_small(F, prev: list[tuple], cur: list[tuple], k: int) -> bool:
-    """Replay the executed accesses `cur` (`F.gmlog` tuples) moved by k periods, period `cur` -
-    `prev`, as `_apply_accesses` would, when they are of the same kind and their reads get the
-    same L2 outcomes (else nothing happens; False). For a handful of accesses (a loop's tail)
-    scalar L2 calls cost less than building arrays; the GM log gets the tuples the ops would
-    have logged had they run."""
-    if len(prev) != len(cur):
-        return False
-    moved = []
-    for p, c in zip(prev, cur):
-        if p[0] != c[0] or p[1] != c[1] or p[4] != c[4] or p[5] != c[5]:
-            return False
-        moved.append((c[0], c[1], c[2] + k * (c[2] - p[2]), c[3] + k * (c[3] - p[3]), c[4], c[5]))
-    l2, l2p, block, t0 = F.l2, F.l2p, F.block, F.t0
-    reads = [x for x in moved if x[4]]
-    if reads:
-        expect = [x[5] for x in reads]
-        misses = [i for i, x in enumerate(expect) if not x]
-        if l2p.first_change(l2, [x[1] * SHIFT + x[2] for x in reads], [x[3] for x in reads], block, t0, expect, misses) < len(reads):
-            return False
-    launchlog = F.launchlog if F.sem_on else None
-    for _cid, sid, off, t, rd, _hit in moved:
-        key = sid * SHIFT + off
-        if rd:
-            l2p.read(l2, key, t, block, t0)
-        elif F.sem_on:
-            l2.store(key, t)
-        elif l2p is not None:
-            l2p.store(key, t)
-        if launchlog is not None:
-            launchlog.append((key, t, rd))
-    if F.gmlog is not None:
-        F.gmlog.extend(moved)
-    return True
 
 
 def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None,
