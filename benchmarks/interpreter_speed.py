@@ -14,10 +14,12 @@ Timing-only runs do not check races (interpreter/race.py; `check_races=True` wou
 runs do.
 Goals (issue #5): ≥ 1 M tile-ops/s timing-only, 32-layer 7B prefill-512 timing-only ≤ 30 s,
 one 7B layer with numerics ≤ 30 s.
-Latest (2026-12-01 14:00, 2-core machine, quiet): 4096³ timing-only 0.80 M tile-ops/s (0.21 s;
-0.08 M without extrapolation, same cycles), 32-layer 7B prefill-512 timing-only 4.7 s, one 7B
-layer with numerics 19.1 s. The 1 M goal is not met on this machine: about 1.7x slower than the
-one that measured 1.0-1.1 M two sessions ago, and its speed varies by about 25 % within a day.
+Latest (2026-12-01 17:10, 2-core machine): 4096³ timing-only 0.79-0.92 M tile-ops/s (0.18-0.21 s,
+best of 5; once 0.159 s = 1.04 M: the machine's speed swings by ~30 % within minutes), 608 M
+instructions per run under callgrind (780 M at 14:50, 888 M in the morning); 0.11 M without
+extrapolation, same cycles; 32-layer 7B prefill-512 timing-only 4.0 s; one 7B layer alone
+timing-only 0.98 s (0.26 M tile-ops/s); one 7B layer with numerics 19.5 s. The 1 M goal is not
+reliably met on this machine.
 """
 
 from __future__ import annotations
