@@ -195,7 +195,7 @@ class L2Pass:
 
     Recording: `read` notes (tile, time, block, ordinal of the read within its block) and answers
     "hit". `settle()` marks the misses. Timed: `read` answers from those marks (and the chip L2
-    left by earlier kernels) and records the access in the chip L2. `outcomes` / `read_many` do
+    left by earlier kernels) and records the access in the chip L2. `first_change` / `read_many` do
     the same for arrays of reads (steady.py's replays), in order.
     """
 
@@ -304,21 +304,13 @@ class L2Pass:
         hi = bisect_left(ords, j0 + n, lo)
         return [j - j0 for j in ords[lo:hi]]
 
-    def outcomes(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float) -> np.ndarray:
-        """What `read` would answer for the next len(keys) reads of `block`, without recording."""
-        hit = np.ones(len(keys), bool)
-        if self.recording:
-            return hit
-        for i in self._designated(block, self.ordinal.get(block, 0), len(keys)):
-            hit[i] = l2.resident_before(int(keys[i]), float(times[i]), t_start)
-        return hit
-
     def first_change(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float,
                      expect: list[bool], misses: list[int]) -> int:
-        """Index of the first of the next len(keys) reads of `block` whose outcome (`outcomes`)
-        differs from expect[i % len(expect)] (a sampled period's outcomes, repeated; `misses`: the
-        positions where it is False), len(keys) when none; without recording. Plain Python over
-        the designated misses only: a replay has a handful of them, so no outcome array is built."""
+        """Index of the first of the next len(keys) reads of `block` whose outcome (what `read`
+        would answer) differs from expect[i % len(expect)] (a sampled period's outcomes,
+        repeated; `misses`: the positions where it is False), len(keys) when none; without
+        recording. Plain Python over the designated misses only: a replay has a handful of them,
+        so no outcome array is built."""
         n, nr = len(keys), len(expect)
         if self.recording:  # every read hits
             return misses[0] if misses and misses[0] < n else n
@@ -342,8 +334,8 @@ class L2Pass:
 
     def read_many(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float, hit: np.ndarray,
                   nhit: int | None = None) -> None:
-        """Record the next len(keys) reads of `block`, whose outcomes `outcomes` gave as `hit`
-        (`nhit`: its number of hits, when known)."""
+        """Record the next len(keys) reads of `block`, whose outcomes (as `first_change` checked
+        them) are `hit` (`nhit`: its number of hits, when known)."""
         n = len(keys)
         j0 = self.ordinal.get(block, 0)
         self.ordinal[block] = j0 + n
