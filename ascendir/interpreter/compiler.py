@@ -37,7 +37,7 @@ from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost, copy_path
 from ascendir.interpreter.holds import Holds
 from ascendir.interpreter.l2 import SHIFT, contiguous_strides
 from ascendir.interpreter.race import ChipBuffer
-from ascendir.interpreter.scalar import SCALAR_OPS
+from ascendir.interpreter.scalar import SCALAR_OPS, division_by_zero
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS, Frame
 from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
@@ -166,7 +166,7 @@ class Compiler:
         function, the others called. The S clocks get the same additions in the same order as
         op-by-op charging (x + alu + alu + ... evaluates left to right), so they are bit-identical.
         """
-        env: dict[str, object] = {"R": self.F.R, "F": self.F, "_divzero": _divzero}
+        env: dict[str, object] = {"R": self.F.R, "F": self.F, "_divzero": division_by_zero}
         lines: list[str] = []
         local: dict[int, str] = {}  # slot -> local holding its value in this run
         charged = 0
@@ -1135,7 +1135,7 @@ _INLINE_BIN: dict[type, str] = {
     arith.MinUIOp: "{1} if {1} < {0} else {0}",
     arith.MaxSIOp: "{1} if {1} > {0} else {0}",
     arith.MaxUIOp: "{1} if {1} > {0} else {0}",
-    # scalar._div_check: a zero divisor raises "<op>: division by zero"
+    # a zero divisor raises scalar.division_by_zero, as scalar._div_check does
     arith.DivUIOp: "{0} // {1} if {1} else _divzero('arith.divui')",
     arith.RemUIOp: "{0} % {1} if {1} else _divzero('arith.remui')",
     arith.FloorDivSIOp: "{0} // {1} if {1} else _divzero('arith.floordivsi')",
@@ -1144,10 +1144,6 @@ _INLINE_BIN: dict[type, str] = {
 }
 # arith.cmpi predicates eq ne slt sle sgt sge ult ule ugt uge (scalar._CMPI)
 _CMPI_OPS = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
-
-
-def _divzero(name: str):
-    raise AscendirError(f"{name}: division by zero")
 
 
 def _inline(op: Operation) -> str | None:

@@ -23,10 +23,15 @@ def _trunc_div(a: int, b: int) -> int:
     return -q if (a < 0) != (b < 0) else q
 
 
+def division_by_zero(name: str):
+    """Raise the error of scalar op `name` dividing by zero (here and in compiler's inlined runs)."""
+    raise AscendirError(f"{name}: division by zero")
+
+
 def _div_check(fn: Callable[[int, int], int], name: str) -> Callable[[int, int], int]:
     def run(a: int, b: int) -> int:
         if b == 0:
-            raise AscendirError(f"{name}: division by zero")
+            division_by_zero(name)
         return fn(a, b)
 
     return run
