@@ -118,7 +118,7 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
         blk = op.parent_block()
         while blk is not body:
             parent = blk.parent_op() if blk is not None else None
-            if not type(parent) is scf.IfOp:
+            if type(parent) is not scf.IfOp:
                 return False
             blk = parent.parent_block()
         return True
@@ -239,6 +239,12 @@ class Acc:
         may differ). Byte comparison: the arrays are short and of fixed dtypes."""
         return (len(self.cid) == len(o.cid) and self.cid.tobytes() == o.cid.tobytes() and self.sid.tobytes() == o.sid.tobytes()
                 and self.rd.tobytes() == o.rd.tobytes() and self.hit.tobytes() == o.hit.tobytes())
+
+
+def _naccesses(records: list) -> int:
+    """GM accesses in a slice of `F.gmlog` (an executed access is one tuple, a replayed run one
+    `Acc`)."""
+    return sum(len(r.cid) if type(r) is Acc else 1 for r in records)
 
 
 class _Replay:
@@ -577,13 +583,10 @@ class SteadyLoop:
                     return 0
         if self._checked_to(P, idx + m * P, self.n)[0] < self.n:
             return 0
+        # accesses of the first r iterations of the previous and current sampled period
         log = F.gmlog
-        counts = [0, 0]  # accesses of the first r iterations of the previous and current sampled period
-        for j, (g0, g1) in enumerate(((h[k - 2 * P][3], a[3]), (h[k - P][3], b[3]))):
-            for x in log[g0:g1]:
-                counts[j] += len(x.cid) if type(x) is Acc else 1
-        nt = counts[1]
-        if counts[0] != nt:
+        nt = _naccesses(log[h[k - P][3]:b[3]])
+        if _naccesses(log[h[k - 2 * P][3]:a[3]]) != nt:
             return 0
         if nt:
             i = m * len(cur.cid)  # row m + 1 (times at time shift 0: a fresh jump's)
@@ -1030,7 +1033,7 @@ class LoopMemo:
             ns, na = len(c.free), len(F.acct)
             vec = snap[1]
             # accesses before the checkpoint (the log may be collapsed into one record later)
-            npre = sum(len(r.cid) if isinstance(r, Acc) else 1 for r in log[:snap[3] - g0])
+            npre = _naccesses(log[:snap[3] - g0])
             cp = (snap[0], vec, snap[2], npre, regime,
                   [b - a for a, b in zip(busy0, vec[2 * ns:3 * ns])], [b - a for a, b in zip(acct0, vec[3 * ns:3 * ns + na])])
         if collapse and log:
