@@ -39,6 +39,7 @@ from ascendir.interpreter.l2 import SHIFT, contiguous_strides
 from ascendir.interpreter.race import ChipBuffer
 from ascendir.interpreter.scalar import SCALAR_OPS, division_by_zero
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS, Frame
+from ascendir.interpreter.remap import Remap, address_plan
 from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
 
@@ -419,7 +420,9 @@ class Compiler:
                             [("dynamic" if DYNAMIC_INDEX in v.type.get_shape() else "static") if isinstance(v.type, MemRefType) else False
                              for v in ctrl])
             self.F.memos.append(memo)
-            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo)
+            plan = address_plan(op, checked)
+            gen = Remap(plan, self.slot) if plan is not None else None
+            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen)
         if not carried:
 
             def run() -> None:
@@ -453,11 +456,13 @@ class Compiler:
 
         return run_iter
 
-    def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation], memo: LoopMemo) -> Closure:
+    def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation], memo: LoopMemo,
+                    gen: Remap | None = None) -> Closure:
         """A timing-only loop that may be extrapolated once steady (steady.py). `checked`: the
         loop-level scalar ops steady.py re-evaluates for the iterations it skips; `memo`: stored
         executions of the whole loop (steady.LoopMemo), applied when the loop is entered again
-        from the same relative state (next tile of an outer loop, another block)."""
+        from the same relative state (next tile of an outer loop, another block); `gen`: its
+        address values that are not affine in the iv (remap.py), None when it has none."""
         F, R = self.F, self.F.R
         evals = [(SCALAR_OPS[type(o)](o), [self.slot(v) for v in o.operands], self.slot(o.results[0])) for o in checked]
         outs = [e[2] for e in evals]
@@ -503,7 +508,10 @@ class Compiler:
 
             h0 = F.nholds
             try:
-                sl = SteadyLoop(F, n, tops if evals else None, memo, NPIPES)
+                # address values remapped only where no read outcome can change with the address:
+                # in the timed pass the misses repeat with the addresses' longer period, which is
+                # then the loop's (a shorter one is cut at once by the next miss)
+                sl = SteadyLoop(F, n, tops if evals else None, memo, NPIPES, gen if F.l2p is None or F.l2p.recording else None)
                 if evals:
                     ik = (rng.start, rng.step, *[R[x] for x in inputs])
                     vals = known.get(ik)

@@ -162,6 +162,23 @@ def _rewrite(dirty: dict[int, float], key: int, now: float, window: float) -> bo
     return prev is not None and abs(now - prev) <= window
 
 
+def first_rewrite_change(dirty: dict[int, float], window: float, keys: np.ndarray, times: np.ndarray, expect: np.ndarray) -> int:
+    """Index of the first of these writes (program order) whose outcome (`_rewrite`: a rewrite of
+    a tile still dirty within `window`) differs from expect[i], len(keys) when none; `dirty` is
+    not changed. For jumps whose skipped writes go to addresses the sampled periods did not
+    predict by a constant step (remap.py)."""
+    mine: dict[int, float] = {}
+    for i, (k, t, e) in enumerate(zip(keys.tolist(), times.tolist(), expect.tolist())):
+        p = mine.get(k)
+        if p is None:
+            p = dirty.get(k)
+        if (p is not None and abs(t - p) <= window) != e:
+            return i
+        if p is None or t > p:
+            mine[k] = t
+    return len(keys)
+
+
 def _latest(dirty: dict[int, float], keys: np.ndarray, times: np.ndarray) -> None:
     """dirty[k] = max(dirty[k], latest of `times` for k) for every key of the arrays."""
     k = np.asarray(keys, np.int64).ravel()

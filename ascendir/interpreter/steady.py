@@ -26,7 +26,10 @@ Periods: P = 1 .. PMAX. P = 2 covers ping-pong parity branches; longer periods c
 GM addresses repeat their pattern only every few iterations: the per-core tile loop of a matmul
 (`t = block + i·block_dim`, tile row t / n_tiles, column t % n_tiles) advances every address by a
 constant step only every lcm(block_dim, n_tiles) / block_dim iterations (4 for 24 cores over 32
-tile columns).
+tile columns). Where no read outcome can depend on the address (the recording pass, where every
+read hits, and kernels without GM reads), such address values are remapped instead (remap.py):
+the period is the timing's, and each skipped access is placed at its own iteration's address.
+In the timed pass the longer period stays: the misses repeat with the addresses.
 
 Nesting: loops inside an extrapolated loop extrapolate too. While an outer loop samples, an inner
 loop's skipped iterations are appended to the shared GM log as one array record (`Acc`), so the
@@ -78,7 +81,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
-from ascendir.interpreter.l2 import SHIFT
+from ascendir.interpreter.l2 import SHIFT, first_rewrite_change
 from ascendir.interpreter.scalar import SCALAR_OPS
 from ascendir.interpreter.walk import walk_ops
 
@@ -187,11 +190,15 @@ class Acc:
     element offset, chip time, read?, L2 hit?. `F.gmlog` holds tuples of the same fields for
     executed accesses and `Acc` records for replayed ones."""
 
-    __slots__ = ("cid", "sid", "off", "t", "rd", "hit", "rep")
+    __slots__ = ("cid", "sid", "off", "t", "rd", "hit", "rep", "it0", "ph")
 
     def __init__(self, cid, sid, off, t, rd, hit):
         self.cid, self.sid, self.off, self.t, self.rd, self.hit = cid, sid, off, t, rd, hit
         self.rep = None  # _Replay: the jumps' tables when this is a sampled period
+        # a sampled period of a loop with a remap.Remap: its first iteration, and the iteration
+        # (within the period) of each access
+        self.it0: int | None = None
+        self.ph: np.ndarray | None = None
 
     @classmethod
     def of(cls, records: list) -> Acc:
@@ -254,17 +261,18 @@ class _Replay:
     small arrays: a period has 4-260 accesses and m is 1-15, so numpy's per-call overhead, not
     the element work, is what a jump costs. Acc arrays are never written to, so views are safe."""
 
-    __slots__ = ("prev", "K", "nr", "chit", "misses", "off", "keys", "kdt", "t", "cid", "sid", "rd", "hit", "wr", "hits", "views")
+    __slots__ = ("prev", "K", "nr", "chit", "misses", "off", "keys", "kdt", "t", "cid", "sid", "rd", "hit", "wr", "hits", "views", "vals")
 
     @classmethod
-    def of(cls, prev: Acc, cur: Acc, K: int) -> _Replay:
+    def of(cls, prev: Acc, cur: Acc, K: int, sl: SteadyLoop) -> _Replay:
         r = cur.rep
-        if r is None or r.prev is not prev or r.K < K:
-            r = cur.rep = cls(prev, cur, K)
+        if r is None or r.prev is not prev or r.K < K or (r.vals is not None and r.vals is not sl.vals):
+            r = cur.rep = cls(prev, cur, K, sl)
         return r
 
-    def __init__(self, prev: Acc, cur: Acc, K: int):
+    def __init__(self, prev: Acc, cur: Acc, K: int, sl: SteadyLoop):
         self.prev, self.K = prev, K
+        self.vals = None  # the checked values the offsets were computed from (remap.Remap)
         rd = cur.rd
         chit = cur.hit[rd]
         self.nr = nr = len(chit)
@@ -280,6 +288,9 @@ class _Replay:
         self.wr = None if nr == len(rd) else ~self.rd
         self.hits = _tile(chit, K)
         self.views: dict[int, tuple] = {K: (self.cid, self.sid, self.rd, self.hit, self.wr, self.hits, self.t)}
+        if cur.ph is not None and sl.gen is not None:  # each skipped iteration's own address values
+            self.vals = sl.vals
+            self.off, self.keys = sl.gen.tables(prev, cur, K, sl.value_of, sl.F.A)
 
     def rows(self, m: int) -> tuple:
         """The first m periods' op ids, stream ids, read and sampled-outcome masks, write mask
@@ -296,10 +307,11 @@ class _Replay:
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "gen")
 
-    def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int):
+    def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int, gen=None):
         self.F = F
+        self.gen = gen  # remap.Remap: address values not affine in the iv (None: none)
         self.n = n
         self.memo = memo  # for its flag-key units (state_key)
         self.npipes = npipes
@@ -384,6 +396,10 @@ class SteadyLoop:
             prev, cur = self._accesses(k - 2 * P, k - P), self._accesses(k - P, k)
             if not prev.same_kind(cur):
                 continue
+            if self.gen is not None:
+                prev, cur = self._phased(prev, k - 2 * P, P), self._phased(cur, k - P, P)
+                if prev.ph.tobytes() != cur.ph.tobytes():
+                    continue
             if ok == m or self.n - idx - ok * P <= P + 1:  # (nearly) to the end: no P does better
                 return P, d, prev, cur, ok
             best = (P, d, prev, cur, ok)
@@ -396,6 +412,25 @@ class SteadyLoop:
         the periods a jump uses, not for every candidate)."""
         h = self.hist
         return Acc.of(self.F.gmlog[h[i][3]:h[j][3]])
+
+    def _phased(self, acc: Acc, i: int, P: int) -> Acc:
+        """A copy of `acc`, the accesses of the period starting at snapshot h[i], with its first
+        iteration and each access's iteration within the period (remap.Remap.tables)."""
+        h, log = self.hist, self.F.gmlog
+        out = Acc(acc.cid, acc.sid, acc.off, acc.t, acc.rd, acc.hit)
+        out.it0 = h[i][0]
+        out.ph = np.repeat(np.arange(P, dtype=np.int64), [_naccesses(log[h[i + q][3]:h[i + q + 1][3]]) for q in range(P)])
+        return out
+
+    def value_of(self, i: int) -> tuple | None:
+        """The checked values of iteration i (computed once: they are pure in i); None past the
+        loop's end."""
+        if i >= self.n:
+            return None
+        v = self.vals.get(i)
+        if v is None:
+            v = self.vals[i] = self.tops(i)
+        return v
 
     def _no_overtaking(self, v: list[float], d: list[float]) -> bool:
         """Clocks (free, done, pending flag times) that move: sorted by value, their deltas must
@@ -443,6 +478,10 @@ class SteadyLoop:
         if self.tops is None:
             return end, False
         vals, f = self.vals, self.tops
+        if self.gen is not None:  # address values may take any values (remap.py): not compared
+            ctl, value_of = self.gen.control, self.value_of
+            f = lambda i: ctl(value_of(i))  # noqa: E731
+            vals = vals.setdefault("control", {})
         sc = vals.get(("scan", P))  # [lo, hi, stop]: j in [lo, hi) keep the step; stop at hi: 0 not scanned, 1 fails, 2 raises
         if sc is None or not sc[0] <= idx <= sc[1]:
             sc = vals[("scan", P)] = [idx, idx, 0]
@@ -503,7 +542,7 @@ class SteadyLoop:
         if L:
             # a fresh jump that may skip the loop's tail too (`_tail`) needs row m + 1
             tail = regime is None and 0 < self.n - idx - m * P < P
-            rep = _Replay.of(prev, cur, q + m + tail)
+            rep = _Replay.of(prev, cur, q + m + tail, self)
             nr = rep.nr
             if oshift is None:  # rows q+1 .. q+m of the tables: views
                 off, keys = rep.off[q * L:(q + m) * L], rep.keys[q * L:(q + m) * L]
@@ -514,10 +553,14 @@ class SteadyLoop:
             if tshift != 0.0:  # (cur.t + tshift) + k·dt, as the accesses of a period k periods on
                 t = ((cur.t + tshift) + rep.kdt[:m]).ravel()
             rk = rt = None
-            if nr:
-                rk, rt = (keys, t) if nr == L else (keys[rd], t[rd])
-                # the first period whose reads get other outcomes than the sampled one's
-                cut = F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit, rep.misses) // nr
+            cut = m
+            if rep.vals is not None and nr < L:  # remapped writes may rewrite other tiles (remap.py)
+                cut = first_write_change(F, keys[wr], t[wr], hit[wr]) // (L - nr)
+            if nr or cut < m:
+                if nr:
+                    rk, rt = (keys, t) if nr == L else (keys[rd], t[rd])
+                    # the first period whose reads get other outcomes than the sampled one's
+                    cut = min(cut, F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit, rep.misses) // nr)
                 if cut < m:
                     m = cut
                     stopped = True
@@ -528,7 +571,9 @@ class SteadyLoop:
                             regime[5] = idx + P
                             self.regime = regime
                         return 0
-                    off, keys, rk, rt = off[:m * L], keys[:m * L], rk[:m * nr], rt[:m * nr]
+                    off, keys = off[:m * L], keys[:m * L]
+                    if nr:
+                        rk, rt = rk[:m * nr], rt[:m * nr]
                     cid, sid, rd, hit, wr, hits, t0 = rep.rows(m)
                     t = t0 if tshift == 0.0 else t[:m * L]
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
@@ -600,6 +645,10 @@ class SteadyLoop:
                 if F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit[:nr], misses) < nr:
                     return 0
                 hit = rep.hits[:nr]
+            if rep.vals is not None and nr < nt:  # remapped writes (remap.py)
+                wr = ~rd
+                if first_write_change(F, keys[wr], t[wr], cur.hit[:nt][wr]) < nt - nr:
+                    return 0
             _apply_accesses(F, Acc(cur.cid[:nt], cur.sid[:nt], off, t, rd, cur.hit[:nt]), keys, off, t, hit, allrd=nr == nt,
                             nhit=nr - len(misses), rk=rk, rt=rt)
         fm = float(m + 1)  # the same products as with the int, without int * float's slow path
@@ -1173,6 +1222,13 @@ def _designated_hold(F, acc: Acc, coefs, dv, ri, rhit, tshift: float, des: list[
         if resident(sid_l[e] * SHIFT + o, t_l[e] + tshift, t0) != hit_l[p]:
             return False
     return True
+
+
+def first_write_change(F, keys: np.ndarray, times: np.ndarray, expect: np.ndarray) -> int:
+    """l2.first_rewrite_change against the dirty map this pass's writes go to (the chip L2's in
+    the timed pass, the recording pass's own)."""
+    p = F.l2 if F.sem_on else F.l2p
+    return first_rewrite_change(p.dirty, p.window, keys, times, expect)
 
 
 def _tile(x: np.ndarray, m: int) -> np.ndarray:

@@ -1,0 +1,169 @@
+"""Exact GM addresses for the skipped iterations of a loop whose addresses are not affine in its iv.
+
+A matmul's tile loop `t = block + i·block_dim` reads tile row t / n and column t % n. Those
+address values keep one step only every lcm(block_dim, n) / block_dim iterations (4 for 24 cores
+over 32 tile columns), while the loop's timing repeats every iteration. steady.py replays the
+accesses of skipped periods as the sampled period's moved by a constant step per period, so on its
+own it has to take the longer period and run two of them (9 iterations) before it can jump. With
+an `AddressPlan` the period is the timing's, and every skipped access's address is computed from
+its own iteration's address values (`Remap.tables`).
+
+Address values (static, `address_plan`): checked values (steady.uniform_loop) each of whose uses
+is a dynamic offset of a subview of a GM buffer defined outside the loop, or an operand of another
+checked op. They move GM addresses and nothing else: a size, bound or condition computed from one
+is a checked value of its own, whose step steady.py still compares. The element offset of a GM
+access made in iteration i (directly or in an inner loop) is then
+
+    offset(i) = rest(i) + sum over address values a of w_a · a(i)
+
+where w_a is the element stride of the dimension that a offsets (summed over the dimensions it
+offsets) and rest(i) depends only on the other checked values and on inner loops, so it keeps the
+sampled periods' step. `Remap.tables` takes rest from the two sampled periods and a(i) from each
+skipped iteration: exact, whatever function of the iv the address values are.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+
+import numpy as np
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import DYNAMIC_INDEX
+from xdsl.ir import Operation, SSAValue
+
+from ascendir.dialects import ascend
+from ascendir.interpreter.l2 import SHIFT
+from ascendir.interpreter.steady import _external, _is_gm
+from ascendir.interpreter.walk import walk_ops
+
+_AFFINE = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.IndexCastOp)
+
+
+class AddressPlan:
+    """What `address_plan` finds: positions (in the checked ops' order) of the address values
+    and of the values whose step must still be compared, and the GM copies whose subview offsets
+    are address values: copy op -> (the subview's source, [(dim, address value number)])."""
+
+    __slots__ = ("addr", "control", "copies")
+
+    def __init__(self, addr: list[int], control: list[int], copies: dict[Operation, tuple[SSAValue, list[tuple[int, int]]]]):
+        self.addr, self.control, self.copies = addr, control, copies
+
+
+def address_plan(loop: scf.ForOp, checked: list[Operation]) -> AddressPlan | None:
+    """The loop's address values (module docstring), or None when it has none computed by a
+    non-affine op (div, rem, min, ...): then the sampled step already moves every address
+    exactly, and steady.py needs nothing from here."""
+    ops = walk_ops(loop)
+    inside = set(ops)
+    results = [op.results[0] for op in checked]
+    pos = {v: i for i, v in enumerate(results)}
+    checked_set = set(checked)
+    offsets_of: dict[SSAValue, list[tuple[Operation, int]]] = {}
+    control: set[SSAValue] = set()
+    for v in results:
+        for use in v.uses:
+            u = use.operation
+            if u in checked_set:
+                continue
+            # (operands of a subview: source, offsets, sizes, strides; only copies may use it,
+            # the ops whose accesses steady.py logs)
+            if (type(u) is memref.SubviewOp and _gm_outside(u.source, inside) and 1 <= use.index <= len(u.offsets)
+                    and all(type(w.operation) is ascend.CopyOp for w in u.result.uses)):
+                dyn = [d for d, s in enumerate(u.static_offsets.get_values()) if s == DYNAMIC_INDEX]
+                offsets_of.setdefault(v, []).append((u, dyn[use.index - 1]))
+                continue
+            control.add(v)
+    addr = [v for v in results if v in offsets_of and v not in control]
+    if not any(_nonaffine(v, checked_set) for v in addr):
+        return None
+    number = {v: j for j, v in enumerate(addr)}
+    by_sv: dict[Operation, list[tuple[int, int]]] = {}
+    for v in addr:
+        for sv, dim in offsets_of[v]:
+            by_sv.setdefault(sv, []).append((dim, number[v]))
+    copies: dict[Operation, tuple[SSAValue, list[tuple[int, int]]]] = {}
+    for op in ops:
+        if type(op) is ascend.CopyOp:
+            for g in (op.source, op.dest):
+                sv = g.owner
+                if type(sv) is memref.SubviewOp and sv in by_sv:
+                    copies[op] = (sv.source, by_sv[sv])
+    # intermediate values (used by checked ops only) act through the values they feed
+    control_pos = [pos[v] for v in results if v in control]
+    return AddressPlan([pos[v] for v in addr], control_pos, copies)
+
+
+def _gm_outside(v: SSAValue, inside: set[Operation]) -> bool:
+    return _is_gm(v) and _external(v, inside)
+
+
+def _nonaffine(v: SSAValue, checked: set[Operation]) -> bool:
+    """Whether a checked op other than +, -, × or an index cast computes v or a value it uses."""
+    seen: set[Operation] = set()
+    todo = [v.owner]
+    while todo:
+        op = todo.pop()
+        if op in seen or op not in checked:
+            continue
+        seen.add(op)
+        if not isinstance(op, _AFFINE):
+            return True
+        todo.extend(x.owner for x in op.operands)
+    return False
+
+
+class Remap:
+    """An `AddressPlan` at run time, for one compiled loop: `control(vals)` keeps the entries of
+    a checked-value tuple whose step is compared; `tables` builds a jump's offsets and keys."""
+
+    __slots__ = ("addr", "control", "copies", "_rows")
+
+    def __init__(self, plan: AddressPlan, slot_of):
+        self.addr = plan.addr
+        c = plan.control
+        self.control = (lambda v: ()) if not c else (lambda v, i=c[0]: (v[i],)) if len(c) == 1 else itemgetter(*c)
+        self.copies = {id(op): (slot_of(src), dims) for op, (src, dims) in plan.copies.items()}
+        self._rows: tuple | None = None  # (the source tags they were built from, rows)
+
+    def rows(self, A: list) -> dict[int, list[int]]:
+        """Copy op id -> weight of each address value (elements: the stride of the dimension it
+        offsets, from the GM source's address tag). Kept while the tags are the same objects."""
+        tags = [A[s] for s, _ in self.copies.values()]
+        got = self._rows
+        if got is not None and len(got[0]) == len(tags) and all(a is b for a, b in zip(got[0], tags)):
+            return got[1]
+        rows = {}
+        for (cid, (_, dims)), tag in zip(self.copies.items(), tags):
+            if tag is None:
+                continue
+            row = [0] * len(self.addr)
+            for dim, j in dims:
+                row[j] += tag[2][dim]
+            rows[cid] = row
+        self._rows = (tags, rows)
+        return rows
+
+    def tables(self, prev, cur, K: int, value_of, A: list) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets, keys) of the accesses k = 1..K periods after the sampled period `cur`
+        (rows of len(cur) accesses, flattened), as steady._Replay lays them out. `prev`, `cur`:
+        the sampled periods (steady.Acc with `it0`, their first iteration, and `ph`, each
+        access's iteration within the period); value_of(i): the checked values of iteration i
+        (None past the loop's end)."""
+        P = cur.it0 - prev.it0
+        ph = cur.ph
+        rows = self.rows(A)
+        zero = [0] * len(self.addr)
+        W = np.array([rows.get(c, zero) for c in cur.cid.tolist()], np.int64).reshape(len(ph), len(self.addr))
+        lo, hi = prev.it0, cur.it0 + (K + 1) * P
+        # (zeros past the loop's end: rows a jump never applies)
+        C = np.array([[0] * len(self.addr) if v is None else [v[a] for a in self.addr] for v in map(value_of, range(lo, hi))],
+                     np.int64).reshape(hi - lo, len(self.addr))
+        # iteration of each access, relative to lo: prev's, cur's, then k = 1..K periods on
+        its = ph[None, :] + (np.arange(K + 2, dtype=np.int64) * P)[:, None]
+        moved = (W[None, :, :] * C[its]).sum(axis=2)  # (K + 2, L): sum of w_a · a(i) per access
+        rest_prev, rest_cur = prev.off - moved[0], cur.off - moved[1]
+        step = rest_cur - rest_prev
+        ks = np.arange(1, K + 1, dtype=np.int64)[:, None]
+        off = (rest_cur[None, :] + ks * step[None, :] + moved[2:]).ravel()
+        return off, (cur.sid * SHIFT)[None, :].repeat(K, 0).ravel() + off
