@@ -951,6 +951,8 @@ class LoopMemo:
                 off, keys = acc.off + cd, keys0 + cd
             _apply_accesses(F, acc, keys, off, t, hit, allrd, nhit)
             self._restore(F, S, vS, base - vbase, ef, ed, eq, dS, dbusy, dacct, s_free)
+            if j != len(vs) - 1:  # most recently used last: `store` drops the first
+                vs.append(vs.pop(j))
             F.skipped += n
             if F.sig is not None:
                 F.sig.append(token)
