@@ -169,7 +169,20 @@ class Compiler:
         """
         env: dict[str, object] = {"R": self.F.R, "F": self.F, "_divzero": division_by_zero}
         lines: list[str] = []
-        local: dict[int, str] = {}  # slot -> local holding its value in this run
+        charged = self._scalar_lines(ops, env, lines, {})
+        if self.k is not None and charged:
+            env["alu"] = self.k.alu
+            lines.append("c = F.core")
+            lines.append("free, busy = c.free, c.busy")
+            add = " + alu" * charged
+            for s in (u * NPIPES for u in range(self.k.nunits)):
+                lines += [f"free[{s}] = free[{s}]{add}", f"busy[{s}] = busy[{s}]{add}"]
+        return _generated("def run() -> None:", lines, env, "run")
+
+    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str]) -> int:
+        """Append to `lines` the straight-line code of scalar ops (`scalar_run`): each result in
+        local v<i> and in its slot; operands from `local` (slot -> local name) or their slots.
+        Returns the number of ops that charge the S clock (all but constants)."""
         charged = 0
         for i, op in enumerate(ops):
             fn = SCALAR_OPS[type(op)](op)
@@ -188,21 +201,18 @@ class Compiler:
                 charged += 1
             lines += [f"v{i} = {expr}", f"R[{out}] = v{i}"]
             local[out] = f"v{i}"
-        if self.k is not None and charged:
-            env["alu"] = self.k.alu
-            lines.append("c = F.core")
-            lines.append("free, busy = c.free, c.busy")
-            add = " + alu" * charged
-            for s in (u * NPIPES for u in range(self.k.nunits)):
-                lines += [f"free[{s}] = free[{s}]{add}", f"busy[{s}] = busy[{s}]{add}"]
-        src = "def run() -> None:\n" + "".join(f"    {ln}\n" for ln in lines)
-        code = _RUN_CODE.get(src)
-        if code is None:  # compiling the source costs far more than running it: shared by text
-            code = compile(src, "<scalar ops>", "exec")
-            if len(_RUN_CODE) < 4096:
-                _RUN_CODE[src] = code
-        exec(code, env)
-        return env["run"]
+        return charged
+
+    def checked_values(self, iv: int, checked: list[Operation]) -> Callable[[int], tuple]:
+        """x -> the checked values of the iteration whose iv is x (steady.SteadyLoop.tops): the
+        checked ops as generated straight-line code (`_scalar_lines`), without S charges (the
+        body charges them when it runs the iteration); every result also written to its slot,
+        as the ops would."""
+        env: dict[str, object] = {"R": self.F.R, "_divzero": division_by_zero}
+        lines = [f"R[{iv}] = x"]
+        self._scalar_lines(checked, env, lines, {iv: "x"})
+        lines.append("return (" + "".join(f"v{i}, " for i in range(len(checked))) + ")")
+        return _generated("def tops(x):", lines, env, "tops")
 
     # -- tile ops (copy, mmad, vector, gather, registered ops) --------------------------------
     def tile(self, op: Operation) -> Closure:
@@ -464,15 +474,12 @@ class Compiler:
         from the same relative state (next tile of an outer loop, another block); `gen`: its
         address values that are not affine in the iv (remap.py), None when it has none."""
         F, R = self.F, self.F.R
-        evals = [(SCALAR_OPS[type(o)](o), [self.slot(v) for v in o.operands], self.slot(o.results[0])) for o in checked]
-        outs = [e[2] for e in evals]
-        # (fn, itemgetter of its operands or None for one operand, that operand, result slot)
-        fast = [(fn, None if len(ins) == 1 else itemgetter(*ins) if ins else (lambda R: ()), ins[0] if len(ins) == 1 else None, o)
-                for fn, ins, o in evals]
-        get_outs = (lambda R, o=outs[0]: (R[o],)) if len(outs) == 1 else itemgetter(*outs) if outs else (lambda R: ())
+        evals = [([self.slot(v) for v in o.operands], self.slot(o.results[0])) for o in checked]
+        outs = [e[1] for e in evals]
+        values_at = self.checked_values(iv, checked) if checked else None
         # the checked values are pure functions of the iv and these outside values: memoised per
         # their values across executions of the loop (steady.SteadyLoop.vals)
-        inputs = sorted({x for _, ins, _ in evals for x in ins if x != iv} - set(outs))
+        inputs = sorted({x for ins, _ in evals for x in ins if x != iv} - set(outs))
         known: dict[tuple, dict] = {}
 
         def plain(rng) -> None:
@@ -501,10 +508,7 @@ class Compiler:
 
             def tops(i: int) -> tuple:
                 """Checked values of iteration i (pure scalar ops; body closures rewrite them)."""
-                R[iv] = rng[i]
-                for fn, g, a, out in fast:
-                    R[out] = fn(R[a]) if g is None else fn(*g(R))
-                return get_outs(R)
+                return values_at(rng[i])
 
             h0 = F.nholds
             try:
@@ -1152,6 +1156,18 @@ _INLINE_BIN: dict[type, str] = {
 }
 # arith.cmpi predicates eq ne slt sle sgt sge ult ule ugt uge (scalar._CMPI)
 _CMPI_OPS = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
+
+
+def _generated(head: str, lines: list[str], env: dict, name: str):
+    """Function `name` defined by `head` and the body `lines`, executed in `env`."""
+    src = head + "\n" + "".join(f"    {ln}\n" for ln in lines)
+    code = _RUN_CODE.get(src)
+    if code is None:  # compiling the source costs far more than running it: shared by text
+        code = compile(src, "<scalar ops>", "exec")
+        if len(_RUN_CODE) < 4096:
+            _RUN_CODE[src] = code
+    exec(code, env)
+    return env[name]
 
 
 def _inline(op: Operation) -> str | None:

@@ -151,17 +151,20 @@ class Remap:
         access's iteration within the period); value_of(i): the checked values of iteration i
         (None past the loop's end)."""
         P = cur.it0 - prev.it0
-        ph = cur.ph
         rows = self.rows(A)
+        # one weight row per copy op (a handful), each access pointing at its op's row
+        cids = cur.cid.tolist()
+        ops = {c: i for i, c in enumerate(dict.fromkeys(cids))}
         zero = [0] * len(self.addr)
-        W = np.array([rows.get(c, zero) for c in cur.cid.tolist()], np.int64).reshape(len(ph), len(self.addr))
+        W = np.array([rows.get(c, zero) for c in ops], np.int64).reshape(len(ops), len(self.addr))
+        inv = np.array([ops[c] for c in cids], np.int64)
         lo, hi = prev.it0, cur.it0 + (K + 1) * P
         # (zeros past the loop's end: rows a jump never applies)
         C = np.array([[0] * len(self.addr) if v is None else [v[a] for a in self.addr] for v in map(value_of, range(lo, hi))],
                      np.int64).reshape(hi - lo, len(self.addr))
         # iteration of each access, relative to lo: prev's, cur's, then k = 1..K periods on
-        its = ph[None, :] + (np.arange(K + 2, dtype=np.int64) * P)[:, None]
-        moved = (W[None, :, :] * C[its]).sum(axis=2)  # (K + 2, L): sum of w_a · a(i) per access
+        its = cur.ph[None, :] + (np.arange(K + 2, dtype=np.int64) * P)[:, None]
+        moved = (C @ W.T)[its, inv[None, :]]  # (K + 2, L): sum of w_a · a(i) per access
         rest_prev, rest_cur = prev.off - moved[0], cur.off - moved[1]
         step = rest_cur - rest_prev
         ks = np.arange(1, K + 1, dtype=np.int64)[:, None]

@@ -279,18 +279,19 @@ class _Replay:
         self.chit = chit.tolist()  # the sampled period's read outcomes (L2Pass.first_change)
         self.misses = np.flatnonzero(~chit).tolist()
         ks = np.arange(1, K + 1, dtype=np.int64)[:, None]
-        step = ks * (cur.off - prev.off)[None, :]
-        self.off = (cur.off[None, :] + step).ravel()
-        self.keys = ((cur.sid * SHIFT + cur.off)[None, :] + step).ravel()
+        if cur.ph is not None and sl.gen is not None:  # each skipped iteration's own address values
+            self.vals = sl.vals
+            self.off, self.keys = sl.gen.tables(prev, cur, K, sl.value_of, sl.F.A)
+        else:
+            step = ks * (cur.off - prev.off)[None, :]
+            self.off = (cur.off[None, :] + step).ravel()
+            self.keys = ((cur.sid * SHIFT + cur.off)[None, :] + step).ravel()
         self.kdt = ks.astype(np.float64) * (cur.t - prev.t)[None, :]  # (K, L): k·dt
         self.t = (cur.t[None, :] + self.kdt).ravel()  # the times when the time shift is 0
         self.cid, self.sid, self.rd, self.hit = _tile(cur.cid, K), _tile(cur.sid, K), _tile(rd, K), _tile(cur.hit, K)
         self.wr = None if nr == len(rd) else ~self.rd
         self.hits = _tile(chit, K)
         self.views: dict[int, tuple] = {K: (self.cid, self.sid, self.rd, self.hit, self.wr, self.hits, self.t)}
-        if cur.ph is not None and sl.gen is not None:  # each skipped iteration's own address values
-            self.vals = sl.vals
-            self.off, self.keys = sl.gen.tables(prev, cur, K, sl.value_of, sl.F.A)
 
     def rows(self, m: int) -> tuple:
         """The first m periods' op ids, stream ids, read and sampled-outcome masks, write mask
