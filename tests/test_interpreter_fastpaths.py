@@ -18,7 +18,7 @@ from ascendir.interpreter.compiler import Compiler, KernelInfo
 from ascendir.interpreter.l2 import L2Pass
 from ascendir.interpreter.scalar import SCALAR_OPS
 from ascendir.interpreter.state import Frame
-from ascendir.interpreter.steady import SteadyLoop
+from ascendir.interpreter.steady import SteadyLoop, step_test
 from ascendir.interpreter.timeline import NPIPES, CoreState
 
 
@@ -62,7 +62,7 @@ def test_periods_checked_matches_definition_over_repeated_calls():
     for _ in range(60):
         n = rng.randrange(20, 80)
         tops = _values(n, rng)
-        sl = SteadyLoop(None, n, tops, None, 7)
+        sl = SteadyLoop(None, n, tops, None, 7, same=step_test(range(4)))  # (the 4 values of `_values`)
         idx = 0
         while idx < n - 2:  # calls as the loop makes them: growing idx, every period length
             for P in range(1, 9):

@@ -40,7 +40,7 @@ from ascendir.interpreter.race import ChipBuffer
 from ascendir.interpreter.scalar import SCALAR_OPS, division_by_zero
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS, Frame
 from ascendir.interpreter.remap import Remap, address_plan
-from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, uniform_loop
+from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, step_test, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
 
 Closure = Callable[[], None]
@@ -477,6 +477,8 @@ class Compiler:
         evals = [([self.slot(v) for v in o.operands], self.slot(o.results[0])) for o in checked]
         outs = [e[1] for e in evals]
         values_at = self.checked_values(iv, checked) if checked else None
+        same_all = step_test(list(range(len(checked))))
+        same_ctl = step_test(gen.control_pos) if gen is not None else None
         # the checked values are pure functions of the iv and these outside values: memoised per
         # their values across executions of the loop (steady.SteadyLoop.vals)
         inputs = sorted({x for ins, _ in evals for x in ins if x != iv} - set(outs))
@@ -515,7 +517,8 @@ class Compiler:
                 # address values remapped only where no read outcome can change with the address:
                 # in the timed pass the misses repeat with the addresses' longer period, which is
                 # then the loop's (a shorter one is cut at once by the next miss)
-                sl = SteadyLoop(F, n, tops if evals else None, memo, NPIPES, gen if F.l2p is None or F.l2p.recording else None)
+                remapped = gen is not None and (F.l2p is None or F.l2p.recording)
+                sl = SteadyLoop(F, n, tops if evals else None, memo, NPIPES, gen if remapped else None, same_ctl if remapped else same_all)
                 if evals:
                     ik = (rng.start, rng.step, *[R[x] for x in inputs])
                     vals = known.get(ik)

@@ -24,8 +24,6 @@ skipped iteration: exact, whatever function of the iv the address values are.
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 import numpy as np
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import DYNAMIC_INDEX
@@ -114,15 +112,14 @@ def _nonaffine(v: SSAValue, checked: set[Operation]) -> bool:
 
 
 class Remap:
-    """An `AddressPlan` at run time, for one compiled loop: `control(vals)` keeps the entries of
-    a checked-value tuple whose step is compared; `tables` builds a jump's offsets and keys."""
+    """An `AddressPlan` at run time, for one compiled loop: `control_pos`, the entries of a
+    checked-value tuple whose step is compared; `tables` builds a jump's offsets and keys."""
 
-    __slots__ = ("addr", "control", "copies", "_rows")
+    __slots__ = ("addr", "control_pos", "copies", "_rows")
 
     def __init__(self, plan: AddressPlan, slot_of):
         self.addr = plan.addr
-        c = plan.control
-        self.control = (lambda v: ()) if not c else (lambda v, i=c[0]: (v[i],)) if len(c) == 1 else itemgetter(*c)
+        self.control_pos = plan.control
         self.copies = {id(op): (slot_of(src), dims) for op, (src, dims) in plan.copies.items()}
         self._rows: tuple | None = None  # (the source tags they were built from, rows)
 

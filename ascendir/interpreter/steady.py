@@ -248,6 +248,23 @@ class Acc:
                 and self.rd.tobytes() == o.rd.tobytes() and self.hit.tobytes() == o.hit.tobytes())
 
 
+_STEP_TESTS: dict[tuple[int, ...], object] = {}
+
+
+def step_test(entries: list[int]):
+    """fn(v0, v1, v2) -> whether the given entries of the tuples advance from v1 to v2 by what
+    they advanced from v0 to v1 (`SteadyLoop._checked_to`): generated straight-line code, one
+    short-circuit comparison per entry, no step tuples built."""
+    key = tuple(entries)
+    fn = _STEP_TESTS.get(key)
+    if fn is None:
+        body = " and ".join(f"c[{i}] - b[{i}] == b[{i}] - a[{i}]" for i in key) or "True"
+        env: dict = {}
+        exec(f"def same(a, b, c):\n    return {body}\n", env)  # noqa: S102 (our own text)
+        fn = _STEP_TESTS[key] = env["same"]
+    return fn
+
+
 def _naccesses(records: list) -> int:
     """GM accesses in a slice of `F.gmlog` (an executed access is one tuple, a replayed run one
     `Acc`)."""
@@ -308,10 +325,12 @@ class _Replay:
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "gen")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "gen", "same")
 
-    def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int, gen=None):
+    def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int, gen=None, same=None):
         self.F = F
+        # (v0, v1, v2) -> whether checked values v2 advance over v1 as v1 over v0 (`step_test`)
+        self.same = same
         self.gen = gen  # remap.Remap: address values not affine in the iv (None: none)
         self.n = n
         self.memo = memo  # for its flag-key units (state_key)
@@ -479,35 +498,27 @@ class SteadyLoop:
         if self.tops is None:
             return end, False
         vals, f = self.vals, self.tops
-        if self.gen is not None:  # address values may take any values (remap.py): not compared
-            ctl, value_of = self.gen.control, self.value_of
-            f = lambda i: ctl(value_of(i))  # noqa: E731
-            vals = vals.setdefault("control", {})
-        sc = vals.get(("scan", P))  # [lo, hi, stop]: j in [lo, hi) keep the step; stop at hi: 0 not scanned, 1 fails, 2 raises
+        # the entries compared: all, or without the address values (remap.py: any values)
+        same = self.same
+        key = ("scan", P, same)
+        sc = vals.get(key)  # [lo, hi, stop]: j in [lo, hi) keep the step; stop at hi: 0 not scanned, 1 fails, 2 raises
         if sc is None or not sc[0] <= idx <= sc[1]:
-            sc = vals[("scan", P)] = [idx, idx, 0]
+            sc = vals[key] = [idx, idx, 0]
         if sc[2] == 0 and sc[1] < end:
             get = vals.get
             j = sc[1]
-            steps: dict[int, tuple] = {}  # j -> step of j over j - P, kept for j + P (this scan)
             try:
                 while j < end:
-                    d1 = steps.pop(j - P, None)
-                    if d1 is None:  # (the first P iterations of the scan)
-                        v0 = get(j - 2 * P)
-                        if v0 is None:
-                            v0 = vals[j - 2 * P] = f(j - 2 * P)
-                        v1 = get(j - P)
-                        if v1 is None:
-                            v1 = vals[j - P] = f(j - P)
-                        d1 = tuple(map(sub, v1, v0))
-                    else:
-                        v1 = vals[j - P]
+                    v0 = get(j - 2 * P)
+                    if v0 is None:
+                        v0 = vals[j - 2 * P] = f(j - 2 * P)
+                    v1 = get(j - P)
+                    if v1 is None:
+                        v1 = vals[j - P] = f(j - P)
                     v2 = get(j)
                     if v2 is None:
                         v2 = vals[j] = f(j)
-                    d2 = steps[j] = tuple(map(sub, v2, v1))
-                    if d2 != d1:
+                    if not same(v0, v1, v2):
                         sc[2] = 1
                         break
                     j += 1
