@@ -594,7 +594,7 @@ class SteadyLoop:
         if regime is None and (stopped or self.first is None):
             h = self.hist
             # [P, d, prev, cur, _back's cache, next boundary, starting state, its iteration, S decided nothing, address shift]
-            fresh = [P, d, prev, cur, None, 0, self._clocks(), idx, h[-1][5] == h[-1 - 2 * P][5], None]
+            fresh = [P, d, prev, cur, [None], 0, self._clocks(), idx, h[-1][5] == h[-1 - 2 * P][5], None]
             if self.first is None:
                 self.first = (h[-1], fresh)
             if stopped:
@@ -728,20 +728,21 @@ class SteadyLoop:
         periodic regime where every moving clock advances alike they never decide anything) must
         be at least as far behind it. S clocks must be where they were or, when they decided
         nothing in the regime, further behind. What depends on the starting state only is kept
-        in r[4] (the test runs at every period boundary after a cut-short jump)."""
+        in r[4][0] (the test runs at every period boundary after a cut-short jump; the holder is
+        shared with the copies LoopMemo.prefix makes of a stored regime)."""
         v0, l0, s0, pos, t0 = r[6]
         v1, l1, s1 = self._values()
         if l0 != l1:
             return None
-        pre = r[4]
+        pre = r[4][0]
         if pre is None:
             d, ns, npp = r[1], len(self.F.core.free), self.npipes
             e0 = [max(x, s) for x, s in zip(v0, s0)]
             b0 = max(e0)
             # per value: its index, kind (0: an S clock, 1: did not move, 2: moved), distance to
             # the latest clock, at or below its S clock
-            pre = r[4] = (b0, [(i, 0 if i < ns and i % npp == 0 else 1 if d[p] == 0.0 else 2, e - b0, x <= s)
-                               for i, (p, e, x, s) in enumerate(zip(pos, e0, v0, s0))])
+            pre = r[4][0] = (b0, [(i, 0 if i < ns and i % npp == 0 else 1 if d[p] == 0.0 else 2, e - b0, x <= s)
+                                  for i, (p, e, x, s) in enumerate(zip(pos, e0, v0, s0))])
         b0, plan = pre
         e1 = list(map(max, v1, s1))
         b1 = max(e1)
@@ -1022,7 +1023,7 @@ class LoopMemo:
             oshift = None
             if dv is not None and dv.any():
                 oshift = np.array([sum(a * b for a, b in zip(rows.get(c, ()), dv.tolist())) for c in cur.cid.tolist()], np.int64)
-            return idx0, P, d, prev, cur, [P, d, prev, cur, None, 0, regime[6], idx0, regime[8], oshift], tshift
+            return idx0, P, d, prev, cur, [P, d, prev, cur, regime[4], 0, regime[6], idx0, regime[8], oshift], tshift
         return None
 
     def _restore(self, F, S, vS, c_shift: float, ef, ed, eq, dS, dbusy, dacct, s_free: bool) -> None:
