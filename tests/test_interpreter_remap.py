@@ -9,10 +9,10 @@ import pytest
 from xdsl.dialects import scf
 
 from ascendir.hardware import load_target
-from ascendir.interpreter import compile_module, simulate, steady
+from ascendir.interpreter import simulate, steady
 from ascendir.interpreter.remap import address_plan
-from ascendir.interpreter.report import build_report
 from ascendir.interpreter.testing import matmul_ir, parse
+from test_interpreter_steady import full_and_fast
 
 HW = load_target("ascend910b2")
 
@@ -49,12 +49,7 @@ def test_recording_pass_jumps_every_iteration_exactly(monkeypatch):
         return jump(self, P, *a)
 
     monkeypatch.setattr(steady.SteadyLoop, "jump", spy)
-    got = []
-    for ex in (False, True):
-        prog = compile_module(module, HW, None, timing_only=True, extrapolate=ex)
-        _, recs = prog.run({})
-        got.append((build_report(recs, HW), prog.l2.hits, prog.l2.misses))
-    (full, h0, m0), (fast, h1, m1) = got
+    (full, h0, m0), (fast, h1, m1) = full_and_fast(module)
     assert periods and set(periods) == {1}  # (only the recording pass remaps: reads there all hit)
     assert (h1, m1) == (h0, m0) and m0 > 0
     assert fast["total_cycles"] == pytest.approx(full["total_cycles"], rel=1e-12)

@@ -244,20 +244,24 @@ def test_numerics_launches_share_miss_designation_exactly():
     np.testing.assert_array_equal(z0, feeds["w2"] + feeds["y"] + feeds["y"])  # launches 2, 3 (f16 adds)
 
 
-def test_nested_extrapolation_keeps_l2_counters_exact():
-    # the benchmark's shape scaled down: every core's tile loop extrapolates (period 2: 24 cores
-    # over 16 tile columns), K loops are reused across tiles and blocks, and the skipped reads
-    # are replayed into the L2 as arrays; hits and misses must be those of the full simulation
+def full_and_fast(module) -> list[tuple[dict, int, int]]:
+    """(report, L2 hits, L2 misses) of a full simulation, then of an extrapolated one."""
     from ascendir.interpreter import compile_module
     from ascendir.interpreter.report import build_report
 
-    module = parse(matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24))
     got = []
     for ex in (False, True):
         prog = compile_module(module, HW, None, timing_only=True, extrapolate=ex)
         _, recs = prog.run({})
         got.append((build_report(recs, HW), prog.l2.hits, prog.l2.misses))
-    (full, h0, m0), (fast, h1, m1) = got
+    return got
+
+
+def test_nested_extrapolation_keeps_l2_counters_exact():
+    # the benchmark's shape scaled down: every core's tile loop extrapolates (period 2: 24 cores
+    # over 16 tile columns), K loops are reused across tiles and blocks, and the skipped reads
+    # are replayed into the L2 as arrays; hits and misses must be those of the full simulation
+    (full, h0, m0), (fast, h1, m1) = full_and_fast(parse(matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24)))
     assert (h1, m1) == (h0, m0) and m0 > 0 and h0 > m0
     assert sum(k["extrapolated_iterations"] for k in fast["kernels"]) > 0
     assert fast["total_cycles"] == pytest.approx(full["total_cycles"], rel=1e-9)
