@@ -198,6 +198,40 @@ def test_settle_matches_definition():
         assert p.misses == _settle_reference(K, T, B, J, window, TIE), case
 
 
+def test_settle_matches_definition_random():
+    """The same comparison on larger random logs: up to 40 readers of one tile at one time (tie
+    groups of many members, so sizing them takes several bisection rounds), times whose
+    differences round across TIE (1.1 - 0.1 > 1.0 although 1.1 <= 0.1 + 1.0), residency windows
+    shorter than TIE, of one ulp and longer than the log, empty chunks, and logs in (block,
+    ordinal) order, with blocks interleaved, or shuffled."""
+    from ascendir.interpreter.l2 import TIE
+
+    rng = np.random.default_rng(5)
+    bases = np.array([0.0, 0.1, 0.2, 0.3, 0.7, 1.0, 1.1, 1.3, 2.0, 100.0, 1e6, 1e6 + 1.0, 1e6 + 0.1])
+    steps = np.array([1.0, 0.5, 60.0, 1e-9, 1 - 2**-50, 1 + 2**-40])
+    for case in range(300):
+        n, nb = int(rng.integers(0, 400)), int(rng.integers(1, 41))
+        K = rng.integers(0, rng.integers(1, 16), n) * (1 << 40) + rng.choice((0, 128), n)
+        T = rng.choice(bases, n) + rng.integers(0, 4, n) * rng.choice(steps, n)
+        if case % 3 == 0:
+            T = np.round(T)  # exact ties
+        B = np.sort(rng.integers(0, nb, n))
+        J = np.zeros(n, np.int64)
+        for b in range(nb):
+            J[B == b] = np.arange(np.count_nonzero(B == b))
+        order = (np.arange(n), rng.permutation(n), np.lexsort((B, J)))[case % 3]  # in order, shuffled, interleaved
+        K, T, B, J = K[order], T[order], B[order], J[order]
+        window = (50.0, 0.5, 1.0, 1e-9, 1e7, 2.0, 60.0)[case % 7]
+        p = L2Pass(window)
+        cut = [0, *sorted(rng.integers(0, n + 1, 3).tolist()), n]
+        for lo, hi in zip(cut[:-2], cut[1:-1]):  # replayed chunks (some empty), the rest through read()
+            p.chunks.append((K[lo:hi], T[lo:hi], B[lo:hi], J[lo:hi]))
+        for x, y in zip(p.log, (K, T, B, J)):
+            x.extend(y[cut[-2]:].tolist())
+        p.settle()
+        assert p.misses == _settle_reference(K.tolist(), T.tolist(), B.tolist(), J.tolist(), window, TIE), case
+
+
 def test_scalar_run_division_by_zero():
     """Inlined divisions raise the op's own error, as the SCALAR_OPS functions do."""
     import pytest

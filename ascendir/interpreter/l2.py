@@ -271,33 +271,33 @@ class L2Pass:
                 o = np.lexsort((T, K))
             else:
                 o = np.lexsort((J, B, T, K))
-            K, T = K[o], T[o]  # block and ordinal are needed only at the misses: taken through o there
-            new = np.ones(n, bool)
-            new[1:] = K[1:] != K[:-1]
-            start = new.copy()
-            start[1:] |= T[1:] - T[:-1] > self.window
+            Ks, Ts = K[o], T[o]  # block and ordinal are needed only at the misses: taken through o there
+            start = np.ones(n, bool)
+            np.not_equal(Ks[1:], Ks[:-1], out=start[1:])
+            tiles = np.flatnonzero(start)  # first row of each tile
+            # a gap longer than the residency window starts a period (the unsorted times are no
+            # longer needed: their memory takes the differences)
+            start[1:] |= np.subtract(Ts[1:], Ts[:-1], out=T[1:]) > self.window
             st = np.flatnonzero(start)
-            # tie group of each start: the following accesses of the same tile within TIE of it
-            # (times are sorted per tile, so the group is contiguous)
-            size = np.ones(len(st), np.int64)
-            live = np.arange(len(st))
-            r = 1
-            while len(live):
-                i = st[live] + r
-                ok = i < n
-                live, i = live[ok], i[ok]
-                ok = (K[i] == K[st[live]]) & (T[i] - T[st[live]] <= TIE)
-                live = live[ok]
-                size[live] += 1
-                r += 1
+            tid = np.searchsorted(tiles, st, "right") - 1  # tile number of each start
+            # tie group of each start: the following rows of its tile within TIE of it. Times are
+            # sorted per tile, so the group is a prefix of the rest of the tile: bisect its length
+            # in [1, rows left in the tile] (one round per bit, for all starts at once)
+            lo = np.ones(len(st), np.int64)
+            hi = np.append(tiles[1:], n)[tid] - st
+            t0 = Ts[st]
+            for _ in range(int(hi.max(initial=0)).bit_length()):
+                mid = (lo + hi + 1) >> 1
+                ok = Ts[st + mid - 1] - t0 <= TIE
+                lo = np.where(ok, mid, lo)
+                hi = np.where(ok, hi, mid - 1)
+            size = lo
             # round-robin turns count the starts in order of (tile's first access in the log,
             # time): turn of a start = starts of tiles first accessed earlier + its rank in its tile
-            tile = np.cumsum(new) - 1  # tile number per row, in key order
-            first = np.minimum.reduceat(o, np.flatnonzero(new))  # log index of each tile's first access
-            tid = tile[st]
-            cnt = np.bincount(tid, minlength=len(first))  # starts per tile
+            first = np.minimum.reduceat(o, tiles)  # log index of each tile's first access
+            cnt = np.bincount(tid, minlength=len(tiles))  # starts per tile
             by_first = np.argsort(first)
-            before = np.empty(len(first), np.int64)
+            before = np.empty(len(tiles), np.int64)
             before[by_first] = np.cumsum(cnt[by_first]) - cnt[by_first]
             turn = before[tid] + np.arange(len(st)) - (np.cumsum(cnt) - cnt)[tid]
             c = o[st + turn % size]
