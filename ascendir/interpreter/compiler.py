@@ -42,6 +42,7 @@ from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS,
 from ascendir.interpreter.remap import Remap, address_plan
 from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, step_test, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
+from ascendir.interpreter.walk import OpTree, walk_ops
 
 Closure = Callable[[], None]
 
@@ -65,6 +66,7 @@ class KernelInfo:
     alu: float
     timing_only: bool
     set_keys: set = field(default_factory=set)  # flag keys some set_flag sets (holds.py deadlock messages)
+    tree: OpTree | None = None  # the kernel's ops (walk.OpTree): the loops' walks for steady.py and remap.py
 
 
 def np_dtype(t: MemRefType) -> np.dtype:
@@ -422,15 +424,18 @@ class Compiler:
         body = self.block(body_block)
         yields = [self.slot(v) for v in body_block.last_op.operands] if isinstance(body_block.last_op, scf.YieldOp) else []
         charge = self._charge_scalar()
-        checked = uniform_loop(op) if not carried and self.k is not None and self.k.timing_only else None
+        nested = None
+        if not carried and self.k is not None and self.k.timing_only:
+            nested = self.k.tree.walk(op) if self.k.tree is not None else walk_ops(op)  # one walk for the three analyses
+        checked = uniform_loop(op, nested) if nested is not None else None
         if checked is not None:
-            ctrl, addr, copies = memo_inputs(op)
+            ctrl, addr, copies = memo_inputs(op, nested)
             memo = LoopMemo([self.slot(v) for v in ctrl], [self.slot(v) for v in addr],
                             {id(c): (self.slot(src), dims) for c, (src, dims) in copies.items()}, self.k.flag_keys, NPIPES,
                             [("dynamic" if DYNAMIC_INDEX in v.type.get_shape() else "static") if isinstance(v.type, MemRefType) else False
                              for v in ctrl])
             self.F.memos.append(memo)
-            plan = address_plan(op, checked)
+            plan = address_plan(op, checked, nested)
             gen = Remap(plan, self.slot) if plan is not None else None
             return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen)
         if not carried:

@@ -30,7 +30,7 @@ from ascendir.interpreter import memo
 from ascendir.interpreter.l2 import L2Pass
 from ascendir.interpreter.race import RaceChecker
 from ascendir.interpreter.timeline import NPIPES, PIPES, CoreState, FlagQueues
-from ascendir.interpreter.walk import walk_ops
+from ascendir.interpreter.walk import OpTree, walk_ops
 
 
 def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None, bool] | None:
@@ -239,7 +239,8 @@ class KernelProgram:
         self.block_dim = op.block_dim.value.data
         self.core_type = op.core_type.data
         self.m = m
-        ops = walk_ops(op)  # the kernel op, then its body in program order
+        tree = OpTree(op)
+        ops = tree.ops  # the kernel op, then its body in program order
         _check_capacity(op, t, ops)
         self.ncores = t.cores(self.core_type)
         # pre-walk: static pipes/units of tile ops, GM streams, flag unit resolution
@@ -272,7 +273,7 @@ class KernelProgram:
         env = CostEnv(t, gm_share)
         units = self._flag_units(order, statics)
         self.frame = Frame()
-        info = KernelInfo(self.name, self.nunits, env, units, {}, float(t.startup["scalar_alu"]), m.timing_only)
+        info = KernelInfo(self.name, self.nunits, env, units, {}, float(t.startup["scalar_alu"]), m.timing_only, tree=tree)
         comp = Compiler(m, self.frame, info)
         block = op.body.block
         self.arg_slots = [comp.slot(a) for a in block.args]

@@ -48,11 +48,12 @@ class AddressPlan:
         self.addr, self.control, self.copies = addr, control, copies
 
 
-def address_plan(loop: scf.ForOp, checked: list[Operation]) -> AddressPlan | None:
+def address_plan(loop: scf.ForOp, checked: list[Operation], ops: list[Operation] | None = None) -> AddressPlan | None:
     """The loop's address values (module docstring), or None when it has none computed by a
     non-affine op (div, rem, min, ...): then the sampled step already moves every address
-    exactly, and steady.py needs nothing from here."""
-    ops = walk_ops(loop)
+    exactly, and steady.py needs nothing from here. `ops`: walk_ops(loop) when the caller has it."""
+    if ops is None:
+        ops = walk_ops(loop)
     inside = set(ops)
     results = [op.results[0] for op in checked]
     pos = {v: i for i, v in enumerate(results)}

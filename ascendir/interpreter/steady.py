@@ -99,9 +99,10 @@ def _is_gm(v: SSAValue) -> bool:
         return False
 
 
-def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
+def uniform_loop(loop: scf.ForOp, ops: list[Operation] | None = None) -> list[Operation] | None:
     """Static part of the eligibility test (module docstring): None when the loop may not be
     extrapolated, else the ops whose results are checked at run time, in program order.
+    `ops`: walk_ops(loop) when the caller has it.
     (Ops and blocks are told apart by exact type here and in memo_inputs: xDSL's classes are
     ABCs, whose isinstance is several times slower, and these walks run for every loop at
     every compile.)"""
@@ -109,7 +110,7 @@ def uniform_loop(loop: scf.ForOp) -> list[Operation] | None:
         return None
     body = loop.body.block
     iv = body.args[0]
-    order = walk_ops(loop)[1:]  # the body, in program order
+    order = (ops if ops is not None else walk_ops(loop))[1:]  # the body, in program order
     inside: set[Operation] = set(order)
     kind: dict[SSAValue, int] = {}
     checked: set[Operation] = set()
@@ -795,15 +796,16 @@ def _external(v: SSAValue, inside: set[Operation]) -> bool:
     return owner not in inside
 
 
-def memo_inputs(loop: scf.ForOp) -> tuple[list[SSAValue], list[SSAValue], dict[Operation, tuple[SSAValue, list[tuple[int, int]]]]]:
+def memo_inputs(loop: scf.ForOp, ops: list[Operation] | None = None) -> tuple[list[SSAValue], list[SSAValue], dict[Operation, tuple[SSAValue, list[tuple[int, int]]]]]:
     """What one execution of `loop` depends on, for `LoopMemo`: (control values, address
     values, GM copies). Address values are values defined outside the loop whose only uses inside
     are dynamic offsets of subviews of GM buffers defined outside the loop: they move the GM
     addresses (by value × the buffer's element stride) and nothing else. Every other outside value
     used inside (bounds, sizes, conditions, buffers) is a control value. GM copies: copy op ->
     (the subview's source, [(dim, index into address values)]) for copies whose GM operand is
-    such a subview."""
-    ops = walk_ops(loop)
+    such a subview. `ops`: walk_ops(loop) when the caller has it."""
+    if ops is None:
+        ops = walk_ops(loop)
     inside: set[Operation] = set(ops)
     uses: dict[SSAValue, list] = {}
     other: set[SSAValue] = set()
