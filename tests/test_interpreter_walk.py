@@ -24,22 +24,49 @@ def test_op_tree_walk_is_walk_ops_of_every_op():
         tree.walk(module)  # not an op of the tree
 
 
-def test_compiling_a_kernel_walks_it_once(monkeypatch):
-    # the loops' analyses take their walks from the kernel's OpTree, none of their own
+def test_compiling_a_kernel_walks_it_once_and_decodes_each_subview_once(monkeypatch):
+    # the loops' analyses (steady.py, remap.py) and the subview closures read the kernel through
+    # its one OpTree: no walk or subview decoding of their own
+    from xdsl.dialects import memref
+
     from ascendir.hardware import load_target
-    from ascendir.interpreter import compiler, kernel, remap, steady
+    from ascendir.interpreter import walk
     from ascendir.interpreter.executor import compile_module
 
     hw = load_target("ascend910b2")
     module = parse(matmul_ir(512, 512, 512, tm=128, tn=128, tk=128, block_dim=4, nbuf=2))
-    walks = []
+    trees, decoded = [], []
+    tree_init, subview_init = walk.OpTree.__init__, walk.Subview.__init__
 
-    def counted(op):
-        walks.append(op.name)
-        return walk_ops(op)
+    def counted_tree(self, root):
+        trees.append(root.name)
+        tree_init(self, root)
 
-    for mod in (compiler, kernel, remap, steady):
-        monkeypatch.setattr(mod, "walk_ops", counted)
+    def counted_subview(self, op):
+        decoded.append(op)
+        subview_init(self, op)
+
+    monkeypatch.setattr(walk.OpTree, "__init__", counted_tree)
+    monkeypatch.setattr(walk.Subview, "__init__", counted_subview)
     prog = compile_module(module, hw, None, timing_only=True, extrapolate=True)
-    assert walks == []
+    assert trees == ["ascend.kernel"]
+    subviews = [op for op in module.walk() if isinstance(op, memref.SubviewOp)]
+    assert len(subviews) > 5 and sorted(map(id, decoded)) == sorted(map(id, subviews))
     assert prog.run({})[1] is not None
+
+
+def test_subview_decoding_matches_the_accessors():
+    from xdsl.dialects import memref
+
+    from ascendir.interpreter.walk import Subview
+
+    module = parse(matmul_ir(512, 512, 512, tm=128, tn=128, tk=128, block_dim=4, nbuf=2))
+    subviews = [op for op in module.walk() if isinstance(op, memref.SubviewOp)]
+    assert {Subview(op).gm for op in subviews} == {True, False}
+    for op in subviews:
+        sv = Subview(op)
+        assert sv.source is op.source
+        assert (list(sv.offsets), list(sv.sizes), list(sv.strides)) == (list(op.offsets), list(op.sizes), list(op.strides))
+        assert (sv.static_offsets, sv.static_sizes, sv.static_strides) == (
+            op.static_offsets.get_values(), op.static_sizes.get_values(), op.static_strides.get_values())
+        assert len(sv.dyn_offsets) == len(sv.offsets)

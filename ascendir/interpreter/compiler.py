@@ -42,7 +42,7 @@ from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS,
 from ascendir.interpreter.remap import Remap, address_plan
 from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, step_test, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
-from ascendir.interpreter.walk import OpTree, walk_ops
+from ascendir.interpreter.walk import OpTree, Subview
 
 Closure = Callable[[], None]
 
@@ -66,7 +66,7 @@ class KernelInfo:
     alu: float
     timing_only: bool
     set_keys: set = field(default_factory=set)  # flag keys some set_flag sets (holds.py deadlock messages)
-    tree: OpTree | None = None  # the kernel's ops (walk.OpTree): the loops' walks for steady.py and remap.py
+    tree: OpTree | None = None  # the kernel's ops (walk.OpTree): walks and decoded subviews for steady.py, remap.py, `subview`
 
 
 def np_dtype(t: MemRefType) -> np.dtype:
@@ -424,18 +424,15 @@ class Compiler:
         body = self.block(body_block)
         yields = [self.slot(v) for v in body_block.last_op.operands] if isinstance(body_block.last_op, scf.YieldOp) else []
         charge = self._charge_scalar()
-        nested = None
-        if not carried and self.k is not None and self.k.timing_only:
-            nested = self.k.tree.walk(op) if self.k.tree is not None else walk_ops(op)  # one walk for the three analyses
-        checked = uniform_loop(op, nested) if nested is not None else None
+        checked = uniform_loop(op, self.k.tree) if not carried and self.k is not None and self.k.timing_only else None
         if checked is not None:
-            ctrl, addr, copies = memo_inputs(op, nested)
+            ctrl, addr, copies = memo_inputs(op, self.k.tree)
             memo = LoopMemo([self.slot(v) for v in ctrl], [self.slot(v) for v in addr],
                             {id(c): (self.slot(src), dims) for c, (src, dims) in copies.items()}, self.k.flag_keys, NPIPES,
                             [("dynamic" if DYNAMIC_INDEX in v.type.get_shape() else "static") if isinstance(v.type, MemRefType) else False
                              for v in ctrl])
             self.F.memos.append(memo)
-            plan = address_plan(op, checked, nested)
+            plan = address_plan(op, checked, self.k.tree)
             gen = Remap(plan, self.slot) if plan is not None else None
             return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen)
         if not carried:
@@ -745,16 +742,17 @@ class Compiler:
 
     def subview(self, op: memref.SubviewOp) -> Closure:
         R = self.F.R
-        src, out = self.slot(op.source), self.slot(op.result)
-        n = op.source.type.get_num_dims()
+        sv = self.k.tree.subview(op) if self.k is not None and self.k.tree is not None else Subview(op)
+        src, out = self.slot(sv.source), self.slot(op.result)
+        n = sv.source.type.get_num_dims()
 
         def spec(static, dyn_vals) -> list[tuple[bool, int]]:
             it = iter(dyn_vals)
             return [(True, self.slot(next(it))) if s == DYNAMIC_INDEX else (False, s) for s in static]
 
-        offs = spec(op.static_offsets.get_values(), op.offsets)
-        sizes = spec(op.static_sizes.get_values(), op.sizes)
-        strides = spec(op.static_strides.get_values(), op.strides)
+        offs = spec(sv.static_offsets, sv.offsets)
+        sizes = spec(sv.static_sizes, sv.sizes)
+        strides = spec(sv.static_strides, sv.strides)
         res_shape = list(op.result.type.get_shape())
         dropped = _dropped_dims([s if not d else DYNAMIC_INDEX for d, s in sizes], res_shape, n)
         where = f"memref.subview in {'kernel @' + self.k.name if self.k else 'the host function'}"

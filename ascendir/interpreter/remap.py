@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Operation, SSAValue
 
 from ascendir.dialects import ascend
 from ascendir.interpreter.l2 import SHIFT
-from ascendir.interpreter.steady import _external, _is_gm
-from ascendir.interpreter.walk import walk_ops
+from ascendir.interpreter.steady import _external
+from ascendir.interpreter.walk import OpTree
 
 _AFFINE = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.IndexCastOp)
 
@@ -48,12 +47,13 @@ class AddressPlan:
         self.addr, self.control, self.copies = addr, control, copies
 
 
-def address_plan(loop: scf.ForOp, checked: list[Operation], ops: list[Operation] | None = None) -> AddressPlan | None:
+def address_plan(loop: scf.ForOp, checked: list[Operation], tree: OpTree | None = None) -> AddressPlan | None:
     """The loop's address values (module docstring), or None when it has none computed by a
     non-affine op (div, rem, min, ...): then the sampled step already moves every address
-    exactly, and steady.py needs nothing from here. `ops`: walk_ops(loop) when the caller has it."""
-    if ops is None:
-        ops = walk_ops(loop)
+    exactly, and steady.py needs nothing from here. `tree`: as for steady.uniform_loop."""
+    if tree is None:
+        tree = OpTree(loop)
+    ops = tree.walk(loop)
     inside = set(ops)
     results = [op.results[0] for op in checked]
     pos = {v: i for i, v in enumerate(results)}
@@ -67,10 +67,10 @@ def address_plan(loop: scf.ForOp, checked: list[Operation], ops: list[Operation]
                 continue
             # (operands of a subview: source, offsets, sizes, strides; only copies may use it,
             # the ops whose accesses steady.py logs)
-            if (type(u) is memref.SubviewOp and _gm_outside(u.source, inside) and 1 <= use.index <= len(u.offsets)
+            sv = tree.subview(u) if type(u) is memref.SubviewOp else None
+            if (sv is not None and sv.gm and _external(sv.source, inside) and 1 <= use.index <= len(sv.offsets)
                     and all(type(w.operation) is ascend.CopyOp for w in u.result.uses)):
-                dyn = [d for d, s in enumerate(u.static_offsets.get_values()) if s == DYNAMIC_INDEX]
-                offsets_of.setdefault(v, []).append((u, dyn[use.index - 1]))
+                offsets_of.setdefault(v, []).append((u, sv.dyn_offsets[use.index - 1]))
                 continue
             control.add(v)
     addr = [v for v in results if v in offsets_of and v not in control]
@@ -87,14 +87,10 @@ def address_plan(loop: scf.ForOp, checked: list[Operation], ops: list[Operation]
             for g in (op.source, op.dest):
                 sv = g.owner
                 if type(sv) is memref.SubviewOp and sv in by_sv:
-                    copies[op] = (sv.source, by_sv[sv])
+                    copies[op] = (tree.subview(sv).source, by_sv[sv])
     # intermediate values (used by checked ops only) act through the values they feed
     control_pos = [pos[v] for v in results if v in control]
     return AddressPlan([pos[v] for v in addr], control_pos, copies)
-
-
-def _gm_outside(v: SSAValue, inside: set[Operation]) -> bool:
-    return _is_gm(v) and _external(v, inside)
 
 
 def _nonaffine(v: SSAValue, checked: set[Operation]) -> bool:

@@ -77,13 +77,12 @@ from operator import add, is_, itemgetter, le, sub
 
 import numpy as np
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
 from ascendir.interpreter.l2 import SHIFT, first_rewrite_change
 from ascendir.interpreter.scalar import SCALAR_OPS
-from ascendir.interpreter.walk import walk_ops
+from ascendir.interpreter.walk import OpTree
 
 MIN_TRIPS = 8  # shorter loops cannot amortise detection (2 periods + a tail)
 PMAX = 16  # longest period looked for (the matmul tile loop needs lcm(block_dim, tiles)/block_dim)
@@ -92,17 +91,10 @@ REL = 1e-9  # relative tolerance of "equal delta" (sums of the same float costs)
 _INV, _AFF, _OTHER = 0, 1, 2
 
 
-def _is_gm(v: SSAValue) -> bool:
-    try:
-        return ascend.space_of(v.type).value == "gm"
-    except Exception:  # noqa: BLE001 - non-memref or no space: not GM
-        return False
-
-
-def uniform_loop(loop: scf.ForOp, ops: list[Operation] | None = None) -> list[Operation] | None:
+def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation] | None:
     """Static part of the eligibility test (module docstring): None when the loop may not be
     extrapolated, else the ops whose results are checked at run time, in program order.
-    `ops`: walk_ops(loop) when the caller has it.
+    `tree`: an OpTree holding the loop (the kernel's, built once per compile), else one is built.
     (Ops and blocks are told apart by exact type here and in memo_inputs: xDSL's classes are
     ABCs, whose isinstance is several times slower, and these walks run for every loop at
     every compile.)"""
@@ -110,7 +102,9 @@ def uniform_loop(loop: scf.ForOp, ops: list[Operation] | None = None) -> list[Op
         return None
     body = loop.body.block
     iv = body.args[0]
-    order = (ops if ops is not None else walk_ops(loop))[1:]  # the body, in program order
+    if tree is None:
+        tree = OpTree(loop)
+    order = tree.walk(loop)[1:]  # the body, in program order
     inside: set[Operation] = set(order)
     kind: dict[SSAValue, int] = {}
     checked: set[Operation] = set()
@@ -180,8 +174,9 @@ def uniform_loop(loop: scf.ForOp, ops: list[Operation] | None = None) -> list[Op
                 return None
             if op.iter_args:
                 return None
-        if type(op) is memref.SubviewOp and _is_gm(op.source):
-            if any(k(o) == _OTHER for o in op.offsets):
+        if type(op) is memref.SubviewOp:
+            sv = tree.subview(op)
+            if sv.gm and any(k(o) == _OTHER for o in sv.offsets):
                 return None
     return [op for op in order if op in checked]
 
@@ -796,23 +791,25 @@ def _external(v: SSAValue, inside: set[Operation]) -> bool:
     return owner not in inside
 
 
-def memo_inputs(loop: scf.ForOp, ops: list[Operation] | None = None) -> tuple[list[SSAValue], list[SSAValue], dict[Operation, tuple[SSAValue, list[tuple[int, int]]]]]:
+def memo_inputs(loop: scf.ForOp, tree: OpTree | None = None) -> tuple[list[SSAValue], list[SSAValue], dict[Operation, tuple[SSAValue, list[tuple[int, int]]]]]:
     """What one execution of `loop` depends on, for `LoopMemo`: (control values, address
     values, GM copies). Address values are values defined outside the loop whose only uses inside
     are dynamic offsets of subviews of GM buffers defined outside the loop: they move the GM
     addresses (by value × the buffer's element stride) and nothing else. Every other outside value
     used inside (bounds, sizes, conditions, buffers) is a control value. GM copies: copy op ->
     (the subview's source, [(dim, index into address values)]) for copies whose GM operand is
-    such a subview. `ops`: walk_ops(loop) when the caller has it."""
-    if ops is None:
-        ops = walk_ops(loop)
+    such a subview. `tree`: as for `uniform_loop`."""
+    if tree is None:
+        tree = OpTree(loop)
+    ops = tree.walk(loop)
     inside: set[Operation] = set(ops)
     uses: dict[SSAValue, list] = {}
     other: set[SSAValue] = set()
     for op in ops:
-        gm_sv = type(op) is memref.SubviewOp and _is_gm(op.source) and _external(op.source, inside)
-        dyn_dims = [i for i, s in enumerate(op.static_offsets.get_values()) if s == DYNAMIC_INDEX] if gm_sv else []
-        offsets = list(op.offsets) if gm_sv else []
+        sv = tree.subview(op) if type(op) is memref.SubviewOp else None
+        gm_sv = sv is not None and sv.gm and _external(sv.source, inside)
+        dyn_dims = sv.dyn_offsets if gm_sv else []
+        offsets = sv.offsets if gm_sv else ()
         for v in op.operands:
             if not _external(v, inside):
                 continue
@@ -836,7 +833,7 @@ def memo_inputs(loop: scf.ForOp, ops: list[Operation] | None = None) -> tuple[li
             for g in (op.source, op.dest):
                 sv = g.owner
                 if type(sv) is memref.SubviewOp and sv in by_sv:
-                    copies[op] = (sv.source, by_sv[sv])
+                    copies[op] = (tree.subview(sv).source, by_sv[sv])
     return ctrl, addr, copies
 
 

@@ -1,8 +1,13 @@
-"""Walking a kernel's ops fast (compiling runs several walks per kernel and per loop)."""
+"""Reading a kernel's IR fast: walks and decoded subviews (compiling reads them several times per
+kernel and per loop)."""
 
 from __future__ import annotations
 
-from xdsl.ir import Operation
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import DYNAMIC_INDEX
+from xdsl.ir import Operation, SSAValue
+
+from ascendir.dialects import ascend
 
 
 def walk_ops(op: Operation) -> list[Operation]:
@@ -24,13 +29,46 @@ def walk_ops(op: Operation) -> list[Operation]:
     return out
 
 
+def is_gm(v: SSAValue) -> bool:
+    """Whether `v` is a memref in GM (False for any other value)."""
+    try:
+        return ascend.space_of(v.type).value == "gm"
+    except Exception:  # noqa: BLE001 - non-memref or no space: not GM
+        return False
+
+
+class Subview:
+    """A memref.subview's operands and static lists, decoded once: xDSL decodes the operand
+    segment sizes again at every access of `source`, `offsets`, `sizes` or `strides`.
+    `dyn_offsets`: the dims whose offset is dynamic (one per value of `offsets`, in order);
+    `gm`: whether the source is in GM."""
+
+    __slots__ = ("source", "offsets", "sizes", "strides", "static_offsets", "static_sizes", "static_strides", "dyn_offsets", "gm")
+
+    def __init__(self, op: memref.SubviewOp):
+        # operands: source, offsets, sizes, strides, as many of each as the segment sizes say (the
+        # property xDSL's accessors read, AttrSizedOperandSegments)
+        _, n_off, n_size, n_stride = op.properties["operandSegmentSizes"].get_values()
+        vals = tuple(op.operands)
+        self.source = vals[0]
+        self.offsets = vals[1:1 + n_off]
+        self.sizes = vals[1 + n_off:1 + n_off + n_size]
+        self.strides = vals[1 + n_off + n_size:1 + n_off + n_size + n_stride]
+        self.static_offsets = op.static_offsets.get_values()
+        self.static_sizes = op.static_sizes.get_values()
+        self.static_strides = op.static_strides.get_values()
+        self.dyn_offsets = [d for d, s in enumerate(self.static_offsets) if s == DYNAMIC_INDEX]
+        self.gm = is_gm(self.source)
+
+
 class OpTree:
     """`walk_ops(root)` (`ops`) together with where each op's own walk lies in it: in pre-order
     an op and the ops nested in it are consecutive, so `walk(op)` is a slice and the per-loop
     analyses of a kernel (steady.py, remap.py; the tile loop's walk holds the K loop's, ...) need
-    no walk of their own. Valid while the IR is not changed: build one per compile."""
+    no walk of their own; and its subviews decoded once (`subview`). Valid while the IR is not
+    changed: build one per compile."""
 
-    __slots__ = ("ops", "_span")
+    __slots__ = ("ops", "_span", "_subviews")
 
     def __init__(self, root: Operation):
         ops: list[Operation] = []
@@ -50,8 +88,16 @@ class OpTree:
         visit(root)
         self.ops = ops
         self._span = span
+        self._subviews: dict[Operation, Subview] = {}
 
     def walk(self, op: Operation) -> list[Operation]:
         """`walk_ops(op)` for an op of the tree (KeyError for any other op)."""
         i, j = self._span[id(op)]
         return self.ops[i:j]
+
+    def subview(self, op: memref.SubviewOp) -> Subview:
+        """`op` decoded (`Subview`), once per tree; `op` is any subview (of the tree or not)."""
+        got = self._subviews.get(op)
+        if got is None:
+            got = self._subviews[op] = Subview(op)
+        return got
