@@ -70,3 +70,21 @@ def test_subview_decoding_matches_the_accessors():
         assert (sv.static_offsets, sv.static_sizes, sv.static_strides) == (
             op.static_offsets.get_values(), op.static_sizes.get_values(), op.static_strides.get_values())
         assert len(sv.dyn_offsets) == len(sv.offsets)
+
+
+def test_prewalk_class_tests_agree_with_isinstance():
+    # kernel._is_a (remembered issubclass of the op's class) stands for isinstance in the
+    # kernel pre-walks: the same answer for every op, subclasses (vector ops, flag ops) included
+    from xdsl.dialects import memref
+
+    from ascendir.interpreter.kernel import _is_a
+
+    module = parse(matmul_ir(512, 512, 512, tm=128, tn=128, tk=128, block_dim=4, nbuf=2))
+    ops = list(module.walk()) + [ascend.VaddOp.__new__(ascend.VaddOp)]
+    bases = (ascend.CopyOp, ascend.MmadOp, ascend.GatherRowsOp, ascend.VectorOp, ascend.AllocOp, ascend.FlagOp, memref.LoadOp)
+    hits = 0
+    for op in ops:
+        for base in bases:
+            assert _is_a(type(op), base) == isinstance(op, base), (op.name, base)
+            hits += isinstance(op, base)
+    assert hits > 20

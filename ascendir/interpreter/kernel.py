@@ -12,6 +12,7 @@ verified when parsed, the driver verifies after lowering), so it is not checked 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -33,16 +34,23 @@ from ascendir.interpreter.timeline import NPIPES, PIPES, CoreState, FlagQueues
 from ascendir.interpreter.walk import OpTree, walk_ops
 
 
+@functools.cache
+def _is_a(cls: type, base: type) -> bool:
+    """issubclass(cls, base), remembered per pair of classes: the pre-walks ask it of every op of
+    the kernel, and isinstance on xDSL's op classes (ABCs) runs Python code at every call."""
+    return issubclass(cls, base)
+
+
 def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None, bool] | None:
     """(pipe, unit, touches GM) of a built-in tile op known before running, else None."""
-    if isinstance(op, ascend.CopyOp):
+    if _is_a(type(op), ascend.CopyOp):
         src, dst, pipe = copy_path(op, target)
         return pipe.value, space_unit(src if src != "gm" else dst), "gm" in (src, dst)
-    if isinstance(op, ascend.MmadOp):
+    if _is_a(type(op), ascend.MmadOp):
         return "M", "aic", False
-    if isinstance(op, ascend.GatherRowsOp):
+    if _is_a(type(op), ascend.GatherRowsOp):
         return "MTE2", "aiv", True
-    if isinstance(op, ascend.VectorOp):
+    if _is_a(type(op), ascend.VectorOp):
         return "V", "aiv", False
     return None
 
@@ -61,7 +69,7 @@ def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig, ops: list[O
     need: dict[tuple[str, int], int] = {}
     planned: dict[tuple[str, int], int] = {}  # space -> end of the highest buffer placed by plan-memory
     for op in ops if ops is not None else walk_ops(kernel):
-        if isinstance(op, ascend.AllocOp):
+        if _is_a(type(op), ascend.AllocOp):
             t = op.result.type
             space = space_of(t).value
             if space == "gm":
@@ -120,7 +128,7 @@ def _check_units(kernel: ascend.KernelOp, order: list[Operation], statics: dict,
     """
     core = kernel.core_type.data
     for o in order:
-        if isinstance(o, ascend.AllocOp):
+        if _is_a(type(o), ascend.AllocOp):
             space = space_of(o.result.type).value
             unit = None if space == "gm" else space_unit(space)
             what = f"a {space} buffer"
@@ -166,7 +174,7 @@ def flag_units(order: list[Operation], placed: list[tuple[str, int] | None]) -> 
 
     by_name: dict[tuple[str, str, int], tuple[int, int]] = {}
     for i, o in enumerate(order):
-        if not isinstance(o, ascend.FlagOp):
+        if not _is_a(type(o), ascend.FlagOp):
             continue
         s, d = o.src.data, o.dst.data
         hint = o.attributes.get(FLAG_UNITS_ATTR)
@@ -247,7 +255,7 @@ class KernelProgram:
         order = ops[1:]
         self.nunits = 1
         second = any(subblock(o) for o in order) or any(
-            isinstance(o, ascend.FlagOp) and FLAG_UNITS_ATTR in o.attributes and "aiv1" in o.attributes[FLAG_UNITS_ATTR].data
+            _is_a(type(o), ascend.FlagOp) and FLAG_UNITS_ATTR in o.attributes and "aiv1" in o.attributes[FLAG_UNITS_ATTR].data
             for o in order
         )
         if second and not t.split:
@@ -266,7 +274,7 @@ class KernelProgram:
         if t.split and self.core_type in ("aic", "aiv"):
             _check_units(op, order, statics, t)
         self.gm_reads = t.memory.l2_model == "tile" and any(
-            isinstance(o, ascend.CopyOp) and copy_path(o, t)[0] == "gm" for o in order
+            _is_a(type(o), ascend.CopyOp) and copy_path(o, t)[0] == "gm" for o in order
         )
         groups = min(self.block_dim, self.ncores)  # a mixed kernel's AIC + AIVs share one slice
         gm_share = t.hbm_bytes_per_cycle / groups
@@ -284,15 +292,15 @@ class KernelProgram:
         # memo key (memo.py): an id of the kernel without its name. None when launches with the same
         # text and argument aliasing may run differently: fresh GM roots of its own, or scalars
         # read from data (memref.load) steering the control flow in numerics mode
-        gm_alloc = any(isinstance(o, ascend.AllocOp) and space_of(o.result.type).value == "gm" for o in order)
-        data_control = not m.timing_only and any(isinstance(o, memref.LoadOp) for o in order)
-        self.nchip = sum(isinstance(o, ascend.AllocOp) and space_of(o.result.type).value != "gm" for o in order)
+        gm_alloc = any(_is_a(type(o), ascend.AllocOp) and space_of(o.result.type).value == "gm" for o in order)
+        data_control = not m.timing_only and any(_is_a(type(o), memref.LoadOp) for o in order)
+        self.nchip = sum(_is_a(type(o), ascend.AllocOp) and space_of(o.result.type).value != "gm" for o in order)
         self.memo_text = None if gm_alloc or data_control else _memo_id(m, op, ops)
 
     def _flag_units(self, order: list[Operation], statics: dict) -> dict[Operation, tuple[int, int]]:
         """(src unit, dst unit) of every flag op (`flag_units`; all 0 on a single unit)."""
         if self.nunits == 1:
-            return {o: (0, 0) for o in order if isinstance(o, ascend.FlagOp)}
+            return {o: (0, 0) for o in order if _is_a(type(o), ascend.FlagOp)}
         placed = [(statics[o][0], unit_of(statics[o][0], statics[o][1], 2, subblock(o))) if statics.get(o) else None for o in order]
         return flag_units(order, placed)
 
