@@ -54,7 +54,7 @@ def address_plan(loop: scf.ForOp, checked: list[Operation], tree: OpTree | None 
     if tree is None:
         tree = OpTree(loop)
     ops = tree.walk(loop)
-    inside = set(ops)
+    inside = {id(o) for o in ops}  # (as steady._external takes them)
     results = [op.results[0] for op in checked]
     pos = {v: i for i, v in enumerate(results)}
     checked_set = set(checked)

@@ -105,7 +105,7 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
     if tree is None:
         tree = OpTree(loop)
     order = tree.walk(loop)[1:]  # the body, in program order
-    inside: set[Operation] = set(order)
+    inside = {id(o) for o in order}  # (ids: an xDSL op's hash is Python code)
     kind: dict[SSAValue, int] = {}
     checked: set[Operation] = set()
 
@@ -130,14 +130,14 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
         owner = v.owner
         if type(owner) is Block:
             parent = owner.parent_op()
-            if parent is None or parent not in inside:
+            if parent is None or id(parent) not in inside:
                 r = _INV
             elif type(parent) is scf.ForOp and owner.args and v is owner.args[0]:
                 # an inner loop's iv takes the same values every iteration if its bounds do
                 r = _INV if all(k(x) == _INV or x.owner in checked for x in (parent.lb, parent.ub, parent.step)) else _OTHER
             else:
                 r = _OTHER
-        elif owner not in inside:
+        elif id(owner) not in inside:
             r = _INV
         elif type(owner) is arith.ConstantOp:
             r = _INV
@@ -783,12 +783,13 @@ class SteadyLoop:
 # ----------------------------------------------------------------------------------------------
 # reuse of a whole loop execution (nested regimes, across blocks)
 # ----------------------------------------------------------------------------------------------
-def _external(v: SSAValue, inside: set[Operation]) -> bool:
+def _external(v: SSAValue, inside: set[int]) -> bool:
+    """Whether `v` is defined outside the ops whose ids are `inside`."""
     owner = v.owner
     if type(owner) is Block:
         parent = owner.parent_op()
-        return parent is None or parent not in inside
-    return owner not in inside
+        return parent is None or id(parent) not in inside
+    return id(owner) not in inside
 
 
 def memo_inputs(loop: scf.ForOp, tree: OpTree | None = None) -> tuple[list[SSAValue], list[SSAValue], dict[Operation, tuple[SSAValue, list[tuple[int, int]]]]]:
@@ -802,7 +803,7 @@ def memo_inputs(loop: scf.ForOp, tree: OpTree | None = None) -> tuple[list[SSAVa
     if tree is None:
         tree = OpTree(loop)
     ops = tree.walk(loop)
-    inside: set[Operation] = set(ops)
+    inside = {id(o) for o in ops}
     uses: dict[SSAValue, list] = {}
     other: set[SSAValue] = set()
     for op in ops:
