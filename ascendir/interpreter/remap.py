@@ -30,7 +30,7 @@ from xdsl.ir import Operation, SSAValue
 
 from ascendir.dialects import ascend
 from ascendir.interpreter.l2 import SHIFT
-from ascendir.interpreter.steady import _external
+from ascendir.interpreter.steady import _external, offset_copies
 from ascendir.interpreter.walk import OpTree
 
 _AFFINE = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.IndexCastOp)
@@ -76,21 +76,9 @@ def address_plan(loop: scf.ForOp, checked: list[Operation], tree: OpTree | None 
     addr = [v for v in results if v in offsets_of and v not in control]
     if not any(_nonaffine(v, checked_set) for v in addr):
         return None
-    number = {v: j for j, v in enumerate(addr)}
-    by_sv: dict[Operation, list[tuple[int, int]]] = {}
-    for v in addr:
-        for sv, dim in offsets_of[v]:
-            by_sv.setdefault(sv, []).append((dim, number[v]))
-    copies: dict[Operation, tuple[SSAValue, list[tuple[int, int]]]] = {}
-    for op in ops:
-        if type(op) is ascend.CopyOp:
-            for g in (op.source, op.dest):
-                sv = g.owner
-                if type(sv) is memref.SubviewOp and sv in by_sv:
-                    copies[op] = (tree.subview(sv).source, by_sv[sv])
     # intermediate values (used by checked ops only) act through the values they feed
     control_pos = [pos[v] for v in results if v in control]
-    return AddressPlan([pos[v] for v in addr], control_pos, copies)
+    return AddressPlan([pos[v] for v in addr], control_pos, offset_copies(ops, tree, addr, offsets_of))
 
 
 def _nonaffine(v: SSAValue, checked: set[Operation]) -> bool:

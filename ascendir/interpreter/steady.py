@@ -823,6 +823,14 @@ def memo_inputs(loop: scf.ForOp, tree: OpTree | None = None) -> tuple[list[SSAVa
                 uses[o].append((op, dyn_dims[k]))
     addr = [v for v in uses if v not in other and uses[v]]
     ctrl = [v for v in uses if v not in addr]
+    return ctrl, addr, offset_copies(ops, tree, addr, uses)
+
+
+def offset_copies(ops: list[Operation], tree: OpTree, addr: list[SSAValue],
+                  uses: dict[SSAValue, list[tuple[Operation, int]]]) -> dict[Operation, tuple[SSAValue, list[tuple[int, int]]]]:
+    """The copies among `ops` whose GM operand is a subview offset by values of `addr`: copy op
+    -> (the subview's source, [(dim, index into addr)]). `uses`: value -> the (subview, dim)
+    pairs it offsets."""
     index = {v: j for j, v in enumerate(addr)}
     by_sv: dict[Operation, list[tuple[int, int]]] = {}
     for v in addr:
@@ -835,7 +843,7 @@ def memo_inputs(loop: scf.ForOp, tree: OpTree | None = None) -> tuple[list[SSAVa
                 sv = g.owner
                 if type(sv) is memref.SubviewOp and sv in by_sv:
                     copies[op] = (tree.subview(sv).source, by_sv[sv])
-    return ctrl, addr, copies
+    return copies
 
 
 VARIANTS = 8  # stored executions per key (L2 outcome patterns differ between blocks)

@@ -11,22 +11,9 @@ from ascendir.dialects import ascend
 
 
 def walk_ops(op: Operation) -> list[Operation]:
-    """`op` and every op nested in it, in `op.walk()` order (pre-order, program order). A plain
-    recursion over the block lists: xDSL's walk passes every op up through a generator per
-    enclosing op, region and block, which made the kernel walks a visible part of compiling."""
-    out: list[Operation] = []
-
-    def visit(o: Operation) -> None:
-        out.append(o)
-        for region in o.regions:
-            for block in region.blocks:
-                x = block.first_op
-                while x is not None:
-                    visit(x)
-                    x = x.next_op
-
-    visit(op)
-    return out
+    """`op` and every op nested in it, in `op.walk()` order (pre-order, program order): the ops of
+    an `OpTree` of it."""
+    return OpTree(op).ops
 
 
 def is_gm(v: SSAValue) -> bool:
@@ -62,7 +49,9 @@ class Subview:
 
 
 class OpTree:
-    """`walk_ops(root)` (`ops`) together with where each op's own walk lies in it: in pre-order
+    """The ops of `root` in `root.walk()` order (`ops`; a plain recursion over the block lists:
+    xDSL's walk passes every op up through a generator per enclosing op, region and block, which
+    made the kernel walks a visible part of compiling), with where each op's own walk lies in it: in pre-order
     an op and the ops nested in it are consecutive, so `walk(op)` is a slice and the per-loop
     analyses of a kernel (steady.py, remap.py; the tile loop's walk holds the K loop's, ...) need
     no walk of their own; and its subviews decoded once (`subview`). Valid while the IR is not
