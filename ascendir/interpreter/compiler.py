@@ -476,14 +476,12 @@ class Compiler:
         from the same relative state (next tile of an outer loop, another block); `gen`: its
         address values that are not affine in the iv (remap.py), None when it has none."""
         F, R = self.F, self.F.R
-        evals = [([self.slot(v) for v in o.operands], self.slot(o.results[0])) for o in checked]
-        outs = [e[1] for e in evals]
         values_at = self.checked_values(iv, checked) if checked else None
         same_all = step_test(list(range(len(checked))))
         same_ctl = step_test(gen.control_pos) if gen is not None else None
         # the checked values are pure functions of the iv and these outside values: memoised per
         # their values across executions of the loop (steady.SteadyLoop.vals)
-        inputs = sorted({x for ins, _ in evals for x in ins if x != iv} - set(outs))
+        inputs = sorted({self.slot(v) for o in checked for v in o.operands} - {iv} - {self.slot(o.results[0]) for o in checked})
         known: dict[tuple, dict] = {}
 
         def plain(rng) -> None:
@@ -520,8 +518,8 @@ class Compiler:
                 # in the timed pass the misses repeat with the addresses' longer period, which is
                 # then the loop's (a shorter one is cut at once by the next miss)
                 remapped = gen is not None and (F.l2p is None or F.l2p.recording)
-                sl = SteadyLoop(F, n, tops if evals else None, memo, NPIPES, gen if remapped else None, same_ctl if remapped else same_all)
-                if evals:
+                sl = SteadyLoop(F, n, tops if checked else None, memo, NPIPES, gen if remapped else None, same_ctl if remapped else same_all)
+                if checked:
                     ik = (rng.start, rng.step, *[R[x] for x in inputs])
                     vals = known.get(ik)
                     if vals is None and len(known) < 64:

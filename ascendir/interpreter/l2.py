@@ -167,15 +167,12 @@ def first_rewrite_change(dirty: dict[int, float], window: float, keys: np.ndarra
     a tile still dirty within `window`) differs from expect[i], len(keys) when none; `dirty` is
     not changed. For jumps whose skipped writes go to addresses the sampled periods did not
     predict by a constant step (remap.py)."""
-    mine: dict[int, float] = {}
+    mine: dict[int, float] = {}  # the tiles these writes touch, starting from `dirty`
     for i, (k, t, e) in enumerate(zip(keys.tolist(), times.tolist(), expect.tolist())):
-        p = mine.get(k)
-        if p is None:
-            p = dirty.get(k)
-        if (p is not None and abs(t - p) <= window) != e:
+        if k not in mine and k in dirty:
+            mine[k] = dirty[k]
+        if _rewrite(mine, k, t, window) != e:
             return i
-        if p is None or t > p:
-            mine[k] = t
     return len(keys)
 
 

@@ -561,29 +561,27 @@ class SteadyLoop:
             if tshift != 0.0:  # (cur.t + tshift) + k·dt, as the accesses of a period k periods on
                 t = ((cur.t + tshift) + rep.kdt[:m]).ravel()
             rk = rt = None
-            cut = m
+            cut = m  # the first period whose accesses get other L2 outcomes than the sampled one's
             if rep.vals is not None and nr < L:  # remapped writes may rewrite other tiles (remap.py)
                 cut = first_write_change(F, keys[wr], t[wr], hit[wr]) // (L - nr)
-            if nr or cut < m:
+            if nr:
+                rk, rt = (keys, t) if nr == L else (keys[rd], t[rd])
+                cut = min(cut, F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit, rep.misses) // nr)
+            if cut < m:
+                m = cut
+                stopped = True
+                if m < 1:
+                    if regime is None:
+                        self.hist.clear()
+                    else:  # the next period differs again: it runs normally
+                        regime[5] = idx + P
+                        self.regime = regime
+                    return 0
+                off, keys = off[:m * L], keys[:m * L]
                 if nr:
-                    rk, rt = (keys, t) if nr == L else (keys[rd], t[rd])
-                    # the first period whose reads get other outcomes than the sampled one's
-                    cut = min(cut, F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit, rep.misses) // nr)
-                if cut < m:
-                    m = cut
-                    stopped = True
-                    if m < 1:
-                        if regime is None:
-                            self.hist.clear()
-                        else:  # the next period differs again: it runs normally
-                            regime[5] = idx + P
-                            self.regime = regime
-                        return 0
-                    off, keys = off[:m * L], keys[:m * L]
-                    if nr:
-                        rk, rt = rk[:m * nr], rt[:m * nr]
-                    cid, sid, rd, hit, wr, hits, t0 = rep.rows(m)
-                    t = t0 if tshift == 0.0 else t[:m * L]
+                    rk, rt = rk[:m * nr], rt[:m * nr]
+                cid, sid, rd, hit, wr, hits, t0 = rep.rows(m)
+                t = t0 if tshift == 0.0 else t[:m * L]
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
             _apply_accesses(F, Acc(cid, sid, off, t, rd, hit), keys, off, t, hits if nr else None, allrd=nr == L,
                             nhit=(m * (nr - len(rep.misses))) if nr else None, rk=rk, rt=rt, wr=wr)
