@@ -12,7 +12,9 @@ semantics functions are not called. Costs are computed identically.
 
 from __future__ import annotations
 
+import gc
 import math
+from contextlib import contextmanager
 
 import numpy as np
 from xdsl.dialects import func
@@ -113,12 +115,13 @@ class ModuleProg:
         self.clock = 0.0
         if self.l2 is not None:
             self.l2.reset()
-        try:
-            for f in self.body:
-                f()
-            values: list = []
-        except Return as r:
-            values = r.values
+        with gc_paused():
+            try:
+                for f in self.body:
+                    f()
+                values: list = []
+            except Return as r:
+                values = r.values
         outs = {}
         for name, v in zip(self.res_names, values):
             outs[name] = v if self.timing_only else np.array(v, copy=True)
@@ -134,4 +137,21 @@ def compile_module(module: ModuleOp, target: HardwareConfig, weights: WeightStor
     Raises:
         AscendirError: unsupported ops, missing paths on the target, buffer capacity overflow.
     """
-    return ModuleProg(module, target, weights, timing_only, trace, extrapolate, check_races)
+    with gc_paused():
+        return ModuleProg(module, target, weights, timing_only, trace, extrapolate, check_races)
+
+
+@contextmanager
+def gc_paused():
+    """Pause Python's cyclic garbage collector (if on) for the block. Compiling and running
+    allocate many containers that live to the end (closures, GM logs, stored loop executions):
+    the collector's generational passes keep walking them and find next to nothing (a 4096^3
+    timing-only run leaves no cyclic garbage; a compile a few thousand objects, collected after
+    the block), yet cost 5-10 % of the wall time of benchmarks/interpreter_speed.py."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
