@@ -147,7 +147,8 @@ def gc_paused():
     allocate many containers that live to the end (closures, GM logs, stored loop executions):
     the collector's generational passes keep walking them and find next to nothing (a 4096^3
     timing-only run leaves no cyclic garbage; a compile a few thousand objects, collected after
-    the block), yet cost 5-10 % of the wall time of benchmarks/interpreter_speed.py."""
+    the block), yet cost about 1 % of the instructions and a few % of the wall time of
+    benchmarks/interpreter_speed.py's 4096^3 run."""
     was = gc.isenabled()
     gc.disable()
     try:
