@@ -47,7 +47,7 @@ def test_designated_hold_matches_scalar_lookup():
     acc = Acc(np.zeros(n, np.int64), rng.integers(1, 4, n), rng.integers(0, 1 << 20, n), rng.random(n) * 1e4,
               np.ones(n, bool), np.ones(n, bool))
     table = rng.integers(0, 64, (2, 2))
-    coefs = Coefs(table, rng.integers(0, 2, n))
+    coefs = Coefs(table.tolist(), rng.integers(0, 2, n))
     dv = rng.integers(0, 100, 2)
     tshift, t0, window = 123.5, 50.0, 2000.0
     ri = np.arange(n)
@@ -63,8 +63,8 @@ def test_designated_hold_matches_scalar_lookup():
         key = int(acc.sid[p]) * SHIFT + int(acc.off[p]) + int(table[coefs.inv[p]] @ dv)
         want[p] = key in last and float(acc.t[p]) + tshift - last[key] <= window
     assert want.sum() not in (0, n)
-    assert _designated_hold(F, acc, coefs, dv, ri, want, tshift, des, [])
+    assert _designated_hold(F, acc, coefs, coefs.row_shifts(dv.tolist()), ri, want, tshift, des, [])
     for p in des:
         flipped = want.copy()
         flipped[p] = not flipped[p]
-        assert not _designated_hold(F, acc, coefs, dv, ri, flipped, tshift, des, [])
+        assert not _designated_hold(F, acc, coefs, coefs.row_shifts(dv.tolist()), ri, flipped, tshift, des, [])

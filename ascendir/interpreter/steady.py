@@ -73,7 +73,7 @@ needs every op) and in numerics mode.
 from __future__ import annotations
 
 from itertools import chain
-from operator import add, is_, itemgetter, le, sub
+from operator import add, is_, itemgetter, le, mul, sub
 
 import numpy as np
 from xdsl.dialects import arith, memref, scf
@@ -902,7 +902,10 @@ class LoopMemo:
                 return itemgetter(*slots) if len(slots) > 1 else (lambda X, s=slots[0]: X[s]) if slots else (lambda X: None)
 
             get, get_tags = getter(sc), getter(fixed)
-            self.ctrl_key = lambda R, A: (get(R), get_tags(A), *[(R[s].shape, A[s]) for s in dyn])
+            if dyn:
+                self.ctrl_key = lambda R, A: (get(R), get_tags(A), *[(R[s].shape, A[s]) for s in dyn])
+            else:  # (the common case) without an empty comprehension per call
+                self.ctrl_key = lambda R, A: (get(R), get_tags(A))
         self.addr = addr  # slots of the address values
         self.copies = copies  # id(copy op) -> (source slot, [(dim, address index)])
         self.table: dict[tuple, list] = {}
@@ -951,7 +954,7 @@ class LoopMemo:
             if len(v) == 2:  # stored raw (`store`): arrays built on the first match
                 v = vs[j] = self._finish(*v)
             ri, misses = v[15], v[17]
-            dv = None
+            sh = None  # the table rows' shifts (Coefs.row_shifts)
             hit = None
             if len(ri):  # _outcomes_hold over all the reads, its cheap tests first
                 if des is None and not l2p.recording:  # the same for every candidate
@@ -966,18 +969,18 @@ class LoopMemo:
             tshift = (F.t0 + base) - (vt0 + vbase)
             if coefs is not None:
                 if addr is None:
-                    addr = np.array([R[s] for s in self.addr], np.int64)
-                dv = addr - vaddr
+                    addr = [R[s] for s in self.addr]
+                sh = coefs.row_shifts(list(map(sub, addr, vaddr)))
             if len(ri):
                 if des:  # the stored misses are designated ones (above): do the designated reads hold?
-                    if not _designated_hold(F, acc, coefs, dv, ri, rhit, tshift, des, lists):
+                    if not _designated_hold(F, acc, coefs, sh, ri, rhit, tshift, des, lists):
                         continue
                 hit = rhit
             t = acc.t + tshift
-            if dv is None:
+            if sh is None:
                 off, keys = acc.off, keys0
             else:
-                cd = coefs.shift(dv)
+                cd = coefs.shift(sh)
                 off, keys = acc.off + cd, keys0 + cd
             _apply_accesses(F, acc, keys, off, t, hit, allrd, nhit)
             self._restore(F, S, vS, base - vbase, ef, ed, eq, dS, dbusy, dacct, s_free)
@@ -1016,17 +1019,18 @@ class LoopMemo:
             s_free, vbase, vS = v[0], v[2], v[3]
             acc, coefs, vaddr, vt0, ri, rhit, misses, cp = v[10], v[11], v[12], v[13], v[15], v[16], v[17], v[18]
             if coefs is not None and addr is None:
-                addr = np.array([R[s] for s in self.addr], np.int64)
+                addr = [R[s] for s in self.addr]
             idx0, vec, lens, npre, regime, dbusy, dacct, rows, nr = cp  # nr: reads before the checkpoint
-            dv = addr - vaddr if coefs is not None else None
+            dv = list(map(sub, addr, vaddr)) if coefs is not None else None  # address-value delta
+            sh = coefs.row_shifts(dv) if dv is not None else None  # the table rows' shifts
             tshift = (F.t0 + base) - (vt0 + vbase)
             c_shift = base - vbase
             if nr:
                 des = None if l2p.recording else l2p._designated(F.block, l2p.ordinal.get(F.block, 0), nr)
-                if not _outcomes_hold(F, acc, coefs, dv, ri, rhit, misses, tshift, nr, des, v[23]):
+                if not _outcomes_hold(F, acc, coefs, sh, ri, rhit, misses, tshift, nr, des, v[23]):
                     continue
             part = Acc(acc.cid[:npre], acc.sid[:npre], acc.off[:npre], acc.t[:npre], acc.rd[:npre], acc.hit[:npre])
-            off = part.off if dv is None else part.off + coefs.shift(dv)[:npre]
+            off = part.off if sh is None else part.off + coefs.shift(sh)[:npre]
             _apply_accesses(F, part, part.sid * SHIFT + off, off, part.t + tshift, rhit[:nr] if nr else None)
             ns = len(F.core.free)
             k = 3 * ns + len(F.acct)
@@ -1038,8 +1042,8 @@ class LoopMemo:
             self._restore(F, S, vS, c_shift, vec[:ns], vec[ns:2 * ns], eq, dS, dbusy, dacct, s_free)
             P, d, prev, cur = regime[0], regime[1], regime[2], regime[3]
             oshift = None
-            if dv is not None and dv.any():
-                oshift = np.array([sum(a * b for a, b in zip(rows.get(c, ()), dv.tolist())) for c in cur.cid.tolist()], np.int64)
+            if dv is not None and any(dv):
+                oshift = np.array([sum(a * b for a, b in zip(rows.get(c, ()), dv)) for c in cur.cid.tolist()], np.int64)
             return idx0, P, d, prev, cur, [P, d, prev, cur, regime[4], 0, regime[6], idx0, regime[8], oshift], tshift
         return None
 
@@ -1065,8 +1069,8 @@ class LoopMemo:
                     k += len(ts)
                 elif q:
                     q.clear()
-            core.busy[:] = list(map(add, core.busy, dbusy))
-            F.acct[:] = list(map(add, F.acct, dacct))
+            core.busy[:] = map(add, core.busy, dbusy)  # (the slice assignment takes the map whole first)
+            F.acct[:] = map(add, F.acct, dacct)
             if not s_free:
                 F.srel += 1
             return
@@ -1139,18 +1143,24 @@ class LoopMemo:
             rows = {c: i for i, c in enumerate(dict.fromkeys(cids))}
             inv = np.array(list(map(rows.__getitem__, cids)), np.int64)
             zero = [0] * len(self.addr)
-            coefs = Coefs(np.array([coef_rows.get(c, zero) for c in rows], np.int64).reshape(len(rows), len(self.addr)), inv)
-        vaddr = np.array(head[12], np.int64) if self.addr else None
+            coefs = Coefs([coef_rows.get(c, zero) for c in rows], inv)
+        vaddr = head[12]
         rd = acc.rd
-        ri = np.flatnonzero(rd)
+        allrd = bool(rd.all())
+        if allrd:  # (a K loop's accesses: reads only) the reads are the accesses
+            ri, rhit = np.arange(len(rd)), acc.hit
+        else:
+            ri, rhit = np.flatnonzero(rd), acc.hit[rd]
         if cp is not None:  # + the coefficient rows, the number of reads before the checkpoint
-            cp = (*cp, coef_rows, int(np.searchsorted(ri, cp[3])))
-        rhit = acc.hit[rd]
+            cp = (*cp, coef_rows, cp[3] if allrd else int(np.searchsorted(ri, cp[3])))
+        # the misses' positions among the reads: a Python scan of a few dozen outcomes costs
+        # less than the numpy calls
+        misses = frozenset([p for p, h in enumerate(rhit.tolist()) if not h])
         # + the keys before the address shift, whether every access reads, the reads' hit count,
         # the token, a cache for `_designated_hold`
         return (*head[:10], acc, coefs, vaddr, head[13], head[14],
-                ri, rhit, frozenset(np.flatnonzero(~rhit).tolist()), cp,
-                acc.sid * SHIFT + acc.off, bool(rd.all()), int(np.count_nonzero(rhit)), head, [])
+                ri, rhit, misses, cp,
+                acc.sid * SHIFT + acc.off, allrd, len(rhit) - len(misses), head, [])
 
 
 def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
@@ -1210,43 +1220,50 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
 
 class Coefs:
     """Address coefficients of a stored execution's GM accesses (LoopMemo): access i moves by
-    `table[inv[i]] @ dv` elements when the address values move by dv (one table row per copy op)."""
+    `table[inv[i]] @ dv` elements when the address values move by dv (one table row per copy op;
+    `table`: Python lists of ints, a few rows of a few values, where numpy calls cost more than
+    the sums)."""
 
     __slots__ = ("table", "inv")
 
-    def __init__(self, table: np.ndarray, inv: np.ndarray):
+    def __init__(self, table: list[list[int]], inv: np.ndarray):
         self.table, self.inv = table, inv
 
-    def shift(self, dv: np.ndarray) -> np.ndarray:
-        """Element-offset shift of every access for address-value delta dv."""
-        return (self.table @ dv)[self.inv]
+    def row_shifts(self, dv: list[int]) -> list[int]:
+        """`table @ dv`: the element-offset shift of each row for address-value delta dv (once
+        per candidate: `_designated_hold` and `shift` both use it)."""
+        return [sum(map(mul, row, dv)) for row in self.table]
+
+    def shift(self, rows: list[int]) -> np.ndarray:
+        """Element-offset shift of every access, given the rows' shifts (`row_shifts`)."""
+        return np.array(rows, np.int64)[self.inv]
 
 
-def _outcomes_hold(F, acc: Acc, coefs, dv, ri, rhit, misses, tshift: float, nr: int, des: list[int] | None, cache: list) -> bool:
+def _outcomes_hold(F, acc: Acc, coefs, rows, ri, rhit, misses, tshift: float, nr: int, des: list[int] | None, cache: list) -> bool:
     """Whether the first `nr` reads of a stored execution (LoopMemo.reuse / .prefix), moved by
-    address delta `dv` and time shift `tshift`, get their stored outcomes `rhit` now: only
+    `rows` (the table rows' shifts, `Coefs.row_shifts`) and time shift `tshift`, get their
+    stored outcomes `rhit` now: only
     designated misses (l2.L2Pass; `des`, None in the recording pass) can miss, and those look at
     the chip L2 of earlier kernels."""
     if des is None:
         return not any(p < nr for p in misses)
     if not all(p in des for p in misses if p < nr):
         return False
-    return _designated_hold(F, acc, coefs, dv, ri, rhit, tshift, des, cache)
+    return _designated_hold(F, acc, coefs, rows, ri, rhit, tshift, des, cache)
 
 
-def _designated_hold(F, acc: Acc, coefs, dv, ri, rhit, tshift: float, des: list[int], cache: list) -> bool:
+def _designated_hold(F, acc: Acc, coefs, rows, ri, rhit, tshift: float, des: list[int], cache: list) -> bool:
     """The residency part of `_outcomes_hold`: every designated read `des` (indices into the
     reads `ri`) gets its stored outcome. Element by element on Python lists of the stored arrays
     (`cache`: the stored execution's, built on first use): a call looks at a handful of reads,
-    where numpy's per-call and per-element costs dominate; the row shifts `table @ dv` are one
-    product (int64, as the access's row @ dv)."""
+    where numpy's per-call and per-element costs dominate; `rows`: the row shifts
+    (`Coefs.row_shifts`, None without address values)."""
     if not des:
         return True
     if not cache:
         cache.append((ri.tolist(), acc.sid.tolist(), acc.off.tolist(), acc.t.tolist(), rhit.tolist(),
                       coefs.inv.tolist() if coefs is not None else None))
     ri_l, sid_l, off_l, t_l, hit_l, inv_l = cache[0]
-    rows = (coefs.table @ dv).tolist() if dv is not None else None
     resident, t0 = F.l2.resident_before, F.t0
     for p in des:
         e = ri_l[p]
