@@ -349,7 +349,8 @@ class L2Pass:
     def read_many(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float, hit: np.ndarray,
                   nhit: int | None = None) -> None:
         """Record the next len(keys) reads of `block`, whose outcomes (as `first_change` checked
-        them) are `hit` (`nhit`: its number of hits, when known)."""
+        them) are `hit` (`nhit`: its number of hits, when known). `keys`, `times`: 1-D int64 and
+        float64 arrays, never written to afterwards (kept as they are until `L2Cache.commit`)."""
         n = len(keys)
         j0 = self.ordinal.get(block, 0)
         self.ordinal[block] = j0 + n
@@ -360,7 +361,8 @@ class L2Pass:
         if self.checks is not None:
             for i in self._designated(block, j0, n):
                 self.checks.append((int(keys[i]), float(times[i]), bool(hit[i])))
-        l2.write_many(keys, times)
+        if n:  # (L2Cache.write_many without its conversions: steady.py passes 1-D int64 keys, float64 times)
+            l2.chunks.append((keys, times))
         h = int(np.count_nonzero(hit)) if nhit is None else nhit
         l2.hits += h
         l2.misses += n - h
