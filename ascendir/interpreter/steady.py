@@ -290,7 +290,7 @@ class _Replay:
         chit = cur.hit[rd]
         self.nr = nr = len(chit)
         self.chit = chit.tolist()  # the sampled period's read outcomes (L2Pass.first_change)
-        self.misses = np.flatnonzero(~chit).tolist()
+        self.misses = (~chit).nonzero()[0].tolist()  # (np.flatnonzero's Python wrapper costs more than the work)
         ks = np.arange(1, K + 1, dtype=np.int64)[:, None]
         if cur.ph is not None and sl.gen is not None:  # each skipped iteration's own address values
             self.vals = sl.vals
@@ -303,7 +303,7 @@ class _Replay:
         self.t = (cur.t[None, :] + self.kdt).ravel()  # the times when the time shift is 0
         self.cid, self.sid, self.rd, self.hit = _tile(cur.cid, K), _tile(cur.sid, K), _tile(rd, K), _tile(cur.hit, K)
         self.wr = None if nr == len(rd) else ~self.rd
-        self.hits = _tile(chit, K)
+        self.hits = self.hit if self.wr is None else _tile(chit, K)  # every access reads: the same table
         self.views: dict[int, tuple] = {K: (self.cid, self.sid, self.rd, self.hit, self.wr, self.hits, self.t)}
 
     def rows(self, m: int) -> tuple:
