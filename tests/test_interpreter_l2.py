@@ -184,3 +184,24 @@ builtin.module {{
     nbytes = 64 * 64 * 4
     assert busy[0] == pytest.approx(HW.startup["fix"] + nbytes / HW.rates["l0c_to_gm"])
     assert busy[1] - busy[0] == pytest.approx(HW.startup["fix"] + nbytes / HW.rates["l0c_to_l2"])
+
+
+def test_read_many_records_first_changes_conversions_as_its_own():
+    """steady.py hands `read_many` the designated reads `first_change` converted (`seen`): the
+    memo checks must be those read_many builds itself, for every prefix a cut-short jump records."""
+    c = L2Cache(HW)
+    c.write(5, 0.0)
+    c.commit()  # key 5 resident from an earlier kernel, the others not
+    keys = np.array([5, 6, 7, 5, 6, 7, 5, 6], np.int64)
+    times = np.arange(8, dtype=np.float64) + 10.0
+    expect = [True, False, True, True]  # a sampled period of 4 reads: the second one missed
+    for n in range(0, 9):
+        got = []
+        for seen in (None, []):
+            p = L2Pass.settled(c.window, {(0, 1), (0, 3), (0, 5), (0, 7)})
+            p.checks = []
+            first = p.first_change(c, keys, times, 0, 0.0, expect, [1], seen)
+            assert first == 7  # designated reads 1, 3, 5 get their sampled outcome; 7 (key 6) misses
+            p.read_many(c, keys[:n], times[:n], 0, 0.0, np.array([expect[i % 4] for i in range(n)]), seen=seen if n <= first else None)
+            got.append(p.checks)
+        assert got[0] == got[1]

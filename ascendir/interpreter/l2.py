@@ -319,12 +319,13 @@ class L2Pass:
         return [j - j0 for j in ords[lo:hi]]
 
     def first_change(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float,
-                     expect: list[bool], misses: list[int]) -> int:
+                     expect: list[bool], misses: list[int], seen: list | None = None) -> int:
         """Index of the first of the next len(keys) reads of `block` whose outcome (what `read`
         would answer) differs from expect[i % len(expect)] (a sampled period's outcomes,
         repeated; `misses`: the positions where it is False), len(keys) when none; without
         recording. Plain Python over the designated misses only: a replay has a handful of them,
-        so no outcome array is built."""
+        so no outcome array is built. `seen`: gets (index, key, time, outcome) of each designated
+        read before the returned index (`read_many` records them without converting again)."""
         n, nr = len(keys), len(expect)
         if self.recording:  # every read hits
             return misses[0] if misses and misses[0] < n else n
@@ -342,15 +343,19 @@ class L2Pass:
         for i in des:
             if i >= first:
                 break
-            if l2.resident_before(int(keys[i]), float(times[i]), t_start) != expect[i % nr]:
+            k, t, e = int(keys[i]), float(times[i]), expect[i % nr]
+            if l2.resident_before(k, t, t_start) != e:
                 return i
+            if seen is not None:
+                seen.append((i, k, t, e))
         return first
 
     def read_many(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float, hit: np.ndarray,
-                  nhit: int | None = None) -> None:
+                  nhit: int | None = None, seen: list | None = None) -> None:
         """Record the next len(keys) reads of `block`, whose outcomes (as `first_change` checked
         them) are `hit` (`nhit`: its number of hits, when known). `keys`, `times`: 1-D int64 and
-        float64 arrays, never written to afterwards (kept as they are until `L2Cache.commit`)."""
+        float64 arrays, never written to afterwards (kept as they are until `L2Cache.commit`).
+        `seen`: what `first_change` gave for these reads (it returned at least len(keys))."""
         n = len(keys)
         j0 = self.ordinal.get(block, 0)
         self.ordinal[block] = j0 + n
@@ -359,8 +364,11 @@ class L2Pass:
             self.chunks.append((keys, times, np.full(n, block, np.int64), np.arange(j0, j0 + n, dtype=np.int64)))
             return
         if self.checks is not None:
-            for i in self._designated(block, j0, n):
-                self.checks.append((int(keys[i]), float(times[i]), bool(hit[i])))
+            if seen is not None:  # every designated read below n, as first_change converted it
+                self.checks.extend([(k, t, h) for i, k, t, h in seen if i < n])
+            else:
+                for i in self._designated(block, j0, n):
+                    self.checks.append((int(keys[i]), float(times[i]), bool(hit[i])))
         if n:  # (L2Cache.write_many without its conversions: steady.py passes 1-D int64 keys, float64 times)
             l2.chunks.append((keys, times))
         h = int(np.count_nonzero(hit)) if nhit is None else nhit

@@ -571,13 +571,14 @@ class SteadyLoop:
             cid, sid, rd, hit, wr, hits, t = rep.rows(m)
             if tshift != 0.0:  # (cur.t + tshift) + k·dt, as the accesses of a period k periods on
                 t = ((cur.t + tshift) + rep.kdt[:m]).ravel()
-            rk = rt = None
+            rk = rt = seen = None
             cut = m  # the first period whose accesses get other L2 outcomes than the sampled one's
             if rep.vals is not None and nr < L:  # remapped writes may rewrite other tiles (remap.py)
                 cut = first_write_change(F, keys[wr], t[wr], hit[wr]) // (L - nr)
             if nr:
                 rk, rt = (keys, t) if nr == L else (keys[rd], t[rd])
-                cut = min(cut, F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit, rep.misses) // nr)
+                seen = []
+                cut = min(cut, F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit, rep.misses, seen) // nr)
             if cut < m:
                 m = cut
                 stopped = True
@@ -595,7 +596,7 @@ class SteadyLoop:
                 t = t0 if tshift == 0.0 else t[:m * L]
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
             _apply_accesses(F, Acc(cid, sid, off, t, rd, hit), keys, off, t, hits if nr else None, allrd=nr == L,
-                            nhit=(m * (nr - len(rep.misses))) if nr else None, rk=rk, rt=rt, wr=wr)
+                            nhit=(m * (nr - len(rep.misses))) if nr else None, rk=rk, rt=rt, wr=wr, seen=seen)
         if regime is None and (stopped or self.first is None):
             h = self.hist
             # [P, d, prev, cur, _back's cache, next boundary, starting state, its iteration, S decided nothing, address shift]
@@ -654,12 +655,13 @@ class SteadyLoop:
             i = m * len(cur.cid)  # row m + 1 (times at time shift 0: a fresh jump's)
             off, keys, t, rd = rep.off[i:i + nt], rep.keys[i:i + nt], rep.t[i:i + nt], cur.rd[:nt]
             nr = int(np.count_nonzero(rd))
-            hit = rk = rt = None
+            hit = rk = rt = seen = None
             misses: list[int] = []
             if nr:
                 rk, rt = (keys, t) if nr == nt else (keys[rd], t[rd])
                 misses = [p for p in rep.misses if p < nr]
-                if F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit[:nr], misses) < nr:
+                seen = []
+                if F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit[:nr], misses, seen) < nr:
                     return 0
                 hit = rep.hits[:nr]
             if rep.vals is not None and nr < nt:  # remapped writes (remap.py)
@@ -667,7 +669,7 @@ class SteadyLoop:
                 if first_write_change(F, keys[wr], t[wr], cur.hit[:nt][wr]) < nt - nr:
                     return 0
             _apply_accesses(F, Acc(cur.cid[:nt], cur.sid[:nt], off, t, rd, cur.hit[:nt]), keys, off, t, hit, allrd=nr == nt,
-                            nhit=nr - len(misses), rk=rk, rt=rt)
+                            nhit=nr - len(misses), rk=rk, rt=rt, seen=seen)
         fm = float(m + 1)  # the same products as with the int, without int * float's slow path
         v = [x + fm * y for x, y in zip(vb, dr)]
         c.free[:] = v[:ns]
@@ -1287,16 +1289,16 @@ def _tile(x: np.ndarray, m: int) -> np.ndarray:
 
 def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarray, hit: np.ndarray | None,
                     allrd: bool = False, nhit: int | None = None, rk: np.ndarray | None = None, rt: np.ndarray | None = None,
-                    wr: np.ndarray | None = None) -> None:
+                    wr: np.ndarray | None = None, seen: list | None = None) -> None:
     """Replay GM accesses (arrays, program order) into the L2, the memo log and the enclosing
     loop's GM log, as if the ops had run. `allrd`: every access is a read (known); `nhit`: the
     number of hits in `hit` (known); `rk`, `rt`: the reads' keys and times, `wr`: the writes' mask
-    (known, when not allrd)."""
+    (known, when not allrd); `seen`: l2.L2Pass.first_change's conversions of these reads."""
     rd = acc.rd
     if hit is not None:
         if rk is None:
             rk, rt = (keys, t) if allrd else (keys[rd], t[rd])
-        F.l2p.read_many(F.l2, rk, rt, F.block, F.t0, hit, nhit)
+        F.l2p.read_many(F.l2, rk, rt, F.block, F.t0, hit, nhit, seen)
     if not allrd:
         if wr is None:
             wr = ~rd
