@@ -261,6 +261,24 @@ def step_test(entries: list[int]):
     return fn
 
 
+_TILED: dict[tuple, np.ndarray] = {}  # (dtype, pattern bytes) -> the pattern repeated, most rows built so far
+_KS: dict[int, tuple] = {}  # K -> (1..K as an int64 column, the same as float64)
+
+
+def _tiled(x: np.ndarray, K: int) -> np.ndarray:
+    """_tile(x, K) for a pattern of op ids, stream ids or outcome flags, shared by every _Replay
+    with the same pattern (another block's jumps, the next execution of the loop): a view of
+    one table with at least K rows. (Tables are never written to.)"""
+    key = (x.dtype.char, x.tobytes())
+    got = _TILED.get(key)
+    n = K * len(x)
+    if got is None or len(got) < n:
+        if got is None and len(_TILED) >= 256:
+            _TILED.clear()
+        got = _TILED[key] = _tile(x, K)
+    return got[:n]
+
+
 def _naccesses(records: list) -> int:
     """GM accesses in a slice of `F.gmlog` (an executed access is one tuple, a replayed run one
     `Acc`)."""
@@ -291,7 +309,13 @@ class _Replay:
         self.nr = nr = len(chit)
         self.chit = chit.tolist()  # the sampled period's read outcomes (L2Pass.first_change)
         self.misses = (~chit).nonzero()[0].tolist()  # (np.flatnonzero's Python wrapper costs more than the work)
-        ks = np.arange(1, K + 1, dtype=np.int64)[:, None]
+        kk = _KS.get(K)
+        if kk is None:
+            if len(_KS) >= 256:
+                _KS.clear()
+            ks = np.arange(1, K + 1, dtype=np.int64)[:, None]
+            kk = _KS[K] = (ks, ks.astype(np.float64))
+        ks = kk[0]
         if cur.ph is not None and sl.gen is not None:  # each skipped iteration's own address values
             self.vals = sl.vals
             self.off, self.keys = sl.gen.tables(prev, cur, K, sl.value_of, sl.F.A)
@@ -299,11 +323,11 @@ class _Replay:
             step = ks * (cur.off - prev.off)[None, :]
             self.off = (cur.off[None, :] + step).ravel()
             self.keys = ((cur.sid * SHIFT + cur.off)[None, :] + step).ravel()
-        self.kdt = ks.astype(np.float64) * (cur.t - prev.t)[None, :]  # (K, L): k·dt
+        self.kdt = kk[1] * (cur.t - prev.t)[None, :]  # (K, L): k·dt
         self.t = (cur.t[None, :] + self.kdt).ravel()  # the times when the time shift is 0
-        self.cid, self.sid, self.rd, self.hit = _tile(cur.cid, K), _tile(cur.sid, K), _tile(rd, K), _tile(cur.hit, K)
+        self.cid, self.sid, self.rd, self.hit = _tiled(cur.cid, K), _tiled(cur.sid, K), _tiled(rd, K), _tiled(cur.hit, K)
         self.wr = None if nr == len(rd) else ~self.rd
-        self.hits = self.hit if self.wr is None else _tile(chit, K)  # every access reads: the same table
+        self.hits = self.hit if self.wr is None else _tiled(chit, K)  # every access reads: the same table
         self.views: dict[int, tuple] = {K: (self.cid, self.sid, self.rd, self.hit, self.wr, self.hits, self.t)}
 
     def rows(self, m: int) -> tuple:
