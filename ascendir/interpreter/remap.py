@@ -30,6 +30,8 @@ repeat with the addresses' longer period, which stays the loop's period there.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 from xdsl.dialects import arith, memref, scf
 from xdsl.ir import Operation, SSAValue
@@ -106,10 +108,13 @@ class Remap:
     """An `AddressPlan` at run time, for one compiled loop: `control_pos`, the entries of a
     checked-value tuple whose step is compared; `tables` builds a jump's offsets and keys."""
 
-    __slots__ = ("addr", "control_pos", "copies", "_rows")
+    __slots__ = ("addr", "control_pos", "copies", "_rows", "_get")
 
     def __init__(self, plan: AddressPlan, slot_of):
         self.addr = plan.addr
+        a = plan.addr
+        # a checked-value tuple -> its address values, as a tuple (one C call)
+        self._get = itemgetter(*a) if len(a) > 1 else (lambda v, i=a[0]: (v[i],))
         self.control_pos = plan.control
         self.copies = {id(op): (slot_of(src), dims) for op, (src, dims) in plan.copies.items()}
         self._rows: tuple | None = None  # (the source tags they were built from, rows)
@@ -148,8 +153,8 @@ class Remap:
         inv = np.array([ops[c] for c in cids], np.int64)
         lo, hi = prev.it0, cur.it0 + (K + 1) * P
         # (zeros past the loop's end: rows a jump never applies)
-        C = np.array([[0] * len(self.addr) if v is None else [v[a] for a in self.addr] for v in map(value_of, range(lo, hi))],
-                     np.int64).reshape(hi - lo, len(self.addr))
+        get, zero = self._get, (0,) * len(self.addr)
+        C = np.array([zero if v is None else get(v) for v in map(value_of, range(lo, hi))], np.int64).reshape(hi - lo, len(self.addr))
         # iteration of each access, relative to lo: prev's, cur's, then k = 1..K periods on
         its = cur.ph[None, :] + (np.arange(K + 2, dtype=np.int64) * P)[:, None]
         moved = (C @ W.T)[its, inv[None, :]]  # (K + 2, L): sum of w_a · a(i) per access
