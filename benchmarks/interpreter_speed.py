@@ -14,12 +14,12 @@ Timing-only runs do not check races (interpreter/race.py; `check_races=True` wou
 runs do.
 Goals (issue #5): ≥ 1 M tile-ops/s timing-only, 32-layer 7B prefill-512 timing-only ≤ 30 s,
 one 7B layer with numerics ≤ 30 s.
-Latest (2026-12-01 19:30, 2-core machine): 4096³ timing-only 0.95-1.18 M tile-ops/s (0.14-0.17 s,
-best of 5, five runs, three at or above 1 M; the machine's speed swings by ~30 % within minutes),
-504 M instructions per run under callgrind (607 M at 17:30, 888 M in the morning); 0.13 M without
-extrapolation, same cycles; 32-layer 7B prefill-512 timing-only 3.6 s; one 7B layer alone
-timing-only 0.74 s (0.35 M tile-ops/s); one 7B layer with numerics 18.1 s. The 1 M goal is met in
-some runs only on this machine.
+Latest (2026-12-01 21:30, 2-core machine): 4096³ timing-only 0.93-1.40 M tile-ops/s (0.12-0.18 s,
+best of 5, ten runs, eight at or above 1 M; the machine's speed swings by ~30 % within minutes),
+480 M instructions per run under callgrind (504 M at 19:30, 888 M in the morning); 0.10-0.13 M
+without extrapolation, same cycles; 32-layer 7B prefill-512 timing-only 4.1 s; one 7B layer alone
+timing-only 0.63 s (0.41 M tile-ops/s); one 7B layer with numerics 16.9 s. The 1 M goal is met in
+most runs, not in every run, on this machine.
 """
 
 from __future__ import annotations
