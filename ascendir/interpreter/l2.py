@@ -131,8 +131,11 @@ class L2Cache:
         self.pt.append(now)
 
     def write_many(self, keys: np.ndarray, times: np.ndarray) -> None:
+        """`write` for arrays: 1-D int64 keys and float64 times (what every caller has), kept as
+        they are until `commit` and never written to meanwhile (no conversions: replays call this
+        for every jump)."""
         if len(keys):
-            self.chunks.append((np.asarray(keys, np.int64).ravel(), np.asarray(times, np.float64).ravel()))
+            self.chunks.append((keys, times))
 
     def store(self, key: int, now: float) -> bool:
         """Record a write of tile `key` by a kernel (write-allocate, as `write`); True when it
@@ -353,9 +356,9 @@ class L2Pass:
     def read_many(self, l2: L2Cache, keys: np.ndarray, times: np.ndarray, block: int, t_start: float, hit: np.ndarray,
                   nhit: int | None = None, seen: list | None = None) -> None:
         """Record the next len(keys) reads of `block`, whose outcomes (as `first_change` checked
-        them) are `hit` (`nhit`: its number of hits, when known). `keys`, `times`: 1-D int64 and
-        float64 arrays, never written to afterwards (kept as they are until `L2Cache.commit`).
-        `seen`: what `first_change` gave for these reads (it returned at least len(keys))."""
+        them) are `hit` (`nhit`: its number of hits, when known). `keys`, `times`: as for
+        `L2Cache.write_many`. `seen`: what `first_change` gave for these reads (it returned at
+        least len(keys))."""
         n = len(keys)
         j0 = self.ordinal.get(block, 0)
         self.ordinal[block] = j0 + n
@@ -369,8 +372,7 @@ class L2Pass:
             else:
                 for i in self._designated(block, j0, n):
                     self.checks.append((int(keys[i]), float(times[i]), bool(hit[i])))
-        if n:  # (L2Cache.write_many without its conversions: steady.py passes 1-D int64 keys, float64 times)
-            l2.chunks.append((keys, times))
+        l2.write_many(keys, times)
         h = int(np.count_nonzero(hit)) if nhit is None else nhit
         l2.hits += h
         l2.misses += n - h
