@@ -72,6 +72,7 @@ needs every op) and in numerics mode.
 
 from __future__ import annotations
 
+import functools
 from itertools import chain
 from operator import add, is_, itemgetter, le, mul, sub
 
@@ -262,7 +263,13 @@ def step_test(entries: list[int]):
 
 
 _TILED: dict[tuple, np.ndarray] = {}  # (dtype, pattern bytes) -> the pattern repeated, most rows built so far
-_KS: dict[int, tuple] = {}  # K -> (1..K as an int64 column, the same as float64)
+
+
+@functools.lru_cache(maxsize=256)
+def _ks(K: int) -> tuple[np.ndarray, np.ndarray]:
+    """1..K as an int64 column and as a float64 column (shared by every _Replay with K rows)."""
+    ks = np.arange(1, K + 1, dtype=np.int64)[:, None]
+    return ks, ks.astype(np.float64)
 
 
 def _tiled(x: np.ndarray, K: int) -> np.ndarray:
@@ -309,13 +316,7 @@ class _Replay:
         self.nr = nr = len(chit)
         self.chit = chit.tolist()  # the sampled period's read outcomes (L2Pass.first_change)
         self.misses = (~chit).nonzero()[0].tolist()  # (np.flatnonzero's Python wrapper costs more than the work)
-        kk = _KS.get(K)
-        if kk is None:
-            if len(_KS) >= 256:
-                _KS.clear()
-            ks = np.arange(1, K + 1, dtype=np.int64)[:, None]
-            kk = _KS[K] = (ks, ks.astype(np.float64))
-        ks = kk[0]
+        ks, ksf = _ks(K)
         if cur.ph is not None and sl.gen is not None:  # each skipped iteration's own address values
             self.vals = sl.vals
             self.off, self.keys = sl.gen.tables(prev, cur, K, sl.value_of, sl.F.A)
@@ -323,7 +324,7 @@ class _Replay:
             step = ks * (cur.off - prev.off)[None, :]
             self.off = (cur.off[None, :] + step).ravel()
             self.keys = ((cur.sid * SHIFT + cur.off)[None, :] + step).ravel()
-        self.kdt = kk[1] * (cur.t - prev.t)[None, :]  # (K, L): k·dt
+        self.kdt = ksf * (cur.t - prev.t)[None, :]  # (K, L): k·dt
         self.t = (cur.t[None, :] + self.kdt).ravel()  # the times when the time shift is 0
         self.cid, self.sid, self.rd, self.hit = _tiled(cur.cid, K), _tiled(cur.sid, K), _tiled(rd, K), _tiled(cur.hit, K)
         self.wr = None if nr == len(rd) else ~self.rd
