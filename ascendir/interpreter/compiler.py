@@ -43,6 +43,7 @@ from ascendir.interpreter.remap import Remap, address_plan
 from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, step_test, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
 from ascendir.interpreter.walk import OpTree, Subview
+from ascendir.interpreter.xblock import BlockMemo, Track
 
 Closure = Callable[[], None]
 
@@ -434,7 +435,12 @@ class Compiler:
             self.F.memos.append(memo)
             plan = address_plan(op, checked, self.k.tree)
             gen = Remap(plan, self.slot) if plan is not None else None
-            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen)
+            bm = None
+            xctrl = BlockMemo.plan(op, checked, ctrl, self.k.tree) if gen is not None else None
+            if xctrl is not None:
+                bm = BlockMemo([(self.slot(v), isinstance(v.type, MemRefType)) for v in xctrl], gen)
+                self.F.memos.append(bm)
+            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm)
         if not carried:
 
             def run() -> None:
@@ -469,12 +475,13 @@ class Compiler:
         return run_iter
 
     def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation], memo: LoopMemo,
-                    gen: Remap | None = None) -> Closure:
+                    gen: Remap | None = None, bm: BlockMemo | None = None) -> Closure:
         """A timing-only loop that may be extrapolated once steady (steady.py). `checked`: the
         loop-level scalar ops steady.py re-evaluates for the iterations it skips; `memo`: stored
         executions of the whole loop (steady.LoopMemo), applied when the loop is entered again
         from the same relative state (next tile of an outer loop, another block); `gen`: its
-        address values that are not affine in the iv (remap.py), None when it has none."""
+        address values that are not affine in the iv (remap.py), None when it has none; `bm`:
+        its whole executions kept for the next blocks (xblock.py), None when it may not."""
         F, R = self.F, self.F.R
         values_at = self.checked_values(iv, checked) if checked else None
         same_all = step_test(list(range(len(checked))))
@@ -498,11 +505,15 @@ class Compiler:
             if n < MIN_TRIPS or not F.extrap or F.trace is not None or F.hold is not None:
                 plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see
                 return
-            ent = None
+            ent = xkey = None
             if F.rc is None:  # the race checker needs every op
                 ent = memo.enter(F, R)
                 if memo.reuse(F, R, ent, n):
                     return
+                if bm is not None and F.gmlog is None and F.l2p is not None and F.l2p.recording:
+                    xkey = bm.key(R, F.A, ent, n)
+                    if bm.reuse(F, R, memo, ent, xkey, values_at, rng):
+                        return
             own = F.gmlog is None  # the outermost sampling loop owns the logs
             if own:
                 F.gmlog, F.sig = [], []
@@ -528,6 +539,7 @@ class Compiler:
                         sl.vals = vals
                 idx = 0
                 pre = memo.prefix(F, R, ent, n) if ent is not None else None
+                track = sl.track = Track() if xkey is not None and pre is None else None
                 if pre is not None:  # start at a stored execution's first jump, in its regime
                     idx, P, d, prev, cur, regime, tshift = pre
                     F.skipped += idx
@@ -557,6 +569,8 @@ class Compiler:
                                 idx += skipped
                                 F.skipped += skipped
                                 continue
+                    if track is not None:
+                        track.marks.append((len(F.gmlog), idx))
                     R[iv] = rng[idx]
                     for f in body:
                         f()
@@ -569,6 +583,8 @@ class Compiler:
                     # record, one cost entry): a period that ran it and one that reused it then
                     # compare equal, as they are (the stored execution is this one)
                     stored = memo.store(F, R, ent, F.gmlog[g0:], sl.first, g0, collapse=not own)
+                    if track is not None and stored is not None:
+                        bm.store(xkey, stored[0], F.gmlog[g0:], track, sl.value_of, n)
                     if stored is not None and not own:
                         token, log = stored
                         del F.gmlog[g0:]

@@ -48,7 +48,7 @@ class Frame:
         self.rc = None  # race.RaceChecker of the running pass (None: not checking)
         self.rcq: FlagQueues | None = None  # vector clocks of pending set_flags (race.py)
         self.srel = 0  # times an S clock decided a start or kept a clock (steady.LoopMemo)
-        self.memos: list = []  # steady.LoopMemo of every loop of the program, emptied per pass
+        self.memos: list = []  # steady.LoopMemo / xblock.BlockMemo of every loop of the program, emptied per pass
         self.hold = None  # holds.Holds while a pipe waits for a set later in program order
         self.slow = False  # rc or hold is set: tile ops test this one flag (holds.py)
         self.nholds = 0  # times a pipe was held (steady.py loops stop jumping when it changes)

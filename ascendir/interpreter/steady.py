@@ -346,7 +346,7 @@ class _Replay:
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "gen", "same")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "gen", "same", "track")
 
     def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int, gen=None, same=None):
         self.F = F
@@ -365,6 +365,7 @@ class SteadyLoop:
         self.tops = tops  # i -> tuple of the checked values of iteration i (compiler._steady_for)
         self.vals: dict[int, tuple] = {}  # tops(i) so far (pure: computed once per iteration)
         self.hist: list[tuple] = []  # (iteration index, state vector, queue lengths, gm log pos, sig pos)
+        self.track = None  # xblock.Track: the iteration of each GM log record, when kept
 
     def snapshot(self, idx: int) -> None:
         F = self.F
@@ -619,6 +620,8 @@ class SteadyLoop:
                     rk, rt = rk[:m * nr], rt[:m * nr]
                 cid, sid, rd, hit, wr, hits, t0 = rep.rows(m)
                 t = t0 if tshift == 0.0 else t[:m * L]
+            if self.track is not None:  # periods q+1..q+m after the sampled one, per access
+                self.track.jumps[len(F.gmlog)] = (cur.it0 + P * np.arange(q + 1, q + m + 1, dtype=np.int64)[:, None] + cur.ph[None, :]).ravel()
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
             _apply_accesses(F, Acc(cid, sid, off, t, rd, hit), keys, off, t, hits if nr else None, allrd=nr == L,
                             nhit=(m * (nr - len(rep.misses))) if nr else None, rk=rk, rt=rt, wr=wr, seen=seen)
@@ -693,6 +696,8 @@ class SteadyLoop:
                 wr = ~rd
                 if first_write_change(F, keys[wr], t[wr], cur.hit[:nt][wr]) < nt - nr:
                     return 0
+            if self.track is not None:
+                self.track.jumps[len(F.gmlog)] = cur.it0 + (m + 1) * P + cur.ph[:nt]
             _apply_accesses(F, Acc(cur.cid[:nt], cur.sid[:nt], off, t, rd, cur.hit[:nt]), keys, off, t, hit, allrd=nr == nt,
                             nhit=nr - len(misses), rk=rk, rt=rt, seen=seen)
         fm = float(m + 1)  # the same products as with the int, without int * float's slow path
