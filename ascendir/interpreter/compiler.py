@@ -491,6 +491,26 @@ class Compiler:
         inputs = sorted({self.slot(v) for o in checked for v in o.operands} - {iv} - {self.slot(o.results[0]) for o in checked})
         known: dict[tuple, dict] = {}
 
+        def known_vals(rng) -> dict | None:
+            ik = (rng.start, rng.step, *[R[x] for x in inputs])
+            vals = known.get(ik)
+            if vals is None and len(known) < 64:
+                vals = known[ik] = {}
+            return vals
+
+        def values_of(vals: dict | None, rng):
+            """i -> the checked values of iteration i, kept in `vals` (SteadyLoop.value_of's)."""
+            if vals is None:
+                return lambda i: values_at(rng[i])
+
+            def value_of(i: int) -> tuple:
+                v = vals.get(i)
+                if v is None:
+                    v = vals[i] = values_at(rng[i])
+                return v
+
+            return value_of
+
         def plain(rng) -> None:
             for i in rng:
                 R[iv] = i
@@ -505,14 +525,16 @@ class Compiler:
             if n < MIN_TRIPS or not F.extrap or F.trace is not None or F.hold is not None:
                 plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see
                 return
-            ent = xkey = None
+            ent = xkey = vals = None
             if F.rc is None:  # the race checker needs every op
                 ent = memo.enter(F, R)
                 if memo.reuse(F, R, ent, n):
                     return
                 if bm is not None and F.gmlog is None and F.l2p is not None and F.l2p.recording:
                     xkey = bm.key(R, F.A, ent, n)
-                    if bm.reuse(F, R, memo, ent, xkey, values_at, rng):
+                    # (the checked values go where this block's timed pass looks them up)
+                    vals = known_vals(rng) if checked else None
+                    if bm.reuse(F, R, memo, ent, xkey, values_of(vals, rng), n):
                         return
             own = F.gmlog is None  # the outermost sampling loop owns the logs
             if own:
@@ -531,10 +553,8 @@ class Compiler:
                 remapped = gen is not None and (F.l2p is None or F.l2p.recording)
                 sl = SteadyLoop(F, n, tops if checked else None, memo, NPIPES, gen if remapped else None, same_ctl if remapped else same_all)
                 if checked:
-                    ik = (rng.start, rng.step, *[R[x] for x in inputs])
-                    vals = known.get(ik)
-                    if vals is None and len(known) < 64:
-                        vals = known[ik] = {}
+                    if vals is None:
+                        vals = known_vals(rng)
                     if vals is not None:
                         sl.vals = vals
                 idx = 0

@@ -108,11 +108,11 @@ class BlockMemo:
     def key(self, R, A, ent: tuple, n: int) -> tuple:
         return (self.key_of(R, A), ent[0][1], n)
 
-    def reuse(self, F, R, memo, ent: tuple, key: tuple, values_at, rng: range) -> bool:
-        """Apply a stored execution matching `key` (`key`, LoopMemo `ent` of this entry) in the
-        recording pass; True when applied. `values_at(x)`: the checked values of the iteration
-        whose iv is x. The reads are logged and the writes recorded as `_apply_accesses` would
-        in the recording pass (every read hits)."""
+    def reuse(self, F, R, memo, ent: tuple, key: tuple, value_of, n: int) -> bool:
+        """Apply a stored execution matching `key` (`key`, LoopMemo `ent` of this entry of an
+        n-iteration loop) in the recording pass; True when applied. `value_of(i)`: the checked
+        values of iteration i. The reads are logged and the writes recorded as
+        `_apply_accesses` would in the recording pass (every read hits)."""
         vs = self.table.get(key)
         if not vs:
             return False
@@ -124,7 +124,7 @@ class BlockMemo:
             if hs != srel and not (head[0] and all(a <= b + 1e-6 for a, b in zip(srel, hs))):
                 continue
             if C is None:
-                vals = [values_at(x) for x in rng]
+                vals = [value_of(i) for i in range(n)]
                 control = list(map(self.control, vals))
                 get = self.gen._get
                 C = np.array([get(x) for x in vals], np.int64).reshape(len(vals), -1)
@@ -152,7 +152,7 @@ class BlockMemo:
                 F.l2p.store_many(wkeys, wt)
             s_free, vS, ef, ed, eq, dS, dbusy, dacct = head[0], head[3], head[4], head[5], head[6], head[7], head[8], head[9]
             memo._restore(F, S, vS, base - head[2], ef, ed, eq, dS, dbusy, dacct, s_free)
-            F.skipped += len(rng)
+            F.skipped += n
             return True
         return False
 
