@@ -133,21 +133,20 @@ class BlockMemo:
             if control != ctl:
                 continue
             W = np.array([rows.get(c, zero) for c in cids], np.int64).reshape(len(cids), C.shape[1])
-            moved = (C - C0) @ W.T  # (iteration, op): element shift of its accesses
+            moved = ((C - C0) @ W.T).ravel()  # (iteration, op), flat: element shift of its accesses
             tshift = (F.t0 + base) - (head[13] + head[2])
             if writes is not None:
-                its, inv, off, sid, t, hit, fresh = writes
-                wkeys = sid * SHIFT + (off + moved[its, inv])
-                wt = t + tshift
-                p = F.l2p
+                at, keys, t, hit, fresh = writes
+                wkeys = keys + moved[at]
+                wt = t + tshift if tshift else t
                 klist = wkeys.tolist()
                 # (first writes of distinct tiles none of which is dirty: every outcome "fresh")
-                if not (fresh and len(set(klist)) == len(klist) and p.dirty.keys().isdisjoint(klist)):
+                if not (fresh and len(set(klist)) == len(klist) and F.l2p.dirty.keys().isdisjoint(klist)):
                     if first_write_change(F, wkeys, wt, hit) < len(klist):
                         continue
             if reads is not None:
-                its, inv, off, sid, t, hit = reads
-                F.l2p.read_many(F.l2, sid * SHIFT + (off + moved[its, inv]), t + tshift, F.block, F.t0, hit, len(hit))
+                at, keys, t, hit = reads
+                F.l2p.read_many(F.l2, keys + moved[at], t + tshift if tshift else t, F.block, F.t0, hit, len(hit))
             if writes is not None:
                 F.l2p.store_many(wkeys, wt)
             s_free, vS, ef, ed, eq, dS, dbusy, dacct = head[0], head[3], head[4], head[5], head[6], head[7], head[8], head[9]
@@ -167,17 +166,19 @@ class BlockMemo:
         if len(its) != len(acc.cid) or its.min() < 0 or its.max() >= n:
             return  # (a record the track does not know: keep nothing rather than guess)
         cids, inv = np.unique(acc.cid, return_inverse=True)
+        at = its * len(cids) + inv  # each access's entry of the flattened (iteration, op) shifts
+        keys = acc.sid * SHIFT + acc.off
         vals = [value_of(i) for i in range(n)]
         get = self.gen._get
         C0 = np.array([get(x) for x in vals], np.int64).reshape(n, -1)
         rd = acc.rd
         reads = writes = None
         if rd.any():
-            reads = (its[rd], inv[rd], acc.off[rd], acc.sid[rd], acc.t[rd], acc.hit[rd])
+            reads = (at[rd], keys[rd], acc.t[rd], acc.hit[rd])
         if not rd.all():
             wr = ~rd
             hit = acc.hit[wr]
-            writes = (its[wr], inv[wr], acc.off[wr], acc.sid[wr], acc.t[wr], hit, not hit.any())
+            writes = (at[wr], keys[wr], acc.t[wr], hit, not hit.any())
         vs = self.table.setdefault(key, [])
         vs.append((head, cids.tolist(), C0, list(map(self.control, vals)), reads, writes))
         if len(vs) > VARIANTS:
