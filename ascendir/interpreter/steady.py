@@ -73,7 +73,7 @@ needs every op) and in numerics mode.
 from __future__ import annotations
 
 import functools
-from itertools import chain
+from itertools import chain, compress
 from operator import add, is_, itemgetter, le, mul, sub
 
 import numpy as np
@@ -371,10 +371,14 @@ class SteadyLoop:
         F = self.F
         c = F.core
         qs = F.flags.queues
-        vec = [*c.free, *c.done, *c.busy, *F.acct, *chain.from_iterable(qs)]
-        self.hist.append((idx, vec, tuple(map(len, qs)), len(F.gmlog), len(F.sig), F.srel))
-        if len(self.hist) > 2 * PMAX + 1:
-            del self.hist[0]
+        vec = c.free + c.done + c.busy + F.acct
+        for q in qs:  # (most flag queues are empty)
+            if q:
+                vec += q
+        h = self.hist
+        h.append((idx, vec, [*map(len, qs)], len(F.gmlog), len(F.sig), F.srel))
+        if len(h) > 2 * PMAX + 1:
+            del h[0]
 
     def detect(self) -> tuple[int, list[float], Acc, Acc, int] | None:
         """(period, delta per period, previous and current period GM accesses, periods that may
@@ -407,7 +411,8 @@ class SteadyLoop:
             la, lb_ = a[4], b[4]
             if gb - ga != gc - gb or lb_ - la != lc - lb_:
                 continue
-            if not all(map(is_, sig[la:lb_], sig[lb_:lc])):  # the same cost entries
+            # the same cost entries (most candidates differ at the first: tested before slicing)
+            if lb_ > la and sig[la] is not sig[lb_] or not all(map(is_, sig[la:lb_], sig[lb_:lc])):
                 continue
             va, vb = a[1], b[1]
             # the pipe clocks first, one by one (the same test as below, on the components where
@@ -491,14 +496,14 @@ class SteadyLoop:
         ns = len(self.F.core.free)
         j = 3 * ns + len(self.F.acct)
         dc = d[:2 * ns] + d[j:]  # the clocks' deltas (busy times and counters left out)
-        ds = [y for y in dc if y != 0.0]
+        ds = list(compress(dc, dc))  # the nonzero ones (compress: selection in C, no Python loop)
         if not ds:
             return True
         lo = min(ds)
-        if max(ds) - lo <= REL * max(1.0, abs(lo)):  # all advance alike (the usual regime)
+        if max(ds) - lo <= REL * max(1.0, abs(lo)):  # all advance alike
             return True
-        moving = sorted([p for p in zip(v[:2 * ns] + v[j:], dc) if p[1] != 0.0])
-        ys = [y for _, y in moving]
+        moving = sorted(zip(compress(v[:2 * ns] + v[j:], dc), ds))
+        ys = list(map(itemgetter(1), moving))
         if all(map(le, ys, ys[1:])):  # deltas in clock order never decrease: no pair below fails
             return True
         for (x0, d0), (x1, d1) in zip(moving, moving[1:]):
