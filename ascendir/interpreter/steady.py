@@ -391,6 +391,7 @@ class SteadyLoop:
         vc = c[1]
         idx = c[0]
         best = None
+        pend = None  # a partial candidate whose GM accesses are not compared yet: (P, d, periods)
         bad = self.bad
         qc, gc, lc = c[2], c[3], c[4]
         sig = F.sig
@@ -448,22 +449,39 @@ class SteadyLoop:
             if not ok:
                 bad[P] = bad.get(P, 0) + 1
                 continue
-            if ok < m and best is not None and ok * P <= best[4] * best[0]:
-                continue
-            k = len(h) - 1
-            prev, cur = self._accesses(k - 2 * P, k - P), self._accesses(k - P, k)
-            if not prev.same_kind(cur):
-                continue
-            if self.gen is not None:
-                prev, cur = self._phased(prev, k - 2 * P, P), self._phased(cur, k - P, P)
-                if prev.ph.tobytes() != cur.ph.tobytes():
+            if ok < m:
+                if pend is not None:  # the partial candidate before decides whether this one is better
+                    best = self._with_accesses(*pend) or best
+                    pend = None
+                if best is not None and ok * P <= best[4] * best[0]:
                     continue
-            if ok == m or self.n - idx - ok * P <= P + 1:  # (nearly) to the end: no P does better
-                return P, d, prev, cur, ok
-            best = (P, d, prev, cur, ok)
-        if best is not None and len(h) == 2 * PMAX + 1:
+                if self.n - idx - ok * P > P + 1:  # not (nearly) to the end: the best so far, if
+                    pend = (P, d, ok)  # its accesses compare equal (tested when that matters)
+                    continue
+            found = self._with_accesses(P, d, ok)
+            if found is not None:
+                return found
+        if len(h) == 2 * PMAX + 1:
+            if pend is not None:
+                best = self._with_accesses(*pend) or best
             return best
         return None
+
+    def _with_accesses(self, P: int, d: list[float], ok: int) -> tuple[int, list[float], Acc, Acc, int] | None:
+        """`detect`'s result for a period P that passed the state tests, if the two sampled periods
+        make the same kind of GM accesses (and, remapped, at the same iterations of the period):
+        built for the candidates that may be taken only (a partial candidate is often never
+        needed: a longer period covers the loop, or the history is too short to take it)."""
+        h = self.hist
+        k = len(h) - 1
+        prev, cur = self._accesses(k - 2 * P, k - P), self._accesses(k - P, k)
+        if not prev.same_kind(cur):
+            return None
+        if self.gen is not None:
+            prev, cur = self._phased(prev, k - 2 * P, P), self._phased(cur, k - P, P)
+            if prev.ph.tobytes() != cur.ph.tobytes():
+                return None
+        return P, d, prev, cur, ok
 
     def _accesses(self, i: int, j: int) -> Acc:
         """`Acc.of` of the GM log between snapshots h[i] and h[j] (one conversion: it is built for
