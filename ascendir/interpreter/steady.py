@@ -397,23 +397,20 @@ class SteadyLoop:
         sig = F.sig
         ns = len(F.core.free)
         # P <= n - idx: a longer period has no whole period left to skip
+        hr = h[::-1]  # hr[P] = h[-1 - P]
         for P in range(1, min(PMAX, (len(h) - 1) // 2, self.n - idx) + 1):
+            # cheapest tests first: structure (cost-entry counts, the first cost entry: most
+            # candidates differ there), queue lengths and log counts, then the cost entries, then
+            # every state component
+            b, a = hr[P], hr[2 * P]
+            la, lb_ = a[4], b[4]
+            if lb_ - la != lc - lb_ or lb_ > la and sig[la] is not sig[lb_]:
+                continue
             if bad and bad.get(P, 0) >= 2:  # its checked values failed twice: not this loop's period
                 continue
-            # cheapest tests first: structure (queue lengths, log and cost-entry counts), then
-            # the cost entries, then every state component
-            b = h[-1 - P]
-            if b[2] != qc:
+            if b[2] != qc or a[2] != qc or b[3] - a[3] != gc - b[3]:
                 continue
-            a = h[-1 - 2 * P]
-            if a[2] != qc:
-                continue
-            ga, gb = a[3], b[3]
-            la, lb_ = a[4], b[4]
-            if gb - ga != gc - gb or lb_ - la != lc - lb_:
-                continue
-            # the same cost entries (most candidates differ at the first: tested before slicing)
-            if lb_ > la and sig[la] is not sig[lb_] or not all(map(is_, sig[la:lb_], sig[lb_:lc])):
+            if not all(map(is_, sig[la:lb_], sig[lb_:lc])):  # the same cost entries
                 continue
             va, vb = a[1], b[1]
             # the pipe clocks first, one by one (the same test as below, on the components where
