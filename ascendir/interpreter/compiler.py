@@ -182,10 +182,10 @@ class Compiler:
                 lines += [f"free[{s}] = free[{s}]{add}", f"busy[{s}] = busy[{s}]{add}"]
         return _generated("def run() -> None:", lines, env, "run")
 
-    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str]) -> int:
+    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str], store: bool = True) -> int:
         """Append to `lines` the straight-line code of scalar ops (`scalar_run`): each result in
-        local v<i> and in its slot; operands from `local` (slot -> local name) or their slots.
-        Returns the number of ops that charge the S clock (all but constants)."""
+        local v<i> and (`store`) in its slot; operands from `local` (slot -> local name) or their
+        slots. Returns the number of ops that charge the S clock (all but constants)."""
         charged = 0
         for i, op in enumerate(ops):
             fn = SCALAR_OPS[type(op)](op)
@@ -202,18 +202,21 @@ class Compiler:
                     env[f"f{i}"] = fn
                     expr = f"f{i}({', '.join(args)})"
                 charged += 1
-            lines += [f"v{i} = {expr}", f"R[{out}] = v{i}"]
+            lines.append(f"v{i} = {expr}")
+            if store:
+                lines.append(f"R[{out}] = v{i}")
             local[out] = f"v{i}"
         return charged
 
     def checked_values(self, iv: int, checked: list[Operation]) -> Callable[[int], tuple]:
         """x -> the checked values of the iteration whose iv is x (steady.SteadyLoop.tops): the
         checked ops as generated straight-line code (`_scalar_lines`), without S charges (the
-        body charges them when it runs the iteration); every result also written to its slot,
-        as the ops would."""
+        body charges them when it runs the iteration) and without writing their slots: values
+        defined in the body are read only by the body, which computes them again when it runs
+        an iteration (and the values are memoised across executions anyway: steady.SteadyLoop.vals)."""
         env: dict[str, object] = {"R": self.F.R, "_divzero": division_by_zero}
-        lines = [f"R[{iv}] = x"]
-        self._scalar_lines(checked, env, lines, {iv: "x"})
+        lines: list[str] = []
+        self._scalar_lines(checked, env, lines, {iv: "x"}, store=False)
         lines.append("return (" + "".join(f"v{i}, " for i in range(len(checked))) + ")")
         return _generated("def tops(x):", lines, env, "tops")
 
