@@ -267,6 +267,36 @@ def test_nested_extrapolation_keeps_l2_counters_exact():
     assert fast["total_cycles"] == pytest.approx(full["total_cycles"], rel=1e-9)
 
 
+def test_block_level_loop_skips_its_memo(monkeypatch):
+    # a matmul's tile loop (`scf.for %t = %bid ...`, nested in no loop) runs once per block and its
+    # key holds the block index: steady.never_again marks it, and in the timed pass it never builds
+    # a key nor stores (the K loop inside still does; in the recording pass its xblock.BlockMemo
+    # needs the key); the result is the same as with the memo in use
+    from ascendir.interpreter import compile_module
+    from ascendir.interpreter.report import build_report
+    from ascendir.interpreter.steady import LoopMemo
+
+    module = parse(matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24))
+    entered = []
+    enter = LoopMemo.enter
+    monkeypatch.setattr(LoopMemo, "enter", lambda self, F, R: entered.append((self, F.l2p.recording)) or enter(self, F, R))
+    got = []
+    for force in (False, True):
+        prog = compile_module(module, HW, None, timing_only=True)
+        memos = [m for m in prog.kernels["matmul"].frame.memos if type(m) is LoopMemo]
+        tile = [m for m in memos if m.once]
+        assert len(tile) == 1 and len(memos) > 1  # the tile loop; the K loop (and its inner loops) not
+        tile = tile[0]
+        if force:
+            tile.once = False
+        entered.clear()
+        _, recs = prog.run({})
+        got.append(build_report(recs, HW))
+        assert any(m is not tile for m, rec in entered if not rec)
+        assert any(m is tile for m, rec in entered if not rec) == force
+    assert got[0] == got[1]
+
+
 def _rewrites(n: int) -> str:
     """n launches of the streaming add kernel on fresh inputs (every read misses alike), all
     writing the same output: launch 1's writes go to HBM, later ones rewrite tiles still dirty in

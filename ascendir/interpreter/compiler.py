@@ -40,7 +40,7 @@ from ascendir.interpreter.race import ChipBuffer
 from ascendir.interpreter.scalar import SCALAR_OPS, division_by_zero
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS, Frame
 from ascendir.interpreter.remap import Remap, address_plan
-from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, step_test, uniform_loop
+from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, never_again, step_test, uniform_loop
 from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
 from ascendir.interpreter.walk import OpTree, Subview
 from ascendir.interpreter.xblock import BlockMemo, Track
@@ -434,7 +434,7 @@ class Compiler:
             memo = LoopMemo([self.slot(v) for v in ctrl], [self.slot(v) for v in addr],
                             {id(c): (self.slot(src), dims) for c, (src, dims) in copies.items()}, self.k.flag_keys, NPIPES,
                             [("dynamic" if DYNAMIC_INDEX in v.type.get_shape() else "static") if isinstance(v.type, MemRefType) else False
-                             for v in ctrl])
+                             for v in ctrl], never_again(op, ctrl))
             self.F.memos.append(memo)
             plan = address_plan(op, checked, self.k.tree)
             gen = Remap(plan, self.slot) if plan is not None else None
@@ -529,7 +529,9 @@ class Compiler:
                 plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see
                 return
             ent = xkey = vals = None
-            if F.rc is None:  # the race checker needs every op
+            # the race checker needs every op; a `once` loop (steady.never_again) is never reused
+            # by its LoopMemo, so it enters it only for its BlockMemo (recording pass, xblock.py)
+            if F.rc is None and (not memo.once or (bm is not None and F.l2p is not None and F.l2p.recording)):
                 ent = memo.enter(F, R)
                 if memo.reuse(F, R, ent, n):
                     return

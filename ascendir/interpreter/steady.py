@@ -907,6 +907,20 @@ def offset_copies(ops: list[Operation], tree: OpTree, addr: list[SSAValue],
     return copies
 
 
+def never_again(loop: scf.ForOp, ctrl: list[SSAValue]) -> bool:
+    """Whether no stored execution of `loop` can ever be reused (`LoopMemo.once`): the loop is
+    nested in no loop, so it runs at most once per block, and the block index is one of its
+    control values, so no two blocks' keys are equal (kernel.py runs each block once per pass and
+    empties the tables per pass). Such a loop skips `LoopMemo` altogether (its key, the failed
+    lookups and its stores cost ~0.1 ms per block for nothing)."""
+    p = loop.parent_op()
+    while p is not None and type(p) is not ascend.KernelOp:
+        if type(p) in (scf.ForOp, scf.WhileOp):
+            return False
+        p = p.parent_op()
+    return p is not None and any(type(v.owner) is ascend.BlockIdxOp for v in ctrl)
+
+
 VARIANTS = 8  # stored executions per key (L2 outcome patterns differ between blocks)
 KEYS = 256  # keys per loop before it stops storing
 
@@ -936,11 +950,12 @@ class LoopMemo:
     addresses.
     """
 
-    __slots__ = ("ctrl", "addr", "copies", "table", "dst_units", "flag_keys", "npipes", "ctrl_key")
+    __slots__ = ("ctrl", "addr", "copies", "table", "dst_units", "flag_keys", "npipes", "ctrl_key", "once")
 
     def __init__(self, ctrl: list[int], addr: list[int], copies: dict[int, tuple[int, list[tuple[int, int]]]], flag_keys: dict, npipes: int,
-                 ctrl_mem: list[bool | str] | None = None):
+                 ctrl_mem: list[bool | str] | None = None, once: bool = False):
         self.ctrl = ctrl  # slots of the control values
+        self.once = once  # never_again: the loop's executions are never stored nor looked up
         # the control part of the key: scalars as they are, buffers as (shape, address tag);
         # `ctrl_mem` (static, per control value: False for a scalar, else whether the memref
         # type has a static shape, which then need not be looked at) lets it be built without tests
