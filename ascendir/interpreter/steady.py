@@ -1241,19 +1241,20 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
     queues = F.flags.queues
     if ns == npipes:  # one unit (most kernels): one S clock, the same key built without unit lookups
         s = free[0]
-        if clamp:
-            if min(free) < s:
-                free[:] = [s if x < s else x for x in free]
-            if min(done) < s:
-                done[:] = [s if x < s else x for x in done]
-            for q in queues:
-                if q and min(q) < s:
-                    ts = [s if t < s else t for t in q]
-                    q.clear()
-                    q.extend(ts)
-        # every clock in one flat list, one comprehension (the key is the same sequence as
-        # free, done, then each queue's times: a queue's length is in the key's first part)
+        # every clock in one flat list (the key is the same sequence as free, done, then each
+        # queue's times: a queue's length is in the key's first part), clamped in one comprehension
         vals = [*free, *done, *chain.from_iterable(queues)]
+        if clamp and min(vals) < s:
+            vals = [s if x < s else x for x in vals]
+            free[:] = vals[:ns]
+            done[:] = vals[ns:2 * ns]
+            k = 2 * ns
+            for q in queues:
+                if q:  # (rewritten whether or not it changed: cheaper than testing)
+                    m = len(q)
+                    q.clear()
+                    q.extend(vals[k:k + m])
+                    k += m
         base = max(vals[:2 * ns])
         rel = [tuple(map(len, queues))]
         rel += ["S" if x <= s else round((x - base) * 1e6) for x in vals]
