@@ -1,6 +1,7 @@
 """Shortcuts in steady.py's detection and memo bookkeeping give the answers of the plain
 definitions they replace (randomised cases, ties and near-ties included): the overtaking test's
-early accept and the designated-read residency test on Python lists (`_designated_hold`)."""
+early accept, the designated-read residency test on Python lists (`_designated_hold`) and the
+generated address-row dot products (`Coefs.row_shifts`)."""
 
 from __future__ import annotations
 
@@ -68,3 +69,14 @@ def test_designated_hold_matches_scalar_lookup():
         flipped = want.copy()
         flipped[p] = not flipped[p]
         assert not _designated_hold(F, acc, coefs, coefs.row_shifts(dv.tolist()), ri, flipped, tshift, des, [])
+
+
+def test_row_shifts_match_the_dot_products():
+    # Coefs.row_shifts is generated straight-line code per row length: table @ dv, exactly
+    rng = random.Random(11)
+    for n in (1, 2, 3, 5):
+        table = [[rng.randrange(-5000, 5000) for _ in range(n)] for _ in range(rng.randrange(1, 6))]
+        coefs = Coefs(table, np.zeros(1, np.int64))
+        for _ in range(20):
+            dv = [rng.randrange(-(1 << 20), 1 << 20) for _ in range(n)]
+            assert coefs.row_shifts(dv) == [sum(a * b for a, b in zip(row, dv)) for row in table]

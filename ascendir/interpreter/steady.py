@@ -74,7 +74,7 @@ from __future__ import annotations
 
 import functools
 from itertools import chain, compress
-from operator import add, is_, itemgetter, le, mul, sub
+from operator import add, is_, itemgetter, le, sub
 
 import numpy as np
 from xdsl.dialects import arith, memref, scf
@@ -1292,19 +1292,36 @@ class Coefs:
     `table`: Python lists of ints, a few rows of a few values, where numpy calls cost more than
     the sums)."""
 
-    __slots__ = ("table", "inv")
+    __slots__ = ("table", "inv", "dot")
 
     def __init__(self, table: list[list[int]], inv: np.ndarray):
         self.table, self.inv = table, inv
+        self.dot = _row_dot(len(table[0]) if table else 0)
 
     def row_shifts(self, dv: list[int]) -> list[int]:
         """`table @ dv`: the element-offset shift of each row for address-value delta dv (once
         per candidate: `_designated_hold` and `shift` both use it)."""
-        return [sum(map(mul, row, dv)) for row in self.table]
+        return self.dot(self.table, dv)
 
     def shift(self, rows: list[int]) -> np.ndarray:
         """Element-offset shift of every access, given the rows' shifts (`row_shifts`)."""
         return np.array(rows, np.int64)[self.inv]
+
+
+_ROW_DOTS: dict[int, object] = {}
+
+
+def _row_dot(n: int):
+    """fn(table, dv) -> [row @ dv for row in table] for rows of n values: generated
+    straight-line code (as `step_test`): a few rows of one or two values, where `sum(map(...))`
+    per row costs several times the arithmetic."""
+    fn = _ROW_DOTS.get(n)
+    if fn is None:
+        body = " + ".join(f"r[{k}] * d[{k}]" for k in range(n)) or "0"
+        env: dict = {}
+        exec(f"def dot(t, d):\n    return [{body} for r in t]\n", env)  # noqa: S102 (our own text)
+        fn = _ROW_DOTS[n] = env["dot"]
+    return fn
 
 
 def _outcomes_hold(F, acc: Acc, coefs, rows, ri, rhit, misses, tshift: float, nr: int, des: list[int] | None, cache: list) -> bool:
