@@ -80,3 +80,19 @@ def test_row_shifts_match_the_dot_products():
         for _ in range(20):
             dv = [rng.randrange(-(1 << 20), 1 << 20) for _ in range(n)]
             assert coefs.row_shifts(dv) == [sum(a * b for a, b in zip(row, dv)) for row in table]
+
+
+def test_op_rows_match_first_access_order():
+    # LoopMemo._finish's rows (steady._op_rows, shared per op sequence): the distinct op ids in
+    # first-access order and each access's row, for fresh and repeated sequences alike
+    from ascendir.interpreter.steady import _op_rows
+
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        ops = rng.choice(1 << 40, rng.integers(1, 6), replace=False)
+        cid = ops[rng.integers(0, len(ops), rng.integers(1, 80))].astype(np.int64)
+        for _ in range(2):  # the second call finds the first's result
+            rows, inv = _op_rows(cid)
+            seq = cid.tolist()
+            assert rows == list(dict.fromkeys(seq))
+            assert inv.dtype == np.int64 and [rows[i] for i in inv.tolist()] == seq

@@ -1205,10 +1205,7 @@ class LoopMemo:
         acc = Acc.of(log)
         coefs = None
         if self.addr and len(acc.cid):
-            # copy op -> its row of the table (few ops, many accesses; in first-access order)
-            cids = acc.cid.tolist()
-            rows = {c: i for i, c in enumerate(dict.fromkeys(cids))}
-            inv = np.array(list(map(rows.__getitem__, cids)), np.int64)
+            rows, inv = _op_rows(acc.cid)
             zero = [0] * len(self.addr)
             coefs = Coefs([coef_rows.get(c, zero) for c in rows], inv)
         vaddr = head[12]
@@ -1228,6 +1225,25 @@ class LoopMemo:
         return (*head[:10], acc, coefs, vaddr, head[13], head[14],
                 ri, rhit, misses, cp,
                 acc.sid * SHIFT + acc.off, allrd, len(rhit) - len(misses), head, [])
+
+
+_OP_ROWS: dict[bytes, tuple[list[int], np.ndarray]] = {}
+
+
+def _op_rows(cid: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """The distinct op ids of a stored execution's accesses in first-access order (one `Coefs`
+    row each: few ops, many accesses) and each access's row. Shared between executions with the
+    same op sequence (a loop's executions mostly have one: converting it costs more than the
+    lookup)."""
+    key = cid.tobytes()
+    got = _OP_ROWS.get(key)
+    if got is None:
+        cids = cid.tolist()
+        rows = {c: i for i, c in enumerate(dict.fromkeys(cids))}
+        if len(_OP_ROWS) >= 256:
+            _OP_ROWS.clear()
+        got = _OP_ROWS[key] = (list(rows), np.array(list(map(rows.__getitem__, cids)), np.int64))
+    return got
 
 
 def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
