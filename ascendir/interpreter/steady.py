@@ -1000,12 +1000,14 @@ class LoopMemo:
         else:
             ctrl = tuple([(v.shape, A[sl]) if isinstance(v, np.ndarray) else v for sl, v in zip(self.ctrl, map(R.__getitem__, self.ctrl))])
         c = F.core
-        return (ctrl, rel), srel, base, S, list(c.busy), list(F.acct), F.skipped, F.srel
+        key = (ctrl, rel)
+        # + the key's stored executions, looked up once for `reuse`, `prefix` and `store` (a key
+        # is a few dozen values and buffer tags: hashing it again costs more than the lookup)
+        return key, srel, base, S, list(c.busy), list(F.acct), F.skipped, F.srel, self.table.get(key)
 
     def reuse(self, F, R, ent: tuple, n: int) -> bool:
         """Apply a stored execution matching `ent` whose L2 outcomes hold; True when applied."""
-        key, srel, base, S = ent[0], ent[1], ent[2], ent[3]
-        vs = self.table.get(key)
+        srel, base, S, vs = ent[1], ent[2], ent[3], ent[8]
         if not vs:
             return False
         addr = None  # the address values, built for the first candidate that needs them
@@ -1065,8 +1067,7 @@ class LoopMemo:
         part get the same outcomes: the loop then starts at that jump's iteration, in its regime
         (`SteadyLoop.jump`), instead of running its transient and sampling two periods. Exact for
         the same reasons as `reuse`. Returns (iteration, P, d, prev, cur, regime, time shift)."""
-        key, srel, base, S = ent[0], ent[1], ent[2], ent[3]
-        vs = self.table.get(key)
+        srel, base, S, vs = ent[1], ent[2], ent[3], ent[8]
         if not vs:
             return None
         l2p, npipes = F.l2p, self.npipes
@@ -1162,9 +1163,8 @@ class LoopMemo:
         arrays are built by `_finish` on the first match only; `collapse`: build them now, as one
         `Acc` record. Returns (the stored execution's token: what `reuse` appends to `Frame.sig`
         when it applies it; the log as stored), None when not stored."""
-        key, srel, base, S, busy0, acct0, skipped0, srel0 = ent
-        vs = self.table.get(key)
-        if vs is None:
+        key, srel, base, S, busy0, acct0, skipped0, srel0, vs = ent
+        if vs is None:  # (the table is emptied per pass only: `enter`'s lookup still holds)
             if len(self.table) >= KEYS:
                 return None
             vs = self.table[key] = []
