@@ -96,3 +96,14 @@ def test_op_rows_match_first_access_order():
             seq = cid.tolist()
             assert rows == list(dict.fromkeys(seq))
             assert inv.dtype == np.int64 and [rows[i] for i in inv.tolist()] == seq
+
+
+def test_miss_positions_match_the_scan():
+    # LoopMemo._finish's miss positions (steady._miss_positions, shared per outcome pattern)
+    from ascendir.interpreter.steady import _miss_positions
+
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        hit = rng.random(rng.integers(0, 70)) < rng.choice([1.0, 0.9, 0.5])
+        for _ in range(2):  # the second call finds the first's result
+            assert _miss_positions(hit) == frozenset(np.flatnonzero(~hit).tolist())

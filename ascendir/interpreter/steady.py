@@ -1217,9 +1217,7 @@ class LoopMemo:
             ri, rhit = np.flatnonzero(rd), acc.hit[rd]
         if cp is not None:  # + the coefficient rows, the number of reads before the checkpoint
             cp = (*cp, coef_rows, cp[3] if allrd else int(np.searchsorted(ri, cp[3])))
-        # the misses' positions among the reads: a Python scan of a few dozen outcomes costs
-        # less than the numpy calls
-        misses = frozenset([p for p, h in enumerate(rhit.tolist()) if not h])
+        misses = _miss_positions(rhit)
         # + the keys before the address shift, whether every access reads, the reads' hit count,
         # the token, a cache for `_designated_hold`
         return (*head[:10], acc, coefs, vaddr, head[13], head[14],
@@ -1243,6 +1241,22 @@ def _op_rows(cid: np.ndarray) -> tuple[list[int], np.ndarray]:
         if len(_OP_ROWS) >= 256:
             _OP_ROWS.clear()
         got = _OP_ROWS[key] = (list(rows), np.array(list(map(rows.__getitem__, cids)), np.int64))
+    return got
+
+
+_MISSES: dict[bytes, frozenset] = {}
+
+
+def _miss_positions(hit: np.ndarray) -> frozenset:
+    """Positions of the False entries of `hit` (a stored execution's read outcomes): a Python
+    scan of a few dozen outcomes costs less than numpy calls, and looking the pattern up (few
+    patterns: all hits, a miss every so many reads) less than the scan."""
+    key = hit.tobytes()
+    got = _MISSES.get(key)
+    if got is None:
+        if len(_MISSES) >= 256:
+            _MISSES.clear()
+        got = _MISSES[key] = frozenset([p for p, h in enumerate(hit.tolist()) if not h])
     return got
 
 
