@@ -14,12 +14,12 @@ Timing-only runs do not check races (interpreter/race.py; `check_races=True` wou
 runs do.
 Goals (issue #5): ≥ 1 M tile-ops/s timing-only, 32-layer 7B prefill-512 timing-only ≤ 30 s,
 one 7B layer with numerics ≤ 30 s.
-Latest (2026-12-01 21:30, 2-core machine): 4096³ timing-only 0.93-1.40 M tile-ops/s (0.12-0.18 s,
-best of 5, ten runs, eight at or above 1 M; the machine's speed swings by ~30 % within minutes),
-480 M instructions per run under callgrind (504 M at 19:30, 888 M in the morning); 0.10-0.13 M
-without extrapolation, same cycles; 32-layer 7B prefill-512 timing-only 4.1 s; one 7B layer alone
-timing-only 0.63 s (0.41 M tile-ops/s); one 7B layer with numerics 16.9 s. The 1 M goal is met in
-most runs, not in every run, on this machine.
+Latest (2026-12-01 23:36-23:44, 2-core machine): 4096³ timing-only 1.07-1.43 M tile-ops/s (0.12-0.15 s,
+best of 5, eleven runs, all at or above 1 M; the machine's speed swings by ~30 % within minutes,
+and with four other processes on its two cores a run drops below 1 M per wall second), 410 M
+instructions per run under callgrind (481 M at 21:30, 888 M in the morning); 0.09 M without
+extrapolation, same cycles; 32-layer 7B prefill-512 timing-only 4.4 s; one 7B layer alone
+timing-only 0.6-0.95 s; one 7B layer with numerics 20.4 s.
 """
 
 from __future__ import annotations
