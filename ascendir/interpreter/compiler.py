@@ -529,13 +529,15 @@ class Compiler:
                 plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see
                 return
             ent = xkey = vals = None
+            # across blocks (xblock.py): the outermost sampling loop, in the recording pass
+            cross = bm is not None and F.gmlog is None and F.l2p is not None and F.l2p.recording
             # the race checker needs every op; a `once` loop (steady.never_again) is never reused
-            # by its LoopMemo, so it enters it only for its BlockMemo (recording pass, xblock.py)
-            if F.rc is None and (not memo.once or (bm is not None and F.l2p is not None and F.l2p.recording)):
+            # by its LoopMemo, so it enters it only for its BlockMemo
+            if F.rc is None and (not memo.once or cross):
                 ent = memo.enter(F, R)
                 if memo.reuse(F, R, ent, n):
                     return
-                if bm is not None and F.gmlog is None and F.l2p is not None and F.l2p.recording:
+                if cross:
                     xkey = bm.key(R, F.A, ent, n)
                     # (the checked values go where this block's timed pass looks them up)
                     vals = known_vals(rng) if checked else None

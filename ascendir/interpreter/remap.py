@@ -38,7 +38,7 @@ from xdsl.ir import Operation, SSAValue
 
 from ascendir.dialects import ascend
 from ascendir.interpreter.l2 import SHIFT
-from ascendir.interpreter.steady import _external, offset_copies
+from ascendir.interpreter.steady import _external, _op_rows, offset_copies
 from ascendir.interpreter.walk import OpTree
 
 _AFFINE = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.IndexCastOp)
@@ -146,11 +146,9 @@ class Remap:
         P = cur.it0 - prev.it0
         rows = self.rows(A)
         # one weight row per copy op (a handful), each access pointing at its op's row
-        cids = cur.cid.tolist()
-        ops = {c: i for i, c in enumerate(dict.fromkeys(cids))}
+        ops, inv = _op_rows(cur.cid)
         zero = [0] * len(self.addr)
         W = np.array([rows.get(c, zero) for c in ops], np.int64).reshape(len(ops), len(self.addr))
-        inv = np.array([ops[c] for c in cids], np.int64)
         lo, hi = prev.it0, cur.it0 + (K + 1) * P
         # (zeros past the loop's end: rows a jump never applies)
         get, zero = self._get, (0,) * len(self.addr)

@@ -921,6 +921,12 @@ def never_again(loop: scf.ForOp, ctrl: list[SSAValue]) -> bool:
     return p is not None and any(type(v.owner) is ascend.BlockIdxOp for v in ctrl)
 
 
+def getter(slots: list[int]):
+    """X -> X[slots[0]], X[slots[1]], ... as a tuple; X[slots[0]] alone for one slot, None for none
+    (one C call where there are several)."""
+    return itemgetter(*slots) if len(slots) > 1 else (lambda X, s=slots[0]: X[s]) if slots else (lambda X: None)
+
+
 VARIANTS = 8  # stored executions per key (L2 outcome patterns differ between blocks)
 KEYS = 256  # keys per loop before it stops storing
 
@@ -964,9 +970,6 @@ class LoopMemo:
             sc = [s for s, mm in zip(ctrl, ctrl_mem) if mm is False]
             fixed = [s for s, mm in zip(ctrl, ctrl_mem) if mm == "static"]
             dyn = [s for s, mm in zip(ctrl, ctrl_mem) if mm == "dynamic"]
-
-            def getter(slots):
-                return itemgetter(*slots) if len(slots) > 1 else (lambda X, s=slots[0]: X[s]) if slots else (lambda X: None)
 
             get, get_tags = getter(sc), getter(fixed)
             if dyn:
@@ -1111,7 +1114,8 @@ class LoopMemo:
             P, d, prev, cur = regime[0], regime[1], regime[2], regime[3]
             oshift = None
             if dv is not None and any(dv):
-                oshift = np.array([sum(a * b for a, b in zip(rows.get(c, ()), dv)) for c in cur.cid.tolist()], np.int64)
+                by_op = dict(zip(rows, _row_dot(len(dv))(list(rows.values()), dv)))  # copy op -> its shift
+                oshift = np.array([by_op.get(c, 0) for c in cur.cid.tolist()], np.int64)
             return idx0, P, d, prev, cur, [P, d, prev, cur, regime[4], 0, regime[6], idx0, regime[8], oshift], tshift
         return None
 

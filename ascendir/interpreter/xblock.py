@@ -22,15 +22,13 @@ GM log records, jumps' replayed periods by the sampled period's per-access phase
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 import numpy as np
 from xdsl.dialects import scf
 from xdsl.ir import SSAValue
 
 from ascendir.interpreter.l2 import SHIFT
 from ascendir.interpreter.remap import Remap
-from ascendir.interpreter.steady import Acc, first_write_change
+from ascendir.interpreter.steady import Acc, _op_rows, first_write_change, getter
 from ascendir.interpreter.walk import OpTree
 
 VARIANTS = 4  # stored executions per key (trip counts, entry states)
@@ -74,13 +72,11 @@ class BlockMemo:
     __slots__ = ("key_of", "gen", "control", "table")
 
     def __init__(self, key_slots: list[tuple[int, bool]], gen: Remap):
-        sc = [s for s, m in key_slots if not m]
+        get_sc = getter([s for s, m in key_slots if not m])
         mem = [s for s, m in key_slots if m]
-        get_sc = itemgetter(*sc) if len(sc) > 1 else (lambda X, s=sc[0]: X[s]) if sc else (lambda X: None)
         self.key_of = lambda R, A: (get_sc(R), tuple([(R[s].shape, A[s]) for s in mem]))
         self.gen = gen
-        cp = gen.control_pos
-        self.control = itemgetter(*cp) if len(cp) > 1 else (lambda v, i=cp[0]: v[i]) if cp else (lambda v: None)
+        self.control = getter(gen.control_pos)
         self.table: dict[tuple, list[tuple]] = {}
 
     @staticmethod
@@ -124,10 +120,7 @@ class BlockMemo:
             if hs != srel and not (head[0] and all(a <= b + 1e-6 for a, b in zip(srel, hs))):
                 continue
             if C is None:
-                vals = [value_of(i) for i in range(n)]
-                control = list(map(self.control, vals))
-                get = self.gen._get
-                C = np.array([get(x) for x in vals], np.int64).reshape(len(vals), -1)
+                control, C = self._values(value_of, n)
                 rows = self.gen.rows(F.A)
                 zero = [0] * C.shape[1]
             if control != ctl:
@@ -165,12 +158,10 @@ class BlockMemo:
         its = track.iterations(log)
         if len(its) != len(acc.cid) or its.min() < 0 or its.max() >= n:
             return  # (a record the track does not know: keep nothing rather than guess)
-        cids, inv = np.unique(acc.cid, return_inverse=True)
+        cids, inv = _op_rows(acc.cid)
         at = its * len(cids) + inv  # each access's entry of the flattened (iteration, op) shifts
         keys = acc.sid * SHIFT + acc.off
-        vals = [value_of(i) for i in range(n)]
-        get = self.gen._get
-        C0 = np.array([get(x) for x in vals], np.int64).reshape(n, -1)
+        control, C0 = self._values(value_of, n)
         rd = acc.rd
         reads = writes = None
         if rd.any():
@@ -180,6 +171,13 @@ class BlockMemo:
             hit = acc.hit[wr]
             writes = (at[wr], keys[wr], acc.t[wr], hit, not hit.any())
         vs = self.table.setdefault(key, [])
-        vs.append((head, cids.tolist(), C0, list(map(self.control, vals)), reads, writes))
+        vs.append((head, cids, C0, control, reads, writes))
         if len(vs) > VARIANTS:
             del vs[0]
+
+    def _values(self, value_of, n: int) -> tuple[list, np.ndarray]:
+        """(the control values of each of the n iterations, their address values as an (n, a)
+        table), from `value_of(i)`: the checked values of iteration i."""
+        vals = [value_of(i) for i in range(n)]
+        get = self.gen._get
+        return list(map(self.control, vals)), np.array([get(x) for x in vals], np.int64).reshape(n, -1)
