@@ -15,7 +15,7 @@ Python API (pass authors and scripts):
 from __future__ import annotations
 
 from ascendir.errors import AscendirError
-from ascendir.passes import PASSES, PIPELINES
+from ascendir.pipelines import PASSES, PIPELINES
 
 __all__ = ["AscendirError", "PASSES", "PIPELINES", "import_onnx", "compile_model", "simulate", "load_target", "WeightStore"]
 

@@ -18,14 +18,14 @@ from xdsl.passes import PassPipeline
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ArgSpecParseError, ParseError, VerifyException, DiagnosticException
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.dialects import nn
 from ascendir.dialects.ascend import KernelOp
 from ascendir.errors import AscendirError, not_utf8, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
-from ascendir.passes import PASSES, PIPELINES, expand_pipelines
+from ascendir.pipelines import PASSES, PIPELINES, expand_pipelines
 from ascendir.weights import WeightStore
 
 NAME_ATTR = "onnx.name"
@@ -52,7 +52,7 @@ def parse_pipeline(
     pipe = _parse_pipeline(spec, opt_level)
     if target is None and not tiling:
         return pipe
-    from ascendir.transforms.choose_tiling import ChooseTiling, parse_tiling
+    from ascendir.transforms.nn.choose_tiling import ChooseTiling, parse_tiling
 
     if target is not None:
         hw = load_target(target)
@@ -131,10 +131,10 @@ def lower(module: ModuleOp, weights: WeightStore, target: str | Path | None) -> 
     Raises:
         AscendirError: an op the lowering cannot map, or a tile that does not fit.
     """
-    from ascendir.lowering.attention import DecomposeAttention
-    from ascendir.lowering.constants_to_weights import constants_to_weights
-    from ascendir.lowering import lowered_pipeline
-    from ascendir.lowering.convert_nn_to_ascend import ConvertNNToAscend
+    from ascendir.transforms.nn.decompose_attention import DecomposeAttention
+    from ascendir.conversion.nn_to_ascend.constants_to_weights import constants_to_weights
+    from ascendir.conversion.nn_to_ascend import lowered_pipeline
+    from ascendir.conversion.nn_to_ascend.convert_nn_to_ascend import ConvertNNToAscend
 
     # nn.attention without a fused template (or too big for it on this chip) becomes
     # matmul/softmax ops (its causal triangle an nn.constant), before constants move into the
@@ -181,7 +181,7 @@ def run_passes(
     Raises:
         AscendirError: IR that fails to verify, or a pass that changes an output beyond tolerance.
     """
-    from ascendir.transforms.patterns import visible_weights
+    from ascendir.transforms.nn.patterns import visible_weights
 
     passes = pipeline.passes if verify_inputs is not None else (pipeline,)
     try:

@@ -33,11 +33,11 @@ import collections  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from ascendir.context import make_context  # noqa: E402
+from ascendir.session import make_context  # noqa: E402
 from ascendir.driver import lower, parse_pipeline, run_passes  # noqa: E402
 from ascendir.hardware import load_target  # noqa: E402
 from ascendir.interpreter import simulate  # noqa: E402
-from ascendir.passes import PASSES  # noqa: E402
+from ascendir.pipelines import PASSES  # noqa: E402
 from ascendir.weights import WeightStore  # noqa: E402
 from xdsl.parser import Parser  # noqa: E402
 

@@ -91,7 +91,7 @@ def model_text(layers: int, s: int) -> str:
 def lowered(text: str, hw):
     from xdsl.parser import Parser
 
-    from ascendir.context import make_context
+    from ascendir.session import make_context
     from ascendir.driver import lower, parse_pipeline, run_passes
     from ascendir.weights import WeightStore
 

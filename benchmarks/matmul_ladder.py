@@ -38,7 +38,7 @@ def main() -> None:
     args = ap.parse_args()
     n, hw = args.n, load_target(args.target)
     k = args.k or n
-    from ascendir.transforms.choose_tiling import Problem, search
+    from ascendir.transforms.nn.choose_tiling import Problem, search
 
     chosen = search(Problem(1, n, n, k, "f16", 2), hw)
     heur = _heuristic(n, k, hw)
@@ -66,8 +66,8 @@ def _passes_ping_pong(n: int, k: int, hw):
     """Rung 1's single-buffered kernel with every flag removed, then the double-buffer and
     insert-sync passes: the ping-pong of rung 3 derived by the compiler instead of written by hand."""
     from ascendir.dialects import ascend
-    from ascendir.transforms.double_buffer import double_buffer
-    from ascendir.transforms.insert_sync import insert_sync
+    from ascendir.transforms.ascend.double_buffer import double_buffer
+    from ascendir.transforms.ascend.insert_sync import insert_sync
 
     mod = parse(matmul_ir(n, n, k, tm=128, tn=256, tk=64, l1_k=256, block_dim=hw.num_aic, nbuf=1, out_dtype="f16"))
     for kern in [op for op in mod.ops if isinstance(op, ascend.KernelOp)]:
@@ -84,8 +84,8 @@ def _heuristic(n: int, k: int, hw) -> str:
     from xdsl.dialects.builtin import f16
     from xdsl.ir import Block
 
-    from ascendir.lowering.host_builder import LoweringContext
-    from ascendir.lowering.matmul import choose_tiling
+    from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
+    from ascendir.conversion.nn_to_ascend.templates.matmul import choose_tiling
 
     t = choose_tiling(LoweringContext(hw, Block()), n, n, k, f16)
     return f"m={t.base_m},n={t.base_n},k={t.base_k},l1_depth={t.k_l1 // t.base_k}"

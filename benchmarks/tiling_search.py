@@ -48,7 +48,7 @@ def search_model(path: Path) -> tuple[int, int, float]:
     from ascendir.driver import parse_pipeline, run_passes
     from ascendir.frontends.onnx import import_onnx
     from ascendir.hardware import load_target
-    from ascendir.transforms.choose_tiling import ChooseTiling, annotate
+    from ascendir.transforms.nn.choose_tiling import ChooseTiling, annotate
 
     module, weights = import_onnx(path / "model.onnx", None)
     pipe = parse_pipeline(None, "O2")
@@ -90,9 +90,9 @@ def main() -> None:
     ap.add_argument("--no-sim", action="store_true", help="estimates only")
     args = ap.parse_args()
     from ascendir.hardware import load_target
-    from ascendir.lowering.host_builder import LoweringContext
-    from ascendir.lowering.matmul import choose_tiling as heuristic
-    from ascendir.transforms.choose_tiling import Problem, Tiling, estimate, search
+    from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
+    from ascendir.conversion.nn_to_ascend.templates.matmul import choose_tiling as heuristic
+    from ascendir.transforms.nn.choose_tiling import Problem, Tiling, estimate, search
     from xdsl.dialects.builtin import bf16, f16, f32
     from xdsl.ir import Block
 

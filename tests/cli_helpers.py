@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner, Result
 
-from ascendir.cli import main
+from ascendir.api.cli import main
 
 
 def run_cli(*args: object) -> Result:

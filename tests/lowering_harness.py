@@ -10,11 +10,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.nn_reference import run_nn
-from ascendir.lowering import lower
+from ascendir.conversion.nn_to_ascend import lower
 from ascendir.weights import WeightStore
 
 

@@ -96,7 +96,7 @@ def test_lowered_mix_kernels_keep_each_aiv_on_its_own_ub() -> None:
     from test_flash_attention import attention_ir, compile_attention, kernels
     from xdsl.parser import Parser
 
-    from ascendir.context import make_context
+    from ascendir.session import make_context
     from ascendir.driver import lower, parse_pipeline, run_passes
     from ascendir.weights import WeightStore
 

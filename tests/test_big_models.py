@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from ascendir.cli import main
+from ascendir.api.cli import main
 from ascendir.driver import compile_model
 from ascendir.errors import AscendirError
 from ascendir.frontends.onnx import import_onnx

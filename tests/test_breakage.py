@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
 
-from ascendir.cli import main
+from ascendir.api.cli import main
 from cli_helpers import assert_clean_error as _clean_error
 from cli_helpers import run_cli as _run
 from ascendir.errors import AscendirError
@@ -23,7 +23,7 @@ from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.nn_reference import run_nn
 from ascendir.interpreter.testing import parse
-from ascendir.opt import main as opt_main
+from ascendir.api.opt import main as opt_main
 from onnx_builders import check_against_onnxruntime, make_model
 
 DATA = Path(__file__).parent / "data"
@@ -190,7 +190,7 @@ def test_kernel_gm_workspace_counts_in_the_gm_footprint(capsys, tmp_path: Path) 
     64 GiB 910B2. The mix kernel of filecheck/insert-sync/mix_kernel.mlir has a 32 KiB
     workspace: the arena holds it now; with a 512 GiB one plan-memory and `ascendir run` of the
     unplanned IR fail on one line."""
-    from ascendir.transforms.plan_memory import gm_footprint, plan_module
+    from ascendir.transforms.ascend.plan_memory import gm_footprint, plan_module
 
     text = (Path(__file__).parent / "filecheck" / "insert-sync" / "mix_kernel.mlir").read_text()
     module = parse(text)
@@ -219,7 +219,7 @@ def test_opt_internal_error_is_not_bad_input(capsys, monkeypatch, tmp_path: Path
     """An exception that is no bad input (here a pass with a bug) used to print `ascendir-opt:
     error:` and exit 2, as bad IR does. Now one line `internal error: <type>: <message>`, exit
     1 and no output file, as `ascendir` does; ASCENDIR_DEBUG=1 adds the traceback."""
-    from ascendir.transforms.double_buffer import DoubleBuffer
+    from ascendir.transforms.ascend.double_buffer import DoubleBuffer
 
     monkeypatch.setattr(DoubleBuffer, "apply", _pass_bug)
     monkeypatch.delenv("ASCENDIR_DEBUG", raising=False)
@@ -236,7 +236,7 @@ def test_opt_internal_error_is_not_bad_input(capsys, monkeypatch, tmp_path: Path
 
 def test_opt_out_of_memory_is_not_internal(capsys, monkeypatch) -> None:
     """MemoryError is this machine's limit, not a bug: `error: out of memory`, exit 2, as `ascendir`."""
-    from ascendir.transforms.double_buffer import DoubleBuffer
+    from ascendir.transforms.ascend.double_buffer import DoubleBuffer
 
     def _oom(self, ctx, op):
         raise MemoryError("cannot allocate 64 GiB")
@@ -247,7 +247,7 @@ def test_opt_out_of_memory_is_not_internal(capsys, monkeypatch) -> None:
 
 def test_cli_internal_error_is_not_bad_input(monkeypatch, tmp_path: Path) -> None:
     """The same bug under `ascendir compile` (its lowering runs double-buffer): the same line."""
-    from ascendir.transforms.double_buffer import DoubleBuffer
+    from ascendir.transforms.ascend.double_buffer import DoubleBuffer
 
     monkeypatch.setattr(DoubleBuffer, "apply", _pass_bug)
     monkeypatch.delenv("ASCENDIR_DEBUG", raising=False)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.dialects import ascend, nn
 from ascendir.errors import AscendirError
 from ascendir.hardware import load_target
-from ascendir.transforms.choose_tiling import (
+from ascendir.transforms.nn.choose_tiling import (
     TILING_ATTR, ChooseTiling, Problem, Tiling, check_fits, estimate, misfit, parse_tiling, search, split_misfit, splits_of,
     tiling_from_attr,
 )
@@ -120,7 +120,7 @@ def test_search_keeps_large_base_tiles_for_square_gemm():
 def test_cli_tiling_option(tmp_path):
     from click.testing import CliRunner
 
-    from ascendir.cli import main
+    from ascendir.api.cli import main
 
     src = tmp_path / "mm.mlir"
     src.write_text(matmul_text((64, 256), (256, 96), (64, 96), "f16"))

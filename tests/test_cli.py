@@ -235,7 +235,7 @@ def test_unreadable_file(tmp_path: Path) -> None:
 def test_calibrate_quick_prints_errors():
     from click.testing import CliRunner
 
-    from ascendir.cli import main
+    from ascendir.api.cli import main
 
     res = CliRunner().invoke(main, ["calibrate", "--quick"])
     assert res.exit_code == 0, res.output
@@ -257,7 +257,7 @@ def test_choose_tiling_search_is_reported(tmp_path: Path) -> None:
     (JSON `tiling_search` and the table), a note of ascendir-opt. Only benchmarks printed them."""
     import re
 
-    from ascendir.opt import main as opt_main
+    from ascendir.api.opt import main as opt_main
 
     src = _matmul_ir(tmp_path)
     r = _run("compile", src, "--emit", "nn", "-o", tmp_path / "nn.mlir")
@@ -314,7 +314,7 @@ def test_closed_stdout_ends_quietly_like_sigpipe():
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "ascendir.cli", "run", str(MLP), "--timing-only"],
+    proc = subprocess.Popen([sys.executable, "-m", "ascendir.api.cli", "run", str(MLP), "--timing-only"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # before the first line is printed: the simulation takes longer
     _, err = proc.communicate(timeout=120)

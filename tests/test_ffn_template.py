@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from xdsl.parser import Parser
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.dialects import ascend
 from ascendir.driver import lower, parse_pipeline, run_passes
 from ascendir.hardware import load_target
@@ -60,7 +60,7 @@ def _feeds(shapes, dt, seed=0):
 @pytest.fixture(params=["fused", "two-kernel"])
 def plan(request, monkeypatch):
     """Force one FFN lowering (the cost model picks per shape; both must compute the same)."""
-    import ascendir.lowering.ffn as ffn
+    import ascendir.conversion.nn_to_ascend.templates.ffn as ffn
 
     choose = ffn.choose_plan
 
@@ -140,8 +140,8 @@ def test_gate_and_up_share_each_a_tile(plan: str) -> None:
     up = next(k for k in rep["kernels"] if k["name"].startswith("ffn_up"))
     assert up["bytes"]["gm_write"] == s * i * 2
     # each output tile reads its x rows once and both weight columns: x·(i/bn) + 2·W
-    from ascendir.lowering.ffn import _up_tiling
-    from ascendir.lowering.host_builder import LoweringContext
+    from ascendir.conversion.nn_to_ascend.templates.ffn import _up_tiling
+    from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
     from xdsl.dialects.builtin import f16
     from xdsl.ir import Block
 
@@ -205,7 +205,7 @@ FORCED = {
 @pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
 @pytest.mark.parametrize("case", sorted(FORCED))
 def test_fused_kernel_edges_match_run_nn(case: str, target: str, monkeypatch) -> None:
-    import ascendir.lowering.ffn as ffn
+    import ascendir.conversion.nn_to_ascend.templates.ffn as ffn
 
     tiling = ffn.ffn_fused.FusedTiling(**FORCED[case])
     seen = []

@@ -14,15 +14,15 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.dialects import ascend, nn
 from ascendir.driver import lower, parse_pipeline, run_passes
 from ascendir.frontends.onnx import import_onnx
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.nn_reference import run_nn
-from ascendir.lowering.flash_attention import choose_flash_tiling
-from ascendir.passes import PIPELINES
+from ascendir.conversion.nn_to_ascend.templates.flash_attention import choose_flash_tiling
+from ascendir.pipelines import PIPELINES
 from ascendir.weights import WeightStore
 from xdsl.dialects.builtin import f16, f32
 
@@ -133,7 +133,7 @@ def test_attention_without_a_flash_tile_is_lowered_unfused(causal: bool) -> None
     Br = Bc = 16 stacks 128 rows, too many for UB, so choose_flash_tiling finds nothing. This used
     to fail the compile ("no flash-attention tile fits"); the driver now decomposes that attention
     (decompose-attention) and the result still matches run_nn."""
-    from ascendir.lowering.flash_attention import fits
+    from ascendir.conversion.nn_to_ascend.templates.flash_attention import fits
 
     b, hq, hkv, sq, skv, d = 2, 8, 1, 16, 33, 128
     text = attention_ir(b, hq, hkv, sq, skv, d, d, causal)
@@ -278,8 +278,8 @@ def test_causal_triangle_constant_is_built_from_bytes(monkeypatch) -> None:
     constants_to_weights reads it back from the bytes."""
     from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i1
 
-    from ascendir.lowering.attention import DecomposeAttention, bool_constant
-    from ascendir.lowering.constants_to_weights import constant_value
+    from ascendir.transforms.nn.decompose_attention import DecomposeAttention, bool_constant
+    from ascendir.conversion.nn_to_ascend.constants_to_weights import constant_value
 
     tri = np.arange(7)[None, :] <= np.arange(5)[:, None] + 2
     attr = bool_constant(tri)
@@ -303,7 +303,7 @@ def test_causal_triangle_constant_is_built_from_bytes(monkeypatch) -> None:
 def test_two_aivs_share_the_rows_of_each_item() -> None:
     """On 910B the rows of an item are split over the group's two AIVs (S1/S2: 1 AIC + 2 AIV):
     ceil(m/2) and the rest, both AIVs equally busy for even m, one AIV for a single row."""
-    from ascendir.lowering.flash_attention import _segments, aiv_rows
+    from ascendir.conversion.nn_to_ascend.templates.flash_attention import _segments, aiv_rows
 
     assert aiv_rows(15, 2) == [(0, 8), (8, 7)]
     assert [(s.h, s.a, s.n, s.lo) for s in _segments(8, 7, 5, 3)] == [(1, 3, 2, 0), (2, 0, 5, 2)]
@@ -352,7 +352,7 @@ def test_score_preload_ring_keeps_the_vector_cores_fed(monkeypatch) -> None:
     """With a 2-slot workspace ring per stage the cube issues S(j+2) before PV(j) (CANN's bmm1
     preload; S17 PR #112 QK_PRELOAD = 2): the vector cores wait less than with one slot, and the
     numerics are those of the one-slot kernel (checked against run_nn in the CASES above)."""
-    import ascendir.lowering.flash_attention as fa
+    import ascendir.conversion.nn_to_ascend.templates.flash_attention as fa
 
     text = attention_ir(1, 1, 1, 3072, 4096, 128, 128, False, dt="f16")  # 24 row blocks x 32 KV blocks
     two = _bytes(compile_attention(text, "ascend910b2"), {})["kernels"][0]
@@ -366,7 +366,7 @@ def test_tiling_is_chosen_by_estimated_cycles(monkeypatch) -> None:
     """choose_flash_tiling ranks the fitting tiles with estimate_cycles: one head of 512 queries
     over 4096 keys takes Br = 32 (16 row blocks on 16 cores) rather than the largest tile (Br =
     128: 4 cores), and the simulation agrees that it is faster."""
-    import ascendir.lowering.flash_attention as fa
+    import ascendir.conversion.nn_to_ascend.templates.flash_attention as fa
 
     hw = load_target("ascend910b2")
     kw = dict(batch=1, hkv=1, g=1, sq=512, skv=4096, d=128, dv=128, el=f16)

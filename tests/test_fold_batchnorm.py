@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.driver import compile_model, lower
 from ascendir.frontends.onnx import import_onnx
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.nn_reference import run_nn
-from ascendir.transforms.fold_batchnorm import FoldBatchNorm
-from ascendir.transforms.patterns import visible_weights
+from ascendir.transforms.nn.fold_batchnorm import FoldBatchNorm
+from ascendir.transforms.nn.patterns import visible_weights
 from onnx_builders import make_model, run_onnxruntime
 
 DATA = Path(__file__).parent / "data"

@@ -13,7 +13,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.dialects import nn
 from ascendir.errors import AscendirError
 from ascendir.frontends.onnx import import_onnx

@@ -205,8 +205,8 @@ def _module(**attrs: str):
 def test_module_target_follows_arch(monkeypatch: pytest.MonkeyPatch):
     """A module without ascend.target is planned for its arch's target (a 910A module was planned
     for the default 910B2); an explicit target or name still wins; a bad arch fails on one line."""
-    from ascendir.transforms import plan_memory
-    from ascendir.transforms.plan_memory import module_target
+    from ascendir.transforms.ascend import plan_memory
+    from ascendir.transforms.ascend.plan_memory import module_target
 
     assert module_target(_module(**{"ascend.arch": "dav-c100"})).name == "ascend910a"
     assert module_target(_module(**{"ascend.arch": "dav-m200"})).name == "ascend310p"

@@ -16,8 +16,8 @@ from ascendir.driver import compile_model
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.testing import matmul_ir, parse
-from ascendir.transforms.double_buffer import double_buffer
-from ascendir.transforms.insert_sync import conflicts, insert_sync
+from ascendir.transforms.ascend.double_buffer import double_buffer
+from ascendir.transforms.ascend.insert_sync import conflicts, insert_sync
 
 DATA = Path(__file__).parent / "data"
 MIX_IR = Path(__file__).parent / "filecheck" / "insert-sync" / "mix_kernel.mlir"
@@ -146,7 +146,7 @@ def test_remove_redundant_keeps_template_kernels_race_free(mlp) -> None:
     """Events the analysis shows redundant removed from the templates' kernels: the full
     simulation (every block, every iteration, race and deadlock detectors on) still passes, the
     outputs are the reference's and the cycles are not worse."""
-    from ascendir.transforms.insert_sync import remove_redundant
+    from ascendir.transforms.ascend.insert_sync import remove_redundant
 
     module, weights, inputs, ref = mlp
     before = simulate(module, weights, inputs, HW).report["total_cycles"]
@@ -180,7 +180,7 @@ def test_mix_kernel_insert_sync_runs(plan: bool) -> None:
     detectors on, z = relu(a @ b) as numpy computes it, and what insert-sync leaves is exactly
     what it needs: no conflict left, and each cross-unit event removed alone is a race again."""
     from ascendir.hardware import load_target as _lt
-    from ascendir.transforms.plan_memory import plan_kernel
+    from ascendir.transforms.ascend.plan_memory import plan_kernel
 
     a, b, ref = _mix_inputs()
     module = parse(MIX_IR.read_text())
@@ -207,8 +207,8 @@ def test_double_buffered_mix_kernel_runs() -> None:
     """double-buffer then insert-sync on the 910B mix kernel of filecheck/double-buffer/
     mix_subblock.mlir (rows added on AIV 0 and AIV 1, each ping-ponged in its own UB): each
     AIV's slots get their own events and the kernel runs race- and deadlock-free, z = x + y."""
-    from ascendir.transforms.double_buffer import DoubleBuffer
-    from ascendir.transforms.insert_sync import InsertSync
+    from ascendir.transforms.ascend.double_buffer import DoubleBuffer
+    from ascendir.transforms.ascend.insert_sync import InsertSync
     from xdsl.context import Context
 
     text = (Path(__file__).parent / "filecheck" / "double-buffer" / "mix_subblock.mlir").read_text()
@@ -234,7 +234,7 @@ def test_double_buffered_mix_kernel_runs() -> None:
 
 def _lowering_insertions(monkeypatch) -> list[int]:
     """The pairs the lowering's insert-sync inserts, one entry per kernel it analyses."""
-    import ascendir.transforms.insert_sync as mod
+    import ascendir.transforms.ascend.insert_sync as mod
 
     added: list[int] = []
     real = mod.insert_sync
@@ -327,8 +327,8 @@ def test_partly_written_buffer_is_not_ping_ponged() -> None:
     half carries the previous iteration's rows. double-buffer used to give it a second slot
     (its first op in the loop writes it), and each slot then held only every other iteration's
     rows: 112 of 256 output rows wrong. After double-buffer + insert-sync it runs as numpy says."""
-    from ascendir.transforms.double_buffer import DoubleBuffer
-    from ascendir.transforms.insert_sync import InsertSync
+    from ascendir.transforms.ascend.double_buffer import DoubleBuffer
+    from ascendir.transforms.ascend.insert_sync import InsertSync
     from xdsl.context import Context
 
     text = (Path(__file__).parent / "filecheck" / "double-buffer" / "partial_write.mlir").read_text()
@@ -356,8 +356,8 @@ def test_plan_memory_after_insert_sync_runs() -> None:
     order `-p double-buffer,insert-sync,plan-memory` runs them): plan-memory shares bytes between
     buffers of disjoint lifetimes, which the flags placed before did not order; it used to leave
     a V -> MTE2 race there. Now it adds the flags and the kernel runs as numpy says."""
-    from ascendir.transforms.plan_memory import PlanMemory
-    from ascendir.transforms.insert_sync import InsertSync
+    from ascendir.transforms.ascend.plan_memory import PlanMemory
+    from ascendir.transforms.ascend.insert_sync import InsertSync
     from xdsl.context import Context
 
     module = parse((Path(__file__).parent / "filecheck" / "plan-memory" / "after_insert_sync.mlir").read_text())

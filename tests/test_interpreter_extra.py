@@ -12,7 +12,7 @@ from xdsl.ir import Dialect
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def
 from xdsl.parser import Parser
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.hardware import load_target
 from ascendir.interpreter import OpCost, register_op, simulate
 from ascendir.interpreter.special import erf

@@ -80,9 +80,9 @@ def _planned_add_loop() -> str:
     double-buffer, insert-sync and plan-memory (slot 1 of %ux planned at UB offset 16384)."""
     from xdsl.context import Context
 
-    from ascendir.transforms.double_buffer import DoubleBuffer
-    from ascendir.transforms.insert_sync import InsertSync
-    from ascendir.transforms.plan_memory import PlanMemory
+    from ascendir.transforms.ascend.double_buffer import DoubleBuffer
+    from ascendir.transforms.ascend.insert_sync import InsertSync
+    from ascendir.transforms.ascend.plan_memory import PlanMemory
 
     text = ADD_LOOP.read_text()
     text = text[text.index("builtin.module"):].rstrip()

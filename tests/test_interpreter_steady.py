@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.testing import add_ir, matmul_ir, parse
-from ascendir.transforms.fuse_matmul_epilogue import FuseMatmulEpilogue
+from ascendir.transforms.nn.fuse_matmul_epilogue import FuseMatmulEpilogue
 from lowering_harness import lower_text, printed
 from lowering_harness import parse as parse_nn
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
-from ascendir.transforms.fuse_matmul_epilogue import FuseMatmulEpilogue
+from ascendir.transforms.nn.fuse_matmul_epilogue import FuseMatmulEpilogue
 from lowering_harness import check, lower_text, parse, printed, rand
 
 

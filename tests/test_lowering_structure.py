@@ -12,12 +12,12 @@ from xdsl.dialects import scf
 from xdsl.ir import Block
 from xdsl.passes import PassPipeline
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.dialects import ascend, nn
 from ascendir.errors import AscendirError
-from ascendir.lowering.constants_to_weights import constants_to_weights
-from ascendir.lowering.convert_nn_to_ascend import ConvertNNToAscend
-from ascendir.passes import PASSES
+from ascendir.conversion.nn_to_ascend.constants_to_weights import constants_to_weights
+from ascendir.conversion.nn_to_ascend.convert_nn_to_ascend import ConvertNNToAscend
+from ascendir.pipelines import PASSES
 from ascendir.weights import WeightStore
 from lowering_harness import check, lower_text, module, parse, printed, rand
 
@@ -99,7 +99,7 @@ def test_unknown_target_is_a_clear_error():
 
 def test_op_without_template_names_it(monkeypatch):
     # Every nn op has a template now; take nn.topk's away to check how the gap is reported.
-    from ascendir.lowering.convert_nn_to_ascend import TEMPLATES
+    from ascendir.conversion.nn_to_ascend.convert_nn_to_ascend import TEMPLATES
 
     monkeypatch.delitem(TEMPLATES, nn.TopKOp, raising=False)
     text = module(

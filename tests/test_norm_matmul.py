@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.dialects import ascend
-from ascendir.transforms.fuse_norm_matmul import FuseNormMatmul
+from ascendir.transforms.nn.fuse_norm_matmul import FuseNormMatmul
 from lowering_harness import check, parse, printed, rand
 
 

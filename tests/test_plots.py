@@ -163,7 +163,7 @@ def _report(kernels: list[dict]) -> dict:
 
 
 def test_roofline_places_each_kernel_by_its_own_figures(tmp_path: Path) -> None:
-    from ascendir.plots import roofline, roofline_points
+    from ascendir.api.plots import roofline, roofline_points
 
     gm = {"gm_read": 2e6, "gm_write": 1e6}
     rep = _report([
@@ -193,7 +193,7 @@ def test_report_carries_vector_ops_and_cube_peak() -> None:
     """A simulated model's vector-only kernels have vector element-ops (and so distinct roofline
     points), its cube kernels the cube peak of their dtype."""
     from ascendir.driver import compile_model
-    from ascendir.plots import roofline_points
+    from ascendir.api.plots import roofline_points
 
     hw = load_target("ascend910b2")
     module, weights = compile_model(Path(__file__).parent / "data" / "llama_small" / "model.onnx", "ascend910b2")

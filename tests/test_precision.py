@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from ascendir.cli import main
+from ascendir.api.cli import main
 from ascendir.driver import compile_model
 from ascendir.dialects import nn
 from ascendir.hardware import load_target

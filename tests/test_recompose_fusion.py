@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from xdsl.dialects.builtin import ModuleOp
 
-from ascendir.cli import main as cli_main
+from ascendir.api.cli import main as cli_main
 from ascendir.dialects import nn
 from ascendir.driver import compare_outputs, parse_pipeline, random_inputs, run_passes
 from ascendir.errors import AscendirError

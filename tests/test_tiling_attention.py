@@ -9,15 +9,15 @@ import pytest
 from xdsl.dialects.builtin import f32
 from xdsl.parser import Parser
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.dialects import ascend, nn
 from ascendir.driver import lower, parse_pipeline, print_ir, run_passes
 from ascendir.errors import AscendirError
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.nn_reference import run_nn
-from ascendir.lowering import flash_attention as fa
-from ascendir.transforms.choose_tiling import TILING_ATTR, attention_fields, search_log
+from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
+from ascendir.transforms.nn.choose_tiling import TILING_ATTR, attention_fields, search_log
 from ascendir.weights import WeightStore
 from cli_helpers import assert_clean_error, run_cli
 from test_choose_tiling import l1_shapes

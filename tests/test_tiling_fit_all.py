@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import space_of
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.hardware import load_target
-from ascendir.transforms.choose_tiling import ChooseTiling, Tiling, epilogue_ub_bytes, problem_of, tiling_from_attr
+from ascendir.transforms.nn.choose_tiling import ChooseTiling, Tiling, epilogue_ub_bytes, problem_of, tiling_from_attr
 from cli_helpers import assert_clean_error, run_cli
 from lowering_harness import lower_text, parse, printed
 from test_lowering_matmul import epilogue_text, fuse, kernels

@@ -10,10 +10,10 @@ import sys
 import pytest
 from xdsl.parser import Parser
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.driver import lower, parse_pipeline, print_ir, run_passes
 from ascendir.errors import AscendirError
-from ascendir.transforms.choose_tiling import parse_tiling
+from ascendir.transforms.nn.choose_tiling import parse_tiling
 from ascendir.weights import WeightStore
 from cli_helpers import assert_clean_error, run_cli
 from test_flash_attention import attention_ir
@@ -51,7 +51,7 @@ def test_bad_tiling_fields_fail_up_front_in_every_path(spec, why, tmp_path):
     assert not (tmp_path / "o.mlir").exists()
     assert_clean_error(run_cli("compile", src, "--emit", "nn", "-p", f'fuse-attention,choose-tiling{{tiling="{spec}"}}'),
                        f'bad choose-tiling option tiling="{spec}"', why)
-    r = subprocess.run([sys.executable, "-m", "ascendir.opt", str(src), "-p", f'fuse-attention,choose-tiling{{tiling="{spec}"}}'],
+    r = subprocess.run([sys.executable, "-m", "ascendir.api.opt", str(src), "-p", f'fuse-attention,choose-tiling{{tiling="{spec}"}}'],
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip() == f'ascendir-opt: error: bad choose-tiling option tiling="{spec}": ' + r.stderr.split(": ", 3)[-1].strip()
     assert why in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -62,7 +62,7 @@ def simulate(
         AscendirError: unsupported op, capacity overflow (on chip, or the GM footprint above the
             target's HBM: plan-memory's, or for IR never planned the one it would give), deadlock, bad inputs, invariant violation.
     """
-    from ascendir.transforms.plan_memory import check_module_gm_fits
+    from ascendir.transforms.ascend.plan_memory import check_module_gm_fits
 
     hw = load_target(target)
     # before any work: IR planned for another chip (a larger HBM), or never planned

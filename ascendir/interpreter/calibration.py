@@ -173,7 +173,7 @@ def attention_us(sq: int, skv: int, d: int, target: str = "ascend910b2") -> floa
     head: q [1, 1, sq, d], k and v [1, 1, skv, d], f16, not causal, launch included."""
     from xdsl.parser import Parser
 
-    from ascendir.context import make_context
+    from ascendir.session import make_context
     from ascendir.driver import lower, parse_pipeline, run_passes
     from ascendir.weights import WeightStore
 

@@ -111,7 +111,7 @@ def _raise_plan_error(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
     (buffers with disjoint lifetimes sharing bytes) cannot fit them either: it names the buffer,
     the bytes needed vs available and the largest tile that fits. Returns when plan-memory would
     fit them (the caller then says the sum overflows)."""
-    from ascendir.transforms.plan_memory import plan_kernel
+    from ascendir.transforms.ascend.plan_memory import plan_kernel
 
     try:
         plan_kernel(kernel.clone(), target)

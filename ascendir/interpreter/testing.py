@@ -238,7 +238,7 @@ def parse(text: str):
     """Parse ascend IR text with ascendir's context (verifies it)."""
     from xdsl.parser import Parser
 
-    from ascendir.context import make_context
+    from ascendir.session import make_context
 
     module = Parser(make_context(), text).parse_module()
     module.verify()

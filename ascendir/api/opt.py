@@ -1,0 +1,107 @@
+"""`ascendir-opt`: run pass pipelines on IR text, with xdsl-opt's flags.
+
+    ascendir-opt in.mlir -p 'fuse-matmul-epilogue,convert-nn-to-ascend{target=ascend910a}'
+
+Named pipelines `O0`, `O1`, `O2` expand to their pass lists (e.g. `-p O2`) and take no options,
+as in `ascendir -p` (passes.expand_pipelines). Bad input (IR that does not parse or verify, a bad
+pass pipeline or option, an unreadable file, an error a pass raises) prints one line
+`ascendir-opt: error: ...` and exits with code 2; any other exception is a bug and prints
+`ascendir-opt: internal error: <type>: <message>` and exits with code 1, as `ascendir` does
+(ASCENDIR_DEBUG=1 prints the traceback too). `-o FILE` is written only on success.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import IO
+
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from ascendir.session import DIALECTS
+from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, not_utf8, one_line
+from ascendir.api.outputs import atomic_write, check_writable
+from ascendir.pipelines import PASSES, expand_pipelines
+
+
+class AscendirOptMain(xDSLOptMain):
+    def register_all_dialects(self) -> None:
+        for d in DIALECTS:
+            self.ctx.register_dialect(d.name, lambda d=d: d)
+
+    def register_all_passes(self) -> None:
+        for name, factory in PASSES.items():
+            self.register_pass(name, factory)
+
+    def setup_pipeline(self) -> None:
+        spec = self.args.passes
+        if spec:
+            self.args.passes = expand_pipelines(spec)
+        try:
+            super().setup_pipeline()
+        except AscendirError:  # a pass rejected its options (choose-tiling's tiling=...)
+            raise
+        except (Exception, ArgSpecParseError) as e:
+            # xDSL says what is wrong with the -p text with a ValueError (unknown pass, option or
+            # option type) or an ArgSpecParseError (syntax): bad input, not a bug
+            raise AscendirError(f"bad pass pipeline '{spec}': {one_line(e)}") from None
+
+    def parse_chunk(self, chunk, file_extension, start_offset=0):
+        try:
+            return super().parse_chunk(chunk, file_extension, start_offset)
+        except UnicodeDecodeError as e:  # a binary or mis-encoded file: bad input, not a bug
+            raise AscendirError(f"{self.get_input_name()}: {not_utf8(e)}") from None
+
+    def prepare_output(self) -> IO[str]:
+        # Buffer the result; `run` writes the file only once every chunk went through.
+        if self.args.output_file is None:
+            return sys.stdout
+        self.buffer = _Buffer()
+        return self.buffer
+
+    def run(self) -> None:
+        if self.args.output_file is not None:
+            check_writable(self.args.output_file)  # before any work
+        super().run()
+        if self.args.output_file is not None:
+            text = self.buffer.getvalue()
+            atomic_write(self.args.output_file, lambda p: p.write_text(text))
+
+
+class _Buffer(io.StringIO):
+    def close(self) -> None:  # xDSLOptMain closes its output stream; keep the text readable
+        pass
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    from ascendir.pass_notes import collect_notes
+    from ascendir.transforms.nn.choose_tiling import log_summary, search_log
+
+    try:
+        with search_log() as log, collect_notes() as notes:
+            AscendirOptMain(description="ascendir modular optimizer driver", args=args).run()
+        # what choose-tiling scored, what a pass left alone and why: stderr, so the IR on stdout
+        # stays as it was
+        for line in ([log_summary(log)] if log else []) + notes:
+            print(f"ascendir-opt: note: {line}", file=sys.stderr)
+    except (AscendirError, ParseError, DiagnosticException, ArgSpecParseError, OSError) as e:
+        # bad input (IR, pipeline, options, files): one line, exit code 2, never a traceback
+        msg = f"{e.filename}: {e.strerror}" if isinstance(e, OSError) and e.filename else one_line(e)
+        print(f"ascendir-opt: error: {msg}", file=sys.stderr)
+        sys.exit(2)
+    except MemoryError as e:  # IR larger than this machine's memory
+        print(f"ascendir-opt: error: out of memory: {one_line(e)}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as e:  # a bug: one line, the traceback only on request (as `ascendir` does)
+        if os.environ.get(DEBUG_ENV):
+            traceback.print_exc()
+        print(f"ascendir-opt: {internal_error(e)}", file=sys.stderr)
+        sys.exit(INTERNAL_ERROR_EXIT)
+
+
+if __name__ == "__main__":
+    main()

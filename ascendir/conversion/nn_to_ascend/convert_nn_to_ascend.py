@@ -1,0 +1,203 @@
+"""`convert-nn-to-ascend{target=ascend910b2}`: lower the nn module to ascend kernels.
+
+Input: `func.func @main` over tensors (`arg_attrs`/`res_attrs` with `onnx.name`), nn ops,
+`nn.weight @name`, `nn.fused` regions. `nn.constant` is normally moved into the WeightStore
+first (`ascendir.conversion.nn_to_ascend.constants_to_weights`, as the driver does); one left in the module
+becomes an `ascend.weight` carrying its value (attribute `value`), so `ascendir-opt` lowers
+imported modules too.
+
+Output: the module gets `ascend.arch` and `ascend.target` attributes, one `ascend.kernel` per nn
+op (or per `nn.fused`) of a distinct signature (structurally identical ops, e.g. the same op in
+every layer, launch one shared kernel: kernel_reuse.py), and a new `func.func @main` over GM memrefs (same arg/res attrs) whose
+body is `ascend.weight` for each nn.weight, GM `ascend.alloc` for intermediates, `ascend.view`
+for reshapes (free), `ascend.launch @kernel(...)` in program order, and `func.return`.
+
+Templates (one file each): matmul.py (cube), matmul_epilogue.py (nn.fused matmul_epilogue),
+norm_matmul.py (nn.fused norm_matmul),
+elementwise.py, reduction.py (reduce_*, softmax, layer_norm, rms_norm), data_movement.py
+(reshape, transpose, slice, concat, gather, expand), conv.py (img2col + cube; depthwise via
+window_vector.py), pool.py, topk.py. An `nn.fused` of an unknown kind is lowered
+op by op from its body (its meaning).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from ascendir.dialects import ascend, nn
+from ascendir.errors import AscendirError
+from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
+from ascendir.conversion.nn_to_ascend.templates import data_movement, elementwise, ffn, matmul, matmul_epilogue, reduction
+from ascendir.conversion.nn_to_ascend.templates import conv, pool, topk
+from ascendir.conversion.nn_to_ascend import kernel_reuse
+from ascendir.conversion.nn_to_ascend.templates import flash_attention, fused_elementwise, norm_matmul
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, gm_type
+
+Template = Callable[[LoweringContext, Operation, list[SSAValue]], list[SSAValue]]
+
+
+def _templates() -> dict[type[Operation], Template]:
+    table: dict[type[Operation], Template] = {}
+    for cls in elementwise.ELEMENTWISE:
+        table[cls] = elementwise.lower_elementwise
+    table[nn.MatmulOp] = matmul.lower_matmul
+    for cls in (nn.ReduceSumOp, nn.ReduceMeanOp, nn.ReduceMaxOp, nn.ReduceMinOp, nn.ReduceProdOp):
+        table[cls] = reduction.lower_reduce
+    table[nn.SoftmaxOp] = reduction.lower_softmax
+    table[nn.LayerNormOp] = reduction.lower_layer_norm
+    table[nn.RmsNormOp] = reduction.lower_rms_norm
+    table[nn.ReshapeOp] = data_movement.lower_reshape
+    table[nn.IdentityOp] = data_movement.lower_identity
+    table[nn.TransposeOp] = data_movement.lower_transpose
+    table[nn.SliceOp] = data_movement.lower_slice
+    table[nn.ConcatOp] = data_movement.lower_concat
+    table[nn.ExpandOp] = data_movement.lower_expand
+    table[nn.GatherOp] = data_movement.lower_gather
+    table[nn.Conv2dOp] = conv.lower_conv2d
+    table[nn.Pool2dOp] = pool.lower_pool2d
+    table[nn.TopKOp] = topk.lower_topk
+    return table
+
+
+TEMPLATES = _templates()
+FUSED_TEMPLATES: dict[str, Template] = {"matmul_epilogue": matmul_epilogue.lower_matmul_epilogue}
+FUSED_TEMPLATES["ffn"] = ffn.lower_ffn
+FUSED_TEMPLATES["flash_attention"] = flash_attention.lower_flash_attention
+FUSED_TEMPLATES["norm_matmul"] = norm_matmul.lower_norm_matmul
+FUSED_TEMPLATES["elementwise"] = fused_elementwise.lower_fused_elementwise
+FUSED_TEMPLATES["conv_activation"] = conv.lower_conv_activation
+
+
+def describe(op: Operation, index: int) -> str:
+    """How errors name an op: `nn.matmul #3` plus its ONNX node name when the importer kept one;
+    a region `nn.fused #5 (ffn, from '<first ONNX node of its body>')`, since the fusion passes
+    give the region itself no node name."""
+    text = f"{op.name} #{index}"
+    for key in ("onnx.node", "onnx.name"):
+        attr = op.attributes.get(key)
+        if isinstance(attr, StringAttr):
+            return f"{text} ('{attr.data}')"
+    if isinstance(op, nn.FusedOp):
+        node = next((a.data for o in op.body.walk() if isinstance(a := o.attributes.get("onnx.node"), StringAttr)), None)
+        return f"{text} ({op.kind.data}, from '{node}')" if node else f"{text} ({op.kind.data})"
+    return text
+
+
+def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> None:
+    """Lower nn ops in program order; operand buffers come from `ctx.values`.
+
+    Raises:
+        AscendirError: an op without template, or a template's own error.
+    """
+    for i, op in enumerate(ops, start):
+        ctx.current = describe(op, i)
+        if isinstance(op, (func.ReturnOp, nn.YieldOp)):
+            continue
+        if isinstance(op, nn.WeightOp):
+            ctx.values[op.result] = ctx.emit(ascend.WeightOp(op.weight_name, gm_type(op.result.type))).results[0]
+            continue
+        if isinstance(op, nn.ConstantOp):
+            # Only when run as a pass (ascendir-opt): the driver moves constants into the
+            # WeightStore first. Here there is no store, so the IR keeps the value.
+            weight = ascend.WeightOp(ctx.name("inline_const"), gm_type(op.result.type), op.value)
+            ctx.values[op.result] = ctx.emit(weight).results[0]
+            continue
+        operands = [ctx.gm(v) for v in op.operands]
+        key = kernel_reuse.signature(op, operands)
+        fragment = ctx.fragments.get(key) if key is not None else None
+        if fragment is not None:
+            results = fragment.replay(ctx, operands)
+        else:
+            last = ctx.host.last_op
+            results = lower_op(ctx, op, operands)
+            if key is not None and key not in ctx.fragments:
+                first = last.next_op if last is not None else ctx.host.first_op
+                ctx.fragments[key] = kernel_reuse.Fragment.record(first, operands, results)
+        for r, buf in zip(op.results, results, strict=True):
+            ctx.values[r] = buf
+
+
+def lower_op(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
+    """Lower one nn op (or nn.fused) by its template; returns its result buffers."""
+    if isinstance(op, nn.FusedOp):
+        return lower_fused(ctx, op, operands)
+    template = TEMPLATES.get(type(op))
+    if template is None:
+        raise AscendirError(f"{ctx.current}: convert-nn-to-ascend has no template for {op.name}")
+    return template(ctx, op, operands)
+
+
+def lower_fused(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue]:
+    """The kind's template, or the body op by op when the kind has none (or declines)."""
+    template = FUSED_TEMPLATES.get(op.kind.data)
+    if template is not None:
+        results = template(ctx, op, operands)
+        if results is not None:
+            return results
+    outer = ctx.current
+    block = op.body.block
+    for arg, buf in zip(block.args, operands):
+        ctx.values[arg] = buf
+    lower_block(ctx, list(block.ops))
+    ctx.current = outer
+    term = block.last_op
+    assert isinstance(term, nn.YieldOp)
+    return [ctx.gm(v) for v in term.values]
+
+
+def lower_module(module: ModuleOp, target: HardwareConfig) -> None:
+    """Replace the nn `@main` of `module` by kernels and a host `@main`, in place.
+
+    Raises:
+        AscendirError: no @main, non-tensor signature, or any lowering error.
+    """
+    main = next((op for op in module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == "main"), None)
+    if main is None:
+        raise AscendirError("convert-nn-to-ascend: module has no func.func @main")
+    ftype = main.function_type
+    if not all(isinstance(t, TensorType) for t in (*ftype.inputs.data, *ftype.outputs.data)):
+        raise AscendirError("convert-nn-to-ascend: @main must take and return tensors (already lowered?)")
+    in_types = [gm_type(t) for t in ftype.inputs.data]
+    out_types = [gm_type(t) for t in ftype.outputs.data]
+    host = Block(arg_types=in_types)
+    ctx = LoweringContext(target, host)
+    for arg, new in zip(main.body.block.args, host.args):
+        ctx.values[arg] = new
+    ops = list(main.body.block.ops)
+    lower_block(ctx, ops)
+    ret = ops[-1]
+    assert isinstance(ret, func.ReturnOp)
+    host.add_op(func.ReturnOp(*[ctx.gm(v) for v in ret.arguments]))
+    new_main = func.FuncOp(
+        "main", (in_types, out_types), Region(host), arg_attrs=main.arg_attrs, res_attrs=main.res_attrs
+    )
+    module.body.block.insert_ops_before([*ctx.kernels, new_main], main)
+    module.body.block.erase_op(main)
+    module.attributes[ascend.ARCH_ATTR] = StringAttr(target.arch)
+    module.attributes["ascend.target"] = StringAttr(target.name)
+
+
+@dataclass(frozen=True)
+class ConvertNNToAscend(ModulePass):
+    """Lower nn to ascend for `target`: a shipped chip name (ascend910b2, 910b2, ...) or a path
+    to a TOML chip description."""
+
+    name = "convert-nn-to-ascend"
+
+    target: str = DEFAULT_TARGET
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # An nn.attention left unfused (or too big for the flash template on this chip) has no
+        # template of its own: decompose it here too, so ascendir-opt lowers what `ascendir
+        # compile` lowers (the driver already ran this before moving constants into the store).
+        from ascendir.transforms.nn.decompose_attention import DecomposeAttention
+
+        DecomposeAttention(target=self.target).apply(ctx, op)
+        lower_module(op, load_target(self.target))

@@ -1,0 +1,98 @@
+"""The host side of a lowered module: `func.func @main` over GM buffers and the kernel list.
+
+Templates receive a `LoweringContext`: they read operand buffers (`ctx.gm(value)`), create GM
+buffers for results (`ctx.buffer`), free reshapes (`ctx.view`), and launch kernels
+(`ctx.launch(kernel_op, args)`), which appends the kernel to the module and an `ascend.launch`
+to @main in program order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import MemRefType, TensorType
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import MemSpace
+from ascendir.errors import AscendirError
+from ascendir.hardware.config import HardwareConfig
+from ascendir.conversion.nn_to_ascend.kernel_builder import contiguous_type
+
+
+def gm_type(t: TensorType) -> MemRefType:
+    """GM memref of a tensor type: same shape and element type, identity layout."""
+    return contiguous_type(t.get_shape(), t.element_type, MemSpace.GM)
+
+
+def shape(v: SSAValue) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())
+
+
+def elem(v: SSAValue) -> Attribute:
+    return v.type.element_type
+
+
+class LoweringContext:
+    """State of one convert-nn-to-ascend run.
+
+    Args:
+        target: the chip the kernels are tiled for.
+        host: the (empty) entry block of the new @main; its arguments are the GM inputs.
+    """
+
+    def __init__(self, target: HardwareConfig, host: Block):
+        self.target = target
+        self.host = host
+        self.kernels: list[ascend.KernelOp] = []
+        self.values: dict[SSAValue, SSAValue] = {}
+        self._names: dict[str, int] = {}
+        self._views: dict[tuple[SSAValue, tuple[int, ...]], SSAValue] = {}
+        self.current: str = ""  # the nn op being lowered, for error messages
+        # kernel_reuse.Fragment (or None: not replayable) by kernel_reuse.signature of an nn op
+        self.fragments: dict[object, object] = {}
+
+    # ------------------------------------------------------------------------------------------
+    def gm(self, value: SSAValue) -> SSAValue:
+        """The GM buffer holding nn value `value`."""
+        return self.values[value]
+
+    def emit(self, op: Operation) -> Operation:
+        self.host.add_op(op)
+        return op
+
+    def buffer(self, shape: Sequence[int], elem: Attribute) -> SSAValue:
+        """A fresh GM buffer (`ascend.alloc` in GM) for an intermediate or a result."""
+        return self.emit(ascend.AllocOp(contiguous_type(shape, elem, MemSpace.GM))).results[0]
+
+    def view(self, src: SSAValue, shape: Sequence[int]) -> SSAValue:
+        """`src` reinterpreted with `shape` (same element count): free, no kernel."""
+        shape = list(shape)
+        if list(src.type.get_shape()) == shape:
+            return src
+        if math.prod(shape) != math.prod(src.type.get_shape()):
+            raise AscendirError(f"{self.current}: cannot view {src.type} as {shape}")
+        # Chains of views collapse onto the original buffer; one view per (buffer, shape).
+        if isinstance(src.owner, ascend.ViewOp):
+            src = src.owner.source
+            if list(src.type.get_shape()) == shape:
+                return src
+        key = (src, tuple(shape))
+        if key not in self._views:
+            view = self.emit(ascend.ViewOp(src, contiguous_type(shape, src.type.element_type)))
+            self._views[key] = view.results[0]
+        return self._views[key]
+
+    def name(self, base: str) -> str:
+        """A unique kernel name `base_<n>`."""
+        n = self._names.get(base, 0)
+        self._names[base] = n + 1
+        return f"{base}_{n}"
+
+    def launch(self, kernel: ascend.KernelOp, args: Sequence[SSAValue]) -> None:
+        self.kernels.append(kernel)
+        self.emit(ascend.LaunchOp(kernel.sym_name.data, list(args)))
+
+    def error(self, msg: str) -> AscendirError:
+        return AscendirError(f"{self.current}: {msg}")

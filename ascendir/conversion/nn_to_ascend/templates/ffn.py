@@ -1,0 +1,466 @@
+"""Template of `nn.fused {kind = "ffn"}` (built by fuse-ffn): SwiGLU / GeGLU and MatMul → act → MatMul.
+
+Body forms (fuse_ffn.match_gated / match_plain), x [..., H] viewed as [M, H]:
+
+    gated:  h = act(x · Wg) * (x · Wu)          act ∈ {SiLU, GELU}, Wg, Wu [H, I]
+    plain:  h = act(x · W1 [+ b1])              act ∈ {ReLU, GELU, SiLU}
+    then    y = h · Wd [+ b2]                   Wd [I, Ho]
+
+Two lowerings; `choose_plan` scores both per shape with the interpreter's cost pieces (as
+choose-tiling does, nothing simulated) and the chosen one is recorded on its kernels as the
+`ffn_plan` attribute ("fused: est fused N vs two-kernel M cycles (tiles)").
+
+A. One kernel, h never in GM as a whole (ffn_fused.py): work items (row block of bm rows, a
+   range of I) over all AICs; per item gate/up chunk by chunk, act·mul, each h tile kept in L1,
+   then h · Wd from L1 per Ho tile into fp32 partials [nsplit, M, Ho], added (+ b2, cast) by a
+   small vector kernel. Each weight byte is read once per row block. Chosen where the weight
+   stream dominates and the estimate gains >= FUSED_MARGIN: LLaMA-7B decode (M = 1..32), the
+   corpus' gpt2_small and mlp_small (llama_small, bert_small, vit_small, llama_realistic keep B).
+B. Two kernels instead of four (gate + act, up, mul, down) and one round trip of the [M, I]
+   intermediate instead of three (chosen at prefill: with M = 512 the partials of A would be
+   nsplit × 8 MiB, more than the 10.75 MiB h round trip they replace):
+
+1. `ffn_up` — per output tile [bm, bn] of h (tiles block-cyclic over the cores): the K loop
+   over H loads each x tile into L1 / L0A once and multiplies it by the Wg and the Wu tile into
+   two L0C accumulators (gate and up share every A load; ping-pong L1 / L0 slots as in
+   matmul.py). The finished pair then goes to the vector unit, which applies [bias,] act [and
+   the product with up] in fp32 and writes h in the input dtype.
+   * 910B (dav-c220, split AIC / AIV): a mix kernel. The accumulators leave through FixPipe into
+     a per-core GM workspace ([bm, 2·bn] fp32, in L2), the AIV reads them back (MTE2), computes h
+     in UB and stores the tile (MTE3); flags with explicit units order the hand-off, a WAR flag
+     lets the AIC reuse the workspace once the AIV has read it (flash_attention._Sync).
+   * 910A (dav-c100, coupled core): L0C → UB directly on the vector pipe; no workspace.
+2. `ffn_down` — h · Wd with the b2 row bias seeded from BT (matmul.emit_matmul with an
+   epilogue), with choose-tiling's tiling of the region's down matmul when it has one.
+
+What crosses L2 on 910B either way: AIC and AIV share no buffer (S2 architecture page), so
+every activated tile goes cube → GM (L2) → vector → GM (L2) → cube. Path A keeps that traffic
+to two small per-core rings (nacc·bm·bi fp32 out, bm·bi f16 back, re-used every chunk, so they
+stay in L2) plus the fp32 partials; its GM traffic is not lower than B's at decode (+3.7 MiB on
+258 MiB of weights at LLaMA-7B sizes), its gain is one weight stream split evenly over all
+AICs. Only 910A keeps h truly in-core (L0C → UB → L1, ub2l1, S1).
+
+What real CANN does: ops-transformer's `FFN` / `aclnnFFN` (ffn/ffn, Atlas A2 only) computes
+y = act(x·W1 + b1)·W2 + b2 with act ∈ fastgelu / gelu / relu / silu or the gated geglu / swiglu /
+reglu (W1 = [gate | up], N1 = 2·K2), and asks the caller for a device workspace
+(aclnnFFNGetWorkspaceSize): the activated intermediate lands in GM workspace between the two
+matmuls, as in B. Its README says no more about the kernel.
+
+Approximations: one AIV stream per AIC (real groups have two AIVs); B's workspace has one slot.
+
+A body that matches neither form (or a batched weight) is lowered op by op with per-projection
+epilogues (returns None after wrapping each projection in a matmul_epilogue region).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import StringAttr, f16, f32
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from ascendir.dialects import ascend, nn
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dtypes import itemsize
+from ascendir.hardware.config import HardwareConfig
+from ascendir.conversion.nn_to_ascend.templates import ffn_fused
+from ascendir.conversion.nn_to_ascend.templates.elementwise import activation_op
+from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div, round_up
+from ascendir.conversion.nn_to_ascend.templates.matmul import (
+    DOUBLE_BUFFER, NO_FP32_CUBE, Epilogue, MatmulTiling, _by_parity, _mmad, choose_tiling, emit_matmul,
+)
+from ascendir.conversion.nn_to_ascend.templates.matmul_epilogue import row_bias_of
+from ascendir.transforms.nn.choose_tiling import Tiling
+from ascendir.transforms.nn.fuse_ffn import keeps_rows
+from ascendir.transforms.nn.fuse_matmul_epilogue import fuse_chain, match_chain
+
+
+def _per_projection(op: nn.FusedOp) -> None:
+    """Fallback: give every projection of the body its epilogue region and the elementwise ops
+    left (e.g. act * up of gathered-weight experts) one vector kernel (lowered op by op)."""
+    from ascendir.transforms.nn.fuse_elementwise import fuse_elementwise_in
+
+    for mm in [o for o in op.body.block.ops if isinstance(o, nn.MatmulOp)]:
+        chain = match_chain(mm)
+        if len(chain) > 1:
+            fuse_chain(chain)
+    fuse_elementwise_in(op.body.block)
+
+
+def _source(v: SSAValue) -> SSAValue:
+    """`v` before the row-keeping reshapes fuse-ffn lets sit between projections and activation."""
+    while isinstance(v.owner, nn.ReshapeOp):
+        v = v.owner.input
+    return v
+
+
+def _parse(op: nn.FusedOp, args: dict) -> dict | None:
+    """x, Wg, Wu (or None), b1, act, Wd, b2 of a gated or plain body, or None."""
+    block = op.body.block
+    ops = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
+    mms = [o for o in ops if isinstance(o, nn.MatmulOp)]
+    acts = [o for o in ops if isinstance(o, (nn.SiluOp, nn.GeluOp, nn.ReluOp))]
+    allowed = (nn.MatmulOp, nn.AddOp, nn.MulOp, nn.SiluOp, nn.GeluOp, nn.ReluOp)
+    if any(not isinstance(o, allowed) and not keeps_rows(o) for o in ops):
+        return None
+    if len(acts) != 1 or len(mms) not in (2, 3) or any(len(shape(m.rhs)) != 2 or m.rhs not in args for m in mms):
+        return None
+    act = acts[0]
+    term = block.last_op
+    y = term.values[0] if isinstance(term, nn.YieldOp) and len(term.values) == 1 else None
+    down = mms[-1]
+    b2 = None
+    if y is not None and y != down.result:
+        add = y.owner
+        b2 = row_bias_of(add, down.result) if isinstance(add, nn.AddOp) else None
+        if b2 is None or b2 not in args:
+            return None
+    elif y is None:
+        return None
+    if len(mms) == 3:  # gated
+        gate = _source(act.input).owner
+        mul = _source(down.lhs).owner
+        up = next((m for m in mms[:2] if m is not gate), None)
+        if not isinstance(mul, nn.MulOp) or gate not in mms[:2] or up is None or {mul.lhs, mul.rhs} != {act.result, up.result}:
+            return None
+        if gate.lhs != up.lhs or gate.lhs not in args or isinstance(act, nn.ReluOp):
+            return None
+        return dict(x=args[gate.lhs], wg=args[gate.rhs], wu=args[up.rhs], b1=None, act=activation_op(act),
+                    wd=args[down.rhs], b2=args[b2] if b2 is not None else None, down=down, ups=[gate, up])
+    first = mms[0]
+    h = _source(act.input)
+    b1 = None
+    if h != first.result:
+        b1 = row_bias_of(h.owner, first.result) if isinstance(h.owner, nn.AddOp) else None
+        if b1 is None or b1 not in args:
+            return None
+    if _source(down.lhs) != act.result or first.lhs not in args:
+        return None
+    return dict(x=args[first.lhs], wg=args[first.rhs], wu=None, b1=args[b1] if b1 is not None else None,
+                act=activation_op(act), wd=args[down.rhs], b2=args[b2] if b2 is not None else None, down=down, ups=[first])
+
+
+def template_matmuls(op: nn.FusedOp) -> tuple[list[nn.MatmulOp], nn.MatmulOp, dict] | None:
+    """(gate/up matmuls, down matmul, _parse's parts on the region's own values) of an ffn region
+    lower_ffn takes as a whole, else None (it falls back per projection): what choose-tiling
+    fit-checks each matmul's tiling against (ffn_up's or ffn_down's buffers)."""
+    block = op.body.block
+    parts = _parse(op, {a: a for a in block.args}) if op.kind.data == "ffn" and len(op.outputs) == 1 else None
+    return (parts["ups"], parts["down"], parts) if parts is not None else None
+
+
+def _matmul_name(ctx: LoweringContext, mm: nn.MatmulOp) -> str:
+    """Errors about one matmul of the region name it: `nn.fused #5 (ffn, ...): nn.matmul '/2/Gemm'`."""
+    node = mm.attributes.get("onnx.node") or mm.attributes.get("onnx.name")
+    return f"{ctx.current}: nn.matmul" + (f" '{node.data}'" if isinstance(node, StringAttr) else "")
+
+
+def _recorded_tiling(ctx: LoweringContext, mm: nn.MatmulOp) -> Tiling | None:
+    """The checked `ascend.tiling` of one of the region's matmuls (its own fit: ffn_up's or
+    ffn_down's buffers, choose_tiling.problem_of), or None; errors name that matmul."""
+    from ascendir.transforms.nn.choose_tiling import TILING_ATTR, problem_of, tiling_for_op
+
+    if TILING_ATTR not in mm.attributes:
+        return None
+    return tiling_for_op(mm, problem_of(mm), ctx.target, _matmul_name(ctx, mm))
+
+
+def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
+    """Lower an ffn region to the fused kernel or `ffn_up` + `ffn_down`, whichever `choose_plan`
+    estimates faster (see the module docstring); a body of another shape falls back to
+    per-projection epilogues (returns None).
+
+    Raises:
+        AscendirError: fp32 / bf16 on a cube without them (910A), tiles that do not fit.
+    """
+    block = op.body.block
+    parts = _parse(op, dict(zip(block.args, operands)))
+    if parts is None or len(op.outputs) != 1:
+        _per_projection(op)
+        return None
+    x, wg, wd = parts["x"], parts["wg"], parts["wd"]
+    el = elem(x)
+    if ctx.target.arch in NO_FP32_CUBE and el != f16:
+        raise ctx.error(
+            f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
+            "cast the model to float16 (ascendir --dtype fp16)"
+        )
+    hdim, idim = shape(wg)
+    m = math.prod(shape(x)) // hdim
+    out = op.outputs[0]
+    ho = shape(wd)[1]
+    b1, b2 = parts["b1"], parts["b2"]
+    s = ffn_fused.shape_of(m, hdim, idim, ho, el, elem(out), parts["wu"] is not None, b1, b2, parts["act"])
+    # every recorded tiling is checked (errors name its matmul), the gate/up one obeyed by ffn_up
+    ups = [(mm, _recorded_tiling(ctx, mm)) for mm in parts["ups"]]
+    down_t = _down_tiling(ctx, parts["down"], m, ho, idim, el, b2)
+    given = [(mm, t) for mm, t in ups if t is not None]
+    if given:
+        if len(given) != len(ups) or len({t for _, t in given}) > 1:
+            what = ", ".join(f"{_matmul_name(ctx, mm).split(': ', 1)[1]} {t.text() if t else 'none'}" for mm, t in ups)
+            raise ctx.error(f"the gate and up matmuls share ffn_up's tile, so their ascend.tiling must be the same (got {what})")
+        t = given[0][1]
+        up_tiles = (t.m, t.n, t.k, t.k_l1)
+    else:
+        up_tiles = _up_tiling(ctx, m, idim, hdim, el, s.nacc, b1 is not None)
+    bm, bn, bk, kl1 = up_tiles
+    up_t = Tiling(bm, s.nacc * bn, bk, kl1 // bk)  # its nacc accumulators as one wider tile
+    plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, Tiling(down_t.base_m, down_t.base_n, down_t.base_k, down_t.k_l1 // down_t.base_k))
+    if given:  # the fused kernel has no per-matmul tiles: the tiling asked for runs as two kernels
+        plan = Plan(None, plan.fused_cycles, plan.two_kernel_cycles, forced=True)
+    first = len(ctx.kernels)
+    if plan.fused is not None:
+        y = ctx.buffer(shape(out), elem(out))
+        ffn_fused.emit(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], ctx.view(b1, [1, idim]) if b1 is not None else None,
+                       parts["act"], wd, ctx.view(b2, [1, ho]) if b2 is not None else None, y, s, plan.fused)
+    else:
+        h = _emit_up(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], b1, parts["act"], m, hdim, idim, el, up_tiles)
+        y = emit_matmul(ctx, h, wd, shape(out), elem(out), Epilogue(b2, None), base="ffn_down", tiling=down_t)
+    for k in ctx.kernels[first:]:
+        k.attributes[PLAN_ATTR] = StringAttr(plan.text())
+    return [y]
+
+
+PLAN_ATTR = "ffn_plan"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which FFN lowering runs, with both analytic estimates (cycles; None: not applicable)."""
+
+    fused: ffn_fused.FusedTiling | None
+    fused_cycles: float | None
+    two_kernel_cycles: float | None
+    forced: bool = False  # two-kernel because the gate/up matmuls carry an ascend.tiling
+
+    def text(self) -> str:
+        """What the kernels' `ffn_plan` attribute says, e.g. "fused est 351234 vs two-kernel est
+        560112 (bm=16 bi=256 bk=64 kl1=256 bn=256 nsplit=22 per=2)"."""
+        kind = "fused" if self.fused is not None else "two-kernel (the gate/up matmul's ascend.tiling)" if self.forced else "two-kernel"
+        f = f"{self.fused_cycles:.0f}" if self.fused_cycles is not None else "n/a"
+        two = f"{self.two_kernel_cycles:.0f}" if self.two_kernel_cycles is not None else "n/a"
+        tiles = ""
+        if self.fused is not None:
+            t = self.fused
+            tiles = f" (bm={t.bm} bi={t.bi} bk={t.bk} kl1={t.kl1} bn={t.bn} nsplit={t.nsplit} sw={t.sw} kd={t.down_rows})"
+        return f"{kind}: est fused {f} vs two-kernel {two} cycles{tiles}"
+
+
+_PLANS: dict[tuple, Plan] = {}  # a model repeats its layers' shapes
+# The fused kernel must beat the two-kernel estimate by this fraction: on tiny shapes both
+# estimates are off by up to ~10 % (llama_small's FFN: fused +4 %, two-kernel +13 % vs the
+# simulation, latency chains the analytic sums only approximate), so a smaller estimated gain is
+# noise, and the two-kernel path has no partial sums to reduce.
+FUSED_MARGIN = 0.05
+
+
+def _down_tiling(ctx: LoweringContext, down: nn.MatmulOp, m: int, ho: int, idim: int, el: Attribute, b2: SSAValue | None) -> MatmulTiling:
+    """ffn_down's tiles: the `ascend.tiling` of the region's down matmul (choose-tiling's or IR
+    text's; checked against ffn_down's buffers with the b2 row, errors naming that matmul), else
+    matmul.choose_tiling's heuristic."""
+    bias_el = elem(b2) if b2 is not None else None
+    t = _recorded_tiling(ctx, down)
+    if t is not None:
+        return MatmulTiling(t.m, t.n, t.k, t.k_l1, t.split_k, t.swizzle)
+    return choose_tiling(ctx, m, ho, idim, el, bias_el)
+
+
+def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling, down: Tiling) -> Plan:
+    """The FFN lowering with the fewer estimated cycles: ffn_fused (tiling from ffn_fused.choose)
+    or ffn_up + ffn_down with the tilings they will run (`up`: ffn_up's nacc [bm, bn] accumulators
+    as one [bm, nacc·bn] tile), each scored by choose_tiling.estimate as a [M, H] x [H, nacc·I]
+    and a [M, I] x [I, Ho] matmul, plus the per-L1-step read latency ffn_fused's estimate also
+    charges (choose_tiling.estimate leaves it out: it only ranks tilings of one matmul); ffn_up's
+    AIV epilogue is left out, which favours the two-kernel path. Without an estimate for the
+    dtype (no such mmad): two-kernel."""
+    from ascendir.interpreter.cost import CostEnv
+    from ascendir.transforms.nn.choose_tiling import Problem, estimate
+
+    key = (target.name, target.memory.l2_model, s, dt, up, down)
+    if key in _PLANS:
+        return _PLANS[key]
+    if dt not in target.cube.k_per_cycle:
+        return Plan(None, None, None)
+    two = 0.0
+    for p, t in ((Problem(1, s.m, s.nacc * s.i, s.h, dt, s.es, s.b1, True), up), (Problem(1, s.m, s.ho, s.i, dt, s.out_es, s.b2, True), down)):
+        e = estimate(p, t, target)
+        # each L1 step's hand-off flag waits for its loads' read latency (timeline.py set_flag)
+        lat = CostEnv(target, target.hbm_bytes_per_cycle / e.parts["block_dim"]).gm_latency("gm", "l1", False)
+        two += e.cycles + e.parts["items_per_core"] * ceil_div(p.k, t.k_l1) * lat
+    got = ffn_fused.choose(s, target, dt)
+    if got is not None and got[1]["cycles"] < (1 - FUSED_MARGIN) * two:
+        plan = Plan(got[0], got[1]["cycles"], two)
+    else:
+        plan = Plan(None, got[1]["cycles"] if got is not None else None, two)
+    _PLANS[key] = plan
+    return plan
+
+
+def _up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc: int, bias: bool) -> tuple[int, int, int, int]:
+    """(bm, bn, bk, kl1) of ffn_up: matmul.choose_tiling's tiles, shrunk until `nacc` fp32
+    accumulators fit L0C, nacc B slots per ping-pong slot fit L0B and L1, and the vector side
+    ([bm, bn] fp32 per accumulator + the h tile + a bias row) fits UB."""
+    t = ctx.target
+    base = choose_tiling(ctx, m, n, k, el)
+    bm, bn, bk = base.base_m, base.base_n, base.base_k
+    es = itemsize(el)
+    nb = DOUBLE_BUFFER
+
+    def ub_bytes(bm: int, bn: int) -> int:
+        return nacc * round_up(bm * bn * 4, 32) + round_up(bm * bn * es, 32) + (2 * round_up(bn * 4, 32) if bias else 0)
+
+    while nacc * bm * bn * 4 > t.capacity("l0c") or ub_bytes(bm, bn) > t.capacity("ub"):
+        if bn >= bm and bn > 16:
+            bn = round_up(bn // 2, 16)
+        elif bm > 16:
+            bm = round_up(bm // 2, 16)
+        else:
+            raise ctx.error(f"ffn: no {nacc}-accumulator tile fits {t.name}")
+    ka = max(1, 32 // es)
+    while nb * (bm * bk * es) > t.capacity("l0a") or nb * nacc * bk * bn * es > t.capacity("l0b"):
+        if bk <= ka:
+            raise ctx.error(f"ffn: a {bm}x{bk} tile does not fit L0A/L0B of {t.name}")
+        bk = round_up(bk // 2, ka)
+    step = max(1, base.k_l1 // max(base.base_k, 1))
+    step = min(step, ceil_div(k, bk))
+    while step > 1 and nb * (bm + nacc * bn) * step * bk * es > t.capacity("l1"):
+        step -= 1
+    if nb * (bm + nacc * bn) * bk * es > t.capacity("l1"):
+        raise ctx.error(f"ffn: tiles do not fit L1 of {t.name}")
+    return bm, bn, bk, step * bk
+
+
+def _emit_up(
+    ctx: LoweringContext,
+    x: SSAValue,
+    wg: SSAValue,
+    wu: SSAValue | None,
+    b1: SSAValue | None,
+    act: str,
+    m: int,
+    k: int,
+    n: int,
+    el: Attribute,
+    tiles: tuple[int, int, int, int],
+) -> SSAValue:
+    """h [m, n] = act(x·Wg [+ b1]) [* x·Wu] in one kernel with `tiles` = (bm, bn, bk, kl1) from
+    _up_tiling; returns the GM buffer of h."""
+    h = ctx.buffer([m, n], el)
+    gated = wu is not None
+    nacc = 2 if gated else 1
+    bm, bn, bk, kl1 = tiles  # _up_tiling's, as choose_plan scored them
+    ntiles = ceil_div(m, bm) * ceil_div(n, bn)
+    block_dim = min(ctx.target.num_aic, ntiles)
+    split = ctx.target.split
+    args = [x, wg, *([wu] if gated else []), *([ctx.view(b1, [1, n])] if b1 is not None else []), h]
+    if split:
+        args.append(ctx.buffer([block_dim * bm, nacc * bn], f32))
+    kb = KernelBuilder(ctx, ctx.name("ffn_up"), [a.type for a in args], CoreType.MIX if split else CoreType.AIC, block_dim, ctx.current)
+    it = iter(kb.args)
+    gx, gwg = next(it), next(it)
+    gwu = next(it) if gated else None
+    gb = next(it) if b1 is not None else None
+    gh = next(it)
+    ws = next(it) if split else None
+    nb = DOUBLE_BUFFER
+    L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
+    weights = [gwg] + ([gwu] if gated else [])
+    l1a = [kb.alloc([bm, kl1], el, L1) for _ in range(nb)]
+    l1b = [[kb.alloc([kl1, bn], el, L1) for _ in weights] for _ in range(nb)]
+    l0a = [kb.alloc([bm, bk], el, L0A) for _ in range(nb)]
+    l0b = [[kb.alloc([bk, bn], el, L0B) for _ in weights] for _ in range(nb)]
+    acc = [kb.alloc([bm, bn], f32, L0C) for _ in weights]
+    ub_acc = [kb.alloc([bm, bn], f32, UB) for _ in weights]
+    ub_h = kb.alloc([bm, bn], el, UB)
+    if gb is not None:
+        ub_b = kb.alloc([1, bn], elem(gb), UB)
+        ub_b32 = kb.alloc([1, bn], f32, UB) if elem(gb) != f32 else ub_b
+
+    s = _Sync(kb, split)
+    AIC, AIV = "aic->aic", "aiv->aiv"
+    q_l1 = [s.queue(Pipe.MTE2, Pipe.MTE1, AIC) for _ in range(nb)]
+    q_l0 = [s.queue(Pipe.MTE1, Pipe.M, AIC) for _ in range(nb)]
+    q_in = s.queue(Pipe.MTE2, Pipe.V, AIV)  # workspace tiles (910B) and the bias row
+    if split:
+        q_c = s.queue(Pipe.M, Pipe.FIX, AIC)
+        q_ws = s.queue(Pipe.FIX, Pipe.MTE2, "aic->aiv")
+    else:
+        q_c = s.queue(Pipe.M, Pipe.V, AIC)
+    q_out = s.queue(Pipe.V, Pipe.MTE3, AIV)
+
+    with kb.tiles(ntiles) as t:
+        (m0, n0), (msz, nsz) = kb.grid(t, [m, n], [bm, bn])
+
+        def l0_step(p: int, q: int, k1, kk) -> None:
+            q_l0[q].acquire()
+            kb.copy(kb.subview(l1a[p], [0, kk], [bm, bk]), l0a[q])
+            for src, dst in zip(l1b[p], l0b[q]):
+                kb.copy(kb.subview(src, [kk, 0], [bk, bn]), dst)
+            q_l0[q].handoff()
+            for b, c in zip(l0b[q], acc):
+                _mmad(kb, l0a[q], b, c, kb.add(k1, kk), None)
+            q_l0[q].release()
+
+        def l1_step(p: int, k1) -> None:
+            ksz = kb.boundary(kl1, k, k1)
+            q_l1[p].acquire()
+            kb.copy(kb.subview(gx, [m0, k1], [msz, ksz]), l1a[p], layout="nd2nz")
+            for w, dst in zip(weights, l1b[p]):
+                kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), dst, layout="nd2nz")
+            q_l1[p].handoff()
+            with kb.range(0, ksz, bk) as kk:
+                _by_parity(kb, kk, bk, nb, lambda q: l0_step(p, q, k1, kk))
+            q_l1[p].release()
+
+        # AIC: gate (and up) accumulated over H, sharing every A tile
+        q_c.acquire()
+        with kb.range(0, k, kl1) as k1:
+            _by_parity(kb, k1, kl1, nb, lambda p: l1_step(p, k1))
+        q_c.enque()
+        if split:
+            q_c.deque()
+            row = kb.mul(kb.block_idx, bm)
+            q_ws.acquire()
+            for i, c in enumerate(acc):
+                kb.copy(c, kb.subview(ws, [row, i * bn], [bm, bn]), layout="nz2nd")
+            q_c.release()
+            q_ws.enque()
+            # AIV: read the accumulators back from the workspace (L2)
+            q_ws.deque()
+            q_in.acquire()
+            for i, u in enumerate(ub_acc):
+                kb.copy(kb.subview(ws, [row, i * bn], [bm, bn]), u)
+            if gb is not None:
+                kb.copy(kb.subview(gb, [0, n0], [1, nsz]), ub_b)
+            q_ws.release()
+            q_in.handoff()
+        else:
+            q_in.acquire()
+            if gb is not None:
+                kb.copy(kb.subview(gb, [0, n0], [1, nsz]), ub_b)
+            q_in.handoff()
+            q_c.deque()
+            for c, u in zip(acc, ub_acc):
+                kb.copy(c, u)  # L0C -> UB on the vector pipe (coupled core)
+            q_c.release()
+        g = ub_acc[0]
+        if gb is not None:
+            if ub_b32 is not ub_b:
+                kb.emit(ascend.VcastOp(ub_b, ub_b32))
+            kb.emit(ascend.vector_op("vadd")(g, ub_b32, g))
+        kb.emit(ascend.vector_op(act)(g, g))
+        if gated:
+            kb.emit(ascend.vector_op("vmul")(g, ub_acc[1], g))
+        q_out.acquire()
+        kb.emit(ascend.VcastOp(g, ub_h) if el != f32 else ascend.vector_op("vcopy")(g, ub_h))
+        q_in.release()
+        q_out.handoff()
+        kb.copy(ub_h, kb.subview(gh, [m0, n0], [msz, nsz]))
+        q_out.release()
+    s.drain()
+    ctx.launch(kb.finish(), args)
+    return h

@@ -1,0 +1,1188 @@
+"""Template of `nn.fused {kind = "flash_attention"}` (built by fuse-attention): FlashAttention-2.
+
+The body is one `nn.attention` (q [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv],
+optional additive mask broadcastable to [B, Hq, Sq, Skv], `causal`, `scale`; f16, bf16 or f32).
+It becomes one kernel; the [Sq, Skv] scores never exist in GM.
+
+Work items and GQA
+------------------
+A work item is (batch, K/V head, query row block of Br rows[, KV split]). The g = Hq / Hkv query
+heads that share a K/V head are *stacked* along M: the item's query tile is [g·Br, D] (head h in
+rows h·Br .. h·Br + Br), so each K and V tile is loaded from GM once per group and per block and
+multiplies all g heads in one mmad, never copied per head (the way CANN's GQA kernels fold the
+group into M). Items are spread block-cyclically over the cores.
+
+Per item, for KV blocks j of Bc keys (FlashAttention-2, Dao 2023, with an online softmax):
+
+    S_j = Q · K_jᵀ                (Cube: L0A × L0B → L0C, K_jᵀ by a transposing L1 → L0B load)
+    s   = scale · S_j [+ mask tile] [causal / tail columns → lowest]     (Vector, f32 in UB)
+    m'  = max(m, rowmax s);  p = exp(s - m');  α = exp(m - m')
+    l   = α·l + rowsum p;    m = m'
+    O_j = P · V_j                 (Cube; P in the input dtype, as CANN's FA feeds the cube)
+    acc = α·acc + O_j             (Vector, f32 in UB)
+    out = acc / l                 (after the last block; cast; per head to GM)
+
+The running max `m`, sum `l` (both [g·Br, 1]) and `acc` ([g·Br, Dv]) are fp32 and live in UB
+for the whole item.
+
+Causal block skipping: for the rows q0 .. q0+Br-1 of an item the last visible key is
+min(Skv, q0 + Br + Skv - Sq) - 1, so the KV loop stops at block nj = ceil(that / Bc): blocks
+wholly above the diagonal are never loaded nor computed. Blocks j ≥ n_full = (q0 + Skv - Sq + 1)
+// Bc straddle the diagonal and get the triangle applied (`ascend.varange` column index vs. a row
+index, `vcmp`, `vsel` of the lowest float, exactly what nn.attention's causal step writes).
+Without causality, only a last partial block (Skv % Bc ≠ 0) is masked, its zero-padded columns.
+
+910B (dav-c220, split AIC / AIV; S2 architecture page): one `mix` kernel. AIC and AIV share no
+buffer, so S (fp32), P (input dtype) and O_j (fp32) cross through a per-core GM workspace (it
+stays in L2), with flag hand-offs between the AIC's FixPipe / MTE2 and the AIV's MTE2 / MTE3 —
+as CANN's FlashAttentionScore does with its workspace and CrossCoreSetFlag/WaitFlag. The flags
+carry an explicit `units` attribute (interpreter/kernel.py) because MTE2 and MTE3 exist on both
+units. Software pipelining: program order per block is softmax(j), update(j-1), S(j+2), PV(j),
+so the Cube computes the next score tiles while the vector cores work on the current one (CANN's
+FA likewise issues the next bmm1s before the current bmm2; S17 PR #112's kernel preloads 2,
+pto-isa's 4: PRELOAD = 2 measured best here). Each stage's workspace is therefore a ring of
+PRELOAD slots (block j in slot j mod PRELOAD), guarded by counting flags primed PRELOAD times
+(CrossCoreSetFlag counts up to 16 pending sets, S2). The rings are rewritten in place every few
+blocks, so they stay dirty in L2 and FixPipe writes them at the L0C -> L2 rate
+(interpreter/l2.py). The 910A path keeps one slot (its S stays in L0C until the vector unit
+copies it).
+
+Two AIVs per item (910B: a group is 1 AIC + 2 AIV, S1 aiv_per_aic, S2 KERNEL_TYPE_MIX_AIC_1_2;
+CANN's A2 FA kernels split the rows of a block between them): AIV 0 takes the first ceil(M/2)
+stacked rows, AIV 1 the rest (ops tagged `subblock = 1`, each AIV with its own UB, statistics
+and queues). A row range may cut through a head (odd g): the masks and the output stores work
+per head segment (`_Seg`). The AIC writes S and O once and signals both AIVs; it reads P when
+both wrote their rows. One AIV only for a single stacked row, and on coupled cores.
+
+910A (dav-c100, coupled core): the same loop on one core: L0C → UB by the vector pipe, P back
+to L1 through UB → L1 (MTE3), no GM workspace. Its cube has f16 only (S1).
+
+Decode (IncreFlashAttention shape: one query row block, few (batch, head) items, long KV): the
+KV blocks of an item are split over `nsplit` cores; each writes its partial (m, l, acc) to GM,
+and a second (vector) kernel combines them: M = max_s m_s, out = Σ e^{m_s-M} acc_s / Σ e^{m_s-M}
+l_s. CANN's IFA combines in the same kernel after a SyncAll; a second launch costs one kernel
+launch more here.
+
+Tile sizes (`search`, run by choose-tiling, which records the choice on the nn.attention as
+`ascend.tiling = {br = .., bc = ..}`; IR text or `--tiling br=..,bc=..` may set it, and the
+template uses what is recorded, searching only when nothing is): Br ∈ {128, 64, 32, 16} (or Sq
+when Sq < 16), Bc ∈ {512 (only for ≤ 16 stacked rows), 256, 128, 64, 32, 16}: of the tiles whose
+resident buffers fit (below), the one with the fewest cycles by `estimate_cycles` (the
+interpreter's cost tables applied per KV block, analytically: at most 24 candidates, ~1 ms). A
+recorded tile may be any multiple of 16 (clamped to the padded Sq / Skv); one that does not fit
+fails naming the space, bytes needed vs available and the largest tile that fits (`forced`). Capacities from the target TOML (910B: L1
+512 KiB, L0A/L0B 64 KiB, L0C 128 KiB, UB 192 KiB; 910A: L1 1 MiB, L0C 256 KiB, UB 256 KiB — S1
+platform ini):
+
+    L1   Q [Mp, Dp] + K [Bc, Dp] + V [Bc, Dvp] + P [Mp, Bc]          (input dtype)
+    L0A  Q [Mp, Dp] + P [Mp, Bc];  L0B Kᵀ [Dp, Bc] + V [Bc, Dvp];  L0C S [Mp, Bc] + O [Mp, Dvp] fp32
+    UB   s [Mu, Bc] fp32 + p [Mu, Bc] + O_j, acc [Mu, Dv] fp32 (+ out [Mu, Dv] when not fp32)
+         + mask tile (+ its fp32 copy) + 5 row statistics + causal index helpers
+
+with M = g·Br, Mp = M rounded up to 16 (mmad M), Dp/Dvp = D/Dv rounded up to 16, Mu = the rows
+of one AIV (ceil(M/2) on 910B, M on coupled cores). Single slots
+(no ping-pong within a stage): the overlap comes from the Cube / vector pipeline above. Larger Br
+cuts K/V re-reads (every row block streams all of K and V once), larger Bc amortizes the fixed
+cost of each vector instruction (S4 fits, ~20-35 cycles per call).
+
+Resulting choices (f16, 910B2): with enough row blocks for the 24 cores the largest tile that
+fits, D = 128 → Br = 128, Bc = 128 (each AIV's UB holds 64 rows; L0B holds Kᵀ and V only up to
+Bc = 128, L0C S and O of 128 rows; Br = 64 on 910A, one vector unit's UB), D = 64 → Br = 64, Bc =
+256; with few rows smaller Br to occupy more cores (one head of 512 queries, D 128: Br = 32;
+V13's 2048 queries, D 32: Br = 32, Bc = 256); decode (1 query, g = 4, 4096 keys, 8 K/V heads)
+→ M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import AnyFloat, StringAttr, f16, f32, i1
+from xdsl.ir import Attribute, SSAValue
+
+from ascendir.dialects import ascend, nn
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dtypes import itemsize
+from ascendir.hardware.config import HardwareConfig
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, aligned_bytes, ceil_div, round_up
+from ascendir.conversion.nn_to_ascend.templates.matmul import NO_FP32_CUBE
+
+# What nn.attention's causal step writes (the lowest finite float of the fp32 compute type).
+LOWEST = float(np.finfo(np.float32).min)
+BR_CANDIDATES = (128, 64, 32, 16)
+BC_CANDIDATES = (512, 256, 128, 64, 32, 16)
+# Bc = 512 only when the stacked rows are few (decode): the vector tile stays small.
+WIDE_BC_MAX_ROWS = 16
+# Score tiles the cube computes ahead of the vector cores on 910B (workspace ring slots per
+# stage): S17 PR #112's PTO-DSL kernel uses QK_PRELOAD = 2 (pto-isa's reference kernel 4).
+PRELOAD = 2
+# Stacked query rows per item beyond which Br is not grown (L0C / UB pressure; 128 = CANN's s1 base).
+MAX_ROWS = 128
+# fp32 elements in one 256-B vector repeat (S2 vector general parameters).
+REPEAT_F32 = 64
+
+
+def _folds(bc: int) -> bool:
+    """Whether row reductions over Bc columns fold halves first (needs a [M, Bc/2] buffer)."""
+    return bc % 2 == 0 and bc // 2 >= REPEAT_F32
+
+
+# A KV split must keep at least this many blocks per core (below it the combine step dominates).
+MIN_BLOCKS_PER_SPLIT = 2
+
+
+@dataclass(frozen=True)
+class FlashTiling:
+    """Tile sizes of one flash_attention kernel (elements).
+
+    br: query rows per head per item; bc: keys per block; g: heads stacked per item; m = g·br;
+    mp: m rounded up to 16; dp, dvp: D, Dv rounded up to 16; nsplit: KV splits per item (decode);
+    per: KV blocks per split.
+    """
+
+    br: int
+    bc: int
+    g: int
+    m: int
+    mp: int
+    dp: int
+    dvp: int
+    nsplit: int = 1
+    per: int = 0
+
+
+def aiv_count(target: HardwareConfig, m: int) -> int:
+    """Vector cores sharing the rows of an item: the group's two AIVs on 910B (S1 aiv_per_aic,
+    S2 KERNEL_TYPE_MIX_AIC_1_2; CANN's A2 FA kernels split the rows of a block between them),
+    one when there is a single row or the core is coupled (910A, 310P)."""
+    return 2 if target.split and target.aiv_per_aic >= 2 and m >= 2 else 1
+
+
+def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool, causal_helpers: bool) -> dict[str, int]:
+    """Bytes one item's resident buffers take in each on-chip space (see the module docstring),
+    each buffer aligned to the space's alignment; UB holds the rows of one AIV (ceil(m / 2) when
+    the group's two AIVs share the item)."""
+    m = g * br
+    mp, dp, dvp = round_up(m, 16), round_up(d, 16), round_up(dv, 16)
+    mu = aiv_rows(m, aiv_count(target, m))[0][1]
+
+    def total(space: str, sizes: list[int]) -> int:
+        return sum(aligned_bytes(target, space, n) for n in sizes)
+
+    ub = [mu * bc * 4, mu * bc * es, mu * dv * 4, mu * dv * 4] + [mu * 4] * 6
+    if _folds(bc):
+        ub.append(mu * (bc // 2) * 4)
+    if es != 4:
+        ub.append(mu * dv * es)
+    if mask_elems:
+        ub.append(mask_elems * es)
+        if wide_mask:
+            ub.append(mask_elems * 4)
+    if causal_helpers:
+        ub += [br * bc, bc * 4, br * 4, br * 4, 4, 4]
+    return {
+        "l1": total("l1", [mp * dp * es, bc * dp * es, bc * dvp * es, mp * bc * es]),
+        "l0a": total("l0a", [mp * dp * es, mp * bc * es]),
+        "l0b": total("l0b", [dp * bc * es, bc * dvp * es]),
+        "l0c": total("l0c", [mp * bc * 4, mp * dvp * 4]),
+        "ub": total("ub", ub),
+    }
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the tile choice of one attention depends on: batch, K/V heads, query heads per K/V
+    head (g), query / key lengths, QK and V head dims, element size (bytes), the additive mask
+    padded to rank 4 ([B|1, Hq|1, Sq|1, Skv|1]) or None, causality."""
+
+    batch: int
+    hkv: int
+    g: int
+    sq: int
+    skv: int
+    d: int
+    dv: int
+    es: int
+    mask_shape: tuple[int, int, int, int] | None = None
+    causal: bool = False
+
+    def needs(self, target: HardwareConfig, br: int, bc: int) -> dict[str, int]:
+        """buffer_needs of tile (br, bc) for this attention."""
+        mask_elems = 0
+        if self.mask_shape is not None:
+            _, mh, ms, mk = self.mask_shape
+            mask_elems = (self.g if mh > 1 else 1) * (br if ms > 1 else 1) * (bc if mk > 1 else 1)
+        helpers = self.causal or self.skv % bc != 0
+        return buffer_needs(target, br, bc, self.g, self.d, self.dv, self.es, mask_elems, self.es != 4, helpers)
+
+    def misfit(self, target: HardwareConfig, br: int, bc: int) -> tuple[str, int, int] | None:
+        """(space, bytes needed, bytes available) of the first space tile (br, bc) overflows, else None."""
+        for space, need in self.needs(target, br, bc).items():
+            if need > target.capacity(space):
+                return space, need, target.capacity(space)
+        return None
+
+    def clamp(self, br: int, bc: int) -> tuple[int, int]:
+        """(br, bc) no larger than the padded sequence lengths (Sq itself below 16 rows), the
+        grid the search uses: a bigger tile would only add padding."""
+        return (self.sq if self.sq < 16 else min(br, round_up(self.sq, 16))), min(bc, round_up(self.skv, 16))
+
+    def tiling(self, target: HardwareConfig, br: int, bc: int) -> FlashTiling:
+        """The FlashTiling of tile (br, bc), with its KV split (decode shapes)."""
+        g = self.g
+        t = FlashTiling(br, bc, g, g * br, round_up(g * br, 16), round_up(self.d, 16), round_up(self.dv, 16))
+        return _with_split(target, t, self.batch * self.hkv, self.sq, self.skv)
+
+    def cycles(self, target: HardwareConfig, t: FlashTiling) -> float:
+        return estimate_cycles(target, t, batch=self.batch, hkv=self.hkv, sq=self.sq, skv=self.skv, d=self.d, dv=self.dv,
+                               es=self.es, causal=self.causal)
+
+
+def choose_flash_tiling(
+    target: HardwareConfig,
+    *,
+    batch: int,
+    hkv: int,
+    g: int,
+    sq: int,
+    skv: int,
+    d: int,
+    dv: int,
+    el: Attribute,
+    mask_shape: tuple[int, int, int, int] | None = None,
+    causal: bool = False,
+) -> FlashTiling:
+    """Br, Bc (and the KV split for decode shapes) for one attention on `target`.
+
+    Args:
+        batch, hkv, g: batch, K/V heads, query heads per K/V head.
+        sq, skv, d, dv: query / key lengths, QK and V head dims.
+        el: element type of q, k, v.
+        mask_shape: the additive mask padded to rank 4 ([B|1, Hq|1, Sq|1, Skv|1]), or None.
+
+    Returns the fitting tiling (see the module docstring for what must fit where) with the
+    fewest estimated cycles (`estimate_cycles`, the interpreter's cost tables applied
+    analytically; ties: larger g·Br·Bc, then larger Bc).
+
+    Raises:
+        ValueError: when not even Br = Bc = 16 fits (e.g. a head dim of several thousand).
+    """
+    s = Shape(batch, hkv, g, sq, skv, d, dv, itemsize(el), mask_shape, causal)
+    return search(s, target)[0]
+
+
+def search(s: Shape, target: HardwareConfig, br: int | None = None, bc: int | None = None) -> tuple[FlashTiling, int]:
+    """(best tiling, candidates scored) of choose_flash_tiling; `br` / `bc` hold that size fixed
+    (clamped as Shape.clamp does) and search the other.
+
+    Raises:
+        ValueError: no candidate fits."""
+    rsq, rskv = round_up(s.sq, 16), round_up(s.skv, 16)
+    g = s.g
+    brs = [s.sq] if s.sq < 16 else sorted({min(b, rsq) for b in BR_CANDIDATES}, reverse=True)
+    bcs = sorted({min(b, rskv) for b in BC_CANDIDATES}, reverse=True)
+    if br is not None:
+        brs = [s.clamp(br, 16)[0]]
+    if bc is not None:
+        bcs = [s.clamp(16, bc)[1]]
+    best: tuple[float, int, int, FlashTiling] | None = None
+    scored = 0
+    for r in brs:
+        if g * r > MAX_ROWS and r != brs[-1] and br is None:
+            continue
+        for c in bcs:
+            if c > 256 and g * r > WIDE_BC_MAX_ROWS and bc is None:
+                continue
+            if s.misfit(target, r, c) is not None:
+                continue
+            t = s.tiling(target, r, c)
+            cyc = s.cycles(target, t)
+            scored += 1
+            if best is None or (cyc, -g * r * c, -c) < (best[0], -best[1], -best[2]):
+                best = (cyc, g * r * c, c, t)
+    if best is None:
+        raise ValueError(f"no flash-attention tile fits {target.name} for D = {s.d}, Dv = {s.dv}, g = {g}")
+    return best[3], scored
+
+
+def largest_fit(s: Shape, target: HardwareConfig, br: int, bc: int) -> tuple[int, int] | None:
+    """The largest tile (br', bc') that fits `target` with br' <= br and bc' <= bc (multiples of
+    16; Br = Sq when Sq < 16): "largest" = most stacked scores per block (br'·bc'), then the
+    larger bc', then the fewest fields changed. None when not even 16 x 16 fits."""
+    brs = [s.sq] if s.sq < 16 else range(max(16, br - br % 16), 15, -16)
+    best = None
+    for r in brs:
+        for c in range(max(16, bc - bc % 16), 15, -16):  # needs grow with bc: the first fit is the widest
+            if s.misfit(target, r, c) is None:
+                key = (r * c, c, -((r != br) + (c != bc)))
+                if best is None or key > best[0]:
+                    best = (key, (r, c))
+                break
+    return best[1] if best else None
+
+
+def forced(s: Shape, target: HardwareConfig, br: int, bc: int, what: str) -> FlashTiling:
+    """The tiling of a forced tile (from `ascend.tiling` or --tiling), clamped (Shape.clamp).
+
+    Raises:
+        AscendirError: br / bc not multiples of 16 (or Br = Sq < 16), or a tile that does not
+            fit: names the space, bytes needed vs available and the largest tile that fits."""
+    from ascendir.errors import AscendirError
+
+    r, c = s.clamp(br, bc)
+    if c < 16 or c % 16 or (r != s.sq and (r < 16 or r % 16)):
+        raise AscendirError(f"{what}: tiling br={br},bc={bc} is not aligned (br, bc multiples of 16, or br = Sq when Sq < 16)")
+    bad = s.misfit(target, r, c)
+    if bad is not None:
+        space, need, cap = bad
+        fit = largest_fit(s, target, r, c)
+        hint = f"; largest tile that fits: br={fit[0]},bc={fit[1]}" if fit else "; no tile fits (not even br=16,bc=16)"
+        asked = f"br={br},bc={bc}" + (f" (br={r},bc={c} within the sequence lengths)" if (r, c) != (br, bc) else "")
+        raise AscendirError(f"{what}: tiling {asked} needs {need} bytes of {space.upper()}, {target.name} has {cap}{hint}")
+    return s.tiling(target, r, c)
+
+
+def _with_split(target: HardwareConfig, t: FlashTiling, heads: int, sq: int, skv: int) -> FlashTiling:
+    """`t` with its KV split (decode: one row block and fewer items than cores)."""
+    items = heads * ceil_div(sq, t.br)
+    nkv = ceil_div(skv, t.bc)
+    if ceil_div(sq, t.br) == 1 and items < target.num_aic and nkv >= 2 * MIN_BLOCKS_PER_SPLIT:
+        nsplit = min(ceil_div(target.num_aic, items), nkv // MIN_BLOCKS_PER_SPLIT)
+        per = ceil_div(nkv, nsplit)
+        nsplit = ceil_div(nkv, per)
+        if nsplit > 1:
+            return FlashTiling(t.br, t.bc, t.g, t.m, t.mp, t.dp, t.dvp, nsplit, per)
+    return t
+
+
+def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: int, sq: int, skv: int, d: int, dv: int, es: int, causal: bool) -> float:
+    """Analytic cycles of the flash kernel with tiling `t` (ranking tilings; no simulation).
+
+    Per KV block, each pipe's occupancy from the target's cost tables (mmad fractals, DMA rates
+    and start-ups, vector op costs via cost.vector_cycles on one AIV's rows); the pipes overlap
+    (the software pipeline), so a block costs the busiest pipe. A core runs the blocks of its
+    items (block-cyclic over min(cores, items), causal blocks above the diagonal skipped, KV
+    splits), plus per item the Q load and the output store; the chip-wide L2 traffic of all
+    blocks at l2_bw_over_hbm × HBM [S8] is a floor. Mask and causal-diagonal vector work are left
+    out (the same for every tiling to first order).
+    """
+    from ascendir.interpreter.cost import mmad_cycles, vector_cycles
+
+    r, st, cube = target.rates, target.startup, target.cube
+    m, mp, dp, dvp, bc = t.m, t.mp, t.dp, t.dvp, t.bc
+    n = aiv_rows(m, aiv_count(target, m))[0][1]
+    nrb = ceil_div(sq, t.br)
+    items = batch * hkv * nrb * t.nsplit
+    cores = min(target.num_aic, items)
+    dt = {2: "f16", 4: "f32"}.get(es, "f16")
+    dt = dt if dt in cube.k_per_cycle else "f16"
+
+    def mmad(a: int, b: int, k: int) -> float:
+        return mmad_cycles(target, dt, a, b, k)
+
+    l2 = min(r["l2_to_l1"], target.hbm_bytes_per_cycle / cores * target.memory.l2_bw_over_hbm)
+    pipes = [
+        mmad(mp, bc, dp) + mmad(mp, dvp, bc),
+        (bc * (dp + dvp) * es) / r["l1_to_l0b"] + mp * bc * es / r["l1_to_l0a"] + 3 * st["mte1"],
+    ]
+    vec = vector_cycles(target, "vmuls", n * bc, 4) + vector_cycles(target, "vsub", n * bc, 4) + vector_cycles(target, "vexp", n * bc, 4)
+    if es != 4:
+        vec += vector_cycles(target, "vcast", n * bc, 4)
+    width = bc
+    while width % 2 == 0 and width // 2 >= REPEAT_F32:
+        width //= 2
+        vec += vector_cycles(target, "vmax", n * width, 4) + vector_cycles(target, "vadd", n * width, 4)
+    vec += vector_cycles(target, "vreduce_max", n * width, 4) + vector_cycles(target, "vreduce_sum", n * width, 4)
+    for op in ("vmax", "vcopy", "vsub", "vexp", "vmul", "vadd", "vcopy"):
+        vec += vector_cycles(target, op, n, 4)
+    vec += vector_cycles(target, "vmul", n * dv, 4) + vector_cycles(target, "vadd", n * dv, 4)
+    if target.split:
+        pipes.append((bc * (dp + dvp) + mp * bc) * es / l2 + 3 * st["mte2_nd2nz"])  # AIC MTE2: K, V, P
+        pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + 2 * st["fix"])
+        pipes.append((n * bc + n * dv) * 4 / min(r["l2_to_ub"], l2) + 2 * st["mte2"])  # AIV MTE2: S, O
+        pipes.append(n * bc * es / r["ub_to_l2"] + st["mte3"])  # AIV MTE3: P
+        blk_bytes = bc * (d + dv) * es + 2 * m * bc * (4 + es) + 2 * m * dv * 4
+    else:  # coupled: L0C -> UB on the vector pipe, P through UB -> L1
+        pipes.append(bc * (dp + dvp) * es / l2 + 2 * st["mte2_nd2nz"])
+        vec += (mp * bc + mp * dvp) * 4 / r["l0c_to_ub"] + 2 * st["vector"]
+        pipes.append(n * bc * es / r["ub_to_l1"] + st["mte3"])
+        blk_bytes = bc * (d + dv) * es
+    per_block = max(*pipes, vec)
+    per_item = m * dp * es / min(r["gm_to_l1"], target.hbm_bytes_per_cycle / cores) + t.g * st["mte2_nd2nz"] + m * dv * es / r["ub_to_gm"]
+
+    # visible KV blocks of every item (w = ((b·Hkv + h)·nrb + i)·nsplit + s), summed per core
+    nkv = ceil_div(skv, bc)
+    q0 = np.arange(nrb) * t.br
+    nj = np.full(nrb, nkv)
+    if causal:
+        qsz = np.minimum(t.br, sq - q0)
+        nj = np.clip((q0 + qsz + (skv - sq) - 1) // bc + 1, 1, nkv)
+    if t.nsplit > 1:
+        lo = np.arange(t.nsplit) * t.per
+        per_item_blocks = np.clip(np.minimum(lo[None, :] + t.per, nj[:, None]) - lo[None, :], 1, None).ravel()
+    else:
+        per_item_blocks = nj
+    blocks = np.tile(per_item_blocks, batch * hkv)
+    per_core = np.bincount(np.arange(items) % cores, weights=blocks * per_block + per_item)
+    floor = blocks.sum() * blk_bytes / (target.hbm_bytes_per_cycle * target.memory.l2_bw_over_hbm)
+    return float(max(per_core.max(), floor))
+
+
+def shape_of(att: nn.AttentionOp) -> Shape:
+    """The Shape (what the tile choice depends on) of `att`."""
+    b, hq, sq, d = nn.shape_of(att.q)
+    hkv, skv = nn.shape_of(att.k)[1], nn.shape_of(att.k)[2]
+    mask4 = None
+    if att.mask is not None:
+        ms = nn.shape_of(att.mask)
+        mask4 = (1,) * (4 - len(ms)) + tuple(ms)
+    return Shape(b, hkv, hq // hkv, sq, skv, d, nn.shape_of(att.v)[3], itemsize(att.q.type.element_type), mask4,
+                 bool(att.causal.value.data))
+
+
+def tiling_for(att: nn.AttentionOp, target: HardwareConfig, what: str = "nn.attention") -> FlashTiling:
+    """The tile of `att`: the `ascend.tiling` {br, bc} choose-tiling (or IR text) recorded on it,
+    a missing one of the two searched; without the attribute, choose_flash_tiling's.
+
+    Raises:
+        ValueError: no tile fits (see choose_flash_tiling).
+        AscendirError: a recorded tile that is misaligned or does not fit (see `forced`).
+    """
+    from ascendir.transforms.nn.choose_tiling import TILING_ATTR, attention_fields
+
+    s = shape_of(att)
+    fields = attention_fields(att.attributes.get(TILING_ATTR), what)
+    if not fields:
+        return search(s, target)[0]
+    if "br" in fields and "bc" in fields:
+        return forced(s, target, fields["br"], fields["bc"], what)
+    try:
+        t = search(s, target, fields.get("br"), fields.get("bc"))[0]
+    except ValueError:  # nothing fits with the given one: its error names the buffer
+        t = None
+    return forced(s, target, fields.get("br", t.br if t else 128), fields.get("bc", t.bc if t else 128), what)
+
+
+def fits(att: nn.AttentionOp, target: HardwareConfig) -> bool:
+    """Whether the template has a tile for `att` on `target`. When it has none (e.g. 8 f32
+    query heads of D = 128 stacked on one K/V head: even Br = Bc = 16 overflows UB), the driver
+    lowers the attention unfused (decompose-attention) rather than failing on a valid model.
+    A tile recorded in `ascend.tiling` counts as one: if it does not fit, lowering says why."""
+    from ascendir.transforms.nn.choose_tiling import TILING_ATTR
+
+    if TILING_ATTR in att.attributes:
+        return True
+    try:
+        tiling_for(att, target)
+    except ValueError:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+# synchronization with explicit units
+# ----------------------------------------------------------------------------------------------
+class _Sync:
+    """Flags of one kernel; on a split chip each names the units it connects (FLAG_UNITS_ATTR)."""
+
+    def __init__(self, kb: KernelBuilder, split: bool):
+        self.kb, self.split = kb, split
+        self.queues: list[_Q] = []
+
+    def flag(self, wait: bool, src: Pipe, dst: Pipe, event: int, units: str) -> None:
+        from ascendir.interpreter.kernel import FLAG_UNITS_ATTR
+
+        op = (ascend.WaitFlagOp if wait else ascend.SetFlagOp)(src, dst, event)
+        if self.split:
+            op.attributes[FLAG_UNITS_ATTR] = StringAttr(units)
+        self.kb.emit(op)
+
+    def queue(self, producer: Pipe, consumer: Pipe, units: str, slots: int = 1) -> _Q:
+        """A producer → consumer hand-off (an Ascend C TQue) of `slots` slots; the WAR flag is
+        primed `slots` times here (kernel entry) and drained by `drain`. More than one slot only
+        across units (AIC <-> AIV): cross-core flags count pending sets (up to 16, S2
+        CrossCoreSetFlag), intra-core event flags do not."""
+        src, dst = units.split("->")
+        assert slots == 1 or src != dst  # cross-unit only (the AIVs are "aiv" and "aiv1")
+        q = _Q(self, producer, consumer, self.kb.event(producer, consumer), self.kb.event(consumer, producer), units, slots)
+        for _ in range(slots):
+            q.release()
+        self.queues.append(q)
+        return q
+
+    def drain(self) -> None:
+        for q in reversed(self.queues):
+            for _ in range(q.slots):
+                q.acquire()
+
+
+@dataclass
+class _Q:
+    sync: _Sync
+    producer: Pipe
+    consumer: Pipe
+    raw: int
+    war: int
+    units: str  # "producer unit->consumer unit"
+    slots: int = 1
+
+    @property
+    def back(self) -> str:
+        a, b = self.units.split("->")
+        return f"{b}->{a}"
+
+    def acquire(self) -> None:
+        self.sync.flag(True, self.consumer, self.producer, self.war, self.back)
+
+    def enque(self) -> None:
+        self.sync.flag(False, self.producer, self.consumer, self.raw, self.units)
+
+    def deque(self) -> None:
+        self.sync.flag(True, self.producer, self.consumer, self.raw, self.units)
+
+    def release(self) -> None:
+        self.sync.flag(False, self.consumer, self.producer, self.war, self.back)
+
+    def handoff(self) -> None:
+        self.enque()
+        self.deque()
+
+
+def _v(name: str) -> type:
+    return ascend.vector_op(name)
+
+
+# ----------------------------------------------------------------------------------------------
+# the template
+# ----------------------------------------------------------------------------------------------
+def lower_flash_attention(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
+    """Lower a flash_attention region (body: one nn.attention of the region's arguments) to one
+    kernel (plus a combine kernel for a KV split); None when the body is not that.
+
+    Raises:
+        AscendirError: fp32/bf16 on a cube without them (910A: f16 only), or no tile fits.
+    """
+    block = op.body.block
+    body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
+    if len(body) != 1 or not isinstance(body[0], nn.AttentionOp) or len(op.outputs) != 1:
+        return None
+    att = body[0]
+    args = dict(zip(block.args, operands))
+    if any(v not in args for v in att.operands):
+        return None
+    q, k, v = args[att.q], args[att.k], args[att.v]
+    mask = args[att.mask] if att.mask is not None else None
+    el = elem(q)
+    if not isinstance(el, AnyFloat):
+        return None
+    if ctx.target.arch in NO_FP32_CUBE and el != f16:
+        raise ctx.error(
+            f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
+            "cast the model to float16 (ascendir --dtype fp16)"
+        )
+    return [_FlashKernel(ctx, att, q, k, v, mask).emit()]
+
+
+@dataclass(frozen=True)
+class _Seg:
+    """Rows of one query head inside an AIV's share of the stacked tile: head `h`, rows a .. a+n-1
+    of that head, at row `lo` of the AIV's buffers."""
+
+    h: int
+    a: int
+    n: int
+    lo: int
+
+
+def aiv_rows(m: int, nsub: int) -> list[tuple[int, int]]:
+    """(first stacked row, rows) of each AIV: the first takes ceil(m / 2) when two share an item."""
+    if nsub == 1:
+        return [(0, m)]
+    n0 = ceil_div(m, 2)
+    return [(0, n0), (n0, m - n0)]
+
+
+def _segments(r0: int, n: int, br: int, g: int) -> list[_Seg]:
+    out = []
+    for h in range(g):
+        lo, hi = max(r0, h * br), min(r0 + n, (h + 1) * br)
+        if lo < hi:
+            out.append(_Seg(h, lo - h * br, hi - lo, lo - r0))
+    return out
+
+
+class _Aiv:
+    """One vector core's share of every item: stacked rows r0 .. r0+n-1, its own UB buffers,
+    running statistics and queues (see `_FlashKernel._aiv_buffers`)."""
+
+    def __init__(self, sub: int, r0: int, n: int, segs: list[_Seg]):
+        self.sub, self.r0, self.n, self.segs = sub, r0, n, segs
+        self.name = "aiv1" if sub else "aiv"  # the unit in flag `units` attributes
+
+
+class _FlashKernel:
+    """Builds the kernel(s) of one attention; see the module docstring for the structure."""
+
+    def __init__(self, ctx: LoweringContext, att: nn.AttentionOp, q: SSAValue, k: SSAValue, v: SSAValue, mask: SSAValue | None):
+        self.ctx, self.att = ctx, att
+        self.b, self.hq, self.sq, self.d = shape(q)
+        self.hkv, self.skv = shape(k)[1], shape(k)[2]
+        self.dv = shape(v)[3]
+        self.g = self.hq // self.hkv
+        self.el = elem(q)
+        self.es = itemsize(self.el)
+        self.causal = bool(att.causal.value.data)
+        self.scale = att.scale.value.data
+        self.split = ctx.target.split
+        self.q, self.k, self.v, self.mask = q, k, v, mask
+        self.mask4 = (1,) * (4 - len(shape(mask))) + shape(mask) if mask is not None else None
+        try:
+            self.t = tiling_for(att, ctx.target, ctx.current)
+        except ValueError as e:
+            raise ctx.error(str(e)) from None
+        self.off = self.skv - self.sq  # query i sees keys j <= i + off (aligned to the last query)
+        # score tiles the cube runs ahead of the vector cores (workspace ring slots per stage);
+        # a coupled core keeps S in its one L0C slot until the vector unit has read it: 1
+        self.depth = PRELOAD if self.split else 1
+        nsub = aiv_count(ctx.target, self.t.m)
+        self.aivs = [_Aiv(i, r0, n, _segments(r0, n, self.t.br, self.t.g)) for i, (r0, n) in enumerate(aiv_rows(self.t.m, nsub))]
+
+    # ------------------------------------------------------------------------------------------
+    def emit(self) -> SSAValue:
+        ctx, t = self.ctx, self.t
+        b, hq, sq, hkv, skv, d, dv = self.b, self.hq, self.sq, self.hkv, self.skv, self.d, self.dv
+        out = ctx.buffer([b, hq, sq, dv], self.el)
+        nrb = ceil_div(sq, t.br)
+        items = b * hkv * nrb * t.nsplit
+        block_dim = min(ctx.target.num_aic, items)
+        args = [ctx.view(self.q, [b * hq * sq, d]), ctx.view(self.k, [b * hkv * skv, d]), ctx.view(self.v, [b * hkv * skv, dv])]
+        if self.mask is not None:
+            mb, mh, ms, mk = self.mask4
+            args.append(ctx.view(self.mask, [mb * mh * ms, mk]))
+        if t.nsplit > 1:
+            rows = b * hkv * t.nsplit * t.m
+            partial = [ctx.buffer([rows, dv], f32), ctx.buffer([rows, 1], f32), ctx.buffer([rows, 1], f32)]
+            args += partial
+        else:
+            args.append(ctx.view(out, [b * hq * sq, dv]))
+        if self.split:  # per-core GM workspace rings of the AIC <-> AIV hand-offs (stay in L2)
+            rows = block_dim * t.m * self.depth
+            args += [ctx.buffer([rows, t.bc], f32), ctx.buffer([rows, t.bc], self.el), ctx.buffer([rows, dv], f32)]
+        core = CoreType.MIX if self.split else CoreType.AIC
+        kb = KernelBuilder(ctx, ctx.name("flash_attention"), [a.type for a in args], core, block_dim, ctx.current)
+        self.kb = kb
+        it = iter(kb.args)
+        self.gq, self.gk, self.gv = next(it), next(it), next(it)
+        self.gmask = next(it) if self.mask is not None else None
+        if t.nsplit > 1:
+            self.gacc, self.gm_, self.gl = next(it), next(it), next(it)
+        else:
+            self.gout = next(it)
+        if self.split:
+            self.ws_s, self.ws_p, self.ws_o = next(it), next(it), next(it)
+        self._buffers()
+        with kb.tiles(items) as w:
+            self._item(w, nrb)
+        self.sync.drain()
+        ctx.launch(kb.finish(), args)
+        if t.nsplit > 1:
+            _emit_combine(ctx, partial, out, self)
+        return out
+
+    # ------------------------------------------------------------------------------------------
+    def _buffers(self) -> None:
+        kb, t, el = self.kb, self.t, self.el
+        L1, L0A, L0B, L0C = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C
+        self.q_l1 = kb.alloc([t.mp, t.dp], el, L1)
+        self.k_l1 = kb.alloc([t.bc, t.dp], el, L1)
+        self.v_l1 = kb.alloc([t.bc, t.dvp], el, L1)
+        self.p_l1 = kb.alloc([t.mp, t.bc], el, L1)
+        self.q_l0a = kb.alloc([t.mp, t.dp], el, L0A)
+        self.p_l0a = kb.alloc([t.mp, t.bc], el, L0A)
+        self.kt_l0b = kb.alloc([t.dp, t.bc], el, L0B)
+        self.v_l0b = kb.alloc([t.bc, t.dvp], el, L0B)
+        self.s_l0c = kb.alloc([t.mp, t.bc], f32, L0C)
+        self.o_l0c = kb.alloc([t.mp, t.dvp], f32, L0C)
+        self.helpers = self.causal or self.skv % t.bc != 0
+        for a in self.aivs:
+            with kb.on_subblock(a.sub):
+                self._aiv_buffers(a)
+
+        s = self.sync = _Sync(kb, self.split)
+        AIC = "aic->aic"
+        M2, M1, M, FIX, V, M3 = Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.V, Pipe.MTE3
+        self.q_q1, self.q_q0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
+        self.q_k1, self.q_k0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
+        self.q_v1, self.q_v0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
+        self.q_p0 = s.queue(M1, M, AIC)
+        if self.split:
+            self.q_p1 = s.queue(M2, M1, AIC)
+            self.q_sc, self.q_oc = s.queue(M, FIX, AIC), s.queue(M, FIX, AIC)
+        else:  # coupled core: L0C -> UB on the vector pipe, UB -> L1 on MTE3
+            self.q_sc, self.q_oc = s.queue(M, V, AIC), s.queue(M, V, AIC)
+            self.q_p1 = s.queue(M3, M1, AIC)
+        for a in self.aivs:
+            u = f"{a.name}->{a.name}"
+            with kb.on_subblock(a.sub):
+                a.q_out = s.queue(V, M3, u)
+                a.q_p = s.queue(V, M3, u)
+                if self.split:
+                    a.q_ws_s = s.queue(FIX, M2, f"aic->{a.name}", self.depth)
+                    a.q_ws_o = s.queue(FIX, M2, f"aic->{a.name}", self.depth)
+                    a.q_ws_p = s.queue(M3, M2, f"{a.name}->aic", self.depth)
+                    a.q_s, a.q_o = s.queue(M2, V, u), s.queue(M2, V, u)
+                if self.mask is not None:
+                    a.q_mask = s.queue(M2, V, u)
+
+    def _aiv_buffers(self, a: _Aiv) -> None:
+        """UB of one vector core for its n rows (each AIV of a 910B group has its own 192 KiB)."""
+        kb, t, el, UB = self.kb, self.t, self.el, MemSpace.UB
+        n, dv = a.n, self.dv
+        a.s_ub = kb.alloc([n, t.bc], f32, UB)
+        a.p_ub = kb.alloc([n, t.bc], el, UB)
+        a.o_ub = kb.alloc([n, dv], f32, UB)
+        a.acc = kb.alloc([n, dv], f32, UB)
+        a.out_ub = kb.alloc([n, dv], el, UB) if el != f32 else a.acc
+        a.m_old, a.m_new, a.l, a.alpha, a.alpha_prev, a.rowsum = (kb.alloc([n, 1], f32, UB) for _ in range(6))
+        a.red = kb.alloc([n, t.bc // 2], f32, UB) if _folds(t.bc) else None
+        if self.mask is not None:
+            _, mh, ms, mk = self.mask4
+            a.mcols = t.bc if mk > 1 else 1
+            # mask rows laid out like the score rows (ms > 1), one row per head segment (ms = 1,
+            # mh > 1), or one row for every row (ms = mh = 1)
+            a.mrows = n if ms > 1 else len(a.segs) if mh > 1 else 1
+            a.mask_ub = kb.alloc([a.mrows, a.mcols], el, UB)
+            a.mask32 = kb.alloc([a.mrows, a.mcols], f32, UB) if el != f32 else a.mask_ub
+        if self.helpers:
+            rows = max(s.n for s in a.segs) if self.causal else 1
+            a.cmp = kb.alloc([rows, t.bc], i1, UB)
+            a.colidx = kb.alloc([1, t.bc], f32, UB)
+            a.rowidx = kb.alloc([t.br, 1], f32, UB)
+            rowraw = kb.alloc([1, t.br], f32, UB)
+            a.lowest = kb.alloc([1, 1], f32, UB)
+            a.zero = kb.alloc([1, 1], f32, UB)
+            # constant helpers, written once per core before the item loop
+            kb.emit(ascend.VarangeOp(kb.const(0), rowraw))
+            kb.emit(ascend.VtransposeOp(rowraw, a.rowidx, [1, 0]))
+            kb.emit(ascend.VdupOp(a.lowest, LOWEST))
+            kb.emit(ascend.VdupOp(a.zero, 0.0))
+
+    def _each_aiv(self, fn: Callable[[_Aiv], None]) -> None:
+        """fn(a) for every vector core, its ops tagged with its sub-block (program order: AIV 0's
+        part, then AIV 1's; they run concurrently, each on its own pipes)."""
+        for a in self.aivs:
+            with self.kb.on_subblock(a.sub):
+                fn(a)
+
+    # ------------------------------------------------------------------------------------------
+    def _item(self, w: SSAValue, nrb: int) -> None:
+        kb, t = self.kb, self.t
+        (bb, kh, i, sp), _ = kb.grid(w, [self.b, self.hkv, nrb, t.nsplit], [1, 1, 1, 1])
+        self.bb, self.kh, self.sp = bb, kh, sp
+        q0 = kb.mul(i, t.br)
+        qsz = kb.boundary(t.br, self.sq, q0)
+        self.q0, self.qsz = q0, qsz
+        nkv = ceil_div(self.skv, t.bc)
+        if self.causal:
+            # last visible key of the item's last row: q0 + qsz - 1 + off  (block skipping)
+            nj = kb.add(kb.div(kb.add(kb.add(q0, qsz), self.off - 1), t.bc), 1)
+            self.n_full = kb.div(kb.add(q0, self.off + 1), t.bc)
+        else:
+            nj = nkv
+            self.n_full = nkv - 1 if self.skv % t.bc else nkv
+        if t.nsplit > 1:
+            jl = kb.mul(sp, t.per)
+            jh = kb.min(kb.add(jl, t.per), nj)
+        else:
+            jl, jh = 0, nj
+        self.ws_row = kb.mul(kb.block_idx, t.m * self.depth)
+        self._init_item()
+        # Software pipeline (program order = numerics; the pipes overlap in time): the cube runs
+        # `depth` score tiles ahead (S(j+depth) is issued before PV(j), CANN's bmm1 preload), so
+        # the vector cores' softmax(j) overlaps the cube's S(j+1..) and PV(j-1), whose update
+        # comes after it.
+        self._s_stage(jl)  # every item has at least one visible block
+        for k in range(1, self.depth):
+            if isinstance(jl, int) and jl + k >= nkv:
+                continue  # past the last block for every item (jh <= nkv): never runs
+            self._when(jh, kb.add(jl, k), "sgt", lambda k=k: self._s_stage(kb.add(jl, k)))
+        last = kb.sub(jh, 1)
+        if not (isinstance(jl, int) and isinstance(last, int) and last <= jl):
+            with kb.loop(jl, last, 1) as j:
+                self._each_aiv(lambda a: self._softmax(a, j))
+                self._each_aiv(lambda a: self._when(j, jl, "sgt", lambda: self._update(a, kb.sub(j, 1), a.alpha_prev)))
+                nxt = kb.add(j, self.depth)
+                if self.depth == 1:
+                    self._s_stage(nxt)  # j + 1 <= last < jh inside this loop
+                else:
+                    self._when(jh, nxt, "sgt", lambda: self._s_stage(nxt))
+                self._pv(j)
+        self._each_aiv(lambda a: self._softmax(a, last))
+        self._each_aiv(lambda a: self._when(last, jl, "sgt", lambda: self._update(a, kb.sub(last, 1), a.alpha_prev)))
+        self._pv(last)
+        self._each_aiv(lambda a: self._update(a, last, a.alpha))
+        self._finish_item()
+
+    def _slot(self, j: Index) -> Index:
+        """First workspace row of block j's ring slot on this core."""
+        kb = self.kb
+        return kb.add(self.ws_row, kb.mul(kb.rem(j, self.depth), self.t.m)) if self.depth > 1 else self.ws_row
+
+    def _q_row(self, h: int) -> Index:
+        kb = self.kb
+        return kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hq), kb.add(kb.mul(self.kh, self.t.g), h)), self.sq), self.q0)
+
+    def _kv_row(self, kv0: Index) -> Index:
+        kb = self.kb
+        return kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hkv), self.kh), self.skv), kv0)
+
+    def _valid_rows(self, seg: _Seg, fn: Callable[[Index], None]) -> None:
+        """fn(rows) with the rows of `seg` that exist in this item (min(n, qsz - a)); nothing when
+        the item's last row block ends before the segment."""
+        kb = self.kb
+        if isinstance(self.qsz, int):
+            if self.qsz > seg.a:
+                fn(min(seg.n, self.qsz - seg.a))
+            return
+        self._when(self.qsz, seg.a, "sgt", lambda: fn(kb.min(seg.n, kb.sub(self.qsz, seg.a))))
+
+    def _init_item(self) -> None:
+        kb, t = self.kb, self.t
+        # AIC: the stacked query tile of the group, resident in L1 and L0A for the whole item
+        self.q_q1.acquire()
+        for h in range(t.g):
+            dst = kb.subview(self.q_l1, [h * t.br, 0], [t.br, t.dp])
+            kb.copy(kb.subview(self.gq, [self._q_row(h), 0], [self.qsz, self.d]), dst, layout="nd2nz")
+        self.q_q1.handoff()
+        self.q_q0.acquire()
+        kb.copy(self.q_l1, self.q_l0a)
+        self.q_q1.release()
+        self.q_q0.handoff()
+
+        def stats(a: _Aiv) -> None:
+            # running statistics (the previous item's output store must be done: q_out)
+            a.q_out.acquire()
+            kb.emit(ascend.VdupOp(a.m_old, LOWEST))
+            kb.emit(ascend.VdupOp(a.l, 0.0))
+            kb.emit(ascend.VdupOp(a.acc, 0.0))
+
+        self._each_aiv(stats)
+
+    def _s_stage(self, j: Index) -> None:
+        """AIC: S_j = Q · K_jᵀ into L0C, then out of L0C (GM workspace on 910B, read by each AIV)."""
+        kb, t = self.kb, self.t
+        kv0 = kb.mul(j, t.bc)
+        ksz = kb.boundary(t.bc, self.skv, kv0)
+        self.q_k1.acquire()
+        kb.copy(kb.subview(self.gk, [self._kv_row(kv0), 0], [ksz, self.d]), self.k_l1, layout="nd2nz")
+        self.q_k1.handoff()
+        self.q_k0.acquire()
+        kb.emit(ascend.CopyOp(self.k_l1, self.kt_l0b, transpose=True))
+        self.q_k1.release()
+        self.q_k0.handoff()
+        self.q_sc.acquire()
+        kb.emit(ascend.MmadOp(self.q_l0a, self.kt_l0b, self.s_l0c, True))
+        self.q_k0.release()
+        self.q_sc.enque()
+        if self.split:
+            self.q_sc.deque()
+            for a in self.aivs:  # both AIVs have read the previous S
+                a.q_ws_s.acquire()
+            kb.copy(self.s_l0c, kb.subview(self.ws_s, [self._slot(j), 0], [t.m, t.bc]), layout="nz2nd")
+            self.q_sc.release()
+            for a in self.aivs:
+                a.q_ws_s.enque()
+
+    def _softmax(self, a: _Aiv, j: Index) -> None:
+        """Vector (one AIV, its rows): scale, mask, online softmax of block j; P to the cube."""
+        kb, t = self.kb, self.t
+        s = a.s_ub
+        if self.split:
+            a.q_ws_s.deque()
+            a.q_s.acquire()
+            kb.copy(kb.subview(self.ws_s, [kb.add(self._slot(j), a.r0), 0], [a.n, t.bc]), s)
+            a.q_ws_s.release()
+            a.q_s.handoff()
+        else:
+            self.q_sc.deque()
+            kb.copy(self.s_l0c if a.n == t.mp else kb.subview(self.s_l0c, [a.r0, 0], [a.n, t.bc]), s)  # L0C -> UB (vector pipe)
+            self.q_sc.release()
+        kb.emit(_v("vmuls")(s, s, self.scale))
+        kv0 = kb.mul(j, t.bc)
+        if self.mask is not None:
+            self._add_mask(a, kv0)
+        if self.helpers:  # causal, or a last partial block
+            self._when(j, self.n_full, "sge", lambda: self._mask_block(a, kv0))
+        self._row_reduce(a, "max", s, a.rowsum)
+        kb.emit(_v("vmax")(a.m_old, a.rowsum, a.m_new))
+        kb.emit(_v("vsub")(s, a.m_new, s))
+        a.q_p.acquire()
+        if self.el == f32:
+            kb.emit(_v("vexp")(s, a.p_ub))
+            self._row_reduce(a, "sum", a.p_ub, a.rowsum)
+        else:
+            kb.emit(_v("vexp")(s, s))
+            kb.emit(ascend.VcastOp(s, a.p_ub))
+            self._row_reduce(a, "sum", s, a.rowsum)
+        if self.split:
+            a.q_s.release()
+        kb.emit(_v("vcopy")(a.alpha, a.alpha_prev))  # α_{j-1}, for the deferred update(j-1)
+        kb.emit(_v("vsub")(a.m_old, a.m_new, a.alpha))
+        kb.emit(_v("vexp")(a.alpha, a.alpha))
+        kb.emit(_v("vmul")(a.l, a.alpha, a.l))
+        kb.emit(_v("vadd")(a.l, a.rowsum, a.l))
+        kb.emit(_v("vcopy")(a.m_new, a.m_old))
+        a.q_p.handoff()
+        if self.split:
+            a.q_ws_p.acquire()
+            kb.copy(a.p_ub, kb.subview(self.ws_p, [kb.add(self._slot(j), a.r0), 0], [a.n, t.bc]))
+            a.q_ws_p.enque()
+        else:
+            if a.sub == 0:
+                self.q_p1.acquire()
+            kb.copy(a.p_ub, self.p_l1 if a.n == t.mp else kb.subview(self.p_l1, [a.r0, 0], [a.n, t.bc]))  # UB -> L1 (MTE3, coupled)
+            if a is self.aivs[-1]:
+                self.q_p1.enque()
+        a.q_p.release()
+
+    def _when(self, a: Index, b: Index, pred: str, fn: Callable[[], None]) -> None:
+        """fn() when `a pred b` ("sge" or "sgt"), decided in Python when both are static, else
+        under an scf.if."""
+        kb = self.kb
+        if isinstance(a, int) and isinstance(b, int):
+            if a > b or (pred == "sge" and a == b):
+                fn()
+            return
+        cond = kb.emit(arith.CmpiOp(kb.idx(a), kb.idx(b), pred)).results[0]
+        kb.if_else(cond, fn, lambda: None)
+
+    def _row_reduce(self, a: _Aiv, kind: str, src: SSAValue, dst: SSAValue) -> None:
+        """dst [n, 1] = row max / sum of src [n, Bc] (fp32). Wide rows are first folded in halves
+        with element-wise vmax / vadd (one 256-B repeat per 64 fp32, S5) down to one repeat per
+        row, then one WholeReduce (S4 fit: ~0.11 cycle per fp32 element) finishes: the way
+        CANN's softmax kernels avoid WholeReduce over the whole row."""
+        kb, t = self.kb, self.t
+        fold, whole = ("vmax", "vreduce_max") if kind == "max" else ("vadd", "vreduce_sum")
+        width, cur = t.bc, src
+        while width % 2 == 0 and width // 2 >= REPEAT_F32:
+            h = width // 2
+            x = kb.subview(cur, [0, 0], [a.n, h])
+            y = kb.subview(cur, [0, h], [a.n, h])
+            out = kb.subview(a.red, [0, 0], [a.n, h])
+            kb.emit(_v(fold)(x, y, out))
+            width, cur = h, a.red
+        kb.emit(_v(whole)(kb.subview(cur, [0, 0], [a.n, width]), dst))
+
+    def _rows(self, buf: SSAValue, lo: int, n: int, full: int) -> SSAValue:
+        """Rows lo .. lo+n-1 of a [full, *] buffer (the buffer itself when that is all of it)."""
+        if lo == 0 and n == full:
+            return buf
+        cols = buf.type.get_shape()[1]
+        return self.kb.subview(buf, [lo, 0], [n, cols])
+
+    def _add_mask(self, a: _Aiv, kv0: Index) -> None:
+        kb, t = self.kb, self.t
+        mb, mh, ms, mk = self.mask4
+        ksz = kb.boundary(t.bc, self.skv, kv0) if mk > 1 else 1
+        col = kv0 if mk > 1 else 0
+        a.q_mask.acquire()
+
+        def src_row(seg: _Seg) -> Index:
+            head = kb.add(kb.mul(self.kh, t.g), seg.h) if mh > 1 else 0
+            return kb.add(kb.mul(kb.add(kb.mul(self.bb if mb > 1 else 0, mh), head), ms), kb.add(self.q0, seg.a) if ms > 1 else 0)
+
+        if ms > 1:  # the segment's rows, at the score rows they add to
+            for seg in a.segs:
+                self._valid_rows(seg, lambda rows, seg=seg: kb.copy(
+                    kb.subview(self.gmask, [src_row(seg), col], [rows, ksz]),
+                    self._rows(a.mask_ub, seg.lo, seg.n, a.mrows)))
+        elif mh > 1:  # one row per head segment
+            for i, seg in enumerate(a.segs):
+                kb.copy(kb.subview(self.gmask, [src_row(seg), col], [1, ksz]), self._rows(a.mask_ub, i, 1, a.mrows))
+        else:
+            kb.copy(kb.subview(self.gmask, [src_row(a.segs[0]), col], [1, ksz]), a.mask_ub)
+        a.q_mask.handoff()
+        if a.mask32 is not a.mask_ub:
+            kb.emit(ascend.VcastOp(a.mask_ub, a.mask32))
+        if ms == 1 and mh == 1:
+            kb.emit(_v("vadd")(a.s_ub, a.mask32, a.s_ub))  # one row for every row
+        else:
+            for i, seg in enumerate(a.segs):
+                sh = self._rows(a.s_ub, seg.lo, seg.n, a.n)
+                mt = self._rows(a.mask32, seg.lo, seg.n, a.mrows) if ms > 1 else self._rows(a.mask32, i, 1, a.mrows)
+                kb.emit(_v("vadd")(sh, mt, sh))
+        a.q_mask.release()
+
+    def _mask_block(self, a: _Aiv, kv0: Index) -> None:
+        """Write the lowest float where key kv0 + c is invisible: above the diagonal (causal) or
+        past Skv (the zero-padded columns of a last partial block)."""
+        kb = self.kb
+        if self.causal:
+            # masked iff kv0 + c > q0 + r + off  <=>  c + (kv0 - q0 - off) > r  (r: row in its head)
+            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, kb.add(self.q0, self.off))), a.colidx))
+            done: dict[tuple[int, int], SSAValue] = {}
+            for seg in a.segs:
+                cmp = done.get((seg.a, seg.n))
+                if cmp is None:
+                    cmp = done[(seg.a, seg.n)] = self._rows(a.cmp, 0, seg.n, a.cmp.type.get_shape()[0])
+                    kb.emit(ascend.VcmpOp("gt", a.colidx, self._rows(a.rowidx, seg.a, seg.n, self.t.br), cmp))
+                sh = self._rows(a.s_ub, seg.lo, seg.n, a.n)
+                kb.emit(ascend.VselOp(cmp, a.lowest, sh, sh))
+        else:
+            # masked iff kv0 + c >= Skv
+            kb.emit(ascend.VarangeOp(kb.idx(kb.sub(kv0, self.skv)), a.colidx))
+            kb.emit(ascend.VcmpOp("ge", a.colidx, a.zero, a.cmp))
+            kb.emit(ascend.VselOp(a.cmp, a.lowest, a.s_ub, a.s_ub))
+
+    def _pv(self, j: Index) -> None:
+        """AIC: O_j = P · V_j into L0C, then out of L0C."""
+        kb, t = self.kb, self.t
+        kv0 = kb.mul(j, t.bc)
+        ksz = kb.boundary(t.bc, self.skv, kv0)
+        self.q_v1.acquire()
+        kb.copy(kb.subview(self.gv, [self._kv_row(kv0), 0], [ksz, self.dv]), self.v_l1, layout="nd2nz")
+        self.q_v1.handoff()
+        self.q_v0.acquire()
+        kb.copy(self.v_l1, self.v_l0b)
+        self.q_v1.release()
+        self.q_v0.handoff()
+        if self.split:
+            for a in self.aivs:  # every AIV wrote its rows of P
+                a.q_ws_p.deque()
+            self.q_p1.acquire()
+            kb.copy(kb.subview(self.ws_p, [self._slot(j), 0], [t.m, t.bc]), self.p_l1, layout="nd2nz")
+            for a in self.aivs:
+                a.q_ws_p.release()
+            self.q_p1.handoff()
+        else:
+            self.q_p1.deque()
+        self.q_p0.acquire()
+        kb.copy(self.p_l1, self.p_l0a)
+        self.q_p1.release()
+        self.q_p0.handoff()
+        self.q_oc.acquire()
+        kb.emit(ascend.MmadOp(self.p_l0a, self.v_l0b, self.o_l0c, True))
+        self.q_p0.release()
+        self.q_v0.release()
+        self.q_oc.enque()
+        if self.split:
+            self.q_oc.deque()
+            for a in self.aivs:
+                a.q_ws_o.acquire()
+            kb.copy(self.o_l0c, kb.subview(self.ws_o, [self._slot(j), 0], [t.m, self.dv]), layout="nz2nd")
+            self.q_oc.release()
+            for a in self.aivs:
+                a.q_ws_o.enque()
+
+    def _update(self, a: _Aiv, j: Index, alpha: SSAValue) -> None:
+        """Vector: acc = α_j·acc + O_j (α_j is `alpha_prev` when softmax(j+1) already ran)."""
+        kb, t = self.kb, self.t
+        o = a.o_ub
+        if self.split:
+            a.q_ws_o.deque()
+            a.q_o.acquire()
+            kb.copy(kb.subview(self.ws_o, [kb.add(self._slot(j), a.r0), 0], [a.n, self.dv]), o)
+            a.q_ws_o.release()
+            a.q_o.handoff()
+        else:
+            if a.sub == 0:
+                self.q_oc.deque()
+            kb.copy(self.o_l0c if a.n == t.mp else kb.subview(self.o_l0c, [a.r0, 0], [a.n, t.dvp]), o)  # L0C -> UB (vector pipe)
+            if a is self.aivs[-1]:
+                self.q_oc.release()
+        kb.emit(_v("vmul")(a.acc, alpha, a.acc))
+        kb.emit(_v("vadd")(a.acc, o, a.acc))
+        if self.split:
+            a.q_o.release()
+
+    def _finish_item(self) -> None:
+        kb, t = self.kb, self.t
+        self.q_q0.release()  # the last mmad reading Q is done: the next item may reload L0A
+        if t.nsplit > 1:
+            # partial (acc, m, l) of this KV split, for the combine kernel
+            row = kb.mul(kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hkv), self.kh), t.nsplit), self.sp), t.m)
+
+            def partial(a: _Aiv) -> None:
+                r = kb.add(row, a.r0)
+                a.q_out.handoff()
+                kb.copy(a.acc, kb.subview(self.gacc, [r, 0], [a.n, self.dv]))
+                kb.copy(a.m_old, kb.subview(self.gm_, [r, 0], [a.n, 1]))
+                kb.copy(a.l, kb.subview(self.gl, [r, 0], [a.n, 1]))
+                a.q_out.release()
+
+            self._each_aiv(partial)
+            return
+
+        def store(a: _Aiv) -> None:
+            kb.emit(_v("vdiv")(a.acc, a.l, a.acc))
+            if a.out_ub is not a.acc:
+                kb.emit(ascend.VcastOp(a.acc, a.out_ub))
+            a.q_out.handoff()
+            for seg in a.segs:
+                src = self._rows(a.out_ub, seg.lo, seg.n, a.n)
+                self._valid_rows(seg, lambda rows, seg=seg, src=src: kb.copy(
+                    src, kb.subview(self.gout, [kb.add(self._q_row(seg.h), seg.a), 0], [rows, self.dv])))
+            a.q_out.release()
+
+        self._each_aiv(store)
+
+
+def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, fk: _FlashKernel) -> None:
+    """Vector kernel merging the KV splits of every (batch, K/V head): with M = max_s m_s,
+    out = Σ_s e^{m_s - M} acc_s / Σ_s e^{m_s - M} l_s (the flash-decoding reduction), per head to GM."""
+    t = fk.t
+    items = fk.b * fk.hkv
+    block_dim = min(ctx.target.num_aiv, items)
+    args = [*partial, ctx.view(out, [fk.b * fk.hq * fk.sq, fk.dv])]
+    core = CoreType.AIV
+    kb = KernelBuilder(ctx, ctx.name("flash_combine"), [a.type for a in args], core, block_dim, ctx.current)
+    gacc, gm_, gl, gout = kb.args
+    m, dv, el = t.m, fk.dv, fk.el
+    UB = MemSpace.UB
+    o, a = kb.alloc([m, dv], f32, UB), kb.alloc([m, dv], f32, UB)
+    mx, ms, ls, lsum, mn, ca, cb = (kb.alloc([m, 1], f32, UB) for _ in range(7))
+    res = kb.alloc([m, dv], el, UB) if el != f32 else o
+    q_in = kb.queue(Pipe.MTE2, Pipe.V)
+    q_out = kb.queue(Pipe.V, Pipe.MTE3)
+    with kb.tiles(items) as w:
+        (bb, kh), _ = kb.grid(w, [fk.b, fk.hkv], [1, 1])
+        base = kb.mul(kb.add(kb.mul(bb, fk.hkv), kh), t.nsplit)
+        q_out.acquire()
+        kb.emit(ascend.VdupOp(mx, LOWEST))
+        kb.emit(ascend.VdupOp(lsum, 0.0))
+        kb.emit(ascend.VdupOp(o, 0.0))
+        with kb.loop(0, t.nsplit, 1) as s:
+            row = kb.mul(kb.add(base, s), m)
+            q_in.acquire()
+            kb.copy(kb.subview(gacc, [row, 0], [m, dv]), a)
+            kb.copy(kb.subview(gm_, [row, 0], [m, 1]), ms)
+            kb.copy(kb.subview(gl, [row, 0], [m, 1]), ls)
+            q_in.handoff()
+            kb.emit(_v("vmax")(mx, ms, mn))
+            kb.emit(_v("vsub")(mx, mn, ca))
+            kb.emit(_v("vexp")(ca, ca))
+            kb.emit(_v("vsub")(ms, mn, cb))
+            kb.emit(_v("vexp")(cb, cb))
+            kb.emit(_v("vmul")(o, ca, o))
+            kb.emit(_v("vmul")(a, cb, a))
+            kb.emit(_v("vadd")(o, a, o))
+            kb.emit(_v("vmul")(lsum, ca, lsum))
+            kb.emit(_v("vmul")(ls, cb, ls))
+            kb.emit(_v("vadd")(lsum, ls, lsum))
+            kb.emit(_v("vcopy")(mn, mx))
+            q_in.release()
+        kb.emit(_v("vdiv")(o, lsum, o))
+        if res is not o:
+            kb.emit(ascend.VcastOp(o, res))
+        q_out.handoff()
+        for h in range(t.g):
+            src = kb.subview(res, [h * t.br, 0], [t.br, dv]) if t.g > 1 else res
+            qrow = kb.mul(kb.add(kb.mul(bb, fk.hq), kb.add(kb.mul(kh, t.g), h)), fk.sq)
+            kb.copy(src, kb.subview(gout, [qrow, 0], [fk.sq, dv]))
+        q_out.release()
+    ctx.launch(kb.finish(), args)

@@ -1,0 +1,723 @@
+"""MatMul on the Cube: batched, broadcasting `nn.matmul` (and its fused epilogue stages).
+
+One kernel, `block_dim = min(num_aic, #output tiles)`; output tiles (batch, mTile, nTile) are
+assigned block-cyclically. Per tile, single buffered (each queue is an Ascend C TQue with one
+slot; a double-buffer pass can give L1/L0 two slots and a second event-id pair):
+
+    prime MTE1->MTE2 (L1 free), M->MTE1 (L0A/L0B free), FIX->M (L0C free)
+    scf.for %t = %block_idx to ntiles step block_dim
+      wait FIX->M                                           // L0C may be overwritten
+      scf.for %k1 = 0 to K step kL1                         // L1 holds kL1 of K
+        wait MTE1->MTE2;  GM->L1 A[baseM, kL1], B[kL1, baseN] (MTE2, nd2nz, zero-padded)
+        set/wait MTE2->MTE1
+        scf.for %kk = 0 to min(kL1, K-k1) step baseK
+          wait M->MTE1;  L1->L0A, L1->L0B (MTE1);  set/wait MTE1->M
+          mmad L0A x L0B -> L0C (M), init on the first k     // scf.if (k1+kk == 0)
+          set M->MTE1
+        set MTE1->MTE2
+      set/wait M->FIX;  L0C->GM (FIX, nz2nd, f32->f16, optional relu);  set FIX->M
+    drain the three WAR flags
+
+Output path by architecture: FixPipe on dav-c220 (910B); on dav-c100 (910A, no FixPipe)
+L0C->UB by the vector pipe (V), then UB->GM by MTE3, with M->V / V->M and V->MTE3 / MTE3->V.
+
+Tiles: base tiles are multiples of 16 (M, N) and of 32 B / element size (K: 16 for f16, 8 for
+f32) (S3 alignment table), defaulting to baseM = baseN = 128 and baseK = 128 (f16) / 64 (f32),
+shrunk until A, B, C tiles take at most half of L0A / L0B / L0C and the L1 chunks half of L1
+(the other halves are for ping-pong). Odd shapes are padded: GM subviews have boundary sizes
+`min(tile, dim - off)`, the on-chip tiles stay full size and `ascend.copy` zero-fills them, and
+mmad always runs on the full static tile.
+
+Tiling from choose-tiling (transforms/choose_tiling.py): an `ascend.tiling` attribute on the
+nn.matmul (set by the pass, IR text, or `--tiling`) replaces the heuristic above: base m/n/k,
+l1_depth (k_l1 = l1_depth * k), split_k (work items = splits x output tiles, split outermost; each
+writes its f32 partial [M, N] into a GM workspace [splits*M, N], and `_emit_split_k_reduce` adds
+them on the AIVs and casts) and swizzle (`_tile_coords`: groups of `swizzle` tile rows visited
+column by column, so concurrently running blocks share B panels in L2). Ping-pong slots follow the
+parity of the core's running L1-chunk (L0-step) count, not of the loop index alone, whenever a
+tile has an odd number of chunks (steps).
+
+Batch: when B has no batch dims (weights), the batch is folded into M ([..., M, K] viewed as
+[prod*M, K]), as CANN's MatMul does; otherwise each output batch maps to its A and B batch by
+the broadcast rule, computed with index arithmetic in the kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import AnyFloat, f16, f32
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from ascendir.dialects import ascend, nn
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dtypes import itemsize
+from ascendir.conversion.nn_to_ascend.templates.elementwise import MIN_SPLIT_BYTES, emit_activation
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
+from ascendir.conversion.nn_to_ascend.templates.matmul_layout import matmul_layout
+
+# Default base tile (Ascend C MatmulTiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
+BASE_MN = 128
+# baseN of 256 halves the A bytes loaded per flop (the kernel is GM/L2-bound at 128 x 128: each
+# 128 x 128 x 64 f16 step moves 32 KiB through MTE2 for 256 mmad cycles, S1 rates); 128 x 256 f32
+# fills L0C (128 KiB, S1), which holds one accumulator (L0C is not ping-ponged).
+BASE_N = 256
+BASE_K_BYTES = 128  # baseK * element size: 64 for f16 (L0B slot 64 x 256 x 2 = 32 KiB = half of L0B)
+L0C_FRACTION = 1.0  # one L0C accumulator per core
+MAX_STEP_K = 4  # baseK blocks per L1 load (amortizes the ~210-cycle nd2nz start-up, S4)
+# L1 and L0A/L0B slots per queue: 2 = ping-pong (S2 InitBuffer BUFFER_NUM = 2); choose_tiling keeps
+# each slot within BUFFER_FRACTION of its buffer so both fit.
+DOUBLE_BUFFER = 2
+# Splitting tiles to feed idle AICs stops at one fractal (16 rows / columns, S1 DtypeMKN): small-M
+# products are GM-bound, and every extra AIC brings its own 32 B/cycle GM->L1 path (S1 ini).
+MIN_SPLIT_MN = 16
+# Fraction of each on-chip buffer one tile may use (the rest is for ping-pong, S2 InitBuffer).
+BUFFER_FRACTION = 0.5
+# Archs whose cube has no fp32 mmad (S1 mmad intrinsic map: only f16 and int8 forms).
+NO_FP32_CUBE = ("dav-c100", "dav-m200")
+ACTIVATIONS = ("vrelu", "vrelu6", "vgelu", "vgelu_tanh", "vsilu")
+
+
+@dataclass(frozen=True)
+class MatmulTiling:
+    """Base tile sizes (elements) of one matmul kernel: L0 tiles [base_m, base_k] x [base_k,
+    base_n] -> [base_m, base_n]; L1 chunks [base_m, k_l1] and [k_l1, base_n].
+
+    split_k: K ranges (whole k_l1 chunks) given to different work items; their f32 partial sums
+    go to a GM workspace and a vector kernel adds them (plain matmuls only).
+    swizzle: output tiles are visited in groups of `swizzle` tile rows, column by column within
+    a group (catlass GemmIdentityBlockSwizzle), for L2 reuse of B panels (reference §4.5, V10)."""
+
+    base_m: int
+    base_n: int
+    base_k: int
+    k_l1: int
+    split_k: int = 1
+    swizzle: int = 1
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What happens to a result tile before it leaves the core.
+
+    Attributes:
+        bias: GM buffer holding a row bias (N elements), or None.
+        activation: "vrelu", "vrelu6", "vgelu", "vgelu_tanh", "vsilu" or None.
+        residual: GM buffer of the output's shape and type added after the activation (the
+            residual connection of a transformer layer), or None.
+        channel_bias: GM buffer holding a column bias (M elements, one per output row: a
+            convolution's per-channel bias in W[O, K] @ col[K, P]) added before the
+            activation, or None.
+    """
+
+    bias: SSAValue | None = None
+    activation: str | None = None
+    residual: SSAValue | None = None
+    channel_bias: SSAValue | None = None
+
+
+def k_align(el: Attribute) -> int:
+    """K alignment in elements: 32 B / element size (S3)."""
+    return max(1, 32 // itemsize(el))
+
+
+def choose_tiling(
+    ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, bias_el: Attribute | None = None, batch: int = 1
+) -> MatmulTiling:
+    """Base tiles for `batch` [m, k] x [k, n] products of element type `el` on ctx.target (with
+    room in L1 for a bias row of `bias_el` when given).
+
+    When there are fewer output tiles than AICs (small M, as in decoding), the larger of baseM /
+    baseN is halved (down to MIN_SPLIT_MN) to spread the work, as long as each tile still moves at least
+    MIN_SPLIT_BYTES of A and B from GM.
+
+    Raises:
+        AscendirError: when not even 16 x 16 x k_align tiles fit the target's buffers.
+    """
+    t = ctx.target
+    es, ka = itemsize(el), k_align(el)
+    bm = min(BASE_MN, round_up(m, 16))
+    bn = min(BASE_N, round_up(n, 16))
+    bk = min(BASE_K_BYTES // es, round_up(k, ka))
+
+    def fits(cap: str, nbytes: int) -> bool:
+        return nbytes <= t.capacity(cap) * BUFFER_FRACTION
+
+    while bm * bn * 4 > t.capacity("l0c") * L0C_FRACTION:
+        if bm >= bn and bm > 16:
+            bm = round_up(bm // 2, 16)
+        elif bn > 16:
+            bn = round_up(bn // 2, 16)
+        else:
+            raise ctx.error(f"a 16x16 fp32 tile does not fit L0C of {t.name}")
+    while not (fits("l0a", bm * bk * es) and fits("l0b", bk * bn * es)):
+        if bk > ka:
+            bk = round_up(bk // 2, ka)
+        else:
+            raise ctx.error(f"a {bm}x{bk} tile does not fit L0A/L0B of {t.name}")
+    while batch * ceil_div(m, bm) * ceil_div(n, bn) < t.num_aic:
+        d = "n" if bn >= bm else "m"
+        size = bn if d == "n" else bm
+        if size <= MIN_SPLIT_MN or (bm + bn - size // 2) * k * es < MIN_SPLIT_BYTES:
+            break
+        if d == "n":
+            bn = round_up(bn // 2, 16)
+        else:
+            bm = round_up(bm // 2, 16)
+    bias_bytes = bn * itemsize(bias_el) if bias_el is not None else 0
+    step = min(MAX_STEP_K, ceil_div(k, bk))
+    while step > 1 and not fits("l1", (bm + bn) * step * bk * es + bias_bytes):
+        step -= 1
+    if not fits("l1", (bm + bn) * bk * es + bias_bytes):
+        raise ctx.error(f"matmul tiles {bm}x{bk} and {bk}x{bn} do not fit L1 of {t.name}")
+    return MatmulTiling(bm, bn, bk, step * bk)
+
+
+def _batch_index(kb: KernelBuilder, b: Index, out_b: Sequence[int], in_b: Sequence[int]) -> Index:
+    """Flat batch index of an operand whose batch shape `in_b` broadcasts to `out_b` (both
+    collapsed to the same rank), for flat output batch `b`."""
+    idx: Index = 0
+    stride = 1
+    rest = b
+    for d in reversed(range(len(out_b))):
+        i_d = kb.rem(rest, out_b[d]) if d > 0 else rest
+        rest = kb.div(rest, out_b[d]) if d > 0 else 0
+        if in_b[d] != 1:
+            idx = kb.add(idx, kb.mul(i_d, stride))
+            stride *= in_b[d]
+    return idx
+
+
+def emit_matmul(
+    ctx: LoweringContext,
+    a: SSAValue,
+    b: SSAValue,
+    out_shape: Sequence[int],
+    out_elem: Attribute,
+    epilogue: Epilogue = Epilogue(),
+    base: str = "matmul",
+    tiling: MatmulTiling | None = None,
+) -> SSAValue:
+    """Launch the cube kernel for `a @ b` (numpy matmul rule) with an optional epilogue;
+    returns the new GM result buffer.
+
+    Args:
+        a: GM buffer [..., M, K] (or [K]); b: GM buffer [..., K, N] (or [K]); f16, bf16 or f32.
+        out_shape, out_elem: the nn result type.
+        epilogue: bias row, activation and residual applied before the tile leaves the core.
+        tiling: the tiling to use (from choose-tiling's `ascend.tiling`, checked to fit by the
+            caller); None: the `choose_tiling` heuristic.
+
+    Raises:
+        AscendirError: integer or mixed operand types, fp32 or bf16 on a cube without them
+            (910A), tiles that do not fit the target, or split-K with an epilogue.
+    """
+    return emit_matmuls(ctx, a, [Product(b, tuple(out_shape), out_elem, epilogue)], base, tiling)[0]
+
+
+@dataclass(frozen=True)
+class Product:
+    """One `a @ b` of a (grouped) matmul kernel: b, the nn result type and the epilogue."""
+
+    b: SSAValue
+    out_shape: tuple[int, ...]
+    out_elem: Attribute
+    epilogue: Epilogue = Epilogue()
+
+
+def emit_matmuls(
+    ctx: LoweringContext,
+    a: SSAValue,
+    products: Sequence[Product],
+    base: str = "matmul",
+    tiling: MatmulTiling | None = None,
+) -> list[SSAValue]:
+    """Launch ONE cube kernel computing `a @ p.b` for every product p (see emit_matmul); returns
+    their new GM result buffers.
+
+    With several products (the projections of one activation: Q/K/V, gate/up), their output
+    tiles form a single block-cyclic work list, so no core idles at the end of one projection
+    while another still has tiles, and there is one launch instead of len(products). Several
+    products must each have a 2-D b with the same K, one output type, and at most a bias row
+    as epilogue (all biases of one type).
+
+    Raises:
+        AscendirError: as emit_matmul; a grouped product outside the restrictions above.
+    """
+    el = elem(a)
+    if any(elem(p.b) != el for p in products) or not isinstance(el, AnyFloat):
+        raise ctx.error(f"cube matmul needs two float operands of one type, got {el} x {elem(products[0].b)}")
+    if ctx.target.arch in NO_FP32_CUBE and el != f16:
+        raise ctx.error(
+            f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
+            "cast the model to float16 (ascendir --dtype fp16)"
+        )
+    grouped = len(products) > 1
+    lay = matmul_layout(shape(a), shape(products[0].b))
+    k, batch, m_rows = lay.k, lay.batch, lay.m_rows
+    out_b, a_b, b_b = lay.out_batch, lay.a_batch, lay.b_batch
+    if grouped and any(
+        len(shape(p.b)) != 2 or shape(p.b)[0] != k or p.out_elem != products[0].out_elem
+        or p.epilogue.activation is not None or p.epilogue.residual is not None or p.epilogue.channel_bias is not None
+        or (p.epilogue.bias is not None and elem(p.epilogue.bias) != elem(products[0].epilogue.bias or p.epilogue.bias))
+        for p in products
+    ):
+        raise ctx.error("a grouped matmul needs [K, N_i] weights of one K, one output type and bias-only epilogues")
+    ns = [shape(p.b)[1] for p in products] if grouped else [lay.n]
+    results = [ctx.buffer(p.out_shape, p.out_elem) for p in products]
+    if any(math.prod(p.out_shape) == 0 for p in products):
+        if grouped:
+            raise ctx.error("a grouped matmul needs non-empty products")
+        return results
+    out_elem = products[0].out_elem
+    biases = [p.epilogue.bias for p in products]
+    bias_el = next((elem(x) for x in biases if x is not None), None)
+    if tiling is None:
+        tiling = choose_tiling(ctx, m_rows, max(ns), k, el, bias_el, batch * len(products))
+    bm, bn, bk, kl1 = tiling.base_m, tiling.base_n, tiling.base_k, tiling.k_l1
+    # split-K: K range per split in whole L1 chunks (so the ping-pong parity and the k-loop
+    # bounds stay multiples of k_l1); `splits` may come out below split_k for small K.
+    k_split = round_up(ceil_div(k, max(1, tiling.split_k)), kl1)
+    splits = ceil_div(k, k_split)
+    epilogue = products[0].epilogue
+    if splits > 1 and (grouped or epilogue != Epilogue()):
+        raise ctx.error("split-K tiling (split_k > 1) needs a plain matmul: the epilogue must follow the reduction")
+    tm_count = ceil_div(m_rows, bm)
+    swizzle = min(max(1, tiling.swizzle), tm_count)
+    counts = [splits * batch * tm_count * ceil_div(n, bn) for n in ns]
+    ntiles = sum(counts)
+    block_dim = min(ctx.target.num_aic, ntiles)
+    final, final_elem = results[0], out_elem
+    outs = list(results)
+    if splits > 1:  # partial sums: f32 workspace [splits * batch * M, N] in GM
+        outs, out_elem = [ctx.buffer([splits * batch * m_rows, ns[0]], f32)], f32
+
+    split = ctx.target.split
+    act = epilogue.activation
+    assert act in (None, *ACTIVATIONS)
+    residual = epilogue.residual
+    cbias = epilogue.channel_bias
+    # GELU/SiLU/ReLU6, the residual add and a column bias need the AIV on 910B (FixPipe only
+    # does ReLU, the bias table BT holds a row)
+    mix = split and (act not in (None, "vrelu") or residual is not None or cbias is not None)
+    fix_relu = split and act == "vrelu" and cbias is None  # else ReLU must follow the bias add
+    args = [ctx.view(a, [math.prod(a_b) * m_rows, k])]
+    for p, n, out in zip(products, ns, outs):
+        args += [ctx.view(p.b, [math.prod(b_b) * k, n]), ctx.view(out, [splits * batch * m_rows, n])]
+    for bias, n in zip(biases, ns):
+        if bias is not None:
+            if math.prod(shape(bias)) != n:
+                raise ctx.error(f"bias {list(shape(bias))} is not a row of {n} elements")
+            args.append(ctx.view(bias, [1, n]))
+    if residual is not None:
+        if shape(residual) != tuple(products[0].out_shape) or elem(residual) != out_elem:
+            raise ctx.error(
+                f"residual {list(shape(residual))} {elem(residual)} is not the output {list(products[0].out_shape)} {out_elem}"
+            )
+        args.append(ctx.view(residual, [batch * m_rows, ns[0]]))
+    if cbias is not None:
+        if math.prod(shape(cbias)) != m_rows:
+            raise ctx.error(f"channel bias {list(shape(cbias))} is not a column of {m_rows} elements")
+        args.append(ctx.view(cbias, [m_rows, 1]))
+    core = CoreType.MIX if mix else CoreType.AIC
+    kb = KernelBuilder(ctx, ctx.name(base), [x.type for x in args], core, block_dim, ctx.current)
+    gm_a = kb.args[0]
+    gm_bs, gm_cs = kb.args[1 : 1 + 2 * len(products) : 2], kb.args[2 : 2 + 2 * len(products) : 2]
+    it = iter(kb.args[1 + 2 * len(products) :])
+    gm_biases = [next(it) if bias is not None else None for bias in biases]
+    gm_res = next(it) if residual is not None else None
+    gm_cbias = next(it) if cbias is not None else None
+    acc = f32
+
+    # ping-pong (S2 InitBuffer BUFFER_NUM = 2): slot p of each level has its own buffers and
+    # event-id pair, so MTE2 fills L1 slot p^1 while MTE1/M work on slot p
+    nb = DOUBLE_BUFFER
+    l1a = [kb.alloc([bm, kl1], el, MemSpace.L1) for _ in range(nb)]
+    l1b = [kb.alloc([kl1, bn], el, MemSpace.L1) for _ in range(nb)]
+    l0a = [kb.alloc([bm, bk], el, MemSpace.L0A) for _ in range(nb)]
+    l0b = [kb.alloc([bk, bn], el, MemSpace.L0B) for _ in range(nb)]
+    l0c = kb.alloc([bm, bn], acc, MemSpace.L0C)
+    q_l1 = [kb.queue(Pipe.MTE2, Pipe.MTE1) for _ in range(nb)]
+    q_l0 = [kb.queue(Pipe.MTE1, Pipe.M) for _ in range(nb)]
+    q_c = kb.queue(Pipe.M, Pipe.FIX if split else Pipe.V)
+
+    first_bias = next((g for g in gm_biases if g is not None), None)
+    bias_stage = _BiasStage(kb, first_bias, bn, split) if first_bias is not None else None
+    cbias_stage = _BiasStage(kb, gm_cbias, bm, False, column=True) if gm_cbias is not None and not split else None
+    stage_act = None if split and not fix_relu else act  # 910B: only FixPipe's ReLU is the AIC's
+    out_stage = _OutputStage(kb, l0c, q_c, bm, bn, out_elem, stage_act, split, mix, bias_stage, gm_res, cbias_stage)
+    # Ping-pong slots alternate over the whole sequence a core runs: with an odd number of
+    # L1 chunks per item (or L0 steps per chunk) a slot index restarting at 0 would reuse
+    # the slot just filled and stall MTE2 (MTE1) until M releases it.
+    chunks = ceil_div(k_split, kl1)
+
+    def tile(t: Index, start: int, gm_b: SSAValue, gm_c: SSAValue, gm_bias: SSAValue | None, n: int) -> None:
+        si, ib, m0, n0, msz, nsz = _tile_coords(kb, kb.sub(t, start), splits, batch, m_rows, n, bm, bn, swizzle)
+        a_row = kb.add(kb.mul(_batch_index(kb, ib, out_b, a_b), m_rows), m0)
+        b_row = kb.mul(_batch_index(kb, ib, out_b, b_b), k)
+        c_row = kb.add(kb.mul(kb.add(kb.mul(si, batch), ib), m_rows), m0)
+        k_lo = kb.mul(si, k_split)
+        k_hi = k if splits == 1 else kb.min(kb.add(k_lo, k_split), k)
+        if gm_bias is not None:
+            bias_stage.load(n0, nsz, gm_bias)
+        if cbias_stage is not None:
+            cbias_stage.load(m0, msz)
+        q_c.acquire()
+        if gm_bias is not None and split:
+            bias_stage.q_bt.deque()
+        bt = bias_stage.bt if gm_bias is not None and split else None
+
+        def l0_step(p: int, q: int, k1: Index, kk: Index) -> None:
+            q_l0[q].acquire()
+            kb.copy(kb.subview(l1a[p], [0, kk], [bm, bk]), l0a[q])
+            kb.copy(kb.subview(l1b[p], [kk, 0], [bk, bn]), l0b[q])
+            q_l0[q].handoff()
+            _mmad(kb, l0a[q], l0b[q], l0c, kb.add(kb.sub(k1, k_lo), kk), bt)
+            q_l0[q].release()
+
+        item = kb.div(kb.sub(t, kb.block_idx), block_dim) if chunks % 2 and ntiles > block_dim else 0
+        l1_base = kb.mul(item, chunks)
+
+        def l1_step(p: int, k1: Index) -> None:
+            ksz = kb.boundary(kl1, k, k1)
+            q_l1[p].acquire()
+            kb.copy(kb.subview(gm_a, [a_row, k1], [msz, ksz]), l1a[p], layout="nd2nz")
+            kb.copy(kb.subview(gm_b, [kb.add(b_row, k1), n0], [ksz, nsz]), l1b[p], layout="nd2nz")
+            q_l1[p].handoff()
+            with kb.range(0, ksz, bk) as kk:
+                l0_base = kb.mul(kb.add(l1_base, kb.div(kb.sub(k1, k_lo), kl1)), kl1 // bk) if (kl1 // bk) % 2 else 0
+                _by_parity(kb, kk, bk, nb, lambda q: l0_step(p, q, k1, kk), l0_base)
+            q_l1[p].release()
+
+        with kb.range(k_lo, k_hi, kl1) as k1:
+            _by_parity(kb, k1, kl1, nb, lambda p: l1_step(p, k1), l1_base)
+        if gm_bias is not None and split:
+            bias_stage.q_bt.release()
+        out_stage.bias = bias_stage if gm_bias is not None else None  # 910A adds it in UB
+        out_stage.emit(gm_c, c_row, n0, msz, nsz)
+
+    def dispatch(t: Index, i: int, start: int) -> None:
+        """Tile t of the joint work list: product i owns [start, start + counts[i])."""
+        if i == len(products) - 1:
+            tile(t, start, gm_bs[i], gm_cs[i], gm_biases[i], ns[i])
+            return
+        end = start + counts[i]
+        kb.if_else(
+            kb.emit(arith.CmpiOp(kb.idx(t), kb.idx(end), "ult")).results[0],
+            lambda: tile(t, start, gm_bs[i], gm_cs[i], gm_biases[i], ns[i]),
+            lambda: dispatch(t, i + 1, end),
+        )
+
+    with kb.tiles(ntiles) as t:
+        dispatch(t, 0, 0)
+    if mix:
+        vec_act = None if fix_relu else act  # FixPipe applied ReLU on the way out
+        _emit_aiv_epilogue(
+            kb, gm_cs[0], out_stage.fix_to_aiv, vec_act, gm_res, ntiles, [batch, m_rows, ns[0]], [bm, bn], out_elem, swizzle,
+            gm_cbias,
+        )
+    ctx.launch(kb.finish(), args)
+    if splits > 1:
+        _emit_split_k_reduce(ctx, outs[0], final, splits, batch * m_rows * ns[0], final_elem)
+    return results
+
+
+def _tile_coords(
+    kb: KernelBuilder, t: Index, splits: int, batch: int, rows: int, cols: int, bm: int, bn: int, swizzle: int
+) -> tuple[Index, Index, Index, Index, Index, Index]:
+    """(split, batch, m0, n0, msz, nsz) of work item `t`: split outermost, then batch, then the
+    [rows, cols] grid of bm x bn tiles, row-major (n fastest) when swizzle = 1, else in groups of
+    `swizzle` tile rows visited column by column (the last group may have fewer rows)."""
+    tm, tn = ceil_div(rows, bm), ceil_div(cols, bn)
+    if swizzle <= 1 or tm == 1:
+        if splits == 1:
+            (ib, m0, n0), (_, msz, nsz) = kb.grid(t, [batch, rows, cols], [1, bm, bn])
+            return 0, ib, m0, n0, msz, nsz
+        (si, ib, m0, n0), (_, _, msz, nsz) = kb.grid(t, [splits, batch, rows, cols], [1, 1, bm, bn])
+        return si, ib, m0, n0, msz, nsz
+    per_batch = tm * tn
+    si = kb.div(t, batch * per_batch) if splits > 1 else 0
+    r = kb.rem(t, batch * per_batch) if splits > 1 else t
+    ib = kb.div(r, per_batch) if batch > 1 else 0
+    r = kb.rem(r, per_batch) if batch > 1 else r
+    group = swizzle * tn
+    g = kb.div(r, group)
+    w = kb.rem(r, group)
+    g_m = kb.mul(g, swizzle)
+    if tm % swizzle == 0:
+        mi, ni = kb.add(g_m, kb.rem(w, swizzle)), kb.div(w, swizzle)
+    else:  # rows in this group: min(swizzle, tm - g * swizzle), only known at run time
+        height = kb.idx(kb.min(swizzle, kb.sub(tm, g_m)))
+        wi = kb.idx(w)
+        mi = kb.add(g_m, kb.emit(arith.RemUIOp(wi, height)).results[0])
+        ni = kb.emit(arith.DivUIOp(wi, height)).results[0]
+    m0, n0 = kb.mul(mi, bm), kb.mul(ni, bn)
+    return si, ib, m0, n0, kb.boundary(bm, rows, m0), kb.boundary(bn, cols, n0)
+
+
+def _emit_split_k_reduce(
+    ctx: LoweringContext, ws: SSAValue, result: SSAValue, splits: int, total: int, out_elem: Attribute
+) -> None:
+    """Vector kernel: result (flat `total` elements of out_elem) = sum over `splits` f32 slices of
+    the workspace `ws`. AIV tiles of REDUCE_TILE elements: `splits` loads (MTE2), splits-1 vadds
+    and a vcast (V), one store (MTE3)."""
+    from ascendir.transforms.nn.choose_tiling import REDUCE_TILE
+
+    e = min(REDUCE_TILE, total)
+    ntiles = ceil_div(total, e)
+    block_dim = min(max(1, ctx.target.num_aiv), ntiles)
+    args = [ctx.view(ws, [splits, total]), ctx.view(result, [1, total])]
+    kb = KernelBuilder(ctx, ctx.name("matmul_split_k_reduce"), [a.type for a in args], CoreType.AIV, block_dim, ctx.current)
+    gm_ws, gm_out = kb.args
+    parts = [kb.alloc([1, e], f32, MemSpace.UB) for _ in range(splits)]
+    out = kb.alloc([1, e], out_elem, MemSpace.UB) if out_elem != f32 else parts[0]
+    q_in = kb.queue(Pipe.MTE2, Pipe.V)
+    q_out = kb.queue(Pipe.V, Pipe.MTE3)
+    with kb.tiles(ntiles) as t:
+        off = kb.mul(t, e)
+        size = kb.boundary(e, total, off)
+        q_in.acquire()
+        for s, buf in enumerate(parts):
+            kb.copy(kb.subview(gm_ws, [s, off], [1, size]), buf)
+        q_in.handoff()
+        q_out.acquire()
+        for buf in parts[1:]:
+            kb.emit(ascend.vector_op("vadd")(parts[0], buf, parts[0]))
+        if out is not parts[0]:
+            kb.emit(ascend.VcastOp(parts[0], out))
+        q_in.release()
+        q_out.handoff()
+        kb.copy(out, kb.subview(gm_out, [0, off], [1, size]))
+        q_out.release()
+    ctx.launch(kb.finish(), args)
+
+
+def _by_parity(kb: KernelBuilder, iv: Index, step: int, nb: int, body, base: Index = 0) -> None:
+    """Emit `body(slot)` for the ping-pong slot (base + iv / step) mod nb of a loop index: static
+    when both are, else an `scf.if` on the parity (nb = 2) with one copy of the body per slot."""
+    if nb == 1:
+        body(0)
+        return
+    if isinstance(iv, int) and isinstance(base, int):
+        body((base + iv // step) % nb)
+        return
+    parity = kb.rem(kb.add(base, kb.div(iv, step)), 2)
+    kb.if_else(kb.eq(parity, 0), lambda: body(0), lambda: body(1))
+
+
+def _mmad(kb: KernelBuilder, a: SSAValue, b: SSAValue, c: SSAValue, k_off: Index, bias: SSAValue | None) -> None:
+    """mmad that initializes L0C (from the BT bias when given) at k offset 0 and accumulates
+    otherwise (Ascend C `cmatrixInitVal = (k == 0)`)."""
+    if isinstance(k_off, int):
+        kb.emit(ascend.MmadOp(a, b, c, k_off == 0, bias if k_off == 0 else None))
+        return
+    kb.if_else(
+        kb.eq(k_off, 0),
+        lambda: kb.emit(ascend.MmadOp(a, b, c, True, bias)),
+        lambda: kb.emit(ascend.MmadOp(a, b, c, False)),
+    )
+
+
+class _BiasStage:
+    """Bias row of the current N tile.
+
+    910B: GM -> L1 (MTE2) -> BT (MTE1), consumed by the first mmad (the bias table is the
+    initial value of L0C; Ascend C Mmad with cmatrixSource = BT).
+    910A: GM -> UB (MTE2), added to the f32 tile by the vector unit after L0C -> UB.
+    column: a bias per output row instead (`size` = bm rows, GM [M, 1]; UB only: BT holds a row).
+    """
+
+    def __init__(self, kb: KernelBuilder, gm_bias: SSAValue, size: int, split: bool, column: bool = False):
+        self.kb, self.gm, self.split, self.column = kb, gm_bias, split, column
+        el = elem(gm_bias)
+        bn = size
+        if column:
+            assert not split
+            self.ub = kb.alloc([size, 1], el, MemSpace.UB)
+            self.ub32 = kb.alloc([size, 1], f32, MemSpace.UB) if el != f32 else self.ub
+            self.q_ub = kb.queue(Pipe.MTE2, Pipe.V)
+        elif split:
+            self.l1 = kb.alloc([1, bn], el, MemSpace.L1)
+            self.bt = kb.alloc([1, bn], el, MemSpace.BT)
+            self.q_l1 = kb.queue(Pipe.MTE2, Pipe.MTE1)
+            self.q_bt = kb.queue(Pipe.MTE1, Pipe.M)
+        else:
+            self.ub = kb.alloc([1, bn], el, MemSpace.UB)
+            self.ub32 = kb.alloc([1, bn], f32, MemSpace.UB) if el != f32 else self.ub
+            self.q_ub = kb.queue(Pipe.MTE2, Pipe.V)
+
+    def load(self, n0: Index, nsz: Index, gm: SSAValue | None = None) -> None:
+        """Start loading the bias row of the N tile at n0 (from `gm`, default: the stage's own
+        row; a grouped matmul passes each product's); a column bias: the rows at n0."""
+        kb = self.kb
+        gm = gm if gm is not None else self.gm
+        src = kb.subview(gm, [n0, 0], [nsz, 1]) if self.column else kb.subview(gm, [0, n0], [1, nsz])
+        if self.split:
+            self.q_l1.acquire()
+            kb.copy(src, self.l1)
+            self.q_l1.handoff()
+            self.q_bt.acquire()
+            kb.copy(self.l1, self.bt)
+            self.q_bt.enque()
+            self.q_l1.release()
+        else:
+            self.q_ub.acquire()
+            kb.copy(src, self.ub)
+            self.q_ub.enque()
+
+    def add_in_ub(self, tile: SSAValue) -> None:
+        """910A: tile (f32, UB) += bias row."""
+        kb = self.kb
+        self.q_ub.deque()
+        if self.ub32 is not self.ub:
+            kb.emit(ascend.VcastOp(self.ub, self.ub32))
+        kb.emit(ascend.vector_op("vadd")(tile, self.ub32, tile))
+        self.q_ub.release()
+
+
+class _OutputStage:
+    """How an L0C tile reaches GM (see the module docstring and matmul_epilogue.py)."""
+
+    def __init__(
+        self,
+        kb: KernelBuilder,
+        l0c: SSAValue,
+        q_c: Queue,
+        bm: int,
+        bn: int,
+        out_elem: Attribute,
+        act: str | None,
+        split: bool,
+        mix: bool,
+        bias: _BiasStage | None,
+        residual: SSAValue | None = None,
+        channel_bias: _BiasStage | None = None,
+    ):
+        self.kb, self.l0c, self.q_c = kb, l0c, q_c
+        self.out_elem, self.act, self.split, self.mix, self.bias = out_elem, act, split, mix, bias
+        self.residual, self.channel_bias = residual, channel_bias
+        if mix:
+            # FIX (AIC) -> MTE2 (AIV): "this output tile holds its pre-activation value"
+            self.fix_to_aiv = kb.event(Pipe.FIX, Pipe.MTE2)
+        elif not split:
+            wide = act is not None or bias is not None or residual is not None or channel_bias is not None
+            self.ub_acc = kb.alloc([bm, bn], f32, MemSpace.UB) if wide else None
+            self.ub_out = kb.alloc([bm, bn], out_elem, MemSpace.UB) if not wide or out_elem != f32 else self.ub_acc
+            self.q_out = kb.queue(Pipe.V, Pipe.MTE3)
+            if residual is not None:
+                self.ub_res = kb.alloc([bm, bn], out_elem, MemSpace.UB)
+                self.ub_res32 = kb.alloc([bm, bn], f32, MemSpace.UB) if out_elem != f32 else self.ub_res
+                self.q_res = kb.queue(Pipe.MTE2, Pipe.V)
+
+    def emit(self, gm_c: SSAValue, c_row: Index, n0: Index, msz: Index, nsz: Index) -> None:
+        kb = self.kb
+        self.q_c.handoff()
+        dst = kb.subview(gm_c, [c_row, n0], [msz, nsz])
+        if self.split:
+            kb.copy(self.l0c, dst, layout="nz2nd", relu=self.act == "vrelu")
+            self.q_c.release()
+            if self.mix:
+                kb.set_flag(Pipe.FIX, Pipe.MTE2, self.fix_to_aiv)
+            return
+        # 910A: L0C -> UB on the vector pipe, epilogue in f32, narrowing cast, UB -> GM.
+        if self.residual is not None:
+            self.q_res.acquire()
+            kb.copy(kb.subview(self.residual, [c_row, n0], [msz, nsz]), self.ub_res)
+            self.q_res.enque()
+        self.q_out.acquire()
+        if self.ub_acc is None:
+            kb.copy(self.l0c, self.ub_out)
+            self.q_c.release()
+        else:
+            kb.copy(self.l0c, self.ub_acc)
+            self.q_c.release()
+            for b in (self.bias, self.channel_bias):
+                if b is not None:
+                    b.add_in_ub(self.ub_acc)
+            if self.act is not None:
+                emit_activation(kb, self.act, self.ub_acc, self.ub_acc)
+            if self.residual is not None:
+                self.q_res.deque()
+                if self.ub_res32 is not self.ub_res:
+                    kb.emit(ascend.VcastOp(self.ub_res, self.ub_res32))
+                kb.emit(ascend.vector_op("vadd")(self.ub_acc, self.ub_res32, self.ub_acc))
+                self.q_res.release()
+            if self.ub_out is not self.ub_acc:
+                kb.emit(ascend.VcastOp(self.ub_acc, self.ub_out))
+        self.q_out.handoff()
+        kb.copy(self.ub_out, dst)
+        self.q_out.release()
+
+
+def _emit_aiv_epilogue(
+    kb: KernelBuilder,
+    gm_c: SSAValue,
+    event: int,
+    act: str | None,
+    gm_res: SSAValue | None,
+    ntiles: int,
+    grid: Sequence[int],
+    tile: Sequence[int],
+    out_elem: Attribute,
+    swizzle: int = 1,
+    gm_cbias: SSAValue | None = None,
+) -> None:
+    """The AIV half of a mix kernel: for each tile the AIC finished (one FIX -> MTE2 flag per
+    tile, in the same order), load it from GM (L2), add the column bias `gm_cbias` ([M, 1]),
+    apply `act` and add the residual tile (each if any) in UB, and store it in place."""
+    ub_in = kb.alloc(tile, out_elem, MemSpace.UB)
+    ub_out = kb.alloc(tile, out_elem, MemSpace.UB)
+    ub_res = kb.alloc(tile, out_elem, MemSpace.UB) if gm_res is not None else None
+    ub_b = kb.alloc([tile[0], 1], elem(gm_cbias), MemSpace.UB) if gm_cbias is not None else None
+    q_in = kb.queue(Pipe.MTE2, Pipe.V)
+    q_out = kb.queue(Pipe.V, Pipe.MTE3)
+    with kb.tiles(ntiles) as t:
+        _, ib, m0, n0, msz, nsz = _tile_coords(kb, t, 1, grid[0], grid[1], grid[2], tile[0], tile[1], swizzle)  # the AIC loop's order
+        rows = kb.add(kb.mul(ib, grid[1]), m0)
+        part = kb.subview(gm_c, [rows, n0], [msz, nsz])
+        kb.wait_flag(Pipe.FIX, Pipe.MTE2, event)
+        q_in.acquire()
+        kb.copy(part, ub_in)
+        if ub_res is not None:
+            kb.copy(kb.subview(gm_res, [rows, n0], [msz, nsz]), ub_res)
+        if ub_b is not None:
+            kb.copy(kb.subview(gm_cbias, [m0, 0], [msz, 1]), ub_b)
+        q_in.handoff()
+        q_out.acquire()
+        src = ub_in
+        if ub_b is not None:
+            src = ub_in if act is not None or ub_res is not None else ub_out
+            kb.emit(ascend.vector_op("vadd")(ub_in, ub_b, src))
+        if act is not None:
+            emit_activation(kb, act, src, ub_out)
+            src = ub_out
+        if ub_res is not None:
+            kb.emit(ascend.vector_op("vadd")(src, ub_res, ub_out))
+        q_in.release()
+        q_out.handoff()
+        kb.copy(ub_out, part)
+        q_out.release()
+
+
+def tiling_of(ctx: LoweringContext, mm: Operation) -> MatmulTiling | None:
+    """The tiling an nn.matmul's `ascend.tiling` attribute (choose-tiling, or IR text) asks for,
+    completed and checked against ctx.target; None without the attribute.
+
+    Raises:
+        AscendirError: a tiling that does not fit (buffer, bytes needed vs available, largest fit)."""
+    from ascendir.transforms.nn.choose_tiling import TILING_ATTR, problem_of, tiling_for_op
+
+    if TILING_ATTR not in mm.attributes or not isinstance(mm, nn.MatmulOp):
+        return None
+    t = tiling_for_op(mm, problem_of(mm), ctx.target, ctx.current)
+    return MatmulTiling(t.m, t.n, t.k, t.k_l1, t.split_k, t.swizzle)
+
+
+def lower_matmul(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
+    """nn.matmul → one cube kernel (+ a split-K reduction kernel when its tiling splits K)."""
+    res = op.results[0]
+    return [emit_matmul(ctx, operands[0], operands[1], shape(res), elem(res), tiling=tiling_of(ctx, op))]

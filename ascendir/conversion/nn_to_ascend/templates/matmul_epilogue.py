@@ -1,0 +1,123 @@
+"""Template of `nn.fused {kind = "matmul_epilogue"}`: MatMul + bias row + ReLU/GELU/SiLU +
+residual add, with the epilogue applied before the result leaves the core (no GM round trip of
+the pre-activation).
+
+The body (built by fuse-matmul-epilogue) is `nn.matmul`, then optionally `nn.add` of a row bias
+(N elements, broadcast along the last dim), then optionally `nn.relu` / `nn.gelu` / `nn.silu`,
+then optionally `nn.add` of a residual (a tensor of exactly the output's shape and type: the
+o_proj / down_proj + skip connection of a transformer layer).
+
+How each stage is realized (cube loop structure: see matmul.py):
+
+* bias, 910B (dav-c220): the bias row of the N tile goes GM -> L1 (MTE2) -> BT (MTE1, the 1 KiB
+  bias table) and is the initial value of L0C on the first k step (`ascend.mmad ... bias(%bt)`
+  with init = 1), the way Ascend C's Matmul with bias does it (`cmatrixSource` = BT).
+* ReLU, 910B: applied by FixPipe on the L0C -> GM copy (`ascend.copy {relu}`), free.
+* GELU / SiLU, 910B: the cube cannot apply them and AIC and AIV share no buffer, so the kernel
+  is a `mix` kernel (core_type = "mix": each block is an AIC plus an AIV). Its AIC loop writes
+  every finished tile (bias included) to GM, where it stays in L2, and sets FIX -> MTE2 once per
+  tile; its AIV loop then waits for each tile in the same order, loads it into UB (MTE2), applies
+  `vgelu` / `vgelu_tanh` / `vsilu` (V) and stores it back in place (MTE3). Both loops run
+  concurrently on the two units' pipes; only the per-tile flags order them.
+  Real CANN (catlass / ops-nn MatmulActivation-style kernels, KERNEL_TYPE_MIX_AIC_1_2) hands
+  tiles over with CrossCoreSetFlag / CrossCoreWaitFlag through a small workspace ring in GM, the
+  AIC waiting when the ring is full, and the two AIVs of the group each take half of a tile.
+  Approximations here: the hand-off is an intra-kernel flag pair FIX -> MTE2 (the dialect has
+  no cross-core flags yet), the "workspace" is the output buffer itself (so the AIC never waits
+  for the AIV; real hardware counts at most 16 outstanding cross-core sets, S2), and one AIV
+  stream handles the whole tile.
+* residual, 910B: FixPipe cannot add a second tensor, so this is a mix kernel too; the AIV loads
+  the finished tile back (L2) together with the residual tile (MTE2), adds them (after the
+  activation, if any) and stores the sum in place (MTE3). What this buys over a separate add
+  kernel is honest but modest: the same GM bytes move (C written, C and R read, the sum
+  written), but the add runs on the AIV while the AIC computes the next tile instead of in a
+  second launch after the whole matmul, and C is read back while it is still in L2.
+* 910A (dav-c100, coupled core, no FixPipe): L0C -> UB is the natural path anyway; the tile
+  stays f32 in UB, the vector unit adds the bias row (`vadd` broadcasting [1, N]), applies the
+  activation, adds the residual tile (MTE2 -> UB, widened to f32), casts to the output type and
+  MTE3 stores it: the matmul result never reaches GM.
+
+A body that does not match this shape returns None and is lowered op by op.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.ir import Operation, SSAValue
+
+from ascendir.dialects import nn
+from ascendir.conversion.nn_to_ascend.templates.elementwise import activation_op
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.templates.matmul import Epilogue, emit_matmul, tiling_of
+from ascendir.transforms.nn.patterns import other_operand
+
+EPILOGUE_ACTIVATIONS = (nn.ReluOp, nn.GeluOp, nn.SiluOp)
+
+
+def row_bias_of(add: Operation, mm_result: SSAValue) -> SSAValue | None:
+    """The bias operand of `add` if it adds a row (N elements broadcast along the last dim of
+    `mm_result`) to `mm_result`, else None."""
+    bias = other_operand(add, mm_result) if isinstance(add, nn.AddOp) else None
+    if bias is None:
+        return None
+    bs, ms = shape(bias), shape(mm_result)
+    if not ms or elem(bias) != elem(mm_result):
+        return None
+    n = ms[-1]
+    if not bs or bs[-1] != n or math.prod(bs) != n or len(bs) > len(ms):
+        return None
+    return bias
+
+
+def residual_of(add: Operation, value: SSAValue) -> SSAValue | None:
+    """The other operand of `add` if it adds a tensor of exactly `value`'s shape and element
+    type to `value` (no broadcast: the residual tile is the output tile), else None."""
+    other = other_operand(add, value) if isinstance(add, nn.AddOp) else None
+    if other is None or shape(other) != shape(value) or elem(other) != elem(value) or shape(add.result) != shape(value):
+        return None
+    return other
+
+
+def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
+    """Lower a matmul_epilogue region to one cube (or mix) kernel, or None if its body is not
+    matmul [+ row bias] [+ ReLU/GELU/SiLU] [+ residual]."""
+    block = op.body.block
+    body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
+    args = {a: buf for a, buf in zip(block.args, operands)}
+    parsed = parse_chain(body, args)
+    term = block.last_op
+    if parsed is None or len(op.outputs) != 1 or not isinstance(term, nn.YieldOp) or list(term.values) != [body[-1].results[0]]:
+        return None
+    mm, epilogue = parsed
+    out = op.outputs[0]
+    if mm.lhs not in args or math.prod(shape(out)) != math.prod(shape(mm.result)):
+        return None
+    return [
+        emit_matmul(
+            ctx, args[mm.lhs], args[mm.rhs], shape(out), elem(out), epilogue, base="matmul_epilogue",
+            tiling=tiling_of(ctx, mm),
+        )
+    ]
+
+
+def parse_chain(chain: list[Operation], args: dict[SSAValue, SSAValue]) -> tuple[nn.MatmulOp, Epilogue] | None:
+    """(matmul, epilogue with GM buffers) of `chain` = [matmul, row-bias add?, ReLU/GELU/SiLU?,
+    residual add?] (each link consuming the previous value; fuse_matmul_epilogue.match_chain's
+    shape), or None. `args` maps the region arguments to their GM buffers; the matmul's rhs and
+    the bias / residual must be among them (its lhs is the caller's business)."""
+    if not chain or not isinstance(chain[0], nn.MatmulOp) or chain[0].rhs not in args:
+        return None
+    mm = chain[0]
+    value, bias, act, residual = mm.result, None, None, None
+    rest = chain[1:]
+    if rest and row_bias_of(rest[0], value) in args:
+        bias, value = args[row_bias_of(rest[0], value)], rest[0].result
+        rest = rest[1:]
+    if rest and isinstance(rest[0], EPILOGUE_ACTIVATIONS) and rest[0].input == value:
+        act, value = activation_op(rest[0]), rest[0].result
+        rest = rest[1:]
+    if rest and residual_of(rest[0], value) in args:
+        residual, value = args[residual_of(rest[0], value)], rest[0].result
+        rest = rest[1:]
+    return None if rest else (mm, Epilogue(bias, act, residual))

@@ -1,0 +1,78 @@
+"""Template of `nn.fused {kind = "norm_matmul"}` (built by fuse-norm-matmul): RMSNorm / LayerNorm
+over the last axis of x [..., H], then the projections y_i = epilogue_i(norm(x) · W_i), each
+epilogue a matmul_epilogue chain (row bias, ReLU/GELU/SiLU, residual).
+
+Two kernels instead of 1 + (number of projections) when the epilogues are bias rows at most
+(Q/K/V):
+
+1. `norm_matmul_norm` (AIV): the row kernel of reduction.py (statistics in fp32) writes the
+   normalized rows xn [M, H] ONCE, in the input dtype, to a GM buffer that stays in L2 at these
+   sizes (512 x 4096 f16 = 4 MiB).
+2. `norm_matmul` (AIC): one grouped cube kernel (matmul.emit_matmuls) over the output tiles of
+   all projections as ONE block-cyclic work list: each core goes from its last Q tile straight
+   to its first K tile, so the tail of one projection is filled by the next (three separate
+   launches each end on a partly idle wave), and the bias rows are seeded from BT. A single
+   projection with an activation or a residual (GPT-2's c_fc + GELU) gets its usual
+   matmul_epilogue kernel; several such projections get one each.
+
+What it does not save, and why: on 910B (dav-c220) the vector cores (AIV) and the cube (AIC)
+share no on-chip buffer (S2), so normalized activations reach the cube only through GM/L2: xn
+is written once and read by every projection's tiles, exactly as the unfused graph does (there
+too the norm kernel writes it once and each matmul reads it). GM bytes are therefore the same;
+the saving is launches and tails. Putting both halves in one mix kernel would need a barrier
+between all AIVs and all AICs (Ascend C SyncAll), which the dialect does not have yet; real
+CANN fused prologs of this kind (e.g. ops-transformer's MLA prolog) also hand the normalized
+activations to the cube through a GM workspace. 910A lowers the same two kernels (its grouped
+matmul goes through UB as every 910A matmul).
+
+A body of another shape returns None and is lowered op by op.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.ir import SSAValue
+
+from ascendir.dialects import nn
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.templates.matmul import Product, emit_matmul, emit_matmuls
+from ascendir.conversion.nn_to_ascend.templates.matmul_epilogue import parse_chain
+from ascendir.conversion.nn_to_ascend.templates.reduction import normalize
+from ascendir.transforms.nn.fuse_matmul_epilogue import match_chain
+
+
+def lower_norm_matmul(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
+    """Lower a norm_matmul region to a norm kernel and one grouped cube kernel, or None if its
+    body is not norm [+ reshape] + projections with their epilogue chains (see the module
+    docstring).
+
+    Raises:
+        AscendirError: as the norm and matmul templates (tiles that do not fit, no fp32 cube).
+    """
+    block = op.body.block
+    args = dict(zip(block.args, operands))
+    ops = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
+    if not ops or not isinstance(ops[0], (nn.RmsNormOp, nn.LayerNormOp)):
+        return None
+    norm = ops[0]
+    if any(v not in args for v in norm.operands):
+        return None
+    lhs = norm.results[0]
+    if len(ops) > 1 and isinstance(ops[1], nn.ReshapeOp) and ops[1].input == lhs:
+        lhs = ops[1].result
+    chains = [match_chain(mm) for mm in ops if isinstance(mm, nn.MatmulOp) and mm.lhs == lhs]
+    ends = {c[-1].results[0]: parse_chain(c, args) for c in chains}
+    covered = sum(len(c) for c in chains) + (2 if lhs is not norm.results[0] else 1)
+    yields = list(block.last_op.values)
+    if covered != len(ops) or set(ends) != set(yields) or len(yields) != len(ends) or None in ends.values():
+        return None
+    products = [Product(args[ends[y][0].rhs], shape(y), elem(y), ends[y][1]) for y in yields]
+    xn = normalize(ctx, norm, *[args[v] for v in norm.operands], rms=isinstance(norm, nn.RmsNormOp),
+                   base="norm_matmul_norm")[0]
+    hdim = shape(xn)[-1]
+    xn2 = ctx.view(xn, [math.prod(shape(xn)) // max(hdim, 1), hdim])
+    if len(products) == 1 or all(p.epilogue.activation is None and p.epilogue.residual is None for p in products):
+        return emit_matmuls(ctx, xn2, products, base="norm_matmul")
+    # an activation or residual needs a mix kernel of its own (emit_matmuls groups bias-only products)
+    return [emit_matmul(ctx, xn2, p.b, p.out_shape, p.out_elem, p.epilogue, base="norm_matmul") for p in products]

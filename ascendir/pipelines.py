@@ -1,0 +1,205 @@
+"""Registry of ascendir's passes and named pipelines (shared by the CLI, ascendir-opt and Python)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.passes import ModulePass
+
+from ascendir.errors import AscendirError
+
+
+def _lowering():
+    from ascendir.conversion.nn_to_ascend.convert_nn_to_ascend import ConvertNNToAscend
+
+    return ConvertNNToAscend
+
+
+def _fuse_matmul_epilogue():
+    from ascendir.transforms.nn.fuse_matmul_epilogue import FuseMatmulEpilogue
+
+    return FuseMatmulEpilogue
+
+
+def _recompose_nn():
+    from ascendir.transforms.nn.recompose_nn import RecomposeNN
+
+    return RecomposeNN
+
+
+def _decompose_attention():
+    from ascendir.transforms.nn.decompose_attention import DecomposeAttention
+
+    return DecomposeAttention
+
+
+def _fold_batchnorm():
+    from ascendir.transforms.nn.fold_batchnorm import FoldBatchNorm
+
+    return FoldBatchNorm
+
+
+def _fuse_ffn():
+    from ascendir.transforms.nn.fuse_ffn import FuseFFN
+
+    return FuseFFN
+
+
+def _fuse_norm_matmul():
+    from ascendir.transforms.nn.fuse_norm_matmul import FuseNormMatmul
+
+    return FuseNormMatmul
+
+
+def _fuse_conv_activation():
+    from ascendir.transforms.nn.fuse_conv_activation import FuseConvActivation
+
+    return FuseConvActivation
+
+
+def _fuse_elementwise():
+    from ascendir.transforms.nn.fuse_elementwise import FuseElementwise
+
+    return FuseElementwise
+
+
+def _choose_tiling():
+    from ascendir.transforms.nn.choose_tiling import ChooseTiling
+
+    return ChooseTiling
+
+
+def _fuse_attention():
+    from ascendir.transforms.nn.fuse_attention import FuseAttention
+
+    return FuseAttention
+
+
+def _plan_memory():
+    from ascendir.transforms.ascend.plan_memory import PlanMemory
+
+    return PlanMemory
+
+
+def _insert_sync():
+    from ascendir.transforms.ascend.insert_sync import InsertSync
+
+    return InsertSync
+
+
+def _double_buffer():
+    from ascendir.transforms.ascend.double_buffer import DoubleBuffer
+
+    return DoubleBuffer
+
+
+def _canonicalize():
+    from xdsl.transforms.canonicalize import CanonicalizePass
+
+    return CanonicalizePass
+
+
+def _cse():
+    from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+
+    return CommonSubexpressionElimination
+
+
+def _dce():
+    from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+    return DeadCodeElimination
+
+
+PASSES: dict[str, Callable[[], type[ModulePass]]] = {
+    "canonicalize": _canonicalize,
+    "cse": _cse,
+    "dce": _dce,
+    "recompose-nn": _recompose_nn,
+    "fold-batchnorm": _fold_batchnorm,
+    "fuse-ffn": _fuse_ffn,
+    "fuse-attention": _fuse_attention,
+    "fuse-norm-matmul": _fuse_norm_matmul,
+    "fuse-matmul-epilogue": _fuse_matmul_epilogue,
+    "fuse-conv-activation": _fuse_conv_activation,
+    "fuse-elementwise": _fuse_elementwise,
+    "decompose-attention": _decompose_attention,
+    "choose-tiling": _choose_tiling,
+    "convert-nn-to-ascend": _lowering,
+    "plan-memory": _plan_memory,
+    "insert-sync": _insert_sync,
+    "double-buffer": _double_buffer,
+}
+
+# Named pipelines: the nn-level passes each optimization level runs before lowering.
+# fuse-attention is in O1 too: FlashAttention is the only lowering of attention that does not
+# materialize the [B, H, Sq, Skv] scores in GM (O(S^2) bytes), so it is not an optional extra.
+# fuse-norm-matmul (O2 only: a two-kernel region) runs after fuse-ffn, so a norm feeding a
+# gated FFN leaves gate/up to fuse-ffn (whose ffn_up shares each x tile between them) and it
+# takes the Q/K/V projections; it runs before fuse-matmul-epilogue, which would otherwise claim
+# the projections' bias adds.
+# fuse-elementwise runs after every fusion whose template takes elementwise ops (bias, activation,
+# residual add, SwiGLU's mul), so it only takes what they leave.
+PIPELINES: dict[str, str] = {
+    "O0": "",
+    "O1": "fold-batchnorm,recompose-nn,fuse-attention,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling",
+    "O2": (
+        "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-norm-matmul,fuse-matmul-epilogue,"
+        "fuse-conv-activation,fuse-elementwise,choose-tiling"
+    ),
+}
+
+
+def _repeated_option(spec: str) -> tuple[str, str] | None:
+    """(pass, option) of the first option a pass is given twice in `spec`, else None. xDSL's
+    parser keeps the last value silently (`plan-memory{target=a target=b}` plans for b); a
+    spec it cannot lex returns None here and its parser reports the error."""
+    from xdsl.utils.arg_spec import PipelineLexer, SpecTokenKind
+    from xdsl.utils.exceptions import ArgSpecParseError
+
+    lexer = PipelineLexer(spec)
+    name, seen, expect = "", None, False
+    try:
+        while (tok := lexer.lex()).kind is not SpecTokenKind.EOF:
+            kind, text = tok.kind, tok.span.text
+            if seen is None:  # between passes
+                if kind is SpecTokenKind.IDENT:
+                    name = text
+                elif kind is SpecTokenKind.L_BRACE:
+                    seen, expect = set(), True
+            elif kind is SpecTokenKind.R_BRACE:
+                seen = None
+            elif kind is SpecTokenKind.SPACE:
+                expect = True  # options are separated by spaces; values follow `=`
+            elif kind is SpecTokenKind.IDENT and expect:
+                if text in seen:
+                    return name, text
+                seen.add(text)
+                expect = False
+            else:
+                expect = False
+    except ArgSpecParseError:
+        return None
+    return None
+
+
+def expand_pipelines(spec: str) -> str:
+    """`spec` (xdsl-opt pass pipeline text) with each named pipeline (O0, O1, O2) replaced by its
+    passes; the one expansion the CLI's -p and ascendir-opt's -p share, so both say the same.
+
+    Raises:
+        AscendirError: a named pipeline given options (`O2{x=1}`): they would apply to no pass;
+            a pass given the same option twice.
+    """
+    repeated = _repeated_option(spec)
+    if repeated is not None:
+        name, opt = repeated
+        raise AscendirError(f"bad pass pipeline '{spec}': {name} is given option '{opt}' twice (give it once)")
+    for p in spec.split(","):
+        name = p.split("{", 1)[0].strip()
+        if "{" in p and name in PIPELINES:
+            raise AscendirError(
+                f"bad pass pipeline '{spec}': the named pipeline '{name}' takes no options (give its passes with "
+                f"their options instead: {PIPELINES[name] or 'it is empty'})"
+            )
+    return ",".join(PIPELINES.get(p, p) for p in spec.split(",") if PIPELINES.get(p, p).strip())

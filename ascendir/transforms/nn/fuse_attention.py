@@ -1,0 +1,59 @@
+"""`fuse-attention`: `nn.attention` → `nn.fused {kind = "flash_attention"}` (one op in the body).
+
+The region's meaning is its body (the nn.attention), so nothing changes numerically; what changes
+is the lowering: the `flash_attention` template (lowering/flash_attention.py) computes the
+attention block by block with an online softmax and never writes the [B, H, Sq, Skv] scores to
+GM, where the unfused path (decompose-attention) materializes scores and probabilities.
+
+An attention is wrapped only when the template can lower it:
+
+* q, k, v (and the mask, if any) share one float element type;
+* a mask, if any, has rank ≤ 4 (it broadcasts to [B, Hq, Sq, Skv] by the nn.attention verifier);
+* causal attention has Skv ≥ Sq (with Skv < Sq the first queries see no key at all; their
+  uniform-average rows are left to the unfused path).
+
+Anything else stays an nn.attention and is decomposed at lowering (the test in
+tests/filecheck/fuse-attention shows a non-match). Whether a tile fits depends on the chip, which
+this pass does not know: a wrapped attention the template has no tile for on the target (e.g. 8
+f32 query heads of D = 128 per K/V head on 910B) is decomposed at lowering too
+(decompose_attentions in lowering/attention.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import AnyFloat, ModuleOp
+from xdsl.passes import ModulePass
+
+from ascendir.dialects import nn
+from ascendir.transforms.nn.patterns import fuse_ops, top_level_ops
+
+KIND = "flash_attention"
+
+
+def supported(att: nn.AttentionOp) -> bool:
+    """Whether the flash_attention template lowers `att` (see the module docstring)."""
+    el = att.q.type.element_type
+    if not isinstance(el, AnyFloat) or any(v.type.element_type != el for v in (att.k, att.v)):
+        return False
+    if att.mask is not None and (att.mask.type.element_type != el or len(nn.shape_of(att.mask)) > 4):
+        return False
+    sq, skv = nn.shape_of(att.q)[2], nn.shape_of(att.k)[2]
+    if att.causal.value.data and skv < sq:
+        return False
+    return min(sq, skv, nn.shape_of(att.q)[3], nn.shape_of(att.v)[3]) > 0
+
+
+@dataclass(frozen=True)
+class FuseAttention(ModulePass):
+    """Wrap every top-level nn.attention the flash template supports in
+    nn.fused {kind = "flash_attention"}."""
+
+    name = "fuse-attention"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for att in top_level_ops(op, nn.AttentionOp):
+            if supported(att):
+                fuse_ops(KIND, [att], [att.result])
