@@ -18,14 +18,14 @@ from xdsl.passes import PassPipeline
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ArgSpecParseError, ParseError, VerifyException, DiagnosticException
 
-from ascendir.session import make_context
+from ascendir.session import Session, make_context
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.dialects import nn
 from ascendir.dialects.ascend import KernelOp
 from ascendir.errors import AscendirError, not_utf8, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
-from ascendir.pipelines import PASSES, PIPELINES, expand_pipelines
+from ascendir.pipelines import PASSES, PIPELINES, ascend_lowering, expand_pipelines
 from ascendir.weights import WeightStore
 
 NAME_ATTR = "onnx.name"
@@ -52,7 +52,8 @@ def parse_pipeline(
     pipe = _parse_pipeline(spec, opt_level)
     if target is None and not tiling:
         return pipe
-    from ascendir.transforms.nn.choose_tiling import ChooseTiling, parse_tiling
+    from ascendir.transforms.nn.choose_tiling import ChooseTiling
+    from ascendir.conversion.nn_to_ascend.tiling import parse_tiling
 
     if target is not None:
         hw = load_target(target)
@@ -90,7 +91,7 @@ def parse_pipeline(
 
 
 # Passes over lowered (ascend dialect) kernels: on the nn-level pipeline they would find no
-# kernel and do nothing; lowering runs them itself (lowering.lowered_pipeline).
+# kernel and do nothing; lowering runs them itself (pipelines.ascend_lowering).
 ASCEND_LEVEL_PASSES = ("plan-memory", "insert-sync", "double-buffer")
 
 
@@ -125,25 +126,17 @@ def is_lowered(module: ModuleOp) -> bool:
     return any(isinstance(op, KernelOp) for op in module.ops)
 
 
-def lower(module: ModuleOp, weights: WeightStore, target: str | Path | None) -> None:
-    """nn → ascend in place: constants into the WeightStore, then convert-nn-to-ascend.
+def lower(module: ModuleOp, weights: WeightStore | None, target: str | Path | None, session: Session | None = None) -> None:
+    """nn → ascend in place, the one way in: the `ascend-lowering` pipeline for `target` with
+    `weights` in its session (constants move into it; without a store they stay in the IR as
+    valued `ascend.weight` ops).
 
     Raises:
         AscendirError: an op the lowering cannot map, or a tile that does not fit.
     """
-    from ascendir.transforms.nn.decompose_attention import DecomposeAttention
-    from ascendir.conversion.nn_to_ascend.constants_to_weights import constants_to_weights
-    from ascendir.conversion.nn_to_ascend import lowered_pipeline
-    from ascendir.conversion.nn_to_ascend.convert_nn_to_ascend import ConvertNNToAscend
-
-    # nn.attention without a fused template (or too big for it on this chip) becomes
-    # matmul/softmax ops (its causal triangle an nn.constant), before constants move into the
-    # WeightStore. The module is verified once, after the lowering (verifying the nn module
-    # again here would repeat the nn pipeline's check).
-    tgt = str(target or DEFAULT_TARGET)
-    DecomposeAttention(target=tgt).apply(make_context(), module)
-    constants_to_weights(module, weights)
-    run_passes(module, PassPipeline((ConvertNNToAscend(target=tgt), *lowered_pipeline(tgt))))
+    # The `ascend-lowering` pipeline (pipelines.ascend_lowering); the module is verified once,
+    # after it (verifying the nn module again here would repeat the nn pipeline's check).
+    run_passes(module, PassPipeline(ascend_lowering(str(target or DEFAULT_TARGET))), weights, session=session)
     tag_kernel_dtypes(module)
 
 
@@ -171,34 +164,42 @@ def run_passes(
     pipeline: PassPipeline,
     weights: WeightStore | None = None,
     verify_inputs: dict[str, np.ndarray] | None = None,
-) -> None:
+    session: Session | None = None,
+) -> Session:
     """Apply `pipeline` and verify; xDSL verify errors become one-line AscendirErrors.
 
-    `weights` are made readable to pattern passes (e.g. a causal mask stored as an initializer).
-    With `verify_inputs` (nn-level modules only), every pass is checked numerically: the module
-    is evaluated with `run_nn` before and after it on those inputs (see `verify_numerics`).
+    The passes share one `session` (a new one when None; its notes are echoed to stderr unless
+    the caller's session collects them): `weights` go into it, readable to pattern passes (e.g.
+    a causal mask stored as an initializer), and choose-tiling's search log and the passes'
+    notes come out of it. With `verify_inputs` (nn-level modules only), every pass is checked
+    numerically: the module is evaluated with `run_nn` before and after it on those inputs (see
+    `verify_numerics`).
+
+    Returns:
+        The session, with what the passes left in it.
 
     Raises:
         AscendirError: IR that fails to verify, or a pass that changes an output beyond tolerance.
     """
-    from ascendir.transforms.nn.patterns import visible_weights
-
+    session = session if session is not None else Session(echo_notes=True)
+    if weights is not None:
+        session.weights = weights
     passes = pipeline.passes if verify_inputs is not None else (pipeline,)
     try:
-        with visible_weights(weights):
-            before = _run_nn_or_none(module, weights, verify_inputs)
-            for p in passes:
-                if verify_inputs is None:
-                    p.apply(make_context(), module)
-                else:
-                    PassPipeline((p,)).apply(make_context(), module)
-                module.verify()
-                if before is not None:
-                    after = _run_nn_or_none(module, weights, verify_inputs)
-                    compare_outputs(before, after, f"pass '{p.name}'")
-                    before = after
+        before = _run_nn_or_none(module, weights, verify_inputs)
+        for p in passes:
+            if verify_inputs is None:
+                p.apply(make_context(session), module)
+            else:
+                PassPipeline((p,)).apply(make_context(session), module)
+            module.verify()
+            if before is not None:
+                after = _run_nn_or_none(module, weights, verify_inputs)
+                compare_outputs(before, after, f"pass '{p.name}'")
+                before = after
     except (VerifyException, DiagnosticException) as e:
         raise AscendirError(f"IR fails to verify: {one_line(e)}") from None
+    return session
 
 
 def _run_nn_or_none(module: ModuleOp, weights: WeightStore | None, inputs) -> dict[str, np.ndarray] | None:
@@ -256,6 +257,7 @@ def compile_model(
     tiling: str | None = None,
     shape_only: bool = False,
     dtype: str = "fp32",
+    session: Session | None = None,
 ) -> tuple[ModuleOp, WeightStore]:
     """Import an ONNX file (or parse IR text with weights beside it) and compile it.
 
@@ -266,6 +268,8 @@ def compile_model(
     `verify_numerics`, whose checks would compare zeros.
     `dtype` (fp32, fp16, bf16) is the precision policy applied at import (see
     frontends/onnx/precision.py); ignored for IR input, which carries its own types.
+    `session` collects what the passes leave (choose-tiling's search log, notes); without one,
+    notes go to stderr.
 
     Raises:
         AscendirError: any bad input (file, op, shape, pass pipeline, IR).
@@ -286,9 +290,9 @@ def compile_model(
         module, weights = load_ir(path)
     if not is_lowered(module):
         feeds = random_inputs(module) if verify_numerics else None
-        run_passes(module, parse_pipeline(pipeline, opt_level, target or DEFAULT_TARGET, tiling), weights, feeds)
+        session = run_passes(module, parse_pipeline(pipeline, opt_level, target or DEFAULT_TARGET, tiling), weights, feeds, session)
         if emit == "ascend":
-            lower(module, weights, target)
+            lower(module, weights, target, session)
     elif emit == "nn":
         raise AscendirError(f"{path} is already lowered to the ascend dialect; cannot emit nn")
     else:

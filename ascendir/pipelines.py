@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 from xdsl.passes import ModulePass
 
-from ascendir.errors import AscendirError
+from ascendir.errors import AscendirError, one_line
+from ascendir.hardware.config import DEFAULT_TARGET
 
 
 def _lowering():
@@ -28,7 +29,7 @@ def _recompose_nn():
 
 
 def _decompose_attention():
-    from ascendir.transforms.nn.decompose_attention import DecomposeAttention
+    from ascendir.conversion.nn_to_ascend.decompose_attention import DecomposeAttention
 
     return DecomposeAttention
 
@@ -93,6 +94,12 @@ def _double_buffer():
     return DoubleBuffer
 
 
+def _constants_to_weights():
+    from ascendir.conversion.nn_to_ascend.constants_to_weights import ConstantsToWeights
+
+    return ConstantsToWeights
+
+
 def _canonicalize():
     from xdsl.transforms.canonicalize import CanonicalizePass
 
@@ -124,6 +131,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fuse-conv-activation": _fuse_conv_activation,
     "fuse-elementwise": _fuse_elementwise,
     "decompose-attention": _decompose_attention,
+    "constants-to-weights": _constants_to_weights,
     "choose-tiling": _choose_tiling,
     "convert-nn-to-ascend": _lowering,
     "plan-memory": _plan_memory,
@@ -148,6 +156,48 @@ PIPELINES: dict[str, str] = {
         "fuse-conv-activation,fuse-elementwise,choose-tiling"
     ),
 }
+
+
+LOWERING = "ascend-lowering"
+"""The named pipeline from an nn module to planned, synchronized ascend kernels; its one option
+is `target` (`ascend-lowering{target=ascend910a}`; the default chip without it)."""
+
+
+def ascend_lowering(target: str = "") -> tuple[ModulePass, ...]:
+    """The passes of `ascend-lowering` for `target` (a chip name or TOML path; "" = default):
+    decompose-attention (an attention without a template, or too big for it on the chip, becomes
+    matmul / softmax ops), constants-to-weights (into the session's store, when it has one),
+    convert-nn-to-ascend, then the ascend-level passes every lowering needs: double-buffer
+    (flag-free loops; quiet, since the templates pipeline their own kernels), plan-memory and
+    insert-sync (kernels without flags, and kernels whose buffers share bytes)."""
+    from ascendir.conversion.nn_to_ascend.constants_to_weights import ConstantsToWeights
+    from ascendir.conversion.nn_to_ascend.convert_nn_to_ascend import ConvertNNToAscend
+    from ascendir.conversion.nn_to_ascend.decompose_attention import DecomposeAttention
+    from ascendir.transforms.ascend.double_buffer import DoubleBuffer
+    from ascendir.transforms.ascend.insert_sync import InsertSync
+    from ascendir.transforms.ascend.plan_memory import PlanMemory
+
+    return (
+        DecomposeAttention(target=target), ConstantsToWeights(), ConvertNNToAscend(target=target or DEFAULT_TARGET),
+        DoubleBuffer(target=target, quiet=True), PlanMemory(target=target, order_shared=False), InsertSync(trust_flags=True),
+    )
+
+
+def _lowering_spec(item: str, spec: str) -> str:
+    """`ascend-lowering{target=...}` as the passes it names, in pipeline text."""
+    from xdsl.utils.arg_spec import parse_spec
+    from xdsl.utils.exceptions import ArgSpecParseError
+
+    try:
+        arg = parse_spec(item)
+    except (ArgSpecParseError, ValueError) as e:
+        raise AscendirError(f"bad pass pipeline '{spec}': {one_line(e)}") from None
+    extra = set(arg.parameters) - {"target"}
+    if extra:
+        raise AscendirError(f"bad pass pipeline '{spec}': {LOWERING} takes only the option 'target', not '{sorted(extra)[0]}'")
+    target = arg.parameters.get("target", [""])
+    target = str(target[0]) if target else ""
+    return ",".join(str(p.pipeline_pass_spec()) for p in ascend_lowering(target))
 
 
 def _repeated_option(spec: str) -> tuple[str, str] | None:
@@ -197,9 +247,12 @@ def expand_pipelines(spec: str) -> str:
         raise AscendirError(f"bad pass pipeline '{spec}': {name} is given option '{opt}' twice (give it once)")
     for p in spec.split(","):
         name = p.split("{", 1)[0].strip()
+        if name == LOWERING:
+            continue
         if "{" in p and name in PIPELINES:
             raise AscendirError(
                 f"bad pass pipeline '{spec}': the named pipeline '{name}' takes no options (give its passes with "
                 f"their options instead: {PIPELINES[name] or 'it is empty'})"
             )
-    return ",".join(PIPELINES.get(p, p) for p in spec.split(",") if PIPELINES.get(p, p).strip())
+    items = [_lowering_spec(p.strip(), spec) if p.split("{", 1)[0].strip() == LOWERING else PIPELINES.get(p, p) for p in spec.split(",")]
+    return ",".join(i for i in items if i.strip())

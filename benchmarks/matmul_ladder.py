@@ -38,7 +38,7 @@ def main() -> None:
     args = ap.parse_args()
     n, hw = args.n, load_target(args.target)
     k = args.k or n
-    from ascendir.transforms.nn.choose_tiling import Problem, search
+    from ascendir.conversion.nn_to_ascend.tiling import Problem, search
 
     chosen = search(Problem(1, n, n, k, "f16", 2), hw)
     heur = _heuristic(n, k, hw)

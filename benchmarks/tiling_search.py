@@ -92,7 +92,7 @@ def main() -> None:
     from ascendir.hardware import load_target
     from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
     from ascendir.conversion.nn_to_ascend.templates.matmul import choose_tiling as heuristic
-    from ascendir.transforms.nn.choose_tiling import Problem, Tiling, estimate, search
+    from ascendir.conversion.nn_to_ascend.tiling import Problem, Tiling, estimate, search
     from xdsl.dialects.builtin import bf16, f16, f32
     from xdsl.ir import Block
 

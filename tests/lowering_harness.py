@@ -14,7 +14,7 @@ from ascendir.session import make_context
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.nn_reference import run_nn
-from ascendir.conversion.nn_to_ascend import lower
+from ascendir.driver import lower
 from ascendir.weights import WeightStore
 
 
@@ -34,7 +34,7 @@ def lower_text(text: str, target: str = "ascend910b2", weights: WeightStore | No
     """Parse, lower, verify, and check the result round-trips through the printer and parser
     (custom and generic forms)."""
     module = parse(text)
-    lower(module, load_target(target), weights)
+    lower(module, weights, target)
     module.verify()
     for generic in (False, True):
         again = parse(printed(module, generic))

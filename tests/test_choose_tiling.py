@@ -10,10 +10,8 @@ from ascendir.session import make_context
 from ascendir.dialects import ascend, nn
 from ascendir.errors import AscendirError
 from ascendir.hardware import load_target
-from ascendir.transforms.nn.choose_tiling import (
-    TILING_ATTR, ChooseTiling, Problem, Tiling, check_fits, estimate, misfit, parse_tiling, search, split_misfit, splits_of,
-    tiling_from_attr,
-)
+from ascendir.transforms.nn.choose_tiling import ChooseTiling
+from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, Problem, Tiling, check_fits, estimate, misfit, parse_tiling, search, split_misfit, splits_of, tiling_from_attr
 from lowering_harness import check, lower_text, parse, printed, rand
 from test_lowering_matmul import epilogue_text, fuse, kernels, matmul_text
 

@@ -278,7 +278,7 @@ def test_causal_triangle_constant_is_built_from_bytes(monkeypatch) -> None:
     constants_to_weights reads it back from the bytes."""
     from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i1
 
-    from ascendir.transforms.nn.decompose_attention import DecomposeAttention, bool_constant
+    from ascendir.conversion.nn_to_ascend.decompose_attention import DecomposeAttention, bool_constant
     from ascendir.conversion.nn_to_ascend.constants_to_weights import constant_value
 
     tri = np.arange(7)[None, :] <= np.arange(5)[:, None] + 2

@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from ascendir.session import make_context
+from ascendir.session import Session, make_context
 from ascendir.driver import compile_model, lower
 from ascendir.frontends.onnx import import_onnx
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.nn_reference import run_nn
 from ascendir.transforms.nn.fold_batchnorm import FoldBatchNorm
-from ascendir.transforms.nn.patterns import visible_weights
 from onnx_builders import make_model, run_onnxruntime
 
 DATA = Path(__file__).parent / "data"
@@ -49,8 +48,7 @@ def _conv_bn_model(conv_bias: bool, extra_use: bool = False, seed: int = 0):
 
 
 def _fold(module, weights) -> None:
-    with visible_weights(weights):
-        FoldBatchNorm().apply(make_context(), module)
+    FoldBatchNorm().apply(make_context(Session(weights=weights)), module)
     module.verify()
 
 

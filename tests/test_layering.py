@@ -16,16 +16,20 @@ PKG = Path(__file__).resolve().parents[1] / "ascendir"
 # Top to bottom. A module belongs to the first entry whose prefix it has; the entries of one
 # row are siblings: none may import another.
 LAYERS: list[tuple[str, ...]] = [
-    ("ascendir.api", "ascendir.__init__", "ascendir.__main__"),
-    ("ascendir.driver", "ascendir.pipelines", "ascendir.calibration"),
+    ("ascendir.api", "ascendir.__init__", "ascendir.__main__", "ascendir.calibration"),
+    ("ascendir.driver",),
+    ("ascendir.pipelines",),
     ("ascendir.frontends", "ascendir.transforms.nn", "ascendir.interpreter"),
     ("ascendir.conversion",),
     ("ascendir.transforms.ascend",),
+    ("ascendir.patterns",),
     ("ascendir.costmodel",),
     ("ascendir.session",),
     ("ascendir.hardware",),
     ("ascendir.dialects",),
-    ("ascendir.dtypes", "ascendir.weights", "ascendir.errors"),
+    ("ascendir.weights",),
+    ("ascendir.dtypes",),
+    ("ascendir.errors",),
 ]
 
 
@@ -35,7 +39,9 @@ def module_name(path: Path) -> str:
 
 
 def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+    """Every module of the package but empty package markers (an `__init__.py` without code
+    belongs to no layer: importing the package imports nothing)."""
+    return {module_name(p): p for p in sorted(PKG.rglob("*.py")) if p.name != "__init__.py" or ast.parse(p.read_text()).body}
 
 
 def resolve(name: str, known: dict[str, Path]) -> str | None:

@@ -99,7 +99,7 @@ def test_unknown_target_is_a_clear_error():
 
 def test_op_without_template_names_it(monkeypatch):
     # Every nn op has a template now; take nn.topk's away to check how the gap is reported.
-    from ascendir.conversion.nn_to_ascend.convert_nn_to_ascend import TEMPLATES
+    from ascendir.conversion.nn_to_ascend.registry import TEMPLATES
 
     monkeypatch.delitem(TEMPLATES, nn.TopKOp, raising=False)
     text = module(

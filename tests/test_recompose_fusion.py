@@ -115,7 +115,7 @@ def test_verify_numerics_catches_a_wrong_pass(monkeypatch) -> None:
     from xdsl.dialects.builtin import FloatAttr
     from xdsl.passes import ModulePass
 
-    from ascendir import passes
+    from ascendir import pipelines as passes
 
     @dataclass(frozen=True)
     class BreakEps(ModulePass):

@@ -17,7 +17,7 @@ from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.nn_reference import run_nn
 from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
-from ascendir.transforms.nn.choose_tiling import TILING_ATTR, attention_fields, search_log
+from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, attention_fields
 from ascendir.weights import WeightStore
 from cli_helpers import assert_clean_error, run_cli
 from test_choose_tiling import l1_shapes
@@ -26,9 +26,11 @@ from test_flash_attention import CASES, attention_ir, kernels, random_inputs
 HW = load_target("ascend910b2")
 
 
-def nn_module(text: str, pipeline: str = "fuse-attention,choose-tiling", tiling: str | None = None):
+def nn_module(text: str, pipeline: str = "fuse-attention,choose-tiling", tiling: str | None = None, log: dict | None = None):
     module = Parser(make_context(), text).parse_module()
-    run_passes(module, parse_pipeline(pipeline, "O0", "ascend910b2", tiling))
+    session = run_passes(module, parse_pipeline(pipeline, "O0", "ascend910b2", tiling))
+    if log is not None:
+        log.update(session.search_log)
     return module
 
 
@@ -52,8 +54,8 @@ def test_choose_tiling_records_the_estimated_best_attention_tile():
     """The pass records what the cost model ranks first (choose_flash_tiling's choice: one head of
     512 queries over 4096 keys takes Br = 32, not the largest tile), and lowering uses it."""
     text = attention_ir(1, 1, 1, 512, 4096, 128, 128, False, dt="f16")
-    with search_log() as log:
-        module = nn_module(text)
+    log: dict = {}
+    module = nn_module(text, log=log)
     want = fa.choose_flash_tiling(HW, batch=1, hkv=1, g=1, sq=512, skv=4096, d=128, dv=128, el=fa.f16)
     assert attention_fields(attention(module).attributes[TILING_ATTR]) == {"br": want.br, "bc": want.bc}
     assert want.br == 32

@@ -16,7 +16,8 @@ from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import space_of
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.hardware import load_target
-from ascendir.transforms.nn.choose_tiling import ChooseTiling, Tiling, epilogue_ub_bytes, problem_of, tiling_from_attr
+from ascendir.transforms.nn.choose_tiling import ChooseTiling
+from ascendir.conversion.nn_to_ascend.tiling import Tiling, epilogue_ub_bytes, problem_of, tiling_from_attr
 from cli_helpers import assert_clean_error, run_cli
 from lowering_harness import lower_text, parse, printed
 from test_lowering_matmul import epilogue_text, fuse, kernels

@@ -13,7 +13,7 @@ from xdsl.parser import Parser
 from ascendir.session import make_context
 from ascendir.driver import lower, parse_pipeline, print_ir, run_passes
 from ascendir.errors import AscendirError
-from ascendir.transforms.nn.choose_tiling import parse_tiling
+from ascendir.conversion.nn_to_ascend.tiling import parse_tiling
 from ascendir.weights import WeightStore
 from cli_helpers import assert_clean_error, run_cli
 from test_flash_attention import attention_ir

@@ -134,17 +134,18 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
     """Compile MODEL (.onnx, or .mlir IR) to the nn or ascend dialect."""
     from ascendir.driver import compile_model, parse_input_shapes, print_ir, weights_path
 
-    from ascendir.transforms.nn.choose_tiling import log_summary, search_log
+    from ascendir.session import Session
+    from ascendir.transforms.nn.choose_tiling import log_summary
 
     if output is not None:
         _check_outputs([output, weights_path(output)], [model])
-    with search_log() as log:
-        module, weights = compile_model(
-            model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes),
-            verify_numerics=verify_numerics, tiling=tiling, shape_only=shape_only, dtype=dtype,
-        )
-    if log:
-        click.echo(log_summary(log), err=True)
+    session = Session(echo_notes=True)
+    module, weights = compile_model(
+        model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes),
+        verify_numerics=verify_numerics, tiling=tiling, shape_only=shape_only, dtype=dtype, session=session,
+    )
+    if session.search_log:
+        click.echo(log_summary(session.search_log), err=True)
     text = print_ir(module)
     if output is None:
         click.echo(text, nl=False)
@@ -247,7 +248,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     from ascendir.hardware import load_target
     from ascendir.interpreter import simulate
     from ascendir.api.report_table import render
-    from ascendir.transforms.nn.choose_tiling import log_json, search_log
+    from ascendir.transforms.nn.choose_tiling import log_json
 
     if shape_only:
         if verify_numerics:
@@ -292,9 +293,9 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         checks = None
         if verify_numerics:
             checks = _load_inputs(inputs, main_func(module), dtype) if inputs else random_inputs(module, seed, bounds)
-        with search_log() as log:
-            run_passes(module, parse_pipeline(pipeline, f"O{opt_level}", target, tiling), weights, checks)
-        lower(module, weights, target)
+        session = run_passes(module, parse_pipeline(pipeline, f"O{opt_level}", target, tiling), weights, checks)
+        log = session.search_log
+        lower(module, weights, target, session)
     if inputs:
         feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32")
     else:  # timing-only moves no data: no need to make (possibly huge) random inputs

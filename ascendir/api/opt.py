@@ -3,7 +3,8 @@
     ascendir-opt in.mlir -p 'fuse-matmul-epilogue,convert-nn-to-ascend{target=ascend910a}'
 
 Named pipelines `O0`, `O1`, `O2` expand to their pass lists (e.g. `-p O2`) and take no options,
-as in `ascendir -p` (passes.expand_pipelines). Bad input (IR that does not parse or verify, a bad
+as in `ascendir -p` (pipelines.expand_pipelines); `ascend-lowering{target=...}` expands to the
+whole lowering (pipelines.ascend_lowering). Bad input (IR that does not parse or verify, a bad
 pass pipeline or option, an unreadable file, an error a pass raises) prints one line
 `ascendir-opt: error: ...` and exits with code 2; any other exception is a bug and prints
 `ascendir-opt: internal error: <type>: <message>` and exits with code 1, as `ascendir` does
@@ -22,14 +23,22 @@ from typing import IO
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from ascendir.session import DIALECTS
+from ascendir.session import DIALECTS, Session, SessionContext
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, not_utf8, one_line
 from ascendir.api.outputs import atomic_write, check_writable
 from ascendir.pipelines import PASSES, expand_pipelines
 
 
 class AscendirOptMain(xDSLOptMain):
+    """xdsl-opt with ascendir's dialects and passes; the passes share one Session (`session`),
+    whose notes and search log `main` prints after the IR."""
+
+    session: Session
+
     def register_all_dialects(self) -> None:
+        # xDSLOptMain made a plain Context just before: carry the session in ours instead
+        self.session = Session()
+        self.ctx = SessionContext(session=self.session)
         for d in DIALECTS:
             self.ctx.register_dialect(d.name, lambda d=d: d)
 
@@ -78,15 +87,15 @@ class _Buffer(io.StringIO):
 
 
 def main(args: Sequence[str] | None = None) -> None:
-    from ascendir.pass_notes import collect_notes
-    from ascendir.transforms.nn.choose_tiling import log_summary, search_log
+    from ascendir.transforms.nn.choose_tiling import log_summary
 
     try:
-        with search_log() as log, collect_notes() as notes:
-            AscendirOptMain(description="ascendir modular optimizer driver", args=args).run()
+        opt = AscendirOptMain(description="ascendir modular optimizer driver", args=args)
+        opt.run()
         # what choose-tiling scored, what a pass left alone and why: stderr, so the IR on stdout
         # stays as it was
-        for line in ([log_summary(log)] if log else []) + notes:
+        log = opt.session.search_log
+        for line in ([log_summary(log)] if log else []) + opt.session.notes:
             print(f"ascendir-opt: note: {line}", file=sys.stderr)
     except (AscendirError, ParseError, DiagnosticException, ArgSpecParseError, OSError) as e:
         # bad input (IR, pipeline, options, files): one line, exit code 2, never a traceback

@@ -733,7 +733,7 @@ class Compiler:
 
         def load() -> np.ndarray:
             if op.value is not None:  # an inline constant (convert-nn-to-ascend without a store)
-                from ascendir.conversion.nn_to_ascend.constants_to_weights import dense_value
+                from ascendir.dtypes import dense_value
 
                 return np.ascontiguousarray(dense_value(op.value), dtype=dtype)
             if sym not in self.m.weights:

@@ -1,37 +1,29 @@
-"""Move `nn.constant` values into the WeightStore (a pre-pass of convert-nn-to-ascend).
+"""`constants-to-weights`: move `nn.constant` values into the session's WeightStore (a pre-pass of
+convert-nn-to-ascend in the `ascend-lowering` pipeline).
 
-The lowering runs as an xDSL pass and cannot reach the WeightStore, and GM tensors come only
-from `ascend.weight`, so the CLI / Python API call this first.
+GM tensors come only from `ascend.weight`; a constant moved into the store lowers to one that
+names it. Without a store in the session (IR text through ascendir-opt) the constants stay, and
+convert-nn-to-ascend gives each an `ascend.weight` carrying its value.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, StringAttr
+from xdsl.context import Context
+from xdsl.passes import ModulePass
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from ascendir.dialects import nn
-from ascendir.dtypes import to_numpy_dtype
+from ascendir.dtypes import dense_value
+from ascendir.session import session_of
 from ascendir.weights import WeightStore
 
 
 def constant_value(op: nn.ConstantOp) -> np.ndarray:
     """The value of an nn.constant as a numpy array of its tensor type."""
     return dense_value(op.value)
-
-
-def dense_value(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
-    """A dense elements attribute (nn.constant's, or an inline ascend.weight value) as a numpy
-    array of its tensor type."""
-    t = attr.type
-    dtype = to_numpy_dtype(t.element_type)
-    shape = tuple(t.get_shape())
-    raw = attr.data.data
-    n = int(np.prod(shape, dtype=np.int64))
-    if dtype != np.bool_ and len(raw) == dtype.itemsize * n:
-        return np.frombuffer(raw, dtype).reshape(shape).copy()
-    if dtype == np.bool_ and len(raw) == n:  # xDSL stores i1 as one byte per element
-        return (np.frombuffer(raw, np.uint8) != 0).reshape(shape)
-    return np.array(attr.get_values(), dtype=dtype).reshape(shape)
 
 
 def constants_to_weights(module: ModuleOp, weights: WeightStore, prefix: str = "const") -> int:
@@ -50,3 +42,15 @@ def constants_to_weights(module: ModuleOp, weights: WeightStore, prefix: str = "
         op.result.replace_all_uses_with(new.result)
         op.parent_block().erase_op(op)
     return len(consts)
+
+
+@dataclass(frozen=True)
+class ConstantsToWeights(ModulePass):
+    """Move every nn.constant into the session's WeightStore (nothing without one)."""
+
+    name = "constants-to-weights"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        store = session_of(ctx).weights
+        if store is not None:
+            constants_to_weights(op, store)

@@ -22,7 +22,6 @@ op by op from its body (its meaning).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -34,45 +33,10 @@ from xdsl.passes import ModulePass
 from ascendir.dialects import ascend, nn
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
-from ascendir.conversion.nn_to_ascend.templates import data_movement, elementwise, ffn, matmul, matmul_epilogue, reduction
-from ascendir.conversion.nn_to_ascend.templates import conv, pool, topk
 from ascendir.conversion.nn_to_ascend import kernel_reuse
-from ascendir.conversion.nn_to_ascend.templates import flash_attention, fused_elementwise, norm_matmul
+from ascendir.conversion.nn_to_ascend.decompose_attention import DecomposeAttention
+from ascendir.conversion.nn_to_ascend.registry import FUSED_TEMPLATES, TEMPLATES
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, gm_type
-
-Template = Callable[[LoweringContext, Operation, list[SSAValue]], list[SSAValue]]
-
-
-def _templates() -> dict[type[Operation], Template]:
-    table: dict[type[Operation], Template] = {}
-    for cls in elementwise.ELEMENTWISE:
-        table[cls] = elementwise.lower_elementwise
-    table[nn.MatmulOp] = matmul.lower_matmul
-    for cls in (nn.ReduceSumOp, nn.ReduceMeanOp, nn.ReduceMaxOp, nn.ReduceMinOp, nn.ReduceProdOp):
-        table[cls] = reduction.lower_reduce
-    table[nn.SoftmaxOp] = reduction.lower_softmax
-    table[nn.LayerNormOp] = reduction.lower_layer_norm
-    table[nn.RmsNormOp] = reduction.lower_rms_norm
-    table[nn.ReshapeOp] = data_movement.lower_reshape
-    table[nn.IdentityOp] = data_movement.lower_identity
-    table[nn.TransposeOp] = data_movement.lower_transpose
-    table[nn.SliceOp] = data_movement.lower_slice
-    table[nn.ConcatOp] = data_movement.lower_concat
-    table[nn.ExpandOp] = data_movement.lower_expand
-    table[nn.GatherOp] = data_movement.lower_gather
-    table[nn.Conv2dOp] = conv.lower_conv2d
-    table[nn.Pool2dOp] = pool.lower_pool2d
-    table[nn.TopKOp] = topk.lower_topk
-    return table
-
-
-TEMPLATES = _templates()
-FUSED_TEMPLATES: dict[str, Template] = {"matmul_epilogue": matmul_epilogue.lower_matmul_epilogue}
-FUSED_TEMPLATES["ffn"] = ffn.lower_ffn
-FUSED_TEMPLATES["flash_attention"] = flash_attention.lower_flash_attention
-FUSED_TEMPLATES["norm_matmul"] = norm_matmul.lower_norm_matmul
-FUSED_TEMPLATES["elementwise"] = fused_elementwise.lower_fused_elementwise
-FUSED_TEMPLATES["conv_activation"] = conv.lower_conv_activation
 
 
 def describe(op: Operation, index: int) -> str:
@@ -197,7 +161,5 @@ class ConvertNNToAscend(ModulePass):
         # An nn.attention left unfused (or too big for the flash template on this chip) has no
         # template of its own: decompose it here too, so ascendir-opt lowers what `ascendir
         # compile` lowers (the driver already ran this before moving constants into the store).
-        from ascendir.transforms.nn.decompose_attention import DecomposeAttention
-
         DecomposeAttention(target=self.target).apply(ctx, op)
         lower_module(op, load_target(self.target))

@@ -18,7 +18,11 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import MemSpace
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
-from ascendir.conversion.nn_to_ascend.kernel_builder import contiguous_type
+
+
+def contiguous_type(shape: Sequence[int], elem: Attribute, space: MemSpace = MemSpace.GM) -> MemRefType:
+    """`memref<shape x elem, #ascend<space>>` with the identity layout."""
+    return ascend.memref_type(list(shape), elem, space)
 
 
 def gm_type(t: TensorType) -> MemRefType:

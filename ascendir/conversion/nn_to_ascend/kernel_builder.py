@@ -22,7 +22,6 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefType, StridedLayoutAttr
@@ -33,9 +32,9 @@ from ascendir.dialects.ascend import SUBBLOCK_ATTR, CoreType, MemSpace, Pipe
 from ascendir.dtypes import packed_nbytes, to_numpy_dtype
 from ascendir.errors import AscendirError
 
-if TYPE_CHECKING:
-    from ascendir.hardware.config import HardwareConfig
-    from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
+from ascendir.hardware.align import aligned_bytes
+from ascendir.hardware.config import HardwareConfig
 
 Index = int | SSAValue
 
@@ -49,13 +48,6 @@ def ceil_div(a: int, b: int) -> int:
 
 def round_up(a: int, b: int) -> int:
     return ceil_div(a, b) * b
-
-
-def aligned_bytes(target: HardwareConfig, space: str, nbytes: int) -> int:
-    """Bytes a buffer of `nbytes` takes in on-chip `space` ("ub", "l1", ...): rounded up to the
-    space's address alignment (target `align`), an empty buffer one alignment unit. What
-    `KernelBuilder.alloc` counts against the capacity, so estimates that use it agree with it."""
-    return round_up(max(nbytes, 1), target.align.get(space, 32))
 
 
 @dataclass
@@ -412,6 +404,3 @@ class KernelBuilder:
         return ascend.KernelOp(self.name, arg_types, self.block_dim, self.core_type, Region(self.entry))
 
 
-def contiguous_type(shape: Sequence[int], elem: Attribute, space: MemSpace = MemSpace.GM) -> MemRefType:
-    """`memref<shape x elem, #ascend<space>>` with the identity layout."""
-    return ascend.memref_type(list(shape), elem, space)

@@ -45,8 +45,8 @@ from xdsl.passes import ModulePass
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import MemSpace, space_of, subblock
 from ascendir.hardware.config import HardwareConfig
-from ascendir.conversion.nn_to_ascend.kernel_builder import aligned_bytes
-from ascendir.pass_notes import note
+from ascendir.hardware.align import aligned_bytes
+from ascendir.session import session_of
 from ascendir.transforms.ascend.buffer_lifetimes import nbytes, root_of
 from ascendir.transforms.ascend.insert_sync import written
 from ascendir.transforms.ascend.ir_level import require_ascend_ir
@@ -234,4 +234,4 @@ class DoubleBuffer(ModulePass):
                 why: list[str] = []
                 double_buffer(k, target, why)
                 for reason in [] if self.quiet else why:
-                    note(f"double-buffer: kernel @{k.sym_name.data} left single-buffered: {reason}")
+                    session_of(ctx).note(f"double-buffer: kernel @{k.sym_name.data} left single-buffered: {reason}")

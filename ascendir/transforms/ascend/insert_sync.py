@@ -88,7 +88,7 @@ from ascendir.interpreter.compiler import _dropped_dims, unit_of
 from ascendir.interpreter.cost import space_unit
 from ascendir.interpreter.kernel import FLAG_UNITS_ATTR, UNIT_NAMES, flag_units
 from ascendir.interpreter.race import _overlap
-from ascendir.pass_notes import note
+from ascendir.session import session_of
 from ascendir.transforms.ascend.ir_level import require_ascend_ir
 
 ITERATIONS = 4  # first iterations of each loop executed (at least): loop-carried distances 1..3 (ping-pong is 2)
@@ -683,7 +683,7 @@ class InsertSync(ModulePass):
             unfixed: list[Conflict] = []
             insert_sync(k, unfixed)
             for c in unfixed:
-                note(f"{self.name}: kernel @{k.sym_name.data}: {c.describe()} touch the same bytes unordered, "
+                session_of(ctx).note(f"{self.name}: kernel @{k.sym_name.data}: {c.describe()} touch the same bytes unordered, "
                      "and no set_flag joins one pipe to itself on another unit (left as it is)")
             if not self.trust_flags:
                 remove_redundant(k)

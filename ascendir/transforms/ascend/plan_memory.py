@@ -41,7 +41,7 @@ from xdsl.passes import ModulePass
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import ARCH_ATTR, MemSpace, space_of, subblock
 from ascendir.errors import AscendirError
-from ascendir.pass_notes import note
+from ascendir.session import session_of
 from ascendir.hardware.config import DEFAULT_TARGET, TARGETS, HardwareConfig, load_target
 from ascendir.transforms.ascend.buffer_lifetimes import live_intervals, nbytes, positions, root_of
 from ascendir.transforms.ascend.ir_level import require_ascend_ir
@@ -349,9 +349,9 @@ class PlanMemory(ModulePass):
             added = insert_sync(k, unfixed)
             name = k.sym_name.data
             if added:
-                note(f"{self.name}: kernel @{name}: {added} flag pair{'s' if added != 1 else ''} added: it had sync flags "
+                session_of(ctx).note(f"{self.name}: kernel @{name}: {added} flag pair{'s' if added != 1 else ''} added: it had sync flags "
                      "already and its buffers now share bytes (the last use of one must precede the first write of the "
                      "next; insert-sync's analysis)")
             for c in unfixed:
-                note(f"{self.name}: kernel @{name}: {c.describe()} touch the same bytes unordered, and no set_flag "
+                session_of(ctx).note(f"{self.name}: kernel @{name}: {c.describe()} touch the same bytes unordered, and no set_flag "
                      "joins one pipe to itself on another unit (left as it is)")

@@ -14,8 +14,8 @@ float64 and stored in the model's dtype as new WeightStore entries; the old ops 
 (and their weights simply become unused). The batchnorm costs one vector pass over the conv
 output at inference, and none after folding.
 
-Needs the WeightStore: passes see it only while the driver runs a pipeline under
-`patterns.visible_weights(store)`; without it (bare `ascendir-opt` on IR text) nothing matches.
+Needs the WeightStore: the pass reads and extends the session's (`session_of(ctx).weights`);
+without one (bare `ascendir-opt` on IR text) nothing matches.
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from xdsl.passes import ModulePass
 
 from ascendir.dialects import nn
 from ascendir.dtypes import to_numpy_dtype
-from ascendir.transforms.nn import patterns
-from ascendir.transforms.nn.patterns import const_array, erase_dead, other_operand, single_use, top_level_ops
+from ascendir.patterns import Constants, erase_dead, other_operand, single_use, top_level_ops
+from ascendir.session import session_of
 
 
-def per_channel(v: SSAValue, channels: int, rank: int) -> np.ndarray | None:
+def per_channel(v: SSAValue, channels: int, rank: int, consts: Constants) -> np.ndarray | None:
     """The constant `v` as `channels` float64 values if it broadcasts against an NCHW tensor of
     `rank` along the channel dim only (shapes [C, 1, 1], [1, C, 1, 1], [1], ...), else None."""
-    a = const_array(v)
+    a = consts.array(v)
     if a is None or a.ndim > rank or a.dtype.kind != "f":
         return None
     full = (1,) * (rank - a.ndim) + a.shape
@@ -50,9 +50,10 @@ def _constant_operand(v: SSAValue) -> bool:
     return isinstance(v.owner, (nn.WeightOp, nn.ConstantOp))
 
 
-def fold_one(conv: nn.Conv2dOp) -> bool:
-    """Fold the mul (+ add) after `conv` into it; True when the IR changed."""
-    store = patterns.current_weights()  # the store the driver made visible (see module docstring)
+def fold_one(conv: nn.Conv2dOp, consts: Constants) -> bool:
+    """Fold the mul (+ add) after `conv` into it, the folded weights added to `consts.weights`; True
+    when the IR changed."""
+    store = consts.weights
     if store is None or not _constant_operand(conv.weight):
         return False
     if conv.bias is not None and not _constant_operand(conv.bias):
@@ -63,18 +64,18 @@ def fold_one(conv: nn.Conv2dOp) -> bool:
     mul = single_use(conv.result)
     if not isinstance(mul, nn.MulOp) or (s_val := other_operand(mul, conv.result)) is None:
         return False
-    s = per_channel(s_val, o, rank)
+    s = per_channel(s_val, o, rank, consts)
     if s is None or mul.result.type != out_type:
         return False
     last: Operation = mul
     t = np.zeros(o)
     add = single_use(mul.result)
     if isinstance(add, nn.AddOp) and (t_val := other_operand(add, mul.result)) is not None:
-        t_arr = per_channel(t_val, o, rank)
+        t_arr = per_channel(t_val, o, rank, consts)
         if t_arr is not None and add.result.type == out_type:
             t, last = t_arr, add
-    w = const_array(conv.weight)
-    b = const_array(conv.bias) if conv.bias is not None else np.zeros(o)
+    w = consts.array(conv.weight)
+    b = consts.array(conv.bias) if conv.bias is not None else np.zeros(o)
     if w is None or b is None:
         return False
     dtype = to_numpy_dtype(out_type.element_type)
@@ -104,6 +105,7 @@ class FoldBatchNorm(ModulePass):
     name = "fold-batchnorm"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        consts = Constants(session_of(ctx).weights)
         for conv in top_level_ops(op, nn.Conv2dOp):
             assert isinstance(conv, nn.Conv2dOp)
-            fold_one(conv)
+            fold_one(conv, consts)

@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import AnyFloat, ModuleOp
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import nn
-from ascendir.transforms.nn.patterns import fuse_ops, top_level_ops
+from ascendir.patterns import fuse_ops, top_level_ops
 
 KIND = "flash_attention"
 

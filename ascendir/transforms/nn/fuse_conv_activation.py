@@ -22,7 +22,7 @@ from xdsl.passes import ModulePass
 
 from ascendir.dialects import nn
 from ascendir.conversion.nn_to_ascend.templates.conv import conv_activation_of
-from ascendir.transforms.nn.patterns import fuse_ops, single_use, top_level_ops
+from ascendir.patterns import fuse_ops, single_use, top_level_ops
 
 KIND = "conv_activation"
 

@@ -30,9 +30,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from ascendir.conversion.nn_to_ascend.templates.ffn_region import keeps_rows
 from ascendir.dialects import nn
-from ascendir.conversion.nn_to_ascend.templates.matmul_epilogue import row_bias_of
-from ascendir.transforms.nn.patterns import fuse_ops, program_order, single_use, top_level_ops
+from ascendir.conversion.nn_to_ascend.templates.epilogue import row_bias_of
+from ascendir.patterns import fuse_ops, program_order, single_use, top_level_ops
 
 KIND = "ffn"
 GATE_ACTIVATIONS = (nn.SiluOp, nn.GeluOp)
@@ -74,14 +75,6 @@ def match_gated(down: nn.MatmulOp) -> list[Operation] | None:
             continue
         return [gate, act, up, m, down]
     return None
-
-
-def keeps_rows(op: Operation) -> bool:
-    """True for an nn.reshape that keeps the last dim (only regroups rows)."""
-    if not isinstance(op, nn.ReshapeOp):
-        return False
-    a, b = nn.shape_of(op.input), nn.shape_of(op.result)
-    return bool(a) and bool(b) and a[-1] == b[-1]
 
 
 def _through_reshapes(v: SSAValue, user: Operation) -> tuple[list[Operation], SSAValue] | None:

@@ -24,38 +24,10 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
+from ascendir.conversion.nn_to_ascend.templates.epilogue import fuse_chain, match_chain
 from ascendir.dialects import nn
-from ascendir.conversion.nn_to_ascend.templates.matmul_epilogue import EPILOGUE_ACTIVATIONS, residual_of, row_bias_of
-from ascendir.transforms.nn.patterns import fuse_ops
-
-KIND = "matmul_epilogue"
-
-
-def match_chain(mm: nn.MatmulOp) -> list[Operation]:
-    """[matmul, add?, activation?, residual add?] starting at `mm` (just [mm] when nothing can be
-    fused)."""
-    chain: list[Operation] = [mm]
-    value = mm.result
-    user = value.get_user_of_unique_use()
-    if user is not None and isinstance(user, nn.AddOp) and row_bias_of(user, value) is not None:
-        chain.append(user)
-        value = user.result
-        user = value.get_user_of_unique_use()
-    if user is not None and isinstance(user, EPILOGUE_ACTIVATIONS) and user.input == value:
-        chain.append(user)
-        value = user.result
-        user = value.get_user_of_unique_use()
-    if user is not None and residual_of(user, value) is not None:
-        chain.append(user)
-    return chain
-
-
-def fuse_chain(chain: list[Operation]) -> nn.FusedOp:
-    """Replace `chain` by one nn.fused whose body is a copy of the chain."""
-    return fuse_ops(KIND, chain, [chain[-1].results[0]])
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import nn
-from ascendir.transforms.nn.fuse_matmul_epilogue import match_chain
-from ascendir.transforms.nn.patterns import fuse_ops, program_order, single_use, top_level_ops
+from ascendir.conversion.nn_to_ascend.templates.epilogue import match_chain
+from ascendir.patterns import fuse_ops, program_order, single_use, top_level_ops
 
 KIND = "norm_matmul"
 NORMS = (nn.RmsNormOp, nn.LayerNormOp)

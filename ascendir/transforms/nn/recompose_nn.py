@@ -42,9 +42,10 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import nn
-from ascendir.transforms.nn.patterns import (
-    const_array, erase_dead, funcs, is_scalar, other_operand, scalar_value, single_use,
+from ascendir.patterns import (
+    Constants, erase_dead, funcs, other_operand, single_use,
 )
+from ascendir.session import session_of
 
 SQRT2 = math.sqrt(2.0)
 GELU_TANH_C = math.sqrt(2.0 / math.pi)
@@ -74,13 +75,13 @@ def _last_axes(x: SSAValue, red: Operation) -> int | None:
     return axes[0]
 
 
-def _is_square_of(op: Operation | None, x: SSAValue) -> bool:
+def _is_square_of(op: Operation | None, x: SSAValue, consts: Constants) -> bool:
     if isinstance(op, nn.PowOp):
-        return op.lhs == x and is_scalar(op.rhs, 2.0)
+        return op.lhs == x and consts.is_scalar(op.rhs, 2.0)
     return isinstance(op, nn.MulOp) and op.lhs == x and op.rhs == x
 
 
-def _inverse_sqrt_user(a: SSAValue) -> tuple[str, Operation, list[Operation]] | None:
+def _inverse_sqrt_user(a: SSAValue, consts: Constants) -> tuple[str, Operation, list[Operation]] | None:
     """From `a` = var + eps, the op applying 1/sqrt(a) to the data: ("div", div(d, sqrt(a)))
     or ("mul", mul(d, r)) with r = reciprocal(sqrt) | div(1, sqrt) | rsqrt. Returns (how, op,
     intermediate ops)."""
@@ -93,7 +94,7 @@ def _inverse_sqrt_user(a: SSAValue) -> tuple[str, Operation, list[Operation]] | 
     s = u.result
     w = single_use(s)
     if isinstance(w, nn.DivOp) and w.rhs == s and w.lhs != s:
-        if is_scalar(w.lhs, 1.0):
+        if consts.is_scalar(w.lhs, 1.0):
             m = single_use(w.result)
             return ("mul", m, [u, w]) if isinstance(m, nn.MulOp) else None
         return ("div", w, [u])
@@ -131,29 +132,29 @@ def _flat_param(w: SSAValue, n_norm: tuple[int, ...], anchor: Operation, new: li
 # ----------------------------------------------------------------------------------------------
 # normalizations
 # ----------------------------------------------------------------------------------------------
-def _eps_add(ms: SSAValue) -> tuple[Operation, float] | None:
+def _eps_add(ms: SSAValue, consts: Constants) -> tuple[Operation, float] | None:
     a = single_use(ms)
     if not isinstance(a, nn.AddOp):
         return None
     c = other_operand(a, ms)
-    eps = scalar_value(c) if c is not None else None
+    eps = consts.scalar(c) if c is not None else None
     return (a, eps) if eps is not None and 0 <= eps < 1 else None
 
 
-def match_rms_norm(red: nn.ReduceMeanOp) -> bool:
+def match_rms_norm(red: nn.ReduceMeanOp, consts: Constants) -> bool:
     """Rewrite the RMSNorm whose mean-of-squares is `red`; True if it matched."""
     sq = red.input.owner
     if not isinstance(sq, (nn.PowOp, nn.MulOp)) or single_use(sq.results[0]) is not red:
         return False
     x = sq.lhs
-    if not _is_square_of(sq, x) or single_use(red.result) is None:
+    if not _is_square_of(sq, x, consts) or single_use(red.result) is None:
         return False
     axis = _last_axes(x, red)
-    ea = _eps_add(red.result)
+    ea = _eps_add(red.result, consts)
     if axis is None or ea is None:
         return False
     add, eps = ea
-    inv = _inverse_sqrt_user(add.result)
+    inv = _inverse_sqrt_user(add.result, consts)
     if inv is None:
         return False
     how, apply, _ = inv
@@ -175,7 +176,7 @@ def match_rms_norm(red: nn.ReduceMeanOp) -> bool:
     return True
 
 
-def match_layer_norm(mean: nn.ReduceMeanOp) -> bool:
+def match_layer_norm(mean: nn.ReduceMeanOp, consts: Constants) -> bool:
     """Rewrite the LayerNorm whose mean is `mean` (x - mean ...); True if it matched."""
     x = mean.input
     axis = _last_axes(x, mean)
@@ -186,17 +187,17 @@ def match_layer_norm(mean: nn.ReduceMeanOp) -> bool:
     users = [u.operation for u in d.uses]
     if len(users) not in (2, 3):
         return False
-    sq = next((u for u in users if _is_square_of(u, d)), None)
+    sq = next((u for u in users if _is_square_of(u, d, consts)), None)
     if sq is None or (isinstance(sq, nn.MulOp) and len(users) != 3) or (isinstance(sq, nn.PowOp) and len(users) != 2):
         return False
     var = single_use(sq.results[0])
     if not isinstance(var, nn.ReduceMeanOp) or _last_axes(d, var) != axis:
         return False
-    ea = _eps_add(var.result)
+    ea = _eps_add(var.result, consts)
     if ea is None:
         return False
     add, eps = ea
-    inv = _inverse_sqrt_user(add.result)
+    inv = _inverse_sqrt_user(add.result, consts)
     if inv is None:
         return False
     how, apply, _ = inv
@@ -226,7 +227,7 @@ def match_layer_norm(mean: nn.ReduceMeanOp) -> bool:
 # ----------------------------------------------------------------------------------------------
 # activations
 # ----------------------------------------------------------------------------------------------
-def _half_x_times(a: SSAValue, x: SSAValue) -> Operation | None:
+def _half_x_times(a: SSAValue, x: SSAValue, consts: Constants) -> Operation | None:
     """The op computing 0.5 · x · a from `a` in any association, or None."""
     u = single_use(a)
     if not isinstance(u, nn.MulOp):
@@ -234,45 +235,45 @@ def _half_x_times(a: SSAValue, x: SSAValue) -> Operation | None:
     z = other_operand(u, a)
     if z == x:  # (x * a) * 0.5
         h = single_use(u.result)
-        if isinstance(h, nn.MulOp) and is_scalar(other_operand(h, u.result) or u.result, 0.5):
+        if isinstance(h, nn.MulOp) and consts.is_scalar(other_operand(h, u.result) or u.result, 0.5):
             return h
         return None
     if z is not None and isinstance(z.owner, nn.MulOp) and single_use(z) is u:  # (0.5 * x) * a
-        if other_operand(z.owner, x) is not None and is_scalar(other_operand(z.owner, x), 0.5):
+        if other_operand(z.owner, x) is not None and consts.is_scalar(other_operand(z.owner, x), 0.5):
             return u
         return None
-    if z is not None and is_scalar(z, 0.5):  # x * (a * 0.5)
+    if z is not None and consts.is_scalar(z, 0.5):  # x * (a * 0.5)
         h = single_use(u.result)
         if isinstance(h, nn.MulOp) and other_operand(h, u.result) == x:
             return h
     return None
 
 
-def _gelu_final(inner: Operation, x: SSAValue) -> Operation | None:
+def _gelu_final(inner: Operation, x: SSAValue, consts: Constants) -> Operation | None:
     """From erf/tanh `inner`: its + 1, then 0.5 · x · (...)."""
     one = single_use(inner.results[0])
-    if not isinstance(one, nn.AddOp) or not is_scalar(other_operand(one, inner.results[0]) or inner.results[0], 1.0):
+    if not isinstance(one, nn.AddOp) or not consts.is_scalar(other_operand(one, inner.results[0]) or inner.results[0], 1.0):
         return None
-    return _half_x_times(one.result, x)
+    return _half_x_times(one.result, x, consts)
 
 
-def _scaled_input(v: SSAValue, factor: float) -> SSAValue | None:
+def _scaled_input(v: SSAValue, factor: float, consts: Constants) -> SSAValue | None:
     """x when v = x · factor or x / (1 / factor), v used once."""
     op = v.owner
     if isinstance(op, nn.MulOp):
         for x, c in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-            if is_scalar(c, factor, 1e-5) and not is_scalar(x, factor, 1e-5):
+            if consts.is_scalar(c, factor, 1e-5) and not consts.is_scalar(x, factor, 1e-5):
                 return x
-    if isinstance(op, nn.DivOp) and is_scalar(op.rhs, 1.0 / factor, 1e-5):
+    if isinstance(op, nn.DivOp) and consts.is_scalar(op.rhs, 1.0 / factor, 1e-5):
         return op.lhs
     return None
 
 
-def match_gelu_erf(erf: nn.ErfOp) -> bool:
-    x = _scaled_input(erf.input, 1.0 / SQRT2)
+def match_gelu_erf(erf: nn.ErfOp, consts: Constants) -> bool:
+    x = _scaled_input(erf.input, 1.0 / SQRT2, consts)
     if x is None or single_use(erf.input) is not erf:
         return False
-    last = _gelu_final(erf, x)
+    last = _gelu_final(erf, x, consts)
     if last is None:
         return False
     g = nn.GeluOp(x, approximate=StringAttr("none"))
@@ -280,9 +281,9 @@ def match_gelu_erf(erf: nn.ErfOp) -> bool:
     return True
 
 
-def _cube_of(v: SSAValue) -> SSAValue | None:
+def _cube_of(v: SSAValue, consts: Constants) -> SSAValue | None:
     op = v.owner
-    if isinstance(op, nn.PowOp) and is_scalar(op.rhs, 3.0):
+    if isinstance(op, nn.PowOp) and consts.is_scalar(op.rhs, 3.0):
         return op.lhs
     if isinstance(op, nn.MulOp):
         for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
@@ -292,15 +293,15 @@ def _cube_of(v: SSAValue) -> SSAValue | None:
     return None
 
 
-def match_gelu_tanh(th: nn.TanhOp) -> bool:
-    s = _scaled_input(th.input, GELU_TANH_C)
+def match_gelu_tanh(th: nn.TanhOp, consts: Constants) -> bool:
+    s = _scaled_input(th.input, GELU_TANH_C, consts)
     if s is None or not isinstance(s.owner, nn.AddOp):
         return False
     add = s.owner
     for x, q in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
-        cube = _scaled_input(q, 0.044715)
-        if cube is not None and _cube_of(cube) == x:
-            last = _gelu_final(th, x)
+        cube = _scaled_input(q, 0.044715, consts)
+        if cube is not None and _cube_of(cube, consts) == x:
+            last = _gelu_final(th, x, consts)
             if last is None:
                 return False
             g = nn.GeluOp(x, approximate=StringAttr("tanh"))
@@ -374,12 +375,12 @@ def _causal_pattern(t: np.ndarray, sq: int, skv: int) -> str | None:
 
 
 def _split_mask(mask: SSAValue, sq: int, skv: int, anchor: Operation, new: list[Operation],
-                memo: dict) -> tuple[bool, SSAValue | None]:
+                memo: dict, consts: Constants) -> tuple[bool, SSAValue | None]:
     """(causal, remaining additive mask) for an additive `mask` of scores [.., sq, skv]."""
     if mask in memo:
         return memo[mask]
     result: tuple[bool, SSAValue | None] = (False, mask)
-    arr = const_array(mask)
+    arr = consts.array(mask)
     if arr is not None and arr.dtype.kind == "f" and arr.ndim >= 2 and all(d == 1 for d in arr.shape[:-2]):
         masked = np.broadcast_to(arr.reshape(arr.shape[-2:]), (sq, skv)) <= MASKED_BELOW
         zero = np.broadcast_to(arr.reshape(arr.shape[-2:]), (sq, skv)) == 0
@@ -388,13 +389,13 @@ def _split_mask(mask: SSAValue, sq: int, skv: int, anchor: Operation, new: list[
             if kind is not None:
                 result = (kind == "causal", None)
     w = mask.owner
-    if isinstance(w, nn.WhereOp) and is_scalar(w.lhs, 0.0) and (scalar_value(w.rhs) or 0.0) <= MASKED_BELOW:
+    if isinstance(w, nn.WhereOp) and consts.is_scalar(w.lhs, 0.0) and (consts.scalar(w.rhs) or 0.0) <= MASKED_BELOW:
         cond = w.cond
         parts = [cond]
         if isinstance(cond.owner, nn.AndOp):
             parts = [cond.owner.lhs, cond.owner.rhs]
         for i, part in enumerate(parts):
-            t = const_array(part)
+            t = consts.array(part)
             kind = _causal_pattern(t, sq, skv) if t is not None and t.dtype == np.bool_ else None
             if kind is None:
                 continue
@@ -404,7 +405,7 @@ def _split_mask(mask: SSAValue, sq: int, skv: int, anchor: Operation, new: list[
             else:
                 if kind == "all" and nn.shape_of(rest) == nn.shape_of(mask):
                     break  # nothing to gain
-                rest_arr = const_array(rest)
+                rest_arr = consts.array(rest)
                 if rest_arr is not None and rest_arr.all():
                     result = (kind == "causal", None)
                 else:
@@ -416,7 +417,7 @@ def _split_mask(mask: SSAValue, sq: int, skv: int, anchor: Operation, new: list[
     return result
 
 
-def match_attention(sm: nn.SoftmaxOp, memo: dict) -> bool:
+def match_attention(sm: nn.SoftmaxOp, memo: dict, consts: Constants) -> bool:
     """Rewrite the attention whose softmax is `sm`; True if it matched."""
     rank = len(nn.shape_of(sm.input))
     if rank != 4 or sm.axis.value.data % rank != rank - 1:
@@ -439,13 +440,13 @@ def match_attention(sm: nn.SoftmaxOp, memo: dict) -> bool:
     if isinstance(op, (nn.MulOp, nn.DivOp)) and single_use(s) is not None:
         if isinstance(op, nn.MulOp):
             for a, c in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-                if isinstance(a.owner, nn.MatmulOp) and scalar_value(c) is not None:
-                    s, scale = a, scalar_value(c)
+                if isinstance(a.owner, nn.MatmulOp) and consts.scalar(c) is not None:
+                    s, scale = a, consts.scalar(c)
                     break
             else:
                 return False
-        elif isinstance(op.lhs.owner, nn.MatmulOp) and scalar_value(op.rhs) is not None:
-            s, scale = op.lhs, 1.0 / scalar_value(op.rhs)
+        elif isinstance(op.lhs.owner, nn.MatmulOp) and consts.scalar(op.rhs) is not None:
+            s, scale = op.lhs, 1.0 / consts.scalar(op.rhs)
         else:
             return False
         op = s.owner
@@ -466,7 +467,7 @@ def match_attention(sm: nn.SoftmaxOp, memo: dict) -> bool:
     if mask is not None:
         if q.type.element_type != mask.type.element_type:
             return False
-        causal, mask = _split_mask(mask, qs[2], ks[3], pv, new, memo)
+        causal, mask = _split_mask(mask, qs[2], ks[3], pv, new, memo, consts)
     att = nn.AttentionOp(q, k0, v0, mask, causal=causal, scale=scale)
     new.append(att)
     _replace(pv, new, att.result)
@@ -481,25 +482,27 @@ class RecomposeNN(ModulePass):
     name = "recompose-nn"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        consts = Constants(session_of(ctx).weights)
+
         def each(cls):
             return [o for f in funcs(op) for o in list(f.body.block.ops) if isinstance(o, cls)]
 
         for red in each(nn.ReduceMeanOp):
-            if red.parent is not None and not match_rms_norm(red):
+            if red.parent is not None and not match_rms_norm(red, consts):
                 if red.parent is not None:
-                    match_layer_norm(red)
+                    match_layer_norm(red, consts)
         for e in each(nn.ErfOp):
             if e.parent is not None:
-                match_gelu_erf(e)
+                match_gelu_erf(e, consts)
         for t in each(nn.TanhOp):
             if t.parent is not None:
-                match_gelu_tanh(t)
+                match_gelu_tanh(t, consts)
         for s in each(nn.SigmoidOp):
             if s.parent is not None:
                 match_silu(s)
         memo: dict = {}
         for sm in each(nn.SoftmaxOp):
             if sm.parent is not None:
-                match_attention(sm, memo)
+                match_attention(sm, memo, consts)
         # Masks and transposes the rewrites left without users.
         erase_dead([o for f in funcs(op) for o in f.body.block.ops if o.name.startswith("nn.")])

@@ -41,7 +41,8 @@ from ascendir.dtypes import to_numpy_dtype
 from ascendir.conversion.nn_to_ascend.templates.elementwise import VectorMap, emit_activation, emit_vector_map, ub_budget, vector_cores
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div
-from ascendir.conversion.nn_to_ascend.templates.matmul import Epilogue, emit_matmul
+from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
+from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul
 from ascendir.conversion.nn_to_ascend.templates.window import Window, largest_divisor
 from ascendir.conversion.nn_to_ascend.templates.window_vector import emit_window_vector
 

@@ -55,102 +55,37 @@ epilogues (returns None after wrapping each projection in a matmul_epilogue regi
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import StringAttr, f16, f32
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, SSAValue
 
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
 from ascendir.conversion.nn_to_ascend.templates import ffn_fused
-from ascendir.conversion.nn_to_ascend.templates.elementwise import activation_op
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul import (
-    DOUBLE_BUFFER, NO_FP32_CUBE, Epilogue, MatmulTiling, _by_parity, _mmad, choose_tiling, emit_matmul,
+    DOUBLE_BUFFER, NO_FP32_CUBE, MatmulTiling, _by_parity, _mmad, choose_tiling, emit_matmul,
 )
-from ascendir.conversion.nn_to_ascend.templates.matmul_epilogue import row_bias_of
-from ascendir.transforms.nn.choose_tiling import Tiling
-from ascendir.transforms.nn.fuse_ffn import keeps_rows
-from ascendir.transforms.nn.fuse_matmul_epilogue import fuse_chain, match_chain
+from ascendir.conversion.nn_to_ascend.tiling import Tiling
+from ascendir.conversion.nn_to_ascend.templates.ffn_region import parse_ffn
+from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue, fuse_chain, match_chain
 
 
 def _per_projection(op: nn.FusedOp) -> None:
     """Fallback: give every projection of the body its epilogue region and the elementwise ops
     left (e.g. act * up of gathered-weight experts) one vector kernel (lowered op by op)."""
-    from ascendir.transforms.nn.fuse_elementwise import fuse_elementwise_in
+    from ascendir.conversion.nn_to_ascend.templates.fused_elementwise import fuse_elementwise_in
 
     for mm in [o for o in op.body.block.ops if isinstance(o, nn.MatmulOp)]:
         chain = match_chain(mm)
         if len(chain) > 1:
             fuse_chain(chain)
     fuse_elementwise_in(op.body.block)
-
-
-def _source(v: SSAValue) -> SSAValue:
-    """`v` before the row-keeping reshapes fuse-ffn lets sit between projections and activation."""
-    while isinstance(v.owner, nn.ReshapeOp):
-        v = v.owner.input
-    return v
-
-
-def _parse(op: nn.FusedOp, args: dict) -> dict | None:
-    """x, Wg, Wu (or None), b1, act, Wd, b2 of a gated or plain body, or None."""
-    block = op.body.block
-    ops = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
-    mms = [o for o in ops if isinstance(o, nn.MatmulOp)]
-    acts = [o for o in ops if isinstance(o, (nn.SiluOp, nn.GeluOp, nn.ReluOp))]
-    allowed = (nn.MatmulOp, nn.AddOp, nn.MulOp, nn.SiluOp, nn.GeluOp, nn.ReluOp)
-    if any(not isinstance(o, allowed) and not keeps_rows(o) for o in ops):
-        return None
-    if len(acts) != 1 or len(mms) not in (2, 3) or any(len(shape(m.rhs)) != 2 or m.rhs not in args for m in mms):
-        return None
-    act = acts[0]
-    term = block.last_op
-    y = term.values[0] if isinstance(term, nn.YieldOp) and len(term.values) == 1 else None
-    down = mms[-1]
-    b2 = None
-    if y is not None and y != down.result:
-        add = y.owner
-        b2 = row_bias_of(add, down.result) if isinstance(add, nn.AddOp) else None
-        if b2 is None or b2 not in args:
-            return None
-    elif y is None:
-        return None
-    if len(mms) == 3:  # gated
-        gate = _source(act.input).owner
-        mul = _source(down.lhs).owner
-        up = next((m for m in mms[:2] if m is not gate), None)
-        if not isinstance(mul, nn.MulOp) or gate not in mms[:2] or up is None or {mul.lhs, mul.rhs} != {act.result, up.result}:
-            return None
-        if gate.lhs != up.lhs or gate.lhs not in args or isinstance(act, nn.ReluOp):
-            return None
-        return dict(x=args[gate.lhs], wg=args[gate.rhs], wu=args[up.rhs], b1=None, act=activation_op(act),
-                    wd=args[down.rhs], b2=args[b2] if b2 is not None else None, down=down, ups=[gate, up])
-    first = mms[0]
-    h = _source(act.input)
-    b1 = None
-    if h != first.result:
-        b1 = row_bias_of(h.owner, first.result) if isinstance(h.owner, nn.AddOp) else None
-        if b1 is None or b1 not in args:
-            return None
-    if _source(down.lhs) != act.result or first.lhs not in args:
-        return None
-    return dict(x=args[first.lhs], wg=args[first.rhs], wu=None, b1=args[b1] if b1 is not None else None,
-                act=activation_op(act), wd=args[down.rhs], b2=args[b2] if b2 is not None else None, down=down, ups=[first])
-
-
-def template_matmuls(op: nn.FusedOp) -> tuple[list[nn.MatmulOp], nn.MatmulOp, dict] | None:
-    """(gate/up matmuls, down matmul, _parse's parts on the region's own values) of an ffn region
-    lower_ffn takes as a whole, else None (it falls back per projection): what choose-tiling
-    fit-checks each matmul's tiling against (ffn_up's or ffn_down's buffers)."""
-    block = op.body.block
-    parts = _parse(op, {a: a for a in block.args}) if op.kind.data == "ffn" and len(op.outputs) == 1 else None
-    return (parts["ups"], parts["down"], parts) if parts is not None else None
 
 
 def _matmul_name(ctx: LoweringContext, mm: nn.MatmulOp) -> str:
@@ -162,7 +97,7 @@ def _matmul_name(ctx: LoweringContext, mm: nn.MatmulOp) -> str:
 def _recorded_tiling(ctx: LoweringContext, mm: nn.MatmulOp) -> Tiling | None:
     """The checked `ascend.tiling` of one of the region's matmuls (its own fit: ffn_up's or
     ffn_down's buffers, choose_tiling.problem_of), or None; errors name that matmul."""
-    from ascendir.transforms.nn.choose_tiling import TILING_ATTR, problem_of, tiling_for_op
+    from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, problem_of, tiling_for_op
 
     if TILING_ATTR not in mm.attributes:
         return None
@@ -178,7 +113,7 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
         AscendirError: fp32 / bf16 on a cube without them (910A), tiles that do not fit.
     """
     block = op.body.block
-    parts = _parse(op, dict(zip(block.args, operands)))
+    parts = parse_ffn(op, dict(zip(block.args, operands)))
     if parts is None or len(op.outputs) != 1:
         _per_projection(op)
         return None
@@ -278,7 +213,7 @@ def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling,
     AIV epilogue is left out, which favours the two-kernel path. Without an estimate for the
     dtype (no such mmad): two-kernel."""
     from ascendir.interpreter.cost import CostEnv
-    from ascendir.transforms.nn.choose_tiling import Problem, estimate
+    from ascendir.conversion.nn_to_ascend.tiling import Problem, estimate
 
     key = (target.name, target.memory.l2_model, s, dt, up, down)
     if key in _PLANS:

@@ -453,7 +453,7 @@ def tiling_for(att: nn.AttentionOp, target: HardwareConfig, what: str = "nn.atte
         ValueError: no tile fits (see choose_flash_tiling).
         AscendirError: a recorded tile that is misaligned or does not fit (see `forced`).
     """
-    from ascendir.transforms.nn.choose_tiling import TILING_ATTR, attention_fields
+    from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, attention_fields
 
     s = shape_of(att)
     fields = attention_fields(att.attributes.get(TILING_ATTR), what)
@@ -473,7 +473,7 @@ def fits(att: nn.AttentionOp, target: HardwareConfig) -> bool:
     query heads of D = 128 stacked on one K/V head: even Br = Bc = 16 overflows UB), the driver
     lowers the attention unfused (decompose-attention) rather than failing on a valid model.
     A tile recorded in `ascend.tiling` counts as one: if it does not fit, lowering says why."""
-    from ascendir.transforms.nn.choose_tiling import TILING_ATTR
+    from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR
 
     if TILING_ATTR in att.attributes:
         return True

@@ -59,6 +59,7 @@ from ascendir.conversion.nn_to_ascend.templates.elementwise import MIN_SPLIT_BYT
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul_layout import matmul_layout
+from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
 
 # Default base tile (Ascend C MatmulTiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
 BASE_MN = 128
@@ -98,26 +99,6 @@ class MatmulTiling:
     k_l1: int
     split_k: int = 1
     swizzle: int = 1
-
-
-@dataclass(frozen=True)
-class Epilogue:
-    """What happens to a result tile before it leaves the core.
-
-    Attributes:
-        bias: GM buffer holding a row bias (N elements), or None.
-        activation: "vrelu", "vrelu6", "vgelu", "vgelu_tanh", "vsilu" or None.
-        residual: GM buffer of the output's shape and type added after the activation (the
-            residual connection of a transformer layer), or None.
-        channel_bias: GM buffer holding a column bias (M elements, one per output row: a
-            convolution's per-channel bias in W[O, K] @ col[K, P]) added before the
-            activation, or None.
-    """
-
-    bias: SSAValue | None = None
-    activation: str | None = None
-    residual: SSAValue | None = None
-    channel_bias: SSAValue | None = None
 
 
 def k_align(el: Attribute) -> int:
@@ -465,7 +446,7 @@ def _emit_split_k_reduce(
     """Vector kernel: result (flat `total` elements of out_elem) = sum over `splits` f32 slices of
     the workspace `ws`. AIV tiles of REDUCE_TILE elements: `splits` loads (MTE2), splits-1 vadds
     and a vcast (V), one store (MTE3)."""
-    from ascendir.transforms.nn.choose_tiling import REDUCE_TILE
+    from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE
 
     e = min(REDUCE_TILE, total)
     ntiles = ceil_div(total, e)
@@ -709,7 +690,7 @@ def tiling_of(ctx: LoweringContext, mm: Operation) -> MatmulTiling | None:
 
     Raises:
         AscendirError: a tiling that does not fit (buffer, bytes needed vs available, largest fit)."""
-    from ascendir.transforms.nn.choose_tiling import TILING_ATTR, problem_of, tiling_for_op
+    from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, problem_of, tiling_for_op
 
     if TILING_ATTR not in mm.attributes or not isinstance(mm, nn.MatmulOp):
         return None

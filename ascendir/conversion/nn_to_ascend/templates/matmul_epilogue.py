@@ -44,39 +44,12 @@ from __future__ import annotations
 
 import math
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 
 from ascendir.dialects import nn
-from ascendir.conversion.nn_to_ascend.templates.elementwise import activation_op
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
-from ascendir.conversion.nn_to_ascend.templates.matmul import Epilogue, emit_matmul, tiling_of
-from ascendir.transforms.nn.patterns import other_operand
-
-EPILOGUE_ACTIVATIONS = (nn.ReluOp, nn.GeluOp, nn.SiluOp)
-
-
-def row_bias_of(add: Operation, mm_result: SSAValue) -> SSAValue | None:
-    """The bias operand of `add` if it adds a row (N elements broadcast along the last dim of
-    `mm_result`) to `mm_result`, else None."""
-    bias = other_operand(add, mm_result) if isinstance(add, nn.AddOp) else None
-    if bias is None:
-        return None
-    bs, ms = shape(bias), shape(mm_result)
-    if not ms or elem(bias) != elem(mm_result):
-        return None
-    n = ms[-1]
-    if not bs or bs[-1] != n or math.prod(bs) != n or len(bs) > len(ms):
-        return None
-    return bias
-
-
-def residual_of(add: Operation, value: SSAValue) -> SSAValue | None:
-    """The other operand of `add` if it adds a tensor of exactly `value`'s shape and element
-    type to `value` (no broadcast: the residual tile is the output tile), else None."""
-    other = other_operand(add, value) if isinstance(add, nn.AddOp) else None
-    if other is None or shape(other) != shape(value) or elem(other) != elem(value) or shape(add.result) != shape(value):
-        return None
-    return other
+from ascendir.conversion.nn_to_ascend.templates.epilogue import parse_chain
+from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, tiling_of
 
 
 def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
@@ -101,23 +74,3 @@ def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[S
     ]
 
 
-def parse_chain(chain: list[Operation], args: dict[SSAValue, SSAValue]) -> tuple[nn.MatmulOp, Epilogue] | None:
-    """(matmul, epilogue with GM buffers) of `chain` = [matmul, row-bias add?, ReLU/GELU/SiLU?,
-    residual add?] (each link consuming the previous value; fuse_matmul_epilogue.match_chain's
-    shape), or None. `args` maps the region arguments to their GM buffers; the matmul's rhs and
-    the bias / residual must be among them (its lhs is the caller's business)."""
-    if not chain or not isinstance(chain[0], nn.MatmulOp) or chain[0].rhs not in args:
-        return None
-    mm = chain[0]
-    value, bias, act, residual = mm.result, None, None, None
-    rest = chain[1:]
-    if rest and row_bias_of(rest[0], value) in args:
-        bias, value = args[row_bias_of(rest[0], value)], rest[0].result
-        rest = rest[1:]
-    if rest and isinstance(rest[0], EPILOGUE_ACTIVATIONS) and rest[0].input == value:
-        act, value = activation_op(rest[0]), rest[0].result
-        rest = rest[1:]
-    if rest and residual_of(rest[0], value) in args:
-        residual, value = args[residual_of(rest[0], value)], rest[0].result
-        rest = rest[1:]
-    return None if rest else (mm, Epilogue(bias, act, residual))

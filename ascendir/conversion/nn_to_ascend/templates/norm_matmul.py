@@ -37,9 +37,9 @@ from xdsl.ir import SSAValue
 from ascendir.dialects import nn
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.templates.matmul import Product, emit_matmul, emit_matmuls
-from ascendir.conversion.nn_to_ascend.templates.matmul_epilogue import parse_chain
+from ascendir.conversion.nn_to_ascend.templates.epilogue import parse_chain
 from ascendir.conversion.nn_to_ascend.templates.reduction import normalize
-from ascendir.transforms.nn.fuse_matmul_epilogue import match_chain
+from ascendir.conversion.nn_to_ascend.templates.epilogue import match_chain
 
 
 def lower_norm_matmul(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:

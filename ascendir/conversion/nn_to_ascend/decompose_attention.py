@@ -25,6 +25,8 @@ from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp,
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from ascendir.conversion.nn_to_ascend.registry import FUSED_TEMPLATES
+from ascendir.conversion.nn_to_ascend.templates.flash_attention import fits
 from ascendir.dialects import nn
 from ascendir.hardware.config import HardwareConfig
 from ascendir.dtypes import to_numpy_dtype
@@ -118,12 +120,8 @@ def decompose_attentions(module: ModuleOp, target: HardwareConfig | None = None)
 def _too_big(region: nn.FusedOp, att: nn.AttentionOp, target: HardwareConfig | None) -> bool:
     if target is None or region.kind.data != "flash_attention":
         return False
-    from ascendir.conversion.nn_to_ascend.templates.flash_attention import fits
-
     return not fits(att, target)
 
 
 def _has_template(kind: str) -> bool:
-    from ascendir.conversion.nn_to_ascend.convert_nn_to_ascend import FUSED_TEMPLATES
-
     return kind in FUSED_TEMPLATES

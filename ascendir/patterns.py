@@ -1,18 +1,16 @@
 """Helpers shared by the nn-level pattern passes (recompose-nn, fuse-*): reading small constants,
 single-use checks, and wrapping a set of ops into an `nn.fused` region.
 
-Passes run as xDSL ModulePasses and so cannot be handed the WeightStore; the driver makes it
-visible for the duration of a pipeline with `visible_weights(store)`, so a pattern can read a
-constant that the ONNX exporter stored as an initializer (e.g. the dynamo exporter's causal
-mask). Without a visible store such weights are simply unknown and patterns that need their
-value do not match.
+A pass reads constants through `Constants(session_of(ctx).weights)`: the session's WeightStore
+lets a pattern read a constant that the ONNX exporter stored as an initializer (e.g. the dynamo
+exporter's causal mask). Without a store such weights are simply unknown and patterns that need
+their value do not match.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import func
@@ -20,62 +18,49 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from ascendir.dialects import nn
+from ascendir.dtypes import dense_value
 from ascendir.weights import WeightStore
 
 # Constants larger than this are not read by patterns (a causal mask of 16k x 16k would be 256 MiB).
 MAX_PATTERN_CONSTANT = 1 << 24
 
-_WEIGHTS: contextvars.ContextVar[WeightStore | None] = contextvars.ContextVar("ascendir_pattern_weights", default=None)
 
+@dataclass(frozen=True)
+class Constants:
+    """Reads the values of small constant operands for pattern matchers: nn.constant, and
+    nn.weight when `weights` (the session's store) holds it. Without a store (IR text through
+    ascendir-opt) weights are unknown, and patterns that need their value do not match.
+    Constants larger than MAX_PATTERN_CONSTANT elements are never read."""
 
-@contextlib.contextmanager
-def visible_weights(weights: WeightStore | None) -> Iterator[None]:
-    """Let patterns read `weights` (nn.weight values) inside the `with` block."""
-    token = _WEIGHTS.set(weights)
-    try:
-        yield
-    finally:
-        _WEIGHTS.reset(token)
+    weights: WeightStore | None = None
 
-
-def current_weights() -> WeightStore | None:
-    """The WeightStore made visible by `visible_weights` (None outside it, e.g. in ascendir-opt)."""
-    return _WEIGHTS.get()
-
-
-def const_array(v: SSAValue) -> np.ndarray | None:
-    """The value of `v` if it is an nn.constant (or an nn.weight whose store is visible) of at
-    most MAX_PATTERN_CONSTANT elements, else None."""
-    owner = v.owner
-    if isinstance(owner, nn.ConstantOp):
-        from ascendir.conversion.nn_to_ascend.constants_to_weights import constant_value
-
-        if np.prod(nn.shape_of(v), dtype=np.int64) > MAX_PATTERN_CONSTANT:
-            return None
-        return constant_value(owner)
-    if isinstance(owner, nn.WeightOp):
-        store = current_weights()
-        if store is None or owner.weight_name not in store:
-            return None
-        if np.prod(nn.shape_of(v), dtype=np.int64) > MAX_PATTERN_CONSTANT:
-            return None
-        return np.asarray(store[owner.weight_name])
-    return None
-
-
-def scalar_value(v: SSAValue) -> float | None:
-    """The value of `v` if it is a constant whose elements are all equal (a scalar or a splat)."""
-    a = const_array(v)
-    if a is None or a.size == 0 or a.dtype.kind not in "fiu":
+    def array(self, v: SSAValue) -> np.ndarray | None:
+        """The value of `v`, or None when it is not a readable constant."""
+        owner = v.owner
+        if isinstance(owner, nn.ConstantOp):
+            if np.prod(nn.shape_of(v), dtype=np.int64) > MAX_PATTERN_CONSTANT:
+                return None
+            return dense_value(owner.value)
+        if isinstance(owner, nn.WeightOp):
+            if self.weights is None or owner.weight_name not in self.weights:
+                return None
+            if np.prod(nn.shape_of(v), dtype=np.int64) > MAX_PATTERN_CONSTANT:
+                return None
+            return np.asarray(self.weights[owner.weight_name])
         return None
-    first = a.reshape(-1)[0]
-    return float(first) if np.all(a == first) else None
 
+    def scalar(self, v: SSAValue) -> float | None:
+        """The value of `v` if it is a constant whose elements are all equal (a scalar or a splat)."""
+        a = self.array(v)
+        if a is None or a.size == 0 or a.dtype.kind not in "fiu":
+            return None
+        first = a.reshape(-1)[0]
+        return float(first) if np.all(a == first) else None
 
-def is_scalar(v: SSAValue, value: float, rel: float = 1e-6) -> bool:
-    """True if `v` is a constant splat equal to `value` within `rel` (relative)."""
-    x = scalar_value(v)
-    return x is not None and abs(x - value) <= rel * max(1.0, abs(value))
+    def is_scalar(self, v: SSAValue, value: float, rel: float = 1e-6) -> bool:
+        """True if `v` is a constant splat equal to `value` within `rel` (relative)."""
+        x = self.scalar(v)
+        return x is not None and abs(x - value) <= rel * max(1.0, abs(value))
 
 
 def single_use(v: SSAValue) -> Operation | None:

@@ -1,0 +1,665 @@
+"""The matmul and flash-attention tiling model: one tiling type (`Tiling`, recorded on the op as
+`ascend.tiling`), the problem a matmul poses to its template (`problem_of`), what a tiling puts
+in each buffer (`buffer_needs`, `misfit`, `largest_fit`), its analytic estimate in cycles
+(`estimate`, through the interpreter's own cost formulas), the candidates and the search. The
+templates obey what this model chooses; `choose-tiling` (transforms/nn/choose_tiling.py) runs
+the search over a module and documents the fields.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field, replace
+
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, i64
+from xdsl.ir import Attribute, Operation
+
+from ascendir.hardware.align import aligned_bytes
+from ascendir.conversion.nn_to_ascend.templates.epilogue import parse_chain
+from ascendir.conversion.nn_to_ascend.templates.ffn_region import template_matmuls
+from ascendir.conversion.nn_to_ascend.templates.matmul_layout import matmul_layout
+from ascendir.dialects import nn
+from ascendir.dialects.ascend import Pipe
+from ascendir.dtypes import itemsize
+from ascendir.errors import AscendirError
+from ascendir.hardware.config import HardwareConfig
+from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles, mmad_cycles
+
+TILING_ATTR = "ascend.tiling"
+FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle")
+# Fields of an nn.attention's tiling (flash_attention template): query rows per head per item, keys per block.
+ATTENTION_FIELDS = ("br", "bc")
+# Candidate grids (elements for m / n; bytes for k, so f16 and f32 get the same K bytes).
+M_CHOICES = (16, 32, 64, 128, 256)
+N_CHOICES = (16, 32, 64, 128, 192, 256, 384)
+K_BYTES_CHOICES = (32, 64, 128, 256)
+DEPTH_CHOICES = (1, 2, 3, 4, 5, 6, 8)
+SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8)
+SWIZZLE_CHOICES = (1, 2, 4, 8, 16)
+# GM transactions are split into 128/256/512 B (S2 hardware constraints page): a tile row shorter
+# than one 128-B transaction wastes most of every burst, which the copy cost (bytes / rate) does
+# not see. So the search keeps each GM row of the A and B tiles >= 128 B unless the matrix row
+# itself is shorter.
+MIN_GM_ROW_BYTES = 128
+# Ping-pong: two L1 / L0A / L0B slots (S2 InitBuffer BUFFER_NUM = 2), one L0C accumulator.
+NBUF = 2
+# Vector tile of the split-K reduction kernel (f32 elements per AIV call): 3 such f32 / f16
+# buffers take < 1/4 of UB (192 KiB, S1) and each load moves 16 KiB, the transfer size S2 gives
+# for full GM bandwidth.
+REDUCE_TILE = 4096
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """One matmul tiling (see the module docstring for each field)."""
+
+    m: int
+    n: int
+    k: int
+    l1_depth: int = 1
+    split_k: int = 1
+    swizzle: int = 1
+
+    @property
+    def k_l1(self) -> int:
+        return self.k * self.l1_depth
+
+    def to_attr(self) -> DictionaryAttr:
+        return DictionaryAttr({f: IntegerAttr(getattr(self, f), i64) for f in FIELDS})
+
+    def text(self) -> str:
+        return ",".join(f"{f}={getattr(self, f)}" for f in FIELDS)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """`batch` products [m, k] x [k, n] (batch folded into m when B has no batch dims).
+
+    dtype: "f16" / "bf16" / "f32" operands; out_bytes: result element size; bias_bytes: bias row
+    element size (0: none); epilogue: bias or activation present (no split-K then); a_batch /
+    b_batch: how many distinct A / B matrices the batch reads (broadcast); act / residual: the
+    matmul_epilogue's activation (matmul.py's name, e.g. "vsilu") and residual add, which decide
+    the epilogue's UB tiles (epilogue_ub_bytes); ffn_up: for a gate/up matmul of an ffn region,
+    the accumulators (1 plain, 2 gated) of the `ffn_up` kernel that runs it with an [m, n] tile
+    per accumulator (lowering/ffn.py _emit_up), whose buffers it must fit (0: a matmul kernel)."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    dtype: str
+    out_bytes: int
+    bias_bytes: int = 0
+    epilogue: bool = False
+    a_batch: int = 1
+    b_batch: int = 1
+    act: str | None = None
+    residual: bool = False
+    ffn_up: int = 0
+
+    @property
+    def es(self) -> int:
+        return {"f16": 2, "bf16": 2, "f32": 4}[self.dtype]
+
+
+@dataclass
+class Estimate:
+    """Analytic cycles of one tiling (cycles of the AI Core clock) with its parts."""
+
+    cycles: float
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class SearchResult:
+    best: Tiling
+    estimate: Estimate
+    scored: int
+    seconds: float
+
+
+def _dtype_name(el: Attribute) -> str:
+    s = str(el)
+    return {"f16": "f16", "bf16": "bf16", "f32": "f32"}.get(s, s)
+
+
+def problem_of(mm: nn.MatmulOp) -> Problem:
+    """The Problem of an nn.matmul, laid out as lowering/matmul.py's emit_matmul lays it out
+    (matmul_layout; and with its epilogue when it is the matmul of a matmul_epilogue region)."""
+    lay = matmul_layout(mm.lhs.type.get_shape(), mm.rhs.type.get_shape())
+    el = mm.lhs.type.element_type
+    bias_bytes, epi, act, residual = 0, False, None, False
+    parent = mm.parent_op()
+    if isinstance(parent, nn.FusedOp):
+        block = parent.body.block
+        body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
+        # Other fused kinds (ffn, ...) give their matmuls epilogues at lowering time, and split-K
+        # cannot carry one: treat every matmul of a fused region with other ops as having one.
+        epi = len(body) > 1
+        chain = parse_chain(body, {a: a for a in block.args}) if parent.kind.data == "matmul_epilogue" else None
+        ffn = template_matmuls(parent) if parent.kind.data == "ffn" else None
+        if ffn is not None:  # what lower_ffn will emit: ffn_up (gate/up), ffn_down (down, + b2 row)
+            ups, down, parts = ffn
+            bias = parts["b1"] if mm in ups else parts["b2"]
+            bias_bytes = itemsize(bias.type.element_type) if bias is not None else 0
+            return Problem(
+                lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, True,
+                math.prod(lay.a_batch), math.prod(lay.b_batch), parts["act"] if mm in ups else None, False,
+                len(ups) if mm in ups else 0,
+            )
+        if chain is not None:  # what lower_matmul_epilogue will emit
+            e = chain[1]
+            bias_bytes = itemsize(el) if e.bias is not None else 0
+            act, residual = e.activation, e.residual is not None
+        elif parent.kind.data == "matmul_epilogue" and any(isinstance(o, nn.AddOp) for o in body):
+            bias_bytes = itemsize(el)
+    return Problem(
+        lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, epi,
+        math.prod(lay.a_batch), math.prod(lay.b_batch), act, residual,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# fit
+# ----------------------------------------------------------------------------------------------
+# What the template keeps in each space (error messages name the buffer, not just the space).
+BUFFERS = {
+    "l1": "A and B chunks, 2 slots each",
+    "l0a": "A tiles, 2 slots",
+    "l0b": "B tiles, 2 slots",
+    "l0c": "the f32 accumulator tiles",
+    "ub": "the epilogue's output tiles",
+}
+
+
+def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
+    """UB bytes per core of the matmul kernel's output stage for an [m, n] tile, as
+    lowering/matmul.py allocates them (each rounded up to the UB alignment, as KernelBuilder.alloc
+    counts them):
+
+    * split AIC / AIV (910B): UB only in a mix kernel (an activation other than ReLU, or a
+      residual): `_emit_aiv_epilogue`'s input and output tiles (+ the residual tile), output type;
+    * coupled (910A, L0C -> UB): `_OutputStage`'s f32 accumulator tile when there is any epilogue,
+      the output-type tile (unless the f32 one is it), the residual tile (+ its f32 copy), and
+      `_BiasStage`'s bias row (+ its f32 copy);
+    * ffn_up (lowering/ffn.py _emit_up, both layouts): one f32 tile per accumulator, the h tile
+      and the b1 row (+ its f32 copy)."""
+    def al(nbytes: int) -> int:
+        return aligned_bytes(target, "ub", nbytes)
+
+    tile, ob = t.m * t.n, p.out_bytes
+    if p.ffn_up:  # one f32 tile per accumulator, the h tile, the b1 row (+ its f32 copy)
+        bias = al(t.n * p.bias_bytes) + (al(t.n * 4) if p.bias_bytes != 4 else 0) if p.bias_bytes else 0
+        return p.ffn_up * al(tile * 4) + al(tile * p.es) + bias
+    if target.split:
+        mix = p.act not in (None, "vrelu") or p.residual
+        return (2 + int(p.residual)) * al(tile * ob) if mix else 0
+    wide = p.act is not None or p.bias_bytes > 0 or p.residual
+    need = al(tile * 4) if wide else 0
+    need += al(tile * ob) if not wide or ob != 4 else 0
+    if p.residual:
+        need += al(tile * ob) + (al(tile * 4) if ob != 4 else 0)
+    if p.bias_bytes:
+        need += al(t.n * p.bias_bytes) + (al(t.n * 4) if p.bias_bytes != 4 else 0)
+    return need
+
+
+def buffer_needs(p: Problem, t: Tiling, target: HardwareConfig | None = None) -> dict[str, int]:
+    """Bytes per core of each on-chip space the matmul template allocates for tiling `t` (UB:
+    the output stage's tiles, epilogue_ub_bytes; only with `target`, whose core layout decides it)."""
+    es = p.es
+    if p.ffn_up:  # nacc B tiles per slot and nacc accumulators (lowering/ffn.py _emit_up)
+        na = p.ffn_up
+        needs = {
+            "l1": NBUF * (t.m + na * t.n) * t.k_l1 * es,
+            "l0a": NBUF * t.m * t.k * es,
+            "l0b": NBUF * na * t.k * t.n * es,
+            "l0c": na * t.m * t.n * 4,
+        }
+        if target is not None:
+            needs["ub"] = epilogue_ub_bytes(p, t, target)
+        return needs
+    needs = {
+        "l1": NBUF * (t.m + t.n) * t.k_l1 * es + (t.n * p.bias_bytes if p.bias_bytes else 0),
+        "l0a": NBUF * t.m * t.k * es,
+        "l0b": NBUF * t.k * t.n * es,
+        "l0c": t.m * t.n * 4,
+    }
+    if target is not None:
+        needs["ub"] = epilogue_ub_bytes(p, t, target)
+    return needs
+
+
+def misfit(p: Problem, t: Tiling, target: HardwareConfig) -> tuple[str, int, int] | None:
+    """(space, bytes needed, bytes available) of the first buffer `t` overflows, else None."""
+    for space, need in buffer_needs(p, t, target).items():
+        cap = target.capacity(space)
+        if need > cap:
+            return space, need, cap
+    return None
+
+
+def k_chunks(p: Problem, t: Tiling) -> int:
+    """L1 chunks (k·l1_depth elements of K) the K loop has: the most K ranges split_k can make."""
+    return -(-p.k // t.k_l1)
+
+
+def splits_of(p: Problem, t: Tiling) -> int:
+    """K ranges the template actually makes for `t` (lowering/matmul.py: each split takes whole
+    L1 chunks, so a split_k that does not divide the chunks makes fewer)."""
+    per = -(-(-(-p.k // max(1, t.split_k))) // t.k_l1) * t.k_l1
+    return -(-p.k // per)
+
+
+def reduce_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
+    """UB bytes of the split-K reduction kernel (`_emit_split_k_reduce`): one f32 tile of
+    REDUCE_TILE elements per K range, plus the output-type tile when the result is not f32."""
+    splits = splits_of(p, t)
+    if splits <= 1:
+        return 0
+    e = min(REDUCE_TILE, p.batch * p.m * p.n)
+    return splits * aligned_bytes(target, "ub", e * 4) + (aligned_bytes(target, "ub", e * p.out_bytes) if p.out_bytes != 4 else 0)
+
+
+def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
+    """Why `t`'s split_k cannot be lowered (more K ranges than L1 chunks, or a reduction kernel
+    whose partial tiles overflow UB), else None."""
+    if t.split_k <= 1:
+        return None
+    if p.epilogue and splits_of(p, t) > 1:  # lowering/matmul.py refuses it: the epilogue must follow the reduction
+        return f"needs a plain matmul for split_k = {t.split_k} (this one has an epilogue, which must follow the split-K reduction)"
+    chunks = k_chunks(p, t)
+    if t.split_k > chunks:
+        return f"cannot split K = {p.k} {t.split_k} ways: it has {chunks} chunks of k·l1_depth = {t.k_l1}"
+    need, cap = reduce_ub_bytes(p, t, target), target.capacity("ub")
+    if need > cap:
+        return (f"needs {need} bytes of UB for its split-K reduction ({splits_of(p, t)} f32 partial tiles), "
+                f"{target.name} has {cap}")
+    return None
+
+
+def check_fits(p: Problem, t: Tiling, target: HardwareConfig, what: str = "matmul") -> None:
+    """Raises AscendirError when tiling `t` does not fit `target`: names the buffer, the bytes
+    needed vs available, and the largest tile that fits (`largest_fit`). Also rejects m / n not
+    multiples of 16 and k not a multiple of 32 B / element size (S3), and a split_k with more K
+    ranges than L1 chunks or whose reduction kernel overflows UB."""
+    why = fit_error(p, t, target)
+    if why is None:
+        return
+    if why.startswith("is not aligned"):
+        raise AscendirError(f"{what}: tiling {t.text()} {why}")
+    fit = largest_fit(p, t, target)
+    hint = f"; largest tile that fits: {fit.text()}" if fit is not None else "; no tile fits"
+    raise AscendirError(f"{what}: tiling {t.text()} {why}{hint}")
+
+
+def fit_error(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
+    """Why `t` cannot be lowered for `p` on `target` (check_fits' reason, without the op's name
+    and the hint: misalignment, the first buffer that overflows with its bytes needed vs
+    available, or split_misfit's reason), else None."""
+    ka = max(1, 32 // p.es)
+    if t.m % 16 or t.n % 16 or t.k % ka or min(t.m, t.n, t.k, t.l1_depth, t.split_k, t.swizzle) < 1:
+        return f"is not aligned (m, n multiples of 16, k of {ka} for {p.dtype}; S3) or has a field < 1"
+    bad = misfit(p, t, target)
+    if bad is not None:
+        space, need, cap = bad
+        return f"needs {need} bytes of {space.upper()} ({BUFFERS[space]}), {target.name} has {cap}"
+    return split_misfit(p, t, target)
+
+
+def largest_fit(p: Problem, t: Tiling, target: HardwareConfig, hold: frozenset[str] = frozenset()) -> Tiling | None:
+    """The largest tiling no field of which exceeds `t`'s that fits `target` (every buffer, and
+    split_k's checks): "largest" orders by the output tile m·n (its operand reuse), then k, then
+    l1_depth, then split_k (one the template makes exactly: whole L1 chunks per K range), then
+    the fewest fields changed from `t`, then the larger n; m and n are multiples of 16, k of
+    32 B / element size; swizzle is kept, and so are the fields named in `hold` (complete: the
+    forced ones). None when not even 16 x 16 x 32 B fits."""
+    ka = max(1, 32 // p.es)
+    cap = {s: target.capacity(s) for s in ("l1", "l0a", "l0b", "l0c")}
+    best = None
+    # no m (n) beyond what one L0C accumulator holds next to a 16-wide n (m): the loops stay short
+    # whatever `t` asks for (m=4096 or m=10**9)
+    top = max(16, cap["l0c"] // (16 * 4))
+    ms = [t.m] if "m" in hold else range(max(16, min(t.m, top) - min(t.m, top) % 16), 15, -16)
+    ns = [t.n] if "n" in hold else range(max(16, min(t.n, top) - min(t.n, top) % 16), 15, -16)
+    for m in ms:
+        for n in ns:
+            if m * n * 4 > cap["l0c"]:
+                continue
+            b = n * p.bias_bytes if p.bias_bytes else 0
+            # k: the largest that fits L0A, L0B and one L1 chunk; then the deepest L1 staging
+            k = min(t.k, cap["l0a"] // (NBUF * m * p.es), cap["l0b"] // (NBUF * n * p.es),
+                    (cap["l1"] - b) // (NBUF * (m + n) * p.es))
+            k -= k % ka
+            if "k" in hold:
+                k = t.k if k >= t.k else 0
+            if k < ka:
+                continue
+            depth = min(t.l1_depth, (cap["l1"] - b) // (NBUF * (m + n) * k * p.es))
+            if "l1_depth" in hold and depth != t.l1_depth:
+                continue
+            c = Tiling(m, n, k, depth, 1, t.swizzle)
+            sk = t.split_k
+            # the largest split_k the template makes exactly (a larger one rounds to fewer ranges)
+            while sk > 1 and (split_misfit(p, replace(c, split_k=sk), target) is not None or splits_of(p, replace(c, split_k=sk)) != sk):
+                sk -= 1
+            if "split_k" in hold and sk != t.split_k:
+                continue
+            c = replace(c, split_k=sk)
+            if misfit(p, c, target) is not None:
+                continue
+            changed = sum(getattr(c, f) != getattr(t, f) for f in FIELDS)
+            key = (m * n, k, depth, sk, -changed, n)
+            if best is None or key > best[0]:
+                best = (key, c)
+    return best[1] if best else None
+
+
+# ----------------------------------------------------------------------------------------------
+# analytic cost (interpreter cost pieces, no simulation)
+# ----------------------------------------------------------------------------------------------
+class _Arr:
+    """Shape / dtype stand-in for cost.mmad's operands (it reads only these)."""
+
+    __slots__ = ("shape", "dtype", "itemsize")
+
+    def __init__(self, shape, dtype, size):
+        self.shape, self.dtype, self.itemsize = shape, dtype, size
+
+
+def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
+    """Cycles of the matmul template's kernel(s) for tiling `t` (see the module docstring).
+
+    Per work item (one output tile over one K range): M = steps·mmad, MTE1 = steps·(2 start-ups
+    + A/B bytes at l1_to_l0a/b), MTE2 = loads·(2 nd2nz start-ups + bytes at the L2-hit or HBM
+    rate of CostEnv.gm_rate with the launch's HBM share), FIX = L0C tile at l0c_to_gm (910A: L0C -> UB -> GM). Ping-pong
+    overlaps MTE2 / MTE1 / M; the single L0C serialises M and FIX: item = max(MTE2, MTE1, M + FIX).
+    A core runs ceil(items / block_dim) items after a fill (one load + its GM latency). The
+    kernel is max(core, bandwidth floor) + launch head; split-K adds a vector reduction kernel.
+    """
+    es, dt = p.es, p.dtype
+    mm_, nn_ = min(t.m, p.m), min(t.n, p.n)  # valid rows / columns of a tile (copy bytes use them)
+    tm, tn = -(-p.m // t.m), -(-p.n // t.n)
+    ks = -(-p.k // t.split_k)
+    ks = -(-ks // t.k_l1) * t.k_l1  # K per split, whole L1 chunks (the template's split grain)
+    splits = -(-p.k // ks)
+    items = p.batch * tm * tn * splits
+    cores = target.num_aic
+    bd = min(cores, items)
+    share = target.hbm_bytes_per_cycle / bd
+    env = CostEnv(target, share)
+    k_item = p.k / splits
+    n_l0 = math.ceil(k_item / t.k)
+    n_l1 = math.ceil(k_item / t.k_l1)
+    kc = min(t.k_l1, p.k)
+    st = target.startup
+    mmad = n_l0 * mmad_cycles(target, dt, t.m, t.n, t.k)
+    mte1 = n_l0 * (2 * st["mte1"] + t.m * t.k * es / target.rate("l1", "l0a") + t.k * t.n * es / target.rate("l1", "l0b"))
+    a_bytes = mm_ * kc * es  # per L1 load
+    b_bytes = kc * nn_ * es
+    out_bytes = 4 if splits > 1 else p.out_bytes
+    if target.split:
+        fix = _copy_startup(target, Pipe.FIX, None) + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm")
+    else:  # no FixPipe (910A, S1): L0C -> UB on the vector pipe, UB -> GM on MTE3
+        fix = (_copy_startup(target, Pipe.V, None) + t.m * t.n * 4 / target.rate("l0c", "ub") + _copy_startup(target, Pipe.MTE3, None)
+               + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
+    nd2nz = _copy_startup(target, Pipe.MTE2, "nd2nz")
+    r_hit = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", True)
+    r_miss = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", False)
+
+    def item_cycles(ha: float, hb: float) -> tuple[float, float]:
+        mte2 = n_l1 * (2 * nd2nz + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * (hb / r_hit + (1 - hb) / r_miss))
+        return max(mte2, mte1, mmad + fix), mte2
+
+    # L2 (interpreter/l2.py): a re-read hits when the previous read of the same tile is at most
+    # `window` cycles back. Items run in waves of bd; with swizzle s the A panel of a row is
+    # re-read s items later, the B panel of a column at once by the other rows of the group and
+    # s·tn items later by the next group (s = 1: row-major, B re-read tn items later).
+    window = target.memory.l2_bytes / target.hbm_bytes_per_cycle
+    s = min(t.swizzle, tm)
+    t_item, _ = item_cycles(1.0, 1.0)
+
+    def hits(distance_items: float) -> bool:
+        return distance_items / bd * t_item <= window
+
+    reads_a = tn  # reads of each A panel (per split, per batch)
+    reads_b = tm
+    hit_a = (reads_a - 1) if hits(s) else 0
+    groups = -(-tm // s)
+    hit_b = (reads_b - groups) + ((groups - 1) if hits(s * tn) else 0)
+    ha = hit_a / reads_a
+    hb = hit_b / reads_b
+    t_item, mte2 = item_cycles(ha, hb)
+    per_core = -(-items // bd)
+    fill = n_l1 and (2 * nd2nz + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
+    core = per_core * t_item + fill + env.gm_latency("l0c", "gm")
+    gm_read = items * n_l1 * (a_bytes + b_bytes)
+    l2_hit = items * n_l1 * (a_bytes * ha + b_bytes * hb)
+    gm_write = p.batch * tm * tn * splits * mm_ * nn_ * out_bytes
+    floor = bandwidth_bound_cycles(gm_read, gm_write, target, l2_hit)
+    body = max(core, floor)
+    parts = {"b_regroup_misses": float(groups > 1 and not hits(s * tn)), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,
+             "block_dim": bd, "items_per_core": per_core, "l2_hit_rate": l2_hit / gm_read if gm_read else 0.0}
+    total = body + target.kernel_launch_cycles
+    if splits > 1:
+        red = _reduce_cycles(p, splits, target)
+        parts["reduce"] = red
+        total += red
+    return Estimate(total, parts)
+
+
+def _reduce_cycles(p: Problem, splits: int, target: HardwareConfig) -> float:
+    """The split-K reduction kernel (lowering/matmul.py `_emit_split_k_reduce`): AIV tiles of
+    REDUCE_TILE elements, `splits` f32 loads (L2 hits: the partials were just written, write-
+    allocate), splits-1 vadds (+ vcast), one store; launch head on top."""
+    total = p.batch * p.m * p.n
+    tiles = -(-total // REDUCE_TILE)
+    bd = min(target.num_aiv, tiles)
+    env = CostEnv(target, target.hbm_bytes_per_cycle / bd)
+    e = min(REDUCE_TILE, total)
+    load = _copy_startup(target, Pipe.MTE2, None) + e * 4 / env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
+    store = _copy_startup(target, Pipe.MTE3, None) + e * p.out_bytes / env.gm_rate(target.rate("ub", "gm"), "ub", "gm")
+    per_tile = splits * load + store  # MTE2 dominates; V (vadd 256 B/cycle) is far below it
+    core = -(-tiles // bd) * per_tile + env.gm_latency("gm", "ub", True) + env.gm_latency("ub", "gm")
+    floor = bandwidth_bound_cycles(total * 4 * splits, total * p.out_bytes, target, total * 4 * splits)
+    return max(core, floor) + target.kernel_launch_cycles
+
+
+# ----------------------------------------------------------------------------------------------
+# search
+# ----------------------------------------------------------------------------------------------
+def candidates(p: Problem, target: HardwareConfig, swizzles: tuple[int, ...] = SWIZZLE_CHOICES):
+    """Every aligned tiling that fits `target` (see the module docstring for the grids), with
+    swizzle from `swizzles`."""
+    es = p.es
+    ka = max(1, 32 // es)
+    m16, n16, kal = -(-p.m // 16) * 16, -(-p.n // 16) * 16, -(-p.k // ka) * ka
+    ms = sorted({min(x, m16) for x in M_CHOICES})
+    min_n = min(n16, -(-MIN_GM_ROW_BYTES // es // 16) * 16)  # B rows of >= 128 B (S2)
+    ns = sorted({min(x, n16) for x in N_CHOICES if min(x, n16) >= min_n})
+    ks_ = sorted({min(b // es, kal) for b in K_BYTES_CHOICES if b // es >= ka})
+    for bm in ms:
+        tm = -(-p.m // bm)
+        for bn in ns:
+            if bm * bn * 4 > target.capacity("l0c"):
+                continue
+            for bk in ks_:
+                for depth in DEPTH_CHOICES:
+                    if depth > 1 and bk * depth > kal * 2:
+                        continue
+                    if depth * bk * es < min(MIN_GM_ROW_BYTES, kal * es):  # A rows of >= 128 B (S2)
+                        continue
+                    for sk in SPLIT_K_CHOICES:
+                        if sk > 1 and (p.epilogue or p.batch > 1 or depth * bk * sk > kal):
+                            continue
+                        for sw in swizzles:
+                            if sw > 1 and sw >= tm * 2:
+                                continue
+                            t = Tiling(bm, bn, bk, depth, sk, sw)
+                            if misfit(p, t, target) is None:
+                                yield t
+
+
+def search(p: Problem, target: HardwareConfig) -> SearchResult:
+    """The candidate with the fewest estimated cycles (ties: fewer splits, then larger tiles).
+
+    Raises:
+        AscendirError: when no candidate fits (not even 16 x 16 x 32 B tiles)."""
+    t0 = time.perf_counter()
+    best, best_e, n = None, None, 0
+    tm_max = -(-p.m // 16)
+    for t1 in candidates(p, target, (1,)):
+        # swizzle only changes B panels re-read by a later row group: try it only when the
+        # row-major order misses them (estimate flag), and only up to the tile rows there are
+        tm = -(-p.m // t1.m)
+        for sw in SWIZZLE_CHOICES:
+            if sw > 1 and (sw >= 2 * tm or sw > tm_max):
+                continue
+            t = t1 if sw == 1 else replace(t1, swizzle=sw)
+            n += 1
+            e = estimate(p, t, target)
+            key = (round(e.cycles), t.split_k, t.swizzle, -t.m * t.n, -t.k_l1, -t.k)
+            if best_e is None or key < best_e[0]:
+                best, best_e = t, (key, e)
+            if sw == 1 and not e.parts["b_regroup_misses"]:
+                break
+    if best is None:
+        raise AscendirError(f"matmul {p.m}x{p.k}x{p.n} {p.dtype}: no tiling fits {target.name}")
+    return SearchResult(best, best_e[1], n, time.perf_counter() - t0)
+
+
+# The alignment every op's field needs whatever its shape and dtype (S3): m, n, bc multiples of
+# 16 rows / columns, k of 32 B of the widest operand (f32: 8 elements; f16 / bf16 need 16,
+# checked per op by check_fits). br is checked per attention (flash_attention.forced: Br = Sq
+# is allowed below 16 queries). Checked up front so no path (CLI, pass option, IR attribute)
+# reaches a template or cost formula with a zero, negative or misaligned tile.
+FIELD_ALIGN = {"m": 16, "n": 16, "k": 8, "bc": 16}
+_ENTRY = re.compile(r"([a-z_0-9]+)=(-?[0-9]+)", re.ASCII)
+
+
+def check_fields(fields: dict[str, int], where: str) -> None:
+    """Raises AscendirError (`{where}: ...`) for a field < 1 or one off FIELD_ALIGN."""
+    for key, v in fields.items():
+        if v < 1:
+            raise AscendirError(f"{where}: {key}={v} must be >= 1")
+        a = FIELD_ALIGN.get(key)
+        if a and v % a:
+            raise AscendirError(f"{where}: {key}={v} is not aligned ({key} must be a multiple of {a}; S3)")
+
+
+def parse_tiling(spec: str, source: str = "--tiling") -> dict[str, int]:
+    """`"m=128,n=128,k=64,br=64"` -> {"m": 128, ...}; keys from FIELDS (matmul) and
+    ATTENTION_FIELDS (flash attention). Entries are separated by `,` (or `;`); whitespace around
+    an entry, key or value is ignored (`"m = 128, n=64"` is `"m=128,n=64"`); values are plain
+    decimal integers >= 1, aligned as FIELD_ALIGN says. `source` names where the spec came from in
+    errors (`--tiling`, or `choose-tiling` for that pass's option).
+
+    Raises:
+        AscendirError: an unknown or repeated key, an empty entry, a value that is not a decimal
+            integer, < 1 or misaligned."""
+    out: dict[str, int] = {}
+    keys = ", ".join(FIELDS + ATTENTION_FIELDS)
+    where = f"bad --tiling '{spec}'" if source == "--tiling" else f'bad {source} option tiling="{spec}"'
+    for part in (s.strip() for s in spec.replace(";", ",").split(",")):
+        if not part:
+            raise AscendirError(f"{where}: empty entry (expected KEY=INT,KEY=INT..., KEY in {keys})")
+        m = _ENTRY.fullmatch(re.sub(r"\s*=\s*", "=", part, count=1))
+        if m is None or m.group(1) not in FIELDS + ATTENTION_FIELDS:
+            raise AscendirError(f"{where}: bad entry '{part}' (expected KEY=INT, KEY in {keys})")
+        key = m.group(1)
+        if key in out:
+            raise AscendirError(f"{where}: key '{key}' given twice")
+        out[key] = int(m.group(2))
+    check_fields(out, where)
+    return out
+
+
+def _fields(attr: Attribute | None, allowed: tuple[str, ...], what: str) -> dict[str, int] | None:
+    if attr is None:
+        return None
+    # `what` names the op: its kind, or the caller's description (`nn.matmul #3 ('/0/Gemm')`)
+    where = f"{TILING_ATTR} of {what}" if what in ("nn.matmul", "nn.attention") else f"{what}: {TILING_ATTR}"
+    if not isinstance(attr, DictionaryAttr):
+        raise AscendirError(f"{where} must be a dictionary {{{' = .., '.join(allowed)} = ..}}, got {attr}")
+    out = {}
+    for key, v in attr.data.items():
+        if key not in allowed or not isinstance(v, IntegerAttr):
+            raise AscendirError(f"{where}: bad entry {key} = {v} (integers for {', '.join(allowed)})")
+        out[key] = v.value.data
+    check_fields(out, where)
+    return out
+
+
+def tiling_from_attr(attr: Attribute | None, what: str = "nn.matmul") -> dict[str, int] | None:
+    """The fields of an nn.matmul's `ascend.tiling` dictionary attribute (None when absent);
+    `what` names the op in errors.
+
+    Raises:
+        AscendirError: a key not in FIELDS, a value that is not an integer, < 1 or misaligned."""
+    return _fields(attr, FIELDS, what)
+
+
+def attention_fields(attr: Attribute | None, what: str = "nn.attention") -> dict[str, int] | None:
+    """The fields of an nn.attention's `ascend.tiling` ({br = .., bc = ..}; None when absent);
+    `what` names the op in errors.
+
+    Raises:
+        AscendirError: a key not in ATTENTION_FIELDS, a value that is not an integer or < 1."""
+    return _fields(attr, ATTENTION_FIELDS, what)
+
+
+def attention_attr(br: int, bc: int) -> DictionaryAttr:
+    return DictionaryAttr({"br": IntegerAttr(br, i64), "bc": IntegerAttr(bc, i64)})
+
+
+def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: bool = False):
+    """A full Tiling from user fields: missing m / n / k / l1_depth from the search's best
+    candidate with the given fields held fixed (a given value off the grid: the grid's candidates
+    with it substituted, those that fit; when none fits, the largest tile around the given fields
+    that fits, else the given ones with the template defaults, which check_fits then rejects),
+    split_k / swizzle default 1. With `count`: (tiling, candidates scored)."""
+    if set(FIELDS) <= set(fields):  # fully specified (e.g. written by annotate): nothing to search
+        t = Tiling(**{f: fields[f] for f in FIELDS})
+        return (t, 0) if count else t
+    best, n = None, 0
+    grid = list(candidates(p, target)) if p.dtype in target.cube.k_per_cycle else []
+    for t in grid:
+        if all(getattr(t, f) == v for f, v in fields.items()):
+            e = estimate(p, t, target).cycles
+            n += 1
+            if best is None or e < best[0]:
+                best = (e, t)
+    if best is None and grid:
+        # a given value off the search grid (m=272, l1_depth=13, ...): the grid's other fields
+        # around it, every combination that can be lowered
+        for t in sorted({replace(c, **fields) for c in grid if c.swizzle == 1}, key=Tiling.text):
+            if fit_error(p, t, target) is None:
+                e = estimate(p, t, target).cycles
+                n += 1
+                if best is None or e < best[0]:
+                    best = (e, t)
+    if best is not None:
+        t = best[1]
+    else:
+        es = p.es
+        base = {"m": min(128, -(-p.m // 16) * 16), "n": min(256, -(-p.n // 16) * 16), "k": 128 // es, "l1_depth": 1, "split_k": 1, "swizzle": 1}
+        base.update(fields)
+        t = Tiling(**base)
+        if fit_error(p, t, target) is not None and not fit_error(p, t, target).startswith("is not aligned"):
+            # the largest completion around the given fields, if any fits (else `t` and its error)
+            fit = largest_fit(p, t, target, frozenset(fields))
+            if fit is not None and fit_error(p, fit, target) is None:
+                t = fit
+    return (t, n) if count else t
+
+
+def tiling_for_op(op: Operation, p: Problem, target: HardwareConfig, what: str) -> Tiling | None:
+    """The Tiling an op's `ascend.tiling` attribute asks for (completed and checked), or None."""
+    fields = tiling_from_attr(op.attributes.get(TILING_ATTR), what)
+    if fields is None:
+        return None
+    t = complete(p, fields, target)
+    check_fits(p, t, target, what)
+    return t
