@@ -46,6 +46,15 @@ class SearchStats:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class DeclinedRegion:
+    """An `nn.fused` region its kind's template declined, so it was lowered op by op."""
+
+    region: str  # as errors name it: `nn.fused #5 (ffn, from '/mlp/fc1/Gemm')`
+    kind: str
+    reason: str
+
+
 @dataclass
 class Session:
     """State one pipeline run shares between its passes and its caller.
@@ -58,12 +67,15 @@ class Session:
         echo_notes: print each note to stderr as `note: ...` when it is left (the Python API's
             default: nobody else would show it); the CLI tools collect and print them instead.
         search_log: choose-tiling's SearchStats per op kind ("matmul", "attention").
+        declined: the regions convert-nn-to-ascend lowered op by op because their template
+            declined them, with the template's reason.
     """
 
     weights: WeightStore | None = None
     notes: list[str] = field(default_factory=list)
     echo_notes: bool = False
     search_log: dict[str, SearchStats] = field(default_factory=dict)
+    declined: list[DeclinedRegion] = field(default_factory=list)
 
     def note(self, message: str) -> None:
         """Leave `message` (one line, starting with the pass name) for the user."""

@@ -288,7 +288,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
                 f"{model} was lowered for {chip} ({getattr(arch, 'data', arch)}), --target {hw.name} is {hw.arch}: compile the model for it"
             )
     bounds = {} if is_lowered(module) else gather_bounds(main_func(module))
-    log = {}
+    log, declined = {}, []
     if not is_lowered(module):
         checks = None
         if verify_numerics:
@@ -296,6 +296,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         session = run_passes(module, parse_pipeline(pipeline, f"O{opt_level}", target, tiling), weights, checks)
         log = session.search_log
         lower(module, weights, target, session)
+        declined = session.declined
     if inputs:
         feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32")
     else:  # timing-only moves no data: no need to make (possibly huge) random inputs
@@ -308,6 +309,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
 
     if log:  # what choose-tiling scored (the report's table prints it too)
         result.report["tiling_search"] = log_json(log)
+    if declined:  # regions lowered op by op because their template declined them
+        result.report["declined"] = [{"region": d.region, "kind": d.kind, "reason": d.reason} for d in declined]
 
     from ascendir.dtypes import numpy_native
 

@@ -84,6 +84,7 @@ REPORT = Obj(
                         required=("cube_flops_per_s", "vector_flops_per_s", "hbm_Bps", "l2_Bps")),
         "gm_footprint": Obj({p: COUNT for p in ("weights", "inputs", "outputs", "arena", "total", "live_peak")}),
         "tiling_search": MapOf(Obj({"ops": COUNT, "searches": COUNT, "candidates": COUNT, "seconds": NUM})),
+        "declined": ListOf(Obj({"region": STR, "kind": STR, "reason": STR}, required=("region", "kind", "reason"))),
     },
     required=("target", "total_cycles", "total_seconds", "clock_hz", "kernels"),
 )

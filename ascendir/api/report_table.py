@@ -52,6 +52,9 @@ def render(report: dict, console: Console, top: int = 25) -> None:
                  for kind, v in search.items() if isinstance(v, dict)]
         secs = sum(v.get("seconds", 0.0) for v in search.values() if isinstance(v, dict))
         console.print(f"[bold]choose-tiling[/] {', '.join(parts)} scored in {secs:.3f} s")
+    for d in report.get("declined") or []:  # fused regions their template did not take
+        if isinstance(d, dict):
+            console.print(f"[bold]declined[/] {d.get('region')}: {d.get('reason')} (lowered op by op)")
 
     kernels = sorted(report["kernels"], key=lambda k: -k["cycles"])
     t = Table(title=f"kernels (top {min(top, len(kernels))} of {len(kernels)} by cycles)")

@@ -32,11 +32,12 @@ from xdsl.passes import ModulePass
 
 from ascendir.dialects import ascend, nn
 from ascendir.errors import AscendirError
+from ascendir.session import DeclinedRegion, Session, session_of
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.conversion.nn_to_ascend import kernel_reuse
 from ascendir.conversion.nn_to_ascend.decompose_attention import DecomposeAttention
 from ascendir.conversion.nn_to_ascend.registry import FUSED_TEMPLATES, TEMPLATES
-from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, gm_type
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, gm_type
 
 
 def describe(op: Operation, index: int) -> str:
@@ -99,12 +100,14 @@ def lower_op(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> l
 
 
 def lower_fused(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue]:
-    """The kind's template, or the body op by op when the kind has none (or declines)."""
+    """The kind's template, or the body op by op when the kind has none (or its template
+    declines: the region and the reason go to `ctx.declined`)."""
     template = FUSED_TEMPLATES.get(op.kind.data)
     if template is not None:
         results = template(ctx, op, operands)
-        if results is not None:
+        if not isinstance(results, Declined):
             return results
+        ctx.declined.append((ctx.current, op.kind.data, results.reason))
     outer = ctx.current
     block = op.body.block
     for arg, buf in zip(block.args, operands):
@@ -116,8 +119,10 @@ def lower_fused(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) 
     return [ctx.gm(v) for v in term.values]
 
 
-def lower_module(module: ModuleOp, target: HardwareConfig) -> None:
-    """Replace the nn `@main` of `module` by kernels and a host `@main`, in place.
+def lower_module(module: ModuleOp, target: HardwareConfig, session: Session | None = None) -> None:
+    """Replace the nn `@main` of `module` by kernels and a host `@main`, in place. Each region a
+    template declined goes to `session.declined` and, as a note, to `session.notes` (once per
+    distinct region: identical regions replay the first one's kernels).
 
     Raises:
         AscendirError: no @main, non-tensor signature, or any lowering error.
@@ -144,6 +149,10 @@ def lower_module(module: ModuleOp, target: HardwareConfig) -> None:
     )
     module.body.block.insert_ops_before([*ctx.kernels, new_main], main)
     module.body.block.erase_op(main)
+    if session is not None:
+        for where, kind, reason in ctx.declined:
+            session.declined.append(DeclinedRegion(where, kind, reason))
+            session.note(f"convert-nn-to-ascend: {where}: the {kind} template declines it: {reason}; lowered op by op")
     module.attributes[ascend.ARCH_ATTR] = StringAttr(target.arch)
     module.attributes["ascend.target"] = StringAttr(target.name)
 
@@ -162,4 +171,4 @@ class ConvertNNToAscend(ModulePass):
         # template of its own: decompose it here too, so ascendir-opt lowers what `ascendir
         # compile` lowers (the driver already ran this before moving constants into the store).
         DecomposeAttention(target=self.target).apply(ctx, op)
-        lower_module(op, load_target(self.target))
+        lower_module(op, load_target(self.target), session_of(ctx))

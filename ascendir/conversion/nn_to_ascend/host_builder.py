@@ -9,6 +9,7 @@ to @main in program order.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import MemRefType, TensorType
@@ -38,6 +39,15 @@ def elem(v: SSAValue) -> Attribute:
     return v.type.element_type
 
 
+@dataclass(frozen=True)
+class Declined:
+    """A fused-kind template's refusal of a region, with its reason (one line: what in the body
+    the template does not take). convert-nn-to-ascend then lowers the body op by op and lists the
+    region with this reason in the session (the run report's `declined`)."""
+
+    reason: str
+
+
 class LoweringContext:
     """State of one convert-nn-to-ascend run.
 
@@ -49,6 +59,8 @@ class LoweringContext:
     def __init__(self, target: HardwareConfig, host: Block):
         self.target = target
         self.host = host
+        # (region as errors name it, kind, reason) of each region a template declined
+        self.declined: list[tuple[str, str, str]] = []
         self.kernels: list[ascend.KernelOp] = []
         self.values: dict[SSAValue, SSAValue] = {}
         self._names: dict[str, int] = {}

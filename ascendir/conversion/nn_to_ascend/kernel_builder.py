@@ -34,7 +34,6 @@ from ascendir.errors import AscendirError
 
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
 from ascendir.hardware.align import aligned_bytes
-from ascendir.hardware.config import HardwareConfig
 
 Index = int | SSAValue
 

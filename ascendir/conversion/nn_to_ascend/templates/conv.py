@@ -39,7 +39,7 @@ from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.conversion.nn_to_ascend.templates.elementwise import VectorMap, emit_activation, emit_vector_map, ub_budget, vector_cores
-from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
 from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul
@@ -184,19 +184,19 @@ def lower_conv2d(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) 
     return [emit_conv2d(ctx, op, operands)]
 
 
-def lower_conv_activation(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
+def lower_conv_activation(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | Declined:
     """Template of `nn.fused {kind = "conv_activation"}` (fuse-conv-activation): conv2d then one
-    activation of `conv_activation_of`, the activation applied in the conv's epilogue; None for
+    activation of `conv_activation_of`, the activation applied in the conv's epilogue; Declined for
     another body."""
     block = op.body.block
     body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
     if len(body) != 2 or not isinstance(body[0], nn.Conv2dOp) or len(op.outputs) != 1:
-        return None
+        return Declined("the body is not one nn.conv2d and one activation with one output")
     conv, a = body
     act = conv_activation_of(a)
     args = dict(zip(block.args, operands))
     if act is None or a.operands[0] != conv.result or any(v not in args for v in conv.operands):
-        return None
+        return Declined(f"{a.name} after the conv is not an activation its epilogue applies to the conv's result")
     return [emit_conv2d(ctx, conv, [args[v] for v in conv.operands], act)]
 
 

@@ -66,7 +66,7 @@ from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
 from ascendir.conversion.nn_to_ascend.templates import ffn_fused
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
-from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul import (
     DOUBLE_BUFFER, NO_FP32_CUBE, MatmulTiling, _by_parity, _mmad, choose_tiling, emit_matmul,
@@ -104,10 +104,10 @@ def _recorded_tiling(ctx: LoweringContext, mm: nn.MatmulOp) -> Tiling | None:
     return tiling_for_op(mm, problem_of(mm), ctx.target, _matmul_name(ctx, mm))
 
 
-def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
+def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | Declined:
     """Lower an ffn region to the fused kernel or `ffn_up` + `ffn_down`, whichever `choose_plan`
     estimates faster (see the module docstring); a body of another shape falls back to
-    per-projection epilogues (returns None).
+    per-projection epilogues (returns Declined).
 
     Raises:
         AscendirError: fp32 / bf16 on a cube without them (910A), tiles that do not fit.
@@ -116,7 +116,8 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
     parts = parse_ffn(op, dict(zip(block.args, operands)))
     if parts is None or len(op.outputs) != 1:
         _per_projection(op)
-        return None
+        return Declined("the body is not a gated (gate, up, activation, mul, down) or plain (up, activation, down) "
+                        "FFN with one output; each projection lowers with its own epilogue")
     x, wg, wd = parts["x"], parts["wg"], parts["wd"]
     el = elem(x)
     if ctx.target.arch in NO_FP32_CUBE and el != f16:

@@ -108,7 +108,7 @@ from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
-from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, aligned_bytes, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul import NO_FP32_CUBE
 
@@ -560,9 +560,9 @@ def _v(name: str) -> type:
 # ----------------------------------------------------------------------------------------------
 # the template
 # ----------------------------------------------------------------------------------------------
-def lower_flash_attention(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
+def lower_flash_attention(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | Declined:
     """Lower a flash_attention region (body: one nn.attention of the region's arguments) to one
-    kernel (plus a combine kernel for a KV split); None when the body is not that.
+    kernel (plus a combine kernel for a KV split); Declined when the body is not that.
 
     Raises:
         AscendirError: fp32/bf16 on a cube without them (910A: f16 only), or no tile fits.
@@ -570,16 +570,16 @@ def lower_flash_attention(ctx: LoweringContext, op: nn.FusedOp, operands: list[S
     block = op.body.block
     body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
     if len(body) != 1 or not isinstance(body[0], nn.AttentionOp) or len(op.outputs) != 1:
-        return None
+        return Declined("the body is not one nn.attention with one output")
     att = body[0]
     args = dict(zip(block.args, operands))
     if any(v not in args for v in att.operands):
-        return None
+        return Declined("an operand of the attention is computed inside the region")
     q, k, v = args[att.q], args[att.k], args[att.v]
     mask = args[att.mask] if att.mask is not None else None
     el = elem(q)
     if not isinstance(el, AnyFloat):
-        return None
+        return Declined(f"{el} attention: the template computes in floats")
     if ctx.target.arch in NO_FP32_CUBE and el != f16:
         raise ctx.error(
             f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "

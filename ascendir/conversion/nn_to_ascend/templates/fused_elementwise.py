@@ -23,7 +23,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from ascendir.dialects import nn
 from ascendir.patterns import fuse_ops, program_order
 from ascendir.conversion.nn_to_ascend.templates.elementwise import ELEMENTWISE, emit_vector_kernel, vector_map_of
-from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder
 
 
@@ -48,18 +48,19 @@ class _TempPool:
 
 def lower_fused_elementwise(
     ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]
-) -> list[SSAValue] | None:
-    """Lower an elementwise region to one vector kernel (see the module docstring), or None."""
+) -> list[SSAValue] | Declined:
+    """Lower an elementwise region to one vector kernel (see the module docstring), or Declined."""
     block = op.body.block
     body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
     recipes = [vector_map_of(o) for o in body]
     term = block.last_op
     out_shape = shape(op.outputs[0])
     if any(r is None for r in recipes) or not isinstance(term, nn.YieldOp):
-        return None
+        bad = next((o.name for o, r in zip(body, recipes) if r is None), "the terminator")
+        return Declined(f"{bad} has no vector recipe")
     outputs: list[SSAValue] = list(term.values)
     if any(shape(o) != out_shape for o in op.outputs) or any(v.owner not in body for v in outputs):
-        return None
+        return Declined("the outputs differ in shape, or one is not computed in the region")
 
     # Plan: where each value lives ("in", i) / ("out", j) / ("tmp", k); temps of op i.
     where: dict[SSAValue, tuple[str, int]] = {a: ("in", i) for i, a in enumerate(block.args)}

@@ -47,13 +47,13 @@ import math
 from xdsl.ir import SSAValue
 
 from ascendir.dialects import nn
-from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.templates.epilogue import parse_chain
 from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, tiling_of
 
 
-def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
-    """Lower a matmul_epilogue region to one cube (or mix) kernel, or None if its body is not
+def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | Declined:
+    """Lower a matmul_epilogue region to one cube (or mix) kernel, or Declined if its body is not
     matmul [+ row bias] [+ ReLU/GELU/SiLU] [+ residual]."""
     block = op.body.block
     body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
@@ -61,11 +61,11 @@ def lower_matmul_epilogue(ctx: LoweringContext, op: nn.FusedOp, operands: list[S
     parsed = parse_chain(body, args)
     term = block.last_op
     if parsed is None or len(op.outputs) != 1 or not isinstance(term, nn.YieldOp) or list(term.values) != [body[-1].results[0]]:
-        return None
+        return Declined("the body is not matmul [+ row bias] [+ ReLU/GELU/SiLU] [+ residual] yielding its last value")
     mm, epilogue = parsed
     out = op.outputs[0]
     if mm.lhs not in args or math.prod(shape(out)) != math.prod(shape(mm.result)):
-        return None
+        return Declined("the matmul's lhs is computed in the region, or the output is not the matmul's size")
     return [
         emit_matmul(
             ctx, args[mm.lhs], args[mm.rhs], shape(out), elem(out), epilogue, base="matmul_epilogue",

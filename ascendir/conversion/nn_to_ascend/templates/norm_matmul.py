@@ -35,15 +35,15 @@ import math
 from xdsl.ir import SSAValue
 
 from ascendir.dialects import nn
-from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.templates.matmul import Product, emit_matmul, emit_matmuls
 from ascendir.conversion.nn_to_ascend.templates.epilogue import parse_chain
 from ascendir.conversion.nn_to_ascend.templates.reduction import normalize
 from ascendir.conversion.nn_to_ascend.templates.epilogue import match_chain
 
 
-def lower_norm_matmul(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | None:
-    """Lower a norm_matmul region to a norm kernel and one grouped cube kernel, or None if its
+def lower_norm_matmul(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | Declined:
+    """Lower a norm_matmul region to a norm kernel and one grouped cube kernel, or Declined if its
     body is not norm [+ reshape] + projections with their epilogue chains (see the module
     docstring).
 
@@ -54,10 +54,10 @@ def lower_norm_matmul(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAVa
     args = dict(zip(block.args, operands))
     ops = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
     if not ops or not isinstance(ops[0], (nn.RmsNormOp, nn.LayerNormOp)):
-        return None
+        return Declined("the body does not start with nn.rms_norm or nn.layer_norm")
     norm = ops[0]
     if any(v not in args for v in norm.operands):
-        return None
+        return Declined("an operand of the norm is computed inside the region")
     lhs = norm.results[0]
     if len(ops) > 1 and isinstance(ops[1], nn.ReshapeOp) and ops[1].input == lhs:
         lhs = ops[1].result
@@ -66,7 +66,8 @@ def lower_norm_matmul(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAVa
     covered = sum(len(c) for c in chains) + (2 if lhs is not norm.results[0] else 1)
     yields = list(block.last_op.values)
     if covered != len(ops) or set(ends) != set(yields) or len(yields) != len(ends) or None in ends.values():
-        return None
+        return Declined("the body is not the norm [+ reshape] and projections of its result with their epilogue chains, "
+                        "each chain yielded")
     products = [Product(args[ends[y][0].rhs], shape(y), elem(y), ends[y][1]) for y in yields]
     xn = normalize(ctx, norm, *[args[v] for v in norm.operands], rms=isinstance(norm, nn.RmsNormOp),
                    base="norm_matmul_norm")[0]
