@@ -80,15 +80,15 @@ def _passes_ping_pong(n: int, k: int, hw):
 
 
 def _heuristic(n: int, k: int, hw) -> str:
-    """The matmul template's own heuristic tiling (lowering/matmul.py choose_tiling) as text."""
+    """The matmul template's own heuristic tiling (templates/matmul.py heuristic_tiling) as text."""
     from xdsl.dialects.builtin import f16
     from xdsl.ir import Block
 
     from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
-    from ascendir.conversion.nn_to_ascend.templates.matmul import choose_tiling
+    from ascendir.conversion.nn_to_ascend.templates.matmul import heuristic_tiling
 
-    t = choose_tiling(LoweringContext(hw, Block()), n, n, k, f16)
-    return f"m={t.base_m},n={t.base_n},k={t.base_k},l1_depth={t.k_l1 // t.base_k}"
+    t = heuristic_tiling(LoweringContext(hw, Block()), n, n, k, f16)
+    return f"m={t.m},n={t.n},k={t.k},l1_depth={t.l1_depth}"
 
 
 def _lowered(n: int, k: int, target: str, tiling: str | None, opt: str):

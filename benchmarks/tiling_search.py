@@ -91,7 +91,7 @@ def main() -> None:
     args = ap.parse_args()
     from ascendir.hardware import load_target
     from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
-    from ascendir.conversion.nn_to_ascend.templates.matmul import choose_tiling as heuristic
+    from ascendir.conversion.nn_to_ascend.templates.matmul import heuristic_tiling as heuristic
     from ascendir.conversion.nn_to_ascend.tiling import Problem, Tiling, estimate, search
     from xdsl.dialects.builtin import bf16, f16, f32
     from xdsl.ir import Block
@@ -112,7 +112,7 @@ def main() -> None:
         res = search(p, hw)
         ctx = LoweringContext(hw, Block())
         h = heuristic(ctx, m, n, k, {"f16": f16, "bf16": bf16, "f32": f32}[dt])
-        ht = Tiling(h.base_m, h.base_n, h.base_k, h.k_l1 // h.base_k)
+        ht = Tiling(h.m, h.n, h.k, h.l1_depth)
         he = estimate(p, ht, hw)
         line = (f"  {label:<26} {tgt:<12} chosen {res.best.text():<48} est {res.estimate.cycles:>12,.0f}  "
                 f"[{res.scored:,} scored, {res.seconds:.2f} s]\n"

@@ -55,7 +55,7 @@ epilogues (returns None after wrapping each projection in a matmul_epilogue regi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.dialects.builtin import StringAttr, f16, f32
 from xdsl.ir import Attribute, SSAValue
@@ -69,7 +69,7 @@ from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul import (
-    DOUBLE_BUFFER, NO_FP32_CUBE, MatmulTiling, _by_parity, _mmad, choose_tiling, emit_matmul,
+    DOUBLE_BUFFER, NO_FP32_CUBE, _by_parity, _mmad, emit_matmul, heuristic_tiling,
 )
 from ascendir.conversion.nn_to_ascend.tiling import Tiling
 from ascendir.conversion.nn_to_ascend.templates.ffn_region import parse_ffn
@@ -96,7 +96,7 @@ def _matmul_name(ctx: LoweringContext, mm: nn.MatmulOp) -> str:
 
 def _recorded_tiling(ctx: LoweringContext, mm: nn.MatmulOp) -> Tiling | None:
     """The checked `ascend.tiling` of one of the region's matmuls (its own fit: ffn_up's or
-    ffn_down's buffers, choose_tiling.problem_of), or None; errors name that matmul."""
+    ffn_down's buffers, tiling.problem_of), or None; errors name that matmul."""
     from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, problem_of, tiling_for_op
 
     if TILING_ATTR not in mm.attributes:
@@ -145,7 +145,7 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
         up_tiles = _up_tiling(ctx, m, idim, hdim, el, s.nacc, b1 is not None)
     bm, bn, bk, kl1 = up_tiles
     up_t = Tiling(bm, s.nacc * bn, bk, kl1 // bk)  # its nacc accumulators as one wider tile
-    plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, Tiling(down_t.base_m, down_t.base_n, down_t.base_k, down_t.k_l1 // down_t.base_k))
+    plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, replace(down_t, split_k=1, swizzle=1))
     if given:  # the fused kernel has no per-matmul tiles: the tiling asked for runs as two kernels
         plan = Plan(None, plan.fused_cycles, plan.two_kernel_cycles, forced=True)
     first = len(ctx.kernels)
@@ -194,23 +194,23 @@ _PLANS: dict[tuple, Plan] = {}  # a model repeats its layers' shapes
 FUSED_MARGIN = 0.05
 
 
-def _down_tiling(ctx: LoweringContext, down: nn.MatmulOp, m: int, ho: int, idim: int, el: Attribute, b2: SSAValue | None) -> MatmulTiling:
+def _down_tiling(ctx: LoweringContext, down: nn.MatmulOp, m: int, ho: int, idim: int, el: Attribute, b2: SSAValue | None) -> Tiling:
     """ffn_down's tiles: the `ascend.tiling` of the region's down matmul (choose-tiling's or IR
     text's; checked against ffn_down's buffers with the b2 row, errors naming that matmul), else
-    matmul.choose_tiling's heuristic."""
+    matmul.heuristic_tiling's heuristic."""
     bias_el = elem(b2) if b2 is not None else None
     t = _recorded_tiling(ctx, down)
     if t is not None:
-        return MatmulTiling(t.m, t.n, t.k, t.k_l1, t.split_k, t.swizzle)
-    return choose_tiling(ctx, m, ho, idim, el, bias_el)
+        return t
+    return heuristic_tiling(ctx, m, ho, idim, el, bias_el)
 
 
 def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling, down: Tiling) -> Plan:
     """The FFN lowering with the fewer estimated cycles: ffn_fused (tiling from ffn_fused.choose)
     or ffn_up + ffn_down with the tilings they will run (`up`: ffn_up's nacc [bm, bn] accumulators
-    as one [bm, nacc·bn] tile), each scored by choose_tiling.estimate as a [M, H] x [H, nacc·I]
+    as one [bm, nacc·bn] tile), each scored by tiling.estimate as a [M, H] x [H, nacc·I]
     and a [M, I] x [I, Ho] matmul, plus the per-L1-step read latency ffn_fused's estimate also
-    charges (choose_tiling.estimate leaves it out: it only ranks tilings of one matmul); ffn_up's
+    charges (tiling.estimate leaves it out: it only ranks tilings of one matmul); ffn_up's
     AIV epilogue is left out, which favours the two-kernel path. Without an estimate for the
     dtype (no such mmad): two-kernel."""
     from ascendir.interpreter.cost import CostEnv
@@ -237,12 +237,12 @@ def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling,
 
 
 def _up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc: int, bias: bool) -> tuple[int, int, int, int]:
-    """(bm, bn, bk, kl1) of ffn_up: matmul.choose_tiling's tiles, shrunk until `nacc` fp32
+    """(bm, bn, bk, kl1) of ffn_up: matmul.heuristic_tiling's tiles, shrunk until `nacc` fp32
     accumulators fit L0C, nacc B slots per ping-pong slot fit L0B and L1, and the vector side
     ([bm, bn] fp32 per accumulator + the h tile + a bias row) fits UB."""
     t = ctx.target
-    base = choose_tiling(ctx, m, n, k, el)
-    bm, bn, bk = base.base_m, base.base_n, base.base_k
+    base = heuristic_tiling(ctx, m, n, k, el)
+    bm, bn, bk = base.m, base.n, base.k
     es = itemsize(el)
     nb = DOUBLE_BUFFER
 
@@ -261,7 +261,7 @@ def _up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc
         if bk <= ka:
             raise ctx.error(f"ffn: a {bm}x{bk} tile does not fit L0A/L0B of {t.name}")
         bk = round_up(bk // 2, ka)
-    step = max(1, base.k_l1 // max(base.base_k, 1))
+    step = max(1, base.k_l1 // max(base.k, 1))
     step = min(step, ceil_div(k, bk))
     while step > 1 and nb * (bm + nacc * bn) * step * bk * es > t.capacity("l1"):
         step -= 1

@@ -150,7 +150,7 @@ def fits(s: Shape, t: FusedTiling, target: HardwareConfig) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
-# analytic cost (the interpreter's cost pieces, as choose_tiling.estimate)
+# analytic cost (the interpreter's cost pieces, as tiling.estimate)
 # ----------------------------------------------------------------------------------------------
 def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[str, float]:
     """Cycles of the fused kernel + its reduction for tiling `t` (parts in the dict; "cycles" is

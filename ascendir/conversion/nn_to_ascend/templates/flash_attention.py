@@ -95,7 +95,6 @@ V13's 2048 queries, D 32: Br = 32, Bc = 256); decode (1 query, g = 4, 4096 keys,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 

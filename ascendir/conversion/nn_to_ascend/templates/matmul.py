@@ -28,7 +28,7 @@ shrunk until A, B, C tiles take at most half of L0A / L0B / L0C and the L1 chunk
 `min(tile, dim - off)`, the on-chip tiles stay full size and `ascend.copy` zero-fills them, and
 mmad always runs on the full static tile.
 
-Tiling from choose-tiling (transforms/choose_tiling.py): an `ascend.tiling` attribute on the
+Tiling from choose-tiling (conversion/nn_to_ascend/tiling.py, searched by transforms/nn/choose_tiling.py): an `ascend.tiling` attribute on the
 nn.matmul (set by the pass, IR text, or `--tiling`) replaces the heuristic above: base m/n/k,
 l1_depth (k_l1 = l1_depth * k), split_k (work items = splits x output tiles, split outermost; each
 writes its f32 partial [M, N] into a GM workspace [splits*M, N], and `_emit_split_k_reduce` adds
@@ -60,8 +60,9 @@ from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem,
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul_layout import matmul_layout
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
+from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE, TILING_ATTR, Tiling, problem_of, tiling_for_op
 
-# Default base tile (Ascend C MatmulTiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
+# Default base tile (Ascend C Tiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
 BASE_MN = 128
 # baseN of 256 halves the A bytes loaded per flop (the kernel is GM/L2-bound at 128 x 128: each
 # 128 x 128 x 64 f16 step moves 32 KiB through MTE2 for 256 mmad cycles, S1 rates); 128 x 256 f32
@@ -70,7 +71,7 @@ BASE_N = 256
 BASE_K_BYTES = 128  # baseK * element size: 64 for f16 (L0B slot 64 x 256 x 2 = 32 KiB = half of L0B)
 L0C_FRACTION = 1.0  # one L0C accumulator per core
 MAX_STEP_K = 4  # baseK blocks per L1 load (amortizes the ~210-cycle nd2nz start-up, S4)
-# L1 and L0A/L0B slots per queue: 2 = ping-pong (S2 InitBuffer BUFFER_NUM = 2); choose_tiling keeps
+# L1 and L0A/L0B slots per queue: 2 = ping-pong (S2 InitBuffer BUFFER_NUM = 2); heuristic_tiling keeps
 # each slot within BUFFER_FRACTION of its buffer so both fit.
 DOUBLE_BUFFER = 2
 # Splitting tiles to feed idle AICs stops at one fractal (16 rows / columns, S1 DtypeMKN): small-M
@@ -83,32 +84,14 @@ NO_FP32_CUBE = ("dav-c100", "dav-m200")
 ACTIVATIONS = ("vrelu", "vrelu6", "vgelu", "vgelu_tanh", "vsilu")
 
 
-@dataclass(frozen=True)
-class MatmulTiling:
-    """Base tile sizes (elements) of one matmul kernel: L0 tiles [base_m, base_k] x [base_k,
-    base_n] -> [base_m, base_n]; L1 chunks [base_m, k_l1] and [k_l1, base_n].
-
-    split_k: K ranges (whole k_l1 chunks) given to different work items; their f32 partial sums
-    go to a GM workspace and a vector kernel adds them (plain matmuls only).
-    swizzle: output tiles are visited in groups of `swizzle` tile rows, column by column within
-    a group (catlass GemmIdentityBlockSwizzle), for L2 reuse of B panels (reference §4.5, V10)."""
-
-    base_m: int
-    base_n: int
-    base_k: int
-    k_l1: int
-    split_k: int = 1
-    swizzle: int = 1
-
-
 def k_align(el: Attribute) -> int:
     """K alignment in elements: 32 B / element size (S3)."""
     return max(1, 32 // itemsize(el))
 
 
-def choose_tiling(
+def heuristic_tiling(
     ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, bias_el: Attribute | None = None, batch: int = 1
-) -> MatmulTiling:
+) -> Tiling:
     """Base tiles for `batch` [m, k] x [k, n] products of element type `el` on ctx.target (with
     room in L1 for a bias row of `bias_el` when given).
 
@@ -155,7 +138,7 @@ def choose_tiling(
         step -= 1
     if not fits("l1", (bm + bn) * bk * es + bias_bytes):
         raise ctx.error(f"matmul tiles {bm}x{bk} and {bk}x{bn} do not fit L1 of {t.name}")
-    return MatmulTiling(bm, bn, bk, step * bk)
+    return Tiling(bm, bn, bk, step)
 
 
 def _batch_index(kb: KernelBuilder, b: Index, out_b: Sequence[int], in_b: Sequence[int]) -> Index:
@@ -181,7 +164,7 @@ def emit_matmul(
     out_elem: Attribute,
     epilogue: Epilogue = Epilogue(),
     base: str = "matmul",
-    tiling: MatmulTiling | None = None,
+    tiling: Tiling | None = None,
 ) -> SSAValue:
     """Launch the cube kernel for `a @ b` (numpy matmul rule) with an optional epilogue;
     returns the new GM result buffer.
@@ -191,7 +174,7 @@ def emit_matmul(
         out_shape, out_elem: the nn result type.
         epilogue: bias row, activation and residual applied before the tile leaves the core.
         tiling: the tiling to use (from choose-tiling's `ascend.tiling`, checked to fit by the
-            caller); None: the `choose_tiling` heuristic.
+            caller); None: the `heuristic_tiling`.
 
     Raises:
         AscendirError: integer or mixed operand types, fp32 or bf16 on a cube without them
@@ -215,7 +198,7 @@ def emit_matmuls(
     a: SSAValue,
     products: Sequence[Product],
     base: str = "matmul",
-    tiling: MatmulTiling | None = None,
+    tiling: Tiling | None = None,
 ) -> list[SSAValue]:
     """Launch ONE cube kernel computing `a @ p.b` for every product p (see emit_matmul); returns
     their new GM result buffers.
@@ -258,8 +241,8 @@ def emit_matmuls(
     biases = [p.epilogue.bias for p in products]
     bias_el = next((elem(x) for x in biases if x is not None), None)
     if tiling is None:
-        tiling = choose_tiling(ctx, m_rows, max(ns), k, el, bias_el, batch * len(products))
-    bm, bn, bk, kl1 = tiling.base_m, tiling.base_n, tiling.base_k, tiling.k_l1
+        tiling = heuristic_tiling(ctx, m_rows, max(ns), k, el, bias_el, batch * len(products))
+    bm, bn, bk, kl1 = tiling.m, tiling.n, tiling.k, tiling.k_l1
     # split-K: K range per split in whole L1 chunks (so the ping-pong parity and the k-loop
     # bounds stay multiples of k_l1); `splits` may come out below split_k for small K.
     k_split = round_up(ceil_div(k, max(1, tiling.split_k)), kl1)
@@ -446,7 +429,6 @@ def _emit_split_k_reduce(
     """Vector kernel: result (flat `total` elements of out_elem) = sum over `splits` f32 slices of
     the workspace `ws`. AIV tiles of REDUCE_TILE elements: `splits` loads (MTE2), splits-1 vadds
     and a vcast (V), one store (MTE3)."""
-    from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE
 
     e = min(REDUCE_TILE, total)
     ntiles = ceil_div(total, e)
@@ -684,18 +666,15 @@ def _emit_aiv_epilogue(
         q_out.release()
 
 
-def tiling_of(ctx: LoweringContext, mm: Operation) -> MatmulTiling | None:
+def tiling_of(ctx: LoweringContext, mm: Operation) -> Tiling | None:
     """The tiling an nn.matmul's `ascend.tiling` attribute (choose-tiling, or IR text) asks for,
     completed and checked against ctx.target; None without the attribute.
 
     Raises:
         AscendirError: a tiling that does not fit (buffer, bytes needed vs available, largest fit)."""
-    from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, problem_of, tiling_for_op
-
     if TILING_ATTR not in mm.attributes or not isinstance(mm, nn.MatmulOp):
         return None
-    t = tiling_for_op(mm, problem_of(mm), ctx.target, ctx.current)
-    return MatmulTiling(t.m, t.n, t.k, t.k_l1, t.split_k, t.swizzle)
+    return tiling_for_op(mm, problem_of(mm), ctx.target, ctx.current)
 
 
 def lower_matmul(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:

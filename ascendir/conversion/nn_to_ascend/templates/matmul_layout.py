@@ -1,5 +1,5 @@
 """How the cube template lays out `a @ b` (numpy matmul rule), shared by the lowering
-(matmul.py's emit_matmuls) and the tiling search (choose_tiling.py's problem_of)."""
+(matmul.py's emit_matmuls) and the tiling search (tiling.py's problem_of)."""
 
 from __future__ import annotations
 
