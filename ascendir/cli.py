@@ -281,7 +281,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
 
                 hw = module_target(module)  # the chip it was lowered for, not the default one
         arch, lowered_for = (module.attributes.get(k) for k in ("ascend.arch", "ascend.target"))
-        if arch is not None and getattr(arch, "data", None) != hw.arch:
+        if arch is not None and getattr(arch, "data", None) != hw.arch.name:
             chip = getattr(lowered_for, "data", "another chip")
             raise AscendirError(
                 f"{model} was lowered for {chip} ({getattr(arch, 'data', arch)}), --target {hw.name} is {hw.arch}: compile the model for it"

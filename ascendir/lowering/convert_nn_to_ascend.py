@@ -179,7 +179,7 @@ def lower_module(module: ModuleOp, target: HardwareConfig) -> None:
     )
     module.body.block.insert_ops_before([*ctx.kernels, new_main], main)
     module.body.block.erase_op(main)
-    module.attributes[ascend.ARCH_ATTR] = StringAttr(target.arch)
+    module.attributes[ascend.ARCH_ATTR] = StringAttr(target.arch.name)
     module.attributes["ascend.target"] = StringAttr(target.name)
 
 
