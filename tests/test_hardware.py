@@ -12,7 +12,7 @@ from ascendir.hardware import TARGETS, load_target
 from ascendir.hardware.config import HardwareConfig
 
 HW_DIR = Path(__file__).resolve().parent.parent / "ascendir" / "hardware" / "chips"
-ALL = ["ascend910b1", "ascend910b2", "ascend910b3", "ascend910b4", "ascend910a", "ascend310p"]
+ALL = ["ascend910b1", "ascend910b2", "ascend910b3", "ascend910b4", "ascend910_93", "ascend910a", "ascend310p"]
 VALUE_LINE = re.compile(r"^\s*[A-Za-z_][\w.]*\s*=")
 SOURCE = re.compile(r"#.*\b(doc|rep|INF)\b.*(\[S\d+\]|§\w)")  # ids and sections of docs/hardware-reference.md
 
@@ -218,5 +218,5 @@ def test_module_target_follows_arch(monkeypatch: pytest.MonkeyPatch):
         module_target(_module(**{"ascend.arch": "dav-x9"}))
     # several targets share the arch and the default is not one of them: no guess
     monkeypatch.setattr(plan_memory, "DEFAULT_TARGET", "ascend910a")
-    with pytest.raises(AscendirError, match=r'^ascend.arch = "dav-c220" is the arch of several shipped targets \(ascend910b1, '):
+    with pytest.raises(AscendirError, match=r'^ascend.arch = "dav-c220" is the arch of several shipped targets \(ascend910_93, ascend910b1, '):
         module_target(_module(**{"ascend.arch": "dav-c220"}))
