@@ -111,6 +111,8 @@ def test_chip_archs_answer_what_templates_ask():
     assert c100.no_mmad("bf16") and c100.no_mmad("f16") is None and m200.cube_has("s4") and not c100.cube_has("s4")
     with pytest.raises(ValueError, match="split cube/vector cores need L0C out by FixPipe"):
         ChipArch("dav-x", "x", True, L0COut.UB, False, frozenset({"f16"}))
+    with pytest.raises(ValueError, match="needs bias_table"):
+        ChipArch("dav-x", "x", False, L0COut.FIXPIPE, False, frozenset({"f16"}))
     for name in TARGETS:  # every chip's cube modes are ones its architecture has
         hw = load_target(name)
         assert set(hw.cube.k_per_cycle) <= hw.arch.cube_dtypes, name

@@ -50,6 +50,10 @@ class ChipArch:
         # an AIC has no UB (it is on the AIV), so a split core's results can only leave by FixPipe
         if self.split_cores and self.l0c_out is not L0COut.FIXPIPE:
             raise ValueError(f"{self.name}: split cube/vector cores need L0C out by FixPipe")
+        # the matmul template adds a row bias from BT on the FixPipe path and in UB on the UB path
+        # (lowering/matmul.py _BiasStage); FixPipe without BT would need a third way
+        if self.fixpipe and not self.bias_table:
+            raise ValueError(f"{self.name}: the templates add a bias on the FixPipe path from BT: needs bias_table")
 
     def __str__(self) -> str:
         return self.name
