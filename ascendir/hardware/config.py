@@ -276,8 +276,8 @@ def _validate(raw: dict[str, Any], path: Path) -> None:
         raise AscendirError(f"target file {path}: {problem}")
 
 
-# The cube's M x N fractal: 16 x 16 for every dtype on every Ascend chip (reference §3 "base
-# fractal per cycle" 16x16x16, fp32 16x8x16, int8 16x32x16: only K varies; S1 DtypeMKN). The
+# The cube's M x N fractal: 16 x 16 for every dtype on every Ascend chip (docs/hardware-reference.md
+# §Cube: f16 16x16x16, fp32 16x8x16, int8 16x32x16: only K varies; S1 DtypeMKN). The
 # NZ layouts of the lowering assume it; K per cycle is the per-dtype knob (cube.k_per_cycle).
 FRACTAL_MN = 16
 
@@ -285,9 +285,10 @@ FRACTAL_MN = 16
 def _inconsistency(raw: dict[str, Any]) -> str | None:
     """What the values of a target file say that no chip can be, key by key, or None: chip.name
     not a non-empty string (reports and run ids carry it), an arch that is no ChipArch, a cube
-    mode or a missing bias table its ChipArch contradicts, a vector core count other than num_aic x aiv_per_aic, an alignment that is not a power of two, a cube
-    fractal M or N other than 16, HBM smaller than the L2 that caches it. Runs after the per-key
-    rules, so the numbers are already positive integers."""
+    mode or a missing bias table its ChipArch contradicts, a vector core count other than
+    num_aic x aiv_per_aic, an alignment that is not a power of two, a cube fractal M or N other
+    than 16, HBM smaller than the L2 that caches it. Runs after the per-key rules, so the numbers
+    are already positive integers."""
     chip, mem, cube = (raw.get(t) if isinstance(raw.get(t), dict) else {} for t in ("chip", "memory", "cube"))
     name = chip.get("name")
     if "name" in chip and not (isinstance(name, str) and name.strip()):
