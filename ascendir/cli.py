@@ -101,7 +101,7 @@ def main() -> None:
 
 _target_opt = click.option(
     "--target", default="ascend910b2", show_default=True,
-    help="Chip name (a file of ascendir/hardware/chips/: 910b1..b4, 910_93, 910a, 310p) or a hardware TOML file; `run` on lowered IR defaults to the chip it was lowered for.",
+    help="Chip name (a file of ascendir/hardware/chips/, e.g. 910b2, 910a, 310p) or a hardware TOML file; `run` on lowered IR defaults to the chip it was lowered for.",
 )
 _pipeline_opt = click.option("-p", "--pipeline", default=None, help="nn-level pass pipeline, xdsl-opt syntax (default: the -O level's).")
 _opt_level = click.option("-O", "opt_level", type=click.Choice(["0", "1", "2"]), default="2", show_default=True, help="Optimization level.")

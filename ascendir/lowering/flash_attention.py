@@ -101,7 +101,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, StringAttr, f32, i1
+from xdsl.dialects.builtin import AnyFloat, StringAttr, f16, f32, i1
 from xdsl.ir import Attribute, SSAValue
 
 from ascendir.dialects import ascend, nn
