@@ -379,6 +379,10 @@ def load_target(target: str | Path | HardwareConfig | None = None) -> HardwareCo
 def arch_named(name: str | None) -> ChipArch | None:
     """The ChipArch a lowered module's `ascend.arch` names; a module naming none was lowered for
     the default target, so it gets that target's arch; None for a name no ChipArch has."""
-    if name is None:
-        return load_target(DEFAULT_TARGET).arch
-    return ARCHS.get(name)
+    return _default_arch() if name is None else ARCHS.get(name)
+
+
+@functools.cache
+def _default_arch() -> ChipArch:
+    # insert-sync asks once per conflict; loading (and checking) the target file each time is not free
+    return load_target(DEFAULT_TARGET).arch
