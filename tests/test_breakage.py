@@ -124,7 +124,7 @@ def test_gm_footprint_above_hbm_is_bad_input(tmp_path: Path) -> None:
     bytes and the target, and leave no output; IR planned for the 910B2 (where it fits) and run
     on the small chip fails the same way before simulating."""
     chip = tmp_path / "small_hbm.toml"
-    text = (Path(__file__).resolve().parent.parent / "ascendir" / "hardware" / "ascend910b2.toml").read_text()
+    text = (Path(__file__).resolve().parent.parent / "ascendir" / "hardware" / "chips" / "ascend910b2.toml").read_text()
     chip.write_text(text.replace('name = "ascend910b2"', 'name = "smallhbm"')
                     .replace("hbm_bytes = 68719476736 ", "hbm_bytes = 201326592   "))
     model = _relu_model(tmp_path, (8192, 8192))
@@ -142,7 +142,7 @@ def test_gm_footprint_of_unplanned_ir_above_hbm_is_bad_input(capsys, tmp_path: P
     ascend.gm_footprint: `ascendir run` used to simulate it whatever its size (48 GiB of GM ran
     on a 32 GiB 910B4). It now checks the footprint plan-memory would give it, before running."""
     chip = tmp_path / "small_hbm.toml"
-    text = (Path(__file__).resolve().parent.parent / "ascendir" / "hardware" / "ascend910b2.toml").read_text()
+    text = (Path(__file__).resolve().parent.parent / "ascendir" / "hardware" / "chips" / "ascend910b2.toml").read_text()
     chip.write_text(text.replace('name = "ascend910b2"', 'name = "smallhbm"')
                     .replace("hbm_bytes = 68719476736 ", "hbm_bytes = 201326592   "))
     nn_ir, ir = tmp_path / "nn.mlir", tmp_path / "m.mlir"
@@ -688,7 +688,7 @@ def test_aiv1_work_on_a_coupled_chip_is_rejected(target: str) -> None:
     ub = f"memref<512x128xf32, #ascend<space ub>>"
     body = f"    ascend.vexp %a, %a : {ub}, {ub}\n    ascend.vexp %b, %b {{subblock = 1 : i64}} : {ub}, {ub}"
     allocs = f"    %a = ascend.alloc : {ub}\n    %b = ascend.alloc {{subblock = 1 : i64}} : {ub}"
-    text = _split_kernel("mix", body, allocs).replace("dav-c220", hw.arch).replace("ascend910b2", hw.name)
+    text = _split_kernel("mix", body, allocs).replace("dav-c220", hw.arch.name).replace("ascend910b2", hw.name)
     with pytest.raises(AscendirError, match=rf"kernel @k: work on AIV 1 \(subblock = 1\) but {hw.name} \({hw.arch}\) "
                                             "has no separate vector cores"):
         simulate(parse(text), None, {}, hw, timing_only=True)

@@ -101,7 +101,7 @@ def main() -> None:
 
 _target_opt = click.option(
     "--target", default="ascend910b2", show_default=True,
-    help="Chip name (910b1..b4, 910a, 310p) or a hardware TOML file; `run` on lowered IR defaults to the chip it was lowered for.",
+    help="Chip name (a file of ascendir/hardware/chips/, e.g. 910b2, 910a, 310p) or a hardware TOML file; `run` on lowered IR defaults to the chip it was lowered for.",
 )
 _pipeline_opt = click.option("-p", "--pipeline", default=None, help="nn-level pass pipeline, xdsl-opt syntax (default: the -O level's).")
 _opt_level = click.option("-O", "opt_level", type=click.Choice(["0", "1", "2"]), default="2", show_default=True, help="Optimization level.")
@@ -282,7 +282,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
 
                 hw = module_target(module)  # the chip it was lowered for, not the default one
         arch, lowered_for = (module.attributes.get(k) for k in ("ascend.arch", "ascend.target"))
-        if arch is not None and getattr(arch, "data", None) != hw.arch:
+        if arch is not None and getattr(arch, "data", None) != hw.arch.name:
             chip = getattr(lowered_for, "data", "another chip")
             raise AscendirError(
                 f"{model} was lowered for {chip} ({getattr(arch, 'data', arch)}), --target {hw.name} is {hw.arch}: compile the model for it"

@@ -1,8 +1,10 @@
 """Load a chip description (TOML) into a `HardwareConfig`.
 
-Every number in the TOML files carries a comment naming its source in
-/work/shared/reference/ascend-hardware.md ([Sn] ids) and its confidence (doc / rep / INF).
-Units: bytes, cycles of `clock_hz` (the AI Core clock), rates in bytes/cycle per core.
+One file per chip in hardware/chips/ (`ascendir --target NAME` finds chips/NAME.toml); its
+`chip.arch` names the `ChipArch` (hardware/arch.py) that says what the chip can do. Every number
+in the TOML files carries a comment naming its source ([Sn] ids, docs/hardware-reference.md) and
+its confidence (doc / rep / INF). Units: bytes, cycles of `clock_hz` (the AI Core clock), rates in
+bytes/cycle per core.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ascendir.errors import AscendirError
+from ascendir.hardware.arch import ARCHS, ChipArch
 
-_HERE = Path(__file__).parent
-TARGETS = sorted(p.stem for p in _HERE.glob("*.toml"))
+CHIPS = Path(__file__).parent / "chips"
+TARGETS = sorted(p.stem for p in CHIPS.glob("*.toml"))
 DEFAULT_TARGET = "ascend910b2"
 L2_MODELS = ("tile", "none", "hit")
 
@@ -89,7 +92,7 @@ class HardwareConfig:
     """One chip. Sizes in bytes, rates in bytes/cycle per core, times in cycles of `clock_hz`."""
 
     name: str
-    arch: str  # "dav-c220" (910B, split AIC/AIV), "dav-c100" (910A), "dav-m200" (310P)
+    arch: ChipArch  # what the architecture can do (hardware/arch.py); str(arch) is its name
     clock_hz: float
     num_aic: int  # cube cores (AI Cores on coupled chips)
     num_aiv: int  # vector cores (equal to num_aic on coupled chips)
@@ -105,11 +108,6 @@ class HardwareConfig:
     rates: dict[str, float] = field(default_factory=dict)  # "src_to_dst" -> bytes/cycle per core
     startup: dict[str, int] = field(default_factory=dict)  # engine -> cycles per call
     event_ids: int = 8
-
-    @property
-    def split(self) -> bool:
-        """True when cube and vector cores are separate (910B): results cross through GM/L2."""
-        return self.arch == "dav-c220"
 
     def capacity(self, space: str) -> int:
         """Bytes of `space` per core.
@@ -174,7 +172,7 @@ def _parse(raw: dict[str, Any]) -> HardwareConfig:
         raise AscendirError("vector.ops needs a 'default' entry")
     return HardwareConfig(
         name=chip["name"],
-        arch=chip["arch"],
+        arch=ARCHS[chip["arch"]],
         clock_hz=float(chip["clock_hz"]),
         num_aic=int(chip["num_aic"]),
         num_aiv=int(chip["num_aiv"]),
@@ -278,26 +276,33 @@ def _validate(raw: dict[str, Any], path: Path) -> None:
         raise AscendirError(f"target file {path}: {problem}")
 
 
-# Architectures the compiler has DMA paths and pipes for (dialects/ascend.py COPY_PATHS).
-ARCHS = ("dav-c220", "dav-c100", "dav-m200")
-# The cube's M x N fractal: 16 x 16 for every dtype on every Ascend chip (reference §3 "base
-# fractal per cycle" 16x16x16, fp32 16x8x16, int8 16x32x16: only K varies; S1 DtypeMKN). The
+# The cube's M x N fractal: 16 x 16 for every dtype on every Ascend chip (docs/hardware-reference.md
+# §Cube: f16 16x16x16, fp32 16x8x16, int8 16x32x16: only K varies; S1 DtypeMKN). The
 # NZ layouts of the lowering assume it; K per cycle is the per-dtype knob (cube.k_per_cycle).
 FRACTAL_MN = 16
 
 
 def _inconsistency(raw: dict[str, Any]) -> str | None:
     """What the values of a target file say that no chip can be, key by key, or None: chip.name
-    not a non-empty string (reports and run ids carry it), an arch without lowering paths, a vector
-    core count other than num_aic x aiv_per_aic, an alignment that is not a power of two, a cube
-    fractal M or N other than 16, HBM smaller than the L2 that caches it. Runs after the per-key
-    rules, so the numbers are already positive integers."""
+    not a non-empty string (reports and run ids carry it), an arch that is no ChipArch, a cube
+    mode or a missing bias table its ChipArch contradicts, a vector core count other than
+    num_aic x aiv_per_aic, an alignment that is not a power of two, a cube fractal M or N other
+    than 16, HBM smaller than the L2 that caches it. Runs after the per-key rules, so the numbers
+    are already positive integers."""
     chip, mem, cube = (raw.get(t) if isinstance(raw.get(t), dict) else {} for t in ("chip", "memory", "cube"))
     name = chip.get("name")
     if "name" in chip and not (isinstance(name, str) and name.strip()):
         return f"chip.name = {name!r}, must be a non-empty string"
-    if "arch" in chip and chip["arch"] not in ARCHS:
+    if "arch" in chip and not (isinstance(chip["arch"], str) and chip["arch"] in ARCHS):
         return f"chip.arch = {chip['arch']!r}, must be one of {', '.join(ARCHS)}"
+    arch = ARCHS.get(chip.get("arch")) if isinstance(chip.get("arch"), str) else None
+    if arch is not None:
+        # a chip has the cube modes and buffers of its architecture (templates ask the arch)
+        for key, _ in _values(raw, ["cube", "k_per_cycle", "*"]):
+            if not arch.cube_has(key.rsplit(".", 1)[1]):
+                return f"{key}: the {arch} cube has no such mmad (it has {', '.join(sorted(arch.cube_dtypes))})"
+        if arch.bias_table and isinstance(raw.get("buffers"), dict) and "bt" not in raw["buffers"]:
+            return f"buffers.bt missing: {arch} has a bias table (BT)"
     if all(k in chip for k in ("num_aic", "num_aiv")):
         per = chip.get("aiv_per_aic", 1)
         if chip["num_aiv"] != chip["num_aic"] * per:
@@ -315,14 +320,14 @@ def _inconsistency(raw: dict[str, Any]) -> str | None:
 
 
 def _shipped_name_clash(raw: dict[str, Any], path: Path) -> str | None:
-    """A custom file (outside ascendir/hardware/) that calls itself a shipped chip must be that
+    """A custom file (outside ascendir/hardware/chips/) that calls itself a shipped chip must be that
     chip's file: reports, run ids and traces identify the target by its name alone, so a
     910B2-figured file named "ascend910a" would publish 910B2 figures as 910A's. A verbatim copy
     is fine."""
     name = raw["chip"].get("name") if isinstance(raw.get("chip"), dict) else None
-    if name not in TARGETS or path.resolve().parent == _HERE.resolve():
+    if name not in TARGETS or path.resolve().parent == CHIPS.resolve():
         return None
-    shipped = _HERE / f"{name}.toml"
+    shipped = CHIPS / f"{name}.toml"
     if _read_toml(shipped.resolve(), shipped.stat().st_mtime_ns) == raw:
         return None
     return (f"chip.name = {name!r} is the name of the shipped target {shipped.name}, but this file's values differ "
@@ -349,7 +354,7 @@ def load_target(target: str | Path | HardwareConfig | None = None) -> HardwareCo
     if path.suffix != ".toml":
         name = str(target).lower()
         name = name if name.startswith("ascend") else f"ascend{name}"
-        path = _HERE / f"{name}.toml"
+        path = CHIPS / f"{name}.toml"
         if not path.exists():
             raise AscendirError(f"unknown target '{target}'; shipped targets: {', '.join(TARGETS)}")
     try:
@@ -369,3 +374,15 @@ def load_target(target: str | Path | HardwareConfig | None = None) -> HardwareCo
     if clash:
         raise AscendirError(f"target file {path}: {clash}")
     return config
+
+
+def arch_named(name: str | None) -> ChipArch | None:
+    """The ChipArch a lowered module's `ascend.arch` names; a module naming none was lowered for
+    the default target, so it gets that target's arch; None for a name no ChipArch has."""
+    return _default_arch() if name is None else ARCHS.get(name)
+
+
+@functools.cache
+def _default_arch() -> ChipArch:
+    # insert-sync asks once per conflict; loading (and checking) the target file each time is not free
+    return load_target(DEFAULT_TARGET).arch

@@ -155,7 +155,7 @@ def copy_path(op: ascend.CopyOp, target: HardwareConfig) -> tuple[str, str, Pipe
     """
     src, dst = space_of(op.source), space_of(op.dest)
     try:
-        pipe = copy_pipe(src, dst, target.arch)
+        pipe = copy_pipe(src, dst, target.arch.name)
     except VerifyException:
         raise AscendirError(f"ascend.copy {src.value} -> {dst.value}: no such DMA path on {target.name} ({target.arch})") from None
     return src.value, dst.value, pipe

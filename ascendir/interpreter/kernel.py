@@ -258,12 +258,12 @@ class KernelProgram:
             _is_a(type(o), ascend.FlagOp) and FLAG_UNITS_ATTR in o.attributes and "aiv1" in o.attributes[FLAG_UNITS_ATTR].data
             for o in order
         )
-        if second and not t.split:
+        if second and not t.arch.split_cores:
             # a coupled core (910A, 310P) has one UB and one vector unit: AIV 1's buffers would
             # get a UB of their own (capacity is counted per subblock) that the chip lacks
             raise AscendirError(f"kernel @{self.name}: work on AIV 1 (subblock = 1) but {t.name} ({t.arch}) has no "
                                 "separate vector cores: cube and vector share one core and one UB")
-        if self.core_type == "mix" and t.split:
+        if self.core_type == "mix" and t.arch.split_cores:
             if second and t.aiv_per_aic < 2:
                 raise AscendirError(f"kernel @{self.name}: work on AIV 1 but {t.name} has {t.aiv_per_aic} AIV per AIC")
             self.nunits = 3 if second else 2
@@ -271,7 +271,7 @@ class KernelProgram:
         self.labels = list(PIPES) if self.nunits == 1 else [f"{u}.{p}" for u in units_ for p in PIPES]
 
         statics = {o: _static_pipe(o, t) for o in order}
-        if t.split and self.core_type in ("aic", "aiv"):
+        if t.arch.split_cores and self.core_type in ("aic", "aiv"):
             _check_units(op, order, statics, t)
         self.gm_reads = t.memory.l2_model == "tile" and any(
             _is_a(type(o), ascend.CopyOp) and copy_path(o, t)[0] == "gm" for o in order

@@ -193,7 +193,7 @@ def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
     if p.ffn_up:  # one f32 tile per accumulator, the h tile, the b1 row (+ its f32 copy)
         bias = al(t.n * p.bias_bytes) + (al(t.n * 4) if p.bias_bytes != 4 else 0) if p.bias_bytes else 0
         return p.ffn_up * al(tile * 4) + al(tile * p.es) + bias
-    if target.split:
+    if target.arch.split_cores:  # the epilogue, if any, runs on the AIVs
         mix = p.act not in (None, "vrelu") or p.residual
         return (2 + int(p.residual)) * al(tile * ob) if mix else 0
     wide = p.act is not None or p.bias_bytes > 0 or p.residual
@@ -400,7 +400,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     a_bytes = mm_ * kc * es  # per L1 load
     b_bytes = kc * nn_ * es
     out_bytes = 4 if splits > 1 else p.out_bytes
-    if target.split:
+    if target.arch.fixpipe:
         fix = _copy_startup(target, Pipe.FIX, None) + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm")
     else:  # no FixPipe (910A, S1): L0C -> UB on the vector pipe, UB -> GM on MTE3
         fix = (_copy_startup(target, Pipe.V, None) + t.m * t.n * 4 / target.rate("l0c", "ub") + _copy_startup(target, Pipe.MTE3, None)

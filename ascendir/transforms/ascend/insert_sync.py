@@ -84,6 +84,7 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe, copy_pipe, module_arch, space_of, subblock
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
+from ascendir.hardware.config import arch_named
 from ascendir.interpreter.compiler import _dropped_dims, unit_of
 from ascendir.interpreter.cost import space_unit
 from ascendir.interpreter.kernel import FLAG_UNITS_ATTR, UNIT_NAMES, flag_units
@@ -161,11 +162,12 @@ def op_unit(op: Operation, pipe: Pipe) -> int:
 
 
 def split_units(kernel: ascend.KernelOp, arch: str | None = None) -> bool:
-    """A mix kernel for a split chip (910B, dav-c220; also when the module names no arch): its
+    """A mix kernel for split cube / vector cores (910B; also when the module names no arch): its
     AIC and AIVs have separate pipes, synchronised by flags naming their units (FLAG_UNITS_ATTR).
     On a coupled chip (910A) a mix kernel runs on one core, analysed like any other."""
     arch = module_arch(kernel) if arch is None else arch
-    return kernel.core_type.data == CoreType.MIX.value and arch in (None, "dav-c220")
+    caps = arch_named(arch)
+    return kernel.core_type.data == CoreType.MIX.value and caps is not None and caps.split_cores
 
 
 def written(op: Operation) -> SSAValue | None:
@@ -214,7 +216,7 @@ class _Run:
 
     arch: str | None
     block_idx: int
-    split: bool = False  # a 910B mix kernel: pipes are (unit, pipe) slots
+    by_unit: bool = False  # a mix kernel on split cores: pipes are (unit, pipe) slots
     units: dict = field(default_factory=dict)  # flag op -> (src unit, dst unit) (kernel.flag_units)
     env: dict = field(default_factory=dict)
     vc: dict = field(default_factory=dict)  # (unit, pipe) -> {(unit, pipe): epoch}
@@ -324,7 +326,7 @@ class _Run:
         else:
             pipe = op_pipe(op, self.arch)
             if pipe is not None:
-                self.access(op, (op_unit(op, pipe) if self.split else 0, pipe))
+                self.access(op, (op_unit(op, pipe) if self.by_unit else 0, pipe))
                 for r in op.results:
                     self.env[r] = None  # a loaded scalar: data
             else:
@@ -461,11 +463,11 @@ def conflicts(kernel: ascend.KernelOp, executed: set | None = None, arch: str | 
     kernel.flag_units gives them, as in the interpreter. `arch`: the module's `ascend.arch`
     (read from the enclosing module when None; a detached clone has none)."""
     arch = module_arch(kernel) if arch is None else arch
-    split = split_units(kernel, arch)
-    units = _flag_units(kernel, arch) if split else {}
+    by_unit = split_units(kernel, arch)
+    units = _flag_units(kernel, arch) if by_unit else {}
     found: list[Conflict] = []
     for block in sorted({0, kernel.block_dim.value.data - 1}):
-        run = _Run(arch, block, split, units)
+        run = _Run(arch, block, by_unit, units)
         for a in kernel.body.block.args:
             t = a.type
             run.env[a] = _View(a, 0, tuple(t.get_shape()), _contiguous(t.get_shape()), itemsize(t.element_type))
@@ -543,8 +545,8 @@ def _insert(kernel: ascend.KernelOp, c: Conflict) -> None:
     blk = a.parent_block()
     ops = list(blk.ops)
     forward = ops.index(a) < ops.index(b)
-    split = split_units(kernel)
-    resolved = _flag_units(kernel, module_arch(kernel)) if split else {}
+    by_unit = split_units(kernel)
+    resolved = _flag_units(kernel, module_arch(kernel)) if by_unit else {}
     # ids per pipe pair whatever units they connect: the interpreter (and a set's waits) match a
     # flag by (src, dst, event), so one id must not connect two pairs of units
     used = sorted(_used_events(kernel).get((c.src.value, c.dst.value), set()))
@@ -559,7 +561,7 @@ def _insert(kernel: ascend.KernelOp, c: Conflict) -> None:
 
     def flag(kind: type) -> Operation:
         f = kind(c.src, c.dst, ev)
-        if split:  # MTE2 / MTE3 exist on every unit: name them (interpreter/kernel.py)
+        if by_unit:  # MTE2 / MTE3 exist on every unit: name them (interpreter/kernel.py)
             f.attributes[FLAG_UNITS_ATTR] = StringAttr(f"{UNIT_NAMES[c.units[0]]}->{UNIT_NAMES[c.units[1]]}")
         return f
 

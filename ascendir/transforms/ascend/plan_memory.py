@@ -67,13 +67,13 @@ def module_target(module: ModuleOp, name: str = "") -> HardwareConfig:
     default = load_target(DEFAULT_TARGET)
     if not isinstance(arch, StringAttr):
         return default
-    matching = [t for t in TARGETS if load_target(t).arch == arch.data]
+    matching = [t for t in TARGETS if load_target(t).arch.name == arch.data]
     if len(matching) == 1:
         return load_target(matching[0])
-    if default.arch == arch.data:
+    if default.arch.name == arch.data:
         return default
     if not matching:
-        archs = sorted({load_target(t).arch for t in TARGETS})
+        archs = sorted({load_target(t).arch.name for t in TARGETS})
         raise AscendirError(f"{ARCH_ATTR} = \"{arch.data}\" is the arch of no shipped target (they have {', '.join(archs)})")
     raise AscendirError(
         f"{ARCH_ATTR} = \"{arch.data}\" is the arch of several shipped targets ({', '.join(matching)}): name one "

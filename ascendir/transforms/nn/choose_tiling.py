@@ -72,7 +72,7 @@ import time
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, f16
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import nn
@@ -225,7 +225,6 @@ def _annotate_attention(module: ModuleOp, target: HardwareConfig, force: dict[st
     search: estimate_cycles over the tiles that fit). One without any fitting tile is left bare
     (lowering decomposes it), unless the tile is forced: then the fit error."""
     from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
-    from ascendir.conversion.nn_to_ascend.templates.matmul import NO_FP32_CUBE
     from ascendir.transforms.nn.fuse_attention import KIND
 
     searched: dict = {}
@@ -234,7 +233,7 @@ def _annotate_attention(module: ModuleOp, target: HardwareConfig, force: dict[st
         parent = att.parent_op()
         if not (isinstance(parent, nn.FusedOp) and parent.kind.data == KIND):
             continue
-        if target.arch in NO_FP32_CUBE and att.q.type.element_type != f16:
+        if target.arch.no_mmad(str(att.q.type.element_type)):
             continue  # no such mmad: lowering says so
         if not force and TILING_ATTR in att.attributes:
             continue

@@ -57,7 +57,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from xdsl.dialects.builtin import StringAttr, f16, f32
+from xdsl.dialects.builtin import StringAttr, f32
 from xdsl.ir import Attribute, SSAValue
 
 from ascendir.dialects import ascend, nn
@@ -69,7 +69,7 @@ from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul import (
-    DOUBLE_BUFFER, NO_FP32_CUBE, _by_parity, _mmad, emit_matmul, heuristic_tiling,
+    DOUBLE_BUFFER, _by_parity, _mmad, emit_matmul, heuristic_tiling,
 )
 from ascendir.conversion.nn_to_ascend.tiling import Tiling
 from ascendir.conversion.nn_to_ascend.templates.ffn_region import parse_ffn
@@ -120,9 +120,9 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
                         "FFN with one output; each projection lowers with its own epilogue")
     x, wg, wd = parts["x"], parts["wg"], parts["wd"]
     el = elem(x)
-    if ctx.target.arch in NO_FP32_CUBE and el != f16:
+    if no_mmad := ctx.target.arch.no_mmad(str(el)):
         raise ctx.error(
-            f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
+            f"{ctx.target.name} ({ctx.target.arch}) {no_mmad}; "
             "cast the model to float16 (ascendir --dtype fp16)"
         )
     hdim, idim = shape(wg)
@@ -291,17 +291,17 @@ def _emit_up(
     bm, bn, bk, kl1 = tiles  # _up_tiling's, as choose_plan scored them
     ntiles = ceil_div(m, bm) * ceil_div(n, bn)
     block_dim = min(ctx.target.num_aic, ntiles)
-    split = ctx.target.split
+    split_cores = ctx.target.arch.split_cores  # AIC -> AIV through a GM workspace
     args = [x, wg, *([wu] if gated else []), *([ctx.view(b1, [1, n])] if b1 is not None else []), h]
-    if split:
+    if split_cores:
         args.append(ctx.buffer([block_dim * bm, nacc * bn], f32))
-    kb = KernelBuilder(ctx, ctx.name("ffn_up"), [a.type for a in args], CoreType.MIX if split else CoreType.AIC, block_dim, ctx.current)
+    kb = KernelBuilder(ctx, ctx.name("ffn_up"), [a.type for a in args], CoreType.MIX if split_cores else CoreType.AIC, block_dim, ctx.current)
     it = iter(kb.args)
     gx, gwg = next(it), next(it)
     gwu = next(it) if gated else None
     gb = next(it) if b1 is not None else None
     gh = next(it)
-    ws = next(it) if split else None
+    ws = next(it) if split_cores else None
     nb = DOUBLE_BUFFER
     L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
     weights = [gwg] + ([gwu] if gated else [])
@@ -316,12 +316,12 @@ def _emit_up(
         ub_b = kb.alloc([1, bn], elem(gb), UB)
         ub_b32 = kb.alloc([1, bn], f32, UB) if elem(gb) != f32 else ub_b
 
-    s = _Sync(kb, split)
+    s = _Sync(kb, split_cores)
     AIC, AIV = "aic->aic", "aiv->aiv"
     q_l1 = [s.queue(Pipe.MTE2, Pipe.MTE1, AIC) for _ in range(nb)]
     q_l0 = [s.queue(Pipe.MTE1, Pipe.M, AIC) for _ in range(nb)]
     q_in = s.queue(Pipe.MTE2, Pipe.V, AIV)  # workspace tiles (910B) and the bias row
-    if split:
+    if split_cores:
         q_c = s.queue(Pipe.M, Pipe.FIX, AIC)
         q_ws = s.queue(Pipe.FIX, Pipe.MTE2, "aic->aiv")
     else:
@@ -357,7 +357,7 @@ def _emit_up(
         with kb.range(0, k, kl1) as k1:
             _by_parity(kb, k1, kl1, nb, lambda p: l1_step(p, k1))
         q_c.enque()
-        if split:
+        if split_cores:
             q_c.deque()
             row = kb.mul(kb.block_idx, bm)
             q_ws.acquire()

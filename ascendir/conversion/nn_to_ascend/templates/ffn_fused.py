@@ -133,7 +133,7 @@ def needs(s: Shape, t: FusedTiling, target: HardwareConfig) -> dict[str, int]:
     ub = s.nacc * aligned_bytes(target, "ub", t.bm * t.bi * 4) + aligned_bytes(target, "ub", t.bm * t.bi * es)
     if s.b1:
         ub += aligned_bytes(target, "ub", t.bi * s.b1) + (aligned_bytes(target, "ub", t.bi * 4) if s.b1 != 4 else 0)
-    if not target.split:  # 910A: the down tile leaves through UB too
+    if not target.arch.fixpipe:  # 910A: the down tile leaves through UB too
         ub += aligned_bytes(target, "ub", t.bm * t.bn * 4)
     return {
         "l1": nb * (aligned_bytes(target, "l1", t.bm * t.kl1 * es) + aligned_bytes(target, "l1", math.prod(t.slot(s.nacc)) * es))
@@ -171,7 +171,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     r_w = 1 / (w_hit / r_hit + (1 - w_hit) / r_miss)
     rows = min(t.bm, s.m)
     n_l1, n_l0 = ceil_div(s.h, t.kl1), ceil_div(s.h, t.bk)
-    fix_rate = env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm") if target.split else 0.0
+    fix_rate = env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm") if target.arch.fixpipe else 0.0
     bi_avg = t.sw / t.per  # weight columns a chunk moves on average (the last one may be partial)
     # the set_flag that hands an L1 slot to MTE1 waits until the slot's loads are complete
     # (timeline.py: set_flag at max(free, done) of its pipe), so every L1 step also pays a read latency
@@ -185,7 +185,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     vec = vector_cycles(target, s.act, n, 4) + (s.nacc - 1) * vector_cycles(target, "vmul", n, 4) + vector_cycles(target, "vcast", n, 4)
     if s.b1:
         vec += vector_cycles(target, "vadd", n, 4)
-    if target.split:
+    if target.arch.split_cores:  # accumulators -> GM (FixPipe) -> AIV -> h back to L1
         fix = _copy_startup(target, Pipe.FIX, None) + s.nacc * n * 4 / fix_rate
         r_ub = env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
         aiv = (2 * st["mte2"] + s.nacc * n * 4 / r_ub + vec + st["mte3"]
@@ -209,7 +209,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     d_steps = nkd * ceil_div(t.down_rows, t.bk)
     d_mmad = d_steps * mmad_cycles(target, dt, t.bm, t.bn, t.bk)
     d_mte1 = d_steps * (2 * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a") + t.bk * t.bn * es / target.rate("l1", "l0b"))
-    d_fix = (_copy_startup(target, Pipe.FIX, None) + rows * cols * 4 / fix_rate) if target.split else (
+    d_fix = (_copy_startup(target, Pipe.FIX, None) + rows * cols * 4 / fix_rate) if target.arch.fixpipe else (
         rows * cols * 4 / target.rate("l0c", "ub") + st["mte3"] + rows * cols * 4 / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
     down = tn * max(d_mte2, d_mmad + d_fix, d_mte1)
     # ... nor are the first Wd load (queued behind the h loads on MTE2) and the last FixPipe
@@ -220,7 +220,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     gm_read = nrb * w_bytes + t.nsplit * t.per * s.m * s.h * es
     l2_hit = (nrb - 1) * w_bytes * (1 if nrb <= bd else 0)
     gm_write = t.nsplit * s.m * s.ho * 4
-    if target.split:  # chunk hand-offs (L2 resident)
+    if target.arch.split_cores:  # AIC <-> AIV chunk hand-offs (L2 resident)
         hand = items * t.per * (s.nacc * n * 4 + n * es)
         gm_read += hand
         l2_hit += hand
@@ -318,22 +318,22 @@ def emit(
     el = elem(x)
     gated = wu is not None
     nacc = 2 if gated else 1
-    split = ctx.target.split
+    arch = ctx.target.arch
     nrb = ceil_div(s.m, t.bm)
     items = nrb * t.nsplit
     block_dim = min(ctx.target.num_aic, items)
     part = ctx.buffer([t.nsplit * s.m, s.ho], f32)
     args = [x, wg, *([wu] if gated else []), *([b1] if b1 is not None else []), wd, part]
-    if split:
+    if arch.split_cores:
         args += [ctx.buffer([block_dim * RING * t.bm, nacc * t.bi], f32), ctx.buffer([block_dim * RING * t.bm, t.bi], el)]
-    kb = KernelBuilder(ctx, ctx.name("ffn_fused"), [a.type for a in args], CoreType.MIX if split else CoreType.AIC, block_dim, ctx.current)
+    kb = KernelBuilder(ctx, ctx.name("ffn_fused"), [a.type for a in args], CoreType.MIX if arch.split_cores else CoreType.AIC, block_dim, ctx.current)
     it = iter(kb.args)
     gx, gwg = next(it), next(it)
     gwu = next(it) if gated else None
     gb = next(it) if b1 is not None else None
     gwd, gpart = next(it), next(it)
-    ws_acc, ws_h = (next(it), next(it)) if split else (None, None)
-    _Kernel(kb, s, t, el, act, split, gx, [gwg] + ([gwu] if gated else []), gb, gwd, gpart, ws_acc, ws_h).emit(items, nrb)
+    ws_acc, ws_h = (next(it), next(it)) if arch.split_cores else (None, None)
+    _Kernel(kb, s, t, el, act, arch, gx, [gwg] + ([gwu] if gated else []), gb, gwd, gpart, ws_acc, ws_h).emit(items, nrb)
     ctx.launch(kb.finish(), args)
     _emit_reduce(ctx, part, b2, out, t.nsplit, s)
 
@@ -341,8 +341,8 @@ def emit(
 class _Kernel:
     """Buffers, queues and the emission of one ffn_fused kernel (see the module docstring)."""
 
-    def __init__(self, kb, s: Shape, t: FusedTiling, el, act, split, gx, weights, gb, gwd, gpart, ws_acc, ws_h):
-        self.kb, self.s, self.t, self.el, self.act, self.split = kb, s, t, el, act, split
+    def __init__(self, kb, s: Shape, t: FusedTiling, el, act, arch, gx, weights, gb, gwd, gpart, ws_acc, ws_h):
+        self.kb, self.s, self.t, self.el, self.act, self.arch = kb, s, t, el, act, arch
         self.gx, self.weights, self.gb, self.gwd, self.gpart, self.ws_acc, self.ws_h = gx, weights, gb, gwd, gpart, ws_acc, ws_h
         nb = DOUBLE_BUFFER
         L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
@@ -362,17 +362,17 @@ class _Kernel:
         if gb is not None:
             self.ub_b = kb.alloc([1, bi], elem(gb), UB)
             self.ub_b32 = kb.alloc([1, bi], f32, UB) if elem(gb) != f32 else self.ub_b
-        if not split:
+        if not arch.fixpipe:  # the down tile leaves L0C through UB
             self.ub_o = kb.alloc([bm, bn], f32, UB)
 
-        sy = self.sync = _Sync(kb, split)
+        sy = self.sync = _Sync(kb, arch.split_cores)
         AIC, AIV = "aic->aic", "aiv->aiv"
         M2, M1, M, FIX, V, M3 = Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.V, Pipe.MTE3
         self.q_l1 = [sy.queue(M2, M1, AIC) for _ in range(nb)]
         self.q_l0 = [sy.queue(M1, M, AIC) for _ in range(nb)]
         self.q_in = sy.queue(M2, V, AIV)
         self.q_out = sy.queue(V, M3, AIV)
-        if split:
+        if arch.split_cores:
             self.q_c = sy.queue(M, FIX, AIC)
             self.q_dc = sy.queue(M, FIX, AIC)
             self.q_hres = sy.queue(M2, M1, AIC)  # the resident h: loaded by MTE2, read by MTE1
@@ -405,9 +405,9 @@ class _Kernel:
             if not (isinstance(nch, int) and nch <= 1):
                 with kb.range(1, nch, 1) as j:
                     self._gate_up(j)
-                    if self.split:
+                    if self.arch.split_cores:
                         self._load_h(kb.sub(j, 1))
-            if self.split:
+            if self.arch.split_cores:
                 self._load_h(kb.sub(nch, 1))
             self.q_hres.handoff()
             self._down()
@@ -461,7 +461,7 @@ class _Kernel:
         with kb.range(0, s.h, t.kl1) as k1:
             _by_parity(kb, k1, t.kl1, DOUBLE_BUFFER, lambda p: l1_step(p, k1), l1_base)
         self.q_c.enque()
-        if self.split:
+        if self.arch.split_cores:
             row = self._slot_row(j)
             self.q_c.deque()
             self.q_ws.acquire()
@@ -499,7 +499,7 @@ class _Kernel:
         kb.emit(ascend.VcastOp(g, self.ub_h) if self.el != f32 else ascend.vector_op("vcopy")(g, self.ub_h))
         self.q_in.release()
         self.q_out.handoff()
-        if self.split:
+        if self.arch.split_cores:
             self.q_hws.acquire()
             kb.copy(self.ub_h, kb.subview(self.ws_h, [self._slot_row(j), 0], [t.bm, t.bi]))
             self.q_hws.enque()
@@ -555,7 +555,7 @@ class _Kernel:
                 _by_parity(kb, jd, 1, DOUBLE_BUFFER, lambda p: load(p, jd), tile_base)
             self.q_dc.handoff()
             dst = kb.subview(self.gpart, [prow, n0], [self.msz, nsz])
-            if self.split:
+            if self.arch.fixpipe:
                 kb.copy(self.acc_d, dst, layout="nz2nd")
                 self.q_dc.release()
             else:  # 910A: L0C -> UB (V), UB -> GM (MTE3)

@@ -109,7 +109,6 @@ from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, aligned_bytes, ceil_div, round_up
-from ascendir.conversion.nn_to_ascend.templates.matmul import NO_FP32_CUBE
 
 # What nn.attention's causal step writes (the lowest finite float of the fp32 compute type).
 LOWEST = float(np.finfo(np.float32).min)
@@ -159,7 +158,7 @@ def aiv_count(target: HardwareConfig, m: int) -> int:
     """Vector cores sharing the rows of an item: the group's two AIVs on 910B (S1 aiv_per_aic,
     S2 KERNEL_TYPE_MIX_AIC_1_2; CANN's A2 FA kernels split the rows of a block between them),
     one when there is a single row or the core is coupled (910A, 310P)."""
-    return 2 if target.split and target.aiv_per_aic >= 2 and m >= 2 else 1
+    return 2 if target.arch.split_cores and target.aiv_per_aic >= 2 and m >= 2 else 1
 
 
 def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool, causal_helpers: bool) -> dict[str, int]:
@@ -400,7 +399,7 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     for op in ("vmax", "vcopy", "vsub", "vexp", "vmul", "vadd", "vcopy"):
         vec += vector_cycles(target, op, n, 4)
     vec += vector_cycles(target, "vmul", n * dv, 4) + vector_cycles(target, "vadd", n * dv, 4)
-    if target.split:
+    if target.arch.split_cores:
         pipes.append((bc * (dp + dvp) + mp * bc) * es / l2 + 3 * st["mte2_nd2nz"])  # AIC MTE2: K, V, P
         pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + 2 * st["fix"])
         pipes.append((n * bc + n * dv) * 4 / min(r["l2_to_ub"], l2) + 2 * st["mte2"])  # AIV MTE2: S, O
@@ -489,15 +488,15 @@ def fits(att: nn.AttentionOp, target: HardwareConfig) -> bool:
 class _Sync:
     """Flags of one kernel; on a split chip each names the units it connects (FLAG_UNITS_ATTR)."""
 
-    def __init__(self, kb: KernelBuilder, split: bool):
-        self.kb, self.split = kb, split
+    def __init__(self, kb: KernelBuilder, split_cores: bool):
+        self.kb, self.split_cores = kb, split_cores
         self.queues: list[_Q] = []
 
     def flag(self, wait: bool, src: Pipe, dst: Pipe, event: int, units: str) -> None:
         from ascendir.interpreter.kernel import FLAG_UNITS_ATTR
 
         op = (ascend.WaitFlagOp if wait else ascend.SetFlagOp)(src, dst, event)
-        if self.split:
+        if self.split_cores:
             op.attributes[FLAG_UNITS_ATTR] = StringAttr(units)
         self.kb.emit(op)
 
@@ -579,9 +578,9 @@ def lower_flash_attention(ctx: LoweringContext, op: nn.FusedOp, operands: list[S
     el = elem(q)
     if not isinstance(el, AnyFloat):
         return Declined(f"{el} attention: the template computes in floats")
-    if ctx.target.arch in NO_FP32_CUBE and el != f16:
+    if no_mmad := ctx.target.arch.no_mmad(str(el)):
         raise ctx.error(
-            f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
+            f"{ctx.target.name} ({ctx.target.arch}) {no_mmad}; "
             "cast the model to float16 (ascendir --dtype fp16)"
         )
     return [_FlashKernel(ctx, att, q, k, v, mask).emit()]
@@ -637,7 +636,7 @@ class _FlashKernel:
         self.es = itemsize(self.el)
         self.causal = bool(att.causal.value.data)
         self.scale = att.scale.value.data
-        self.split = ctx.target.split
+        self.split_cores = ctx.target.arch.split_cores
         self.q, self.k, self.v, self.mask = q, k, v, mask
         self.mask4 = (1,) * (4 - len(shape(mask))) + shape(mask) if mask is not None else None
         try:
@@ -647,7 +646,7 @@ class _FlashKernel:
         self.off = self.skv - self.sq  # query i sees keys j <= i + off (aligned to the last query)
         # score tiles the cube runs ahead of the vector cores (workspace ring slots per stage);
         # a coupled core keeps S in its one L0C slot until the vector unit has read it: 1
-        self.depth = PRELOAD if self.split else 1
+        self.depth = PRELOAD if self.split_cores else 1
         nsub = aiv_count(ctx.target, self.t.m)
         self.aivs = [_Aiv(i, r0, n, _segments(r0, n, self.t.br, self.t.g)) for i, (r0, n) in enumerate(aiv_rows(self.t.m, nsub))]
 
@@ -669,10 +668,10 @@ class _FlashKernel:
             args += partial
         else:
             args.append(ctx.view(out, [b * hq * sq, dv]))
-        if self.split:  # per-core GM workspace rings of the AIC <-> AIV hand-offs (stay in L2)
+        if self.split_cores:  # per-core GM workspace rings of the AIC <-> AIV hand-offs (stay in L2)
             rows = block_dim * t.m * self.depth
             args += [ctx.buffer([rows, t.bc], f32), ctx.buffer([rows, t.bc], self.el), ctx.buffer([rows, dv], f32)]
-        core = CoreType.MIX if self.split else CoreType.AIC
+        core = CoreType.MIX if self.split_cores else CoreType.AIC
         kb = KernelBuilder(ctx, ctx.name("flash_attention"), [a.type for a in args], core, block_dim, ctx.current)
         self.kb = kb
         it = iter(kb.args)
@@ -682,7 +681,7 @@ class _FlashKernel:
             self.gacc, self.gm_, self.gl = next(it), next(it), next(it)
         else:
             self.gout = next(it)
-        if self.split:
+        if self.split_cores:
             self.ws_s, self.ws_p, self.ws_o = next(it), next(it), next(it)
         self._buffers()
         with kb.tiles(items) as w:
@@ -712,14 +711,14 @@ class _FlashKernel:
             with kb.on_subblock(a.sub):
                 self._aiv_buffers(a)
 
-        s = self.sync = _Sync(kb, self.split)
+        s = self.sync = _Sync(kb, self.split_cores)
         AIC = "aic->aic"
         M2, M1, M, FIX, V, M3 = Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.V, Pipe.MTE3
         self.q_q1, self.q_q0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
         self.q_k1, self.q_k0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
         self.q_v1, self.q_v0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
         self.q_p0 = s.queue(M1, M, AIC)
-        if self.split:
+        if self.split_cores:
             self.q_p1 = s.queue(M2, M1, AIC)
             self.q_sc, self.q_oc = s.queue(M, FIX, AIC), s.queue(M, FIX, AIC)
         else:  # coupled core: L0C -> UB on the vector pipe, UB -> L1 on MTE3
@@ -730,7 +729,7 @@ class _FlashKernel:
             with kb.on_subblock(a.sub):
                 a.q_out = s.queue(V, M3, u)
                 a.q_p = s.queue(V, M3, u)
-                if self.split:
+                if self.split_cores:
                     a.q_ws_s = s.queue(FIX, M2, f"aic->{a.name}", self.depth)
                     a.q_ws_o = s.queue(FIX, M2, f"aic->{a.name}", self.depth)
                     a.q_ws_p = s.queue(M3, M2, f"{a.name}->aic", self.depth)
@@ -888,7 +887,7 @@ class _FlashKernel:
         kb.emit(ascend.MmadOp(self.q_l0a, self.kt_l0b, self.s_l0c, True))
         self.q_k0.release()
         self.q_sc.enque()
-        if self.split:
+        if self.split_cores:
             self.q_sc.deque()
             for a in self.aivs:  # both AIVs have read the previous S
                 a.q_ws_s.acquire()
@@ -901,7 +900,7 @@ class _FlashKernel:
         """Vector (one AIV, its rows): scale, mask, online softmax of block j; P to the cube."""
         kb, t = self.kb, self.t
         s = a.s_ub
-        if self.split:
+        if self.split_cores:
             a.q_ws_s.deque()
             a.q_s.acquire()
             kb.copy(kb.subview(self.ws_s, [kb.add(self._slot(j), a.r0), 0], [a.n, t.bc]), s)
@@ -928,7 +927,7 @@ class _FlashKernel:
             kb.emit(_v("vexp")(s, s))
             kb.emit(ascend.VcastOp(s, a.p_ub))
             self._row_reduce(a, "sum", s, a.rowsum)
-        if self.split:
+        if self.split_cores:
             a.q_s.release()
         kb.emit(_v("vcopy")(a.alpha, a.alpha_prev))  # α_{j-1}, for the deferred update(j-1)
         kb.emit(_v("vsub")(a.m_old, a.m_new, a.alpha))
@@ -937,7 +936,7 @@ class _FlashKernel:
         kb.emit(_v("vadd")(a.l, a.rowsum, a.l))
         kb.emit(_v("vcopy")(a.m_new, a.m_old))
         a.q_p.handoff()
-        if self.split:
+        if self.split_cores:
             a.q_ws_p.acquire()
             kb.copy(a.p_ub, kb.subview(self.ws_p, [kb.add(self._slot(j), a.r0), 0], [a.n, t.bc]))
             a.q_ws_p.enque()
@@ -1050,7 +1049,7 @@ class _FlashKernel:
         kb.copy(self.v_l1, self.v_l0b)
         self.q_v1.release()
         self.q_v0.handoff()
-        if self.split:
+        if self.split_cores:
             for a in self.aivs:  # every AIV wrote its rows of P
                 a.q_ws_p.deque()
             self.q_p1.acquire()
@@ -1069,7 +1068,7 @@ class _FlashKernel:
         self.q_p0.release()
         self.q_v0.release()
         self.q_oc.enque()
-        if self.split:
+        if self.split_cores:
             self.q_oc.deque()
             for a in self.aivs:
                 a.q_ws_o.acquire()
@@ -1082,7 +1081,7 @@ class _FlashKernel:
         """Vector: acc = α_j·acc + O_j (α_j is `alpha_prev` when softmax(j+1) already ran)."""
         kb, t = self.kb, self.t
         o = a.o_ub
-        if self.split:
+        if self.split_cores:
             a.q_ws_o.deque()
             a.q_o.acquire()
             kb.copy(kb.subview(self.ws_o, [kb.add(self._slot(j), a.r0), 0], [a.n, self.dv]), o)
@@ -1096,7 +1095,7 @@ class _FlashKernel:
                 self.q_oc.release()
         kb.emit(_v("vmul")(a.acc, alpha, a.acc))
         kb.emit(_v("vadd")(a.acc, o, a.acc))
-        if self.split:
+        if self.split_cores:
             a.q_o.release()
 
     def _finish_item(self) -> None:

@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, f16, f32
+from xdsl.dialects.builtin import AnyFloat, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from ascendir.dialects import ascend, nn
@@ -79,8 +79,6 @@ DOUBLE_BUFFER = 2
 MIN_SPLIT_MN = 16
 # Fraction of each on-chip buffer one tile may use (the rest is for ping-pong, S2 InitBuffer).
 BUFFER_FRACTION = 0.5
-# Archs whose cube has no fp32 mmad (S1 mmad intrinsic map: only f16 and int8 forms).
-NO_FP32_CUBE = ("dav-c100", "dav-m200")
 ACTIVATIONS = ("vrelu", "vrelu6", "vgelu", "vgelu_tanh", "vsilu")
 
 
@@ -215,9 +213,9 @@ def emit_matmuls(
     el = elem(a)
     if any(elem(p.b) != el for p in products) or not isinstance(el, AnyFloat):
         raise ctx.error(f"cube matmul needs two float operands of one type, got {el} x {elem(products[0].b)}")
-    if ctx.target.arch in NO_FP32_CUBE and el != f16:
+    if no_mmad := ctx.target.arch.no_mmad(str(el)):  # e.g. f32 on 910A (S1 mmad map)
         raise ctx.error(
-            f"{ctx.target.name} ({ctx.target.arch}) has no {el} mmad (only f16/int8 on its cube, S1); "
+            f"{ctx.target.name} ({ctx.target.arch}) {no_mmad}; "
             "cast the model to float16 (ascendir --dtype fp16)"
         )
     grouped = len(products) > 1
@@ -260,15 +258,15 @@ def emit_matmuls(
     if splits > 1:  # partial sums: f32 workspace [splits * batch * M, N] in GM
         outs, out_elem = [ctx.buffer([splits * batch * m_rows, ns[0]], f32)], f32
 
-    split = ctx.target.split
+    arch = ctx.target.arch
     act = epilogue.activation
     assert act in (None, *ACTIVATIONS)
     residual = epilogue.residual
     cbias = epilogue.channel_bias
     # GELU/SiLU/ReLU6, the residual add and a column bias need the AIV on 910B (FixPipe only
     # does ReLU, the bias table BT holds a row)
-    mix = split and (act not in (None, "vrelu") or residual is not None or cbias is not None)
-    fix_relu = split and act == "vrelu" and cbias is None  # else ReLU must follow the bias add
+    mix = arch.split_cores and (act not in (None, "vrelu") or residual is not None or cbias is not None)
+    fix_relu = arch.fixpipe and act == "vrelu" and cbias is None  # else ReLU must follow the bias add
     args = [ctx.view(a, [math.prod(a_b) * m_rows, k])]
     for p, n, out in zip(products, ns, outs):
         args += [ctx.view(p.b, [math.prod(b_b) * k, n]), ctx.view(out, [splits * batch * m_rows, n])]
@@ -307,13 +305,13 @@ def emit_matmuls(
     l0c = kb.alloc([bm, bn], acc, MemSpace.L0C)
     q_l1 = [kb.queue(Pipe.MTE2, Pipe.MTE1) for _ in range(nb)]
     q_l0 = [kb.queue(Pipe.MTE1, Pipe.M) for _ in range(nb)]
-    q_c = kb.queue(Pipe.M, Pipe.FIX if split else Pipe.V)
+    q_c = kb.queue(Pipe.M, Pipe.FIX if arch.fixpipe else Pipe.V)
 
     first_bias = next((g for g in gm_biases if g is not None), None)
-    bias_stage = _BiasStage(kb, first_bias, bn, split) if first_bias is not None else None
-    cbias_stage = _BiasStage(kb, gm_cbias, bm, False, column=True) if gm_cbias is not None and not split else None
-    stage_act = None if split and not fix_relu else act  # 910B: only FixPipe's ReLU is the AIC's
-    out_stage = _OutputStage(kb, l0c, q_c, bm, bn, out_elem, stage_act, split, mix, bias_stage, gm_res, cbias_stage)
+    bias_stage = _BiasStage(kb, first_bias, bn, arch.bias_table) if first_bias is not None else None
+    cbias_stage = _BiasStage(kb, gm_cbias, bm, False, column=True) if gm_cbias is not None and not arch.fixpipe else None
+    stage_act = None if arch.fixpipe and not fix_relu else act  # FixPipe applies no other activation
+    out_stage = _OutputStage(kb, l0c, q_c, bm, bn, out_elem, stage_act, arch.fixpipe, mix, bias_stage, gm_res, cbias_stage)
     # Ping-pong slots alternate over the whole sequence a core runs: with an odd number of
     # L1 chunks per item (or L0 steps per chunk) a slot index restarting at 0 would reuse
     # the slot just filled and stall MTE2 (MTE1) until M releases it.
@@ -331,9 +329,9 @@ def emit_matmuls(
         if cbias_stage is not None:
             cbias_stage.load(m0, msz)
         q_c.acquire()
-        if gm_bias is not None and split:
+        if gm_bias is not None and arch.bias_table:
             bias_stage.q_bt.deque()
-        bt = bias_stage.bt if gm_bias is not None and split else None
+        bt = bias_stage.bt if gm_bias is not None and arch.bias_table else None
 
         def l0_step(p: int, q: int, k1: Index, kk: Index) -> None:
             q_l0[q].acquire()
@@ -359,7 +357,7 @@ def emit_matmuls(
 
         with kb.range(k_lo, k_hi, kl1) as k1:
             _by_parity(kb, k1, kl1, nb, lambda p: l1_step(p, k1), l1_base)
-        if gm_bias is not None and split:
+        if gm_bias is not None and arch.bias_table:
             bias_stage.q_bt.release()
         out_stage.bias = bias_stage if gm_bias is not None else None  # 910A adds it in UB
         out_stage.emit(gm_c, c_row, n0, msz, nsz)
@@ -494,16 +492,16 @@ class _BiasStage:
     column: a bias per output row instead (`size` = bm rows, GM [M, 1]; UB only: BT holds a row).
     """
 
-    def __init__(self, kb: KernelBuilder, gm_bias: SSAValue, size: int, split: bool, column: bool = False):
-        self.kb, self.gm, self.split, self.column = kb, gm_bias, split, column
+    def __init__(self, kb: KernelBuilder, gm_bias: SSAValue, size: int, bias_table: bool, column: bool = False):
+        self.kb, self.gm, self.bias_table, self.column = kb, gm_bias, bias_table, column
         el = elem(gm_bias)
         bn = size
         if column:
-            assert not split
+            assert not bias_table
             self.ub = kb.alloc([size, 1], el, MemSpace.UB)
             self.ub32 = kb.alloc([size, 1], f32, MemSpace.UB) if el != f32 else self.ub
             self.q_ub = kb.queue(Pipe.MTE2, Pipe.V)
-        elif split:
+        elif bias_table:
             self.l1 = kb.alloc([1, bn], el, MemSpace.L1)
             self.bt = kb.alloc([1, bn], el, MemSpace.BT)
             self.q_l1 = kb.queue(Pipe.MTE2, Pipe.MTE1)
@@ -519,7 +517,7 @@ class _BiasStage:
         kb = self.kb
         gm = gm if gm is not None else self.gm
         src = kb.subview(gm, [n0, 0], [nsz, 1]) if self.column else kb.subview(gm, [0, n0], [1, nsz])
-        if self.split:
+        if self.bias_table:
             self.q_l1.acquire()
             kb.copy(src, self.l1)
             self.q_l1.handoff()
@@ -554,19 +552,19 @@ class _OutputStage:
         bn: int,
         out_elem: Attribute,
         act: str | None,
-        split: bool,
+        fixpipe: bool,
         mix: bool,
         bias: _BiasStage | None,
         residual: SSAValue | None = None,
         channel_bias: _BiasStage | None = None,
     ):
         self.kb, self.l0c, self.q_c = kb, l0c, q_c
-        self.out_elem, self.act, self.split, self.mix, self.bias = out_elem, act, split, mix, bias
+        self.out_elem, self.act, self.fixpipe, self.mix, self.bias = out_elem, act, fixpipe, mix, bias
         self.residual, self.channel_bias = residual, channel_bias
         if mix:
             # FIX (AIC) -> MTE2 (AIV): "this output tile holds its pre-activation value"
             self.fix_to_aiv = kb.event(Pipe.FIX, Pipe.MTE2)
-        elif not split:
+        elif not fixpipe:
             wide = act is not None or bias is not None or residual is not None or channel_bias is not None
             self.ub_acc = kb.alloc([bm, bn], f32, MemSpace.UB) if wide else None
             self.ub_out = kb.alloc([bm, bn], out_elem, MemSpace.UB) if not wide or out_elem != f32 else self.ub_acc
@@ -580,7 +578,7 @@ class _OutputStage:
         kb = self.kb
         self.q_c.handoff()
         dst = kb.subview(gm_c, [c_row, n0], [msz, nsz])
-        if self.split:
+        if self.fixpipe:
             kb.copy(self.l0c, dst, layout="nz2nd", relu=self.act == "vrelu")
             self.q_c.release()
             if self.mix:
