@@ -130,20 +130,23 @@ def _skeleton() -> str:
     return f"{_head()}\n{body}\n"
 
 
-def render(name: str, cmd: str, text: str, seconds: float) -> str:
-    """The markdown of section `name`: title, command, machine, then `text` verbatim."""
+def render(name: str, cmd: str, text: str, seconds: float, load: float | None = None) -> str:
+    """The markdown of section `name`: title, command, machine, then `text` verbatim. `load`:
+    the 1-minute load average when the run started (wall times stretch on a busy machine)."""
     s = SECTIONS[name]
     return "\n".join([
         f"## {s.title}", "",
         f"Command: `{cmd}`  ",
         f"Machine: {machine()}  ",
-        f"Run: {seconds:.0f} s wall" + ("" if cmd == command(name, s.full) else
+        f"Run: {seconds:.0f} s wall" + (f", load average {load:.1f} at its start" if load is not None else "")
+        + ("" if cmd == command(name, s.full) else
                                          f"; the full run: `{command(name, s.full)}`"),
         "", "```text", text.strip("\n"), "```",
     ])
 
 
-def write_section(name: str, cmd: str, text: str, seconds: float, path: Path | None = None) -> None:
+def write_section(name: str, cmd: str, text: str, seconds: float, path: Path | None = None,
+                  load: float | None = None) -> None:
     """Replace section `name` of `path` (default RESULTS; created with every section pending if absent) with
     `text`, printed by `cmd` in `seconds`. Written whole to a temporary file, then renamed.
 
@@ -157,7 +160,7 @@ def write_section(name: str, cmd: str, text: str, seconds: float, path: Path | N
     if "<!-- BEGIN " not in doc:
         doc = _skeleton()
     doc = _head() + "\n" + doc[doc.find("<!-- BEGIN "):]  # the text above the sections is this module's
-    block = f"{_begin(name)}\n{render(name, cmd, text, seconds)}\n{_end(name)}"
+    block = f"{_begin(name)}\n{render(name, cmd, text, seconds, load)}\n{_end(name)}"
     pat = re.compile(re.escape(_begin(name)) + r".*?" + re.escape(_end(name)), re.S)
     if pat.search(doc):
         doc = pat.sub(lambda _: block, doc, count=1)
@@ -195,8 +198,8 @@ def recorded(script: str) -> Iterator[None]:
     if FLAG not in sys.argv[1:]:
         yield
         return
-    tee, t0 = _Tee(sys.stdout), time.perf_counter()
+    tee, t0, load = _Tee(sys.stdout), time.perf_counter(), os.getloadavg()[0]
     with contextlib.redirect_stdout(tee):
         yield
-    write_section(script, command(script, sys.argv[1:]), tee.buf.getvalue(), time.perf_counter() - t0)
+    write_section(script, command(script, sys.argv[1:]), tee.buf.getvalue(), time.perf_counter() - t0, load=load)
     print(f"wrote section '{script}' of {RESULTS}", file=sys.stderr)
