@@ -140,7 +140,7 @@ def render(name: str, cmd: str, text: str, seconds: float, load: float | None = 
         f"Machine: {machine()}  ",
         f"Run: {seconds:.0f} s wall" + (f", load average {load:.1f} at its start" if load is not None else "")
         + ("" if cmd == command(name, s.full) else
-                                         f"; the full run: `{command(name, s.full)}`"),
+                                         f"; a shorter form of the full run, left to a longer session: `{command(name, s.full)}`"),
         "", "```text", text.strip("\n"), "```",
     ])
 
