@@ -256,3 +256,36 @@ def expand_pipelines(spec: str) -> str:
             )
     items = [_lowering_spec(p.strip(), spec) if p.split("{", 1)[0].strip() == LOWERING else PIPELINES.get(p, p) for p in spec.split(",")]
     return ",".join(i for i in items if i.strip())
+
+
+# The attribute a pass plugin module defines: its ModulePass subclasses (docs/writing-a-pass.md).
+PLUGIN_ATTR = "ASCENDIR_PASSES"
+
+
+def load_pass_plugin(module: str) -> dict[str, Callable[[], type[ModulePass]]]:
+    """The passes of a plugin: import `module` (a dotted name importable from sys.path, e.g.
+    with PYTHONPATH or pip install) and read its ASCENDIR_PASSES, a sequence of xDSL ModulePass
+    subclasses, each offered under its `name` (`ascendir-opt --load-pass-plugin MODULE`).
+
+    Raises:
+        AscendirError: the module does not import, has no ASCENDIR_PASSES, lists something that
+            is not a ModulePass subclass with a name, or a name already taken by one of
+            ascendir's passes or named pipelines.
+    """
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except Exception as e:  # a plugin that fails to import is bad input, whatever it raised
+        raise AscendirError(f"pass plugin '{module}' does not import: {type(e).__name__}: {e}") from None
+    found = getattr(mod, PLUGIN_ATTR, None)
+    if found is None:
+        raise AscendirError(f"pass plugin '{module}' has no {PLUGIN_ATTR} (a list of its ModulePass classes)")
+    passes: dict[str, Callable[[], type[ModulePass]]] = {}
+    for cls in found:
+        if not (isinstance(cls, type) and issubclass(cls, ModulePass) and isinstance(getattr(cls, "name", None), str)):
+            raise AscendirError(f"pass plugin '{module}': {PLUGIN_ATTR} holds {cls!r}, not a ModulePass subclass with a name")
+        if cls.name in PASSES or cls.name in PIPELINES or cls.name == LOWERING or cls.name in passes:
+            raise AscendirError(f"pass plugin '{module}': the pass name '{cls.name}' is taken (give the pass another name)")
+        passes[cls.name] = lambda cls=cls: cls
+    return passes

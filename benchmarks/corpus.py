@@ -26,6 +26,7 @@ from ascendir.driver import compile_model  # noqa: E402
 from ascendir.frontends.onnx import import_onnx  # noqa: E402
 from ascendir.hardware import load_target  # noqa: E402
 from ascendir.interpreter import simulate  # noqa: E402
+import results  # noqa: E402  (benchmarks/results.py: --write-results)
 
 CORPUS = Path(os.environ.get("ASCENDIR_CORPUS", "/work/corpus"))
 
@@ -79,6 +80,7 @@ def main() -> None:
     ap.add_argument("--models", default=None, help="comma-separated (default: every corpus model)")
     ap.add_argument("--target", default="ascend910b2")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    results.add_flag(ap)
     args = ap.parse_args()
     names = args.models.split(",") if args.models else corpus_models()
     head = f"{'model':24} {'import s':>8} {'compile s':>9} {'sim s':>7} {'cycles':>12} {'sim µs':>9} {'kern':>5} {'max|abs|':>9} {'max rel':>9}  ok"
@@ -99,4 +101,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.recorded("corpus"):
+        main()

@@ -40,6 +40,7 @@ from ascendir.interpreter import simulate  # noqa: E402
 from ascendir.pipelines import PASSES  # noqa: E402
 from ascendir.weights import WeightStore  # noqa: E402
 from xdsl.parser import Parser  # noqa: E402
+import results  # noqa: E402  (benchmarks/results.py: --write-results)
 
 H, HEADS, D, MLP = 4096, 32, 128, 11008
 # -O0, each fusion pass alone (the ones registered: fuse-elementwise lands separately), -O2.
@@ -200,6 +201,7 @@ def main() -> None:
     ap.add_argument("--attention-only", action="store_true", help="the attention sweep only")
     ap.add_argument("--seqs", default="1024,4096,8192,16384", help="attention sweep lengths")
     ap.add_argument("--corpus-only", action="store_true", help="the corpus fusion-count table only")
+    results.add_flag(ap)
     args = ap.parse_args()
     if args.corpus_only:
         print_corpus_table()
@@ -249,4 +251,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.recorded("fusion"):
+        main()

@@ -14,12 +14,7 @@ Timing-only runs do not check races (interpreter/race.py; `check_races=True` wou
 runs do.
 Goals (issue #5): ≥ 1 M tile-ops/s timing-only, 32-layer 7B prefill-512 timing-only ≤ 30 s,
 one 7B layer with numerics ≤ 30 s.
-Latest (2026-12-01 23:36-23:44, 2-core machine): 4096³ timing-only 1.07-1.43 M tile-ops/s (0.12-0.15 s,
-best of 5, eleven runs, all at or above 1 M; the machine's speed swings by ~30 % within minutes,
-and with four other processes on its two cores a run drops below 1 M per wall second), 410 M
-instructions per run under callgrind (481 M at 21:30, 888 M in the morning); 0.09 M without
-extrapolation, same cycles; 32-layer 7B prefill-512 timing-only 4.4 s; one 7B layer alone
-timing-only 0.6-0.95 s; one 7B layer with numerics 20.4 s.
+Figures: docs/results.md (`--write-results` writes this script's section there).
 """
 
 from __future__ import annotations
@@ -42,6 +37,7 @@ from ascendir.interpreter.testing import matmul_ir, parse  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fusion  # noqa: E402  (7B-shaped layer builder)
+import results  # noqa: E402  (benchmarks/results.py: --write-results)
 
 
 def best_of(fn, repeat: int) -> tuple[float, float]:
@@ -158,6 +154,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the minimum is printed")
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--quick", action="store_true", help="skip the 32-layer and numerics-layer runs")
+    results.add_flag(ap)
     args = ap.parse_args()
     hw = load_target("ascend910b2")
     t = args.tile
@@ -233,4 +230,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.recorded("interpreter_speed"):
+        main()

@@ -35,6 +35,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
+import results  # noqa: E402  (benchmarks/results.py: --write-results)
 
 H, HEADS, D, MLP, VOCAB = 4096, 32, 128, 11008, 32000
 ALIGN = 4096  # external-data offsets page-aligned, as onnx's own writer can do for mmap
@@ -137,6 +138,7 @@ def main() -> None:
     ap.add_argument("--target", default="ascend910b2")
     ap.add_argument("--run", action="store_true", help="also simulate timing-only")
     ap.add_argument("--keep", type=Path, default=None, help="build the model in this folder and keep it")
+    results.add_flag(ap)
     args = ap.parse_args()
 
     from ascendir.driver import compile_model
@@ -172,4 +174,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.recorded("llama7b_shape_only"):
+        main()

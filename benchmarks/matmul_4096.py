@@ -26,6 +26,7 @@ from pathlib import Path  # noqa: E402
 from ascendir.hardware import load_target  # noqa: E402
 from ascendir.interpreter import simulate  # noqa: E402
 from ascendir.interpreter.testing import matmul_ir, parse  # noqa: E402
+import results  # noqa: E402  (benchmarks/results.py: --write-results)
 
 N = 4096
 
@@ -72,6 +73,7 @@ def show(label: str, module, hw) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="ascend910b2")
+    results.add_flag(ap)
     args = ap.parse_args()
     hw = load_target(args.target)
     print(f"{N}x{N}x{N} fp16 matmul on {hw.name}: peak {hw.peak_flops('f16') / 1e12:.1f} TFLOPS "
@@ -86,4 +88,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.recorded("matmul_4096"):
+        main()

@@ -28,6 +28,7 @@ import time  # noqa: E402
 from ascendir.hardware import load_target  # noqa: E402
 from ascendir.interpreter import simulate  # noqa: E402
 from ascendir.interpreter.testing import matmul_ir, parse  # noqa: E402
+import results  # noqa: E402  (benchmarks/results.py: --write-results)
 
 
 def main() -> None:
@@ -35,6 +36,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=4096, help="M = N (and K unless --k)")
     ap.add_argument("--k", type=int, default=None)
     ap.add_argument("--target", default="ascend910b2")
+    results.add_flag(ap)
     args = ap.parse_args()
     n, hw = args.n, load_target(args.target)
     k = args.k or n
@@ -114,4 +116,5 @@ def _lowered(n: int, k: int, target: str, tiling: str | None, opt: str):
 
 
 if __name__ == "__main__":
-    main()
+    with results.recorded("matmul_ladder"):
+        main()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import results  # noqa: E402  (benchmarks/results.py: --write-results)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -289,6 +290,7 @@ def run(op: str, version: int) -> tuple[bool, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ops", default=None, help="comma-separated op types (default: every claimed op)")
+    results.add_flag(ap)
     args = ap.parse_args()
     ops = set(args.ops.split(",")) if args.ops else None
     t0 = time.perf_counter()
@@ -306,4 +308,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.recorded("opset_sweep"):
+        main()

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import results  # noqa: E402  (benchmarks/results.py: --write-results)
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("ASCENDIR_CORPUS", "/work/corpus"))
@@ -55,6 +56,7 @@ def run(model_dir: Path, timing_only: bool) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="mlp_small,llama_small,llama_small_dynamo,llama_realistic")
+    results.add_flag(ap)
     args = ap.parse_args()
     print(f"{'model':24} {'mode':12} {'wall s':>8} {'cycles':>14} {'sim µs':>10} {'max |err|':>10}")
     for name in args.models.split(","):
@@ -67,4 +69,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.recorded("run_models"):
+        main()

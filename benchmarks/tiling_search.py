@@ -19,6 +19,7 @@ import argparse  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+import results  # noqa: E402  (benchmarks/results.py: --write-results)
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("ASCENDIR_CORPUS", "/work/corpus"))
@@ -88,6 +89,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=None, help="comma-separated corpus model names (default: all found)")
     ap.add_argument("--no-sim", action="store_true", help="estimates only")
+    results.add_flag(ap)
     args = ap.parse_args()
     from ascendir.hardware import load_target
     from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
@@ -131,4 +133,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with results.recorded("tiling_search"):
+        main()

@@ -7,7 +7,7 @@ L0C and softmax/norm statistics are f32 (so no growth with the reduction length)
 corpus models chain only a few such roundings between input and output; 8u leaves room for that
 chain, not for a wrong kernel (a dropped term, an f16 accumulation over K ≥ 64, a missed
 saturation would each cost more). The bound was set from this argument, before measuring; the
-measured errors are in README.md (Precision policy).
+measured errors are in docs/results.md, written by benchmarks/precision.py.
 """
 
 from __future__ import annotations

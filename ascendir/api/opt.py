@@ -9,6 +9,10 @@ pass pipeline or option, an unreadable file, an error a pass raises) prints one 
 `ascendir-opt: error: ...` and exits with code 2; any other exception is a bug and prints
 `ascendir-opt: internal error: <type>: <message>` and exits with code 1, as `ascendir` does
 (ASCENDIR_DEBUG=1 prints the traceback too). `-o FILE` is written only on success.
+
+`--load-pass-plugin MODULE` (repeatable) adds the passes a Python module lists in its
+ASCENDIR_PASSES (passes.load_pass_plugin; docs/writing-a-pass.md), usable in `-p` like the
+built-in ones.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from ascendir.session import DIALECTS, Session, SessionContext
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, not_utf8, one_line
 from ascendir.api.outputs import atomic_write, check_writable
-from ascendir.pipelines import PASSES, expand_pipelines
+from ascendir.pipelines import PASSES, expand_pipelines, load_pass_plugin
 
 
 class AscendirOptMain(xDSLOptMain):
@@ -46,7 +50,20 @@ class AscendirOptMain(xDSLOptMain):
         for name, factory in PASSES.items():
             self.register_pass(name, factory)
 
+    def register_all_arguments(self, arg_parser) -> None:
+        super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--load-pass-plugin", metavar="MODULE", action="append", default=[],
+            help="import this Python module and add the passes its ASCENDIR_PASSES lists (repeatable)",
+        )
+
     def setup_pipeline(self) -> None:
+        # plugins first: -p may name their passes (the arguments are only parsed by now)
+        for module in dict.fromkeys(self.args.load_pass_plugin):
+            for name, factory in load_pass_plugin(module).items():
+                if name in self.available_passes:  # xDSL would let the later one win silently
+                    raise AscendirError(f"pass plugin '{module}': the pass name '{name}' is taken by another plugin")
+                self.register_pass(name, factory)
         spec = self.args.passes
         if spec:
             self.args.passes = expand_pipelines(spec)
