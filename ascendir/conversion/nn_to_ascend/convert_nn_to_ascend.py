@@ -36,7 +36,7 @@ from ascendir.session import DeclinedRegion, Session, session_of
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.conversion.nn_to_ascend import kernel_reuse
 from ascendir.conversion.nn_to_ascend.decompose_attention import DecomposeAttention
-from ascendir.conversion.nn_to_ascend.registry import FUSED_TEMPLATES, TEMPLATES
+from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS, TEMPLATES
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, gm_type
 
 
@@ -100,14 +100,18 @@ def lower_op(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> l
 
 
 def lower_fused(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue]:
-    """The kind's template, or the body op by op when the kind has none (or its template
-    declines: the region and the reason go to `ctx.declined`)."""
-    template = FUSED_TEMPLATES.get(op.kind.data)
+    """The kind's template (registry.FUSED_KINDS): its `plan` of the region, then its `emit`;
+    or the body op by op when the kind has none, or its template declines (the region and the
+    reason go to `ctx.declined`; the template's `fallback` prepares the body first)."""
+    template = FUSED_KINDS.get(op.kind.data)
     if template is not None:
-        results = template(ctx, op, operands)
+        plan = template.plan(op)
+        results = plan if isinstance(plan, Declined) else template.emit(ctx, plan, operands)
         if not isinstance(results, Declined):
             return results
         ctx.declined.append((ctx.current, op.kind.data, results.reason))
+        if isinstance(plan, Declined):
+            template.fallback(op)
     outer = ctx.current
     block = op.body.block
     for arg, buf in zip(block.args, operands):

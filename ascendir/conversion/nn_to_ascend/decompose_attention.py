@@ -25,7 +25,7 @@ from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp,
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from ascendir.conversion.nn_to_ascend.registry import FUSED_TEMPLATES
+from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import fits
 from ascendir.dialects import nn
 from ascendir.hardware.config import HardwareConfig
@@ -124,4 +124,4 @@ def _too_big(region: nn.FusedOp, att: nn.AttentionOp, target: HardwareConfig | N
 
 
 def _has_template(kind: str) -> bool:
-    return kind in FUSED_TEMPLATES
+    return kind in FUSED_KINDS

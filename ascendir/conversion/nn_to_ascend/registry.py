@@ -1,6 +1,8 @@
-"""Which template lowers which nn op (TEMPLATES, by op class) and which fused kind (FUSED_TEMPLATES,
-by `nn.fused` kind). convert-nn-to-ascend dispatches through these tables; decompose-attention
-asks them whether an attention region has a template."""
+"""Which template lowers which nn op (TEMPLATES, by op class: plain functions) and which fused
+kind (FUSED_KINDS, by `nn.fused` kind: a `Template`, template.py). convert-nn-to-ascend
+dispatches through these tables; choose-tiling asks FUSED_KINDS and OP_TEMPLATES (the plain ops
+it tiles) for their tiled sites; decompose-attention asks whether an attention region has a
+template."""
 
 from __future__ import annotations
 
@@ -9,10 +11,15 @@ from collections.abc import Callable
 from xdsl.ir import Operation, SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
-from ascendir.conversion.nn_to_ascend.templates import (
-    conv, data_movement, elementwise, ffn, flash_attention, fused_elementwise, matmul, matmul_epilogue, norm_matmul, pool,
-    reduction, topk,
-)
+from ascendir.conversion.nn_to_ascend.kinds.conv_activation import CONV_ACTIVATION
+from ascendir.conversion.nn_to_ascend.kinds.elementwise import ELEMENTWISE
+from ascendir.conversion.nn_to_ascend.kinds.ffn import FFN
+from ascendir.conversion.nn_to_ascend.kinds.flash_attention import FLASH_ATTENTION
+from ascendir.conversion.nn_to_ascend.kinds.matmul_epilogue import MATMUL_EPILOGUE
+from ascendir.conversion.nn_to_ascend.kinds.matmul_sites import MATMUL
+from ascendir.conversion.nn_to_ascend.kinds.norm_matmul import NORM_MATMUL
+from ascendir.conversion.nn_to_ascend.template import Template as FusedTemplate
+from ascendir.conversion.nn_to_ascend.templates import conv, data_movement, elementwise, matmul, pool, reduction, topk
 from ascendir.dialects import nn
 
 Template = Callable[[LoweringContext, Operation, list[SSAValue]], list[SSAValue]]
@@ -42,9 +49,9 @@ def _templates() -> dict[type[Operation], Template]:
 
 
 TEMPLATES = _templates()
-FUSED_TEMPLATES: dict[str, Template] = {"matmul_epilogue": matmul_epilogue.lower_matmul_epilogue}
-FUSED_TEMPLATES["ffn"] = ffn.lower_ffn
-FUSED_TEMPLATES["flash_attention"] = flash_attention.lower_flash_attention
-FUSED_TEMPLATES["norm_matmul"] = norm_matmul.lower_norm_matmul
-FUSED_TEMPLATES["elementwise"] = fused_elementwise.lower_fused_elementwise
-FUSED_TEMPLATES["conv_activation"] = conv.lower_conv_activation
+# every kind an nn.fused region may have a template for; one the table lacks lowers op by op
+FUSED_KINDS: dict[str, FusedTemplate] = {
+    t.kind: t for t in (MATMUL_EPILOGUE, FFN, FLASH_ATTENTION, NORM_MATMUL, ELEMENTWISE, CONV_ACTIVATION)
+}
+# the plain ops choose-tiling tiles, by op class
+OP_TEMPLATES: dict[type[Operation], FusedTemplate] = {nn.MatmulOp: MATMUL}

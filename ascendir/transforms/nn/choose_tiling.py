@@ -68,20 +68,21 @@ ranking to be right, `benchmarks/tiling_search.py` prints estimate vs simulation
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import nn
 from ascendir.session import SearchStats, Session, session_of
-from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
-from ascendir.conversion.nn_to_ascend.tiling import (
-    ATTENTION_FIELDS, FIELDS, Problem, SearchResult, TILING_ATTR, Tiling, attention_attr, complete, fit_error, largest_fit, parse_tiling, problem_of, search,
-)
+from ascendir.conversion.nn_to_ascend.host_builder import Declined
+from ascendir.conversion.nn_to_ascend.kinds.families import FAMILIES, MATMUL as MATMUL_FAMILY
+from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS, OP_TEMPLATES
+from ascendir.conversion.nn_to_ascend.template import Site, Template
+from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, parse_tiling
 
 
 @dataclass(frozen=True)
@@ -125,142 +126,63 @@ def log_json(log: dict[str, SearchStats]) -> dict[str, dict]:
             for kind, st in log.items()}
 
 
+def tiled_sites(module: ModuleOp, target: HardwareConfig) -> list[tuple[Template, object, Site]]:
+    """(template, plan, site) of every op choose-tiling tiles, in program (walk) order: the sites
+    of each fused region whose template plans it (registry.FUSED_KINDS), and of each plain op a
+    template in registry.OP_TEMPLATES tiles (nn.matmul) outside such a region -- also the body
+    ops of a region whose kind has no template or whose template declines it, since those lower
+    op by op."""
+    found = []
+    covered: set[Operation] = set()
+    for op in module.walk():
+        if op in covered:
+            continue
+        if isinstance(op, nn.FusedOp) and (template := FUSED_KINDS.get(op.kind.data)) is not None:
+            plan = template.plan(op)
+            if not isinstance(plan, Declined):
+                covered.update(op.body.walk())
+                found += [(template, plan, site) for site in template.sites(plan, target)]
+            continue
+        template = OP_TEMPLATES.get(type(op))
+        if template is not None:
+            plan = template.plan(op)
+            found += [(template, plan, site) for site in template.sites(plan, target)]
+    return found
+
+
 def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: list | None = None,
              session: Session | None = None) -> None:
-    """ChooseTiling's work (see there); `stats` gets (op, problem, SearchResult or None) per matmul;
-    what was searched goes to `session.search_log`."""
+    """ChooseTiling's work (see there), generic over templates: each tiled site's template
+    searches its candidates (`Template.search`) and the best tiling is recorded on the site's op;
+    with forced fields, each family (kinds/families.py) completes and checks them instead.
+    `stats` gets (op, problem, tiling.SearchResult or None) per matmul site; what was searched
+    goes to `session.search_log`."""
     session = session or Session()
     force = parse_tiling(forced, ChooseTiling.name) if forced else {}
-    mm_force = {k: v for k, v in force.items() if k in FIELDS}
-    att_force = {k: v for k, v in force.items() if k in ATTENTION_FIELDS}
-    searched: dict[Problem, SearchResult] = {}  # a model repeats its layers' shapes
-    todo = []
-    for i, mm in enumerate(o for o in module.walk() if isinstance(o, nn.MatmulOp)):
-        p = problem_of(mm)
-        if not all(isinstance(d, int) and d > 0 for d in (p.m, p.n, p.k)) or p.dtype not in ("f16", "bf16", "f32"):
+    sites = tiled_sites(module, target)
+    index: dict[Operation, int] = {}  # errors name an op by its position among the module's ops of its name
+    count: dict[str, int] = {}
+    for o in module.walk():
+        index[o] = count.get(o.name, 0)
+        count[o.name] = index[o] + 1
+    for family in FAMILIES:
+        mine = [(t, p, s) for t, p, s in sites if s.family == family.name]
+        fam_force = {k: v for k, v in force.items() if k in family.fields}
+        if fam_force:
+            family.force([(family.describe(s.op, index[s.op]), s) for _, _, s in mine], fam_force, target, session,
+                         stats if family is MATMUL_FAMILY else None)
             continue
-        if p.dtype not in target.cube.k_per_cycle:  # no such mmad (910A f32): the template says so
-            continue
-        todo.append((i, mm, p))
-    if mm_force:
-        _force_matmuls(todo, mm_force, target, stats, session)
-    for i, mm, p in todo if not mm_force else ():
-        if TILING_ATTR in mm.attributes:
-            continue
-        if p.ffn_up:  # ffn_up picks its own nacc-accumulator tile; one recorded here would be obeyed
-            continue  # (and rule out the fused FFN kernel, which has no per-matmul tiles)
-        new = p not in searched
-        if new:
-            searched[p] = search(p, target)
-        res = searched[p]
-        mm.attributes[TILING_ATTR] = res.best.to_attr()
-        session.record_search("matmul", new, res.scored if new else 0, res.seconds if new else 0.0)
-        if stats is not None:
-            stats.append((mm, p, res))
-    _annotate_attention(module, target, att_force, session)
-
-
-def _name(mm: nn.MatmulOp, i: int) -> str:
-    """How errors name a matmul: `nn.matmul #3` and its ONNX node when the importer kept one."""
-    node = mm.attributes.get("onnx.node") or mm.attributes.get("onnx.name")
-    return f"nn.matmul #{i}" + (f" ('{node.data}')" if node is not None and hasattr(node, "data") else "")
-
-
-def _force_matmuls(todo: list, force: dict[str, int], target: HardwareConfig, stats: list | None, session: Session) -> None:
-    """Record `force` (completed per matmul, see `complete`) on every matmul of `todo` ((index,
-    op, Problem) triples).
-
-    Raises:
-        AscendirError: on the first matmul the completed tiling does not fit: names the buffer,
-            the bytes needed vs available and, as `largest tile that fits`, the largest values of
-            the forced fields that fit EVERY matmul of `todo` (`suggest`) -- the flag applies to all
-            of them, so a per-op fit could just move the error to the next matmul."""
-    done: dict[Problem, tuple[Tiling, int]] = {}
-    for i, mm, p in todo:
-        t0 = time.perf_counter()
-        new = p not in done
-        if new:
-            done[p] = complete(p, force, target, count=True)
-        t, n = done[p]
-        why = fit_error(p, t, target)
-        if why is not None:
-            if why.startswith("is not aligned"):
-                raise AscendirError(f"{_name(mm, i)}: tiling {t.text()} {why}")
-            fit = suggest([q for _, _, q in todo], force, target)
-            spec = ",".join(f"{k}={v}" for k, v in fit.items()) if fit else None
-            hint = f"; largest tile that fits: {spec}" if spec else "; no tile fits"
-            raise AscendirError(f"{_name(mm, i)}: tiling {t.text()} {why}{hint}")
-        mm.attributes[TILING_ATTR] = t.to_attr()
-        session.record_search("matmul", new and n > 0, n if new else 0, time.perf_counter() - t0)
-        if stats is not None:
-            stats.append((mm, p, None))
-
-
-def suggest(problems: list[Problem], force: dict[str, int], target: HardwareConfig) -> dict[str, int] | None:
-    """The largest values of the forced fields (none above the forced ones) with which every
-    problem's completed tiling (`complete`) fits `target`, or None: start from `force`, and while
-    some problem's completion does not fit, take the forced fields of its largest_fit (each no
-    larger than before, so this ends)."""
-    f = dict(force)
-    distinct = list(dict.fromkeys(problems))
-    while True:
-        for p in distinct:
-            t = complete(p, f, target)
-            if fit_error(p, t, target) is None:
+        searched: dict = {}  # a model repeats its layers' shapes
+        for template, plan, site in mine:
+            if TILING_ATTR in site.op.attributes or not site.searched:
                 continue
-            fit = largest_fit(p, t, target)
-            if fit is None:
-                return None
-            nf = {k: getattr(fit, k) for k in f}
-            if nf == f:  # its fitting tile needs other non-forced fields than `complete` finds
-                return None
-            f = nf
-            break
-        else:
-            return f
-
-
-def _annotate_attention(module: ModuleOp, target: HardwareConfig, force: dict[str, int], session: Session) -> None:
-    """{br, bc} on every nn.attention the flash_attention template lowers (flash_attention.py's
-    search: estimate_cycles over the tiles that fit). One without any fitting tile is left bare
-    (lowering decomposes it), unless the tile is forced: then the fit error."""
-    from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
-    from ascendir.transforms.nn.fuse_attention import KIND
-
-    searched: dict = {}
-    atts = [o for o in module.walk() if isinstance(o, nn.AttentionOp)]
-    for i, att in enumerate(atts):
-        parent = att.parent_op()
-        if not (isinstance(parent, nn.FusedOp) and parent.kind.data == KIND):
-            continue
-        if target.arch.no_mmad(str(att.q.type.element_type)):
-            continue  # no such mmad: lowering says so
-        if not force and TILING_ATTR in att.attributes:
-            continue
-        s = fa.shape_of(att)
-        t0 = time.perf_counter()
-        if force:
-            br, bc, n = force.get("br"), force.get("bc"), 0
-            if br is None or bc is None:
-                try:
-                    t, n = fa.search(s, target, br, bc)
-                    br, bc = t.br if br is None else br, t.bc if bc is None else bc
-                except ValueError:
-                    br, bc = br or 128, bc or 128
-            t = fa.forced(s, target, br, bc, f"nn.attention #{i}")
-            att.attributes[TILING_ATTR] = attention_attr(t.br, t.bc)
-            session.record_search("attention", n > 0, n, time.perf_counter() - t0)
-            continue
-        new = s not in searched
-        if new:
-            try:
-                searched[s] = fa.search(s, target)
-            except ValueError:
-                searched[s] = None
-        if searched[s] is None:
-            continue
-        t, n = searched[s]
-        att.attributes[TILING_ATTR] = attention_attr(t.br, t.bc)
-        session.record_search("attention", new, n if new else 0, time.perf_counter() - t0)
-
-
+            new = site.problem not in searched
+            if new:
+                searched[site.problem] = template.search(plan, site, target)
+            res = searched[site.problem]
+            if res is None:  # no tile fits: left bare (lowering says why, or decomposes an attention)
+                continue
+            site.op.attributes[TILING_ATTR] = family.to_attr(res.best)
+            session.record_search(family.name, new, res.scored if new else 0, res.seconds if new else 0.0)
+            if stats is not None and family is MATMUL_FAMILY:
+                stats.append((site.op, site.problem, res.detail))

@@ -1,0 +1,88 @@
+"""The flash_attention template (protocol side): plan = the region's one nn.attention; emit =
+templates/flash_attention.lower_flash_attention; one attention site whose tiles (Br, Bc) come
+from that module's fit (`Shape.needs`), estimate (`estimate_cycles`) and search."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import AnyFloat
+from xdsl.ir import SSAValue
+
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext
+from ascendir.conversion.nn_to_ascend.kernel_builder import round_up
+from ascendir.conversion.nn_to_ascend.template import Searched, Site, TemplateBase, body_of
+from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
+from ascendir.dialects import nn
+from ascendir.hardware.config import HardwareConfig
+
+KIND = "flash_attention"
+FAMILY = "attention"
+
+
+@dataclass(frozen=True)
+class FlashPlan:
+    region: nn.FusedOp
+    att: nn.AttentionOp
+
+
+class FlashAttentionTemplate(TemplateBase):
+    kind = KIND
+
+    def plan(self, region: nn.FusedOp) -> FlashPlan | Declined:
+        body = body_of(region)
+        if len(body) != 1 or not isinstance(body[0], nn.AttentionOp) or len(region.outputs) != 1:
+            return Declined("the body is not one nn.attention with one output")
+        att = body[0]
+        if any(v not in region.body.block.args for v in att.operands):
+            return Declined("an operand of the attention is computed inside the region")
+        el = att.q.type.element_type
+        if not isinstance(el, AnyFloat):
+            return Declined(f"{el} attention: the template computes in floats")
+        return FlashPlan(region, att)
+
+    def sites(self, plan: FlashPlan, target: HardwareConfig) -> list[Site]:
+        if target.arch.no_mmad(str(plan.att.q.type.element_type)):
+            return []  # no such mmad: lowering says so
+        return [Site(plan.att, FAMILY, fa.shape_of(plan.att))]
+
+    def candidates(self, plan: FlashPlan, site: Site, target: HardwareConfig) -> Iterator[tuple[int, int]]:
+        """(br, bc) tiles of fa.search's grid that fit `target`."""
+        s: fa.Shape = site.problem
+        rsq, rskv = round_up(s.sq, 16), round_up(s.skv, 16)
+        brs = [s.sq] if s.sq < 16 else sorted({min(b, rsq) for b in fa.BR_CANDIDATES}, reverse=True)
+        bcs = sorted({min(b, rskv) for b in fa.BC_CANDIDATES}, reverse=True)
+        for r in brs:
+            if s.g * r > fa.MAX_ROWS and r != brs[-1]:
+                continue
+            for c in bcs:
+                if c > 256 and s.g * r > fa.WIDE_BC_MAX_ROWS:
+                    continue
+                if s.misfit(target, r, c) is None:
+                    yield r, c
+
+    def footprint(self, plan: FlashPlan, site: Site, tile: tuple[int, int], target: HardwareConfig) -> dict[str, int]:
+        return site.problem.needs(target, *tile)
+
+    def estimate(self, plan: FlashPlan, site: Site, tile: tuple[int, int], target: HardwareConfig) -> float:
+        s: fa.Shape = site.problem
+        return s.cycles(target, s.tiling(target, *tile))
+
+    def search(self, plan: FlashPlan, site: Site, target: HardwareConfig) -> Searched | None:
+        """fa.search (ties: more stacked scores per block, then the wider Bc); None when no tile
+        fits (lowering decomposes the attention)."""
+        import time
+
+        t0 = time.perf_counter()
+        try:
+            t, n = fa.search(site.problem, target)
+        except ValueError:
+            return None
+        return Searched(t, float("nan"), n, time.perf_counter() - t0, t)
+
+    def emit(self, ctx: LoweringContext, plan: FlashPlan, operands: list[SSAValue]) -> list[SSAValue] | Declined:
+        return fa.lower_flash_attention(ctx, plan.region, operands)
+
+
+FLASH_ATTENTION = FlashAttentionTemplate()
