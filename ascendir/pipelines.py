@@ -52,6 +52,12 @@ def _fuse_norm_matmul():
     return FuseNormMatmul
 
 
+def _fuse_add_rms_norm():
+    from ascendir.transforms.nn.fuse_add_rms_norm import FuseAddRmsNorm
+
+    return FuseAddRmsNorm
+
+
 def _fuse_conv_activation():
     from ascendir.transforms.nn.fuse_conv_activation import FuseConvActivation
 
@@ -127,6 +133,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fuse-ffn": _fuse_ffn,
     "fuse-attention": _fuse_attention,
     "fuse-norm-matmul": _fuse_norm_matmul,
+    "fuse-add-rms-norm": _fuse_add_rms_norm,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
     "fuse-conv-activation": _fuse_conv_activation,
     "fuse-elementwise": _fuse_elementwise,

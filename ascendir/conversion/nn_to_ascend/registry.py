@@ -11,6 +11,7 @@ from collections.abc import Callable
 from xdsl.ir import Operation, SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
+from ascendir.conversion.nn_to_ascend.kinds.add_rms_norm import ADD_RMS_NORM
 from ascendir.conversion.nn_to_ascend.kinds.conv_activation import CONV_ACTIVATION
 from ascendir.conversion.nn_to_ascend.kinds.elementwise import ELEMENTWISE
 from ascendir.conversion.nn_to_ascend.kinds.ffn import FFN
@@ -51,7 +52,7 @@ def _templates() -> dict[type[Operation], Template]:
 TEMPLATES = _templates()
 # every kind an nn.fused region may have a template for; one the table lacks lowers op by op
 FUSED_KINDS: dict[str, FusedTemplate] = {
-    t.kind: t for t in (MATMUL_EPILOGUE, FFN, FLASH_ATTENTION, NORM_MATMUL, ELEMENTWISE, CONV_ACTIVATION)
+    t.kind: t for t in (MATMUL_EPILOGUE, FFN, FLASH_ATTENTION, NORM_MATMUL, ELEMENTWISE, CONV_ACTIVATION, ADD_RMS_NORM)
 }
 # the plain ops choose-tiling tiles, by op class
 OP_TEMPLATES: dict[type[Operation], FusedTemplate] = {nn.MatmulOp: MATMUL}

@@ -47,8 +47,8 @@ class FlashAttentionTemplate(TemplateBase):
             return []  # no such mmad: lowering says so
         return [Site(plan.att, FAMILY, fa.shape_of(plan.att))]
 
-    def candidates(self, plan: FlashPlan, site: Site, target: HardwareConfig) -> Iterator[tuple[int, int]]:
-        """(br, bc) tiles of fa.search's grid that fit `target`."""
+    def candidates(self, plan: FlashPlan, site: Site, target: HardwareConfig) -> Iterator[fa.FlashTiling]:
+        """The tilings of fa.search's (Br, Bc) grid that fit `target` (with their KV split)."""
         s: fa.Shape = site.problem
         rsq, rskv = round_up(s.sq, 16), round_up(s.skv, 16)
         brs = [s.sq] if s.sq < 16 else sorted({min(b, rsq) for b in fa.BR_CANDIDATES}, reverse=True)
@@ -60,14 +60,13 @@ class FlashAttentionTemplate(TemplateBase):
                 if c > 256 and s.g * r > fa.WIDE_BC_MAX_ROWS:
                     continue
                 if s.misfit(target, r, c) is None:
-                    yield r, c
+                    yield s.tiling(target, r, c)
 
-    def footprint(self, plan: FlashPlan, site: Site, tile: tuple[int, int], target: HardwareConfig) -> dict[str, int]:
-        return site.problem.needs(target, *tile)
+    def footprint(self, plan: FlashPlan, site: Site, t: fa.FlashTiling, target: HardwareConfig) -> dict[str, int]:
+        return site.problem.needs(target, t.br, t.bc)
 
-    def estimate(self, plan: FlashPlan, site: Site, tile: tuple[int, int], target: HardwareConfig) -> float:
-        s: fa.Shape = site.problem
-        return s.cycles(target, s.tiling(target, *tile))
+    def estimate(self, plan: FlashPlan, site: Site, t: fa.FlashTiling, target: HardwareConfig) -> float:
+        return site.problem.cycles(target, t)
 
     def search(self, plan: FlashPlan, site: Site, target: HardwareConfig) -> Searched | None:
         """fa.search (ties: more stacked scores per block, then the wider Bc); None when no tile
@@ -79,7 +78,7 @@ class FlashAttentionTemplate(TemplateBase):
             t, n = fa.search(site.problem, target)
         except ValueError:
             return None
-        return Searched(t, float("nan"), n, time.perf_counter() - t0, t)
+        return Searched(t, site.problem.cycles(target, t), n, time.perf_counter() - t0, t)
 
     def emit(self, ctx: LoweringContext, plan: FlashPlan, operands: list[SSAValue]) -> list[SSAValue] | Declined:
         return fa.lower_flash_attention(ctx, plan.region, operands)
