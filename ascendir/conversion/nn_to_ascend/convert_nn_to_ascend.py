@@ -16,8 +16,10 @@ Templates (one file each): matmul.py (cube), matmul_epilogue.py (nn.fused matmul
 norm_matmul.py (nn.fused norm_matmul),
 elementwise.py, reduction.py (reduce_*, softmax, layer_norm, rms_norm), data_movement.py
 (reshape, transpose, slice, concat, gather, expand), conv.py (img2col + cube; depthwise via
-window_vector.py), pool.py, topk.py. An `nn.fused` of an unknown kind is lowered
-op by op from its body (its meaning).
+window_vector.py), pool.py, topk.py. An `nn.fused` region goes through its kind's `Template`
+(template.py; registry.FUSED_KINDS): `plan` reads the region, `emit` launches its kernels. A
+region of a kind without a template, or whose template declines it (`Declined(reason)`, listed
+in the session), is lowered op by op from its body (its meaning).
 """
 
 from __future__ import annotations

@@ -61,6 +61,14 @@ apply to every matmul, br, bc to every flash attention; the rest are searched. H
 candidates were scored and how long it took (per op kind) goes to the session's `search_log`; the
 CLI prints it (`compile`, `ascendir-opt`: stderr; `run`: the report's `tiling_search`).
 
+How the pass finds what to tile: it is generic over templates (conversion/nn_to_ascend/
+template.py). Each nn.fused region's template (registry.FUSED_KINDS) plans the region and lists
+its tiled *sites* (the ops carrying `ascend.tiling`, each with a tiling family and a problem);
+each plain op with a template in registry.OP_TEMPLATES (nn.matmul) outside a planned region is a
+site too. The pass asks each site's template to `search` (equal problems once) and records the
+best; forced fields go to the site's family (kinds/families.py), which completes and checks them.
+The matmul template's search is tiling.search, the flash-attention one flash_attention.search.
+
 What the estimate leaves out (and the simulation has): the exact start-up / fill of the first
 tile per core, flag hand-off waits, and per-access L2 tie-breaking; the search only needs the
 ranking to be right, `benchmarks/tiling_search.py` prints estimate vs simulation.
