@@ -458,7 +458,7 @@ def _trace_mismatch(report: dict, trace: dict) -> str | None:
 @click.option("--quick", is_flag=True, help="Only the small cases (V3, V7, V13, V14a).")
 def calibrate(quick: bool) -> None:
     """Predicted vs measured for reference §7 (V1-V7, V9, V10, V11-V13, V14): error, median and worst."""
-    from ascendir.interpreter import calibration
+    from ascendir import calibration
 
     console = _Console()
     rows = calibration.run(quick, progress=lambda vid: console.print(f"simulating {vid} ...", style="dim"))

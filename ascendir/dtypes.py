@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    DenseIntOrFPElementsAttr,
     Float4E2M1FNType,
     Float8E4M3FNType,
     Float8E4M3FNUZType,
@@ -151,3 +152,18 @@ def itemsize(elem: Attribute) -> int:
     """Bytes per element as the interpreter stores it (i1 and the sub-byte types take one
     byte; buffer sizes of packed data are `packed_nbytes`)."""
     return to_numpy_dtype(elem).itemsize
+
+
+def dense_value(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    """A dense elements attribute (nn.constant's, or an inline ascend.weight value) as a numpy
+    array of its tensor type."""
+    t = attr.type
+    dtype = to_numpy_dtype(t.element_type)
+    shape = tuple(t.get_shape())
+    raw = attr.data.data
+    n = int(np.prod(shape, dtype=np.int64))
+    if dtype != np.bool_ and len(raw) == dtype.itemsize * n:
+        return np.frombuffer(raw, dtype).reshape(shape).copy()
+    if dtype == np.bool_ and len(raw) == n:  # xDSL stores i1 as one byte per element
+        return (np.frombuffer(raw, np.uint8) != 0).reshape(shape)
+    return np.array(attr.get_values(), dtype=dtype).reshape(shape)

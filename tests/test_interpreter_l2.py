@@ -135,7 +135,7 @@ builtin.module {{
 def test_rewriting_a_dirty_tile_stays_in_l2():
     """A write that rewrites a tile its kernel left dirty in L2 counts as l2_write (not HBM write
     traffic in the bandwidth floor) and runs at the path's L2 write rate; fresh tiles do not."""
-    from ascendir.interpreter.cost import bandwidth_bound_cycles
+    from ascendir.costmodel import bandwidth_bound_cycles
 
     rows = 64
     tile = rows * 64 * 4

@@ -16,7 +16,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from ascendir.hardware.config import HardwareConfig, load_target
-from ascendir.interpreter.cost import CostEnv, OpCost
+from ascendir.costmodel import CostEnv, OpCost
 from ascendir.interpreter.executor import compile_module
 from ascendir.interpreter.invariants import check
 from ascendir.interpreter.registry import register_op
@@ -62,7 +62,7 @@ def simulate(
         AscendirError: unsupported op, capacity overflow (on chip, or the GM footprint above the
             target's HBM: plan-memory's, or for IR never planned the one it would give), deadlock, bad inputs, invariant violation.
     """
-    from ascendir.transforms.plan_memory import check_module_gm_fits
+    from ascendir.costmodel.memory import check_module_gm_fits
 
     hw = load_target(target)
     # before any work: IR planned for another chip (a larger HBM), or never planned

@@ -30,10 +30,10 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES, subblock
-from ascendir.dtypes import packed_nbytes, to_numpy_dtype
+from ascendir.dtypes import dense_value, packed_nbytes, to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter import registry
-from ascendir.interpreter.cost import LEVELS, CostEnv, OpCost, copy_path
+from ascendir.costmodel import LEVELS, CostEnv, OpCost, copy_path
 from ascendir.interpreter.holds import Holds
 from ascendir.interpreter.l2 import SHIFT, contiguous_strides
 from ascendir.interpreter.race import ChipBuffer
@@ -733,8 +733,6 @@ class Compiler:
 
         def load() -> np.ndarray:
             if op.value is not None:  # an inline constant (convert-nn-to-ascend without a store)
-                from ascendir.lowering.constants_to_weights import dense_value
-
                 return np.ascontiguousarray(dense_value(op.value), dtype=dtype)
             if sym not in self.m.weights:
                 raise AscendirError(f"ascend.weight @{sym}: not in the WeightStore")

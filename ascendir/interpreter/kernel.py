@@ -25,7 +25,7 @@ from ascendir.dtypes import packed_nbytes
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.compiler import AIC_PIPES, AIV_PIPES, Compiler, KernelInfo, np_dtype, unit_of
-from ascendir.interpreter.cost import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, space_unit
+from ascendir.costmodel import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, space_unit
 from ascendir.interpreter.state import ACCT_SIZE, Frame, KernelRecord
 from ascendir.interpreter import memo
 from ascendir.interpreter.l2 import L2Pass
@@ -111,7 +111,7 @@ def _raise_plan_error(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
     (buffers with disjoint lifetimes sharing bytes) cannot fit them either: it names the buffer,
     the bytes needed vs available and the largest tile that fits. Returns when plan-memory would
     fit them (the caller then says the sum overflows)."""
-    from ascendir.transforms.plan_memory import plan_kernel
+    from ascendir.costmodel.memory import plan_kernel
 
     try:
         plan_kernel(kernel.clone(), target)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from xdsl.ir import Operation
 
-from ascendir.interpreter import cost as _cost
+from ascendir import costmodel as _cost
 from ascendir.interpreter import semantics as _sem
 
 SemanticsFactory = Callable[[Operation], Callable[..., None]]

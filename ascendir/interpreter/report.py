@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass, field
 
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.cost import LEVELS
+from ascendir.costmodel import LEVELS
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS, KernelRecord
 from ascendir.interpreter.invariants import bounds
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from ascendir.interpreter.cost import LEVELS
+from ascendir.costmodel import LEVELS
 from ascendir.interpreter.timeline import CoreState, FlagQueues
 
 FLOPS = len(LEVELS)  # index of the flop counter in Frame.acct

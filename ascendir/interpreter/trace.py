@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.cost import LEVELS
+from ascendir.costmodel import LEVELS
 from ascendir.interpreter.executor import KernelRecord
 
 GM_COUNTER = "GM bandwidth"

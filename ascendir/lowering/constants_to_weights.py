@@ -7,31 +7,16 @@ from `ascend.weight`, so the CLI / Python API call this first.
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from ascendir.dialects import nn
-from ascendir.dtypes import to_numpy_dtype
+from ascendir.dtypes import dense_value
 from ascendir.weights import WeightStore
 
 
 def constant_value(op: nn.ConstantOp) -> np.ndarray:
     """The value of an nn.constant as a numpy array of its tensor type."""
     return dense_value(op.value)
-
-
-def dense_value(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
-    """A dense elements attribute (nn.constant's, or an inline ascend.weight value) as a numpy
-    array of its tensor type."""
-    t = attr.type
-    dtype = to_numpy_dtype(t.element_type)
-    shape = tuple(t.get_shape())
-    raw = attr.data.data
-    n = int(np.prod(shape, dtype=np.int64))
-    if dtype != np.bool_ and len(raw) == dtype.itemsize * n:
-        return np.frombuffer(raw, dtype).reshape(shape).copy()
-    if dtype == np.bool_ and len(raw) == n:  # xDSL stores i1 as one byte per element
-        return (np.frombuffer(raw, np.uint8) != 0).reshape(shape)
-    return np.array(attr.get_values(), dtype=dtype).reshape(shape)
 
 
 def constants_to_weights(module: ModuleOp, weights: WeightStore, prefix: str = "const") -> int:

@@ -56,7 +56,7 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles, mmad_cycles, vector_cycles
+from ascendir.costmodel import CostEnv, copy_startup as _copy_startup, bandwidth_bound_cycles, mmad_cycles, vector_cycles
 from ascendir.lowering.flash_attention import _Sync
 from ascendir.lowering.host_builder import LoweringContext, elem
 from ascendir.lowering.kernel_builder import Index, KernelBuilder, aligned_bytes, ceil_div, round_up

@@ -371,7 +371,7 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     blocks at l2_bw_over_hbm × HBM [S8] is a floor. Mask and causal-diagonal vector work are left
     out (the same for every tiling to first order).
     """
-    from ascendir.interpreter.cost import mmad_cycles, vector_cycles
+    from ascendir.costmodel import mmad_cycles, vector_cycles
 
     r, st, cube = target.rates, target.startup, target.cube
     m, mp, dp, dvp, bc = t.m, t.mp, t.dp, t.dvp, t.bc

@@ -83,7 +83,7 @@ from ascendir.dialects import nn
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
-from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles, mmad_cycles
+from ascendir.costmodel import CostEnv, copy_startup as _copy_startup, bandwidth_bound_cycles, mmad_cycles
 from ascendir.dialects.ascend import Pipe
 from ascendir.lowering.kernel_builder import aligned_bytes
 from ascendir.lowering.matmul_layout import matmul_layout

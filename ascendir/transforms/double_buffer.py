@@ -47,7 +47,7 @@ from ascendir.dialects.ascend import MemSpace, space_of, subblock
 from ascendir.hardware.config import HardwareConfig
 from ascendir.lowering.kernel_builder import aligned_bytes
 from ascendir.pass_notes import note
-from ascendir.transforms.buffer_lifetimes import nbytes, root_of
+from ascendir.costmodel.buffer_lifetimes import nbytes, root_of
 from ascendir.transforms.insert_sync import written
 from ascendir.transforms.ir_level import require_ascend_ir
 from ascendir.transforms.plan_memory import OFFSET_ATTR, module_target, plan_kernel

@@ -85,7 +85,7 @@ from ascendir.dialects.ascend import CoreType, MemSpace, Pipe, copy_pipe, module
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
 from ascendir.interpreter.compiler import _dropped_dims, unit_of
-from ascendir.interpreter.cost import space_unit
+from ascendir.costmodel import space_unit
 from ascendir.interpreter.kernel import FLAG_UNITS_ATTR, UNIT_NAMES, flag_units
 from ascendir.interpreter.race import _overlap
 from ascendir.pass_notes import note
