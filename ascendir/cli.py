@@ -322,7 +322,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     if report_path is not None:
         atomic_write(report_path, lambda p: p.write_text(json.dumps(result.report, indent=1)))
     if trace_path is not None:
-        from ascendir.interpreter.trace import trace_document
+        from ascendir.interpreter.report.trace import trace_document
 
         atomic_write(trace_path, lambda p: p.write_text(json.dumps(trace_document(result.trace_events, result.report))))
     if plots is not None:

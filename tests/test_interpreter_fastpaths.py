@@ -14,12 +14,12 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Block
 
-from ascendir.interpreter.compiler import Compiler, KernelInfo
-from ascendir.interpreter.l2 import L2Pass
-from ascendir.interpreter.scalar import SCALAR_OPS
+from ascendir.interpreter.exec.compiler import Compiler, KernelInfo
+from ascendir.interpreter.timing.l2 import L2Pass
+from ascendir.interpreter.exec.scalar import SCALAR_OPS
 from ascendir.interpreter.state import Frame
-from ascendir.interpreter.steady import SteadyLoop, step_test
-from ascendir.interpreter.timeline import NPIPES, CoreState
+from ascendir.interpreter.accel.steady import SteadyLoop, step_test
+from ascendir.interpreter.timing.timeline import NPIPES, CoreState
 
 
 def _reference(tops, P: int, idx: int, m: int) -> int:
@@ -172,7 +172,7 @@ def test_settle_matches_definition():
     """The vectorised settle (sort by tile key, turns from each tile's first log index) designates
     the same misses as the definition, for logs in (block, ordinal) order and shuffled, with tied
     groups, residency gaps and tiles whose first access is not their earliest time."""
-    from ascendir.interpreter.l2 import TIE
+    from ascendir.interpreter.timing.l2 import TIE
 
     rng = random.Random(11)
     for case in range(40):
@@ -204,7 +204,7 @@ def test_settle_matches_definition_random():
     differences round across TIE (1.1 - 0.1 > 1.0 although 1.1 <= 0.1 + 1.0), residency windows
     shorter than TIE, of one ulp and longer than the log, empty chunks, and logs in (block,
     ordinal) order, with blocks interleaved, or shuffled."""
-    from ascendir.interpreter.l2 import TIE
+    from ascendir.interpreter.timing.l2 import TIE
 
     rng = np.random.default_rng(5)
     bases = np.array([0.0, 0.1, 0.2, 0.3, 0.7, 1.0, 1.1, 1.3, 2.0, 100.0, 1e6, 1e6 + 1.0, 1e6 + 0.1])

@@ -1,5 +1,5 @@
 """A wait_flag issued before its matching set_flag in program order holds only its destination
-pipe until the set runs (interpreter/holds.py, reference §5): ops on other pipes go on, the held
+pipe until the set runs (interpreter/timing/holds.py, reference §5): ops on other pipes go on, the held
 pipe's later ops run after the set with the data the set published. A wait no set releases is
 still a deadlock (tests/test_interpreter_errors.py)."""
 

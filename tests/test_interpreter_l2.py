@@ -1,4 +1,4 @@
-"""The tile-granular L2 model (interpreter/l2.py): hits, residency, who pays, numerics untouched."""
+"""The tile-granular L2 model (interpreter/timing/l2.py): hits, residency, who pays, numerics untouched."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
-from ascendir.interpreter.l2 import L2Cache, L2Pass
+from ascendir.interpreter.timing.l2 import L2Cache, L2Pass
 from ascendir.interpreter.testing import matmul_ir, parse
 
 HW = load_target("ascend910b2")

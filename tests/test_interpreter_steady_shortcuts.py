@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ascendir.interpreter.l2 import SHIFT
-from ascendir.interpreter.steady import REL, Acc, Coefs, SteadyLoop, _designated_hold
+from ascendir.interpreter.timing.l2 import SHIFT
+from ascendir.interpreter.accel.steady import REL, Acc, Coefs, SteadyLoop, _designated_hold
 
 
 def _no_overtaking_plain(v, d, ns, na):
@@ -85,7 +85,7 @@ def test_row_shifts_match_the_dot_products():
 def test_op_rows_match_first_access_order():
     # LoopMemo._finish's rows (steady._op_rows, shared per op sequence): the distinct op ids in
     # first-access order and each access's row, for fresh and repeated sequences alike
-    from ascendir.interpreter.steady import _op_rows
+    from ascendir.interpreter.accel.steady import _op_rows
 
     rng = np.random.default_rng(3)
     for _ in range(50):
@@ -100,7 +100,7 @@ def test_op_rows_match_first_access_order():
 
 def test_miss_positions_match_the_scan():
     # LoopMemo._finish's miss positions (steady._miss_positions, shared per outcome pattern)
-    from ascendir.interpreter.steady import _miss_positions
+    from ascendir.interpreter.accel.steady import _miss_positions
 
     rng = np.random.default_rng(4)
     for _ in range(50):

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from ascendir.costmodel import LEVELS
-from ascendir.interpreter.timeline import CoreState, FlagQueues
+from ascendir.interpreter.timing.timeline import CoreState, FlagQueues
 
 FLOPS = len(LEVELS)  # index of the flop counter in Frame.acct
 OPS = FLOPS + 1  # index of the tile-op counter

@@ -37,9 +37,9 @@ from xdsl.dialects import arith, memref, scf
 from xdsl.ir import Operation, SSAValue
 
 from ascendir.dialects import ascend
-from ascendir.interpreter.l2 import SHIFT
-from ascendir.interpreter.steady import _external, _op_rows, offset_copies
-from ascendir.interpreter.walk import OpTree
+from ascendir.interpreter.timing.l2 import SHIFT
+from ascendir.interpreter.accel.steady import _external, _op_rows, offset_copies
+from ascendir.interpreter.exec.walk import OpTree
 
 _AFFINE = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.IndexCastOp)
 

@@ -81,9 +81,9 @@ from xdsl.dialects import arith, memref, scf
 from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
-from ascendir.interpreter.l2 import SHIFT, first_rewrite_change
-from ascendir.interpreter.scalar import SCALAR_OPS
-from ascendir.interpreter.walk import OpTree
+from ascendir.interpreter.timing.l2 import SHIFT, first_rewrite_change
+from ascendir.interpreter.exec.scalar import SCALAR_OPS
+from ascendir.interpreter.exec.walk import OpTree
 
 MIN_TRIPS = 8  # shorter loops cannot amortise detection (2 periods + a tail)
 PMAX = 16  # longest period looked for (the matmul tile loop needs lcm(block_dim, tiles)/block_dim)

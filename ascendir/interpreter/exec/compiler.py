@@ -32,18 +32,19 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES, subblock
 from ascendir.dtypes import dense_value, packed_nbytes, to_numpy_dtype
 from ascendir.errors import AscendirError
-from ascendir.interpreter import registry
+from ascendir.interpreter.exec import registry
 from ascendir.costmodel import LEVELS, CostEnv, OpCost, copy_path
-from ascendir.interpreter.holds import Holds
-from ascendir.interpreter.l2 import SHIFT, contiguous_strides
-from ascendir.interpreter.race import ChipBuffer
-from ascendir.interpreter.scalar import SCALAR_OPS, division_by_zero
+from ascendir.interpreter.timing.holds import Holds
+from ascendir.interpreter.timing.l2 import SHIFT, contiguous_strides
+from ascendir.interpreter.check.race import ChipBuffer
+from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS, Frame
-from ascendir.interpreter.remap import Remap, address_plan
-from ascendir.interpreter.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, never_again, step_test, uniform_loop
-from ascendir.interpreter.timeline import NPIPES, PIPE_INDEX
-from ascendir.interpreter.walk import OpTree, Subview
-from ascendir.interpreter.xblock import BlockMemo, Track
+from ascendir.interpreter.accel import Accel
+from ascendir.interpreter.accel.remap import Remap, address_plan
+from ascendir.interpreter.accel.steady import MIN_TRIPS, LoopMemo, SteadyLoop, memo_inputs, never_again, step_test, uniform_loop
+from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
+from ascendir.interpreter.exec.walk import OpTree, Subview
+from ascendir.interpreter.accel.xblock import BlockMemo, Track
 
 Closure = Callable[[], None]
 
@@ -428,7 +429,8 @@ class Compiler:
         body = self.block(body_block)
         yields = [self.slot(v) for v in body_block.last_op.operands] if isinstance(body_block.last_op, scf.YieldOp) else []
         charge = self._charge_scalar()
-        checked = uniform_loop(op, self.k.tree) if not carried and self.k is not None and self.k.timing_only else None
+        acc = self.m.accel if self.m is not None else Accel()  # (unit tests compile without a module)
+        checked = uniform_loop(op, self.k.tree) if not carried and self.k is not None and self.k.timing_only and acc.steady else None
         if checked is not None:
             ctrl, addr, copies = memo_inputs(op, self.k.tree)
             memo = LoopMemo([self.slot(v) for v in ctrl], [self.slot(v) for v in addr],
@@ -437,13 +439,13 @@ class Compiler:
                              for v in ctrl], never_again(op, ctrl))
             self.F.memos.append(memo)
             plan = address_plan(op, checked, self.k.tree)
-            gen = Remap(plan, self.slot) if plan is not None else None
+            gen = Remap(plan, self.slot) if plan is not None and acc.remap else None
             bm = None
-            xctrl = BlockMemo.plan(op, checked, ctrl, self.k.tree) if gen is not None else None
+            xctrl = BlockMemo.plan(op, checked, ctrl, self.k.tree) if gen is not None and acc.xblock and acc.loop_memo else None
             if xctrl is not None:
                 bm = BlockMemo([(self.slot(v), isinstance(v.type, MemRefType)) for v in xctrl], gen)
                 self.F.memos.append(bm)
-            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm)
+            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm, acc.loop_memo)
         if not carried:
 
             def run() -> None:
@@ -478,13 +480,14 @@ class Compiler:
         return run_iter
 
     def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation], memo: LoopMemo,
-                    gen: Remap | None = None, bm: BlockMemo | None = None) -> Closure:
+                    gen: Remap | None = None, bm: BlockMemo | None = None, use_memo: bool = True) -> Closure:
         """A timing-only loop that may be extrapolated once steady (steady.py). `checked`: the
         loop-level scalar ops steady.py re-evaluates for the iterations it skips; `memo`: stored
         executions of the whole loop (steady.LoopMemo), applied when the loop is entered again
         from the same relative state (next tile of an outer loop, another block); `gen`: its
         address values that are not affine in the iv (remap.py), None when it has none; `bm`:
-        its whole executions kept for the next blocks (xblock.py), None when it may not."""
+        its whole executions kept for the next blocks (xblock.py), None when it may not;
+        `use_memo`: `memo` is entered (Accel.loop_memo)."""
         F, R = self.F, self.F.R
         values_at = self.checked_values(iv, checked) if checked else None
         same_all = step_test(list(range(len(checked))))
@@ -533,7 +536,7 @@ class Compiler:
             cross = bm is not None and F.gmlog is None and F.l2p is not None and F.l2p.recording
             # the race checker needs every op; a `once` loop (steady.never_again) is never reused
             # by its LoopMemo, so it enters it only for its BlockMemo
-            if F.rc is None and (not memo.once or cross):
+            if use_memo and F.rc is None and (not memo.once or cross):
                 ent = memo.enter(F, R)
                 if memo.reuse(F, R, ent, n):
                     return

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from xdsl.ir import Operation
 
 from ascendir import costmodel as _cost
-from ascendir.interpreter import semantics as _sem
+from ascendir.interpreter.exec import semantics as _sem
 
 SemanticsFactory = Callable[[Operation], Callable[..., None]]
 

@@ -26,10 +26,10 @@ import numpy as np
 from xdsl.dialects import scf
 from xdsl.ir import SSAValue
 
-from ascendir.interpreter.l2 import SHIFT
-from ascendir.interpreter.remap import Remap
-from ascendir.interpreter.steady import Acc, _op_rows, first_write_change, getter
-from ascendir.interpreter.walk import OpTree
+from ascendir.interpreter.timing.l2 import SHIFT
+from ascendir.interpreter.accel.remap import Remap
+from ascendir.interpreter.accel.steady import Acc, _op_rows, first_write_change, getter
+from ascendir.interpreter.exec.walk import OpTree
 
 VARIANTS = 4  # stored executions per key (trip counts, entry states)
 
