@@ -136,11 +136,11 @@ def test_scalar_run_matches_op_by_op():
             s0 = 1e6 + rng.random()
             for u in range(nunits):
                 F.core.free[u * NPIPES] = F.core.busy[u * NPIPES] = s0
-            F.R[slots[0]], F.R[slots[1]] = x, y
+            F.values[slots[0]], F.values[slots[1]] = x, y
             body[0]()
             want, free, busy = _reference_scalars(ops, dict(zip(b.args, (x, y))), alu, s0)
             for op in ops:
-                got = F.R[comp.slots[op.results[0]]]
+                got = F.values[comp.slots[op.results[0]]]
                 assert got == want[op.results[0]] and type(got) is type(want[op.results[0]]), (op.name, x, y)
             for u in range(nunits):
                 assert F.core.free[u * NPIPES] == free and F.core.busy[u * NPIPES] == busy
@@ -247,6 +247,6 @@ def test_scalar_run_division_by_zero():
         slots = [comp.slot(a) for a in b.args]
         (run,) = comp.block(b)
         F.core = CoreState(0, NPIPES)
-        F.R[slots[0]], F.R[slots[1]] = 7, 0
+        F.values[slots[0]], F.values[slots[1]] = 7, 0
         with pytest.raises(AscendirError, match=f"^{name}: division by zero$"):
             run()

@@ -279,7 +279,7 @@ def test_block_level_loop_skips_its_memo(monkeypatch):
     module = parse(matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24))
     entered = []
     enter = LoopMemo.enter
-    monkeypatch.setattr(LoopMemo, "enter", lambda self, F, R: entered.append((self, F.l2p.recording)) or enter(self, F, R))
+    monkeypatch.setattr(LoopMemo, "enter", lambda self, F, R: entered.append((self, F.l2_pass.recording)) or enter(self, F, R))
     got = []
     for force in (False, True):
         prog = compile_module(module, HW, None, timing_only=True)

@@ -58,7 +58,7 @@ def test_designated_hold_matches_scalar_lookup():
     for p in des[::2]:
         key = int(acc.sid[p]) * SHIFT + int(acc.off[p]) + int(table[coefs.inv[p]] @ dv)
         last[key] = float(acc.t[p]) + tshift - window / 2
-    F = SimpleNamespace(t0=t0, l2=SimpleNamespace(resident_before=lambda k, now, ts: k in last and now - last[k] <= window))
+    F = SimpleNamespace(kernel_start=t0, l2=SimpleNamespace(resident_before=lambda k, now, ts: k in last and now - last[k] <= window))
     want = np.ones(n, bool)
     for p in des:
         key = int(acc.sid[p]) * SHIFT + int(acc.off[p]) + int(table[coefs.inv[p]] @ dv)

@@ -46,7 +46,7 @@ When a loop may be extrapolated (`uniform_loop`, static, on the IR):
   or checked.
 And at run time:
 * two consecutive periods have equal deltas of every state component (relative 1e-9), execute
-  the same tile-op cost entries in the same order (`Frame.sig`), and make the same GM accesses
+  the same tile-op cost entries in the same order (`Frame.cost_log`), and make the same GM accesses
   up to an address shift (same op, stream = root/shape/strides, read/write, L2 outcome);
 * no clock would overtake another: sorted by value, the moving clocks' deltas do not decrease
   (otherwise the bottleneck changes later and the regime is not periodic yet);
@@ -184,7 +184,7 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
 
 class Acc:
     """GM accesses as arrays (one entry per access, program order): op id, stream id (l2.py),
-    element offset, chip time, read?, L2 hit?. `F.gmlog` holds tuples of the same fields for
+    element offset, chip time, read?, L2 hit?. `F.gm_log` holds tuples of the same fields for
     executed accesses and `Acc` records for replayed ones."""
 
     __slots__ = ("cid", "sid", "off", "t", "rd", "hit", "rep", "it0", "ph")
@@ -199,7 +199,7 @@ class Acc:
 
     @classmethod
     def of(cls, records: list) -> Acc:
-        """Flatten a slice of `F.gmlog` (tuples and Acc records, in order) into one set of
+        """Flatten a slice of `F.gm_log` (tuples and Acc records, in order) into one set of
         arrays: records by slices, tuples element by element (cheaper than converting runs of
         a few tuples to arrays: an outer loop's period alternates replayed inner loops and
         single executed accesses)."""
@@ -287,7 +287,7 @@ def _tiled(x: np.ndarray, K: int) -> np.ndarray:
 
 
 def _naccesses(records: list) -> int:
-    """GM accesses in a slice of `F.gmlog` (an executed access is one tuple, a replayed run one
+    """GM accesses in a slice of `F.gm_log` (an executed access is one tuple, a replayed run one
     `Acc`)."""
     return sum(len(r.cid) if type(r) is Acc else 1 for r in records)
 
@@ -319,7 +319,7 @@ class _Replay:
         ks, ksf = _ks(K)
         if cur.ph is not None and sl.gen is not None:  # each skipped iteration's own address values
             self.vals = sl.vals
-            self.off, self.keys = sl.gen.tables(prev, cur, K, sl.value_of, sl.F.A)
+            self.off, self.keys = sl.gen.tables(prev, cur, K, sl.value_of, sl.F.gm_tags)
         else:
             step = ks * (cur.off - prev.off)[None, :]
             self.off = (cur.off[None, :] + step).ravel()
@@ -376,7 +376,7 @@ class SteadyLoop:
             if q:
                 vec += q
         h = self.hist
-        h.append((idx, vec, [*map(len, qs)], len(F.gmlog), len(F.sig), F.srel))
+        h.append((idx, vec, [*map(len, qs)], len(F.gm_log), len(F.cost_log), F.s_clock_decisions))
         if len(h) > 2 * PMAX + 1:
             del h[0]
 
@@ -394,7 +394,7 @@ class SteadyLoop:
         pend = None  # a partial candidate whose GM accesses are not compared yet: (P, d, periods)
         bad = self.bad
         qc, gc, lc = c[2], c[3], c[4]
-        sig = F.sig
+        sig = F.cost_log
         ns = len(F.core.free)
         # P <= n - idx: a longer period has no whole period left to skip
         hr = h[::-1]  # hr[P] = h[-1 - P]
@@ -484,12 +484,12 @@ class SteadyLoop:
         """`Acc.of` of the GM log between snapshots h[i] and h[j] (one conversion: it is built for
         the periods a jump uses, not for every candidate)."""
         h = self.hist
-        return Acc.of(self.F.gmlog[h[i][3]:h[j][3]])
+        return Acc.of(self.F.gm_log[h[i][3]:h[j][3]])
 
     def _phased(self, acc: Acc, i: int, P: int) -> Acc:
         """A copy of `acc`, the accesses of the period starting at snapshot h[i], with its first
         iteration and each access's iteration within the period (remap.Remap.tables)."""
-        h, log = self.hist, self.F.gmlog
+        h, log = self.hist, self.F.gm_log
         out = Acc(acc.cid, acc.sid, acc.off, acc.t, acc.rd, acc.hit)
         out.it0 = h[i][0]
         out.ph = np.repeat(np.arange(P, dtype=np.int64), [_naccesses(log[h[i + q][3]:h[i + q + 1][3]]) for q in range(P)])
@@ -624,7 +624,7 @@ class SteadyLoop:
             if nr:
                 rk, rt = (keys, t) if nr == L else (keys[rd], t[rd])
                 seen = []
-                cut = min(cut, F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit, rep.misses, seen) // nr)
+                cut = min(cut, F.l2_pass.first_change(F.l2, rk, rt, F.block, F.kernel_start, rep.chit, rep.misses, seen) // nr)
             if cut < m:
                 m = cut
                 stopped = True
@@ -641,7 +641,7 @@ class SteadyLoop:
                 cid, sid, rd, hit, wr, hits, t0 = rep.rows(m)
                 t = t0 if tshift == 0.0 else t[:m * L]
             if self.track is not None:  # periods q+1..q+m after the sampled one, per access
-                self.track.jumps[len(F.gmlog)] = (cur.it0 + P * np.arange(q + 1, q + m + 1, dtype=np.int64)[:, None] + cur.ph[None, :]).ravel()
+                self.track.jumps[len(F.gm_log)] = (cur.it0 + P * np.arange(q + 1, q + m + 1, dtype=np.int64)[:, None] + cur.ph[None, :]).ravel()
             # logged even when this loop owns the log: LoopMemo stores a loop's every access
             _apply_accesses(F, Acc(cid, sid, off, t, rd, hit), keys, off, t, hits if nr else None, allrd=nr == L,
                             nhit=(m * (nr - len(rep.misses))) if nr else None, rk=rk, rt=rt, wr=wr, seen=seen)
@@ -695,7 +695,7 @@ class SteadyLoop:
         if self._checked_to(P, idx + m * P, self.n)[0] < self.n:
             return 0
         # accesses of the first r iterations of the previous and current sampled period
-        log = F.gmlog
+        log = F.gm_log
         nt = _naccesses(log[h[k - P][3]:b[3]])
         if _naccesses(log[h[k - 2 * P][3]:a[3]]) != nt:
             return 0
@@ -709,7 +709,7 @@ class SteadyLoop:
                 rk, rt = (keys, t) if nr == nt else (keys[rd], t[rd])
                 misses = [p for p in rep.misses if p < nr]
                 seen = []
-                if F.l2p.first_change(F.l2, rk, rt, F.block, F.t0, rep.chit[:nr], misses, seen) < nr:
+                if F.l2_pass.first_change(F.l2, rk, rt, F.block, F.kernel_start, rep.chit[:nr], misses, seen) < nr:
                     return 0
                 hit = rep.hits[:nr]
             if rep.vals is not None and nr < nt:  # remapped writes (remap.py)
@@ -717,7 +717,7 @@ class SteadyLoop:
                 if first_write_change(F, keys[wr], t[wr], cur.hit[:nt][wr]) < nt - nr:
                     return 0
             if self.track is not None:
-                self.track.jumps[len(F.gmlog)] = cur.it0 + (m + 1) * P + cur.ph[:nt]
+                self.track.jumps[len(F.gm_log)] = cur.it0 + (m + 1) * P + cur.ph[:nt]
             _apply_accesses(F, Acc(cur.cid[:nt], cur.sid[:nt], off, t, rd, cur.hit[:nt]), keys, off, t, hit, allrd=nr == nt,
                             nhit=nr - len(misses), rk=rk, rt=rt, seen=seen)
         fm = float(m + 1)  # the same products as with the int, without int * float's slow path
@@ -775,7 +775,7 @@ class SteadyLoop:
         F = self.F
         ns = len(F.core.free)
         j = 3 * ns + len(F.acct)  # the pending flag times follow the counters, in order
-        return vals, lens, s, [*range(2 * ns), *range(j, j + len(vals) - 2 * ns)], F.t0
+        return vals, lens, s, [*range(2 * ns), *range(j, j + len(vals) - 2 * ns)], F.kernel_start
 
     def _back(self, r: list) -> float | None:
         """If the state now is equivalent to the state `r[6]` (`_clocks`) regime r started from,
@@ -819,7 +819,7 @@ class SteadyLoop:
                 continue
             if at_s0 != at_s1 or abs(r1 - r0) > 1e-6:
                 return None
-        return (self.F.t0 + b1) - (t0 + b0)
+        return (self.F.kernel_start + b1) - (t0 + b0)
 
     def _advance(self, d: list[float], m: int) -> None:
         F = self.F
@@ -942,7 +942,7 @@ class LoopMemo:
     (b) shifting every other clock by the same c shifts every later clock by c (max-plus
         algebra), and busy times, bytes, flops and tile ops grow by the same amounts;
     (c) the S clock runs behind the pipes in most loops (issuing is cheap, the pipes are the
-        bottleneck): when no S clock decided anything during the stored execution (`Frame.srel`
+        bottleneck): when no S clock decided anything during the stored execution (`Frame.s_clock_decisions`
         did not move: no op started at its S clock, no clock stayed at it), a new entry whose S
         clocks lag at least as far behind gets the same result, and S itself advances by the
         same scalar charges. Otherwise the S clocks' relative positions are part of the key.
@@ -997,7 +997,7 @@ class LoopMemo:
     def enter(self, F, R) -> tuple:
         """Clamp the core state (class doc (a)) and return what `reuse` and `store` need."""
         rel, srel, base, S = state_key(F, self.npipes, self.dst_units_for(F))
-        A = F.A
+        A = F.gm_tags
         if self.ctrl_key is not None:
             ctrl = self.ctrl_key(R, A)
         else:
@@ -1006,7 +1006,7 @@ class LoopMemo:
         key = (ctrl, rel)
         # + the key's stored executions, looked up once for `reuse`, `prefix` and `store` (a key
         # is a few dozen values and buffer tags: hashing it again costs more than the lookup)
-        return key, srel, base, S, list(c.busy), list(F.acct), F.skipped, F.srel, self.table.get(key)
+        return key, srel, base, S, list(c.busy), list(F.acct), F.skipped, F.s_clock_decisions, self.table.get(key)
 
     def reuse(self, F, R, ent: tuple, n: int) -> bool:
         """Apply a stored execution matching `ent` whose L2 outcomes hold; True when applied."""
@@ -1014,7 +1014,7 @@ class LoopMemo:
         if not vs:
             return False
         addr = None  # the address values, built for the first candidate that needs them
-        l2p = F.l2p
+        l2p = F.l2_pass
         des = None
         one = len(srel) == 1  # one unit: one S clock (the test below without a generator)
         for j in range(len(vs) - 1, -1, -1):
@@ -1038,7 +1038,7 @@ class LoopMemo:
                 elif not misses <= des_set:  # a stored miss that is no designated miss now
                     continue
             s_free, vsrel, vbase, vS, ef, ed, eq, dS, dbusy, dacct, acc, coefs, vaddr, vt0, _skipped, ri, rhit, misses, _cp, keys0, allrd, nhit, token, lists = v
-            tshift = (F.t0 + base) - (vt0 + vbase)
+            tshift = (F.kernel_start + base) - (vt0 + vbase)
             if coefs is not None:
                 if addr is None:
                     addr = [R[s] for s in self.addr]
@@ -1059,8 +1059,8 @@ class LoopMemo:
             if j != len(vs) - 1:  # most recently used last: `store` drops the first
                 vs.append(vs.pop(j))
             F.skipped += n
-            if F.sig is not None:
-                F.sig.append(token)
+            if F.cost_log is not None:
+                F.cost_log.append(token)
             return True
         return False
 
@@ -1073,7 +1073,7 @@ class LoopMemo:
         srel, base, S, vs = ent[1], ent[2], ent[3], ent[8]
         if not vs:
             return None
-        l2p, npipes = F.l2p, self.npipes
+        l2p, npipes = F.l2_pass, self.npipes
         addr = None  # the address values, built for the first candidate that needs them
         one = len(srel) == 1  # one unit: one S clock (as in `reuse`)
         for j in range(len(vs) - 1, -1, -1):
@@ -1094,7 +1094,7 @@ class LoopMemo:
             idx0, vec, lens, npre, regime, dbusy, dacct, rows, nr = cp  # nr: reads before the checkpoint
             dv = list(map(sub, addr, vaddr)) if coefs is not None else None  # address-value delta
             sh = coefs.row_shifts(dv) if dv is not None else None  # the table rows' shifts
-            tshift = (F.t0 + base) - (vt0 + vbase)
+            tshift = (F.kernel_start + base) - (vt0 + vbase)
             c_shift = base - vbase
             if nr:
                 des = None if l2p.recording else l2p._designated(F.block, l2p.ordinal.get(F.block, 0), nr)
@@ -1144,7 +1144,7 @@ class LoopMemo:
             core.busy[:] = map(add, core.busy, dbusy)  # (the slice assignment takes the map whole first)
             F.acct[:] = map(add, F.acct, dacct)
             if not s_free:
-                F.srel += 1
+                F.s_clock_decisions += 1
             return
         units = range(len(core.free))
         core.free[:] = [S[i // npipes] + dS[i // npipes] if i % npipes == 0
@@ -1159,13 +1159,13 @@ class LoopMemo:
         core.busy[:] = [a + b for a, b in zip(core.busy, dbusy)]
         F.acct[:] = [a + b for a, b in zip(F.acct, dacct)]
         if not s_free:
-            F.srel += 1  # an S clock decided something in the applied execution
+            F.s_clock_decisions += 1  # an S clock decided something in the applied execution
 
     def store(self, F, R, ent: tuple, log: list, first: tuple | None = None, g0: int = 0, collapse: bool = False) -> tuple | None:
         """Keep the execution that just ran from `ent` (its GM accesses: `log`, records of
-        `F.gmlog`). Kept raw: most stored executions of an outer loop never match again, so their
+        `F.gm_log`). Kept raw: most stored executions of an outer loop never match again, so their
         arrays are built by `_finish` on the first match only; `collapse`: build them now, as one
-        `Acc` record. Returns (the stored execution's token: what `reuse` appends to `Frame.sig`
+        `Acc` record. Returns (the stored execution's token: what `reuse` appends to `Frame.cost_log`
         when it applies it; the log as stored), None when not stored."""
         key, srel, base, S, busy0, acct0, skipped0, srel0, vs = ent
         if vs is None:  # (the table is emptied per pass only: `enter`'s lookup still holds)
@@ -1176,7 +1176,7 @@ class LoopMemo:
         npipes = self.npipes
         coef_rows = {}
         for cid, (src, dims) in self.copies.items():
-            tag = F.A[src]
+            tag = F.gm_tags[src]
             if tag is not None:
                 row = [0] * len(self.addr)
                 for dim, j in dims:
@@ -1195,9 +1195,9 @@ class LoopMemo:
         if collapse and log:
             log = [Acc.of(log)]
         head = (
-            F.srel == srel0, srel, base, list(S), list(c.free), list(c.done), [list(q) for q in F.flags.queues], dS,
+            F.s_clock_decisions == srel0, srel, base, list(S), list(c.free), list(c.done), [list(q) for q in F.flags.queues], dS,
             [b - a for a, b in zip(busy0, c.busy)], [b - a for a, b in zip(acct0, F.acct)],
-            None, None, [R[s] for s in self.addr], F.t0, F.skipped - skipped0,
+            None, None, [R[s] for s in self.addr], F.kernel_start, F.skipped - skipped0,
         )
         vs.append((head, (log, coef_rows, cp)))
         if len(vs) > VARIANTS:
@@ -1383,7 +1383,7 @@ def _designated_hold(F, acc: Acc, coefs, rows, ri, rhit, tshift: float, des: lis
         cache.append((ri.tolist(), acc.sid.tolist(), acc.off.tolist(), acc.t.tolist(), rhit.tolist(),
                       coefs.inv.tolist() if coefs is not None else None))
     ri_l, sid_l, off_l, t_l, hit_l, inv_l = cache[0]
-    resident, t0 = F.l2.resident_before, F.t0
+    resident, t0 = F.l2.resident_before, F.kernel_start
     for p in des:
         e = ri_l[p]
         o = off_l[e] if rows is None else off_l[e] + rows[inv_l[e]]
@@ -1395,7 +1395,7 @@ def _designated_hold(F, acc: Acc, coefs, rows, ri, rhit, tshift: float, des: lis
 def first_write_change(F, keys: np.ndarray, times: np.ndarray, expect: np.ndarray) -> int:
     """l2.first_rewrite_change against the dirty map this pass's writes go to (the chip L2's in
     the timed pass, the recording pass's own)."""
-    p = F.l2 if F.sem_on else F.l2p
+    p = F.l2 if F.numerics_on else F.l2_pass
     return first_rewrite_change(p.dirty, p.window, keys, times, expect)
 
 
@@ -1415,17 +1415,17 @@ def _apply_accesses(F, acc: Acc, keys: np.ndarray, off: np.ndarray, t: np.ndarra
     if hit is not None:
         if rk is None:
             rk, rt = (keys, t) if allrd else (keys[rd], t[rd])
-        F.l2p.read_many(F.l2, rk, rt, F.block, F.t0, hit, nhit, seen)
+        F.l2_pass.read_many(F.l2, rk, rt, F.block, F.kernel_start, hit, nhit, seen)
     if not allrd:
         if wr is None:
             wr = ~rd
         if wr.any():
-            if F.sem_on:
+            if F.numerics_on:
                 F.l2.store_many(keys[wr], t[wr])
-            elif F.l2p is not None:
-                F.l2p.store_many(keys[wr], t[wr])
-    if F.sem_on:
-        if F.launchlog is not None and len(keys):
-            F.launchlog.append((keys, t, rd))
-    if F.gmlog is not None and len(keys):
-        F.gmlog.append(acc if acc.off is off and acc.t is t else Acc(acc.cid, acc.sid, off, t, rd, acc.hit))
+            elif F.l2_pass is not None:
+                F.l2_pass.store_many(keys[wr], t[wr])
+    if F.numerics_on:
+        if F.launch_gm_log is not None and len(keys):
+            F.launch_gm_log.append((keys, t, rd))
+    if F.gm_log is not None and len(keys):
+        F.gm_log.append(acc if acc.off is off and acc.t is t else Acc(acc.cid, acc.sid, off, t, rd, acc.hit))

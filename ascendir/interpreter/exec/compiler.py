@@ -1,18 +1,18 @@
 """Compile the ops of one program (host function or kernel body) into closures over a register list.
 
-Each SSA value gets a slot in `Frame.R`; each op becomes a zero-argument closure reading and writing
+Each SSA value gets a slot in `Frame.values`; each op becomes a zero-argument closure reading and writing
 slots, so running a program is `for f in body: f()`. Tile ops (copy, mmad, vector, gather and any
 op added with `register_op`) call their semantics (skipped in timing-only mode), look their cost
 up in a per-op cache keyed by operand shapes, and advance the core's pipe clocks (timeline.py).
 Scalar ops (arith, subview, loop control) charge `startup.scalar_alu` cycles on the S pipe.
 A wait_flag issued before its set_flag holds its destination pipe, whose later ops queue until the
-set runs (holds.py); tile ops test one flag (`Frame.slow`) for that and the race checker.
+set runs (holds.py); tile ops test one flag (`Frame.slow_path`) for that and the race checker.
 
 In timing-only mode `Compiler.for_` runs loops that `steady.uniform_loop` accepts through
 `steady.SteadyLoop`: once two consecutive periods advance the core state by the same delta, the
 remaining whole periods are added as a multiple of it; a whole execution of such a loop entered
 again from the same relative state is applied from `steady.LoopMemo` (see steady.py for the
-conditions and the L2 treatment). Tile ops, flags and barriers count in `Frame.srel` when an S
+conditions and the L2 treatment). Tile ops, flags and barriers count in `Frame.s_clock_decisions` when an S
 clock decided a start (LoopMemo leaves the S clock out of its key when it decided nothing).
 """
 
@@ -83,7 +83,7 @@ def zero_view(shape, dtype: np.dtype) -> np.ndarray:
 # compiling a region
 # ----------------------------------------------------------------------------------------------
 class Compiler:
-    """Compiles the ops of one program (host function or kernel) into closures over `frame.R`."""
+    """Compiles the ops of one program (host function or kernel) into closures over `frame.values`."""
 
     def __init__(self, module, frame: Frame, kernel: KernelInfo | None):
         self.m = module
@@ -96,8 +96,8 @@ class Compiler:
         s = self.slots.get(v)  # one lookup: xDSL values hash in Python
         if s is None:
             s = self.slots[v] = len(self.slots)
-            self.F.R.append(None)
-            self.F.A.append(None)
+            self.F.values.append(None)
+            self.F.gm_tags.append(None)
         return s
 
     def block(self, block: Block) -> list[Closure]:
@@ -171,7 +171,7 @@ class Compiler:
         function, the others called. The S clocks get the same additions in the same order as
         op-by-op charging (x + alu + alu + ... evaluates left to right), so they are bit-identical.
         """
-        env: dict[str, object] = {"R": self.F.R, "F": self.F, "_divzero": division_by_zero}
+        env: dict[str, object] = {"R": self.F.values, "F": self.F, "_divzero": division_by_zero}
         lines: list[str] = []
         charged = self._scalar_lines(ops, env, lines, {})
         if self.k is not None and charged:
@@ -215,7 +215,7 @@ class Compiler:
         body charges them when it runs the iteration) and without writing their slots: values
         defined in the body are read only by the body, which computes them again when it runs
         an iteration (and the values are memoised across executions anyway: steady.SteadyLoop.vals)."""
-        env: dict[str, object] = {"R": self.F.R, "_divzero": division_by_zero}
+        env: dict[str, object] = {"R": self.F.values, "_divzero": division_by_zero}
         lines: list[str] = []
         self._scalar_lines(checked, env, lines, {iv: "x"}, store=False)
         lines.append("return (" + "".join(f"v{i}, " for i in range(len(checked))) + ")")
@@ -223,7 +223,7 @@ class Compiler:
 
     # -- tile ops (copy, mmad, vector, gather, registered ops) --------------------------------
     def tile(self, op: Operation) -> Closure:
-        k, F, R = self.k, self.F, self.F.R
+        k, F, R = self.k, self.F, self.F.values
         sem = None if k.timing_only else registry.SEMANTICS[type(op)](op)
         cost_fn = registry.COSTS[type(op)](op, k.env)
         ins = [self.slot(v) for v in op.operands]
@@ -234,7 +234,7 @@ class Compiler:
         nunits = k.nunits
         sub = subblock(op)  # AIV 1 of the group
         all_mem = all(mem)
-        A = F.A
+        A = F.gm_tags
         mem_slots = [i for i, m_ in zip(ins, mem) if m_]
         race_ops = [(i, j == len(mem_slots) - 1) for j, i in enumerate(mem_slots)]  # last memref is written
 
@@ -280,16 +280,16 @@ class Compiler:
                     c = cache[key] = resolve(cost_fn(*vals))
                 last_vals, last_c = vals, c
             pid, sid, cyc, lat, items, flops = c
-            if F.slow:  # race check running, or a pipe held (holds.py): one test on the common path
+            if F.slow_path:  # race check running, or a pipe held (holds.py): one test on the common path
                 h = F.hold
                 if h is not None and pid in h.lists:
                     h.defer(pid, run, ins, sid)
                     return
-                if F.rc is not None:
-                    F.rc.access(pid, [(A[i], R[i].shape, w) for i, w in race_ops if A[i] is not None], name, F.block)
-            if sem is not None and F.sem_on:
+                if F.races is not None:
+                    F.races.access(pid, [(A[i], R[i].shape, w) for i, w in race_ops if A[i] is not None], name, F.block)
+            if sem is not None and F.numerics_on:
                 sem(*vals)
-            sig = F.sig
+            sig = F.cost_log
             if sig is not None:
                 sig.append(c)
             core = F.core
@@ -298,7 +298,7 @@ class Compiler:
             s = free[sid]
             if s >= t:  # the S clock decides the start (steady.LoopMemo counts these)
                 t = s
-                F.srel += 1
+                F.s_clock_decisions += 1
             e = t + cyc
             free[pid] = e
             e += lat
@@ -320,7 +320,7 @@ class Compiler:
         """A copy reading or writing GM under the "tile" L2 model: the L2 (l2.py) decides at the
         copy's start time whether a read hits; writes allocate their tile, and a write "hits"
         when it rewrites a tile it left dirty in L2 within the residency window (l2.py `store`)."""
-        F, R, A = self.F, self.F.R, self.F.A
+        F, R, A = self.F, self.F.values, self.F.gm_tags
         s_in, s_out = ins
         g_slot = ins[gm[0]]
         gi, is_read = gm
@@ -349,26 +349,26 @@ class Compiler:
                 last_s, last_d, last_both = s, d, both
             miss = both[0]
             pid, sid = miss[0], miss[1]
-            if F.slow:  # as in `tile`
+            if F.slow_path:  # as in `tile`
                 h = F.hold
                 if h is not None and pid in h.lists:
                     h.defer(pid, run, ins, sid)
                     return
-                if F.rc is not None:
+                if F.races is not None:
                     ops = []
                     if A[s_in] is not None:
                         ops.append((A[s_in], s.shape, False))
                     if A[s_out] is not None:
                         ops.append((A[s_out], d.shape, True))
-                    F.rc.access(pid, ops, name, F.block)
-            if sem is not None and F.sem_on:
+                    F.races.access(pid, ops, name, F.block)
+            if sem is not None and F.numerics_on:
                 sem(s, d)
             core = F.core
             free = core.free
             t = free[pid]
             if free[sid] >= t:
                 t = free[sid]
-                F.srel += 1
+                F.s_clock_decisions += 1
             tag = A[g_slot]
             c = miss
             if tag is not None:
@@ -380,25 +380,25 @@ class Compiler:
                     sid = l2.sid(tag[0], g.shape, tag[2])
                     last_g, last_root, last_st, last_l2, last_sid = g, tag[0], tag[2], l2, sid
                 k = sid * SHIFT + tag[1]
-                now = F.t0 + t
+                now = F.kernel_start + t
                 if is_read:
-                    if F.l2p.read(l2, k, now, F.block, F.t0):
+                    if F.l2_pass.read(l2, k, now, F.block, F.kernel_start):
                         c = both[1]
-                elif F.sem_on:
+                elif F.numerics_on:
                     rewrite = l2.store(k, now)
                     if rewrite:
                         c = both[1]
-                    wf = F.wfirst
+                    wf = F.first_writes
                     if wf is not None and k not in wf:
                         wf[k] = (now, rewrite)
-                elif F.l2p.store(k, now):  # recording pass: its own dirty map
+                elif F.l2_pass.store(k, now):  # recording pass: its own dirty map
                     c = both[1]
-                log = F.gmlog
+                log = F.gm_log
                 if log is not None:  # steady.py replays these for skipped iterations
                     log.append((cid, sid, tag[1], now, is_read, c is not miss))
-                if F.launchlog is not None and F.sem_on:
-                    F.launchlog.append((k, now, is_read))
-            sig = F.sig
+                if F.launch_gm_log is not None and F.numerics_on:
+                    F.launch_gm_log.append((k, now, is_read))
+            sig = F.cost_log
             if sig is not None:
                 sig.append(c)
             _, _, cyc, lat, items, _ = c
@@ -419,7 +419,7 @@ class Compiler:
 
     # -- regions ----------------------------------------------------------------------------
     def for_(self, op: scf.ForOp) -> Closure:
-        R = self.F.R
+        R = self.F.values
         lb, ub, st = self.slot(op.lb), self.slot(op.ub), self.slot(op.step)
         body_block = op.body.block
         iv = self.slot(body_block.args[0])
@@ -488,7 +488,7 @@ class Compiler:
         address values that are not affine in the iv (remap.py), None when it has none; `bm`:
         its whole executions kept for the next blocks (xblock.py), None when it may not;
         `use_memo`: `memo` is entered (Accel.loop_memo)."""
-        F, R = self.F, self.F.R
+        F, R = self.F, self.F.values
         values_at = self.checked_values(iv, checked) if checked else None
         same_all = step_test(list(range(len(checked))))
         same_ctl = step_test(gen.control_pos) if gen is not None else None
@@ -528,39 +528,39 @@ class Compiler:
         def run() -> None:
             rng = range(R[lb], R[ub], R[st])
             n = len(rng)
-            if n < MIN_TRIPS or not F.extrap or F.trace is not None or F.hold is not None:
+            if n < MIN_TRIPS or not F.may_extrapolate or F.trace is not None or F.hold is not None:
                 plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see
                 return
             ent = xkey = vals = None
             # across blocks (xblock.py): the outermost sampling loop, in the recording pass
-            cross = bm is not None and F.gmlog is None and F.l2p is not None and F.l2p.recording
+            cross = bm is not None and F.gm_log is None and F.l2_pass is not None and F.l2_pass.recording
             # the race checker needs every op; a `once` loop (steady.never_again) is never reused
             # by its LoopMemo, so it enters it only for its BlockMemo
-            if use_memo and F.rc is None and (not memo.once or cross):
+            if use_memo and F.races is None and (not memo.once or cross):
                 ent = memo.enter(F, R)
                 if memo.reuse(F, R, ent, n):
                     return
                 if cross:
-                    xkey = bm.key(R, F.A, ent, n)
+                    xkey = bm.key(R, F.gm_tags, ent, n)
                     # (the checked values go where this block's timed pass looks them up)
                     vals = known_vals(rng) if checked else None
                     if bm.reuse(F, R, memo, ent, xkey, values_of(vals, rng), n):
                         return
-            own = F.gmlog is None  # the outermost sampling loop owns the logs
+            own = F.gm_log is None  # the outermost sampling loop owns the logs
             if own:
-                F.gmlog, F.sig = [], []
-            g0, l0 = len(F.gmlog), len(F.sig)
+                F.gm_log, F.cost_log = [], []
+            g0, l0 = len(F.gm_log), len(F.cost_log)
 
             def tops(i: int) -> tuple:
                 """Checked values of iteration i (pure scalar ops; body closures rewrite them)."""
                 return values_at(rng[i])
 
-            h0 = F.nholds
+            h0 = F.times_held
             try:
                 # address values remapped only where no read outcome can change with the address:
                 # in the timed pass the misses repeat with the addresses' longer period, which is
                 # then the loop's (a shorter one is cut at once by the next miss)
-                remapped = gen is not None and (F.l2p is None or F.l2p.recording)
+                remapped = gen is not None and (F.l2_pass is None or F.l2_pass.recording)
                 sl = SteadyLoop(F, n, tops if checked else None, memo, NPIPES, gen if remapped else None, same_ctl if remapped else same_all)
                 if checked:
                     if vals is None:
@@ -580,7 +580,7 @@ class Compiler:
                     F.skipped += skipped
                     sl.hist.clear()
                 while idx < n:
-                    if F.nholds != h0:  # a pipe was held in this loop (holds.py): no jump, no memo
+                    if F.times_held != h0:  # a pipe was held in this loop (holds.py): no jump, no memo
                         plain(rng[idx:])
                         ent = None
                         break
@@ -600,35 +600,35 @@ class Compiler:
                                 F.skipped += skipped
                                 continue
                     if track is not None:
-                        track.marks.append((len(F.gmlog), idx))
+                        track.marks.append((len(F.gm_log), idx))
                     R[iv] = rng[idx]
                     for f in body:
                         f()
                     if charge is not None:
                         charge()
                     idx += 1
-                if ent is not None and F.nholds == h0:
+                if ent is not None and F.times_held == h0:
                     # an enclosing loop samples (not `own`): its periods compare log records and
                     # cost entries, so record this execution as a reuse of it would (one GM log
                     # record, one cost entry): a period that ran it and one that reused it then
                     # compare equal, as they are (the stored execution is this one)
-                    stored = memo.store(F, R, ent, F.gmlog[g0:], sl.first, g0, collapse=not own)
+                    stored = memo.store(F, R, ent, F.gm_log[g0:], sl.first, g0, collapse=not own)
                     if track is not None and stored is not None:
-                        bm.store(xkey, stored[0], F.gmlog[g0:], track, sl.value_of, n)
+                        bm.store(xkey, stored[0], F.gm_log[g0:], track, sl.value_of, n)
                     if stored is not None and not own:
                         token, log = stored
-                        del F.gmlog[g0:]
-                        F.gmlog.extend(log)
-                        del F.sig[l0:]
-                        F.sig.append(token)
+                        del F.gm_log[g0:]
+                        F.gm_log.extend(log)
+                        del F.cost_log[l0:]
+                        F.cost_log.append(token)
             finally:
                 if own:
-                    F.gmlog = F.sig = None
+                    F.gm_log = F.cost_log = None
 
         return run
 
     def if_(self, op: scf.IfOp) -> Closure:
-        R = self.F.R
+        R = self.F.values
         cond = self.slot(op.cond)
         results = [self.slot(r) for r in op.results]
 
@@ -673,7 +673,7 @@ class Compiler:
 
     # -- memory -----------------------------------------------------------------------------
     def alloc(self, op: ascend.AllocOp) -> Closure:
-        R, A = self.F.R, self.F.A
+        R, A = self.F.values, self.F.gm_tags
         out = self.slot(op.result)
         t = op.result.type
         shape, dtype = tuple(t.get_shape()), np_dtype(t)
@@ -718,7 +718,7 @@ class Compiler:
         return run
 
     def weight(self, op: ascend.WeightOp) -> Closure:
-        R, A = self.F.R, self.F.A
+        R, A = self.F.values, self.F.gm_tags
         out = self.slot(op.result)
         t = op.result.type
         shape, dtype = tuple(t.get_shape()), np_dtype(t)
@@ -755,7 +755,7 @@ class Compiler:
         return run
 
     def view(self, op: ascend.ViewOp) -> Closure:
-        R, A = self.F.R, self.F.A
+        R, A = self.F.values, self.F.gm_tags
         src, out = self.slot(op.source), self.slot(op.result)
         t = op.result.type
         shape, dtype = tuple(t.get_shape()), np_dtype(t)
@@ -783,7 +783,7 @@ class Compiler:
         return run
 
     def subview(self, op: memref.SubviewOp) -> Closure:
-        R = self.F.R
+        R = self.F.values
         sv = self.k.tree.subview(op) if self.k is not None and self.k.tree is not None else Subview(op)
         src, out = self.slot(sv.source), self.slot(op.result)
         n = sv.source.type.get_num_dims()
@@ -801,7 +801,7 @@ class Compiler:
         charge = self._charge_scalar()
         dims = list(zip(offs, sizes, strides, [i in dropped for i in range(n)]))
 
-        A = self.F.A
+        A = self.F.gm_tags
         if self.m.timing_only:
             return self._subview_timing(src, out, dims, where, charge)
 
@@ -838,7 +838,7 @@ class Compiler:
         """Timing-only subview: buffers are zero-stride views (no data), so only the result shape
         and the GM address tag matter; views are shared per (shape, dtype) instead of indexing
         numpy every time. Same bounds checks as the numerics path."""
-        R, A, F = self.F.R, self.F.A, self.F
+        R, A, F = self.F.values, self.F.gm_tags, self.F
         views: dict = {}
         # the result (view, address offset added, strides) is a function of the source shape,
         # dtype and strides and of the dynamic operands: memoised per subview op (most subviews
@@ -918,7 +918,7 @@ class Compiler:
         return run
 
     def load(self, op: memref.LoadOp) -> Closure:
-        R = self.F.R
+        R = self.F.values
         src = self.slot(op.memref)
         idx = [self.slot(v) for v in op.indices]
         out = self.slot(op.res)
@@ -933,14 +933,14 @@ class Compiler:
         return run
 
     def store(self, op: memref.StoreOp) -> Closure:
-        R = self.F.R
+        R = self.F.values
         val, dst = self.slot(op.value), self.slot(op.memref)
         idx = [self.slot(v) for v in op.indices]
         charge = self._charge_scalar()
         timing = self.m.timing_only
 
         def run() -> None:
-            if not timing and self.F.sem_on:
+            if not timing and self.F.numerics_on:
                 R[dst][tuple(R[i] for i in idx)] = R[val]
             if charge is not None:
                 charge()
@@ -949,7 +949,7 @@ class Compiler:
 
     # -- kernel-only ops --------------------------------------------------------------------
     def block_idx(self, op: ascend.BlockIdxOp) -> Closure:
-        R, F = self.F.R, self.F
+        R, F = self.F.values, self.F
         out = self.slot(op.result)
 
         def run() -> None:
@@ -972,7 +972,7 @@ class Compiler:
         event = op.event.value.data
 
         def run() -> None:
-            if not F.slow and F.trace is None:  # no race check, no held pipe, no trace (hot)
+            if not F.slow_path and F.trace is None:  # no race check, no held pipe, no trace (hot)
                 core = F.core
                 free = core.free
                 t = free[src]
@@ -982,11 +982,11 @@ class Compiler:
                 s = free[s_id]
                 if s >= t:
                     t = s
-                    F.srel += 1
+                    F.s_clock_decisions += 1
                 free[src] = t
                 F.flags.queues[key].append(t)
                 return
-            slow = F.slow
+            slow = F.slow_path
             if slow and F.hold is not None and src in F.hold.lists:
                 F.hold.defer(src, run, (), s_id)
                 return
@@ -997,16 +997,16 @@ class Compiler:
                 t = core.done[src]
             if free[s_id] >= t:
                 t = free[s_id]
-                F.srel += 1
+                F.s_clock_decisions += 1
             if F.trace is not None and free[s_id] > t0:  # the set is issued when src and S reached it
                 t0 = free[s_id]
             free[src] = t
             F.flags.queues[key].append(t)
-            if F.rc is not None:
-                F.rcq.queues[key].append(F.rc.set(src))
+            if F.races is not None:
+                F.race_set_clocks.queues[key].append(F.races.set(src))
             if F.trace is not None:
                 fid = next(F.flow_ids)
-                F.flowq.queues[key].append(fid)
+                F.flow_queues.queues[key].append(fid)
                 # src holds the set from its issue until everything before it completed
                 F.flows.append(("s", core.index, src, dst, event, t0, t, fid))
             if slow and F.hold is not None:
@@ -1025,16 +1025,16 @@ class Compiler:
 
         def run() -> None:
             q = F.flags.queues[key]
-            if q and not F.slow and F.trace is None:  # a pending set, no race check, no held pipe, no trace (hot)
+            if q and not F.slow_path and F.trace is None:  # a pending set, no race check, no held pipe, no trace (hot)
                 t = q.popleft()
                 free = F.core.free
                 fd = free[dst]
                 if t > fd:
                     free[dst] = t
                 elif fd <= free[s_id]:
-                    F.srel += 1  # a pipe at (or behind) its S clock keeps that value
+                    F.s_clock_decisions += 1  # a pipe at (or behind) its S clock keeps that value
                 return
-            if F.slow and F.hold is not None and dst in F.hold.lists:
+            if F.slow_path and F.hold is not None and dst in F.hold.lists:
                 F.hold.defer(dst, run, (), s_id)
                 return
             if not q:
@@ -1051,7 +1051,7 @@ class Compiler:
                 # the set may come later in program order: only dst waits for it (holds.py)
                 if F.hold is None:
                     F.hold = Holds(F, kname, set_keys)
-                    F.slow = True
+                    F.slow_path = True
                 F.hold.block(dst, key, run, s_id, text)
                 return
             t = q.popleft()
@@ -1062,13 +1062,13 @@ class Compiler:
             if t > free[dst]:
                 free[dst] = t
             elif free[dst] <= free[(dst // NPIPES) * NPIPES]:
-                F.srel += 1  # a pipe at (or behind) its S clock keeps that value
-            if F.rc is not None:
-                F.rc.wait(dst, F.rcq.queues[key].popleft())
+                F.s_clock_decisions += 1  # a pipe at (or behind) its S clock keeps that value
+            if F.races is not None:
+                F.races.wait(dst, F.race_set_clocks.queues[key].popleft())
             if F.trace is not None:
                 # dst is blocked from the wait's issue until the set (zero length if it came first)
                 F.flows.append(("f", core.index, dst, src, event, w0, free[dst] if free[dst] > w0 else w0,
-                                F.flowq.queues[key].popleft()))
+                                F.flow_queues.queues[key].popleft()))
 
         return run
 
@@ -1084,9 +1084,9 @@ class Compiler:
                 core = F.core
                 t = core.end()
                 core.free = [t] * len(core.free)
-                F.srel += 1
-                if F.rc is not None:
-                    F.rc.barrier_all()
+                F.s_clock_decisions += 1
+                if F.races is not None:
+                    F.races.barrier_all()
 
             return run_all
         if p not in PIPE_INDEX:
@@ -1103,7 +1103,7 @@ class Compiler:
             s = free[(i // NPIPES) * NPIPES]
             t = max(free[i], done[i], s)
             if s >= t:
-                F.srel += 1
+                F.s_clock_decisions += 1
             free[i] = t
 
         per = {i: (lambda i=i: one(i)) for i in ids}
@@ -1123,14 +1123,14 @@ class Compiler:
                 s = free[(i // NPIPES) * NPIPES]
                 t = max(free[i], done[i], s)
                 if s >= t:
-                    F.srel += 1
+                    F.s_clock_decisions += 1
                 free[i] = t
 
         return run
 
     # -- host-only ops ----------------------------------------------------------------------
     def launch(self, op: ascend.LaunchOp) -> Closure:
-        R = self.F.R
+        R = self.F.values
         name = op.callee.root_reference.data
         if name not in self.m.kernels:
             raise AscendirError(f"ascend.launch @{name}: no such ascend.kernel")
@@ -1139,7 +1139,7 @@ class Compiler:
         if len(args) != len(kp.arg_slots):
             raise AscendirError(f"ascend.launch @{name}: {len(args)} arguments, kernel takes {len(kp.arg_slots)}")
         m = self.m
-        A = self.F.A
+        A = self.F.gm_tags
 
         def run() -> None:
             try:
@@ -1154,7 +1154,7 @@ class Compiler:
         return run
 
     def ret(self, op: func.ReturnOp) -> Closure:
-        R = self.F.R
+        R = self.F.values
         vals = [self.slot(v) for v in op.arguments]
 
         def run() -> None:

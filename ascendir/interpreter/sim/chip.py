@@ -111,7 +111,7 @@ class ModuleProg:
         return np.array(arr, dtype=dtype, copy=True)
 
     def run(self, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[KernelRecord]]:
-        R, A = self.frame.R, self.frame.A
+        R, A = self.frame.values, self.frame.gm_tags
         for name, s, ty in zip(self.arg_names, self.arg_slots, self.arg_types):
             if name not in inputs and not self.timing_only:
                 raise AscendirError(f"missing input '{name}' (inputs: {', '.join(self.arg_names)})")

@@ -209,19 +209,19 @@ class KernelProgram:
 
     def run(self, args: list[np.ndarray], tags: list | None = None) -> KernelRecord:
         """Run every block; `tags` are the GM address tags of `args` (l2.py), None if unknown."""
-        F, R = self.frame, self.frame.R
+        F, R = self.frame, self.frame.values
         tags = tags if tags is not None else [None] * len(args)
         for i, (s, a, ty, tag) in enumerate(zip(self.arg_slots, args, self.arg_types, tags)):
             if tuple(a.shape) != tuple(ty.get_shape()):
                 raise AscendirError(f"ascend.launch @{self.name}: argument {i} has shape {a.shape}, kernel expects {tuple(ty.get_shape())}")
             R[s] = a
-            F.A[s] = tag
-        F.t0 = self.m.clock
+            F.gm_tags[s] = tag
+        F.kernel_start = self.m.clock
         F.l2 = self.m.l2
         if F.l2 is not None:
             F.l2.commit()  # accesses so far belong to earlier kernels (l2.py)
         F.flags = FlagQueues(self.nflags)
-        F.extrap = self.m.extrapolate
+        F.may_extrapolate = self.m.extrapolate
         key = None
         if self.memo_text is not None and self.m.memo is not None and not self.m.trace and all(t is not None for t in tags):
             key = (self.memo_text, memo.pattern(tags))
@@ -231,60 +231,60 @@ class KernelProgram:
                     self.m.memo_hits += 1
                     return self._finish(memo.restore_cores(hit.cores), F, list(hit.acct), hit.skipped)
         if self.gm_reads and key is not None and launches.misses is not None:
-            F.l2p = L2Pass.settled(self.m.l2.window, launches.misses)
+            F.l2_pass = L2Pass.settled(self.m.l2.window, launches.misses)
         elif self.gm_reads:
             # recording pass: who reads which GM tile when (l2.py); no numerics, no trace
-            F.l2p = L2Pass(self.m.l2.window)
-            F.sem_on = False
+            F.l2_pass = L2Pass(self.m.l2.window)
+            F.numerics_on = False
             F.trace = F.flows = None
             # from time 0: the pass reads no chip state, and absolute times would round ties
             # differently per launch, so identical launches could get different designations
-            F.t0 = 0.0
+            F.kernel_start = 0.0
             try:
                 self._blocks(tracing=False)
             finally:
-                F.sem_on = True
-                F.t0 = self.m.clock
-            F.l2p.settle()
+                F.numerics_on = True
+                F.kernel_start = self.m.clock
+            F.l2_pass.settle()
             if key is not None:
-                launches.misses = F.l2p.misses
+                launches.misses = F.l2_pass.misses
         tracing = self.m.trace
         race = self.m.check_races and not (key is not None and launches.race_free)
         if race:  # the final pass checks races (race.py); once per memo key: same ops, same layout
-            F.rc = RaceChecker(self.name, self.labels, self.nchip)
-            F.rcq = FlagQueues(self.nflags)
+            F.races = RaceChecker(self.name, self.labels, self.nchip)
+            F.race_set_clocks = FlagQueues(self.nflags)
         F.trace = [] if tracing else None
         F.flows = [] if tracing else None
-        F.flowq = FlagQueues(self.nflags) if tracing else None
+        F.flow_queues = FlagQueues(self.nflags) if tracing else None
         l2 = self.m.l2
         store = key is not None and self.m.timing_only
         if store:
-            F.launchlog = []
-            F.wfirst = {}
-            if F.l2p is not None and self.gm_reads:
-                F.l2p.checks = []
+            F.launch_gm_log = []
+            F.first_writes = {}
+            if F.l2_pass is not None and self.gm_reads:
+                F.l2_pass.checks = []
             h0, m0 = (l2.hits, l2.misses) if l2 is not None else (0, 0)
         try:
             cores = self._blocks(tracing)
         finally:
-            log, F.launchlog = F.launchlog, None
-            wfirst, F.wfirst = F.wfirst, None
-            F.rc = F.rcq = F.hold = None
-            F.slow = False
+            log, F.launch_gm_log = F.launch_gm_log, None
+            wfirst, F.first_writes = F.first_writes, None
+            F.races = F.race_set_clocks = F.hold = None
+            F.slow_path = False
         if key is not None and race:
             launches.race_free = True
         if store:
             roots = {}
             for i, t in enumerate(tags):
                 roots.setdefault(t[0], i)
-            checks = F.l2p.checks if (F.l2p is not None and self.gm_reads) else []
+            checks = F.l2_pass.checks if (F.l2_pass is not None and self.gm_reads) else []
             launches.add(memo.Memo(
                 memo.snapshot_cores(cores), list(F.acct), F.skipped, checks,
                 [(k, t, w) for k, (t, w) in wfirst.items()], log,
-                (l2.hits - h0) if l2 is not None else 0, (l2.misses - m0) if l2 is not None else 0, roots, F.t0,
+                (l2.hits - h0) if l2 is not None else 0, (l2.misses - m0) if l2 is not None else 0, roots, F.kernel_start,
             ))
-            if F.l2p is not None:
-                F.l2p.checks = None
+            if F.l2_pass is not None:
+                F.l2_pass.checks = None
         return self._finish(cores, F)
 
     def _reuse(self, hit: memo.Memo, tags: list) -> bool:
@@ -329,17 +329,17 @@ class KernelProgram:
             F.block = b
             F.flags.reset()
             F.hold = None
-            F.slow = F.rc is not None
-            if F.rc is not None:
-                F.rc.reset()
-                F.rcq.reset()
+            F.slow_path = F.races is not None
+            if F.races is not None:
+                F.races.reset()
+                F.race_set_clocks.reset()
             if tracing:
-                F.flowq.reset()
+                F.flow_queues.reset()
             for f in body:
                 f()
             if F.hold is not None:  # a pipe still waits for a set that never came (holds.py)
                 err = F.hold.deadlock(b)
-                F.hold, F.slow = None, False
+                F.hold, F.slow_path = None, False
                 raise err
         return cores
 
