@@ -196,7 +196,7 @@ def test_chained_holds_release_in_program_order_of_each_pipe():
 
 def test_loop_that_leaves_a_pipe_held_is_not_memoised():
     # V is held in the last iteration of a uniform loop and released by a set after the loop:
-    # a stored execution of the loop (steady.LoopMemo, shared by the blocks) would apply without
+    # a stored execution of the loop (loop_memo.LoopMemo, shared by the blocks) would apply without
     # the hold, dropping the held vexp of every later block (73 tile ops instead of 76)
     gm = "memref<64x32xf32, #ascend<space gm>>"
     ub = "memref<64x32xf32, #ascend<space ub>>"

@@ -269,12 +269,12 @@ def test_nested_extrapolation_keeps_l2_counters_exact():
 
 def test_block_level_loop_skips_its_memo(monkeypatch):
     # a matmul's tile loop (`scf.for %t = %bid ...`, nested in no loop) runs once per block and its
-    # key holds the block index: steady.never_again marks it, and in the timed pass it never builds
+    # key holds the block index: loop_memo.never_again marks it, and in the timed pass it never builds
     # a key nor stores (the K loop inside still does; in the recording pass its xblock.BlockMemo
     # needs the key); the result is the same as with the memo in use
     from ascendir.interpreter import compile_module
     from ascendir.interpreter.report.report import build_report
-    from ascendir.interpreter.accel.steady import LoopMemo
+    from ascendir.interpreter.accel.loop_memo import LoopMemo
 
     module = parse(matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24))
     entered = []

@@ -11,7 +11,7 @@ from xdsl.dialects import scf
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.timing import l2
-from ascendir.interpreter.accel import steady, xblock
+from ascendir.interpreter.accel import loop_memo, steady, xblock
 from ascendir.interpreter.accel.remap import address_plan
 from ascendir.interpreter.testing import matmul_ir, parse
 
@@ -21,7 +21,7 @@ HW = load_target("ascend910b2")
 def _plan(module):
     loop = next(op for op in module.walk() if isinstance(op, scf.ForOp))
     checked = steady.uniform_loop(loop)
-    ctrl, _addr, _copies = steady.memo_inputs(loop)
+    ctrl, _addr, _copies = loop_memo.memo_inputs(loop)
     return loop, xblock.BlockMemo.plan(loop, checked, ctrl, steady.OpTree(loop))
 
 

@@ -47,8 +47,8 @@ class Frame:
         self.first_writes: dict | None = None
         self.races = None  # race.RaceChecker of the running pass (None: not checking)
         self.race_set_clocks: FlagQueues | None = None  # vector clocks of pending set_flags (race.py)
-        self.s_clock_decisions = 0  # times an S clock decided a start or kept a clock (steady.LoopMemo)
-        self.memos: list = []  # steady.LoopMemo / xblock.BlockMemo of every loop of the program, emptied per pass
+        self.s_clock_decisions = 0  # times an S clock decided a start or kept a clock (loop_memo.LoopMemo)
+        self.memos: list = []  # loop_memo.LoopMemo / xblock.BlockMemo of every loop of the program, emptied per pass
         self.hold = None  # holds.Holds while a pipe waits for a set later in program order
         self.slow_path = False  # rc or hold is set: tile ops test this one flag (holds.py)
         self.times_held = 0  # times a pipe was held (steady.py loops stop jumping when it changes)

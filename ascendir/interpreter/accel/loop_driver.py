@@ -1,5 +1,5 @@
 """The loop driver of the steady-state speed-ups: runs a timing-only loop, jumping over whole
-periods once steady (steady.SteadyLoop), applying stored whole executions (steady.LoopMemo,
+periods once steady (steady.SteadyLoop), applying stored whole executions (loop_memo.LoopMemo,
 with remapped addresses: remap.py) and executions of earlier blocks (xblock.BlockMemo). See
 steady.py for the conditions; `Accel` switches each part."""
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 from __future__ import annotations
 from xdsl.ir import Operation
 from ascendir.interpreter.accel.remap import Remap
-from ascendir.interpreter.accel.steady import MIN_TRIPS, LoopMemo, SteadyLoop, step_test
+from ascendir.interpreter.accel.steady import MIN_TRIPS, SteadyLoop, step_test
+from ascendir.interpreter.accel.loop_memo import LoopMemo
 from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.interpreter.accel.xblock import BlockMemo, Track
 from ascendir.interpreter.exec.common import Closure
@@ -20,7 +21,7 @@ class SteadyFor:
                     gen: Remap | None = None, bm: BlockMemo | None = None, use_memo: bool = True) -> Closure:
         """A timing-only loop that may be extrapolated once steady (steady.py). `checked`: the
         loop-level scalar ops steady.py re-evaluates for the iterations it skips; `memo`: stored
-        executions of the whole loop (steady.LoopMemo), applied when the loop is entered again
+        executions of the whole loop (loop_memo.LoopMemo), applied when the loop is entered again
         from the same relative state (next tile of an outer loop, another block); `gen`: its
         address values that are not affine in the iv (remap.py), None when it has none; `bm`:
         its whole executions kept for the next blocks (xblock.py), None when it may not;
@@ -71,7 +72,7 @@ class SteadyFor:
             ent = xkey = vals = None
             # across blocks (xblock.py): the outermost sampling loop, in the recording pass
             cross = bm is not None and F.gm_log is None and F.l2_pass is not None and F.l2_pass.recording
-            # the race checker needs every op; a `once` loop (steady.never_again) is never reused
+            # the race checker needs every op; a `once` loop (loop_memo.never_again) is never reused
             # by its LoopMemo, so it enters it only for its BlockMemo
             if use_memo and F.races is None and (not memo.once or cross):
                 ent = memo.enter(F, R)

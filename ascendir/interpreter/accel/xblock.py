@@ -28,7 +28,8 @@ from xdsl.ir import SSAValue
 
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.accel.remap import Remap
-from ascendir.interpreter.accel.steady import Acc, _op_rows, first_write_change, getter
+from ascendir.interpreter.accel.accesses import Acc, first_write_change
+from ascendir.interpreter.accel.loop_memo import _op_rows, getter
 from ascendir.interpreter.exec.walk import OpTree
 
 VARIANTS = 4  # stored executions per key (trip counts, entry states)

@@ -11,7 +11,7 @@ set runs (holds.py); tile ops test one flag (`Frame.slow_path`) for that and the
 In timing-only mode `Compiler.for_` runs loops that `steady.uniform_loop` accepts through
 `steady.SteadyLoop`: once two consecutive periods advance the core state by the same delta, the
 remaining whole periods are added as a multiple of it; a whole execution of such a loop entered
-again from the same relative state is applied from `steady.LoopMemo` (see steady.py for the
+again from the same relative state is applied from `loop_memo.LoopMemo` (see steady.py for the
 conditions and the L2 treatment). Tile ops, flags and barriers count in `Frame.s_clock_decisions` when an S
 clock decided a start (LoopMemo leaves the S clock out of its key when it decided nothing).
 """

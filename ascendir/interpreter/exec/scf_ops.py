@@ -8,7 +8,8 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from ascendir.interpreter.accel import Accel
 from ascendir.interpreter.accel.remap import Remap, address_plan
-from ascendir.interpreter.accel.steady import LoopMemo, memo_inputs, never_again, uniform_loop
+from ascendir.interpreter.accel.loop_memo import LoopMemo, memo_inputs, never_again
+from ascendir.interpreter.accel.steady import uniform_loop
 from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.interpreter.accel.xblock import BlockMemo
 from ascendir.interpreter.exec.common import Closure

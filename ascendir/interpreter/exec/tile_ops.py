@@ -96,7 +96,7 @@ class TileOps:
             free = core.free
             t = free[pid]
             s = free[sid]
-            if s >= t:  # the S clock decides the start (steady.LoopMemo counts these)
+            if s >= t:  # the S clock decides the start (loop_memo.LoopMemo counts these)
                 t = s
                 F.s_clock_decisions += 1
             e = t + cyc
