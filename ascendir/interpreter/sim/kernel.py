@@ -320,8 +320,8 @@ class KernelProgram:
         F.acct = [0.0] * ACCT_SIZE
         F.skipped = 0
         body = self.body
-        for memo in F.memos:  # stored loop executions are per pass: a launch's report depends on it alone
-            memo.table.clear()
+        for stored in F.memos:  # stored loop executions are per pass: a launch's report depends on it alone
+            stored.table.clear()
         for b in range(self.block_dim):
             core = cores[b % len(cores)]
             core.start_block()
