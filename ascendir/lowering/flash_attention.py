@@ -495,7 +495,7 @@ class _Sync:
         self.queues: list[_Q] = []
 
     def flag(self, wait: bool, src: Pipe, dst: Pipe, event: int, units: str) -> None:
-        from ascendir.interpreter.sim.kernel import FLAG_UNITS_ATTR
+        from ascendir.dialects.ascend import FLAG_UNITS_ATTR
 
         op = (ascend.WaitFlagOp if wait else ascend.SetFlagOp)(src, dst, event)
         if self.split:

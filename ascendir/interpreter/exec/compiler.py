@@ -32,7 +32,7 @@ from ascendir.interpreter.accel.loop_driver import SteadyFor
 from ascendir.interpreter.exec.common import (  # noqa: F401  (re-exported: sim/, insert-sync)
     AIC_PIPES, AIV_PIPES, Closure, KernelInfo, Return, np_dtype, unit_of, zero_view,
 )
-from ascendir.interpreter.exec.memref_ops import MemrefOps, _dropped_dims  # noqa: F401  (re-exported: insert-sync)
+from ascendir.interpreter.exec.memref_ops import MemrefOps
 from ascendir.interpreter.exec.scalar_codegen import ScalarCodegen
 from ascendir.interpreter.exec.scf_ops import ScfOps
 from ascendir.interpreter.exec.sync_ops import SyncOps

@@ -9,6 +9,7 @@ from operator import itemgetter
 import numpy as np
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX
+from ascendir.costmodel.buffer_lifetimes import dropped_dims
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import subblock
 from ascendir.dtypes import dense_value, packed_nbytes
@@ -17,25 +18,6 @@ from ascendir.interpreter.timing.l2 import contiguous_strides
 from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.walk import Subview
 from ascendir.interpreter.exec.common import Closure, np_dtype, zero_view
-
-def _dropped_dims(sizes: list[int], res_shape: list[int], n: int) -> set[int]:
-    """Source dims a rank-reducing subview drops (unit dims, matched greedily from the left)."""
-    r = len(res_shape)
-    if r == n:
-        return set()
-    dropped, j = set(), 0
-    for i, s in enumerate(sizes):
-        keep_left = r - j
-        if j < r and s != 1:
-            j += 1
-        elif j < r and s == 1 and res_shape[j] in (1, DYNAMIC_INDEX) and (n - i) <= keep_left:
-            j += 1
-        elif s == 1:
-            dropped.add(i)
-        else:
-            raise AscendirError(f"memref.subview: cannot match sizes {sizes} to result shape {res_shape}")
-    return dropped
-
 
 class MemrefOps:
     """Compiler part: buffers and views (mixed into compiler.Compiler)."""
@@ -165,7 +147,7 @@ class MemrefOps:
         sizes = spec(sv.static_sizes, sv.sizes)
         strides = spec(sv.static_strides, sv.strides)
         res_shape = list(op.result.type.get_shape())
-        dropped = _dropped_dims([s if not d else DYNAMIC_INDEX for d, s in sizes], res_shape, n)
+        dropped = dropped_dims([s if not d else DYNAMIC_INDEX for d, s in sizes], res_shape, n)
         where = f"memref.subview in {'kernel @' + self.k.name if self.k else 'the host function'}"
         charge = self._charge_scalar()
         dims = list(zip(offs, sizes, strides, [i in dropped for i in range(n)]))
