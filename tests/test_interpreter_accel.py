@@ -128,3 +128,12 @@ def test_none_runs_every_iteration():
     module = parse(add_ir(4096, 64, 8, block_dim=4))
     rep, _, _ = _run(module, Accel.none())
     assert all(k["extrapolated_iterations"] == 0 for k in rep["kernels"])
+
+
+def test_gc_pause_switch(matmul):
+    import gc
+
+    was = gc.isenabled()
+    on = _run(matmul, ALL)[:2]
+    assert gc.isenabled() == was  # restored after compile and run
+    assert on == _run(matmul, replace(ALL, gc_pause=False))[:2]

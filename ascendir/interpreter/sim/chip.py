@@ -121,7 +121,7 @@ class ModuleProg:
         self.clock = 0.0
         if self.l2 is not None:
             self.l2.reset()
-        with gc_paused():
+        with gc_paused(self.accel.gc_pause):
             try:
                 for f in self.body:
                     f()
@@ -144,20 +144,22 @@ def compile_module(module: ModuleOp, target: HardwareConfig, weights: WeightStor
     Raises:
         AscendirError: unsupported ops, missing paths on the target, buffer capacity overflow.
     """
-    with gc_paused():
+    with gc_paused(accel is None or accel.gc_pause):
         return ModuleProg(module, target, weights, timing_only, trace, extrapolate, check_races, accel)
 
 
 @contextmanager
-def gc_paused():
-    """Pause Python's cyclic garbage collector (if on) for the block. Compiling and running
-    allocate many containers that live to the end (closures, GM logs, stored loop executions):
-    the collector's generational passes keep walking them and find next to nothing (a 4096^3
-    timing-only run leaves no cyclic garbage; a compile a few thousand objects, collected after
-    the block), yet cost about 1 % of the instructions and a few % of the wall time of
-    benchmarks/interpreter_speed.py's 4096^3 run."""
-    was = gc.isenabled()
-    gc.disable()
+def gc_paused(pause: bool = True):
+    """Pause Python's cyclic garbage collector (if on) for the block (`Accel.gc_pause`; nothing when
+    `pause` is False). Compiling and running allocate many containers that live to the end
+    (closures, GM logs, stored loop executions): the collector's generational passes keep walking
+    them and find next to nothing (a 4096^3 timing-only run leaves no cyclic garbage; a compile a
+    few thousand objects, collected after the block), yet cost about 1 % of the instructions
+    (callgrind) and 3-4 % of the wall time of benchmarks/interpreter_speed.py's 4096^3 run, 8-13 %
+    of its 7B 32-layer run (time inside gc.callbacks' start/stop)."""
+    was = pause and gc.isenabled()
+    if was:
+        gc.disable()
     try:
         yield
     finally:
