@@ -205,7 +205,7 @@ def run_passes(
 def _run_nn_or_none(module: ModuleOp, weights: WeightStore | None, inputs) -> dict[str, np.ndarray] | None:
     if inputs is None:
         return None
-    from ascendir.interpreter.nn_reference import run_nn
+    from ascendir.interpreter.exec.nn_reference import run_nn
 
     return run_nn(module, weights if weights is not None else WeightStore(), inputs)
 

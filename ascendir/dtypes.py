@@ -10,6 +10,7 @@ import numpy as np
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     BFloat16Type,
+    DenseIntOrFPElementsAttr,
     Float4E2M1FNType,
     Float8E4M3FNType,
     Float8E4M3FNUZType,

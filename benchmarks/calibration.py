@@ -4,7 +4,7 @@ V14): error per case, median and worst |error|.
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/calibration.py [--quick]
 
 Same as `ascendir calibrate`. Every prediction uses the shipped target TOMLs as they are: nothing
-is fitted per case (ascendir/interpreter/calibration.py documents how each figure is made
+is fitted per case (ascendir/api/calibration.py documents how each figure is made
 comparable with the published one).
 """
 
@@ -20,7 +20,7 @@ import sys  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 import results  # noqa: E402
-from ascendir.interpreter import calibration  # noqa: E402
+from ascendir.api import calibration  # noqa: E402
 
 
 def main() -> None:

@@ -5,12 +5,12 @@ one such layer with numerics, and the speed ratio against xDSL's own interpreter
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/interpreter_speed.py [--quick] [--layers 32]
 
 Tile ops = DMA copies + mmads + vector ops executed, extrapolated or reused
-(report["tile_ops"]; interpreter/steady.py: steady-state jumps, nested, and whole loop executions
+(report["tile_ops"]; interpreter/accel/steady.py: steady-state jumps, nested, and whole loop executions
 applied again); scalar index math, loop control and flags run too but are not counted. Every run
-compiles a fresh program, so identical-launch reuse (interpreter/memo.py) never serves a repeat;
+compiles a fresh program, so identical-launch reuse (interpreter/accel/memo.py) never serves a repeat;
 each figure is the minimum over `--repeat` runs (wall time, and the process CPU time beside it:
 the machine may be shared; tile-ops/s per wall second, and per CPU second in brackets).
-Timing-only runs do not check races (interpreter/race.py; `check_races=True` would), numerics
+Timing-only runs do not check races (interpreter/check/race.py; `check_races=True` would), numerics
 runs do.
 Goals (issue #5): ≥ 1 M tile-ops/s timing-only, 32-layer 7B prefill-512 timing-only ≤ 30 s,
 one 7B layer with numerics ≤ 30 s.
@@ -31,8 +31,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ascendir.hardware import load_target  # noqa: E402
-from ascendir.interpreter.executor import compile_module  # noqa: E402
-from ascendir.interpreter.report import build_report  # noqa: E402
+from ascendir.interpreter import compile_module  # noqa: E402
+from ascendir.interpreter import build_report  # noqa: E402
 from ascendir.interpreter.testing import matmul_ir, parse  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))

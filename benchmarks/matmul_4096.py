@@ -6,7 +6,7 @@ Runs timing-only on (1) a hand-generated kernel (ascendir.interpreter.testing.ma
 128x256 output tiles, baseK 64, 256 of K per L1 load, double-buffered L1 and L0, f16 out through
 FixPipe, 24 blocks) and (2) the kernel ascendir's own lowering produces for an ONNX MatMul, when
 the lowering can compile it. Each under the three L2 models: "tile" (the default: tile-granular L2,
-interpreter/l2.py), "none" (every GM read at HBM rate, a pessimistic bound) and "hit" (every GM
+interpreter/timing/l2.py), "none" (every GM read at HBM rate, a pessimistic bound) and "hit" (every GM
 read hits L2, optimistic). For calibration, the reference
 (§7) reports 90 % of peak for torch.matmul 14336x4096x4096 BF16 on 910B2C [S15] and a 97.9 % L2
 hit rate for a 4096^2 matmul on 910B2 [S17].

@@ -13,7 +13,7 @@ from xdsl.printer import Printer
 from ascendir.session import make_context
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
-from ascendir.interpreter.nn_reference import run_nn
+from ascendir.interpreter.exec.nn_reference import run_nn
 from ascendir.driver import lower
 from ascendir.weights import WeightStore
 

@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from ascendir.dialects import nn
 from ascendir.frontends.onnx import import_onnx
-from ascendir.interpreter.nn_reference import run_nn
+from ascendir.interpreter.exec.nn_reference import run_nn
 
 
 def make_model(

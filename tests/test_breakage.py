@@ -21,7 +21,7 @@ from ascendir.errors import AscendirError
 from ascendir.frontends.onnx import import_onnx
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
-from ascendir.interpreter.nn_reference import run_nn
+from ascendir.interpreter.exec.nn_reference import run_nn
 from ascendir.interpreter.testing import parse
 from ascendir.api.opt import main as opt_main
 from onnx_builders import check_against_onnxruntime, make_model

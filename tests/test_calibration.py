@@ -1,6 +1,6 @@
 """The calibration harness model: how a torch_npu fused-attention call is timed by S17's do_bench."""
 
-from ascendir.interpreter.calibration import FIA_HOST_FLOOR_US, Row, fia_call_us, fia_note, summary
+from ascendir.api.calibration import FIA_HOST_FLOOR_US, Row, fia_call_us, fia_note, summary
 
 
 def test_host_bound_call_records_the_floor():

@@ -20,7 +20,7 @@ from ascendir.driver import lower, parse_pipeline, run_passes
 from ascendir.frontends.onnx import import_onnx
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
-from ascendir.interpreter.nn_reference import run_nn
+from ascendir.interpreter.exec.nn_reference import run_nn
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import choose_flash_tiling
 from ascendir.pipelines import PIPELINES
 from ascendir.weights import WeightStore

@@ -15,7 +15,7 @@ from ascendir.driver import compile_model, lower
 from ascendir.frontends.onnx import import_onnx
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
-from ascendir.interpreter.nn_reference import run_nn
+from ascendir.interpreter.exec.nn_reference import run_nn
 from ascendir.transforms.nn.fold_batchnorm import FoldBatchNorm
 from onnx_builders import make_model, run_onnxruntime
 

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from ascendir.errors import AscendirError
 from ascendir.frontends.onnx import import_onnx
-from ascendir.interpreter.nn_reference import run_nn
+from ascendir.interpreter.exec.nn_reference import run_nn
 from onnx_builders import make_model
 
 DATA = Path(__file__).parent / "data"

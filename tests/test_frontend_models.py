@@ -18,7 +18,7 @@ from ascendir.dialects import nn
 from ascendir.errors import AscendirError
 from ascendir.frontends.onnx import import_onnx
 from ascendir.frontends.onnx.conversion import INLINE_LIMIT_BYTES
-from ascendir.interpreter.nn_reference import run_nn
+from ascendir.interpreter.exec.nn_reference import run_nn
 from onnx_builders import run_onnxruntime
 
 DATA = Path(__file__).parent / "data"

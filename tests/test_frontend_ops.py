@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 from ascendir.dialects import nn
 from ascendir.errors import AscendirError
 from ascendir.frontends.onnx import import_onnx
-from ascendir.interpreter.nn_reference import run_nn
+from ascendir.interpreter.exec.nn_reference import run_nn
 from onnx_builders import check_against_onnxruntime, compute_ops, make_model
 
 RNG = np.random.default_rng(7)

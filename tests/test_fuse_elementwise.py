@@ -10,7 +10,7 @@ from ascendir.dialects import nn
 from ascendir.driver import lower, parse_pipeline, run_passes
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
-from ascendir.interpreter.nn_reference import run_nn
+from ascendir.interpreter.exec.nn_reference import run_nn
 from ascendir.weights import WeightStore
 from lowering_harness import parse, rand
 

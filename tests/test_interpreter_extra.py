@@ -15,7 +15,7 @@ from xdsl.parser import Parser
 from ascendir.session import make_context
 from ascendir.hardware import load_target
 from ascendir.interpreter import OpCost, register_op, simulate
-from ascendir.interpreter.special import erf
+from ascendir.interpreter.exec.special import erf
 from ascendir.interpreter.testing import matmul_ir, parse
 
 HW = load_target("ascend910b2")
@@ -224,9 +224,9 @@ def test_tile_op_count():
 
 def test_invariant_violations_raise():
     from ascendir.errors import AscendirError
-    from ascendir.interpreter.invariants import check
+    from ascendir.interpreter.check.invariants import check
     from ascendir.interpreter.state import ACCT_SIZE, FLOPS, KernelRecord
-    from ascendir.interpreter.timeline import PIPES, CoreState
+    from ascendir.interpreter.timing.timeline import PIPES, CoreState
 
     core = CoreState(0, len(PIPES))
     core.free[2] = 100.0

@@ -14,12 +14,12 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Block
 
-from ascendir.interpreter.compiler import Compiler, KernelInfo
-from ascendir.interpreter.l2 import L2Pass
-from ascendir.interpreter.scalar import SCALAR_OPS
+from ascendir.interpreter.exec.compiler import Compiler, KernelInfo
+from ascendir.interpreter.timing.l2 import L2Pass
+from ascendir.interpreter.exec.scalar import SCALAR_OPS
 from ascendir.interpreter.state import Frame
-from ascendir.interpreter.steady import SteadyLoop, step_test
-from ascendir.interpreter.timeline import NPIPES, CoreState
+from ascendir.interpreter.accel.steady import SteadyLoop, step_test
+from ascendir.interpreter.timing.timeline import NPIPES, CoreState
 
 
 def _reference(tops, P: int, idx: int, m: int) -> int:
@@ -136,11 +136,11 @@ def test_scalar_run_matches_op_by_op():
             s0 = 1e6 + rng.random()
             for u in range(nunits):
                 F.core.free[u * NPIPES] = F.core.busy[u * NPIPES] = s0
-            F.R[slots[0]], F.R[slots[1]] = x, y
+            F.values[slots[0]], F.values[slots[1]] = x, y
             body[0]()
             want, free, busy = _reference_scalars(ops, dict(zip(b.args, (x, y))), alu, s0)
             for op in ops:
-                got = F.R[comp.slots[op.results[0]]]
+                got = F.values[comp.slots[op.results[0]]]
                 assert got == want[op.results[0]] and type(got) is type(want[op.results[0]]), (op.name, x, y)
             for u in range(nunits):
                 assert F.core.free[u * NPIPES] == free and F.core.busy[u * NPIPES] == busy
@@ -172,7 +172,7 @@ def test_settle_matches_definition():
     """The vectorised settle (sort by tile key, turns from each tile's first log index) designates
     the same misses as the definition, for logs in (block, ordinal) order and shuffled, with tied
     groups, residency gaps and tiles whose first access is not their earliest time."""
-    from ascendir.interpreter.l2 import TIE
+    from ascendir.interpreter.timing.l2 import TIE
 
     rng = random.Random(11)
     for case in range(40):
@@ -204,7 +204,7 @@ def test_settle_matches_definition_random():
     differences round across TIE (1.1 - 0.1 > 1.0 although 1.1 <= 0.1 + 1.0), residency windows
     shorter than TIE, of one ulp and longer than the log, empty chunks, and logs in (block,
     ordinal) order, with blocks interleaved, or shuffled."""
-    from ascendir.interpreter.l2 import TIE
+    from ascendir.interpreter.timing.l2 import TIE
 
     rng = np.random.default_rng(5)
     bases = np.array([0.0, 0.1, 0.2, 0.3, 0.7, 1.0, 1.1, 1.3, 2.0, 100.0, 1e6, 1e6 + 1.0, 1e6 + 0.1])
@@ -247,6 +247,6 @@ def test_scalar_run_division_by_zero():
         slots = [comp.slot(a) for a in b.args]
         (run,) = comp.block(b)
         F.core = CoreState(0, NPIPES)
-        F.R[slots[0]], F.R[slots[1]] = 7, 0
+        F.values[slots[0]], F.values[slots[1]] = 7, 0
         with pytest.raises(AscendirError, match=f"^{name}: division by zero$"):
             run()

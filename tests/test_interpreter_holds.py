@@ -1,5 +1,5 @@
 """A wait_flag issued before its matching set_flag in program order holds only its destination
-pipe until the set runs (interpreter/holds.py, reference §5): ops on other pipes go on, the held
+pipe until the set runs (interpreter/timing/holds.py, reference §5): ops on other pipes go on, the held
 pipe's later ops run after the set with the data the set published. A wait no set releases is
 still a deadlock (tests/test_interpreter_errors.py)."""
 
@@ -196,7 +196,7 @@ def test_chained_holds_release_in_program_order_of_each_pipe():
 
 def test_loop_that_leaves_a_pipe_held_is_not_memoised():
     # V is held in the last iteration of a uniform loop and released by a set after the loop:
-    # a stored execution of the loop (steady.LoopMemo, shared by the blocks) would apply without
+    # a stored execution of the loop (loop_memo.LoopMemo, shared by the blocks) would apply without
     # the hold, dropping the held vexp of every later block (73 tile ops instead of 76)
     gm = "memref<64x32xf32, #ascend<space gm>>"
     ub = "memref<64x32xf32, #ascend<space ub>>"

@@ -1,4 +1,4 @@
-"""The tile-granular L2 model (interpreter/l2.py): hits, residency, who pays, numerics untouched."""
+"""The tile-granular L2 model (interpreter/timing/l2.py): hits, residency, who pays, numerics untouched."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
-from ascendir.interpreter.l2 import L2Cache, L2Pass
+from ascendir.interpreter.timing.l2 import L2Cache, L2Pass
 from ascendir.interpreter.testing import matmul_ir, parse
 
 HW = load_target("ascend910b2")
@@ -135,7 +135,7 @@ builtin.module {{
 def test_rewriting_a_dirty_tile_stays_in_l2():
     """A write that rewrites a tile its kernel left dirty in L2 counts as l2_write (not HBM write
     traffic in the bandwidth floor) and runs at the path's L2 write rate; fresh tiles do not."""
-    from ascendir.interpreter.cost import bandwidth_bound_cycles
+    from ascendir.costmodel import bandwidth_bound_cycles
 
     rows = 64
     tile = rows * 64 * 4

@@ -1,4 +1,4 @@
-"""Race detection (interpreter/race.py): two pipes touching overlapping elements of a buffer, one
+"""Race detection (interpreter/check/race.py): two pipes touching overlapping elements of a buffer, one
 writing, with no set/wait flag pair or barrier ordering them, is an error naming the kernel, the
 buffer, both ops and both pipes; the correctly synchronised generators run clean."""
 

@@ -1,4 +1,4 @@
-"""Remapped address values (interpreter/remap.py): a tile loop whose addresses are not affine in
+"""Remapped address values (interpreter/accel/remap.py): a tile loop whose addresses are not affine in
 its iv (t / n, t % n) extrapolates on its timing's period, with every skipped access at its own
 iteration's address, and matches the full simulation exactly; skipped writes whose remapped
 tiles were written before get their own L2 outcome, not the sampled period's."""
@@ -9,8 +9,9 @@ import pytest
 from xdsl.dialects import scf
 
 from ascendir.hardware import load_target
-from ascendir.interpreter import simulate, steady
-from ascendir.interpreter.remap import address_plan
+from ascendir.interpreter import simulate
+from ascendir.interpreter.accel import steady
+from ascendir.interpreter.accel.remap import address_plan
 from ascendir.interpreter.testing import matmul_ir, parse
 from test_interpreter_steady import full_and_fast
 

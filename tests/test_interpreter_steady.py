@@ -1,4 +1,4 @@
-"""Steady-state extrapolation of uniform loops (interpreter/steady.py): timing-only results with
+"""Steady-state extrapolation of uniform loops (interpreter/accel/steady.py): timing-only results with
 extrapolation match a full simulation (every iteration run) within 1 % in cycles, exactly in
 bytes, flops, tile ops and L2 hits, on double-buffered and single-buffered matmuls (odd sizes,
 partial tiles, per-core tile loops that extrapolate around their K loops with a period > 1 and
@@ -170,7 +170,7 @@ def _chained_adds(n: int, fresh: tuple[int, ...] = ()) -> str:
 def _memo_vs_plain(text_or_module) -> tuple[tuple, tuple]:
     """(report, memo hits, L2 hits, L2 misses) without and with launch reuse."""
     from ascendir.interpreter import compile_module
-    from ascendir.interpreter.report import build_report
+    from ascendir.interpreter.report.report import build_report
 
     module = parse(text_or_module) if isinstance(text_or_module, str) else text_or_module
     out = []
@@ -224,7 +224,7 @@ def test_numerics_launches_share_miss_designation_exactly():
     import numpy as np
 
     from ascendir.interpreter import compile_module
-    from ascendir.interpreter.report import build_report
+    from ascendir.interpreter.report.report import build_report
 
     module = parse(_chained_adds(4, fresh=(2,)))
     rng = np.random.default_rng(0)
@@ -247,7 +247,7 @@ def test_numerics_launches_share_miss_designation_exactly():
 def full_and_fast(module) -> list[tuple[dict, int, int]]:
     """(report, L2 hits, L2 misses) of a full simulation, then of an extrapolated one."""
     from ascendir.interpreter import compile_module
-    from ascendir.interpreter.report import build_report
+    from ascendir.interpreter.report.report import build_report
 
     got = []
     for ex in (False, True):
@@ -269,17 +269,17 @@ def test_nested_extrapolation_keeps_l2_counters_exact():
 
 def test_block_level_loop_skips_its_memo(monkeypatch):
     # a matmul's tile loop (`scf.for %t = %bid ...`, nested in no loop) runs once per block and its
-    # key holds the block index: steady.never_again marks it, and in the timed pass it never builds
+    # key holds the block index: loop_memo.never_again marks it, and in the timed pass it never builds
     # a key nor stores (the K loop inside still does; in the recording pass its xblock.BlockMemo
     # needs the key); the result is the same as with the memo in use
     from ascendir.interpreter import compile_module
-    from ascendir.interpreter.report import build_report
-    from ascendir.interpreter.steady import LoopMemo
+    from ascendir.interpreter.report.report import build_report
+    from ascendir.interpreter.accel.loop_memo import LoopMemo
 
     module = parse(matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24))
     entered = []
     enter = LoopMemo.enter
-    monkeypatch.setattr(LoopMemo, "enter", lambda self, F, R: entered.append((self, F.l2p.recording)) or enter(self, F, R))
+    monkeypatch.setattr(LoopMemo, "enter", lambda self, F, R: entered.append((self, F.l2_pass.recording)) or enter(self, F, R))
     got = []
     for force in (False, True):
         prog = compile_module(module, HW, None, timing_only=True)

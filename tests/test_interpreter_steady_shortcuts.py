@@ -10,8 +10,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ascendir.interpreter.l2 import SHIFT
-from ascendir.interpreter.steady import REL, Acc, Coefs, SteadyLoop, _designated_hold
+from ascendir.interpreter.timing.l2 import SHIFT
+from ascendir.interpreter.accel.steady import REL, SteadyLoop
+from ascendir.interpreter.accel.accesses import Acc
+from ascendir.interpreter.accel.loop_memo import _designated_hold, Coefs
 
 
 def _no_overtaking_plain(v, d, ns, na):
@@ -58,7 +60,7 @@ def test_designated_hold_matches_scalar_lookup():
     for p in des[::2]:
         key = int(acc.sid[p]) * SHIFT + int(acc.off[p]) + int(table[coefs.inv[p]] @ dv)
         last[key] = float(acc.t[p]) + tshift - window / 2
-    F = SimpleNamespace(t0=t0, l2=SimpleNamespace(resident_before=lambda k, now, ts: k in last and now - last[k] <= window))
+    F = SimpleNamespace(kernel_start=t0, l2=SimpleNamespace(resident_before=lambda k, now, ts: k in last and now - last[k] <= window))
     want = np.ones(n, bool)
     for p in des:
         key = int(acc.sid[p]) * SHIFT + int(acc.off[p]) + int(table[coefs.inv[p]] @ dv)
@@ -83,9 +85,9 @@ def test_row_shifts_match_the_dot_products():
 
 
 def test_op_rows_match_first_access_order():
-    # LoopMemo._finish's rows (steady._op_rows, shared per op sequence): the distinct op ids in
+    # LoopMemo._finish's rows (loop_memo._op_rows, shared per op sequence): the distinct op ids in
     # first-access order and each access's row, for fresh and repeated sequences alike
-    from ascendir.interpreter.steady import _op_rows
+    from ascendir.interpreter.accel.loop_memo import _op_rows
 
     rng = np.random.default_rng(3)
     for _ in range(50):
@@ -99,8 +101,8 @@ def test_op_rows_match_first_access_order():
 
 
 def test_miss_positions_match_the_scan():
-    # LoopMemo._finish's miss positions (steady._miss_positions, shared per outcome pattern)
-    from ascendir.interpreter.steady import _miss_positions
+    # LoopMemo._finish's miss positions (loop_memo._miss_positions, shared per outcome pattern)
+    from ascendir.interpreter.accel.loop_memo import _miss_positions
 
     rng = np.random.default_rng(4)
     for _ in range(50):

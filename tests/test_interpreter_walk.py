@@ -1,4 +1,4 @@
-"""Kernel walks (interpreter/walk.py): `OpTree.walk` gives every op's `walk_ops` as a slice of one
+"""Kernel walks (interpreter/exec/walk.py): `OpTree.walk` gives every op's `walk_ops` as a slice of one
 walk of the kernel, which the per-loop analyses of compiling (steady.py, remap.py) use."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from ascendir.dialects import ascend
 from ascendir.interpreter.testing import matmul_ir, parse
-from ascendir.interpreter.walk import OpTree, walk_ops
+from ascendir.interpreter.exec.walk import OpTree, walk_ops
 
 
 def test_op_tree_walk_is_walk_ops_of_every_op():
@@ -30,8 +30,8 @@ def test_compiling_a_kernel_walks_it_once_and_decodes_each_subview_once(monkeypa
     from xdsl.dialects import memref
 
     from ascendir.hardware import load_target
-    from ascendir.interpreter import walk
-    from ascendir.interpreter.executor import compile_module
+    from ascendir.interpreter.exec import walk
+    from ascendir.interpreter.sim.chip import compile_module
 
     hw = load_target("ascend910b2")
     module = parse(matmul_ir(512, 512, 512, tm=128, tn=128, tk=128, block_dim=4, nbuf=2))
@@ -58,7 +58,7 @@ def test_compiling_a_kernel_walks_it_once_and_decodes_each_subview_once(monkeypa
 def test_subview_decoding_matches_the_accessors():
     from xdsl.dialects import memref
 
-    from ascendir.interpreter.walk import Subview
+    from ascendir.interpreter.exec.walk import Subview
 
     module = parse(matmul_ir(512, 512, 512, tm=128, tn=128, tk=128, block_dim=4, nbuf=2))
     subviews = [op for op in module.walk() if isinstance(op, memref.SubviewOp)]
@@ -77,7 +77,7 @@ def test_prewalk_class_tests_agree_with_isinstance():
     # kernel pre-walks: the same answer for every op, subclasses (vector ops, flag ops) included
     from xdsl.dialects import memref
 
-    from ascendir.interpreter.kernel import _is_a
+    from ascendir.interpreter.exec.walk import _is_a
 
     module = parse(matmul_ir(512, 512, 512, tm=128, tn=128, tk=128, block_dim=4, nbuf=2))
     ops = list(module.walk()) + [ascend.VaddOp.__new__(ascend.VaddOp)]

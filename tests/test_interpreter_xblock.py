@@ -1,4 +1,4 @@
-"""A block's whole tile-loop execution reused by the next blocks (interpreter/xblock.py): only
+"""A block's whole tile-loop execution reused by the next blocks (interpreter/accel/xblock.py): only
 where the block index reaches the body through checked values, and then the recording pass
 records exactly what running every block records (the same designated misses, the same report);
 remapped writes that would get other L2 outcomes than the stored ones are not reused."""
@@ -9,8 +9,10 @@ import pytest
 from xdsl.dialects import scf
 
 from ascendir.hardware import load_target
-from ascendir.interpreter import l2, simulate, steady, xblock
-from ascendir.interpreter.remap import address_plan
+from ascendir.interpreter import simulate
+from ascendir.interpreter.timing import l2
+from ascendir.interpreter.accel import loop_memo, steady, xblock
+from ascendir.interpreter.accel.remap import address_plan
 from ascendir.interpreter.testing import matmul_ir, parse
 
 HW = load_target("ascend910b2")
@@ -19,7 +21,7 @@ HW = load_target("ascend910b2")
 def _plan(module):
     loop = next(op for op in module.walk() if isinstance(op, scf.ForOp))
     checked = steady.uniform_loop(loop)
-    ctrl, _addr, _copies = steady.memo_inputs(loop)
+    ctrl, _addr, _copies = loop_memo.memo_inputs(loop)
     return loop, xblock.BlockMemo.plan(loop, checked, ctrl, steady.OpTree(loop))
 
 

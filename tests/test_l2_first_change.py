@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ascendir.interpreter.l2 import L2Cache, L2Pass
+from ascendir.interpreter.timing.l2 import L2Cache, L2Pass
 from ascendir.hardware import load_target
 
 

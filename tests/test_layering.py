@@ -16,7 +16,7 @@ PKG = Path(__file__).resolve().parents[1] / "ascendir"
 # Top to bottom. A module belongs to the first entry whose prefix it has; the entries of one
 # row are siblings: none may import another.
 LAYERS: list[tuple[str, ...]] = [
-    ("ascendir.api", "ascendir.__init__", "ascendir.__main__", "ascendir.calibration"),
+    ("ascendir.api", "ascendir.__init__", "ascendir.__main__", "ascendir.api.calibration"),
     ("ascendir.driver",),
     ("ascendir.pipelines",),
     ("ascendir.frontends", "ascendir.transforms.nn", "ascendir.interpreter"),
@@ -68,7 +68,8 @@ def imports(mod: str, path: Path, known: dict[str, Path]) -> set[str]:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
             # `from pkg import mod` imports the submodule when there is one
-            targets = [f"{base}.{a.name}" if resolve(f"{base}.{a.name}", known) == f"{base}.{a.name}" else base for a in node.names]
+            targets = [f"{base}.{a.name}" if resolve(f"{base}.{a.name}", known) in (f"{base}.{a.name}", f"{base}.{a.name}.__init__")
+                       else base for a in node.names]
         else:
             continue
         for t in targets:

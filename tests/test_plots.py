@@ -13,7 +13,7 @@ import pytest
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.testing import matmul_ir, parse
-from ascendir.interpreter.trace import GM_COUNTER
+from ascendir.interpreter.report.trace import GM_COUNTER
 from cli_helpers import assert_clean_error, run_cli
 
 MLP = Path(__file__).parent / "data" / "mlp_small" / "model.onnx"

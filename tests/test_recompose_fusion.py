@@ -17,7 +17,7 @@ from ascendir.dialects import nn
 from ascendir.driver import compare_outputs, parse_pipeline, random_inputs, run_passes
 from ascendir.errors import AscendirError
 from ascendir.frontends.onnx import import_onnx
-from ascendir.interpreter.nn_reference import attention_reference, run_nn
+from ascendir.interpreter.exec.nn_reference import attention_reference, run_nn
 
 DATA = Path(__file__).parent / "data"
 CORPUS = Path(os.environ.get("ASCENDIR_CORPUS", "/work/corpus"))

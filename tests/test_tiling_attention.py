@@ -15,7 +15,7 @@ from ascendir.driver import lower, parse_pipeline, print_ir, run_passes
 from ascendir.errors import AscendirError
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
-from ascendir.interpreter.nn_reference import run_nn
+from ascendir.interpreter.exec.nn_reference import run_nn
 from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, attention_fields
 from ascendir.weights import WeightStore

@@ -326,7 +326,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     if report_path is not None:
         atomic_write(report_path, lambda p: p.write_text(json.dumps(result.report, indent=1)))
     if trace_path is not None:
-        from ascendir.interpreter.trace import trace_document
+        from ascendir.interpreter.report.trace import trace_document
 
         atomic_write(trace_path, lambda p: p.write_text(json.dumps(trace_document(result.trace_events, result.report))))
     if plots is not None:
@@ -462,7 +462,7 @@ def _trace_mismatch(report: dict, trace: dict) -> str | None:
 @click.option("--quick", is_flag=True, help="Only the small cases (V3, V7, V13, V14a).")
 def calibrate(quick: bool) -> None:
     """Predicted vs measured for reference §7 (V1-V7, V9, V10, V11-V13, V14): error, median and worst."""
-    from ascendir.interpreter import calibration
+    from ascendir.api import calibration
 
     console = _Console()
     rows = calibration.run(quick, progress=lambda vid: console.print(f"simulating {vid} ...", style="dim"))

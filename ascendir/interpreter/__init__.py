@@ -4,7 +4,16 @@
     res = simulate(module, weights, {"x": x}, load_target("ascend910b2"))
     res.outputs["y"], res.report["total_cycles"], res.trace_events
 
-`register_op(op_class, semantics=..., cost=...)` adds ops (see registry.py).
+`register_op(op_class, semantics=..., cost=...)` adds ops (see exec/registry.py).
+
+Layout (each layer imports only those below it; op cycles come from ascendir.costmodel):
+* exec/    what each op does: the closure compiler, tile-op numerics, scalar ops, the op registry,
+           the nn reference interpreter
+* timing/  per-core pipe and flag queues, held pipes, the chip L2
+* accel/   speed-ups equal to the run without them, switched by `Accel`
+* check/   races, invariants, capacity and unit placement
+* sim/     one kernel launch (kernel.py), one device (chip.py), N devices (cluster.py)
+* report/  the report dict and the Chrome trace
 """
 
 from __future__ import annotations
@@ -15,16 +24,22 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from ascendir.costmodel import CostEnv, OpCost
+from ascendir.costmodel.memory import check_module_gm_fits
 from ascendir.hardware.config import HardwareConfig, load_target
-from ascendir.interpreter.cost import CostEnv, OpCost
-from ascendir.interpreter.executor import compile_module
-from ascendir.interpreter.invariants import check
-from ascendir.interpreter.registry import register_op
-from ascendir.interpreter.report import build_report
-from ascendir.interpreter.trace import trace_events
+from ascendir.interpreter.accel import Accel
+from ascendir.interpreter.check.invariants import check
+from ascendir.interpreter.exec.registry import register_op
+from ascendir.interpreter.report.report import build_report
+from ascendir.interpreter.report.trace import trace_events
+from ascendir.interpreter.sim.chip import ModuleProg, compile_module
+from ascendir.interpreter.sim.cluster import Cluster, Link, Topology
 from ascendir.weights import WeightStore
 
-__all__ = ["simulate", "SimResult", "register_op", "OpCost", "CostEnv", "compile_module"]
+__all__ = [
+    "simulate", "SimResult", "register_op", "OpCost", "CostEnv", "compile_module", "ModuleProg", "build_report", "Accel",
+    "Cluster", "Link", "Topology",
+]
 
 
 @dataclass
@@ -47,27 +62,28 @@ def simulate(
     extrapolate: bool = True,
     check_races: bool | None = None,
     progress: Callable[[int, int], None] | None = None,
+    accel: Accel | None = None,
 ) -> SimResult:
     """Run `module` (ascend kernels + host func.func @main) on `target`.
 
     Inputs are keyed by the onnx.name of @main's arguments (arg{i} when unnamed) and cast to the
     argument memref dtypes. In timing-only mode no data moves (inputs may be empty; outputs are
     zero views), and loops in steady state are extrapolated unless `extrapolate=False` (see
-    interpreter/steady.py). Invariants are checked on every kernel launch. Races between the
-    pipes of a core (interpreter/race.py) are checked with numerics, and in timing-only mode when
+    interpreter/accel/steady.py). Invariants are checked on every kernel launch. Races between the
+    pipes of a core (interpreter/check/race.py) are checked with numerics, and in timing-only mode when
     `check_races=True`. `progress(done, total)` is called after each kernel launch (total: the
-    ascend.launch ops of @main).
+    ascend.launch ops of @main). `accel` picks the speed-ups (interpreter/accel; default all of
+    them; `extrapolate=False` turns the steady-state ones off).
 
     Raises:
         AscendirError: unsupported op, capacity overflow (on chip, or the GM footprint above the
             target's HBM: plan-memory's, or for IR never planned the one it would give), deadlock, bad inputs, invariant violation.
     """
-    from ascendir.transforms.ascend.plan_memory import check_module_gm_fits
-
     hw = load_target(target)
     # before any work: IR planned for another chip (a larger HBM), or never planned
     fp = check_module_gm_fits(module, hw)
-    prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace, extrapolate=extrapolate, check_races=check_races)
+    prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace, extrapolate=extrapolate, check_races=check_races,
+                          accel=accel)
     prog.progress = progress
     with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
         outputs, records = prog.run(inputs)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from ascendir.interpreter.cost import LEVELS
-from ascendir.interpreter.timeline import CoreState, FlagQueues
+from ascendir.costmodel import LEVELS
+from ascendir.interpreter.timing.timeline import CoreState, FlagQueues
 
 FLOPS = len(LEVELS)  # index of the flop counter in Frame.acct
 OPS = FLOPS + 1  # index of the tile-op counter
@@ -18,19 +18,19 @@ ACCT_SIZE = OPS + 4
 class Frame:
     """Mutable state the closures of one program share."""
 
-    __slots__ = ("R", "A", "core", "flags", "flowq", "acct", "trace", "flows", "block", "flow_ids", "t0", "l2", "l2p", "sem_on", "gmlog", "sig", "extrap", "skipped", "launchlog", "wfirst", "rc", "rcq", "srel", "memos", "hold", "slow", "nholds")
+    __slots__ = ("values", "gm_tags", "core", "flags", "flow_queues", "acct", "trace", "flows", "block", "flow_ids", "kernel_start", "l2", "l2_pass", "numerics_on", "gm_log", "cost_log", "may_extrapolate", "skipped", "launch_gm_log", "first_writes", "races", "race_set_clocks", "s_clock_decisions", "memos", "hold", "slow_path", "times_held")
 
     def __init__(self, nslots: int = 0):
-        self.R: list = [None] * nslots
+        self.values: list = [None] * nslots
         # GM address tag per slot: (root, element offset, element strides) or None (l2.py)
-        self.A: list = [None] * nslots
-        self.t0 = 0.0  # chip time (cycles) at which the running kernel started
+        self.gm_tags: list = [None] * nslots
+        self.kernel_start = 0.0  # chip time (cycles) at which the running kernel started
         self.l2 = None  # l2.L2Cache when the L2 model is "tile"
-        self.l2p = None  # l2.L2Pass of the running kernel (who pays each miss)
-        self.sem_on = True  # False during the L2 recording pass: numerics are not run twice
+        self.l2_pass = None  # l2.L2Pass of the running kernel (who pays each miss)
+        self.numerics_on = True  # False during the L2 recording pass: numerics are not run twice
         self.core: CoreState | None = None
         self.flags: FlagQueues | None = None
-        self.flowq: FlagQueues | None = None
+        self.flow_queues: FlagQueues | None = None
         self.acct: list[float] = [0.0] * ACCT_SIZE
         self.trace: list | None = None
         self.flows: list | None = None
@@ -38,20 +38,20 @@ class Frame:
         self.flow_ids = itertools.count()
         # steady-state extrapolation (steady.py): GM accesses and cost entries of the running
         # block, recorded only while a candidate loop is sampling (None otherwise)
-        self.gmlog: list | None = None
-        self.sig: list | None = None
-        self.extrap = True  # timing-only loops may be extrapolated
+        self.gm_log: list | None = None
+        self.cost_log: list | None = None
+        self.may_extrapolate = True  # timing-only loops may be extrapolated
         self.skipped = 0  # loop iterations extrapolated instead of run in the current pass
-        self.launchlog: list | None = None  # (tile key, time, is read) of every GM access, for memo.py
+        self.launch_gm_log: list | None = None  # (tile key, time, is read) of every GM access, for memo.py
         # tile key -> (time, outcome) of the launch's first explicit write of it (memo.py)
-        self.wfirst: dict | None = None
-        self.rc = None  # race.RaceChecker of the running pass (None: not checking)
-        self.rcq: FlagQueues | None = None  # vector clocks of pending set_flags (race.py)
-        self.srel = 0  # times an S clock decided a start or kept a clock (steady.LoopMemo)
-        self.memos: list = []  # steady.LoopMemo / xblock.BlockMemo of every loop of the program, emptied per pass
+        self.first_writes: dict | None = None
+        self.races = None  # race.RaceChecker of the running pass (None: not checking)
+        self.race_set_clocks: FlagQueues | None = None  # vector clocks of pending set_flags (race.py)
+        self.s_clock_decisions = 0  # times an S clock decided a start or kept a clock (loop_memo.LoopMemo)
+        self.memos: list = []  # loop_memo.LoopMemo / xblock.BlockMemo of every loop of the program, emptied per pass
         self.hold = None  # holds.Holds while a pipe waits for a set later in program order
-        self.slow = False  # rc or hold is set: tile ops test this one flag (holds.py)
-        self.nholds = 0  # times a pipe was held (steady.py loops stop jumping when it changes)
+        self.slow_path = False  # rc or hold is set: tile ops test this one flag (holds.py)
+        self.times_held = 0  # times a pipe was held (steady.py loops stop jumping when it changes)
 
 
 @dataclass

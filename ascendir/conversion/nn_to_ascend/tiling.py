@@ -25,7 +25,7 @@ from ascendir.dialects.ascend import Pipe
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles, mmad_cycles
+from ascendir.costmodel import CostEnv, bandwidth_bound_cycles, copy_startup, mmad_cycles
 
 TILING_ATTR = "ascend.tiling"
 FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle")
@@ -401,11 +401,11 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     b_bytes = kc * nn_ * es
     out_bytes = 4 if splits > 1 else p.out_bytes
     if target.arch.fixpipe:
-        fix = _copy_startup(target, Pipe.FIX, None) + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm")
+        fix = copy_startup(target, Pipe.FIX, None) + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm")
     else:  # no FixPipe (910A, S1): L0C -> UB on the vector pipe, UB -> GM on MTE3
-        fix = (_copy_startup(target, Pipe.V, None) + t.m * t.n * 4 / target.rate("l0c", "ub") + _copy_startup(target, Pipe.MTE3, None)
+        fix = (copy_startup(target, Pipe.V, None) + t.m * t.n * 4 / target.rate("l0c", "ub") + copy_startup(target, Pipe.MTE3, None)
                + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
-    nd2nz = _copy_startup(target, Pipe.MTE2, "nd2nz")
+    nd2nz = copy_startup(target, Pipe.MTE2, "nd2nz")
     r_hit = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", True)
     r_miss = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", False)
 
@@ -459,8 +459,8 @@ def _reduce_cycles(p: Problem, splits: int, target: HardwareConfig) -> float:
     bd = min(target.num_aiv, tiles)
     env = CostEnv(target, target.hbm_bytes_per_cycle / bd)
     e = min(REDUCE_TILE, total)
-    load = _copy_startup(target, Pipe.MTE2, None) + e * 4 / env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
-    store = _copy_startup(target, Pipe.MTE3, None) + e * p.out_bytes / env.gm_rate(target.rate("ub", "gm"), "ub", "gm")
+    load = copy_startup(target, Pipe.MTE2, None) + e * 4 / env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
+    store = copy_startup(target, Pipe.MTE3, None) + e * p.out_bytes / env.gm_rate(target.rate("ub", "gm"), "ub", "gm")
     per_tile = splits * load + store  # MTE2 dominates; V (vadd 256 B/cycle) is far below it
     core = -(-tiles // bd) * per_tile + env.gm_latency("gm", "ub", True) + env.gm_latency("ub", "gm")
     floor = bandwidth_bound_cycles(total * 4 * splits, total * p.out_bytes, target, total * 4 * splits)

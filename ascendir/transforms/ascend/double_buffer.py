@@ -47,7 +47,7 @@ from ascendir.dialects.ascend import MemSpace, space_of, subblock
 from ascendir.hardware.config import HardwareConfig
 from ascendir.hardware.align import aligned_bytes
 from ascendir.session import session_of
-from ascendir.transforms.ascend.buffer_lifetimes import nbytes, root_of
+from ascendir.costmodel.buffer_lifetimes import nbytes, root_of
 from ascendir.transforms.ascend.insert_sync import written
 from ascendir.transforms.ascend.ir_level import require_ascend_ir
 from ascendir.transforms.ascend.plan_memory import OFFSET_ATTR, module_target, plan_kernel

@@ -84,11 +84,12 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe, copy_pipe, module_arch, space_of, subblock
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
+from ascendir.costmodel import space_unit
+from ascendir.costmodel.buffer_lifetimes import dropped_dims as _dropped_dims, ranges_overlap as _overlap
+from ascendir.dialects.ascend import FLAG_UNITS_ATTR
 from ascendir.hardware.config import arch_named
-from ascendir.interpreter.compiler import _dropped_dims, unit_of
-from ascendir.interpreter.cost import space_unit
-from ascendir.interpreter.kernel import FLAG_UNITS_ATTR, UNIT_NAMES, flag_units
-from ascendir.interpreter.race import _overlap
+from ascendir.interpreter.exec.compiler import unit_of
+from ascendir.interpreter.sim.kernel import UNIT_NAMES, flag_units
 from ascendir.session import session_of
 from ascendir.transforms.ascend.ir_level import require_ascend_ir
 

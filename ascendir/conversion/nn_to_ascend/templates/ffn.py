@@ -213,7 +213,7 @@ def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling,
     charges (tiling.estimate leaves it out: it only ranks tilings of one matmul); ffn_up's
     AIV epilogue is left out, which favours the two-kernel path. Without an estimate for the
     dtype (no such mmad): two-kernel."""
-    from ascendir.interpreter.cost import CostEnv
+    from ascendir.costmodel import CostEnv
     from ascendir.conversion.nn_to_ascend.tiling import Problem, estimate
 
     key = (target.name, target.memory.l2_model, s, dt, up, down)

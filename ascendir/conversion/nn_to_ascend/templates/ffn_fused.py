@@ -56,7 +56,7 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles, mmad_cycles, vector_cycles
+from ascendir.costmodel import CostEnv, bandwidth_bound_cycles, copy_startup, mmad_cycles, vector_cycles
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, aligned_bytes, ceil_div, round_up
@@ -164,7 +164,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     bd = min(target.num_aic, items)
     env = CostEnv(target, target.hbm_bytes_per_cycle / bd)
     st = target.startup
-    nd2nz = _copy_startup(target, Pipe.MTE2, "nd2nz")
+    nd2nz = copy_startup(target, Pipe.MTE2, "nd2nz")
     r_hit = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", True)
     r_miss = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", False)
     w_hit = (min(nrb, bd) - 1) / min(nrb, bd)  # concurrent row blocks of one split share panels
@@ -186,7 +186,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     if s.b1:
         vec += vector_cycles(target, "vadd", n, 4)
     if target.arch.split_cores:  # accumulators -> GM (FixPipe) -> AIV -> h back to L1
-        fix = _copy_startup(target, Pipe.FIX, None) + s.nacc * n * 4 / fix_rate
+        fix = copy_startup(target, Pipe.FIX, None) + s.nacc * n * 4 / fix_rate
         r_ub = env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
         aiv = (2 * st["mte2"] + s.nacc * n * 4 / r_ub + vec + st["mte3"]
                + n * es / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
@@ -209,7 +209,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     d_steps = nkd * ceil_div(t.down_rows, t.bk)
     d_mmad = d_steps * mmad_cycles(target, dt, t.bm, t.bn, t.bk)
     d_mte1 = d_steps * (2 * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a") + t.bk * t.bn * es / target.rate("l1", "l0b"))
-    d_fix = (_copy_startup(target, Pipe.FIX, None) + rows * cols * 4 / fix_rate) if target.arch.fixpipe else (
+    d_fix = (copy_startup(target, Pipe.FIX, None) + rows * cols * 4 / fix_rate) if target.arch.fixpipe else (
         rows * cols * 4 / target.rate("l0c", "ub") + st["mte3"] + rows * cols * 4 / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
     down = tn * max(d_mte2, d_mmad + d_fix, d_mte1)
     # ... nor are the first Wd load (queued behind the h loads on MTE2) and the last FixPipe

@@ -369,7 +369,7 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     blocks at l2_bw_over_hbm × HBM [S8] is a floor. Mask and causal-diagonal vector work are left
     out (the same for every tiling to first order).
     """
-    from ascendir.interpreter.cost import mmad_cycles, vector_cycles
+    from ascendir.costmodel import mmad_cycles, vector_cycles
 
     r, st, cube = target.rates, target.startup, target.cube
     m, mp, dp, dvp, bc = t.m, t.mp, t.dp, t.dvp, t.bc
@@ -493,7 +493,7 @@ class _Sync:
         self.queues: list[_Q] = []
 
     def flag(self, wait: bool, src: Pipe, dst: Pipe, event: int, units: str) -> None:
-        from ascendir.interpreter.kernel import FLAG_UNITS_ATTR
+        from ascendir.dialects.ascend import FLAG_UNITS_ATTR
 
         op = (ascend.WaitFlagOp if wait else ascend.SetFlagOp)(src, dst, event)
         if self.split_cores:

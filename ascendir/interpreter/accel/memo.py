@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ascendir.interpreter.l2 import SHIFT
-from ascendir.interpreter.timeline import CoreState
+from ascendir.interpreter.timing.l2 import SHIFT
+from ascendir.interpreter.timing.timeline import CoreState
 
 VARIANTS = 4  # stored launches per key (most recent kept)
 

@@ -35,8 +35,8 @@ import math
 import numpy as np
 
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.cost import LEVELS
-from ascendir.interpreter.executor import KernelRecord
+from ascendir.costmodel import LEVELS
+from ascendir.interpreter.state import KernelRecord
 
 GM_COUNTER = "GM bandwidth"
 SYNC = "sync"  # category of the set_flag / wait_flag slices (not pipe work)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.cost import LEVELS, bandwidth_bound_cycles
+from ascendir.costmodel import LEVELS, bandwidth_bound_cycles
 from ascendir.interpreter.state import FLOPS, KernelRecord
 
 _REL = 1e-9

@@ -14,7 +14,7 @@ Each kernel: name, block_dim, core_type, cores_used, cycles, seconds, launch_cyc
     gm_share_Bpc (per-core GM rate cap), bandwidth_floor_applied (the kernel was stretched to the
     chip bandwidth bound), compute_bound_cycles, bandwidth_bound_cycles,
     cube_peak_fraction, extrapolated_iterations (timing-only loop iterations added as
-    steady-state deltas instead of run, interpreter/steady.py).
+    steady-state deltas instead of run, interpreter/accel/steady.py).
 run_id: digest of the target, its clock and every launch's (name, block_dim, cycles): the trace
     of the same run carries it (trace.trace_document, "otherData"), so `ascendir report` can tell
     a trace of another run.
@@ -29,9 +29,9 @@ import json
 from dataclasses import dataclass, field
 
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.cost import LEVELS
+from ascendir.costmodel import LEVELS
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS, KernelRecord
-from ascendir.interpreter.invariants import bounds
+from ascendir.interpreter.check.invariants import bounds
 
 MODEL_NOTES = (
     "GM bandwidth: each core group's GM path runs at min(path rate, HBM bandwidth / groups used); a kernel takes "
@@ -43,7 +43,7 @@ MODEL_NOTES = (
     "pipes are in-order queues; scalar issue is in program order without queue-depth limit",
     "cube peak fraction uses the f16 peak (2 x 16 x 16 x 16 MAC per cycle per AIC)",
     "timing-only: loops in a periodic steady state are extrapolated (per-period deltas of clocks, bytes, flops; "
-    "GM accesses of skipped iterations replayed into L2 at extrapolated times; see interpreter/steady.py)",
+    "GM accesses of skipped iterations replayed into L2 at extrapolated times; see interpreter/accel/steady.py)",
 )
 
 

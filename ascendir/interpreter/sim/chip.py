@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import math
 from contextlib import contextmanager
+from dataclasses import replace
 
 import numpy as np
 from xdsl.dialects import func
@@ -23,9 +24,10 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.compiler import Compiler, Return, np_dtype, zero_view
-from ascendir.interpreter.kernel import KernelProgram
-from ascendir.interpreter.l2 import L2Cache, contiguous_strides
+from ascendir.interpreter.accel import Accel
+from ascendir.interpreter.exec.compiler import Compiler, Return, np_dtype, zero_view
+from ascendir.interpreter.sim.kernel import KernelProgram
+from ascendir.interpreter.timing.l2 import L2Cache, contiguous_strides
 from ascendir.interpreter.state import FLOPS, Frame, KernelRecord
 from ascendir.weights import WeightStore
 
@@ -49,9 +51,13 @@ class ModuleProg:
     """A compiled module: run it with `run(inputs)` as many times as needed."""
 
     def __init__(self, module: ModuleOp, target: HardwareConfig, weights: WeightStore | None, timing_only: bool, trace: bool,
-                 extrapolate: bool = True, check_races: bool | None = None):
+                 extrapolate: bool = True, check_races: bool | None = None, accel: Accel | None = None):
         self.target = target
-        self.extrapolate = extrapolate  # timing-only: steady-state loops are extrapolated (steady.py)
+        # the speed-ups that run (accel/); `extrapolate=False` is Accel(steady=False)
+        self.accel = accel if accel is not None else Accel()
+        if not extrapolate:
+            self.accel = replace(self.accel, steady=False)
+        self.extrapolate = self.accel.steady  # timing-only: steady-state loops are extrapolated (steady.py)
         self.weights = weights if weights is not None else WeightStore()
         self.timing_only = timing_only
         # race.py: always with numerics; a timing-only sweep checks when asked (a race is a
@@ -62,7 +68,7 @@ class ModuleProg:
         self.kernels: dict[str, KernelProgram] = {}
         self.l2 = L2Cache(target) if target.memory.l2_model == "tile" else None
         self.clock = 0.0  # chip time (cycles) at which the next kernel launches
-        self.memo: dict | None = {}  # identical timing-only launches (memo.py); None: off
+        self.memo: dict | None = {} if self.accel.launch_memo else None  # identical timing-only launches (memo.py); None: off
         self.memo_hits = 0
         self.body_ids: dict[tuple, list] = {}  # kernel op names -> kernels with their memo ids (kernel._memo_id)
         self.nbodies = 0  # memo ids given
@@ -105,7 +111,7 @@ class ModuleProg:
         return np.array(arr, dtype=dtype, copy=True)
 
     def run(self, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[KernelRecord]]:
-        R, A = self.frame.R, self.frame.A
+        R, A = self.frame.values, self.frame.gm_tags
         for name, s, ty in zip(self.arg_names, self.arg_slots, self.arg_types):
             if name not in inputs and not self.timing_only:
                 raise AscendirError(f"missing input '{name}' (inputs: {', '.join(self.arg_names)})")
@@ -115,7 +121,7 @@ class ModuleProg:
         self.clock = 0.0
         if self.l2 is not None:
             self.l2.reset()
-        with gc_paused():
+        with gc_paused(self.accel.gc_pause):
             try:
                 for f in self.body:
                     f()
@@ -129,28 +135,31 @@ class ModuleProg:
 
 
 def compile_module(module: ModuleOp, target: HardwareConfig, weights: WeightStore | None = None, timing_only: bool = False, trace: bool = False,
-                   extrapolate: bool = True, check_races: bool | None = None) -> ModuleProg:
-    """Compile `module` (ascend kernels + host @main) for `target`. `extrapolate=False` runs every
-    loop iteration in timing-only mode too (the reference for steady.py's extrapolation).
+                   extrapolate: bool = True, check_races: bool | None = None, accel: Accel | None = None) -> ModuleProg:
+    """Compile `module` (ascend kernels + host @main) for `target`. `accel` picks the speed-ups
+    (accel/__init__.py; default all); `extrapolate=False` is `Accel(steady=False)`: every loop
+    iteration runs in timing-only mode too (the reference for steady.py's extrapolation).
     `check_races` (race.py) defaults to on with numerics and off in timing-only mode.
 
     Raises:
         AscendirError: unsupported ops, missing paths on the target, buffer capacity overflow.
     """
-    with gc_paused():
-        return ModuleProg(module, target, weights, timing_only, trace, extrapolate, check_races)
+    with gc_paused(accel is None or accel.gc_pause):
+        return ModuleProg(module, target, weights, timing_only, trace, extrapolate, check_races, accel)
 
 
 @contextmanager
-def gc_paused():
-    """Pause Python's cyclic garbage collector (if on) for the block. Compiling and running
-    allocate many containers that live to the end (closures, GM logs, stored loop executions):
-    the collector's generational passes keep walking them and find next to nothing (a 4096^3
-    timing-only run leaves no cyclic garbage; a compile a few thousand objects, collected after
-    the block), yet cost about 1 % of the instructions and a few % of the wall time of
-    benchmarks/interpreter_speed.py's 4096^3 run."""
-    was = gc.isenabled()
-    gc.disable()
+def gc_paused(pause: bool = True):
+    """Pause Python's cyclic garbage collector (if on) for the block (`Accel.gc_pause`; nothing when
+    `pause` is False). Compiling and running allocate many containers that live to the end
+    (closures, GM logs, stored loop executions): the collector's generational passes keep walking
+    them and find next to nothing (a 4096^3 timing-only run leaves no cyclic garbage; a compile a
+    few thousand objects, collected after the block), yet cost about 1 % of the instructions
+    (callgrind) and 3-4 % of the wall time of benchmarks/interpreter_speed.py's 4096^3 run, 8-13 %
+    of its 7B 32-layer run (time inside gc.callbacks' start/stop)."""
+    was = pause and gc.isenabled()
+    if was:
+        gc.disable()
     try:
         yield
     finally:

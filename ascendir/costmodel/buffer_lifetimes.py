@@ -1,5 +1,7 @@
-"""Where buffers of a lowered module live: the root `ascend.alloc` of a memref value and the
-program-order interval over which each buffer is in use (shared by plan-memory and insert-sync).
+"""Where buffers of a lowered module live: the root `ascend.alloc` of a memref value, the
+program-order interval over which each buffer is in use, the dims a rank-reducing subview drops
+and whether two views of a buffer may share bytes (shared by plan-memory, insert-sync and the
+interpreter's race checker).
 
 Positions are pre-order indices of the ops of a region (nested ops included), so an op with
 regions spans [its index, the index of its last nested op].
@@ -11,11 +13,12 @@ import math
 from collections.abc import Iterable
 
 from xdsl.dialects import memref, scf
-from xdsl.dialects.builtin import MemRefType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Operation, Region, SSAValue
 
 from ascendir.dialects import ascend
 from ascendir.dtypes import packed_nbytes, to_numpy_dtype
+from ascendir.errors import AscendirError
 
 
 def root_of(v: SSAValue) -> SSAValue:
@@ -86,3 +89,47 @@ def live_intervals(container: Operation, buffers: Iterable[SSAValue]) -> dict[SS
             cur = iv[r]
             cur[0], cur[1] = min(cur[0], lo), max(cur[1], hi)
     return {b: (lo, hi) for b, (lo, hi) in iv.items()}
+
+
+def dropped_dims(sizes: list[int], res_shape: list[int], n: int) -> set[int]:
+    """Source dims a rank-reducing subview drops (unit dims, matched greedily from the left)."""
+    r = len(res_shape)
+    if r == n:
+        return set()
+    dropped, j = set(), 0
+    for i, s in enumerate(sizes):
+        keep_left = r - j
+        if j < r and s != 1:
+            j += 1
+        elif j < r and s == 1 and res_shape[j] in (1, DYNAMIC_INDEX) and (n - i) <= keep_left:
+            j += 1
+        elif s == 1:
+            dropped.add(i)
+        else:
+            raise AscendirError(f"memref.subview: cannot match sizes {sizes} to result shape {res_shape}")
+    return dropped
+
+
+def ranges_overlap(a: tuple, b: tuple) -> bool:
+    """a, b = (lo, hi, offset, strides, shape) with [lo, hi] inclusive (insert-sync's and the race checker's ranges)."""
+    if a[1] < b[0] or b[1] < a[0]:
+        return False
+    return views_overlap(a[2], a[3], a[4], b[2], b[3], b[4])
+
+
+def views_overlap(oa: int, sa: tuple, ha: tuple, ob: int, sb: tuple, hb: tuple) -> bool:
+    """Whether two views (offset, strides, shape) of one buffer may overlap: exact per-dim index
+    boxes when the strides are equal (offsets decomposed along them), else True."""
+    if sa != sb or not sa:
+        return True
+    order = sorted(range(len(sa)), key=lambda i: -sa[i])
+    ra, rb = oa, ob
+    for i in order:
+        s = sa[i]
+        if s <= 0:
+            return True
+        ia, ra = divmod(ra, s)
+        ib, rb = divmod(rb, s)
+        if ia + ha[i] <= ib or ib + hb[i] <= ia:
+            return False
+    return True

@@ -31,6 +31,7 @@ a race is a property of the program, and a sweep should not pay for the check on
 
 from __future__ import annotations
 
+from ascendir.costmodel.buffer_lifetimes import views_overlap
 from ascendir.errors import AscendirError
 
 KEEP = 8  # distinct ranges remembered per (buffer, pipe, read/write)
@@ -75,37 +76,12 @@ def describe(root) -> str:
 
 def _meets(a: tuple, b: tuple) -> bool:
     """a, b = (lo, hi, offset, strides, shape, root) with [lo, hi) in bytes of a placed space, or
-    in elements of one unplanned buffer: byte interval test between two buffers, else _overlap."""
+    in elements of one unplanned buffer: byte interval test between two buffers, else views_overlap (per-dim boxes)."""
     if a[1] <= b[0] or b[1] <= a[0]:
         return False
     if a[5] is not b[5]:
         return True
-    return _boxes(a[2], a[3], a[4], b[2], b[3], b[4])
-
-
-def _overlap(a: tuple, b: tuple) -> bool:
-    """a, b = (lo, hi, offset, strides, shape) with [lo, hi] inclusive (insert_sync.py's ranges)."""
-    if a[1] < b[0] or b[1] < a[0]:
-        return False
-    return _boxes(a[2], a[3], a[4], b[2], b[3], b[4])
-
-
-def _boxes(oa: int, sa: tuple, ha: tuple, ob: int, sb: tuple, hb: tuple) -> bool:
-    """Whether two views (offset, strides, shape) of one buffer may overlap: exact per-dim index
-    boxes when the strides are equal (offsets decomposed along them), else True."""
-    if sa != sb or not sa:
-        return True
-    order = sorted(range(len(sa)), key=lambda i: -sa[i])
-    ra, rb = oa, ob
-    for i in order:
-        s = sa[i]
-        if s <= 0:
-            return True
-        ia, ra = divmod(ra, s)
-        ib, rb = divmod(rb, s)
-        if ia + ha[i] <= ib or ib + hb[i] <= ia:
-            return False
-    return True
+    return views_overlap(a[2], a[3], a[4], b[2], b[3], b[4])
 
 
 class RaceChecker:

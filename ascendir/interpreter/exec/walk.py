@@ -3,6 +3,8 @@ kernel and per loop)."""
 
 from __future__ import annotations
 
+import functools
+
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Operation, SSAValue
@@ -90,3 +92,10 @@ class OpTree:
         if got is None:
             got = self._subviews[op] = Subview(op)
         return got
+
+
+@functools.cache
+def _is_a(cls: type, base: type) -> bool:
+    """issubclass(cls, base), remembered per pair of classes: the pre-walks ask it of every op of
+    the kernel, and isinstance on xDSL's op classes (ABCs) runs Python code at every call."""
+    return issubclass(cls, base)

@@ -27,7 +27,7 @@ queue is full (the interpreter ignores queue depth everywhere).
 
 Cost: nothing on the common path. Tile ops test one Frame flag (`slow`) that is set only while
 the race checker runs or a pipe is held; steady-state extrapolation and loop memos (steady.py) are
-off from the moment a pipe is held until the loop ends (`Frame.nholds`).
+off from the moment a pipe is held until the loop ends (`Frame.times_held`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Holds:
 
     def _item(self, fn, slots, sid: int) -> tuple:
         F = self.F
-        R, A = F.R, F.A
+        R, A = F.values, F.gm_tags
         return (fn, slots, [R[i] for i in slots], [A[i] for i in slots], sid, F.core.free[sid])
 
     def defer(self, pid: int, fn, slots, sid: int) -> None:
@@ -64,7 +64,7 @@ class Holds:
         """Hold `pid` at wait `fn` (flag `key` has no pending set)."""
         self.lists[pid] = deque([self._item(fn, (), sid)])
         self.waiting[key] = (pid, text)
-        self.F.nholds += 1
+        self.F.times_held += 1
 
     def release(self, key: int) -> None:
         """A set of flag `key` ran: replay the pipe held on it, if any."""
@@ -73,7 +73,7 @@ class Holds:
             return
         F = self.F
         q = self.lists.pop(w[0])
-        R, A = F.R, F.A
+        R, A = F.values, F.gm_tags
         self.depth += 1
         while q:
             fn, slots, vals, tags, sid, s = q.popleft()
@@ -97,7 +97,7 @@ class Holds:
         self.depth -= 1
         if not self.lists and not self.depth:
             F.hold = None
-            F.slow = F.rc is not None
+            F.slow_path = F.races is not None
 
     def deadlock(self, block: int, why: str = "") -> AscendirError:
         """The error for a block that cannot finish: the first held pipe's wait."""

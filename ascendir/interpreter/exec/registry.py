@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 from xdsl.ir import Operation
 
-from ascendir.interpreter import cost as _cost
-from ascendir.interpreter import semantics as _sem
+from ascendir import costmodel as _cost
+from ascendir.interpreter.exec import semantics as _sem
 
 SemanticsFactory = Callable[[Operation], Callable[..., None]]
 

@@ -23,8 +23,8 @@ from ascendir.dialects import nn
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.dialects.cast_mode import cast_mode_of
-from ascendir.interpreter.cast import cast
-from ascendir.interpreter.special import erf
+from ascendir.interpreter.exec.cast import cast
+from ascendir.interpreter.exec.special import erf
 from ascendir.weights import WeightStore
 
 NAME_ATTR = "onnx.name"

@@ -26,16 +26,17 @@ import numpy as np
 from xdsl.dialects import scf
 from xdsl.ir import SSAValue
 
-from ascendir.interpreter.l2 import SHIFT
-from ascendir.interpreter.remap import Remap
-from ascendir.interpreter.steady import Acc, _op_rows, first_write_change, getter
-from ascendir.interpreter.walk import OpTree
+from ascendir.interpreter.timing.l2 import SHIFT
+from ascendir.interpreter.accel.remap import Remap
+from ascendir.interpreter.accel.accesses import Acc, first_write_change
+from ascendir.interpreter.accel.loop_memo import _op_rows, getter
+from ascendir.interpreter.exec.walk import OpTree
 
 VARIANTS = 4  # stored executions per key (trip counts, entry states)
 
 
 class Track:
-    """Iteration of every GM log record of one loop execution (`F.gmlog`, owned by the loop):
+    """Iteration of every GM log record of one loop execution (`F.gm_log`, owned by the loop):
     executed iterations mark where their records start; a jump or tail replay adds one record
     whose accesses' iterations it gives as an array."""
 
@@ -121,27 +122,27 @@ class BlockMemo:
                 continue
             if C is None:
                 control, C = self._values(value_of, n)
-                rows = self.gen.rows(F.A)
+                rows = self.gen.rows(F.gm_tags)
                 zero = [0] * C.shape[1]
             if control != ctl:
                 continue
             W = np.array([rows.get(c, zero) for c in cids], np.int64).reshape(len(cids), C.shape[1])
             moved = ((C - C0) @ W.T).ravel()  # (iteration, op), flat: element shift of its accesses
-            tshift = (F.t0 + base) - (head[13] + head[2])
+            tshift = (F.kernel_start + base) - (head[13] + head[2])
             if writes is not None:
                 at, keys, t, hit, fresh = writes
                 wkeys = keys + moved[at]
                 wt = t + tshift if tshift else t
                 klist = wkeys.tolist()
                 # (first writes of distinct tiles none of which is dirty: every outcome "fresh")
-                if not (fresh and len(set(klist)) == len(klist) and F.l2p.dirty.keys().isdisjoint(klist)):
+                if not (fresh and len(set(klist)) == len(klist) and F.l2_pass.dirty.keys().isdisjoint(klist)):
                     if first_write_change(F, wkeys, wt, hit) < len(klist):
                         continue
             if reads is not None:
                 at, keys, t, hit = reads
-                F.l2p.read_many(F.l2, keys + moved[at], t + tshift if tshift else t, F.block, F.t0, hit, len(hit))
+                F.l2_pass.read_many(F.l2, keys + moved[at], t + tshift if tshift else t, F.block, F.kernel_start, hit, len(hit))
             if writes is not None:
-                F.l2p.store_many(wkeys, wt)
+                F.l2_pass.store_many(wkeys, wt)
             s_free, vS, ef, ed, eq, dS, dbusy, dacct = head[0], head[3], head[4], head[5], head[6], head[7], head[8], head[9]
             memo._restore(F, S, vS, base - head[2], ef, ed, eq, dS, dbusy, dacct, s_free)
             F.skipped += n

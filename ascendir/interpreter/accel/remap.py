@@ -21,7 +21,7 @@ offsets) and rest(i) depends only on the other checked values and on inner loops
 sampled periods' step. `Remap.tables` takes rest from the two sampled periods and a(i) from each
 skipped iteration: exact, whatever function of the iv the address values are. A skipped write may
 then rewrite a tile the sampled periods did not, so jumps check the writes' L2 outcomes too
-(steady.first_write_change).
+(accesses.first_write_change).
 
 Where (compiler._steady_for): where no read outcome can depend on an address, that is the
 recording pass (every read hits) and kernels without GM reads. In the timed pass the misses
@@ -37,9 +37,9 @@ from xdsl.dialects import arith, memref, scf
 from xdsl.ir import Operation, SSAValue
 
 from ascendir.dialects import ascend
-from ascendir.interpreter.l2 import SHIFT
-from ascendir.interpreter.steady import _external, _op_rows, offset_copies
-from ascendir.interpreter.walk import OpTree
+from ascendir.interpreter.timing.l2 import SHIFT
+from ascendir.interpreter.accel.loop_memo import _external, _op_rows, offset_copies
+from ascendir.interpreter.exec.walk import OpTree
 
 _AFFINE = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.IndexCastOp)
 
@@ -62,7 +62,7 @@ def address_plan(loop: scf.ForOp, checked: list[Operation], tree: OpTree | None 
     if tree is None:
         tree = OpTree(loop)
     ops = tree.walk(loop)
-    inside = {id(o) for o in ops}  # (as steady._external takes them)
+    inside = {id(o) for o in ops}  # (as loop_memo._external takes them)
     results = [op.results[0] for op in checked]
     pos = {v: i for i, v in enumerate(results)}
     checked_set = set(checked)
@@ -140,7 +140,7 @@ class Remap:
     def tables(self, prev, cur, K: int, value_of, A: list) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, keys) of the accesses k = 1..K periods after the sampled period `cur`
         (rows of len(cur) accesses, flattened), as steady._Replay lays them out. `prev`, `cur`:
-        the sampled periods (steady.Acc with `it0`, their first iteration, and `ph`, each
+        the sampled periods (accesses.Acc with `it0`, their first iteration, and `ph`, each
         access's iteration within the period); value_of(i): the checked values of iteration i
         (None past the loop's end)."""
         P = cur.it0 - prev.it0

@@ -1,5 +1,5 @@
 """How many vector passes an `ascend` vector op takes when its element types are not native to
-the vector unit: the factor cost.py multiplies a vector op's cycles by (1 = native).
+the vector unit: the factor ops.py multiplies a vector op's cycles by (1 = native).
 
 The interpreter computes every dtype exactly with numpy/ml_dtypes; this module keeps the cycle
 count honest about what the hardware would run instead. Facts come from the 910B intrinsic

@@ -34,7 +34,7 @@ from ascendir.dialects.ascend import Pipe, copy_pipe, space_of
 from ascendir.dtypes import bits, packed_nbytes
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.emulation import vector_passes
+from ascendir.costmodel.emulation import vector_passes
 
 LEVELS = ("gm_read", "gm_write", "l1", "l0a", "l0b", "l0c", "ub", "bt", "fb", "l2_hit", "l2_write")
 # "l2_hit": bytes of gm_read served by L2 (a subset of gm_read; L2 model "tile" or "hit").
@@ -161,7 +161,7 @@ def copy_path(op: ascend.CopyOp, target: HardwareConfig) -> tuple[str, str, Pipe
     return src.value, dst.value, pipe
 
 
-def _copy_startup(target: HardwareConfig, pipe: Pipe, layout: str | None) -> int:
+def copy_startup(target: HardwareConfig, pipe: Pipe, layout: str | None) -> int:
     st = target.startup
     if pipe == Pipe.MTE2:
         return st["mte2_nd2nz"] if layout == "nd2nz" else st["mte2"]
@@ -176,7 +176,7 @@ def copy(op: ascend.CopyOp, env: CostEnv) -> CostFn:
     path = t.rate(src, dst)
     gm = "gm" in (src, dst)
     layout = op.layout.data if op.layout is not None else None
-    startup = _copy_startup(t, pipe, layout)
+    startup = copy_startup(t, pipe, layout)
     unit = space_unit(src if src != "gm" else dst)
     read_key = "gm_read" if src == "gm" else None
     write_key = "gm_write" if dst == "gm" else dst

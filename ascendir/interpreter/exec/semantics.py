@@ -30,8 +30,8 @@ from ascendir.dialects.ascend import MemSpace, space_of
 from ascendir.dialects.cast_mode import cast_mode_of
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
-from ascendir.interpreter.cast import cast, is_plain
-from ascendir.interpreter.special import erf
+from ascendir.interpreter.exec.cast import cast, is_plain
+from ascendir.interpreter.exec.special import erf
 
 Runtime = Callable[..., None]
 BF16 = np.dtype(ml_dtypes.bfloat16)

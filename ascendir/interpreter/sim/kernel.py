@@ -12,33 +12,23 @@ verified when parsed, the driver verifies after lowering), so it is not checked 
 
 from __future__ import annotations
 
-import functools
-import math
-
 import numpy as np
 from xdsl.dialects import memref
 from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import FLAG_UNITS_ATTR, space_of, subblock
-from ascendir.dtypes import packed_nbytes
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.compiler import AIC_PIPES, AIV_PIPES, Compiler, KernelInfo, np_dtype, unit_of
-from ascendir.interpreter.cost import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, space_unit
+from ascendir.interpreter.exec.compiler import AIC_PIPES, AIV_PIPES, Compiler, KernelInfo, unit_of
+from ascendir.costmodel import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, space_unit
 from ascendir.interpreter.state import ACCT_SIZE, Frame, KernelRecord
-from ascendir.interpreter import memo
-from ascendir.interpreter.l2 import L2Pass
-from ascendir.interpreter.race import RaceChecker
-from ascendir.interpreter.timeline import NPIPES, PIPES, CoreState, FlagQueues
-from ascendir.interpreter.walk import OpTree, walk_ops
-
-
-@functools.cache
-def _is_a(cls: type, base: type) -> bool:
-    """issubclass(cls, base), remembered per pair of classes: the pre-walks ask it of every op of
-    the kernel, and isinstance on xDSL's op classes (ABCs) runs Python code at every call."""
-    return issubclass(cls, base)
+from ascendir.interpreter.accel import memo
+from ascendir.interpreter.timing.l2 import L2Pass
+from ascendir.interpreter.check.race import RaceChecker
+from ascendir.interpreter.timing.timeline import NPIPES, PIPES, CoreState, FlagQueues
+from ascendir.interpreter.check.capacity import check_capacity, check_units
+from ascendir.interpreter.exec.walk import OpTree, _is_a, walk_ops
 
 
 def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None, bool] | None:
@@ -53,93 +43,6 @@ def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None
     if _is_a(type(op), ascend.VectorOp):
         return "V", "aiv", False
     return None
-
-
-def _check_capacity(kernel: ascend.KernelOp, target: HardwareConfig, ops: list[Operation] | None = None) -> None:
-    """Every on-chip space fits; UB is counted per AIV (SUBBLOCK_ATTR), each AIV having its own.
-    A placed buffer (`offset`, bytes into its space) starts at a multiple of the space's address
-    alignment (target `align`: L1/UB 32 B, L0A/L0B 512 B, L0C/BT/FB 64 B; reference §2 "buffer
-    address alignment", S3) and ends inside the space. Placed buffers may share bytes (plan-memory
-    reuses the bytes of dead buffers; hand-written IR may reuse them behind flags): whether two of
-    them are used concurrently is a race, which race.py finds by byte range at run time.
-
-    Raises:
-        AscendirError: a space the target lacks, a misaligned or negative offset, or too many bytes.
-    """
-    need: dict[tuple[str, int], int] = {}
-    planned: dict[tuple[str, int], int] = {}  # space -> end of the highest buffer placed by plan-memory
-    for op in ops if ops is not None else walk_ops(kernel):
-        if _is_a(type(op), ascend.AllocOp):
-            t = op.result.type
-            space = space_of(t).value
-            if space == "gm":
-                continue
-            key = (space, subblock(op))
-            nbytes = packed_nbytes(np_dtype(t), math.prod(t.get_shape()))
-            align = target.align.get(space, 1)
-            if "offset" in op.attributes:  # placed by plan-memory: buffers may share bytes
-                off = op.attributes["offset"].value.data
-                if off < 0 or off % align:
-                    desc = "x".join(map(str, t.get_shape())) + f"x{t.element_type}"
-                    raise AscendirError(
-                        f"kernel @{kernel.sym_name.data}: ascend.alloc of {space} buffer {desc} at offset = {off}: "
-                        + ("negative offset" if off < 0 else
-                           f"{space} addresses on {target.name} are aligned to {align} B (offset % {align} = {off % align})")
-                    )
-                planned[key] = max(planned.get(key, 0), off + nbytes)
-            need[key] = need.get(key, 0) + -(-nbytes // align) * align
-    need.update(planned)
-    for (space, sub), n in need.items():
-        if space not in target.buffers:
-            raise AscendirError(f"kernel @{kernel.sym_name.data}: {target.name} has no {space} buffer")
-        if n > target.buffers[space]:
-            if (space, sub) in planned:
-                how = "the end of the highest buffer plan-memory placed"
-            else:
-                _raise_plan_error(kernel, target)
-                how = (f"summed over every ascend.alloc, aligned to {target.align.get(space, 1)} B; plan-memory "
-                       "(ascendir-opt -p plan-memory) would let buffers with disjoint lifetimes share bytes")
-            whose = f" of AIV {sub}" if sub else ""
-            raise AscendirError(
-                f"kernel @{kernel.sym_name.data}: {space} buffers{whose} need {n} bytes but {target.name} has "
-                f"{target.buffers[space]} bytes of {space} per core ({how})"
-            )
-
-
-def _raise_plan_error(kernel: ascend.KernelOp, target: HardwareConfig) -> None:
-    """For unplanned buffers that overflow a space: raise plan-memory's error when its placement
-    (buffers with disjoint lifetimes sharing bytes) cannot fit them either: it names the buffer,
-    the bytes needed vs available and the largest tile that fits. Returns when plan-memory would
-    fit them (the caller then says the sum overflows)."""
-    from ascendir.transforms.ascend.plan_memory import plan_kernel
-
-    try:
-        plan_kernel(kernel.clone(), target)
-    except AscendirError as e:
-        raise AscendirError(str(e).removeprefix("plan-memory: ")) from None
-
-
-def _check_units(kernel: ascend.KernelOp, order: list[Operation], statics: dict, target: HardwareConfig) -> None:
-    """On a split chip (910B) an aic kernel runs on cube cores only (L1/L0/BT/FB, cube, MTE1/FIX)
-    and an aiv kernel on vector cores only (UB, vector unit); a mix kernel has both.
-
-    Raises:
-        AscendirError: a buffer or op of the other unit, naming the kernel and the op.
-    """
-    core = kernel.core_type.data
-    for o in order:
-        if _is_a(type(o), ascend.AllocOp):
-            space = space_of(o.result.type).value
-            unit = None if space == "gm" else space_unit(space)
-            what = f"a {space} buffer"
-        else:
-            unit = statics[o][1] if statics.get(o) else None
-            what = o.name
-        if unit is not None and unit != core:
-            raise AscendirError(
-                f"kernel @{kernel.sym_name.data} ({core}): {what} needs an {unit} core; {target.name} "
-                f"({target.arch}) has separate cube (aic) and vector (aiv) cores (use core_type = \"mix\")"
-            )
 
 
 # Optional attribute of set_flag / wait_flag in a 910B mix kernel naming the units it connects,
@@ -249,7 +152,7 @@ class KernelProgram:
         self.m = m
         tree = OpTree(op)
         ops = tree.ops  # the kernel op, then its body in program order
-        _check_capacity(op, t, ops)
+        check_capacity(op, t, ops)
         self.ncores = t.cores(self.core_type)
         # pre-walk: static pipes/units of tile ops, GM streams, flag unit resolution
         order = ops[1:]
@@ -272,7 +175,7 @@ class KernelProgram:
 
         statics = {o: _static_pipe(o, t) for o in order}
         if t.arch.split_cores and self.core_type in ("aic", "aiv"):
-            _check_units(op, order, statics, t)
+            check_units(op, order, statics, t)
         self.gm_reads = t.memory.l2_model == "tile" and any(
             _is_a(type(o), ascend.CopyOp) and copy_path(o, t)[0] == "gm" for o in order
         )
@@ -306,19 +209,19 @@ class KernelProgram:
 
     def run(self, args: list[np.ndarray], tags: list | None = None) -> KernelRecord:
         """Run every block; `tags` are the GM address tags of `args` (l2.py), None if unknown."""
-        F, R = self.frame, self.frame.R
+        F, R = self.frame, self.frame.values
         tags = tags if tags is not None else [None] * len(args)
         for i, (s, a, ty, tag) in enumerate(zip(self.arg_slots, args, self.arg_types, tags)):
             if tuple(a.shape) != tuple(ty.get_shape()):
                 raise AscendirError(f"ascend.launch @{self.name}: argument {i} has shape {a.shape}, kernel expects {tuple(ty.get_shape())}")
             R[s] = a
-            F.A[s] = tag
-        F.t0 = self.m.clock
+            F.gm_tags[s] = tag
+        F.kernel_start = self.m.clock
         F.l2 = self.m.l2
         if F.l2 is not None:
             F.l2.commit()  # accesses so far belong to earlier kernels (l2.py)
         F.flags = FlagQueues(self.nflags)
-        F.extrap = self.m.extrapolate
+        F.may_extrapolate = self.m.extrapolate
         key = None
         if self.memo_text is not None and self.m.memo is not None and not self.m.trace and all(t is not None for t in tags):
             key = (self.memo_text, memo.pattern(tags))
@@ -328,60 +231,60 @@ class KernelProgram:
                     self.m.memo_hits += 1
                     return self._finish(memo.restore_cores(hit.cores), F, list(hit.acct), hit.skipped)
         if self.gm_reads and key is not None and launches.misses is not None:
-            F.l2p = L2Pass.settled(self.m.l2.window, launches.misses)
+            F.l2_pass = L2Pass.settled(self.m.l2.window, launches.misses)
         elif self.gm_reads:
             # recording pass: who reads which GM tile when (l2.py); no numerics, no trace
-            F.l2p = L2Pass(self.m.l2.window)
-            F.sem_on = False
+            F.l2_pass = L2Pass(self.m.l2.window)
+            F.numerics_on = False
             F.trace = F.flows = None
             # from time 0: the pass reads no chip state, and absolute times would round ties
             # differently per launch, so identical launches could get different designations
-            F.t0 = 0.0
+            F.kernel_start = 0.0
             try:
                 self._blocks(tracing=False)
             finally:
-                F.sem_on = True
-                F.t0 = self.m.clock
-            F.l2p.settle()
+                F.numerics_on = True
+                F.kernel_start = self.m.clock
+            F.l2_pass.settle()
             if key is not None:
-                launches.misses = F.l2p.misses
+                launches.misses = F.l2_pass.misses
         tracing = self.m.trace
         race = self.m.check_races and not (key is not None and launches.race_free)
         if race:  # the final pass checks races (race.py); once per memo key: same ops, same layout
-            F.rc = RaceChecker(self.name, self.labels, self.nchip)
-            F.rcq = FlagQueues(self.nflags)
+            F.races = RaceChecker(self.name, self.labels, self.nchip)
+            F.race_set_clocks = FlagQueues(self.nflags)
         F.trace = [] if tracing else None
         F.flows = [] if tracing else None
-        F.flowq = FlagQueues(self.nflags) if tracing else None
+        F.flow_queues = FlagQueues(self.nflags) if tracing else None
         l2 = self.m.l2
         store = key is not None and self.m.timing_only
         if store:
-            F.launchlog = []
-            F.wfirst = {}
-            if F.l2p is not None and self.gm_reads:
-                F.l2p.checks = []
+            F.launch_gm_log = []
+            F.first_writes = {}
+            if F.l2_pass is not None and self.gm_reads:
+                F.l2_pass.checks = []
             h0, m0 = (l2.hits, l2.misses) if l2 is not None else (0, 0)
         try:
             cores = self._blocks(tracing)
         finally:
-            log, F.launchlog = F.launchlog, None
-            wfirst, F.wfirst = F.wfirst, None
-            F.rc = F.rcq = F.hold = None
-            F.slow = False
+            log, F.launch_gm_log = F.launch_gm_log, None
+            wfirst, F.first_writes = F.first_writes, None
+            F.races = F.race_set_clocks = F.hold = None
+            F.slow_path = False
         if key is not None and race:
             launches.race_free = True
         if store:
             roots = {}
             for i, t in enumerate(tags):
                 roots.setdefault(t[0], i)
-            checks = F.l2p.checks if (F.l2p is not None and self.gm_reads) else []
+            checks = F.l2_pass.checks if (F.l2_pass is not None and self.gm_reads) else []
             launches.add(memo.Memo(
                 memo.snapshot_cores(cores), list(F.acct), F.skipped, checks,
                 [(k, t, w) for k, (t, w) in wfirst.items()], log,
-                (l2.hits - h0) if l2 is not None else 0, (l2.misses - m0) if l2 is not None else 0, roots, F.t0,
+                (l2.hits - h0) if l2 is not None else 0, (l2.misses - m0) if l2 is not None else 0, roots, F.kernel_start,
             ))
-            if F.l2p is not None:
-                F.l2p.checks = None
+            if F.l2_pass is not None:
+                F.l2_pass.checks = None
         return self._finish(cores, F)
 
     def _reuse(self, hit: memo.Memo, tags: list) -> bool:
@@ -417,8 +320,8 @@ class KernelProgram:
         F.acct = [0.0] * ACCT_SIZE
         F.skipped = 0
         body = self.body
-        for memo in F.memos:  # stored loop executions are per pass: a launch's report depends on it alone
-            memo.table.clear()
+        for stored in F.memos:  # stored loop executions are per pass: a launch's report depends on it alone
+            stored.table.clear()
         for b in range(self.block_dim):
             core = cores[b % len(cores)]
             core.start_block()
@@ -426,17 +329,17 @@ class KernelProgram:
             F.block = b
             F.flags.reset()
             F.hold = None
-            F.slow = F.rc is not None
-            if F.rc is not None:
-                F.rc.reset()
-                F.rcq.reset()
+            F.slow_path = F.races is not None
+            if F.races is not None:
+                F.races.reset()
+                F.race_set_clocks.reset()
             if tracing:
-                F.flowq.reset()
+                F.flow_queues.reset()
             for f in body:
                 f()
             if F.hold is not None:  # a pipe still waits for a set that never came (holds.py)
                 err = F.hold.deadlock(b)
-                F.hold, F.slow = None, False
+                F.hold, F.slow_path = None, False
                 raise err
         return cores
 

@@ -1,0 +1,58 @@
+"""What the op compilers of compiler.py share: the closure type, the host's return, the facts
+about the kernel being compiled, and numpy views of memref types."""
+
+from __future__ import annotations
+
+from __future__ import annotations
+from collections.abc import Callable
+from dataclasses import dataclass, field
+import numpy as np
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation
+from ascendir.dtypes import to_numpy_dtype
+from ascendir.costmodel import CostEnv
+from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES
+from ascendir.interpreter.exec.walk import OpTree
+
+
+Closure = Callable[[], None]
+
+class Return(Exception):
+    """Raised by func.return in the host program to hand back its values."""
+
+    def __init__(self, values: list):
+        self.values = values
+
+@dataclass
+class KernelInfo:
+    """Compile-time facts about the kernel whose body is being compiled."""
+
+    name: str
+    nunits: int
+    env: CostEnv
+    static_units: dict[Operation, int]  # flag op -> (src unit, dst unit) resolution helper input
+    flag_keys: dict[tuple[int, int, int], int]
+    alu: float
+    timing_only: bool
+    set_keys: set = field(default_factory=set)  # flag keys some set_flag sets (holds.py deadlock messages)
+    tree: OpTree | None = None  # the kernel's ops (walk.OpTree): walks and decoded subviews for steady.py, remap.py, `subview`
+
+def np_dtype(t: MemRefType) -> np.dtype:
+    return to_numpy_dtype(t.element_type)
+
+def zero_view(shape, dtype: np.dtype) -> np.ndarray:
+    return np.broadcast_to(np.zeros((), dtype), tuple(shape))
+
+
+def unit_of(pipe: str, unit: str | None, nunits: int, sub: int = 0) -> int:
+    """Unit index of an op: 0 = AIC (or the only unit), 1 = AIV 0, 2 = AIV 1 (`sub`, the op's
+    SUBBLOCK_ATTR, moves AIV work to the group's second AIV)."""
+    if nunits == 1:
+        return 0
+    if unit is not None:
+        return 0 if unit == "aic" else 1 + sub
+    if pipe in AIC_PIPES:
+        return 0
+    if pipe in AIV_PIPES or pipe == "MTE3":
+        return 1 + sub
+    return 0

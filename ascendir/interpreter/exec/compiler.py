@@ -1,0 +1,162 @@
+"""Compile the ops of one program (host function or kernel body) into closures over a register list.
+
+Each SSA value gets a slot in `Frame.values`; each op becomes a zero-argument closure reading and writing
+slots, so running a program is `for f in body: f()`. Tile ops (copy, mmad, vector, gather and any
+op added with `register_op`) call their semantics (skipped in timing-only mode), look their cost
+up in a per-op cache keyed by operand shapes, and advance the core's pipe clocks (timeline.py).
+Scalar ops (arith, subview, loop control) charge `startup.scalar_alu` cycles on the S pipe.
+A wait_flag issued before its set_flag holds its destination pipe, whose later ops queue until the
+set runs (holds.py); tile ops test one flag (`Frame.slow_path`) for that and the race checker.
+
+In timing-only mode `Compiler.for_` runs loops that `steady.uniform_loop` accepts through
+`steady.SteadyLoop`: once two consecutive periods advance the core state by the same delta, the
+remaining whole periods are added as a multiple of it; a whole execution of such a loop entered
+again from the same relative state is applied from `loop_memo.LoopMemo` (see steady.py for the
+conditions and the L2 treatment). Tile ops, flags and barriers count in `Frame.s_clock_decisions` when an S
+clock decided a start (LoopMemo leaves the S clock out of its key when it decided nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects import func, memref, scf
+from xdsl.ir import Block, Operation, SSAValue
+
+from ascendir.dialects import ascend
+from ascendir.errors import AscendirError
+from ascendir.interpreter.exec import registry
+from ascendir.interpreter.exec.scalar import SCALAR_OPS
+from ascendir.interpreter.state import Frame
+from ascendir.interpreter.accel.loop_driver import SteadyFor
+from ascendir.interpreter.exec.common import (  # noqa: F401  (re-exported: sim/, insert-sync)
+    AIC_PIPES, AIV_PIPES, Closure, KernelInfo, Return, np_dtype, unit_of, zero_view,
+)
+from ascendir.interpreter.exec.memref_ops import MemrefOps
+from ascendir.interpreter.exec.scalar_codegen import ScalarCodegen
+from ascendir.interpreter.exec.scf_ops import ScfOps
+from ascendir.interpreter.exec.sync_ops import SyncOps
+from ascendir.interpreter.exec.tile_ops import TileOps
+
+
+# ----------------------------------------------------------------------------------------------
+# compiling a region
+# ----------------------------------------------------------------------------------------------
+class Compiler(ScalarCodegen, TileOps, ScfOps, SteadyFor, MemrefOps, SyncOps):
+    """Compiles the ops of one program (host function or kernel) into closures over `frame.values`.
+
+    The op families live in their own modules, mixed in here: scalar runs (scalar_codegen.py), tile
+    ops (tile_ops.py), scf (scf_ops.py) and its accelerated loop driver (accel/loop_driver.py),
+    buffers and views (memref_ops.py), block index and sync (sync_ops.py)."""
+
+    def __init__(self, module, frame: Frame, kernel: KernelInfo | None):
+        self.m = module
+        self.F = frame
+        self.k = kernel
+        self.slots: dict[SSAValue, int] = {}
+
+    # -- slots ------------------------------------------------------------------------------
+    def slot(self, v: SSAValue) -> int:
+        s = self.slots.get(v)  # one lookup: xDSL values hash in Python
+        if s is None:
+            s = self.slots[v] = len(self.slots)
+            self.F.values.append(None)
+            self.F.gm_tags.append(None)
+        return s
+
+    def block(self, block: Block) -> list[Closure]:
+        """Closures of the ops of `block`, in order; runs of consecutive scalar ops become one
+        closure (`scalar_run`)."""
+        out: list[Closure] = []
+        run: list[Operation] = []
+        for op in block.ops:
+            if type(op) in SCALAR_OPS:
+                run.append(op)
+                continue
+            if run:
+                out.append(self.scalar_run(run))
+                run = []
+            c = self.op(op)
+            if c is not None:
+                out.append(c)
+        if run:
+            out.append(self.scalar_run(run))
+        return out
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def op(self, op: Operation) -> Closure | None:
+        t = type(op)
+        if t in SCALAR_OPS:
+            return self.scalar_run([op])
+        if t in registry.COSTS and t in registry.SEMANTICS and self.k is not None:
+            return self.tile(op)
+        h = _HANDLERS.get(t)
+        if h is None:
+            where = f"kernel @{self.k.name}" if self.k else "the host function"
+            if t in registry.COSTS or t in registry.SEMANTICS:
+                if self.k is None:
+                    raise AscendirError(f"{op.name} in {where}: tile ops run inside ascend.kernel only")
+                raise AscendirError(f"{op.name} in {where}: needs both semantics and cost (register_op)")
+            raise AscendirError(f"{op.name} in {where}: the interpreter does not support this op")
+        return h(self, op)
+
+
+    # -- host-only ops ----------------------------------------------------------------------
+    def launch(self, op: ascend.LaunchOp) -> Closure:
+        R = self.F.values
+        name = op.callee.root_reference.data
+        if name not in self.m.kernels:
+            raise AscendirError(f"ascend.launch @{name}: no such ascend.kernel")
+        kp = self.m.kernels[name]
+        args = [self.slot(v) for v in op.args]
+        if len(args) != len(kp.arg_slots):
+            raise AscendirError(f"ascend.launch @{name}: {len(args)} arguments, kernel takes {len(kp.arg_slots)}")
+        m = self.m
+        A = self.F.gm_tags
+
+        def run() -> None:
+            try:
+                m.records.append(kp.run([R[a] for a in args], [A[a] for a in args]))
+            except AscendirError as e:  # data errors (e.g. a gather index) name the launch too
+                if f"@{name}" in str(e):
+                    raise
+                raise AscendirError(f"kernel @{name}: {e}") from None
+            if m.progress is not None:
+                m.progress(len(m.records), m.launches)
+
+        return run
+
+    def ret(self, op: func.ReturnOp) -> Closure:
+        R = self.F.values
+        vals = [self.slot(v) for v in op.arguments]
+
+        def run() -> None:
+            raise Return([R[v] for v in vals])
+
+        return run
+
+
+
+
+def _noop(self: Compiler, op: Operation) -> None:
+    return None
+
+
+_HANDLERS: dict[type, Callable[[Compiler, Operation], Closure | None]] = {
+    scf.ForOp: Compiler.for_,
+    scf.IfOp: Compiler.if_,
+    scf.YieldOp: _noop,
+    ascend.AllocOp: Compiler.alloc,
+    ascend.WeightOp: Compiler.weight,
+    ascend.ViewOp: Compiler.view,
+    memref.SubviewOp: Compiler.subview,
+    memref.LoadOp: Compiler.load,
+    memref.StoreOp: Compiler.store,
+    ascend.BlockIdxOp: Compiler.block_idx,
+    ascend.SetFlagOp: Compiler.set_flag,
+    ascend.WaitFlagOp: Compiler.wait_flag,
+    ascend.PipeBarrierOp: Compiler.barrier,
+    ascend.ReturnOp: _noop,
+    ascend.LaunchOp: Compiler.launch,
+    func.ReturnOp: Compiler.ret,
+}

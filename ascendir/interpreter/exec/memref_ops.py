@@ -1,0 +1,299 @@
+"""Buffers and views: ascend.alloc, ascend.weight, ascend.view, memref.subview (with its GM
+address tag and its cost), memref.load / store."""
+
+from __future__ import annotations
+
+from __future__ import annotations
+import math
+from operator import itemgetter
+import numpy as np
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import DYNAMIC_INDEX
+from ascendir.costmodel.buffer_lifetimes import dropped_dims
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import subblock
+from ascendir.dtypes import dense_value, packed_nbytes
+from ascendir.errors import AscendirError
+from ascendir.interpreter.timing.l2 import contiguous_strides
+from ascendir.interpreter.check.race import ChipBuffer
+from ascendir.interpreter.exec.walk import Subview
+from ascendir.interpreter.exec.common import Closure, np_dtype, zero_view
+
+class MemrefOps:
+    """Compiler part: buffers and views (mixed into compiler.Compiler)."""
+
+    # -- memory -----------------------------------------------------------------------------
+    def alloc(self, op: ascend.AllocOp) -> Closure:
+        R, A = self.F.values, self.F.gm_tags
+        out = self.slot(op.result)
+        t = op.result.type
+        shape, dtype = tuple(t.get_shape()), np_dtype(t)
+        strides = contiguous_strides(shape)
+        space = ascend.space_of(t).value
+        gm = space == "gm"
+        new_root = self.m.new_root
+        # on-chip buffers get a fixed address root (race.py names it and, when the alloc has an
+        # `offset`, compares the bytes it occupies in its space; the L2 tracks GM only)
+        self.nbufs = getattr(self, "nbufs", 0) + 1
+        chip_tag = None
+        if not gm:
+            count = math.prod(shape)
+            size = packed_nbytes(dtype, count)
+            placed = "offset" in op.attributes
+            # named as the IR names it (race messages): SSA name, double-buffer slot, and the
+            # alloc's number in the kernel (names can repeat: a slot twin keeps its original's)
+            hint = op.result.name_hint
+            slot = op.attributes.get("ascend.slot")
+            root = ChipBuffer(
+                f"{space} buffer {'%' + hint + ' ' if hint else ''}#{self.nbufs}{f' (slot {slot.value.data})' if slot is not None else ''} "
+                f"{'x'.join(map(str, shape))}x{dtype}",
+                (space, subblock(op)) if placed else None,
+                op.attributes["offset"].value.data if placed else 0,
+                size / count if count else 0.0,
+                size,
+            )
+            chip_tag = (root, 0, strides)
+        if self.m.timing_only:
+            view = zero_view(shape, dtype)
+
+            def run() -> None:
+                R[out] = view
+                A[out] = (new_root(), 0, strides) if gm else chip_tag
+
+        else:
+
+            def run() -> None:
+                R[out] = np.zeros(shape, dtype)
+                A[out] = (new_root(), 0, strides) if gm else chip_tag
+
+        return run
+
+    def weight(self, op: ascend.WeightOp) -> Closure:
+        R, A = self.F.values, self.F.gm_tags
+        out = self.slot(op.result)
+        t = op.result.type
+        shape, dtype = tuple(t.get_shape()), np_dtype(t)
+        sym = op.sym.root_reference.data
+        tag = (("weight", sym), 0, contiguous_strides(shape))
+        if self.m.timing_only:
+            view = zero_view(shape, dtype)
+
+            def run() -> None:
+                R[out] = view
+                A[out] = tag
+
+            return run
+        cached: list = []
+
+        def load() -> np.ndarray:
+            if op.value is not None:  # an inline constant (convert-nn-to-ascend without a store)
+                return np.ascontiguousarray(dense_value(op.value), dtype=dtype)
+            if sym not in self.m.weights:
+                raise AscendirError(f"ascend.weight @{sym}: not in the WeightStore")
+            arr = np.asarray(self.m.weights[sym])
+            if arr.shape != shape:
+                if arr.size != math.prod(shape):
+                    raise AscendirError(f"ascend.weight @{sym}: store holds shape {arr.shape}, IR expects {shape}")
+                arr = arr.reshape(shape)
+            return np.ascontiguousarray(arr, dtype=dtype)
+
+        def run() -> None:
+            if not cached:
+                cached.append(load())
+            R[out] = cached[0]
+            A[out] = tag
+
+        return run
+
+    def view(self, op: ascend.ViewOp) -> Closure:
+        R, A = self.F.values, self.F.gm_tags
+        src, out = self.slot(op.source), self.slot(op.result)
+        t = op.result.type
+        shape, dtype = tuple(t.get_shape()), np_dtype(t)
+        strides = contiguous_strides(shape)
+        if self.m.timing_only:
+            view = zero_view(shape, dtype)
+
+            def run() -> None:
+                R[out] = view
+                tag = A[src]
+                A[out] = None if tag is None else (tag[0], tag[1], strides)
+
+            return run
+
+        def run() -> None:
+            tag = A[src]
+            A[out] = None if tag is None else (tag[0], tag[1], strides)
+            v = R[src].view()
+            try:
+                v.shape = shape
+            except AttributeError:
+                raise AscendirError(f"ascend.view: source of shape {R[src].shape} is not contiguous; cannot view it as {shape}") from None
+            R[out] = v
+
+        return run
+
+    def subview(self, op: memref.SubviewOp) -> Closure:
+        R = self.F.values
+        sv = self.k.tree.subview(op) if self.k is not None and self.k.tree is not None else Subview(op)
+        src, out = self.slot(sv.source), self.slot(op.result)
+        n = sv.source.type.get_num_dims()
+
+        def spec(static, dyn_vals) -> list[tuple[bool, int]]:
+            it = iter(dyn_vals)
+            return [(True, self.slot(next(it))) if s == DYNAMIC_INDEX else (False, s) for s in static]
+
+        offs = spec(sv.static_offsets, sv.offsets)
+        sizes = spec(sv.static_sizes, sv.sizes)
+        strides = spec(sv.static_strides, sv.strides)
+        res_shape = list(op.result.type.get_shape())
+        dropped = dropped_dims([s if not d else DYNAMIC_INDEX for d, s in sizes], res_shape, n)
+        where = f"memref.subview in {'kernel @' + self.k.name if self.k else 'the host function'}"
+        charge = self._charge_scalar()
+        dims = list(zip(offs, sizes, strides, [i in dropped for i in range(n)]))
+
+        A = self.F.gm_tags
+        if self.m.timing_only:
+            return self._subview_timing(src, out, dims, where, charge)
+
+        def run() -> None:
+            a = R[src]
+            idx = []
+            tag = A[src]
+            if tag is not None:
+                off, tst = tag[1], tag[2]
+                nst = []
+            for i, ((od, o), (sd, s), (td, st), drop) in enumerate(dims):
+                if od:
+                    o = R[o]
+                if sd:
+                    s = R[s]
+                if td:
+                    st = R[st]
+                dim = a.shape[i]
+                if o < 0 or s < 0 or st < 1 or (s > 0 and o + (s - 1) * st >= dim):
+                    raise AscendirError(f"{where}: out of bounds on dim {i}: offset {o}, size {s}, stride {st} in a dim of {dim}")
+                idx.append(o if drop else slice(o, o + (s - 1) * st + 1 if s else o, st))
+                if tag is not None:
+                    off += o * tst[i]
+                    if not drop:
+                        nst.append(tst[i] * st)
+            R[out] = a[tuple(idx)]
+            A[out] = None if tag is None else (tag[0], off, tuple(nst))
+            if charge is not None:
+                charge()
+
+        return run
+
+    def _subview_timing(self, src: int, out: int, dims: list, where: str, charge) -> Closure:
+        """Timing-only subview: buffers are zero-stride views (no data), so only the result shape
+        and the GM address tag matter; views are shared per (shape, dtype) instead of indexing
+        numpy every time. Same bounds checks as the numerics path."""
+        R, A, F = self.F.values, self.F.gm_tags, self.F
+        views: dict = {}
+        # the result (view, address offset added, strides) is a function of the source shape,
+        # dtype and strides and of the dynamic operands: memoised per subview op (most subviews
+        # of a loop body see the same few operand values; bounded), in one table per source
+        # (shape, dtype, strides) keyed by the dynamic operands. The source view and its strides
+        # are mostly the same objects every time, so identity tests find the table (`last_a` and
+        # `last_st` hold them: the identities stay valid)
+        memo: dict = {}
+        size = 0
+        last_a = last_st = object()
+        last_table: dict = {}
+        # result strides are interned: equal strides are one object (steady-state GM copies
+        # compare their address tags' strides by identity, `_gm_copy`)
+        strides: dict = {}
+        dyn = [x for dim in dims for (d, x) in dim[:3] if d]
+        get_dyn = itemgetter(*dyn) if len(dyn) > 1 else (lambda R, s=dyn[0]: R[s]) if dyn else (lambda R: None)
+        one = charge is not None and self.k is not None and self.k.nunits == 1
+        alu = self.k.alu if self.k is not None else 0.0
+
+        def compute(a, tag) -> tuple:
+            shape = a.shape
+            res = []
+            off = 0
+            nst = []
+            tst = tag[2] if tag is not None else None
+            for i, ((od, o), (sd, s), (td, st), drop) in enumerate(dims):
+                if od:
+                    o = R[o]
+                if sd:
+                    s = R[s]
+                if td:
+                    st = R[st]
+                dim = shape[i]
+                if o < 0 or s < 0 or st < 1 or (s > 0 and o + (s - 1) * st >= dim):
+                    raise AscendirError(f"{where}: out of bounds on dim {i}: offset {o}, size {s}, stride {st} in a dim of {dim}")
+                if not drop:
+                    res.append(s)
+                if tst is not None:
+                    off += o * tst[i]
+                    if not drop:
+                        nst.append(tst[i] * st)
+            key = (tuple(res), a.dtype)
+            v = views.get(key)
+            if v is None:
+                v = views[key] = zero_view(key[0], a.dtype)
+            nst = tuple(nst)
+            return v, off, strides.setdefault(nst, nst)
+
+        def run() -> None:
+            nonlocal size, last_a, last_st, last_table
+            a = R[src]
+            tag = A[src]
+            tst = None if tag is None else tag[2]
+            if a is last_a and tst is last_st:
+                table = last_table
+            else:
+                table = memo.get((a.shape, a.dtype, tst))
+                if table is None:
+                    table = memo[(a.shape, a.dtype, tst)] = {}
+                last_a, last_st, last_table = a, tst, table
+            key = get_dyn(R)
+            got = table.get(key)
+            if got is None:
+                got = compute(a, tag)
+                if size < 1024:
+                    table[key] = got
+                    size += 1
+            R[out] = got[0]
+            A[out] = None if tag is None else (tag[0], tag[1] + got[1], got[2])
+            if one:
+                c = F.core
+                c.free[0] += alu
+                c.busy[0] += alu
+            elif charge is not None:
+                charge()
+
+        return run
+
+    def load(self, op: memref.LoadOp) -> Closure:
+        R = self.F.values
+        src = self.slot(op.memref)
+        idx = [self.slot(v) for v in op.indices]
+        out = self.slot(op.res)
+        charge = self._charge_scalar()
+
+        def run() -> None:
+            a = R[src]
+            R[out] = a[tuple(R[i] for i in idx)].item()
+            if charge is not None:
+                charge()
+
+        return run
+
+    def store(self, op: memref.StoreOp) -> Closure:
+        R = self.F.values
+        val, dst = self.slot(op.value), self.slot(op.memref)
+        idx = [self.slot(v) for v in op.indices]
+        charge = self._charge_scalar()
+        timing = self.m.timing_only
+
+        def run() -> None:
+            if not timing and self.F.numerics_on:
+                R[dst][tuple(R[i] for i in idx)] = R[val]
+            if charge is not None:
+                charge()
+
+        return run

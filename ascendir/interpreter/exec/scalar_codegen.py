@@ -1,0 +1,149 @@
+"""Scalar ops (arith, index math) compiled in runs: consecutive scalar ops become one generated
+Python function over the slots (`Compiler.scalar_run`), charged `startup.scalar_alu` cycles
+each on the S pipe; `checked_values` evaluates a loop's checked scalar ops for the iterations
+steady.py skips."""
+
+from __future__ import annotations
+
+from __future__ import annotations
+from collections.abc import Callable
+from xdsl.dialects import arith
+from xdsl.ir import Operation
+from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
+from ascendir.interpreter.timing.timeline import NPIPES
+from ascendir.interpreter.exec.common import Closure
+
+# generated source of a scalar run -> its code object (`Compiler.scalar_run`; the same module
+# compiled again, e.g. one compile per benchmark run, generates the same sources)
+_RUN_CODE: dict[str, object] = {}
+
+# Scalar ops whose SCALAR_OPS function is exactly this Python expression on its operand values
+# (`Compiler.scalar_run` writes them inline). min/max: the builtins return the first operand
+# unless the second is strictly smaller/larger, which is what these conditionals do.
+_INLINE_BIN: dict[type, str] = {
+    arith.AddiOp: "{0} + {1}",
+    arith.SubiOp: "{0} - {1}",
+    arith.MuliOp: "{0} * {1}",
+    arith.AndIOp: "{0} & {1}",
+    arith.OrIOp: "{0} | {1}",
+    arith.XOrIOp: "{0} ^ {1}",
+    arith.MinSIOp: "{1} if {1} < {0} else {0}",
+    arith.MinUIOp: "{1} if {1} < {0} else {0}",
+    arith.MaxSIOp: "{1} if {1} > {0} else {0}",
+    arith.MaxUIOp: "{1} if {1} > {0} else {0}",
+    # a zero divisor raises scalar.division_by_zero, as scalar._div_check does
+    arith.DivUIOp: "{0} // {1} if {1} else _divzero('arith.divui')",
+    arith.RemUIOp: "{0} % {1} if {1} else _divzero('arith.remui')",
+    arith.FloorDivSIOp: "{0} // {1} if {1} else _divzero('arith.floordivsi')",
+    arith.CeilDivSIOp: "-((-{0}) // {1}) if {1} else _divzero('arith.ceildivsi')",
+    arith.CeilDivUIOp: "-((-{0}) // {1}) if {1} else _divzero('arith.ceildivui')",
+}
+
+# arith.cmpi predicates eq ne slt sle sgt sge ult ule ugt uge (scalar._CMPI)
+_CMPI_OPS = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
+
+def _generated(head: str, lines: list[str], env: dict, name: str):
+    """Function `name` defined by `head` and the body `lines`, executed in `env`."""
+    src = head + "\n" + "".join(f"    {ln}\n" for ln in lines)
+    code = _RUN_CODE.get(src)
+    if code is None:  # compiling the source costs far more than running it: shared by text
+        code = compile(src, "<scalar ops>", "exec")
+        if len(_RUN_CODE) < 4096:
+            _RUN_CODE[src] = code
+    exec(code, env)
+    return env[name]
+
+def _inline(op: Operation) -> str | None:
+    """The inline expression template of a scalar op ({0}, {1}: operands), or None (call it)."""
+    if isinstance(op, arith.CmpiOp):
+        return "{0} %s {1}" % _CMPI_OPS[op.predicate.value.data]
+    return _INLINE_BIN.get(type(op))
+
+
+class ScalarCodegen:
+    """Compiler part: scalar op runs (mixed into compiler.Compiler)."""
+
+    # -- scalar -----------------------------------------------------------------------------
+    def _charge_scalar(self) -> Callable[[], None] | None:
+        """A function charging one scalar ALU op on every S pipe of the core, or None (host)."""
+        if self.k is None:
+            return None
+        F, alu = self.F, self.k.alu
+        s_ids = [u * NPIPES for u in range(self.k.nunits)]
+        if len(s_ids) == 1:
+
+            def charge() -> None:
+                c = F.core
+                c.free[0] += alu
+                c.busy[0] += alu
+
+        else:
+
+            def charge() -> None:
+                c = F.core
+                for s in s_ids:
+                    c.free[s] += alu
+                    c.busy[s] += alu
+
+        return charge
+
+    def scalar_run(self, ops: list[Operation]) -> Closure:
+        """One closure running consecutive scalar ops (a loop body's index arithmetic), each
+        charging `alu` cycles on every S pipe of the kernel's core (constants charge nothing).
+
+        Most closures of a timing-only loop body are these ops, so the closure is generated as
+        straight-line Python: one call per run instead of one per op, values produced in the run
+        passed on in locals (every result is still written to its slot), simple integer ops
+        (`_inline`) written as Python expressions with exactly the semantics of their SCALAR_OPS
+        function, the others called. The S clocks get the same additions in the same order as
+        op-by-op charging (x + alu + alu + ... evaluates left to right), so they are bit-identical.
+        """
+        env: dict[str, object] = {"R": self.F.values, "F": self.F, "_divzero": division_by_zero}
+        lines: list[str] = []
+        charged = self._scalar_lines(ops, env, lines, {})
+        if self.k is not None and charged:
+            env["alu"] = self.k.alu
+            lines.append("c = F.core")
+            lines.append("free, busy = c.free, c.busy")
+            add = " + alu" * charged
+            for s in (u * NPIPES for u in range(self.k.nunits)):
+                lines += [f"free[{s}] = free[{s}]{add}", f"busy[{s}] = busy[{s}]{add}"]
+        return _generated("def run() -> None:", lines, env, "run")
+
+    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str], store: bool = True) -> int:
+        """Append to `lines` the straight-line code of scalar ops (`scalar_run`): each result in
+        local v<i> and (`store`) in its slot; operands from `local` (slot -> local name) or their
+        slots. Returns the number of ops that charge the S clock (all but constants)."""
+        charged = 0
+        for i, op in enumerate(ops):
+            fn = SCALAR_OPS[type(op)](op)
+            args = [local.get(s, f"R[{s}]") for s in (self.slot(v) for v in op.operands)]
+            out = self.slot(op.results[0])
+            if not args:  # a constant (no S charge: it is an immediate)
+                env[f"c{i}"] = fn()
+                expr = f"c{i}"
+            else:
+                tmpl = _inline(op)
+                if tmpl is not None:
+                    expr = tmpl.format(*args)
+                else:
+                    env[f"f{i}"] = fn
+                    expr = f"f{i}({', '.join(args)})"
+                charged += 1
+            lines.append(f"v{i} = {expr}")
+            if store:
+                lines.append(f"R[{out}] = v{i}")
+            local[out] = f"v{i}"
+        return charged
+
+    def checked_values(self, iv: int, checked: list[Operation]) -> Callable[[int], tuple]:
+        """x -> the checked values of the iteration whose iv is x (steady.SteadyLoop.tops): the
+        checked ops as generated straight-line code (`_scalar_lines`), without S charges (the
+        body charges them when it runs the iteration) and without writing their slots: values
+        defined in the body are read only by the body, which computes them again when it runs
+        an iteration (and the values are memoised across executions anyway: steady.SteadyLoop.vals)."""
+        env: dict[str, object] = {"R": self.F.values, "_divzero": division_by_zero}
+        lines: list[str] = []
+        self._scalar_lines(checked, env, lines, {iv: "x"}, store=False)
+        lines.append("return (" + "".join(f"v{i}, " for i in range(len(checked))) + ")")
+        return _generated("def tops(x):", lines, env, "tops")

@@ -1,0 +1,124 @@
+"""scf.for and scf.if. A timing-only loop that steady.uniform_loop accepts runs through the
+accelerated loop driver (accel/loop_driver.py) when `Accel.steady` is on."""
+
+from __future__ import annotations
+
+from __future__ import annotations
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
+from ascendir.interpreter.accel import Accel
+from ascendir.interpreter.accel.remap import Remap, address_plan
+from ascendir.interpreter.accel.loop_memo import LoopMemo, memo_inputs, never_again
+from ascendir.interpreter.accel.steady import uniform_loop
+from ascendir.interpreter.timing.timeline import NPIPES
+from ascendir.interpreter.accel.xblock import BlockMemo
+from ascendir.interpreter.exec.common import Closure
+
+class ScfOps:
+    """Compiler part: structured control flow (mixed into compiler.Compiler)."""
+
+    # -- regions ----------------------------------------------------------------------------
+    def for_(self, op: scf.ForOp) -> Closure:
+        R = self.F.values
+        lb, ub, st = self.slot(op.lb), self.slot(op.ub), self.slot(op.step)
+        body_block = op.body.block
+        iv = self.slot(body_block.args[0])
+        carried = [self.slot(a) for a in body_block.args[1:]]
+        inits = [self.slot(v) for v in op.iter_args]
+        results = [self.slot(r) for r in op.results]
+        body = self.block(body_block)
+        yields = [self.slot(v) for v in body_block.last_op.operands] if isinstance(body_block.last_op, scf.YieldOp) else []
+        charge = self._charge_scalar()
+        acc = self.m.accel if self.m is not None else Accel()  # (unit tests compile without a module)
+        checked = uniform_loop(op, self.k.tree) if not carried and self.k is not None and self.k.timing_only and acc.steady else None
+        if checked is not None:
+            ctrl, addr, copies = memo_inputs(op, self.k.tree)
+            memo = LoopMemo([self.slot(v) for v in ctrl], [self.slot(v) for v in addr],
+                            {id(c): (self.slot(src), dims) for c, (src, dims) in copies.items()}, self.k.flag_keys, NPIPES,
+                            [("dynamic" if DYNAMIC_INDEX in v.type.get_shape() else "static") if isinstance(v.type, MemRefType) else False
+                             for v in ctrl], never_again(op, ctrl))
+            self.F.memos.append(memo)
+            plan = address_plan(op, checked, self.k.tree)
+            gen = Remap(plan, self.slot) if plan is not None and acc.remap else None
+            bm = None
+            xctrl = BlockMemo.plan(op, checked, ctrl, self.k.tree) if gen is not None and acc.xblock and acc.loop_memo else None
+            if xctrl is not None:
+                bm = BlockMemo([(self.slot(v), isinstance(v.type, MemRefType)) for v in xctrl], gen)
+                self.F.memos.append(bm)
+            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm, acc.loop_memo)
+        if not carried:
+
+            def run() -> None:
+                for i in range(R[lb], R[ub], R[st]):
+                    R[iv] = i
+                    for f in body:
+                        f()
+                    if charge is not None:
+                        charge()
+
+            return run
+
+        pairs_init = list(zip(carried, inits))
+        pairs_yield = list(zip(carried, yields))
+        pairs_res = list(zip(results, carried))
+
+        def run_iter() -> None:
+            for c, v in pairs_init:
+                R[c] = R[v]
+            for i in range(R[lb], R[ub], R[st]):
+                R[iv] = i
+                for f in body:
+                    f()
+                vals = [R[y] for _, y in pairs_yield]
+                for (c, _), v in zip(pairs_yield, vals):
+                    R[c] = v
+                if charge is not None:
+                    charge()
+            for r, c in pairs_res:
+                R[r] = R[c]
+
+        return run_iter
+
+    def if_(self, op: scf.IfOp) -> Closure:
+        R = self.F.values
+        cond = self.slot(op.cond)
+        results = [self.slot(r) for r in op.results]
+
+        def branch(region) -> tuple[list[Closure], list[int]]:
+            if not region.blocks:
+                return [], []
+            b = region.block
+            body = self.block(b)
+            ys = [self.slot(v) for v in b.last_op.operands] if isinstance(b.last_op, scf.YieldOp) else []
+            return body, ys
+
+        then_body, then_y = branch(op.true_region)
+        else_body, else_y = branch(op.false_region)
+        charge = self._charge_scalar()
+        if not results and charge is not None and self.k.nunits == 1:  # the common case (hot), S charged inline
+            F, alu = self.F, self.k.alu
+
+            def run_plain() -> None:
+                for f in then_body if R[cond] else else_body:
+                    f()
+                c = F.core
+                c.free[0] += alu
+                c.busy[0] += alu
+
+            return run_plain
+
+        def run() -> None:
+            if R[cond]:
+                body, ys = then_body, then_y
+            else:
+                body, ys = else_body, else_y
+            for f in body:
+                f()
+            if results:
+                vals = [R[y] for y in ys]
+                for r, v in zip(results, vals):
+                    R[r] = v
+            if charge is not None:
+                charge()
+
+        return run

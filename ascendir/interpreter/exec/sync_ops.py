@@ -1,0 +1,196 @@
+"""Kernel-only ops: ascend.block_idx, set_flag / wait_flag (a wait before its set holds the
+pipe: timing/holds.py) and pipe_barrier."""
+
+from __future__ import annotations
+
+from __future__ import annotations
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES
+from ascendir.errors import AscendirError
+from ascendir.interpreter.timing.holds import Holds
+from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
+from ascendir.interpreter.exec.common import Closure
+
+class SyncOps:
+    """Compiler part: block index and synchronisation (mixed into compiler.Compiler)."""
+
+    # -- kernel-only ops --------------------------------------------------------------------
+    def block_idx(self, op: ascend.BlockIdxOp) -> Closure:
+        R, F = self.F.values, self.F
+        out = self.slot(op.result)
+
+        def run() -> None:
+            R[out] = F.block
+
+        return run
+
+    def _flag_slots(self, op: ascend.FlagOp) -> tuple[int, int, int]:
+        su, du = self.k.static_units[op]
+        src = su * NPIPES + PIPE_INDEX[op.src.data]
+        dst = du * NPIPES + PIPE_INDEX[op.dst.data]
+        key = self.k.flag_keys.setdefault((src, dst, op.event.value.data), len(self.k.flag_keys))
+        return src, dst, key
+
+    def set_flag(self, op: ascend.SetFlagOp) -> Closure:
+        F = self.F
+        src, dst, key = self._flag_slots(op)
+        self.k.set_keys.add(key)
+        s_id = (src // NPIPES) * NPIPES
+        event = op.event.value.data
+
+        def run() -> None:
+            if not F.slow_path and F.trace is None:  # no race check, no held pipe, no trace (hot)
+                core = F.core
+                free = core.free
+                t = free[src]
+                d = core.done[src]
+                if d > t:
+                    t = d
+                s = free[s_id]
+                if s >= t:
+                    t = s
+                    F.s_clock_decisions += 1
+                free[src] = t
+                F.flags.queues[key].append(t)
+                return
+            slow = F.slow_path
+            if slow and F.hold is not None and src in F.hold.lists:
+                F.hold.defer(src, run, (), s_id)
+                return
+            core = F.core
+            free = core.free
+            t = t0 = free[src]
+            if core.done[src] > t:
+                t = core.done[src]
+            if free[s_id] >= t:
+                t = free[s_id]
+                F.s_clock_decisions += 1
+            if F.trace is not None and free[s_id] > t0:  # the set is issued when src and S reached it
+                t0 = free[s_id]
+            free[src] = t
+            F.flags.queues[key].append(t)
+            if F.races is not None:
+                F.race_set_clocks.queues[key].append(F.races.set(src))
+            if F.trace is not None:
+                fid = next(F.flow_ids)
+                F.flow_queues.queues[key].append(fid)
+                # src holds the set from its issue until everything before it completed
+                F.flows.append(("s", core.index, src, dst, event, t0, t, fid))
+            if slow and F.hold is not None:
+                F.hold.release(key)  # a pipe held on this flag runs what queued behind its wait
+
+        return run
+
+    def wait_flag(self, op: ascend.WaitFlagOp) -> Closure:
+        F = self.F
+        src, dst, key = self._flag_slots(op)
+        kname = self.k.name
+        text = f"ascend.wait_flag {op.src.data} -> {op.dst.data}, {op.event.value.data}"
+        s_id = (dst // NPIPES) * NPIPES
+        event = op.event.value.data
+        set_keys = self.k.set_keys
+
+        def run() -> None:
+            q = F.flags.queues[key]
+            if q and not F.slow_path and F.trace is None:  # a pending set, no race check, no held pipe, no trace (hot)
+                t = q.popleft()
+                free = F.core.free
+                fd = free[dst]
+                if t > fd:
+                    free[dst] = t
+                elif fd <= free[s_id]:
+                    F.s_clock_decisions += 1  # a pipe at (or behind) its S clock keeps that value
+                return
+            if F.slow_path and F.hold is not None and dst in F.hold.lists:
+                F.hold.defer(dst, run, (), s_id)
+                return
+            if not q:
+                if dst == s_id:  # the scalar unit stalls: it would issue every later set
+                    flag = text.split(" ", 1)[1]
+                    why = (
+                        "it stalls the scalar unit, which issues in program order, so no later set can be issued"
+                        if key in set_keys else f"the kernel has no ascend.set_flag {flag}"
+                    )
+                    raise AscendirError(
+                        f"deadlock in kernel @{kname} (block {F.block}): {text} has no earlier matching "
+                        f"ascend.set_flag {flag}: {why}"
+                    )
+                # the set may come later in program order: only dst waits for it (holds.py)
+                if F.hold is None:
+                    F.hold = Holds(F, kname, set_keys)
+                    F.slow_path = True
+                F.hold.block(dst, key, run, s_id, text)
+                return
+            t = q.popleft()
+            core = F.core
+            free = core.free
+            if F.trace is not None:  # the wait is issued when dst and the S unit reached it
+                w0 = free[dst] if free[dst] > free[s_id] else free[s_id]
+            if t > free[dst]:
+                free[dst] = t
+            elif free[dst] <= free[(dst // NPIPES) * NPIPES]:
+                F.s_clock_decisions += 1  # a pipe at (or behind) its S clock keeps that value
+            if F.races is not None:
+                F.races.wait(dst, F.race_set_clocks.queues[key].popleft())
+            if F.trace is not None:
+                # dst is blocked from the wait's issue until the set (zero length if it came first)
+                F.flows.append(("f", core.index, dst, src, event, w0, free[dst] if free[dst] > w0 else w0,
+                                F.flow_queues.queues[key].popleft()))
+
+        return run
+
+    def barrier(self, op: ascend.PipeBarrierOp) -> Closure:
+        F = self.F
+        p = op.pipe.data
+        if p == "ALL":
+
+            def run_all() -> None:
+                if F.hold is not None:  # the scalar unit waits for a pipe held on a set after the barrier
+                    raise F.hold.deadlock(F.block, "ascend.pipe_barrier ALL waits for the pipe it holds, and the "
+                                          "scalar unit would issue the matching set only after the barrier")
+                core = F.core
+                t = core.end()
+                core.free = [t] * len(core.free)
+                F.s_clock_decisions += 1
+                if F.races is not None:
+                    F.races.barrier_all()
+
+            return run_all
+        if p not in PIPE_INDEX:
+            raise AscendirError(f"ascend.pipe_barrier in kernel @{self.k.name}: unknown pipe {p}")
+        ids = [u * NPIPES + PIPE_INDEX[p] for u in range(self.k.nunits)]
+        if self.k.nunits > 1 and p in AIC_PIPES:
+            ids = ids[:1]
+        elif self.k.nunits > 1 and p in AIV_PIPES:
+            ids = ids[1:]
+
+        def one(i: int) -> None:
+            core = F.core
+            free, done = core.free, core.done
+            s = free[(i // NPIPES) * NPIPES]
+            t = max(free[i], done[i], s)
+            if s >= t:
+                F.s_clock_decisions += 1
+            free[i] = t
+
+        per = {i: (lambda i=i: one(i)) for i in ids}
+
+        def run() -> None:
+            h = F.hold
+            if h is not None:  # a held pipe queues its barrier (holds.py)
+                for i in ids:
+                    if i in h.lists:
+                        h.defer(i, per[i], (), (i // NPIPES) * NPIPES)
+                    else:
+                        one(i)
+                return
+            core = F.core
+            free, done = core.free, core.done
+            for i in ids:
+                s = free[(i // NPIPES) * NPIPES]
+                t = max(free[i], done[i], s)
+                if s >= t:
+                    F.s_clock_decisions += 1
+                free[i] = t
+
+        return run

@@ -1,0 +1,218 @@
+"""Tile ops (copy, mmad, vector, gather, any op added with `register_op`): semantics (skipped in
+timing-only mode), cost looked up per operand shapes, the pipe clocks advanced; GM copies also
+touch the L2 and the address logs of steady.py / memo.py."""
+
+from __future__ import annotations
+
+from __future__ import annotations
+from operator import is_, itemgetter
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import subblock
+from ascendir.errors import AscendirError
+from ascendir.interpreter.exec import registry
+from ascendir.costmodel import LEVELS, OpCost, copy_path
+from ascendir.interpreter.timing.l2 import SHIFT
+from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS
+from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
+from ascendir.interpreter.exec.common import Closure, unit_of
+
+class TileOps:
+    """Compiler part: tile ops (mixed into compiler.Compiler)."""
+
+    # -- tile ops (copy, mmad, vector, gather, registered ops) --------------------------------
+    def tile(self, op: Operation) -> Closure:
+        k, F, R = self.k, self.F, self.F.values
+        sem = None if k.timing_only else registry.SEMANTICS[type(op)](op)
+        cost_fn = registry.COSTS[type(op)](op, k.env)
+        ins = [self.slot(v) for v in op.operands]
+        mem = [isinstance(v.type, MemRefType) for v in op.operands]
+        get = itemgetter(*ins) if len(ins) > 1 else (lambda R, i=ins[0]: (R[i],))
+        cache: dict = {}
+        name = op.name
+        nunits = k.nunits
+        sub = subblock(op)  # AIV 1 of the group
+        all_mem = all(mem)
+        A = F.gm_tags
+        mem_slots = [i for i, m_ in zip(ins, mem) if m_]
+        race_ops = [(i, j == len(mem_slots) - 1) for j, i in enumerate(mem_slots)]  # last memref is written
+
+        def resolve(c: OpCost) -> tuple:
+            if not (c.cycles >= 0 and c.latency >= 0):
+                raise AscendirError(f"{name} in kernel @{k.name}: negative or NaN duration ({c.cycles}, {c.latency}) from its cost function")
+            if c.pipe not in PIPE_INDEX:
+                raise AscendirError(f"{name}: cost function returned unknown pipe {c.pipe!r}")
+            unit = unit_of(c.pipe, c.unit, nunits, sub)
+            items = tuple((LEVELS.index(lv), float(b)) for lv, b in c.bytes.items() if b)
+            if c.vector_ops is not None and c.vector_ops[1]:  # acct slots past LEVELS (state.VECTOR_OPS)
+                items += ((VECTOR_OPS[c.vector_ops[0]], c.vector_ops[1]),)
+            if c.cube_peak_cycles:
+                items += ((CUBE_PEAK_CYCLES, float(c.cube_peak_cycles)),)
+            return (unit * NPIPES + PIPE_INDEX[c.pipe], unit * NPIPES, float(c.cycles), float(c.latency), items, float(c.flops))
+
+        gm_copy = None
+        if isinstance(op, ascend.CopyOp) and self.m.target.memory.l2_model == "tile":
+            src_space, dst_space, _ = copy_path(op, self.m.target)
+            if src_space == "gm":
+                gm_copy = (0, True)
+            elif dst_space == "gm":
+                gm_copy = (1, False)
+        if gm_copy is not None:
+            return self._gm_copy(op, sem, cost_fn, ins, gm_copy, resolve)
+
+        # the last operands and their cost: a loop's op meets the same operand objects every
+        # iteration in timing-only mode (views are shared per shape), so an identity test
+        # replaces building and hashing the shape key (`last_vals` holds them: identities stay
+        # valid; the initial sentinels match nothing)
+        last_vals: tuple = (object(),) * len(ins)
+        last_c = None
+
+        def run() -> None:
+            nonlocal last_vals, last_c
+            vals = get(R)
+            if all(map(is_, vals, last_vals)):
+                c = last_c
+            else:
+                key = tuple([v.shape for v in vals]) if all_mem else tuple(v.shape if m else v for v, m in zip(vals, mem))
+                c = cache.get(key)
+                if c is None:
+                    c = cache[key] = resolve(cost_fn(*vals))
+                last_vals, last_c = vals, c
+            pid, sid, cyc, lat, items, flops = c
+            if F.slow_path:  # race check running, or a pipe held (holds.py): one test on the common path
+                h = F.hold
+                if h is not None and pid in h.lists:
+                    h.defer(pid, run, ins, sid)
+                    return
+                if F.races is not None:
+                    F.races.access(pid, [(A[i], R[i].shape, w) for i, w in race_ops if A[i] is not None], name, F.block)
+            if sem is not None and F.numerics_on:
+                sem(*vals)
+            sig = F.cost_log
+            if sig is not None:
+                sig.append(c)
+            core = F.core
+            free = core.free
+            t = free[pid]
+            s = free[sid]
+            if s >= t:  # the S clock decides the start (loop_memo.LoopMemo counts these)
+                t = s
+                F.s_clock_decisions += 1
+            e = t + cyc
+            free[pid] = e
+            e += lat
+            if e > core.done[pid]:
+                core.done[pid] = e
+            core.busy[pid] += cyc
+            acct = F.acct
+            for i, b in items:
+                acct[i] += b
+            if flops:
+                acct[FLOPS] += flops
+            acct[OPS] += 1
+            if F.trace is not None:
+                F.trace.append((core.index, pid, t, cyc, name, items))
+
+        return run
+
+    def _gm_copy(self, op: Operation, sem, cost_fn, ins: list[int], gm: tuple[int, bool], resolve) -> Closure:
+        """A copy reading or writing GM under the "tile" L2 model: the L2 (l2.py) decides at the
+        copy's start time whether a read hits; writes allocate their tile, and a write "hits"
+        when it rewrites a tile it left dirty in L2 within the residency window (l2.py `store`)."""
+        F, R, A = self.F, self.F.values, self.F.gm_tags
+        s_in, s_out = ins
+        g_slot = ins[gm[0]]
+        gi, is_read = gm
+        cache: dict = {}
+        name = op.name
+        cid = id(op)
+        # the last operands seen and their costs, and the last GM stream id (`L2Cache.sid`) with
+        # what it came from: a loop's copy meets the same operand objects every iteration
+        # (timing-only views are shared per shape, address tags' roots and strides are shared),
+        # so identity tests replace building and hashing shape tuples; held references keep the
+        # identities valid
+        last_s = last_d = last_g = last_root = last_st = last_l2 = object()  # sentinels: match nothing
+        last_both = None
+        last_sid = 0
+
+        def run() -> None:
+            nonlocal last_s, last_d, last_both, last_g, last_root, last_st, last_l2, last_sid
+            s, d = R[s_in], R[s_out]
+            if s is last_s and d is last_d:
+                both = last_both
+            else:
+                key = (s.shape, d.shape)
+                both = cache.get(key)
+                if both is None:
+                    both = cache[key] = (resolve(cost_fn(s, d, hit=False)), resolve(cost_fn(s, d, hit=True)))
+                last_s, last_d, last_both = s, d, both
+            miss = both[0]
+            pid, sid = miss[0], miss[1]
+            if F.slow_path:  # as in `tile`
+                h = F.hold
+                if h is not None and pid in h.lists:
+                    h.defer(pid, run, ins, sid)
+                    return
+                if F.races is not None:
+                    ops = []
+                    if A[s_in] is not None:
+                        ops.append((A[s_in], s.shape, False))
+                    if A[s_out] is not None:
+                        ops.append((A[s_out], d.shape, True))
+                    F.races.access(pid, ops, name, F.block)
+            if sem is not None and F.numerics_on:
+                sem(s, d)
+            core = F.core
+            free = core.free
+            t = free[pid]
+            if free[sid] >= t:
+                t = free[sid]
+                F.s_clock_decisions += 1
+            tag = A[g_slot]
+            c = miss
+            if tag is not None:
+                l2 = F.l2
+                g = s if gi == 0 else d
+                if g is last_g and tag[0] is last_root and tag[2] is last_st and l2 is last_l2:
+                    sid = last_sid
+                else:
+                    sid = l2.sid(tag[0], g.shape, tag[2])
+                    last_g, last_root, last_st, last_l2, last_sid = g, tag[0], tag[2], l2, sid
+                k = sid * SHIFT + tag[1]
+                now = F.kernel_start + t
+                if is_read:
+                    if F.l2_pass.read(l2, k, now, F.block, F.kernel_start):
+                        c = both[1]
+                elif F.numerics_on:
+                    rewrite = l2.store(k, now)
+                    if rewrite:
+                        c = both[1]
+                    wf = F.first_writes
+                    if wf is not None and k not in wf:
+                        wf[k] = (now, rewrite)
+                elif F.l2_pass.store(k, now):  # recording pass: its own dirty map
+                    c = both[1]
+                log = F.gm_log
+                if log is not None:  # steady.py replays these for skipped iterations
+                    log.append((cid, sid, tag[1], now, is_read, c is not miss))
+                if F.launch_gm_log is not None and F.numerics_on:
+                    F.launch_gm_log.append((k, now, is_read))
+            sig = F.cost_log
+            if sig is not None:
+                sig.append(c)
+            _, _, cyc, lat, items, _ = c
+            e = t + cyc
+            free[pid] = e
+            e += lat
+            if e > core.done[pid]:
+                core.done[pid] = e
+            core.busy[pid] += cyc
+            acct = F.acct
+            for i, b in items:
+                acct[i] += b
+            acct[OPS] += 1
+            if F.trace is not None:
+                F.trace.append((core.index, pid, t, cyc, name, items))
+
+        return run

@@ -1,0 +1,1 @@
+"""What a run tells: the report dict (report.py) and the Chrome trace (trace.py)."""
