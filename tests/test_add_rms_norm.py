@@ -13,7 +13,7 @@ from ascendir.dialects import nn
 from ascendir.driver import compile_model, parse_pipeline, run_passes
 from ascendir.frontends.onnx import import_onnx
 from ascendir.interpreter import simulate
-from ascendir.interpreter.nn_reference import run_nn
+from ascendir.interpreter.exec.nn_reference import run_nn
 from ascendir.pipelines import PIPELINES
 from ascendir.session import Session
 from ascendir.transforms.nn.fuse_add_rms_norm import ADD_RMS_NORM_O2
