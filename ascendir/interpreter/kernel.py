@@ -24,7 +24,8 @@ from ascendir.dialects.ascend import FLAG_UNITS_ATTR, space_of, subblock
 from ascendir.dtypes import packed_nbytes
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.compiler import AIC_PIPES, AIV_PIPES, Compiler, KernelInfo, np_dtype, unit_of
+from ascendir.dialects.ascend.placement import Unit, pipe_unit
+from ascendir.interpreter.compiler import Compiler, KernelInfo, np_dtype, unit_of
 from ascendir.interpreter.cost import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, space_unit
 from ascendir.interpreter.state import ACCT_SIZE, Frame, KernelRecord
 from ascendir.interpreter import memo
@@ -138,7 +139,7 @@ def _check_units(kernel: ascend.KernelOp, order: list[Operation], statics: dict,
         if unit is not None and unit != core:
             raise AscendirError(
                 f"kernel @{kernel.sym_name.data} ({core}): {what} needs an {unit} core; {target.name} "
-                f"({target.arch}) has separate cube (aic) and vector (aiv) cores (use core_type = \"mix\")"
+                f"({target.arch}) has separate cube (aic) and vector (aiv) cores (use core_type = #ascend.core_type<mix>)"
             )
 
 
@@ -162,7 +163,8 @@ def flag_units(order: list[Operation], placed: list[tuple[str, int] | None]) -> 
     res: dict[Operation, tuple[int, int]] = {}
 
     def fixed(p: str) -> int | None:
-        return 0 if p in AIC_PIPES else 1 if p in AIV_PIPES else None
+        u = pipe_unit(p)  # placement: M / MTE1 / FIX the AIC's, V an AIV's, the rest both
+        return None if u is None else 0 if u is Unit.AIC else 1
 
     def nearest(i: int, p: str, step: int) -> int | None:
         j = i + step

@@ -1,4 +1,4 @@
-"""Template of `nn.fused {kind = "flash_attention"}` (built by fuse-attention): FlashAttention-2.
+"""Template of `nn.fused {kind = #nn.fused_kind<flash_attention>}` (built by fuse-attention): FlashAttention-2.
 
 The body is one `nn.attention` (q [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv],
 optional additive mask broadcastable to [B, Hq, Sq, Skv], `causal`, `scale`; f16, bf16 or f32).

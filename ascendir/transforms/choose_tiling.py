@@ -46,7 +46,7 @@ not apply to ffn_up, which visits its tiles row-major), the down matmul's by `ff
 Without a forced tiling the pass records none on the gate/up matmuls, so lowering/ffn.py's
 planner still chooses between the fused kernel and the two kernels.
 
-Flash attention: for every `nn.attention` inside an `nn.fused {kind = "flash_attention"}` the
+Flash attention: for every `nn.attention` inside an `nn.fused {kind = #nn.fused_kind<flash_attention>}` the
 pass scores the template's (Br, Bc) tiles that fit with lowering/flash_attention.py's
 `estimate_cycles` (its `search`; Br query rows per head per item, Bc keys per block) and records
 

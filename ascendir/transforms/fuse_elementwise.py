@@ -1,4 +1,4 @@
-"""`fuse-elementwise`: DAGs of elementwise ops → `nn.fused {kind = "elementwise"}`, one vector
+"""`fuse-elementwise`: DAGs of elementwise ops → `nn.fused {kind = #nn.fused_kind<elementwise>}`, one vector
 kernel that loads each input tile once, applies every op in UB and stores once
 (template: lowering/fused_elementwise.py).
 
@@ -78,7 +78,7 @@ def fuse_elementwise_in(block: Block) -> None:
 
 @dataclass(frozen=True)
 class FuseElementwise(ModulePass):
-    """Wrap DAGs of elementwise ops in nn.fused {kind = "elementwise"} (one vector kernel each)."""
+    """Wrap DAGs of elementwise ops in nn.fused {kind = #nn.fused_kind<elementwise>} (one vector kernel each)."""
 
     name = "fuse-elementwise"
 

@@ -8,7 +8,7 @@ within a pipe, set_flag -> its matching wait_flag (flags match first-in first-ou
 event)), pipe_barrier ALL. Planned buffers (plan-memory `offset`) are compared by their bytes in
 the space (per AIV for UB: each has its own), so two buffers that share bytes are ordered too.
 
-910B mix kernels (core_type = "mix" on dav-c220, or a module naming no arch): a block is one AIC
+910B mix kernels (core_type = #ascend.core_type<mix> on dav-c220, or a module naming no arch): a block is one AIC
 and one or two AIVs, each with its own pipes, so a pipe here is a (unit, pipe) slot: copies run on
 the unit owning their on-chip space (L1/L0A/L0B/L0C/BT/FB: AIC, UB: AIV), mmad on the AIC,
 vector ops and gather_rows on an AIV, `subblock = 1` marks AIV 1's ops (interpreter
@@ -81,11 +81,11 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import CoreType, MemSpace, Pipe, copy_pipe, module_arch, space_of, subblock
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe, module_arch, space_of, subblock
+from ascendir.dialects.ascend.placement import Unit, default_unit, placement
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
-from ascendir.interpreter.compiler import _dropped_dims, unit_of
-from ascendir.interpreter.cost import space_unit
+from ascendir.interpreter.compiler import _dropped_dims
 from ascendir.interpreter.kernel import FLAG_UNITS_ATTR, UNIT_NAMES, flag_units
 from ascendir.interpreter.race import _overlap
 from ascendir.pass_notes import note
@@ -131,33 +131,25 @@ class Conflict:
 
 
 def op_pipe(op: Operation, arch: str | None) -> Pipe | None:
-    """The pipe a memory-touching op runs on, None for ops that touch no buffer."""
-    if isinstance(op, ascend.CopyOp):
-        return copy_pipe(space_of(op.source), space_of(op.dest), arch)
-    if isinstance(op, ascend.MmadOp):
-        return Pipe.M
-    if isinstance(op, ascend.GatherRowsOp):
-        return Pipe.MTE2
-    if isinstance(op, ascend.VectorOp):
-        return Pipe.V
-    if isinstance(op, (memref.LoadOp, memref.StoreOp)):
-        return Pipe.S
-    return None
+    """The pipe a memory-touching op runs on (`placement`), None for ops that touch no buffer
+    (flags and barriers run on a pipe but touch none).
+
+    Raises:
+        VerifyException: a copy whose path `arch` lacks."""
+    if isinstance(op, (ascend.FlagOp, ascend.PipeBarrierOp)):
+        return None
+    p = placement(op, arch)
+    return None if p is None else p.pipe
 
 
 def op_unit(op: Operation, pipe: Pipe) -> int:
     """The unit of a 910B mix kernel that runs `op` on `pipe` (0 = AIC, 1 = AIV 0, 2 = AIV 1), as
-    the interpreter places it (compiler.unit_of): copies by their on-chip space, mmad on the AIC,
-    vector ops and gather_rows on an AIV (`subblock` = 1: AIV 1), scalar loads/stores on the AIC."""
-    unit = None
-    if isinstance(op, ascend.CopyOp):
-        src, dst = space_of(op.source), space_of(op.dest)
-        unit = space_unit((src if src != MemSpace.GM else dst).value)
-    elif isinstance(op, ascend.MmadOp):
-        unit = "aic"
-    elif isinstance(op, (ascend.VectorOp, ascend.GatherRowsOp)):
-        unit = "aiv"
-    return unit_of(pipe.value, unit, 3, subblock(op))
+    the interpreter places it (compiler.unit_of): the unit `placement` gives (copies by their
+    on-chip space, mmad on the AIC, vector ops and gather_rows on an AIV; `subblock` = 1: AIV 1),
+    else the pipe's default unit (scalar loads/stores on the AIC)."""
+    p = placement(op)
+    unit = p.unit if p is not None and p.unit is not None else default_unit(pipe)
+    return 0 if unit is Unit.AIC else 1 + subblock(op)
 
 
 def split_units(kernel: ascend.KernelOp, arch: str | None = None) -> bool:

@@ -7,7 +7,7 @@
 // (16 row blocks occupy 16 cores; Br = 128 would leave 20 of 24 idle), Bc = 128 (L0B holds the
 // K^T and V tiles of D 128 up to Bc = 128).
 // CHECK-LABEL: func.func @long_keys
-// CHECK:         nn.fused(%q, %k, %v) {kind = "flash_attention"}
+// CHECK:         nn.fused(%q, %k, %v) {kind = #nn.fused_kind<flash_attention>}
 // CHECK:           nn.attention {{.*}}ascend.tiling = {br = 32 : i64, bc = 128 : i64}
 // FORCED-LABEL: func.func @long_keys
 // FORCED:         nn.attention {{.*}}ascend.tiling = {br = 16 : i64, bc = 32 : i64}
