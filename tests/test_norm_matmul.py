@@ -68,7 +68,7 @@ def test_norm_matmul_matches_reference(target, dt, layer, rows, late_bias):
     h, nq, nkv = 96, 160, 48
     dtype = np.float16 if dt == "f16" else np.float32
     text = fused(qkv_text(rows, h, nq, nkv, dt, layer, late_bias))
-    assert text.count("nn.fused") == 1 and 'kind = #nn.fused_kind<norm_matmul>' in text
+    assert text.count("nn.fused(") == 1 and 'kind = #nn.fused_kind<norm_matmul>' in text
     tol = dict(rtol=2e-2, atol=2e-2) if dt == "f16" else {}
     lowered = check(text, {"x": rand((1, rows, h), dtype)}, _weights(h, nq, nkv, dtype), target=target, **tol)
     names = [op.sym_name.data for op in lowered.ops if isinstance(op, ascend.KernelOp)]

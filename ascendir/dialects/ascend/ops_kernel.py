@@ -231,7 +231,7 @@ class KernelOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> KernelOp:
         name, inputs, _outputs, region, extra, _a, _r = parse_func_op_like(parser, reserved_attr_names=cls.RESERVED[:2])
-        if region is None:
+        if region is None or not region.blocks:  # (no body was an internal error in verify)
             parser.raise_error("ascend.kernel needs a body")
         extra = extra.data if extra is not None else {}
         if "block_dim" not in extra or "core_type" not in extra:

@@ -83,9 +83,7 @@ class NNOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(),)
 
     def verify_(self) -> None:
-        for v in (*self.operands, *self.results):
-            if not isinstance(v.type, TensorType):
-                raise VerifyException(f"{self.name}: expected tensor types, got {v.type}")
+        for v in (*self.operands, *self.results):  # (tensor types: each op's operand / result defs)
             if any(d < 0 for d in v.type.get_shape()):
                 raise VerifyException(f"{self.name}: dynamic dims are not allowed ({v.type})")
         self.verify_semantics()
