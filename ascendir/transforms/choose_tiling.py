@@ -7,8 +7,8 @@ share, `bandwidth_bound_cycles` for the chip floor, the copy start-ups of `_copy
 mmad formula of `cost.mmad`, the launch head of the target), with the L2 residency window of
 interpreter/l2.py. No candidate is simulated. The best one is recorded on the op as
 
-    nn.matmul ... {ascend.tiling = {m = 128 : i64, n = 256 : i64, k = 64 : i64, l1_depth = 4 : i64,
-                                    split_k = 1 : i64, swizzle = 4 : i64}}
+    nn.matmul ... {ascend.tiling = #ascend.tiling<{m = 128 : i64, n = 256 : i64, k = 64 : i64, l1_depth = 4 : i64,
+                                    split_k = 1 : i64, swizzle = 4 : i64}>}
 
 which lowering/matmul.py obeys (IR text may set or edit it by hand; keys left out take the
 template's defaults). Fields, all in elements unless said:
@@ -50,7 +50,7 @@ Flash attention: for every `nn.attention` inside an `nn.fused {kind = #nn.fused_
 pass scores the template's (Br, Bc) tiles that fit with lowering/flash_attention.py's
 `estimate_cycles` (its `search`; Br query rows per head per item, Bc keys per block) and records
 
-    nn.attention ... {ascend.tiling = {br = 64 : i64, bc = 256 : i64}}
+    nn.attention ... {ascend.tiling = #ascend.tiling<{br = 64 : i64, bc = 256 : i64}>}
 
 which the template obeys (IR text may set it; a missing one of the two is searched). An attention
 no tile fits is left without it (lowering decomposes it); a forced one that does not fit fails
@@ -75,7 +75,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, f16, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, f16
 from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 
@@ -84,11 +84,10 @@ from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.interpreter.cost import CostEnv, _copy_startup, bandwidth_bound_cycles, mmad_cycles
-from ascendir.dialects.ascend import Pipe
+from ascendir.dialects.ascend import TILING_ATTR, Pipe, TilingAttr
 from ascendir.lowering.kernel_builder import aligned_bytes
 from ascendir.lowering.matmul_layout import matmul_layout
 
-TILING_ATTR = "ascend.tiling"
 FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle")
 # Fields of an nn.attention's tiling (flash_attention template): query rows per head per item, keys per block.
 ATTENTION_FIELDS = ("br", "bc")
@@ -127,8 +126,8 @@ class Tiling:
     def k_l1(self) -> int:
         return self.k * self.l1_depth
 
-    def to_attr(self) -> DictionaryAttr:
-        return DictionaryAttr({f: IntegerAttr(getattr(self, f), i64) for f in FIELDS})
+    def to_attr(self) -> TilingAttr:
+        return TilingAttr({f: getattr(self, f) for f in FIELDS})
 
     def text(self) -> str:
         return ",".join(f"{f}={getattr(self, f)}" for f in FIELDS)
@@ -645,8 +644,8 @@ def _fields(attr: Attribute | None, allowed: tuple[str, ...], what: str) -> dict
         return None
     # `what` names the op: its kind, or the caller's description (`nn.matmul #3 ('/0/Gemm')`)
     where = f"{TILING_ATTR} of {what}" if what in ("nn.matmul", "nn.attention") else f"{what}: {TILING_ATTR}"
-    if not isinstance(attr, DictionaryAttr):
-        raise AscendirError(f"{where} must be a dictionary {{{' = .., '.join(allowed)} = ..}}, got {attr}")
+    if not isinstance(attr, TilingAttr):
+        raise AscendirError(f"{where} must be a #ascend.tiling<{{...}}> dictionary {{{' = .., '.join(allowed)} = ..}}, got {attr}")
     out = {}
     for key, v in attr.data.items():
         if key not in allowed or not isinstance(v, IntegerAttr):
@@ -674,8 +673,8 @@ def attention_fields(attr: Attribute | None, what: str = "nn.attention") -> dict
     return _fields(attr, ATTENTION_FIELDS, what)
 
 
-def attention_attr(br: int, bc: int) -> DictionaryAttr:
-    return DictionaryAttr({"br": IntegerAttr(br, i64), "bc": IntegerAttr(bc, i64)})
+def attention_attr(br: int, bc: int) -> TilingAttr:
+    return TilingAttr({"br": br, "bc": bc})
 
 
 def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: bool = False):

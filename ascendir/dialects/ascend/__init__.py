@@ -25,6 +25,7 @@ from ascendir.dialects.ascend.attrs import (
     OFFSET_ATTR,
     SLOT_ATTR,
     SUBBLOCK_ATTR,
+    TILING_ATTR,
     BarrierPipe,
     BarrierPipeAttr,
     CoreType,
@@ -35,6 +36,7 @@ from ascendir.dialects.ascend.attrs import (
     MemSpaceAttr,
     Pipe,
     PipeAttr,
+    TilingAttr,
     memref_type,
     module_arch,
     space_of,
@@ -129,5 +131,5 @@ Ascend = Dialect(
         *VECTOR_OPS.values(), VcastOp, VcmpOp, VselOp, VdupOp, VtransposeOp, VarangeOp, GatherRowsOp,
         SetFlagOp, WaitFlagOp, PipeBarrierOp,
     ],
-    [MemSpaceAttr, PipeAttr, BarrierPipeAttr, CoreTypeAttr, LayoutAttr],
+    [MemSpaceAttr, PipeAttr, BarrierPipeAttr, CoreTypeAttr, LayoutAttr, TilingAttr],
 )

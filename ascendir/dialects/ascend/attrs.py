@@ -7,18 +7,19 @@ spelling while the IR holds one typed value:
 * `#ascend.pipe<MTE2>`: a hardware pipe (HIVM PIPE_*, S6);
 * `#ascend.barrier_pipe<ALL>`: the pipe a `pipe_barrier` orders, or ALL of them;
 * `#ascend.core_type<mix>`: the cores an `ascend.kernel` is launched on (aic, aiv, mix);
-* `#ascend.layout<nd2nz>`: the layout change an `ascend.copy` makes (nd, nd2nz, nz2nd).
+* `#ascend.layout<nd2nz>`: the layout change an `ascend.copy` makes (nd, nd2nz, nz2nd);
+* `#ascend.tiling<{m = 128 : i64, ...}>`: the tile sizes of an nn.matmul / nn.attention.
 """
 
 from __future__ import annotations
 
 import functools
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from xdsl.dialects.builtin import MemRefType, StringAttr
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, StringAttr, i64
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
-from xdsl.ir import Attribute, Operation, SpacedOpaqueSyntaxAttribute, SSAValue
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import irdl_attr_definition
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
@@ -119,6 +120,35 @@ class LayoutAttr(AngleEnum, EnumAttribute[Layout]):
     name = "ascend.layout"
 
 
+@irdl_attr_definition
+class TilingAttr(ParametrizedAttribute):
+    """`#ascend.tiling<{m = 128 : i64, n = 256 : i64, k = 64 : i64}>`: the tile sizes chosen for
+    an `nn.matmul` or `nn.attention` (by choose-tiling, or by the IR's author), held on the op as
+    its `ascend.tiling` attribute. The fields are the template's: matmul m, n, k, l1_depth,
+    split_k, swizzle; flash attention br, bc. Each is an integer; which keys a template takes and
+    the values' ranges are the template's check when lowering (choose_tiling.check_fields).
+
+    Raises (verify): a field that is not an integer."""
+
+    name = "ascend.tiling"
+    fields: DictionaryAttr
+
+    def __init__(self, fields: DictionaryAttr | Mapping[str, int]):
+        if not isinstance(fields, DictionaryAttr):
+            fields = DictionaryAttr({k: IntegerAttr(v, i64) for k, v in fields.items()})
+        super().__init__(fields)
+
+    @property
+    def data(self) -> dict[str, Attribute]:
+        """The fields by name, as a DictionaryAttr's `data`."""
+        return self.fields.data
+
+    def verify(self) -> None:
+        for k, v in self.fields.data.items():
+            if not isinstance(v, IntegerAttr):
+                raise VerifyException(f"#ascend.tiling: {k} = {attr_text(v)} must be an integer")
+
+
 def memref_type(shape: Sequence[int], elem: Attribute, space: MemSpace, layout: Attribute | None = None) -> MemRefType:
     """`memref<shape x elem, #ascend<space ...>>`."""
     return _memref_type(tuple(shape), elem, space, layout)
@@ -180,3 +210,5 @@ SLOT_ATTR = "ascend.slot"
 KERNEL_DTYPE_ATTR = "dtype"
 # String attribute of ascend.kernel: the FFN template's plan, for the report.
 FFN_PLAN_ATTR = "ffn_plan"
+# TilingAttr attribute of nn.matmul / nn.attention.
+TILING_ATTR = "ascend.tiling"

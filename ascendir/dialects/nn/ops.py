@@ -29,6 +29,7 @@ from xdsl.irdl import (
     ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
+    opt_attr_def,
     opt_operand_def,
     opt_prop_def,
     prop_def,
@@ -42,6 +43,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from ascendir.dialects.ascend.attrs import TILING_ATTR, TilingAttr
 from ascendir.dialects.cast_mode import cast_mode, verify_cast_mode
 
 _FORMAT = "operands attr-dict `:` functional-type(operands, results)"
@@ -522,12 +524,14 @@ def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
 
 @irdl_op_definition
 class MatmulOp(NNOp):
-    """Batched, broadcasting matrix product (ONNX MatMul): [..., M, K] x [..., K, N] -> [..., M, N]."""
+    """Batched, broadcasting matrix product (ONNX MatMul): [..., M, K] x [..., K, N] -> [..., M, N].
+    Optional `ascend.tiling` (#ascend.tiling<{m, n, k, l1_depth, split_k, swizzle}>): its tiles."""
 
     name = "nn.matmul"
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
+    tiling = opt_attr_def(TilingAttr, attr_name=TILING_ATTR)
     traits = traits_def(Pure())
 
     def __init__(self, a: SSAValue, b: SSAValue):
@@ -1016,6 +1020,8 @@ class AttentionOp(NNOp):
     The causal step writes the dtype's lowest finite value, as Hugging Face masks do (not -inf),
     so a row whose every key is masked stays a uniform average, exactly as the unfused graph.
 
+    Optional `ascend.tiling` (#ascend.tiling<{br, bc}>): the flash-attention tile.
+
     Raises (verify): VerifyException on ranks, head counts or shapes that do not fit.
     """
 
@@ -1029,6 +1035,7 @@ class AttentionOp(NNOp):
     num_kv_heads = prop_def(IntegerAttr)
     causal = prop_def(BoolAttr)
     scale = prop_def(FloatAttr)
+    tiling = opt_attr_def(TilingAttr, attr_name=TILING_ATTR)
     traits = traits_def(Pure())
 
     def __init__(

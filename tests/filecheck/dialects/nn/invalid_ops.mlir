@@ -394,6 +394,22 @@ func.func @main(%q: tensor<1x4x16x8xf16>, %k: tensor<1x2x32x8xf16>, %v: tensor<1
 
 // -----
 
+// CHECK: #ascend.tiling: m = 1.000000e+00 : f32 must be an integer
+func.func @main(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>) {
+  %r = nn.matmul %x, %w {ascend.tiling = #ascend.tiling<{m = 1.0 : f32}>} : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  func.return
+}
+
+// -----
+
+// CHECK: {m = 16 : i64} should be of base attribute ascend.tiling
+func.func @main(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>) {
+  %r = nn.matmul %x, %w {ascend.tiling = {m = 16 : i64}} : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  func.return
+}
+
+// -----
+
 // CHECK: nn.fused: block argument types must equal the operand types
 func.func @main(%x: tensor<2x8xf32>) {
   %r = nn.fused(%x) {kind = #nn.fused_kind<elementwise>} : (tensor<2x8xf32>) -> tensor<2x8xf32> {

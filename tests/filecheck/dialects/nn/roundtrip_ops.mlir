@@ -2,7 +2,8 @@
 // RUN: ascendir-opt %s --print-op-generic | ascendir-opt | filecheck %s
 
 // Round trip of every nn op (ops.py, fused.py): each op with its properties (optional ones
-// present and absent), nn.fused with every #nn.fused_kind, nn.yield.
+// present and absent), the declared #ascend.tiling of nn.matmul / nn.attention, nn.fused with every
+// #nn.fused_kind, nn.yield.
 
 // CHECK:      builtin.module {
 // CHECK-NEXT: func.func @main(%x: tensor<2x8xf32>, %y: tensor<1x8xf32>, %c: tensor<2x8xi1>, %i: tensor<3xi64>) -> tensor<2x8xf32> {
@@ -50,7 +51,7 @@
 // CHECK-NEXT: %cast = nn.cast %x : (tensor<2x8xf32>) -> tensor<2x8xf16>
 // CHECK-NEXT: %cast8 = nn.cast %x {saturate = false} : (tensor<2x8xf32>) -> tensor<2x8xf8E4M3FN>
 // CHECK-NEXT: %e8 = nn.cast %x {round_mode = "nearest"} : (tensor<2x8xf32>) -> tensor<2x8xf8E8M0FNU>
-// CHECK-NEXT: %matmul = nn.matmul %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT: %matmul = nn.matmul %x, %w {ascend.tiling = #ascend.tiling<{m = 16 : i64, n = 16 : i64, k = 16 : i64, l1_depth = 1 : i64, split_k = 1 : i64, swizzle = 1 : i64}>} : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
 // CHECK-NEXT: %softmax = nn.softmax %x {axis = 1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %ln = nn.layer_norm %x, %y, %y {axis = 1 : i64, epsilon = 1.000000e-05 : f32} : (tensor<2x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %ln2, %mean, %inv = nn.layer_norm %x, %y {axis = 1 : i64, epsilon = 1.000000e-05 : f32} : (tensor<2x8xf32>, tensor<1x8xf32>) -> (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
@@ -74,7 +75,7 @@
 // CHECK-NEXT: %v = nn.weight @v : tensor<1x2x32x8xf16>
 // CHECK-NEXT: %mask = nn.weight @mask : tensor<1x1x16x32xf16>
 // CHECK-NEXT: %att = nn.attention %q, %kk, %v, %mask {num_heads = 4 : i64, num_kv_heads = 2 : i64, causal = true, scale = 3.535530e-01 : f32} : (tensor<1x4x16x8xf16>, tensor<1x2x32x8xf16>, tensor<1x2x32x8xf16>, tensor<1x1x16x32xf16>) -> tensor<1x4x16x8xf16>
-// CHECK-NEXT: %att_nm = nn.attention %q, %kk, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64, causal = false, scale = 1.250000e-01 : f32} : (tensor<1x4x16x8xf16>, tensor<1x2x32x8xf16>, tensor<1x2x32x8xf16>) -> tensor<1x4x16x8xf16>
+// CHECK-NEXT: %att_nm = nn.attention %q, %kk, %v {ascend.tiling = #ascend.tiling<{br = 16 : i64, bc = 32 : i64}>, num_heads = 4 : i64, num_kv_heads = 2 : i64, causal = false, scale = 1.250000e-01 : f32} : (tensor<1x4x16x8xf16>, tensor<1x2x32x8xf16>, tensor<1x2x32x8xf16>) -> tensor<1x4x16x8xf16>
 // CHECK-NEXT: %tr = nn.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x8xf32>) -> tensor<8x2xf32>
 // CHECK-NEXT: %rsh = nn.reshape %x : (tensor<2x8xf32>) -> tensor<4x4xf32>
 // CHECK-NEXT: %exp2 = nn.expand %y : (tensor<1x8xf32>) -> tensor<3x8xf32>
@@ -155,7 +156,7 @@ func.func @main(%x: tensor<2x8xf32>, %y: tensor<1x8xf32>, %c: tensor<2x8xi1>, %i
   %cast = nn.cast %x : (tensor<2x8xf32>) -> tensor<2x8xf16>
   %cast8 = nn.cast %x {saturate = false} : (tensor<2x8xf32>) -> tensor<2x8xf8E4M3FN>
   %e8 = nn.cast %x {round_mode = "nearest"} : (tensor<2x8xf32>) -> tensor<2x8xf8E8M0FNU>
-  %matmul = nn.matmul %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %matmul = nn.matmul %x, %w {ascend.tiling = #ascend.tiling<{m = 16 : i64, n = 16 : i64, k = 16 : i64, l1_depth = 1 : i64, split_k = 1 : i64, swizzle = 1 : i64}>} : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
   %softmax = nn.softmax %x {axis = 1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
   %ln = nn.layer_norm %x, %y, %y {axis = 1 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<2x8xf32>
   %ln2, %mean, %inv = nn.layer_norm %x, %y {axis = 1 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8xf32>, tensor<1x8xf32>) -> (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
@@ -179,7 +180,7 @@ func.func @main(%x: tensor<2x8xf32>, %y: tensor<1x8xf32>, %c: tensor<2x8xi1>, %i
   %v = nn.weight @v : tensor<1x2x32x8xf16>
   %mask = nn.weight @mask : tensor<1x1x16x32xf16>
   %att = nn.attention %q, %kk, %v, %mask {num_heads = 4 : i64, num_kv_heads = 2 : i64, causal = true, scale = 3.535530e-01 : f32} : (tensor<1x4x16x8xf16>, tensor<1x2x32x8xf16>, tensor<1x2x32x8xf16>, tensor<1x1x16x32xf16>) -> tensor<1x4x16x8xf16>
-  %att_nm = nn.attention %q, %kk, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64, causal = false, scale = 1.250000e-01 : f32} : (tensor<1x4x16x8xf16>, tensor<1x2x32x8xf16>, tensor<1x2x32x8xf16>) -> tensor<1x4x16x8xf16>
+  %att_nm = nn.attention %q, %kk, %v {ascend.tiling = #ascend.tiling<{br = 16 : i64, bc = 32 : i64}>, num_heads = 4 : i64, num_kv_heads = 2 : i64, causal = false, scale = 1.250000e-01 : f32} : (tensor<1x4x16x8xf16>, tensor<1x2x32x8xf16>, tensor<1x2x32x8xf16>) -> tensor<1x4x16x8xf16>
   %tr = nn.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x8xf32>) -> tensor<8x2xf32>
   %rsh = nn.reshape %x : (tensor<2x8xf32>) -> tensor<4x4xf32>
   %exp2 = nn.expand %y : (tensor<1x8xf32>) -> tensor<3x8xf32>
