@@ -171,7 +171,7 @@ builtin.module {{
     ascend.copy %x, %a : {gm(s)}, {ub(s)}
     ascend.copy %y, %b : {gm(s)}, {ub(s)}
     ascend.pipe_barrier ALL
-    ascend.vcmp "gt" %a, %b, %m : {ub(s)}, {ub(s)}, {ub(s, "i1")}
+    ascend.vcmp gt %a, %b, %m : {ub(s)}, {ub(s)}, {ub(s, "i1")}
     ascend.vdup %z {{scalar = -1.0 : f64}} : {ub(s)}
     ascend.vmuls %a, %r {{scalar = 3.0 : f64}} : {ub(s)}, {ub(s)}
     ascend.vadds %r, %r {{scalar = 0.5 : f64}} : {ub(s)}, {ub(s)}

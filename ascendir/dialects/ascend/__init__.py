@@ -28,6 +28,8 @@ from ascendir.dialects.ascend.attrs import (
     TILING_ATTR,
     BarrierPipe,
     BarrierPipeAttr,
+    CmpPredicate,
+    CmpPredicateAttr,
     CoreType,
     CoreTypeAttr,
     Layout,
@@ -131,5 +133,5 @@ Ascend = Dialect(
         *VECTOR_OPS.values(), VcastOp, VcmpOp, VselOp, VdupOp, VtransposeOp, VarangeOp, GatherRowsOp,
         SetFlagOp, WaitFlagOp, PipeBarrierOp,
     ],
-    [MemSpaceAttr, PipeAttr, BarrierPipeAttr, CoreTypeAttr, LayoutAttr, TilingAttr],
+    [MemSpaceAttr, PipeAttr, BarrierPipeAttr, CoreTypeAttr, LayoutAttr, TilingAttr, CmpPredicateAttr],
 )

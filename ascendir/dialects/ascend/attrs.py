@@ -149,6 +149,24 @@ class TilingAttr(ParametrizedAttribute):
                 raise VerifyException(f"#ascend.tiling: {k} = {attr_text(v)} must be an integer")
 
 
+class CmpPredicate(StrEnum):
+    """The comparison of an `ascend.vcmp` (Ascend C Compare's CMPMODE: EQ, NE, LT, LE, GT, GE)."""
+
+    EQ = "eq"
+    NE = "ne"
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+
+
+@irdl_attr_definition
+class CmpPredicateAttr(EnumAttribute[CmpPredicate], SpacedOpaqueSyntaxAttribute):
+    """`#ascend<cmp gt>`; ascend.vcmp prints it bare: `ascend.vcmp gt %a, %b, %m`."""
+
+    name = "ascend.cmp"
+
+
 def memref_type(shape: Sequence[int], elem: Attribute, space: MemSpace, layout: Attribute | None = None) -> MemRefType:
     """`memref<shape x elem, #ascend<space ...>>`."""
     return _memref_type(tuple(shape), elem, space, layout)

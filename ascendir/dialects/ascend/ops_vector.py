@@ -35,7 +35,7 @@ from xdsl.irdl import (
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
-from ascendir.dialects.ascend.attrs import SUBBLOCK_ATTR, MemSpace, Pipe, space_of
+from ascendir.dialects.ascend.attrs import SUBBLOCK_ATTR, CmpPredicate, CmpPredicateAttr, MemSpace, Pipe, space_of
 from ascendir.dialects.ascend.placement import RunsOn, Unit
 from ascendir.dialects.cast_mode import cast_mode, verify_cast_mode
 
@@ -447,21 +447,20 @@ class VcastOp(VectorOp):
 
 @irdl_op_definition
 class VcmpOp(VectorOp):
-    """dest (i1) = lhs <cmp> rhs with cmp in eq, ne, lt, le, gt, ge."""
+    """dest (i1) = lhs <cmp> rhs with cmp (#ascend.cmp) in eq, ne, lt, le, gt, ge; lhs and rhs
+    broadcast to dest."""
 
     name = "ascend.vcmp"
     lhs = operand_def(MemRefType)
     rhs = operand_def(MemRefType)
     dest = operand_def(MemRefType)
-    cmp = prop_def(StringAttr)
+    cmp = prop_def(CmpPredicateAttr)
     assembly_format = "$cmp $lhs `,` $rhs `,` $dest attr-dict `:` type($lhs) `,` type($rhs) `,` type($dest)"
 
     def __init__(self, cmp: str, lhs: SSAValue, rhs: SSAValue, dst: SSAValue):
-        super().__init__(operands=[lhs, rhs, dst], properties={"cmp": StringAttr(cmp)})
+        super().__init__(operands=[lhs, rhs, dst], properties={"cmp": CmpPredicateAttr(CmpPredicate(cmp))})
 
     def verify_shapes(self) -> None:
-        if self.cmp.data not in ("eq", "ne", "lt", "le", "gt", "ge"):
-            raise VerifyException(f"ascend.vcmp: unknown predicate {self.cmp.data}")
         for v in (self.lhs, self.rhs):
             if not _broadcasts_to(v.type.get_shape(), self.dest.type.get_shape()):
                 raise VerifyException("ascend.vcmp: operand does not broadcast to dest")

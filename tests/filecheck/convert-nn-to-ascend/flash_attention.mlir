@@ -18,12 +18,12 @@
 // CHECK-NEXT:    ascend.set_flag FIX -> M
 // CHECK-NEXT:    ascend.set_flag FIX -> MTE2, {{[0-9]}} {units = "aic->aiv"}
 // CHECK-NEXT:    ascend.set_flag FIX -> MTE2, {{[0-9]}} {units = "aic->aiv1"
-// CHECK:         ascend.vcmp "gt"
+// CHECK:         ascend.vcmp gt
 // CHECK:         ascend.vsel
 // CHECK:         ascend.vreduce_max
 // CHECK:         ascend.vexp
 // CHECK:         ascend.set_flag MTE3 -> MTE2, {{[0-9]}} {units = "aiv->aic"}
-// CHECK:         ascend.vcmp "gt"{{.*}}subblock = 1
+// CHECK:         ascend.vcmp gt{{.*}}subblock = 1
 // CHECK:         ascend.vsel{{.*}}subblock = 1
 // CHECK:         ascend.vreduce_max{{.*}}subblock = 1
 // CHECK:         ascend.vexp{{.*}}subblock = 1

@@ -66,6 +66,18 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // -----
 
+// CHECK: Expected `eq`, `ne`, `lt`, `le`, `gt`, or `ge`.
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
+    %a = ascend.alloc : memref<16x64xf32, #ascend<space ub>>
+    %m = ascend.alloc : memref<16x64xi1, #ascend<space ub>>
+    ascend.vcmp lg %a, %a, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xi1, #ascend<space ub>>
+    ascend.return
+  }
+}
+
+// -----
+
 // CHECK: Expected `nd`, `nd2nz`, or `nz2nd`.
 builtin.module attributes {ascend.arch = "dav-c220"} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {

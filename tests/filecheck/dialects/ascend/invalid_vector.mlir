@@ -72,24 +72,12 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // -----
 
-// CHECK: ascend.vcmp: unknown predicate lg
-builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
-    %a = ascend.alloc : memref<16x64xf32, #ascend<space ub>>
-    %m = ascend.alloc : memref<16x64xi1, #ascend<space ub>>
-    ascend.vcmp "lg" %a, %a, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xi1, #ascend<space ub>>
-    ascend.return
-  }
-}
-
-// -----
-
 // CHECK: ascend.vcmp: operand does not broadcast to dest
 builtin.module attributes {ascend.arch = "dav-c220"} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<16x64xf32, #ascend<space ub>>
     %m = ascend.alloc : memref<8x64xi1, #ascend<space ub>>
-    ascend.vcmp "lt" %a, %a, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<8x64xi1, #ascend<space ub>>
+    ascend.vcmp lt %a, %a, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<8x64xi1, #ascend<space ub>>
     ascend.return
   }
 }

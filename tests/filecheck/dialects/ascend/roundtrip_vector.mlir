@@ -2,7 +2,8 @@
 // RUN: ascendir-opt %s --print-op-generic | ascendir-opt | filecheck %s
 
 // Round trip of every vector op (ops_vector.py): the 20 unary, 11 binary, 5 scalar and 4 reduce
-// ops, vcast, vcmp, vsel, vdup, vtranspose, varange, and a declared subblock.
+// ops, vcast, vcmp (its #ascend<cmp> predicate printed bare), vsel, vdup, vtranspose, varange, and a
+// declared subblock.
 
 // CHECK:      builtin.module attributes {ascend.arch = "dav-c220"} {
 // CHECK-NEXT: ascend.kernel @vec() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
@@ -54,7 +55,7 @@
 // CHECK-NEXT: ascend.vreduce_min %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vreduce_prod %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vcast %a, %h : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf16, #ascend<space ub>>
-// CHECK-NEXT: ascend.vcmp "lt" %a, %b, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xi1, #ascend<space ub>>
+// CHECK-NEXT: ascend.vcmp lt %a, %b, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xi1, #ascend<space ub>>
 // CHECK-NEXT: ascend.vsel %m, %a, %b, %b : memref<16x64xi1, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vdup %b {scalar = -1.000000e+00 : f64} : memref<16x64xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vtranspose %a, %t {perm = [1 : i64, 0 : i64]} : memref<16x64xf32, #ascend<space ub>>, memref<64x16xf32, #ascend<space ub>>
@@ -114,7 +115,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
     ascend.vreduce_min %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
     ascend.vreduce_prod %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
     ascend.vcast %a, %h : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf16, #ascend<space ub>>
-    ascend.vcmp "lt" %a, %b, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xi1, #ascend<space ub>>
+    ascend.vcmp lt %a, %b, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xi1, #ascend<space ub>>
     ascend.vsel %m, %a, %b, %b : memref<16x64xi1, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
     ascend.vdup %b {scalar = -1.000000e+00 : f64} : memref<16x64xf32, #ascend<space ub>>
     ascend.vtranspose %a, %t {perm = [1 : i64, 0 : i64]} : memref<16x64xf32, #ascend<space ub>>, memref<64x16xf32, #ascend<space ub>>
