@@ -1,4 +1,4 @@
-"""The ffn template (lowering/ffn.py): fuse-ffn regions become `ffn_up` (gate and up sharing
+"""The ffn template (templates/ffn.py): fuse-ffn regions become `ffn_up` (gate and up sharing
 each A tile, activation [and product] on the vector unit, h written once) + `ffn_down`, and
 compute what the body means (run_nn), on 910B (mix kernel) and 910A (coupled core, f16)."""
 

@@ -36,7 +36,7 @@ def test_unforced_plan_is_the_cost_models(tmp_path):
     out = tmp_path / "a.mlir"
     assert run_cli("compile", MLP, "-o", out).exit_code == 0
     (plan,) = _plans(out.read_text())
-    assert plan.startswith("fused:")  # mlp_small's FFN: the fused kernel (lowering/ffn.py docstring)
+    assert plan.startswith("fused:")  # mlp_small's FFN: the fused kernel (templates/ffn.py docstring)
 
 
 def test_forced_tiling_is_obeyed_by_the_ffn_kernels(tmp_path):
