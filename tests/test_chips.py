@@ -25,9 +25,8 @@ DOC = ROOT / "docs" / "hardware-reference.md"
 
 # Where an architecture may be told by its name: the hardware layer (ChipArch, the loader) and the
 # `ascend` dialect's copy-path table, which the verifier reads by a module's `ascend.arch` string
-# without the hardware layer above it (dialects/ascend.py COPY_PATHS, moving to
-# dialects/ascend/placement.py).
-NAME_ALLOWED = ("ascendir/hardware/", "ascendir/dialects/ascend/placement.py", "ascendir/dialects/ascend.py")
+# without the hardware layer above it (dialects/ascend/placement.py COPY_PATHS).
+NAME_ALLOWED = ("ascendir/hardware/", "ascendir/dialects/ascend/placement.py")
 # An architecture ("dav-c220") or chip ("ascend910b2", "ascend910_93", "ascend310p") name.
 NAME = re.compile(r"^(dav-[a-z]\d+\w*|ascend\d{3}\w*)$")
 

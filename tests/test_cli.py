@@ -207,7 +207,7 @@ def test_ir_that_fails_to_verify(tmp_path: Path) -> None:
     p.write_text(
         "func.func @main(%a: memref<32x32xf16, #ascend<space ub>>, %b: memref<32x32xf16, #ascend<space l0b>>,"
         " %c: memref<32x32xf32, #ascend<space l0c>>) {\n"
-        "  ascend.mmad %a, %b, %c {init = 1 : i64} : memref<32x32xf16, #ascend<space ub>>,"
+        "  ascend.mmad %a, %b, %c {init = true} : memref<32x32xf16, #ascend<space ub>>,"
         " memref<32x32xf16, #ascend<space l0b>>, memref<32x32xf32, #ascend<space l0c>>\n"
         "  func.return\n}\n"
     )

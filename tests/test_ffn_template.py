@@ -1,4 +1,4 @@
-"""The ffn template (lowering/ffn.py): fuse-ffn regions become `ffn_up` (gate and up sharing
+"""The ffn template (templates/ffn.py): fuse-ffn regions become `ffn_up` (gate and up sharing
 each A tile, activation [and product] on the vector unit, h written once) + `ffn_down`, and
 compute what the body means (run_nn), on 910B (mix kernel) and 910A (coupled core, f16)."""
 
@@ -157,7 +157,7 @@ def test_unmatched_body_falls_back_per_projection() -> None:
     x, g = _t(dt, 8, 16), _t(dt, 8, 32)
     text = f"""builtin.module {{
 func.func @main(%x: {x}, %w1: {_t(dt, 16, 32)}, %w2: {_t(dt, 32, 16)}) -> {x} {{
-  %y = nn.fused(%x, %w1, %w2) {{kind = "ffn"}} : ({x}, {_t(dt, 16, 32)}, {_t(dt, 32, 16)}) -> {x} {{
+  %y = nn.fused(%x, %w1, %w2) {{kind = #nn.fused_kind<ffn>}} : ({x}, {_t(dt, 16, 32)}, {_t(dt, 32, 16)}) -> {x} {{
   ^bb0(%a: {x}, %b: {_t(dt, 16, 32)}, %c: {_t(dt, 32, 16)}):
     %h = nn.matmul %a, %b : ({x}, {_t(dt, 16, 32)}) -> {g}
     %t = nn.tanh %h : ({g}) -> {g}

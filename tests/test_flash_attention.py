@@ -329,7 +329,7 @@ def test_each_aiv_has_its_own_ub() -> None:
     def kernel(sub: int) -> str:
         attr = f"{{subblock = {sub} : i64}} " if sub else ""
         return f"""builtin.module {{
-  ascend.kernel @k() attributes {{block_dim = 1 : i64, core_type = "mix"}} {{
+  ascend.kernel @k() attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<mix>}} {{
     %a = ascend.alloc : {ub}
     %b = ascend.alloc {attr}: {ub}
     ascend.vdup %a {{scalar = 1.0 : f64}} : {ub}

@@ -268,7 +268,7 @@ def _ring3(tiles: int) -> str:
     gs = "memref<32x128xf16, strided<[128, 1], offset: ?>, #ascend<space gm>>"
     us = "memref<32x128xf16, strided<[128, 1], offset: ?>, #ascend<space ub>>"
     return f"""builtin.module attributes {{ascend.arch = "dav-c220"}} {{
-  ascend.kernel @ring3(%x: {g}, %z: {g}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @ring3(%x: {g}, %z: {g}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %ring = ascend.alloc : memref<96x128xf16, #ascend<space ub>>
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index

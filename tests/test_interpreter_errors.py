@@ -21,7 +21,7 @@ def gm(shape, dt="f32"):
 def kernel(body: str, allocs: str = "", core_type: str = "aiv", shape=(8, 32)) -> str:
     return f"""
 builtin.module {{
-  ascend.kernel @bad(%x: {gm(shape)}, %y: {gm(shape)}) attributes {{block_dim = 2 : i64, core_type = "{core_type}"}} {{
+  ascend.kernel @bad(%x: {gm(shape)}, %y: {gm(shape)}) attributes {{block_dim = 2 : i64, core_type = #ascend.core_type<{core_type}>}} {{
 {allocs}
 {body}
     ascend.return
@@ -85,7 +85,7 @@ def test_barrier_all_while_a_pipe_waits_for_a_later_set_is_a_deadlock():
     ascend.set_flag MTE2 -> V, 0"""
     ok = kernel(body.format(barrier=""), f"    %t = ascend.alloc : {UB}")
     simulate(parse(ok), None, {}, HW, timing_only=True)
-    bad = kernel(body.format(barrier='    ascend.pipe_barrier "ALL"\n'), f"    %t = ascend.alloc : {UB}")
+    bad = kernel(body.format(barrier='    ascend.pipe_barrier ALL\n'), f"    %t = ascend.alloc : {UB}")
     with pytest.raises(AscendirError, match=r"deadlock in kernel @bad \(block 0\): ascend.wait_flag MTE2 -> V, 0 never "
                                             r"returns: ascend.pipe_barrier ALL waits for"):
         simulate(parse(bad), None, {}, HW, timing_only=True)

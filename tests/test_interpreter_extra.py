@@ -56,7 +56,7 @@ def test_register_op():
     s = (4, 16)
     text = f"""
 builtin.module {{
-  ascend.kernel @k(%x: {gm(s)}, %y: {gm(s)}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @k(%x: {gm(s)}, %y: {gm(s)}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %a = ascend.alloc : {ub(s)}
     ascend.copy %x, %a : {gm(s)}, {ub(s)}
     ascend.set_flag MTE2 -> V, 0
@@ -87,22 +87,22 @@ builtin.module {{
 
 MIX = f"""
 builtin.module attributes {{ascend.arch = "dav-c220"}} {{
-  ascend.kernel @mm_relu(%a: {gm((32, 32), "f16")}, %b: {gm((32, 32), "f16")}, %w: {gm((32, 32))}, %y: {gm((32, 32))}) attributes {{block_dim = 1 : i64, core_type = "mix"}} {{
+  ascend.kernel @mm_relu(%a: {gm((32, 32), "f16")}, %b: {gm((32, 32), "f16")}, %w: {gm((32, 32))}, %y: {gm((32, 32))}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<mix>}} {{
     %l1a = ascend.alloc : memref<32x32xf16, #ascend<space l1>>
     %l1b = ascend.alloc : memref<32x32xf16, #ascend<space l1>>
     %l0a = ascend.alloc : memref<32x32xf16, #ascend<space l0a>>
     %l0b = ascend.alloc : memref<32x32xf16, #ascend<space l0b>>
     %l0c = ascend.alloc : memref<32x32xf32, #ascend<space l0c>>
     %u = ascend.alloc : {ub((32, 32))}
-    ascend.copy %a, %l1a {{layout = "nd2nz"}} : {gm((32, 32), "f16")}, memref<32x32xf16, #ascend<space l1>>
-    ascend.copy %b, %l1b {{layout = "nd2nz"}} : {gm((32, 32), "f16")}, memref<32x32xf16, #ascend<space l1>>
+    ascend.copy %a, %l1a {{layout = #ascend.layout<nd2nz>}} : {gm((32, 32), "f16")}, memref<32x32xf16, #ascend<space l1>>
+    ascend.copy %b, %l1b {{layout = #ascend.layout<nd2nz>}} : {gm((32, 32), "f16")}, memref<32x32xf16, #ascend<space l1>>
     ascend.set_flag MTE2 -> MTE1, 0
     ascend.wait_flag MTE2 -> MTE1, 0
     ascend.copy %l1a, %l0a : memref<32x32xf16, #ascend<space l1>>, memref<32x32xf16, #ascend<space l0a>>
     ascend.copy %l1b, %l0b : memref<32x32xf16, #ascend<space l1>>, memref<32x32xf16, #ascend<space l0b>>
     ascend.set_flag MTE1 -> M, 0
     ascend.wait_flag MTE1 -> M, 0
-    ascend.mmad %l0a, %l0b, %l0c {{init = 1 : i64}} : memref<32x32xf16, #ascend<space l0a>>, memref<32x32xf16, #ascend<space l0b>>, memref<32x32xf32, #ascend<space l0c>>
+    ascend.mmad %l0a, %l0b, %l0c {{init = true}} : memref<32x32xf16, #ascend<space l0a>>, memref<32x32xf16, #ascend<space l0b>>, memref<32x32xf32, #ascend<space l0c>>
     ascend.set_flag M -> FIX, 0
     ascend.wait_flag M -> FIX, 0
     ascend.copy %l0c, %w : memref<32x32xf32, #ascend<space l0c>>, {gm((32, 32))}
@@ -147,12 +147,12 @@ def test_mixed_kernel_units_and_cross_unit_flags():
 def test_host_views_and_subviews():
     text = f"""
 builtin.module {{
-  ascend.kernel @neg(%x: {gm((4, 8))}, %y: {gm((4, 8))}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @neg(%x: {gm((4, 8))}, %y: {gm((4, 8))}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %u = ascend.alloc : {ub((4, 8))}
     ascend.copy %x, %u : {gm((4, 8))}, {ub((4, 8))}
-    ascend.pipe_barrier "ALL"
+    ascend.pipe_barrier ALL
     ascend.vneg %u, %u : {ub((4, 8))}, {ub((4, 8))}
-    ascend.pipe_barrier "ALL"
+    ascend.pipe_barrier ALL
     ascend.copy %u, %y : {ub((4, 8))}, {gm((4, 8))}
     ascend.return
   }}
@@ -250,7 +250,7 @@ def test_negative_cost_from_a_registered_op_raises():
     s = (4, 16)
     text = f"""
 builtin.module {{
-  ascend.kernel @k(%x: {gm(s)}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @k(%x: {gm(s)}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %a = ascend.alloc : {ub(s)}
     testx.vtriple %a, %a : {ub(s)}, {ub(s)}
     ascend.return

@@ -76,7 +76,7 @@ def test_other_pipes_run_while_one_is_held():
     gm = "memref<8x32xf32, #ascend<space gm>>"
     ub = "memref<8x32xf32, #ascend<space ub>>"
     text = f"""builtin.module {{
-  ascend.kernel @k(%x: {gm}, %y: {gm}, %w: {gm}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @k(%x: {gm}, %y: {gm}, %w: {gm}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %a = ascend.alloc : {ub}
     %b = ascend.alloc : {ub}
     ascend.wait_flag MTE2 -> V, 0
@@ -158,7 +158,7 @@ def test_chained_holds_release_in_program_order_of_each_pipe():
     gm = "memref<8x32xf32, #ascend<space gm>>"
     ub = "memref<8x32xf32, #ascend<space ub>>"
     text = f"""builtin.module {{
-  ascend.kernel @k(%x: {gm}, %x2: {gm}, %y: {gm}, %w: {gm}) attributes {{block_dim = 2 : i64, core_type = "aiv"}} {{
+  ascend.kernel @k(%x: {gm}, %x2: {gm}, %y: {gm}, %w: {gm}) attributes {{block_dim = 2 : i64, core_type = #ascend.core_type<aiv>}} {{
     %a = ascend.alloc : {ub}
     %b = ascend.alloc : {ub}
     %c = ascend.alloc : {ub}
@@ -201,7 +201,7 @@ def test_loop_that_leaves_a_pipe_held_is_not_memoised():
     gm = "memref<64x32xf32, #ascend<space gm>>"
     ub = "memref<64x32xf32, #ascend<space ub>>"
     text = f"""builtin.module {{
-  ascend.kernel @k(%x: {gm}, %y: {gm}) attributes {{block_dim = 4 : i64, core_type = "aiv"}} {{
+  ascend.kernel @k(%x: {gm}, %y: {gm}) attributes {{block_dim = 4 : i64, core_type = #ascend.core_type<aiv>}} {{
     %a = ascend.alloc : {ub}
     %b = ascend.alloc : {ub}
     %c0 = arith.constant 0 : index

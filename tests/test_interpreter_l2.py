@@ -26,12 +26,12 @@ def _negate_twice(rows: int) -> str:
     g, u = _gm((rows, 64)), _ub((rows, 64))
     return f"""
 builtin.module {{
-  ascend.kernel @neg(%y: {g}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @neg(%y: {g}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %u = ascend.alloc : {u}
     ascend.copy %y, %u : {g}, {u}
-    ascend.pipe_barrier "ALL"
+    ascend.pipe_barrier ALL
     ascend.vneg %u, %u : {u}, {u}
-    ascend.pipe_barrier "ALL"
+    ascend.pipe_barrier ALL
     ascend.copy %u, %y : {u}, {g}
     ascend.return
   }}
@@ -117,10 +117,10 @@ def _store_three_times(rows: int, same_tile: bool) -> str:
     )
     return f"""
 builtin.module {{
-  ascend.kernel @st(%x: {g}, %y: {out}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @st(%x: {g}, %y: {out}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %u = ascend.alloc : {u}
     ascend.copy %x, %u : {g}, {u}
-    ascend.pipe_barrier "ALL"
+    ascend.pipe_barrier ALL
 {body}
     ascend.return
   }}
@@ -167,7 +167,7 @@ def test_fixpipe_rewrite_runs_at_the_l2_write_rate():
         copies = "\n".join(f"    ascend.copy %c, %y : {c}, {g}" for _ in range(n))
         return f"""
 builtin.module {{
-  ascend.kernel @k(%y: {g}) attributes {{block_dim = 1 : i64, core_type = "aic"}} {{
+  ascend.kernel @k(%y: {g}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aic>}} {{
     %c = ascend.alloc : {c}
 {copies}
     ascend.return

@@ -64,7 +64,7 @@ def _rewrites(period: int):
     gm = "memref<4096x256xf16, #ascend<space gm>>"
     sv = "memref<16x256xf16, strided<[256, 1], offset: ?>, #ascend<space gm>>"
     return parse(f"""builtin.module {{
-  ascend.kernel @w(%z: {gm}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @w(%z: {gm}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
     %cP = arith.constant {period} : index

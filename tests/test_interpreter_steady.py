@@ -61,7 +61,7 @@ def _extra_work_in_last_iteration():
     # may skip it only as what it is, so tile ops and cycles must still match the full run
     ub = "memref<64x256xf16, #ascend<space ub>>"
     return parse(f"""builtin.module {{
-  ascend.kernel @k() attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @k() attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %a = ascend.alloc : {ub}
     %b = ascend.alloc : {ub}
     %c0 = arith.constant 0 : index

@@ -31,7 +31,7 @@ def dyn(dt, stride):
 
 SOFTMAX = f"""
 builtin.module {{
-  ascend.kernel @softmax(%x: {gm((30, 100))}, %y: {gm((30, 100))}) attributes {{block_dim = 3 : i64, core_type = "aiv"}} {{
+  ascend.kernel @softmax(%x: {gm((30, 100))}, %y: {gm((30, 100))}) attributes {{block_dim = 3 : i64, core_type = #ascend.core_type<aiv>}} {{
     %c0 = arith.constant 0 : index
     %c8 = arith.constant 8 : index
     %c30 = arith.constant 30 : index
@@ -92,7 +92,7 @@ def _unary_module(op: str, shape, dt: str, out_dt: str | None = None) -> str:
     out_dt = out_dt or dt
     return f"""
 builtin.module {{
-  ascend.kernel @k(%x: {gm(shape, dt)}, %y: {gm(shape, out_dt)}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @k(%x: {gm(shape, dt)}, %y: {gm(shape, out_dt)}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %a = ascend.alloc : {ub(shape, dt)}
     %b = ascend.alloc : {ub(shape, out_dt)}
     ascend.copy %x, %a : {gm(shape, dt)}, {ub(shape, dt)}
@@ -161,7 +161,7 @@ def test_cmp_select_dup_scalar_transpose():
     t = (32, 4)
     text = f"""
 builtin.module {{
-  ascend.kernel @k(%x: {gm(s)}, %y: {gm(s)}, %o: {gm(s)}, %ot: {gm(t)}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @k(%x: {gm(s)}, %y: {gm(s)}, %o: {gm(s)}, %ot: {gm(t)}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %a = ascend.alloc : {ub(s)}
     %b = ascend.alloc : {ub(s)}
     %m = ascend.alloc : {ub(s, "i1")}
@@ -170,14 +170,14 @@ builtin.module {{
     %tr = ascend.alloc : {ub(t)}
     ascend.copy %x, %a : {gm(s)}, {ub(s)}
     ascend.copy %y, %b : {gm(s)}, {ub(s)}
-    ascend.pipe_barrier "ALL"
-    ascend.vcmp "gt" %a, %b, %m : {ub(s)}, {ub(s)}, {ub(s, "i1")}
+    ascend.pipe_barrier ALL
+    ascend.vcmp gt %a, %b, %m : {ub(s)}, {ub(s)}, {ub(s, "i1")}
     ascend.vdup %z {{scalar = -1.0 : f64}} : {ub(s)}
     ascend.vmuls %a, %r {{scalar = 3.0 : f64}} : {ub(s)}, {ub(s)}
     ascend.vadds %r, %r {{scalar = 0.5 : f64}} : {ub(s)}, {ub(s)}
     ascend.vsel %m, %r, %z, %r : {ub(s, "i1")}, {ub(s)}, {ub(s)}, {ub(s)}
     ascend.vtranspose %r, %tr {{perm = [1, 0]}} : {ub(s)}, {ub(t)}
-    ascend.pipe_barrier "ALL"
+    ascend.pipe_barrier ALL
     ascend.copy %r, %o : {ub(s)}, {gm(s)}
     ascend.copy %tr, %ot : {ub(t)}, {gm(t)}
     ascend.return
@@ -201,11 +201,11 @@ builtin.module {{
 def test_gather_rows_with_negative_indices():
     text = f"""
 builtin.module {{
-  ascend.kernel @emb(%tab: {gm((10, 16))}, %ids: {gm((6, 1), "i32")}, %out: {gm((6, 16))}) attributes {{block_dim = 1 : i64, core_type = "aiv"}} {{
+  ascend.kernel @emb(%tab: {gm((10, 16))}, %ids: {gm((6, 1), "i32")}, %out: {gm((6, 16))}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %iu = ascend.alloc : {ub((6, 1), "i32")}
     %d = ascend.alloc : {ub((6, 16))}
     ascend.copy %ids, %iu : {gm((6, 1), "i32")}, {ub((6, 1), "i32")}
-    ascend.pipe_barrier "MTE2"
+    ascend.pipe_barrier MTE2
     ascend.gather_rows %tab, %iu, %d : {gm((10, 16))}, {ub((6, 1), "i32")}, {ub((6, 16))}
     ascend.set_flag MTE2 -> MTE3, 0
     ascend.wait_flag MTE2 -> MTE3, 0

@@ -39,7 +39,7 @@ def _strided_writes(offset: str) -> str:
     gm = "memref<1024x256xf16, #ascend<space gm>>"
     sv = "memref<16x256xf16, strided<[256, 1], offset: ?>, #ascend<space gm>>"
     return f"""builtin.module {{
-  ascend.kernel @w(%x: {gm}, %z: {gm}) attributes {{block_dim = 4 : i64, core_type = "aiv"}} {{
+  ascend.kernel @w(%x: {gm}, %z: {gm}) attributes {{block_dim = 4 : i64, core_type = #ascend.core_type<aiv>}} {{
     %c0 = arith.constant 0 : index
     %c2 = arith.constant 2 : index
     %c4 = arith.constant 4 : index

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from xdsl.utils.exceptions import ParseError
 from xdsl.dialects import scf
 from xdsl.ir import Block
 from xdsl.passes import PassPipeline
@@ -129,10 +130,12 @@ func.func @main(%x: tensor<2x4xf32> {onnx.name = "x"}) -> (tensor<2x4xf32> {onnx
     check(text, {"x": rand((2, 4))}, exact=True)
 
 
-def test_unknown_fused_kind_lowers_its_body():
+def test_declining_fused_template_lowers_its_body():
+    """A region whose kind's template declines (conv_activation around no conv) lowers its body op by
+    op. (Kinds are a closed enum now: a kind no template knows is a parse error.)"""
     text = """
 func.func @main(%x: tensor<3x16xf32> {onnx.name = "x"}) -> (tensor<3x16xf32> {onnx.name = "y"}) {
-  %y = nn.fused(%x) {kind = "no_template_for_this"} : (tensor<3x16xf32>) -> tensor<3x16xf32> {
+  %y = nn.fused(%x) {kind = #nn.fused_kind<conv_activation>} : (tensor<3x16xf32>) -> tensor<3x16xf32> {
   ^bb0(%a: tensor<3x16xf32>):
     %e = nn.exp %a : (tensor<3x16xf32>) -> tensor<3x16xf32>
     %r = nn.add %e, %a : (tensor<3x16xf32>, tensor<3x16xf32>) -> tensor<3x16xf32>
@@ -143,6 +146,8 @@ func.func @main(%x: tensor<3x16xf32> {onnx.name = "x"}) -> (tensor<3x16xf32> {on
     lowered = check(text, {"x": rand((3, 16))})
     names = [op.sym_name.data for op in lowered.ops if isinstance(op, ascend.KernelOp)]
     assert names == ["exp_0", "add_0"]
+    with pytest.raises(ParseError, match="Expected `matmul_epilogue`"):
+        parse(text.replace("<conv_activation>", "<no_template_for_this>"))
 
 
 def test_output_that_is_an_input_or_a_weight():

@@ -68,7 +68,7 @@ def test_norm_matmul_matches_reference(target, dt, layer, rows, late_bias):
     h, nq, nkv = 96, 160, 48
     dtype = np.float16 if dt == "f16" else np.float32
     text = fused(qkv_text(rows, h, nq, nkv, dt, layer, late_bias))
-    assert text.count("nn.fused") == 1 and 'kind = "norm_matmul"' in text
+    assert text.count("nn.fused(") == 1 and 'kind = #nn.fused_kind<norm_matmul>' in text
     tol = dict(rtol=2e-2, atol=2e-2) if dt == "f16" else {}
     lowered = check(text, {"x": rand((1, rows, h), dtype)}, _weights(h, nq, nkv, dtype), target=target, **tol)
     names = [op.sym_name.data for op in lowered.ops if isinstance(op, ascend.KernelOp)]
@@ -101,7 +101,7 @@ func.func @main(%x: tensor<1x40x96xf16> {onnx.name = "x"}, %s: tensor<40x48xf16>
   func.return %y, %r, %p : tensor<40x200xf16>, tensor<40x48xf16>, tensor<40x48xf16>
 }"""
     text = fused(text)
-    assert text.count('kind = "norm_matmul"') == 2
+    assert text.count('kind = #nn.fused_kind<norm_matmul>') == 2
     w = _weights(96, 200, 48, np.float16)
     weights = {"g": w["g"], "b": w["b"], "w": w["wq"], "c": rand((200,), np.float16, seed=9), "w2": w["wk"]}
     inputs = {"x": rand((1, 40, 96), np.float16), "s": rand((40, 48), np.float16, seed=8)}

@@ -84,7 +84,7 @@ def test_ir_text_attention_tile_is_respected():
     """A hand-written `ascend.tiling` survives choose-tiling (without --tiling) and lowering uses it."""
     b, hq, hkv, sq, skv, d, dv, causal, mask = CASES["noncausal_d128_multiblock_tail"]
     fused = print_ir(nn_module(attention_ir(b, hq, hkv, sq, skv, d, dv, causal, mask), "fuse-attention"))
-    text = fused.replace("nn.attention %0, %1, %2 {", "nn.attention %0, %1, %2 {ascend.tiling = {br = 16 : i64, bc = 48 : i64}, ", 1)
+    text = fused.replace("nn.attention %0, %1, %2 {", "nn.attention %0, %1, %2 {ascend.tiling = #ascend.tiling<{br = 16 : i64, bc = 48 : i64}>, ", 1)
     assert text != fused
     module = nn_module(text, "choose-tiling")
     assert attention_fields(attention(module).attributes[TILING_ATTR]) == {"br": 16, "bc": 48}
@@ -109,7 +109,7 @@ def test_forced_attention_tile_that_does_not_fit():
     assert not any(s.misfit(HW, r, c) is None for r in range(16, 129, 16) for c in range(16, 161, 16) if r * c > br * bc)
     # IR text with the same tile fails the same way at lowering, not silently decomposed
     fused = print_ir(nn_module(text, "fuse-attention"))
-    bad = nn_module(fused.replace("nn.attention %0, %1, %2 {", "nn.attention %0, %1, %2 {ascend.tiling = {br = 128 : i64, bc = 160 : i64}, ", 1), "")
+    bad = nn_module(fused.replace("nn.attention %0, %1, %2 {", "nn.attention %0, %1, %2 {ascend.tiling = #ascend.tiling<{br = 128 : i64, bc = 160 : i64}>, ", 1), "")
     with pytest.raises(AscendirError, match=r"tiling br=128,bc=160 needs .* largest tile that fits: br="):
         lower(bad, WeightStore(), "ascend910b2")
 
@@ -127,7 +127,7 @@ def test_cli_tiling_applies_each_kind_to_its_own_op(tmp_path):
     out = tmp_path / "nn.mlir"
     r = run_cli("compile", src, "--emit", "nn", "--tiling", "m=64,br=16,bc=32", "-o", out)
     assert r.exit_code == 0, r.output
-    assert "ascend.tiling = {br = 16 : i64, bc = 32 : i64}" in out.read_text()
+    assert "ascend.tiling = #ascend.tiling<{br = 16 : i64, bc = 32 : i64}>" in out.read_text()
     assert "choose-tiling: 1 attention (0 searched, 0 candidates scored)" in r.output
     assert_clean_error(run_cli("compile", src, "--tiling", "br=128,bc=4096,br=16"), "key 'br' given twice")
     big = tmp_path / "big.mlir"

@@ -36,7 +36,7 @@ def test_unforced_plan_is_the_cost_models(tmp_path):
     out = tmp_path / "a.mlir"
     assert run_cli("compile", MLP, "-o", out).exit_code == 0
     (plan,) = _plans(out.read_text())
-    assert plan.startswith("fused:")  # mlp_small's FFN: the fused kernel (lowering/ffn.py docstring)
+    assert plan.startswith("fused:")  # mlp_small's FFN: the fused kernel (templates/ffn.py docstring)
 
 
 def test_forced_tiling_is_obeyed_by_the_ffn_kernels(tmp_path):
@@ -55,8 +55,8 @@ def test_forced_tiling_is_obeyed_by_the_ffn_kernels(tmp_path):
 
 def _edit(nn_ir: Path, tmp_path: Path, node: str, fields: str) -> Path:
     text = nn_ir.read_text()
-    new, n = re.subn(r'(nn\.matmul [^{]*)\{onnx\.node = "' + re.escape(node) + r'"(, ascend\.tiling = \{[^}]*\})?\}',
-                     lambda m: f'{m.group(1)}{{onnx.node = "{node}", ascend.tiling = {{{fields}}}}}', text)
+    new, n = re.subn(r'(nn\.matmul [^{]*)\{onnx\.node = "' + re.escape(node) + r'"(, ascend\.tiling = #ascend\.tiling<\{[^}]*\}>)?\}',
+                     lambda m: f'{m.group(1)}{{onnx.node = "{node}", ascend.tiling = #ascend.tiling<{{{fields}}}>}}', text)
     assert n == 1
     out = tmp_path / "e.mlir"
     out.write_text(new)

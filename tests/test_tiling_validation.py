@@ -61,7 +61,7 @@ def test_bad_tiling_fields_fail_up_front_in_every_path(spec, why, tmp_path):
 def test_bad_attention_attribute_is_a_user_error(entry):
     module = Parser(make_context(), ATT).parse_module()
     run_passes(module, parse_pipeline("fuse-attention", "O0"))
-    text = print_ir(module).replace("nn.attention %0, %1, %2 {", f"nn.attention %0, %1, %2 {{ascend.tiling = {{{entry}}}, ", 1)
+    text = print_ir(module).replace("nn.attention %0, %1, %2 {", f"nn.attention %0, %1, %2 {{ascend.tiling = #ascend.tiling<{{{entry}}}>, ", 1)
     assert "ascend.tiling" in text
     module = Parser(make_context(), text).parse_module()
     with pytest.raises(AscendirError, match=r"ascend\.tiling.*must be >= 1"):

@@ -23,7 +23,7 @@ from ascendir.api.outputs import atomic_write
 INSTALL_HINT = "pip install 'ascendir[plots]'"
 FORMATS = ("png", "svg")
 MAX_CORES = 4  # timeline rows: the first cores only (SPMD blocks look alike); all pipes of each
-SYNC = "sync"  # category of interpreter/trace.py's set_flag / wait_flag slices (not drawn as work)
+SYNC = "sync"  # category of interpreter/report/trace.py's set_flag / wait_flag slices (not drawn as work)
 LABELED = 8  # roofline: names of the costliest kernels
 PIPE_COLORS = {"S": "#7f7f7f", "V": "#2ca02c", "M": "#d62728", "MTE1": "#9467bd", "MTE2": "#1f77b4",
                "MTE3": "#ff7f0e", "FIX": "#8c564b"}

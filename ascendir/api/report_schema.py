@@ -1,4 +1,4 @@
-"""The shape of a simulation report (interpreter/report.py) as data, and the check of a JSON
+"""The shape of a simulation report (interpreter/report/report.py) as data, and the check of a JSON
 document against it.
 
 `ascendir report` renders and draws a hand-edited or foreign file only after `check(REPORT, data)`

@@ -13,7 +13,6 @@ driver.
 """
 
 from ascendir.costmodel.ops import (
-    AIC_SPACES,
     LEVELS,
     CostEnv,
     CostFactory,
@@ -35,7 +34,7 @@ from ascendir.costmodel.ops import (
 )
 
 __all__ = [
-    "AIC_SPACES", "LEVELS", "CostEnv", "CostFactory", "CostFn", "OpCost", "bandwidth_bound_cycles", "builtin_costs", "copy",
+    "LEVELS", "CostEnv", "CostFactory", "CostFn", "OpCost", "bandwidth_bound_cycles", "builtin_costs", "copy",
     "copy_path", "copy_startup", "gather_rows", "mmad", "mmad_cycles", "space_unit", "varange", "vector", "vector_cycles",
     "vector_rate_class",
 ]

@@ -2,7 +2,7 @@
 intermediates into an arena, and the GM footprint of a lowered module against the target's HBM.
 
 The analysis plan-memory writes into the IR (`offset` on each `ascend.alloc`,
-`ascend.gm_footprint` on @main; transforms/plan_memory.py has the full description) and the
+`ascend.gm_footprint` on @main; transforms/ascend/plan_memory.py has the full description) and the
 interpreter checks capacity with before it runs a module (on a clone: it never changes the IR
 it runs). Placement is first fit, largest buffer first; buffers whose lifetimes
 (buffer_lifetimes.live_intervals) do not overlap share bytes.

@@ -31,6 +31,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import Pipe, copy_pipe, space_of
+from ascendir.dialects.ascend.placement import space_unit as placement_space_unit
 from ascendir.dtypes import bits, packed_nbytes
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
@@ -40,7 +41,6 @@ LEVELS = ("gm_read", "gm_write", "l1", "l0a", "l0b", "l0c", "ub", "bt", "fb", "l
 # "l2_hit": bytes of gm_read served by L2 (a subset of gm_read; L2 model "tile" or "hit").
 # "l2_write": bytes of gm_write that rewrote a tile still dirty in L2 (a subset of gm_write; L2
 # model "tile"): the write-back L2 absorbs them, HBM sees the tile once (a scratch workspace).
-AIC_SPACES = frozenset({"l1", "l0a", "l0b", "l0c", "bt", "fb"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +143,8 @@ CostFactory = Callable[[Operation, CostEnv], CostFn]
 
 
 def space_unit(space: str) -> str:
-    """The unit owning a memory space on a split (910B) chip."""
-    return "aic" if space in AIC_SPACES else "aiv"
+    """The unit owning a memory space on a split (910B) chip (placement.space_unit)."""
+    return placement_space_unit(space).value
 
 
 def copy_path(op: ascend.CopyOp, target: HardwareConfig) -> tuple[str, str, Pipe]:

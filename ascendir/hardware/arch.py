@@ -51,7 +51,7 @@ class ChipArch:
         if self.split_cores and self.l0c_out is not L0COut.FIXPIPE:
             raise ValueError(f"{self.name}: split cube/vector cores need L0C out by FixPipe")
         # the matmul template adds a row bias from BT on the FixPipe path and in UB on the UB path
-        # (lowering/matmul.py _BiasStage); FixPipe without BT would need a third way
+        # (templates/matmul.py _BiasStage); FixPipe without BT would need a third way
         if self.fixpipe and not self.bias_table:
             raise ValueError(f"{self.name}: the templates add a bias on the FixPipe path from BT: needs bias_table")
 

@@ -53,7 +53,7 @@ def matmul_ir(
     l1a_s = f"memref<{tm}x{tk}x{in_dtype}, strided<[{l1_k}, 1], offset: ?>, #ascend<space l1>>"
     l1b_s = f"memref<{tk}x{tn}x{in_dtype}, strided<[{tn}, 1], offset: ?>, #ascend<space l1>>"
     l0c = _buf((tm, tn), "f32", "l0c")
-    relu_attr = " {relu = 1 : i64}" if relu else ""
+    relu_attr = " {relu = true}" if relu else ""
 
     def par(body, iv: str, ind: str, name: str) -> str:
         """`body(parity, indent)` for buffer 0/1 chosen by the parity of `iv`."""
@@ -77,9 +77,9 @@ def matmul_ir(
 {ind}ascend.set_flag MTE1 -> M, {q}
 {ind}ascend.wait_flag MTE1 -> M, {q}
 {ind}scf.if %first{p} {{
-{ind}  ascend.mmad %l0a{q}, %l0b{q}, %l0c {{init = 1 : i64}} : {l0a}, {l0b}, {l0c}
+{ind}  ascend.mmad %l0a{q}, %l0b{q}, %l0c {{init = true}} : {l0a}, {l0b}, {l0c}
 {ind}}} else {{
-{ind}  ascend.mmad %l0a{q}, %l0b{q}, %l0c {{init = 0 : i64}} : {l0a}, {l0b}, {l0c}
+{ind}  ascend.mmad %l0a{q}, %l0b{q}, %l0c {{init = false}} : {l0a}, {l0b}, {l0c}
 {ind}}}
 {ind}ascend.set_flag M -> MTE1, {q}"""
 
@@ -90,8 +90,8 @@ def matmul_ir(
 {ind}ascend.wait_flag MTE1 -> MTE2, {p}
 {ind}%asub{p} = memref.subview %a[%m0, %k0] [%ms, %ks] [1, 1] : {a_t} to {_dyn_gm(in_dtype, k)}
 {ind}%bsub{p} = memref.subview %b[%k0, %n0] [%ks, %ns] [1, 1] : {b_t} to {_dyn_gm(in_dtype, n)}
-{ind}ascend.copy %asub{p}, %l1a{p} {{layout = "nd2nz"}} : {_dyn_gm(in_dtype, k)}, {l1a}
-{ind}ascend.copy %bsub{p}, %l1b{p} {{layout = "nd2nz"}} : {_dyn_gm(in_dtype, n)}, {l1b}
+{ind}ascend.copy %asub{p}, %l1a{p} {{layout = #ascend.layout<nd2nz>}} : {_dyn_gm(in_dtype, k)}, {l1a}
+{ind}ascend.copy %bsub{p}, %l1b{p} {{layout = #ascend.layout<nd2nz>}} : {_dyn_gm(in_dtype, n)}, {l1b}
 {ind}ascend.set_flag MTE2 -> MTE1, {p}
 {ind}ascend.wait_flag MTE2 -> MTE1, {p}
 {ind}%nin{p} = arith.ceildivsi %ks, %cTK : index
@@ -113,7 +113,7 @@ def matmul_ir(
     drain = "\n".join(f"    ascend.wait_flag MTE1 -> MTE2, {p}\n    ascend.wait_flag M -> MTE1, {p}" for p in range(nbuf))
     nk = -(-k // l1_k)
     return f"""builtin.module attributes {{ascend.arch = "{arch}"}} {{
-  ascend.kernel @matmul(%a: {a_t}, %b: {b_t}, %c: {c_t}) attributes {{block_dim = {block_dim} : i64, core_type = "aic"}} {{
+  ascend.kernel @matmul(%a: {a_t}, %b: {b_t}, %c: {c_t}) attributes {{block_dim = {block_dim} : i64, core_type = #ascend.core_type<aic>}} {{
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
     %c2 = arith.constant 2 : index
@@ -207,7 +207,7 @@ def add_ir(rows: int, cols: int, tile_rows: int, block_dim: int = 48, dtype: str
     prime = "\n".join(f"    ascend.set_flag MTE3 -> MTE2, {p}" for p in range(nbuf))
     drain = "\n".join(f"    ascend.wait_flag MTE3 -> MTE2, {p}" for p in range(nbuf))
     return f"""builtin.module {{
-  ascend.kernel @add(%x: {t}, %y: {t}, %z: {t}) attributes {{block_dim = {block_dim} : i64, core_type = "aiv"}} {{
+  ascend.kernel @add(%x: {t}, %y: {t}, %z: {t}) attributes {{block_dim = {block_dim} : i64, core_type = #ascend.core_type<aiv>}} {{
     %c0 = arith.constant 0 : index
     %c2 = arith.constant 2 : index
     %cR = arith.constant {rows} : index

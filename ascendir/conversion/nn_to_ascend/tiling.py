@@ -13,7 +13,7 @@ import re
 import time
 from dataclasses import dataclass, field, replace
 
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, i64
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Attribute, Operation
 
 from ascendir.hardware.align import aligned_bytes
@@ -26,8 +26,8 @@ from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.costmodel import CostEnv, bandwidth_bound_cycles, copy_startup, mmad_cycles
+from ascendir.dialects.ascend import TILING_ATTR, TilingAttr
 
-TILING_ATTR = "ascend.tiling"
 FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle")
 # Fields of an nn.attention's tiling (flash_attention template): query rows per head per item, keys per block.
 ATTENTION_FIELDS = ("br", "bc")
@@ -66,8 +66,8 @@ class Tiling:
     def k_l1(self) -> int:
         return self.k * self.l1_depth
 
-    def to_attr(self) -> DictionaryAttr:
-        return DictionaryAttr({f: IntegerAttr(getattr(self, f), i64) for f in FIELDS})
+    def to_attr(self) -> TilingAttr:
+        return TilingAttr({f: getattr(self, f) for f in FIELDS})
 
     def text(self) -> str:
         return ",".join(f"{f}={getattr(self, f)}" for f in FIELDS)
@@ -581,8 +581,8 @@ def _fields(attr: Attribute | None, allowed: tuple[str, ...], what: str) -> dict
         return None
     # `what` names the op: its kind, or the caller's description (`nn.matmul #3 ('/0/Gemm')`)
     where = f"{TILING_ATTR} of {what}" if what in ("nn.matmul", "nn.attention") else f"{what}: {TILING_ATTR}"
-    if not isinstance(attr, DictionaryAttr):
-        raise AscendirError(f"{where} must be a dictionary {{{' = .., '.join(allowed)} = ..}}, got {attr}")
+    if not isinstance(attr, TilingAttr):
+        raise AscendirError(f"{where} must be a #ascend.tiling<{{...}}> dictionary {{{' = .., '.join(allowed)} = ..}}, got {attr}")
     out = {}
     for key, v in attr.data.items():
         if key not in allowed or not isinstance(v, IntegerAttr):
@@ -610,8 +610,8 @@ def attention_fields(attr: Attribute | None, what: str = "nn.attention") -> dict
     return _fields(attr, ATTENTION_FIELDS, what)
 
 
-def attention_attr(br: int, bc: int) -> DictionaryAttr:
-    return DictionaryAttr({"br": IntegerAttr(br, i64), "bc": IntegerAttr(bc, i64)})
+def attention_attr(br: int, bc: int) -> TilingAttr:
+    return TilingAttr({"br": br, "bc": bc})
 
 
 def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: bool = False):

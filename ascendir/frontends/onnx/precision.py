@@ -6,7 +6,7 @@ values, `nn.weight` types) becomes the chosen type, and each f32 WeightStore ent
 types (integers, f64, bool) are left alone. What stays in f32 is decided by the lowering
 templates, not here: matmuls accumulate in f32 in L0C (FixPipe rounds on the way out), and the
 softmax / normalization templates compute their statistics (max, sum, mean, variance) in f32 on
-the vector unit (lowering/reduction.py `_stat_type`).
+the vector unit (templates/reduction.py `_stat_type`).
 """
 
 from __future__ import annotations

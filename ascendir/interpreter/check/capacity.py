@@ -105,5 +105,5 @@ def check_units(kernel: ascend.KernelOp, order: list[Operation], statics: dict, 
         if unit is not None and unit != core:
             raise AscendirError(
                 f"kernel @{kernel.sym_name.data} ({core}): {what} needs an {unit} core; {target.name} "
-                f"({target.arch}) has separate cube (aic) and vector (aiv) cores (use core_type = \"mix\")"
+                f"({target.arch}) has separate cube (aic) and vector (aiv) cores (use core_type = #ascend.core_type<mix>)"
             )

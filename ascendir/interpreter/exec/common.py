@@ -12,6 +12,7 @@ from xdsl.ir import Operation
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.costmodel import CostEnv
 from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES
+from ascendir.dialects.ascend.placement import default_unit
 from ascendir.interpreter.exec.walk import OpTree
 
 
@@ -49,10 +50,6 @@ def unit_of(pipe: str, unit: str | None, nunits: int, sub: int = 0) -> int:
     SUBBLOCK_ATTR, moves AIV work to the group's second AIV)."""
     if nunits == 1:
         return 0
-    if unit is not None:
-        return 0 if unit == "aic" else 1 + sub
-    if pipe in AIC_PIPES:
-        return 0
-    if pipe in AIV_PIPES or pipe == "MTE3":
-        return 1 + sub
-    return 0
+    if unit is None:  # no unit from the cost: the pipe's (placement.default_unit)
+        unit = default_unit(pipe)
+    return 0 if unit == "aic" else 1 + sub

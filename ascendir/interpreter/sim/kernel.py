@@ -20,7 +20,8 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import FLAG_UNITS_ATTR, space_of, subblock
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
-from ascendir.interpreter.exec.compiler import AIC_PIPES, AIV_PIPES, Compiler, KernelInfo, unit_of
+from ascendir.dialects.ascend.flag_placement import flag_units
+from ascendir.interpreter.exec.compiler import Compiler, KernelInfo, unit_of
 from ascendir.costmodel import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, space_unit
 from ascendir.interpreter.state import ACCT_SIZE, Frame, KernelRecord
 from ascendir.interpreter.accel import memo
@@ -43,62 +44,6 @@ def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None
     if _is_a(type(op), ascend.VectorOp):
         return "V", "aiv", False
     return None
-
-
-# Optional attribute of set_flag / wait_flag in a 910B mix kernel naming the units it connects,
-# "aic->aiv" / "aiv->aic" / "aic->aic" / "aiv->aiv", when the pipes alone (MTE2, MTE3, S exist on
-# both) leave it ambiguous. Without it the nearest op on the pipe decides (see flag_units).
-# (ascend.FLAG_UNITS_ATTR; the flag verifier checks its form)
-_UNIT_INDEX = {"aic": 0, "aiv": 1, "aiv0": 1, "aiv1": 2}
-UNIT_NAMES = ("aic", "aiv", "aiv1")  # unit index -> its name in FLAG_UNITS_ATTR
-
-
-def flag_units(order: list[Operation], placed: list[tuple[str, int] | None]) -> dict[Operation, tuple[int, int]]:
-    """(src unit, dst unit) of every flag op of a mixed kernel (units: 0 = AIC, 1 = AIV 0, 2 = AIV 1).
-
-    `order` is the kernel body in walk (program) order, `placed[i]` the (pipe, unit) of the tile
-    op order[i] or None. FLAG_UNITS_ATTR decides when present. Otherwise MTE2/MTE3/S exist on
-    both units: take the unit of the nearest op on that pipe (before a set, after a wait), else
-    the partner pipe's unit, else AIC. A set and its waits must agree: the first resolution of a
-    (src pipe, dst pipe, event) wins for every flag op of that triple (so one triple connects one
-    pair of units in a kernel). insert-sync resolves flags with this same rule."""
-    res: dict[Operation, tuple[int, int]] = {}
-
-    def fixed(p: str) -> int | None:
-        return 0 if p in AIC_PIPES else 1 if p in AIV_PIPES else None
-
-    def nearest(i: int, p: str, step: int) -> int | None:
-        j = i + step
-        while 0 <= j < len(order):
-            if placed[j] is not None and placed[j][0] == p:
-                return placed[j][1]
-            j += step
-        return None
-
-    by_name: dict[tuple[str, str, int], tuple[int, int]] = {}
-    for i, o in enumerate(order):
-        if not _is_a(type(o), ascend.FlagOp):
-            continue
-        s, d = o.src.data, o.dst.data
-        hint = o.attributes.get(FLAG_UNITS_ATTR)
-        if hint is not None:  # explicit "aic->aiv" etc. (cross-unit hand-offs of mix kernels)
-            su, du = (_UNIT_INDEX[u] for u in hint.data.split("->"))
-            res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
-            continue
-        su = fixed(s)
-        if su is None:
-            su = nearest(i, s, -1)
-            su = nearest(i, s, +1) if su is None else su
-        du = fixed(d)
-        if du is None:
-            du = nearest(i, d, +1)
-            du = nearest(i, d, -1) if du is None else du
-        if su is None:
-            su = du if du is not None else 0
-        if du is None:
-            du = su
-        res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
-    return res
 
 
 def _body_key(op: ascend.KernelOp, ops: list[Operation] | None = None) -> tuple:

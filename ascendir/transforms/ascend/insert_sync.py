@@ -8,12 +8,12 @@ within a pipe, set_flag -> its matching wait_flag (flags match first-in first-ou
 event)), pipe_barrier ALL. Planned buffers (plan-memory `offset`) are compared by their bytes in
 the space (per AIV for UB: each has its own), so two buffers that share bytes are ordered too.
 
-910B mix kernels (core_type = "mix" on dav-c220, or a module naming no arch): a block is one AIC
+910B mix kernels (core_type = #ascend.core_type<mix> on dav-c220, or a module naming no arch): a block is one AIC
 and one or two AIVs, each with its own pipes, so a pipe here is a (unit, pipe) slot: copies run on
 the unit owning their on-chip space (L1/L0A/L0B/L0C/BT/FB: AIC, UB: AIV), mmad on the AIC,
 vector ops and gather_rows on an AIV, `subblock = 1` marks AIV 1's ops (interpreter
 compiler.unit_of). Existing flags connect the units the interpreter gives them
-(interpreter/kernel.py flag_units: the `units` attribute, else the nearest op on the pipe). The
+(dialects/ascend/flag_placement.py: the `units` attribute, else the nearest op on the pipe). The
 same analysis then finds conflicts within each unit and across units; the units share no buffer
 but GM, so the latter are GM hand-offs (FixPipe L0C -> GM then MTE2 GM -> UB; MTE3 UB -> GM then
 MTE2 GM -> L1) and the WARs of reused workspaces. Every flag inserted in a mix kernel names its
@@ -81,15 +81,14 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import CoreType, MemSpace, Pipe, copy_pipe, module_arch, space_of, subblock
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe, module_arch, space_of, subblock
+from ascendir.dialects.ascend.flag_placement import UNIT_NAMES, flag_units
+from ascendir.dialects.ascend.placement import Unit, default_unit, placement
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
-from ascendir.costmodel import space_unit
 from ascendir.costmodel.buffer_lifetimes import dropped_dims as _dropped_dims, ranges_overlap as _overlap
 from ascendir.dialects.ascend import FLAG_UNITS_ATTR
 from ascendir.hardware.config import arch_named
-from ascendir.interpreter.exec.compiler import unit_of
-from ascendir.interpreter.sim.kernel import UNIT_NAMES, flag_units
 from ascendir.session import session_of
 from ascendir.transforms.ascend.ir_level import require_ascend_ir
 
@@ -133,33 +132,25 @@ class Conflict:
 
 
 def op_pipe(op: Operation, arch: str | None) -> Pipe | None:
-    """The pipe a memory-touching op runs on, None for ops that touch no buffer."""
-    if isinstance(op, ascend.CopyOp):
-        return copy_pipe(space_of(op.source), space_of(op.dest), arch)
-    if isinstance(op, ascend.MmadOp):
-        return Pipe.M
-    if isinstance(op, ascend.GatherRowsOp):
-        return Pipe.MTE2
-    if isinstance(op, ascend.VectorOp):
-        return Pipe.V
-    if isinstance(op, (memref.LoadOp, memref.StoreOp)):
-        return Pipe.S
-    return None
+    """The pipe a memory-touching op runs on (`placement`), None for ops that touch no buffer
+    (flags and barriers run on a pipe but touch none).
+
+    Raises:
+        VerifyException: a copy whose path `arch` lacks."""
+    if isinstance(op, (ascend.FlagOp, ascend.PipeBarrierOp)):
+        return None
+    p = placement(op, arch)
+    return None if p is None else p.pipe
 
 
 def op_unit(op: Operation, pipe: Pipe) -> int:
     """The unit of a 910B mix kernel that runs `op` on `pipe` (0 = AIC, 1 = AIV 0, 2 = AIV 1), as
-    the interpreter places it (compiler.unit_of): copies by their on-chip space, mmad on the AIC,
-    vector ops and gather_rows on an AIV (`subblock` = 1: AIV 1), scalar loads/stores on the AIC."""
-    unit = None
-    if isinstance(op, ascend.CopyOp):
-        src, dst = space_of(op.source), space_of(op.dest)
-        unit = space_unit((src if src != MemSpace.GM else dst).value)
-    elif isinstance(op, ascend.MmadOp):
-        unit = "aic"
-    elif isinstance(op, (ascend.VectorOp, ascend.GatherRowsOp)):
-        unit = "aiv"
-    return unit_of(pipe.value, unit, 3, subblock(op))
+    the interpreter places it (compiler.unit_of): the unit `placement` gives (copies by their
+    on-chip space, mmad on the AIC, vector ops and gather_rows on an AIV; `subblock` = 1: AIV 1),
+    else the pipe's default unit (scalar loads/stores on the AIC)."""
+    p = placement(op)
+    unit = p.unit if p is not None and p.unit is not None else default_unit(pipe)
+    return 0 if unit is Unit.AIC else 1 + subblock(op)
 
 
 def split_units(kernel: ascend.KernelOp, arch: str | None = None) -> bool:
@@ -218,7 +209,7 @@ class _Run:
     arch: str | None
     block_idx: int
     by_unit: bool = False  # a mix kernel on split cores: pipes are (unit, pipe) slots
-    units: dict = field(default_factory=dict)  # flag op -> (src unit, dst unit) (kernel.flag_units)
+    units: dict = field(default_factory=dict)  # flag op -> (src unit, dst unit) (flag_placement.flag_units)
     env: dict = field(default_factory=dict)
     vc: dict = field(default_factory=dict)  # (unit, pipe) -> {(unit, pipe): epoch}
     queues: dict = field(default_factory=dict)  # (src slot, dst slot, event) -> [clock]
@@ -461,7 +452,7 @@ def conflicts(kernel: ascend.KernelOp, executed: set | None = None, arch: str | 
     """Unordered cross-pipe conflicts of `kernel` (see the module docstring); None when the kernel
     is not analysed (data-dependent control flow). `executed` receives the flag ops the analysis
     ran. In a 910B mix kernel a pipe is a (unit, pipe) slot and flags connect the units
-    kernel.flag_units gives them, as in the interpreter. `arch`: the module's `ascend.arch`
+    flag_placement.flag_units gives them, as in the interpreter. `arch`: the module's `ascend.arch`
     (read from the enclosing module when None; a detached clone has none)."""
     arch = module_arch(kernel) if arch is None else arch
     by_unit = split_units(kernel, arch)
@@ -506,7 +497,7 @@ def _anchor(a: Operation, b: Operation, kernel: Operation) -> tuple[Operation, O
 
 def _flag_units(kernel: ascend.KernelOp, arch: str | None) -> dict:
     """flag op -> (src unit, dst unit) of a split mix kernel, by the interpreter's rule
-    (kernel.flag_units; scalar loads/stores are not placed there either)."""
+    (flag_placement.flag_units; scalar loads/stores are not placed there either)."""
     order = list(kernel.body.walk())
     placed = []
     for o in order:
@@ -526,7 +517,7 @@ def _used_events(kernel: ascend.KernelOp) -> dict[tuple[str, str], set[int]]:
 def _handoff_only(kernel: ascend.KernelOp, key: tuple[str, str, int], units: tuple[int, int], resolved: dict) -> bool:
     """Every flag op of `key` is a hand-off (a set immediately followed by its wait): no set of
     the event is ever outstanding across other ops, so another hand-off may use it too -- between
-    the same units (`resolved`: kernel.flag_units of a split mix kernel, else empty), since one
+    the same units (`resolved`: flag_placement.flag_units of a split mix kernel, else empty), since one
     (src, dst, event) connects one pair of units in a kernel."""
     for op in kernel.walk():
         if not isinstance(op, ascend.FlagOp) or (op.src.data, op.dst.data, op.event.value.data) != key:

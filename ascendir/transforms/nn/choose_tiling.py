@@ -7,8 +7,8 @@ share, `bandwidth_bound_cycles` for the chip floor, the copy start-ups of `_copy
 mmad formula of `cost.mmad`, the launch head of the target), with the L2 residency window of
 interpreter/l2.py. No candidate is simulated. The best one is recorded on the op as
 
-    nn.matmul ... {ascend.tiling = {m = 128 : i64, n = 256 : i64, k = 64 : i64, l1_depth = 4 : i64,
-                                    split_k = 1 : i64, swizzle = 4 : i64}}
+    nn.matmul ... {ascend.tiling = #ascend.tiling<{m = 128 : i64, n = 256 : i64, k = 64 : i64, l1_depth = 4 : i64,
+                                    split_k = 1 : i64, swizzle = 4 : i64}>}
 
 which lowering/matmul.py obeys (IR text may set or edit it by hand; keys left out take the
 template's defaults). Fields, all in elements unless said:
@@ -46,11 +46,11 @@ not apply to ffn_up, which visits its tiles row-major), the down matmul's by `ff
 Without a forced tiling the pass records none on the gate/up matmuls, so lowering/ffn.py's
 planner still chooses between the fused kernel and the two kernels.
 
-Flash attention: for every `nn.attention` inside an `nn.fused {kind = "flash_attention"}` the
+Flash attention: for every `nn.attention` inside an `nn.fused {kind = #nn.fused_kind<flash_attention>}` the
 pass scores the template's (Br, Bc) tiles that fit with lowering/flash_attention.py's
 `estimate_cycles` (its `search`; Br query rows per head per item, Bc keys per block) and records
 
-    nn.attention ... {ascend.tiling = {br = 64 : i64, bc = 256 : i64}}
+    nn.attention ... {ascend.tiling = #ascend.tiling<{br = 64 : i64, bc = 256 : i64}>}
 
 which the template obeys (IR text may set it; a missing one of the two is searched). An attention
 no tile fits is left without it (lowering decomposes it); a forced one that does not fit fails

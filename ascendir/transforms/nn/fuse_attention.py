@@ -1,4 +1,4 @@
-"""`fuse-attention`: `nn.attention` → `nn.fused {kind = "flash_attention"}` (one op in the body).
+"""`fuse-attention`: `nn.attention` → `nn.fused {kind = #nn.fused_kind<flash_attention>}` (one op in the body).
 
 The region's meaning is its body (the nn.attention), so nothing changes numerically; what changes
 is the lowering: the `flash_attention` template (lowering/flash_attention.py) computes the
@@ -49,7 +49,7 @@ def supported(att: nn.AttentionOp) -> bool:
 @dataclass(frozen=True)
 class FuseAttention(ModulePass):
     """Wrap every top-level nn.attention the flash template supports in
-    nn.fused {kind = "flash_attention"}."""
+    nn.fused {kind = #nn.fused_kind<flash_attention>}."""
 
     name = "fuse-attention"
 

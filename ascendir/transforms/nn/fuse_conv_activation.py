@@ -1,5 +1,5 @@
 """`fuse-conv-activation`: Conv (its bias included, and a BatchNormalization already folded into
-it by fold-batchnorm) + ReLU / ReLU6 / SiLU → `nn.fused {kind = "conv_activation"}`.
+it by fold-batchnorm) + ReLU / ReLU6 / SiLU → `nn.fused {kind = #nn.fused_kind<conv_activation>}`.
 
 Matched, when the convolution's result has no other user (else the pre-activation must reach GM
 anyway):
@@ -29,7 +29,7 @@ KIND = "conv_activation"
 
 @dataclass(frozen=True)
 class FuseConvActivation(ModulePass):
-    """Wrap conv2d + ReLU / ReLU6 / SiLU in nn.fused {kind = "conv_activation"}."""
+    """Wrap conv2d + ReLU / ReLU6 / SiLU in nn.fused {kind = #nn.fused_kind<conv_activation>}."""
 
     name = "fuse-conv-activation"
 

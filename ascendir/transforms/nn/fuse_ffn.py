@@ -1,4 +1,4 @@
-"""`fuse-ffn`: a transformer feed-forward block → `nn.fused {kind = "ffn"}`.
+"""`fuse-ffn`: a transformer feed-forward block → `nn.fused {kind = #nn.fused_kind<ffn>}`.
 
 Matched (every intermediate used only inside the block, weights 2-D [K, N] so the block is a
 per-row map of its input x [..., H]):
@@ -147,7 +147,7 @@ def match_experts(down: nn.MatmulOp) -> list[Operation] | None:
 @dataclass(frozen=True)
 class FuseFFN(ModulePass):
     """Wrap gated (SwiGLU) and plain (MatMul → act → MatMul) feed-forward blocks in
-    nn.fused {kind = "ffn"}."""
+    nn.fused {kind = #nn.fused_kind<ffn>}."""
 
     name = "fuse-ffn"
 

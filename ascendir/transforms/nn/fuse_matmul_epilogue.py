@@ -1,5 +1,5 @@
 """`fuse-matmul-epilogue`: MatMul (or the Gemm form MatMul + bias) + row-bias add + ReLU / GELU /
-SiLU + residual add → `nn.fused {kind = "matmul_epilogue"}`.
+SiLU + residual add → `nn.fused {kind = #nn.fused_kind<matmul_epilogue>}`.
 
 Matched chains (each link only when the value it consumes has no other user, so nothing is
 computed twice and no intermediate must still reach GM):
@@ -33,7 +33,7 @@ from ascendir.dialects import nn
 @dataclass(frozen=True)
 class FuseMatmulEpilogue(ModulePass):
     """Fuse matmul + row bias + ReLU/GELU/SiLU + residual chains into
-    nn.fused {kind = "matmul_epilogue"}."""
+    nn.fused {kind = #nn.fused_kind<matmul_epilogue>}."""
 
     name = "fuse-matmul-epilogue"
 

@@ -100,7 +100,7 @@ def _gather_next_to(norm: Operation, ops: list[Operation]) -> bool:
 @dataclass(frozen=True)
 class FuseNormMatmul(ModulePass):
     """Wrap RMSNorm / LayerNorm + the MatMuls (Q/K/V, gate/up) that are its only consumers in
-    nn.fused {kind = "norm_matmul"}."""
+    nn.fused {kind = #nn.fused_kind<norm_matmul>}."""
 
     name = "fuse-norm-matmul"
 

@@ -5,7 +5,7 @@
 // an embedding gather (index tile to UB, then gather_rows), and reshapes as free views.
 
 // CHECK-LABEL: ascend.kernel @transpose_0
-// CHECK-SAME:    core_type = "aiv"
+// CHECK-SAME:    core_type = #ascend.core_type<aiv>
 // CHECK:         ascend.copy %{{.*}}, %[[IN:.*]] : memref<2x[[S:[0-9]+]]x4x16xf32, strided<[2048, 64, 16, 1], offset: ?>, #ascend<space gm>>, memref<2x[[S]]x4x16xf32, #ascend<space ub>>
 // CHECK:         ascend.vtranspose %[[IN]], %[[OUT:.*]] {perm = [0 : i64, 2 : i64, 1 : i64, 3 : i64]} : memref<2x[[S]]x4x16xf32, #ascend<space ub>>, memref<2x4x[[S]]x16xf32, #ascend<space ub>>
 // CHECK:         ascend.copy %[[OUT]], %{{.*}} : memref<2x4x[[S]]x16xf32, #ascend<space ub>>, memref<2x4x[[S]]x16xf32, strided<[2048, 512, 16, 1], offset: ?>, #ascend<space gm>>

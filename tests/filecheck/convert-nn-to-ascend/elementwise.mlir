@@ -6,7 +6,7 @@
 // one partial (arith.minsi boundary size; the UB tile stays full size).
 
 // CHECK-LABEL: ascend.kernel @add_0
-// CHECK-SAME:    (%[[X:.*]]: memref<6x40xf16, #ascend<space gm>>, %[[B:.*]]: memref<1x40xf16, #ascend<space gm>>, %[[Y:.*]]: memref<6x40xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "aiv"}
+// CHECK-SAME:    (%[[X:.*]]: memref<6x40xf16, #ascend<space gm>>, %[[B:.*]]: memref<1x40xf16, #ascend<space gm>>, %[[Y:.*]]: memref<6x40xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}
 // CHECK-DAG:     %[[UX:.*]] = ascend.alloc : memref<6x40xf16, #ascend<space ub>>
 // CHECK-DAG:     %[[UB:.*]] = ascend.alloc : memref<1x40xf16, #ascend<space ub>>
 // CHECK-DAG:     %[[UY:.*]] = ascend.alloc : memref<6x40xf16, #ascend<space ub>>

@@ -12,13 +12,13 @@
 
 // CHECK-LABEL: ascend.kernel @ffn_fused_0
 // CHECK-SAME:    %[[PART:[0-9]+]]: memref<[[NS:[0-9]+]]x512xf32, #ascend<space gm>>, %[[WSACC:[0-9]+]]: memref<{{[0-9]+}}x128xf32, #ascend<space gm>>, %[[WSH:[0-9]+]]: memref<{{[0-9]+}}x64xf16, #ascend<space gm>>)
-// CHECK-SAME:    core_type = "mix", ffn_plan = "fused: est fused {{[0-9]+}} vs two-kernel {{[0-9]+}} cycles (bm=16 bi=64
+// CHECK-SAME:    core_type = #ascend.core_type<mix>, ffn_plan = "fused: est fused {{[0-9]+}} vs two-kernel {{[0-9]+}} cycles (bm=16 bi=64
 // CHECK:         %[[H:.*]] = ascend.alloc : memref<16x64xf16, #ascend<space l1>>
 // CHECK:         ascend.set_flag MTE2 -> FIX, [[EW:[0-9]]] {units = "aiv->aic"}
 // CHECK-NEXT:    ascend.set_flag MTE2 -> FIX, [[EW]] {units = "aiv->aic"}
 // CHECK:         scf.for
 // CHECK:           ascend.wait_flag MTE2 -> FIX, [[EW]] {units = "aiv->aic"}
-// CHECK:           ascend.copy %{{.*}}, %{{.*}} {layout = "nz2nd"} : memref<16x64xf32, #ascend<space l0c>>, memref<16x64xf32, strided<[128, 1], offset: ?>, #ascend<space gm>>
+// CHECK:           ascend.copy %{{.*}}, %{{.*}} {layout = #ascend.layout<nz2nd>} : memref<16x64xf32, #ascend<space l0c>>, memref<16x64xf32, strided<[128, 1], offset: ?>, #ascend<space gm>>
 // CHECK:           ascend.set_flag FIX -> MTE2, [[ER:[0-9]]] {units = "aic->aiv"}
 // CHECK:           ascend.vsilu
 // CHECK-NEXT:      ascend.vmul
@@ -28,11 +28,11 @@
 // CHECK:           ascend.wait_flag MTE3 -> MTE2, [[EH]] {units = "aiv->aic"}
 // CHECK:           %[[SLOT:.*]] = memref.subview %[[WSH]]
 // CHECK:           %[[HV:.*]] = memref.subview %[[H]]
-// CHECK-NEXT:      ascend.copy %[[SLOT]], %[[HV]] {layout = "nd2nz"}
+// CHECK-NEXT:      ascend.copy %[[SLOT]], %[[HV]] {layout = #ascend.layout<nd2nz>}
 // CHECK:           ascend.mmad
-// CHECK:           ascend.copy %{{.*}}, %{{.*}} {layout = "nz2nd"} : memref<16x256xf32, #ascend<space l0c>>, memref<1x256xf32, strided<[512, 1], offset: ?>, #ascend<space gm>>
+// CHECK:           ascend.copy %{{.*}}, %{{.*}} {layout = #ascend.layout<nz2nd>} : memref<16x256xf32, #ascend<space l0c>>, memref<1x256xf32, strided<[512, 1], offset: ?>, #ascend<space gm>>
 // CHECK-LABEL: ascend.kernel @ffn_reduce_0
-// CHECK-SAME:    core_type = "aiv", ffn_plan = "fused:
+// CHECK-SAME:    core_type = #ascend.core_type<aiv>, ffn_plan = "fused:
 // CHECK:         ascend.copy %{{.*}}, %{{.*}} : memref<[[NS]]x256xf32, strided<[512, 1], offset: ?>, #ascend<space gm>>, memref<[[NS]]x256xf32, #ascend<space ub>>
 // CHECK:         ascend.vadd
 // CHECK:         ascend.vcast
@@ -43,7 +43,7 @@
 // CHECK:         ascend.launch @ffn_reduce_0
 
 // C100-LABEL: ascend.kernel @ffn_fused_0
-// C100-SAME:    core_type = "aic", ffn_plan = "fused:
+// C100-SAME:    core_type = #ascend.core_type<aic>, ffn_plan = "fused:
 // C100:         %[[H:.*]] = ascend.alloc : memref<16x64xf16, #ascend<space l1>>
 // C100:         ascend.vsilu
 // C100:         %[[HV:.*]] = memref.subview %[[H]]
@@ -53,7 +53,7 @@
 // C100-NOT:     ascend.alloc : memref<1x1376xf16
 
 func.func @main(%x: tensor<1x1x512xf16>, %wg: tensor<512x1376xf16>, %wu: tensor<512x1376xf16>, %wd: tensor<1376x512xf16>) -> tensor<1x1x512xf16> {
-  %y = nn.fused(%x, %wg, %wu, %wd) {kind = "ffn"} : (tensor<1x1x512xf16>, tensor<512x1376xf16>, tensor<512x1376xf16>, tensor<1376x512xf16>) -> tensor<1x1x512xf16> {
+  %y = nn.fused(%x, %wg, %wu, %wd) {kind = #nn.fused_kind<ffn>} : (tensor<1x1x512xf16>, tensor<512x1376xf16>, tensor<512x1376xf16>, tensor<1376x512xf16>) -> tensor<1x1x512xf16> {
   ^bb0(%a: tensor<1x1x512xf16>, %g: tensor<512x1376xf16>, %u: tensor<512x1376xf16>, %d: tensor<1376x512xf16>):
     %gt = nn.matmul %a, %g : (tensor<1x1x512xf16>, tensor<512x1376xf16>) -> tensor<1x1x1376xf16>
     %s = nn.silu %gt : (tensor<1x1x1376xf16>) -> tensor<1x1x1376xf16>

@@ -8,7 +8,7 @@
 // the parity of the loop index (scf.if); one L0C accumulator.
 
 // CHECK:      builtin.module attributes {ascend.arch = "dav-c220", ascend.target = "ascend910b2"}
-// CHECK:      ascend.kernel @matmul_0(%[[A:.*]]: memref<300x1100xf16, #ascend<space gm>>, %[[B:.*]]: memref<1100x1030xf16, #ascend<space gm>>, %[[C:.*]]: memref<300x1030xf16, #ascend<space gm>>) attributes {block_dim = 24 : i64, core_type = "aic"}
+// CHECK:      ascend.kernel @matmul_0(%[[A:.*]]: memref<300x1100xf16, #ascend<space gm>>, %[[B:.*]]: memref<1100x1030xf16, #ascend<space gm>>, %[[C:.*]]: memref<300x1030xf16, #ascend<space gm>>) attributes {block_dim = 24 : i64, core_type = #ascend.core_type<aic>}
 // CHECK:        %[[L1A0:.*]] = ascend.alloc : memref<128x256xf16, #ascend<space l1>>
 // CHECK-NEXT:   %[[L1A1:.*]] = ascend.alloc : memref<128x256xf16, #ascend<space l1>>
 // CHECK-NEXT:   %[[L1B0:.*]] = ascend.alloc : memref<256x128xf16, #ascend<space l1>>
@@ -42,9 +42,9 @@
 // CHECK:              %[[KS:.*]] = arith.minsi
 // CHECK-NEXT:         ascend.wait_flag MTE1 -> MTE2, 0
 // CHECK-NEXT:         %[[AS:.*]] = memref.subview %[[A]][%{{.*}}, %[[K1]]] [%[[MS]], %[[KS]]] [1, 1]
-// CHECK-NEXT:         ascend.copy %[[AS]], %[[L1A0]] {layout = "nd2nz"}
+// CHECK-NEXT:         ascend.copy %[[AS]], %[[L1A0]] {layout = #ascend.layout<nd2nz>}
 // CHECK-NEXT:         %[[BS:.*]] = memref.subview %[[B]][%[[K1]], %{{.*}}] [%[[KS]], %[[NS]]] [1, 1]
-// CHECK-NEXT:         ascend.copy %[[BS]], %[[L1B0]] {layout = "nd2nz"}
+// CHECK-NEXT:         ascend.copy %[[BS]], %[[L1B0]] {layout = #ascend.layout<nd2nz>}
 // CHECK-NEXT:         ascend.set_flag MTE2 -> MTE1, 0
 // CHECK-NEXT:         ascend.wait_flag MTE2 -> MTE1, 0
 // CHECK-NEXT:         scf.for %[[KK:.*]] = %{{.*}} to %[[KS]] step %{{.*}} {
@@ -59,9 +59,9 @@
 // CHECK-NEXT:             %[[KG:.*]] = arith.addi %[[K1]], %[[KK]]
 // CHECK-NEXT:             %[[FIRST:.*]] = arith.cmpi eq, %[[KG]]
 // CHECK-NEXT:             scf.if %[[FIRST]] {
-// CHECK-NEXT:               ascend.mmad %[[L0A0]], %[[L0B0]], %[[L0C]] {init = 1 : i64}
+// CHECK-NEXT:               ascend.mmad %[[L0A0]], %[[L0B0]], %[[L0C]] {init = true}
 // CHECK-NEXT:             } else {
-// CHECK-NEXT:               ascend.mmad %[[L0A0]], %[[L0B0]], %[[L0C]] {init = 0 : i64}
+// CHECK-NEXT:               ascend.mmad %[[L0A0]], %[[L0B0]], %[[L0C]] {init = false}
 // CHECK-NEXT:             }
 // CHECK-NEXT:             ascend.set_flag M -> MTE1, 0
 // CHECK-NEXT:           } else {
@@ -70,16 +70,16 @@
 // CHECK:                  ascend.copy %{{.*}}, %[[L0B1]]
 // CHECK-NEXT:             ascend.set_flag MTE1 -> M, 1
 // CHECK-NEXT:             ascend.wait_flag MTE1 -> M, 1
-// CHECK:                  ascend.mmad %[[L0A1]], %[[L0B1]], %[[L0C]] {init = 1 : i64}
-// CHECK:                  ascend.mmad %[[L0A1]], %[[L0B1]], %[[L0C]] {init = 0 : i64}
+// CHECK:                  ascend.mmad %[[L0A1]], %[[L0B1]], %[[L0C]] {init = true}
+// CHECK:                  ascend.mmad %[[L0A1]], %[[L0B1]], %[[L0C]] {init = false}
 // CHECK:                  ascend.set_flag M -> MTE1, 1
 // CHECK-NEXT:           }
 // CHECK-NEXT:         }
 // CHECK-NEXT:         ascend.set_flag MTE1 -> MTE2, 0
 // CHECK-NEXT:       } else {
 // CHECK:              ascend.wait_flag MTE1 -> MTE2, 1
-// CHECK:              ascend.copy %{{.*}}, %[[L1A1]] {layout = "nd2nz"}
-// CHECK:              ascend.copy %{{.*}}, %[[L1B1]] {layout = "nd2nz"}
+// CHECK:              ascend.copy %{{.*}}, %[[L1A1]] {layout = #ascend.layout<nd2nz>}
+// CHECK:              ascend.copy %{{.*}}, %[[L1B1]] {layout = #ascend.layout<nd2nz>}
 // CHECK-NEXT:         ascend.set_flag MTE2 -> MTE1, 1
 // CHECK-NEXT:         ascend.wait_flag MTE2 -> MTE1, 1
 // CHECK:              ascend.set_flag MTE1 -> MTE2, 1
@@ -88,7 +88,7 @@
 // CHECK-NEXT:     ascend.set_flag M -> FIX, 0
 // CHECK-NEXT:     ascend.wait_flag M -> FIX, 0
 // CHECK-NEXT:     %[[CS:.*]] = memref.subview %[[C]][%{{.*}}, %{{.*}}] [%[[MS]], %[[NS]]] [1, 1]
-// CHECK-NEXT:     ascend.copy %[[L0C]], %[[CS]] {layout = "nz2nd"} : memref<128x128xf32, #ascend<space l0c>>, memref<?x?xf16,
+// CHECK-NEXT:     ascend.copy %[[L0C]], %[[CS]] {layout = #ascend.layout<nz2nd>} : memref<128x128xf32, #ascend<space l0c>>, memref<?x?xf16,
 // CHECK-NEXT:     ascend.set_flag FIX -> M, 0
 // CHECK-NEXT:   }
 // Draining waits after the loop, one per slot:

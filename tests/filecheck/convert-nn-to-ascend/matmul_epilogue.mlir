@@ -7,7 +7,7 @@
 // 910A: L0C -> UB in f32, vadd of the bias row, activation, vcast, UB -> GM.
 
 // CHECK-LABEL: ascend.kernel @matmul_epilogue_0
-// CHECK-SAME:    core_type = "aic"
+// CHECK-SAME:    core_type = #ascend.core_type<aic>
 // CHECK:         %[[L0C:.*]] = ascend.alloc : memref<[[BM:[0-9]+]]x[[BN:[0-9]+]]xf32, #ascend<space l0c>>
 // CHECK-NEXT:    %[[L1BIAS:.*]] = ascend.alloc : memref<1x[[BN]]xf16, #ascend<space l1>>
 // CHECK-NEXT:    %[[BT:.*]] = ascend.alloc : memref<1x[[BN]]xf16, #ascend<space bt>>
@@ -19,16 +19,16 @@
 // CHECK-NEXT:      ascend.copy %[[L1BIAS]], %[[BT]]
 // CHECK-NEXT:      ascend.set_flag MTE1 -> M, [[EBT]]
 // CHECK:           ascend.wait_flag MTE1 -> M, [[EBT]]
-// CHECK:           ascend.mmad %{{.*}}, %{{.*}}, %{{.*}} bias(%[[BT]] : memref<1x[[BN]]xf16, #ascend<space bt>>) {init = 1 : i64}
+// CHECK:           ascend.mmad %{{.*}}, %{{.*}}, %{{.*}} bias(%[[BT]] : memref<1x[[BN]]xf16, #ascend<space bt>>) {init = true}
 // CHECK:           ascend.set_flag M -> MTE1, [[EBT]]
-// CHECK:           ascend.copy %{{.*}}, %{{.*}} {layout = "nz2nd", relu = 1 : i64} : memref<[[BM]]x[[BN]]xf32, #ascend<space l0c>>, memref<?x?xf16,
+// CHECK:           ascend.copy %{{.*}}, %{{.*}} {layout = #ascend.layout<nz2nd>, relu = true} : memref<[[BM]]x[[BN]]xf32, #ascend<space l0c>>, memref<?x?xf16,
 
 // CHECK-LABEL: ascend.kernel @matmul_epilogue_1
 // CHECK-SAME:    (%{{.*}}: memref<90x70xf16, #ascend<space gm>>, %{{.*}}: memref<70x150xf16, #ascend<space gm>>, %[[OUT:.*]]: memref<90x150xf16, #ascend<space gm>>, %{{.*}}: memref<1x150xf16, #ascend<space gm>>)
-// CHECK-SAME:    core_type = "mix"
+// CHECK-SAME:    core_type = #ascend.core_type<mix>
 // CHECK:         scf.for
 // CHECK:           ascend.mmad {{.*}} bias(
-// CHECK:           ascend.copy %{{.*}}, %[[PRE:.*]] {layout = "nz2nd"} : memref<[[BM2:[0-9]+]]x[[BN2:[0-9]+]]xf32, #ascend<space l0c>>
+// CHECK:           ascend.copy %{{.*}}, %[[PRE:.*]] {layout = #ascend.layout<nz2nd>} : memref<[[BM2:[0-9]+]]x[[BN2:[0-9]+]]xf32, #ascend<space l0c>>
 // CHECK-NEXT:      ascend.set_flag FIX -> M, 0
 // CHECK-NEXT:      ascend.set_flag FIX -> MTE2, 0
 // CHECK-NEXT:    }
@@ -43,7 +43,7 @@
 // CHECK:           ascend.copy %[[UOUT]], %[[TILE]]
 
 // C100-LABEL: ascend.kernel @matmul_epilogue_1
-// C100-SAME:    core_type = "aic"
+// C100-SAME:    core_type = #ascend.core_type<aic>
 // C100-NOT:     space bt
 // C100:         ascend.copy %{{.*}}, %[[ACC:.*]] : memref<[[CM:[0-9]+]]x[[CN:[0-9]+]]xf32, #ascend<space l0c>>, memref<[[CM]]x[[CN]]xf32, #ascend<space ub>>
 // C100-NEXT:    ascend.set_flag V -> M, 0
@@ -57,14 +57,14 @@
 // C100-NEXT:    ascend.wait_flag V -> MTE3, 0
 // C100-NEXT:    ascend.copy %[[OUT16]]
 func.func @main(%a: tensor<2x45x70xf16> {onnx.name = "a"}, %b: tensor<70x150xf16> {onnx.name = "b"}, %c: tensor<150xf16> {onnx.name = "c"}) -> (tensor<2x45x150xf16> {onnx.name = "r"}, tensor<2x45x150xf16> {onnx.name = "g"}) {
-  %r = nn.fused(%a, %b, %c) {kind = "matmul_epilogue"} : (tensor<2x45x70xf16>, tensor<70x150xf16>, tensor<150xf16>) -> tensor<2x45x150xf16> {
+  %r = nn.fused(%a, %b, %c) {kind = #nn.fused_kind<matmul_epilogue>} : (tensor<2x45x70xf16>, tensor<70x150xf16>, tensor<150xf16>) -> tensor<2x45x150xf16> {
   ^bb0(%x: tensor<2x45x70xf16>, %w: tensor<70x150xf16>, %bias: tensor<150xf16>):
     %m = nn.matmul %x, %w : (tensor<2x45x70xf16>, tensor<70x150xf16>) -> tensor<2x45x150xf16>
     %y = nn.add %m, %bias : (tensor<2x45x150xf16>, tensor<150xf16>) -> tensor<2x45x150xf16>
     %z = nn.relu %y : (tensor<2x45x150xf16>) -> tensor<2x45x150xf16>
     nn.yield %z : tensor<2x45x150xf16>
   }
-  %g = nn.fused(%a, %b, %c) {kind = "matmul_epilogue"} : (tensor<2x45x70xf16>, tensor<70x150xf16>, tensor<150xf16>) -> tensor<2x45x150xf16> {
+  %g = nn.fused(%a, %b, %c) {kind = #nn.fused_kind<matmul_epilogue>} : (tensor<2x45x70xf16>, tensor<70x150xf16>, tensor<150xf16>) -> tensor<2x45x150xf16> {
   ^bb0(%x: tensor<2x45x70xf16>, %w: tensor<70x150xf16>, %bias: tensor<150xf16>):
     %m = nn.matmul %x, %w : (tensor<2x45x70xf16>, tensor<70x150xf16>) -> tensor<2x45x150xf16>
     %y = nn.add %bias, %m : (tensor<150xf16>, tensor<2x45x150xf16>) -> tensor<2x45x150xf16>

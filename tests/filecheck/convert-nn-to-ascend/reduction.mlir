@@ -5,7 +5,7 @@
 // reduce_mean over a middle axis transposes [1, 33, I] tiles in UB to rows.
 
 // CHECK-LABEL: ascend.kernel @softmax_0
-// CHECK-SAME:    (%{{.*}}: memref<132x96xf16, #ascend<space gm>>, %{{.*}}: memref<132x96xf16, #ascend<space gm>>) attributes {block_dim = {{[0-9]+}} : i64, core_type = "aiv"}
+// CHECK-SAME:    (%{{.*}}: memref<132x96xf16, #ascend<space gm>>, %{{.*}}: memref<132x96xf16, #ascend<space gm>>) attributes {block_dim = {{[0-9]+}} : i64, core_type = #ascend.core_type<aiv>}
 // CHECK:         ascend.wait_flag MTE2 -> V, 0
 // CHECK-NEXT:    ascend.wait_flag MTE3 -> V, 0
 // CHECK-NEXT:    ascend.vcast %[[X:.*]], %[[W:.*]] : memref<[[R:[0-9]+]]x96xf16, #ascend<space ub>>, memref<[[R]]x96xf32, #ascend<space ub>>

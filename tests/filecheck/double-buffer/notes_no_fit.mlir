@@ -12,7 +12,7 @@
 // NOTE-EMPTY:
 // QUIET-NOT:  note
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @add(%x: memref<256x192xf32, #ascend<space gm>>, %y: memref<256x192xf32, #ascend<space gm>>, %z: memref<256x192xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "aiv"} {
+  ascend.kernel @add(%x: memref<256x192xf32, #ascend<space gm>>, %y: memref<256x192xf32, #ascend<space gm>>, %z: memref<256x192xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %ux = ascend.alloc : memref<64x192xf32, #ascend<space ub>>
     %uy = ascend.alloc : memref<64x192xf32, #ascend<space ub>>
     %uz = ascend.alloc : memref<64x192xf32, #ascend<space ub>>

@@ -16,7 +16,7 @@
 // CHECK:       ascend.alloc {ascend.slot = 0 : i64} : memref<16x128xf32, #ascend<space ub>>
 // CHECK-NEXT:  ascend.alloc {ascend.slot = 1 : i64} : memref<16x128xf32, #ascend<space ub>>
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @ring(%x: memref<128x128xf32, #ascend<space gm>>, %z: memref<256x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "aiv"} {
+  ascend.kernel @ring(%x: memref<128x128xf32, #ascend<space gm>>, %z: memref<256x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %acc = ascend.alloc : memref<32x128xf32, #ascend<space ub>>
     %c0 = arith.constant 0 : index
     %c2 = arith.constant 2 : index
@@ -34,7 +34,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
     }
     ascend.return
   }
-  ascend.kernel @whole(%x: memref<128x128xf32, #ascend<space gm>>, %z: memref<128x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "aiv"} {
+  ascend.kernel @whole(%x: memref<128x128xf32, #ascend<space gm>>, %z: memref<128x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %t = ascend.alloc : memref<16x128xf32, #ascend<space ub>>
     %c0 = arith.constant 0 : index
     %c16 = arith.constant 16 : index

@@ -2,7 +2,7 @@
 
 // Causal GQA attention (4 query heads over 2 K/V heads): one region around the op.
 // CHECK-LABEL: func.func @causal_gqa
-// CHECK-NEXT:    %[[F:.*]] = nn.fused(%q, %k, %v) {kind = "flash_attention"}
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%q, %k, %v) {kind = #nn.fused_kind<flash_attention>}
 // CHECK-NEXT:    ^{{.*}}(%[[Q:.*]]: tensor<1x4x33x32xf32>, %[[K:.*]]: tensor<1x2x33x32xf32>, %[[V:.*]]: tensor<1x2x33x32xf32>):
 // CHECK-NEXT:      %[[A:.*]] = nn.attention %[[Q]], %[[K]], %[[V]] {num_heads = 4 : i64, num_kv_heads = 2 : i64, causal = true
 // CHECK-NEXT:      nn.yield %[[A]]
@@ -16,7 +16,7 @@ func.func @causal_gqa(%q: tensor<1x4x33x32xf32>, %k: tensor<1x2x33x32xf32>, %v: 
 
 // A padding mask becomes a fourth input of the region.
 // CHECK-LABEL: func.func @masked
-// CHECK-NEXT:    nn.fused(%q, %k, %v, %m) {kind = "flash_attention"}
+// CHECK-NEXT:    nn.fused(%q, %k, %v, %m) {kind = #nn.fused_kind<flash_attention>}
 // CHECK:           nn.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {{.*}}causal = false
 func.func @masked(%q: tensor<2x2x8x16xf16>, %k: tensor<2x2x8x16xf16>, %v: tensor<2x2x8x16xf16>, %m: tensor<2x1x1x8xf16>) -> tensor<2x2x8x16xf16> {
   %o = nn.attention %q, %k, %v, %m {num_heads = 2 : i64, num_kv_heads = 2 : i64, causal = false, scale = 0.25 : f32} : (tensor<2x2x8x16xf16>, tensor<2x2x8x16xf16>, tensor<2x2x8x16xf16>, tensor<2x1x1x8xf16>) -> tensor<2x2x8x16xf16>

@@ -2,7 +2,7 @@
 
 // Conv (with the bias a folded BatchNorm leaves) + ReLU6 (Clip 0..6): one region.
 // CHECK-LABEL: func.func @conv_relu6
-// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %w, %b) {kind = "conv_activation"}
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %w, %b) {kind = #nn.fused_kind<conv_activation>}
 // CHECK-NEXT:    ^{{.*}}(%[[X:.*]]: tensor<1x4x8x8xf32>, %[[W:.*]]: tensor<8x4x3x3xf32>, %[[B:.*]]: tensor<8xf32>):
 // CHECK-NEXT:      %[[Y:.*]] = nn.conv2d %[[X]], %[[W]], %[[B]]
 // CHECK-NEXT:      %[[Z:.*]] = nn.clip %[[Y]] {min = 0.000000e+00 : f32, max = 6.000000e+00 : f32}
@@ -19,11 +19,11 @@ func.func @conv_relu6(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x3x3xf32>, %b: tens
 
 // ReLU, SiLU, and Clip without upper bound (a ReLU) on convs without bias.
 // CHECK-LABEL: func.func @relu_silu_clip_inf
-// CHECK:         nn.fused(%x, %w) {kind = "conv_activation"}
+// CHECK:         nn.fused(%x, %w) {kind = #nn.fused_kind<conv_activation>}
 // CHECK:           nn.relu
-// CHECK:         nn.fused(%x, %w) {kind = "conv_activation"}
+// CHECK:         nn.fused(%x, %w) {kind = #nn.fused_kind<conv_activation>}
 // CHECK:           nn.silu
-// CHECK:         nn.fused(%x, %w) {kind = "conv_activation"}
+// CHECK:         nn.fused(%x, %w) {kind = #nn.fused_kind<conv_activation>}
 // CHECK:           nn.clip
 func.func @relu_silu_clip_inf(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x1x1xf32>) -> (tensor<1x8x8x8xf32>, tensor<1x8x8x8xf32>, tensor<1x8x8x8xf32>) {
   %y = nn.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x1x1xf32>) -> tensor<1x8x8x8xf32>

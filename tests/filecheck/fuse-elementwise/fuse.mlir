@@ -2,7 +2,7 @@
 
 // A RoPE-style DAG (x*cos + neg(r)*sin, cos/sin broadcast over heads): one region, inputs once.
 // CHECK-LABEL: func.func @rope
-// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %cos, %r, %sin) {kind = "elementwise"}
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %cos, %r, %sin) {kind = #nn.fused_kind<elementwise>}
 // CHECK-NEXT:    ^{{.*}}(%[[X:.*]]: tensor<1x4x8x16xf32>, %[[C:.*]]: tensor<1x1x8x16xf32>, %[[R:.*]]: tensor<1x4x8x16xf32>, %[[S:.*]]: tensor<1x1x8x16xf32>):
 // CHECK-NEXT:      %[[A:.*]] = nn.mul %[[X]], %[[C]]
 // CHECK-NEXT:      %[[N:.*]] = nn.neg %[[R]]
@@ -23,7 +23,7 @@ func.func @rope(%x: tensor<1x4x8x16xf32>, %cos: tensor<1x1x8x16xf32>, %r: tensor
 
 // A residual sum used after the region (a later op) is written out as a second output.
 // CHECK-LABEL: func.func @written_out
-// CHECK:         %[[G:.*]], %[[H:.*]] = nn.fused(%x, %b, %d) {kind = "elementwise"}
+// CHECK:         %[[G:.*]], %[[H:.*]] = nn.fused(%x, %b, %d) {kind = #nn.fused_kind<elementwise>}
 // CHECK:           %[[T:.*]] = nn.add
 // CHECK-NEXT:      %[[HI:.*]] = nn.add %[[T]]
 // CHECK-NEXT:      %[[GI:.*]] = nn.relu %[[HI]]
@@ -42,7 +42,7 @@ func.func @written_out(%x: tensor<8x32xf32>, %b: tensor<32xf32>, %d: tensor<8x32
 
 // Compare, Where and Cast join too.
 // CHECK-LABEL: func.func @where_cast
-// CHECK:         nn.fused(%x, %z) {kind = "elementwise"}
+// CHECK:         nn.fused(%x, %z) {kind = #nn.fused_kind<elementwise>}
 // CHECK:           nn.greater
 // CHECK-NEXT:      nn.sigmoid
 // CHECK-NEXT:      nn.where
@@ -63,7 +63,7 @@ func.func @where_cast(%x: tensor<8x32xf32>, %z: tensor<f32>) -> tensor<8x32xf16>
 // CHECK-LABEL: func.func @used_before_root
 // CHECK:         %[[H:.*]] = nn.add %x, %d
 // CHECK-NEXT:    %[[N:.*]] = nn.layer_norm %[[H]]
-// CHECK-NEXT:    nn.fused(%[[N]], %[[H]]) {kind = "elementwise"}
+// CHECK-NEXT:    nn.fused(%[[N]], %[[H]]) {kind = #nn.fused_kind<elementwise>}
 // CHECK-NEXT:    ^{{.*}}:
 // CHECK-NEXT:      nn.relu
 // CHECK-NEXT:      nn.add

@@ -2,7 +2,7 @@
 
 // SwiGLU (LLaMA): gate, up, silu * up, down in one region.
 // CHECK-LABEL: func.func @swiglu
-// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %wg, %wu, %wd) {kind = "ffn"}
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %wg, %wu, %wd) {kind = #nn.fused_kind<ffn>}
 // CHECK:           nn.matmul
 // CHECK-NEXT:      nn.silu
 // CHECK-NEXT:      nn.matmul
@@ -23,7 +23,7 @@ func.func @swiglu(%x: tensor<1x8x16xf16>, %wg: tensor<16x32xf16>, %wu: tensor<16
 
 // BERT's MatMul + bias -> GELU -> MatMul + bias.
 // CHECK-LABEL: func.func @plain_bias
-// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %w1, %b1, %w2, %b2) {kind = "ffn"}
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %w1, %b1, %w2, %b2) {kind = #nn.fused_kind<ffn>}
 // CHECK:           nn.gelu
 // CHECK:           %[[Y:.*]] = nn.add %{{.*}}, %{{.*}} : (tensor<16xf32>, tensor<8x16xf32>)
 // CHECK-NEXT:      nn.yield %[[Y]]
@@ -58,7 +58,7 @@ func.func @no_match(%x: tensor<8x16xf32>, %w1: tensor<16x32xf32>, %w2: tensor<32
 // between the projections and the GELU; the reshapes go into the region.
 // CHECK-LABEL: func.func @gpt2_mlp
 // CHECK:         %[[X2:.*]] = nn.reshape %x
-// CHECK-NEXT:    %[[F:.*]] = nn.fused(%[[X2]], %w1, %b1, %w2, %b2) {kind = "ffn"}
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%[[X2]], %w1, %b1, %w2, %b2) {kind = #nn.fused_kind<ffn>}
 // CHECK:           nn.matmul
 // CHECK-NEXT:      nn.add
 // CHECK-NEXT:      nn.reshape
@@ -105,7 +105,7 @@ func.func @gpt2_no_match(%x: tensor<8x16xf32>, %w1: tensor<16x32xf32>, %w2: tens
 // Mixtral's experts (HF batched-expert export): the routed tokens' gathered gate_up weights,
 // gate and up sliced from one product, SiLU(gate) * up, the gathered down projection.
 // CHECK-LABEL: func.func @mixtral_experts
-// CHECK:         nn.fused(%wgu, %xc, %wd) {kind = "ffn"}
+// CHECK:         nn.fused(%wgu, %xc, %wd) {kind = #nn.fused_kind<ffn>}
 // CHECK:           nn.matmul
 // CHECK-NEXT:      nn.reshape
 // CHECK-NEXT:      nn.slice

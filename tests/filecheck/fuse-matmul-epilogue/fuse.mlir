@@ -2,7 +2,7 @@
 
 // MatMul + row bias + GELU: one region holding the three original ops.
 // CHECK-LABEL: func.func @bias_gelu
-// CHECK-NEXT:    %[[F:.*]] = nn.fused(%a, %b, %c) {kind = "matmul_epilogue"} : (tensor<2x8x16xf16>, tensor<16x32xf16>, tensor<32xf16>) -> tensor<2x8x32xf16> {
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%a, %b, %c) {kind = #nn.fused_kind<matmul_epilogue>} : (tensor<2x8x16xf16>, tensor<16x32xf16>, tensor<32xf16>) -> tensor<2x8x32xf16> {
 // CHECK-NEXT:    ^{{.*}}(%[[A:.*]]: tensor<2x8x16xf16>, %[[B:.*]]: tensor<16x32xf16>, %[[C:.*]]: tensor<32xf16>):
 // CHECK-NEXT:      %[[M:.*]] = nn.matmul %[[A]], %[[B]]
 // CHECK-NEXT:      %[[Y:.*]] = nn.add %[[M]], %[[C]]
@@ -21,7 +21,7 @@ func.func @bias_gelu(%a: tensor<2x8x16xf16>, %b: tensor<16x32xf16>, %c: tensor<3
 
 // The Gemm form (bias first, as a [1, N] row) without activation.
 // CHECK-LABEL: func.func @gemm_bias
-// CHECK:         nn.fused(%a, %b, %c) {kind = "matmul_epilogue"}
+// CHECK:         nn.fused(%a, %b, %c) {kind = #nn.fused_kind<matmul_epilogue>}
 // CHECK:           nn.matmul
 // CHECK-NEXT:      nn.add %{{.*}}, %{{.*}} : (tensor<1x32xf32>, tensor<8x32xf32>)
 // CHECK-NEXT:      nn.yield
@@ -36,9 +36,9 @@ func.func @gemm_bias(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>, %c: tensor<1x3
 
 // Activation only (ReLU, SiLU).
 // CHECK-LABEL: func.func @act_only
-// CHECK:         nn.fused(%a, %b) {kind = "matmul_epilogue"}
+// CHECK:         nn.fused(%a, %b) {kind = #nn.fused_kind<matmul_epilogue>}
 // CHECK:           nn.relu
-// CHECK:         nn.fused(%a, %b) {kind = "matmul_epilogue"}
+// CHECK:         nn.fused(%a, %b) {kind = #nn.fused_kind<matmul_epilogue>}
 // CHECK:           nn.silu
 func.func @act_only(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
   %m = nn.matmul %a, %b : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
@@ -80,7 +80,7 @@ func.func @sigmoid(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>) -> tensor<8x32xf
 
 // Residual (skip connection): matmul + a tensor of the output's shape, either operand order.
 // CHECK-LABEL: func.func @residual
-// CHECK-NEXT:    %[[F:.*]] = nn.fused(%a, %b, %r) {kind = "matmul_epilogue"}
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%a, %b, %r) {kind = #nn.fused_kind<matmul_epilogue>}
 // CHECK:           %[[M:.*]] = nn.matmul
 // CHECK-NEXT:      %[[Y:.*]] = nn.add %[[M]], %{{.*}} : (tensor<8x32xf32>, tensor<8x32xf32>)
 // CHECK-NEXT:      nn.yield %[[Y]]
@@ -96,7 +96,7 @@ func.func @residual(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>, %r: tensor<8x32
 
 // The whole o_proj / down_proj epilogue: bias, GELU, then the residual (skip first).
 // CHECK-LABEL: func.func @bias_gelu_residual
-// CHECK-NEXT:    nn.fused(%a, %b, %c, %r) {kind = "matmul_epilogue"}
+// CHECK-NEXT:    nn.fused(%a, %b, %c, %r) {kind = #nn.fused_kind<matmul_epilogue>}
 // CHECK:           nn.matmul
 // CHECK-NEXT:      nn.add
 // CHECK-NEXT:      nn.gelu
@@ -147,7 +147,7 @@ func.func @residual_shared(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>, %r: tens
 
 // The biased value has a second user: matmul + bias fuse, the ReLU stays outside.
 // CHECK-LABEL: func.func @bias_shared
-// CHECK:         %[[F:.*]] = nn.fused(%a, %b, %c) {kind = "matmul_epilogue"}
+// CHECK:         %[[F:.*]] = nn.fused(%a, %b, %c) {kind = #nn.fused_kind<matmul_epilogue>}
 // CHECK:           nn.add
 // CHECK-NEXT:      nn.yield
 // CHECK:         nn.relu %[[F]]

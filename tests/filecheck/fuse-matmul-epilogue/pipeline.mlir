@@ -5,7 +5,7 @@
 // unfused, three kernels with two GM round trips.
 // CHECK:     ascend.kernel @matmul_epilogue_0
 // CHECK:       ascend.mmad {{.*}} bias(
-// CHECK:       ascend.copy {{.*}} {layout = "nz2nd", relu = 1 : i64}
+// CHECK:       ascend.copy {{.*}} {layout = #ascend.layout<nz2nd>, relu = true}
 // CHECK-NOT: ascend.kernel
 // CHECK:     func.func @main
 // CHECK-NEXT:  ascend.weight @w1

@@ -5,7 +5,7 @@
 // and the reshape using q stays after the region.
 // CHECK-LABEL: func.func @qkv
 // CHECK:         %wv = nn.weight @wv
-// CHECK-NEXT:    %[[Q:.*]], %[[K:.*]], %[[V:.*]] = nn.fused(%x, %g, %wq, %wk, %wv) {kind = "norm_matmul"}
+// CHECK-NEXT:    %[[Q:.*]], %[[K:.*]], %[[V:.*]] = nn.fused(%x, %g, %wq, %wk, %wv) {kind = #nn.fused_kind<norm_matmul>}
 // CHECK-NEXT:    ^{{.*}}(
 // CHECK-NEXT:      %[[N:.*]] = nn.rms_norm
 // CHECK-NEXT:      nn.matmul %[[N]]
@@ -32,7 +32,7 @@ func.func @qkv(%x: tensor<1x8x64xf16>) -> (tensor<1x8x4x16xf16>, tensor<1x8x32xf
 
 // LayerNorm + one Gemm with its bias row (GPT-2's c_attn): the bias add joins the region.
 // CHECK-LABEL: func.func @ln_gemm
-// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %g, %b, %w, %c) {kind = "norm_matmul"}
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %g, %b, %w, %c) {kind = #nn.fused_kind<norm_matmul>}
 // CHECK:           nn.layer_norm
 // CHECK-NEXT:      nn.matmul
 // CHECK-NEXT:      nn.add
@@ -98,7 +98,7 @@ func.func @late_operand(%x: tensor<8x64xf32>, %g: tensor<64xf32>, %w: tensor<64x
 // GPT-2's Conv1D: LayerNorm, a reshape flattening [1, 8, 64] to [8, 64], then Gemm + bias +
 // GELU (c_fc): the reshape and the whole epilogue chain join the region.
 // CHECK-LABEL: func.func @ln_reshape_gelu
-// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %g, %b, %w, %c) {kind = "norm_matmul"}
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %g, %b, %w, %c) {kind = #nn.fused_kind<norm_matmul>}
 // CHECK:           nn.layer_norm
 // CHECK-NEXT:      nn.reshape
 // CHECK-NEXT:      nn.matmul

@@ -4,9 +4,9 @@
 // RMSNorm -> Q/K/V at -O2: the norm kernel (AIV) writes the normalized rows once, then ONE
 // grouped cube kernel computes the three projections (all their tiles in one work list,
 // dispatched by tile index); -O0 launches four kernels (k and v share one kernel: same shapes).
-// CHECK:     ascend.kernel @norm_matmul_norm_0({{.*}} core_type = "aiv"
+// CHECK:     ascend.kernel @norm_matmul_norm_0({{.*}} core_type = #ascend.core_type<aiv>
 // CHECK:       ascend.vrsqrt
-// CHECK:     ascend.kernel @norm_matmul_0({{.*}} core_type = "aic"
+// CHECK:     ascend.kernel @norm_matmul_0({{.*}} core_type = #ascend.core_type<aic>
 // CHECK:       arith.cmpi ult
 // CHECK:       ascend.mmad
 // CHECK:     func.func @main

@@ -16,7 +16,7 @@
 //   each AIV's read before the next tile's FixPipe write (MTE2 -> FIX, aiv->aic / aiv1->aic).
 // Planned first (plan-memory puts u0 and u1 at byte 0 of their own AIV's UB) nothing changes:
 // the AIVs' UBs are apart, and nothing is left for a note.
-// CHECK:      ascend.copy %b, %[[L1B:.*]] {layout = "nd2nz"}
+// CHECK:      ascend.copy %b, %[[L1B:.*]] {layout = #ascend.layout<nd2nz>}
 // CHECK-NEXT: ascend.set_flag MTE1 -> MTE2, 0 {units = "aic->aic"}
 // CHECK-NEXT: ascend.set_flag M -> MTE1, 0 {units = "aic->aic"}
 // CHECK-NEXT: ascend.set_flag FIX -> M, 0 {units = "aic->aic"}
@@ -28,7 +28,7 @@
 // CHECK-NEXT: ascend.set_flag MTE3 -> V, 1 {units = "aiv1->aiv1"}
 // CHECK-NEXT: scf.for
 // CHECK:        ascend.wait_flag MTE1 -> MTE2, 0 {units = "aic->aic"}
-// CHECK-NEXT:   ascend.copy %{{.*}}, %[[L1A:.*]] {layout = "nd2nz"}
+// CHECK-NEXT:   ascend.copy %{{.*}}, %[[L1A:.*]] {layout = #ascend.layout<nd2nz>}
 // CHECK-NEXT:   ascend.set_flag MTE2 -> MTE1, 0 {units = "aic->aic"}
 // CHECK-NEXT:   ascend.wait_flag MTE2 -> MTE1, 0 {units = "aic->aic"}
 // CHECK-NEXT:   ascend.wait_flag M -> MTE1, 0 {units = "aic->aic"}
@@ -38,7 +38,7 @@
 // CHECK-NEXT:   ascend.set_flag MTE1 -> M, 0 {units = "aic->aic"}
 // CHECK-NEXT:   ascend.wait_flag MTE1 -> M, 0 {units = "aic->aic"}
 // CHECK-NEXT:   ascend.wait_flag FIX -> M, 0 {units = "aic->aic"}
-// CHECK-NEXT:   ascend.mmad %[[L0A]], %[[L0B]], %[[L0C:.*]] {init = 1 : i64}
+// CHECK-NEXT:   ascend.mmad %[[L0A]], %[[L0B]], %[[L0C:.*]] {init = true}
 // CHECK-NEXT:   ascend.set_flag M -> MTE1, 0 {units = "aic->aic"}
 // CHECK-NEXT:   ascend.set_flag M -> FIX, 0 {units = "aic->aic"}
 // CHECK-NEXT:   ascend.wait_flag M -> FIX, 0 {units = "aic->aic"}
@@ -93,7 +93,7 @@
 // QUIET-NOT: note
 // tests/test_insert_sync.py runs the result (race and deadlock detectors on) against numpy.
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @mm_relu(%a: memref<256x64xf16, #ascend<space gm>>, %b: memref<64x128xf16, #ascend<space gm>>, %z: memref<256x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @mm_relu(%a: memref<256x64xf16, #ascend<space gm>>, %b: memref<64x128xf16, #ascend<space gm>>, %z: memref<256x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %l1a = ascend.alloc : memref<64x64xf16, #ascend<space l1>>
     %l1b = ascend.alloc : memref<64x128xf16, #ascend<space l1>>
     %l0a = ascend.alloc : memref<64x64xf16, #ascend<space l0a>>
@@ -109,13 +109,13 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
     %c64 = arith.constant 64 : index
     %c256 = arith.constant 256 : index
     %bid = ascend.block_idx : index
-    ascend.copy %b, %l1b {layout = "nd2nz"} : memref<64x128xf16, #ascend<space gm>>, memref<64x128xf16, #ascend<space l1>>
+    ascend.copy %b, %l1b {layout = #ascend.layout<nd2nz>} : memref<64x128xf16, #ascend<space gm>>, memref<64x128xf16, #ascend<space l1>>
     scf.for %r = %c0 to %c256 step %c64 {
       %as = memref.subview %a[%r, 0] [64, 64] [1, 1] : memref<256x64xf16, #ascend<space gm>> to memref<64x64xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>
-      ascend.copy %as, %l1a {layout = "nd2nz"} : memref<64x64xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>, memref<64x64xf16, #ascend<space l1>>
+      ascend.copy %as, %l1a {layout = #ascend.layout<nd2nz>} : memref<64x64xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>, memref<64x64xf16, #ascend<space l1>>
       ascend.copy %l1a, %l0a : memref<64x64xf16, #ascend<space l1>>, memref<64x64xf16, #ascend<space l0a>>
       ascend.copy %l1b, %l0b : memref<64x128xf16, #ascend<space l1>>, memref<64x128xf16, #ascend<space l0b>>
-      ascend.mmad %l0a, %l0b, %l0c {init = 1 : i64} : memref<64x64xf16, #ascend<space l0a>>, memref<64x128xf16, #ascend<space l0b>>, memref<64x128xf32, #ascend<space l0c>>
+      ascend.mmad %l0a, %l0b, %l0c {init = true} : memref<64x64xf16, #ascend<space l0a>>, memref<64x128xf16, #ascend<space l0b>>, memref<64x128xf32, #ascend<space l0c>>
       ascend.copy %l0c, %ws : memref<64x128xf32, #ascend<space l0c>>, memref<64x128xf32, #ascend<space gm>>
       %w0 = memref.subview %ws[0, 0] [32, 128] [1, 1] : memref<64x128xf32, #ascend<space gm>> to memref<32x128xf32, strided<[128, 1]>, #ascend<space gm>>
       ascend.copy %w0, %u0 : memref<32x128xf32, strided<[128, 1]>, #ascend<space gm>>, memref<32x128xf32, #ascend<space ub>>

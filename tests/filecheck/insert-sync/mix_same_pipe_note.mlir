@@ -17,7 +17,7 @@
 // NOTE:      ascendir-opt: note: insert-sync: kernel @halves: ascend.copy on aiv MTE3 then ascend.copy on aiv1 MTE3 (gm buffer %z) touch the same bytes unordered, and no set_flag joins one pipe to itself on another unit (left as it is)
 // NOTE-EMPTY:
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @halves(%x: memref<64x128xf32, #ascend<space gm>>, %z: memref<64x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @halves(%x: memref<64x128xf32, #ascend<space gm>>, %z: memref<64x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %u0 = ascend.alloc : memref<40x128xf32, #ascend<space ub>>
     %u1 = ascend.alloc {subblock = 1 : i64} : memref<32x128xf32, #ascend<space ub>>
     %b = ascend.block_idx : index

@@ -6,7 +6,7 @@
 // CHECK-LABEL: ascend.kernel @a910
 // CHECK: ascend.alloc {offset = 0 : i64} : memref<768x512xf16, #ascend<space l1>>
 builtin.module attributes {ascend.arch = "dav-c100"} {
-  ascend.kernel @a910(%x: memref<768x512xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "aic"} {
+  ascend.kernel @a910(%x: memref<768x512xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<768x512xf16, #ascend<space l1>>
     ascend.copy %x, %a : memref<768x512xf16, #ascend<space gm>>, memref<768x512xf16, #ascend<space l1>>
     ascend.return
@@ -20,7 +20,7 @@ builtin.module attributes {ascend.arch = "dav-c100"} {
 // CHECK-LABEL: ascend.kernel @b910
 // CHECK: ascend.alloc {offset = 0 : i64} : memref<384x512xf16, #ascend<space l1>>
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @b910(%x: memref<384x512xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "aic"} {
+  ascend.kernel @b910(%x: memref<384x512xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<384x512xf16, #ascend<space l1>>
     ascend.copy %x, %a : memref<384x512xf16, #ascend<space gm>>, memref<384x512xf16, #ascend<space l1>>
     ascend.return

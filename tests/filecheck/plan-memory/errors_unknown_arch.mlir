@@ -5,7 +5,7 @@
 // CHECK: ascendir-opt: error: ascend.arch = "dav-x999" is the arch of no shipped target (they have dav-c100, dav-c220, dav-m200)
 // CHECK-NOT: Traceback
 builtin.module attributes {ascend.arch = "dav-x999"} {
-  ascend.kernel @k(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "aic"} {
+  ascend.kernel @k(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     ascend.return
   }
 }

@@ -2,7 +2,7 @@
 GM column matrix, then one batched `mmad` kernel (the matmul template) whose epilogue adds the
 per-channel bias -- a column of the product, so on 910B the AIV half of a mix kernel adds it (the
 bias table BT only holds a row), on 910A the vector unit after L0C -> UB -- and, for
-`nn.fused {kind = "conv_activation"}` (fuse-conv-activation), applies ReLU / ReLU6 / SiLU before
+`nn.fused {kind = #nn.fused_kind<conv_activation>}` (fuse-conv-activation), applies ReLU / ReLU6 / SiLU before
 the tile is final: no GM round trip of the pre-activation. Without bias, ReLU is FixPipe's.
 Depthwise convolutions (group == C == O) go to the vector unit instead (`window_vector.py`):
 their per-channel K = kh*kw is far below a cube fractal, so the cube would mostly multiply
@@ -185,7 +185,7 @@ def lower_conv2d(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) 
 
 
 def lower_conv_activation(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | Declined:
-    """Template of `nn.fused {kind = "conv_activation"}` (fuse-conv-activation): conv2d then one
+    """Template of `nn.fused {kind = #nn.fused_kind<conv_activation>}` (fuse-conv-activation): conv2d then one
     activation of `conv_activation_of`, the activation applied in the conv's epilogue; Declined for
     another body."""
     block = op.body.block

@@ -1,4 +1,4 @@
-"""Template of `nn.fused {kind = "ffn"}` (built by fuse-ffn): SwiGLU / GeGLU and MatMul → act → MatMul.
+"""Template of `nn.fused {kind = #nn.fused_kind<ffn>}` (built by fuse-ffn): SwiGLU / GeGLU and MatMul → act → MatMul.
 
 Body forms (fuse_ffn.match_gated / match_plain), x [..., H] viewed as [M, H]:
 

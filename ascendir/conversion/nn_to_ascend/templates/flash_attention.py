@@ -1,4 +1,4 @@
-"""Template of `nn.fused {kind = "flash_attention"}` (built by fuse-attention): FlashAttention-2.
+"""Template of `nn.fused {kind = #nn.fused_kind<flash_attention>}` (built by fuse-attention): FlashAttention-2.
 
 The body is one `nn.attention` (q [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv],
 optional additive mask broadcastable to [B, Hq, Sq, Skv], `causal`, `scale`; f16, bf16 or f32).
@@ -64,7 +64,7 @@ l_s. CANN's IFA combines in the same kernel after a SyncAll; a second launch cos
 launch more here.
 
 Tile sizes (`search`, run by choose-tiling, which records the choice on the nn.attention as
-`ascend.tiling = {br = .., bc = ..}`; IR text or `--tiling br=..,bc=..` may set it, and the
+`ascend.tiling = #ascend.tiling<{br = .., bc = ..}>`; IR text or `--tiling br=..,bc=..` may set it, and the
 template uses what is recorded, searching only when nothing is): Br ∈ {128, 64, 32, 16} (or Sq
 when Sq < 16), Bc ∈ {512 (only for ≤ 16 stacked rows), 256, 128, 64, 32, 16}: of the tiles whose
 resident buffers fit (below), the one with the fewest cycles by `estimate_cycles` (the

@@ -1,4 +1,4 @@
-"""Template of `nn.fused {kind = "elementwise"}` (built by fuse-elementwise): a DAG of
+"""Template of `nn.fused {kind = #nn.fused_kind<elementwise>}` (built by fuse-elementwise): a DAG of
 elementwise ops in one vector kernel.
 
 Each tile of every region input is loaded into UB once (MTE2), the body's ops run one after the

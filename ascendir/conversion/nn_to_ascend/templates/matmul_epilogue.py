@@ -1,4 +1,4 @@
-"""Template of `nn.fused {kind = "matmul_epilogue"}`: MatMul + bias row + ReLU/GELU/SiLU +
+"""Template of `nn.fused {kind = #nn.fused_kind<matmul_epilogue>}`: MatMul + bias row + ReLU/GELU/SiLU +
 residual add, with the epilogue applied before the result leaves the core (no GM round trip of
 the pre-activation).
 
@@ -11,10 +11,10 @@ How each stage is realized (cube loop structure: see matmul.py):
 
 * bias, 910B (dav-c220): the bias row of the N tile goes GM -> L1 (MTE2) -> BT (MTE1, the 1 KiB
   bias table) and is the initial value of L0C on the first k step (`ascend.mmad ... bias(%bt)`
-  with init = 1), the way Ascend C's Matmul with bias does it (`cmatrixSource` = BT).
+  with init = true), the way Ascend C's Matmul with bias does it (`cmatrixSource` = BT).
 * ReLU, 910B: applied by FixPipe on the L0C -> GM copy (`ascend.copy {relu}`), free.
 * GELU / SiLU, 910B: the cube cannot apply them and AIC and AIV share no buffer, so the kernel
-  is a `mix` kernel (core_type = "mix": each block is an AIC plus an AIV). Its AIC loop writes
+  is a `mix` kernel (core_type = #ascend.core_type<mix>: each block is an AIC plus an AIV). Its AIC loop writes
   every finished tile (bias included) to GM, where it stays in L2, and sets FIX -> MTE2 once per
   tile; its AIV loop then waits for each tile in the same order, loads it into UB (MTE2), applies
   `vgelu` / `vgelu_tanh` / `vsilu` (V) and stores it back in place (MTE3). Both loops run

@@ -1,4 +1,4 @@
-"""Template of `nn.fused {kind = "norm_matmul"}` (built by fuse-norm-matmul): RMSNorm / LayerNorm
+"""Template of `nn.fused {kind = #nn.fused_kind<norm_matmul>}` (built by fuse-norm-matmul): RMSNorm / LayerNorm
 over the last axis of x [..., H], then the projections y_i = epilogue_i(norm(x) · W_i), each
 epilogue a matmul_epilogue chain (row bias, ReLU/GELU/SiLU, residual).
 

@@ -11,7 +11,7 @@
 // ERR: ascendir-opt: error: ascend.kernel @two: ascend.vadd has subblock = 2 : i64; it names the AIV of its group: 0 or 1
 // ERR-NOT: error
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @two() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @two() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<16x32xf32, #ascend<space ub>>
     ascend.vadd %a, %a, %a {subblock = 2 : i64} : memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>
     ascend.return
@@ -20,9 +20,11 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // -----
 
-// CHECK: ascend.kernel @text: ascend.alloc has subblock = "one"; it names the AIV of its group: 0 or 1
+// (subblock is a declared IntegerAttr attribute: IRDL rejects a string, printing the op)
+// CHECK: "one" should be of base attribute integer
+// CHECK: "ascend.alloc"() {subblock = "one"}
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @text() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @text() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc {subblock = "one"} : memref<16x32xf32, #ascend<space ub>>
     ascend.return
   }
@@ -32,7 +34,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK: ascend.kernel @negative: ascend.alloc has subblock = -1 : i64; it names the AIV of its group: 0 or 1
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @negative() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @negative() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc {subblock = -1 : i64} : memref<16x32xf32, #ascend<space ub>>
     ascend.return
   }
@@ -42,7 +44,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK: ascend.kernel @vec: ascend.alloc has subblock = 1 in an aiv kernel; only a mix kernel has a second AIV (an aiv kernel's block runs on one vector core)
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @vec(%x: memref<256x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "aiv"} {
+  ascend.kernel @vec(%x: memref<256x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<256x128xf32, #ascend<space ub>>
     %b = ascend.alloc {subblock = 1 : i64} : memref<256x128xf32, #ascend<space ub>>
     ascend.copy %x, %a : memref<256x128xf32, #ascend<space gm>>, memref<256x128xf32, #ascend<space ub>>
@@ -57,7 +59,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // CHECK-LABEL: ascend.kernel @fine
 // CHECK: ascend.vadd %{{.*}}, %{{.*}}, %{{.*}} {subblock = 0 : i64}
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @fine() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @fine() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc {subblock = 0 : i64} : memref<16x32xf32, #ascend<space ub>>
     %b = ascend.alloc {subblock = 1 : i64} : memref<16x32xf32, #ascend<space ub>>
     ascend.vadd %a, %a, %a {subblock = 0 : i64} : memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>
@@ -73,11 +75,11 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // on a 512 KiB 910B2.
 // CHECK: ascend.kernel @l1: ascend.alloc in l1 has subblock = 1; only UB is per AIV (memref<512x384xf16, #ascend<space l1>>)
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @l1(%x: memref<512x384xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @l1(%x: memref<512x384xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<512x384xf16, #ascend<space l1>>
     %b = ascend.alloc {subblock = 1 : i64} : memref<512x384xf16, #ascend<space l1>>
-    ascend.copy %x, %a {layout = "nd2nz"} : memref<512x384xf16, #ascend<space gm>>, memref<512x384xf16, #ascend<space l1>>
-    ascend.copy %x, %b {layout = "nd2nz", subblock = 1 : i64} : memref<512x384xf16, #ascend<space gm>>, memref<512x384xf16, #ascend<space l1>>
+    ascend.copy %x, %a {layout = #ascend.layout<nd2nz>} : memref<512x384xf16, #ascend<space gm>>, memref<512x384xf16, #ascend<space l1>>
+    ascend.copy %x, %b {layout = #ascend.layout<nd2nz>, subblock = 1 : i64} : memref<512x384xf16, #ascend<space gm>>, memref<512x384xf16, #ascend<space l1>>
     ascend.return
   }
 }
@@ -88,7 +90,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // KeyError / ValueError / AttributeError ("internal error") in the interpreter and insert-sync.
 // CHECK: ascend.set_flag MTE2 -> V, 0: units = "aic->foo" must be "SRC->DST", each one of aic, aiv, aiv0, aiv1
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @units() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @units() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     ascend.set_flag MTE2 -> V, 0 {units = "aic->foo"}
     ascend.wait_flag MTE2 -> V, 0 {units = "aic->foo"}
     ascend.return
@@ -97,9 +99,11 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // -----
 
-// CHECK: ascend.wait_flag MTE2 -> V, 1: units = 5 : i64 must be "SRC->DST", each one of aic, aiv, aiv0, aiv1
+// (units is a declared StringAttr attribute: IRDL rejects an integer, printing the op)
+// CHECK: 5 : i64 should be of base attribute string
+// CHECK: "ascend.wait_flag"() <{src = #ascend.pipe<MTE2>, dst = #ascend.pipe<V>, event = 1 : i64}> {units = 5 : i64}
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @units_int() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @units_int() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     ascend.wait_flag MTE2 -> V, 1 {units = 5 : i64}
     ascend.return
   }
@@ -109,7 +113,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK: ascend.kernel @units_aiv: ascend.set_flag joins aiv1->aiv1 in an aiv kernel; only a mix kernel has a second AIV
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @units_aiv() attributes {block_dim = 1 : i64, core_type = "aiv"} {
+  ascend.kernel @units_aiv() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     ascend.set_flag MTE2 -> V, 0 {units = "aiv1->aiv1"}
     ascend.wait_flag MTE2 -> V, 0 {units = "aiv1->aiv1"}
     ascend.return
@@ -123,11 +127,11 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // says, and a subblock = 1 on them used to be accepted and silently ignored.
 // CHECK: ascend.kernel @mmad: ascend.mmad has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @mmad() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @mmad() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<16x16xf16, #ascend<space l0a>>
     %b = ascend.alloc : memref<16x16xf16, #ascend<space l0b>>
     %c = ascend.alloc : memref<16x16xf32, #ascend<space l0c>>
-    ascend.mmad %a, %b, %c {init = 1 : i64, subblock = 1 : i64} : memref<16x16xf16, #ascend<space l0a>>, memref<16x16xf16, #ascend<space l0b>>, memref<16x16xf32, #ascend<space l0c>>
+    ascend.mmad %a, %b, %c {init = true, subblock = 1 : i64} : memref<16x16xf16, #ascend<space l0a>>, memref<16x16xf16, #ascend<space l0b>>, memref<16x16xf32, #ascend<space l0c>>
     ascend.return
   }
 }
@@ -136,7 +140,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK: ascend.kernel @mte1: ascend.copy l1 -> l0a has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @mte1() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @mte1() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<16x16xf16, #ascend<space l1>>
     %b = ascend.alloc : memref<16x16xf16, #ascend<space l0a>>
     ascend.copy %a, %b {subblock = 1 : i64} : memref<16x16xf16, #ascend<space l1>>, memref<16x16xf16, #ascend<space l0a>>
@@ -148,7 +152,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK: ascend.kernel @fixpipe: ascend.copy l0c -> gm has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @fixpipe(%y: memref<16x16xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @fixpipe(%y: memref<16x16xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %c = ascend.alloc : memref<16x16xf32, #ascend<space l0c>>
     ascend.copy %c, %y {subblock = 1 : i64} : memref<16x16xf32, #ascend<space l0c>>, memref<16x16xf32, #ascend<space gm>>
     ascend.return
@@ -159,7 +163,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK: ascend.kernel @mte2_l1: ascend.copy gm -> l1 has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @mte2_l1(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @mte2_l1(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<16x16xf16, #ascend<space l1>>
     ascend.copy %x, %a {subblock = 1 : i64} : memref<16x16xf16, #ascend<space gm>>, memref<16x16xf16, #ascend<space l1>>
     ascend.return
@@ -173,7 +177,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // CHECK: ascend.copy %{{.*}}, %{{.*}} {subblock = 1 : i64}
 // CHECK: ascend.copy %{{.*}}, %{{.*}} {subblock = 1 : i64}
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @aiv1_copies(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @aiv1_copies(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc {subblock = 1 : i64} : memref<16x16xf16, #ascend<space ub>>
     ascend.copy %x, %a {subblock = 1 : i64} : memref<16x16xf16, #ascend<space gm>>, memref<16x16xf16, #ascend<space ub>>
     ascend.copy %a, %x {subblock = 1 : i64} : memref<16x16xf16, #ascend<space ub>>, memref<16x16xf16, #ascend<space gm>>

@@ -9,7 +9,7 @@
 // ERR: ascendir-opt: error: ascend.set_flag MTE1 -> MTE2, 0: units = "aiv0->aic" puts pipe MTE1 on aiv0, but MTE1 is a pipe of the AIC only
 // ERR-NOT: error
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @src_aic() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @src_aic() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     ascend.set_flag MTE1 -> MTE2, 0 {units = "aiv0->aic"}
     ascend.wait_flag MTE1 -> MTE2, 0 {units = "aiv0->aic"}
     ascend.return
@@ -20,7 +20,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK: ascend.wait_flag MTE2 -> V, 1: units = "aiv->aic" puts pipe V on aic, but V is a pipe of the AIV only
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @dst_aiv() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @dst_aiv() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     ascend.wait_flag MTE2 -> V, 1 {units = "aiv->aic"}
     ascend.return
   }
@@ -30,7 +30,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK: ascend.set_flag V -> FIX, 2: units = "aiv1->aiv0" puts pipe FIX on aiv0, but FIX is a pipe of the AIC only
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @dst_aic() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @dst_aic() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     ascend.set_flag V -> FIX, 2 {units = "aiv1->aiv0"}
     ascend.return
   }
@@ -40,7 +40,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK: ascend.set_flag M -> MTE2, 3: units = "aiv->aiv" puts pipe M on aiv, but M is a pipe of the AIC only
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @src_m() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @src_m() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     ascend.set_flag M -> MTE2, 3 {units = "aiv->aiv"}
     ascend.return
   }
@@ -55,7 +55,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // CHECK: ascend.set_flag MTE3 -> MTE2, 2 {units = "aic->aiv0"}
 // CHECK: ascend.set_flag S -> MTE1, 3 {units = "aiv->aic"}
 builtin.module attributes {ascend.arch = "dav-c220"} {
-  ascend.kernel @fine() attributes {block_dim = 1 : i64, core_type = "mix"} {
+  ascend.kernel @fine() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     ascend.set_flag FIX -> V, 0 {units = "aic->aiv1"}
     ascend.wait_flag FIX -> V, 0 {units = "aic->aiv1"}
     ascend.set_flag MTE3 -> MTE2, 1 {units = "aiv1->aic"}

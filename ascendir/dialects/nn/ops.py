@@ -1,9 +1,5 @@
-"""The `nn` dialect: what the model computes.
-
-Value semantics on builtin `tensor<...>` types with static shapes. One op per neural-network
-concept, named as ONNX names it. Weights are `nn.weight @name` ops referring to an entry of a
-`WeightStore`; they are never printed as literals. Fused ops are `nn.fused` regions whose body is
-their meaning.
+"""Ops of the `nn` dialect (all but `nn.fused` / `nn.yield`, in fused.py): one class per
+neural-network concept, named as ONNX names it, value semantics on static `tensor<...>` types.
 
 Every op prints as `nn.op %operands {attrs} : (operand types) -> result types`.
 """
@@ -11,11 +7,8 @@ Every op prints as `nn.op %operands {attrs} : (operand types) -> result types`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
 
 from xdsl.dialects.builtin import (
-    AnyFloat,
-    ArrayAttr,
     BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -30,27 +23,27 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Region, SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
+    opt_attr_def,
     opt_operand_def,
     opt_prop_def,
     prop_def,
-    region_def,
     result_def,
     traits_def,
     var_operand_def,
     var_result_def,
-    AttrSizedOperandSegments,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import IsolatedFromAbove, IsTerminator, Pure, HasParent
+from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from ascendir.dialects.ascend.attrs import TILING_ATTR, TilingAttr
 from ascendir.dialects.cast_mode import cast_mode, verify_cast_mode
 
 _FORMAT = "operands attr-dict `:` functional-type(operands, results)"
@@ -92,9 +85,7 @@ class NNOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(),)
 
     def verify_(self) -> None:
-        for v in (*self.operands, *self.results):
-            if not isinstance(v.type, TensorType):
-                raise VerifyException(f"{self.name}: expected tensor types, got {v.type}")
+        for v in (*self.operands, *self.results):  # (tensor types: each op's operand / result defs)
             if any(d < 0 for d in v.type.get_shape()):
                 raise VerifyException(f"{self.name}: dynamic dims are not allowed ({v.type})")
         self.verify_semantics()
@@ -171,29 +162,130 @@ class UnaryOp(NNOp):
             raise VerifyException(f"{self.name}: result type must equal the operand type")
 
 
-def _unary(opname: str, doc: str) -> type[UnaryOp]:
-    cls = type(opname.title().replace("_", "") + "Op", (UnaryOp,), {"name": f"nn.{opname}", "__doc__": doc})
-    return irdl_op_definition(cls)
+@irdl_op_definition
+class ReluOp(UnaryOp):
+    """y = max(x, 0), elementwise; same shape and element type."""
+
+    name = "nn.relu"
 
 
-ReluOp = _unary("relu", "max(x, 0)")
-SigmoidOp = _unary("sigmoid", "1 / (1 + exp(-x))")
-SiluOp = _unary("silu", "x * sigmoid(x)")
-TanhOp = _unary("tanh", "tanh(x)")
-ExpOp = _unary("exp", "exp(x)")
-LogOp = _unary("log", "natural log")
-SqrtOp = _unary("sqrt", "square root")
-RsqrtOp = _unary("rsqrt", "1 / sqrt(x)")
-ReciprocalOp = _unary("reciprocal", "1 / x")
-NegOp = _unary("neg", "-x")
-AbsOp = _unary("abs", "|x|")
-ErfOp = _unary("erf", "Gauss error function")
-SinOp = _unary("sin", "sine")
-CosOp = _unary("cos", "cosine")
-FloorOp = _unary("floor", "round toward -inf")
-CeilOp = _unary("ceil", "round toward +inf")
-NotOp = _unary("not", "logical not (i1)")
-IdentityOp = _unary("identity", "x")
+@irdl_op_definition
+class SigmoidOp(UnaryOp):
+    """y = 1 / (1 + exp(-x)), elementwise; same shape and element type."""
+
+    name = "nn.sigmoid"
+
+
+@irdl_op_definition
+class SiluOp(UnaryOp):
+    """y = x * sigmoid(x), elementwise; same shape and element type."""
+
+    name = "nn.silu"
+
+
+@irdl_op_definition
+class TanhOp(UnaryOp):
+    """y = tanh(x), elementwise; same shape and element type."""
+
+    name = "nn.tanh"
+
+
+@irdl_op_definition
+class ExpOp(UnaryOp):
+    """y = exp(x), elementwise; same shape and element type."""
+
+    name = "nn.exp"
+
+
+@irdl_op_definition
+class LogOp(UnaryOp):
+    """y = natural log, elementwise; same shape and element type."""
+
+    name = "nn.log"
+
+
+@irdl_op_definition
+class SqrtOp(UnaryOp):
+    """y = square root, elementwise; same shape and element type."""
+
+    name = "nn.sqrt"
+
+
+@irdl_op_definition
+class RsqrtOp(UnaryOp):
+    """y = 1 / sqrt(x), elementwise; same shape and element type."""
+
+    name = "nn.rsqrt"
+
+
+@irdl_op_definition
+class ReciprocalOp(UnaryOp):
+    """y = 1 / x, elementwise; same shape and element type."""
+
+    name = "nn.reciprocal"
+
+
+@irdl_op_definition
+class NegOp(UnaryOp):
+    """y = -x, elementwise; same shape and element type."""
+
+    name = "nn.neg"
+
+
+@irdl_op_definition
+class AbsOp(UnaryOp):
+    """y = |x|, elementwise; same shape and element type."""
+
+    name = "nn.abs"
+
+
+@irdl_op_definition
+class ErfOp(UnaryOp):
+    """y = Gauss error function, elementwise; same shape and element type."""
+
+    name = "nn.erf"
+
+
+@irdl_op_definition
+class SinOp(UnaryOp):
+    """y = sine, elementwise; same shape and element type."""
+
+    name = "nn.sin"
+
+
+@irdl_op_definition
+class CosOp(UnaryOp):
+    """y = cosine, elementwise; same shape and element type."""
+
+    name = "nn.cos"
+
+
+@irdl_op_definition
+class FloorOp(UnaryOp):
+    """y = round toward -inf, elementwise; same shape and element type."""
+
+    name = "nn.floor"
+
+
+@irdl_op_definition
+class CeilOp(UnaryOp):
+    """y = round toward +inf, elementwise; same shape and element type."""
+
+    name = "nn.ceil"
+
+
+@irdl_op_definition
+class NotOp(UnaryOp):
+    """y = logical not (i1), elementwise; same shape and element type."""
+
+    name = "nn.not"
+
+
+@irdl_op_definition
+class IdentityOp(UnaryOp):
+    """y = x, elementwise; same shape and element type."""
+
+    name = "nn.identity"
 
 
 @irdl_op_definition
@@ -253,28 +345,116 @@ class ComparisonOp(BinaryOp):
         return i1
 
 
-def _binary(opname: str, doc: str, comparison: bool = False) -> type[BinaryOp]:
-    base_cls = ComparisonOp if comparison else BinaryOp
-    attrs = {"name": f"nn.{opname}", "__doc__": doc}
-    return irdl_op_definition(type(opname.title().replace("_", "") + "Op", (base_cls,), attrs))
+@irdl_op_definition
+class AddOp(BinaryOp):
+    """z = x + y, with broadcasting; operands and result share the element type."""
+
+    name = "nn.add"
 
 
-AddOp = _binary("add", "x + y")
-SubOp = _binary("sub", "x - y")
-MulOp = _binary("mul", "x * y")
-DivOp = _binary("div", "x / y (integer division truncates, as ONNX)")
-PowOp = _binary("pow", "x ** y")
-MaxOp = _binary("max", "elementwise maximum")
-MinOp = _binary("min", "elementwise minimum")
-ModOp = _binary("mod", "remainder with the sign of the divisor (ONNX Mod, fmod = 0)")
-FmodOp = _binary("fmod", "remainder with the sign of the dividend (C fmod; ONNX Mod, fmod = 1)")
-AndOp = _binary("and", "logical and (i1)")
-OrOp = _binary("or", "logical or (i1)")
-EqualOp = _binary("equal", "x == y", True)
-LessOp = _binary("less", "x < y", True)
-LessEqualOp = _binary("less_equal", "x <= y", True)
-GreaterOp = _binary("greater", "x > y", True)
-GreaterEqualOp = _binary("greater_equal", "x >= y", True)
+@irdl_op_definition
+class SubOp(BinaryOp):
+    """z = x - y, with broadcasting; operands and result share the element type."""
+
+    name = "nn.sub"
+
+
+@irdl_op_definition
+class MulOp(BinaryOp):
+    """z = x * y, with broadcasting; operands and result share the element type."""
+
+    name = "nn.mul"
+
+
+@irdl_op_definition
+class DivOp(BinaryOp):
+    """z = x / y (integer division truncates, as ONNX), with broadcasting; operands and result share the element type."""
+
+    name = "nn.div"
+
+
+@irdl_op_definition
+class PowOp(BinaryOp):
+    """z = x ** y, with broadcasting; operands and result share the element type."""
+
+    name = "nn.pow"
+
+
+@irdl_op_definition
+class MaxOp(BinaryOp):
+    """z = elementwise maximum, with broadcasting; operands and result share the element type."""
+
+    name = "nn.max"
+
+
+@irdl_op_definition
+class MinOp(BinaryOp):
+    """z = elementwise minimum, with broadcasting; operands and result share the element type."""
+
+    name = "nn.min"
+
+
+@irdl_op_definition
+class ModOp(BinaryOp):
+    """z = remainder with the sign of the divisor (ONNX Mod, fmod = 0), with broadcasting; operands and result share the element type."""
+
+    name = "nn.mod"
+
+
+@irdl_op_definition
+class FmodOp(BinaryOp):
+    """z = remainder with the sign of the dividend (C fmod; ONNX Mod, fmod = 1), with broadcasting; operands and result share the element type."""
+
+    name = "nn.fmod"
+
+
+@irdl_op_definition
+class AndOp(BinaryOp):
+    """z = logical and (i1), with broadcasting; operands and result share the element type."""
+
+    name = "nn.and"
+
+
+@irdl_op_definition
+class OrOp(BinaryOp):
+    """z = logical or (i1), with broadcasting; operands and result share the element type."""
+
+    name = "nn.or"
+
+
+@irdl_op_definition
+class EqualOp(ComparisonOp):
+    """z = x == y, with broadcasting; the result is i1."""
+
+    name = "nn.equal"
+
+
+@irdl_op_definition
+class LessOp(ComparisonOp):
+    """z = x < y, with broadcasting; the result is i1."""
+
+    name = "nn.less"
+
+
+@irdl_op_definition
+class LessEqualOp(ComparisonOp):
+    """z = x <= y, with broadcasting; the result is i1."""
+
+    name = "nn.less_equal"
+
+
+@irdl_op_definition
+class GreaterOp(ComparisonOp):
+    """z = x > y, with broadcasting; the result is i1."""
+
+    name = "nn.greater"
+
+
+@irdl_op_definition
+class GreaterEqualOp(ComparisonOp):
+    """z = x >= y, with broadcasting; the result is i1."""
+
+    name = "nn.greater_equal"
 
 
 @irdl_op_definition
@@ -344,12 +524,14 @@ def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
 
 @irdl_op_definition
 class MatmulOp(NNOp):
-    """Batched, broadcasting matrix product (ONNX MatMul): [..., M, K] x [..., K, N] -> [..., M, N]."""
+    """Batched, broadcasting matrix product (ONNX MatMul): [..., M, K] x [..., K, N] -> [..., M, N].
+    Optional `ascend.tiling` (#ascend.tiling<{m, n, k, l1_depth, split_k, swizzle}>): its tiles."""
 
     name = "nn.matmul"
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
+    tiling = opt_attr_def(TilingAttr, attr_name=TILING_ATTR)
     traits = traits_def(Pure())
 
     def __init__(self, a: SSAValue, b: SSAValue):
@@ -464,17 +646,39 @@ class ReduceOp(NNOp):
             raise VerifyException(f"{self.name}: axes {list(axes)} must be sorted, unique, in [0, {rank})")
 
 
-def _reduce(opname: str, doc: str) -> type[ReduceOp]:
-    return irdl_op_definition(
-        type(opname.title().replace("_", "") + "Op", (ReduceOp,), {"name": f"nn.{opname}", "__doc__": doc})
-    )
+@irdl_op_definition
+class ReduceSumOp(ReduceOp):
+    """The sum over axes; the input's element type."""
+
+    name = "nn.reduce_sum"
 
 
-ReduceSumOp = _reduce("reduce_sum", "sum over axes")
-ReduceMeanOp = _reduce("reduce_mean", "mean over axes")
-ReduceMaxOp = _reduce("reduce_max", "max over axes")
-ReduceMinOp = _reduce("reduce_min", "min over axes")
-ReduceProdOp = _reduce("reduce_prod", "product over axes")
+@irdl_op_definition
+class ReduceMeanOp(ReduceOp):
+    """The mean over axes; the input's element type."""
+
+    name = "nn.reduce_mean"
+
+
+@irdl_op_definition
+class ReduceMaxOp(ReduceOp):
+    """The max over axes; the input's element type."""
+
+    name = "nn.reduce_max"
+
+
+@irdl_op_definition
+class ReduceMinOp(ReduceOp):
+    """The min over axes; the input's element type."""
+
+    name = "nn.reduce_min"
+
+
+@irdl_op_definition
+class ReduceProdOp(ReduceOp):
+    """The product over axes; the input's element type."""
+
+    name = "nn.reduce_prod"
 
 
 @irdl_op_definition
@@ -816,6 +1020,8 @@ class AttentionOp(NNOp):
     The causal step writes the dtype's lowest finite value, as Hugging Face masks do (not -inf),
     so a row whose every key is masked stays a uniform average, exactly as the unfused graph.
 
+    Optional `ascend.tiling` (#ascend.tiling<{br, bc}>): the flash-attention tile.
+
     Raises (verify): VerifyException on ranks, head counts or shapes that do not fit.
     """
 
@@ -829,6 +1035,7 @@ class AttentionOp(NNOp):
     num_kv_heads = prop_def(IntegerAttr)
     causal = prop_def(BoolAttr)
     scale = prop_def(FloatAttr)
+    tiling = opt_attr_def(TilingAttr, attr_name=TILING_ATTR)
     traits = traits_def(Pure())
 
     def __init__(
@@ -861,63 +1068,3 @@ class AttentionOp(NNOp):
             scores = (q[0], hq, q[2], k[2])
             if broadcast_shapes(shape_of(self.mask), scores) != scores:
                 raise VerifyException(f"nn.attention: mask {list(shape_of(self.mask))} does not broadcast to {list(scores)}")
-
-
-# ----------------------------------------------------------------------------------------------
-# fused regions
-# ----------------------------------------------------------------------------------------------
-@irdl_op_definition
-class YieldOp(IRDLOperation):
-    """Terminator of an `nn.fused` body: the fused op's results."""
-
-    name = "nn.yield"
-    values = var_operand_def(TensorType)
-    traits = traits_def(IsTerminator())
-    assembly_format = "$values attr-dict `:` type($values)"
-
-    def __init__(self, *values: SSAValue):
-        super().__init__(operands=[list(values)])
-
-
-@irdl_op_definition
-class FusedOp(IRDLOperation):
-    """A group of nn ops lowered by one template: `kind` names the template
-    (`matmul_epilogue`, `ffn`, ...). Its meaning is its body (block arguments = operands)."""
-
-    name = "nn.fused"
-    inputs = var_operand_def(TensorType)
-    outputs = var_result_def(TensorType)
-    kind = prop_def(StringAttr)
-    body = region_def("single_block")
-    traits = traits_def(IsolatedFromAbove())
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "`(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs) $body"
-
-    def __init__(self, kind: str, inputs: Sequence[SSAValue], result_types: Sequence[Attribute], body: Region):
-        super().__init__(
-            operands=[list(inputs)], result_types=[list(result_types)], properties={"kind": StringAttr(kind)}, regions=[body]
-        )
-
-    def verify_(self) -> None:
-        block = self.body.block
-        if tuple(block.arg_types) != tuple(v.type for v in self.inputs):
-            raise VerifyException("nn.fused: block argument types must equal the operand types")
-        term = block.last_op
-        if not isinstance(term, YieldOp) or tuple(v.type for v in term.values) != tuple(r.type for r in self.outputs):
-            raise VerifyException("nn.fused: body must end in nn.yield of the result types")
-
-
-NN = Dialect(
-    "nn",
-    [
-        WeightOp, ConstantOp,
-        ReluOp, SigmoidOp, SiluOp, TanhOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, NegOp, AbsOp,
-        ErfOp, SinOp, CosOp, FloorOp, CeilOp, NotOp, IdentityOp, GeluOp, LeakyReluOp, ClipOp,
-        AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, FmodOp, AndOp, OrOp,
-        EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp, CastOp,
-        MatmulOp, SoftmaxOp, LayerNormOp, RmsNormOp, AttentionOp, Conv2dOp, Pool2dOp,
-        ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp, TopKOp,
-        TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SliceOp, GatherOp,
-        YieldOp, FusedOp,
-    ],
-)

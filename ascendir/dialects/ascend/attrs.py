@@ -1,0 +1,232 @@
+"""Attributes of the `ascend` dialect: memory spaces, pipes, core types, copy layouts.
+
+Each is an enum attribute over a `StrEnum`, so `attr.data == "MTE2"` compares with the plain
+spelling while the IR holds one typed value:
+
+* `#ascend<space l0a>`: memory space of a memref (gm, l1, l0a, l0b, l0c, ub, bt, fb);
+* `#ascend.pipe<MTE2>`: a hardware pipe (HIVM PIPE_*, S6);
+* `#ascend.barrier_pipe<ALL>`: the pipe a `pipe_barrier` orders, or ALL of them;
+* `#ascend.core_type<mix>`: the cores an `ascend.kernel` is launched on (aic, aiv, mix);
+* `#ascend.layout<nd2nz>`: the layout change an `ascend.copy` makes (nd, nd2nz, nz2nd);
+* `#ascend.tiling<{m = 128 : i64, ...}>`: the tile sizes of an nn.matmul / nn.attention.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from collections.abc import Mapping, Sequence
+
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, StringAttr, i64
+from xdsl.dialects.utils.enum_attribute import EnumAttribute
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SpacedOpaqueSyntaxAttribute, SSAValue
+from xdsl.irdl import irdl_attr_definition
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+from ascendir.dialects.enum_attr import AngleEnum
+
+
+class MemSpace(StrEnum):
+    """Memory spaces of a Da Vinci core and the chip (S1, S2 architecture page)."""
+
+    GM = "gm"
+    L1 = "l1"
+    L0A = "l0a"
+    L0B = "l0b"
+    L0C = "l0c"
+    UB = "ub"
+    BT = "bt"
+    FB = "fb"
+
+
+@irdl_attr_definition
+class MemSpaceAttr(EnumAttribute[MemSpace], SpacedOpaqueSyntaxAttribute):
+    """Memory space of a memref: prints as `#ascend<space l0a>`."""
+
+    name = "ascend.space"
+
+
+class Pipe(StrEnum):
+    """Hardware pipes (HIVM PIPE_* enum, S6): S scalar, V vector, M cube, MTE1 L1 -> L0A/L0B/BT/FB,
+    MTE2 GM -> on chip, MTE3 UB -> GM (and L1 -> GM on dav-c220), FIX L0C out (FixPipe)."""
+
+    S = "S"
+    V = "V"
+    M = "M"
+    MTE1 = "MTE1"
+    MTE2 = "MTE2"
+    MTE3 = "MTE3"
+    FIX = "FIX"
+
+
+@irdl_attr_definition
+class PipeAttr(AngleEnum, EnumAttribute[Pipe]):
+    """A hardware pipe: `#ascend.pipe<MTE2>` (set_flag / wait_flag print it bare)."""
+
+    name = "ascend.pipe"
+
+
+class BarrierPipe(StrEnum):
+    """What an `ascend.pipe_barrier` orders: one pipe, or ALL pipes of the core (PIPE_ALL, S6)."""
+
+    S = "S"
+    V = "V"
+    M = "M"
+    MTE1 = "MTE1"
+    MTE2 = "MTE2"
+    MTE3 = "MTE3"
+    FIX = "FIX"
+    ALL = "ALL"
+
+
+@irdl_attr_definition
+class BarrierPipeAttr(AngleEnum, EnumAttribute[BarrierPipe]):
+    """`#ascend.barrier_pipe<ALL>` (pipe_barrier prints it bare)."""
+
+    name = "ascend.barrier_pipe"
+
+
+class CoreType(StrEnum):
+    """The cores a kernel runs on: the cube core (AIC), a vector core (AIV), or one group of both
+    (MIX: 1 AIC + 2 AIV on dav-c220, one coupled core on dav-c100 / dav-m200)."""
+
+    AIC = "aic"
+    AIV = "aiv"
+    MIX = "mix"
+
+
+@irdl_attr_definition
+class CoreTypeAttr(AngleEnum, EnumAttribute[CoreType]):
+    """`#ascend.core_type<aic>`."""
+
+    name = "ascend.core_type"
+
+
+class Layout(StrEnum):
+    """The layout change of an `ascend.copy`: none (ND), ND -> NZ fractal on the way into L1
+    (MTE2 nd2nz), NZ -> ND on the way out of L0C (FixPipe nz2nd)."""
+
+    ND = "nd"
+    ND2NZ = "nd2nz"
+    NZ2ND = "nz2nd"
+
+
+@irdl_attr_definition
+class LayoutAttr(AngleEnum, EnumAttribute[Layout]):
+    """`#ascend.layout<nd2nz>`."""
+
+    name = "ascend.layout"
+
+
+@irdl_attr_definition
+class TilingAttr(ParametrizedAttribute):
+    """`#ascend.tiling<{m = 128 : i64, n = 256 : i64, k = 64 : i64}>`: the tile sizes chosen for
+    an `nn.matmul` or `nn.attention` (by choose-tiling, or by the IR's author), held on the op as
+    its `ascend.tiling` attribute. The fields are the template's: matmul m, n, k, l1_depth,
+    split_k, swizzle; flash attention br, bc. Each is an integer; which keys a template takes and
+    the values' ranges are the template's check when lowering (choose_tiling.check_fields).
+
+    Raises (verify): a field that is not an integer."""
+
+    name = "ascend.tiling"
+    fields: DictionaryAttr
+
+    def __init__(self, fields: DictionaryAttr | Mapping[str, int]):
+        if not isinstance(fields, DictionaryAttr):
+            fields = DictionaryAttr({k: IntegerAttr(v, i64) for k, v in fields.items()})
+        super().__init__(fields)
+
+    @property
+    def data(self) -> dict[str, Attribute]:
+        """The fields by name, as a DictionaryAttr's `data`."""
+        return self.fields.data
+
+    def verify(self) -> None:
+        for k, v in self.fields.data.items():
+            if not isinstance(v, IntegerAttr):
+                raise VerifyException(f"#ascend.tiling: {k} = {attr_text(v)} must be an integer")
+
+
+class CmpPredicate(StrEnum):
+    """The comparison of an `ascend.vcmp` (Ascend C Compare's CMPMODE: EQ, NE, LT, LE, GT, GE)."""
+
+    EQ = "eq"
+    NE = "ne"
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+
+
+@irdl_attr_definition
+class CmpPredicateAttr(EnumAttribute[CmpPredicate], SpacedOpaqueSyntaxAttribute):
+    """`#ascend<cmp gt>`; ascend.vcmp prints it bare: `ascend.vcmp gt %a, %b, %m`."""
+
+    name = "ascend.cmp"
+
+
+def memref_type(shape: Sequence[int], elem: Attribute, space: MemSpace, layout: Attribute | None = None) -> MemRefType:
+    """`memref<shape x elem, #ascend<space ...>>`."""
+    return _memref_type(tuple(shape), elem, space, layout)
+
+
+@functools.lru_cache(maxsize=4096)
+def _memref_type(shape: tuple[int, ...], elem: Attribute, space: MemSpace, layout: Attribute | None) -> MemRefType:
+    # Types are immutable and building one (with its verification) costs about a millisecond;
+    # kernels ask for the same few tile types again and again.
+    if layout is None:
+        return MemRefType(elem, list(shape), memory_space=MemSpaceAttr(space))
+    return MemRefType(elem, list(shape), layout=layout, memory_space=MemSpaceAttr(space))
+
+
+def space_of(value: SSAValue | Attribute) -> MemSpace:
+    """Memory space of a memref value or type.
+
+    Raises:
+        VerifyException: when the type is not a memref with an `#ascend<space>`.
+    """
+    t = value.type if isinstance(value, SSAValue) else value
+    if not isinstance(t, MemRefType) or not isinstance(t.memory_space, MemSpaceAttr):
+        raise VerifyException(f"expected a memref in an #ascend<space>, got {t}")
+    return t.memory_space.data
+
+
+# String attribute of the module naming the architecture it was lowered for (dav-c220, ...).
+ARCH_ATTR = "ascend.arch"
+
+
+def module_arch(op: Operation) -> str | None:
+    """The `ascend.arch` attribute of the enclosing module, if any."""
+    while op.parent_op() is not None:
+        op = op.parent_op()
+    attr = op.attributes.get(ARCH_ATTR)
+    return attr.data if isinstance(attr, StringAttr) else None
+
+
+def attr_text(a: Attribute) -> str:
+    """`a` as IR text (`2 : i64`, `"one"`), for error messages."""
+    buf = io.StringIO()
+    Printer(stream=buf).print_attribute(a)
+    return buf.getvalue()
+
+
+# Names of the discardable attributes ops declare (opt_attr_def) with these meanings:
+# Integer attribute of tile ops, ascend.alloc and flags in a dav-c220 mix kernel: which AIV of the
+# group (GetSubBlockIdx, S2) runs the op / owns the UB buffer; absent = 0.
+SUBBLOCK_ATTR = "subblock"
+# String attribute of set_flag / wait_flag in a dav-c220 mix kernel: the units a flag joins,
+# "SRC->DST" with each one of FLAG_UNITS (aiv = aiv0 = AIV 0).
+FLAG_UNITS_ATTR = "units"
+FLAG_UNITS = ("aic", "aiv", "aiv0", "aiv1")
+# Integer attributes of ascend.alloc: plan-memory's byte offset into the space, double-buffer's
+# slot (0 / 1) of a ping-pong pair.
+OFFSET_ATTR = "offset"
+SLOT_ATTR = "ascend.slot"
+# String attribute of ascend.kernel: the element type its data moves in (the report's dtype).
+KERNEL_DTYPE_ATTR = "dtype"
+# String attribute of ascend.kernel: the FFN template's plan, for the report.
+FFN_PLAN_ATTR = "ffn_plan"
+# TilingAttr attribute of nn.matmul / nn.attention.
+TILING_ATTR = "ascend.tiling"

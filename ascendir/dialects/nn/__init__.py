@@ -1,0 +1,102 @@
+"""The `nn` dialect: what the model computes.
+
+Value semantics on builtin `tensor<...>` types with static shapes. One op per neural-network
+concept, named as ONNX names it (ops.py). Weights are `nn.weight @name` ops referring to an entry
+of a `WeightStore`; they are never printed as literals. Fused ops are `nn.fused` regions whose
+body is their meaning, their kind a `#nn.fused_kind<...>` (fused.py).
+
+Every op prints as `nn.op %operands {attrs} : (operand types) -> result types`.
+"""
+
+from xdsl.ir import Dialect
+
+from ascendir.dialects.nn.fused import FusedKind, FusedKindAttr, FusedOp, YieldOp
+from ascendir.dialects.nn.ops import (
+    AbsOp,
+    AddOp,
+    AndOp,
+    AttentionOp,
+    AxisOp,
+    BinaryOp,
+    CastOp,
+    CeilOp,
+    ClipOp,
+    ComparisonOp,
+    ConcatOp,
+    ConstantOp,
+    Conv2dOp,
+    CosOp,
+    DivOp,
+    EqualOp,
+    ErfOp,
+    ExpOp,
+    ExpandOp,
+    FloorOp,
+    FmodOp,
+    GatherOp,
+    GeluOp,
+    GreaterEqualOp,
+    GreaterOp,
+    IdentityOp,
+    LayerNormOp,
+    LeakyReluOp,
+    LessEqualOp,
+    LessOp,
+    LogOp,
+    MatmulOp,
+    MaxOp,
+    MinOp,
+    ModOp,
+    MulOp,
+    NNOp,
+    NegOp,
+    NotOp,
+    OrOp,
+    Pool2dOp,
+    PowOp,
+    ReciprocalOp,
+    ReduceMaxOp,
+    ReduceMeanOp,
+    ReduceMinOp,
+    ReduceOp,
+    ReduceProdOp,
+    ReduceSumOp,
+    ReluOp,
+    ReshapeOp,
+    RmsNormOp,
+    RsqrtOp,
+    SigmoidOp,
+    SiluOp,
+    SinOp,
+    SliceOp,
+    SoftmaxOp,
+    SqrtOp,
+    SubOp,
+    TanhOp,
+    TopKOp,
+    TransposeOp,
+    UnaryOp,
+    WeightOp,
+    WhereOp,
+    WindowOp,
+    broadcast_shapes,
+    matmul_shape,
+    shape_of,
+    window_output_size,
+)
+
+NN = Dialect(
+    "nn",
+    [
+        WeightOp, ConstantOp,
+        ReluOp, SigmoidOp, SiluOp, TanhOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, NegOp, AbsOp,
+        ErfOp, SinOp, CosOp, FloorOp, CeilOp, NotOp, IdentityOp, GeluOp, LeakyReluOp, ClipOp,
+        AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, FmodOp, AndOp, OrOp,
+        EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp, CastOp,
+        MatmulOp, SoftmaxOp, LayerNormOp, RmsNormOp, AttentionOp, Conv2dOp, Pool2dOp,
+        ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp, TopKOp,
+        TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SliceOp, GatherOp,
+        YieldOp, FusedOp,
+    ],
+    [FusedKindAttr],
+)
