@@ -35,6 +35,7 @@ class FusedKind(StrEnum):
     NORM_MATMUL = "norm_matmul"  # layer / RMS norm feeding matmuls
     CONV_ACTIVATION = "conv_activation"  # conv2d + activation
     ELEMENTWISE = "elementwise"  # a chain of elementwise ops
+    ADD_RMS_NORM = "add_rms_norm"  # residual add + RMS norm of the sum
 
 
 @irdl_attr_definition

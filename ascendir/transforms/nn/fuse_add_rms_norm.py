@@ -1,4 +1,4 @@
-"""`fuse-add-rms-norm`: a residual add feeding an RMSNorm → `nn.fused {kind = "add_rms_norm"}`
+"""`fuse-add-rms-norm`: a residual add feeding an RMSNorm → `nn.fused {kind = #nn.fused_kind<add_rms_norm>}`
 (ops-transformer's AddRmsNorm: `y = x + r; out = rms_norm(y)`, one vector kernel that reads x
 and r once and writes out and, when read later, y).
 
@@ -42,7 +42,7 @@ ADD_RMS_NORM_O2 = (
 
 @dataclass(frozen=True)
 class FuseAddRmsNorm(ModulePass):
-    """Wrap nn.add + nn.rms_norm of the sum in nn.fused {kind = "add_rms_norm"}."""
+    """Wrap nn.add + nn.rms_norm of the sum in nn.fused {kind = #nn.fused_kind<add_rms_norm>}."""
 
     name = "fuse-add-rms-norm"
 

@@ -3,7 +3,7 @@
 // Residual add + RMSNorm of the sum, the sum also read afterwards (the next residual add): one
 // region yielding the norm and the sum.
 // CHECK-LABEL: func.func @add_norm_sum_kept
-// CHECK-NEXT:    %[[FN:.*]], %[[FY:.*]] = nn.fused(%x, %r, %g) {kind = "add_rms_norm"}
+// CHECK-NEXT:    %[[FN:.*]], %[[FY:.*]] = nn.fused(%x, %r, %g) {kind = #nn.fused_kind<add_rms_norm>}
 // CHECK-NEXT:    ^{{.*}}(%[[X:.*]]: tensor<2x8x64xf16>, %[[R:.*]]: tensor<2x8x64xf16>, %[[G:.*]]: tensor<64xf16>):
 // CHECK-NEXT:      %[[Y:.*]] = nn.add %[[X]], %[[R]]
 // CHECK-NEXT:      %[[N:.*]] = nn.rms_norm %[[Y]], %[[G]] {axis = 2 : i64, epsilon = 1.000000e-06 : f32}
@@ -22,7 +22,7 @@ func.func @add_norm_sum_kept(%x: tensor<2x8x64xf16>, %r: tensor<2x8x64xf16>, %g:
 
 // The sum read only by the norm: the region yields the norm alone.
 // CHECK-LABEL: func.func @add_norm
-// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %r, %g) {kind = "add_rms_norm"}
+// CHECK-NEXT:    %[[F:.*]] = nn.fused(%x, %r, %g) {kind = #nn.fused_kind<add_rms_norm>}
 // CHECK:           nn.yield %{{.*}} : tensor<4x32xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:    func.return %[[F]]

@@ -1,4 +1,4 @@
-"""Template of `nn.fused {kind = "add_rms_norm"}` (built by fuse-add-rms-norm): a residual add
+"""Template of `nn.fused {kind = #nn.fused_kind<add_rms_norm>}` (built by fuse-add-rms-norm): a residual add
 and the RMSNorm of its sum, ops-transformer's AddRmsNorm:
 
     %y   = nn.add %x, %r                       x, r [..., C], same shape and element type
