@@ -158,4 +158,4 @@ def test_the_checker_sees_cycles_and_upward_edges():
     # the walk itself must be able to fail
     assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert layer_of("ascendir.api.cli")[0] < layer_of("ascendir.dialects.nn")[0]
-    assert layer_of("ascendir.interpreter.kernel")[1] != layer_of("ascendir.frontends.onnx")[1]
+    assert layer_of("ascendir.interpreter.sim.kernel")[1] != layer_of("ascendir.frontends.onnx")[1]

@@ -10,7 +10,7 @@ from xdsl.dialects import memref
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
-from ascendir.context import make_context
+from ascendir.session import make_context
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import Ascend, MemSpace, Pipe
 from ascendir.dialects.ascend.placement import (
@@ -23,9 +23,9 @@ from ascendir.dialects.ascend.placement import (
     placement,
     space_unit,
 )
-from ascendir.interpreter.compiler import unit_of
-from ascendir.interpreter.cost import space_unit as cost_space_unit
-from ascendir.transforms.insert_sync import op_pipe, op_unit
+from ascendir.interpreter.exec.common import unit_of
+from ascendir.costmodel import space_unit as cost_space_unit
+from ascendir.transforms.ascend.insert_sync import op_pipe, op_unit
 
 LIT = Path(__file__).resolve().parent / "filecheck" / "dialects" / "ascend"
 AIC, AIV = Unit.AIC, Unit.AIV
