@@ -283,7 +283,7 @@ def load_pass_plugin(module: str) -> dict[str, Callable[[], type[ModulePass]]]:
 
     try:
         mod = importlib.import_module(module)
-    except Exception as e:  # a plugin that fails to import is bad input, whatever it raised
+    except (Exception, SystemExit) as e:  # a plugin that fails to import is bad input, whatever it raised
         raise AscendirError(f"pass plugin '{module}' does not import: {type(e).__name__}: {e}") from None
     found = getattr(mod, PLUGIN_ATTR, None)
     if found is None:

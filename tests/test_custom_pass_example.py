@@ -93,6 +93,7 @@ def test_plugin_that_does_not_import_is_bad_input(tmp_path):
     ("X = 1", "has no ASCENDIR_PASSES"),
     ("ASCENDIR_PASSES = [int]", "not a ModulePass subclass with a name"),
     ("from ascendir.transforms.nn.fuse_ffn import FuseFFN\nASCENDIR_PASSES = [FuseFFN]", "the pass name 'fuse-ffn' is taken"),
+    ("import sys\nsys.exit(3)", "does not import: SystemExit: 3"),
 ])
 def test_bad_plugin_is_named(tmp_path, monkeypatch, body, message):
     (tmp_path / "bad_plugin.py").write_text(body + "\n")

@@ -68,7 +68,7 @@ def test_a_declining_template_says_why_and_the_report_lists_it(tmp_path):
     session = Session()
     compile_model(DATA / "mixtral_moe_block_small" / "model.onnx", "ascend910b2", session=session)
     (d,) = session.declined
-    assert d.kind == "ffn" and d.region.startswith("nn.fused #") and "'/block/experts/MatMul'" in d.region
+    assert type(d.kind) is str and d.kind == "ffn" and d.region.startswith("nn.fused #") and "'/block/experts/MatMul'" in d.region
     assert "not a gated" in d.reason
     assert any(n.startswith(f"convert-nn-to-ascend: {d.region}: the ffn template declines it") for n in session.notes)
     import json
@@ -79,3 +79,24 @@ def test_a_declining_template_says_why_and_the_report_lists_it(tmp_path):
     subprocess.run([sys.executable, "-m", "ascendir.api.cli", "run", str(DATA / "mixtral_moe_block_small" / "model.onnx"),
                     "--timing-only", "--report", str(report)], check=True, capture_output=True)
     assert json.loads(report.read_text())["declined"] == [{"region": d.region, "kind": "ffn", "reason": d.reason}]
+
+
+def test_compile_names_ascend_lowering_when_given_as_an_nn_pipeline():
+    import pytest
+
+    from ascendir.errors import AscendirError
+
+    with pytest.raises(AscendirError, match="ascend-lowering is the lowering itself"):
+        parse_pipeline("O2,ascend-lowering{target=ascend910b2}")
+
+
+def test_simulate_rejects_an_accel_that_is_not_one():
+    import pytest
+
+    from ascendir.errors import AscendirError
+    from ascendir.hardware import load_target
+    from ascendir.interpreter import simulate
+
+    module, weights = compile_model(DATA / "mlp_small" / "model.onnx", "ascend910b2")
+    with pytest.raises(AscendirError, match="accel must be an ascendir.interpreter.Accel"):
+        simulate(module, weights, {}, load_target("ascend910b2"), timing_only=True, accel="fast")

@@ -25,6 +25,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from ascendir.costmodel import CostEnv, OpCost
+from ascendir.errors import AscendirError
 from ascendir.costmodel.memory import check_module_gm_fits
 from ascendir.hardware.config import HardwareConfig, load_target
 from ascendir.interpreter.accel import Accel
@@ -79,6 +80,8 @@ def simulate(
         AscendirError: unsupported op, capacity overflow (on chip, or the GM footprint above the
             target's HBM: plan-memory's, or for IR never planned the one it would give), deadlock, bad inputs, invariant violation.
     """
+    if accel is not None and not isinstance(accel, Accel):
+        raise AscendirError(f"accel must be an ascendir.interpreter.Accel (e.g. Accel(steady=False)), got {accel!r}")
     hw = load_target(target)
     # before any work: IR planned for another chip (a larger HBM), or never planned
     fp = check_module_gm_fits(module, hw)

@@ -157,7 +157,7 @@ def lower_module(module: ModuleOp, target: HardwareConfig, session: Session | No
     module.body.block.erase_op(main)
     if session is not None:
         for where, kind, reason in ctx.declined:
-            session.declined.append(DeclinedRegion(where, kind, reason))
+            session.declined.append(DeclinedRegion(where, str(kind), reason))
             session.note(f"convert-nn-to-ascend: {where}: the {kind} template declines it: {reason}; lowered op by op")
     module.attributes[ascend.ARCH_ATTR] = StringAttr(target.arch.name)
     module.attributes["ascend.target"] = StringAttr(target.name)
