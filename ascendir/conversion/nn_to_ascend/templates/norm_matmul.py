@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from ascendir.dialects import nn
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
@@ -42,16 +42,12 @@ from ascendir.conversion.nn_to_ascend.templates.reduction import normalize
 from ascendir.conversion.nn_to_ascend.templates.epilogue import match_chain
 
 
-def lower_norm_matmul(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | Declined:
-    """Lower a norm_matmul region to a norm kernel and one grouped cube kernel, or Declined if its
-    body is not norm [+ reshape] + projections with their epilogue chains (see the module
-    docstring).
-
-    Raises:
-        AscendirError: as the norm and matmul templates (tiles that do not fit, no fp32 cube).
-    """
-    block = op.body.block
-    args = dict(zip(block.args, operands))
+def parse_norm_matmul(region: nn.FusedOp) -> tuple[Operation, list[list[Operation]]] | Declined:
+    """(norm, one epilogue chain per projection) of a norm_matmul region, or Declined if its body
+    is not norm [+ reshape] + projections of the normalized rows with their epilogue chains, each
+    chain yielded (see the module docstring)."""
+    block = region.body.block
+    args = {a: a for a in block.args}
     ops = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
     if not ops or not isinstance(ops[0], (nn.RmsNormOp, nn.LayerNormOp)):
         return Declined("the body does not start with nn.rms_norm or nn.layer_norm")
@@ -68,6 +64,21 @@ def lower_norm_matmul(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAVa
     if covered != len(ops) or set(ends) != set(yields) or len(yields) != len(ends) or None in ends.values():
         return Declined("the body is not the norm [+ reshape] and projections of its result with their epilogue chains, "
                         "each chain yielded")
+    return norm, chains
+
+
+def emit_norm_matmul(ctx: LoweringContext, region: nn.FusedOp, norm: Operation, chains: list[list[Operation]],
+                     operands: list[SSAValue]) -> list[SSAValue]:
+    """A norm kernel and one grouped cube kernel (or one mix kernel per projection that has an
+    activation or residual) for a region parse_norm_matmul took; results in yield order.
+
+    Raises:
+        AscendirError: as the norm and matmul templates (tiles that do not fit, no fp32 cube).
+    """
+    block = region.body.block
+    args = dict(zip(block.args, operands))
+    ends = {c[-1].results[0]: parse_chain(c, args) for c in chains}
+    yields = list(block.last_op.values)
     products = [Product(args[ends[y][0].rhs], shape(y), elem(y), ends[y][1]) for y in yields]
     xn = normalize(ctx, norm, *[args[v] for v in norm.operands], rms=isinstance(norm, nn.RmsNormOp),
                    base="norm_matmul_norm")[0]
