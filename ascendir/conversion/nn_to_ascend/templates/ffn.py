@@ -71,7 +71,9 @@ from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_
 from ascendir.conversion.nn_to_ascend.templates.matmul import (
     DOUBLE_BUFFER, _by_parity, _mmad, emit_matmul, heuristic_tiling,
 )
-from ascendir.conversion.nn_to_ascend.tiling import Tiling
+from ascendir.conversion.nn_to_ascend.templates.fused_elementwise import fuse_elementwise_in
+from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, Problem, Tiling, estimate, problem_of, tiling_for_op
+from ascendir.costmodel import CostEnv
 from ascendir.conversion.nn_to_ascend.templates.ffn_region import parse_ffn
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue, fuse_chain, match_chain
 
@@ -79,8 +81,6 @@ from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue, fuse_c
 def _per_projection(op: nn.FusedOp) -> None:
     """Fallback: give every projection of the body its epilogue region and the elementwise ops
     left (e.g. act * up of gathered-weight experts) one vector kernel (lowered op by op)."""
-    from ascendir.conversion.nn_to_ascend.templates.fused_elementwise import fuse_elementwise_in
-
     for mm in [o for o in op.body.block.ops if isinstance(o, nn.MatmulOp)]:
         chain = match_chain(mm)
         if len(chain) > 1:
@@ -97,8 +97,6 @@ def _matmul_name(ctx: LoweringContext, mm: nn.MatmulOp) -> str:
 def _recorded_tiling(ctx: LoweringContext, mm: nn.MatmulOp) -> Tiling | None:
     """The checked `ascend.tiling` of one of the region's matmuls (its own fit: ffn_up's or
     ffn_down's buffers, tiling.problem_of), or None; errors name that matmul."""
-    from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, problem_of, tiling_for_op
-
     if TILING_ATTR not in mm.attributes:
         return None
     return tiling_for_op(mm, problem_of(mm), ctx.target, _matmul_name(ctx, mm))
@@ -213,9 +211,6 @@ def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling,
     charges (tiling.estimate leaves it out: it only ranks tilings of one matmul); ffn_up's
     AIV epilogue is left out, which favours the two-kernel path. Without an estimate for the
     dtype (no such mmad): two-kernel."""
-    from ascendir.costmodel import CostEnv
-    from ascendir.conversion.nn_to_ascend.tiling import Problem, estimate
-
     key = (target.name, target.memory.l2_model, s, dt, up, down)
     if key in _PLANS:
         return _PLANS[key]

@@ -108,7 +108,11 @@ from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
-from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, aligned_bytes, ceil_div, round_up
+from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
+from ascendir.hardware.align import aligned_bytes
+from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, attention_fields
+from ascendir.costmodel import mmad_cycles, vector_cycles
+from ascendir.dialects.ascend import FLAG_UNITS_ATTR
 
 # What nn.attention's causal step writes (the lowest finite float of the fp32 compute type).
 LOWEST = float(np.finfo(np.float32).min)
@@ -369,8 +373,6 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     blocks at l2_bw_over_hbm × HBM [S8] is a floor. Mask and causal-diagonal vector work are left
     out (the same for every tiling to first order).
     """
-    from ascendir.costmodel import mmad_cycles, vector_cycles
-
     r, st, cube = target.rates, target.startup, target.cube
     m, mp, dp, dvp, bc = t.m, t.mp, t.dp, t.dvp, t.bc
     n = aiv_rows(m, aiv_count(target, m))[0][1]
@@ -451,8 +453,6 @@ def tiling_for(att: nn.AttentionOp, target: HardwareConfig, what: str = "nn.atte
         ValueError: no tile fits (see choose_flash_tiling).
         AscendirError: a recorded tile that is misaligned or does not fit (see `forced`).
     """
-    from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, attention_fields
-
     s = shape_of(att)
     fields = attention_fields(att.attributes.get(TILING_ATTR), what)
     if not fields:
@@ -471,8 +471,6 @@ def fits(att: nn.AttentionOp, target: HardwareConfig) -> bool:
     query heads of D = 128 stacked on one K/V head: even Br = Bc = 16 overflows UB), the driver
     lowers the attention unfused (decompose-attention) rather than failing on a valid model.
     A tile recorded in `ascend.tiling` counts as one: if it does not fit, lowering says why."""
-    from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR
-
     if TILING_ATTR in att.attributes:
         return True
     try:
@@ -493,8 +491,6 @@ class _Sync:
         self.queues: list[_Q] = []
 
     def flag(self, wait: bool, src: Pipe, dst: Pipe, event: int, units: str) -> None:
-        from ascendir.dialects.ascend import FLAG_UNITS_ATTR
-
         op = (ascend.WaitFlagOp if wait else ascend.SetFlagOp)(src, dst, event)
         if self.split_cores:
             op.attributes[FLAG_UNITS_ATTR] = StringAttr(units)
