@@ -25,7 +25,7 @@ from ascendir.dialects.ascend import KernelOp
 from ascendir.errors import AscendirError, not_utf8, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
-from ascendir.pipelines import LOWERING, PASSES, PIPELINES, ascend_lowering, expand_pipelines
+from ascendir.pipelines import LOWERING, PASSES, PIPELINES, ascend_lowering, expand_pipelines, pass_name
 from ascendir.weights import WeightStore
 
 NAME_ATTR = "onnx.name"
@@ -100,7 +100,7 @@ def _parse_pipeline(spec: str | None, opt_level: str) -> PassPipeline:
         if opt_level not in PIPELINES:
             raise AscendirError(f"unknown optimization level '{opt_level}' (choose from {', '.join(PIPELINES)})")
         spec = PIPELINES[opt_level]
-    if any(p.split("{", 1)[0].strip() == LOWERING for p in spec.split(",")):
+    if any(pass_name(p) == LOWERING for p in spec.split(",")):
         raise AscendirError(
             f"bad pass pipeline '{spec}': {LOWERING} is the lowering itself; compile / run lower after the nn-level "
             "pipeline (choose the chip with --target; ascendir-opt runs it explicitly)"

@@ -240,6 +240,12 @@ def _repeated_option(spec: str) -> tuple[str, str] | None:
     return None
 
 
+def pass_name(item: str) -> str:
+    """The pass or pipeline an item of pipeline text names (`choose-tiling{tiling="m=16"}` ->
+    `choose-tiling`)."""
+    return item.split("{", 1)[0].strip()
+
+
 def expand_pipelines(spec: str) -> str:
     """`spec` (xdsl-opt pass pipeline text) with each named pipeline (O0, O1, O2) replaced by its
     passes; the one expansion the CLI's -p and ascendir-opt's -p share, so both say the same.
@@ -253,7 +259,7 @@ def expand_pipelines(spec: str) -> str:
         name, opt = repeated
         raise AscendirError(f"bad pass pipeline '{spec}': {name} is given option '{opt}' twice (give it once)")
     for p in spec.split(","):
-        name = p.split("{", 1)[0].strip()
+        name = pass_name(p)
         if name == LOWERING:
             continue
         if "{" in p and name in PIPELINES:
@@ -261,7 +267,7 @@ def expand_pipelines(spec: str) -> str:
                 f"bad pass pipeline '{spec}': the named pipeline '{name}' takes no options (give its passes with "
                 f"their options instead: {PIPELINES[name] or 'it is empty'})"
             )
-    items = [_lowering_spec(p.strip(), spec) if p.split("{", 1)[0].strip() == LOWERING else PIPELINES.get(p, p) for p in spec.split(",")]
+    items = [_lowering_spec(p.strip(), spec) if pass_name(p) == LOWERING else PIPELINES.get(p, p) for p in spec.split(",")]
     return ",".join(i for i in items if i.strip())
 
 

@@ -190,7 +190,8 @@ def test_kernel_gm_workspace_counts_in_the_gm_footprint(capsys, tmp_path: Path) 
     64 GiB 910B2. The mix kernel of filecheck/insert-sync/mix_kernel.mlir has a 32 KiB
     workspace: the arena holds it now; with a 512 GiB one plan-memory and `ascendir run` of the
     unplanned IR fail on one line."""
-    from ascendir.transforms.ascend.plan_memory import gm_footprint, plan_module
+    from ascendir.costmodel.memory import gm_footprint
+    from ascendir.transforms.ascend.plan_memory import plan_module
 
     text = (Path(__file__).parent / "filecheck" / "insert-sync" / "mix_kernel.mlir").read_text()
     module = parse(text)

@@ -180,7 +180,7 @@ def test_mix_kernel_insert_sync_runs(plan: bool) -> None:
     detectors on, z = relu(a @ b) as numpy computes it, and what insert-sync leaves is exactly
     what it needs: no conflict left, and each cross-unit event removed alone is a race again."""
     from ascendir.hardware import load_target as _lt
-    from ascendir.transforms.ascend.plan_memory import plan_kernel
+    from ascendir.costmodel.memory import plan_kernel
 
     a, b, ref = _mix_inputs()
     module = parse(MIX_IR.read_text())

@@ -111,7 +111,7 @@ def lower_fused(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) 
         results = plan if isinstance(plan, Declined) else template.emit(ctx, plan, operands)
         if not isinstance(results, Declined):
             return results
-        ctx.declined.append((ctx.current, op.kind.data, results.reason))
+        ctx.declined.append(DeclinedRegion(ctx.current, str(op.kind.data), results.reason))
         if isinstance(plan, Declined):
             template.fallback(op)
     outer = ctx.current
@@ -156,9 +156,9 @@ def lower_module(module: ModuleOp, target: HardwareConfig, session: Session | No
     module.body.block.insert_ops_before([*ctx.kernels, new_main], main)
     module.body.block.erase_op(main)
     if session is not None:
-        for where, kind, reason in ctx.declined:
-            session.declined.append(DeclinedRegion(where, str(kind), reason))
-            session.note(f"convert-nn-to-ascend: {where}: the {kind} template declines it: {reason}; lowered op by op")
+        for d in ctx.declined:
+            session.declined.append(d)
+            session.note(f"convert-nn-to-ascend: {d.region}: the {d.kind} template declines it: {d.reason}; lowered op by op")
     module.attributes[ascend.ARCH_ATTR] = StringAttr(target.arch.name)
     module.attributes["ascend.target"] = StringAttr(target.name)
 

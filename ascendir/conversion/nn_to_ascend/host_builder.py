@@ -19,6 +19,7 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import MemSpace
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
+from ascendir.session import DeclinedRegion
 
 
 def contiguous_type(shape: Sequence[int], elem: Attribute, space: MemSpace = MemSpace.GM) -> MemRefType:
@@ -59,8 +60,7 @@ class LoweringContext:
     def __init__(self, target: HardwareConfig, host: Block):
         self.target = target
         self.host = host
-        # (region as errors name it, kind, reason) of each region a template declined
-        self.declined: list[tuple[str, str, str]] = []
+        self.declined: list[DeclinedRegion] = []  # the regions a template declined
         self.kernels: list[ascend.KernelOp] = []
         self.values: dict[SSAValue, SSAValue] = {}
         self._names: dict[str, int] = {}

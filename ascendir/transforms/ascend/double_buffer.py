@@ -50,7 +50,8 @@ from ascendir.session import session_of
 from ascendir.costmodel.buffer_lifetimes import nbytes, root_of
 from ascendir.transforms.ascend.insert_sync import written
 from ascendir.transforms.ascend.ir_level import require_ascend_ir
-from ascendir.transforms.ascend.plan_memory import OFFSET_ATTR, module_target, plan_kernel
+from ascendir.costmodel.memory import OFFSET_ATTR, plan_kernel
+from ascendir.transforms.ascend.plan_memory import module_target
 
 SLOT_ATTR = "ascend.slot"
 

@@ -40,8 +40,8 @@ from ascendir.dialects.ascend import ARCH_ATTR
 from ascendir.errors import AscendirError
 from ascendir.session import session_of
 from ascendir.hardware.config import DEFAULT_TARGET, TARGETS, HardwareConfig, load_target
-from ascendir.costmodel.memory import (  # noqa: F401  (the analysis; re-exported for the pass's users)
-    FOOTPRINT_ATTR, FOOTPRINT_KEYS, OFFSET_ATTR, check_gm_fits, check_module_gm_fits, gm_footprint, plan_gm, plan_kernel,
+from ascendir.costmodel.memory import (
+    plan_gm, plan_kernel,
 )
 from ascendir.transforms.ascend.ir_level import require_ascend_ir
 

@@ -59,7 +59,8 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.costmodel import CostEnv, bandwidth_bound_cycles, copy_startup, mmad_cycles, vector_cycles
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem
-from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, aligned_bytes, ceil_div, round_up
+from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
+from ascendir.hardware.align import aligned_bytes
 from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _mmad
 
 # Candidate grids (elements): bm rows, bi I-columns per chunk, bn Ho-columns per down tile,
