@@ -37,7 +37,7 @@ def mix_kernel(op_sub: int, buf_sub: int, via_subview: bool = False) -> str:
     else:
         own = "%c, %d" if op_sub else "%a, %b"
         stray = f"    ascend.vadd {own}, %t {_sub(op_sub)}: {UB}, {UB}, {UB}"
-    return f"""builtin.module attributes {{ascend.arch = "dav-c220"}} {{
+    return f"""builtin.module attributes {{ascend.arch = #ascend.arch<"dav-c220">}} {{
   ascend.kernel @k(%x: {GM}, %y: {GM}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<mix>}} {{
     %a = ascend.alloc : {UB}
     %b = ascend.alloc : {UB}

@@ -637,7 +637,7 @@ def test_valid_kernel_attributes_still_parse(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------
 def _split_kernel(core_type: str, body: str, allocs: str) -> str:
     return f"""
-builtin.module attributes {{ascend.arch = "dav-c220", ascend.target = "ascend910b2"}} {{
+builtin.module attributes {{ascend.arch = #ascend.arch<"dav-c220">, ascend.target = #ascend.target<"ascend910b2">}} {{
   ascend.kernel @k(%x: memref<32x32xf32, #ascend<space gm>>) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<{core_type}>}} {{
 {allocs}
 {body}

@@ -143,7 +143,7 @@ def test_cast_mode_round_trips_through_the_ir() -> None:
     text = """func.func @main(%x: tensor<2x8xf32> {onnx.name = "x"}) -> (tensor<2x8xf8E4M3FN> {onnx.name = "a"},
                                                                tensor<2x8xf8E8M0FNU> {onnx.name = "b"}) {
   %a = nn.cast %x {saturate = false} : (tensor<2x8xf32>) -> tensor<2x8xf8E4M3FN>
-  %b = nn.cast %x {round_mode = "nearest"} : (tensor<2x8xf32>) -> tensor<2x8xf8E8M0FNU>
+  %b = nn.cast %x {round_mode = #ascend.round_mode<nearest>} : (tensor<2x8xf32>) -> tensor<2x8xf8E8M0FNU>
   func.return %a, %b : tensor<2x8xf8E4M3FN>, tensor<2x8xf8E8M0FNU>
 }"""
     x = np.array([[1e6, np.inf, -np.inf, 0.3, 500.0, np.nan, 3.0, 6.0]] * 2, np.float32)
@@ -152,7 +152,7 @@ def test_cast_mode_round_trips_through_the_ir() -> None:
         assert_same(sim[name], ref[name])
     assert ref["a"][0, 0] != ref["a"][0, 0] and ref["b"][0, 2] != ref["b"][0, 2]  # NaN: no saturation
     out = printed(lowered)
-    assert "saturate = false" in out and 'round_mode = "nearest"' in out
+    assert "saturate = false" in out and 'round_mode = #ascend.round_mode<nearest>' in out
     assert parse(printed(parse(text))).is_structurally_equivalent(parse(text))
 
 

@@ -21,6 +21,15 @@ def test_all_targets_shipped():
     assert set(ALL) <= set(TARGETS)
 
 
+def test_archs_are_the_dialects():
+    """Every ChipArch is an #ascend.arch the dialect parses, and the other way round (the dialect
+    sits below the hardware layer, so it keeps its own list)."""
+    from ascendir.dialects.ascend import Arch
+    from ascendir.hardware.arch import ARCHS
+
+    assert list(ARCHS) == [a.value for a in Arch]
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_loads(name: str):
     hw = load_target(name)
@@ -194,11 +203,20 @@ def test_archs_are_the_lowered_ones():
 
 
 def _module(**attrs: str):
-    from xdsl.dialects.builtin import ModuleOp, StringAttr
+    from xdsl.dialects.builtin import ModuleOp
+
+    from ascendir.dialects.ascend import Arch, ArchAttr, TargetAttr
 
     m = ModuleOp([])
     for k, v in attrs.items():
-        m.attributes[k] = StringAttr(v)
+        m.attributes[k] = ArchAttr(Arch(v)) if k == "ascend.arch" else TargetAttr(v)
+    return m
+
+
+def _with_string_arch(m, arch: str):
+    from xdsl.dialects.builtin import StringAttr
+
+    m.attributes["ascend.arch"] = StringAttr(arch)
     return m
 
 
@@ -214,9 +232,13 @@ def test_module_target_follows_arch(monkeypatch: pytest.MonkeyPatch):
     assert module_target(_module()).name == "ascend910b2"
     assert module_target(_module(**{"ascend.arch": "dav-c100", "ascend.target": "ascend910a"})).name == "ascend910a"
     assert module_target(_module(**{"ascend.arch": "dav-c220"}), "ascend910b4").name == "ascend910b4"
-    with pytest.raises(AscendirError, match=r'^ascend.arch = "dav-x9" is the arch of no shipped target \(they have '):
-        module_target(_module(**{"ascend.arch": "dav-x9"}))
+    with pytest.raises(AscendirError, match=r'^ascend.arch = "dav-c100" must be one of #ascend.arch<"dav-c220">, '):
+        module_target(_with_string_arch(_module(), "dav-c100"))  # the old spelling
+    with monkeypatch.context() as mp:  # (every Arch has a shipped target)
+        mp.setattr(plan_memory, "TARGETS", ["ascend910a", "ascend910b2"])
+        with pytest.raises(AscendirError, match=r'^ascend.arch = #ascend.arch<"dav-m200"> is the arch of no shipped target \(they have dav-c100, dav-c220\)'):
+            module_target(_module(**{"ascend.arch": "dav-m200"}))
     # several targets share the arch and the default is not one of them: no guess
     monkeypatch.setattr(plan_memory, "DEFAULT_TARGET", "ascend910a")
-    with pytest.raises(AscendirError, match=r'^ascend.arch = "dav-c220" is the arch of several shipped targets \(ascend910_93, ascend910b1, '):
+    with pytest.raises(AscendirError, match=r'^ascend.arch = #ascend.arch<"dav-c220"> is the arch of several shipped targets \(ascend910_93, ascend910b1, '):
         module_target(_module(**{"ascend.arch": "dav-c220"}))

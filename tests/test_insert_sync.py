@@ -79,9 +79,9 @@ def test_stripped_kernels_resynchronised(mlp) -> None:
     added = sum(insert_sync(k) for k in _kernels(module))
     assert added > 0 and all(not conflicts(k) for k in _kernels(module))
     # the mix kernel's AIC <-> AIV hand-offs through GM came back, in both directions
-    units = {o.attributes["units"].data for k in _kernels(module) if k.core_type.data == "mix"
+    units = {o.attributes["units"].units for k in _kernels(module) if k.core_type.data == "mix"
              for o in k.walk() if isinstance(o, ascend.FlagOp)}
-    assert {"aic->aiv", "aiv->aic"} <= units
+    assert {("aic", "aiv"), ("aiv", "aic")} <= units
     out = simulate(module, weights, inputs, HW).outputs  # raises on a race or a deadlock
     for key in ref.files:
         if key.startswith("output:"):
@@ -191,7 +191,7 @@ def test_mix_kernel_insert_sync_runs(plan: bool) -> None:
     out = simulate(module, None, {"a": a, "b": b}, HW).outputs["z"]
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
     cross = sorted({(o.src.data, o.dst.data, o.event.value.data) for o in kern.walk()
-                    if isinstance(o, ascend.FlagOp) and o.attributes["units"].data.split("->")[0] != o.attributes["units"].data.split("->")[1]})
+                    if isinstance(o, ascend.FlagOp) and o.attributes["units"].src != o.attributes["units"].dst})
     assert len(cross) == 4  # FIX -> MTE2 to each AIV, MTE2 -> FIX from each
     for key in cross:
         trial = module.clone()
@@ -225,7 +225,7 @@ def test_double_buffered_mix_kernel_runs() -> None:
     assert any("ascend.slot" in o.attributes for o in module.walk())
     InsertSync().apply(Context(), module)
     add = next(k for k in _kernels(module) if k.sym_name.data == "add")
-    assert {o.attributes["units"].data for o in add.walk() if isinstance(o, ascend.FlagOp)} == {"aiv->aiv", "aiv1->aiv1"}
+    assert {o.attributes["units"].units for o in add.walk() if isinstance(o, ascend.FlagOp)} == {("aiv", "aiv"), ("aiv1", "aiv1")}
     rng = np.random.default_rng(1)
     x, y = (rng.standard_normal((768, 128)).astype(np.float16) for _ in range(2))
     out = simulate(module, None, {"x": x, "y": y}, HW).outputs["z"]
@@ -267,7 +267,7 @@ def _ring3(tiles: int) -> str:
     g, u = f"memref<{32 * tiles}x128xf16, #ascend<space gm>>", "memref<32x128xf16, #ascend<space ub>>"
     gs = "memref<32x128xf16, strided<[128, 1], offset: ?>, #ascend<space gm>>"
     us = "memref<32x128xf16, strided<[128, 1], offset: ?>, #ascend<space ub>>"
-    return f"""builtin.module attributes {{ascend.arch = "dav-c220"}} {{
+    return f"""builtin.module attributes {{ascend.arch = #ascend.arch<"dav-c220">}} {{
   ascend.kernel @ring3(%x: {g}, %z: {g}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
     %ring = ascend.alloc : memref<96x128xf16, #ascend<space ub>>
     %c0 = arith.constant 0 : index

@@ -86,7 +86,7 @@ builtin.module {{
 
 
 MIX = f"""
-builtin.module attributes {{ascend.arch = "dav-c220"}} {{
+builtin.module attributes {{ascend.arch = #ascend.arch<"dav-c220">}} {{
   ascend.kernel @mm_relu(%a: {gm((32, 32), "f16")}, %b: {gm((32, 32), "f16")}, %w: {gm((32, 32))}, %y: {gm((32, 32))}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<mix>}} {{
     %l1a = ascend.alloc : memref<32x32xf16, #ascend<space l1>>
     %l1b = ascend.alloc : memref<32x32xf16, #ascend<space l1>>

@@ -58,7 +58,7 @@ def test_large_elementwise_splits_over_cores_and_columns():
     [
         ("relu", ""), ("sigmoid", ""), ("silu", ""), ("tanh", ""), ("exp", ""), ("neg", ""), ("abs", ""),
         ("erf", ""), ("sin", ""), ("cos", ""), ("floor", ""), ("ceil", ""), ("gelu", ""),
-        ("gelu", '{approximate = "tanh"}'), ("leaky_relu", "{alpha = 0.1 : f32}"),
+        ("gelu", '{approximate = #nn.gelu_approximate<tanh>}'), ("leaky_relu", "{alpha = 0.1 : f32}"),
         ("leaky_relu", "{alpha = -2.0 : f32}"), ("clip", "{min = -0.5 : f32, max = 0.7 : f32}"),
         ("clip", "{max = 0.2 : f32}"),
     ],

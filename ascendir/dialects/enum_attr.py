@@ -1,11 +1,39 @@
 """`AngleEnum`: the `#dialect.name<value>` spelling for enum attributes (`#ascend.pipe<MTE2>`,
 `#nn.fused_kind<ffn>`), mixed in before xDSL's `EnumAttribute[...]`, which prints its value
-without brackets."""
+without brackets.
+
+An enum value has one spelling, the printer's: bare when it is an MLIR identifier (`MTE2`), a
+string literal only when it cannot be one (`"dav-c220"`: a hyphen is no identifier character).
+xDSL's `parse_str_enum` takes either; `parse_enum_value` takes the one, so `#ascend.pipe<"V">`
+(a pipe written as a string) is an error rather than a second way to write `V`."""
 
 from __future__ import annotations
 
-from xdsl.parser import AttrParser
+from typing import TypeVar
+
+from xdsl.parser import AttrParser, BaseParser
 from xdsl.printer import Printer
+from xdsl.utils.mlir_lexer import MLIRLexer
+from xdsl.utils.str_enum import StrEnum
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def parse_enum_value(parser: BaseParser, enum: type[E], what: str) -> E:
+    """One value of `enum` in its printed spelling (see the module docstring); `what` names the
+    attribute in messages ("#ascend.pipe", "pipe").
+
+    Raises:
+        ParseError: a value `enum` lacks, or a quoted value that has a bare spelling."""
+    pos = parser.pos
+    quoted = parser.parse_optional_str_literal()
+    value = quoted if quoted is not None else parser.parse_optional_identifier()
+    choices = ", ".join(e.value for e in enum)
+    if value is None or value not in {e.value for e in enum}:
+        parser.raise_error(f"unknown {what} {'value' if value is None else value} (expected one of {choices})", pos, parser.pos)
+    if quoted is not None and MLIRLexer.bare_identifier_regex.fullmatch(quoted):
+        parser.raise_error(f"{what} {quoted} is written bare, not as a string \"{quoted}\"", pos, parser.pos)
+    return enum(value)
 
 
 class AngleEnum:
@@ -19,4 +47,13 @@ class AngleEnum:
     @classmethod
     def parse_parameter(cls, parser: AttrParser):
         with parser.in_angle_brackets():
-            return parser.parse_str_enum(cls.enum_type)
+            return parse_enum_value(parser, cls.enum_type, f"#{cls.name}")
+
+
+class BareEnum:
+    """Parse the enum value bare, as xDSL's EnumAttribute prints it (`#ascend<space l0a>`,
+    `ascend.vcmp gt ...`), in its one spelling."""
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser):
+        return parse_enum_value(parser, cls.enum_type, f"#{cls.name}")

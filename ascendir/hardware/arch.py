@@ -4,8 +4,9 @@ A chip TOML (hardware/chips/*.toml) gives a chip's figures (cores, clocks, buffe
 its `chip.arch` names one of the architectures below, which says what the chip *can* do. Templates
 and passes ask these capability questions (`target.arch.split_cores`, `target.arch.fixpipe`,
 `target.arch.cube_has("bf16")`) and never compare an architecture or chip name: a new chip of a
-known architecture is one TOML file, a new architecture is one more `ChipArch` here (and its copy
-paths in the `ascend` dialect's placement table, which the verifier needs without the hardware
+known architecture is one TOML file, a new architecture is one more `ChipArch` here (and its name
+in the `ascend` dialect's `Arch` enum, which lowered modules carry as `#ascend.arch<"...">`, and
+its copy paths in the dialect's placement table, which the verifier needs without the hardware
 layer). The facts and their sources: docs/hardware-reference.md §Architectures.
 """
 

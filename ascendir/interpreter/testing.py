@@ -112,7 +112,7 @@ def matmul_ir(
     prime = "\n".join(f"    ascend.set_flag MTE1 -> MTE2, {p}\n    ascend.set_flag M -> MTE1, {p}" for p in range(nbuf))
     drain = "\n".join(f"    ascend.wait_flag MTE1 -> MTE2, {p}\n    ascend.wait_flag M -> MTE1, {p}" for p in range(nbuf))
     nk = -(-k // l1_k)
-    return f"""builtin.module attributes {{ascend.arch = "{arch}"}} {{
+    return f"""builtin.module attributes {{ascend.arch = #ascend.arch<"{arch}">}} {{
   ascend.kernel @matmul(%a: {a_t}, %b: {b_t}, %c: {c_t}) attributes {{block_dim = {block_dim} : i64, core_type = #ascend.core_type<aic>}} {{
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index

@@ -159,8 +159,8 @@ def lower_module(module: ModuleOp, target: HardwareConfig, session: Session | No
         for d in ctx.declined:
             session.declined.append(d)
             session.note(f"convert-nn-to-ascend: {d.region}: the {d.kind} template declines it: {d.reason}; lowered op by op")
-    module.attributes[ascend.ARCH_ATTR] = StringAttr(target.arch.name)
-    module.attributes["ascend.target"] = StringAttr(target.name)
+    module.attributes[ascend.ARCH_ATTR] = ascend.ArchAttr(ascend.Arch(target.arch.name))
+    module.attributes[ascend.TARGET_ATTR] = ascend.TargetAttr(target.name)
 
 
 @dataclass(frozen=True)

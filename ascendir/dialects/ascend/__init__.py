@@ -19,31 +19,38 @@ from xdsl.ir import Dialect
 from ascendir.dialects.ascend.attrs import (
     ARCH_ATTR,
     FFN_PLAN_ATTR,
-    FLAG_UNITS,
     FLAG_UNITS_ATTR,
     KERNEL_DTYPE_ATTR,
     OFFSET_ATTR,
     SLOT_ATTR,
     SUBBLOCK_ATTR,
+    TARGET_ATTR,
     TILING_ATTR,
+    Arch,
+    ArchAttr,
     BarrierPipe,
     BarrierPipeAttr,
     CmpPredicate,
     CmpPredicateAttr,
     CoreType,
     CoreTypeAttr,
+    FlagUnit,
+    FlagUnitAttr,
+    FlagUnitsAttr,
     Layout,
     LayoutAttr,
     MemSpace,
     MemSpaceAttr,
     Pipe,
     PipeAttr,
+    TargetAttr,
     TilingAttr,
     memref_type,
     module_arch,
     space_of,
 )
 from ascendir.dialects.ascend.ops_cube import MmadOp
+from ascendir.dialects.cast_mode import RoundMode, RoundModeAttr
 from ascendir.dialects.ascend.ops_dma import CopyOp, GatherRowsOp
 from ascendir.dialects.ascend.ops_kernel import (
     AllocOp,
@@ -133,5 +140,8 @@ Ascend = Dialect(
         *VECTOR_OPS.values(), VcastOp, VcmpOp, VselOp, VdupOp, VtransposeOp, VarangeOp, GatherRowsOp,
         SetFlagOp, WaitFlagOp, PipeBarrierOp,
     ],
-    [MemSpaceAttr, PipeAttr, BarrierPipeAttr, CoreTypeAttr, LayoutAttr, TilingAttr, CmpPredicateAttr],
+    [
+        MemSpaceAttr, PipeAttr, BarrierPipeAttr, CoreTypeAttr, LayoutAttr, TilingAttr, CmpPredicateAttr,
+        FlagUnitAttr, FlagUnitsAttr, ArchAttr, TargetAttr, RoundModeAttr,
+    ],
 )

@@ -1,4 +1,4 @@
-"""Attributes of the `ascend` dialect: memory spaces, pipes, core types, copy layouts.
+"""Attributes of the `ascend` dialect: memory spaces, pipes, core types, copy layouts, ...
 
 Each is an enum attribute over a `StrEnum`, so `attr.data == "MTE2"` compares with the plain
 spelling while the IR holds one typed value:
@@ -8,7 +8,12 @@ spelling while the IR holds one typed value:
 * `#ascend.barrier_pipe<ALL>`: the pipe a `pipe_barrier` orders, or ALL of them;
 * `#ascend.core_type<mix>`: the cores an `ascend.kernel` is launched on (aic, aiv, mix);
 * `#ascend.layout<nd2nz>`: the layout change an `ascend.copy` makes (nd, nd2nz, nz2nd);
-* `#ascend.tiling<{m = 128 : i64, ...}>`: the tile sizes of an nn.matmul / nn.attention.
+* `#ascend.tiling<{m = 128 : i64, ...}>`: the tile sizes of an nn.matmul / nn.attention;
+* `#ascend.flag_units<aic -> aiv1>`: the units a flag of a dav-c220 mix kernel joins;
+* `#ascend.round_mode<nearest>`: the rounding of a cast to f8E8M0FNU (cast_mode.py);
+* `#ascend.arch<"dav-c220">`, `#ascend.target<"ascend910b2">`: the module's architecture and chip.
+
+An enum value has one spelling, the printer's (enum_attr.py): `#ascend.pipe<"V">` is an error.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, Strin
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
 from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
-from ascendir.dialects.enum_attr import AngleEnum
+from ascendir.dialects.enum_attr import AngleEnum, BareEnum, parse_enum_value
 
 
 class MemSpace(StrEnum):
@@ -42,7 +48,7 @@ class MemSpace(StrEnum):
 
 
 @irdl_attr_definition
-class MemSpaceAttr(EnumAttribute[MemSpace], SpacedOpaqueSyntaxAttribute):
+class MemSpaceAttr(BareEnum, EnumAttribute[MemSpace], SpacedOpaqueSyntaxAttribute):
     """Memory space of a memref: prints as `#ascend<space l0a>`."""
 
     name = "ascend.space"
@@ -161,10 +167,57 @@ class CmpPredicate(StrEnum):
 
 
 @irdl_attr_definition
-class CmpPredicateAttr(EnumAttribute[CmpPredicate], SpacedOpaqueSyntaxAttribute):
+class CmpPredicateAttr(BareEnum, EnumAttribute[CmpPredicate], SpacedOpaqueSyntaxAttribute):
     """`#ascend<cmp gt>`; ascend.vcmp prints it bare: `ascend.vcmp gt %a, %b, %m`."""
 
     name = "ascend.cmp"
+
+
+class FlagUnit(StrEnum):
+    """A unit of a dav-c220 mix kernel's group (GetSubBlockIdx, S2): the AIC or one of its two
+    AIVs (aiv = aiv0 = AIV 0)."""
+
+    AIC = "aic"
+    AIV = "aiv"
+    AIV0 = "aiv0"
+    AIV1 = "aiv1"
+
+
+@irdl_attr_definition
+class FlagUnitAttr(AngleEnum, EnumAttribute[FlagUnit]):
+    """`#ascend.flag_unit<aiv1>` (inside `#ascend.flag_units` it prints bare)."""
+
+    name = "ascend.flag_unit"
+
+
+@irdl_attr_definition
+class FlagUnitsAttr(ParametrizedAttribute):
+    """`#ascend.flag_units<aic -> aiv1>`: the units a set_flag / wait_flag of a dav-c220 mix
+    kernel joins when its pipes leave them open (MTE2, MTE3 and S exist on every unit): the src
+    unit issues the set on the src pipe, the dst unit waits on the dst pipe."""
+
+    name = "ascend.flag_units"
+    src: FlagUnitAttr
+    dst: FlagUnitAttr
+
+    def __init__(self, src: FlagUnit | str, dst: FlagUnit | str):
+        super().__init__(FlagUnitAttr(FlagUnit(src)), FlagUnitAttr(FlagUnit(dst)))
+
+    @property
+    def units(self) -> tuple[FlagUnit, FlagUnit]:
+        """(src unit, dst unit)."""
+        return self.src.data, self.dst.data
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<{self.src.data} -> {self.dst.data}>")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            src = parse_enum_value(parser, FlagUnit, "flag unit")
+            parser.parse_punctuation("->")
+            dst = parse_enum_value(parser, FlagUnit, "flag unit")
+        return (FlagUnitAttr(src), FlagUnitAttr(dst))
 
 
 def memref_type(shape: Sequence[int], elem: Attribute, space: MemSpace, layout: Attribute | None = None) -> MemRefType:
@@ -193,16 +246,92 @@ def space_of(value: SSAValue | Attribute) -> MemSpace:
     return t.memory_space.data
 
 
-# String attribute of the module naming the architecture it was lowered for (dav-c220, ...).
+class Arch(StrEnum):
+    """The architecture (compiler target) a module is lowered for: hardware/arch.py's ChipArch of
+    the same name says what it can do. dav-c220: Ascend 910B and the Atlas A3 dies (split AIC /
+    AIV); dav-c100: 910A; dav-m200: 310P (coupled cores). S1 platform configs."""
+
+    DAV_C220 = "dav-c220"
+    DAV_C100 = "dav-c100"
+    DAV_M200 = "dav-m200"
+
+
+@irdl_attr_definition
+class ArchAttr(AngleEnum, EnumAttribute[Arch]):
+    """`#ascend.arch<"dav-c220">` (a string literal: a hyphen is no identifier character)."""
+
+    name = "ascend.arch"
+
+
+@irdl_attr_definition
+class TargetAttr(ParametrizedAttribute):
+    """`#ascend.target<"ascend910b2">`: the chip a module was lowered for, by its name (a shipped
+    hardware/chips/NAME.toml or the chip.name of a --target file). A name rather than an enum: a
+    new chip is one TOML file, not a change to the dialect.
+
+    Raises (verify): an empty name."""
+
+    name = "ascend.target"
+    chip: StringAttr
+
+    def __init__(self, chip: str | StringAttr):
+        super().__init__(chip if isinstance(chip, StringAttr) else StringAttr(chip))
+
+    @property
+    def data(self) -> str:
+        """The chip's name."""
+        return self.chip.data
+
+    def verify(self) -> None:
+        if not self.chip.data.strip():
+            raise VerifyException("#ascend.target: the chip name must not be empty")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            pos = parser.pos
+            chip = parser.parse_str_literal()
+        if not chip.strip():  # a parse error, not the VerifyException verify() would raise mid-parse
+            parser.raise_error("#ascend.target: the chip name must not be empty", pos, parser.pos)
+        return (StringAttr(chip),)
+
+
+# Attributes of the module: the architecture and the chip it was lowered for (ArchAttr,
+# TargetAttr; set by convert-nn-to-ascend, checked by ascend.kernel's verifier).
 ARCH_ATTR = "ascend.arch"
+TARGET_ATTR = "ascend.target"
 
 
-def module_arch(op: Operation) -> str | None:
-    """The `ascend.arch` attribute of the enclosing module, if any."""
+def module_of(op: Operation) -> Operation:
+    """The outermost op enclosing `op` (its module), or `op` itself."""
     while op.parent_op() is not None:
         op = op.parent_op()
-    attr = op.attributes.get(ARCH_ATTR)
-    return attr.data if isinstance(attr, StringAttr) else None
+    return op
+
+
+def module_arch(op: Operation) -> Arch | None:
+    """The `ascend.arch` of the enclosing module, if any.
+
+    Raises:
+        VerifyException: an `ascend.arch` that is not an #ascend.arch (a quoted "dav-c220")."""
+    attr = module_of(op).attributes.get(ARCH_ATTR)
+    if attr is None:
+        return None
+    if not isinstance(attr, ArchAttr):
+        choices = ", ".join(f'#ascend.arch<"{a.value}">' for a in Arch)
+        raise VerifyException(f"{ARCH_ATTR} = {attr_text(attr)} must be one of {choices}")
+    return attr.data
+
+
+def verify_module_attrs(op: Operation) -> None:
+    """The module's `ascend.arch` is an #ascend.arch and its `ascend.target` an #ascend.target.
+
+    Raises:
+        VerifyException: naming the attribute, its text and the form it must take."""
+    module_arch(op)
+    target = module_of(op).attributes.get(TARGET_ATTR)
+    if target is not None and not isinstance(target, TargetAttr):
+        raise VerifyException(f"{TARGET_ATTR} = {attr_text(target)} must be an #ascend.target<\"NAME\">")
 
 
 def attr_text(a: Attribute) -> str:
@@ -216,10 +345,8 @@ def attr_text(a: Attribute) -> str:
 # Integer attribute of tile ops, ascend.alloc and flags in a dav-c220 mix kernel: which AIV of the
 # group (GetSubBlockIdx, S2) runs the op / owns the UB buffer; absent = 0.
 SUBBLOCK_ATTR = "subblock"
-# String attribute of set_flag / wait_flag in a dav-c220 mix kernel: the units a flag joins,
-# "SRC->DST" with each one of FLAG_UNITS (aiv = aiv0 = AIV 0).
+# FlagUnitsAttr attribute of set_flag / wait_flag in a dav-c220 mix kernel: the units a flag joins.
 FLAG_UNITS_ATTR = "units"
-FLAG_UNITS = ("aic", "aiv", "aiv0", "aiv1")
 # Integer attributes of ascend.alloc: plan-memory's byte offset into the space, double-buffer's
 # slot (0 / 1) of a ping-pong pair.
 OFFSET_ATTR = "offset"

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 from xdsl.ir import Operation
 
-from ascendir.dialects.ascend.attrs import FLAG_UNITS_ATTR
+from ascendir.dialects.ascend.attrs import FLAG_UNITS_ATTR, FlagUnit
 from ascendir.dialects.ascend.ops_sync import FlagOp
 from ascendir.dialects.ascend.placement import Unit, pipe_unit
 
-# Optional attribute of set_flag / wait_flag in a 910B mix kernel naming the units it connects,
-# "aic->aiv" / "aiv->aic" / "aic->aic" / "aiv->aiv", when the pipes alone (MTE2, MTE3, S exist on
-# both) leave it ambiguous. Without it the nearest op on the pipe decides (see flag_units).
-# (ascend.FLAG_UNITS_ATTR; the flag verifier checks its form)
-_UNIT_INDEX = {"aic": 0, "aiv": 1, "aiv0": 1, "aiv1": 2}
-UNIT_NAMES = ("aic", "aiv", "aiv1")  # unit index -> its name in FLAG_UNITS_ATTR
+# FLAG_UNITS_ATTR (#ascend.flag_units<aic -> aiv>) on a set_flag / wait_flag of a 910B mix kernel
+# names the units it connects when the pipes alone (MTE2, MTE3, S exist on both) leave it
+# ambiguous. Without it the nearest op on the pipe decides (see flag_units).
+_UNIT_INDEX = {FlagUnit.AIC: 0, FlagUnit.AIV: 1, FlagUnit.AIV0: 1, FlagUnit.AIV1: 2}
+UNIT_NAMES = (FlagUnit.AIC, FlagUnit.AIV, FlagUnit.AIV1)  # unit index -> its FlagUnit
 
 
 def flag_units(order: list[Operation], placed: list[tuple[str, int] | None]) -> dict[Operation, tuple[int, int]]:
@@ -49,7 +48,7 @@ def flag_units(order: list[Operation], placed: list[tuple[str, int] | None]) -> 
         s, d = o.src.data, o.dst.data
         hint = o.attributes.get(FLAG_UNITS_ATTR)
         if hint is not None:  # explicit "aic->aiv" etc. (cross-unit hand-offs of mix kernels)
-            su, du = (_UNIT_INDEX[u] for u in hint.data.split("->"))
+            su, du = (_UNIT_INDEX[u] for u in hint.units)
             res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
             continue
         su = fixed(s)

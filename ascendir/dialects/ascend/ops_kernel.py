@@ -60,10 +60,12 @@ from ascendir.dialects.ascend.attrs import (
     SUBBLOCK_ATTR,
     CoreType,
     CoreTypeAttr,
+    FlagUnit,
     MemSpace,
     MemSpaceAttr,
     attr_text,
     space_of,
+    verify_module_attrs,
 )
 from ascendir.dialects.ascend.ops_sync import FlagOp, PipeBarrierOp
 from ascendir.dialects.ascend.placement import RunsOn, Unit, placement
@@ -93,9 +95,9 @@ def _verify_subblocks(kernel: KernelOp) -> None:
     core = kernel.core_type.data
     for o in kernel.body.walk():
         u = o.units if isinstance(o, FlagOp) else None
-        if u is not None and "aiv1" in u.data.split("->") and core != CoreType.MIX:
+        if u is not None and FlagUnit.AIV1 in u.units and core != CoreType.MIX:
             raise VerifyException(
-                f"ascend.kernel @{kernel.sym_name.data}: {o.name} joins {u.data} in an {core} kernel; only a mix "
+                f"ascend.kernel @{kernel.sym_name.data}: {o.name} joins {u.src.data} -> {u.dst.data} in an {core} kernel; only a mix "
                 f"kernel has a second AIV"
             )
         a = o.attributes.get(SUBBLOCK_ATTR)
@@ -227,6 +229,7 @@ class KernelOp(IRDLOperation):
             raise VerifyException("ascend.kernel: body must end in ascend.return")
         _verify_subblocks(self)
         _verify_subblock_ub(self)
+        verify_module_attrs(self)
 
     @classmethod
     def parse(cls, parser: Parser) -> KernelOp:

@@ -3,7 +3,7 @@
 * `ascend.set_flag MTE2 -> M, 0`: issued on the src pipe after its earlier instructions, it
   releases one matching `ascend.wait_flag MTE2 -> M, 0`, which blocks the dst pipe (event ids
   0-7 per pipe pair, S6 EVENT_ID0-7). In a dav-c220 mix kernel the optional `units` attribute
-  ("aic->aiv", ...) names the units a flag joins when the pipes leave it open.
+  (`#ascend.flag_units<aic -> aiv>`, ...) names the units a flag joins when the pipes leave it open.
 * `ascend.pipe_barrier V` orders all instructions of one pipe; `ascend.pipe_barrier ALL` every
   pipe of the core.
 
@@ -12,7 +12,7 @@ Pipes print bare; they are `PipeAttr` / `BarrierPipeAttr` properties.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
+from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_attr_def, prop_def, traits_def
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -20,31 +20,32 @@ from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects.ascend.attrs import (
-    FLAG_UNITS,
     FLAG_UNITS_ATTR,
     SUBBLOCK_ATTR,
     BarrierPipe,
     BarrierPipeAttr,
+    FlagUnitsAttr,
     Pipe,
     PipeAttr,
     attr_text,
 )
 from ascendir.dialects.ascend.placement import RunsOn, Unit, pipe_unit
+from ascendir.dialects.enum_attr import parse_enum_value
 
 
 class FlagOp(IRDLOperation):
     """`ascend.set_flag MTE2 -> M, 0`: event `event` (0-7) from pipe `src` to pipe `dst`.
 
-    Optional attributes: `units` ("SRC->DST", each of FLAG_UNITS: the units of a dav-c220 mix
+    Optional attributes: `units` (#ascend.flag_units<SRC -> DST>: the units of a dav-c220 mix
     kernel the flag joins), `subblock` (the AIV that runs it).
 
-    Raises (verify): equal pipes, an event id outside [0, 8), a malformed `units` or one that
-    puts a pipe on a unit lacking it."""
+    Raises (verify): equal pipes, an event id outside [0, 8), a `units` that puts a pipe on a
+    unit lacking it (IRDL: a `units` that is no #ascend.flag_units)."""
 
     src = prop_def(PipeAttr)
     dst = prop_def(PipeAttr)
     event = prop_def(IntegerAttr)
-    units = opt_attr_def(StringAttr, attr_name=FLAG_UNITS_ATTR)
+    units = opt_attr_def(FlagUnitsAttr, attr_name=FLAG_UNITS_ATTR)
     subblock = opt_attr_def(IntegerAttr, attr_name=SUBBLOCK_ATTR)
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
 
@@ -57,24 +58,17 @@ class FlagOp(IRDLOperation):
         if not 0 <= self.event.value.data < 8:
             raise VerifyException(f"{self.name}: event id must be in [0, 8) (S6 EVENT_ID0-7)")
         units = self.attributes.get(FLAG_UNITS_ATTR)
-        if units is not None:
-            # "aic->aiv" etc. (flag_placement.flag_units); anything else was a KeyError /
-            # ValueError there and in insert-sync
-            parts = units.data.split("->")
-            if len(parts) != 2 or not set(parts) <= set(FLAG_UNITS):
+        if units is None:
+            return
+        # src unit issues the set on the src pipe, dst unit waits on the dst pipe: a pipe the
+        # unit lacks (MTE1 on an AIV) was silently run on a pipe of the other unit
+        for pipe, unit in ((self.src.data, units.src.data), (self.dst.data, units.dst.data)):
+            owner = pipe_unit(pipe)
+            if owner is not None and (unit == Unit.AIC) != (owner is Unit.AIC):
                 raise VerifyException(
                     f"{self.name} {self.src.data} -> {self.dst.data}, {self.event.value.data}: {FLAG_UNITS_ATTR} = "
-                    f"{attr_text(units)} must be \"SRC->DST\", each one of {', '.join(FLAG_UNITS)}"
+                    f"{attr_text(units)} puts pipe {pipe} on {unit}, but {pipe} is a pipe of the {owner.value.upper()} only"
                 )
-            # src unit issues the set on the src pipe, dst unit waits on the dst pipe: a pipe the
-            # unit lacks (MTE1 on an AIV) was silently run on a pipe of the other unit
-            for pipe, unit in ((self.src.data, parts[0]), (self.dst.data, parts[1])):
-                owner = pipe_unit(pipe)
-                if owner is not None and (unit == Unit.AIC) != (owner is Unit.AIC):
-                    raise VerifyException(
-                        f"{self.name} {self.src.data} -> {self.dst.data}, {self.event.value.data}: {FLAG_UNITS_ATTR} = "
-                        f"\"{units.data}\" puts pipe {pipe} on {unit}, but {pipe} is a pipe of the {owner.value.upper()} only"
-                    )
 
     @classmethod
     def parse(cls, parser: Parser) -> FlagOp:
@@ -137,9 +131,5 @@ def _parse_pipe(parser: Parser, enum: type[Pipe] | type[BarrierPipe]) -> Pipe | 
     """A bare pipe name (`MTE2`).
 
     Raises:
-        ParseError: a name that is not a pipe of `enum`."""
-    pos = parser.pos
-    name = parser.parse_identifier()
-    if name not in {p.value for p in enum}:
-        parser.raise_error(f"unknown pipe {name} (expected one of {', '.join(p.value for p in enum)})", pos, parser.pos)
-    return enum(name)
+        ParseError: a name that is not a pipe of `enum`, or a quoted one ("MTE2")."""
+    return parse_enum_value(parser, enum, "pipe")

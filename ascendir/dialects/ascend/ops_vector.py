@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import ArrayAttr, BoolAttr, FloatAttr, IndexType, IntegerAttr, MemRefType, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, BoolAttr, FloatAttr, IndexType, IntegerAttr, MemRefType, i64
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -37,7 +37,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects.ascend.attrs import SUBBLOCK_ATTR, CmpPredicate, CmpPredicateAttr, MemSpace, Pipe, space_of
 from ascendir.dialects.ascend.placement import RunsOn, Unit
-from ascendir.dialects.cast_mode import cast_mode, verify_cast_mode
+from ascendir.dialects.cast_mode import RoundModeAttr, cast_mode, verify_cast_mode
 
 
 # ----------------------------------------------------------------------------------------------
@@ -433,7 +433,7 @@ class VcastOp(VectorOp):
     source = operand_def(MemRefType)
     dest = operand_def(MemRefType)
     saturate = opt_prop_def(BoolAttr)
-    round_mode = opt_prop_def(StringAttr)
+    round_mode = opt_prop_def(RoundModeAttr)
     assembly_format = "$source `,` $dest attr-dict `:` type($source) `,` type($dest)"
 
     def __init__(self, src: SSAValue, dst: SSAValue, saturate: bool = True, round_mode: str = "up"):

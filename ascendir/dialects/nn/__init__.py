@@ -3,13 +3,15 @@
 Value semantics on builtin `tensor<...>` types with static shapes. One op per neural-network
 concept, named as ONNX names it (ops.py). Weights are `nn.weight @name` ops referring to an entry
 of a `WeightStore`; they are never printed as literals. Fused ops are `nn.fused` regions whose
-body is their meaning, their kind a `#nn.fused_kind<...>` (fused.py).
+body is their meaning, their kind a `#nn.fused_kind<...>` (fused.py). Closed-set ONNX string
+attributes are enum attributes (attrs.py): `#nn.pool_kind<max>`, `#nn.gelu_approximate<tanh>`.
 
 Every op prints as `nn.op %operands {attrs} : (operand types) -> result types`.
 """
 
 from xdsl.ir import Dialect
 
+from ascendir.dialects.nn.attrs import GeluApproximate, GeluApproximateAttr, PoolKind, PoolKindAttr
 from ascendir.dialects.nn.fused import FusedKind, FusedKindAttr, FusedOp, YieldOp
 from ascendir.dialects.nn.ops import (
     AbsOp,
@@ -98,5 +100,5 @@ NN = Dialect(
         TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SliceOp, GatherOp,
         YieldOp, FusedOp,
     ],
-    [FusedKindAttr],
+    [FusedKindAttr, PoolKindAttr, GeluApproximateAttr],
 )

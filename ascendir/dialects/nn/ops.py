@@ -15,7 +15,6 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
     IntegerType,
-    StringAttr,
     SymbolRefAttr,
     TensorType,
     f32,
@@ -44,7 +43,8 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects.ascend.attrs import TILING_ATTR, TilingAttr
-from ascendir.dialects.cast_mode import cast_mode, verify_cast_mode
+from ascendir.dialects.cast_mode import RoundModeAttr, cast_mode, verify_cast_mode
+from ascendir.dialects.nn.attrs import GeluApproximate, GeluApproximateAttr, PoolKind, PoolKindAttr
 
 _FORMAT = "operands attr-dict `:` functional-type(operands, results)"
 
@@ -290,10 +290,13 @@ class IdentityOp(UnaryOp):
 
 @irdl_op_definition
 class GeluOp(UnaryOp):
-    """GELU; `approximate` is "none" (erf form) or "tanh"."""
+    """GELU; `approximate` (#nn.gelu_approximate) is none (erf form, the default) or tanh."""
 
     name = "nn.gelu"
-    approximate = prop_def(StringAttr, default_value=StringAttr("none"))
+    approximate = prop_def(GeluApproximateAttr, default_value=GeluApproximateAttr(GeluApproximate.NONE))
+
+    def __init__(self, x: SSAValue, approximate: GeluApproximate | str = GeluApproximate.NONE):
+        super().__init__(x, approximate=GeluApproximateAttr(GeluApproximate(approximate)))
 
 
 @irdl_op_definition
@@ -493,7 +496,7 @@ class CastOp(NNOp):
     input = operand_def(TensorType)
     result = result_def(TensorType)
     saturate = opt_prop_def(BoolAttr)
-    round_mode = opt_prop_def(StringAttr)
+    round_mode = opt_prop_def(RoundModeAttr)
     traits = traits_def(Pure())
 
     def __init__(self, x: SSAValue, elem: Attribute, saturate: bool = True, round_mode: str = "up"):
@@ -791,7 +794,8 @@ class Conv2dOp(WindowOp):
 
 @irdl_op_definition
 class Pool2dOp(WindowOp):
-    """2-D max or average pooling (ONNX MaxPool / AveragePool), NCHW. `kind` is "max" or "avg".
+    """2-D max or average pooling (ONNX MaxPool / AveragePool), NCHW. `kind` (#nn.pool_kind) is
+    max or avg.
 
     Padding never wins a max; an average divides by the window's elements inside the input, or
     inside input + pads if `count_include_pad`. The result shape may hold one extra window per dim
@@ -805,21 +809,21 @@ class Pool2dOp(WindowOp):
     input = operand_def(TensorType)
     result = result_def(TensorType)
     indices = var_result_def(TensorType)
-    kind = prop_def(StringAttr)
+    kind = prop_def(PoolKindAttr)
     kernel = prop_def(DenseArrayBase)
     count_include_pad = prop_def(BoolAttr)
     storage_order = opt_prop_def(IntegerAttr)
     traits = traits_def(Pure())
 
     def __init__(
-        self, x: SSAValue, kind: str, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
+        self, x: SSAValue, kind: PoolKind | str, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
         dilations: Sequence[int], out_hw: Sequence[int], count_include_pad: bool = False,
         storage_order: int | None = None,
     ):
         """`storage_order` (0 or 1) asks a max pool for the indices result."""
         n, c, _, _ = shape_of(x)
         props = {
-            "kind": StringAttr(kind), "kernel": _int_array(kernel), "strides": _int_array(strides),
+            "kind": PoolKindAttr(PoolKind(kind)), "kernel": _int_array(kernel), "strides": _int_array(strides),
             "pads": _int_array(pads), "dilations": _int_array(dilations),
             "count_include_pad": BoolAttr(count_include_pad, i1),
         }
@@ -833,12 +837,10 @@ class Pool2dOp(WindowOp):
         )
 
     def verify_semantics(self) -> None:
-        if self.kind.data not in ("max", "avg"):
-            raise VerifyException(f"nn.pool2d: kind must be 'max' or 'avg', got '{self.kind.data}'")
         if shape_of(self.result)[:2] != shape_of(self.input)[:2]:
             raise VerifyException("nn.pool2d: pooling keeps N and C")
         with_indices = (len(self.indices), self.storage_order is not None)
-        if with_indices not in ((0, False), (1, True)) or (self.indices and self.kind.data != "max"):
+        if with_indices not in ((0, False), (1, True)) or (self.indices and self.kind.data != PoolKind.MAX):
             raise VerifyException("nn.pool2d: a max pool has the indices result exactly when it has storage_order")
         if self.indices and (self.indices[0].type != TensorType(i64, shape_of(self.result))
                              or self.storage_order.value.data not in (0, 1)):

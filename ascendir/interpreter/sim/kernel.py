@@ -103,7 +103,7 @@ class KernelProgram:
         order = ops[1:]
         self.nunits = 1
         second = any(subblock(o) for o in order) or any(
-            _is_a(type(o), ascend.FlagOp) and FLAG_UNITS_ATTR in o.attributes and "aiv1" in o.attributes[FLAG_UNITS_ATTR].data
+            _is_a(type(o), ascend.FlagOp) and FLAG_UNITS_ATTR in o.attributes and "aiv1" in o.attributes[FLAG_UNITS_ATTR].units
             for o in order
         )
         if second and not t.arch.split_cores:

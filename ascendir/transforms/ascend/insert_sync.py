@@ -17,7 +17,7 @@ compiler.unit_of). Existing flags connect the units the interpreter gives them
 same analysis then finds conflicts within each unit and across units; the units share no buffer
 but GM, so the latter are GM hand-offs (FixPipe L0C -> GM then MTE2 GM -> UB; MTE3 UB -> GM then
 MTE2 GM -> L1) and the WARs of reused workspaces. Every flag inserted in a mix kernel names its
-units (`units = "aic->aiv"`, "aiv1->aic", "aiv->aiv", ...), since MTE2 and MTE3 exist on every
+units (`units = #ascend.flag_units<aic -> aiv>`, <aiv1 -> aic>, <aiv -> aiv>, ...), since MTE2 and MTE3 exist on every
 unit. pipe_barrier ALL orders the pipes of each unit among themselves only (each unit runs its
 own instruction stream; the interpreter, which joins every unit, is never contradicted by
 ordering less). A conflict between one pipe on two units (AIV 0's and AIV 1's MTE3 writing the
@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -87,7 +87,7 @@ from ascendir.dialects.ascend.placement import Unit, default_unit, placement
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
 from ascendir.costmodel.buffer_lifetimes import dropped_dims as _dropped_dims, ranges_overlap as _overlap
-from ascendir.dialects.ascend import FLAG_UNITS_ATTR
+from ascendir.dialects.ascend import FLAG_UNITS_ATTR, FlagUnitsAttr
 from ascendir.hardware.config import arch_named
 from ascendir.session import session_of
 from ascendir.transforms.ascend.ir_level import require_ascend_ir
@@ -554,7 +554,7 @@ def _insert(kernel: ascend.KernelOp, c: Conflict) -> None:
     def flag(kind: type) -> Operation:
         f = kind(c.src, c.dst, ev)
         if by_unit:  # MTE2 / MTE3 exist on every unit: name them (interpreter/kernel.py)
-            f.attributes[FLAG_UNITS_ATTR] = StringAttr(f"{UNIT_NAMES[c.units[0]]}->{UNIT_NAMES[c.units[1]]}")
+            f.attributes[FLAG_UNITS_ATTR] = FlagUnitsAttr(UNIT_NAMES[c.units[0]], UNIT_NAMES[c.units[1]])
         return f
 
     if forward:  # a hand-off: the set also covers the src pipe's ops up to b

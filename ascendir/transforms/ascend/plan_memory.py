@@ -32,11 +32,12 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import ARCH_ATTR
+from ascendir.dialects.ascend.attrs import ARCH_ATTR, TARGET_ATTR, ArchAttr, TargetAttr, attr_text, module_arch
 from ascendir.errors import AscendirError
 from ascendir.session import session_of
 from ascendir.hardware.config import DEFAULT_TARGET, TARGETS, HardwareConfig, load_target
@@ -56,12 +57,16 @@ def module_target(module: ModuleOp, name: str = "") -> HardwareConfig:
         AscendirError: naming the arch, when no shipped target has it or several do and the
             default is not one of them.
     """
-    attr = module.attributes.get("ascend.target")
-    if name or isinstance(attr, StringAttr):
+    attr = module.attributes.get(TARGET_ATTR)
+    if name or isinstance(attr, TargetAttr):
         return load_target(name or attr.data)
+    try:
+        module_arch(module)  # an ascend.arch that is no #ascend.arch
+    except VerifyException as e:
+        raise AscendirError(str(e)) from None
     arch = module.attributes.get(ARCH_ATTR)
     default = load_target(DEFAULT_TARGET)
-    if not isinstance(arch, StringAttr):
+    if not isinstance(arch, ArchAttr):
         return default
     matching = [t for t in TARGETS if load_target(t).arch.name == arch.data]
     if len(matching) == 1:
@@ -70,9 +75,9 @@ def module_target(module: ModuleOp, name: str = "") -> HardwareConfig:
         return default
     if not matching:
         archs = sorted({load_target(t).arch.name for t in TARGETS})
-        raise AscendirError(f"{ARCH_ATTR} = \"{arch.data}\" is the arch of no shipped target (they have {', '.join(archs)})")
+        raise AscendirError(f"{ARCH_ATTR} = {attr_text(arch)} is the arch of no shipped target (they have {', '.join(archs)})")
     raise AscendirError(
-        f"{ARCH_ATTR} = \"{arch.data}\" is the arch of several shipped targets ({', '.join(matching)}): name one "
+        f"{ARCH_ATTR} = {attr_text(arch)} is the arch of several shipped targets ({', '.join(matching)}): name one "
         f"with ascend.target or target=..."
     )
 

@@ -11,9 +11,9 @@ intermediate must have no user outside the pattern, so nothing is computed twice
 * LayerNormalization → `nn.layer_norm(x, w, b)`:
       d = x - reduce_mean(x); var = reduce_mean(pow(d, 2) | mul(d, d))
       y = d / sqrt(var + eps)  (or d * reciprocal/rsqrt); out = y * w [+ b]
-* GELU → `nn.gelu {approximate = "none"}`: 0.5 · x · (1 + erf(x / √2)) in any association
+* GELU → `nn.gelu` (approximate none): 0.5 · x · (1 + erf(x / √2)) in any association
   (x·(1+erf)·0.5, (0.5·x)·(1+erf), x·((1+erf)·0.5)); x / √2 may be x · (1/√2).
-* GELU tanh → `nn.gelu {approximate = "tanh"}`: 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))
+* GELU tanh → `nn.gelu {approximate = #nn.gelu_approximate<tanh>}`: 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))
   with x³ as pow(x, 3) or x·x·x.
 * SiLU → `nn.silu`: x · sigmoid(x).
 * Scaled dot-product attention → `nn.attention`:
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import BoolAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, i1, i64
+from xdsl.dialects.builtin import BoolAttr, FloatAttr, IntegerAttr, ModuleOp, TensorType, i1, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -276,7 +276,7 @@ def match_gelu_erf(erf: nn.ErfOp, consts: Constants) -> bool:
     last = _gelu_final(erf, x, consts)
     if last is None:
         return False
-    g = nn.GeluOp(x, approximate=StringAttr("none"))
+    g = nn.GeluOp(x, approximate="none")
     _replace(last, [g], g.result)
     return True
 
@@ -304,7 +304,7 @@ def match_gelu_tanh(th: nn.TanhOp, consts: Constants) -> bool:
             last = _gelu_final(th, x, consts)
             if last is None:
                 return False
-            g = nn.GeluOp(x, approximate=StringAttr("tanh"))
+            g = nn.GeluOp(x, approximate="tanh")
             _replace(last, [g], g.result)
             return True
     return False

@@ -6,7 +6,7 @@
 // an inline ascend.weight (no WeightStore in ascendir-opt's session), every kernel is planned
 // (offsets on its on-chip allocs) and synchronized (flags), and @main carries the GM footprint.
 
-// CHECK: builtin.module attributes {ascend.arch = "dav-c220", ascend.target = "ascend910b2"}
+// CHECK: builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">, ascend.target = #ascend.target<"ascend910b2">}
 // CHECK: ascend.kernel @add_0
 // CHECK: ascend.alloc {offset = 0 : i64} : memref<1x4xf32, #ascend<space ub>>
 // CHECK: ascend.set_flag MTE2 -> V
@@ -14,7 +14,7 @@
 // CHECK: ascend.weight @inline_const_0 {value = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00]>
 // CHECK: ascend.launch @add_0
 
-// C100: builtin.module attributes {ascend.arch = "dav-c100", ascend.target = "ascend910a"}
+// C100: builtin.module attributes {ascend.arch = #ascend.arch<"dav-c100">, ascend.target = #ascend.target<"ascend910a">}
 
 // ERR: ascendir-opt: error: bad pass pipeline 'ascend-lowering{tiling="m=16"}': ascend-lowering takes only the option 'target', not 'tiling'
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -54,7 +54,7 @@
 // CHECK:         ascend.launch @add_0(%[[AV]], %[[BV]],
 func.func @main(%a: tensor<2x3x40xf16> {onnx.name = "a"}, %b: tensor<40xf16> {onnx.name = "b"}, %m: tensor<2x1x40xi1> {onnx.name = "m"}, %l: tensor<8x20001xf32> {onnx.name = "l"}, %r: tensor<20001xf32> {onnx.name = "r"}) -> (tensor<2x3x40xf16> {onnx.name = "y"}, tensor<8x20001xf32> {onnx.name = "z"}) {
   %s = nn.add %a, %b : (tensor<2x3x40xf16>, tensor<40xf16>) -> tensor<2x3x40xf16>
-  %g = nn.gelu %s {approximate = "tanh"} : (tensor<2x3x40xf16>) -> tensor<2x3x40xf16>
+  %g = nn.gelu %s {approximate = #nn.gelu_approximate<tanh>} : (tensor<2x3x40xf16>) -> tensor<2x3x40xf16>
   %y = nn.where %m, %g, %a : (tensor<2x1x40xi1>, tensor<2x3x40xf16>, tensor<2x3x40xf16>) -> tensor<2x3x40xf16>
   %p = nn.mul %l, %r : (tensor<8x20001xf32>, tensor<20001xf32>) -> tensor<8x20001xf32>
   %z = nn.leaky_relu %p {alpha = 0.1 : f32} : (tensor<8x20001xf32>) -> tensor<8x20001xf32>

@@ -14,18 +14,18 @@
 // CHECK-SAME:    %[[PART:[0-9]+]]: memref<[[NS:[0-9]+]]x512xf32, #ascend<space gm>>, %[[WSACC:[0-9]+]]: memref<{{[0-9]+}}x128xf32, #ascend<space gm>>, %[[WSH:[0-9]+]]: memref<{{[0-9]+}}x64xf16, #ascend<space gm>>)
 // CHECK-SAME:    core_type = #ascend.core_type<mix>, ffn_plan = "fused: est fused {{[0-9]+}} vs two-kernel {{[0-9]+}} cycles (bm=16 bi=64
 // CHECK:         %[[H:.*]] = ascend.alloc : memref<16x64xf16, #ascend<space l1>>
-// CHECK:         ascend.set_flag MTE2 -> FIX, [[EW:[0-9]]] {units = "aiv->aic"}
-// CHECK-NEXT:    ascend.set_flag MTE2 -> FIX, [[EW]] {units = "aiv->aic"}
+// CHECK:         ascend.set_flag MTE2 -> FIX, [[EW:[0-9]]] {units = #ascend.flag_units<aiv -> aic>}
+// CHECK-NEXT:    ascend.set_flag MTE2 -> FIX, [[EW]] {units = #ascend.flag_units<aiv -> aic>}
 // CHECK:         scf.for
-// CHECK:           ascend.wait_flag MTE2 -> FIX, [[EW]] {units = "aiv->aic"}
+// CHECK:           ascend.wait_flag MTE2 -> FIX, [[EW]] {units = #ascend.flag_units<aiv -> aic>}
 // CHECK:           ascend.copy %{{.*}}, %{{.*}} {layout = #ascend.layout<nz2nd>} : memref<16x64xf32, #ascend<space l0c>>, memref<16x64xf32, strided<[128, 1], offset: ?>, #ascend<space gm>>
-// CHECK:           ascend.set_flag FIX -> MTE2, [[ER:[0-9]]] {units = "aic->aiv"}
+// CHECK:           ascend.set_flag FIX -> MTE2, [[ER:[0-9]]] {units = #ascend.flag_units<aic -> aiv>}
 // CHECK:           ascend.vsilu
 // CHECK-NEXT:      ascend.vmul
 // CHECK:           ascend.vcast %{{.*}}, %[[UBH:.*]] : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf16, #ascend<space ub>>
 // CHECK:           ascend.copy %[[UBH]], %{{.*}} : memref<16x64xf16, #ascend<space ub>>, memref<16x64xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>
-// CHECK:           ascend.set_flag MTE3 -> MTE2, [[EH:[0-9]]] {units = "aiv->aic"}
-// CHECK:           ascend.wait_flag MTE3 -> MTE2, [[EH]] {units = "aiv->aic"}
+// CHECK:           ascend.set_flag MTE3 -> MTE2, [[EH:[0-9]]] {units = #ascend.flag_units<aiv -> aic>}
+// CHECK:           ascend.wait_flag MTE3 -> MTE2, [[EH]] {units = #ascend.flag_units<aiv -> aic>}
 // CHECK:           %[[SLOT:.*]] = memref.subview %[[WSH]]
 // CHECK:           %[[HV:.*]] = memref.subview %[[H]]
 // CHECK-NEXT:      ascend.copy %[[SLOT]], %[[HV]] {layout = #ascend.layout<nd2nz>}

@@ -16,18 +16,18 @@
 // CHECK:         ascend.mmad %{{.*}}, %{{.*}}, %{{.*}} {init = true} : memref<32x32xf16, #ascend<space l0a>>, memref<32x48xf16, #ascend<space l0b>>, memref<32x48xf32, #ascend<space l0c>>
 // CHECK:         ascend.copy %{{.*}}, %{{.*}} {layout = #ascend.layout<nz2nd>} : memref<32x48xf32, #ascend<space l0c>>, memref<32x48xf32, {{.*}}#ascend<space gm>>
 // CHECK-NEXT:    ascend.set_flag FIX -> M
-// CHECK-NEXT:    ascend.set_flag FIX -> MTE2, {{[0-9]}} {units = "aic->aiv"}
-// CHECK-NEXT:    ascend.set_flag FIX -> MTE2, {{[0-9]}} {units = "aic->aiv1"
+// CHECK-NEXT:    ascend.set_flag FIX -> MTE2, {{[0-9]}} {units = #ascend.flag_units<aic -> aiv>}
+// CHECK-NEXT:    ascend.set_flag FIX -> MTE2, {{[0-9]}} {units = #ascend.flag_units<aic -> aiv1>
 // CHECK:         ascend.vcmp gt
 // CHECK:         ascend.vsel
 // CHECK:         ascend.vreduce_max
 // CHECK:         ascend.vexp
-// CHECK:         ascend.set_flag MTE3 -> MTE2, {{[0-9]}} {units = "aiv->aic"}
+// CHECK:         ascend.set_flag MTE3 -> MTE2, {{[0-9]}} {units = #ascend.flag_units<aiv -> aic>}
 // CHECK:         ascend.vcmp gt{{.*}}subblock = 1
 // CHECK:         ascend.vsel{{.*}}subblock = 1
 // CHECK:         ascend.vreduce_max{{.*}}subblock = 1
 // CHECK:         ascend.vexp{{.*}}subblock = 1
-// CHECK:         ascend.set_flag MTE3 -> MTE2, {{[0-9]}} {units = "aiv1->aic", subblock = 1 : i64}
+// CHECK:         ascend.set_flag MTE3 -> MTE2, {{[0-9]}} {units = #ascend.flag_units<aiv1 -> aic>, subblock = 1 : i64}
 // CHECK:         ascend.mmad %{{.*}}, %{{.*}}, %{{.*}} {init = true} : memref<32x48xf16, #ascend<space l0a>>, memref<48x32xf16, #ascend<space l0b>>, memref<32x32xf32, #ascend<space l0c>>
 // CHECK:         ascend.vdiv
 // CHECK:       func.func @main

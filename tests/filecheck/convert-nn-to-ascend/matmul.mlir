@@ -7,7 +7,7 @@
 // double buffered: two L1 slots and two L0A/L0B slots, each slot with its own event id, chosen by
 // the parity of the loop index (scf.if); one L0C accumulator.
 
-// CHECK:      builtin.module attributes {ascend.arch = "dav-c220", ascend.target = "ascend910b2"}
+// CHECK:      builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">, ascend.target = #ascend.target<"ascend910b2">}
 // CHECK:      ascend.kernel @matmul_0(%[[A:.*]]: memref<300x1100xf16, #ascend<space gm>>, %[[B:.*]]: memref<1100x1030xf16, #ascend<space gm>>, %[[C:.*]]: memref<300x1030xf16, #ascend<space gm>>) attributes {block_dim = 24 : i64, core_type = #ascend.core_type<aic>}
 // CHECK:        %[[L1A0:.*]] = ascend.alloc : memref<128x256xf16, #ascend<space l1>>
 // CHECK-NEXT:   %[[L1A1:.*]] = ascend.alloc : memref<128x256xf16, #ascend<space l1>>
@@ -104,7 +104,7 @@
 // CHECK-NEXT:   func.return %[[Y]]
 
 // 910A (dav-c100, no FixPipe): L0C -> UB on the vector pipe (narrowing to f16), UB -> GM on MTE3.
-// C100:       builtin.module attributes {ascend.arch = "dav-c100", ascend.target = "ascend910a"}
+// C100:       builtin.module attributes {ascend.arch = #ascend.arch<"dav-c100">, ascend.target = #ascend.target<"ascend910a">}
 // C100:         %[[UB:.*]] = ascend.alloc : memref<[[M:[0-9]+]]x[[N:[0-9]+]]xf16, #ascend<space ub>>
 // C100:         ascend.set_flag V -> M, 0
 // C100-NEXT:    ascend.set_flag MTE3 -> V, 0

@@ -46,7 +46,7 @@
 // SYNC-NEXT: ascend.wait_flag MTE3 -> V, 0
 // SYNC-NEXT: ascend.wait_flag V -> MTE2, 0
 // SYNC-NEXT: ascend.return
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @add(%x: memref<256x128xf16, #ascend<space gm>>, %y: memref<256x128xf16, #ascend<space gm>>, %z: memref<256x128xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %ux = ascend.alloc : memref<64x128xf16, #ascend<space ub>>
     %uy = ascend.alloc : memref<64x128xf16, #ascend<space ub>>

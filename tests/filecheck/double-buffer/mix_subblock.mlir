@@ -49,7 +49,7 @@
 // PLAN-NEXT: ascend.alloc {subblock = 1 : i64, ascend.slot = 1 : i64, offset = 73728 : i64} : memref<96x128xf16, #ascend<space ub>>
 // PLAN-NEXT: ascend.alloc {subblock = 1 : i64, offset = 98304 : i64, ascend.slot = 0 : i64} : memref<96x128xf16, #ascend<space ub>>
 // PLAN-NEXT: ascend.alloc {subblock = 1 : i64, ascend.slot = 1 : i64, offset = 122880 : i64} : memref<96x128xf16, #ascend<space ub>>
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @add(%x: memref<768x128xf16, #ascend<space gm>>, %y: memref<768x128xf16, #ascend<space gm>>, %z: memref<768x128xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %ux = ascend.alloc : memref<96x128xf16, #ascend<space ub>>
     %uy = ascend.alloc : memref<96x128xf16, #ascend<space ub>>

@@ -6,7 +6,7 @@
 // CHECK:      ascend.set_flag
 // CHECK-NOT:  ascend.slot
 // NOTE:       ascendir-opt: note: double-buffer: kernel @add left single-buffered: it has sync flags already (insert-sync ran, or a template pipelined it): run double-buffer before insert-sync
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @add(%x: memref<256x128xf16, #ascend<space gm>>, %y: memref<256x128xf16, #ascend<space gm>>, %z: memref<256x128xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %ux = ascend.alloc : memref<64x128xf16, #ascend<space ub>>
     %uy = ascend.alloc : memref<64x128xf16, #ascend<space ub>>

@@ -11,7 +11,7 @@
 // NOTE:       ascendir-opt: note: double-buffer: kernel @add left single-buffered: the loop over %r: second slots for its 3 buffers (memref<64x192xf32, #ascend<space ub>>) need 294912 B of UB, 196608 B on ascend910b2
 // NOTE-EMPTY:
 // QUIET-NOT:  note
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @add(%x: memref<256x192xf32, #ascend<space gm>>, %y: memref<256x192xf32, #ascend<space gm>>, %z: memref<256x192xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %ux = ascend.alloc : memref<64x192xf32, #ascend<space ub>>
     %uy = ascend.alloc : memref<64x192xf32, #ascend<space ub>>

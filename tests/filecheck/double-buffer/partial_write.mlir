@@ -15,7 +15,7 @@
 // CHECK-LABEL: ascend.kernel @whole
 // CHECK:       ascend.alloc {ascend.slot = 0 : i64} : memref<16x128xf32, #ascend<space ub>>
 // CHECK-NEXT:  ascend.alloc {ascend.slot = 1 : i64} : memref<16x128xf32, #ascend<space ub>>
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @ring(%x: memref<128x128xf32, #ascend<space gm>>, %z: memref<256x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %acc = ascend.alloc : memref<32x128xf32, #ascend<space ub>>
     %c0 = arith.constant 0 : index

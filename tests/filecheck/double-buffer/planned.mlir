@@ -17,7 +17,7 @@
 // SYNC:      ascend.set_flag V -> MTE2, 0
 // SYNC:      ascend.set_flag V -> MTE2, 1
 // SYNC:      scf.for
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @add(%x: memref<256x128xf16, #ascend<space gm>>, %y: memref<256x128xf16, #ascend<space gm>>, %z: memref<256x128xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %ux = ascend.alloc : memref<64x128xf16, #ascend<space ub>>
     %uy = ascend.alloc : memref<64x128xf16, #ascend<space ub>>

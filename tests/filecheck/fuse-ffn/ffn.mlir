@@ -73,7 +73,7 @@ func.func @gpt2_mlp(%x: tensor<1x8x16xf32>, %w1: tensor<16x32xf32>, %b1: tensor<
   %h = nn.matmul %x2, %w1 : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
   %hb = nn.add %b1, %h : (tensor<1x32xf32>, tensor<8x32xf32>) -> tensor<8x32xf32>
   %h3 = nn.reshape %hb : (tensor<8x32xf32>) -> tensor<1x8x32xf32>
-  %a = nn.gelu %h3 {approximate = "tanh"} : (tensor<1x8x32xf32>) -> tensor<1x8x32xf32>
+  %a = nn.gelu %h3 {approximate = #nn.gelu_approximate<tanh>} : (tensor<1x8x32xf32>) -> tensor<1x8x32xf32>
   %a2 = nn.reshape %a : (tensor<1x8x32xf32>) -> tensor<8x32xf32>
   %y = nn.matmul %a2, %w2 : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
   %yb = nn.add %y, %b2 : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>

@@ -13,12 +13,12 @@
 // CHECK-LABEL: ascend.kernel @mix
 // CHECK:       ascend.copy %{{.*}}, %[[WS:.*]] :
 // CHECK-NEXT:  ascend.pipe_barrier ALL
-// CHECK-NEXT:  ascend.set_flag FIX -> MTE2, 0 {units = "aic->aiv"}
-// CHECK-NEXT:  ascend.wait_flag FIX -> MTE2, 0 {units = "aic->aiv"}
+// CHECK-NEXT:  ascend.set_flag FIX -> MTE2, 0 {units = #ascend.flag_units<aic -> aiv>}
+// CHECK-NEXT:  ascend.wait_flag FIX -> MTE2, 0 {units = #ascend.flag_units<aic -> aiv>}
 // CHECK-NEXT:  ascend.copy %[[WS]], %{{.*}} :
 // CHECK-NOT:   ascend.set_flag
 // CHECK:       ascend.return
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @one(%x: memref<64x128xf32, #ascend<space gm>>, %z: memref<64x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %u = ascend.alloc : memref<64x128xf32, #ascend<space ub>>
     %v = ascend.alloc : memref<64x128xf32, #ascend<space ub>>

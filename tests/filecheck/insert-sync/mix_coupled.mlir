@@ -8,7 +8,7 @@
 // CHECK-NEXT: ascend.set_flag V -> MTE3, 0{{$}}
 // CHECK-NEXT: ascend.wait_flag V -> MTE3, 0{{$}}
 // CHECK-NOT:  units
-builtin.module attributes {ascend.arch = "dav-c100"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c100">} {
   ascend.kernel @relu(%x: memref<64x128xf32, #ascend<space gm>>, %z: memref<64x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %u = ascend.alloc : memref<64x128xf32, #ascend<space ub>>
     %v = ascend.alloc : memref<64x128xf32, #ascend<space ub>>

@@ -17,82 +17,82 @@
 // Planned first (plan-memory puts u0 and u1 at byte 0 of their own AIV's UB) nothing changes:
 // the AIVs' UBs are apart, and nothing is left for a note.
 // CHECK:      ascend.copy %b, %[[L1B:.*]] {layout = #ascend.layout<nd2nz>}
-// CHECK-NEXT: ascend.set_flag MTE1 -> MTE2, 0 {units = "aic->aic"}
-// CHECK-NEXT: ascend.set_flag M -> MTE1, 0 {units = "aic->aic"}
-// CHECK-NEXT: ascend.set_flag FIX -> M, 0 {units = "aic->aic"}
-// CHECK-NEXT: ascend.set_flag MTE2 -> FIX, 0 {units = "aiv->aic"}
-// CHECK-NEXT: ascend.set_flag MTE2 -> FIX, 1 {units = "aiv1->aic"}
-// CHECK-NEXT: ascend.set_flag V -> MTE2, 0 {units = "aiv->aiv"}
-// CHECK-NEXT: ascend.set_flag MTE3 -> V, 0 {units = "aiv->aiv"}
-// CHECK-NEXT: ascend.set_flag V -> MTE2, 1 {units = "aiv1->aiv1"}
-// CHECK-NEXT: ascend.set_flag MTE3 -> V, 1 {units = "aiv1->aiv1"}
+// CHECK-NEXT: ascend.set_flag MTE1 -> MTE2, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT: ascend.set_flag M -> MTE1, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT: ascend.set_flag FIX -> M, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT: ascend.set_flag MTE2 -> FIX, 0 {units = #ascend.flag_units<aiv -> aic>}
+// CHECK-NEXT: ascend.set_flag MTE2 -> FIX, 1 {units = #ascend.flag_units<aiv1 -> aic>}
+// CHECK-NEXT: ascend.set_flag V -> MTE2, 0 {units = #ascend.flag_units<aiv -> aiv>}
+// CHECK-NEXT: ascend.set_flag MTE3 -> V, 0 {units = #ascend.flag_units<aiv -> aiv>}
+// CHECK-NEXT: ascend.set_flag V -> MTE2, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
+// CHECK-NEXT: ascend.set_flag MTE3 -> V, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
 // CHECK-NEXT: scf.for
-// CHECK:        ascend.wait_flag MTE1 -> MTE2, 0 {units = "aic->aic"}
+// CHECK:        ascend.wait_flag MTE1 -> MTE2, 0 {units = #ascend.flag_units<aic -> aic>}
 // CHECK-NEXT:   ascend.copy %{{.*}}, %[[L1A:.*]] {layout = #ascend.layout<nd2nz>}
-// CHECK-NEXT:   ascend.set_flag MTE2 -> MTE1, 0 {units = "aic->aic"}
-// CHECK-NEXT:   ascend.wait_flag MTE2 -> MTE1, 0 {units = "aic->aic"}
-// CHECK-NEXT:   ascend.wait_flag M -> MTE1, 0 {units = "aic->aic"}
+// CHECK-NEXT:   ascend.set_flag MTE2 -> MTE1, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT:   ascend.wait_flag MTE2 -> MTE1, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT:   ascend.wait_flag M -> MTE1, 0 {units = #ascend.flag_units<aic -> aic>}
 // CHECK-NEXT:   ascend.copy %[[L1A]], %[[L0A:.*]] :
-// CHECK-NEXT:   ascend.set_flag MTE1 -> MTE2, 0 {units = "aic->aic"}
+// CHECK-NEXT:   ascend.set_flag MTE1 -> MTE2, 0 {units = #ascend.flag_units<aic -> aic>}
 // CHECK-NEXT:   ascend.copy %[[L1B]], %[[L0B:.*]] :
-// CHECK-NEXT:   ascend.set_flag MTE1 -> M, 0 {units = "aic->aic"}
-// CHECK-NEXT:   ascend.wait_flag MTE1 -> M, 0 {units = "aic->aic"}
-// CHECK-NEXT:   ascend.wait_flag FIX -> M, 0 {units = "aic->aic"}
+// CHECK-NEXT:   ascend.set_flag MTE1 -> M, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT:   ascend.wait_flag MTE1 -> M, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT:   ascend.wait_flag FIX -> M, 0 {units = #ascend.flag_units<aic -> aic>}
 // CHECK-NEXT:   ascend.mmad %[[L0A]], %[[L0B]], %[[L0C:.*]] {init = true}
-// CHECK-NEXT:   ascend.set_flag M -> MTE1, 0 {units = "aic->aic"}
-// CHECK-NEXT:   ascend.set_flag M -> FIX, 0 {units = "aic->aic"}
-// CHECK-NEXT:   ascend.wait_flag M -> FIX, 0 {units = "aic->aic"}
-// CHECK-NEXT:   ascend.wait_flag MTE2 -> FIX, 0 {units = "aiv->aic"}
-// CHECK-NEXT:   ascend.wait_flag MTE2 -> FIX, 1 {units = "aiv1->aic"}
+// CHECK-NEXT:   ascend.set_flag M -> MTE1, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT:   ascend.set_flag M -> FIX, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT:   ascend.wait_flag M -> FIX, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT:   ascend.wait_flag MTE2 -> FIX, 0 {units = #ascend.flag_units<aiv -> aic>}
+// CHECK-NEXT:   ascend.wait_flag MTE2 -> FIX, 1 {units = #ascend.flag_units<aiv1 -> aic>}
 // CHECK-NEXT:   ascend.copy %[[L0C]], %[[WS:.*]] :
-// CHECK-NEXT:   ascend.set_flag FIX -> M, 0 {units = "aic->aic"}
+// CHECK-NEXT:   ascend.set_flag FIX -> M, 0 {units = #ascend.flag_units<aic -> aic>}
 // CHECK-NEXT:   memref.subview %[[WS]][0, 0]
-// CHECK-NEXT:   ascend.set_flag FIX -> MTE2, 0 {units = "aic->aiv"}
-// CHECK-NEXT:   ascend.wait_flag FIX -> MTE2, 0 {units = "aic->aiv"}
-// CHECK-NEXT:   ascend.wait_flag V -> MTE2, 0 {units = "aiv->aiv"}
+// CHECK-NEXT:   ascend.set_flag FIX -> MTE2, 0 {units = #ascend.flag_units<aic -> aiv>}
+// CHECK-NEXT:   ascend.wait_flag FIX -> MTE2, 0 {units = #ascend.flag_units<aic -> aiv>}
+// CHECK-NEXT:   ascend.wait_flag V -> MTE2, 0 {units = #ascend.flag_units<aiv -> aiv>}
 // CHECK-NEXT:   ascend.copy %{{.*}}, %[[U0:.*]] :
-// CHECK-NEXT:   ascend.set_flag MTE2 -> FIX, 0 {units = "aiv->aic"}
-// CHECK-NEXT:   ascend.set_flag MTE2 -> V, 0 {units = "aiv->aiv"}
-// CHECK-NEXT:   ascend.wait_flag MTE2 -> V, 0 {units = "aiv->aiv"}
-// CHECK-NEXT:   ascend.wait_flag MTE3 -> V, 0 {units = "aiv->aiv"}
+// CHECK-NEXT:   ascend.set_flag MTE2 -> FIX, 0 {units = #ascend.flag_units<aiv -> aic>}
+// CHECK-NEXT:   ascend.set_flag MTE2 -> V, 0 {units = #ascend.flag_units<aiv -> aiv>}
+// CHECK-NEXT:   ascend.wait_flag MTE2 -> V, 0 {units = #ascend.flag_units<aiv -> aiv>}
+// CHECK-NEXT:   ascend.wait_flag MTE3 -> V, 0 {units = #ascend.flag_units<aiv -> aiv>}
 // CHECK-NEXT:   ascend.vrelu %[[U0]], %[[V0:.*]] :
-// CHECK-NEXT:   ascend.set_flag V -> MTE2, 0 {units = "aiv->aiv"}
+// CHECK-NEXT:   ascend.set_flag V -> MTE2, 0 {units = #ascend.flag_units<aiv -> aiv>}
 // CHECK-NEXT:   memref.subview
-// CHECK-NEXT:   ascend.set_flag V -> MTE3, 0 {units = "aiv->aiv"}
-// CHECK-NEXT:   ascend.wait_flag V -> MTE3, 0 {units = "aiv->aiv"}
+// CHECK-NEXT:   ascend.set_flag V -> MTE3, 0 {units = #ascend.flag_units<aiv -> aiv>}
+// CHECK-NEXT:   ascend.wait_flag V -> MTE3, 0 {units = #ascend.flag_units<aiv -> aiv>}
 // CHECK-NEXT:   ascend.copy %[[V0]], %{{.*}} :
-// CHECK-NEXT:   ascend.set_flag MTE3 -> V, 0 {units = "aiv->aiv"}
+// CHECK-NEXT:   ascend.set_flag MTE3 -> V, 0 {units = #ascend.flag_units<aiv -> aiv>}
 // CHECK-NEXT:   memref.subview %[[WS]][32, 0]
-// CHECK-NEXT:   ascend.set_flag FIX -> MTE2, 1 {units = "aic->aiv1"}
-// CHECK-NEXT:   ascend.wait_flag FIX -> MTE2, 1 {units = "aic->aiv1"}
-// CHECK-NEXT:   ascend.wait_flag V -> MTE2, 1 {units = "aiv1->aiv1"}
+// CHECK-NEXT:   ascend.set_flag FIX -> MTE2, 1 {units = #ascend.flag_units<aic -> aiv1>}
+// CHECK-NEXT:   ascend.wait_flag FIX -> MTE2, 1 {units = #ascend.flag_units<aic -> aiv1>}
+// CHECK-NEXT:   ascend.wait_flag V -> MTE2, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
 // CHECK-NEXT:   ascend.copy %{{.*}}, %[[U1:.*]] {subblock = 1 : i64}
-// CHECK-NEXT:   ascend.set_flag MTE2 -> FIX, 1 {units = "aiv1->aic"}
-// CHECK-NEXT:   ascend.set_flag MTE2 -> V, 1 {units = "aiv1->aiv1"}
-// CHECK-NEXT:   ascend.wait_flag MTE2 -> V, 1 {units = "aiv1->aiv1"}
-// CHECK-NEXT:   ascend.wait_flag MTE3 -> V, 1 {units = "aiv1->aiv1"}
+// CHECK-NEXT:   ascend.set_flag MTE2 -> FIX, 1 {units = #ascend.flag_units<aiv1 -> aic>}
+// CHECK-NEXT:   ascend.set_flag MTE2 -> V, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
+// CHECK-NEXT:   ascend.wait_flag MTE2 -> V, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
+// CHECK-NEXT:   ascend.wait_flag MTE3 -> V, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
 // CHECK-NEXT:   ascend.vrelu %[[U1]], %[[V1:.*]] {subblock = 1 : i64}
-// CHECK-NEXT:   ascend.set_flag V -> MTE2, 1 {units = "aiv1->aiv1"}
+// CHECK-NEXT:   ascend.set_flag V -> MTE2, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
 // CHECK-NEXT:   arith.addi
 // CHECK-NEXT:   memref.subview
-// CHECK-NEXT:   ascend.set_flag V -> MTE3, 1 {units = "aiv1->aiv1"}
-// CHECK-NEXT:   ascend.wait_flag V -> MTE3, 1 {units = "aiv1->aiv1"}
+// CHECK-NEXT:   ascend.set_flag V -> MTE3, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
+// CHECK-NEXT:   ascend.wait_flag V -> MTE3, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
 // CHECK-NEXT:   ascend.copy %[[V1]], %{{.*}} {subblock = 1 : i64}
-// CHECK-NEXT:   ascend.set_flag MTE3 -> V, 1 {units = "aiv1->aiv1"}
+// CHECK-NEXT:   ascend.set_flag MTE3 -> V, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
 // CHECK-NEXT: }
-// CHECK-NEXT: ascend.wait_flag MTE3 -> V, 1 {units = "aiv1->aiv1"}
-// CHECK-NEXT: ascend.wait_flag V -> MTE2, 1 {units = "aiv1->aiv1"}
-// CHECK-NEXT: ascend.wait_flag MTE3 -> V, 0 {units = "aiv->aiv"}
-// CHECK-NEXT: ascend.wait_flag V -> MTE2, 0 {units = "aiv->aiv"}
-// CHECK-NEXT: ascend.wait_flag MTE2 -> FIX, 1 {units = "aiv1->aic"}
-// CHECK-NEXT: ascend.wait_flag MTE2 -> FIX, 0 {units = "aiv->aic"}
-// CHECK-NEXT: ascend.wait_flag FIX -> M, 0 {units = "aic->aic"}
-// CHECK-NEXT: ascend.wait_flag M -> MTE1, 0 {units = "aic->aic"}
-// CHECK-NEXT: ascend.wait_flag MTE1 -> MTE2, 0 {units = "aic->aic"}
+// CHECK-NEXT: ascend.wait_flag MTE3 -> V, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
+// CHECK-NEXT: ascend.wait_flag V -> MTE2, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
+// CHECK-NEXT: ascend.wait_flag MTE3 -> V, 0 {units = #ascend.flag_units<aiv -> aiv>}
+// CHECK-NEXT: ascend.wait_flag V -> MTE2, 0 {units = #ascend.flag_units<aiv -> aiv>}
+// CHECK-NEXT: ascend.wait_flag MTE2 -> FIX, 1 {units = #ascend.flag_units<aiv1 -> aic>}
+// CHECK-NEXT: ascend.wait_flag MTE2 -> FIX, 0 {units = #ascend.flag_units<aiv -> aic>}
+// CHECK-NEXT: ascend.wait_flag FIX -> M, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT: ascend.wait_flag M -> MTE1, 0 {units = #ascend.flag_units<aic -> aic>}
+// CHECK-NEXT: ascend.wait_flag MTE1 -> MTE2, 0 {units = #ascend.flag_units<aic -> aic>}
 // CHECK-NEXT: ascend.return
 // QUIET-NOT: note
 // tests/test_insert_sync.py runs the result (race and deadlock detectors on) against numpy.
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @mm_relu(%a: memref<256x64xf16, #ascend<space gm>>, %b: memref<64x128xf16, #ascend<space gm>>, %z: memref<256x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %l1a = ascend.alloc : memref<64x64xf16, #ascend<space l1>>
     %l1b = ascend.alloc : memref<64x128xf16, #ascend<space l1>>

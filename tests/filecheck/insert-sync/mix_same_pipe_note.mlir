@@ -8,15 +8,15 @@
 // MTE3 would need a flag from a pipe to itself, which set_flag cannot say: the pass leaves it
 // and a note names the kernel, both ops and the buffer. The MTE2 -> MTE3 pairs the first round
 // adds (before V -> MTE3 orders the same) are still removed as redundant.
-// CHECK:      ascend.set_flag MTE2 -> V, 0 {units = "aiv->aiv"}
-// CHECK:      ascend.set_flag V -> MTE3, 0 {units = "aiv->aiv"}
-// CHECK:      ascend.set_flag MTE2 -> V, 1 {units = "aiv1->aiv1"}
-// CHECK:      ascend.set_flag V -> MTE3, 1 {units = "aiv1->aiv1"}
+// CHECK:      ascend.set_flag MTE2 -> V, 0 {units = #ascend.flag_units<aiv -> aiv>}
+// CHECK:      ascend.set_flag V -> MTE3, 0 {units = #ascend.flag_units<aiv -> aiv>}
+// CHECK:      ascend.set_flag MTE2 -> V, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
+// CHECK:      ascend.set_flag V -> MTE3, 1 {units = #ascend.flag_units<aiv1 -> aiv1>}
 // NONE-NOT:  MTE3 -> MTE3
 // NONE-NOT:  MTE2 -> MTE3
 // NOTE:      ascendir-opt: note: insert-sync: kernel @halves: ascend.copy on aiv MTE3 then ascend.copy on aiv1 MTE3 (gm buffer %z) touch the same bytes unordered, and no set_flag joins one pipe to itself on another unit (left as it is)
 // NOTE-EMPTY:
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @halves(%x: memref<64x128xf32, #ascend<space gm>>, %z: memref<64x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %u0 = ascend.alloc : memref<40x128xf32, #ascend<space ub>>
     %u1 = ascend.alloc {subblock = 1 : i64} : memref<32x128xf32, #ascend<space ub>>

@@ -21,7 +21,7 @@
 // SHARED-NEXT: ascend.set_flag MTE2 -> V, 0
 // SHARED-NEXT: ascend.wait_flag MTE2 -> V, 0
 // SHARED-NEXT: ascend.vexp %[[C]], %[[D]]
-builtin.module attributes {ascend.arch = "dav-c220", ascend.target = "ascend910b2"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">, ascend.target = #ascend.target<"ascend910b2">} {
   ascend.kernel @phases(%x: memref<64x256xf32, #ascend<space gm>>, %y: memref<64x256xf32, #ascend<space gm>>, %x2: memref<64x256xf32, #ascend<space gm>>, %y2: memref<64x256xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<64x256xf32, #ascend<space ub>>
     %b = ascend.alloc : memref<64x256xf32, #ascend<space ub>>

@@ -22,7 +22,7 @@
 // CHECK-NEXT: ascend.vexp %[[C]], %[[D]]
 // NOTE: ascendir-opt: note: plan-memory: kernel @k: 2 flag pairs added: it had sync flags already and its buffers now share bytes (the last use of one must precede the first write of the next; insert-sync's analysis)
 // NOTE-EMPTY:
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k(%x: memref<64x128xf32, #ascend<space gm>>, %y: memref<64x128xf32, #ascend<space gm>>, %z: memref<64x128xf32, #ascend<space gm>>, %z2: memref<64x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<64x128xf32, #ascend<space ub>>
     %b = ascend.alloc : memref<64x128xf32, #ascend<space ub>>

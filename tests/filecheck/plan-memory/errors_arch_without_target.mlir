@@ -8,7 +8,7 @@
 // On the 910B2 the first buffer alone overflows its 512 KiB L1; the largest tile that fits must
 // fit (the second buffer, placed past the end, leaves the space free): 512 rows, not 768.
 // B2: ascendir-opt: error: plan-memory: kernel @a910_big: L1 buffer 768x512xf16 (786432 B) does not fit: 786432 B of L1 needed, 524288 B available on ascend910b2; largest tile that fits: 512x512xf16{{$}}
-builtin.module attributes {ascend.arch = "dav-c100"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c100">} {
   ascend.kernel @a910_big(%x: memref<768x512xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<768x512xf16, #ascend<space l1>>
     %b = ascend.alloc : memref<768x512xf16, #ascend<space l1>>

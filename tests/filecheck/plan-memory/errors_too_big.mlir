@@ -4,7 +4,7 @@
 // kernel, the buffer, the bytes needed vs available and the largest tile of its shape that fits
 // next to the other one.
 // CHECK: ascendir-opt: error: plan-memory: kernel @too_big: L1 buffer 256x512xf16 (262144 B) does not fit: 655360 B of L1 needed, 524288 B available on ascend910b2; largest tile that fits: 128x512xf16
-builtin.module attributes {ascend.arch = "dav-c220", ascend.target = "ascend910b2"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">, ascend.target = #ascend.target<"ascend910b2">} {
   ascend.kernel @too_big(%x: memref<1024x512xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<768x256xf16, #ascend<space l1>>
     %b = ascend.alloc : memref<256x512xf16, #ascend<space l1>>

@@ -1,10 +1,10 @@
 // RUN: not ascendir-opt %s -p plan-memory 2>&1 | filecheck %s
 
-// A module without `ascend.target` whose arch no shipped target has fails on one line naming the
-// arch (it used to be planned for the default 910B2).
-// CHECK: ascendir-opt: error: ascend.arch = "dav-x999" is the arch of no shipped target (they have dav-c100, dav-c220, dav-m200)
+// An arch that is no #ascend.arch fails on one line naming it (such a module used to be planned
+// for the default 910B2; now the dialect knows its architectures).
+// CHECK: ascendir-opt: error: {{.*}}unknown #ascend.arch dav-x999 (expected one of dav-c220, dav-c100, dav-m200)
 // CHECK-NOT: Traceback
-builtin.module attributes {ascend.arch = "dav-x999"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-x999">} {
   ascend.kernel @k(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     ascend.return
   }

@@ -7,7 +7,7 @@
 // CHECK: %[[B:.*]] = ascend.alloc {offset = 98304 : i64} : memref<16x256xf32, #ascend<space ub>>
 // CHECK: %[[C:.*]] = ascend.alloc {offset = 0 : i64} : memref<64x256xf32, #ascend<space ub>>
 // CHECK: %[[K:.*]] = ascend.alloc {offset = 65536 : i64} : memref<32x256xf32, #ascend<space ub>>
-builtin.module attributes {ascend.arch = "dav-c220", ascend.target = "ascend910b2"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">, ascend.target = #ascend.target<"ascend910b2">} {
   ascend.kernel @two_phases(%x: memref<64x256xf32, #ascend<space gm>>, %y: memref<64x256xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<64x256xf32, #ascend<space ub>>
     %b = ascend.alloc : memref<16x256xf32, #ascend<space ub>>

@@ -64,7 +64,7 @@ func.func @layer_norm(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
 // GELU, erf form as BERT exports it, and tanh form as GPT-2 does.
 // CHECK-LABEL: func.func @gelus
 // CHECK-NEXT:    %[[E:.*]] = nn.gelu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
-// CHECK-NEXT:    %[[T:.*]] = nn.gelu %x {approximate = "tanh"}
+// CHECK-NEXT:    %[[T:.*]] = nn.gelu %x {approximate = #nn.gelu_approximate<tanh>}
 // CHECK-NEXT:    func.return %[[E]], %[[T]]
 func.func @gelus(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   %sqrt2 = nn.constant dense<1.41421354> : tensor<f32>

@@ -100,7 +100,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, StringAttr, f16, f32, i1
+from xdsl.dialects.builtin import AnyFloat, f16, f32, i1
 from xdsl.ir import Attribute, SSAValue
 
 from ascendir.dialects import ascend, nn
@@ -112,7 +112,7 @@ from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder
 from ascendir.hardware.align import aligned_bytes
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, attention_fields
 from ascendir.costmodel import mmad_cycles, vector_cycles
-from ascendir.dialects.ascend import FLAG_UNITS_ATTR
+from ascendir.dialects.ascend import FLAG_UNITS_ATTR, FlagUnitsAttr
 
 # What nn.attention's causal step writes (the lowest finite float of the fp32 compute type).
 LOWEST = float(np.finfo(np.float32).min)
@@ -493,7 +493,7 @@ class _Sync:
     def flag(self, wait: bool, src: Pipe, dst: Pipe, event: int, units: str) -> None:
         op = (ascend.WaitFlagOp if wait else ascend.SetFlagOp)(src, dst, event)
         if self.split_cores:
-            op.attributes[FLAG_UNITS_ATTR] = StringAttr(units)
+            op.attributes[FLAG_UNITS_ATTR] = FlagUnitsAttr(*units.split("->"))
         self.kb.emit(op)
 
     def queue(self, producer: Pipe, consumer: Pipe, units: str, slots: int = 1) -> _Q:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import FloatAttr, StringAttr
+from xdsl.dialects.builtin import FloatAttr
 
 from ascendir.dialects import nn
 from ascendir.dialects.cast_mode import CAST_ROUND_MODES
@@ -40,7 +40,7 @@ def convert_gelu(node: NodeContext) -> list[Value]:
     approximate = node.attr("approximate", "none")
     if approximate not in ("none", "tanh"):
         raise node.error(f"approximate='{approximate}' is not a GELU variant (expected 'none' or 'tanh')")
-    return [node.emit(nn.GeluOp(node.value(0), approximate=StringAttr(approximate)))]
+    return [node.emit(nn.GeluOp(node.value(0), approximate=approximate))]
 
 
 @converts("LeakyRelu")

@@ -7,7 +7,7 @@
 
 // CHECK: "x" should be of base attribute integer
 // CHECK: "ascend.alloc"() {offset = "x"}
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc {offset = "x"} : memref<16x32xf32, #ascend<space ub>>
     ascend.return
@@ -18,7 +18,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK: 1.500000e+00 : f32 should be of base attribute integer
 // CHECK: "ascend.alloc"() {offset = 1.500000e+00 : f32}
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc {offset = 1.5 : f32} : memref<16x32xf32, #ascend<space ub>>
     ascend.return
@@ -29,7 +29,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK: "z" should be of base attribute integer
 // CHECK: "ascend.alloc"() {ascend.slot = "z"}
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc {ascend.slot = "z"} : memref<16x32xf32, #ascend<space ub>>
     ascend.return
@@ -40,7 +40,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // CHECK-LABEL: ascend.kernel @fine
 // CHECK: ascend.alloc {offset = 32 : i64, ascend.slot = 1 : i64}
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @fine() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc {offset = 32 : i64, ascend.slot = 1 : i64} : memref<16x32xf32, #ascend<space ub>>
     ascend.return

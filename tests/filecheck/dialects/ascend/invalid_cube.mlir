@@ -3,7 +3,7 @@
 // Every verifier error of ascend.mmad (ops_cube.py).
 
 // CHECK: ascend.mmad: operand in ub, expected l0a
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<16x32xf16, #ascend<space ub>>
     %b = ascend.alloc : memref<32x16xf16, #ascend<space l0b>>
@@ -16,7 +16,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.mmad: shapes [16,32] x [16,16] -> [16,16] do not match
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<16x32xf16, #ascend<space l0a>>
     %b = ascend.alloc : memref<16x16xf16, #ascend<space l0b>>
@@ -29,7 +29,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.mmad: M=8, N=16 must be multiples of 16 and K=32 of 16
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<8x32xf16, #ascend<space l0a>>
     %b = ascend.alloc : memref<32x16xf16, #ascend<space l0b>>
@@ -42,7 +42,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.mmad: M, N, K must be <= 4095
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<16x4096xf16, #ascend<space l0a>>
     %b = ascend.alloc : memref<4096x16xf16, #ascend<space l0b>>
@@ -55,7 +55,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.mmad: L0A and L0B element types differ
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<16x32xf16, #ascend<space l0a>>
     %b = ascend.alloc : memref<32x16xbf16, #ascend<space l0b>>
@@ -68,7 +68,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.mmad: bias must be a [1, 16] BT buffer
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<16x32xf16, #ascend<space l0a>>
     %b = ascend.alloc : memref<32x16xf16, #ascend<space l0b>>
@@ -82,7 +82,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.mmad: bias element type must be that of a or f32
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<16x32xf16, #ascend<space l0a>>
     %b = ascend.alloc : memref<32x16xf16, #ascend<space l0b>>
@@ -96,7 +96,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.mmad: bias is the initial value, so it needs init = true
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aic>} {
     %a = ascend.alloc : memref<16x32xf16, #ascend<space l0a>>
     %b = ascend.alloc : memref<32x16xf16, #ascend<space l0b>>

@@ -5,7 +5,7 @@
 // invalid_flag_units_pipes.mlir.
 
 // CHECK: ascend.kernel: arguments must be GM memrefs, got memref<16x16xf32, #ascend<space ub>>
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k(%x: memref<16x16xf32, #ascend<space ub>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
 
     ascend.return
@@ -24,7 +24,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.kernel: block_dim must be >= 1
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 0 : i64, core_type = #ascend.core_type<aiv>} {
 
     ascend.return
@@ -34,7 +34,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.kernel: body must end in ascend.return
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
 
     nn.yield :
@@ -44,7 +44,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.alloc: buffers have static shapes
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<?x16xf32, #ascend<space ub>>
     ascend.return
@@ -54,7 +54,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: expected a memref in an #ascend<space>, got memref<16x16xf32>
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<16x16xf32>
     ascend.return
@@ -64,7 +64,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.weight: weights live in GM
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %w = ascend.weight @w : memref<16x16xf32, #ascend<space ub>>
     ascend.return
@@ -74,7 +74,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.weight: value of type tensor<2x2xf32> does not match the result memref<2x3xf32, #ascend<space gm>>
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %w = ascend.weight @w {value = dense<1.0> : tensor<2x2xf32>} : memref<2x3xf32, #ascend<space gm>>
     ascend.return
@@ -84,7 +84,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.view: element type and count must be preserved
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k(%x: memref<16x16xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %v = ascend.view %x : memref<16x16xf32, #ascend<space gm>> to memref<16x8xf32, #ascend<space gm>>
     ascend.return
@@ -94,7 +94,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.view: views are of GM buffers
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<16x16xf32, #ascend<space ub>>
     %v = ascend.view %a : memref<16x16xf32, #ascend<space ub>> to memref<256xf32, #ascend<space ub>>

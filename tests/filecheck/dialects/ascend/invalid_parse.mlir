@@ -37,7 +37,7 @@ builtin.module {
 
 // -----
 
-// CHECK: Expected `aic`, `aiv`, or `mix`.
+// CHECK: unknown #ascend.core_type cube (expected one of aic, aiv, mix)
 builtin.module {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<cube>} {
     ascend.return
@@ -47,7 +47,7 @@ builtin.module {
 // -----
 
 // CHECK: unknown pipe MTE4 (expected one of S, V, M, MTE1, MTE2, MTE3, FIX)
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     ascend.set_flag MTE4 -> V, 0
     ascend.return
@@ -57,7 +57,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: unknown pipe all (expected one of S, V, M, MTE1, MTE2, MTE3, FIX, ALL)
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     ascend.pipe_barrier all
     ascend.return
@@ -66,8 +66,8 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // -----
 
-// CHECK: Expected `eq`, `ne`, `lt`, `le`, `gt`, or `ge`.
-builtin.module attributes {ascend.arch = "dav-c220"} {
+// CHECK: unknown #ascend.cmp lg (expected one of eq, ne, lt, le, gt, ge)
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<16x64xf32, #ascend<space ub>>
     %m = ascend.alloc : memref<16x64xi1, #ascend<space ub>>
@@ -78,8 +78,8 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // -----
 
-// CHECK: Expected `nd`, `nd2nz`, or `nz2nd`.
-builtin.module attributes {ascend.arch = "dav-c220"} {
+// CHECK: unknown #ascend.layout nz (expected one of nd, nd2nz, nz2nd)
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<16x16xf32, #ascend<space ub>>
     ascend.copy %a, %a {layout = #ascend.layout<nz>} : memref<16x16xf32, #ascend<space ub>>, memref<16x16xf32, #ascend<space ub>>

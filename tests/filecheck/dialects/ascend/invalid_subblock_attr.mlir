@@ -10,7 +10,7 @@
 // CHECK: ascend.kernel @two: ascend.vadd has subblock = 2 : i64; it names the AIV of its group: 0 or 1
 // ERR: ascendir-opt: error: ascend.kernel @two: ascend.vadd has subblock = 2 : i64; it names the AIV of its group: 0 or 1
 // ERR-NOT: error
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @two() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<16x32xf32, #ascend<space ub>>
     ascend.vadd %a, %a, %a {subblock = 2 : i64} : memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>, memref<16x32xf32, #ascend<space ub>>
@@ -23,7 +23,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // (subblock is a declared IntegerAttr attribute: IRDL rejects a string, printing the op)
 // CHECK: "one" should be of base attribute integer
 // CHECK: "ascend.alloc"() {subblock = "one"}
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @text() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc {subblock = "one"} : memref<16x32xf32, #ascend<space ub>>
     ascend.return
@@ -33,7 +33,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.kernel @negative: ascend.alloc has subblock = -1 : i64; it names the AIV of its group: 0 or 1
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @negative() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc {subblock = -1 : i64} : memref<16x32xf32, #ascend<space ub>>
     ascend.return
@@ -43,7 +43,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.kernel @vec: ascend.alloc has subblock = 1 in an aiv kernel; only a mix kernel has a second AIV (an aiv kernel's block runs on one vector core)
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @vec(%x: memref<256x128xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<256x128xf32, #ascend<space ub>>
     %b = ascend.alloc {subblock = 1 : i64} : memref<256x128xf32, #ascend<space ub>>
@@ -58,7 +58,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // An explicit subblock = 0 in a mix kernel, and subblock = 1 in one, verify.
 // CHECK-LABEL: ascend.kernel @fine
 // CHECK: ascend.vadd %{{.*}}, %{{.*}}, %{{.*}} {subblock = 0 : i64}
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @fine() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc {subblock = 0 : i64} : memref<16x32xf32, #ascend<space ub>>
     %b = ascend.alloc {subblock = 1 : i64} : memref<16x32xf32, #ascend<space ub>>
@@ -74,7 +74,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // counted (and placed by plan-memory, at offset 0 again) in a second L1, so 768 KiB of L1 ran
 // on a 512 KiB 910B2.
 // CHECK: ascend.kernel @l1: ascend.alloc in l1 has subblock = 1; only UB is per AIV (memref<512x384xf16, #ascend<space l1>>)
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @l1(%x: memref<512x384xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<512x384xf16, #ascend<space l1>>
     %b = ascend.alloc {subblock = 1 : i64} : memref<512x384xf16, #ascend<space l1>>
@@ -86,10 +86,11 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // -----
 
-// A flag's `units` (which units it joins, "SRC->DST") must name units: anything else was a
-// KeyError / ValueError / AttributeError ("internal error") in the interpreter and insert-sync.
-// CHECK: ascend.set_flag MTE2 -> V, 0: units = "aic->foo" must be "SRC->DST", each one of aic, aiv, aiv0, aiv1
-builtin.module attributes {ascend.arch = "dav-c220"} {
+// A flag's `units` (which units it joins) is an #ascend.flag_units: a string (the old spelling)
+// was a KeyError / ValueError / AttributeError ("internal error") in the interpreter and
+// insert-sync. (An unknown unit in #ascend.flag_units is a parse error: invalid_parse.mlir.)
+// CHECK: "aic->foo" should be of base attribute ascend.flag_units
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @units() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     ascend.set_flag MTE2 -> V, 0 {units = "aic->foo"}
     ascend.wait_flag MTE2 -> V, 0 {units = "aic->foo"}
@@ -99,10 +100,10 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // -----
 
-// (units is a declared StringAttr attribute: IRDL rejects an integer, printing the op)
-// CHECK: 5 : i64 should be of base attribute string
+// (units is a declared #ascend.flag_units attribute: IRDL rejects an integer, printing the op)
+// CHECK: 5 : i64 should be of base attribute ascend.flag_units
 // CHECK: "ascend.wait_flag"() <{src = #ascend.pipe<MTE2>, dst = #ascend.pipe<V>, event = 1 : i64}> {units = 5 : i64}
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @units_int() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     ascend.wait_flag MTE2 -> V, 1 {units = 5 : i64}
     ascend.return
@@ -111,11 +112,11 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // -----
 
-// CHECK: ascend.kernel @units_aiv: ascend.set_flag joins aiv1->aiv1 in an aiv kernel; only a mix kernel has a second AIV
-builtin.module attributes {ascend.arch = "dav-c220"} {
+// CHECK: ascend.kernel @units_aiv: ascend.set_flag joins aiv1 -> aiv1 in an aiv kernel; only a mix kernel has a second AIV
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @units_aiv() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
-    ascend.set_flag MTE2 -> V, 0 {units = "aiv1->aiv1"}
-    ascend.wait_flag MTE2 -> V, 0 {units = "aiv1->aiv1"}
+    ascend.set_flag MTE2 -> V, 0 {units = #ascend.flag_units<aiv1 -> aiv1>}
+    ascend.wait_flag MTE2 -> V, 0 {units = #ascend.flag_units<aiv1 -> aiv1>}
     ascend.return
   }
 }
@@ -126,7 +127,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // (GM -> L1 on MTE2, L1 -> L0 on MTE1, FixPipe out of L0C) run on the AIC whatever `subblock`
 // says, and a subblock = 1 on them used to be accepted and silently ignored.
 // CHECK: ascend.kernel @mmad: ascend.mmad has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @mmad() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<16x16xf16, #ascend<space l0a>>
     %b = ascend.alloc : memref<16x16xf16, #ascend<space l0b>>
@@ -139,7 +140,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.kernel @mte1: ascend.copy l1 -> l0a has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @mte1() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<16x16xf16, #ascend<space l1>>
     %b = ascend.alloc : memref<16x16xf16, #ascend<space l0a>>
@@ -151,7 +152,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.kernel @fixpipe: ascend.copy l0c -> gm has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @fixpipe(%y: memref<16x16xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %c = ascend.alloc : memref<16x16xf32, #ascend<space l0c>>
     ascend.copy %c, %y {subblock = 1 : i64} : memref<16x16xf32, #ascend<space l0c>>, memref<16x16xf32, #ascend<space gm>>
@@ -162,7 +163,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.kernel @mte2_l1: ascend.copy gm -> l1 has subblock = 1, but it runs on the AIC; only vector-unit ops run on an AIV
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @mte2_l1(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<16x16xf16, #ascend<space l1>>
     ascend.copy %x, %a {subblock = 1 : i64} : memref<16x16xf16, #ascend<space gm>>, memref<16x16xf16, #ascend<space l1>>
@@ -176,7 +177,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // CHECK-LABEL: ascend.kernel @aiv1_copies
 // CHECK: ascend.copy %{{.*}}, %{{.*}} {subblock = 1 : i64}
 // CHECK: ascend.copy %{{.*}}, %{{.*}} {subblock = 1 : i64}
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @aiv1_copies(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc {subblock = 1 : i64} : memref<16x16xf16, #ascend<space ub>>
     ascend.copy %x, %a {subblock = 1 : i64} : memref<16x16xf16, #ascend<space gm>>, memref<16x16xf16, #ascend<space ub>>

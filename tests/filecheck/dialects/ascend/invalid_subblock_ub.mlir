@@ -8,7 +8,7 @@
 // CHECK: ascend.kernel @aiv1_on_aiv0: ascend.vadd on AIV 1 uses a UB buffer of AIV 0 (%a: memref<16x32xf32, #ascend<space ub>>); each AIV of a group has its own UB
 // ERR: ascendir-opt: error: ascend.kernel @aiv1_on_aiv0: ascend.vadd on AIV 1 uses a UB buffer of AIV 0 (%a: memref<16x32xf32, #ascend<space ub>>); each AIV of a group has its own UB
 // ERR-NOT: error
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @aiv1_on_aiv0() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<16x32xf32, #ascend<space ub>>
     %b = ascend.alloc {subblock = 1 : i64} : memref<16x32xf32, #ascend<space ub>>
@@ -20,7 +20,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // -----
 
 // CHECK: ascend.kernel @aiv0_on_aiv1: ascend.copy on AIV 0 uses a UB buffer of AIV 1 (%b: memref<16x32xf32, #ascend<space ub>>); each AIV of a group has its own UB
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @aiv0_on_aiv1(%x: memref<16x32xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %b = ascend.alloc {subblock = 1 : i64} : memref<16x32xf32, #ascend<space ub>>
     %v = memref.subview %b[8, 0] [8, 32] [1, 1] : memref<16x32xf32, #ascend<space ub>> to memref<8x32xf32, strided<[32, 1], offset: 256>, #ascend<space ub>>
@@ -35,7 +35,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 // Each AIV on its own buffers verifies.
 // CHECK-LABEL: ascend.kernel @own
 // CHECK: ascend.vadd %{{.*}}, %{{.*}}, %{{.*}} {subblock = 1 : i64}
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @own() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %a = ascend.alloc : memref<16x32xf32, #ascend<space ub>>
     %b = ascend.alloc {subblock = 1 : i64} : memref<16x32xf32, #ascend<space ub>>

@@ -5,7 +5,7 @@
 // #ascend.layout, i1 relu / transpose; ascend.mmad with init = true / false and a bias;
 // ascend.gather_rows.
 
-// CHECK:      builtin.module attributes {ascend.arch = "dav-c220"} {
+// CHECK:      builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
 // CHECK-NEXT: ascend.kernel @dma(%x: memref<64x64xf16, #ascend<space gm>>, %y: memref<64x64xf32, #ascend<space gm>>, %tab: memref<100x64xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
 // CHECK-NEXT: %l1 = ascend.alloc : memref<64x64xf16, #ascend<space l1>>
 // CHECK-NEXT: %l0a = ascend.alloc : memref<64x64xf16, #ascend<space l0a>>
@@ -29,7 +29,7 @@
 // CHECK-NEXT: ascend.return
 // CHECK-NEXT: }
 // CHECK-NEXT: }
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @dma(%x: memref<64x64xf16, #ascend<space gm>>, %y: memref<64x64xf32, #ascend<space gm>>, %tab: memref<100x64xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
     %l1 = ascend.alloc : memref<64x64xf16, #ascend<space l1>>
     %l0a = ascend.alloc : memref<64x64xf16, #ascend<space l0a>>

@@ -2,10 +2,10 @@
 // RUN: ascendir-opt %s --print-op-generic | ascendir-opt | filecheck %s
 
 // Round trip of every vector op (ops_vector.py): the 20 unary, 11 binary, 5 scalar and 4 reduce
-// ops, vcast, vcmp (its #ascend<cmp> predicate printed bare), vsel, vdup, vtranspose, varange, and a
+// ops, vcast (with its #ascend.round_mode), vcmp (its #ascend<cmp> predicate printed bare), vsel, vdup, vtranspose, varange, and a
 // declared subblock.
 
-// CHECK:      builtin.module attributes {ascend.arch = "dav-c220"} {
+// CHECK:      builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
 // CHECK-NEXT: ascend.kernel @vec() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
 // CHECK-NEXT: %a = ascend.alloc : memref<16x64xf32, #ascend<space ub>>
 // CHECK-NEXT: %b = ascend.alloc : memref<16x64xf32, #ascend<space ub>>
@@ -14,6 +14,7 @@
 // CHECK-NEXT: %h = ascend.alloc : memref<16x64xf16, #ascend<space ub>>
 // CHECK-NEXT: %t = ascend.alloc : memref<64x16xf32, #ascend<space ub>>
 // CHECK-NEXT: %n = ascend.alloc : memref<16x64xi1, #ascend<space ub>>
+// CHECK-NEXT: %e = ascend.alloc : memref<16x64xf8E8M0FNU, #ascend<space ub>>
 // CHECK-NEXT: ascend.vexp %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vln %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vsqrt %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
@@ -55,6 +56,7 @@
 // CHECK-NEXT: ascend.vreduce_min %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vreduce_prod %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vcast %a, %h : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf16, #ascend<space ub>>
+// CHECK-NEXT: ascend.vcast %a, %e {saturate = false, round_mode = #ascend.round_mode<down>} : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf8E8M0FNU, #ascend<space ub>>
 // CHECK-NEXT: ascend.vcmp lt %a, %b, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xi1, #ascend<space ub>>
 // CHECK-NEXT: ascend.vsel %m, %a, %b, %b : memref<16x64xi1, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vdup %b {scalar = -1.000000e+00 : f64} : memref<16x64xf32, #ascend<space ub>>
@@ -65,7 +67,7 @@
 // CHECK-NEXT: ascend.return
 // CHECK-NEXT: }
 // CHECK-NEXT: }
-builtin.module attributes {ascend.arch = "dav-c220"} {
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @vec() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<16x64xf32, #ascend<space ub>>
     %b = ascend.alloc : memref<16x64xf32, #ascend<space ub>>
@@ -74,6 +76,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
     %h = ascend.alloc : memref<16x64xf16, #ascend<space ub>>
     %t = ascend.alloc : memref<64x16xf32, #ascend<space ub>>
     %n = ascend.alloc : memref<16x64xi1, #ascend<space ub>>
+    %e = ascend.alloc : memref<16x64xf8E8M0FNU, #ascend<space ub>>
     ascend.vexp %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
     ascend.vln %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
     ascend.vsqrt %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
@@ -115,6 +118,7 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
     ascend.vreduce_min %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
     ascend.vreduce_prod %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
     ascend.vcast %a, %h : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf16, #ascend<space ub>>
+    ascend.vcast %a, %e {saturate = false, round_mode = #ascend.round_mode<down>} : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf8E8M0FNU, #ascend<space ub>>
     ascend.vcmp lt %a, %b, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xi1, #ascend<space ub>>
     ascend.vsel %m, %a, %b, %b : memref<16x64xi1, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
     ascend.vdup %b {scalar = -1.000000e+00 : f64} : memref<16x64xf32, #ascend<space ub>>

@@ -92,13 +92,15 @@ func.func @main(%x: tensor<2x8xf32>) {
 
 // CHECK: nn.cast: round_mode applies to f8E8M0FNU results only, not f16
 func.func @main(%x: tensor<2x8xf32>) {
-  %r = nn.cast %x {round_mode = "down"} : (tensor<2x8xf32>) -> tensor<2x8xf16>
+  %r = nn.cast %x {round_mode = #ascend.round_mode<down>} : (tensor<2x8xf32>) -> tensor<2x8xf16>
   func.return
 }
 
 // -----
 
-// CHECK: nn.cast: round_mode must be one of up, down, nearest, got 'even'
+// A round mode written as a string (an unknown one in #ascend.round_mode is a parse error:
+// invalid_parse.mlir)
+// CHECK: "even" should be of base attribute ascend.round_mode
 func.func @main(%x: tensor<2x8xf32>) {
   %r = nn.cast %x {round_mode = "even"} : (tensor<2x8xf32>) -> tensor<2x8xf8E8M0FNU>
   func.return
@@ -188,7 +190,7 @@ func.func @main(%x: tensor<1x4x8x8xf32>, %w: tensor<4x4x3x3xf32>) {
 
 // CHECK: nn.pool2d: expects NCHW tensors
 func.func @main(%x: tensor<4x8x8xf32>) {
-  %r = nn.pool2d %x {kind = "avg", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false} : (tensor<4x8x8xf32>) -> tensor<4x8x4xf32>
+  %r = nn.pool2d %x {kind = #nn.pool_kind<avg>, kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false} : (tensor<4x8x8xf32>) -> tensor<4x8x4xf32>
   func.return
 }
 
@@ -226,7 +228,8 @@ func.func @main(%x: tensor<1x4x8x8xf32>, %w: tensor<4x4x3x3xf32>) {
 
 // -----
 
-// CHECK: nn.pool2d: kind must be 'max' or 'avg', got 'min'
+// A pool kind written as a string (an unknown #nn.pool_kind is a parse error: invalid_parse.mlir)
+// CHECK: "min" should be of base attribute nn.pool_kind
 func.func @main(%x: tensor<1x4x8x8xf32>) {
   %r = nn.pool2d %x {kind = "min", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
   func.return
@@ -236,7 +239,7 @@ func.func @main(%x: tensor<1x4x8x8xf32>) {
 
 // CHECK: nn.pool2d: pooling keeps N and C
 func.func @main(%x: tensor<1x4x8x8xf32>) {
-  %r = nn.pool2d %x {kind = "avg", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false} : (tensor<1x4x8x8xf32>) -> tensor<1x2x4x4xf32>
+  %r = nn.pool2d %x {kind = #nn.pool_kind<avg>, kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false} : (tensor<1x4x8x8xf32>) -> tensor<1x2x4x4xf32>
   func.return
 }
 
@@ -244,7 +247,7 @@ func.func @main(%x: tensor<1x4x8x8xf32>) {
 
 // CHECK: nn.pool2d: a max pool has the indices result exactly when it has storage_order
 func.func @main(%x: tensor<1x4x8x8xf32>) {
-  %r = nn.pool2d %x {kind = "max", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false, storage_order = 0 : i64} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
+  %r = nn.pool2d %x {kind = #nn.pool_kind<max>, kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false, storage_order = 0 : i64} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
   func.return
 }
 
@@ -252,7 +255,7 @@ func.func @main(%x: tensor<1x4x8x8xf32>) {
 
 // CHECK: nn.pool2d: indices are i64 of the result's shape, storage_order 0 or 1
 func.func @main(%x: tensor<1x4x8x8xf32>) {
-  %r, %i = nn.pool2d %x {kind = "max", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false, storage_order = 2 : i64} : (tensor<1x4x8x8xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>)
+  %r, %i = nn.pool2d %x {kind = #nn.pool_kind<max>, kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false, storage_order = 2 : i64} : (tensor<1x4x8x8xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>)
   func.return
 }
 
@@ -427,6 +430,27 @@ func.func @main(%x: tensor<2x8xf32>) {
   ^bb0(%a: tensor<2x8xf32>):
     %e = nn.exp %a : (tensor<2x8xf32>) -> tensor<2x8xf32>
     nn.yield %e, %e : tensor<2x8xf32>, tensor<2x8xf32>
+  }
+  func.return
+}
+
+// -----
+
+// A GELU form written as a string (an unknown #nn.gelu_approximate is a parse error: invalid_parse.mlir)
+// CHECK: "tanh" should be of base attribute nn.gelu_approximate
+func.func @main(%x: tensor<2x8xf32>) {
+  %r = nn.gelu %x {approximate = "tanh"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  func.return
+}
+
+// -----
+
+// A fused kind written as a string
+// CHECK: "ffn" should be of base attribute nn.fused_kind
+func.func @main(%x: tensor<2x8xf32>) {
+  %r = nn.fused(%x) {kind = "ffn"} : (tensor<2x8xf32>) -> tensor<2x8xf32> {
+  ^bb0(%a: tensor<2x8xf32>):
+    nn.yield %a : tensor<2x8xf32>
   }
   func.return
 }

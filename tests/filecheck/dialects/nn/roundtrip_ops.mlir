@@ -27,7 +27,7 @@
 // CHECK-NEXT: %ceil = nn.ceil %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %identity = nn.identity %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %not = nn.not %c : (tensor<2x8xi1>) -> tensor<2x8xi1>
-// CHECK-NEXT: %gelu = nn.gelu %x {approximate = "tanh"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT: %gelu = nn.gelu %x {approximate = #nn.gelu_approximate<tanh>} : (tensor<2x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %gelu_erf = nn.gelu %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %leaky = nn.leaky_relu %x {alpha = 1.000000e-01 : f32} : (tensor<2x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %clip = nn.clip %x {min = 0.000000e+00 : f32, max = 6.000000e+00 : f32} : (tensor<2x8xf32>) -> tensor<2x8xf32>
@@ -50,7 +50,7 @@
 // CHECK-NEXT: %where = nn.where %c, %x, %y : (tensor<2x8xi1>, tensor<2x8xf32>, tensor<1x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %cast = nn.cast %x : (tensor<2x8xf32>) -> tensor<2x8xf16>
 // CHECK-NEXT: %cast8 = nn.cast %x {saturate = false} : (tensor<2x8xf32>) -> tensor<2x8xf8E4M3FN>
-// CHECK-NEXT: %e8 = nn.cast %x {round_mode = "nearest"} : (tensor<2x8xf32>) -> tensor<2x8xf8E8M0FNU>
+// CHECK-NEXT: %e8 = nn.cast %x {round_mode = #ascend.round_mode<nearest>} : (tensor<2x8xf32>) -> tensor<2x8xf8E8M0FNU>
 // CHECK-NEXT: %matmul = nn.matmul %x, %w {ascend.tiling = #ascend.tiling<{m = 16 : i64, n = 16 : i64, k = 16 : i64, l1_depth = 1 : i64, split_k = 1 : i64, swizzle = 1 : i64}>} : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
 // CHECK-NEXT: %softmax = nn.softmax %x {axis = 1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %ln = nn.layer_norm %x, %y, %y {axis = 1 : i64, epsilon = 1.000000e-05 : f32} : (tensor<2x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<2x8xf32>
@@ -68,8 +68,8 @@
 // CHECK-NEXT: %cb = nn.weight @cb : tensor<6xf32>
 // CHECK-NEXT: %conv = nn.conv2d %img, %cw, %cb {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x8x8xf32>
 // CHECK-NEXT: %conv_nb = nn.conv2d %img, %cw {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x3x3xf32>
-// CHECK-NEXT: %pool = nn.pool2d %img {kind = "avg", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
-// CHECK-NEXT: %mp, %mi = nn.pool2d %img {kind = "max", kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, count_include_pad = false, storage_order = 0 : i64} : (tensor<1x4x8x8xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>)
+// CHECK-NEXT: %pool = nn.pool2d %img {kind = #nn.pool_kind<avg>, kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
+// CHECK-NEXT: %mp, %mi = nn.pool2d %img {kind = #nn.pool_kind<max>, kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, count_include_pad = false, storage_order = 0 : i64} : (tensor<1x4x8x8xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>)
 // CHECK-NEXT: %q = nn.weight @q : tensor<1x4x16x8xf16>
 // CHECK-NEXT: %kk = nn.weight @k : tensor<1x2x32x8xf16>
 // CHECK-NEXT: %v = nn.weight @v : tensor<1x2x32x8xf16>
@@ -132,7 +132,7 @@ func.func @main(%x: tensor<2x8xf32>, %y: tensor<1x8xf32>, %c: tensor<2x8xi1>, %i
   %ceil = nn.ceil %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
   %identity = nn.identity %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
   %not = nn.not %c : (tensor<2x8xi1>) -> tensor<2x8xi1>
-  %gelu = nn.gelu %x {approximate = "tanh"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %gelu = nn.gelu %x {approximate = #nn.gelu_approximate<tanh>} : (tensor<2x8xf32>) -> tensor<2x8xf32>
   %gelu_erf = nn.gelu %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
   %leaky = nn.leaky_relu %x {alpha = 1.000000e-01 : f32} : (tensor<2x8xf32>) -> tensor<2x8xf32>
   %clip = nn.clip %x {min = 0.000000e+00 : f32, max = 6.000000e+00 : f32} : (tensor<2x8xf32>) -> tensor<2x8xf32>
@@ -155,7 +155,7 @@ func.func @main(%x: tensor<2x8xf32>, %y: tensor<1x8xf32>, %c: tensor<2x8xi1>, %i
   %where = nn.where %c, %x, %y : (tensor<2x8xi1>, tensor<2x8xf32>, tensor<1x8xf32>) -> tensor<2x8xf32>
   %cast = nn.cast %x : (tensor<2x8xf32>) -> tensor<2x8xf16>
   %cast8 = nn.cast %x {saturate = false} : (tensor<2x8xf32>) -> tensor<2x8xf8E4M3FN>
-  %e8 = nn.cast %x {round_mode = "nearest"} : (tensor<2x8xf32>) -> tensor<2x8xf8E8M0FNU>
+  %e8 = nn.cast %x {round_mode = #ascend.round_mode<nearest>} : (tensor<2x8xf32>) -> tensor<2x8xf8E8M0FNU>
   %matmul = nn.matmul %x, %w {ascend.tiling = #ascend.tiling<{m = 16 : i64, n = 16 : i64, k = 16 : i64, l1_depth = 1 : i64, split_k = 1 : i64, swizzle = 1 : i64}>} : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
   %softmax = nn.softmax %x {axis = 1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
   %ln = nn.layer_norm %x, %y, %y {axis = 1 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<2x8xf32>
@@ -173,8 +173,8 @@ func.func @main(%x: tensor<2x8xf32>, %y: tensor<1x8xf32>, %c: tensor<2x8xi1>, %i
   %cb = nn.weight @cb : tensor<6xf32>
   %conv = nn.conv2d %img, %cw, %cb {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x8x8xf32>
   %conv_nb = nn.conv2d %img, %cw {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x3x3xf32>
-  %pool = nn.pool2d %img {kind = "avg", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
-  %mp, %mi = nn.pool2d %img {kind = "max", kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, count_include_pad = false, storage_order = 0 : i64} : (tensor<1x4x8x8xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>)
+  %pool = nn.pool2d %img {kind = #nn.pool_kind<avg>, kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
+  %mp, %mi = nn.pool2d %img {kind = #nn.pool_kind<max>, kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, count_include_pad = false, storage_order = 0 : i64} : (tensor<1x4x8x8xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>)
   %q = nn.weight @q : tensor<1x4x16x8xf16>
   %kk = nn.weight @k : tensor<1x2x32x8xf16>
   %v = nn.weight @v : tensor<1x2x32x8xf16>
