@@ -242,3 +242,35 @@ def test_module_target_follows_arch(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(plan_memory, "DEFAULT_TARGET", "ascend910a")
     with pytest.raises(AscendirError, match=r'^ascend.arch = #ascend.arch<"dav-c220"> is the arch of several shipped targets \(ascend910_93, ascend910b1, '):
         module_target(_module(**{"ascend.arch": "dav-c220"}))
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("clock_hz = 1.8e9 ", "clok_hz = 1.8e9 ", "unknown key chip.clok_hz ([chip] takes name, arch, clock_hz, "),
+    ("l2_model = \"tile\" ", "l2_modle = \"tile\" ", "unknown key memory.l2_modle ([memory] takes hbm_bytes, "),
+    ("l0c = 131072 ", "l0d = 131072 ", "unknown key buffers.l0d ([buffers] takes l1, l0a, l0b, l0c, ub, bt, fb)"),
+    ("gm_to_l1 = 32 ", "gm_to_l9 = 32 ", "unknown key rates.gm_to_l9 (a rate is SRC_to_DST, each one of gm, l1, "),
+    ("mte3 = 12 ", "mte4 = 12 ", "unknown key startup.mte4 ([startup] takes mte1, mte2, mte2_nd2nz, mte3, fix, "),
+    ("vexp = { bpc = 128,", "vexpp = { bpc = 128,", "unknown key vector.ops.vexpp (not an ascend vector op, nor default)"),
+    ("vexp = { bpc = 128,", "vexp = { bcp = 128,", "unknown key vector.ops.vexp.bcp (an entry takes bpc, bpc16, latency, k16, k32, b)"),
+    ("queue_depth = 32 ", "queue_depht = 32 ", "unknown key sync.queue_depht ([sync] takes event_ids, queue_depth)"),
+    ("[sync]", "[synk]", "unknown key synk (the tables are chip, memory, buffers, align, cube, rates, startup, vector, sync)"),
+])
+def test_unknown_keys_name_the_key_and_file(tmp_path: Path, old: str, new: str, message: str):
+    """A key no code reads (a misspelt one, whose figure a default or nothing then replaced
+    silently) fails on load, naming the key and the file."""
+    text = (HW_DIR / "ascend910b2.toml").read_text()
+    assert old in text
+    p = tmp_path / "custom.toml"
+    p.write_text(text.replace(old, new, 1).replace('name = "ascend910b2" ', 'name = "my910b2" '))
+    with pytest.raises(AscendirError) as e:
+        load_target(p)
+    assert str(e.value).startswith(f"target file {p}: {message}"), str(e.value)
+
+
+def test_cli_unknown_key_is_one_line(tmp_path: Path):
+    from cli_helpers import assert_clean_error, run_cli
+
+    p = tmp_path / "custom.toml"
+    p.write_text((HW_DIR / "ascend910b2.toml").read_text().replace("clock_hz = 1.8e9 ", "clok_hz = 1.8e9 ", 1))
+    model = Path(__file__).parent / "data" / "mlp_small" / "model.onnx"
+    assert_clean_error(run_cli("run", model, "--timing-only", "--target", p), "unknown key chip.clok_hz", str(p))

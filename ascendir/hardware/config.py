@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ascendir.dialects.ascend import Ascend, MemSpace
+from ascendir.dialects.ascend.ops_vector import VectorOp
 from ascendir.errors import AscendirError
 from ascendir.hardware.arch import ARCHS, ChipArch
 
@@ -236,6 +238,25 @@ _RULES: tuple[tuple[str, str], ...] = (
 # Keys of open tables that the cost model reads by name (cost.py, kernel.py, report.py).
 _REQUIRED = ("startup.mte1", "startup.mte2", "startup.mte2_nd2nz", "startup.mte3", "startup.fix", "startup.vector",
              "startup.scalar_alu", "cube.k_per_cycle.f16")
+# The keys a target file may have, by table; every other key is an error (a misspelt key used to
+# be ignored, its figure silently replaced by a default or a neighbour's). Open tables name their
+# keys after things the dialect knows: memory spaces, DMA paths between them, vector ops.
+_SPACES = tuple(s.value for s in MemSpace)
+_TABLE_KEYS: dict[str, tuple[str, ...]] = {
+    "": ("chip", "memory", "buffers", "align", "cube", "rates", "startup", "vector", "sync"),
+    "chip": ("name", "arch", "clock_hz", "vector_clock_hz", "num_aic", "num_aiv", "aiv_per_aic", "kernel_launch_cycles"),
+    "memory": ("hbm_bytes", "hbm_bw_Bps", "gm_read_latency", "gm_write_latency", "l2_bytes", "l2_line_bytes",
+               "l2_bw_over_hbm", "l2_hit_latency", "l2_miss_latency", "l2_model"),
+    "buffers": tuple(s for s in _SPACES if s != "gm"),  # bytes per core of each on-chip buffer
+    "align": _SPACES,
+    "rates": tuple(f"{a}_to_{b}" for a in (*_SPACES, "l2") for b in (*_SPACES, "l2") if a != b or a == "ub"),
+    "startup": ("mte1", "mte2", "mte2_nd2nz", "mte3", "fix", "vector", "scalar_alu"),  # costmodel/ops.py's engines
+    "cube": ("fractal_m", "fractal_n", "k_per_cycle", "mmad_startup", "max_mnk"),
+    "vector": ("bytes_per_cycle", "repeat_bytes", "block_bytes", "max_repeat", "pipeline_latency", "ops"),
+    "vector.ops.*": ("bpc", "bpc16", "latency", "k16", "k32", "b"),
+    "sync": ("event_ids", "queue_depth"),
+}
+# (cube.k_per_cycle's keys are checked against the arch's cube dtypes in _inconsistency)
 _MEANING = {"pos": "a positive number", "nonneg": "a number >= 0", "posint": "a positive integer", "nonnegint": "an integer >= 0"}
 
 
@@ -252,13 +273,45 @@ def _values(raw: Any, parts: list[str], prefix: str = ""):
             yield key, raw[k]
 
 
+def _unknown_key(raw: dict[str, Any]) -> str | None:
+    """What is wrong with the first key of the target file that _TABLE_KEYS does not list (in
+    file order), or None."""
+    vector_ops = ("default", *sorted(o.name.removeprefix("ascend.") for o in Ascend.operations if issubclass(o, VectorOp)))
+
+    def check(table: dict, name: str, allowed: tuple[str, ...], what: str) -> str | None:
+        for k in table:
+            if k not in allowed:
+                return f"unknown key {name}{k} ({what})"
+        return None
+
+    checks = [(raw, "", _TABLE_KEYS[""], "the tables are " + ", ".join(_TABLE_KEYS[""]))]
+    for t, keys in _TABLE_KEYS.items():
+        if t and "." not in t and isinstance(raw.get(t), dict):
+            what = (f"a rate is SRC_to_DST, each one of {', '.join(_SPACES)}, l2" if t == "rates"
+                    else f"[{t}] takes " + ", ".join(keys))
+            checks.append((raw[t], f"{t}.", keys, what))
+    vector = raw.get("vector")
+    ops = vector.get("ops") if isinstance(vector, dict) else None
+    if isinstance(ops, dict):
+        checks.append((ops, "vector.ops.", vector_ops, "not an ascend vector op, nor default"))
+        fields = _TABLE_KEYS["vector.ops.*"]
+        checks += [(e, f"vector.ops.{k}.", fields, "an entry takes " + ", ".join(fields)) for k, e in ops.items() if isinstance(e, dict)]
+    for table, name, allowed, what in checks:
+        if (problem := check(table, name, allowed, what)) is not None:
+            return problem
+    return None
+
+
 def _validate(raw: dict[str, Any], path: Path) -> None:
-    """Check every number of the target file against _RULES, the keys of _REQUIRED and the L2
-    model's name.
+    """Check the keys of the target file against _TABLE_KEYS, every number against _RULES, the
+    keys of _REQUIRED and the L2 model's name.
 
     Raises:
         AscendirError: one line naming the first bad key, its value, what it must be, and the file.
     """
+    problem = _unknown_key(raw)
+    if problem:
+        raise AscendirError(f"target file {path}: {problem}")
     for pattern, rule in _RULES:
         for key, v in _values(raw, pattern.split(".")):
             number = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
