@@ -235,10 +235,13 @@ def test_double_buffered_mix_kernel_runs() -> None:
 def _lowering_insertions(monkeypatch) -> list[int]:
     """The pairs the lowering's insert-sync inserts, one entry per kernel it analyses."""
     import ascendir.transforms.ascend.insert_sync as mod
+    from ascendir.transforms.ascend.insert_sync import sync_pass
 
     added: list[int] = []
     real = mod.insert_sync
-    monkeypatch.setattr(mod, "insert_sync", lambda k, unfixed=None: added.append(real(k, unfixed)) or added[-1])
+    spy = lambda k, unfixed=None: added.append(real(k, unfixed)) or added[-1]  # noqa: E731
+    monkeypatch.setattr(mod, "insert_sync", spy)  # plan-memory's call (it imports from the package)
+    monkeypatch.setattr(sync_pass, "insert_sync", spy)  # the pass's own
     return added
 
 

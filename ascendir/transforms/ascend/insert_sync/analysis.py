@@ -1,0 +1,258 @@
+"""The dependence analysis of insert-sync: the kernel body executed symbolically for the first
+and the last block with a vector clock per (unit, pipe), as the interpreter's race detector does;
+every cross-pipe access of the same bytes, one writing, with no happens-before is a `Conflict`.
+Which iterations of a loop run: `_sampled` (the package docstring says why)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, MemRefType
+from xdsl.ir import Block, Operation, SSAValue
+
+from ascendir.costmodel.buffer_lifetimes import dropped_dims as _dropped_dims, ranges_overlap as _overlap
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import Pipe, module_arch, space_of, subblock
+from ascendir.dtypes import itemsize
+from ascendir.transforms.ascend.insert_sync.conflict import Conflict
+from ascendir.transforms.ascend.insert_sync.ops import kernel_flag_units, op_pipe, op_unit, split_units, written
+from ascendir.transforms.ascend.insert_sync.symbolic import ARITH, CMP, View, buffer_name, contiguous
+
+ITERATIONS = 4  # first iterations of each loop executed (at least): loop-carried distances 1..3 (ping-pong is 2)
+LAST = 2  # and its last iterations (boundary tiles, last-iteration branches)
+KEEP = 16  # recent accesses remembered per (buffer, pipe, read/write)
+
+
+class _Unknown(Exception):
+    """The kernel's control flow depends on something the analysis cannot evaluate."""
+
+
+@dataclass
+class _Run:
+    """One symbolic execution of a kernel body for one block index."""
+
+    arch: str | None
+    block_idx: int
+    by_unit: bool = False  # a mix kernel on split cores: pipes are (unit, pipe) slots
+    units: dict = field(default_factory=dict)  # flag op -> (src unit, dst unit) (flag_placement.flag_units)
+    env: dict = field(default_factory=dict)
+    vc: dict = field(default_factory=dict)  # (unit, pipe) -> {(unit, pipe): epoch}
+    queues: dict = field(default_factory=dict)  # (src slot, dst slot, event) -> [clock]
+    floor: dict = field(default_factory=dict)  # unit -> the clock its last pipe_barrier ALL gave every pipe
+    seen: dict = field(default_factory=dict)  # key -> {(pipe, writes): [(epoch, range, op)]}
+    conflicts: list = field(default_factory=list)
+    found: set = field(default_factory=set)
+    flags_run: set = field(default_factory=set)  # flag ops executed
+
+    def clock(self, p: tuple[int, Pipe]) -> dict:
+        c = self.vc.get(p)
+        if c is None:  # a pipe's first op still follows the unit's last pipe_barrier ALL
+            c = self.vc[p] = dict(self.floor.get(p[0], {}))
+        return c
+
+    def flag_key(self, op: ascend.FlagOp) -> tuple:
+        su, du = self.units.get(op, (0, 0))
+        return ((su, Pipe(op.src.data)), (du, Pipe(op.dst.data)), op.event.value.data)
+
+    def val(self, v: SSAValue):
+        if v not in self.env:
+            raise _Unknown(f"value {v.name_hint or v} of {v.owner}")
+        r = self.env[v]
+        if r is None:
+            raise _Unknown("a data-dependent value")
+        return r
+
+    def period(self, loop: scf.ForOp) -> int:
+        """The lcm of the constant divisors of the remainders `loop`'s body takes of values
+        computed from its induction variable (the slot of a ring: `j % 2` picks a ping-pong
+        slot), 1 when there are none. Divisors are read from the env or their constant op."""
+        tainted = {loop.body.block.args[0]}
+        period = 1
+        for o in loop.body.walk():
+            if isinstance(o, scf.ForOp) and any(v in tainted for v in (o.lb, o.ub, o.step)):
+                tainted.add(o.body.block.args[0])
+            if not any(v in tainted for v in o.operands):
+                continue
+            tainted.update(o.results)
+            if isinstance(o, (arith.RemUIOp, arith.RemSIOp)) and o.lhs in tainted and o.rhs not in tainted:
+                d = self.env.get(o.rhs)
+                if d is None and isinstance(o.rhs.owner, arith.ConstantOp) and isinstance(o.rhs.owner.value, IntegerAttr):
+                    d = o.rhs.owner.value.value.data
+                if isinstance(d, int) and d > 1:
+                    period = math.lcm(period, d)
+        return period
+
+    # -- execution ---------------------------------------------------------------------------
+    def block(self, b: Block) -> None:
+        for op in b.ops:
+            self.op(op)
+
+    def op(self, op: Operation) -> None:
+        if isinstance(op, scf.ForOp):
+            lb, ub, st = self.val(op.lb), self.val(op.ub), self.val(op.step)
+            trips = max(0, -(-(ub - lb) // st))
+            for n in _sampled(trips, self.period(op)):
+                self.env[op.body.block.args[0]] = lb + n * st
+                self.block(op.body.block)
+        elif isinstance(op, scf.IfOp):
+            region = op.true_region if self.val(op.cond) else op.false_region
+            if region.blocks:
+                self.block(region.block)
+        elif isinstance(op, (scf.YieldOp, ascend.ReturnOp)):
+            pass
+        elif isinstance(op, ascend.SetFlagOp):
+            self.flags_run.add(op)
+            key = self.flag_key(op)
+            self.queues.setdefault(key, []).append(dict(self.clock(key[0])))
+        elif isinstance(op, ascend.WaitFlagOp):
+            self.flags_run.add(op)
+            key = self.flag_key(op)
+            q = self.queues.get(key)
+            if q:  # an unmatched wait orders nothing (conservative)
+                c = self.clock(key[1])
+                for p, e in q.pop(0).items():
+                    c[p] = max(c.get(p, 0), e)
+        elif isinstance(op, ascend.PipeBarrierOp):
+            if op.pipe.data == "ALL":
+                # each core orders its own pipes: the AIC and the AIVs of a mix kernel run their
+                # own instruction streams, so a barrier orders nothing across them (the
+                # interpreter joins every unit, which this never contradicts: it only orders less)
+                for u in {s[0] for s in self.vc} | set(self.floor):
+                    joined = dict(self.floor.get(u, {}))
+                    mine = [s for s in self.vc if s[0] == u]
+                    for s in mine:
+                        for p, e in self.vc[s].items():
+                            joined[p] = max(joined.get(p, 0), e)
+                    for s in mine:
+                        self.vc[s] = dict(joined)
+                    self.floor[u] = joined
+        elif isinstance(op, ascend.AllocOp):
+            t = op.result.type
+            off = op.attributes.get("offset")
+            # placed buffers are compared by bytes of their space; each AIV has its own UB
+            key = (space_of(t), subblock(op)) if off is not None else op.result
+            self.env[op.result] = View(key, off.value.data if off is not None else 0, tuple(t.get_shape()), contiguous(t.get_shape()), itemsize(t.element_type))
+        elif isinstance(op, ascend.ViewOp):
+            src = self.val(op.source)
+            shape = tuple(op.result.type.get_shape())
+            self.env[op.result] = View(src.key, src.offset, shape, contiguous(shape), src.size)
+        elif isinstance(op, memref.SubviewOp):
+            self.subview(op)
+        elif isinstance(op, ascend.BlockIdxOp):
+            self.env[op.result] = self.block_idx
+        else:
+            pipe = op_pipe(op, self.arch)
+            if pipe is not None:
+                self.access(op, (op_unit(op, pipe) if self.by_unit else 0, pipe))
+                for r in op.results:
+                    self.env[r] = None  # a loaded scalar: data
+            else:
+                self.arith(op)
+
+    def subview(self, op: memref.SubviewOp) -> None:
+        src = self.val(op.source)
+        dyn = {"offsets": iter(op.offsets), "sizes": iter(op.sizes), "strides": iter(op.strides)}
+
+        def resolve(static, kind: str) -> list[int]:
+            return [self.val(next(dyn[kind])) if s == DYNAMIC_INDEX else s for s in static.get_values()]
+
+        offs, sizes, steps = resolve(op.static_offsets, "offsets"), resolve(op.static_sizes, "sizes"), resolve(op.static_strides, "strides")
+        offset = src.offset + src.size * sum(o * s for o, s in zip(offs, src.strides))
+        drop = _dropped_dims(sizes, list(op.result.type.get_shape()), len(sizes))
+        keep = [d for d in range(len(sizes)) if d not in drop]
+        self.env[op.result] = View(
+            src.key, offset, tuple(sizes[d] for d in keep), tuple(src.strides[d] * steps[d] for d in keep), src.size
+        )
+
+    def arith(self, op: Operation) -> None:
+        if not op.results:
+            return
+        if isinstance(op, arith.ConstantOp):
+            self.env[op.result] = op.value.value.data if isinstance(op.value, IntegerAttr) else None
+            return
+        if isinstance(op, arith.CmpiOp):
+            a, b = self.env.get(op.lhs), self.env.get(op.rhs)
+            self.env[op.result] = None if a is None or b is None else CMP[op.predicate.value.data](a, b)
+            return
+        f = ARITH.get(op.name)
+        if f is None:
+            for r in op.results:
+                self.env[r] = None
+            return
+        args = [self.env.get(v) for v in op.operands]
+        self.env[op.results[0]] = None if any(a is None for a in args) else f(*args)
+
+    def access(self, op: Operation, pipe: tuple[int, Pipe]) -> None:
+        out = written(op)
+        c = self.clock(pipe)
+        epoch = c[pipe] = c.get(pipe, 0) + 1
+        for v in op.operands:
+            if not isinstance(v.type, MemRefType):
+                continue
+            view = self.val(v)
+            rng = view.range()
+            if rng is None:
+                continue
+            w = v is out
+            per = self.seen.setdefault(view.key, {})
+            for (p, pw), entries in per.items():
+                if p == pipe or not (pw or w):
+                    continue
+                known = c.get(p, 0)
+                for e_epoch, e_rng, e_op in entries:
+                    if e_epoch > known and _overlap(rng, e_rng):
+                        k = (e_op, op, p, pipe)
+                        if k not in self.found:
+                            self.found.add(k)
+                            self.conflicts.append(Conflict(e_op, op, p[1], pipe[1], (p[0], pipe[0]), buffer_name(view.key)))
+            lst = per.setdefault((pipe, w), [])
+            lst.append((epoch, rng, op))
+            if len(lst) > KEEP:
+                del lst[0]
+
+
+def _sampled(trips: int, period: int = 1) -> list[int]:
+    """The iterations of a `trips`-iteration loop the analysis executes: the first ITERATIONS and
+    the last LAST, with the head extended (by fewer than `period` iterations) so that the skipped
+    middle is a whole number of periods.
+
+    Why: the state after the head stands for the state before the tail only if the skipped
+    iterations would have brought it back to the same shape. Flags pair first-in first-out, so a
+    wait in the tail takes the set that a skipped wait would have taken; with the skip a multiple
+    of every ring the index selects (`period`), that set came after the same slot's last write
+    in the head, as the real one comes after that slot's last write before the tail. An odd skip
+    on a two-slot ring pairs the wait for slot 1 with the set after slot 0's write: a conflict
+    that no real execution has (the causal FlashAttention KV loop of 7 iterations, 4 + 2 run)."""
+    head = min(trips, ITERATIONS)
+    if trips - LAST > head:
+        head += (trips - LAST - head) % period
+    return [*range(head), *range(max(head, trips - LAST), trips)]
+
+
+
+def conflicts(kernel: ascend.KernelOp, executed: set | None = None, arch: str | None = None) -> list[Conflict] | None:
+    """Unordered cross-pipe conflicts of `kernel` (see the module docstring); None when the kernel
+    is not analysed (data-dependent control flow). `executed` receives the flag ops the analysis
+    ran. In a 910B mix kernel a pipe is a (unit, pipe) slot and flags connect the units
+    flag_placement.flag_units gives them, as in the interpreter. `arch`: the module's `ascend.arch`
+    (read from the enclosing module when None; a detached clone has none)."""
+    arch = module_arch(kernel) if arch is None else arch
+    by_unit = split_units(kernel, arch)
+    units = kernel_flag_units(kernel, arch) if by_unit else {}
+    found: list[Conflict] = []
+    for block in sorted({0, kernel.block_dim.value.data - 1}):
+        run = _Run(arch, block, by_unit, units)
+        for a in kernel.body.block.args:
+            t = a.type
+            run.env[a] = View(a, 0, tuple(t.get_shape()), contiguous(t.get_shape()), itemsize(t.element_type))
+        try:
+            run.block(kernel.body.block)
+        except _Unknown:
+            return None
+        found += [c for c in run.conflicts if c not in found]
+        if executed is not None:
+            executed |= run.flags_run
+    return found
+
