@@ -104,16 +104,13 @@ def lower_op(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> l
 def lower_fused(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue]:
     """The kind's template (registry.FUSED_KINDS): its `plan` of the region, then its `emit`;
     or the body op by op when the kind has none, or its template declines (the region and the
-    reason go to `ctx.declined`; the template's `fallback` prepares the body first)."""
+    reason go to `ctx.declined`)."""
     template = FUSED_KINDS.get(op.kind.data)
     if template is not None:
         plan = template.plan(op)
-        results = plan if isinstance(plan, Declined) else template.emit(ctx, plan, operands)
-        if not isinstance(results, Declined):
-            return results
-        ctx.declined.append(DeclinedRegion(ctx.current, str(op.kind.data), results.reason))
-        if isinstance(plan, Declined):
-            template.fallback(op)
+        if not isinstance(plan, Declined):
+            return template.emit(ctx, plan, operands)
+        ctx.declined.append(DeclinedRegion(ctx.current, str(op.kind.data), plan.reason))
     outer = ctx.current
     block = op.body.block
     for arg, buf in zip(block.args, operands):

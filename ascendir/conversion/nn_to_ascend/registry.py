@@ -20,7 +20,7 @@ from ascendir.conversion.nn_to_ascend.kinds.matmul_epilogue import MATMUL_EPILOG
 from ascendir.conversion.nn_to_ascend.kinds.matmul_sites import MATMUL
 from ascendir.conversion.nn_to_ascend.kinds.norm_matmul import NORM_MATMUL
 from ascendir.conversion.nn_to_ascend.template import Template as FusedTemplate
-from ascendir.conversion.nn_to_ascend.templates import conv, data_movement, elementwise, matmul, pool, reduction, topk
+from ascendir.conversion.nn_to_ascend.templates import conv, data_movement, elementwise, pool, reduction, topk
 from ascendir.dialects import nn
 
 Template = Callable[[LoweringContext, Operation, list[SSAValue]], list[SSAValue]]
@@ -30,7 +30,7 @@ def _templates() -> dict[type[Operation], Template]:
     table: dict[type[Operation], Template] = {}
     for cls in elementwise.ELEMENTWISE:
         table[cls] = elementwise.lower_elementwise
-    table[nn.MatmulOp] = matmul.lower_matmul
+    table[nn.MatmulOp] = lambda ctx, op, operands: MATMUL.emit(ctx, MATMUL.plan(op), operands)
     for cls in (nn.ReduceSumOp, nn.ReduceMeanOp, nn.ReduceMaxOp, nn.ReduceMinOp, nn.ReduceProdOp):
         table[cls] = reduction.lower_reduce
     table[nn.SoftmaxOp] = reduction.lower_softmax

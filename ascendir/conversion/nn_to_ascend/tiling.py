@@ -17,8 +17,6 @@ from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Attribute, Operation
 
 from ascendir.hardware.align import aligned_bytes
-from ascendir.conversion.nn_to_ascend.templates.epilogue import parse_chain
-from ascendir.conversion.nn_to_ascend.templates.ffn_region import template_matmuls
 from ascendir.conversion.nn_to_ascend.templates.matmul_layout import matmul_layout
 from ascendir.dialects import nn
 from ascendir.dialects.ascend import Pipe
@@ -125,39 +123,17 @@ def _dtype_name(el: Attribute) -> str:
     return {"f16": "f16", "bf16": "bf16", "f32": "f32"}.get(s, s)
 
 
-def problem_of(mm: nn.MatmulOp) -> Problem:
-    """The Problem of an nn.matmul, laid out as lowering/matmul.py's emit_matmul lays it out
-    (matmul_layout; and with its epilogue when it is the matmul of a matmul_epilogue region)."""
+def problem_of(mm: nn.MatmulOp, *, bias_bytes: int = 0, epilogue: bool = False, act: str | None = None,
+               residual: bool = False, ffn_up: int = 0) -> Problem:
+    """The Problem of an nn.matmul, laid out as templates/matmul.py's emit_matmul lays it out
+    (matmul_layout), with what its template puts around it (Problem's fields of those names):
+    the template that plans the matmul's region says which (kinds/), this function reads
+    nothing but the op's types."""
     lay = matmul_layout(mm.lhs.type.get_shape(), mm.rhs.type.get_shape())
     el = mm.lhs.type.element_type
-    bias_bytes, epi, act, residual = 0, False, None, False
-    parent = mm.parent_op()
-    if isinstance(parent, nn.FusedOp):
-        block = parent.body.block
-        body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
-        # Other fused kinds (ffn, ...) give their matmuls epilogues at lowering time, and split-K
-        # cannot carry one: treat every matmul of a fused region with other ops as having one.
-        epi = len(body) > 1
-        chain = parse_chain(body, {a: a for a in block.args}) if parent.kind.data == "matmul_epilogue" else None
-        ffn = template_matmuls(parent) if parent.kind.data == "ffn" else None
-        if ffn is not None:  # what lower_ffn will emit: ffn_up (gate/up), ffn_down (down, + b2 row)
-            ups, down, parts = ffn
-            bias = parts["b1"] if mm in ups else parts["b2"]
-            bias_bytes = itemsize(bias.type.element_type) if bias is not None else 0
-            return Problem(
-                lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, True,
-                math.prod(lay.a_batch), math.prod(lay.b_batch), parts["act"] if mm in ups else None, False,
-                len(ups) if mm in ups else 0,
-            )
-        if chain is not None:  # what lower_matmul_epilogue will emit
-            e = chain[1]
-            bias_bytes = itemsize(el) if e.bias is not None else 0
-            act, residual = e.activation, e.residual is not None
-        elif parent.kind.data == "matmul_epilogue" and any(isinstance(o, nn.AddOp) for o in body):
-            bias_bytes = itemsize(el)
     return Problem(
-        lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, epi,
-        math.prod(lay.a_batch), math.prod(lay.b_batch), act, residual,
+        lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes,
+        epilogue, math.prod(lay.a_batch), math.prod(lay.b_batch), act, residual, ffn_up,
     )
 
 

@@ -1,29 +1,29 @@
 """Matmul sites: what every template whose region holds nn.matmul ops (matmul_epilogue, ffn,
 norm_matmul) and the plain nn.matmul tell choose-tiling about a matmul's tiles, through the
-tiling model of tiling.py (one Problem per matmul, `problem_of`; its candidates, buffer footprint
-and analytic estimate; `search`)."""
+tiling model of tiling.py (one Problem per matmul, which each template builds from its plan with
+`problem_of`; its candidates, buffer footprint and analytic estimate; `search`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from xdsl.ir import SSAValue
 
 from ascendir.conversion.nn_to_ascend import tiling
-from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
-from ascendir.conversion.nn_to_ascend.template import Plan, Searched, Site, TemplateBase
-from ascendir.conversion.nn_to_ascend.templates.matmul import lower_matmul
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.template import Plan, Searched, Site, TemplateBase, body_of
+from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, tiling_of
 from ascendir.dialects import nn
 from ascendir.hardware.config import HardwareConfig
 
 FAMILY = "matmul"
 
 
-def matmul_site(mm: nn.MatmulOp, target: HardwareConfig, searched: bool = True) -> Site | None:
-    """The Site of `mm` (its Problem as its template lays it out, tiling.problem_of), or None
-    when there is nothing to tile: a dynamic or empty dimension, a dtype other than f16 / bf16 /
-    f32, or one the target's cube has no mmad for (910A f32: the template says so)."""
-    p = tiling.problem_of(mm)
+def matmul_site(mm: nn.MatmulOp, p: tiling.Problem, target: HardwareConfig, searched: bool = True) -> Site | None:
+    """The Site of `mm` posing `p` (the Problem its template's plan lays out), or None when
+    there is nothing to tile: a dynamic or empty dimension, a dtype other than f16 / bf16 / f32,
+    or one the target's cube has no mmad for (910A f32: the template says so)."""
     if not all(isinstance(d, int) and d > 0 for d in (p.m, p.n, p.k)) or p.dtype not in ("f16", "bf16", "f32"):
         return None
     if p.dtype not in target.cube.k_per_cycle:
@@ -53,20 +53,33 @@ class MatmulTiles:
         return Searched(r.best, r.estimate.cycles, r.scored, r.seconds, r)
 
 
+@dataclass(frozen=True)
+class MatmulPlan:
+    op: nn.MatmulOp
+    problem: tiling.Problem
+
+
 class MatmulTemplate(MatmulTiles, TemplateBase):
-    """The plain nn.matmul (no region): its plan is the op; one cube kernel (templates/matmul.py)."""
+    """The plain nn.matmul (no region): one cube kernel (templates/matmul.py), plus a split-K
+    reduction kernel when its tiling splits K."""
 
     kind = "matmul"
 
-    def plan(self, op: nn.MatmulOp) -> nn.MatmulOp:
-        return op
+    def plan(self, op: nn.MatmulOp) -> MatmulPlan:
+        """The op and its Problem. A matmul lowered op by op inside a region (one its template
+        declined) is searched as if it had an epilogue (no split-K), as the region's template
+        would have given it one; so a declined region keeps the tiles it was searched with."""
+        region = op.parent_op()
+        in_region = isinstance(region, nn.FusedOp) and len(body_of(region)) > 1
+        return MatmulPlan(op, tiling.problem_of(op, epilogue=in_region))
 
-    def sites(self, plan: nn.MatmulOp, target: HardwareConfig) -> list[Site]:
-        site = matmul_site(plan, target)
+    def sites(self, plan: MatmulPlan, target: HardwareConfig) -> list[Site]:
+        site = matmul_site(plan.op, plan.problem, target)
         return [site] if site is not None else []
 
-    def emit(self, ctx: LoweringContext, plan: nn.MatmulOp, operands: list[SSAValue]) -> list[SSAValue]:
-        return lower_matmul(ctx, plan, operands)
+    def emit(self, ctx: LoweringContext, plan: MatmulPlan, operands: list[SSAValue]) -> list[SSAValue]:
+        res = plan.op.result
+        return [emit_matmul(ctx, operands[0], operands[1], shape(res), elem(res), tiling=tiling_of(ctx, plan.op, plan.problem))]
 
 
 MATMUL = MatmulTemplate()

@@ -48,8 +48,9 @@ matmuls, as in B. Its README says no more about the kernel.
 
 Approximations: one AIV stream per AIC (real groups have two AIVs); B's workspace has one slot.
 
-A body that matches neither form (or a batched weight) is lowered op by op with per-projection
-epilogues (returns None after wrapping each projection in a matmul_epilogue region).
+A body that matches neither form (or a batched weight: Mixtral's gathered-weight experts) is
+declined by the template (kinds/ffn.py) and lowered op by op; fuse-ffn has already given each
+of its projections its epilogue region (ffn_region.split_projections).
 """
 
 from __future__ import annotations
@@ -66,26 +67,14 @@ from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
 from ascendir.conversion.nn_to_ascend.templates import ffn_fused
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
-from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul import (
     DOUBLE_BUFFER, _by_parity, _mmad, emit_matmul, heuristic_tiling,
 )
-from ascendir.conversion.nn_to_ascend.templates.fused_elementwise import fuse_elementwise_in
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, Problem, Tiling, estimate, problem_of, tiling_for_op
 from ascendir.costmodel import CostEnv
-from ascendir.conversion.nn_to_ascend.templates.ffn_region import parse_ffn
-from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue, fuse_chain, match_chain
-
-
-def _per_projection(op: nn.FusedOp) -> None:
-    """Fallback: give every projection of the body its epilogue region and the elementwise ops
-    left (e.g. act * up of gathered-weight experts) one vector kernel (lowered op by op)."""
-    for mm in [o for o in op.body.block.ops if isinstance(o, nn.MatmulOp)]:
-        chain = match_chain(mm)
-        if len(chain) > 1:
-            fuse_chain(chain)
-    fuse_elementwise_in(op.body.block)
+from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
 
 
 def _matmul_name(ctx: LoweringContext, mm: nn.MatmulOp) -> str:
@@ -94,28 +83,27 @@ def _matmul_name(ctx: LoweringContext, mm: nn.MatmulOp) -> str:
     return f"{ctx.current}: nn.matmul" + (f" '{node.data}'" if isinstance(node, StringAttr) else "")
 
 
-def _recorded_tiling(ctx: LoweringContext, mm: nn.MatmulOp) -> Tiling | None:
-    """The checked `ascend.tiling` of one of the region's matmuls (its own fit: ffn_up's or
-    ffn_down's buffers, tiling.problem_of), or None; errors name that matmul."""
+def _recorded_tiling(ctx: LoweringContext, mm: nn.MatmulOp, problem: Problem) -> Tiling | None:
+    """The checked `ascend.tiling` of one of the region's matmuls (its own fit: `problem`, the
+    ffn_up or ffn_down kernel the plan gives it), or None; errors name that matmul."""
     if TILING_ATTR not in mm.attributes:
         return None
-    return tiling_for_op(mm, problem_of(mm), ctx.target, _matmul_name(ctx, mm))
+    return tiling_for_op(mm, problem, ctx.target, _matmul_name(ctx, mm))
 
 
-def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | Declined:
-    """Lower an ffn region to the fused kernel or `ffn_up` + `ffn_down`, whichever `choose_plan`
-    estimates faster (see the module docstring); a body of another shape falls back to
-    per-projection epilogues (returns Declined).
+def emit_ffn(ctx: LoweringContext, parts: dict, problems: dict[nn.MatmulOp, Problem], out_shape: tuple[int, ...],
+             out_elem: Attribute) -> SSAValue:
+    """The fused kernel or `ffn_up` + `ffn_down`, whichever `choose_plan` estimates faster (see
+    the module docstring); returns the output buffer [..., Ho].
+
+    Args:
+        parts: ffn_region.parse_ffn's parts with x, wg, wu, b1, wd, b2 as GM buffers; its `ups`
+            and `down` are the region's matmuls (their `ascend.tiling` is obeyed).
+        problems: each of those matmuls' Problem as the plan lays it out (ffn_problems).
 
     Raises:
         AscendirError: fp32 / bf16 on a cube without them (910A), tiles that do not fit.
     """
-    block = op.body.block
-    parts = parse_ffn(op, dict(zip(block.args, operands)))
-    if parts is None or len(op.outputs) != 1:
-        _per_projection(op)
-        return Declined("the body is not a gated (gate, up, activation, mul, down) or plain (up, activation, down) "
-                        "FFN with one output; each projection lowers with its own epilogue")
     x, wg, wd = parts["x"], parts["wg"], parts["wd"]
     el = elem(x)
     if no_mmad := ctx.target.arch.no_mmad(str(el)):
@@ -125,13 +113,13 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
         )
     hdim, idim = shape(wg)
     m = math.prod(shape(x)) // hdim
-    out = op.outputs[0]
     ho = shape(wd)[1]
     b1, b2 = parts["b1"], parts["b2"]
-    s = ffn_fused.shape_of(m, hdim, idim, ho, el, elem(out), parts["wu"] is not None, b1, b2, parts["act"])
+    s = ffn_fused.shape_of(m, hdim, idim, ho, el, out_elem, parts["wu"] is not None, b1, b2, parts["act"])
     # every recorded tiling is checked (errors name its matmul), the gate/up one obeyed by ffn_up
-    ups = [(mm, _recorded_tiling(ctx, mm)) for mm in parts["ups"]]
-    down_t = _down_tiling(ctx, parts["down"], m, ho, idim, el, b2)
+    ups = [(mm, _recorded_tiling(ctx, mm, problems[mm])) for mm in parts["ups"]]
+    down = parts["down"]
+    down_t = _down_tiling(ctx, down, problems[down], m, ho, idim, el, b2)
     given = [(mm, t) for mm, t in ups if t is not None]
     if given:
         if len(given) != len(ups) or len({t for _, t in given}) > 1:
@@ -148,15 +136,31 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
         plan = Plan(None, plan.fused_cycles, plan.two_kernel_cycles, forced=True)
     first = len(ctx.kernels)
     if plan.fused is not None:
-        y = ctx.buffer(shape(out), elem(out))
+        y = ctx.buffer(out_shape, out_elem)
         ffn_fused.emit(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], ctx.view(b1, [1, idim]) if b1 is not None else None,
                        parts["act"], wd, ctx.view(b2, [1, ho]) if b2 is not None else None, y, s, plan.fused)
     else:
         h = _emit_up(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], b1, parts["act"], m, hdim, idim, el, up_tiles)
-        y = emit_matmul(ctx, h, wd, shape(out), elem(out), Epilogue(b2, None), base="ffn_down", tiling=down_t)
+        y = emit_matmul(ctx, h, wd, out_shape, out_elem, Epilogue(b2, None), base="ffn_down", tiling=down_t)
     for k in ctx.kernels[first:]:
         k.attributes[PLAN_ATTR] = StringAttr(plan.text())
-    return [y]
+    return y
+
+
+def ffn_problems(parts: dict) -> dict[nn.MatmulOp, Problem]:
+    """The Problem of each matmul of an ffn region (parse_ffn's parts over the region's values)
+    as emit_ffn runs it: a gate / up matmul as an [m, n] tile of ffn_up's nacc accumulators
+    (with the b1 row and the activation), the down matmul as ffn_down (with the b2 row); both
+    with an epilogue, so no split-K."""
+    ups, down = parts["ups"], parts["down"]
+
+    def bias_bytes(b: SSAValue | None) -> int:
+        return itemsize(b.type.element_type) if b is not None else 0
+
+    out = {mm: problem_of(mm, bias_bytes=bias_bytes(parts["b1"]), epilogue=True, act=parts["act"], ffn_up=len(ups))
+           for mm in ups}
+    out[down] = problem_of(down, bias_bytes=bias_bytes(parts["b2"]), epilogue=True)
+    return out
 
 
 PLAN_ATTR = "ffn_plan"
@@ -192,12 +196,13 @@ _PLANS: dict[tuple, Plan] = {}  # a model repeats its layers' shapes
 FUSED_MARGIN = 0.05
 
 
-def _down_tiling(ctx: LoweringContext, down: nn.MatmulOp, m: int, ho: int, idim: int, el: Attribute, b2: SSAValue | None) -> Tiling:
+def _down_tiling(ctx: LoweringContext, down: nn.MatmulOp, problem: Problem, m: int, ho: int, idim: int, el: Attribute,
+                 b2: SSAValue | None) -> Tiling:
     """ffn_down's tiles: the `ascend.tiling` of the region's down matmul (choose-tiling's or IR
     text's; checked against ffn_down's buffers with the b2 row, errors naming that matmul), else
     matmul.heuristic_tiling's heuristic."""
     bias_el = elem(b2) if b2 is not None else None
-    t = _recorded_tiling(ctx, down)
+    t = _recorded_tiling(ctx, down, problem)
     if t is not None:
         return t
     return heuristic_tiling(ctx, m, ho, idim, el, bias_el)

@@ -60,7 +60,7 @@ from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem,
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul_layout import matmul_layout
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
-from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE, TILING_ATTR, Tiling, problem_of, tiling_for_op
+from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE, TILING_ATTR, Problem, Tiling, tiling_for_op
 
 # Default base tile (Ascend C Tiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
 BASE_MN = 128
@@ -541,7 +541,7 @@ class _BiasStage:
 
 
 class _OutputStage:
-    """How an L0C tile reaches GM (see the module docstring and matmul_epilogue.py)."""
+    """How an L0C tile reaches GM (see the module docstring and kinds/matmul_epilogue.py)."""
 
     def __init__(
         self,
@@ -664,18 +664,13 @@ def _emit_aiv_epilogue(
         q_out.release()
 
 
-def tiling_of(ctx: LoweringContext, mm: Operation) -> Tiling | None:
+def tiling_of(ctx: LoweringContext, mm: Operation, problem: Problem) -> Tiling | None:
     """The tiling an nn.matmul's `ascend.tiling` attribute (choose-tiling, or IR text) asks for,
-    completed and checked against ctx.target; None without the attribute.
+    completed and checked against ctx.target for `problem` (the matmul as its template lays it
+    out, from the template's plan); None without the attribute.
 
     Raises:
         AscendirError: a tiling that does not fit (buffer, bytes needed vs available, largest fit)."""
     if TILING_ATTR not in mm.attributes or not isinstance(mm, nn.MatmulOp):
         return None
-    return tiling_for_op(mm, problem_of(mm), ctx.target, ctx.current)
-
-
-def lower_matmul(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
-    """nn.matmul → one cube kernel (+ a split-K reduction kernel when its tiling splits K)."""
-    res = op.results[0]
-    return [emit_matmul(ctx, operands[0], operands[1], shape(res), elem(res), tiling=tiling_of(ctx, op))]
+    return tiling_for_op(mm, problem, ctx.target, ctx.current)
