@@ -1,5 +1,5 @@
-"""The Template protocol (conversion/nn_to_ascend/template.py): every fused kind has one, plans
-read the regions the fusion passes build, declines give a reason, and the tiled sites'
+"""The Template protocol (conversion/nn_to_ascend/template.py): every fused kind and op family has
+one, plans read the regions the fusion passes build, declines give a reason, and the tiled sites'
 candidates / footprint / estimate agree with the search choose-tiling records."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from ascendir.conversion.nn_to_ascend.host_builder import Declined
 from ascendir.conversion.nn_to_ascend.kinds.families import FAMILIES
-from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS, OP_TEMPLATES
+from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS, OP_FAMILIES, OP_TEMPLATES, template_of
 from ascendir.conversion.nn_to_ascend.template import Template, search
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR
 from ascendir.dialects import nn
@@ -28,6 +28,27 @@ def test_every_fused_kind_has_a_template():
     for kind, t in [*FUSED_KINDS.items(), *((c.__name__, t) for c, t in OP_TEMPLATES.items())]:
         assert isinstance(t, Template), kind
     assert all(t.kind == k for k, t in FUSED_KINDS.items())
+
+
+def test_every_op_family_has_one_template():
+    """Each op family's template lowers the classes it names, and no class has two."""
+    assert {t.kind for t in OP_FAMILIES} == {"elementwise_op", "matmul", "reduction", "data_movement", "conv2d", "pool2d", "topk"}
+    assert sum(len(t.ops) for t in OP_FAMILIES) == len(OP_TEMPLATES)
+    for t in OP_FAMILIES:
+        assert all(OP_TEMPLATES[c] is t for c in t.ops), t.kind
+
+
+@pytest.mark.parametrize("model", sorted(p.name for p in DATA.iterdir() if (p / "model.onnx").exists()))
+def test_every_corpus_op_plans_through_its_template(model):
+    """Unfused (-O0 imports, no fusion), every nn op of a corpus model has a template whose
+    plan takes it: convert-nn-to-ascend has one path for ops and regions."""
+    module, _ = import_onnx(DATA / model / "model.onnx", None)
+    ops = [o for o in module.walk() if o.dialect_name() == "nn" and not isinstance(o, (nn.WeightOp, nn.ConstantOp, nn.YieldOp))]
+    assert ops
+    for o in ops:
+        t = template_of(o)
+        assert t is not None, o.name
+        assert not isinstance(t.plan(o), Declined), o.name
 
 
 def _o2(model: str):

@@ -62,10 +62,11 @@ candidates were scored and how long it took (per op kind) goes to the session's 
 CLI prints it (`compile`, `ascendir-opt`: stderr; `run`: the report's `tiling_search`).
 
 How the pass finds what to tile: it is generic over templates (conversion/nn_to_ascend/
-template.py). Each nn.fused region's template (registry.FUSED_KINDS) plans the region and lists
-its tiled *sites* (the ops carrying `ascend.tiling`, each with a tiling family and a problem);
-each plain op with a template in registry.OP_TEMPLATES (nn.matmul) outside a planned region is a
-site too. The pass asks each site's template to `search` (equal problems once) and records the
+template.py). Each op's and nn.fused region's template (registry.template_of: the fused kinds
+and the op families) plans it and lists its tiled *sites* (the ops carrying `ascend.tiling`,
+each with a tiling family and a problem); the ops inside a planned region are that region's.
+Today the sites are matmuls (plain, or in matmul_epilogue / ffn / norm_matmul regions) and the
+attentions of flash_attention regions. The pass asks each site's template to `search` (equal problems once) and records the
 best; forced fields go to the site's family (kinds/families.py), which completes and checks them.
 The matmul template's search is tiling.search, the flash-attention one flash_attention.search.
 
@@ -88,7 +89,7 @@ from ascendir.session import SearchStats, Session, session_of
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.conversion.nn_to_ascend.host_builder import Declined
 from ascendir.conversion.nn_to_ascend.kinds.families import FAMILIES, MATMUL as MATMUL_FAMILY
-from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS, OP_TEMPLATES
+from ascendir.conversion.nn_to_ascend.registry import template_of
 from ascendir.conversion.nn_to_ascend.template import Site, Template
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, parse_tiling
 
@@ -136,25 +137,20 @@ def log_json(log: dict[str, SearchStats]) -> dict[str, dict]:
 
 def tiled_sites(module: ModuleOp, target: HardwareConfig) -> list[tuple[Template, object, Site]]:
     """(template, plan, site) of every op choose-tiling tiles, in program (walk) order: the sites
-    of each fused region whose template plans it (registry.FUSED_KINDS), and of each plain op a
-    template in registry.OP_TEMPLATES tiles (nn.matmul) outside such a region -- also the body
-    ops of a region whose kind has no template or whose template declines it, since those lower
-    op by op."""
+    of each op and fused region whose template (registry.template_of) plans it, the ops inside a
+    planned region being that region's (a region whose kind has no template, or whose template
+    declines it, lowers op by op: its body ops are planned on their own)."""
     found = []
     covered: set[Operation] = set()
     for op in module.walk():
-        if op in covered:
+        if op in covered or (template := template_of(op)) is None:
             continue
-        if isinstance(op, nn.FusedOp) and (template := FUSED_KINDS.get(op.kind.data)) is not None:
-            plan = template.plan(op)
-            if not isinstance(plan, Declined):
-                covered.update(op.body.walk())
-                found += [(template, plan, site) for site in template.sites(plan, target)]
+        plan = template.plan(op)
+        if isinstance(plan, Declined):
             continue
-        template = OP_TEMPLATES.get(type(op))
-        if template is not None:
-            plan = template.plan(op)
-            found += [(template, plan, site) for site in template.sites(plan, target)]
+        if isinstance(op, nn.FusedOp):
+            covered.update(op.body.walk())
+        found += [(template, plan, site) for site in template.sites(plan, target)]
     return found
 
 

@@ -1,19 +1,14 @@
 """Matmul sites: what every template whose region holds nn.matmul ops (matmul_epilogue, ffn,
-norm_matmul) and the plain nn.matmul tell choose-tiling about a matmul's tiles, through the
-tiling model of tiling.py (one Problem per matmul, which each template builds from its plan with
+norm_matmul) and the plain nn.matmul (kinds/ops/matmul.py) tell choose-tiling about a matmul's
+tiles, through the tiling model of tiling.py (one Problem per matmul, which each template builds from its plan with
 `problem_of`; its candidates, buffer footprint and analytic estimate; `search`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-
-from xdsl.ir import SSAValue
 
 from ascendir.conversion.nn_to_ascend import tiling
-from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
-from ascendir.conversion.nn_to_ascend.template import Plan, Searched, Site, TemplateBase, body_of
-from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, tiling_of
+from ascendir.conversion.nn_to_ascend.template import Plan, Searched, Site
 from ascendir.dialects import nn
 from ascendir.hardware.config import HardwareConfig
 
@@ -51,35 +46,3 @@ class MatmulTiles:
             AscendirError: no candidate fits."""
         r = tiling.search(site.problem, target)
         return Searched(r.best, r.estimate.cycles, r.scored, r.seconds, r)
-
-
-@dataclass(frozen=True)
-class MatmulPlan:
-    op: nn.MatmulOp
-    problem: tiling.Problem
-
-
-class MatmulTemplate(MatmulTiles, TemplateBase):
-    """The plain nn.matmul (no region): one cube kernel (templates/matmul.py), plus a split-K
-    reduction kernel when its tiling splits K."""
-
-    kind = "matmul"
-
-    def plan(self, op: nn.MatmulOp) -> MatmulPlan:
-        """The op and its Problem. A matmul lowered op by op inside a region (one its template
-        declined) is searched as if it had an epilogue (no split-K), as the region's template
-        would have given it one; so a declined region keeps the tiles it was searched with."""
-        region = op.parent_op()
-        in_region = isinstance(region, nn.FusedOp) and len(body_of(region)) > 1
-        return MatmulPlan(op, tiling.problem_of(op, epilogue=in_region))
-
-    def sites(self, plan: MatmulPlan, target: HardwareConfig) -> list[Site]:
-        site = matmul_site(plan.op, plan.problem, target)
-        return [site] if site is not None else []
-
-    def emit(self, ctx: LoweringContext, plan: MatmulPlan, operands: list[SSAValue]) -> list[SSAValue]:
-        res = plan.op.result
-        return [emit_matmul(ctx, operands[0], operands[1], shape(res), elem(res), tiling=tiling_of(ctx, plan.op, plan.problem))]
-
-
-MATMUL = MatmulTemplate()
