@@ -11,7 +11,7 @@ from xdsl.ir import SSAValue
 from ascendir.conversion.nn_to_ascend import tiling
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kinds.matmul_sites import MatmulTiles, matmul_site
-from ascendir.conversion.nn_to_ascend.template import Site, TemplateBase, body_of
+from ascendir.conversion.nn_to_ascend.template import Site, TemplateBase
 from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, tiling_of
 from ascendir.dialects import nn
 from ascendir.hardware.config import HardwareConfig
@@ -31,12 +31,9 @@ class MatmulTemplate(MatmulTiles, TemplateBase):
     ops = (nn.MatmulOp,)
 
     def plan(self, op: nn.MatmulOp) -> MatmulPlan:
-        """The op and its Problem. A matmul lowered op by op inside a region (one its template
-        declined) is searched as if it had an epilogue (no split-K), as the region's template
-        would have given it one; so a declined region keeps the tiles it was searched with."""
-        region = op.parent_op()
-        in_region = isinstance(region, nn.FusedOp) and len(body_of(region)) > 1
-        return MatmulPlan(op, tiling.problem_of(op, epilogue=in_region))
+        """The op and its Problem: a matmul without epilogue, wherever it sits (one lowered op by
+        op in a declined region is a plain matmul kernel too, so split-K applies)."""
+        return MatmulPlan(op, tiling.problem_of(op))
 
     def sites(self, plan: MatmulPlan, target: HardwareConfig) -> list[Site]:
         site = matmul_site(plan.op, plan.problem, target)
