@@ -11,7 +11,7 @@ import pytest
 from ascendir.conversion.nn_to_ascend.host_builder import Declined
 from ascendir.conversion.nn_to_ascend.kinds.families import FAMILIES
 from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS, OP_FAMILIES, OP_TEMPLATES, template_of
-from ascendir.conversion.nn_to_ascend.template import Template, search
+from ascendir.conversion.nn_to_ascend.template import Template, Tiling, TilingFamily, search
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR
 from ascendir.dialects import nn
 from ascendir.driver import parse_pipeline, run_passes
@@ -91,7 +91,8 @@ def test_sites_search_agrees_with_candidates_and_footprint():
         seen.add(site.problem)
         best = template.search(plan, site, target)
         family = next(f for f in FAMILIES if f.name == site.family)
-        assert site.op.attributes[TILING_ATTR] == family.to_attr(best.best)
+        assert isinstance(family, TilingFamily) and isinstance(best.best, Tiling)
+        assert site.op.attributes[TILING_ATTR] == best.best.to_attr()
         cands = list(template.candidates(plan, site, target))
         assert cands
         for t in cands[:50]:

@@ -20,8 +20,11 @@ nothing and reads no other op than the plan's), mapping its values to GM buffers
 `operands` (one per block argument).
 
 A tiling is per *site*: one fused region may carry several tiled ops (an ffn region's three
-matmuls, a norm_matmul region's projections), each with its own `ascend.tiling`. Sites of the
-same `family` ("matmul", "attention") share one tiling type and one search log entry.
+matmuls, a norm_matmul region's projections), each with its own `ascend.tiling`. Every tiling,
+of whatever family, is recorded as the one declared attribute `#ascend.tiling<{...}>`
+(dialects/ascend TilingAttr) through its `to_attr()` (`Tiling` protocol below). Sites of the
+same `family` ("matmul", "attention": kinds/families.py, the `TilingFamily` protocol) share
+one tiling type, the fields of `--tiling` that apply to them and one search log entry.
 
 Templates are stateless singletons; registry.py maps each kind to one (FUSED_KINDS) and
 choose-tiling (transforms/nn/choose_tiling.py) and convert-nn-to-ascend use only this protocol.
@@ -40,7 +43,9 @@ from xdsl.ir import Operation, SSAValue
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
 from ascendir.dialects import nn
+from ascendir.dialects.ascend import TilingAttr
 from ascendir.hardware.config import HardwareConfig
+from ascendir.session import Session
 
 Plan = Any  # what a template's `plan` returns for its `emit`: each template defines its own
 
@@ -65,11 +70,40 @@ class Site:
     searched: bool = True
 
 
+@runtime_checkable
+class Tiling(Protocol):
+    """What every family's tiling type offers (tiling.Tiling for matmuls, flash_attention.
+    FlashTiling for attentions): the attribute choose-tiling records on the site's op, and a
+    short text for messages."""
+
+    def to_attr(self) -> TilingAttr: ...
+
+    def text(self) -> str: ...
+
+
+@runtime_checkable
+class TilingFamily(Protocol):
+    """The sites of one family (kinds/families.py): their name, the fields of a forced tiling
+    (`--tiling`) that apply to them, how errors name one of their ops, and how forced fields are
+    completed, checked and recorded on every site of the family.
+
+    `force` raises AscendirError (one line naming the op, the buffer, bytes needed vs available
+    and the largest tile that fits) when a completed tiling does not fit."""
+
+    name: str
+    fields: tuple[str, ...]
+
+    def describe(self, op: Operation, index: int) -> str: ...
+
+    def force(self, sites: list[tuple[str, Site]], force: dict[str, int], target: HardwareConfig,
+              session: Session, stats: list | None) -> None: ...
+
+
 @dataclass(frozen=True)
 class Searched:
     """The outcome of a search: the best tiling, its estimate (cycles) and candidates scored."""
 
-    best: Any
+    best: Tiling
     cycles: float
     scored: int
     seconds: float

@@ -186,7 +186,7 @@ def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: 
             res = searched[site.problem]
             if res is None:  # no tile fits: left bare (lowering says why, or decomposes an attention)
                 continue
-            site.op.attributes[TILING_ATTR] = family.to_attr(res.best)
+            site.op.attributes[TILING_ATTR] = res.best.to_attr()
             session.record_search(family.name, new, res.scored if new else 0, res.seconds if new else 0.0)
             if stats is not None and family is MATMUL_FAMILY:
                 stats.append((site.op, site.problem, res.detail))

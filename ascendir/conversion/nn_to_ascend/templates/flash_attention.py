@@ -110,7 +110,7 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
 from ascendir.hardware.align import aligned_bytes
-from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, attention_fields
+from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, TilingAttr, attention_attr, attention_fields
 from ascendir.costmodel import mmad_cycles, vector_cycles
 from ascendir.dialects.ascend import FLAG_UNITS_ATTR
 
@@ -156,6 +156,14 @@ class FlashTiling:
     dvp: int
     nsplit: int = 1
     per: int = 0
+
+    def to_attr(self) -> TilingAttr:
+        """The chosen fields as recorded on the nn.attention: `#ascend.tiling<{br, bc}>` (the rest
+        follows from them and the shape)."""
+        return attention_attr(self.br, self.bc)
+
+    def text(self) -> str:
+        return f"br={self.br},bc={self.bc}"
 
 
 def aiv_count(target: HardwareConfig, m: int) -> int:
