@@ -1,6 +1,7 @@
-"""The matmul and flash-attention tiling model: one tiling type (`Tiling`, recorded on the op as
-`ascend.tiling`), the problem a matmul poses to its template (`problem_of`), what a tiling puts
-in each buffer (`buffer_needs`, `misfit`, `largest_fit`), its analytic estimate in cycles
+"""The matmul tiling model: the matmul family's tiling type (`Tiling`, recorded on the op as the
+declared `#ascend.tiling` attribute, as flash_attention.FlashTiling is for attentions; see
+template.Tiling), the problem a matmul poses to its template (`problem_of`, with what the
+template's plan puts around it), what a tiling puts in each buffer (`buffer_needs`, `misfit`, `largest_fit`), its analytic estimate in cycles
 (`estimate`, through the interpreter's own cost formulas), the candidates and the search. The
 templates obey what this model chooses; `choose-tiling` (transforms/nn/choose_tiling.py) runs
 the search over a module and documents the fields.
@@ -81,7 +82,7 @@ class Problem:
     matmul_epilogue's activation (matmul.py's name, e.g. "vsilu") and residual add, which decide
     the epilogue's UB tiles (epilogue_ub_bytes); ffn_up: for a gate/up matmul of an ffn region,
     the accumulators (1 plain, 2 gated) of the `ffn_up` kernel that runs it with an [m, n] tile
-    per accumulator (lowering/ffn.py _emit_up), whose buffers it must fit (0: a matmul kernel)."""
+    per accumulator (templates/ffn.py _emit_up), whose buffers it must fit (0: a matmul kernel)."""
 
     batch: int
     m: int
@@ -152,7 +153,7 @@ BUFFERS = {
 
 def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
     """UB bytes per core of the matmul kernel's output stage for an [m, n] tile, as
-    lowering/matmul.py allocates them (each rounded up to the UB alignment, as KernelBuilder.alloc
+    templates/matmul.py allocates them (each rounded up to the UB alignment, as KernelBuilder.alloc
     counts them):
 
     * split AIC / AIV (910B): UB only in a mix kernel (an activation other than ReLU, or a
@@ -160,7 +161,7 @@ def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
     * coupled (910A, L0C -> UB): `_OutputStage`'s f32 accumulator tile when there is any epilogue,
       the output-type tile (unless the f32 one is it), the residual tile (+ its f32 copy), and
       `_BiasStage`'s bias row (+ its f32 copy);
-    * ffn_up (lowering/ffn.py _emit_up, both layouts): one f32 tile per accumulator, the h tile
+    * ffn_up (templates/ffn.py _emit_up, both layouts): one f32 tile per accumulator, the h tile
       and the b1 row (+ its f32 copy)."""
     def al(nbytes: int) -> int:
         return aligned_bytes(target, "ub", nbytes)
@@ -186,7 +187,7 @@ def buffer_needs(p: Problem, t: Tiling, target: HardwareConfig | None = None) ->
     """Bytes per core of each on-chip space the matmul template allocates for tiling `t` (UB:
     the output stage's tiles, epilogue_ub_bytes; only with `target`, whose core layout decides it)."""
     es = p.es
-    if p.ffn_up:  # nacc B tiles per slot and nacc accumulators (lowering/ffn.py _emit_up)
+    if p.ffn_up:  # nacc B tiles per slot and nacc accumulators (templates/ffn.py _emit_up)
         na = p.ffn_up
         needs = {
             "l1": NBUF * (t.m + na * t.n) * t.k_l1 * es,
@@ -223,7 +224,7 @@ def k_chunks(p: Problem, t: Tiling) -> int:
 
 
 def splits_of(p: Problem, t: Tiling) -> int:
-    """K ranges the template actually makes for `t` (lowering/matmul.py: each split takes whole
+    """K ranges the template actually makes for `t` (templates/matmul.py: each split takes whole
     L1 chunks, so a split_k that does not divide the chunks makes fewer)."""
     per = -(-(-(-p.k // max(1, t.split_k))) // t.k_l1) * t.k_l1
     return -(-p.k // per)
@@ -244,7 +245,7 @@ def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
     whose partial tiles overflow UB), else None."""
     if t.split_k <= 1:
         return None
-    if p.epilogue and splits_of(p, t) > 1:  # lowering/matmul.py refuses it: the epilogue must follow the reduction
+    if p.epilogue and splits_of(p, t) > 1:  # templates/matmul.py refuses it: the epilogue must follow the reduction
         return f"needs a plain matmul for split_k = {t.split_k} (this one has an epilogue, which must follow the split-K reduction)"
     chunks = k_chunks(p, t)
     if t.split_k > chunks:
@@ -427,7 +428,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
 
 
 def _reduce_cycles(p: Problem, splits: int, target: HardwareConfig) -> float:
-    """The split-K reduction kernel (lowering/matmul.py `_emit_split_k_reduce`): AIV tiles of
+    """The split-K reduction kernel (templates/matmul.py `_emit_split_k_reduce`): AIV tiles of
     REDUCE_TILE elements, `splits` f32 loads (L2 hits: the partials were just written, write-
     allocate), splits-1 vadds (+ vcast), one store; launch head on top."""
     total = p.batch * p.m * p.n

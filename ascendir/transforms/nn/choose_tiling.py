@@ -10,7 +10,7 @@ interpreter/l2.py. No candidate is simulated. The best one is recorded on the op
     nn.matmul ... {ascend.tiling = #ascend.tiling<{m = 128 : i64, n = 256 : i64, k = 64 : i64, l1_depth = 4 : i64,
                                     split_k = 1 : i64, swizzle = 4 : i64}>}
 
-which lowering/matmul.py obeys (IR text may set or edit it by hand; keys left out take the
+which templates/matmul.py obeys (IR text may set or edit it by hand; keys left out take the
 template's defaults). Fields, all in elements unless said:
 
 * m, n, k: base tile (L0A [m, k], L0B [k, n], L0C [m, n] f32). m, n multiples of 16 and k of
@@ -29,7 +29,7 @@ accumulator), UB the output stage's tiles (epilogue_ub_bytes: the epilogue of a
 matmul_epilogue region); split_k needs a plain matmul, one L1 chunk (k·l1_depth of K) per K range
 and its reduction kernel `splits` f32 tiles of REDUCE_TILE elements (+ one of the output type)
 in UB. The gate/up matmuls of an ffn region are checked against `ffn_up`'s buffers instead
-(nacc accumulators of [m, n], lowering/ffn.py), its down matmul against `ffn_down`'s.
+(nacc accumulators of [m, n], templates/ffn.py), its down matmul against `ffn_down`'s.
 
 Every field given (`--tiling`, the pass option, an IR attribute) must be a decimal integer >= 1,
 m, n, bc multiples of 16 and k of 8 (checked before anything else; per op: k of 32 B / element
@@ -43,11 +43,11 @@ op and the largest whole tiling that fits it (`largest_fit`).
 FFN regions: a tiling on the gate/up matmuls is obeyed by `ffn_up` (the region then lowers as
 ffn_up + ffn_down: the fused single kernel has its own plan, no per-matmul tiles; swizzle does
 not apply to ffn_up, which visits its tiles row-major), the down matmul's by `ffn_down`.
-Without a forced tiling the pass records none on the gate/up matmuls, so lowering/ffn.py's
+Without a forced tiling the pass records none on the gate/up matmuls, so templates/ffn.py's
 planner still chooses between the fused kernel and the two kernels.
 
 Flash attention: for every `nn.attention` inside an `nn.fused {kind = #nn.fused_kind<flash_attention>}` the
-pass scores the template's (Br, Bc) tiles that fit with lowering/flash_attention.py's
+pass scores the template's (Br, Bc) tiles that fit with templates/flash_attention.py's
 `estimate_cycles` (its `search`; Br query rows per head per item, Bc keys per block) and records
 
     nn.attention ... {ascend.tiling = #ascend.tiling<{br = 64 : i64, bc = 256 : i64}>}
