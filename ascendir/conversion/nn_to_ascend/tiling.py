@@ -82,7 +82,7 @@ class Problem:
     matmul_epilogue's activation (matmul.py's name, e.g. "vsilu") and residual add, which decide
     the epilogue's UB tiles (epilogue_ub_bytes); ffn_up: for a gate/up matmul of an ffn region,
     the accumulators (1 plain, 2 gated) of the `ffn_up` kernel that runs it with an [m, n] tile
-    per accumulator (templates/ffn.py _emit_up), whose buffers it must fit (0: a matmul kernel)."""
+    per accumulator (templates/ffn_up.py), whose buffers it must fit (0: a matmul kernel)."""
 
     batch: int
     m: int
@@ -161,7 +161,7 @@ def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
     * coupled (910A, L0C -> UB): `_OutputStage`'s f32 accumulator tile when there is any epilogue,
       the output-type tile (unless the f32 one is it), the residual tile (+ its f32 copy), and
       `_BiasStage`'s bias row (+ its f32 copy);
-    * ffn_up (templates/ffn.py _emit_up, both layouts): one f32 tile per accumulator, the h tile
+    * ffn_up (templates/ffn_up.py, both layouts): one f32 tile per accumulator, the h tile
       and the b1 row (+ its f32 copy)."""
     def al(nbytes: int) -> int:
         return aligned_bytes(target, "ub", nbytes)
@@ -187,7 +187,7 @@ def buffer_needs(p: Problem, t: Tiling, target: HardwareConfig | None = None) ->
     """Bytes per core of each on-chip space the matmul template allocates for tiling `t` (UB:
     the output stage's tiles, epilogue_ub_bytes; only with `target`, whose core layout decides it)."""
     es = p.es
-    if p.ffn_up:  # nacc B tiles per slot and nacc accumulators (templates/ffn.py _emit_up)
+    if p.ffn_up:  # nacc B tiles per slot and nacc accumulators (templates/ffn_up.py)
         na = p.ffn_up
         needs = {
             "l1": NBUF * (t.m + na * t.n) * t.k_l1 * es,
