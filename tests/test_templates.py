@@ -102,3 +102,28 @@ def test_sites_search_agrees_with_candidates_and_footprint():
         best_cycles = template.estimate(plan, site, best.best, target)
         assert generic.cycles <= best_cycles + 1e-9
         assert best_cycles <= generic.cycles + 0.5 + 1e-9
+
+
+@pytest.mark.parametrize("model", ["mixtral_moe_block_small", "llama_small"])
+def test_lowering_builds_no_region(model, monkeypatch):
+    """Lowering only reads the regions the fusion passes built (and plans them): with region
+    building disabled after -O2, the models still lower, mixtral's gathered-weight experts
+    declined with their reason and lowered op by op through the regions fuse-ffn gave them."""
+    from ascendir import patterns
+    from ascendir.conversion.nn_to_ascend.templates import add_rms_norm, epilogue, fused_elementwise
+    from ascendir.driver import lower
+    from ascendir.session import Session
+
+    module, weights = import_onnx(DATA / model / "model.onnx", None)
+    run_passes(module, parse_pipeline(None, "O2", "ascend910b2", None), weights)
+
+    def no_fusion(*args, **kwargs):
+        raise AssertionError("a region was built during lowering")
+
+    for mod in (patterns, epilogue, fused_elementwise, add_rms_norm):
+        monkeypatch.setattr(mod, "fuse_ops", no_fusion)
+    session = Session()
+    lower(module, weights, "ascend910b2", session)
+    assert [d.kind for d in session.declined] == (["ffn"] if model.startswith("mixtral") else [])
+    if model.startswith("mixtral"):
+        assert "gated" in session.declined[0].reason
