@@ -140,12 +140,12 @@ def test_gate_and_up_share_each_a_tile(plan: str) -> None:
     up = next(k for k in rep["kernels"] if k["name"].startswith("ffn_up"))
     assert up["bytes"]["gm_write"] == s * i * 2
     # each output tile reads its x rows once and both weight columns: x·(i/bn) + 2·W
-    from ascendir.conversion.nn_to_ascend.templates.ffn import _up_tiling
+    from ascendir.conversion.nn_to_ascend.templates.ffn_up import up_tiling
     from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
     from xdsl.dialects.builtin import f16
     from xdsl.ir import Block
 
-    bm, bn, bk, kl1 = _up_tiling(LoweringContext(load_target("ascend910a"), Block()), s, i, h, f16, 2, False)
+    bm, bn, bk, kl1 = up_tiling(LoweringContext(load_target("ascend910a"), Block()), s, i, h, f16, 2, False)
     ntile_n = -(-i // bn)
     assert up["bytes"]["l1"] == (s * h * ntile_n + 2 * h * i * -(-s // bm)) * 2
 

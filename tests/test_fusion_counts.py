@@ -26,8 +26,9 @@ EXPECTED = {
     "bert_small": {"ffn": 2, "elementwise": 1},
     "vit_small": {"ffn": 2},
     "mlp_small": {"ffn": 1},
-    # the gathered-weight experts
-    "mixtral_moe_block_small": {"ffn": 1},
+    # the gathered-weight experts, and act * up inside them: the ffn template declines this form,
+    # so fuse-ffn gives its body the regions it lowers op by op with (split_projections)
+    "mixtral_moe_block_small": {"ffn": 1, "elementwise": 1},
     # conv + ReLU / ReLU6 after fold-batchnorm; residual add + ReLU
     "resnet_small": {"conv_activation": 5, "elementwise": 4},
     "mobilenet_block_small": {"conv_activation": 4},

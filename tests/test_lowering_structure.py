@@ -100,9 +100,9 @@ def test_unknown_target_is_a_clear_error():
 
 def test_op_without_template_names_it(monkeypatch):
     # Every nn op has a template now; take nn.topk's away to check how the gap is reported.
-    from ascendir.conversion.nn_to_ascend.registry import TEMPLATES
+    from ascendir.conversion.nn_to_ascend.registry import OP_TEMPLATES
 
-    monkeypatch.delitem(TEMPLATES, nn.TopKOp, raising=False)
+    monkeypatch.delitem(OP_TEMPLATES, nn.TopKOp, raising=False)
     text = module(
         [("x", (2, 5), "f32")],
         "%v, %i = nn.topk %x {k = 2 : i64, axis = 1 : i64, largest = true} : (tensor<2x5xf32>) -> (tensor<2x2xf32>, tensor<2x2xi64>)\n  %y = nn.relu %v : (tensor<2x2xf32>) -> tensor<2x2xf32>",

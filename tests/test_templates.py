@@ -1,5 +1,5 @@
-"""The Template protocol (conversion/nn_to_ascend/template.py): every fused kind has one, plans
-read the regions the fusion passes build, declines give a reason, and the tiled sites'
+"""The Template protocol (conversion/nn_to_ascend/template.py): every fused kind and op family has
+one, plans read the regions the fusion passes build, declines give a reason, and the tiled sites'
 candidates / footprint / estimate agree with the search choose-tiling records."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from ascendir.conversion.nn_to_ascend.host_builder import Declined
 from ascendir.conversion.nn_to_ascend.kinds.families import FAMILIES
-from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS, OP_TEMPLATES
-from ascendir.conversion.nn_to_ascend.template import Template, search
+from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS, OP_FAMILIES, OP_TEMPLATES, template_of
+from ascendir.conversion.nn_to_ascend.template import Template, Tiling, TilingFamily, search
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR
 from ascendir.dialects import nn
 from ascendir.driver import parse_pipeline, run_passes
@@ -28,6 +28,27 @@ def test_every_fused_kind_has_a_template():
     for kind, t in [*FUSED_KINDS.items(), *((c.__name__, t) for c, t in OP_TEMPLATES.items())]:
         assert isinstance(t, Template), kind
     assert all(t.kind == k for k, t in FUSED_KINDS.items())
+
+
+def test_every_op_family_has_one_template():
+    """Each op family's template lowers the classes it names, and no class has two."""
+    assert {t.kind for t in OP_FAMILIES} == {"elementwise_op", "matmul", "reduction", "data_movement", "conv2d", "pool2d", "topk"}
+    assert sum(len(t.ops) for t in OP_FAMILIES) == len(OP_TEMPLATES)
+    for t in OP_FAMILIES:
+        assert all(OP_TEMPLATES[c] is t for c in t.ops), t.kind
+
+
+@pytest.mark.parametrize("model", sorted(p.name for p in DATA.iterdir() if (p / "model.onnx").exists()))
+def test_every_corpus_op_plans_through_its_template(model):
+    """Unfused (-O0 imports, no fusion), every nn op of a corpus model has a template whose
+    plan takes it: convert-nn-to-ascend has one path for ops and regions."""
+    module, _ = import_onnx(DATA / model / "model.onnx", None)
+    ops = [o for o in module.walk() if o.dialect_name() == "nn" and not isinstance(o, (nn.WeightOp, nn.ConstantOp, nn.YieldOp))]
+    assert ops
+    for o in ops:
+        t = template_of(o)
+        assert t is not None, o.name
+        assert not isinstance(t.plan(o), Declined), o.name
 
 
 def _o2(model: str):
@@ -70,7 +91,8 @@ def test_sites_search_agrees_with_candidates_and_footprint():
         seen.add(site.problem)
         best = template.search(plan, site, target)
         family = next(f for f in FAMILIES if f.name == site.family)
-        assert site.op.attributes[TILING_ATTR] == family.to_attr(best.best)
+        assert isinstance(family, TilingFamily) and isinstance(best.best, Tiling)
+        assert site.op.attributes[TILING_ATTR] == best.best.to_attr()
         cands = list(template.candidates(plan, site, target))
         assert cands
         for t in cands[:50]:
@@ -80,3 +102,28 @@ def test_sites_search_agrees_with_candidates_and_footprint():
         best_cycles = template.estimate(plan, site, best.best, target)
         assert generic.cycles <= best_cycles + 1e-9
         assert best_cycles <= generic.cycles + 0.5 + 1e-9
+
+
+@pytest.mark.parametrize("model", ["mixtral_moe_block_small", "llama_small"])
+def test_lowering_builds_no_region(model, monkeypatch):
+    """Lowering only reads the regions the fusion passes built (and plans them): with region
+    building disabled after -O2, the models still lower, mixtral's gathered-weight experts
+    declined with their reason and lowered op by op through the regions fuse-ffn gave them."""
+    from ascendir import patterns
+    from ascendir.conversion.nn_to_ascend.templates import add_rms_norm, epilogue, fused_elementwise
+    from ascendir.driver import lower
+    from ascendir.session import Session
+
+    module, weights = import_onnx(DATA / model / "model.onnx", None)
+    run_passes(module, parse_pipeline(None, "O2", "ascend910b2", None), weights)
+
+    def no_fusion(*args, **kwargs):
+        raise AssertionError("a region was built during lowering")
+
+    for mod in (patterns, epilogue, fused_elementwise, add_rms_norm):
+        monkeypatch.setattr(mod, "fuse_ops", no_fusion)
+    session = Session()
+    lower(module, weights, "ascend910b2", session)
+    assert [d.kind for d in session.declined] == (["ffn"] if model.startswith("mixtral") else [])
+    if model.startswith("mixtral"):
+        assert "gated" in session.declined[0].reason

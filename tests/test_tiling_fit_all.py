@@ -16,8 +16,8 @@ from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import space_of
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.hardware import load_target
-from ascendir.transforms.nn.choose_tiling import ChooseTiling
-from ascendir.conversion.nn_to_ascend.tiling import Tiling, epilogue_ub_bytes, problem_of, tiling_from_attr
+from ascendir.transforms.nn.choose_tiling import ChooseTiling, tiled_sites
+from ascendir.conversion.nn_to_ascend.tiling import Tiling, epilogue_ub_bytes, tiling_from_attr
 from cli_helpers import assert_clean_error, run_cli
 from lowering_harness import lower_text, parse, printed
 from test_lowering_matmul import epilogue_text, fuse, kernels
@@ -48,7 +48,9 @@ def test_epilogue_ub_bytes_is_what_the_template_allocates(target, dt, act, bias,
     (mm,) = [o for o in module.walk() if isinstance(o, nn.MatmulOp)]
     t = Tiling(**tiling_from_attr(mm.attributes["ascend.tiling"]))
     hw = load_target(target)
-    want = epilogue_ub_bytes(problem_of(mm), t, hw)
+    (site,) = [s for _, _, s in tiled_sites(module, hw)]  # the matmul as the region's template plans it
+    assert site.op is mm
+    want = epilogue_ub_bytes(site.problem, t, hw)
     (k,) = [k for k in kernels(lower_text(printed(module), target)) if "reduce" not in k.sym_name.data]
     assert _ub_bytes(k) == want
 

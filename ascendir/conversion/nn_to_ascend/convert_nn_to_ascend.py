@@ -12,14 +12,13 @@ every layer, launch one shared kernel: kernel_reuse.py), and a new `func.func @m
 body is `ascend.weight` for each nn.weight, GM `ascend.alloc` for intermediates, `ascend.view`
 for reshapes (free), `ascend.launch @kernel(...)` in program order, and `func.return`.
 
-Templates (one file each): matmul.py (cube), matmul_epilogue.py (nn.fused matmul_epilogue),
-norm_matmul.py (nn.fused norm_matmul),
-elementwise.py, reduction.py (reduce_*, softmax, layer_norm, rms_norm), data_movement.py
-(reshape, transpose, slice, concat, gather, expand), conv.py (img2col + cube; depthwise via
-window_vector.py), pool.py, topk.py. An `nn.fused` region goes through its kind's `Template`
-(template.py; registry.FUSED_KINDS): `plan` reads the region, `emit` launches its kernels. A
-region of a kind without a template, or whose template declines it (`Declined(reason)`, listed
-in the session), is lowered op by op from its body (its meaning).
+Every op and every `nn.fused` region goes through one `Template` (template.py,
+registry.template_of): `plan` reads the op or region, `emit` launches its kernels from that plan
+alone. The op families (kinds/ops/: elementwise, matmul, reduction, data movement, conv2d,
+pool2d, topk) and the fused kinds (kinds/: matmul_epilogue, ffn, flash_attention, norm_matmul,
+elementwise, conv_activation, add_rms_norm) wrap the kernel emitters of templates/. A region of
+a kind without a template, or whose template declines it (`Declined(reason)`, listed in the
+session), is lowered op by op from its body (its meaning).
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from ascendir.session import DeclinedRegion, Session, session_of
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.conversion.nn_to_ascend import kernel_reuse
 from ascendir.conversion.nn_to_ascend.decompose_attention import DecomposeAttention
-from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS, TEMPLATES
+from ascendir.conversion.nn_to_ascend.registry import template_of
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, gm_type
 
 
@@ -92,28 +91,29 @@ def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> N
 
 
 def lower_op(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
-    """Lower one nn op (or nn.fused) by its template; returns its result buffers."""
-    if isinstance(op, nn.FusedOp):
-        return lower_fused(ctx, op, operands)
-    template = TEMPLATES.get(type(op))
-    if template is None:
-        raise AscendirError(f"{ctx.current}: convert-nn-to-ascend has no template for {op.name}")
-    return template(ctx, op, operands)
+    """Lower one nn op or nn.fused region through its template (registry.template_of): its
+    `plan`, then its `emit`; returns the result buffers. A region whose kind has no template, or
+    whose template declines it (the region and the reason go to `ctx.declined`), is lowered op
+    by op from its body.
+
+    Raises:
+        AscendirError: an op without a template, or one its template declines; a template's own
+            error."""
+    template = template_of(op)
+    plan = template.plan(op) if template is not None else None
+    if plan is not None and not isinstance(plan, Declined):
+        return template.emit(ctx, plan, operands)
+    if not isinstance(op, nn.FusedOp):
+        if plan is None:
+            raise AscendirError(f"{ctx.current}: convert-nn-to-ascend has no template for {op.name}")
+        raise AscendirError(f"{ctx.current}: the {template.kind} template cannot lower it: {plan.reason}")
+    if plan is not None:
+        ctx.declined.append(DeclinedRegion(ctx.current, str(op.kind.data), plan.reason))
+    return lower_body(ctx, op, operands)
 
 
-def lower_fused(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue]:
-    """The kind's template (registry.FUSED_KINDS): its `plan` of the region, then its `emit`;
-    or the body op by op when the kind has none, or its template declines (the region and the
-    reason go to `ctx.declined`; the template's `fallback` prepares the body first)."""
-    template = FUSED_KINDS.get(op.kind.data)
-    if template is not None:
-        plan = template.plan(op)
-        results = plan if isinstance(plan, Declined) else template.emit(ctx, plan, operands)
-        if not isinstance(results, Declined):
-            return results
-        ctx.declined.append(DeclinedRegion(ctx.current, str(op.kind.data), results.reason))
-        if isinstance(plan, Declined):
-            template.fallback(op)
+def lower_body(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue]:
+    """A region's body op by op (its meaning); returns the buffers of what it yields."""
     outer = ctx.current
     block = op.body.block
     for arg, buf in zip(block.args, operands):

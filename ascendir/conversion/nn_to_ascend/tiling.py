@@ -1,6 +1,7 @@
-"""The matmul and flash-attention tiling model: one tiling type (`Tiling`, recorded on the op as
-`ascend.tiling`), the problem a matmul poses to its template (`problem_of`), what a tiling puts
-in each buffer (`buffer_needs`, `misfit`, `largest_fit`), its analytic estimate in cycles
+"""The matmul tiling model: the matmul family's tiling type (`Tiling`, recorded on the op as the
+declared `#ascend.tiling` attribute, as flash_attention.FlashTiling is for attentions; see
+template.Tiling), the problem a matmul poses to its template (`problem_of`, with what the
+template's plan puts around it), what a tiling puts in each buffer (`buffer_needs`, `misfit`, `largest_fit`), its analytic estimate in cycles
 (`estimate`, through the interpreter's own cost formulas), the candidates and the search. The
 templates obey what this model chooses; `choose-tiling` (transforms/nn/choose_tiling.py) runs
 the search over a module and documents the fields.
@@ -17,8 +18,6 @@ from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Attribute, Operation
 
 from ascendir.hardware.align import aligned_bytes
-from ascendir.conversion.nn_to_ascend.templates.epilogue import parse_chain
-from ascendir.conversion.nn_to_ascend.templates.ffn_region import template_matmuls
 from ascendir.conversion.nn_to_ascend.templates.matmul_layout import matmul_layout
 from ascendir.dialects import nn
 from ascendir.dialects.ascend import Pipe
@@ -83,7 +82,7 @@ class Problem:
     matmul_epilogue's activation (matmul.py's name, e.g. "vsilu") and residual add, which decide
     the epilogue's UB tiles (epilogue_ub_bytes); ffn_up: for a gate/up matmul of an ffn region,
     the accumulators (1 plain, 2 gated) of the `ffn_up` kernel that runs it with an [m, n] tile
-    per accumulator (lowering/ffn.py _emit_up), whose buffers it must fit (0: a matmul kernel)."""
+    per accumulator (templates/ffn_up.py), whose buffers it must fit (0: a matmul kernel)."""
 
     batch: int
     m: int
@@ -125,39 +124,17 @@ def _dtype_name(el: Attribute) -> str:
     return {"f16": "f16", "bf16": "bf16", "f32": "f32"}.get(s, s)
 
 
-def problem_of(mm: nn.MatmulOp) -> Problem:
-    """The Problem of an nn.matmul, laid out as lowering/matmul.py's emit_matmul lays it out
-    (matmul_layout; and with its epilogue when it is the matmul of a matmul_epilogue region)."""
+def problem_of(mm: nn.MatmulOp, *, bias_bytes: int = 0, epilogue: bool = False, act: str | None = None,
+               residual: bool = False, ffn_up: int = 0) -> Problem:
+    """The Problem of an nn.matmul, laid out as templates/matmul.py's emit_matmul lays it out
+    (matmul_layout), with what its template puts around it (Problem's fields of those names):
+    the template that plans the matmul's region says which (kinds/), this function reads
+    nothing but the op's types."""
     lay = matmul_layout(mm.lhs.type.get_shape(), mm.rhs.type.get_shape())
     el = mm.lhs.type.element_type
-    bias_bytes, epi, act, residual = 0, False, None, False
-    parent = mm.parent_op()
-    if isinstance(parent, nn.FusedOp):
-        block = parent.body.block
-        body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
-        # Other fused kinds (ffn, ...) give their matmuls epilogues at lowering time, and split-K
-        # cannot carry one: treat every matmul of a fused region with other ops as having one.
-        epi = len(body) > 1
-        chain = parse_chain(body, {a: a for a in block.args}) if parent.kind.data == "matmul_epilogue" else None
-        ffn = template_matmuls(parent) if parent.kind.data == "ffn" else None
-        if ffn is not None:  # what lower_ffn will emit: ffn_up (gate/up), ffn_down (down, + b2 row)
-            ups, down, parts = ffn
-            bias = parts["b1"] if mm in ups else parts["b2"]
-            bias_bytes = itemsize(bias.type.element_type) if bias is not None else 0
-            return Problem(
-                lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, True,
-                math.prod(lay.a_batch), math.prod(lay.b_batch), parts["act"] if mm in ups else None, False,
-                len(ups) if mm in ups else 0,
-            )
-        if chain is not None:  # what lower_matmul_epilogue will emit
-            e = chain[1]
-            bias_bytes = itemsize(el) if e.bias is not None else 0
-            act, residual = e.activation, e.residual is not None
-        elif parent.kind.data == "matmul_epilogue" and any(isinstance(o, nn.AddOp) for o in body):
-            bias_bytes = itemsize(el)
     return Problem(
-        lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes, epi,
-        math.prod(lay.a_batch), math.prod(lay.b_batch), act, residual,
+        lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes,
+        epilogue, math.prod(lay.a_batch), math.prod(lay.b_batch), act, residual, ffn_up,
     )
 
 
@@ -176,7 +153,7 @@ BUFFERS = {
 
 def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
     """UB bytes per core of the matmul kernel's output stage for an [m, n] tile, as
-    lowering/matmul.py allocates them (each rounded up to the UB alignment, as KernelBuilder.alloc
+    templates/matmul.py allocates them (each rounded up to the UB alignment, as KernelBuilder.alloc
     counts them):
 
     * split AIC / AIV (910B): UB only in a mix kernel (an activation other than ReLU, or a
@@ -184,7 +161,7 @@ def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
     * coupled (910A, L0C -> UB): `_OutputStage`'s f32 accumulator tile when there is any epilogue,
       the output-type tile (unless the f32 one is it), the residual tile (+ its f32 copy), and
       `_BiasStage`'s bias row (+ its f32 copy);
-    * ffn_up (lowering/ffn.py _emit_up, both layouts): one f32 tile per accumulator, the h tile
+    * ffn_up (templates/ffn_up.py, both layouts): one f32 tile per accumulator, the h tile
       and the b1 row (+ its f32 copy)."""
     def al(nbytes: int) -> int:
         return aligned_bytes(target, "ub", nbytes)
@@ -210,7 +187,7 @@ def buffer_needs(p: Problem, t: Tiling, target: HardwareConfig | None = None) ->
     """Bytes per core of each on-chip space the matmul template allocates for tiling `t` (UB:
     the output stage's tiles, epilogue_ub_bytes; only with `target`, whose core layout decides it)."""
     es = p.es
-    if p.ffn_up:  # nacc B tiles per slot and nacc accumulators (lowering/ffn.py _emit_up)
+    if p.ffn_up:  # nacc B tiles per slot and nacc accumulators (templates/ffn_up.py)
         na = p.ffn_up
         needs = {
             "l1": NBUF * (t.m + na * t.n) * t.k_l1 * es,
@@ -247,7 +224,7 @@ def k_chunks(p: Problem, t: Tiling) -> int:
 
 
 def splits_of(p: Problem, t: Tiling) -> int:
-    """K ranges the template actually makes for `t` (lowering/matmul.py: each split takes whole
+    """K ranges the template actually makes for `t` (templates/matmul.py: each split takes whole
     L1 chunks, so a split_k that does not divide the chunks makes fewer)."""
     per = -(-(-(-p.k // max(1, t.split_k))) // t.k_l1) * t.k_l1
     return -(-p.k // per)
@@ -268,7 +245,7 @@ def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
     whose partial tiles overflow UB), else None."""
     if t.split_k <= 1:
         return None
-    if p.epilogue and splits_of(p, t) > 1:  # lowering/matmul.py refuses it: the epilogue must follow the reduction
+    if p.epilogue and splits_of(p, t) > 1:  # templates/matmul.py refuses it: the epilogue must follow the reduction
         return f"needs a plain matmul for split_k = {t.split_k} (this one has an epilogue, which must follow the split-K reduction)"
     chunks = k_chunks(p, t)
     if t.split_k > chunks:
@@ -451,7 +428,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
 
 
 def _reduce_cycles(p: Problem, splits: int, target: HardwareConfig) -> float:
-    """The split-K reduction kernel (lowering/matmul.py `_emit_split_k_reduce`): AIV tiles of
+    """The split-K reduction kernel (templates/matmul.py `_emit_split_k_reduce`): AIV tiles of
     REDUCE_TILE elements, `splits` f32 loads (L2 hits: the partials were just written, write-
     allocate), splits-1 vadds (+ vcast), one store; launch head on top."""
     total = p.batch * p.m * p.n

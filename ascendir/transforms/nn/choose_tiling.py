@@ -10,7 +10,7 @@ interpreter/l2.py. No candidate is simulated. The best one is recorded on the op
     nn.matmul ... {ascend.tiling = #ascend.tiling<{m = 128 : i64, n = 256 : i64, k = 64 : i64, l1_depth = 4 : i64,
                                     split_k = 1 : i64, swizzle = 4 : i64}>}
 
-which lowering/matmul.py obeys (IR text may set or edit it by hand; keys left out take the
+which templates/matmul.py obeys (IR text may set or edit it by hand; keys left out take the
 template's defaults). Fields, all in elements unless said:
 
 * m, n, k: base tile (L0A [m, k], L0B [k, n], L0C [m, n] f32). m, n multiples of 16 and k of
@@ -29,7 +29,7 @@ accumulator), UB the output stage's tiles (epilogue_ub_bytes: the epilogue of a
 matmul_epilogue region); split_k needs a plain matmul, one L1 chunk (k·l1_depth of K) per K range
 and its reduction kernel `splits` f32 tiles of REDUCE_TILE elements (+ one of the output type)
 in UB. The gate/up matmuls of an ffn region are checked against `ffn_up`'s buffers instead
-(nacc accumulators of [m, n], lowering/ffn.py), its down matmul against `ffn_down`'s.
+(nacc accumulators of [m, n], templates/ffn.py), its down matmul against `ffn_down`'s.
 
 Every field given (`--tiling`, the pass option, an IR attribute) must be a decimal integer >= 1,
 m, n, bc multiples of 16 and k of 8 (checked before anything else; per op: k of 32 B / element
@@ -43,11 +43,11 @@ op and the largest whole tiling that fits it (`largest_fit`).
 FFN regions: a tiling on the gate/up matmuls is obeyed by `ffn_up` (the region then lowers as
 ffn_up + ffn_down: the fused single kernel has its own plan, no per-matmul tiles; swizzle does
 not apply to ffn_up, which visits its tiles row-major), the down matmul's by `ffn_down`.
-Without a forced tiling the pass records none on the gate/up matmuls, so lowering/ffn.py's
+Without a forced tiling the pass records none on the gate/up matmuls, so templates/ffn.py's
 planner still chooses between the fused kernel and the two kernels.
 
 Flash attention: for every `nn.attention` inside an `nn.fused {kind = #nn.fused_kind<flash_attention>}` the
-pass scores the template's (Br, Bc) tiles that fit with lowering/flash_attention.py's
+pass scores the template's (Br, Bc) tiles that fit with templates/flash_attention.py's
 `estimate_cycles` (its `search`; Br query rows per head per item, Bc keys per block) and records
 
     nn.attention ... {ascend.tiling = #ascend.tiling<{br = 64 : i64, bc = 256 : i64}>}
@@ -62,10 +62,11 @@ candidates were scored and how long it took (per op kind) goes to the session's 
 CLI prints it (`compile`, `ascendir-opt`: stderr; `run`: the report's `tiling_search`).
 
 How the pass finds what to tile: it is generic over templates (conversion/nn_to_ascend/
-template.py). Each nn.fused region's template (registry.FUSED_KINDS) plans the region and lists
-its tiled *sites* (the ops carrying `ascend.tiling`, each with a tiling family and a problem);
-each plain op with a template in registry.OP_TEMPLATES (nn.matmul) outside a planned region is a
-site too. The pass asks each site's template to `search` (equal problems once) and records the
+template.py). Each op's and nn.fused region's template (registry.template_of: the fused kinds
+and the op families) plans it and lists its tiled *sites* (the ops carrying `ascend.tiling`,
+each with a tiling family and a problem); the ops inside a planned region are that region's.
+Today the sites are matmuls (plain, or in matmul_epilogue / ffn / norm_matmul regions) and the
+attentions of flash_attention regions. The pass asks each site's template to `search` (equal problems once) and records the
 best; forced fields go to the site's family (kinds/families.py), which completes and checks them.
 The matmul template's search is tiling.search, the flash-attention one flash_attention.search.
 
@@ -88,7 +89,7 @@ from ascendir.session import SearchStats, Session, session_of
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
 from ascendir.conversion.nn_to_ascend.host_builder import Declined
 from ascendir.conversion.nn_to_ascend.kinds.families import FAMILIES, MATMUL as MATMUL_FAMILY
-from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS, OP_TEMPLATES
+from ascendir.conversion.nn_to_ascend.registry import template_of
 from ascendir.conversion.nn_to_ascend.template import Site, Template
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, parse_tiling
 
@@ -136,25 +137,20 @@ def log_json(log: dict[str, SearchStats]) -> dict[str, dict]:
 
 def tiled_sites(module: ModuleOp, target: HardwareConfig) -> list[tuple[Template, object, Site]]:
     """(template, plan, site) of every op choose-tiling tiles, in program (walk) order: the sites
-    of each fused region whose template plans it (registry.FUSED_KINDS), and of each plain op a
-    template in registry.OP_TEMPLATES tiles (nn.matmul) outside such a region -- also the body
-    ops of a region whose kind has no template or whose template declines it, since those lower
-    op by op."""
+    of each op and fused region whose template (registry.template_of) plans it, the ops inside a
+    planned region being that region's (a region whose kind has no template, or whose template
+    declines it, lowers op by op: its body ops are planned on their own)."""
     found = []
     covered: set[Operation] = set()
     for op in module.walk():
-        if op in covered:
+        if op in covered or (template := template_of(op)) is None:
             continue
-        if isinstance(op, nn.FusedOp) and (template := FUSED_KINDS.get(op.kind.data)) is not None:
-            plan = template.plan(op)
-            if not isinstance(plan, Declined):
-                covered.update(op.body.walk())
-                found += [(template, plan, site) for site in template.sites(plan, target)]
+        plan = template.plan(op)
+        if isinstance(plan, Declined):
             continue
-        template = OP_TEMPLATES.get(type(op))
-        if template is not None:
-            plan = template.plan(op)
-            found += [(template, plan, site) for site in template.sites(plan, target)]
+        if isinstance(op, nn.FusedOp):
+            covered.update(op.body.walk())
+        found += [(template, plan, site) for site in template.sites(plan, target)]
     return found
 
 
@@ -190,7 +186,7 @@ def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: 
             res = searched[site.problem]
             if res is None:  # no tile fits: left bare (lowering says why, or decomposes an attention)
                 continue
-            site.op.attributes[TILING_ATTR] = family.to_attr(res.best)
+            site.op.attributes[TILING_ATTR] = res.best.to_attr()
             session.record_search(family.name, new, res.scored if new else 0, res.seconds if new else 0.0)
             if stats is not None and family is MATMUL_FAMILY:
                 stats.append((site.op, site.problem, res.detail))

@@ -14,11 +14,12 @@ per-row map of its input x [..., H]):
   gathered to [T, ...]):
       s = reshape(matmul(Wgu[T, 2I, H], x[T, H, 1])) [T, 2I]; g = s[:, :I]; u = s[:, I:]
       m = act(g) * u;  y = matmul(Wd[T, Ho, I], reshape(m) [T, I, 1])
-  The ffn template has no gathered-weight (grouped matmul) path: such a region is lowered with
-  its gate, up and down products as batched matmuls and act * up as one fused vector kernel.
+  The ffn template has no gathered-weight (grouped matmul) path: it declines such a region,
+  which is lowered with its gate, up and down products as batched matmuls and act * up as one
+  fused vector kernel (the body's elementwise region, built here: split_projections).
 
 The region's inputs are x, the weights and biases; its body is the original ops. What the
-template does with it: lowering/ffn.py.
+template does with it: conversion/nn_to_ascend/templates/ffn.py.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from ascendir.conversion.nn_to_ascend.templates.ffn_region import keeps_rows
+from ascendir.conversion.nn_to_ascend.templates.ffn_region import keeps_rows, parse_ffn, split_projections
 from ascendir.dialects import nn
 from ascendir.conversion.nn_to_ascend.templates.epilogue import row_bias_of
 from ascendir.patterns import fuse_ops, program_order, single_use, top_level_ops
@@ -160,4 +161,6 @@ class FuseFFN(ModulePass):
                 continue
             ops = program_order(ops)
             last = ops[-1]
-            fuse_ops(KIND, ops, [last.results[0]])
+            region = fuse_ops(KIND, ops, [last.results[0]])
+            if parse_ffn(region, {a: a for a in region.body.block.args}) is None:
+                split_projections(region)  # the template declines it: lowered op by op

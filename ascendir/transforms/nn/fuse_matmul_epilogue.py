@@ -13,7 +13,7 @@ computed twice and no intermediate must still reach GM):
 
 at least one of the optional links must be present. The fused op takes the chain's outside
 operands (a, b[, bias]) and its body holds the original ops, so its meaning is unchanged; the
-lowering template (lowering/matmul_epilogue.py) applies the epilogue before the tile leaves the
+lowering template (conversion/nn_to_ascend/kinds/matmul_epilogue.py) applies the epilogue before the tile leaves the
 core. The fused op is placed where the last op of the chain was, where all operands dominate.
 """
 

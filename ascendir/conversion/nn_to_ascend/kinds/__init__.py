@@ -1,2 +1,2 @@
-"""One `Template` (template.py) per fused kind, each wrapping its kind's existing parse and emit
-functions in templates/, and the tiling families their sites use (families.py)."""
+"""One `Template` (template.py) per fused kind, each wrapping its kind's parse and emit functions
+in templates/; one per op family in ops/; and the tiling families their sites use (families.py)."""

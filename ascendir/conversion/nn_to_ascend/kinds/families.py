@@ -1,7 +1,7 @@
-"""Tiling families: the tiling type shared by the sites of one `family` name (template.Site):
-which fields of a forced tiling (`--tiling`, choose-tiling's option) apply to it, how a chosen
-tiling is recorded as `ascend.tiling`, and how a forced one is completed and checked (with the
-error a user sees when it does not fit).
+"""Tiling families (template.TilingFamily): the sites of one `family` name (template.Site) share
+a tiling type (template.Tiling: recorded as `#ascend.tiling` through its `to_attr`), the fields of
+a forced tiling (`--tiling`, choose-tiling's option) that apply to them, and how a forced one is
+completed and checked (with the error a user sees when it does not fit).
 
     matmul     tiling.Tiling      m, n, k, l1_depth, split_k, swizzle  (tiling.py)
     attention  FlashTiling        br, bc                               (templates/flash_attention.py)
@@ -12,13 +12,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import DictionaryAttr
 from xdsl.ir import Operation
 
-from ascendir.conversion.nn_to_ascend.template import Site
+from ascendir.conversion.nn_to_ascend.template import Site, TilingFamily
 from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
 from ascendir.conversion.nn_to_ascend.tiling import (
-    ATTENTION_FIELDS, FIELDS, Problem, TILING_ATTR, Tiling, attention_attr, complete, fit_error, largest_fit,
+    ATTENTION_FIELDS, FIELDS, Problem, TILING_ATTR, Tiling, complete, fit_error, largest_fit,
 )
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
@@ -29,9 +28,6 @@ from ascendir.session import Session
 class MatmulFamily:
     name: str = "matmul"
     fields: tuple[str, ...] = FIELDS
-
-    def to_attr(self, t: Tiling) -> DictionaryAttr:
-        return t.to_attr()
 
     def describe(self, op: Operation, index: int) -> str:
         """How errors name a matmul: `nn.matmul #3` and its ONNX node when the importer kept one."""
@@ -99,9 +95,6 @@ class AttentionFamily:
     name: str = "attention"
     fields: tuple[str, ...] = ATTENTION_FIELDS
 
-    def to_attr(self, t: fa.FlashTiling) -> DictionaryAttr:
-        return attention_attr(t.br, t.bc)
-
     def describe(self, op: Operation, index: int) -> str:
         return f"nn.attention #{index}"
 
@@ -123,11 +116,11 @@ class AttentionFamily:
                 except ValueError:
                     br, bc = br or 128, bc or 128
             t = fa.forced(s, target, br, bc, name)
-            site.op.attributes[TILING_ATTR] = attention_attr(t.br, t.bc)
+            site.op.attributes[TILING_ATTR] = t.to_attr()
             session.record_search(self.name, n > 0, n, time.perf_counter() - t0)
 
 
 MATMUL = MatmulFamily()
 ATTENTION = AttentionFamily()
 # In this order choose-tiling handles them (and the search log lists them).
-FAMILIES = (MATMUL, ATTENTION)
+FAMILIES: tuple[TilingFamily, ...] = (MATMUL, ATTENTION)

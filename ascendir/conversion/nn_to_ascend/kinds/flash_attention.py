@@ -1,9 +1,10 @@
 """The flash_attention template (protocol side): plan = the region's one nn.attention; emit =
-templates/flash_attention.lower_flash_attention; one attention site whose tiles (Br, Bc) come
+templates/flash_attention.emit_flash_attention; one attention site whose tiles (Br, Bc) come
 from that module's fit (`Shape.needs`), estimate (`estimate_cycles`) and search."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -12,7 +13,7 @@ from xdsl.ir import SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext
 from ascendir.conversion.nn_to_ascend.kernel_builder import round_up
-from ascendir.conversion.nn_to_ascend.template import Searched, Site, TemplateBase, body_of
+from ascendir.conversion.nn_to_ascend.template import Searched, Site, TemplateBase, body_of, gm_args
 from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
 from ascendir.dialects import nn
 from ascendir.hardware.config import HardwareConfig
@@ -71,8 +72,6 @@ class FlashAttentionTemplate(TemplateBase):
     def search(self, plan: FlashPlan, site: Site, target: HardwareConfig) -> Searched | None:
         """fa.search (ties: more stacked scores per block, then the wider Bc); None when no tile
         fits (lowering decomposes the attention)."""
-        import time
-
         t0 = time.perf_counter()
         try:
             t, n = fa.search(site.problem, target)
@@ -80,8 +79,10 @@ class FlashAttentionTemplate(TemplateBase):
             return None
         return Searched(t, site.problem.cycles(target, t), n, time.perf_counter() - t0, t)
 
-    def emit(self, ctx: LoweringContext, plan: FlashPlan, operands: list[SSAValue]) -> list[SSAValue] | Declined:
-        return fa.lower_flash_attention(ctx, plan.region, operands)
+    def emit(self, ctx: LoweringContext, plan: FlashPlan, operands: list[SSAValue]) -> list[SSAValue]:
+        args, att = gm_args(plan.region, operands), plan.att
+        return [fa.emit_flash_attention(ctx, att, args[att.q], args[att.k], args[att.v],
+                                        args[att.mask] if att.mask is not None else None)]
 
 
 FLASH_ATTENTION = FlashAttentionTemplate()

@@ -1,29 +1,24 @@
 """Matmul sites: what every template whose region holds nn.matmul ops (matmul_epilogue, ffn,
-norm_matmul) and the plain nn.matmul tell choose-tiling about a matmul's tiles, through the
-tiling model of tiling.py (one Problem per matmul, `problem_of`; its candidates, buffer footprint
-and analytic estimate; `search`)."""
+norm_matmul) and the plain nn.matmul (kinds/ops/matmul.py) tell choose-tiling about a matmul's
+tiles, through the tiling model of tiling.py (one Problem per matmul, which each template builds from its plan with
+`problem_of`; its candidates, buffer footprint and analytic estimate; `search`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from xdsl.ir import SSAValue
-
 from ascendir.conversion.nn_to_ascend import tiling
-from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
-from ascendir.conversion.nn_to_ascend.template import Plan, Searched, Site, TemplateBase
-from ascendir.conversion.nn_to_ascend.templates.matmul import lower_matmul
+from ascendir.conversion.nn_to_ascend.template import Plan, Searched, Site
 from ascendir.dialects import nn
 from ascendir.hardware.config import HardwareConfig
 
 FAMILY = "matmul"
 
 
-def matmul_site(mm: nn.MatmulOp, target: HardwareConfig, searched: bool = True) -> Site | None:
-    """The Site of `mm` (its Problem as its template lays it out, tiling.problem_of), or None
-    when there is nothing to tile: a dynamic or empty dimension, a dtype other than f16 / bf16 /
-    f32, or one the target's cube has no mmad for (910A f32: the template says so)."""
-    p = tiling.problem_of(mm)
+def matmul_site(mm: nn.MatmulOp, p: tiling.Problem, target: HardwareConfig, searched: bool = True) -> Site | None:
+    """The Site of `mm` posing `p` (the Problem its template's plan lays out), or None when
+    there is nothing to tile: a dynamic or empty dimension, a dtype other than f16 / bf16 / f32,
+    or one the target's cube has no mmad for (910A f32: the template says so)."""
     if not all(isinstance(d, int) and d > 0 for d in (p.m, p.n, p.k)) or p.dtype not in ("f16", "bf16", "f32"):
         return None
     if p.dtype not in target.cube.k_per_cycle:
@@ -51,22 +46,3 @@ class MatmulTiles:
             AscendirError: no candidate fits."""
         r = tiling.search(site.problem, target)
         return Searched(r.best, r.estimate.cycles, r.scored, r.seconds, r)
-
-
-class MatmulTemplate(MatmulTiles, TemplateBase):
-    """The plain nn.matmul (no region): its plan is the op; one cube kernel (templates/matmul.py)."""
-
-    kind = "matmul"
-
-    def plan(self, op: nn.MatmulOp) -> nn.MatmulOp:
-        return op
-
-    def sites(self, plan: nn.MatmulOp, target: HardwareConfig) -> list[Site]:
-        site = matmul_site(plan, target)
-        return [site] if site is not None else []
-
-    def emit(self, ctx: LoweringContext, plan: nn.MatmulOp, operands: list[SSAValue]) -> list[SSAValue]:
-        return lower_matmul(ctx, plan, operands)
-
-
-MATMUL = MatmulTemplate()

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 
-from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext
+from ascendir.conversion.nn_to_ascend import tiling
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kinds.matmul_sites import MatmulTiles, matmul_site
-from ascendir.conversion.nn_to_ascend.template import Site, TemplateBase
-from ascendir.conversion.nn_to_ascend.templates.norm_matmul import emit_norm_matmul, parse_norm_matmul
+from ascendir.conversion.nn_to_ascend.template import Site, TemplateBase, gm_args, gm_epilogue
+from ascendir.conversion.nn_to_ascend.templates.matmul import Product
+from ascendir.conversion.nn_to_ascend.templates.norm_matmul import NormMatmul, emit_norm_matmul, parse_norm_matmul
 from ascendir.dialects import nn
 from ascendir.hardware.config import HardwareConfig
 
@@ -21,8 +23,8 @@ KIND = "norm_matmul"
 @dataclass(frozen=True)
 class NormMatmulPlan:
     region: nn.FusedOp
-    norm: Operation
-    chains: tuple[tuple[Operation, ...], ...]  # per projection: matmul, bias add?, activation?, residual add?
+    parsed: NormMatmul
+    problems: tuple[tiling.Problem, ...]  # per projection
 
 
 class NormMatmulTemplate(MatmulTiles, TemplateBase):
@@ -30,18 +32,26 @@ class NormMatmulTemplate(MatmulTiles, TemplateBase):
 
     def plan(self, region: nn.FusedOp) -> NormMatmulPlan | Declined:
         """Declined unless the body is norm [+ reshape] and the projections of its result with
-        their epilogue chains, each chain yielded (templates/norm_matmul.parse_norm_matmul)."""
+        their epilogue chains, each chain yielded (templates/norm_matmul.parse_norm_matmul).
+        Each projection's matmul is searched as one with an epilogue (no split-K) and without
+        its bias row."""
         parsed = parse_norm_matmul(region)
         if isinstance(parsed, Declined):
             return parsed
-        norm, chains = parsed
-        return NormMatmulPlan(region, norm, tuple(tuple(c) for c in chains))
+        return NormMatmulPlan(region, parsed, tuple(tiling.problem_of(p.mm, epilogue=True) for p in parsed.projections))
 
     def sites(self, plan: NormMatmulPlan, target: HardwareConfig) -> list[Site]:
-        return [s for c in plan.chains if (s := matmul_site(c[0], target)) is not None]
+        pairs = zip(plan.parsed.projections, plan.problems)
+        return [s for p, problem in pairs if (s := matmul_site(p.mm, problem, target)) is not None]
 
-    def emit(self, ctx: LoweringContext, plan: NormMatmulPlan, operands: list[SSAValue]) -> list[SSAValue] | Declined:
-        return emit_norm_matmul(ctx, plan.region, plan.norm, [list(c) for c in plan.chains], operands)
+    def emit(self, ctx: LoweringContext, plan: NormMatmulPlan, operands: list[SSAValue]) -> list[SSAValue]:
+        args = gm_args(plan.region, operands)
+        norm = plan.parsed.norm
+        products = [
+            Product(args[p.mm.rhs], shape(p.out), elem(p.out), gm_epilogue(p.epilogue, args))
+            for p in plan.parsed.projections
+        ]
+        return emit_norm_matmul(ctx, norm, [args[v] for v in norm.operands], products)
 
 
 NORM_MATMUL = NormMatmulTemplate()

@@ -388,10 +388,9 @@ def vector_map_of(op: Operation) -> VectorMap | None:
     return None
 
 
-def lower_elementwise(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
-    """Lower an elementwise nn op (see `vector_map_of`) to one vector kernel."""
-    vmap = vector_map_of(op)
-    assert vmap is not None
+def emit_elementwise(ctx: LoweringContext, op: Operation, vmap: VectorMap, operands: list[SSAValue]) -> list[SSAValue]:
+    """An elementwise nn op as one vector kernel running `vmap` (its `vector_map_of`); a cast to
+    its own type is the operand itself."""
     res = op.results[0]
     base = op.name.split(".", 1)[1]
     if isinstance(op, nn.CastOp) and elem(op.input) == elem(res):

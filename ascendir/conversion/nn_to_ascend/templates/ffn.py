@@ -20,7 +20,7 @@ B. Two kernels instead of four (gate + act, up, mul, down) and one round trip of
    intermediate instead of three (chosen at prefill: with M = 512 the partials of A would be
    nsplit × 8 MiB, more than the 10.75 MiB h round trip they replace):
 
-1. `ffn_up` — per output tile [bm, bn] of h (tiles block-cyclic over the cores): the K loop
+1. `ffn_up` (ffn_up.py) — per output tile [bm, bn] of h (tiles block-cyclic over the cores): the K loop
    over H loads each x tile into L1 / L0A once and multiplies it by the Wg and the Wu tile into
    two L0C accumulators (gate and up share every A load; ping-pong L1 / L0 slots as in
    matmul.py). The finished pair then goes to the vector unit, which applies [bias,] act [and
@@ -48,8 +48,9 @@ matmuls, as in B. Its README says no more about the kernel.
 
 Approximations: one AIV stream per AIC (real groups have two AIVs); B's workspace has one slot.
 
-A body that matches neither form (or a batched weight) is lowered op by op with per-projection
-epilogues (returns None after wrapping each projection in a matmul_epilogue region).
+A body that matches neither form (or a batched weight: Mixtral's gathered-weight experts) is
+declined by the template (kinds/ffn.py) and lowered op by op; fuse-ffn has already given each
+of its projections its epilogue region (ffn_region.split_projections).
 """
 
 from __future__ import annotations
@@ -57,35 +58,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from xdsl.dialects.builtin import StringAttr, f32
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Attribute, SSAValue
 
-from ascendir.dialects import ascend, nn
-from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dialects import nn
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
 from ascendir.conversion.nn_to_ascend.templates import ffn_fused
-from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
-from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
-from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div, round_up
-from ascendir.conversion.nn_to_ascend.templates.matmul import (
-    DOUBLE_BUFFER, _by_parity, _mmad, emit_matmul, heuristic_tiling,
-)
-from ascendir.conversion.nn_to_ascend.templates.fused_elementwise import fuse_elementwise_in
+from ascendir.conversion.nn_to_ascend.templates.ffn_up import emit_up, up_tiling
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.kernel_builder import ceil_div
+from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, heuristic_tiling
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, Problem, Tiling, estimate, problem_of, tiling_for_op
 from ascendir.costmodel import CostEnv
-from ascendir.conversion.nn_to_ascend.templates.ffn_region import parse_ffn
-from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue, fuse_chain, match_chain
-
-
-def _per_projection(op: nn.FusedOp) -> None:
-    """Fallback: give every projection of the body its epilogue region and the elementwise ops
-    left (e.g. act * up of gathered-weight experts) one vector kernel (lowered op by op)."""
-    for mm in [o for o in op.body.block.ops if isinstance(o, nn.MatmulOp)]:
-        chain = match_chain(mm)
-        if len(chain) > 1:
-            fuse_chain(chain)
-    fuse_elementwise_in(op.body.block)
+from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
 
 
 def _matmul_name(ctx: LoweringContext, mm: nn.MatmulOp) -> str:
@@ -94,28 +80,27 @@ def _matmul_name(ctx: LoweringContext, mm: nn.MatmulOp) -> str:
     return f"{ctx.current}: nn.matmul" + (f" '{node.data}'" if isinstance(node, StringAttr) else "")
 
 
-def _recorded_tiling(ctx: LoweringContext, mm: nn.MatmulOp) -> Tiling | None:
-    """The checked `ascend.tiling` of one of the region's matmuls (its own fit: ffn_up's or
-    ffn_down's buffers, tiling.problem_of), or None; errors name that matmul."""
+def _recorded_tiling(ctx: LoweringContext, mm: nn.MatmulOp, problem: Problem) -> Tiling | None:
+    """The checked `ascend.tiling` of one of the region's matmuls (its own fit: `problem`, the
+    ffn_up or ffn_down kernel the plan gives it), or None; errors name that matmul."""
     if TILING_ATTR not in mm.attributes:
         return None
-    return tiling_for_op(mm, problem_of(mm), ctx.target, _matmul_name(ctx, mm))
+    return tiling_for_op(mm, problem, ctx.target, _matmul_name(ctx, mm))
 
 
-def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | Declined:
-    """Lower an ffn region to the fused kernel or `ffn_up` + `ffn_down`, whichever `choose_plan`
-    estimates faster (see the module docstring); a body of another shape falls back to
-    per-projection epilogues (returns Declined).
+def emit_ffn(ctx: LoweringContext, parts: dict, problems: dict[nn.MatmulOp, Problem], out_shape: tuple[int, ...],
+             out_elem: Attribute) -> SSAValue:
+    """The fused kernel or `ffn_up` + `ffn_down`, whichever `choose_plan` estimates faster (see
+    the module docstring); returns the output buffer [..., Ho].
+
+    Args:
+        parts: ffn_region.parse_ffn's parts with x, wg, wu, b1, wd, b2 as GM buffers; its `ups`
+            and `down` are the region's matmuls (their `ascend.tiling` is obeyed).
+        problems: each of those matmuls' Problem as the plan lays it out (ffn_problems).
 
     Raises:
         AscendirError: fp32 / bf16 on a cube without them (910A), tiles that do not fit.
     """
-    block = op.body.block
-    parts = parse_ffn(op, dict(zip(block.args, operands)))
-    if parts is None or len(op.outputs) != 1:
-        _per_projection(op)
-        return Declined("the body is not a gated (gate, up, activation, mul, down) or plain (up, activation, down) "
-                        "FFN with one output; each projection lowers with its own epilogue")
     x, wg, wd = parts["x"], parts["wg"], parts["wd"]
     el = elem(x)
     if no_mmad := ctx.target.arch.no_mmad(str(el)):
@@ -125,13 +110,13 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
         )
     hdim, idim = shape(wg)
     m = math.prod(shape(x)) // hdim
-    out = op.outputs[0]
     ho = shape(wd)[1]
     b1, b2 = parts["b1"], parts["b2"]
-    s = ffn_fused.shape_of(m, hdim, idim, ho, el, elem(out), parts["wu"] is not None, b1, b2, parts["act"])
+    s = ffn_fused.shape_of(m, hdim, idim, ho, el, out_elem, parts["wu"] is not None, b1, b2, parts["act"])
     # every recorded tiling is checked (errors name its matmul), the gate/up one obeyed by ffn_up
-    ups = [(mm, _recorded_tiling(ctx, mm)) for mm in parts["ups"]]
-    down_t = _down_tiling(ctx, parts["down"], m, ho, idim, el, b2)
+    ups = [(mm, _recorded_tiling(ctx, mm, problems[mm])) for mm in parts["ups"]]
+    down = parts["down"]
+    down_t = _down_tiling(ctx, down, problems[down], m, ho, idim, el, b2)
     given = [(mm, t) for mm, t in ups if t is not None]
     if given:
         if len(given) != len(ups) or len({t for _, t in given}) > 1:
@@ -140,7 +125,7 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
         t = given[0][1]
         up_tiles = (t.m, t.n, t.k, t.k_l1)
     else:
-        up_tiles = _up_tiling(ctx, m, idim, hdim, el, s.nacc, b1 is not None)
+        up_tiles = up_tiling(ctx, m, idim, hdim, el, s.nacc, b1 is not None)
     bm, bn, bk, kl1 = up_tiles
     up_t = Tiling(bm, s.nacc * bn, bk, kl1 // bk)  # its nacc accumulators as one wider tile
     plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, replace(down_t, split_k=1, swizzle=1))
@@ -148,15 +133,31 @@ def lower_ffn(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) ->
         plan = Plan(None, plan.fused_cycles, plan.two_kernel_cycles, forced=True)
     first = len(ctx.kernels)
     if plan.fused is not None:
-        y = ctx.buffer(shape(out), elem(out))
+        y = ctx.buffer(out_shape, out_elem)
         ffn_fused.emit(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], ctx.view(b1, [1, idim]) if b1 is not None else None,
                        parts["act"], wd, ctx.view(b2, [1, ho]) if b2 is not None else None, y, s, plan.fused)
     else:
-        h = _emit_up(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], b1, parts["act"], m, hdim, idim, el, up_tiles)
-        y = emit_matmul(ctx, h, wd, shape(out), elem(out), Epilogue(b2, None), base="ffn_down", tiling=down_t)
+        h = emit_up(ctx, ctx.view(x, [m, hdim]), wg, parts["wu"], b1, parts["act"], m, hdim, idim, el, up_tiles)
+        y = emit_matmul(ctx, h, wd, out_shape, out_elem, Epilogue(b2, None), base="ffn_down", tiling=down_t)
     for k in ctx.kernels[first:]:
         k.attributes[PLAN_ATTR] = StringAttr(plan.text())
-    return [y]
+    return y
+
+
+def ffn_problems(parts: dict) -> dict[nn.MatmulOp, Problem]:
+    """The Problem of each matmul of an ffn region (parse_ffn's parts over the region's values)
+    as emit_ffn runs it: a gate / up matmul as an [m, n] tile of ffn_up's nacc accumulators
+    (with the b1 row and the activation), the down matmul as ffn_down (with the b2 row); both
+    with an epilogue, so no split-K."""
+    ups, down = parts["ups"], parts["down"]
+
+    def bias_bytes(b: SSAValue | None) -> int:
+        return itemsize(b.type.element_type) if b is not None else 0
+
+    out = {mm: problem_of(mm, bias_bytes=bias_bytes(parts["b1"]), epilogue=True, act=parts["act"], ffn_up=len(ups))
+           for mm in ups}
+    out[down] = problem_of(down, bias_bytes=bias_bytes(parts["b2"]), epilogue=True)
+    return out
 
 
 PLAN_ATTR = "ffn_plan"
@@ -192,12 +193,13 @@ _PLANS: dict[tuple, Plan] = {}  # a model repeats its layers' shapes
 FUSED_MARGIN = 0.05
 
 
-def _down_tiling(ctx: LoweringContext, down: nn.MatmulOp, m: int, ho: int, idim: int, el: Attribute, b2: SSAValue | None) -> Tiling:
+def _down_tiling(ctx: LoweringContext, down: nn.MatmulOp, problem: Problem, m: int, ho: int, idim: int, el: Attribute,
+                 b2: SSAValue | None) -> Tiling:
     """ffn_down's tiles: the `ascend.tiling` of the region's down matmul (choose-tiling's or IR
     text's; checked against ffn_down's buffers with the b2 row, errors naming that matmul), else
     matmul.heuristic_tiling's heuristic."""
     bias_el = elem(b2) if b2 is not None else None
-    t = _recorded_tiling(ctx, down)
+    t = _recorded_tiling(ctx, down, problem)
     if t is not None:
         return t
     return heuristic_tiling(ctx, m, ho, idim, el, bias_el)
@@ -229,169 +231,3 @@ def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling,
         plan = Plan(None, got[1]["cycles"] if got is not None else None, two)
     _PLANS[key] = plan
     return plan
-
-
-def _up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc: int, bias: bool) -> tuple[int, int, int, int]:
-    """(bm, bn, bk, kl1) of ffn_up: matmul.heuristic_tiling's tiles, shrunk until `nacc` fp32
-    accumulators fit L0C, nacc B slots per ping-pong slot fit L0B and L1, and the vector side
-    ([bm, bn] fp32 per accumulator + the h tile + a bias row) fits UB."""
-    t = ctx.target
-    base = heuristic_tiling(ctx, m, n, k, el)
-    bm, bn, bk = base.m, base.n, base.k
-    es = itemsize(el)
-    nb = DOUBLE_BUFFER
-
-    def ub_bytes(bm: int, bn: int) -> int:
-        return nacc * round_up(bm * bn * 4, 32) + round_up(bm * bn * es, 32) + (2 * round_up(bn * 4, 32) if bias else 0)
-
-    while nacc * bm * bn * 4 > t.capacity("l0c") or ub_bytes(bm, bn) > t.capacity("ub"):
-        if bn >= bm and bn > 16:
-            bn = round_up(bn // 2, 16)
-        elif bm > 16:
-            bm = round_up(bm // 2, 16)
-        else:
-            raise ctx.error(f"ffn: no {nacc}-accumulator tile fits {t.name}")
-    ka = max(1, 32 // es)
-    while nb * (bm * bk * es) > t.capacity("l0a") or nb * nacc * bk * bn * es > t.capacity("l0b"):
-        if bk <= ka:
-            raise ctx.error(f"ffn: a {bm}x{bk} tile does not fit L0A/L0B of {t.name}")
-        bk = round_up(bk // 2, ka)
-    step = max(1, base.k_l1 // max(base.k, 1))
-    step = min(step, ceil_div(k, bk))
-    while step > 1 and nb * (bm + nacc * bn) * step * bk * es > t.capacity("l1"):
-        step -= 1
-    if nb * (bm + nacc * bn) * bk * es > t.capacity("l1"):
-        raise ctx.error(f"ffn: tiles do not fit L1 of {t.name}")
-    return bm, bn, bk, step * bk
-
-
-def _emit_up(
-    ctx: LoweringContext,
-    x: SSAValue,
-    wg: SSAValue,
-    wu: SSAValue | None,
-    b1: SSAValue | None,
-    act: str,
-    m: int,
-    k: int,
-    n: int,
-    el: Attribute,
-    tiles: tuple[int, int, int, int],
-) -> SSAValue:
-    """h [m, n] = act(x·Wg [+ b1]) [* x·Wu] in one kernel with `tiles` = (bm, bn, bk, kl1) from
-    _up_tiling; returns the GM buffer of h."""
-    h = ctx.buffer([m, n], el)
-    gated = wu is not None
-    nacc = 2 if gated else 1
-    bm, bn, bk, kl1 = tiles  # _up_tiling's, as choose_plan scored them
-    ntiles = ceil_div(m, bm) * ceil_div(n, bn)
-    block_dim = min(ctx.target.num_aic, ntiles)
-    split_cores = ctx.target.arch.split_cores  # AIC -> AIV through a GM workspace
-    args = [x, wg, *([wu] if gated else []), *([ctx.view(b1, [1, n])] if b1 is not None else []), h]
-    if split_cores:
-        args.append(ctx.buffer([block_dim * bm, nacc * bn], f32))
-    kb = KernelBuilder(ctx, ctx.name("ffn_up"), [a.type for a in args], CoreType.MIX if split_cores else CoreType.AIC, block_dim, ctx.current)
-    it = iter(kb.args)
-    gx, gwg = next(it), next(it)
-    gwu = next(it) if gated else None
-    gb = next(it) if b1 is not None else None
-    gh = next(it)
-    ws = next(it) if split_cores else None
-    nb = DOUBLE_BUFFER
-    L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
-    weights = [gwg] + ([gwu] if gated else [])
-    l1a = [kb.alloc([bm, kl1], el, L1) for _ in range(nb)]
-    l1b = [[kb.alloc([kl1, bn], el, L1) for _ in weights] for _ in range(nb)]
-    l0a = [kb.alloc([bm, bk], el, L0A) for _ in range(nb)]
-    l0b = [[kb.alloc([bk, bn], el, L0B) for _ in weights] for _ in range(nb)]
-    acc = [kb.alloc([bm, bn], f32, L0C) for _ in weights]
-    ub_acc = [kb.alloc([bm, bn], f32, UB) for _ in weights]
-    ub_h = kb.alloc([bm, bn], el, UB)
-    if gb is not None:
-        ub_b = kb.alloc([1, bn], elem(gb), UB)
-        ub_b32 = kb.alloc([1, bn], f32, UB) if elem(gb) != f32 else ub_b
-
-    s = _Sync(kb, split_cores)
-    AIC, AIV = "aic->aic", "aiv->aiv"
-    q_l1 = [s.queue(Pipe.MTE2, Pipe.MTE1, AIC) for _ in range(nb)]
-    q_l0 = [s.queue(Pipe.MTE1, Pipe.M, AIC) for _ in range(nb)]
-    q_in = s.queue(Pipe.MTE2, Pipe.V, AIV)  # workspace tiles (910B) and the bias row
-    if split_cores:
-        q_c = s.queue(Pipe.M, Pipe.FIX, AIC)
-        q_ws = s.queue(Pipe.FIX, Pipe.MTE2, "aic->aiv")
-    else:
-        q_c = s.queue(Pipe.M, Pipe.V, AIC)
-    q_out = s.queue(Pipe.V, Pipe.MTE3, AIV)
-
-    with kb.tiles(ntiles) as t:
-        (m0, n0), (msz, nsz) = kb.grid(t, [m, n], [bm, bn])
-
-        def l0_step(p: int, q: int, k1, kk) -> None:
-            q_l0[q].acquire()
-            kb.copy(kb.subview(l1a[p], [0, kk], [bm, bk]), l0a[q])
-            for src, dst in zip(l1b[p], l0b[q]):
-                kb.copy(kb.subview(src, [kk, 0], [bk, bn]), dst)
-            q_l0[q].handoff()
-            for b, c in zip(l0b[q], acc):
-                _mmad(kb, l0a[q], b, c, kb.add(k1, kk), None)
-            q_l0[q].release()
-
-        def l1_step(p: int, k1) -> None:
-            ksz = kb.boundary(kl1, k, k1)
-            q_l1[p].acquire()
-            kb.copy(kb.subview(gx, [m0, k1], [msz, ksz]), l1a[p], layout="nd2nz")
-            for w, dst in zip(weights, l1b[p]):
-                kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), dst, layout="nd2nz")
-            q_l1[p].handoff()
-            with kb.range(0, ksz, bk) as kk:
-                _by_parity(kb, kk, bk, nb, lambda q: l0_step(p, q, k1, kk))
-            q_l1[p].release()
-
-        # AIC: gate (and up) accumulated over H, sharing every A tile
-        q_c.acquire()
-        with kb.range(0, k, kl1) as k1:
-            _by_parity(kb, k1, kl1, nb, lambda p: l1_step(p, k1))
-        q_c.enque()
-        if split_cores:
-            q_c.deque()
-            row = kb.mul(kb.block_idx, bm)
-            q_ws.acquire()
-            for i, c in enumerate(acc):
-                kb.copy(c, kb.subview(ws, [row, i * bn], [bm, bn]), layout="nz2nd")
-            q_c.release()
-            q_ws.enque()
-            # AIV: read the accumulators back from the workspace (L2)
-            q_ws.deque()
-            q_in.acquire()
-            for i, u in enumerate(ub_acc):
-                kb.copy(kb.subview(ws, [row, i * bn], [bm, bn]), u)
-            if gb is not None:
-                kb.copy(kb.subview(gb, [0, n0], [1, nsz]), ub_b)
-            q_ws.release()
-            q_in.handoff()
-        else:
-            q_in.acquire()
-            if gb is not None:
-                kb.copy(kb.subview(gb, [0, n0], [1, nsz]), ub_b)
-            q_in.handoff()
-            q_c.deque()
-            for c, u in zip(acc, ub_acc):
-                kb.copy(c, u)  # L0C -> UB on the vector pipe (coupled core)
-            q_c.release()
-        g = ub_acc[0]
-        if gb is not None:
-            if ub_b32 is not ub_b:
-                kb.emit(ascend.VcastOp(ub_b, ub_b32))
-            kb.emit(ascend.vector_op("vadd")(g, ub_b32, g))
-        kb.emit(ascend.vector_op(act)(g, g))
-        if gated:
-            kb.emit(ascend.vector_op("vmul")(g, ub_acc[1], g))
-        q_out.acquire()
-        kb.emit(ascend.VcastOp(g, ub_h) if el != f32 else ascend.vector_op("vcopy")(g, ub_h))
-        q_in.release()
-        q_out.handoff()
-        kb.copy(ub_h, kb.subview(gh, [m0, n0], [msz, nsz]))
-        q_out.release()
-    s.drain()
-    ctx.launch(kb.finish(), args)
-    return h

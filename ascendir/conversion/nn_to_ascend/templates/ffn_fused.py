@@ -1,4 +1,4 @@
-"""The single-kernel FFN of lowering/ffn.py: the [M, I] intermediate h never exists in GM.
+"""The single-kernel FFN of templates/ffn.py: the [M, I] intermediate h never exists in GM.
 
     y [M, Ho] = h · Wd (+ b2),  h = act(x · Wg [+ b1]) [* (x · Wu)],  x [M, H], Wg / Wu [H, I]
 

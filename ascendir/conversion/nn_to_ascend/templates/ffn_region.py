@@ -1,6 +1,6 @@
 """The ffn region as `fuse-ffn` builds it and the ffn template reads it: which reshapes may sit
-between projections (keeps_rows), and the parse of a gated or plain body into its parts
-(parse_ffn, template_matmuls: also what choose-tiling fit-checks each matmul against)."""
+between projections (keeps_rows), the parse of a gated or plain body into its parts
+(parse_ffn), and how fuse-ffn structures a body the template does not take (split_projections)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from xdsl.ir import Operation, SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import shape
 from ascendir.conversion.nn_to_ascend.templates.elementwise import activation_op
-from ascendir.conversion.nn_to_ascend.templates.epilogue import row_bias_of
+from ascendir.conversion.nn_to_ascend.templates.epilogue import fuse_chain, match_chain, row_bias_of
+from ascendir.conversion.nn_to_ascend.templates.fused_elementwise import fuse_elementwise_in
 from ascendir.dialects import nn
 
 def keeps_rows(op: Operation) -> bool:
@@ -72,10 +73,14 @@ def parse_ffn(op: nn.FusedOp, args: dict) -> dict | None:
                 act=activation_op(act), wd=args[down.rhs], b2=args[b2] if b2 is not None else None, down=down, ups=[first])
 
 
-def template_matmuls(op: nn.FusedOp) -> tuple[list[nn.MatmulOp], nn.MatmulOp, dict] | None:
-    """(gate/up matmuls, down matmul, _parse's parts on the region's own values) of an ffn region
-    lower_ffn takes as a whole, else None (it falls back per projection): what choose-tiling
-    fit-checks each matmul's tiling against (ffn_up's or ffn_down's buffers)."""
-    block = op.body.block
-    parts = parse_ffn(op, {a: a for a in block.args}) if op.kind.data == "ffn" and len(op.outputs) == 1 else None
-    return (parts["ups"], parts["down"], parts) if parts is not None else None
+def split_projections(op: nn.FusedOp) -> None:
+    """Structure the body of an ffn region parse_ffn does not take (Mixtral's gathered-weight
+    experts), which the ffn template declines and lowering takes op by op: each projection with
+    an epilogue gets its matmul_epilogue region and the elementwise ops left (act * up) one
+    elementwise region. fuse-ffn calls it when it builds such a region, so lowering only reads
+    regions and never runs a fusion matcher."""
+    for mm in [o for o in op.body.block.ops if isinstance(o, nn.MatmulOp)]:
+        chain = match_chain(mm)
+        if len(chain) > 1:
+            fuse_chain(chain)
+    fuse_elementwise_in(op.body.block)

@@ -100,17 +100,17 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, f16, f32, i1
+from xdsl.dialects.builtin import f32, i1
 from xdsl.ir import Attribute, SSAValue
 
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
-from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
 from ascendir.hardware.align import aligned_bytes
-from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, attention_fields
+from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, TilingAttr, attention_attr, attention_fields
 from ascendir.costmodel import mmad_cycles, vector_cycles
 from ascendir.dialects.ascend import FLAG_UNITS_ATTR, FlagUnitsAttr
 
@@ -156,6 +156,14 @@ class FlashTiling:
     dvp: int
     nsplit: int = 1
     per: int = 0
+
+    def to_attr(self) -> TilingAttr:
+        """The chosen fields as recorded on the nn.attention: `#ascend.tiling<{br, bc}>` (the rest
+        follows from them and the shape)."""
+        return attention_attr(self.br, self.bc)
+
+    def text(self) -> str:
+        return f"br={self.br},bc={self.bc}"
 
 
 def aiv_count(target: HardwareConfig, m: int) -> int:
@@ -554,32 +562,22 @@ def _v(name: str) -> type:
 # ----------------------------------------------------------------------------------------------
 # the template
 # ----------------------------------------------------------------------------------------------
-def lower_flash_attention(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -> list[SSAValue] | Declined:
-    """Lower a flash_attention region (body: one nn.attention of the region's arguments) to one
-    kernel (plus a combine kernel for a KV split); Declined when the body is not that.
+def emit_flash_attention(ctx: LoweringContext, att: nn.AttentionOp, q: SSAValue, k: SSAValue, v: SSAValue,
+                         mask: SSAValue | None) -> SSAValue:
+    """One kernel (plus a combine kernel for a KV split) computing `att` over the GM buffers q
+    [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv] and the optional mask (broadcast to
+    [B, Hq, Sq, Skv]), float elements; returns the output buffer [B, Hq, Sq, Dv]. The tile is
+    the one recorded on `att` (`tiling_for`).
 
     Raises:
         AscendirError: fp32/bf16 on a cube without them (910A: f16 only), or no tile fits.
     """
-    block = op.body.block
-    body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
-    if len(body) != 1 or not isinstance(body[0], nn.AttentionOp) or len(op.outputs) != 1:
-        return Declined("the body is not one nn.attention with one output")
-    att = body[0]
-    args = dict(zip(block.args, operands))
-    if any(v not in args for v in att.operands):
-        return Declined("an operand of the attention is computed inside the region")
-    q, k, v = args[att.q], args[att.k], args[att.v]
-    mask = args[att.mask] if att.mask is not None else None
-    el = elem(q)
-    if not isinstance(el, AnyFloat):
-        return Declined(f"{el} attention: the template computes in floats")
-    if no_mmad := ctx.target.arch.no_mmad(str(el)):
+    if no_mmad := ctx.target.arch.no_mmad(str(elem(q))):
         raise ctx.error(
             f"{ctx.target.name} ({ctx.target.arch}) {no_mmad}; "
             "cast the model to float16 (ascendir --dtype fp16)"
         )
-    return [_FlashKernel(ctx, att, q, k, v, mask).emit()]
+    return _FlashKernel(ctx, att, q, k, v, mask).emit()
 
 
 @dataclass(frozen=True)

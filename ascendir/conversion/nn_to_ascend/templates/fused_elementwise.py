@@ -12,17 +12,19 @@ per element type), so a long chain needs as many temporaries as values alive at 
 per op. An intermediate that broadcasts (smaller than the output) is computed on the full tile:
 more vector work than needed, but such values are rare (constant subexpressions are folded).
 
-A body with an op that has no vector recipe, or outputs of different shapes, returns None and is
-lowered op by op.
+A body with an op that has no vector recipe, or outputs of different shapes, is declined (`parse`)
+and lowered op by op.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from ascendir.dialects import nn
 from ascendir.patterns import fuse_ops, program_order
-from ascendir.conversion.nn_to_ascend.templates.elementwise import ELEMENTWISE, emit_vector_kernel, vector_map_of
+from ascendir.conversion.nn_to_ascend.templates.elementwise import ELEMENTWISE, VectorMap, emit_vector_kernel, vector_map_of
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder
 
@@ -46,28 +48,43 @@ class _TempPool:
         self.free.append(i)
 
 
-def lower_fused_elementwise(
-    ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]
-) -> list[SSAValue] | Declined:
-    """Lower an elementwise region to one vector kernel (see the module docstring), or Declined."""
-    block = op.body.block
+@dataclass(frozen=True)
+class FusedElementwise:
+    """An elementwise region as `parse` reads it: the body ops with their vector recipes, where
+    each value lives ("in", i) / ("out", j) / ("tmp", k), each op's own full-tile temporaries
+    and its small ones, the temporaries' element types and the outputs' shape and types."""
+
+    body: tuple[Operation, ...]
+    recipes: tuple[VectorMap, ...]
+    where: dict[SSAValue, tuple[str, int]]
+    op_temps: tuple[tuple[int, ...], ...]
+    op_small: tuple[range, ...]
+    full: tuple[Attribute, ...]  # element type of each full-tile temporary
+    small: tuple[tuple[tuple[int, ...], Attribute], ...]
+    out_shape: tuple[int, ...]
+    out_elems: tuple[Attribute, ...]
+
+
+def parse(region: nn.FusedOp) -> FusedElementwise | Declined:
+    """The vector kernel's plan of an elementwise region (see the module docstring), or Declined
+    when an op has no vector recipe or the outputs differ in shape."""
+    block = region.body.block
     body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
     recipes = [vector_map_of(o) for o in body]
     term = block.last_op
-    out_shape = shape(op.outputs[0])
+    out_shape = shape(region.outputs[0])
     if any(r is None for r in recipes) or not isinstance(term, nn.YieldOp):
         bad = next((o.name for o, r in zip(body, recipes) if r is None), "the terminator")
         return Declined(f"{bad} has no vector recipe")
     outputs: list[SSAValue] = list(term.values)
-    if any(shape(o) != out_shape for o in op.outputs) or any(v.owner not in body for v in outputs):
+    if any(shape(o) != out_shape for o in region.outputs) or any(v.owner not in body for v in outputs):
         return Declined("the outputs differ in shape, or one is not computed in the region")
 
-    # Plan: where each value lives ("in", i) / ("out", j) / ("tmp", k); temps of op i.
     where: dict[SSAValue, tuple[str, int]] = {a: ("in", i) for i, a in enumerate(block.args)}
     where.update({v: ("out", j) for j, v in enumerate(outputs)})
     last_use = {v: i for i, o in enumerate(body) for v in o.operands}
     pool = _TempPool()
-    op_temps: list[list[int]] = []
+    op_temps: list[tuple[int, ...]] = []
     small: list[tuple[tuple[int, ...], Attribute]] = []
     op_small: list[range] = []
     for i, (o, vmap) in enumerate(zip(body, recipes)):
@@ -81,23 +98,30 @@ def lower_fused_elementwise(
             kind, k = where[v]
             if kind == "tmp" and last_use[v] == i:
                 pool.give(k)
-        op_temps.append(own)
+        op_temps.append(tuple(own))
         op_small.append(range(len(small), len(small) + len(vmap.small_temps)))
         small.extend(vmap.small_temps)
-    n_full = len(pool.elems)
+    return FusedElementwise(tuple(body), tuple(recipes), where, tuple(op_temps), tuple(op_small), tuple(pool.elems),
+                            tuple(small), out_shape, tuple(elem(o) for o in region.outputs))
+
+
+def emit_fused_elementwise(ctx: LoweringContext, fe: FusedElementwise, operands: list[SSAValue]) -> list[SSAValue]:
+    """One vector kernel computing the region `fe` was parsed from over `operands` (GM buffers,
+    one per block argument); returns the output buffers."""
+    n_full = len(fe.full)
 
     def compute(kb: KernelBuilder, ins: list[SSAValue], outs: list[SSAValue], temps: list[SSAValue]) -> None:
         def buf(v: SSAValue) -> SSAValue:
-            kind, k = where[v]
+            kind, k = fe.where[v]
             return {"in": ins, "out": outs, "tmp": temps}[kind][k]
 
-        for o, vmap, own, sm in zip(body, recipes, op_temps, op_small):
+        for o, vmap, own, sm in zip(fe.body, fe.recipes, fe.op_temps, fe.op_small):
             vmap.compute(
                 kb, [buf(v) for v in o.operands], buf(o.results[0]), [temps[k] for k in own] + [temps[n_full + k] for k in sm]
             )
 
     return emit_vector_kernel(
-        ctx, "fused_elementwise", operands, out_shape, [elem(o) for o in op.outputs], compute, pool.elems, small
+        ctx, "fused_elementwise", operands, fe.out_shape, list(fe.out_elems), compute, list(fe.full), list(fe.small)
     )
 
 

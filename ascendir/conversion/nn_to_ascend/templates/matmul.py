@@ -58,9 +58,9 @@ from ascendir.dtypes import itemsize
 from ascendir.conversion.nn_to_ascend.templates.elementwise import MIN_SPLIT_BYTES, emit_activation
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
-from ascendir.conversion.nn_to_ascend.templates.matmul_layout import matmul_layout
+from ascendir.conversion.nn_to_ascend.templates.matmul_layout import MatmulLayout, matmul_layout
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
-from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE, TILING_ATTR, Tiling, problem_of, tiling_for_op
+from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE, TILING_ATTR, Problem, Tiling, tiling_for_op
 
 # Default base tile (Ascend C Tiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
 BASE_MN = 128
@@ -210,6 +210,33 @@ def emit_matmuls(
     Raises:
         AscendirError: as emit_matmul; a grouped product outside the restrictions above.
     """
+    el, lay, ns = _check_products(ctx, a, products)
+    grouped = len(products) > 1
+    results = [ctx.buffer(p.out_shape, p.out_elem) for p in products]
+    if any(math.prod(p.out_shape) == 0 for p in products):
+        if grouped:
+            raise ctx.error("a grouped matmul needs non-empty products")
+        return results
+    bias_el = next((elem(p.epilogue.bias) for p in products if p.epilogue.bias is not None), None)
+    if tiling is None:
+        tiling = heuristic_tiling(ctx, lay.m_rows, max(ns), lay.k, el, bias_el, lay.batch * len(products))
+    g = _Geometry.of(ctx, tiling, lay, ns, grouped or products[0].epilogue != Epilogue())
+    outs = list(results)
+    if g.splits > 1:  # partial sums: f32 workspace [splits * batch * M, N] in GM
+        outs = [ctx.buffer([g.splits * lay.batch * lay.m_rows, ns[0]], f32)]
+    _CubeKernel(ctx, a, products, outs, lay, ns, g, base).emit()
+    if g.splits > 1:
+        _emit_split_k_reduce(ctx, outs[0], results[0], g.splits, lay.batch * lay.m_rows * ns[0], products[0].out_elem)
+    return results
+
+
+def _check_products(ctx: LoweringContext, a: SSAValue, products: Sequence[Product]) -> tuple[Attribute, MatmulLayout, list[int]]:
+    """(operand element type, the layout of a @ products[0].b, N of each product) after checking
+    the operand types, the cube's dtypes and a group's restrictions (see emit_matmuls).
+
+    Raises:
+        AscendirError: integer or mixed operand types, a dtype the cube has no mmad for, a group
+            outside the restrictions."""
     el = elem(a)
     if any(elem(p.b) != el for p in products) or not isinstance(el, AnyFloat):
         raise ctx.error(f"cube matmul needs two float operands of one type, got {el} x {elem(products[0].b)}")
@@ -220,172 +247,217 @@ def emit_matmuls(
         )
     grouped = len(products) > 1
     lay = matmul_layout(shape(a), shape(products[0].b))
-    k, batch, m_rows = lay.k, lay.batch, lay.m_rows
-    out_b, a_b, b_b = lay.out_batch, lay.a_batch, lay.b_batch
     if grouped and any(
-        len(shape(p.b)) != 2 or shape(p.b)[0] != k or p.out_elem != products[0].out_elem
+        len(shape(p.b)) != 2 or shape(p.b)[0] != lay.k or p.out_elem != products[0].out_elem
         or p.epilogue.activation is not None or p.epilogue.residual is not None or p.epilogue.channel_bias is not None
         or (p.epilogue.bias is not None and elem(p.epilogue.bias) != elem(products[0].epilogue.bias or p.epilogue.bias))
         for p in products
     ):
         raise ctx.error("a grouped matmul needs [K, N_i] weights of one K, one output type and bias-only epilogues")
-    ns = [shape(p.b)[1] for p in products] if grouped else [lay.n]
-    results = [ctx.buffer(p.out_shape, p.out_elem) for p in products]
-    if any(math.prod(p.out_shape) == 0 for p in products):
-        if grouped:
-            raise ctx.error("a grouped matmul needs non-empty products")
-        return results
-    out_elem = products[0].out_elem
-    biases = [p.epilogue.bias for p in products]
-    bias_el = next((elem(x) for x in biases if x is not None), None)
-    if tiling is None:
-        tiling = heuristic_tiling(ctx, m_rows, max(ns), k, el, bias_el, batch * len(products))
-    bm, bn, bk, kl1 = tiling.m, tiling.n, tiling.k, tiling.k_l1
-    # split-K: K range per split in whole L1 chunks (so the ping-pong parity and the k-loop
-    # bounds stay multiples of k_l1); `splits` may come out below split_k for small K.
-    k_split = round_up(ceil_div(k, max(1, tiling.split_k)), kl1)
-    splits = ceil_div(k, k_split)
-    epilogue = products[0].epilogue
-    if splits > 1 and (grouped or epilogue != Epilogue()):
-        raise ctx.error("split-K tiling (split_k > 1) needs a plain matmul: the epilogue must follow the reduction")
-    tm_count = ceil_div(m_rows, bm)
-    swizzle = min(max(1, tiling.swizzle), tm_count)
-    counts = [splits * batch * tm_count * ceil_div(n, bn) for n in ns]
-    ntiles = sum(counts)
-    block_dim = min(ctx.target.num_aic, ntiles)
-    final, final_elem = results[0], out_elem
-    outs = list(results)
-    if splits > 1:  # partial sums: f32 workspace [splits * batch * M, N] in GM
-        outs, out_elem = [ctx.buffer([splits * batch * m_rows, ns[0]], f32)], f32
+    return el, lay, [shape(p.b)[1] for p in products] if grouped else [lay.n]
 
-    arch = ctx.target.arch
-    act = epilogue.activation
-    assert act in (None, *ACTIVATIONS)
-    residual = epilogue.residual
-    cbias = epilogue.channel_bias
-    # GELU/SiLU/ReLU6, the residual add and a column bias need the AIV on 910B (FixPipe only
-    # does ReLU, the bias table BT holds a row)
-    mix = arch.split_cores and (act not in (None, "vrelu") or residual is not None or cbias is not None)
-    fix_relu = arch.fixpipe and act == "vrelu" and cbias is None  # else ReLU must follow the bias add
-    args = [ctx.view(a, [math.prod(a_b) * m_rows, k])]
-    for p, n, out in zip(products, ns, outs):
-        args += [ctx.view(p.b, [math.prod(b_b) * k, n]), ctx.view(out, [splits * batch * m_rows, n])]
-    for bias, n in zip(biases, ns):
-        if bias is not None:
-            if math.prod(shape(bias)) != n:
-                raise ctx.error(f"bias {list(shape(bias))} is not a row of {n} elements")
-            args.append(ctx.view(bias, [1, n]))
-    if residual is not None:
-        if shape(residual) != tuple(products[0].out_shape) or elem(residual) != out_elem:
-            raise ctx.error(
-                f"residual {list(shape(residual))} {elem(residual)} is not the output {list(products[0].out_shape)} {out_elem}"
+
+@dataclass(frozen=True)
+class _Geometry:
+    """How a (grouped) matmul's work splits: the tiles (bm, bn, bk, kl1), the K range per split
+    (k_split, in whole L1 chunks so the ping-pong parity and the k-loop bounds stay multiples of
+    kl1) and the number of splits (may come out below split_k for small K), the swizzle group
+    height, the work items per product (counts) and in all (ntiles), the cores used."""
+
+    bm: int
+    bn: int
+    bk: int
+    kl1: int
+    k_split: int
+    splits: int
+    swizzle: int
+    counts: tuple[int, ...]
+    ntiles: int
+    block_dim: int
+
+    @staticmethod
+    def of(ctx: LoweringContext, t: Tiling, lay: MatmulLayout, ns: list[int], epilogue: bool) -> _Geometry:
+        """Raises AscendirError: split-K with an epilogue (or a group)."""
+        k_split = round_up(ceil_div(lay.k, max(1, t.split_k)), t.k_l1)
+        splits = ceil_div(lay.k, k_split)
+        if splits > 1 and epilogue:
+            raise ctx.error("split-K tiling (split_k > 1) needs a plain matmul: the epilogue must follow the reduction")
+        tm_count = ceil_div(lay.m_rows, t.m)
+        counts = tuple(splits * lay.batch * tm_count * ceil_div(n, t.n) for n in ns)
+        ntiles = sum(counts)
+        return _Geometry(t.m, t.n, t.k, t.k_l1, k_split, splits, min(max(1, t.swizzle), tm_count), counts, ntiles,
+                         min(ctx.target.num_aic, ntiles))
+
+
+class _CubeKernel:
+    """One cube (or mix) kernel of emit_matmuls: its GM arguments, on-chip buffers and queues,
+    the walk of the joint work list and the per-tile L1 / L0 pipeline (see the module
+    docstring)."""
+
+    def __init__(self, ctx: LoweringContext, a: SSAValue, products: Sequence[Product], outs: list[SSAValue],
+                 lay: MatmulLayout, ns: list[int], g: _Geometry, base: str):
+        self.ctx, self.products, self.lay, self.ns, self.g, self.base = ctx, products, lay, ns, g, base
+        self.el = elem(a)
+        self.out_elem = f32 if g.splits > 1 else products[0].out_elem
+        epilogue = products[0].epilogue
+        self.arch = ctx.target.arch
+        self.act = epilogue.activation
+        assert self.act in (None, *ACTIVATIONS)
+        # GELU/SiLU/ReLU6, the residual add and a column bias need the AIV on 910B (FixPipe only
+        # does ReLU, the bias table BT holds a row)
+        self.mix = self.arch.split_cores and (
+            self.act not in (None, "vrelu") or epilogue.residual is not None or epilogue.channel_bias is not None
+        )
+        self.fix_relu = self.arch.fixpipe and self.act == "vrelu" and epilogue.channel_bias is None  # else ReLU must follow the bias add
+        self.args = self._args(a, outs)
+
+    def _args(self, a: SSAValue, outs: list[SSAValue]) -> list[SSAValue]:
+        """The kernel's GM arguments as 2-D views: a, then b and c of each product, the bias rows,
+        the residual, the column bias.
+
+        Raises:
+            AscendirError: a bias that is not a row of N, a residual that is not the output, a
+                column bias that is not a column of M."""
+        ctx, lay, ns, g, products = self.ctx, self.lay, self.ns, self.g, self.products
+        m_rows, k, batch = lay.m_rows, lay.k, lay.batch
+        epilogue = products[0].epilogue
+        residual, cbias = epilogue.residual, epilogue.channel_bias
+        args = [ctx.view(a, [math.prod(lay.a_batch) * m_rows, k])]
+        for p, n, out in zip(products, ns, outs):
+            args += [ctx.view(p.b, [math.prod(lay.b_batch) * k, n]), ctx.view(out, [g.splits * batch * m_rows, n])]
+        for p, n in zip(products, ns):
+            bias = p.epilogue.bias
+            if bias is not None:
+                if math.prod(shape(bias)) != n:
+                    raise ctx.error(f"bias {list(shape(bias))} is not a row of {n} elements")
+                args.append(ctx.view(bias, [1, n]))
+        if residual is not None:
+            if shape(residual) != tuple(products[0].out_shape) or elem(residual) != self.out_elem:
+                raise ctx.error(
+                    f"residual {list(shape(residual))} {elem(residual)} is not the output {list(products[0].out_shape)} {self.out_elem}"
+                )
+            args.append(ctx.view(residual, [batch * m_rows, ns[0]]))
+        if cbias is not None:
+            if math.prod(shape(cbias)) != m_rows:
+                raise ctx.error(f"channel bias {list(shape(cbias))} is not a column of {m_rows} elements")
+            args.append(ctx.view(cbias, [m_rows, 1]))
+        return args
+
+    # ------------------------------------------------------------------------------------------
+    def emit(self) -> None:
+        ctx, g, products = self.ctx, self.g, self.products
+        core = CoreType.MIX if self.mix else CoreType.AIC
+        kb = self.kb = KernelBuilder(ctx, ctx.name(self.base), [x.type for x in self.args], core, g.block_dim, ctx.current)
+        n = len(products)
+        self.gm_a = kb.args[0]
+        self.gm_bs, self.gm_cs = kb.args[1 : 1 + 2 * n : 2], kb.args[2 : 2 + 2 * n : 2]
+        it = iter(kb.args[1 + 2 * n :])
+        self.gm_biases = [next(it) if p.epilogue.bias is not None else None for p in products]
+        gm_res = next(it) if products[0].epilogue.residual is not None else None
+        gm_cbias = next(it) if products[0].epilogue.channel_bias is not None else None
+        self._buffers(gm_res, gm_cbias)
+        with kb.tiles(g.ntiles) as t:
+            self._dispatch(t, 0, 0)
+        if self.mix:
+            vec_act = None if self.fix_relu else self.act  # FixPipe applied ReLU on the way out
+            lay = self.lay
+            _emit_aiv_epilogue(
+                kb, self.gm_cs[0], self.out_stage.fix_to_aiv, vec_act, gm_res, g.ntiles, [lay.batch, lay.m_rows, self.ns[0]],
+                [g.bm, g.bn], self.out_elem, g.swizzle, gm_cbias,
             )
-        args.append(ctx.view(residual, [batch * m_rows, ns[0]]))
-    if cbias is not None:
-        if math.prod(shape(cbias)) != m_rows:
-            raise ctx.error(f"channel bias {list(shape(cbias))} is not a column of {m_rows} elements")
-        args.append(ctx.view(cbias, [m_rows, 1]))
-    core = CoreType.MIX if mix else CoreType.AIC
-    kb = KernelBuilder(ctx, ctx.name(base), [x.type for x in args], core, block_dim, ctx.current)
-    gm_a = kb.args[0]
-    gm_bs, gm_cs = kb.args[1 : 1 + 2 * len(products) : 2], kb.args[2 : 2 + 2 * len(products) : 2]
-    it = iter(kb.args[1 + 2 * len(products) :])
-    gm_biases = [next(it) if bias is not None else None for bias in biases]
-    gm_res = next(it) if residual is not None else None
-    gm_cbias = next(it) if cbias is not None else None
-    acc = f32
+        ctx.launch(kb.finish(), self.args)
 
-    # ping-pong (S2 InitBuffer BUFFER_NUM = 2): slot p of each level has its own buffers and
-    # event-id pair, so MTE2 fills L1 slot p^1 while MTE1/M work on slot p
-    nb = DOUBLE_BUFFER
-    l1a = [kb.alloc([bm, kl1], el, MemSpace.L1) for _ in range(nb)]
-    l1b = [kb.alloc([kl1, bn], el, MemSpace.L1) for _ in range(nb)]
-    l0a = [kb.alloc([bm, bk], el, MemSpace.L0A) for _ in range(nb)]
-    l0b = [kb.alloc([bk, bn], el, MemSpace.L0B) for _ in range(nb)]
-    l0c = kb.alloc([bm, bn], acc, MemSpace.L0C)
-    q_l1 = [kb.queue(Pipe.MTE2, Pipe.MTE1) for _ in range(nb)]
-    q_l0 = [kb.queue(Pipe.MTE1, Pipe.M) for _ in range(nb)]
-    q_c = kb.queue(Pipe.M, Pipe.FIX if arch.fixpipe else Pipe.V)
+    def _buffers(self, gm_res: SSAValue | None, gm_cbias: SSAValue | None) -> None:
+        """Ping-pong (S2 InitBuffer BUFFER_NUM = 2): slot p of each level has its own buffers and
+        event-id pair, so MTE2 fills L1 slot p^1 while MTE1/M work on slot p; one L0C
+        accumulator; the bias and output stages."""
+        kb, g, el, arch, nb = self.kb, self.g, self.el, self.arch, DOUBLE_BUFFER
+        self.l1a = [kb.alloc([g.bm, g.kl1], el, MemSpace.L1) for _ in range(nb)]
+        self.l1b = [kb.alloc([g.kl1, g.bn], el, MemSpace.L1) for _ in range(nb)]
+        self.l0a = [kb.alloc([g.bm, g.bk], el, MemSpace.L0A) for _ in range(nb)]
+        self.l0b = [kb.alloc([g.bk, g.bn], el, MemSpace.L0B) for _ in range(nb)]
+        self.l0c = kb.alloc([g.bm, g.bn], f32, MemSpace.L0C)
+        self.q_l1 = [kb.queue(Pipe.MTE2, Pipe.MTE1) for _ in range(nb)]
+        self.q_l0 = [kb.queue(Pipe.MTE1, Pipe.M) for _ in range(nb)]
+        self.q_c = kb.queue(Pipe.M, Pipe.FIX if arch.fixpipe else Pipe.V)
+        first_bias = next((b for b in self.gm_biases if b is not None), None)
+        self.bias_stage = _BiasStage(kb, first_bias, g.bn, arch.bias_table) if first_bias is not None else None
+        self.cbias_stage = _BiasStage(kb, gm_cbias, g.bm, False, column=True) if gm_cbias is not None and not arch.fixpipe else None
+        stage_act = None if arch.fixpipe and not self.fix_relu else self.act  # FixPipe applies no other activation
+        self.out_stage = _OutputStage(kb, self.l0c, self.q_c, g.bm, g.bn, self.out_elem, stage_act, arch.fixpipe, self.mix,
+                                      self.bias_stage, gm_res, self.cbias_stage)
+        # Ping-pong slots alternate over the whole sequence a core runs: with an odd number of
+        # L1 chunks per item (or L0 steps per chunk) a slot index restarting at 0 would reuse
+        # the slot just filled and stall MTE2 (MTE1) until M releases it.
+        self.chunks = ceil_div(g.k_split, g.kl1)
 
-    first_bias = next((g for g in gm_biases if g is not None), None)
-    bias_stage = _BiasStage(kb, first_bias, bn, arch.bias_table) if first_bias is not None else None
-    cbias_stage = _BiasStage(kb, gm_cbias, bm, False, column=True) if gm_cbias is not None and not arch.fixpipe else None
-    stage_act = None if arch.fixpipe and not fix_relu else act  # FixPipe applies no other activation
-    out_stage = _OutputStage(kb, l0c, q_c, bm, bn, out_elem, stage_act, arch.fixpipe, mix, bias_stage, gm_res, cbias_stage)
-    # Ping-pong slots alternate over the whole sequence a core runs: with an odd number of
-    # L1 chunks per item (or L0 steps per chunk) a slot index restarting at 0 would reuse
-    # the slot just filled and stall MTE2 (MTE1) until M releases it.
-    chunks = ceil_div(k_split, kl1)
-
-    def tile(t: Index, start: int, gm_b: SSAValue, gm_c: SSAValue, gm_bias: SSAValue | None, n: int) -> None:
-        si, ib, m0, n0, msz, nsz = _tile_coords(kb, kb.sub(t, start), splits, batch, m_rows, n, bm, bn, swizzle)
-        a_row = kb.add(kb.mul(_batch_index(kb, ib, out_b, a_b), m_rows), m0)
-        b_row = kb.mul(_batch_index(kb, ib, out_b, b_b), k)
-        c_row = kb.add(kb.mul(kb.add(kb.mul(si, batch), ib), m_rows), m0)
-        k_lo = kb.mul(si, k_split)
-        k_hi = k if splits == 1 else kb.min(kb.add(k_lo, k_split), k)
-        if gm_bias is not None:
-            bias_stage.load(n0, nsz, gm_bias)
-        if cbias_stage is not None:
-            cbias_stage.load(m0, msz)
-        q_c.acquire()
-        if gm_bias is not None and arch.bias_table:
-            bias_stage.q_bt.deque()
-        bt = bias_stage.bt if gm_bias is not None and arch.bias_table else None
-
-        def l0_step(p: int, q: int, k1: Index, kk: Index) -> None:
-            q_l0[q].acquire()
-            kb.copy(kb.subview(l1a[p], [0, kk], [bm, bk]), l0a[q])
-            kb.copy(kb.subview(l1b[p], [kk, 0], [bk, bn]), l0b[q])
-            q_l0[q].handoff()
-            _mmad(kb, l0a[q], l0b[q], l0c, kb.add(kb.sub(k1, k_lo), kk), bt)
-            q_l0[q].release()
-
-        item = kb.div(kb.sub(t, kb.block_idx), block_dim) if chunks % 2 and ntiles > block_dim else 0
-        l1_base = kb.mul(item, chunks)
-
-        def l1_step(p: int, k1: Index) -> None:
-            ksz = kb.boundary(kl1, k, k1)
-            q_l1[p].acquire()
-            kb.copy(kb.subview(gm_a, [a_row, k1], [msz, ksz]), l1a[p], layout="nd2nz")
-            kb.copy(kb.subview(gm_b, [kb.add(b_row, k1), n0], [ksz, nsz]), l1b[p], layout="nd2nz")
-            q_l1[p].handoff()
-            with kb.range(0, ksz, bk) as kk:
-                l0_base = kb.mul(kb.add(l1_base, kb.div(kb.sub(k1, k_lo), kl1)), kl1 // bk) if (kl1 // bk) % 2 else 0
-                _by_parity(kb, kk, bk, nb, lambda q: l0_step(p, q, k1, kk), l0_base)
-            q_l1[p].release()
-
-        with kb.range(k_lo, k_hi, kl1) as k1:
-            _by_parity(kb, k1, kl1, nb, lambda p: l1_step(p, k1), l1_base)
-        if gm_bias is not None and arch.bias_table:
-            bias_stage.q_bt.release()
-        out_stage.bias = bias_stage if gm_bias is not None else None  # 910A adds it in UB
-        out_stage.emit(gm_c, c_row, n0, msz, nsz)
-
-    def dispatch(t: Index, i: int, start: int) -> None:
+    def _dispatch(self, t: Index, i: int, start: int) -> None:
         """Tile t of the joint work list: product i owns [start, start + counts[i])."""
-        if i == len(products) - 1:
-            tile(t, start, gm_bs[i], gm_cs[i], gm_biases[i], ns[i])
+        kb = self.kb
+        if i == len(self.products) - 1:
+            self._tile(t, start, i)
             return
-        end = start + counts[i]
+        end = start + self.g.counts[i]
         kb.if_else(
             kb.emit(arith.CmpiOp(kb.idx(t), kb.idx(end), "ult")).results[0],
-            lambda: tile(t, start, gm_bs[i], gm_cs[i], gm_biases[i], ns[i]),
-            lambda: dispatch(t, i + 1, end),
+            lambda: self._tile(t, start, i),
+            lambda: self._dispatch(t, i + 1, end),
         )
 
-    with kb.tiles(ntiles) as t:
-        dispatch(t, 0, 0)
-    if mix:
-        vec_act = None if fix_relu else act  # FixPipe applied ReLU on the way out
-        _emit_aiv_epilogue(
-            kb, gm_cs[0], out_stage.fix_to_aiv, vec_act, gm_res, ntiles, [batch, m_rows, ns[0]], [bm, bn], out_elem, swizzle,
-            gm_cbias,
-        )
-    ctx.launch(kb.finish(), args)
-    if splits > 1:
-        _emit_split_k_reduce(ctx, outs[0], final, splits, batch * m_rows * ns[0], final_elem)
-    return results
+    # ------------------------------------------------------------------------------------------
+    def _tile(self, t: Index, start: int, i: int) -> None:
+        """One output tile of product i: its K range through L1 and L0 into L0C, then the
+        output stage."""
+        kb, g, lay, arch = self.kb, self.g, self.lay, self.arch
+        gm_bias = self.gm_biases[i]
+        k, m_rows = lay.k, lay.m_rows
+        si, ib, m0, n0, msz, nsz = _tile_coords(kb, kb.sub(t, start), g.splits, lay.batch, m_rows, self.ns[i], g.bm, g.bn, g.swizzle)
+        self.a_row = kb.add(kb.mul(_batch_index(kb, ib, lay.out_batch, lay.a_batch), m_rows), m0)
+        self.b_row = kb.mul(_batch_index(kb, ib, lay.out_batch, lay.b_batch), k)
+        c_row = kb.add(kb.mul(kb.add(kb.mul(si, lay.batch), ib), m_rows), m0)
+        self.k_lo = kb.mul(si, g.k_split)
+        k_hi = k if g.splits == 1 else kb.min(kb.add(self.k_lo, g.k_split), k)
+        if gm_bias is not None:
+            self.bias_stage.load(n0, nsz, gm_bias)
+        if self.cbias_stage is not None:
+            self.cbias_stage.load(m0, msz)
+        self.q_c.acquire()
+        if gm_bias is not None and arch.bias_table:
+            self.bias_stage.q_bt.deque()
+        self.bt = self.bias_stage.bt if gm_bias is not None and arch.bias_table else None
+        item = kb.div(kb.sub(t, kb.block_idx), g.block_dim) if self.chunks % 2 and g.ntiles > g.block_dim else 0
+        self.l1_base = kb.mul(item, self.chunks)
+        gm_b = self.gm_bs[i]
+        with kb.range(self.k_lo, k_hi, g.kl1) as k1:
+            _by_parity(kb, k1, g.kl1, DOUBLE_BUFFER, lambda p: self._l1_step(p, k1, gm_b, m0, n0, msz, nsz), self.l1_base)
+        if gm_bias is not None and arch.bias_table:
+            self.bias_stage.q_bt.release()
+        self.out_stage.bias = self.bias_stage if gm_bias is not None else None  # 910A adds it in UB
+        self.out_stage.emit(self.gm_cs[i], c_row, n0, msz, nsz)
+
+    def _l1_step(self, p: int, k1: Index, gm_b: SSAValue, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
+        """GM -> L1 chunk p of A and B (nd2nz), then its L0 steps."""
+        kb, g = self.kb, self.g
+        ksz = kb.boundary(g.kl1, self.lay.k, k1)
+        self.q_l1[p].acquire()
+        kb.copy(kb.subview(self.gm_a, [self.a_row, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")
+        kb.copy(kb.subview(gm_b, [kb.add(self.b_row, k1), n0], [ksz, nsz]), self.l1b[p], layout="nd2nz")
+        self.q_l1[p].handoff()
+        with kb.range(0, ksz, g.bk) as kk:
+            steps = g.kl1 // g.bk
+            l0_base = kb.mul(kb.add(self.l1_base, kb.div(kb.sub(k1, self.k_lo), g.kl1)), steps) if steps % 2 else 0
+            _by_parity(kb, kk, g.bk, DOUBLE_BUFFER, lambda q: self._l0_step(p, q, k1, kk), l0_base)
+        self.q_l1[p].release()
+
+    def _l0_step(self, p: int, q: int, k1: Index, kk: Index) -> None:
+        """L1 -> L0A / L0B slot q, then the mmad into L0C."""
+        kb, g = self.kb, self.g
+        self.q_l0[q].acquire()
+        kb.copy(kb.subview(self.l1a[p], [0, kk], [g.bm, g.bk]), self.l0a[q])
+        kb.copy(kb.subview(self.l1b[p], [kk, 0], [g.bk, g.bn]), self.l0b[q])
+        self.q_l0[q].handoff()
+        _mmad(kb, self.l0a[q], self.l0b[q], self.l0c, kb.add(kb.sub(k1, self.k_lo), kk), self.bt)
+        self.q_l0[q].release()
 
 
 def _tile_coords(
@@ -541,7 +613,7 @@ class _BiasStage:
 
 
 class _OutputStage:
-    """How an L0C tile reaches GM (see the module docstring and matmul_epilogue.py)."""
+    """How an L0C tile reaches GM (see the module docstring and kinds/matmul_epilogue.py)."""
 
     def __init__(
         self,
@@ -664,18 +736,13 @@ def _emit_aiv_epilogue(
         q_out.release()
 
 
-def tiling_of(ctx: LoweringContext, mm: Operation) -> Tiling | None:
+def tiling_of(ctx: LoweringContext, mm: Operation, problem: Problem) -> Tiling | None:
     """The tiling an nn.matmul's `ascend.tiling` attribute (choose-tiling, or IR text) asks for,
-    completed and checked against ctx.target; None without the attribute.
+    completed and checked against ctx.target for `problem` (the matmul as its template lays it
+    out, from the template's plan); None without the attribute.
 
     Raises:
         AscendirError: a tiling that does not fit (buffer, bytes needed vs available, largest fit)."""
     if TILING_ATTR not in mm.attributes or not isinstance(mm, nn.MatmulOp):
         return None
-    return tiling_for_op(mm, problem_of(mm), ctx.target, ctx.current)
-
-
-def lower_matmul(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
-    """nn.matmul → one cube kernel (+ a split-K reduction kernel when its tiling splits K)."""
-    res = op.results[0]
-    return [emit_matmul(ctx, operands[0], operands[1], shape(res), elem(res), tiling=tiling_of(ctx, op))]
+    return tiling_for_op(mm, problem, ctx.target, ctx.current)

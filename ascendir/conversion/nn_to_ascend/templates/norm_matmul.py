@@ -25,27 +25,46 @@ CANN fused prologs of this kind (e.g. ops-transformer's MLA prolog) also hand th
 activations to the cube through a GM workspace. 910A lowers the same two kernels (its grouped
 matmul goes through UB as every 910A matmul).
 
-A body of another shape returns None and is lowered op by op.
+A body of another shape is declined (parse_norm_matmul) and lowered op by op.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
 from ascendir.dialects import nn
-from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, shape
 from ascendir.conversion.nn_to_ascend.templates.matmul import Product, emit_matmul, emit_matmuls
-from ascendir.conversion.nn_to_ascend.templates.epilogue import parse_chain
+from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue, match_chain, parse_chain
 from ascendir.conversion.nn_to_ascend.templates.reduction import normalize
-from ascendir.conversion.nn_to_ascend.templates.epilogue import match_chain
 
 
-def parse_norm_matmul(region: nn.FusedOp) -> tuple[Operation, list[list[Operation]]] | Declined:
-    """(norm, one epilogue chain per projection) of a norm_matmul region, or Declined if its body
-    is not norm [+ reshape] + projections of the normalized rows with their epilogue chains, each
-    chain yielded (see the module docstring)."""
+@dataclass(frozen=True)
+class Projection:
+    """One projection of the normalized rows, over the region's own values: its matmul, its
+    epilogue (parse_chain's, bias / residual as block arguments) and the value it yields."""
+
+    mm: nn.MatmulOp
+    epilogue: Epilogue
+    out: SSAValue
+
+
+@dataclass(frozen=True)
+class NormMatmul:
+    """A norm_matmul region as parse_norm_matmul reads it: the norm and the projections in the
+    order the region yields them."""
+
+    norm: Operation
+    projections: tuple[Projection, ...]
+
+
+def parse_norm_matmul(region: nn.FusedOp) -> NormMatmul | Declined:
+    """The norm and one projection per yielded value of a norm_matmul region, or Declined if its
+    body is not norm [+ reshape] + projections of the normalized rows with their epilogue chains,
+    each chain yielded (see the module docstring)."""
     block = region.body.block
     args = {a: a for a in block.args}
     ops = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
@@ -64,24 +83,19 @@ def parse_norm_matmul(region: nn.FusedOp) -> tuple[Operation, list[list[Operatio
     if covered != len(ops) or set(ends) != set(yields) or len(yields) != len(ends) or None in ends.values():
         return Declined("the body is not the norm [+ reshape] and projections of its result with their epilogue chains, "
                         "each chain yielded")
-    return norm, chains
+    return NormMatmul(norm, tuple(Projection(*ends[y], y) for y in yields))
 
 
-def emit_norm_matmul(ctx: LoweringContext, region: nn.FusedOp, norm: Operation, chains: list[list[Operation]],
-                     operands: list[SSAValue]) -> list[SSAValue]:
-    """A norm kernel and one grouped cube kernel (or one mix kernel per projection that has an
-    activation or residual) for a region parse_norm_matmul took; results in yield order.
+def emit_norm_matmul(ctx: LoweringContext, norm: Operation, norm_args: list[SSAValue],
+                     products: list[Product]) -> list[SSAValue]:
+    """A norm kernel over `norm_args` (GM buffers of the norm's operands) and one grouped cube
+    kernel (or one mix kernel per projection that has an activation or residual) for `products`
+    (the projections, GM buffers); results in the products' order.
 
     Raises:
         AscendirError: as the norm and matmul templates (tiles that do not fit, no fp32 cube).
     """
-    block = region.body.block
-    args = dict(zip(block.args, operands))
-    ends = {c[-1].results[0]: parse_chain(c, args) for c in chains}
-    yields = list(block.last_op.values)
-    products = [Product(args[ends[y][0].rhs], shape(y), elem(y), ends[y][1]) for y in yields]
-    xn = normalize(ctx, norm, *[args[v] for v in norm.operands], rms=isinstance(norm, nn.RmsNormOp),
-                   base="norm_matmul_norm")[0]
+    xn = normalize(ctx, norm, *norm_args, rms=isinstance(norm, nn.RmsNormOp), base="norm_matmul_norm")[0]
     hdim = shape(xn)[-1]
     xn2 = ctx.view(xn, [math.prod(shape(xn)) // max(hdim, 1), hdim])
     if len(products) == 1 or all(p.epilogue.activation is None and p.epilogue.residual is None for p in products):

@@ -1,0 +1,229 @@
+"""`ffn_up`, the first kernel of the two-kernel FFN (templates/ffn.py, path B):
+h [m, n] = act(x·Wg [+ b1]) [* x·Wu], per output tile [bm, bn] of h (tiles block-cyclic over the
+cores).
+
+* AIC: the K loop over H loads each x tile into L1 / L0A once and multiplies it by the Wg and
+  the Wu tile into two L0C accumulators (gate and up share every A load; ping-pong L1 / L0
+  slots as in matmul.py).
+* hand-off to the vector unit: on a split AIC / AIV chip (dav-c220) through FixPipe into a
+  per-core GM workspace ([bm, nacc·bn] fp32, in L2) that the AIV reads back (MTE2); on a coupled
+  core (dav-c100) L0C -> UB directly on the vector pipe.
+* AIV: [bias,] act [and the product with up] in fp32, cast to the input dtype, stored (MTE3).
+
+The tile comes from `up_tiling` (or a forced tiling of the region's gate / up matmuls).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Attribute, SSAValue
+
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem
+from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
+from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
+from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _mmad, heuristic_tiling
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dtypes import itemsize
+
+
+def up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc: int, bias: bool) -> tuple[int, int, int, int]:
+    """(bm, bn, bk, kl1) of ffn_up: matmul.heuristic_tiling's tiles, shrunk until `nacc` fp32
+    accumulators fit L0C, nacc B slots per ping-pong slot fit L0B and L1, and the vector side
+    ([bm, bn] fp32 per accumulator + the h tile + a bias row) fits UB.
+
+    Raises:
+        AscendirError: no tile fits."""
+    t = ctx.target
+    base = heuristic_tiling(ctx, m, n, k, el)
+    bm, bn, bk = base.m, base.n, base.k
+    es = itemsize(el)
+    nb = DOUBLE_BUFFER
+
+    def ub_bytes(bm: int, bn: int) -> int:
+        return nacc * round_up(bm * bn * 4, 32) + round_up(bm * bn * es, 32) + (2 * round_up(bn * 4, 32) if bias else 0)
+
+    while nacc * bm * bn * 4 > t.capacity("l0c") or ub_bytes(bm, bn) > t.capacity("ub"):
+        if bn >= bm and bn > 16:
+            bn = round_up(bn // 2, 16)
+        elif bm > 16:
+            bm = round_up(bm // 2, 16)
+        else:
+            raise ctx.error(f"ffn: no {nacc}-accumulator tile fits {t.name}")
+    ka = max(1, 32 // es)
+    while nb * (bm * bk * es) > t.capacity("l0a") or nb * nacc * bk * bn * es > t.capacity("l0b"):
+        if bk <= ka:
+            raise ctx.error(f"ffn: a {bm}x{bk} tile does not fit L0A/L0B of {t.name}")
+        bk = round_up(bk // 2, ka)
+    step = max(1, base.k_l1 // max(base.k, 1))
+    step = min(step, ceil_div(k, bk))
+    while step > 1 and nb * (bm + nacc * bn) * step * bk * es > t.capacity("l1"):
+        step -= 1
+    if nb * (bm + nacc * bn) * bk * es > t.capacity("l1"):
+        raise ctx.error(f"ffn: tiles do not fit L1 of {t.name}")
+    return bm, bn, bk, step * bk
+
+
+def emit_up(ctx: LoweringContext, x: SSAValue, wg: SSAValue, wu: SSAValue | None, b1: SSAValue | None, act: str,
+            m: int, k: int, n: int, el: Attribute, tiles: tuple[int, int, int, int]) -> SSAValue:
+    """Launch ffn_up over x [m, k], Wg / Wu [k, n] and the optional b1 row [n] (GM buffers of
+    element type `el`; `act` a vector op name) with `tiles` = (bm, bn, bk, kl1) from up_tiling;
+    returns the GM buffer of h [m, n]."""
+    return _UpKernel(ctx, x, wg, wu, b1, act, m, k, n, el, tiles).emit()
+
+
+class _UpKernel:
+    """Builds one ffn_up kernel; see the module docstring for the structure."""
+
+    def __init__(self, ctx: LoweringContext, x: SSAValue, wg: SSAValue, wu: SSAValue | None, b1: SSAValue | None,
+                 act: str, m: int, k: int, n: int, el: Attribute, tiles: tuple[int, int, int, int]):
+        self.ctx, self.act, self.m, self.k, self.n, self.el = ctx, act, m, k, n, el
+        self.h = ctx.buffer([m, n], el)
+        self.gated = wu is not None
+        self.biased = b1 is not None
+        self.nacc = 2 if self.gated else 1
+        self.bm, self.bn, self.bk, self.kl1 = tiles  # up_tiling's, as choose_plan scored them
+        self.ntiles = ceil_div(m, self.bm) * ceil_div(n, self.bn)
+        self.block_dim = min(ctx.target.num_aic, self.ntiles)
+        self.split_cores = ctx.target.arch.split_cores  # AIC -> AIV through a GM workspace
+        args = [x, wg, *([wu] if self.gated else []), *([ctx.view(b1, [1, n])] if b1 is not None else []), self.h]
+        if self.split_cores:
+            args.append(ctx.buffer([self.block_dim * self.bm, self.nacc * self.bn], f32))
+        self.args = args
+
+    # ------------------------------------------------------------------------------------------
+    def emit(self) -> SSAValue:
+        ctx = self.ctx
+        core = CoreType.MIX if self.split_cores else CoreType.AIC
+        kb = KernelBuilder(ctx, ctx.name("ffn_up"), [a.type for a in self.args], core, self.block_dim, ctx.current)
+        self.kb = kb
+        it = iter(kb.args)
+        self.gx, gwg = next(it), next(it)
+        gwu = next(it) if self.gated else None
+        self.gb = next(it) if self.biased else None
+        self.gh = next(it)
+        self.ws = next(it) if self.split_cores else None
+        self.weights = [gwg] + ([gwu] if self.gated else [])
+        self._buffers()
+        self._queues()
+        with kb.tiles(self.ntiles) as t:
+            (m0, n0), (msz, nsz) = kb.grid(t, [self.m, self.n], [self.bm, self.bn])
+            self._accumulate(m0, n0, msz, nsz)
+            if self.split_cores:
+                self._to_vector_through_workspace(n0, nsz)
+            else:
+                self._to_vector_in_core(n0, nsz)
+            self._activate_and_store(m0, n0, msz, nsz)
+        self.sync.drain()
+        ctx.launch(kb.finish(), self.args)
+        return self.h
+
+    def _buffers(self) -> None:
+        kb, el, bm, bn, bk, kl1, nb = self.kb, self.el, self.bm, self.bn, self.bk, self.kl1, DOUBLE_BUFFER
+        L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
+        self.l1a = [kb.alloc([bm, kl1], el, L1) for _ in range(nb)]
+        self.l1b = [[kb.alloc([kl1, bn], el, L1) for _ in self.weights] for _ in range(nb)]
+        self.l0a = [kb.alloc([bm, bk], el, L0A) for _ in range(nb)]
+        self.l0b = [[kb.alloc([bk, bn], el, L0B) for _ in self.weights] for _ in range(nb)]
+        self.acc = [kb.alloc([bm, bn], f32, L0C) for _ in self.weights]
+        self.ub_acc = [kb.alloc([bm, bn], f32, UB) for _ in self.weights]
+        self.ub_h = kb.alloc([bm, bn], el, UB)
+        self.ub_b = self.ub_b32 = None
+        if self.gb is not None:
+            self.ub_b = kb.alloc([1, bn], elem(self.gb), UB)
+            self.ub_b32 = kb.alloc([1, bn], f32, UB) if elem(self.gb) != f32 else self.ub_b
+
+    def _queues(self) -> None:
+        s = self.sync = _Sync(self.kb, self.split_cores)
+        AIC, AIV, nb = "aic->aic", "aiv->aiv", DOUBLE_BUFFER
+        self.q_l1 = [s.queue(Pipe.MTE2, Pipe.MTE1, AIC) for _ in range(nb)]
+        self.q_l0 = [s.queue(Pipe.MTE1, Pipe.M, AIC) for _ in range(nb)]
+        self.q_in = s.queue(Pipe.MTE2, Pipe.V, AIV)  # workspace tiles (910B) and the bias row
+        if self.split_cores:
+            self.q_c = s.queue(Pipe.M, Pipe.FIX, AIC)
+            self.q_ws = s.queue(Pipe.FIX, Pipe.MTE2, "aic->aiv")
+        else:
+            self.q_c = s.queue(Pipe.M, Pipe.V, AIC)
+        self.q_out = s.queue(Pipe.V, Pipe.MTE3, AIV)
+
+    # ------------------------------------------------------------------------------------------
+    def _accumulate(self, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
+        """AIC: gate (and up) accumulated over H, sharing every A tile."""
+        kb = self.kb
+        self.q_c.acquire()
+        with kb.range(0, self.k, self.kl1) as k1:
+            _by_parity(kb, k1, self.kl1, DOUBLE_BUFFER, lambda p: self._l1_step(p, k1, m0, n0, msz, nsz))
+        self.q_c.enque()
+
+    def _l1_step(self, p: int, k1: Index, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
+        kb, q = self.kb, self.q_l1[p]
+        ksz = kb.boundary(self.kl1, self.k, k1)
+        q.acquire()
+        kb.copy(kb.subview(self.gx, [m0, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")
+        for w, dst in zip(self.weights, self.l1b[p]):
+            kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), dst, layout="nd2nz")
+        q.handoff()
+        with kb.range(0, ksz, self.bk) as kk:
+            _by_parity(kb, kk, self.bk, DOUBLE_BUFFER, lambda s: self._l0_step(p, s, k1, kk))
+        q.release()
+
+    def _l0_step(self, p: int, s: int, k1: Index, kk: Index) -> None:
+        kb, q = self.kb, self.q_l0[s]
+        q.acquire()
+        kb.copy(kb.subview(self.l1a[p], [0, kk], [self.bm, self.bk]), self.l0a[s])
+        for src, dst in zip(self.l1b[p], self.l0b[s]):
+            kb.copy(kb.subview(src, [kk, 0], [self.bk, self.bn]), dst)
+        q.handoff()
+        for b, c in zip(self.l0b[s], self.acc):
+            _mmad(kb, self.l0a[s], b, c, kb.add(k1, kk), None)
+        q.release()
+
+    # ------------------------------------------------------------------------------------------
+    def _to_vector_through_workspace(self, n0: Index, nsz: Index) -> None:
+        """Split cores: FixPipe writes the accumulators to this core's workspace rows; the AIV
+        reads them back (L2) with the bias row."""
+        kb, bm, bn = self.kb, self.bm, self.bn
+        self.q_c.deque()
+        row = kb.mul(kb.block_idx, bm)
+        self.q_ws.acquire()
+        for i, c in enumerate(self.acc):
+            kb.copy(c, kb.subview(self.ws, [row, i * bn], [bm, bn]), layout="nz2nd")
+        self.q_c.release()
+        self.q_ws.enque()
+        self.q_ws.deque()
+        self.q_in.acquire()
+        for i, u in enumerate(self.ub_acc):
+            kb.copy(kb.subview(self.ws, [row, i * bn], [bm, bn]), u)
+        if self.gb is not None:
+            kb.copy(kb.subview(self.gb, [0, n0], [1, nsz]), self.ub_b)
+        self.q_ws.release()
+        self.q_in.handoff()
+
+    def _to_vector_in_core(self, n0: Index, nsz: Index) -> None:
+        """Coupled core: the bias row loads while the cube works; L0C -> UB on the vector pipe."""
+        kb = self.kb
+        self.q_in.acquire()
+        if self.gb is not None:
+            kb.copy(kb.subview(self.gb, [0, n0], [1, nsz]), self.ub_b)
+        self.q_in.handoff()
+        self.q_c.deque()
+        for c, u in zip(self.acc, self.ub_acc):
+            kb.copy(c, u)
+        self.q_c.release()
+
+    def _activate_and_store(self, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
+        """AIV: [+ b1,] act [* up] in fp32, cast to the input dtype, store the h tile."""
+        kb, g = self.kb, self.ub_acc[0]
+        if self.gb is not None:
+            if self.ub_b32 is not self.ub_b:
+                kb.emit(ascend.VcastOp(self.ub_b, self.ub_b32))
+            kb.emit(ascend.vector_op("vadd")(g, self.ub_b32, g))
+        kb.emit(ascend.vector_op(self.act)(g, g))
+        if self.gated:
+            kb.emit(ascend.vector_op("vmul")(g, self.ub_acc[1], g))
+        self.q_out.acquire()
+        kb.emit(ascend.VcastOp(g, self.ub_h) if self.el != f32 else ascend.vector_op("vcopy")(g, self.ub_h))
+        self.q_in.release()
+        self.q_out.handoff()
+        kb.copy(self.ub_h, kb.subview(self.gh, [m0, n0], [msz, nsz]))
+        self.q_out.release()
