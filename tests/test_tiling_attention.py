@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import f32
+from xdsl.dialects.builtin import f16, f32
 from xdsl.parser import Parser
 
 from ascendir.session import make_context
@@ -56,7 +56,7 @@ def test_choose_tiling_records_the_estimated_best_attention_tile():
     text = attention_ir(1, 1, 1, 512, 4096, 128, 128, False, dt="f16")
     log: dict = {}
     module = nn_module(text, log=log)
-    want = fa.choose_flash_tiling(HW, batch=1, hkv=1, g=1, sq=512, skv=4096, d=128, dv=128, el=fa.f16)
+    want = fa.choose_flash_tiling(HW, batch=1, hkv=1, g=1, sq=512, skv=4096, d=128, dv=128, el=f16)
     assert attention_fields(attention(module).attributes[TILING_ATTR]) == {"br": want.br, "bc": want.bc}
     assert want.br == 32
     assert log["attention"].ops == 1 and log["attention"].candidates > 1
