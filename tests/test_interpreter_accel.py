@@ -1,139 +1,248 @@
 """Every speed-up of interpreter/accel is switchable (`Accel`) and gives the results of the run
-without it: each test turns one mechanism off, checks that the mechanism did fire in the run with
-it (a spy on its hit path), and compares the two runs' reports (every cycle, byte, flop and tile op
-of every kernel), L2 counters and, with numerics, outputs.
+without it, bit for bit: each test runs a workload with a switch on and off, checks that the
+mechanism did fire in the run with it (a spy on its hit path, or its own counter), and compares
+the two runs with ==: every kernel's cycles, per-pipe busy cycles, bytes, flops and tile ops, the
+total, the L2 hit and miss counters and, with numerics, every output tensor.
 
-Remap, cross-block reuse and launch reuse are exact: the reports compare with ==. The steady-state
-jump and the loop memo shift stored times and add m x a period's delta instead of summing the
-skipped iterations one by one, so their cycles agree to the last few bits only (float rounding of
-the same sums in another order: 4096^3 timing-only 1565469.0181817967 with them, ...7594 without,
-4e-17 relative); every count (tile ops, bytes, flops, L2 hits and misses) is exact, and cycles are
-compared at the tolerance steady.py's jumps use (REL = 1e-9).
+Why == holds: durations enter the timeline as multiples of the cycle quantum
+(costmodel/quantum.py), so the timeline's sums are exact and their order does not matter; a
+steady-state jump's m x period delta is then the plain run's sum of the m periods, and a stored
+loop execution moved in time is the same sums shifted. Before the quantum, steady + loop_memo
+agreed only to ~1e-17 relative (4096^3 timing-only: 1565469.0181817967 with them, ...7594 without).
+The one report figure that differs by design is `extrapolated_iterations` (what the speed-ups
+skipped), left out of the comparison.
+
+Workloads: a 2048x2048x1024 matmul on 24 cores (per-core tile loops with a period > 1: remap; K
+loops reused across tiles: loop memo; and across blocks: xblock), the 4096^3 timing-only matmul of
+benchmarks/interpreter_speed.py, and the corpus models of tests/data (O2, 910B2), timing-only
+(where the speed-ups run) and with numerics.
 """
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from ascendir.driver import compile_model
 from ascendir.hardware import load_target
 from ascendir.interpreter import Accel, build_report, compile_module
-from ascendir.interpreter.accel import loop_memo, remap, steady, xblock
+from ascendir.interpreter.accel import loop_memo, remap, xblock
+from ascendir.interpreter.sim import kernel
 from ascendir.interpreter.testing import add_ir, matmul_ir, parse
 from test_interpreter_steady import _chained_adds
 
 HW = load_target("ascend910b2")
 ALL = Accel()
+DATA = Path(__file__).parent / "data"
+CORPUS = sorted(p.name for p in DATA.iterdir() if (p / "model.onnx").exists())
+
+# the run without a switch: it off, and what needs it (Accel's doc: xblock needs loop_memo and
+# remap; steady=False stops the loop driver that runs the other three)
+WITHOUT = {
+    "steady": replace(ALL, steady=False),
+    "loop_memo": replace(ALL, loop_memo=False, xblock=False),
+    "remap": replace(ALL, remap=False, xblock=False),
+    "xblock": replace(ALL, xblock=False),
+    "launch_memo": replace(ALL, launch_memo=False),
+    "gc_pause": replace(ALL, gc_pause=False),
+}
+
+# corpus models on which each switch fires in a timing-only run (asserted, so a change that stops
+# one from firing shows here); mobilenet_block_small gets none of them and is covered by the
+# all-on / all-off comparison below
+FIRES_ON = {
+    "steady": ["gpt2_small", "mixtral_moe_block_small", "mlp_small", "resnet_small"],
+    "loop_memo": ["gpt2_small", "mlp_small", "resnet_small"],
+    "remap": ["mixtral_moe_block_small"],
+    "xblock": ["mixtral_moe_block_small"],
+    "launch_memo": ["bert_small", "gpt2_small", "llama_small", "vit_small"],
+    "gc_pause": ["llama_small"],
+}
 
 
-def _run(module, accel: Accel, feeds: dict | None = None) -> tuple[dict, tuple[int, int], dict]:
-    """(report, (L2 hits, misses), outputs) of one compile + run of `module` with `accel`."""
-    prog = compile_module(module, HW, None, timing_only=feeds is None, accel=accel)
-    outs, recs = prog.run(feeds or {})
-    return build_report(recs, HW), (prog.l2.hits, prog.l2.misses), outs
+class Fired:
+    """Counts the hit paths of every mechanism during one run (spies on the class methods whose
+    true result is a reuse that happened; the steady jump and launch reuse count themselves)."""
+
+    HOOKS = {"loop_memo": [(loop_memo.LoopMemo, "reuse"), (loop_memo.LoopMemo, "prefix")],
+             "remap": [(remap.Remap, "tables")], "xblock": [(xblock.BlockMemo, "reuse")]}
+
+    def __init__(self, monkeypatch):
+        self.n: dict[str, int] = {}
+        for switch, hooks in self.HOOKS.items():
+            for cls, name in hooks:
+                monkeypatch.setattr(cls, name, self._wrap(switch, getattr(cls, name)))
+        self.n["gc_pause"] = 0
+        run = kernel.KernelProgram.run
+
+        def run_noting_gc(prog, *a, **k):  # a launch ran with the cyclic collector paused
+            self.n["gc_pause"] += not gc.isenabled()
+            return run(prog, *a, **k)
+
+        monkeypatch.setattr(kernel.KernelProgram, "run", run_noting_gc)
+
+    def _wrap(self, switch: str, orig):
+        def wrapped(*a, **k):
+            r = orig(*a, **k)
+            if r:
+                self.n[switch] = self.n.get(switch, 0) + 1
+            return r
+
+        return wrapped
+
+    def run(self, module, accel: Accel, feeds: dict | None = None) -> tuple[dict, dict]:
+        """(what the run gives: report, L2 counters, outputs; how often each mechanism fired)."""
+        was = gc.isenabled()
+        gc.enable()  # (gc_pause has something to pause)
+        self.n = dict.fromkeys(self.n, 0)
+        try:
+            prog = compile_module(module, HW, None, timing_only=feeds is None, accel=accel)
+            outs, recs = prog.run(feeds or {})
+        finally:
+            if not was:
+                gc.disable()
+        rep = build_report(recs, HW)
+        fired = dict(self.n, steady=sum(k["extrapolated_iterations"] for k in rep["kernels"]), launch_memo=prog.memo_hits)
+        for k in rep["kernels"]:
+            del k["extrapolated_iterations"]  # what was skipped: differs by design
+        l2 = (prog.l2.hits, prog.l2.misses) if prog.l2 is not None else None
+        return {"report": rep, "l2": l2, "outputs": outs if feeds is not None else None}, fired
 
 
-def _spy(monkeypatch, cls: type, name: str) -> list:
-    """Count the calls of cls.name that return a true value (a reuse that happened)."""
-    hits: list = []
-    orig = getattr(cls, name)
-
-    def wrapped(*a, **k):
-        r = orig(*a, **k)
-        if r:
-            hits.append(1)
-        return r
-
-    monkeypatch.setattr(cls, name, wrapped)
-    return hits
+def assert_identical(on: dict, off: dict, what: str) -> None:
+    """The two runs' results are equal, bit for bit: cycles first (the clearest failure), then
+    every kernel, then everything."""
+    a, b = on["report"], off["report"]
+    assert a["total_cycles"] == b["total_cycles"], what
+    assert [k["cycles"] for k in a["kernels"]] == [k["cycles"] for k in b["kernels"]], what
+    assert [k["pipe_busy"] for k in a["kernels"]] == [k["pipe_busy"] for k in b["kernels"]], what
+    assert a == b, what  # every figure of the report (bytes, flops, tile ops, ceilings, ...)
+    assert on["l2"] == off["l2"], what
+    if on["outputs"] is not None:
+        assert on["outputs"].keys() == off["outputs"].keys()
+        for name, x in on["outputs"].items():
+            np.testing.assert_array_equal(x, off["outputs"][name], err_msg=f"{what}: output {name}")
 
 
 @pytest.fixture(scope="module")
-def matmul():
+def corpus() -> dict:
+    """Each corpus model lowered (O2, 910B2) and its inputs."""
+    out = {}
+    for name in CORPUS:
+        with np.load(DATA / name / "reference.npz") as ref:
+            feeds = {k.removeprefix("input:"): ref[k] for k in ref.files if k.startswith("input:")}
+        module, weights = compile_model(DATA / name / "model.onnx", "ascend910b2", opt_level="O2")
+        out[name] = (module, weights, feeds)
+    return out
+
+
+MATMULS = {
     # 24 cores over 16 tile columns: per-core tile loops with a period > 1 (remap), K loops reused
     # across tiles (loop memo) and blocks (xblock)
-    return parse(matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24))
+    "matmul 2048x2048x1024": lambda: matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24),
+    # benchmarks/interpreter_speed.py's timing-only matmul (~8,200 iterations extrapolated)
+    "matmul 4096^3": lambda: matmul_ir(4096, 4096, 4096, tm=128, tn=128, tk=128, block_dim=HW.num_aic, nbuf=2),
+}
 
 
-@pytest.mark.parametrize("switch, cls, hook", [("remap", remap.Remap, "tables"), ("xblock", xblock.BlockMemo, "reuse")])
-def test_exact_switches_give_identical_reports(monkeypatch, matmul, switch, cls, hook):
-    fired = _spy(monkeypatch, cls, hook)
-    on = _run(matmul, ALL)[:2]
-    assert fired, f"{switch} never fired: the test would prove nothing"
-    fired.clear()
-    off = _run(matmul, replace(ALL, **{switch: False}))[:2]
-    assert not fired
-    assert on == off  # exact: every cycle, byte, flop and tile op of every kernel; L2 hits, misses
+@pytest.fixture(scope="module")
+def matmuls() -> dict:
+    return {name: parse(make()) for name, make in MATMULS.items()}
+
+
+@pytest.mark.parametrize("switch", sorted(WITHOUT))
+@pytest.mark.parametrize("workload", sorted(MATMULS))
+def test_switch_on_matmul_gives_identical_results(monkeypatch, matmuls, switch, workload):
+    fired = Fired(monkeypatch)
+    on, n_on = fired.run(matmuls[workload], ALL)
+    off, n_off = fired.run(matmuls[workload], WITHOUT[switch])
+    if switch != "launch_memo":  # one launch: nothing to reuse (tested on the corpus and below)
+        assert n_on[switch] > 0, f"{switch} never fired on {workload}: the test would prove nothing"
+    assert n_off[switch] == 0
+    assert_identical(on, off, f"{workload}, {switch} on vs off")
+
+
+@pytest.mark.parametrize("switch, model", [(s, m) for s in sorted(FIRES_ON) for m in FIRES_ON[s]])
+def test_switch_on_corpus_model_gives_identical_results(monkeypatch, corpus, switch, model):
+    fired = Fired(monkeypatch)
+    module = corpus[model][0]
+    on, n_on = fired.run(module, ALL)
+    off, n_off = fired.run(module, WITHOUT[switch])
+    assert n_on[switch] > 0, f"{switch} never fired on {model}: the test would prove nothing"
+    assert n_off[switch] == 0
+    assert_identical(on, off, f"{model} timing-only, {switch} on vs off")
+
+
+@pytest.mark.parametrize("model", CORPUS)
+def test_every_speed_up_on_vs_none_on_corpus_model(monkeypatch, corpus, model):
+    """All speed-ups against none, timing-only and with numerics (outputs compared too)."""
+    fired = Fired(monkeypatch)
+    module, weights, feeds = corpus[model]
+    on, _ = fired.run(module, ALL)
+    off, n_off = fired.run(module, Accel.none())
+    assert not any(n_off.values())
+    assert_identical(on, off, f"{model} timing-only, every speed-up vs none")
+    num = {}
+    for name, accel in (("on", ALL), ("off", Accel.none())):
+        prog = compile_module(module, HW, weights, timing_only=False, accel=accel)
+        with np.errstate(all="ignore"):  # (as simulate: padded tiles divide zeros by zeros)
+            outs, recs = prog.run(feeds)
+        rep = build_report(recs, HW)
+        num[name] = {"report": rep, "l2": (prog.l2.hits, prog.l2.misses) if prog.l2 is not None else None, "outputs": outs}
+    assert_identical(num["on"], num["off"], f"{model} numerics, every speed-up vs none")
+    # timing-only and numerics runs time alike: the speed-ups of the first change nothing
+    assert num["on"]["report"]["total_cycles"] == on["report"]["total_cycles"]
+
+
+def test_every_speed_up_fires_on_the_4096_matmul(monkeypatch, matmuls):
+    """The 4096^3 matmul exercises every loop speed-up at once (the comparison above is per
+    switch): all on against none."""
+    fired = Fired(monkeypatch)
+    on, n_on = fired.run(matmuls["matmul 4096^3"], ALL)
+    assert all(n_on[s] > 0 for s in ("steady", "loop_memo", "remap", "xblock", "gc_pause")), n_on
+    off, _ = fired.run(matmuls["matmul 4096^3"], Accel.none())
+    assert_identical(on, off, "matmul 4096^3, every speed-up vs none")
 
 
 def test_launch_memo_switch_gives_identical_reports(monkeypatch):
+    fired = Fired(monkeypatch)
     module = parse(_chained_adds(6, fresh=(2, 4)))
-    on_prog = compile_module(module, HW, None, timing_only=True, accel=ALL)
-    _, recs = on_prog.run({})
-    assert on_prog.memo_hits >= 2
-    on = (build_report(recs, HW), on_prog.l2.hits, on_prog.l2.misses)
-    off_prog = compile_module(module, HW, None, timing_only=True, accel=replace(ALL, launch_memo=False))
-    _, recs = off_prog.run({})
-    assert off_prog.memo is None and off_prog.memo_hits == 0
-    assert on == (build_report(recs, HW), off_prog.l2.hits, off_prog.l2.misses)
+    on, n_on = fired.run(module, ALL)
+    assert n_on["launch_memo"] >= 2
+    off, n_off = fired.run(module, WITHOUT["launch_memo"])
+    assert n_off["launch_memo"] == 0
+    assert_identical(on, off, "chained adds, launch_memo on vs off")
 
 
-def _same_up_to_rounding(a: dict, b: dict) -> None:
-    """Reports equal in every count, cycles within steady.REL (see the module doc)."""
-    assert a["tile_ops"] == b["tile_ops"] and a["flops"] == b["flops"] and a["bytes"] == b["bytes"]
-    assert a["total_cycles"] == pytest.approx(b["total_cycles"], rel=steady.REL)
-    for ka, kb in zip(a["kernels"], b["kernels"], strict=True):
-        assert ka["cycles"] == pytest.approx(kb["cycles"], rel=steady.REL), ka["name"]
-
-
-def test_loop_memo_switch(monkeypatch, matmul):
-    fired = _spy(monkeypatch, loop_memo.LoopMemo, "reuse")
-    on, l2_on, _ = _run(matmul, ALL)
-    assert fired
-    fired.clear()
-    off, l2_off, _ = _run(matmul, replace(ALL, loop_memo=False, xblock=False))
-    assert not fired
-    assert l2_on == l2_off
-    _same_up_to_rounding(on, off)
-
-
-def test_steady_switch(matmul):
-    on, l2_on, _ = _run(matmul, ALL)
-    off, l2_off, _ = _run(matmul, replace(ALL, steady=False))
-    assert sum(k["extrapolated_iterations"] for k in on["kernels"]) > 0
-    assert all(k["extrapolated_iterations"] == 0 for k in off["kernels"])
-    assert l2_on == l2_off
-    _same_up_to_rounding(on, off)
-
-
-def test_extrapolate_false_is_steady_off(matmul):
-    prog = compile_module(matmul, HW, None, timing_only=True, extrapolate=False)
+def test_extrapolate_false_is_steady_off(matmuls):
+    prog = compile_module(matmuls["matmul 2048x2048x1024"], HW, None, timing_only=True, extrapolate=False)
     assert prog.accel == replace(ALL, steady=False)
 
 
-def test_numerics_identical_with_and_without_every_speed_up():
+def test_numerics_identical_with_and_without_every_speed_up(monkeypatch):
     # numerics runs never extrapolate; launch reuse shares the L2 recording pass's designation
+    fired = Fired(monkeypatch)
     module = parse(_chained_adds(3, fresh=(2,)))
     rng = np.random.default_rng(0)
     feeds = {k: rng.standard_normal((4096, 256)).astype(np.float16) for k in ("x", "y", "w2")}
-    rep_on, l2_on, out_on = _run(module, ALL, feeds)
-    rep_off, l2_off, out_off = _run(module, Accel.none(), feeds)
-    assert rep_on == rep_off and l2_on == l2_off
-    np.testing.assert_array_equal(out_on["z"], out_off["z"])
+    on, _ = fired.run(module, ALL, feeds)
+    off, _ = fired.run(module, Accel.none(), feeds)
+    assert_identical(on, off, "chained adds with numerics, every speed-up vs none")
 
 
-def test_none_runs_every_iteration():
-    module = parse(add_ir(4096, 64, 8, block_dim=4))
-    rep, _, _ = _run(module, Accel.none())
-    assert all(k["extrapolated_iterations"] == 0 for k in rep["kernels"])
+def test_none_runs_every_iteration(monkeypatch):
+    fired = Fired(monkeypatch)
+    _, n = fired.run(parse(add_ir(4096, 64, 8, block_dim=4)), Accel.none())
+    assert not any(n.values()), n
 
 
-def test_gc_pause_switch(matmul):
-    import gc
-
+def test_gc_restored_after_compile_and_run(matmuls):
     was = gc.isenabled()
-    on = _run(matmul, ALL)[:2]
-    assert gc.isenabled() == was  # restored after compile and run
-    assert on == _run(matmul, replace(ALL, gc_pause=False))[:2]
+    prog = compile_module(matmuls["matmul 2048x2048x1024"], HW, None, timing_only=True, accel=ALL)
+    assert gc.isenabled() == was
+    prog.run({})
+    assert gc.isenabled() == was

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ascendir.interpreter.timing.l2 import SHIFT
-from ascendir.interpreter.accel.steady import REL, SteadyLoop
+from ascendir.interpreter.accel.steady import SteadyLoop
 from ascendir.interpreter.accel.accesses import Acc
 from ascendir.interpreter.accel.loop_memo import _designated_hold, Coefs
 
@@ -20,10 +20,10 @@ def _no_overtaking_plain(v, d, ns, na):
     """The pairwise definition (SteadyLoop._no_overtaking's docstring)."""
     j = 3 * ns + na
     ds = [y for y in d[:2 * ns] if y != 0.0] + [y for y in d[j:] if y != 0.0]
-    if not ds or max(ds) - min(ds) <= REL * max(1.0, abs(min(ds))):
+    if not ds or max(ds) == min(ds):
         return True
     moving = sorted([(x, y) for x, y in zip(v[:2 * ns], d[:2 * ns]) if y != 0.0] + [(x, y) for x, y in zip(v[j:], d[j:]) if y != 0.0])
-    return all(not (d1 < d0 - REL * max(1.0, abs(d0)) and x1 > x0) for (x0, d0), (x1, d1) in zip(moving, moving[1:]))
+    return all(not (d1 < d0 and x1 > x0) for (x0, d0), (x1, d1) in zip(moving, moving[1:]))
 
 
 def test_no_overtaking_matches_pairwise_definition():

@@ -120,7 +120,7 @@ def test_reused_blocks_record_what_running_them_records(monkeypatch):
     assert des_on == des_off and des_on
     _same(on, off)
     full = simulate(module, None, {}, HW, timing_only=True, extrapolate=False).report
-    assert on["total_cycles"] == pytest.approx(full["total_cycles"], rel=1e-9) and on["tile_ops"] == full["tile_ops"]
+    assert on["total_cycles"] == full["total_cycles"] and on["tile_ops"] == full["tile_ops"]
 
 
 @pytest.mark.parametrize("shared", [False, True])

@@ -23,7 +23,9 @@ class Accel:
     """Which speed-ups run. They nest: `loop_memo`, `remap` and `xblock` work inside the steady
     loop driver, so `steady=False` turns them off too; `xblock` needs `loop_memo` and `remap`
     (a block's stored execution is a loop memo entry with remapped addresses). Every combination
-    gives the same cycles: only the wall time differs."""
+    gives the same results bit for bit (cycles, bytes, L2 counters, outputs; durations are
+    multiples of the cycle quantum, costmodel/quantum.py, so the timeline's sums are exact in any
+    order): only the wall time and `extrapolated_iterations` differ."""
 
     steady: bool = True
     loop_memo: bool = True

@@ -5,14 +5,15 @@ steady.py for the conditions; `Accel` switches each part."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 from xdsl.ir import Operation
+
+from ascendir.interpreter.accel.loop_memo import LoopMemo
 from ascendir.interpreter.accel.remap import Remap
 from ascendir.interpreter.accel.steady import MIN_TRIPS, SteadyLoop, step_test
-from ascendir.interpreter.accel.loop_memo import LoopMemo
-from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.interpreter.accel.xblock import BlockMemo, Track
 from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.timing.timeline import NPIPES
+
 
 class SteadyFor:
     """Compiler part: the accelerated scf.for (mixed into compiler.Compiler)."""
@@ -26,141 +27,213 @@ class SteadyFor:
         address values that are not affine in the iv (remap.py), None when it has none; `bm`:
         its whole executions kept for the next blocks (xblock.py), None when it may not;
         `use_memo`: `memo` is entered (Accel.loop_memo)."""
-        F, R = self.F, self.F.values
-        values_at = self.checked_values(iv, checked) if checked else None
-        same_all = step_test(list(range(len(checked))))
-        same_ctl = step_test(gen.control_pos) if gen is not None else None
-        # the checked values are pure functions of the iv and these outside values: memoised per
-        # their values across executions of the loop (steady.SteadyLoop.vals)
-        inputs = sorted({self.slot(v) for o in checked for v in o.operands} - {iv} - {self.slot(o.results[0]) for o in checked})
-        known: dict[tuple, dict] = {}
+        values = None
+        if checked:
+            # the checked values are pure functions of the iv and these outside values
+            inputs = sorted({self.slot(v) for o in checked for v in o.operands} - {iv} - {self.slot(o.results[0]) for o in checked})
+            values = CheckedValues(self.checked_values(iv, checked), inputs, self.F.values, len(checked), gen)
+        return LoopDriver(self.F, (lb, ub, st, iv), body, charge, values, memo, gen, bm, use_memo).run
 
-        def known_vals(rng) -> dict | None:
-            ik = (rng.start, rng.step, *[R[x] for x in inputs])
-            vals = known.get(ik)
-            if vals is None and len(known) < 64:
-                vals = known[ik] = {}
-            return vals
 
-        def values_of(vals: dict | None, rng):
-            """i -> the checked values of iteration i, kept in `vals` (SteadyLoop.value_of's)."""
-            if vals is None:
-                return lambda i: values_at(rng[i])
+class CheckedValues:
+    """The checked values of a loop's iterations (SteadyLoop.tops), memoised per the values they
+    depend on (the range and the outside inputs) across executions of the loop
+    (steady.SteadyLoop.vals), and the step tests that compare them (`step_test`: every value, or
+    the control values only where remap.py moves the addresses)."""
 
-            def value_of(i: int) -> tuple:
-                v = vals.get(i)
-                if v is None:
-                    v = vals[i] = values_at(rng[i])
-                return v
+    __slots__ = ("at", "inputs", "R", "known", "same_all", "same_ctl")
 
-            return value_of
+    def __init__(self, at, inputs: list[int], R: list, n: int, gen: Remap | None):
+        self.at = at  # iv value -> the checked values of that iteration (generated code)
+        self.inputs, self.R = inputs, R
+        self.known: dict[tuple, dict] = {}
+        self.same_all = step_test(list(range(n)))
+        self.same_ctl = step_test(gen.control_pos) if gen is not None else None
 
-        def plain(rng) -> None:
-            for i in rng:
-                R[iv] = i
-                for f in body:
-                    f()
-                if charge is not None:
-                    charge()
+    def table(self, rng: range) -> dict | None:
+        """The memo of the checked values for this range and these inputs (None when 64 other
+        ones are kept already)."""
+        R = self.R
+        ik = (rng.start, rng.step, *[R[x] for x in self.inputs])
+        vals = self.known.get(ik)
+        if vals is None and len(self.known) < 64:
+            vals = self.known[ik] = {}
+        return vals
 
-        def run() -> None:
-            rng = range(R[lb], R[ub], R[st])
-            n = len(rng)
-            if n < MIN_TRIPS or not F.may_extrapolate or F.trace is not None or F.hold is not None:
-                plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see
-                return
-            ent = xkey = vals = None
-            # across blocks (xblock.py): the outermost sampling loop, in the recording pass
-            cross = bm is not None and F.gm_log is None and F.l2_pass is not None and F.l2_pass.recording
-            # the race checker needs every op; a `once` loop (loop_memo.never_again) is never reused
-            # by its LoopMemo, so it enters it only for its BlockMemo
-            if use_memo and F.races is None and (not memo.once or cross):
-                ent = memo.enter(F, R)
-                if memo.reuse(F, R, ent, n):
-                    return
-                if cross:
-                    xkey = bm.key(R, F.gm_tags, ent, n)
-                    # (the checked values go where this block's timed pass looks them up)
-                    vals = known_vals(rng) if checked else None
-                    if bm.reuse(F, R, memo, ent, xkey, values_of(vals, rng), n):
-                        return
-            own = F.gm_log is None  # the outermost sampling loop owns the logs
+    def of(self, vals: dict | None, rng: range):
+        """i -> the checked values of iteration i, kept in `vals` (SteadyLoop.value_of's)."""
+        at = self.at
+        if vals is None:
+            return lambda i: at(rng[i])
+
+        def value_of(i: int) -> tuple:
+            v = vals.get(i)
+            if v is None:
+                v = vals[i] = at(rng[i])
+            return v
+
+        return value_of
+
+
+class LoopDriver:
+    """One compiled timing-only scf.for and its speed-ups; `run` executes it once."""
+
+    __slots__ = ("F", "R", "bounds", "body", "charge", "values", "memo", "gen", "bm", "use_memo")
+
+    def __init__(self, F, bounds: tuple[int, int, int, int], body: list[Closure], charge, values: CheckedValues | None, memo: LoopMemo,
+                 gen: Remap | None, bm: BlockMemo | None, use_memo: bool):
+        self.F, self.R = F, F.values
+        self.bounds = bounds  # slots of the lower bound, upper bound, step and iv
+        self.body, self.charge = body, charge
+        self.values = values  # None: the loop has no checked values
+        self.memo, self.gen, self.bm, self.use_memo = memo, gen, bm, use_memo
+
+    def plain(self, rng: range) -> None:
+        """Run the iterations of `rng`, every op."""
+        R, iv, body, charge = self.R, self.bounds[3], self.body, self.charge
+        for i in rng:
+            R[iv] = i
+            for f in body:
+                f()
+            if charge is not None:
+                charge()
+
+    def run(self) -> None:
+        F, R = self.F, self.R
+        lb, ub, st, _ = self.bounds
+        rng = range(R[lb], R[ub], R[st])
+        n = len(rng)
+        if n < MIN_TRIPS or not F.may_extrapolate or F.trace is not None or F.hold is not None:
+            self.plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see
+            return
+        entered = self._enter(rng, n)
+        if entered is None:  # a stored execution was applied
+            return
+        ent, xkey, vals = entered
+        own = F.gm_log is None  # the outermost sampling loop owns the logs
+        if own:
+            F.gm_log, F.cost_log = [], []
+        g0, l0 = len(F.gm_log), len(F.cost_log)
+        h0 = F.times_held
+        try:
+            sl = self._sampler(rng, n, vals)
+            pre = self.memo.prefix(F, R, ent, n) if ent is not None else None
+            track = sl.track = Track() if xkey is not None and pre is None else None
+            idx = self._from_prefix(sl, pre, n) if pre is not None else 0
+            if not self._iterate(sl, rng, idx, h0, track):
+                ent = None  # a pipe was held: the execution is not stored
+            if ent is not None and F.times_held == h0:
+                self._store(sl, ent, xkey, track, n, g0, l0, own)
+        finally:
             if own:
-                F.gm_log, F.cost_log = [], []
-            g0, l0 = len(F.gm_log), len(F.cost_log)
+                F.gm_log = F.cost_log = None
 
-            def tops(i: int) -> tuple:
-                """Checked values of iteration i (pure scalar ops; body closures rewrite them)."""
-                return values_at(rng[i])
+    def _enter(self, rng: range, n: int) -> tuple | None:
+        """Enter the loop memo (`LoopMemo.enter`) and apply a stored execution of this loop, or
+        of another block's (xblock.py), when one matches: then None. Else (the memo entry or
+        None, the cross-block key or None, the memo of the checked values or None)."""
+        F, R, memo, bm = self.F, self.R, self.memo, self.bm
+        ent = xkey = vals = None
+        # across blocks (xblock.py): the outermost sampling loop, in the recording pass
+        cross = bm is not None and F.gm_log is None and F.l2_pass is not None and F.l2_pass.recording
+        # the race checker needs every op; a `once` loop (loop_memo.never_again) is never reused
+        # by its LoopMemo, so it enters it only for its BlockMemo
+        if self.use_memo and F.races is None and (not memo.once or cross):
+            ent = memo.enter(F, R)
+            if memo.reuse(F, R, ent, n):
+                return None
+            if cross:
+                xkey = bm.key(R, F.gm_tags, ent, n)
+                cv = self.values
+                # (the checked values go where this block's timed pass looks them up)
+                vals = cv.table(rng) if cv is not None else None
+                if bm.reuse(F, R, memo, ent, xkey, cv.of(vals, rng) if cv is not None else None, n):
+                    return None
+        return ent, xkey, vals
 
-            h0 = F.times_held
-            try:
-                # address values remapped only where no read outcome can change with the address:
-                # in the timed pass the misses repeat with the addresses' longer period, which is
-                # then the loop's (a shorter one is cut at once by the next miss)
-                remapped = gen is not None and (F.l2_pass is None or F.l2_pass.recording)
-                sl = SteadyLoop(F, n, tops if checked else None, memo, NPIPES, gen if remapped else None, same_ctl if remapped else same_all)
-                if checked:
-                    if vals is None:
-                        vals = known_vals(rng)
-                    if vals is not None:
-                        sl.vals = vals
-                idx = 0
-                pre = memo.prefix(F, R, ent, n) if ent is not None else None
-                track = sl.track = Track() if xkey is not None and pre is None else None
-                if pre is not None:  # start at a stored execution's first jump, in its regime
-                    idx, P, d, prev, cur, regime, tshift = pre
-                    F.skipped += idx
-                    sl.snapshot(idx)
-                    m = sl._periods_checked(P, idx, (n - idx) // P)
-                    skipped = sl.jump(P, d, prev, cur, m, regime, tshift) if m >= 1 else 0
+    def _sampler(self, rng: range, n: int, vals: dict | None) -> SteadyLoop:
+        """The SteadyLoop that samples this execution."""
+        F, cv, gen = self.F, self.values, self.gen
+        # address values remapped only where no read outcome can change with the address: in the
+        # timed pass the misses repeat with the addresses' longer period, which is then the
+        # loop's (a shorter one is cut at once by the next miss)
+        remapped = gen is not None and (F.l2_pass is None or F.l2_pass.recording)
+        if cv is None:
+            return SteadyLoop(F, n, None, self.memo, NPIPES, gen if remapped else None)  # (no values: no step test)
+        at = cv.at
+
+        def tops(i: int) -> tuple:
+            """Checked values of iteration i (pure scalar ops; body closures rewrite them)."""
+            return at(rng[i])
+
+        sl = SteadyLoop(F, n, tops, self.memo, NPIPES, gen if remapped else None, cv.same_ctl if remapped else cv.same_all)
+        if vals is None:
+            vals = cv.table(rng)
+        if vals is not None:
+            sl.vals = vals
+        return sl
+
+    def _from_prefix(self, sl: SteadyLoop, pre: tuple, n: int) -> int:
+        """Start at a stored execution's first jump, in its regime (`LoopMemo.prefix`); returns
+        the iteration to go on from."""
+        F = self.F
+        idx, P, d, prev, cur, regime, tshift = pre
+        F.skipped += idx
+        sl.snapshot(idx)
+        m = sl._periods_checked(P, idx, (n - idx) // P)
+        skipped = sl.jump(P, d, prev, cur, m, regime, tshift) if m >= 1 else 0
+        F.skipped += skipped
+        sl.hist.clear()
+        return idx + skipped
+
+    def _iterate(self, sl: SteadyLoop, rng: range, idx: int, h0: int, track: Track | None) -> bool:
+        """Run iterations idx.. of `rng`, sampling each one and jumping when steady; False when a
+        pipe was held on the way (holds.py: the rest then runs plainly, and nothing is stored)."""
+        F, R, iv, body, charge = self.F, self.R, self.bounds[3], self.body, self.charge
+        n = len(rng)
+        while idx < n:
+            if F.times_held != h0:  # a pipe was held in this loop (holds.py): no jump, no memo
+                self.plain(rng[idx:])
+                return False
+            sl.snapshot(idx)
+            if sl.regime is not None:
+                skipped = sl.reenter(idx)
+                if skipped:
                     idx += skipped
                     F.skipped += skipped
-                    sl.hist.clear()
-                while idx < n:
-                    if F.times_held != h0:  # a pipe was held in this loop (holds.py): no jump, no memo
-                        plain(rng[idx:])
-                        ent = None
-                        break
-                    sl.snapshot(idx)
-                    if sl.regime is not None:
-                        skipped = sl.reenter(idx)
-                        if skipped:
-                            idx += skipped
-                            F.skipped += skipped
-                            continue
-                    if n - idx > 2 and len(sl.hist) > 2:  # (detect needs two periods of 1)
-                        found = sl.detect()
-                        if found is not None:
-                            skipped = sl.jump(*found)
-                            if skipped:
-                                idx += skipped
-                                F.skipped += skipped
-                                continue
-                    if track is not None:
-                        track.marks.append((len(F.gm_log), idx))
-                    R[iv] = rng[idx]
-                    for f in body:
-                        f()
-                    if charge is not None:
-                        charge()
-                    idx += 1
-                if ent is not None and F.times_held == h0:
-                    # an enclosing loop samples (not `own`): its periods compare log records and
-                    # cost entries, so record this execution as a reuse of it would (one GM log
-                    # record, one cost entry): a period that ran it and one that reused it then
-                    # compare equal, as they are (the stored execution is this one)
-                    stored = memo.store(F, R, ent, F.gm_log[g0:], sl.first, g0, collapse=not own)
-                    if track is not None and stored is not None:
-                        bm.store(xkey, stored[0], F.gm_log[g0:], track, sl.value_of, n)
-                    if stored is not None and not own:
-                        token, log = stored
-                        del F.gm_log[g0:]
-                        F.gm_log.extend(log)
-                        del F.cost_log[l0:]
-                        F.cost_log.append(token)
-            finally:
-                if own:
-                    F.gm_log = F.cost_log = None
+                    continue
+            if n - idx > 2 and len(sl.hist) > 2:  # (detect needs two periods of 1)
+                found = sl.detect()
+                if found is not None:
+                    skipped = sl.jump(*found)
+                    if skipped:
+                        idx += skipped
+                        F.skipped += skipped
+                        continue
+            if track is not None:
+                track.marks.append((len(F.gm_log), idx))
+            R[iv] = rng[idx]
+            for f in body:
+                f()
+            if charge is not None:
+                charge()
+            idx += 1
+        return True
 
-        return run
+    def _store(self, sl: SteadyLoop, ent: tuple, xkey, track: Track | None, n: int, g0: int, l0: int, own: bool) -> None:
+        """Keep the execution that just ran (from memo entry `ent`; its GM log records and cost
+        entries from g0 and l0) for the loop memo and, with a `track`, for the next blocks.
+        When an enclosing loop samples (not `own`), its periods compare log records and cost
+        entries, so the execution is recorded as a reuse of it would be (one GM log record, one
+        cost entry): a period that ran it and one that reused it then compare equal, as they are
+        (the stored execution is this one)."""
+        F = self.F
+        stored = self.memo.store(F, self.R, ent, F.gm_log[g0:], sl.first, g0, collapse=not own)
+        if track is not None and stored is not None:
+            self.bm.store(xkey, stored[0], F.gm_log[g0:], track, sl.value_of, n)
+        if stored is not None and not own:
+            token, log = stored
+            del F.gm_log[g0:]
+            F.gm_log.extend(log)
+            del F.cost_log[l0:]
+            F.cost_log.append(token)

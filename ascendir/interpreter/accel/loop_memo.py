@@ -7,7 +7,7 @@ its first jump when only later L2 outcomes differ. Also what an execution depend
 from __future__ import annotations
 
 from itertools import chain
-from operator import add, itemgetter, sub
+from operator import add, itemgetter, le, sub
 import numpy as np
 from xdsl.dialects import memref, scf
 from xdsl.ir import Block, Operation, SSAValue
@@ -123,7 +123,8 @@ class LoopMemo:
         clocks lag at least as far behind gets the same result, and S itself advances by the
         same scalar charges. Otherwise the S clocks' relative positions are part of the key.
     So an execution depends on its control values (`memo_inputs`), on the clamped clocks relative
-    to the latest one (rounded to 1e-6 cycles) and on the L2 outcomes of its reads. A stored
+    to the latest one (exact: multiples of the cycle quantum, costmodel/quantum.py) and on the
+    L2 outcomes of its reads. A stored
     execution with the same key is applied when its reads, moved to the new addresses (address
     values × element strides) and times (shifted by c), get the same L2 outcomes; its GM accesses
     are replayed into the L2 as arrays, like steady-state jumps. This is what makes an inner loop
@@ -197,7 +198,7 @@ class LoopMemo:
             v = vs[j]
             head = v[0] if len(v) == 2 else v  # (s_free, S positions) lead both forms
             hs = head[1]
-            if hs != srel and not (head[0] and (srel[0] <= hs[0] + 1e-6 if one else all(a <= b + 1e-6 for a, b in zip(srel, hs)))):
+            if hs != srel and not (head[0] and (srel[0] <= hs[0] if one else all(map(le, srel, hs)))):
                 continue
             if len(v) == 2:  # stored raw (`store`): arrays built on the first match
                 v = vs[j] = self._finish(*v)
@@ -258,7 +259,7 @@ class LoopMemo:
             if cp is None or cp[0] >= n - 1:
                 continue
             hs = head[1]
-            if hs != srel and not (head[0] and (srel[0] <= hs[0] + 1e-6 if one else all(a <= b + 1e-6 for a, b in zip(srel, hs)))):
+            if hs != srel and not (head[0] and (srel[0] <= hs[0] if one else all(map(le, srel, hs)))):
                 continue
             if len(v) == 2:
                 v = vs[j] = self._finish(*v)
@@ -443,8 +444,8 @@ def _miss_positions(hit: np.ndarray) -> frozenset:
 def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
     """The core's clocks clamped to their unit's S clock (LoopMemo doc (a), exact; `clamp`:
     write the clamped values back) as (the flag queue lengths, then the clocks relative to the
-    latest one in integer units of 1e-6 cycles (rounded), "S" for those at or below their S
-    clock; the S clocks relative to it; the latest clock; the S clocks)."""
+    latest one (exact differences of multiples of the cycle quantum), "S" for those at or below
+    their S clock; the S clocks relative to it; the latest clock; the S clocks)."""
     c = F.core
     free, done = c.free, c.done
     ns = len(free)
@@ -467,8 +468,8 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
                     k += m
         base = max(vals[:2 * ns])
         rel = [tuple(map(len, queues))]
-        rel += ["S" if x <= s else round((x - base) * 1e6) for x in vals]
-        return tuple(rel), (round(s - base, 6),), base, [s]
+        rel += ["S" if x <= s else x - base for x in vals]
+        return tuple(rel), (s - base,), base, [s]
     S = [free[u] for u in range(0, ns, npipes)]
     if clamp:
         for i in range(ns):
@@ -486,14 +487,14 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
     base = max(max(free), max(done))
     rel: list = [tuple(map(len, queues))]
     for i, x in enumerate(free):
-        rel.append("S" if x <= S[i // npipes] else round((x - base) * 1e6))
+        rel.append("S" if x <= S[i // npipes] else x - base)
     for i, x in enumerate(done):
-        rel.append("S" if x <= S[i // npipes] else round((x - base) * 1e6))
+        rel.append("S" if x <= S[i // npipes] else x - base)
     for k, q in enumerate(queues):
         if q:
             s = S[dst_units[k]]
-            rel.extend(["S" if t <= s else round((t - base) * 1e6) for t in q])
-    return tuple(rel), tuple(round(x - base, 6) for x in S), base, S
+            rel.extend(["S" if t <= s else t - base for t in q])
+    return tuple(rel), tuple(x - base for x in S), base, S
 
 
 class Coefs:

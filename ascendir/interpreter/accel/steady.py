@@ -45,7 +45,8 @@ When a loop may be extrapolated (`uniform_loop`, static, on the IR):
   min, compares included); an inner loop's iv counts as invariant when its bounds are invariant
   or checked.
 And at run time:
-* two consecutive periods have equal deltas of every state component (relative 1e-9), execute
+* two consecutive periods have equal deltas of every state component (exactly: durations are
+  multiples of the cycle quantum, costmodel/quantum.py, so the timeline's sums are exact), execute
   the same tile-op cost entries in the same order (`Frame.cost_log`), and make the same GM accesses
   up to an address shift (same op, stream = root/shape/strides, read/write, L2 outcome);
 * no clock would overtake another: sorted by value, the moving clocks' deltas do not decrease
@@ -90,7 +91,6 @@ if TYPE_CHECKING:
 
 MIN_TRIPS = 8  # shorter loops cannot amortise detection (2 periods + a tail)
 PMAX = 16  # longest period looked for (the matmul tile loop needs lcm(block_dim, tiles)/block_dim)
-REL = 1e-9  # relative tolerance of "equal delta" (sums of the same float costs)
 
 _INV, _AFF, _OTHER = 0, 1, 2
 
@@ -323,32 +323,14 @@ class SteadyLoop:
             if not all(map(is_, sig[la:lb_], sig[lb_:lc])):  # the same cost entries
                 continue
             va, vb = a[1], b[1]
-            # the pipe clocks first, one by one (the same test as below, on the components where
-            # a transient shows): most calls are rejected here without building two delta lists
-            for x, y, z in zip(vc[:ns], vb[:ns], va[:ns]):
-                e = (x - y) - (y - z)
-                if e and abs(e) > REL * max(1.0, abs(x)):
-                    break
-            else:
-                e = 0.0
-            if e:
+            # the pipe clocks first (where a transient shows): most calls are rejected here
+            # without building two delta lists. Equal deltas are equal exactly: the values are
+            # multiples of the cycle quantum (or integer counts), whose differences are exact
+            if list(map(sub, vc[:ns], vb[:ns])) != list(map(sub, vb[:ns], va[:ns])):
                 continue
             d = list(map(sub, vc, vb))
-            d0 = list(map(sub, vb, va))
-            # not exactly equal: within the tolerance? A largest difference e <= REL passes every
-            # component (REL <= REL·max(1, |z|)); e > REL·max(1, largest |z|) fails at its own
-            # component; else test the components that differ
-            if d != d0 and not (e := max(map(abs, map(sub, d0, d)))) <= REL:
-                z = max(map(abs, vc))
-                if z == z and e > REL * max(1.0, z):  # (z == z: a NaN can hide larger values from max)
-                    continue
-                ok = True
-                for x, y, z in zip(d0, d, vc):
-                    if x != y and abs(x - y) > REL * max(1.0, abs(z)):
-                        ok = False
-                        break
-                if not ok:
-                    continue
+            if d != list(map(sub, vb, va)):
+                continue
             if not self._no_overtaking(vc, d):
                 continue
             m = (self.n - idx) // P  # whole periods (>= 1: the range of P)
@@ -422,17 +404,14 @@ class SteadyLoop:
         j = 3 * ns + len(self.F.acct)
         dc = d[:2 * ns] + d[j:]  # the clocks' deltas (busy times and counters left out)
         ds = list(compress(dc, dc))  # the nonzero ones (compress: selection in C, no Python loop)
-        if not ds:
-            return True
-        lo = min(ds)
-        if max(ds) - lo <= REL * max(1.0, abs(lo)):  # all advance alike
+        if not ds or max(ds) == min(ds):  # none moves, or all advance alike
             return True
         moving = sorted(zip(compress(v[:2 * ns] + v[j:], dc), ds))
         ys = list(map(itemgetter(1), moving))
         if all(map(le, ys, ys[1:])):  # deltas in clock order never decrease: no pair below fails
             return True
         for (x0, d0), (x1, d1) in zip(moving, moving[1:]):
-            if d1 < d0 - REL * max(1.0, abs(d0)) and x1 > x0:
+            if d1 < d0 and x1 > x0:
                 return False
         return True
 
@@ -577,7 +556,7 @@ class SteadyLoop:
         """After a fresh jump of m whole periods from idx that ran to the end of them, skip the
         r < P iterations left before the loop ends too (returns r, or 0 when they run normally).
         The sampled periods, taken at offset r instead of 0, must show the same: equal queue
-        lengths, the same per-period delta of every clock and counter as `d` (REL), the same
+        lengths, the same per-period delta of every clock and counter as `d` (exactly), the same
         kind of GM accesses, the checked values keeping their step up to the end, and the same
         L2 outcomes. Then iteration idx + mP + r is iteration idx - P + r moved by m + 1
         periods: its state and its accesses. Those accesses are the first ones of the jump's
@@ -598,10 +577,8 @@ class SteadyLoop:
         nfix = 3 * ns + len(F.acct)
         vb = b[1]
         dr = list(map(sub, vb, a[1]))
-        if dr[:nfix] != d[:nfix]:  # not exactly equal: within the tolerance?
-            for x, y, z in zip(dr[:nfix], d[:nfix], vb):
-                if x != y and abs(x - y) > REL * max(1.0, abs(z)):
-                    return 0
+        if dr[:nfix] != d[:nfix]:
+            return 0
         if self._checked_to(P, idx + m * P, self.n)[0] < self.n:
             return 0
         # accesses of the first r iterations of the previous and current sampled period
@@ -694,7 +671,8 @@ class SteadyLoop:
         distance from the latest clock. Clocks that did not (pipes the loop does not use; in a
         periodic regime where every moving clock advances alike they never decide anything) must
         be at least as far behind it. S clocks must be where they were or, when they decided
-        nothing in the regime, further behind. What depends on the starting state only is kept
+        nothing in the regime, further behind. Distances compare exactly (multiples of the cycle
+        quantum: costmodel/quantum.py). What depends on the starting state only is kept
         in r[4][0] (the test runs at every period boundary after a cut-short jump; the holder is
         shared with the copies LoopMemo.prefix makes of a stored regime)."""
         v0, l0, s0, pos, t0 = r[6]
@@ -717,17 +695,17 @@ class SteadyLoop:
         for i, kind, r0, at_s0 in plan:
             r1 = e1[i] - b1
             if kind == 0:
-                if not (abs(r1 - r0) <= 1e-6 or (s_free and r1 <= r0 + 1e-6)):
+                if not (r1 == r0 or (s_free and r1 < r0)):
                     return None
                 continue
             at_s1 = v1[i] <= s1[i]
             if at_s0 and at_s1:
                 continue
             if kind == 1:
-                if r1 > r0 + 1e-6:
+                if r1 > r0:
                     return None
                 continue
-            if at_s0 != at_s1 or abs(r1 - r0) > 1e-6:
+            if at_s0 != at_s1 or r1 != r0:
                 return None
         return (self.F.kernel_start + b1) - (t0 + b0)
 

@@ -22,6 +22,8 @@ GM log records, jumps' replayed periods by the sampled period's per-access phase
 
 from __future__ import annotations
 
+from operator import le
+
 import numpy as np
 from xdsl.dialects import scf
 from xdsl.ir import SSAValue
@@ -118,7 +120,7 @@ class BlockMemo:
         for v in reversed(vs):
             head, cids, C0, ctl, reads, writes = v
             hs = head[1]
-            if hs != srel and not (head[0] and all(a <= b + 1e-6 for a, b in zip(srel, hs))):
+            if hs != srel and not (head[0] and all(map(le, srel, hs))):
                 continue
             if C is None:
                 control, C = self._values(value_of, n)

@@ -4,7 +4,7 @@ touch the L2 and the address logs of steady.py / memo.py."""
 
 from __future__ import annotations
 
-from __future__ import annotations
+import math
 from operator import is_, itemgetter
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
@@ -12,7 +12,7 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import subblock
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec import registry
-from ascendir.costmodel import LEVELS, OpCost, copy_path
+from ascendir.costmodel import LEVELS, OpCost, copy_path, quantise
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
@@ -41,6 +41,8 @@ class TileOps:
         def resolve(c: OpCost) -> tuple:
             if not (c.cycles >= 0 and c.latency >= 0):
                 raise AscendirError(f"{name} in kernel @{k.name}: negative or NaN duration ({c.cycles}, {c.latency}) from its cost function")
+            if c.cycles == math.inf or c.latency == math.inf:
+                raise AscendirError(f"{name} in kernel @{k.name}: infinite duration ({c.cycles}, {c.latency}) from its cost function")
             if c.pipe not in PIPE_INDEX:
                 raise AscendirError(f"{name}: cost function returned unknown pipe {c.pipe!r}")
             unit = unit_of(c.pipe, c.unit, nunits, sub)
@@ -48,8 +50,10 @@ class TileOps:
             if c.vector_ops is not None and c.vector_ops[1]:  # acct slots past LEVELS (state.VECTOR_OPS)
                 items += ((VECTOR_OPS[c.vector_ops[0]], c.vector_ops[1]),)
             if c.cube_peak_cycles:
-                items += ((CUBE_PEAK_CYCLES, float(c.cube_peak_cycles)),)
-            return (unit * NPIPES + PIPE_INDEX[c.pipe], unit * NPIPES, float(c.cycles), float(c.latency), items, float(c.flops))
+                items += ((CUBE_PEAK_CYCLES, quantise(c.cube_peak_cycles)),)
+            # durations enter the timeline as multiples of the cycle quantum: its sums are then
+            # exact, whatever their order (costmodel/quantum.py)
+            return (unit * NPIPES + PIPE_INDEX[c.pipe], unit * NPIPES, quantise(c.cycles), quantise(c.latency), items, float(c.flops))
 
         gm_copy = None
         if isinstance(op, ascend.CopyOp) and self.m.target.memory.l2_model == "tile":

@@ -22,7 +22,7 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.dialects.ascend.flag_placement import flag_units
 from ascendir.interpreter.exec.compiler import Compiler, KernelInfo, unit_of
-from ascendir.costmodel import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, space_unit
+from ascendir.costmodel import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, quantise, space_unit
 from ascendir.interpreter.state import ACCT_SIZE, Frame, KernelRecord
 from ascendir.interpreter.accel import memo
 from ascendir.interpreter.timing.l2 import L2Pass
@@ -129,7 +129,7 @@ class KernelProgram:
         env = CostEnv(t, gm_share)
         units = self._flag_units(order, statics)
         self.frame = Frame()
-        info = KernelInfo(self.name, self.nunits, env, units, {}, float(t.startup["scalar_alu"]), m.timing_only, tree=tree)
+        info = KernelInfo(self.name, self.nunits, env, units, {}, quantise(t.startup["scalar_alu"]), m.timing_only, tree=tree)
         comp = Compiler(m, self.frame, info)
         block = op.body.block
         self.arg_slots = [comp.slot(a) for a in block.args]
@@ -299,12 +299,14 @@ class KernelProgram:
             pipe_labels=self.labels,
             cores=cores,
             acct=F.acct,
-            launch_cycles=float(self.m.target.kernel_launch_cycles),
+            # quantised like every duration (costmodel/quantum.py): the chip clock, where later
+            # kernels start, stays a multiple of the quantum
+            launch_cycles=quantise(self.m.target.kernel_launch_cycles),
             gm_share=self.env.gm_share,
-            bandwidth_floor=bandwidth_bound_cycles(
+            bandwidth_floor=quantise(bandwidth_bound_cycles(
                 acct[LEVELS.index("gm_read")], acct[LEVELS.index("gm_write")], self.m.target, acct[LEVELS.index("l2_hit")],
                 acct[LEVELS.index("l2_write")],
-            ),
+            )),
             events=F.trace or [],
             flows=F.flows or [],
             extrapolated_iterations=F.skipped,
