@@ -26,7 +26,7 @@ import numpy as np
 from rich.console import Console
 
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error
-from ascendir.api.outputs import atomic_write, check_writable
+from ascendir.api.outputs import check_writable, is_stdout, output_kind, read_bytes, write_output, write_text
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads thrash on small tiles
 
@@ -137,8 +137,11 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
     from ascendir.session import Session
     from ascendir.transforms.nn.choose_tiling import log_summary
 
+    if is_stdout(output):
+        output = None  # `-o -`: the IR on stdout, as without -o
     if output is not None:
-        _check_outputs([output, weights_path(output)], [model])
+        _check_outputs([output] if shape_only or output_kind(output) != "atomic" else [output, weights_path(output)],
+                       _run_inputs(model, target))
     session = Session(echo_notes=True)
     module, weights = compile_model(
         model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes),
@@ -151,27 +154,92 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
         click.echo(text, nl=False)
         return
     if shape_only:  # the weights are zeros: writing them would only fill the disk
-        atomic_write(output, lambda p: p.write_text(text))
+        write_text(output, text)
         click.echo(f"wrote {output} (--shape-only: no weights file)", err=True)
         return
-    atomic_write(weights_path(output), lambda p: weights.save(str(p)))
-    atomic_write(output, lambda p: p.write_text(text))
+    if output_kind(output) != "atomic":  # a FIFO or device takes one stream: the IR
+        write_text(output, text)
+        click.echo(f"wrote {output} (not a regular file: no weights file beside it)", err=True)
+        return
+    write_output(weights_path(output), weights.save)
+    write_text(output, text)
     click.echo(f"wrote {output} and {weights_path(output)} ({len(weights)} weights)", err=True)
 
 
+def _run_inputs(model: Path, target: str, *more: Path | None) -> list[Path]:
+    """The files a run reads: `model`, the weights file beside IR, the ONNX model's external data,
+    a target TOML, and `more` (--inputs, --expected)."""
+    from ascendir.driver import weights_path
+
+    files = [model, *more]
+    if model.suffix == ".onnx":
+        files += _external_data(model)
+    else:
+        files.append(weights_path(model))
+    if target.endswith(".toml"):
+        files.append(Path(target))
+    return [f for f in files if f is not None]
+
+
+def _external_data(model: Path) -> list[Path]:
+    """The external-data files an ONNX model names (read without loading them); none for a file
+    onnx cannot parse (the importer reports that)."""
+    import onnx
+
+    try:
+        proto = onnx.load(model, load_external_data=False)
+    except Exception:  # noqa: BLE001 - the import reports what is wrong with it
+        return []
+    found: list[Path] = []
+
+    def walk(graph) -> None:
+        for t in graph.initializer:
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                loc = next((e.value for e in t.external_data if e.key == "location"), None)
+                if loc and "\0" not in loc:
+                    found.append(model.parent / loc)
+        for node in graph.node:
+            for a in node.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    walk(g)
+
+    walk(proto.graph)
+    for f in proto.functions:
+        for node in f.node:
+            for a in node.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    walk(g)
+    return found
+
+
+def _file_id(p: Path) -> tuple:
+    """What identifies the file `p` names: device and inode when it exists (hard links and
+    symlinks alike), else its resolved path."""
+    try:
+        st = p.stat()
+        return (st.st_dev, st.st_ino)
+    except OSError:
+        return (os.path.realpath(p),)
+
+
 def _check_outputs(outputs: list[Path | None], inputs: list[Path | None]) -> None:
-    """Before any work: every output path can be written and none overwrites an input file.
+    """Before any work: every output path can be written, none is a file the run reads, and no
+    two name the same file (FIFOs and devices excepted; `-` at most once).
 
     Raises:
         AscendirError: naming the path.
     """
     given = [p for p in outputs if p is not None]
-    read = {p.resolve() for p in inputs if p is not None}
+    read = {_file_id(p) for p in inputs if p is not None}
+    files = []
     for p in given:
         check_writable(p)
-        if p.resolve() in read:
-            raise AscendirError(f"output {p} would overwrite an input file")
-    if len({p.resolve() for p in given}) < len(given):
+        kind = output_kind(p)
+        if kind == "atomic" and _file_id(p) in read:
+            raise AscendirError(f"output {p} is a file this run reads: it would be overwritten")
+        if kind in ("atomic", "stdout"):
+            files.append(_file_id(p) if kind == "atomic" else ("-",))
+    if len(set(files)) < len(files):
         raise AscendirError(f"output paths must differ ({', '.join(map(str, given))})")
 
 
@@ -256,7 +324,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         timing_only = True  # zeros for weights: only the timing is meaningful
     if timing_only and outputs is not None:
         raise AscendirError(f"--outputs needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
-    _check_outputs([outputs, report_path, trace_path], [model, inputs])
+    _check_outputs([outputs, report_path, trace_path], _run_inputs(model, target, inputs))
     if plots is not None:
         _prepare_plots(plots)
     hw = load_target(target)
@@ -302,7 +370,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     else:  # timing-only moves no data: no need to make (possibly huge) random inputs
         feeds = {} if timing_only else random_inputs(module, seed, bounds)
 
-    console = _Console(stderr=False)
+    # an output on stdout (`--report -`) keeps it for itself: the table goes to stderr
+    console = _Console(stderr=any(is_stdout(p) for p in (outputs, report_path, trace_path)))
     with _launch_progress(f"simulating on {hw.name}") as progress:
         result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
                           check_races=True if check_races else None, progress=progress)
@@ -314,21 +383,20 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
 
     from ascendir.dtypes import numpy_native
 
-    def save_outputs(p: Path) -> None:
+    def save_outputs(f) -> None:
         # bf16 / fp8 / fp4 / int4 outputs upcast exactly (dtypes.numpy_native): np.savez would store
         # ml_dtypes arrays as raw |V bytes that np.load cannot compute with
-        with p.open("wb") as f:  # a file object: np.savez would append .npz to a path
-            np.savez(f, **{k: numpy_native(v) for k, v in result.outputs.items()})
+        np.savez(f, **{k: numpy_native(v) for k, v in result.outputs.items()})
 
     # Files first: rendering may stop early (`ascendir run ... | head` closes stdout).
     if outputs is not None:
-        atomic_write(outputs, save_outputs)
+        write_output(outputs, save_outputs)
     if report_path is not None:
-        atomic_write(report_path, lambda p: p.write_text(json.dumps(result.report, indent=1)))
+        write_text(report_path, json.dumps(result.report, indent=1))
     if trace_path is not None:
         from ascendir.interpreter.report.trace import trace_document
 
-        atomic_write(trace_path, lambda p: p.write_text(json.dumps(trace_document(result.trace_events, result.report))))
+        write_text(trace_path, json.dumps(trace_document(result.trace_events, result.report)))
     if plots is not None:
         _write_plots(result.report, result.trace_events, plots)
     render(result.report, console)
@@ -413,8 +481,8 @@ def report(report_path: Path, trace_path: Path | None, plots: Path | None) -> No
 
 def _read_json(path: Path, what: str):
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        return json.loads(read_bytes(path))
+    except (OSError, ValueError, EOFError) as e:
         raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
 
 

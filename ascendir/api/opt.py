@@ -29,7 +29,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ascendir.session import DIALECTS, Session, SessionContext
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, not_utf8, one_line
-from ascendir.api.outputs import atomic_write, check_writable
+from ascendir.api.outputs import check_writable, write_text
 from ascendir.pipelines import PASSES, expand_pipelines, load_pass_plugin
 
 
@@ -95,7 +95,7 @@ class AscendirOptMain(xDSLOptMain):
         super().run()
         if self.args.output_file is not None:
             text = self.buffer.getvalue()
-            atomic_write(self.args.output_file, lambda p: p.write_text(text))
+            write_text(self.args.output_file, text)
 
 
 class _Buffer(io.StringIO):
