@@ -149,6 +149,10 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
     )
     if session.search_log:
         click.echo(log_summary(session.search_log), err=True)
+    if verify_numerics:
+        from ascendir.driver import parse_pipeline
+
+        _verified(parse_pipeline(pipeline, f"O{opt_level}", target, tiling), "random inputs (seed 0)")
     text = print_ir(module)
     if output is None:
         click.echo(text, nl=False)
@@ -302,14 +306,19 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Write the report as JSON.")
 @click.option("--trace", "trace_path", type=click.Path(path_type=Path), default=None, help="Write a Chrome/Perfetto trace JSON.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--expected", type=click.Path(path_type=Path), default=None, metavar="FILE.npz",
+              help="Expected outputs (keys: output names, or output:NAME): print PASS/FAIL per output, exit 1 on a mismatch. The output: keys of --inputs serve too.")
+@click.option("--check-ort", is_flag=True, help="Expected outputs from onnxruntime on the same ONNX model and inputs (needs onnxruntime).")
 @_plots_opt
 @_compile_options
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, check_races: bool, report_path: Path | None,
-        trace_path: Path | None, seed: int, plots: Path | None, target: str, pipeline: str | None, opt_level: str, input_shapes,
-        verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
-    """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the report."""
+        trace_path: Path | None, seed: int, expected: Path | None, check_ort: bool, plots: Path | None, target: str,
+        pipeline: str | None, opt_level: str, input_shapes, verify_numerics: bool, tiling: str | None, shape_only: bool,
+        dtype: str) -> None:
+    """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the verdict
+    (with expected outputs at hand) and the report. Exit code 1: an output beyond its tolerance."""
     from ascendir.driver import (
-        gather_bounds, is_lowered, load_ir, lower, main_func, missing_weights, parse_input_shapes, parse_pipeline,
+        gather_bounds, io_names, is_lowered, load_ir, lower, main_func, missing_weights, parse_input_shapes, parse_pipeline,
         random_inputs, reject_nn_options, run_passes, weights_path,
     )
     from ascendir.frontends.onnx import import_onnx
@@ -324,7 +333,14 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         timing_only = True  # zeros for weights: only the timing is meaningful
     if timing_only and outputs is not None:
         raise AscendirError(f"--outputs needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
-    _check_outputs([outputs, report_path, trace_path], _run_inputs(model, target, inputs))
+    for flag, given in (("--expected", expected), ("--check-ort", check_ort)):
+        if given and timing_only:
+            raise AscendirError(f"{flag} needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
+    if check_ort and expected is not None:
+        raise AscendirError("give one reference: --expected or --check-ort")
+    if check_ort and model.suffix != ".onnx":
+        raise AscendirError(f"--check-ort runs onnxruntime on an ONNX model; {model} is IR (use --expected)")
+    _check_outputs([outputs, report_path, trace_path], _run_inputs(model, target, inputs, expected))
     if plots is not None:
         _prepare_plots(plots)
     hw = load_target(target)
@@ -356,12 +372,16 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
                 f"{model} was lowered for {chip} ({getattr(arch, 'data', arch)}), --target {hw.name} is {hw.arch}: compile the model for it"
             )
     bounds = {} if is_lowered(module) else gather_bounds(main_func(module))
-    log, declined = {}, []
+    reference, want = _expected_outputs(model, inputs, expected, check_ort, timing_only, lambda: io_names(main_func(module), results=True))
+    log, declined, verified = {}, [], None
     if not is_lowered(module):
         checks = None
         if verify_numerics:
             checks = _load_inputs(inputs, main_func(module), dtype) if inputs else random_inputs(module, seed, bounds)
-        session = run_passes(module, parse_pipeline(pipeline, f"O{opt_level}", target, tiling), weights, checks)
+        nn_pipeline = parse_pipeline(pipeline, f"O{opt_level}", target, tiling)
+        session = run_passes(module, nn_pipeline, weights, checks)
+        if verify_numerics:
+            verified = _verified(nn_pipeline, f"the inputs of {inputs}" if inputs else f"random inputs (seed {seed})")
         log = session.search_log
         lower(module, weights, target, session)
         declined = session.declined
@@ -380,6 +400,16 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         result.report["tiling_search"] = log_json(log)
     if declined:  # regions lowered op by op because their template declined them
         result.report["declined"] = [{"region": d.region, "kind": d.kind, "reason": d.reason} for d in declined]
+    if verified is not None:
+        result.report["verify_numerics"] = verified
+    verdict = None
+    if reference is not None:
+        from ascendir.api.verdict import compare, onnxruntime_outputs
+
+        if check_ort:
+            want = onnxruntime_outputs(model, feeds)
+        verdict = compare(result.outputs, want, dtype if model.suffix == ".onnx" else "fp32", reference)
+        result.report["verdict"] = verdict
 
     from ascendir.dtypes import numpy_native
 
@@ -399,7 +429,44 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         write_text(trace_path, json.dumps(trace_document(result.trace_events, result.report)))
     if plots is not None:
         _write_plots(result.report, result.trace_events, plots)
+    if verdict is not None:  # the first lines: were the outputs right?
+        from ascendir.api.verdict import lines
+
+        style = "bold green" if verdict["status"] == "pass" else "bold red"
+        for i, line in enumerate(lines(verdict)):
+            console.print(line, style=style if i == 0 else None, highlight=False, soft_wrap=True)
     render(result.report, console)
+    if verdict is not None and verdict["status"] == "fail":
+        sys.exit(1)
+
+
+def _expected_outputs(model: Path, inputs: Path | None, expected: Path | None, check_ort: bool, timing_only: bool,
+                      names) -> tuple[str | None, dict[str, np.ndarray]]:
+    """The reference of the verdict and its expected outputs (empty for onnxruntime, computed
+    after the run on the same inputs): --check-ort, --expected, else the output: keys of --inputs
+    (none in a timing-only run: no outputs to compare). `names()`: the graph's output names."""
+    from ascendir.api.verdict import load_expected
+
+    if check_ort:
+        return "onnxruntime", {}
+    if expected is not None:
+        return str(expected), load_expected(expected, names(), "expected outputs", required=True)
+    if inputs is not None and not timing_only:
+        want = load_expected(inputs, names(), "inputs", required=False)
+        if want:
+            return str(inputs), want
+    return None, {}
+
+
+def _verified(pipeline, source: str) -> dict:
+    """What --verify-numerics checked, printed on stderr and kept in the report."""
+    from ascendir.driver import TOLERANCES
+
+    names = [p.name for p in pipeline.passes]
+    r, a = TOLERANCES["float32"]
+    click.echo(f"verify-numerics: {len(names)} passes ({', '.join(names)}) each kept every output within its dtype's "
+               f"tolerance (f32: rtol {r:g}, atol {a:g} x max(1, max|value|)) on {source}", err=True)
+    return {"passes": names, "inputs": source, "status": "pass"}
 
 
 def _prepare_plots(directory: Path) -> None:
