@@ -373,12 +373,13 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
             )
     bounds = {} if is_lowered(module) else gather_bounds(main_func(module))
     reference, want = _expected_outputs(model, inputs, expected, check_ort, timing_only, lambda: io_names(main_func(module), results=True))
-    log, declined, verified = {}, [], None
+    log, declined, verified, ran = {}, [], None, None
     if not is_lowered(module):
         checks = None
         if verify_numerics:
             checks = _load_inputs(inputs, main_func(module), dtype) if inputs else random_inputs(module, seed, bounds)
         nn_pipeline = parse_pipeline(pipeline, f"O{opt_level}", target, tiling)
+        ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), f"ascend-lowering{{target={hw.name}}}"])
         session = run_passes(module, nn_pipeline, weights, checks)
         if verify_numerics:
             verified = _verified(nn_pipeline, f"the inputs of {inputs}" if inputs else f"random inputs (seed {seed})")
@@ -402,6 +403,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         result.report["declined"] = [{"region": d.region, "kind": d.kind, "reason": d.reason} for d in declined]
     if verified is not None:
         result.report["verify_numerics"] = verified
+    result.report.update(model={"path": str(model), "sha256": _sha256(model)}, pipeline=ran,
+                         dtype=dtype if model.suffix == ".onnx" else None, seed=None if inputs else seed, timing_only=timing_only)
     verdict = None
     if reference is not None:
         from ascendir.api.verdict import compare, onnxruntime_outputs
@@ -418,11 +421,16 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         # ml_dtypes arrays as raw |V bytes that np.load cannot compute with
         np.savez(f, **{k: numpy_native(v) for k, v in result.outputs.items()})
 
+    from ascendir.api.report_schema import problem
+
+    broken = problem(result.report)
+    if broken:  # `ascendir report` would reject it: say so now, write nothing
+        raise AscendirError(f"the run's report breaks its schema: {broken} (a target figure out of range?)")
     # Files first: rendering may stop early (`ascendir run ... | head` closes stdout).
     if outputs is not None:
         write_output(outputs, save_outputs)
     if report_path is not None:
-        write_text(report_path, json.dumps(result.report, indent=1))
+        write_text(report_path, json.dumps(result.report, indent=1, allow_nan=False))
     if trace_path is not None:
         from ascendir.interpreter.report.trace import trace_document
 
@@ -438,6 +446,16 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     render(result.report, console)
     if verdict is not None and verdict["status"] == "fail":
         sys.exit(1)
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _expected_outputs(model: Path, inputs: Path | None, expected: Path | None, check_ort: bool, timing_only: bool,
@@ -514,22 +532,32 @@ class _launch_progress:
 
 
 @main.command()
-@click.argument("report_path", type=click.Path(path_type=Path))
+@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="REPORT.json [B.json]")
+@click.option("--diff", is_flag=True, help="Compare two reports (A.json B.json): settings, totals, and what changed per kernel and per pipe.")
 @click.option("--trace", "trace_path", type=click.Path(path_type=Path), default=None,
               help="The Chrome trace of the same run (`ascendir run --trace`): --plots then draws the pipe timeline too.")
 @_plots_opt
-def report(report_path: Path, trace_path: Path | None, plots: Path | None) -> None:
-    """Render a REPORT.json written by `ascendir run --report`."""
+def report(reports: tuple[Path, ...], diff: bool, trace_path: Path | None, plots: Path | None) -> None:
+    """Render a REPORT.json written by `ascendir run --report` (.json.gz too), or with --diff
+    compare two of them."""
     from ascendir.api.report_table import render
 
+    if diff:
+        if len(reports) != 2 or trace_path is not None or plots is not None:
+            raise AscendirError("--diff takes two reports (A.json B.json) and no --trace / --plots")
+        from ascendir.api import report_diff
+
+        a, b = (_read_report(p) for p in reports)
+        report_diff.render(a, b, (str(reports[0]), str(reports[1])), _Console())
+        return
+    if len(reports) != 1:
+        raise AscendirError(f"give one report ({len(reports)} given; --diff compares two)")
+    (report_path,) = reports
     if trace_path is not None and plots is None:
         raise AscendirError("--trace is read for the pipe timeline of --plots; add --plots DIR")
     if plots is not None:
         _prepare_plots(plots)
-    data = _read_json(report_path, "report")
-    problem = _report_problem(data)
-    if problem:
-        raise AscendirError(f"{report_path} is not a report of `ascendir run --report`: {problem}")
+    data = _read_report(report_path)
     events = None
     if trace_path is not None:
         trace = _read_json(trace_path, "trace")
@@ -546,25 +574,45 @@ def report(report_path: Path, trace_path: Path | None, plots: Path | None) -> No
     render(data, _Console())
 
 
+def _read_report(path: Path) -> dict:
+    """A report file, checked against its schema and its totals.
+
+    Raises:
+        AscendirError: unreadable, not JSON, or not a report (naming the first bad field).
+    """
+    data = _read_json(path, "report")
+    problem = _report_problem(data)
+    if problem:
+        raise AscendirError(f"{path} is not a report of `ascendir run --report`: {problem}")
+    return data
+
+
 def _read_json(path: Path, what: str):
+    from ascendir.api.report_schema import loads
+
     try:
-        return json.loads(read_bytes(path))
+        return loads(read_bytes(path))
     except (OSError, ValueError, EOFError) as e:
         raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
 
 
 def _report_problem(data) -> str | None:
     """What keeps `data` from being a renderable report, or None: a departure from the report's
-    schema (report_schema.REPORT: types, finite non-negative figures, a positive clock and
+    schema (api/report.schema.json: types, finite non-negative figures, a positive clock and
     ceilings, rates in [0, 1]) or totals that disagree with the kernels (total_cycles = Σ kernel
     cycles, total_seconds = total_cycles / clock_hz)."""
-    from ascendir.api.report_schema import REPORT, check
+    from ascendir.api.report_schema import SCHEMA_VERSION, problem
 
-    if not isinstance(data, dict):
-        return f"a JSON {type(data).__name__}, not an object"
-    problem = check(REPORT, data)
-    if problem:
-        return problem
+    if isinstance(data, dict) and "schema_version" not in data and isinstance(data.get("model"), list):
+        broken = "no 'schema_version'"  # the cost-model notes under 'model': a report before schema 1
+    else:
+        broken = problem(data)
+    if broken == "no 'schema_version'":
+        return f"{broken}: written before report schema {SCHEMA_VERSION}; run it again"
+    if broken:
+        if isinstance(data, dict) and "schema_version" in data and data["schema_version"] != SCHEMA_VERSION:
+            broken += f" (this ascendir reads report schema {SCHEMA_VERSION})"
+        return broken
     total = sum(k["cycles"] for k in data["kernels"])
     if not math.isclose(total, data["total_cycles"], rel_tol=1e-9, abs_tol=1e-6):
         return f"'total_cycles' {data['total_cycles']!r} is not the sum of its kernels' cycles ({total!r})"

@@ -9,7 +9,7 @@ LEVELS = ("gm_read", "l2_hit", "gm_write", "l1", "l0a", "l0b", "l0c", "ub")
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
 
 
-def _bytes(n: float) -> str:
+def bytes_text(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
@@ -23,7 +23,7 @@ def _l2(byts: dict) -> str:
     if not rd:
         return "-"
     hit = byts.get("l2_hit", 0)
-    return f"{_bytes(hit)} ({100 * hit / rd:.0f} %)"
+    return f"{bytes_text(hit)} ({100 * hit / rd:.0f} %)"
 
 
 def render(report: dict, console: Console, top: int = 25) -> None:
@@ -43,7 +43,7 @@ def render(report: dict, console: Console, top: int = 25) -> None:
     if peak is not None:
         extra.append(f"cube peak {100 * peak:.2f} %")
     if report.get("bytes", {}).get("gm_read"):
-        extra.append(f"L2 hits {_bytes(report['bytes'].get('l2_hit', 0))} ({100 * report.get('l2_hit_rate', 0.0):.1f} % of GM reads)")
+        extra.append(f"L2 hits {bytes_text(report['bytes'].get('l2_hit', 0))} ({100 * report.get('l2_hit_rate', 0.0):.1f} % of GM reads)")
     if extra:
         console.print("   ".join(extra))
     search = report.get("tiling_search")
@@ -67,9 +67,9 @@ def render(report: dict, console: Console, top: int = 25) -> None:
             f"{k['cycles']:,.0f}",
             f"{100 * k['cycles'] / total:.1f}" if total else "-",
             f"{100 * k['cube_peak_fraction']:.1f}" if k.get("cube_peak_fraction") is not None else "-",
-            _bytes(k["bytes"].get("gm_read", 0)),
+            bytes_text(k["bytes"].get("gm_read", 0)),
             _l2(k["bytes"]),
-            _bytes(k["bytes"].get("gm_write", 0)),
+            bytes_text(k["bytes"].get("gm_write", 0)),
         )
     console.print(t)
 
@@ -89,7 +89,7 @@ def render(report: dict, console: Console, top: int = 25) -> None:
     levels.add_column("bytes", justify="right")
     for lvl in LEVELS:
         if lvl in report.get("bytes", {}):
-            levels.add_row(lvl, _bytes(report["bytes"][lvl]))
+            levels.add_row(lvl, bytes_text(report["bytes"][lvl]))
     console.print(levels)
 
     fp = report.get("gm_footprint")
@@ -98,6 +98,6 @@ def render(report: dict, console: Console, top: int = 25) -> None:
         gm.add_column("part")
         gm.add_column("bytes", justify="right")
         for part in ("weights", "inputs", "outputs", "arena", "total"):
-            gm.add_row(part, _bytes(fp.get(part, 0)))
+            gm.add_row(part, bytes_text(fp.get(part, 0)))
         console.print(gm)
-        console.print(f"live peak (lower bound of the total) {_bytes(fp.get('live_peak', 0))}")
+        console.print(f"live peak (lower bound of the total) {bytes_text(fp.get('live_peak', 0))}")

@@ -82,24 +82,37 @@ def load_expected(path: Path, names: list[str], what: str, required: bool) -> di
     Raises:
         AscendirError: unreadable file, a key naming no graph output, none found when required.
     """
-    try:
-        with np.load(path) as data:
-            keys = list(data.files)
-            found = {}
-            for k in keys:
-                if k.startswith("output:"):
-                    found[k.removeprefix("output:")] = k
-                elif what != "inputs" and not k.startswith("input:"):
-                    found[k] = k
-            arrays = {n: data[k] for n, k in found.items()}
-    except (OSError, ValueError, EOFError) as e:
-        raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
+    data = read_npz(path, what)
+    keys = list(data)
+    arrays = {}
+    for k in keys:
+        if k.startswith("output:"):
+            arrays[k.removeprefix("output:")] = data[k]
+        elif what != "inputs" and not k.startswith("input:"):
+            arrays[k] = data[k]
     unknown = [n for n in arrays if n not in names]
     if unknown:
         raise AscendirError(f"{what} {path}: expected output(s) {', '.join(unknown)} name no graph output (outputs: {', '.join(names)})")
     if required and not arrays:
         raise AscendirError(f"{what} {path} holds no outputs (keys: {', '.join(keys) or 'none'})")
     return arrays
+
+
+def read_npz(path: Path, what: str) -> dict[str, np.ndarray]:
+    """Every array of the .npz `path` (no pickles).
+
+    Raises:
+        AscendirError: unreadable, or not an .npz archive (an .npy, text, a broken zip).
+    """
+    import zipfile
+
+    if path.is_file() and not zipfile.is_zipfile(path):
+        raise AscendirError(f"cannot read {what} {path}: not an .npz archive (write it with numpy.savez)")
+    try:
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
 
 
 def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
