@@ -18,12 +18,9 @@ import os
 import signal
 import sys
 import traceback
-import zipfile
 from pathlib import Path
 
 import click
-import numpy as np
-from rich.console import Console
 
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error
 from ascendir.api.outputs import check_writable, is_stdout, output_kind, read_bytes, write_output, write_text
@@ -41,12 +38,17 @@ def _closed_stdout() -> None:
     sys.exit(_CLOSED_STDOUT)
 
 
-class _Console(Console):
-    """rich's Console ends with status 1 on a closed stdout; ours as other Unix tools do."""
+def _Console(stderr: bool = False):
+    """A rich Console that ends as other Unix tools do on a closed stdout (rich's own ends with
+    status 1). rich is imported here, not at start-up: `ascendir --help` stays fast."""
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        _closed_stdout()
+    class QuietConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            _closed_stdout()
+
+    return QuietConsole(stderr=stderr)
 
 
 class _Group(click.Group):
@@ -257,6 +259,10 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
         AscendirError: unreadable or not an .npz, a missing, unknown or doubled key, a wrong shape
             or dtype; the message names the input.
     """
+    import zipfile
+
+    import numpy as np
+
     from ascendir.driver import io_names
     from ascendir.dtypes import to_numpy_dtype
     from ascendir.frontends.onnx.precision import DTYPES, saturating_cast
@@ -413,6 +419,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
             want = onnxruntime_outputs(model, feeds)
         verdict = compare(result.outputs, want, dtype if model.suffix == ".onnx" else "fp32", reference)
         result.report["verdict"] = verdict
+
+    import numpy as np
 
     from ascendir.dtypes import numpy_native
 

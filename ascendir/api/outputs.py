@@ -17,11 +17,9 @@ A name ending in `.gz` is gzip-compressed (the name given decides, not a link's 
 
 from __future__ import annotations
 
-import gzip
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,6 +114,8 @@ def open_output(path: str | Path, what: str = "output") -> Iterator[BinaryIO]:
         with raw:
             yield from _maybe_gzip(raw, compress, p, what)
         return
+    import tempfile
+
     target = Path(os.path.realpath(p))  # a symlink is written through: its target is replaced
     tmp = None
     try:
@@ -136,6 +136,8 @@ def _maybe_gzip(raw: BinaryIO, compress: bool, path, what: str) -> Iterator[Bina
     if not compress:
         yield raw
         return
+    import gzip
+
     # mtime=0: the same content gives the same bytes
     with gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as z:
         yield z
@@ -158,6 +160,8 @@ def read_bytes(path: str | Path) -> bytes:
     Raises:
         OSError: unreadable; gzip.BadGzipFile / EOFError: a broken gzip stream.
     """
+    import gzip
+
     data = Path(path).read_bytes()
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
