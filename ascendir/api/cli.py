@@ -409,7 +409,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         result.report["declined"] = [{"region": d.region, "kind": d.kind, "reason": d.reason} for d in declined]
     if verified is not None:
         result.report["verify_numerics"] = verified
-    result.report.update(model={"path": str(model), "sha256": _sha256(model)}, pipeline=ran,
+    result.report.update(model={"path": str(model), "sha256": _sha256(model)}, workload=_workload(main_func(module)), pipeline=ran,
                          dtype=dtype if model.suffix == ".onnx" else None, seed=None if inputs else seed, timing_only=timing_only)
     verdict = None
     if reference is not None:
@@ -454,6 +454,20 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     render(result.report, console)
     if verdict is not None and verdict["status"] == "fail":
         sys.exit(1)
+
+
+def _workload(func) -> dict:
+    """What one run computes, for the throughput: `batch` = the first input's leading dim (1 for
+    a scalar), `tokens` = batch x sequence of the first integer input of rank 2 (token ids
+    [batch, seq]), None without one."""
+    from xdsl.dialects.builtin import IntegerType
+
+    types = func.function_type.inputs.data
+    shapes = [tuple(t.get_shape()) for t in types if hasattr(t, "get_shape")]
+    batch = shapes[0][0] if shapes and shapes[0] else 1
+    ids = next((tuple(t.get_shape()) for t in types if hasattr(t, "get_shape") and isinstance(t.element_type, IntegerType)
+                and len(t.get_shape()) == 2), None)
+    return {"batch": int(batch), "tokens": int(ids[0] * ids[1]) if ids else None}
 
 
 def _sha256(path: Path) -> str:
