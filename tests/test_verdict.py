@@ -32,9 +32,11 @@ def test_reference_npz_gives_pass_first(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     first, second = r.stdout.splitlines()[:2]
     assert first == f"PASS: 1 output against {REF}"
-    assert re.fullmatch(r"  PASS output: max abs err \S+, max rel err \S+ \(tolerance err <= 1e-04 \+ 1e-03·\|expected\|\)", second), second
+    assert re.fullmatch(r"  PASS output: max abs \S+, max rel \S+ \(tol 1e-04 \+ 1e-03·\|exp\|\)", second), second
     v = json.loads(rep.read_text())["verdict"]
     assert v["status"] == "pass" and v["reference"] == str(REF)
+    again = run_cli("report", rep)  # a saved report shows its verdict first too
+    assert again.exit_code == 0 and again.stdout.splitlines()[:2] == [first, second]
     (row,) = v["outputs"]
     assert row["name"] == "output" and row["mismatched"] == 0 and (row["rtol"], row["atol"]) == (FP32_RTOL, FP32_ATOL)
     assert 0 <= row["max_abs_err"] <= FP32_ATOL + FP32_RTOL * np.abs(_expected()["output"]).max()
@@ -47,8 +49,8 @@ def test_a_wrong_expected_output_fails_with_exit_1(tmp_path: Path) -> None:
     np.savez(exp, output=want)
     r = run_cli("run", MLP, "--inputs", REF, "--expected", exp, "--report", rep)
     assert r.exit_code == 1, r.output
-    assert r.stdout.startswith(f"FAIL: 1 output against {exp}\n  FAIL output: max abs err 1.00e+00")
-    assert f"1 of {want.size:,} beyond" in r.stdout
+    assert r.stdout.startswith(f"FAIL: 1 output against {exp}\n  FAIL output: max abs 1.0e+00")
+    assert f"1 of {want.size:,} beyond" in " ".join(r.stdout.split())  # wrapped at 80 columns
     v = json.loads(rep.read_text())["verdict"]  # the report is written all the same
     assert v["status"] == "fail" and v["outputs"][0]["mismatched"] == 1
 

@@ -445,13 +445,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         write_text(trace_path, json.dumps(trace_document(result.trace_events, result.report)))
     if plots is not None:
         _write_plots(result.report, result.trace_events, plots)
-    if verdict is not None:  # the first lines: were the outputs right?
-        from ascendir.api.verdict import lines
-
-        style = "bold green" if verdict["status"] == "pass" else "bold red"
-        for i, line in enumerate(lines(verdict)):
-            console.print(line, style=style if i == 0 else None, highlight=False, soft_wrap=True)
-    render(result.report, console)
+    render(result.report, console)  # the verdict first, when there is one
     if verdict is not None and verdict["status"] == "fail":
         sys.exit(1)
 

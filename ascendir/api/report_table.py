@@ -37,12 +37,21 @@ def _l2(byts: dict) -> str:
 
 
 def render(report: dict, console: Console, top: int = 25) -> None:
-    """Print the headline (latency, throughput, bound resource, launch overhead:
+    """Print the verdict (when the run had expected outputs), the headline (latency,
+    throughput, bound resource, launch overhead:
     report_headline.py), time by kernel kind, the kernels grouped by kernel (the `top` costliest),
     pipe busy %, bytes per memory level and the GM footprint. At most `console.width` columns:
     below 100 the per-kernel table drops its L2-hit and cube % columns, never a kernel's name."""
     from ascendir.api.report_headline import by_kind, grouped, headline
 
+    verdict = report.get("verdict")
+    if verdict:  # the first lines: were the outputs right?
+        from ascendir.api.verdict import lines as verdict_lines
+
+        style = "bold green" if verdict["status"] == "pass" else "bold red"
+        for i, line in enumerate(verdict_lines(verdict)):
+            # the head line names the reference file: a path is not broken over lines
+            console.print(line, style=style if i == 0 else None, highlight=False, soft_wrap=i == 0)
     total = report["total_cycles"]
     lines = headline(report)
     console.print(f"[bold]{lines[0]}[/]", highlight=False)

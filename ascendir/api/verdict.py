@@ -152,10 +152,10 @@ def lines(verdict: dict) -> list[str]:
         if r["rtol"] == 0 and r["atol"] == 0:
             tol = "equal"
         elif r["rtol"] == 0:
-            tol = f"err <= {r['atol']:.1e}"
+            tol = f"tol {r['atol']:.1e}"
         else:
-            tol = f"err <= {r['atol']:.0e} + {r['rtol']:.0e}·|expected|"
+            tol = f"tol {r['atol']:.0e} + {r['rtol']:.0e}·|exp|"
         miss = f", {r['mismatched']:,} of {r['size']:,} beyond" if r["mismatched"] else ""
-        out.append(f"  {r['status'].upper()} {r['name']}: max abs err {r['max_abs_err']:.2e}, max rel err "
-                   f"{r['max_rel_err']:.2e} (tolerance {tol}{miss})")
+        out.append(f"  {r['status'].upper()} {r['name']}: max abs {r['max_abs_err']:.1e}, max rel {r['max_rel_err']:.1e} "
+                   f"({tol}{miss})")
     return out
