@@ -45,7 +45,7 @@ def test_shares_kinds_and_groups_add_up() -> None:
     assert [(r["name"], r["launches"], r["cycles"]) for r in rows] == [("matmul_0", 2, 800.0), ("matmul_1", 1, 100.0), ("add_0", 1, 100.0)]
     assert kernel_kind("matmul_epilogue_12") == "matmul_epilogue" and kernel_kind("img2col") == "img2col"
     lines = headline({**rep, "workload": {"batch": 2, "tokens": 64}})
-    assert lines[0] == "latency 1.00 µs = 1,000 cycles at 1.00 GHz on t"
+    assert lines[0] == "latency 1.00 µs: total 1,000 cycles at 1.00 GHz on t"
     assert lines[1] == "throughput 2,000,000 inferences/s (batch 2), 64,000,000 tokens/s"
     assert lines[2] == "bound by cube 80 % of the time; then launch 10 %, latency 10 %"
     assert lines[3] == "4 launches of 3 kernels; launch overhead 8.0 % of the time"

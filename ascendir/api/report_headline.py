@@ -92,7 +92,7 @@ def throughput(report: dict) -> list[str]:
     work = report.get("workload") or {}
     if not secs:
         return []
-    batch = work.get("batch") or 1
+    batch = work.get("batch") or 1  # 0: a model of empty inputs still runs once
     out = [f"{batch / secs:,.0f} inferences/s" + (f" (batch {batch})" if batch != 1 else "")]
     if work.get("tokens"):
         out.append(f"{work['tokens'] / secs:,.0f} tokens/s")
@@ -105,7 +105,7 @@ def headline(report: dict) -> list[str]:
     total = report["total_cycles"]
     launches = len(report["kernels"])
     kernels = len({k["name"] for k in report["kernels"]})
-    lines = [f"latency {report['total_seconds'] * 1e6:,.2f} µs = {total:,.0f} cycles at {report['clock_hz'] / 1e9:.2f} GHz "
+    lines = [f"latency {report['total_seconds'] * 1e6:,.2f} µs: total {total:,.0f} cycles at {report['clock_hz'] / 1e9:.2f} GHz "
              f"on {report['target']}"]
     tp = throughput(report)
     if tp:
