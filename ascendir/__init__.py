@@ -15,13 +15,16 @@ Python API (pass authors and scripts):
 from __future__ import annotations
 
 from ascendir.errors import AscendirError
-from ascendir.pipelines import PASSES, PIPELINES
 
 __all__ = ["AscendirError", "PASSES", "PIPELINES", "import_onnx", "compile_model", "simulate", "load_target", "WeightStore"]
 
 
 def __getattr__(name: str):
     # Lazy: keeps `ascendir --help` fast and lets submodules import each other freely.
+    if name in ("PASSES", "PIPELINES"):
+        from ascendir import pipelines
+
+        return getattr(pipelines, name)
     if name == "import_onnx":
         from ascendir.frontends.onnx import import_onnx
 

@@ -25,7 +25,7 @@ from ascendir.dialects.ascend import KernelOp
 from ascendir.errors import AscendirError, not_utf8, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
-from ascendir.pipelines import LOWERING, PASSES, PIPELINES, ascend_lowering, expand_pipelines, pass_name
+from ascendir.pipelines import LOWERING, PASSES, PIPELINES, ascend_lowering, available_passes, expand_pipelines, pass_name
 from ascendir.weights import WeightStore
 
 NAME_ATTR = "onnx.name"
@@ -109,7 +109,7 @@ def _parse_pipeline(spec: str | None, opt_level: str) -> PassPipeline:
     if not spec:
         return PassPipeline(())
     try:
-        pipeline = PassPipeline.parse_spec(PASSES, spec)
+        pipeline = PassPipeline.parse_spec(available_passes(spec), spec)  # other xDSL plugins' passes too
     except (Exception, ArgSpecParseError) as e:  # ValueError, or a syntax error (a BaseException in xDSL)
         raise AscendirError(f"bad pass pipeline '{spec}': {one_line(e)}") from None
     lowered = [p.name for p in pipeline.passes if p.name in ASCEND_LEVEL_PASSES]

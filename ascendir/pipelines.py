@@ -302,3 +302,67 @@ def load_pass_plugin(module: str) -> dict[str, Callable[[], type[ModulePass]]]:
             raise AscendirError(f"pass plugin '{module}': the pass name '{cls.name}' is taken (give the pass another name)")
         passes[cls.name] = lambda cls=cls: cls
     return passes
+
+
+# Distributions whose xDSL universes are not "other plugins": xDSL's own passes stay out of
+# ascendir's registries (as before), and ascendir's universe is PASSES itself (api/universe.py).
+_OWN_UNIVERSES = ("xdsl", "ascendir")
+
+
+def _plugin_universes() -> list:
+    """(name, Universe) of every other installed xDSL plugin (entry point group `xdsl.universe`,
+    as xDSL's Universe.get_multiverse finds them), sorted by name.
+
+    Raises:
+        AscendirError: a plugin that does not load or is no Universe, naming it.
+    """
+    from importlib.metadata import entry_points
+
+    from xdsl.universe import Universe
+
+    found = []
+    for ep in entry_points(group="xdsl.universe"):
+        dist = getattr(getattr(ep, "dist", None), "name", None) or ep.name
+        if dist.lower() in _OWN_UNIVERSES:
+            continue
+        try:
+            universe = ep.load()
+        except (Exception, SystemExit) as e:
+            raise AscendirError(f"xDSL plugin '{ep.name}' ({ep.value}) does not load: {type(e).__name__}: {one_line(e)}") from None
+        if not isinstance(universe, Universe):
+            raise AscendirError(f"xDSL plugin '{ep.name}' ({ep.value}) is {type(universe).__name__}, not an xdsl.universe.Universe")
+        found.append((ep.name, universe))
+    return sorted(found, key=lambda t: t[0])
+
+
+def plugin_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """The passes other installed xDSL plugins offer (their `xdsl.universe` entry points): usable in
+    `ascendir-opt -p` and `ascendir compile -p` beside ascendir's own. A name ascendir already
+    uses (a pass, a named pipeline, ascend-lowering) stays ascendir's.
+
+    Raises:
+        AscendirError: a plugin that does not load, or two plugins defining one pass name.
+    """
+    passes: dict[str, Callable[[], type[ModulePass]]] = {}
+    owner: dict[str, str] = {}
+    for plugin, universe in _plugin_universes():
+        for name, factory in universe.all_passes.items():
+            if name in PASSES or name in PIPELINES or name == LOWERING:
+                continue
+            if name in passes:
+                raise AscendirError(f"xDSL plugins '{owner[name]}' and '{plugin}' both define the pass '{name}'")
+            passes[name], owner[name] = factory, plugin
+    return passes
+
+
+def plugin_dialects() -> dict[str, Callable]:
+    """The dialects other installed xDSL plugins offer (name -> factory), for IR that uses them."""
+    return {name: f for _, universe in _plugin_universes() for name, f in universe.all_dialects.items()}
+
+
+def available_passes(spec: str) -> dict[str, Callable[[], type[ModulePass]]]:
+    """The registry a pipeline `spec` is parsed with: PASSES, and other plugins' passes when the
+    spec names a pass that is not ascendir's (so a plain pipeline loads no plugin)."""
+    if all(pass_name(p) in PASSES for p in spec.split(",") if p.strip()):
+        return PASSES
+    return {**plugin_passes(), **PASSES}

@@ -18,15 +18,12 @@ import os
 import signal
 import sys
 import traceback
-import zipfile
 from pathlib import Path
 
 import click
-import numpy as np
-from rich.console import Console
 
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error
-from ascendir.api.outputs import atomic_write, check_writable
+from ascendir.api.outputs import check_writable, is_stdout, output_kind, read_bytes, write_output, write_text
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads thrash on small tiles
 
@@ -41,12 +38,17 @@ def _closed_stdout() -> None:
     sys.exit(_CLOSED_STDOUT)
 
 
-class _Console(Console):
-    """rich's Console ends with status 1 on a closed stdout; ours as other Unix tools do."""
+def _Console(stderr: bool = False):
+    """A rich Console that ends as other Unix tools do on a closed stdout (rich's own ends with
+    status 1). rich is imported here, not at start-up: `ascendir --help` stays fast."""
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        _closed_stdout()
+    class QuietConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            _closed_stdout()
+
+    return QuietConsole(stderr=stderr)
 
 
 class _Group(click.Group):
@@ -137,8 +139,11 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
     from ascendir.session import Session
     from ascendir.transforms.nn.choose_tiling import log_summary
 
+    if is_stdout(output):
+        output = None  # `-o -`: the IR on stdout, as without -o
     if output is not None:
-        _check_outputs([output, weights_path(output)], [model])
+        _check_outputs([output] if shape_only or output_kind(output) != "atomic" else [output, weights_path(output)],
+                       _run_inputs(model, target))
     session = Session(echo_notes=True)
     module, weights = compile_model(
         model, target, opt_level=f"O{opt_level}", pipeline=pipeline, emit=emit, input_shapes=parse_input_shapes(input_shapes),
@@ -146,32 +151,101 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
     )
     if session.search_log:
         click.echo(log_summary(session.search_log), err=True)
+    if verify_numerics:
+        from ascendir.driver import parse_pipeline
+
+        _verified(parse_pipeline(pipeline, f"O{opt_level}", target, tiling), "random inputs (seed 0)")
     text = print_ir(module)
     if output is None:
         click.echo(text, nl=False)
         return
     if shape_only:  # the weights are zeros: writing them would only fill the disk
-        atomic_write(output, lambda p: p.write_text(text))
+        write_text(output, text)
         click.echo(f"wrote {output} (--shape-only: no weights file)", err=True)
         return
-    atomic_write(weights_path(output), lambda p: weights.save(str(p)))
-    atomic_write(output, lambda p: p.write_text(text))
+    if output_kind(output) != "atomic":  # a FIFO or device takes one stream: the IR
+        write_text(output, text)
+        click.echo(f"wrote {output} (not a regular file: no weights file beside it)", err=True)
+        return
+    write_output(weights_path(output), weights.save)
+    write_text(output, text)
     click.echo(f"wrote {output} and {weights_path(output)} ({len(weights)} weights)", err=True)
 
 
+def _run_inputs(model: Path, target: str, *more: Path | None) -> list[Path]:
+    """The files a run reads: `model`, the weights file beside IR, the ONNX model's external data,
+    a target TOML, and `more` (--inputs, --expected)."""
+    from ascendir.driver import weights_path
+
+    files = [model, *more]
+    if model.suffix == ".onnx":
+        files += _external_data(model)
+    else:
+        files.append(weights_path(model))
+    if target.endswith(".toml"):
+        files.append(Path(target))
+    return [f for f in files if f is not None]
+
+
+def _external_data(model: Path) -> list[Path]:
+    """The external-data files an ONNX model names (read without loading them); none for a file
+    onnx cannot parse (the importer reports that)."""
+    import onnx
+
+    try:
+        proto = onnx.load(model, load_external_data=False)
+    except Exception:  # noqa: BLE001 - the import reports what is wrong with it
+        return []
+    found: list[Path] = []
+
+    def walk(graph) -> None:
+        for t in graph.initializer:
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                loc = next((e.value for e in t.external_data if e.key == "location"), None)
+                if loc and "\0" not in loc:
+                    found.append(model.parent / loc)
+        for node in graph.node:
+            for a in node.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    walk(g)
+
+    walk(proto.graph)
+    for f in proto.functions:
+        for node in f.node:
+            for a in node.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    walk(g)
+    return found
+
+
+def _file_id(p: Path) -> tuple:
+    """What identifies the file `p` names: device and inode when it exists (hard links and
+    symlinks alike), else its resolved path."""
+    try:
+        st = p.stat()
+        return (st.st_dev, st.st_ino)
+    except OSError:
+        return (os.path.realpath(p),)
+
+
 def _check_outputs(outputs: list[Path | None], inputs: list[Path | None]) -> None:
-    """Before any work: every output path can be written and none overwrites an input file.
+    """Before any work: every output path can be written, none is a file the run reads, and no
+    two name the same file (FIFOs and devices excepted; `-` at most once).
 
     Raises:
         AscendirError: naming the path.
     """
     given = [p for p in outputs if p is not None]
-    read = {p.resolve() for p in inputs if p is not None}
+    read = {_file_id(p) for p in inputs if p is not None}
+    files = []
     for p in given:
         check_writable(p)
-        if p.resolve() in read:
-            raise AscendirError(f"output {p} would overwrite an input file")
-    if len({p.resolve() for p in given}) < len(given):
+        kind = output_kind(p)
+        if kind == "atomic" and _file_id(p) in read:
+            raise AscendirError(f"output {p} is a file this run reads: it would be overwritten")
+        if kind in ("atomic", "stdout"):
+            files.append(_file_id(p) if kind == "atomic" else ("-",))
+    if len(set(files)) < len(files):
         raise AscendirError(f"output paths must differ ({', '.join(map(str, given))})")
 
 
@@ -185,6 +259,10 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
         AscendirError: unreadable or not an .npz, a missing, unknown or doubled key, a wrong shape
             or dtype; the message names the input.
     """
+    import zipfile
+
+    import numpy as np
+
     from ascendir.driver import io_names
     from ascendir.dtypes import to_numpy_dtype
     from ascendir.frontends.onnx.precision import DTYPES, saturating_cast
@@ -234,14 +312,19 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Write the report as JSON.")
 @click.option("--trace", "trace_path", type=click.Path(path_type=Path), default=None, help="Write a Chrome/Perfetto trace JSON.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--expected", type=click.Path(path_type=Path), default=None, metavar="FILE.npz",
+              help="Expected outputs (keys: output names, or output:NAME): print PASS/FAIL per output, exit 1 on a mismatch. The output: keys of --inputs serve too.")
+@click.option("--check-ort", is_flag=True, help="Expected outputs from onnxruntime on the same ONNX model and inputs (needs onnxruntime).")
 @_plots_opt
 @_compile_options
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, check_races: bool, report_path: Path | None,
-        trace_path: Path | None, seed: int, plots: Path | None, target: str, pipeline: str | None, opt_level: str, input_shapes,
-        verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
-    """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the report."""
+        trace_path: Path | None, seed: int, expected: Path | None, check_ort: bool, plots: Path | None, target: str,
+        pipeline: str | None, opt_level: str, input_shapes, verify_numerics: bool, tiling: str | None, shape_only: bool,
+        dtype: str) -> None:
+    """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the verdict
+    (with expected outputs at hand) and the report. Exit code 1: an output beyond its tolerance."""
     from ascendir.driver import (
-        gather_bounds, is_lowered, load_ir, lower, main_func, missing_weights, parse_input_shapes, parse_pipeline,
+        gather_bounds, io_names, is_lowered, load_ir, lower, main_func, missing_weights, parse_input_shapes, parse_pipeline,
         random_inputs, reject_nn_options, run_passes, weights_path,
     )
     from ascendir.frontends.onnx import import_onnx
@@ -256,7 +339,14 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         timing_only = True  # zeros for weights: only the timing is meaningful
     if timing_only and outputs is not None:
         raise AscendirError(f"--outputs needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
-    _check_outputs([outputs, report_path, trace_path], [model, inputs])
+    for flag, given in (("--expected", expected), ("--check-ort", check_ort)):
+        if given and timing_only:
+            raise AscendirError(f"{flag} needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
+    if check_ort and expected is not None:
+        raise AscendirError("give one reference: --expected or --check-ort")
+    if check_ort and model.suffix != ".onnx":
+        raise AscendirError(f"--check-ort runs onnxruntime on an ONNX model; {model} is IR (use --expected)")
+    _check_outputs([outputs, report_path, trace_path], _run_inputs(model, target, inputs, expected))
     if plots is not None:
         _prepare_plots(plots)
     hw = load_target(target)
@@ -288,12 +378,17 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
                 f"{model} was lowered for {chip} ({getattr(arch, 'data', arch)}), --target {hw.name} is {hw.arch}: compile the model for it"
             )
     bounds = {} if is_lowered(module) else gather_bounds(main_func(module))
-    log, declined = {}, []
+    reference, want = _expected_outputs(model, inputs, expected, check_ort, timing_only, lambda: io_names(main_func(module), results=True))
+    log, declined, verified, ran = {}, [], None, None
     if not is_lowered(module):
         checks = None
         if verify_numerics:
             checks = _load_inputs(inputs, main_func(module), dtype) if inputs else random_inputs(module, seed, bounds)
-        session = run_passes(module, parse_pipeline(pipeline, f"O{opt_level}", target, tiling), weights, checks)
+        nn_pipeline = parse_pipeline(pipeline, f"O{opt_level}", target, tiling)
+        ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), f"ascend-lowering{{target={hw.name}}}"])
+        session = run_passes(module, nn_pipeline, weights, checks)
+        if verify_numerics:
+            verified = _verified(nn_pipeline, f"the inputs of {inputs}" if inputs else f"random inputs (seed {seed})")
         log = session.search_log
         lower(module, weights, target, session)
         declined = session.declined
@@ -302,7 +397,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     else:  # timing-only moves no data: no need to make (possibly huge) random inputs
         feeds = {} if timing_only else random_inputs(module, seed, bounds)
 
-    console = _Console(stderr=False)
+    # an output on stdout (`--report -`) keeps it for itself: the table goes to stderr
+    console = _Console(stderr=any(is_stdout(p) for p in (outputs, report_path, trace_path)))
     with _launch_progress(f"simulating on {hw.name}") as progress:
         result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
                           check_races=True if check_races else None, progress=progress)
@@ -311,27 +407,100 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         result.report["tiling_search"] = log_json(log)
     if declined:  # regions lowered op by op because their template declined them
         result.report["declined"] = [{"region": d.region, "kind": d.kind, "reason": d.reason} for d in declined]
+    if verified is not None:
+        result.report["verify_numerics"] = verified
+    result.report.update(model={"path": str(model), "sha256": _sha256(model)}, workload=_workload(main_func(module)), pipeline=ran,
+                         dtype=dtype if model.suffix == ".onnx" else None, seed=None if inputs else seed, timing_only=timing_only)
+    verdict = None
+    if reference is not None:
+        from ascendir.api.verdict import compare, onnxruntime_outputs
+
+        if check_ort:
+            want = onnxruntime_outputs(model, feeds)
+        verdict = compare(result.outputs, want, dtype if model.suffix == ".onnx" else "fp32", reference)
+        result.report["verdict"] = verdict
+
+    import numpy as np
 
     from ascendir.dtypes import numpy_native
 
-    def save_outputs(p: Path) -> None:
+    def save_outputs(f) -> None:
         # bf16 / fp8 / fp4 / int4 outputs upcast exactly (dtypes.numpy_native): np.savez would store
         # ml_dtypes arrays as raw |V bytes that np.load cannot compute with
-        with p.open("wb") as f:  # a file object: np.savez would append .npz to a path
-            np.savez(f, **{k: numpy_native(v) for k, v in result.outputs.items()})
+        np.savez(f, **{k: numpy_native(v) for k, v in result.outputs.items()})
 
+    from ascendir.api.report_schema import problem
+
+    broken = problem(result.report)
+    if broken:  # `ascendir report` would reject it: say so now, write nothing
+        raise AscendirError(f"the run's report breaks its schema: {broken} (a target figure out of range?)")
     # Files first: rendering may stop early (`ascendir run ... | head` closes stdout).
     if outputs is not None:
-        atomic_write(outputs, save_outputs)
+        write_output(outputs, save_outputs)
     if report_path is not None:
-        atomic_write(report_path, lambda p: p.write_text(json.dumps(result.report, indent=1)))
+        write_text(report_path, json.dumps(result.report, indent=1, allow_nan=False))
     if trace_path is not None:
         from ascendir.interpreter.report.trace import trace_document
 
-        atomic_write(trace_path, lambda p: p.write_text(json.dumps(trace_document(result.trace_events, result.report))))
+        write_text(trace_path, json.dumps(trace_document(result.trace_events, result.report)))
     if plots is not None:
         _write_plots(result.report, result.trace_events, plots)
-    render(result.report, console)
+    render(result.report, console)  # the verdict first, when there is one
+    if verdict is not None and verdict["status"] == "fail":
+        sys.exit(1)
+
+
+def _workload(func) -> dict:
+    """What one run computes, for the throughput: `batch` = the first input's leading dim (1 for
+    a scalar), `tokens` = batch x sequence of the first integer input of rank 2 (token ids
+    [batch, seq]), None without one."""
+    from xdsl.dialects.builtin import IntegerType
+
+    types = func.function_type.inputs.data
+    shapes = [tuple(t.get_shape()) for t in types if hasattr(t, "get_shape")]
+    batch = shapes[0][0] if shapes and shapes[0] else 1
+    ids = next((tuple(t.get_shape()) for t in types if hasattr(t, "get_shape") and isinstance(t.element_type, IntegerType)
+                and len(t.get_shape()) == 2), None)
+    return {"batch": int(batch), "tokens": int(ids[0] * ids[1]) if ids else None}
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _expected_outputs(model: Path, inputs: Path | None, expected: Path | None, check_ort: bool, timing_only: bool,
+                      names) -> tuple[str | None, dict[str, np.ndarray]]:
+    """The reference of the verdict and its expected outputs (empty for onnxruntime, computed
+    after the run on the same inputs): --check-ort, --expected, else the output: keys of --inputs
+    (none in a timing-only run: no outputs to compare). `names()`: the graph's output names."""
+    from ascendir.api.verdict import load_expected
+
+    if check_ort:
+        return "onnxruntime", {}
+    if expected is not None:
+        return str(expected), load_expected(expected, names(), "expected outputs", required=True)
+    if inputs is not None and not timing_only:
+        want = load_expected(inputs, names(), "inputs", required=False)
+        if want:
+            return str(inputs), want
+    return None, {}
+
+
+def _verified(pipeline, source: str) -> dict:
+    """What --verify-numerics checked, printed on stderr and kept in the report."""
+    from ascendir.driver import TOLERANCES
+
+    names = [p.name for p in pipeline.passes]
+    r, a = TOLERANCES["float32"]
+    click.echo(f"verify-numerics: {len(names)} passes ({', '.join(names)}) each kept every output within its dtype's "
+               f"tolerance (f32: rtol {r:g}, atol {a:g} x max(1, max|value|)) on {source}", err=True)
+    return {"passes": names, "inputs": source, "status": "pass"}
 
 
 def _prepare_plots(directory: Path) -> None:
@@ -379,22 +548,32 @@ class _launch_progress:
 
 
 @main.command()
-@click.argument("report_path", type=click.Path(path_type=Path))
+@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="REPORT.json [B.json]")
+@click.option("--diff", is_flag=True, help="Compare two reports (A.json B.json): settings, totals, and what changed per kernel and per pipe.")
 @click.option("--trace", "trace_path", type=click.Path(path_type=Path), default=None,
               help="The Chrome trace of the same run (`ascendir run --trace`): --plots then draws the pipe timeline too.")
 @_plots_opt
-def report(report_path: Path, trace_path: Path | None, plots: Path | None) -> None:
-    """Render a REPORT.json written by `ascendir run --report`."""
+def report(reports: tuple[Path, ...], diff: bool, trace_path: Path | None, plots: Path | None) -> None:
+    """Render a REPORT.json written by `ascendir run --report` (.json.gz too), or with --diff
+    compare two of them."""
     from ascendir.api.report_table import render
 
+    if diff:
+        if len(reports) != 2 or trace_path is not None or plots is not None:
+            raise AscendirError("--diff takes two reports (A.json B.json) and no --trace / --plots")
+        from ascendir.api import report_diff
+
+        a, b = (_read_report(p) for p in reports)
+        report_diff.render(a, b, (str(reports[0]), str(reports[1])), _Console())
+        return
+    if len(reports) != 1:
+        raise AscendirError(f"give one report ({len(reports)} given; --diff compares two)")
+    (report_path,) = reports
     if trace_path is not None and plots is None:
         raise AscendirError("--trace is read for the pipe timeline of --plots; add --plots DIR")
     if plots is not None:
         _prepare_plots(plots)
-    data = _read_json(report_path, "report")
-    problem = _report_problem(data)
-    if problem:
-        raise AscendirError(f"{report_path} is not a report of `ascendir run --report`: {problem}")
+    data = _read_report(report_path)
     events = None
     if trace_path is not None:
         trace = _read_json(trace_path, "trace")
@@ -411,25 +590,45 @@ def report(report_path: Path, trace_path: Path | None, plots: Path | None) -> No
     render(data, _Console())
 
 
+def _read_report(path: Path) -> dict:
+    """A report file, checked against its schema and its totals.
+
+    Raises:
+        AscendirError: unreadable, not JSON, or not a report (naming the first bad field).
+    """
+    data = _read_json(path, "report")
+    problem = _report_problem(data)
+    if problem:
+        raise AscendirError(f"{path} is not a report of `ascendir run --report`: {problem}")
+    return data
+
+
 def _read_json(path: Path, what: str):
+    from ascendir.api.report_schema import loads
+
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        return loads(read_bytes(path))
+    except (OSError, ValueError, EOFError) as e:
         raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
 
 
 def _report_problem(data) -> str | None:
     """What keeps `data` from being a renderable report, or None: a departure from the report's
-    schema (report_schema.REPORT: types, finite non-negative figures, a positive clock and
+    schema (api/report.schema.json: types, finite non-negative figures, a positive clock and
     ceilings, rates in [0, 1]) or totals that disagree with the kernels (total_cycles = Σ kernel
     cycles, total_seconds = total_cycles / clock_hz)."""
-    from ascendir.api.report_schema import REPORT, check
+    from ascendir.api.report_schema import SCHEMA_VERSION, problem
 
-    if not isinstance(data, dict):
-        return f"a JSON {type(data).__name__}, not an object"
-    problem = check(REPORT, data)
-    if problem:
-        return problem
+    if isinstance(data, dict) and "schema_version" not in data and isinstance(data.get("model"), list):
+        broken = "no 'schema_version'"  # the cost-model notes under 'model': a report before schema 1
+    else:
+        broken = problem(data)
+    if broken == "no 'schema_version'":
+        return f"{broken}: written before report schema {SCHEMA_VERSION}; run it again"
+    if broken:
+        if isinstance(data, dict) and "schema_version" in data and data["schema_version"] != SCHEMA_VERSION:
+            broken += f" (this ascendir reads report schema {SCHEMA_VERSION})"
+        return broken
     total = sum(k["cycles"] for k in data["kernels"])
     if not math.isclose(total, data["total_cycles"], rel_tol=1e-9, abs_tol=1e-6):
         return f"'total_cycles' {data['total_cycles']!r} is not the sum of its kernels' cycles ({total!r})"

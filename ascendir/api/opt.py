@@ -12,7 +12,8 @@ pass pipeline or option, an unreadable file, an error a pass raises) prints one 
 
 `--load-pass-plugin MODULE` (repeatable) adds the passes a Python module lists in its
 ASCENDIR_PASSES (passes.load_pass_plugin; docs/writing-a-pass.md), usable in `-p` like the
-built-in ones.
+built-in ones. Passes and dialects of installed xDSL plugins (packages with an `xdsl.universe`
+entry point, pipelines.plugin_passes) are there without the flag.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ascendir.session import DIALECTS, Session, SessionContext
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, not_utf8, one_line
-from ascendir.api.outputs import atomic_write, check_writable
-from ascendir.pipelines import PASSES, expand_pipelines, load_pass_plugin
+from ascendir.api.outputs import check_writable, write_text
+from ascendir.pipelines import PASSES, expand_pipelines, load_pass_plugin, plugin_dialects, plugin_passes
 
 
 class AscendirOptMain(xDSLOptMain):
@@ -45,9 +46,13 @@ class AscendirOptMain(xDSLOptMain):
         self.ctx = SessionContext(session=self.session)
         for d in DIALECTS:
             self.ctx.register_dialect(d.name, lambda d=d: d)
+        ours = {d.name for d in DIALECTS}
+        for name, factory in plugin_dialects().items():  # other installed xDSL plugins' dialects
+            if name not in ours:
+                self.ctx.register_dialect(name, factory)
 
     def register_all_passes(self) -> None:
-        for name, factory in PASSES.items():
+        for name, factory in {**plugin_passes(), **PASSES}.items():  # other xDSL plugins' passes too
             self.register_pass(name, factory)
 
     def register_all_arguments(self, arg_parser) -> None:
@@ -95,7 +100,7 @@ class AscendirOptMain(xDSLOptMain):
         super().run()
         if self.args.output_file is not None:
             text = self.buffer.getvalue()
-            atomic_write(self.args.output_file, lambda p: p.write_text(text))
+            write_text(self.args.output_file, text)
 
 
 class _Buffer(io.StringIO):

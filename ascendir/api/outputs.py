@@ -1,55 +1,169 @@
-"""Output files of the CLIs: checked before any work, written through a temporary file renamed
-only on success, so a failure never leaves a half-written (or empty) output behind."""
+"""Output files of the CLIs: checked before any work, and never left half-written.
+
+What a path names decides how it is written (`output_kind`):
+
+* `-`: standard output.
+* a regular file, or nothing yet: a temporary file beside it, renamed over it only once the
+  whole content is written, so a failure or a signal leaves the old file (or none) and no
+  temporary behind. A symlink to a regular file is written through: the file it points to is
+  replaced, the link stays.
+* a FIFO, a character device (`/dev/null`, `/dev/stdout` of a terminal), or a path through
+  `/proc/<pid>/fd` (`/dev/stdout` of a pipe or a redirected file): opened and written in place,
+  as a shell redirection would. It is never unlinked or renamed over.
+* anything else (a directory, a block device, a socket): an error; it is never replaced.
+
+A name ending in `.gz` is gzip-compressed (the name given decides, not a link's target).
+"""
 
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Callable
+import stat
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from ascendir.errors import AscendirError
+
+STDOUT = "-"
+
+
+def is_stdout(path: str | Path | None) -> bool:
+    return path is not None and str(path) == STDOUT
+
+
+def output_kind(path: str | Path) -> str:
+    """How `path` is written: "stdout", "atomic" (regular file or none yet), "through" (FIFO,
+    character device, /proc fd), or "refuse" (directory, block device, socket)."""
+    if is_stdout(path):
+        return "stdout"
+    p = Path(path)
+    try:
+        st = p.stat()  # follows symlinks: the kind of what is written
+    except FileNotFoundError:
+        return "atomic"  # nothing there yet, or a dangling link: created where it points
+    except OSError:
+        return "atomic"  # reported by check_writable
+    if os.path.realpath(p).startswith("/proc/"):
+        return "through"  # /dev/stdout & co.: the descriptor's open file, whatever it is
+    if stat.S_ISREG(st.st_mode):
+        return "atomic"
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode):
+        return "through"
+    return "refuse"
+
+
+def _kind_name(path: Path) -> str:
+    mode = path.stat().st_mode
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def check_writable(path: str | Path, what: str = "output") -> None:
     """Fail early, with one line naming `path`, when it cannot be written.
 
     Raises:
-        AscendirError: `path` is a directory, or its folder is missing or not writable.
+        AscendirError: `path` is a directory, block device or socket, its folder is missing or
+            not writable, or the file is not writable.
     """
+    kind = output_kind(path)
+    if kind == "stdout":
+        return
     p = Path(path)
-    folder = p.parent
-    if p.is_dir():
-        raise AscendirError(f"cannot write {what} {p}: it is a directory")
+    if kind == "refuse":
+        raise AscendirError(f"cannot write {what} {p}: it is {_kind_name(p)} (only regular files, FIFOs and character devices are written)")
+    if kind == "through":
+        if not os.access(p, os.W_OK):
+            raise AscendirError(f"cannot write {what} {p}: permission denied")
+        return
+    target = Path(os.path.realpath(p))
+    folder = target.parent
     if not folder.is_dir():
         raise AscendirError(f"cannot write {what} {p}: directory {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise AscendirError(f"cannot write {what} {p}: permission denied")
 
 
-def atomic_write(path: str | Path, write: Callable[[Path], None], what: str = "output") -> None:
-    """Call `write(tmp)` on a temporary file beside `path`, then rename it to `path`.
+@contextmanager
+def open_output(path: str | Path, what: str = "output") -> Iterator[BinaryIO]:
+    """A binary file to write `path` with (see the module docstring for what is written how):
+    its content lands only when the `with` block ends without an exception.
 
     Raises:
-        AscendirError: the folder cannot be written (nothing is left behind).
+        AscendirError: `path` cannot be written (nothing is left behind).
     """
-    path = Path(path)
+    kind = output_kind(path)
     check_writable(path, what)
+    compress = str(path).endswith(".gz")
+    if kind == "stdout":
+        sys.stdout.flush()
+        yield from _maybe_gzip(sys.stdout.buffer, compress, path, what)
+        sys.stdout.buffer.flush()
+        return
+    p = Path(path)
+    if kind == "through":
+        try:
+            # O_APPEND: /dev/stdout redirected to a file keeps what was written before
+            raw = os.fdopen(os.open(p, os.O_WRONLY | os.O_APPEND), "wb")
+        except OSError as e:
+            raise AscendirError(f"cannot write {what} {p}: {e.strerror}") from None
+        with raw:
+            yield from _maybe_gzip(raw, compress, p, what)
+        return
+    import tempfile
+
+    target = Path(os.path.realpath(p))  # a symlink is written through: its target is replaced
+    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as raw:
+            yield from _maybe_gzip(raw, compress, p, what)
+        os.chmod(tmp, _file_mode(target))  # mkstemp makes 0600; give what open() would
+        os.replace(tmp, target)
+        tmp = None
     except OSError as e:
-        raise AscendirError(f"cannot write {what} {path}: {e.strerror}") from None
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, _file_mode(path))  # mkstemp makes 0600; give what open() would
-        os.replace(tmp, path)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise AscendirError(f"cannot write {what} {path}: {e.strerror}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        raise AscendirError(f"cannot write {what} {p}: {e.strerror or e}") from None
+    finally:  # failures and signals alike (cli turns SIGTERM into an exception)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _maybe_gzip(raw: BinaryIO, compress: bool, path, what: str) -> Iterator[BinaryIO]:
+    if not compress:
+        yield raw
+        return
+    import gzip
+
+    # mtime=0: the same content gives the same bytes
+    with gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as z:
+        yield z
+
+
+def write_output(path: str | Path, write: Callable[[BinaryIO], None], what: str = "output") -> None:
+    """`write(f)` into `open_output(path)`."""
+    with open_output(path, what) as f:
+        write(f)
+
+
+def write_text(path: str | Path, text: str, what: str = "output") -> None:
+    with open_output(path, what) as f:
+        f.write(text.encode())
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The content of `path`, gunzipped when it is gzip data (the output side's `.gz`).
+
+    Raises:
+        OSError: unreadable; gzip.BadGzipFile / EOFError: a broken gzip stream.
+    """
+    import gzip
+
+    data = Path(path).read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
 def _file_mode(path: Path) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ascendir.errors import AscendirError
-from ascendir.api.outputs import atomic_write
+from ascendir.api.outputs import write_output
 
 INSTALL_HINT = "pip install 'ascendir[plots]'"
 FORMATS = ("png", "svg")
@@ -64,7 +64,7 @@ def _save(plt, fig, stem: Path) -> list[Path]:
     out = []
     for fmt in FORMATS:
         path = stem.with_suffix(f".{fmt}")
-        atomic_write(path, lambda p, fmt=fmt: fig.savefig(p, format=fmt, dpi=120))
+        write_output(path, lambda f, fmt=fmt: fig.savefig(f, format=fmt, dpi=120))
         out.append(path)
     plt.close(fig)
     return out

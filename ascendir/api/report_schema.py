@@ -1,93 +1,53 @@
-"""The shape of a simulation report (interpreter/report/report.py) as data, and the check of a JSON
-document against it.
+"""The JSON report's schema (report.schema.json, JSON Schema 2020-12, published with the
+package) and the check of a document against it with `jsonschema`.
 
-`ascendir report` renders and draws a hand-edited or foreign file only after `check(REPORT, data)`
-passes: every key it reads has the right type; figures (cycles, seconds, bytes, flops, ops,
-bandwidths) are finite and non-negative; the clock and the roofline ceilings are positive; rates
-(pipe utilization, L2 hit rate, cube peak fraction) lie in [0, 1]. Keys the renderer does not read
-are allowed (newer reports may carry more). The first problem is returned as one line naming the
-field by its path, e.g. "'kernels[0].bytes.gm_read' is -1, not a non-negative number".
+`SCHEMA_VERSION` is the report's `schema_version`: a report keeps validating against the schema
+of its major version (keys may be added, none removed or retyped). JSON has no NaN or infinity:
+`loads` reads Python's `NaN` / `Infinity` extensions as a `NonFinite` value, which the schema's
+number types reject, so a non-finite figure is named by its path like any other problem.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
-from typing import Callable, Union
+from functools import cache
+from pathlib import Path
+
+from ascendir.interpreter.report.report import SCHEMA_VERSION
+
+SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
+__all__ = ["SCHEMA_PATH", "SCHEMA_VERSION", "NonFinite", "loads", "problem", "schema"]
+
+_ARTICLE = {"object": "an object", "array": "a list", "string": "a string", "number": "a number", "integer": "an integer",
+            "boolean": "true or false", "null": "null"}
 
 
-@dataclass(frozen=True)
-class Leaf:
-    what: str  # the description in an error: "a non-negative number"
-    ok: Callable[[object], bool]
+class NonFinite:
+    """`NaN`, `Infinity` or `-Infinity` read from a JSON document: not a JSON number."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return {"NaN": "NaN", "Infinity": "inf", "-Infinity": "-inf"}.get(self.text, self.text)
 
 
-@dataclass(frozen=True)
-class Obj:
-    """A JSON object with these known fields (others allowed); `required` must be present."""
-
-    fields: dict
-    required: tuple[str, ...] = ()
+def loads(text: str | bytes):
+    """`json.loads`, with non-finite numbers read as `NonFinite` (see the module docstring)."""
+    return json.loads(text, parse_constant=NonFinite)
 
 
-@dataclass(frozen=True)
-class MapOf:
-    """A JSON object whose every value is `value` (keys: pipes, memory levels, dtypes, ...)."""
-
-    value: "Spec"
+@cache
+def schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text())
 
 
-@dataclass(frozen=True)
-class ListOf:
-    item: "Spec"
+@cache
+def _validator():
+    from jsonschema import Draft202012Validator
 
-
-Spec = Union[Leaf, Obj, MapOf, ListOf]
-
-
-def _real(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _integral(v) -> bool:
-    return _real(v) and float(v).is_integer()
-
-
-STR = Leaf("a string", lambda v: isinstance(v, str))
-BOOL = Leaf("true or false", lambda v: isinstance(v, bool))
-NUM = Leaf("a finite non-negative number", lambda v: _real(v) and v >= 0)
-POS = Leaf("a finite positive number", lambda v: _real(v) and v > 0)
-COUNT = Leaf("a non-negative integer", lambda v: _integral(v) and v >= 0)
-POS_COUNT = Leaf("a positive integer", lambda v: _integral(v) and v > 0)
-RATE = Leaf("a rate in [0, 1]", lambda v: _real(v) and 0 <= v <= 1)
-
-KERNEL = Obj(
-    {
-        "name": STR, "block_dim": POS_COUNT, "core_type": STR, "cores_used": POS_COUNT, "dtype": STR,
-        "cycles": NUM, "seconds": NUM, "launch_cycles": NUM,
-        "pipe_busy": MapOf(NUM), "pipe_busy_by_unit": MapOf(NUM), "pipe_utilization": MapOf(RATE),
-        "bytes": MapOf(NUM), "flops": NUM, "tile_ops": COUNT, "vector_ops": MapOf(NUM),
-        "gm_bandwidth_Bps": NUM, "gm_share_Bpc": NUM, "bandwidth_floor_applied": BOOL,
-        "compute_bound_cycles": NUM, "bandwidth_bound_cycles": NUM, "cube_peak_fraction": RATE,
-        "extrapolated_iterations": COUNT, "cube_peak_flops_per_s": POS,
-    },
-    required=("name", "cycles", "bytes"),
-)
-
-REPORT = Obj(
-    {
-        "target": STR, "clock_hz": POS, "total_cycles": NUM, "total_seconds": NUM, "flops": NUM, "tile_ops": COUNT,
-        "bytes": MapOf(NUM), "pipe_busy": MapOf(NUM), "pipe_utilization": MapOf(RATE),
-        "gm_bandwidth_Bps": NUM, "l2_hit_rate": RATE, "cube_peak_fraction": RATE,
-        "kernels": ListOf(KERNEL), "l2_model": STR, "model": ListOf(STR), "run_id": STR,
-        "ceilings": Obj({"cube_flops_per_s": MapOf(POS), "vector_flops_per_s": MapOf(POS), "hbm_Bps": POS, "l2_Bps": POS},
-                        required=("cube_flops_per_s", "vector_flops_per_s", "hbm_Bps", "l2_Bps")),
-        "gm_footprint": Obj({p: COUNT for p in ("weights", "inputs", "outputs", "arena", "total", "live_peak")}),
-        "tiling_search": MapOf(Obj({"ops": COUNT, "searches": COUNT, "candidates": COUNT, "seconds": NUM})),
-        "declined": ListOf(Obj({"region": STR, "kind": STR, "reason": STR}, required=("region", "kind", "reason"))),
-    },
-    required=("target", "total_cycles", "total_seconds", "clock_hz", "kernels"),
-)
+    return Draft202012Validator(schema())
 
 
 def _show(v) -> str:
@@ -95,21 +55,65 @@ def _show(v) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def check(spec: Spec, value, path: str = "") -> str | None:
-    """The first way `value` departs from `spec`, as one line naming the field's path, or None."""
+def _path(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _non_finite(v):
+    """`v` with float NaN / inf (a report in memory) as NonFinite, as `loads` reads them."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return NonFinite("NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity"))
+    if isinstance(v, dict):
+        return {k: _non_finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_non_finite(x) for x in v]
+    return v
+
+
+def _document_order(data, path) -> tuple[int, ...]:
+    """Where `path` lies in `data`, as positions of its keys and indices in document order."""
+    out, v = [], data
+    for p in path:
+        if isinstance(v, dict):
+            out.append(list(v).index(p) if p in v else len(v))
+        else:
+            out.append(p)
+        v = v[p] if isinstance(v, (dict, list)) else None
+    return tuple(out)
+
+
+def problem(data) -> str | None:
+    """The first way `data` departs from the schema, as one line naming the field by its path
+    (e.g. "'kernels[0].bytes.gm_read' is -1, not a finite non-negative number"), or None.
+    `data` as read by `loads` (or a report dict: it is round-tripped through JSON)."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    data = _non_finite(data)
+    errors = list(_validator().iter_errors(data))
+    if not errors:
+        return None
+    # the first in the file; a missing schema_version last: what else is wrong says more
+    said = [(_say(e), _document_order(data, e.absolute_path)) for e in errors]
+    return min(said, key=lambda m: (m[0] == "no 'schema_version'", m[1]))[0]
+
+
+def _say(error) -> str:
+    path = _path(error.absolute_path)
     where = f"'{path}'" if path else "the file"
-    if isinstance(spec, Leaf):
-        return None if spec.ok(value) else f"{where} is {_show(value)}, not {spec.what}"
-    if isinstance(spec, ListOf):
-        if not isinstance(value, list):
-            return f"{where} is {_show(value)}, not a list"
-        return next((p for i, item in enumerate(value) if (p := check(spec.item, item, f"{path}[{i}]"))), None)
-    if not isinstance(value, dict):
-        return f"{where} is {_show(value)}, not an object"
-    sub = (lambda k: f"{path}.{k}") if path else (lambda k: k)
-    if isinstance(spec, MapOf):
-        return next((p for k, v in value.items() if (p := check(spec.value, v, sub(k)))), None)
-    missing = next((k for k in spec.required if k not in value), None)
-    if missing is not None:
-        return f"no '{sub(missing)}'"
-    return next((p for k, s in spec.fields.items() if k in value and (p := check(s, value[k], sub(k)))), None)
+    defs = schema()["$defs"].values()
+    if error.validator == "required":
+        missing = next(k for k in error.validator_value if k not in error.instance)
+        return f"no '{_path([*error.absolute_path, missing])}'"
+    if any(error.schema is d for d in defs):  # a leaf kind: say which
+        return f"{where} is {_show(error.instance)}, not {error.schema['description']}"
+    if error.validator == "type":
+        kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        return f"{where} is {_show(error.instance)}, not {' or '.join(_ARTICLE.get(k, k) for k in kinds)}"
+    if error.validator == "const":
+        return f"{where} is {_show(error.instance)}, not {error.validator_value!r}"
+    if error.validator == "enum":
+        return f"{where} is {_show(error.instance)}, not one of {', '.join(map(repr, error.validator_value))}"
+    return f"{where}: {' '.join(error.message.split())[:200]}"

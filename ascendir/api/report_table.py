@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -9,10 +10,19 @@ LEVELS = ("gm_read", "l2_hit", "gm_write", "l1", "l0a", "l0b", "l0c", "ub")
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
 
 
-def _bytes(n: float) -> str:
+def bytes_text(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def compact_bytes(n: float) -> str:
+    """Bytes in at most 6 characters (`1.2M`, `194K`, `40B`): the per-kernel table at 80 columns."""
+    for unit in ("B", "K", "M", "G", "T"):
+        if abs(n) < 1024 or unit == "T":
+            return f"{n:.0f}{unit}" if unit == "B" or abs(n) >= 100 else f"{n:.1f}{unit}"
         n /= 1024
     return str(n)
 
@@ -23,18 +33,30 @@ def _l2(byts: dict) -> str:
     if not rd:
         return "-"
     hit = byts.get("l2_hit", 0)
-    return f"{_bytes(hit)} ({100 * hit / rd:.0f} %)"
+    return f"{bytes_text(hit)} ({100 * hit / rd:.0f} %)"
 
 
 def render(report: dict, console: Console, top: int = 25) -> None:
-    """Print the summary, per-kernel table (the `top` costliest kernels), pipe busy % and bytes
-    per memory level."""
+    """Print the verdict (when the run had expected outputs), the headline (latency,
+    throughput, bound resource, launch overhead:
+    report_headline.py), time by kernel kind, the kernels grouped by kernel (the `top` costliest),
+    pipe busy %, bytes per memory level and the GM footprint. At most `console.width` columns:
+    below 100 the per-kernel table drops its L2-hit and cube % columns, never a kernel's name."""
+    from ascendir.api.report_headline import by_kind, grouped, headline
+
+    verdict = report.get("verdict")
+    if verdict:  # the first lines: were the outputs right?
+        from ascendir.api.verdict import lines as verdict_lines
+
+        style = "bold green" if verdict["status"] == "pass" else "bold red"
+        for i, line in enumerate(verdict_lines(verdict)):
+            # the head line names the reference file: a path is not broken over lines
+            console.print(line, style=style if i == 0 else None, highlight=False, soft_wrap=i == 0)
     total = report["total_cycles"]
-    console.print(
-        f"[bold]target[/] {report['target']}   [bold]total[/] {total:,.0f} cycles = "
-        f"{report['total_seconds'] * 1e6:,.2f} µs at {report['clock_hz'] / 1e9:.2f} GHz   "
-        f"[bold]kernels[/] {len(report['kernels'])}"
-    )
+    lines = headline(report)
+    console.print(f"[bold]{lines[0]}[/]", highlight=False)
+    for line in lines[1:]:
+        console.print(line, highlight=False)
     bw = report.get("gm_bandwidth_Bps")
     peak = report.get("cube_peak_fraction")
     extra = []
@@ -43,34 +65,54 @@ def render(report: dict, console: Console, top: int = 25) -> None:
     if peak is not None:
         extra.append(f"cube peak {100 * peak:.2f} %")
     if report.get("bytes", {}).get("gm_read"):
-        extra.append(f"L2 hits {_bytes(report['bytes'].get('l2_hit', 0))} ({100 * report.get('l2_hit_rate', 0.0):.1f} % of GM reads)")
+        extra.append(f"L2 hits {bytes_text(report['bytes'].get('l2_hit', 0))} ({100 * report.get('l2_hit_rate', 0.0):.1f} % of GM reads)")
     if extra:
-        console.print("   ".join(extra))
+        console.print("   ".join(extra), highlight=False)
     search = report.get("tiling_search")
     if isinstance(search, dict) and search:  # `ascendir run`: what choose-tiling scored
         parts = [f"{v.get('ops', 0)} {kind}{'s' if v.get('ops', 0) != 1 else ''} ({v.get('searches', 0)} searched, {v.get('candidates', 0):,} candidates)"
                  for kind, v in search.items() if isinstance(v, dict)]
         secs = sum(v.get("seconds", 0.0) for v in search.values() if isinstance(v, dict))
-        console.print(f"[bold]choose-tiling[/] {', '.join(parts)} scored in {secs:.3f} s")
+        console.print(f"[bold]choose-tiling[/] {', '.join(parts)} scored in {secs:.3f} s", highlight=False)
     for d in report.get("declined") or []:  # fused regions their template did not take
         if isinstance(d, dict):
-            console.print(f"[bold]declined[/] {d.get('region')}: {d.get('reason')} (lowered op by op)")
+            console.print(f"[bold]declined[/] {d.get('region')}: {d.get('reason')} (lowered op by op)", highlight=False)
 
-    kernels = sorted(report["kernels"], key=lambda k: -k["cycles"])
-    t = Table(title=f"kernels (top {min(top, len(kernels))} of {len(kernels)} by cycles)")
-    for col in ("kernel", "cores", "cycles", "%", "cube %", "GM read", "L2 hit", "GM write"):
-        t.add_column(col, justify="left" if col == "kernel" else "right")
-    for k in kernels[:top]:
-        t.add_row(
-            k["name"],
-            f"{k.get('block_dim', '')} {k.get('core_type', '')}",
-            f"{k['cycles']:,.0f}",
-            f"{100 * k['cycles'] / total:.1f}" if total else "-",
-            f"{100 * k['cube_peak_fraction']:.1f}" if k.get("cube_peak_fraction") is not None else "-",
-            _bytes(k["bytes"].get("gm_read", 0)),
-            _l2(k["bytes"]),
-            _bytes(k["bytes"].get("gm_write", 0)),
-        )
+    kinds = by_kind(report)
+    t = Table(title="time by kind (op family or fused kind)", box=box.SIMPLE_HEAD)
+    for col in ("kind", "launches", "cycles", "%"):
+        t.add_column(col, justify="left" if col == "kind" else "right", no_wrap=True)
+    for kind, n, cycles in kinds[:12]:
+        t.add_row(kind, str(n), f"{cycles:,.0f}", f"{100 * cycles / total:.1f}" if total else "-")
+    if len(kinds) > 12:
+        rest = kinds[12:]
+        t.add_row(f"({len(rest)} more)", str(sum(r[1] for r in rest)), f"{sum(r[2] for r in rest):,.0f}",
+                  f"{100 * sum(r[2] for r in rest) / total:.1f}" if total else "-")
+    console.print(t)
+
+    rows = grouped(report)
+    wide = console.width >= 100
+    size = bytes_text if wide else compact_bytes
+    t = Table(title=f"kernels (top {min(top, len(rows))} of {len(rows)}; n launches summed)", box=box.SIMPLE_HEAD,
+              pad_edge=False, collapse_padding=True)
+    names = max((len(r["name"]) for r in rows[:top]), default=6)
+    t.add_column("kernel", min_width=min(names, 32), overflow="fold")
+    cols = ["n", "cores", "cycles", "%", "bound", "GM read"] + (["L2 hit"] if wide else []) + ["GM write"] + (["cube %"] if wide else [])
+    for col in cols:
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in rows[:top]:
+        resource, share = r["bound"]
+        cells = [str(r["launches"]), f"{r.get('block_dim', '')} {r.get('core_type', '')}", f"{r['cycles']:,.0f}",
+                 f"{100 * r['cycles'] / total:.1f}" if total else "-", f"{resource} {100 * share:.0f}%" if wide else resource,
+                 size(r["bytes"].get("gm_read", 0))]
+        if wide:
+            cells.append(_l2(r["bytes"]))
+        cells.append(size(r["bytes"].get("gm_write", 0)))
+        if wide:
+            peak_f = report.get("ceilings", {}).get("cube_flops_per_s", {}).get("f16")
+            cells.append(f"{100 * r['flops'] / (r['cycles'] / report['clock_hz'] * peak_f):.1f}"
+                         if peak_f and r["cycles"] and r["flops"] else "-")
+        t.add_row(r["name"], *cells)
     console.print(t)
 
     busy = report.get("pipe_busy", {})
@@ -89,7 +131,7 @@ def render(report: dict, console: Console, top: int = 25) -> None:
     levels.add_column("bytes", justify="right")
     for lvl in LEVELS:
         if lvl in report.get("bytes", {}):
-            levels.add_row(lvl, _bytes(report["bytes"][lvl]))
+            levels.add_row(lvl, bytes_text(report["bytes"][lvl]))
     console.print(levels)
 
     fp = report.get("gm_footprint")
@@ -98,6 +140,6 @@ def render(report: dict, console: Console, top: int = 25) -> None:
         gm.add_column("part")
         gm.add_column("bytes", justify="right")
         for part in ("weights", "inputs", "outputs", "arena", "total"):
-            gm.add_row(part, _bytes(fp.get(part, 0)))
+            gm.add_row(part, bytes_text(fp.get(part, 0)))
         console.print(gm)
-        console.print(f"live peak (lower bound of the total) {_bytes(fp.get('live_peak', 0))}")
+        console.print(f"live peak (lower bound of the total) {bytes_text(fp.get('live_peak', 0))}")

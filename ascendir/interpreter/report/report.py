@@ -4,7 +4,8 @@ Keys (units): cycles of the AI Core clock, seconds, bytes, flops, bytes/s.
     target, clock_hz, total_cycles, total_seconds, flops, tile_ops, bytes {level: bytes},
     pipe_busy {pipe: cycles summed over cores}, pipe_utilization {pipe: busy / (cycles × cores)},
     gm_bandwidth_Bps, l2_hit_rate (bytes of GM reads served by L2 / GM bytes read), cube_peak_fraction,
-    kernels [...], model (approximations in force).
+    kernels [...], assumptions (the cost model's approximations in force), schema_version, tool
+    {name, version}. The whole report is described, field by field, by api/report.schema.json.
 Each kernel: name, block_dim, core_type, cores_used, cycles, seconds, launch_cycles, pipe_busy,
     (pipe_busy_by_unit for mixed kernels), pipe_utilization, bytes, flops, tile_ops (DMA, cube,
     vector ops executed), vector_ops {rate class: element-ops of vector instructions; "f16" for
@@ -32,6 +33,8 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.costmodel import LEVELS
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS, KernelRecord
 from ascendir.interpreter.check.invariants import bounds
+
+SCHEMA_VERSION = 1  # major version of api/report.schema.json: bump when a key is removed or retyped
 
 MODEL_NOTES = (
     "GM bandwidth: each core group's GM path runs at min(path rate, HBM bandwidth / groups used); a kernel takes "
@@ -82,6 +85,12 @@ class KernelReport:
         return d
 
 
+def rate(x: float) -> float:
+    """A ratio that is at most 1 in exact arithmetic: a sum of float cycles may put it 1 ulp above
+    (1.0000000000000004), which the report schema's [0, 1] rejects. Larger excesses stay, to show."""
+    return 1.0 if 1.0 < x <= 1.0 + 1e-9 else x
+
+
 def _plain(label: str) -> str:
     return label.split(".", 1)[-1]
 
@@ -100,7 +109,7 @@ def kernel_report(rec: KernelRecord, target: HardwareConfig) -> KernelReport:
     # pipe-cycles available: cycles x cores x units that have the pipe (mixed: both have S/MTE2)
     units = {p: sum(1 for lb in by_label if _plain(lb) == p) for p in busy}
     capacity = {p: cycles * ncores * units[p] for p in busy}
-    util = {p: b / capacity[p] if capacity[p] else 0.0 for p, b in busy.items()}
+    util = {p: rate(b / capacity[p]) if capacity[p] else 0.0 for p, b in busy.items()}
     byt = {lv: rec.acct[i] for i, lv in enumerate(LEVELS) if rec.acct[i]}
     flops = rec.acct[FLOPS]
     gm = byt.get("gm_read", 0.0) + byt.get("gm_write", 0.0)
@@ -126,7 +135,7 @@ def kernel_report(rec: KernelRecord, target: HardwareConfig) -> KernelReport:
         bandwidth_floor_applied=rec.bandwidth_floor > rec.timeline_cycles,
         compute_bound_cycles=compute,
         bandwidth_bound_cycles=bandwidth,
-        cube_peak_fraction=flops / (cycles * target.peak_flops_per_cycle("f16")) if cycles else 0.0,
+        cube_peak_fraction=rate(flops / (cycles * target.peak_flops_per_cycle("f16"))) if cycles else 0.0,
         extrapolated_iterations=rec.extrapolated_iterations,
         cube_peak_flops_per_s=flops / rec.acct[CUBE_PEAK_CYCLES] * target.num_aic * target.clock_hz if rec.acct[CUBE_PEAK_CYCLES] else None,
         pipe_capacity=capacity,
@@ -166,13 +175,13 @@ class Report:
             "tile_ops": tile_ops,
             "bytes": byt,
             "pipe_busy": busy,
-            "pipe_utilization": {p: busy[p] / capacity[p] if capacity.get(p) else 0.0 for p in busy},
+            "pipe_utilization": {p: rate(busy[p] / capacity[p]) if capacity.get(p) else 0.0 for p in busy},
             "gm_bandwidth_Bps": gm / seconds if seconds else 0.0,
-            "l2_hit_rate": byt.get("l2_hit", 0.0) / byt["gm_read"] if byt.get("gm_read") else 0.0,
-            "cube_peak_fraction": flops / (total * peak) if total else 0.0,
+            "l2_hit_rate": rate(byt.get("l2_hit", 0.0) / byt["gm_read"]) if byt.get("gm_read") else 0.0,
+            "cube_peak_fraction": rate(flops / (total * peak)) if total else 0.0,
             "kernels": [k.to_dict() for k in self.kernels],
             "l2_model": self.l2_model,
-            "model": list(MODEL_NOTES),
+            "assumptions": list(MODEL_NOTES),
         }
 
 
@@ -198,4 +207,16 @@ def run_id(target: HardwareConfig, kernels: list[KernelReport]) -> str:
 def build_report(records: list[KernelRecord], target: HardwareConfig) -> dict:
     kernels = [kernel_report(r, target) for r in records]
     rep = Report(target.name, target.clock_hz, target.peak_flops_per_cycle("f16"), target.memory.l2_model, kernels)
-    return {**rep.to_dict(), "ceilings": ceilings(target), "run_id": run_id(target, kernels)}
+    return {"schema_version": SCHEMA_VERSION, "tool": tool(), **rep.to_dict(), "ceilings": ceilings(target),
+            "run_id": run_id(target, kernels)}
+
+
+def tool() -> dict:
+    """{name, version} of what writes the report (the installed package's version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("ascendir")
+    except PackageNotFoundError:  # run from a source tree never installed
+        v = "unknown"
+    return {"name": "ascendir", "version": v}

@@ -1,0 +1,161 @@
+"""The verdict of a run: its outputs against expected ones, PASS or FAIL per output.
+
+Expected outputs come from one reference: `--check-ort` (onnxruntime on the ONNX model, same
+inputs), `--expected FILE.npz`, or the `output:` keys of `--inputs` (as the shipped
+`reference.npz` files hold them).
+
+Tolerance, per output (err = |got - expected|, element-wise, in float64):
+* float outputs of an fp32 run: err <= 1e-4 + 1e-3 * |expected| (numpy's allclose form; the
+  project's end-to-end tolerance against onnxruntime, tests/test_models_e2e.py);
+* float outputs of an fp16 / bf16 run (`--dtype`, or outputs of that type): err <= 8 u * max
+  |expected|, u the unit roundoff (2^-11 fp16, 2^-8 bf16): inputs, weights and activations are
+  each rounded once, accumulation and statistics are f32 (tests/test_precision.py argues the 8);
+* integer and boolean outputs: equal.
+NaN passes only where NaN is expected, an infinity only where the same one is.
+
+Reported per output: max abs err = max err; max rel err = max err / max |expected| (relative to
+the output's largest magnitude, stable where expected values cross zero).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ascendir.errors import AscendirError
+
+FP32_RTOL, FP32_ATOL = 1e-3, 1e-4
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
+LOW_PRECISION = {"fp16": "float16", "bf16": "bfloat16"}  # --dtype → numpy dtype name
+
+
+def tolerance(got_dtype: np.dtype, precision: str, want: np.ndarray) -> tuple[float, float] | None:
+    """(rtol, atol) of the verdict for an output of `got_dtype` in a `precision` run (fp32, fp16,
+    bf16) against `want`; None: must be equal (integers, booleans)."""
+    if got_dtype.kind not in "fV" and got_dtype.name != "bfloat16":
+        return None
+    low = got_dtype.name if got_dtype.name in UNIT_ROUNDOFF else LOW_PRECISION.get(precision)
+    if low is None:
+        return FP32_RTOL, FP32_ATOL
+    w = np.abs(want.astype(np.float64))
+    w = w[np.isfinite(w)]
+    scale = float(w.max()) if w.size and w.max() > 0 else 1.0
+    return 0.0, 8 * UNIT_ROUNDOFF[low] * scale
+
+
+def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], precision: str, reference: str) -> dict:
+    """The verdict of outputs `got` against `want` (the outputs `want` names; every one must be
+    in `got`) as a JSON-ready dict: {"status": "pass"|"fail", "reference", "outputs": [{"name",
+    "status", "shape", "dtype", "max_abs_err", "max_rel_err", "rtol", "atol", "mismatched",
+    "size", ("reason")}]}."""
+    rows = []
+    for name, w in want.items():
+        g = got[name]
+        row: dict = {"name": name, "shape": list(g.shape), "dtype": str(g.dtype), "size": int(g.size)}
+        if g.shape != w.shape:
+            rows.append({**row, "status": "fail", "reason": f"shape {list(g.shape)}, expected {list(w.shape)}"})
+            continue
+        tol = tolerance(g.dtype, precision, w)
+        g64, w64 = g.astype(np.float64), w.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            err = np.abs(g64 - w64)
+            same = (g64 == w64) | (np.isnan(g64) & np.isnan(w64))
+            rtol, atol = tol if tol is not None else (0.0, 0.0)
+            ok = same | (err <= atol + rtol * np.abs(w64))
+        finite = np.isfinite(err)
+        max_abs = float(err[finite].max()) if finite.any() else 0.0
+        big = np.abs(w64[np.isfinite(w64)])
+        peak = float(big.max()) if big.size else 0.0
+        bad = int(np.count_nonzero(~ok))
+        rows.append({**row, "status": "pass" if bad == 0 else "fail", "max_abs_err": max_abs,
+                     "max_rel_err": max_abs / peak if peak else (0.0 if max_abs == 0 else float(max_abs)),
+                     "rtol": rtol, "atol": atol, "mismatched": bad})
+    status = "pass" if all(r["status"] == "pass" for r in rows) else "fail"
+    return {"status": status, "reference": reference, "outputs": rows}
+
+
+def load_expected(path: Path, names: list[str], what: str, required: bool) -> dict[str, np.ndarray]:
+    """Expected outputs from an .npz: keys `output:NAME` (and, when not `what` == "inputs", bare
+    output names). Keys of other outputs are an error; `required`: at least one.
+
+    Raises:
+        AscendirError: unreadable file, a key naming no graph output, none found when required.
+    """
+    data = read_npz(path, what)
+    keys = list(data)
+    arrays = {}
+    for k in keys:
+        if k.startswith("output:"):
+            arrays[k.removeprefix("output:")] = data[k]
+        elif what != "inputs" and not k.startswith("input:"):
+            arrays[k] = data[k]
+    unknown = [n for n in arrays if n not in names]
+    if unknown:
+        raise AscendirError(f"{what} {path}: expected output(s) {', '.join(unknown)} name no graph output (outputs: {', '.join(names)})")
+    if required and not arrays:
+        raise AscendirError(f"{what} {path} holds no outputs (keys: {', '.join(keys) or 'none'})")
+    return arrays
+
+
+def read_npz(path: Path, what: str) -> dict[str, np.ndarray]:
+    """Every array of the .npz `path` (no pickles).
+
+    Raises:
+        AscendirError: unreadable, or not an .npz archive (an .npy, text, a broken zip).
+    """
+    import zipfile
+
+    if path.is_file() and not zipfile.is_zipfile(path):
+        raise AscendirError(f"cannot read {what} {path}: not an .npz archive (write it with numpy.savez)")
+    try:
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
+
+
+def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The outputs onnxruntime (CPU) computes for the ONNX `model` on `feeds`; a feed is cast to
+    the type the model declares (an fp16 run's inputs go back to the model's f32, exactly).
+
+    Raises:
+        AscendirError: onnxruntime missing, or it cannot load or run the model.
+    """
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise AscendirError("--check-ort needs onnxruntime (pip install onnxruntime)") from None
+    types = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
+    try:
+        sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        ins = {}
+        for i in sess.get_inputs():
+            arr = feeds[i.name]
+            want = types.get(i.type)
+            ins[i.name] = arr.astype(want) if want is not None and arr.dtype != want else arr
+        outs = sess.run(None, ins)
+    except Exception as e:  # noqa: BLE001 - onnxruntime's own errors: say which, on one line
+        raise AscendirError(f"onnxruntime cannot run {model}: {' '.join(str(e).split())[:300]}") from None
+    return {o.name: v for o, v in zip(sess.get_outputs(), outs)}
+
+
+def lines(verdict: dict) -> list[str]:
+    """The verdict as text: a headline, then one line per output."""
+    n = len(verdict["outputs"])
+    head = f"{verdict['status'].upper()}: {n} output{'s' if n != 1 else ''} against {verdict['reference']}"
+    out = [head]
+    for r in verdict["outputs"]:
+        if "reason" in r:
+            out.append(f"  {r['status'].upper()} {r['name']}: {r['reason']}")
+            continue
+        if r["rtol"] == 0 and r["atol"] == 0:
+            tol = "equal"
+        elif r["rtol"] == 0:
+            tol = f"tol {r['atol']:.1e}"
+        else:
+            tol = f"tol {r['atol']:.0e} + {r['rtol']:.0e}·|exp|"
+        miss = f", {r['mismatched']:,} of {r['size']:,} beyond" if r["mismatched"] else ""
+        out.append(f"  {r['status'].upper()} {r['name']}: max abs {r['max_abs_err']:.1e}, max rel {r['max_rel_err']:.1e} "
+                   f"({tol}{miss})")
+    return out

@@ -1,0 +1,77 @@
+"""The headline and breakdowns of the printed report (api/report_headline.py, report_table.py):
+latency, throughput, bound resource, launch overhead, time by kind, kernels grouped with their
+launch count; readable at 80 and 160 columns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ascendir.api.cli import main
+from ascendir.api.report_headline import bound, bound_shares, by_kind, grouped, headline, kernel_kind
+from cli_helpers import run_cli
+
+DATA = Path(__file__).parent / "data"
+LLAMA = DATA / "llama_small" / "model.onnx"
+REPORT = {"target": "t", "clock_hz": 1e9, "total_cycles": 1000.0, "total_seconds": 1e-6,
+          "ceilings": {"hbm_Bps": 1e12, "l2_Bps": 4e12, "cube_flops_per_s": {"f16": 1e14}, "vector_flops_per_s": {"f16": 1e13}}}
+
+
+def _kernel(name: str, cycles: float, **kw) -> dict:
+    return {"name": name, "cycles": cycles, "launch_cycles": kw.pop("launch", 0.0), "bytes": kw.pop("bytes", {}),
+            "pipe_utilization": kw.pop("util", {}), **kw}
+
+
+def test_bound_resource_of_a_launch() -> None:
+    assert bound(_kernel("mm_0", 100, util={"M": 0.9, "V": 0.1}), REPORT) == ("cube", 0.9)
+    assert bound(_kernel("v_0", 100, util={"V": 0.7}), REPORT) == ("vector", 0.7)
+    # 80 KB from HBM at 1e12 B/s and 1 GHz: 80 cycles of 100
+    assert bound(_kernel("copy_0", 100, bytes={"gm_read": 40_000, "gm_write": 40_000}), REPORT) == ("HBM", pytest.approx(0.8))
+    assert bound(_kernel("hit_0", 100, bytes={"gm_read": 300_000, "l2_hit": 300_000}), REPORT) == ("L2", pytest.approx(0.75))
+    assert bound(_kernel("tiny_0", 100, launch=60), REPORT) == ("launch", 0.6)
+    assert bound(_kernel("wait_0", 100, util={"M": 0.2}, launch=10), REPORT) == ("latency", 0.2)
+
+
+def test_shares_kinds_and_groups_add_up() -> None:
+    kernels = [_kernel("matmul_0", 500, util={"M": 0.9}), _kernel("matmul_0", 300, util={"M": 0.9}),
+               _kernel("matmul_1", 100, launch=80), _kernel("add_0", 100, util={"V": 0.1})]
+    rep = {**REPORT, "kernels": kernels}
+    assert bound_shares(rep) == [("cube", 0.8), ("launch", 0.1), ("latency", 0.1)]
+    assert by_kind(rep) == [("matmul", 3, 900.0), ("add", 1, 100.0)]
+    rows = grouped(rep)
+    assert [(r["name"], r["launches"], r["cycles"]) for r in rows] == [("matmul_0", 2, 800.0), ("matmul_1", 1, 100.0), ("add_0", 1, 100.0)]
+    assert kernel_kind("matmul_epilogue_12") == "matmul_epilogue" and kernel_kind("img2col") == "img2col"
+    lines = headline({**rep, "workload": {"batch": 2, "tokens": 64}})
+    assert lines[0] == "latency 1.00 µs: total 1,000 cycles at 1.00 GHz on t"
+    assert lines[1] == "throughput 2,000,000 inferences/s (batch 2), 64,000,000 tokens/s"
+    assert lines[2] == "bound by cube 80 % of the time; then launch 10 %, latency 10 %"
+    assert lines[3] == "4 launches of 3 kernels; launch overhead 8.0 % of the time"
+
+
+@pytest.fixture(scope="module")
+def llama_report(tmp_path_factory) -> Path:
+    rep = tmp_path_factory.mktemp("headline") / "r.json"
+    r = run_cli("run", LLAMA, "--timing-only", "--report", rep)
+    assert r.exit_code == 0, r.output
+    return rep
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_report_reads_at_80_and_160_columns(llama_report: Path, width: int) -> None:
+    r = CliRunner().invoke(main, ["report", str(llama_report)], env={"COLUMNS": str(width)}, catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(len(line) for line in lines) <= width
+    data = json.loads(llama_report.read_text())
+    assert lines[0].startswith("latency ") and lines[1].startswith("throughput ") and "tokens/s" in lines[1]
+    assert lines[2].startswith("bound by ") and "launch overhead" in lines[3]
+    assert "…" not in r.output  # no name cut short
+    words = r.output.split()
+    for row in grouped(data)[:25]:  # every kernel row whole, with its launch count
+        assert row["name"] in words
+    assert "flash_attention" in words and "time by kind" in r.output
+    header = next(line for line in lines if line.split()[:2] == ["kernel", "n"])
+    assert ("L2 hit" in header) == (width >= 100)  # narrow: fewer columns, names kept whole

@@ -1,0 +1,118 @@
+"""The verdict of `ascendir run` (api/verdict.py): PASS / FAIL per output against expected
+outputs (the output: keys of --inputs, --expected, --check-ort), first on the screen, in the
+JSON report, exit code 1 on a mismatch; what --verify-numerics checked."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ascendir.api.verdict import FP32_ATOL, FP32_RTOL, compare
+from cli_helpers import assert_clean_error, run_cli
+
+ROOT = Path(__file__).parent.parent
+DATA = Path(__file__).parent / "data"
+MLP = DATA / "mlp_small" / "model.onnx"
+REF = DATA / "mlp_small" / "reference.npz"
+
+
+def _expected() -> dict[str, np.ndarray]:
+    with np.load(REF) as d:
+        return {k.removeprefix("output:"): d[k] for k in d.files if k.startswith("output:")}
+
+
+def test_reference_npz_gives_pass_first(tmp_path: Path) -> None:
+    rep = tmp_path / "r.json"
+    r = run_cli("run", MLP, "--inputs", REF, "--report", rep)
+    assert r.exit_code == 0, r.output
+    first, second = r.stdout.splitlines()[:2]
+    assert first == f"PASS: 1 output against {REF}"
+    assert re.fullmatch(r"  PASS output: max abs \S+, max rel \S+ \(tol 1e-04 \+ 1e-03·\|exp\|\)", second), second
+    v = json.loads(rep.read_text())["verdict"]
+    assert v["status"] == "pass" and v["reference"] == str(REF)
+    again = run_cli("report", rep)  # a saved report shows its verdict first too
+    assert again.exit_code == 0 and again.stdout.splitlines()[:2] == [first, second]
+    (row,) = v["outputs"]
+    assert row["name"] == "output" and row["mismatched"] == 0 and (row["rtol"], row["atol"]) == (FP32_RTOL, FP32_ATOL)
+    assert 0 <= row["max_abs_err"] <= FP32_ATOL + FP32_RTOL * np.abs(_expected()["output"]).max()
+
+
+def test_a_wrong_expected_output_fails_with_exit_1(tmp_path: Path) -> None:
+    want = _expected()["output"].copy()
+    want[0, 0] += 1.0  # one element off by 1
+    exp, rep = tmp_path / "exp.npz", tmp_path / "r.json"
+    np.savez(exp, output=want)
+    r = run_cli("run", MLP, "--inputs", REF, "--expected", exp, "--report", rep)
+    assert r.exit_code == 1, r.output
+    assert r.stdout.startswith(f"FAIL: 1 output against {exp}\n  FAIL output: max abs 1.0e+00")
+    assert f"1 of {want.size:,} beyond" in " ".join(r.stdout.split())  # wrapped at 80 columns
+    v = json.loads(rep.read_text())["verdict"]  # the report is written all the same
+    assert v["status"] == "fail" and v["outputs"][0]["mismatched"] == 1
+
+
+def test_check_ort_compares_with_onnxruntime(tmp_path: Path) -> None:
+    r = run_cli("run", MLP, "--check-ort", "--seed", "3")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("PASS: 1 output against onnxruntime\n  PASS output:")
+
+
+def test_fp16_run_uses_the_roundoff_bound(tmp_path: Path) -> None:
+    rep = tmp_path / "r.json"
+    r = run_cli("run", MLP, "--inputs", REF, "--dtype", "fp16", "--report", rep)
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(rep.read_text())["verdict"]["outputs"]
+    scale = float(np.abs(_expected()["output"]).max())
+    assert row["rtol"] == 0 and row["atol"] == pytest.approx(8 * 2.0**-11 * scale)
+    assert row["max_rel_err"] <= 8 * 2.0**-11 and row["max_rel_err"] > 0  # fp16 rounds: not exact
+
+
+def test_compare_rules() -> None:
+    want = {"f": np.array([1.0, -2.0, np.nan], np.float32), "i": np.array([1, 2], np.int64)}
+    ok = compare({"f": want["f"] + np.float32(1e-5), "i": want["i"].copy()}, want, "fp32", "x")
+    assert ok["status"] == "pass" and ok["outputs"][1]["rtol"] == 0 and ok["outputs"][1]["atol"] == 0
+    bad = compare({"f": np.array([1.0, -2.0, 0.0], np.float32), "i": np.array([1, 3])}, want, "fp32", "x")
+    assert [o["status"] for o in bad["outputs"]] == ["fail", "fail"]  # NaN expected, 0 got; 2 vs 3
+    shape = compare({"f": np.zeros(2, np.float32), "i": want["i"]}, want, "fp32", "x")
+    assert shape["outputs"][0]["reason"] == "shape [2], expected [3]"
+
+
+def test_bad_references_are_clean_errors(tmp_path: Path) -> None:
+    exp = tmp_path / "exp.npz"
+    np.savez(exp, nope=np.zeros(3))
+    assert_clean_error(run_cli("run", MLP, "--expected", exp), "nope", "name no graph output")
+    assert_clean_error(run_cli("run", MLP, "--expected", REF, "--timing-only"), "--expected needs numerics")
+    assert_clean_error(run_cli("run", MLP, "--check-ort", "--expected", REF), "one reference")
+    ir = tmp_path / "m.mlir"
+    assert run_cli("compile", MLP, "-o", ir).exit_code == 0
+    assert_clean_error(run_cli("run", ir, "--check-ort"), "is IR")
+    # without expected outputs: no verdict line, no verdict key
+    rep = tmp_path / "r.json"
+    r = run_cli("run", MLP, "--report", rep)
+    assert r.exit_code == 0 and not r.stdout.startswith(("PASS", "FAIL")) and "verdict" not in json.loads(rep.read_text())
+
+
+def test_verify_numerics_says_what_it_checked(tmp_path: Path) -> None:
+    rep = tmp_path / "r.json"
+    r = run_cli("run", MLP, "--inputs", REF, "--verify-numerics", "--report", rep)
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.stderr.splitlines() if x.startswith("verify-numerics: "))
+    checked = json.loads(rep.read_text())["verify_numerics"]
+    assert f"{len(checked['passes'])} passes" in line and "choose-tiling" in checked["passes"] and str(REF) in line
+    c = run_cli("compile", MLP, "--verify-numerics")
+    assert c.exit_code == 0 and "verify-numerics: " in c.stderr and "random inputs (seed 0)" in c.stderr
+
+
+def test_quick_start_prints_the_verdict() -> None:
+    """scripts/example.sh (the README quick start) runs with the example's reference.npz: its
+    first line is the verdict."""
+    cmd = shlex.split((ROOT / "scripts" / "example.sh").read_text().strip().splitlines()[-1])
+    assert cmd[:3] == ["exec", ".venv/bin/ascendir", "run"]
+    args = [str(ROOT / a) if a.startswith("examples/") else a for a in cmd[3:] if a != "$@"]
+    r = run_cli("run", *args)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == f"PASS: 1 output against {ROOT / 'examples/llama_small/reference.npz'}"
