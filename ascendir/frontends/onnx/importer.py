@@ -8,6 +8,7 @@ else goes through the converter table. Constants become IR only where a converte
 from __future__ import annotations
 
 import functools
+import warnings
 from pathlib import Path
 
 import onnx
@@ -20,7 +21,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects import nn
 from ascendir.dtypes import to_numpy_dtype
-from ascendir.errors import AscendirError
+from ascendir.errors import AscendirError, AscendirWarning
 from ascendir.frontends.onnx.conversion import ImportState, NodeContext, tensor_type
 from ascendir.frontends.onnx.converters import CONVERTERS
 from ascendir.frontends.onnx.folding import (
@@ -57,6 +58,7 @@ def import_onnx(
     *,
     shape_only: bool = False,
     dtype: str = "fp32",
+    shape_hints: dict[str, tuple[int, ...]] | None = None,
 ) -> tuple[ModuleOp, WeightStore]:
     """Import an ONNX model as an `nn` module.
 
@@ -70,6 +72,9 @@ def import_onnx(
             Enough to compile and to simulate timing-only; numerics would be wrong.
         dtype: precision policy, "fp32" (as the model says), "fp16" or "bf16": every f32 tensor
             and weight becomes that type (weights converted lazily; see precision.py).
+        shape_hints: shapes of the arrays the caller will feed (e.g. an --inputs .npz), used
+            as pins for the inputs with dynamic dims that `input_shapes` does not pin; names
+            that are not graph inputs, and inputs with static shapes, ignore them.
 
     Returns:
         `builtin.module { func.func @main(...) }` whose arguments are the graph inputs that are not
@@ -86,7 +91,8 @@ def import_onnx(
     if dtype not in DTYPES:  # before any work
         raise AscendirError(f"--dtype must be one of {', '.join(DTYPES)}, got '{dtype}'")
     proto, base_dir = load_model(model)
-    module, weights = _GraphImporter(proto, base_dir, dict(input_shapes or {}), shape_only).run()
+    pins = dict(input_shapes or {})
+    module, weights = _GraphImporter(proto, base_dir, pins, shape_only, dict(shape_hints or {})).run()
     convert_precision(module, weights, dtype)
     return module, weights
 
@@ -100,8 +106,10 @@ def _op_key(node: NodeProto) -> str:
 
 
 class _GraphImporter:
-    def __init__(self, proto: onnx.ModelProto, base_dir: str, input_shapes: dict[str, tuple[int, ...]], shape_only: bool = False):
+    def __init__(self, proto: onnx.ModelProto, base_dir: str, input_shapes: dict[str, tuple[int, ...]], shape_only: bool = False,
+                 shape_hints: dict[str, tuple[int, ...]] | None = None):
         self.proto = proto
+        self.shape_hints = shape_hints or {}
         self.shape_only = shape_only
         self.graph = proto.graph
         self.base_dir = base_dir
@@ -191,6 +199,8 @@ class _GraphImporter:
 
     def _resolve_shape(self, name: str, dims: list[int | str] | None) -> tuple[list[int], str | None]:
         pinned = self.input_shapes.get(name)
+        if pinned is None and (dims is None or any(isinstance(d, str) for d in dims)):
+            pinned = self.shape_hints.get(name)  # the fed array's shape pins the dynamic dims
         if pinned is not None:
             pinned = [int(d) for d in pinned]
             if dims is not None and len(dims) != len(pinned):
@@ -224,10 +234,15 @@ class _GraphImporter:
                 raise AscendirError(f"output '{vi.name}': the model declares {declared} but import computed {actual}")
         if tt.HasField("shape"):
             shape = ssa.type.get_shape()
-            dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+            # exporters write -1 (as inputs do) or a dim_param for a dim they leave open
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tt.shape.dim]
             if len(dims) != len(shape) or any(d is not None and d != s for d, s in zip(dims, shape)):
+                # onnxruntime runs such a model with the computed shape: so does ascendir, but says so
                 shown = ["?" if d is None else d for d in dims]
-                raise AscendirError(f"output '{vi.name}': the model declares shape {shown} but import computed {list(shape)}")
+                warnings.warn(AscendirWarning(
+                    f"output '{vi.name}': the model declares shape {shown} but import computed {list(shape)}; "
+                    "using the computed shape"
+                ), stacklevel=1)
         return ssa
 
     # -- nodes -----------------------------------------------------------------------------------
