@@ -42,6 +42,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import nn
+from ascendir.dtypes import is_float
 from ascendir.patterns import (
     Constants, erase_dead, funcs, other_operand, single_use,
 )
@@ -381,7 +382,7 @@ def _split_mask(mask: SSAValue, sq: int, skv: int, anchor: Operation, new: list[
         return memo[mask]
     result: tuple[bool, SSAValue | None] = (False, mask)
     arr = consts.array(mask)
-    if arr is not None and arr.dtype.kind == "f" and arr.ndim >= 2 and all(d == 1 for d in arr.shape[:-2]):
+    if arr is not None and is_float(arr.dtype) and arr.ndim >= 2 and all(d == 1 for d in arr.shape[:-2]):
         masked = np.broadcast_to(arr.reshape(arr.shape[-2:]), (sq, skv)) <= MASKED_BELOW
         zero = np.broadcast_to(arr.reshape(arr.shape[-2:]), (sq, skv)) == 0
         if np.all(masked | zero):
