@@ -146,7 +146,13 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
     "AveragePool": lambda v: _pool(v, "AveragePool"),
     "GlobalAveragePool": lambda v: Case(["x"], {"x": _rand(1, 3, 4, 4)}),
     "GlobalMaxPool": lambda v: Case(["x"], {"x": _rand(1, 3, 4, 4)}),
-    **{op: _reduce(op) for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")},
+    **{op: _reduce(op) for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                                  "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp")},
+    "ReduceLogSum": lambda v: [Case(c.order, {"x": np.abs(X) + 0.5}, c.consts, c.attrs, label=c.label)
+                               for c in _reduce("ReduceLogSum")(v)],
+    "HardSigmoid": lambda v: [Case(["x"], {"x": 3 * X}, label="defaults"),
+                              Case(["x"], {"x": 3 * X}, attrs={"alpha": 0.3, "beta": 0.4}, label="alpha, beta")],
+    "HardSwish": lambda v: Case(["x"], {"x": 4 * X}),
     "Concat": lambda v: Case(["a", "b"], {"a": X, "b": _rand(2, 2, 4, seed=1)}, attrs={"axis": -2}),
     "Dropout": lambda v: [
         Case(["x"], {"x": X}, label="x only"),

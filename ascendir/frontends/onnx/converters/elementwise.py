@@ -160,3 +160,22 @@ def convert_clip(node: NodeContext) -> list[Value]:
 def _float_width(dtype: np.dtype) -> int:
     # Bounds of f16/bf16/f32 tensors are exact in f32; f64 tensors keep f64 bounds.
     return 64 if dtype == np.float64 else 32
+
+
+@converts("HardSigmoid", "HardSwish")
+def convert_hard_sigmoid(node: NodeContext) -> list[Value]:
+    """HardSigmoid → clip(alpha·x + beta, 0, 1) (alpha 0.2, beta 0.5 by default); HardSwish →
+    x · HardSigmoid(x) with alpha 1/6, beta 0.5 (its definition since opset 14)."""
+    dtype = node.dtype(0)
+    if dtype.kind != "f" and dtype.name not in ("bfloat16",):
+        raise node.error(f"expects a float tensor, got {dtype}")
+    if node.op_type == "HardSigmoid":
+        alpha, beta = float(node.attr("alpha", 0.2)), float(node.attr("beta", 0.5))
+    else:
+        alpha, beta = 1.0 / 6.0, 0.5
+    x = node.value(0)
+    t = node.emit(nn.MulOp(x, node.scalar(alpha, dtype)))
+    t = node.emit(nn.AddOp(t, node.scalar(beta, dtype)))
+    width = _float_width(dtype)
+    t = node.emit(nn.ClipOp(t, min=FloatAttr(0.0, width), max=FloatAttr(1.0, width)))
+    return [node.emit(nn.MulOp(x, t)) if node.op_type == "HardSwish" else t]
