@@ -102,6 +102,22 @@ def _pool(v: int, op: str) -> list[Case]:
     return cases
 
 
+def _pad(v: int) -> list[Case]:
+    x = _rand(1, 2, 4, 5)
+    cases = [
+        Case(["x", "pads", "value"], {"x": x}, {"pads": _ints(0, 0, 1, 2, 0, 1, 2, 0), "value": np.float32(1.5)},
+             label="constant value"),
+        Case(["x", "pads"], {"x": x}, {"pads": _ints(0, 0, 2, -1, 0, 0, -1, 3)}, {"mode": "reflect"}, label="reflect, crop"),
+        Case(["x", "pads"], {"x": x}, {"pads": _ints(0, 1, 1, 2, 0, 0, 3, 1)}, {"mode": "edge"}, label="edge"),
+    ]
+    if v >= 18:
+        cases.append(Case(["x", "pads", "", "axes"], {"x": x}, {"pads": _ints(1, 2, 3, 0), "axes": _ints(-1, 2)},
+                          label="axes input"))
+    if v >= 19:
+        cases.append(Case(["x", "pads"], {"x": x}, {"pads": _ints(0, 0, 2, 3, 0, 0, 1, 4)}, {"mode": "wrap"}, label="wrap"))
+    return cases
+
+
 BOOLS = (np.random.default_rng(1).random((3, 4)) > 0.5, np.random.default_rng(2).random((2, 3, 4)) > 0.5)
 INTS = np.random.default_rng(3).integers(-9, 9, (2, 3, 4)).astype(np.int32)
 
@@ -153,6 +169,7 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
     "HardSigmoid": lambda v: [Case(["x"], {"x": 3 * X}, label="defaults"),
                               Case(["x"], {"x": 3 * X}, attrs={"alpha": 0.3, "beta": 0.4}, label="alpha, beta")],
     "HardSwish": lambda v: Case(["x"], {"x": 4 * X}),
+    "Pad": _pad,
     "Concat": lambda v: Case(["a", "b"], {"a": X, "b": _rand(2, 2, 4, seed=1)}, attrs={"axis": -2}),
     "Dropout": lambda v: [
         Case(["x"], {"x": X}, label="x only"),

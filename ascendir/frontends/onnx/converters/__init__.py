@@ -7,6 +7,7 @@ from ascendir.frontends.onnx.converters import (  # noqa: F401
     linalg,
     movement,
     normalization,
+    pad,
     reduction,
 )
 from ascendir.frontends.onnx.converters.registry import CONVERTERS, Converter
