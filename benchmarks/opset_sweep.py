@@ -118,6 +118,31 @@ def _pad(v: int) -> list[Case]:
     return cases
 
 
+def _resize(v: int) -> list[Case]:
+    x = _rand(1, 2, 4, 5)
+    none = np.zeros(0, np.float32)
+    cases = [
+        Case(["x", "", "scales"], {"x": x}, {"scales": np.array([1, 1, 2, 1.5], np.float32)}, label="nearest, scales"),
+        Case(["x", "", "", "sizes"], {"x": x}, {"sizes": _ints(1, 2, 7, 3)},
+             {"mode": "linear"}, label="linear, sizes"),
+        Case(["x", "roi", "scales"], {"x": x}, {"roi": none, "scales": np.array([1, 1, 0.6, 2], np.float32)},
+             {"mode": "cubic", "coordinate_transformation_mode": "align_corners"}, label="cubic, align_corners"),
+        Case(["x", "roi", "", "sizes"], {"x": x},
+             {"roi": np.array([0, 0, 0.2, 0.1, 1, 1, 0.9, 1.2], np.float32), "sizes": _ints(1, 2, 3, 6)},
+             {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": 9.0},
+             label="tf_crop_and_resize"),
+    ]
+    if v >= 18:
+        cases.append(Case(["x", "", "", "sizes"], {"x": x}, {"sizes": _ints(9, 9)},
+                          {"mode": "linear", "axes": [3, 2], "keep_aspect_ratio_policy": "not_larger", "antialias": 1},
+                          label="axes, not_larger, antialias"))
+    if v >= 19:
+        cases.append(Case(["x", "", "scales"], {"x": x}, {"scales": np.array([1, 1, 1.7, 0.8], np.float32)},
+                          {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"},
+                          label="half_pixel_symmetric"))
+    return cases
+
+
 BOOLS = (np.random.default_rng(1).random((3, 4)) > 0.5, np.random.default_rng(2).random((2, 3, 4)) > 0.5)
 INTS = np.random.default_rng(3).integers(-9, 9, (2, 3, 4)).astype(np.int32)
 
@@ -170,6 +195,7 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
                               Case(["x"], {"x": 3 * X}, attrs={"alpha": 0.3, "beta": 0.4}, label="alpha, beta")],
     "HardSwish": lambda v: Case(["x"], {"x": 4 * X}),
     "Pad": _pad,
+    "Resize": _resize,
     "Concat": lambda v: Case(["a", "b"], {"a": X, "b": _rand(2, 2, 4, seed=1)}, attrs={"axis": -2}),
     "Dropout": lambda v: [
         Case(["x"], {"x": X}, label="x only"),

@@ -9,6 +9,7 @@ from ascendir.frontends.onnx.converters import (  # noqa: F401
     normalization,
     pad,
     reduction,
+    resize,
 )
 from ascendir.frontends.onnx.converters.registry import CONVERTERS, Converter
 
