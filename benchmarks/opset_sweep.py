@@ -143,6 +143,24 @@ def _resize(v: int) -> list[Case]:
     return cases
 
 
+def _scatter(op: str) -> Callable[[int], list[Case]]:
+    def build(v: int) -> list[Case]:
+        x = _rand(4, 3)
+        if op == "ScatterND":
+            order, idx, upd, attrs = ["x", "i", "u"], np.array([[1], [-1], [1]], np.int64), _rand(3, 3, seed=2), {}
+        else:
+            order, idx, upd, attrs = ["x", "i", "u"], np.array([[1, 0], [3, -1]], np.int64), _rand(2, 2, seed=2), {"axis": 0}
+        unique = idx[:2] if op == "ScatterND" else idx
+        cases = [Case(order, {"x": x, "u": upd[: len(unique)]}, {"i": unique}, attrs, label="no reduction")]
+        if v >= 16:
+            cases.append(Case(order, {"x": x, "u": upd}, {"i": idx}, {**attrs, "reduction": "add"}, label="add, repeats"))
+        if v >= 18:
+            cases.append(Case(order, {"x": x, "u": upd}, {"i": idx}, {**attrs, "reduction": "max"}, label="max"))
+        return cases
+
+    return build
+
+
 BOOLS = (np.random.default_rng(1).random((3, 4)) > 0.5, np.random.default_rng(2).random((2, 3, 4)) > 0.5)
 INTS = np.random.default_rng(3).integers(-9, 9, (2, 3, 4)).astype(np.int32)
 
@@ -196,6 +214,18 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
     "HardSwish": lambda v: Case(["x"], {"x": 4 * X}),
     "Pad": _pad,
     "Resize": _resize,
+    "CumSum": lambda v: [
+        Case(["x", "axis"], {"x": _rand(2, 5, 3)}, {"axis": _ints(1)}, label="axis 1"),
+        Case(["x", "axis"], {"x": _rand(2, 5, 3)}, {"axis": _ints(-1)}, {"exclusive": 1, "reverse": 1}, label="exclusive, reverse"),
+        Case(["x", "axis"], {"x": INTS}, {"axis": _ints(2)}, {"exclusive": 1}, label="int32, exclusive"),
+    ],
+    "GatherElements": lambda v: [
+        Case(["x", "i"], {"x": X}, {"i": np.array([[[0, 2, -1, 1]], [[1, 1, 0, -4]]], np.int64)}, {"axis": -1},
+             label="constant indices"),
+        Case(["x", "i"], {"x": X, "i": np.array([[[0, 2], [1, -3]], [[-1, 0], [2, 2]]], np.int64)}, attrs={"axis": 1},
+             label="runtime indices"),
+    ],
+    **{op: _scatter(op) for op in ("ScatterND", "ScatterElements")},
     "Concat": lambda v: Case(["a", "b"], {"a": X, "b": _rand(2, 2, 4, seed=1)}, attrs={"axis": -2}),
     "Dropout": lambda v: [
         Case(["x"], {"x": X}, label="x only"),

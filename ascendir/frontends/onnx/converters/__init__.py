@@ -4,12 +4,14 @@
 from ascendir.frontends.onnx.converters import (  # noqa: F401
     convolution,
     elementwise,
+    indexing,
     linalg,
     movement,
     normalization,
     pad,
     reduction,
     resize,
+    scan,
 )
 from ascendir.frontends.onnx.converters.registry import CONVERTERS, Converter
 
