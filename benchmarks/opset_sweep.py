@@ -214,6 +214,16 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
     "HardSwish": lambda v: Case(["x"], {"x": 4 * X}),
     "Pad": _pad,
     "Resize": _resize,
+    "ConvTranspose": lambda v: [
+        Case(["x", "w", "b"], {"x": _rand(1, 2, 4, 5)}, {"w": _rand(2, 3, 3, 3, seed=1), "b": _rand(3, seed=2)},
+             {"strides": [2, 2], "pads": [1, 0, 0, 1], "output_padding": [1, 0]}, label="strides, pads, output_padding"),
+        Case(["x", "w"], {"x": _rand(1, 4, 3, 3), "w": _rand(4, 1, 2, 3, seed=3)}, attrs={"group": 2, "dilations": [2, 1]},
+             label="groups, dilations, runtime weight"),
+        Case(["x", "w"], {"x": _rand(1, 2, 5)}, {"w": _rand(2, 2, 4, seed=4)}, {"strides": [3], "auto_pad": "SAME_UPPER"},
+             label="1-D, SAME_UPPER"),
+        Case(["x", "w"], {"x": _rand(1, 2, 3, 3)}, {"w": _rand(2, 2, 3, 3, seed=5)}, {"strides": [2, 2], "output_shape": [8, 7]},
+             label="output_shape"),
+    ],
     "CumSum": lambda v: [
         Case(["x", "axis"], {"x": _rand(2, 5, 3)}, {"axis": _ints(1)}, label="axis 1"),
         Case(["x", "axis"], {"x": _rand(2, 5, 3)}, {"axis": _ints(-1)}, {"exclusive": 1, "reverse": 1}, label="exclusive, reverse"),
