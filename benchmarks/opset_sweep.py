@@ -161,6 +161,22 @@ def _scatter(op: str) -> Callable[[int], list[Case]]:
     return build
 
 
+def _if(v: int) -> list[Case]:
+    """Branches reading the outer x (graph input 'x'): then x + x, else x * x."""
+    from onnx import TensorProto, helper
+
+    def branch(op: str, out: str):
+        y = helper.make_tensor_value_info(out, TensorProto.FLOAT, [3, 4])
+        return helper.make_graph([helper.make_node(op, ["x", "x"], [out])], f"{op}_branch", [], [y])
+
+    attrs = {"then_branch": branch("Add", "t"), "else_branch": branch("Mul", "e")}
+    x = _rand(3, 4)
+    return [
+        Case(["c"], {"x": x}, {"c": np.array(False)}, attrs, label="condition known at import"),
+        Case(["c"], {"c": np.array([True]), "x": x}, attrs=attrs, label="runtime condition"),
+    ]
+
+
 BOOLS = (np.random.default_rng(1).random((3, 4)) > 0.5, np.random.default_rng(2).random((2, 3, 4)) > 0.5)
 INTS = np.random.default_rng(3).integers(-9, 9, (2, 3, 4)).astype(np.int32)
 
@@ -224,6 +240,7 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
         Case(["x", "w"], {"x": _rand(1, 2, 3, 3)}, {"w": _rand(2, 2, 3, 3, seed=5)}, {"strides": [2, 2], "output_shape": [8, 7]},
              label="output_shape"),
     ],
+    "If": _if,
     "CumSum": lambda v: [
         Case(["x", "axis"], {"x": _rand(2, 5, 3)}, {"axis": _ints(1)}, label="axis 1"),
         Case(["x", "axis"], {"x": _rand(2, 5, 3)}, {"axis": _ints(-1)}, {"exclusive": 1, "reverse": 1}, label="exclusive, reverse"),

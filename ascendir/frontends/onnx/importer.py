@@ -123,6 +123,7 @@ class _GraphImporter:
         # that the final error lists every unsupported op type, not the first one only.
         self.poisoned: set[str] = set()
         self.unsupported: dict[str, list[str]] = {}
+        self.state.import_subgraph = self._import_subgraph
 
     # -- driver ----------------------------------------------------------------------------------
     def run(self) -> tuple[ModuleOp, WeightStore]:
@@ -246,8 +247,8 @@ class _GraphImporter:
         return ssa
 
     # -- nodes -----------------------------------------------------------------------------------
-    def _import_node(self, node: NodeProto, index: int) -> None:
-        label = _node_label(node, index)
+    def _import_node(self, node: NodeProto, index: int | str) -> None:
+        label = _node_label(node, index) if isinstance(index, int) else node.name or f"{index}/{node.output[0] if node.output else '?'}"
         converter = CONVERTERS.get(node.op_type) if is_default_domain(node) else None
         if any(name in self.poisoned for name in node.input):
             if converter is None and not self._is_fold_only(node):
@@ -272,6 +273,20 @@ class _GraphImporter:
         for name, value in zip(node.output, outputs + [None] * (len(node.output) - len(outputs))):
             if name and value is not None:
                 self.state.values[name] = value
+            elif name and self.unsupported:  # e.g. an If whose branch holds an unsupported op
+                self.poisoned.add(name)
+
+    def _import_subgraph(self, graph: onnx.GraphProto, label: str) -> list[Value | None]:
+        """Import the nodes of `graph` (an If branch: it reads outer values by name) into the
+        block; its outputs' values, None for one an unsupported op poisoned."""
+        for tensor in graph.initializer:
+            self.state.values[tensor.name] = initializer_constant(tensor, self.base_dir, self.shape_only)
+        for node in graph.node:
+            self.state.used_names.update(node.input)
+        self.state.used_names.update(o.name for o in graph.output)
+        for node in graph.node:
+            self._import_node(node, label)
+        return [None if o.name in self.poisoned else self.state.values.get(o.name) for o in graph.output]
 
     def _tag_node(self, last: Operation | None, label: str) -> None:
         """Give every nn op a node's conversion added an `onnx.node` string attribute (the node
