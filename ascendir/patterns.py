@@ -35,17 +35,20 @@ class Constants:
 
     weights: WeightStore | None = None
 
-    def array(self, v: SSAValue) -> np.ndarray | None:
-        """The value of `v`, or None when it is not a readable constant."""
+    def array(self, v: SSAValue, limit: int | None = None) -> np.ndarray | None:
+        """The value of `v`, or None when it is not a readable constant or has more than
+        `limit` elements (default MAX_PATTERN_CONSTANT; a matcher whose own operands are that
+        large, such as an attention's [Sq, Skv] mask, passes their size)."""
         owner = v.owner
+        limit = max(MAX_PATTERN_CONSTANT, limit or 0)
         if isinstance(owner, nn.ConstantOp):
-            if np.prod(nn.shape_of(v), dtype=np.int64) > MAX_PATTERN_CONSTANT:
+            if np.prod(nn.shape_of(v), dtype=np.int64) > limit:
                 return None
             return dense_value(owner.value)
         if isinstance(owner, nn.WeightOp):
             if self.weights is None or owner.weight_name not in self.weights:
                 return None
-            if np.prod(nn.shape_of(v), dtype=np.int64) > MAX_PATTERN_CONSTANT:
+            if np.prod(nn.shape_of(v), dtype=np.int64) > limit:
                 return None
             return np.asarray(self.weights[owner.weight_name])
         return None

@@ -91,6 +91,22 @@ def test_bf16_recomposes_as_fp32(name: str) -> None:
     assert all(bool(a.causal.value.data) == (name in CAUSAL) for a in atts), name
 
 
+@pytest.mark.parametrize("name", ["llama_small", "llama_small_dynamo"])
+def test_causal_mask_larger_than_the_pattern_constant_limit(name: str, monkeypatch) -> None:
+    """Issue 19: at sequence 8192 the causal mask (8192² elements) exceeded
+    MAX_PATTERN_CONSTANT, so attention lost its causal path and kept the mask as an operand
+    (2.67x the cycles). A mask is read up to the scores' Sq x Skv elements; here the limit is
+    set below the models' 32 x 32 mask, the smallest case of the same."""
+    import ascendir.patterns
+
+    monkeypatch.setattr(ascendir.patterns, "MAX_PATTERN_CONSTANT", 32 * 32 - 1)
+    folder = _model(name)
+    module, weights = import_onnx(folder / "model.onnx")
+    run_passes(module, parse_pipeline("recompose-nn"), weights)
+    atts = [op for op in module.walk() if isinstance(op, nn.AttentionOp)]
+    assert len(atts) == 2 and all(a.causal.value.data for a in atts)
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_o0_and_o2_agree(name: str) -> None:
     folder = _model(name)
