@@ -229,6 +229,14 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
                               Case(["x"], {"x": 3 * X}, attrs={"alpha": 0.3, "beta": 0.4}, label="alpha, beta")],
     "HardSwish": lambda v: Case(["x"], {"x": 4 * X}),
     "Pad": _pad,
+    "PRelu": lambda v: Case(["x", "slope"], {"x": X}, {"slope": _rand(3, 1, seed=1)}),
+    **{op: (lambda v: [Case(["x"], {"x": 3 * X}, label="defaults"), Case(["x"], {"x": 3 * X}, attrs={"alpha": 0.7}, label="alpha")])
+       for op in ("Elu", "Celu", "ThresholdedRelu")},
+    "Selu": lambda v: [Case(["x"], {"x": 3 * X}, label="defaults"),
+                       Case(["x"], {"x": 3 * X}, attrs={"alpha": 1.5, "gamma": 2.0}, label="alpha, gamma")],
+    **{op: (lambda v: Case(["x"], {"x": 8 * X})) for op in ("Softplus", "Softsign", "Mish")},
+    "Sign": lambda v: [Case(["x"], {"x": X}, label="float"), Case(["x"], {"x": INTS}, label="int32")],
+    "LogSoftmax": lambda v: [Case(["x"], {"x": 10 * X}, label="default axis"), Case(["x"], {"x": X}, attrs={"axis": 1}, label="axis 1")],
     "Resize": _resize,
     "ConvTranspose": lambda v: [
         Case(["x", "w", "b"], {"x": _rand(1, 2, 4, 5)}, {"w": _rand(2, 3, 3, 3, seed=1), "b": _rand(3, seed=2)},

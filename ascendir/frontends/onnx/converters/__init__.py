@@ -2,6 +2,7 @@
 `CONVERTERS`."""
 
 from ascendir.frontends.onnx.converters import (  # noqa: F401
+    activations,
     control_flow,
     convolution,
     elementwise,
