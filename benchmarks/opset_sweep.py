@@ -229,6 +229,12 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
                               Case(["x"], {"x": 3 * X}, attrs={"alpha": 0.3, "beta": 0.4}, label="alpha, beta")],
     "HardSwish": lambda v: Case(["x"], {"x": 4 * X}),
     "Pad": _pad,
+    "InstanceNormalization": lambda v: Case(["x", "s", "b"], {"x": _rand(2, 3, 4, 5)}, {"s": _rand(3, seed=1), "b": _rand(3, seed=2)},
+                                            {"epsilon": 1e-3}),
+    "DepthToSpace": lambda v: [Case(["x"], {"x": _rand(1, 8, 2, 3)}, attrs={"blocksize": 2}, label="DCR"),
+                               Case(["x"], {"x": _rand(1, 8, 2, 3)}, attrs={"blocksize": 2, "mode": "CRD"}, label="CRD")],
+    "SpaceToDepth": lambda v: [Case(["x"], {"x": _rand(1, 2, 4, 6)}, attrs={"blocksize": 2}, label="default")] + (
+        [Case(["x"], {"x": _rand(1, 2, 4, 6)}, attrs={"blocksize": 2, "mode": "CRD"}, label="CRD")] if v >= 28 else []),
     "PRelu": lambda v: Case(["x", "slope"], {"x": X}, {"slope": _rand(3, 1, seed=1)}),
     **{op: (lambda v: [Case(["x"], {"x": 3 * X}, label="defaults"), Case(["x"], {"x": 3 * X}, attrs={"alpha": 0.7}, label="alpha")])
        for op in ("Elu", "Celu", "ThresholdedRelu")},

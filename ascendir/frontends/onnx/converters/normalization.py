@@ -88,3 +88,22 @@ def convert_batch_norm(node: NodeContext) -> list[Value]:
         return node.emit(nn.AddOp(old, node.emit(nn.MulOp(batch, node.scalar(1.0 - momentum, dtype)))))
 
     return [y, running(3, mean), running(4, var)]
+
+
+@converts("InstanceNormalization")
+def convert_instance_norm(node: NodeContext) -> list[Value]:
+    """InstanceNormalization over the spatial dims of each (n, c) → nn.layer_norm of x viewed as
+    [N, C, spatial] over its last dim (unit scale), then the per-channel scale and B."""
+    shape, dtype = node.shape(0), node.dtype(0)
+    if len(shape) < 3:
+        raise node.error(f"expects an N x C x spatial... input, got shape {list(shape)}")
+    node.same_dtype(0, 1, 2)
+    n, c = shape[:2]
+    size = int(np.prod(shape[2:]))
+    x = node.emit(nn.ReshapeOp(node.value(0), [n, c, size]))
+    ones = node.constant(np.ones(size, dtype), "unit_scale")
+    y = node.emit(nn.LayerNormOp(x, ones, None, 2, float(node.attr("epsilon", 1e-5))))
+    channel = [c, 1]
+    y = node.emit(nn.MulOp(y, node.emit(nn.ReshapeOp(node.value(1), channel))))
+    y = node.emit(nn.AddOp(y, node.emit(nn.ReshapeOp(node.value(2), channel))))
+    return [node.emit(nn.ReshapeOp(y, list(shape)))]
