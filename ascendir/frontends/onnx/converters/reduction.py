@@ -1,6 +1,9 @@
-"""Reductions (ReduceMean/Sum/Max/Min/Prod, L1/L2/SumSquare/LogSum/LogSumExp, global pooling) and TopK."""
+"""Reductions (ReduceMean/Sum/Max/Min/Prod, L1/L2/SumSquare/LogSum/LogSumExp, global pooling),
+TopK and ArgMax / ArgMin."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from ascendir.dialects import nn
 from ascendir.frontends.onnx.conversion import NodeContext
@@ -99,3 +102,29 @@ def convert_topk(node: NodeContext) -> list[Value]:
     op = nn.TopKOp(node.value(0), k, axis, bool(node.attr("largest", 1)))
     node.state.emit(op)
     return [op.values, op.indices]
+
+
+@converts("ArgMax", "ArgMin")
+def convert_arg_max(node: NodeContext) -> list[Value]:
+    """ArgMax / ArgMin → the i64 indices of nn.topk with k = 1 (TopK's tie rule is the lowest
+    index, ArgMax's default); select_last_index=1 reverses the axis first and maps the index
+    back (n - 1 - i); keepdims=0 drops the axis."""
+    shape = node.shape(0)
+    rank = len(shape)
+    axis = node.axis(int(node.attr("axis", 0)), rank)
+    n = shape[axis]
+    if n == 0:
+        raise node.error(f"cannot take the arg{'max' if node.op_type == 'ArgMax' else 'min'} of an empty dim {axis}")
+    x = node.value(0)
+    last = bool(node.attr("select_last_index", 0))
+    if last:
+        backwards = np.arange(n - 1, -1, -1, dtype=np.int64)
+        x = node.emit(nn.GatherOp(x, node.constant(backwards, "reverse"), axis))
+    op = nn.TopKOp(x, 1, axis, node.op_type == "ArgMax")
+    node.state.emit(op)
+    idx = op.indices
+    if last:
+        idx = node.emit(nn.SubOp(node.constant(np.array(n - 1, np.int64), "last"), idx))
+    if not node.attr("keepdims", 1):
+        idx = node.emit(nn.ReshapeOp(idx, [d for i, d in enumerate(shape) if i != axis]))
+    return [idx]
