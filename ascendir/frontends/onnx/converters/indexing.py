@@ -19,6 +19,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from ascendir.dialects import nn
+from ascendir.dtypes import from_numpy_dtype
 from ascendir.frontends.onnx.conversion import NodeContext
 from ascendir.frontends.onnx.converters.registry import converts
 from ascendir.frontends.onnx.values import Value
@@ -132,3 +133,30 @@ def convert_scatter(node: NodeContext) -> list[Value]:
 
 
 
+
+
+@converts("OneHot")
+def convert_one_hot(node: NodeContext) -> list[Value]:
+    """OneHot(indices, depth, values) with a constant depth → where(indices (negative ones
+    wrapped by depth) == arange(depth) along the new `axis`, on, off); other indices give off."""
+    depth = int(np.asarray(node.require_const(1, "depth")).reshape(-1)[0])
+    ishape = node.shape(0)
+    rank = len(ishape) + 1
+    axis = node.axis(int(node.attr("axis", -1)), rank)
+    if depth < 1:
+        raise node.error(f"depth {depth} must be >= 1")
+    idx = node.value(0)
+    if node.dtype(0) != np.int64:  # float or narrower integer indices: ONNX casts them
+        idx = node.emit(nn.CastOp(idx, from_numpy_dtype(np.dtype(np.int64))))
+    wrapped = node.emit(nn.AddOp(idx, node.scalar(depth, np.int64)))
+    idx = node.emit(nn.WhereOp(node.emit(nn.LessOp(idx, node.scalar(0, np.int64))), wrapped, idx))
+    idx = node.emit(nn.ReshapeOp(idx, [*ishape[:axis], 1, *ishape[axis:]]))
+    positions = np.arange(depth, dtype=np.int64).reshape([depth if d == axis else 1 for d in range(rank)])
+    hit = node.emit(nn.EqualOp(idx, node.constant(positions, "positions")))
+    values = node.const(2)
+    if values is not None:
+        off, on = (node.constant(np.asarray(values.reshape(-1)[i]), f"value{i}") for i in (0, 1))
+    else:
+        v = node.value(2)
+        off, on = (node.emit(nn.SliceOp(v, [i], [1], [1])) for i in (0, 1))
+    return [node.emit(nn.WhereOp(hit, on, off))]
