@@ -1,5 +1,6 @@
 """Activations ONNX defines as functions of elementwise ops, decomposed by their definitions:
-PRelu, Elu, Selu, Celu, ThresholdedRelu, Softplus, Softsign, Mish, Sign, and LogSoftmax."""
+PRelu, Elu, Selu, Celu, ThresholdedRelu, Softplus, Softsign, Mish, Sign, LogSoftmax, and the
+trigonometric and hyperbolic functions without an nn op (Tan, Sinh, Cosh, Asinh, Acosh, Atanh)."""
 
 from __future__ import annotations
 
@@ -117,3 +118,27 @@ def convert_log_softmax(node: NodeContext) -> list[Value]:
     shifted = node.emit(nn.SubOp(x, node.emit(nn.ReduceMaxOp(x, [axis], True))))
     total = node.emit(nn.ReduceSumOp(node.emit(nn.ExpOp(shifted)), [axis], True))
     return [node.emit(nn.SubOp(shifted, node.emit(nn.LogOp(total))))]
+
+
+@converts("Tan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh")
+def convert_hyperbolic(node: NodeContext) -> list[Value]:
+    """Tan = sin / cos; Sinh, Cosh = (exp(x) ∓ exp(-x)) / 2; Asinh = log(x + sqrt(x² + 1)),
+    Acosh = log(x + sqrt(x² - 1)), Atanh = log((1 + x) / (1 - x)) / 2."""
+    dtype = _float_input(node)
+    x = node.value(0)
+    op = node.op_type
+
+    def s(v: float) -> SSAValue:
+        return node.scalar(v, dtype)
+
+    if op == "Tan":
+        return [node.emit(nn.DivOp(node.emit(nn.SinOp(x)), node.emit(nn.CosOp(x))))]
+    if op in ("Sinh", "Cosh"):
+        e, inv = node.emit(nn.ExpOp(x)), node.emit(nn.ExpOp(node.emit(nn.NegOp(x))))
+        both = node.emit((nn.SubOp if op == "Sinh" else nn.AddOp)(e, inv))
+        return [node.emit(nn.MulOp(both, s(0.5)))]
+    if op == "Atanh":
+        ratio = node.emit(nn.DivOp(node.emit(nn.AddOp(s(1.0), x)), node.emit(nn.SubOp(s(1.0), x))))
+        return [node.emit(nn.MulOp(node.emit(nn.LogOp(ratio)), s(0.5)))]
+    root = node.emit(nn.SqrtOp(node.emit((nn.AddOp if op == "Asinh" else nn.SubOp)(node.emit(nn.MulOp(x, x)), s(1.0)))))
+    return [node.emit(nn.LogOp(node.emit(nn.AddOp(x, root))))]
