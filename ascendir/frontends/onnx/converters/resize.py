@@ -72,7 +72,13 @@ def convert_resize(node: NodeContext) -> list[Value]:
         raise node.error("tf_crop_and_resize needs a roi with a start and an end per axis")
 
     scale_of, out_of = _scales_and_sizes(shape, axes, scales, sizes, policy)
-    coeffs = _coefficients(mode, nearest_mode, float(node.attr("cubic_coeff_a", -0.75)), antialias)
+    try:
+        coeffs = _coefficients(mode, nearest_mode, float(node.attr("cubic_coeff_a", -0.75)), antialias)
+        from onnx.reference.ops.op_resize import _interpolate_1d_along_axis  # noqa: F401
+    except ImportError:  # the weights come from the reference's per-axis resize (onnx 1.23's)
+        import onnx
+
+        raise node.error(f"needs the per-axis reference resize of onnx >= 1.23 (installed: {onnx.__version__})") from None
     x = original = node.value(0)
     for i, a in enumerate(axes):
         axis_roi = None if roi is None else [float(roi[i]), float(roi[len(axes) + i])]
