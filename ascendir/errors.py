@@ -5,6 +5,12 @@ class AscendirError(Exception):
     """An error the CLI prints as one line (exit code 2), never as a traceback."""
 
 
+class AscendirWarning(UserWarning):
+    """Something about the input the user should know that does not stop the run (e.g. a model
+    declaring an output shape other than the one its graph computes); the CLI tools print it as
+    one line `warning: ...`."""
+
+
 # Anything else the tools catch is a bug (in ascendir or below it), not bad input: `ascendir` and
 # `ascendir-opt` print internal_error(e) on one line and exit with this status, and print the
 # traceback first when the environment sets DEBUG_ENV.

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from ascendir.dialects import nn
-from ascendir.dtypes import dense_value
+from ascendir.dtypes import dense_value, is_float
 from ascendir.weights import WeightStore
 
 # Constants larger than this are not read by patterns (a causal mask of 16k x 16k would be 256 MiB).
@@ -34,17 +35,20 @@ class Constants:
 
     weights: WeightStore | None = None
 
-    def array(self, v: SSAValue) -> np.ndarray | None:
-        """The value of `v`, or None when it is not a readable constant."""
+    def array(self, v: SSAValue, limit: int | None = None) -> np.ndarray | None:
+        """The value of `v`, or None when it is not a readable constant or has more than
+        `limit` elements (default MAX_PATTERN_CONSTANT; a matcher whose own operands are that
+        large, such as an attention's [Sq, Skv] mask, passes their size)."""
         owner = v.owner
+        limit = max(MAX_PATTERN_CONSTANT, limit or 0)
         if isinstance(owner, nn.ConstantOp):
-            if np.prod(nn.shape_of(v), dtype=np.int64) > MAX_PATTERN_CONSTANT:
+            if np.prod(nn.shape_of(v), dtype=np.int64) > limit:
                 return None
             return dense_value(owner.value)
         if isinstance(owner, nn.WeightOp):
             if self.weights is None or owner.weight_name not in self.weights:
                 return None
-            if np.prod(nn.shape_of(v), dtype=np.int64) > MAX_PATTERN_CONSTANT:
+            if np.prod(nn.shape_of(v), dtype=np.int64) > limit:
                 return None
             return np.asarray(self.weights[owner.weight_name])
         return None
@@ -52,15 +56,20 @@ class Constants:
     def scalar(self, v: SSAValue) -> float | None:
         """The value of `v` if it is a constant whose elements are all equal (a scalar or a splat)."""
         a = self.array(v)
-        if a is None or a.size == 0 or a.dtype.kind not in "fiu":
+        if a is None or a.size == 0 or not (is_float(a.dtype) or a.dtype.kind in "iu"):  # bf16 is kind "V"
             return None
         first = a.reshape(-1)[0]
         return float(first) if np.all(a == first) else None
 
     def is_scalar(self, v: SSAValue, value: float, rel: float = 1e-6) -> bool:
-        """True if `v` is a constant splat equal to `value` within `rel` (relative)."""
+        """True if `v` is a constant splat equal to `value` within `rel` (relative), or within
+        the rounding of the constant's float type (bf16 holds 1/sqrt(2) as 0.70703125)."""
         x = self.scalar(v)
-        return x is not None and abs(x - value) <= rel * max(1.0, abs(value))
+        if x is None:
+            return False
+        dt = self.array(v).dtype
+        half_ulp = float(ml_dtypes.finfo(dt).eps) / 2 if is_float(dt) else 0.0
+        return abs(x - value) <= max(rel, half_ulp) * max(1.0, abs(value))
 
 
 def single_use(v: SSAValue) -> Operation | None:

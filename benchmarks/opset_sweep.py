@@ -102,6 +102,81 @@ def _pool(v: int, op: str) -> list[Case]:
     return cases
 
 
+def _pad(v: int) -> list[Case]:
+    x = _rand(1, 2, 4, 5)
+    cases = [
+        Case(["x", "pads", "value"], {"x": x}, {"pads": _ints(0, 0, 1, 2, 0, 1, 2, 0), "value": np.float32(1.5)},
+             label="constant value"),
+        Case(["x", "pads"], {"x": x}, {"pads": _ints(0, 0, 2, -1, 0, 0, -1, 3)}, {"mode": "reflect"}, label="reflect, crop"),
+        Case(["x", "pads"], {"x": x}, {"pads": _ints(0, 1, 1, 2, 0, 0, 3, 1)}, {"mode": "edge"}, label="edge"),
+    ]
+    if v >= 18:
+        cases.append(Case(["x", "pads", "", "axes"], {"x": x}, {"pads": _ints(1, 2, 3, 0), "axes": _ints(-1, 2)},
+                          label="axes input"))
+    if v >= 19:
+        cases.append(Case(["x", "pads"], {"x": x}, {"pads": _ints(0, 0, 2, 3, 0, 0, 1, 4)}, {"mode": "wrap"}, label="wrap"))
+    return cases
+
+
+def _resize(v: int) -> list[Case]:
+    x = _rand(1, 2, 4, 5)
+    none = np.zeros(0, np.float32)
+    cases = [
+        Case(["x", "", "scales"], {"x": x}, {"scales": np.array([1, 1, 2, 1.5], np.float32)}, label="nearest, scales"),
+        Case(["x", "", "", "sizes"], {"x": x}, {"sizes": _ints(1, 2, 7, 3)},
+             {"mode": "linear"}, label="linear, sizes"),
+        Case(["x", "roi", "scales"], {"x": x}, {"roi": none, "scales": np.array([1, 1, 0.6, 2], np.float32)},
+             {"mode": "cubic", "coordinate_transformation_mode": "align_corners"}, label="cubic, align_corners"),
+        Case(["x", "roi", "", "sizes"], {"x": x},
+             {"roi": np.array([0, 0, 0.2, 0.1, 1, 1, 0.9, 1.2], np.float32), "sizes": _ints(1, 2, 3, 6)},
+             {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": 9.0},
+             label="tf_crop_and_resize"),
+    ]
+    if v >= 18:
+        cases.append(Case(["x", "", "", "sizes"], {"x": x}, {"sizes": _ints(9, 9)},
+                          {"mode": "linear", "axes": [3, 2], "keep_aspect_ratio_policy": "not_larger", "antialias": 1},
+                          label="axes, not_larger, antialias"))
+    if v >= 19:
+        cases.append(Case(["x", "", "scales"], {"x": x}, {"scales": np.array([1, 1, 1.7, 0.8], np.float32)},
+                          {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"},
+                          label="half_pixel_symmetric"))
+    return cases
+
+
+def _scatter(op: str) -> Callable[[int], list[Case]]:
+    def build(v: int) -> list[Case]:
+        x = _rand(4, 3)
+        if op == "ScatterND":
+            order, idx, upd, attrs = ["x", "i", "u"], np.array([[1], [-1], [1]], np.int64), _rand(3, 3, seed=2), {}
+        else:
+            order, idx, upd, attrs = ["x", "i", "u"], np.array([[1, 0], [3, -1]], np.int64), _rand(2, 2, seed=2), {"axis": 0}
+        unique = idx[:2] if op == "ScatterND" else idx
+        cases = [Case(order, {"x": x, "u": upd[: len(unique)]}, {"i": unique}, attrs, label="no reduction")]
+        if v >= 16:
+            cases.append(Case(order, {"x": x, "u": upd}, {"i": idx}, {**attrs, "reduction": "add"}, label="add, repeats"))
+        if v >= 18:
+            cases.append(Case(order, {"x": x, "u": upd}, {"i": idx}, {**attrs, "reduction": "max"}, label="max"))
+        return cases
+
+    return build
+
+
+def _if(v: int) -> list[Case]:
+    """Branches reading the outer x (graph input 'x'): then x + x, else x * x."""
+    from onnx import TensorProto, helper
+
+    def branch(op: str, out: str):
+        y = helper.make_tensor_value_info(out, TensorProto.FLOAT, [3, 4])
+        return helper.make_graph([helper.make_node(op, ["x", "x"], [out])], f"{op}_branch", [], [y])
+
+    attrs = {"then_branch": branch("Add", "t"), "else_branch": branch("Mul", "e")}
+    x = _rand(3, 4)
+    return [
+        Case(["c"], {"x": x}, {"c": np.array(False)}, attrs, label="condition known at import"),
+        Case(["c"], {"c": np.array([True]), "x": x}, attrs=attrs, label="runtime condition"),
+    ]
+
+
 BOOLS = (np.random.default_rng(1).random((3, 4)) > 0.5, np.random.default_rng(2).random((2, 3, 4)) > 0.5)
 INTS = np.random.default_rng(3).integers(-9, 9, (2, 3, 4)).astype(np.int32)
 
@@ -146,7 +221,75 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
     "AveragePool": lambda v: _pool(v, "AveragePool"),
     "GlobalAveragePool": lambda v: Case(["x"], {"x": _rand(1, 3, 4, 4)}),
     "GlobalMaxPool": lambda v: Case(["x"], {"x": _rand(1, 3, 4, 4)}),
-    **{op: _reduce(op) for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd")},
+    **{op: _reduce(op) for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                                  "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp")},
+    "ReduceLogSum": lambda v: [Case(c.order, {"x": np.abs(X) + 0.5}, c.consts, c.attrs, label=c.label)
+                               for c in _reduce("ReduceLogSum")(v)],
+    "HardSigmoid": lambda v: [Case(["x"], {"x": 3 * X}, label="defaults"),
+                              Case(["x"], {"x": 3 * X}, attrs={"alpha": 0.3, "beta": 0.4}, label="alpha, beta")],
+    "HardSwish": lambda v: Case(["x"], {"x": 4 * X}),
+    "Pad": _pad,
+    **{op: _unary() for op in ("Tan", "Sinh", "Cosh", "Asinh")},
+    "Acosh": lambda v: Case(["x"], {"x": _rand(2, 3, 4, positive=True) + 1.0}),
+    "Atanh": lambda v: Case(["x"], {"x": np.tanh(X)}),
+    "GroupNormalization": lambda v: Case(["x", "s", "b"], {"x": _rand(2, 4, 3, 5)},
+                                         {"s": _rand(4 if v >= 21 else 2, seed=1), "b": _rand(4 if v >= 21 else 2, seed=2)},
+                                         {"num_groups": 2}),
+    "LpNormalization": lambda v: [Case(["x"], {"x": X}, label="p 2"), Case(["x"], {"x": X}, attrs={"p": 1, "axis": 1}, label="p 1")],
+    "OneHot": lambda v: [Case(["i", "depth", "values"], {"i": _ints(0, 3, -1, 5)}, {"depth": _ints(4), "values": np.array([-2, 3], np.float32)},
+                              label="int64 indices, axis -1"),
+                         Case(["i", "depth", "values"], {"i": np.array([[1.0, -2.0]], np.float32)},
+                              {"depth": np.float32(3), "values": np.array([0, 1], np.int64)}, {"axis": 0}, label="float indices, axis 0")],
+    "Mean": lambda v: Case(["a", "b", "c"], {"a": X, "b": _rand(3, 4, seed=1), "c": _rand(4, seed=2)}),
+    "Xor": _binary(BOOLS[0], BOOLS[1]),
+    "IsNaN": lambda v: Case(["x"], {"x": np.where(X > 0.5, np.nan, X).astype(np.float32)}),
+    "IsInf": lambda v: [Case(["x"], {"x": np.where(X > 0.5, np.inf, np.where(X < -0.5, -np.inf, X)).astype(np.float32)},
+                             label="both"),
+                        Case(["x"], {"x": np.where(X > 0.5, np.inf, np.where(X < -0.5, -np.inf, X)).astype(np.float32)},
+                             attrs={"detect_positive": 0}, label="negative only")],
+    "Trilu": lambda v: [Case(["x", "k"], {"x": _rand(2, 4, 5)}, {"k": _ints(1)}, label="upper, k 1"),
+                        Case(["x", "k"], {"x": _rand(2, 4, 5)}, {"k": _ints(-1)}, {"upper": 0}, label="lower, k -1")],
+    **{op: (lambda v: [Case(["x"], {"x": X}, label="defaults"),
+                       Case(["x"], {"x": np.round(X)}, attrs={"axis": -1, "keepdims": 0, "select_last_index": 1},
+                            label="last index, keepdims 0")]) for op in ("ArgMax", "ArgMin")},
+    "InstanceNormalization": lambda v: Case(["x", "s", "b"], {"x": _rand(2, 3, 4, 5)}, {"s": _rand(3, seed=1), "b": _rand(3, seed=2)},
+                                            {"epsilon": 1e-3}),
+    "DepthToSpace": lambda v: [Case(["x"], {"x": _rand(1, 8, 2, 3)}, attrs={"blocksize": 2}, label="DCR"),
+                               Case(["x"], {"x": _rand(1, 8, 2, 3)}, attrs={"blocksize": 2, "mode": "CRD"}, label="CRD")],
+    "SpaceToDepth": lambda v: [Case(["x"], {"x": _rand(1, 2, 4, 6)}, attrs={"blocksize": 2}, label="default")] + (
+        [Case(["x"], {"x": _rand(1, 2, 4, 6)}, attrs={"blocksize": 2, "mode": "CRD"}, label="CRD")] if v >= 28 else []),
+    "PRelu": lambda v: Case(["x", "slope"], {"x": X}, {"slope": _rand(3, 1, seed=1)}),
+    **{op: (lambda v: [Case(["x"], {"x": 3 * X}, label="defaults"), Case(["x"], {"x": 3 * X}, attrs={"alpha": 0.7}, label="alpha")])
+       for op in ("Elu", "Celu", "ThresholdedRelu")},
+    "Selu": lambda v: [Case(["x"], {"x": 3 * X}, label="defaults"),
+                       Case(["x"], {"x": 3 * X}, attrs={"alpha": 1.5, "gamma": 2.0}, label="alpha, gamma")],
+    **{op: (lambda v: Case(["x"], {"x": 8 * X})) for op in ("Softplus", "Softsign", "Mish")},
+    "Sign": lambda v: [Case(["x"], {"x": X}, label="float"), Case(["x"], {"x": INTS}, label="int32")],
+    "LogSoftmax": lambda v: [Case(["x"], {"x": 10 * X}, label="default axis"), Case(["x"], {"x": X}, attrs={"axis": 1}, label="axis 1")],
+    "Resize": _resize,
+    "ConvTranspose": lambda v: [
+        Case(["x", "w", "b"], {"x": _rand(1, 2, 4, 5)}, {"w": _rand(2, 3, 3, 3, seed=1), "b": _rand(3, seed=2)},
+             {"strides": [2, 2], "pads": [1, 0, 0, 1], "output_padding": [1, 0]}, label="strides, pads, output_padding"),
+        Case(["x", "w"], {"x": _rand(1, 4, 3, 3), "w": _rand(4, 1, 2, 3, seed=3)}, attrs={"group": 2, "dilations": [2, 1]},
+             label="groups, dilations, runtime weight"),
+        Case(["x", "w"], {"x": _rand(1, 2, 5)}, {"w": _rand(2, 2, 4, seed=4)}, {"strides": [3], "auto_pad": "SAME_UPPER"},
+             label="1-D, SAME_UPPER"),
+        Case(["x", "w"], {"x": _rand(1, 2, 3, 3)}, {"w": _rand(2, 2, 3, 3, seed=5)}, {"strides": [2, 2], "output_shape": [8, 7]},
+             label="output_shape"),
+    ],
+    "If": _if,
+    "CumSum": lambda v: [
+        Case(["x", "axis"], {"x": _rand(2, 5, 3)}, {"axis": _ints(1)}, label="axis 1"),
+        Case(["x", "axis"], {"x": _rand(2, 5, 3)}, {"axis": _ints(-1)}, {"exclusive": 1, "reverse": 1}, label="exclusive, reverse"),
+        Case(["x", "axis"], {"x": INTS}, {"axis": _ints(2)}, {"exclusive": 1}, label="int32, exclusive"),
+    ],
+    "GatherElements": lambda v: [
+        Case(["x", "i"], {"x": X}, {"i": np.array([[[0, 2, -1, 1]], [[1, 1, 0, -4]]], np.int64)}, {"axis": -1},
+             label="constant indices"),
+        Case(["x", "i"], {"x": X, "i": np.array([[[0, 2], [1, -3]], [[-1, 0], [2, 2]]], np.int64)}, attrs={"axis": 1},
+             label="runtime indices"),
+    ],
+    **{op: _scatter(op) for op in ("ScatterND", "ScatterElements")},
     "Concat": lambda v: Case(["a", "b"], {"a": X, "b": _rand(2, 2, 4, seed=1)}, attrs={"axis": -2}),
     "Dropout": lambda v: [
         Case(["x"], {"x": X}, label="x only"),

@@ -203,6 +203,37 @@ def test_dynamic_dim_needs_pin(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
 
 
+def test_inputs_pin_dynamic_dims(tmp_path: Path) -> None:
+    """Issue 19: --input-shape was demanded even when --inputs holds arrays whose shapes say it
+    all; the fed arrays now pin the dynamic dims (an explicit pin still wins and is checked)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])
+    p = tmp_path / "d.onnx"
+    onnx.save(_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [x], [y]), p)
+    feed = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    np.savez(tmp_path / "in.npz", x=feed)
+    r = _run("run", p, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "out.npz")
+    assert r.exit_code == 0, r.output
+    with np.load(tmp_path / "out.npz") as out:
+        np.testing.assert_array_equal(out["y"], np.maximum(feed, 0))
+    _assert_clean_error(_run("run", p, "--inputs", tmp_path / "in.npz", "--input-shape", "x=2x3"), "'x'", "(4, 3)")
+
+
+def test_declared_output_shape_mismatch_is_a_warning(tmp_path: Path) -> None:
+    """Issue 19: outputs declared with a -1 dim (as exporters write) were rejected, and so was
+    a declared shape the graph does not compute; onnxruntime runs such models, so ascendir
+    does with the computed shape: -1 is an open dim, a contradiction one `warning:` line."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    p = tmp_path / "o.onnx"
+    onnx.save(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 3])]), p)
+    r = _run("run", p, "--timing-only")
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+    onnx.save(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 3])]), p)
+    r = _run("run", p, "--timing-only")
+    assert r.exit_code == 0, r.output
+    assert "warning: output 'y': the model declares shape [5, 3] but import computed [2, 3]" in r.output
+
+
 def test_ir_that_fails_to_verify(tmp_path: Path) -> None:
     p = tmp_path / "bad.mlir"
     p.write_text(

@@ -101,6 +101,19 @@ def test_concat(axis):
     check(text, {"a": rand(tuple(a)), "b": rand(tuple(b), seed=1)}, exact=True)
 
 
+def test_concat_of_differently_tiled_parts_fits_ub():
+    """The parts' tiles [rows, cols] differ ([1, 64·40·40] wide, [64, 40] tall); the shared UB
+    buffer took the most rows of one and the most columns of the other (204800 bytes > 910B2's
+    196608): ConvTranspose and Pad concatenate such parts."""
+    a, b = (1, 64, 40, 40), (1, 64, 1, 40)
+    text = module(
+        [("a", a, "f32"), ("b", b, "f32")],
+        f"%y = nn.concat %a, %b {{axis = 2 : i64}} : ({ty(a, 'f32')}, {ty(b, 'f32')}) -> {ty((1, 64, 41, 40), 'f32')}",
+        ("y", (1, 64, 41, 40), "f32"),
+    )
+    check(text, {"a": rand(a), "b": rand(b, seed=1)}, exact=True)
+
+
 def test_expand_replicates():
     lowered = check(one_op("expand", (3, 1, 5), (2, 3, 4, 5)), {"x": rand((3, 1, 5))}, exact=True)
     assert "ascend.vcopy" in printed(lowered)

@@ -163,3 +163,31 @@ def test_matmul_epilogue_activation_only_relu_in_fixpipe():
     text = epilogue_text(40, 40, 40, "relu", bias=False)
     lowered = check(fuse(text), {"a": rand((40, 40)), "b": rand((40, 40)), "c": rand((40,))})
     assert "relu = true" in printed(lowered)
+
+
+def test_matmul_bias_row_fits_the_bias_table(tmp_path):
+    """Issue 19: [1,40,120] x [120,6625] + bias in fp32 chose n = 384, whose bias row needs
+    1536 bytes of BT (910B2 has 1024); the tiling model now counts BT, so choose-tiling picks
+    a tile whose bias row fits, and the result matches onnxruntime."""
+    import onnx
+    from onnx import helper
+
+    from ascendir.driver import compile_model
+    from ascendir.hardware import load_target
+    from ascendir.interpreter import simulate
+    from ascendir.conversion.nn_to_ascend.tiling import Problem, Tiling, buffer_needs, candidates
+    from onnx_builders import make_model, run_onnxruntime
+
+    hw = load_target("ascend910b2")
+    p = Problem(1, 40, 6625, 120, "f32", 4, 4, True)
+    assert buffer_needs(p, Tiling(48, 384, 8), hw)["bt"] == 1536
+    assert all(t.n * 4 <= hw.capacity("bt") for t in candidates(p, hw))
+    rng = np.random.default_rng(19)
+    x = rng.standard_normal((1, 40, 120)).astype(np.float32)
+    init = {"w": (0.1 * rng.standard_normal((120, 6625))).astype(np.float32), "b": rng.standard_normal(6625).astype(np.float32)}
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])],
+                       {"x": x}, ["y"], init)
+    onnx.save(model, tmp_path / "m.onnx")
+    module, weights = compile_model(tmp_path / "m.onnx", "ascend910b2")
+    got = simulate(module, weights, {"x": x}, hw).outputs["y"]
+    np.testing.assert_allclose(got, run_onnxruntime(model, {"x": x})["y"], rtol=1e-3, atol=1e-4)

@@ -18,11 +18,13 @@ import os
 import signal
 import sys
 import traceback
+import warnings
+import zipfile
 from pathlib import Path
 
 import click
 
-from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error
+from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, AscendirWarning, internal_error
 from ascendir.api.outputs import check_writable, is_stdout, output_kind, read_bytes, write_output, write_text
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads thrash on small tiles
@@ -51,11 +53,23 @@ def _Console(stderr: bool = False):
     return QuietConsole(stderr=stderr)
 
 
+_show_warning = warnings.showwarning
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """An AscendirWarning is one line `warning: ...` on stderr; other warnings as Python shows them."""
+    if issubclass(category, AscendirWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        _show_warning(message, category, filename, lineno, file, line)
+
+
 class _Group(click.Group):
     """Turns every AscendirError (and xDSL parse/verify error) and every bad command line into
-    one line and exit code 2."""
+    one line and exit code 2, and every AscendirWarning into one line `warning: ...`."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        warnings.showwarning = _one_line_warning
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
@@ -249,6 +263,29 @@ def _check_outputs(outputs: list[Path | None], inputs: list[Path | None]) -> Non
         raise AscendirError(f"output paths must differ ({', '.join(map(str, given))})")
 
 
+def _input_shapes_of(path: Path) -> dict[str, tuple[int, ...]]:
+    """The shape of each graph-input array of an --inputs .npz (keys as `_load_inputs` reads
+    them), read from the archive's headers without loading the data; {} when it cannot be read
+    (`_load_inputs` then says why)."""
+    import numpy as np
+
+    shapes = {}
+    try:
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                key = info.filename.removesuffix(".npy")
+                if key.startswith("output:"):
+                    continue
+                with z.open(info) as f:
+                    fmt = np.lib.format
+                    major, _ = fmt.read_magic(f)
+                    shape, _, _ = (fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0)(f)
+                shapes[key.removeprefix("input:")] = tuple(shape)
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return {}
+    return shapes
+
+
 def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndarray]:
     """The arrays of an --inputs .npz for the arguments of `func` (@main): one key per graph input
     (optionally `input:`-prefixed; `output:` keys are ignored), each of the exact shape and dtype.
@@ -351,7 +388,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         _prepare_plots(plots)
     hw = load_target(target)
     if model.suffix == ".onnx":
-        module, weights = import_onnx(model, parse_input_shapes(input_shapes), shape_only=shape_only, dtype=dtype)
+        hints = _input_shapes_of(inputs) if inputs is not None else None
+        module, weights = import_onnx(model, parse_input_shapes(input_shapes), shape_only=shape_only, dtype=dtype, shape_hints=hints)
     else:
         if input_shapes:
             raise AscendirError(f"--input-shape applies to .onnx models; {model} is IR with static shapes")

@@ -82,7 +82,9 @@ class Problem:
     matmul_epilogue's activation (matmul.py's name, e.g. "vsilu") and residual add, which decide
     the epilogue's UB tiles (epilogue_ub_bytes); ffn_up: for a gate/up matmul of an ffn region,
     the accumulators (1 plain, 2 gated) of the `ffn_up` kernel that runs it with an [m, n] tile
-    per accumulator (templates/ffn_up.py), whose buffers it must fit (0: a matmul kernel)."""
+    per accumulator (templates/ffn_up.py), whose buffers it must fit (0: a matmul kernel);
+    channel_bias: element size of a bias per output row (a conv's per-channel bias, added by the
+    vector unit: templates/conv.py; 0: none)."""
 
     batch: int
     m: int
@@ -97,6 +99,7 @@ class Problem:
     act: str | None = None
     residual: bool = False
     ffn_up: int = 0
+    channel_bias: int = 0
 
     @property
     def es(self) -> int:
@@ -148,6 +151,7 @@ BUFFERS = {
     "l0b": "B tiles, 2 slots",
     "l0c": "the f32 accumulator tiles",
     "ub": "the epilogue's output tiles",
+    "bt": "the bias row of an N tile",
 }
 
 
@@ -156,11 +160,12 @@ def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
     templates/matmul.py allocates them (each rounded up to the UB alignment, as KernelBuilder.alloc
     counts them):
 
-    * split AIC / AIV (910B): UB only in a mix kernel (an activation other than ReLU, or a
-      residual): `_emit_aiv_epilogue`'s input and output tiles (+ the residual tile), output type;
+    * split AIC / AIV (910B): UB only in a mix kernel (an activation other than ReLU, a
+      residual or a channel bias): `_emit_aiv_epilogue`'s input and output tiles (+ the residual
+      tile), output type, and the channel bias column;
     * coupled (910A, L0C -> UB): `_OutputStage`'s f32 accumulator tile when there is any epilogue,
       the output-type tile (unless the f32 one is it), the residual tile (+ its f32 copy), and
-      `_BiasStage`'s bias row (+ its f32 copy);
+      `_BiasStage`'s bias row (+ its f32 copy) and channel bias column (+ its f32 copy);
     * ffn_up (templates/ffn_up.py, both layouts): one f32 tile per accumulator, the h tile
       and the b1 row (+ its f32 copy)."""
     def al(nbytes: int) -> int:
@@ -170,16 +175,20 @@ def epilogue_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
     if p.ffn_up:  # one f32 tile per accumulator, the h tile, the b1 row (+ its f32 copy)
         bias = al(t.n * p.bias_bytes) + (al(t.n * 4) if p.bias_bytes != 4 else 0) if p.bias_bytes else 0
         return p.ffn_up * al(tile * 4) + al(tile * p.es) + bias
+    cb = p.channel_bias
+    column = al(t.m * cb) if cb else 0
     if target.arch.split_cores:  # the epilogue, if any, runs on the AIVs
-        mix = p.act not in (None, "vrelu") or p.residual
-        return (2 + int(p.residual)) * al(tile * ob) if mix else 0
-    wide = p.act is not None or p.bias_bytes > 0 or p.residual
+        mix = p.act not in (None, "vrelu") or p.residual or cb
+        return (2 + int(p.residual)) * al(tile * ob) + column if mix else 0
+    wide = p.act is not None or p.bias_bytes > 0 or p.residual or cb
     need = al(tile * 4) if wide else 0
     need += al(tile * ob) if not wide or ob != 4 else 0
     if p.residual:
         need += al(tile * ob) + (al(tile * 4) if ob != 4 else 0)
     if p.bias_bytes:
         need += al(t.n * p.bias_bytes) + (al(t.n * 4) if p.bias_bytes != 4 else 0)
+    if cb:
+        need += column + (al(t.m * 4) if cb != 4 else 0)
     return need
 
 
@@ -206,6 +215,8 @@ def buffer_needs(p: Problem, t: Tiling, target: HardwareConfig | None = None) ->
     }
     if target is not None:
         needs["ub"] = epilogue_ub_bytes(p, t, target)
+        if p.bias_bytes and target.arch.bias_table:  # `_BiasStage`: the bias row of an N tile in BT
+            needs["bt"] = aligned_bytes(target, "bt", t.n * p.bias_bytes)
     return needs
 
 

@@ -8,6 +8,7 @@ else goes through the converter table. Constants become IR only where a converte
 from __future__ import annotations
 
 import functools
+import warnings
 from pathlib import Path
 
 import onnx
@@ -20,7 +21,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects import nn
 from ascendir.dtypes import to_numpy_dtype
-from ascendir.errors import AscendirError
+from ascendir.errors import AscendirError, AscendirWarning
 from ascendir.frontends.onnx.conversion import ImportState, NodeContext, tensor_type
 from ascendir.frontends.onnx.converters import CONVERTERS
 from ascendir.frontends.onnx.folding import (
@@ -57,6 +58,7 @@ def import_onnx(
     *,
     shape_only: bool = False,
     dtype: str = "fp32",
+    shape_hints: dict[str, tuple[int, ...]] | None = None,
 ) -> tuple[ModuleOp, WeightStore]:
     """Import an ONNX model as an `nn` module.
 
@@ -70,6 +72,9 @@ def import_onnx(
             Enough to compile and to simulate timing-only; numerics would be wrong.
         dtype: precision policy, "fp32" (as the model says), "fp16" or "bf16": every f32 tensor
             and weight becomes that type (weights converted lazily; see precision.py).
+        shape_hints: shapes of the arrays the caller will feed (e.g. an --inputs .npz), used
+            as pins for the inputs with dynamic dims that `input_shapes` does not pin; names
+            that are not graph inputs, and inputs with static shapes, ignore them.
 
     Returns:
         `builtin.module { func.func @main(...) }` whose arguments are the graph inputs that are not
@@ -86,7 +91,8 @@ def import_onnx(
     if dtype not in DTYPES:  # before any work
         raise AscendirError(f"--dtype must be one of {', '.join(DTYPES)}, got '{dtype}'")
     proto, base_dir = load_model(model)
-    module, weights = _GraphImporter(proto, base_dir, dict(input_shapes or {}), shape_only).run()
+    pins = dict(input_shapes or {})
+    module, weights = _GraphImporter(proto, base_dir, pins, shape_only, dict(shape_hints or {})).run()
     convert_precision(module, weights, dtype)
     return module, weights
 
@@ -100,8 +106,10 @@ def _op_key(node: NodeProto) -> str:
 
 
 class _GraphImporter:
-    def __init__(self, proto: onnx.ModelProto, base_dir: str, input_shapes: dict[str, tuple[int, ...]], shape_only: bool = False):
+    def __init__(self, proto: onnx.ModelProto, base_dir: str, input_shapes: dict[str, tuple[int, ...]], shape_only: bool = False,
+                 shape_hints: dict[str, tuple[int, ...]] | None = None):
         self.proto = proto
+        self.shape_hints = shape_hints or {}
         self.shape_only = shape_only
         self.graph = proto.graph
         self.base_dir = base_dir
@@ -115,6 +123,7 @@ class _GraphImporter:
         # that the final error lists every unsupported op type, not the first one only.
         self.poisoned: set[str] = set()
         self.unsupported: dict[str, list[str]] = {}
+        self.state.import_subgraph = self._import_subgraph
 
     # -- driver ----------------------------------------------------------------------------------
     def run(self) -> tuple[ModuleOp, WeightStore]:
@@ -191,6 +200,8 @@ class _GraphImporter:
 
     def _resolve_shape(self, name: str, dims: list[int | str] | None) -> tuple[list[int], str | None]:
         pinned = self.input_shapes.get(name)
+        if pinned is None and (dims is None or any(isinstance(d, str) for d in dims)):
+            pinned = self.shape_hints.get(name)  # the fed array's shape pins the dynamic dims
         if pinned is not None:
             pinned = [int(d) for d in pinned]
             if dims is not None and len(dims) != len(pinned):
@@ -224,15 +235,20 @@ class _GraphImporter:
                 raise AscendirError(f"output '{vi.name}': the model declares {declared} but import computed {actual}")
         if tt.HasField("shape"):
             shape = ssa.type.get_shape()
-            dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+            # exporters write -1 (as inputs do) or a dim_param for a dim they leave open
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tt.shape.dim]
             if len(dims) != len(shape) or any(d is not None and d != s for d, s in zip(dims, shape)):
+                # onnxruntime runs such a model with the computed shape: so does ascendir, but says so
                 shown = ["?" if d is None else d for d in dims]
-                raise AscendirError(f"output '{vi.name}': the model declares shape {shown} but import computed {list(shape)}")
+                warnings.warn(AscendirWarning(
+                    f"output '{vi.name}': the model declares shape {shown} but import computed {list(shape)}; "
+                    "using the computed shape"
+                ), stacklevel=1)
         return ssa
 
     # -- nodes -----------------------------------------------------------------------------------
-    def _import_node(self, node: NodeProto, index: int) -> None:
-        label = _node_label(node, index)
+    def _import_node(self, node: NodeProto, index: int | str) -> None:
+        label = _node_label(node, index) if isinstance(index, int) else node.name or f"{index}/{node.output[0] if node.output else '?'}"
         converter = CONVERTERS.get(node.op_type) if is_default_domain(node) else None
         if any(name in self.poisoned for name in node.input):
             if converter is None and not self._is_fold_only(node):
@@ -257,6 +273,20 @@ class _GraphImporter:
         for name, value in zip(node.output, outputs + [None] * (len(node.output) - len(outputs))):
             if name and value is not None:
                 self.state.values[name] = value
+            elif name and self.unsupported:  # e.g. an If whose branch holds an unsupported op
+                self.poisoned.add(name)
+
+    def _import_subgraph(self, graph: onnx.GraphProto, label: str) -> list[Value | None]:
+        """Import the nodes of `graph` (an If branch: it reads outer values by name) into the
+        block; its outputs' values, None for one an unsupported op poisoned."""
+        for tensor in graph.initializer:
+            self.state.values[tensor.name] = initializer_constant(tensor, self.base_dir, self.shape_only)
+        for node in graph.node:
+            self.state.used_names.update(node.input)
+        self.state.used_names.update(o.name for o in graph.output)
+        for node in graph.node:
+            self._import_node(node, label)
+        return [None if o.name in self.poisoned else self.state.values.get(o.name) for o in graph.output]
 
     def _tag_node(self, last: Operation | None, label: str) -> None:
         """Give every nn op a node's conversion added an `onnx.node` string attribute (the node

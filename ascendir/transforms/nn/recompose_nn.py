@@ -42,6 +42,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from ascendir.dialects import nn
+from ascendir.dtypes import is_float
 from ascendir.patterns import (
     Constants, erase_dead, funcs, other_operand, single_use,
 )
@@ -380,8 +381,10 @@ def _split_mask(mask: SSAValue, sq: int, skv: int, anchor: Operation, new: list[
     if mask in memo:
         return memo[mask]
     result: tuple[bool, SSAValue | None] = (False, mask)
-    arr = consts.array(mask)
-    if arr is not None and arr.dtype.kind == "f" and arr.ndim >= 2 and all(d == 1 for d in arr.shape[:-2]):
+    # a mask holds at most the scores' sq x skv elements (else it has batch / head dims and
+    # is no causal triangle): read that much, however long the sequence (8192² > the default)
+    arr = consts.array(mask, limit=sq * skv)
+    if arr is not None and is_float(arr.dtype) and arr.ndim >= 2 and all(d == 1 for d in arr.shape[:-2]):
         masked = np.broadcast_to(arr.reshape(arr.shape[-2:]), (sq, skv)) <= MASKED_BELOW
         zero = np.broadcast_to(arr.reshape(arr.shape[-2:]), (sq, skv)) == 0
         if np.all(masked | zero):
@@ -395,7 +398,7 @@ def _split_mask(mask: SSAValue, sq: int, skv: int, anchor: Operation, new: list[
         if isinstance(cond.owner, nn.AndOp):
             parts = [cond.owner.lhs, cond.owner.rhs]
         for i, part in enumerate(parts):
-            t = consts.array(part)
+            t = consts.array(part, limit=sq * skv)
             kind = _causal_pattern(t, sq, skv) if t is not None and t.dtype == np.bool_ else None
             if kind is None:
                 continue
@@ -405,7 +408,7 @@ def _split_mask(mask: SSAValue, sq: int, skv: int, anchor: Operation, new: list[
             else:
                 if kind == "all" and nn.shape_of(rest) == nn.shape_of(mask):
                     break  # nothing to gain
-                rest_arr = consts.array(rest)
+                rest_arr = consts.array(rest, limit=sq * skv)
                 if rest_arr is not None and rest_arr.all():
                     result = (kind == "causal", None)
                 else:

@@ -240,6 +240,11 @@ def lower_concat(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) 
         return [result]
     total = col
     tiles = [_dma_tile(ctx, [outer, w], el) for _, w, _ in parts]
+    if max(t[0] for t in tiles) * max(t[1] for t in tiles) * itemsize(el) > ub_budget(ctx):
+        # one UB buffer holds every part's tile: with the fewest rows of any tile, the widest
+        # tile still fits (it had at least that many rows)
+        rows = min(t[0] for t in tiles)
+        tiles = [[rows, t[1]] for t in tiles]
     counts = [ceil_div(outer, t[0]) * ceil_div(w, t[1]) for (_, w, _), t in zip(parts, tiles)]
     block_dim = min(vector_cores(ctx), max(counts))
     ub_shape = [max(t[0] for t in tiles), max(t[1] for t in tiles)]

@@ -60,7 +60,7 @@ from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem,
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul_layout import MatmulLayout, matmul_layout
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
-from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE, TILING_ATTR, Problem, Tiling, tiling_for_op
+from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE, TILING_ATTR, Problem, Tiling, misfit, tiling_for_op
 
 # Default base tile (Ascend C Tiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
 BASE_MN = 128
@@ -88,10 +88,13 @@ def k_align(el: Attribute) -> int:
 
 
 def heuristic_tiling(
-    ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, bias_el: Attribute | None = None, batch: int = 1
+    ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, bias_el: Attribute | None = None, batch: int = 1,
+    out_elem: Attribute | None = None, epilogue: Epilogue | None = None,
 ) -> Tiling:
     """Base tiles for `batch` [m, k] x [k, n] products of element type `el` on ctx.target (with
-    room in L1 for a bias row of `bias_el` when given).
+    room in L1 for a bias row of `bias_el` when given). With `out_elem`, the output stage's
+    buffers (the bias row in BT, the epilogue's UB tiles for `epilogue`: tiling.buffer_needs)
+    must fit too: the output tile shrinks (the larger of baseM / baseN first) until they do.
 
     When there are fewer output tiles than AICs (small M, as in decoding), the larger of baseM /
     baseN is halved (down to MIN_SPLIT_MN) to spread the work, as long as each tile still moves at least
@@ -136,6 +139,23 @@ def heuristic_tiling(
         step -= 1
     if not fits("l1", (bm + bn) * bk * es + bias_bytes):
         raise ctx.error(f"matmul tiles {bm}x{bk} and {bk}x{bn} do not fit L1 of {t.name}")
+    if out_elem is None:
+        return Tiling(bm, bn, bk, step)
+    e = epilogue or Epilogue()
+    p = Problem(
+        batch, m, n, k, str(el), itemsize(out_elem), itemsize(bias_el) if bias_el is not None else 0, e != Epilogue(),
+        act=e.activation, residual=e.residual is not None,
+        channel_bias=itemsize(elem(e.channel_bias)) if e.channel_bias is not None else 0,
+    )
+    # the output stage's buffers grow with the output tile only: shrinking it keeps L0/L1 fitting
+    while (bad := misfit(p, Tiling(bm, bn, bk, step), t)) is not None:
+        if bm <= 16 and bn <= 16:
+            space, need, cap = bad
+            raise ctx.error(f"a 16x16 output tile needs {need} bytes of {space.upper()}, {t.name} has {cap}")
+        if bn >= bm and bn > 16 or bm <= 16:
+            bn = round_up(bn // 2, 16)
+        else:
+            bm = round_up(bm // 2, 16)
     return Tiling(bm, bn, bk, step)
 
 
@@ -219,7 +239,9 @@ def emit_matmuls(
         return results
     bias_el = next((elem(p.epilogue.bias) for p in products if p.epilogue.bias is not None), None)
     if tiling is None:
-        tiling = heuristic_tiling(ctx, lay.m_rows, max(ns), lay.k, el, bias_el, lay.batch * len(products))
+        tiling = heuristic_tiling(
+            ctx, lay.m_rows, max(ns), lay.k, el, bias_el, lay.batch * len(products), products[0].out_elem, products[0].epilogue
+        )
     g = _Geometry.of(ctx, tiling, lay, ns, grouped or products[0].epilogue != Epilogue())
     outs = list(results)
     if g.splits > 1:  # partial sums: f32 workspace [splits * batch * M, N] in GM

@@ -19,9 +19,9 @@ Kernel (AIV, block-cyclic over channel tiles; single buffered):
     scf.for %t = %block_idx to NC/cc step block_dim
       for each row tile, for each (i, j) (unrolled: static geometry)
         wait V->MTE2;  GM->UB slab (+ weights/bias with the first slab) (MTE2);  set/wait MTE2->V
-        [first slab of a row tile: wait MTE3->V]  combine into acc (V)
+        [first slab of a row tile: wait MTE3->V]  combine into acc (V)  [last slab: + bias (V)]
         prefill the next slab with padding if it is partial (V);  set V->MTE2
-        [last slab: scale / bias (V); set/wait V->MTE3; UB->GM (MTE3); set MTE3->V]
+        [last slab: scale / activation (V); set/wait V->MTE3; UB->GM (MTE3); set MTE3->V]
     drain MTE3->V, V->MTE2
 """
 
@@ -165,6 +165,9 @@ def emit_window_vector(
                 argmax.combine(first, slab_buf, acc, row0, slab.ij)
             else:
                 _combine(kb, mode, first, slab_buf, acc, prod, w_ub, slab.ij)
+            if last and b_ub is not None:
+                # before V releases the inputs (in_ev): the next tile's MTE2 reloads b_ub
+                kb.emit(_v("vadd")(acc, b_ub, acc))
             nxt = flat[(idx + 1) % len(flat)][1]
             if nxt.partial:
                 kb.emit(ascend.VdupOp(slab_buf, pad_value))
@@ -175,8 +178,6 @@ def emit_window_vector(
                         kb.emit(_v("vmul")(acc, kb.subview(scale, [0, row0, 0], [1, th, win.wo]), acc))
                     else:
                         kb.emit(_v("vmuls")(acc, acc, float(inv_counts.flat[0])))
-                if b_ub is not None:
-                    kb.emit(_v("vadd")(acc, b_ub, acc))
                 if argmax is not None:
                     kb.emit(ascend.VcastOp(argmax.idx, argmax.idx64))
                 if activation is not None:

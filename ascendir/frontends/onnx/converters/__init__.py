@@ -2,12 +2,18 @@
 `CONVERTERS`."""
 
 from ascendir.frontends.onnx.converters import (  # noqa: F401
+    activations,
+    control_flow,
     convolution,
     elementwise,
+    indexing,
     linalg,
     movement,
     normalization,
+    pad,
     reduction,
+    resize,
+    scan,
 )
 from ascendir.frontends.onnx.converters.registry import CONVERTERS, Converter
 

@@ -151,3 +151,95 @@ def convert_pool(node: NodeContext) -> list[Value]:
     plane = math.prod(shape[2:])
     offsets = (np.arange(n * c, dtype=np.int64) * plane).reshape(n, c, *[1] * rank)
     return [unpooled(op.result), node.emit(nn.AddOp(unpooled(op.indices[0]), node.constant(offsets, "plane_offsets")))]
+
+
+@converts("ConvTranspose")
+def convert_conv_transpose(node: NodeContext) -> list[Value]:
+    """ConvTranspose (1-D or 2-D) → the convolution it is the gradient of:
+    the input with stride - 1 zeros between elements and padded by dilation·(k - 1) - pads
+    (plus output_padding at the end; a negative amount crops), as one nn.gather per spatial
+    axis from the input with a zero row appended, then a stride-1 nn.conv2d with the weight's
+    in / out channels swapped per group and its window flipped. pads come from `pads`, or from
+    output_shape / auto_pad as the operator defines (SAME_UPPER puts the odd one at the end)."""
+    x_shape, w_shape = node.shape(0), node.shape(1)
+    rank = _spatial_rank(node, x_shape)
+    group = int(node.attr("group", 1))
+    kernel = tuple(w_shape[2:])
+    c, m = x_shape[1], w_shape[1] * group
+    if w_shape[0] != c or c % group:
+        raise node.error(f"weight {list(w_shape)} does not fit {c} input channels in {group} groups")
+    if node.has_attr("kernel_shape") and tuple(node.attr("kernel_shape")) != kernel:
+        raise node.error(f"kernel_shape {node.attr('kernel_shape')} differs from the weight shape {list(w_shape)}")
+    spatial = x_shape[2:]
+    strides = list(node.attr("strides", [1] * rank))
+    dilations = list(node.attr("dilations", [1] * rank))
+    out_pad = list(node.attr("output_padding", [0] * rank))
+    pads = list(node.attr("pads", [0] * 2 * rank))
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        raise node.error(f"auto_pad '{auto_pad}' is not an ONNX padding mode")
+    if not len(strides) == len(dilations) == len(out_pad) == rank or len(pads) != 2 * rank:
+        raise node.error(f"strides/dilations/output_padding/pads do not match {rank} spatial dims")
+    full = [strides[d] * (spatial[d] - 1) + out_pad[d] + (kernel[d] - 1) * dilations[d] + 1 for d in range(rank)]
+    target = node.attr("output_shape")
+    if target is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = [spatial[d] * strides[d] for d in range(rank)]
+    if auto_pad == "VALID":
+        pads = [0] * 2 * rank
+    if target is not None:
+        target = list(target)[-rank:]
+        for d in range(rank):
+            total = full[d] - target[d]
+            small, large = total // 2, total - total // 2
+            pads[d], pads[rank + d] = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
+    out = [full[d] - pads[d] - pads[rank + d] for d in range(rank)]
+    if any(o <= 0 for o in out):
+        raise node.error(f"the output would have shape {out}")
+
+    n = x_shape[0]
+    x = node.value(0)
+    if rank == 1:  # [N, C, L] → [N, C, 1, L]
+        x = node.emit(nn.ReshapeOp(x, [n, c, 1, spatial[0]]))
+    size2d = [1, *spatial] if rank == 1 else list(spatial)
+    dims2d = [None, 0] if rank == 1 else [0, 1]
+    zero = node.constant(np.zeros([1] * 4, node.dtype(0)), "zero")
+    for h, d in enumerate(dims2d):
+        if d is None:
+            continue
+        axis = 2 + h
+        # positions of the zero-stuffed, padded input: input element i sits at
+        # before + i * stride; everything else reads the appended zero row
+        before = dilations[d] * (kernel[d] - 1) - pads[d]
+        length = out[d] + dilations[d] * (kernel[d] - 1)
+        pos = np.arange(length) - before
+        inside = (pos >= 0) & (pos % strides[d] == 0) & (pos // strides[d] < spatial[d])
+        index = np.where(inside, pos // strides[d], spatial[d]).astype(np.int64)
+        block = [n, c, *size2d]
+        block[axis] = 1
+        stuffed = node.emit(nn.ConcatOp([x, node.emit(nn.ExpandOp(zero, block))], axis))
+        x = node.emit(nn.GatherOp(stuffed, node.constant(index, f"stuffed_index{d}"), axis))
+        size2d[h] = length
+
+    cg, mg = c // group, m // group
+    w2d = [m, cg, *([1] if rank == 1 else []), *kernel]
+
+    def as_conv_weight(w: np.ndarray) -> np.ndarray:
+        w = w.reshape(group, cg, mg, *kernel).swapaxes(1, 2).reshape(m, cg, *kernel)
+        return np.flip(w, axis=tuple(range(2, 2 + rank))).reshape(w2d)
+
+    if isinstance(node.input(1), Constant):
+        weight = node.derived(1, as_conv_weight, w2d, "conv")
+    else:  # the same steps as nn ops on a runtime weight
+        weight = node.emit(nn.ReshapeOp(node.value(1), [group, cg, mg, *kernel]))
+        weight = node.emit(nn.TransposeOp(weight, [0, 2, 1, *range(3, 3 + rank)]))
+        weight = node.emit(nn.ReshapeOp(weight, [m, cg, *kernel]))
+        for d in range(rank):
+            backwards = np.arange(kernel[d] - 1, -1, -1, dtype=np.int64)
+            weight = node.emit(nn.GatherOp(weight, node.constant(backwards, f"flip{d}"), 2 + d))
+        weight = node.emit(nn.ReshapeOp(weight, w2d)) if rank == 1 else weight
+    bias = node.value(2) if node.has_input(2) else None
+    d2 = [1, *dilations] if rank == 1 else dilations
+    y = node.emit(nn.Conv2dOp(x, weight, bias, [1, 1], [0, 0, 0, 0], d2, group))
+    if rank == 1:
+        y = node.emit(nn.ReshapeOp(y, [n, m, out[0]]))
+    return [y]

@@ -160,3 +160,74 @@ def convert_clip(node: NodeContext) -> list[Value]:
 def _float_width(dtype: np.dtype) -> int:
     # Bounds of f16/bf16/f32 tensors are exact in f32; f64 tensors keep f64 bounds.
     return 64 if dtype == np.float64 else 32
+
+
+@converts("HardSigmoid", "HardSwish")
+def convert_hard_sigmoid(node: NodeContext) -> list[Value]:
+    """HardSigmoid → clip(alpha·x + beta, 0, 1) (alpha 0.2, beta 0.5 by default); HardSwish →
+    x · HardSigmoid(x) with alpha 1/6, beta 0.5 (its definition since opset 14)."""
+    dtype = node.dtype(0)
+    if dtype.kind != "f" and dtype.name not in ("bfloat16",):
+        raise node.error(f"expects a float tensor, got {dtype}")
+    if node.op_type == "HardSigmoid":
+        alpha, beta = float(node.attr("alpha", 0.2)), float(node.attr("beta", 0.5))
+    else:
+        alpha, beta = 1.0 / 6.0, 0.5
+    x = node.value(0)
+    t = node.emit(nn.MulOp(x, node.scalar(alpha, dtype)))
+    t = node.emit(nn.AddOp(t, node.scalar(beta, dtype)))
+    width = _float_width(dtype)
+    t = node.emit(nn.ClipOp(t, min=FloatAttr(0.0, width), max=FloatAttr(1.0, width)))
+    return [node.emit(nn.MulOp(x, t)) if node.op_type == "HardSwish" else t]
+
+
+@converts("Mean")
+def convert_mean(node: NodeContext) -> list[Value]:
+    """Mean of N inputs → their nn.add chain (broadcasting) times 1 / N."""
+    dtype = node.dtype(0)
+    node.same_dtype(*range(node.num_inputs))
+    total = node.value(0)
+    for i in range(1, node.num_inputs):
+        total = node.emit(nn.AddOp(total, node.value(i)))
+    if node.num_inputs == 1:
+        return [node.input(0)]
+    return [node.emit(nn.DivOp(total, node.scalar(node.num_inputs, dtype)))]
+
+
+@converts("Xor")
+def convert_xor(node: NodeContext) -> list[Value]:
+    """Xor of booleans → not(equal(a, b))."""
+    node.same_dtype(0, 1)
+    return [node.emit(nn.NotOp(node.emit(nn.EqualOp(node.value(0), node.value(1)))))]
+
+
+@converts("IsNaN", "IsInf")
+def convert_is_nan(node: NodeContext) -> list[Value]:
+    """IsNaN → not(x == x); IsInf → x == +inf and / or x == -inf (detect_positive,
+    detect_negative)."""
+    dtype = node.dtype(0)
+    x = node.value(0)
+    if node.op_type == "IsNaN":
+        return [node.emit(nn.NotOp(node.emit(nn.EqualOp(x, x))))]
+    tests = [v for v, on in ((np.inf, node.attr("detect_positive", 1)), (-np.inf, node.attr("detect_negative", 1))) if on]
+    if not tests:
+        return [node.constant(np.zeros(node.shape(0), np.bool_), "never")]
+    hits = [node.emit(nn.EqualOp(x, node.scalar(v, dtype))) for v in tests]
+    return [hits[0] if len(hits) == 1 else node.emit(nn.OrOp(hits[0], hits[1]))]
+
+
+@converts("Trilu")
+def convert_trilu(node: NodeContext) -> list[Value]:
+    """Trilu with a constant k → where(mask, x, 0), mask the lower (upper=0) or upper triangle
+    of the last two dims shifted by k (numpy.tril / triu's rule)."""
+    shape = node.shape(0)
+    if len(shape) < 2:
+        raise node.error(f"expects a tensor of rank >= 2, got shape {list(shape)}")
+    k = int(node.require_const(1, "k").reshape(-1)[0]) if node.has_input(1) else 0
+    rows, cols = shape[-2:]
+    ones = np.ones((rows, cols), np.bool_)
+    mask = np.triu(ones, k) if node.attr("upper", 1) else np.tril(ones, k)
+    if mask.all():
+        return [node.input(0)]
+    zero = node.scalar(0, node.dtype(0))
+    return [node.emit(nn.WhereOp(node.constant(mask, "triangle"), node.value(0), zero))]

@@ -289,3 +289,35 @@ def convert_gather_nd(node: NodeContext) -> list[Value]:
     rows = _reshape(node, 0, [math.prod(batch_dims + index_dims), *shape[b + k :]])
     rows = node.state.materialize(rows) if isinstance(rows, Constant) else rows
     return [node.emit(nn.GatherOp(rows, node.constant(flat, "indices"), 0))]
+
+
+@converts("DepthToSpace", "SpaceToDepth")
+def convert_depth_to_space(node: NodeContext) -> list[Value]:
+    """DepthToSpace / SpaceToDepth (mode DCR or CRD; SpaceToDepth's mode since opset 28) →
+    reshape, transpose, reshape, the operator's definition (NCHW, blocksize b)."""
+    shape = node.shape(0)
+    if len(shape) != 4:
+        raise node.error(f"expects an N x C x H x W input, got shape {list(shape)}")
+    n, c, h, w = shape
+    b = int(node.attr("blocksize", 0))
+    if b < 1:
+        raise node.error(f"blocksize {b} must be >= 1")
+    mode = node.attr("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise node.error(f"mode '{mode}' is not DCR or CRD")
+    if node.op_type == "SpaceToDepth":  # the inverse of DepthToSpace in the same mode
+        if h % b or w % b:
+            raise node.error(f"H x W = {h} x {w} is not divisible by blocksize {b}")
+        perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
+        split, out = [n, c, h // b, b, w // b, b], [n, c * b * b, h // b, w // b]
+    else:
+        if c % (b * b):
+            raise node.error(f"{c} channels are not divisible by blocksize² = {b * b}")
+        if mode == "DCR":
+            split, perm = [n, b, b, c // (b * b), h, w], [0, 3, 4, 1, 5, 2]
+        else:
+            split, perm = [n, c // (b * b), b, b, h, w], [0, 1, 4, 2, 5, 3]
+        out = [n, c // (b * b), h * b, w * b]
+    x = _reshape(node, 0, split)
+    x = node.state.materialize(x) if isinstance(x, Constant) else x
+    return [node.emit(nn.ReshapeOp(node.emit(nn.TransposeOp(x, perm)), out))]

@@ -1,4 +1,4 @@
-"""Softmax and normalizations (LayerNormalization, BatchNormalization)."""
+"""Softmax and normalizations (Layer-, Batch-, Instance-, Group-, LpNormalization)."""
 
 from __future__ import annotations
 
@@ -88,3 +88,73 @@ def convert_batch_norm(node: NodeContext) -> list[Value]:
         return node.emit(nn.AddOp(old, node.emit(nn.MulOp(batch, node.scalar(1.0 - momentum, dtype)))))
 
     return [y, running(3, mean), running(4, var)]
+
+
+@converts("InstanceNormalization")
+def convert_instance_norm(node: NodeContext) -> list[Value]:
+    """InstanceNormalization over the spatial dims of each (n, c) → nn.layer_norm of x viewed as
+    [N, C, spatial] over its last dim (unit scale), then the per-channel scale and B."""
+    shape, dtype = node.shape(0), node.dtype(0)
+    if len(shape) < 3:
+        raise node.error(f"expects an N x C x spatial... input, got shape {list(shape)}")
+    node.same_dtype(0, 1, 2)
+    n, c = shape[:2]
+    size = int(np.prod(shape[2:]))
+    x = node.emit(nn.ReshapeOp(node.value(0), [n, c, size]))
+    ones = node.constant(np.ones(size, dtype), "unit_scale")
+    y = node.emit(nn.LayerNormOp(x, ones, None, 2, float(node.attr("epsilon", 1e-5))))
+    channel = [c, 1]
+    y = node.emit(nn.MulOp(y, node.emit(nn.ReshapeOp(node.value(1), channel))))
+    y = node.emit(nn.AddOp(y, node.emit(nn.ReshapeOp(node.value(2), channel))))
+    return [node.emit(nn.ReshapeOp(y, list(shape)))]
+
+
+@converts("GroupNormalization")
+def convert_group_norm(node: NodeContext) -> list[Value]:
+    """GroupNormalization → nn.layer_norm of x viewed as [N, G, C/G · spatial] over its last dim
+    (unit scale), then the affine per channel: scale and bias have one entry per channel from
+    opset 21, one per group before (repeated over the group's channels)."""
+    shape, dtype = node.shape(0), node.dtype(0)
+    if len(shape) < 3:
+        raise node.error(f"expects an N x C x spatial... input, got shape {list(shape)}")
+    node.same_dtype(0, 1, 2)
+    n, c = shape[:2]
+    g = int(node.attr("num_groups", 0))
+    if g < 1 or c % g:
+        raise node.error(f"num_groups={g} does not divide {c} channels")
+    size = int(np.prod(shape[2:]))
+    x = node.emit(nn.ReshapeOp(node.value(0), [n, g, (c // g) * size]))
+    y = node.emit(nn.LayerNormOp(x, node.constant(np.ones((c // g) * size, dtype), "unit_scale"), None, 2,
+                                 float(node.attr("epsilon", 1e-5))))
+    y = node.emit(nn.ReshapeOp(y, [n, c, size]))
+    for i, combine in ((1, nn.MulOp), (2, nn.AddOp)):
+        per = node.shape(i)[0] if node.shape(i) else 0
+        if per not in (c, g):
+            raise node.error(f"input {i} has {per} entries, not one per channel ({c}) or group ({g})")
+        v = node.emit(nn.ReshapeOp(node.value(i), [per, 1]))
+        if per != c:  # one per group: repeat over the group's channels
+            v = node.emit(nn.ReshapeOp(node.emit(nn.ExpandOp(node.emit(nn.ReshapeOp(v, [g, 1, 1])), [g, c // g, 1])), [c, 1]))
+        y = node.emit(combine(y, v))
+    return [node.emit(nn.ReshapeOp(y, list(shape)))]
+
+
+@converts("LpNormalization")
+def convert_lp_norm(node: NodeContext) -> list[Value]:
+    """LpNormalization → x / (sum |x|) (p = 1) or x / sqrt(sum x²) (p = 2) along `axis`; 0
+    where the norm is 0."""
+    rank = len(node.shape(0))
+    axis = node.axis(int(node.attr("axis", -1)), rank)
+    p = int(node.attr("p", 2))
+    x = node.value(0)
+    if p == 1:
+        norm = node.emit(nn.ReduceSumOp(node.emit(nn.AbsOp(x)), [axis], True))
+    elif p == 2:
+        norm = node.emit(nn.SqrtOp(node.emit(nn.ReduceSumOp(node.emit(nn.MulOp(x, x)), [axis], True))))
+    else:
+        raise node.error(f"p={p} is not 1 or 2")
+    # a zero norm means x is all zeros there: divide by 1, giving 0 rather than 0 / 0
+    dtype = node.dtype(0)
+    zero = node.emit(nn.EqualOp(norm, node.scalar(0.0, dtype)))
+    norm = node.emit(nn.WhereOp(zero, node.scalar(1.0, dtype), norm))
+    return [node.emit(nn.DivOp(x, norm))]
+

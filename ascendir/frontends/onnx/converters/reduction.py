@@ -1,6 +1,9 @@
-"""Reductions (ReduceMean/Sum/Max/Min/Prod, global pooling) and TopK."""
+"""Reductions (ReduceMean/Sum/Max/Min/Prod, L1/L2/SumSquare/LogSum/LogSumExp, global pooling),
+TopK and ArgMax / ArgMin."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from ascendir.dialects import nn
 from ascendir.frontends.onnx.conversion import NodeContext
@@ -16,11 +19,10 @@ _AXES_INPUT_SINCE = {"ReduceSum": 13}
 _AXES_INPUT_SINCE_DEFAULT = 18
 
 
-@converts(*_REDUCE)
-def convert_reduce(node: NodeContext) -> list[Value]:
-    """Reduce* → nn.reduce_* with sorted non-negative axes; no axes reduces all dims, or
-    forwards the input if noop_with_empty_axes. Axes are an input from opset 13 (ReduceSum) /
-    18 (the others), an attribute before."""
+def _reduce_axes(node: NodeContext) -> tuple[list[int] | None, bool]:
+    """(sorted non-negative axes, keepdims) of a Reduce* node; axes None when the node is the
+    identity (no axes and noop_with_empty_axes). Axes are an input from opset 13 (ReduceSum) /
+    18 (the others), an attribute before; no axes reduces every dim."""
     rank = len(node.shape(0))
     noop_with_empty_axes = False
     if node.opset >= _AXES_INPUT_SINCE.get(node.op_type, _AXES_INPUT_SINCE_DEFAULT):
@@ -28,12 +30,54 @@ def convert_reduce(node: NodeContext) -> list[Value]:
         noop_with_empty_axes = bool(node.attr("noop_with_empty_axes", 0))
     else:
         axes = list(node.attr("axes", []))
-    if not axes:
-        if noop_with_empty_axes:
-            return [node.input(0)]
-        axes = list(range(rank))
     keepdims = bool(node.attr("keepdims", 1))
-    return [node.emit(_REDUCE[node.op_type](node.value(0), node.axes(axes, rank), keepdims))]
+    if not axes:
+        return (None if noop_with_empty_axes else list(range(rank))), keepdims
+    return node.axes(axes, rank), keepdims
+
+
+@converts(*_REDUCE)
+def convert_reduce(node: NodeContext) -> list[Value]:
+    """Reduce* → nn.reduce_* with sorted non-negative axes (`_reduce_axes`); no axes with
+    noop_with_empty_axes forwards the input."""
+    axes, keepdims = _reduce_axes(node)
+    if axes is None:
+        return [node.input(0)]
+    return [node.emit(_REDUCE[node.op_type](node.value(0), axes, keepdims))]
+
+
+@converts("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
+def convert_reduce_composite(node: NodeContext) -> list[Value]:
+    """The reductions ONNX defines as functions of ReduceSum, in their definitions' terms:
+    ReduceL1 = sum |x|, ReduceL2 = sqrt(sum x²), ReduceSumSquare = sum x², ReduceLogSum =
+    log(sum x), ReduceLogSumExp = log(sum exp(x - m)) + m with m the max (the usual shift,
+    so large x do not overflow; an empty reduction gives log 0 + max = -inf as ONNX's).
+    With noop_with_empty_axes and no axes only the elementwise part is applied."""
+    axes, keepdims = _reduce_axes(node)
+    x = node.value(0)
+    op = node.op_type
+    if axes is None:  # the identity reduction: the elementwise part only
+        if op in ("ReduceL2", "ReduceSumSquare"):
+            sq = node.emit(nn.MulOp(x, x))
+            return [node.emit(nn.SqrtOp(sq)) if op == "ReduceL2" else sq]
+        return [node.emit({"ReduceL1": nn.AbsOp, "ReduceLogSum": nn.LogOp}[op](x)) if op != "ReduceLogSumExp" else x]
+    if op == "ReduceLogSumExp":
+        m = node.emit(nn.ReduceMaxOp(x, axes, True))
+        s = node.emit(nn.ReduceSumOp(node.emit(nn.ExpOp(node.emit(nn.SubOp(x, m)))), axes, True))
+        y = node.emit(nn.AddOp(node.emit(nn.LogOp(s)), m))
+        if not keepdims:
+            y = node.emit(nn.ReshapeOp(y, [d for i, d in enumerate(node.shape(0)) if i not in axes]))
+        return [y]
+    if op == "ReduceL1":
+        x = node.emit(nn.AbsOp(x))
+    elif op in ("ReduceL2", "ReduceSumSquare"):
+        x = node.emit(nn.MulOp(x, x))
+    y = node.emit(nn.ReduceSumOp(x, axes, keepdims))
+    if op == "ReduceL2":
+        y = node.emit(nn.SqrtOp(y))
+    elif op == "ReduceLogSum":
+        y = node.emit(nn.LogOp(y))
+    return [y]
 
 
 @converts("GlobalAveragePool", "GlobalMaxPool")
@@ -58,3 +102,29 @@ def convert_topk(node: NodeContext) -> list[Value]:
     op = nn.TopKOp(node.value(0), k, axis, bool(node.attr("largest", 1)))
     node.state.emit(op)
     return [op.values, op.indices]
+
+
+@converts("ArgMax", "ArgMin")
+def convert_arg_max(node: NodeContext) -> list[Value]:
+    """ArgMax / ArgMin → the i64 indices of nn.topk with k = 1 (TopK's tie rule is the lowest
+    index, ArgMax's default); select_last_index=1 reverses the axis first and maps the index
+    back (n - 1 - i); keepdims=0 drops the axis."""
+    shape = node.shape(0)
+    rank = len(shape)
+    axis = node.axis(int(node.attr("axis", 0)), rank)
+    n = shape[axis]
+    if n == 0:
+        raise node.error(f"cannot take the arg{'max' if node.op_type == 'ArgMax' else 'min'} of an empty dim {axis}")
+    x = node.value(0)
+    last = bool(node.attr("select_last_index", 0))
+    if last:
+        backwards = np.arange(n - 1, -1, -1, dtype=np.int64)
+        x = node.emit(nn.GatherOp(x, node.constant(backwards, "reverse"), axis))
+    op = nn.TopKOp(x, 1, axis, node.op_type == "ArgMax")
+    node.state.emit(op)
+    idx = op.indices
+    if last:
+        idx = node.emit(nn.SubOp(node.constant(np.array(n - 1, np.int64), "last"), idx))
+    if not node.attr("keepdims", 1):
+        idx = node.emit(nn.ReshapeOp(idx, [d for i, d in enumerate(shape) if i != axis]))
+    return [idx]

@@ -1,0 +1,144 @@
+"""Activations ONNX defines as functions of elementwise ops, decomposed by their definitions:
+PRelu, Elu, Selu, Celu, ThresholdedRelu, Softplus, Softsign, Mish, Sign, LogSoftmax, and the
+trigonometric and hyperbolic functions without an nn op (Tan, Sinh, Cosh, Asinh, Acosh, Atanh)."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import f32
+from xdsl.ir import SSAValue
+
+from ascendir.dialects import nn
+from ascendir.frontends.onnx.conversion import NodeContext
+from ascendir.frontends.onnx.converters.registry import converts
+from ascendir.frontends.onnx.values import Value
+
+# Selu's defaults (the ONNX schema's, to float precision)
+SELU_ALPHA = 1.67326319217681884765625
+SELU_GAMMA = 1.05070102214813232421875
+
+
+def _float_input(node: NodeContext) -> np.dtype:
+    dtype = node.dtype(0)
+    if not (dtype.kind == "f" or dtype.name == "bfloat16"):
+        raise node.error(f"expects a float tensor, got {dtype}")
+    return dtype
+
+
+def _softplus(node: NodeContext, x: SSAValue, dtype: np.dtype) -> SSAValue:
+    """log(1 + exp(x)) as max(x, 0) + log(1 + exp(-|x|)): no overflow for large x."""
+    tail = node.emit(nn.ExpOp(node.emit(nn.NegOp(node.emit(nn.AbsOp(x))))))
+    tail = node.emit(nn.LogOp(node.emit(nn.AddOp(tail, node.scalar(1.0, dtype)))))
+    return node.emit(nn.AddOp(node.emit(nn.ReluOp(x)), tail))
+
+
+@converts("PRelu")
+def convert_prelu(node: NodeContext) -> list[Value]:
+    """PRelu(x, slope) → where(x < 0, x · slope, x) (slope broadcasts to x)."""
+    dtype = _float_input(node)
+    node.same_dtype(0, 1)
+    x = node.value(0)
+    negative = node.emit(nn.LessOp(x, node.scalar(0.0, dtype)))
+    return [node.emit(nn.WhereOp(negative, node.emit(nn.MulOp(x, node.value(1))), x))]
+
+
+@converts("Elu", "Selu", "Celu")
+def convert_elu(node: NodeContext) -> list[Value]:
+    """Elu: x > 0 ? x : alpha (exp(x) - 1); Selu: gamma (x > 0 ? x : alpha (exp(x) - 1));
+    Celu: max(0, x) + min(0, alpha (exp(x / alpha) - 1)). bf16 is computed in f32 and
+    rounded once, as the definition's reference does."""
+    dtype = _float_input(node)
+    x = node.value(0)
+    if dtype.name == "bfloat16":
+        x, dtype = node.emit(nn.CastOp(x, f32)), np.dtype(np.float32)
+        return [node.emit(nn.CastOp(_elu(node, x, dtype), node.elem(0)))]
+    return [_elu(node, x, dtype)]
+
+
+def _elu(node: NodeContext, x: SSAValue, dtype: np.dtype) -> SSAValue:
+    op = node.op_type
+    alpha = float(node.attr("alpha", SELU_ALPHA if op == "Selu" else 1.0))
+    if op == "Celu" and alpha == 0:
+        raise node.error("alpha must not be 0")
+    inner = node.emit(nn.MulOp(x, node.scalar(1.0 / alpha, dtype))) if op == "Celu" and alpha != 1.0 else x
+    curve = node.emit(nn.SubOp(node.emit(nn.ExpOp(inner)), node.scalar(1.0, dtype)))
+    curve = node.emit(nn.MulOp(curve, node.scalar(alpha, dtype))) if alpha != 1.0 else curve
+    if op == "Celu":
+        negative_part = node.emit(nn.MinOp(curve, node.scalar(0.0, dtype)))
+        return node.emit(nn.AddOp(node.emit(nn.ReluOp(x)), negative_part))
+    positive = node.emit(nn.GreaterOp(x, node.scalar(0.0, dtype)))
+    y = node.emit(nn.WhereOp(positive, x, curve))
+    if op == "Selu":
+        y = node.emit(nn.MulOp(y, node.scalar(float(node.attr("gamma", SELU_GAMMA)), dtype)))
+    return y
+
+
+@converts("ThresholdedRelu")
+def convert_thresholded_relu(node: NodeContext) -> list[Value]:
+    """ThresholdedRelu → where(x > alpha, x, 0) (alpha default 1)."""
+    dtype = _float_input(node)
+    x = node.value(0)
+    above = node.emit(nn.GreaterOp(x, node.scalar(float(node.attr("alpha", 1.0)), dtype)))
+    return [node.emit(nn.WhereOp(above, x, node.scalar(0.0, dtype)))]
+
+
+@converts("Softplus", "Softsign", "Mish")
+def convert_softplus(node: NodeContext) -> list[Value]:
+    """Softplus = log(1 + exp(x)) (computed without overflow), Softsign = x / (1 + |x|),
+    Mish = x · tanh(softplus(x))."""
+    dtype = _float_input(node)
+    x = node.value(0)
+    if node.op_type == "Softsign":
+        return [node.emit(nn.DivOp(x, node.emit(nn.AddOp(node.emit(nn.AbsOp(x)), node.scalar(1.0, dtype)))))]
+    sp = _softplus(node, x, dtype)
+    return [sp if node.op_type == "Softplus" else node.emit(nn.MulOp(x, node.emit(nn.TanhOp(sp))))]
+
+
+@converts("Sign")
+def convert_sign(node: NodeContext) -> list[Value]:
+    """Sign → 1 where x > 0, -1 where x < 0, else 0, as two nn.where (exact for integers)."""
+    dtype = node.dtype(0)
+    x = node.value(0)
+    zero, one, minus = (node.scalar(v, dtype) for v in (0, 1, -1)) if dtype.kind in "iu" else (
+        node.scalar(v, dtype) for v in (0.0, 1.0, -1.0))
+    if dtype.kind == "u":
+        return [node.emit(nn.WhereOp(node.emit(nn.GreaterOp(x, zero)), one, zero))]
+    y = node.emit(nn.WhereOp(node.emit(nn.LessOp(x, zero)), minus, zero))
+    return [node.emit(nn.WhereOp(node.emit(nn.GreaterOp(x, zero)), one, y))]
+
+
+@converts("LogSoftmax")
+def convert_log_softmax(node: NodeContext) -> list[Value]:
+    """LogSoftmax over one axis (default -1) → x - m - log(sum(exp(x - m))), m the max: no
+    log of an underflowed softmax."""
+    _float_input(node)
+    rank = len(node.shape(0))
+    axis = node.axis(node.attr("axis", -1), rank)
+    x = node.value(0)
+    shifted = node.emit(nn.SubOp(x, node.emit(nn.ReduceMaxOp(x, [axis], True))))
+    total = node.emit(nn.ReduceSumOp(node.emit(nn.ExpOp(shifted)), [axis], True))
+    return [node.emit(nn.SubOp(shifted, node.emit(nn.LogOp(total))))]
+
+
+@converts("Tan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh")
+def convert_hyperbolic(node: NodeContext) -> list[Value]:
+    """Tan = sin / cos; Sinh, Cosh = (exp(x) ∓ exp(-x)) / 2; Asinh = log(x + sqrt(x² + 1)),
+    Acosh = log(x + sqrt(x² - 1)), Atanh = log((1 + x) / (1 - x)) / 2."""
+    dtype = _float_input(node)
+    x = node.value(0)
+    op = node.op_type
+
+    def s(v: float) -> SSAValue:
+        return node.scalar(v, dtype)
+
+    if op == "Tan":
+        return [node.emit(nn.DivOp(node.emit(nn.SinOp(x)), node.emit(nn.CosOp(x))))]
+    if op in ("Sinh", "Cosh"):
+        e, inv = node.emit(nn.ExpOp(x)), node.emit(nn.ExpOp(node.emit(nn.NegOp(x))))
+        both = node.emit((nn.SubOp if op == "Sinh" else nn.AddOp)(e, inv))
+        return [node.emit(nn.MulOp(both, s(0.5)))]
+    if op == "Atanh":
+        ratio = node.emit(nn.DivOp(node.emit(nn.AddOp(s(1.0), x)), node.emit(nn.SubOp(s(1.0), x))))
+        return [node.emit(nn.MulOp(node.emit(nn.LogOp(ratio)), s(0.5)))]
+    root = node.emit(nn.SqrtOp(node.emit((nn.AddOp if op == "Asinh" else nn.SubOp)(node.emit(nn.MulOp(x, x)), s(1.0)))))
+    return [node.emit(nn.LogOp(node.emit(nn.AddOp(x, root))))]
