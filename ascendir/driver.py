@@ -21,7 +21,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, ParseError, VerifyException
 from ascendir.session import Session, make_context
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.dialects import nn
-from ascendir.dialects.ascend import KernelOp
+from ascendir.dialects.ascend import KERNEL_DTYPE_ATTR, KernelOp
 from ascendir.errors import AscendirError, not_utf8, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
@@ -143,11 +143,6 @@ def lower(module: ModuleOp, weights: WeightStore | None, target: str | Path | No
     # after it (verifying the nn module again here would repeat the nn pipeline's check).
     run_passes(module, PassPipeline(ascend_lowering(str(target or DEFAULT_TARGET))), weights, session=session)
     tag_kernel_dtypes(module)
-
-
-KERNEL_DTYPE_ATTR = "dtype"
-"""Attribute of each ascend.kernel naming the element type its data moves in (the report's
-`dtype` column)."""
 
 
 def tag_kernel_dtypes(module: ModuleOp) -> None:

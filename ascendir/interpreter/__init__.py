@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from ascendir.costmodel import CostEnv, OpCost
 from ascendir.errors import AscendirError
+from ascendir.dialects.ascend import KERNEL_DTYPE_ATTR
 from ascendir.costmodel.memory import check_module_gm_fits
 from ascendir.hardware.config import HardwareConfig, load_target
 from ascendir.interpreter.accel import Accel
@@ -94,7 +95,7 @@ def simulate(
         check(r, hw)
     report = build_report(records, hw)
     # The element type each kernel ran in, from the kernel's `dtype` attribute (driver.lower).
-    dtypes = {op.sym_name.data: op.attributes["dtype"].data for op in module.ops if "dtype" in op.attributes and hasattr(op, "sym_name")}
+    dtypes = {op.sym_name.data: op.attributes[KERNEL_DTYPE_ATTR].data for op in module.ops if KERNEL_DTYPE_ATTR in op.attributes and hasattr(op, "sym_name")}
     for k in report["kernels"]:
         k["dtype"] = dtypes.get(k["name"])
     if fp is not None:
