@@ -360,16 +360,56 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the verdict
     (with expected outputs at hand) and the report. Exit code 1: an output beyond its tolerance."""
-    from ascendir.driver import (
-        gather_bounds, io_names, is_lowered, load_ir, lower, main_func, missing_weights, parse_input_shapes, parse_pipeline,
-        random_inputs, reject_nn_options, run_passes, weights_path,
-    )
-    from ascendir.frontends.onnx import import_onnx
-    from ascendir.hardware import load_target
+    from ascendir.driver import gather_bounds, io_names, is_lowered, main_func, random_inputs
     from ascendir.interpreter import simulate
     from ascendir.api.report_table import render
-    from ascendir.transforms.nn.choose_tiling import log_json
 
+    timing_only = _check_run_flags(model, outputs, timing_only, shape_only, verify_numerics, expected, check_ort)
+    _check_outputs([outputs, report_path, trace_path], _run_inputs(model, target, inputs, expected))
+    if plots is not None:
+        _prepare_plots(plots)
+    module, weights, hw = _load_for_run(model, inputs, target, input_shapes, shape_only, dtype, timing_only, pipeline, tiling)
+    bounds = {} if is_lowered(module) else gather_bounds(main_func(module))
+    reference, want = _expected_outputs(model, inputs, expected, check_ort, timing_only, lambda: io_names(main_func(module), results=True))
+    notes: dict = {}
+    ran = None
+    if not is_lowered(module):
+        ran = _lower_for_run(module, weights, hw, inputs, seed, bounds, pipeline, opt_level, target, tiling, verify_numerics, dtype, notes)
+    if inputs:
+        feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32")
+    else:  # timing-only moves no data: no need to make (possibly huge) random inputs
+        feeds = {} if timing_only else random_inputs(module, seed, bounds)
+
+    # an output on stdout (`--report -`) keeps it for itself: the table goes to stderr
+    console = _Console(stderr=any(is_stdout(p) for p in (outputs, report_path, trace_path)))
+    with _launch_progress(f"simulating on {hw.name}") as progress:
+        result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
+                          check_races=True if check_races else None, progress=progress)
+
+    result.report.update(notes)
+    result.report.update(model={"path": str(model), "sha256": _sha256(model)}, workload=_workload(main_func(module)), pipeline=ran,
+                         dtype=dtype if model.suffix == ".onnx" else None, seed=None if inputs else seed, timing_only=timing_only)
+    verdict = None
+    if reference is not None:
+        from ascendir.api.verdict import compare, onnxruntime_outputs
+
+        if check_ort:
+            want = onnxruntime_outputs(model, feeds)
+        verdict = compare(result.outputs, want, dtype if model.suffix == ".onnx" else "fp32", reference)
+        result.report["verdict"] = verdict
+    _write_run_files(result, outputs, report_path, trace_path, plots)
+    render(result.report, console)  # the verdict first, when there is one
+    if verdict is not None and verdict["status"] == "fail":
+        sys.exit(1)
+
+
+def _check_run_flags(model: Path, outputs: Path | None, timing_only: bool, shape_only: bool, verify_numerics: bool,
+                     expected: Path | None, check_ort: bool) -> bool:
+    """Whether the run is timing-only (--shape-only implies it).
+
+    Raises:
+        AscendirError: a flag that needs numerics (--outputs, --expected, --check-ort,
+            --verify-numerics) with --timing-only / --shape-only; two references; --check-ort on IR."""
     if shape_only:
         if verify_numerics:
             raise AscendirError("--verify-numerics needs the weights; drop --shape-only")
@@ -383,83 +423,88 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         raise AscendirError("give one reference: --expected or --check-ort")
     if check_ort and model.suffix != ".onnx":
         raise AscendirError(f"--check-ort runs onnxruntime on an ONNX model; {model} is IR (use --expected)")
-    _check_outputs([outputs, report_path, trace_path], _run_inputs(model, target, inputs, expected))
-    if plots is not None:
-        _prepare_plots(plots)
+    return timing_only
+
+
+def _load_for_run(model: Path, inputs: Path | None, target: str, input_shapes, shape_only: bool, dtype: str,
+                  timing_only: bool, pipeline: str | None, tiling: str | None):
+    """(module, weights, chip) of `run`: an ONNX model imported (its dynamic dims pinned by
+    --input-shape, else by the --inputs arrays), or IR text with its weights file; lowered IR runs
+    on the chip it was lowered for unless --target says otherwise.
+
+    Raises:
+        AscendirError: --input-shape on IR; weights missing for a numerics run; nn options on
+            lowered IR; lowered IR for another architecture than --target's."""
+    from ascendir.driver import is_lowered, load_ir, missing_weights, parse_input_shapes, reject_nn_options, weights_path
+    from ascendir.frontends.onnx import import_onnx
+    from ascendir.hardware import load_target
+
     hw = load_target(target)
     if model.suffix == ".onnx":
         hints = _input_shapes_of(inputs) if inputs is not None else None
         module, weights = import_onnx(model, parse_input_shapes(input_shapes), shape_only=shape_only, dtype=dtype, shape_hints=hints)
-    else:
-        if input_shapes:
-            raise AscendirError(f"--input-shape applies to .onnx models; {model} is IR with static shapes")
-        module, weights = load_ir(model)
-        missing = [] if timing_only else missing_weights(module, weights)
-        if missing:  # else the interpreter fails mid-run on the first one it reads
-            wp = weights_path(model)
-            where = f"{wp}, which does not exist" if not wp.exists() else str(wp)
-            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-            raise AscendirError(
-                f"{model}: weight @{missing[0]}{more} not in {where} (`ascendir compile -o` writes it beside the IR; "
-                "--timing-only needs none)"
-            )
-        if is_lowered(module):
-            reject_nn_options(model, pipeline, tiling)
-            if click.get_current_context().get_parameter_source("target") is click.core.ParameterSource.DEFAULT:
-                from ascendir.transforms.ascend.plan_memory import module_target
+        return module, weights, hw
+    if input_shapes:
+        raise AscendirError(f"--input-shape applies to .onnx models; {model} is IR with static shapes")
+    module, weights = load_ir(model)
+    missing = [] if timing_only else missing_weights(module, weights)
+    if missing:  # else the interpreter fails mid-run on the first one it reads
+        wp = weights_path(model)
+        where = f"{wp}, which does not exist" if not wp.exists() else str(wp)
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise AscendirError(
+            f"{model}: weight @{missing[0]}{more} not in {where} (`ascendir compile -o` writes it beside the IR; "
+            "--timing-only needs none)"
+        )
+    if is_lowered(module):
+        reject_nn_options(model, pipeline, tiling)
+        if click.get_current_context().get_parameter_source("target") is click.core.ParameterSource.DEFAULT:
+            from ascendir.transforms.ascend.plan_memory import module_target
 
-                hw = module_target(module)  # the chip it was lowered for, not the default one
-        arch, lowered_for = (module.attributes.get(k) for k in ("ascend.arch", "ascend.target"))
-        if arch is not None and getattr(arch, "data", None) != hw.arch.name:
-            chip = getattr(lowered_for, "data", "another chip")
-            raise AscendirError(
-                f"{model} was lowered for {chip} ({getattr(arch, 'data', arch)}), --target {hw.name} is {hw.arch}: compile the model for it"
-            )
-    bounds = {} if is_lowered(module) else gather_bounds(main_func(module))
-    reference, want = _expected_outputs(model, inputs, expected, check_ort, timing_only, lambda: io_names(main_func(module), results=True))
-    log, declined, verified, ran = {}, [], None, None
-    if not is_lowered(module):
-        checks = None
-        if verify_numerics:
-            checks = _load_inputs(inputs, main_func(module), dtype) if inputs else random_inputs(module, seed, bounds)
-        nn_pipeline = parse_pipeline(pipeline, f"O{opt_level}", target, tiling)
-        ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), f"ascend-lowering{{target={hw.name}}}"])
-        session = run_passes(module, nn_pipeline, weights, checks)
-        if verify_numerics:
-            verified = _verified(nn_pipeline, f"the inputs of {inputs}" if inputs else f"random inputs (seed {seed})")
-        log = session.search_log
-        lower(module, weights, target, session)
-        declined = session.declined
-    if inputs:
-        feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32")
-    else:  # timing-only moves no data: no need to make (possibly huge) random inputs
-        feeds = {} if timing_only else random_inputs(module, seed, bounds)
+            hw = module_target(module)  # the chip it was lowered for, not the default one
+    arch, lowered_for = (module.attributes.get(k) for k in ("ascend.arch", "ascend.target"))
+    if arch is not None and getattr(arch, "data", None) != hw.arch.name:
+        chip = getattr(lowered_for, "data", "another chip")
+        raise AscendirError(
+            f"{model} was lowered for {chip} ({getattr(arch, 'data', arch)}), --target {hw.name} is {hw.arch}: compile the model for it"
+        )
+    return module, weights, hw
 
-    # an output on stdout (`--report -`) keeps it for itself: the table goes to stderr
-    console = _Console(stderr=any(is_stdout(p) for p in (outputs, report_path, trace_path)))
-    with _launch_progress(f"simulating on {hw.name}") as progress:
-        result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
-                          check_races=True if check_races else None, progress=progress)
 
-    if log:  # what choose-tiling scored (the report's table prints it too)
-        result.report["tiling_search"] = log_json(log)
-    if declined:  # regions lowered op by op because their template declined them
-        result.report["declined"] = [{"region": d.region, "kind": d.kind, "reason": d.reason} for d in declined]
-    if verified is not None:
-        result.report["verify_numerics"] = verified
-    result.report.update(model={"path": str(model), "sha256": _sha256(model)}, workload=_workload(main_func(module)), pipeline=ran,
-                         dtype=dtype if model.suffix == ".onnx" else None, seed=None if inputs else seed, timing_only=timing_only)
-    verdict = None
-    if reference is not None:
-        from ascendir.api.verdict import compare, onnxruntime_outputs
+def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, pipeline: str | None, opt_level: str,
+                   target: str, tiling: str | None, verify_numerics: bool, dtype: str, notes: dict) -> str:
+    """Run the nn pipeline (checking each pass's numerics with --verify-numerics) and
+    ascend-lowering on `module` in place; put what the report carries of it (the tiling search,
+    the declined regions, what was verified) into `notes`. Returns the pipeline that ran, as
+    `ascendir-opt -p` text."""
+    from ascendir.driver import lower, main_func, parse_pipeline, random_inputs, run_passes
+    from ascendir.transforms.nn.choose_tiling import log_json
 
-        if check_ort:
-            want = onnxruntime_outputs(model, feeds)
-        verdict = compare(result.outputs, want, dtype if model.suffix == ".onnx" else "fp32", reference)
-        result.report["verdict"] = verdict
+    checks = None
+    if verify_numerics:
+        checks = _load_inputs(inputs, main_func(module), dtype) if inputs else random_inputs(module, seed, bounds)
+    nn_pipeline = parse_pipeline(pipeline, f"O{opt_level}", target, tiling)
+    ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), f"ascend-lowering{{target={hw.name}}}"])
+    session = run_passes(module, nn_pipeline, weights, checks)
+    lower(module, weights, target, session)
+    if session.search_log:  # what choose-tiling scored (the report's table prints it too)
+        notes["tiling_search"] = log_json(session.search_log)
+    if session.declined:  # regions lowered op by op because their template declined them
+        notes["declined"] = [{"region": d.region, "kind": d.kind, "reason": d.reason} for d in session.declined]
+    if verify_numerics:
+        notes["verify_numerics"] = _verified(nn_pipeline, f"the inputs of {inputs}" if inputs else f"random inputs (seed {seed})")
+    return ran
 
+
+def _write_run_files(result, outputs: Path | None, report_path: Path | None, trace_path: Path | None, plots: Path | None) -> None:
+    """The run's files, before anything is printed (rendering may stop early: `ascendir run ... |
+    head` closes stdout).
+
+    Raises:
+        AscendirError: a report that breaks its schema (then nothing is written)."""
     import numpy as np
 
+    from ascendir.api.report_schema import problem
     from ascendir.dtypes import numpy_native
 
     def save_outputs(f) -> None:
@@ -467,12 +512,9 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         # ml_dtypes arrays as raw |V bytes that np.load cannot compute with
         np.savez(f, **{k: numpy_native(v) for k, v in result.outputs.items()})
 
-    from ascendir.api.report_schema import problem
-
     broken = problem(result.report)
     if broken:  # `ascendir report` would reject it: say so now, write nothing
         raise AscendirError(f"the run's report breaks its schema: {broken} (a target figure out of range?)")
-    # Files first: rendering may stop early (`ascendir run ... | head` closes stdout).
     if outputs is not None:
         write_output(outputs, save_outputs)
     if report_path is not None:
@@ -483,9 +525,6 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         write_text(trace_path, json.dumps(trace_document(result.trace_events, result.report)))
     if plots is not None:
         _write_plots(result.report, result.trace_events, plots)
-    render(result.report, console)  # the verdict first, when there is one
-    if verdict is not None and verdict["status"] == "fail":
-        sys.exit(1)
 
 
 def _workload(func) -> dict:
