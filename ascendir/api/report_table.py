@@ -42,17 +42,32 @@ def render(report: dict, console: Console, top: int = 25) -> None:
     report_headline.py), time by kernel kind, the kernels grouped by kernel (the `top` costliest),
     pipe busy %, bytes per memory level and the GM footprint. At most `console.width` columns:
     below 100 the per-kernel table drops its L2-hit and cube % columns, never a kernel's name."""
-    from ascendir.api.report_headline import by_kind, grouped, headline
+    _verdict(report, console)
+    _headline(report, console)
+    _by_kind(report, console)
+    _kernels(report, console, top)
+    _pipes(report, console)
+    _levels(report, console)
+    _footprint(report, console)
 
+
+def _verdict(report: dict, console: Console) -> None:
+    """The first lines: were the outputs right? (only when the run had expected outputs)"""
     verdict = report.get("verdict")
-    if verdict:  # the first lines: were the outputs right?
+    if verdict:
         from ascendir.api.verdict import lines as verdict_lines
 
         style = "bold green" if verdict["status"] == "pass" else "bold red"
         for i, line in enumerate(verdict_lines(verdict)):
             # the head line names the reference file: a path is not broken over lines
             console.print(line, style=style if i == 0 else None, highlight=False, soft_wrap=i == 0)
-    total = report["total_cycles"]
+
+
+def _headline(report: dict, console: Console) -> None:
+    """Latency, throughput, bound resource (report_headline.headline), bandwidth, cube peak, L2
+    hits, what choose-tiling scored and the declined regions."""
+    from ascendir.api.report_headline import headline
+
     lines = headline(report)
     console.print(f"[bold]{lines[0]}[/]", highlight=False)
     for line in lines[1:]:
@@ -78,6 +93,12 @@ def render(report: dict, console: Console, top: int = 25) -> None:
         if isinstance(d, dict):
             console.print(f"[bold]declined[/] {d.get('region')}: {d.get('reason')} (lowered op by op)", highlight=False)
 
+
+def _by_kind(report: dict, console: Console) -> None:
+    """Time by op family / fused kind (the 12 costliest, the rest summed)."""
+    from ascendir.api.report_headline import by_kind
+
+    total = report["total_cycles"]
     kinds = by_kind(report)
     t = Table(title="time by kind (op family or fused kind)", box=box.SIMPLE_HEAD)
     for col in ("kind", "launches", "cycles", "%"):
@@ -90,6 +111,13 @@ def render(report: dict, console: Console, top: int = 25) -> None:
                   f"{100 * sum(r[2] for r in rest) / total:.1f}" if total else "-")
     console.print(t)
 
+
+def _kernels(report: dict, console: Console, top: int) -> None:
+    """The `top` costliest kernels, launches of one kernel grouped; below 100 columns without
+    the L2-hit and cube % columns."""
+    from ascendir.api.report_headline import grouped
+
+    total = report["total_cycles"]
     rows = grouped(report)
     wide = console.width >= 100
     size = bytes_text if wide else compact_bytes
@@ -115,6 +143,8 @@ def render(report: dict, console: Console, top: int = 25) -> None:
         t.add_row(r["name"], *cells)
     console.print(t)
 
+
+def _pipes(report: dict, console: Console) -> None:
     busy = report.get("pipe_busy", {})
     pipes = Table(title="pipe busy (summed over cores, % of total cycles x cores used)")
     pipes.add_column("pipe")
@@ -126,6 +156,8 @@ def render(report: dict, console: Console, top: int = 25) -> None:
             pipes.add_row(p, f"{busy[p]:,.0f}", f"{100 * util[p]:.1f}" if p in util else "-")
     console.print(pipes)
 
+
+def _levels(report: dict, console: Console) -> None:
     levels = Table(title="bytes per memory level")
     levels.add_column("level")
     levels.add_column("bytes", justify="right")
@@ -134,6 +166,8 @@ def render(report: dict, console: Console, top: int = 25) -> None:
             levels.add_row(lvl, bytes_text(report["bytes"][lvl]))
     console.print(levels)
 
+
+def _footprint(report: dict, console: Console) -> None:
     fp = report.get("gm_footprint")
     if fp:
         gm = Table(title="peak GM footprint (plan-memory)")
