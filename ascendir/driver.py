@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from xdsl.dialects.builtin import DictionaryAttr, IntegerType, ModuleOp, StringAttr, TensorType, MemRefType
+from xdsl.dialects.builtin import IntegerType, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
@@ -21,11 +21,11 @@ from xdsl.utils.exceptions import ArgSpecParseError, ParseError, VerifyException
 from ascendir.session import Session, make_context
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.dialects import nn
-from ascendir.dialects.ascend import KERNEL_DTYPE_ATTR, KernelOp
+from ascendir.dialects.ascend import KernelOp
 from ascendir.errors import AscendirError, not_utf8, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
-from ascendir.pipelines import LOWERING, PASSES, PIPELINES, ascend_lowering, available_passes, expand_pipelines, pass_name
+from ascendir.pipelines import LOWERING, PIPELINES, ascend_lowering, available_passes, expand_pipelines, pass_name
 from ascendir.weights import WeightStore
 
 NAME_ATTR = "onnx.name"
@@ -142,21 +142,6 @@ def lower(module: ModuleOp, weights: WeightStore | None, target: str | Path | No
     # The `ascend-lowering` pipeline (pipelines.ascend_lowering); the module is verified once,
     # after it (verifying the nn module again here would repeat the nn pipeline's check).
     run_passes(module, PassPipeline(ascend_lowering(str(target or DEFAULT_TARGET))), weights, session=session)
-    tag_kernel_dtypes(module)
-
-
-def tag_kernel_dtypes(module: ModuleOp) -> None:
-    """Give every ascend.kernel a `dtype` string attribute: the narrowest float element type of
-    its GM arguments (an f16 matmul with an f32 split-K workspace is "f16"; fp32 accumulation in
-    L0C is implied for every float kernel), else the first argument's element type."""
-    rank = {"f16": 0, "bf16": 0, "f32": 1, "f64": 2}
-    for op in module.ops:
-        if not isinstance(op, KernelOp):
-            continue
-        elems = [str(t.element_type) for t in op.function_type.inputs.data if isinstance(t, MemRefType)]
-        floats = sorted((e for e in elems if e in rank), key=lambda e: rank[e])
-        if floats or elems:
-            op.attributes[KERNEL_DTYPE_ATTR] = StringAttr(floats[0] if floats else elems[0])
 
 
 def run_passes(

@@ -10,7 +10,7 @@ import numpy as np
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 
-from ascendir.driver import compile_model, lower, parse_pipeline, print_ir, run_passes, tag_kernel_dtypes
+from ascendir.driver import compile_model, lower, parse_pipeline, print_ir, run_passes
 from ascendir.pipelines import PASSES, expand_pipelines
 from ascendir.session import Session, make_context
 from ascendir.transforms.ascend.double_buffer import DoubleBuffer
@@ -33,7 +33,6 @@ def test_ascend_lowering_is_the_drivers_lowering():
     lower(by_driver, None, "ascend910b2")
     by_name = parse(text)
     PassPipeline.parse_spec(PASSES, expand_pipelines("ascend-lowering{target=ascend910b2}")).apply(make_context(), by_name)
-    tag_kernel_dtypes(by_name)
     assert print_ir(by_name) == print_ir(by_driver)
     assert "ascend.kernel" in print_ir(by_name)
 

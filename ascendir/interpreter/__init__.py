@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 
 from ascendir.costmodel import CostEnv, OpCost
 from ascendir.errors import AscendirError
-from ascendir.dialects.ascend import KERNEL_DTYPE_ATTR
+from ascendir.dialects.ascend import KernelOp
 from ascendir.costmodel.memory import check_module_gm_fits
 from ascendir.hardware.config import HardwareConfig, load_target
 from ascendir.interpreter.accel import Accel
@@ -94,10 +94,20 @@ def simulate(
     for r in records:
         check(r, hw)
     report = build_report(records, hw)
-    # The element type each kernel ran in, from the kernel's `dtype` attribute (driver.lower).
-    dtypes = {op.sym_name.data: op.attributes[KERNEL_DTYPE_ATTR].data for op in module.ops if KERNEL_DTYPE_ATTR in op.attributes and hasattr(op, "sym_name")}
+    dtypes = {op.sym_name.data: kernel_dtype(op) for op in module.ops if isinstance(op, KernelOp)}
     for k in report["kernels"]:
         k["dtype"] = dtypes.get(k["name"])
     if fp is not None:
         report["gm_footprint"] = fp
     return SimResult(outputs, report, trace_events(records, hw) if trace else [])
+
+
+def kernel_dtype(op: KernelOp) -> str | None:
+    """The element type a kernel's data moves in (the report's `dtype`): the narrowest float
+    element type of its GM arguments (an f16 matmul with an f32 split-K workspace is "f16"; fp32
+    accumulation in L0C is implied for every float kernel), else the first argument's element
+    type; None without memref arguments."""
+    rank = {"f16": 0, "bf16": 0, "f32": 1, "f64": 2}
+    elems = [str(t.element_type) for t in op.function_type.inputs.data if isinstance(t, MemRefType)]
+    floats = sorted((e for e in elems if e in rank), key=lambda e: rank[e])
+    return floats[0] if floats else (elems[0] if elems else None)

@@ -20,7 +20,6 @@ from ascendir.dialects.ascend.attrs import (
     ARCH_ATTR,
     FFN_PLAN_ATTR,
     FLAG_UNITS_ATTR,
-    KERNEL_DTYPE_ATTR,
     OFFSET_ATTR,
     SLOT_ATTR,
     SUBBLOCK_ATTR,

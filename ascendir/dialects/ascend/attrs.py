@@ -351,8 +351,6 @@ FLAG_UNITS_ATTR = "units"
 # slot (0 / 1) of a ping-pong pair.
 OFFSET_ATTR = "offset"
 SLOT_ATTR = "ascend.slot"
-# String attribute of ascend.kernel: the element type its data moves in (the report's dtype).
-KERNEL_DTYPE_ATTR = "dtype"
 # String attribute of ascend.kernel: the FFN template's plan, for the report.
 FFN_PLAN_ATTR = "ffn_plan"
 # TilingAttr attribute of nn.matmul / nn.attention.

@@ -54,7 +54,6 @@ from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects.ascend.attrs import (
     FFN_PLAN_ATTR,
-    KERNEL_DTYPE_ATTR,
     OFFSET_ATTR,
     SLOT_ATTR,
     SUBBLOCK_ATTR,
@@ -185,8 +184,8 @@ class KernelOp(IRDLOperation):
     """A device function launched on `block_dim` cores of `core_type` (aic, aiv or mix).
 
     `ascend.kernel @name(%a: memref<...>) attributes {block_dim = 24 : i64, core_type = #ascend.core_type<aic>} {...}`
-    Arguments are GM memrefs; the body runs once per block index. Optional attributes: `dtype`
-    (the element type its data moves in, for the report), `ffn_plan` (the FFN template's plan).
+    Arguments are GM memrefs; the body runs once per block index. Optional attribute: `ffn_plan`
+    (the FFN template's plan, for the reader).
 
     Raises (verify): block arguments that differ from the function type or are not GM memrefs,
     block_dim < 1, a body not ending in ascend.return, and the subblock / flag-unit rules of
@@ -199,7 +198,6 @@ class KernelOp(IRDLOperation):
     function_type = prop_def(FunctionType)
     block_dim = prop_def(IntegerAttr)
     core_type = prop_def(CoreTypeAttr)
-    dtype = opt_attr_def(StringAttr, attr_name=KERNEL_DTYPE_ATTR)
     ffn_plan = opt_attr_def(StringAttr, attr_name=FFN_PLAN_ATTR)
     traits = traits_def(IsolatedFromAbove(), SymbolOpInterface())
     RESERVED: ClassVar[tuple[str, ...]] = ("sym_name", "function_type", "block_dim", "core_type")

@@ -2,12 +2,12 @@
 // RUN: ascendir-opt %s --print-op-generic | ascendir-opt | filecheck %s
 
 // Round trip of the kernel, host and buffer ops (ops_kernel.py): ascend.kernel with its typed
-// #ascend.core_type and declared dtype / ffn_plan, ascend.return, ascend.block_idx, ascend.alloc
+// #ascend.core_type and declared ffn_plan, ascend.return, ascend.block_idx, ascend.alloc
 // with its declared offset / ascend.slot / subblock, ascend.weight (by name and valued),
 // ascend.view, ascend.launch; the module's #ascend.arch and #ascend.target.
 
 // CHECK:      builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">, ascend.target = #ascend.target<"ascend910b2">} {
-// CHECK-NEXT: ascend.kernel @k(%x: memref<32x64xf16, #ascend<space gm>>, %y: memref<2048xf16, #ascend<space gm>>) attributes {block_dim = 4 : i64, core_type = #ascend.core_type<mix>, dtype = "f16", ffn_plan = "fused"} {
+// CHECK-NEXT: ascend.kernel @k(%x: memref<32x64xf16, #ascend<space gm>>, %y: memref<2048xf16, #ascend<space gm>>) attributes {block_dim = 4 : i64, core_type = #ascend.core_type<mix>, ffn_plan = "fused"} {
 // CHECK-NEXT: %i = ascend.block_idx : index
 // CHECK-NEXT: %u = ascend.alloc {offset = 0 : i64, ascend.slot = 1 : i64, subblock = 1 : i64} : memref<16x64xf16, #ascend<space ub>>
 // CHECK-NEXT: %w = ascend.weight @w0 : memref<64x64xf16, #ascend<space gm>>
@@ -21,7 +21,7 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: }
 builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">, ascend.target = #ascend.target<"ascend910b2">} {
-  ascend.kernel @k(%x: memref<32x64xf16, #ascend<space gm>>, %y: memref<2048xf16, #ascend<space gm>>) attributes {block_dim = 4 : i64, core_type = #ascend.core_type<mix>, dtype = "f16", ffn_plan = "fused"} {
+  ascend.kernel @k(%x: memref<32x64xf16, #ascend<space gm>>, %y: memref<2048xf16, #ascend<space gm>>) attributes {block_dim = 4 : i64, core_type = #ascend.core_type<mix>, ffn_plan = "fused"} {
     %i = ascend.block_idx : index
     %u = ascend.alloc {offset = 0 : i64, ascend.slot = 1 : i64, subblock = 1 : i64} : memref<16x64xf16, #ascend<space ub>>
     %w = ascend.weight @w0 : memref<64x64xf16, #ascend<space gm>>
