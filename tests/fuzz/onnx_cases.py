@@ -95,8 +95,15 @@ def _schema_attrs(op_type: str, opset: int) -> dict[str, int]:
 
 
 # -- corpus mutations ----------------------------------------------------------------------------
+def _index(draw, n: int) -> int:
+    """An index below `n`; ValueError (the mutation is skipped) when there is none."""
+    if n <= 0:
+        raise ValueError("nothing to mutate")
+    return draw(st.integers(0, n - 1))
+
+
 def _mut_attr_kind(draw, m: onnx.ModelProto) -> str:
-    node = draw(st.sampled_from(list(m.graph.node)))
+    node = m.graph.node[_index(draw, len(m.graph.node))]
     opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 17)
     names = sorted(set(_schema_attrs(node.op_type, opset)) | {a.name for a in node.attribute}) or ["axis"]
     name = draw(st.sampled_from(names))
@@ -202,10 +209,10 @@ def _mut_input_dims(draw, m: onnx.ModelProto) -> str:
 def _mut_graph(draw, m: onnx.ModelProto) -> str:
     nodes = list(m.graph.node)
     how = draw(st.sampled_from(["swap", "undefined", "delete", "duplicate_output", "self_loop", "domain"]))
-    i = draw(st.integers(0, len(nodes) - 1))
+    i = _index(draw, len(nodes))
     node = m.graph.node[i]
     if how == "swap":  # a value used before its definition
-        j = draw(st.integers(0, len(nodes) - 1))
+        j = _index(draw, len(nodes))
         a, b = onnx.NodeProto(), onnx.NodeProto()
         a.CopyFrom(m.graph.node[i]), b.CopyFrom(m.graph.node[j])
         m.graph.node[i].CopyFrom(b), m.graph.node[j].CopyFrom(a)
@@ -232,7 +239,7 @@ def _mut_opset(draw, m: onnx.ModelProto) -> str:
 
 def _mut_function(draw, m: onnx.ModelProto) -> str:
     """Wrap a node into a model-local function (recursive or unbound on request)."""
-    i = draw(st.integers(0, len(m.graph.node) - 1))
+    i = _index(draw, len(m.graph.node))
     node = m.graph.node[i]
     how = draw(st.sampled_from(["wrap", "recursive", "unbound", "attr_ref"]))
     inner = onnx.NodeProto()
@@ -263,7 +270,7 @@ def _mut_function(draw, m: onnx.ModelProto) -> str:
 
 def _mut_subgraph(draw, m: onnx.ModelProto) -> str:
     """An If whose branches read a graph value (outer scope)."""
-    i = draw(st.integers(0, len(m.graph.node) - 1))
+    i = _index(draw, len(m.graph.node))
     node = m.graph.node[i]
     if not node.output:
         return "no output"
@@ -279,7 +286,7 @@ def _mut_subgraph(draw, m: onnx.ModelProto) -> str:
 
 def _mut_name(draw, m: onnx.ModelProto) -> str:
     how = draw(st.sampled_from(["long", "newline", "utf8"]))
-    node = draw(st.sampled_from(list(m.graph.node)))
+    node = m.graph.node[_index(draw, len(m.graph.node))]
     if how == "long":
         node.name = "n" * 100_000
     elif how == "newline":
@@ -390,7 +397,8 @@ def _array(draw) -> np.ndarray:
     special = draw(st.sampled_from([None, None, None, np.nan, np.inf, -np.inf, 1e30, 0.0]))
     a = np.random.default_rng(size).standard_normal(size).astype(dtype)
     if special is not None and size:
-        a[draw(st.integers(0, size - 1))] = special
+        with np.errstate(over="ignore"):
+            a[draw(st.integers(0, size - 1))] = special
     return a.reshape(shape)
 
 
