@@ -106,7 +106,8 @@ def main() -> None:
     for name in args.fuzzers.split(","):
         start = time.monotonic()
         rows[name] = fuzz(name, args.cases, args.timeout, args.mem_mb, args.seed, args.save, sys.stderr)
-        print(f"[{name}] done: {len(rows[name])} cases in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+        print(f"[{name}] done: {len(rows[name])} cases in {time.monotonic() - start:.0f} s\n{table({name: rows[name]})}",
+              file=sys.stderr, flush=True)
     print(table(rows))
     print(causes(rows, args.causes))
 
