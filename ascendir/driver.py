@@ -22,6 +22,7 @@ from ascendir.session import Session, make_context
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.dialects import nn
 from ascendir.dialects.ascend import KernelOp
+from ascendir.dialects.ir_checks import check_dominance, check_string_literals
 from ascendir.errors import AscendirError, not_utf8, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
@@ -337,13 +338,19 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
         raise AscendirError(f"cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError as e:  # a binary or mis-encoded file
         raise AscendirError(f"cannot read {path}: {not_utf8(e)}") from None
+    check_string_literals(text, str(path))  # before xDSL's lexer, which backtracks on a bad one
     try:
         module = Parser(make_context(), text, str(path)).parse_module()
         module.verify()
+        check_dominance(module)
     except ParseError as e:
         raise AscendirError(f"{path}: parse error: {one_line(e)}") from None
     except (VerifyException, DiagnosticException) as e:
         raise AscendirError(f"{path}: IR fails to verify: {one_line(e)}") from None
+    except AscendirError as e:
+        raise AscendirError(f"{path}: IR fails to verify: {e}") from None
+    except RecursionError:
+        raise AscendirError(f"{path}: regions or attributes nested too deeply to parse") from None
     wp = weights_path(path)
     if not wp.exists():
         return module, WeightStore()
