@@ -110,6 +110,9 @@ def _child(case: Case, workdir: Path, stderr_path: Path, mem_mb: int, cpu_s: int
         err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(null, 1)
         os.dup2(err, 2)
+        # under pytest sys.stdout / sys.stderr are capture objects, not fds 1 / 2
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
         os.environ["COLUMNS"] = "120"
         args = [a.replace("{dir}", str(workdir)) for a in case.argv]
         if case.tool == "ascendir":
