@@ -416,6 +416,8 @@ def _read_json(path: Path, what: str):
         return json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
+    except RecursionError:  # json parses nested arrays recursively
+        raise AscendirError(f"cannot read {what} {path}: arrays or objects nested too deeply") from None
 
 
 def _report_problem(data) -> str | None:

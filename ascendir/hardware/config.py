@@ -361,6 +361,10 @@ def load_target(target: str | Path | HardwareConfig | None = None) -> HardwareCo
         raw = _read_toml(path.resolve(), path.stat().st_mtime_ns)
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise AscendirError(f"cannot read target file {path}: {' '.join(str(e).split())}") from None
+    except UnicodeDecodeError as e:  # TOML is UTF-8 (its spec)
+        raise AscendirError(f"cannot read target file {path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
+    except RecursionError:  # tomllib parses nested arrays recursively
+        raise AscendirError(f"cannot read target file {path}: arrays or tables nested too deeply") from None
     _validate(raw, path)
     try:
         config = _parse(raw)

@@ -250,3 +250,39 @@ def test_tiling_values_are_bounded(tiling: str, reason: str) -> None:
 
     with pytest.raises(AscendirError, match=reason):
         parse_tiling(tiling)
+
+
+def test_tiling_message_of_a_huge_value_stays_short() -> None:
+    from ascendir.conversion.nn_to_ascend.tiling import parse_tiling
+
+    with pytest.raises(AscendirError) as info:
+        parse_tiling("m=1" + "0" * 10_000)
+    assert len(str(info.value)) < 300
+
+
+def test_gathernd_negative_batch_dims() -> None:
+    """onnx 1.23's shape inference segfaults on it: checked before inference runs."""
+    model = one_node("GatherND", {"x": np.ones((1, 1, 8), np.float32)}, {"i": np.zeros((4, 1), np.int64)}, batch_dims=-(2**31))
+    assert "attribute 'batch_dims' is -2147483648; it must be >= 0" in import_error(model)
+
+
+# -- target TOML and report files -------------------------------------------------------------------
+def _run(argv: tuple[str, ...], files: dict[str, bytes]):
+    from .toml_cases import tiny_model
+
+    return run_case(Case("ascendir", argv, {"m.onnx": tiny_model(), **files}))
+
+
+def test_target_toml_not_utf8() -> None:
+    outcome = _run(("compile", "m.onnx", "--target", "chip.toml"), {"chip.toml": b"[chip]\nname = \"\xff\"\n"})
+    assert outcome.kind == "clean" and "not UTF-8 text (byte 0xff" in outcome.message, outcome
+
+
+def test_target_toml_nested_3000_deep() -> None:
+    outcome = _run(("compile", "m.onnx", "--target", "chip.toml"), {"chip.toml": b"a = " + b"[" * 3000 + b"]" * 3000 + b"\n"})
+    assert outcome.kind == "clean" and "nested too deeply" in outcome.message, outcome
+
+
+def test_report_json_nested_100000_deep() -> None:
+    outcome = _run(("report", "r.json"), {"r.json": b"[" * 100_000 + b"]" * 100_000})
+    assert outcome.kind == "clean" and "nested too deeply" in outcome.message, outcome

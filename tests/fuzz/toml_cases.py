@@ -68,13 +68,14 @@ def _delete(doc, path) -> None:
 def toml_cases(draw) -> Case:
     name, text = draw(st.sampled_from(chips()))
     doc = tomllib.loads(text.decode())
+    doc["chip"]["name"] = f"fuzz_{name}"  # a shipped chip's name with other values is refused
     notes = [name]
     for _ in range(draw(st.integers(1, 3))):
         leaves = list(_leaves(doc))
         if not leaves:
             break
         path = draw(st.sampled_from(leaves))
-        how = draw(st.sampled_from(["value", "value", "value", "scale", "delete", "name"]))
+        how = draw(st.sampled_from(["value", "value", "scale", "scale", "scale", "delete", "name"]))
         if how == "value":
             _set(doc, path, draw(st.sampled_from(EXTREMES)))
         elif how == "scale":
@@ -82,7 +83,7 @@ def toml_cases(draw) -> Case:
             for k in path:
                 old = old[k]
             if isinstance(old, (int, float)) and not isinstance(old, bool):
-                _set(doc, path, type(old)(old * draw(st.sampled_from([0, 2, 1024, 1e-9, -1]))))
+                _set(doc, path, type(old)(old * draw(st.sampled_from([2, 3, 1024, 2**20, 1e-9, 0.5, 1e12]))))
         elif how == "delete":
             _delete(doc, path)
         else:

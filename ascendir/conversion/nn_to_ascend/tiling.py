@@ -567,13 +567,14 @@ def parse_tiling(spec: str, source: str = "--tiling") -> dict[str, int]:
             integer, < 1 or misaligned."""
     out: dict[str, int] = {}
     keys = ", ".join(FIELDS + ATTENTION_FIELDS)
-    where = f"bad --tiling '{spec}'" if source == "--tiling" else f'bad {source} option tiling="{spec}"'
+    shown = spec if len(spec) <= 80 else spec[:79] + "…"  # the message stays one short line
+    where = f"bad --tiling '{shown}'" if source == "--tiling" else f'bad {source} option tiling="{shown}"'
     for part in (s.strip() for s in spec.replace(";", ",").split(",")):
         if not part:
             raise AscendirError(f"{where}: empty entry (expected KEY=INT,KEY=INT..., KEY in {keys})")
         m = _ENTRY.fullmatch(re.sub(r"\s*=\s*", "=", part, count=1))
         if m is None or m.group(1) not in FIELDS + ATTENTION_FIELDS:
-            raise AscendirError(f"{where}: bad entry '{part}' (expected KEY=INT, KEY in {keys})")
+            raise AscendirError(f"{where}: bad entry '{part if len(part) <= 40 else part[:39] + '…'}' (expected KEY=INT, KEY in {keys})")
         key = m.group(1)
         if key in out:
             raise AscendirError(f"{where}: key '{key}' given twice")

@@ -60,6 +60,10 @@ SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
 
 _KIND = AttributeProto.AttributeType.Name
 
+# INT attributes the schema documents as >= 0 whose negative values onnx's own shape inference
+# does not check (onnx 1.23: GatherND batch_dims = -2^31 indexes out of bounds and segfaults).
+NON_NEGATIVE = {("GatherND", "batch_dims")}
+
 
 def clip(name: str, limit: int = 60) -> str:
     """`name` for a message: control characters shown escaped, at most `limit` characters."""
@@ -159,6 +163,8 @@ def check_attributes(node: NodeProto, opset: int) -> None:
                     s.decode("utf-8")
                 except UnicodeDecodeError:
                     raise AscendirError(f"attribute '{clip(a.name)}' is not UTF-8 text") from None
+        if (node.op_type, a.name) in NON_NEGATIVE and a.type == AttributeProto.INT and a.i < 0:
+            raise AscendirError(f"attribute '{a.name}' is {a.i}; it must be >= 0")
         if a.type == AttributeProto.TENSOR:
             if a.t.data_location == TensorProto.EXTERNAL:
                 raise AscendirError(f"attribute '{clip(a.name)}': a tensor attribute with external data is not supported")
