@@ -394,10 +394,12 @@ def main_func(module: ModuleOp) -> FuncOp:
     """The `func.func @main` of a module.
 
     Raises:
-        AscendirError: when there is none.
+        AscendirError: when there is none, or it is a declaration without a body.
     """
     for op in module.ops:
         if isinstance(op, FuncOp) and op.sym_name.data == "main":
+            if not op.body.blocks:
+                raise AscendirError("func.func @main is a declaration without a body")
             return op
     raise AscendirError("module has no func.func @main")
 

@@ -286,3 +286,14 @@ def test_target_toml_nested_3000_deep() -> None:
 def test_report_json_nested_100000_deep() -> None:
     outcome = _run(("report", "r.json"), {"r.json": b"[" * 100_000 + b"]" * 100_000})
     assert outcome.kind == "clean" and "nested too deeply" in outcome.message, outcome
+
+
+def test_run_of_a_main_declaration() -> None:
+    outcome = run_case(Case("ascendir", ("run", "in.mlir"), {"in.mlir": b"func.func @main(%x: tensor<2x8xf32>)\n"}))
+    assert outcome.kind == "clean" and "func.func @main is a declaration without a body" in outcome.message, outcome
+
+
+def test_wait_flag_all() -> None:
+    text = KERNEL.replace("BLOCKS", "1").replace("    ascend.return", "    ascend.wait_flag ALL -> MTE2, 0\n    ascend.return")
+    outcome = _opt(text)
+    assert outcome.kind == "clean" and "unknown pipe ALL" in outcome.message, outcome
