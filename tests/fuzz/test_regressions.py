@@ -297,3 +297,17 @@ def test_wait_flag_all() -> None:
     text = KERNEL.replace("BLOCKS", "1").replace("    ascend.return", "    ascend.wait_flag ALL -> MTE2, 0\n    ascend.return")
     outcome = _opt(text)
     assert outcome.kind == "clean" and "unknown pipe ALL" in outcome.message, outcome
+
+
+@pytest.mark.parametrize("name, shown", [("n" * 100_000, "(100000 characters)"), ("a\nb", "a\\nb")])
+def test_target_chip_name_long_or_multiline(name: str, shown: str) -> None:
+    import tomllib
+
+    import tomli_w
+
+    from ascendir.hardware.config import CHIPS
+
+    doc = tomllib.loads((CHIPS / "ascend910b2.toml").read_text())
+    doc["chip"]["name"] = name
+    outcome = _run(("compile", "m.onnx", "--target", "chip.toml"), {"chip.toml": tomli_w.dumps(doc).encode()})
+    assert outcome.kind == "clean" and "must be at most 64 printable characters" in outcome.message and shown in outcome.message, outcome
