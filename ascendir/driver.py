@@ -320,8 +320,13 @@ def reject_nn_options(path: Path, pipeline: str | None, tiling: str | None) -> N
 
 
 def weights_path(ir_path: str | Path) -> Path:
-    """The WeightStore file written beside an IR file: `model.mlir` → `model.weights.npz`."""
+    """The WeightStore file written beside an IR file: `model.mlir` → `model.weights.npz`.
+
+    Raises:
+        AscendirError: the path names no file (`.`, `/`)."""
     p = Path(ir_path)
+    if not p.name:
+        raise AscendirError(f"{p} names a directory, not an IR file")
     return p.with_name(p.stem + ".weights.npz")
 
 

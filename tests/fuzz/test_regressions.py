@@ -311,3 +311,17 @@ def test_target_chip_name_long_or_multiline(name: str, shown: str) -> None:
     doc["chip"]["name"] = name
     outcome = _run(("compile", "m.onnx", "--target", "chip.toml"), {"chip.toml": tomli_w.dumps(doc).encode()})
     assert outcome.kind == "clean" and "must be at most 64 printable characters" in outcome.message and shown in outcome.message, outcome
+
+
+def test_compile_output_dot() -> None:
+    outcome = _run(("compile", "m.onnx", "-o", "."), {})
+    assert outcome.kind == "clean" and ". names a directory, not an IR file" in outcome.message, outcome
+
+
+def test_zip_bomb_inputs_are_refused_before_decompression() -> None:
+    """A 2 MB --inputs archive holding 2 GiB of zeros cost 2.1 GB before its shape was checked."""
+    from .cli_cases import zip_bomb
+
+    outcome = _run(("run", "m.onnx", "--inputs", "in.npz"), {"in.npz": zip_bomb(2**28)})
+    assert outcome.kind == "clean" and "entry 'x.npy' holds 268435584 bytes, more than any input" in outcome.message, outcome
+    assert outcome.rss_mb < 1024
