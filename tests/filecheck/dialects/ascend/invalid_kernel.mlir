@@ -33,6 +33,16 @@ builtin.module attributes {ascend.arch = "dav-c220"} {
 
 // -----
 
+// CHECK: ascend.kernel: block_dim must be <= 65535, got 4611686018427387904
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @k() attributes {block_dim = 4611686018427387904 : i64, core_type = #ascend.core_type<aiv>} {
+
+    ascend.return
+  }
+}
+
+// -----
+
 // CHECK: ascend.kernel: body must end in ascend.return
 builtin.module attributes {ascend.arch = "dav-c220"} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
