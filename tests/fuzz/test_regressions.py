@@ -325,3 +325,9 @@ def test_zip_bomb_inputs_are_refused_before_decompression() -> None:
     outcome = _run(("run", "m.onnx", "--inputs", "in.npz"), {"in.npz": zip_bomb(2**28)})
     assert outcome.kind == "clean" and "entry 'x.npy' holds 268435584 bytes, more than any input" in outcome.message, outcome
     assert outcome.rss_mb < 1024
+
+
+def test_matmul_with_zero_k() -> None:
+    """A MatMul of [2, 0] x [0, 3] divided by zero choosing its tiling."""
+    model = one_node("MatMul", {"x": np.ones((2, 0), np.float32)}, {"w": np.ones((0, 3), np.float32)})
+    assert "MatMul 'n': operand 0 has zero size (shape [2, 0])" in import_error(model)
