@@ -356,6 +356,8 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
         raise AscendirError(f"{path}: IR fails to verify: {e}") from None
     except RecursionError:
         raise AscendirError(f"{path}: regions or attributes nested too deeply to parse") from None
+    except OverflowError as e:  # xDSL packs a dense literal (1e308 as f32) without a ParseError
+        raise AscendirError(f"{path}: a literal does not fit its element type ({e})") from None
     wp = weights_path(path)
     if not wp.exists():
         return module, WeightStore()

@@ -89,6 +89,8 @@ class AscendirOptMain(xDSLOptMain):
                                          file_extension, start_offset)
         except RecursionError:
             raise AscendirError(f"{self.get_input_name()}: regions or attributes nested too deeply to parse") from None
+        except OverflowError as e:  # xDSL packs a dense literal (1e308 as f32) without a ParseError
+            raise AscendirError(f"{self.get_input_name()}: a literal does not fit its element type ({e})") from None
         if module is not None:  # xDSL accepts a value used before its definition; the passes would not
             check_dominance(module)
         return module

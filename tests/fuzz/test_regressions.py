@@ -331,3 +331,16 @@ def test_matmul_with_zero_k() -> None:
     """A MatMul of [2, 0] x [0, 3] divided by zero choosing its tiling."""
     model = one_node("MatMul", {"x": np.ones((2, 0), np.float32)}, {"w": np.ones((0, 3), np.float32)})
     assert "MatMul 'n': operand 0 has zero size (shape [2, 0])" in import_error(model)
+
+
+def test_f32_literal_of_1e308() -> None:
+    text = """builtin.module {
+  func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %c = nn.constant dense<1.0e+308> : tensor<f32>
+    %y = nn.mul %x, %c : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+    func.return %y : tensor<4xf32>
+  }
+}
+"""
+    outcome = _opt(text)
+    assert outcome.kind == "clean" and "a literal does not fit its element type" in outcome.message, outcome
