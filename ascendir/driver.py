@@ -128,8 +128,9 @@ def _parse_pipeline(spec: str | None, opt_level: str) -> PassPipeline:
 
 
 def is_lowered(module: ModuleOp) -> bool:
-    """True when the module is already in the ascend dialect (has kernels)."""
-    return any(isinstance(op, KernelOp) for op in module.ops)
+    """True when the module is already in the ascend dialect: it has kernels, or the lowering
+    marked it (`ascend.target`; a model of views only, a lone Squeeze, lowers to no kernel)."""
+    return any(isinstance(op, KernelOp) for op in module.ops) or "ascend.target" in module.attributes
 
 
 def lower(module: ModuleOp, weights: WeightStore | None, target: str | Path | None, session: Session | None = None) -> None:

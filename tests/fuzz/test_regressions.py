@@ -344,3 +344,30 @@ def test_f32_literal_of_1e308() -> None:
 """
     outcome = _opt(text)
     assert outcome.kind == "clean" and "a literal does not fit its element type" in outcome.message, outcome
+
+
+def test_transpose_on_a_chip_with_ub_1() -> None:
+    """Lowering a Transpose halved its tile for ever when the UB held less than two elements."""
+    import tomllib
+
+    import tomli_w
+
+    from ascendir.hardware.config import CHIPS
+
+    doc = tomllib.loads((CHIPS / "ascend910b2.toml").read_text())
+    doc["chip"]["name"], doc["buffers"]["ub"] = "tiny_ub", 1
+    model = one_node("Transpose", {"x": np.ones((64, 48), np.float32)}, perm=[1, 0])
+    outcome = run_case(Case("ascendir", ("compile", "m.onnx", "--target", "chip.toml"),
+                            {"m.onnx": model.SerializeToString(), "chip.toml": tomli_w.dumps(doc).encode()}), timeout=30)
+    assert outcome.kind == "clean" and "needs 32 bytes of UB, tiny_ub has 1 per core" in outcome.message, outcome
+
+
+def test_run_of_a_compiled_lone_squeeze(tmp_path: Path) -> None:
+    """Squeeze lowers to a view and no kernel: `run` took the IR for nn and lowered it again."""
+    from cli_helpers import run_cli
+
+    model = one_node("Squeeze", {"x": np.ones((1, 4), np.float32)}, {"a": np.array([0], np.int64)})
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    assert run_cli("compile", tmp_path / "m.onnx", "-o", tmp_path / "m.mlir").exit_code == 0
+    result = run_cli("run", tmp_path / "m.mlir")
+    assert result.exit_code == 0, result.output
