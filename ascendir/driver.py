@@ -22,7 +22,7 @@ from ascendir.session import Session, make_context
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.dialects import nn
 from ascendir.dialects.ascend import KernelOp
-from ascendir.dialects.ir_checks import check_dominance, check_string_literals
+from ascendir.dialects.ir_checks import check_module, check_string_literals
 from ascendir.errors import AscendirError, not_utf8, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
@@ -348,7 +348,7 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
     try:
         module = Parser(make_context(), text, str(path)).parse_module()
         module.verify()
-        check_dominance(module)
+        check_module(module)
     except ParseError as e:
         raise AscendirError(f"{path}: parse error: {one_line(e)}") from None
     except (VerifyException, DiagnosticException) as e:

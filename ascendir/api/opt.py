@@ -27,7 +27,7 @@ from typing import IO
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from ascendir.dialects.ir_checks import check_dominance, check_string_literals
+from ascendir.dialects.ir_checks import check_module, check_string_literals
 from ascendir.session import DIALECTS, Session, SessionContext
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, not_utf8, one_line
 from ascendir.api.outputs import atomic_write, check_writable
@@ -92,7 +92,7 @@ class AscendirOptMain(xDSLOptMain):
         except OverflowError as e:  # xDSL packs a dense literal (1e308 as f32) without a ParseError
             raise AscendirError(f"{self.get_input_name()}: a literal does not fit its element type ({e})") from None
         if module is not None:  # xDSL accepts a value used before its definition; the passes would not
-            check_dominance(module)
+            check_module(module)
         return module
 
     def prepare_output(self) -> IO[str]:

@@ -7,6 +7,7 @@ ascendir-opt): string literals before lexing, SSA dominance after parsing.
   take minutes, the time doubling per letter. We scan the text once, in linear time, with the same
   grammar (a literal ends on its line; escapes are \\n \\t \\\\ \\" or two hex digits) and reject a
   bad literal before xDSL sees it.
+* `check_declarations`: a public func.func without a body (`{}` parses as no block at all).
 * `check_dominance`: xDSL's parser accepts a value used before the op that defines it (a forward
   reference) and its verifier does not check dominance, so the lowering or the simulator met an
   undefined value. MLIR's verifier rejects it in SSACFG regions; so do we.
@@ -14,6 +15,7 @@ ascendir-opt): string literals before lexing, SSA dominance after parsing.
 
 from __future__ import annotations
 
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, Region, SSAValue
 from xdsl.traits import IsolatedFromAbove
@@ -55,6 +57,30 @@ def check_string_literals(text: str, where: str) -> None:
                     )
                 i += 1
         i += 1
+
+
+def check_module(module: ModuleOp) -> None:
+    """What every parsed module must satisfy before a pass or the simulator sees it:
+    `check_declarations` and `check_dominance`.
+
+    Raises:
+        AscendirError: naming the function or op and the reason.
+    """
+    check_declarations(module)
+    check_dominance(module)
+
+
+def check_declarations(module: ModuleOp) -> None:
+    """Every public func.func has a body. `func.func @main() {}` parses as a function without
+    blocks, which every pass reads as a body; MLIR refuses it too ("symbol declaration cannot
+    have public visibility").
+
+    Raises:
+        AscendirError: naming the function.
+    """
+    for op in module.walk():
+        if isinstance(op, func.FuncOp) and not op.body.blocks and (op.sym_visibility is None or op.sym_visibility.data == "public"):
+            raise AscendirError(f"func.func @{op.sym_name.data} has no body (a public function must be defined)")
 
 
 def check_dominance(module: ModuleOp | Operation) -> None:
