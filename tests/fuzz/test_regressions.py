@@ -377,3 +377,24 @@ def test_public_function_with_an_empty_body() -> None:
     """`func.func @main() {}` parses without a block; fuse-ffn read its body."""
     outcome = _opt("func.func @main() {\n}\n", "-p", "fuse-ffn,choose-tiling")
     assert outcome.kind == "clean" and "func.func @main has no body" in outcome.message, outcome
+
+
+def test_string_attribute_with_a_newline() -> None:
+    """Gelu's converter quoted approximate='a\\nb' in a two-line message."""
+    model = with_attr(one_node("Gelu", {"x": X}, opset=20), helper.make_attribute("approximate", "a\nb"))
+    assert "attribute 'approximate' = 'a\\nb' contains a control character" in import_error(model)
+
+
+def test_kernel_without_a_block() -> None:
+    text = """"builtin.module"() ({
+  "ascend.kernel"() <{sym_name = "k", function_type = (memref<16xf32, #ascend<space gm>>) -> (), block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}> ({
+  }) : () -> ()
+}) : () -> ()
+"""
+    outcome = _opt(text, "-p", "plan-memory")
+    assert outcome.kind == "clean" and "ascend.kernel: body must be one block, got 0" in outcome.message, outcome
+
+
+def test_parse_error_quoting_a_long_line_stays_short() -> None:
+    outcome = _opt("builtin.module {\n  " + "x" * 2000 + " ascend.return\n}\n")
+    assert outcome.kind == "clean", outcome

@@ -220,6 +220,8 @@ class KernelOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
+        if len(self.body.blocks) != 1:
+            raise VerifyException(f"ascend.kernel: body must be one block, got {len(self.body.blocks)}")
         if tuple(self.body.block.arg_types) != tuple(self.function_type.inputs.data):
             raise VerifyException("ascend.kernel: block arguments must match the function type")
         for t in self.function_type.inputs.data:

@@ -160,9 +160,11 @@ def check_attributes(node: NodeProto, opset: int) -> None:
         if a.type in (AttributeProto.STRING, AttributeProto.STRINGS):
             for s in [a.s] if a.type == AttributeProto.STRING else a.strings:
                 try:
-                    s.decode("utf-8")
+                    text = s.decode("utf-8")
                 except UnicodeDecodeError:
                     raise AscendirError(f"attribute '{clip(a.name)}' is not UTF-8 text") from None
+                if any(ord(c) < 32 or ord(c) == 127 for c in text):  # converters quote the value
+                    raise AscendirError(f"attribute '{clip(a.name)}' = '{clip(text)}' contains a control character")
         if (node.op_type, a.name) in NON_NEGATIVE and a.type == AttributeProto.INT and a.i < 0:
             raise AscendirError(f"attribute '{a.name}' is {a.i}; it must be >= 0")
         if a.type == AttributeProto.TENSOR:
