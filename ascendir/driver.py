@@ -22,6 +22,7 @@ from ascendir.session import Session, make_context
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.dialects import nn
 from ascendir.dialects.ascend import KernelOp
+from ascendir.dialects.ir_checks import check_module, check_string_literals
 from ascendir.errors import AscendirError, not_utf8, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
@@ -127,8 +128,9 @@ def _parse_pipeline(spec: str | None, opt_level: str) -> PassPipeline:
 
 
 def is_lowered(module: ModuleOp) -> bool:
-    """True when the module is already in the ascend dialect (has kernels)."""
-    return any(isinstance(op, KernelOp) for op in module.ops)
+    """True when the module is already in the ascend dialect: it has kernels, or the lowering
+    marked it (`ascend.target`; a model of views only, a lone Squeeze, lowers to no kernel)."""
+    return any(isinstance(op, KernelOp) for op in module.ops) or "ascend.target" in module.attributes
 
 
 def lower(module: ModuleOp, weights: WeightStore | None, target: str | Path | None, session: Session | None = None) -> None:
@@ -299,8 +301,13 @@ def reject_nn_options(path: Path, pipeline: str | None, tiling: str | None) -> N
 
 
 def weights_path(ir_path: str | Path) -> Path:
-    """The WeightStore file written beside an IR file: `model.mlir` → `model.weights.npz`."""
+    """The WeightStore file written beside an IR file: `model.mlir` → `model.weights.npz`.
+
+    Raises:
+        AscendirError: the path names no file (`.`, `/`)."""
     p = Path(ir_path)
+    if not p.name:
+        raise AscendirError(f"{p} names a directory, not an IR file")
     return p.with_name(p.stem + ".weights.npz")
 
 
@@ -317,13 +324,21 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
         raise AscendirError(f"cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError as e:  # a binary or mis-encoded file
         raise AscendirError(f"cannot read {path}: {not_utf8(e)}") from None
+    check_string_literals(text, str(path))  # before xDSL's lexer, which backtracks on a bad one
     try:
         module = Parser(make_context(), text, str(path)).parse_module()
         module.verify()
+        check_module(module)
     except ParseError as e:
         raise AscendirError(f"{path}: parse error: {one_line(e)}") from None
     except (VerifyException, DiagnosticException) as e:
         raise AscendirError(f"{path}: IR fails to verify: {one_line(e)}") from None
+    except AscendirError as e:
+        raise AscendirError(f"{path}: IR fails to verify: {e}") from None
+    except RecursionError:
+        raise AscendirError(f"{path}: regions or attributes nested too deeply to parse") from None
+    except OverflowError as e:  # xDSL packs a dense literal (1e308 as f32) without a ParseError
+        raise AscendirError(f"{path}: a literal does not fit its element type ({e})") from None
     wp = weights_path(path)
     if not wp.exists():
         return module, WeightStore()
@@ -367,10 +382,12 @@ def main_func(module: ModuleOp) -> FuncOp:
     """The `func.func @main` of a module.
 
     Raises:
-        AscendirError: when there is none.
+        AscendirError: when there is none, or it is a declaration without a body.
     """
     for op in module.ops:
         if isinstance(op, FuncOp) and op.sym_name.data == "main":
+            if not op.body.blocks:
+                raise AscendirError("func.func @main is a declaration without a body")
             return op
     raise AscendirError("module has no func.func @main")
 

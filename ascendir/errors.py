@@ -34,7 +34,13 @@ def one_line(e: BaseException) -> str:
                 kept.pop()  # the source line the carets point into
             continue
         kept.append(line)
-    return " ".join(" ".join(kept).split())
+    text = " ".join(" ".join(kept).split())
+    # xDSL quotes source text in some messages (a 10 kB line): a message stays one short line
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+MAX_MESSAGE = 400
+"""Characters of a message `one_line` keeps (the CLI's `error: ` prefix and path fit in 500)."""
 
 
 def not_utf8(e: UnicodeDecodeError) -> str:

@@ -306,6 +306,7 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
 
     if path.is_file() and not zipfile.is_zipfile(path):
         raise AscendirError(f"cannot read inputs {path}: not an .npz archive (write it with numpy.savez)")
+    _check_entry_sizes(path, func)
     try:
         with np.load(path) as data:
             files = [k for k in data.files if not k.startswith("output:")]
@@ -338,6 +339,29 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
             raise AscendirError(f"inputs {path}: input '{name}' has shape {arr.shape}, the model expects {shape}")
         feeds[name] = arr
     return feeds
+
+
+def _check_entry_sizes(path: Path, func) -> None:
+    """Before any entry is decompressed: none holds more bytes than the largest input of `func`
+    could take (8 bytes an element, plus the .npy header), so a small archive of deflated zeros (a
+    zip bomb: 2 MB holding 2 GB) is refused instead of filling memory.
+
+    Raises:
+        AscendirError: naming the entry and its size.
+    """
+    import math
+
+    largest = max((math.prod(t.get_shape()) * 8 for t in func.function_type.inputs.data), default=0) + 65536
+    try:
+        with zipfile.ZipFile(path) as z:
+            infos = z.infolist()
+    except (OSError, zipfile.BadZipFile, ValueError) as e:
+        raise AscendirError(f"cannot read inputs {path}: {' '.join(str(e).split())}") from None
+    for info in infos:
+        if not info.filename.startswith("output:") and info.file_size > largest:
+            raise AscendirError(
+                f"inputs {path}: entry '{info.filename[:60]}' holds {info.file_size} bytes, more than any input of the model takes ({largest})"
+            )
 
 
 @main.command()
@@ -687,6 +711,8 @@ def _read_json(path: Path, what: str):
         return loads(read_bytes(path))
     except (OSError, ValueError, EOFError) as e:
         raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
+    except RecursionError:  # json parses nested arrays recursively
+        raise AscendirError(f"cannot read {what} {path}: arrays or objects nested too deeply") from None
 
 
 def _report_problem(data) -> str | None:

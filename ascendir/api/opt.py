@@ -28,6 +28,7 @@ from typing import IO
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from ascendir.dialects.ir_checks import check_module, check_string_literals
 from ascendir.session import DIALECTS, Session, SessionContext
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, not_utf8, one_line
 from ascendir.api.outputs import check_writable, write_text
@@ -82,10 +83,22 @@ class AscendirOptMain(xDSLOptMain):
             raise AscendirError(f"bad pass pipeline '{spec}': {one_line(e)}") from None
 
     def parse_chunk(self, chunk, file_extension, start_offset=0):
+        data = chunk.read()
         try:
-            return super().parse_chunk(chunk, file_extension, start_offset)
+            text = data.decode() if isinstance(data, bytes) else data
         except UnicodeDecodeError as e:  # a binary or mis-encoded file: bad input, not a bug
             raise AscendirError(f"{self.get_input_name()}: {not_utf8(e)}") from None
+        check_string_literals(text, self.get_input_name())  # before xDSL's lexer, which backtracks on a bad one
+        try:
+            module = super().parse_chunk(type(chunk)(data) if isinstance(chunk, (io.BytesIO, io.StringIO)) else io.BytesIO(text.encode()),
+                                         file_extension, start_offset)
+        except RecursionError:
+            raise AscendirError(f"{self.get_input_name()}: regions or attributes nested too deeply to parse") from None
+        except OverflowError as e:  # xDSL packs a dense literal (1e308 as f32) without a ParseError
+            raise AscendirError(f"{self.get_input_name()}: a literal does not fit its element type ({e})") from None
+        if module is not None:  # xDSL accepts a value used before its definition; the passes would not
+            check_module(module)
+        return module
 
     def prepare_output(self) -> IO[str]:
         # Buffer the result; `run` writes the file only once every chunk went through.

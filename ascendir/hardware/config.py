@@ -346,6 +346,10 @@ def _inconsistency(raw: dict[str, Any]) -> str | None:
     name = chip.get("name")
     if "name" in chip and not (isinstance(name, str) and name.strip()):
         return f"chip.name = {name!r}, must be a non-empty string"
+    # every message about the chip quotes the name: it must stay one short line
+    if isinstance(name, str) and (len(name) > 64 or not name.isprintable()):
+        shown = name[:40].encode("unicode_escape").decode("ascii")
+        return f"chip.name = '{shown}{'…' if len(name) > 40 else ''}' ({len(name)} characters), must be at most 64 printable characters"
     if "arch" in chip and not (isinstance(chip["arch"], str) and chip["arch"] in ARCHS):
         return f"chip.arch = {chip['arch']!r}, must be one of {', '.join(ARCHS)}"
     arch = ARCHS.get(chip.get("arch")) if isinstance(chip.get("arch"), str) else None
@@ -414,6 +418,10 @@ def load_target(target: str | Path | HardwareConfig | None = None) -> HardwareCo
         raw = _read_toml(path.resolve(), path.stat().st_mtime_ns)
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise AscendirError(f"cannot read target file {path}: {' '.join(str(e).split())}") from None
+    except UnicodeDecodeError as e:  # TOML is UTF-8 (its spec)
+        raise AscendirError(f"cannot read target file {path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
+    except RecursionError:  # tomllib parses nested arrays recursively
+        raise AscendirError(f"cannot read target file {path}: arrays or tables nested too deeply") from None
     _validate(raw, path)
     try:
         config = _parse(raw)

@@ -329,8 +329,9 @@ def largest_fit(p: Problem, t: Tiling, target: HardwareConfig, hold: frozenset[s
             if "l1_depth" in hold and depth != t.l1_depth:
                 continue
             c = Tiling(m, n, k, depth, 1, t.swizzle)
-            sk = t.split_k
-            # the largest split_k the template makes exactly (a larger one rounds to fewer ranges)
+            # the largest split_k the template makes exactly (a larger one rounds to fewer ranges);
+            # never more than the K chunks (split_misfit), so a forced split_k = 10^9 costs no 10^9 steps
+            sk = min(t.split_k, k_chunks(p, c))
             while sk > 1 and (split_misfit(p, replace(c, split_k=sk), target) is not None or splits_of(p, replace(c, split_k=sk)) != sk):
                 sk -= 1
             if "split_k" in hold and sk != t.split_k:
@@ -524,14 +525,19 @@ def search(p: Problem, target: HardwareConfig) -> SearchResult:
 # is allowed below 16 queries). Checked up front so no path (CLI, pass option, IR attribute)
 # reaches a template or cost formula with a zero, negative or misaligned tile.
 FIELD_ALIGN = {"m": 16, "n": 16, "k": 8, "bc": 16}
-_ENTRY = re.compile(r"([a-z_0-9]+)=(-?[0-9]+)", re.ASCII)
+FIELD_MAX = 65536
+"""The largest value of any field: a tile edge beyond it fits no buffer of any chip, and a
+split_k or swizzle beyond it would only make the search loop longer."""
+_ENTRY = re.compile(r"([a-z_0-9]+)=(-?[0-9]{1,12})", re.ASCII)  # 12 digits: int() of 5,000 digits refuses
 
 
 def check_fields(fields: dict[str, int], where: str) -> None:
-    """Raises AscendirError (`{where}: ...`) for a field < 1 or one off FIELD_ALIGN."""
+    """Raises AscendirError (`{where}: ...`) for a field < 1, > FIELD_MAX or one off FIELD_ALIGN."""
     for key, v in fields.items():
         if v < 1:
             raise AscendirError(f"{where}: {key}={v} must be >= 1")
+        if v > FIELD_MAX:
+            raise AscendirError(f"{where}: {key}={v} is larger than {FIELD_MAX}")
         a = FIELD_ALIGN.get(key)
         if a and v % a:
             raise AscendirError(f"{where}: {key}={v} is not aligned ({key} must be a multiple of {a}; S3)")
@@ -549,13 +555,14 @@ def parse_tiling(spec: str, source: str = "--tiling") -> dict[str, int]:
             integer, < 1 or misaligned."""
     out: dict[str, int] = {}
     keys = ", ".join(FIELDS + ATTENTION_FIELDS)
-    where = f"bad --tiling '{spec}'" if source == "--tiling" else f'bad {source} option tiling="{spec}"'
+    shown = spec if len(spec) <= 80 else spec[:79] + "…"  # the message stays one short line
+    where = f"bad --tiling '{shown}'" if source == "--tiling" else f'bad {source} option tiling="{shown}"'
     for part in (s.strip() for s in spec.replace(";", ",").split(",")):
         if not part:
             raise AscendirError(f"{where}: empty entry (expected KEY=INT,KEY=INT..., KEY in {keys})")
         m = _ENTRY.fullmatch(re.sub(r"\s*=\s*", "=", part, count=1))
         if m is None or m.group(1) not in FIELDS + ATTENTION_FIELDS:
-            raise AscendirError(f"{where}: bad entry '{part}' (expected KEY=INT, KEY in {keys})")
+            raise AscendirError(f"{where}: bad entry '{part if len(part) <= 40 else part[:39] + '…'}' (expected KEY=INT, KEY in {keys})")
         key = m.group(1)
         if key in out:
             raise AscendirError(f"{where}: key '{key}' given twice")

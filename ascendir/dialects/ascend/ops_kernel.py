@@ -179,6 +179,10 @@ class ReturnOp(IRDLOperation):
     assembly_format = "attr-dict"
 
 
+MAX_BLOCK_DIM = 65535
+"""The most blocks a kernel launch takes (Ascend C: blockDim in [1, 65535], the launch API's limit)."""
+
+
 @irdl_op_definition
 class KernelOp(IRDLOperation):
     """A device function launched on `block_dim` cores of `core_type` (aic, aiv or mix).
@@ -216,6 +220,8 @@ class KernelOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
+        if len(self.body.blocks) != 1:
+            raise VerifyException(f"ascend.kernel: body must be one block, got {len(self.body.blocks)}")
         if tuple(self.body.block.arg_types) != tuple(self.function_type.inputs.data):
             raise VerifyException("ascend.kernel: block arguments must match the function type")
         for t in self.function_type.inputs.data:
@@ -223,6 +229,8 @@ class KernelOp(IRDLOperation):
                 raise VerifyException(f"ascend.kernel: arguments must be GM memrefs, got {t}")
         if self.block_dim.value.data < 1:
             raise VerifyException("ascend.kernel: block_dim must be >= 1")
+        if self.block_dim.value.data > MAX_BLOCK_DIM:  # the interpreter walks every block
+            raise VerifyException(f"ascend.kernel: block_dim must be <= {MAX_BLOCK_DIM}, got {self.block_dim.value.data}")
         if not isinstance(self.body.block.last_op, ReturnOp):
             raise VerifyException("ascend.kernel: body must end in ascend.return")
         _verify_subblocks(self)

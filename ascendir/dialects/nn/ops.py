@@ -544,6 +544,8 @@ class MatmulOp(NNOp):
     def verify_semantics(self) -> None:
         if shape_of(self.result) != matmul_shape(shape_of(self.lhs), shape_of(self.rhs)):
             raise VerifyException("nn.matmul: result shape does not follow the matmul rule")
+        if 0 in shape_of(self.lhs) or 0 in shape_of(self.rhs):  # tilings divide by every dim
+            raise VerifyException("nn.matmul: zero-size operands are not supported")
 
 
 class AxisOp(NNOp):

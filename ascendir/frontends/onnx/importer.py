@@ -8,6 +8,7 @@ else goes through the converter table. Constants become IR only where a converte
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from ascendir.frontends.onnx.loading import (
     load_model,
     onnx_dtype_to_numpy,
 )
+from ascendir.frontends.onnx.validation import TENSOR_BUDGET, check_attributes, check_graph_names, check_node, clip
 from ascendir.frontends.onnx.values import Constant, Value
 from ascendir.weights import WeightStore
 
@@ -98,7 +100,7 @@ def import_onnx(
 
 
 def _node_label(node: NodeProto, index: int) -> str:
-    return node.name or f"#{index} -> {node.output[0] if node.output else '?'}"
+    return clip(node.name) if node.name else f"#{index} -> {clip(node.output[0]) if node.output else '?'}"
 
 
 def _op_key(node: NodeProto) -> str:
@@ -128,6 +130,7 @@ class _GraphImporter:
     # -- driver ----------------------------------------------------------------------------------
     def run(self) -> tuple[ModuleOp, WeightStore]:
         values = self.state.values
+        check_graph_names(self.graph)
         for tensor in self.graph.initializer:
             values[tensor.name] = initializer_constant(tensor, self.base_dir, self.shape_only)
         arg_names = [vi.name for vi in self.graph.input if vi.name not in values]
@@ -190,6 +193,8 @@ class _GraphImporter:
             if problem:
                 problems.append(problem)
                 continue
+            if math.prod(shape) > TENSOR_BUDGET:
+                raise AscendirError(f"input '{clip(vi.name)}' has {math.prod(shape)} elements (shape {shape}); at most {TENSOR_BUDGET}")
             try:
                 types.append(tensor_type(dtype, shape))
             except AscendirError as e:
@@ -257,6 +262,7 @@ class _GraphImporter:
             return
         inputs = [self._node_input(node, label, name) for name in node.input]
         try:
+            self._check(node, inputs, converter)
             outputs = self._fold(node, label, inputs, converter)
             if outputs is None:
                 if converter is None:
@@ -287,6 +293,22 @@ class _GraphImporter:
         for node in graph.node:
             self._import_node(node, label)
         return [None if o.name in self.poisoned else self.state.values.get(o.name) for o in graph.output]
+
+    def _check(self, node: NodeProto, inputs: list[Value | None], converter: object) -> None:
+        """The node against its ONNX schema and the size budgets (validation.py), before folding
+        or a converter reads it; nodes nothing can import are left to the unsupported-op report."""
+        if not is_default_domain(node) or (converter is None and not is_foldable_op(node)):
+            return
+        check_attributes(node, self.state.opset)
+        described = [
+            None if v is None else (
+                (v.shape, v.dtype, v.array if v.lazy_source is None and v.size <= 64 else None)
+                if isinstance(v, Constant) else (tuple(v.type.get_shape()), to_numpy_dtype(v.type.element_type), None)
+            )
+            for v in inputs
+        ]
+        fold = is_foldable_op(node) and all(v is None or isinstance(v, Constant) for v in inputs)
+        check_node(node, described, self.state.opset, fold)
 
     def _tag_node(self, last: Operation | None, label: str) -> None:
         """Give every nn op a node's conversion added an `onnx.node` string attribute (the node

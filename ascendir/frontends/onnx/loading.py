@@ -12,6 +12,7 @@ import onnx.inliner
 from onnx import TensorProto, helper, numpy_helper
 
 from ascendir.errors import AscendirError
+from ascendir.frontends.onnx.validation import clip, tensor_data_problem
 from ascendir.frontends.onnx.values import Constant
 
 
@@ -39,7 +40,10 @@ def load_model(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, st
         if not proto.graph.node and not proto.graph.output:
             raise AscendirError(f"cannot read ONNX model '{path}': the file holds no graph (empty or truncated?)")
     if proto.functions:
-        proto = onnx.inliner.inline_local_functions(proto)
+        try:
+            proto = onnx.inliner.inline_local_functions(proto)
+        except Exception as e:  # noqa: BLE001 - ValidationError: recursive, doubled or unreadable functions
+            raise AscendirError(f"model-local functions cannot be inlined: {' '.join(str(e).split())[:300]}") from None
     return upgrade_opset(proto), base_dir
 
 
@@ -100,16 +104,26 @@ def initializer_constant(tensor: TensorProto, base_dir: str, shape_only: bool = 
     file may be sparse, truncated or absent).
 
     Raises:
-        AscendirError: an element type without a numpy equivalent.
+        AscendirError: an element type without a numpy equivalent; dims that are negative, too
+            many elements (validation.TENSOR_BUDGET), or data that does not match the dims.
     """
-    dtype = onnx_dtype_to_numpy(tensor.data_type, f"initializer '{tensor.name}'")
+    what = f"initializer '{clip(tensor.name)}'"
+    dtype = onnx_dtype_to_numpy(tensor.data_type, what)
+    problem = tensor_data_problem(tensor)
+    if problem:
+        raise AscendirError(f"{what}: {problem}")
     shape = tuple(tensor.dims)
     if tensor.data_location == TensorProto.EXTERNAL:
+        external_fields(tensor, base_dir)  # bad fields are an error even when the bytes are never read
         size = int(np.prod(shape, dtype=np.int64))
         if shape_only and not read_in_shape_only(dtype, size):
             return Constant(tensor.name, lambda: zero_view(shape, dtype), shape, dtype, parameter=True)
         return Constant(tensor.name, lambda: _read_external(tensor, base_dir, shape, dtype), shape, dtype, parameter=True)
-    return Constant(tensor.name, numpy_helper.to_array(tensor), parameter=True)
+    try:
+        array = numpy_helper.to_array(tensor)
+    except (ValueError, TypeError) as e:  # e.g. typed values out of the element type's range
+        raise AscendirError(f"{what}: cannot read its data ({' '.join(str(e).split())[:200]})") from None
+    return Constant(tensor.name, array, parameter=True)
 
 
 def read_in_shape_only(dtype: np.dtype, size: int) -> bool:
@@ -123,6 +137,33 @@ def zero_view(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.broadcast_to(np.zeros((), dtype), shape)
 
 
+def external_fields(tensor: TensorProto, base_dir: str) -> tuple[str, int, int | None]:
+    """(location, offset, length or None) of an external initializer, as the ONNX spec writes
+    them: a relative path, and decimal integers >= 0.
+
+    Raises:
+        AscendirError: no location, a NUL byte in it, or an offset / length that is not a
+            non-negative decimal integer (`abc`, `-64`, `4.0`), naming the initializer.
+    """
+    info = {e.key: e.value for e in tensor.external_data}
+    what = f"initializer '{clip(tensor.name)}': external data"
+    location = info.get("location", "")
+    if not location:
+        raise AscendirError(f"{what} has no location")
+    if "\0" in location:
+        raise AscendirError(f"{what}: the location has a NUL byte")
+    numbers = []
+    for key in ("offset", "length"):
+        text = info.get(key, "")
+        if text == "":
+            numbers.append(None)
+            continue
+        if not (text.isascii() and text.isdigit() and len(text) <= 20):
+            raise AscendirError(f"{what}: {key} '{clip(text)}' is not a non-negative integer")
+        numbers.append(int(text))
+    return location, numbers[0] or 0, numbers[1]
+
+
 def _read_external(tensor: TensorProto, base_dir: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """The initializer's bytes memory-mapped read-only from its external file (offset/length
     keys honoured), so a multi-GB weight costs address space, not RSS, until it is touched.
@@ -131,11 +172,10 @@ def _read_external(tensor: TensorProto, base_dir: str, shape: tuple[int, ...], d
         AscendirError: the file is missing, escapes the model folder, or is shorter than the
             tensor (truncated), naming the initializer and the file.
     """
-    info = {e.key: e.value for e in tensor.external_data}
-    location = info.get("location", "?")
+    location, offset, length = external_fields(tensor, base_dir)
 
     def fail(reason: str) -> AscendirError:
-        return AscendirError(f"initializer '{tensor.name}': cannot read external data '{location}' in '{base_dir}': {reason}")
+        return AscendirError(f"initializer '{clip(tensor.name)}': cannot read external data '{clip(location)}' in '{clip(base_dir)}': {reason}")
 
     base = Path(base_dir).resolve()
     path = (base / location).resolve()
@@ -143,9 +183,8 @@ def _read_external(tensor: TensorProto, base_dir: str, shape: tuple[int, ...], d
         raise fail("the location is outside the model's folder")
     if not path.is_file():
         raise fail("no such file")
-    offset = int(info.get("offset", 0) or 0)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    length = int(info["length"]) if info.get("length") else nbytes
+    length = nbytes if length is None else length
     if length != nbytes:
         raise fail(f"length {length} bytes but shape {list(shape)} of {dtype} needs {nbytes}")
     if offset + nbytes > path.stat().st_size:

@@ -16,7 +16,15 @@ def convert_matmul(node: NodeContext) -> list[Value]:
     """MatMul → nn.matmul (numpy rule: batched, broadcasting, 1-D operands promoted)."""
     if node.dtype(0) != node.dtype(1):
         raise node.error(f"operands have different element types ({node.dtype(0)}, {node.dtype(1)})")
+    _not_empty(node, 0, 1)
     return [node.emit(nn.MatmulOp(node.value(0), node.value(1)))]
+
+
+def _not_empty(node: NodeContext, *indices: int) -> None:
+    """Raises the node's error for a zero-size operand (nn.matmul's verifier refuses them)."""
+    for i in indices:
+        if 0 in node.shape(i):
+            raise node.error(f"operand {i} has zero size (shape {list(node.shape(i))}); zero-size matrix products are not supported")
 
 
 def _gemm_operand(node: NodeContext, i: int, transpose: bool) -> SSAValue:
@@ -35,6 +43,7 @@ def convert_gemm(node: NodeContext) -> list[Value]:
     dtype = node.dtype(0)
     if node.dtype(1) != dtype:
         raise node.error(f"operands have different element types ({dtype}, {node.dtype(1)})")
+    _not_empty(node, 0, 1)
     alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
     a = _gemm_operand(node, 0, bool(node.attr("transA", 0)))
     b = _gemm_operand(node, 1, bool(node.attr("transB", 0)))

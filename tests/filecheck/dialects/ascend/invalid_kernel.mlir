@@ -23,9 +23,27 @@ builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
 
 // -----
 
+// CHECK: ascend.kernel: body must be one block, got 0
+"builtin.module"() ({
+  "ascend.kernel"() <{sym_name = "k", function_type = (memref<16xf32, #ascend<space gm>>) -> (), block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}> ({
+  }) : () -> ()
+}) : () -> ()
+
+// -----
+
 // CHECK: ascend.kernel: block_dim must be >= 1
 builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 0 : i64, core_type = #ascend.core_type<aiv>} {
+
+    ascend.return
+  }
+}
+
+// -----
+
+// CHECK: ascend.kernel: block_dim must be <= 65535, got 4611686018427387904
+builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @k() attributes {block_dim = 4611686018427387904 : i64, core_type = #ascend.core_type<aiv>} {
 
     ascend.return
   }

@@ -124,6 +124,14 @@ func.func @main(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>) {
 
 // -----
 
+// CHECK: nn.matmul: zero-size operands are not supported
+func.func @main(%x: tensor<2x0xf32>, %w: tensor<0x4xf32>) {
+  %r = nn.matmul %x, %w : (tensor<2x0xf32>, tensor<0x4xf32>) -> tensor<2x4xf32>
+  func.return
+}
+
+// -----
+
 // CHECK: nn.softmax: axis 2 out of range for rank 2
 func.func @main(%x: tensor<2x8xf32>) {
   %r = nn.softmax %x {axis = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>

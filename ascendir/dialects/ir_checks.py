@@ -1,0 +1,124 @@
+"""Checks of IR that xDSL (0.75) leaves out, made where ascendir parses IR text (driver.load_ir,
+ascendir-opt): string literals before lexing, SSA dominance after parsing.
+
+* `check_string_literals`: xDSL lexes a string literal with the regex
+  `"(?:[^"\\\\\\n\\v\\f]+|\\\\(?:["nt\\\\]|[0-9A-Fa-f]{2}))*"`, whose nested quantifier backtracks
+  exponentially when the literal does not close: 35 bytes (`builtin.module { "` and 30 letters)
+  take minutes, the time doubling per letter. We scan the text once, in linear time, with the same
+  grammar (a literal ends on its line; escapes are \\n \\t \\\\ \\" or two hex digits) and reject a
+  bad literal before xDSL sees it.
+* `check_declarations`: a public func.func without a body (`{}` parses as no block at all).
+* `check_dominance`: xDSL's parser accepts a value used before the op that defines it (a forward
+  reference) and its verifier does not check dominance, so the lowering or the simulator met an
+  undefined value. MLIR's verifier rejects it in SSACFG regions; so do we.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, Region, SSAValue
+from xdsl.traits import IsolatedFromAbove
+
+from ascendir.errors import AscendirError
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def check_string_literals(text: str, where: str) -> None:
+    """Raises AscendirError naming `where:line:column` of the first string literal of `text` that
+    does not close on its line or holds an escape xDSL does not know (linear time)."""
+    i, n, line, line_start = 0, len(text), 1, 0
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line, line_start = line + 1, i + 1
+        elif c == "/" and text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif c == '"':
+            start = i
+            i += 1
+            while True:
+                if i >= n or text[i] in "\n\v\f":
+                    raise AscendirError(f"{where}:{line}:{start - line_start + 1} string literal does not close on its line")
+                if text[i] == '"':
+                    break
+                if text[i] == "\\":
+                    if text[i + 1 : i + 2] in ('"', "n", "t", "\\") and i + 1 < n:
+                        i += 2
+                        continue
+                    if i + 2 < n and text[i + 1] in _HEX and text[i + 2] in _HEX:
+                        i += 3
+                        continue
+                    raise AscendirError(
+                        f"{where}:{line}:{i - line_start + 1} unknown escape in a string literal (\\n \\t \\\\ \\\" or two hex digits)"
+                    )
+                i += 1
+        i += 1
+
+
+def check_module(module: ModuleOp) -> None:
+    """What every parsed module must satisfy before a pass or the simulator sees it:
+    `check_declarations` and `check_dominance`.
+
+    Raises:
+        AscendirError: naming the function or op and the reason.
+    """
+    check_declarations(module)
+    check_dominance(module)
+
+
+def check_declarations(module: ModuleOp) -> None:
+    """Every public func.func has a body. `func.func @main() {}` parses as a function without
+    blocks, which every pass reads as a body; MLIR refuses it too ("symbol declaration cannot
+    have public visibility").
+
+    Raises:
+        AscendirError: naming the function.
+    """
+    for op in module.walk():
+        if isinstance(op, func.FuncOp) and not op.body.blocks and (op.sym_visibility is None or op.sym_visibility.data == "public"):
+            raise AscendirError(f"func.func @{op.sym_name.data} has no body (a public function must be defined)")
+
+
+def check_dominance(module: ModuleOp | Operation) -> None:
+    """Every operand is defined before its use: by an earlier op of its block or of an enclosing
+    block, or as an argument of its block or an enclosing one, and never from outside an op
+    isolated from above (a function, a kernel). Regions of several blocks (unstructured control
+    flow) are checked leniently: a value of any of their blocks counts as visible.
+
+    Raises:
+        AscendirError: naming the op and the value used before its definition.
+    """
+    _check_op(module, set())
+
+
+def _check_region(region: Region, visible: set[SSAValue]) -> None:
+    # one set, grown on entry to a block and shrunk on leaving it: no copy per nested block
+    added: list[SSAValue] = []
+    if len(region.blocks) > 1:
+        added = [a for b in region.blocks for a in b.args] + [r for b in region.blocks for op in b.ops for r in op.results]
+    fresh = [v for v in added if v not in visible]
+    visible.update(fresh)
+    for block in region.blocks:
+        mine = [a for a in block.args if a not in visible]
+        visible.update(mine)
+        for op in block.ops:
+            for operand in op.operands:
+                if operand not in visible:
+                    name = f"%{operand.name_hint}" if operand.name_hint else "a value"
+                    raise AscendirError(f"{op.name}: operand {name} is used before its definition (or outside its scope)")
+            _check_op(op, visible)
+            new = [r for r in op.results if r not in visible]
+            visible.update(new)
+            mine.extend(new)
+        visible.difference_update(mine)
+    visible.difference_update(fresh)
+
+
+def _check_op(op: Operation, visible: set[SSAValue]) -> None:
+    inner = set() if op.has_trait(IsolatedFromAbove) else visible
+    for region in op.regions:
+        _check_region(region, inner)

@@ -1,0 +1,400 @@
+"""The smallest case of every distinct bug the fuzzers found (issue 23): each is now a clean
+one-line error (or a success) instead of an internal error, a hang or gigabytes of memory."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import AttributeProto, TensorProto, helper, numpy_helper
+
+from ascendir.errors import AscendirError
+from ascendir.frontends.onnx import import_onnx
+
+from .harness import Case, run_case
+
+
+def one_node(op: str, inputs: dict[str, np.ndarray], inits: dict[str, np.ndarray] | None = None, opset: int = 17,
+             outputs: int = 1, **attrs) -> onnx.ModelProto:
+    """A model of one node `op` over graph inputs `inputs` and initializers `inits` (in that order)."""
+    names = list(inputs) + list(inits or {})
+    node = helper.make_node(op, names, [f"y{i}" for i in range(outputs)], name="n", **attrs)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in inputs.items()],
+        [onnx.ValueInfoProto(name=f"y{i}") for i in range(outputs)],
+        initializer=[numpy_helper.from_array(a, n) for n, a in (inits or {}).items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def import_error(model: onnx.ModelProto, tmp_path: Path | None = None) -> str:
+    with pytest.raises(AscendirError) as info:
+        import_onnx(model)
+    message = str(info.value)
+    assert "\n" not in message and len(message) <= 500, message
+    return message
+
+
+def with_attr(model: onnx.ModelProto, attr: AttributeProto) -> onnx.ModelProto:
+    node = model.graph.node[0]
+    kept = [a for a in node.attribute if a.name != attr.name]
+    del node.attribute[:]
+    node.attribute.extend(kept + [attr])
+    return model
+
+
+X = np.ones((2, 3), np.float32)
+
+
+# -- attributes against the schema ----------------------------------------------------------------
+@pytest.mark.parametrize("op, attr, kind, shown", [
+    ("Transpose", helper.make_attribute("perm", 1.5), "FLOAT", "INTS"),
+    ("Softmax", helper.make_attribute("axis", "x"), "STRING", "INT"),
+    ("Transpose", helper.make_attribute("perm", numpy_helper.from_array(np.array([1, 0]))), "TENSOR", "INTS"),
+    ("Softmax", helper.make_attribute("axis", helper.make_graph([], "g", [], [])), "GRAPH", "INT"),
+    ("Flatten", helper.make_attribute("axis", [1, 2]), "INTS", "INT"),
+])
+def test_attribute_of_the_wrong_kind(op: str, attr: AttributeProto, kind: str, shown: str) -> None:
+    message = import_error(with_attr(one_node(op, {"x": X}), attr))
+    assert f"{op} 'n': attribute '{attr.name}' is {kind}, {op} (opset 17) declares {shown}" in message
+
+
+def test_gemm_alpha_as_tensor() -> None:
+    model = one_node("Gemm", {"a": X}, {"b": np.ones((3, 4), np.float32)})
+    message = import_error(with_attr(model, helper.make_attribute("alpha", numpy_helper.from_array(np.array(1.0, np.float32)))))
+    assert "attribute 'alpha' is TENSOR" in message
+
+
+def test_cast_without_to() -> None:
+    assert "required attribute 'to' is missing" in import_error(one_node("Cast", {"x": X}))
+
+
+def test_unknown_attribute_and_string_not_utf8() -> None:
+    assert "attribute 'axis' is not an attribute of Relu" in import_error(one_node("Relu", {"x": X}, axis=1))
+    model = with_attr(one_node("Gelu", {"x": X}, opset=20), helper.make_attribute("approximate", b"\xff"))
+    assert "attribute 'approximate' is not UTF-8 text" in import_error(model)
+
+
+def test_attribute_reference_outside_a_function() -> None:
+    ref = AttributeProto(name="axis", ref_attr_name="a", type=AttributeProto.INT)
+    assert "refers to function attribute 'a' outside a function" in import_error(with_attr(one_node("Softmax", {"x": X}), ref))
+
+
+# -- operands against onnx shape inference, and budgets ---------------------------------------------
+def test_topk_of_a_scalar() -> None:
+    message = import_error(one_node("TopK", {"x": np.float32(1.0).reshape(())}, {"k": np.array([1])}, outputs=2))
+    assert message.startswith("TopK 'n': invalid operands or attributes:"), message
+
+
+def test_matmul_of_0d() -> None:
+    message = import_error(one_node("MatMul", {"a": np.float32(1.0).reshape(())}, {"b": np.ones((1,), np.float32)}))
+    assert "MatMul 'n': invalid operands or attributes" in message
+
+
+def test_range_of_2_29_is_over_the_fold_budget() -> None:
+    model = one_node("Range", {}, {"s": np.array(0, np.int64), "l": np.array(2**29, np.int64), "d": np.array(1, np.int64)})
+    message = import_error(model)
+    assert "Range 'n': output 'y0' would have 536870912 elements (shape [536870912]); a tensor computed at import may have at most 67108864" in message
+
+
+def test_expand_to_2_28_is_over_the_fold_budget() -> None:
+    model = one_node("Expand", {}, {"x": np.ones((1,), np.float32), "s": np.array([2**28], np.int64)})
+    assert "Expand 'n': output 'y0' would have 268435456 elements" in import_error(model)
+
+
+def test_reshape_to_a_shape_of_2_20_elements() -> None:
+    """Reshape of Range(1, 2^20) used as a shape hung."""
+    model = one_node("Reshape", {"x": X}, {"s": np.ones(2**20, np.int64)})
+    assert "Reshape 'n': input 1 (a shape or axes operand) has 1048576 elements (at most 128)" in import_error(model)
+
+
+def test_graph_input_dims_of_2_62() -> None:
+    model = one_node("Relu", {"x": X})
+    for d in model.graph.input[0].type.tensor_type.shape.dim:
+        d.dim_value = 2**62
+    assert "elements" in import_error(model)
+
+
+# -- initializers and external data -----------------------------------------------------------------
+def test_raw_data_shorter_than_dims() -> None:
+    model = one_node("Add", {"x": X}, {"w": X})
+    model.graph.initializer[0].raw_data = b"\x00" * 5
+    assert "initializer 'w': raw data of 5 bytes, but shape [2, 3] needs 24" in import_error(model)
+
+
+def test_initializer_of_2_40_elements() -> None:
+    model = one_node("Add", {"x": X}, {"w": X})
+    del model.graph.initializer[0].dims[:]
+    model.graph.initializer[0].dims.extend([2**20, 2**20])
+    assert "initializer 'w': shape [1048576, 1048576] has 1099511627776 elements" in import_error(model)
+
+
+def test_negative_initializer_dim() -> None:
+    model = one_node("Add", {"x": X}, {"w": X})
+    model.graph.initializer[0].dims[0] = -1
+    assert "initializer 'w': negative dim in shape [-1, 3]" in import_error(model)
+
+
+def _external(tmp_path: Path, **fields: str) -> Path:
+    model = one_node("Add", {"x": X}, {"w": X})
+    t = model.graph.initializer[0]
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in {"location": "w.bin", **fields}.items():
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    (tmp_path / "w.bin").write_bytes(X.tobytes())
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("fields, reason", [
+    ({"offset": "abc"}, "offset 'abc' is not a non-negative integer"),
+    ({"offset": "-64"}, "offset '-64' is not a non-negative integer"),
+    ({"length": "4.0"}, "length '4.0' is not a non-negative integer"),
+    ({"location": "w\x00.bin"}, "the location has a NUL byte"),
+    ({"location": ""}, "no location"),
+])
+def test_external_data_fields(tmp_path: Path, fields: dict, reason: str) -> None:
+    path = _external(tmp_path, **fields)
+    with pytest.raises(AscendirError, match="initializer 'w'") as info:
+        import_onnx(path)
+    assert reason in str(info.value)
+
+
+# -- names, functions ------------------------------------------------------------------------------
+def test_long_and_multiline_names() -> None:
+    model = one_node("Relu", {"x": X})
+    model.graph.node[0].name = "n" * 100_000
+    assert "node 'nnnn" in import_error(model) and "is 100000 characters long" in import_error(model)
+    model.graph.node[0].name = "a\nb"
+    assert "node 'a\\nb' contains a control character" in import_error(model)
+
+
+def test_name_not_utf8(tmp_path: Path) -> None:
+    model = one_node("Relu", {"x": X})
+    model.graph.node[0].name = "nodename"
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString().replace(b"nodename", b"\xff" * 8))
+    with pytest.raises(AscendirError, match="is not UTF-8 text"):
+        import_onnx(path)
+
+
+def test_recursive_local_function() -> None:
+    model = one_node("Relu", {"x": X})
+    call = helper.make_node("F", ["x"], ["y0"], domain="local")
+    model.graph.node[0].CopyFrom(call)
+    model.functions.append(helper.make_function("local", "F", ["a"], ["b"], [helper.make_node("F", ["a"], ["b"], domain="local")],
+                                                [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]))
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    assert "model-local functions cannot be inlined" in import_error(model)
+
+
+# -- IR text --------------------------------------------------------------------------------------
+def _opt(text: str, *args: str, timeout: float = 30):
+    return run_case(Case("ascendir-opt", ("in.mlir",) + args, {"in.mlir": text.encode()}), timeout=timeout)
+
+
+def test_unterminated_string_literal_is_rejected_at_once() -> None:
+    """xDSL's lexer regex backtracks exponentially on it (35 bytes took minutes)."""
+    start = time.monotonic()
+    outcome = _opt('builtin.module { "' + "a" * 40)
+    assert outcome.kind == "clean" and "string literal does not close on its line" in outcome.message, outcome
+    assert time.monotonic() - start < 20
+
+
+def test_bad_escape_in_string_literal() -> None:
+    outcome = _opt('builtin.module attributes {a = "' + "a" * 40 + '\\q"} {}\n')
+    assert outcome.kind == "clean" and "unknown escape" in outcome.message, outcome
+
+
+def test_value_used_before_its_definition() -> None:
+    text = """builtin.module {
+  func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+    %c = nn.add %b, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %b = nn.add %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    func.return %c : tensor<4xf32>
+  }
+}
+"""
+    outcome = _opt(text, "-p", "convert-nn-to-ascend")
+    assert outcome.kind == "clean" and "nn.add: operand %b is used before its definition" in outcome.message, outcome
+    run = run_case(Case("ascendir", ("run", "in.mlir", "--timing-only"), {"in.mlir": text.encode()}))
+    assert run.kind == "clean" and "used before its definition" in run.message, run
+
+
+KERNEL = """builtin.module attributes {ascend.arch = "dav-c220"} {
+  ascend.kernel @k() attributes {block_dim = BLOCKS : i64, core_type = #ascend.core_type<aiv>} {
+    ascend.return
+  }
+}
+"""
+
+
+def test_block_dim_of_2_62() -> None:
+    outcome = _opt(KERNEL.replace("BLOCKS", str(2**62)))
+    assert outcome.kind == "clean" and "block_dim must be <= 65535" in outcome.message, outcome
+
+
+@pytest.mark.parametrize("tiling, reason", [
+    ("m=1" + "0" * 5000, "bad entry"),
+    ("split_k=1000000000", "split_k=1000000000 is larger than 65536"),
+])
+def test_tiling_values_are_bounded(tiling: str, reason: str) -> None:
+    from ascendir.conversion.nn_to_ascend.tiling import parse_tiling
+
+    with pytest.raises(AscendirError, match=reason):
+        parse_tiling(tiling)
+
+
+def test_tiling_message_of_a_huge_value_stays_short() -> None:
+    from ascendir.conversion.nn_to_ascend.tiling import parse_tiling
+
+    with pytest.raises(AscendirError) as info:
+        parse_tiling("m=1" + "0" * 10_000)
+    assert len(str(info.value)) < 300
+
+
+def test_gathernd_negative_batch_dims() -> None:
+    """onnx 1.23's shape inference segfaults on it: checked before inference runs."""
+    model = one_node("GatherND", {"x": np.ones((1, 1, 8), np.float32)}, {"i": np.zeros((4, 1), np.int64)}, batch_dims=-(2**31))
+    assert "attribute 'batch_dims' is -2147483648; it must be >= 0" in import_error(model)
+
+
+# -- target TOML and report files -------------------------------------------------------------------
+def _run(argv: tuple[str, ...], files: dict[str, bytes]):
+    from .toml_cases import tiny_model
+
+    return run_case(Case("ascendir", argv, {"m.onnx": tiny_model(), **files}))
+
+
+def test_target_toml_not_utf8() -> None:
+    outcome = _run(("compile", "m.onnx", "--target", "chip.toml"), {"chip.toml": b"[chip]\nname = \"\xff\"\n"})
+    assert outcome.kind == "clean" and "not UTF-8 text (byte 0xff" in outcome.message, outcome
+
+
+def test_target_toml_nested_3000_deep() -> None:
+    outcome = _run(("compile", "m.onnx", "--target", "chip.toml"), {"chip.toml": b"a = " + b"[" * 3000 + b"]" * 3000 + b"\n"})
+    assert outcome.kind == "clean" and "nested too deeply" in outcome.message, outcome
+
+
+def test_report_json_nested_100000_deep() -> None:
+    outcome = _run(("report", "r.json"), {"r.json": b"[" * 100_000 + b"]" * 100_000})
+    assert outcome.kind == "clean" and "nested too deeply" in outcome.message, outcome
+
+
+def test_run_of_a_main_declaration() -> None:
+    outcome = run_case(Case("ascendir", ("run", "in.mlir"), {"in.mlir": b"func.func @main(%x: tensor<2x8xf32>)\n"}))
+    assert outcome.kind == "clean" and "func.func @main has no body" in outcome.message, outcome
+
+
+def test_wait_flag_all() -> None:
+    text = KERNEL.replace("BLOCKS", "1").replace("    ascend.return", "    ascend.wait_flag ALL -> MTE2, 0\n    ascend.return")
+    outcome = _opt(text)
+    assert outcome.kind == "clean" and "unknown pipe ALL" in outcome.message, outcome
+
+
+@pytest.mark.parametrize("name, shown", [("n" * 100_000, "(100000 characters)"), ("a\nb", "a\\nb")])
+def test_target_chip_name_long_or_multiline(name: str, shown: str) -> None:
+    import tomllib
+
+    import tomli_w
+
+    from ascendir.hardware.config import CHIPS
+
+    doc = tomllib.loads((CHIPS / "ascend910b2.toml").read_text())
+    doc["chip"]["name"] = name
+    outcome = _run(("compile", "m.onnx", "--target", "chip.toml"), {"chip.toml": tomli_w.dumps(doc).encode()})
+    assert outcome.kind == "clean" and "must be at most 64 printable characters" in outcome.message and shown in outcome.message, outcome
+
+
+def test_compile_output_dot() -> None:
+    outcome = _run(("compile", "m.onnx", "-o", "."), {})
+    assert outcome.kind == "clean" and ". names a directory, not an IR file" in outcome.message, outcome
+
+
+def test_zip_bomb_inputs_are_refused_before_decompression() -> None:
+    """A 2 MB --inputs archive holding 2 GiB of zeros cost 2.1 GB before its shape was checked."""
+    from .cli_cases import zip_bomb
+
+    outcome = _run(("run", "m.onnx", "--inputs", "in.npz"), {"in.npz": zip_bomb(2**28)})
+    assert outcome.kind == "clean" and "entry 'x.npy' holds 268435584 bytes, more than any input" in outcome.message, outcome
+    assert outcome.rss_mb < 1024
+
+
+def test_matmul_with_zero_k() -> None:
+    """A MatMul of [2, 0] x [0, 3] divided by zero choosing its tiling."""
+    model = one_node("MatMul", {"x": np.ones((2, 0), np.float32)}, {"w": np.ones((0, 3), np.float32)})
+    assert "MatMul 'n': operand 0 has zero size (shape [2, 0])" in import_error(model)
+
+
+def test_f32_literal_of_1e308() -> None:
+    text = """builtin.module {
+  func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %c = nn.constant dense<1.0e+308> : tensor<f32>
+    %y = nn.mul %x, %c : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+    func.return %y : tensor<4xf32>
+  }
+}
+"""
+    outcome = _opt(text)
+    assert outcome.kind == "clean" and "a literal does not fit its element type" in outcome.message, outcome
+
+
+def test_transpose_on_a_chip_with_ub_1() -> None:
+    """Lowering a Transpose halved its tile for ever when the UB held less than two elements."""
+    import tomllib
+
+    import tomli_w
+
+    from ascendir.hardware.config import CHIPS
+
+    doc = tomllib.loads((CHIPS / "ascend910b2.toml").read_text())
+    doc["chip"]["name"], doc["buffers"]["ub"] = "tiny_ub", 1
+    model = one_node("Transpose", {"x": np.ones((64, 48), np.float32)}, perm=[1, 0])
+    outcome = run_case(Case("ascendir", ("compile", "m.onnx", "--target", "chip.toml"),
+                            {"m.onnx": model.SerializeToString(), "chip.toml": tomli_w.dumps(doc).encode()}), timeout=30)
+    assert outcome.kind == "clean" and "needs 32 bytes of UB, tiny_ub has 1 per core" in outcome.message, outcome
+
+
+def test_run_of_a_compiled_lone_squeeze(tmp_path: Path) -> None:
+    """Squeeze lowers to a view and no kernel: `run` took the IR for nn and lowered it again."""
+    from cli_helpers import run_cli
+
+    model = one_node("Squeeze", {"x": np.ones((1, 4), np.float32)}, {"a": np.array([0], np.int64)})
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    assert run_cli("compile", tmp_path / "m.onnx", "-o", tmp_path / "m.mlir").exit_code == 0
+    result = run_cli("run", tmp_path / "m.mlir")
+    assert result.exit_code == 0, result.output
+
+
+def test_public_function_with_an_empty_body() -> None:
+    """`func.func @main() {}` parses without a block; fuse-ffn read its body."""
+    outcome = _opt("func.func @main() {\n}\n", "-p", "fuse-ffn,choose-tiling")
+    assert outcome.kind == "clean" and "func.func @main has no body" in outcome.message, outcome
+
+
+def test_string_attribute_with_a_newline() -> None:
+    """Gelu's converter quoted approximate='a\\nb' in a two-line message."""
+    model = with_attr(one_node("Gelu", {"x": X}, opset=20), helper.make_attribute("approximate", "a\nb"))
+    assert "attribute 'approximate' = 'a\\nb' contains a control character" in import_error(model)
+
+
+def test_kernel_without_a_block() -> None:
+    text = """"builtin.module"() ({
+  "ascend.kernel"() <{sym_name = "k", function_type = (memref<16xf32, #ascend<space gm>>) -> (), block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}> ({
+  }) : () -> ()
+}) : () -> ()
+"""
+    outcome = _opt(text, "-p", "plan-memory")
+    assert outcome.kind == "clean" and "ascend.kernel: body must be one block, got 0" in outcome.message, outcome
+
+
+def test_parse_error_quoting_a_long_line_stays_short() -> None:
+    outcome = _opt("builtin.module {\n  " + "x" * 2000 + " ascend.return\n}\n")
+    assert outcome.kind == "clean", outcome
