@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -408,6 +409,9 @@ def random_inputs(module: ModuleOp, seed: int = 0, vocab_hints: dict[str, int] |
     """Seeded random inputs for @main: floats ~ N(0, 1); integer inputs feeding an embedding
     Gather take values in [0, table rows); names containing "mask" are all ones; other integers
     are in [0, 2).
+
+    Raises:
+        AscendirError: an input indexing a Gather table with no rows (no index is valid).
     """
     func = main_func(module)
     rng = np.random.default_rng(seed)
@@ -422,7 +426,10 @@ def random_inputs(module: ModuleOp, seed: int = 0, vocab_hints: dict[str, int] |
             elif "mask" in name.lower():
                 out[name] = np.ones(shape, dtype)
             else:
-                out[name] = rng.integers(0, hints.get(name, 2), size=shape).astype(dtype)
+                rows = hints.get(name, 2)
+                if rows == 0 and math.prod(shape) > 0:
+                    raise AscendirError(f"input '{name}' indexes a Gather table with no rows: no index is valid (give --inputs)")
+                out[name] = rng.integers(0, max(rows, 1), size=shape).astype(dtype)
         else:
             out[name] = rng.standard_normal(shape).astype(dtype)
     return out

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, AscendirWarning, internal_error
+from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, AscendirWarning, internal_error, one_line
 from ascendir.api.outputs import check_writable, is_stdout, output_kind, read_bytes, write_output, write_text
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads thrash on small tiles
@@ -79,7 +79,7 @@ class _Group(click.Group):
             sys.exit(e.exit_code)
         except click.UsageError as e:  # click would print usage + hint + message on 4 lines
             hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
-            click.echo(f"error: {' '.join(e.format_message().split())}{hint}", err=True)
+            click.echo(f"error: {one_line(click.ClickException(e.format_message()))}{hint}", err=True)
             sys.exit(e.exit_code)
         except click.ClickException as e:
             e.show()
@@ -92,8 +92,8 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except AscendirError as e:
-            click.echo(f"error: {e}", err=True)
+        except AscendirError as e:  # clipped: a message may quote a user's 100 kB value
+            click.echo(f"error: {one_line(e)}", err=True)
             sys.exit(2)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import ArrayAttr, BoolAttr, FloatAttr, IndexType, IntegerAttr, MemRefType, i64
+from xdsl.dialects.builtin import ArrayAttr, BoolAttr, FloatAttr, IndexType, IntegerAttr, IntegerType, MemRefType, i64
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -513,6 +513,8 @@ class VtransposeOp(VectorOp):
         super().__init__(operands=[src, dst], properties={"perm": ArrayAttr([IntegerAttr(p, i64) for p in perm])})
 
     def verify_shapes(self) -> None:
+        if not all(isinstance(p, IntegerAttr) and isinstance(p.type, IntegerType) for p in self.perm.data):
+            raise VerifyException("ascend.vtranspose: perm must be a list of integers")
         perm = [p.value.data for p in self.perm.data]
         s, d = self.source.type.get_shape(), self.dest.type.get_shape()
         if sorted(perm) != list(range(len(s))) or tuple(d) != tuple(s[p] for p in perm):

@@ -97,6 +97,18 @@ builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
 
 // -----
 
+// CHECK: ascend.vtranspose: perm must be a list of integers
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
+  ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
+    %a = ascend.alloc : memref<16x64xf32, #ascend<space ub>>
+    %t = ascend.alloc : memref<64x16xf32, #ascend<space ub>>
+    ascend.vtranspose %a, %t {perm = [1 : f32, 0 : i64]} : memref<16x64xf32, #ascend<space ub>>, memref<64x16xf32, #ascend<space ub>>
+    ascend.return
+  }
+}
+
+// -----
+
 // CHECK: ascend.vtranspose: dest shape must be the permuted source shape
 builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
