@@ -81,6 +81,14 @@ def test_compare_rules() -> None:
     assert shape["outputs"][0]["reason"] == "shape [2], expected [3]"
 
 
+def test_an_expected_infinity_needs_the_same_infinity() -> None:
+    want = {"f": np.array([-np.inf, np.inf, 1.0], np.float32)}
+    assert compare({"f": want["f"].copy()}, want, "fp32", "x")["status"] == "pass"
+    for got in ([-3e38, np.inf, 1.0], [-np.inf, 1.0, 1.0], [np.inf, np.inf, 1.0]):
+        out = compare({"f": np.array(got, np.float32)}, want, "fp32", "x")["outputs"][0]
+        assert out["status"] == "fail" and out["mismatched"] == 1, got
+
+
 def test_bad_references_are_clean_errors(tmp_path: Path) -> None:
     exp = tmp_path / "exp.npz"
     np.savez(exp, nope=np.zeros(3))
