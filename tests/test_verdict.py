@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ascendir.api.verdict import FP32_ATOL, FP32_RTOL, compare
+from ascendir.api.verdict import FP32_ATOL, FP32_RTOL, compare, lines
 from cli_helpers import assert_clean_error, run_cli
 
 ROOT = Path(__file__).parent.parent
@@ -124,3 +124,24 @@ def test_quick_start_prints_the_verdict() -> None:
     r = run_cli("run", *args)
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines()[0] == f"PASS: 1 output against {ROOT / 'examples/llama_small/reference.npz'}"
+
+
+def test_a_nonfinite_mismatch_is_counted() -> None:
+    """A NaN got where a number is expected has no finite error: the line says so (it showed
+    max abs 0.0 on a FAIL)."""
+    want = {"f": np.array([1.0, 2.0], np.float32)}
+    v = compare({"f": np.array([np.nan, 2.0], np.float32)}, want, "fp32", "x")
+    assert v["status"] == "fail" and v["outputs"][0]["nonfinite_mismatched"] == 1
+    assert "1 NaN / inf where the other has another value" in lines(v)[1]
+
+
+def test_expected_with_inputs_needs_them_as_inputs(tmp_path: Path) -> None:
+    """--expected on an .npz that holds the inputs too, without --inputs, would run on random
+    inputs and FAIL for sure: a one-line error says to pass it as --inputs."""
+    from click.testing import CliRunner
+
+    from ascendir.api.cli import main
+
+    ref = Path(__file__).parent / "data" / "mlp_small" / "reference.npz"
+    r = CliRunner().invoke(main, ["run", str(ref.with_name("model.onnx")), "--expected", str(ref)])
+    assert r.exit_code == 2 and f"pass it as --inputs {ref}" in r.output, r.output

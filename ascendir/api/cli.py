@@ -585,12 +585,23 @@ def _expected_outputs(model: Path, inputs: Path | None, expected: Path | None, c
     if check_ort:
         return "onnxruntime", {}
     if expected is not None:
+        if inputs is None and _has_input_keys(expected):  # else random inputs, and a certain FAIL
+            raise AscendirError(f"--expected {expected} holds the inputs too (input: keys): pass it as --inputs {expected}")
         return str(expected), load_expected(expected, names(), "expected outputs", required=True)
     if inputs is not None and not timing_only:
         want = load_expected(inputs, names(), "inputs", required=False)
         if want:
             return str(inputs), want
     return None, {}
+
+
+def _has_input_keys(path: Path) -> bool:
+    """Whether an .npz holds `input:` arrays (read from its directory, without loading data)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return any(n.startswith("input:") for n in z.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False  # load_expected says why
 
 
 def _verified(pipeline, source: str) -> dict:

@@ -48,7 +48,7 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], precision: 
     """The verdict of outputs `got` against `want` (the outputs `want` names; every one must be
     in `got`) as a JSON-ready dict: {"status": "pass"|"fail", "reference", "outputs": [{"name",
     "status", "shape", "dtype", "max_abs_err", "max_rel_err", "rtol", "atol", "mismatched",
-    "size", ("reason")}]}."""
+    "size", "nonfinite_mismatched", ("reason")}]}."""
     rows = []
     for name, w in want.items():
         g = got[name]
@@ -71,7 +71,9 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], precision: 
         bad = int(np.count_nonzero(~ok))
         rows.append({**row, "status": "pass" if bad == 0 else "fail", "max_abs_err": max_abs,
                      "max_rel_err": max_abs / peak if peak else (0.0 if max_abs == 0 else float(max_abs)),
-                     "rtol": rtol, "atol": atol, "mismatched": bad})
+                     "rtol": rtol, "atol": atol, "mismatched": bad,
+                     # NaN / inf where the other side differs: no finite error to show for them
+                     "nonfinite_mismatched": int(np.count_nonzero(~ok & ~finite))})
     status = "pass" if all(r["status"] == "pass" for r in rows) else "fail"
     return {"status": status, "reference": reference, "outputs": rows}
 
@@ -157,6 +159,8 @@ def lines(verdict: dict) -> list[str]:
         else:
             tol = f"tol {r['atol']:.0e} + {r['rtol']:.0e}·|exp|"
         miss = f", {r['mismatched']:,} of {r['size']:,} beyond" if r["mismatched"] else ""
+        if r.get("nonfinite_mismatched"):
+            miss += f", {r['nonfinite_mismatched']:,} NaN / inf where the other has another value"
         out.append(f"  {r['status'].upper()} {r['name']}: max abs {r['max_abs_err']:.1e}, max rel {r['max_rel_err']:.1e} "
                    f"({tol}{miss})")
     return out

@@ -204,13 +204,13 @@ class _GraphImporter:
         return types
 
     def _resolve_shape(self, name: str, dims: list[int | str] | None) -> tuple[list[int], str | None]:
-        pinned = self.input_shapes.get(name)
+        pinned, by = self.input_shapes.get(name), "its pinned shape"
         if pinned is None and (dims is None or any(isinstance(d, str) for d in dims)):
-            pinned = self.shape_hints.get(name)  # the fed array's shape pins the dynamic dims
+            pinned, by = self.shape_hints.get(name), "the --inputs array's shape"  # it pins the dynamic dims
         if pinned is not None:
             pinned = [int(d) for d in pinned]
             if dims is not None and len(dims) != len(pinned):
-                return [], f"input '{name}' has rank {len(dims)} but its pinned shape {'x'.join(map(str, pinned))} has rank {len(pinned)}"
+                return [], f"input '{name}' has rank {len(dims)} but {by} {'x'.join(map(str, pinned))} has rank {len(pinned)}"
             if any(p < 0 for p in pinned):
                 return [], f"input '{name}' is pinned to a negative dim ({'x'.join(map(str, pinned))})"
             for i, (d, p) in enumerate(zip(dims or pinned, pinned)):
