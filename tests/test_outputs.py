@@ -233,3 +233,25 @@ def test_outputs_npz_written_through_symlink_is_loadable(tmp_path: Path) -> None
     r = run_cli("run", MLP, "--inputs", REF, "--outputs", link)
     assert r.exit_code == 0, r.output
     assert link.is_symlink() and np.load(real)["output"].shape == np.load(REF)["output:output"].shape
+
+
+def test_link_to_a_proc_descriptor_is_appended_to_not_replaced(tmp_path: Path) -> None:
+    # `-o /dev/stdout > out.txt`, with a link of our own to /proc/self/fd/3 (realpath follows it
+    # on to out.txt, which was then renamed over and /dev/stdout.weights.npz made beside the link)
+    link, out = tmp_path / "stdout", tmp_path / "out.txt"
+    link.symlink_to("/proc/self/fd/3")
+    out.write_text("before\n")
+    inode = out.stat().st_ino
+    proc = subprocess.run(["sh", "-c", '"$0" compile "$1" -o "$2" 3>>"$3"', ASCENDIR, MLP, link, out], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_ino == inode and out.read_text().startswith("before\nbuiltin.module")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt", "stdout"]  # no weights beside the link
+    assert "no weights were written" in proc.stderr
+    assert output_kind(tmp_path / "stdout") == "through"
+
+
+def test_symlink_loop_output_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "l1").symlink_to("l2")
+    (tmp_path / "l2").symlink_to("l1")
+    assert_clean_error(run_cli("compile", MLP, "-o", tmp_path / "l1"), "symlink loop")
+    assert all(p.is_symlink() for p in tmp_path.iterdir()) and len(list(tmp_path.iterdir())) == 2

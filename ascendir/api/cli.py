@@ -177,9 +177,10 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
         write_text(output, text)
         click.echo(f"wrote {output} (--shape-only: no weights file)", err=True)
         return
-    if output_kind(output) != "atomic":  # a FIFO or device takes one stream: the IR
+    if output_kind(output) != "atomic":  # a FIFO, device or descriptor takes one stream: the IR
         write_text(output, text)
-        click.echo(f"wrote {output} (not a regular file: no weights file beside it)", err=True)
+        click.echo(f"wrote {output}; not a regular file, so no weights were written "
+                   f"(`-o FILE.mlir` writes them to FILE.weights.npz)", err=True)
         return
     write_output(weights_path(output), weights.save)
     write_text(output, text)
