@@ -255,3 +255,15 @@ def test_symlink_loop_output_is_refused(tmp_path: Path) -> None:
     (tmp_path / "l2").symlink_to("l1")
     assert_clean_error(run_cli("compile", MLP, "-o", tmp_path / "l1"), "symlink loop")
     assert all(p.is_symlink() for p in tmp_path.iterdir()) and len(list(tmp_path.iterdir())) == 2
+
+
+def test_report_inside_plots_dir_under_a_plot_name_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    plots = tmp_path / "P"
+    assert_clean_error(run_cli("run", MLP, "--timing-only", "--plots", plots, "--report", plots / "roofline.png"),
+                       "output paths must differ")
+    assert not plots.exists()
+    rep = tmp_path / "roofline.svg"
+    assert run_cli("run", MLP, "--timing-only", "--report", rep).exit_code == 0
+    assert_clean_error(run_cli("report", rep, "--plots", tmp_path), "output paths must differ")  # it reads rep
+    json.loads(rep.read_text())

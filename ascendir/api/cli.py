@@ -243,14 +243,26 @@ def _file_id(p: Path) -> tuple:
         return (os.path.realpath(p),)
 
 
-def _check_outputs(outputs: list[Path | None], inputs: list[Path | None]) -> None:
+def _plot_files(plots: Path | None) -> list[Path]:
+    """The files --plots DIR may write (api/plots.py: roofline and timeline, each format)."""
+    from ascendir.api.plots import FORMATS
+
+    return [] if plots is None else [plots / f"{stem}.{ext}" for stem in ("roofline", "timeline") for ext in FORMATS]
+
+
+def _check_outputs(outputs: list[Path | None], inputs: list[Path | None], plots: Path | None = None) -> None:
     """Before any work: every output path can be written, none is a file the run reads, and no
-    two name the same file (FIFOs and devices excepted; `-` at most once).
+    two name the same file (FIFOs and devices excepted; `-` at most once), the files of --plots
+    DIR included.
 
     Raises:
         AscendirError: naming the path.
     """
     given = [p for p in outputs if p is not None]
+    drawn = {_file_id(f): f for f in _plot_files(plots)}
+    for p in [*given, *(p for p in inputs if p is not None)]:
+        if not is_stdout(p) and _file_id(p) in drawn:
+            raise AscendirError(f"{p}: --plots {plots} writes this file too: output paths must differ")
     read = {_file_id(p) for p in inputs if p is not None}
     files = []
     for p in given:
@@ -390,7 +402,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     from ascendir.api.report_table import render
 
     timing_only = _check_run_flags(model, outputs, timing_only, shape_only, verify_numerics, expected, check_ort)
-    _check_outputs([outputs, report_path, trace_path], _run_inputs(model, target, inputs, expected))
+    _check_outputs([outputs, report_path, trace_path], _run_inputs(model, target, inputs, expected), plots)
     if plots is not None:
         _prepare_plots(plots)
     module, weights, hw = _load_for_run(model, inputs, target, input_shapes, shape_only, dtype, timing_only, pipeline, tiling)
@@ -674,6 +686,7 @@ def report(reports: tuple[Path, ...], diff: bool, trace_path: Path | None, plots
     if trace_path is not None and plots is None:
         raise AscendirError("--trace is read for the pipe timeline of --plots; add --plots DIR")
     if plots is not None:
+        _check_outputs([], [report_path, trace_path], plots)
         _prepare_plots(plots)
     data = _read_report(report_path)
     events = None
