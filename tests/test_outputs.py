@@ -267,3 +267,20 @@ def test_report_inside_plots_dir_under_a_plot_name_is_refused(tmp_path: Path) ->
     assert run_cli("run", MLP, "--timing-only", "--report", rep).exit_code == 0
     assert_clean_error(run_cli("report", rep, "--plots", tmp_path), "output paths must differ")  # it reads rep
     json.loads(rep.read_text())
+
+
+def test_gzipped_outputs_npz_and_ir_round_trip(tmp_path: Path) -> None:
+    ref = np.load(REF)["output:output"]
+    out = tmp_path / "out.npz.gz"
+    r = run_cli("run", MLP, "--inputs", REF, "--outputs", out)  # np.savez seeks: was "Negative seek in write mode"
+    assert r.exit_code == 0, r.output
+    with gzip.open(out) as f:
+        np.testing.assert_allclose(np.load(f)["output"], ref, rtol=1e-3, atol=1e-4)
+    ir = tmp_path / "m.mlir.gz"
+    r = run_cli("compile", MLP, "-o", ir)
+    assert r.exit_code == 0, r.output
+    assert ir.read_bytes()[:2] == b"\x1f\x8b" and (tmp_path / "m.weights.npz").exists()
+    out2 = tmp_path / "out2.npz"
+    r = run_cli("run", ir, "--inputs", REF, "--outputs", out2)  # the IR reader gunzips it
+    assert r.exit_code == 0, r.output
+    np.testing.assert_allclose(np.load(out2)["output"], ref, rtol=1e-3, atol=1e-4)

@@ -12,6 +12,7 @@ command silently with status 141, as SIGPIPE ends other Unix tools.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -547,7 +548,10 @@ def _write_run_files(result, outputs: Path | None, report_path: Path | None, tra
     def save_outputs(f) -> None:
         # bf16 / fp8 / fp4 / int4 outputs upcast exactly (dtypes.numpy_native): np.savez would store
         # ml_dtypes arrays as raw |V bytes that np.load cannot compute with
-        np.savez(f, **{k: numpy_native(v) for k, v in result.outputs.items()})
+        # np.savez seeks back into what it wrote: a gzip stream or a pipe cannot, a buffer can
+        buf = io.BytesIO()
+        np.savez(buf, **{k: numpy_native(v) for k, v in result.outputs.items()})
+        f.write(buf.getbuffer())
 
     broken = problem(result.report)
     if broken:  # `ascendir report` would reject it: say so now, write nothing
