@@ -29,6 +29,9 @@ import pytest
 
 from ascendir.api.entry import Signalled
 from ascendir.api.outputs import open_output, output_kind, write_text
+from click.testing import CliRunner
+
+from ascendir.api.cli import main
 from ascendir.errors import AscendirError
 from cli_helpers import assert_clean_error, run_cli
 
@@ -284,3 +287,11 @@ def test_gzipped_outputs_npz_and_ir_round_trip(tmp_path: Path) -> None:
     r = run_cli("run", ir, "--inputs", REF, "--outputs", out2)  # the IR reader gunzips it
     assert r.exit_code == 0, r.output
     np.testing.assert_allclose(np.load(out2)["output"], ref, rtol=1e-3, atol=1e-4)
+
+
+def test_report_dash_reads_stdin(tmp_path: Path) -> None:
+    rep = tmp_path / "r.json"
+    assert run_cli("run", MLP, "--timing-only", "--report", rep).exit_code == 0
+    r = CliRunner().invoke(main, ["report", "-"], input=rep.read_bytes(), catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert f"total {round(json.loads(rep.read_text())['total_cycles']):,} cycles" in r.output

@@ -184,14 +184,15 @@ def write_text(path: str | Path, text: str, what: str = "output") -> None:
 
 
 def read_bytes(path: str | Path) -> bytes:
-    """The content of `path`, gunzipped when it is gzip data (the output side's `.gz`).
+    """The content of `path` (`-`: standard input, as `-` is stdout for outputs), gunzipped when
+    it is gzip data (the output side's `.gz`).
 
     Raises:
         OSError: unreadable; gzip.BadGzipFile / EOFError: a broken gzip stream.
     """
     import gzip
 
-    data = Path(path).read_bytes()
+    data = sys.stdin.buffer.read() if is_stdout(path) else Path(path).read_bytes()
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
