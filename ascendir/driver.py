@@ -302,25 +302,35 @@ def reject_nn_options(path: Path, pipeline: str | None, tiling: str | None) -> N
 
 
 def weights_path(ir_path: str | Path) -> Path:
-    """The WeightStore file written beside an IR file: `model.mlir` → `model.weights.npz`.
+    """The WeightStore file written beside an IR file: `model.mlir` (or gzipped `model.mlir.gz`)
+    → `model.weights.npz`.
 
     Raises:
         AscendirError: the path names no file (`.`, `/`)."""
     p = Path(ir_path)
     if not p.name:
         raise AscendirError(f"{p} names a directory, not an IR file")
+    if p.suffix == ".gz" and p.stem:
+        p = p.with_name(p.stem)
     return p.with_name(p.stem + ".weights.npz")
 
 
 def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
-    """Parse an IR file and load its `.weights.npz` (empty store if absent).
+    """Parse an IR file (gzip-compressed too, as `compile -o m.mlir.gz` writes it) and load its
+    `.weights.npz` (empty store if absent).
 
     Raises:
-        AscendirError: unreadable file, parse error or verification failure.
+        AscendirError: unreadable file, broken gzip stream, parse error or verification failure.
     """
+    import gzip
+    import zlib
+
     path = Path(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
+        text = (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode()
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise AscendirError(f"cannot read {path}: broken gzip data ({e})") from None
     except OSError as e:
         raise AscendirError(f"cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError as e:  # a binary or mis-encoded file

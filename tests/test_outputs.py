@@ -29,6 +29,9 @@ import pytest
 
 from ascendir.api.entry import Signalled
 from ascendir.api.outputs import open_output, output_kind, write_text
+from click.testing import CliRunner
+
+from ascendir.api.cli import main
 from ascendir.errors import AscendirError
 from cli_helpers import assert_clean_error, run_cli
 
@@ -233,3 +236,62 @@ def test_outputs_npz_written_through_symlink_is_loadable(tmp_path: Path) -> None
     r = run_cli("run", MLP, "--inputs", REF, "--outputs", link)
     assert r.exit_code == 0, r.output
     assert link.is_symlink() and np.load(real)["output"].shape == np.load(REF)["output:output"].shape
+
+
+def test_link_to_a_proc_descriptor_is_appended_to_not_replaced(tmp_path: Path) -> None:
+    # `-o /dev/stdout > out.txt`, with a link of our own to /proc/self/fd/3 (realpath follows it
+    # on to out.txt, which was then renamed over and /dev/stdout.weights.npz made beside the link)
+    link, out = tmp_path / "stdout", tmp_path / "out.txt"
+    link.symlink_to("/proc/self/fd/3")
+    out.write_text("before\n")
+    inode = out.stat().st_ino
+    proc = subprocess.run(["sh", "-c", '"$0" compile "$1" -o "$2" 3>>"$3"', ASCENDIR, MLP, link, out], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_ino == inode and out.read_text().startswith("before\nbuiltin.module")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt", "stdout"]  # no weights beside the link
+    assert "no weights were written" in proc.stderr
+    assert output_kind(tmp_path / "stdout") == "through"
+
+
+def test_symlink_loop_output_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "l1").symlink_to("l2")
+    (tmp_path / "l2").symlink_to("l1")
+    assert_clean_error(run_cli("compile", MLP, "-o", tmp_path / "l1"), "symlink loop")
+    assert all(p.is_symlink() for p in tmp_path.iterdir()) and len(list(tmp_path.iterdir())) == 2
+
+
+def test_report_inside_plots_dir_under_a_plot_name_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    plots = tmp_path / "P"
+    assert_clean_error(run_cli("run", MLP, "--timing-only", "--plots", plots, "--report", plots / "roofline.png"),
+                       "output paths must differ")
+    assert not plots.exists()
+    rep = tmp_path / "roofline.svg"
+    assert run_cli("run", MLP, "--timing-only", "--report", rep).exit_code == 0
+    assert_clean_error(run_cli("report", rep, "--plots", tmp_path), "output paths must differ")  # it reads rep
+    json.loads(rep.read_text())
+
+
+def test_gzipped_outputs_npz_and_ir_round_trip(tmp_path: Path) -> None:
+    ref = np.load(REF)["output:output"]
+    out = tmp_path / "out.npz.gz"
+    r = run_cli("run", MLP, "--inputs", REF, "--outputs", out)  # np.savez seeks: was "Negative seek in write mode"
+    assert r.exit_code == 0, r.output
+    with gzip.open(out) as f:
+        np.testing.assert_allclose(np.load(f)["output"], ref, rtol=1e-3, atol=1e-4)
+    ir = tmp_path / "m.mlir.gz"
+    r = run_cli("compile", MLP, "-o", ir)
+    assert r.exit_code == 0, r.output
+    assert ir.read_bytes()[:2] == b"\x1f\x8b" and (tmp_path / "m.weights.npz").exists()
+    out2 = tmp_path / "out2.npz"
+    r = run_cli("run", ir, "--inputs", REF, "--outputs", out2)  # the IR reader gunzips it
+    assert r.exit_code == 0, r.output
+    np.testing.assert_allclose(np.load(out2)["output"], ref, rtol=1e-3, atol=1e-4)
+
+
+def test_report_dash_reads_stdin(tmp_path: Path) -> None:
+    rep = tmp_path / "r.json"
+    assert run_cli("run", MLP, "--timing-only", "--report", rep).exit_code == 0
+    r = CliRunner().invoke(main, ["report", "-"], input=rep.read_bytes(), catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert f"total {round(json.loads(rep.read_text())['total_cycles']):,} cycles" in r.output

@@ -12,6 +12,7 @@ command silently with status 141, as SIGPIPE ends other Unix tools.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -177,9 +178,10 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
         write_text(output, text)
         click.echo(f"wrote {output} (--shape-only: no weights file)", err=True)
         return
-    if output_kind(output) != "atomic":  # a FIFO or device takes one stream: the IR
+    if output_kind(output) != "atomic":  # a FIFO, device or descriptor takes one stream: the IR
         write_text(output, text)
-        click.echo(f"wrote {output} (not a regular file: no weights file beside it)", err=True)
+        click.echo(f"wrote {output}; not a regular file, so no weights were written "
+                   f"(`-o FILE.mlir` writes them to FILE.weights.npz)", err=True)
         return
     write_output(weights_path(output), weights.save)
     write_text(output, text)
@@ -242,14 +244,26 @@ def _file_id(p: Path) -> tuple:
         return (os.path.realpath(p),)
 
 
-def _check_outputs(outputs: list[Path | None], inputs: list[Path | None]) -> None:
+def _plot_files(plots: Path | None) -> list[Path]:
+    """The files --plots DIR may write (api/plots.py: roofline and timeline, each format)."""
+    from ascendir.api.plots import FORMATS
+
+    return [] if plots is None else [plots / f"{stem}.{ext}" for stem in ("roofline", "timeline") for ext in FORMATS]
+
+
+def _check_outputs(outputs: list[Path | None], inputs: list[Path | None], plots: Path | None = None) -> None:
     """Before any work: every output path can be written, none is a file the run reads, and no
-    two name the same file (FIFOs and devices excepted; `-` at most once).
+    two name the same file (FIFOs and devices excepted; `-` at most once), the files of --plots
+    DIR included.
 
     Raises:
         AscendirError: naming the path.
     """
     given = [p for p in outputs if p is not None]
+    drawn = {_file_id(f): f for f in _plot_files(plots)}
+    for p in [*given, *(p for p in inputs if p is not None)]:
+        if not is_stdout(p) and _file_id(p) in drawn:
+            raise AscendirError(f"{p}: --plots {plots} writes this file too: output paths must differ")
     read = {_file_id(p) for p in inputs if p is not None}
     files = []
     for p in given:
@@ -389,7 +403,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     from ascendir.api.report_table import render
 
     timing_only = _check_run_flags(model, outputs, timing_only, shape_only, verify_numerics, expected, check_ort)
-    _check_outputs([outputs, report_path, trace_path], _run_inputs(model, target, inputs, expected))
+    _check_outputs([outputs, report_path, trace_path], _run_inputs(model, target, inputs, expected), plots)
     if plots is not None:
         _prepare_plots(plots)
     module, weights, hw = _load_for_run(model, inputs, target, input_shapes, shape_only, dtype, timing_only, pipeline, tiling)
@@ -534,7 +548,10 @@ def _write_run_files(result, outputs: Path | None, report_path: Path | None, tra
     def save_outputs(f) -> None:
         # bf16 / fp8 / fp4 / int4 outputs upcast exactly (dtypes.numpy_native): np.savez would store
         # ml_dtypes arrays as raw |V bytes that np.load cannot compute with
-        np.savez(f, **{k: numpy_native(v) for k, v in result.outputs.items()})
+        # np.savez seeks back into what it wrote: a gzip stream or a pipe cannot, a buffer can
+        buf = io.BytesIO()
+        np.savez(buf, **{k: numpy_native(v) for k, v in result.outputs.items()})
+        f.write(buf.getbuffer())
 
     broken = problem(result.report)
     if broken:  # `ascendir report` would reject it: say so now, write nothing
@@ -684,6 +701,7 @@ def report(reports: tuple[Path, ...], diff: bool, trace_path: Path | None, plots
     if trace_path is not None and plots is None:
         raise AscendirError("--trace is read for the pipe timeline of --plots; add --plots DIR")
     if plots is not None:
+        _check_outputs([], [report_path, trace_path], plots)
         _prepare_plots(plots)
     data = _read_report(report_path)
     events = None

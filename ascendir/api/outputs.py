@@ -7,17 +7,21 @@ What a path names decides how it is written (`output_kind`):
   whole content is written, so a failure or a signal leaves the old file (or none) and no
   temporary behind. A symlink to a regular file is written through: the file it points to is
   replaced, the link stays.
-* a FIFO, a character device (`/dev/null`, `/dev/stdout` of a terminal), or a path through
-  `/proc/<pid>/fd` (`/dev/stdout` of a pipe or a redirected file): opened and written in place,
-  as a shell redirection would. It is never unlinked or renamed over.
-* anything else (a directory, a block device, a socket): an error; it is never replaced.
+* a FIFO, a character device (`/dev/null`, `/dev/stdout` of a terminal), or a path that is, or
+  links to, a descriptor (`/proc/<pid>/fd/N`, `/dev/fd/N`, `/dev/stdout`: a pipe or a file the
+  shell redirected): opened and appended to in place, as a shell redirection would (`>>`). It is
+  never unlinked, renamed over or truncated.
+* anything else (a directory, a block device, a socket, a symlink loop): an error; it is never
+  replaced.
 
 A name ending in `.gz` is gzip-compressed (the name given decides, not a link's target).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable, Iterator
@@ -44,9 +48,9 @@ def output_kind(path: str | Path) -> str:
         st = p.stat()  # follows symlinks: the kind of what is written
     except FileNotFoundError:
         return "atomic"  # nothing there yet, or a dangling link: created where it points
-    except OSError:
-        return "atomic"  # reported by check_writable
-    if os.path.realpath(p).startswith("/proc/"):
+    except OSError as e:
+        return "refuse" if e.errno == errno.ELOOP else "atomic"  # else reported by check_writable
+    if _names_descriptor(p):
         return "through"  # /dev/stdout & co.: the descriptor's open file, whatever it is
     if stat.S_ISREG(st.st_mode):
         return "atomic"
@@ -55,8 +59,33 @@ def output_kind(path: str | Path) -> str:
     return "refuse"
 
 
+_DESCRIPTOR = re.compile(r"/proc/[^/]+/fd/[^/]+|/dev/fd/[^/]+|/dev/std(in|out|err)")
+
+
+def _names_descriptor(path: Path) -> bool:
+    """Whether `path` is, or links (in any hop) to, an open descriptor: /proc/<pid>/fd/N,
+    /dev/fd/N, /dev/std*. os.path.realpath cannot tell: it follows /proc's magic link on to the
+    file the descriptor has open (a file the shell redirected to, which must not be replaced)."""
+    cur = os.path.abspath(path)
+    for _ in range(64):  # more hops than the kernel's 40: a loop is refused before this
+        parent, name = os.path.split(cur)
+        cur = os.path.join(os.path.realpath(parent), name)
+        if _DESCRIPTOR.fullmatch(cur):
+            return True
+        try:
+            cur = os.path.join(os.path.dirname(cur), os.readlink(cur))
+        except OSError:  # not a link: the file itself
+            return False
+    return False
+
+
 def _kind_name(path: Path) -> str:
-    mode = path.stat().st_mode
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a symlink loop"
+        raise
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
         if test(mode):
             return name
@@ -75,7 +104,7 @@ def check_writable(path: str | Path, what: str = "output") -> None:
         return
     p = Path(path)
     if kind == "refuse":
-        raise AscendirError(f"cannot write {what} {p}: it is {_kind_name(p)} (only regular files, FIFOs and character devices are written)")
+        raise AscendirError(f"cannot write {what} {p}: it is {_kind_name(p)} (only regular files, FIFOs, character devices and descriptors are written)")
     if kind == "through":
         if not os.access(p, os.W_OK):
             raise AscendirError(f"cannot write {what} {p}: permission denied")
@@ -155,14 +184,15 @@ def write_text(path: str | Path, text: str, what: str = "output") -> None:
 
 
 def read_bytes(path: str | Path) -> bytes:
-    """The content of `path`, gunzipped when it is gzip data (the output side's `.gz`).
+    """The content of `path` (`-`: standard input, as `-` is stdout for outputs), gunzipped when
+    it is gzip data (the output side's `.gz`).
 
     Raises:
         OSError: unreadable; gzip.BadGzipFile / EOFError: a broken gzip stream.
     """
     import gzip
 
-    data = Path(path).read_bytes()
+    data = sys.stdin.buffer.read() if is_stdout(path) else Path(path).read_bytes()
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
