@@ -457,3 +457,30 @@ def test_run_gather_from_an_empty_table() -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     outcome = _run(("run", "g.onnx"), {"g.onnx": model.SerializeToString()})
     assert outcome.kind == "clean" and "Gather table with no rows" in outcome.message, outcome
+
+
+F = np.ones((1, 1, 3, 3), np.float32)
+ONE_VALUE = "must hold one value, got shape [0]"
+
+
+@pytest.mark.parametrize("model, shown", [
+    (one_node("ArgMax", {"x": np.array(1.0, np.float32)}, opset=18), "ArgMax 'n': expects a tensor of rank >= 1, got a scalar"),
+    (one_node("TopK", {"x": X}, {"k": np.zeros((0,), np.int64)}, opset=18, outputs=2), "TopK 'n'"),
+    (one_node("CumSum", {"x": X}, {"a": np.zeros((0,), np.int64)}, opset=18), f"CumSum 'n': axis (input 1, 'a') {ONE_VALUE}"),
+    (one_node("OneHot", {"i": np.zeros((2,), np.int64)}, {"d": np.zeros((0,), np.int64), "v": np.array([0, 1], np.float32)}, opset=18),
+     f"OneHot 'n': depth (input 1, 'd') {ONE_VALUE}"),
+    (one_node("OneHot", {"i": np.zeros((2,), np.int64)}, {"d": np.array(3, np.int64), "v": np.zeros((0,), np.float32)}, opset=18),
+     "OneHot 'n'"),
+    (one_node("Trilu", {"x": X}, {"k": np.zeros((0,), np.int64)}, opset=18), f"Trilu 'n': k (input 1, 'k') {ONE_VALUE}"),
+    (one_node("ConvTranspose", {"x": F}, {"w": np.ones((3,), np.float32)}, opset=18), "ConvTranspose 'n'"),
+    (one_node("ConvTranspose", {"x": F}, {"w": F}, opset=18, output_shape=[5]), "ConvTranspose 'n'"),
+    (one_node("Pad", {"x": np.zeros((1, 3, 0, 7), np.float32)}, {"p": np.array([0, 0, -1, 2, 0, 0, 3, -2], np.int64)}, opset=18,
+              mode="edge"), "Pad 'n': pads [0, 0, -1, 2, 0, 0, 3, -2] remove more than the shape [1, 3, 0, 7] holds"),
+])
+def test_malformed_inputs_of_the_new_ops(model: onnx.ModelProto, shown: str) -> None:
+    """An empty axis / depth / k initializer (CumSum, OneHot, Trilu), ArgMax of a scalar, a crop
+    of an empty axis undone by a pad: were IndexError / ZeroDivisionError / numpy's ValueError.
+    TopK's empty k, OneHot's empty values and ConvTranspose's weight of the wrong rank or short
+    output_shape (the same fuzz seeds) are refused by ONNX shape inference (validation.py)."""
+    assert shown in import_error(model)
+

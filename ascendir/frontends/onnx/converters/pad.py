@@ -43,7 +43,8 @@ def convert_pad(node: NodeContext) -> list[Value]:
     begin, end = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
         begin[a], end[a] = pads[i], pads[len(axes) + i]
-    if any(shape[a] + begin[a] + end[a] < 0 for a in range(rank)):
+    # each crop on its own: a crop of 1 from an empty axis is not undone by a pad of 3 after it
+    if any(shape[a] + min(begin[a], 0) + min(end[a], 0) < 0 for a in range(rank)):
         raise node.error(f"pads {pads} remove more than the shape {list(shape)} holds")
 
     x = original = node.value(0)
