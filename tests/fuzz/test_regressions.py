@@ -484,3 +484,27 @@ def test_malformed_inputs_of_the_new_ops(model: onnx.ModelProto, shown: str) -> 
     output_shape (the same fuzz seeds) are refused by ONNX shape inference (validation.py)."""
     assert shown in import_error(model)
 
+
+@pytest.mark.parametrize("model, shown", [
+    (one_node("Pad", {"x": np.ones((1, 3), np.float32)}, {"p": np.array([0, 3, 0, 0], np.int64)}, opset=18, mode="reflect"),
+     "Pad 'n': mode 'reflect' pads axis 1 of size 3 by 3, 0: more than the size - 1"),
+    (one_node("ConvTranspose", {"x": F}, {"w": F}, opset=18, strides=[2, 2], output_padding=[2, 0]),
+     "ConvTranspose 'n': output_padding [2, 0] must be less than the stride [2, 2] or the dilation [1, 1]"),
+    (one_node("OneHot", {"i": np.array(1, np.int64)}, {"d": np.array(3, np.int64), "v": np.array([0, 1], np.float32)}, opset=18),
+     "OneHot 'n'"),
+])
+def test_models_onnxruntime_rejects(model: onnx.ModelProto, shown: str, tmp_path: Path) -> None:
+    """Models onnxruntime refuses were accepted (reflect past the edge mirrored again, an
+    output_padding of a whole stride); OneHot of a scalar index is refused by ONNX shape
+    inference (validation.py)."""
+    import onnxruntime as ort
+
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime raises its own Fail / RuntimeException types
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        x = model.graph.input[0]
+        shape = [d.dim_value for d in x.type.tensor_type.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(x.type.tensor_type.elem_type)
+        session.run(None, {x.name: np.ones(shape, dtype)})
+    assert shown in import_error(model)

@@ -73,6 +73,8 @@ def convert_pad(node: NodeContext) -> list[Value]:
                     parts.append(node.emit(nn.ExpandOp(fill, block)))
             x = node.emit(nn.ConcatOp(parts, a))
         else:
+            if mode == "reflect" and max(begin[a], end[a]) > current[a] - 1:
+                raise node.error(f"mode 'reflect' pads axis {a} of size {current[a]} by {begin[a]}, {end[a]}: more than the size - 1")
             index = np.pad(np.arange(current[a], dtype=np.int64), (begin[a], end[a]), mode=_GATHER_MODES[mode])
             x = node.emit(nn.GatherOp(x, node.constant(index, f"pad_index{a}"), a))
         current[a] += begin[a] + end[a]
