@@ -76,6 +76,12 @@ def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> N
             ctx.values[op.result] = ctx.emit(weight).results[0]
             continue
         operands = [ctx.gm(v) for v in op.operands]
+        if op.results and all(0 in r.type.get_shape() for r in op.results):
+            # An empty result holds nothing to compute: a GM buffer and no kernel (the templates
+            # tile by every dim, and a tile of 0 elements divides by zero).
+            for r in op.results:
+                ctx.values[r] = ctx.buffer(r.type.get_shape(), r.type.element_type)
+            continue
         key = kernel_reuse.signature(op, operands)
         fragment = ctx.fragments.get(key) if key is not None else None
         if fragment is not None:

@@ -165,6 +165,17 @@ class NodeContext:
             )
         return value
 
+    def require_scalar(self, i: int, what: str) -> np.generic:
+        """Input `i`'s one value (a 0-d or one-element constant: TopK's k, CumSum's axis, ...).
+
+        Raises:
+            AscendirError: the input depends on runtime values, or holds other than one value.
+        """
+        value = np.asarray(self.require_const(i, what))
+        if value.size != 1:
+            raise self.error(f"{what} (input {i}, '{self.node.input[i]}') must hold one value, got shape {list(value.shape)}")
+        return value.reshape(-1)[0]
+
     def shape(self, i: int) -> tuple[int, ...]:
         v = self.input(i)
         return v.shape if isinstance(v, Constant) else nn.shape_of(v)

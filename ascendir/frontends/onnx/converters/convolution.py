@@ -180,6 +180,8 @@ def convert_conv_transpose(node: NodeContext) -> list[Value]:
         raise node.error(f"auto_pad '{auto_pad}' is not an ONNX padding mode")
     if not len(strides) == len(dilations) == len(out_pad) == rank or len(pads) != 2 * rank:
         raise node.error(f"strides/dilations/output_padding/pads do not match {rank} spatial dims")
+    if any(out_pad[d] >= strides[d] and out_pad[d] >= dilations[d] for d in range(rank)):
+        raise node.error(f"output_padding {out_pad} must be less than the stride {strides} or the dilation {dilations}")
     full = [strides[d] * (spatial[d] - 1) + out_pad[d] + (kernel[d] - 1) * dilations[d] + 1 for d in range(rank)]
     target = node.attr("output_shape")
     if target is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):

@@ -223,7 +223,7 @@ def convert_trilu(node: NodeContext) -> list[Value]:
     shape = node.shape(0)
     if len(shape) < 2:
         raise node.error(f"expects a tensor of rank >= 2, got shape {list(shape)}")
-    k = int(node.require_const(1, "k").reshape(-1)[0]) if node.has_input(1) else 0
+    k = int(node.require_scalar(1, "k")) if node.has_input(1) else 0
     rows, cols = shape[-2:]
     ones = np.ones((rows, cols), np.bool_)
     mask = np.triu(ones, k) if node.attr("upper", 1) else np.tril(ones, k)

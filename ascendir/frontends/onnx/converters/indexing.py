@@ -139,7 +139,7 @@ def convert_scatter(node: NodeContext) -> list[Value]:
 def convert_one_hot(node: NodeContext) -> list[Value]:
     """OneHot(indices, depth, values) with a constant depth → where(indices (negative ones
     wrapped by depth) == arange(depth) along the new `axis`, on, off); other indices give off."""
-    depth = int(np.asarray(node.require_const(1, "depth")).reshape(-1)[0])
+    depth = int(node.require_scalar(1, "depth"))
     ishape = node.shape(0)
     rank = len(ishape) + 1
     axis = node.axis(int(node.attr("axis", -1)), rank)

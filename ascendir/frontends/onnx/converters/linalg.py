@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.ir import SSAValue
+from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects import nn
 from ascendir.frontends.onnx.conversion import NodeContext
@@ -13,11 +14,22 @@ from ascendir.frontends.onnx.values import Constant, Value
 
 @converts("MatMul")
 def convert_matmul(node: NodeContext) -> list[Value]:
-    """MatMul → nn.matmul (numpy rule: batched, broadcasting, 1-D operands promoted)."""
+    """MatMul → nn.matmul (numpy rule: batched, broadcasting, 1-D operands promoted). With a
+    zero-size operand the product is known at import: zeros of the result shape (K = 0, as
+    onnxruntime gives) or an empty array, a constant and no kernel."""
     if node.dtype(0) != node.dtype(1):
         raise node.error(f"operands have different element types ({node.dtype(0)}, {node.dtype(1)})")
-    _not_empty(node, 0, 1)
+    if 0 in node.shape(0) or 0 in node.shape(1):
+        return [node.constant(np.zeros(_matmul_shape(node, 0, 1), node.dtype(0)), "zeros")]
     return [node.emit(nn.MatmulOp(node.value(0), node.value(1)))]
+
+
+def _matmul_shape(node: NodeContext, a: int, b: int) -> tuple[int, ...]:
+    """The product's shape (numpy's matmul rule; ONNX shape inference already checked it)."""
+    try:
+        return nn.matmul_shape(node.shape(a), node.shape(b))
+    except VerifyException as e:
+        raise node.error(f"operand shapes {list(node.shape(a))} and {list(node.shape(b))} do not multiply: {e}") from None
 
 
 def _not_empty(node: NodeContext, *indices: int) -> None:

@@ -43,7 +43,8 @@ def convert_pad(node: NodeContext) -> list[Value]:
     begin, end = [0] * rank, [0] * rank
     for i, a in enumerate(axes):
         begin[a], end[a] = pads[i], pads[len(axes) + i]
-    if any(shape[a] + begin[a] + end[a] < 0 for a in range(rank)):
+    # each crop on its own: a crop of 1 from an empty axis is not undone by a pad of 3 after it
+    if any(shape[a] + min(begin[a], 0) + min(end[a], 0) < 0 for a in range(rank)):
         raise node.error(f"pads {pads} remove more than the shape {list(shape)} holds")
 
     x = original = node.value(0)
@@ -72,6 +73,8 @@ def convert_pad(node: NodeContext) -> list[Value]:
                     parts.append(node.emit(nn.ExpandOp(fill, block)))
             x = node.emit(nn.ConcatOp(parts, a))
         else:
+            if mode == "reflect" and max(begin[a], end[a]) > current[a] - 1:
+                raise node.error(f"mode 'reflect' pads axis {a} of size {current[a]} by {begin[a]}, {end[a]}: more than the size - 1")
             index = np.pad(np.arange(current[a], dtype=np.int64), (begin[a], end[a]), mode=_GATHER_MODES[mode])
             x = node.emit(nn.GatherOp(x, node.constant(index, f"pad_index{a}"), a))
         current[a] += begin[a] + end[a]

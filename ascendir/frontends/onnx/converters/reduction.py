@@ -96,7 +96,7 @@ def convert_topk(node: NodeContext) -> list[Value]:
     shape = node.shape(0)
     axis = node.axis(node.attr("axis", -1), len(shape))
     # `sorted=0` leaves the order unspecified, so sorted is valid.
-    k = int(node.require_const(1, "k").reshape(-1)[0])
+    k = int(node.require_scalar(1, "k"))
     if not 0 <= k <= shape[axis]:
         raise node.error(f"k={k} is out of range for dim {axis} of shape {list(shape)}")
     op = nn.TopKOp(node.value(0), k, axis, bool(node.attr("largest", 1)))
@@ -111,6 +111,8 @@ def convert_arg_max(node: NodeContext) -> list[Value]:
     back (n - 1 - i); keepdims=0 drops the axis."""
     shape = node.shape(0)
     rank = len(shape)
+    if rank == 0:
+        raise node.error("expects a tensor of rank >= 1, got a scalar")
     axis = node.axis(int(node.attr("axis", 0)), rank)
     n = shape[axis]
     if n == 0:

@@ -26,7 +26,7 @@ def convert_cumsum(node: NodeContext) -> list[Value]:
     rank = len(shape)
     if rank == 0:
         raise node.error("expects a tensor of rank >= 1")
-    axis = node.axis(int(node.require_const(1, "axis").reshape(-1)[0]), rank)
+    axis = node.axis(int(node.require_scalar(1, "axis")), rank)
     reverse = bool(node.attr("reverse", 0))
     n = shape[axis]
     y = node.value(0)
