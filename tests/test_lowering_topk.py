@@ -48,3 +48,16 @@ def test_topk_ties_take_the_lower_index_first() -> None:
     got = simulate(module, weights, {"x": x}, load_target("ascend910b2")).outputs
     np.testing.assert_array_equal(got["i"], [[1, 2, 4], [0, 1, 2]])
     np.testing.assert_array_equal(got["v"], [[3, 3, 3], [0, 0, 0]])
+
+
+def test_topk_row_of_ninf_matches_onnxruntime() -> None:
+    # was indices [0 0] and values [-inf, -3.4e38]: a removed element (set to lowest-finite)
+    # outranked the -inf ones left
+    x = np.array([[-np.inf] * 4, [1.0, -np.inf, -np.inf, 2.0]], np.float32)
+    model = _topk_model(x, 3)
+    want = run_onnxruntime(model, {"x": x})
+    module, weights = import_onnx(model)
+    lower(module, weights, "ascend910b2")
+    got = simulate(module, weights, {"x": x}, load_target("ascend910b2")).outputs
+    np.testing.assert_array_equal(got["v"], want["v"])
+    np.testing.assert_array_equal(got["i"], want["i"])

@@ -5,14 +5,15 @@ in UB are cheaper than a full sort (Ascend's Sort32 + MrgSort, which a large-k t
 use). Each round, on a tile of rows [tr, C] held in fp32:
 
     vreduce_max(work) -> m [tr, 1]
-    vcmp eq(work, m) -> mask;  vsel(mask, iota, C) -> cand;  vreduce_min(cand) -> i [tr, 1]
+    vcmp eq(work, m) -> mask;  vsel(mask, rank, C) -> cand;  vreduce_min(cand) -> i [tr, 1]
     values[:, j] = m;  indices[:, j] = i (vcast to i64)
-    vcmp eq(iota, i) -> mask;  vsel(mask, lowest, work) -> work      // remove that one element
+    vcmp eq(iota, i) -> mask;  vsel(mask, C, rank) -> rank;  vsel(mask, -inf, work) -> work
 
 The smallest index among equal maxima is taken first: ONNX TopK's tie rule. `largest = false`
-runs on -x. The iota row [1, C] is built in UB by log2(C) doubling vadds. Indices pass through
-fp32, exact for C <= 2^24. An element equal to the dtype's lowest finite value (or -inf) can be
-ranked after a removed one: a documented limitation.
+runs on -x. The iota row [1, C] is built in UB by log2(C) doubling vadds; rank [tr, C] is iota
+with the removed elements set to C (round 0 uses iota itself), so a removed element is never
+taken again even when every element left is -inf as it is (a row of -inf gave index 0 twice
+and the value lowest-finite). Indices pass through fp32, exact for C <= 2^24.
 
 The axis is moved last by a transpose kernel when it is not (and the results moved back).
 
@@ -38,7 +39,6 @@ from ascendir.dtypes import itemsize
 from ascendir.conversion.nn_to_ascend.templates.elementwise import ub_budget, vector_cores
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div, round_up
-from ascendir.conversion.nn_to_ascend.templates.window_vector import lowest
 
 
 def _v(name: str) -> type:
@@ -62,7 +62,7 @@ def emit_topk_rows(ctx: LoweringContext, x: SSAValue, k: int, largest: bool) -> 
         return values, indices
 
     def nbytes(tr: int) -> int:
-        per = [(tr * c, el), (tr * c, f32), (tr * c, f32), (tr * c, i1), (tr, f32), (tr, f32), (tr * k, el), (tr * k, i64)]
+        per = [(tr * c, el), (tr * c, f32), (tr * c, f32), (tr * c * (k > 1), f32), (tr * c, i1), (tr, f32), (tr, f32), (tr * k, el), (tr * k, i64)]
         return sum(round_up(n * itemsize(e), 32) for n, e in per) + round_up(c * 4, 32) + 64
 
     budget = ub_budget(ctx)
@@ -90,6 +90,7 @@ def emit_topk_rows(ctx: LoweringContext, x: SSAValue, k: int, largest: bool) -> 
     ub_v = kb.alloc([tr, k], el, MemSpace.UB)
     ub_i = kb.alloc([tr, k], i64, MemSpace.UB)
     iota = kb.alloc([1, c], f32, MemSpace.UB)
+    rank = kb.alloc([tr, c], f32, MemSpace.UB) if k > 1 else iota  # k = 1 removes nothing
     width = kb.alloc([1, 1], f32, MemSpace.UB)
     floor = kb.alloc([1, 1], f32, MemSpace.UB)
 
@@ -101,7 +102,7 @@ def emit_topk_rows(ctx: LoweringContext, x: SSAValue, k: int, largest: bool) -> 
         kb.emit(_v("vadds")(kb.subview(iota, [0, 0], [1, n]), kb.subview(iota, [0, p], [1, n]), float(p)))
         p += n
     kb.emit(ascend.VdupOp(width, float(c)))
-    kb.emit(ascend.VdupOp(floor, lowest(f32)))
+    kb.emit(ascend.VdupOp(floor, float("-inf")))
 
     q_in = kb.queue(Pipe.MTE2, Pipe.V)
     q_out = kb.queue(Pipe.V, Pipe.MTE3)
@@ -121,7 +122,7 @@ def emit_topk_rows(ctx: LoweringContext, x: SSAValue, k: int, largest: bool) -> 
         for j in range(k):
             kb.emit(_v("vreduce_max")(work, mx))
             kb.emit(ascend.VcmpOp("eq", work, mx, mask))
-            kb.emit(ascend.VselOp(mask, iota, width, cand))
+            kb.emit(ascend.VselOp(mask, iota if j == 0 else rank, width, cand))
             kb.emit(_v("vreduce_min")(cand, arg))
             if not largest:
                 kb.emit(_v("vneg")(mx, mx))
@@ -130,6 +131,7 @@ def emit_topk_rows(ctx: LoweringContext, x: SSAValue, k: int, largest: bool) -> 
             kb.emit(ascend.VcastOp(arg, kb.subview(ub_i, [0, j], [tr, 1])))
             if j + 1 < k:
                 kb.emit(ascend.VcmpOp("eq", iota, arg, mask))
+                kb.emit(ascend.VselOp(mask, width, iota if j == 0 else rank, rank))
                 kb.emit(ascend.VselOp(mask, floor, work, work))
         q_out.handoff()
         kb.copy(ub_v, kb.subview(gm_v, [r0, 0], [rsz, k]))

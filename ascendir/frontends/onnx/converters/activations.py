@@ -4,6 +4,7 @@ trigonometric and hyperbolic functions without an nn op (Tan, Sinh, Cosh, Asinh,
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import f32
 from xdsl.ir import SSAValue
@@ -96,7 +97,8 @@ def convert_softplus(node: NodeContext) -> list[Value]:
 
 @converts("Sign")
 def convert_sign(node: NodeContext) -> list[Value]:
-    """Sign → 1 where x > 0, -1 where x < 0, else 0, as two nn.where (exact for integers)."""
+    """Sign → 1 where x > 0, -1 where x < 0, else 0, as two nn.where (exact for integers); a
+    float NaN stays NaN (onnxruntime's and numpy's sign)."""
     dtype = node.dtype(0)
     x = node.value(0)
     zero, one, minus = (node.scalar(v, dtype) for v in (0, 1, -1)) if dtype.kind in "iu" else (
@@ -104,7 +106,10 @@ def convert_sign(node: NodeContext) -> list[Value]:
     if dtype.kind == "u":
         return [node.emit(nn.WhereOp(node.emit(nn.GreaterOp(x, zero)), one, zero))]
     y = node.emit(nn.WhereOp(node.emit(nn.LessOp(x, zero)), minus, zero))
-    return [node.emit(nn.WhereOp(node.emit(nn.GreaterOp(x, zero)), one, y))]
+    y = node.emit(nn.WhereOp(node.emit(nn.GreaterOp(x, zero)), one, y))
+    if dtype.kind in "iu":
+        return [y]
+    return [node.emit(nn.WhereOp(node.emit(nn.EqualOp(x, x)), y, x))]
 
 
 @converts("LogSoftmax")
@@ -122,8 +127,11 @@ def convert_log_softmax(node: NodeContext) -> list[Value]:
 
 @converts("Tan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh")
 def convert_hyperbolic(node: NodeContext) -> list[Value]:
-    """Tan = sin / cos; Sinh, Cosh = (exp(x) ∓ exp(-x)) / 2; Asinh = log(x + sqrt(x² + 1)),
-    Acosh = log(x + sqrt(x² - 1)), Atanh = log((1 + x) / (1 - x)) / 2."""
+    """Tan = sin / cos; Sinh, Cosh = (exp(x) ∓ exp(-x)) / 2; Asinh = sign(x) log(|x| +
+    sqrt(x² + 1)) (on |x|: x + sqrt(x² + 1) cancels for negative x), Acosh = log(x +
+    sqrt(x - 1) sqrt(x + 1)) (no x² to overflow, exact near 1), Atanh = log((1 + x) / (1 - x)) / 2.
+    Past sqrt(max)/2 of the dtype (9.2e18 in f32) Asinh and Acosh are log(|x|) + log 2, equal
+    there in the dtype's precision, so x² or x + root never overflows."""
     dtype = _float_input(node)
     x = node.value(0)
     op = node.op_type
@@ -140,5 +148,16 @@ def convert_hyperbolic(node: NodeContext) -> list[Value]:
     if op == "Atanh":
         ratio = node.emit(nn.DivOp(node.emit(nn.AddOp(s(1.0), x)), node.emit(nn.SubOp(s(1.0), x))))
         return [node.emit(nn.MulOp(node.emit(nn.LogOp(ratio)), s(0.5)))]
-    root = node.emit(nn.SqrtOp(node.emit((nn.AddOp if op == "Asinh" else nn.SubOp)(node.emit(nn.MulOp(x, x)), s(1.0)))))
-    return [node.emit(nn.LogOp(node.emit(nn.AddOp(x, root))))]
+    a = node.emit(nn.AbsOp(x)) if op == "Asinh" else x
+    if op == "Asinh":
+        root = node.emit(nn.SqrtOp(node.emit(nn.AddOp(node.emit(nn.MulOp(a, a)), s(1.0)))))
+    else:
+        root = node.emit(nn.MulOp(node.emit(nn.SqrtOp(node.emit(nn.SubOp(a, s(1.0))))),
+                                  node.emit(nn.SqrtOp(node.emit(nn.AddOp(a, s(1.0)))))))
+    near = node.emit(nn.LogOp(node.emit(nn.AddOp(a, root))))
+    far = node.emit(nn.AddOp(node.emit(nn.LogOp(a)), s(float(np.log(2.0)))))
+    big = float(np.sqrt(float(ml_dtypes.finfo(dtype).max))) / 2
+    y = node.emit(nn.WhereOp(node.emit(nn.GreaterOp(a, s(big))), far, near))
+    if op == "Acosh":
+        return [y]
+    return [node.emit(nn.WhereOp(node.emit(nn.LessOp(x, s(0.0))), node.emit(nn.NegOp(y)), y))]

@@ -51,7 +51,8 @@ def convert_reduce_composite(node: NodeContext) -> list[Value]:
     """The reductions ONNX defines as functions of ReduceSum, in their definitions' terms:
     ReduceL1 = sum |x|, ReduceL2 = sqrt(sum x²), ReduceSumSquare = sum x², ReduceLogSum =
     log(sum x), ReduceLogSumExp = log(sum exp(x - m)) + m with m the max (the usual shift,
-    so large x do not overflow; an empty reduction gives log 0 + max = -inf as ONNX's).
+    so large x do not overflow; an empty reduction or a row of all -inf gives -inf as
+    onnxruntime: the shift is 0 where the max is -inf).
     With noop_with_empty_axes and no axes only the elementwise part is applied."""
     axes, keepdims = _reduce_axes(node)
     x = node.value(0)
@@ -63,6 +64,9 @@ def convert_reduce_composite(node: NodeContext) -> list[Value]:
         return [node.emit({"ReduceL1": nn.AbsOp, "ReduceLogSum": nn.LogOp}[op](x)) if op != "ReduceLogSumExp" else x]
     if op == "ReduceLogSumExp":
         m = node.emit(nn.ReduceMaxOp(x, axes, True))
+        # A row of all -inf: -inf - -inf is NaN, so shift by 0 there (exp(-inf) = 0, log 0 = -inf).
+        finite = node.emit(nn.GreaterOp(m, node.scalar(-np.inf, node.dtype(0))))
+        m = node.emit(nn.WhereOp(finite, m, node.scalar(0.0, node.dtype(0))))
         s = node.emit(nn.ReduceSumOp(node.emit(nn.ExpOp(node.emit(nn.SubOp(x, m)))), axes, True))
         y = node.emit(nn.AddOp(node.emit(nn.LogOp(s)), m))
         if not keepdims:
@@ -108,7 +112,9 @@ def convert_topk(node: NodeContext) -> list[Value]:
 def convert_arg_max(node: NodeContext) -> list[Value]:
     """ArgMax / ArgMin → the i64 indices of nn.topk with k = 1 (TopK's tie rule is the lowest
     index, ArgMax's default); select_last_index=1 reverses the axis first and maps the index
-    back (n - 1 - i); keepdims=0 drops the axis."""
+    back (n - 1 - i); keepdims=0 drops the axis. NaN is skipped as onnxruntime does (ArgMax of
+    [1, nan, 3] is 2): a float NaN becomes -inf for ArgMax, +inf for ArgMin, so the index stays
+    in range (an all-NaN row gives 0)."""
     shape = node.shape(0)
     rank = len(shape)
     if rank == 0:
@@ -118,6 +124,10 @@ def convert_arg_max(node: NodeContext) -> list[Value]:
     if n == 0:
         raise node.error(f"cannot take the arg{'max' if node.op_type == 'ArgMax' else 'min'} of an empty dim {axis}")
     x = node.value(0)
+    dtype = node.dtype(0)
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        skip = node.scalar(-np.inf if node.op_type == "ArgMax" else np.inf, dtype)
+        x = node.emit(nn.WhereOp(node.emit(nn.EqualOp(x, x)), x, skip))
     last = bool(node.attr("select_last_index", 0))
     if last:
         backwards = np.arange(n - 1, -1, -1, dtype=np.int64)
