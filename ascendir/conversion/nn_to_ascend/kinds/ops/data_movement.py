@@ -5,14 +5,11 @@ plan = the op; emit = its lowering, by op class."""
 
 from __future__ import annotations
 
-from xdsl.ir import Operation, SSAValue
-
-from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext
-from ascendir.conversion.nn_to_ascend.template import TemplateBase
 from ascendir.conversion.nn_to_ascend.templates import data_movement as dm
+from ascendir.conversion.nn_to_ascend.kinds.ops.emitters import EmitterFamily
 from ascendir.dialects import nn
 
-_EMIT = {
+DATA_MOVEMENT = EmitterFamily("data_movement", {
     nn.ReshapeOp: dm.lower_reshape,
     nn.IdentityOp: dm.lower_identity,
     nn.TransposeOp: dm.lower_transpose,
@@ -20,18 +17,4 @@ _EMIT = {
     nn.ConcatOp: dm.lower_concat,
     nn.ExpandOp: dm.lower_expand,
     nn.GatherOp: dm.lower_gather,
-}
-
-
-class DataMovementOps(TemplateBase):
-    kind = "data_movement"
-    ops = tuple(_EMIT)
-
-    def plan(self, op: Operation) -> Operation:
-        return op
-
-    def emit(self, ctx: LoweringContext, plan: Operation, operands: list[SSAValue]) -> list[SSAValue]:
-        return _EMIT[type(plan)](ctx, plan, operands)
-
-
-DATA_MOVEMENT = DataMovementOps()
+})
