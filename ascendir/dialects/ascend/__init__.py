@@ -33,6 +33,7 @@ from ascendir.dialects.ascend.attrs import (
     CmpPredicateAttr,
     CoreType,
     CoreTypeAttr,
+    DeviceGroupAttr,
     FlagUnit,
     FlagUnitAttr,
     FlagUnitsAttr,
@@ -141,6 +142,6 @@ Ascend = Dialect(
     ],
     [
         MemSpaceAttr, PipeAttr, BarrierPipeAttr, CoreTypeAttr, LayoutAttr, TilingAttr, CmpPredicateAttr,
-        FlagUnitAttr, FlagUnitsAttr, ArchAttr, TargetAttr, RoundModeAttr,
+        FlagUnitAttr, FlagUnitsAttr, ArchAttr, TargetAttr, RoundModeAttr, DeviceGroupAttr,
     ],
 )

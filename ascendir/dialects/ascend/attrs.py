@@ -11,7 +11,8 @@ spelling while the IR holds one typed value:
 * `#ascend.tiling<{m = 128 : i64, ...}>`: the tile sizes of an nn.matmul / nn.attention;
 * `#ascend.flag_units<aic -> aiv1>`: the units a flag of a dav-c220 mix kernel joins;
 * `#ascend.round_mode<nearest>`: the rounding of a cast to f8E8M0FNU (cast_mode.py);
-* `#ascend.arch<"dav-c220">`, `#ascend.target<"ascend910b2">`: the module's architecture and chip.
+* `#ascend.arch<"dav-c220">`, `#ascend.target<"ascend910b2">`: the module's architecture and chip;
+* `#ascend.device_group<[0, 1, 2, 3]>`: the devices (ranks) a collective runs over.
 
 An enum value has one spelling, the printer's (enum_attr.py): `#ascend.pipe<"V">` is an error.
 """
@@ -22,7 +23,7 @@ import functools
 import io
 from collections.abc import Mapping, Sequence
 
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntAttr, IntegerAttr, MemRefType, StringAttr, i64
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
 from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import irdl_attr_definition
@@ -294,6 +295,51 @@ class TargetAttr(ParametrizedAttribute):
         if not chip.strip():  # a parse error, not the VerifyException verify() would raise mid-parse
             parser.raise_error("#ascend.target: the chip name must not be empty", pos, parser.pos)
         return (StringAttr(chip),)
+
+
+@irdl_attr_definition
+class DeviceGroupAttr(ParametrizedAttribute):
+    """`#ascend.device_group<[0, 1, 2, 3]>`: the devices (ranks, numbered as in the topology) a
+    collective runs over, in group order: position i of the group holds chunk i of an all_gather
+    result, of a reduce_scatter input and of an all_to_all exchange (HCCL's rank order).
+
+    Raises (verify): an empty group, a negative device or a device listed twice."""
+
+    name = "ascend.device_group"
+    devices: ArrayAttr[IntAttr]
+
+    def __init__(self, devices: Sequence[int] | ArrayAttr[IntAttr]):
+        if not isinstance(devices, ArrayAttr):
+            devices = ArrayAttr([IntAttr(d) for d in devices])
+        super().__init__(devices)
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The devices in group order."""
+        return tuple(d.data for d in self.devices.data)
+
+    @property
+    def size(self) -> int:
+        """How many devices the group holds."""
+        return len(self.devices.data)
+
+    def verify(self) -> None:
+        ranks = self.ranks
+        if not ranks:
+            raise VerifyException("#ascend.device_group: a group holds at least one device")
+        if min(ranks) < 0:
+            raise VerifyException(f"#ascend.device_group: device {min(ranks)} is negative")
+        if len(set(ranks)) != len(ranks):
+            raise VerifyException(f"#ascend.device_group: a device is listed twice in {list(ranks)}")
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<[" + ", ".join(str(r) for r in self.ranks) + "]>")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            ranks = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+        return (ArrayAttr([IntAttr(r) for r in ranks]),)
 
 
 # Attributes of the module: the architecture and the chip it was lowered for (ArchAttr,

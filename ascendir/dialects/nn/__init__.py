@@ -6,12 +6,16 @@ of a `WeightStore`; they are never printed as literals. Fused ops are `nn.fused`
 body is their meaning, their kind a `#nn.fused_kind<...>` (fused.py). Closed-set ONNX string
 attributes are enum attributes (attrs.py): `#nn.pool_kind<max>`, `#nn.gelu_approximate<tanh>`.
 
+Collectives over device groups (collectives.py): `nn.all_reduce`, `nn.all_gather`,
+`nn.reduce_scatter`, `nn.all_to_all`, the points where the ranks of a sharded (SPMD) module meet.
+
 Every op prints as `nn.op %operands {attrs} : (operand types) -> result types`.
 """
 
 from xdsl.ir import Dialect
 
 from ascendir.dialects.nn.attrs import GeluApproximate, GeluApproximateAttr, PoolKind, PoolKindAttr
+from ascendir.dialects.nn.collectives import AllGatherOp, AllReduceOp, AllToAllOp, CollectiveOp, ReduceScatterOp
 from ascendir.dialects.nn.fused import FusedKind, FusedKindAttr, FusedOp, YieldOp
 from ascendir.dialects.nn.ops import (
     AbsOp,
@@ -99,6 +103,7 @@ NN = Dialect(
         ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp, TopKOp,
         TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SliceOp, GatherOp,
         YieldOp, FusedOp,
+        AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
     ],
     [FusedKindAttr, PoolKindAttr, GeluApproximateAttr],
 )
