@@ -106,7 +106,7 @@ def test_bad_targets(tmp_path: Path):
     ("clock_hz = 1.8e9 ", 'clock_hz = "fast" ', "chip.clock_hz = 'fast'", "positive number"),
     ("hbm_bw_Bps = 1.6e12 ", "hbm_bw_Bps = nan ", "memory.hbm_bw_Bps = nan", "positive number"),
     ("k_per_cycle = { f16 = 16,", "k_per_cycle = { f16 = 0,", "cube.k_per_cycle.f16 = 0", "positive integer"),
-    ("vexp = { bpc = 128,", "vexp = { bpc = -128,", "vector.ops.vexp.bpc = -128", "positive number"),
+    ("vexp = { bpc = 128,", "vexp = { bpc = -128,", "vector.ops.vexp.bpc = -128", "bytes per cycle >= 0.000976562"),
     ("repeat_bytes = 256 ", "repeat_bytes = 0 ", "vector.repeat_bytes = 0", "positive integer"),
     ("mte3 = 12 ", "mte3 = -1 ", "startup.mte3 = -1", "integer >= 0"),
     ("gm_read_latency = 307 ", "gm_read_latency = true ", "memory.gm_read_latency = True", "integer >= 0"),
@@ -122,6 +122,27 @@ def test_bad_values_name_the_key_and_file(tmp_path: Path, old: str, new: str, ke
     with pytest.raises(AscendirError) as e:
         load_target(p)
     assert str(e.value).startswith(f"target file {p}: {key}, must be") and must in str(e.value)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    # each was an internal error (OverflowError) or an infinite cycle count in the report
+    ("hbm_bw_Bps = 1.6e12 ", "hbm_bw_Bps = 1e-300 ", "memory.hbm_bw_Bps = 1e-300 is 5.56e-310 bytes per cycle"),
+    ("gm_to_l1 = 32 ", "gm_to_l1 = 1e-9 ", "rates.gm_to_l1 = 1e-09, must be a number of bytes per cycle >= 0.000976562"),
+    ("mte2 = ", "mte2 = 1e308 #", "startup.mte2 = 1e+308, must be at most 1.678e+07 cycles"),
+    ("gm_read_latency = 307 ", "gm_read_latency = 1e308 ", "memory.gm_read_latency = 1e+308, must be at most 1.678e+07 cycles"),
+    ("k_per_cycle = { f16 = 16,", "k_per_cycle = { f16 = 1e308,", "cube.k_per_cycle.f16 = 1e+308, must be at most 1.126e+15"),
+    ("bytes_per_cycle = 256 ", "bytes_per_cycle = 1e308 ", "vector.bytes_per_cycle = 1e+308, must be at most 1.126e+15"),
+])
+def test_figures_out_of_the_timelines_range(tmp_path: Path, old: str, new: str, message: str):
+    """Figures so small or large that cycle counts overflow (the fuzzed target TOMLs of issue 23)
+    fail on load with the key, not as an internal error or a report `ascendir report` rejects."""
+    text = (HW_DIR / "ascend910b2.toml").read_text()
+    assert old in text
+    p = tmp_path / "custom.toml"
+    p.write_text(text.replace(old, new, 1).replace('name = "ascend910b2"', 'name = "custom"'))
+    with pytest.raises(AscendirError) as e:
+        load_target(p)
+    assert str(e.value).startswith(f"target file {p}: {message}")
 
 
 def test_required_keys_of_open_tables(tmp_path: Path):

@@ -219,19 +219,19 @@ def _parse(raw: dict[str, Any]) -> HardwareConfig:
 
 # Value rules of the TOML keys (checked on the raw file, so 0.5 is not first truncated to 0):
 # "pos" a finite number > 0, "nonneg" a finite number >= 0, "posint" / "nonnegint" the same and
-# integral. A "*" stands for every key of that table. Missing required keys are _parse's to report.
+# integral, "rate" a number of bytes per cycle >= MIN_RATE. A "*" stands for every key of that table. Missing required keys are _parse's to report.
 _RULES: tuple[tuple[str, str], ...] = (
     ("chip.clock_hz", "pos"), ("chip.vector_clock_hz", "pos"), ("chip.num_aic", "posint"), ("chip.num_aiv", "posint"),
     ("chip.aiv_per_aic", "posint"), ("chip.kernel_launch_cycles", "nonnegint"),
     ("memory.hbm_bytes", "posint"), ("memory.hbm_bw_Bps", "pos"), ("memory.gm_read_latency", "nonnegint"),
     ("memory.gm_write_latency", "nonnegint"), ("memory.l2_bytes", "posint"), ("memory.l2_line_bytes", "posint"),
     ("memory.l2_bw_over_hbm", "pos"), ("memory.l2_hit_latency", "nonnegint"), ("memory.l2_miss_latency", "nonnegint"),
-    ("buffers.*", "posint"), ("align.*", "posint"), ("rates.*", "pos"), ("startup.*", "nonnegint"),
+    ("buffers.*", "posint"), ("align.*", "posint"), ("rates.*", "rate"), ("startup.*", "nonnegint"),
     ("cube.fractal_m", "posint"), ("cube.fractal_n", "posint"), ("cube.k_per_cycle.*", "posint"),
     ("cube.mmad_startup", "nonnegint"), ("cube.max_mnk", "posint"),
     ("vector.bytes_per_cycle", "posint"), ("vector.repeat_bytes", "posint"), ("vector.block_bytes", "posint"),
     ("vector.max_repeat", "posint"), ("vector.pipeline_latency", "nonnegint"),
-    ("vector.ops.*.bpc", "pos"), ("vector.ops.*.bpc16", "pos"), ("vector.ops.*.latency", "nonneg"),
+    ("vector.ops.*.bpc", "rate"), ("vector.ops.*.bpc16", "rate"), ("vector.ops.*.latency", "nonneg"),
     ("vector.ops.*.k16", "pos"), ("vector.ops.*.k32", "pos"), ("vector.ops.*.b", "nonneg"),
     ("sync.event_ids", "posint"), ("sync.queue_depth", "posint"),
 )
@@ -257,7 +257,27 @@ _TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "sync": ("event_ids", "queue_depth"),
 }
 # (cube.k_per_cycle's keys are checked against the arch's cube dtypes in _inconsistency)
-_MEANING = {"pos": "a positive number", "nonneg": "a number >= 0", "posint": "a positive integer", "nonnegint": "an integer >= 0"}
+# The slowest rate a target may state, in bytes per cycle. The timeline is exact up to 2^39 cycles
+# (interpreter/timing quantum): at 2^-10 B/cycle a 512 MiB tensor already takes 2^39 cycles, and
+# slower figures (hbm_bw_Bps = 1e-300) turned into infinite cycle counts and reports that
+# `ascendir report` rejects. No chip of the reference is within six orders of magnitude of it.
+MIN_RATE = 2.0**-10
+# The largest figure a target may state: fixed costs in cycles up to 2^24 (9 ms at 1.8 GHz; the
+# longest fixed cost of the reference is a few microseconds), every other number up to 2^50
+# (a PB of HBM, a PB/s). Larger ones (1e308) overflowed the cost model's integer and float
+# arithmetic into internal errors and infinite cycle counts.
+MAX_CYCLES = 2.0**24
+MAX_FIGURE = 2.0**50
+
+
+def _is_cycles(key: str) -> bool:
+    """Whether a target file's key is a fixed cost in cycles (a latency, a startup, a launch)."""
+    leaf = key.rsplit(".", 1)[-1]
+    return key.startswith("startup.") or leaf in ("latency", "b", "mmad_startup", "kernel_launch_cycles") \
+        or leaf.endswith("_latency")
+
+
+_MEANING = {"rate": f"a number of bytes per cycle >= {MIN_RATE:g}", "pos": "a positive number", "nonneg": "a number >= 0", "posint": "a positive integer", "nonnegint": "an integer >= 0"}
 
 
 def _values(raw: Any, parts: list[str], prefix: str = ""):
@@ -315,9 +335,14 @@ def _validate(raw: dict[str, Any], path: Path) -> None:
     for pattern, rule in _RULES:
         for key, v in _values(raw, pattern.split(".")):
             number = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            ok = number and (v > 0 if rule.startswith("pos") else v >= 0) and (not rule.endswith("int") or float(v).is_integer())
+            low_ok = number and (v >= MIN_RATE if rule == "rate" else v > 0 if rule.startswith("pos") else v >= 0)
+            ok = low_ok and (not rule.endswith("int") or float(v).is_integer())
             if not ok:
                 raise AscendirError(f"target file {path}: {key} = {v!r}, must be {_MEANING[rule]}")
+            top = MAX_CYCLES if _is_cycles(key) else MAX_FIGURE
+            if v > top:
+                raise AscendirError(f"target file {path}: {key} = {v!r}, must be at most {top:.4g}"
+                                    + (" cycles" if top == MAX_CYCLES else ""))
     for key in _REQUIRED:
         if not any(True for _ in _values(raw, key.split("."))):
             raise AscendirError(f"target file {path} lacks key {key}")
@@ -371,6 +396,9 @@ def _inconsistency(raw: dict[str, Any]) -> str | None:
     for k in ("fractal_m", "fractal_n"):
         if k in cube and cube[k] != FRACTAL_MN:
             return f"cube.{k} = {cube[k]!r}, must be {FRACTAL_MN} (the cube fractal is 16 x 16 in M x N on every Ascend chip)"
+    if all(k in mem for k in ("hbm_bw_Bps",)) and "clock_hz" in chip and mem["hbm_bw_Bps"] / chip["clock_hz"] < MIN_RATE:
+        return (f"memory.hbm_bw_Bps = {mem['hbm_bw_Bps']!r} is {mem['hbm_bw_Bps'] / chip['clock_hz']:.3g} bytes per cycle "
+                f"at chip.clock_hz = {chip['clock_hz']!r}, must be >= {MIN_RATE:g}")
     if all(k in mem for k in ("hbm_bytes", "l2_bytes")) and mem["hbm_bytes"] < mem["l2_bytes"]:
         return f"memory.hbm_bytes = {mem['hbm_bytes']!r}, must be at least memory.l2_bytes = {mem['l2_bytes']!r} (L2 caches HBM)"
     return None
