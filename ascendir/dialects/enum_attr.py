@@ -24,11 +24,19 @@ def parse_enum_value(parser: BaseParser, enum: type[E], what: str) -> E:
     attribute in messages ("#ascend.pipe", "pipe").
 
     Raises:
-        ParseError: a value `enum` lacks, or a quoted value that has a bare spelling."""
+        ParseError: a value `enum` lacks, a quoted value that has a bare spelling, or the bare
+            start of a value that must be quoted (`dav` of `dav-c220`)."""
     pos = parser.pos
     quoted = parser.parse_optional_str_literal()
     value = quoted if quoted is not None else parser.parse_optional_identifier()
     choices = ", ".join(e.value for e in enum)
+    if value is not None and quoted is None and value not in {e.value for e in enum}:
+        # `dav-c220` lexes as `dav`, `-`, `c220`: name the spelling the user meant
+        meant = [e.value for e in enum if not MLIRLexer.bare_identifier_regex.fullmatch(e.value)
+                 and e.value.startswith(value + "-")]
+        if meant:
+            parser.raise_error(f"{what} {meant[0]} is written as a string \"{meant[0]}\" (a hyphen is no identifier "
+                               "character)", pos, parser.pos)
     if value is None or value not in {e.value for e in enum}:
         parser.raise_error(f"unknown {what} {'value' if value is None else value} (expected one of {choices})", pos, parser.pos)
     if quoted is not None and MLIRLexer.bare_identifier_regex.fullmatch(quoted):

@@ -118,3 +118,11 @@ builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
     ascend.return
   }
 }
+
+// -----
+
+// An arch written bare lexes as `dav`, `-`, `c220`: the message names the quoted spelling
+// (it used to say "unknown #ascend.arch dav").
+// CHECK: #ascend.arch dav-c220 is written as a string "dav-c220" (a hyphen is no identifier character)
+builtin.module attributes {ascend.arch = #ascend.arch<dav-c220>} {
+}
