@@ -5,8 +5,10 @@ Python API (pass authors and scripts):
     import ascendir
     module, weights = ascendir.import_onnx("model.onnx")          # nn dialect + WeightStore
     module, weights = ascendir.compile_model("model.onnx", target="ascend910b2")   # ascend dialect
-    result = ascendir.simulate(module, weights, inputs, ascendir.load_target("ascend910b2"))
-    result.outputs, result.report
+    result = ascendir.simulate(module, weights, inputs, "ascend910b2")   # inputs checked as `run` does
+    result.outputs, result.report, print(result.summary())
+    ascendir.save("model.mlir", module, weights); module, weights = ascendir.load("model.mlir")
+    session = ascendir.run_pipeline(module, "O2", weights)    # any pipeline text, as ascendir-opt -p
 
 `ascendir.PASSES` maps pass names to pass classes (xDSL ModulePass factories);
 `ascendir.PIPELINES` holds the named pipelines O0/O1/O2.
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 from ascendir.errors import AscendirError
 
-__all__ = ["AscendirError", "PASSES", "PIPELINES", "import_onnx", "compile_model", "simulate", "load_target", "WeightStore"]
+__all__ = ["AscendirError", "PASSES", "PIPELINES", "import_onnx", "compile_model", "simulate", "load_target", "WeightStore",
+           "save", "load", "run_pipeline", "SimResult"]
 
 
 def __getattr__(name: str):
@@ -33,10 +36,14 @@ def __getattr__(name: str):
         from ascendir.driver import compile_model
 
         return compile_model
-    if name == "simulate":
-        from ascendir.interpreter import simulate
+    if name in ("simulate", "save", "load", "run_pipeline"):
+        from ascendir.api import library
 
-        return simulate
+        return getattr(library, name)
+    if name == "SimResult":
+        from ascendir.interpreter import SimResult
+
+        return SimResult
     if name == "load_target":
         from ascendir.hardware import load_target
 

@@ -190,6 +190,66 @@ def run_passes(
     return session
 
 
+def run_pipeline(module: ModuleOp, spec: str, weights: WeightStore | None = None, session: Session | None = None) -> Session:
+    """Apply a pass pipeline given as text, as `ascendir-opt -p` takes it, to `module` in place:
+    nn-level or ascend-level passes, the named pipelines O0 / O1 / O2 and
+    `ascend-lowering{target=...}`, other installed plugins' passes; then verify.
+
+    Returns:
+        The session the passes shared (notes, tiling search log, declined regions).
+
+    Raises:
+        AscendirError: an unknown pass or option, a syntax error, IR that fails to verify.
+    """
+    spec = expand_pipelines(spec)
+    try:
+        pipeline = PassPipeline.parse_spec(available_passes(spec), spec) if spec.strip() else PassPipeline(())
+    except (Exception, ArgSpecParseError) as e:  # ValueError, or a syntax error (a BaseException in xDSL)
+        raise AscendirError(f"bad pass pipeline '{spec}': {one_line(e)}") from None
+    return run_passes(module, pipeline, weights, session=session)
+
+
+def check_feeds(func: FuncOp, arrays: dict[str, np.ndarray], source: str, convert=None) -> dict[str, np.ndarray]:
+    """The input arrays for the arguments of `func` (@main), checked: one key per graph input
+    (optionally `input:`-prefixed; `output:` keys are ignored), each of the exact shape and
+    element type (bfloat16 & co. saved as raw bytes, `|V2`, are viewed as their type).
+    `convert(array, dtype)` may first turn an array into the argument's dtype (the CLI's
+    `--dtype fp16` feeds f32 arrays to fp16 inputs) and returns None when it does not apply.
+    `source` names where the arrays came from in messages (`inputs x.npz`).
+
+    Raises:
+        AscendirError: a missing, unknown or doubled key, a wrong shape or element type; the
+            message names the input.
+    """
+    files = [k for k in arrays if not k.startswith("output:")]
+    names = io_names(func, results=False)
+    by_name: dict[str, str] = {}
+    for k in files:
+        name = k.removeprefix("input:")
+        if name in by_name:
+            raise AscendirError(f"{source}: keys '{by_name[name]}' and '{k}' both give input '{name}'")
+        by_name[name] = k
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise AscendirError(f"{source} lack graph input(s) {', '.join(missing)} (keys: {', '.join(files) or 'none'})")
+    unknown = [k for n, k in by_name.items() if n not in names]
+    if unknown:
+        raise AscendirError(f"{source}: key(s) {', '.join(unknown)} name no graph input (inputs: {', '.join(names) or 'none'})")
+    feeds = {}
+    for name, ty in zip(names, func.function_type.inputs.data):
+        arr, shape, dtype = np.asarray(arrays[by_name[name]]), tuple(ty.get_shape()), to_numpy_dtype(ty.element_type)
+        if arr.dtype.kind == "V" and arr.dtype.itemsize == dtype.itemsize and dtype.kind == "V":
+            arr = arr.view(dtype)
+        if convert is not None and (converted := convert(arr, dtype)) is not None:
+            arr = converted
+        if arr.dtype != dtype:
+            raise AscendirError(f"{source}: input '{name}' is {arr.dtype}, the model expects {dtype}")
+        if arr.shape != shape:
+            raise AscendirError(f"{source}: input '{name}' has shape {arr.shape}, the model expects {shape}")
+        feeds[name] = arr
+    return feeds
+
+
 def _run_nn_or_none(module: ModuleOp, weights: WeightStore | None, inputs) -> dict[str, np.ndarray] | None:
     if inputs is None:
         return None

@@ -16,7 +16,8 @@ PKG = Path(__file__).resolve().parents[1] / "ascendir"
 # Top to bottom. A module belongs to the first entry whose prefix it has; the entries of one
 # row are siblings: none may import another.
 LAYERS: list[tuple[str, ...]] = [
-    ("ascendir.api", "ascendir.__init__", "ascendir.__main__", "ascendir.api.calibration"),
+    ("ascendir.__init__", "ascendir.__main__"),  # the public Python API: it re-exports api/library.py's
+    ("ascendir.api", "ascendir.api.calibration"),
     ("ascendir.driver",),
     ("ascendir.pipelines",),
     ("ascendir.frontends", "ascendir.transforms.nn", "ascendir.interpreter"),

@@ -1,4 +1,4 @@
-"""The headline and breakdowns of the printed report (api/report_headline.py, report_table.py):
+"""The headline and breakdowns of the printed report (interpreter/report/headline.py, api/report_table.py):
 latency, throughput, bound resource, launch overhead, time by kind, kernels grouped with their
 launch count; readable at 80 and 160 columns."""
 
@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from ascendir.api.cli import main
-from ascendir.api.report_headline import bound, bound_shares, by_kind, grouped, headline, kernel_kind
+from ascendir.interpreter.report.headline import bound, bound_shares, by_kind, grouped, headline, kernel_kind
 from cli_helpers import run_cli
 
 DATA = Path(__file__).parent / "data"

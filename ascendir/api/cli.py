@@ -314,8 +314,7 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
 
     import numpy as np
 
-    from ascendir.driver import io_names
-    from ascendir.dtypes import to_numpy_dtype
+    from ascendir.driver import check_feeds
     from ascendir.frontends.onnx.precision import DTYPES, saturating_cast
 
     if path.is_file() and not zipfile.is_zipfile(path):
@@ -327,32 +326,13 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
             arrays = {k: data[k] for k in files}
     except (OSError, ValueError, zipfile.BadZipFile) as e:
         raise AscendirError(f"cannot read inputs {path}: {' '.join(str(e).split())}") from None
-    names = io_names(func, results=False)
-    by_name: dict[str, str] = {}
-    for k in files:
-        name = k.removeprefix("input:")
-        if name in by_name:
-            raise AscendirError(f"inputs {path}: keys '{by_name[name]}' and '{k}' both give input '{name}'")
-        by_name[name] = k
-    missing = [n for n in names if n not in by_name]
-    if missing:
-        raise AscendirError(f"inputs {path} lack graph input(s) {', '.join(missing)} (keys: {', '.join(files) or 'none'})")
-    unknown = [k for n, k in by_name.items() if n not in names]
-    if unknown:
-        raise AscendirError(f"inputs {path}: key(s) {', '.join(unknown)} name no graph input (inputs: {', '.join(names) or 'none'})")
-    feeds = {}
-    for name, ty in zip(names, func.function_type.inputs.data):
-        arr, shape, dtype = arrays[by_name[name]], tuple(ty.get_shape()), to_numpy_dtype(ty.element_type)
-        if arr.dtype.kind == "V" and arr.dtype.itemsize == dtype.itemsize and dtype.kind == "V":
-            arr = arr.view(dtype)  # bfloat16 & co. are saved as raw bytes (|V2)
+
+    def convert(arr: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
         if arr.dtype == np.float32 and precision != "fp32" and dtype == DTYPES[precision][1]:
-            arr = saturating_cast(arr, dtype)
-        if arr.dtype != dtype:
-            raise AscendirError(f"inputs {path}: input '{name}' is {arr.dtype}, the model expects {dtype}")
-        if arr.shape != shape:
-            raise AscendirError(f"inputs {path}: input '{name}' has shape {arr.shape}, the model expects {shape}")
-        feeds[name] = arr
-    return feeds
+            return saturating_cast(arr, dtype)
+        return None
+
+    return check_feeds(func, arrays, f"inputs {path}", convert)
 
 
 def _check_entry_sizes(path: Path, func) -> None:

@@ -39,7 +39,7 @@ def _l2(byts: dict) -> str:
 def render(report: dict, console: Console, top: int = 25) -> None:
     """Print the verdict (when the run had expected outputs), the headline (latency,
     throughput, bound resource, launch overhead:
-    report_headline.py), time by kernel kind, the kernels grouped by kernel (the `top` costliest),
+    interpreter/report/headline.py), time by kernel kind, the kernels grouped by kernel (the `top` costliest),
     pipe busy %, bytes per memory level and the GM footprint. At most `console.width` columns:
     below 100 the per-kernel table drops its L2-hit and cube % columns, never a kernel's name."""
     _verdict(report, console)
@@ -64,9 +64,9 @@ def _verdict(report: dict, console: Console) -> None:
 
 
 def _headline(report: dict, console: Console) -> None:
-    """Latency, throughput, bound resource (report_headline.headline), bandwidth, cube peak, L2
+    """Latency, throughput, bound resource (interpreter/report/headline.py), bandwidth, cube peak, L2
     hits, what choose-tiling scored and the declined regions."""
-    from ascendir.api.report_headline import headline
+    from ascendir.interpreter.report.headline import headline
 
     lines = headline(report)
     console.print(f"[bold]{lines[0]}[/]", highlight=False)
@@ -96,7 +96,7 @@ def _headline(report: dict, console: Console) -> None:
 
 def _by_kind(report: dict, console: Console) -> None:
     """Time by op family / fused kind (the 12 costliest, the rest summed)."""
-    from ascendir.api.report_headline import by_kind
+    from ascendir.interpreter.report.headline import by_kind
 
     total = report["total_cycles"]
     kinds = by_kind(report)
@@ -115,7 +115,7 @@ def _by_kind(report: dict, console: Console) -> None:
 def _kernels(report: dict, console: Console, top: int) -> None:
     """The `top` costliest kernels, launches of one kernel grouped; below 100 columns without
     the L2-hit and cube % columns."""
-    from ascendir.api.report_headline import grouped
+    from ascendir.interpreter.report.headline import grouped
 
     total = report["total_cycles"]
     rows = grouped(report)

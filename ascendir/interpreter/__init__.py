@@ -47,11 +47,41 @@ __all__ = [
 @dataclass
 class SimResult:
     """outputs: @main results by onnx.name (out{i} when unnamed); report: see report.py;
-    trace_events: Chrome trace events (empty unless `trace=True`)."""
+    trace_events: Chrome trace events (empty unless `trace=True`).
+
+    Prints as one line per output (name, shape, dtype) and the headline, never whole arrays;
+    `summary()` is that text, shown by rich (`__rich__`) and notebooks (`_repr_html_`) too."""
 
     outputs: dict[str, np.ndarray]
     report: dict
     trace_events: list[dict] = field(default_factory=list)
+
+    def summary(self, top: int = 5) -> str:
+        """The headline (latency, throughput, bound resource, launch overhead: report/headline.py),
+        the cycles of the `top` costliest kernel kinds, and each output's shape and dtype."""
+        from ascendir.interpreter.report.headline import by_kind, headline
+
+        total = self.report["total_cycles"] or 1.0
+        lines = headline(self.report)
+        kinds = by_kind(self.report)[:top]
+        if kinds:
+            lines.append("time by kind: " + ", ".join(f"{kind} {100 * c / total:.0f} % ({n})" for kind, n, c in kinds))
+        for name, arr in self.outputs.items():
+            lines.append(f"output {name}: {'x'.join(map(str, arr.shape)) or 'scalar'} {arr.dtype}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        outs = ", ".join(f"{n}: {'x'.join(map(str, a.shape)) or 'scalar'} {a.dtype}" for n, a in self.outputs.items())
+        return (f"SimResult({self.report['total_cycles']:,.0f} cycles on {self.report['target']}, outputs {{{outs}}}, "
+                f"{len(self.trace_events)} trace events)")
+
+    def __rich__(self) -> str:
+        return self.summary()
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(self.summary())}</pre>"
 
 
 def simulate(
