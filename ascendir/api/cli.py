@@ -4,6 +4,7 @@
     ascendir run model.onnx [--inputs in.npz] [--outputs out.npz] [--report r.json] [--trace t.json] [--plots DIR]
     ascendir report r.json [--trace t.json] [--plots DIR]
     ascendir calibrate [--quick]
+    ascendir sweep model.onnx --target 910b2 --target 910b4 --dtype fp16 [--tiling m=128,n=256] [-o t.csv] [--plot t.png]
 
 Bad input (file, op, shape, IR) prints one line `error: ...` and exits with code 2. Output files
 are written before the printed report; a reader that closes stdout early (`| head`) ends the
@@ -632,8 +633,8 @@ class _launch_progress:
     nothing (pipes, CI and tests see no control characters). Yields the `progress(done, total)`
     callback for `simulate`, or None."""
 
-    def __init__(self, what: str):
-        self.what = what
+    def __init__(self, what: str, unit: str = "launches"):
+        self.what, self.unit = what, unit
         self.bar = None
 
     def __enter__(self):
@@ -641,7 +642,7 @@ class _launch_progress:
             return None
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("launches"),
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(self.unit),
                             TimeElapsedColumn(), console=_Console(stderr=True), transient=True)
         self.bar.start()
         task = self.bar.add_task(self.what, total=None)
@@ -778,6 +779,62 @@ def calibrate(quick: bool) -> None:
     console = _Console()
     rows = calibration.run(quick, progress=lambda vid: console.print(f"simulating {vid} ...", style="dim"))
     calibration.render(rows, console)
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--target", "targets", multiple=True, default=("ascend910b2",), show_default=True,
+              help="A chip name or TOML file; repeat for more points.")
+@click.option("--tiling", "tilings", multiple=True, metavar="m=128,n=128,k=64",
+              help="A forced tiling (as run --tiling); repeat for more points. Default: choose-tiling's search.")
+@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["fp32", "fp16", "bf16"]), default=("fp32",),
+              show_default=True, help="Precision policy; repeat for more points.")
+@click.option("--numerics", is_flag=True, help="Move data too (random inputs, seed 0); default: timing-only, weights not read.")
+@click.option("--scheduler", default="local", show_default=True, metavar="local|dask-local|ADDRESS",
+              help="Where points run: local processes, a throw-away local Dask cluster, or a Dask scheduler address (tcp://host:8786).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1, max=256), default=1, show_default=True,
+              help="Worker processes (local, dask-local).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, metavar="TABLE.csv|.json",
+              help="Write the table; JSON when the name ends in .json, else CSV (`-`: CSV on stdout).")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None, metavar="FILE.png|.svg",
+              help="Latency per point as a bar chart (needs matplotlib).")
+def sweep(model: Path, targets: tuple[str, ...], tilings: tuple[str, ...], dtypes: tuple[str, ...], numerics: bool,
+          scheduler: str, jobs: int, output: Path | None, plot_path: Path | None) -> None:
+    """Compile and simulate MODEL at every point of a grid of targets, tilings and dtypes: one table and a plot."""
+    from ascendir.api import sweep as sw
+
+    if not model.is_file():
+        raise AscendirError(f"cannot read {model}: no such file")
+    _check_outputs([output, plot_path], [model])
+    from ascendir.conversion.nn_to_ascend.tiling import parse_tiling
+
+    for t in tilings:  # a malformed tiling fails every point: say so once, before any runs
+        parse_tiling(t)
+    points = sw.grid(targets, tilings or (None,), dtypes)
+    console = _Console(stderr=is_stdout(output))
+    with _launch_progress(f"sweeping {model.name}", "points") as progress:
+        count = iter(range(1, len(points) + 1))
+        rows = sw.run_sweep(str(model), points, scheduler, jobs, timing_only=not numerics,
+                            done=(lambda row: progress(next(count), len(points))) if progress else None)
+    if output is not None:
+        text = sw.table_text(rows, "json" if output.name.removesuffix(".gz").endswith(".json") else "csv")
+        write_text(output, text)
+    if plot_path is not None:
+        sw.plot(rows, plot_path, str(model))
+    from rich.table import Table
+
+    table = Table(title=f"sweep of {model.name}: {len(rows)} points", title_justify="left")
+    for col in ("#", "target", "dtype", "tiling", "cycles", "µs", "bound"):
+        table.add_column(col, justify="right" if col in ("#", "cycles", "µs") else "left",
+                         no_wrap=col != "tiling", overflow="fold")
+    for i, r in enumerate(rows, 1):
+        ran = not r.get("error")
+        table.add_row(str(i), r["target"], r["dtype"], r["tiling"], f"{r['total_cycles']:,.0f}" if ran else "failed",
+                      f"{r['latency_us']:,.2f}" if ran else "-", f"{r['bound']} {100 * r['bound_share']:.0f}%" if ran else "-")
+    console.print(table)
+    for i, r in enumerate(rows, 1):
+        if r.get("error"):
+            console.print(f"#{i} failed: {r['error']}", markup=False, highlight=False)
 
 
 if __name__ == "__main__":
