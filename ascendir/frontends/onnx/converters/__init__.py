@@ -11,6 +11,7 @@ from ascendir.frontends.onnx.converters import (  # noqa: F401
     movement,
     normalization,
     pad,
+    recurrent,
     reduction,
     resize,
     scan,
