@@ -32,7 +32,7 @@ SAMPLE = [
     "test_resize_upsample_scales_linear", "test_reflect_pad", "test_hardswish", "test_hardsigmoid_example",
     "test_convtranspose_pads", "test_cumsum_2d_axis_1", "test_gather_elements_negative_indices", "test_scatternd_add",
     "test_reduce_l2_default_axes_keepdims_example", "test_reduce_log_sum_exp_empty_set", "test_if",
-    "test_lstm_with_peepholes", "test_gru_seq_length", "test_simple_rnn_bidirectional",
+    "test_lstm_with_peepholes", "test_gru_seq_length", "test_simple_rnn_bidirectional", "test_loop11", "test_scan9_sum",
 ]
 
 

@@ -38,9 +38,10 @@ class ImportState:
         self.shape_only = shape_only
         self.used_names = used_names
         self.values: dict[str, Value] = {}
-        # imports a subgraph (an If branch) into the block, returning its outputs (None where
-        # an unsupported op poisoned one); set by the importer
-        self.import_subgraph: Callable[[Any, str], list[Value | None]] | None = None
+        # imports a subgraph (an If branch, a Loop / Scan body with its inputs bound to the given
+        # values) into the block, returning its outputs (None where an unsupported op poisoned
+        # one); set by the importer
+        self.import_subgraph: Callable[..., list[Value | None]] | None = None
         # Small constants are shared by value: exporters repeat the same scalar in every layer.
         self._inline: dict[tuple[str, tuple[int, ...], bytes], SSAValue] = {}
 

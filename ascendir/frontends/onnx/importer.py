@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
@@ -282,9 +283,18 @@ class _GraphImporter:
             elif name and self.unsupported:  # e.g. an If whose branch holds an unsupported op
                 self.poisoned.add(name)
 
-    def _import_subgraph(self, graph: onnx.GraphProto, label: str) -> list[Value | None]:
-        """Import the nodes of `graph` (an If branch: it reads outer values by name) into the
-        block; its outputs' values, None for one an unsupported op poisoned."""
+    def _import_subgraph(self, graph: onnx.GraphProto, label: str, bindings: Sequence[Value] = ()) -> list[Value | None]:
+        """Import the nodes of `graph` (an If branch, a Loop or Scan body: it reads outer values by
+        name) into the block, its formal inputs bound to `bindings` in order; its outputs' values,
+        None for one an unsupported op poisoned.
+
+        Raises:
+            AscendirError: a binding count other than the graph's input count."""
+        if len(bindings) != len(graph.input):
+            raise AscendirError(f"subgraph {graph.name!r} of '{label}' takes {len(graph.input)} inputs, {len(bindings)} given")
+        for vi, value in zip(graph.input, bindings):
+            self.state.values[vi.name] = value
+            self.poisoned.discard(vi.name)
         for tensor in graph.initializer:
             self.state.values[tensor.name] = initializer_constant(tensor, self.base_dir, self.shape_only)
         for node in graph.node:
