@@ -61,3 +61,20 @@ def test_topk_row_of_ninf_matches_onnxruntime() -> None:
     got = simulate(module, weights, {"x": x}, load_target("ascend910b2")).outputs
     np.testing.assert_array_equal(got["v"], want["v"])
     np.testing.assert_array_equal(got["i"], want["i"])
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_topk_nan_ranks_above_every_number(largest: int, dtype) -> None:
+    """onnxruntime's order: NaN before +inf among the largest, after every number among the
+    smallest, ties by index. A NaN used to make every value NaN and every index C (out of range)."""
+    x = np.array([[1.0, np.nan, 3.0, -np.inf, 2.0, np.nan, 0.5, np.inf],
+                  [np.nan] * 8,
+                  [np.inf, np.nan, -np.inf, np.nan, 0.0, np.inf, -np.inf, 1.0]], dtype)
+    model = _topk_model(x, 6, largest=largest)
+    want = run_onnxruntime(model, {"x": x})
+    module, weights = import_onnx(model)
+    lower(module, weights, "ascend910b2")
+    got = simulate(module, weights, {"x": x}, load_target("ascend910b2")).outputs
+    np.testing.assert_array_equal(got["i"], want["i"])
+    np.testing.assert_array_equal(got["v"], want["v"])  # NaN where NaN

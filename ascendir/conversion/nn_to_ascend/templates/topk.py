@@ -11,9 +11,15 @@ use). Each round, on a tile of rows [tr, C] held in fp32:
 
 The smallest index among equal maxima is taken first: ONNX TopK's tie rule. `largest = false`
 runs on -x. The iota row [1, C] is built in UB by log2(C) doubling vadds; rank [tr, C] is iota
-with the removed elements set to C (round 0 uses iota itself), so a removed element is never
-taken again even when every element left is -inf as it is (a row of -inf gave index 0 twice
-and the value lowest-finite). Indices pass through fp32, exact for C <= 2^24.
+with the removed elements set to 3C, so a removed element is never taken again even when every
+element left is -inf as it is (a row of -inf gave index 0 twice and the value lowest-finite).
+
+NaN ranks above every number, as onnxruntime orders it (first among the largest, last among the
+smallest; ties by index): a NaN is replaced by +inf (largest) or -inf (smallest, on -x) and its
+rank offset by -C (taken before a true +inf) or +C (after a true -inf); a taken rank outside
+[0, C) is a NaN: its index is the rank minus the offset and its value NaN. (A NaN used to make
+every round's max NaN, no element equal to it, and index C come out.) Ranks pass through fp32,
+exact for 3C <= 2^24.
 
 The axis is moved last by a transpose kernel when it is not (and the results moved back).
 
@@ -62,8 +68,9 @@ def emit_topk_rows(ctx: LoweringContext, x: SSAValue, k: int, largest: bool) -> 
         return values, indices
 
     def nbytes(tr: int) -> int:
-        per = [(tr * c, el), (tr * c, f32), (tr * c, f32), (tr * c * (k > 1), f32), (tr * c, i1), (tr, f32), (tr, f32), (tr * k, el), (tr * k, i64)]
-        return sum(round_up(n * itemsize(e), 32) for n, e in per) + round_up(c * 4, 32) + 64
+        per = [(tr * c, el), (tr * c, f32), (tr * c, f32), (tr * c, f32), (tr * c, i1), (tr, f32), (tr, f32), (tr, f32),
+               (tr, i1), (tr * k, el), (tr * k, i64)]
+        return sum(round_up(n * itemsize(e), 32) for n, e in per) + 2 * round_up(c * 4, 32) + 6 * 32
 
     budget = ub_budget(ctx)
     if nbytes(1) > budget:
@@ -90,9 +97,16 @@ def emit_topk_rows(ctx: LoweringContext, x: SSAValue, k: int, largest: bool) -> 
     ub_v = kb.alloc([tr, k], el, MemSpace.UB)
     ub_i = kb.alloc([tr, k], i64, MemSpace.UB)
     iota = kb.alloc([1, c], f32, MemSpace.UB)
-    rank = kb.alloc([tr, c], f32, MemSpace.UB) if k > 1 else iota  # k = 1 removes nothing
+    nan_rank = kb.alloc([1, c], f32, MemSpace.UB)
+    rank = kb.alloc([tr, c], f32, MemSpace.UB)
     width = kb.alloc([1, 1], f32, MemSpace.UB)
     floor = kb.alloc([1, 1], f32, MemSpace.UB)
+    nan_fill = kb.alloc([1, 1], f32, MemSpace.UB)
+    nan = kb.alloc([1, 1], f32, MemSpace.UB)
+    raw = kb.alloc([tr, 1], f32, MemSpace.UB)
+    picked_nan = kb.alloc([tr, 1], i1, MemSpace.UB)
+    bound = kb.alloc([1, 1], f32, MemSpace.UB)  # ranks below 0 (largest) or from C on (smallest) are NaNs
+    offset = -float(c) if largest else float(c)  # a NaN's rank: before (largest) or after (smallest) every number
 
     # iota[0, j] = j by doubling: [0] -> [0, 1] -> [0..3] -> ...
     kb.emit(ascend.VdupOp(kb.subview(iota, [0, 0], [1, 1]), 0.0))
@@ -101,8 +115,12 @@ def emit_topk_rows(ctx: LoweringContext, x: SSAValue, k: int, largest: bool) -> 
         n = min(p, c - p)
         kb.emit(_v("vadds")(kb.subview(iota, [0, 0], [1, n]), kb.subview(iota, [0, p], [1, n]), float(p)))
         p += n
-    kb.emit(ascend.VdupOp(width, float(c)))
+    kb.emit(_v("vadds")(iota, nan_rank, offset))
+    kb.emit(ascend.VdupOp(width, float(3 * c)))
     kb.emit(ascend.VdupOp(floor, float("-inf")))
+    kb.emit(ascend.VdupOp(nan_fill, float("inf") if largest else float("-inf")))
+    kb.emit(ascend.VdupOp(nan, float("nan")))
+    kb.emit(ascend.VdupOp(bound, 0.0 if largest else float(c)))
 
     q_in = kb.queue(Pipe.MTE2, Pipe.V)
     q_out = kb.queue(Pipe.V, Pipe.MTE3)
@@ -119,19 +137,26 @@ def emit_topk_rows(ctx: LoweringContext, x: SSAValue, k: int, largest: bool) -> 
             if not largest:
                 kb.emit(_v("vneg")(work, work))
         q_in.release()
+        kb.emit(ascend.VcmpOp("ne", work, work, mask))  # NaN
+        kb.emit(ascend.VselOp(mask, nan_rank, iota, rank))
+        kb.emit(ascend.VselOp(mask, nan_fill, work, work))
         for j in range(k):
             kb.emit(_v("vreduce_max")(work, mx))
             kb.emit(ascend.VcmpOp("eq", work, mx, mask))
-            kb.emit(ascend.VselOp(mask, iota if j == 0 else rank, width, cand))
-            kb.emit(_v("vreduce_min")(cand, arg))
+            kb.emit(ascend.VselOp(mask, rank, width, cand))
+            kb.emit(_v("vreduce_min")(cand, raw))
+            kb.emit(ascend.VcmpOp("lt" if largest else "ge", raw, bound, picked_nan))
+            kb.emit(_v("vadds")(raw, arg, -offset))
+            kb.emit(ascend.VselOp(picked_nan, arg, raw, arg))
             if not largest:
                 kb.emit(_v("vneg")(mx, mx))
+            kb.emit(ascend.VselOp(picked_nan, nan, mx, mx))
             v_j = kb.subview(ub_v, [0, j], [tr, 1])
             kb.emit(_v("vcopy")(mx, v_j) if el == f32 else ascend.VcastOp(mx, v_j))
             kb.emit(ascend.VcastOp(arg, kb.subview(ub_i, [0, j], [tr, 1])))
             if j + 1 < k:
-                kb.emit(ascend.VcmpOp("eq", iota, arg, mask))
-                kb.emit(ascend.VselOp(mask, width, iota if j == 0 else rank, rank))
+                kb.emit(ascend.VcmpOp("eq", rank, raw, mask))
+                kb.emit(ascend.VselOp(mask, width, rank, rank))
                 kb.emit(ascend.VselOp(mask, floor, work, work))
         q_out.handoff()
         kb.copy(ub_v, kb.subview(gm_v, [r0, 0], [rsz, k]))
