@@ -177,6 +177,50 @@ def _if(v: int) -> list[Case]:
     ]
 
 
+def _recurrent(op: str) -> Callable[[int], Case]:
+    """One forward and one bidirectional layer, hidden 5, with biases, over a [4, 2, 3] input."""
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+
+    def build(v: int) -> list[Case]:
+        out = []
+        for dirs, direction in ((1, "forward"), (2, "bidirectional")):
+            consts = {"W": _rand(dirs, gates * 5, 3, seed=1) * 0.5, "R": _rand(dirs, gates * 5, 5, seed=2) * 0.5,
+                      "B": _rand(dirs, 2 * gates * 5, seed=3) * 0.2}
+            out.append(Case(["X", "W", "R", "B"], {"X": _rand(4, 2, 3)}, consts, {"hidden_size": 5, "direction": direction},
+                            outputs=3 if op == "LSTM" else 2, label=direction))
+        return out
+
+    return build
+
+
+def _loop(v: int) -> Case:
+    """Three iterations of acc' = acc * x + i, acc also a scan output."""
+    from onnx import TensorProto, helper
+
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["i_f"], to=TensorProto.FLOAT), helper.make_node("Mul", ["acc", "x"], ["m"]),
+         helper.make_node("Add", ["m", "i_f"], ["acc_out"]), helper.make_node("Identity", ["cond"], ["cond_out"]),
+         helper.make_node("Identity", ["acc"], ["scan"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("acc", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in (("cond_out", TensorProto.BOOL, []),
+                                                                 ("acc_out", TensorProto.FLOAT, [3, 4]), ("scan", TensorProto.FLOAT, [3, 4]))])
+    return Case(["M", "c", "acc0"], {"acc0": _rand(3, 4, seed=1), "x": _rand(3, 4, seed=4)}, {"M": np.array(3, np.int64), "c": np.array(True)},
+                {"body": body}, outputs=2)
+
+
+def _scan(v: int) -> Case:
+    """A running sum over 5 rows: state s' = s + x_t, output y_t = s' * x_t."""
+    from onnx import TensorProto, helper
+
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s", "xt"], ["s_out"]), helper.make_node("Mul", ["s_out", "xt"], ["yt"])], "body",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("xt", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("yt", TensorProto.FLOAT, [4])])
+    return Case(["s0", "xs"], {"s0": _rand(4, seed=2), "xs": _rand(5, 4, seed=3)}, attrs={"body": body, "num_scan_inputs": 1},
+                outputs=2)
+
+
 BOOLS = (np.random.default_rng(1).random((3, 4)) > 0.5, np.random.default_rng(2).random((2, 3, 4)) > 0.5)
 INTS = np.random.default_rng(3).integers(-9, 9, (2, 3, 4)).astype(np.int32)
 
@@ -278,6 +322,9 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
              label="output_shape"),
     ],
     "If": _if,
+    **{op: _recurrent(op) for op in ("RNN", "GRU", "LSTM")},
+    "Loop": _loop,
+    "Scan": _scan,
     "CumSum": lambda v: [
         Case(["x", "axis"], {"x": _rand(2, 5, 3)}, {"axis": _ints(1)}, label="axis 1"),
         Case(["x", "axis"], {"x": _rand(2, 5, 3)}, {"axis": _ints(-1)}, {"exclusive": 1, "reverse": 1}, label="exclusive, reverse"),

@@ -125,11 +125,24 @@ def convert_log_softmax(node: NodeContext) -> list[Value]:
     return [node.emit(nn.SubOp(shifted, node.emit(nn.LogOp(total))))]
 
 
+def _log1p(node: NodeContext, u: SSAValue, dtype: np.dtype) -> SSAValue:
+    """log(1 + u) to the dtype's relative precision for tiny u too (Kahan's trick: with w = 1 + u
+    rounded, log(w) · u / (w - 1) cancels the rounding of w; u itself where w rounds to 1)."""
+    one = node.scalar(1.0, dtype)
+    w = node.emit(nn.AddOp(u, one))
+    wm1 = node.emit(nn.SubOp(w, one))
+    exact = node.emit(nn.EqualOp(wm1, node.scalar(0.0, dtype)))
+    safe = node.emit(nn.WhereOp(exact, one, wm1))  # no 0 / 0 where the other branch is taken
+    scaled = node.emit(nn.DivOp(node.emit(nn.MulOp(node.emit(nn.LogOp(w)), u)), safe))
+    return node.emit(nn.WhereOp(exact, u, scaled))
+
+
 @converts("Tan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh")
 def convert_hyperbolic(node: NodeContext) -> list[Value]:
-    """Tan = sin / cos; Sinh, Cosh = (exp(x) ∓ exp(-x)) / 2; Asinh = sign(x) log(|x| +
-    sqrt(x² + 1)) (on |x|: x + sqrt(x² + 1) cancels for negative x), Acosh = log(x +
-    sqrt(x - 1) sqrt(x + 1)) (no x² to overflow, exact near 1), Atanh = log((1 + x) / (1 - x)) / 2.
+    """Tan = sin / cos; Sinh, Cosh = (exp(x) ∓ exp(-x)) / 2; Asinh = sign(x) log1p(|x| + x² /
+    (1 + sqrt(x² + 1))) (on |x|: x + sqrt(x² + 1) cancels for negative x; log1p keeps tiny x
+    exact), Acosh = log(x + sqrt(x - 1) sqrt(x + 1)) (no x² to overflow, exact near 1), Atanh =
+    sign(x) log1p(2|x| / (1 - |x|)) / 2.
     Past sqrt(max)/2 of the dtype (9.2e18 in f32) Asinh and Acosh are log(|x|) + log 2, equal
     there in the dtype's precision, so x² or x + root never overflows."""
     dtype = _float_input(node)
@@ -145,16 +158,21 @@ def convert_hyperbolic(node: NodeContext) -> list[Value]:
         e, inv = node.emit(nn.ExpOp(x)), node.emit(nn.ExpOp(node.emit(nn.NegOp(x))))
         both = node.emit((nn.SubOp if op == "Sinh" else nn.AddOp)(e, inv))
         return [node.emit(nn.MulOp(both, s(0.5)))]
-    if op == "Atanh":
-        ratio = node.emit(nn.DivOp(node.emit(nn.AddOp(s(1.0), x)), node.emit(nn.SubOp(s(1.0), x))))
-        return [node.emit(nn.MulOp(node.emit(nn.LogOp(ratio)), s(0.5)))]
+    if op == "Atanh":  # sign(x) log1p(2a / (1 - a)) / 2 on a = |x|: exact for tiny x, and 1 - a exact near 1
+        a = node.emit(nn.AbsOp(x))
+        u = node.emit(nn.DivOp(node.emit(nn.AddOp(a, a)), node.emit(nn.SubOp(s(1.0), a))))
+        y = node.emit(nn.MulOp(_log1p(node, u, dtype), s(0.5)))
+        return [node.emit(nn.WhereOp(node.emit(nn.LessOp(x, s(0.0))), node.emit(nn.NegOp(y)), y))]
     a = node.emit(nn.AbsOp(x)) if op == "Asinh" else x
     if op == "Asinh":
+        # log(a + root) = log1p(a + a² / (1 + root)): exact for tiny a, where 1 + a rounds to 1
         root = node.emit(nn.SqrtOp(node.emit(nn.AddOp(node.emit(nn.MulOp(a, a)), s(1.0)))))
+        tail = node.emit(nn.DivOp(node.emit(nn.MulOp(a, a)), node.emit(nn.AddOp(root, s(1.0)))))
+        near = _log1p(node, node.emit(nn.AddOp(a, tail)), dtype)
     else:
         root = node.emit(nn.MulOp(node.emit(nn.SqrtOp(node.emit(nn.SubOp(a, s(1.0))))),
                                   node.emit(nn.SqrtOp(node.emit(nn.AddOp(a, s(1.0)))))))
-    near = node.emit(nn.LogOp(node.emit(nn.AddOp(a, root))))
+        near = node.emit(nn.LogOp(node.emit(nn.AddOp(a, root))))
     far = node.emit(nn.AddOp(node.emit(nn.LogOp(a)), s(float(np.log(2.0)))))
     big = float(np.sqrt(float(ml_dtypes.finfo(dtype).max))) / 2
     y = node.emit(nn.WhereOp(node.emit(nn.GreaterOp(a, s(big))), far, near))
