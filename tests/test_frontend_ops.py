@@ -833,3 +833,16 @@ def test_float16_compute() -> None:
     nodes = [node("MatMul", ["a", "b"], ["m"]), node("Softmax", ["m"], ["s"], axis=-1), node("Add", ["s", "m"])]
     # f16 results: one rounding of a float32 computation each, so compare at f16 precision.
     check_against_onnxruntime(make_model(nodes, {"a": a, "b": b}, ["y"]), {"a": a, "b": b}, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("trans_a", [0, 1])
+@pytest.mark.parametrize("with_c", [False, True])
+def test_gemm_with_k_zero_is_beta_c(trans_a: int, with_c: bool) -> None:
+    """K = 0: alpha · A @ B is an empty sum, zeros, as onnxruntime gives; C still adds (the node
+    was refused as a zero-size matmul)."""
+    a = np.zeros((0, 3) if trans_a else (3, 0), np.float32)
+    b = np.zeros((0, 4), np.float32)
+    inputs = ["a", "b"] + (["c"] if with_c else [])
+    model = make_model([helper.make_node("Gemm", inputs, ["y"], transA=trans_a, alpha=3.0, beta=2.0)], {"a": a, "b": b}, ["y"],
+                       initializers={"c": np.arange(4, dtype=np.float32)} if with_c else None)
+    check_against_onnxruntime(model, {"a": a, "b": b})

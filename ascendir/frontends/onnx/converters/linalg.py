@@ -51,17 +51,27 @@ def _gemm_operand(node: NodeContext, i: int, transpose: bool) -> SSAValue:
 
 @converts("Gemm")
 def convert_gemm(node: NodeContext) -> list[Value]:
-    """Y = alpha * op(A) @ op(B) + beta * C  →  nn.matmul [+ nn.mul alpha] [+ nn.add beta*C]."""
+    """Y = alpha * op(A) @ op(B) + beta * C  →  nn.matmul [+ nn.mul alpha] [+ nn.add beta*C]; with
+    K = 0 (and M, N > 0) the product is zeros, as onnxruntime gives.
+
+    Raises:
+        AscendirError: operands that are not 2-D, of different element types, or empty in M or N."""
     dtype = node.dtype(0)
     if node.dtype(1) != dtype:
         raise node.error(f"operands have different element types ({dtype}, {node.dtype(1)})")
-    _not_empty(node, 0, 1)
     alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
-    a = _gemm_operand(node, 0, bool(node.attr("transA", 0)))
-    b = _gemm_operand(node, 1, bool(node.attr("transB", 0)))
-    y = node.emit(nn.MatmulOp(a, b))
-    if alpha != 1.0:
-        y = node.emit(nn.MulOp(y, node.scalar(alpha, dtype)))
+    for i in (0, 1):
+        if len(node.shape(i)) != 2:
+            raise node.error(f"operand {i} must be 2-D, got shape {list(node.shape(i))}")
+    ta, tb = bool(node.attr("transA", 0)), bool(node.attr("transB", 0))
+    (m, k), n = (node.shape(0)[::-1] if ta else node.shape(0)), (node.shape(1)[0] if tb else node.shape(1)[1])
+    if k == 0 and m and n:  # an empty sum: alpha * A @ B is zeros (onnxruntime), then beta * C adds
+        y = node.constant(np.zeros((m, n), dtype), "zeros")
+    else:
+        _not_empty(node, 0, 1)
+        y = node.emit(nn.MatmulOp(_gemm_operand(node, 0, ta), _gemm_operand(node, 1, tb)))
+        if alpha != 1.0:
+            y = node.emit(nn.MulOp(y, node.scalar(alpha, dtype)))
     if node.has_input(2) and beta != 0.0:
         if beta == 1.0:
             c = node.value(2)
