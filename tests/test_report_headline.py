@@ -75,3 +75,17 @@ def test_report_reads_at_80_and_160_columns(llama_report: Path, width: int) -> N
     assert "flash_attention" in words and "time by kind" in r.output
     header = next(line for line in lines if line.split()[:2] == ["kernel", "n"])
     assert ("L2 hit" in header) == (width >= 100)  # narrow: fewer columns, names kept whole
+
+
+def test_launches_carry_their_onnx_nodes(llama_report: Path) -> None:
+    """Each launch names the ONNX node(s) it computes (a reused kernel too: layer 1's launch of the
+    kernel lowered for layer 0 names layer 1's nodes); the grouped row lists both; from 140
+    columns the kernel table shows them."""
+    data = json.loads(llama_report.read_text())
+    transposes = [k["node"] for k in data["kernels"] if k["name"] == "transpose_0"]
+    assert transposes == ["/lm/model/layers.0/self_attn/Transpose", "/lm/model/layers.1/self_attn/Transpose"]
+    ffn = next(r for r in grouped(data) if r["name"] == "ffn_up_0")
+    assert len(ffn["nodes"]) == 2 and all("mlp/gate_proj/MatMul" in n and "mlp/down_proj/MatMul" in n for n in ffn["nodes"])
+    wide = CliRunner().invoke(main, ["report", str(llama_report)], env={"COLUMNS": "160"}).output
+    assert "ONNX nodes" in wide and "layers.0/self_attn/Transpose" in wide
+    assert "ONNX nodes" not in CliRunner().invoke(main, ["report", str(llama_report)], env={"COLUMNS": "100"}).output

@@ -112,9 +112,23 @@ def _by_kind(report: dict, console: Console) -> None:
     console.print(t)
 
 
+def _node_tail(name: str, room: int) -> str:
+    """The trailing components of an exporter's node path that fit `room` characters (the end
+    names the node: /model/layers.0/mlp/down_proj/MatMul → layers.0/mlp/down_proj/MatMul)."""
+    if len(name) <= room:
+        return name
+    parts = name.split("/")
+    out = parts[-1]
+    for p in reversed(parts[:-1]):
+        if len(p) + 1 + len(out) > room:
+            break
+        out = f"{p}/{out}"
+    return out[-room:]
+
+
 def _kernels(report: dict, console: Console, top: int) -> None:
     """The `top` costliest kernels, launches of one kernel grouped; below 100 columns without
-    the L2-hit and cube % columns."""
+    the L2-hit and cube % columns, from 140 with the ONNX nodes of each kernel's launches."""
     from ascendir.interpreter.report.headline import grouped
 
     total = report["total_cycles"]
@@ -128,6 +142,9 @@ def _kernels(report: dict, console: Console, top: int) -> None:
     cols = ["n", "cores", "cycles", "%", "bound", "GM read"] + (["L2 hit"] if wide else []) + ["GM write"] + (["cube %"] if wide else [])
     for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
+    nodes = console.width >= 140 and any(r["nodes"] for r in rows[:top])
+    if nodes:
+        t.add_column("ONNX nodes", no_wrap=True, max_width=40)
     for r in rows[:top]:
         resource, share = r["bound"]
         cells = [str(r["launches"]), f"{r.get('block_dim', '')} {r.get('core_type', '')}", f"{r['cycles']:,.0f}",
@@ -140,6 +157,11 @@ def _kernels(report: dict, console: Console, top: int) -> None:
             peak_f = report.get("ceilings", {}).get("cube_flops_per_s", {}).get("f16")
             cells.append(f"{100 * r['flops'] / (r['cycles'] / report['clock_hz'] * peak_f):.1f}"
                          if peak_f and r["cycles"] and r["flops"] else "-")
+        if nodes:
+            first = r["nodes"][0].split(", ")[0] if r["nodes"] else "-"
+            more = sum(len(n.split(", ")) for n in r["nodes"]) - 1
+            tail = f" +{more}" if more > 0 else ""
+            cells.append(_node_tail(first, 40 - len(tail)) + tail)
         t.add_row(r["name"], *cells)
     console.print(t)
 

@@ -72,6 +72,7 @@ class KernelRecord:
     # [start, end] is the time the pipe `slot` spent in the instruction (trace.py)
     flows: list = field(default_factory=list)
     extrapolated_iterations: int = 0  # loop iterations added as steady-state deltas (steady.py)
+    node: str | None = None  # the ONNX node(s) of the launch (its onnx.node), for the report
 
     @property
     def timeline_cycles(self) -> float:

@@ -56,6 +56,18 @@ def describe(op: Operation, index: int) -> str:
     return text
 
 
+def onnx_nodes(op: Operation) -> str | None:
+    """The ONNX node(s) an nn op computes, comma-separated: its own `onnx.node`, or for a fused
+    region the distinct nodes of its body in program order; None when the importer kept none."""
+    own = op.attributes.get("onnx.node") or op.attributes.get("onnx.name")
+    if isinstance(own, StringAttr):
+        return own.data
+    if isinstance(op, nn.FusedOp):
+        names = dict.fromkeys(a.data for o in op.body.walk() if isinstance(a := o.attributes.get("onnx.node"), StringAttr))
+        return ", ".join(names) or None
+    return None
+
+
 def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> None:
     """Lower nn ops in program order; operand buffers come from `ctx.values`.
 
@@ -64,6 +76,7 @@ def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> N
     """
     for i, op in enumerate(ops, start):
         ctx.current = describe(op, i)
+        ctx.onnx_nodes = onnx_nodes(op)
         if isinstance(op, (func.ReturnOp, nn.YieldOp)):
             continue
         if isinstance(op, nn.WeightOp):

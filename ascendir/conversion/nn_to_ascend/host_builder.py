@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import MemRefType, TensorType
+from xdsl.dialects.builtin import MemRefType, StringAttr, TensorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
@@ -66,6 +66,7 @@ class LoweringContext:
         self._names: dict[str, int] = {}
         self._views: dict[tuple[SSAValue, tuple[int, ...]], SSAValue] = {}
         self.current: str = ""  # the nn op being lowered, for error messages
+        self.onnx_nodes: str | None = None  # its ONNX node(s), comma-separated: each launch it makes carries them
         # kernel_reuse.Fragment (or None: not replayable) by kernel_reuse.signature of an nn op
         self.fragments: dict[object, object] = {}
 
@@ -108,7 +109,10 @@ class LoweringContext:
 
     def launch(self, kernel: ascend.KernelOp, args: Sequence[SSAValue]) -> None:
         self.kernels.append(kernel)
-        self.emit(ascend.LaunchOp(kernel.sym_name.data, list(args)))
+        launch = ascend.LaunchOp(kernel.sym_name.data, list(args))
+        if self.onnx_nodes:
+            launch.attributes["onnx.node"] = StringAttr(self.onnx_nodes)
+        self.emit(launch)
 
     def error(self, msg: str) -> AscendirError:
         return AscendirError(f"{self.current}: {msg}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
@@ -148,6 +149,11 @@ class Fragment:
                 made.append([ctx.view(args[0], op.results[0].type.get_shape())])
                 continue
             new = op.clone(value_mapper=dict(zip(op.operands, args)))
+            if isinstance(new, ascend.LaunchOp):  # the replaying op's own ONNX node(s), not the recorded one's
+                if ctx.onnx_nodes:
+                    new.attributes["onnx.node"] = StringAttr(ctx.onnx_nodes)
+                else:
+                    new.attributes.pop("onnx.node", None)
             ctx.emit(new)
             made.append(list(new.results))
         return [value(r) for r in self.results]

@@ -271,11 +271,14 @@ class KernelOp(IRDLOperation):
 
 @irdl_op_definition
 class LaunchOp(IRDLOperation):
-    """Host side: launch kernel `@callee` on GM buffers; kernels run in launch order."""
+    """Host side: launch kernel `@callee` on GM buffers; kernels run in launch order. `onnx.node`
+    (optional string): the ONNX node(s) the launch computes, comma-separated (a fused region's
+    nodes in program order), for the report."""
 
     name = "ascend.launch"
     callee = prop_def(SymbolRefAttr)
     args = var_operand_def(MemRefType)
+    node = opt_attr_def(StringAttr, attr_name="onnx.node")
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
     assembly_format = "$callee `(` $args `)` attr-dict `:` type($args)"
 

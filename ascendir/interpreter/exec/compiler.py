@@ -18,6 +18,8 @@ clock decided a start (LoopMemo leaves the S clock out of its key when it decide
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Callable
 
 from xdsl.dialects import func, memref, scf
@@ -113,10 +115,13 @@ class Compiler(ScalarCodegen, TileOps, ScfOps, SteadyFor, MemrefOps, SyncOps):
             raise AscendirError(f"ascend.launch @{name}: {len(args)} arguments, kernel takes {len(kp.arg_slots)}")
         m = self.m
         A = self.F.gm_tags
+        node = op.node.data if op.node is not None else None
 
         def run() -> None:
             try:
-                m.records.append(kp.run([R[a] for a in args], [A[a] for a in args]))
+                rec = kp.run([R[a] for a in args], [A[a] for a in args])
+                # a launch memo may hand the same record to identical launches of other nodes
+                m.records.append(rec if rec.node == node else dataclasses.replace(rec, node=node))
             except AscendirError as e:  # data errors (e.g. a gather index) name the launch too
                 if f"@{name}" in str(e):
                     raise

@@ -67,12 +67,16 @@ def by_kind(report: dict) -> list[tuple[str, int, float]]:
 
 def grouped(report: dict) -> list[dict]:
     """Launches of the same kernel as one row: name, launches, cycles and bytes summed, the
-    bound resource of its costliest launch; most cycles first."""
+    ONNX nodes of its launches (distinct, in launch order), the bound resource of its costliest
+    launch; most cycles first."""
     rows: dict[str, dict] = {}
     for k in report["kernels"]:
         row = rows.setdefault(k["name"], {"name": k["name"], "launches": 0, "cycles": 0.0, "bytes": {}, "flops": 0.0,
-                                          "block_dim": k.get("block_dim"), "core_type": k.get("core_type"), "_peak": -1.0})
+                                          "block_dim": k.get("block_dim"), "core_type": k.get("core_type"), "_peak": -1.0,
+                                          "nodes": []})
         row["launches"] += 1
+        if k.get("node") and k["node"] not in row["nodes"]:
+            row["nodes"].append(k["node"])
         row["cycles"] += k["cycles"]
         row["flops"] += k.get("flops", 0.0)
         for lv, b in k["bytes"].items():

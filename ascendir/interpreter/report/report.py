@@ -74,12 +74,13 @@ class KernelReport:
     cube_peak_fraction: float
     extrapolated_iterations: int = 0
     cube_peak_flops_per_s: float | None = None
+    node: str | None = None  # the ONNX node(s) the launch computes
     pipe_capacity: dict[str, float] = field(default_factory=dict)  # pipe-cycles available (not reported)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         del d["pipe_capacity"]
-        for key in ("pipe_busy_by_unit", "cube_peak_flops_per_s"):
+        for key in ("pipe_busy_by_unit", "cube_peak_flops_per_s", "node"):
             if d[key] is None:
                 del d[key]
         return d
@@ -139,6 +140,7 @@ def kernel_report(rec: KernelRecord, target: HardwareConfig) -> KernelReport:
         extrapolated_iterations=rec.extrapolated_iterations,
         cube_peak_flops_per_s=flops / rec.acct[CUBE_PEAK_CYCLES] * target.num_aic * target.clock_hz if rec.acct[CUBE_PEAK_CYCLES] else None,
         pipe_capacity=capacity,
+        node=rec.node,
     )
 
 

@@ -59,7 +59,12 @@ def _insert_before(anchor: Operation, *ops: Operation) -> None:
 
 
 def _replace(old: Operation, new_ops: list[Operation], value: SSAValue) -> None:
-    """Insert `new_ops` before `old`, route `old`'s result to `value`, erase the dead pattern."""
+    """Insert `new_ops` before `old`, route `old`'s result to `value`, erase the dead pattern. The
+    new ops keep the ONNX node of the op whose result they take over (reports name it)."""
+    node = old.attributes.get("onnx.node")
+    if node is not None:
+        for op in new_ops:
+            op.attributes.setdefault("onnx.node", node)
     _insert_before(old, *new_ops)
     old.results[0].replace_all_uses_with(value)
     erase_dead([old])

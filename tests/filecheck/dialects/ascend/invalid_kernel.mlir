@@ -119,3 +119,17 @@ builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
     ascend.return
   }
 }
+
+// -----
+
+// The ONNX node(s) of a launch are a string.
+// CHECK: Operation does not verify: 3 : i64 should be of base attribute string
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
+  ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
+    ascend.return
+  }
+  func.func @main() {
+    ascend.launch @k() {onnx.node = 3 : i64} : 
+    func.return
+  }
+}

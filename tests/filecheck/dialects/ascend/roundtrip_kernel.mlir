@@ -4,7 +4,7 @@
 // Round trip of the kernel, host and buffer ops (ops_kernel.py): ascend.kernel with its typed
 // #ascend.core_type and declared ffn_plan, ascend.return, ascend.block_idx, ascend.alloc
 // with its declared offset / ascend.slot / subblock, ascend.weight (by name and valued),
-// ascend.view, ascend.launch; the module's #ascend.arch and #ascend.target.
+// ascend.view, ascend.launch (with the ONNX nodes it computes); the module's #ascend.arch and #ascend.target.
 
 // CHECK:      builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">, ascend.target = #ascend.target<"ascend910b2">} {
 // CHECK-NEXT: ascend.kernel @k(%x: memref<32x64xf16, #ascend<space gm>>, %y: memref<2048xf16, #ascend<space gm>>) attributes {block_dim = 4 : i64, core_type = #ascend.core_type<mix>, ffn_plan = "fused"} {
@@ -17,6 +17,7 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: func.func @main(%x: memref<32x64xf16, #ascend<space gm>>, %y: memref<2048xf16, #ascend<space gm>>) {
 // CHECK-NEXT: ascend.launch @k(%x, %y) : memref<32x64xf16, #ascend<space gm>>, memref<2048xf16, #ascend<space gm>>
+// CHECK-NEXT: ascend.launch @k(%x, %y) {onnx.node = "/model/MatMul, /model/Add"} : memref<32x64xf16, #ascend<space gm>>, memref<2048xf16, #ascend<space gm>>
 // CHECK-NEXT: func.return
 // CHECK-NEXT: }
 // CHECK-NEXT: }
@@ -31,6 +32,7 @@ builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">, ascend.target
   }
   func.func @main(%x: memref<32x64xf16, #ascend<space gm>>, %y: memref<2048xf16, #ascend<space gm>>) {
     ascend.launch @k(%x, %y) : memref<32x64xf16, #ascend<space gm>>, memref<2048xf16, #ascend<space gm>>
+    ascend.launch @k(%x, %y) {onnx.node = "/model/MatMul, /model/Add"} : memref<32x64xf16, #ascend<space gm>>, memref<2048xf16, #ascend<space gm>>
     func.return
   }
 }
