@@ -72,6 +72,7 @@ class KernelRecord:
     # [start, end] is the time the pipe `slot` spent in the instruction (trace.py)
     flows: list = field(default_factory=list)
     extrapolated_iterations: int = 0  # loop iterations added as steady-state deltas (steady.py)
+    comm: dict | None = None  # a comm kernel's collective figures (sim/comm.py), None for compute kernels
 
     @property
     def timeline_cycles(self) -> float:
