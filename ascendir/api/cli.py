@@ -300,7 +300,7 @@ def _input_shapes_of(path: Path) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndarray]:
+def _load_inputs(path: Path, func, precision: str = "fp32", devices: int = 0) -> dict[str, np.ndarray]:
     """The arrays of an --inputs .npz for the arguments of `func` (@main): one key per graph input
     (optionally `input:`-prefixed; `output:` keys are ignored), each of the exact shape and dtype.
     Under `--dtype fp16|bf16` (`precision`) an f32 array (the ONNX model's type) may feed an input
@@ -328,20 +328,29 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
     except (OSError, ValueError, zipfile.BadZipFile) as e:
         raise AscendirError(f"cannot read inputs {path}: {' '.join(str(e).split())}") from None
     names = io_names(func, results=False)
+    if devices:  # run --devices: NAME@R keys feed rank R (the returned dict keeps them as NAME@R)
+        base = list(names)
+        names = [*base, *(f"{n}@{r}" for r in range(devices) for n in base)]
     by_name: dict[str, str] = {}
     for k in files:
         name = k.removeprefix("input:")
         if name in by_name:
             raise AscendirError(f"inputs {path}: keys '{by_name[name]}' and '{k}' both give input '{name}'")
         by_name[name] = k
-    missing = [n for n in names if n not in by_name]
+    missing = [n for n in names if n not in by_name and "@" not in n]
+    if devices:  # a name needs its plain key or a key for every rank
+        missing = [n for n in missing if not all(f"{n}@{r}" in by_name for r in range(devices))]
     if missing:
         raise AscendirError(f"inputs {path} lack graph input(s) {', '.join(missing)} (keys: {', '.join(files) or 'none'})")
     unknown = [k for n, k in by_name.items() if n not in names]
     if unknown:
         raise AscendirError(f"inputs {path}: key(s) {', '.join(unknown)} name no graph input (inputs: {', '.join(names) or 'none'})")
     feeds = {}
-    for name, ty in zip(names, func.function_type.inputs.data):
+    types = list(func.function_type.inputs.data)
+    pairs = list(zip(names, types))
+    if devices:
+        pairs = [(n, types[i % len(types)]) for i, n in enumerate(names) if n in by_name]
+    for name, ty in pairs:
         arr, shape, dtype = arrays[by_name[name]], tuple(ty.get_shape()), to_numpy_dtype(ty.element_type)
         if arr.dtype.kind == "V" and arr.dtype.itemsize == dtype.itemsize and dtype.kind == "V":
             arr = arr.view(dtype)  # bfloat16 & co. are saved as raw bytes (|V2)
@@ -390,12 +399,17 @@ def _check_entry_sizes(path: Path, func) -> None:
 @click.option("--expected", type=click.Path(path_type=Path), default=None, metavar="FILE.npz",
               help="Expected outputs (keys: output names, or output:NAME): print PASS/FAIL per output, exit 1 on a mismatch. The output: keys of --inputs serve too.")
 @click.option("--check-ort", is_flag=True, help="Expected outputs from onnxruntime on the same ONNX model and inputs (needs onnxruntime).")
+@click.option("--devices", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
+              help="Run the module SPMD on this many devices of --topology (a module holding collectives): every rank "
+                   "gets the same weights; an --inputs key NAME@R feeds rank R only; random inputs use seed + rank.")
+@click.option("--topology", default=None, metavar="NAME|FILE.toml",
+              help="How the devices are joined (shipped: atlas800-a2, atlas800-a2-x2, a3-supernode-16; default atlas800-a2).")
 @_plots_opt
 @_compile_options
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, check_races: bool, report_path: Path | None,
-        trace_path: Path | None, seed: int, expected: Path | None, check_ort: bool, plots: Path | None, target: str,
-        pipeline: str | None, opt_level: str, input_shapes, verify_numerics: bool, tiling: str | None, shape_only: bool,
-        dtype: str) -> None:
+        trace_path: Path | None, seed: int, expected: Path | None, check_ort: bool, devices: int, topology: str | None,
+        plots: Path | None, target: str, pipeline: str | None, opt_level: str, input_shapes, verify_numerics: bool,
+        tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the verdict
     (with expected outputs at hand) and the report. Exit code 1: an output beyond its tolerance."""
     from ascendir.driver import gather_bounds, io_names, is_lowered, main_func, random_inputs
@@ -411,18 +425,34 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     reference, want = _expected_outputs(model, inputs, expected, check_ort, timing_only, lambda: io_names(main_func(module), results=True))
     notes: dict = {}
     ran = None
+    spmd = devices > 1 or topology is not None
+    if spmd:  # before the lowering: a group the topology cannot run is the user's to fix
+        from ascendir.hardware.topology import load_topology
+        from ascendir.interpreter.sim.cluster import check_groups
+
+        topo = load_topology(topology)
+        if devices > topo.devices:
+            raise AscendirError(f"--devices {devices} does not fit topology {topo.name} ({topo.devices} devices)")
+        check_groups(module, topo, devices)
     if not is_lowered(module):
         ran = _lower_for_run(module, weights, hw, inputs, seed, bounds, pipeline, opt_level, target, tiling, verify_numerics, dtype, notes)
     if inputs:
-        feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32")
+        feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32", devices if spmd else 0)
     else:  # timing-only moves no data: no need to make (possibly huge) random inputs
         feeds = {} if timing_only else random_inputs(module, seed, bounds)
 
     # an output on stdout (`--report -`) keeps it for itself: the table goes to stderr
     console = _Console(stderr=any(is_stdout(p) for p in (outputs, report_path, trace_path)))
-    with _launch_progress(f"simulating on {hw.name}") as progress:
-        result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
-                          check_races=True if check_races else None, progress=progress)
+    if spmd:
+        rank_feeds = [_rank_feeds(feeds, r, module, seed, bounds, timing_only, inputs is not None) for r in range(devices)]
+        with _launch_progress(f"simulating on {devices} x {hw.name}") as progress:
+            result = run_devices([module] * devices, [weights] * devices, rank_feeds, hw, topo, timing_only,
+                                 trace_path is not None or plots is not None)
+        feeds = rank_feeds[0]
+    else:
+        with _launch_progress(f"simulating on {hw.name}") as progress:
+            result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
+                              check_races=True if check_races else None, progress=progress)
 
     result.report.update(notes)
     result.report.update(model={"path": str(model), "sha256": _sha256(model)}, workload=_workload(main_func(module)), pipeline=ran,
@@ -439,6 +469,35 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     render(result.report, console)  # the verdict first, when there is one
     if verdict is not None and verdict["status"] == "fail":
         sys.exit(1)
+
+
+def run_devices(modules: list, weights: list, feeds: list[dict], hw, topology, timing_only: bool, trace: bool):
+    """Run per-rank `modules` with per-rank `weights` and `feeds` on `topology` (the SPMD driver of
+    `run --devices`; a tensor-parallel run passes the shard pass's per-rank modules and stores).
+    Returns rank 0's SimResult with every rank's outputs (rank r > 0 as `NAME@r`) and the cluster
+    report.
+
+    Raises:
+        AscendirError: as simulate_cluster."""
+    from ascendir.interpreter import simulate_cluster
+
+    results = simulate_cluster(modules, weights, feeds, hw, topology, timing_only=timing_only, trace=trace)
+    first = results[0]
+    for r, res in enumerate(results[1:], start=1):
+        first.outputs.update({f"{k}@{r}": v for k, v in res.outputs.items()})
+    return first
+
+
+def _rank_feeds(feeds: dict, rank: int, module, seed: int, bounds, timing_only: bool, given: bool) -> dict:
+    """Rank `rank`'s inputs: NAME@rank keys of --inputs over the shared NAME ones; without
+    --inputs, random inputs of seed + rank (ranks differ, so a collective has something to do)."""
+    from ascendir.driver import random_inputs
+
+    if not given:
+        return {} if timing_only else (feeds if rank == 0 else random_inputs(module, seed + rank, bounds))
+    out = {k: v for k, v in feeds.items() if "@" not in k}
+    out.update({k.rsplit("@", 1)[0]: v for k, v in feeds.items() if k.endswith(f"@{rank}")})
+    return out
 
 
 def _check_run_flags(model: Path, outputs: Path | None, timing_only: bool, shape_only: bool, verify_numerics: bool,

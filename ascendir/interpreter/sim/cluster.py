@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from ascendir.dialects.ascend import KernelOp
 from ascendir.dialects.ascend.attrs import DeviceGroupAttr
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
@@ -237,15 +238,17 @@ def check_groups(module: ModuleOp, topology: Topology, devices: int) -> None:
         AscendirError: one line naming the op: a group larger than the topology, a device it
             lacks or does not join to the others, or a device outside the run."""
     seen = set()
-    for op in module.walk():
-        g = op.properties.get("group")
-        if not isinstance(g, DeviceGroupAttr) or g.ranks in seen:
-            continue
-        seen.add(g.ranks)
-        what = op.name
-        topology.check_group(g.ranks, what)
-        if max(g.ranks) >= devices:
-            raise AscendirError(f"{what}: group {list(g.ranks)} needs device {max(g.ranks)}, the run has {devices} devices")
+    for top in module.ops:
+        kernel = top.sym_name.data if isinstance(top, KernelOp) else None
+        for op in top.walk():
+            g = op.properties.get("group")
+            if not isinstance(g, DeviceGroupAttr) or g.ranks in seen:
+                continue
+            seen.add(g.ranks)
+            what = f"kernel @{kernel}" if kernel else op.name
+            topology.check_group(g.ranks, what)
+            if max(g.ranks) >= devices:
+                raise AscendirError(f"{what}: group {list(g.ranks)} needs device {max(g.ranks)}, the run has {devices} devices")
 
 
 def cluster_report(runs: list[DeviceRun], links: Links, reports: list[dict]) -> dict:
