@@ -4,10 +4,13 @@ that domain share the port's total bandwidth), and notifies cross a link after i
 
 Times are cycles of the chip clock (`clock_hz`), from the start of the run, common to every
 device. A transfer of n bytes from `src` to `dst` that is ready at time t:
-    start = max(t, link free, port free)
-    port free := start + n / port rate                   (the domain's total_GBps)
+    start = max(t, link free)
+    port free := max(start, port free) + n / port rate   (the domain's total_GBps)
     end   = max(start + head + n / flow rate, port free + head)
     link free := end
+so transfers on different links of one port run at once, and together move no more than the
+port's bandwidth allows (the port's bytes are conserved, not its instants: an approximation of
+fair sharing).
 where the flow rate is the link's per-peer rate capped by the transport's per-flow rate and head
 its latency + the transport's fixed cost per transfer (Topology.link: HCCL constants S23, link
 figures S21 / S12 / §6, all in docs/hardware-reference.md §Interconnect). A copy within one
@@ -69,8 +72,8 @@ class Links:
             use = self.links[(src, dst)] = LinkUse(src, dst, ln.domain.name)
         pkey = (src, ln.domain.name)
         port = self.ports.get(pkey, 0.0)
-        start = max(ready, use.free, port)
-        port_end = start + nbytes / self.per_cycle(ln.domain.total_GBps)
+        start = max(ready, use.free)
+        port_end = max(start, port) + nbytes / self.per_cycle(ln.domain.total_GBps)
         self.ports[pkey] = port_end
         head = self.cycles(ln.head_us)
         end = max(start + head + nbytes / self.per_cycle(ln.flow_GBps), port_end + head)
