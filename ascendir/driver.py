@@ -489,3 +489,27 @@ def parse_input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
         except ValueError:
             raise AscendirError(f"bad --input-shape '{spec}': expected NAME=DIMxDIM..., e.g. input_ids=1x128") from None
     return shapes
+
+
+def simulate_ranks(modules: list[ModuleOp], weights: list[WeightStore | None], feeds: list[dict[str, np.ndarray]], target,
+                   topology, timing_only: bool = False, trace: bool = False):
+    """Run per-rank `modules` with per-rank `weights` and `feeds` on `topology` (a name, file or
+    Topology) for `target`: the multi-device driver of `ascendir run --devices` (every rank the same
+    module and store); a tensor-parallel run passes the shard pass's per-rank modules and stores.
+    Returns rank 0's SimResult with every rank's outputs (rank r > 0 as `NAME@r`) and the cluster
+    report. A timing-only run of symmetric ranks (cluster.symmetric_ranks) simulates rank 0 only.
+
+    Raises:
+        AscendirError: as simulate_cluster."""
+    from ascendir.hardware.topology import load_topology
+    from ascendir.interpreter import simulate_cluster
+    from ascendir.interpreter.sim.cluster import symmetric_ranks
+
+    topology = load_topology(topology)
+    # timing-only over symmetric ranks: rank 0 alone gives every rank's figures
+    symmetric = timing_only and symmetric_ranks(modules, topology)
+    results = simulate_cluster(modules, weights, feeds, target, topology, timing_only=timing_only, trace=trace, symmetric=symmetric)
+    first = results[0]
+    for r, res in enumerate(results[1:], start=1):
+        first.outputs.update({f"{k}@{r}": v for k, v in res.outputs.items()})
+    return first

@@ -330,3 +330,25 @@ def test_calibration_rows_of_v8():
 
     for op, cards, measured in (("all_gather", 2, 38.0), ("all_gather", 8, 149.0), ("all_reduce", 2, 18.0), ("all_reduce", 8, 72.0)):
         assert abs(collective_GBps(op, cards) / measured - 1) < 0.10, (op, cards)
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("op,shape,attrs", [c for c in CASES if c[1] != (3, 5)], ids=lambda c: str(c))
+def test_symmetric_ranks_time_like_every_rank(op, shape, attrs, n):
+    """Timing-only over symmetric ranks simulates rank 0 alone: its cycles, collectives and links
+    are those of the run of every device."""
+    text, _ = _collective(op, n, shape, F32, **attrs)
+    m = _lowered(text)
+    every = simulate_cluster([m] * n, [None] * n, [{}] * n, timing_only=True)[0].report
+    (one,) = simulate_cluster([m] * n, [None] * n, [{}] * n, timing_only=True, symmetric=True)
+    a, b = every["cluster"], one.report["cluster"]
+    assert b["symmetric"] and not a["symmetric"] and b["devices"] == a["devices"] == n
+    assert one.report["total_cycles"] == every["total_cycles"]
+    assert b["collectives"][0]["cycles"] == a["collectives"][0]["cycles"]
+    assert b["links"] == [u for u in a["links"] if u["src"] == 0]
+
+
+def test_symmetric_ranks_refused_where_ranks_differ():
+    m = _lowered(_collective("all_gather", 16, (64, 64), F32, axis=0)[0])
+    with pytest.raises(AscendirError, match="symmetric ranks need a timing-only run"):
+        simulate_cluster([m] * 16, [None] * 16, [{}] * 16, topology="atlas800-a2-x2", timing_only=True, symmetric=True)

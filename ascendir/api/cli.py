@@ -412,7 +412,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the verdict
     (with expected outputs at hand) and the report. Exit code 1: an output beyond its tolerance."""
-    from ascendir.driver import gather_bounds, io_names, is_lowered, main_func, random_inputs
+    from ascendir.driver import gather_bounds, io_names, is_lowered, main_func, random_inputs, simulate_ranks
     from ascendir.interpreter import simulate
     from ascendir.api.report_table import render
 
@@ -446,7 +446,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     if spmd:
         rank_feeds = [_rank_feeds(feeds, r, module, seed, bounds, timing_only, inputs is not None) for r in range(devices)]
         with _launch_progress(f"simulating on {devices} x {hw.name}") as progress:
-            result = run_devices([module] * devices, [weights] * devices, rank_feeds, hw, topo, timing_only,
+            result = simulate_ranks([module] * devices, [weights] * devices, rank_feeds, hw, topo, timing_only,
                                  trace_path is not None or plots is not None)
         feeds = rank_feeds[0]
     else:
@@ -469,23 +469,6 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     render(result.report, console)  # the verdict first, when there is one
     if verdict is not None and verdict["status"] == "fail":
         sys.exit(1)
-
-
-def run_devices(modules: list, weights: list, feeds: list[dict], hw, topology, timing_only: bool, trace: bool):
-    """Run per-rank `modules` with per-rank `weights` and `feeds` on `topology` (the SPMD driver of
-    `run --devices`; a tensor-parallel run passes the shard pass's per-rank modules and stores).
-    Returns rank 0's SimResult with every rank's outputs (rank r > 0 as `NAME@r`) and the cluster
-    report.
-
-    Raises:
-        AscendirError: as simulate_cluster."""
-    from ascendir.interpreter import simulate_cluster
-
-    results = simulate_cluster(modules, weights, feeds, hw, topology, timing_only=timing_only, trace=trace)
-    first = results[0]
-    for r, res in enumerate(results[1:], start=1):
-        first.outputs.update({f"{k}@{r}": v for k, v in res.outputs.items()})
-    return first
 
 
 def _rank_feeds(feeds: dict, rank: int, module, seed: int, bounds, timing_only: bool, given: bool) -> dict:

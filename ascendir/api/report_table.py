@@ -186,6 +186,8 @@ def _cluster(report: dict, console: Console) -> None:
     cl = report.get("cluster")
     if not cl:
         return
+    if cl.get("symmetric"):
+        console.print("symmetric ranks: rank 0 simulated, its peers mirrored (figures per device and link are rank 0's)")
     console.print(f"{cl['devices']} devices on {cl['topology']}: {cl['total_cycles']:,.0f} cycles (slowest device); "
                   f"communication {cl['comm_cycles']:,.0f} cycles, exposed {cl['exposed_comm_cycles']:,.0f}")
     dev = Table(title="devices")

@@ -112,6 +112,7 @@ def simulate_cluster(
     timing_only: bool = False,
     trace: bool = False,
     accel: Accel | None = None,
+    symmetric: bool = False,
 ) -> list[SimResult]:
     """Run device d's `modules[d]` with `weights[d]` on `inputs[d]`, the devices joined by
     `topology` (sim/cluster.py; a name or file, default the 8-NPU Atlas 800 A2). An SPMD run
@@ -121,6 +122,8 @@ def simulate_cluster(
     `total_cycles` / `total_seconds` of the whole cluster (its slowest device) and a `cluster`
     section (cluster.cluster_report: per device, per link, per collective); the trace events
     (`trace=True`, on the first result) hold a process per device and one for the links.
+    `symmetric` (timing-only, one module whose collectives span every device over one kind of
+    link: sim/cluster.symmetric_ranks) simulates rank 0 alone, its peers mirrored: one result.
 
     Raises:
         AscendirError: as simulate, plus a deadlock across devices, a group the topology cannot
@@ -130,7 +133,7 @@ def simulate_cluster(
     topo = load_topology(topology)
     for m in modules:
         check_module_gm_fits(m, hw)
-    cl = Cluster(modules, weights, hw, topo, timing_only=timing_only, accel=accel, trace=False)
+    cl = Cluster(modules, weights, hw, topo, timing_only=timing_only, accel=accel, symmetric=symmetric)
     cl.trace = trace
     runs = cl.run(inputs)
     reports = []
@@ -142,7 +145,7 @@ def simulate_cluster(
         for k in rep["kernels"]:
             k["dtype"] = dtypes.get(k["name"])
         reports.append(rep)
-    summary = cluster_report(runs, cl.links, reports)
+    summary = cluster_report(runs, cl.links, reports, len(modules))
     results = []
     for rep, run in zip(reports, runs):
         rep["total_cycles"] = summary["total_cycles"]

@@ -131,6 +131,8 @@ class _DeviceComm:
 
     def peer_launch(self, peer: int, key: tuple[str, int], what: str) -> Launch:
         L = self.run.launches
+        if self.run.mirror:  # timing-only: no data lands; what peers send me mirrors what I send
+            return L[(self.device, key)]
         self.run.sched.block_until(self.device, lambda: (peer, key) in L,
                                    f"{what}, which has not reached launch {key[1] + 1} of @{key[0]}")
         return L[(peer, key)]
@@ -139,7 +141,9 @@ class _DeviceComm:
         self.run.notes[(self.device, peer)].append(time)
         self.run.sched.progress += 1
 
-    def take(self, peer: int, what: str) -> float:
+    def take(self, peer: int, what: str, group: tuple[int, ...]) -> float:
+        if self.run.mirror:
+            return self._mirrored(peer, what, group)
         q, k = self.run.notes[(peer, self.device)], (peer, self.device)
         used = self.run.used
         self.run.sched.block_until(self.device, lambda: len(q) > used[k], what)
@@ -147,10 +151,25 @@ class _DeviceComm:
         return q[used[k] - 1]
 
 
+    def _mirrored(self, peer: int, what: str, group: tuple[int, ...]) -> float:
+        """Symmetric ranks: the k-th record `peer` makes here is seen when this device's k-th
+        record to its mirror peer is (group position 2·me - peer): the peer's stream towards this
+        device is this device's stream towards the mirror, shifted by the rank rotation."""
+        n, i, j = len(group), group.index(self.device), group.index(peer)
+        mirror = group[(2 * i - j) % n]
+        q, k = self.run.notes[(self.device, mirror)], (peer, self.device)
+        if len(q) <= self.run.used[k]:
+            raise AscendirError(f"{what}: with symmetric ranks it needs record {self.run.used[k] + 1} of this device to "
+                                f"device {mirror} first (the collective is not rank-symmetric: simulate every device)")
+        self.run.used[k] += 1
+        return q[self.run.used[k] - 1]
+
+
 class _Run:
     """The shared state of one cluster run."""
 
-    def __init__(self, n: int, links: Links):
+    def __init__(self, n: int, links: Links, mirror: bool = False):
+        self.mirror = mirror  # symmetric ranks: one device simulated, its peers mirrored
         self.sched = Scheduler(n)
         self.links = links
         self.launches: dict = {}
@@ -168,7 +187,7 @@ class Cluster:
             any error of compile_module on a device's module."""
 
     def __init__(self, modules: list[ModuleOp], weights: list[WeightStore | None], target: HardwareConfig, topology: Topology,
-                 timing_only: bool = False, accel: Accel | None = None, trace: bool = False):
+                 timing_only: bool = False, accel: Accel | None = None, trace: bool = False, symmetric: bool = False):
         n = len(modules)
         if len(weights) != n:
             raise AscendirError(f"a cluster of {n} devices needs {n} weight stores, got {len(weights)}")
@@ -177,11 +196,18 @@ class Cluster:
         self.topology = topology
         self.target = target
         self.trace = trace
-        self.devices: list[ModuleProg] = []
-        for m, w in zip(modules, weights):
+        self.size = n
+        for m in modules:
             check_groups(m, topology, n)
-            # one compiled program per distinct (module, weights): every device has its own state
-            self.devices.append(compile_module(m, target, w, timing_only=timing_only, accel=accel, trace=trace))
+        if symmetric and not (timing_only and symmetric_ranks(modules, topology)):
+            raise AscendirError("symmetric ranks need a timing-only run of one module whose every collective spans all "
+                                "devices over links of one kind")
+        self.symmetric = symmetric
+        # every simulated device has its own program (its own clock, L2, buffers); symmetric: rank 0 only
+        self.devices: list[ModuleProg] = [
+            compile_module(m, target, w, timing_only=timing_only, accel=accel, trace=trace)
+            for m, w in zip(modules[:1] if symmetric else modules, weights)
+        ]
         self.links: Links | None = None
 
     def run(self, inputs: list[dict[str, np.ndarray]]) -> list[DeviceRun]:
@@ -190,11 +216,11 @@ class Cluster:
         Raises:
             AscendirError: a deadlock across devices, or any error of a device's run (the first
                 device's in device order)."""
+        if len(inputs) != self.size:
+            raise AscendirError(f"a cluster of {self.size} devices needs {self.size} input dicts, got {len(inputs)}")
         n = len(self.devices)
-        if len(inputs) != n:
-            raise AscendirError(f"a cluster of {n} devices needs {n} input dicts, got {len(inputs)}")
         self.links = Links(self.topology, self.target.clock_hz, trace=self.trace)
-        run = _Run(n, self.links)
+        run = _Run(n, self.links, mirror=self.symmetric)
         results: list[DeviceRun | None] = [None] * n
         errors: list[BaseException | None] = [None] * n
 
@@ -230,6 +256,23 @@ class Cluster:
         return results  # type: ignore[return-value]
 
 
+def symmetric_ranks(modules: list[ModuleOp], topology: Topology) -> bool:
+    """Whether simulating rank 0 alone gives every rank's timing: one module for every device,
+    every device group of it spanning all `len(modules)` devices, each group's pairs joined by
+    one link domain (so every rank sees the same links)."""
+    n = len(modules)
+    if any(m is not modules[0] for m in modules):
+        return False
+    for op in modules[0].walk():
+        g = op.properties.get("group")
+        if isinstance(g, DeviceGroupAttr):
+            if sorted(g.ranks) != list(range(n)):
+                return False
+            if len({topology.domain(a, b).name for a in g.ranks for b in g.ranks if a != b}) > 1:
+                return False
+    return True
+
+
 def check_groups(module: ModuleOp, topology: Topology, devices: int) -> None:
     """Every device group of `module` (nn collectives, or the comm ops of its kernels) must be
     runnable on `topology` by `devices` devices.
@@ -251,10 +294,11 @@ def check_groups(module: ModuleOp, topology: Topology, devices: int) -> None:
                 raise AscendirError(f"{what}: group {list(g.ranks)} needs device {max(g.ranks)}, the run has {devices} devices")
 
 
-def cluster_report(runs: list[DeviceRun], links: Links, reports: list[dict]) -> dict:
+def cluster_report(runs: list[DeviceRun], links: Links, reports: list[dict], devices: int | None = None) -> dict:
     """The multi-device part of a run report: devices, topology, total cycles (the slowest
     device), per device its cycles and bytes, per link bytes and busy fraction, per collective
-    (comm kernel launch) its cycles on the slowest device, the exposed part and the wait."""
+    (comm kernel launch) its cycles on the slowest device, the exposed part and the wait.
+    `devices` above len(runs): a symmetric run (rank 0 simulated; per device and links: its own)."""
     total = max((r["total_cycles"] for r in reports), default=0.0)
     colls: dict[tuple[str, int], dict] = {}
     for d, run in enumerate(runs):
@@ -272,7 +316,8 @@ def cluster_report(runs: list[DeviceRun], links: Links, reports: list[dict]) -> 
             c["bytes_sent"] += rec.comm["bytes_sent"]
     comm_total = sum(c["cycles"] for c in colls.values())
     return {
-        "devices": len(runs),
+        "devices": devices if devices is not None else len(runs),
+        "symmetric": devices is not None and devices != len(runs),
         "topology": links.topology.name,
         "total_cycles": total,
         "per_device": [

@@ -67,7 +67,7 @@ class DeviceComm(Protocol):
 
     def post(self, peer: int, time: float) -> None: ...
 
-    def take(self, peer: int, what: str) -> float: ...
+    def take(self, peer: int, what: str, group: tuple[int, ...]) -> float: ...
 
 
 class CommKernelProgram:
@@ -160,7 +160,7 @@ class CommKernelProgram:
                 streams[peer] = t
             elif isinstance(o, ascend.NotifyWaitOp):
                 peer = o.group.ranks[V[o.peer]]
-                seen = comm.take(peer, f"kernel @{self.name} waits for a notify from device {peer}")
+                seen = comm.take(peer, f"kernel @{self.name} waits for a notify from device {peer}", o.group.ranks)
                 s = streams.get(peer, main)
                 if seen > s:
                     waited += seen - s
