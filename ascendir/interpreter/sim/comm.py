@@ -13,8 +13,9 @@ a remote copy starts when the stream and the link are free and ends when its las
 `hccl.notify_record_us`, seen by the peer after the link latency; a notify wait ends at
 max(stream, the record seen) + `hccl.notify_wait_us`. `comm_reduce` joins every stream and
 takes its HBM bytes at the chip's HBM bandwidth (INF: the vector cores' sum runs at HBM speed).
-The kernel ends when every stream has; its cycles are all *exposed* (nothing computes beside
-it), `wait_cycles` is the part of them spent waiting for peers' records.
+The kernel ends when every stream has, and takes at least its HBM bytes (read here, landed here)
+at the chip's HBM bandwidth: the copies share the HBM of both ends. Its cycles are all *exposed*
+(nothing computes beside it), `wait_cycles` is the part of them spent waiting for peers' records.
 """
 
 from __future__ import annotations
@@ -176,8 +177,11 @@ class CommKernelProgram:
                 if numerics:
                     acc = np.float32 if stack.dtype.kind == "f" and stack.dtype.itemsize < 4 else stack.dtype
                     dst[...] = stack.astype(acc).sum(axis=0, dtype=acc).reshape(dst.shape).astype(dst.dtype)
-        # a multiple of the quantum, as every duration (costmodel/quantum.py): the device clock stays one
-        body = quantise(max([main, *streams.values()]) - t0)
+        # the SDMA engines read and write this device's HBM: the kernel takes at least its HBM bytes
+        # (what it read, what landed here) at the chip's HBM bandwidth; a multiple of the quantum,
+        # as every duration (costmodel/quantum.py), so the device clock stays one
+        hbm_floor = (read + launch.received) / m.target.hbm_bytes_per_cycle
+        body = quantise(max(max([main, *streams.values()]) - t0, hbm_floor))
         core = CoreState(0, NPIPES)
         core.free = [body] * NPIPES
         core.done = [body] * NPIPES
