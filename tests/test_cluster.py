@@ -352,3 +352,10 @@ def test_symmetric_ranks_refused_where_ranks_differ():
     m = _lowered(_collective("all_gather", 16, (64, 64), F32, axis=0)[0])
     with pytest.raises(AscendirError, match="symmetric ranks need a timing-only run"):
         simulate_cluster([m] * 16, [None] * 16, [{}] * 16, topology="atlas800-a2-x2", timing_only=True, symmetric=True)
+
+
+def test_cli_run_devices_refuses_plots(tmp_path):
+    src = tmp_path / "m.mlir"
+    src.write_text(_collective("all_reduce", 2, (4, 8), F32)[0])
+    r = run_cli("run", str(src), "--devices", "2", "--plots", str(tmp_path / "p"))
+    assert r.exit_code == 2 and "--plots draws one chip" in r.output and not (tmp_path / "p").exists()

@@ -426,6 +426,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     notes: dict = {}
     ran = None
     spmd = devices > 1 or topology is not None
+    if spmd and plots is not None:
+        raise AscendirError("--plots draws one chip; drop it with --devices / --topology (--trace has a process per device)")
     if spmd:  # before the lowering: a group the topology cannot run is the user's to fix
         from ascendir.hardware.topology import load_topology
         from ascendir.interpreter.sim.cluster import check_groups
