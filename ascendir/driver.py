@@ -209,34 +209,41 @@ def run_pipeline(module: ModuleOp, spec: str, weights: WeightStore | None = None
     return run_passes(module, pipeline, weights, session=session)
 
 
-def check_feeds(func: FuncOp, arrays: dict[str, np.ndarray], source: str, convert=None) -> dict[str, np.ndarray]:
+def check_feeds(func: FuncOp, arrays: dict[str, np.ndarray], source: str, convert=None, devices: int = 0) -> dict[str, np.ndarray]:
     """The input arrays for the arguments of `func` (@main), checked: one key per graph input
     (optionally `input:`-prefixed; `output:` keys are ignored), each of the exact shape and
     element type (bfloat16 & co. saved as raw bytes, `|V2`, are viewed as their type).
     `convert(array, dtype)` may first turn an array into the argument's dtype (the CLI's
     `--dtype fp16` feeds f32 arrays to fp16 inputs) and returns None when it does not apply.
-    `source` names where the arrays came from in messages (`inputs x.npz`).
+    With `devices` (run --devices), a key `NAME@R` feeds rank R: an input needs its plain key or
+    one for every rank, and the result keeps the `NAME@R` keys. `source` names where the arrays
+    came from in messages (`inputs x.npz`).
 
     Raises:
         AscendirError: a missing, unknown or doubled key, a wrong shape or element type; the
             message names the input.
     """
     files = [k for k in arrays if not k.startswith("output:")]
-    names = io_names(func, results=False)
+    base = io_names(func, results=False)
+    names = [*base, *(f"{n}@{r}" for r in range(devices) for n in base)] if devices else list(base)
     by_name: dict[str, str] = {}
     for k in files:
         name = k.removeprefix("input:")
         if name in by_name:
             raise AscendirError(f"{source}: keys '{by_name[name]}' and '{k}' both give input '{name}'")
         by_name[name] = k
-    missing = [n for n in names if n not in by_name]
+    missing = [n for n in base if n not in by_name and not (devices and all(f"{n}@{r}" in by_name for r in range(devices)))]
     if missing:
         raise AscendirError(f"{source} lack graph input(s) {', '.join(missing)} (keys: {', '.join(files) or 'none'})")
     unknown = [k for n, k in by_name.items() if n not in names]
     if unknown:
         raise AscendirError(f"{source}: key(s) {', '.join(unknown)} name no graph input (inputs: {', '.join(names) or 'none'})")
+    types = list(func.function_type.inputs.data)
     feeds = {}
-    for name, ty in zip(names, func.function_type.inputs.data):
+    for i, name in enumerate(names):
+        if name not in by_name:
+            continue
+        ty = types[i % len(types)]
         arr, shape, dtype = np.asarray(arrays[by_name[name]]), tuple(ty.get_shape()), to_numpy_dtype(ty.element_type)
         if arr.dtype.kind == "V" and arr.dtype.itemsize == dtype.itemsize and dtype.kind == "V":
             arr = arr.view(dtype)
@@ -549,3 +556,27 @@ def parse_input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
         except ValueError:
             raise AscendirError(f"bad --input-shape '{spec}': expected NAME=DIMxDIM..., e.g. input_ids=1x128") from None
     return shapes
+
+
+def simulate_ranks(modules: list[ModuleOp], weights: list[WeightStore | None], feeds: list[dict[str, np.ndarray]], target,
+                   topology, timing_only: bool = False, trace: bool = False):
+    """Run per-rank `modules` with per-rank `weights` and `feeds` on `topology` (a name, file or
+    Topology) for `target`: the multi-device driver of `ascendir run --devices` (every rank the same
+    module and store); a tensor-parallel run passes the shard pass's per-rank modules and stores.
+    Returns rank 0's SimResult with every rank's outputs (rank r > 0 as `NAME@r`) and the cluster
+    report. A timing-only run of symmetric ranks (cluster.symmetric_ranks) simulates rank 0 only.
+
+    Raises:
+        AscendirError: as simulate_cluster."""
+    from ascendir.hardware.topology import load_topology
+    from ascendir.interpreter import simulate_cluster
+    from ascendir.interpreter.sim.cluster import symmetric_ranks
+
+    topology = load_topology(topology)
+    # timing-only over symmetric ranks: rank 0 alone gives every rank's figures
+    symmetric = timing_only and symmetric_ranks(modules, topology)
+    results = simulate_cluster(modules, weights, feeds, target, topology, timing_only=timing_only, trace=trace, symmetric=symmetric)
+    first = results[0]
+    for r, res in enumerate(results[1:], start=1):
+        first.outputs.update({f"{k}@{r}": v for k, v in res.outputs.items()})
+    return first

@@ -39,7 +39,9 @@ COPIES = {
     ("gm", "ub"): Placement(AIV, Pipe.MTE2),
     ("ub", "gm"): Placement(AIV, Pipe.MTE3),
 }
-NO_PIPE = (ascend.KernelOp, ascend.ReturnOp, ascend.LaunchOp, ascend.BlockIdxOp, ascend.AllocOp, ascend.WeightOp, ascend.ViewOp)
+# comm ops run on the SDMA engines (sim/comm.py), on no AI Core pipe
+NO_PIPE = (ascend.KernelOp, ascend.ReturnOp, ascend.LaunchOp, ascend.BlockIdxOp, ascend.AllocOp, ascend.WeightOp, ascend.ViewOp,
+           *ascend.COMM_OPS)
 
 
 def expected(op) -> Placement | None:

@@ -43,6 +43,12 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   is below it). The floor is a property of the harness and of torch_npu's host code, not of the
   chip: it lives here, not in a target TOML. "V12b-V12" (both calls kernel-bound) compares the
   template's marginal cost per key with torch_npu's kernel.
+* V8 [S16] all_gather / all_reduce (torch.distributed over HCCL, f32) on 2, 4 and 8 cards of an
+  8-NPU 910B server: algorithm bandwidth as bench_collective.py counts it, 4·nglobal bytes (the
+  gathered output; the reduced buffer) / time of one call, nccl-tests' "algbw" convention (not
+  "busbw"); predicted for a 1000 MB call (the README gives one figure per row, read as the
+  large-message plateau) by the comm kernels of templates/collectives.py on the atlas800-a2
+  topology with HCCL's constants (S23).
 * V10 [S17 §4.5] msprof L2 hit rate of the guide's double-buffered fp16 matmul (128 x 256 tiles)
   at 4096³ and 16384³, without and with its block swizzle (5 tile groups): the report's
   l2_hit_rate (GM read bytes served by L2 / GM read bytes) under the "tile" L2 model.
@@ -217,6 +223,37 @@ def ladder_fraction(nbuf: int, tm: int, tn: int, target: str = "ascend910b2", n:
     return 100.0 * rep["cube_peak_fraction"]
 
 
+def collective_GBps(op: str, devices: int, megabytes: float = 1000.0, target: str = "ascend910b2",
+                    topology: str = "atlas800-a2") -> float:
+    """Algorithm bandwidth (GB/s) of an f32 `op` ("all_reduce" or "all_gather") over `devices`
+    ranks as S16's bench_collective.py counts it: nglobal = megabytes·1e6 / 4 f32 elements (a
+    multiple of the rank count), bytes = 4·nglobal (all_gather: the gathered output, each rank
+    sending nglobal / devices; all_reduce: the reduced buffer), divided by the time of one call
+    (nccl-tests' "algbw": bytes / time, not its "busbw"). The time is the comm kernel's on the
+    slowest rank, timing-only, over `topology`."""
+    from xdsl.parser import Parser
+
+    from ascendir.driver import lower
+    from ascendir.interpreter import simulate_cluster
+    from ascendir.session import make_context
+
+    n = int(megabytes * 1e6 / 4) // devices * devices
+    group = f"#ascend.device_group<[{', '.join(map(str, range(devices)))}]>"
+    if op == "all_gather":
+        x, y, attrs = n // devices, n, ", axis = 0 : i64"
+    else:
+        x, y, attrs = n, n, ""
+    text = (f"func.func @main(%x: tensor<{x}xf32>) -> tensor<{y}xf32> {{\n"
+            f"  %y = nn.{op} %x {{group = {group}{attrs}}} : (tensor<{x}xf32>) -> tensor<{y}xf32>\n"
+            f"  func.return %y : tensor<{y}xf32>\n}}\n")
+    module = Parser(make_context(), text).parse_module()
+    lower(module, None, target)
+    hw = load_target(target)
+    res = simulate_cluster([module] * devices, [None] * devices, [{}] * devices, hw, topology, timing_only=True)
+    (c,) = res[0].report["cluster"]["collectives"]
+    return 4.0 * n / (c["cycles"] / hw.clock_hz) / 1e9
+
+
 def cases(quick: bool = False) -> list[Case]:
     """The §7 cases; `quick` drops the largest GEMMs (for tests and a fast look)."""
     best_shapes = [(6912, 16384, 2048), (2304, 5120, 1536), (6144, 17920, 2816), (14336, 4096, 4096), (8192, 8192, 8192)]
@@ -270,8 +307,15 @@ def cases(quick: bool = False) -> list[Case]:
         Case("V10b", "L2 hit, matmul 16384^3 fp16, no swizzle (910B2)", "% hit", 30.9, lambda: l2_hit_percent(16384)),
         Case("V10c", "L2 hit, matmul 16384^3 fp16, swizzle 5 (910B2)", "% hit", 93.72, lambda: l2_hit_percent(16384, S17_SWIZZLE)),
     ]
+    # S16's torch.distributed all_gather_into_tensor / all_reduce (HCCL) on 2, 4, 8 cards of an
+    # 8-NPU 910B server: GB/s as bench_collective.py counts them (collective_GBps), 1000 MB calls
+    for i, (cards, ag, ar) in enumerate(((2, 38.0, 18.0), (4, 64.0, 30.0), (8, 149.0, 72.0))):
+        out.append(Case(f"V8{'abc'[i]}", f"all_gather f32 1000 MB, {cards} cards (910B)", "GB/s", ag,
+                        lambda c=cards: collective_GBps("all_gather", c), "output bytes / time"))
+        out.append(Case(f"V8{'def'[i]}", f"all_reduce f32 1000 MB, {cards} cards (910B)", "GB/s", ar,
+                        lambda c=cards: collective_GBps("all_reduce", c), "buffer bytes / time"))
     if quick:
-        out = [c for c in out if c.vid in ("V3", "V7", "V14a", "V13")]
+        out = [c for c in out if c.vid in ("V3", "V7", "V14a", "V13", "V8c")]
     return out
 
 

@@ -301,7 +301,7 @@ def _input_shapes_of(path: Path) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndarray]:
+def _load_inputs(path: Path, func, precision: str = "fp32", devices: int = 0) -> dict[str, np.ndarray]:
     """The arrays of an --inputs .npz for the arguments of `func` (@main): one key per graph input
     (optionally `input:`-prefixed; `output:` keys are ignored), each of the exact shape and dtype.
     Under `--dtype fp16|bf16` (`precision`) an f32 array (the ONNX model's type) may feed an input
@@ -333,7 +333,7 @@ def _load_inputs(path: Path, func, precision: str = "fp32") -> dict[str, np.ndar
             return saturating_cast(arr, dtype)
         return None
 
-    return check_feeds(func, arrays, f"inputs {path}", convert)
+    return check_feeds(func, arrays, f"inputs {path}", convert, devices)
 
 
 def _check_entry_sizes(path: Path, func) -> None:
@@ -371,15 +371,20 @@ def _check_entry_sizes(path: Path, func) -> None:
 @click.option("--expected", type=click.Path(path_type=Path), default=None, metavar="FILE.npz",
               help="Expected outputs (keys: output names, or output:NAME): print PASS/FAIL per output, exit 1 on a mismatch. The output: keys of --inputs serve too.")
 @click.option("--check-ort", is_flag=True, help="Expected outputs from onnxruntime on the same ONNX model and inputs (needs onnxruntime).")
+@click.option("--devices", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
+              help="Run the module SPMD on this many devices of --topology (a module holding collectives): every rank "
+                   "gets the same weights; an --inputs key NAME@R feeds rank R only; random inputs use seed + rank.")
+@click.option("--topology", default=None, metavar="NAME|FILE.toml",
+              help="How the devices are joined (shipped: atlas800-a2, atlas800-a2-x2, a3-supernode-16; default atlas800-a2).")
 @_plots_opt
 @_compile_options
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, check_races: bool, report_path: Path | None,
-        trace_path: Path | None, seed: int, expected: Path | None, check_ort: bool, plots: Path | None, target: str,
-        pipeline: str | None, opt_level: str, input_shapes, verify_numerics: bool, tiling: str | None, shape_only: bool,
-        dtype: str) -> None:
+        trace_path: Path | None, seed: int, expected: Path | None, check_ort: bool, devices: int, topology: str | None,
+        plots: Path | None, target: str, pipeline: str | None, opt_level: str, input_shapes, verify_numerics: bool,
+        tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the verdict
     (with expected outputs at hand) and the report. Exit code 1: an output beyond its tolerance."""
-    from ascendir.driver import gather_bounds, io_names, is_lowered, main_func, random_inputs
+    from ascendir.driver import gather_bounds, io_names, is_lowered, main_func, random_inputs, simulate_ranks
     from ascendir.interpreter import simulate
     from ascendir.api.report_table import render
 
@@ -392,18 +397,36 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     reference, want = _expected_outputs(model, inputs, expected, check_ort, timing_only, lambda: io_names(main_func(module), results=True))
     notes: dict = {}
     ran = None
+    spmd = devices > 1 or topology is not None
+    if spmd and plots is not None:
+        raise AscendirError("--plots draws one chip; drop it with --devices / --topology (--trace has a process per device)")
+    if spmd:  # before the lowering: a group the topology cannot run is the user's to fix
+        from ascendir.hardware.topology import load_topology
+        from ascendir.interpreter.sim.cluster import check_groups
+
+        topo = load_topology(topology)
+        if devices > topo.devices:
+            raise AscendirError(f"--devices {devices} does not fit topology {topo.name} ({topo.devices} devices)")
+        check_groups(module, topo, devices)
     if not is_lowered(module):
         ran = _lower_for_run(module, weights, hw, inputs, seed, bounds, pipeline, opt_level, target, tiling, verify_numerics, dtype, notes)
     if inputs:
-        feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32")
+        feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32", devices if spmd else 0)
     else:  # timing-only moves no data: no need to make (possibly huge) random inputs
         feeds = {} if timing_only else random_inputs(module, seed, bounds)
 
     # an output on stdout (`--report -`) keeps it for itself: the table goes to stderr
     console = _Console(stderr=any(is_stdout(p) for p in (outputs, report_path, trace_path)))
-    with _launch_progress(f"simulating on {hw.name}") as progress:
-        result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
-                          check_races=True if check_races else None, progress=progress)
+    if spmd:
+        rank_feeds = [_rank_feeds(feeds, r, module, seed, bounds, timing_only, inputs is not None) for r in range(devices)]
+        with _launch_progress(f"simulating on {devices} x {hw.name}") as progress:
+            result = simulate_ranks([module] * devices, [weights] * devices, rank_feeds, hw, topo, timing_only,
+                                 trace_path is not None or plots is not None)
+        feeds = rank_feeds[0]
+    else:
+        with _launch_progress(f"simulating on {hw.name}") as progress:
+            result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
+                              check_races=True if check_races else None, progress=progress)
 
     result.report.update(notes)
     result.report.update(model={"path": str(model), "sha256": _sha256(model)}, workload=_workload(main_func(module)), pipeline=ran,
@@ -420,6 +443,18 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     render(result.report, console)  # the verdict first, when there is one
     if verdict is not None and verdict["status"] == "fail":
         sys.exit(1)
+
+
+def _rank_feeds(feeds: dict, rank: int, module, seed: int, bounds, timing_only: bool, given: bool) -> dict:
+    """Rank `rank`'s inputs: NAME@rank keys of --inputs over the shared NAME ones; without
+    --inputs, random inputs of seed + rank (ranks differ, so a collective has something to do)."""
+    from ascendir.driver import random_inputs
+
+    if not given:
+        return {} if timing_only else (feeds if rank == 0 else random_inputs(module, seed + rank, bounds))
+    out = {k: v for k, v in feeds.items() if "@" not in k}
+    out.update({k.rsplit("@", 1)[0]: v for k, v in feeds.items() if k.endswith(f"@{rank}")})
+    return out
 
 
 def _check_run_flags(model: Path, outputs: Path | None, timing_only: bool, shape_only: bool, verify_numerics: bool,

@@ -49,6 +49,7 @@ def render(report: dict, console: Console, top: int = 25) -> None:
     _pipes(report, console)
     _levels(report, console)
     _footprint(report, console)
+    _cluster(report, console)
 
 
 def _verdict(report: dict, console: Console) -> None:
@@ -199,3 +200,37 @@ def _footprint(report: dict, console: Console) -> None:
             gm.add_row(part, bytes_text(fp.get(part, 0)))
         console.print(gm)
         console.print(f"live peak (lower bound of the total) {bytes_text(fp.get('live_peak', 0))}")
+
+
+def _cluster(report: dict, console: Console) -> None:
+    """A multi-device run (`cluster`): cycles per device, the collectives with their exposed
+    part, bytes and busy % per link."""
+    cl = report.get("cluster")
+    if not cl:
+        return
+    if cl.get("symmetric"):
+        console.print("symmetric ranks: rank 0 simulated, its peers mirrored (figures per device and link are rank 0's)")
+    console.print(f"{cl['devices']} devices on {cl['topology']}: {cl['total_cycles']:,.0f} cycles (slowest device); "
+                  f"communication {cl['comm_cycles']:,.0f} cycles, exposed {cl['exposed_comm_cycles']:,.0f}")
+    dev = Table(title="devices")
+    for c in ("device", "cycles", "comm cycles", "HBM bytes"):
+        dev.add_column(c, justify="right")
+    for d in cl["per_device"]:
+        hbm = d["bytes"].get("gm_read", 0) + d["bytes"].get("gm_write", 0)
+        dev.add_row(str(d["device"]), f"{d['total_cycles']:,.0f}", f"{d['comm_cycles']:,.0f}", bytes_text(hbm))
+    console.print(dev)
+    if cl["collectives"]:
+        co = Table(title="collectives (slowest device)")
+        for c in ("kernel", "devices", "cycles", "exposed", "waiting", "bytes sent"):
+            co.add_column(c, justify="right" if c != "kernel" else "left")
+        for c in cl["collectives"]:
+            co.add_row(c["kernel"], str(c["group_size"]), f"{c['cycles']:,.0f}", f"{c['exposed_cycles']:,.0f}",
+                       f"{c['wait_cycles']:,.0f}", bytes_text(c["bytes_sent"]))
+        console.print(co)
+    if cl["links"]:
+        ln = Table(title="links")
+        for c in ("link", "domain", "bytes", "busy %"):
+            ln.add_column(c, justify="right" if c in ("bytes", "busy %") else "left")
+        for u in cl["links"]:
+            ln.add_row(f"{u['src']} -> {u['dst']}", u["domain"], bytes_text(u["bytes"]), f"{100 * u['busy_fraction']:.1f}")
+        console.print(ln)

@@ -33,14 +33,15 @@ from ascendir.interpreter.accel import Accel
 from ascendir.interpreter.check.invariants import check
 from ascendir.interpreter.exec.registry import register_op
 from ascendir.interpreter.report.report import build_report
-from ascendir.interpreter.report.trace import trace_events
+from ascendir.interpreter.report.trace import cluster_trace_events, trace_events
 from ascendir.interpreter.sim.chip import ModuleProg, compile_module
-from ascendir.interpreter.sim.cluster import Cluster, Link, Topology
+from ascendir.hardware.topology import Link, Topology, load_topology
+from ascendir.interpreter.sim.cluster import Cluster, cluster_report
 from ascendir.weights import WeightStore
 
 __all__ = [
     "simulate", "SimResult", "register_op", "OpCost", "CostEnv", "compile_module", "ModuleProg", "build_report", "Accel",
-    "Cluster", "Link", "Topology",
+    "Cluster", "Link", "Topology", "simulate_cluster",
 ]
 
 
@@ -130,6 +131,60 @@ def simulate(
     if fp is not None:
         report["gm_footprint"] = fp
     return SimResult(outputs, report, trace_events(records, hw) if trace else [])
+
+
+def simulate_cluster(
+    modules: list[ModuleOp],
+    weights: list[WeightStore | None],
+    inputs: list[dict[str, np.ndarray]],
+    target: HardwareConfig | str | None = None,
+    topology: Topology | str | None = None,
+    timing_only: bool = False,
+    trace: bool = False,
+    accel: Accel | None = None,
+    symmetric: bool = False,
+) -> list[SimResult]:
+    """Run device d's `modules[d]` with `weights[d]` on `inputs[d]`, the devices joined by
+    `topology` (sim/cluster.py; a name or file, default the 8-NPU Atlas 800 A2). An SPMD run
+    passes the same module for every device.
+
+    Returns one SimResult per device. Each report is that device's (kernels, bytes, pipes) with
+    `total_cycles` / `total_seconds` of the whole cluster (its slowest device) and a `cluster`
+    section (cluster.cluster_report: per device, per link, per collective); the trace events
+    (`trace=True`, on the first result) hold a process per device and one for the links.
+    `symmetric` (timing-only, one module whose collectives span every device over one kind of
+    link: sim/cluster.symmetric_ranks) simulates rank 0 alone, its peers mirrored: one result.
+
+    Raises:
+        AscendirError: as simulate, plus a deadlock across devices, a group the topology cannot
+            run, more devices than the topology has.
+    """
+    hw = load_target(target)
+    topo = load_topology(topology)
+    for m in modules:
+        check_module_gm_fits(m, hw)
+    cl = Cluster(modules, weights, hw, topo, timing_only=timing_only, accel=accel, symmetric=symmetric)
+    cl.trace = trace
+    runs = cl.run(inputs)
+    reports = []
+    for m, run in zip(modules, runs):
+        for r in run.records:
+            check(r, hw)
+        rep = build_report(run.records, hw)
+        dtypes = {op.sym_name.data: kernel_dtype(op) for op in m.ops if isinstance(op, KernelOp)}
+        for k in rep["kernels"]:
+            k["dtype"] = dtypes.get(k["name"])
+        reports.append(rep)
+    summary = cluster_report(runs, cl.links, reports, len(modules))
+    results = []
+    for rep, run in zip(reports, runs):
+        rep["total_cycles"] = summary["total_cycles"]
+        rep["total_seconds"] = summary["total_cycles"] / hw.clock_hz
+        rep["cluster"] = summary
+        results.append(SimResult(run.outputs, rep))
+    if trace:
+        results[0].trace_events = cluster_trace_events([r.records for r in runs], cl.links.spans or {}, hw)
+    return results
 
 
 def kernel_dtype(op: KernelOp) -> str | None:

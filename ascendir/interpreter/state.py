@@ -73,6 +73,7 @@ class KernelRecord:
     flows: list = field(default_factory=list)
     extrapolated_iterations: int = 0  # loop iterations added as steady-state deltas (steady.py)
     node: str | None = None  # the ONNX node(s) of the launch (its onnx.node), for the report
+    comm: dict | None = None  # a comm kernel's collective figures (sim/comm.py), None for compute kernels
 
     @property
     def timeline_cycles(self) -> float:

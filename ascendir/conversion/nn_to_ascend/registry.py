@@ -15,6 +15,7 @@ from ascendir.conversion.nn_to_ascend.kinds.ffn import FFN
 from ascendir.conversion.nn_to_ascend.kinds.flash_attention import FLASH_ATTENTION
 from ascendir.conversion.nn_to_ascend.kinds.matmul_epilogue import MATMUL_EPILOGUE
 from ascendir.conversion.nn_to_ascend.kinds.norm_matmul import NORM_MATMUL
+from ascendir.conversion.nn_to_ascend.kinds.ops.collectives import COLLECTIVES
 from ascendir.conversion.nn_to_ascend.kinds.ops.conv import CONV2D
 from ascendir.conversion.nn_to_ascend.kinds.ops.data_movement import DATA_MOVEMENT
 from ascendir.conversion.nn_to_ascend.kinds.ops.elementwise import ELEMENTWISE_OPS
@@ -30,7 +31,7 @@ FUSED_KINDS: dict[str, Template] = {
     t.kind: t for t in (MATMUL_EPILOGUE, FFN, FLASH_ATTENTION, NORM_MATMUL, ELEMENTWISE, CONV_ACTIVATION, ADD_RMS_NORM)
 }
 # the op families lowered op by op
-OP_FAMILIES: tuple[Template, ...] = (ELEMENTWISE_OPS, MATMUL, REDUCTION, DATA_MOVEMENT, CONV2D, POOL2D, TOPK)
+OP_FAMILIES: tuple[Template, ...] = (ELEMENTWISE_OPS, MATMUL, REDUCTION, DATA_MOVEMENT, CONV2D, POOL2D, TOPK, COLLECTIVES)
 OP_TEMPLATES: dict[type[Operation], Template] = {cls: t for t in OP_FAMILIES for cls in t.ops}
 
 

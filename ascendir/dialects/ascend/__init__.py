@@ -9,7 +9,9 @@ Vocabulary follows Huawei's own (AscendNPU-IR HIVM / Ascend C), typed:
   `ascend.weight`, `ascend.view`;
 * ops_dma.py: `ascend.copy`, `ascend.gather_rows`; ops_cube.py: `ascend.mmad`;
 * ops_vector.py: the `ascend.v*` ops (UB only, destination-passing style), one class each;
-* ops_sync.py: `ascend.set_flag` / `ascend.wait_flag` (pipe pair + event id), `ascend.pipe_barrier`.
+* ops_sync.py: `ascend.set_flag` / `ascend.wait_flag` (pipe pair + event id), `ascend.pipe_barrier`;
+* ops_comm.py: `ascend.group_rank`, `ascend.remote_copy` (GM to a peer's GM over a link),
+  `ascend.notify_record` / `ascend.notify_wait` (cross-device), `ascend.comm_reduce`.
 
 Loops are `scf.for`, index math `arith`, tiles of GM tensors `memref.subview`.
 """
@@ -61,6 +63,15 @@ from ascendir.dialects.ascend.ops_kernel import (
     ViewOp,
     WeightOp,
     subblock,
+)
+from ascendir.dialects.ascend.ops_comm import (
+    COMM_OPS,
+    CommReduceOp,
+    GroupRankOp,
+    NotifyOp,
+    NotifyRecordOp,
+    NotifyWaitOp,
+    RemoteCopyOp,
 )
 from ascendir.dialects.ascend.ops_sync import FlagOp, PipeBarrierOp, SetFlagOp, WaitFlagOp
 from ascendir.dialects.ascend.ops_vector import (  # one class per vector op
@@ -138,7 +149,7 @@ Ascend = Dialect(
     [
         KernelOp, ReturnOp, LaunchOp, BlockIdxOp, AllocOp, WeightOp, ViewOp, CopyOp, MmadOp,
         *VECTOR_OPS.values(), VcastOp, VcmpOp, VselOp, VdupOp, VtransposeOp, VarangeOp, GatherRowsOp,
-        SetFlagOp, WaitFlagOp, PipeBarrierOp,
+        SetFlagOp, WaitFlagOp, PipeBarrierOp, *COMM_OPS,
     ],
     [
         MemSpaceAttr, PipeAttr, BarrierPipeAttr, CoreTypeAttr, LayoutAttr, TilingAttr, CmpPredicateAttr,

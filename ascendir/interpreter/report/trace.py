@@ -156,3 +156,34 @@ def trace_document(events: list[dict], report: dict) -> dict:
     the format), the run_id, target and launch count of the run's report (report.run_id)."""
     other = {"run_id": report.get("run_id"), "target": report.get("target"), "kernels": len(report.get("kernels", []))}
     return {"traceEvents": events, "otherData": other}
+
+
+def cluster_trace_events(devices: list[list[KernelRecord]], link_spans: dict[tuple[int, int], list[tuple[float, float, float]]],
+                         target: HardwareConfig) -> list[dict]:
+    """The trace of a cluster run: a process per device (pid d + 1, "device d": one track of its
+    kernel launches, comm kernels in category "comm") and a process "links" (pid devices + 1) with
+    a track per used link "src -> dst" holding its transfers (`link_spans[(src, dst)]`: (start,
+    end, bytes) in cycles of the common clock)."""
+    grid = Grid(target.clock_hz)
+    ev: list[dict] = []
+    for d, records in enumerate(devices):
+        pid = d + 1
+        ev.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"device {d}"}})
+        ev.append({"ph": "M", "pid": pid, "tid": 0, "name": "thread_name", "args": {"name": "kernels"}})
+        offset = 0.0
+        for rec in records:
+            e = {"ph": "X", "pid": pid, "tid": 0, "name": rec.name, **grid.span(offset, offset + rec.cycles),
+                 "args": {"cycles": rec.cycles}}
+            if rec.comm is not None:
+                e["cat"] = "comm"
+                e["args"].update({k: rec.comm[k] for k in ("wait_cycles", "bytes_sent")})
+            ev.append(e)
+            offset += rec.cycles
+    pid = len(devices) + 1
+    ev.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": "links"}})
+    for tid, (key, spans) in enumerate(sorted(link_spans.items())):
+        ev.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": f"{key[0]} -> {key[1]}"}})
+        for start, end, nbytes in spans:
+            ev.append({"ph": "X", "pid": pid, "tid": tid, "name": "transfer", "cat": "link", **grid.span(start, end),
+                       "args": {"bytes": nbytes, "cycles": end - start}})
+    return ev

@@ -26,6 +26,7 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.accel import Accel
 from ascendir.interpreter.exec.compiler import Compiler, Return, np_dtype, zero_view
+from ascendir.interpreter.sim.comm import CommKernelProgram, is_comm_kernel
 from ascendir.interpreter.sim.kernel import KernelProgram
 from ascendir.interpreter.timing.l2 import L2Cache, contiguous_strides
 from ascendir.interpreter.state import FLOPS, Frame, KernelRecord
@@ -68,6 +69,7 @@ class ModuleProg:
         self.kernels: dict[str, KernelProgram] = {}
         self.l2 = L2Cache(target) if target.memory.l2_model == "tile" else None
         self.clock = 0.0  # chip time (cycles) at which the next kernel launches
+        self.comm = None  # the cluster's side of this device (sim/cluster.py DeviceComm); None: a lone chip
         self.memo: dict | None = {} if self.accel.launch_memo else None  # identical timing-only launches (memo.py); None: off
         self.memo_hits = 0
         self.body_ids: dict[tuple, list] = {}  # kernel op names -> kernels with their memo ids (kernel._memo_id)
@@ -76,7 +78,7 @@ class ModuleProg:
         main = None
         for op in module.ops:
             if isinstance(op, ascend.KernelOp):
-                self.kernels[op.sym_name.data] = KernelProgram(self, op)
+                self.kernels[op.sym_name.data] = CommKernelProgram(self, op) if is_comm_kernel(op) else KernelProgram(self, op)
             elif isinstance(op, func.FuncOp) and op.sym_name.data == "main":
                 main = op
         if main is None:

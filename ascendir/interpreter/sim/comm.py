@@ -1,0 +1,209 @@
+"""A compiled comm kernel: an `ascend.kernel` holding the comm ops of ops_comm.py (built by the
+collective template), run on the device's SDMA engines rather than its AI Cores.
+
+The body is straight line: `ascend.group_rank`, index `arith`, `memref.subview` of GM arguments
+and the comm ops. One launch walks it with the device's `DeviceComm` (the cluster's side of the
+device: its id, peers' launches, notifies, the link timelines; sim/cluster.py), which a run on a
+single device lacks: a comm kernel over more than one device then is an error naming the kernel.
+
+Timing (cycles, common clock of the cluster): the kernel starts at the device clock. Its work on
+behalf of each peer is one stream (HCCL runs a mesh step on one stream per peer), in order:
+a remote copy starts when the stream and the link are free and ends when its last byte lands
+(timing/links.py); a notify record is issued after the stream's earlier copies and costs
+`hccl.notify_record_us`, seen by the peer after the link latency; a notify wait ends at
+max(stream, the record seen) + `hccl.notify_wait_us`. `comm_reduce` joins every stream and
+takes its HBM bytes at the chip's HBM bandwidth (INF: the vector cores' sum runs at HBM speed).
+The kernel ends when every stream has, and takes at least its HBM bytes (read here, landed here)
+at the chip's HBM bandwidth: the copies share the HBM of both ends. Its cycles are all *exposed*
+(nothing computes beside it), `wait_cycles` is the part of them spent waiting for peers' records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, MemRefType
+from xdsl.ir import Operation
+
+from ascendir.costmodel import LEVELS, quantise
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import COMM_OPS
+from ascendir.errors import AscendirError
+from ascendir.interpreter.state import ACCT_SIZE, KernelRecord
+from ascendir.interpreter.timing.links import Links
+from ascendir.interpreter.timing.timeline import NPIPES, PIPES, CoreState
+
+_INDEX_OPS = {
+    arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b, arith.MuliOp: lambda a, b: a * b,
+    arith.DivUIOp: lambda a, b: a // b, arith.RemUIOp: lambda a, b: a % b,
+}
+
+
+def is_comm_kernel(op: ascend.KernelOp) -> bool:
+    """A kernel holding a comm op is a comm kernel."""
+    return any(isinstance(o, COMM_OPS) for o in op.walk())
+
+
+@dataclass
+class Launch:
+    """One launch of a comm kernel on one device: its GM arguments (what peers write into) and
+    the bytes peers wrote into this device during it."""
+
+    args: list[np.ndarray]
+    received: float = 0.0
+
+
+class DeviceComm(Protocol):
+    """The cluster's side of one device (sim/cluster.py implements it)."""
+
+    device: int
+    links: Links
+
+    def enter(self, kernel: str, args: list[np.ndarray]) -> tuple[tuple[str, int], Launch]: ...
+
+    def peer_launch(self, peer: int, key: tuple[str, int], what: str) -> Launch: ...
+
+    def post(self, peer: int, time: float) -> None: ...
+
+    def take(self, peer: int, what: str, group: tuple[int, ...]) -> float: ...
+
+
+class CommKernelProgram:
+    """One compiled comm kernel of module program `m` (chip.ModuleProg)."""
+
+    def __init__(self, m, op: ascend.KernelOp):
+        self.m = m
+        self.name = op.sym_name.data
+        block = op.body.block
+        self.arg_types: list[MemRefType] = list(block.arg_types)
+        self.arg_slots = list(range(len(block.args)))
+        self.args = list(block.args)
+        self.ops: list[Operation] = []
+        self.groups = set()
+        for o in block.ops:
+            if isinstance(o, (ascend.ReturnOp, ascend.BlockIdxOp)):
+                continue
+            if not isinstance(o, (*COMM_OPS, arith.ConstantOp, memref.SubviewOp, *_INDEX_OPS)):
+                raise AscendirError(f"kernel @{self.name}: {o.name} in a comm kernel (straight-line comm ops, index arith and subviews only)")
+            if isinstance(o, COMM_OPS) and hasattr(o, "group"):
+                self.groups.add(o.group.ranks)
+            self.ops.append(o)
+
+    def run(self, args: list[np.ndarray], tags: list | None = None) -> KernelRecord:
+        m = self.m
+        comm: DeviceComm | None = getattr(m, "comm", None)
+        n = max((len(g) for g in self.groups), default=1)
+        if comm is None:
+            raise AscendirError(f"kernel @{self.name}: a collective over {n} devices; run the module on a cluster "
+                                f"(ascendir run --devices {n})")
+        for i, (a, ty) in enumerate(zip(args, self.arg_types)):
+            if tuple(a.shape) != tuple(ty.get_shape()):
+                raise AscendirError(f"ascend.launch @{self.name}: argument {i} has shape {a.shape}, kernel expects {tuple(ty.get_shape())}")
+        t0 = m.clock
+        me = comm.device
+        key, launch = comm.enter(self.name, args)
+        links, hccl = comm.links, comm.links.topology.hccl
+        rec_c, wait_c = links.cycles(hccl.notify_record_us), links.cycles(hccl.notify_wait_us)
+        # value -> numpy view (memrefs: with (argument index, index tuple) to find a peer's copy)
+        V: dict = {}
+        where: dict = {}
+        for i, (a, arr) in enumerate(zip(self.args, args)):
+            V[a] = arr
+            where[a] = (i, ())
+        streams: dict[int, float] = {}
+        main = t0
+        waited = 0.0
+        sent = read = 0.0
+        numerics = not m.timing_only
+        for o in self.ops:
+            if isinstance(o, arith.ConstantOp):
+                V[o.result] = o.value.value.data if isinstance(o.value, IntegerAttr) else o.value
+            elif type(o) in _INDEX_OPS:
+                V[o.result] = _INDEX_OPS[type(o)](V[o.lhs], V[o.rhs])
+            elif isinstance(o, ascend.GroupRankOp):
+                ranks = o.group.ranks
+                if me not in ranks:
+                    raise AscendirError(f"kernel @{self.name}: device {me} runs a collective over devices {list(ranks)} "
+                                        "but is not in its group")
+                V[o.result] = ranks.index(me)
+            elif isinstance(o, memref.SubviewOp):
+                idx = self._subview(o, V)
+                V[o.result] = V[o.source][idx]
+                i, outer = where[o.source]
+                where[o.result] = (i, outer + (idx,))
+            elif isinstance(o, ascend.RemoteCopyOp):
+                src, peer = V[o.source], o.group.ranks[V[o.peer]]
+                nbytes = src.size * src.dtype.itemsize
+                read += nbytes
+                s = streams.get(peer, main)
+                if peer == me:
+                    dst = V[o.dest]
+                    streams[peer] = links.local_copy(nbytes, s)
+                    launch.received += nbytes
+                else:
+                    plaunch = comm.peer_launch(peer, key, f"kernel @{self.name}: remote copy to device {peer}")
+                    i, path = where[o.dest]
+                    dst = plaunch.args[i]
+                    for idx in path:
+                        dst = dst[idx]
+                    streams[peer] = links.transfer(me, peer, nbytes, s)
+                    plaunch.received += nbytes
+                    sent += nbytes
+                if numerics:
+                    dst[...] = src.reshape(dst.shape)
+            elif isinstance(o, ascend.NotifyRecordOp):
+                peer = o.group.ranks[V[o.peer]]
+                t = streams.get(peer, main) + rec_c
+                comm.post(peer, t + links.latency(me, peer))
+                streams[peer] = t
+            elif isinstance(o, ascend.NotifyWaitOp):
+                peer = o.group.ranks[V[o.peer]]
+                seen = comm.take(peer, f"kernel @{self.name} waits for a notify from device {peer}", o.group.ranks)
+                s = streams.get(peer, main)
+                if seen > s:
+                    waited += seen - s
+                streams[peer] = max(s, seen) + wait_c
+            elif isinstance(o, ascend.CommReduceOp):
+                stack, dst = V[o.stack], V[o.dest]
+                t = max([main, *streams.values()])
+                nb = stack.size * stack.dtype.itemsize + dst.size * dst.dtype.itemsize
+                read += stack.size * stack.dtype.itemsize
+                t += nb / m.target.hbm_bytes_per_cycle
+                main = t
+                streams = {p: t for p in streams}
+                if numerics:
+                    acc = np.float32 if stack.dtype.kind == "f" and stack.dtype.itemsize < 4 else stack.dtype
+                    dst[...] = stack.astype(acc).sum(axis=0, dtype=acc).reshape(dst.shape).astype(dst.dtype)
+        # the SDMA engines read and write this device's HBM: the kernel takes at least its HBM bytes
+        # (what it read, what landed here) at the chip's HBM bandwidth; a multiple of the quantum,
+        # as every duration (costmodel/quantum.py), so the device clock stays one
+        hbm_floor = (read + launch.received) / m.target.hbm_bytes_per_cycle
+        body = quantise(max(max([main, *streams.values()]) - t0, hbm_floor))
+        core = CoreState(0, NPIPES)
+        core.free = [body] * NPIPES
+        core.done = [body] * NPIPES
+        acct = [0.0] * ACCT_SIZE
+        acct[LEVELS.index("gm_read")] = read
+        acct[LEVELS.index("gm_write")] = launch.received
+        rec = KernelRecord(
+            name=self.name, block_dim=1, core_type="aiv", pipe_labels=list(PIPES), cores=[core], acct=acct,
+            launch_cycles=0.0, gm_share=m.target.hbm_bytes_per_cycle,
+            comm={"device": me, "start_cycle": t0, "cycles": body, "exposed_cycles": body, "wait_cycles": waited,
+                  "bytes_sent": sent, "group_size": n},
+        )
+        m.clock += rec.cycles
+        return rec
+
+    @staticmethod
+    def _subview(o: memref.SubviewOp, V: dict) -> tuple:
+        def vals(static, dyn):
+            it = iter(dyn)
+            return [V[next(it)] if s == DYNAMIC_INDEX else s for s in static.get_values()]
+
+        offs, sizes, strides = vals(o.static_offsets, o.offsets), vals(o.static_sizes, o.sizes), vals(o.static_strides, o.strides)
+        if len(o.result.type.get_shape()) != len(offs):
+            raise AscendirError(f"{o.name} in a comm kernel: rank-reducing subviews are not supported")
+        return tuple(slice(a, a + (s - 1) * st + 1 if s else a, st) for a, s, st in zip(offs, sizes, strides))

@@ -1,0 +1,99 @@
+"""Links of a cluster run as shared timelines: each ordered pair of devices has one link (its
+transfers run one after another), each device one egress port per link domain (all its links of
+that domain share the port's total bandwidth), and notifies cross a link after its latency.
+
+Times are cycles of the chip clock (`clock_hz`), from the start of the run, common to every
+device. A transfer of n bytes from `src` to `dst` that is ready at time t:
+    start = max(t, link free)
+    port free := max(start, port free) + n / port rate   (the domain's total_GBps)
+    end   = max(start + head + n / flow rate, port free + head)
+    link free := end
+so transfers on different links of one port run at once, and together move no more than the
+port's bandwidth allows (the port's bytes are conserved, not its instants: an approximation of
+fair sharing).
+where the flow rate is the link's per-peer rate capped by the transport's per-flow rate and head
+its latency + the transport's fixed cost per transfer (Topology.link: HCCL constants S23, link
+figures S21 / S12 / §6, all in docs/hardware-reference.md §Interconnect). A copy within one
+device takes head + n / (SDMA flow rate) on no link.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ascendir.hardware.topology import Topology
+
+
+@dataclass
+class LinkUse:
+    """One link's timeline over a run: when it is free, bytes moved, cycles busy (transfers,
+    heads included)."""
+
+    src: int
+    dst: int
+    domain: str
+    free: float = 0.0
+    bytes: float = 0.0
+    busy: float = 0.0
+    transfers: int = 0
+
+
+class Links:
+    """The link and port timelines of one cluster run over `topology` at `clock_hz`."""
+
+    def __init__(self, topology: Topology, clock_hz: float, trace: bool = False):
+        self.topology = topology
+        self.clock_hz = clock_hz
+        # (src, dst) -> [(start, end, bytes)] of every transfer, for the trace (None: not kept)
+        self.spans: dict[tuple[int, int], list[tuple[float, float, float]]] | None = {} if trace else None
+        self.links: dict[tuple[int, int], LinkUse] = {}
+        self.ports: dict[tuple[int, str], float] = {}
+
+    def cycles(self, us: float) -> float:
+        return us * 1e-6 * self.clock_hz
+
+    def per_cycle(self, gbps: float) -> float:
+        return gbps * 1e9 / self.clock_hz
+
+    def local_copy(self, nbytes: int, ready: float) -> float:
+        """End time of an SDMA copy of `nbytes` within one device that may start at `ready`."""
+        h = self.topology.hccl
+        head = h.sdma_large_head_us if nbytes >= h.sdma_large_bytes else h.sdma_head_us
+        return ready + self.cycles(head) + nbytes / self.per_cycle(h.sdma_GBps)
+
+    def transfer(self, src: int, dst: int, nbytes: int, ready: float) -> float:
+        """Time the last byte of a `nbytes` transfer from `src` to `dst`, ready at `ready`, lands.
+
+        Raises:
+            AscendirError: devices the topology does not join (Topology.link)."""
+        ln = self.topology.link(src, dst, nbytes)
+        use = self.links.get((src, dst))
+        if use is None:
+            use = self.links[(src, dst)] = LinkUse(src, dst, ln.domain.name)
+        pkey = (src, ln.domain.name)
+        port = self.ports.get(pkey, 0.0)
+        start = max(ready, use.free)
+        port_end = max(start, port) + nbytes / self.per_cycle(ln.domain.total_GBps)
+        self.ports[pkey] = port_end
+        head = self.cycles(ln.head_us)
+        end = max(start + head + nbytes / self.per_cycle(ln.flow_GBps), port_end + head)
+        use.busy += end - start
+        use.free = end
+        use.bytes += nbytes
+        use.transfers += 1
+        if self.spans is not None:
+            self.spans.setdefault((src, dst), []).append((start, end, float(nbytes)))
+        return end
+
+    def latency(self, src: int, dst: int) -> float:
+        """Cycles a notify from `src` takes to be seen at `dst` (the link latency)."""
+        return self.cycles(self.topology.link(src, dst).domain.latency_us)
+
+    def report(self, total_cycles: float) -> list[dict]:
+        """Per used link: src, dst, domain, bytes, transfers, busy_cycles and busy_fraction (of
+        `total_cycles`, the run's length)."""
+        return [
+            {"src": u.src, "dst": u.dst, "domain": u.domain, "bytes": u.bytes, "transfers": u.transfers,
+             "busy_cycles": u.busy, "busy_fraction": min(1.0, u.busy / total_cycles) if total_cycles else 0.0}
+            for (_, _), u in sorted(self.links.items())
+        ]
