@@ -45,7 +45,7 @@ def _gb(b: float) -> str:
     return f"{b / 1e9:9.2f}"
 
 
-def main() -> int:
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="ascend910b2")
     ap.add_argument("--routing", default="uniform", help="uniform, skew=A or an .npz with indices [T, k]")
@@ -73,9 +73,8 @@ def main() -> int:
             print(f"  {phase:8s} {t:6d} {int((counts > 0).sum()):7d} | {g.cycles:12,.0f} {_gb(g.weight_bytes)} | "
                   f"{ga.cycles:13,.0f} {_gb(ga.weight_bytes)} {_gb(ga.gm_bytes_peak)} | {d.cycles:12,.0f} "
                   f"{_gb(d.weight_bytes)} | {g.cycles * us:10.1f} {shared_cycles(s, t, DTYPE, hw):11,.0f}")
-    return 0
 
 
 if __name__ == "__main__":
     with results.recorded("moe"):
-        raise SystemExit(main())
+        main()
