@@ -58,6 +58,12 @@ def _fuse_add_rms_norm():
     return FuseAddRmsNorm
 
 
+def _fuse_moe_gating():
+    from ascendir.transforms.nn.fuse_moe_gating import FuseMoeGating
+
+    return FuseMoeGating
+
+
 def _fuse_conv_activation():
     from ascendir.transforms.nn.fuse_conv_activation import FuseConvActivation
 
@@ -134,6 +140,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fuse-attention": _fuse_attention,
     "fuse-norm-matmul": _fuse_norm_matmul,
     "fuse-add-rms-norm": _fuse_add_rms_norm,
+    "fuse-moe-gating": _fuse_moe_gating,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
     "fuse-conv-activation": _fuse_conv_activation,
     "fuse-elementwise": _fuse_elementwise,

@@ -14,6 +14,7 @@ from ascendir.conversion.nn_to_ascend.kinds.elementwise import ELEMENTWISE
 from ascendir.conversion.nn_to_ascend.kinds.ffn import FFN
 from ascendir.conversion.nn_to_ascend.kinds.flash_attention import FLASH_ATTENTION
 from ascendir.conversion.nn_to_ascend.kinds.matmul_epilogue import MATMUL_EPILOGUE
+from ascendir.conversion.nn_to_ascend.kinds.moe_gating import MOE_GATING
 from ascendir.conversion.nn_to_ascend.kinds.norm_matmul import NORM_MATMUL
 from ascendir.conversion.nn_to_ascend.kinds.ops.conv import CONV2D
 from ascendir.conversion.nn_to_ascend.kinds.ops.data_movement import DATA_MOVEMENT
@@ -27,7 +28,9 @@ from ascendir.dialects import nn
 
 # every kind an nn.fused region may have a template for; one the table lacks lowers op by op
 FUSED_KINDS: dict[str, Template] = {
-    t.kind: t for t in (MATMUL_EPILOGUE, FFN, FLASH_ATTENTION, NORM_MATMUL, ELEMENTWISE, CONV_ACTIVATION, ADD_RMS_NORM)
+    t.kind: t for t in (
+        MATMUL_EPILOGUE, FFN, FLASH_ATTENTION, NORM_MATMUL, ELEMENTWISE, CONV_ACTIVATION, ADD_RMS_NORM, MOE_GATING,
+    )
 }
 # the op families lowered op by op
 OP_FAMILIES: tuple[Template, ...] = (ELEMENTWISE_OPS, MATMUL, REDUCTION, DATA_MOVEMENT, CONV2D, POOL2D, TOPK)

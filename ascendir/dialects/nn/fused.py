@@ -36,6 +36,7 @@ class FusedKind(StrEnum):
     CONV_ACTIVATION = "conv_activation"  # conv2d + activation
     ELEMENTWISE = "elementwise"  # a chain of elementwise ops
     ADD_RMS_NORM = "add_rms_norm"  # residual add + RMS norm of the sum
+    MOE_GATING = "moe_gating"  # MoE router: softmax / sigmoid + top-k [+ renormalisation]
 
 
 @irdl_attr_definition
