@@ -64,6 +64,12 @@ def _fuse_moe_gating():
     return FuseMoeGating
 
 
+def _fuse_moe_finalize():
+    from ascendir.transforms.nn.fuse_moe_finalize import FuseMoeFinalizeRouting
+
+    return FuseMoeFinalizeRouting
+
+
 def _fuse_conv_activation():
     from ascendir.transforms.nn.fuse_conv_activation import FuseConvActivation
 
@@ -141,6 +147,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fuse-norm-matmul": _fuse_norm_matmul,
     "fuse-add-rms-norm": _fuse_add_rms_norm,
     "fuse-moe-gating": _fuse_moe_gating,
+    "fuse-moe-finalize-routing": _fuse_moe_finalize,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
     "fuse-conv-activation": _fuse_conv_activation,
     "fuse-elementwise": _fuse_elementwise,
