@@ -58,6 +58,18 @@ def _fuse_add_rms_norm():
     return FuseAddRmsNorm
 
 
+def _fuse_moe_gating():
+    from ascendir.transforms.nn.fuse_moe_gating import FuseMoeGating
+
+    return FuseMoeGating
+
+
+def _fuse_moe_finalize():
+    from ascendir.transforms.nn.fuse_moe_finalize import FuseMoeFinalizeRouting
+
+    return FuseMoeFinalizeRouting
+
+
 def _fuse_conv_activation():
     from ascendir.transforms.nn.fuse_conv_activation import FuseConvActivation
 
@@ -134,6 +146,8 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fuse-attention": _fuse_attention,
     "fuse-norm-matmul": _fuse_norm_matmul,
     "fuse-add-rms-norm": _fuse_add_rms_norm,
+    "fuse-moe-gating": _fuse_moe_gating,
+    "fuse-moe-finalize-routing": _fuse_moe_finalize,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
     "fuse-conv-activation": _fuse_conv_activation,
     "fuse-elementwise": _fuse_elementwise,
@@ -153,14 +167,18 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
 # gated FFN leaves gate/up to fuse-ffn (whose ffn_up shares each x tile between them) and it
 # takes the Q/K/V projections; it runs before fuse-matmul-epilogue, which would otherwise claim
 # the projections' bias adds.
+# fuse-moe-gating and fuse-moe-finalize-routing (O2: MoE routers and combines, each one vector
+# kernel) run after fuse-ffn (which takes the experts' SwiGLU) and before fuse-matmul-epilogue
+# and fuse-elementwise, which would otherwise take the shared expert's add, the sigmoid or the
+# division of the renormalisation.
 # fuse-elementwise runs after every fusion whose template takes elementwise ops (bias, activation,
 # residual add, SwiGLU's mul), so it only takes what they leave.
 PIPELINES: dict[str, str] = {
     "O0": "",
     "O1": "fold-batchnorm,recompose-nn,fuse-attention,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling",
     "O2": (
-        "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-norm-matmul,fuse-matmul-epilogue,"
-        "fuse-conv-activation,fuse-elementwise,choose-tiling"
+        "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-moe-gating,fuse-moe-finalize-routing,"
+        "fuse-norm-matmul,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling"
     ),
 }
 

@@ -83,14 +83,15 @@ def main() -> None:
     results.add_flag(ap)
     args = ap.parse_args()
     names = args.models.split(",") if args.models else corpus_models()
-    head = f"{'model':24} {'import s':>8} {'compile s':>9} {'sim s':>7} {'cycles':>12} {'sim µs':>9} {'kern':>5} {'max|abs|':>9} {'max rel':>9}  ok"
+    w = max([24, *map(len, names)])  # the name column fits the longest name
+    head = f"{'model':{w}} {'import s':>8} {'compile s':>9} {'sim s':>7} {'cycles':>12} {'sim µs':>9} {'kern':>5} {'max|abs|':>9} {'max rel':>9}  ok"
     print(head)
     rows = []
     for name in names:
         r = measure(name, args.target)
         rows.append(r)
         print(
-            f"{name:24} {r['import_s']:8.2f} {r['compile_s']:9.2f} {r['simulate_s']:7.2f} {r['cycles']:12,.0f} "
+            f"{name:{w}} {r['import_s']:8.2f} {r['compile_s']:9.2f} {r['simulate_s']:7.2f} {r['cycles']:12,.0f} "
             f"{r['us']:9.1f} {r['kernels']:5d} {r['max_abs_err']:9.2e} {r['max_rel_err']:9.2e}  {'yes' if r['ok'] else 'NO'}",
             flush=True,
         )

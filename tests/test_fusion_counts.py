@@ -29,6 +29,12 @@ EXPECTED = {
     # the gathered-weight experts, and act * up inside them: the ffn template declines this form,
     # so fuse-ffn gives its body the regions it lowers op by op with (split_projections)
     "mixtral_moe_block_small": {"ffn": 1, "elementwise": 1},
+    # the same, plus the shared expert's SwiGLU (a plain ffn); the routers' elementwise chains
+    # (DeepSeek-V3: sigmoid + correction bias, group masks, normalisation)
+    "qwen2_moe_block_small": {"ffn": 2, "elementwise": 2},
+    "qwen2_moe_block_small_dynamo": {"ffn": 2, "elementwise": 4},
+    "deepseek_v3_moe_block_small": {"ffn": 2, "elementwise": 7},
+    "deepseek_v3_moe_block_small_dynamo": {"ffn": 2, "elementwise": 9},
     # conv + ReLU / ReLU6 after fold-batchnorm; residual add + ReLU
     "resnet_small": {"conv_activation": 5, "elementwise": 4},
     "mobilenet_block_small": {"conv_activation": 4},

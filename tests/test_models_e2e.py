@@ -20,6 +20,10 @@ CORPUS_ONLY = ["mixtral_small", "llama_realistic"]
 MODELS = [
     "mlp_small", "llama_small", "llama_small_dynamo", "bert_small", "gpt2_small", "vit_small",
     "resnet_small", "mobilenet_block_small", "mixtral_moe_block_small",
+    # MoE blocks of scripts/build_moe_models.py, both exporters: Qwen2-MoE (shared expert),
+    # DeepSeek-V3 (sigmoid, group-limited routing, normalised top-k, shared expert)
+    "qwen2_moe_block_small", "qwen2_moe_block_small_dynamo",
+    "deepseek_v3_moe_block_small", "deepseek_v3_moe_block_small_dynamo",
 ]
 
 

@@ -20,7 +20,8 @@ from ascendir.hardware import load_target
 from ascendir.transforms.nn.choose_tiling import tiled_sites
 
 DATA = Path(__file__).parent / "data"
-KINDS = ("matmul_epilogue", "ffn", "flash_attention", "norm_matmul", "conv_activation", "elementwise", "add_rms_norm")
+KINDS = ("matmul_epilogue", "ffn", "flash_attention", "norm_matmul", "conv_activation", "elementwise", "add_rms_norm",
+         "moe_gating", "moe_finalize_routing")
 
 
 def test_every_fused_kind_has_a_template():
@@ -111,7 +112,7 @@ def test_lowering_builds_no_region(model, monkeypatch):
     building disabled after -O2, the models still lower, mixtral's gathered-weight experts
     declined with their reason and lowered op by op through the regions fuse-ffn gave them."""
     from ascendir import patterns
-    from ascendir.conversion.nn_to_ascend.templates import add_rms_norm, epilogue, fused_elementwise
+    from ascendir.conversion.nn_to_ascend.templates import add_rms_norm, epilogue, fused_elementwise, moe_finalize, moe_gating
     from ascendir.driver import lower
     from ascendir.session import Session
 
@@ -121,7 +122,7 @@ def test_lowering_builds_no_region(model, monkeypatch):
     def no_fusion(*args, **kwargs):
         raise AssertionError("a region was built during lowering")
 
-    for mod in (patterns, epilogue, fused_elementwise, add_rms_norm):
+    for mod in (patterns, epilogue, fused_elementwise, add_rms_norm, moe_gating, moe_finalize):
         monkeypatch.setattr(mod, "fuse_ops", no_fusion)
     session = Session()
     lower(module, weights, "ascend910b2", session)

@@ -376,12 +376,15 @@ def _check_entry_sizes(path: Path, func) -> None:
                    "gets the same weights; an --inputs key NAME@R feeds rank R only; random inputs use seed + rank.")
 @click.option("--topology", default=None, metavar="NAME|FILE.toml",
               help="How the devices are joined (shipped: atlas800-a2, atlas800-a2-x2, a3-supernode-16; default atlas800-a2).")
+@click.option("--moe-routing", default=None, metavar="uniform|skew=A|FILE.npz",
+              help="Routing of the MoE blocks in a --timing-only run without --inputs (default uniform; FILE: "
+                   "'indices' [tokens, k]); other runs route their inputs. Stated in the report.")
 @_plots_opt
 @_compile_options
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, check_races: bool, report_path: Path | None,
         trace_path: Path | None, seed: int, expected: Path | None, check_ort: bool, devices: int, topology: str | None,
-        plots: Path | None, target: str, pipeline: str | None, opt_level: str, input_shapes, verify_numerics: bool,
-        tiling: str | None, shape_only: bool, dtype: str) -> None:
+        moe_routing: str | None, plots: Path | None, target: str, pipeline: str | None, opt_level: str, input_shapes,
+        verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the verdict
     (with expected outputs at hand) and the report. Exit code 1: an output beyond its tolerance."""
     from ascendir.driver import gather_bounds, io_names, is_lowered, main_func, random_inputs, simulate_ranks
@@ -408,6 +411,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         if devices > topo.devices:
             raise AscendirError(f"--devices {devices} does not fit topology {topo.name} ({topo.devices} devices)")
         check_groups(module, topo, devices)
+    moe = _moe_routing(module, weights, model, inputs, seed, bounds, timing_only, shape_only, moe_routing, dtype)
     if not is_lowered(module):
         ran = _lower_for_run(module, weights, hw, inputs, seed, bounds, pipeline, opt_level, target, tiling, verify_numerics, dtype, notes)
     if inputs:
@@ -429,6 +433,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
                               check_races=True if check_races else None, progress=progress)
 
     result.report.update(notes)
+    if moe is not None:
+        result.report["moe"] = moe
     result.report.update(model={"path": str(model), "sha256": _sha256(model)}, workload=_workload(main_func(module)), pipeline=ran,
                          dtype=dtype if model.suffix == ".onnx" else None, seed=None if inputs else seed, timing_only=timing_only)
     verdict = None
@@ -455,6 +461,36 @@ def _rank_feeds(feeds: dict, rank: int, module, seed: int, bounds, timing_only: 
     out = {k: v for k, v in feeds.items() if "@" not in k}
     out.update({k.rsplit("@", 1)[0]: v for k, v in feeds.items() if k.endswith(f"@{rank}")})
     return out
+
+
+def _moe_routing(module, weights, model: Path, inputs: Path | None, seed: int, bounds, timing_only: bool, shape_only: bool,
+                 moe_routing: str | None, dtype: str) -> list[dict] | None:
+    """The report's `moe` section (api/moe_report.py) for an nn-level model, before it is lowered:
+    the routing of this run's inputs, or --moe-routing's assumption in a timing-only run without
+    them.
+
+    Raises:
+        AscendirError: --moe-routing in a run that routes its inputs, on lowered IR, or on a model
+            without a recognised MoE block; a bad --moe-routing spec."""
+    from ascendir.api.moe_report import moe_section
+    from ascendir.costmodel.moe_routing import parse_routing
+    from ascendir.driver import is_lowered, main_func, random_inputs
+
+    spec = parse_routing(moe_routing) if moe_routing is not None else None
+    routes_inputs = not shape_only and (inputs is not None or not timing_only)
+    if spec is not None and routes_inputs:
+        raise AscendirError("--moe-routing sets the routing of --timing-only runs without --inputs; this run routes its inputs")
+    if is_lowered(module):
+        if spec is not None:
+            raise AscendirError(f"--moe-routing needs an nn-level model; {model} is lowered IR")
+        return None
+    feeds, text = None, ""
+    if routes_inputs:
+        if inputs is not None:
+            feeds, text = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32"), f"the inputs of {inputs}"
+        else:
+            feeds, text = random_inputs(module, seed, bounds), f"random inputs (seed {seed})"
+    return moe_section(module, weights, feeds, text, spec)
 
 
 def _check_run_flags(model: Path, outputs: Path | None, timing_only: bool, shape_only: bool, verify_numerics: bool,

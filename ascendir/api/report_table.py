@@ -93,6 +93,11 @@ def _headline(report: dict, console: Console) -> None:
     for d in report.get("declined") or []:  # fused regions their template did not take
         if isinstance(d, dict):
             console.print(f"[bold]declined[/] {d.get('region')}: {d.get('reason')} (lowered op by op)", highlight=False)
+    if isinstance(report.get("moe"), list):  # MoE blocks: the routing of this run
+        from ascendir.api.moe_report import moe_lines
+
+        for line in moe_lines(report["moe"]):
+            console.print(line, highlight=False)
 
 
 def _by_kind(report: dict, console: Console) -> None:

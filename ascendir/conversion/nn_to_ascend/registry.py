@@ -14,6 +14,8 @@ from ascendir.conversion.nn_to_ascend.kinds.elementwise import ELEMENTWISE
 from ascendir.conversion.nn_to_ascend.kinds.ffn import FFN
 from ascendir.conversion.nn_to_ascend.kinds.flash_attention import FLASH_ATTENTION
 from ascendir.conversion.nn_to_ascend.kinds.matmul_epilogue import MATMUL_EPILOGUE
+from ascendir.conversion.nn_to_ascend.kinds.moe_finalize import MOE_FINALIZE
+from ascendir.conversion.nn_to_ascend.kinds.moe_gating import MOE_GATING
 from ascendir.conversion.nn_to_ascend.kinds.norm_matmul import NORM_MATMUL
 from ascendir.conversion.nn_to_ascend.kinds.ops.collectives import COLLECTIVES
 from ascendir.conversion.nn_to_ascend.kinds.ops.conv import CONV2D
@@ -28,7 +30,9 @@ from ascendir.dialects import nn
 
 # every kind an nn.fused region may have a template for; one the table lacks lowers op by op
 FUSED_KINDS: dict[str, Template] = {
-    t.kind: t for t in (MATMUL_EPILOGUE, FFN, FLASH_ATTENTION, NORM_MATMUL, ELEMENTWISE, CONV_ACTIVATION, ADD_RMS_NORM)
+    t.kind: t for t in (
+        MATMUL_EPILOGUE, FFN, FLASH_ATTENTION, NORM_MATMUL, ELEMENTWISE, CONV_ACTIVATION, ADD_RMS_NORM, MOE_GATING, MOE_FINALIZE,
+    )
 }
 # the op families lowered op by op
 OP_FAMILIES: tuple[Template, ...] = (ELEMENTWISE_OPS, MATMUL, REDUCTION, DATA_MOVEMENT, CONV2D, POOL2D, TOPK, COLLECTIVES)

@@ -36,6 +36,8 @@ class FusedKind(StrEnum):
     CONV_ACTIVATION = "conv_activation"  # conv2d + activation
     ELEMENTWISE = "elementwise"  # a chain of elementwise ops
     ADD_RMS_NORM = "add_rms_norm"  # residual add + RMS norm of the sum
+    MOE_GATING = "moe_gating"  # MoE router: softmax / sigmoid + top-k [+ renormalisation]
+    MOE_FINALIZE_ROUTING = "moe_finalize_routing"  # MoE weighted combine of the k expert outputs [+ shared]
 
 
 @irdl_attr_definition

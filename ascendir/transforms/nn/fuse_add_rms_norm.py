@@ -15,8 +15,9 @@ or gate/up projections it feeds), fuse-matmul-epilogue the add (as the residual 
 down_proj matmul before it) and fuse-elementwise any add left; each of those leaves nothing for
 this pass. fuse-ffn takes neither op. The O2 order with it:
 
-    fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-add-rms-norm,fuse-norm-matmul,
-    fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling
+    fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-moe-gating,fuse-moe-finalize-routing,
+    fuse-add-rms-norm,fuse-norm-matmul,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,
+    choose-tiling
 
 (`ADD_RMS_NORM_O2` below). It trades the norm_matmul region and the residual epilogues for the
 fused add + norm, so it is an option, not part of O2.
@@ -35,8 +36,8 @@ from ascendir.dialects import nn
 from ascendir.patterns import top_level_ops
 
 ADD_RMS_NORM_O2 = (
-    "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-add-rms-norm,fuse-norm-matmul,"
-    "fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling"
+    "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-moe-gating,fuse-moe-finalize-routing,"
+    "fuse-add-rms-norm,fuse-norm-matmul,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling"
 )
 
 

@@ -4,11 +4,14 @@ All three become gathers over the flattened data: every output element reads one
 flat tensor, at a flat index ravel(coordinates). GatherElements takes the data element whose
 coordinates are the output's with the `axis` one replaced by the index; with runtime indices
 the flat index is computed by nn ops (idx + dim where negative, times the axis stride, plus the
-constant flat offset of the other coordinates). The scatters need their indices at import:
+constant flat offset of the other coordinates). The scatters with indices known at import:
 each output element is then known to be either a data element or the last update written to
 it (reduction none), or the data element combined with the updates written to it (add, mul,
 max, min: one layer per repeat, applied in order), so they are gathers of the updates and an
-nn.where with a constant mask.
+nn.where with a constant mask. ScatterElements with runtime indices (DeepSeek-V3's group mask,
+`mask.scatter_(1, top_groups, 1)`) writes the J updates along the axis one after another:
+J rounds of nn.where(index == arange(dim), update, out), later writes winning as in
+onnxruntime; J is the indices' extent along the axis (a handful of routing groups).
 """
 
 from __future__ import annotations
@@ -76,9 +79,13 @@ def convert_scatter(node: NodeContext) -> list[Value]:
     reduction = node.attr("reduction", "none")
     if reduction != "none" and reduction not in _REDUCTIONS:
         raise node.error(f"reduction='{reduction}' is not one of none, {', '.join(_REDUCTIONS)}")
-    indices = node.require_const(1, "indices").astype(np.int64)
     ushape = node.shape(2)
     node.same_dtype(0, 2)
+    if node.const(1) is None:
+        if node.op_type == "ScatterND":
+            node.require_const(1, "indices")  # the one-line error for runtime ScatterND indices
+        return _scatter_elements_runtime(node, shape, ushape, reduction)
+    indices = node.require_const(1, "indices").astype(np.int64)
     if node.op_type == "ScatterND":
         k = indices.shape[-1] if indices.ndim else 0
         if indices.ndim == 0 or k > rank or tuple(ushape) != indices.shape[:-1] + tuple(shape[k:]):
@@ -133,6 +140,46 @@ def convert_scatter(node: NodeContext) -> list[Value]:
 
 
 
+
+
+# Rounds of where() a runtime-index scatter may take: one per update along the axis.
+_MAX_RUNTIME_SCATTER_ROUNDS = 64
+
+
+def _scatter_elements_runtime(node: NodeContext, shape: tuple[int, ...], ushape: tuple[int, ...],
+                              reduction: str) -> list[Value]:
+    """ScatterElements with runtime indices of the data's shape but along `axis` (J updates per
+    line): J rounds of out = where(idx_j == arange(dim), [out (op)] update_j, out), in j order,
+    so a later write to the same element wins (reduction none) or combines after the earlier
+    ones, as onnxruntime applies them. Out-of-range indices write nowhere (onnxruntime
+    rejects them). Raises the node's error when the indices' other dims differ from the
+    data's, or J exceeds _MAX_RUNTIME_SCATTER_ROUNDS."""
+    rank = len(shape)
+    axis = node.axis(int(node.attr("axis", 0)), rank)
+    ishape = node.shape(1)
+    if ishape != ushape or len(ishape) != rank or any(ishape[d] != shape[d] for d in range(rank) if d != axis):
+        raise node.error(f"runtime indices {list(ishape)} and updates {list(ushape)} must match data "
+                         f"{list(shape)} on every dim but axis {axis}")
+    rounds = ishape[axis]
+    if rounds > _MAX_RUNTIME_SCATTER_ROUNDS:
+        raise node.error(f"{rounds} runtime-index updates per line along axis {axis}; at most "
+                         f"{_MAX_RUNTIME_SCATTER_ROUNDS} are supported")
+    it = node.dtype(1)
+    idx = node.value(1)
+    wrapped = node.emit(nn.AddOp(idx, node.scalar(shape[axis], it)))
+    idx = node.emit(nn.WhereOp(node.emit(nn.LessOp(idx, node.scalar(0, it))), wrapped, idx))
+    positions = node.constant(
+        np.arange(shape[axis], dtype=it).reshape([shape[axis] if d == axis else 1 for d in range(rank)]), "positions")
+    out, updates = node.value(0), node.value(2)
+    one = [1 if d == axis else ishape[d] for d in range(rank)]
+    for j in range(rounds):
+        start = [j if d == axis else 0 for d in range(rank)]
+        idx_j = node.emit(nn.SliceOp(idx, start, [1] * rank, one))
+        upd_j = node.emit(nn.SliceOp(updates, start, [1] * rank, one))
+        hit = node.emit(nn.EqualOp(idx_j, positions))
+        new = upd_j if reduction == "none" else node.emit(_REDUCTIONS[reduction](out, upd_j))
+        out = node.emit(nn.WhereOp(hit, new, out))
+    return [out]
 
 
 @converts("OneHot")

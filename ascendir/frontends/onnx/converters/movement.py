@@ -267,9 +267,12 @@ def convert_gather_nd(node: NodeContext) -> list[Value]:
     """GatherND with known indices → a Gather along the flattened leading dims.
 
     The dynamo export builds the causal-mask row of `attention_mask` this way; when the gathered
-    positions are all elements in order, the whole op is a reshape.
+    positions are all elements in order, the whole op is a reshape. Runtime indices (the dynamo
+    export's gather of each routed token's expert weights): _gather_nd_runtime.
     """
     shape = node.shape(0)
+    if node.const(1) is None:
+        return _gather_nd_runtime(node, shape)
     indices = node.require_const(1, "indices")
     b = int(node.attr("batch_dims", 0))
     k = indices.shape[-1] if indices.ndim else len(shape) + 1
@@ -289,6 +292,36 @@ def convert_gather_nd(node: NodeContext) -> list[Value]:
     rows = _reshape(node, 0, [math.prod(batch_dims + index_dims), *shape[b + k :]])
     rows = node.state.materialize(rows) if isinstance(rows, Constant) else rows
     return [node.emit(nn.GatherOp(rows, node.constant(flat, "indices"), 0))]
+
+
+def _gather_nd_runtime(node: NodeContext, shape: tuple[int, ...]) -> list[Value]:
+    """GatherND with runtime indices [..., k] and batch_dims 0 → nn.gather along the flattened
+    first k dims at flat = Σ_c wrap(idx[..., c]) * stride_c, computed by nn ops in the indices'
+    type (wrap(i) = i + dim where i < 0). Raises the node's error for batch_dims > 0 or k out
+    of range."""
+    ishape = node.shape(1)
+    b = int(node.attr("batch_dims", 0))
+    k = ishape[-1] if ishape else 0
+    if b != 0:
+        raise node.error(f"batch_dims={b} with indices that depend on runtime values is not supported")
+    if not 1 <= k <= len(shape):
+        raise node.error(f"indices of shape {list(ishape)} do not fit data of shape {list(shape)}")
+    it = node.dtype(1)
+    idx = node.value(1)
+    lead = list(ishape[:-1])
+    flat = None
+    for c in range(k):
+        stride = math.prod(shape[c + 1 : k])
+        comp = node.emit(nn.ReshapeOp(node.emit(nn.SliceOp(idx, [0] * len(lead) + [c], [1] * len(ishape),
+                                                           lead + [1])), lead))
+        wrapped = node.emit(nn.AddOp(comp, node.scalar(shape[c], it)))
+        comp = node.emit(nn.WhereOp(node.emit(nn.LessOp(comp, node.scalar(0, it))), wrapped, comp))
+        if stride != 1:
+            comp = node.emit(nn.MulOp(comp, node.scalar(stride, it)))
+        flat = comp if flat is None else node.emit(nn.AddOp(flat, comp))
+    rows = _reshape(node, 0, [math.prod(shape[:k]), *shape[k:]])
+    rows = node.state.materialize(rows) if isinstance(rows, Constant) else rows
+    return [node.emit(nn.GatherOp(rows, flat, 0))]
 
 
 @converts("DepthToSpace", "SpaceToDepth")

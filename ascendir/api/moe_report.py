@@ -1,0 +1,105 @@
+"""The report's `moe` section: per recognised MoE block (templates/moe_match.py), the routing
+of this run and what it means for the expert weights: tokens per expert, experts touched and
+the expert-weight bytes read by today's lowering and by a grouped MatMul.
+
+Where the routing comes from, always stated in the section's `routing`:
+
+* a numerics run, or a timing-only run with --inputs: the router evaluated on this run's inputs
+  (nn reference semantics, up to the last router's TopK);
+* a timing-only run without inputs (or --shape-only, whose zero weights route nothing): the
+  assumption of --moe-routing (uniform, skew=A or an .npz of TopK indices), uniform when not
+  given.
+
+Today's lowering gathers each routed (token, k) pair's expert weights and runs batched MatMuls
+on them: it reads tokens·k·W bytes of weights in the gather and again in the MatMul (W: bytes of
+one expert's weights), whatever the routing. A grouped MatMul (ops-transformer's GroupedMatmul)
+reads each touched expert's weights once: experts_touched·W.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from ascendir.conversion.nn_to_ascend.templates.moe_match import MoeBlock, find_moe_blocks
+from ascendir.costmodel.moe_routing import RoutingSpec, RoutingStats, make_routing
+from ascendir.driver import io_names, main_func
+from ascendir.errors import AscendirError
+from ascendir.interpreter.exec.nn_reference import evaluate_op
+from ascendir.weights import WeightStore
+
+
+def routed_indices(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, np.ndarray],
+                   blocks: list[MoeBlock]) -> dict[MoeBlock, np.ndarray]:
+    """Each block's TopK indices [tokens, k] on `feeds`: the function's ops evaluated in program
+    order up to the last of the blocks' TopKs (nn reference semantics).
+
+    Raises: AscendirError on a missing input or an op without reference semantics."""
+    fn = main_func(module)
+    block = fn.body.block
+    names = io_names(fn, results=False)
+    missing = [n for n in names if n not in feeds]
+    if missing:
+        raise AscendirError(f"MoE routing: input '{missing[0]}' not given")
+    env = {arg: np.asarray(feeds[n]) for arg, n in zip(block.args, names)}
+    want = {b.topk for b in blocks}
+    for op in block.ops:
+        if not want:
+            break
+        for r, v in zip(op.results, evaluate_op(op, [env[o] for o in op.operands], weights)):
+            env[r] = v
+        want.discard(op)
+    return {b: env[b.topk.indices].reshape(b.tokens, b.top_k) for b in blocks}
+
+
+def moe_section(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, np.ndarray] | None,
+                feeds_text: str, assumed: RoutingSpec | None) -> list[dict] | None:
+    """The section (list of one dict per block), or None when no MoE block is recognised.
+
+    feeds: this run's inputs (None: the routing is `assumed`, uniform when None); feeds_text:
+    where they come from, for the report. Raises: AscendirError when `assumed` is given but the
+    model has no recognised MoE block, or a file routing does not fit a block."""
+    blocks = find_moe_blocks(main_func(module).body.block)
+    if not blocks:
+        if assumed is not None:
+            raise AscendirError("--moe-routing: the model has no MoE block ascendir recognises")
+        return None
+    if feeds is not None:
+        routed, source = routed_indices(module, weights, feeds, blocks), f"the router on {feeds_text}"
+    else:
+        spec = assumed or RoutingSpec("uniform")
+        routed = {b: make_routing(spec, b.tokens, b.top_k, b.experts) for b in blocks}
+        source = f"assumed: {spec.text()}" + ("" if assumed else " (no inputs; --moe-routing sets it)")
+    out = []
+    for b in blocks:
+        s = RoutingStats.of(routed[b], b.experts, b.expert_bytes)
+        out.append({
+            "block": b.name, "experts": b.experts, "top_k": b.top_k, "scoring": b.scoring, "normalised": b.normalised,
+            "group_limit": None if b.group_limit is None else {"groups": b.group_limit.groups, "keep": b.group_limit.keep},
+            "shared_expert_inter": b.shared_inter, "tokens": b.tokens, "routing": source,
+            "tokens_per_expert": list(s.tokens_per_expert), "experts_touched": s.experts_touched,
+            "expert_weight_bytes": {"per_expert": b.expert_bytes, "gathered": 2 * b.tokens * b.top_k * b.expert_bytes,
+                                    "grouped": s.expert_weight_bytes},
+            "lowering": "gathered",
+        })
+    return out
+
+
+def moe_lines(section: list[dict]) -> list[str]:
+    """One line per block for the run table."""
+    lines = []
+    for m in section:
+        g = m.get("group_limit")
+        kind = ", ".join(x for x in (
+            m["scoring"], f"groups {g['keep']} of {g['groups']}" if g else "", "normalised" if m["normalised"] else "",
+            f"shared expert {m['shared_expert_inter']}" if m["shared_expert_inter"] else "") if x)
+        c = m["tokens_per_expert"]
+        wb = m["expert_weight_bytes"]
+        lines.append(
+            f"MoE {m['block']}: top-{m['top_k']} of {m['experts']} ({kind}), {m['tokens']} tokens routed by {m['routing']}: "
+            f"experts touched {m['experts_touched']}/{m['experts']}, tokens per expert min {min(c)} / max {max(c)}; "
+            f"expert weights read {wb['gathered'] / 1e6:,.2f} MB (gathered lowering), a grouped MatMul would read "
+            f"{wb['grouped'] / 1e6:,.2f} MB")
+    return lines

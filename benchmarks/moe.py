@@ -1,0 +1,118 @@
+"""A MoE layer's expert GEMMs on 910B2, fp16: grouped vs gathered vs dense-all-experts.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/moe.py [--routing uniform|skew=A|FILE]
+        [--target ascend910b2] [--write-results]
+
+Two layers: Mixtral-8x7B-shaped (hidden 4096, expert intermediate 14336, 8 experts, top-2) and
+DeepSeek-V3-shaped (hidden 7168, expert intermediate 2048, 256 routed experts, top-8, one
+shared expert), at prefill 2048 tokens and decode batch 1 / 16 / 64 / 256. Per row: experts
+touched by the routing, cycles (AI Core clock) and expert-weight GM bytes read under
+
+* grouped: GroupedMatmul over the tokens sorted by expert (what issue 18 builds),
+* gathered: ascendir's lowering of the batched-expert export today (weights gathered per routed
+  token, then batched MatMul; its gathered-weight intermediate in GM shown as `gather GM`),
+* dense: every expert on every token.
+
+These are the analytic estimates of ascendir.conversion.nn_to_ascend.moe_cost (the matmul
+tiling model's per-group estimates, tiling.estimate), not simulated runs: the grouped MatMul has
+no kernel yet. The shared expert's cycles are the same under all three and printed apart. The
+routing is the stated assumption (seeded; default uniform), never real router output.
+
+A model check closes the output: today's gathered lowering of small MoE layers (the gathers and
+batched MatMuls alone, lowered by ascendir and simulated timing-only) against moe_cost.gathered.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+
+from ascendir.conversion.nn_to_ascend.moe_cost import MoeShape, dense, gathered, grouped, shared_cycles  # noqa: E402
+from ascendir.costmodel.moe_routing import make_routing, parse_routing, tokens_per_expert  # noqa: E402
+from ascendir.errors import AscendirError  # noqa: E402
+from ascendir.hardware import load_target  # noqa: E402
+import results  # noqa: E402  (benchmarks/results.py: --write-results)
+
+LAYERS = {
+    "Mixtral-8x7B": MoeShape(hidden=4096, inter=14336, experts=8, top_k=2),
+    "DeepSeek-V3": MoeShape(hidden=7168, inter=2048, experts=256, top_k=8, shared=1),
+}
+TOKENS = (("prefill", 2048), ("decode", 1), ("decode", 16), ("decode", 64), ("decode", 256))
+DTYPE = "f16"
+
+
+CHECK = """
+func.func @main(%x: tensor<{p}x{h}x1x{t}>, %m: tensor<{p}x{i}x1x{t}>, %ids: tensor<{p}xi64>) -> (tensor<{p}x{i2}x1x{t}>, tensor<{p}x{h}x1x{t}>) {{
+  %wgu = nn.weight @gate_up : tensor<{e}x{i2}x{h}x{t}>
+  %gu = nn.gather %wgu, %ids {{axis = 0 : i64}} : (tensor<{e}x{i2}x{h}x{t}>, tensor<{p}xi64>) -> tensor<{p}x{i2}x{h}x{t}>
+  %a = nn.matmul %gu, %x : (tensor<{p}x{i2}x{h}x{t}>, tensor<{p}x{h}x1x{t}>) -> tensor<{p}x{i2}x1x{t}>
+  %wd = nn.weight @down : tensor<{e}x{h}x{i}x{t}>
+  %d = nn.gather %wd, %ids {{axis = 0 : i64}} : (tensor<{e}x{h}x{i}x{t}>, tensor<{p}xi64>) -> tensor<{p}x{h}x{i}x{t}>
+  %b = nn.matmul %d, %m : (tensor<{p}x{h}x{i}x{t}>, tensor<{p}x{i}x1x{t}>) -> tensor<{p}x{h}x1x{t}>
+  func.return %a, %b : tensor<{p}x{i2}x1x{t}>, tensor<{p}x{h}x1x{t}>
+}}
+"""
+
+
+def model_check(hw) -> None:
+    """Simulated (timing-only) vs analytic cycles of today's gathered lowering on small layers."""
+    from xdsl.parser import Parser
+
+    from ascendir.driver import lower, parse_pipeline, run_passes
+    from ascendir.interpreter import simulate
+    from ascendir.session import make_context
+
+    print("\nmodel check: gathered lowering (gathers + batched MatMuls), simulated timing-only vs moe_cost.gathered")
+    for tokens, s, t in ((64, MoeShape(128, 128, 8, 2), "f32"), (16, MoeShape(512, 256, 16, 4), "f16")):
+        pairs = tokens * s.top_k
+        text = CHECK.format(p=pairs, h=s.hidden, i=s.inter, i2=2 * s.inter, e=s.experts, t=t)
+        module = Parser(make_context(), text).parse_module()
+        run_passes(module, parse_pipeline(f"choose-tiling{{target={hw.name}}}", "O0", hw.name, None), None)
+        lower(module, None, hw.name)
+        sim = simulate(module, None, {}, hw, timing_only=True).report["total_cycles"]
+        est = gathered(s, tokens, t, hw).cycles
+        print(f"  {tokens} tokens, H {s.hidden}, I {s.inter}, {s.experts} experts top-{s.top_k}, {t}: simulated "
+              f"{sim:,.0f}, analytic {est:,.0f} ({100 * (est - sim) / sim:+.1f} %)")
+
+
+def _gb(b: float) -> str:
+    return f"{b / 1e9:9.2f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="ascend910b2")
+    ap.add_argument("--routing", default="uniform", help="uniform, skew=A or an .npz with indices [T, k]")
+    results.add_flag(ap)
+    args = ap.parse_args()
+    try:
+        spec = parse_routing(args.routing)
+    except AscendirError as e:
+        ap.error(str(e))
+    hw = load_target(args.target)
+    us = 1e6 / hw.clock_hz
+    print(f"{hw.name}, {DTYPE}, routing: {spec.text()} (seeded), HBM {hw.memory.hbm_bw_Bps / 1e12:.2f} TB/s, "
+          f"{hw.memory.hbm_bytes / 1e9:.0f} GB (a gathered intermediate beyond it cannot run)")
+    print("cycles of the routed-expert GEMMs (gate+up [H, 2I], down [I, H]); weight GB = expert-weight bytes read")
+    for name, s in LAYERS.items():
+        print(f"\n{name}: H {s.hidden}, I {s.inter}, {s.experts} experts, top-{s.top_k}"
+              + (f", {s.shared} shared expert" if s.shared else "")
+              + f"; {s.expert_bytes(DTYPE) / 1e6:.1f} MB per expert")
+        print(f"  {'phase':8s} {'tokens':>6s} {'touched':>7s} | {'grouped cyc':>12s} {'weight GB':>9s} | "
+              f"{'gathered cyc':>13s} {'weight GB':>9s} {'gather GM':>9s} | {'dense cyc':>12s} {'weight GB':>9s} | "
+              f"{'grouped µs':>10s} {'shared cyc':>11s}")
+        for phase, t in TOKENS:
+            counts = tokens_per_expert(make_routing(spec, t, s.top_k, s.experts), s.experts)
+            g, ga, d = grouped(s, counts, DTYPE, hw), gathered(s, t, DTYPE, hw), dense(s, t, DTYPE, hw)
+            print(f"  {phase:8s} {t:6d} {int((counts > 0).sum()):7d} | {g.cycles:12,.0f} {_gb(g.weight_bytes)} | "
+                  f"{ga.cycles:13,.0f} {_gb(ga.weight_bytes)} {_gb(ga.gm_bytes_peak)} | {d.cycles:12,.0f} "
+                  f"{_gb(d.weight_bytes)} | {g.cycles * us:10.1f} {shared_cycles(s, t, DTYPE, hw):11,.0f}")
+    model_check(hw)
+
+
+if __name__ == "__main__":
+    with results.recorded("moe"):
+        main()

@@ -1,0 +1,83 @@
+"""MoE routing statistics (costmodel/moe_routing.py) and the analytic grouped / gathered / dense
+cost of a MoE layer's expert GEMMs (conversion/nn_to_ascend/moe_cost.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ascendir.conversion.nn_to_ascend.moe_cost import MoeShape, dense, gathered, grouped, grouped_gemm_cycles
+from ascendir.conversion.nn_to_ascend.tiling import Problem, search
+from ascendir.costmodel.moe_routing import (
+    RoutingSpec, RoutingStats, check_indices, make_routing, parse_routing, tokens_per_expert,
+)
+from ascendir.errors import AscendirError
+from ascendir.hardware import load_target
+
+HW = load_target("ascend910b2")
+
+
+def test_parse_routing(tmp_path) -> None:
+    assert parse_routing("uniform") == RoutingSpec("uniform")
+    assert parse_routing("skew=1.5").alpha == 1.5
+    f = tmp_path / "r.npz"
+    np.savez(f, indices=np.array([[0, 1]]))
+    assert parse_routing(str(f)).text() == str(f)
+    for bad in ("skew=-1", "skew=x", "skew=nan", "zipf", str(tmp_path / "missing.npz")):
+        with pytest.raises(AscendirError, match="--moe-routing"):
+            parse_routing(bad)
+
+
+@pytest.mark.parametrize("spec", [RoutingSpec("uniform"), RoutingSpec("skew", alpha=1.2)])
+def test_made_routing_is_topk_shaped_and_seeded(spec: RoutingSpec) -> None:
+    a = make_routing(spec, 300, 8, 64)
+    assert a.shape == (300, 8) and a.dtype == np.int64
+    check_indices(a, 64)  # distinct experts per token, ids in range
+    assert np.array_equal(a, make_routing(spec, 300, 8, 64))
+    counts = tokens_per_expert(a, 64)
+    assert counts.sum() == 300 * 8
+    if spec.kind == "skew":  # Zipf: expert 0 far above the uniform share, the tail below it
+        assert counts[0] > 3 * 300 * 8 / 64 > counts[-8:].max()
+    else:
+        assert counts.max() < 2 * 300 * 8 / 64
+
+
+def test_routing_from_file(tmp_path) -> None:
+    f = tmp_path / "r.npz"
+    np.savez(f, indices=np.array([[3, 1], [1, 0]]))
+    spec = parse_routing(str(f))
+    a = make_routing(spec, 2, 2, 4)
+    s = RoutingStats.of(a, 4, bytes_per_expert=100)
+    assert s.tokens_per_expert == (1, 2, 0, 1) and s.experts_touched == 3 and s.expert_weight_bytes == 300
+    with pytest.raises(AscendirError, match=r"indices \[2, 2\], the layer routes \[3, 2\]"):
+        make_routing(spec, 3, 2, 4)
+    np.savez(f, indices=np.array([[1, 1]]))
+    with pytest.raises(AscendirError, match="same expert twice"):
+        make_routing(parse_routing(str(f)), 1, 2, 4)
+    np.savez(f, indices=np.array([[0, 4]]))
+    with pytest.raises(AscendirError, match=r"in \[0, 4\)"):
+        make_routing(parse_routing(str(f)), 1, 2, 4)
+
+
+def test_grouped_single_group_matches_the_matmul_estimate() -> None:
+    """One expert holding every row is one GEMM: the grouped kernel's cycles are the matmul
+    template's estimate for it, up to the per-core rounding of items the grouped sum spreads."""
+    counts = np.array([0, 512, 0, 0])
+    e = search(Problem(1, 512, 2048, 1024, "f16", 2), HW).estimate.cycles
+    g = grouped_gemm_cycles(counts, 2048, 1024, "f16", HW)
+    assert 0.9 * e <= g <= e * 1.0001
+    assert grouped_gemm_cycles(np.zeros(4, np.int64), 2048, 1024, "f16", HW) == 0.0
+
+
+def test_grouped_reads_only_touched_experts() -> None:
+    s = MoeShape(hidden=1024, inter=512, experts=16, top_k=2)
+    idx = make_routing(RoutingSpec("uniform"), 1, 2, 16)
+    counts = tokens_per_expert(idx, 16)
+    g, ga, d = grouped(s, counts, "f16", HW), gathered(s, 1, "f16", HW), dense(s, 1, "f16", HW)
+    assert g.weight_bytes == 2 * s.expert_bytes("f16")
+    assert d.weight_bytes == 16 * s.expert_bytes("f16")
+    assert ga.weight_bytes == 2 * g.weight_bytes  # gathered: read by the gather, then by the MatMul
+    assert g.cycles < ga.cycles and g.cycles < d.cycles
+    # more tokens on the same experts: more cycles, the same weight bytes
+    g2 = grouped(s, counts * 64, "f16", HW)
+    assert g2.cycles > g.cycles and g2.weight_bytes == g.weight_bytes
