@@ -56,26 +56,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, TensorType, i1, i64
-from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, TensorType, i64
+from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from ascendir.dialects import nn
 from ascendir.dialects.ascend.attrs import DeviceGroupAttr
-from ascendir.dialects.nn.collectives import AllGatherOp, AllReduceOp, ReduceScatterOp
+from ascendir.dialects.nn.collectives import AllGatherOp, AllReduceOp, CollectiveOp, ReduceScatterOp
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
-from ascendir.session import session_of
+from ascendir.session import Session, session_of
 from ascendir.weights import WeightStore
 
 TILING_ATTR = "ascend.tiling"
 SMALL_TABLE_BYTES = 1 << 20
 """An embedding table smaller than this whose rows do not split over tp stays replicated
 (replicating it costs less than the collective; BERT's 2-row token-type table)."""
-
-_MAX_ROUNDS = 200
-
 
 # ----------------------------------------------------------------------------------------------
 # layouts
@@ -157,6 +154,22 @@ def _node(op: Operation) -> str:
     return f"{op.name} '{name.data}'" if isinstance(name, StringAttr) else op.name
 
 
+_MISSING = object()
+
+
+class _Journaled(dict):
+    """A dict whose writes go to a shared log (key, previous value), so the analysis can resume
+    from any op after a revision instead of starting over (linear, not quadratic, in layers)."""
+
+    def __init__(self, log: list):
+        super().__init__()
+        self._log = log
+
+    def __setitem__(self, key, value) -> None:
+        self._log.append((self, key, self.get(key, _MISSING)))
+        super().__setitem__(key, value)
+
+
 class _Retry(Exception):
     """Revise the split chosen at `origin` (hint) and analyse again."""
 
@@ -181,12 +194,22 @@ _ELEMENTWISE = (nn.UnaryOp, nn.BinaryOp, nn.WhereOp, nn.CastOp)
 class _Analysis:
     def __init__(self, tp: int, sp: bool, hints: dict[Operation, dict]):
         self.tp, self.sp, self.hints = tp, sp, hints
-        self.lay: dict[SSAValue, Layout] = {}
-        self.edge: dict[tuple[Operation, int], Layout] = {}  # operand -> the layout its consumer gets
-        self.late: dict[SSAValue, tuple] = {}  # values whose split a consumer may still choose
-        self.vocab: set[Operation] = set()  # vocab-parallel gathers
+        self.log: list[tuple[dict, object, object]] = []  # every write, so a revision can roll back
+        self.lay: dict[SSAValue, Layout] = _Journaled(self.log)
+        self.edge: dict[tuple[Operation, int], Layout] = _Journaled(self.log)  # operand -> the layout its consumer gets
+        self.late: dict[SSAValue, tuple] = _Journaled(self.log)  # values whose split a consumer may still choose
+        self.vocab: dict[Operation, bool] = _Journaled(self.log)  # vocab-parallel gathers
         self.body: nn.FusedOp | None = None
-        self.notes: list[str] = []
+        self.notes: dict[Operation, str] = _Journaled(self.log)
+
+    def rollback(self, length: int) -> None:
+        """Undo the writes after the first `length` ones."""
+        while len(self.log) > length:
+            d, key, old = self.log.pop()
+            if old is _MISSING:
+                dict.pop(d, key)
+            else:
+                dict.__setitem__(d, key, old)
 
     # -- queries ------------------------------------------------------------------------------
     def of(self, op: Operation, i: int) -> Layout:
@@ -203,7 +226,7 @@ class _Analysis:
         """Give operand i of op the layout `want` by slicing weights (no collective)."""
         v = op.operands[i]
         if self.is_leaf_static(v):
-            if want.kind == "P" and v.type.element_type not in _FLOATS:
+            if want.kind == "P" and not _is_float(v.type.element_type):
                 return False
             self.edge[(op, i)] = want
             return True
@@ -293,12 +316,9 @@ class _Analysis:
         if isinstance(op, (nn.WeightOp, nn.ConstantOp)):
             self.lay[op.result] = R
             return
-        if isinstance(op, func.ReturnOp):
+        if isinstance(op, func.ReturnOp):  # results are replicated (all-reduced / all-gathered)
             for i in range(len(op.operands)):
-                if self.of(op, i).kind == "P":
-                    self.coerce(op, i, R)
-                elif self.of(op, i) != R:
-                    self.coerce(op, i, R)
+                self.coerce(op, i, R)
             return
         if isinstance(op, nn.YieldOp):
             return
@@ -353,17 +373,9 @@ class _Analysis:
         raise _Retry(origin, hint)
 
 
-_FLOATS: tuple = ()
-
-
-def _init_floats() -> None:
-    global _FLOATS
-    from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type
-
-    _FLOATS = (Float16Type(), BFloat16Type(), Float32Type(), Float64Type())
-
-
-_init_floats()
+def _is_float(elem: Attribute) -> bool:
+    dtype = np.dtype(to_numpy_dtype(elem))
+    return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -579,9 +591,9 @@ def _gather(a: _Analysis, op: nn.GatherOp) -> None:
         if len(shape) == 2:  # an embedding table: vocab-parallel
             vocab = shape[0]
             nbytes = math.prod(shape) * np.dtype(to_numpy_dtype(data.type.element_type)).itemsize
-            if vocab % a.tp == 0 and data.type.element_type in _FLOATS:
+            if vocab % a.tp == 0 and _is_float(data.type.element_type):
                 a.demand(op, 0, split(0, a.tp))
-                a.vocab.add(op)
+                a.vocab[op] = True
                 a.set_results(op, P)
                 return
             if nbytes >= SMALL_TABLE_BYTES:
@@ -644,7 +656,7 @@ def _matmul(a: _Analysis, op: nn.MatmulOp) -> None:
     blocks, parts = hint.get("blocks", 1), hint.get("parts", 0)
     n = w_shape[w_out]
     if n % (blocks * (parts or a.tp)):
-        a.notes.append(f"{_node(op)}: {n} output columns do not split over {a.tp} devices; replicated")
+        a.notes[op] = f"{_node(op)}: {n} output columns do not split over {a.tp} devices; replicated"
         a.set_results(op, R)
         return
     want = split(w_out, a.tp, blocks, parts)  # column-parallel
@@ -717,15 +729,8 @@ _BASE_RULES: list[tuple[type, Callable]] = [(nn.ReduceOp, _reduce), (_ELEMENTWIS
 # ----------------------------------------------------------------------------------------------
 # rewriting: one rank's module
 # ----------------------------------------------------------------------------------------------
-@dataclass
-class _Entry:
-    """A weight of the sharded module: how each rank's array derives from the unsharded ones."""
-
-    make: Callable[[int], np.ndarray]  # rank -> array (called lazily, once per rank)
-
-
 class _Rewriter:
-    def __init__(self, a: _Analysis, weights: WeightStore | None, used_names: set[str]):
+    def __init__(self, a: _Analysis, used_names: set[str]):
         self.a, self.tp = a, a.tp
         self.group = DeviceGroupAttr(list(range(a.tp)))
         self.entries: dict[str, Callable[[WeightStore, int], np.ndarray]] = {}
@@ -932,6 +937,55 @@ def _dissolve(region: nn.FusedOp) -> None:
     Rewriter.erase_op(region)
 
 
+def _top(op: Operation, block: Block) -> Operation:
+    """The op of `block` that holds `op` (itself, or the region around it)."""
+    while op.parent_block() is not block:
+        op = op.parent_op()
+    return op
+
+
+def _analyse(block: Block, tp: int, sp: bool) -> tuple[_Analysis, int]:
+    """Layouts of every value of the function body `block`, revising choices and dissolving
+    regions as conflicts are met: each revision rolls the analysis back to the op that made the
+    choice and resumes there. Returns the analysis and the number of regions dissolved.
+
+    Raises:
+        AscendirError: an op that cannot be split; no consistent split (a revision loop).
+    """
+    hints: dict[Operation, dict] = {}
+    a = _Analysis(tp, sp, hints)
+    for arg in block.args:
+        a.lay[arg] = R
+    start: dict[Operation, int] = {}  # op -> log length before it
+    dissolved = revisions = 0
+    # every revision dissolves a region or changes one op's split (replicate, blocks, parts)
+    limit = 4 * sum(1 for _ in block.walk()) + 1
+    op = block.first_op
+    while op is not None:
+        start[op] = len(a.log)
+        try:
+            a.visit(op)
+        except _Retry as e:
+            hints.setdefault(e.origin, {}).update([e.hint])
+            op = _top(e.origin, block)
+        except _Dissolve as e:
+            op = _top(e.region, block)
+            a.rollback(start[op])
+            before = op.prev_op
+            _dissolve(e.region)
+            dissolved += 1
+            if op.parent is None:  # the region itself went: resume at its first op
+                op = before.next_op if before is not None else block.first_op
+        else:
+            op = op.next_op
+            continue
+        a.rollback(start.get(op, len(a.log)))
+        revisions += 1
+        if revisions > limit:
+            raise AscendirError(f"shard-tensor-parallel: no consistent split over {tp} devices found")
+    return a, dissolved
+
+
 def _main(module: ModuleOp) -> func.FuncOp:
     funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
     for f in funcs:
@@ -988,28 +1042,13 @@ def shard_tensor_parallel(module: ModuleOp, tp: int, sequence_parallel: bool = F
         raise AscendirError(f"shard-tensor-parallel: tp must be at least 1, got {tp}")
     main = _main(module)
     names = _weight_names(module)
+    collective = next((op for op in module.walk() if isinstance(op, CollectiveOp)), None)
+    if collective is not None:
+        raise AscendirError(f"shard-tensor-parallel: the module is already sharded (it holds {collective.name})")
     if tp == 1:
         return ShardPlan(1, {n: (lambda store, r, n=n: store[n]) for n in names}, [], 0, 0)
-    hints: dict[Operation, dict] = {}
-    dissolved = 0
-    for _ in range(_MAX_ROUNDS):
-        a = _Analysis(tp, sequence_parallel, hints)
-        try:
-            for arg in main.body.block.args:
-                a.lay[arg] = R
-            a.run_block(main.body.block)
-        except _Retry as e:
-            hints.setdefault(e.origin, {}).update([e.hint])
-            continue
-        except _Dissolve as e:
-            _dissolve(e.region)
-            dissolved += 1
-            hints = {op: h for op, h in hints.items() if op.parent is not None}
-            continue
-        break
-    else:
-        raise AscendirError(f"shard-tensor-parallel: no consistent split over {tp} devices found")
-    rw = _Rewriter(a, None, set(names))
+    a, dissolved = _analyse(main.body.block, tp, sequence_parallel)
+    rw = _Rewriter(a, set(names))
     block = main.body.block
     new_block = Block(arg_types=[arg.type for arg in block.args])
     vm = dict(zip(block.args, new_block.args))
@@ -1019,17 +1058,21 @@ def shard_tensor_parallel(module: ModuleOp, tp: int, sequence_parallel: bool = F
     main.body.detach_block(block)
     main.body.add_block(new_block)
     block.erase(safe_erase=False)
-    return ShardPlan(tp, rw.entries, a.notes, rw.collectives, dissolved)
+    return ShardPlan(tp, rw.entries, list(a.notes.values()), rw.collectives, dissolved)
 
 
 def shard_module(
-    module: ModuleOp, weights: WeightStore, tp: int, sequence_parallel: bool = False, target: str | None = None
+    module: ModuleOp, weights: WeightStore, tp: int, sequence_parallel: bool = False, target: str | None = None,
+    session: Session | None = None,
 ) -> tuple[ModuleOp, list[WeightStore]]:
     """The driver's entry: shard `module` (in place, and returned) over `tp` devices and cut
-    `weights` into one WeightStore per rank (lazily: slices are views where contiguous).
+    `weights` into one WeightStore per rank (lazily: slices are views where contiguous). Rank r
+    runs the returned module with stores[r]; `interpreter.exec.spmd_reference.run_spmd` runs
+    all ranks at the nn level.
 
     With `target` (a chip name or TOML), choose-tiling runs again for the sharded shapes (the
-    pass drops the tilings chosen for the unsharded ones).
+    pass drops the tilings chosen for the unsharded ones). Notes (a matmul left replicated) go
+    to `session` when given.
 
     Raises:
         AscendirError: an op that cannot be split tp ways, or IR that fails to verify after.
@@ -1037,15 +1080,18 @@ def shard_module(
     from xdsl.utils.exceptions import VerifyException
 
     plan = shard_tensor_parallel(module, tp, sequence_parallel)
+    if session is not None:
+        for note in plan.notes:
+            session.note(f"shard-tensor-parallel: {note}")
     try:
         module.verify()
     except VerifyException as e:
         raise AscendirError(f"shard-tensor-parallel: the sharded module fails to verify: {e}") from None
     if target is not None:
-        from ascendir.session import Session, make_context
+        from ascendir.session import make_context
         from ascendir.transforms.nn.choose_tiling import ChooseTiling
 
-        ChooseTiling(target=str(target)).apply(make_context(Session(weights=weights)), module)
+        ChooseTiling(target=str(target)).apply(make_context(session or Session(weights=weights)), module)
     return module, plan.rank_stores(weights)
 
 
