@@ -111,6 +111,23 @@ def _parts(lay: Layout, tp: int) -> int:
     return lay.parts or tp
 
 
+def refines(cur: Layout, want: Layout, tp: int) -> bool:
+    """Whether every rank's chunk in `want` lies inside its chunk in `cur` (a local cut: KV heads
+    held in fewer parts than ranks, read by one query head each)."""
+    return (
+        cur.kind == want.kind == "S" and cur.dim == want.dim and cur.blocks == want.blocks
+        and _parts(want, tp) % _parts(cur, tp) == 0 and cur != want
+    )
+
+
+def refine_indices(size: int, cur: Layout, want: Layout, tp: int, rank: int) -> np.ndarray:
+    """Indices, within rank `rank`'s chunk of `cur` (of a dim of `size`), of its chunk of `want`."""
+    block = size // cur.blocks
+    have, need = block // _parts(cur, tp), block // _parts(want, tp)
+    offset = (rank * _parts(want, tp) // tp) * need - (rank * _parts(cur, tp) // tp) * have
+    return np.concatenate([np.arange(b * have + offset, b * have + offset + need) for b in range(cur.blocks)])
+
+
 def chunk_indices(size: int, lay: Layout, tp: int, rank: int) -> np.ndarray:
     """Indices along lay.dim (of `size`) that `rank` holds."""
     parts = _parts(lay, tp)
@@ -201,6 +218,7 @@ class _Analysis:
         self.vocab: dict[Operation, bool] = _Journaled(self.log)  # vocab-parallel gathers
         self.body: nn.FusedOp | None = None
         self.notes: dict[Operation, str] = _Journaled(self.log)
+        self.summed: dict[SSAValue, Layout] = _Journaled(self.log)  # partial values summed so far, and into what
 
     def rollback(self, length: int) -> None:
         """Undo the writes after the first `length` ones."""
@@ -271,14 +289,22 @@ class _Analysis:
         if self.body is not None:
             raise _Dissolve(self.body)
         self.edge[(op, i)] = want
+        if cur.kind == "P" and v not in self.summed:
+            self.summed[v] = want
 
     def _check_conversion(self, op: Operation, v: SSAValue, cur: Layout, want: Layout) -> None:
         tp = self.tp
+        if refines(cur, want, tp):
+            return
         if want.kind == "P":
             raise AscendirError(f"shard-tensor-parallel: {_node(op)}: internal: no conversion from {cur.tag()} to a partial sum")
-        if cur.kind == "S" and (cur.blocks != 1 or cur.parts):
+        if cur.kind == "S" and cur.parts:  # only heads fewer than ranks are held in fewer parts
+            source = f" of {_node(cur.origin)}" if cur.origin is not None else ""
+            raise AscendirError(f"shard-tensor-parallel: {_node(op)}: the {cur.parts} heads{source} do not split over {tp} devices")
+        if cur.kind == "S" and cur.blocks != 1:
             raise AscendirError(
-                f"shard-tensor-parallel: {_node(op)}: an operand split {cur.tag()} cannot be gathered over {tp} devices"
+                f"shard-tensor-parallel: {_node(op)}: an operand of {cur.blocks} packed parts (q|k|v) along dim {cur.dim} "
+                "cannot be gathered"
             )
         if want.kind == "S":
             size = _shape(v)[want.dim]
@@ -322,6 +348,10 @@ class _Analysis:
             return
         if isinstance(op, nn.YieldOp):
             return
+        if self.body is None:  # a partial sum already summed is read summed (no second collective)
+            for i, v in enumerate(op.operands):
+                if v in self.summed and self.of(op, i).kind == "P":
+                    self.coerce(op, i, self.summed[v])
         if isinstance(op, nn.FusedOp):
             return self.visit_fused(op)
         handler = _RULES.get(type(op))
@@ -336,8 +366,19 @@ class _Analysis:
         self.pin(op)
 
     def visit_fused(self, op: nn.FusedOp) -> None:
+        if self.body is None and any(self.of(op, i).kind == "P" for i in range(len(op.operands))):
+            mark = len(self.log)
+            try:  # a body linear in its partial operands keeps them partial (BERT's embedding sum)
+                return self._visit_body(op)
+            except _Dissolve as e:
+                if e.region is not op:
+                    raise
+                self.rollback(mark)
+        self.unpartial(op)  # else they are summed before it: a region holds no collective
+        self._visit_body(op)
+
+    def _visit_body(self, op: nn.FusedOp) -> None:
         block = op.body.block
-        self.unpartial(op)  # a region's body sums nothing across ranks: partial operands are summed before it
         for i, arg in enumerate(block.args):
             v = op.operands[i]
             if self.weight_like(v):
@@ -407,10 +448,11 @@ def _elementwise(a: _Analysis, op: Operation) -> None:
     if any(lay.kind == "P" for lay in lays):
         linear = False
         if isinstance(op, (nn.AddOp, nn.SubOp)):
-            # a bias joins the partial sum on rank 0; two partial sums (a residual stream and a
-            # row-parallel output) are each summed first, as Megatron places the all-reduce
+            # a bias joins the partial sum on rank 0, and two partial sums add into one (BERT's
+            # word + token-type embeddings: one all_reduce); a residual stream is read summed
+            # (see visit), so the row-parallel output is summed before the residual add
             others = [i for i in range(n) if lays[i].kind != "P"]
-            linear = len(others) == n - 1 and all(a.weight_like(op.operands[i]) and a.demand(op, i, P) for i in others)
+            linear = all(a.weight_like(op.operands[i]) and a.demand(op, i, P) for i in others)
         elif isinstance(op, nn.MulOp):
             linear = sum(lay.kind == "P" for lay in lays) == 1 and all(lay.kind == "R" for lay in lays if lay.kind != "P")
         elif isinstance(op, nn.DivOp):
@@ -677,9 +719,17 @@ def _matmul_plain(a: _Analysis, op: nn.MatmulOp) -> None:
                 and not la.parts and not lb.parts:
             a.set_results(op, P)
             return
-        if la.kind == "S" and la.dim < ra - 2 and lb.kind == "S" and lb.dim == la.dim + rb - ra and la == Layout("S", la.dim, lb.blocks, lb.parts):
-            a.set_results(op, Layout("S", la.dim + ro - ra, la.blocks, la.parts, la.origin))
-            return
+        if la.kind == "S" and la.dim < ra - 2 and lb.kind == "S" and lb.dim == la.dim + rb - ra:  # batch (heads)
+            wa, wb = Layout("S", la.dim, lb.blocks, lb.parts), Layout("S", lb.dim, la.blocks, la.parts)
+            if refines(lb, wb, a.tp):  # K / V heads held in fewer parts than Q's (GQA, tp > KV heads)
+                a.coerce(op, 1, wb)
+                lb = wb
+            elif refines(la, wa, a.tp):
+                a.coerce(op, 0, wa)
+                la = Layout("S", la.dim, lb.blocks, lb.parts, la.origin)
+            if la.blocks == lb.blocks and la.parts == lb.parts:
+                a.set_results(op, Layout("S", la.dim + ro - ra, la.blocks, la.parts, la.origin))
+                return
         if la.kind == "S" and la.dim == ra - 2 and lb == R:
             a.set_results(op, Layout("S", ro - 2, la.blocks, la.parts, la.origin))
             return
@@ -803,6 +853,15 @@ class _Rewriter:
             op = AllGatherOp(v, self.group, cur.dim)
             ip.append(op)
             self.collectives += 1
+            out = op.result
+        elif refines(cur, want, tp):
+            size = full.get_shape()[want.dim]
+            idx = self.rank_weight(
+                f"tp.index.d{want.dim}.{size}.{cur.tag()}.{want.tag()}", lambda r: refine_indices(size, cur, want, tp, r),
+                TensorType(i64, [size // _parts(want, tp)]), ip,
+            )
+            op = nn.GatherOp(v, idx, want.dim)
+            ip.append(op)
             out = op.result
         elif cur.kind == "S" and want.kind == "S":
             r = self.convert(v, cur, R, full, ip)
