@@ -18,8 +18,14 @@ where a consumer needs another layout than its operand has:
   row-parallel (the weight's input dim split: o_proj, down), giving a partial sum;
 * a partial sum is all-reduced (`nn.all_reduce`) before the first op that is not linear in it
   (the residual add, a norm, an activation); with sequence parallelism it is reduce-scattered
-  along the token dim instead (`nn.reduce_scatter`), norms and residuals then run on the token
-  shard, and the shard is all-gathered (`nn.all_gather`) before the next column-parallel matmul;
+  along the token dim (dim -2) instead (`nn.reduce_scatter`), norms and residuals then run on
+  the token shard, and the shard is all-gathered (`nn.all_gather`) before the next
+  column-parallel matmul. Partial sums add into one partial sum (BERT's word + token-type
+  embeddings: one all_reduce); once summed, every later reader reads the summed value;
+* a matmul whose output dim does not split over tp (ViT's 10-class head at tp=4), or whose
+  split a later op cannot use (a softmax / top-k over it: the MoE router), is replicated;
+* a stack of expert matrices gathered by the router's choices (Mixtral's gate_up / down) splits
+  each expert's intermediate dim: column- then row-parallel, one all_reduce after the combine;
 * a bias added to a partial sum is held by rank 0 only (zeros elsewhere), so the region that
   adds it stays one region (vLLM's RowParallelLinear does the same);
 * attention runs on the rank's heads; with grouped-query attention and tp > KV heads each rank
@@ -44,8 +50,21 @@ A rank-dependent value in an SPMD module comes from the rank's WeightStore: weig
 `tp.*` hold the rank's vocabulary start and the indices of its chunk (a replicated activation
 cut to the rank's chunk is an `nn.gather` of those indices).
 
+A split is chosen where it starts (a matmul) and revised when a later op contradicts it (a
+reshape into fewer heads than ranks: KV heads held by several ranks; a slice separating q|k|v:
+the packed columns dealt per part; a softmax over the split dim: replicated); the analysis then
+rolls back to the revised op and resumes there (the layouts are journaled), so a module is
+analysed in about one pass.
+
 Errors (AscendirError, one line naming the op): heads, KV heads or tokens (sequence parallelism)
-that do not split over `tp`, a vocabulary that does not split.
+that do not split over `tp`, a vocabulary (a table of `SMALL_TABLE_BYTES` or more) that does not
+split, an already sharded module.
+
+Limits: function arguments are replicated inputs (with sequence parallelism the first
+reduce-scatter starts the token shard; Mixtral's MoE block, whose input goes straight to the
+experts, has nothing to scatter). Two uses of one region argument in two layouts (a weight
+shared by a norm and a projection bias, as in the corpus ViT whose zero biases are one
+initializer) dissolve the region.
 """
 
 from __future__ import annotations
@@ -1169,6 +1188,9 @@ class ShardTensorParallel(ModulePass):
         plan = shard_tensor_parallel(op, self.tp, self.sequence_parallel)
         for note in plan.notes:
             session.note(f"{self.name}: {note}")
+        if plan.tp > 1:
+            sp = " with sequence parallelism" if self.sequence_parallel else ""
+            session.note(f"{self.name}: {plan.tp} devices{sp}: {plan.collectives} collectives, {plan.dissolved} fused regions dissolved")
         weights = session.weights if session.weights is not None else WeightStore()
         session.rank_stores = plan.rank_stores(weights)
         session.weights = session.rank_stores[0]
