@@ -185,16 +185,17 @@ def test_row_parallel_bias_held_by_rank_zero() -> None:
         np.testing.assert_array_equal(stores[0][n], weights[n.split(".tp.p")[0]])
 
 
-def test_fp16_sharded_matches_unsharded() -> None:
-    """fp16 LLaMA, tp=2 with sequence parallelism: collectives sum in float32 and round once,
-    so the sharded run stays within the fp16 tolerance of the unsharded one."""
-    module, weights = _compiled("llama_small", "O2", "fp16")
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_half_precision_sharded_matches_unsharded(dtype: str) -> None:
+    """16-bit LLaMA, tp=2 with sequence parallelism: collectives sum in float32 and round once,
+    so the sharded run stays within the dtype's tolerance of the unsharded one."""
+    module, weights = _compiled("llama_small", "O2", dtype)
     inputs, _ = _reference("llama_small")
     unsharded = run_nn(module, weights, inputs)
     sharded, stores = shard_module(module.clone(), weights, 2, True)
     for r, outputs in enumerate(run_spmd(sharded, stores, inputs)):
-        assert outputs["logits"].dtype == np.float16
-        compare_outputs(unsharded, outputs, f"fp16 rank {r}")
+        assert outputs["logits"].dtype == unsharded["logits"].dtype != np.float32
+        compare_outputs(unsharded, outputs, f"{dtype} rank {r}")
 
 
 def test_shard_module_retiles_for_a_target() -> None:

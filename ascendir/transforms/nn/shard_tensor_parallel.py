@@ -911,8 +911,6 @@ class _Rewriter:
         cur = a.lay.get(v, R)
         if want is None or want == cur:
             return nv
-        if isinstance(op, nn.FusedOp) and a.weight_like(v):
-            return nv  # a late weight: its producer already has the consumer's layout
         return self.convert(nv, cur, want, v.type, ip)
 
     def rebuild(self, block: Block, new_block: Block, vm: dict) -> None:
@@ -942,10 +940,7 @@ class _Rewriter:
         if isinstance(op, nn.FusedOp):
             old = op.body.block
             nb = Block(arg_types=[o.type for o in operands])
-            inner = dict(vm)
-            for arg, narg in zip(old.args, nb.args):
-                inner[arg] = narg
-            self.rebuild(old, nb, inner)
+            self.rebuild(old, nb, dict(zip(old.args, nb.args)))  # isolated from above: its own values only
             regions = [Region(nb)]
         elif isinstance(op, nn.SliceOp):
             lay = a.lay.get(op.operands[0], R)
