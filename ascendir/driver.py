@@ -346,6 +346,8 @@ def compile_model(
     if not is_lowered(module):
         feeds = random_inputs(module) if verify_numerics else None
         session = run_passes(module, parse_pipeline(pipeline, opt_level, target or DEFAULT_TARGET, tiling), weights, feeds, session)
+        if session.rank_stores is not None:  # shard-tensor-parallel: the module is rank 0's, so are its weights
+            weights = session.weights
         if emit == "ascend":
             lower(module, weights, target, session)
     elif emit == "nn":

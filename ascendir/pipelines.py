@@ -82,6 +82,12 @@ def _fuse_elementwise():
     return FuseElementwise
 
 
+def _shard_tensor_parallel():
+    from ascendir.transforms.nn.shard_tensor_parallel import ShardTensorParallel
+
+    return ShardTensorParallel
+
+
 def _choose_tiling():
     from ascendir.transforms.nn.choose_tiling import ChooseTiling
 
@@ -153,6 +159,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fuse-elementwise": _fuse_elementwise,
     "decompose-attention": _decompose_attention,
     "constants-to-weights": _constants_to_weights,
+    "shard-tensor-parallel": _shard_tensor_parallel,
     "choose-tiling": _choose_tiling,
     "convert-nn-to-ascend": _lowering,
     "plan-memory": _plan_memory,

@@ -69,6 +69,8 @@ class Session:
         search_log: choose-tiling's SearchStats per op kind ("matmul", "attention").
         declined: the regions convert-nn-to-ascend lowered op by op because their template
             declined them, with the template's reason.
+        rank_stores: after shard-tensor-parallel, one WeightStore per rank (`weights` is then
+            rank 0's).
     """
 
     weights: WeightStore | None = None
@@ -76,6 +78,7 @@ class Session:
     echo_notes: bool = False
     search_log: dict[str, SearchStats] = field(default_factory=dict)
     declined: list[DeclinedRegion] = field(default_factory=list)
+    rank_stores: list[WeightStore] | None = None
 
     def note(self, message: str) -> None:
         """Leave `message` (one line, starting with the pass name) for the user."""

@@ -30,7 +30,8 @@ JUNK = ['"abc', '"\\', "%", "{", "}", "(", ")", "<", ">", ":", "->", "\x00", "\x
 
 NN_PASSES = ["O0", "O2", "convert-nn-to-ascend", "ascend-lowering{target=ascend910b2}", "recompose-nn", "choose-tiling",
              "fuse-matmul-epilogue", "fuse-attention", "fuse-elementwise", "ascend-lowering{target=ascend910a}",
-             "fuse-ffn,choose-tiling", "fold-batchnorm"]
+             "fuse-ffn,choose-tiling", "fold-batchnorm", "shard-tensor-parallel{tp=2}",
+             "O2,shard-tensor-parallel{tp=4 sequence-parallel=true}"]
 ASCEND_PASSES = ["insert-sync", "plan-memory", "double-buffer", "double-buffer,plan-memory,insert-sync", ""]
 
 
