@@ -800,5 +800,9 @@ def calibrate(quick: bool) -> None:
     calibration.render(rows, console)
 
 
+from ascendir.api.generate_cmd import generate  # noqa: E402  (`ascendir generate`: its own module)
+
+main.add_command(generate)
+
 if __name__ == "__main__":
     main()
