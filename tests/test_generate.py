@@ -73,17 +73,18 @@ def test_timing_only_interpolation_equals_every_step() -> None:
     assert fast["steps"]["interpolated"] > 0 and full["steps"]["interpolated"] == 0
 
 
-def test_affine_fill_checks_before_interpolating() -> None:
-    """A piecewise-affine cost: every value exact, the pieces interpolated, the kink simulated."""
-    calls: list[int] = []
-
-    def cost(x: int) -> float:
-        calls.append(x)
-        return 3.0 * x + (5.0 * (x - 70) if x > 70 else 0.0)
-
-    got, simulated = affine_fill(10, 200, cost)
-    assert all(got[x] == pytest.approx(cost(x), rel=1e-12) for x in range(10, 201))
-    assert len(set(calls) & set(simulated)) == len(simulated) < 60
+@pytest.mark.parametrize("cost, lo, hi, most", [
+    (lambda x: 3.0 * x + (5.0 * (x - 70) if x > 70 else 0.0), 10, 200, 30),  # a change of slope
+    (lambda x: 64.0 * x + 5000.0 * (x // 128), 2048, 2302, 16),  # a KV tile's jump
+    (lambda x: 64.0 * x + 5000.0 * (x // 128), 2048, 6143, 400),  # 32 jumps: quarter points would alias
+    (lambda x: 10.0 * x + 777.0 * ((2 * x + 4) // 3), 100, 355, 256),  # rows over cores: no two steps alike
+])
+def test_affine_fill_is_exact(cost, lo, hi, most) -> None:
+    """Every value equals the cost function; only the pieces holding a jump or kink are refined."""
+    got, simulated = affine_fill(lo, hi, cost)
+    assert sorted(got) == list(range(lo, hi + 1))
+    assert all(got[x] == pytest.approx(cost(x), rel=1e-12) for x in got)
+    assert len(simulated) <= most
 
 
 def test_static_cache_model_names_the_axis() -> None:
@@ -106,3 +107,25 @@ def test_bad_prompt_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "o.npz").exists()
     with pytest.raises(AscendirError, match="must be >= 1"):
         generate(DATA / "kv_llama" / "model.onnx", 4, 0)
+
+
+def test_cache_in_place_writes_only_the_new_rows() -> None:
+    """cache-append: a decode step launches cache_append kernels (the new row written into the
+    cache) instead of concat kernels copying the past; the graph's concat path gives the same
+    tokens and logits and costs more."""
+    from ascendir.api.generate import _Model
+
+    model = DATA / "kv_llama" / "model.onnx"
+    kinds = {}
+    for in_place in (True, False):
+        report = _Model(model, "ascend910b2", "fp32", False, in_place).step(2, 1, 40, None).report
+        kinds[in_place] = {k["name"].rsplit("_", 1)[0]: k for k in report["kernels"]}
+        kinds[in_place]["total"] = report["total_cycles"]
+    assert "cache_append" in kinds[True] and "cache_append" not in kinds[False]
+    # the in-place kernel moves the new rows only: 2 sequences x 2 heads x 16 x fp32, read and written
+    assert kinds[True]["cache_append"]["bytes"]["gm_write"] == 2 * 2 * 16 * 4
+    assert kinds[True]["total"] < kinds[False]["total"]
+    ref = np.load(DATA / "kv_mistral" / "reference.npz")
+    g = generate(DATA / "kv_mistral" / "model.onnx", 0, 4, prompt=ref["input:input_ids"], in_place=False)
+    np.testing.assert_array_equal(g.outputs["generated_ids"], ref["generated_ids"])
+    np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)

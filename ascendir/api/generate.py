@@ -13,11 +13,12 @@ onnxruntime's step-by-step generation of the same model.
 
 Each step is compiled (-O2, ascend-lowering) and simulated at its own static shapes. Timing of
 decode steps in --timing-only: a decode step's shapes differ from the next one's only in the
-cache length L, so its cycles are a function T(L). It is simulated at the first and last L, and
-an interval is interpolated linearly only after T at its midpoint and at its quarter points was
-simulated and lay exactly (to 1e-9 relative) on the chord; otherwise the interval is split and
-the check repeats, down to simulating every L. tests/test_generate.py checks the result equal
-to simulating every step. Numerics runs simulate every step (each needs the previous one's data).
+cache length L, so its cycles are a function T(L), piecewise affine (each step reads one more
+key; a new KV tile adds a jump). T is simulated at both ends of [first L, last L] and next to
+them; where the four lie on one line (to 1e-9 relative) the rest is interpolated, else the jump
+is located by bisection or the interval split, and each piece checked the same way
+(affine_fill). tests/test_generate.py checks the result equal to simulating every step. Numerics
+runs simulate every step (each needs the previous one's data).
 
 Figures (report JSON, see generate.schema.json; seconds at the chip's clock):
 * TTFT: the prefill's simulated time; TPOT: each decode step's (N - 1 of them) and their mean;
@@ -65,15 +66,17 @@ class Generation:
 class _Model:
     """A KV-cache decoder and how to compile and simulate one step of it at given shapes."""
 
-    def __init__(self, path: Path, target: str, dtype: str, shape_only: bool, opt_level: str = "2"):
+    def __init__(self, path: Path, target: str, dtype: str, shape_only: bool, in_place: bool = True, opt_level: str = "2"):
         from ascendir.frontends.onnx.kv_cache import kv_signature
         from ascendir.frontends.onnx.loading import load_model
         from ascendir.hardware import load_target
 
         self.path, self.target, self.dtype, self.shape_only, self.opt_level = path, target, dtype, shape_only, opt_level
+        self.in_place = in_place
         self.hw = load_target(target)
         proto, _ = load_model(path)
         self.sig = kv_signature(proto)
+        self.past_axis = {c.past: c.axis for c in self.sig.cache}
 
     def vocab_size(self) -> int | None:
         """Rows of the embedding table input_ids index (None when no Gather reads them)."""
@@ -86,15 +89,20 @@ class _Model:
     def step(self, batch: int, seq: int, past: int, feeds: dict[str, np.ndarray] | None) -> StepResult:
         """Compile and simulate one step: `seq` new tokens after `past` cached positions;
         `feeds` None = timing-only."""
-        from ascendir.driver import lower, parse_pipeline, run_passes
+        from ascendir.driver import io_names, lower, main_func, parse_pipeline, run_passes
         from ascendir.frontends.onnx import import_onnx
         from ascendir.interpreter import simulate
         from ascendir.session import Session
 
         module, weights = import_onnx(self.path, self.sig.shapes(batch, seq, past), shape_only=self.shape_only, dtype=self.dtype)
         session = Session(echo_notes=False)
-        run_passes(module, parse_pipeline(None, f"O{self.opt_level}", self.target, None), weights, None, session)
+        spec = ("cache-append," if self.in_place else "") + f"O{self.opt_level}"
+        run_passes(module, parse_pipeline(spec, f"O{self.opt_level}", self.target, None), weights, None, session)
+        in_place = {n for n, t in zip(io_names(main_func(module), False), main_func(module).function_type.inputs.data)
+                    if n in self.past_axis and t.get_shape()[self.past_axis[n]] == past + seq}
         lower(module, weights, self.target, session)
+        if feeds is not None:  # a cache written in place: the past in its first positions, room for the new rows
+            feeds = {n: _grow(a, self.past_axis[n], seq) if n in in_place else a for n, a in feeds.items()}
         res = simulate(module, weights, feeds or {}, self.hw, timing_only=feeds is None)
         if feeds is None:
             return StepResult(res.report)
@@ -115,9 +123,28 @@ class _Model:
         return out
 
 
+def _grow(past: np.ndarray, axis: int, rows: int) -> np.ndarray:
+    """`past` with `rows` zero positions appended along `axis`: the preallocated cache a step
+    writes its new rows into (cache-append)."""
+    pad = [(0, 0)] * past.ndim
+    pad[axis] = (0, rows)
+    return np.pad(past, pad)
+
+
 def affine_fill(lo: int, hi: int, cost: Callable[[int], float]) -> tuple[dict[int, float], set[int]]:
-    """T(L) for every L in [lo, hi]: simulated (`cost`) where needed, interpolated linearly over
-    an interval only when T at its midpoint and quarter points lies on the chord (AFFINE_RTOL).
+    """T(L) for every L in [lo, hi], simulating (`cost`) only some L.
+
+    A decode step's cost is piecewise affine in the cache length L: each step reads one more key
+    (a constant slope) and a new KV tile adds a jump. For an interval [a, b] T is simulated at
+    a, a + 1, b - 1 and b (the slope at each end):
+    * all four on one line (AFFINE_RTOL): interpolated linearly;
+    * the same slope at both ends but off the chord (jumps in between): the first L off the line
+      through a and a + 1 is found by bisection (each probe simulated); up to it T is that line,
+      and the rest [first, b] is filled the same way (it may hold more jumps);
+    * different slopes: split in halves, each filled the same way.
+    Intervals of four or fewer points are simulated point by point. Sampling at fixed strides
+    instead would alias with the tile period (jumps every 128 keys look like one line at a stride
+    of 128); the end slopes cannot.
 
     Returns:
         (T by L, the L that were simulated)."""
@@ -128,25 +155,38 @@ def affine_fill(lo: int, hi: int, cost: Callable[[int], float]) -> tuple[dict[in
             known[x] = cost(x)
         return known[x]
 
+    def same(u: float, v: float) -> bool:
+        return math.isclose(u, v, rel_tol=AFFINE_RTOL, abs_tol=1e-12)
+
+    def line(x0: int, s: float, x: int) -> float:
+        return known[x0] + s * (x - x0)
+
     out: dict[int, float] = {}
-    simulated: set[int] = set()
     stack = [(lo, hi)]
     while stack:
         a, b = stack.pop()
-        ta, tb = at(a), at(b)
-        out[a], out[b] = ta, tb
-        if b - a <= 1:
+        if b - a <= 3:
+            out.update((x, at(x)) for x in range(a, b + 1))
             continue
-        probes = sorted({a + (b - a) * k // 4 for k in (1, 2, 3)} - {a, b})
-        chord = lambda x: ta + (tb - ta) * (x - a) / (b - a)  # noqa: E731
-        if all(math.isclose(at(x), chord(x), rel_tol=AFFINE_RTOL, abs_tol=1e-9) for x in probes):
-            for x in range(a + 1, b):
-                out[x] = known[x] if x in known else chord(x)
+        ta, ta1, tb1, tb = at(a), at(a + 1), at(b - 1), at(b)
+        left, right = ta1 - ta, tb - tb1
+        if same(line(a, left, b - 1), tb1) and same(line(a, left, b), tb):
+            out.update((x, known.get(x, line(a, left, x))) for x in range(a, b + 1))
             continue
-        mid = (a + b) // 2
-        stack += [(a, mid), (mid, b)]
-    simulated = set(known)
-    return out, simulated
+        if same(left, right) and not same(line(a, left, b - 1), tb1):
+            on, off = a + 1, b - 1  # on the line through a, a + 1 / off it
+            while off - on > 1:
+                m = (on + off) // 2
+                if same(at(m), line(a, left, m)):
+                    on = m
+                else:
+                    off = m
+            out.update((x, known.get(x, line(a, left, x))) for x in range(a, on + 1))
+            stack.append((off, b))
+            continue
+        m = (a + b) // 2
+        stack += [(a, m), (m, b)]
+    return out, set(known)
 
 
 def _kv_bytes(sig, batch: int, length: int, itemsize: dict[int, int]) -> int:
@@ -175,7 +215,7 @@ def _phase(report: dict) -> dict:
 
 def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1, prompt: np.ndarray | None = None,
              target: str = "ascend910b2", dtype: str = "fp32", timing_only: bool = False, shape_only: bool = False,
-             seed: int = 0, every_step: bool = False, progress: Callable[[str], None] | None = None) -> Generation:
+             seed: int = 0, every_step: bool = False, in_place: bool = True, progress: Callable[[str], None] | None = None) -> Generation:
     """Prefill `prompt` ([batch, prompt_len] int64; seeded random ids in [0, vocab) when None),
     then greedy decode until `new_tokens` tokens are generated (see the module docstring).
 
@@ -198,7 +238,7 @@ def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1
     shape_only = shape_only or False
     if shape_only:
         timing_only = True
-    m = _Model(path, target, dtype, shape_only)
+    m = _Model(path, target, dtype, shape_only, in_place)
     sig = m.sig
     if sig.fixed_batch is not None and sig.fixed_batch != batch:
         raise AscendirError(f"generate: input_ids axis 0 (the batch) is static ({sig.fixed_batch}); --batch {batch} needs it free")
@@ -298,7 +338,7 @@ def _report(m: _Model, pre: dict, decodes: dict[int, dict], tpot: list[float], l
         "steps": {
             "simulated_cache_len": sorted(decodes),
             "interpolated": len(lengths) - len([x for x in lengths if x in decodes]),
-            "method": "every step" if len(decodes) == len(lengths) else "affine where checked (midpoint and quarter points on the chord)",
+            "method": "every step" if len(decodes) == len(lengths) else "affine where checked (ends and their slopes on one line; jumps located by bisection)",
         },
     }
 
