@@ -23,8 +23,8 @@ runs simulate every step (each needs the previous one's data).
 Figures (report JSON, see generate.schema.json; seconds at the chip's clock):
 * TTFT: the prefill's simulated time; TPOT: each decode step's (N - 1 of them) and their mean;
   tokens/s: B * N / (TTFT + sum of TPOT), and the decode rate B / mean TPOT.
-* HBM bytes per token (per decode step / B): weights (the GM footprint of the weights, read
-  once a step at least), KV (the cache read, plus the new rows written, in place: the least a
+* HBM bytes per token (per decode step / B): weights (the GM footprint of the weights but the
+  embedding tables, of which a step gathers a few rows: read once a step at least), KV (the cache read, plus the new rows written, in place: the least a
   step moves), and what the simulation moved (GM reads that missed L2 + GM writes).
 * roofline TPOT: (weight bytes + KV bytes of the step) / HBM bandwidth (the chip TOML's
   `hbm_Bps`), beside the simulated TPOT.
@@ -51,6 +51,7 @@ class StepResult:
     """One simulated step: its report (interpreter/report), logits and cache (None when timing-only)."""
 
     report: dict
+    unread: int = 0  # weight bytes a step does not read whole: embedding tables only gathered from
     logits: np.ndarray | None = None
     cache: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -95,6 +96,7 @@ class _Model:
         from ascendir.session import Session
 
         module, weights = import_onnx(self.path, self.sig.shapes(batch, seq, past), shape_only=self.shape_only, dtype=self.dtype)
+        unread = _gathered_tables(module)
         session = Session(echo_notes=False)
         spec = ("cache-append," if self.in_place else "") + f"O{self.opt_level}"
         run_passes(module, parse_pipeline(spec, f"O{self.opt_level}", self.target, None), weights, None, session)
@@ -105,9 +107,9 @@ class _Model:
             feeds = {n: _grow(a, self.past_axis[n], seq) if n in in_place else a for n, a in feeds.items()}
         res = simulate(module, weights, feeds or {}, self.hw, timing_only=feeds is None)
         if feeds is None:
-            return StepResult(res.report)
+            return StepResult(res.report, unread)
         logits = np.asarray(res.outputs[self.sig.logits], np.float32)
-        return StepResult(res.report, logits, {c.past: res.outputs[c.present] for c in self.sig.cache})
+        return StepResult(res.report, unread, logits, {c.past: res.outputs[c.present] for c in self.sig.cache})
 
     def feeds(self, ids: np.ndarray, past: int, cache: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         b, s = ids.shape
@@ -121,6 +123,22 @@ class _Model:
         for c in self.sig.cache:
             out[c.past] = cache[c.past] if past else np.zeros(c.dims(b, 0), np.float32)
         return out
+
+
+def _gathered_tables(module) -> int:
+    """Bytes of the weights read only by nn.gather (embedding tables): a step reads the rows of
+    its tokens, not the table, so the roofline leaves them out."""
+    from ascendir.dialects import nn
+    from ascendir.driver import main_func
+    from ascendir.dtypes import itemsize
+
+    total = 0
+    for op in main_func(module).body.block.ops:
+        if isinstance(op, nn.WeightOp):
+            uses = [u for u in op.result.uses]
+            if uses and all(isinstance(u.operation, nn.GatherOp) and u.index == 0 for u in uses):
+                total += math.prod(op.result.type.get_shape()) * itemsize(op.result.type.element_type)
+    return total
 
 
 def _grow(past: np.ndarray, axis: int, rows: int) -> np.ndarray:
@@ -255,6 +273,7 @@ def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1
             raise AscendirError(f"generate: prompt ids must lie in [0, {vocab}) (the embedding's rows); got {prompt.min()}..{prompt.max()}")
         pre = m.step(batch, prompt_len, 0, m.feeds(prompt, 0, {}))
 
+    unread = pre.unread
     decode_reports: dict[int, dict] = {}
     steps = new_tokens - 1
     lengths = list(range(prompt_len, prompt_len + steps))  # the cache length each decode step reads
@@ -284,17 +303,41 @@ def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1
             tokens.append(last.argmax(-1))
         outputs = {"generated_ids": np.stack(tokens, 1).astype(np.int64), "final_logits": last.astype(np.float32)}
 
-    report = _report(m, pre.report, decode_reports, [tpot[x] for x in lengths], lengths, batch, prompt_len, new_tokens,
+    report = _report(m, pre.report, unread, decode_reports, [tpot[x] for x in lengths], lengths, batch, prompt_len, new_tokens,
                      timing_only, dtype, seed if prompt is None or timing_only else None)
     return Generation(outputs, report)
 
 
-def _report(m: _Model, pre: dict, decodes: dict[int, dict], tpot: list[float], lengths: list[int], batch: int,
+def decode_step(model: str | Path, batch: int, cache_len: int, target: str = "ascend910b2", dtype: str = "fp32",
+                shape_only: bool = True, in_place: bool = True) -> dict:
+    """One timing-only decode step (one new token per sequence after `cache_len` cached ones):
+    `tpot_s` simulated, `roofline_s` ((weights + KV read + new rows written) / HBM bandwidth),
+    `weights_bytes`, `kv_bytes` (the least the step moves for its cache), `hbm_bytes` (what the
+    simulation moved: GM reads missing L2 + GM writes), `bound` (resource, share) and the time of
+    each kernel kind (`kinds`: name -> seconds).
+
+    Raises:
+        AscendirError: as `generate` (e.g. a cache larger than the chip's HBM)."""
+    from ascendir.api.report_headline import by_kind
+
+    m = _Model(Path(model), target, dtype, shape_only, in_place)
+    step = m.step(batch, 1, cache_len, None)
+    r = step.report
+    itemsize = _itemsizes(m.sig, dtype)
+    kv = _kv_bytes(m.sig, batch, cache_len, itemsize) + _kv_bytes(m.sig, batch, 1, itemsize)
+    weights = r["gm_footprint"]["weights"] - step.unread
+    phase = _phase(r)
+    return {"tpot_s": r["total_seconds"], "roofline_s": (weights + kv) / r["ceilings"]["hbm_Bps"], "weights_bytes": weights,
+            "kv_bytes": kv, "hbm_bytes": phase["hbm_bytes"], "bound": [(b["resource"], b["share"]) for b in phase["bound"]],
+            "kinds": {k: c / r["clock_hz"] for k, _, c in by_kind(r)}}
+
+
+def _report(m: _Model, pre: dict, unread: int, decodes: dict[int, dict], tpot: list[float], lengths: list[int], batch: int,
             prompt_len: int, new_tokens: int, timing_only: bool, dtype: str, seed: int | None) -> dict:
     sig, hw = m.sig, m.hw
     hbm_bps = pre["ceilings"]["hbm_Bps"]
     itemsize = _itemsizes(sig, dtype)
-    weights = pre["gm_footprint"]["weights"]
+    weights = pre["gm_footprint"]["weights"] - unread  # what a decode step reads at least
     kv_row = _kv_bytes(sig, batch, 1, itemsize)  # one position of every cache tensor, whole batch
     kv_step = [_kv_bytes(sig, batch, length, itemsize) + kv_row for length in lengths]  # read the cache, write the new rows
     roofline = [(weights + kv) / hbm_bps for kv in kv_step]
