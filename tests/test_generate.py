@@ -47,8 +47,9 @@ def test_cli_numerics_and_timing_only_agree(tmp_path: Path) -> None:
     num = json.loads((tmp_path / "r.json").read_text())
     assert schema_problem(num) is None
     res = run_cli("generate", model, "--prompt-len", 6, "--batch", 2, "--new-tokens", 3, "--timing-only",
-                  "--report", tmp_path / "t.json")
+                  "--report", tmp_path / "t.json", "--plots", tmp_path / "plots")
     assert res.exit_code == 0, res.output
+    assert (tmp_path / "plots" / "tpot.png").stat().st_size > 0 and (tmp_path / "plots" / "tpot.svg").exists()
     tim = json.loads((tmp_path / "t.json").read_text())
     assert tim["ttft_s"] == num["ttft_s"] and tim["tpot_s"] == num["tpot_s"]
     assert tim["timing_only"] and not num["timing_only"]
