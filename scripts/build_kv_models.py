@@ -1,17 +1,20 @@
-"""Build the small KV-cache decoder models of tests/data/kv_* with their reference generation.
+"""Build the small KV-cache decoder models of tests/data/kv/NAME with their reference generation.
 
-    /work/.venv-corpus/bin/python scripts/build_kv_models.py [OUT=tests/data] [--only NAME]
+    /work/.venv-corpus/bin/python scripts/build_kv_models.py [OUT=tests/data/kv] [--only NAME]
+
+(tests/data/kv/, not tests/data/: the corpus tests run every tests/data/NAME/model.onnx as it is,
+and these need `generate`'s feeding.)
 
 Needs torch + transformers (the corpus venv, ../shared/corpus/requirements.txt); the product and
 its tests never do. Follows ../shared/corpus/build_corpus.py's recipe (seeded transformers init,
 eager attention, its `scrub`), with the KV cache in the graph:
 
-* dynamic-cache form (`kv_<family>`, TorchScript exporter; `kv_llama_dynamo`, the dynamo
+* dynamic-cache form (`<family>`, TorchScript exporter; `llama_dynamo`, the dynamo
   exporter): inputs `input_ids` [batch, seq] int64, `attention_mask` [batch, past+seq] int64,
   `past_key.L` / `past_value.L` [batch, kv_heads, past, head_dim] float32; outputs `logits`
   [batch, seq, vocab] and `present_key.L` / `present_value.L` [batch, kv_heads, past+seq,
   head_dim]. One model serves the prefill (past = 0) and every decode step (seq = 1).
-* static-cache form (`kv_llama_static`, TorchScript): transformers' StaticCache, inputs
+* static-cache form (`llama_static`, TorchScript): transformers' StaticCache, inputs
   `input_ids` [1, 1], `cache_position` [1] and the cache at a fixed 16 positions, updated in
   place (ScatterElements); every axis static. `ascendir generate` refuses it and names the axis it
   needs free (no reference data: nothing to compare).
@@ -214,22 +217,22 @@ def build(name, family, exporter, out: Path):
 
 
 MODELS = {
-    "kv_llama": ("llama", "torchscript"),
-    "kv_qwen2": ("qwen2", "torchscript"),
-    "kv_mistral": ("mistral", "torchscript"),
-    "kv_gpt2": ("gpt2", "torchscript"),
-    "kv_llama_dynamo": ("llama", "dynamo"),
+    "llama": ("llama", "torchscript"),
+    "qwen2": ("qwen2", "torchscript"),
+    "mistral": ("mistral", "torchscript"),
+    "gpt2": ("gpt2", "torchscript"),
+    "llama_dynamo": ("llama", "dynamo"),
 }
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    out = Path(args[0]) if args else Path("tests/data")
+    out = Path(args[0]) if args else Path("tests/data/kv")
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
-    if only in (None, "kv_llama_static"):  # no reference: generate refuses it (its cache axis is static)
-        (out / "kv_llama_static").mkdir(parents=True, exist_ok=True)
-        export_static("llama", out / "kv_llama_static" / "model.onnx")
-        finish(out / "kv_llama_static" / "model.onnx")
-        print("kv_llama_static", (out / "kv_llama_static" / "model.onnx").stat().st_size)
+    if only in (None, "llama_static"):  # no reference: generate refuses it (its cache axis is static)
+        (out / "llama_static").mkdir(parents=True, exist_ok=True)
+        export_static("llama", out / "llama_static" / "model.onnx")
+        finish(out / "llama_static" / "model.onnx")
+        print("llama_static", (out / "llama_static" / "model.onnx").stat().st_size)
     for name, (fam, exp) in MODELS.items():
         if only and name != only:
             continue

@@ -1,5 +1,5 @@
 """`ascendir generate` (api/generate.py): greedy generation from the KV-cache models of
-tests/data/kv_* (built by scripts/build_kv_models.py) against onnxruntime's step-by-step
+tests/data/kv/* (built by scripts/build_kv_models.py) against onnxruntime's step-by-step
 generation stored with them, the timing-only shortcut against simulating every step, and the
 errors of models generate cannot feed."""
 
@@ -15,8 +15,8 @@ from ascendir.api.generate import affine_fill, generate, schema_problem
 from ascendir.errors import AscendirError
 from tests.cli_helpers import assert_clean_error, run_cli
 
-DATA = Path(__file__).parent / "data"
-KV_MODELS = ["kv_llama", "kv_qwen2", "kv_mistral", "kv_gpt2", "kv_llama_dynamo"]
+DATA = Path(__file__).parent / "data" / "kv"  # not tests/data/NAME: the corpus tests iterate those
+KV_MODELS = ["llama", "qwen2", "mistral", "gpt2", "llama_dynamo"]
 
 
 @pytest.mark.parametrize("name", KV_MODELS)
@@ -36,9 +36,9 @@ def test_generation_equals_onnxruntime(name: str) -> None:
 def test_cli_numerics_and_timing_only_agree(tmp_path: Path) -> None:
     """The CLI writes generated_ids / final_logits equal to onnxruntime's; --timing-only gives the
     same TTFT and TPOT without data."""
-    ref = np.load(DATA / "kv_qwen2" / "reference.npz")
-    model = DATA / "kv_qwen2" / "model.onnx"
-    res = run_cli("generate", model, "--inputs", DATA / "kv_qwen2" / "reference.npz", "--new-tokens", 3,
+    ref = np.load(DATA / "qwen2" / "reference.npz")
+    model = DATA / "qwen2" / "model.onnx"
+    res = run_cli("generate", model, "--inputs", DATA / "qwen2" / "reference.npz", "--new-tokens", 3,
                   "--outputs", tmp_path / "o.npz", "--report", tmp_path / "r.json")
     assert res.exit_code == 0, res.output
     assert "TTFT" in res.output and "TPOT" in res.output
@@ -64,7 +64,7 @@ def test_cli_numerics_and_timing_only_agree(tmp_path: Path) -> None:
 def test_timing_only_interpolation_equals_every_step() -> None:
     """Decode steps differing only in cache length: the interpolated TPOT equals simulating every
     step, and fewer steps are simulated."""
-    model = DATA / "kv_llama" / "model.onnx"
+    model = DATA / "llama" / "model.onnx"
     fast = generate(model, 6, 24, batch=1, timing_only=True).report
     full = generate(model, 6, 24, batch=1, timing_only=True, every_step=True).report
     assert fast["ttft_s"] == full["ttft_s"]
@@ -89,25 +89,25 @@ def test_affine_fill_is_exact(cost, lo, hi, most) -> None:
 
 
 def test_static_cache_model_names_the_axis() -> None:
-    res = run_cli("generate", DATA / "kv_llama_static" / "model.onnx", "--new-tokens", 2)
+    res = run_cli("generate", DATA / "llama_static" / "model.onnx", "--new-tokens", 2)
     assert_clean_error(res, "past_key.0", "axis 2", "static (16)", "needs it free")
 
 
 def test_model_without_cache_is_refused() -> None:
-    assert_clean_error(run_cli("generate", DATA / "llama_small" / "model.onnx"), "no KV-cache inputs")
+    assert_clean_error(run_cli("generate", DATA.parent / "llama_small" / "model.onnx"), "no KV-cache inputs")
 
 
 def test_bad_prompt_is_refused(tmp_path: Path) -> None:
     np.savez(tmp_path / "p.npz", input_ids=np.array([[1, 999]]))
-    assert_clean_error(run_cli("generate", DATA / "kv_llama" / "model.onnx", "--inputs", tmp_path / "p.npz"),
+    assert_clean_error(run_cli("generate", DATA / "llama" / "model.onnx", "--inputs", tmp_path / "p.npz"),
                        "[0, 256)")
     np.savez(tmp_path / "q.npz", other=np.array([[1, 2]]))
-    assert_clean_error(run_cli("generate", DATA / "kv_llama" / "model.onnx", "--inputs", tmp_path / "q.npz"), "input_ids")
-    assert_clean_error(run_cli("generate", DATA / "kv_llama" / "model.onnx", "--timing-only", "--outputs", tmp_path / "o.npz"),
+    assert_clean_error(run_cli("generate", DATA / "llama" / "model.onnx", "--inputs", tmp_path / "q.npz"), "input_ids")
+    assert_clean_error(run_cli("generate", DATA / "llama" / "model.onnx", "--timing-only", "--outputs", tmp_path / "o.npz"),
                        "--outputs needs numerics")
     assert not (tmp_path / "o.npz").exists()
     with pytest.raises(AscendirError, match="must be >= 1"):
-        generate(DATA / "kv_llama" / "model.onnx", 4, 0)
+        generate(DATA / "llama" / "model.onnx", 4, 0)
 
 
 def test_cache_in_place_writes_only_the_new_rows() -> None:
@@ -116,7 +116,7 @@ def test_cache_in_place_writes_only_the_new_rows() -> None:
     tokens and logits and costs more."""
     from ascendir.api.generate import _Model
 
-    model = DATA / "kv_llama" / "model.onnx"
+    model = DATA / "llama" / "model.onnx"
     kinds = {}
     for in_place in (True, False):
         report = _Model(model, "ascend910b2", "fp32", False, in_place).step(2, 1, 40, None).report
@@ -126,7 +126,7 @@ def test_cache_in_place_writes_only_the_new_rows() -> None:
     # the in-place kernel moves the new rows only: 2 sequences x 2 heads x 16 x fp32, read and written
     assert kinds[True]["cache_append"]["bytes"]["gm_write"] == 2 * 2 * 16 * 4
     assert kinds[True]["total"] < kinds[False]["total"]
-    ref = np.load(DATA / "kv_mistral" / "reference.npz")
-    g = generate(DATA / "kv_mistral" / "model.onnx", 0, 4, prompt=ref["input:input_ids"], in_place=False)
+    ref = np.load(DATA / "mistral" / "reference.npz")
+    g = generate(DATA / "mistral" / "model.onnx", 0, 4, prompt=ref["input:input_ids"], in_place=False)
     np.testing.assert_array_equal(g.outputs["generated_ids"], ref["generated_ids"])
     np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
