@@ -118,6 +118,12 @@ def _double_buffer():
     return DoubleBuffer
 
 
+def _cache_append():
+    from ascendir.transforms.nn.cache_append import CacheAppend
+
+    return CacheAppend
+
+
 def _constants_to_weights():
     from ascendir.conversion.nn_to_ascend.constants_to_weights import ConstantsToWeights
 
@@ -149,6 +155,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "recompose-nn": _recompose_nn,
     "fold-batchnorm": _fold_batchnorm,
     "fuse-ffn": _fuse_ffn,
+    "cache-append": _cache_append,
     "fuse-attention": _fuse_attention,
     "fuse-norm-matmul": _fuse_norm_matmul,
     "fuse-add-rms-norm": _fuse_add_rms_norm,

@@ -907,6 +907,9 @@ def sweep(model: Path, targets: tuple[str, ...], tilings: tuple[str, ...], dtype
         if r.get("error"):
             console.print(f"#{i} failed: {r['error']}", markup=False, highlight=False)
 
+from ascendir.api.generate_cmd import generate  # noqa: E402  (`ascendir generate`: its own module)
+
+main.add_command(generate)
 
 if __name__ == "__main__":
     main()

@@ -344,6 +344,17 @@ def _concat(op: nn.ConcatOp, args, weights):
     return np.concatenate(args, axis=op.axis.value.data)
 
 
+@semantics(nn.CacheAppendOp)
+def _cache_append(op: nn.CacheAppendOp, args, weights):
+    cache, new = args
+    axis, offset = op.axis.value.data, op.offset.value.data
+    out = np.array(cache, copy=True)
+    index = [slice(None)] * out.ndim
+    index[axis] = slice(offset, offset + new.shape[axis])
+    out[tuple(index)] = new
+    return out
+
+
 @semantics(nn.SliceOp)
 def _slice(op: nn.SliceOp, args, weights):
     index = []

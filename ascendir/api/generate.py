@@ -1,0 +1,433 @@
+"""`ascendir generate`: simulated LLM serving of a KV-cache decoder, prefill then greedy decode.
+
+    ascendir generate MODEL --prompt-len P --new-tokens N [--batch B] [--inputs PROMPT.npz]
+        [--outputs OUT.npz] [--report R.json] [--plots DIR] [--timing-only] [--dtype fp16]
+
+A step is one forward pass of MODEL (see frontends/onnx/kv_cache.py for the signature it
+needs): the prefill feeds the P prompt tokens with an empty cache and picks the first new token;
+each of the N - 1 decode steps feeds the last token with the cache the previous step returned
+(its `present` outputs become the next `past` inputs) and picks the next one. Tokens are greedy
+(argmax of the last position's logits). With numerics, `generated_ids` [B, N] and `final_logits`
+[B, vocab] (the logits of the step that picked the last token) are the outputs; they equal
+onnxruntime's step-by-step generation of the same model.
+
+Each step is compiled (-O2, ascend-lowering) and simulated at its own static shapes. Timing of
+decode steps in --timing-only: a decode step's shapes differ from the next one's only in the
+cache length L, so its cycles are a function T(L), piecewise affine (each step reads one more
+key; a new KV tile adds a jump). T is simulated at both ends of [first L, last L] and next to
+them; where the four lie on one line (to 1e-9 relative) the rest is interpolated, else the jump
+is located by bisection or the interval split, and each piece checked the same way
+(affine_fill). tests/test_generate.py checks the result equal to simulating every step. Numerics
+runs simulate every step (each needs the previous one's data).
+
+Figures (report JSON, see generate.schema.json; seconds at the chip's clock):
+* TTFT: the prefill's simulated time; TPOT: each decode step's (N - 1 of them) and their mean;
+  tokens/s: B * N / (TTFT + sum of TPOT), and the decode rate B / mean TPOT.
+* HBM bytes per token (per decode step / B): weights (the GM footprint of the weights but the
+  embedding tables, of which a step gathers a few rows: read once a step at least), KV (the cache read, plus the new rows written, in place: the least a
+  step moves), and what the simulation moved (GM reads that missed L2 + GM writes).
+* roofline TPOT: (weight bytes + KV bytes of the step) / HBM bandwidth (the chip TOML's
+  `hbm_Bps`), beside the simulated TPOT.
+* bound of each phase (prefill, last decode step): the share of cycles of launches bound by
+  cube, vector, HBM, L2, launch or latency (api/report_headline.py's rule).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ascendir.errors import AscendirError
+
+AFFINE_RTOL = 1e-9  # T(L) on the chord within this: the interval is affine at the checked points
+
+
+@dataclass
+class StepResult:
+    """One simulated step: its report (interpreter/report), logits and cache (None when timing-only)."""
+
+    report: dict
+    unread: int = 0  # weight bytes a step does not read whole: embedding tables only gathered from
+    logits: np.ndarray | None = None
+    cache: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class Generation:
+    """What `generate` returns: the outputs (numerics only) and the report dict."""
+
+    outputs: dict[str, np.ndarray]
+    report: dict
+
+
+class _Model:
+    """A KV-cache decoder and how to compile and simulate one step of it at given shapes."""
+
+    def __init__(self, path: Path, target: str, dtype: str, shape_only: bool, in_place: bool = True, opt_level: str = "2"):
+        from ascendir.frontends.onnx.kv_cache import kv_signature
+        from ascendir.frontends.onnx.loading import load_model
+        from ascendir.hardware import load_target
+
+        self.path, self.target, self.dtype, self.shape_only, self.opt_level = path, target, dtype, shape_only, opt_level
+        self.in_place = in_place
+        self.hw = load_target(target)
+        proto, _ = load_model(path)
+        self.sig = kv_signature(proto)
+        self.past_axis = {c.past: c.axis for c in self.sig.cache}
+
+    def vocab_size(self) -> int | None:
+        """Rows of the embedding table input_ids index (None when no Gather reads them)."""
+        from ascendir.driver import gather_bounds, main_func
+        from ascendir.frontends.onnx import import_onnx
+
+        module, _ = import_onnx(self.path, self.sig.shapes(1, 1, 0), shape_only=True, dtype=self.dtype)
+        return gather_bounds(main_func(module)).get(self.sig.input_ids)
+
+    def step(self, batch: int, seq: int, past: int, feeds: dict[str, np.ndarray] | None) -> StepResult:
+        """Compile and simulate one step: `seq` new tokens after `past` cached positions;
+        `feeds` None = timing-only."""
+        from ascendir.driver import io_names, lower, main_func, parse_pipeline, run_passes
+        from ascendir.frontends.onnx import import_onnx
+        from ascendir.interpreter import simulate
+        from ascendir.session import Session
+
+        module, weights = import_onnx(self.path, self.sig.shapes(batch, seq, past), shape_only=self.shape_only, dtype=self.dtype)
+        unread = _gathered_tables(module)
+        session = Session(echo_notes=False)
+        spec = ("cache-append," if self.in_place else "") + f"O{self.opt_level}"
+        run_passes(module, parse_pipeline(spec, f"O{self.opt_level}", self.target, None), weights, None, session)
+        in_place = {n for n, t in zip(io_names(main_func(module), False), main_func(module).function_type.inputs.data)
+                    if n in self.past_axis and t.get_shape()[self.past_axis[n]] == past + seq}
+        lower(module, weights, self.target, session)
+        if feeds is not None:  # a cache written in place: the past in its first positions, room for the new rows
+            feeds = {n: _grow(a, self.past_axis[n], seq) if n in in_place else a for n, a in feeds.items()}
+        res = simulate(module, weights, feeds or {}, self.hw, timing_only=feeds is None)
+        if feeds is None:
+            return StepResult(res.report, unread)
+        logits = np.asarray(res.outputs[self.sig.logits], np.float32)
+        return StepResult(res.report, unread, logits, {c.past: res.outputs[c.present] for c in self.sig.cache})
+
+    def feeds(self, ids: np.ndarray, past: int, cache: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        b, s = ids.shape
+        out = {self.sig.input_ids: ids.astype(np.int64)}
+        if self.sig.attention_mask:
+            out[self.sig.attention_mask] = np.ones((b, past + s), np.int64)
+        if self.sig.position_ids:
+            out[self.sig.position_ids] = np.broadcast_to(np.arange(past, past + s, dtype=np.int64), (b, s)).copy()
+        if self.sig.cache_position:
+            out[self.sig.cache_position] = np.arange(past, past + s, dtype=np.int64)
+        for c in self.sig.cache:
+            out[c.past] = cache[c.past] if past else np.zeros(c.dims(b, 0), np.float32)
+        return out
+
+
+def _gathered_tables(module) -> int:
+    """Bytes of the weights read only by nn.gather (embedding tables): a step reads the rows of
+    its tokens, not the table, so the roofline leaves them out."""
+    from ascendir.dialects import nn
+    from ascendir.driver import main_func
+    from ascendir.dtypes import itemsize
+
+    total = 0
+    for op in main_func(module).body.block.ops:
+        if isinstance(op, nn.WeightOp):
+            uses = [u for u in op.result.uses]
+            if uses and all(isinstance(u.operation, nn.GatherOp) and u.index == 0 for u in uses):
+                total += math.prod(op.result.type.get_shape()) * itemsize(op.result.type.element_type)
+    return total
+
+
+def _grow(past: np.ndarray, axis: int, rows: int) -> np.ndarray:
+    """`past` with `rows` zero positions appended along `axis`: the preallocated cache a step
+    writes its new rows into (cache-append)."""
+    pad = [(0, 0)] * past.ndim
+    pad[axis] = (0, rows)
+    return np.pad(past, pad)
+
+
+def affine_fill(lo: int, hi: int, cost: Callable[[int], float]) -> tuple[dict[int, float], set[int]]:
+    """T(L) for every L in [lo, hi], simulating (`cost`) only some L.
+
+    A decode step's cost is piecewise affine in the cache length L: each step reads one more key
+    (a constant slope) and a new KV tile adds a jump. For an interval [a, b] T is simulated at
+    a, a + 1, b - 1 and b (the slope at each end):
+    * all four on one line (AFFINE_RTOL): interpolated linearly;
+    * the same slope at both ends but off the chord (jumps in between): the first L off the line
+      through a and a + 1 is found by bisection (each probe simulated); up to it T is that line,
+      and the rest [first, b] is filled the same way (it may hold more jumps);
+    * different slopes: split in halves, each filled the same way.
+    Intervals of four or fewer points are simulated point by point. Sampling at fixed strides
+    instead would alias with the tile period (jumps every 128 keys look like one line at a stride
+    of 128); the end slopes cannot.
+
+    Returns:
+        (T by L, the L that were simulated)."""
+    known: dict[int, float] = {}
+
+    def at(x: int) -> float:
+        if x not in known:
+            known[x] = cost(x)
+        return known[x]
+
+    def same(u: float, v: float) -> bool:
+        return math.isclose(u, v, rel_tol=AFFINE_RTOL, abs_tol=1e-12)
+
+    def line(x0: int, s: float, x: int) -> float:
+        return known[x0] + s * (x - x0)
+
+    out: dict[int, float] = {}
+    stack = [(lo, hi)]
+    while stack:
+        a, b = stack.pop()
+        if b - a <= 3:
+            out.update((x, at(x)) for x in range(a, b + 1))
+            continue
+        ta, ta1, tb1, tb = at(a), at(a + 1), at(b - 1), at(b)
+        left, right = ta1 - ta, tb - tb1
+        if same(line(a, left, b - 1), tb1) and same(line(a, left, b), tb):
+            out.update((x, known.get(x, line(a, left, x))) for x in range(a, b + 1))
+            continue
+        if same(left, right) and not same(line(a, left, b - 1), tb1):
+            on, off = a + 1, b - 1  # on the line through a, a + 1 / off it
+            while off - on > 1:
+                m = (on + off) // 2
+                if same(at(m), line(a, left, m)):
+                    on = m
+                else:
+                    off = m
+            out.update((x, known.get(x, line(a, left, x))) for x in range(a, on + 1))
+            stack.append((off, b))
+            continue
+        m = (a + b) // 2
+        stack += [(a, m), (m, b)]
+    return out, set(known)
+
+
+def _kv_bytes(sig, batch: int, length: int, itemsize: dict[int, int]) -> int:
+    return sum(math.prod(c.dims(batch, length)) * itemsize[c.elem] for c in sig.cache)
+
+
+def _itemsizes(sig, dtype: str) -> dict[int, int]:
+    """Bytes per cache element: the model's, or the --dtype policy's for float caches."""
+    import onnx
+
+    out = {}
+    for c in sig.cache:
+        np_t = onnx.helper.tensor_dtype_to_np_dtype(c.elem)
+        out[c.elem] = 2 if dtype in ("fp16", "bf16") and np.issubdtype(np_t, np.floating) else np.dtype(np_t).itemsize
+    return out
+
+
+def _phase(report: dict) -> dict:
+    from ascendir.api.report_headline import bound_shares
+
+    b = report["bytes"]
+    hbm = max(0.0, b.get("gm_read", 0.0) - b.get("l2_hit", 0.0)) + b.get("gm_write", 0.0)
+    return {"cycles": report["total_cycles"], "seconds": report["total_seconds"], "hbm_bytes": hbm,
+            "bound": [{"resource": r, "share": s} for r, s in bound_shares(report)]}
+
+
+def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1, prompt: np.ndarray | None = None,
+             target: str = "ascend910b2", dtype: str = "fp32", timing_only: bool = False, shape_only: bool = False,
+             seed: int = 0, every_step: bool = False, in_place: bool = True, progress: Callable[[str], None] | None = None) -> Generation:
+    """Prefill `prompt` ([batch, prompt_len] int64; seeded random ids in [0, vocab) when None),
+    then greedy decode until `new_tokens` tokens are generated (see the module docstring).
+
+    `every_step` simulates every decode step in timing-only runs too (the reference of the
+    interpolation). Timing-only needs no prompt and returns no outputs.
+
+    Raises:
+        AscendirError: a model without a usable KV-cache signature (kv_signature), a prompt of
+            the wrong shape or with ids out of the vocabulary, new_tokens < 1, a batch the model
+            was not exported for, and anything compiling or simulating a step raises.
+    """
+    path = Path(model)
+    if prompt is not None:
+        prompt = np.asarray(prompt)
+        if prompt.ndim != 2 or not np.issubdtype(prompt.dtype, np.integer):
+            raise AscendirError(f"generate: the prompt (input_ids) must be an integer array [batch, seq], got {prompt.dtype} {list(prompt.shape)}")
+        batch, prompt_len = prompt.shape
+    if new_tokens < 1 or prompt_len < 1 or batch < 1:
+        raise AscendirError(f"generate: --prompt-len, --new-tokens and --batch must be >= 1 (got {prompt_len}, {new_tokens}, {batch})")
+    shape_only = shape_only or False
+    if shape_only:
+        timing_only = True
+    m = _Model(path, target, dtype, shape_only, in_place)
+    sig = m.sig
+    if sig.fixed_batch is not None and sig.fixed_batch != batch:
+        raise AscendirError(f"generate: input_ids axis 0 (the batch) is static ({sig.fixed_batch}); --batch {batch} needs it free")
+    say = progress or (lambda _msg: None)
+
+    say(f"prefill: {batch} x {prompt_len} tokens")
+    if timing_only:
+        pre = m.step(batch, prompt_len, 0, None)
+    else:
+        vocab = m.vocab_size()
+        if prompt is None:
+            prompt = np.random.default_rng(seed).integers(0, vocab or 2, (batch, prompt_len), dtype=np.int64)
+        if vocab is not None and (prompt.min() < 0 or prompt.max() >= vocab):
+            raise AscendirError(f"generate: prompt ids must lie in [0, {vocab}) (the embedding's rows); got {prompt.min()}..{prompt.max()}")
+        pre = m.step(batch, prompt_len, 0, m.feeds(prompt, 0, {}))
+
+    unread = pre.unread
+    decode_reports: dict[int, dict] = {}
+    steps = new_tokens - 1
+    lengths = list(range(prompt_len, prompt_len + steps))  # the cache length each decode step reads
+    outputs: dict[str, np.ndarray] = {}
+    if timing_only:
+        def cost(length: int) -> float:
+            say(f"decode step at cache length {length}")
+            decode_reports[length] = m.step(batch, 1, length, None).report
+            return decode_reports[length]["total_seconds"]
+
+        if steps and every_step:
+            tpot = {length: cost(length) for length in lengths}
+        elif steps:
+            tpot, _ = affine_fill(lengths[0], lengths[-1], cost)
+        else:
+            tpot = {}
+    else:
+        tokens = [pre.logits[:, -1].argmax(-1)]
+        last, cache = pre.logits[:, -1], pre.cache
+        tpot = {}
+        for length in lengths:
+            say(f"decode step {length - prompt_len + 1}/{steps} at cache length {length}")
+            r = m.step(batch, 1, length, m.feeds(tokens[-1][:, None], length, cache))
+            decode_reports[length] = r.report
+            tpot[length] = r.report["total_seconds"]
+            last, cache = r.logits[:, -1], r.cache
+            tokens.append(last.argmax(-1))
+        outputs = {"generated_ids": np.stack(tokens, 1).astype(np.int64), "final_logits": last.astype(np.float32)}
+
+    report = _report(m, pre.report, unread, decode_reports, [tpot[x] for x in lengths], lengths, batch, prompt_len, new_tokens,
+                     timing_only, dtype, seed if prompt is None or timing_only else None)
+    return Generation(outputs, report)
+
+
+def decode_step(model: str | Path, batch: int, cache_len: int, target: str = "ascend910b2", dtype: str = "fp32",
+                shape_only: bool = True, in_place: bool = True) -> dict:
+    """One timing-only decode step (one new token per sequence after `cache_len` cached ones):
+    `tpot_s` simulated, `roofline_s` ((weights + KV read + new rows written) / HBM bandwidth),
+    `weights_bytes`, `kv_bytes` (the least the step moves for its cache), `hbm_bytes` (what the
+    simulation moved: GM reads missing L2 + GM writes), `bound` (resource, share) and the time of
+    each kernel kind (`kinds`: name -> seconds).
+
+    Raises:
+        AscendirError: as `generate` (e.g. a cache larger than the chip's HBM)."""
+    from ascendir.api.report_headline import by_kind
+
+    m = _Model(Path(model), target, dtype, shape_only, in_place)
+    step = m.step(batch, 1, cache_len, None)
+    r = step.report
+    itemsize = _itemsizes(m.sig, dtype)
+    kv = _kv_bytes(m.sig, batch, cache_len, itemsize) + _kv_bytes(m.sig, batch, 1, itemsize)
+    weights = r["gm_footprint"]["weights"] - step.unread
+    phase = _phase(r)
+    return {"tpot_s": r["total_seconds"], "roofline_s": (weights + kv) / r["ceilings"]["hbm_Bps"], "weights_bytes": weights,
+            "kv_bytes": kv, "hbm_bytes": phase["hbm_bytes"], "bound": [(b["resource"], b["share"]) for b in phase["bound"]],
+            "kinds": {k: c / r["clock_hz"] for k, _, c in by_kind(r)}}
+
+
+def _report(m: _Model, pre: dict, unread: int, decodes: dict[int, dict], tpot: list[float], lengths: list[int], batch: int,
+            prompt_len: int, new_tokens: int, timing_only: bool, dtype: str, seed: int | None) -> dict:
+    sig, hw = m.sig, m.hw
+    hbm_bps = pre["ceilings"]["hbm_Bps"]
+    itemsize = _itemsizes(sig, dtype)
+    weights = pre["gm_footprint"]["weights"] - unread  # what a decode step reads at least
+    kv_row = _kv_bytes(sig, batch, 1, itemsize)  # one position of every cache tensor, whole batch
+    kv_step = [_kv_bytes(sig, batch, length, itemsize) + kv_row for length in lengths]  # read the cache, write the new rows
+    roofline = [(weights + kv) / hbm_bps for kv in kv_step]
+    ttft = pre["total_seconds"]
+    total = ttft + sum(tpot)
+    mean = sum(tpot) / len(tpot) if tpot else None
+    last = decodes[max(decodes)] if decodes else None
+    sim_bytes = [_phase(decodes[x])["hbm_bytes"] / batch for x in sorted(decodes)]
+    return {
+        "schema_version": 1,
+        "kind": "generate",
+        "model": {"path": str(m.path)},
+        "target": hw.name,
+        "clock_hz": pre["clock_hz"],
+        "dtype": dtype,
+        "timing_only": timing_only,
+        "seed": seed,
+        "batch": batch,
+        "prompt_len": prompt_len,
+        "new_tokens": new_tokens,
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "tpot_cache_len": lengths,
+        "tpot_mean_s": mean,
+        "tokens_per_s": batch * new_tokens / total if total else None,
+        "decode_tokens_per_s": batch / mean if mean else None,
+        "roofline_tpot_s": roofline,
+        "roofline_tpot_mean_s": sum(roofline) / len(roofline) if roofline else None,
+        "hbm_bytes_per_token": {
+            "weights": weights / batch,
+            "kv": (sum(kv_step) / len(kv_step) / batch) if kv_step else None,
+            "simulated": (sum(sim_bytes) / len(sim_bytes)) if sim_bytes else None,
+        },
+        "kv_cache": {
+            "layers": len(sig.cache) // 2,
+            "tensors": len(sig.cache),
+            "bytes_per_token": kv_row // batch,
+            "bytes_final": _kv_bytes(sig, batch, prompt_len + new_tokens - 1, itemsize),
+        },
+        "phases": {"prefill": _phase(pre), "decode": _phase(last) if last else None},
+        "steps": {
+            "simulated_cache_len": sorted(decodes),
+            "interpolated": len(lengths) - len([x for x in lengths if x in decodes]),
+            "method": "every step" if len(decodes) == len(lengths) else "affine where checked (ends and their slopes on one line; jumps located by bisection)",
+        },
+    }
+
+
+SCHEMA_PATH = Path(__file__).with_name("generate.schema.json")
+
+
+def schema_problem(report: dict) -> str | None:
+    """The first way `report` breaks generate.schema.json (JSON Schema 2020-12), or None."""
+    import json
+
+    from jsonschema import Draft202012Validator
+
+    errors = sorted(Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).iter_errors(report), key=lambda e: list(e.path))
+    if not errors:
+        return None
+    e = errors[0]
+    where = ".".join(str(p) for p in e.path) or "(top)"
+    return f"{where}: {e.message}"
+
+
+def plot_tpot(report: dict, directory: Path) -> list[Path]:
+    """tpot.png / tpot.svg in `directory`: simulated and roofline TPOT (ms) over the generated
+    length (the cache length each decode step reads), the TTFT in the title.
+
+    Raises:
+        AscendirError: matplotlib missing (api/plots.require_matplotlib)."""
+    from ascendir.api.plots import require_matplotlib
+
+    plt = require_matplotlib()
+    directory.mkdir(exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    x = report["tpot_cache_len"]
+    ax.plot(x, [t * 1e3 for t in report["tpot_s"]], label="simulated TPOT")
+    ax.plot(x, [t * 1e3 for t in report["roofline_tpot_s"]], "--", label="HBM roofline (bytes / bandwidth)")
+    ax.set_xlabel("cache length (tokens)")
+    ax.set_ylabel("time per output token (ms)")
+    ax.set_title(f"{Path(report['model']['path']).parent.name or report['model']['path']} on {report['target']}, batch {report['batch']}: "
+                 f"TTFT {report['ttft_s'] * 1e3:.3f} ms", fontsize=9)
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    fig.tight_layout()
+    paths = []
+    for ext in ("png", "svg"):
+        p = directory / f"tpot.{ext}"
+        fig.savefig(p)
+        paths.append(p)
+    plt.close(fig)
+    return paths

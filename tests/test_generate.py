@@ -1,0 +1,132 @@
+"""`ascendir generate` (api/generate.py): greedy generation from the KV-cache models of
+tests/data/kv/* (built by scripts/build_kv_models.py) against onnxruntime's step-by-step
+generation stored with them, the timing-only shortcut against simulating every step, and the
+errors of models generate cannot feed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ascendir.api.generate import affine_fill, generate, schema_problem
+from ascendir.errors import AscendirError
+from tests.cli_helpers import assert_clean_error, run_cli
+
+DATA = Path(__file__).parent / "data" / "kv"  # not tests/data/NAME: the corpus tests iterate those
+KV_MODELS = ["llama", "qwen2", "mistral", "gpt2", "llama_dynamo"]
+
+
+@pytest.mark.parametrize("name", KV_MODELS)
+def test_generation_equals_onnxruntime(name: str) -> None:
+    ref = np.load(DATA / name / "reference.npz")
+    want = ref["generated_ids"]
+    g = generate(DATA / name / "model.onnx", 0, want.shape[1], prompt=ref["input:input_ids"])
+    np.testing.assert_array_equal(g.outputs["generated_ids"], want)
+    np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
+    assert schema_problem(g.report) is None
+    r = g.report
+    assert r["batch"] == want.shape[0] and r["new_tokens"] == want.shape[1]
+    assert len(r["tpot_s"]) == want.shape[1] - 1 == r["steps"]["interpolated"] + len(r["steps"]["simulated_cache_len"])
+    assert r["tpot_cache_len"] == list(range(6, 6 + want.shape[1] - 1))
+
+
+def test_cli_numerics_and_timing_only_agree(tmp_path: Path) -> None:
+    """The CLI writes generated_ids / final_logits equal to onnxruntime's; --timing-only gives the
+    same TTFT and TPOT without data."""
+    ref = np.load(DATA / "qwen2" / "reference.npz")
+    model = DATA / "qwen2" / "model.onnx"
+    res = run_cli("generate", model, "--inputs", DATA / "qwen2" / "reference.npz", "--new-tokens", 3,
+                  "--outputs", tmp_path / "o.npz", "--report", tmp_path / "r.json")
+    assert res.exit_code == 0, res.output
+    assert "TTFT" in res.output and "TPOT" in res.output
+    out = np.load(tmp_path / "o.npz")
+    np.testing.assert_array_equal(out["generated_ids"], ref["generated_ids"][:, :3])
+    num = json.loads((tmp_path / "r.json").read_text())
+    assert schema_problem(num) is None
+    res = run_cli("generate", model, "--prompt-len", 6, "--batch", 2, "--new-tokens", 3, "--timing-only",
+                  "--report", tmp_path / "t.json", "--plots", tmp_path / "plots")
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "plots" / "tpot.png").stat().st_size > 0 and (tmp_path / "plots" / "tpot.svg").exists()
+    tim = json.loads((tmp_path / "t.json").read_text())
+    assert tim["ttft_s"] == num["ttft_s"] and tim["tpot_s"] == num["tpot_s"]
+    assert tim["timing_only"] and not num["timing_only"]
+    # the cache grows by one position of every layer's K and V per step
+    kv = num["kv_cache"]
+    assert kv["bytes_per_token"] == 2 * 2 * 2 * 16 * 4  # layers x (K, V) x kv_heads x head_dim x fp32
+    assert kv["bytes_final"] == 2 * kv["bytes_per_token"] * (6 + 3 - 1)
+    assert num["roofline_tpot_s"][0] == pytest.approx(
+        (num["hbm_bytes_per_token"]["weights"] * 2 + 2 * kv["bytes_per_token"] * 7) / 1.6e12)
+
+
+def test_timing_only_interpolation_equals_every_step() -> None:
+    """Decode steps differing only in cache length: the interpolated TPOT equals simulating every
+    step, and fewer steps are simulated."""
+    model = DATA / "llama" / "model.onnx"
+    fast = generate(model, 6, 24, batch=1, timing_only=True).report
+    full = generate(model, 6, 24, batch=1, timing_only=True, every_step=True).report
+    assert fast["ttft_s"] == full["ttft_s"]
+    # equal to float rounding (the chord of cycles counted in fractions): 1e-8 relative is
+    # 1e-4 of a cycle here; a step that cost one cycle more would be 3e-5 off
+    np.testing.assert_allclose(fast["tpot_s"], full["tpot_s"], rtol=1e-8)
+    assert fast["steps"]["interpolated"] > 0 and full["steps"]["interpolated"] == 0
+
+
+@pytest.mark.parametrize("cost, lo, hi, most", [
+    (lambda x: 3.0 * x + (5.0 * (x - 70) if x > 70 else 0.0), 10, 200, 30),  # a change of slope
+    (lambda x: 64.0 * x + 5000.0 * (x // 128), 2048, 2302, 16),  # a KV tile's jump
+    (lambda x: 64.0 * x + 5000.0 * (x // 128), 2048, 6143, 400),  # 32 jumps: quarter points would alias
+    (lambda x: 10.0 * x + 777.0 * ((2 * x + 4) // 3), 100, 355, 256),  # rows over cores: no two steps alike
+])
+def test_affine_fill_is_exact(cost, lo, hi, most) -> None:
+    """Every value equals the cost function; only the pieces holding a jump or kink are refined."""
+    got, simulated = affine_fill(lo, hi, cost)
+    assert sorted(got) == list(range(lo, hi + 1))
+    assert all(got[x] == pytest.approx(cost(x), rel=1e-12) for x in got)
+    assert len(simulated) <= most
+
+
+def test_static_cache_model_names_the_axis() -> None:
+    res = run_cli("generate", DATA / "llama_static" / "model.onnx", "--new-tokens", 2)
+    assert_clean_error(res, "past_key.0", "axis 2", "static (16)", "needs it free")
+
+
+def test_model_without_cache_is_refused() -> None:
+    assert_clean_error(run_cli("generate", DATA.parent / "llama_small" / "model.onnx"), "no KV-cache inputs")
+
+
+def test_bad_prompt_is_refused(tmp_path: Path) -> None:
+    np.savez(tmp_path / "p.npz", input_ids=np.array([[1, 999]]))
+    assert_clean_error(run_cli("generate", DATA / "llama" / "model.onnx", "--inputs", tmp_path / "p.npz"),
+                       "[0, 256)")
+    np.savez(tmp_path / "q.npz", other=np.array([[1, 2]]))
+    assert_clean_error(run_cli("generate", DATA / "llama" / "model.onnx", "--inputs", tmp_path / "q.npz"), "input_ids")
+    assert_clean_error(run_cli("generate", DATA / "llama" / "model.onnx", "--timing-only", "--outputs", tmp_path / "o.npz"),
+                       "--outputs needs numerics")
+    assert not (tmp_path / "o.npz").exists()
+    with pytest.raises(AscendirError, match="must be >= 1"):
+        generate(DATA / "llama" / "model.onnx", 4, 0)
+
+
+def test_cache_in_place_writes_only_the_new_rows() -> None:
+    """cache-append: a decode step launches cache_append kernels (the new row written into the
+    cache) instead of concat kernels copying the past; the graph's concat path gives the same
+    tokens and logits and costs more."""
+    from ascendir.api.generate import _Model
+
+    model = DATA / "llama" / "model.onnx"
+    kinds = {}
+    for in_place in (True, False):
+        report = _Model(model, "ascend910b2", "fp32", False, in_place).step(2, 1, 40, None).report
+        kinds[in_place] = {k["name"].rsplit("_", 1)[0]: k for k in report["kernels"]}
+        kinds[in_place]["total"] = report["total_cycles"]
+    assert "cache_append" in kinds[True] and "cache_append" not in kinds[False]
+    # the in-place kernel moves the new rows only: 2 sequences x 2 heads x 16 x fp32, read and written
+    assert kinds[True]["cache_append"]["bytes"]["gm_write"] == 2 * 2 * 16 * 4
+    assert kinds[True]["total"] < kinds[False]["total"]
+    ref = np.load(DATA / "mistral" / "reference.npz")
+    g = generate(DATA / "mistral" / "model.onnx", 0, 4, prompt=ref["input:input_ids"], in_place=False)
+    np.testing.assert_array_equal(g.outputs["generated_ids"], ref["generated_ids"])
+    np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
