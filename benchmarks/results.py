@@ -52,6 +52,7 @@ SECTIONS: dict[str, Section] = {s.script: s for s in (
     Section("matmul_4096", "4096³ fp16 matmul on 910B2: cycles and % of cube peak per L2 model", ()),
     Section("matmul_ladder", "Matmul optimisation ladder, 4096³ fp16 on 910B2", ()),
     Section("interpreter_speed", "Interpreter speed: tile-ops/s, 7B-shaped model wall time", ("--quick",)),
+    Section("numerics_speed", "Numerics speed: a 7B-shaped layer with numerics against its MatMuls in numpy", ("--layers", "0")),
     Section("fusion", "What fusion buys on a LLaMA-2-7B-shaped layer (timing-only, 910B2, f16)", ("--quick",)),
     Section("tiling_search", "choose-tiling: candidates scored, search time, estimate vs simulated", ("--no-sim",)),
     Section("llama7b_shape_only", "LLaMA-2-7B-shaped model compiled --shape-only: wall time and peak RSS", ()),
