@@ -484,6 +484,10 @@ def _moe_routing(module, weights, model: Path, inputs: Path | None, seed: int, b
         if spec is not None:
             raise AscendirError(f"--moe-routing needs an nn-level model; {model} is lowered IR")
         return None
+    from ascendir.conversion.nn_to_ascend.templates.moe_match import find_moe_blocks
+
+    if spec is None and not find_moe_blocks(main_func(module).body.block):
+        return None  # no MoE block: read no inputs, evaluate no router
     feeds, text = None, ""
     if routes_inputs:
         if inputs is not None:
