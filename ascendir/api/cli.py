@@ -376,6 +376,10 @@ def _check_entry_sizes(path: Path, func) -> None:
                    "gets the same weights; an --inputs key NAME@R feeds rank R only; random inputs use seed + rank.")
 @click.option("--topology", default=None, metavar="NAME|FILE.toml",
               help="How the devices are joined (shipped: atlas800-a2, atlas800-a2-x2, a3-supernode-16; default atlas800-a2).")
+@click.option("--tp", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
+              help="Tensor parallelism: shard the model Megatron-style over this many devices of --topology "
+                   "(shard-tensor-parallel after the -O pipeline) and run every rank on the same inputs.")
+@click.option("--sequence-parallel", is_flag=True, help="With --tp: norms and residuals on sequence shards (reduce_scatter / all_gather instead of all_reduce).")
 @click.option("--moe-routing", default=None, metavar="uniform|skew=A|FILE.npz",
               help="Routing of the MoE blocks in a --timing-only run without --inputs (default uniform; FILE: "
                    "'indices' [tokens, k]); other runs route their inputs. Stated in the report.")
@@ -383,7 +387,7 @@ def _check_entry_sizes(path: Path, func) -> None:
 @_compile_options
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, check_races: bool, report_path: Path | None,
         trace_path: Path | None, seed: int, expected: Path | None, check_ort: bool, devices: int, topology: str | None,
-        moe_routing: str | None, plots: Path | None, target: str, pipeline: str | None, opt_level: str, input_shapes,
+        tp: int, sequence_parallel: bool, moe_routing: str | None, plots: Path | None, target: str, pipeline: str | None, opt_level: str, input_shapes,
         verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the verdict
     (with expected outputs at hand) and the report. Exit code 1: an output beyond its tolerance."""
@@ -400,6 +404,14 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     reference, want = _expected_outputs(model, inputs, expected, check_ort, timing_only, lambda: io_names(main_func(module), results=True))
     notes: dict = {}
     ran = None
+    if sequence_parallel and tp == 1:
+        raise AscendirError("--sequence-parallel shards sequences over the --tp devices; give --tp N")
+    if tp > 1:
+        if is_lowered(module):
+            raise AscendirError(f"--tp shards an nn-level model; {model} is lowered IR (compile the ONNX model or the nn IR)")
+        if devices not in (1, tp):
+            raise AscendirError(f"--tp {tp} runs on {tp} devices; --devices {devices} differs")
+        devices = tp
     spmd = devices > 1 or topology is not None
     if spmd and plots is not None:
         raise AscendirError("--plots draws one chip; drop it with --devices / --topology (--trace has a process per device)")
@@ -412,8 +424,12 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
             raise AscendirError(f"--devices {devices} does not fit topology {topo.name} ({topo.devices} devices)")
         check_groups(module, topo, devices)
     moe = _moe_routing(module, weights, model, inputs, seed, bounds, timing_only, shape_only, moe_routing, dtype)
+    rank_weights = [weights] * devices
     if not is_lowered(module):
-        ran = _lower_for_run(module, weights, hw, inputs, seed, bounds, pipeline, opt_level, target, tiling, verify_numerics, dtype, notes)
+        ran, stores = _lower_for_run(module, weights, hw, inputs, seed, bounds, pipeline, opt_level, target, tiling, verify_numerics,
+                                     dtype, notes, tp, sequence_parallel)
+        if tp > 1:
+            weights, rank_weights = stores[0], stores
     if inputs:
         feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32", devices if spmd else 0)
     else:  # timing-only moves no data: no need to make (possibly huge) random inputs
@@ -422,9 +438,11 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     # an output on stdout (`--report -`) keeps it for itself: the table goes to stderr
     console = _Console(stderr=any(is_stdout(p) for p in (outputs, report_path, trace_path)))
     if spmd:
-        rank_feeds = [_rank_feeds(feeds, r, module, seed, bounds, timing_only, inputs is not None) for r in range(devices)]
+        # tensor parallel: every rank computes on the whole input; else NAME@R keys or seed + rank
+        rank_feeds = [feeds if tp > 1 else _rank_feeds(feeds, r, module, seed, bounds, timing_only, inputs is not None)
+                      for r in range(devices)]
         with _launch_progress(f"simulating on {devices} x {hw.name}") as progress:
-            result = simulate_ranks([module] * devices, [weights] * devices, rank_feeds, hw, topo, timing_only,
+            result = simulate_ranks([module] * devices, rank_weights, rank_feeds, hw, topo, timing_only,
                                  trace_path is not None or plots is not None)
         feeds = rank_feeds[0]
     else:
@@ -566,11 +584,13 @@ def _load_for_run(model: Path, inputs: Path | None, target: str, input_shapes, s
 
 
 def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, pipeline: str | None, opt_level: str,
-                   target: str, tiling: str | None, verify_numerics: bool, dtype: str, notes: dict) -> str:
-    """Run the nn pipeline (checking each pass's numerics with --verify-numerics) and
-    ascend-lowering on `module` in place; put what the report carries of it (the tiling search,
-    the declined regions, what was verified) into `notes`. Returns the pipeline that ran, as
-    `ascendir-opt -p` text."""
+                   target: str, tiling: str | None, verify_numerics: bool, dtype: str, notes: dict, tp: int = 1,
+                   sequence_parallel: bool = False) -> tuple[str, list]:
+    """Run the nn pipeline (checking each pass's numerics with --verify-numerics), with `tp` > 1
+    shard-tensor-parallel, and ascend-lowering on `module` in place; put what the report carries
+    of it (the tiling search, the declined regions, what was verified) into `notes`. Returns the
+    pipeline that ran, as `ascendir-opt -p` text, and the weight store of each rank ([weights]
+    without tp)."""
     from ascendir.driver import lower, main_func, parse_pipeline, random_inputs, run_passes
     from ascendir.transforms.nn.choose_tiling import log_json
 
@@ -578,16 +598,27 @@ def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, 
     if verify_numerics:
         checks = _load_inputs(inputs, main_func(module), dtype) if inputs else random_inputs(module, seed, bounds)
     nn_pipeline = parse_pipeline(pipeline, f"O{opt_level}", target, tiling)
-    ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), f"ascend-lowering{{target={hw.name}}}"])
     session = run_passes(module, nn_pipeline, weights, checks)
-    lower(module, weights, target, session)
+    stores = [weights]
+    shard = []
+    if tp > 1:
+        from ascendir.transforms.nn.shard_tensor_parallel import shard_module
+
+        module, stores = shard_module(module, weights, tp, sequence_parallel, target, session)
+        shard = [f"shard-tensor-parallel{{tp={tp}{' sequence-parallel=true' if sequence_parallel else ''}}}"]
+    ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), *shard, f"ascend-lowering{{target={hw.name}}}"])
+    lower(module, stores[0], target, session)
+    for store in stores[1:]:  # what the lowering moved into rank 0's store (constants) is every rank's
+        for name in stores[0]:
+            if name not in store:
+                store.add(name, stores[0][name])
     if session.search_log:  # what choose-tiling scored (the report's table prints it too)
         notes["tiling_search"] = log_json(session.search_log)
     if session.declined:  # regions lowered op by op because their template declined them
         notes["declined"] = [{"region": d.region, "kind": d.kind, "reason": d.reason} for d in session.declined]
     if verify_numerics:
         notes["verify_numerics"] = _verified(nn_pipeline, f"the inputs of {inputs}" if inputs else f"random inputs (seed {seed})")
-    return ran
+    return ran, stores
 
 
 def _write_run_files(result, outputs: Path | None, report_path: Path | None, trace_path: Path | None, plots: Path | None) -> None:
