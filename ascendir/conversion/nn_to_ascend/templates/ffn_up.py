@@ -9,6 +9,10 @@ cores).
   per-core GM workspace ([bm, nacc·bn] fp32, in L2) that the AIV reads back (MTE2); on a coupled
   core (dav-c100) L0C -> UB directly on the vector pipe.
 * AIV: [bias,] act [and the product with up] in fp32, cast to the input dtype, stored (MTE3).
+* L2 prefetch (dav-c220, when more than one row of tiles re-reads the weights, `prefetches`):
+  the group's second AIV, otherwise idle, reads each weight chunk GM -> UB just before the AIC
+  loads it (matmul.py's `_Prefetch` protocol with one AIV), so the AIC's weight loads hit L2
+  (110 B/cycle, S1) instead of paying the first read of each panel at its 32 B/cycle DDR path.
 
 The tile comes from `up_tiling` (or a forced tiling of the region's gate / up matmuls).
 """
@@ -21,8 +25,9 @@ from xdsl.ir import Attribute, SSAValue
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
-from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _mmad, heuristic_tiling
+from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, PREFETCH_SLOTS, _by_parity, _mmad, heuristic_tiling
 from ascendir.dialects import ascend
+from ascendir.hardware.align import aligned_bytes
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 
@@ -64,6 +69,16 @@ def up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc:
     return bm, bn, bk, step * bk
 
 
+def prefetches(ctx: LoweringContext, m: int, bm: int, bn: int, kl1: int, el: Attribute, nacc: int) -> bool:
+    """Whether ffn_up prefetches the weights on AIV 1: a split-core chip (910B: the AIVs exist
+    and AIV 1 is idle), more than one row of tiles (each weight panel is read ceil(m / bm) times,
+    the first read at the AIC's 32 B/cycle DDR path [S1]; with one row every read is a first
+    read, and one AIV streams HBM no faster than the AIC), and nacc chunks [kl1, bn] in its UB."""
+    t = ctx.target
+    return (t.arch.split_cores and ceil_div(m, bm) > 1
+            and nacc * aligned_bytes(t, "ub", kl1 * bn * itemsize(el)) <= t.capacity("ub"))
+
+
 def emit_up(ctx: LoweringContext, x: SSAValue, wg: SSAValue, wu: SSAValue | None, b1: SSAValue | None, act: str,
             m: int, k: int, n: int, el: Attribute, tiles: tuple[int, int, int, int]) -> SSAValue:
     """Launch ffn_up over x [m, k], Wg / Wu [k, n] and the optional b1 row [n] (GM buffers of
@@ -86,6 +101,7 @@ class _UpKernel:
         self.ntiles = ceil_div(m, self.bm) * ceil_div(n, self.bn)
         self.block_dim = min(ctx.target.num_aic, self.ntiles)
         self.split_cores = ctx.target.arch.split_cores  # AIC -> AIV through a GM workspace
+        self.prefetch = prefetches(ctx, m, self.bm, self.bn, self.kl1, el, self.nacc)
         args = [x, wg, *([wu] if self.gated else []), *([ctx.view(b1, [1, n])] if b1 is not None else []), self.h]
         if self.split_cores:
             args.append(ctx.buffer([self.block_dim * self.bm, self.nacc * self.bn], f32))
@@ -114,6 +130,8 @@ class _UpKernel:
             else:
                 self._to_vector_in_core(n0, nsz)
             self._activate_and_store(m0, n0, msz, nsz)
+        if self.prefetch:
+            self._prefetch_walk()
         self.sync.drain()
         ctx.launch(kb.finish(), self.args)
         return self.h
@@ -145,6 +163,12 @@ class _UpKernel:
         else:
             self.q_c = s.queue(Pipe.M, Pipe.V, AIC)
         self.q_out = s.queue(Pipe.V, Pipe.MTE3, AIV)
+        if self.prefetch:  # AIV 1 -> AIC: a weight chunk is in L2 (slots: chunks it may run ahead)
+            with self.kb.on_subblock(1):
+                self.pf_ub = [self.kb.alloc([self.kl1, self.bn], self.el, MemSpace.UB) for _ in self.weights]
+                self.q_pf = s.queue(Pipe.MTE3, Pipe.MTE2, "aiv1->aic", PREFETCH_SLOTS)
+                self.q_pf_in = s.queue(Pipe.MTE3, Pipe.MTE2, "aiv1->aiv1")  # slot granted -> copy
+                self.q_pf_done = s.queue(Pipe.MTE2, Pipe.MTE3, "aiv1->aiv1")  # copy completed
 
     # ------------------------------------------------------------------------------------------
     def _accumulate(self, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
@@ -160,9 +184,13 @@ class _UpKernel:
         ksz = kb.boundary(self.kl1, self.k, k1)
         q.acquire()
         kb.copy(kb.subview(self.gx, [m0, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")
+        if self.prefetch:
+            self.q_pf.deque()
         for w, dst in zip(self.weights, self.l1b[p]):
             kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), dst, layout="nd2nz")
         q.handoff()
+        if self.prefetch:
+            self.q_pf.release()
         with kb.range(0, ksz, self.bk) as kk:
             _by_parity(kb, kk, self.bk, DOUBLE_BUFFER, lambda s: self._l0_step(p, s, k1, kk))
         q.release()
@@ -179,6 +207,22 @@ class _UpKernel:
         q.release()
 
     # ------------------------------------------------------------------------------------------
+    def _prefetch_walk(self) -> None:
+        """AIV 1: the AIC's tiles and chunks in its order; each weight chunk read GM -> UB (a
+        scratch tile nobody reads: the read leaves it in L2), then handed to the AIC."""
+        kb = self.kb
+        with kb.on_subblock(1):
+            with kb.tiles(self.ntiles) as t:
+                (_, n0), (_, nsz) = kb.grid(t, [self.m, self.n], [self.bm, self.bn])
+                with kb.range(0, self.k, self.kl1) as k1:
+                    ksz = kb.boundary(self.kl1, self.k, k1)
+                    self.q_pf.acquire()
+                    self.q_pf_in.handoff()
+                    for w, dst in zip(self.weights, self.pf_ub):
+                        kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), dst)
+                    self.q_pf_done.handoff()
+                    self.q_pf.enque()
+
     def _to_vector_through_workspace(self, n0: Index, nsz: Index) -> None:
         """Split cores: FixPipe writes the accumulators to this core's workspace rows; the AIV
         reads them back (L2) with the bias row."""
