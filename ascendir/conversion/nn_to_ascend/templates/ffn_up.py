@@ -10,8 +10,8 @@ cores).
   core (dav-c100) L0C -> UB directly on the vector pipe.
 * AIV: [bias,] act [and the product with up] in fp32, cast to the input dtype, stored (MTE3).
 * L2 prefetch (dav-c220, when more than one row of tiles re-reads the weights, `prefetches`):
-  the group's second AIV, otherwise idle, reads each weight chunk GM -> UB just before the AIC
-  loads it (matmul.py's `_Prefetch` protocol with one AIV), so the AIC's weight loads hit L2
+  the group's second AIV, otherwise idle, reads each weight chunk GM -> UB before the AIC loads
+  it (at most PREFETCH_TILES tiles ahead, each chunk signalled), so the AIC's weight loads hit L2
   (110 B/cycle, S1) instead of paying the first read of each panel at its 32 B/cycle DDR path.
 
 The tile comes from `up_tiling` (or a forced tiling of the region's gate / up matmuls).
@@ -25,7 +25,7 @@ from xdsl.ir import Attribute, SSAValue
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
-from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, PREFETCH_SLOTS, _by_parity, _mmad, heuristic_tiling
+from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _mmad, heuristic_tiling
 from ascendir.dialects import ascend
 from ascendir.hardware.align import aligned_bytes
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
@@ -67,6 +67,11 @@ def up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc:
     if nb * (bm + nacc * bn) * bk * es > t.capacity("l1"):
         raise ctx.error(f"ffn: tiles do not fit L1 of {t.name}")
     return bm, bn, bk, step * bk
+
+
+# Tiles AIV 1 may prefetch ahead of the AIC (cross-core flags count up to 16 pending sets, S2
+# CrossCoreSetFlag): two keeps the next tile's weights arriving while the AIC works on this one.
+PREFETCH_TILES = 2
 
 
 def prefetches(ctx: LoweringContext, m: int, bm: int, bn: int, kl1: int, el: Attribute, nacc: int) -> bool:
@@ -124,14 +129,14 @@ class _UpKernel:
         self._queues()
         with kb.tiles(self.ntiles) as t:
             (m0, n0), (msz, nsz) = kb.grid(t, [self.m, self.n], [self.bm, self.bn])
+            if self.prefetch:
+                self._prefetch_tile(n0, nsz)
             self._accumulate(m0, n0, msz, nsz)
             if self.split_cores:
                 self._to_vector_through_workspace(n0, nsz)
             else:
                 self._to_vector_in_core(n0, nsz)
             self._activate_and_store(m0, n0, msz, nsz)
-        if self.prefetch:
-            self._prefetch_walk()
         self.sync.drain()
         ctx.launch(kb.finish(), self.args)
         return self.h
@@ -163,11 +168,15 @@ class _UpKernel:
         else:
             self.q_c = s.queue(Pipe.M, Pipe.V, AIC)
         self.q_out = s.queue(Pipe.V, Pipe.MTE3, AIV)
-        if self.prefetch:  # AIV 1 -> AIC: a weight chunk is in L2 (slots: chunks it may run ahead)
+        if self.prefetch:
+            # AIV 1 -> AIC per weight chunk: "in L2" (raw, one per chunk, no slots: the AIC waits
+            # for each); AIC -> AIV 1 per tile: "the AIC has loaded a tile" (PREFETCH_TILES slots:
+            # AIV 1 runs at most that many tiles ahead)
             with self.kb.on_subblock(1):
                 self.pf_ub = [self.kb.alloc([self.kl1, self.bn], self.el, MemSpace.UB) for _ in self.weights]
-                self.q_pf = s.queue(Pipe.MTE3, Pipe.MTE2, "aiv1->aic", PREFETCH_SLOTS)
-                self.q_pf_in = s.queue(Pipe.MTE3, Pipe.MTE2, "aiv1->aiv1")  # slot granted -> copy
+                self.q_pf = s.queue(Pipe.MTE3, Pipe.MTE2, "aiv1->aic")
+                self.q_tile = s.queue(Pipe.MTE3, Pipe.MTE2, "aiv1->aic", PREFETCH_TILES)
+                self.q_pf_in = s.queue(Pipe.MTE3, Pipe.MTE2, "aiv1->aiv1")  # tile granted -> copies
                 self.q_pf_done = s.queue(Pipe.MTE2, Pipe.MTE3, "aiv1->aiv1")  # copy completed
 
     # ------------------------------------------------------------------------------------------
@@ -176,7 +185,11 @@ class _UpKernel:
         kb = self.kb
         self.q_c.acquire()
         with kb.range(0, self.k, self.kl1) as k1:
+            if self.prefetch:  # AIV 1 has brought this chunk of the weights into L2
+                self.q_pf.deque()
             _by_parity(kb, k1, self.kl1, DOUBLE_BUFFER, lambda p: self._l1_step(p, k1, m0, n0, msz, nsz))
+        if self.prefetch:
+            self.q_tile.release()
         self.q_c.enque()
 
     def _l1_step(self, p: int, k1: Index, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
@@ -184,13 +197,9 @@ class _UpKernel:
         ksz = kb.boundary(self.kl1, self.k, k1)
         q.acquire()
         kb.copy(kb.subview(self.gx, [m0, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")
-        if self.prefetch:
-            self.q_pf.deque()
         for w, dst in zip(self.weights, self.l1b[p]):
             kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), dst, layout="nd2nz")
         q.handoff()
-        if self.prefetch:
-            self.q_pf.release()
         with kb.range(0, ksz, self.bk) as kk:
             _by_parity(kb, kk, self.bk, DOUBLE_BUFFER, lambda s: self._l0_step(p, s, k1, kk))
         q.release()
@@ -207,21 +216,21 @@ class _UpKernel:
         q.release()
 
     # ------------------------------------------------------------------------------------------
-    def _prefetch_walk(self) -> None:
-        """AIV 1: the AIC's tiles and chunks in its order; each weight chunk read GM -> UB (a
-        scratch tile nobody reads: the read leaves it in L2), then handed to the AIC."""
+    def _prefetch_tile(self, n0: Index, nsz: Index) -> None:
+        """AIV 1, for the tile the AIC is about to load (in the same loop iteration, ahead of it
+        in program order): once the AIC has loaded the tile PREFETCH_TILES back, each weight
+        chunk read GM -> UB (a scratch tile nobody reads: the read leaves it in L2), then handed
+        to the AIC chunk by chunk."""
         kb = self.kb
         with kb.on_subblock(1):
-            with kb.tiles(self.ntiles) as t:
-                (_, n0), (_, nsz) = kb.grid(t, [self.m, self.n], [self.bm, self.bn])
-                with kb.range(0, self.k, self.kl1) as k1:
-                    ksz = kb.boundary(self.kl1, self.k, k1)
-                    self.q_pf.acquire()
-                    self.q_pf_in.handoff()
-                    for w, dst in zip(self.weights, self.pf_ub):
-                        kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), dst)
-                    self.q_pf_done.handoff()
-                    self.q_pf.enque()
+            self.q_tile.acquire()
+            self.q_pf_in.handoff()
+            with kb.range(0, self.k, self.kl1) as k1:
+                ksz = kb.boundary(self.kl1, self.k, k1)
+                for w, dst in zip(self.weights, self.pf_ub):
+                    kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), dst)
+                self.q_pf_done.handoff()
+                self.q_pf.enque()
 
     def _to_vector_through_workspace(self, n0: Index, nsz: Index) -> None:
         """Split cores: FixPipe writes the accumulators to this core's workspace rows; the AIV
