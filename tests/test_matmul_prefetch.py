@@ -72,14 +72,14 @@ def test_cost_model_prefetches_weight_streaming_and_tracks_simulation():
 
 
 def test_ffn_up_prefetches_on_its_idle_aiv_with_the_same_numbers(monkeypatch):
-    """ffn_up (two-kernel FFN) with more than one row of tiles: AIV 1 prefetches the gate / up
+    """ffn_up (two-kernel FFN) with more than one row of tiles and a long K loop: AIV 1 prefetches the gate / up
     weights; outputs (race-checked) identical to the kernel without it, more L2 hits."""
     from ascendir.conversion.nn_to_ascend.templates import ffn_up
     from ascendir.driver import lower, parse_pipeline, run_passes
     from ascendir.weights import WeightStore
     from lowering_harness import parse
 
-    h, i, s = 256, 512, 160
+    h, i, s = 2048, 256, 160
     x, g = f"tensor<1x{s}x{h}xf16>", f"tensor<1x{s}x{i}xf16>"
     text = f"""
 func.func @main(%x: {x} {{onnx.name = "x"}}) -> ({x} {{onnx.name = "y"}}) {{

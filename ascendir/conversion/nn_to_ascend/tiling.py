@@ -162,7 +162,7 @@ BUFFERS = {
     "l0a": "A tiles, 2 slots",
     "l0b": "B tiles, 2 slots",
     "l0c": "the f32 accumulator tiles",
-    "ub": "the epilogue's output tiles and the prefetched B chunk",
+    "ub": "the epilogue's output tiles",
     "bt": "the bias row of an N tile",
 }
 
