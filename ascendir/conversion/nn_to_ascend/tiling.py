@@ -27,7 +27,10 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.costmodel import CostEnv, bandwidth_bound_cycles, copy_startup, mmad_cycles
 from ascendir.dialects.ascend import TILING_ATTR, TilingAttr
 
-FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle")
+FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle", "prefetch")
+# Fields a tiling may leave out (their default, 0, is then written nowhere: IR text and `text()`
+# of a tiling without them stay as they were): prefetch = 1 prefetches B into L2 on the AIVs.
+OPTIONAL_FIELDS = ("prefetch",)
 # Fields of an nn.attention's tiling (flash_attention template): query rows per head per item, keys per block.
 ATTENTION_FIELDS = ("br", "bc")
 # Candidate grids (elements for m / n; bytes for k, so f16 and f32 get the same K bytes).
@@ -44,6 +47,11 @@ SWIZZLE_CHOICES = (1, 2, 4, 8, 16)
 MIN_GM_ROW_BYTES = 128
 # Ping-pong: two L1 / L0A / L0B slots (S2 InitBuffer BUFFER_NUM = 2), one L0C accumulator.
 NBUF = 2
+# The estimate's item = max(pipes) is a few % optimistic when MTE2 and M are balanced, more so with
+# the prefetch's cross-core hand-offs (4096^3 f16: 804 K estimated, 858 K simulated with it; 833 K vs
+# 851 K without, benchmarks/tiling_search.py): a prefetching tiling must save more than this fraction
+# of the estimate to be ranked above a plain one.
+PREFETCH_MARGIN = 0.05
 # Vector tile of the split-K reduction kernel (f32 elements per AIV call): 3 such f32 / f16
 # buffers take < 1/4 of UB (192 KiB, S1) and each load moves 16 KiB, the transfer size S2 gives
 # for full GM bandwidth.
@@ -60,16 +68,20 @@ class Tiling:
     l1_depth: int = 1
     split_k: int = 1
     swizzle: int = 1
+    prefetch: int = 0
 
     @property
     def k_l1(self) -> int:
         return self.k * self.l1_depth
 
+    def _shown(self) -> list[str]:
+        return [f for f in FIELDS if f not in OPTIONAL_FIELDS or getattr(self, f)]
+
     def to_attr(self) -> TilingAttr:
-        return TilingAttr({f: getattr(self, f) for f in FIELDS})
+        return TilingAttr({f: getattr(self, f) for f in self._shown()})
 
     def text(self) -> str:
-        return ",".join(f"{f}={getattr(self, f)}" for f in FIELDS)
+        return ",".join(f"{f}={getattr(self, f)}" for f in self._shown())
 
 
 @dataclass(frozen=True)
@@ -215,6 +227,8 @@ def buffer_needs(p: Problem, t: Tiling, target: HardwareConfig | None = None) ->
     }
     if target is not None:
         needs["ub"] = epilogue_ub_bytes(p, t, target)
+        if t.prefetch:  # `_Prefetch`'s scratch B chunk in each AIV's UB
+            needs["ub"] += aligned_bytes(target, "ub", t.k_l1 * t.n * es)
         if p.bias_bytes and target.arch.bias_table:  # `_BiasStage`: the bias row of an N tile in BT
             needs["bt"] = aligned_bytes(target, "bt", t.n * p.bias_bytes)
     return needs
@@ -294,6 +308,11 @@ def fit_error(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
     if bad is not None:
         space, need, cap = bad
         return f"needs {need} bytes of {space.upper()} ({BUFFERS[space]}), {target.name} has {cap}"
+    if t.prefetch not in (0, 1):
+        return f"has prefetch = {t.prefetch} (0 or 1)"
+    if t.prefetch and not prefetch_fits(p, t, target):
+        return (f"cannot prefetch B on {target.name}'s AIVs (needs a split-core chip, no AIV epilogue, and a "
+                f"k·l1_depth x n chunk of {t.k_l1 * t.n * p.es} bytes within UB)")
     return split_misfit(p, t, target)
 
 
@@ -329,6 +348,10 @@ def largest_fit(p: Problem, t: Tiling, target: HardwareConfig, hold: frozenset[s
             if "l1_depth" in hold and depth != t.l1_depth:
                 continue
             c = Tiling(m, n, k, depth, 1, t.swizzle)
+            if t.prefetch and prefetch_fits(p, c, target):
+                c = replace(c, prefetch=1)
+            if "prefetch" in hold and c.prefetch != t.prefetch:
+                continue
             # the largest split_k the template makes exactly (a larger one rounds to fewer ranges);
             # never more than the K chunks (split_misfit), so a forced split_k = 10^9 costs no 10^9 steps
             sk = min(t.split_k, k_chunks(p, c))
@@ -358,6 +381,16 @@ class _Arr:
         self.shape, self.dtype, self.itemsize = shape, dtype, size
 
 
+def prefetch_fits(p: Problem, t: Tiling, target: HardwareConfig) -> bool:
+    """Whether the matmul template can prefetch B into L2 on the group's AIVs for tiling `t`
+    (templates/matmul.py `_Prefetch`): a split (910B) chip, a kernel that is not already a mix
+    kernel for its epilogue (an activation other than ReLU, a residual or a channel bias run on
+    the AIVs), not an ffn_up kernel, and one B chunk [k·l1_depth, n] fits an AIV's UB."""
+    if not target.arch.split_cores or p.ffn_up or p.act not in (None, "vrelu") or p.residual or p.channel_bias:
+        return False
+    return aligned_bytes(target, "ub", t.k_l1 * t.n * p.es) <= target.capacity("ub")
+
+
 def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     """Cycles of the matmul template's kernel(s) for tiling `t` (see the module docstring).
 
@@ -367,8 +400,15 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     overlaps MTE2 / MTE1 / M; the single L0C serialises M and FIX: item = max(MTE2, MTE1, M + FIX).
     A core runs ceil(items / block_dim) items after a fill (one load + its GM latency). The
     kernel is max(core, bandwidth floor) + launch head; split-K adds a vector reduction kernel.
+
+    With `t.prefetch` (templates/matmul.py `_Prefetch`) the group's two AIVs read every B chunk
+    GM -> UB before the AIC loads it, so the AIC's B reads all hit L2; the AIVs take turns (chunk
+    parity), each paying a copy start-up, the bytes at its GM -> UB rate (L2 hit or HBM) and the
+    completion latency before it signals the AIC: item = max(MTE2, MTE1, M + FIX, AIV / 2). The
+    AIVs' reads count in the GM traffic and the bandwidth floor.
     """
     es, dt = p.es, p.dtype
+    prefetch = bool(t.prefetch)
     mm_, nn_ = min(t.m, p.m), min(t.n, p.n)  # valid rows / columns of a tile (copy bytes use them)
     tm, tn = -(-p.m // t.m), -(-p.n // t.n)
     ks = -(-p.k // t.split_k)
@@ -398,9 +438,19 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     r_hit = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", True)
     r_miss = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", False)
 
+    u_hit = env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
+    u_miss = env.gm_rate(target.rate("gm", "ub"), "gm", "ub", False)
+    mte2_head = copy_startup(target, Pipe.MTE2, None)
+
+    def aiv_cycles(hb: float) -> float:
+        """One item's prefetch on the two AIVs (each takes every other chunk)."""
+        lat = hb * env.gm_latency("gm", "ub", True) + (1 - hb) * env.gm_latency("gm", "ub", False)
+        return n_l1 * (mte2_head + b_bytes * (hb / u_hit + (1 - hb) / u_miss) + lat) / 2
+
     def item_cycles(ha: float, hb: float) -> tuple[float, float]:
-        mte2 = n_l1 * (2 * nd2nz + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * (hb / r_hit + (1 - hb) / r_miss))
-        return max(mte2, mte1, mmad + fix), mte2
+        hb_aic = 1.0 if prefetch else hb
+        mte2 = n_l1 * (2 * nd2nz + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * (hb_aic / r_hit + (1 - hb_aic) / r_miss))
+        return max(mte2, mte1, mmad + fix, aiv_cycles(hb) if prefetch else 0.0), mte2
 
     # L2 (interpreter/l2.py): a re-read hits when the previous read of the same tile is at most
     # `window` cycles back. Items run in waves of bd; with swizzle s the A panel of a row is
@@ -422,14 +472,21 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     hb = hit_b / reads_b
     t_item, mte2 = item_cycles(ha, hb)
     per_core = -(-items // bd)
-    fill = n_l1 and (2 * nd2nz + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
+    if prefetch:  # the first B chunk comes through an AIV, then the AIC reads it from L2
+        fill = n_l1 and (2 * nd2nz + a_bytes / r_miss + b_bytes / r_hit + env.gm_latency("gm", "l1", False)
+                         + mte2_head + b_bytes / u_miss + env.gm_latency("gm", "ub", False))
+    else:
+        fill = n_l1 and (2 * nd2nz + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
     core = per_core * t_item + fill + env.gm_latency("l0c", "gm")
     gm_read = items * n_l1 * (a_bytes + b_bytes)
     l2_hit = items * n_l1 * (a_bytes * ha + b_bytes * hb)
+    if prefetch:  # the AIVs read B once more; every AIC read of B hits
+        gm_read += items * n_l1 * b_bytes
+        l2_hit += items * n_l1 * b_bytes
     gm_write = p.batch * tm * tn * splits * mm_ * nn_ * out_bytes
     floor = bandwidth_bound_cycles(gm_read, gm_write, target, l2_hit)
     body = max(core, floor)
-    parts = {"b_regroup_misses": float(groups > 1 and not hits(s * tn)), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,
+    parts = {"prefetch": float(prefetch), "b_regroup_misses": float(groups > 1 and not hits(s * tn)), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,
              "block_dim": bd, "items_per_core": per_core, "l2_hit_rate": l2_hit / gm_read if gm_read else 0.0}
     total = body + target.kernel_launch_cycles
     if splits > 1:
@@ -489,6 +546,13 @@ def candidates(p: Problem, target: HardwareConfig, swizzles: tuple[int, ...] = S
                             t = Tiling(bm, bn, bk, depth, sk, sw)
                             if misfit(p, t, target) is None:
                                 yield t
+                                if prefetch_fits(p, t, target):
+                                    yield replace(t, prefetch=1)
+
+
+def ranked(e: Estimate, t: Tiling) -> float:
+    """The cycles a tiling is ranked by: its estimate, raised by PREFETCH_MARGIN when it prefetches."""
+    return e.cycles * (1 + PREFETCH_MARGIN) if t.prefetch else e.cycles
 
 
 def search(p: Problem, target: HardwareConfig) -> SearchResult:
@@ -509,7 +573,7 @@ def search(p: Problem, target: HardwareConfig) -> SearchResult:
             t = t1 if sw == 1 else replace(t1, swizzle=sw)
             n += 1
             e = estimate(p, t, target)
-            key = (round(e.cycles), t.split_k, t.swizzle, -t.m * t.n, -t.k_l1, -t.k)
+            key = (round(ranked(e, t)), t.split_k, t.swizzle, t.prefetch, -t.m * t.n, -t.k_l1, -t.k)
             if best_e is None or key < best_e[0]:
                 best, best_e = t, (key, e)
             if sw == 1 and not e.parts["b_regroup_misses"]:
@@ -534,6 +598,10 @@ _ENTRY = re.compile(r"([a-z_0-9]+)=(-?[0-9]{1,12})", re.ASCII)  # 12 digits: int
 def check_fields(fields: dict[str, int], where: str) -> None:
     """Raises AscendirError (`{where}: ...`) for a field < 1, > FIELD_MAX or one off FIELD_ALIGN."""
     for key, v in fields.items():
+        if key in OPTIONAL_FIELDS and v in (0, 1):
+            continue
+        if key in OPTIONAL_FIELDS:
+            raise AscendirError(f"{where}: {key}={v} must be 0 or 1")
         if v < 1:
             raise AscendirError(f"{where}: {key}={v} must be >= 1")
         if v > FIELD_MAX:
@@ -615,14 +683,14 @@ def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: 
     with it substituted, those that fit; when none fits, the largest tile around the given fields
     that fits, else the given ones with the template defaults, which check_fits then rejects),
     split_k / swizzle default 1. With `count`: (tiling, candidates scored)."""
-    if set(FIELDS) <= set(fields):  # fully specified (e.g. written by annotate): nothing to search
-        t = Tiling(**{f: fields[f] for f in FIELDS})
+    if set(FIELDS) - set(OPTIONAL_FIELDS) <= set(fields):  # fully specified (e.g. written by annotate): nothing to search
+        t = Tiling(**{f: fields[f] for f in FIELDS if f in fields})
         return (t, 0) if count else t
     best, n = None, 0
     grid = list(candidates(p, target)) if p.dtype in target.cube.k_per_cycle else []
     for t in grid:
         if all(getattr(t, f) == v for f, v in fields.items()):
-            e = estimate(p, t, target).cycles
+            e = ranked(estimate(p, t, target), t)
             n += 1
             if best is None or e < best[0]:
                 best = (e, t)
@@ -631,7 +699,7 @@ def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: 
         # around it, every combination that can be lowered
         for t in sorted({replace(c, **fields) for c in grid if c.swizzle == 1}, key=Tiling.text):
             if fit_error(p, t, target) is None:
-                e = estimate(p, t, target).cycles
+                e = ranked(estimate(p, t, target), t)
                 n += 1
                 if best is None or e < best[0]:
                     best = (e, t)
@@ -639,7 +707,7 @@ def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: 
         t = best[1]
     else:
         es = p.es
-        base = {"m": min(128, -(-p.m // 16) * 16), "n": min(256, -(-p.n // 16) * 16), "k": 128 // es, "l1_depth": 1, "split_k": 1, "swizzle": 1}
+        base = {"m": min(128, -(-p.m // 16) * 16), "n": min(256, -(-p.n // 16) * 16), "k": 128 // es, "l1_depth": 1, "split_k": 1, "swizzle": 1, "prefetch": 0}
         base.update(fields)
         t = Tiling(**base)
         if fit_error(p, t, target) is not None and not fit_error(p, t, target).startswith("is not aligned"):

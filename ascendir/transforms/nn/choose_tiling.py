@@ -22,6 +22,10 @@ template's defaults). Fields, all in elements unless said:
 * swizzle: output tiles are visited in groups of `swizzle` tile rows, column by column inside a
   group (catlass GemmIdentityBlockSwizzle), so the B panel of a column is re-read by the other
   rows of the group while it is still in L2 (reference §4.5 / V10 [S17]).
+* prefetch (0 or 1, written only when 1): the group's two AIVs read each B chunk into L2 just
+  ahead of the AIC (a mix kernel; the vendor's weight prefetch, torch_npu.npu_prefetch), so the
+  AIC loads B at the L2 rate instead of its 32 B/cycle DDR path; 910B-class chips, no AIV
+  epilogue, one B chunk [l1_depth·k, n] in UB. Ranked with a 5 % margin (tiling.PREFETCH_MARGIN).
 
 Buffers per core (the template's layout): L1 2·(m + n)·l1_depth·k·size (+ bias row), L0A
 2·m·k·size, L0B 2·k·n·size (ping-pong, S2 InitBuffer BUFFER_NUM = 2), L0C m·n·4 (one f32
@@ -56,7 +60,7 @@ which the template obeys (IR text may set it; a missing one of the two is search
 no tile fits is left without it (lowering decomposes it); a forced one that does not fit fails
 naming the buffer, bytes needed vs available and the largest (Br, Bc) that fits.
 
-`tiling` (and `--tiling`) may give fields of both kinds: m, n, k, l1_depth, split_k, swizzle
+`tiling` (and `--tiling`) may give fields of both kinds: m, n, k, l1_depth, split_k, swizzle, prefetch
 apply to every matmul, br, bc to every flash attention; the rest are searched. How many
 candidates were scored and how long it took (per op kind) goes to the session's `search_log`; the
 CLI prints it (`compile`, `ascendir-opt`: stderr; `run`: the report's `tiling_search`).

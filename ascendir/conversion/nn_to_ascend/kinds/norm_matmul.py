@@ -12,9 +12,10 @@ from ascendir.conversion.nn_to_ascend import tiling
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kinds.matmul_sites import MatmulTiles, matmul_site
 from ascendir.conversion.nn_to_ascend.template import Site, TemplateBase, gm_args, gm_epilogue
-from ascendir.conversion.nn_to_ascend.templates.matmul import Product
+from ascendir.conversion.nn_to_ascend.templates.matmul import Product, tiling_of
 from ascendir.conversion.nn_to_ascend.templates.norm_matmul import NormMatmul, emit_norm_matmul, parse_norm_matmul
 from ascendir.dialects import nn
+from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
 
 KIND = "norm_matmul"
@@ -38,7 +39,10 @@ class NormMatmulTemplate(MatmulTiles, TemplateBase):
         parsed = parse_norm_matmul(region)
         if isinstance(parsed, Declined):
             return parsed
-        return NormMatmulPlan(region, parsed, tuple(tiling.problem_of(p.mm, epilogue=True) for p in parsed.projections))
+        return NormMatmulPlan(region, parsed, tuple(
+            tiling.problem_of(p.mm, bias_bytes=itemsize(elem(p.mm.lhs)) if p.epilogue.bias is not None else 0, epilogue=True,
+                              act=p.epilogue.activation, residual=p.epilogue.residual is not None)
+            for p in parsed.projections))
 
     def sites(self, plan: NormMatmulPlan, target: HardwareConfig) -> list[Site]:
         pairs = zip(plan.parsed.projections, plan.problems)
@@ -51,7 +55,8 @@ class NormMatmulTemplate(MatmulTiles, TemplateBase):
             Product(args[p.mm.rhs], shape(p.out), elem(p.out), gm_epilogue(p.epilogue, args))
             for p in plan.parsed.projections
         ]
-        return emit_norm_matmul(ctx, norm, [args[v] for v in norm.operands], products)
+        tilings = [tiling_of(ctx, p.mm, problem) for p, problem in zip(plan.parsed.projections, plan.problems)]
+        return emit_norm_matmul(ctx, norm, [args[v] for v in norm.operands], products, tilings)
 
 
 NORM_MATMUL = NormMatmulTemplate()

@@ -37,6 +37,12 @@ column by column, so concurrently running blocks share B panels in L2). Ping-pon
 parity of the core's running L1-chunk (L0-step) count, not of the loop index alone, whenever a
 tile has an odd number of chunks (steps).
 
+L2 prefetch (tiling field prefetch = 1, chosen by choose-tiling's cost model where the AICs would
+stream B from HBM at their 32 B/cycle DDR path, S1: decode GEMVs, prefill projections): the kernel
+becomes a mix kernel whose two AIVs read each B chunk GM -> UB just ahead of the AIC (`_Prefetch`),
+so the AIC's nd2nz load of it hits L2 (110 B/cycle, S1) -- the in-kernel form of the vendor's
+weight prefetch (torch_npu.npu_prefetch; vllm-ascend weight_prefetch). Numerics are unchanged.
+
 Batch: when B has no batch dims (weights), the batch is folded into M ([..., M, K] viewed as
 [prod*M, K]), as CANN's MatMul does; otherwise each output batch maps to its A and B batch by
 the broadcast rule, computed with index arithmetic in the kernel.
@@ -53,14 +59,14 @@ from xdsl.dialects.builtin import AnyFloat, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from ascendir.dialects import ascend, nn
-from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dialects.ascend import FLAG_UNITS_ATTR, CoreType, FlagUnitsAttr, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.conversion.nn_to_ascend.templates.elementwise import MIN_SPLIT_BYTES, emit_activation
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul_layout import MatmulLayout, matmul_layout
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
-from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE, TILING_ATTR, Problem, Tiling, misfit, tiling_for_op
+from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE, TILING_ATTR, Problem, Tiling, misfit, prefetch_fits, tiling_for_op
 
 # Default base tile (Ascend C Tiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
 BASE_MN = 128
@@ -80,6 +86,10 @@ MIN_SPLIT_MN = 16
 # Fraction of each on-chip buffer one tile may use (the rest is for ping-pong, S2 InitBuffer).
 BUFFER_FRACTION = 0.5
 ACTIVATIONS = ("vrelu", "vrelu6", "vgelu", "vgelu_tanh", "vsilu")
+# L2 prefetch of B (`_Prefetch`): B chunks each AIV may read ahead of the AIC's loads. Cross-core
+# flags count pending sets (up to 16, S2 CrossCoreSetFlag); 4 per AIV keeps 8 chunks (< 2 MiB)
+# in flight, far inside the L2 residency window (interpreter/timing/l2.py).
+PREFETCH_SLOTS = 4
 
 
 def k_align(el: Attribute) -> int:
@@ -246,7 +256,13 @@ def emit_matmuls(
     outs = list(results)
     if g.splits > 1:  # partial sums: f32 workspace [splits * batch * M, N] in GM
         outs = [ctx.buffer([g.splits * lay.batch * lay.m_rows, ns[0]], f32)]
-    _CubeKernel(ctx, a, products, outs, lay, ns, g, base).emit()
+    kernel = _CubeKernel(ctx, a, products, outs, lay, ns, g, base)
+    if tiling.prefetch:  # choose-tiling checked it for the site's problem; the kernel must agree
+        p = Problem(lay.batch, lay.m_rows, sum(ns), lay.k, str(el), itemsize(kernel.out_elem))
+        if kernel.mix or not prefetch_fits(p, tiling, ctx.target):
+            raise ctx.error(f"tiling {tiling.text()}: this matmul cannot prefetch B on the AIVs (an AIV epilogue, or the B chunk overflows UB)")
+        kernel.prefetch = True
+    kernel.emit()
     if g.splits > 1:
         _emit_split_k_reduce(ctx, outs[0], results[0], g.splits, lay.batch * lay.m_rows * ns[0], products[0].out_elem)
     return results
@@ -331,6 +347,8 @@ class _CubeKernel:
             self.act not in (None, "vrelu") or epilogue.residual is not None or epilogue.channel_bias is not None
         )
         self.fix_relu = self.arch.fixpipe and self.act == "vrelu" and epilogue.channel_bias is None  # else ReLU must follow the bias add
+        self.prefetch = False  # B prefetched into L2 by the AIVs (`_Prefetch`; emit_matmuls decides)
+        self.pf: _Prefetch | None = None
         self.args = self._args(a, outs)
 
     def _args(self, a: SSAValue, outs: list[SSAValue]) -> list[SSAValue]:
@@ -368,7 +386,7 @@ class _CubeKernel:
     # ------------------------------------------------------------------------------------------
     def emit(self) -> None:
         ctx, g, products = self.ctx, self.g, self.products
-        core = CoreType.MIX if self.mix else CoreType.AIC
+        core = CoreType.MIX if self.mix or self.prefetch else CoreType.AIC
         kb = self.kb = KernelBuilder(ctx, ctx.name(self.base), [x.type for x in self.args], core, g.block_dim, ctx.current)
         n = len(products)
         self.gm_a = kb.args[0]
@@ -379,7 +397,9 @@ class _CubeKernel:
         gm_cbias = next(it) if products[0].epilogue.channel_bias is not None else None
         self._buffers(gm_res, gm_cbias)
         with kb.tiles(g.ntiles) as t:
-            self._dispatch(t, 0, 0)
+            self._dispatch(t, 0, 0, self._tile)
+        if self.pf is not None:
+            self.pf.emit_aivs(self)
         if self.mix:
             vec_act = None if self.fix_relu else self.act  # FixPipe applied ReLU on the way out
             lay = self.lay
@@ -408,23 +428,42 @@ class _CubeKernel:
         stage_act = None if arch.fixpipe and not self.fix_relu else self.act  # FixPipe applies no other activation
         self.out_stage = _OutputStage(kb, self.l0c, self.q_c, g.bm, g.bn, self.out_elem, stage_act, arch.fixpipe, self.mix,
                                       self.bias_stage, gm_res, self.cbias_stage)
+        if self.prefetch:
+            self.pf = _Prefetch(kb, g, el)
         # Ping-pong slots alternate over the whole sequence a core runs: with an odd number of
         # L1 chunks per item (or L0 steps per chunk) a slot index restarting at 0 would reuse
         # the slot just filled and stall MTE2 (MTE1) until M releases it.
         self.chunks = ceil_div(g.k_split, g.kl1)
 
-    def _dispatch(self, t: Index, i: int, start: int) -> None:
-        """Tile t of the joint work list: product i owns [start, start + counts[i])."""
+    def _dispatch(self, t: Index, i: int, start: int, body) -> None:
+        """body(t, start, i) for tile t of the joint work list: product i owns [start, start + counts[i])."""
         kb = self.kb
         if i == len(self.products) - 1:
-            self._tile(t, start, i)
+            body(t, start, i)
             return
         end = start + self.g.counts[i]
         kb.if_else(
             kb.emit(arith.CmpiOp(kb.idx(t), kb.idx(end), "ult")).results[0],
-            lambda: self._tile(t, start, i),
-            lambda: self._dispatch(t, i + 1, end),
+            lambda: body(t, start, i),
+            lambda: self._dispatch(t, i + 1, end, body),
         )
+
+    def item_k(self, t: Index, start: int, i: int) -> tuple[tuple[Index, ...], Index, Index, Index]:
+        """(tile coordinates, B row of its batch, K range lo / hi) of work
+        item t of product i: what the AIC's loads and the AIVs' prefetch both walk."""
+        kb, g, lay = self.kb, self.g, self.lay
+        coords = _tile_coords(kb, kb.sub(t, start), g.splits, lay.batch, lay.m_rows, self.ns[i], g.bm, g.bn, g.swizzle)
+        si, ib = coords[0], coords[1]
+        b_row = kb.mul(_batch_index(kb, ib, lay.out_batch, lay.b_batch), lay.k)
+        k_lo = kb.mul(si, g.k_split)
+        k_hi = lay.k if g.splits == 1 else kb.min(kb.add(k_lo, g.k_split), lay.k)
+        return coords, b_row, k_lo, k_hi
+
+    def l1_base_of(self, t: Index) -> Index:
+        """L1 chunks the core ran before work item t (ping-pong parity across items)."""
+        kb, g = self.kb, self.g
+        item = kb.div(kb.sub(t, kb.block_idx), g.block_dim) if self.chunks % 2 and g.ntiles > g.block_dim else 0
+        return kb.mul(item, self.chunks)
 
     # ------------------------------------------------------------------------------------------
     def _tile(self, t: Index, start: int, i: int) -> None:
@@ -432,13 +471,13 @@ class _CubeKernel:
         output stage."""
         kb, g, lay, arch = self.kb, self.g, self.lay, self.arch
         gm_bias = self.gm_biases[i]
-        k, m_rows = lay.k, lay.m_rows
+        m_rows = lay.m_rows
         si, ib, m0, n0, msz, nsz = _tile_coords(kb, kb.sub(t, start), g.splits, lay.batch, m_rows, self.ns[i], g.bm, g.bn, g.swizzle)
         self.a_row = kb.add(kb.mul(_batch_index(kb, ib, lay.out_batch, lay.a_batch), m_rows), m0)
-        self.b_row = kb.mul(_batch_index(kb, ib, lay.out_batch, lay.b_batch), k)
+        self.b_row = kb.mul(_batch_index(kb, ib, lay.out_batch, lay.b_batch), lay.k)
         c_row = kb.add(kb.mul(kb.add(kb.mul(si, lay.batch), ib), m_rows), m0)
         self.k_lo = kb.mul(si, g.k_split)
-        k_hi = k if g.splits == 1 else kb.min(kb.add(self.k_lo, g.k_split), k)
+        k_hi = lay.k if g.splits == 1 else kb.min(kb.add(self.k_lo, g.k_split), lay.k)
         if gm_bias is not None:
             self.bias_stage.load(n0, nsz, gm_bias)
         if self.cbias_stage is not None:
@@ -447,8 +486,7 @@ class _CubeKernel:
         if gm_bias is not None and arch.bias_table:
             self.bias_stage.q_bt.deque()
         self.bt = self.bias_stage.bt if gm_bias is not None and arch.bias_table else None
-        item = kb.div(kb.sub(t, kb.block_idx), g.block_dim) if self.chunks % 2 and g.ntiles > g.block_dim else 0
-        self.l1_base = kb.mul(item, self.chunks)
+        self.l1_base = self.l1_base_of(t)
         gm_b = self.gm_bs[i]
         with kb.range(self.k_lo, k_hi, g.kl1) as k1:
             _by_parity(kb, k1, g.kl1, DOUBLE_BUFFER, lambda p: self._l1_step(p, k1, gm_b, m0, n0, msz, nsz), self.l1_base)
@@ -463,8 +501,12 @@ class _CubeKernel:
         ksz = kb.boundary(g.kl1, self.lay.k, k1)
         self.q_l1[p].acquire()
         kb.copy(kb.subview(self.gm_a, [self.a_row, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")
+        if self.pf is not None:  # AIV p has brought this B chunk into L2
+            self.pf.wait_filled(p)
         kb.copy(kb.subview(gm_b, [kb.add(self.b_row, k1), n0], [ksz, nsz]), self.l1b[p], layout="nd2nz")
         self.q_l1[p].handoff()
+        if self.pf is not None:
+            self.pf.free_slot(p)
         with kb.range(0, ksz, g.bk) as kk:
             steps = g.kl1 // g.bk
             l0_base = kb.mul(kb.add(self.l1_base, kb.div(kb.sub(k1, self.k_lo), g.kl1)), steps) if steps % 2 else 0
@@ -480,6 +522,82 @@ class _CubeKernel:
         self.q_l0[q].handoff()
         _mmad(kb, self.l0a[q], self.l0b[q], self.l0c, kb.add(kb.sub(k1, self.k_lo), kk), self.bt)
         self.q_l0[q].release()
+
+
+class _Prefetch:
+    """L2 prefetch of B by the group's two AIVs (910B mix kernel), the in-kernel form of the
+    vendor's weight prefetch (torch_npu.npu_prefetch, vllm-ascend weight_prefetch: weights moved
+    into L2 ahead of the matmul so the cube's MTE2 reads them at the L2 rate).
+
+    AIV p walks the AIC's work list and reads every B chunk of ping-pong parity p (the L1 slot
+    the AIC loads it into) GM -> UB, a scratch tile nobody reads: the read leaves the lines in
+    L2. Per chunk, on AIV p: wait for a free slot (AIC MTE2 -> AIV MTE3, PREFETCH_SLOTS primed),
+    MTE3 -> MTE2, the copy, MTE2 -> MTE3 (the copy has completed), then "filled" (AIV MTE3 -> AIC
+    MTE2). The AIC waits for "filled" before its own load of the chunk, which then hits, and
+    frees the slot after it. The data never changes (numerics are those without prefetch)."""
+
+    def __init__(self, kb: KernelBuilder, g: _Geometry, el: Attribute):
+        self.kb, self.g = kb, g
+        self.units = ("aiv", "aiv1")
+        self.ub = []
+        for p in range(DOUBLE_BUFFER):
+            with kb.on_subblock(p):
+                self.ub.append(kb.alloc([g.kl1, g.bn], el, MemSpace.UB))
+        m2, m3 = Pipe.MTE2, Pipe.MTE3
+        self.filled = [kb.event(m3, m2) for _ in range(DOUBLE_BUFFER)]  # AIV p -> AIC
+        self.go = [kb.event(m3, m2) for _ in range(DOUBLE_BUFFER)]  # AIV p: slot granted, MTE3 -> MTE2
+        self.free = [kb.event(m2, m3) for _ in range(DOUBLE_BUFFER)]  # AIC -> AIV p
+        self.done = [kb.event(m2, m3) for _ in range(DOUBLE_BUFFER)]  # AIV p: copy completed, MTE2 -> MTE3
+        for p in range(DOUBLE_BUFFER):
+            for _ in range(PREFETCH_SLOTS):
+                self.free_slot(p)
+
+    def _flag(self, wait: bool, src: Pipe, dst: Pipe, event: int, units: str) -> None:
+        op = (ascend.WaitFlagOp if wait else ascend.SetFlagOp)(src, dst, event)
+        op.attributes[FLAG_UNITS_ATTR] = FlagUnitsAttr(*units.split("->"))
+        self.kb.emit(op)
+
+    def wait_filled(self, p: int) -> None:
+        """AIC, before loading a B chunk of parity p."""
+        self._flag(True, Pipe.MTE3, Pipe.MTE2, self.filled[p], f"{self.units[p]}->aic")
+
+    def free_slot(self, p: int) -> None:
+        """AIC, after loading it (and at entry: the primed slots)."""
+        self._flag(False, Pipe.MTE2, Pipe.MTE3, self.free[p], f"aic->{self.units[p]}")
+
+    def emit_aivs(self, k: _CubeKernel) -> None:
+        """Each AIV's walk of the work list (after the AIC's part in program order: they run
+        concurrently), then the wait for the slots the AIC freed last."""
+        kb = self.kb
+        for p in range(DOUBLE_BUFFER):
+            with kb.on_subblock(p):
+                with kb.tiles(self.g.ntiles) as t:
+                    k._dispatch(t, 0, 0, lambda t, start, i, p=p: self._item(k, t, start, i, p))
+                for _ in range(PREFETCH_SLOTS):
+                    self._flag(True, Pipe.MTE2, Pipe.MTE3, self.free[p], f"aic->{self.units[p]}")
+
+    def _item(self, k: _CubeKernel, t: Index, start: int, i: int, p: int) -> None:
+        kb, g = self.kb, self.g
+        (_, _, _, n0, _, nsz), b_row, k_lo, k_hi = k.item_k(t, start, i)
+        l1_base = k.l1_base_of(t)
+        gm_b = k.gm_bs[i]
+
+        def chunk(q: int, k1: Index) -> None:
+            if q != p:
+                return
+            u = self.units[p]
+            m2, m3 = Pipe.MTE2, Pipe.MTE3
+            self._flag(True, m2, m3, self.free[p], f"aic->{u}")
+            self._flag(False, m3, m2, self.go[p], f"{u}->{u}")
+            self._flag(True, m3, m2, self.go[p], f"{u}->{u}")
+            ksz = kb.boundary(g.kl1, k.lay.k, k1)
+            kb.copy(kb.subview(gm_b, [kb.add(b_row, k1), n0], [ksz, nsz]), self.ub[p])
+            self._flag(False, m2, m3, self.done[p], f"{u}->{u}")
+            self._flag(True, m2, m3, self.done[p], f"{u}->{u}")
+            self._flag(False, m3, m2, self.filled[p], f"{u}->aic")
+
+        with kb.range(k_lo, k_hi, g.kl1) as k1:
+            _by_parity(kb, k1, g.kl1, DOUBLE_BUFFER, lambda q: chunk(q, k1), l1_base)
 
 
 def _tile_coords(

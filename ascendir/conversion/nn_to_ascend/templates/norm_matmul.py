@@ -38,6 +38,7 @@ from xdsl.ir import Operation, SSAValue
 from ascendir.dialects import nn
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, shape
 from ascendir.conversion.nn_to_ascend.templates.matmul import Product, emit_matmul, emit_matmuls
+from ascendir.conversion.nn_to_ascend.tiling import Tiling
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue, match_chain, parse_chain
 from ascendir.conversion.nn_to_ascend.templates.reduction import normalize
 
@@ -87,10 +88,13 @@ def parse_norm_matmul(region: nn.FusedOp) -> NormMatmul | Declined:
 
 
 def emit_norm_matmul(ctx: LoweringContext, norm: Operation, norm_args: list[SSAValue],
-                     products: list[Product]) -> list[SSAValue]:
+                     products: list[Product], tilings: list[Tiling | None] | None = None) -> list[SSAValue]:
     """A norm kernel over `norm_args` (GM buffers of the norm's operands) and one grouped cube
     kernel (or one mix kernel per projection that has an activation or residual) for `products`
-    (the projections, GM buffers); results in the products' order.
+    (the projections, GM buffers); results in the products' order. `tilings`: each projection's
+    checked `ascend.tiling` (None: none recorded); the grouped kernel runs the projections'
+    tiling when they all have the same one (choose-tiling gives equal shapes equal tilings),
+    else matmul.heuristic_tiling's.
 
     Raises:
         AscendirError: as the norm and matmul templates (tiles that do not fit, no fp32 cube).
@@ -98,7 +102,10 @@ def emit_norm_matmul(ctx: LoweringContext, norm: Operation, norm_args: list[SSAV
     xn = normalize(ctx, norm, *norm_args, rms=isinstance(norm, nn.RmsNormOp), base="norm_matmul_norm")[0]
     hdim = shape(xn)[-1]
     xn2 = ctx.view(xn, [math.prod(shape(xn)) // max(hdim, 1), hdim])
+    tilings = tilings or [None] * len(products)
     if len(products) == 1 or all(p.epilogue.activation is None and p.epilogue.residual is None for p in products):
-        return emit_matmuls(ctx, xn2, products, base="norm_matmul")
+        shared = tilings[0] if len(set(tilings)) == 1 else None
+        return emit_matmuls(ctx, xn2, products, base="norm_matmul", tiling=shared)
     # an activation or residual needs a mix kernel of its own (emit_matmuls groups bias-only products)
-    return [emit_matmul(ctx, xn2, p.b, p.out_shape, p.out_elem, p.epilogue, base="norm_matmul") for p in products]
+    return [emit_matmul(ctx, xn2, p.b, p.out_shape, p.out_elem, p.epilogue, base="norm_matmul", tiling=t)
+            for p, t in zip(products, tilings)]
