@@ -29,7 +29,7 @@ Figures (report JSON, see generate.schema.json; seconds at the chip's clock):
 * roofline TPOT: (weight bytes + KV bytes of the step) / HBM bandwidth (the chip TOML's
   `hbm_Bps`), beside the simulated TPOT.
 * bound of each phase (prefill, last decode step): the share of cycles of launches bound by
-  cube, vector, HBM, L2, launch or latency (api/report_headline.py's rule).
+  cube, vector, HBM, L2, launch or latency (interpreter/report/headline.py's rule).
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def _itemsizes(sig, dtype: str) -> dict[int, int]:
 
 
 def _phase(report: dict) -> dict:
-    from ascendir.api.report_headline import bound_shares
+    from ascendir.interpreter.report.headline import bound_shares
 
     b = report["bytes"]
     hbm = max(0.0, b.get("gm_read", 0.0) - b.get("l2_hit", 0.0)) + b.get("gm_write", 0.0)
@@ -318,7 +318,7 @@ def decode_step(model: str | Path, batch: int, cache_len: int, target: str = "as
 
     Raises:
         AscendirError: as `generate` (e.g. a cache larger than the chip's HBM)."""
-    from ascendir.api.report_headline import by_kind
+    from ascendir.interpreter.report.headline import by_kind
 
     m = _Model(Path(model), target, dtype, shape_only, in_place)
     step = m.step(batch, 1, cache_len, None)
