@@ -303,7 +303,10 @@ def _gather_nd_runtime(node: NodeContext, shape: tuple[int, ...]) -> list[Value]
     b = int(node.attr("batch_dims", 0))
     k = ishape[-1] if ishape else 0
     if b != 0:
-        raise node.error(f"batch_dims={b} with indices that depend on runtime values is not supported")
+        # the importer's wording for an input needed at import: with constant indices the
+        # batch_dims > 0 form folds
+        raise node.error(f"the index tensor (input 1, '{node.node.input[1]}') depends on runtime values; "
+                         f"batch_dims={b} needs them at import")
     if not 1 <= k <= len(shape):
         raise node.error(f"indices of shape {list(ishape)} do not fit data of shape {list(shape)}")
     it = node.dtype(1)
