@@ -117,6 +117,22 @@ def test_max_pool_indices_match_onnxruntime(shape, attrs) -> None:
     np.testing.assert_array_equal(result.outputs["i"], want["i"])
 
 
+@pytest.mark.parametrize("op", ["AveragePool", "MaxPool"])
+def test_kernel_larger_than_input_reads_only_the_input(op: str) -> None:
+    """EfficientNet's head (transformers): AvgPool2d(320, ceil_mode=True) on a 1x1 map. Only
+    the one offset that reads the input is issued, not 320 x 320 of padding."""
+    x = _rng().standard_normal((1, 6, 1, 1)).astype(np.float32)
+    attrs = {"kernel_shape": [40, 40], "strides": [40, 40], "ceil_mode": 1}
+    if op == "AveragePool":
+        attrs["count_include_pad"] = 1
+    model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"])
+    _check(model, {"x": x})
+    module, weights = import_onnx(model)
+    lower(module, weights, "ascend910b2")
+    combines = [o for o in module.walk() if o.name in ("ascend.vadd", "ascend.vmax")]
+    assert combines == []  # the one slab initialises the accumulator (was 1,599 of them)
+
+
 def test_max_pool_padding_never_wins() -> None:
     """All-negative input: a max over a window that reads padding must not return 0."""
     x = -1.0 - np.abs(_rng().standard_normal((1, 2, 5, 5)).astype(np.float32))

@@ -133,7 +133,7 @@ def emit_window_vector(
         scale = kb.alloc([1, win.ho, win.wo], out_elem, MemSpace.UB)
         _build_inverse_counts(kb, scale, win, count_include_pad)
 
-    row_tiles = [(row0, win.slabs(row0, th)) for row0 in range(0, win.ho, th)]
+    row_tiles = [(row0, _touching(win.slabs(row0, th))) for row0 in range(0, win.ho, th)]
     flat = [(row0, s, si == 0, si == len(slabs) - 1) for row0, slabs in row_tiles for si, s in enumerate(slabs)]
     in_ev = kb.event(Pipe.V, Pipe.MTE2)
     raw_ev = kb.event(Pipe.MTE2, Pipe.V)
@@ -192,6 +192,15 @@ def emit_window_vector(
     kb.wait_flag(Pipe.V, Pipe.MTE2, in_ev)
     ctx.launch(kb.finish(), args)
     return [result] if indices is None else [result, indices]
+
+
+def _touching(slabs: list) -> list:
+    """The slabs that read the input. An offset that only sees padding adds nothing to a sum
+    (0, or 0 x w), nor to a max (a window always holds one input element), so it is not issued:
+    a kernel larger than its input (EfficientNet's 320x320 ceil-mode AveragePool on a 1x1 map)
+    would otherwise loop over 102,400 offsets for one value. The first slab stays when none
+    reads (it initialises the accumulator)."""
+    return [s for s in slabs if not s.empty] or slabs[:1]
 
 
 def _combine(kb: KernelBuilder, mode: str, first: bool, slab: SSAValue, acc: SSAValue,
