@@ -4,7 +4,7 @@ max abs / rel error of the outputs (pass = fp32 rtol 1e-3, atol 1e-4).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/corpus.py [--models resnet18,llama_realistic] [--target 910b2]
 
-Models come from tests/data/ or $ASCENDIR_CORPUS (default /work/corpus, built by
+Models come from tests/data/ (and its families/) or $ASCENDIR_CORPUS (default /work/corpus, built by
 ../shared/corpus/build_corpus.py; see benchmarks/run_models.py to build missing ones).
 """
 
@@ -39,7 +39,7 @@ def corpus_models() -> list[str]:
 
 
 def find(name: str) -> Path:
-    for base in (ROOT / "tests" / "data", CORPUS):
+    for base in (ROOT / "tests" / "data", ROOT / "tests" / "data" / "families", CORPUS):
         if (base / name / "model.onnx").exists():
             return base / name
     raise SystemExit(f"{name}: not in tests/data or {CORPUS}")
@@ -83,6 +83,11 @@ def main() -> None:
     results.add_flag(ap)
     args = ap.parse_args()
     names = args.models.split(",") if args.models else corpus_models()
+    table(names, args)
+
+
+def table(names: list[str], args: argparse.Namespace) -> None:
+    """Measure `names` and print one row each; exit 1 when one is beyond the tolerance."""
     w = max([24, *map(len, names)])  # the name column fits the longest name
     head = f"{'model':{w}} {'import s':>8} {'compile s':>9} {'sim s':>7} {'cycles':>12} {'sim µs':>9} {'kern':>5} {'max|abs|':>9} {'max rel':>9}  ok"
     print(head)

@@ -48,6 +48,7 @@ class Section:
 SECTIONS: dict[str, Section] = {s.script: s for s in (
     Section("calibration", "Cost model vs published Ascend measurements (reference §7)", ()),
     Section("corpus", "Corpus models: phase times, simulated cycles, error vs onnxruntime", ()),
+    Section("families", "Model families (tests/data/families): error vs onnxruntime, wall time, cycles", ()),
     Section("precision", "Precision policy: output error per model under --dtype fp32 / fp16 / bf16", ()),
     Section("matmul_4096", "4096³ fp16 matmul on 910B2: cycles and % of cube peak per L2 model", ()),
     Section("matmul_ladder", "Matmul optimisation ladder, 4096³ fp16 on 910B2", ()),
