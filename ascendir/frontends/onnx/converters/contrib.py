@@ -78,12 +78,18 @@ def convert_matmul_nbits(node: NodeContext) -> list[Value]:
         if node.has_input(i) and not isinstance(node.input(i), Constant):
             raise node.error(f"{what} (input {i}) must be a constant")
     dtype = node.dtype(0)
-    zps = np.asarray(node.const(3)) if node.has_input(3) else None
-    b, scales = np.asarray(node.const(1)), np.asarray(node.const(2))
-    w = dequantize_nbits(node, b, scales, zps, k, n, bits, block, dtype)
-    weight = node.state.materialize(
-        node.state.derive(f"{node.node.input[1]}.dequantized", [node.input(1)], lambda: w, (k, n), dtype)
-    )
+    b_in, s_in = node.input(1), node.input(2)
+    z_in = node.input(3) if node.has_input(3) else None
+    nb = -(-k // block)
+    if int(np.prod(b_in.shape)) != n * nb * block * bits // 8 or int(np.prod(s_in.shape)) != n * nb:
+        raise node.error(f"B {list(b_in.shape)} / scales {list(s_in.shape)} do not match N={n}, K={k}, block_size={block}, bits={bits}")
+
+    def compute() -> np.ndarray:  # only when the weight is read (never under --shape-only)
+        zps = np.asarray(z_in.array) if z_in is not None else None
+        return dequantize_nbits(node, np.asarray(b_in.array), np.asarray(s_in.array), zps, k, n, bits, block, dtype)
+
+    sources = [b_in, s_in] + ([z_in] if z_in is not None else [])
+    weight = node.state.materialize(node.state.derive(f"{node.node.input[1]}.dequantized", sources, compute, (k, n), dtype))
     y = node.emit(nn.MatmulOp(node.value(0), weight))
     if node.has_input(5):
         y = node.emit(nn.AddOp(y, node.value(5)))

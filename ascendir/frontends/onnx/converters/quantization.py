@@ -148,7 +148,7 @@ def convert_dequantize_linear(node: NodeContext) -> list[Value]:
 
 @converts("QuantizeLinear")
 def convert_quantize_linear(node: NodeContext) -> list[Value]:
-    """y = saturate(rint(x / scale) + zero_point) (x / scale in x's type, as ONNX's reference),
+    """y = saturate(rint(x / scale) + zero_point) (x / scale in float32, as onnxruntime),
     per tensor, per axis or blocked; integer outputs round half to even, float 8 / 4 outputs are
     a (saturating) cast. The output type is the zero point's, else `output_dtype`, else uint8."""
     x_shape = node.shape(0)
@@ -159,7 +159,9 @@ def convert_quantize_linear(node: NodeContext) -> list[Value]:
         out = node.onnx_dtype(node.attr("output_dtype"))
     else:
         out = np.dtype(np.uint8)
-    xdt = node.dtype(0)
+    # onnxruntime divides in float32 whatever x's float type (its fp16 kernel widens first);
+    # `precision` (opset 23) names the type explicitly
+    xdt = np.dtype(np.float32) if node.dtype(0).itemsize <= 4 else node.dtype(0)
     if node.attr("precision"):
         xdt = node.onnx_dtype(node.attr("precision"))
     x = _cast(node, node.value(0), from_numpy_dtype(xdt))
@@ -296,14 +298,15 @@ def _inputs(node: NodeContext, *indices: int) -> list[Value | None]:
 
 def _dequantized(node: NodeContext, i: int) -> tuple[Value, Constant, Constant | None, int] | None:
     """(quantized value, scale, zero point, axis) when node input `i` is the output of a
-    per-tensor / per-axis DequantizeLinear of int8 / uint8 into float32 with constant scale and
-    zero point, else None."""
+    per-tensor / per-axis DequantizeLinear of int8 / uint8 into float32 or float16 with constant
+    scale and zero point, else None."""
     dq = node.state.dequantized.get(node.node.input[i]) if node.has_input(i) else None
     if dq is None or any(a.name in ("block_size", "output_dtype") and a.i for a in dq.attribute):
         return None
     vals = [node.state.values.get(n) if n else None for n in dq.input]
     q, scale, zp = (vals + [None, None])[:3]
-    if q is None or _vdtype(q) not in (np.int8, np.uint8) or not isinstance(scale, Constant) or scale.dtype != np.float32:
+    if q is None or _vdtype(q) not in (np.int8, np.uint8) or not isinstance(scale, Constant) \
+            or scale.dtype not in (np.float32, np.float16):
         return None
     if zp is not None and (not isinstance(zp, Constant) or zp.size != scale.size):
         return None
@@ -335,7 +338,8 @@ def qdq_matmul(node: NodeContext, transpose_b: bool = False) -> SSAValue | None:
     acc = integer_matmul(node, qa, za, qb, zb)
     mult = (np.float32(np.asarray(sa.array).reshape(())) * np.asarray(sb.array, np.float32)).astype(np.float32)
     mult = node.constant(mult.reshape(()) if mult.size == 1 else mult.reshape(-1), "multiplier")
-    return node.emit(nn.MulOp(node.emit(nn.CastOp(acc, f32)), mult))
+    y = node.emit(nn.MulOp(node.emit(nn.CastOp(acc, f32)), mult))
+    return _cast(node, y, from_numpy_dtype(sa.dtype))  # a float16 model's scales: its output type
 
 
 @converts("MatMulInteger")
