@@ -244,3 +244,33 @@ def test_choose_tiling_tiles_int8_matmuls_without_split_k() -> None:
     run_passes(module, _parse_pipeline(None, "O2"), weights)
     (mm,) = [op for op in module.walk() if isinstance(op, nn.MatmulOp)]
     assert mm.tiling is not None and mm.tiling.data["split_k"].value.data == 1
+
+
+@pytest.mark.parametrize("opt_level", ["O0", "O2"])
+def test_matmul_integer_with_an_int32_bias_is_not_fused(opt_level: str, tmp_path) -> None:
+    """MatMulInteger + Add of an int32 row: fuse-matmul-epilogue leaves integer products alone
+    (their L0C is int32), so the add runs after the product and the result is exact."""
+    rng = np.random.default_rng(0)
+    b = rng.integers(-128, 128, (64, 32)).astype(np.int8)
+    bias = rng.integers(-1000, 1000, (32,)).astype(np.int32)
+    nodes = [helper.make_node("MatMulInteger", ["a", "b"], ["acc"]), helper.make_node("Add", ["acc", "bias"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("a", TensorProto.INT8, [16, 64])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT32, [16, 32])],
+                   [numpy_helper.from_array(b, "b"), numpy_helper.from_array(bias, "bias")], opset=13)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    a = rng.integers(-128, 128, (16, 64)).astype(np.int8)
+    module, weights = compile_model(path, TARGET, opt_level=opt_level)
+    result = simulate(module, weights, {"a": a}, load_target(TARGET))
+    np.testing.assert_array_equal(result.outputs["y"], _ort(model, {"a": a})[0])
+
+
+def test_dtype_fp16_on_an_activation_quantized_model_is_refused() -> None:
+    """QuantizeLinear's rounding needs float32: --dtype fp16 would quantize to other integers, so
+    it is refused with the node; a weight-only model (MatMulNBits) converts as any fp32 model."""
+    with pytest.raises(AscendirError, match=r"--dtype fp16: the model quantizes float32 values to integers \(ui8 by 'input_QuantizeLinear'\)"):
+        compile_model(QUANT / "mlp_qdq" / "model.onnx", TARGET, dtype="fp16")
+    module, weights = compile_model(QUANT / "mlp_nbits4" / "model.onnx", TARGET, dtype="fp16")
+    with np.load(QUANT / "mlp_nbits4" / "reference.npz") as ref:
+        result = simulate(module, weights, {"input": ref["input:input"]}, load_target(TARGET))
+        np.testing.assert_allclose(result.outputs["output"].astype(np.float32), ref["output:output"], rtol=1e-2, atol=1e-3)

@@ -54,7 +54,8 @@ def _param(node: NodeContext, i: int, x_shape: tuple[int, ...], axis: int, block
     and blocked forms), optionally cast to `dtype`.
 
     Raises:
-        AscendirError: a blocked parameter that is not a constant, or whose shape does not match."""
+        AscendirError: a parameter whose shape is neither one value, a vector along `axis`, nor
+            (blocked) x's shape with ceil(dim / block) along `axis`."""
     shape = node.shape(i)
     rank = len(x_shape)
     v = node.input(i)
