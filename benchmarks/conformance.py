@@ -227,6 +227,11 @@ def write_report(outcomes: list[Outcome], path: Path, seconds: float) -> None:
     claimed_without_cases = sorted(claimed_ops() - set(by_op))
     if claimed_without_cases:
         lines += ["", "Claimed ops without node test cases: " + ", ".join(claimed_without_cases) + "."]
+    from ascendir.frontends.onnx.converters import CONTRIB_CONVERTERS
+
+    contrib = sorted(f"{d}.{op}" for d, op in CONTRIB_CONVERTERS)
+    lines += ["", "Contrib ops the importer also claims (onnx has no node tests for them; tests/test_quantization.py "
+              "runs them on models onnxruntime's quantizers wrote): " + ", ".join(contrib) + "."]
     lines += ["", "## Failures", "", "| case | op | opset | reason |", "|---|---|---|---|"]
     for o in sorted(outcomes, key=lambda o: (o.op, o.case)):
         if not o.passed:

@@ -56,6 +56,17 @@ def _ints(*values: int) -> np.ndarray:
 X = _rand(2, 3, 4)
 
 
+def _u8(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, shape).astype(np.uint8)
+
+
+def _s8(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(-128, 128, shape).astype(np.int8)
+
+
+_U8, _S8 = _u8(2, 3, 4), _s8(2, 3, 4)
+
+
 def _unary(positive: bool = False) -> Callable[[int], Case]:
     return lambda v: Case(["x"], {"x": _rand(2, 3, 4, positive=positive)})
 
@@ -373,6 +384,30 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
         Case(["x"], {"x": X}, attrs={"perm": [2, 0, 1]}, label="perm"),
         Case(["x"], {"x": X}, label="default perm reverses"),
     ],
+    # quantized ops (converters/quantization.py): integer results exactly
+    "QuantizeLinear": lambda v: [
+        Case(["x", "s", "z"], {"x": X * 5}, {"s": np.float32(0.05), "z": np.uint8(128)}, label="per tensor, uint8"),
+        Case(["x", "s", "z"], {"x": X * 5}, {"s": np.array([0.02, 0.05, 0.1], np.float32), "z": np.array([-3, 0, 5], np.int8)},
+             {"axis": 1}, label="per axis, int8"),
+    ],
+    "DequantizeLinear": lambda v: [
+        Case(["q", "s", "z"], {"q": _U8}, {"s": np.float32(0.05), "z": np.uint8(100)}, label="per tensor, uint8"),
+        Case(["q", "s", "z"], {"q": _S8}, {"s": np.array([0.02, 0.05, 0.1], np.float32), "z": np.array([-3, 0, 5], np.int8)},
+             {"axis": 1}, label="per axis, int8"),
+    ],
+    "DynamicQuantizeLinear": lambda v: Case(["x"], {"x": X}, outputs=3),
+    "MatMulInteger": lambda v: Case(["a", "b", "za", "zb"], {"a": _u8(3, 32)}, {"b": _s8(32, 5), "za": np.uint8(7), "zb": np.int8(0)}),
+    "QLinearMatMul": lambda v: Case(
+        ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], {"a": _u8(3, 32)},
+        {"sa": np.float32(0.02), "za": np.uint8(120), "b": _s8(32, 5), "sb": np.float32(0.01), "zb": np.int8(0),
+         "sy": np.float32(0.05), "zy": np.uint8(128)}),
+    "ConvInteger": lambda v: Case(["x", "w", "zx"], {"x": _u8(1, 2, 5, 5)}, {"w": _u8(3, 2, 3, 3, seed=1), "zx": np.uint8(3)},
+                                  {"pads": [1, 1, 1, 1]}),
+    "QLinearConv": lambda v: Case(
+        ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy", "b"], {"x": _u8(1, 2, 5, 5)},
+        {"sx": np.float32(0.02), "zx": np.uint8(120), "w": _s8(3, 2, 3, 3), "sw": np.array([0.01, 0.02, 0.03], np.float32),
+         "zw": np.zeros(3, np.int8), "sy": np.float32(0.05), "zy": np.uint8(128), "b": np.array([100, -50, 7], np.int32)},
+        {"pads": [1, 1, 1, 1]}),
 }
 
 

@@ -202,12 +202,14 @@ def copy(op: ascend.CopyOp, env: CostEnv) -> CostFn:
 
 
 _DTYPE_KEY = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "int8": "s8", "uint8": "u8"}
+_XDSL_KEY = {"i8": "s8"}  # an xDSL element type's str() where it is not the cube's key (signless i8 is int8)
 
 
 def mmad_cycles(target: HardwareConfig, dtype: str, m: int, n: int, k: int) -> float:
     """M-pipe cycles of an m×k×n mmad in `dtype` (a k_per_cycle key): ceil(m/16)·ceil(n/16)·
     ceil(k/k_per_cycle) + mmad_startup [S1 fractal, S5] (also used by analytic tilings)."""
     cube = target.cube
+    dtype = _XDSL_KEY.get(dtype, dtype)
     return math.ceil(m / cube.fractal_m) * math.ceil(n / cube.fractal_n) * math.ceil(k / cube.k_per_cycle[dtype]) + cube.mmad_startup
 
 

@@ -66,8 +66,8 @@ class ChipArch:
 
     def cube_has(self, dtype: str) -> bool:
         """True when the cube has an mmad for operands of `dtype` (a key such as "f16", "f32";
-        an xDSL float type's str() is its key)."""
-        return dtype in self.cube_dtypes
+        an xDSL float type's str() is its key, and i8 means s8)."""
+        return {"i8": "s8"}.get(dtype, dtype) in self.cube_dtypes
 
     def no_mmad(self, dtype: str) -> str | None:
         """Why `dtype` operands cannot go to the cube ("has no f32 mmad (only f16/int8 on its

@@ -115,7 +115,7 @@ class Problem:
 
     @property
     def es(self) -> int:
-        return {"f16": 2, "bf16": 2, "f32": 4}[self.dtype]
+        return {"f16": 2, "bf16": 2, "f32": 4, "i8": 1}[self.dtype]
 
 
 @dataclass
@@ -538,7 +538,8 @@ def candidates(p: Problem, target: HardwareConfig, swizzles: tuple[int, ...] = S
                     if depth * bk * es < min(MIN_GM_ROW_BYTES, kal * es):  # A rows of >= 128 B (S2)
                         continue
                     for sk in SPLIT_K_CHOICES:
-                        if sk > 1 and (p.epilogue or p.batch > 1 or depth * bk * sk > kal):
+                        # (an int8 product's partial sums are int32: the f32 split-K workspace does not take them)
+                        if sk > 1 and (p.epilogue or p.batch > 1 or depth * bk * sk > kal or p.dtype == "i8"):
                             continue
                         for sw in swizzles:
                             if sw > 1 and sw >= tm * 2:

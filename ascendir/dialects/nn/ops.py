@@ -20,6 +20,8 @@ from xdsl.dialects.builtin import (
     f32,
     f64,
     i1,
+    i8,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, SSAValue
@@ -537,13 +539,18 @@ class MatmulOp(NNOp):
     tiling = opt_attr_def(TilingAttr, attr_name=TILING_ATTR)
     traits = traits_def(Pure())
 
-    def __init__(self, a: SSAValue, b: SSAValue):
+    def __init__(self, a: SSAValue, b: SSAValue, result_elem: Attribute | None = None):
         shape = matmul_shape(shape_of(a), shape_of(b))
-        super().__init__(operands=[a, b], result_types=[TensorType(a.type.element_type, shape)])
+        elem = a.type.element_type if result_elem is None else result_elem
+        super().__init__(operands=[a, b], result_types=[TensorType(elem, shape)])
 
     def verify_semantics(self) -> None:
         if shape_of(self.result) != matmul_shape(shape_of(self.lhs), shape_of(self.rhs)):
             raise VerifyException("nn.matmul: result shape does not follow the matmul rule")
+        a, b, r = (v.type.element_type for v in (self.lhs, self.rhs, self.result))
+        if a == b == i8 and r != i32 or (a != i8 or b != i8) and r != a:
+            # int8 x int8 accumulates in int32 as the cube's s8 mmad does; other types keep theirs
+            raise VerifyException(f"nn.matmul: {a} x {b} cannot give {r} (only i8 x i8 -> i32 widens)")
         if 0 in shape_of(self.lhs) or 0 in shape_of(self.rhs):  # tilings divide by every dim
             raise VerifyException("nn.matmul: zero-size operands are not supported")
 

@@ -44,6 +44,9 @@ class ImportState:
         self.import_subgraph: Callable[..., list[Value | None]] | None = None
         # Small constants are shared by value: exporters repeat the same scalar in every layer.
         self._inline: dict[tuple[str, tuple[int, ...], bytes], SSAValue] = {}
+        # DequantizeLinear nodes by output name: a MatMul / Gemm between two dequantized values
+        # runs as the integer product they came from (converters/quantization.py: qdq_matmul)
+        self.dequantized: dict[str, NodeProto] = {}
 
     def emit(self, op: Operation) -> Operation:
         self.block.add_op(op)

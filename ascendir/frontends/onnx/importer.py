@@ -25,7 +25,7 @@ from ascendir.dialects import nn
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError, AscendirWarning
 from ascendir.frontends.onnx.conversion import ImportState, NodeContext, tensor_type
-from ascendir.frontends.onnx.converters import CONVERTERS
+from ascendir.frontends.onnx.converters import CONTRIB_CONVERTERS, CONVERTERS
 from ascendir.frontends.onnx.folding import (
     FoldingError,
     evaluate,
@@ -255,13 +255,15 @@ class _GraphImporter:
     # -- nodes -----------------------------------------------------------------------------------
     def _import_node(self, node: NodeProto, index: int | str) -> None:
         label = _node_label(node, index) if isinstance(index, int) else node.name or f"{index}/{node.output[0] if node.output else '?'}"
-        converter = CONVERTERS.get(node.op_type) if is_default_domain(node) else None
+        converter = CONVERTERS.get(node.op_type) if is_default_domain(node) else CONTRIB_CONVERTERS.get((node.domain, node.op_type))
         if any(name in self.poisoned for name in node.input):
             if converter is None and not self._is_fold_only(node):
                 self._record_unsupported(node, label)
             self.poisoned.update(node.output)
             return
         inputs = [self._node_input(node, label, name) for name in node.input]
+        if node.op_type == "DequantizeLinear" and is_default_domain(node) and node.output:
+            self.state.dequantized[node.output[0]] = node
         try:
             self._check(node, inputs, converter)
             outputs = self._fold(node, label, inputs, converter)

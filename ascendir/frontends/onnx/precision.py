@@ -14,7 +14,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
-    ArrayAttr, BytesAttr, DenseIntOrFPElementsAttr, FunctionType, ModuleOp, TensorType, bf16, f16, f32,
+    ArrayAttr, BytesAttr, DenseIntOrFPElementsAttr, FunctionType, IntegerType, ModuleOp, TensorType, bf16, f16, f32,
 )
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute
@@ -58,13 +58,26 @@ def convert_precision(module: ModuleOp, weights: WeightStore, dtype: str) -> Non
     weights it references in `weights` (lazily). "fp32" changes nothing.
 
     Raises:
-        AscendirError: an unknown dtype name.
+        AscendirError: an unknown dtype name; a model that quantizes float32 values to integers
+            of up to 16 bits (QuantizeLinear, DynamicQuantizeLinear, QLinear*: their rounding and
+            requantization need float32).
     """
     if dtype not in DTYPES:
         raise AscendirError(f"--dtype must be one of {', '.join(DTYPES)}, got '{dtype}'")
     elem, np_dtype = DTYPES[dtype]
     if elem == f32:
         return
+    for op in module.walk():
+        # QuantizeLinear & co. round float32 values to integers (converters/quantization.py: a
+        # float32 round-to-integer idiom and float32 requantization multipliers); in fp16 /
+        # bf16 that arithmetic would quantize to other integers than onnxruntime
+        if isinstance(op, nn.CastOp) and op.input.type.element_type == f32 and isinstance(op.result.type.element_type, IntegerType) \
+                and op.result.type.element_type.width.data <= 16:
+            where = op.attributes.get("onnx.node")
+            raise AscendirError(
+                f"--dtype {dtype}: the model quantizes float32 values to integers ({op.result.type.element_type} by "
+                f"'{where.data if where is not None else op.name}'), which needs float32 arithmetic; run it without --dtype"
+            )
     converted: set[str] = set()
     for op in list(module.walk()):
         for region in op.regions:

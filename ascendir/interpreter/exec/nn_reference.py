@@ -173,7 +173,8 @@ def _matmul(op: nn.MatmulOp, args, weights):
     a, b = args
     if a.dtype.kind == "f":
         return np.matmul(a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
-    return np.matmul(a, b)
+    # int8 x int8 -> int32 (the cube's s8 mmad): numpy would multiply in int8 and wrap
+    return np.matmul(a.astype(np.int64), b.astype(np.int64))
 
 
 @semantics(nn.SoftmaxOp)

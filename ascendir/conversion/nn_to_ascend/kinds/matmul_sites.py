@@ -17,11 +17,12 @@ FAMILY = "matmul"
 
 def matmul_site(mm: nn.MatmulOp, p: tiling.Problem, target: HardwareConfig, searched: bool = True) -> Site | None:
     """The Site of `mm` posing `p` (the Problem its template's plan lays out), or None when
-    there is nothing to tile: a dynamic or empty dimension, a dtype other than f16 / bf16 / f32,
-    or one the target's cube has no mmad for (910A f32: the template says so)."""
-    if not all(isinstance(d, int) and d > 0 for d in (p.m, p.n, p.k)) or p.dtype not in ("f16", "bf16", "f32"):
+    there is nothing to tile: a dynamic or empty dimension, a dtype other than f16 / bf16 / f32 /
+    i8 (int8 x int8 -> int32), or one the target's cube has no mmad for (910A f32: the template
+    says so)."""
+    if not all(isinstance(d, int) and d > 0 for d in (p.m, p.n, p.k)) or p.dtype not in ("f16", "bf16", "f32", "i8"):
         return None
-    if p.dtype not in target.cube.k_per_cycle:
+    if {"i8": "s8"}.get(p.dtype, p.dtype) not in target.cube.k_per_cycle:
         return None
     return Site(mm, FAMILY, p, searched)
 

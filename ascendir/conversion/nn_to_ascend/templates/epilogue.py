@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from xdsl.dialects.builtin import AnyFloat
 from xdsl.ir import Operation, SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import elem, shape
@@ -47,8 +48,11 @@ def residual_of(add: Operation, value: SSAValue) -> SSAValue | None:
 
 def match_chain(mm: nn.MatmulOp) -> list[Operation]:
     """[matmul, add?, activation?, residual add?] starting at `mm` (just [mm] when nothing can be
-    fused)."""
+    fused). An integer product (int8 x int8 -> int32) keeps no epilogue: its L0C holds int32
+    and the template's output stage is float."""
     chain: list[Operation] = [mm]
+    if not isinstance(elem(mm.result), AnyFloat):
+        return chain
     value = mm.result
     user = value.get_user_of_unique_use()
     if user is not None and isinstance(user, nn.AddOp) and row_bias_of(user, value) is not None:

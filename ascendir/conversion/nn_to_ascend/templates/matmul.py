@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, f32
+from xdsl.dialects.builtin import AnyFloat, f32, i8, i32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from ascendir.dialects import ascend, nn
@@ -253,6 +253,8 @@ def emit_matmuls(
             ctx, lay.m_rows, max(ns), lay.k, el, bias_el, lay.batch * len(products), products[0].out_elem, products[0].epilogue
         )
     g = _Geometry.of(ctx, tiling, lay, ns, grouped or products[0].epilogue != Epilogue())
+    if g.splits > 1 and el == i8:  # the split-K workspace and its reduce are f32
+        raise ctx.error(f"tiling {tiling.text()}: an int8 matmul cannot split K")
     outs = list(results)
     if g.splits > 1:  # partial sums: f32 workspace [splits * batch * M, N] in GM
         outs = [ctx.buffer([g.splits * lay.batch * lay.m_rows, ns[0]], f32)]
@@ -276,8 +278,12 @@ def _check_products(ctx: LoweringContext, a: SSAValue, products: Sequence[Produc
         AscendirError: integer or mixed operand types, a dtype the cube has no mmad for, a group
             outside the restrictions."""
     el = elem(a)
-    if any(elem(p.b) != el for p in products) or not isinstance(el, AnyFloat):
-        raise ctx.error(f"cube matmul needs two float operands of one type, got {el} x {elem(products[0].b)}")
+    integer = el == i8 and all(p.out_elem == i32 and p.epilogue == Epilogue() for p in products)
+    if any(elem(p.b) != el for p in products) or not (isinstance(el, AnyFloat) or integer):
+        raise ctx.error(
+            f"cube matmul needs two float operands of one type, or int8 x int8 -> int32 without epilogue, "
+            f"got {el} x {elem(products[0].b)}"
+        )
     if no_mmad := ctx.target.arch.no_mmad(str(el)):  # e.g. f32 on 910A (S1 mmad map)
         raise ctx.error(
             f"{ctx.target.name} ({ctx.target.arch}) {no_mmad}; "
@@ -418,7 +424,8 @@ class _CubeKernel:
         self.l1b = [kb.alloc([g.kl1, g.bn], el, MemSpace.L1) for _ in range(nb)]
         self.l0a = [kb.alloc([g.bm, g.bk], el, MemSpace.L0A) for _ in range(nb)]
         self.l0b = [kb.alloc([g.bk, g.bn], el, MemSpace.L0B) for _ in range(nb)]
-        self.l0c = kb.alloc([g.bm, g.bn], f32, MemSpace.L0C)
+        # the s8 mmad accumulates in int32 (S1 mmad map: L0C s32 for s8 operands)
+        self.l0c = kb.alloc([g.bm, g.bn], i32 if el == i8 else f32, MemSpace.L0C)
         self.q_l1 = [kb.queue(Pipe.MTE2, Pipe.MTE1) for _ in range(nb)]
         self.q_l0 = [kb.queue(Pipe.MTE1, Pipe.M) for _ in range(nb)]
         self.q_c = kb.queue(Pipe.M, Pipe.FIX if arch.fixpipe else Pipe.V)

@@ -3,6 +3,7 @@
 
 from ascendir.frontends.onnx.converters import (  # noqa: F401
     activations,
+    contrib,
     control_flow,
     convolution,
     elementwise,
@@ -11,11 +12,12 @@ from ascendir.frontends.onnx.converters import (  # noqa: F401
     movement,
     normalization,
     pad,
+    quantization,
     recurrent,
     reduction,
     resize,
     scan,
 )
-from ascendir.frontends.onnx.converters.registry import CONVERTERS, Converter
+from ascendir.frontends.onnx.converters.registry import CONTRIB_CONVERTERS, CONVERTERS, Converter
 
-__all__ = ["CONVERTERS", "Converter"]
+__all__ = ["CONTRIB_CONVERTERS", "CONVERTERS", "Converter"]

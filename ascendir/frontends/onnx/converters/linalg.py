@@ -8,6 +8,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects import nn
 from ascendir.frontends.onnx.conversion import NodeContext
+from ascendir.frontends.onnx.converters.quantization import qdq_matmul
 from ascendir.frontends.onnx.converters.registry import converts
 from ascendir.frontends.onnx.values import Constant, Value
 
@@ -21,6 +22,8 @@ def convert_matmul(node: NodeContext) -> list[Value]:
         raise node.error(f"operands have different element types ({node.dtype(0)}, {node.dtype(1)})")
     if 0 in node.shape(0) or 0 in node.shape(1):
         return [node.constant(np.zeros(_matmul_shape(node, 0, 1), node.dtype(0)), "zeros")]
+    if (y := qdq_matmul(node)) is not None:  # DequantizeLinear operands: the int8 product
+        return [y]
     return [node.emit(nn.MatmulOp(node.value(0), node.value(1)))]
 
 
@@ -69,7 +72,9 @@ def convert_gemm(node: NodeContext) -> list[Value]:
         y = node.constant(np.zeros((m, n), dtype), "zeros")
     else:
         _not_empty(node, 0, 1)
-        y = node.emit(nn.MatmulOp(_gemm_operand(node, 0, ta), _gemm_operand(node, 1, tb)))
+        y = qdq_matmul(node, tb) if not ta else None  # DequantizeLinear operands: the int8 product
+        if y is None:
+            y = node.emit(nn.MatmulOp(_gemm_operand(node, 0, ta), _gemm_operand(node, 1, tb)))
         if alpha != 1.0:
             y = node.emit(nn.MulOp(y, node.scalar(alpha, dtype)))
     if node.has_input(2) and beta != 0.0:

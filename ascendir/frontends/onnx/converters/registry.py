@@ -23,3 +23,20 @@ def converts(*op_types: str) -> Callable[[Converter], Converter]:
         return fn
 
     return register
+
+
+CONTRIB_CONVERTERS: dict[tuple[str, str], Converter] = {}
+"""Converters of ops outside the default domain, by (domain, op_type): onnxruntime's contrib ops
+(com.microsoft) that its quantizers write."""
+
+
+def converts_contrib(domain: str, *op_types: str) -> Callable[[Converter], Converter]:
+    """Register a converter for `op_types` of `domain` (e.g. "com.microsoft")."""
+
+    def register(fn: Converter) -> Converter:
+        for op_type in op_types:
+            assert (domain, op_type) not in CONTRIB_CONVERTERS, f"two converters for {domain}.{op_type}"
+            CONTRIB_CONVERTERS[(domain, op_type)] = fn
+        return fn
+
+    return register

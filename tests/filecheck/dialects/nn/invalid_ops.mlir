@@ -132,6 +132,22 @@ func.func @main(%x: tensor<2x0xf32>, %w: tensor<0x4xf32>) {
 
 // -----
 
+// CHECK: nn.matmul: i8 x i8 cannot give i16 (only i8 x i8 -> i32 widens)
+func.func @main(%x: tensor<2x32xi8>, %w: tensor<32x4xi8>) {
+  %r = nn.matmul %x, %w : (tensor<2x32xi8>, tensor<32x4xi8>) -> tensor<2x4xi16>
+  func.return
+}
+
+// -----
+
+// CHECK: nn.matmul: f16 x f16 cannot give f32 (only i8 x i8 -> i32 widens)
+func.func @main(%x: tensor<2x32xf16>, %w: tensor<32x4xf16>) {
+  %r = nn.matmul %x, %w : (tensor<2x32xf16>, tensor<32x4xf16>) -> tensor<2x4xf32>
+  func.return
+}
+
+// -----
+
 // CHECK: nn.softmax: axis 2 out of range for rank 2
 func.func @main(%x: tensor<2x8xf32>) {
   %r = nn.softmax %x {axis = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>

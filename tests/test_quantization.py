@@ -1,0 +1,276 @@
+"""Quantized ONNX: the quantized ops against onnxruntime (integers exactly), the int8 cube path,
+and models quantized by onnxruntime's own tools (tests/data/quant, scripts/build_quant_models.py)
+end to end through the CLI."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ascendir.driver import compile_model, lower
+from ascendir.errors import AscendirError
+from ascendir.frontends.onnx import import_onnx
+from ascendir.hardware import load_target
+from ascendir.interpreter import simulate
+from tests.cli_helpers import run_cli
+from tests.test_models_e2e import DATA
+
+QUANT = DATA / "quant"
+QUANT_MODELS = ["mlp_qdq", "mlp_nbits4", "resnet_qdq", "llama_dynamic"]
+TARGET = "ascend910b2"
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=21, domains=()):
+    graph = helper.make_graph(nodes, "q", inputs, outputs, list(inits))
+    imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    return helper.make_model(graph, opset_imports=imports, ir_version=10)
+
+
+def _ort(model, feeds):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _ascendir(model, feeds, opt_level="O0"):
+    module, weights = import_onnx(model)
+    lower(module, weights, TARGET)
+    return module, simulate(module, weights, feeds, load_target(TARGET))
+
+
+def _matmul_integer_model(m, k, n, a_dt, b_dt, a_zp, b_zp, b_const):
+    a_t = TensorProto.UINT8 if a_dt == np.uint8 else TensorProto.INT8
+    b_t = TensorProto.UINT8 if b_dt == np.uint8 else TensorProto.INT8
+    rng = np.random.default_rng(k)
+    # values in the upper half of their range and small zero points: the sums pass 2^24
+    b = rng.integers(np.iinfo(b_dt).max // 2, np.iinfo(b_dt).max + 1, (k, n)).astype(b_dt)
+    inits = [numpy_helper.from_array(a_zp, "za"), numpy_helper.from_array(b_zp, "zb")]
+    inputs = [helper.make_tensor_value_info("a", a_t, [m, k])]
+    if b_const:
+        inits.append(numpy_helper.from_array(b, "b"))
+    else:
+        inputs.append(helper.make_tensor_value_info("b", b_t, [k, n]))
+    node = helper.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])
+    model = _model([node], inputs, [helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])], inits, opset=13)
+    a = rng.integers(np.iinfo(a_dt).max // 2, np.iinfo(a_dt).max + 1, (m, k)).astype(a_dt)
+    feeds = {"a": a} if b_const else {"a": a, "b": b}
+    return model, feeds
+
+
+@pytest.mark.parametrize(
+    "a_dt, b_dt, per_channel, b_const",
+    [(np.uint8, np.int8, False, True), (np.uint8, np.uint8, True, True), (np.int8, np.int8, True, False), (np.uint8, np.int8, True, False)],
+)
+def test_matmul_integer_is_exact_on_the_int8_cube(a_dt, b_dt, per_channel, b_const) -> None:
+    # K = 4096: sums pass 2^24, beyond float32's exact integers: only an int32 accumulate matches
+    m, k, n = 24, 4096, 48
+    rng = np.random.default_rng(1)
+    a_zp = np.asarray(rng.integers(0, 20) if a_dt == np.uint8 else rng.integers(-10, 10), a_dt)
+    b_zp = (rng.integers(0, 20, n) if b_dt == np.uint8 else rng.integers(-10, 10, n)).astype(b_dt) if per_channel else np.asarray(3, b_dt)
+    model, feeds = _matmul_integer_model(m, k, n, a_dt, b_dt, a_zp, b_zp, b_const)
+    module, result = _ascendir(model, feeds)
+    want = _ort(model, feeds)[0]
+    np.testing.assert_array_equal(result.outputs["y"], want)
+    assert np.abs(want).max() > 2**24  # the case float32 accumulation would get wrong
+    # the product ran as an s8 mmad with an int32 L0C
+    text = str(module)
+    assert "ascend.mmad" in text and "xi32, #ascend<space l0c>>" in text
+
+
+def test_qlinear_matmul_matches_onnxruntime() -> None:
+    m, k, n = 16, 256, 32
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 256, (2, m, k)).astype(np.uint8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    inits = [
+        numpy_helper.from_array(np.asarray(0.02, np.float32), "sa"), numpy_helper.from_array(np.asarray(131, np.uint8), "za"),
+        numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.asarray(0.01, np.float32), "sb"),
+        numpy_helper.from_array(np.asarray(0, np.int8), "zb"), numpy_helper.from_array(np.asarray(1.7, np.float32), "sy"),
+        numpy_helper.from_array(np.asarray(120, np.uint8), "zy"),
+    ]
+    node = helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])
+    model = _model([node], [helper.make_tensor_value_info("a", TensorProto.UINT8, list(a.shape))],
+                   [helper.make_tensor_value_info("y", TensorProto.UINT8, [2, m, n])], inits)
+    _, result = _ascendir(model, {"a": a})
+    want = _ort(model, {"a": a})[0]
+    np.testing.assert_array_equal(result.outputs["y"], want)
+    assert 0 < np.count_nonzero((want > 0) & (want < 255))  # not all saturated
+
+
+def test_quantize_dequantize_blocked_int4_match_onnxruntime() -> None:
+    x = np.random.default_rng(3).standard_normal((4, 64)).astype(np.float32) * 3
+    scale = (np.abs(x).reshape(4, 2, 32).max(-1) / 7).astype(np.float32)
+    q = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1, block_size=32)
+    dq = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1, block_size=32)
+    z = helper.make_tensor("z", TensorProto.INT4, [4, 2], [1, -2, 0, 3, -1, 0, 2, -3])  # int4 zero points
+    model = _model([q, dq], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 64])],
+                   [numpy_helper.from_array(scale, "s"), z])
+    _, result = _ascendir(model, {"x": x})
+    want = _ort(model, {"x": x})[0]
+    np.testing.assert_array_equal(result.outputs["y"], want)
+
+
+def test_conv_integer_beyond_exact_fp32_is_refused() -> None:
+    w = np.full((4, 512, 3, 3), 200, np.uint8)
+    node = helper.make_node("ConvInteger", ["x", "w"], ["y"])
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 512, 8, 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 4, 6, 6])], [numpy_helper.from_array(w, "w")], opset=13)
+    with pytest.raises(AscendirError, match=r"ConvInteger '#0 -> y': a window of 4608 products .* could exceed 2\^24"):
+        import_onnx(model)
+
+
+def test_matmul_nbits_refuses_g_idx() -> None:
+    k, n, block = 64, 16, 32
+    b = np.zeros((n, 2, 16), np.uint8)
+    inits = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.ones(n * 2, np.float32), "s"),
+             numpy_helper.from_array(np.arange(k, dtype=np.int32)[::-1].copy(), "g")]
+    node = helper.make_node("MatMulNBits", ["a", "b", "s", "", "g"], ["y"], domain="com.microsoft", K=k, N=n, bits=4, block_size=block)
+    model = _model([node], [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, k])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, n])], inits, domains=["com.microsoft"])
+    with pytest.raises(AscendirError, match=r"MatMulNBits '#0 -> y': g_idx \(act-order\) reordering is not supported"):
+        import_onnx(model)
+
+
+def test_int8_matmul_runs_at_the_s8_rate() -> None:
+    """An int8 matmul's mmads take the s8 K step (32 per cycle on 910B2, S5 in the chip TOML),
+    half the M-pipe cycles of the same fp16 product."""
+    m, k, n = 128, 2048, 256
+
+    def m_pipe(dt, onnx_t):
+        if dt == np.int8:
+            node = helper.make_node("MatMulInteger", ["a", "b"], ["y"])
+            out_t = TensorProto.INT32
+        else:
+            node = helper.make_node("MatMul", ["a", "b"], ["y"])
+            out_t = onnx_t
+        model = _model([node], [helper.make_tensor_value_info("a", onnx_t, [m, k]), helper.make_tensor_value_info("b", onnx_t, [k, n])],
+                       [helper.make_tensor_value_info("y", out_t, [m, n])], opset=13)
+        feeds = {"a": np.ones((m, k), dt), "b": np.ones((k, n), dt)}
+        _, result = _ascendir(model, feeds)
+        return sum(kr["pipe_busy"].get("M", 0) for kr in result.report["kernels"])
+
+    s8, f16 = m_pipe(np.int8, TensorProto.INT8), m_pipe(np.float16, TensorProto.FLOAT16)
+    assert 0 < s8 < 0.6 * f16
+
+
+@pytest.mark.parametrize("opt_level", ["O0", "O2"])
+@pytest.mark.parametrize("name", QUANT_MODELS)
+def test_quantized_model_matches_onnxruntime(name: str, opt_level: str) -> None:
+    """Models quantized by onnxruntime.quantization: outputs equal onnxruntime's within float32
+    rounding (rtol 1e-5, atol 1e-6; the integer paths inside are exact)."""
+    module, weights = compile_model(QUANT / name / "model.onnx", TARGET, opt_level=opt_level)
+    with np.load(QUANT / name / "reference.npz") as ref:
+        inputs = {k.removeprefix("input:"): ref[k] for k in ref.files if k.startswith("input:")}
+        expected = {k.removeprefix("output:"): ref[k] for k in ref.files if k.startswith("output:")}
+    result = simulate(module, weights, inputs, load_target(TARGET))
+    for k, want in expected.items():
+        np.testing.assert_allclose(result.outputs[k], want, rtol=1e-5, atol=1e-6, err_msg=f"{name} output {k}")
+
+
+def test_quantized_models_are_small_and_quantized() -> None:
+    for name in QUANT_MODELS:
+        path = QUANT / name / "model.onnx"
+        assert path.stat().st_size < 600_000, name
+        ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+        assert ops & {"QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "MatMulNBits"}, name
+
+
+def test_cli_runs_a_dynamically_quantized_llama(tmp_path) -> None:
+    ref = QUANT / "llama_dynamic" / "reference.npz"
+    out = tmp_path / "out.npz"
+    r = run_cli("run", QUANT / "llama_dynamic" / "model.onnx", "--inputs", ref, "--outputs", out)
+    assert r.exit_code == 0, r.output
+    np.testing.assert_allclose(np.load(out)["logits"], np.load(ref)["output:logits"], rtol=1e-5, atol=1e-6)
+
+
+def test_qdq_gemm_runs_as_an_int8_product() -> None:
+    """quantize_static's QDQ around each Gemm of mlp_qdq becomes one int8 x int8 -> int32 matmul
+    (onnxruntime's MatMulIntegerToFloat), not a float32 product of dequantized values; the
+    per-channel int8 weights stay int8 in the WeightStore (a quarter of the fp32 bytes)."""
+    from ascendir.dialects import nn
+
+    module, weights = import_onnx(onnx.load(str(QUANT / "mlp_qdq" / "model.onnx")))
+    mms = [op for op in module.walk() if isinstance(op, nn.MatmulOp)]
+    assert len(mms) == 3
+    assert all(str(op.lhs.type.element_type) == "i8" and str(op.result.type.element_type) == "i32" for op in mms)
+    w = [op for op in module.walk() if isinstance(op, nn.WeightOp) and str(op.result.type.element_type) == "i8"]
+    assert sum(math.prod(op.result.type.get_shape()) for op in w) == 784 * 300 + 300 * 100 + 100 * 10
+
+
+def _qdq_matmul_fp16(m, k, n):
+    rng = np.random.default_rng(5)
+    w = rng.integers(-127, 128, (k, n)).astype(np.int8)
+    inits = [numpy_helper.from_array(np.asarray(0.02, np.float16), "sx"), numpy_helper.from_array(np.asarray(0, np.int8), "zx"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array((rng.random(n) * 0.01 + 0.001).astype(np.float16), "sw")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]), helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=1), helper.make_node("MatMul", ["xd", "wd"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [m, k])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [m, n]), helper.make_tensor_value_info("xq", TensorProto.INT8, [m, k])],
+                   inits)
+    return model, {"x": rng.standard_normal((m, k)).astype(np.float16)}, (w, inits[0], inits[3])
+
+
+def test_qdq_matmul_fp16_is_the_exact_product_rounded_once() -> None:
+    """A float16 model's QDQ MatMul (fp16 scales) runs as the int8 product scaled in float32 and
+    rounded once to fp16: within fp16 rounding (rtol 1e-3) of the exact sx·sw·(xq @ w), where
+    onnxruntime's fp16 product of dequantized values strays further; the quantized activation
+    equals onnxruntime's exactly."""
+    model, feeds, (w, sx, sw) = _qdq_matmul_fp16(16, 256, 64)
+    module, result = _ascendir(model, feeds)
+    y_ort, xq_ort = _ort(model, feeds)
+    np.testing.assert_array_equal(result.outputs["xq"], xq_ort)
+    exact = (xq_ort.astype(np.float64) @ w.astype(np.float64)) * float(numpy_helper.to_array(sx)) * numpy_helper.to_array(sw).astype(np.float64)
+    got = result.outputs["y"]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float64), exact, rtol=1e-3, atol=1e-3)
+    assert np.abs(got - exact).max() < np.abs(y_ort.astype(np.float64) - exact).max()
+    assert "xi8, #ascend<space l0a>>" in str(module)
+
+
+def test_choose_tiling_tiles_int8_matmuls_without_split_k() -> None:
+    """choose-tiling searches int8 products too (their partial sums are int32: never split K)."""
+    from ascendir.dialects import nn
+    from ascendir.driver import _parse_pipeline, run_passes
+
+    model, _, _ = _qdq_matmul_fp16(1, 4096, 4096)  # a decode-shaped product: split K would pay in fp16
+    module, weights = import_onnx(model)
+    run_passes(module, _parse_pipeline(None, "O2"), weights)
+    (mm,) = [op for op in module.walk() if isinstance(op, nn.MatmulOp)]
+    assert mm.tiling is not None and mm.tiling.data["split_k"].value.data == 1
+
+
+@pytest.mark.parametrize("opt_level", ["O0", "O2"])
+def test_matmul_integer_with_an_int32_bias_is_not_fused(opt_level: str, tmp_path) -> None:
+    """MatMulInteger + Add of an int32 row: fuse-matmul-epilogue leaves integer products alone
+    (their L0C is int32), so the add runs after the product and the result is exact."""
+    rng = np.random.default_rng(0)
+    b = rng.integers(-128, 128, (64, 32)).astype(np.int8)
+    bias = rng.integers(-1000, 1000, (32,)).astype(np.int32)
+    nodes = [helper.make_node("MatMulInteger", ["a", "b"], ["acc"]), helper.make_node("Add", ["acc", "bias"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("a", TensorProto.INT8, [16, 64])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT32, [16, 32])],
+                   [numpy_helper.from_array(b, "b"), numpy_helper.from_array(bias, "bias")], opset=13)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    a = rng.integers(-128, 128, (16, 64)).astype(np.int8)
+    module, weights = compile_model(path, TARGET, opt_level=opt_level)
+    result = simulate(module, weights, {"a": a}, load_target(TARGET))
+    np.testing.assert_array_equal(result.outputs["y"], _ort(model, {"a": a})[0])
+
+
+def test_dtype_fp16_on_an_activation_quantized_model_is_refused() -> None:
+    """QuantizeLinear's rounding needs float32: --dtype fp16 would quantize to other integers, so
+    it is refused with the node; a weight-only model (MatMulNBits) converts as any fp32 model."""
+    with pytest.raises(AscendirError, match=r"--dtype fp16: the model quantizes float32 values to integers \(ui8 by 'input_QuantizeLinear'\)"):
+        compile_model(QUANT / "mlp_qdq" / "model.onnx", TARGET, dtype="fp16")
+    module, weights = compile_model(QUANT / "mlp_nbits4" / "model.onnx", TARGET, dtype="fp16")
+    with np.load(QUANT / "mlp_nbits4" / "reference.npz") as ref:
+        result = simulate(module, weights, {"input": ref["input:input"]}, load_target(TARGET))
+        np.testing.assert_allclose(result.outputs["output"].astype(np.float32), ref["output:output"], rtol=1e-2, atol=1e-3)
