@@ -4,6 +4,7 @@ runs, so `ascendir --help` stays fast."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import sys
@@ -16,7 +17,7 @@ from ascendir.errors import AscendirError
 from ascendir.api.cli_common import (
     check_outputs, cli_console, compile_options, launch_progress, plots_opt, prepare_plots, run_inputs, verified, write_plot_files,
 )
-from ascendir.api.outputs import is_stdout, write_output, write_text
+from ascendir.api.outputs import is_stdout, open_output, write_output, write_text
 
 
 def _input_shapes_of(path: Path) -> dict[str, tuple[int, ...]]:
@@ -178,33 +179,41 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
 
     # an output on stdout (`--report -`) keeps it for itself: the table goes to stderr
     console = cli_console(stderr=any(is_stdout(p) for p in (outputs, report_path, trace_path)))
-    if spmd:
-        # tensor parallel: every rank computes on the whole input; else NAME@R keys or seed + rank
-        rank_feeds = [feeds if tp > 1 else _rank_feeds(feeds, r, module, seed, bounds, timing_only, inputs is not None)
-                      for r in range(devices)]
-        with launch_progress(f"simulating on {devices} x {hw.name}") as progress:
-            result = simulate_ranks([module] * devices, rank_weights, rank_feeds, hw, topo, timing_only,
-                                 trace_path is not None or plots is not None)
-        feeds = rank_feeds[0]
-    else:
-        with launch_progress(f"simulating on {hw.name}") as progress:
-            result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=trace_path is not None or plots is not None,
-                              check_races=True if check_races else None, progress=progress)
+    with contextlib.ExitStack() as files:  # a streamed trace lands only if the whole run does
+        writer = None
+        if trace_path is not None and not spmd:  # a cluster's trace (a track per device) is written at the end
+            from ascendir.interpreter.report.trace import TraceWriter
 
-    result.report.update(notes)
-    if moe is not None:
-        result.report["moe"] = moe
-    result.report.update(model={"path": str(model), "sha256": _sha256(model)}, workload=_workload(main_func(module)), pipeline=ran,
-                         dtype=dtype if model.suffix == ".onnx" else None, seed=None if inputs else seed, timing_only=timing_only)
-    verdict = None
-    if reference is not None:
-        from ascendir.api.verdict import compare, onnxruntime_outputs
+            writer = TraceWriter(hw, files.enter_context(open_output(trace_path, "trace")), keep=plots is not None)
+        if spmd:
+            # tensor parallel: every rank computes on the whole input; else NAME@R keys or seed + rank
+            rank_feeds = [feeds if tp > 1 else _rank_feeds(feeds, r, module, seed, bounds, timing_only, inputs is not None)
+                          for r in range(devices)]
+            with launch_progress(f"simulating on {devices} x {hw.name}") as progress:
+                result = simulate_ranks([module] * devices, rank_weights, rank_feeds, hw, topo, timing_only,
+                                        trace_path is not None or plots is not None)
+            feeds = rank_feeds[0]
+        else:
+            with launch_progress(f"simulating on {hw.name}") as progress:
+                result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=writer or plots is not None,
+                                  check_races=True if check_races else None, progress=progress)
 
-        if check_ort:
-            want = onnxruntime_outputs(model, feeds)
-        verdict = compare(result.outputs, want, dtype if model.suffix == ".onnx" else "fp32", reference)
-        result.report["verdict"] = verdict
-    _write_run_files(result, outputs, report_path, trace_path, plots)
+        result.report.update(notes)
+        if moe is not None:
+            result.report["moe"] = moe
+        result.report.update(model={"path": str(model), "sha256": _sha256(model)}, workload=_workload(main_func(module)), pipeline=ran,
+                             dtype=dtype if model.suffix == ".onnx" else None, seed=None if inputs else seed, timing_only=timing_only)
+        verdict = None
+        if reference is not None:
+            from ascendir.api.verdict import compare, onnxruntime_outputs
+
+            if check_ort:
+                want = onnxruntime_outputs(model, feeds)
+            verdict = compare(result.outputs, want, dtype if model.suffix == ".onnx" else "fp32", reference)
+            result.report["verdict"] = verdict
+        _write_run_files(result, outputs, report_path, None if writer else trace_path, plots)
+        if writer is not None:
+            writer.close(result.report)
     render(result.report, console)  # the verdict first, when there is one
     if verdict is not None and verdict["status"] == "fail":
         sys.exit(1)
