@@ -4,7 +4,7 @@
     ascendir run model.onnx [--inputs in.npz] [--outputs out.npz] [--report r.json] [--trace t.json] [--plots DIR]
     ascendir report r.json [--trace t.json] [--plots DIR]
     ascendir calibrate [--quick]
-    ascendir sweep model.onnx --target 910b2 --target 910b4 --dtype fp16 [--tiling m=128,n=256] [-o t.csv] [--plot t.png]
+    ascendir sweep model.onnx --target 910b2 --target 910b4 --dtype fp16 [--tiling m=128,n=256] [--tp 1,2,4] [-o t.csv] [--plot t.png]
 
 Bad input (file, op, shape, IR) prints one line `error: ...` and exits with code 2. Output files
 are written before the printed report; a reader that closes stdout early (`| head`) ends the
@@ -276,6 +276,8 @@ def calibrate(quick: bool) -> None:
               help="A forced tiling (as run --tiling); repeat for more points. Default: choose-tiling's search.")
 @click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["fp32", "fp16", "bf16"]), default=("fp32",),
               show_default=True, help="Precision policy; repeat for more points.")
+@click.option("--tp", "tps", multiple=True, metavar="1,2,4",
+              help="Tensor-parallel degrees (as run --tp, on the default topology): a comma list or repeated; default 1.")
 @click.option("--numerics", is_flag=True, help="Move data too (random inputs, seed 0); default: timing-only, weights not read.")
 @click.option("--scheduler", default="local", show_default=True, metavar="local|dask-local|ADDRESS",
               help="Where points run: local processes, a throw-away local Dask cluster, or a Dask scheduler address (tcp://host:8786).")
@@ -285,9 +287,9 @@ def calibrate(quick: bool) -> None:
               help="Write the table; JSON when the name ends in .json, else CSV (`-`: CSV on stdout).")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None, metavar="FILE.png|.svg",
               help="Latency per point as a bar chart (needs matplotlib).")
-def sweep(model: Path, targets: tuple[str, ...], tilings: tuple[str, ...], dtypes: tuple[str, ...], numerics: bool,
-          scheduler: str, jobs: int, output: Path | None, plot_path: Path | None) -> None:
-    """Compile and simulate MODEL at every point of a grid of targets, tilings and dtypes: one table and a plot."""
+def sweep(model: Path, targets: tuple[str, ...], tilings: tuple[str, ...], dtypes: tuple[str, ...], tps: tuple[str, ...],
+          numerics: bool, scheduler: str, jobs: int, output: Path | None, plot_path: Path | None) -> None:
+    """Compile and simulate MODEL at every point of a grid of targets, tilings, dtypes and TP degrees: one table and a plot."""
     from ascendir.api import sweep as sw
 
     if not model.is_file():
@@ -297,7 +299,13 @@ def sweep(model: Path, targets: tuple[str, ...], tilings: tuple[str, ...], dtype
 
     for t in tilings:  # a malformed tiling fails every point: say so once, before any runs
         parse_tiling(t)
-    points = sw.grid(targets, tilings or (None,), dtypes)
+    degrees = []
+    for value in tps or ("1",):
+        for part in value.split(","):
+            if not part.strip().isdigit():
+                raise AscendirError(f"sweep: --tp takes degrees like 1,2,4; got '{value}'")
+            degrees.append(int(part))
+    points = sw.grid(targets, tilings or (None,), dtypes, degrees)
     console = cli_console(stderr=is_stdout(output))
     with launch_progress(f"sweeping {model.name}", "points") as progress:
         count = iter(range(1, len(points) + 1))
@@ -311,12 +319,12 @@ def sweep(model: Path, targets: tuple[str, ...], tilings: tuple[str, ...], dtype
     from rich.table import Table
 
     table = Table(title=f"sweep of {model.name}: {len(rows)} points", title_justify="left")
-    for col in ("#", "target", "dtype", "tiling", "cycles", "µs", "bound"):
-        table.add_column(col, justify="right" if col in ("#", "cycles", "µs") else "left",
+    for col in ("#", "target", "dtype", "tiling", "tp", "cycles", "µs", "bound"):
+        table.add_column(col, justify="right" if col in ("#", "tp", "cycles", "µs") else "left",
                          no_wrap=col != "tiling", overflow="fold")
     for i, r in enumerate(rows, 1):
         ran = not r.get("error")
-        table.add_row(str(i), r["target"], r["dtype"], r["tiling"], f"{r['total_cycles']:,.0f}" if ran else "failed",
+        table.add_row(str(i), r["target"], r["dtype"], r["tiling"], str(r["tp"]), f"{r['total_cycles']:,.0f}" if ran else "failed",
                       f"{r['latency_us']:,.2f}" if ran else "-", f"{r['bound']} {100 * r['bound_share']:.0f}%" if ran else "-")
     console.print(table)
     for i, r in enumerate(rows, 1):

@@ -341,7 +341,7 @@ def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, 
     of it (the tiling search, the declined regions, what was verified) into `notes`. Returns the
     pipeline that ran, as `ascendir-opt -p` text, and the weight store of each rank ([weights]
     without tp)."""
-    from ascendir.driver import lower, main_func, parse_pipeline, random_inputs, run_passes
+    from ascendir.driver import lower, lower_tensor_parallel, main_func, parse_pipeline, random_inputs, run_passes
     from ascendir.transforms.nn.choose_tiling import log_json
 
     checks = None
@@ -352,16 +352,11 @@ def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, 
     stores = [weights]
     shard = []
     if tp > 1:
-        from ascendir.transforms.nn.shard_tensor_parallel import shard_module
-
-        module, stores = shard_module(module, weights, tp, sequence_parallel, target, session)
+        module, stores = lower_tensor_parallel(module, weights, tp, target, sequence_parallel, session)
         shard = [f"shard-tensor-parallel{{tp={tp}{' sequence-parallel=true' if sequence_parallel else ''}}}"]
+    else:
+        lower(module, weights, target, session)
     ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), *shard, f"ascend-lowering{{target={hw.name}}}"])
-    lower(module, stores[0], target, session)
-    for store in stores[1:]:  # what the lowering moved into rank 0's store (constants) is every rank's
-        for name in stores[0]:
-            if name not in store:
-                store.add(name, stores[0][name])
     if session.search_log:  # what choose-tiling scored (the report's table prints it too)
         notes["tiling_search"] = log_json(session.search_log)
     if session.declined:  # regions lowered op by op because their template declined them
