@@ -111,16 +111,14 @@ class Grid:
         """µs of the whole nanosecond nearest to `cycles` (monotone in `cycles`)."""
         return round(cycles * self.ns_per_cycle) / 1000
 
-    def spans(self, starts: np.ndarray, ends: np.ndarray) -> tuple[list[float], list[float]]:
-        """`span` of arrays of starts and ends (cycles): (ts list, dur list), the same floats."""
+    def spans(self, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`span` of arrays of starts and ends (cycles): (ts, dur) arrays, the same floats."""
         ts = np.round(starts * self.ns_per_cycle) / 1000
         stop = np.round(ends * self.ns_per_cycle) / 1000
         dur = stop - ts
-        tl, dl = ts.tolist(), dur.tolist()
         for i in np.flatnonzero(ts + dur != stop).tolist():  # the subtraction rounded: step to the end
-            s = self.span(float(starts[i]), float(ends[i]))
-            tl[i], dl[i] = s["ts"], s["dur"]
-        return tl, dl
+            dur[i] = self.span(float(starts[i]), float(ends[i]))["dur"]
+        return ts, dur
 
     def span(self, start: float, end: float) -> dict:
         """{"ts", "dur"} of a slice from `start` to `end` (cycles): ts + dur == at(end) exactly."""
@@ -139,17 +137,24 @@ def _json(v) -> str:
 
 class _Launch:
     """The trace text of one launch's slices relative to its start, made once per slice list: a
-    launch the memo repeats (accel/memo.py) hands the same lists again and is only re-timed."""
+    launch the memo repeats (accel/memo.py) hands the same lists again and is only re-timed.
 
-    __slots__ = ("items", "starts", "ends", "tracks", "nflows", "counter", "refs")
+    The text is one %-format string with two values per event (ts and dur of a slice; id and ts
+    of a flow event) and one per counter sample (ts), formatted in one call: most of a big
+    trace's events are repeats, and this keeps their cost to the formatting of their numbers."""
+
+    __slots__ = ("fmt", "flow", "k", "starts", "ends", "tracks", "nflows", "counter_t", "refs")
 
     def __init__(self, w: TraceWriter, rec: KernelRecord):
         self.refs = (rec.events, rec.flows)  # held: their ids key the cache
-        items: list[tuple] = []  # (is a slice, text before ts, text after ts / dur, flow index)
+        parts: list[str] = []
+        flow: list[bool] = []
+        ks: list[int] = []
         starts: list[float] = []
         ends: list[float] = []
         tracks: dict[tuple[int, int], tuple[int, int, str]] = {}
         labels = rec.pipe_labels
+        names: dict[str, str] = {}
 
         def where(core: int, slot: int) -> tuple[int, int]:
             t = tracks.get((core, slot))
@@ -158,14 +163,21 @@ class _Launch:
                 t = tracks[(core, slot)] = (pid, w.tids.setdefault(labels[slot], len(w.tids) + 1), labels[slot])
             return t[0], t[1]
 
-        for core, slot, start, cyc, name, items_ in rec.events:
+        def quoted(name: str) -> str:
+            q = names.get(name)
+            if q is None:
+                q = names[name] = _json(name).replace("%", "%%")
+                if name.endswith(EXTRAPOLATED_SUFFIX):
+                    q += ',"cat":"extrapolated"'
+            return q
+
+        nlevels = len(LEVELS)
+        for core, slot, start, cyc, name, items in rec.events:
             pid, tid = where(core, slot)
-            args = {"cycles": cyc}
-            for i, b in items_:
-                if i < len(LEVELS):
-                    args[LEVELS[i]] = b
-            cat = ',"cat":"extrapolated"' if name.endswith(EXTRAPOLATED_SUFFIX) else ""
-            items.append((True, f'{{"ph":"X","pid":{pid},"tid":{tid},"name":{_json(name)}{cat},"ts":', f',"args":{_json(args)}}}', 0))
+            moved = "".join(f',"{LEVELS[i]}":{float(b)!r}' for i, b in items if i < nlevels)
+            parts.append(f'{{"ph":"X","pid":{pid},"tid":{tid},"name":{quoted(name)},"ts":%r,"dur":%r,"args":{{"cycles":{float(cyc)!r}{moved}}}}}')
+            flow.append(False)
+            ks.append(0)
             starts.append(start)
             ends.append(start + cyc)
         paired = _paired(rec.flows)
@@ -174,20 +186,36 @@ class _Launch:
             pid, tid = where(core, slot)
             src, dst = (slot, peer) if phase == "s" else (peer, slot)
             what = "set_flag" if phase == "s" else "wait_flag"
-            name = _json(f"{what} {labels[src]}->{labels[dst]}")
-            items.append((True, f'{{"ph":"X","pid":{pid},"tid":{tid},"name":{name},"cat":"{SYNC}","ts":',
-                          f',"args":{{"event":{event},"cycles":{_json(end - start)}}}}}', 0))
+            parts.append(f'{{"ph":"X","pid":{pid},"tid":{tid},"name":{quoted(f"{what} {labels[src]}->{labels[dst]}")},"cat":"{SYNC}",'
+                         f'"ts":%r,"dur":%r,"args":{{"event":{event},"cycles":{float(end - start)!r}}}}}')
+            flow.append(False)
+            ks.append(0)
             starts.append(start)
             ends.append(end)
             if fid in paired:
-                k = ids.setdefault(fid, len(ids))
                 bp = ',"bp":"e"' if phase == "f" else ""
-                items.append((False, f'{{"ph":"{phase}","pid":{pid},"tid":{tid},"name":"flag","cat":"flag"{bp},"id":', "}", k))
+                parts.append(f'{{"ph":"{phase}","pid":{pid},"tid":{tid},"name":"flag","cat":"flag"{bp},"id":%d,"ts":%r}}')
+                flow.append(True)
+                ks.append(ids.setdefault(fid, len(ids)))
                 starts.append(start)
                 ends.append(start)
-        self.items, self.tracks, self.nflows = items, list(tracks.values()), len(ids)
+        counter = gm_counter(rec, 0.0, 1.0, w.target.clock_hz, raw=True)
+        for _, ev in counter:
+            parts.append(f'{{"ph":"C","pid":0,"name":"{GM_COUNTER}","ts":%r,"args":{_json(ev["args"])}}}')
+        self.fmt = ",".join(parts)
+        self.tracks, self.nflows = list(tracks.values()), len(ids)
+        self.flow, self.k = np.array(flow, dtype=bool), np.array(ks, dtype=float)
         self.starts, self.ends = np.array(starts, dtype=float), np.array(ends, dtype=float)
-        self.counter = [(t, _json(ev["args"])) for t, ev in gm_counter(rec, 0.0, 1.0, w.target.clock_hz, raw=True)]
+        self.counter_t = np.array([t for t, _ in counter], dtype=float)
+
+    def text(self, grid: Grid, base: float, us: float, flow0: int) -> str:
+        """The launch's events when it starts its body at `base` (cycles) and its first flow id is `flow0`."""
+        ts, dur = grid.spans(base + self.starts, base + self.ends)
+        pairs = np.empty((len(ts), 2))
+        pairs[:, 0] = np.where(self.flow, flow0 + self.k, ts)
+        pairs[:, 1] = np.where(self.flow, ts, dur)
+        values = pairs.ravel().tolist() + ((base + self.counter_t) * us).tolist()
+        return self.fmt % tuple(values)
 
 
 class TraceWriter:
@@ -257,15 +285,9 @@ class TraceWriter:
             host["onnx_node"] = rec.node
         parts.append(_json({"ph": "X", "pid": 0, "tid": 0, "name": rec.name, **self.grid.span(self.offset, self.offset + rec.cycles),
                             "args": host}))
-        base = self.offset + rec.launch_cycles
-        ts, dur = self.grid.spans(base + lt.starts, base + lt.ends)
-        flow0 = self.next_flow
-        for (is_slice, pre, post, k), t, d in zip(lt.items, ts, dur):
-            parts.append(f'{pre}{t!r},"dur":{d!r}{post}' if is_slice else f'{pre}{flow0 + k},"ts":{t!r}{post}')
+        if lt.fmt:
+            parts.append(lt.text(self.grid, self.offset + rec.launch_cycles, self.us, self.next_flow))
         self.next_flow += lt.nflows
-        us = self.us
-        for t, args in lt.counter:
-            parts.append(f'{{"ph":"C","pid":0,"name":"{GM_COUNTER}","ts":{(base + t) * us!r},"args":{args}}}')
         self._write(",".join(parts))
         rec.events, rec.flows = [], []
         self.offset += rec.cycles
