@@ -206,7 +206,7 @@ class LoopDriver:
                 return False
             sl.snapshot(idx)
             if sl.regime is not None:
-                before = self._clocks()
+                before = self._clocks() if F.trace is not None else None
                 skipped = sl.reenter(idx)
                 if skipped:
                     self._extrapolated(before, skipped, mark)
@@ -216,7 +216,7 @@ class LoopDriver:
             if n - idx > 2 and len(sl.hist) > 2:  # (detect needs two periods of 1)
                 found = sl.detect()
                 if found is not None:
-                    before = self._clocks()
+                    before = self._clocks() if F.trace is not None else None
                     skipped = sl.jump(*found)
                     if skipped:
                         self._extrapolated(before, skipped, mark)

@@ -308,14 +308,6 @@ def _paired(flows: list) -> set:
     return {k for k, v in seen.items() if v == 3}
 
 
-def trace_events(records: list[KernelRecord], target: HardwareConfig) -> list[dict]:
-    """The trace of `records` (TraceWriter), as a list."""
-    w = TraceWriter(target)
-    for rec in records:
-        w.launch(rec)
-    return w.events
-
-
 def other_data(report: dict) -> dict:
     return {"run_id": report.get("run_id"), "target": report.get("target"), "kernels": len(report.get("kernels", []))}
 
