@@ -244,9 +244,9 @@ class LoopDriver:
     def _extrapolated(self, before: tuple | None, iterations: int, mark: int) -> None:
         """Trace the iterations a shortcut just applied without running them one by one: on each
         pipe of the core that did work in them, one slice from where the pipe's clock was to where
-        it is, named after the ops this execution ran on that pipe ("mmad ×96 iterations"), with
-        the busy cycles they add and the bytes they moved, shared out over the pipes as the
-        slices run one by one moved theirs (the launch's totals stay exact)."""
+        it is, named after the ops this execution ran on that pipe ("mmad ×96 iterations"; the
+        pipe's name when none ran one by one yet), with the bytes they moved, shared out over the
+        pipes as the slices run one by one moved theirs (the launch's totals stay exact)."""
         if before is None or iterations <= 0:
             return
         F = self.F

@@ -10,7 +10,7 @@ every launch that ran on it. A slice says what the op does: copies by their path
 moved per level (gm_read, l2_hit, ...) in args. Iterations the steady-state speed-ups did not
 run one by one (interpreter/accel: a loop jumped over whole periods, or a stored execution
 applied) are one slice per pipe of category "extrapolated" spanning them ("mmad ×96 iterations"),
-with the busy cycles they add; a launch repeated from the launch memo (accel/memo.py) repeats its
+with the bytes they moved; a launch repeated from the launch memo (accel/memo.py) repeats its
 stored slices. Times are µs at the target clock.
 
 Slice times lie on a 1-ns grid: every instant (a start or an end, in cycles of chip time) is
