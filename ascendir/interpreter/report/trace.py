@@ -230,7 +230,7 @@ class TraceWriter:
         self.target, self.out = target, out
         self.us = 1e6 / target.clock_hz
         self.grid = Grid(target.clock_hz)
-        self.split = target.arch.split_cores
+        self.split_cores = target.arch.split_cores
         self.events: list[dict] | None = [] if out is None or keep else None
         self.offset = 0.0  # chip time the next launch starts, cycles
         self.launches = 0
@@ -257,7 +257,7 @@ class TraceWriter:
 
     def pid(self, core_type: str, core: int) -> int:
         """The process of core `core` for a kernel of `core_type` (named when first used)."""
-        kind = {"aic": "AIC", "aiv": "AIV", "mix": "AIC+AIV"}.get(core_type, core_type) if self.split else "core"
+        kind = {"aic": "AIC", "aiv": "AIV", "mix": "AIC+AIV"}.get(core_type, core_type) if self.split_cores else "core"
         pid = self.pids.get((kind, core))
         if pid is None:
             pid = self.pids[(kind, core)] = len(self.pids) + 1
