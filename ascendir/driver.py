@@ -582,3 +582,23 @@ def simulate_ranks(modules: list[ModuleOp], weights: list[WeightStore | None], f
     for r, res in enumerate(results[1:], start=1):
         first.outputs.update({f"{k}@{r}": v for k, v in res.outputs.items()})
     return first
+
+
+def lower_tensor_parallel(module: ModuleOp, weights: WeightStore, tp: int, target: str | Path | None,
+                          sequence_parallel: bool = False, session: Session | None = None) -> tuple[ModuleOp, list[WeightStore]]:
+    """Shard an nn-level `module` (its nn pipeline already run) over `tp` devices
+    (shard-tensor-parallel, Megatron-style) and lower it for `target`: the module every rank runs
+    and one WeightStore per rank (what the lowering moved into rank 0's store, the constants, is
+    every rank's). The path of `ascendir run --tp` and `ascendir sweep --tp`.
+
+    Raises:
+        AscendirError: an op that cannot be split tp ways; as `lower`."""
+    from ascendir.transforms.nn.shard_tensor_parallel import shard_module
+
+    module, stores = shard_module(module, weights, tp, sequence_parallel, str(target or DEFAULT_TARGET), session)
+    lower(module, stores[0], target, session)
+    for store in stores[1:]:
+        for name in stores[0]:
+            if name not in store:
+                store.add(name, stores[0][name])
+    return module, stores

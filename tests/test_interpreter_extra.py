@@ -140,8 +140,9 @@ def test_mixed_kernel_units_and_cross_unit_flags():
     assert k["pipe_busy"]["MTE2"] == units["aic.MTE2"] + units["aiv.MTE2"]
     # strictly sequential chain: the kernel takes at least the sum of the chain's pipes
     assert k["cycles"] - k["launch_cycles"] >= sum(v for p, v in units.items() if not p.endswith(".S"))
-    names = {e["args"]["name"] for e in res.trace_events if e["ph"] == "M" and e["name"] == "thread_name"}
-    assert {"core 0 aic.FIX", "core 0 aiv.MTE2"} <= names
+    procs = {e["pid"]: e["args"]["name"] for e in res.trace_events if e["ph"] == "M" and e["name"] == "process_name"}
+    names = {f"{procs[e['pid']]} {e['args']['name']}" for e in res.trace_events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"AIC+AIV 0 aic.FIX", "AIC+AIV 0 aiv.MTE2"} <= names
 
 
 def test_host_views_and_subviews():

@@ -135,9 +135,15 @@ def test_trace_events():
     ev = res.trace_events
     json.dumps({"traceEvents": ev})
     spans = [e for e in ev if e["ph"] == "X" and e["pid"] > 0]
-    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
-    assert {"core 0 MTE2", "core 0 MTE1", "core 0 M", "core 0 FIX", "core 1 M"} <= names
-    assert {"ascend.mmad", "ascend.copy"} <= {e["name"] for e in spans}
+    procs = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    names = {f"{procs[e['pid']]} {e['args']['name']}" for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    # a process per core (910B2 splits cube and vector cores), a thread per pipe
+    assert {"AIC 0 MTE2", "AIC 0 MTE1", "AIC 0 M", "AIC 0 FIX", "AIC 1 M", "host kernel launches"} <= names
+    # slices say what they do, with their bytes
+    assert {"mmad", "GM->L1", "L1->L0A", "L1->L0B", "L0C->GM"} <= {e["name"] for e in spans}
+    loads = [e for e in spans if e["name"] == "GM->L1"]
+    assert loads and all(e["args"]["gm_read"] == e["args"]["l1"] == 32 * 32 * 2 for e in loads)  # a 32x32 f16 tile
+    assert {e["args"].get("l2_hit", 0) for e in loads} == {0, 32 * 32 * 2}  # the other block's tiles hit in L2
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
     starts = [e for e in ev if e["ph"] == "s"]
     finishes = [e for e in ev if e["ph"] == "f"]

@@ -135,10 +135,20 @@ def test_extrapolation_matches_full_simulation(case):
     assert fast.get("l2_hit_rate") == full.get("l2_hit_rate")
 
 
-def test_trace_disables_extrapolation():
-    module = CASES["add_streaming"]()
-    res = simulate(module, None, {}, HW, timing_only=True, trace=True)
-    assert all(k["extrapolated_iterations"] == 0 for k in res.report["kernels"])
+def test_trace_keeps_extrapolation_and_shows_it():
+    """A traced run extrapolates as an untraced one (same cycles, same iterations skipped); the
+    skipped iterations are one "extrapolated" slice per pipe, and the bytes of all slices add up
+    to the report's (report/trace.py, accel/loop_driver.py `_extrapolated`)."""
+    plain = simulate(CASES["add_streaming"](), None, {}, HW, timing_only=True)
+    res = simulate(CASES["add_streaming"](), None, {}, HW, timing_only=True, trace=True)
+    assert res.report["total_cycles"] == plain.report["total_cycles"]
+    skipped = [k["extrapolated_iterations"] for k in res.report["kernels"]]
+    assert skipped == [k["extrapolated_iterations"] for k in plain.report["kernels"]] and all(skipped)
+    spans = [e for e in res.trace_events if e["ph"] == "X" and e["pid"] > 0]
+    extrapolated = [e for e in spans if e.get("cat") == "extrapolated"]
+    assert {e["name"] for e in extrapolated} >= {f"{op} ×{skipped[0] // 8} iterations" for op in ("GM->UB", "vadd", "UB->GM")}
+    for level, total in res.report["bytes"].items():
+        assert sum(e["args"].get(level, 0.0) for e in spans) == pytest.approx(total, rel=1e-12)
 
 
 def test_numerics_mode_never_extrapolates():

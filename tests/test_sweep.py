@@ -68,3 +68,20 @@ def test_cli_bad_input_is_one_line(tmp_path: Path):
     assert_clean_error(run_cli("sweep", tmp_path / "none.onnx"), "none.onnx", "no such file")
     with pytest.raises(AscendirError, match="^sweep: cannot reach the Dask scheduler tcp://127.0.0.1:9: "):
         sw.run_sweep(str(MODEL), POINTS[:1], scheduler="tcp://127.0.0.1:9", connect_timeout=1.0)
+
+
+def test_tp_axis_equals_run_tp(tmp_path: Path):
+    """`sweep --tp 1,2`: the tp=2 row is what `ascendir run --tp 2 --timing-only` reports (the
+    same path: driver.lower_tensor_parallel, the ranks on atlas800-a2), collectives included."""
+    llama = Path(__file__).parent / "data" / "llama_small" / "model.onnx"
+    res = run_cli("sweep", llama, "--tp", "1,2", "-o", tmp_path / "t.json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "t.json").read_text())["rows"]
+    assert [r["tp"] for r in rows] == [1, 2] and not any(r["error"] for r in rows)
+    for r in rows:
+        args = ["run", llama, "--timing-only", "--shape-only", "--report", tmp_path / "r.json"] + (["--tp", str(r["tp"])] if r["tp"] > 1 else [])
+        assert run_cli(*args).exit_code == 0
+        report = json.loads((tmp_path / "r.json").read_text())
+        assert r["total_cycles"] == round(report["total_cycles"], 3) and r["launches"] == len(report["kernels"])
+    assert rows[0]["total_cycles"] != rows[1]["total_cycles"]
+    assert_clean_error(run_cli("sweep", llama, "--tp", "1,x"), "--tp takes degrees like 1,2,4")

@@ -167,8 +167,10 @@ def _maybe_gzip(raw: BinaryIO, compress: bool, path, what: str) -> Iterator[Bina
         return
     import gzip
 
-    # mtime=0: the same content gives the same bytes
-    with gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as z:
+    # mtime=0: the same content gives the same bytes; level 1: a big run's trace is hundreds of MB
+    # of repetitive JSON, which level 9 (gzip's default) takes minutes for (575 MB: 200 s) and
+    # level 1 seconds, for a file about a fifth larger
+    with gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0, compresslevel=1) as z:
         yield z
 
 

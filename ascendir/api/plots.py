@@ -6,8 +6,9 @@
                           ceilings (report key `ceilings`, from the target TOML). Ops are cube
                           flops, or for launches without any, vector element-ops (report key
                           `vector_ops`), each kind against its own peak (roofline_points)
-    timeline.png / .svg   per core and pipe, the busy intervals of a Chrome trace
-                          (`ascendir run --trace`), kernel launches shaded and labeled
+    timeline.png / .svg   a row per core (a lane per pipe, colors in the legend), the busy
+                          intervals of a Chrome trace (`ascendir run --trace`), kernel launches
+                          shaded and the wide ones named
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ascendir.api.outputs import write_output
 
 INSTALL_HINT = "pip install 'ascendir[plots]'"
 FORMATS = ("png", "svg")
-MAX_CORES = 4  # timeline rows: the first cores only (SPMD blocks look alike); all pipes of each
+MAX_CORES = 4  # timeline rows: the first cores of each kind only (SPMD blocks look alike); all pipes of each
 SYNC = "sync"  # category of interpreter/report/trace.py's set_flag / wait_flag slices (not drawn as work)
 LABELED = 8  # roofline: names of the costliest kernels
 PIPE_COLORS = {"S": "#7f7f7f", "V": "#2ca02c", "M": "#d62728", "MTE1": "#9467bd", "MTE2": "#1f77b4",
@@ -203,49 +204,78 @@ def _merge(intervals: list[tuple[float, float]], gap: float) -> list[tuple[float
 
 
 def pipe_timeline(events: list[dict], stem: Path, max_cores: int = MAX_CORES) -> list[Path]:
-    """Write STEM.png and STEM.svg from Chrome trace `events` (trace.py's format): one row per
-    (core, pipe) for the first `max_cores` cores, busy intervals merged below the plot's
-    resolution, kernel launches as labeled bands. Returns the paths.
+    """Write STEM.png and STEM.svg from Chrome trace `events` (interpreter/report/trace.py's
+    format: a process per core, a thread per pipe): one row per core for the first `max_cores`
+    cores of each kind (AIC, AIV, ...), its pipes as lanes of the row colored as the legend says,
+    busy intervals merged below the plot's resolution, iterations not run one by one (category
+    "extrapolated") lighter, kernel launches as alternating bands named where they are wide
+    enough. Returns the paths.
 
     Raises:
         AscendirError: matplotlib missing; the trace has no pipe spans.
     """
     plt = require_matplotlib()
+    from matplotlib.patches import Patch
+
+    procs = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
     launches = [e for e in events if e.get("ph") == "X" and e.get("pid") == 0]
-    rows: dict[tuple[int, str, str], list[tuple[float, float]]] = {}
+    cores: dict[str, list[int]] = {}
+    for pid, name in sorted(procs.items()):
+        if pid != 0:
+            cores.setdefault(name.rsplit(" ", 1)[0], []).append(pid)
+    shown = {pid for pids in cores.values() for pid in pids[:max_cores]}
+    lanes: dict[int, dict[str, dict[bool, list[tuple[float, float]]]]] = {}
     for e in events:
-        if e.get("ph") != "X" or e.get("pid", 0) == 0 or e.get("cat") == SYNC:  # set/wait_flag: not work
+        if e.get("ph") != "X" or e.get("pid", 0) not in shown or e.get("cat") == SYNC:  # set/wait_flag: not work
             continue
-        name = threads.get((e["pid"], e["tid"]))
-        if name is None:
+        label = threads.get((e["pid"], e["tid"]))
+        if label is None:
             continue
-        _, core, label = name.split(" ", 2)  # "core 3 aiv.MTE2"
-        if int(core) >= max_cores:
-            continue
-        rows.setdefault((int(core), *label.rpartition(".")[::2]), []).append((e["ts"], e["dur"]))
-    if not rows:
+        lane = lanes.setdefault(e["pid"], {}).setdefault(label, {False: [], True: []})
+        lane[e.get("cat") == "extrapolated"].append((e["ts"], e["dur"]))
+    if not lanes:
         raise AscendirError("the trace has no pipe spans to draw (is it a trace of `ascendir run --trace`?)")
-    end = max(s + d for r in rows.values() for s, d in r)
+    end = max(s + d for pl in lanes.values() for lane in pl.values() for part in lane.values() for s, d in part)
     if launches:
         end = max(end, max(e["ts"] + e["dur"] for e in launches))
-    order = sorted(rows, key=lambda k: (k[0], k[1], list(PIPE_COLORS).index(k[2]) if k[2] in PIPE_COLORS else 99))
-    fig, ax = plt.subplots(figsize=(14, min(2 + 0.22 * len(order), 40)))
-    for i, key in enumerate(order):
-        spans = _merge(rows[key], end / 4000)
-        ax.broken_barh(spans, (i - 0.4, 0.8), color=PIPE_COLORS.get(key[2], "k"), lw=0)
+
+    def pipe_of(label: str) -> str:
+        return label.rpartition(".")[2]
+
+    def order(label: str) -> tuple:
+        return (label.rpartition(".")[0], list(PIPE_COLORS).index(pipe_of(label)) if pipe_of(label) in PIPE_COLORS else 99)
+
+    rows = [pid for pid in sorted(lanes)]
+    fig, ax = plt.subplots(figsize=(14, 2.2 + 0.75 * len(rows)))
+    for i, pid in enumerate(rows):
+        labels = sorted(lanes[pid], key=order)
+        h = 0.8 / len(labels)
+        for j, label in enumerate(labels):
+            y = i - 0.4 + j * h
+            color = PIPE_COLORS.get(pipe_of(label), "k")
+            for extrapolated, spans in lanes[pid][label].items():
+                if spans:
+                    ax.broken_barh(_merge(spans, end / 4000), (y, h * 0.9), color=color, lw=0, alpha=0.45 if extrapolated else 1.0)
+    bands = [e for e in launches if e["dur"] > end / 40]
     for j, e in enumerate(launches):
         ax.axvspan(e["ts"], e["ts"] + e["dur"], color="k", alpha=0.04 if j % 2 else 0.09, lw=0)
-        if e["dur"] > end / 60:
-            ax.text(e["ts"] + e["dur"] / 2, -0.6, e["name"], fontsize=7, ha="center", va="bottom")
-    ax.set_yticks(range(len(order)))
-    ax.set_yticklabels([f"core {c} {u + '.' if u else ''}{p}" for c, u, p in order], fontsize=6)
-    ax.set_ylim(len(order), -1.5)
+    for j, e in enumerate(bands):  # names of the wide launches, on two alternating lines
+        ax.text(e["ts"] + e["dur"] / 2, -0.55 - 0.35 * (j % 2), e["name"], fontsize=7, ha="center", va="bottom", clip_on=True)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([procs.get(pid, str(pid)) for pid in rows], fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -1.3)
     ax.set_xlim(0, end)
     ax.set_xlabel("time (µs)")
-    ncores = len({e["tid"] // 32 for e in events if e.get("ph") == "X" and e.get("pid", 0) > 0})
-    shown = len({k[0] for k in order})
-    ax.set_title(f"pipe timeline (cores 0-{shown - 1} of {ncores}; {len(launches)} kernel launches; busy intervals per pipe)")
+    used = sorted({pipe_of(label) for pl in lanes.values() for label in pl}, key=lambda p: list(PIPE_COLORS).index(p) if p in PIPE_COLORS else 99)
+    handles = [Patch(color=PIPE_COLORS.get(p, "k"), label=p) for p in used]
+    if any(lane[True] for pl in lanes.values() for lane in pl.values()):
+        handles.append(Patch(color="gray", alpha=0.45, label="extrapolated iterations"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=len(handles), fontsize=8, frameon=False)
+    total = {kind: len(pids) for kind, pids in cores.items()}
+    of = ", ".join(f"{min(n, max_cores)} of {n} {kind}" for kind, n in total.items())
+    ax.set_title(f"pipe timeline: {of} cores, {len(launches)} kernel launches (a row per core, a lane per pipe; "
+                 f"{len(bands)} widest launches named)", fontsize=9)
     fig.tight_layout()
     return _save(plt, fig, stem)
 

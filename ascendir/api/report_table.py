@@ -1,10 +1,20 @@
-"""Render a simulation report (the dict of `SimResult.report`) as rich tables."""
+"""Render a simulation report (the dict of `SimResult.report`) as rich tables.
+
+Every screen fits the console's width without breaking a cell over lines: cells never wrap
+(rich's `no_wrap`; a cell too long for what is left ends in an ellipsis), a table too wide drops
+its optional columns in priority order (`_fitted`) until it fits, table titles stay on one line,
+and lines of figures break only between figures (`_packed`). Tested at 80 and 160 columns.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 LEVELS = ("gm_read", "l2_hit", "gm_write", "l1", "l0a", "l0b", "l0c", "ub")
 PIPES = ("S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX")
@@ -25,6 +35,51 @@ def compact_bytes(n: float) -> str:
             return f"{n:.0f}{unit}" if unit == "B" or abs(n) >= 100 else f"{n:.1f}{unit}"
         n /= 1024
     return str(n)
+
+
+def _packed(console: Console, parts: Sequence[str], sep: str = "   ") -> None:
+    """Print `parts` joined by `sep`, as many on a line as fit the console: a part is never split."""
+    line = ""
+    for part in parts:
+        if line and len(line) + len(sep) + len(part) > console.width:
+            console.print(line, highlight=False, soft_wrap=True)
+            line = part
+        else:
+            line = f"{line}{sep}{part}" if line else part
+    if line:
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+def _fitted(console: Console, title: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[str]],
+            drop: Sequence[str] = (), **table: object) -> Group:
+    """A table of `columns` ((name, justify)) and `rows` (one string per column) whose cells
+    never wrap, without the columns of `drop` (in that order, first dropped first) that it takes
+    to fit the console's width; the first column is never dropped (its cells end in an ellipsis
+    when even that is too wide). The title is a line of its own above it: rich would wrap a
+    title wider than its table."""
+    keep = [c for c, _ in columns]
+
+    def build(first_width: int | None) -> Table:
+        t = Table(**table)
+        for col, justify in columns:
+            if col in keep:
+                t.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis", max_width=first_width if col == columns[0][0] else None)
+        at = [i for i, (c, _) in enumerate(columns) if c in keep]
+        for r in rows:
+            t.add_row(*(r[i] for i in at))
+        return t
+
+    unbounded = console.options.update_width(1 << 16)  # (measuring within the width would clamp to it)
+    for name in [None, *drop]:
+        if name is not None:
+            keep.remove(name)
+        t = build(None)
+        if Measurement.get(console, unbounded, t).maximum <= console.width:
+            break
+    else:  # still too wide: the first column's long cells end in an ellipsis, the figures stay whole
+        first = Measurement.get(console, unbounded, t).maximum - max(len(r[0]) for r in rows)
+        t = build(max(6, console.width - first))
+    return Group(Text(title, style="table.title", no_wrap=True, overflow="ellipsis"), t)
 
 
 def _l2(byts: dict) -> str:
@@ -83,13 +138,13 @@ def _headline(report: dict, console: Console) -> None:
     if report.get("bytes", {}).get("gm_read"):
         extra.append(f"L2 hits {bytes_text(report['bytes'].get('l2_hit', 0))} ({100 * report.get('l2_hit_rate', 0.0):.1f} % of GM reads)")
     if extra:
-        console.print("   ".join(extra), highlight=False)
+        _packed(console, extra)
     search = report.get("tiling_search")
     if isinstance(search, dict) and search:  # `ascendir run`: what choose-tiling scored
         parts = [f"{v.get('ops', 0)} {kind}{'s' if v.get('ops', 0) != 1 else ''} ({v.get('searches', 0)} searched, {v.get('candidates', 0):,} candidates)"
                  for kind, v in search.items() if isinstance(v, dict)]
         secs = sum(v.get("seconds", 0.0) for v in search.values() if isinstance(v, dict))
-        console.print(f"[bold]choose-tiling[/] {', '.join(parts)} scored in {secs:.3f} s", highlight=False)
+        _packed(console, ["choose-tiling", *(f"{p}," for p in parts[:-1]), *parts[-1:], f"scored in {secs:.3f} s"], " ")
     for d in report.get("declined") or []:  # fused regions their template did not take
         if isinstance(d, dict):
             console.print(f"[bold]declined[/] {d.get('region')}: {d.get('reason')} (lowered op by op)", highlight=False)
@@ -106,16 +161,13 @@ def _by_kind(report: dict, console: Console) -> None:
 
     total = report["total_cycles"]
     kinds = by_kind(report)
-    t = Table(title="time by kind (op family or fused kind)", box=box.SIMPLE_HEAD)
-    for col in ("kind", "launches", "cycles", "%"):
-        t.add_column(col, justify="left" if col == "kind" else "right", no_wrap=True)
-    for kind, n, cycles in kinds[:12]:
-        t.add_row(kind, str(n), f"{cycles:,.0f}", f"{100 * cycles / total:.1f}" if total else "-")
+    rows = [[kind, str(n), f"{cycles:,.0f}", f"{100 * cycles / total:.1f}" if total else "-"] for kind, n, cycles in kinds[:12]]
     if len(kinds) > 12:
         rest = kinds[12:]
-        t.add_row(f"({len(rest)} more)", str(sum(r[1] for r in rest)), f"{sum(r[2] for r in rest):,.0f}",
-                  f"{100 * sum(r[2] for r in rest) / total:.1f}" if total else "-")
-    console.print(t)
+        rows.append([f"({len(rest)} more)", str(sum(r[1] for r in rest)), f"{sum(r[2] for r in rest):,.0f}",
+                     f"{100 * sum(r[2] for r in rest) / total:.1f}" if total else "-"])
+    cols = [("kind", "left"), ("launches", "right"), ("cycles", "right"), ("%", "right")]
+    console.print(_fitted(console, "time by kind (op family or fused kind)", cols, rows, drop=("launches",), box=box.SIMPLE_HEAD))
 
 
 def _node_tail(name: str, room: int) -> str:
@@ -141,16 +193,9 @@ def _kernels(report: dict, console: Console, top: int) -> None:
     rows = grouped(report)
     wide = console.width >= 100
     size = bytes_text if wide else compact_bytes
-    t = Table(title=f"kernels (top {min(top, len(rows))} of {len(rows)}; n launches summed)", box=box.SIMPLE_HEAD,
-              pad_edge=False, collapse_padding=True)
-    names = max((len(r["name"]) for r in rows[:top]), default=6)
-    t.add_column("kernel", min_width=min(names, 32), overflow="fold")
     cols = ["n", "cores", "cycles", "%", "bound", "GM read"] + (["L2 hit"] if wide else []) + ["GM write"] + (["cube %"] if wide else [])
-    for col in cols:
-        t.add_column(col, justify="right", no_wrap=True)
     nodes = console.width >= 140 and any(r["nodes"] for r in rows[:top])
-    if nodes:
-        t.add_column("ONNX nodes", no_wrap=True, max_width=40)
+    table = []
     for r in rows[:top]:
         resource, share = r["bound"]
         cells = [str(r["launches"]), f"{r.get('block_dim', '')} {r.get('core_type', '')}", f"{r['cycles']:,.0f}",
@@ -168,42 +213,32 @@ def _kernels(report: dict, console: Console, top: int) -> None:
             more = sum(len(n.split(", ")) for n in r["nodes"]) - 1
             tail = f" +{more}" if more > 0 else ""
             cells.append(_node_tail(first, 40 - len(tail)) + tail)
-        t.add_row(r["name"], *cells)
-    console.print(t)
+        table.append([r["name"], *cells])
+    columns = [("kernel", "left"), *((c, "right") for c in cols), *([("ONNX nodes", "left")] if nodes else [])]
+    # too narrow for the names: the optional columns go first, the kernel's name and cycles last
+    drop = [c for c in ("ONNX nodes", "cube %", "L2 hit", "cores", "GM write", "bound", "GM read", "n", "%") if c in dict(columns)]
+    console.print(_fitted(console, f"kernels (top {min(top, len(rows))} of {len(rows)}; n launches summed)", columns, table, drop,
+                          box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True))
 
 
 def _pipes(report: dict, console: Console) -> None:
     busy = report.get("pipe_busy", {})
-    pipes = Table(title="pipe busy (summed over cores, % of total cycles x cores used)")
-    pipes.add_column("pipe")
-    pipes.add_column("busy cycles", justify="right")
-    pipes.add_column("busy %", justify="right")
     util = report.get("pipe_utilization", {})
-    for p in PIPES:
-        if p in busy:
-            pipes.add_row(p, f"{busy[p]:,.0f}", f"{100 * util[p]:.1f}" if p in util else "-")
-    console.print(pipes)
+    rows = [[p, f"{busy[p]:,.0f}", f"{100 * util[p]:.1f}" if p in util else "-"] for p in PIPES if p in busy]
+    console.print(_fitted(console, "pipe busy (summed over cores; % of total cycles x cores used)",
+                          [("pipe", "left"), ("busy cycles", "right"), ("busy %", "right")], rows))
 
 
 def _levels(report: dict, console: Console) -> None:
-    levels = Table(title="bytes per memory level")
-    levels.add_column("level")
-    levels.add_column("bytes", justify="right")
-    for lvl in LEVELS:
-        if lvl in report.get("bytes", {}):
-            levels.add_row(lvl, bytes_text(report["bytes"][lvl]))
-    console.print(levels)
+    rows = [[lvl, bytes_text(report["bytes"][lvl])] for lvl in LEVELS if lvl in report.get("bytes", {})]
+    console.print(_fitted(console, "bytes per memory level", [("level", "left"), ("bytes", "right")], rows))
 
 
 def _footprint(report: dict, console: Console) -> None:
     fp = report.get("gm_footprint")
     if fp:
-        gm = Table(title="peak GM footprint (plan-memory)")
-        gm.add_column("part")
-        gm.add_column("bytes", justify="right")
-        for part in ("weights", "inputs", "outputs", "arena", "total"):
-            gm.add_row(part, bytes_text(fp.get(part, 0)))
-        console.print(gm)
+        rows = [[part, bytes_text(fp.get(part, 0))] for part in ("weights", "inputs", "outputs", "arena", "total")]
+        console.print(_fitted(console, "peak GM footprint (plan-memory)", [("part", "left"), ("bytes", "right")], rows))
         console.print(f"live peak (lower bound of the total) {bytes_text(fp.get('live_peak', 0))}")
 
 
@@ -214,28 +249,19 @@ def _cluster(report: dict, console: Console) -> None:
     if not cl:
         return
     if cl.get("symmetric"):
-        console.print("symmetric ranks: rank 0 simulated, its peers mirrored (figures per device and link are rank 0's)")
-    console.print(f"{cl['devices']} devices on {cl['topology']}: {cl['total_cycles']:,.0f} cycles (slowest device); "
-                  f"communication {cl['comm_cycles']:,.0f} cycles, exposed {cl['exposed_comm_cycles']:,.0f}")
-    dev = Table(title="devices")
-    for c in ("device", "cycles", "comm cycles", "HBM bytes"):
-        dev.add_column(c, justify="right")
-    for d in cl["per_device"]:
-        hbm = d["bytes"].get("gm_read", 0) + d["bytes"].get("gm_write", 0)
-        dev.add_row(str(d["device"]), f"{d['total_cycles']:,.0f}", f"{d['comm_cycles']:,.0f}", bytes_text(hbm))
-    console.print(dev)
+        _packed(console, ["symmetric ranks:", "rank 0 simulated, its peers mirrored", "(figures per device and link are rank 0's)"], " ")
+    _packed(console, [f"{cl['devices']} devices on {cl['topology']}:", f"{cl['total_cycles']:,.0f} cycles (slowest device);",
+                      f"communication {cl['comm_cycles']:,.0f} cycles,", f"exposed {cl['exposed_comm_cycles']:,.0f}"], " ")
+    rows = [[str(d["device"]), f"{d['total_cycles']:,.0f}", f"{d['comm_cycles']:,.0f}",
+             bytes_text(d["bytes"].get("gm_read", 0) + d["bytes"].get("gm_write", 0))] for d in cl["per_device"]]
+    console.print(_fitted(console, "devices", [(c, "right") for c in ("device", "cycles", "comm cycles", "HBM bytes")], rows,
+                          drop=("HBM bytes",)))
     if cl["collectives"]:
-        co = Table(title="collectives (slowest device)")
-        for c in ("kernel", "devices", "cycles", "exposed", "waiting", "bytes sent"):
-            co.add_column(c, justify="right" if c != "kernel" else "left")
-        for c in cl["collectives"]:
-            co.add_row(c["kernel"], str(c["group_size"]), f"{c['cycles']:,.0f}", f"{c['exposed_cycles']:,.0f}",
-                       f"{c['wait_cycles']:,.0f}", bytes_text(c["bytes_sent"]))
-        console.print(co)
+        rows = [[c["kernel"], str(c["group_size"]), f"{c['cycles']:,.0f}", f"{c['exposed_cycles']:,.0f}", f"{c['wait_cycles']:,.0f}",
+                 bytes_text(c["bytes_sent"])] for c in cl["collectives"]]
+        cols = [(c, "right" if c != "kernel" else "left") for c in ("kernel", "devices", "cycles", "exposed", "waiting", "bytes sent")]
+        console.print(_fitted(console, "collectives (slowest device)", cols, rows, drop=("waiting", "devices", "bytes sent")))
     if cl["links"]:
-        ln = Table(title="links")
-        for c in ("link", "domain", "bytes", "busy %"):
-            ln.add_column(c, justify="right" if c in ("bytes", "busy %") else "left")
-        for u in cl["links"]:
-            ln.add_row(f"{u['src']} -> {u['dst']}", u["domain"], bytes_text(u["bytes"]), f"{100 * u['busy_fraction']:.1f}")
-        console.print(ln)
+        rows = [[f"{u['src']} -> {u['dst']}", u["domain"], bytes_text(u["bytes"]), f"{100 * u['busy_fraction']:.1f}"] for u in cl["links"]]
+        cols = [(c, "right" if c in ("bytes", "busy %") else "left") for c in ("link", "domain", "bytes", "busy %")]
+        console.print(_fitted(console, "links", cols, rows, drop=("domain",)))

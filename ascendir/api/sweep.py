@@ -1,6 +1,8 @@
-"""`ascendir sweep`: one model over a grid of targets, tilings and precisions, each point
-compiled and simulated (timing-only unless asked), the results as one table (CSV or JSON) and
-a plot.
+"""`ascendir sweep`: one model over a grid of targets, tilings, precisions and tensor-parallel
+degrees, each point compiled and simulated (timing-only unless asked), the results as one table
+(CSV or JSON) and a plot. A point with tp > 1 takes the path of `ascendir run --tp`
+(driver.lower_tensor_parallel, then every rank on the default topology, atlas800-a2): its
+latency is the cluster's, collectives included.
 
 The points run on local worker processes by default (`concurrent.futures`), or on a Dask
 cluster when given its scheduler's address (`--scheduler tcp://host:8786`; `dask-local` starts
@@ -22,46 +24,56 @@ from pathlib import Path
 from ascendir.errors import AscendirError
 
 # The columns of the table, in order; `error` is empty for a point that ran.
-COLUMNS = ("target", "tiling", "dtype", "total_cycles", "latency_us", "inferences_per_s", "bound", "bound_share",
+COLUMNS = ("target", "tiling", "dtype", "tp", "total_cycles", "latency_us", "inferences_per_s", "bound", "bound_share",
            "launches", "error")
 
 
 @dataclass(frozen=True)
 class Point:
-    """One point of the grid: the chip (name or TOML path), the forced tiling (None: searched) and
-    the precision policy (fp32, fp16, bf16)."""
+    """One point of the grid: the chip (name or TOML path), the forced tiling (None: searched),
+    the precision policy (fp32, fp16, bf16) and the tensor-parallel degree (devices)."""
 
     target: str
     tiling: str | None
     dtype: str
+    tp: int = 1
 
 
-def grid(targets: Sequence[str], tilings: Sequence[str | None], dtypes: Sequence[str]) -> list[Point]:
-    """Every combination, targets outermost.
+def grid(targets: Sequence[str], tilings: Sequence[str | None], dtypes: Sequence[str], tps: Sequence[int] = (1,)) -> list[Point]:
+    """Every combination, targets outermost, tp innermost.
 
     Raises:
-        AscendirError: an empty axis or the same value twice on one axis."""
-    for name, axis in (("--target", targets), ("--tiling", tilings), ("--dtype", dtypes)):
+        AscendirError: an empty axis, the same value twice on one axis, a tp below 1."""
+    for name, axis in (("--target", targets), ("--tiling", tilings), ("--dtype", dtypes), ("--tp", tps)):
         if not axis:
             raise AscendirError(f"sweep: {name} has no value")
         if len(set(axis)) != len(axis):
             raise AscendirError(f"sweep: {name} lists a value twice")
-    return [Point(t, ti, d) for t, ti, d in itertools.product(targets, tilings, dtypes)]
+    if any(tp < 1 for tp in tps):
+        raise AscendirError(f"sweep: --tp takes degrees >= 1, got {', '.join(map(str, tps))}")
+    return [Point(t, ti, d, tp) for t, ti, d, tp in itertools.product(targets, tilings, dtypes, tps)]
 
 
 def run_point(model: str, point: Point, timing_only: bool = True, seed: int = 0) -> dict:
     """Compile `model` for `point` and simulate it; the table row (COLUMNS). Runs in a worker:
     everything it needs comes in its arguments, and an AscendirError becomes the row's `error`."""
-    from ascendir.driver import compile_model, random_inputs
+    from ascendir.driver import compile_model, lower_tensor_parallel, random_inputs, simulate_ranks
     from ascendir.interpreter import simulate
     from ascendir.interpreter.report.headline import bound_shares
 
     row = {**asdict(point), "tiling": point.tiling or "searched"}
     try:
-        module, weights = compile_model(model, point.target, tiling=point.tiling, dtype=point.dtype,
-                                        shape_only=timing_only and Path(model).suffix == ".onnx")
-        inputs = {} if timing_only else random_inputs(module, seed)
-        result = simulate(module, weights, inputs, point.target, timing_only=timing_only)
+        shape_only = timing_only and Path(model).suffix == ".onnx"
+        if point.tp == 1:
+            module, weights = compile_model(model, point.target, tiling=point.tiling, dtype=point.dtype, shape_only=shape_only)
+            inputs = {} if timing_only else random_inputs(module, seed)
+            result = simulate(module, weights, inputs, point.target, timing_only=timing_only)
+        else:  # as `ascendir run --tp`: every rank on the same inputs
+            module, weights = compile_model(model, point.target, tiling=point.tiling, dtype=point.dtype, shape_only=shape_only,
+                                            emit="nn")
+            inputs = {} if timing_only else random_inputs(module, seed)
+            module, stores = lower_tensor_parallel(module, weights, point.tp, point.target)
+            result = simulate_ranks([module] * point.tp, stores, [inputs] * point.tp, point.target, None, timing_only)
     except AscendirError as e:
         return {**row, "error": str(e)}
     r = result.report
@@ -150,7 +162,8 @@ def plot(rows: Sequence[dict], path: Path, model: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise AscendirError("sweep --plot needs matplotlib (pip install 'ascendir[plots]')") from None
-    labels = [f"{r['target']} · {r['dtype']} · {r['tiling']}" for r in rows]
+    tp = any(r.get("tp", 1) > 1 for r in rows)
+    labels = [f"{r['target']} · {r['dtype']} · {r['tiling']}" + (f" · tp {r.get('tp', 1)}" if tp else "") for r in rows]
     values = [r.get("latency_us") or 0.0 for r in rows]
     fig, ax = plt.subplots(figsize=(8, 0.6 + 0.35 * len(rows)))
     bars = ax.barh(range(len(rows)), values, color=["tab:red" if r.get("error") else "tab:blue" for r in rows])

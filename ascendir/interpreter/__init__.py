@@ -33,7 +33,7 @@ from ascendir.interpreter.accel import Accel
 from ascendir.interpreter.check.invariants import check
 from ascendir.interpreter.exec.registry import register_op
 from ascendir.interpreter.report.report import build_report
-from ascendir.interpreter.report.trace import cluster_trace_events, trace_events
+from ascendir.interpreter.report.trace import TraceWriter, cluster_trace_events
 from ascendir.interpreter.sim.chip import ModuleProg, compile_module
 from ascendir.hardware.topology import Link, Topology, load_topology
 from ascendir.interpreter.sim.cluster import Cluster, cluster_report
@@ -91,7 +91,7 @@ def simulate(
     inputs: dict[str, np.ndarray],
     target: HardwareConfig | str | None = None,
     timing_only: bool = False,
-    trace: bool = False,
+    trace: bool | TraceWriter = False,
     extrapolate: bool = True,
     check_races: bool | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -106,7 +106,9 @@ def simulate(
     pipes of a core (interpreter/check/race.py) are checked with numerics, and in timing-only mode when
     `check_races=True`. `progress(done, total)` is called after each kernel launch (total: the
     ascend.launch ops of @main). `accel` picks the speed-ups (interpreter/accel; default all of
-    them; `extrapolate=False` turns the steady-state ones off).
+    them; `extrapolate=False` turns the steady-state ones off). `trace`: True keeps the Chrome
+    trace in SimResult.trace_events; a TraceWriter (report/trace.py) gets each launch's slices as
+    the launch ends (a file written as the run goes; the caller closes it with the report).
 
     Raises:
         AscendirError: unsupported op, capacity overflow (on chip, or the GM footprint above the
@@ -117,8 +119,10 @@ def simulate(
     hw = load_target(target)
     # before any work: IR planned for another chip (a larger HBM), or never planned
     fp = check_module_gm_fits(module, hw)
-    prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace, extrapolate=extrapolate, check_races=check_races,
-                          accel=accel)
+    writer = trace if isinstance(trace, TraceWriter) else (TraceWriter(hw) if trace else None)
+    prog = compile_module(module, hw, weights, timing_only=timing_only, trace=writer is not None, extrapolate=extrapolate,
+                          check_races=check_races, accel=accel)
+    prog.trace_sink = writer
     prog.progress = progress
     with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
         outputs, records = prog.run(inputs)
@@ -130,7 +134,7 @@ def simulate(
         k["dtype"] = dtypes.get(k["name"])
     if fp is not None:
         report["gm_footprint"] = fp
-    return SimResult(outputs, report, trace_events(records, hw) if trace else [])
+    return SimResult(outputs, report, writer.events if writer is not None and writer.events is not None else [])
 
 
 def simulate_cluster(

@@ -13,6 +13,7 @@ OPS = FLOPS + 1  # index of the tile-op counter
 VECTOR_OPS = {"f16": OPS + 1, "f32": OPS + 2}  # vector element-ops per rate class (cost.OpCost.vector_ops)
 CUBE_PEAK_CYCLES = OPS + 3  # cycles the cube flops take at their dtype's peak (cost.OpCost.cube_peak_cycles)
 ACCT_SIZE = OPS + 4
+EXTRAPOLATED = " iterations"  # how the name of a trace slice of iterations not run one by one ends ("mmad ×96 iterations")
 
 
 class Frame:

@@ -12,7 +12,8 @@ from ascendir.interpreter.accel.remap import Remap
 from ascendir.interpreter.accel.steady import MIN_TRIPS, SteadyLoop, step_test
 from ascendir.interpreter.accel.xblock import BlockMemo, Track
 from ascendir.interpreter.exec.common import Closure
-from ascendir.interpreter.timing.timeline import NPIPES
+from ascendir.interpreter.state import EXTRAPOLATED, FLOPS
+from ascendir.interpreter.timing.timeline import NPIPES, PIPES
 
 
 class SteadyFor:
@@ -103,11 +104,14 @@ class LoopDriver:
         lb, ub, st, _ = self.bounds
         rng = range(R[lb], R[ub], R[st])
         n = len(rng)
-        if n < MIN_TRIPS or not F.may_extrapolate or F.trace is not None or F.hold is not None:
+        if n < MIN_TRIPS or not F.may_extrapolate or F.hold is not None:
             self.plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see
             return
+        mark = len(F.trace) if F.trace is not None else 0  # this execution's slices start here
+        before = self._clocks()
         entered = self._enter(rng, n)
         if entered is None:  # a stored execution was applied
+            self._extrapolated(before, n, mark)
             return
         ent, xkey, vals = entered
         own = F.gm_log is None  # the outermost sampling loop owns the logs
@@ -119,8 +123,12 @@ class LoopDriver:
             sl = self._sampler(rng, n, vals)
             pre = self.memo.prefix(F, R, ent, n) if ent is not None else None
             track = sl.track = Track() if xkey is not None and pre is None else None
-            idx = self._from_prefix(sl, pre, n) if pre is not None else 0
-            if not self._iterate(sl, rng, idx, h0, track):
+            idx = 0
+            if pre is not None:
+                before = self._clocks()
+                idx = self._from_prefix(sl, pre, n)
+                self._extrapolated(before, idx, mark)
+            if not self._iterate(sl, rng, idx, h0, track, mark):
                 ent = None  # a pipe was held: the execution is not stored
             if ent is not None and F.times_held == h0:
                 self._store(sl, ent, xkey, track, n, g0, l0, own)
@@ -186,9 +194,10 @@ class LoopDriver:
         sl.hist.clear()
         return idx + skipped
 
-    def _iterate(self, sl: SteadyLoop, rng: range, idx: int, h0: int, track: Track | None) -> bool:
+    def _iterate(self, sl: SteadyLoop, rng: range, idx: int, h0: int, track: Track | None, mark: int) -> bool:
         """Run iterations idx.. of `rng`, sampling each one and jumping when steady; False when a
-        pipe was held on the way (holds.py: the rest then runs plainly, and nothing is stored)."""
+        pipe was held on the way (holds.py: the rest then runs plainly, and nothing is stored).
+        `mark`: where this execution's trace slices start."""
         F, R, iv, body, charge = self.F, self.R, self.bounds[3], self.body, self.charge
         n = len(rng)
         while idx < n:
@@ -197,16 +206,20 @@ class LoopDriver:
                 return False
             sl.snapshot(idx)
             if sl.regime is not None:
+                before = self._clocks() if F.trace is not None else None
                 skipped = sl.reenter(idx)
                 if skipped:
+                    self._extrapolated(before, skipped, mark)
                     idx += skipped
                     F.skipped += skipped
                     continue
             if n - idx > 2 and len(sl.hist) > 2:  # (detect needs two periods of 1)
                 found = sl.detect()
                 if found is not None:
+                    before = self._clocks() if F.trace is not None else None
                     skipped = sl.jump(*found)
                     if skipped:
+                        self._extrapolated(before, skipped, mark)
                         idx += skipped
                         F.skipped += skipped
                         continue
@@ -219,6 +232,58 @@ class LoopDriver:
                 charge()
             idx += 1
         return True
+
+    def _clocks(self) -> tuple | None:
+        """The running core's pipe clocks, busy cycles and the launch's byte counts, when traced
+        (what `_extrapolated` compares with); None otherwise."""
+        F = self.F
+        if F.trace is None:
+            return None
+        return list(F.core.free), list(F.core.busy), list(F.acct[:FLOPS])
+
+    def _extrapolated(self, before: tuple | None, iterations: int, mark: int) -> None:
+        """Trace the iterations a shortcut just applied without running them one by one: on each
+        pipe of the core that did work in them, one slice from where the pipe's clock was to where
+        it is, named after the ops this execution ran on that pipe ("mmad ×96 iterations"; the
+        pipe's name when none ran one by one yet), with the bytes they moved, shared out over the
+        pipes as the slices run one by one moved theirs (the launch's totals stay exact)."""
+        if before is None or iterations <= 0:
+            return
+        F = self.F
+        core = F.core
+        # a set pending across the jump was waited on in the skipped iterations: the waits to come
+        # get fresh flow ids, which no set carries, so the trace draws no arrow across the jump
+        for q in F.flow_queues.queues:
+            for i in range(len(q)):
+                q[i] = next(F.flow_ids)
+        free0, busy0, acct0 = before
+        moved = [a - b for a, b in zip(F.acct[:FLOPS], acct0)]
+        names: dict[int, dict[str, None]] = {}
+        per_pipe: dict[int, list[float]] = {}
+        for c, slot, _, _, name, items in F.trace[mark:]:
+            if c != core.index:
+                continue
+            names.setdefault(slot, {})[name.split(" ×")[0]] = None
+            acc = per_pipe.setdefault(slot, [0.0] * FLOPS)
+            for i, b in items:
+                if i < FLOPS:
+                    acc[i] += b
+        worked = [p for p in range(len(free0)) if core.busy[p] > busy0[p]]
+        if not worked:
+            return
+        totals = [sum(per_pipe.get(p, [0.0] * FLOPS)[i] for p in worked) for i in range(FLOPS)]
+        busiest = max(worked, key=lambda p: core.busy[p] - busy0[p])
+        for p in worked:
+            acc = per_pipe.get(p, [0.0] * FLOPS)
+            items = []
+            for i, d in enumerate(moved):
+                if d <= 0:
+                    continue
+                share = acc[i] / totals[i] if totals[i] > 0 else (1.0 if p == busiest else 0.0)
+                if share > 0:
+                    items.append((i, d * share))
+            label = "/".join(list(names.get(p, {}))[:3]) or PIPES[p % NPIPES]
+            F.trace.append((core.index, p, free0[p], core.free[p] - free0[p], f"{label} ×{iterations}{EXTRAPOLATED}", tuple(items)))
 
     def _store(self, sl: SteadyLoop, ent: tuple, xkey, track: Track | None, n: int, g0: int, l0: int, own: bool) -> None:
         """Keep the execution that just ran (from memo entry `ent`; its GM log records and cost

@@ -18,7 +18,8 @@ launches (a layer's projection may find its input resident or not, depending on 
 before); any that passes its checks is applied. When none does the launch runs, but its L2
 recording pass does not: it depends on the key alone, so its miss designation is kept too.
 
-Not memoised: numerics mode (data must move), tracing (events are per launch), kernels that
+A traced launch keeps its trace slices too (relative to the launch start, so a reuse repeats
+them as they are). Not memoised: numerics mode (data must move), kernels that
 allocate GM buffers themselves (fresh address roots every run). Numerics runs still share per
 key the miss designation and the race check (same ops on the same relative addresses), unless
 the kernel reads scalars from data (memref.load may steer its control flow).
@@ -48,6 +49,7 @@ class Memo:
     misses: int
     roots: dict  # address root -> index of the first argument with it, in the stored launch
     t0: float  # chip time the stored launch started
+    trace: tuple | None = None  # its trace slices (events, flows), relative to its start (state.KernelRecord); None untraced
 
     def remap(self, key: int, tags: list, l2) -> int:
         """A stored tile key (l2.py: stream id * SHIFT + offset) moved onto the arguments `tags`

@@ -122,6 +122,8 @@ class Compiler(ScalarCodegen, TileOps, ScfOps, SteadyFor, MemrefOps, SyncOps):
                 rec = kp.run([R[a] for a in args], [A[a] for a in args])
                 # a launch memo may hand the same record to identical launches of other nodes
                 m.records.append(rec if rec.node == node else dataclasses.replace(rec, node=node))
+                if m.trace_sink is not None:  # streamed: the record keeps no slices
+                    m.trace_sink.launch(m.records[-1])
             except AscendirError as e:  # data errors (e.g. a gather index) name the launch too
                 if f"@{name}" in str(e):
                     raise

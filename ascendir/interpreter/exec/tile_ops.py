@@ -18,6 +18,15 @@ from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
 from ascendir.interpreter.exec.common import Closure, unit_of
 
+def slice_name(op: Operation, target) -> str:
+    """What a trace slice of `op` is called: a copy by its path ("GM->UB", "L1->L0A"), other ops
+    by their name without the dialect ("mmad", "vexp")."""
+    if isinstance(op, ascend.CopyOp):
+        src, dst, _ = copy_path(op, target)
+        return f"{src.upper()}->{dst.upper()}"
+    return op.name.removeprefix("ascend.")
+
+
 class TileOps:
     """Compiler part: tile ops (mixed into compiler.Compiler)."""
 
@@ -31,6 +40,7 @@ class TileOps:
         get = itemgetter(*ins) if len(ins) > 1 else (lambda R, i=ins[0]: (R[i],))
         cache: dict = {}
         name = op.name
+        label = slice_name(op, self.m.target)  # what the trace calls it
         nunits = k.nunits
         sub = subblock(op)  # AIV 1 of the group
         all_mem = all(mem)
@@ -116,7 +126,7 @@ class TileOps:
                 acct[FLOPS] += flops
             acct[OPS] += 1
             if F.trace is not None:
-                F.trace.append((core.index, pid, t, cyc, name, items))
+                F.trace.append((core.index, pid, t, cyc, label, items))
 
         return run
 
@@ -130,6 +140,7 @@ class TileOps:
         gi, is_read = gm
         cache: dict = {}
         name = op.name
+        label = slice_name(op, self.m.target)
         cid = id(op)
         # the last operands seen and their costs, and the last GM stream id (`L2Cache.sid`) with
         # what it came from: a loop's copy meets the same operand objects every iteration
@@ -217,6 +228,6 @@ class TileOps:
                 acct[i] += b
             acct[OPS] += 1
             if F.trace is not None:
-                F.trace.append((core.index, pid, t, cyc, name, items))
+                F.trace.append((core.index, pid, t, cyc, label, items))
 
         return run

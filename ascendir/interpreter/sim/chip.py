@@ -65,6 +65,7 @@ class ModuleProg:
         # property of the program, not of the timing, and the check costs a third of the run)
         self.check_races = (not timing_only) if check_races is None else check_races
         self.trace = trace
+        self.trace_sink = None  # report/trace.py TraceWriter: each launch's slices as it ends (None: kept in the record)
         self.records: list[KernelRecord] = []
         self.kernels: dict[str, KernelProgram] = {}
         self.l2 = L2Cache(target) if target.memory.l2_model == "tile" else None

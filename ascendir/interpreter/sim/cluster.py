@@ -205,7 +205,7 @@ class Cluster:
         self.symmetric = symmetric
         # every simulated device has its own program (its own clock, L2, buffers); symmetric: rank 0 only
         self.devices: list[ModuleProg] = [
-            compile_module(m, target, w, timing_only=timing_only, accel=accel, trace=trace)
+            compile_module(m, target, w, timing_only=timing_only, accel=accel)  # (the trace has a track per device, no pipes)
             for m, w in zip(modules[:1] if symmetric else modules, weights)
         ]
         self.links: Links | None = None

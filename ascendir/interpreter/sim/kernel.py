@@ -168,13 +168,13 @@ class KernelProgram:
         F.flags = FlagQueues(self.nflags)
         F.may_extrapolate = self.m.extrapolate
         key = None
-        if self.memo_text is not None and self.m.memo is not None and not self.m.trace and all(t is not None for t in tags):
+        if self.memo_text is not None and self.m.memo is not None and all(t is not None for t in tags):
             key = (self.memo_text, memo.pattern(tags))
             launches = self.m.memo.setdefault(key, memo.Launches([]))
             for hit in reversed(launches.variants):  # only timing-only runs store any
                 if self._reuse(hit, tags):
                     self.m.memo_hits += 1
-                    return self._finish(memo.restore_cores(hit.cores), F, list(hit.acct), hit.skipped)
+                    return self._finish(memo.restore_cores(hit.cores), F, list(hit.acct), hit.skipped, hit.trace)
         if self.gm_reads and key is not None and launches.misses is not None:
             F.l2_pass = L2Pass.settled(self.m.l2.window, launches.misses)
         elif self.gm_reads:
@@ -227,6 +227,7 @@ class KernelProgram:
                 memo.snapshot_cores(cores), list(F.acct), F.skipped, checks,
                 [(k, t, w) for k, (t, w) in wfirst.items()], log,
                 (l2.hits - h0) if l2 is not None else 0, (l2.misses - m0) if l2 is not None else 0, roots, F.kernel_start,
+                (F.trace, F.flows) if tracing else None,
             ))
             if F.l2_pass is not None:
                 F.l2_pass.checks = None
@@ -288,7 +289,10 @@ class KernelProgram:
                 raise err
         return cores
 
-    def _finish(self, cores, F, acct: list[float] | None = None, skipped: int | None = None) -> KernelRecord:
+    def _finish(self, cores, F, acct: list[float] | None = None, skipped: int | None = None, trace: tuple | None = None) -> KernelRecord:
+        """The record of the launch that ran (from F), or of a stored one applied (`acct`,
+        `skipped` and its slices `trace`: (events, flows), None when not traced)."""
+        events, flows = (F.trace or [], F.flows or []) if acct is None else (trace or ([], []))
         if acct is not None:
             F.acct, F.skipped = acct, skipped
         acct = F.acct
@@ -307,8 +311,8 @@ class KernelProgram:
                 acct[LEVELS.index("gm_read")], acct[LEVELS.index("gm_write")], self.m.target, acct[LEVELS.index("l2_hit")],
                 acct[LEVELS.index("l2_write")],
             )),
-            events=F.trace or [],
-            flows=F.flows or [],
+            events=events,
+            flows=flows,
             extrapolated_iterations=F.skipped,
         )
         self.m.clock += rec.cycles
