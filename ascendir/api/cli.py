@@ -602,10 +602,16 @@ def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, 
     stores = [weights]
     shard = []
     if tp > 1:
+        from xdsl.passes import PassPipeline
+
+        from ascendir.pipelines import after_shard
         from ascendir.transforms.nn.shard_tensor_parallel import shard_module
 
         module, stores = shard_module(module, weights, tp, sequence_parallel, target, session)
         shard = [f"shard-tensor-parallel{{tp={tp}{' sequence-parallel=true' if sequence_parallel else ''}}}"]
+        if pipeline is None and (mc2 := after_shard(opt_level)):  # -O2: MC2 (pipelines.AFTER_SHARD)
+            run_passes(module, PassPipeline(mc2), session=session)
+            shard += [p.name for p in mc2]
     ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), *shard, f"ascend-lowering{{target={hw.name}}}"])
     lower(module, stores[0], target, session)
     for store in stores[1:]:  # what the lowering moved into rank 0's store (constants) is every rank's
