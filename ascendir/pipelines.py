@@ -94,6 +94,18 @@ def _fuse_matmul_allreduce():
     return FuseMatmulAllReduce
 
 
+def _fuse_matmul_reducescatter():
+    from ascendir.transforms.nn.fuse_matmul_reducescatter import FuseMatmulReduceScatter
+
+    return FuseMatmulReduceScatter
+
+
+def _fuse_allgather_matmul():
+    from ascendir.transforms.nn.fuse_allgather_matmul import FuseAllGatherMatmul
+
+    return FuseAllGatherMatmul
+
+
 def _choose_tiling():
     from ascendir.transforms.nn.choose_tiling import ChooseTiling
 
@@ -174,6 +186,8 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "constants-to-weights": _constants_to_weights,
     "shard-tensor-parallel": _shard_tensor_parallel,
     "fuse-matmul-allreduce": _fuse_matmul_allreduce,
+    "fuse-matmul-reducescatter": _fuse_matmul_reducescatter,
+    "fuse-allgather-matmul": _fuse_allgather_matmul,
     "choose-tiling": _choose_tiling,
     "convert-nn-to-ascend": _lowering,
     "plan-memory": _plan_memory,
@@ -208,7 +222,7 @@ PIPELINES: dict[str, str] = {
 # follows the level's pipeline): -O2 fuses each MatMul with its collective (MC2,
 # templates/mc2.py); -O1 keeps the MatMul and a separate collective kernel, so the two can be
 # compared (or by naming the passes: `O1,shard-tensor-parallel{tp=2},fuse-matmul-allreduce`).
-AFTER_SHARD: dict[str, str] = {"O0": "", "O1": "", "O2": "fuse-matmul-allreduce"}
+AFTER_SHARD: dict[str, str] = {"O0": "", "O1": "", "O2": "fuse-matmul-allreduce,fuse-allgather-matmul,fuse-matmul-reducescatter"}
 
 
 def after_shard(opt_level: str) -> tuple[ModulePass, ...]:

@@ -149,6 +149,21 @@ class Compiler(ScalarCodegen, TileOps, ScfOps, SteadyFor, MemrefOps, SyncOps):
 
         return run
 
+    def group_rank(self, op: ascend.GroupRankOp) -> Closure:
+        """`ascend.group_rank` in the host function (an MC2 template's rank-dependent chunk): this
+        device's position in the group (a comm kernel evaluates its own: sim/comm.py)."""
+        if self.k is not None:
+            raise AscendirError(f"ascend.group_rank in kernel @{self.k.name}: only comm kernels and the host function ask for the rank")
+        R, m, out, ranks = self.F.values, self.m, self.slot(op.result), op.group.ranks
+
+        def run() -> None:
+            me = m.comm.device if m.comm is not None else 0
+            if me not in ranks:
+                raise AscendirError(f"ascend.group_rank: device {me} is not in group {list(ranks)}")
+            R[out] = ranks.index(me)
+
+        return run
+
     def ret(self, op: func.ReturnOp) -> Closure:
         R = self.F.values
         vals = [self.slot(v) for v in op.arguments]
@@ -198,5 +213,6 @@ _HANDLERS: dict[type, Callable[[Compiler, Operation], Closure | None]] = {
     ascend.PipeBarrierOp: Compiler.barrier,
     ascend.ReturnOp: _noop,
     ascend.LaunchOp: Compiler.launch,
+    ascend.GroupRankOp: Compiler.group_rank,
     func.ReturnOp: Compiler.ret,
 }

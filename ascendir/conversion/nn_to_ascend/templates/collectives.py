@@ -78,9 +78,15 @@ def lower_all_gather(ctx: LoweringContext, op: nn.AllGatherOp, operands: list[SS
     x = operands[0]
     if op.group.size == 1:
         return [x]
-    axis = op.axis.value.data
     y = ctx.buffer(list(shape(op.results[0])), elem(op.results[0]))
-    ck = CommKernel(ctx, op.group, op.name.removeprefix("nn."), [x, y])
+    emit_all_gather(ctx, op.group, x, y, op.axis.value.data)
+    return [y]
+
+
+def emit_all_gather(ctx: LoweringContext, group: DeviceGroupAttr, x: SSAValue, y: SSAValue, axis: int, base: str = "all_gather") -> None:
+    """Launch the comm kernel gathering GM buffer `x` of every rank into chunk r (along `axis`) of
+    GM buffer `y`."""
+    ck = CommKernel(ctx, group, base, [x, y])
     gx, gy = ck.args
     ck.sync()
     mine = ck.chunk(gy, axis, ck.rank, shape(x)[axis])
@@ -88,7 +94,6 @@ def lower_all_gather(ctx: LoweringContext, op: nn.AllGatherOp, operands: list[SS
         ck.copy(gx, mine, p)
     ck.sync()
     ck.finish(ctx, [x, y])
-    return [y]
 
 
 def _reduce_scatter(ck: CommKernel, x: SSAValue, stack: SSAValue, out: SSAValue, axis: int, size: int) -> None:
@@ -106,16 +111,22 @@ def lower_reduce_scatter(ctx: LoweringContext, op: nn.ReduceScatterOp, operands:
     x = operands[0]
     if op.group.size == 1:
         return [x]
-    axis, n = op.axis.value.data, op.group.size
-    y_shape = list(shape(op.results[0]))
-    y = ctx.buffer(y_shape, elem(op.results[0]))
-    stack = _stack(ctx, n, y_shape, elem(x))
-    ck = CommKernel(ctx, op.group, op.name.removeprefix("nn."), [x, y, stack])
+    y = ctx.buffer(list(shape(op.results[0])), elem(op.results[0]))
+    emit_reduce_scatter(ctx, op.group, x, y, op.axis.value.data)
+    return [y]
+
+
+def emit_reduce_scatter(ctx: LoweringContext, group: DeviceGroupAttr, x: SSAValue, y: SSAValue, axis: int,
+                        base: str = "reduce_scatter") -> None:
+    """Launch the comm kernel summing chunk r (along `axis`) of GM buffer `x` over the group into
+    GM buffer `y`."""
+    y_shape = list(shape(y))
+    stack = _stack(ctx, group.size, y_shape, elem(x))
+    ck = CommKernel(ctx, group, base, [x, y, stack])
     gx, gy, gs = ck.args
     ck.sync()
     _reduce_scatter(ck, gx, gs, gy, axis, y_shape[axis])
     ck.finish(ctx, [x, y, stack])
-    return [y]
 
 
 def lower_all_reduce(ctx: LoweringContext, op: nn.AllReduceOp, operands: list[SSAValue]) -> list[SSAValue]:

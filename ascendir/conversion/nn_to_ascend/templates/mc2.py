@@ -19,12 +19,14 @@ says how that is modelled). The chunk count is chosen by the cost model (`choose
 matmul estimate of choose-tiling (tiling.search) for a chunk and the mesh collective's cost
 from the topology's figures (`collective_cycles`), pipelined.
 
-Numerics: a chunk's rows are the same products as the unfused matmul's rows (the chunk's tiling
-may differ in M and N only: K is reduced in the same order when the chosen K tile is equal,
-which tests/test_mc2.py checks bit for bit where it holds), and the collective sums the same
-values in the same rank order, so the result equals the unfused path; where the chunk's tiling
-differs in K (a different split of the f32 accumulation) the rows differ within the f32
-accumulation bound K · 2^-24 · sum |a_ik·b_kj| before the final rounding.
+Numerics: a chunk runs the matmul's recorded tiling (choose-tiling's `ascend.tiling` for all
+its rows) with the M tile cut to the chunk (`chunk_tiling`), so every output row is the same
+sequence of K-tile products and f32 accumulations as unfused, and the collective sums the same
+values in the same rank order (f32 for 16-bit types): the result equals the unfused path bit for
+bit (tests/test_mc2.py, the corpus at tp 2 / 4 with and without sequence parallelism). A matmul
+without a recorded tiling takes tiling.search's tiling for the chunk; where that splits K
+otherwise, rows differ within the f32 accumulation bound (K · 2^-24 · sum_k |a_ik · b_kj| before
+the one rounding to the output type).
 """
 
 from __future__ import annotations
@@ -32,19 +34,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from xdsl.dialects import memref
-from xdsl.dialects.builtin import IntegerAttr, UnitAttr
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import IndexType, IntegerAttr, UnitAttr
 from xdsl.ir import Operation, SSAValue
 
 from ascendir.conversion.nn_to_ascend import tiling
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
-from ascendir.conversion.nn_to_ascend.templates.collectives import emit_all_reduce
+from ascendir.conversion.nn_to_ascend.templates.collectives import CommKernel, emit_all_gather, emit_all_reduce, emit_reduce_scatter
 from ascendir.conversion.nn_to_ascend.templates.elementwise import emit_elementwise, vector_map_of
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue, residual_of, row_bias_of
 from ascendir.conversion.nn_to_ascend.templates.ffn import emit_ffn, ffn_problems
 from ascendir.conversion.nn_to_ascend.templates.ffn_region import keeps_rows, parse_ffn
 from ascendir.conversion.nn_to_ascend.templates.ffn_up import emit_up, up_tiling
-from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul
+from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, tiling_of
 from ascendir.dialects import ascend, nn
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
@@ -266,6 +268,17 @@ def choose_chunks(p: tiling.Problem, kind: str, comm_bytes_per_row: float, n: in
 # ----------------------------------------------------------------------------------------------
 # emission
 # ----------------------------------------------------------------------------------------------
+def chunk_tiling(ctx: LoweringContext, mm: nn.MatmulOp, problem: tiling.Problem, rows: int) -> tiling.Tiling:
+    """The tiling of a chunk of `rows` rows of `mm` (whose whole Problem is `problem`): the
+    matmul's recorded `ascend.tiling` (choose-tiling's, for every row) with its M tile cut to
+    the chunk, so K is split and summed exactly as unfused and the rows come out bit-equal;
+    without one, tiling.search for the chunk."""
+    t = tiling_of(ctx, mm, problem)
+    if t is None:
+        return tiling.search(chunk_problem(problem, rows), ctx.target).best
+    return replace(t, m=min(t.m, -(-rows // 16) * 16))
+
+
 def rows_of(ctx: LoweringContext, buf: SSAValue, start: int, count: int) -> SSAValue:
     """Rows [start, start + count) of the 2-D GM buffer `buf`, as a contiguous buffer (a row
     block of a row-major buffer is contiguous: a host memref.subview, then ascend.view)."""
@@ -298,14 +311,14 @@ def _background(ctx: LoweringContext) -> None:
     last.attributes[ASYNC_ATTR] = UnitAttr()
 
 
-def _chunked(ctx: LoweringContext, a2: SSAValue, w: SSAValue, bias: SSAValue | None, out_el, y2: SSAValue,
+def _chunked(ctx: LoweringContext, mm: nn.MatmulOp, a2: SSAValue, w: SSAValue, bias: SSAValue | None, out_el, y2: SSAValue,
              group, problem: tiling.Problem, chunks: int) -> None:
     """The pipelined chunks of MatmulAllReduce: a2 [rows, K] @ w [K, N] (+ bias row) summed over
     `group` into y2 [rows, N] (module docstring)."""
     rows, n_out = shape(y2)
     epilogue = Epilogue(bias=bias) if bias is not None else Epilogue()
     step = rows // chunks
-    best = tiling.search(chunk_problem(problem, step), ctx.target).best
+    best = chunk_tiling(ctx, mm, problem, step)
     for i in range(chunks):
         mark = ctx.host.last_op
         part = emit_matmul(ctx, rows_of(ctx, a2, i * step, step), w, (step, n_out), out_el, epilogue, base="mc2_matmul", tiling=best)
@@ -346,11 +359,11 @@ def emit_matmul_all_reduce(ctx: LoweringContext, parts: MatmulAllReduceParts, ar
             el = elem(x)
             tiles = up_tiling(ctx, rows, idim, hdim, el, 2 if fp["wu"] is not None else 1, fp["b1"] is not None)
             h = emit_up(ctx, ctx.view(x, [rows, hdim]), wg, fp["wu"], fp["b1"], fp["act"], rows, hdim, idim, el, tiles)
-            _chunked(ctx, h, fp["wd"], fp["b2"], elem(out), y2, ar.group, problem, chunks)
+            _chunked(ctx, fp["down"], h, fp["wd"], fp["b2"], elem(out), y2, ar.group, problem, chunks)
     else:
         mm = parts.mm
         x2 = ctx.view(args[mm.lhs], [rows, shape(mm.lhs)[-1]])
-        _chunked(ctx, x2, args[mm.rhs], args[parts.bias] if parts.bias is not None else None, elem(mm.result), y2, ar.group,
+        _chunked(ctx, mm, x2, args[mm.rhs], args[parts.bias] if parts.bias is not None else None, elem(mm.result), y2, ar.group,
                  problem, chunks)
     if parts.residual_add is None:
         return y
@@ -375,3 +388,266 @@ def matmul_all_reduce_problem(parts: MatmulAllReduceParts) -> tiling.Problem:
     p = tiling.problem_of(mm, bias_bytes=itemsize(elem(mm.lhs)) if parts.bias is not None else 0,
                           epilogue=parts.bias is not None)
     return replace(p, batch=1, m=math.prod(shape(mm.lhs)[:-1]), a_batch=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# sequence parallelism: MatmulReduceScatter, AllGatherMatmul
+# ----------------------------------------------------------------------------------------------
+MATMUL_REDUCE_SCATTER = "matmul_reduce_scatter"
+ALL_GATHER_MATMUL = "all_gather_matmul"
+
+
+def row_blocks(v_shape: tuple[int, ...], axis: int) -> bool:
+    """Whether chunks along `axis` of a row-major tensor of `v_shape` are contiguous blocks of
+    whole rows (every dim before `axis` is 1 and `axis` is not the last dim)."""
+    return axis < len(v_shape) - 1 and math.prod(v_shape[:axis]) == 1
+
+
+def match_matmul_reduce_scatter(rs: nn.ReduceScatterOp) -> list[Operation] | None:
+    """matmul [+ row bias] → reduce_scatter along the rows (ops-transformer MatmulReduceScatter:
+    x1 @ x2 + bias, reduce-scattered over the group), the matmul's result used once; None
+    otherwise."""
+    if rs.group.size < 2 or single_use(rs.input) is not rs or not row_blocks(shape(rs.input), rs.axis.value.data):
+        return None
+    front = _matmul_and_bias(rs.input)
+    return [*front, rs] if front is not None else None
+
+
+def match_all_gather_matmul(ag: nn.AllGatherOp) -> list[Operation] | None:
+    """all_gather along the rows → the first matmul (2-D weight) of the gathered rows [+ row bias]
+    (ops-transformer AllGatherMatmul, whose gatherOut gives the gathered rows to the other users:
+    the K / V or up projections), every other user of the gathered value after that matmul;
+    None otherwise."""
+    if ag.group.size < 2 or not row_blocks(shape(ag.result), ag.axis.value.data):
+        return None
+    users = [u.operation for u in ag.result.uses]
+    block = ag.parent_block()
+    if block is None or any(u.parent_block() is not block for u in users):
+        return None
+    pos = {op: i for i, op in enumerate(block.ops)}
+    mms = sorted((u for u in users if _weight_matmul(u) and u.lhs == ag.result and u.rhs != ag.result), key=pos.__getitem__)
+    if not mms:
+        return None
+    mm = mms[0]
+    if any(pos[u] < pos[mm] for u in users):
+        return None
+    ops: list[Operation] = [ag, mm]
+    add = single_use(mm.result)
+    if add is not None and row_bias_of(add, mm.result) is not None:
+        ops.append(add)
+    return ops
+
+
+def fuse_all_gather_matmul(ops: list[Operation], chunks: int = 0) -> nn.FusedOp:
+    """The AllGatherMatmul region of a match: yields the product and, when others use them, the
+    gathered rows."""
+    ag = ops[0]
+    outputs = [ops[-1].results[0]]
+    if any(u.operation not in ops for u in ag.result.uses):
+        outputs.append(ag.result)
+    region = fuse_ops(ALL_GATHER_MATMUL, ops, outputs)
+    if chunks > 0:
+        region.attributes[CHUNKS_ATTR] = IntegerAttr(chunks, 64)
+    return region
+
+
+@dataclass(frozen=True)
+class SpParts:
+    """A matmul_reduce_scatter or all_gather_matmul body: the collective, the matmul and its
+    bias add (or None)."""
+
+    coll: nn.ReduceScatterOp | nn.AllGatherOp
+    mm: nn.MatmulOp
+    bias_add: nn.AddOp | None
+
+    @property
+    def bias(self) -> SSAValue | None:
+        return row_bias_of(self.bias_add, self.mm.result) if self.bias_add is not None else None
+
+
+def parse_sp(region: nn.FusedOp, gather: bool) -> SpParts | Declined:
+    """The parts of a region fuse-matmul-reducescatter (`gather` False) or fuse-allgather-matmul
+    built, or Declined with the reason."""
+    block = region.body.block
+    body = [o for o in block.ops if not isinstance(o, nn.YieldOp)]
+    why = Declined("the body is not all_gather → matmul [+ row bias]" if gather else
+                   "the body is not matmul [+ row bias] → reduce_scatter yielding its result")
+    if gather:
+        if len(body) < 2 or not isinstance(body[0], nn.AllGatherOp) or not isinstance(body[1], nn.MatmulOp):
+            return why
+        coll, mm, rest = body[0], body[1], body[2:]
+        if coll.input not in block.args or mm.lhs != coll.result or mm.rhs not in block.args or not _weight_matmul(mm):
+            return why
+    else:
+        if len(body) < 2 or not isinstance(body[0], nn.MatmulOp) or not isinstance(body[-1], nn.ReduceScatterOp):
+            return why
+        mm, coll, rest = body[0], body[-1], body[1:-1]
+        if mm.lhs not in block.args or mm.rhs not in block.args or not _weight_matmul(mm):
+            return why
+    bias_add = None
+    if rest:
+        if len(rest) != 1 or row_bias_of(rest[0], mm.result) not in block.args:
+            return why
+        bias_add = rest[0]
+    if not gather and coll.input != (bias_add or mm).results[0]:
+        return why
+    if not row_blocks(shape(coll.result if gather else coll.input), coll.axis.value.data):
+        return Declined(f"{coll.name} along axis {coll.axis.value.data}: its chunks are not blocks of whole rows")
+    return SpParts(coll, mm, bias_add)
+
+
+def sp_problem(parts: SpParts) -> tiling.Problem:
+    """The Problem of the whole matmul (every row), with its bias row in the epilogue."""
+    mm = parts.mm
+    p = tiling.problem_of(mm, bias_bytes=itemsize(elem(mm.lhs)) if parts.bias is not None else 0, epilogue=parts.bias is not None)
+    return replace(p, batch=1, m=math.prod(shape(mm.lhs)[:-1]), a_batch=1)
+
+
+def choose_sp_chunks(p: tiling.Problem, n: int, row_bytes: float, target: HardwareConfig, gather: bool) -> ChunkChoice:
+    """Chunks of a MatmulReduceScatter (1, or a multiple of the group: each chunk goes whole to its
+    owner, one peer) or an AllGatherMatmul (1 or n: one exchange with one peer per chunk): the
+    pipelined matmul estimate and the chunk's copy to one peer with its notify, against 1 (the
+    matmul and the collective kernel one after the other, as unfused)."""
+    topo = topology_for(target)
+    h = topo.hccl
+    sync = _us(target, h.notify_record_us + h.notify_wait_us + topo.link(0, 1).domain.latency_us)
+    kind = "all_gather" if gather else "reduce_scatter"
+    scores = [(1, tiling.search(p, target).estimate.cycles + collective_cycles(kind, p.m * row_bytes, n, target, topo))]
+    tail = 0.0 if gather else sync + (n + 1) * (p.m // n) * row_bytes / target.hbm_bytes_per_cycle
+    c = n
+    while c <= (n if gather else max(MAX_CHUNKS, n)):
+        if p.m % c == 0:
+            rows = p.m // c
+            compute = tiling.search(chunk_problem(p, rows), target).estimate.cycles
+            comm = sync + _copy_cycles(target, topo, rows * row_bytes, 1)
+            scores.append((c, pipelined(compute, comm, c) + tail))
+        c *= 2
+    best = min(scores, key=lambda s: (s[1], s[0]))
+    return ChunkChoice(best[0], tuple(scores))
+
+
+def emit_matmul_reduce_scatter(ctx: LoweringContext, parts: SpParts, args: dict[SSAValue, SSAValue], problem: tiling.Problem,
+                               chunks: int) -> SSAValue:
+    """MatmulReduceScatter in `chunks` (a multiple of the group size n) row chunks, chunk i owned
+    by rank i // (chunks / n): its matmul, then (comm stream, beside the next chunk's matmul) its
+    copy into row r of the owner's stack [n, rows / n, N]; last, the done handshake and the sum
+    of this rank's stack (comm_reduce: the unfused reduce_scatter's sum, rank order, f32).
+    Chunks go to their owners in rank order on every rank (0 first): the links are per pair, so
+    the order costs nothing in the model (receivers' ingress is not modelled)."""
+    mm, rs = parts.mm, parts.coll
+    group = rs.group
+    n = group.size
+    rows, n_out = problem.m, problem.n
+    el = elem(rs.result)
+    if chunks == 1:  # the model sees no gain: the matmul, then the reduce_scatter kernel
+        epilogue = Epilogue(bias=args[parts.bias]) if parts.bias is not None else Epilogue()
+        part = emit_matmul(ctx, args[mm.lhs], args[mm.rhs], shape(rs.input), el, epilogue, base="mc2_matmul",
+                           tiling=tiling_of(ctx, mm, problem))
+        y = ctx.buffer(list(shape(rs.result)), el)
+        emit_reduce_scatter(ctx, group, part, y, rs.axis.value.data, base="mc2_reduce_scatter")
+        return y
+    per_owner = chunks // n
+    step = rows // chunks
+    x2 = ctx.view(args[mm.lhs], [rows, shape(mm.lhs)[-1]])
+    y = ctx.buffer(list(shape(rs.result)), el)
+    stack = ctx.buffer([n, rows // n, n_out], el)
+    epilogue = Epilogue(bias=args[parts.bias]) if parts.bias is not None else Epilogue()
+    best = chunk_tiling(ctx, mm, problem, step)
+    for i in range(chunks):
+        mark = ctx.host.last_op
+        part = emit_matmul(ctx, rows_of(ctx, x2, i * step, step), args[mm.rhs], (step, n_out), el, epilogue, base="mc2_matmul",
+                           tiling=best)
+        if i:
+            _overlap(ctx, mark)
+        ck = CommKernel(ctx, group, "mc2_reduce_scatter", [part, stack])
+        gp, gs = ck.args
+        if i == 0:
+            ck.sync()  # HCCL's pre-sync: every peer has reached the collective
+        mine = ck.kb.subview(gs, [ck.rank, (i % per_owner) * step, 0], [1, step, n_out])
+        ck.copy(gp, mine, ck.kb.idx(i // per_owner))
+        ck.finish(ctx, [part, stack])
+        _background(ctx)
+    ck = CommKernel(ctx, group, "mc2_reduce_scatter", [stack, ctx.view(y, [rows // n, n_out])])
+    gs, gy = ck.args
+    ck.sync()
+    ck.kb.emit(ascend.CommReduceOp(gs, gy))
+    ck.finish(ctx, [stack, ctx.view(y, [rows // n, n_out])])
+    return y
+
+
+def _host_index(ctx: LoweringContext, op: Operation) -> SSAValue:
+    return ctx.emit(op).results[0]
+
+
+def rows_at(ctx: LoweringContext, buf: SSAValue, start: SSAValue, count: int) -> SSAValue:
+    """Rows [start, start + count) of the 2-D GM buffer `buf` at a host index `start` (a
+    rank-dependent chunk), as a contiguous buffer."""
+    cols = buf.type.get_shape()[1]
+    rtype = memref.SubviewOp.infer_result_type(buf.type, [start, 0], [count, cols], [1, 1])
+    sub = ctx.emit(memref.SubviewOp.get(buf, [start, 0], [count, cols], [1, 1], rtype)).results[0]
+    return ctx.view(sub, [count, cols])
+
+
+def _matmul_into(ctx: LoweringContext, a: SSAValue, w: SSAValue, out: SSAValue, el, epilogue: Epilogue, t) -> None:
+    """emit_matmul writing into the GM buffer `out` (its fresh result buffer replaced by `out`,
+    which has the same contiguous type)."""
+    got = emit_matmul(ctx, a, w, tuple(out.type.get_shape()), el, epilogue, base="mc2_matmul", tiling=t)
+    alloc = got.owner
+    got.replace_all_uses_with(out)
+    alloc.detach()
+    alloc.erase()
+
+
+def emit_all_gather_matmul(ctx: LoweringContext, parts: SpParts, args: dict[SSAValue, SSAValue], problem: tiling.Problem,
+                           gathered: bool, chunks: int) -> list[SSAValue]:
+    """AllGatherMatmul over the group's n row chunks, rank-symmetric (HCCL's mesh, one peer per
+    step): this rank's own chunk is multiplied first, straight from its input, while the comm
+    stream sends it to peer r+1 and receives chunk r-1; step s sends to r+s and receives r-s,
+    whose rows are multiplied at step s+1 beside the next exchange. Returns the product [and the
+    gathered rows, when `gathered`: ops-transformer's gatherOut]."""
+    ag, mm = parts.coll, parts.mm
+    group = ag.group
+    n = group.size
+    rows, n_out = problem.m, problem.n
+    k = shape(mm.lhs)[-1]
+    step = rows // n
+    el = elem(mm.result)
+    x = ctx.view(args[ag.input], [step, k])
+    g = ctx.buffer(list(shape(ag.result)), elem(ag.result))
+    g2 = ctx.view(g, [rows, k])
+    y = ctx.buffer(list(shape(mm.result)), el)
+    y2 = ctx.view(y, [rows, n_out])
+    w = args[mm.rhs]
+    epilogue = Epilogue(bias=args[parts.bias]) if parts.bias is not None else Epilogue()
+    if chunks == 1:  # the model sees no gain: the all_gather kernel, then the matmul
+        emit_all_gather(ctx, group, args[ag.input], g, ag.axis.value.data, base="mc2_all_gather")
+        got = emit_matmul(ctx, g, w, shape(mm.result), el, epilogue, base="mc2_matmul", tiling=tiling_of(ctx, mm, problem))
+        return [got, g] if gathered else [got]
+    best = chunk_tiling(ctx, mm, problem, step)
+    idx = IndexType()
+    rank = _host_index(ctx, ascend.GroupRankOp(group))
+    cst = {v: _host_index(ctx, arith.ConstantOp(IntegerAttr(v, idx))) for v in sorted({n, step, *range(n)})}
+
+    def block_of(s: int) -> SSAValue:  # first row of chunk (r - s) mod n
+        src = _host_index(ctx, arith.RemUIOp(_host_index(ctx, arith.AddiOp(rank, cst[(n - s) % n])), cst[n]))
+        return _host_index(ctx, arith.MuliOp(src, cst[step]))
+
+    for s in range(n):
+        if s < n - 1:  # exchange s+1: send x to r+s+1, receive chunk r-s-1
+            ck = CommKernel(ctx, group, "mc2_all_gather", [x, g2])
+            gx, gg = ck.args
+            if s == 0:
+                ck.sync()
+                ck.copy(gx, ck.chunk(gg, 0, ck.rank, step), ck.rank)  # gatherOut's own chunk
+            dst, src = ck.peers[s + 1], ck.peers[n - s - 1]
+            ck.copy(gx, ck.chunk(gg, 0, ck.rank, step), dst)
+            ck.kb.emit(ascend.NotifyRecordOp(dst, group))
+            ck.kb.emit(ascend.NotifyWaitOp(src, group))
+            ck.finish(ctx, [x, g2])
+            _background(ctx)
+        mark = ctx.host.last_op
+        a = x if s == 0 else rows_at(ctx, g2, block_of(s), step)
+        _matmul_into(ctx, a, w, rows_at(ctx, y2, block_of(s), step), el, epilogue, best)
+        if s < n - 1:
+            _overlap(ctx, mark)
+    return [y, g] if gathered else [y]
