@@ -47,7 +47,8 @@ class AllGatherMatmulTemplate(TemplateBase):
             raise ctx.error(f"{mc2.CHUNKS_ATTR} = {chunks}: an all_gather_matmul runs 1 chunk or one per device ({n})")
         if chunks is None:
             row_bytes = shape(p.mm.lhs)[-1] * itemsize(elem(p.mm.lhs))
-            chunks = mc2.choose_sp_chunks(plan.problem, n, row_bytes, ctx.target, gather=True).chunks
+            chunks = mc2.choose_sp_chunks(plan.problem, n, row_bytes, ctx.target, True,
+                                           mc2.recorded(ctx, p.mm, plan.problem)).chunks
         return mc2.emit_all_gather_matmul(ctx, p, gm_args(plan.region, operands), plan.problem,
                                           gathered=len(plan.region.outputs) == 2, chunks=chunks)
 

@@ -46,7 +46,8 @@ class MatmulAllReduceTemplate(TemplateBase):
         row_bytes = shape(p.ar.result)[-1] * itemsize(elem(p.ar.result))
         chunks = mc2.chunks_of(ctx, plan.region, plan.problem.m)
         if chunks is None:
-            chunks = mc2.choose_chunks(plan.problem, "all_reduce", row_bytes, p.ar.group.size, ctx.target).chunks
+            chunks = mc2.choose_chunks(plan.problem, "all_reduce", row_bytes, p.ar.group.size, ctx.target,
+                                        mc2.recorded(ctx, mc2.down_of(p), plan.problem)).chunks
         return [mc2.emit_matmul_all_reduce(ctx, p, gm_args(plan.region, operands), plan.problem, chunks)]
 
 

@@ -44,7 +44,8 @@ class MatmulReduceScatterTemplate(TemplateBase):
             raise ctx.error(f"{mc2.CHUNKS_ATTR} = {chunks} is not a multiple of the group's {n} devices")
         if chunks is None:
             row_bytes = shape(p.coll.result)[-1] * itemsize(elem(p.coll.result))
-            chunks = mc2.choose_sp_chunks(plan.problem, n, row_bytes, ctx.target, gather=False).chunks
+            chunks = mc2.choose_sp_chunks(plan.problem, n, row_bytes, ctx.target, False,
+                                           mc2.recorded(ctx, p.mm, plan.problem)).chunks
         return [mc2.emit_matmul_reduce_scatter(ctx, p, gm_args(plan.region, operands), plan.problem, chunks)]
 
 

@@ -245,22 +245,20 @@ class ChunkChoice:
 
 
 def choose_chunks(p: tiling.Problem, kind: str, comm_bytes_per_row: float, n: int, target: HardwareConfig,
-                  multiple_of: int = 1) -> ChunkChoice:
+                  fixed: tiling.Tiling | None = None) -> ChunkChoice:
     """The chunk count in 1, 2, 4, .. MAX_CHUNKS (a multiple of `multiple_of`, dividing the rows
     into chunks of at least MIN_CHUNK_ROWS) with the fewest pipelined cycles: per chunk the matmul
-    estimate of choose-tiling's search (launch head included) and `collective_cycles`."""
+    estimate of chunk_search (launch head included) and `collective_cycles`."""
     topo = topology_for(target)
     scores = []
     c = 1
     while c <= MAX_CHUNKS:
-        if c % multiple_of == 0 and p.m % c == 0 and (c == 1 or p.m // c >= MIN_CHUNK_ROWS):
+        if p.m % c == 0 and (c == 1 or p.m // c >= MIN_CHUNK_ROWS):
             rows = p.m // c
-            compute = tiling.search(chunk_problem(p, rows), target).estimate.cycles
+            compute = chunk_search(p, rows, target, fixed)[1]
             comm = collective_cycles(kind, rows * comm_bytes_per_row, n, target, topo)
             scores.append((c, pipelined(compute, comm, c)))
         c *= 2
-    if not scores:
-        scores.append((multiple_of, math.inf))
     best = min(scores, key=lambda s: (s[1], s[0]))
     return ChunkChoice(best[0], tuple(scores))
 
@@ -268,15 +266,30 @@ def choose_chunks(p: tiling.Problem, kind: str, comm_bytes_per_row: float, n: in
 # ----------------------------------------------------------------------------------------------
 # emission
 # ----------------------------------------------------------------------------------------------
-def chunk_tiling(ctx: LoweringContext, mm: nn.MatmulOp, problem: tiling.Problem, rows: int) -> tiling.Tiling:
-    """The tiling of a chunk of `rows` rows of `mm` (whose whole Problem is `problem`): the
-    matmul's recorded `ascend.tiling` (choose-tiling's, for every row) with its M tile cut to
-    the chunk, so K is split and summed exactly as unfused and the rows come out bit-equal;
-    without one, tiling.search for the chunk."""
-    t = tiling_of(ctx, mm, problem)
-    if t is None:
-        return tiling.search(chunk_problem(problem, rows), ctx.target).best
-    return replace(t, m=min(t.m, -(-rows // 16) * 16))
+def chunk_search(problem: tiling.Problem, rows: int, target: HardwareConfig, fixed: tiling.Tiling | None) -> tuple[tiling.Tiling, float]:
+    """The tiling of a chunk of `rows` rows of `problem` and its estimated cycles: choose-tiling's
+    search for the chunk, among the tilings that split and order K as `fixed` (the matmul's
+    recorded tiling for every row: same k tile and split_k) when there is one, so every output
+    row is summed exactly as unfused and comes out bit-equal."""
+    p = chunk_problem(problem, rows)
+    if fixed is None:
+        r = tiling.search(p, target)
+        return r.best, r.estimate.cycles
+    best = None
+    for c in tiling.candidates(p, target):
+        if c.k == fixed.k and c.split_k == fixed.split_k:
+            e = tiling.ranked(tiling.estimate(p, c, target), c)
+            if best is None or e < best[1]:
+                best = (c, e)
+    if best is None:  # nothing else fits: the recorded tiling with its M tile cut to the chunk
+        c = replace(fixed, m=min(fixed.m, -(-rows // 16) * 16))
+        return c, tiling.estimate(p, c, target).cycles
+    return best
+
+
+def recorded(ctx: LoweringContext, mm: nn.MatmulOp, problem: tiling.Problem) -> tiling.Tiling | None:
+    """The matmul's checked `ascend.tiling` for every row (tiling_of), None without one."""
+    return tiling_of(ctx, mm, problem)
 
 
 def rows_of(ctx: LoweringContext, buf: SSAValue, start: int, count: int) -> SSAValue:
@@ -318,7 +331,7 @@ def _chunked(ctx: LoweringContext, mm: nn.MatmulOp, a2: SSAValue, w: SSAValue, b
     rows, n_out = shape(y2)
     epilogue = Epilogue(bias=bias) if bias is not None else Epilogue()
     step = rows // chunks
-    best = chunk_tiling(ctx, mm, problem, step)
+    best = chunk_search(problem, step, ctx.target, recorded(ctx, mm, problem))[0]
     for i in range(chunks):
         mark = ctx.host.last_op
         part = emit_matmul(ctx, rows_of(ctx, a2, i * step, step), w, (step, n_out), out_el, epilogue, base="mc2_matmul", tiling=best)
@@ -370,6 +383,11 @@ def emit_matmul_all_reduce(ctx: LoweringContext, parts: MatmulAllReduceParts, ar
     add = parts.residual_add
     gm = {ar.result: y, **args}
     return emit_elementwise(ctx, add, vector_map_of(add), [gm[add.lhs], gm[add.rhs]])[0]
+
+
+def down_of(parts: MatmulAllReduceParts) -> nn.MatmulOp:
+    """The row-parallel matmul: the plain one, or the ffn region's down projection."""
+    return parts.mm if parts.ffn is None else fp_values(parts.ffn)["down"]
 
 
 def fp_values(ffn: nn.FusedOp) -> dict:
@@ -503,7 +521,8 @@ def sp_problem(parts: SpParts) -> tiling.Problem:
     return replace(p, batch=1, m=math.prod(shape(mm.lhs)[:-1]), a_batch=1)
 
 
-def choose_sp_chunks(p: tiling.Problem, n: int, row_bytes: float, target: HardwareConfig, gather: bool) -> ChunkChoice:
+def choose_sp_chunks(p: tiling.Problem, n: int, row_bytes: float, target: HardwareConfig, gather: bool,
+                     fixed: tiling.Tiling | None = None) -> ChunkChoice:
     """Chunks of a MatmulReduceScatter (1, or a multiple of the group: each chunk goes whole to its
     owner, one peer) or an AllGatherMatmul (1 or n: one exchange with one peer per chunk): the
     pipelined matmul estimate and the chunk's copy to one peer with its notify, against 1 (the
@@ -512,13 +531,13 @@ def choose_sp_chunks(p: tiling.Problem, n: int, row_bytes: float, target: Hardwa
     h = topo.hccl
     sync = _us(target, h.notify_record_us + h.notify_wait_us + topo.link(0, 1).domain.latency_us)
     kind = "all_gather" if gather else "reduce_scatter"
-    scores = [(1, tiling.search(p, target).estimate.cycles + collective_cycles(kind, p.m * row_bytes, n, target, topo))]
+    scores = [(1, chunk_search(p, p.m, target, fixed)[1] + collective_cycles(kind, p.m * row_bytes, n, target, topo))]
     tail = 0.0 if gather else sync + (n + 1) * (p.m // n) * row_bytes / target.hbm_bytes_per_cycle
     c = n
     while c <= (n if gather else max(MAX_CHUNKS, n)):
         if p.m % c == 0:
             rows = p.m // c
-            compute = tiling.search(chunk_problem(p, rows), target).estimate.cycles
+            compute = chunk_search(p, rows, target, fixed)[1]
             comm = sync + _copy_cycles(target, topo, rows * row_bytes, 1)
             scores.append((c, pipelined(compute, comm, c) + tail))
         c *= 2
@@ -552,7 +571,7 @@ def emit_matmul_reduce_scatter(ctx: LoweringContext, parts: SpParts, args: dict[
     y = ctx.buffer(list(shape(rs.result)), el)
     stack = ctx.buffer([n, rows // n, n_out], el)
     epilogue = Epilogue(bias=args[parts.bias]) if parts.bias is not None else Epilogue()
-    best = chunk_tiling(ctx, mm, problem, step)
+    best = chunk_search(problem, step, ctx.target, recorded(ctx, mm, problem))[0]
     for i in range(chunks):
         mark = ctx.host.last_op
         part = emit_matmul(ctx, rows_of(ctx, x2, i * step, step), args[mm.rhs], (step, n_out), el, epilogue, base="mc2_matmul",
@@ -623,7 +642,7 @@ def emit_all_gather_matmul(ctx: LoweringContext, parts: SpParts, args: dict[SSAV
         emit_all_gather(ctx, group, args[ag.input], g, ag.axis.value.data, base="mc2_all_gather")
         got = emit_matmul(ctx, g, w, shape(mm.result), el, epilogue, base="mc2_matmul", tiling=tiling_of(ctx, mm, problem))
         return [got, g] if gathered else [got]
-    best = chunk_tiling(ctx, mm, problem, step)
+    best = chunk_search(problem, step, ctx.target, recorded(ctx, mm, problem))[0]
     idx = IndexType()
     rank = _host_index(ctx, ascend.GroupRankOp(group))
     cst = {v: _host_index(ctx, arith.ConstantOp(IntegerAttr(v, idx))) for v in sorted({n, step, *range(n)})}
