@@ -272,6 +272,8 @@ def chunk_search(problem: tiling.Problem, rows: int, target: HardwareConfig, fix
     recorded tiling for every row: same k tile and split_k) when there is one, so every output
     row is summed exactly as unfused and comes out bit-equal."""
     p = chunk_problem(problem, rows)
+    if fixed is not None and rows == problem.m:  # one chunk: the matmul exactly as unfused
+        return fixed, tiling.estimate(p, fixed, target).cycles
     if fixed is None:
         r = tiling.search(p, target)
         return r.best, r.estimate.cycles
@@ -422,13 +424,16 @@ def row_blocks(v_shape: tuple[int, ...], axis: int) -> bool:
 
 
 def match_matmul_reduce_scatter(rs: nn.ReduceScatterOp) -> list[Operation] | None:
-    """matmul [+ row bias] → reduce_scatter along the rows (ops-transformer MatmulReduceScatter:
+    """matmul [+ row bias] [→ row-keeping reshape] → reduce_scatter along the rows (ops-transformer MatmulReduceScatter:
     x1 @ x2 + bias, reduce-scattered over the group), the matmul's result used once; None
     otherwise."""
     if rs.group.size < 2 or single_use(rs.input) is not rs or not row_blocks(shape(rs.input), rs.axis.value.data):
         return None
-    front = _matmul_and_bias(rs.input)
-    return [*front, rs] if front is not None else None
+    v, reshape = rs.input, []
+    if keeps_rows(v.owner) and single_use(v.owner.input) is v.owner:  # GPT-2's Conv1D: [M, N] -> [1, M, N]
+        reshape, v = [v.owner], v.owner.input
+    front = _matmul_and_bias(v)
+    return [*front, *reshape, rs] if front is not None else None
 
 
 def match_all_gather_matmul(ag: nn.AllGatherOp) -> list[Operation] | None:
@@ -502,12 +507,18 @@ def parse_sp(region: nn.FusedOp, gather: bool) -> SpParts | Declined:
         mm, coll, rest = body[0], body[-1], body[1:-1]
         if mm.lhs not in block.args or mm.rhs not in block.args or not _weight_matmul(mm):
             return why
+    if not gather and rest and keeps_rows(rest[-1]):  # a row-keeping reshape before the reduce_scatter
+        reshape, rest = rest[-1], rest[:-1]
+        if coll.input != reshape.results[0]:
+            return why
+    else:
+        reshape = None
     bias_add = None
     if rest:
         if len(rest) != 1 or row_bias_of(rest[0], mm.result) not in block.args:
             return why
         bias_add = rest[0]
-    if not gather and coll.input != (bias_add or mm).results[0]:
+    if not gather and (reshape or coll).input != (bias_add or mm).results[0]:
         return why
     if not row_blocks(shape(coll.result if gather else coll.input), coll.axis.value.data):
         return Declined(f"{coll.name} along axis {coll.axis.value.data}: its chunks are not blocks of whole rows")
@@ -560,10 +571,10 @@ def emit_matmul_reduce_scatter(ctx: LoweringContext, parts: SpParts, args: dict[
     el = elem(rs.result)
     if chunks == 1:  # the model sees no gain: the matmul, then the reduce_scatter kernel
         epilogue = Epilogue(bias=args[parts.bias]) if parts.bias is not None else Epilogue()
-        part = emit_matmul(ctx, args[mm.lhs], args[mm.rhs], shape(rs.input), el, epilogue, base="mc2_matmul",
+        part = emit_matmul(ctx, args[mm.lhs], args[mm.rhs], shape(mm.result), el, epilogue, base="mc2_matmul",
                            tiling=tiling_of(ctx, mm, problem))
         y = ctx.buffer(list(shape(rs.result)), el)
-        emit_reduce_scatter(ctx, group, part, y, rs.axis.value.data, base="mc2_reduce_scatter")
+        emit_reduce_scatter(ctx, group, ctx.view(part, shape(rs.input)), y, rs.axis.value.data, base="mc2_reduce_scatter")
         return y
     per_owner = chunks // n
     step = rows // chunks
