@@ -19,14 +19,19 @@ says how that is modelled). The chunk count is chosen by the cost model (`choose
 matmul estimate of choose-tiling (tiling.search) for a chunk and the mesh collective's cost
 from the topology's figures (`collective_cycles`), pipelined.
 
-Numerics: a chunk runs the matmul's recorded tiling (choose-tiling's `ascend.tiling` for all
-its rows) with the M tile cut to the chunk (`chunk_tiling`), so every output row is the same
-sequence of K-tile products and f32 accumulations as unfused, and the collective sums the same
-values in the same rank order (f32 for 16-bit types): the result equals the unfused path bit for
-bit (tests/test_mc2.py, the corpus at tp 2 / 4 with and without sequence parallelism). A matmul
-without a recorded tiling takes tiling.search's tiling for the chunk; where that splits K
-otherwise, rows differ within the f32 accumulation bound (K · 2^-24 · sum_k |a_ik · b_kj| before
-the one rounding to the output type).
+Numerics: a chunk runs a tiling that splits K as the matmul's recorded one (choose-tiling's
+`ascend.tiling` for all its rows; `chunk_search` looks for the best chunk tiling among those with
+its K tile and split), so every output row is the same sequence of K-tile products and f32
+accumulations as unfused, and the collective sums the same values in the same rank order (f32
+for 16-bit types): the result equals the unfused path bit for bit (tests/test_mc2.py: the corpus
+at tp 2 / 4 with and without sequence parallelism). A matmul without a recorded tiling takes
+tiling.search's tiling for the chunk; where that splits K otherwise, rows differ within the f32
+accumulation bound (K · 2^-24 · sum_k |a_ik · b_kj| before the one rounding to the output type).
+
+Sequence parallelism (AllGatherMatmul, MatmulReduceScatter) needs whole rows per shard: the
+gathered / scattered axis has only 1s before it (a batch of one; BERT's batch of 2 is left).
+The ffn region's gate / up part is one ffn_up kernel over every row before the chunked down
+projection (the ffn template's two-kernel form); with one chunk the ffn template chooses.
 """
 
 from __future__ import annotations
