@@ -19,7 +19,8 @@ from xdsl.passes import ModulePass
 
 from ascendir.conversion.nn_to_ascend.templates import mc2
 from ascendir.dialects import nn
-from ascendir.patterns import inline_region
+from ascendir.conversion.nn_to_ascend.templates.epilogue import fuse_chain
+from ascendir.transforms.nn.fuse_matmul_allreduce import bias_only_epilogue, unfuse_bias_epilogue
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,14 @@ class FuseAllGatherMatmul(ModulePass):
             if not isinstance(f, func.FuncOp):
                 continue
             for ag in [o for o in f.walk() if isinstance(o, nn.AllGatherOp) and not isinstance(o.parent_op(), nn.FusedOp)]:
+                chains = []  # matmul + bias regions of the gathered rows: their matmul may join the MC2 region
                 for use in list(ag.result.uses):
                     user = use.operation
-                    if (isinstance(user, nn.FusedOp) and user.kind.data == "matmul_epilogue" and user.operands[0] == ag.result
-                            and len(list(user.body.block.ops)) == 3):
-                        inline_region(user)  # matmul + bias: its matmul may join the MC2 region
+                    if isinstance(user, nn.FusedOp) and user.operands[0] == ag.result and bias_only_epilogue(user.outputs[0]) is user:
+                        chains.append(unfuse_bias_epilogue(user.outputs[0]))
                 ops = mc2.match_all_gather_matmul(ag)
                 if ops is not None:
                     mc2.fuse_all_gather_matmul(ops, self.chunks)
+                for chain in chains:  # those not taken: their epilogue regions as they were
+                    if all(op.parent_block() is not None and not isinstance(op.parent_op(), nn.FusedOp) for op in chain):
+                        fuse_chain(chain)

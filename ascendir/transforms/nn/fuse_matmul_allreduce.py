@@ -25,9 +25,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from ascendir.conversion.nn_to_ascend.templates import mc2
-from ascendir.conversion.nn_to_ascend.templates.epilogue import parse_chain
+from ascendir.conversion.nn_to_ascend.templates.epilogue import fuse_chain, parse_chain
+from ascendir.conversion.nn_to_ascend.templates.ffn_region import keeps_rows
 from ascendir.dialects import nn
-from ascendir.patterns import inline_region
+from ascendir.patterns import inline_region, single_use
 
 
 def bias_only_epilogue(v) -> nn.FusedOp | None:
@@ -40,6 +41,17 @@ def bias_only_epilogue(v) -> nn.FusedOp | None:
     if parsed is None or len(body) != 2:
         return None
     return region if parsed[1].bias is not None else None
+
+
+def unfuse_bias_epilogue(v) -> list:
+    """Inline the matmul + bias matmul_epilogue region producing `v` (used once), so its matmul
+    can join an MC2 region; returns its [matmul, add] (to fuse back if nothing matches), or []."""
+    region = bias_only_epilogue(v)
+    if region is None or single_use(region.results[0]) is None:
+        return []
+    body = [o for o in region.body.block.ops if not isinstance(o, nn.YieldOp)]
+    inline_region(region)
+    return body
 
 
 @dataclass(frozen=True)
@@ -55,9 +67,12 @@ class FuseMatmulAllReduce(ModulePass):
             if not isinstance(f, func.FuncOp):
                 continue
             for ar in [o for o in f.walk() if isinstance(o, nn.AllReduceOp) and not isinstance(o.parent_op(), nn.FusedOp)]:
-                region = bias_only_epilogue(ar.input)
-                if region is not None and len(region.results[0].uses) == 1:
-                    inline_region(region)
+                v = ar.input
+                if keeps_rows(v.owner):  # GPT-2's Conv1D reshape between the region and the collective
+                    v = v.owner.input
+                chain = unfuse_bias_epilogue(v)
                 ops = mc2.match_matmul_all_reduce(ar)
                 if ops is not None:
                     mc2.fuse_mc2(mc2.MATMUL_ALL_REDUCE, ops, self.chunks)
+                elif chain:
+                    fuse_chain(chain)  # not an MC2 match after all: the epilogue region as it was

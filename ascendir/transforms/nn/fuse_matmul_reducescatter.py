@@ -18,8 +18,9 @@ from xdsl.passes import ModulePass
 
 from ascendir.conversion.nn_to_ascend.templates import mc2
 from ascendir.dialects import nn
-from ascendir.patterns import inline_region
-from ascendir.transforms.nn.fuse_matmul_allreduce import bias_only_epilogue
+from ascendir.conversion.nn_to_ascend.templates.epilogue import fuse_chain
+from ascendir.conversion.nn_to_ascend.templates.ffn_region import keeps_rows
+from ascendir.transforms.nn.fuse_matmul_allreduce import unfuse_bias_epilogue
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,12 @@ class FuseMatmulReduceScatter(ModulePass):
             if not isinstance(f, func.FuncOp):
                 continue
             for rs in [o for o in f.walk() if isinstance(o, nn.ReduceScatterOp) and not isinstance(o.parent_op(), nn.FusedOp)]:
-                region = bias_only_epilogue(rs.input)
-                if region is not None and len(region.results[0].uses) == 1:
-                    inline_region(region)
+                v = rs.input
+                if keeps_rows(v.owner):  # GPT-2's Conv1D reshape between the region and the collective
+                    v = v.owner.input
+                chain = unfuse_bias_epilogue(v)
                 ops = mc2.match_matmul_reduce_scatter(rs)
                 if ops is not None:
                     mc2.fuse_mc2(mc2.MATMUL_REDUCE_SCATTER, ops, self.chunks)
+                elif chain:
+                    fuse_chain(chain)  # not an MC2 match after all: the epilogue region as it was
