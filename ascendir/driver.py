@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import numpy as np
 from xdsl.dialects.builtin import IntegerType, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp
 from xdsl.parser import Parser
-from xdsl.passes import PassPipeline
+from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ArgSpecParseError, ParseError, VerifyException, DiagnosticException
 
@@ -585,17 +586,21 @@ def simulate_ranks(modules: list[ModuleOp], weights: list[WeightStore | None], f
 
 
 def lower_tensor_parallel(module: ModuleOp, weights: WeightStore, tp: int, target: str | Path | None,
-                          sequence_parallel: bool = False, session: Session | None = None) -> tuple[ModuleOp, list[WeightStore]]:
+                          sequence_parallel: bool = False, session: Session | None = None,
+                          after_shard: Sequence[ModulePass] = ()) -> tuple[ModuleOp, list[WeightStore]]:
     """Shard an nn-level `module` (its nn pipeline already run) over `tp` devices
-    (shard-tensor-parallel, Megatron-style) and lower it for `target`: the module every rank runs
-    and one WeightStore per rank (what the lowering moved into rank 0's store, the constants, is
-    every rank's). The path of `ascendir run --tp` and `ascendir sweep --tp`.
+    (shard-tensor-parallel, Megatron-style), run `after_shard` on it (the MC2 fusions of
+    pipelines.after_shard at -O2) and lower it for `target`: the module every rank runs and one
+    WeightStore per rank (what the lowering moved into rank 0's store, the constants, is every
+    rank's). The path of `ascendir run --tp` and `ascendir sweep --tp`.
 
     Raises:
         AscendirError: an op that cannot be split tp ways; as `lower`."""
     from ascendir.transforms.nn.shard_tensor_parallel import shard_module
 
     module, stores = shard_module(module, weights, tp, sequence_parallel, str(target or DEFAULT_TARGET), session)
+    if after_shard:
+        run_passes(module, PassPipeline(tuple(after_shard)), session=session)
     lower(module, stores[0], target, session)
     for store in stores[1:]:
         for name in stores[0]:

@@ -17,6 +17,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from ascendir.dialects import nn
 from ascendir.dtypes import dense_value, is_float
@@ -155,3 +156,15 @@ def program_order(ops: Sequence[Operation]) -> list[Operation]:
     block = ops[0].parent_block()
     pos = {op: i for i, op in enumerate(block.ops)}
     return sorted(set(ops), key=lambda o: pos[o])
+
+
+def inline_region(region: nn.FusedOp) -> None:
+    """Inline an nn.fused region's body in front of it (its ops keep their meaning) and erase it."""
+    block = region.body.block
+    term = block.last_op
+    values = list(term.operands)
+    Rewriter.erase_op(term)
+    Rewriter.inline_block(block, InsertPoint.before(region), list(region.operands))
+    for r, v in zip(region.results, values):
+        r.replace_all_uses_with(v)
+    Rewriter.erase_op(region)

@@ -88,6 +88,24 @@ def _shard_tensor_parallel():
     return ShardTensorParallel
 
 
+def _fuse_matmul_allreduce():
+    from ascendir.transforms.nn.fuse_matmul_allreduce import FuseMatmulAllReduce
+
+    return FuseMatmulAllReduce
+
+
+def _fuse_matmul_reducescatter():
+    from ascendir.transforms.nn.fuse_matmul_reducescatter import FuseMatmulReduceScatter
+
+    return FuseMatmulReduceScatter
+
+
+def _fuse_allgather_matmul():
+    from ascendir.transforms.nn.fuse_allgather_matmul import FuseAllGatherMatmul
+
+    return FuseAllGatherMatmul
+
+
 def _choose_tiling():
     from ascendir.transforms.nn.choose_tiling import ChooseTiling
 
@@ -167,6 +185,9 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "decompose-attention": _decompose_attention,
     "constants-to-weights": _constants_to_weights,
     "shard-tensor-parallel": _shard_tensor_parallel,
+    "fuse-matmul-allreduce": _fuse_matmul_allreduce,
+    "fuse-matmul-reducescatter": _fuse_matmul_reducescatter,
+    "fuse-allgather-matmul": _fuse_allgather_matmul,
     "choose-tiling": _choose_tiling,
     "convert-nn-to-ascend": _lowering,
     "plan-memory": _plan_memory,
@@ -195,6 +216,19 @@ PIPELINES: dict[str, str] = {
         "fuse-norm-matmul,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling"
     ),
 }
+
+
+# What each optimization level runs on a sharded module (after shard-tensor-parallel, which
+# follows the level's pipeline): -O2 fuses each MatMul with its collective (MC2,
+# templates/mc2.py); -O1 keeps the MatMul and a separate collective kernel, so the two can be
+# compared (or by naming the passes: `O1,shard-tensor-parallel{tp=2},fuse-matmul-allreduce`).
+AFTER_SHARD: dict[str, str] = {"O0": "", "O1": "", "O2": "fuse-matmul-allreduce,fuse-allgather-matmul,fuse-matmul-reducescatter"}
+
+
+def after_shard(opt_level: str) -> tuple[ModulePass, ...]:
+    """The passes of AFTER_SHARD for `opt_level` ("O2" or "2")."""
+    spec = AFTER_SHARD.get(opt_level if opt_level.startswith("O") else f"O{opt_level}", "")
+    return tuple(PASSES[name]()() for name in spec.split(",") if name)
 
 
 LOWERING = "ascend-lowering"

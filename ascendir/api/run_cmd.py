@@ -352,8 +352,12 @@ def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, 
     stores = [weights]
     shard = []
     if tp > 1:
-        module, stores = lower_tensor_parallel(module, weights, tp, target, sequence_parallel, session)
-        shard = [f"shard-tensor-parallel{{tp={tp}{' sequence-parallel=true' if sequence_parallel else ''}}}"]
+        from ascendir.pipelines import after_shard
+
+        mc2 = after_shard(opt_level) if pipeline is None else ()  # -O2: MC2 (pipelines.AFTER_SHARD)
+        module, stores = lower_tensor_parallel(module, weights, tp, target, sequence_parallel, session, mc2)
+        shard = [f"shard-tensor-parallel{{tp={tp}{' sequence-parallel=true' if sequence_parallel else ''}}}",
+                 *(p.name for p in mc2)]
     else:
         lower(module, weights, target, session)
     ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), *shard, f"ascend-lowering{{target={hw.name}}}"])

@@ -58,6 +58,7 @@ def run_point(model: str, point: Point, timing_only: bool = True, seed: int = 0)
     """Compile `model` for `point` and simulate it; the table row (COLUMNS). Runs in a worker:
     everything it needs comes in its arguments, and an AscendirError becomes the row's `error`."""
     from ascendir.driver import compile_model, lower_tensor_parallel, random_inputs, simulate_ranks
+    from ascendir.pipelines import after_shard
     from ascendir.interpreter import simulate
     from ascendir.interpreter.report.headline import bound_shares
 
@@ -72,7 +73,8 @@ def run_point(model: str, point: Point, timing_only: bool = True, seed: int = 0)
             module, weights = compile_model(model, point.target, tiling=point.tiling, dtype=point.dtype, shape_only=shape_only,
                                             emit="nn")
             inputs = {} if timing_only else random_inputs(module, seed)
-            module, stores = lower_tensor_parallel(module, weights, point.tp, point.target)
+            module, stores = lower_tensor_parallel(module, weights, point.tp, point.target,
+                                                   after_shard=after_shard("O2"))
             result = simulate_ranks([module] * point.tp, stores, [inputs] * point.tp, point.target, None, timing_only)
     except AscendirError as e:
         return {**row, "error": str(e)}

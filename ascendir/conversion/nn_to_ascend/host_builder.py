@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import MemRefType, StringAttr, TensorType
+from xdsl.dialects.builtin import NoneAttr, MemRefType, StringAttr, TensorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from ascendir.dialects import ascend
@@ -86,7 +86,9 @@ class LoweringContext:
     def view(self, src: SSAValue, shape: Sequence[int]) -> SSAValue:
         """`src` reinterpreted with `shape` (same element count): free, no kernel."""
         shape = list(shape)
-        if list(src.type.get_shape()) == shape:
+        # a row block cut by memref.subview (MC2's chunks) has a strided type: it is viewed as the
+        # contiguous buffer it is even when the shape stays
+        if list(src.type.get_shape()) == shape and isinstance(src.type.layout, NoneAttr):
             return src
         if math.prod(shape) != math.prod(src.type.get_shape()):
             raise AscendirError(f"{self.current}: cannot view {src.type} as {shape}")

@@ -273,7 +273,10 @@ class KernelOp(IRDLOperation):
 class LaunchOp(IRDLOperation):
     """Host side: launch kernel `@callee` on GM buffers; kernels run in launch order. `onnx.node`
     (optional string): the ONNX node(s) the launch computes, comma-separated (a fused region's
-    nodes in program order), for the report."""
+    nodes in program order), for the report. MC2 (templates/mc2.py): `ascend.async` (unit) runs a
+    comm kernel on the device's comm stream in the background; `ascend.overlap = k` lets a launch
+    start beside the last k background comm kernels instead of after them
+    (interpreter/timing/comm_stream.py)."""
 
     name = "ascend.launch"
     callee = prop_def(SymbolRefAttr)

@@ -38,6 +38,9 @@ class FusedKind(StrEnum):
     ADD_RMS_NORM = "add_rms_norm"  # residual add + RMS norm of the sum
     MOE_GATING = "moe_gating"  # MoE router: softmax / sigmoid + top-k [+ renormalisation]
     MOE_FINALIZE_ROUTING = "moe_finalize_routing"  # MoE weighted combine of the k expert outputs [+ shared]
+    MATMUL_ALL_REDUCE = "matmul_all_reduce"  # MC2: row-parallel matmul [+ bias] + all_reduce [+ residual]
+    MATMUL_REDUCE_SCATTER = "matmul_reduce_scatter"  # MC2: row-parallel matmul [+ bias] + reduce_scatter of its rows
+    ALL_GATHER_MATMUL = "all_gather_matmul"  # MC2: all_gather of row shards + matmul [+ bias]
 
 
 @irdl_attr_definition

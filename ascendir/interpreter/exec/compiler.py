@@ -25,6 +25,7 @@ from collections.abc import Callable
 from xdsl.dialects import func, memref, scf
 from xdsl.ir import Block, Operation, SSAValue
 
+from ascendir.costmodel import quantise
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec import registry
@@ -117,9 +118,26 @@ class Compiler(ScalarCodegen, TileOps, ScfOps, SteadyFor, MemrefOps, SyncOps):
         A = self.F.gm_tags
         node = op.node.data if op.node is not None else None
 
+        background = ASYNC_ATTR in op.attributes
+        keep = op.attributes[OVERLAP_ATTR].value.data if OVERLAP_ATTR in op.attributes else 0
+        comm_kernel = getattr(kp, "is_comm", False)  # sim/comm.py: runs on the SDMA engines
+        if background and not comm_kernel:
+            raise AscendirError(f"ascend.launch @{name}: {ASYNC_ATTR} launches a comm kernel in the background; @{name} computes")
+
         def run() -> None:
             try:
-                rec = kp.run([R[a] for a in args], [A[a] for a in args])
+                stream = m.stream
+                if background:
+                    rec = kp.run([R[a] for a in args], [A[a] for a in args], background=True)
+                elif not stream.pending:
+                    rec = kp.run([R[a] for a in args], [A[a] for a in args])
+                else:  # timing/comm_stream.py: wait for the comm kernels this one may not overlap
+                    m.clock = stream.join(m.clock, keep)
+                    t0 = m.clock
+                    rec = kp.run([R[a] for a in args], [A[a] for a in args])
+                    if not comm_kernel and stream.pending:
+                        rec = _share_hbm(m, rec, t0)
+                        stream.computed(t0, m.clock)
                 # a launch memo may hand the same record to identical launches of other nodes
                 m.records.append(rec if rec.node == node else dataclasses.replace(rec, node=node))
                 if m.trace_sink is not None:  # streamed: the record keeps no slices
@@ -133,6 +151,21 @@ class Compiler(ScalarCodegen, TileOps, ScfOps, SteadyFor, MemrefOps, SyncOps):
 
         return run
 
+    def group_rank(self, op: ascend.GroupRankOp) -> Closure:
+        """`ascend.group_rank` in the host function (an MC2 template's rank-dependent chunk): this
+        device's position in the group (a comm kernel evaluates its own: sim/comm.py)."""
+        if self.k is not None:
+            raise AscendirError(f"ascend.group_rank in kernel @{self.k.name}: only comm kernels and the host function ask for the rank")
+        R, m, out, ranks = self.F.values, self.m, self.slot(op.result), op.group.ranks
+
+        def run() -> None:
+            me = m.comm.device if m.comm is not None else 0
+            if me not in ranks:
+                raise AscendirError(f"ascend.group_rank: device {me} is not in group {list(ranks)}")
+            R[out] = ranks.index(me)
+
+        return run
+
     def ret(self, op: func.ReturnOp) -> Closure:
         R = self.F.values
         vals = [self.slot(v) for v in op.arguments]
@@ -143,6 +176,23 @@ class Compiler(ScalarCodegen, TileOps, ScfOps, SteadyFor, MemrefOps, SyncOps):
         return run
 
 
+
+
+ASYNC_ATTR = "ascend.async"
+OVERLAP_ATTR = "ascend.overlap"
+
+
+def _share_hbm(m, rec, t0: float):
+    """Compute kernel `rec`, started at `t0` beside background comm kernels, stretched to move its
+    own HBM floor's bytes plus the comm bytes of its window at the chip's HBM bandwidth
+    (timing/comm_stream.py); the device clock follows."""
+    extra = m.stream.hbm_bytes_during(t0, t0 + rec.cycles) / m.target.hbm_bytes_per_cycle
+    floor = quantise(rec.bandwidth_floor + extra)
+    if floor <= rec.body_cycles:
+        return rec
+    new = dataclasses.replace(rec, bandwidth_floor=floor)
+    m.clock += new.cycles - rec.cycles
+    return new
 
 
 def _noop(self: Compiler, op: Operation) -> None:
@@ -165,5 +215,6 @@ _HANDLERS: dict[type, Callable[[Compiler, Operation], Closure | None]] = {
     ascend.PipeBarrierOp: Compiler.barrier,
     ascend.ReturnOp: _noop,
     ascend.LaunchOp: Compiler.launch,
+    ascend.GroupRankOp: Compiler.group_rank,
     func.ReturnOp: Compiler.ret,
 }

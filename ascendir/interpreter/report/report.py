@@ -76,10 +76,13 @@ class KernelReport:
     cube_peak_flops_per_s: float | None = None
     node: str | None = None  # the ONNX node(s) the launch computes
     pipe_capacity: dict[str, float] = field(default_factory=dict)  # pipe-cycles available (not reported)
+    # what the launch adds to the device's time (not reported): its cycles, or for a comm kernel
+    # in the background (MC2, timing/comm_stream.py) only its exposed part
+    clock_cycles: float = 0.0
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
-        del d["pipe_capacity"]
+        del d["pipe_capacity"], d["clock_cycles"]
         for key in ("pipe_busy_by_unit", "cube_peak_flops_per_s", "node"):
             if d[key] is None:
                 del d[key]
@@ -141,6 +144,7 @@ def kernel_report(rec: KernelRecord, target: HardwareConfig) -> KernelReport:
         cube_peak_flops_per_s=flops / rec.acct[CUBE_PEAK_CYCLES] * target.num_aic * target.clock_hz if rec.acct[CUBE_PEAK_CYCLES] else None,
         pipe_capacity=capacity,
         node=rec.node,
+        clock_cycles=rec.comm["exposed_cycles"] if rec.comm is not None and rec.comm.get("background") else cycles,
     )
 
 
@@ -153,7 +157,7 @@ class Report:
     kernels: list[KernelReport] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        total = sum(k.cycles for k in self.kernels)
+        total = sum(k.clock_cycles for k in self.kernels)
         seconds = total / self.clock_hz
         byt: dict[str, float] = {}
         busy: dict[str, float] = {}

@@ -332,13 +332,21 @@ def cluster_trace_events(devices: list[list[KernelRecord]], link_spans: dict[tup
         ev.append({"ph": "M", "pid": pid, "tid": 0, "name": "thread_name", "args": {"name": "kernels"}})
         offset = 0.0
         for rec in records:
-            e = {"ph": "X", "pid": pid, "tid": 0, "name": rec.name, **grid.span(offset, offset + rec.cycles),
+            # a comm kernel in the background (MC2) sits on a track of its own from its start
+            background = rec.comm is not None and rec.comm.get("background")
+            start = rec.comm["start_cycle"] if rec.comm is not None else offset
+            if rec.comm is not None and not background:
+                start = max(start, offset)
+            e = {"ph": "X", "pid": pid, "tid": 1 if background else 0, "name": rec.name, **grid.span(start, start + rec.cycles),
                  "args": {"cycles": rec.cycles}}
             if rec.comm is not None:
                 e["cat"] = "comm"
-                e["args"].update({k: rec.comm[k] for k in ("wait_cycles", "bytes_sent")})
+                e["args"].update({k: rec.comm[k] for k in ("wait_cycles", "bytes_sent", "exposed_cycles")})
             ev.append(e)
-            offset += rec.cycles
+            if not background:
+                offset = start + rec.cycles
+        if any(r.comm is not None and r.comm.get("background") for r in records):
+            ev.append({"ph": "M", "pid": pid, "tid": 1, "name": "thread_name", "args": {"name": "comm stream (MC2)"}})
     pid = len(devices) + 1
     ev.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": "links"}})
     for tid, (key, spans) in enumerate(sorted(link_spans.items())):

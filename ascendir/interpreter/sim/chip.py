@@ -28,6 +28,7 @@ from ascendir.interpreter.accel import Accel
 from ascendir.interpreter.exec.compiler import Compiler, Return, np_dtype, zero_view
 from ascendir.interpreter.sim.comm import CommKernelProgram, is_comm_kernel
 from ascendir.interpreter.sim.kernel import KernelProgram
+from ascendir.interpreter.timing.comm_stream import CommStream
 from ascendir.interpreter.timing.l2 import L2Cache, contiguous_strides
 from ascendir.interpreter.state import FLOPS, Frame, KernelRecord
 from ascendir.weights import WeightStore
@@ -70,6 +71,7 @@ class ModuleProg:
         self.kernels: dict[str, KernelProgram] = {}
         self.l2 = L2Cache(target) if target.memory.l2_model == "tile" else None
         self.clock = 0.0  # chip time (cycles) at which the next kernel launches
+        self.stream = CommStream()  # background comm kernels (MC2: timing/comm_stream.py)
         self.comm = None  # the cluster's side of this device (sim/cluster.py DeviceComm); None: a lone chip
         self.memo: dict | None = {} if self.accel.launch_memo else None  # identical timing-only launches (memo.py); None: off
         self.memo_hits = 0
@@ -122,6 +124,7 @@ class ModuleProg:
             A[s] = (("input", name), 0, contiguous_strides(ty.get_shape()))
         self.records = []
         self.clock = 0.0
+        self.stream.reset()
         if self.l2 is not None:
             self.l2.reset()
         with gc_paused(self.accel.gc_pause):
@@ -131,6 +134,7 @@ class ModuleProg:
                 values: list = []
             except Return as r:
                 values = r.values
+        self.clock = self.stream.join(self.clock)  # nothing of a run is still in flight at its end
         outs = {}
         for name, v in zip(self.res_names, values):
             outs[name] = v if self.timing_only else np.array(v, copy=True)

@@ -74,6 +74,8 @@ class DeviceComm(Protocol):
 class CommKernelProgram:
     """One compiled comm kernel of module program `m` (chip.ModuleProg)."""
 
+    is_comm = True  # the host's launch tells it from a compute kernel by this
+
     def __init__(self, m, op: ascend.KernelOp):
         self.m = m
         self.name = op.sym_name.data
@@ -92,7 +94,9 @@ class CommKernelProgram:
                 self.groups.add(o.group.ranks)
             self.ops.append(o)
 
-    def run(self, args: list[np.ndarray], tags: list | None = None) -> KernelRecord:
+    def run(self, args: list[np.ndarray], tags: list | None = None, background: bool = False) -> KernelRecord:
+        """One launch on `args`, from max(device clock, the comm stream free); `background`
+        (`ascend.async`, timing/comm_stream.py): the device clock stays, the stream advances."""
         m = self.m
         comm: DeviceComm | None = getattr(m, "comm", None)
         n = max((len(g) for g in self.groups), default=1)
@@ -102,7 +106,7 @@ class CommKernelProgram:
         for i, (a, ty) in enumerate(zip(args, self.arg_types)):
             if tuple(a.shape) != tuple(ty.get_shape()):
                 raise AscendirError(f"ascend.launch @{self.name}: argument {i} has shape {a.shape}, kernel expects {tuple(ty.get_shape())}")
-        t0 = m.clock
+        t0 = max(m.clock, m.stream.free)
         me = comm.device
         key, launch = comm.enter(self.name, args)
         links, hccl = comm.links, comm.links.topology.hccl
@@ -192,9 +196,13 @@ class CommKernelProgram:
             name=self.name, block_dim=1, core_type="aiv", pipe_labels=list(PIPES), cores=[core], acct=acct,
             launch_cycles=0.0, gm_share=m.target.hbm_bytes_per_cycle,
             comm={"device": me, "start_cycle": t0, "cycles": body, "exposed_cycles": body, "wait_cycles": waited,
-                  "bytes_sent": sent, "group_size": n},
+                  "bytes_sent": sent, "group_size": n, "hbm_bytes": read + launch.received, "background": background},
         )
-        m.clock += rec.cycles
+        if background:
+            m.stream.background(rec)
+        else:
+            m.clock = t0 + rec.cycles
+            m.stream.free = m.clock
         return rec
 
     @staticmethod

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder
@@ -35,12 +35,13 @@ from ascendir.dialects.ascend import CoreType, DeviceGroupAttr
 
 
 class CommKernel:
-    """A KernelBuilder for one collective over `group` with the rank arithmetic of the mesh."""
+    """A KernelBuilder for one collective over `group` (kernel named `base`_<n>) with the rank
+    arithmetic of the mesh."""
 
-    def __init__(self, ctx: LoweringContext, op: Operation, args: list[SSAValue]):
-        self.group: DeviceGroupAttr = op.group
+    def __init__(self, ctx: LoweringContext, group: DeviceGroupAttr, base: str, args: list[SSAValue]):
+        self.group = group
         self.n = self.group.size
-        self.kb = KernelBuilder(ctx, ctx.name(op.name.removeprefix("nn.")), [a.type for a in args], CoreType.AIV, 1, ctx.current)
+        self.kb = KernelBuilder(ctx, ctx.name(base), [a.type for a in args], CoreType.AIV, 1, ctx.current)
         self.args = self.kb.args
         self.rank = self.kb.emit(ascend.GroupRankOp(self.group)).results[0]
         # p_s = (r + s) mod n; p_0 = r
@@ -77,9 +78,15 @@ def lower_all_gather(ctx: LoweringContext, op: nn.AllGatherOp, operands: list[SS
     x = operands[0]
     if op.group.size == 1:
         return [x]
-    axis = op.axis.value.data
     y = ctx.buffer(list(shape(op.results[0])), elem(op.results[0]))
-    ck = CommKernel(ctx, op, [x, y])
+    emit_all_gather(ctx, op.group, x, y, op.axis.value.data)
+    return [y]
+
+
+def emit_all_gather(ctx: LoweringContext, group: DeviceGroupAttr, x: SSAValue, y: SSAValue, axis: int, base: str = "all_gather") -> None:
+    """Launch the comm kernel gathering GM buffer `x` of every rank into chunk r (along `axis`) of
+    GM buffer `y`."""
+    ck = CommKernel(ctx, group, base, [x, y])
     gx, gy = ck.args
     ck.sync()
     mine = ck.chunk(gy, axis, ck.rank, shape(x)[axis])
@@ -87,7 +94,6 @@ def lower_all_gather(ctx: LoweringContext, op: nn.AllGatherOp, operands: list[SS
         ck.copy(gx, mine, p)
     ck.sync()
     ck.finish(ctx, [x, y])
-    return [y]
 
 
 def _reduce_scatter(ck: CommKernel, x: SSAValue, stack: SSAValue, out: SSAValue, axis: int, size: int) -> None:
@@ -105,33 +111,47 @@ def lower_reduce_scatter(ctx: LoweringContext, op: nn.ReduceScatterOp, operands:
     x = operands[0]
     if op.group.size == 1:
         return [x]
-    axis, n = op.axis.value.data, op.group.size
-    y_shape = list(shape(op.results[0]))
-    y = ctx.buffer(y_shape, elem(op.results[0]))
-    stack = _stack(ctx, n, y_shape, elem(x))
-    ck = CommKernel(ctx, op, [x, y, stack])
+    y = ctx.buffer(list(shape(op.results[0])), elem(op.results[0]))
+    emit_reduce_scatter(ctx, op.group, x, y, op.axis.value.data)
+    return [y]
+
+
+def emit_reduce_scatter(ctx: LoweringContext, group: DeviceGroupAttr, x: SSAValue, y: SSAValue, axis: int,
+                        base: str = "reduce_scatter") -> None:
+    """Launch the comm kernel summing chunk r (along `axis`) of GM buffer `x` over the group into
+    GM buffer `y`."""
+    y_shape = list(shape(y))
+    stack = _stack(ctx, group.size, y_shape, elem(x))
+    ck = CommKernel(ctx, group, base, [x, y, stack])
     gx, gy, gs = ck.args
     ck.sync()
     _reduce_scatter(ck, gx, gs, gy, axis, y_shape[axis])
     ck.finish(ctx, [x, y, stack])
-    return [y]
 
 
 def lower_all_reduce(ctx: LoweringContext, op: nn.AllReduceOp, operands: list[SSAValue]) -> list[SSAValue]:
     """nn.all_reduce: reduce_scatter + all_gather over the flattened operand (one-shot when its
     element count does not split over the group)."""
     x = operands[0]
-    n = op.group.size
-    if n == 1:
+    if op.group.size == 1:
         return [x]
+    y = ctx.buffer(list(shape(op.results[0])), elem(x))
+    emit_all_reduce(ctx, op.group, x, y)
+    return [y]
+
+
+def emit_all_reduce(ctx: LoweringContext, group: DeviceGroupAttr, x: SSAValue, y: SSAValue, base: str = "all_reduce") -> None:
+    """Launch the comm kernel summing GM buffer `x` over `group` into GM buffer `y` (same element
+    count and type): reduce_scatter + all_gather of the flattened operand, or the one-shot form
+    (module docstring). The launch is the last op of the host block (MC2 marks it async)."""
+    n = group.size
     count = math.prod(shape(x))
     el = elem(x)
-    y = ctx.buffer(list(shape(op.results[0])), el)
     if count % n == 0:
         q = count // n
         xf, yf = ctx.view(x, [n, q]), ctx.view(y, [n, q])
         stack = _stack(ctx, n, [q], el)
-        ck = CommKernel(ctx, op, [xf, yf, stack])
+        ck = CommKernel(ctx, group, base, [xf, yf, stack])
         gx, gy, gs = ck.args
         ck.sync()
         mine = ck.chunk(gy, 0, ck.rank, 1)
@@ -140,10 +160,10 @@ def lower_all_reduce(ctx: LoweringContext, op: nn.AllReduceOp, operands: list[SS
             ck.copy(mine, mine, p)
         ck.sync()
         ck.finish(ctx, [xf, yf, stack])
-        return [y]
+        return
     xf, yf = ctx.view(x, [count]), ctx.view(y, [count])
     stack = _stack(ctx, n, [count], el)
-    ck = CommKernel(ctx, op, [xf, yf, stack])
+    ck = CommKernel(ctx, group, base, [xf, yf, stack])
     gx, gy, gs = ck.args
     ck.sync()
     mine = ck.kb.subview(gs, [ck.rank, 0], [1, count])
@@ -152,7 +172,6 @@ def lower_all_reduce(ctx: LoweringContext, op: nn.AllReduceOp, operands: list[SS
     ck.sync()
     ck.kb.emit(ascend.CommReduceOp(gs, gy))
     ck.finish(ctx, [xf, yf, stack])
-    return [y]
 
 
 def lower_all_to_all(ctx: LoweringContext, op: nn.AllToAllOp, operands: list[SSAValue]) -> list[SSAValue]:
@@ -163,7 +182,7 @@ def lower_all_to_all(ctx: LoweringContext, op: nn.AllToAllOp, operands: list[SSA
     n = op.group.size
     split, concat = op.split_axis.value.data, op.concat_axis.value.data
     y = ctx.buffer(list(shape(op.results[0])), elem(op.results[0]))
-    ck = CommKernel(ctx, op, [x, y])
+    ck = CommKernel(ctx, op.group, op.name.removeprefix("nn."), [x, y])
     gx, gy = ck.args
     ck.sync()
     mine = ck.chunk(gy, concat, ck.rank, shape(y)[concat] // n)

@@ -1,0 +1,56 @@
+"""The all_gather_matmul template (ops-transformer AllGatherMatmul, MC2): `nn.fused {kind =
+#nn.fused_kind<all_gather_matmul>}` built by fuse-allgather-matmul from the all_gather of a row
+shard (sequence parallelism) and the first MatMul [+ bias] of the gathered rows; the gathered
+rows are its second result when other ops use them (the vendor op's gatherOut).
+
+plan = templates/mc2.parse_sp; emit = mc2.emit_all_gather_matmul with the chunk count of
+mc2.choose_sp_chunks (or the region's `mc2.chunks`): 1 (the all_gather kernel, then the matmul,
+as unfused) or one chunk per rank, the own
+chunk multiplied while the first exchange runs, each received chunk multiplied beside the next
+exchange (rank-symmetric mesh steps). No tiled site: the chunk's tiling is searched at emission."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.ir import SSAValue
+
+from ascendir.conversion.nn_to_ascend import tiling
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.template import TemplateBase, gm_args
+from ascendir.conversion.nn_to_ascend.templates import mc2
+from ascendir.dialects import nn
+from ascendir.dtypes import itemsize
+
+
+@dataclass(frozen=True)
+class AllGatherMatmulPlan:
+    region: nn.FusedOp
+    parts: mc2.SpParts
+    problem: tiling.Problem  # the whole matmul, rows folded into m
+
+
+class AllGatherMatmulTemplate(TemplateBase):
+    kind = mc2.ALL_GATHER_MATMUL
+
+    def plan(self, region: nn.FusedOp) -> AllGatherMatmulPlan | Declined:
+        """Declined unless the body is all_gather of whole row blocks → matmul [+ row bias]."""
+        parts = mc2.parse_sp(region, gather=True)
+        if isinstance(parts, Declined):
+            return parts
+        return AllGatherMatmulPlan(region, parts, mc2.sp_problem(parts))
+
+    def emit(self, ctx: LoweringContext, plan: AllGatherMatmulPlan, operands: list[SSAValue]) -> list[SSAValue]:
+        p, n = plan.parts, plan.parts.coll.group.size
+        chunks = mc2.chunks_of(ctx, plan.region, plan.problem.m)
+        if chunks not in (None, 1, n):
+            raise ctx.error(f"{mc2.CHUNKS_ATTR} = {chunks}: an all_gather_matmul runs 1 chunk or one per device ({n})")
+        if chunks is None:
+            row_bytes = shape(p.mm.lhs)[-1] * itemsize(elem(p.mm.lhs))
+            chunks = mc2.choose_sp_chunks(plan.problem, n, row_bytes, ctx.target, True,
+                                           mc2.recorded(ctx, p.mm, plan.problem)).chunks
+        return mc2.emit_all_gather_matmul(ctx, p, gm_args(plan.region, operands), plan.problem,
+                                          gathered=len(plan.region.outputs) == 2, chunks=chunks)
+
+
+ALL_GATHER_MATMUL = AllGatherMatmulTemplate()

@@ -1,0 +1,46 @@
+"""`fuse-matmul-reducescatter`: a row-parallel MatMul [+ row bias] whose rows are reduce-scattered
+(sequence parallelism: o_proj / down_proj before the sharded residual) → `nn.fused {kind =
+#nn.fused_kind<matmul_reduce_scatter>}` (MC2, ops-transformer MatmulReduceScatter).
+
+Runs on a sharded module (the -O2 pipeline's MC2 stage, pipelines.AFTER_SHARD). Matched
+(templates/mc2.match_matmul_reduce_scatter): nn.matmul (2-D weight) [+ nn.add of a row bias] →
+nn.reduce_scatter along an axis whose chunks are blocks of whole rows, every intermediate used
+once. A matmul_epilogue region holding just matmul + bias is inlined first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from ascendir.conversion.nn_to_ascend.templates import mc2
+from ascendir.dialects import nn
+from ascendir.conversion.nn_to_ascend.templates.epilogue import fuse_chain
+from ascendir.conversion.nn_to_ascend.templates.ffn_region import keeps_rows
+from ascendir.transforms.nn.fuse_matmul_allreduce import unfuse_bias_epilogue
+
+
+@dataclass(frozen=True)
+class FuseMatmulReduceScatter(ModulePass):
+    """Fuse matmul [+ bias] + reduce_scatter into nn.fused {kind = #nn.fused_kind<matmul_reduce_scatter>}."""
+
+    name = "fuse-matmul-reducescatter"
+    chunks: int = 0  # row chunks of every region (a multiple of the group; `mc2.chunks`); 0: the cost model chooses
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for f in op.ops:
+            if not isinstance(f, func.FuncOp):
+                continue
+            for rs in [o for o in f.walk() if isinstance(o, nn.ReduceScatterOp) and not isinstance(o.parent_op(), nn.FusedOp)]:
+                v = rs.input
+                if keeps_rows(v.owner):  # GPT-2's Conv1D reshape between the region and the collective
+                    v = v.owner.input
+                chain = unfuse_bias_epilogue(v)
+                ops = mc2.match_matmul_reduce_scatter(rs)
+                if ops is not None:
+                    mc2.fuse_mc2(mc2.MATMUL_REDUCE_SCATTER, ops, self.chunks)
+                elif chain:
+                    fuse_chain(chain)  # not an MC2 match after all: the epilogue region as it was
