@@ -18,7 +18,7 @@ Layout (each layer imports only those below it; op cycles come from ascendir.cos
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,6 +96,7 @@ def simulate(
     check_races: bool | None = None,
     progress: Callable[[int, int], None] | None = None,
     accel: Accel | None = None,
+    moe_routing: Mapping[str, np.ndarray] | None = None,
 ) -> SimResult:
     """Run `module` (ascend kernels + host func.func @main) on `target`.
 
@@ -106,7 +107,10 @@ def simulate(
     pipes of a core (interpreter/check/race.py) are checked with numerics, and in timing-only mode when
     `check_races=True`. `progress(done, total)` is called after each kernel launch (total: the
     ascend.launch ops of @main). `accel` picks the speed-ups (interpreter/accel; default all of
-    them; `extrapolate=False` turns the steady-state ones off).
+    them; `extrapolate=False` turns the steady-state ones off). `moe_routing`: in timing-only mode,
+    MoE block (its TopK node, api/moe_report.py) -> TopK indices [tokens, k], the routing the
+    grouped MatMuls follow (with numerics they follow the data); a block without one is routed
+    uniformly and the report's `assumptions` say so.
 
     Raises:
         AscendirError: unsupported op, capacity overflow (on chip, or the GM footprint above the
@@ -118,7 +122,7 @@ def simulate(
     # before any work: IR planned for another chip (a larger HBM), or never planned
     fp = check_module_gm_fits(module, hw)
     prog = compile_module(module, hw, weights, timing_only=timing_only, trace=trace, extrapolate=extrapolate, check_races=check_races,
-                          accel=accel)
+                          accel=accel, moe_routing=moe_routing)
     prog.progress = progress
     with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
         outputs, records = prog.run(inputs)
@@ -130,6 +134,7 @@ def simulate(
         k["dtype"] = dtypes.get(k["name"])
     if fp is not None:
         report["gm_footprint"] = fp
+    report["assumptions"] += prog.assumed
     return SimResult(outputs, report, trace_events(records, hw) if trace else [])
 
 

@@ -14,6 +14,7 @@ from ascendir.conversion.nn_to_ascend.kinds.elementwise import ELEMENTWISE
 from ascendir.conversion.nn_to_ascend.kinds.ffn import FFN
 from ascendir.conversion.nn_to_ascend.kinds.flash_attention import FLASH_ATTENTION
 from ascendir.conversion.nn_to_ascend.kinds.matmul_epilogue import MATMUL_EPILOGUE
+from ascendir.conversion.nn_to_ascend.kinds.moe_experts import MOE_EXPERTS
 from ascendir.conversion.nn_to_ascend.kinds.moe_finalize import MOE_FINALIZE
 from ascendir.conversion.nn_to_ascend.kinds.moe_gating import MOE_GATING
 from ascendir.conversion.nn_to_ascend.kinds.norm_matmul import NORM_MATMUL
@@ -32,6 +33,7 @@ from ascendir.dialects import nn
 FUSED_KINDS: dict[str, Template] = {
     t.kind: t for t in (
         MATMUL_EPILOGUE, FFN, FLASH_ATTENTION, NORM_MATMUL, ELEMENTWISE, CONV_ACTIVATION, ADD_RMS_NORM, MOE_GATING, MOE_FINALIZE,
+        MOE_EXPERTS,
     )
 }
 # the op families lowered op by op

@@ -38,6 +38,7 @@ class FusedKind(StrEnum):
     ADD_RMS_NORM = "add_rms_norm"  # residual add + RMS norm of the sum
     MOE_GATING = "moe_gating"  # MoE router: softmax / sigmoid + top-k [+ renormalisation]
     MOE_FINALIZE_ROUTING = "moe_finalize_routing"  # MoE weighted combine of the k expert outputs [+ shared]
+    MOE_EXPERTS = "moe_experts"  # MoE routed experts: init-routing, grouped MatMul, SwiGLU, grouped MatMul
 
 
 @irdl_attr_definition
