@@ -57,7 +57,7 @@ SECTIONS: dict[str, Section] = {s.script: s for s in (
     Section("tiling_search", "choose-tiling: candidates scored, search time, estimate vs simulated", ("--no-sim",)),
     Section("llama7b_shape_only", "LLaMA-2-7B-shaped model compiled --shape-only: wall time and peak RSS", ()),
     Section("opset_sweep", "Opset sweep: claimed ops x opset versions 13..newest vs onnxruntime", ()),
-    Section("moe", "MoE layer expert GEMMs: grouped vs gathered vs dense (analytic, 910B2, fp16)", ()),
+    Section("moe", "MoE layer experts: grouped vs gathered vs dense (analytic and simulated, 910B2, fp16)", ()),
     Section("serve", "Simulated LLM serving: TTFT, TPOT, cache in place, roofline (7B-shaped, fp16, 910B2)", None),
     Section("run_models", "`ascendir run` wall time on corpus models",
             ("--models", "mlp_small,llama_small,llama_small_dynamo")),
