@@ -171,3 +171,21 @@ def test_moe_models_lower_to_grouped_kernels(model):
     names = [op.sym_name.data for op in module.ops if hasattr(op, "sym_name")]
     assert sum(n.startswith("grouped_matmul") for n in names) == 2
     assert sum(n.startswith("moe_init_routing") for n in names) == 1
+
+
+def test_routing_beyond_ub_lowers_gathered():
+    """MoeInitRouting holds its arrays in one AIV's UB: a block routing more pairs is declined
+    (with the reason) and lowers op by op, the gathered form."""
+    from ascendir.session import Session
+
+    r, e, h, i = 8200, 4, 16, 16
+    text = EXPERTS.format(r=r, h=h, i=i, i2=2 * i, e=e, t="f32", g0=0, u0=i)
+    module = parse(text)
+    run_passes(module, parse_pipeline("fuse-ffn", "O0", HW.name, None), None)
+    ffn = [op for op in top_level_ops(module, nn.FusedOp) if op.kind.data == "ffn"]
+    moe_experts.fuse(moe_experts.match(ffn[0]), "blk")
+    session = Session()
+    lower(module, None, HW.name, session)
+    reasons = [d.reason for d in session.declined if d.kind == "moe_experts"]
+    assert len(reasons) == 1 and "UB" in reasons[0]
+    assert not any(getattr(op, "sym_name", None) and op.sym_name.data.startswith("grouped") for op in module.ops)

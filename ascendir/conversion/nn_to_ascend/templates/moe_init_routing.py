@@ -37,6 +37,12 @@ from ascendir.dialects.ascend.ops_scalar import MOE_BLOCK_ATTR
 KIND = "moe_init_routing"
 
 
+def ub_bytes(rows: int, experts: int) -> int:
+    """UB bytes the kernel needs for `rows` routed pairs over `experts` (ids, sorted rows and
+    their positions [rows], the offsets [E+1] and cursors [E], i64)."""
+    return (3 * rows + 2 * experts + 1) * 8
+
+
 def emit_moe_init_routing(ctx: LoweringContext, ids: SSAValue, experts: int, block: str) -> tuple[SSAValue, SSAValue, SSAValue]:
     """Launch the kernel of the module docstring on GM ids (R i64 expert ids, any shape);
     returns (sorted_rows [R], dest [R], group_list [E+1]), new GM i64 buffers.
@@ -45,8 +51,7 @@ def emit_moe_init_routing(ctx: LoweringContext, ids: SSAValue, experts: int, blo
     rows = 1
     for d in shape(ids):
         rows *= d
-    need = (3 * rows + 2 * experts + 1) * 8
-    budget = ctx.target.capacity("ub")
+    need, budget = ub_bytes(rows, experts), ctx.target.capacity("ub")
     if need > budget:
         raise ctx.error(f"moe_init_routing: {rows} routed rows over {experts} experts need {need} bytes of UB, one AIV has {budget}")
     sorted_rows, dest, group_list = ctx.buffer([rows], i64), ctx.buffer([rows], i64), ctx.buffer([experts + 1], i64)
