@@ -21,7 +21,7 @@ from ascendir.transforms.nn.choose_tiling import tiled_sites
 
 DATA = Path(__file__).parent / "data"
 KINDS = ("matmul_epilogue", "ffn", "flash_attention", "norm_matmul", "conv_activation", "elementwise", "add_rms_norm",
-         "moe_gating", "moe_finalize_routing")
+         "moe_gating", "moe_finalize_routing", "moe_experts")
 
 
 def test_every_fused_kind_has_a_template():
