@@ -64,6 +64,12 @@ def _fuse_moe_gating():
     return FuseMoeGating
 
 
+def _fuse_moe_experts():
+    from ascendir.transforms.nn.fuse_moe_experts import FuseMoeExperts
+
+    return FuseMoeExperts
+
+
 def _fuse_moe_finalize():
     from ascendir.transforms.nn.fuse_moe_finalize import FuseMoeFinalizeRouting
 
@@ -179,6 +185,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fuse-add-rms-norm": _fuse_add_rms_norm,
     "fuse-moe-gating": _fuse_moe_gating,
     "fuse-moe-finalize-routing": _fuse_moe_finalize,
+    "fuse-moe-experts": _fuse_moe_experts,
     "fuse-matmul-epilogue": _fuse_matmul_epilogue,
     "fuse-conv-activation": _fuse_conv_activation,
     "fuse-elementwise": _fuse_elementwise,
@@ -202,6 +209,9 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
 # gated FFN leaves gate/up to fuse-ffn (whose ffn_up shares each x tile between them) and it
 # takes the Q/K/V projections; it runs before fuse-matmul-epilogue, which would otherwise claim
 # the projections' bias adds.
+# fuse-moe-experts (O2: a MoE block's gathered-weight experts -> init-routing + grouped MatMul)
+# runs after fuse-ffn, whose SwiGLU region it takes, and before fuse-moe-gating, which hides the
+# router's TopK it finds the block by.
 # fuse-moe-gating and fuse-moe-finalize-routing (O2: MoE routers and combines, each one vector
 # kernel) run after fuse-ffn (which takes the experts' SwiGLU) and before fuse-matmul-epilogue
 # and fuse-elementwise, which would otherwise take the shared expert's add, the sigmoid or the
@@ -212,7 +222,7 @@ PIPELINES: dict[str, str] = {
     "O0": "",
     "O1": "fold-batchnorm,recompose-nn,fuse-attention,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling",
     "O2": (
-        "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-moe-gating,fuse-moe-finalize-routing,"
+        "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-moe-experts,fuse-moe-gating,fuse-moe-finalize-routing,"
         "fuse-norm-matmul,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling"
     ),
 }

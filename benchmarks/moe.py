@@ -13,10 +13,21 @@ touched by the routing, cycles (AI Core clock) and expert-weight GM bytes read u
   token, then batched MatMul; its gathered-weight intermediate in GM shown as `gather GM`),
 * dense: every expert on every token.
 
-These are the analytic estimates of ascendir.conversion.nn_to_ascend.moe_cost (the matmul
-tiling model's per-group estimates, tiling.estimate), not simulated runs: the grouped MatMul has
-no kernel yet. The shared expert's cycles are the same under all three and printed apart. The
-routing is the stated assumption (seeded; default uniform), never real router output.
+The first table holds the analytic estimates of ascendir.conversion.nn_to_ascend.moe_cost (the
+matmul tiling model's per-group estimates, tiling.estimate). The shared expert's cycles are the
+same under all three and printed apart. The routing is the stated assumption (seeded; default
+uniform), never real router output.
+
+The second table simulates the routed experts of one layer (timing-only, the routing given to
+the run as --moe-routing gives it): the experts as -O2 lowers a recognised block (moe_experts:
+MoeInitRouting, the sorted rows, GroupedMatmul gate+up, SwiGLU, GroupedMatmul down, the rows
+put back), as the gathered lowering runs them (HF's export lowered op by op: expert weights
+gathered per routed pair, batched MatMuls, SwiGLU), and dense (every expert on every token: two
+batched MatMuls over the E experts, SwiGLU between). `weight GB` there: the grouped MatMuls'
+expert-weight bytes (the report's moe section: each touched expert once per row tile of its
+group). A gathered intermediate beyond HBM cannot run (`> HBM`). `--sim-tokens` picks the token
+counts simulated (prefill 2048 of the DeepSeek-V3 layer does not fit: its 16,384 routed pairs
+exceed one AIV's UB in MoeInitRouting).
 
 A model check closes the output: today's gathered lowering of small MoE layers (the gathers and
 batched MatMuls alone, lowered by ascendir and simulated timing-only) against moe_cost.gathered.
@@ -29,6 +40,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import time  # noqa: E402
 
 from ascendir.conversion.nn_to_ascend.moe_cost import MoeShape, dense, gathered, grouped, shared_cycles  # noqa: E402
 from ascendir.costmodel.moe_routing import make_routing, parse_routing, tokens_per_expert  # noqa: E402
@@ -78,6 +90,97 @@ def model_check(hw) -> None:
               f"{sim:,.0f}, analytic {est:,.0f} ({100 * (est - sim) / sim:+.1f} %)")
 
 
+EXPERTS = """
+func.func @main(%x: tensor<{r}x{h}x1x{t}>, %ids: tensor<{r}xi64>) -> tensor<{r}x{h}x1x{t}> {{
+  %wgu = nn.weight @gate_up : tensor<{e}x{i2}x{h}x{t}>
+  %gu = nn.gather %wgu, %ids {{axis = 0 : i64}} : (tensor<{e}x{i2}x{h}x{t}>, tensor<{r}xi64>) -> tensor<{r}x{i2}x{h}x{t}>
+  %wd = nn.weight @down : tensor<{e}x{h}x{i}x{t}>
+  %d = nn.gather %wd, %ids {{axis = 0 : i64}} : (tensor<{e}x{h}x{i}x{t}>, tensor<{r}xi64>) -> tensor<{r}x{h}x{i}x{t}>
+  %a = nn.matmul %gu, %x : (tensor<{r}x{i2}x{h}x{t}>, tensor<{r}x{h}x1x{t}>) -> tensor<{r}x{i2}x1x{t}>
+  %hh = nn.reshape %a : (tensor<{r}x{i2}x1x{t}>) -> tensor<{r}x{i2}x{t}>
+  %g = nn.slice %hh {{starts = array<i64: 0, 0>, steps = array<i64: 1, 1>}} : (tensor<{r}x{i2}x{t}>) -> tensor<{r}x{i}x{t}>
+  %u = nn.slice %hh {{starts = array<i64: 0, {i}>, steps = array<i64: 1, 1>}} : (tensor<{r}x{i2}x{t}>) -> tensor<{r}x{i}x{t}>
+  %s = nn.silu %g : (tensor<{r}x{i}x{t}>) -> tensor<{r}x{i}x{t}>
+  %m = nn.mul %s, %u : (tensor<{r}x{i}x{t}>, tensor<{r}x{i}x{t}>) -> tensor<{r}x{i}x{t}>
+  %mr = nn.reshape %m : (tensor<{r}x{i}x{t}>) -> tensor<{r}x{i}x1x{t}>
+  %y = nn.matmul %d, %mr : (tensor<{r}x{h}x{i}x{t}>, tensor<{r}x{i}x1x{t}>) -> tensor<{r}x{h}x1x{t}>
+  func.return %y : tensor<{r}x{h}x1x{t}>
+}}
+"""
+DENSE = """
+func.func @main(%xt: tensor<{e}x{h}x{n}x{t}>) -> tensor<{e}x{h}x{n}x{t}> {{
+  %wgu = nn.weight @gate_up : tensor<{e}x{i2}x{h}x{t}>
+  %a = nn.matmul %wgu, %xt : (tensor<{e}x{i2}x{h}x{t}>, tensor<{e}x{h}x{n}x{t}>) -> tensor<{e}x{i2}x{n}x{t}>
+  %g = nn.slice %a {{starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>}} : (tensor<{e}x{i2}x{n}x{t}>) -> tensor<{e}x{i}x{n}x{t}>
+  %u = nn.slice %a {{starts = array<i64: 0, {i}, 0>, steps = array<i64: 1, 1, 1>}} : (tensor<{e}x{i2}x{n}x{t}>) -> tensor<{e}x{i}x{n}x{t}>
+  %s = nn.silu %g : (tensor<{e}x{i}x{n}x{t}>) -> tensor<{e}x{i}x{n}x{t}>
+  %m = nn.mul %s, %u : (tensor<{e}x{i}x{n}x{t}>, tensor<{e}x{i}x{n}x{t}>) -> tensor<{e}x{i}x{n}x{t}>
+  %wd = nn.weight @down : tensor<{e}x{h}x{i}x{t}>
+  %y = nn.matmul %wd, %m : (tensor<{e}x{h}x{i}x{t}>, tensor<{e}x{i}x{n}x{t}>) -> tensor<{e}x{h}x{n}x{t}>
+  func.return %y : tensor<{e}x{h}x{n}x{t}>
+}}
+"""
+
+
+def _simulate(text: str, hw, grouped: bool, routing=None) -> dict | str:
+    """The report of `text` lowered (fuse-ffn, [moe_experts], fuse-elementwise, choose-tiling)
+    and simulated timing-only, or why it cannot run."""
+    from xdsl.parser import Parser
+
+    from ascendir.conversion.nn_to_ascend.templates import moe_experts
+    from ascendir.dialects import nn
+    from ascendir.driver import lower, parse_pipeline, run_passes
+    from ascendir.interpreter import simulate
+    from ascendir.patterns import top_level_ops
+    from ascendir.session import make_context
+
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline("fuse-ffn", "O0", hw.name, None), None)
+    if grouped:
+        ffn = [op for op in top_level_ops(module, nn.FusedOp) if op.kind.data == "ffn"]
+        moe_experts.fuse(moe_experts.match(ffn[0]), "layer")
+    run_passes(module, parse_pipeline(f"fuse-elementwise,choose-tiling{{target={hw.name}}}", "O0", hw.name, None), None)
+    try:
+        lower(module, None, hw.name)
+        return simulate(module, None, {}, hw, timing_only=True, moe_routing={"layer": routing} if grouped else None).report
+    except AscendirError as e:
+        return "> HBM" if "HBM" in str(e) else f"error: {e}"
+
+
+def simulated(hw, spec, tokens: list[int]) -> None:
+    """The second table of the module docstring."""
+    from ascendir.conversion.nn_to_ascend.templates.grouped_matmul import row_tile
+
+    print("\nsimulated (timing-only, fp16): the routed experts of one layer, cycles of all their kernels; "
+          "GMM = the two grouped MatMuls")
+    for name, s in LAYERS.items():
+        print(f"\n{name}:")
+        print(f"  {'tokens':>6s} {'touched':>7s} | {'grouped cyc':>12s} {'GMM cyc':>11s} {'weight GB':>9s} | "
+              f"{'gathered cyc':>13s} | {'dense cyc':>12s} | {'grouped µs':>10s} {'sim s':>6s}")
+        for t in tokens:
+            if name == "DeepSeek-V3" and t * s.top_k * 8 * 3 > hw.capacity("ub"):
+                print(f"  {t:6d}  MoeInitRouting of {t * s.top_k} pairs does not fit one AIV's UB: not simulated")
+                continue
+            t0 = time.perf_counter()
+            idx = make_routing(spec, t, s.top_k, s.experts)
+            counts = tokens_per_expert(idx, s.experts)
+            r = t * s.top_k
+            fmt = dict(r=r, h=s.hidden, i=s.inter, i2=2 * s.inter, e=s.experts, t=DTYPE)
+            g = _simulate(EXPERTS.format(**fmt), hw, True, idx)
+            ga = _simulate(EXPERTS.format(**fmt), hw, False)
+            d = _simulate(DENSE.format(**fmt, n=t), hw, False)
+            bm = row_tile(r, s.experts)
+            wb = int((-(-counts // bm)).sum()) * s.expert_bytes(DTYPE)
+
+            def cyc(rep) -> str:
+                return f"{rep['total_cycles']:,.0f}" if isinstance(rep, dict) else rep
+
+            gmm = sum(k["cycles"] for k in g["kernels"] if k["name"].startswith("grouped_matmul")) if isinstance(g, dict) else 0
+            us = g["total_cycles"] * 1e6 / hw.clock_hz if isinstance(g, dict) else float("nan")
+            print(f"  {t:6d} {int((counts > 0).sum()):7d} | {cyc(g):>12s} {gmm:11,.0f} {_gb(wb)} | {cyc(ga):>13s} | "
+                  f"{cyc(d):>12s} | {us:10.1f} {time.perf_counter() - t0:6.1f}")
+
+
 def _gb(b: float) -> str:
     return f"{b / 1e9:9.2f}"
 
@@ -86,6 +189,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="ascend910b2")
     ap.add_argument("--routing", default="uniform", help="uniform, skew=A or an .npz with indices [T, k]")
+    ap.add_argument("--sim-tokens", default="1,16,64,2048",
+                    help="token counts of the simulated table (comma-separated; empty: none)")
     results.add_flag(ap)
     args = ap.parse_args()
     try:
@@ -110,6 +215,7 @@ def main() -> None:
             print(f"  {phase:8s} {t:6d} {int((counts > 0).sum()):7d} | {g.cycles:12,.0f} {_gb(g.weight_bytes)} | "
                   f"{ga.cycles:13,.0f} {_gb(ga.weight_bytes)} {_gb(ga.gm_bytes_peak)} | {d.cycles:12,.0f} "
                   f"{_gb(d.weight_bytes)} | {g.cycles * us:10.1f} {shared_cycles(s, t, DTYPE, hw):11,.0f}")
+    simulated(hw, spec, [int(x) for x in args.sim_tokens.split(",") if x])
     model_check(hw)
 
 

@@ -58,7 +58,7 @@ SECTIONS: dict[str, Section] = {s.script: s for s in (
     Section("tiling_search", "choose-tiling: candidates scored, search time, estimate vs simulated", ("--no-sim",)),
     Section("llama7b_shape_only", "LLaMA-2-7B-shaped model compiled --shape-only: wall time and peak RSS", ()),
     Section("opset_sweep", "Opset sweep: claimed ops x opset versions 13..newest vs onnxruntime", ()),
-    Section("moe", "MoE layer expert GEMMs: grouped vs gathered vs dense (analytic, 910B2, fp16)", ()),
+    Section("moe", "MoE layer experts: grouped vs gathered vs dense (analytic and simulated, 910B2, fp16)", ()),
     Section("quant", "Quantized LLaMA-2-7B-shaped layer: fp16 vs W8A8 vs W8A16 vs W4A16 (timing-only, 910B2)", ("--prefill", "0")),
     Section("tp", "Tensor parallelism and MC2 on LLaMA-7B/70B-shaped layers (fp16, 910B2, Atlas 800 A2)", None),
     Section("serve", "Simulated LLM serving: TTFT, TPOT, cache in place, roofline (7B-shaped, fp16, 910B2)", None),

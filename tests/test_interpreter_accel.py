@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ascendir.api.moe_report import moe_section
 from ascendir.driver import compile_model
 from ascendir.hardware import load_target
 from ascendir.interpreter import Accel, build_report, compile_module
@@ -54,11 +55,14 @@ WITHOUT = {
 # corpus models on which each switch fires in a timing-only run (asserted, so a change that stops
 # one from firing shows here); mobilenet_block_small gets none of them and is covered by the
 # all-on / all-off comparison below
+# (the MoE models' gathered-weight experts, what -O1 lowers, are the corpus' remap and xblock case;
+# -O2 lowers them as grouped MatMuls, whose loops are data-dependent: none of the loop speed-ups)
+GATHERED = "mixtral_moe_block_small@O1"
 FIRES_ON = {
-    "steady": ["gpt2_small", "mixtral_moe_block_small", "mlp_small", "resnet_small"],
+    "steady": ["gpt2_small", GATHERED, "mlp_small", "resnet_small"],
     "loop_memo": ["gpt2_small", "mlp_small", "resnet_small"],
-    "remap": ["mixtral_moe_block_small"],
-    "xblock": ["mixtral_moe_block_small"],
+    "remap": [GATHERED],
+    "xblock": [GATHERED],
     "launch_memo": ["bert_small", "gpt2_small", "llama_small", "vit_small"],
     "gc_pause": ["llama_small"],
 }
@@ -94,13 +98,14 @@ class Fired:
 
         return wrapped
 
-    def run(self, module, accel: Accel, feeds: dict | None = None) -> tuple[dict, dict]:
-        """(what the run gives: report, L2 counters, outputs; how often each mechanism fired)."""
+    def run(self, module, accel: Accel, feeds: dict | None = None, routing: dict | None = None) -> tuple[dict, dict]:
+        """(what the run gives: report, L2 counters, outputs; how often each mechanism fired).
+        `routing`: a timing-only run's MoE routing (that of the numerics run's feeds)."""
         was = gc.isenabled()
         gc.enable()  # (gc_pause has something to pause)
         self.n = dict.fromkeys(self.n, 0)
         try:
-            prog = compile_module(module, HW, None, timing_only=feeds is None, accel=accel)
+            prog = compile_module(module, HW, None, timing_only=feeds is None, accel=accel, moe_routing=routing)
             outs, recs = prog.run(feeds or {})
         finally:
             if not was:
@@ -130,13 +135,17 @@ def assert_identical(on: dict, off: dict, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def corpus() -> dict:
-    """Each corpus model lowered (O2, 910B2) and its inputs."""
+    """Each corpus model lowered (O2, 910B2; NAME@O1 at O1), its inputs and its MoE routing on
+    them (what a timing-only run is given, so it times what the numerics run does)."""
     out = {}
-    for name in CORPUS:
+    for key in [*CORPUS, GATHERED]:
+        name, _, level = key.partition("@")
         with np.load(DATA / name / "reference.npz") as ref:
             feeds = {k.removeprefix("input:"): ref[k] for k in ref.files if k.startswith("input:")}
-        module, weights = compile_model(DATA / name / "model.onnx", "ascend910b2", opt_level="O2")
-        out[name] = (module, weights, feeds)
+        module, weights = compile_model(DATA / name / "model.onnx", "ascend910b2", opt_level=level or "O2")
+        nn_module, nn_weights = compile_model(DATA / name / "model.onnx", emit="nn", opt_level="O0")
+        got = moe_section(nn_module, nn_weights, feeds, "reference.npz", None)
+        out[key] = (module, weights, feeds, got[1] if got is not None else None)
     return out
 
 
@@ -169,9 +178,9 @@ def test_switch_on_matmul_gives_identical_results(monkeypatch, matmuls, switch, 
 @pytest.mark.parametrize("switch, model", [(s, m) for s in sorted(FIRES_ON) for m in FIRES_ON[s]])
 def test_switch_on_corpus_model_gives_identical_results(monkeypatch, corpus, switch, model):
     fired = Fired(monkeypatch)
-    module = corpus[model][0]
-    on, n_on = fired.run(module, ALL)
-    off, n_off = fired.run(module, WITHOUT[switch])
+    module, _, _, routing = corpus[model]
+    on, n_on = fired.run(module, ALL, routing=routing)
+    off, n_off = fired.run(module, WITHOUT[switch], routing=routing)
     assert n_on[switch] > 0, f"{switch} never fired on {model}: the test would prove nothing"
     assert n_off[switch] == 0
     assert_identical(on, off, f"{model} timing-only, {switch} on vs off")
@@ -181,9 +190,9 @@ def test_switch_on_corpus_model_gives_identical_results(monkeypatch, corpus, swi
 def test_every_speed_up_on_vs_none_on_corpus_model(monkeypatch, corpus, model):
     """All speed-ups against none, timing-only and with numerics (outputs compared too)."""
     fired = Fired(monkeypatch)
-    module, weights, feeds = corpus[model]
-    on, _ = fired.run(module, ALL)
-    off, n_off = fired.run(module, Accel.none())
+    module, weights, feeds, routing = corpus[model]
+    on, _ = fired.run(module, ALL, routing=routing)
+    off, n_off = fired.run(module, Accel.none(), routing=routing)
     assert not any(n_off.values())
     assert_identical(on, off, f"{model} timing-only, every speed-up vs none")
     num = {}

@@ -53,6 +53,8 @@ def expected(op) -> Placement | None:
         return Placement(AIC, Pipe.M)
     if isinstance(op, ascend.GatherRowsOp):
         return Placement(AIV, Pipe.MTE2)
+    if isinstance(op, ascend.GetValueOp):  # the scalar unit: every core has one
+        return Placement(None, Pipe.S)
     if isinstance(op, ascend.VectorOp):
         return Placement(AIV, Pipe.V)
     if isinstance(op, (ascend.SetFlagOp, ascend.WaitFlagOp)):

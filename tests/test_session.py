@@ -63,10 +63,12 @@ def test_search_log_and_weights_travel_in_the_session():
 
 
 def test_a_declining_template_says_why_and_the_report_lists_it(tmp_path):
-    # Mixtral's experts gather their weights per token: the ffn template does not take that body
+    # On 910A (no FixPipe) the moe_experts template declines Mixtral's experts, whose body then
+    # lowers op by op; in it the ffn template declines the gathered-weight experts' body
     session = Session()
-    compile_model(DATA / "mixtral_moe_block_small" / "model.onnx", "ascend910b2", session=session)
-    (d,) = session.declined
+    compile_model(DATA / "mixtral_moe_block_small" / "model.onnx", "ascend910a", session=session, dtype="fp16")
+    moe, d = session.declined
+    assert moe.kind == "moe_experts" and "no FixPipe" in moe.reason and "'/block/experts/Gather'" in moe.region
     assert type(d.kind) is str and d.kind == "ffn" and d.region.startswith("nn.fused #") and "'/block/experts/MatMul'" in d.region
     assert "not a gated" in d.reason
     assert any(n.startswith(f"convert-nn-to-ascend: {d.region}: the ffn template declines it") for n in session.notes)
@@ -76,8 +78,9 @@ def test_a_declining_template_says_why_and_the_report_lists_it(tmp_path):
 
     report = tmp_path / "r.json"
     subprocess.run([sys.executable, "-m", "ascendir.api.cli", "run", str(DATA / "mixtral_moe_block_small" / "model.onnx"),
-                    "--timing-only", "--report", str(report)], check=True, capture_output=True)
-    assert json.loads(report.read_text())["declined"] == [{"region": d.region, "kind": "ffn", "reason": d.reason}]
+                    "--target", "ascend910a", "--dtype", "fp16", "--timing-only", "--report", str(report)],
+                   check=True, capture_output=True)
+    assert json.loads(report.read_text())["declined"] == [{"region": x.region, "kind": x.kind, "reason": x.reason} for x in (moe, d)]
 
 
 def test_compile_names_ascend_lowering_when_given_as_an_nn_pipeline():

@@ -21,7 +21,7 @@ from ascendir.transforms.nn.choose_tiling import tiled_sites
 
 DATA = Path(__file__).parent / "data"
 KINDS = ("matmul_epilogue", "ffn", "flash_attention", "norm_matmul", "conv_activation", "elementwise", "add_rms_norm",
-         "moe_gating", "moe_finalize_routing", "matmul_all_reduce", "matmul_reduce_scatter", "all_gather_matmul")
+         "moe_gating", "moe_finalize_routing", "matmul_all_reduce", "matmul_reduce_scatter", "all_gather_matmul", "moe_experts")
 
 
 def test_every_fused_kind_has_a_template():
@@ -109,10 +109,12 @@ def test_sites_search_agrees_with_candidates_and_footprint():
 @pytest.mark.parametrize("model", ["mixtral_moe_block_small", "llama_small"])
 def test_lowering_builds_no_region(model, monkeypatch):
     """Lowering only reads the regions the fusion passes built (and plans them): with region
-    building disabled after -O2, the models still lower, mixtral's gathered-weight experts
-    declined with their reason and lowered op by op through the regions fuse-ffn gave them."""
+    building disabled after -O2, the models still lower (mixtral's experts through the
+    moe_experts region fuse-moe-experts built, nothing declined)."""
     from ascendir import patterns
-    from ascendir.conversion.nn_to_ascend.templates import add_rms_norm, epilogue, fused_elementwise, moe_finalize, moe_gating
+    from ascendir.conversion.nn_to_ascend.templates import (
+        add_rms_norm, epilogue, fused_elementwise, moe_experts, moe_finalize, moe_gating,
+    )
     from ascendir.driver import lower
     from ascendir.session import Session
 
@@ -122,10 +124,8 @@ def test_lowering_builds_no_region(model, monkeypatch):
     def no_fusion(*args, **kwargs):
         raise AssertionError("a region was built during lowering")
 
-    for mod in (patterns, epilogue, fused_elementwise, add_rms_norm, moe_gating, moe_finalize):
+    for mod in (patterns, epilogue, fused_elementwise, add_rms_norm, moe_gating, moe_finalize, moe_experts):
         monkeypatch.setattr(mod, "fuse_ops", no_fusion)
     session = Session()
     lower(module, weights, "ascend910b2", session)
-    assert [d.kind for d in session.declined] == (["ffn"] if model.startswith("mixtral") else [])
-    if model.startswith("mixtral"):
-        assert "gated" in session.declined[0].reason
+    assert session.declined == []

@@ -10,10 +10,14 @@ Where the routing comes from, always stated in the section's `routing`:
   assumption of --moe-routing (uniform, skew=A or an .npz of TopK indices), uniform when not
   given.
 
-Today's lowering gathers each routed (token, k) pair's expert weights and runs batched MatMuls
-on them: it reads tokens·k·W bytes of weights in the gather and again in the MatMul (W: bytes of
-one expert's weights), whatever the routing. A grouped MatMul (ops-transformer's GroupedMatmul)
-reads each touched expert's weights once: experts_touched·W.
+The gathered lowering (what -O0 / -O1 and an unrecognised block run) gathers each routed
+(token, k) pair's expert weights and runs batched MatMuls on them: it reads tokens·k·W bytes of
+weights in the gather and again in the MatMul (W: bytes of one expert's weights), whatever the
+routing. The grouped lowering (-O2's moe_experts template: MoeInitRouting, then ops-transformer's
+GroupedMatmul) reads each touched expert's weights once per row tile of its group
+(grouped_matmul.row_tile): experts_touched·W when every group fits one tile. `lowering` says which one ran (`set_lowering`,
+after the module is lowered), and the routing the section states is the one the simulated
+grouped MatMuls follow (`moe_section` also returns it, for `simulate(moe_routing=...)`).
 """
 
 from __future__ import annotations
@@ -23,8 +27,11 @@ from collections.abc import Mapping
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from ascendir.conversion.nn_to_ascend.templates.grouped_matmul import row_tile
 from ascendir.conversion.nn_to_ascend.templates.moe_match import MoeBlock, find_moe_blocks
 from ascendir.costmodel.moe_routing import RoutingSpec, RoutingStats, make_routing
+from ascendir.dialects.ascend import KernelOp
+from ascendir.dialects.ascend.ops_scalar import MOE_BLOCK_ATTR
 from ascendir.driver import io_names, main_func
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.nn_reference import evaluate_op
@@ -55,8 +62,9 @@ def routed_indices(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, n
 
 
 def moe_section(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, np.ndarray] | None,
-                feeds_text: str, assumed: RoutingSpec | None) -> list[dict] | None:
-    """The section (list of one dict per block), or None when no MoE block is recognised.
+                feeds_text: str, assumed: RoutingSpec | None) -> tuple[list[dict], dict[str, np.ndarray]] | None:
+    """(the section: one dict per block, each block's TopK indices [tokens, k] by block name),
+    or None when no MoE block is recognised.
 
     feeds: this run's inputs (None: the routing is `assumed`, uniform when None); feeds_text:
     where they come from, for the report. Raises: AscendirError when `assumed` is given but the
@@ -74,7 +82,7 @@ def moe_section(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, np.n
         source = f"assumed: {spec.text()}" + ("" if assumed else " (no inputs; --moe-routing sets it)")
     out = []
     for b in blocks:
-        s = RoutingStats.of(routed[b], b.experts, b.expert_bytes)
+        s = RoutingStats.of(routed[b], b.experts, b.expert_bytes, row_tile(b.tokens * b.top_k, b.experts))
         out.append({
             "block": b.name, "experts": b.experts, "top_k": b.top_k, "scoring": b.scoring, "normalised": b.normalised,
             "group_limit": None if b.group_limit is None else {"groups": b.group_limit.groups, "keep": b.group_limit.keep},
@@ -84,7 +92,16 @@ def moe_section(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, np.n
                                     "grouped": s.expert_weight_bytes},
             "lowering": "gathered",
         })
-    return out
+    return out, {b.name: routed[b] for b in blocks}
+
+
+def set_lowering(section: list[dict], module: ModuleOp) -> None:
+    """Each block's `lowering` in `section`: "grouped" when lowered `module` holds its
+    init-routing kernel (the kernel naming the block), else "gathered"."""
+    grouped = {op.attributes[MOE_BLOCK_ATTR].data for op in module.ops
+               if isinstance(op, KernelOp) and MOE_BLOCK_ATTR in op.attributes}
+    for m in section:
+        m["lowering"] = "grouped" if m["block"] in grouped else "gathered"
 
 
 def moe_lines(section: list[dict]) -> list[str]:
@@ -100,6 +117,8 @@ def moe_lines(section: list[dict]) -> list[str]:
         lines.append(
             f"MoE {m['block']}: top-{m['top_k']} of {m['experts']} ({kind}), {m['tokens']} tokens routed by {m['routing']}: "
             f"experts touched {m['experts_touched']}/{m['experts']}, tokens per expert min {min(c)} / max {max(c)}; "
-            f"expert weights read {wb['gathered'] / 1e6:,.2f} MB (gathered lowering), a grouped MatMul would read "
-            f"{wb['grouped'] / 1e6:,.2f} MB")
+            + (f"expert weights read {wb['grouped'] / 1e6:,.2f} MB (grouped MatMul), the gathered lowering would read "
+               f"{wb['gathered'] / 1e6:,.2f} MB" if m.get("lowering") == "grouped" else
+               f"expert weights read {wb['gathered'] / 1e6:,.2f} MB (gathered lowering), a grouped MatMul would read "
+               f"{wb['grouped'] / 1e6:,.2f} MB"))
     return lines

@@ -165,7 +165,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         if devices > topo.devices:
             raise AscendirError(f"--devices {devices} does not fit topology {topo.name} ({topo.devices} devices)")
         check_groups(module, topo, devices)
-    moe = _moe_routing(module, weights, model, inputs, seed, bounds, timing_only, shape_only, moe_routing, dtype)
+    moe, routing = _moe_routing(module, weights, model, inputs, seed, bounds, timing_only, shape_only, moe_routing, dtype)
     rank_weights = [weights] * devices
     if not is_lowered(module):
         ran, stores = _lower_for_run(module, weights, hw, inputs, seed, bounds, pipeline, opt_level, target, tiling, verify_numerics,
@@ -196,10 +196,13 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         else:
             with launch_progress(f"simulating on {hw.name}") as progress:
                 result = simulate(module, weights, feeds, hw, timing_only=timing_only, trace=writer or plots is not None,
-                                  check_races=True if check_races else None, progress=progress)
+                                  check_races=True if check_races else None, progress=progress, moe_routing=routing)
 
         result.report.update(notes)
         if moe is not None:
+            from ascendir.api.moe_report import set_lowering
+
+            set_lowering(moe, module)
             result.report["moe"] = moe
         result.report.update(model={"path": str(model), "sha256": _sha256(model)}, workload=_workload(main_func(module)), pipeline=ran,
                              dtype=dtype if model.suffix == ".onnx" else None, seed=None if inputs else seed, timing_only=timing_only)
@@ -232,10 +235,10 @@ def _rank_feeds(feeds: dict, rank: int, module, seed: int, bounds, timing_only: 
 
 
 def _moe_routing(module, weights, model: Path, inputs: Path | None, seed: int, bounds, timing_only: bool, shape_only: bool,
-                 moe_routing: str | None, dtype: str) -> list[dict] | None:
+                 moe_routing: str | None, dtype: str) -> tuple[list[dict] | None, dict]:
     """The report's `moe` section (api/moe_report.py) for an nn-level model, before it is lowered:
     the routing of this run's inputs, or --moe-routing's assumption in a timing-only run without
-    them.
+    them; and that routing by block (what a timing-only simulation follows), {} without blocks.
 
     Raises:
         AscendirError: --moe-routing in a run that routes its inputs, on lowered IR, or on a model
@@ -251,18 +254,19 @@ def _moe_routing(module, weights, model: Path, inputs: Path | None, seed: int, b
     if is_lowered(module):
         if spec is not None:
             raise AscendirError(f"--moe-routing needs an nn-level model; {model} is lowered IR")
-        return None
+        return None, {}
     from ascendir.conversion.nn_to_ascend.templates.moe_match import find_moe_blocks
 
     if spec is None and not find_moe_blocks(main_func(module).body.block):
-        return None  # no MoE block: read no inputs, evaluate no router
+        return None, {}  # no MoE block: read no inputs, evaluate no router
     feeds, text = None, ""
     if routes_inputs:
         if inputs is not None:
             feeds, text = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32"), f"the inputs of {inputs}"
         else:
             feeds, text = random_inputs(module, seed, bounds), f"random inputs (seed {seed})"
-    return moe_section(module, weights, feeds, text, spec)
+    got = moe_section(module, weights, feeds, text, spec)
+    return got if got is not None else (None, {})
 
 
 def _check_run_flags(model: Path, outputs: Path | None, timing_only: bool, shape_only: bool, verify_numerics: bool,

@@ -104,17 +104,34 @@ def tokens_per_expert(indices: np.ndarray, experts: int) -> np.ndarray:
     return np.bincount(np.asarray(indices, np.int64).reshape(-1), minlength=experts).astype(np.int64)
 
 
+def init_routing(indices: np.ndarray, experts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """MoeInitRouting's outputs for a routing: (sorted_rows [R], dest [R], group_list [E+1]),
+    int64, R = indices.size in (token, k) order: the pairs stably sorted by expert, each pair's
+    sorted position, and the cumulative per-expert counts (what the moe_init_routing kernel
+    computes; a timing-only run fills its outputs with these)."""
+    ids = np.asarray(indices, np.int64).reshape(-1)
+    order = np.argsort(ids, kind="stable").astype(np.int64)
+    dest = np.empty_like(order)
+    dest[order] = np.arange(order.size, dtype=np.int64)
+    group_list = np.concatenate([[0], np.cumsum(tokens_per_expert(ids, experts))]).astype(np.int64)
+    return order, dest, group_list
+
+
 @dataclass(frozen=True)
 class RoutingStats:
     """What a report shows of a routing: tokens per expert, experts touched, and the expert-weight
-    bytes a grouped MatMul reads (touched experts x bytes of one expert's weights)."""
+    bytes a grouped MatMul reads (touched experts x bytes of one expert's weights, times the row
+    tiles of each group when they are given)."""
 
     tokens_per_expert: tuple[int, ...]
     experts_touched: int
     expert_weight_bytes: int
 
     @staticmethod
-    def of(indices: np.ndarray, experts: int, bytes_per_expert: int) -> RoutingStats:
+    def of(indices: np.ndarray, experts: int, bytes_per_expert: int, row_tile: int = 0) -> RoutingStats:
+        """`row_tile` > 0: the grouped MatMul reads an expert's weights once per tile of that many
+        of its rows (ceil(count / row_tile) times); 0: once per touched expert."""
         counts = tokens_per_expert(indices, experts)
         touched = int((counts > 0).sum())
-        return RoutingStats(tuple(int(c) for c in counts), touched, touched * bytes_per_expert)
+        reads = int((-(-counts // row_tile)).sum()) if row_tile > 0 else touched
+        return RoutingStats(tuple(int(c) for c in counts), touched, reads * bytes_per_expert)

@@ -13,6 +13,7 @@ the target's hardware TOML (sources [Sn] in /work/shared/reference/ascend-hardwa
           (per-element part × the passes of element types without native instructions, emulation.py)
 * gather_rows = rows · (startup.mte2 + row_bytes / gm rate), + gm_read_latency.  [S4 head per DMA call]
 * scalar ops (arith, subview, loop control) = startup.scalar_alu on pipe S.  [S5]
+* get_value (a scalar read) = gm_read_latency from GM (a DCache miss), scalar_alu from UB.  [S5]
 
 Bytes are those *written into* each level (l1, l0a, l0b, l0c, ub, bt, fb) plus gm_read / gm_write,
 counted packed: 4-bit types (int4, uint4, float4) take half a byte per element, 2-bit ones a
@@ -304,3 +305,12 @@ def builtin_costs() -> dict[type, CostFactory]:
         for name in group:
             table[ascend.vector_op(name)] = vector
     return table
+
+
+def get_value_cycles(op: Operation, target: HardwareConfig) -> float:
+    """S-pipe cycles of one `ascend.get_value`: from GM the scalar unit waits for HBM
+    (memory.gm_read_latency, S5 DDR read latency: the DCache is not modelled, every read misses),
+    from UB one scalar ALU op (startup.scalar_alu, S5)."""
+    if space_of(op.source.type).value == "gm":
+        return float(target.memory.gm_read_latency)
+    return float(target.startup["scalar_alu"])

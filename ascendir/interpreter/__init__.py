@@ -18,7 +18,7 @@ Layout (each layer imports only those below it; op cycles come from ascendir.cos
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,6 +96,7 @@ def simulate(
     check_races: bool | None = None,
     progress: Callable[[int, int], None] | None = None,
     accel: Accel | None = None,
+    moe_routing: Mapping[str, np.ndarray] | None = None,
 ) -> SimResult:
     """Run `module` (ascend kernels + host func.func @main) on `target`.
 
@@ -109,6 +110,9 @@ def simulate(
     them; `extrapolate=False` turns the steady-state ones off). `trace`: True keeps the Chrome
     trace in SimResult.trace_events; a TraceWriter (report/trace.py) gets each launch's slices as
     the launch ends (a file written as the run goes; the caller closes it with the report).
+    `moe_routing`: in timing-only mode, MoE block (its TopK node, api/moe_report.py) -> TopK
+    indices [tokens, k], the routing the grouped MatMuls follow (with numerics they follow the
+    data); a block without one is routed uniformly and the report's `assumptions` say so.
 
     Raises:
         AscendirError: unsupported op, capacity overflow (on chip, or the GM footprint above the
@@ -121,7 +125,7 @@ def simulate(
     fp = check_module_gm_fits(module, hw)
     writer = trace if isinstance(trace, TraceWriter) else (TraceWriter(hw) if trace else None)
     prog = compile_module(module, hw, weights, timing_only=timing_only, trace=writer is not None, extrapolate=extrapolate,
-                          check_races=check_races, accel=accel)
+                          check_races=check_races, accel=accel, moe_routing=moe_routing)
     prog.trace_sink = writer
     prog.progress = progress
     with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
@@ -134,6 +138,7 @@ def simulate(
         k["dtype"] = dtypes.get(k["name"])
     if fp is not None:
         report["gm_footprint"] = fp
+    report["assumptions"] += prog.assumed
     return SimResult(outputs, report, writer.events if writer is not None and writer.events is not None else [])
 
 

@@ -112,8 +112,9 @@ def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> N
 def lower_op(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
     """Lower one nn op or nn.fused region through its template (registry.template_of): its
     `plan`, then its `emit`; returns the result buffers. A region whose kind has no template, or
-    whose template declines it (the region and the reason go to `ctx.declined`), is lowered op
-    by op from its body.
+    whose template declines it (the region and the reason go to `ctx.declined`; `emit` may
+    decline too, before emitting anything, for what the target lacks), is lowered op by op from
+    its body.
 
     Raises:
         AscendirError: an op without a template, or one its template declines; a template's own
@@ -121,7 +122,10 @@ def lower_op(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> l
     template = template_of(op)
     plan = template.plan(op) if template is not None else None
     if plan is not None and not isinstance(plan, Declined):
-        return template.emit(ctx, plan, operands)
+        results = template.emit(ctx, plan, operands)
+        if not isinstance(results, Declined):
+            return results
+        plan = results  # a refusal that depends on the target (emitted nothing)
     if not isinstance(op, nn.FusedOp):
         if plan is None:
             raise AscendirError(f"{ctx.current}: convert-nn-to-ascend has no template for {op.name}")

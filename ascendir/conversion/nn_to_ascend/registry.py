@@ -17,6 +17,7 @@ from ascendir.conversion.nn_to_ascend.kinds.flash_attention import FLASH_ATTENTI
 from ascendir.conversion.nn_to_ascend.kinds.matmul_all_reduce import MATMUL_ALL_REDUCE
 from ascendir.conversion.nn_to_ascend.kinds.matmul_epilogue import MATMUL_EPILOGUE
 from ascendir.conversion.nn_to_ascend.kinds.matmul_reduce_scatter import MATMUL_REDUCE_SCATTER
+from ascendir.conversion.nn_to_ascend.kinds.moe_experts import MOE_EXPERTS
 from ascendir.conversion.nn_to_ascend.kinds.moe_finalize import MOE_FINALIZE
 from ascendir.conversion.nn_to_ascend.kinds.moe_gating import MOE_GATING
 from ascendir.conversion.nn_to_ascend.kinds.norm_matmul import NORM_MATMUL
@@ -35,7 +36,7 @@ from ascendir.dialects import nn
 FUSED_KINDS: dict[str, Template] = {
     t.kind: t for t in (
         MATMUL_EPILOGUE, FFN, FLASH_ATTENTION, NORM_MATMUL, ELEMENTWISE, CONV_ACTIVATION, ADD_RMS_NORM, MOE_GATING, MOE_FINALIZE,
-        MATMUL_ALL_REDUCE, MATMUL_REDUCE_SCATTER, ALL_GATHER_MATMUL,
+        MATMUL_ALL_REDUCE, MATMUL_REDUCE_SCATTER, ALL_GATHER_MATMUL, MOE_EXPERTS,
     )
 }
 # the op families lowered op by op

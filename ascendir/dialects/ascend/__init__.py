@@ -8,6 +8,7 @@ Vocabulary follows Huawei's own (AscendNPU-IR HIVM / Ascend C), typed:
 * ops_kernel.py: `ascend.kernel`, `ascend.launch`, `ascend.block_idx`, `ascend.alloc`,
   `ascend.weight`, `ascend.view`;
 * ops_dma.py: `ascend.copy`, `ascend.gather_rows`; ops_cube.py: `ascend.mmad`;
+* ops_scalar.py: `ascend.get_value` (an integer of GM / UB read by the scalar unit into an index);
 * ops_vector.py: the `ascend.v*` ops (UB only, destination-passing style), one class each;
 * ops_sync.py: `ascend.set_flag` / `ascend.wait_flag` (pipe pair + event id), `ascend.pipe_barrier`;
 * ops_comm.py: `ascend.group_rank`, `ascend.remote_copy` (GM to a peer's GM over a link),
@@ -54,6 +55,7 @@ from ascendir.dialects.ascend.attrs import (
 from ascendir.dialects.ascend.ops_cube import MmadOp
 from ascendir.dialects.cast_mode import RoundMode, RoundModeAttr
 from ascendir.dialects.ascend.ops_dma import CopyOp, GatherRowsOp
+from ascendir.dialects.ascend.ops_scalar import GetValueOp
 from ascendir.dialects.ascend.ops_kernel import (
     AllocOp,
     BlockIdxOp,
@@ -148,7 +150,7 @@ Ascend = Dialect(
     "ascend",
     [
         KernelOp, ReturnOp, LaunchOp, BlockIdxOp, AllocOp, WeightOp, ViewOp, CopyOp, MmadOp,
-        *VECTOR_OPS.values(), VcastOp, VcmpOp, VselOp, VdupOp, VtransposeOp, VarangeOp, GatherRowsOp,
+        *VECTOR_OPS.values(), VcastOp, VcmpOp, VselOp, VdupOp, VtransposeOp, VarangeOp, GatherRowsOp, GetValueOp,
         SetFlagOp, WaitFlagOp, PipeBarrierOp, *COMM_OPS,
     ],
     [

@@ -41,6 +41,7 @@ class FusedKind(StrEnum):
     MATMUL_ALL_REDUCE = "matmul_all_reduce"  # MC2: row-parallel matmul [+ bias] + all_reduce [+ residual]
     MATMUL_REDUCE_SCATTER = "matmul_reduce_scatter"  # MC2: row-parallel matmul [+ bias] + reduce_scatter of its rows
     ALL_GATHER_MATMUL = "all_gather_matmul"  # MC2: all_gather of row shards + matmul [+ bias]
+    MOE_EXPERTS = "moe_experts"  # MoE routed experts: init-routing, grouped MatMul, SwiGLU, grouped MatMul
 
 
 @irdl_attr_definition

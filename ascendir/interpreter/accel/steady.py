@@ -37,7 +37,7 @@ outer loop compares and replays them like executed accesses (accesses.py); skipp
 inner loops whole.
 
 When a loop may be extrapolated (`uniform_loop`, static, on the IR):
-* no loop-carried values, no memref.load/store (data-dependent control) in the body;
+* no loop-carried values, no memref.load/store or ascend.get_value (data-dependent control) in the body;
 * every dynamic offset of a subview of a GM buffer is affine in the *checked values* (+, −, × by
   invariants, index casts), so each GM address of a skipped iteration is known exactly. Checked
   values: the induction variable and every scalar `arith` op directly in the body or in its scf.if
@@ -80,6 +80,8 @@ from operator import is_, itemgetter, le, sub
 import numpy as np
 from xdsl.dialects import arith, memref, scf
 from xdsl.ir import Block, Operation, SSAValue
+
+from ascendir.dialects import ascend
 
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
@@ -173,7 +175,7 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
             for res in op.results:
                 k(res)
     for op in order:
-        if type(op) in (memref.LoadOp, memref.StoreOp, scf.ForOp) and op is not loop:
+        if type(op) in (memref.LoadOp, memref.StoreOp, ascend.GetValueOp, scf.ForOp) and op is not loop:
             if type(op) is not scf.ForOp:
                 return None
             if op.iter_args:

@@ -10,6 +10,9 @@ import numpy as np
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 from ascendir.costmodel.buffer_lifetimes import dropped_dims
+from ascendir.costmodel import quantise
+from ascendir.costmodel.ops import get_value_cycles
+from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import subblock
 from ascendir.dtypes import dense_value, packed_nbytes
@@ -280,6 +283,29 @@ class MemrefOps:
             R[out] = a[tuple(R[i] for i in idx)].item()
             if charge is not None:
                 charge()
+
+        return run
+
+    def get_value(self, op: ascend.GetValueOp) -> Closure:
+        """The element as an int; the S pipe waits `get_value_cycles`. It reads data in timing-only
+        runs too: a buffer the host filled with a routing (sim/chip.py `moe_routing`) holds real
+        values there, any other one reads zeros."""
+        R = self.F.values
+        src = self.slot(op.source)
+        idx = [self.slot(v) for v in op.indices]
+        out = self.slot(op.result)
+        if self.k is None:
+            raise AscendirError("ascend.get_value in the host function: it runs inside ascend.kernel only")
+        F = self.F
+        cyc = quantise(get_value_cycles(op, self.k.env.target))
+        s_ids = [u * NPIPES for u in range(self.k.nunits)]
+
+        def run() -> None:
+            R[out] = int(R[src][tuple(R[i] for i in idx)])
+            c = F.core
+            for s in s_ids:
+                c.free[s] += cyc
+                c.busy[s] += cyc
 
         return run
 

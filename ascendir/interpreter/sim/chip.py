@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import math
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -22,6 +23,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
 
 from ascendir.dialects import ascend
+from ascendir.dialects.ascend.ops_scalar import MOE_BLOCK_ATTR
+from ascendir.costmodel.moe_routing import RoutingSpec, init_routing, make_routing
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.accel import Accel
@@ -53,8 +56,14 @@ class ModuleProg:
     """A compiled module: run it with `run(inputs)` as many times as needed."""
 
     def __init__(self, module: ModuleOp, target: HardwareConfig, weights: WeightStore | None, timing_only: bool, trace: bool,
-                 extrapolate: bool = True, check_races: bool | None = None, accel: Accel | None = None):
+                 extrapolate: bool = True, check_races: bool | None = None, accel: Accel | None = None,
+                 moe_routing: Mapping[str, np.ndarray] | None = None):
         self.target = target
+        # timing-only: each MoE block's TopK indices [tokens, k] (api/moe_report.py), written into
+        # its init-routing kernel's outputs so the grouped MatMuls after it follow that routing;
+        # a block without one is routed uniformly (seeded) and `assumed` says so in the report
+        self.moe_routing = dict(moe_routing or {})
+        self.assumed: list[str] = []
         # the speed-ups that run (accel/); `extrapolate=False` is Accel(steady=False)
         self.accel = accel if accel is not None else Accel()
         if not extrapolate:
@@ -79,8 +88,10 @@ class ModuleProg:
         self.nbodies = 0  # memo ids given
         self._roots = 0
         main = None
+        self.kernel_ops: dict[str, ascend.KernelOp] = {}
         for op in module.ops:
             if isinstance(op, ascend.KernelOp):
+                self.kernel_ops[op.sym_name.data] = op
                 self.kernels[op.sym_name.data] = CommKernelProgram(self, op) if is_comm_kernel(op) else KernelProgram(self, op)
             elif isinstance(op, func.FuncOp) and op.sym_name.data == "main":
                 main = op
@@ -97,6 +108,27 @@ class ModuleProg:
         blk = main.body.block
         self.arg_slots = [comp.slot(a) for a in blk.args]
         self.body = comp.block(blk)
+
+    def routed_outputs(self, block: str, rows: int) -> tuple[np.ndarray, ...]:
+        """(sorted_rows, dest, group_list) of MoE block `block` for a timing-only init-routing
+        launch over `rows` (token, k) pairs: from `moe_routing`, else a uniform routing.
+
+        Raises: AscendirError when the given routing does not hold `rows` pairs."""
+        experts = None
+        for k in self.kernel_ops.values():
+            a = k.attributes.get(MOE_BLOCK_ATTR)
+            if a is not None and a.data == block:
+                experts = k.body.block.args[3].type.get_shape()[0] - 1
+        idx = self.moe_routing.get(block)
+        if idx is None:
+            idx = make_routing(RoutingSpec("uniform"), rows, 1, experts)
+            self.assumed.append(f"MoE block {block}: a timing-only run without its routing; expert ids assumed uniform "
+                                "(seeded, each (token, k) pair drawn alone): give the routing (--inputs or --moe-routing)")
+            self.moe_routing[block] = idx
+        idx = np.asarray(idx)
+        if idx.size != rows:
+            raise AscendirError(f"MoE block {block}: the routing holds {idx.size} (token, k) pairs, the model routes {rows}")
+        return init_routing(idx, experts)
 
     def new_root(self) -> int:
         """A fresh id for a GM buffer (address tags, l2.py)."""
@@ -142,17 +174,19 @@ class ModuleProg:
 
 
 def compile_module(module: ModuleOp, target: HardwareConfig, weights: WeightStore | None = None, timing_only: bool = False, trace: bool = False,
-                   extrapolate: bool = True, check_races: bool | None = None, accel: Accel | None = None) -> ModuleProg:
+                   extrapolate: bool = True, check_races: bool | None = None, accel: Accel | None = None,
+                   moe_routing: Mapping[str, np.ndarray] | None = None) -> ModuleProg:
     """Compile `module` (ascend kernels + host @main) for `target`. `accel` picks the speed-ups
     (accel/__init__.py; default all); `extrapolate=False` is `Accel(steady=False)`: every loop
     iteration runs in timing-only mode too (the reference for steady.py's extrapolation).
     `check_races` (race.py) defaults to on with numerics and off in timing-only mode.
+    `moe_routing` (timing-only): MoE block name -> its TopK indices [tokens, k] (ModuleProg).
 
     Raises:
         AscendirError: unsupported ops, missing paths on the target, buffer capacity overflow.
     """
     with gc_paused(accel is None or accel.gc_pause):
-        return ModuleProg(module, target, weights, timing_only, trace, extrapolate, check_races, accel)
+        return ModuleProg(module, target, weights, timing_only, trace, extrapolate, check_races, accel, moe_routing)
 
 
 @contextmanager

@@ -141,7 +141,9 @@ class KernelProgram:
         # text and argument aliasing may run differently: fresh GM roots of its own, or scalars
         # read from data (memref.load) steering the control flow in numerics mode
         gm_alloc = any(_is_a(type(o), ascend.AllocOp) and space_of(o.result.type).value == "gm" for o in order)
-        data_control = not m.timing_only and any(_is_a(type(o), memref.LoadOp) for o in order)
+        # (ascend.get_value reads data in timing-only runs too: a routed group list)
+        data_control = any(_is_a(type(o), ascend.GetValueOp) for o in order) or (
+            not m.timing_only and any(_is_a(type(o), memref.LoadOp) for o in order))
         self.nchip = sum(_is_a(type(o), ascend.AllocOp) and space_of(o.result.type).value != "gm" for o in order)
         self.memo_text = None if gm_alloc or data_control else _memo_id(m, op, ops)
 

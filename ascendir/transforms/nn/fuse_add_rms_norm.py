@@ -15,7 +15,7 @@ or gate/up projections it feeds), fuse-matmul-epilogue the add (as the residual 
 down_proj matmul before it) and fuse-elementwise any add left; each of those leaves nothing for
 this pass. fuse-ffn takes neither op. The O2 order with it:
 
-    fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-moe-gating,fuse-moe-finalize-routing,
+    fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-moe-experts,fuse-moe-gating,fuse-moe-finalize-routing,
     fuse-add-rms-norm,fuse-norm-matmul,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,
     choose-tiling
 
@@ -36,7 +36,7 @@ from ascendir.dialects import nn
 from ascendir.patterns import top_level_ops
 
 ADD_RMS_NORM_O2 = (
-    "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-moe-gating,fuse-moe-finalize-routing,"
+    "fold-batchnorm,recompose-nn,fuse-attention,fuse-ffn,fuse-moe-experts,fuse-moe-gating,fuse-moe-finalize-routing,"
     "fuse-add-rms-norm,fuse-norm-matmul,fuse-matmul-epilogue,fuse-conv-activation,fuse-elementwise,choose-tiling"
 )
 

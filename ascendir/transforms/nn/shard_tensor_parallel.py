@@ -1027,6 +1027,10 @@ def _analyse(block: Block, tp: int, sp: bool) -> tuple[_Analysis, int]:
     """
     hints: dict[Operation, dict] = {}
     a = _Analysis(tp, sp, hints)
+    # a MoE block's moe_experts region (-O2: grouped MatMuls over whole experts) goes back to the
+    # gathered-weight form it wraps, whose ffn region is split column / row like a dense FFN
+    for region in [o for o in block.ops if isinstance(o, nn.FusedOp) and o.kind.data == "moe_experts"]:
+        _dissolve(region)
     for arg in block.args:
         a.lay[arg] = R
     start: dict[Operation, int] = {}  # op -> log length before it

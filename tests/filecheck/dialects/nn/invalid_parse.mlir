@@ -10,7 +10,7 @@ func.func @main() {
 
 // -----
 
-// CHECK: unknown #nn.fused_kind mlp (expected one of matmul_epilogue, ffn, flash_attention, norm_matmul, conv_activation, elementwise, add_rms_norm, moe_gating, moe_finalize_routing, matmul_all_reduce, matmul_reduce_scatter, all_gather_matmul)
+// CHECK: unknown #nn.fused_kind mlp (expected one of matmul_epilogue, ffn, flash_attention, norm_matmul, conv_activation, elementwise, add_rms_norm, moe_gating, moe_finalize_routing, matmul_all_reduce, matmul_reduce_scatter, all_gather_matmul, moe_experts)
 func.func @main(%x: tensor<2x8xf32>) {
   %r = nn.fused(%x) {kind = #nn.fused_kind<mlp>} : (tensor<2x8xf32>) -> tensor<2x8xf32> {
   ^bb0(%a: tensor<2x8xf32>):

@@ -1,0 +1,51 @@
+"""The moe_experts template (protocol side): plan = templates/moe_experts.parse of the region;
+emit = templates/moe_experts.emit_moe_experts (MoeInitRouting, the sorted rows, GroupedMatmul,
+SwiGLU, GroupedMatmul, the un-permute); declined at emit on a chip without FixPipe or without
+an mmad for the element type, or when MoeInitRouting's arrays do not fit one AIV's UB (the body
+then lowers op by op: the gathered form). No tiled sites: the grouped MatMul's tiles are chosen at
+emit time (templates/grouped_matmul.tiles), as its groups are known only when it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.ir import SSAValue
+
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import ub_bytes
+from ascendir.conversion.nn_to_ascend.template import TemplateBase, gm_args
+from ascendir.conversion.nn_to_ascend.templates.moe_experts import KIND, MoeExperts, emit_moe_experts, parse
+from ascendir.dialects import nn
+
+
+@dataclass(frozen=True)
+class MoeExpertsPlan:
+    region: nn.FusedOp
+    parsed: MoeExperts
+
+
+class MoeExpertsTemplate(TemplateBase):
+    kind = KIND
+
+    def plan(self, region: nn.FusedOp) -> MoeExpertsPlan | Declined:
+        parsed = parse(region)
+        if parsed is None:
+            return Declined("the body is not two axis-0 gathers of [E, 2I, H] / [E, H, I] expert weights by i64 ids "
+                            "feeding a SwiGLU ffn region over [R, H, 1] rows, in one element type")
+        return MoeExpertsPlan(region, parsed)
+
+    def emit(self, ctx: LoweringContext, plan: MoeExpertsPlan, operands: list[SSAValue]) -> list[SSAValue] | Declined:
+        args, p = gm_args(plan.region, operands), plan.parsed
+        t = ctx.target
+        if not t.arch.fixpipe:  # the grouped MatMul writes L0C out through FixPipe
+            return Declined(f"{t.name} ({t.arch}) has no FixPipe (L0C -> GM) for the grouped MatMul")
+        if no_mmad := t.arch.no_mmad(str(elem(args[p.x]))):
+            return Declined(f"{t.name} ({t.arch}) {no_mmad}")
+        rows, experts = shape(args[p.ids])[0], shape(args[p.w_gu])[0]
+        if ub_bytes(rows, experts) > t.capacity("ub"):  # the scalar counting sort holds its arrays in UB
+            return Declined(f"MoeInitRouting of {rows} routed rows over {experts} experts needs {ub_bytes(rows, experts)} "
+                            f"bytes of UB, one AIV of {t.name} has {t.capacity('ub')}")
+        return emit_moe_experts(ctx, args[p.w_gu], args[p.w_d], args[p.x], args[p.ids], p.act, p.block, p.out_shape)
+
+
+MOE_EXPERTS = MoeExpertsTemplate()
