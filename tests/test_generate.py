@@ -130,3 +130,27 @@ def test_cache_in_place_writes_only_the_new_rows() -> None:
     g = generate(DATA / "mistral" / "model.onnx", 0, 4, prompt=ref["input:input_ids"], in_place=False)
     np.testing.assert_array_equal(g.outputs["generated_ids"], ref["generated_ids"])
     np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2"])
+def test_tensor_parallel_generation_equals_onnxruntime(name: str) -> None:
+    """--tp 2: every step sharded (shard-tensor-parallel: heads and the MLP split, KV heads dealt
+    over the ranks) and the two ranks simulated together give onnxruntime's tokens and logits;
+    the report names the devices, its KV bytes are one device's half."""
+    ref = np.load(DATA / name / "reference.npz")
+    want = ref["generated_ids"]
+    g = generate(DATA / name / "model.onnx", 0, want.shape[1], prompt=ref["input:input_ids"], tp=2)
+    np.testing.assert_array_equal(g.outputs["generated_ids"], want)
+    np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
+    r = g.report
+    assert schema_problem(r) is None and r["tp"] == 2 and r["topology"] == "atlas800-a2"
+    one = generate(DATA / name / "model.onnx", 0, 2, prompt=ref["input:input_ids"], timing_only=True).report
+    assert r["hbm_bytes_per_token"]["kv"] < one["hbm_bytes_per_token"]["kv"]
+
+
+def test_tensor_parallel_errors_are_one_line() -> None:
+    model = DATA / "qwen2" / "model.onnx"
+    assert_clean_error(run_cli("generate", model, "--tp", 2, "--devices", 4), "--tp 2 runs on 2 devices; --devices 4 differs")
+    assert_clean_error(run_cli("generate", model, "--devices", 16, "--timing-only"), "does not fit topology atlas800-a2 (8 devices)")
+    assert_clean_error(run_cli("generate", model, "--tp", 3, "--timing-only"), "4 query heads do not split over 3 devices")
+    assert_clean_error(run_cli("generate", model, "--topology", "atlas800-a2"), "give --tp N")
