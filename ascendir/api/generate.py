@@ -115,6 +115,9 @@ class _Model:
             from ascendir.transforms.nn.shard_tensor_parallel import shard_module
 
             module, stores = shard_module(module, weights, self.tp, False, self.target, session)
+            # the shard pass leaves the attention of each rank's heads outside a region (it reads
+            # them out of the all-gathered cache): put it back into the flash template's region
+            run_passes(module, parse_pipeline("fuse-attention,choose-tiling", f"O{self.opt_level}", self.target, None), stores[0], None, session)
         lower(module, stores[0], self.target, session)
         for store in stores[1:]:  # what the lowering moved into rank 0's store (constants) is every rank's
             for name in stores[0]:
