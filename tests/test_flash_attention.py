@@ -225,6 +225,25 @@ def test_decode_aivs_prefetch_k_and_v_into_l2() -> None:
     assert kv / (att["cycles"] / rep["clock_hz"]) >= 0.75 * load_target("ascend910b2").memory.hbm_bw_Bps
 
 
+def test_decode_combine_loads_the_partials_in_chunks(monkeypatch) -> None:
+    """The combine kernel loads the KV-split partials of an item a chunk of splits per copy: with
+    room for 2 splits of 5 (a last chunk of 1), the output still equals run_nn."""
+    from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
+
+    b, hq, hkv, sq, skv, d, dv = 1, 4, 2, 1, 1200, 64, 64
+    t = choose_flash_tiling(load_target("ascend910b2"), batch=b, hkv=hkv, g=hq // hkv, sq=sq, skv=skv, d=d, dv=dv, el=f32)
+    assert t.nsplit == 5
+    monkeypatch.setattr(fa, "COMBINE_UB_BYTES", 2 * t.m * (dv + 2) * 4)
+    text = attention_ir(b, hq, hkv, sq, skv, d, dv, False)
+    feeds = random_inputs([(b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, dv)], "f32")
+    ref = run_nn(Parser(make_context(), text).parse_module(), WeightStore(), feeds)
+    module = compile_attention(text, "ascend910b2")
+    assert [k.sym_name.data.split("_")[1] for k in kernels(module)] == ["attention", "combine"]
+    out = simulate(module, WeightStore(), feeds, load_target("ascend910b2")).outputs
+    (want,), (got,) = ref.values(), out.values()
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
 def test_flash_beats_naive_and_keeps_scores_out_of_gm() -> None:
     """At 1k tokens (f16, 8 heads of 128, causal) the flash kernel is faster than the decomposed
     path, and all its GM buffers together (output and per-core workspace) are far smaller than

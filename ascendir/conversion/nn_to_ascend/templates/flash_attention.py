@@ -144,6 +144,8 @@ def _folds(bc: int) -> bool:
 
 # A KV split must keep at least this many blocks per core (below it the combine step dominates).
 MIN_BLOCKS_PER_SPLIT = 2
+# UB bytes of KV-split partials (acc, m, l in fp32) the combine kernel loads per copy.
+COMBINE_UB_BYTES = 96 * 1024
 # Decode shapes (one row block of at most this many query rows): the group's AIVs prefetch K and
 # V into L2 ahead of the AIC (see the module docstring).
 DECODE_MAX_SQ = 16
@@ -1196,7 +1198,10 @@ class _FlashKernel:
 
 def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, fk: _FlashKernel) -> None:
     """Vector kernel merging the KV splits of every (batch, K/V head): with M = max_s m_s,
-    out = Σ_s e^{m_s - M} acc_s / Σ_s e^{m_s - M} l_s (the flash-decoding reduction), per head to GM."""
+    out = Σ_s e^{m_s - M} acc_s / Σ_s e^{m_s - M} l_s (the flash-decoding reduction), per head to GM.
+    The partials of an item lie in consecutive rows: up to COMBINE_UB_BYTES of them come in one
+    copy of each of acc, m and l (three DMAs per item instead of three per split: each pays the
+    DMA start-up and the 307-cycle GM read latency [S5])."""
     t = fk.t
     items = fk.b * fk.hkv
     block_dim = min(ctx.target.num_aiv, items)
@@ -1205,9 +1210,11 @@ def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, 
     kb = KernelBuilder(ctx, ctx.name("flash_combine"), [a.type for a in args], core, block_dim, ctx.current)
     gacc, gm_, gl, gout = kb.args
     m, dv, el = t.m, fk.dv, fk.el
+    chunk = max(1, min(t.nsplit, COMBINE_UB_BYTES // (m * (dv + 2) * 4)))  # splits per copy
     UB = MemSpace.UB
-    o, a = kb.alloc([m, dv], f32, UB), kb.alloc([m, dv], f32, UB)
-    mx, ms, ls, lsum, mn, ca, cb = (kb.alloc([m, 1], f32, UB) for _ in range(7))
+    o = kb.alloc([m, dv], f32, UB)
+    a_all, ms_all, ls_all = kb.alloc([chunk * m, dv], f32, UB), kb.alloc([chunk * m, 1], f32, UB), kb.alloc([chunk * m, 1], f32, UB)
+    mx, lsum, mn, ca, cb = (kb.alloc([m, 1], f32, UB) for _ in range(5))
     res = kb.alloc([m, dv], el, UB) if el != f32 else o
     q_in = kb.queue(Pipe.MTE2, Pipe.V)
     q_out = kb.queue(Pipe.V, Pipe.MTE3)
@@ -1218,25 +1225,30 @@ def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, 
         kb.emit(ascend.VdupOp(mx, LOWEST))
         kb.emit(ascend.VdupOp(lsum, 0.0))
         kb.emit(ascend.VdupOp(o, 0.0))
-        with kb.loop(0, t.nsplit, 1) as s:
-            row = kb.mul(kb.add(base, s), m)
+        with kb.range(0, t.nsplit, chunk) as c:
+            csz = kb.boundary(chunk, t.nsplit, c)
+            row = kb.mul(kb.add(base, c), m)
+            rows = kb.mul(csz, m)
             q_in.acquire()
-            kb.copy(kb.subview(gacc, [row, 0], [m, dv]), a)
-            kb.copy(kb.subview(gm_, [row, 0], [m, 1]), ms)
-            kb.copy(kb.subview(gl, [row, 0], [m, 1]), ls)
+            kb.copy(kb.subview(gacc, [row, 0], [rows, dv]), a_all)
+            kb.copy(kb.subview(gm_, [row, 0], [rows, 1]), ms_all)
+            kb.copy(kb.subview(gl, [row, 0], [rows, 1]), ls_all)
             q_in.handoff()
-            kb.emit(_v("vmax")(mx, ms, mn))
-            kb.emit(_v("vsub")(mx, mn, ca))
-            kb.emit(_v("vexp")(ca, ca))
-            kb.emit(_v("vsub")(ms, mn, cb))
-            kb.emit(_v("vexp")(cb, cb))
-            kb.emit(_v("vmul")(o, ca, o))
-            kb.emit(_v("vmul")(a, cb, a))
-            kb.emit(_v("vadd")(o, a, o))
-            kb.emit(_v("vmul")(lsum, ca, lsum))
-            kb.emit(_v("vmul")(ls, cb, ls))
-            kb.emit(_v("vadd")(lsum, ls, lsum))
-            kb.emit(_v("vcopy")(mn, mx))
+            with kb.loop(0, csz, 1) as s:
+                r = kb.mul(s, m)
+                a, ms, ls = (kb.subview(x, [r, 0], [m, x.type.get_shape()[1]]) for x in (a_all, ms_all, ls_all))
+                kb.emit(_v("vmax")(mx, ms, mn))
+                kb.emit(_v("vsub")(mx, mn, ca))
+                kb.emit(_v("vexp")(ca, ca))
+                kb.emit(_v("vsub")(ms, mn, cb))
+                kb.emit(_v("vexp")(cb, cb))
+                kb.emit(_v("vmul")(o, ca, o))
+                kb.emit(_v("vmul")(a, cb, a))
+                kb.emit(_v("vadd")(o, a, o))
+                kb.emit(_v("vmul")(lsum, ca, lsum))
+                kb.emit(_v("vmul")(ls, cb, ls))
+                kb.emit(_v("vadd")(lsum, ls, lsum))
+                kb.emit(_v("vcopy")(mn, mx))
             q_in.release()
         kb.emit(_v("vdiv")(o, lsum, o))
         if res is not o:
