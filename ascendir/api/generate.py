@@ -1,7 +1,7 @@
 """`ascendir generate`: simulated LLM serving of a KV-cache decoder, prefill then greedy decode.
 
     ascendir generate MODEL --prompt-len P --new-tokens N [--batch B] [--inputs PROMPT.npz]
-        [--outputs OUT.npz] [--report R.json] [--plots DIR] [--timing-only] [--dtype fp16]
+        [--outputs OUT.npz] [--report R.json] [--plots DIR] [--timing-only] [--dtype fp16] [--tp N]
 
 A step is one forward pass of MODEL (see frontends/onnx/kv_cache.py for the signature it
 needs): the prefill feeds the P prompt tokens with an empty cache and picks the first new token;
