@@ -186,14 +186,14 @@ def affine_fill(lo: int, hi: int, cost: Callable[[int], float]) -> tuple[dict[in
     (a constant slope) and a new KV tile adds a jump. For an interval [a, b] T is simulated at
     a, a + 1, b - 1 and b (the slope at each end):
     * all four on one line (AFFINE_RTOL): interpolated linearly;
-    * the same slope at both ends but off the chord (jumps in between): the first L off the line
-      through a and a + 1 is found by bisection (each probe simulated); up to it T is that line,
-      and the rest [first, b] is filled the same way (it may hold more jumps);
     * different slopes: first the kink of a maximum of the two end lines (a step is bound by one
       resource up to some L, by another after it: the HBM floor against the pipeline) is tried:
       x0 = floor of where the lines through (a, a + 1) and (b - 1, b) cross; if x0 - 1, x0 lie on
       the left line and x0 + 1, x0 + 2 on the right one, [a, x0] and [x0 + 1, b] each passed the
-      four-point check above and are interpolated; else split in halves, each filled the same way.
+      four-point check above and are interpolated;
+    * otherwise (a jump, or a kink and a jump): the first L off the line through a and a + 1 is
+      found by bisection (each probe simulated); up to it T is that line, and the rest
+      [first, b] is filled the same way (it may hold more jumps and kinks).
     Intervals of four or fewer points are simulated point by point. Sampling at fixed strides
     instead would alias with the tile period (jumps every 128 keys look like one line at a stride
     of 128); the end slopes cannot.
@@ -225,17 +225,6 @@ def affine_fill(lo: int, hi: int, cost: Callable[[int], float]) -> tuple[dict[in
         if same(line(a, left, b - 1), tb1) and same(line(a, left, b), tb):
             out.update((x, known.get(x, line(a, left, x))) for x in range(a, b + 1))
             continue
-        if same(left, right) and not same(line(a, left, b - 1), tb1):
-            on, off = a + 1, b - 1  # on the line through a, a + 1 / off it
-            while off - on > 1:
-                m = (on + off) // 2
-                if same(at(m), line(a, left, m)):
-                    on = m
-                else:
-                    off = m
-            out.update((x, known.get(x, line(a, left, x))) for x in range(a, on + 1))
-            stack.append((off, b))
-            continue
         if not same(left, right):
             x0 = math.floor((tb - ta + left * a - right * b) / (left - right))
             if a + 2 <= x0 <= b - 3 and same(at(x0 - 1), line(a, left, x0 - 1)) and same(at(x0), line(a, left, x0)) \
@@ -243,8 +232,19 @@ def affine_fill(lo: int, hi: int, cost: Callable[[int], float]) -> tuple[dict[in
                 out.update((x, known.get(x, line(a, left, x))) for x in range(a, x0 + 1))
                 out.update((x, known.get(x, line(b, right, x))) for x in range(x0 + 1, b + 1))
                 continue
-        m = (a + b) // 2
-        stack += [(a, m), (m, b)]
+        if same(line(a, left, b - 1), tb1):  # only b is off the line
+            out.update((x, known.get(x, line(a, left, x))) for x in range(a, b + 1))
+            out[b] = tb
+            continue
+        on, off = a + 1, b - 1  # on the line through a, a + 1 / off it
+        while off - on > 1:
+            m = (on + off) // 2
+            if same(at(m), line(a, left, m)):
+                on = m
+            else:
+                off = m
+        out.update((x, known.get(x, line(a, left, x))) for x in range(a, on + 1))
+        stack.append((off, b))
     return out, set(known)
 
 
