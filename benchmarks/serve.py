@@ -12,7 +12,10 @@ Prints:
 3. The cache in place (cache-append) against the graph's Concat copy of the past.
 4. Where the gap between the simulated TPOT and the roofline goes: time per kernel kind.
 5. `generate` P = 2048, N = 256, timing-only, LLaMA-2-7B-shaped: its wall and CPU time (goal
-   ≤ 60 s on a 2-core machine) and how many decode steps it simulated.
+   ≤ 60 s on a 2-core machine), the machine's load before and after, and how many decode steps
+   it simulated.
+6. Tensor parallelism (`generate --tp N` on the Atlas 800 A2 HCCS mesh): TTFT (prompt 2048) and
+   TPOT (batch 1, cache 4096) per TP degree; bytes and roofline per device.
 `--quick` leaves out the 8192 prompt and batch 128.
 """
 
@@ -101,14 +104,28 @@ def main() -> None:
                   + ", ".join(f"{k} {v * 1e3:.3f}" for k, v in top))
 
         print("\n5. generate llama2-7b, P = 2048, N = 256, batch 1, timing-only (goal: <= 60 s wall)")
+        load0 = os.getloadavg()[0]
         t0, c0 = time.perf_counter(), time.process_time()
         g = generate(models["llama2-7b"], 2048, 256, 1, None, TARGET, "fp32", True, True)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         r = g.report
-        print(f"wall {wall:.1f} s, CPU {cpu:.1f} s (wall exceeds CPU when other work shares the cores); {len(r['steps']['simulated_cache_len'])} of {len(r['tpot_s'])} decode steps simulated, "
+        print(f"wall {wall:.1f} s, CPU {cpu:.1f} s (wall exceeds CPU when other work shares the cores: load average "
+              f"{load0:.1f} before, {os.getloadavg()[0]:.1f} after); {len(r['steps']['simulated_cache_len'])} of {len(r['tpot_s'])} decode steps simulated, "
               f"{r['steps']['interpolated']} interpolated; TTFT {ms(r['ttft_s']).strip()} ms, TPOT mean "
               f"{ms(r['tpot_mean_s']).strip()} ms (first {ms(r['tpot_s'][0]).strip()}, last {ms(r['tpot_s'][-1]).strip()}), "
               f"roofline {ms(r['roofline_tpot_mean_s']).strip()} ms, {r['tokens_per_s']:.1f} tokens/s")
+
+        print("\n6. Tensor parallel (generate --tp N, atlas800-a2): TTFT (P = 2048, batch 1) and TPOT (batch 1, cache 4096), ms")
+        print(f"{'model':<10} {'tp':>3} {'TTFT':>9} {'TPOT':>9} {'roofline':>9} {'sim/roof':>8}")
+        for name, path in models.items():
+            for tp in (1, 2, 4):
+                try:
+                    ttft = generate(path, 2048, 1, 1, None, TARGET, "fp32", True, True, tp=tp).report["ttft_s"]
+                    s = decode_step(path, 1, 4096, TARGET, tp=tp)
+                except AscendirError as e:
+                    print(f"{name:<10} {tp:>3}  {str(e)[:110]}")
+                    continue
+                print(f"{name:<10} {tp:>3} {ms(ttft)} {ms(s['tpot_s'])} {ms(s['roofline_s'])} {s['tpot_s'] / s['roofline_s']:8.2f}")
 
 
 if __name__ == "__main__":

@@ -75,7 +75,9 @@ def test_timing_only_interpolation_equals_every_step() -> None:
 
 
 @pytest.mark.parametrize("cost, lo, hi, most", [
-    (lambda x: 3.0 * x + (5.0 * (x - 70) if x > 70 else 0.0), 10, 200, 30),  # a change of slope
+    (lambda x: 3.0 * x + (5.0 * (x - 70) if x > 70 else 0.0), 10, 200, 8),  # a change of slope: found where the end lines cross
+    (lambda x: max(9000.0, 22.0 * x - 37000.0), 2048, 2302, 8),  # flat, then bound by bytes: the kink of a max
+    (lambda x: max(9000.0, 22.0 * x - 37000.0) + 5000.0 * (x // 2176), 2048, 2302, 20),  # a kink and a jump
     (lambda x: 64.0 * x + 5000.0 * (x // 128), 2048, 2302, 16),  # a KV tile's jump
     (lambda x: 64.0 * x + 5000.0 * (x // 128), 2048, 6143, 400),  # 32 jumps: quarter points would alias
     (lambda x: 10.0 * x + 777.0 * ((2 * x + 4) // 3), 100, 355, 256),  # rows over cores: no two steps alike
@@ -130,3 +132,27 @@ def test_cache_in_place_writes_only_the_new_rows() -> None:
     g = generate(DATA / "mistral" / "model.onnx", 0, 4, prompt=ref["input:input_ids"], in_place=False)
     np.testing.assert_array_equal(g.outputs["generated_ids"], ref["generated_ids"])
     np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2"])
+def test_tensor_parallel_generation_equals_onnxruntime(name: str) -> None:
+    """--tp 2: every step sharded (shard-tensor-parallel: heads and the MLP split, KV heads dealt
+    over the ranks) and the two ranks simulated together give onnxruntime's tokens and logits;
+    the report names the devices, its KV bytes are one device's half."""
+    ref = np.load(DATA / name / "reference.npz")
+    want = ref["generated_ids"]
+    g = generate(DATA / name / "model.onnx", 0, want.shape[1], prompt=ref["input:input_ids"], tp=2)
+    np.testing.assert_array_equal(g.outputs["generated_ids"], want)
+    np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
+    r = g.report
+    assert schema_problem(r) is None and r["tp"] == 2 and r["topology"] == "atlas800-a2"
+    one = generate(DATA / name / "model.onnx", 0, 2, prompt=ref["input:input_ids"], timing_only=True).report
+    assert r["hbm_bytes_per_token"]["kv"] < one["hbm_bytes_per_token"]["kv"]
+
+
+def test_tensor_parallel_errors_are_one_line() -> None:
+    model = DATA / "qwen2" / "model.onnx"
+    assert_clean_error(run_cli("generate", model, "--tp", 2, "--devices", 4), "--tp 2 runs on 2 devices; --devices 4 differs")
+    assert_clean_error(run_cli("generate", model, "--devices", 16, "--timing-only"), "does not fit topology atlas800-a2 (8 devices)")
+    assert_clean_error(run_cli("generate", model, "--tp", 3, "--timing-only"), "4 query heads do not split over 3 devices")
+    assert_clean_error(run_cli("generate", model, "--topology", "atlas800-a2"), "give --tp N")

@@ -1,7 +1,7 @@
 """`ascendir generate`: simulated LLM serving of a KV-cache decoder, prefill then greedy decode.
 
     ascendir generate MODEL --prompt-len P --new-tokens N [--batch B] [--inputs PROMPT.npz]
-        [--outputs OUT.npz] [--report R.json] [--plots DIR] [--timing-only] [--dtype fp16]
+        [--outputs OUT.npz] [--report R.json] [--plots DIR] [--timing-only] [--dtype fp16] [--tp N]
 
 A step is one forward pass of MODEL (see frontends/onnx/kv_cache.py for the signature it
 needs): the prefill feeds the P prompt tokens with an empty cache and picks the first new token;
@@ -67,7 +67,8 @@ class Generation:
 class _Model:
     """A KV-cache decoder and how to compile and simulate one step of it at given shapes."""
 
-    def __init__(self, path: Path, target: str, dtype: str, shape_only: bool, in_place: bool = True, opt_level: str = "2"):
+    def __init__(self, path: Path, target: str, dtype: str, shape_only: bool, in_place: bool = True, opt_level: str = "2",
+                 tp: int = 1, topology: str | None = None):
         from ascendir.frontends.onnx.kv_cache import kv_signature
         from ascendir.frontends.onnx.loading import load_model
         from ascendir.hardware import load_target
@@ -75,6 +76,13 @@ class _Model:
         self.path, self.target, self.dtype, self.shape_only, self.opt_level = path, target, dtype, shape_only, opt_level
         self.in_place = in_place
         self.hw = load_target(target)
+        self.tp, self.topology = tp, None
+        if tp > 1:
+            from ascendir.hardware.topology import load_topology
+
+            self.topology = load_topology(topology)
+            if tp > self.topology.devices:
+                raise AscendirError(f"generate: --tp {tp} does not fit topology {self.topology.name} ({self.topology.devices} devices)")
         proto, _ = load_model(path)
         self.sig = kv_signature(proto)
         self.past_axis = {c.past: c.axis for c in self.sig.cache}
@@ -102,10 +110,32 @@ class _Model:
         run_passes(module, parse_pipeline(spec, f"O{self.opt_level}", self.target, None), weights, None, session)
         in_place = {n for n, t in zip(io_names(main_func(module), False), main_func(module).function_type.inputs.data)
                     if n in self.past_axis and t.get_shape()[self.past_axis[n]] == past + seq}
-        lower(module, weights, self.target, session)
+        stores = [weights]
+        if self.tp > 1:  # Megatron tensor parallelism: one SPMD module, rank r's weight slices in stores[r]
+            from ascendir.transforms.nn.shard_tensor_parallel import shard_module
+
+            module, stores = shard_module(module, weights, self.tp, False, self.target, session)
+            # the shard pass leaves the attention of each rank's heads outside a region (it reads
+            # them out of the all-gathered cache): put it back into the flash template's region
+            run_passes(module, parse_pipeline("fuse-attention,choose-tiling", f"O{self.opt_level}", self.target, None), stores[0], None, session)
+        lower(module, stores[0], self.target, session)
+        for store in stores[1:]:  # what the lowering moved into rank 0's store (constants) is every rank's
+            for name in stores[0]:
+                if name not in store:
+                    store.add(name, stores[0][name])
         if feeds is not None:  # a cache written in place: the past in its first positions, room for the new rows
             feeds = {n: _grow(a, self.past_axis[n], seq) if n in in_place else a for n, a in feeds.items()}
-        res = simulate(module, weights, feeds or {}, self.hw, timing_only=feeds is None)
+        if self.tp > 1:  # every rank gets the whole input (the cache too: each reads its heads of it)
+            from ascendir.driver import simulate_ranks
+
+            from ascendir.costmodel.memory import check_module_gm_fits
+
+            res = simulate_ranks([module] * self.tp, stores, [feeds or {}] * self.tp, self.hw, self.topology, timing_only=feeds is None)
+            fp = check_module_gm_fits(module, self.hw)  # one device's (rank 0's slices); the cluster report has none
+            if fp is not None:
+                res.report["gm_footprint"] = fp
+        else:
+            res = simulate(module, weights, feeds or {}, self.hw, timing_only=feeds is None)
         if feeds is None:
             return StepResult(res.report, unread)
         logits = np.asarray(res.outputs[self.sig.logits], np.float32)
@@ -156,10 +186,14 @@ def affine_fill(lo: int, hi: int, cost: Callable[[int], float]) -> tuple[dict[in
     (a constant slope) and a new KV tile adds a jump. For an interval [a, b] T is simulated at
     a, a + 1, b - 1 and b (the slope at each end):
     * all four on one line (AFFINE_RTOL): interpolated linearly;
-    * the same slope at both ends but off the chord (jumps in between): the first L off the line
-      through a and a + 1 is found by bisection (each probe simulated); up to it T is that line,
-      and the rest [first, b] is filled the same way (it may hold more jumps);
-    * different slopes: split in halves, each filled the same way.
+    * different slopes: first the kink of a maximum of the two end lines (a step is bound by one
+      resource up to some L, by another after it: the HBM floor against the pipeline) is tried:
+      x0 = floor of where the lines through (a, a + 1) and (b - 1, b) cross; if x0 - 1, x0 lie on
+      the left line and x0 + 1, x0 + 2 on the right one, [a, x0] and [x0 + 1, b] each passed the
+      four-point check above and are interpolated;
+    * otherwise (a jump, or a kink and a jump): the first L off the line through a and a + 1 is
+      found by bisection (each probe simulated); up to it T is that line, and the rest
+      [first, b] is filled the same way (it may hold more jumps and kinks).
     Intervals of four or fewer points are simulated point by point. Sampling at fixed strides
     instead would alias with the tile period (jumps every 128 keys look like one line at a stride
     of 128); the end slopes cannot.
@@ -191,24 +225,39 @@ def affine_fill(lo: int, hi: int, cost: Callable[[int], float]) -> tuple[dict[in
         if same(line(a, left, b - 1), tb1) and same(line(a, left, b), tb):
             out.update((x, known.get(x, line(a, left, x))) for x in range(a, b + 1))
             continue
-        if same(left, right) and not same(line(a, left, b - 1), tb1):
-            on, off = a + 1, b - 1  # on the line through a, a + 1 / off it
-            while off - on > 1:
-                m = (on + off) // 2
-                if same(at(m), line(a, left, m)):
-                    on = m
-                else:
-                    off = m
-            out.update((x, known.get(x, line(a, left, x))) for x in range(a, on + 1))
-            stack.append((off, b))
+        if not same(left, right):
+            x0 = math.floor((tb - ta + left * a - right * b) / (left - right))
+            if a + 2 <= x0 <= b - 3 and same(at(x0 - 1), line(a, left, x0 - 1)) and same(at(x0), line(a, left, x0)) \
+                    and same(at(x0 + 1), line(b, right, x0 + 1)) and same(at(x0 + 2), line(b, right, x0 + 2)):
+                out.update((x, known.get(x, line(a, left, x))) for x in range(a, x0 + 1))
+                out.update((x, known.get(x, line(b, right, x))) for x in range(x0 + 1, b + 1))
+                continue
+        if same(line(a, left, b - 1), tb1):  # only b is off the line
+            out.update((x, known.get(x, line(a, left, x))) for x in range(a, b + 1))
+            out[b] = tb
             continue
-        m = (a + b) // 2
-        stack += [(a, m), (m, b)]
+        on, off = a + 1, b - 1  # on the line through a, a + 1 / off it
+        while off - on > 1:
+            m = (on + off) // 2
+            if same(at(m), line(a, left, m)):
+                on = m
+            else:
+                off = m
+        out.update((x, known.get(x, line(a, left, x))) for x in range(a, on + 1))
+        stack.append((off, b))
     return out, set(known)
 
 
 def _kv_bytes(sig, batch: int, length: int, itemsize: dict[int, int]) -> int:
     return sum(math.prod(c.dims(batch, length)) * itemsize[c.elem] for c in sig.cache)
+
+
+def _kv_parts(sig, tp: int) -> int:
+    """Parts the cache is held in over `tp` devices: its K/V heads are dealt over the ranks
+    (axis 1 of [batch, kv_heads, length, head_dim]), replicated when there are fewer heads than
+    ranks (shard-tensor-parallel), so a device reads 1 / min(tp, kv_heads) of it."""
+    heads = min((c.shape[1] for c in sig.cache if len(c.shape) == 4 and c.shape[1]), default=1)
+    return max(1, min(tp, heads))
 
 
 def _itemsizes(sig, dtype: str) -> dict[int, int]:
@@ -233,12 +282,16 @@ def _phase(report: dict) -> dict:
 
 def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1, prompt: np.ndarray | None = None,
              target: str = "ascend910b2", dtype: str = "fp32", timing_only: bool = False, shape_only: bool = False,
-             seed: int = 0, every_step: bool = False, in_place: bool = True, progress: Callable[[str], None] | None = None) -> Generation:
+             seed: int = 0, every_step: bool = False, in_place: bool = True, progress: Callable[[str], None] | None = None,
+             tp: int = 1, topology: str | None = None) -> Generation:
     """Prefill `prompt` ([batch, prompt_len] int64; seeded random ids in [0, vocab) when None),
     then greedy decode until `new_tokens` tokens are generated (see the module docstring).
 
     `every_step` simulates every decode step in timing-only runs too (the reference of the
-    interpolation). Timing-only needs no prompt and returns no outputs.
+    interpolation). Timing-only needs no prompt and returns no outputs. `tp` > 1 shards every
+    step Megatron-style over `tp` devices of `topology` (shard-tensor-parallel; default topology
+    the 8-NPU Atlas 800 A2) and simulates the ranks together (driver.simulate_ranks): the
+    figures are the cluster's (its slowest device), bytes and roofline per device.
 
     Raises:
         AscendirError: a model without a usable KV-cache signature (kv_signature), a prompt of
@@ -256,7 +309,9 @@ def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1
     shape_only = shape_only or False
     if shape_only:
         timing_only = True
-    m = _Model(path, target, dtype, shape_only, in_place)
+    if tp < 1:
+        raise AscendirError(f"generate: --tp must be >= 1 (got {tp})")
+    m = _Model(path, target, dtype, shape_only, in_place, tp=tp, topology=topology)
     sig = m.sig
     if sig.fixed_batch is not None and sig.fixed_batch != batch:
         raise AscendirError(f"generate: input_ids axis 0 (the batch) is static ({sig.fixed_batch}); --batch {batch} needs it free")
@@ -309,23 +364,24 @@ def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1
 
 
 def decode_step(model: str | Path, batch: int, cache_len: int, target: str = "ascend910b2", dtype: str = "fp32",
-                shape_only: bool = True, in_place: bool = True) -> dict:
+                shape_only: bool = True, in_place: bool = True, tp: int = 1, topology: str | None = None) -> dict:
     """One timing-only decode step (one new token per sequence after `cache_len` cached ones):
     `tpot_s` simulated, `roofline_s` ((weights + KV read + new rows written) / HBM bandwidth),
     `weights_bytes`, `kv_bytes` (the least the step moves for its cache), `hbm_bytes` (what the
     simulation moved: GM reads missing L2 + GM writes), `bound` (resource, share) and the time of
-    each kernel kind (`kinds`: name -> seconds).
+    each kernel kind (`kinds`: name -> seconds). With `tp` > 1 (see `generate`) the bytes and
+    the roofline are one device's, the kinds rank 0's.
 
     Raises:
         AscendirError: as `generate` (e.g. a cache larger than the chip's HBM)."""
     from ascendir.interpreter.report.headline import by_kind
 
-    m = _Model(Path(model), target, dtype, shape_only, in_place)
+    m = _Model(Path(model), target, dtype, shape_only, in_place, tp=tp, topology=topology)
     step = m.step(batch, 1, cache_len, None)
     r = step.report
     itemsize = _itemsizes(m.sig, dtype)
-    kv = _kv_bytes(m.sig, batch, cache_len, itemsize) + _kv_bytes(m.sig, batch, 1, itemsize)
-    weights = r["gm_footprint"]["weights"] - step.unread
+    kv = (_kv_bytes(m.sig, batch, cache_len, itemsize) + _kv_bytes(m.sig, batch, 1, itemsize)) // _kv_parts(m.sig, tp)
+    weights = r["gm_footprint"]["weights"] - step.unread // tp
     phase = _phase(r)
     return {"tpot_s": r["total_seconds"], "roofline_s": (weights + kv) / r["ceilings"]["hbm_Bps"], "weights_bytes": weights,
             "kv_bytes": kv, "hbm_bytes": phase["hbm_bytes"], "bound": [(b["resource"], b["share"]) for b in phase["bound"]],
@@ -337,9 +393,10 @@ def _report(m: _Model, pre: dict, unread: int, decodes: dict[int, dict], tpot: l
     sig, hw = m.sig, m.hw
     hbm_bps = pre["ceilings"]["hbm_Bps"]
     itemsize = _itemsizes(sig, dtype)
-    weights = pre["gm_footprint"]["weights"] - unread  # what a decode step reads at least
+    parts = _kv_parts(sig, m.tp)  # per device with tp: its slices (vocab-parallel embedding tables too)
+    weights = pre["gm_footprint"]["weights"] - unread // m.tp  # what a decode step reads at least
     kv_row = _kv_bytes(sig, batch, 1, itemsize)  # one position of every cache tensor, whole batch
-    kv_step = [_kv_bytes(sig, batch, length, itemsize) + kv_row for length in lengths]  # read the cache, write the new rows
+    kv_step = [(_kv_bytes(sig, batch, length, itemsize) + kv_row) // parts for length in lengths]  # read the cache, write the new rows
     roofline = [(weights + kv) / hbm_bps for kv in kv_step]
     ttft = pre["total_seconds"]
     total = ttft + sum(tpot)
@@ -355,6 +412,8 @@ def _report(m: _Model, pre: dict, unread: int, decodes: dict[int, dict], tpot: l
         "dtype": dtype,
         "timing_only": timing_only,
         "seed": seed,
+        "tp": m.tp,
+        "topology": m.topology.name if m.topology is not None else None,
         "batch": batch,
         "prompt_len": prompt_len,
         "new_tokens": new_tokens,

@@ -28,8 +28,15 @@ from ascendir.errors import AscendirError
 @click.option("--dtype", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True, help="Precision policy for the ONNX input.")
 @click.option("--target", default="ascend910b2", show_default=True, help="Chip name or hardware TOML.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random prompt.")
+@click.option("--tp", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
+              help="Tensor parallelism: shard every step Megatron-style over this many devices of --topology and simulate them together.")
+@click.option("--devices", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
+              help="Devices to serve on: the same as --tp N (a plain decoder spreads over devices only by sharding).")
+@click.option("--topology", default=None, metavar="NAME|FILE.toml",
+              help="How the --tp devices are joined (shipped: atlas800-a2, atlas800-a2-x2, a3-supernode-16; default atlas800-a2).")
 def generate(model: Path, prompt_len: int, new_tokens: int, batch: int, inputs: Path | None, outputs: Path | None,
-             report_path: Path | None, plots: Path | None, timing_only: bool, shape_only: bool, dtype: str, target: str, seed: int) -> None:
+             report_path: Path | None, plots: Path | None, timing_only: bool, shape_only: bool, dtype: str, target: str, seed: int,
+             tp: int, devices: int, topology: str | None) -> None:
     """Serve MODEL (an ONNX decoder with its KV cache as inputs/outputs) in the simulator:
     prefill the prompt, then greedy decode; print TTFT, TPOT, tokens/s and the HBM roofline."""
     import json
@@ -37,6 +44,11 @@ def generate(model: Path, prompt_len: int, new_tokens: int, batch: int, inputs: 
 
     from ascendir.api.outputs import check_writable, write_output, write_text
 
+    if tp > 1 and devices not in (1, tp):
+        raise AscendirError(f"--tp {tp} runs on {tp} devices; --devices {devices} differs")
+    tp = max(tp, devices)
+    if topology is not None and tp == 1:
+        raise AscendirError("--topology joins the --tp devices; give --tp N (or --devices N)")
     timing_only = timing_only or shape_only
     if outputs is not None and timing_only:
         raise AscendirError(f"--outputs needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
@@ -58,7 +70,7 @@ def generate(model: Path, prompt_len: int, new_tokens: int, batch: int, inputs: 
         if sys.stderr.isatty():
             click.echo(msg, err=True)
 
-    g = run(model, prompt_len, new_tokens, batch, prompt, target, dtype, timing_only, shape_only, seed, progress=say)
+    g = run(model, prompt_len, new_tokens, batch, prompt, target, dtype, timing_only, shape_only, seed, progress=say, tp=tp, topology=topology)
     broken = schema_problem(g.report)
     if broken:
         raise AscendirError(f"the generate report breaks its schema: {broken}")
@@ -114,7 +126,8 @@ def summary(r: dict) -> list[str]:
 
     b = r["hbm_bytes_per_token"]
     lines = [
-        f"{r['model']['path']} on {r['target']}: batch {r['batch']}, prompt {r['prompt_len']}, {r['new_tokens']} new tokens"
+        f"{r['model']['path']} on {r['target'] if r.get('tp', 1) == 1 else str(r['tp']) + ' x ' + r['target'] + ' (tensor parallel, ' + r['topology'] + ')'}: "
+        f"batch {r['batch']}, prompt {r['prompt_len']}, {r['new_tokens']} new tokens"
         f"{' (timing only)' if r['timing_only'] else ''}",
         f"TTFT {ms(r['ttft_s'])}; TPOT mean {ms(r['tpot_mean_s'])} (roofline {ms(r['roofline_tpot_mean_s'])}); "
         f"{r['tokens_per_s']:.1f} tokens/s end to end" + (f", {r['decode_tokens_per_s']:.1f} tokens/s decoding" if r["decode_tokens_per_s"] else ""),

@@ -57,11 +57,19 @@ both wrote their rows. One AIV only for a single stacked row, and on coupled cor
 910A (dav-c100, coupled core): the same loop on one core: L0C → UB by the vector pipe, P back
 to L1 through UB → L1 (MTE3), no GM workspace. Its cube has f16 only (S1).
 
-Decode (IncreFlashAttention shape: one query row block, few (batch, head) items, long KV): the
-KV blocks of an item are split over `nsplit` cores; each writes its partial (m, l, acc) to GM,
-and a second (vector) kernel combines them: M = max_s m_s, out = Σ e^{m_s-M} acc_s / Σ e^{m_s-M}
-l_s. CANN's IFA combines in the same kernel after a SyncAll; a second launch costs one kernel
-launch more here.
+Decode (IncreFlashAttention shape: one row block of <= DECODE_MAX_SQ queries, long KV):
+* KV split (flash-decoding): the KV blocks of an item are split over `nsplit` cores, the split
+  that puts the fewest blocks on the busiest core (`_with_split`); each split writes its partial
+  (m, l, acc) to GM, and a second (vector) kernel combines them: M = max_s m_s, out =
+  Σ e^{m_s-M} acc_s / Σ e^{m_s-M} l_s. CANN's IFA combines in the same kernel after a SyncAll,
+  which the ascend dialect does not have; the second launch costs one kernel launch more.
+* L2 prefetch by the AIVs: decode attention reads K and V once, and one AIC's MTE2 reads GM at
+  32 B/cycle [S1 ddr_read_rate], 24 x 32 = 768 B/cycle, below the 889 of HBM; with the DMA
+  start-up and completion latency of each tile the AIC alone reached 34 % of HBM bandwidth
+  (LLaMA-2-7B shape, cache 4096). The group's two AIVs, whose softmax work on a few rows is
+  light, read K_j (AIV 0) and V_j (AIV 1) GM -> UB PREFETCH_AHEAD blocks ahead (`_prefetch`):
+  the tiles land in L2 and the AIC's loads of them run at the L2 rate. 82 % of HBM bandwidth
+  on that shape (benchmarks/serve.py prints the figures).
 
 Tile sizes (`search`, run by choose-tiling, which records the choice on the nn.attention as
 `ascend.tiling = #ascend.tiling<{br = .., bc = ..}>`; IR text or `--tiling br=..,bc=..` may set it, and the
@@ -136,6 +144,20 @@ def _folds(bc: int) -> bool:
 
 # A KV split must keep at least this many blocks per core (below it the combine step dominates).
 MIN_BLOCKS_PER_SPLIT = 2
+# UB bytes of KV-split partials (acc, m, l in fp32) the combine kernel loads per copy.
+COMBINE_UB_BYTES = 96 * 1024
+# Decode shapes (one row block of at most this many query rows): the group's AIVs prefetch K and
+# V into L2 ahead of the AIC (see the module docstring).
+DECODE_MAX_SQ = 16
+# KV blocks the AIVs' L2 prefetch runs ahead of the block the vector cores work on: the AIC
+# loads K(j + PRELOAD) and V(j) while they run softmax(j), so K leads by PREFETCH_AHEAD - PRELOAD.
+PREFETCH_AHEAD = PRELOAD + 2
+
+
+def decode_prefetch(target: HardwareConfig, sq: int, br: int) -> bool:
+    """Whether the group's two AIVs prefetch K / V into L2 for the AIC: a decode shape (one row
+    block of <= DECODE_MAX_SQ query rows) on a split-core chip with two AIVs per AIC."""
+    return target.arch.split_cores and target.aiv_per_aic >= 2 and sq <= DECODE_MAX_SQ and ceil_div(sq, br) == 1
 
 
 @dataclass(frozen=True)
@@ -173,10 +195,12 @@ def aiv_count(target: HardwareConfig, m: int) -> int:
     return 2 if target.arch.split_cores and target.aiv_per_aic >= 2 and m >= 2 else 1
 
 
-def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool, causal_helpers: bool) -> dict[str, int]:
+def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool,
+                 causal_helpers: bool, prefetch: bool = False) -> dict[str, int]:
     """Bytes one item's resident buffers take in each on-chip space (see the module docstring),
     each buffer aligned to the space's alignment; UB holds the rows of one AIV (ceil(m / 2) when
-    the group's two AIVs share the item)."""
+    the group's two AIVs share the item) and, with `prefetch` (decode), the [Bc, D] / [Bc, Dv]
+    scratch tile the AIV's L2 prefetch of K / V lands in."""
     m = g * br
     mp, dp, dvp = round_up(m, 16), round_up(d, 16), round_up(dv, 16)
     mu = aiv_rows(m, aiv_count(target, m))[0][1]
@@ -195,6 +219,8 @@ def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: i
             ub.append(mask_elems * 4)
     if causal_helpers:
         ub += [br * bc, bc * 4, br * 4, br * 4, 4, 4]
+    if prefetch:
+        ub.append(bc * max(d, dv) * es)
     return {
         "l1": total("l1", [mp * dp * es, bc * dp * es, bc * dvp * es, mp * bc * es]),
         "l0a": total("l0a", [mp * dp * es, mp * bc * es]),
@@ -228,7 +254,8 @@ class Shape:
             _, mh, ms, mk = self.mask_shape
             mask_elems = (self.g if mh > 1 else 1) * (br if ms > 1 else 1) * (bc if mk > 1 else 1)
         helpers = self.causal or self.skv % bc != 0
-        return buffer_needs(target, br, bc, self.g, self.d, self.dv, self.es, mask_elems, self.es != 4, helpers)
+        return buffer_needs(target, br, bc, self.g, self.d, self.dv, self.es, mask_elems, self.es != 4, helpers,
+                            decode_prefetch(target, self.sq, br))
 
     def misfit(self, target: HardwareConfig, br: int, bc: int) -> tuple[str, int, int] | None:
         """(space, bytes needed, bytes available) of the first space tile (br, bc) overflows, else None."""
@@ -358,9 +385,25 @@ def forced(s: Shape, target: HardwareConfig, br: int, bc: int, what: str) -> Fla
 
 
 def _with_split(target: HardwareConfig, t: FlashTiling, heads: int, sq: int, skv: int) -> FlashTiling:
-    """`t` with its KV split (decode: one row block and fewer items than cores)."""
+    """`t` with its KV split (decode: one row block and fewer items than cores; decode shapes
+    of <= DECODE_MAX_SQ query rows: the split that balances the KV blocks over the cores,
+    flash-decoding).
+
+    Decode shapes take the split with the fewest KV blocks on the busiest core: (rounds of
+    items·nsplit over the cores) × (blocks per split), the fewer splits on a tie (each adds a
+    partial to combine). 32 heads of 32 blocks on 24 cores: no split runs 2 items (64 blocks)
+    on 8 cores, 3 splits of 11 blocks run at most 4 (44; the even share is 42.7)."""
     items = heads * ceil_div(sq, t.br)
     nkv = ceil_div(skv, t.bc)
+    if ceil_div(sq, t.br) == 1 and sq <= DECODE_MAX_SQ and nkv >= 2 * MIN_BLOCKS_PER_SPLIT:
+        best = (ceil_div(items, target.num_aic) * nkv, 1, nkv)
+        for ns in range(2, nkv // MIN_BLOCKS_PER_SPLIT + 1):
+            per = ceil_div(nkv, ns)
+            ns = ceil_div(nkv, per)
+            best = min(best, (ceil_div(items * ns, target.num_aic) * per, ns, per))
+        if best[1] > 1:
+            return FlashTiling(t.br, t.bc, t.g, t.m, t.mp, t.dp, t.dvp, best[1], best[2])
+        return t
     if ceil_div(sq, t.br) == 1 and items < target.num_aic and nkv >= 2 * MIN_BLOCKS_PER_SPLIT:
         nsplit = min(ceil_div(target.num_aic, items), nkv // MIN_BLOCKS_PER_SPLIT)
         per = ceil_div(nkv, nsplit)
@@ -641,6 +684,7 @@ class _FlashKernel:
         # score tiles the cube runs ahead of the vector cores (workspace ring slots per stage);
         # a coupled core keeps S in its one L0C slot until the vector unit has read it: 1
         self.depth = PRELOAD if self.split_cores else 1
+        self.prefetch = decode_prefetch(ctx.target, self.sq, self.t.br)
         nsub = aiv_count(ctx.target, self.t.m)
         self.aivs = [_Aiv(i, r0, n, _segments(r0, n, self.t.br, self.t.g)) for i, (r0, n) in enumerate(aiv_rows(self.t.m, nsub))]
 
@@ -704,6 +748,11 @@ class _FlashKernel:
         for a in self.aivs:
             with kb.on_subblock(a.sub):
                 self._aiv_buffers(a)
+        if self.prefetch:  # scratch tiles of the L2 prefetch (nobody reads them): K on AIV 0, V on AIV 1
+            self.pf_ub = []
+            for sub, cols in ((0, self.d), (1, self.dv)):
+                with kb.on_subblock(sub):
+                    self.pf_ub.append(kb.alloc([t.bc, cols], el, MemSpace.UB))
 
         s = self.sync = _Sync(kb, self.split_cores)
         AIC = "aic->aic"
@@ -794,6 +843,9 @@ class _FlashKernel:
             jl, jh = 0, nj
         self.ws_row = kb.mul(kb.block_idx, t.m * self.depth)
         self._init_item()
+        if self.prefetch:  # the first blocks: V ahead of the AIC from the start, K from block PRELOAD on
+            for k in range(PREFETCH_AHEAD):
+                self._when(jh, kb.add(jl, k), "sgt", lambda k=k: self._prefetch(kb.add(jl, k), k >= self.depth))
         # Software pipeline (program order = numerics; the pipes overlap in time): the cube runs
         # `depth` score tiles ahead (S(j+depth) is issued before PV(j), CANN's bmm1 preload), so
         # the vector cores' softmax(j) overlaps the cube's S(j+1..) and PV(j-1), whose update
@@ -806,6 +858,9 @@ class _FlashKernel:
         last = kb.sub(jh, 1)
         if not (isinstance(jl, int) and isinstance(last, int) and last <= jl):
             with kb.loop(jl, last, 1) as j:
+                if self.prefetch:
+                    ahead = kb.add(j, PREFETCH_AHEAD)
+                    self._when(jh, ahead, "sgt", lambda: self._prefetch(ahead, True))
                 self._each_aiv(lambda a: self._softmax(a, j))
                 self._each_aiv(lambda a: self._when(j, jl, "sgt", lambda: self._update(a, kb.sub(j, 1), a.alpha_prev)))
                 nxt = kb.add(j, self.depth)
@@ -819,6 +874,23 @@ class _FlashKernel:
         self._pv(last)
         self._each_aiv(lambda a: self._update(a, last, a.alpha))
         self._finish_item()
+
+    def _prefetch(self, j: Index, with_k: bool) -> None:
+        """AIV 0 reads K_j, AIV 1 V_j, GM -> UB scratch, nobody reading the copy: the lines land
+        in L2 and the AIC's loads of the same tiles (the same GM subviews: the L2 model keys on
+        them) hit, at the L2 rate instead of its one DDR read port's 32 B/cycle [S1]. Decode
+        attention streams K and V once, so without this the AIC's MTE2 alone (24 x 32 B/cycle =
+        86 % of the 1.6 TB/s) bounds it; the group's two AIVs add their own read ports (as
+        matmul.py's weight prefetch). No flag: the data never changes, only where it is read from."""
+        kb, t = self.kb, self.t
+        kv0 = kb.mul(j, t.bc)
+        ksz = kb.boundary(t.bc, self.skv, kv0)
+        row = self._kv_row(kv0)
+        if with_k:
+            with kb.on_subblock(0):
+                kb.copy(kb.subview(self.gk, [row, 0], [ksz, self.d]), self.pf_ub[0])
+        with kb.on_subblock(1):
+            kb.copy(kb.subview(self.gv, [row, 0], [ksz, self.dv]), self.pf_ub[1])
 
     def _slot(self, j: Index) -> Index:
         """First workspace row of block j's ring slot on this core."""
@@ -1126,7 +1198,10 @@ class _FlashKernel:
 
 def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, fk: _FlashKernel) -> None:
     """Vector kernel merging the KV splits of every (batch, K/V head): with M = max_s m_s,
-    out = Σ_s e^{m_s - M} acc_s / Σ_s e^{m_s - M} l_s (the flash-decoding reduction), per head to GM."""
+    out = Σ_s e^{m_s - M} acc_s / Σ_s e^{m_s - M} l_s (the flash-decoding reduction), per head to GM.
+    The partials of an item lie in consecutive rows: up to COMBINE_UB_BYTES of them come in one
+    copy of each of acc, m and l (three DMAs per item instead of three per split: each pays the
+    DMA start-up and the 307-cycle GM read latency [S5])."""
     t = fk.t
     items = fk.b * fk.hkv
     block_dim = min(ctx.target.num_aiv, items)
@@ -1135,9 +1210,11 @@ def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, 
     kb = KernelBuilder(ctx, ctx.name("flash_combine"), [a.type for a in args], core, block_dim, ctx.current)
     gacc, gm_, gl, gout = kb.args
     m, dv, el = t.m, fk.dv, fk.el
+    chunk = max(1, min(t.nsplit, COMBINE_UB_BYTES // (m * (dv + 2) * 4)))  # splits per copy
     UB = MemSpace.UB
-    o, a = kb.alloc([m, dv], f32, UB), kb.alloc([m, dv], f32, UB)
-    mx, ms, ls, lsum, mn, ca, cb = (kb.alloc([m, 1], f32, UB) for _ in range(7))
+    o = kb.alloc([m, dv], f32, UB)
+    a_all, ms_all, ls_all = kb.alloc([chunk * m, dv], f32, UB), kb.alloc([chunk * m, 1], f32, UB), kb.alloc([chunk * m, 1], f32, UB)
+    mx, lsum, mn, ca, cb = (kb.alloc([m, 1], f32, UB) for _ in range(5))
     res = kb.alloc([m, dv], el, UB) if el != f32 else o
     q_in = kb.queue(Pipe.MTE2, Pipe.V)
     q_out = kb.queue(Pipe.V, Pipe.MTE3)
@@ -1148,25 +1225,30 @@ def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, 
         kb.emit(ascend.VdupOp(mx, LOWEST))
         kb.emit(ascend.VdupOp(lsum, 0.0))
         kb.emit(ascend.VdupOp(o, 0.0))
-        with kb.loop(0, t.nsplit, 1) as s:
-            row = kb.mul(kb.add(base, s), m)
+        with kb.range(0, t.nsplit, chunk) as c:
+            csz = kb.boundary(chunk, t.nsplit, c)
+            row = kb.mul(kb.add(base, c), m)
+            rows = kb.mul(csz, m)
             q_in.acquire()
-            kb.copy(kb.subview(gacc, [row, 0], [m, dv]), a)
-            kb.copy(kb.subview(gm_, [row, 0], [m, 1]), ms)
-            kb.copy(kb.subview(gl, [row, 0], [m, 1]), ls)
+            kb.copy(kb.subview(gacc, [row, 0], [rows, dv]), a_all)
+            kb.copy(kb.subview(gm_, [row, 0], [rows, 1]), ms_all)
+            kb.copy(kb.subview(gl, [row, 0], [rows, 1]), ls_all)
             q_in.handoff()
-            kb.emit(_v("vmax")(mx, ms, mn))
-            kb.emit(_v("vsub")(mx, mn, ca))
-            kb.emit(_v("vexp")(ca, ca))
-            kb.emit(_v("vsub")(ms, mn, cb))
-            kb.emit(_v("vexp")(cb, cb))
-            kb.emit(_v("vmul")(o, ca, o))
-            kb.emit(_v("vmul")(a, cb, a))
-            kb.emit(_v("vadd")(o, a, o))
-            kb.emit(_v("vmul")(lsum, ca, lsum))
-            kb.emit(_v("vmul")(ls, cb, ls))
-            kb.emit(_v("vadd")(lsum, ls, lsum))
-            kb.emit(_v("vcopy")(mn, mx))
+            with kb.loop(0, csz, 1) as s:
+                r = kb.mul(s, m)
+                a, ms, ls = (kb.subview(x, [r, 0], [m, x.type.get_shape()[1]]) for x in (a_all, ms_all, ls_all))
+                kb.emit(_v("vmax")(mx, ms, mn))
+                kb.emit(_v("vsub")(mx, mn, ca))
+                kb.emit(_v("vexp")(ca, ca))
+                kb.emit(_v("vsub")(ms, mn, cb))
+                kb.emit(_v("vexp")(cb, cb))
+                kb.emit(_v("vmul")(o, ca, o))
+                kb.emit(_v("vmul")(a, cb, a))
+                kb.emit(_v("vadd")(o, a, o))
+                kb.emit(_v("vmul")(lsum, ca, lsum))
+                kb.emit(_v("vmul")(ls, cb, ls))
+                kb.emit(_v("vadd")(lsum, ls, lsum))
+                kb.emit(_v("vcopy")(mn, mx))
             q_in.release()
         kb.emit(_v("vdiv")(o, lsum, o))
         if res is not o:
