@@ -600,7 +600,7 @@ def lower_tensor_parallel(module: ModuleOp, weights: WeightStore, tp: int, targe
 
     module, stores = shard_module(module, weights, tp, sequence_parallel, str(target or DEFAULT_TARGET), session)
     if after_shard:
-        run_passes(module, PassPipeline(tuple(after_shard)), session=session)
+        run_passes(module, PassPipeline(tuple(after_shard)), stores[0], session=session)
     lower(module, stores[0], target, session)
     for store in stores[1:]:
         for name in stores[0]:

@@ -112,17 +112,16 @@ class _Model:
                     if n in self.past_axis and t.get_shape()[self.past_axis[n]] == past + seq}
         stores = [weights]
         if self.tp > 1:  # Megatron tensor parallelism: one SPMD module, rank r's weight slices in stores[r]
-            from ascendir.transforms.nn.shard_tensor_parallel import shard_module
+            from ascendir.driver import lower_tensor_parallel
+            from ascendir.pipelines import after_shard
 
-            module, stores = shard_module(module, weights, self.tp, False, self.target, session)
             # the shard pass leaves the attention of each rank's heads outside a region (it reads
             # them out of the all-gathered cache): put it back into the flash template's region
-            run_passes(module, parse_pipeline("fuse-attention,choose-tiling", f"O{self.opt_level}", self.target, None), stores[0], None, session)
-        lower(module, stores[0], self.target, session)
-        for store in stores[1:]:  # what the lowering moved into rank 0's store (constants) is every rank's
-            for name in stores[0]:
-                if name not in store:
-                    store.add(name, stores[0][name])
+            again = parse_pipeline("fuse-attention,choose-tiling", f"O{self.opt_level}", self.target, None).passes
+            module, stores = lower_tensor_parallel(module, weights, self.tp, self.target, False, session,
+                                                   (*again, *after_shard(str(self.opt_level))))
+        else:
+            lower(module, weights, self.target, session)
         if feeds is not None:  # a cache written in place: the past in its first positions, room for the new rows
             feeds = {n: _grow(a, self.past_axis[n], seq) if n in in_place else a for n, a in feeds.items()}
         if self.tp > 1:  # every rank gets the whole input (the cache too: each reads its heads of it)
