@@ -1,6 +1,6 @@
 """Fuzz ascendir's inputs and print the outcome table (issue 23).
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/fuzz.py [--cases 2000] [--fuzzers onnx,ir,toml,cli]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/fuzz.py [--cases 2000] [--fuzzers onnx,ir,toml,cli,tiling]
         [--timeout 30] [--mem-mb 2048] [--seed 0] [--save DIR] [--causes 15]
 
 Each fuzzer (tests/fuzz/: the ONNX importer, IR text through ascendir-opt and run, target TOMLs,
@@ -95,7 +95,7 @@ def causes(rows: dict[str, list[tuple[Case, Outcome]]], top: int) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=2000, help="cases per fuzzer (issue 23 asks >= 100000 for the closing table)")
-    ap.add_argument("--fuzzers", default="onnx,ir,toml,cli")
+    ap.add_argument("--fuzzers", default="onnx,ir,toml,cli,tiling")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per case before it counts as a hang")
     ap.add_argument("--mem-mb", type=int, default=2048, help="MiB of address space per case")
     ap.add_argument("--seed", type=int, default=0)

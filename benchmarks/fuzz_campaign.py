@@ -1,10 +1,10 @@
 """The fuzz campaign of issue 23: every fuzzer of tests/fuzz (the ONNX importer, IR text, target
-TOMLs, command lines and their input files) run in batches on a Dask cluster, then the outcome
+TOMLs, command lines and their input files, forced tilings) run in batches on a Dask cluster, then the outcome
 table per fuzzer, the rate and what the full campaign would take.
 
     nice -n 19 env OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/fuzz_campaign.py \\
         [--cases 100000] [--budget-min 0] [--workers 1] [--scheduler tcp://host:8786] \\
-        [--fuzzers onnx,ir,toml,cli] [--batch 100] [--seed 0] [--save DIR] [--write-results]
+        [--fuzzers onnx,ir,toml,cli,tiling] [--batch 100] [--seed 0] [--save DIR] [--write-results]
 
 A batch is `--batch` cases of one fuzzer drawn from its hypothesis strategy under a seed of its
 own (generation only, no shrinking), each case run in a forked, capped worker
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import results  # noqa: E402
 
-FUZZERS = ("onnx", "ir", "toml", "cli")
+FUZZERS = ("onnx", "ir", "toml", "cli", "tiling")
 # harness kind -> the table's column
 COLUMNS = {"success": "ok", "clean": "clean exit 2", "message": "bad message", "internal": "internal",
            "crash": "crash", "hang": "timeout", "memory": "memory"}
