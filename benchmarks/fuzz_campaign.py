@@ -106,7 +106,8 @@ class Tally:
 
 
 def campaign(client, names: list[str], cases: int, batch: int, budget_s: float | None, seed: int, timeout: float,
-             mem_mb: int, save: str | None, in_flight: int) -> dict[str, Tally]:
+             mem_mb: int, save: str | None, in_flight: int) -> dict:
+    """Run the batches; returns fuzzer name -> Tally, and "interrupted": True after a Ctrl-C."""
     from dask.distributed import as_completed
 
     tallies = {n: Tally() for n in names}
@@ -129,15 +130,19 @@ def campaign(client, names: list[str], cases: int, batch: int, budget_s: float |
         return fut
 
     pending = as_completed([f for f in (next_batch() for _ in range(in_flight)) if f is not None])
-    for fut in pending:
-        name = fut.fuzzer
-        tallies[name].add(fut.result())
-        t = tallies[name]
-        print(f"[{time.monotonic() - start:6.0f} s] {name}: {t.cases} cases, {t.cases / max(t.busy, 1e-9):.2f}/s, "
-              f"bad {sum(t.kinds[k] for k in COLUMNS if k not in ('success', 'clean'))}", file=sys.stderr, flush=True)
-        nxt = next_batch()
-        if nxt is not None:
-            pending.add(nxt)
+    try:
+        for fut in pending:
+            name = fut.fuzzer
+            tallies[name].add(fut.result())
+            t = tallies[name]
+            print(f"[{time.monotonic() - start:6.0f} s] {name}: {t.cases} cases, {t.cases / max(t.busy, 1e-9):.2f}/s, "
+                  f"bad {sum(t.kinds[k] for k in COLUMNS if k not in ('success', 'clean'))}", file=sys.stderr, flush=True)
+            nxt = next_batch()
+            if nxt is not None:
+                pending.add(nxt)
+    except KeyboardInterrupt:  # the batches done so far still make a table
+        print("interrupted: the batches in flight are dropped", file=sys.stderr, flush=True)
+        tallies["interrupted"] = True
     return tallies
 
 
@@ -192,6 +197,7 @@ def main() -> None:
 
     from dask.distributed import Client, LocalCluster
 
+    code = results._commit()  # the workers import the code as it is now; a commit made during the run is not in it
     start = time.monotonic()
     if args.scheduler:
         client = Client(args.scheduler)
@@ -210,10 +216,12 @@ def main() -> None:
         if not args.scheduler:
             cluster.close()
     wall = time.monotonic() - start
+    interrupted = tallies.pop("interrupted", False)
     done = sum(t.cases for t in tallies.values())
-    print(f"{done:,} cases in {wall / 60:.1f} min on {workers} Dask worker(s) (batches of {args.batch}, seed {args.seed}, "
+    print(f"{done:,} cases of ascendir {code} in {wall / 60:.1f} min on {workers} Dask worker(s) (batches of {args.batch}, seed {args.seed}, "
           f"caps {args.timeout:.0f} s and {args.mem_mb} MiB per case)"
-          + (f", stopped by the {args.budget_min:g}-minute budget" if done < args.cases * len(names) else "") + "\n")
+          + (", interrupted" if interrupted else f", stopped by the {args.budget_min:g}-minute budget" if done < args.cases * len(names) else "")
+          + "\n")
     print(table(tallies, args.cases, workers))
     print()
     print(causes(tallies, args.causes))
