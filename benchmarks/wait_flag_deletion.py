@@ -177,7 +177,7 @@ def main() -> None:
                 notable.append(f"{name} {kernel.sym_name.data} wait #{index} ({wait.src.data}->{wait.dst.data}, "
                                f"event {wait.event.value.data}): {verdict}")
         seconds[name] = time.perf_counter() - t0
-        print(f"{name}: {len(flags)} wait_flags in {seconds[name]:.0f} s", file=sys.stderr, flush=True)
+        print(f"{name}: {len(flags)} wait_flags in {seconds[name]:.0f} s: {dict(by_model[name])}", file=sys.stderr, flush=True)
     total = sum(outcomes.values())
     verdicts = sorted(outcomes)
     short = [v.removeprefix("redundant: ").removeprefix("detected: ") for v in verdicts]
