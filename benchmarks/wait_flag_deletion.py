@@ -38,6 +38,7 @@ import argparse
 import collections
 import contextlib
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -156,28 +157,41 @@ def main() -> None:
     by_kind: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     by_model: dict[str, collections.Counter] = {}
     notable, skipped, seconds = [], [], {}
-    for name in names:
-        t0 = time.perf_counter()
-        module, weights = compile_model(data / name / "model.onnx", TARGET, opt_level="O2", dtype=args.dtype)
-        inputs = _inputs(data / name)
-        kind, reference = _run(module, weights, inputs)
-        assert kind == "clean", f"{name}: the unmodified model fails: {reference}"
-        flags = _flags(module)
-        if len(flags) > args.max_waits:
-            skipped.append(f"{name} ({len(flags)} wait_flags)")
-            print(f"{name}: {len(flags)} wait_flags > --max-waits {args.max_waits}, skipped", file=sys.stderr, flush=True)
-            continue
-        by_model[name] = collections.Counter()
-        for kernel, index, wait in flags:
-            verdict = classify(module, weights, inputs, reference, kernel, wait)
-            outcomes[verdict] += 1
-            by_model[name][verdict] += 1
-            by_kind[re.sub(r"_\d+$", "", kernel.sym_name.data)][verdict] += 1
-            if not verdict.startswith(("detected", "redundant")):
-                notable.append(f"{name} {kernel.sym_name.data} wait #{index} ({wait.src.data}->{wait.dst.data}, "
-                               f"event {wait.event.value.data}): {verdict}")
-        seconds[name] = time.perf_counter() - t0
-        print(f"{name}: {len(flags)} wait_flags in {seconds[name]:.0f} s: {dict(by_model[name])}", file=sys.stderr, flush=True)
+    stopped = None
+    # SIGTERM (and SIGINT, which a shell's background job ignores) end the run after the models
+    # done so far, which still make the tables
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        for name in names:
+            stopped = name
+            t0 = time.perf_counter()
+            module, weights = compile_model(data / name / "model.onnx", TARGET, opt_level="O2", dtype=args.dtype)
+            inputs = _inputs(data / name)
+            kind, reference = _run(module, weights, inputs)
+            assert kind == "clean", f"{name}: the unmodified model fails: {reference}"
+            flags = _flags(module)
+            if len(flags) > args.max_waits:
+                skipped.append(f"{name} ({len(flags)} wait_flags)")
+                print(f"{name}: {len(flags)} wait_flags > --max-waits {args.max_waits}, skipped", file=sys.stderr, flush=True)
+                continue
+            mine, kinds, lines = collections.Counter(), collections.defaultdict(collections.Counter), []
+            for kernel, index, wait in flags:
+                verdict = classify(module, weights, inputs, reference, kernel, wait)
+                mine[verdict] += 1
+                kinds[re.sub(r"_\d+$", "", kernel.sym_name.data)][verdict] += 1
+                if not verdict.startswith(("detected", "redundant")):
+                    lines.append(f"{name} {kernel.sym_name.data} wait #{index} ({wait.src.data}->{wait.dst.data}, "
+                                 f"event {wait.event.value.data}): {verdict}")
+            by_model[name], seconds[name] = mine, time.perf_counter() - t0
+            outcomes.update(mine)
+            for k, c in kinds.items():
+                by_kind[k].update(c)
+            notable += lines
+            print(f"{name}: {len(flags)} wait_flags in {seconds[name]:.0f} s: {dict(mine)}", file=sys.stderr, flush=True)
+        stopped = None
+    except KeyboardInterrupt:
+        print(f"stopped during {stopped}", file=sys.stderr, flush=True)
     total = sum(outcomes.values())
     verdicts = sorted(outcomes)
     short = [v.removeprefix("redundant: ").removeprefix("detected: ") for v in verdicts]
@@ -196,6 +210,8 @@ def main() -> None:
         print("  " + line)
     if skipped:
         print(f"\nskipped (more than {args.max_waits} wait_flags): {', '.join(skipped)}")
+    if stopped is not None:
+        print(f"\nstopped (a signal) during {stopped}; not run: {', '.join(names[names.index(stopped):])}")
 
 
 if __name__ == "__main__":
