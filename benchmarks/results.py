@@ -65,6 +65,10 @@ SECTIONS: dict[str, Section] = {s.script: s for s in (
     Section("trace_scale", "`ascendir run --trace` on a 7B-shaped model: overhead and peak memory", None),
     Section("run_models", "`ascendir run` wall time on corpus models",
             ("--models", "mlp_small,llama_small,llama_small_dynamo")),
+    Section("fuzz_campaign", "Fuzz campaign: outcomes per fuzzer, rate, projection to 10^5 cases (issue 23)",
+            ("--cases", "200"), ("--cases", "100000")),
+    Section("wait_flag_deletion", "wait_flag deletion: race detected or flag redundant, per corpus model (910B2, fp16)",
+            ("--models", "mlp_small")),
 )}
 
 

@@ -20,23 +20,36 @@ Outputs are no race oracle: the interpreter's numerics follow program order what
 say, so a deleted flag never changes them (checked: `outputs changed` would be listed); the race
 check's happens-before (vector clocks per pipe and unit, independent of timing) is the oracle.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/wait_flag_deletion.py [--models mlp_small,...] [--dtype fp16]
+Each deletion is made in place (the op detached, run, put back: cloning a module costs up to a
+second) and first run with the history unbounded: no race then means none bounded either, so a
+redundant flag costs two runs (unbounded, pair) and a detected one two (unbounded, bounded).
 
-prints one row per outcome and per kernel kind, and every case that is not detected or redundant.
+    OPENBLAS_NUM_THREADS=1 python benchmarks/wait_flag_deletion.py [--models mlp_small,...] [--dtype fp16]
+        [--max-waits 400] [--write-results]
+
+prints one row per model and outcome, one per kernel kind, and every case that is not detected or
+redundant. Models with more than `--max-waits` wait_flags are skipped and named (about two
+simulations per wait_flag: resnet_small's 735 take most of an hour on a shared 2-core machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import re
+import signal
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import results  # noqa: E402
 
 from ascendir.dialects.ascend import KernelOp  # noqa: E402
 from ascendir.dialects.ascend.ops_sync import SetFlagOp, WaitFlagOp  # noqa: E402
@@ -53,13 +66,13 @@ def _inputs(model_dir: Path) -> dict[str, np.ndarray]:
         return {k.removeprefix("input:"): ref[k] for k in ref.files if k.startswith("input:")}
 
 
-def _flags(module) -> list[tuple[str, int, WaitFlagOp]]:
-    """(kernel name, index of the wait within the kernel, op) of every wait_flag."""
+def _flags(module) -> list[tuple[KernelOp, int, WaitFlagOp]]:
+    """(kernel, index of the wait within the kernel, op) of every wait_flag."""
     out = []
     for k in module.ops:
         if isinstance(k, KernelOp):
             waits = [op for op in k.walk() if isinstance(op, WaitFlagOp)]
-            out += [(k.sym_name.data, i, w) for i, w in enumerate(waits)]
+            out += [(k, i, w) for i, w in enumerate(waits)]
     return out
 
 
@@ -96,31 +109,36 @@ def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
 
 
-def _without(module, kernel_name: str, index: int, with_set: bool):
-    clone = module.clone()
-    kernel = next(k for k in clone.ops if isinstance(k, KernelOp) and k.sym_name.data == kernel_name)
-    wait = [op for op in kernel.walk() if isinstance(op, WaitFlagOp)][index]
-    doomed = [wait]
-    if with_set:
-        s = _matching_set(kernel, wait)
-        if s is not None:
-            doomed.append(s)
-    for op in doomed:
+@contextlib.contextmanager
+def _removed(ops):
+    """The module without `ops` for the block, each put back where it was after."""
+    places = []
+    for op in ops:
+        places.append((op, op.parent_block(), op.next_op))
         op.detach()
-        op.erase()
-    return clone
+    try:
+        yield
+    finally:
+        for op, block, nxt in reversed(places):
+            if nxt is None:
+                block.add_op(op)
+            else:
+                block.insert_op_before(op, nxt)
 
 
-def classify(module, weights, inputs, reference: dict, kernel: str, index: int, wait: WaitFlagOp) -> str:
-    kind, out = _run(_without(module, kernel, index, False), weights, inputs)
-    if kind != "clean":
-        return f"detected: {kind}"
+def classify(module, weights, inputs, reference: dict, kernel: KernelOp, wait: WaitFlagOp) -> str:
+    with _removed([wait]):
+        kind, out = _run(module, weights, inputs, unbounded=True)
+        if kind != "clean":  # the bounded check tells detected from missed
+            bounded, _ = _run(module, weights, inputs)
+            if bounded != "clean":
+                return f"detected: {bounded}"
+            return "missed by the history bound" if kind == "race" else f"unbounded only: {kind}"
     if not _same(out, reference):
         return "outputs changed"
-    again, _ = _run(_without(module, kernel, index, False), weights, inputs, unbounded=True)
-    if again == "race":
-        return "missed by the history bound"
-    pair, _ = _run(_without(module, kernel, index, True), weights, inputs)
+    partner = _matching_set(kernel, wait)
+    with _removed([wait] + ([partner] if partner is not None else [])):
+        pair, _ = _run(module, weights, inputs)
     if pair in ("race", "deadlock"):
         return "redundant: covered by the queue"
     return "redundant: pair, at kernel level" if isinstance(wait.parent_op(), KernelOp) else "redundant: pair, in a loop"
@@ -130,36 +148,72 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=None, help="comma-separated tests/data model names (default: all)")
     ap.add_argument("--dtype", default="fp16", choices=["fp32", "fp16", "bf16"])
+    ap.add_argument("--max-waits", type=int, default=400, help="skip models with more wait_flags than this")
+    results.add_flag(ap)
     args = ap.parse_args()
     data = ROOT / "tests" / "data"
     names = args.models.split(",") if args.models else sorted(p.name for p in data.iterdir() if (p / "model.onnx").exists())
     outcomes: collections.Counter = collections.Counter()
     by_kind: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    notable = []
-    for name in names:
-        module, weights = compile_model(data / name / "model.onnx", TARGET, opt_level="O2", dtype=args.dtype)
-        inputs = _inputs(data / name)
-        kind, reference = _run(module, weights, inputs)
-        assert kind == "clean", f"{name}: the unmodified model fails: {reference}"
-        flags = _flags(module)
-        for kernel, index, wait in flags:
-            verdict = classify(module, weights, inputs, reference, kernel, index, wait)
-            outcomes[verdict] += 1
-            by_kind[re.sub(r"_\d+$", "", kernel)][verdict] += 1
-            if not verdict.startswith(("detected", "redundant")):
-                notable.append(f"{name} {kernel} wait #{index} ({wait.src.data}->{wait.dst.data}, event {wait.event.value.data}): {verdict}")
-        print(f"{name}: {len(flags)} wait_flags", flush=True)
+    by_model: dict[str, collections.Counter] = {}
+    notable, skipped, seconds = [], [], {}
+    stopped = None
+    # SIGTERM (and SIGINT, which a shell's background job ignores) end the run after the models
+    # done so far, which still make the tables
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        for name in names:
+            stopped = name
+            t0 = time.perf_counter()
+            module, weights = compile_model(data / name / "model.onnx", TARGET, opt_level="O2", dtype=args.dtype)
+            inputs = _inputs(data / name)
+            kind, reference = _run(module, weights, inputs)
+            assert kind == "clean", f"{name}: the unmodified model fails: {reference}"
+            flags = _flags(module)
+            if len(flags) > args.max_waits:
+                skipped.append(f"{name} ({len(flags)} wait_flags)")
+                print(f"{name}: {len(flags)} wait_flags > --max-waits {args.max_waits}, skipped", file=sys.stderr, flush=True)
+                continue
+            mine, kinds, lines = collections.Counter(), collections.defaultdict(collections.Counter), []
+            for kernel, index, wait in flags:
+                verdict = classify(module, weights, inputs, reference, kernel, wait)
+                mine[verdict] += 1
+                kinds[re.sub(r"_\d+$", "", kernel.sym_name.data)][verdict] += 1
+                if not verdict.startswith(("detected", "redundant")):
+                    lines.append(f"{name} {kernel.sym_name.data} wait #{index} ({wait.src.data}->{wait.dst.data}, "
+                                 f"event {wait.event.value.data}): {verdict}")
+            by_model[name], seconds[name] = mine, time.perf_counter() - t0
+            outcomes.update(mine)
+            for k, c in kinds.items():
+                by_kind[k].update(c)
+            notable += lines
+            print(f"{name}: {len(flags)} wait_flags in {seconds[name]:.0f} s: {dict(mine)}", file=sys.stderr, flush=True)
+        stopped = None
+    except KeyboardInterrupt:
+        print(f"stopped during {stopped}", file=sys.stderr, flush=True)
     total = sum(outcomes.values())
-    print(f"\n{total} wait_flag deletions over {len(names)} models ({args.dtype}, {TARGET})")
-    for verdict, n in sorted(outcomes.items()):
-        print(f"  {verdict:36s} {n:5d}  {100 * n / total:5.1f} %")
-    print("\nby kernel kind:")
     verdicts = sorted(outcomes)
+    short = [v.removeprefix("redundant: ").removeprefix("detected: ") for v in verdicts]
+    print(f"{total} wait_flag deletions over {len(by_model)} models ({args.dtype}, {TARGET}, -O2)")
+    for verdict, n in sorted(outcomes.items()):
+        print(f"  {verdict:36s} {n:5d}  {100 * n / max(total, 1):5.1f} %")
+    print("\nper model (detected: race / deadlock; redundant: covered by the queue / pair at kernel level / pair in a loop):")
+    print("| model | wait_flags | " + " | ".join(short) + " | s |")
+    print("|---|---|" + "---|" * len(short) + "---|")
+    for name, c in by_model.items():
+        print(f"| {name} | {sum(c.values())} | " + " | ".join(str(c[v]) for v in verdicts) + f" | {seconds[name]:.0f} |")
+    print("\nby kernel kind:")
     for kind, c in sorted(by_kind.items()):
         print(f"  {kind:24s} " + ", ".join(f"{v.split(': ')[-1]} {c[v]}" for v in verdicts if c[v]))
     for line in notable:
         print("  " + line)
+    if skipped:
+        print(f"\nskipped (more than {args.max_waits} wait_flags): {', '.join(skipped)}")
+    if stopped is not None:
+        print(f"\nstopped (a signal) during {stopped}; not run: {', '.join(names[names.index(stopped):])}")
 
 
 if __name__ == "__main__":
-    main()
+    with results.recorded("wait_flag_deletion"):
+        main()

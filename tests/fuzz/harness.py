@@ -13,7 +13,8 @@ Outcomes (the contract of docs/architecture.md "Errors" and issue 23's goal):
 | success   | exit 0                                                                            |
 | clean     | exit 2 and one line `error: ...` of at most 500 characters                        |
 | message   | exit 2 but several lines, or longer than 500 characters                           |
-| internal  | `internal error:` (exit 1), any other status, or death by a signal (a crash)       |
+| internal  | `internal error:` (exit 1), an escaped exception, or any other exit status        |
+| crash     | death by a signal (other than the memory cap's)                                   |
 | hang      | still running after `timeout` seconds (killed)                                    |
 | memory    | out of memory under the cap (MemoryError), or a peak RSS above the cap            |
 """
@@ -33,8 +34,8 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # forking a process with BLAS threads hangs
 
-KINDS = ("success", "clean", "message", "internal", "hang", "memory")
-BAD_KINDS = frozenset({"message", "internal", "hang", "memory"})
+KINDS = ("success", "clean", "message", "internal", "crash", "hang", "memory")
+BAD_KINDS = frozenset({"message", "internal", "crash", "hang", "memory"})
 MAX_MESSAGE = 500
 
 
@@ -206,7 +207,7 @@ def classify(stderr: str, status: int | None, killed: bool, signum: int | None, 
     if killed:
         return Outcome("hang", None, shown, seconds, rss_mb)
     if signum is not None:
-        kind = "memory" if signum in (signal.SIGKILL, signal.SIGSEGV) and rss_mb > mem_mb * 0.9 else "internal"
+        kind = "memory" if signum in (signal.SIGKILL, signal.SIGSEGV) and rss_mb > mem_mb * 0.9 else "crash"
         return Outcome(kind, None, f"killed by signal {signum}: {shown}", seconds, rss_mb)
     if status == 71 or "out of memory" in stderr or "MemoryError" in stderr:
         return Outcome("memory", status, shown, seconds, rss_mb)

@@ -11,7 +11,7 @@ from . import fuzzers
 from .harness import BAD_KINDS, run_case
 
 # cases per fuzzer in CI (the ONNX importer has the largest input space)
-SAMPLE = {"onnx": 100, "ir": 80, "toml": 40, "cli": 60}
+SAMPLE = {"onnx": 100, "ir": 80, "toml": 40, "cli": 60, "tiling": 40}
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLE))

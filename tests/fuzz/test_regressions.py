@@ -90,6 +90,12 @@ def test_topk_of_a_scalar() -> None:
     assert message.startswith("TopK 'n': invalid operands or attributes:"), message
 
 
+def test_split_sizes_as_a_matrix() -> None:
+    """A 2-D split input (16 x 8) was summed as nested lists: TypeError (fuzz campaign, onnx op_cases)."""
+    model = one_node("Split", {"x": np.ones(33, np.float32)}, {"s": np.ones((16, 8), np.int64)}, opset=21, outputs=2)
+    assert "Split 'n': split must be a 1-D tensor of sizes, got shape [16, 8]" in import_error(model)
+
+
 def test_matmul_of_0d() -> None:
     message = import_error(one_node("MatMul", {"a": np.float32(1.0).reshape(())}, {"b": np.ones((1,), np.float32)}))
     assert "MatMul 'n': invalid operands or attributes" in message

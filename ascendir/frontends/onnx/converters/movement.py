@@ -190,7 +190,12 @@ def convert_split(node: NodeContext) -> list[Value]:
     num_outputs (opset 18) / the output count)."""
     shape = node.shape(0)
     axis = node.axis(node.attr("axis", 0), len(shape))
-    split = node.require_const(1, "split").tolist() if node.has_input(1) else None
+    split = None
+    if node.has_input(1):
+        sizes = node.require_const(1, "split")
+        if sizes.ndim != 1:  # the schema's 1-D tensor of sizes; a matrix summed as lists failed
+            raise node.error(f"split must be a 1-D tensor of sizes, got shape {list(sizes.shape)}")
+        split = [int(s) for s in sizes]
     if split is None:
         # Equal chunks; since opset 18 the last one may be smaller (ceil division).
         parts = int(node.attr("num_outputs", len(node.node.output)))
