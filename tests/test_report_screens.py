@@ -67,7 +67,11 @@ def test_screens_fit_without_breaking_cells(reports: dict[str, dict], width: int
     _rows_whole(lines, "collectives (slowest device)", [(c["kernel"], f"{c['cycles']:,.0f}") for c in cl["collectives"]])
     _rows_whole(lines, "links", [(f"{u['src']} -> {u['dst']}", f"{100 * u['busy_fraction']:.1f}") for u in cl["links"]], "link")
     assert any(ln.startswith("2 devices on atlas800-a2:") for ln in lines)
-    assert any(ln.startswith("MoE ") for ln in _screen(reports["moe"], width))
+    moe = _screen(reports["moe"], width)
+    assert any(ln.startswith("MoE ") for ln in moe)
+    text = "\n".join(moe)
+    for figure in ("experts touched ", "tokens per expert min ", "expert weights read "):  # never broken inside
+        assert re.search(re.escape(figure) + r"[\d.,]", text), figure
 
 
 def test_long_names_drop_columns_then_end_in_an_ellipsis(reports: dict[str, dict]) -> None:

@@ -104,9 +104,10 @@ def set_lowering(section: list[dict], module: ModuleOp) -> None:
         m["lowering"] = "grouped" if m["block"] in grouped else "gathered"
 
 
-def moe_lines(section: list[dict]) -> list[str]:
-    """One line per block for the run table."""
-    lines = []
+def moe_parts(section: list[dict]) -> list[list[str]]:
+    """Per block, the figures of its run-table line, in the pieces a narrow screen may break
+    between (report_table._packed)."""
+    blocks = []
     for m in section:
         g = m.get("group_limit")
         kind = ", ".join(x for x in (
@@ -114,11 +115,17 @@ def moe_lines(section: list[dict]) -> list[str]:
             f"shared expert {m['shared_expert_inter']}" if m["shared_expert_inter"] else "") if x)
         c = m["tokens_per_expert"]
         wb = m["expert_weight_bytes"]
-        lines.append(
-            f"MoE {m['block']}: top-{m['top_k']} of {m['experts']} ({kind}), {m['tokens']} tokens routed by {m['routing']}: "
-            f"experts touched {m['experts_touched']}/{m['experts']}, tokens per expert min {min(c)} / max {max(c)}; "
-            + (f"expert weights read {wb['grouped'] / 1e6:,.2f} MB (grouped MatMul), the gathered lowering would read "
-               f"{wb['gathered'] / 1e6:,.2f} MB" if m.get("lowering") == "grouped" else
-               f"expert weights read {wb['gathered'] / 1e6:,.2f} MB (gathered lowering), a grouped MatMul would read "
-               f"{wb['grouped'] / 1e6:,.2f} MB"))
-    return lines
+        grouped = m.get("lowering") == "grouped"
+        read, other = (wb["grouped"], wb["gathered"]) if grouped else (wb["gathered"], wb["grouped"])
+        blocks.append([
+            f"MoE {m['block']}:", f"top-{m['top_k']} of {m['experts']} ({kind}),", f"{m['tokens']} tokens routed by {m['routing']}:",
+            f"experts touched {m['experts_touched']}/{m['experts']},", f"tokens per expert min {min(c)} / max {max(c)};",
+            f"expert weights read {read / 1e6:,.2f} MB ({'grouped MatMul' if grouped else 'gathered lowering'}),",
+            f"the gathered lowering would read {other / 1e6:,.2f} MB" if grouped else f"a grouped MatMul would read {other / 1e6:,.2f} MB",
+        ])
+    return blocks
+
+
+def moe_lines(section: list[dict]) -> list[str]:
+    """One line per block for the run table."""
+    return [" ".join(parts) for parts in moe_parts(section)]

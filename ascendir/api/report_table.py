@@ -149,10 +149,10 @@ def _headline(report: dict, console: Console) -> None:
         if isinstance(d, dict):
             console.print(f"[bold]declined[/] {d.get('region')}: {d.get('reason')} (lowered op by op)", highlight=False)
     if isinstance(report.get("moe"), list):  # MoE blocks: the routing of this run
-        from ascendir.api.moe_report import moe_lines
+        from ascendir.api.moe_report import moe_parts
 
-        for line in moe_lines(report["moe"]):
-            console.print(line, highlight=False)
+        for parts in moe_parts(report["moe"]):
+            _packed(console, parts, " ")
 
 
 def _by_kind(report: dict, console: Console) -> None:
