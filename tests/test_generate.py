@@ -150,6 +150,16 @@ def test_tensor_parallel_generation_equals_onnxruntime(name: str) -> None:
     assert r["hbm_bytes_per_token"]["kv"] < one["hbm_bytes_per_token"]["kv"]
 
 
+def test_tensor_parallel_over_more_ranks_than_kv_heads_equals_onnxruntime() -> None:
+    """--tp 4 on 2 KV heads: each KV head is held by two ranks, and the cache the step returns
+    keeps one copy of each head (all_gather, then every other chunk)."""
+    ref = np.load(DATA / "llama" / "reference.npz")
+    want = ref["generated_ids"]
+    g = generate(DATA / "llama" / "model.onnx", 0, want.shape[1], prompt=ref["input:input_ids"], tp=4)
+    np.testing.assert_array_equal(g.outputs["generated_ids"], want)
+    np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
+
+
 def test_tensor_parallel_errors_are_one_line() -> None:
     model = DATA / "qwen2" / "model.onnx"
     assert_clean_error(run_cli("generate", model, "--tp", 2, "--devices", 4), "--tp 2 runs on 2 devices; --devices 4 differs")

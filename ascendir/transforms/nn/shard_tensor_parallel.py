@@ -56,8 +56,12 @@ the packed columns dealt per part; a softmax over the split dim: replicated); th
 rolls back to the revised op and resumes there (the layouts are journaled), so a module is
 analysed in about one pass.
 
+KV heads fewer than ranks are held by tp / kv_heads ranks each; where they are stored into a
+KV cache (nn.cache_append) or returned (present keys / values), they are all-gathered and one
+copy of each head kept.
+
 Errors (AscendirError, one line naming the op): heads, KV heads or tokens (sequence parallelism)
-that do not split over `tp`, a vocabulary (a table of `SMALL_TABLE_BYTES` or more) that does not
+that do not split over `tp` (KV heads an op other than the cache's computes on), a vocabulary (a table of `SMALL_TABLE_BYTES` or more) that does not
 split, an already sharded module.
 
 Limits: function arguments are replicated inputs (with sequence parallelism the first
@@ -317,7 +321,10 @@ class _Analysis:
             return
         if want.kind == "P":
             raise AscendirError(f"shard-tensor-parallel: {_node(op)}: internal: no conversion from {cur.tag()} to a partial sum")
-        if cur.kind == "S" and cur.parts:  # only heads fewer than ranks are held in fewer parts
+        # only heads fewer than ranks are held in fewer parts; stored into the KV cache or returned
+        # (the present keys / values) they are gathered, one copy of each head, but no op
+        # computes on them so
+        if cur.kind == "S" and cur.parts and (cur.blocks != 1 or not isinstance(op, (func.ReturnOp, nn.CacheAppendOp))):
             source = f" of {_node(cur.origin)}" if cur.origin is not None else ""
             raise AscendirError(f"shard-tensor-parallel: {_node(op)}: the {cur.parts} heads{source} do not split over {tp} devices")
         if cur.kind == "S" and cur.blocks != 1:
@@ -873,6 +880,15 @@ class _Rewriter:
             ip.append(op)
             self.collectives += 1
             out = op.result
+            if cur.parts:  # KV heads held by tp / parts ranks each: keep one copy of every chunk
+                size = full.get_shape()[cur.dim]
+                chunk = size // cur.parts
+                keep = np.concatenate([np.arange(chunk) + (c * tp // cur.parts) * chunk for c in range(cur.parts)])
+                idx = self.rank_weight(f"tp.index.d{cur.dim}.{size}.{cur.tag()}.gathered", lambda r, keep=keep: keep,
+                                       TensorType(i64, [size]), ip)
+                op = nn.GatherOp(out, idx, cur.dim)
+                ip.append(op)
+                out = op.result
         elif refines(cur, want, tp):
             size = full.get_shape()[want.dim]
             idx = self.rank_weight(
