@@ -91,3 +91,23 @@ def test_long_names_drop_columns_then_end_in_an_ellipsis(reports: dict[str, dict
     assert "GM write" not in "\n".join(narrow)
     wide = _screen(rep, 160)
     assert any(long in ln and f"{row['cycles']:,.0f}" in ln for ln in wide)
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_verdict_lines_break_between_figures(reports: dict[str, dict], width: int) -> None:
+    """A verdict on outputs with long names (a KV model's present_value.0): each output's line
+    breaks, if at all, between its figures; the tolerance stays one piece."""
+    import numpy as np
+
+    from ascendir.api.verdict import compare
+
+    want = {f"present_value.{i}": np.linspace(-1, 1, 64, dtype=np.float32) for i in range(2)}
+    got = {k: v + np.float32(1e-7) for k, v in want.items()}
+    got["present_value.1"][:3] += 1  # a FAIL line with its mismatch count
+    rep = dict(reports["llama"], verdict=compare(got, want, "fp32", "want.npz"))
+    lines = _screen(rep, width)
+    assert max(map(len, lines)) <= width
+    text = "\n".join(lines)
+    assert "(tol 1e-04 + 1e-03·|exp|" in text and "3 of 64 beyond" in text
+    for name in want:
+        assert re.search(rf"(PASS|FAIL) {re.escape(name)}: max abs \d", text), name

@@ -8,6 +8,8 @@ and lines of figures break only between figures (`_packed`). Tested at 80 and 16
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Sequence
 
 from rich import box
@@ -114,9 +116,11 @@ def _verdict(report: dict, console: Console) -> None:
         from ascendir.api.verdict import lines as verdict_lines
 
         style = "bold green" if verdict["status"] == "pass" else "bold red"
-        for i, line in enumerate(verdict_lines(verdict)):
-            # the head line names the reference file: a path is not broken over lines
-            console.print(line, style=style if i == 0 else None, highlight=False, soft_wrap=i == 0)
+        head, *rest = verdict_lines(verdict)
+        # the head line names the reference file: a path is not broken over lines
+        console.print(head, style=style, highlight=False, soft_wrap=True)
+        for line in rest:  # an output's line breaks between its figures, never inside one
+            _packed(console, re.split(r"(?<=,) | (?=\()", line), " ")
 
 
 def _headline(report: dict, console: Console) -> None:
