@@ -82,13 +82,13 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, TensorType, i64
 from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
 
 from ascendir.dialects import nn
 from ascendir.dialects.ascend.attrs import DeviceGroupAttr
 from ascendir.dialects.nn.collectives import AllGatherOp, AllReduceOp, CollectiveOp, ReduceScatterOp
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
+from ascendir.patterns import inline_region
 from ascendir.session import Session, session_of
 from ascendir.weights import WeightStore
 
@@ -1014,18 +1014,6 @@ def _constant_array(op: nn.ConstantOp) -> np.ndarray:
     return array.reshape(shape)
 
 
-def _dissolve(region: nn.FusedOp) -> None:
-    """Inline a fused region's body in front of it (its ops keep their meaning)."""
-    block = region.body.block
-    term = block.last_op
-    values = list(term.operands)
-    Rewriter.erase_op(term)
-    Rewriter.inline_block(block, InsertPoint.before(region), list(region.operands))
-    for r, v in zip(region.results, values):
-        r.replace_all_uses_with(v)
-    Rewriter.erase_op(region)
-
-
 def _top(op: Operation, block: Block) -> Operation:
     """The op of `block` that holds `op` (itself, or the region around it)."""
     while op.parent_block() is not block:
@@ -1046,7 +1034,7 @@ def _analyse(block: Block, tp: int, sp: bool) -> tuple[_Analysis, int]:
     # a MoE block's moe_experts region (-O2: grouped MatMuls over whole experts) goes back to the
     # gathered-weight form it wraps, whose ffn region is split column / row like a dense FFN
     for region in [o for o in block.ops if isinstance(o, nn.FusedOp) and o.kind.data == "moe_experts"]:
-        _dissolve(region)
+        inline_region(region)
     for arg in block.args:
         a.lay[arg] = R
     start: dict[Operation, int] = {}  # op -> log length before it
@@ -1065,7 +1053,7 @@ def _analyse(block: Block, tp: int, sp: bool) -> tuple[_Analysis, int]:
             op = _top(e.region, block)
             a.rollback(start[op])
             before = op.prev_op
-            _dissolve(e.region)
+            inline_region(e.region)
             dissolved += 1
             if op.parent is None:  # the region itself went: resume at its first op
                 op = before.next_op if before is not None else block.first_op
