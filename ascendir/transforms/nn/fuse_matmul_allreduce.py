@@ -54,6 +54,26 @@ def unfuse_bias_epilogue(v) -> list:
     return body
 
 
+def fuse_before_collective(module: ModuleOp, collective: type, match, kind: str, chunks: int) -> None:
+    """Fuse every top-level `collective` op of `module` with the row-parallel matmul [+ bias]
+    before it into an MC2 region of `kind`, where `match(collective op)` gives the region's ops
+    (or None). A matmul + bias epilogue region (behind GPT-2's row-keeping reshape, too) is
+    inlined to join it, and fused back when nothing matches."""
+    for f in module.ops:
+        if not isinstance(f, func.FuncOp):
+            continue
+        for c in [o for o in f.walk() if isinstance(o, collective) and not isinstance(o.parent_op(), nn.FusedOp)]:
+            v = c.input
+            if keeps_rows(v.owner):  # GPT-2's Conv1D reshape between the region and the collective
+                v = v.owner.input
+            chain = unfuse_bias_epilogue(v)
+            ops = match(c)
+            if ops is not None:
+                mc2.fuse_mc2(kind, ops, chunks)
+            elif chain:
+                fuse_chain(chain)  # not an MC2 match after all: the epilogue region as it was
+
+
 @dataclass(frozen=True)
 class FuseMatmulAllReduce(ModulePass):
     """Fuse row-parallel matmul [+ bias] + all_reduce [+ residual] into
@@ -63,16 +83,4 @@ class FuseMatmulAllReduce(ModulePass):
     chunks: int = 0  # row chunks of every region (recorded as `mc2.chunks`); 0: the cost model chooses
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for f in op.ops:
-            if not isinstance(f, func.FuncOp):
-                continue
-            for ar in [o for o in f.walk() if isinstance(o, nn.AllReduceOp) and not isinstance(o.parent_op(), nn.FusedOp)]:
-                v = ar.input
-                if keeps_rows(v.owner):  # GPT-2's Conv1D reshape between the region and the collective
-                    v = v.owner.input
-                chain = unfuse_bias_epilogue(v)
-                ops = mc2.match_matmul_all_reduce(ar)
-                if ops is not None:
-                    mc2.fuse_mc2(mc2.MATMUL_ALL_REDUCE, ops, self.chunks)
-                elif chain:
-                    fuse_chain(chain)  # not an MC2 match after all: the epilogue region as it was
+        fuse_before_collective(op, nn.AllReduceOp, mc2.match_matmul_all_reduce, mc2.MATMUL_ALL_REDUCE, self.chunks)

@@ -12,15 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from ascendir.conversion.nn_to_ascend.templates import mc2
 from ascendir.dialects import nn
-from ascendir.conversion.nn_to_ascend.templates.epilogue import fuse_chain
-from ascendir.conversion.nn_to_ascend.templates.ffn_region import keeps_rows
-from ascendir.transforms.nn.fuse_matmul_allreduce import unfuse_bias_epilogue
+from ascendir.transforms.nn.fuse_matmul_allreduce import fuse_before_collective
 
 
 @dataclass(frozen=True)
@@ -31,16 +28,5 @@ class FuseMatmulReduceScatter(ModulePass):
     chunks: int = 0  # row chunks of every region (a multiple of the group; `mc2.chunks`); 0: the cost model chooses
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for f in op.ops:
-            if not isinstance(f, func.FuncOp):
-                continue
-            for rs in [o for o in f.walk() if isinstance(o, nn.ReduceScatterOp) and not isinstance(o.parent_op(), nn.FusedOp)]:
-                v = rs.input
-                if keeps_rows(v.owner):  # GPT-2's Conv1D reshape between the region and the collective
-                    v = v.owner.input
-                chain = unfuse_bias_epilogue(v)
-                ops = mc2.match_matmul_reduce_scatter(rs)
-                if ops is not None:
-                    mc2.fuse_mc2(mc2.MATMUL_REDUCE_SCATTER, ops, self.chunks)
-                elif chain:
-                    fuse_chain(chain)  # not an MC2 match after all: the epilogue region as it was
+        fuse_before_collective(op, nn.ReduceScatterOp, mc2.match_matmul_reduce_scatter, mc2.MATMUL_REDUCE_SCATTER,
+                               self.chunks)
