@@ -11,11 +11,8 @@ exchange (rank-symmetric mesh steps). No tiled site: the chunk's tiling is searc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from xdsl.ir import SSAValue
 
-from ascendir.conversion.nn_to_ascend import tiling
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.template import TemplateBase, gm_args
 from ascendir.conversion.nn_to_ascend.templates import mc2
@@ -23,24 +20,14 @@ from ascendir.dialects import nn
 from ascendir.dtypes import itemsize
 
 
-@dataclass(frozen=True)
-class AllGatherMatmulPlan:
-    region: nn.FusedOp
-    parts: mc2.SpParts
-    problem: tiling.Problem  # the whole matmul, rows folded into m
-
-
 class AllGatherMatmulTemplate(TemplateBase):
     kind = mc2.ALL_GATHER_MATMUL
 
-    def plan(self, region: nn.FusedOp) -> AllGatherMatmulPlan | Declined:
+    def plan(self, region: nn.FusedOp) -> mc2.SpPlan | Declined:
         """Declined unless the body is all_gather of whole row blocks → matmul [+ row bias]."""
-        parts = mc2.parse_sp(region, gather=True)
-        if isinstance(parts, Declined):
-            return parts
-        return AllGatherMatmulPlan(region, parts, mc2.sp_problem(parts))
+        return mc2.sp_plan(region, gather=True)
 
-    def emit(self, ctx: LoweringContext, plan: AllGatherMatmulPlan, operands: list[SSAValue]) -> list[SSAValue]:
+    def emit(self, ctx: LoweringContext, plan: mc2.SpPlan, operands: list[SSAValue]) -> list[SSAValue]:
         p, n = plan.parts, plan.parts.coll.group.size
         chunks = mc2.chunks_of(ctx, plan.region, plan.problem.m)
         if chunks not in (None, 1, n):

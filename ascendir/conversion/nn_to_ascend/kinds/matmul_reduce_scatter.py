@@ -8,11 +8,8 @@ mc2.choose_sp_chunks (a multiple of the group: each chunk goes to one owner) or 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from xdsl.ir import SSAValue
 
-from ascendir.conversion.nn_to_ascend import tiling
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.template import TemplateBase, gm_args
 from ascendir.conversion.nn_to_ascend.templates import mc2
@@ -20,24 +17,14 @@ from ascendir.dialects import nn
 from ascendir.dtypes import itemsize
 
 
-@dataclass(frozen=True)
-class MatmulReduceScatterPlan:
-    region: nn.FusedOp
-    parts: mc2.SpParts
-    problem: tiling.Problem  # the whole matmul, rows folded into m
-
-
 class MatmulReduceScatterTemplate(TemplateBase):
     kind = mc2.MATMUL_REDUCE_SCATTER
 
-    def plan(self, region: nn.FusedOp) -> MatmulReduceScatterPlan | Declined:
+    def plan(self, region: nn.FusedOp) -> mc2.SpPlan | Declined:
         """Declined unless the body is matmul [+ row bias] → reduce_scatter of whole row blocks."""
-        parts = mc2.parse_sp(region, gather=False)
-        if isinstance(parts, Declined):
-            return parts
-        return MatmulReduceScatterPlan(region, parts, mc2.sp_problem(parts))
+        return mc2.sp_plan(region, gather=False)
 
-    def emit(self, ctx: LoweringContext, plan: MatmulReduceScatterPlan, operands: list[SSAValue]) -> list[SSAValue]:
+    def emit(self, ctx: LoweringContext, plan: mc2.SpPlan, operands: list[SSAValue]) -> list[SSAValue]:
         p, n = plan.parts, plan.parts.coll.group.size
         chunks = mc2.chunks_of(ctx, plan.region, plan.problem.m)
         if chunks is not None and chunks % n and chunks != 1:

@@ -537,6 +537,23 @@ def sp_problem(parts: SpParts) -> tiling.Problem:
     return replace(p, batch=1, m=math.prod(shape(mm.lhs)[:-1]), a_batch=1)
 
 
+@dataclass(frozen=True)
+class SpPlan:
+    """The plan of an all_gather_matmul or matmul_reduce_scatter region."""
+
+    region: nn.FusedOp
+    parts: SpParts
+    problem: tiling.Problem  # the whole matmul, rows folded into m
+
+
+def sp_plan(region: nn.FusedOp, gather: bool) -> SpPlan | Declined:
+    """parse_sp's parts of `region` with the problem of their whole matmul, or Declined."""
+    parts = parse_sp(region, gather)
+    if isinstance(parts, Declined):
+        return parts
+    return SpPlan(region, parts, sp_problem(parts))
+
+
 def choose_sp_chunks(p: tiling.Problem, n: int, row_bytes: float, target: HardwareConfig, gather: bool,
                      fixed: tiling.Tiling | None = None) -> ChunkChoice:
     """Chunks of a MatmulReduceScatter (1, or a multiple of the group: each chunk goes whole to its
