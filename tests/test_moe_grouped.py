@@ -154,11 +154,12 @@ def test_weight_bytes_match_the_report(mixtral, routing):
 
 
 def _n_tiles(kernel) -> int:
-    """The N tiles of a grouped MatMul kernel: the trip count of its block-cyclic tile loop."""
+    """The N tiles of a grouped MatMul kernel: the trip count of its block-cyclic tile loop (which
+    starts at this block's place in the deal: block_idx less the tiles dealt before, mod block_dim)."""
     from xdsl.dialects import arith, scf
 
     for op in kernel.walk():
-        if isinstance(op, scf.ForOp) and op.lb.owner.name == "ascend.block_idx" and isinstance(op.ub.owner, arith.ConstantOp):
+        if isinstance(op, scf.ForOp) and isinstance(op.lb.owner, arith.RemUIOp) and isinstance(op.ub.owner, arith.ConstantOp):
             return op.ub.owner.value.value.data
     raise AssertionError("no tile loop")
 
