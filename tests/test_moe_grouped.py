@@ -174,12 +174,36 @@ def test_moe_models_lower_to_grouped_kernels(model):
     assert sum(n.startswith("moe_init_routing") for n in names) == 1
 
 
+def test_init_routing_on_many_cores():
+    """Routed pairs beyond one AIV's UB (8,200 pairs: 3 arrays of 64 KiB) sort on many AIVs (a
+    histogram launch, then the placing launch): the block's output equals the nn reference, and
+    a timing-only run given the same routing takes the same cycles."""
+    r, e, h, i = 8200, 4, 16, 16
+    rng = np.random.default_rng(7)
+    store = WeightStore()
+    store._arrays["gate_up"] = (rng.standard_normal((e, 2 * i, h)) / np.sqrt(h)).astype(np.float32)
+    store._arrays["down"] = (rng.standard_normal((e, h, i)) / np.sqrt(i)).astype(np.float32)
+    ids = make_routing(RoutingSpec("skew", alpha=1.5), r, 1, e).reshape(-1)
+    text = EXPERTS.format(r=r, h=h, i=i, i2=2 * i, e=e, t="f32", g0=0, u0=i)
+    feeds = {"x": rng.standard_normal((r, h, 1)).astype(np.float32), "ids": ids.astype(np.int64)}
+    ref = run_nn(parse(text), store, feeds)["y"]
+    module = _grouped(text, store)
+    kernels = {op.sym_name.data: op for op in module.ops if hasattr(op, "sym_name")}
+    hist = [k for n, k in kernels.items() if n.startswith("moe_init_routing_hist")]
+    assert len(hist) == 1 and hist[0].block_dim.value.data > 1
+    run = simulate(module, store, feeds, HW)
+    np.testing.assert_allclose(run.outputs["y"], ref, rtol=1e-4, atol=1e-5)
+    timed = simulate(module, store, {}, HW, timing_only=True, moe_routing={"blk": ids.reshape(r, 1)}).report
+    assert timed["total_cycles"] == run.report["total_cycles"]
+
+
 def test_routing_beyond_ub_lowers_gathered():
-    """MoeInitRouting holds its arrays in one AIV's UB: a block routing more pairs is declined
-    (with the reason) and lowers op by op, the gathered form."""
+    """MoeInitRouting holds its arrays in UB: a block whose per-core histograms do not fit even
+    spread over the AIVs (4,096 experts) is declined (with the reason) and lowers op by op, the
+    gathered form."""
     from ascendir.session import Session
 
-    r, e, h, i = 8200, 4, 16, 16
+    r, e, h, i = 8200, 4096, 16, 16
     text = EXPERTS.format(r=r, h=h, i=i, i2=2 * i, e=e, t="f32", g0=0, u0=i)
     module = parse(text)
     run_passes(module, parse_pipeline("fuse-ffn", "O0", HW.name, None), None)

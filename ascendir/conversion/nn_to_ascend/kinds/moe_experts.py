@@ -1,7 +1,7 @@
 """The moe_experts template (protocol side): plan = templates/moe_experts.parse of the region;
 emit = templates/moe_experts.emit_moe_experts (MoeInitRouting, the sorted rows, GroupedMatmul,
 SwiGLU, GroupedMatmul, the un-permute); declined at emit on a chip without FixPipe or without
-an mmad for the element type, or when MoeInitRouting's arrays do not fit one AIV's UB (the body
+an mmad for the element type, or when MoeInitRouting's arrays do not fit UB even spread over the AIVs (the body
 then lowers op by op: the gathered form). No tiled sites: the grouped MatMul's tiles are chosen at
 emit time (templates/grouped_matmul.tiles), as its groups are known only when it runs."""
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from xdsl.ir import SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
-from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import ub_bytes
+from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import fits, multi_ub_bytes
 from ascendir.conversion.nn_to_ascend.template import TemplateBase, gm_args
 from ascendir.conversion.nn_to_ascend.templates.moe_experts import KIND, MoeExperts, emit_moe_experts, parse
 from ascendir.dialects import nn
@@ -42,9 +42,9 @@ class MoeExpertsTemplate(TemplateBase):
         if no_mmad := t.arch.no_mmad(str(elem(args[p.x]))):
             return Declined(f"{t.name} ({t.arch}) {no_mmad}")
         rows, experts = shape(args[p.ids])[0], shape(args[p.w_gu])[0]
-        if ub_bytes(rows, experts) > t.capacity("ub"):  # the scalar counting sort holds its arrays in UB
-            return Declined(f"MoeInitRouting of {rows} routed rows over {experts} experts needs {ub_bytes(rows, experts)} "
-                            f"bytes of UB, one AIV of {t.name} has {t.capacity('ub')}")
+        if not fits(rows, experts, t.capacity("ub"), t.num_aiv):  # the scalar counting sort holds its arrays in UB
+            return Declined(f"MoeInitRouting of {rows} routed rows over {experts} experts needs "
+                            f"{multi_ub_bytes(rows, experts, t.num_aiv, t.capacity('ub'))} bytes of UB on each AIV, one AIV of {t.name} has {t.capacity('ub')}")
         return emit_moe_experts(ctx, args[p.w_gu], args[p.w_d], args[p.x], args[p.ids], p.act, p.block, p.out_shape)
 
 

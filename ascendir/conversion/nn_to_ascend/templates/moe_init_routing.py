@@ -16,6 +16,20 @@ Scalar reads are `ascend.get_value` (UB), writes `memref.store`. Approximation: 
 sorts with the vector unit's sort instructions over many cores; a scalar counting sort on one
 core costs ~R·10 scalar cycles, more than the vector sort at prefill sizes.
 
+When the arrays do not fit one AIV's UB (DeepSeek-V3 prefill: 16,384 pairs), the sort runs on C
+AIVs in two launches (the launch boundary is the all-core barrier between them), core c on the
+pairs c·S .. (c+1)·S - 1:
+
+    moe_init_routing_hist:  GM->UB ids slice;  cnt[e] = pairs of the slice to e (S);  UB->GM hist[c, :]
+    moe_init_routing:       GM->UB ids slice, hist [C, E];
+                            offs[e+1] = offs[e] + sum_c hist[c, e];  cur[e] = offs[e] + sum_{c' < c} hist[c', e]
+                            per pair p of the slice: j = cur[ids[p]]++;  dest[p] = j;  sorted_rows[j] = p (a
+                            scalar store to GM);  UB->GM dest slice;  core 0: UB->GM group_list
+
+Same outputs as the one-core sort (stable: slice c's pairs of expert e follow those of slices
+before it). Approximation: the scattered sorted_rows stores are costed as scalar stores (ops-
+transformer scatters with MTE3).
+
 In a timing-only run no data moves, so the kernel's outputs would be zeros (every pair to
 expert 0): its launch carries `moe_block` (the block's TopK node), and the interpreter fills the
 outputs from the run's routing for that block (sim/chip.py), so the grouped MatMul after it
@@ -23,6 +37,8 @@ reads the routing of the run's inputs or of --moe-routing.
 """
 
 from __future__ import annotations
+
+import math
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import StringAttr, i64
@@ -43,17 +59,53 @@ def ub_bytes(rows: int, experts: int) -> int:
     return (3 * rows + 2 * experts + 1) * 8
 
 
-def emit_moe_init_routing(ctx: LoweringContext, ids: SSAValue, experts: int, block: str) -> tuple[SSAValue, SSAValue, SSAValue]:
-    """Launch the kernel of the module docstring on GM ids (R i64 expert ids, any shape);
-    returns (sorted_rows [R], dest [R], group_list [E+1]), new GM i64 buffers.
+def split(rows: int, experts: int, cores: int, ub: int) -> tuple[int, int]:
+    """(C, S) of the multi-core sort: C cores with S pairs each (the last fewer), S a multiple of
+    4 (32 B of i64, the GM alignment of each core's dest slice).
 
-    Raises: AscendirError when the arrays do not fit one AIV's UB."""
+    A core's scalar work is ~S pair placements plus ~E·C offset sums, so C ~ sqrt(R / E)
+    balances the two (16,384 pairs over 256 experts: 8 cores); more when the slices would not fit
+    UB (`ub` bytes), at most `cores`."""
+    c = max(1, min(cores, round(math.sqrt(rows / max(experts, 1)))))
+    while c < cores and _ub(rows, experts, c) > ub:
+        c += 1
+    return _cores_slice(rows, c)
+
+
+def _cores_slice(rows: int, c: int) -> tuple[int, int]:
+    s = -(-rows // c)
+    s = -(-s // 4) * 4
+    return -(-rows // s), s
+
+
+def _ub(rows: int, experts: int, c: int) -> int:
+    c, s = _cores_slice(rows, c)
+    return (2 * s + c * experts + 2 * experts + 1) * 8
+
+
+def multi_ub_bytes(rows: int, experts: int, cores: int, ub: int) -> int:
+    """UB bytes one AIV of the multi-core sort needs (ids and dest slices [S], hist [C, E], the
+    offsets [E+1] and cursors [E], i64)."""
+    return _ub(rows, experts, split(rows, experts, cores, ub)[0])
+
+
+def fits(rows: int, experts: int, ub: int, cores: int) -> bool:
+    """Whether MoeInitRouting of `rows` pairs over `experts` runs: on one AIV or on `cores`."""
+    return ub_bytes(rows, experts) <= ub or multi_ub_bytes(rows, experts, cores, ub) <= ub
+
+
+def emit_moe_init_routing(ctx: LoweringContext, ids: SSAValue, experts: int, block: str) -> tuple[SSAValue, SSAValue, SSAValue]:
+    """Launch the kernel(s) of the module docstring on GM ids (R i64 expert ids, any shape):
+    one AIV when its arrays fit its UB, else the two multi-core launches; returns (sorted_rows
+    [R], dest [R], group_list [E+1]), new GM i64 buffers.
+
+    Raises: AscendirError when not even the multi-core sort's arrays fit one AIV's UB."""
     rows = 1
     for d in shape(ids):
         rows *= d
     need, budget = ub_bytes(rows, experts), ctx.target.capacity("ub")
     if need > budget:
-        raise ctx.error(f"moe_init_routing: {rows} routed rows over {experts} experts need {need} bytes of UB, one AIV has {budget}")
+        return _emit_multi_core(ctx, ids, rows, experts, block)
     sorted_rows, dest, group_list = ctx.buffer([rows], i64), ctx.buffer([rows], i64), ctx.buffer([experts + 1], i64)
     args = [ctx.view(ids, [rows]), sorted_rows, dest, group_list]
     kb = KernelBuilder(ctx, ctx.name(KIND), [a.type for a in args], CoreType.AIV, 1, ctx.current)
@@ -61,12 +113,7 @@ def emit_moe_init_routing(ctx: LoweringContext, ids: SSAValue, experts: int, blo
     u_ids, u_sorted, u_dest = (kb.alloc([rows], i64, MemSpace.UB) for _ in range(3))
     u_offs, u_cur = kb.alloc([experts + 1], i64, MemSpace.UB), kb.alloc([experts], i64, MemSpace.UB)
 
-    def load(buf: SSAValue, i) -> SSAValue:
-        return kb.emit(ascend.GetValueOp(buf, [kb.idx(i)])).result
-
-    def store(v, buf: SSAValue, i) -> None:
-        val = kb.emit(arith.IndexCastOp(kb.idx(v), i64)).result
-        kb.emit(memref.StoreOp.get(val, buf, [kb.idx(i)]))
+    load, store = _scalar(kb)
 
     kb.copy(g_ids, u_ids)
     kb.handoff(Pipe.MTE2, Pipe.S)
@@ -88,6 +135,89 @@ def emit_moe_init_routing(ctx: LoweringContext, ids: SSAValue, experts: int, blo
     kb.handoff(Pipe.S, Pipe.MTE3)
     for u, g in ((u_sorted, g_sorted), (u_dest, g_dest), (u_offs, g_offs)):
         kb.copy(u, g)
+    kernel = kb.finish()
+    kernel.attributes[MOE_BLOCK_ATTR] = StringAttr(block)
+    ctx.launch(kernel, args)
+    return sorted_rows, dest, group_list
+
+
+def _scalar(kb: KernelBuilder):
+    """(load, store) of one i64 element by the scalar unit: ascend.get_value, memref.store."""
+
+    def load(buf: SSAValue, *i) -> SSAValue:
+        return kb.emit(ascend.GetValueOp(buf, [kb.idx(x) for x in i])).result
+
+    def store(v, buf: SSAValue, *i) -> None:
+        val = kb.emit(arith.IndexCastOp(kb.idx(v), i64)).result
+        kb.emit(memref.StoreOp.get(val, buf, [kb.idx(x) for x in i]))
+
+    return load, store
+
+
+def _emit_multi_core(ctx: LoweringContext, ids: SSAValue, rows: int, experts: int, block: str) -> tuple[SSAValue, SSAValue, SSAValue]:
+    """The two launches of the module docstring's multi-core sort."""
+    budget = ctx.target.capacity("ub")
+    cores, sl = split(rows, experts, max(1, ctx.target.num_aiv), budget)
+    need = _ub(rows, experts, cores)
+    if need > budget:
+        raise ctx.error(f"moe_init_routing: {rows} routed rows over {experts} experts need {need} bytes of UB on each of "
+                        f"{cores} AIVs, one AIV has {budget}")
+    flat = ctx.view(ids, [rows])
+    hist = ctx.buffer([cores, experts], i64)
+
+    def slice_of(kb: KernelBuilder):
+        p0 = kb.mul(kb.block_idx, sl)
+        return p0, kb.min(sl, kb.sub(rows, p0))
+
+    # launch 1: per-core histograms
+    args = [flat, hist]
+    kb = KernelBuilder(ctx, ctx.name(KIND + "_hist"), [a.type for a in args], CoreType.AIV, cores, ctx.current)
+    g_ids, g_hist = kb.args
+    u_ids, u_cnt = kb.alloc([sl], i64, MemSpace.UB), kb.alloc([experts], i64, MemSpace.UB)
+    load, store = _scalar(kb)
+    p0, n = slice_of(kb)
+    kb.copy(kb.subview(g_ids, [p0], [n]), kb.subview(u_ids, [0], [n]))
+    kb.handoff(Pipe.MTE2, Pipe.S)
+    with kb.loop(0, experts, 1) as e:
+        store(0, u_cnt, e)
+    with kb.loop(0, n, 1) as i:
+        e = load(u_ids, i)
+        store(kb.add(load(u_cnt, e), 1), u_cnt, e)
+    kb.handoff(Pipe.S, Pipe.MTE3)
+    kb.copy(u_cnt, kb.subview_keep(g_hist, [kb.block_idx, 0], [1, experts], [1]))
+    ctx.launch(kb.finish(), args)
+
+    # launch 2: offsets, then each core places its slice
+    sorted_rows, dest, group_list = ctx.buffer([rows], i64), ctx.buffer([rows], i64), ctx.buffer([experts + 1], i64)
+    args = [flat, sorted_rows, dest, group_list, hist]
+    kb = KernelBuilder(ctx, ctx.name(KIND), [a.type for a in args], CoreType.AIV, cores, ctx.current)
+    g_ids, g_sorted, g_dest, g_offs, g_hist = kb.args
+    u_ids, u_dest = kb.alloc([sl], i64, MemSpace.UB), kb.alloc([sl], i64, MemSpace.UB)
+    u_hist = kb.alloc([cores, experts], i64, MemSpace.UB)
+    u_offs, u_cur = kb.alloc([experts + 1], i64, MemSpace.UB), kb.alloc([experts], i64, MemSpace.UB)
+    load, store = _scalar(kb)
+    p0, n = slice_of(kb)
+    kb.copy(kb.subview(g_ids, [p0], [n]), kb.subview(u_ids, [0], [n]))
+    kb.copy(g_hist, u_hist)
+    kb.handoff(Pipe.MTE2, Pipe.S)
+    store(0, u_offs, 0)
+    with kb.loop(0, experts, 1) as e:  # one pass over hist[:, e]: the cores before this one, then the rest
+        nxt = kb.add(e, 1)
+        store(load(u_offs, e), u_offs, nxt)
+        with kb.loop(0, kb.block_idx, 1) as c:
+            store(kb.add(load(u_offs, nxt), load(u_hist, c, e)), u_offs, nxt)
+        store(load(u_offs, nxt), u_cur, e)
+        with kb.loop(kb.block_idx, cores, 1) as c:
+            store(kb.add(load(u_offs, nxt), load(u_hist, c, e)), u_offs, nxt)
+    with kb.loop(0, n, 1) as i:
+        ex = load(u_ids, i)
+        j = load(u_cur, ex)
+        store(kb.add(j, 1), u_cur, ex)
+        store(j, u_dest, i)
+        store(kb.add(p0, i), g_sorted, j)
+    kb.handoff(Pipe.S, Pipe.MTE3)
+    kb.copy(kb.subview(u_dest, [0], [n]), kb.subview(g_dest, [p0], [n]))
+    kb.if_else(kb.eq(kb.block_idx, 0), lambda: kb.copy(u_offs, g_offs), lambda: None)
     kernel = kb.finish()
     kernel.attributes[MOE_BLOCK_ATTR] = StringAttr(block)
     ctx.launch(kernel, args)
