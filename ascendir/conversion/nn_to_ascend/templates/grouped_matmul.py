@@ -6,15 +6,15 @@ expert e's rows (the tokens MoeInitRouting sorted to it) one GEMM with its own w
                                                   group list g [E+1] i64: lo_e = g[e], hi_e = g[e+1]
 
 The group list is data: the kernel reads it with `ascend.get_value` (the scalar unit, from GM)
-into the bounds of its row loop, so an expert that got no rows costs two scalar reads and its
-weights are never read. One AIC kernel (910B: FixPipe out; the template declines a chip without
+into the bounds of its row loop (each entry once: the loop carries lo_e = hi_e-1), so an expert
+that got no rows costs one scalar read and its weights are never read. One AIC kernel (910B: FixPipe out; the template declines a chip without
 it). Work items are (row tile, N tile) pairs; the N tiles of row tile j are dealt block-cyclic
-over the AICs starting where row tile j - 1 left off (j counted from the group list, see
-`_deal`), so a group whose N tiles do not divide evenly over the AICs does not load the same
+over the AICs starting where row tile j - 1 left off (j counted from the group list, see the
+comment at `first`), so a group whose N tiles do not divide evenly over the AICs does not load the same
 cores every time:
 
-    scf.for %e = 0 to E
-      %lo = ascend.get_value %g[%e];  %hi = ascend.get_value %g[%e + 1]
+    scf.for %e = 0 to E iter_args(%lo = ascend.get_value %g[0])
+      %hi = ascend.get_value %g[%e + 1]                    (yielded as the next %lo)
       scf.for %m0 = %lo to %hi step bm                     rows of group e (none: no weight read)
         scf.for %t = first(e, m0) to ceil(N/bn) step block_dim, two tiles at a time on L0C slots c = 0, 1
           wait FIX->M [c]
@@ -35,16 +35,16 @@ with each weight chunk ([bm, kl1], a few KiB at decode; keeping x [bm, K] in L1 
 of a row tile was tried: its reload waits for the last chunk of the row tile to clear MTE1, and
 the smaller weight chunks it leaves room for cost more than the x loads it saves). Approximations:
 every group's tiles the same (bm, bn, bk, kl1), bm sized for twice the mean group (`row_tile`);
-the group list read once per expert from GM (no DCache hits).
+every group-list entry read from GM (no DCache hits).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import f32
-from xdsl.ir import SSAValue
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IndexType, f32
+from xdsl.ir import Block, SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
@@ -188,20 +188,26 @@ def emit_grouped_matmul(ctx: LoweringContext, x: SSAValue, w: SSAValue, group_li
         kb.copy(l0c, kb.subview(gy, [m0, n0], [msz, nsz]), layout="nz2nd")
         q_c.release()
 
-    with kb.loop(0, e, 1) as ei:
-        lo = kb.emit(ascend.GetValueOp(gg, [ei])).result
-        hi = kb.emit(ascend.GetValueOp(gg, [kb.add(ei, 1)])).result
-        with kb.loop(lo, hi, bm) as m0:
-            msz = kb.min(bm, kb.sub(hi, m0))
-            # Row tile j = floor(lo / bm) + e + (m0 - lo) / bm: distinct and increasing over the
-            # kernel's row tiles (a group of c rows has ceil(c / bm) <= floor(c / bm) + 1 of them),
-            # so the N tiles of consecutive row tiles continue the block-cyclic deal.
-            j = kb.add(kb.add(kb.div(lo, bm), ei), kb.div(kb.sub(m0, lo), bm))
-            first = kb.rem(kb.sub(kb.add(kb.block_idx, bd), kb.rem(kb.mul(j, nt), bd)), bd)
-            with kb.loop(first, nt, 2 * bd) as t:
-                tile(ei, m0, msz, t, 0)
-                t2 = kb.add(t, bd)
-                kb.if_else(kb.emit(arith.CmpiOp(kb.idx(t2), kb.idx(nt), "slt")).results[0],
-                           lambda: tile(ei, m0, msz, t2, 1), lambda: None)
+    # scf.for %e iter_args(%lo = g[0]): each group-list entry read once (a scalar GM read, S5
+    # DDR latency, stalls the scalar unit: at decode most of the E groups are empty)
+    body = Block(arg_types=[IndexType(), IndexType()])
+    kb.emit(scf.ForOp(kb.idx(0), kb.idx(e), kb.idx(1), [kb.emit(ascend.GetValueOp(gg, [kb.idx(0)])).result], body))
+    outer, kb._block = kb._block, body
+    ei, lo = body.args
+    hi = kb.emit(ascend.GetValueOp(gg, [kb.add(ei, 1)])).result
+    with kb.loop(lo, hi, bm) as m0:
+        msz = kb.min(bm, kb.sub(hi, m0))
+        # Row tile j = floor(lo / bm) + e + (m0 - lo) / bm: distinct and increasing over the
+        # kernel's row tiles (a group of c rows has ceil(c / bm) <= floor(c / bm) + 1 of them),
+        # so the N tiles of consecutive row tiles continue the block-cyclic deal.
+        j = kb.add(kb.add(kb.div(lo, bm), ei), kb.div(kb.sub(m0, lo), bm))
+        first = kb.rem(kb.sub(kb.add(kb.block_idx, bd), kb.rem(kb.mul(j, nt), bd)), bd)
+        with kb.loop(first, nt, 2 * bd) as t:
+            tile(ei, m0, msz, t, 0)
+            t2 = kb.add(t, bd)
+            kb.if_else(kb.emit(arith.CmpiOp(kb.idx(t2), kb.idx(nt), "slt")).results[0],
+                       lambda: tile(ei, m0, msz, t2, 1), lambda: None)
+    body.add_op(scf.YieldOp(hi))
+    kb._block = outer
     ctx.launch(kb.finish(), args)
     return y
