@@ -3,9 +3,14 @@ gather — simulated vs the numpy nn reference (bit exact)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ascendir.conversion.nn_to_ascend.templates import data_movement as dm
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
 from lowering_harness import check, lower_text, module, printed, rand, ty
@@ -78,6 +83,56 @@ def test_transpose_fp16_and_int():
 def test_slice(shape, starts, steps, out):
     attrs = f"{{starts = array<i64: {', '.join(map(str, starts))}>, steps = array<i64: {', '.join(map(str, steps))}>}}"
     check(one_op("slice", shape, out, attrs), {"x": rand(shape)}, exact=True)
+
+
+@pytest.mark.parametrize(
+    "shape,starts,out",
+    [
+        ((6, 3, 8), [2, 0, 0], (3, 3, 8)),  # rows of the outer dim (an LSTM's time steps)
+        ((1, 1, 40), [0, 0, 16], (1, 1, 8)),  # unit leading dims: a run of the last one
+        ((2, 4, 5), [1, 2, 0], (1, 2, 5)),  # one outer index, a row block inside it
+    ],
+)
+def test_contiguous_slice_is_a_view_not_a_kernel(shape, starts, out):
+    attrs = f"{{starts = array<i64: {', '.join(map(str, starts))}>, steps = array<i64: 1, 1, 1>}}"
+    lowered = check(one_op("slice", shape, out, attrs), {"x": rand(shape)}, exact=True)
+    assert kernels(lowered) == []
+    assert "memref.subview" in printed(lowered)
+
+
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=4), st.data())
+@settings(max_examples=300, deadline=None)
+def test_contiguous_window_is_the_slice(in_shape, data):
+    """Where contiguous_window answers, the flat run it names is exactly numpy's slice."""
+    starts, out = [], []
+    for d in in_shape:
+        a = data.draw(st.integers(0, d - 1))
+        starts.append(a)
+        out.append(data.draw(st.integers(1, d - a)))
+    window = dm.contiguous_window(in_shape, out, starts, [1] * len(in_shape))
+    x = np.arange(math.prod(in_shape)).reshape(in_shape)
+    want = x[tuple(slice(a, a + n) for a, n in zip(starts, out))]
+    if window is None:
+        assert not np.array_equal(np.sort(want.ravel()), np.arange(want.ravel()[0], want.ravel()[0] + want.size))
+    else:
+        off, count = window
+        np.testing.assert_array_equal(x.ravel()[off:off + count].reshape(out), want)
+
+
+def test_slice_beside_an_in_place_cache_append_stays_a_copy():
+    """A view reads its source when its consumer runs; nn.cache_append writes the cache in place
+    in between, so slices of a function with one are copied where they stand."""
+    text = module(
+        [("c", (1, 2, 8, 4), "f32"), ("n", (1, 2, 1, 4), "f32")],
+        """%s = nn.slice %c {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x2x8x4xf32>) -> tensor<1x1x8x4xf32>
+  %p = nn.cache_append %c, %n {axis = 2 : i64, offset = 3 : i64} : (tensor<1x2x8x4xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x8x4xf32>
+  %q = nn.slice %p {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x2x8x4xf32>) -> tensor<1x1x8x4xf32>
+  %y = nn.add %s, %q : (tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32>""",
+        ("y", (1, 1, 8, 4), "f32"),
+    )
+    c, n = rand((1, 2, 8, 4)), rand((1, 2, 1, 4))
+    lowered = check(text, {"c": c, "n": n}, exact=True)
+    assert any(k.sym_name.data.startswith("slice") for k in kernels(lowered))
 
 
 def test_slice_negative_step_is_a_clear_error():

@@ -129,7 +129,8 @@ def emit_add_rms_norm(ctx: LoweringContext, x: SSAValue, r: SSAValue, gamma: SSA
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if nbytes(mid) <= budget else (lo, mid - 1)
     tn, cores = lo, vector_cores(ctx)
-    while ceil_div(rows, tn) < cores and tn * c * itemsize(el) >= 2 * MIN_SPLIT_BYTES and tn > 1:
+    # the threshold counts the bytes the vector ops work on (16-bit rows are computed in `wide`)
+    while ceil_div(rows, tn) < cores and tn * c * itemsize(wide) >= 2 * MIN_SPLIT_BYTES and tn > 1:
         tn = ceil_div(tn, 2)  # enough tiles for every vector core while tiles stay large
     tn = min(tn, ceil_div(rows, ceil_div(rows, tn)))  # even tiles
     ntiles = ceil_div(rows, tn)

@@ -26,9 +26,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from xdsl.dialects import memref
 from xdsl.ir import Operation, SSAValue
 
-from ascendir.dialects import ascend
+from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
 from ascendir.conversion.nn_to_ascend.templates.elementwise import MIN_SPLIT_BYTES, VectorMap, choose_tile, emit_vector_map, ub_budget, vector_cores
@@ -182,8 +183,45 @@ def _dma_tile(ctx: LoweringContext, out_shape: Sequence[int], el) -> list[int]:
     return choose_tile(out_shape, [], [], el, [], ub_budget(ctx), vector_cores(ctx))
 
 
+def contiguous_window(in_shape: Sequence[int], out_shape: Sequence[int], starts: Sequence[int],
+                      steps: Sequence[int]) -> tuple[int, int] | None:
+    """(offset, count) in elements when the slice of a row-major [in_shape] tensor is one
+    contiguous run of it, else None. It is when every dim outside the innermost one the slice
+    cuts is of size 1 in the result (the dims inside it are whole; unit steps only)."""
+    if any(st != 1 for st in steps) or math.prod(out_shape) == 0:
+        return None
+    cuts = [i for i, (a, b) in enumerate(zip(in_shape, out_shape)) if a != b]
+    if not cuts:
+        return 0, math.prod(in_shape)
+    if any(b != 1 for b in out_shape[:cuts[-1]]):
+        return None
+    strides = [math.prod(in_shape[i + 1:]) for i in range(len(in_shape))]
+    return sum(s * st for s, st in zip(starts, strides)), math.prod(out_shape)
+
+
+def _has_in_place_writes(op: Operation) -> bool:
+    # A view reads its source when its consumers run, not where the slice stands: a kernel that
+    # writes a buffer in place between the two (nn.cache_append) would change what they read.
+    block = op.parent_block()
+    return block is None or any(isinstance(o, nn.CacheAppendOp) for o in block.walk())
+
+
+def _window_view(ctx: LoweringContext, x: SSAValue, in_shape: Sequence[int], out_shape: Sequence[int],
+                 offset: int, count: int) -> SSAValue:
+    """Elements [offset, offset + count) of the GM buffer `x`, viewed as [out_shape]: a host
+    memref.subview of its flat view, no kernel (a DMA launch of a contiguous slice costs a
+    launch for bytes the consumer can read in place)."""
+    flat = ctx.view(x, [math.prod(in_shape)])
+    if count == math.prod(in_shape):
+        return ctx.view(flat, out_shape)
+    rtype = memref.SubviewOp.infer_result_type(flat.type, [offset], [count], [1])
+    sub = ctx.emit(memref.SubviewOp.get(flat, [offset], [count], [1], rtype)).results[0]
+    return ctx.view(sub, out_shape)
+
+
 def lower_slice(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -> list[SSAValue]:
-    """nn.slice (static starts, positive steps) → strided GM→UB→GM copies.
+    """nn.slice (static starts, positive steps) → a free view when the slice is one contiguous run
+    of its input (`contiguous_window`), else strided GM→UB→GM copies.
 
     Raises:
         AscendirError: for negative steps (reversal is not implemented yet).
@@ -194,10 +232,13 @@ def lower_slice(ctx: LoweringContext, op: Operation, operands: list[SSAValue]) -
     el = elem(res)
     if any(s < 0 for s in steps):
         raise ctx.error(f"negative slice steps {steps} are not supported yet")
+    in_shape = list(shape(x))
+    window = contiguous_window(in_shape, out_shape, starts, steps)
+    if window is not None and not _has_in_place_writes(op):
+        return [_window_view(ctx, operands[0], in_shape, out_shape, *window)]
     result = ctx.buffer(out_shape, el)
     if math.prod(out_shape) == 0:
         return [result]
-    in_shape = list(shape(x))
     pad = max(0, 2 - len(out_shape))
     in_shape, out_c = [1] * pad + in_shape, [1] * pad + out_shape
     starts, steps = [0] * pad + starts, [1] * pad + steps

@@ -116,7 +116,10 @@ def emit_row_kernel(
             hi = mid - 1
     tn = min(extent, lo * unit)
     groups = outer if columns else 1
-    while groups * ceil_div(extent, tn) < cores and tn * c * itemsize(el) >= 2 * MIN_SPLIT_BYTES and tn > unit:
+    # the split threshold counts the bytes the vector ops work on: a 16-bit row computed in f32
+    # costs the vector units what an f32 row does, so it splits over as many cores
+    work = max(itemsize(e) for full, e in row_bufs if full)
+    while groups * ceil_div(extent, tn) < cores and tn * c * work >= 2 * MIN_SPLIT_BYTES and tn > unit:
         tn = max(unit, round_up(ceil_div(tn, 2), unit))
     tn = min(tn, round_up(ceil_div(extent, ceil_div(extent, tn)), unit))  # even tiles
     ntiles = groups * ceil_div(extent, tn)
