@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ascendir.api.generate import affine_fill, generate, schema_problem
+from ascendir.api.generate import _Model, affine_fill, generate, regions, schema_problem
 from ascendir.errors import AscendirError
 from tests.cli_helpers import assert_clean_error, run_cli
 
@@ -72,6 +72,32 @@ def test_timing_only_interpolation_equals_every_step() -> None:
     # 1e-4 of a cycle here; a step that cost one cycle more would be 3e-5 off
     np.testing.assert_allclose(fast["tpot_s"], full["tpot_s"], rtol=1e-8)
     assert fast["steps"]["interpolated"] > 0 and full["steps"]["interpolated"] == 0
+
+
+def test_interpolation_over_kv_blocks_equals_every_step() -> None:
+    """Steps whose decode attention gains a KV block (Bc = 16 here: 128 -> 129 keys): the pieces
+    come from the tiling decisions (regions), and the interpolated TPOT still equals simulating
+    every step."""
+    model = DATA / "llama" / "model.onnx"
+    m = _Model(model, "ascend910b2", "fp32", True)
+    m.step(1, 1, 120, None)
+    starts = [a for a, _ in regions(120, 150, m.tiling_key)]
+    assert 128 in starts  # past 128: 129 keys, a KV block more (Bc 16 or 32)
+    assert all(m.tiling_key(x)[0][4] == m.tiling_key(x - 1)[0][4] + 1 or m.tiling_key(x)[0][:4] != m.tiling_key(x - 1)[0][:4]
+               for x in starts[1:])
+    fast = generate(model, 124, 10, batch=1, timing_only=True).report
+    full = generate(model, 124, 10, batch=1, timing_only=True, every_step=True).report
+    np.testing.assert_allclose(fast["tpot_s"], full["tpot_s"], rtol=1e-8)
+    assert fast["steps"]["interpolated"] > 0
+
+
+def test_affine_fill_pieces_skip_the_search_of_known_jumps() -> None:
+    """Jumps at the boundaries of the given pieces cost no bisection: four points a piece."""
+    cost = lambda x: 64.0 * x + 5000.0 * (x // 128)  # noqa: E731
+    pieces = regions(2048, 6143, lambda x: x // 128)
+    got, simulated = affine_fill(2048, 6143, cost, pieces)
+    assert all(got[x] == pytest.approx(cost(x), rel=1e-12) for x in range(2048, 6144))
+    assert len(pieces) == 32 and len(simulated) == 4 * 32
 
 
 @pytest.mark.parametrize("cost, lo, hi, most", [

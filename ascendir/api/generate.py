@@ -14,11 +14,15 @@ onnxruntime's step-by-step generation of the same model.
 Each step is compiled (-O2, ascend-lowering) and simulated at its own static shapes. Timing of
 decode steps in --timing-only: a decode step's shapes differ from the next one's only in the
 cache length L, so its cycles are a function T(L), piecewise affine (each step reads one more
-key; a new KV tile adds a jump). T is simulated at both ends of [first L, last L] and next to
-them; where the four lie on one line (to 1e-9 relative) the rest is interpolated, else the jump
-is located by bisection or the interval split, and each piece checked the same way
-(affine_fill). tests/test_generate.py checks the result equal to simulating every step. Numerics
-runs simulate every step (each needs the previous one's data).
+key; a new KV tile or another KV split adds a jump). The jumps are found from the tiling
+decisions, not from cycles: [first L, last L] is cut where the decode attention's tiling (tile,
+KV split) or its number of KV blocks changes (`regions`, `_Model.tiling_key`, choose-tiling's own
+search at each L, no simulation). In each piece T is simulated at both ends and next to them;
+where the four lie on one line (to 1e-9 relative or half a cycle) the rest is interpolated,
+else a kink is looked for where the end lines cross, or a jump by bisection, and each part
+checked the same way (affine_fill). tests/test_generate.py checks the result equal to simulating
+every step, across KV blocks too. Numerics runs simulate every step (each needs the previous
+one's data).
 
 Figures (report JSON, see generate.schema.json; seconds at the chip's clock):
 * TTFT: the prefill's simulated time; TPOT: each decode step's (N - 1 of them) and their mean;
@@ -44,6 +48,9 @@ import numpy as np
 from ascendir.errors import AscendirError
 
 AFFINE_RTOL = 1e-9  # T(L) on the chord within this: the interval is affine at the checked points
+# ... or within this many cycles: a 32-layer step sums ~350 launches' fractional cycles, which
+# leave points 0.03 cycles off a chord (1.5e-9 of the step) that no counter could show
+CYCLE_TOL = 0.5
 
 
 @dataclass
@@ -108,6 +115,8 @@ class _Model:
         session = Session(echo_notes=False)
         spec = ("cache-append," if self.in_place else "") + f"O{self.opt_level}"
         run_passes(module, parse_pipeline(spec, f"O{self.opt_level}", self.target, None), weights, None, session)
+        if seq == 1:
+            self._record_attention(module, past)
         in_place = {n for n, t in zip(io_names(main_func(module), False), main_func(module).function_type.inputs.data)
                     if n in self.past_axis and t.get_shape()[self.past_axis[n]] == past + seq}
         stores = [weights]
@@ -139,6 +148,49 @@ class _Model:
             return StepResult(res.report, unread)
         logits = np.asarray(res.outputs[self.sig.logits], np.float32)
         return StepResult(res.report, unread, logits, {c.past: res.outputs[c.present] for c in self.sig.cache})
+
+    def _record_attention(self, module, past: int) -> None:
+        """Keep the Shape (flash_attention.Shape) of every attention of a decode step at cache
+        length `past`, one rank's under tp (its query heads, its K/V heads: shard-tensor-parallel's
+        split, replicated when fewer than ranks), for `tiling_key`."""
+        from dataclasses import replace
+
+        from ascendir.conversion.nn_to_ascend.templates.flash_attention import shape_of
+        from ascendir.dialects import nn
+
+        shapes = []
+        for op in module.walk():
+            if isinstance(op, nn.AttentionOp):
+                s = shape_of(op)
+                if self.tp > 1:
+                    hkv = max(1, s.hkv // self.tp)
+                    s = replace(s, hkv=hkv, g=s.hkv * s.g // self.tp // hkv)
+                shapes.append(s)
+        self.attention = (past, sorted(set(shapes), key=repr))
+
+    def tiling_key(self, past: int) -> tuple:
+        """What the decode attention's kernels are at cache length `past`: per distinct attention
+        shape, its tiling as choose-tiling picks it (flash_attention.search: tile, KV split and
+        blocks per split) and its KV blocks. Steps with equal keys run the same loops but for
+        the rows of the last KV block (`regions`); a full last block (no mask of its padding) is
+        left to affine_fill's check of the interval's end. Empty before a decode step was
+        compiled or when the model has no attention."""
+        from dataclasses import replace
+
+        from ascendir.conversion.nn_to_ascend.templates.flash_attention import search
+
+        if not getattr(self, "attention", None):
+            return ()
+        past0, shapes = self.attention
+        key = []
+        for s in shapes:
+            s = replace(s, skv=s.skv + past - past0)
+            try:
+                t = search(s, self.hw)[0]
+            except ValueError:  # no flash tile fits: lowered otherwise, no key
+                return ()
+            key.append((t.br, t.bc, t.nsplit, t.per, -(-s.skv // t.bc)))
+        return tuple(key)
 
     def feeds(self, ids: np.ndarray, past: int, cache: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         b, s = ids.shape
@@ -178,8 +230,28 @@ def _grow(past: np.ndarray, axis: int, rows: int) -> np.ndarray:
     return np.pad(past, pad)
 
 
-def affine_fill(lo: int, hi: int, cost: Callable[[int], float]) -> tuple[dict[int, float], set[int]]:
+def regions(lo: int, hi: int, key: Callable[[int], object]) -> list[tuple[int, int]]:
+    """[lo, hi] cut into the runs of consecutive L with equal `key(L)` (the decode attention's
+    tiling decisions at cache length L: tile, KV split, KV blocks): the places a KV tile or a
+    changed split adds a jump to T(L), found without simulating."""
+    out, start, k0 = [], lo, key(lo)
+    for x in range(lo + 1, hi + 1):
+        k = key(x)
+        if k != k0:
+            out.append((start, x - 1))
+            start, k0 = x, k
+    out.append((start, hi))
+    return out
+
+
+def affine_fill(lo: int, hi: int, cost: Callable[[int], float], pieces: list[tuple[int, int]] | None = None,
+                abs_tol: float = 1e-12) -> tuple[dict[int, float], set[int]]:
     """T(L) for every L in [lo, hi], simulating (`cost`) only some L.
+
+    `pieces` (consecutive intervals covering [lo, hi], e.g. `regions`) are filled one by one:
+    a jump known to sit between two of them is not searched for. Two values are equal within
+    AFFINE_RTOL or `abs_tol` (generate passes a fraction of a cycle, in seconds: the cycles
+    summed over hundreds of launches carry fractions of a cycle that are no cost).
 
     A decode step's cost is piecewise affine in the cache length L: each step reads one more key
     (a constant slope) and a new KV tile adds a jump. For an interval [a, b] T is simulated at
@@ -207,13 +279,13 @@ def affine_fill(lo: int, hi: int, cost: Callable[[int], float]) -> tuple[dict[in
         return known[x]
 
     def same(u: float, v: float) -> bool:
-        return math.isclose(u, v, rel_tol=AFFINE_RTOL, abs_tol=1e-12)
+        return math.isclose(u, v, rel_tol=AFFINE_RTOL, abs_tol=abs_tol)
 
     def line(x0: int, s: float, x: int) -> float:
         return known[x0] + s * (x - x0)
 
     out: dict[int, float] = {}
-    stack = [(lo, hi)]
+    stack = list(reversed(pieces)) if pieces else [(lo, hi)]
     while stack:
         a, b = stack.pop()
         if b - a <= 3:
@@ -334,14 +406,17 @@ def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1
     outputs: dict[str, np.ndarray] = {}
     if timing_only:
         def cost(length: int) -> float:
-            say(f"decode step at cache length {length}")
-            decode_reports[length] = m.step(batch, 1, length, None).report
+            if length not in decode_reports:
+                say(f"decode step at cache length {length}")
+                decode_reports[length] = m.step(batch, 1, length, None).report
             return decode_reports[length]["total_seconds"]
 
         if steps and every_step:
             tpot = {length: cost(length) for length in lengths}
         elif steps:
-            tpot, _ = affine_fill(lengths[0], lengths[-1], cost)
+            cost(lengths[0])  # compiles a decode step: the attention shapes tiling_key needs
+            tpot, _ = affine_fill(lengths[0], lengths[-1], cost, regions(lengths[0], lengths[-1], m.tiling_key),
+                                  CYCLE_TOL / pre.report["clock_hz"])
         else:
             tpot = {}
     else:
@@ -439,7 +514,8 @@ def _report(m: _Model, pre: dict, unread: int, decodes: dict[int, dict], tpot: l
         "steps": {
             "simulated_cache_len": sorted(decodes),
             "interpolated": len(lengths) - len([x for x in lengths if x in decodes]),
-            "method": "every step" if len(decodes) == len(lengths) else "affine where checked (ends and their slopes on one line; jumps located by bisection)",
+            "method": "every step" if len(decodes) == len(lengths) else ("affine where checked: pieces of equal decode-attention tiling and KV blocks; in each, the "
+                                                                           f"ends and their slopes on one line within {CYCLE_TOL} cycle; other jumps located by bisection"),
         },
     }
 
