@@ -135,3 +135,36 @@ func.func @main(%x: {x} {{onnx.name = "x"}}) -> ({x} {{onnx.name = "y"}}) {{
         runs.append((res.outputs["y"], res.report["l2_hit_rate"]))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     assert runs[0][1] > runs[1][1]
+
+
+
+@pytest.mark.parametrize("case", ["swiglu_decode", "swiglu_multi_tile"])
+def test_ffn_fused_prefetches_on_its_idle_aiv_with_the_same_numbers(case, monkeypatch):
+    """ffn_fused with AIV 1 prefetching the up chunks and every other Wd tile
+    (`ffn_fused.prefetches`, its chunk threshold lowered so a small FFN takes it), on the forced
+    tilings that walk the kernel's edges (partial chunks, ranges and Ho tiles, odd chunk counts):
+    outputs (race-checked) identical to the kernel without it and close to run_nn, more L2 hits."""
+    import ascendir.conversion.nn_to_ascend.templates.ffn as ffn
+    from ascendir.conversion.nn_to_ascend.templates import ffn_fused
+    from test_ffn_template import FORCED, _case, _feeds, _run
+
+    tiling = ffn_fused.FusedTiling(**FORCED[case])
+    monkeypatch.setattr(ffn, "choose_plan", lambda *a: ffn.Plan(tiling, None, None))
+    monkeypatch.setattr(ffn_fused, "MIN_PREFETCH_CHUNKS", 1)
+    real = ffn_fused.prefetches
+    text, shapes = _case(case, "f32")
+    feeds = _feeds(shapes, "f32")
+    runs = []
+    for on in (True, False):
+        monkeypatch.setattr(ffn_fused, "prefetches", real if on else (lambda *a: False))
+        want, got, names, module = _run(text, feeds, "ascend910b2")
+        (kern, *_) = kernels(module)
+        assert kern.sym_name.data.startswith("ffn_fused")
+        units = {str(op.attributes[FLAG_UNITS_ATTR]) for op in kern.walk() if FLAG_UNITS_ATTR in op.attributes}
+        assert any("aiv1" in u for u in units) == on
+        rep = simulate(module, None, {}, load_target("ascend910b2"), timing_only=True).report
+        runs.append((got, rep["l2_hit_rate"]))
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(runs[0][0], want, rtol=1e-3, atol=1e-4 * scale)
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    assert runs[0][1] > runs[1][1]
