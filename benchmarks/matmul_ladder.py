@@ -26,6 +26,9 @@ figure this script printed at commit 84c8fa4 (before the issue-22 work, `BEFORE`
     are the projections and attention (causal: the lower triangle, s·(s+1)/2 score entries per head)
     and must-move bytes the weights, x in and out, and (decode) the K/V context read once
     (goal ≤ 1.3x prefill, ≤ 1.2x decode).
+Then, per layer, where it loses against its roofline: each kernel's cycles, share of the layer and
+floor max(flops executed / cube peak, HBM bytes / HBM bandwidth) with the HBM bytes = GM reads not
+served by L2 + GM writes (the kernel's own traffic; the layer's roofline counts must-move bytes once).
 """
 
 from __future__ import annotations
@@ -137,6 +140,32 @@ def efficiency_table(hw) -> None:
         now = r["cycles"] / _layer_roofline(s, ctx, hw)
         met = "met" if now <= goal else "NOT met"
         print(f"  {name:<28} {r['cycles']:>12,.0f}  x roofline   {BEFORE[name]:>6.2f}x {now:>6.2f}x  ≤ {goal}x {met}", flush=True)
+    for name, s, ctx in (("layer prefill 512", 512, 512), ("layer decode 1 (ctx 512)", 1, 512)):
+        layer_kernels(name, layer_ir(s, ctx), hw)
+
+
+def layer_kernels(name: str, text: str, hw) -> None:
+    """The per-kernel table of one layer at -O2 (see the module docstring)."""
+    from xdsl.parser import Parser
+
+    from ascendir.driver import lower, parse_pipeline, run_passes
+    from ascendir.session import make_context
+    from ascendir.weights import WeightStore
+
+    module = Parser(make_context(), "builtin.module {" + text + "\n}").parse_module()
+    weights = WeightStore()
+    run_passes(module, parse_pipeline("O2", "O0"))
+    lower(module, weights, hw.name)
+    rep = simulate(module, weights, {}, hw, timing_only=True).report
+    total = rep["total_cycles"]
+    peak, hbm = hw.peak_flops_per_cycle("f16"), hw.hbm_bytes_per_cycle
+    print(f"\n{name}: {total:,.0f} cycles by kernel (-O2)")
+    print(f"  {'kernel':<22} {'cores':<8} {'cycles':>10} {'share':>6} {'floor':>10} {'x floor':>8}")
+    for k in rep["kernels"]:
+        b = k["bytes"]
+        floor = max(k["flops"] / peak, (b.get("gm_read", 0) - b.get("l2_hit", 0) + b.get("gm_write", 0)) / hbm)
+        print(f"  {k['name']:<22} {k['core_type']:<4}x{k['block_dim']:<3} {k['cycles']:>10,.0f} {100 * k['cycles'] / total:5.1f}% "
+              f"{floor:>10,.0f} {k['cycles'] / floor if floor else 0:>7.2f}x", flush=True)
 
 
 def _passes_ping_pong(n: int, k: int, hw):

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from ascendir.dialects import ascend
+from ascendir.dialects.ascend import FLAG_UNITS_ATTR
 from ascendir.errors import AscendirError
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.conversion.nn_to_ascend.tiling import Problem, Tiling, check_fits, estimate, parse_tiling, search
 from lowering_harness import lower_text, rand, run_both
 from test_choose_tiling import with_tiling
-from test_lowering_matmul import kernels, matmul_text
+from test_lowering_matmul import epilogue_text, fuse, kernels, matmul_text
 
 PLAIN = "m=16,n=128,k=64,l1_depth=4"
 
@@ -41,6 +42,27 @@ def test_prefetch_computes_the_same_numbers_and_reads_b_from_l2(m, k, n, extra):
     assert runs[1][1]["l2_hit_rate"] > runs[0][1]["l2_hit_rate"]
 
 
+@pytest.mark.parametrize("act", [None, "silu"])
+def test_prefetch_beside_an_aiv_epilogue_computes_the_same_numbers(act):
+    """A residual (and SiLU) epilogue runs on AIV 0: AIV 1 alone prefetches every B chunk; the
+    numbers (race-checked) are those of the kernel without prefetch, both close to the nn
+    reference, and more of its reads hit L2."""
+    text = fuse(epilogue_text(40, 700, 333, act, bias=True, dt="f16", residual=True))
+    inputs = {"a": rand((40, 700), np.float16), "b": rand((700, 333), np.float16), "c": rand((333,), np.float16),
+              "r": rand((40, 333), np.float16)}
+    runs = {}
+    for pf in (0, 1):
+        ref, out, lowered = run_both(with_tiling(text, PLAIN + f",prefetch={pf}"), inputs)
+        np.testing.assert_allclose(out["y"].astype(np.float64), ref["y"].astype(np.float64), rtol=2e-2, atol=2e-2)
+        (kern,) = kernels(lowered)
+        units = {op.attributes[FLAG_UNITS_ATTR] for op in kern.walk() if FLAG_UNITS_ATTR in op.attributes}
+        assert kern.core_type.data == ascend.CoreType.MIX
+        assert any("aiv1" in str(u) for u in units) == bool(pf) and not any("aiv->aic" in str(u).replace(" ", "") for u in units)
+        runs[pf] = out["y"], simulate(lowered, None, {}, load_target("ascend910b2"), timing_only=True).report
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    assert runs[1][1]["l2_hit_rate"] > runs[0][1]["l2_hit_rate"]
+
+
 def test_prefetch_field_is_checked():
     assert parse_tiling("m=16,prefetch=1") == {"m": 16, "prefetch": 1}
     with pytest.raises(AscendirError, match="prefetch=2 must be 0 or 1"):
@@ -49,9 +71,11 @@ def test_prefetch_field_is_checked():
     check_fits(p, Tiling(16, 128, 64, 4, prefetch=1), load_target("ascend910b2"))
     with pytest.raises(AscendirError, match="cannot prefetch B"):  # no AIVs beside the cube
         check_fits(p, Tiling(16, 128, 64, 4, prefetch=1), load_target("ascend910a"))
-    with pytest.raises(AscendirError, match="cannot prefetch B"):  # an AIV epilogue already
-        check_fits(Problem(1, 16, 512, 512, "f16", 2, act="vsilu", epilogue=True), Tiling(16, 128, 64, 4, prefetch=1),
-                   load_target("ascend910b2"))
+    with pytest.raises(AscendirError, match="cannot prefetch B"):  # ffn_up has its own prefetch
+        check_fits(Problem(1, 16, 512, 512, "f16", 2, ffn_up=2), Tiling(16, 128, 64, 4, prefetch=1), load_target("ascend910b2"))
+    # beside an AIV epilogue the second AIV prefetches alone: its scratch shares no UB with the epilogue's tiles
+    check_fits(Problem(1, 16, 512, 512, "f16", 2, act="vsilu", residual=True, epilogue=True), Tiling(16, 128, 64, 4, prefetch=1),
+               load_target("ascend910b2"))
     # a tiling without the field prints as before
     assert Tiling(16, 128, 64, 4).text() == "m=16,n=128,k=64,l1_depth=4,split_k=1,swizzle=1"
     assert "prefetch" not in str(Tiling(16, 128, 64, 4).to_attr())
@@ -109,5 +133,38 @@ func.func @main(%x: {x} {{onnx.name = "x"}}) -> ({x} {{onnx.name = "y"}}) {{
         assert names[0].startswith("ffn_up")
         res = simulate(module, store, inputs, hw)
         runs.append((res.outputs["y"], res.report["l2_hit_rate"]))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    assert runs[0][1] > runs[1][1]
+
+
+
+@pytest.mark.parametrize("case", ["swiglu_decode", "swiglu_multi_tile"])
+def test_ffn_fused_prefetches_on_its_idle_aiv_with_the_same_numbers(case, monkeypatch):
+    """ffn_fused with AIV 1 prefetching the up chunks and every other Wd tile
+    (`ffn_fused.prefetches`, its chunk threshold lowered so a small FFN takes it), on the forced
+    tilings that walk the kernel's edges (partial chunks, ranges and Ho tiles, odd chunk counts):
+    outputs (race-checked) identical to the kernel without it and close to run_nn, more L2 hits."""
+    import ascendir.conversion.nn_to_ascend.templates.ffn as ffn
+    from ascendir.conversion.nn_to_ascend.templates import ffn_fused
+    from test_ffn_template import FORCED, _case, _feeds, _run
+
+    tiling = ffn_fused.FusedTiling(**FORCED[case])
+    monkeypatch.setattr(ffn, "choose_plan", lambda *a: ffn.Plan(tiling, None, None))
+    monkeypatch.setattr(ffn_fused, "MIN_PREFETCH_CHUNKS", 1)
+    real = ffn_fused.prefetches
+    text, shapes = _case(case, "f32")
+    feeds = _feeds(shapes, "f32")
+    runs = []
+    for on in (True, False):
+        monkeypatch.setattr(ffn_fused, "prefetches", real if on else (lambda *a: False))
+        want, got, names, module = _run(text, feeds, "ascend910b2")
+        (kern, *_) = kernels(module)
+        assert kern.sym_name.data.startswith("ffn_fused")
+        units = {str(op.attributes[FLAG_UNITS_ATTR]) for op in kern.walk() if FLAG_UNITS_ATTR in op.attributes}
+        assert any("aiv1" in u for u in units) == on
+        rep = simulate(module, None, {}, load_target("ascend910b2"), timing_only=True).report
+        runs.append((got, rep["l2_hit_rate"]))
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(runs[0][0], want, rtol=1e-3, atol=1e-4 * scale)
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     assert runs[0][1] > runs[1][1]

@@ -227,8 +227,10 @@ def buffer_needs(p: Problem, t: Tiling, target: HardwareConfig | None = None) ->
     }
     if target is not None:
         needs["ub"] = epilogue_ub_bytes(p, t, target)
-        if t.prefetch:  # `_Prefetch`'s scratch B chunk in each AIV's UB
-            needs["ub"] += aligned_bytes(target, "ub", t.k_l1 * t.n * es)
+        if t.prefetch:  # `_Prefetch`'s scratch B chunk in the UB of each prefetching AIV
+            scratch = aligned_bytes(target, "ub", t.k_l1 * t.n * es)
+            # beside an AIV epilogue the prefetch runs on the other AIV (its own UB)
+            needs["ub"] = max(needs["ub"], scratch) if aiv_epilogue(p, target) else needs["ub"] + scratch
         if p.bias_bytes and target.arch.bias_table:  # `_BiasStage`: the bias row of an N tile in BT
             needs["bt"] = aligned_bytes(target, "bt", t.n * p.bias_bytes)
     return needs
@@ -311,8 +313,8 @@ def fit_error(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
     if t.prefetch not in (0, 1):
         return f"has prefetch = {t.prefetch} (0 or 1)"
     if t.prefetch and not prefetch_fits(p, t, target):
-        return (f"cannot prefetch B on {target.name}'s AIVs (needs a split-core chip, no AIV epilogue, and a "
-                f"k·l1_depth x n chunk of {t.k_l1 * t.n * p.es} bytes within UB)")
+        return (f"cannot prefetch B on {target.name}'s AIVs (needs a split-core chip, a plain matmul kernel (not "
+                f"ffn_up), and a k·l1_depth x n chunk of {t.k_l1 * t.n * p.es} bytes within UB)")
     return split_misfit(p, t, target)
 
 
@@ -381,12 +383,25 @@ class _Arr:
         self.shape, self.dtype, self.itemsize = shape, dtype, size
 
 
+def aiv_epilogue(p: Problem, target: HardwareConfig) -> bool:
+    """Whether the matmul template runs `p`'s epilogue on the AIVs (templates/matmul.py
+    `_CubeKernel.mix`): a split (910B) chip and an activation other than ReLU (FixPipe applies
+    only ReLU), a residual or a channel bias (BT holds a row, not a column)."""
+    return target.arch.split_cores and (p.act not in (None, "vrelu") or p.residual or bool(p.channel_bias))
+
+
+def prefetch_aivs(p: Problem, target: HardwareConfig) -> int:
+    """AIVs of a group that prefetch B (templates/matmul.py `_Prefetch`): both (AIC:AIV = 1:2, S1),
+    taking alternate chunks, or only the second one beside an AIV epilogue, which runs on the
+    first and fills its UB (as ffn_up's prefetch runs on the AIV its vector stage leaves idle)."""
+    return 1 if aiv_epilogue(p, target) else 2
+
+
 def prefetch_fits(p: Problem, t: Tiling, target: HardwareConfig) -> bool:
     """Whether the matmul template can prefetch B into L2 on the group's AIVs for tiling `t`
-    (templates/matmul.py `_Prefetch`): a split (910B) chip, a kernel that is not already a mix
-    kernel for its epilogue (an activation other than ReLU, a residual or a channel bias run on
-    the AIVs), not an ffn_up kernel, and one B chunk [k·l1_depth, n] fits an AIV's UB."""
-    if not target.arch.split_cores or p.ffn_up or p.act not in (None, "vrelu") or p.residual or p.channel_bias:
+    (templates/matmul.py `_Prefetch`): a split (910B) chip, not an ffn_up kernel (it has its
+    own prefetch), and one B chunk [k·l1_depth, n] fits an AIV's UB."""
+    if not target.arch.split_cores or p.ffn_up:
         return False
     return aligned_bytes(target, "ub", t.k_l1 * t.n * p.es) <= target.capacity("ub")
 
@@ -404,11 +419,13 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     With `t.prefetch` (templates/matmul.py `_Prefetch`) the group's two AIVs read every B chunk
     GM -> UB before the AIC loads it, so the AIC's B reads all hit L2; the AIVs take turns (chunk
     parity), each paying a copy start-up, the bytes at its GM -> UB rate (L2 hit or HBM) and the
-    completion latency before it signals the AIC: item = max(MTE2, MTE1, M + FIX, AIV / 2). The
-    AIVs' reads count in the GM traffic and the bandwidth floor.
+    completion latency before it signals the AIC: item = max(MTE2, MTE1, M + FIX, AIV / 2). Beside
+    an AIV epilogue only the second AIV prefetches (prefetch_aivs): AIV / 1. The AIVs' reads count
+    in the GM traffic and the bandwidth floor.
     """
     es, dt = p.es, p.dtype
     prefetch = bool(t.prefetch)
+    pf_aivs = prefetch_aivs(p, target) if prefetch else 1
     mm_, nn_ = min(t.m, p.m), min(t.n, p.n)  # valid rows / columns of a tile (copy bytes use them)
     tm, tn = -(-p.m // t.m), -(-p.n // t.n)
     ks = -(-p.k // t.split_k)
@@ -443,9 +460,9 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     mte2_head = copy_startup(target, Pipe.MTE2, None)
 
     def aiv_cycles(hb: float) -> float:
-        """One item's prefetch on the two AIVs (each takes every other chunk)."""
+        """One item's prefetch on the prefetching AIVs (two take alternate chunks; one takes all)."""
         lat = hb * env.gm_latency("gm", "ub", True) + (1 - hb) * env.gm_latency("gm", "ub", False)
-        return n_l1 * (mte2_head + b_bytes * (hb / u_hit + (1 - hb) / u_miss) + lat) / 2
+        return n_l1 * (mte2_head + b_bytes * (hb / u_hit + (1 - hb) / u_miss) + lat) / pf_aivs
 
     def item_cycles(ha: float, hb: float) -> tuple[float, float]:
         hb_aic = 1.0 if prefetch else hb

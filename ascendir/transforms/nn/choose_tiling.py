@@ -24,8 +24,9 @@ template's defaults). Fields, all in elements unless said:
   rows of the group while it is still in L2 (reference §4.5 / V10 [S17]).
 * prefetch (0 or 1, written only when 1): the group's two AIVs read each B chunk into L2 just
   ahead of the AIC (a mix kernel; the vendor's weight prefetch, torch_npu.npu_prefetch), so the
-  AIC loads B at the L2 rate instead of its 32 B/cycle DDR path; 910B-class chips, no AIV
-  epilogue, one B chunk [l1_depth·k, n] in UB. Ranked with a 5 % margin (tiling.PREFETCH_MARGIN).
+  AIC loads B at the L2 rate instead of its 32 B/cycle DDR path; beside an AIV epilogue (AIV 0)
+  the second AIV alone; 910B-class chips, one B chunk [l1_depth·k, n] in UB. Ranked with a 5 %
+  margin (tiling.PREFETCH_MARGIN).
 
 Buffers per core (the template's layout): L1 2·(m + n)·l1_depth·k·size (+ bias row), L0A
 2·m·k·size, L0B 2·k·n·size (ping-pong, S2 InitBuffer BUFFER_NUM = 2), L0C m·n·4 (one f32

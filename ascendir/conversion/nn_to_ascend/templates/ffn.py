@@ -129,8 +129,9 @@ def emit_ffn(ctx: LoweringContext, parts: dict, problems: dict[nn.MatmulOp, Prob
     bm, bn, bk, kl1 = up_tiles
     up_t = Tiling(bm, s.nacc * bn, bk, kl1 // bk)  # its nacc accumulators as one wider tile
     # the down kernel is scored without its L2 prefetch: with it the two-kernel estimate comes
-    # within FUSED_MARGIN of the fused one at LLaMA-7B decode, where the fused kernel simulates
-    # 5.6 % faster (422 K vs 447 K cycles, 910B2); at prefill two-kernel wins by far either way
+    # within FUSED_MARGIN of the fused one at LLaMA-7B decode, where the fused kernel simulated
+    # 5.6 % faster (422 K vs 447 K cycles, 910B2; 338 K since its own AIV 1 prefetch); at
+    # prefill two-kernel wins by far either way
     plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, replace(down_t, split_k=1, swizzle=1, prefetch=0))
     if given:  # the fused kernel has no per-matmul tiles: the tiling asked for runs as two kernels
         plan = Plan(None, plan.fused_cycles, plan.two_kernel_cycles, forced=True)

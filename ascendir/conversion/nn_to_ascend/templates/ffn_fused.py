@@ -36,6 +36,11 @@ What crosses GM per item: x rows (re-read per chunk, bm·H), Wg / Wu [H, range],
 (nacc·bm·bi·4 bytes out and back, bm·bi·es in and back per chunk, L2-resident). Not h [M, I]: the
 two-kernel path writes it once and reads it once per Ho tile of ffn_down.
 
+L2 prefetch (910B, a gated FFN with a long H loop, `prefetches`): AIV 1, otherwise idle, reads
+each up chunk and every other Wd tile GM -> UB just ahead of the AIC (PREFETCH_SLOTS tiles
+ahead), so the AIC reads those from L2 while it streams the gate chunks and the other Wd tiles
+itself: two DDR paths per core where there was one (decode: every weight byte is a first read).
+
 Why h resident in L1 and not the down accumulators in L0C: [bm, Ho] fp32 is 256 KiB even at
 bm = 16, Ho = 4096 (L0C 128 KiB on 910B, S1); h for an item is bm·per·bi·es (16 KiB at decode
 with I split over 24 cores). The price is the partial workspace and its reduction: nsplit·M·Ho·4
@@ -62,6 +67,7 @@ from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
 from ascendir.hardware.align import aligned_bytes
 from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _mmad
+from ascendir.conversion.nn_to_ascend.templates.ffn_up import MIN_PREFETCH_CHUNKS
 
 # Candidate grids (elements): bm rows, bi I-columns per chunk, bn Ho-columns per down tile,
 # K step in bytes (32 B = one fractal row of K, S3), L1 depth of the gate/up chunk of H.
@@ -75,6 +81,9 @@ DEPTHS = (1, 2, 4, 6, 8, 12, 14, 16)
 REDUCE_MAX, REDUCE_MIN = 4096, 256
 # Workspace ring depth of the AIC <-> AIV hand-offs (910B): two lets the cube run one chunk ahead.
 RING = 2
+# Weight tiles AIV 1 may prefetch ahead of the AIC (`_Kernel._prefetch`): cross-core flags count
+# pending sets (up to 16, S2 CrossCoreSetFlag); matmul.py's per-AIV figure.
+PREFETCH_SLOTS = 4
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,17 @@ def needs(s: Shape, t: FusedTiling, target: HardwareConfig) -> dict[str, int]:
     }
 
 
+def prefetches(s: Shape, t: FusedTiling, target: HardwareConfig) -> bool:
+    """Whether AIV 1 (idle on a split chip: the act·mul runs on AIV 0) reads the up chunks and
+    every other Wd tile into L2 ahead of the AIC, so that two 32 B/cycle DDR paths (S1
+    ddr_read_rate) stream the weights of an item at once where the AIC's alone did: a gated FFN
+    on a split chip whose gate/up K loop has at least ffn_up.MIN_PREFETCH_CHUNKS chunks (shorter
+    ones do not pay for the hand-offs, as measured there) and whose scratch tile fits UB."""
+    if not (target.arch.split_cores and s.nacc == 2 and ceil_div(s.h, t.kl1) >= MIN_PREFETCH_CHUNKS):
+        return False
+    return aligned_bytes(target, "ub", max(t.kl1, t.down_rows) * max(t.bi, t.bn) * s.es) <= target.capacity("ub")
+
+
 def fits(s: Shape, t: FusedTiling, target: HardwareConfig) -> bool:
     return all(n <= target.capacity(space) for space, n in needs(s, t, target).items())
 
@@ -177,8 +197,20 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     # the set_flag that hands an L1 slot to MTE1 waits until the slot's loads are complete
     # (timeline.py: set_flag at max(free, done) of its pipe), so every L1 step also pays a read latency
     lat = env.gm_latency("gm", "l1", False)
-    # gate/up of one chunk
-    mte2 = n_l1 * ((1 + s.nacc) * nd2nz + lat + rows * t.kl1 * es / r_hit + s.nacc * t.kl1 * bi_avg * es / r_w)
+    pf = prefetches(s, t, target)
+    # AIV 1 (`prefetches`): per weight tile it takes, a copy start-up, the bytes at its GM -> UB
+    # rate (L2 hit or HBM as the AIC's would be) and the completion latency before its signal
+    u_hit = env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
+    u_miss = env.gm_rate(target.rate("gm", "ub"), "gm", "ub", False)
+    u_w = 1 / (w_hit / u_hit + (1 - w_hit) / u_miss)
+
+    def aiv1(nbytes: float) -> float:
+        return copy_startup(target, Pipe.MTE2, None) + nbytes / u_w + env.gm_latency("gm", "ub", False)
+
+    # gate/up of one chunk (with the prefetch the up chunk hits L2)
+    w_chunk = t.kl1 * bi_avg * es
+    mte2 = n_l1 * ((1 + s.nacc) * nd2nz + lat + rows * t.kl1 * es / r_hit
+                   + (s.nacc - pf) * w_chunk / r_w + pf * w_chunk / r_hit)
     mmad = n_l0 * s.nacc * mmad_cycles(target, dt, t.bm, t.bi, t.bk)
     mte1 = n_l0 * ((1 + s.nacc) * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a")
                    + s.nacc * t.bk * t.bi * es / target.rate("l1", "l0b"))
@@ -193,7 +225,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
                + n * es / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
         h_load = nd2nz + n * es / r_hit  # h back into L1
         mte2 += h_load
-        chunk = max(mte2, mmad + fix, mte1, aiv)
+        chunk = max(mte2, mmad + fix, mte1, aiv, n_l1 * aiv1(w_chunk) if pf else 0.0)
         # the first chunk's hand-off is not hidden: FixPipe write, AIV read, h write, h read
         exposed = (fix + aiv + h_load + env.gm_latency("l0c", "gm") + env.gm_latency("gm", "ub", True)
                    + env.gm_latency("ub", "gm") + env.gm_latency("gm", "l1", True))
@@ -206,13 +238,14 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     tn = ceil_div(s.ho, t.bn)
     cols = min(t.bn, s.ho)
     nkd = ceil_div(t.sw, t.down_rows)
-    d_mte2 = nkd * (nd2nz + lat) + t.sw * cols * es / r_w
+    # (with the prefetch every other Wd tile hits L2, AIV 1 having read it)
+    d_mte2 = nkd * (nd2nz + lat) + t.sw * cols * es * ((0.5 / r_w + 0.5 / r_hit) if pf else 1 / r_w)
     d_steps = nkd * ceil_div(t.down_rows, t.bk)
     d_mmad = d_steps * mmad_cycles(target, dt, t.bm, t.bn, t.bk)
     d_mte1 = d_steps * (2 * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a") + t.bk * t.bn * es / target.rate("l1", "l0b"))
     d_fix = (copy_startup(target, Pipe.FIX, None) + rows * cols * 4 / fix_rate) if target.arch.fixpipe else (
         rows * cols * 4 / target.rate("l0c", "ub") + st["mte3"] + rows * cols * 4 / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
-    down = tn * max(d_mte2, d_mmad + d_fix, d_mte1)
+    down = tn * max(d_mte2, d_mmad + d_fix, d_mte1, nkd / 2 * aiv1(t.down_rows * cols * es) if pf else 0.0)
     # ... nor are the first Wd load (queued behind the h loads on MTE2) and the last FixPipe
     item = t.per * chunk + exposed + down + env.gm_latency("gm", "l1", False) + env.gm_latency("l0c", "gm")
     fill = (1 + s.nacc) * nd2nz + (rows + s.nacc * t.bi) * t.kl1 * es / r_miss + env.gm_latency("gm", "l1", False)
@@ -226,6 +259,10 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
         gm_read += hand
         l2_hit += hand
         gm_write += hand
+    if pf:  # AIV 1 reads the up weights and half of Wd once more; the AIC's reads of them hit
+        again = nrb * (s.h + s.ho / 2) * s.i * es
+        gm_read += again
+        l2_hit += again
     floor = bandwidth_bound_cycles(gm_read, gm_write, target, l2_hit)
     kernel = max(core, floor) + target.kernel_launch_cycles
     red = reduce_cycles(s, t.nsplit, target)
@@ -365,6 +402,7 @@ class _Kernel:
             self.ub_b32 = kb.alloc([1, bi], f32, UB) if elem(gb) != f32 else self.ub_b
         if not arch.fixpipe:  # the down tile leaves L0C through UB
             self.ub_o = kb.alloc([bm, bn], f32, UB)
+        self.prefetch = prefetches(s, t, kb.target)
 
         sy = self.sync = _Sync(kb, arch.split_cores)
         AIC, AIV = "aic->aic", "aiv->aiv"
@@ -379,6 +417,12 @@ class _Kernel:
             self.q_hres = sy.queue(M2, M1, AIC)  # the resident h: loaded by MTE2, read by MTE1
             self.q_ws = sy.queue(FIX, M2, "aic->aiv", RING)
             self.q_hws = sy.queue(M3, M2, "aiv->aic", RING)
+            if self.prefetch:  # `_prefetch`: AIV 1 -> AIC per weight tile, PREFETCH_SLOTS ahead
+                with kb.on_subblock(1):
+                    self.pf_ub = kb.alloc([max(kl1, t.down_rows), max(bi, bn)], el, UB)
+                    self.q_pf = sy.queue(M3, M2, "aiv1->aic", PREFETCH_SLOTS)
+                    self.q_pf_in = sy.queue(M3, M2, "aiv1->aiv1")  # slot granted -> the copy
+                    self.q_pf_done = sy.queue(M2, M3, "aiv1->aiv1")  # the copy has completed
         else:
             self.q_c = sy.queue(M, V, AIC)
             self.q_dc = sy.queue(M, V, AIC)
@@ -448,10 +492,17 @@ class _Kernel:
 
         def l1_step(p: int, k1: Index) -> None:
             ksz = kb.boundary(t.kl1, s.h, k1)
+            last = self.weights[-1]
+            if self.prefetch:  # AIV 1 brings the up chunk into L2; the AIC reads the gate one itself
+                self._prefetch(kb.subview(last, [k1, c0], [ksz, csz]), [t.kl1, t.bi])
             self.q_l1[p].acquire()
             kb.copy(kb.subview(self.gx, [self.m0, k1], [self.msz, ksz]), self.l1x[p], layout="nd2nz")
             for w, dst in zip(self.weights, self.l1w[p]):
+                if self.prefetch and w is last:
+                    self.q_pf.deque()
                 kb.copy(kb.subview(w, [k1, c0], [ksz, csz]), dst, layout="nd2nz")
+                if self.prefetch and w is last:
+                    self.q_pf.release()
             self.q_l1[p].handoff()
             l0_base = kb.mul(kb.add(l1_base, kb.div(k1, t.kl1)), steps) if steps % 2 else 0
             with kb.range(0, ksz, t.bk) as kk:
@@ -508,6 +559,18 @@ class _Kernel:
             kb.copy(self.ub_h, kb.subview(self.h_l1, [0, kb.mul(j, t.bi)], [t.bm, t.bi]))
         self.q_out.release()
 
+    def _prefetch(self, src: SSAValue, shape: list[int]) -> None:
+        """AIV 1, ahead of the AIC's load of weight tile `src` in program order: once a slot is
+        free (the AIC has loaded the tile PREFETCH_SLOTS back), read it GM -> UB (a scratch tile
+        nobody reads: the read leaves it in L2) and signal the AIC when the copy has completed."""
+        kb = self.kb
+        with kb.on_subblock(1):
+            self.q_pf.acquire()
+            self.q_pf_in.handoff()
+            kb.copy(src, kb.subview(self.pf_ub, [0, 0], shape))
+            self.q_pf_done.handoff()
+            self.q_pf.enque()
+
     def _load_h(self, j: Index) -> None:
         """AIC: h chunk j from its ring slot into the resident h (910B)."""
         kb, t = self.kb, self.t
@@ -543,8 +606,15 @@ class _Kernel:
             def load(p: int, jd: Index) -> None:
                 r0 = kb.add(self.i_lo, kb.mul(jd, kd))
                 rsz = self._range_left(r0, kd)
+                mine = self.prefetch and p == 1  # AIV 1 brings every other Wd tile into L2
+                if mine:
+                    self._prefetch(kb.subview(self.gwd, [r0, n0], [rsz, nsz]), [kd, t.bn])
                 self.q_l1[p].acquire()
+                if mine:
+                    self.q_pf.deque()
                 kb.copy(kb.subview(self.gwd, [r0, n0], [rsz, nsz]), self.l1d[p], layout="nd2nz")
+                if mine:
+                    self.q_pf.release()
                 self.q_l1[p].handoff()
                 l0_base = kb.mul(kb.add(tile_base, jd), steps) if steps % 2 else 0
                 with kb.range(0, kd, t.bk) as kk:

@@ -261,8 +261,8 @@ def emit_matmuls(
     kernel = _CubeKernel(ctx, a, products, outs, lay, ns, g, base)
     if tiling.prefetch:  # choose-tiling checked it for the site's problem; the kernel must agree
         p = Problem(lay.batch, lay.m_rows, sum(ns), lay.k, str(el), itemsize(kernel.out_elem))
-        if kernel.mix or not prefetch_fits(p, tiling, ctx.target):
-            raise ctx.error(f"tiling {tiling.text()}: this matmul cannot prefetch B on the AIVs (an AIV epilogue, or the B chunk overflows UB)")
+        if not prefetch_fits(p, tiling, ctx.target):
+            raise ctx.error(f"tiling {tiling.text()}: this matmul cannot prefetch B on the AIVs (the B chunk overflows UB)")
         kernel.prefetch = True
     kernel.emit()
     if g.splits > 1:
@@ -404,8 +404,6 @@ class _CubeKernel:
         self._buffers(gm_res, gm_cbias)
         with kb.tiles(g.ntiles) as t:
             self._dispatch(t, 0, 0, self._tile)
-        if self.pf is not None:
-            self.pf.emit_aivs(self)
         if self.mix:
             vec_act = None if self.fix_relu else self.act  # FixPipe applied ReLU on the way out
             lay = self.lay
@@ -413,6 +411,10 @@ class _CubeKernel:
                 kb, self.gm_cs[0], self.out_stage.fix_to_aiv, vec_act, gm_res, g.ntiles, [lay.batch, lay.m_rows, self.ns[0]],
                 [g.bm, g.bn], self.out_elem, g.swizzle, gm_cbias,
             )
+        # after the epilogue: the AIC's FIX -> MTE2 flag (no units attribute) goes to the unit of
+        # the next MTE2 op in program order (flag_placement.flag_units), AIV 0's epilogue load
+        if self.pf is not None:
+            self.pf.emit_aivs(self)
         ctx.launch(kb.finish(), self.args)
 
     def _buffers(self, gm_res: SSAValue | None, gm_cbias: SSAValue | None) -> None:
@@ -436,7 +438,7 @@ class _CubeKernel:
         self.out_stage = _OutputStage(kb, self.l0c, self.q_c, g.bm, g.bn, self.out_elem, stage_act, arch.fixpipe, self.mix,
                                       self.bias_stage, gm_res, self.cbias_stage)
         if self.prefetch:
-            self.pf = _Prefetch(kb, g, el)
+            self.pf = _Prefetch(kb, g, el, beside_epilogue=self.mix)
         # Ping-pong slots alternate over the whole sequence a core runs: with an odd number of
         # L1 chunks per item (or L0 steps per chunk) a slot index restarting at 0 would reuse
         # the slot just filled and stall MTE2 (MTE1) until M releases it.
@@ -532,7 +534,7 @@ class _CubeKernel:
 
 
 class _Prefetch:
-    """L2 prefetch of B by the group's two AIVs (910B mix kernel), the in-kernel form of the
+    """L2 prefetch of B by the group's AIVs (910B mix kernel), the in-kernel form of the
     vendor's weight prefetch (torch_npu.npu_prefetch, vllm-ascend weight_prefetch: weights moved
     into L2 ahead of the matmul so the cube's MTE2 reads them at the L2 rate).
 
@@ -541,15 +543,21 @@ class _Prefetch:
     L2. Per chunk, on AIV p: wait for a free slot (AIC MTE2 -> AIV MTE3, PREFETCH_SLOTS primed),
     MTE3 -> MTE2, the copy, MTE2 -> MTE3 (the copy has completed), then "filled" (AIV MTE3 -> AIC
     MTE2). The AIC waits for "filled" before its own load of the chunk, which then hits, and
-    frees the slot after it. The data never changes (numerics are those without prefetch)."""
+    frees the slot after it. The data never changes (numerics are those without prefetch).
 
-    def __init__(self, kb: KernelBuilder, g: _Geometry, el: Attribute):
+    `beside_epilogue`: AIV 0 runs the kernel's epilogue (`_emit_aiv_epilogue`, whose tiles may
+    fill its UB), so AIV 1 alone reads the chunks of both parities, in the AIC's order, into one
+    scratch tile (tiling.prefetch_aivs; ffn_up's prefetch runs on AIV 1 for the same reason)."""
+
+    def __init__(self, kb: KernelBuilder, g: _Geometry, el: Attribute, beside_epilogue: bool = False):
         self.kb, self.g = kb, g
-        self.units = ("aiv", "aiv1")
-        self.ub = []
-        for p in range(DOUBLE_BUFFER):
-            with kb.on_subblock(p):
-                self.ub.append(kb.alloc([g.kl1, g.bn], el, MemSpace.UB))
+        self.subs = (1, 1) if beside_epilogue else tuple(range(DOUBLE_BUFFER))  # the AIV of each parity
+        self.units = tuple("aiv1" if s else "aiv" for s in self.subs)
+        scratch = {}
+        for s in dict.fromkeys(self.subs):
+            with kb.on_subblock(s):
+                scratch[s] = kb.alloc([g.kl1, g.bn], el, MemSpace.UB)
+        self.ub = [scratch[s] for s in self.subs]
         m2, m3 = Pipe.MTE2, Pipe.MTE3
         self.filled = [kb.event(m3, m2) for _ in range(DOUBLE_BUFFER)]  # AIV p -> AIC
         self.go = [kb.event(m3, m2) for _ in range(DOUBLE_BUFFER)]  # AIV p: slot granted, MTE3 -> MTE2
@@ -573,24 +581,26 @@ class _Prefetch:
         self._flag(False, Pipe.MTE2, Pipe.MTE3, self.free[p], f"aic->{self.units[p]}")
 
     def emit_aivs(self, k: _CubeKernel) -> None:
-        """Each AIV's walk of the work list (after the AIC's part in program order: they run
-        concurrently), then the wait for the slots the AIC freed last."""
+        """Each prefetching AIV's walk of the work list (after the AIC's part in program order:
+        they run concurrently), then the wait for the slots the AIC freed last."""
         kb = self.kb
-        for p in range(DOUBLE_BUFFER):
-            with kb.on_subblock(p):
+        for s in dict.fromkeys(self.subs):
+            mine = tuple(p for p in range(DOUBLE_BUFFER) if self.subs[p] == s)
+            with kb.on_subblock(s):
                 with kb.tiles(self.g.ntiles) as t:
-                    k._dispatch(t, 0, 0, lambda t, start, i, p=p: self._item(k, t, start, i, p))
-                for _ in range(PREFETCH_SLOTS):
-                    self._flag(True, Pipe.MTE2, Pipe.MTE3, self.free[p], f"aic->{self.units[p]}")
+                    k._dispatch(t, 0, 0, lambda t, start, i, mine=mine: self._item(k, t, start, i, mine))
+                for p in mine:
+                    for _ in range(PREFETCH_SLOTS):
+                        self._flag(True, Pipe.MTE2, Pipe.MTE3, self.free[p], f"aic->{self.units[p]}")
 
-    def _item(self, k: _CubeKernel, t: Index, start: int, i: int, p: int) -> None:
+    def _item(self, k: _CubeKernel, t: Index, start: int, i: int, mine: tuple[int, ...]) -> None:
         kb, g = self.kb, self.g
         (_, _, _, n0, _, nsz), b_row, k_lo, k_hi = k.item_k(t, start, i)
         l1_base = k.l1_base_of(t)
         gm_b = k.gm_bs[i]
 
-        def chunk(q: int, k1: Index) -> None:
-            if q != p:
+        def chunk(p: int, k1: Index) -> None:
+            if p not in mine:
                 return
             u = self.units[p]
             m2, m3 = Pipe.MTE2, Pipe.MTE3
