@@ -323,6 +323,8 @@ def qdq_matmul(node: NodeContext, transpose_b: bool = False) -> SSAValue | None:
     int8 cube (int32 accumulate) instead of a float32 one over dequantized values. None when the
     inputs are not that pattern (the MatMul then runs in float on the dequantized values)."""
     pa, pb = _dequantized(node, 0), _dequantized(node, 1)
+    if pa is None and pb is not None:
+        return weight_only_matmul(node, pb, transpose_b)
     if pa is None or pb is None:
         return None
     qa, sa, za, _ = pa
@@ -341,6 +343,40 @@ def qdq_matmul(node: NodeContext, transpose_b: bool = False) -> SSAValue | None:
     mult = node.constant(mult.reshape(()) if mult.size == 1 else mult.reshape(-1), "multiplier")
     y = node.emit(nn.MulOp(node.emit(nn.CastOp(acc, f32)), mult))
     return _cast(node, y, from_numpy_dtype(sa.dtype))  # a float16 model's scales: its output type
+
+
+def weight_only_matmul(node: NodeContext, pb: tuple[Value, Constant, Constant | None, int], transpose_b: bool) -> SSAValue | None:
+    """Weight-only QDQ (W8A16 / W8A32): float activations times DequantizeLinear(qb, sb, zb) of a
+    constant 2-D int8 / uint8 weight with one scale or one per output column, as
+    `nn.weight_quant_matmul` (antiquant: the weight stays int8 in GM and is dequantised on chip).
+    The weight is stored as int8 (uint8 shifted by 128) with offset = shift - zb, so
+    (q + offset) · sb is onnxruntime's (float32(qb) - zb) · sb exactly. None when the pattern
+    does not hold (the MatMul then runs in float on the dequantized weight)."""
+    qb, sb, zb, axis = pb
+    dtype = node.dtype(0)
+    if not isinstance(qb, Constant) or len(qb.shape) != 2 or dtype.kind != "f" or sb.dtype != dtype:
+        return None
+    k_axis = 1 if transpose_b else 0
+    k, n = qb.shape[k_axis], qb.shape[1 - k_axis]
+    if node.shape(0)[-1] != k or sb.size != 1 and (axis != 1 - k_axis or sb.size != n):
+        return None
+    shift = 128 if qb.dtype == np.uint8 else 0
+
+    def weight(q=qb) -> np.ndarray:
+        w = np.asarray(q.array).astype(np.int16) - shift
+        return np.ascontiguousarray((w.T if transpose_b else w).astype(np.int8))
+
+    def row(values: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(values, np.float32).reshape(-1), (n,)).reshape(1, n).astype(dtype))
+
+    w = node.state.materialize(node.state.derive(f"{qb.name}.antiquant", [qb], weight, (k, n), np.int8))
+    scale = node.state.materialize(node.state.derive(f"{sb.name}.antiquant", [sb], lambda: row(sb.array), (1, n), dtype))
+    offset = None
+    if shift or zb is not None and np.any(np.asarray(zb.array)):
+        srcs = [zb] if zb is not None else [sb]
+        zero = (lambda: np.asarray(zb.array, np.float32)) if zb is not None else (lambda: np.zeros((), np.float32))
+        offset = node.state.materialize(node.state.derive(f"{srcs[0].name}.antiquant_offset", srcs, lambda: row(shift - zero()), (1, n), dtype))
+    return node.emit(nn.WeightQuantMatmulOp(_vssa(node, node.value(0)), w, scale, offset, k))
 
 
 @converts("MatMulInteger")

@@ -1,0 +1,210 @@
+"""Weight-only quantized matmul (antiquant): `nn.weight_quant_matmul`, y [M, N] = x [M, K] @
+((w + offset) · scale), w int8 / int4 [K, N] in GM, scale / offset per group of rows.
+
+The weight crosses HBM narrow (1 or 0.5 byte per element) and is dequantised on chip, as
+ops-transformer's WeightQuantBatchMatmulV2 does on Atlas A2. One mix kernel, output tiles
+[bm, bn] block-cyclic over the AIC groups; per tile the K loop in chunks of kl1 rows:
+
+* AIV: the int8 / int4 chunk w[k1 : k1 + kl1, n0 : n0 + bn] GM -> UB (MTE2) with its scale (and
+  offset) rows, vcast to x's type, + offset and · scale per group (one row broadcast over the
+  group's rows), UB -> a per-core GM workspace slot (MTE3, two slots: the AIV dequantises chunk
+  i + 1 while the AIC multiplies chunk i).
+* AIC: x chunk and the dequantised chunk GM -> L1 (nd2nz; the workspace slot stays in L2, S1),
+  L1 -> L0A / L0B, mmad into L0C; after the K loop L0C -> GM through FixPipe (nz2nd, cast).
+
+On dav-c220 (910B) the AIV and AIC share no on-chip buffer (S2), so the dequantised tiles reach
+the cube through GM / L2 as in the vendor's kernel (its GM workspace); what crosses HBM is the
+narrow weight, x and y. Approximation: one AIV per AIC dequantises (the vendor splits a chunk over
+the group's two AIVs). A chip without FixPipe (910A) is refused with one line.
+
+Numerics: (w + offset) is an exact small integer in x's type for every ONNX zero point; the
+product with the scale is one rounding, as onnxruntime's dequantised weight; the product on the
+cube as nn.matmul's.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Attribute, SSAValue
+
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
+from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
+from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _mmad, heuristic_tiling
+from ascendir.dialects import ascend
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+from ascendir.dtypes import itemsize, packed_nbytes, to_numpy_dtype
+from ascendir.hardware.align import aligned_bytes
+
+# Fraction of UB the AIV's chunk buffers (narrow weight, dequantised weight, scale / offset rows)
+# may take; the rest is headroom for alignment (as matmul.BUFFER_FRACTION for L1 / L0).
+UB_FRACTION = 0.9
+WORKSPACE_SLOTS = 2
+
+
+def antiquant_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, wel: Attribute, group: int,
+                     offset: bool) -> tuple[int, int, int, int]:
+    """(bm, bn, bk, kl1): matmul.heuristic_tiling's tiles with kl1 (a multiple of bk) a multiple
+    or a divisor of the group size, shrunk until the AIV's chunk buffers fit UB.
+
+    Raises:
+        AscendirError: no chunk fits UB, or the group size is no multiple of the K alignment."""
+    t = ctx.target
+    base = heuristic_tiling(ctx, m, n, k, el)
+    bm, bn, bk = base.m, base.n, base.k
+    kl1 = base.k * base.k_l1 if base.k_l1 < base.k else base.k_l1  # Tiling keeps l1_depth or k_l1
+    kl1 = max(bk, kl1)
+    if group < kl1:
+        kl1 = max(group, kl1 // group * group)
+    elif group % kl1:
+        kl1 = math.gcd(group, kl1)
+    if kl1 % bk:
+        bk = math.gcd(bk, kl1)
+    if bk * itemsize(el) % 32:
+        raise ctx.error(f"nn.weight_quant_matmul: group_size {group} is no multiple of {32 // itemsize(el)} (the K alignment)")
+    cap = t.capacity("ub") * UB_FRACTION
+
+    def ub(kl1: int, bn: int) -> int:
+        rows = ceil_div(kl1, group)
+        return (aligned_bytes(t, "ub", packed_nbytes(to_numpy_dtype(wel), kl1 * bn)) + aligned_bytes(t, "ub", kl1 * bn * itemsize(el))
+                + (2 if offset else 1) * aligned_bytes(t, "ub", rows * bn * itemsize(el)))
+
+    while ub(kl1, bn) > cap:
+        if kl1 > bk and (kl1 // 2) % bk == 0 and (kl1 // 2 >= group or group % (kl1 // 2) == 0):
+            kl1 //= 2
+        elif bn > 16:
+            bn = round_up(bn // 2, 16)
+        else:
+            raise ctx.error(f"nn.weight_quant_matmul: a {kl1}x{bn} weight chunk does not fit UB of {t.name}")
+    return bm, bn, bk, kl1
+
+
+def emit_antiquant(ctx: LoweringContext, x: SSAValue, w: SSAValue, scale: SSAValue, offset: SSAValue | None, group: int,
+                   out_shape: tuple[int, ...], out_elem: Attribute) -> SSAValue:
+    """Launch the antiquant kernel over GM buffers x [..., K], w [K, N] (i8 / i4), scale / offset
+    [ceil(K / group), N] of x's type; returns the output buffer [..., N] of `out_elem`.
+
+    Raises:
+        AscendirError: a chip without FixPipe, a dtype without mmad, tiles that do not fit."""
+    t = ctx.target
+    el = elem(x)
+    if not t.arch.fixpipe:
+        raise ctx.error(f"nn.weight_quant_matmul: {t.name} ({t.arch}) has no FixPipe; the antiquant kernel needs one")
+    if no_mmad := t.arch.no_mmad(str(el)):
+        raise ctx.error(f"{t.name} ({t.arch}) {no_mmad}; cast the model to float16 (ascendir --dtype fp16)")
+    k, n = shape(w)
+    m = math.prod(shape(x)) // k
+    return _Kernel(ctx, ctx.view(x, [m, k]), w, scale, offset, group, m, k, n, el, out_shape, out_elem).emit()
+
+
+class _Kernel:
+    """Builds one antiquant kernel; see the module docstring for the structure."""
+
+    def __init__(self, ctx: LoweringContext, x: SSAValue, w: SSAValue, scale: SSAValue, offset: SSAValue | None, group: int,
+                 m: int, k: int, n: int, el: Attribute, out_shape: tuple[int, ...], out_elem: Attribute):
+        self.ctx, self.m, self.k, self.n, self.el, self.group = ctx, m, k, n, el, group
+        self.wel = elem(w)
+        self.bm, self.bn, self.bk, self.kl1 = antiquant_tiling(ctx, m, n, k, el, self.wel, group, offset is not None)
+        self.y = ctx.buffer(list(out_shape), out_elem)
+        self.ntiles = ceil_div(m, self.bm) * ceil_div(n, self.bn)
+        self.block_dim = min(ctx.target.num_aic, self.ntiles)
+        self.split_cores = ctx.target.arch.split_cores
+        self.offset = offset is not None
+        ws = ctx.buffer([self.block_dim * WORKSPACE_SLOTS * self.kl1, self.bn], el)
+        self.args = [x, w, scale, *([offset] if offset is not None else []), ctx.view(self.y, [m, n]), ws]
+
+    def emit(self) -> SSAValue:
+        ctx = self.ctx
+        core = CoreType.MIX if self.split_cores else CoreType.AIC
+        kb = self.kb = KernelBuilder(ctx, ctx.name("weight_quant_matmul"), [a.type for a in self.args], core, self.block_dim, ctx.current)
+        it = iter(kb.args)
+        self.gx, self.gw, self.gs = next(it), next(it), next(it)
+        self.go = next(it) if self.offset else None
+        self.gy, self.ws = next(it), next(it)
+        self._buffers()
+        self._queues()
+        with kb.tiles(self.ntiles) as t:
+            (m0, n0), (msz, nsz) = kb.grid(t, [self.m, self.n], [self.bm, self.bn])
+            self.q_c.acquire()
+            with kb.range(0, self.k, self.kl1) as k1:
+                _by_parity(kb, k1, self.kl1, WORKSPACE_SLOTS, lambda p: self._chunk(p, k1, m0, n0, msz, nsz))
+            self.q_c.handoff()
+            kb.copy(self.acc, kb.subview(self.gy, [m0, n0], [msz, nsz]), layout="nz2nd")
+            self.q_c.release()
+        self.sync.drain()
+        ctx.launch(kb.finish(), self.args)
+        return self.y
+
+    def _buffers(self) -> None:
+        kb, el, bm, bn, bk, kl1, nb = self.kb, self.el, self.bm, self.bn, self.bk, self.kl1, DOUBLE_BUFFER
+        L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
+        self.l1a = [kb.alloc([bm, kl1], el, L1) for _ in range(WORKSPACE_SLOTS)]
+        self.l1b = [kb.alloc([kl1, bn], el, L1) for _ in range(WORKSPACE_SLOTS)]
+        self.l0a = [kb.alloc([bm, bk], el, L0A) for _ in range(nb)]
+        self.l0b = [kb.alloc([bk, bn], el, L0B) for _ in range(nb)]
+        self.acc = kb.alloc([bm, bn], f32, L0C)
+        self.rows = ceil_div(kl1, self.group)
+        self.ub_q = kb.alloc([kl1, bn], self.wel, UB)
+        self.ub_w = kb.alloc([kl1, bn], el, UB)
+        self.ub_s = kb.alloc([self.rows, bn], el, UB)
+        self.ub_o = kb.alloc([self.rows, bn], el, UB) if self.offset else None
+
+    def _queues(self) -> None:
+        s = self.sync = _Sync(self.kb, self.split_cores)
+        AIC, AIV = "aic->aic", "aiv->aiv"
+        self.q_l1 = [s.queue(Pipe.MTE2, Pipe.MTE1, AIC) for _ in range(WORKSPACE_SLOTS)]
+        self.q_l0 = [s.queue(Pipe.MTE1, Pipe.M, AIC) for _ in range(DOUBLE_BUFFER)]
+        self.q_c = s.queue(Pipe.M, Pipe.FIX, AIC)
+        self.q_in = s.queue(Pipe.MTE2, Pipe.V, AIV)
+        self.q_out = s.queue(Pipe.V, Pipe.MTE3, AIV)
+        self.q_ws = [s.queue(Pipe.MTE3, Pipe.MTE2, "aiv->aic") for _ in range(WORKSPACE_SLOTS)]
+
+    def _chunk(self, p: int, k1: Index, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
+        kb, kl1, bn = self.kb, self.kl1, self.bn
+        ksz = kb.boundary(kl1, self.k, k1)
+        slot = kb.subview(self.ws, [kb.mul(kb.add(kb.mul(kb.block_idx, WORKSPACE_SLOTS), p), kl1), 0], [kl1, bn])
+        # AIV: narrow chunk and its group rows in, dequantise, out to the workspace slot
+        self.q_in.acquire()
+        kb.copy(kb.subview(self.gw, [k1, n0], [ksz, nsz]), self.ub_q)
+        g0 = kb.div(k1, self.group)
+        grows = kb.boundary(self.rows, ceil_div(self.k, self.group), g0) if self.rows > 1 else 1
+        kb.copy(kb.subview(self.gs, [g0, n0], [grows, nsz]), self.ub_s)
+        if self.go is not None:
+            kb.copy(kb.subview(self.go, [g0, n0], [grows, nsz]), self.ub_o)
+        self.q_in.handoff()
+        self.q_out.acquire()
+        kb.emit(ascend.VcastOp(self.ub_q, self.ub_w))
+        per = min(self.group, kl1)
+        for j in range(self.rows):
+            part = kb.subview(self.ub_w, [j * per, 0], [per, bn]) if self.rows > 1 else self.ub_w
+            if self.ub_o is not None:
+                kb.emit(ascend.vector_op("vadd")(part, kb.subview(self.ub_o, [j, 0], [1, bn]), part))
+            kb.emit(ascend.vector_op("vmul")(part, kb.subview(self.ub_s, [j, 0], [1, bn]), part))
+        self.q_in.release()
+        self.q_out.handoff()
+        self.q_ws[p].acquire()
+        kb.copy(self.ub_w, slot)
+        self.q_out.release()
+        self.q_ws[p].enque()
+        # AIC: x chunk and the dequantised chunk into L1, then the L0 steps
+        q = self.q_l1[p]
+        q.acquire()
+        self.q_ws[p].deque()
+        kb.copy(kb.subview(self.gx, [m0, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")
+        kb.copy(kb.subview(slot, [0, 0], [ksz, nsz]), self.l1b[p], layout="nd2nz")
+        self.q_ws[p].release()
+        q.handoff()
+        with kb.range(0, ksz, self.bk) as kk:
+            _by_parity(kb, kk, self.bk, DOUBLE_BUFFER, lambda s: self._l0_step(p, s, k1, kk))
+        q.release()
+
+    def _l0_step(self, p: int, s: int, k1: Index, kk: Index) -> None:
+        kb, q = self.kb, self.q_l0[s]
+        q.acquire()
+        kb.copy(kb.subview(self.l1a[p], [0, kk], [self.bm, self.bk]), self.l0a[s])
+        kb.copy(kb.subview(self.l1b[p], [kk, 0], [self.bk, self.bn]), self.l0b[s])
+        q.handoff()
+        _mmad(kb, self.l0a[s], self.l0b[s], self.acc, kb.add(k1, kk), None)
+        q.release()
