@@ -274,3 +274,109 @@ def test_dtype_fp16_on_an_activation_quantized_model_is_refused() -> None:
     with np.load(QUANT / "mlp_nbits4" / "reference.npz") as ref:
         result = simulate(module, weights, {"input": ref["input:input"]}, load_target(TARGET))
         np.testing.assert_allclose(result.outputs["output"].astype(np.float32), ref["output:output"], rtol=1e-2, atol=1e-3)
+
+
+# ---------------------------------------------------------------------------------------------
+# weight-only (antiquant): nn.weight_quant_matmul
+# ---------------------------------------------------------------------------------------------
+def _nbits_model(m, k, n, bits, block, zero_points, elem=TensorProto.FLOAT, seed=0):
+    """One MatMulNBits [m, k] x [k, n] with random packed weights, scales and (packed) zero points."""
+    rng = np.random.default_rng(seed)
+    nb = -(-k // block)
+    dt = np.float16 if elem == TensorProto.FLOAT16 else np.float32
+    inits = [numpy_helper.from_array(rng.integers(0, 256, (n, nb, block * bits // 8), dtype=np.uint8), "b"),
+             numpy_helper.from_array((rng.random(n * nb) * 0.05 + 0.01).astype(dt), "s")]
+    ins = ["a", "b", "s"]
+    if zero_points:
+        inits.append(numpy_helper.from_array(rng.integers(0, 256, (n * -(-nb * bits // 8),), dtype=np.uint8), "z"))
+        ins.append("z")
+    node = helper.make_node("MatMulNBits", ins, ["y"], domain="com.microsoft", K=k, N=n, bits=bits, block_size=block)
+    model = _model([node], [helper.make_tensor_value_info("a", elem, [m, k])], [helper.make_tensor_value_info("y", elem, [m, n])],
+                   inits, domains=["com.microsoft"])
+    return model, {"a": rng.standard_normal((m, k)).astype(dt)}
+
+
+@pytest.mark.parametrize(("m", "k", "n", "bits", "block", "zero_points"), [
+    (3, 80, 48, 4, 32, True),  # K not a multiple of the block: a partial last group
+    (2, 1024, 64, 8, 512, False),  # a group longer than the kernel's K chunk
+    (16, 256, 40, 4, 16, False),
+])
+def test_matmul_nbits_is_antiquant_and_matches_onnxruntime(m, k, n, bits, block, zero_points) -> None:
+    """4 / 8-bit MatMulNBits keep the weight int4 / int8 (nn.weight_quant_matmul) and equal
+    onnxruntime within float32 rounding: the same dequantised weight, a float product (its sums
+    in another order: atol 1e-6 of the largest output)."""
+    model, feeds = _nbits_model(m, k, n, bits, block, zero_points)
+    module, result = _ascendir(model, feeds)
+    assert "ascend.kernel @weight_quant_matmul" in str(module)
+    want = _ort(model, feeds)[0]
+    # float32 products summed in another order over K: rounding relative to the outputs' scale
+    np.testing.assert_allclose(result.outputs["y"], want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+
+
+def _weight_only_qdq_mlp(w_dt, per_column, zero_point, transpose=False):
+    """x [8, 64] float32 -> DequantizeLinear(int8 / uint8 W1) MatMul -> Relu -> Gemm with a
+    DequantizeLinear(W2) (transB when `transpose`): weight-only QDQ, float activations."""
+    rng = np.random.default_rng(7)
+    lo, hi = np.iinfo(w_dt).min, np.iinfo(w_dt).max
+    w1 = rng.integers(lo, hi + 1, (64, 48)).astype(w_dt)
+    w2 = rng.integers(lo, hi + 1, (16, 48) if transpose else (48, 16)).astype(w_dt)
+    s1 = (rng.random(48) * 0.01 + 0.001).astype(np.float32) if per_column else np.asarray(0.004, np.float32)
+    s2 = (rng.random(16) * 0.01 + 0.001).astype(np.float32) if per_column else np.asarray(0.003, np.float32)
+    zp = (lambda n: rng.integers(lo // 4, hi // 4 + 1, n).astype(w_dt) if per_column else np.asarray(hi // 5, w_dt)) if zero_point \
+        else (lambda n: np.zeros(n, w_dt) if per_column else np.asarray(0, w_dt))
+    inits = [numpy_helper.from_array(a, nm) for a, nm in ((w1, "w1"), (s1, "s1"), (zp(48), "z1"), (w2, "w2"), (s2, "s2"), (zp(16), "z2"))]
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w1", "s1", "z1"], ["w1f"], axis=1),
+        helper.make_node("MatMul", ["x", "w1f"], ["h"]),
+        helper.make_node("Relu", ["h"], ["hr"]),
+        helper.make_node("DequantizeLinear", ["w2", "s2", "z2"], ["w2f"], axis=0 if transpose else 1),
+        helper.make_node("Gemm", ["hr", "w2f"], ["y"], transB=int(transpose)),
+    ]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])], inits)
+    return model, {"x": rng.standard_normal((8, 64)).astype(np.float32)}
+
+
+@pytest.mark.parametrize(("w_dt", "per_column", "zero_point", "transpose"), [
+    (np.int8, True, False, False), (np.int8, False, True, True), (np.uint8, True, True, False), (np.uint8, False, True, True),
+])
+def test_weight_only_qdq_mlp_is_antiquant_and_matches_onnxruntime(w_dt, per_column, zero_point, transpose) -> None:
+    """DequantizeLinear of a constant int8 / uint8 weight feeding a MatMul / Gemm with float
+    activations: nn.weight_quant_matmul over an int8 weight (uint8 shifted by 128, the shift in the
+    offset), equal to onnxruntime's float product over the dequantised weight."""
+    model, feeds = _weight_only_qdq_mlp(w_dt, per_column, zero_point, transpose)
+    module, weights = import_onnx(model)
+    mms = [op for op in module.walk() if op.name == "nn.weight_quant_matmul"]
+    assert len(mms) == 2 and all(str(op.weight.type.element_type) == "i8" for op in mms)
+    lower(module, weights, TARGET)
+    result = simulate(module, weights, feeds, load_target(TARGET))
+    np.testing.assert_allclose(result.outputs["y"], _ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_antiquant_weights_cross_hbm_narrow() -> None:
+    """A decode-shaped fp16 GEMV [1, 4096] x [4096, 4096]: W8 moves one byte per weight over HBM
+    and W4 half a byte (their difference is exactly K·N/2 bytes; the dequantised fp16 tiles go
+    through an L2-resident workspace whose first writes add the same to both), so both move far
+    fewer bytes than the fp16 MatMul (measured: 33.6 MB fp16, 23.3 MB W8, 15.0 MB W4) and take
+    fewer cycles (90.0 K fp16, 41.0 K W8, 42.5 K W4: bound by the workspace's L2 round trip)."""
+    k, n = 4096, 4096
+
+    def run(bits):
+        if bits == 16:
+            w = np.zeros((k, n), np.float16)
+            model = _model([helper.make_node("MatMul", ["a", "w"], ["y"])], [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [1, k])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, n])], [numpy_helper.from_array(w, "w")])
+            feeds = {"a": np.zeros((1, k), np.float16)}
+        else:
+            model, feeds = _nbits_model(1, k, n, bits, 128, False, TensorProto.FLOAT16)
+        module, weights = import_onnx(model)
+        lower(module, weights, TARGET)
+        b = simulate(module, weights, feeds, load_target(TARGET), timing_only=True).report
+        return b["total_cycles"], b["bytes"]["gm_read"] - b["bytes"].get("l2_hit", 0) + b["bytes"]["gm_write"] - b["bytes"].get("l2_write", 0)
+
+    (c16, h16), (c8, h8), (c4, h4) = run(16), run(8), run(4)
+    fp16_weight = k * n * 2
+    assert h16 >= fp16_weight
+    assert abs((h8 - h4) - k * n / 2) < 0.02 * k * n / 2, (h8, h4)
+    assert h8 < 0.75 * h16 and h4 < 0.5 * h16, (h16, h8, h4)
+    assert c8 < 0.6 * c16 and c4 < 0.6 * c16, (c16, c8, c4)

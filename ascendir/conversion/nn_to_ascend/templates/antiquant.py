@@ -45,17 +45,18 @@ WORKSPACE_SLOTS = 2
 
 
 def antiquant_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, wel: Attribute, group: int,
-                     offset: bool) -> tuple[int, int, int, int]:
-    """(bm, bn, bk, kl1): matmul.heuristic_tiling's tiles with kl1 (a multiple of bk) a multiple
-    or a divisor of the group size, shrunk until the AIV's chunk buffers fit UB.
+                     offset: bool) -> tuple[int, int, int, int, int]:
+    """(bm, bn, bk, kl1, subs): matmul.heuristic_tiling's tiles with kl1 (a multiple of bk) a
+    multiple or a divisor of the group size, and the number of AIVs that share each chunk (2 on
+    a split-core chip when K is a multiple of kl1 and each half holds whole groups or lies in
+    one, else 1); kl1 / bn shrink until each AIV's WORKSPACE_SLOTS chunk buffer sets fit UB.
 
     Raises:
         AscendirError: no chunk fits UB, or the group size is no multiple of the K alignment."""
     t = ctx.target
     base = heuristic_tiling(ctx, m, n, k, el)
     bm, bn, bk = base.m, base.n, base.k
-    kl1 = base.k * base.k_l1 if base.k_l1 < base.k else base.k_l1  # Tiling keeps l1_depth or k_l1
-    kl1 = max(bk, kl1)
+    kl1 = max(bk, base.k_l1)
     if group < kl1:
         kl1 = max(group, kl1 // group * group)
     elif group % kl1:
@@ -66,10 +67,17 @@ def antiquant_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute
         raise ctx.error(f"nn.weight_quant_matmul: group_size {group} is no multiple of {32 // itemsize(el)} (the K alignment)")
     cap = t.capacity("ub") * UB_FRACTION
 
+    def subs_of(kl1: int) -> int:
+        h = kl1 // 2
+        ok = t.arch.split_cores and kl1 % 2 == 0 and k % kl1 == 0 and (h % group == 0 or group % h == 0)
+        return 2 if ok else 1
+
     def ub(kl1: int, bn: int) -> int:
-        rows = ceil_div(kl1, group)
-        return (aligned_bytes(t, "ub", packed_nbytes(to_numpy_dtype(wel), kl1 * bn)) + aligned_bytes(t, "ub", kl1 * bn * itemsize(el))
-                + (2 if offset else 1) * aligned_bytes(t, "ub", rows * bn * itemsize(el)))
+        h = kl1 // subs_of(kl1)
+        rows = ceil_div(h, group)
+        one = (aligned_bytes(t, "ub", packed_nbytes(to_numpy_dtype(wel), h * bn)) + aligned_bytes(t, "ub", h * bn * itemsize(el))
+               + (2 if offset else 1) * aligned_bytes(t, "ub", rows * bn * itemsize(el)))
+        return WORKSPACE_SLOTS * one
 
     while ub(kl1, bn) > cap:
         if kl1 > bk and (kl1 // 2) % bk == 0 and (kl1 // 2 >= group or group % (kl1 // 2) == 0):
@@ -78,7 +86,7 @@ def antiquant_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute
             bn = round_up(bn // 2, 16)
         else:
             raise ctx.error(f"nn.weight_quant_matmul: a {kl1}x{bn} weight chunk does not fit UB of {t.name}")
-    return bm, bn, bk, kl1
+    return bm, bn, bk, kl1, subs_of(kl1)
 
 
 def emit_antiquant(ctx: LoweringContext, x: SSAValue, w: SSAValue, scale: SSAValue, offset: SSAValue | None, group: int,
@@ -106,7 +114,7 @@ class _Kernel:
                  m: int, k: int, n: int, el: Attribute, out_shape: tuple[int, ...], out_elem: Attribute):
         self.ctx, self.m, self.k, self.n, self.el, self.group = ctx, m, k, n, el, group
         self.wel = elem(w)
-        self.bm, self.bn, self.bk, self.kl1 = antiquant_tiling(ctx, m, n, k, el, self.wel, group, offset is not None)
+        self.bm, self.bn, self.bk, self.kl1, self.subs = antiquant_tiling(ctx, m, n, k, el, self.wel, group, offset is not None)
         self.y = ctx.buffer(list(out_shape), out_elem)
         self.ntiles = ceil_div(m, self.bm) * ceil_div(n, self.bn)
         self.block_dim = min(ctx.target.num_aic, self.ntiles)
@@ -145,60 +153,82 @@ class _Kernel:
         self.l0a = [kb.alloc([bm, bk], el, L0A) for _ in range(nb)]
         self.l0b = [kb.alloc([bk, bn], el, L0B) for _ in range(nb)]
         self.acc = kb.alloc([bm, bn], f32, L0C)
-        self.rows = ceil_div(kl1, self.group)
-        self.ub_q = kb.alloc([kl1, bn], self.wel, UB)
-        self.ub_w = kb.alloc([kl1, bn], el, UB)
-        self.ub_s = kb.alloc([self.rows, bn], el, UB)
-        self.ub_o = kb.alloc([self.rows, bn], el, UB) if self.offset else None
+        # per AIV (subs of them share a chunk, `half` rows each) and per workspace slot
+        self.half = kl1 // self.subs
+        self.rows = ceil_div(self.half, self.group)
+        self.ub_q, self.ub_w, self.ub_s, self.ub_o = [], [], [], []
+        for sub in range(self.subs):
+            with kb.on_subblock(sub):
+                self.ub_q.append([kb.alloc([self.half, bn], self.wel, UB) for _ in range(WORKSPACE_SLOTS)])
+                self.ub_w.append([kb.alloc([self.half, bn], el, UB) for _ in range(WORKSPACE_SLOTS)])
+                self.ub_s.append([kb.alloc([self.rows, bn], el, UB) for _ in range(WORKSPACE_SLOTS)])
+                self.ub_o.append([kb.alloc([self.rows, bn], el, UB) if self.offset else None for _ in range(WORKSPACE_SLOTS)])
 
     def _queues(self) -> None:
         s = self.sync = _Sync(self.kb, self.split_cores)
-        AIC, AIV = "aic->aic", "aiv->aiv"
+        AIC = "aic->aic"
         self.q_l1 = [s.queue(Pipe.MTE2, Pipe.MTE1, AIC) for _ in range(WORKSPACE_SLOTS)]
         self.q_l0 = [s.queue(Pipe.MTE1, Pipe.M, AIC) for _ in range(DOUBLE_BUFFER)]
         self.q_c = s.queue(Pipe.M, Pipe.FIX, AIC)
-        self.q_in = s.queue(Pipe.MTE2, Pipe.V, AIV)
-        self.q_out = s.queue(Pipe.V, Pipe.MTE3, AIV)
-        self.q_ws = [s.queue(Pipe.MTE3, Pipe.MTE2, "aiv->aic") for _ in range(WORKSPACE_SLOTS)]
+        self.q_in, self.q_out, self.q_ws = [], [], []
+        for sub in range(self.subs):
+            aiv = "aiv1" if sub else "aiv"
+            with self.kb.on_subblock(sub):
+                self.q_in.append([s.queue(Pipe.MTE2, Pipe.V, f"{aiv}->{aiv}") for _ in range(WORKSPACE_SLOTS)])
+                self.q_out.append([s.queue(Pipe.V, Pipe.MTE3, f"{aiv}->{aiv}") for _ in range(WORKSPACE_SLOTS)])
+                self.q_ws.append([s.queue(Pipe.MTE3, Pipe.MTE2, f"{aiv}->aic") for _ in range(WORKSPACE_SLOTS)])
 
     def _chunk(self, p: int, k1: Index, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
         kb, kl1, bn = self.kb, self.kl1, self.bn
         ksz = kb.boundary(kl1, self.k, k1)
         slot = kb.subview(self.ws, [kb.mul(kb.add(kb.mul(kb.block_idx, WORKSPACE_SLOTS), p), kl1), 0], [kl1, bn])
-        # AIV: narrow chunk and its group rows in, dequantise, out to the workspace slot
-        self.q_in.acquire()
-        kb.copy(kb.subview(self.gw, [k1, n0], [ksz, nsz]), self.ub_q)
-        g0 = kb.div(k1, self.group)
-        grows = kb.boundary(self.rows, ceil_div(self.k, self.group), g0) if self.rows > 1 else 1
-        kb.copy(kb.subview(self.gs, [g0, n0], [grows, nsz]), self.ub_s)
-        if self.go is not None:
-            kb.copy(kb.subview(self.go, [g0, n0], [grows, nsz]), self.ub_o)
-        self.q_in.handoff()
-        self.q_out.acquire()
-        kb.emit(ascend.VcastOp(self.ub_q, self.ub_w))
-        per = min(self.group, kl1)
-        for j in range(self.rows):
-            part = kb.subview(self.ub_w, [j * per, 0], [per, bn]) if self.rows > 1 else self.ub_w
-            if self.ub_o is not None:
-                kb.emit(ascend.vector_op("vadd")(part, kb.subview(self.ub_o, [j, 0], [1, bn]), part))
-            kb.emit(ascend.vector_op("vmul")(part, kb.subview(self.ub_s, [j, 0], [1, bn]), part))
-        self.q_in.release()
-        self.q_out.handoff()
-        self.q_ws[p].acquire()
-        kb.copy(self.ub_w, slot)
-        self.q_out.release()
-        self.q_ws[p].enque()
+        for sub in range(self.subs):
+            with kb.on_subblock(sub):
+                self._dequantise(sub, p, k1, n0, nsz, ksz, slot)
         # AIC: x chunk and the dequantised chunk into L1, then the L0 steps
         q = self.q_l1[p]
         q.acquire()
-        self.q_ws[p].deque()
+        for sub in range(self.subs):
+            self.q_ws[sub][p].deque()
         kb.copy(kb.subview(self.gx, [m0, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")
         kb.copy(kb.subview(slot, [0, 0], [ksz, nsz]), self.l1b[p], layout="nd2nz")
-        self.q_ws[p].release()
+        for sub in range(self.subs):
+            self.q_ws[sub][p].release()
         q.handoff()
         with kb.range(0, ksz, self.bk) as kk:
             _by_parity(kb, kk, self.bk, DOUBLE_BUFFER, lambda s: self._l0_step(p, s, k1, kk))
         q.release()
+
+    def _dequantise(self, sub: int, p: int, k1: Index, n0: Index, nsz: Index, ksz: Index, slot: SSAValue) -> None:
+        """AIV `sub`: its rows of the narrow chunk and their group rows in (UB set p), vcast,
+        + offset and · scale per group, out to its rows of workspace slot p."""
+        kb, h, bn = self.kb, self.half, self.bn
+        q_in, q_out, q_ws = self.q_in[sub][p], self.q_out[sub][p], self.q_ws[sub][p]
+        ub_q, ub_w, ub_s, ub_o = self.ub_q[sub][p], self.ub_w[sub][p], self.ub_s[sub][p], self.ub_o[sub][p]
+        r0 = kb.add(k1, sub * h) if sub else k1
+        rsz = ksz if self.subs == 1 else h  # two AIVs only when K is a multiple of kl1
+        q_in.acquire()
+        kb.copy(kb.subview(self.gw, [r0, n0], [rsz, nsz]), ub_q)
+        g0 = kb.div(r0, self.group)
+        grows = kb.boundary(self.rows, ceil_div(self.k, self.group), g0) if self.rows > 1 else 1
+        kb.copy(kb.subview(self.gs, [g0, n0], [grows, nsz]), ub_s)
+        if ub_o is not None:
+            kb.copy(kb.subview(self.go, [g0, n0], [grows, nsz]), ub_o)
+        q_in.handoff()
+        q_out.acquire()
+        kb.emit(ascend.VcastOp(ub_q, ub_w))
+        per = min(self.group, h)
+        for j in range(self.rows):
+            part = kb.subview(ub_w, [j * per, 0], [per, bn]) if self.rows > 1 else ub_w
+            if ub_o is not None:
+                kb.emit(ascend.vector_op("vadd")(part, kb.subview(ub_o, [j, 0], [1, bn]), part))
+            kb.emit(ascend.vector_op("vmul")(part, kb.subview(ub_s, [j, 0], [1, bn]), part))
+        q_in.release()
+        q_out.handoff()
+        q_ws.acquire()
+        kb.copy(ub_w, kb.subview(slot, [sub * h, 0], [h, bn]) if self.subs > 1 else slot)
+        q_out.release()
+        q_ws.enque()
 
     def _l0_step(self, p: int, s: int, k1: Index, kk: Index) -> None:
         kb, q = self.kb, self.q_l0[s]
