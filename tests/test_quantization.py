@@ -380,3 +380,20 @@ def test_antiquant_weights_cross_hbm_narrow() -> None:
     assert abs((h8 - h4) - k * n / 2) < 0.02 * k * n / 2, (h8, h4)
     assert h8 < 0.75 * h16 and h4 < 0.5 * h16, (h16, h8, h4)
     assert c8 < 0.6 * c16 and c4 < 0.6 * c16, (c16, c8, c4)
+
+
+@pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
+def test_matmul_nbits_fp16_antiquant_on_both_architectures(target) -> None:
+    """fp16 W4 with zero points: the split-core mix kernel (910B) and the coupled-core kernel
+    (910A, output through UB) give the nn reference's values exactly (the dequantised weight is
+    one rounding in fp16, the product an fp32 accumulation), within one fp16 ulp of onnxruntime."""
+    from ascendir.interpreter.exec.nn_reference import run_nn
+
+    model, feeds = _nbits_model(4, 256, 96, 4, 32, True, TensorProto.FLOAT16)
+    module, weights = import_onnx(model)
+    want = run_nn(module, weights, feeds)["y"]
+    lower(module, weights, target)
+    got = simulate(module, weights, feeds, load_target(target)).outputs["y"]
+    np.testing.assert_array_equal(got, want)
+    ort_y = _ort(model, feeds)[0].astype(np.float32)
+    np.testing.assert_allclose(got.astype(np.float32), ort_y, rtol=0, atol=float(np.spacing(np.abs(ort_y).max().astype(np.float16))))

@@ -14,8 +14,15 @@ ops-transformer's WeightQuantBatchMatmulV2 does on Atlas A2. One mix kernel, out
 
 On dav-c220 (910B) the AIV and AIC share no on-chip buffer (S2), so the dequantised tiles reach
 the cube through GM / L2 as in the vendor's kernel (its GM workspace); what crosses HBM is the
-narrow weight, x and y. Approximation: one AIV per AIC dequantises (the vendor splits a chunk over
-the group's two AIVs). A chip without FixPipe (910A) is refused with one line.
+narrow weight, x and y (and the workspace's first writes). Both AIVs of a group take half of
+each chunk when K is a multiple of kl1 (else AIV 0 alone), each with two UB buffer sets so its
+load, dequantisation and store of consecutive chunks overlap. On a coupled core (910A: no
+FixPipe, one vector unit) the same kernel runs on the AIC core type, the output leaving L0C
+through UB.
+
+What bounds it: every dequantised byte is written to and read back from L2 (2 x the fp16 weight
+bytes at L2 bandwidth), so at decode it runs at that floor rather than at the narrow weight's
+HBM time; at prefill each row block of x dequantises the weight again.
 
 Numerics: (w + offset) is an exact small integer in x's type for every ONNX zero point; the
 product with the scale is one rounding, as onnxruntime's dequantised weight; the product on the
@@ -95,11 +102,9 @@ def emit_antiquant(ctx: LoweringContext, x: SSAValue, w: SSAValue, scale: SSAVal
     [ceil(K / group), N] of x's type; returns the output buffer [..., N] of `out_elem`.
 
     Raises:
-        AscendirError: a chip without FixPipe, a dtype without mmad, tiles that do not fit."""
+        AscendirError: a dtype without mmad on the chip's cube, tiles that do not fit."""
     t = ctx.target
     el = elem(x)
-    if not t.arch.fixpipe:
-        raise ctx.error(f"nn.weight_quant_matmul: {t.name} ({t.arch}) has no FixPipe; the antiquant kernel needs one")
     if no_mmad := t.arch.no_mmad(str(el)):
         raise ctx.error(f"{t.name} ({t.arch}) {no_mmad}; cast the model to float16 (ascendir --dtype fp16)")
     k, n = shape(w)
@@ -112,7 +117,7 @@ class _Kernel:
 
     def __init__(self, ctx: LoweringContext, x: SSAValue, w: SSAValue, scale: SSAValue, offset: SSAValue | None, group: int,
                  m: int, k: int, n: int, el: Attribute, out_shape: tuple[int, ...], out_elem: Attribute):
-        self.ctx, self.m, self.k, self.n, self.el, self.group = ctx, m, k, n, el, group
+        self.ctx, self.m, self.k, self.n, self.el, self.group, self.out_elem = ctx, m, k, n, el, group, out_elem
         self.wel = elem(w)
         self.bm, self.bn, self.bk, self.kl1, self.subs = antiquant_tiling(ctx, m, n, k, el, self.wel, group, offset is not None)
         self.y = ctx.buffer(list(out_shape), out_elem)
@@ -138,9 +143,7 @@ class _Kernel:
             self.q_c.acquire()
             with kb.range(0, self.k, self.kl1) as k1:
                 _by_parity(kb, k1, self.kl1, WORKSPACE_SLOTS, lambda p: self._chunk(p, k1, m0, n0, msz, nsz))
-            self.q_c.handoff()
-            kb.copy(self.acc, kb.subview(self.gy, [m0, n0], [msz, nsz]), layout="nz2nd")
-            self.q_c.release()
+            self._store(kb.subview(self.gy, [m0, n0], [msz, nsz]))
         self.sync.drain()
         ctx.launch(kb.finish(), self.args)
         return self.y
@@ -169,7 +172,11 @@ class _Kernel:
         AIC = "aic->aic"
         self.q_l1 = [s.queue(Pipe.MTE2, Pipe.MTE1, AIC) for _ in range(WORKSPACE_SLOTS)]
         self.q_l0 = [s.queue(Pipe.MTE1, Pipe.M, AIC) for _ in range(DOUBLE_BUFFER)]
-        self.q_c = s.queue(Pipe.M, Pipe.FIX, AIC)
+        fixpipe = self.ctx.target.arch.fixpipe
+        self.q_c = s.queue(Pipe.M, Pipe.FIX if fixpipe else Pipe.V, AIC)
+        if not fixpipe:  # 910A: L0C -> UB on the vector pipe, UB -> GM (as matmul._OutputStage)
+            self.ub_c = self.kb.alloc([self.bm, self.bn], self.out_elem, MemSpace.UB)
+            self.q_y = s.queue(Pipe.V, Pipe.MTE3, AIC)
         self.q_in, self.q_out, self.q_ws = [], [], []
         for sub in range(self.subs):
             aiv = "aiv1" if sub else "aiv"
@@ -177,6 +184,21 @@ class _Kernel:
                 self.q_in.append([s.queue(Pipe.MTE2, Pipe.V, f"{aiv}->{aiv}") for _ in range(WORKSPACE_SLOTS)])
                 self.q_out.append([s.queue(Pipe.V, Pipe.MTE3, f"{aiv}->{aiv}") for _ in range(WORKSPACE_SLOTS)])
                 self.q_ws.append([s.queue(Pipe.MTE3, Pipe.MTE2, f"{aiv}->aic") for _ in range(WORKSPACE_SLOTS)])
+
+    def _store(self, dst: SSAValue) -> None:
+        """L0C -> the output tile: FixPipe (nz2nd, cast) where the chip has one, else through UB."""
+        kb = self.kb
+        self.q_c.handoff()
+        if self.ctx.target.arch.fixpipe:
+            kb.copy(self.acc, dst, layout="nz2nd")
+            self.q_c.release()
+            return
+        self.q_y.acquire()
+        kb.copy(self.acc, self.ub_c)
+        self.q_c.release()
+        self.q_y.handoff()
+        kb.copy(self.ub_c, dst)
+        self.q_y.release()
 
     def _chunk(self, p: int, k1: Index, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
         kb, kl1, bn = self.kb, self.kl1, self.bn
