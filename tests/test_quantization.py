@@ -118,12 +118,66 @@ def test_quantize_dequantize_blocked_int4_match_onnxruntime() -> None:
 
 
 def test_conv_integer_beyond_exact_fp32_is_refused() -> None:
+    """A runtime weight takes the fp32 convolution, exact only below 2^24: refused past it."""
+    node = helper.make_node("ConvInteger", ["x", "w"], ["y"])
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 512, 8, 8]),
+                            helper.make_tensor_value_info("w", TensorProto.UINT8, [4, 512, 3, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 4, 6, 6])], opset=13)
+    with pytest.raises(AscendirError, match=r"ConvInteger '#0 -> y': a window of 4608 products .* could exceed 2\^24"):
+        import_onnx(model)
+
+
+def test_conv_integer_past_2_24_is_exact_on_the_int8_cube() -> None:
+    """A constant weight takes the int8 cube (int32 accumulate): sums of 4608 products of
+    255 x 200 (past 2^24, where the fp32 path was refused) equal onnxruntime's exactly."""
     w = np.full((4, 512, 3, 3), 200, np.uint8)
+    w[1] = 0
     node = helper.make_node("ConvInteger", ["x", "w"], ["y"])
     model = _model([node], [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 512, 8, 8])],
                    [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 4, 6, 6])], [numpy_helper.from_array(w, "w")], opset=13)
-    with pytest.raises(AscendirError, match=r"ConvInteger '#0 -> y': a window of 4608 products .* could exceed 2\^24"):
-        import_onnx(model)
+    x = np.full((1, 512, 8, 8), 255, np.uint8)
+    x[..., 0] = 3
+    module, result = _ascendir(model, {"x": x})
+    want = _ort(model, {"x": x})[0]
+    assert np.abs(want).max() > 2**24
+    np.testing.assert_array_equal(result.outputs["y"], want)
+    assert "xi8, #ascend<space l0a>>" in str(module)  # the s8 mmad
+
+
+@pytest.mark.parametrize(("x_dt", "w_dt", "zx", "zw", "pads", "group"), [
+    (np.uint8, np.int8, 131, 0, [1, 1, 1, 1], 1),
+    (np.uint8, np.uint8, 7, 200, [1, 0, 2, 1], 1),  # asymmetric pads, uint8 weight zero point
+    (np.int8, np.int8, -5, 3, [0, 0, 0, 0], 1),
+    (np.uint8, np.int8, 200, 0, [1, 1, 1, 1], 2),  # grouped
+])
+def test_int8_conv_zero_points_and_padding_match_onnxruntime(x_dt, w_dt, zx, zw, pads, group) -> None:
+    """ConvInteger and QLinearConv on the int8 cube: zero points (shifted uint8 included), padding
+    that reads x's zero point, groups; ConvInteger equals onnxruntime exactly, QLinearConv too
+    (int32 accumulator + int32 bias, requantized in float32)."""
+    rng = np.random.default_rng(11)
+    c, o = 16, 8
+    w = rng.integers(np.iinfo(w_dt).min, np.iinfo(w_dt).max + 1, (o, c // group, 3, 3)).astype(w_dt)
+    x = rng.integers(np.iinfo(x_dt).min, np.iinfo(x_dt).max + 1, (2, c, 9, 7)).astype(x_dt)
+    x_t = TensorProto.UINT8 if x_dt == np.uint8 else TensorProto.INT8
+    ho, wo = 9 + pads[0] + pads[2] - 2, 7 + pads[1] + pads[3] - 2
+    zs = [numpy_helper.from_array(np.asarray(zx, x_dt), "zx"), numpy_helper.from_array(np.asarray(zw, w_dt), "zw")]
+    feeds = {"x": x}
+    ci = _model([helper.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"], pads=pads, group=group)],
+                [helper.make_tensor_value_info("x", x_t, list(x.shape))], [helper.make_tensor_value_info("y", TensorProto.INT32, [2, o, ho, wo])],
+                [numpy_helper.from_array(w, "w"), *zs], opset=13)
+    _, result = _ascendir(ci, feeds)
+    np.testing.assert_array_equal(result.outputs["y"], _ort(ci, feeds)[0])
+    bias = rng.integers(-5000, 5000, o).astype(np.int32)
+    scales = [numpy_helper.from_array(np.asarray(v, np.float32), n) for v, n in ((0.02, "sx"), (0.003, "sw"), (1.9, "sy"))]
+    ql = _model([helper.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy", "b"], ["y"], pads=pads, group=group)],
+                [helper.make_tensor_value_info("x", x_t, list(x.shape))], [helper.make_tensor_value_info("y", x_t, [2, o, ho, wo])],
+                [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b"), numpy_helper.from_array(np.asarray(10, x_dt), "zy"), *zs, *scales],
+                opset=13)
+    _, result = _ascendir(ql, feeds)
+    want = _ort(ql, feeds)[0]
+    np.testing.assert_array_equal(result.outputs["y"], want)
+    info = np.iinfo(x_dt)
+    assert 0 < np.count_nonzero((want > info.min) & (want < info.max))  # not all saturated
 
 
 def test_matmul_nbits_refuses_g_idx() -> None:

@@ -303,6 +303,8 @@ def _window_view(op: nn.WindowOp, x: np.ndarray, kernel: Sequence[int], explicit
 @semantics(nn.Conv2dOp)
 def _conv2d(op: nn.Conv2dOp, args, weights):
     x, w = _wide(args[0]), _wide(args[1])
+    if x.dtype.kind in "iu":  # int8 x int8 -> int32 (the cube's s8 mmad): numpy would wrap in int8
+        x, w = x.astype(np.int64), w.astype(np.int64)
     group = op.group.value.data
     n, c = x.shape[:2]
     o, cg, kh, kw = w.shape

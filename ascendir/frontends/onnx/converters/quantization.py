@@ -448,6 +448,67 @@ def _shifted_float(node: NodeContext, i: int, zp: int, axis_shape: list[int] | N
     return x, hi - lo
 
 
+def _pad_with(node: NodeContext, x: SSAValue, fill: SSAValue, pads: list[int]) -> SSAValue:
+    """x [N, C, H, W] padded by pads [top, left, bottom, right] with the 0-d value `fill` (x's type)."""
+    fill = node.emit(nn.ReshapeOp(fill, [1, 1, 1, 1]))
+    for axis, (lo, hi) in ((2, (pads[0], pads[2])), (3, (pads[1], pads[3]))):
+        shape = list(nn.shape_of(x))
+        parts = []
+        for count, where in ((lo, 0), (hi, 1)):
+            if count:
+                shape[axis] = count
+                parts.append((where, node.emit(nn.ExpandOp(fill, list(shape)))))
+        if parts:
+            x = node.emit(nn.ConcatOp([p for w, p in parts if w == 0] + [x] + [p for w, p in parts if w == 1], axis))
+    return x
+
+
+def _int8_conv(node: NodeContext, x: int, x_zp: int, w: int, w_zp: int) -> SSAValue | None:
+    """(x - zx) conv (w - zw) in int32 on the int8 cube, exact for any window: int8 / uint8 x
+    (per-tensor zero point, constant or runtime), a constant int8 / uint8 weight (zero point per
+    tensor or per output channel), 2-D. uint8 operands are shifted into int8 with their zero points
+    (as integer_matmul); x is padded explicitly with its zero point (so a padded tap adds 0), and
+    sum (x' - zx')(w' - zw') = x'·w' - zw'·boxsum(x') - zx'·sum(w') + K·zx'·zw' per output channel,
+    boxsum(x') a conv with a ones kernel. None when the operands are not that (the fp32 path)."""
+    from ascendir.frontends.onnx.converters.convolution import _window_attrs
+
+    x_shape, w_shape = node.shape(x), node.shape(w)
+    wv = node.input(w)
+    group = int(node.attr("group", 1))
+    if len(x_shape) != 4 or not isinstance(wv, Constant) or _vdtype(node.input(x)) not in (np.int8, np.uint8) \
+            or wv.dtype not in (np.int8, np.uint8):
+        return None
+    zw_c = node.const(w_zp) if node.has_input(w_zp) else np.zeros((), wv.dtype)
+    if zw_c is None or node.has_input(x_zp) and int(np.prod(node.shape(x_zp))) != 1:
+        return None
+    o, cg, kh, kw = w_shape
+    shift_w = 128 if wv.dtype == np.uint8 else 0
+    zw = np.broadcast_to(np.asarray(zw_c, np.int32).reshape(-1), (o,)) - shift_w
+    if group != 1 and np.any(zw):  # the boxsum of a grouped conv would be one per group
+        return None
+    strides, pads, dilations = _window_attrs(node, tuple(x_shape[2:]), (kh, kw))
+    qx, shift_x = _as_int8(node, node.input(x))
+    qw, _ = _as_int8(node, wv)
+    zx = _zero_point_i32(node, node.input(x_zp) if node.has_input(x_zp) else None, shift_x, [])
+    if not (isinstance(zx, int) and zx == 0) and any(pads):
+        fill = node.scalar(zx, np.int8) if isinstance(zx, int) else node.emit(nn.CastOp(zx, i8))
+        qx, pads = _pad_with(node, qx, fill, pads), [0, 0, 0, 0]
+    y = node.emit(nn.Conv2dOp(qx, qw, None, strides, pads, dilations, group, i32))
+
+    def per_channel(v: np.ndarray, name: str) -> SSAValue:
+        return node.constant(np.asarray(v, np.int32).reshape(1, o, 1, 1), name)
+
+    if np.any(zw):  # - zw' · boxsum(x')
+        ones = node.constant(np.ones((1, cg, kh, kw), np.int8), "ones_kernel")
+        box = node.emit(nn.Conv2dOp(qx, ones, None, strides, pads, dilations, 1, i32))
+        y = node.emit(nn.SubOp(y, node.emit(nn.MulOp(box, per_channel(zw, "zw")))))
+    if not (isinstance(zx, int) and zx == 0):  # - zx' · sum(w') (+ K · zx' · zw')
+        sums = (np.asarray(wv.array).astype(np.int32) - shift_w).reshape(o, -1).sum(axis=1)
+        corr = sums - cg * kh * kw * zw
+        y = node.emit(nn.SubOp(y, _mul_zp(node, zx, per_channel(corr, "w_sums"))))
+    return y
+
+
 def integer_conv(node: NodeContext, x: int, x_zp: int, w: int, w_zp: int) -> SSAValue:
     """(x - zx) conv (w - zw) as float32 (exact integers), NCHW 2-D (or 1-D).
 
@@ -479,22 +540,32 @@ def integer_conv(node: NodeContext, x: int, x_zp: int, w: int, w_zp: int) -> SSA
 
 @converts("ConvInteger")
 def convert_conv_integer(node: NodeContext) -> list[Value]:
-    """y (int32) = (x - x_zero_point) conv (w - w_zero_point) (w's per output channel): an fp32
-    convolution of exact integers (module docstring's bound)."""
+    """y (int32) = (x - x_zero_point) conv (w - w_zero_point) (w's per output channel): the int8
+    cube convolution (`_int8_conv`, exact) for a constant weight, else an fp32 convolution of
+    exact integers (module docstring's bound)."""
+    if (y := _int8_conv(node, 0, 2, 1, 3)) is not None:
+        return [y]
     return [node.emit(nn.CastOp(integer_conv(node, 0, 2, 1, 3), i32))]
 
 
 @converts("QLinearConv")
 def convert_qlinear_conv(node: NodeContext) -> list[Value]:
     """y = saturate(rint(((x - zx) conv (w - zw) + bias) · (x_scale · w_scale / y_scale)) + zy);
-    w_scale per tensor or per output channel, bias int32."""
-    acc = integer_conv(node, 0, 2, 3, 5)
+    w_scale per tensor or per output channel, bias int32. The accumulator is the int8 cube's
+    (`_int8_conv`, exact) for a constant weight, else the fp32 convolution's."""
     nd = len(node.shape(0))
-    if node.has_input(8):
-        bias = node.const(8)
-        b = node.constant(np.asarray(bias, np.float32).reshape([-1] + [1] * (nd - 2)), "bias") if bias is not None else \
-            node.emit(nn.ReshapeOp(node.emit(nn.CastOp(node.value(8), f32)), [node.shape(8)[0]] + [1] * (nd - 2)))
-        acc = node.emit(nn.AddOp(acc, b))
+    acc = _int8_conv(node, 0, 2, 3, 5)
+    if acc is not None:  # int32 accumulator + int32 bias, then float32 (as onnxruntime)
+        if node.has_input(8):
+            acc = node.emit(nn.AddOp(acc, node.emit(nn.ReshapeOp(_vssa(node, node.input(8)), [node.shape(8)[0], 1, 1]))))
+        acc = node.emit(nn.CastOp(acc, f32))
+    else:
+        acc = integer_conv(node, 0, 2, 3, 5)
+        if node.has_input(8):
+            bias = node.const(8)
+            b = node.constant(np.asarray(bias, np.float32).reshape([-1] + [1] * (nd - 2)), "bias") if bias is not None else \
+                node.emit(nn.ReshapeOp(node.emit(nn.CastOp(node.value(8), f32)), [node.shape(8)[0]] + [1] * (nd - 2)))
+            acc = node.emit(nn.AddOp(acc, b))
     out = node.dtype(7) if node.has_input(7) else node.dtype(0)
     mult = _multiplier(node, [1, 4], 6, [node.shape(3)[0]] + [1] * (nd - 2))
     v = node.emit(nn.MulOp(acc, mult))
