@@ -451,3 +451,26 @@ def test_matmul_nbits_fp16_antiquant_on_both_architectures(target) -> None:
     np.testing.assert_array_equal(got, want)
     ort_y = _ort(model, feeds)[0].astype(np.float32)
     np.testing.assert_allclose(got.astype(np.float32), ort_y, rtol=0, atol=float(np.spacing(np.abs(ort_y).max().astype(np.float16))))
+
+
+def test_int8_conv_with_a_runtime_zero_point_pads_with_it() -> None:
+    """ConvInteger whose x zero point is a graph input (DynamicQuantizeLinear's): x is padded with
+    it at run time before the int8 conv; equal to onnxruntime exactly."""
+    rng = np.random.default_rng(5)
+    w = rng.integers(-128, 128, (8, 16, 3, 3)).astype(np.int8)
+    x = rng.integers(0, 256, (1, 16, 6, 6)).astype(np.uint8)
+    node = helper.make_node("ConvInteger", ["x", "w", "zx"], ["y"], pads=[1, 2, 0, 1], strides=[2, 1])
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 16, 6, 6]), helper.make_tensor_value_info("zx", TensorProto.UINT8, [])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 8, 3, 7])], [numpy_helper.from_array(w, "w")], opset=13)
+    feeds = {"x": x, "zx": np.asarray(77, np.uint8)}
+    module, result = _ascendir(model, feeds)
+    np.testing.assert_array_equal(result.outputs["y"], _ort(model, feeds)[0])
+    assert "xi8, #ascend<space l0a>>" in str(module)
+
+
+def test_qdq_conv_runs_on_the_int8_cube() -> None:
+    """resnet_qdq's QDQ Convs become int8 convolutions (s8 mmad), its output still equal to
+    onnxruntime's (test_quantized_model_matches_onnxruntime)."""
+    module, _ = compile_model(QUANT / "resnet_qdq" / "model.onnx", TARGET, opt_level="O2")
+    convs = [k for k in str(module).split("ascend.kernel @")[1:] if k.startswith("conv")]
+    assert convs and all("xi8, #ascend<space l0a>>" in k for k in convs)

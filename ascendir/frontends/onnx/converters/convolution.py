@@ -14,6 +14,7 @@ from xdsl.ir import SSAValue
 
 from ascendir.dialects import nn
 from ascendir.frontends.onnx.conversion import NodeContext
+from ascendir.frontends.onnx.converters.quantization import qdq_conv
 from ascendir.frontends.onnx.converters.registry import converts
 from ascendir.frontends.onnx.values import Constant, Value
 
@@ -66,6 +67,8 @@ def convert_conv(node: NodeContext) -> list[Value]:
     if node.has_attr("kernel_shape") and tuple(node.attr("kernel_shape")) != kernel:
         raise node.error(f"kernel_shape {node.attr('kernel_shape')} differs from the weight shape {list(w_shape)}")
     strides, pads, dilations = _as_2d(*_window_attrs(node, tuple(x_shape[2:]), kernel))
+    if rank == 2 and (y := qdq_conv(node)) is not None:  # DequantizeLinear operands: the int8 product
+        return [y]
     x, w = node.value(0), node.value(1)
     if rank == 1:  # [N, C, L] → [N, C, 1, L]
         x = node.emit(nn.ReshapeOp(x, [*x_shape[:2], 1, x_shape[2]]))

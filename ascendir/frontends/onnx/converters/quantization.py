@@ -19,6 +19,8 @@ and rounds half to even with the float32 round-to-integer idiom (v + 1.5·2^23) 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from xdsl.dialects.builtin import FloatAttr, f32, i8, i32
 from xdsl.ir import SSAValue
@@ -464,33 +466,50 @@ def _pad_with(node: NodeContext, x: SSAValue, fill: SSAValue, pads: list[int]) -
 
 
 def _int8_conv(node: NodeContext, x: int, x_zp: int, w: int, w_zp: int) -> SSAValue | None:
-    """(x - zx) conv (w - zw) in int32 on the int8 cube, exact for any window: int8 / uint8 x
-    (per-tensor zero point, constant or runtime), a constant int8 / uint8 weight (zero point per
-    tensor or per output channel), 2-D. uint8 operands are shifted into int8 with their zero points
-    (as integer_matmul); x is padded explicitly with its zero point (so a padded tap adds 0), and
-    sum (x' - zx')(w' - zw') = x'·w' - zw'·boxsum(x') - zx'·sum(w') + K·zx'·zw' per output channel,
-    boxsum(x') a conv with a ones kernel. None when the operands are not that (the fp32 path)."""
+    """`int8_conv` of node inputs x, w and their zero points (indices), or None."""
     from ascendir.frontends.onnx.converters.convolution import _window_attrs
 
     x_shape, w_shape = node.shape(x), node.shape(w)
-    wv = node.input(w)
-    group = int(node.attr("group", 1))
-    if len(x_shape) != 4 or not isinstance(wv, Constant) or _vdtype(node.input(x)) not in (np.int8, np.uint8) \
-            or wv.dtype not in (np.int8, np.uint8):
+    if len(x_shape) != 4 or node.has_input(x_zp) and int(np.prod(node.shape(x_zp))) != 1:
         return None
-    zw_c = node.const(w_zp) if node.has_input(w_zp) else np.zeros((), wv.dtype)
-    if zw_c is None or node.has_input(x_zp) and int(np.prod(node.shape(x_zp))) != 1:
+    wv, zw = node.input(w), node.input(w_zp) if node.has_input(w_zp) else None
+    if not isinstance(wv, Constant) or zw is not None and not isinstance(zw, Constant):
         return None
-    o, cg, kh, kw = w_shape
-    shift_w = 128 if wv.dtype == np.uint8 else 0
-    zw = np.broadcast_to(np.asarray(zw_c, np.int32).reshape(-1), (o,)) - shift_w
+    window = _window_attrs(node, tuple(x_shape[2:]), tuple(w_shape[2:]))
+    return int8_conv(node, node.input(x), node.input(x_zp) if node.has_input(x_zp) else None, wv, zw,
+                     int(node.attr("group", 1)), *window)
+
+
+def int8_conv(node: NodeContext, x: Value, x_zp: Value | None, w: Constant, w_zp: Constant | None, group: int,
+              strides: list[int], pads: list[int], dilations: list[int]) -> SSAValue | None:
+    """(x - zx) conv (w - zw) in int32 on the int8 cube, exact for any window: x [N, C, H, W]
+    int8 / uint8 with a per-tensor zero point (constant or runtime), a constant int8 / uint8
+    weight with its zero point per tensor or per output channel. uint8 operands are shifted into
+    int8 with their zero points (as integer_matmul); x is padded explicitly with its zero point
+    (a padded tap adds 0), and sum (x' - zx')(w' - zw') = x'·w' - zw'·boxsum(x') - zx'·sum(w') +
+    K·zx'·zw' per output channel, boxsum(x') a conv with a ones kernel. None when the operands are
+    not that (the caller's float path)."""
+    if _vdtype(x) not in (np.int8, np.uint8) or w.dtype not in (np.int8, np.uint8) or len(w.shape) != 4:
+        return None
+    o, cg, kh, kw = w.shape
+    shift_w = 128 if w.dtype == np.uint8 else 0
+    zw_c = np.zeros((), np.int32) if w_zp is None else np.asarray(w_zp.array, np.int32)
+    if zw_c.size not in (1, o):
+        return None
+    zw = np.broadcast_to(zw_c.reshape(-1), (o,)) - shift_w
     if group != 1 and np.any(zw):  # the boxsum of a grouped conv would be one per group
         return None
-    strides, pads, dilations = _window_attrs(node, tuple(x_shape[2:]), (kh, kw))
-    qx, shift_x = _as_int8(node, node.input(x))
-    qw, _ = _as_int8(node, wv)
-    zx = _zero_point_i32(node, node.input(x_zp) if node.has_input(x_zp) else None, shift_x, [])
-    if not (isinstance(zx, int) and zx == 0) and any(pads):
+    qx, shift_x = _as_int8(node, x)
+    qw, _ = _as_int8(node, w)
+    zx = _zero_point_i32(node, x_zp, shift_x, [])
+    w_centered = lambda: (np.asarray(w.array).astype(np.int32) - shift_w) - zw.reshape(o, 1, 1, 1)  # noqa: E731
+    n, _, h, wd = _vshape(x)
+    out_hw = [nn.window_output_size(size, k, st, pads[d], pads[2 + d], dl)
+              for d, (size, k, st, dl) in enumerate(zip((h, wd), (kh, kw), strides, dilations))]
+    # a constant zero point: the padded taps' share of zx' · sum(w' - zw') is known at import (a
+    # [1, O, Ho, Wo] constant while small); otherwise x is padded with its zero point
+    border = isinstance(zx, int) and zx != 0 and any(pads) and o * math.prod(out_hw) <= _BORDER_CONSTANT
+    if not (isinstance(zx, int) and zx == 0) and any(pads) and not border:
         fill = node.scalar(zx, np.int8) if isinstance(zx, int) else node.emit(nn.CastOp(zx, i8))
         qx, pads = _pad_with(node, qx, fill, pads), [0, 0, 0, 0]
     y = node.emit(nn.Conv2dOp(qx, qw, None, strides, pads, dilations, group, i32))
@@ -498,14 +517,64 @@ def _int8_conv(node: NodeContext, x: int, x_zp: int, w: int, w_zp: int) -> SSAVa
     def per_channel(v: np.ndarray, name: str) -> SSAValue:
         return node.constant(np.asarray(v, np.int32).reshape(1, o, 1, 1), name)
 
-    if np.any(zw):  # - zw' · boxsum(x')
+    if np.any(zw):  # - zw' · boxsum(x') (padded taps read 0 or zx' - zx' = 0 after the next term)
         ones = node.constant(np.ones((1, cg, kh, kw), np.int8), "ones_kernel")
         box = node.emit(nn.Conv2dOp(qx, ones, None, strides, pads, dilations, 1, i32))
         y = node.emit(nn.SubOp(y, node.emit(nn.MulOp(box, per_channel(zw, "zw")))))
-    if not (isinstance(zx, int) and zx == 0):  # - zx' · sum(w') (+ K · zx' · zw')
-        sums = (np.asarray(wv.array).astype(np.int32) - shift_w).reshape(o, -1).sum(axis=1)
-        corr = sums - cg * kh * kw * zw
-        y = node.emit(nn.SubOp(y, _mul_zp(node, zx, per_channel(corr, "w_sums"))))
+    if border:  # - zx' · (sum of w' - zw' over the taps inside the image)
+        y = node.emit(nn.SubOp(y, node.constant(zx * _valid_tap_sums(w_centered(), (h, wd), out_hw, strides, pads, dilations), "w_sums")))
+    elif not (isinstance(zx, int) and zx == 0):  # - zx' · sum(w' - zw')
+        y = node.emit(nn.SubOp(y, _mul_zp(node, zx, per_channel(w_centered().reshape(o, -1).sum(axis=1), "w_sums"))))
+    return y
+
+
+_BORDER_CONSTANT = 1 << 16  # elements of the [1, O, Ho, Wo] border correction kept as a constant
+
+
+def _valid_tap_sums(wc: np.ndarray, hw: tuple[int, int], out_hw: list[int], strides, pads, dilations) -> np.ndarray:
+    """int32 [1, O, Ho, Wo]: for each output position, the sum of wc [O, Cg, kh, kw] over the
+    taps that read inside the image (not padding)."""
+    o, _, kh, kw = wc.shape
+    per_tap = wc.sum(axis=1)  # [O, kh, kw]
+    rows = [np.arange(out_hw[0]) * strides[0] + i * dilations[0] - pads[0] for i in range(kh)]
+    cols = [np.arange(out_hw[1]) * strides[1] + j * dilations[1] - pads[1] for j in range(kw)]
+    out = np.zeros((o, *out_hw), np.int64)
+    for i in range(kh):
+        vr = (rows[i] >= 0) & (rows[i] < hw[0])
+        for j in range(kw):
+            vc = (cols[j] >= 0) & (cols[j] < hw[1])
+            out += per_tap[:, i, j, None, None] * (vr[:, None] & vc[None, :])
+    return out.astype(np.int32)[None]
+
+
+def qdq_conv(node: NodeContext) -> SSAValue | None:
+    """The QDQ pattern of quantize_static around a 2-D Conv: X = DequantizeLinear(qx, sx, zx) (one
+    scale), W = DequantizeLinear(qw, sw, zw) of a constant int8 / uint8 weight (one scale or one
+    per output channel), optional float bias. Runs as float32(int8_conv(qx, qw)) · (sx · sw) +
+    bias: the product on the int8 cube (int32 accumulate, exact), one rounding by the scales,
+    instead of a float conv over dequantized values. None when the inputs are not that pattern."""
+    from ascendir.frontends.onnx.converters.convolution import _window_attrs
+
+    pa, pb = _dequantized(node, 0), _dequantized(node, 1)
+    if pa is None or pb is None or len(node.shape(0)) != 4:
+        return None
+    qx, sx, zx, _ = pa
+    qw, sw, zw, axis = pb
+    if sx.size != 1 or not isinstance(qw, Constant) or len(qw.shape) != 4 or sw.size != 1 and (axis != 0 or sw.size != qw.shape[0]):
+        return None
+    if node.has_input(2) and node.dtype(2) != sx.dtype:
+        return None
+    window = _window_attrs(node, tuple(node.shape(0)[2:]), tuple(qw.shape[2:]))
+    acc = int8_conv(node, qx, zx, qw, zw, int(node.attr("group", 1)), *window)
+    if acc is None:
+        return None
+    o = qw.shape[0]
+    mult = (np.float32(np.asarray(sx.array).reshape(())) * np.asarray(sw.array, np.float32)).astype(np.float32)
+    mult = node.constant(mult.reshape(()) if mult.size == 1 else mult.reshape(1, o, 1, 1), "multiplier")
+    y = node.emit(nn.MulOp(node.emit(nn.CastOp(acc, f32)), mult))
+    y = _cast(node, y, from_numpy_dtype(sx.dtype))
+    if node.has_input(2):
+        y = node.emit(nn.AddOp(y, node.emit(nn.ReshapeOp(node.value(2), [o, 1, 1]))))
     return y
 
 
