@@ -21,7 +21,7 @@ from tests.cli_helpers import run_cli
 from tests.test_models_e2e import DATA
 
 QUANT = DATA / "quant"
-QUANT_MODELS = ["mlp_qdq", "mlp_nbits4", "resnet_qdq", "llama_dynamic"]
+QUANT_MODELS = ["mlp_qdq", "mlp_nbits4", "resnet_qdq", "llama_dynamic", "cnn_dynamic", "transformer_qdq"]
 TARGET = "ascend910b2"
 
 

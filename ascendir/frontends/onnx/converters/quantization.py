@@ -497,7 +497,9 @@ def int8_conv(node: NodeContext, x: Value, x_zp: Value | None, w: Constant, w_zp
     if zw_c.size not in (1, o):
         return None
     zw = np.broadcast_to(zw_c.reshape(-1), (o,)) - shift_w
-    if group != 1 and np.any(zw):  # the boxsum of a grouped conv would be one per group
+    if group != 1 and np.any(zw) or group > 1 and cg == 1:
+        # the boxsum of a grouped conv would be one per group; a depthwise conv runs on the
+        # vector unit (conv.py), which has no int8 product
         return None
     qx, shift_x = _as_int8(node, x)
     qw, _ = _as_int8(node, w)
