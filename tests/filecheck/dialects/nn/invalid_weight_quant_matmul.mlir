@@ -47,3 +47,11 @@ func.func @main(%x: tensor<2x64xf16>, %w: tensor<64x48xi8>, %s: tensor<1x48xf16>
   %y = nn.weight_quant_matmul %x, %w, %s {group_size = 64 : i64} : (tensor<2x64xf16>, tensor<64x48xi8>, tensor<1x48xf16>) -> tensor<2x48xf32>
   func.return
 }
+
+// -----
+
+// CHECK: nn.weight_quant_matmul: zero-size operands are not supported
+func.func @main(%x: tensor<0x64xf16>, %w: tensor<64x48xi8>, %s: tensor<1x48xf16>) {
+  %y = nn.weight_quant_matmul %x, %w, %s {group_size = 64 : i64} : (tensor<0x64xf16>, tensor<64x48xi8>, tensor<1x48xf16>) -> tensor<0x48xf16>
+  func.return
+}
