@@ -29,6 +29,7 @@ from ascendir.dialects import nn
 from ascendir.dtypes import from_numpy_dtype, to_numpy_dtype
 from ascendir.frontends.onnx.conversion import NodeContext
 from ascendir.frontends.onnx.converters.registry import converts
+from ascendir.frontends.onnx.converters.window_attrs import _as_2d, _spatial_rank, _window_attrs
 from ascendir.frontends.onnx.values import Constant, Value
 
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2^23: adding then subtracting it rounds an f32 half to even
@@ -467,8 +468,6 @@ def _pad_with(node: NodeContext, x: SSAValue, fill: SSAValue, pads: list[int]) -
 
 def _int8_conv(node: NodeContext, x: int, x_zp: int, w: int, w_zp: int) -> SSAValue | None:
     """`int8_conv` of node inputs x, w and their zero points (indices), or None."""
-    from ascendir.frontends.onnx.converters.convolution import _window_attrs
-
     x_shape, w_shape = node.shape(x), node.shape(w)
     if len(x_shape) != 4 or node.has_input(x_zp) and int(np.prod(node.shape(x_zp))) != 1:
         return None
@@ -555,8 +554,6 @@ def qdq_conv(node: NodeContext) -> SSAValue | None:
     per output channel), optional float bias. Runs as float32(int8_conv(qx, qw)) · (sx · sw) +
     bias: the product on the int8 cube (int32 accumulate, exact), one rounding by the scales,
     instead of a float conv over dequantized values. None when the inputs are not that pattern."""
-    from ascendir.frontends.onnx.converters.convolution import _window_attrs
-
     pa, pb = _dequantized(node, 0), _dequantized(node, 1)
     if pa is None or pb is None or len(node.shape(0)) != 4:
         return None
@@ -585,8 +582,6 @@ def integer_conv(node: NodeContext, x: int, x_zp: int, w: int, w_zp: int) -> SSA
 
     Raises:
         AscendirError: when a partial sum could exceed 2^24 (not exact in float32)."""
-    from ascendir.frontends.onnx.converters.convolution import _as_2d, _spatial_rank, _window_attrs
-
     x_shape, w_shape = node.shape(x), node.shape(w)
     rank = _spatial_rank(node, x_shape)
     kernel = tuple(w_shape[2:])
