@@ -15,10 +15,15 @@ projections come in four forms:
          ascendir runs it as an int8 x int8 -> int32 cube matmul (s8 mmad, 2x the f16 K step)
 * W8A16  com.microsoft MatMulNBits, bits 8, block 128
 * W4A16  com.microsoft MatMulNBits, bits 4, block 128
+         both run as `nn.weight_quant_matmul` (antiquant, templates/antiquant.py): the weight
+         stays int8 / int4 in GM, the AIVs dequantise it chunk by chunk into a GM workspace (L2),
+         the AIC multiplies in fp16
 
 Weights are external data in a sparse file: compiled --shape-only, simulated timing-only.
-`weight bytes` is what the WeightStore holds for the projections, i.e. what crosses HBM; HBM %
-is (GM bytes read - L2 hits + written) / time / HBM bandwidth (910B2 TOML).
+`weight bytes` is what the WeightStore holds for the projections (packed: int4 at half a byte),
+i.e. what crosses HBM; `HBM bytes` is GM bytes read - L2 hits + GM bytes written - writes that
+stayed in L2 (the run's whole traffic: weights, KV cache, activations, workspaces' first writes);
+HBM % is those bytes / time / HBM bandwidth (910B2 TOML).
 """
 
 from __future__ import annotations
@@ -143,6 +148,7 @@ def build(folder: Path, form: str, seq: int, ctx: int) -> Path:
 
 def measure(form: str, seq: int, ctx: int, target_name: str) -> dict:
     from ascendir.driver import compile_model
+    from ascendir.dtypes import packed_nbytes
     from ascendir.hardware import load_target
     from ascendir.interpreter import simulate
 
@@ -152,12 +158,12 @@ def measure(form: str, seq: int, ctx: int, target_name: str) -> dict:
         module, weights = compile_model(path, target_name, shape_only=True)
         res = simulate(module, weights, {}, target, timing_only=True)
     proj = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-    wbytes = sum(weights[n].nbytes for n in weights if n.startswith(proj))
+    wbytes = sum(packed_nbytes(weights[n].dtype, weights[n].size) for n in weights if n.startswith(proj))
     rep = res.report
     b = rep["bytes"]
-    hbm = b["gm_read"] - b.get("l2_hit", 0.0) + b["gm_write"]
-    return {"cycles": rep["total_cycles"], "weight_bytes": wbytes, "hbm_pct": 100.0 * hbm / rep["total_seconds"] / rep["ceilings"]["hbm_Bps"],
-            "m_busy": rep["pipe_busy"].get("M", 0.0)}
+    hbm = b["gm_read"] - b.get("l2_hit", 0.0) + b["gm_write"] - b.get("l2_write", 0.0)
+    return {"cycles": rep["total_cycles"], "weight_bytes": wbytes, "hbm_bytes": hbm,
+            "hbm_pct": 100.0 * hbm / rep["total_seconds"] / rep["ceilings"]["hbm_Bps"], "m_busy": rep["pipe_busy"].get("M", 0.0)}
 
 
 def main() -> None:
@@ -170,18 +176,19 @@ def main() -> None:
     cases = [("decode", 1, args.ctx)] + ([("prefill", args.prefill, args.prefill)] if args.prefill else [])
     for phase, seq, ctx in cases:
         print(f"\n{phase}: {seq} token(s) over {ctx} positions, one layer, {args.target}, timing-only\n")
-        print("| form | cycles | vs fp16 | projection weight bytes | HBM % | cube M-pipe busy (cycles, all cores) |")
-        print("|---|---|---|---|---|---|")
+        print("| form | cycles | vs fp16 | projection weight bytes | HBM bytes | vs fp16 | HBM % | cube M-pipe busy (cycles, all cores) |")
+        print("|---|---|---|---|---|---|---|---|")
         base = None
         for form in FORMS:
             t0 = time.perf_counter()
             r = measure(form, seq, ctx, args.target)
-            base = base or r["cycles"]
-            print(f"| {form} | {r['cycles']:,.0f} | {r['cycles'] / base:.2f}x | {r['weight_bytes'] / 2**20:,.1f} MiB "
+            base = base or r
+            print(f"| {form} | {r['cycles']:,.0f} | {r['cycles'] / base['cycles']:.2f}x | {r['weight_bytes'] / 2**20:,.1f} MiB "
+                  f"| {r['hbm_bytes'] / 2**20:,.1f} MiB | {r['hbm_bytes'] / base['hbm_bytes']:.2f}x "
                   f"| {r['hbm_pct']:.0f} % | {r['m_busy']:,.0f} |", flush=True)
             print(f"  ({form}: {time.perf_counter() - t0:.0f} s wall)", file=__import__("sys").stderr)
-    print("\nW8A16 / W4A16: MatMulNBits weights are dequantised to fp16 at import (antiquant in the matmul "
-          "template is not implemented yet), so they cross HBM as fp16 and run as the fp16 layer does.")
+    print("\nW8A16 / W4A16: antiquant (nn.weight_quant_matmul): the weights cross HBM as int8 / int4 and are "
+          "dequantised on the AIVs; the fp16 tiles reach the cube through a per-core GM workspace that stays in L2.")
 
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ with onnxruntime's own quantizers, as users quantize models:
 * resnet_qdq      quantize_static, QDQ format, of resnet_small (Conv / Gemm)
 * llama_dynamic   quantize_dynamic of llama_small: uint8 activations by DynamicQuantizeLinear,
                   int8 weights, MatMulInteger for every MatMul of the decoder and lm_head
+* cnn_dynamic     quantize_dynamic of families/convnext_small (ConvInteger, MatMulInteger)
+* transformer_qdq quantize_static, QDQ format, of families/bloom_small
 
 Each gets reference.npz: the source model's inputs and onnxruntime's outputs of the quantized
 model (CPU execution provider, graph optimizations off, so ORT runs the ops as written).
 
-    /work/.venv-corpus/bin/python scripts/build_quant_models.py [OUT]   (default tests/data/quant)
+    /work/.venv-corpus/bin/python scripts/build_quant_models.py [OUT [NAME...]]   (default tests/data/quant, all)
 
 Needs onnxruntime's quantization tools (onnx_ir: the corpus venv); the product and its tests
 only read the results.
@@ -106,7 +108,11 @@ def build(out: Path) -> None:
         "mlp_nbits4": ("mlp_small", "nbits_asym"),
         "resnet_qdq": ("resnet_small", "static"),
         "llama_dynamic": ("llama_small", "dynamic"),
+        "cnn_dynamic": ("families/convnext_small", "dynamic"),
+        "transformer_qdq": ("families/bloom_small", "static"),
     }
+    if len(sys.argv) > 2:  # only these
+        jobs = {k: v for k, v in jobs.items() if k in sys.argv[2:]}
     for name, (source, how) in jobs.items():
         src = DATA / source / "model.onnx"
         inputs, _ = _reference(source)

@@ -21,7 +21,7 @@ from tests.cli_helpers import run_cli
 from tests.test_models_e2e import DATA
 
 QUANT = DATA / "quant"
-QUANT_MODELS = ["mlp_qdq", "mlp_nbits4", "resnet_qdq", "llama_dynamic"]
+QUANT_MODELS = ["mlp_qdq", "mlp_nbits4", "resnet_qdq", "llama_dynamic", "cnn_dynamic", "transformer_qdq"]
 TARGET = "ascend910b2"
 
 
@@ -118,12 +118,66 @@ def test_quantize_dequantize_blocked_int4_match_onnxruntime() -> None:
 
 
 def test_conv_integer_beyond_exact_fp32_is_refused() -> None:
+    """A runtime weight takes the fp32 convolution, exact only below 2^24: refused past it."""
+    node = helper.make_node("ConvInteger", ["x", "w"], ["y"])
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 512, 8, 8]),
+                            helper.make_tensor_value_info("w", TensorProto.UINT8, [4, 512, 3, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 4, 6, 6])], opset=13)
+    with pytest.raises(AscendirError, match=r"ConvInteger '#0 -> y': a window of 4608 products .* could exceed 2\^24"):
+        import_onnx(model)
+
+
+def test_conv_integer_past_2_24_is_exact_on_the_int8_cube() -> None:
+    """A constant weight takes the int8 cube (int32 accumulate): sums of 4608 products of
+    255 x 200 (past 2^24, where the fp32 path was refused) equal onnxruntime's exactly."""
     w = np.full((4, 512, 3, 3), 200, np.uint8)
+    w[1] = 0
     node = helper.make_node("ConvInteger", ["x", "w"], ["y"])
     model = _model([node], [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 512, 8, 8])],
                    [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 4, 6, 6])], [numpy_helper.from_array(w, "w")], opset=13)
-    with pytest.raises(AscendirError, match=r"ConvInteger '#0 -> y': a window of 4608 products .* could exceed 2\^24"):
-        import_onnx(model)
+    x = np.full((1, 512, 8, 8), 255, np.uint8)
+    x[..., 0] = 3
+    module, result = _ascendir(model, {"x": x})
+    want = _ort(model, {"x": x})[0]
+    assert np.abs(want).max() > 2**24
+    np.testing.assert_array_equal(result.outputs["y"], want)
+    assert "xi8, #ascend<space l0a>>" in str(module)  # the s8 mmad
+
+
+@pytest.mark.parametrize(("x_dt", "w_dt", "zx", "zw", "pads", "group"), [
+    (np.uint8, np.int8, 131, 0, [1, 1, 1, 1], 1),
+    (np.uint8, np.uint8, 7, 200, [1, 0, 2, 1], 1),  # asymmetric pads, uint8 weight zero point
+    (np.int8, np.int8, -5, 3, [0, 0, 0, 0], 1),
+    (np.uint8, np.int8, 200, 0, [1, 1, 1, 1], 2),  # grouped
+])
+def test_int8_conv_zero_points_and_padding_match_onnxruntime(x_dt, w_dt, zx, zw, pads, group) -> None:
+    """ConvInteger and QLinearConv on the int8 cube: zero points (shifted uint8 included), padding
+    that reads x's zero point, groups; ConvInteger equals onnxruntime exactly, QLinearConv too
+    (int32 accumulator + int32 bias, requantized in float32)."""
+    rng = np.random.default_rng(11)
+    c, o = 16, 8
+    w = rng.integers(np.iinfo(w_dt).min, np.iinfo(w_dt).max + 1, (o, c // group, 3, 3)).astype(w_dt)
+    x = rng.integers(np.iinfo(x_dt).min, np.iinfo(x_dt).max + 1, (2, c, 9, 7)).astype(x_dt)
+    x_t = TensorProto.UINT8 if x_dt == np.uint8 else TensorProto.INT8
+    ho, wo = 9 + pads[0] + pads[2] - 2, 7 + pads[1] + pads[3] - 2
+    zs = [numpy_helper.from_array(np.asarray(zx, x_dt), "zx"), numpy_helper.from_array(np.asarray(zw, w_dt), "zw")]
+    feeds = {"x": x}
+    ci = _model([helper.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"], pads=pads, group=group)],
+                [helper.make_tensor_value_info("x", x_t, list(x.shape))], [helper.make_tensor_value_info("y", TensorProto.INT32, [2, o, ho, wo])],
+                [numpy_helper.from_array(w, "w"), *zs], opset=13)
+    _, result = _ascendir(ci, feeds)
+    np.testing.assert_array_equal(result.outputs["y"], _ort(ci, feeds)[0])
+    bias = rng.integers(-5000, 5000, o).astype(np.int32)
+    scales = [numpy_helper.from_array(np.asarray(v, np.float32), n) for v, n in ((0.02, "sx"), (0.003, "sw"), (1.9, "sy"))]
+    ql = _model([helper.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy", "b"], ["y"], pads=pads, group=group)],
+                [helper.make_tensor_value_info("x", x_t, list(x.shape))], [helper.make_tensor_value_info("y", x_t, [2, o, ho, wo])],
+                [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "b"), numpy_helper.from_array(np.asarray(10, x_dt), "zy"), *zs, *scales],
+                opset=13)
+    _, result = _ascendir(ql, feeds)
+    want = _ort(ql, feeds)[0]
+    np.testing.assert_array_equal(result.outputs["y"], want)
+    info = np.iinfo(x_dt)
+    assert 0 < np.count_nonzero((want > info.min) & (want < info.max))  # not all saturated
 
 
 def test_matmul_nbits_refuses_g_idx() -> None:
@@ -274,3 +328,149 @@ def test_dtype_fp16_on_an_activation_quantized_model_is_refused() -> None:
     with np.load(QUANT / "mlp_nbits4" / "reference.npz") as ref:
         result = simulate(module, weights, {"input": ref["input:input"]}, load_target(TARGET))
         np.testing.assert_allclose(result.outputs["output"].astype(np.float32), ref["output:output"], rtol=1e-2, atol=1e-3)
+
+
+# ---------------------------------------------------------------------------------------------
+# weight-only (antiquant): nn.weight_quant_matmul
+# ---------------------------------------------------------------------------------------------
+def _nbits_model(m, k, n, bits, block, zero_points, elem=TensorProto.FLOAT, seed=0):
+    """One MatMulNBits [m, k] x [k, n] with random packed weights, scales and (packed) zero points."""
+    rng = np.random.default_rng(seed)
+    nb = -(-k // block)
+    dt = np.float16 if elem == TensorProto.FLOAT16 else np.float32
+    inits = [numpy_helper.from_array(rng.integers(0, 256, (n, nb, block * bits // 8), dtype=np.uint8), "b"),
+             numpy_helper.from_array((rng.random(n * nb) * 0.05 + 0.01).astype(dt), "s")]
+    ins = ["a", "b", "s"]
+    if zero_points:
+        inits.append(numpy_helper.from_array(rng.integers(0, 256, (n * -(-nb * bits // 8),), dtype=np.uint8), "z"))
+        ins.append("z")
+    node = helper.make_node("MatMulNBits", ins, ["y"], domain="com.microsoft", K=k, N=n, bits=bits, block_size=block)
+    model = _model([node], [helper.make_tensor_value_info("a", elem, [m, k])], [helper.make_tensor_value_info("y", elem, [m, n])],
+                   inits, domains=["com.microsoft"])
+    return model, {"a": rng.standard_normal((m, k)).astype(dt)}
+
+
+@pytest.mark.parametrize(("m", "k", "n", "bits", "block", "zero_points"), [
+    (3, 80, 48, 4, 32, True),  # K not a multiple of the block: a partial last group
+    (2, 1024, 64, 8, 512, False),  # a group longer than the kernel's K chunk
+    (16, 256, 40, 4, 16, False),
+])
+def test_matmul_nbits_is_antiquant_and_matches_onnxruntime(m, k, n, bits, block, zero_points) -> None:
+    """4 / 8-bit MatMulNBits keep the weight int4 / int8 (nn.weight_quant_matmul) and equal
+    onnxruntime within float32 rounding: the same dequantised weight, a float product (its sums
+    in another order: atol 1e-6 of the largest output)."""
+    model, feeds = _nbits_model(m, k, n, bits, block, zero_points)
+    module, result = _ascendir(model, feeds)
+    assert "ascend.kernel @weight_quant_matmul" in str(module)
+    want = _ort(model, feeds)[0]
+    # float32 products summed in another order over K: rounding relative to the outputs' scale
+    np.testing.assert_allclose(result.outputs["y"], want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+
+
+def _weight_only_qdq_mlp(w_dt, per_column, zero_point, transpose=False):
+    """x [8, 64] float32 -> DequantizeLinear(int8 / uint8 W1) MatMul -> Relu -> Gemm with a
+    DequantizeLinear(W2) (transB when `transpose`): weight-only QDQ, float activations."""
+    rng = np.random.default_rng(7)
+    lo, hi = np.iinfo(w_dt).min, np.iinfo(w_dt).max
+    w1 = rng.integers(lo, hi + 1, (64, 48)).astype(w_dt)
+    w2 = rng.integers(lo, hi + 1, (16, 48) if transpose else (48, 16)).astype(w_dt)
+    s1 = (rng.random(48) * 0.01 + 0.001).astype(np.float32) if per_column else np.asarray(0.004, np.float32)
+    s2 = (rng.random(16) * 0.01 + 0.001).astype(np.float32) if per_column else np.asarray(0.003, np.float32)
+    zp = (lambda n: rng.integers(lo // 4, hi // 4 + 1, n).astype(w_dt) if per_column else np.asarray(hi // 5, w_dt)) if zero_point \
+        else (lambda n: np.zeros(n, w_dt) if per_column else np.asarray(0, w_dt))
+    inits = [numpy_helper.from_array(a, nm) for a, nm in ((w1, "w1"), (s1, "s1"), (zp(48), "z1"), (w2, "w2"), (s2, "s2"), (zp(16), "z2"))]
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w1", "s1", "z1"], ["w1f"], axis=1),
+        helper.make_node("MatMul", ["x", "w1f"], ["h"]),
+        helper.make_node("Relu", ["h"], ["hr"]),
+        helper.make_node("DequantizeLinear", ["w2", "s2", "z2"], ["w2f"], axis=0 if transpose else 1),
+        helper.make_node("Gemm", ["hr", "w2f"], ["y"], transB=int(transpose)),
+    ]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])], inits)
+    return model, {"x": rng.standard_normal((8, 64)).astype(np.float32)}
+
+
+@pytest.mark.parametrize(("w_dt", "per_column", "zero_point", "transpose"), [
+    (np.int8, True, False, False), (np.int8, False, True, True), (np.uint8, True, True, False), (np.uint8, False, True, True),
+])
+def test_weight_only_qdq_mlp_is_antiquant_and_matches_onnxruntime(w_dt, per_column, zero_point, transpose) -> None:
+    """DequantizeLinear of a constant int8 / uint8 weight feeding a MatMul / Gemm with float
+    activations: nn.weight_quant_matmul over an int8 weight (uint8 shifted by 128, the shift in the
+    offset), equal to onnxruntime's float product over the dequantised weight."""
+    model, feeds = _weight_only_qdq_mlp(w_dt, per_column, zero_point, transpose)
+    module, weights = import_onnx(model)
+    mms = [op for op in module.walk() if op.name == "nn.weight_quant_matmul"]
+    assert len(mms) == 2 and all(str(op.weight.type.element_type) == "i8" for op in mms)
+    lower(module, weights, TARGET)
+    result = simulate(module, weights, feeds, load_target(TARGET))
+    np.testing.assert_allclose(result.outputs["y"], _ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_antiquant_weights_cross_hbm_narrow() -> None:
+    """A decode-shaped fp16 GEMV [1, 4096] x [4096, 4096]: W8 moves one byte per weight over HBM
+    and W4 half a byte (their difference is exactly K·N/2 bytes; the dequantised fp16 tiles go
+    through an L2-resident workspace whose first writes add the same to both), so both move far
+    fewer bytes than the fp16 MatMul (measured: 33.6 MB fp16, 23.3 MB W8, 15.0 MB W4) and take
+    fewer cycles (90.0 K fp16, 41.0 K W8, 42.5 K W4: bound by the workspace's L2 round trip)."""
+    k, n = 4096, 4096
+
+    def run(bits):
+        if bits == 16:
+            w = np.zeros((k, n), np.float16)
+            model = _model([helper.make_node("MatMul", ["a", "w"], ["y"])], [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [1, k])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, n])], [numpy_helper.from_array(w, "w")])
+            feeds = {"a": np.zeros((1, k), np.float16)}
+        else:
+            model, feeds = _nbits_model(1, k, n, bits, 128, False, TensorProto.FLOAT16)
+        module, weights = import_onnx(model)
+        lower(module, weights, TARGET)
+        b = simulate(module, weights, feeds, load_target(TARGET), timing_only=True).report
+        return b["total_cycles"], b["bytes"]["gm_read"] - b["bytes"].get("l2_hit", 0) + b["bytes"]["gm_write"] - b["bytes"].get("l2_write", 0)
+
+    (c16, h16), (c8, h8), (c4, h4) = run(16), run(8), run(4)
+    fp16_weight = k * n * 2
+    assert h16 >= fp16_weight
+    assert abs((h8 - h4) - k * n / 2) < 0.02 * k * n / 2, (h8, h4)
+    assert h8 < 0.75 * h16 and h4 < 0.5 * h16, (h16, h8, h4)
+    assert c8 < 0.6 * c16 and c4 < 0.6 * c16, (c16, c8, c4)
+
+
+@pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
+def test_matmul_nbits_fp16_antiquant_on_both_architectures(target) -> None:
+    """fp16 W4 with zero points: the split-core mix kernel (910B) and the coupled-core kernel
+    (910A, output through UB) give the nn reference's values exactly (the dequantised weight is
+    one rounding in fp16, the product an fp32 accumulation), within one fp16 ulp of onnxruntime."""
+    from ascendir.interpreter.exec.nn_reference import run_nn
+
+    model, feeds = _nbits_model(4, 256, 96, 4, 32, True, TensorProto.FLOAT16)
+    module, weights = import_onnx(model)
+    want = run_nn(module, weights, feeds)["y"]
+    lower(module, weights, target)
+    got = simulate(module, weights, feeds, load_target(target)).outputs["y"]
+    np.testing.assert_array_equal(got, want)
+    ort_y = _ort(model, feeds)[0].astype(np.float32)
+    np.testing.assert_allclose(got.astype(np.float32), ort_y, rtol=0, atol=float(np.spacing(np.abs(ort_y).max().astype(np.float16))))
+
+
+def test_int8_conv_with_a_runtime_zero_point_pads_with_it() -> None:
+    """ConvInteger whose x zero point is a graph input (DynamicQuantizeLinear's): x is padded with
+    it at run time before the int8 conv; equal to onnxruntime exactly."""
+    rng = np.random.default_rng(5)
+    w = rng.integers(-128, 128, (8, 16, 3, 3)).astype(np.int8)
+    x = rng.integers(0, 256, (1, 16, 6, 6)).astype(np.uint8)
+    node = helper.make_node("ConvInteger", ["x", "w", "zx"], ["y"], pads=[1, 2, 0, 1], strides=[2, 1])
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 16, 6, 6]), helper.make_tensor_value_info("zx", TensorProto.UINT8, [])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 8, 3, 7])], [numpy_helper.from_array(w, "w")], opset=13)
+    feeds = {"x": x, "zx": np.asarray(77, np.uint8)}
+    module, result = _ascendir(model, feeds)
+    np.testing.assert_array_equal(result.outputs["y"], _ort(model, feeds)[0])
+    assert "xi8, #ascend<space l0a>>" in str(module)
+
+
+def test_qdq_conv_runs_on_the_int8_cube() -> None:
+    """resnet_qdq's QDQ Convs become int8 convolutions (s8 mmad), its output still equal to
+    onnxruntime's (test_quantized_model_matches_onnxruntime)."""
+    module, _ = compile_model(QUANT / "resnet_qdq" / "model.onnx", TARGET, opt_level="O2")
+    convs = [k for k in str(module).split("ascend.kernel @")[1:] if k.startswith("conv")]
+    assert convs and all("xi8, #ascend<space l0a>>" in k for k in convs)

@@ -34,7 +34,7 @@ def test_every_fused_kind_has_a_template():
 def test_every_op_family_has_one_template():
     """Each op family's template lowers the classes it names, and no class has two."""
     assert {t.kind for t in OP_FAMILIES} == {"elementwise_op", "matmul", "reduction", "data_movement", "conv2d", "pool2d", "topk",
-                                            "collective"}
+                                            "collective", "weight_quant_matmul"}
     assert sum(len(t.ops) for t in OP_FAMILIES) == len(OP_TEMPLATES)
     for t in OP_FAMILIES:
         assert all(OP_TEMPLATES[c] is t for c in t.ops), t.kind

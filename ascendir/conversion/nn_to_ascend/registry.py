@@ -21,6 +21,7 @@ from ascendir.conversion.nn_to_ascend.kinds.moe_experts import MOE_EXPERTS
 from ascendir.conversion.nn_to_ascend.kinds.moe_finalize import MOE_FINALIZE
 from ascendir.conversion.nn_to_ascend.kinds.moe_gating import MOE_GATING
 from ascendir.conversion.nn_to_ascend.kinds.norm_matmul import NORM_MATMUL
+from ascendir.conversion.nn_to_ascend.kinds.ops.antiquant import ANTIQUANT
 from ascendir.conversion.nn_to_ascend.kinds.ops.collectives import COLLECTIVES
 from ascendir.conversion.nn_to_ascend.kinds.ops.conv import CONV2D
 from ascendir.conversion.nn_to_ascend.kinds.ops.data_movement import DATA_MOVEMENT
@@ -40,7 +41,7 @@ FUSED_KINDS: dict[str, Template] = {
     )
 }
 # the op families lowered op by op
-OP_FAMILIES: tuple[Template, ...] = (ELEMENTWISE_OPS, MATMUL, REDUCTION, DATA_MOVEMENT, CONV2D, POOL2D, TOPK, COLLECTIVES)
+OP_FAMILIES: tuple[Template, ...] = (ELEMENTWISE_OPS, MATMUL, REDUCTION, DATA_MOVEMENT, CONV2D, POOL2D, TOPK, COLLECTIVES, ANTIQUANT)
 OP_TEMPLATES: dict[type[Operation], Template] = {cls: t for t in OP_FAMILIES for cls in t.ops}
 
 

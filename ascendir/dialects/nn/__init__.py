@@ -8,6 +8,7 @@ attributes are enum attributes (attrs.py): `#nn.pool_kind<max>`, `#nn.gelu_appro
 
 Collectives over device groups (collectives.py): `nn.all_reduce`, `nn.all_gather`,
 `nn.reduce_scatter`, `nn.all_to_all`, the points where the ranks of a sharded (SPMD) module meet.
+Weight-only quantized matmul (quant.py): `nn.weight_quant_matmul` (antiquant).
 
 Every op prints as `nn.op %operands {attrs} : (operand types) -> result types`.
 """
@@ -17,6 +18,7 @@ from xdsl.ir import Dialect
 from ascendir.dialects.nn.attrs import GeluApproximate, GeluApproximateAttr, PoolKind, PoolKindAttr
 from ascendir.dialects.nn.cache import CacheAppendOp  # noqa: F401 (re-exported)
 from ascendir.dialects.nn.collectives import AllGatherOp, AllReduceOp, AllToAllOp, CollectiveOp, ReduceScatterOp
+from ascendir.dialects.nn.quant import WeightQuantMatmulOp  # noqa: F401 (re-exported)
 from ascendir.dialects.nn.fused import FusedKind, FusedKindAttr, FusedOp, YieldOp
 from ascendir.dialects.nn.ops import (
     AbsOp,
@@ -106,6 +108,7 @@ NN = Dialect(
         YieldOp, FusedOp,
         AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
         CacheAppendOp,
+        WeightQuantMatmulOp,
     ],
     [FusedKindAttr, PoolKindAttr, GeluApproximateAttr],
 )

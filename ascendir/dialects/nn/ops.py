@@ -762,7 +762,8 @@ class WindowOp(NNOp):
 @irdl_op_definition
 class Conv2dOp(WindowOp):
     """2-D convolution (ONNX Conv), NCHW: input [N, C, H, W], weight [O, C/group, kh, kw],
-    optional bias [O] → [N, O, Ho, Wo]."""
+    optional bias [O] → [N, O, Ho, Wo]. int8 x int8 accumulates in int32 (the cube's s8 mmad,
+    as nn.matmul); other types keep the input's."""
 
     name = "nn.conv2d"
     input = operand_def(TensorType)
@@ -774,7 +775,7 @@ class Conv2dOp(WindowOp):
 
     def __init__(
         self, x: SSAValue, w: SSAValue, b: SSAValue | None, strides: Sequence[int], pads: Sequence[int],
-        dilations: Sequence[int], group: int,
+        dilations: Sequence[int], group: int, result_elem: Attribute | None = None,
     ):
         n, _, h, wd = shape_of(x)
         o, _, kh, kw = shape_of(w)
@@ -782,7 +783,7 @@ class Conv2dOp(WindowOp):
                        for d, (size, k, st, dl) in enumerate(zip((h, wd), (kh, kw), strides, dilations)))]
         super().__init__(
             operands=[x, w, b],
-            result_types=[TensorType(x.type.element_type, out)],
+            result_types=[TensorType(x.type.element_type if result_elem is None else result_elem, out)],
             properties={
                 "strides": _int_array(strides), "pads": _int_array(pads), "dilations": _int_array(dilations),
                 "group": IntegerAttr(group, i64),
@@ -798,6 +799,9 @@ class Conv2dOp(WindowOp):
             raise VerifyException(f"nn.conv2d: bias must have shape [{w[0]}]")
         if shape_of(self.result)[:2] != (x[0], w[0]):
             raise VerifyException("nn.conv2d: result must be [N, O, Ho, Wo]")
+        a, b, r = (v.type.element_type for v in (self.input, self.weight, self.result))
+        if (a == b == i8) != (r == i32 and a == i8):
+            raise VerifyException(f"nn.conv2d: {a} x {b} cannot give {r} (only i8 x i8 -> i32 widens)")
         self._verify_window(w[2:], allow_partial=False)
 
 

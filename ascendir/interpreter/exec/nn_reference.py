@@ -177,6 +177,20 @@ def _matmul(op: nn.MatmulOp, args, weights):
     return np.matmul(a.astype(np.int64), b.astype(np.int64))
 
 
+@semantics(nn.WeightQuantMatmulOp)
+def _weight_quant_matmul(op: nn.WeightQuantMatmulOp, args, weights):
+    # dequantise in x's type as the template does ((w + offset) exact, one rounding by the scale),
+    # then the product as nn.matmul's
+    x, w, scale = args[:3]
+    g = op.group_size.value.data
+    k = w.shape[0]
+    wf = w.astype(np.float32)
+    if len(args) > 3:
+        wf = wf + np.repeat(args[3].astype(np.float32), g, axis=0)[:k]
+    wd = (wf * np.repeat(scale.astype(np.float32), g, axis=0)[:k]).astype(x.dtype)
+    return np.matmul(x.astype(np.float32, copy=False), wd.astype(np.float32))
+
+
 @semantics(nn.SoftmaxOp)
 def _softmax(op: nn.SoftmaxOp, args, weights):
     x = _wide(args[0])
@@ -289,6 +303,8 @@ def _window_view(op: nn.WindowOp, x: np.ndarray, kernel: Sequence[int], explicit
 @semantics(nn.Conv2dOp)
 def _conv2d(op: nn.Conv2dOp, args, weights):
     x, w = _wide(args[0]), _wide(args[1])
+    if x.dtype.kind in "iu":  # int8 x int8 -> int32 (the cube's s8 mmad): numpy would wrap in int8
+        x, w = x.astype(np.int64), w.astype(np.int64)
     group = op.group.value.data
     n, c = x.shape[:2]
     o, cg, kh, kw = w.shape

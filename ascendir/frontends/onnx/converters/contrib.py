@@ -3,6 +3,7 @@ block-wise 2/4/8-bit weight-only MatMul of `MatMulNBitsQuantizer`."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ascendir.dialects import nn
@@ -55,9 +56,11 @@ def dequantize_nbits(node: NodeContext, b: np.ndarray, scales: np.ndarray, zero_
 @converts_contrib("com.microsoft", "MatMulNBits")
 def convert_matmul_nbits(node: NodeContext) -> list[Value]:
     """Y = A @ dequantize(B)^T (+ bias): A [..., K] float, B uint8 [N, blocks, block·bits/8] with
-    per-block scales (and zero points); bits 2, 4 or 8. The weight is dequantised once at import
-    into a float [K, N] weight and the product is an ordinary nn.matmul (onnxruntime's
-    accuracy_level 0 computes the same fp product).
+    per-block scales (and zero points); bits 2, 4 or 8. With 4 or 8 bits (and no float zero
+    points) it becomes `nn.weight_quant_matmul`: the weight stays int4 / int8 in GM and is
+    dequantised on chip (antiquant). Otherwise the weight is dequantised once at import into a
+    float [K, N] weight and the product is an ordinary nn.matmul. Both compute onnxruntime's
+    accuracy_level 0 product: the same float weight, a float product.
 
     Raises:
         AscendirError: B, scales or zero points that are not constants, g_idx, bits other than
@@ -89,8 +92,42 @@ def convert_matmul_nbits(node: NodeContext) -> list[Value]:
         return dequantize_nbits(node, np.asarray(b_in.array), np.asarray(s_in.array), zps, k, n, bits, block, dtype)
 
     sources = [b_in, s_in] + ([z_in] if z_in is not None else [])
-    weight = node.state.materialize(node.state.derive(f"{node.node.input[1]}.dequantized", sources, compute, (k, n), dtype))
-    y = node.emit(nn.MatmulOp(node.value(0), weight))
+    if bits in (4, 8) and (z_in is None or z_in.dtype == np.uint8) and dtype.kind == "f":
+        y = _antiquant(node, b_in, s_in, z_in, k, n, bits, block, dtype)
+    else:
+        weight = node.state.materialize(node.state.derive(f"{node.node.input[1]}.dequantized", sources, compute, (k, n), dtype))
+        y = node.emit(nn.MatmulOp(node.value(0), weight))
     if node.has_input(5):
         y = node.emit(nn.AddOp(y, node.value(5)))
     return [y]
+
+
+def _antiquant(node: NodeContext, b_in: Constant, s_in: Constant, z_in: Constant | None, k: int, n: int, bits: int,
+               block: int, dtype: np.dtype) -> Value:
+    """MatMulNBits as `nn.weight_quant_matmul`: the weight kept narrow, as signed q - 2^(bits-1)
+    (int4 / int8 [K, N]), scales [blocks, N], and offset = 2^(bits-1) - zero point [blocks, N]
+    (absent for the default zero point), so (q' + offset) · scale = (q - zp) · scale exactly."""
+    nb = -(-k // block)
+    mid = 1 << (bits - 1)
+    narrow = np.dtype(ml_dtypes.int4) if bits == 4 else np.dtype(np.int8)
+
+    def weight() -> np.ndarray:
+        q = unpack_nbits(np.asarray(b_in.array).reshape(n, nb, block * bits // 8), bits, block).reshape(n, nb * block)[:, :k]
+        return np.ascontiguousarray((q.astype(np.int16) - mid).T.astype(narrow))
+
+    def scales() -> np.ndarray:
+        return np.ascontiguousarray(np.asarray(s_in.array).reshape(n, nb).T.astype(dtype))
+
+    def offsets() -> np.ndarray:
+        per_row = -(-nb * bits // 8)
+        zp = unpack_nbits(np.asarray(z_in.array).reshape(n, per_row), bits, nb).astype(np.float32).reshape(n, nb)
+        return np.ascontiguousarray((mid - zp).T.astype(dtype))
+
+    name = node.node.input[1]
+    w = node.state.materialize(node.state.derive(f"{name}.antiquant", [b_in], weight, (k, n), narrow))
+    s = node.state.materialize(node.state.derive(f"{node.node.input[2]}.antiquant", [s_in], scales, (nb, n), dtype))
+    o = None
+    if z_in is not None:
+        o = node.state.materialize(node.state.derive(f"{node.node.input[3]}.antiquant", [z_in], offsets, (nb, n), dtype))
+    return node.emit(nn.WeightQuantMatmulOp(node.value(0), w, s, o, block))
+

@@ -19,6 +19,8 @@ and rounds half to even with the float32 round-to-integer idiom (v + 1.5·2^23) 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from xdsl.dialects.builtin import FloatAttr, f32, i8, i32
 from xdsl.ir import SSAValue
@@ -27,6 +29,7 @@ from ascendir.dialects import nn
 from ascendir.dtypes import from_numpy_dtype, to_numpy_dtype
 from ascendir.frontends.onnx.conversion import NodeContext
 from ascendir.frontends.onnx.converters.registry import converts
+from ascendir.frontends.onnx.converters.window_attrs import _as_2d, _spatial_rank, _window_attrs
 from ascendir.frontends.onnx.values import Constant, Value
 
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2^23: adding then subtracting it rounds an f32 half to even
@@ -323,6 +326,8 @@ def qdq_matmul(node: NodeContext, transpose_b: bool = False) -> SSAValue | None:
     int8 cube (int32 accumulate) instead of a float32 one over dequantized values. None when the
     inputs are not that pattern (the MatMul then runs in float on the dequantized values)."""
     pa, pb = _dequantized(node, 0), _dequantized(node, 1)
+    if pa is None and pb is not None:
+        return weight_only_matmul(node, pb, transpose_b)
     if pa is None or pb is None:
         return None
     qa, sa, za, _ = pa
@@ -341,6 +346,40 @@ def qdq_matmul(node: NodeContext, transpose_b: bool = False) -> SSAValue | None:
     mult = node.constant(mult.reshape(()) if mult.size == 1 else mult.reshape(-1), "multiplier")
     y = node.emit(nn.MulOp(node.emit(nn.CastOp(acc, f32)), mult))
     return _cast(node, y, from_numpy_dtype(sa.dtype))  # a float16 model's scales: its output type
+
+
+def weight_only_matmul(node: NodeContext, pb: tuple[Value, Constant, Constant | None, int], transpose_b: bool) -> SSAValue | None:
+    """Weight-only QDQ (W8A16 / W8A32): float activations times DequantizeLinear(qb, sb, zb) of a
+    constant 2-D int8 / uint8 weight with one scale or one per output column, as
+    `nn.weight_quant_matmul` (antiquant: the weight stays int8 in GM and is dequantised on chip).
+    The weight is stored as int8 (uint8 shifted by 128) with offset = shift - zb, so
+    (q + offset) · sb is onnxruntime's (float32(qb) - zb) · sb exactly. None when the pattern
+    does not hold (the MatMul then runs in float on the dequantized weight)."""
+    qb, sb, zb, axis = pb
+    dtype = node.dtype(0)
+    if not isinstance(qb, Constant) or len(qb.shape) != 2 or dtype.kind != "f" or sb.dtype != dtype:
+        return None
+    k_axis = 1 if transpose_b else 0
+    k, n = qb.shape[k_axis], qb.shape[1 - k_axis]
+    if node.shape(0)[-1] != k or sb.size != 1 and (axis != 1 - k_axis or sb.size != n):
+        return None
+    shift = 128 if qb.dtype == np.uint8 else 0
+
+    def weight(q=qb) -> np.ndarray:
+        w = np.asarray(q.array).astype(np.int16) - shift
+        return np.ascontiguousarray((w.T if transpose_b else w).astype(np.int8))
+
+    def row(values: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(values, np.float32).reshape(-1), (n,)).reshape(1, n).astype(dtype))
+
+    w = node.state.materialize(node.state.derive(f"{qb.name}.antiquant", [qb], weight, (k, n), np.int8))
+    scale = node.state.materialize(node.state.derive(f"{sb.name}.antiquant", [sb], lambda: row(sb.array), (1, n), dtype))
+    offset = None
+    if shift or zb is not None and np.any(np.asarray(zb.array)):
+        srcs = [zb] if zb is not None else [sb]
+        zero = (lambda: np.asarray(zb.array, np.float32)) if zb is not None else (lambda: np.zeros((), np.float32))
+        offset = node.state.materialize(node.state.derive(f"{srcs[0].name}.antiquant_offset", srcs, lambda: row(shift - zero()), (1, n), dtype))
+    return node.emit(nn.WeightQuantMatmulOp(_vssa(node, node.value(0)), w, scale, offset, k))
 
 
 @converts("MatMulInteger")
@@ -412,13 +451,137 @@ def _shifted_float(node: NodeContext, i: int, zp: int, axis_shape: list[int] | N
     return x, hi - lo
 
 
+def _pad_with(node: NodeContext, x: SSAValue, fill: SSAValue, pads: list[int]) -> SSAValue:
+    """x [N, C, H, W] padded by pads [top, left, bottom, right] with the 0-d value `fill` (x's type)."""
+    fill = node.emit(nn.ReshapeOp(fill, [1, 1, 1, 1]))
+    for axis, (lo, hi) in ((2, (pads[0], pads[2])), (3, (pads[1], pads[3]))):
+        shape = list(nn.shape_of(x))
+        parts = []
+        for count, where in ((lo, 0), (hi, 1)):
+            if count:
+                shape[axis] = count
+                parts.append((where, node.emit(nn.ExpandOp(fill, list(shape)))))
+        if parts:
+            x = node.emit(nn.ConcatOp([p for w, p in parts if w == 0] + [x] + [p for w, p in parts if w == 1], axis))
+    return x
+
+
+def _int8_conv(node: NodeContext, x: int, x_zp: int, w: int, w_zp: int) -> SSAValue | None:
+    """`int8_conv` of node inputs x, w and their zero points (indices), or None."""
+    x_shape, w_shape = node.shape(x), node.shape(w)
+    if len(x_shape) != 4 or node.has_input(x_zp) and int(np.prod(node.shape(x_zp))) != 1:
+        return None
+    wv, zw = node.input(w), node.input(w_zp) if node.has_input(w_zp) else None
+    if not isinstance(wv, Constant) or zw is not None and not isinstance(zw, Constant):
+        return None
+    window = _window_attrs(node, tuple(x_shape[2:]), tuple(w_shape[2:]))
+    return int8_conv(node, node.input(x), node.input(x_zp) if node.has_input(x_zp) else None, wv, zw,
+                     int(node.attr("group", 1)), *window)
+
+
+def int8_conv(node: NodeContext, x: Value, x_zp: Value | None, w: Constant, w_zp: Constant | None, group: int,
+              strides: list[int], pads: list[int], dilations: list[int]) -> SSAValue | None:
+    """(x - zx) conv (w - zw) in int32 on the int8 cube, exact for any window: x [N, C, H, W]
+    int8 / uint8 with a per-tensor zero point (constant or runtime), a constant int8 / uint8
+    weight with its zero point per tensor or per output channel. uint8 operands are shifted into
+    int8 with their zero points (as integer_matmul); x is padded explicitly with its zero point
+    (a padded tap adds 0), and sum (x' - zx')(w' - zw') = x'·w' - zw'·boxsum(x') - zx'·sum(w') +
+    K·zx'·zw' per output channel, boxsum(x') a conv with a ones kernel. None when the operands are
+    not that (the caller's float path)."""
+    if _vdtype(x) not in (np.int8, np.uint8) or w.dtype not in (np.int8, np.uint8) or len(w.shape) != 4:
+        return None
+    o, cg, kh, kw = w.shape
+    shift_w = 128 if w.dtype == np.uint8 else 0
+    zw_c = np.zeros((), np.int32) if w_zp is None else np.asarray(w_zp.array, np.int32)
+    if zw_c.size not in (1, o):
+        return None
+    zw = np.broadcast_to(zw_c.reshape(-1), (o,)) - shift_w
+    if group != 1 and np.any(zw) or group > 1 and cg == 1:
+        # the boxsum of a grouped conv would be one per group; a depthwise conv runs on the
+        # vector unit (conv.py), which has no int8 product
+        return None
+    qx, shift_x = _as_int8(node, x)
+    qw, _ = _as_int8(node, w)
+    zx = _zero_point_i32(node, x_zp, shift_x, [])
+    w_centered = lambda: (np.asarray(w.array).astype(np.int32) - shift_w) - zw.reshape(o, 1, 1, 1)  # noqa: E731
+    n, _, h, wd = _vshape(x)
+    out_hw = [nn.window_output_size(size, k, st, pads[d], pads[2 + d], dl)
+              for d, (size, k, st, dl) in enumerate(zip((h, wd), (kh, kw), strides, dilations))]
+    # a constant zero point: the padded taps' share of zx' · sum(w' - zw') is known at import (a
+    # [1, O, Ho, Wo] constant while small); otherwise x is padded with its zero point
+    border = isinstance(zx, int) and zx != 0 and any(pads) and o * math.prod(out_hw) <= _BORDER_CONSTANT
+    if not (isinstance(zx, int) and zx == 0) and any(pads) and not border:
+        fill = node.scalar(zx, np.int8) if isinstance(zx, int) else node.emit(nn.CastOp(zx, i8))
+        qx, pads = _pad_with(node, qx, fill, pads), [0, 0, 0, 0]
+    y = node.emit(nn.Conv2dOp(qx, qw, None, strides, pads, dilations, group, i32))
+
+    def per_channel(v: np.ndarray, name: str) -> SSAValue:
+        return node.constant(np.asarray(v, np.int32).reshape(1, o, 1, 1), name)
+
+    if np.any(zw):  # - zw' · boxsum(x') (padded taps read 0 or zx' - zx' = 0 after the next term)
+        ones = node.constant(np.ones((1, cg, kh, kw), np.int8), "ones_kernel")
+        box = node.emit(nn.Conv2dOp(qx, ones, None, strides, pads, dilations, 1, i32))
+        y = node.emit(nn.SubOp(y, node.emit(nn.MulOp(box, per_channel(zw, "zw")))))
+    if border:  # - zx' · (sum of w' - zw' over the taps inside the image)
+        y = node.emit(nn.SubOp(y, node.constant(zx * _valid_tap_sums(w_centered(), (h, wd), out_hw, strides, pads, dilations), "w_sums")))
+    elif not (isinstance(zx, int) and zx == 0):  # - zx' · sum(w' - zw')
+        y = node.emit(nn.SubOp(y, _mul_zp(node, zx, per_channel(w_centered().reshape(o, -1).sum(axis=1), "w_sums"))))
+    return y
+
+
+_BORDER_CONSTANT = 1 << 16  # elements of the [1, O, Ho, Wo] border correction kept as a constant
+
+
+def _valid_tap_sums(wc: np.ndarray, hw: tuple[int, int], out_hw: list[int], strides, pads, dilations) -> np.ndarray:
+    """int32 [1, O, Ho, Wo]: for each output position, the sum of wc [O, Cg, kh, kw] over the
+    taps that read inside the image (not padding)."""
+    o, _, kh, kw = wc.shape
+    per_tap = wc.sum(axis=1)  # [O, kh, kw]
+    rows = [np.arange(out_hw[0]) * strides[0] + i * dilations[0] - pads[0] for i in range(kh)]
+    cols = [np.arange(out_hw[1]) * strides[1] + j * dilations[1] - pads[1] for j in range(kw)]
+    out = np.zeros((o, *out_hw), np.int64)
+    for i in range(kh):
+        vr = (rows[i] >= 0) & (rows[i] < hw[0])
+        for j in range(kw):
+            vc = (cols[j] >= 0) & (cols[j] < hw[1])
+            out += per_tap[:, i, j, None, None] * (vr[:, None] & vc[None, :])
+    return out.astype(np.int32)[None]
+
+
+def qdq_conv(node: NodeContext) -> SSAValue | None:
+    """The QDQ pattern of quantize_static around a 2-D Conv: X = DequantizeLinear(qx, sx, zx) (one
+    scale), W = DequantizeLinear(qw, sw, zw) of a constant int8 / uint8 weight (one scale or one
+    per output channel), optional float bias. Runs as float32(int8_conv(qx, qw)) · (sx · sw) +
+    bias: the product on the int8 cube (int32 accumulate, exact), one rounding by the scales,
+    instead of a float conv over dequantized values. None when the inputs are not that pattern."""
+    pa, pb = _dequantized(node, 0), _dequantized(node, 1)
+    if pa is None or pb is None or len(node.shape(0)) != 4:
+        return None
+    qx, sx, zx, _ = pa
+    qw, sw, zw, axis = pb
+    if sx.size != 1 or not isinstance(qw, Constant) or len(qw.shape) != 4 or sw.size != 1 and (axis != 0 or sw.size != qw.shape[0]):
+        return None
+    if node.has_input(2) and node.dtype(2) != sx.dtype:
+        return None
+    window = _window_attrs(node, tuple(node.shape(0)[2:]), tuple(qw.shape[2:]))
+    acc = int8_conv(node, qx, zx, qw, zw, int(node.attr("group", 1)), *window)
+    if acc is None:
+        return None
+    o = qw.shape[0]
+    mult = (np.float32(np.asarray(sx.array).reshape(())) * np.asarray(sw.array, np.float32)).astype(np.float32)
+    mult = node.constant(mult.reshape(()) if mult.size == 1 else mult.reshape(1, o, 1, 1), "multiplier")
+    y = node.emit(nn.MulOp(node.emit(nn.CastOp(acc, f32)), mult))
+    y = _cast(node, y, from_numpy_dtype(sx.dtype))
+    if node.has_input(2):
+        y = node.emit(nn.AddOp(y, node.emit(nn.ReshapeOp(node.value(2), [o, 1, 1]))))
+    return y
+
+
 def integer_conv(node: NodeContext, x: int, x_zp: int, w: int, w_zp: int) -> SSAValue:
     """(x - zx) conv (w - zw) as float32 (exact integers), NCHW 2-D (or 1-D).
 
     Raises:
         AscendirError: when a partial sum could exceed 2^24 (not exact in float32)."""
-    from ascendir.frontends.onnx.converters.convolution import _as_2d, _spatial_rank, _window_attrs
-
     x_shape, w_shape = node.shape(x), node.shape(w)
     rank = _spatial_rank(node, x_shape)
     kernel = tuple(w_shape[2:])
@@ -443,22 +606,32 @@ def integer_conv(node: NodeContext, x: int, x_zp: int, w: int, w_zp: int) -> SSA
 
 @converts("ConvInteger")
 def convert_conv_integer(node: NodeContext) -> list[Value]:
-    """y (int32) = (x - x_zero_point) conv (w - w_zero_point) (w's per output channel): an fp32
-    convolution of exact integers (module docstring's bound)."""
+    """y (int32) = (x - x_zero_point) conv (w - w_zero_point) (w's per output channel): the int8
+    cube convolution (`_int8_conv`, exact) for a constant weight, else an fp32 convolution of
+    exact integers (module docstring's bound)."""
+    if (y := _int8_conv(node, 0, 2, 1, 3)) is not None:
+        return [y]
     return [node.emit(nn.CastOp(integer_conv(node, 0, 2, 1, 3), i32))]
 
 
 @converts("QLinearConv")
 def convert_qlinear_conv(node: NodeContext) -> list[Value]:
     """y = saturate(rint(((x - zx) conv (w - zw) + bias) · (x_scale · w_scale / y_scale)) + zy);
-    w_scale per tensor or per output channel, bias int32."""
-    acc = integer_conv(node, 0, 2, 3, 5)
+    w_scale per tensor or per output channel, bias int32. The accumulator is the int8 cube's
+    (`_int8_conv`, exact) for a constant weight, else the fp32 convolution's."""
     nd = len(node.shape(0))
-    if node.has_input(8):
-        bias = node.const(8)
-        b = node.constant(np.asarray(bias, np.float32).reshape([-1] + [1] * (nd - 2)), "bias") if bias is not None else \
-            node.emit(nn.ReshapeOp(node.emit(nn.CastOp(node.value(8), f32)), [node.shape(8)[0]] + [1] * (nd - 2)))
-        acc = node.emit(nn.AddOp(acc, b))
+    acc = _int8_conv(node, 0, 2, 3, 5)
+    if acc is not None:  # int32 accumulator + int32 bias, then float32 (as onnxruntime)
+        if node.has_input(8):
+            acc = node.emit(nn.AddOp(acc, node.emit(nn.ReshapeOp(_vssa(node, node.input(8)), [node.shape(8)[0], 1, 1]))))
+        acc = node.emit(nn.CastOp(acc, f32))
+    else:
+        acc = integer_conv(node, 0, 2, 3, 5)
+        if node.has_input(8):
+            bias = node.const(8)
+            b = node.constant(np.asarray(bias, np.float32).reshape([-1] + [1] * (nd - 2)), "bias") if bias is not None else \
+                node.emit(nn.ReshapeOp(node.emit(nn.CastOp(node.value(8), f32)), [node.shape(8)[0]] + [1] * (nd - 2)))
+            acc = node.emit(nn.AddOp(acc, b))
     out = node.dtype(7) if node.has_input(7) else node.dtype(0)
     mult = _multiplier(node, [1, 4], 6, [node.shape(3)[0]] + [1] * (nd - 2))
     v = node.emit(nn.MulOp(acc, mult))

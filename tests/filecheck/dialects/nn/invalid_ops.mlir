@@ -478,3 +478,11 @@ func.func @main(%x: tensor<2x8xf32>) {
   }
   func.return
 }
+
+// -----
+
+// CHECK: nn.conv2d: i8 x i8 cannot give i8 (only i8 x i8 -> i32 widens)
+func.func @main(%x: tensor<1x4x5x5xi8>, %w: tensor<2x4x3x3xi8>) {
+  %y = nn.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x4x5x5xi8>, tensor<2x4x3x3xi8>) -> tensor<1x2x3x3xi8>
+  func.return
+}
