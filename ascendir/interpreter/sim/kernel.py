@@ -185,6 +185,11 @@ class KernelProgram:
             F.gm_tags[s] = tag
         F.kernel_start = self.m.clock
         F.l2 = self.m.l2
+        # the fp32 copies of GM buffers (exec/wide.py) live for one launch; in a cluster another
+        # device may write this device's GM while the launch runs, so none are kept there
+        F.shadows = self.m.shadows if self.m.comm is None else None
+        if F.shadows is not None:
+            F.shadows.clear()
         if F.l2 is not None:
             F.l2.commit()  # accesses so far belong to earlier kernels (l2.py)
         F.flags = FlagQueues(self.nflags)
@@ -242,6 +247,8 @@ class KernelProgram:
             wfirst, F.first_writes = F.first_writes, None
             F.races = F.race_set_clocks = F.hold = None
             F.slow_path = False
+            if F.shadows is not None:
+                F.shadows.clear()
         if key is not None and race:
             launches.race_free = True
         if store:
