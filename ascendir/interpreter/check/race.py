@@ -117,37 +117,57 @@ class RaceChecker:
         self.vc = [list(j) for _ in range(self.nslots)]
 
     def access(self, pid: int, operands: list[tuple], name: str, block: int) -> None:
-        """operands: (tag, shape, writes) of each memref operand of an op on pipe slot `pid`."""
+        """operands: (tag, shape, writes) of each memref operand of an op on pipe slot `pid`.
+
+        Per (buffer or placed space, pipe, read/write) the recent ranges are an insertion-ordered
+        dict range -> (epoch, op name): re-accessing a range moves it to the end (one lookup, not a
+        scan of up to KEEP x buffers entries), so epochs increase along it and only the entries
+        after the last epoch `pid` knows of, found from the end, can race; the latest epoch per
+        (pipe, read/write) skips the pipes whose every access there is already ordered before."""
         vc = self.vc[pid]
-        keep = self.keep
         vc[pid] += 1
         epoch = vc[pid]
         seen = self.seen
         for tag, shape, w in operands:
-            lo, hi = extent(tag, shape)
-            if hi < lo:
+            off, st = tag[1], tag[2]
+            hi = off
+            for s, t in zip(shape, st):
+                if s == 0:
+                    hi = off - 1
+                    break
+                hi += (s - 1) * t
+            if hi < off:
                 continue
             root = tag[0]
             phys = root.phys if type(root) is ChipBuffer else None
             if phys is None:
                 key = root
-                rng = (lo, hi + 1, tag[1], tag[2], shape, root)
+                rng = (off, hi + 1, off, st, shape, root)
             else:  # placed: compare bytes of the space, whichever buffer they belong to
                 key = phys
                 isz = root.isz
-                rng = (root.base + lo * isz, root.base + (hi + 1) * isz, tag[1], tag[2], shape, root)
-            per = seen.get(key)
-            if per is None:
-                per = seen[key] = {}
-            for (p, pw), entries in per.items():
-                if p == pid or not (pw or w):
-                    continue
+                rng = (root.base + off * isz, root.base + (hi + 1) * isz, off, st, shape, root)
+            got = seen.get(key)
+            if got is None:
+                got = seen[key] = ({}, {})
+            per, latest = got
+            for pk, last in latest.items():
+                p = pk[0]
+                if last <= vc[p] or p == pid or not (pk[1] or w):
+                    continue  # everything pipe p did there happens before this op, or both read
+                pw = pk[1]
+                entries = per[pk]
                 known = vc[p]
-                # entries are in increasing epoch order: only the tail after `known` can race
-                i = len(entries)
-                while i and entries[i - 1][0] > known:
-                    i -= 1
-                for e_epoch, e_rng, e_name in entries[i:]:
+                tail = None
+                for e_rng, e in reversed(entries.items()):
+                    if e[0] <= known:
+                        break
+                    if tail is None:
+                        tail = []
+                    tail.append((e_rng, e))
+                if tail is None:
+                    continue
+                for e_rng, (_, e_name) in reversed(tail):  # oldest first, as they were made
                     if _meets(rng, e_rng):
                         what = f"buffer {describe(root)}:"
                         if e_rng[5] is not root:
@@ -159,11 +179,13 @@ class RaceChecker:
                             f"{'elements' if phys is None else 'bytes'} "
                             f"({kinds}) with no set_flag/wait_flag or pipe_barrier ordering them"
                         )
-            lst = per.setdefault((pid, w), [])
-            for i, (_, r, _) in enumerate(lst):
-                if r == rng:
-                    del lst[i]
-                    break
-            lst.append((epoch, rng, name))
-            if len(lst) > (KEEP if phys is None else keep):
-                del lst[0]
+            pk = (pid, w)
+            d = per.get(pk)
+            if d is None:
+                d = per[pk] = {}
+            else:
+                d.pop(rng, None)
+            d[rng] = (epoch, name)
+            latest[pk] = epoch
+            if len(d) > (KEEP if phys is None else self.keep):
+                del d[next(iter(d))]

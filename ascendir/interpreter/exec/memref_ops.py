@@ -21,6 +21,7 @@ from ascendir.interpreter.timing.l2 import contiguous_strides
 from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.walk import Subview
 from ascendir.interpreter.exec.common import Closure, np_dtype, zero_view
+from ascendir.interpreter.exec.wide import storage_dtype
 
 class MemrefOps:
     """Compiler part: buffers and views (mixed into compiler.Compiler)."""
@@ -64,9 +65,10 @@ class MemrefOps:
                 A[out] = (new_root(), 0, strides) if gm else chip_tag
 
         else:
+            sdtype = storage_dtype(space, dtype)  # wide.py: fp16 cube operands held in fp32
 
             def run() -> None:
-                R[out] = np.zeros(shape, dtype)
+                R[out] = np.zeros(shape, sdtype)
                 A[out] = (new_root(), 0, strides) if gm else chip_tag
 
         return run
@@ -315,10 +317,19 @@ class MemrefOps:
         idx = [self.slot(v) for v in op.indices]
         charge = self._charge_scalar()
         timing = self.m.timing_only
+        t = op.memref.type
+        space, dtype = ascend.space_of(t).value, np_dtype(t)
+        # a widened buffer (wide.py) gets the value its fp16 element would hold; a GM write makes
+        # the launch's fp32 copy of that buffer stale
+        narrow = dtype if storage_dtype(space, dtype) != dtype else None
+        F, gm = self.F, space == "gm"
 
         def run() -> None:
-            if not timing and self.F.numerics_on:
-                R[dst][tuple(R[i] for i in idx)] = R[val]
+            if not timing and F.numerics_on:
+                a = R[dst]
+                a[tuple(R[i] for i in idx)] = R[val] if narrow is None else narrow.type(R[val])
+                if gm and F.shadows is not None:
+                    F.shadows.drop(a)
             if charge is not None:
                 charge()
 

@@ -32,6 +32,7 @@ from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.cast import cast, is_plain
 from ascendir.interpreter.exec.special import erf
+from ascendir.interpreter.exec.wide import storage_dtype
 
 Runtime = Callable[..., None]
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -56,6 +57,10 @@ def copy(op: ascend.CopyOp) -> Runtime:
     on_chip = space_of(op.dest) != MemSpace.GM
     relu = op.relu is not None and op.relu.value.data != 0
     transpose = op.transpose is not None and op.transpose.value.data != 0
+    # into an fp16 buffer held in fp32 (wide.py) from data that is not fp16 (FixPipe L0C f32 ->
+    # L1): rounded to fp16 first, as storing into the fp16 buffer would
+    dt = to_numpy_dtype(op.dest.type.element_type)
+    narrow = dt if storage_dtype(space_of(op.dest).value, dt) != dt and to_numpy_dtype(op.source.type.element_type) != dt else None
 
     def run(src: np.ndarray, dst: np.ndarray) -> None:
         if transpose:  # MTE1 load2d with transpose: dst = src^T (then the overlap rule)
@@ -68,9 +73,10 @@ def copy(op: ascend.CopyOp) -> Runtime:
             if on_chip:
                 dst[...] = 0
         if relu:
-            _store(d, np.maximum(s, 0))
-        else:
-            _store(d, s)
+            s = np.maximum(s, 0)
+        if narrow is not None:
+            s = s.astype(narrow)
+        _store(d, s)
 
     return run
 

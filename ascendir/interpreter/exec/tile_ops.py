@@ -16,7 +16,8 @@ from ascendir.costmodel import LEVELS, OpCost, copy_path, quantise
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
-from ascendir.interpreter.exec.common import Closure, unit_of
+from ascendir.interpreter.exec.common import Closure, np_dtype, unit_of
+from ascendir.interpreter.exec.wide import F16, declared, storage_dtype
 
 def slice_name(op: Operation, target) -> str:
     """What a trace slice of `op` is called: a copy by its path ("GM->UB", "L1->L0A"), other ops
@@ -47,6 +48,10 @@ class TileOps:
         A = F.gm_tags
         mem_slots = [i for i, m_ in zip(ins, mem) if m_]
         race_ops = [(i, j == len(mem_slots) - 1) for j, i in enumerate(mem_slots)]  # last memref is written
+        if sem is not None:
+            sem, typed = self._wide(op, sem, mem)
+            raw_cost = cost_fn
+            cost_fn = lambda *vals, **kw: raw_cost(*typed(vals), **kw)  # noqa: E731 (costs see declared dtypes)
 
         def resolve(c: OpCost) -> tuple:
             if not (c.cycles >= 0 and c.latency >= 0):
@@ -129,6 +134,47 @@ class TileOps:
                 F.trace.append((core.index, pid, t, cyc, label, items))
 
         return run
+
+    def _wide(self, op: Operation, sem, mem: list[bool]) -> tuple:
+        """`sem` of a numerics run with fp16 cube operands held in fp32 (wide.py), and the map
+        from its operand values to those its cost is computed from (declared dtypes). A GM fp16
+        read into a widened L1 buffer reads the launch's fp32 copy of its GM buffer (F.shadows);
+        a write into GM makes that copy stale; an op other than a copy writing a widened buffer
+        leaves fp16 values in it."""
+        F = self.F
+        dts = tuple(np_dtype(v.type) if m_ else None for v, m_ in zip(op.operands, mem))
+        spaces = [ascend.space_of(v.type).value if m_ else None for v, m_ in zip(op.operands, mem)]
+        widened = [dt is not None and storage_dtype(sp, dt) != dt for dt, sp in zip(dts, spaces)]
+
+        def typed(vals: tuple) -> tuple:
+            return declared(vals, dts)
+
+        out = max(i for i, m_ in enumerate(mem) if m_)  # the written operand (race.py convention)
+        if isinstance(op, ascend.CopyOp):
+            if spaces[0] == "gm" and dts[0] == F16 and widened[1]:
+
+                def read_wide(s, d) -> None:
+                    sh = F.shadows
+                    sem(s if sh is None else sh.wide(s), d)
+
+                return read_wide, typed
+        elif widened[out]:
+
+            def narrowed(*vals) -> None:
+                sem(*vals)
+                d = vals[out]
+                d[...] = d.astype(F16)
+
+            return narrowed, typed
+        if spaces[out] == "gm":
+
+            def writes_gm(*vals) -> None:
+                sem(*vals)
+                if F.shadows is not None:
+                    F.shadows.drop(vals[out])
+
+            return writes_gm, typed
+        return sem, typed
 
     def _gm_copy(self, op: Operation, sem, cost_fn, ins: list[int], gm: tuple[int, bool], resolve) -> Closure:
         """A copy reading or writing GM under the "tile" L2 model: the L2 (l2.py) decides at the

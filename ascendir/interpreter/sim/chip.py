@@ -29,6 +29,7 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.accel import Accel
 from ascendir.interpreter.exec.compiler import Compiler, Return, np_dtype, zero_view
+from ascendir.interpreter.exec.wide import GmShadows
 from ascendir.interpreter.sim.comm import CommKernelProgram, is_comm_kernel
 from ascendir.interpreter.sim.kernel import KernelProgram
 from ascendir.interpreter.timing.comm_stream import CommStream
@@ -79,6 +80,7 @@ class ModuleProg:
         self.records: list[KernelRecord] = []
         self.kernels: dict[str, KernelProgram] = {}
         self.l2 = L2Cache(target) if target.memory.l2_model == "tile" else None
+        self.shadows = None if timing_only else GmShadows()  # fp32 copies of GM fp16 cube operands (exec/wide.py)
         self.clock = 0.0  # chip time (cycles) at which the next kernel launches
         self.stream = CommStream()  # background comm kernels (MC2: timing/comm_stream.py)
         self.comm = None  # the cluster's side of this device (sim/cluster.py DeviceComm); None: a lone chip
