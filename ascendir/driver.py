@@ -135,8 +135,10 @@ def is_lowered(module: ModuleOp) -> bool:
     return any(isinstance(op, KernelOp) for op in module.ops) or "ascend.target" in module.attributes
 
 
-def lower(module: ModuleOp, weights: WeightStore | None, target: str | Path | None, session: Session | None = None) -> None:
-    """nn → ascend in place, the one way in: the `ascend-lowering` pipeline for `target` with
+def lower(module: ModuleOp, weights: WeightStore | None, target: str | Path | None, session: Session | None = None,
+          topology: str | Path | None = None) -> None:
+    """nn → ascend in place, the one way in: the `ascend-lowering` pipeline for `target` (on
+    `topology`, a name or TOML path, None = the default one: what MC2's chunk counts suit) with
     `weights` in its session (constants move into it; without a store they stay in the IR as
     valued `ascend.weight` ops).
 
@@ -145,7 +147,7 @@ def lower(module: ModuleOp, weights: WeightStore | None, target: str | Path | No
     """
     # The `ascend-lowering` pipeline (pipelines.ascend_lowering); the module is verified once,
     # after it (verifying the nn module again here would repeat the nn pipeline's check).
-    run_passes(module, PassPipeline(ascend_lowering(str(target or DEFAULT_TARGET))), weights, session=session)
+    run_passes(module, PassPipeline(ascend_lowering(str(target or DEFAULT_TARGET), str(topology or ""))), weights, session=session)
 
 
 def run_passes(
@@ -587,10 +589,12 @@ def simulate_ranks(modules: list[ModuleOp], weights: list[WeightStore | None], f
 
 def lower_tensor_parallel(module: ModuleOp, weights: WeightStore, tp: int, target: str | Path | None,
                           sequence_parallel: bool = False, session: Session | None = None,
-                          after_shard: Sequence[ModulePass] = ()) -> tuple[ModuleOp, list[WeightStore]]:
+                          after_shard: Sequence[ModulePass] = (), topology: str | Path | None = None
+                          ) -> tuple[ModuleOp, list[WeightStore]]:
     """Shard an nn-level `module` (its nn pipeline already run) over `tp` devices
     (shard-tensor-parallel, Megatron-style), run `after_shard` on it (the MC2 fusions of
-    pipelines.after_shard at -O2) and lower it for `target`: the module every rank runs and one
+    pipelines.after_shard at -O2) and lower it for `target` on `topology` (MC2's chunk counts are
+    chosen for its links; None = the default topology): the module every rank runs and one
     WeightStore per rank (what the lowering moved into rank 0's store, the constants, is every
     rank's). The path of `ascendir run --tp` and `ascendir sweep --tp`.
 
@@ -601,7 +605,7 @@ def lower_tensor_parallel(module: ModuleOp, weights: WeightStore, tp: int, targe
     module, stores = shard_module(module, weights, tp, sequence_parallel, str(target or DEFAULT_TARGET), session)
     if after_shard:
         run_passes(module, PassPipeline(tuple(after_shard)), stores[0], session=session)
-    lower(module, stores[0], target, session)
+    lower(module, stores[0], target, session, topology)
     for store in stores[1:]:
         for name in stores[0]:
             if name not in store:

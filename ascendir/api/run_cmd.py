@@ -169,7 +169,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     rank_weights = [weights] * devices
     if not is_lowered(module):
         ran, stores = _lower_for_run(module, weights, hw, inputs, seed, bounds, pipeline, opt_level, target, tiling, verify_numerics,
-                                     dtype, notes, tp, sequence_parallel)
+                                     dtype, notes, tp, sequence_parallel, topology)
         if tp > 1:
             weights, rank_weights = stores[0], stores
     if inputs:
@@ -339,9 +339,10 @@ def _load_for_run(model: Path, inputs: Path | None, target: str, input_shapes, s
 
 def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, pipeline: str | None, opt_level: str,
                    target: str, tiling: str | None, verify_numerics: bool, dtype: str, notes: dict, tp: int = 1,
-                   sequence_parallel: bool = False) -> tuple[str, list]:
+                   sequence_parallel: bool = False, topology: str | None = None) -> tuple[str, list]:
     """Run the nn pipeline (checking each pass's numerics with --verify-numerics), with `tp` > 1
-    shard-tensor-parallel, and ascend-lowering on `module` in place; put what the report carries
+    shard-tensor-parallel, and ascend-lowering on `module` in place (for `topology`: MC2's chunk
+    counts suit its links); put what the report carries
     of it (the tiling search, the declined regions, what was verified) into `notes`. Returns the
     pipeline that ran, as `ascendir-opt -p` text, and the weight store of each rank ([weights]
     without tp)."""
@@ -359,12 +360,13 @@ def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, 
         from ascendir.pipelines import after_shard
 
         mc2 = after_shard(opt_level) if pipeline is None else ()  # -O2: MC2 (pipelines.AFTER_SHARD)
-        module, stores = lower_tensor_parallel(module, weights, tp, target, sequence_parallel, session, mc2)
+        module, stores = lower_tensor_parallel(module, weights, tp, target, sequence_parallel, session, mc2, topology)
         shard = [f"shard-tensor-parallel{{tp={tp}{' sequence-parallel=true' if sequence_parallel else ''}}}",
                  *(p.name for p in mc2)]
     else:
-        lower(module, weights, target, session)
-    ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), *shard, f"ascend-lowering{{target={hw.name}}}"])
+        lower(module, weights, target, session, topology)
+    on = f' topology="{topology}"' if topology else ""
+    ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), *shard, f"ascend-lowering{{target={hw.name}{on}}}"])
     if session.search_log:  # what choose-tiling scored (the report's table prints it too)
         notes["tiling_search"] = log_json(session.search_log)
     if session.declined:  # regions lowered op by op because their template declined them
