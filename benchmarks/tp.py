@@ -2,19 +2,25 @@
 Atlas 800 A2: 8 NPUs on an HCCS full mesh), timing-only.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/tp.py [--models 7b,70b] [--tps 1,2,4,8]
-        [--phases prefill,decode1,decode32] [--no-model-run] [--write-results]
+        [--phases prefill,decode1,decode32] [--sp-phases prefill] [--skip 70b:prefill:1,...]
+        [--no-model-run] [--write-results]
 
 Per layer shape, phase and TP degree: the layer sharded by shard-tensor-parallel (Megatron:
 column-parallel Q/K/V and gate/up, row-parallel o_proj and down_proj each ending in an
 all_reduce), lowered twice from the same -O2 module: *unfused* (each MatMul, then a separate
 all_reduce comm kernel) and *MC2* (pipelines.AFTER_SHARD: fuse-matmul-allreduce and the SP
-fusions, the chunk count chosen by the cost model), then simulated on the topology (symmetric
-ranks: rank 0 simulated, its peers mirrored). Columns: cycles per layer of one device, the
-communication (comm kernels' cycles) and its exposed part (not hidden behind compute), the
-device's HBM bytes, MC2's speed-up over unfused, and the speed-up of the MC2 layer over the TP1
-layer. Then the LLaMA-2-7B-shaped 32-layer model (benchmarks/llama7b_shape_only.py's, seq 128)
-timing-only on one device and at TP8 (-O2, MC2): the simulator's wall time (goal: TP8 at most
-2x the single device).
+fusions, the chunk count chosen by the cost model for the topology), then simulated on the
+topology (symmetric ranks: rank 0 simulated, its peers mirrored). For the --sp-phases (prefill)
+a second table shards with sequence parallelism: norms and residuals on the token shard, an
+all_gather before the column-parallel MatMuls and a reduce_scatter after the row-parallel ones;
+MC2 there is AllGatherMatmul / MatmulReduceScatter (1 .. TP stages). Columns: cycles per layer
+of one device, the communication (comm kernels' cycles) and its exposed part (not hidden behind
+compute), the async comm launches by MC2 kind (0: the cost model kept every region in one
+chunk, the unfused sequence), the device's HBM bytes, MC2's speed-up over unfused, the speed-up
+of the MC2 layer over the first TP of the table (TP1: unsharded), and the wall time of the row
+(both lowerings and simulations). Then the LLaMA-2-7B-shaped 32-layer model
+(benchmarks/llama7b_shape_only.py's, seq 128) timing-only on one device and at TP8 (-O2, MC2):
+the simulator's wall time (goal: TP8 at most 2x the single device).
 
 Shapes: 7B hidden 4096, 32 heads, 32 KV heads, MLP 11008; 70B hidden 8192, 64 heads, 8 KV heads
 (GQA: KV heads replicated once TP exceeds 8), MLP 28672; head dim 128. Prefill: one sequence of
