@@ -142,6 +142,7 @@ def measure(text: str, tp: int, mc2: bool, sp: bool = False) -> dict:
 def layers(models: list[str], phases: list[str], tps: list[int], skip: set[tuple[str, str, int]], sp_phases: set[str]) -> None:
     hw = load_target(TARGET)
     us = 1e6 / hw.clock_hz
+    single: dict[str, dict] = {}
     for name in models:
         h, heads, kv, mlp = MODELS[name]
         for phase in phases:
@@ -159,8 +160,10 @@ def layers(models: list[str], phases: list[str], tps: list[int], skip: set[tuple
                 base = None
                 for tp in run:
                     t0 = time.perf_counter()
-                    u = measure(text, tp, False, sp and tp > 1)
-                    m = measure(text, tp, True, sp and tp > 1) if tp > 1 else u
+                    if tp == 1:  # unsharded: the same layer in both tables
+                        u = m = single.get(text) or single.setdefault(text, measure(text, 1, False))
+                    else:
+                        u, m = measure(text, tp, False, sp), measure(text, tp, True, sp)
                     base = base or u["cycles"]
                     wall = time.perf_counter() - t0
                     print(f"| {tp} | {u['cycles']:,.0f} ({u['cycles'] * us:,.1f} µs) | {u['comm']:,.0f} | {u['exposed']:,.0f} | "
