@@ -203,3 +203,17 @@ def test_sp_stages_other_than_one_or_the_group_where_the_model_prefers_them() ->
     choice = mc2.choose_sp_chunks(gate, 4, 8192 * 2, hw, True)
     assert choice.chunks not in (1, 4)
     assert mc2.gather_stages(4, 3) == [[1, 2], [3]] and mc2.gather_stages(8, 2) == [[1, 2, 3, 4, 5, 6, 7]]
+
+
+def test_a_group_the_lowering_topology_lacks_is_a_one_line_error() -> None:
+    from xdsl.parser import Parser
+
+    from ascendir.driver import run_pipeline
+    from ascendir.session import make_context
+
+    ranks = ", ".join(map(str, range(16)))
+    module = Parser(make_context(), AR_LAYER.format(ranks=ranks)).parse_module()
+    with pytest.raises(AscendirError, match=r"^nn.fused #\d+ \(matmul_all_reduce\): its group: a group of 16 devices does not fit "
+                                            r"topology atlas800-a2 \(8 devices\): lower it for a topology that has the group"):
+        run_pipeline(module, "fuse-matmul-allreduce,ascend-lowering")
+    _async_launches(ranks, "a3-supernode-16")  # lowers: the 16-die topology has the group

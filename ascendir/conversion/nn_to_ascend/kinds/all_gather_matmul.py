@@ -36,7 +36,7 @@ class AllGatherMatmulTemplate(TemplateBase):
         if chunks is None:
             row_bytes = shape(p.mm.lhs)[-1] * itemsize(elem(p.mm.lhs))
             chunks = mc2.choose_sp_chunks(plan.problem, p.coll.group.ranks, row_bytes, ctx.target, True,
-                                           mc2.recorded(ctx, p.mm, plan.problem), mc2.topology_for(ctx)).chunks
+                                           mc2.recorded(ctx, p.mm, plan.problem), mc2.topology_for(ctx, p.coll.group.ranks)).chunks
         return mc2.emit_all_gather_matmul(ctx, p, gm_args(plan.region, operands), plan.problem,
                                           gathered=len(plan.region.outputs) == 2, chunks=chunks)
 

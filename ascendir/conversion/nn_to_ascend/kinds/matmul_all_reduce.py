@@ -48,7 +48,7 @@ class MatmulAllReduceTemplate(TemplateBase):
         chunks = mc2.chunks_of(ctx, plan.region, plan.problem.m)
         if chunks is None:
             chunks = mc2.choose_chunks(plan.problem, "all_reduce", row_bytes, p.ar.group.ranks, ctx.target,
-                                        mc2.recorded(ctx, mc2.down_of(p), plan.problem), mc2.topology_for(ctx)).chunks
+                                        mc2.recorded(ctx, mc2.down_of(p), plan.problem), mc2.topology_for(ctx, p.ar.group.ranks)).chunks
         return [mc2.emit_matmul_all_reduce(ctx, p, gm_args(plan.region, operands), plan.problem, chunks)]
 
 

@@ -33,7 +33,7 @@ class MatmulReduceScatterTemplate(TemplateBase):
         if chunks is None:
             row_bytes = shape(p.coll.result)[-1] * itemsize(elem(p.coll.result))
             chunks = mc2.choose_sp_chunks(plan.problem, p.coll.group.ranks, row_bytes, ctx.target, False,
-                                           mc2.recorded(ctx, p.mm, plan.problem), mc2.topology_for(ctx)).chunks
+                                           mc2.recorded(ctx, p.mm, plan.problem), mc2.topology_for(ctx, p.coll.group.ranks)).chunks
         return [mc2.emit_matmul_reduce_scatter(ctx, p, gm_args(plan.region, operands), plan.problem, chunks)]
 
 

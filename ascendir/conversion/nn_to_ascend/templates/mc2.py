@@ -56,6 +56,7 @@ from ascendir.conversion.nn_to_ascend.templates.ffn_up import emit_up, up_tiling
 from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, tiling_of
 from ascendir.dialects import ascend, nn
 from ascendir.dtypes import itemsize
+from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.hardware.topology import Link, Topology, load_topology
 from ascendir.patterns import fuse_ops, single_use
@@ -196,11 +197,20 @@ def parse_matmul_all_reduce(region: nn.FusedOp) -> MatmulAllReduceParts | Declin
 # ----------------------------------------------------------------------------------------------
 # the cost model
 # ----------------------------------------------------------------------------------------------
-def topology_for(ctx: LoweringContext) -> Topology:
+def topology_for(ctx: LoweringContext, ranks: tuple[int, ...]) -> Topology:
     """The topology the chunk counts are chosen for: the lowering's (convert-nn-to-ascend's
     `topology` option, which `ascendir run --topology` sets), else the default one (an Atlas 800
-    A2 server of 910B2: hardware/topologies/atlas800-a2.toml)."""
-    return _topology(ctx.topology)
+    A2 server of 910B2: hardware/topologies/atlas800-a2.toml).
+
+    Raises:
+        AscendirError: naming the region, when that topology cannot run the group `ranks`."""
+    topo = _topology(ctx.topology)
+    try:
+        topo.check_group(tuple(ranks), "its group")
+    except AscendirError as e:
+        raise ctx.error(f"{e}: lower it for a topology that has the group (ascend-lowering{{topology=...}}, "
+                        "ascendir run --topology)") from None
+    return topo
 
 
 def _ranks(ranks: tuple[int, ...] | int) -> tuple[int, ...]:
