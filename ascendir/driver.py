@@ -135,8 +135,10 @@ def is_lowered(module: ModuleOp) -> bool:
     return any(isinstance(op, KernelOp) for op in module.ops) or "ascend.target" in module.attributes
 
 
-def lower(module: ModuleOp, weights: WeightStore | None, target: str | Path | None, session: Session | None = None) -> None:
-    """nn → ascend in place, the one way in: the `ascend-lowering` pipeline for `target` with
+def lower(module: ModuleOp, weights: WeightStore | None, target: str | Path | None, session: Session | None = None,
+          topology: str | Path | None = None) -> None:
+    """nn → ascend in place, the one way in: the `ascend-lowering` pipeline for `target` (on
+    `topology`, a name or TOML path, None = the default one: what MC2's chunk counts suit) with
     `weights` in its session (constants move into it; without a store they stay in the IR as
     valued `ascend.weight` ops).
 
@@ -145,7 +147,7 @@ def lower(module: ModuleOp, weights: WeightStore | None, target: str | Path | No
     """
     # The `ascend-lowering` pipeline (pipelines.ascend_lowering); the module is verified once,
     # after it (verifying the nn module again here would repeat the nn pipeline's check).
-    run_passes(module, PassPipeline(ascend_lowering(str(target or DEFAULT_TARGET))), weights, session=session)
+    run_passes(module, PassPipeline(ascend_lowering(str(target or DEFAULT_TARGET), str(topology or ""))), weights, session=session)
 
 
 def run_passes(
@@ -162,7 +164,9 @@ def run_passes(
     a causal mask stored as an initializer), and choose-tiling's search log and the passes'
     notes come out of it. With `verify_inputs` (nn-level modules only), every pass is checked
     numerically: the module is evaluated with `run_nn` before and after it on those inputs (see
-    `verify_numerics`).
+    `verify_numerics`); a module holding collectives on every rank of their groups
+    (spmd_reference; `NAME@r` keys of `verify_inputs` feed rank r, the session's `rank_stores`
+    are a sharded module's weights).
 
     Returns:
         The session, with what the passes left in it.
@@ -175,7 +179,7 @@ def run_passes(
         session.weights = weights
     passes = pipeline.passes if verify_inputs is not None else (pipeline,)
     try:
-        before = _run_nn_or_none(module, weights, verify_inputs)
+        before = _run_nn_or_none(module, session.weights, verify_inputs, session.rank_stores)
         for p in passes:
             if verify_inputs is None:
                 p.apply(make_context(session), module)
@@ -183,7 +187,7 @@ def run_passes(
                 PassPipeline((p,)).apply(make_context(session), module)
             module.verify()
             if before is not None:
-                after = _run_nn_or_none(module, weights, verify_inputs)
+                after = _run_nn_or_none(module, session.weights, verify_inputs, session.rank_stores)
                 compare_outputs(before, after, f"pass '{p.name}'")
                 before = after
     except (VerifyException, DiagnosticException) as e:
@@ -258,12 +262,21 @@ def check_feeds(func: FuncOp, arrays: dict[str, np.ndarray], source: str, conver
     return feeds
 
 
-def _run_nn_or_none(module: ModuleOp, weights: WeightStore | None, inputs) -> dict[str, np.ndarray] | None:
+def _run_nn_or_none(module: ModuleOp, weights: WeightStore | None, inputs,
+                    rank_stores: list[WeightStore] | None = None) -> dict[str, np.ndarray] | None:
+    """The nn reference's outputs on `inputs` (None without). A module holding collectives runs
+    on every rank of their groups (spmd_reference: rank r's outputs as `NAME@r`), with
+    `rank_stores` (a sharded module's) or `weights` on every rank."""
     if inputs is None:
         return None
     from ascendir.interpreter.exec.nn_reference import run_nn
+    from ascendir.interpreter.exec.spmd_reference import run_spmd_merged, spmd_ranks
 
-    return run_nn(module, weights if weights is not None else WeightStore(), inputs)
+    weights = weights if weights is not None else WeightStore()
+    n = spmd_ranks(module)
+    if n:
+        return run_spmd_merged(module, rank_stores if rank_stores is not None else [weights] * n, inputs)
+    return run_nn(module, weights, inputs)
 
 
 # (rtol, atol relative to the largest |value| of the output) per numpy dtype kind/name: a rewrite
@@ -587,21 +600,34 @@ def simulate_ranks(modules: list[ModuleOp], weights: list[WeightStore | None], f
 
 def lower_tensor_parallel(module: ModuleOp, weights: WeightStore, tp: int, target: str | Path | None,
                           sequence_parallel: bool = False, session: Session | None = None,
-                          after_shard: Sequence[ModulePass] = ()) -> tuple[ModuleOp, list[WeightStore]]:
+                          after_shard: Sequence[ModulePass] = (), topology: str | Path | None = None,
+                          verify_inputs: dict[str, np.ndarray] | None = None) -> tuple[ModuleOp, list[WeightStore]]:
     """Shard an nn-level `module` (its nn pipeline already run) over `tp` devices
     (shard-tensor-parallel, Megatron-style), run `after_shard` on it (the MC2 fusions of
-    pipelines.after_shard at -O2) and lower it for `target`: the module every rank runs and one
+    pipelines.after_shard at -O2) and lower it for `target` on `topology` (MC2's chunk counts are
+    chosen for its links; None = the default topology): the module every rank runs and one
     WeightStore per rank (what the lowering moved into rank 0's store, the constants, is every
     rank's). The path of `ascendir run --tp` and `ascendir sweep --tp`.
 
+    With `verify_inputs` (--verify-numerics), the shard pass and each `after_shard` pass are
+    checked as run_passes checks a pass: every rank's outputs (spmd_reference) against the
+    unsharded module's, then against the module before the pass.
+
     Raises:
-        AscendirError: an op that cannot be split tp ways; as `lower`."""
+        AscendirError: an op that cannot be split tp ways; a pass that changes an output beyond
+            tolerance; as `lower`."""
     from ascendir.transforms.nn.shard_tensor_parallel import shard_module
 
+    before = _run_nn_or_none(module, weights, verify_inputs)
     module, stores = shard_module(module, weights, tp, sequence_parallel, str(target or DEFAULT_TARGET), session)
+    if before is not None:  # every rank's outputs equal the unsharded module's
+        session = session if session is not None else Session(echo_notes=True)
+        session.rank_stores = stores
+        want = {f"{k}@{r}" if r else k: v for r in range(tp) for k, v in before.items()}
+        compare_outputs(want, _run_nn_or_none(module, stores[0], verify_inputs, stores), "pass 'shard-tensor-parallel'")
     if after_shard:
-        run_passes(module, PassPipeline(tuple(after_shard)), stores[0], session=session)
-    lower(module, stores[0], target, session)
+        run_passes(module, PassPipeline(tuple(after_shard)), stores[0], verify_inputs, session=session)
+    lower(module, stores[0], target, session, topology)
     for store in stores[1:]:
         for name in stores[0]:
             if name not in store:

@@ -246,8 +246,9 @@ LOWERING = "ascend-lowering"
 is `target` (`ascend-lowering{target=ascend910a}`; the default chip without it)."""
 
 
-def ascend_lowering(target: str = "") -> tuple[ModulePass, ...]:
-    """The passes of `ascend-lowering` for `target` (a chip name or TOML path; "" = default):
+def ascend_lowering(target: str = "", topology: str = "") -> tuple[ModulePass, ...]:
+    """The passes of `ascend-lowering` for `target` (a chip name or TOML path; "" = default) on
+    `topology` (a topology name or TOML path, "" = default: what MC2 chunk counts are chosen for):
     decompose-attention (an attention without a template, or too big for it on the chip, becomes
     matmul / softmax ops), constants-to-weights (into the session's store, when it has one),
     convert-nn-to-ascend, then the ascend-level passes every lowering needs: double-buffer
@@ -261,7 +262,7 @@ def ascend_lowering(target: str = "") -> tuple[ModulePass, ...]:
     from ascendir.transforms.ascend.plan_memory import PlanMemory
 
     return (
-        DecomposeAttention(target=target), ConstantsToWeights(), ConvertNNToAscend(target=target or DEFAULT_TARGET),
+        DecomposeAttention(target=target), ConstantsToWeights(), ConvertNNToAscend(target=target or DEFAULT_TARGET, topology=topology),
         DoubleBuffer(target=target, quiet=True), PlanMemory(target=target, order_shared=False), InsertSync(trust_flags=True),
     )
 
@@ -275,12 +276,11 @@ def _lowering_spec(item: str, spec: str) -> str:
         arg = parse_spec(item)
     except (ArgSpecParseError, ValueError) as e:
         raise AscendirError(f"bad pass pipeline '{spec}': {one_line(e)}") from None
-    extra = set(arg.parameters) - {"target"}
+    extra = set(arg.parameters) - {"target", "topology"}
     if extra:
-        raise AscendirError(f"bad pass pipeline '{spec}': {LOWERING} takes only the option 'target', not '{sorted(extra)[0]}'")
-    target = arg.parameters.get("target", [""])
-    target = str(target[0]) if target else ""
-    return ",".join(str(p.pipeline_pass_spec()) for p in ascend_lowering(target))
+        raise AscendirError(f"bad pass pipeline '{spec}': {LOWERING} takes the options 'target' and 'topology', not '{sorted(extra)[0]}'")
+    target, topology = (str(v[0]) if (v := arg.parameters.get(k)) else "" for k in ("target", "topology"))
+    return ",".join(str(p.pipeline_pass_spec()) for p in ascend_lowering(target, topology))
 
 
 def _repeated_option(spec: str) -> tuple[str, str] | None:

@@ -2,19 +2,25 @@
 Atlas 800 A2: 8 NPUs on an HCCS full mesh), timing-only.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/tp.py [--models 7b,70b] [--tps 1,2,4,8]
-        [--phases prefill,decode1,decode32] [--no-model-run] [--write-results]
+        [--phases prefill,decode1,decode32] [--sp-phases prefill] [--skip 70b:prefill:1,...]
+        [--no-model-run] [--write-results]
 
 Per layer shape, phase and TP degree: the layer sharded by shard-tensor-parallel (Megatron:
 column-parallel Q/K/V and gate/up, row-parallel o_proj and down_proj each ending in an
 all_reduce), lowered twice from the same -O2 module: *unfused* (each MatMul, then a separate
 all_reduce comm kernel) and *MC2* (pipelines.AFTER_SHARD: fuse-matmul-allreduce and the SP
-fusions, the chunk count chosen by the cost model), then simulated on the topology (symmetric
-ranks: rank 0 simulated, its peers mirrored). Columns: cycles per layer of one device, the
-communication (comm kernels' cycles) and its exposed part (not hidden behind compute), the
-device's HBM bytes, MC2's speed-up over unfused, and the speed-up of the MC2 layer over the TP1
-layer. Then the LLaMA-2-7B-shaped 32-layer model (benchmarks/llama7b_shape_only.py's, seq 128)
-timing-only on one device and at TP8 (-O2, MC2): the simulator's wall time (goal: TP8 at most
-2x the single device).
+fusions, the chunk count chosen by the cost model for the topology), then simulated on the
+topology (symmetric ranks: rank 0 simulated, its peers mirrored). For the --sp-phases (prefill)
+a second table shards with sequence parallelism: norms and residuals on the token shard, an
+all_gather before the column-parallel MatMuls and a reduce_scatter after the row-parallel ones;
+MC2 there is AllGatherMatmul / MatmulReduceScatter (1 .. TP stages). Columns: cycles per layer
+of one device, the communication (comm kernels' cycles) and its exposed part (not hidden behind
+compute), the async comm launches by MC2 kind (0: the cost model kept every region in one
+chunk, the unfused sequence), the device's HBM bytes, MC2's speed-up over unfused, the speed-up
+of the MC2 layer over the first TP of the table (TP1: unsharded), and the wall time of the row
+(both lowerings and simulations). Then the LLaMA-2-7B-shaped 32-layer model
+(benchmarks/llama7b_shape_only.py's, seq 128) timing-only on one device and at TP8 (-O2, MC2):
+the simulator's wall time (goal: TP8 at most 2x the single device).
 
 Shapes: 7B hidden 4096, 32 heads, 32 KV heads, MLP 11008; 70B hidden 8192, 64 heads, 8 KV heads
 (GQA: KV heads replicated once TP exceeds 8), MLP 28672; head dim 128. Prefill: one sequence of
@@ -98,53 +104,72 @@ func.func @main(%x: {x}) -> {x} {{
 }}"""
 
 
-def _sharded(text: str, tp: int, mc2: bool):
+def _sharded(text: str, tp: int, mc2: bool, sp: bool):
     module = Parser(make_context(), "builtin.module {" + text + "\n}").parse_module()
     run_passes(module, parse_pipeline(None, "O2", TARGET))
     stores = [WeightStore()]
     if tp > 1:
-        module, stores = shard_module(module, WeightStore(), tp, False, TARGET)
+        module, stores = shard_module(module, WeightStore(), tp, sp, TARGET)
         if mc2:
             run_passes(module, PassPipeline(after_shard("O2")))
-    lower(module, stores[0], TARGET)
+    lower(module, stores[0], TARGET, topology=TOPOLOGY)
     return module, stores
 
 
-def measure(text: str, tp: int, mc2: bool) -> dict:
-    """Cycles, comm and exposed comm cycles, HBM bytes of one device; the MC2 regions' count."""
-    module, stores = _sharded(text, tp, mc2)
+def _mc2_regions(module) -> str:
+    """The MC2 launches' chunk counts: 'kind xC' per fused region kind (from the comm kernels'
+    names: mc2_all_reduce_*, mc2_all_gather_*, mc2_reduce_scatter_* launched async)."""
+    count: dict[str, int] = {}
+    for op in module.walk():
+        if op.name == "ascend.launch" and "ascend.async" in op.attributes:
+            kind = str(op.properties.get("callee") or op.attributes.get("callee")).split("mc2_")[-1].rsplit("_", 1)[0]
+            count[kind] = count.get(kind, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(count.items())) or "-"
+
+
+def measure(text: str, tp: int, mc2: bool, sp: bool = False) -> dict:
+    """Cycles, comm and exposed comm cycles, HBM bytes of one device; the async comm launches."""
+    module, stores = _sharded(text, tp, mc2, sp)
     regions = sum(1 for op in module.walk() if op.name == "ascend.launch" and "ascend.async" in op.attributes)
     res = simulate_ranks([module] * tp, stores, [{}] * tp, TARGET, TOPOLOGY, timing_only=True)
     rep = res.report
     cl = rep.get("cluster") or {}
     hbm = rep["bytes"]["gm_read"] + rep["bytes"]["gm_write"]
     return {"cycles": rep["total_cycles"], "comm": cl.get("comm_cycles", 0.0), "exposed": cl.get("exposed_comm_cycles", 0.0),
-            "hbm": hbm, "async": regions}
+            "hbm": hbm, "async": regions, "kinds": _mc2_regions(module)}
 
 
-def layers(models: list[str], phases: list[str], tps: list[int], skip: set[tuple[str, str, int]]) -> None:
+def layers(models: list[str], phases: list[str], tps: list[int], skip: set[tuple[str, str, int]], sp_phases: set[str]) -> None:
     hw = load_target(TARGET)
     us = 1e6 / hw.clock_hz
+    single: dict[str, dict] = {}
     for name in models:
         h, heads, kv, mlp = MODELS[name]
         for phase in phases:
             s = PHASES[phase]
             text = layer_ir(h, heads, kv, mlp, s)
-            print(f"\n### LLaMA-{name.upper()}-shaped layer, {phase} ({s} token{'s' if s > 1 else ''})\n")
             run = [tp for tp in tps if (name, phase, tp) not in skip]
-            print("| TP | unfused cycles | comm | exposed | MC2 cycles | comm | exposed | async comm launches | HBM MiB / device | "
-                  f"MC2 vs unfused | MC2 speed-up over TP{run[0]} |")
-            print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-            base = None
-            for tp in run:
-                t0 = time.perf_counter()
-                u = measure(text, tp, False)
-                m = measure(text, tp, True) if tp > 1 else u
-                base = base or u["cycles"]
-                print(f"| {tp} | {u['cycles']:,.0f} ({u['cycles'] * us:,.1f} µs) | {u['comm']:,.0f} | {u['exposed']:,.0f} | "
-                      f"{m['cycles']:,.0f} ({m['cycles'] * us:,.1f} µs) | {m['comm']:,.0f} | {m['exposed']:,.0f} | {m['async']} | "
-                      f"{m['hbm'] / 2**20:,.1f} | {u['cycles'] / m['cycles']:.3f}x | {base / m['cycles']:.2f}x |", flush=True)
-                print(f"  ({name} {phase} tp{tp}: {time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+            for sp in ([False, True] if phase in sp_phases else [False]):
+                how = ("sequence parallel: AllGather before the column-parallel, ReduceScatter after the row-parallel "
+                       "MatMuls; MC2 = AllGatherMatmul / MatmulReduceScatter" if sp else
+                       "AllReduce after the row-parallel MatMuls; MC2 = MatmulAllReduce")
+                print(f"\n### LLaMA-{name.upper()}-shaped layer, {phase} ({s} token{'s' if s > 1 else ''}), {how}\n")
+                print("| TP | unfused cycles | comm | exposed | MC2 cycles | comm | exposed | async comm launches | HBM MiB / device | "
+                      f"MC2 vs unfused | MC2 speed-up over TP{run[0]} | simulated in |")
+                print("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+                base = None
+                for tp in run:
+                    t0 = time.perf_counter()
+                    if tp == 1:  # unsharded: the same layer in both tables
+                        u = m = single.get(text) or single.setdefault(text, measure(text, 1, False))
+                    else:
+                        u, m = measure(text, tp, False, sp), measure(text, tp, True, sp)
+                    base = base or u["cycles"]
+                    wall = time.perf_counter() - t0
+                    print(f"| {tp} | {u['cycles']:,.0f} ({u['cycles'] * us:,.1f} µs) | {u['comm']:,.0f} | {u['exposed']:,.0f} | "
+                          f"{m['cycles']:,.0f} ({m['cycles'] * us:,.1f} µs) | {m['comm']:,.0f} | {m['exposed']:,.0f} | "
+                          f"{m['async']} ({m['kinds']}) | {m['hbm'] / 2**20:,.1f} | {u['cycles'] / m['cycles']:.3f}x | "
+                          f"{base / m['cycles']:.2f}x | {wall:.0f} s |", flush=True)
 
 
 def model_run(layers_: int, seq: int) -> None:
@@ -167,7 +192,7 @@ def model_run(layers_: int, seq: int) -> None:
             if tp > 1:
                 module, stores = shard_module(module, weights, tp, False, TARGET)
                 run_passes(module, PassPipeline(after_shard("O2")))
-            lower(module, stores[0], TARGET)
+            lower(module, stores[0], TARGET, topology=TOPOLOGY)
             t1 = time.perf_counter()
             res = simulate_ranks([module] * tp, stores, [{}] * tp, TARGET, TOPOLOGY, timing_only=True)
             t2 = time.perf_counter()
@@ -183,9 +208,10 @@ def main() -> None:
     ap.add_argument("--models", default="7b,70b")
     ap.add_argument("--phases", default="prefill,decode1,decode32")
     ap.add_argument("--tps", default="1,2,4,8")
-    ap.add_argument("--skip", default="70b:prefill:1,70b:prefill:2",
-                    help="model:phase:tp runs left out (default: the 70B prefill on 1 and 2 devices, tens of minutes each "
-                         "in the simulator on a shared 2-core machine)")
+    ap.add_argument("--skip", default="", help="model:phase:tp runs left out, comma-separated (e.g. 70b:prefill:1)")
+    ap.add_argument("--sp-phases", default="prefill",
+                    help="phases also run sequence-parallel (the token rows split over the devices: prefill; a decode "
+                         "step's 1 or 32 rows are too few to split 8 ways into whole cube fractals)")
     ap.add_argument("--no-model-run", action="store_true", help="skip the 32-layer wall-time run")
     ap.add_argument("--model-layers", type=int, default=32)
     ap.add_argument("--model-seq", type=int, default=128)
@@ -195,7 +221,8 @@ def main() -> None:
     skip = {(m, p, int(t)) for m, p, t in (x.split(":") for x in args.skip.split(",") if x)}
     if skip:
         print("left out: " + ", ".join(f"{m} {p} TP{t}" for m, p, t in sorted(skip)))
-    layers(args.models.split(","), args.phases.split(","), [int(x) for x in args.tps.split(",")], skip)
+    layers(args.models.split(","), args.phases.split(","), [int(x) for x in args.tps.split(",")], skip,
+           set(filter(None, args.sp_phases.split(","))))
     if not args.no_model_run:
         model_run(args.model_layers, args.model_seq)
 

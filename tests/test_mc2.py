@@ -59,24 +59,29 @@ def _lowered(name: str, tp: int, sp: bool, passes: tuple):
 
 
 @cache
-def _run(name: str, tp: int, sp: bool, fused: bool):
+def _run(name: str, tp: int, sp: bool, fused: bool, stages: int = 0):
+    """`stages`: of the SP regions (gather_stages), 0 = one per device."""
     inputs, _ = _reference(name)
-    passes = (FuseMatmulAllReduce(chunks=2), FuseAllGatherMatmul(chunks=tp), FuseMatmulReduceScatter(chunks=tp)) if fused else ()
+    stages = stages or tp
+    passes = (FuseMatmulAllReduce(chunks=2), FuseAllGatherMatmul(chunks=stages), FuseMatmulReduceScatter(chunks=stages)) if fused else ()
     module, stores, kinds = _lowered(name, tp, sp, passes)
     asyncs = sum(1 for op in module.walk() if op.name == "ascend.launch" and mc2.ASYNC_ATTR in op.attributes)
     res = simulate_ranks([module] * tp, stores, [inputs] * tp, TARGET, TOPOLOGY)
     return res, kinds, asyncs
 
 
-CASES = [("llama_small", 2, False), ("llama_small", 4, False), ("llama_small", 2, True), ("llama_small", 4, True),
-         ("gpt2_small", 2, False), ("gpt2_small", 2, True), ("bert_small", 2, False)]
+# (model, tp, sequence parallel, SP stages: 0 = one per device; 3 of 4 devices: exchanges with 2
+# peers, then 1)
+CASES = [("llama_small", 2, False, 0), ("llama_small", 4, False, 0), ("llama_small", 2, True, 0), ("llama_small", 4, True, 0),
+         ("llama_small", 4, True, 3), ("gpt2_small", 2, False, 0), ("gpt2_small", 2, True, 0), ("bert_small", 2, False, 0)]
 
 
-@pytest.mark.parametrize("name,tp,sp", CASES, ids=[f"{n}-tp{t}{'-sp' if s else ''}" for n, t, s in CASES])
-def test_mc2_equals_unfused_bit_for_bit_and_onnxruntime(name: str, tp: int, sp: bool) -> None:
+@pytest.mark.parametrize("name,tp,sp,stages", CASES,
+                         ids=[f"{n}-tp{t}{'-sp' if s else ''}{f'-{c}stages' if c else ''}" for n, t, s, c in CASES])
+def test_mc2_equals_unfused_bit_for_bit_and_onnxruntime(name: str, tp: int, sp: bool, stages: int) -> None:
     _, expected = _reference(name)
     plain, _, _ = _run(name, tp, sp, False)
-    fused, kinds, asyncs = _run(name, tp, sp, True)
+    fused, kinds, asyncs = _run(name, tp, sp, True, stages)
     want = {mc2.MATMUL_REDUCE_SCATTER, mc2.ALL_GATHER_MATMUL} if sp else {mc2.MATMUL_ALL_REDUCE}
     assert want <= set(kinds)
     assert asyncs > 0  # comm kernels really ran in the background
@@ -148,3 +153,67 @@ def test_cli_run_tp_at_o2_names_the_mc2_passes(tmp_path: Path) -> None:
     r = run_cli("run", DATA / "gpt2_small" / "model.onnx", "--tp", "2", "--check-ort", "--report", tmp_path / "r.json")
     assert r.exit_code == 0, r.output
     assert "fuse-matmul-allreduce" in json.loads((tmp_path / "r.json").read_text())["pipeline"]
+
+
+AR_LAYER = """builtin.module {{
+func.func @main(%x: tensor<2048x4096xf16>, %w: tensor<4096x1376xf16>) -> tensor<2048x1376xf16> {{
+  %p = nn.matmul %x, %w : (tensor<2048x4096xf16>, tensor<4096x1376xf16>) -> tensor<2048x1376xf16>
+  %y = nn.all_reduce %p {{group = #ascend.device_group<[{ranks}]>}} : (tensor<2048x1376xf16>) -> tensor<2048x1376xf16>
+  func.return %y : tensor<2048x1376xf16>
+}}
+}}"""
+
+
+def _async_launches(ranks: str, topology: str) -> int:
+    from xdsl.parser import Parser
+
+    from ascendir.driver import run_pipeline
+    from ascendir.session import make_context
+
+    module = Parser(make_context(), AR_LAYER.format(ranks=ranks)).parse_module()
+    on = f' topology="{topology}"' if topology else ""
+    run_pipeline(module, f"fuse-matmul-allreduce,ascend-lowering{{target={TARGET}{on}}}")
+    return sum(1 for op in module.walk() if op.name == "ascend.launch" and mc2.ASYNC_ATTR in op.attributes)
+
+
+def test_chunk_count_is_chosen_for_the_lowering_topology() -> None:
+    """LLaMA-7B's down_proj at TP8, prefill 2048, as MatmulAllReduce: on one server's HCCS mesh
+    (the default topology) the cost model pipelines 8 chunks; the same group spread over two
+    servers (4 + 4 devices of atlas800-a2-x2, RoCE between them at 12 GB/s per flow) makes each
+    chunk's all_reduce slower and fewer, larger chunks win. The lowering reads the topology it
+    is given (ascend-lowering{topology=...}, which `ascendir run --topology` passes)."""
+    hw = load_target(TARGET)
+    big = tiling.Problem(1, 2048, 4096, 1376, "f16", 2, 0, True)
+    from ascendir.hardware.topology import load_topology
+
+    one = mc2.choose_chunks(big, "all_reduce", 1376 * 2, tuple(range(8)), hw, topo=load_topology("atlas800-a2"))
+    two = mc2.choose_chunks(big, "all_reduce", 1376 * 2, (0, 1, 2, 3, 8, 9, 10, 11), hw, topo=load_topology("atlas800-a2-x2"))
+    assert one.chunks != two.chunks
+    assert _async_launches("0, 1, 2, 3, 4, 5, 6, 7", "") == one.chunks - 1
+    assert _async_launches("0, 1, 2, 3, 8, 9, 10, 11", "atlas800-a2-x2") == two.chunks - 1
+
+
+def test_sp_stages_other_than_one_or_the_group_where_the_model_prefers_them() -> None:
+    """LLaMA-70B's gate projection at TP4, prefill 2048, as AllGatherMatmul: exchanging with all
+    3 peers at once (2 stages) beats one peer per step (4 stages: one SDMA flow at a time, 19.3
+    GB/s of the port's 392) and the unfused gather; the stages keep each block's tiling, so the
+    numerics are the unfused ones (test_mc2_equals_unfused_bit_for_bit_and_onnxruntime, 3 stages)."""
+    hw = load_target(TARGET)
+    gate = tiling.Problem(1, 2048, 8192, 7168, "f16", 2)
+    choice = mc2.choose_sp_chunks(gate, 4, 8192 * 2, hw, True)
+    assert choice.chunks not in (1, 4)
+    assert mc2.gather_stages(4, 3) == [[1, 2], [3]] and mc2.gather_stages(8, 2) == [[1, 2, 3, 4, 5, 6, 7]]
+
+
+def test_a_group_the_lowering_topology_lacks_is_a_one_line_error() -> None:
+    from xdsl.parser import Parser
+
+    from ascendir.driver import run_pipeline
+    from ascendir.session import make_context
+
+    ranks = ", ".join(map(str, range(16)))
+    module = Parser(make_context(), AR_LAYER.format(ranks=ranks)).parse_module()
+    with pytest.raises(AscendirError, match=r"^nn.fused #\d+ \(matmul_all_reduce\): its group: a group of 16 devices does not fit "
+                                            r"topology atlas800-a2 \(8 devices\): lower it for a topology that has the group"):
+        run_pipeline(module, "fuse-matmul-allreduce,ascend-lowering")
+    _async_launches(ranks, "a3-supernode-16")  # lowers: the 16-die topology has the group

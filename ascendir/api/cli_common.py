@@ -4,6 +4,8 @@ common options, the --plots files and the progress bar. Imports nothing heavy at
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import os
 import signal
 import sys
@@ -166,11 +168,13 @@ def check_outputs(outputs: list[Path | None], inputs: list[Path | None], plots: 
         raise AscendirError(f"output paths must differ ({', '.join(map(str, given))})")
 
 
-def verified(pipeline, source: str) -> dict:
-    """What --verify-numerics checked, printed on stderr and kept in the report."""
+def verified(pipeline, source: str, after: Sequence[str] = ()) -> dict:
+    """What --verify-numerics checked (the passes of `pipeline`, then the passes named `after`:
+    a tensor-parallel run's shard and MC2 passes, checked on every rank), printed on stderr and
+    kept in the report."""
     from ascendir.driver import TOLERANCES
 
-    names = [p.name for p in pipeline.passes]
+    names = [*(p.name for p in pipeline.passes), *after]
     r, a = TOLERANCES["float32"]
     click.echo(f"verify-numerics: {len(names)} passes ({', '.join(names)}) each kept every output within its dtype's "
                f"tolerance (f32: rtol {r:g}, atol {a:g} x max(1, max|value|)) on {source}", err=True)

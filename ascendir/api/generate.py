@@ -128,7 +128,8 @@ class _Model:
             # them out of the all-gathered cache): put it back into the flash template's region
             again = parse_pipeline("fuse-attention,choose-tiling", f"O{self.opt_level}", self.target, None).passes
             module, stores = lower_tensor_parallel(module, weights, self.tp, self.target, False, session,
-                                                   (*again, *after_shard(str(self.opt_level))))
+                                                   (*again, *after_shard(str(self.opt_level))),
+                                                   topology=self.topology.source if self.topology else None)
         else:
             lower(module, weights, self.target, session)
         if feeds is not None:  # a cache written in place: the past in its first positions, room for the new rows

@@ -169,7 +169,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     rank_weights = [weights] * devices
     if not is_lowered(module):
         ran, stores = _lower_for_run(module, weights, hw, inputs, seed, bounds, pipeline, opt_level, target, tiling, verify_numerics,
-                                     dtype, notes, tp, sequence_parallel)
+                                     dtype, notes, tp, sequence_parallel, topology, devices)
         if tp > 1:
             weights, rank_weights = stores[0], stores
     if inputs:
@@ -339,9 +339,10 @@ def _load_for_run(model: Path, inputs: Path | None, target: str, input_shapes, s
 
 def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, pipeline: str | None, opt_level: str,
                    target: str, tiling: str | None, verify_numerics: bool, dtype: str, notes: dict, tp: int = 1,
-                   sequence_parallel: bool = False) -> tuple[str, list]:
+                   sequence_parallel: bool = False, topology: str | None = None, devices: int = 1) -> tuple[str, list]:
     """Run the nn pipeline (checking each pass's numerics with --verify-numerics), with `tp` > 1
-    shard-tensor-parallel, and ascend-lowering on `module` in place; put what the report carries
+    shard-tensor-parallel, and ascend-lowering on `module` in place (for `topology`: MC2's chunk
+    counts suit its links); put what the report carries
     of it (the tiling search, the declined regions, what was verified) into `notes`. Returns the
     pipeline that ran, as `ascendir-opt -p` text, and the weight store of each rank ([weights]
     without tp)."""
@@ -349,8 +350,11 @@ def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, 
     from ascendir.transforms.nn.choose_tiling import log_json
 
     checks = None
-    if verify_numerics:
-        checks = _load_inputs(inputs, main_func(module), dtype) if inputs else random_inputs(module, seed, bounds)
+    if verify_numerics:  # the run's inputs: a module of collectives checked on every rank's (NAME@r keys)
+        spmd = devices if tp == 1 and devices > 1 else 0
+        checks = _load_inputs(inputs, main_func(module), dtype, spmd) if inputs else random_inputs(module, seed, bounds)
+        if spmd and not inputs:
+            checks.update({f"{k}@{r}": v for r in range(1, spmd) for k, v in random_inputs(module, seed + r, bounds).items()})
     nn_pipeline = parse_pipeline(pipeline, f"O{opt_level}", target, tiling)
     session = run_passes(module, nn_pipeline, weights, checks)
     stores = [weights]
@@ -359,18 +363,20 @@ def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, 
         from ascendir.pipelines import after_shard
 
         mc2 = after_shard(opt_level) if pipeline is None else ()  # -O2: MC2 (pipelines.AFTER_SHARD)
-        module, stores = lower_tensor_parallel(module, weights, tp, target, sequence_parallel, session, mc2)
+        module, stores = lower_tensor_parallel(module, weights, tp, target, sequence_parallel, session, mc2, topology, checks)
         shard = [f"shard-tensor-parallel{{tp={tp}{' sequence-parallel=true' if sequence_parallel else ''}}}",
                  *(p.name for p in mc2)]
     else:
-        lower(module, weights, target, session)
-    ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), *shard, f"ascend-lowering{{target={hw.name}}}"])
+        lower(module, weights, target, session, topology)
+    on = f' topology="{topology}"' if topology else ""
+    ran = ",".join([*(str(p.pipeline_pass_spec()) for p in nn_pipeline.passes), *shard, f"ascend-lowering{{target={hw.name}{on}}}"])
     if session.search_log:  # what choose-tiling scored (the report's table prints it too)
         notes["tiling_search"] = log_json(session.search_log)
     if session.declined:  # regions lowered op by op because their template declined them
         notes["declined"] = [{"region": d.region, "kind": d.kind, "reason": d.reason} for d in session.declined]
     if verify_numerics:
-        notes["verify_numerics"] = verified(nn_pipeline, f"the inputs of {inputs}" if inputs else f"random inputs (seed {seed})")
+        notes["verify_numerics"] = verified(nn_pipeline, f"the inputs of {inputs}" if inputs else f"random inputs (seed {seed})",
+                                            [name.split("{")[0] for name in shard])
     return ran, stores
 
 

@@ -148,8 +148,9 @@ def lower_body(ctx: LoweringContext, op: nn.FusedOp, operands: list[SSAValue]) -
     return [ctx.gm(v) for v in term.values]
 
 
-def lower_module(module: ModuleOp, target: HardwareConfig, session: Session | None = None) -> None:
-    """Replace the nn `@main` of `module` by kernels and a host `@main`, in place. Each region a
+def lower_module(module: ModuleOp, target: HardwareConfig, session: Session | None = None, topology: str = "") -> None:
+    """Replace the nn `@main` of `module` by kernels and a host `@main`, in place, for devices of
+    `target` joined by `topology` (LoweringContext; "" = the default topology). Each region a
     template declined goes to `session.declined` and, as a note, to `session.notes` (once per
     distinct region: identical regions replay the first one's kernels).
 
@@ -165,7 +166,7 @@ def lower_module(module: ModuleOp, target: HardwareConfig, session: Session | No
     in_types = [gm_type(t) for t in ftype.inputs.data]
     out_types = [gm_type(t) for t in ftype.outputs.data]
     host = Block(arg_types=in_types)
-    ctx = LoweringContext(target, host)
+    ctx = LoweringContext(target, host, topology)
     for arg, new in zip(main.body.block.args, host.args):
         ctx.values[arg] = new
     ops = list(main.body.block.ops)
@@ -189,15 +190,17 @@ def lower_module(module: ModuleOp, target: HardwareConfig, session: Session | No
 @dataclass(frozen=True)
 class ConvertNNToAscend(ModulePass):
     """Lower nn to ascend for `target`: a shipped chip name (ascend910b2, 910b2, ...) or a path
-    to a TOML chip description."""
+    to a TOML chip description; `topology` (a shipped topology's name or a TOML path, "" = the
+    default one) is what MC2's chunk counts are chosen for."""
 
     name = "convert-nn-to-ascend"
 
     target: str = DEFAULT_TARGET
+    topology: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # An nn.attention left unfused (or too big for the flash template on this chip) has no
         # template of its own: decompose it here too, so ascendir-opt lowers what `ascendir
         # compile` lowers (the driver already ran this before moving constants into the store).
         DecomposeAttention(target=self.target).apply(ctx, op)
-        lower_module(op, load_target(self.target), session_of(ctx))
+        lower_module(op, load_target(self.target), session_of(ctx), self.topology)

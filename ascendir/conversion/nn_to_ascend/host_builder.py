@@ -55,10 +55,13 @@ class LoweringContext:
     Args:
         target: the chip the kernels are tiled for.
         host: the (empty) entry block of the new @main; its arguments are the GM inputs.
+        topology: the devices the module runs on (a shipped topology's name or a TOML path; ""
+            = the default one): what MC2's chunk counts are chosen for.
     """
 
-    def __init__(self, target: HardwareConfig, host: Block):
+    def __init__(self, target: HardwareConfig, host: Block, topology: str = ""):
         self.target = target
+        self.topology = topology
         self.host = host
         self.declined: list[DeclinedRegion] = []  # the regions a template declined
         self.kernels: list[ascend.KernelOp] = []

@@ -8,8 +8,9 @@ all_to_all concatenate chunks in group order. Every other op is `nn_reference.ev
 the rank's own values, so a sharded run is checked against the same per-op meaning as the
 unsharded one.
 
-Collectives must sit in the function body (shard-tensor-parallel keeps fused regions free of
-them); a group must be the ranks 0 .. N-1 of the run, in order.
+A region holding a collective (an MC2 region: matmul_all_reduce, all_gather_matmul,
+matmul_reduce_scatter) is evaluated in lockstep too, op by op of its body; other regions per rank.
+A group must be the ranks 0 .. N-1 of the run, in order.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.ir import Operation
 
+from ascendir.dialects.nn import FusedOp, YieldOp
 from ascendir.dialects.nn.collectives import AllGatherOp, AllReduceOp, AllToAllOp, CollectiveOp, ReduceScatterOp
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
@@ -64,6 +66,39 @@ def evaluate_collective(op: Operation, operands: Sequence[np.ndarray]) -> list[n
     raise AscendirError(f"{op.name}: no SPMD semantics")
 
 
+def _rank_inputs(inputs: Mapping[str, np.ndarray], rank: int) -> dict[str, np.ndarray]:
+    out = {k: v for k, v in inputs.items() if "@" not in k}
+    out.update({k.rsplit("@", 1)[0]: v for k, v in inputs.items() if k.endswith(f"@{rank}")})
+    return out
+
+
+def _lockstep(ops, envs: list[dict], stores: Sequence[WeightStore]) -> list[list[np.ndarray]]:
+    """Run `ops` (a block's, up to its terminator) on every rank; returns each rank's terminator
+    operands."""
+    for op in ops:
+        if isinstance(op, (func.ReturnOp, YieldOp)):
+            return [[env[v] for v in op.operands] for env in envs]
+        if isinstance(op, CollectiveOp):
+            results = evaluate_collective(op, [env[op.operands[0]] for env in envs])
+            dtype = to_numpy_dtype(op.result.type.element_type)
+            for env, value in zip(envs, results):
+                env[op.result] = np.asarray(value).astype(dtype, copy=False)
+            continue
+        if isinstance(op, FusedOp) and any(isinstance(inner, CollectiveOp) for inner in op.walk()):
+            block = op.body.block
+            inner = [{a: env[v] for a, v in zip(block.args, op.operands)} for env in envs]
+            for env, values in zip(envs, _lockstep(block.ops, inner, stores)):
+                for r, value in zip(op.results, values):
+                    env[r] = value
+            continue
+        if any(isinstance(inner, CollectiveOp) for inner in op.walk()):
+            raise AscendirError(f"{op.name}: a collective inside a region the SPMD reference cannot run in lockstep")
+        for env, store in zip(envs, stores):
+            for r, value in zip(op.results, evaluate_op(op, [env[v] for v in op.operands], store)):
+                env[r] = value
+    raise AscendirError("block has no terminator (func.return / nn.yield)")
+
+
 def run_spmd(
     module, stores: Sequence[WeightStore], inputs: Mapping[str, np.ndarray]
 ) -> list[dict[str, np.ndarray]]:
@@ -72,42 +107,48 @@ def run_spmd(
     Args:
         module: the SPMD module (one rank's types).
         stores: rank r's WeightStore at index r.
-        inputs: one array per argument (by `onnx.name`), the same on every rank (replicated).
+        inputs: one array per argument (by `onnx.name`), the same on every rank (replicated);
+            a key `NAME@r` gives rank r its own (as `ascendir run --devices` feeds ranks).
 
     Returns:
         Each rank's outputs, keyed by result name.
 
     Raises:
-        AscendirError: missing / mistyped inputs, an op without semantics, a collective inside a
-            fused region.
+        AscendirError: missing / mistyped inputs, an op without semantics, a group that is not the
+            run's ranks in order.
     """
     main = main_function(module)
     block = main.body.block
     names = _names(main.arg_attrs, len(block.args), "arg")
     ranks = len(stores)
     envs: list[dict] = [{} for _ in range(ranks)]
-    for name, arg in zip(names, block.args):
-        if name not in inputs:
-            raise AscendirError(f"missing input '{name}' ({arg.type})")
-        value = np.asarray(inputs[name])
-        dtype, shape = to_numpy_dtype(arg.type.element_type), tuple(arg.type.get_shape())
-        if value.dtype != dtype or value.shape != shape:
-            raise AscendirError(f"input '{name}' is {value.dtype}{list(value.shape)}, expected {dtype}{list(shape)}")
-        for env in envs:
+    for rank, env in enumerate(envs):
+        feeds = _rank_inputs(inputs, rank)
+        for name, arg in zip(names, block.args):
+            if name not in feeds:
+                raise AscendirError(f"missing input '{name}' ({arg.type})")
+            value = np.asarray(feeds[name])
+            dtype, shape = to_numpy_dtype(arg.type.element_type), tuple(arg.type.get_shape())
+            if value.dtype != dtype or value.shape != shape:
+                raise AscendirError(f"input '{name}' is {value.dtype}{list(value.shape)}, expected {dtype}{list(shape)}")
             env[arg] = value
-    for op in block.ops:
-        if isinstance(op, func.ReturnOp):
-            out_names = _names(main.res_attrs, len(op.operands), "result")
-            return [{n: np.asarray(env[v], order="C") for n, v in zip(out_names, op.operands)} for env in envs]
-        if isinstance(op, CollectiveOp):
-            results = evaluate_collective(op, [env[op.operands[0]] for env in envs])
-            dtype = to_numpy_dtype(op.result.type.element_type)
-            for env, value in zip(envs, results):
-                env[op.result] = np.asarray(value).astype(dtype, copy=False)
-            continue
-        if any(isinstance(inner, CollectiveOp) for inner in op.walk()):
-            raise AscendirError(f"{op.name}: a collective inside a region (the SPMD reference runs them at top level)")
-        for env, store in zip(envs, stores):
-            for r, value in zip(op.results, evaluate_op(op, [env[v] for v in op.operands], store)):
-                env[r] = value
-    raise AscendirError("@main has no func.return")
+    out_names = _names(main.res_attrs, len(block.last_op.operands), "result") if block.last_op is not None else []
+    results = _lockstep(block.ops, envs, stores)
+    return [{n: np.asarray(v, order="C") for n, v in zip(out_names, values)} for values in results]
+
+
+def spmd_ranks(module) -> int:
+    """The devices the module's collectives span (1 + the largest rank of their groups), 0 when
+    it holds none: how many ranks its reference runs."""
+    ranks = [max(op.group.ranks) + 1 for op in module.walk() if isinstance(op, CollectiveOp)]
+    return max(ranks, default=0)
+
+
+def run_spmd_merged(module, stores: Sequence[WeightStore], inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """run_spmd's outputs as one dict, rank 0's under their names and rank r's as `NAME@r` (as
+    driver.simulate_ranks reports a multi-device run)."""
+    per_rank = run_spmd(module, stores, inputs)
+    out = dict(per_rank[0])
+    for r, outs in enumerate(per_rank[1:], start=1):
+        out.update({f"{k}@{r}": v for k, v in outs.items()})
+    return out

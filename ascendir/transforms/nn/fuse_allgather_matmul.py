@@ -28,7 +28,7 @@ class FuseAllGatherMatmul(ModulePass):
     """Fuse all_gather + matmul [+ bias] into nn.fused {kind = #nn.fused_kind<all_gather_matmul>}."""
 
     name = "fuse-allgather-matmul"
-    chunks: int = 0  # 1 or the group size (`mc2.chunks`); 0: the cost model chooses
+    chunks: int = 0  # stages of every region (1 .. the group's size; `mc2.chunks`); 0: the cost model chooses
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in op.ops:

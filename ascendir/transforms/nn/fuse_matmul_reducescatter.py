@@ -25,7 +25,7 @@ class FuseMatmulReduceScatter(ModulePass):
     """Fuse matmul [+ bias] + reduce_scatter into nn.fused {kind = #nn.fused_kind<matmul_reduce_scatter>}."""
 
     name = "fuse-matmul-reducescatter"
-    chunks: int = 0  # row chunks of every region (a multiple of the group; `mc2.chunks`); 0: the cost model chooses
+    chunks: int = 0  # stages of every region (1 .. the group's size; `mc2.chunks`); 0: the cost model chooses
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fuse_before_collective(op, nn.ReduceScatterOp, mc2.match_matmul_reduce_scatter, mc2.MATMUL_REDUCE_SCATTER,

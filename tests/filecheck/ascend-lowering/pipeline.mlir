@@ -16,7 +16,7 @@
 
 // C100: builtin.module attributes {ascend.arch = #ascend.arch<"dav-c100">, ascend.target = #ascend.target<"ascend910a">}
 
-// ERR: ascendir-opt: error: bad pass pipeline 'ascend-lowering{tiling="m=16"}': ascend-lowering takes only the option 'target', not 'tiling'
+// ERR: ascendir-opt: error: bad pass pipeline 'ascend-lowering{tiling="m=16"}': ascend-lowering takes the options 'target' and 'topology', not 'tiling'
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %c = nn.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
   %y = nn.add %x, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>

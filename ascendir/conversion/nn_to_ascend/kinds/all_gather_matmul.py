@@ -4,10 +4,11 @@ shard (sequence parallelism) and the first MatMul [+ bias] of the gathered rows;
 rows are its second result when other ops use them (the vendor op's gatherOut).
 
 plan = templates/mc2.parse_sp; emit = mc2.emit_all_gather_matmul with the chunk count of
-mc2.choose_sp_chunks (or the region's `mc2.chunks`): 1 (the all_gather kernel, then the matmul,
-as unfused) or one chunk per rank, the own
-chunk multiplied while the first exchange runs, each received chunk multiplied beside the next
-exchange (rank-symmetric mesh steps). No tiled site: the chunk's tiling is searched at emission."""
+mc2.choose_sp_chunks for the lowering's topology (or the region's `mc2.chunks`): 1 (the
+all_gather kernel, then the matmul, as unfused) or 2 .. n stages (mc2.gather_stages), the own
+rows multiplied while the first exchange runs, each exchange's blocks multiplied beside the next
+exchange (rank-symmetric mesh steps, several peers at once). No tiled site: the chunk's tiling is
+searched at emission."""
 
 from __future__ import annotations
 
@@ -29,13 +30,13 @@ class AllGatherMatmulTemplate(TemplateBase):
 
     def emit(self, ctx: LoweringContext, plan: mc2.SpPlan, operands: list[SSAValue]) -> list[SSAValue]:
         p, n = plan.parts, plan.parts.coll.group.size
-        chunks = mc2.chunks_of(ctx, plan.region, plan.problem.m)
-        if chunks not in (None, 1, n):
-            raise ctx.error(f"{mc2.CHUNKS_ATTR} = {chunks}: an all_gather_matmul runs 1 chunk or one per device ({n})")
+        chunks = mc2.chunks_of(ctx, plan.region, None)
+        if chunks is not None and not 1 <= chunks <= n:
+            raise ctx.error(f"{mc2.CHUNKS_ATTR} = {chunks}: an all_gather_matmul runs 1 to {n} stages (the devices)")
         if chunks is None:
             row_bytes = shape(p.mm.lhs)[-1] * itemsize(elem(p.mm.lhs))
-            chunks = mc2.choose_sp_chunks(plan.problem, n, row_bytes, ctx.target, True,
-                                           mc2.recorded(ctx, p.mm, plan.problem)).chunks
+            chunks = mc2.choose_sp_chunks(plan.problem, p.coll.group.ranks, row_bytes, ctx.target, True,
+                                           mc2.recorded(ctx, p.mm, plan.problem), mc2.topology_for(ctx, p.coll.group.ranks)).chunks
         return mc2.emit_all_gather_matmul(ctx, p, gm_args(plan.region, operands), plan.problem,
                                           gathered=len(plan.region.outputs) == 2, chunks=chunks)
 

@@ -2,7 +2,8 @@
 #nn.fused_kind<matmul_all_reduce>}` built by fuse-matmul-allreduce from a row-parallel MatMul
 [+ bias], its nn.all_reduce [and the residual add after it].
 
-plan = templates/mc2.parse_matmul_all_reduce and the chunk count of mc2.choose_chunks (the
+plan = templates/mc2.parse_matmul_all_reduce and the chunk count of mc2.choose_chunks for the
+lowering's topology (the
 matmul estimate of a chunk and the all_reduce of its rows, pipelined); emit =
 mc2.emit_matmul_all_reduce: per row chunk a cube kernel and the all_reduce comm kernel of its
 rows on the comm stream beside the next chunk's matmul, then the residual add (one vector
@@ -46,8 +47,8 @@ class MatmulAllReduceTemplate(TemplateBase):
         row_bytes = shape(p.ar.result)[-1] * itemsize(elem(p.ar.result))
         chunks = mc2.chunks_of(ctx, plan.region, plan.problem.m)
         if chunks is None:
-            chunks = mc2.choose_chunks(plan.problem, "all_reduce", row_bytes, p.ar.group.size, ctx.target,
-                                        mc2.recorded(ctx, mc2.down_of(p), plan.problem)).chunks
+            chunks = mc2.choose_chunks(plan.problem, "all_reduce", row_bytes, p.ar.group.ranks, ctx.target,
+                                        mc2.recorded(ctx, mc2.down_of(p), plan.problem), mc2.topology_for(ctx, p.ar.group.ranks)).chunks
         return [mc2.emit_matmul_all_reduce(ctx, p, gm_args(plan.region, operands), plan.problem, chunks)]
 
 

@@ -17,7 +17,8 @@ comm_reduce with notify_record / notify_wait across devices, HCCL's mesh) on the
 next chunk's matmul, sharing the chip's HBM bandwidth with it (interpreter/timing/comm_stream.py
 says how that is modelled). The chunk count is chosen by the cost model (`choose_chunks`): the
 matmul estimate of choose-tiling (tiling.search) for a chunk and the mesh collective's cost
-from the topology's figures (`collective_cycles`), pipelined.
+from the figures of the topology the module is lowered for (`collective_cycles`; `ascendir run
+--topology` sets it), pipelined.
 
 Numerics: a chunk runs a tiling that splits K as the matmul's recorded one (choose-tiling's
 `ascend.tiling` for all its rows; `chunk_search` looks for the best chunk tiling among those with
@@ -36,6 +37,7 @@ projection (the ffn template's two-kernel form); with one chunk the ffn template
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -54,8 +56,9 @@ from ascendir.conversion.nn_to_ascend.templates.ffn_up import emit_up, up_tiling
 from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, tiling_of
 from ascendir.dialects import ascend, nn
 from ascendir.dtypes import itemsize
+from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
-from ascendir.hardware.topology import Topology, load_topology
+from ascendir.hardware.topology import Link, Topology, load_topology
 from ascendir.patterns import fuse_ops, single_use
 
 MATMUL_ALL_REDUCE = "matmul_all_reduce"
@@ -120,8 +123,9 @@ def fuse_mc2(kind: str, ops: list[Operation], chunks: int = 0) -> nn.FusedOp:
     return region
 
 
-def chunks_of(ctx: LoweringContext, region: nn.FusedOp, rows: int) -> int | None:
-    """The region's recorded chunk count (CHUNKS_ATTR), None without one.
+def chunks_of(ctx: LoweringContext, region: nn.FusedOp, rows: int | None) -> int | None:
+    """The region's recorded chunk count (CHUNKS_ATTR), None without one; `rows`: what the chunks
+    must split evenly (None: stages of row blocks, which the SP templates bound themselves).
 
     Raises:
         AscendirError: a count that does not divide the rows."""
@@ -129,7 +133,7 @@ def chunks_of(ctx: LoweringContext, region: nn.FusedOp, rows: int) -> int | None
     if attr is None:
         return None
     c = attr.value.data
-    if c < 1 or rows % c:
+    if c < 1 or (rows is not None and rows % c):
         raise ctx.error(f"{CHUNKS_ATTR} = {c} does not split the {rows} rows into equal chunks")
     return c
 
@@ -193,41 +197,74 @@ def parse_matmul_all_reduce(region: nn.FusedOp) -> MatmulAllReduceParts | Declin
 # ----------------------------------------------------------------------------------------------
 # the cost model
 # ----------------------------------------------------------------------------------------------
-def topology_for(target: HardwareConfig) -> Topology:
-    """The topology the chunk count is chosen for: the default one (an Atlas 800 A2 server of
-    910B2: hardware/topologies/atlas800-a2.toml). A run on another topology keeps the choice;
-    the simulated times follow the run's topology."""
-    return load_topology(None)
+def topology_for(ctx: LoweringContext, ranks: tuple[int, ...]) -> Topology:
+    """The topology the chunk counts are chosen for: the lowering's (convert-nn-to-ascend's
+    `topology` option, which `ascendir run --topology` sets), else the default one (an Atlas 800
+    A2 server of 910B2: hardware/topologies/atlas800-a2.toml).
+
+    Raises:
+        AscendirError: naming the region, when that topology cannot run the group `ranks`."""
+    topo = _topology(ctx.topology)
+    try:
+        topo.check_group(tuple(ranks), "its group")
+    except AscendirError as e:
+        raise ctx.error(f"{e}: lower it for a topology that has the group (ascend-lowering{{topology=...}}, "
+                        "ascendir run --topology)") from None
+    return topo
+
+
+def _ranks(ranks: tuple[int, ...] | int) -> tuple[int, ...]:
+    return tuple(range(ranks)) if isinstance(ranks, int) else tuple(ranks)
+
+
+@functools.lru_cache(maxsize=8)
+def _topology(name: str) -> Topology:
+    return load_topology(name or None)
+
+
+def group_link(topo: Topology, ranks: tuple[int, ...], nbytes: int = 0) -> Link:
+    """The slowest link from the group's first device to its peers (one transfer of `nbytes`):
+    a mesh step waits for its slowest flow (on a group spanning servers, the RoCE one)."""
+    if len(ranks) < 2:
+        return topo.link(0, 1, nbytes)
+    links = [topo.link(ranks[0], r, nbytes) for r in ranks[1:]]
+    return min(links, key=lambda ln: (ln.flow_GBps, -ln.head_us))
 
 
 def _us(target: HardwareConfig, us: float) -> float:
     return us * 1e-6 * target.clock_hz
 
 
-def _copy_cycles(target: HardwareConfig, topo: Topology, nbytes: float, peers: int) -> float:
+def _copy_cycles(target: HardwareConfig, topo: Topology, ranks: tuple[int, ...], nbytes: float, peers: int) -> float:
     """One mesh step: `nbytes` to each of `peers` peers at once, per links.py's model (each flow
     at the link rate, all of them within the port's total rate, plus the transfer head)."""
     if peers == 0 or nbytes == 0:
         return 0.0
-    ln = topo.link(0, 1, int(nbytes))
+    ln = group_link(topo, ranks, int(nbytes))
     flow = nbytes / (ln.flow_GBps * 1e9) * target.clock_hz
     port = peers * nbytes / (ln.domain.total_GBps * 1e9) * target.clock_hz
     return _us(target, ln.head_us) + max(flow, port)
 
 
-def collective_cycles(kind: str, nbytes: float, n: int, target: HardwareConfig, topo: Topology) -> float:
-    """Analytic cycles of the collective template's comm kernel (templates/collectives.py) over
-    `n` devices: `nbytes` = the operand of all_reduce / reduce_scatter, the result of all_gather.
-    Handshakes cost a notify record + wait + link latency each (HCCL constants, S23)."""
+def _sync_cycles(target: HardwareConfig, topo: Topology, ranks: tuple[int, ...]) -> float:
+    """A handshake: notify record + wait + link latency (HCCL constants, S23)."""
     h = topo.hccl
-    sync = _us(target, h.notify_record_us + h.notify_wait_us + topo.link(0, 1).domain.latency_us)
+    return _us(target, h.notify_record_us + h.notify_wait_us + group_link(topo, ranks).domain.latency_us)
+
+
+def collective_cycles(kind: str, nbytes: float, ranks: tuple[int, ...], target: HardwareConfig, topo: Topology) -> float:
+    """Analytic cycles of the collective template's comm kernel (templates/collectives.py) over
+    the devices `ranks`: `nbytes` = the operand of all_reduce / reduce_scatter, the result of
+    all_gather. Handshakes cost a notify record + wait + link latency each (HCCL constants, S23)."""
+    n = len(ranks)
+    sync = _sync_cycles(target, topo, ranks)
     hbm = target.hbm_bytes_per_cycle
     part = nbytes / n
     if kind == "all_reduce":
-        return 3 * sync + 2 * _copy_cycles(target, topo, part, n - 1) + (n + 1) * part / hbm
+        return 3 * sync + 2 * _copy_cycles(target, topo, ranks, part, n - 1) + (n + 1) * part / hbm
     if kind == "reduce_scatter":
-        return 2 * sync + _copy_cycles(target, topo, part, n - 1) + (n + 1) * part / hbm
-    return 2 * sync + _copy_cycles(target, topo, part, n - 1)  # all_gather
+        return 2 * sync + _copy_cycles(target, topo, ranks, part, n - 1) + (n + 1) * part / hbm
+    return 2 * sync + _copy_cycles(target, topo, ranks, part, n - 1)  # all_gather
 
 
 def chunk_problem(p: tiling.Problem, rows: int) -> tiling.Problem:
@@ -249,19 +286,21 @@ class ChunkChoice:
     scores: tuple[tuple[int, float], ...]
 
 
-def choose_chunks(p: tiling.Problem, kind: str, comm_bytes_per_row: float, n: int, target: HardwareConfig,
-                  fixed: tiling.Tiling | None = None) -> ChunkChoice:
-    """The chunk count in 1, 2, 4, .. MAX_CHUNKS (a multiple of `multiple_of`, dividing the rows
-    into chunks of at least MIN_CHUNK_ROWS) with the fewest pipelined cycles: per chunk the matmul
-    estimate of chunk_search (launch head included) and `collective_cycles`."""
-    topo = topology_for(target)
+def choose_chunks(p: tiling.Problem, kind: str, comm_bytes_per_row: float, ranks: tuple[int, ...], target: HardwareConfig,
+                  fixed: tiling.Tiling | None = None, topo: Topology | None = None) -> ChunkChoice:
+    """The chunk count in 1, 2, 4, .. MAX_CHUNKS (dividing the rows into chunks of at least
+    MIN_CHUNK_ROWS) with the fewest pipelined cycles: per chunk the matmul estimate of
+    chunk_search (launch head included) and `collective_cycles` over `ranks` on `topo` (None:
+    the default topology)."""
+    topo = topo or _topology("")
+    ranks = _ranks(ranks)
     scores = []
     c = 1
     while c <= MAX_CHUNKS:
         if p.m % c == 0 and (c == 1 or p.m // c >= MIN_CHUNK_ROWS):
             rows = p.m // c
             compute = chunk_search(p, rows, target, fixed)[1]
-            comm = collective_cycles(kind, rows * comm_bytes_per_row, n, target, topo)
+            comm = collective_cycles(kind, rows * comm_bytes_per_row, ranks, target, topo)
             scores.append((c, pipelined(compute, comm, c)))
         c *= 2
     best = min(scores, key=lambda s: (s[1], s[0]))
@@ -554,76 +593,127 @@ def sp_plan(region: nn.FusedOp, gather: bool) -> SpPlan | Declined:
     return SpPlan(region, parts, sp_problem(parts))
 
 
-def choose_sp_chunks(p: tiling.Problem, n: int, row_bytes: float, target: HardwareConfig, gather: bool,
-                     fixed: tiling.Tiling | None = None) -> ChunkChoice:
-    """Chunks of a MatmulReduceScatter (1, or a multiple of the group: each chunk goes whole to its
-    owner, one peer) or an AllGatherMatmul (1 or n: one exchange with one peer per chunk): the
-    pipelined matmul estimate and the chunk's copy to one peer with its notify, against 1 (the
-    matmul and the collective kernel one after the other, as unfused)."""
-    topo = topology_for(target)
-    h = topo.hccl
-    sync = _us(target, h.notify_record_us + h.notify_wait_us + topo.link(0, 1).domain.latency_us)
+def gather_stages(n: int, chunks: int) -> list[list[int]]:
+    """The peer offsets of each exchange of an AllGatherMatmul in `chunks` stages (1 < chunks <=
+    n): the n - 1 offsets in chunks - 1 consecutive groups, as even as can be, larger first. In
+    exchange e rank r sends its rows to r + o and receives those of r - o for every o of group e,
+    at once (one flow per peer); stage 0 multiplies the own rows, stage e the rows of exchange e."""
+    steps = chunks - 1
+    sizes = [(n - 1) // steps + (1 if i < (n - 1) % steps else 0) for i in range(steps)]
+    out, o = [], 1
+    for k in sizes:
+        out.append(list(range(o, o + k)))
+        o += k
+    return out
+
+
+def gather_cycles(block: float, n: int, chunks: int, block_bytes: float, ranks: tuple[int, ...], target: HardwareConfig,
+                  topo: Topology) -> float:
+    """Estimated cycles of an AllGatherMatmul in `chunks` stages (gather_stages), each block's
+    matmul `block` cycles: exchange e runs beside the matmuls of stage e - 1 (the first after
+    HCCL's pre-sync), the last stage's after its exchange."""
+    sync = _sync_cycles(target, topo, ranks)
+    stages = gather_stages(n, chunks)
+    total, compute = sync, block  # stage 0: the own rows
+    for peers in stages:
+        comm = sync + _copy_cycles(target, topo, ranks, block_bytes, len(peers))
+        total += max(compute, comm)
+        compute = len(peers) * block
+    return total + compute
+
+
+def scatter_cycles(block: float, n: int, chunks: int, block_bytes: float, ranks: tuple[int, ...], target: HardwareConfig,
+                   topo: Topology) -> float:
+    """Estimated cycles of a MatmulReduceScatter in `chunks` stages (gather_stages: stage e
+    multiplies the row blocks of the owners r + o, o in group e, then sends them to their owners
+    beside the next stage's matmuls; the own block last), each block's matmul `block` cycles;
+    then the done handshake and the sum of the n received blocks (comm_reduce)."""
+    sync = _sync_cycles(target, topo, ranks)
+    total, comm = sync, 0.0  # HCCL's pre-sync
+    for peers in gather_stages(n, chunks):
+        total += max(len(peers) * block, comm)
+        comm = _copy_cycles(target, topo, ranks, block_bytes, len(peers))
+    return total + max(block, comm) + sync + (n + 1) * block_bytes / target.hbm_bytes_per_cycle
+
+
+def choose_sp_chunks(p: tiling.Problem, ranks: tuple[int, ...] | int, row_bytes: float, target: HardwareConfig, gather: bool,
+                     fixed: tiling.Tiling | None = None, topo: Topology | None = None) -> ChunkChoice:
+    """Stages of an AllGatherMatmul or a MatmulReduceScatter (1 .. n; gather_stages: exchanges
+    with as many peers at once as the stage has row blocks): the pipelined estimate of the blocks'
+    matmuls and the copies to the peers (gather_cycles, scatter_cycles) against 1 (the matmul and
+    the collective kernel one after the other, as unfused), on `topo` (None: the default
+    topology)."""
+    topo = topo or _topology("")
+    ranks = _ranks(ranks)
+    n = len(ranks)
     kind = "all_gather" if gather else "reduce_scatter"
-    scores = [(1, chunk_search(p, p.m, target, fixed)[1] + collective_cycles(kind, p.m * row_bytes, n, target, topo))]
-    tail = 0.0 if gather else sync + (n + 1) * (p.m // n) * row_bytes / target.hbm_bytes_per_cycle
-    c = n
-    while c <= (n if gather else max(MAX_CHUNKS, n)):
-        if p.m % c == 0:
-            rows = p.m // c
-            compute = chunk_search(p, rows, target, fixed)[1]
-            comm = sync + _copy_cycles(target, topo, rows * row_bytes, 1)
-            scores.append((c, pipelined(compute, comm, c) + tail))
-        c *= 2
+    scores = [(1, chunk_search(p, p.m, target, fixed)[1] + collective_cycles(kind, p.m * row_bytes, ranks, target, topo))]
+    if p.m % n == 0:
+        block = chunk_search(p, p.m // n, target, fixed)[1]
+        cost = gather_cycles if gather else scatter_cycles
+        scores += [(c, cost(block, n, c, p.m // n * row_bytes, ranks, target, topo)) for c in range(2, n + 1)]
     best = min(scores, key=lambda s: (s[1], s[0]))
     return ChunkChoice(best[0], tuple(scores))
 
 
 def emit_matmul_reduce_scatter(ctx: LoweringContext, parts: SpParts, args: dict[SSAValue, SSAValue], problem: tiling.Problem,
                                chunks: int) -> SSAValue:
-    """MatmulReduceScatter in `chunks` (a multiple of the group size n) row chunks, chunk i owned
-    by rank i // (chunks / n): its matmul, then (comm stream, beside the next chunk's matmul) its
-    copy into row r of the owner's stack [n, rows / n, N]; last, the done handshake and the sum
-    of this rank's stack (comm_reduce: the unfused reduce_scatter's sum, rank order, f32).
-    Chunks go to their owners in rank order on every rank (0 first): the links are per pair, so
-    the order costs nothing in the model (receivers' ingress is not modelled)."""
+    """MatmulReduceScatter over the group's n row blocks (block p is owner p's) in `chunks` stages
+    (1 <= chunks <= n; gather_stages), rank-symmetric: stage e multiplies the blocks of the owners
+    r + o (o in group e) and sends them, on the comm stream beside the next stage's matmuls, into
+    row r of each owner's stack [n, rows / n, N], one flow per owner; the own block is multiplied
+    last, straight into row r of the own stack; then the done handshake and the sum of the stack
+    (comm_reduce: the unfused reduce_scatter's sum, rank order, f32). Every block's matmul has the
+    same tiling, so the result does not depend on the stages."""
     mm, rs = parts.mm, parts.coll
     group = rs.group
     n = group.size
     rows, n_out = problem.m, problem.n
     el = elem(rs.result)
+    epilogue = Epilogue(bias=args[parts.bias]) if parts.bias is not None else Epilogue()
     if chunks == 1:  # the model sees no gain: the matmul, then the reduce_scatter kernel
-        epilogue = Epilogue(bias=args[parts.bias]) if parts.bias is not None else Epilogue()
         part = emit_matmul(ctx, args[mm.lhs], args[mm.rhs], shape(mm.result), el, epilogue, base="mc2_matmul",
                            tiling=tiling_of(ctx, mm, problem))
         y = ctx.buffer(list(shape(rs.result)), el)
         emit_reduce_scatter(ctx, group, ctx.view(part, shape(rs.input)), y, rs.axis.value.data, base="mc2_reduce_scatter")
         return y
-    per_owner = chunks // n
-    step = rows // chunks
+    step = rows // n
     x2 = ctx.view(args[mm.lhs], [rows, shape(mm.lhs)[-1]])
     y = ctx.buffer(list(shape(rs.result)), el)
-    stack = ctx.buffer([n, rows // n, n_out], el)
-    epilogue = Epilogue(bias=args[parts.bias]) if parts.bias is not None else Epilogue()
+    stack = ctx.buffer([n, step, n_out], el)
+    stack2 = ctx.view(stack, [rows, n_out])
     best = chunk_search(problem, step, ctx.target, recorded(ctx, mm, problem))[0]
-    for i in range(chunks):
+    rank = _host_index(ctx, ascend.GroupRankOp(group))
+    cst = {v: _host_index(ctx, arith.ConstantOp(IntegerAttr(v, IndexType()))) for v in sorted({n, step, *range(n)})}
+
+    def block_of(o: int) -> SSAValue:  # first row of owner (r + o) mod n's block
+        dst = _host_index(ctx, arith.RemUIOp(_host_index(ctx, arith.AddiOp(rank, cst[o % n])), cst[n]))
+        return _host_index(ctx, arith.MuliOp(dst, cst[step]))
+
+    for e, offsets in enumerate(gather_stages(n, chunks)):
         mark = ctx.host.last_op
-        part = emit_matmul(ctx, rows_of(ctx, x2, i * step, step), args[mm.rhs], (step, n_out), el, epilogue, base="mc2_matmul",
-                           tiling=best)
-        if i:
+        got = [emit_matmul(ctx, rows_at(ctx, x2, block_of(o), step), args[mm.rhs], (step, n_out), el, epilogue,
+                           base="mc2_matmul", tiling=best) for o in offsets]
+        if e:
             _overlap(ctx, mark)
-        ck = CommKernel(ctx, group, "mc2_reduce_scatter", [part, stack])
-        gp, gs = ck.args
-        if i == 0:
+        ck = CommKernel(ctx, group, "mc2_reduce_scatter", [*got, stack])
+        gs = ck.args[-1]
+        if e == 0:
             ck.sync()  # HCCL's pre-sync: every peer has reached the collective
-        mine = ck.kb.subview(gs, [ck.rank, (i % per_owner) * step, 0], [1, step, n_out])
-        ck.copy(gp, mine, ck.kb.idx(i // per_owner))
-        ck.finish(ctx, [part, stack])
+        mine = ck.kb.subview(gs, [ck.rank, 0, 0], [1, step, n_out])
+        for o, gp in zip(offsets, ck.args[:-1]):
+            ck.copy(gp, mine, ck.peers[o])
+        ck.finish(ctx, [*got, stack])
         _background(ctx)
-    ck = CommKernel(ctx, group, "mc2_reduce_scatter", [stack, ctx.view(y, [rows // n, n_out])])
+    mark = ctx.host.last_op
+    own = block_of(0)
+    _matmul_into(ctx, rows_at(ctx, x2, own, step), args[mm.rhs], rows_at(ctx, stack2, own, step), el, epilogue, best)
+    _overlap(ctx, mark)
+    ck = CommKernel(ctx, group, "mc2_reduce_scatter", [stack, ctx.view(y, [step, n_out])])
     gs, gy = ck.args
     ck.sync()
     ck.kb.emit(ascend.CommReduceOp(gs, gy))
-    ck.finish(ctx, [stack, ctx.view(y, [rows // n, n_out])])
+    ck.finish(ctx, [stack, ctx.view(y, [step, n_out])])
     return y
 
 
@@ -652,11 +742,13 @@ def _matmul_into(ctx: LoweringContext, a: SSAValue, w: SSAValue, out: SSAValue, 
 
 def emit_all_gather_matmul(ctx: LoweringContext, parts: SpParts, args: dict[SSAValue, SSAValue], problem: tiling.Problem,
                            gathered: bool, chunks: int) -> list[SSAValue]:
-    """AllGatherMatmul over the group's n row chunks, rank-symmetric (HCCL's mesh, one peer per
-    step): this rank's own chunk is multiplied first, straight from its input, while the comm
-    stream sends it to peer r+1 and receives chunk r-1; step s sends to r+s and receives r-s,
-    whose rows are multiplied at step s+1 beside the next exchange. Returns the product [and the
-    gathered rows, when `gathered`: ops-transformer's gatherOut]."""
+    """AllGatherMatmul over the group's n row blocks in `chunks` stages (1 <= chunks <= n;
+    gather_stages), rank-symmetric (HCCL's mesh): this rank's own block is multiplied first,
+    straight from its input, while the comm stream sends it to the peers r + o of the first
+    exchange and receives their blocks r - o; the blocks of exchange e are multiplied beside
+    exchange e + 1. Every block's matmul has the same tiling (the block's rows), so the result
+    does not depend on the stages. Returns the product [and the gathered rows, when `gathered`:
+    ops-transformer's gatherOut]."""
     ag, mm = parts.coll, parts.mm
     group = ag.group
     n = group.size
@@ -680,26 +772,30 @@ def emit_all_gather_matmul(ctx: LoweringContext, parts: SpParts, args: dict[SSAV
     rank = _host_index(ctx, ascend.GroupRankOp(group))
     cst = {v: _host_index(ctx, arith.ConstantOp(IntegerAttr(v, idx))) for v in sorted({n, step, *range(n)})}
 
-    def block_of(s: int) -> SSAValue:  # first row of chunk (r - s) mod n
-        src = _host_index(ctx, arith.RemUIOp(_host_index(ctx, arith.AddiOp(rank, cst[(n - s) % n])), cst[n]))
+    def block_of(o: int) -> SSAValue:  # first row of block (r - o) mod n
+        src = _host_index(ctx, arith.RemUIOp(_host_index(ctx, arith.AddiOp(rank, cst[(n - o) % n])), cst[n]))
         return _host_index(ctx, arith.MuliOp(src, cst[step]))
 
-    for s in range(n):
-        if s < n - 1:  # exchange s+1: send x to r+s+1, receive chunk r-s-1
+    stages = gather_stages(n, chunks)
+    for e in range(len(stages) + 1):
+        if e < len(stages):  # exchange e + 1: send x to r + o, receive block r - o, for o in stages[e]
             ck = CommKernel(ctx, group, "mc2_all_gather", [x, g2])
             gx, gg = ck.args
-            if s == 0:
+            if e == 0:
                 ck.sync()
                 ck.copy(gx, ck.chunk(gg, 0, ck.rank, step), ck.rank)  # gatherOut's own chunk
-            dst, src = ck.peers[s + 1], ck.peers[n - s - 1]
-            ck.copy(gx, ck.chunk(gg, 0, ck.rank, step), dst)
-            ck.kb.emit(ascend.NotifyRecordOp(dst, group))
-            ck.kb.emit(ascend.NotifyWaitOp(src, group))
+            for o in stages[e]:
+                ck.copy(gx, ck.chunk(gg, 0, ck.rank, step), ck.peers[o])
+            for o in stages[e]:
+                ck.kb.emit(ascend.NotifyRecordOp(ck.peers[o], group))
+            for o in stages[e]:
+                ck.kb.emit(ascend.NotifyWaitOp(ck.peers[n - o], group))
             ck.finish(ctx, [x, g2])
             _background(ctx)
         mark = ctx.host.last_op
-        a = x if s == 0 else rows_at(ctx, g2, block_of(s), step)
-        _matmul_into(ctx, a, w, rows_at(ctx, y2, block_of(s), step), el, epilogue, best)
-        if s < n - 1:
+        for o in ([0] if e == 0 else stages[e - 1]):
+            a = x if o == 0 else rows_at(ctx, g2, block_of(o), step)
+            _matmul_into(ctx, a, w, rows_at(ctx, y2, block_of(o), step), el, epilogue, best)
+        if e < len(stages):
             _overlap(ctx, mark)
     return [y, g] if gathered else [y]
