@@ -432,6 +432,20 @@ def run_block(block: Block, args: Sequence[np.ndarray], weights: WeightStore) ->
     raise AscendirError("block has no terminator (func.return / nn.yield)")
 
 
+def input_value(inputs: Mapping[str, object], name: str, arg) -> np.ndarray:
+    """inputs[name] as the array @main's argument `arg` takes.
+
+    Raises:
+        AscendirError: the input is missing, or its dtype or shape is not the argument's."""
+    if name not in inputs:
+        raise AscendirError(f"missing input '{name}' ({arg.type})")
+    value = np.asarray(inputs[name])
+    dtype, shape = to_numpy_dtype(arg.type.element_type), tuple(arg.type.get_shape())
+    if value.dtype != dtype or value.shape != shape:
+        raise AscendirError(f"input '{name}' is {value.dtype}{list(value.shape)}, expected {dtype}{list(shape)}")
+    return value
+
+
 def _names(attrs, count: int, kind: str) -> list[str]:
     if attrs is None:
         return [f"{kind}{i}" for i in range(count)]
@@ -478,15 +492,7 @@ def run_nn(module: ModuleOp, weights: WeightStore, inputs: Mapping[str, np.ndarr
     unknown = sorted(set(inputs) - set(arg_names))
     if unknown:
         raise AscendirError(f"unknown inputs {unknown}; @main takes {arg_names}")
-    args = []
-    for name, arg in zip(arg_names, block.args):
-        if name not in inputs:
-            raise AscendirError(f"missing input '{name}' ({arg.type})")
-        value = np.asarray(inputs[name])
-        dtype, shape = to_numpy_dtype(arg.type.element_type), tuple(arg.type.get_shape())
-        if value.dtype != dtype or value.shape != shape:
-            raise AscendirError(f"input '{name}' is {value.dtype}{list(value.shape)}, expected {dtype}{list(shape)}")
-        args.append(value)
+    args = [input_value(inputs, name, arg) for name, arg in zip(arg_names, block.args)]
     outputs = run_block(block, args, weights)
     names = _names(main.res_attrs, len(outputs), "result")
     return {name: np.asarray(v, order="C") for name, v in zip(names, outputs)}  # 0-d stays 0-d

@@ -25,7 +25,7 @@ from ascendir.dialects.nn import FusedOp, YieldOp
 from ascendir.dialects.nn.collectives import AllGatherOp, AllReduceOp, AllToAllOp, CollectiveOp, ReduceScatterOp
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
-from ascendir.interpreter.exec.nn_reference import _names, evaluate_op, main_function
+from ascendir.interpreter.exec.nn_reference import _names, evaluate_op, input_value, main_function
 from ascendir.weights import WeightStore
 
 _HALF_KINDS = ("float16", "bfloat16")
@@ -125,13 +125,7 @@ def run_spmd(
     for rank, env in enumerate(envs):
         feeds = _rank_inputs(inputs, rank)
         for name, arg in zip(names, block.args):
-            if name not in feeds:
-                raise AscendirError(f"missing input '{name}' ({arg.type})")
-            value = np.asarray(feeds[name])
-            dtype, shape = to_numpy_dtype(arg.type.element_type), tuple(arg.type.get_shape())
-            if value.dtype != dtype or value.shape != shape:
-                raise AscendirError(f"input '{name}' is {value.dtype}{list(value.shape)}, expected {dtype}{list(shape)}")
-            env[arg] = value
+            env[arg] = input_value(feeds, name, arg)
     out_names = _names(main.res_attrs, len(block.last_op.operands), "result") if block.last_op is not None else []
     results = _lockstep(block.ops, envs, stores)
     return [{n: np.asarray(v, order="C") for n, v in zip(out_names, values)} for values in results]
