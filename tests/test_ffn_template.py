@@ -304,3 +304,23 @@ def test_plan_at_llama7b_shapes(tokens: int, kind: str) -> None:
         est = float(re.search(r"est fused (\d+)", next(iter(plans))).group(1))
         sim = simulate(module, WeightStore(), {}, load_target("ascend910b2"), timing_only=True).report["total_cycles"]
         assert abs(est - sim) / sim < 0.10, (est, sim)
+
+
+def test_ffn_up_spreads_16_bit_like_32_bit(monkeypatch) -> None:
+    """ffn_up's AIV epilogue works on f32 accumulators whatever the input type, so a small 16-bit
+    FFN is spread over as many AICs as the f32 one (it used one quarter of them: swin and
+    convnext ran slower in fp16 than in fp32), and computes the same."""
+    import ascendir.conversion.nn_to_ascend.templates.ffn as ffn
+
+    choose = ffn.choose_plan
+    monkeypatch.setattr(ffn, "choose_plan", lambda *a: ffn.Plan(None, choose(*a).fused_cycles, choose(*a).two_kernel_cycles))
+    block_dims = {}
+    for dt in ("f32", "f16"):
+        text, shapes = plain_ir(256, 16, 64, dt), [(256, 16), (16, 64), (64,), (64, 16), (16,)]
+        want, got, names, module = _run(text, _feeds(shapes, dt), "ascend910b2")
+        scale = max(1.0, float(np.abs(want.astype(np.float32)).max()))
+        tol = (1e-2, 1e-3 * scale) if dt == "f16" else (1e-5, 1e-5)  # driver.TOLERANCES, as above
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol[0], atol=tol[1])
+        (up,) = [k for k in module.ops if isinstance(k, ascend.KernelOp) and k.sym_name.data.startswith("ffn_up")]
+        block_dims[dt] = up.block_dim.value.data
+    assert block_dims["f16"] == block_dims["f32"] > 4

@@ -26,6 +26,7 @@ from xdsl.ir import Attribute, SSAValue
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
+from ascendir.conversion.nn_to_ascend.templates.elementwise import MIN_SPLIT_BYTES
 from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _mmad, heuristic_tiling
 from ascendir.dialects import ascend
 from ascendir.hardware.align import aligned_bytes
@@ -56,6 +57,14 @@ def up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc:
             bm = round_up(bm // 2, 16)
         else:
             raise ctx.error(f"ffn: no {nacc}-accumulator tile fits {t.name}")
+    # heuristic_tiling spreads small problems by the A / B bytes a tile loads, which halve in 16
+    # bits; the AIV epilogue works on the f32 accumulators whatever the input type, so spread by
+    # that work too (the vector templates' rule: tiles of at least MIN_SPLIT_BYTES each)
+    while ceil_div(m, bm) * ceil_div(n, bn) < t.num_aic and nacc * bm * bn * 4 >= 2 * MIN_SPLIT_BYTES and max(bm, bn) > 16:
+        if bn >= bm:
+            bn = round_up(bn // 2, 16)
+        else:
+            bm = round_up(bm // 2, 16)
     ka = max(1, 32 // es)
     while nb * (bm * bk * es) > t.capacity("l0a") or nb * nacc * bk * bn * es > t.capacity("l0b"):
         if bk <= ka:
