@@ -39,7 +39,7 @@ from xdsl.ir import Attribute, SSAValue
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
-from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _mmad, heuristic_tiling
+from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _l0c_out, _mmad, heuristic_tiling
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize, packed_nbytes, to_numpy_dtype
@@ -174,6 +174,7 @@ class _Kernel:
         self.q_l0 = [s.queue(Pipe.MTE1, Pipe.M, AIC) for _ in range(DOUBLE_BUFFER)]
         fixpipe = self.ctx.target.arch.fixpipe
         self.q_c = s.queue(Pipe.M, Pipe.FIX if fixpipe else Pipe.V, AIC)
+        self.ub_c = self.q_y = None
         if not fixpipe:  # 910A: L0C -> UB on the vector pipe, UB -> GM (as matmul._OutputStage)
             self.ub_c = self.kb.alloc([self.bm, self.bn], self.out_elem, MemSpace.UB)
             self.q_y = s.queue(Pipe.V, Pipe.MTE3, AIC)
@@ -187,18 +188,8 @@ class _Kernel:
 
     def _store(self, dst: SSAValue) -> None:
         """L0C -> the output tile: FixPipe (nz2nd, cast) where the chip has one, else through UB."""
-        kb = self.kb
         self.q_c.handoff()
-        if self.ctx.target.arch.fixpipe:
-            kb.copy(self.acc, dst, layout="nz2nd")
-            self.q_c.release()
-            return
-        self.q_y.acquire()
-        kb.copy(self.acc, self.ub_c)
-        self.q_c.release()
-        self.q_y.handoff()
-        kb.copy(self.ub_c, dst)
-        self.q_y.release()
+        _l0c_out(self.kb, self.ctx.target.arch.fixpipe, self.acc, dst, self.q_c, self.q_y, self.ub_c)
 
     def _chunk(self, p: int, k1: Index, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
         kb, kl1, bn = self.kb, self.kl1, self.bn

@@ -66,7 +66,7 @@ from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
 from ascendir.hardware.align import aligned_bytes
-from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _mmad
+from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _l0c_out, _mmad
 from ascendir.conversion.nn_to_ascend.templates.ffn_up import MIN_PREFETCH_CHUNKS
 
 # Candidate grids (elements): bm rows, bi I-columns per chunk, bn Ho-columns per down tile,
@@ -400,6 +400,7 @@ class _Kernel:
         if gb is not None:
             self.ub_b = kb.alloc([1, bi], elem(gb), UB)
             self.ub_b32 = kb.alloc([1, bi], f32, UB) if elem(gb) != f32 else self.ub_b
+        self.ub_o = None
         if not arch.fixpipe:  # the down tile leaves L0C through UB
             self.ub_o = kb.alloc([bm, bn], f32, UB)
         self.prefetch = prefetches(s, t, kb.target)
@@ -411,6 +412,7 @@ class _Kernel:
         self.q_l0 = [sy.queue(M1, M, AIC) for _ in range(nb)]
         self.q_in = sy.queue(M2, V, AIV)
         self.q_out = sy.queue(V, M3, AIV)
+        self.q_o = None  # the 910A down tile's UB -> GM queue
         if arch.split_cores:
             self.q_c = sy.queue(M, FIX, AIC)
             self.q_dc = sy.queue(M, FIX, AIC)
@@ -626,16 +628,7 @@ class _Kernel:
                 _by_parity(kb, jd, 1, DOUBLE_BUFFER, lambda p: load(p, jd), tile_base)
             self.q_dc.handoff()
             dst = kb.subview(self.gpart, [prow, n0], [self.msz, nsz])
-            if self.arch.fixpipe:
-                kb.copy(self.acc_d, dst, layout="nz2nd")
-                self.q_dc.release()
-            else:  # 910A: L0C -> UB (V), UB -> GM (MTE3)
-                self.q_o.acquire()
-                kb.copy(self.acc_d, self.ub_o)
-                self.q_dc.release()
-                self.q_o.handoff()
-                kb.copy(self.ub_o, dst)
-                self.q_o.release()
+            _l0c_out(kb, self.arch.fixpipe, self.acc_d, dst, self.q_dc, self.q_o, self.ub_o)
 
 
 def _emit_reduce(ctx: LoweringContext, part: SSAValue, b2: SSAValue | None, out: SSAValue, nsplit: int, s: Shape) -> None:

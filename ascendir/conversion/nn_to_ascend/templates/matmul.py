@@ -712,6 +712,22 @@ def _mmad(kb: KernelBuilder, a: SSAValue, b: SSAValue, c: SSAValue, k_off: Index
     )
 
 
+def _l0c_out(kb: KernelBuilder, fixpipe: bool, acc: SSAValue, dst: SSAValue, q_c, q_ub, ub: SSAValue | None) -> None:
+    """The L0C tile `acc` (after its q_c hand-off) to GM `dst`: FixPipe (nz2nd, cast) where the
+    chip has one, else L0C -> UB `ub` on the vector pipe and UB -> GM on MTE3 (910A), through
+    the queue `q_ub`. Releases q_c once L0C is read."""
+    if fixpipe:
+        kb.copy(acc, dst, layout="nz2nd")
+        q_c.release()
+        return
+    q_ub.acquire()
+    kb.copy(acc, ub)
+    q_c.release()
+    q_ub.handoff()
+    kb.copy(ub, dst)
+    q_ub.release()
+
+
 class _BiasStage:
     """Bias row of the current N tile.
 
