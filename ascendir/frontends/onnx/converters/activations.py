@@ -1,6 +1,7 @@
 """Activations ONNX defines as functions of elementwise ops, decomposed by their definitions:
 PRelu, Elu, Selu, Celu, ThresholdedRelu, Softplus, Softsign, Mish, Sign, LogSoftmax, and the
-trigonometric and hyperbolic functions without an nn op (Tan, Sinh, Cosh, Asinh, Acosh, Atanh)."""
+trigonometric and hyperbolic functions without an nn op (Tan, Sinh, Cosh, Asinh, Acosh, Atanh,
+Atan, Asin, Acos), Round and Shrink."""
 
 from __future__ import annotations
 
@@ -179,3 +180,96 @@ def convert_hyperbolic(node: NodeContext) -> list[Value]:
     if op == "Acosh":
         return [y]
     return [node.emit(nn.WhereOp(node.emit(nn.LessOp(x, s(0.0))), node.emit(nn.NegOp(y)), y))]
+
+
+# Cephes atanf (S. Moshier, Cephes Math Library 2.2, atanf.c): range reduction to |u| <= tan(pi/8)
+# and an odd degree-9 polynomial, 1.9e-7 peak relative error in f32.
+_TAN_3PI_8 = 2.414213562373095
+_TAN_PI_8 = 0.4142135623730950
+_ATAN_P = (8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1)
+
+
+def _atan(node: NodeContext, x: SSAValue, dtype: np.dtype) -> SSAValue:
+    """atan(x) for float x (±inf → ±pi/2, NaN → NaN) from Cephes atanf's reduction: on a = |x|,
+    a > tan(3pi/8): pi/2 + atan(-1/a); a > tan(pi/8): pi/4 + atan((a - 1)/(a + 1)); else
+    atan(a); atan(u) = u + u·z·P(z), z = u²."""
+
+    def s(v: float) -> SSAValue:
+        return node.scalar(v, dtype)
+
+    a = node.emit(nn.AbsOp(x))
+    far = node.emit(nn.GreaterOp(a, s(_TAN_3PI_8)))
+    mid = node.emit(nn.GreaterOp(a, s(_TAN_PI_8)))
+    u_far = node.emit(nn.DivOp(s(-1.0), a))
+    u_mid = node.emit(nn.DivOp(node.emit(nn.SubOp(a, s(1.0))), node.emit(nn.AddOp(a, s(1.0)))))
+    u = node.emit(nn.WhereOp(far, u_far, node.emit(nn.WhereOp(mid, u_mid, a))))
+    y0 = node.emit(nn.WhereOp(far, s(float(np.pi / 2)), node.emit(nn.WhereOp(mid, s(float(np.pi / 4)), s(0.0)))))
+    z = node.emit(nn.MulOp(u, u))
+    p = s(_ATAN_P[0])
+    for c in _ATAN_P[1:]:
+        p = node.emit(nn.AddOp(node.emit(nn.MulOp(p, z)), s(c)))
+    r = node.emit(nn.AddOp(node.emit(nn.MulOp(node.emit(nn.MulOp(p, z)), u)), u))
+    y = node.emit(nn.AddOp(y0, r))
+    return node.emit(nn.WhereOp(node.emit(nn.LessOp(x, s(0.0))), node.emit(nn.NegOp(y)), y))
+
+
+@converts("Atan", "Asin", "Acos")
+def convert_inverse_trig(node: NodeContext) -> list[Value]:
+    """Atan (see `_atan`); Asin = atan(x / sqrt((1 - x)(1 + x))) (±1 → ±pi/2 through atan(±inf));
+    Acos = 2 atan(sqrt((1 - x) / (1 + x))) (no pi/2 - asin cancellation near 1; -1 → pi).
+    |x| > 1 gives NaN (sqrt of a negative), as numpy. 16-bit floats are computed in f32 and
+    rounded once: the polynomial's terms would each round in 16 bits."""
+    dtype = _float_input(node)
+    x = node.value(0)
+    narrow = dtype.itemsize < 4
+    if narrow:
+        x, dtype = node.emit(nn.CastOp(x, f32)), np.dtype(np.float32)
+    one = node.scalar(1.0, dtype)
+    if node.op_type == "Atan":
+        y = _atan(node, x, dtype)
+    elif node.op_type == "Asin":
+        root = node.emit(nn.SqrtOp(node.emit(nn.MulOp(node.emit(nn.SubOp(one, x)), node.emit(nn.AddOp(one, x))))))
+        y = _atan(node, node.emit(nn.DivOp(x, root)), dtype)
+    else:
+        ratio = node.emit(nn.DivOp(node.emit(nn.SubOp(one, x)), node.emit(nn.AddOp(one, x))))
+        y = node.emit(nn.MulOp(_atan(node, node.emit(nn.SqrtOp(ratio)), dtype), node.scalar(2.0, dtype)))
+    return [node.emit(nn.CastOp(y, node.elem(0))) if narrow else y]
+
+
+@converts("Round")
+def convert_round(node: NodeContext) -> list[Value]:
+    """Round (half to even) → f = floor(x), d = x - f (exact: f and x share a binade or d = 0),
+    f + 1 where d > 0.5 or d = 0.5 and f is odd (f - 2 floor(f / 2) = 1). ±inf and NaN stay."""
+    dtype = _float_input(node)
+    x = node.value(0)
+
+    def s(v: float) -> SSAValue:
+        return node.scalar(v, dtype)
+
+    f = node.emit(nn.FloorOp(x))
+    d = node.emit(nn.SubOp(x, f))
+    odd = node.emit(nn.EqualOp(node.emit(nn.SubOp(f, node.emit(nn.MulOp(node.emit(nn.FloorOp(node.emit(nn.MulOp(f, s(0.5))))), s(2.0))))), s(1.0)))
+    tie_up = node.emit(nn.AndOp(node.emit(nn.EqualOp(d, s(0.5))), odd))
+    up = node.emit(nn.OrOp(node.emit(nn.GreaterOp(d, s(0.5))), tie_up))
+    return [node.emit(nn.WhereOp(up, node.emit(nn.AddOp(f, s(1.0))), f))]
+
+
+@converts("Shrink")
+def convert_shrink(node: NodeContext) -> list[Value]:
+    """Shrink → x + bias where x < -lambd, x - bias where x > lambd, else 0 (lambd default 0.5,
+    bias 0); float or integer x (the attributes cast to its type, as onnxruntime's kernel)."""
+    dtype = node.dtype(0)
+    if not (dtype.kind in "fiu" or dtype.name == "bfloat16"):
+        raise node.error(f"expects a numeric tensor, got {dtype}")
+    lambd, bias = float(node.attr("lambd", 0.5)), float(node.attr("bias", 0.0))
+    x = node.value(0)
+
+    def s(v: float) -> SSAValue:
+        return node.scalar(int(v) if dtype.kind in "iu" else v, dtype)
+
+    high = node.emit(nn.GreaterOp(x, s(lambd)))
+    y = node.emit(nn.WhereOp(high, node.emit(nn.SubOp(x, s(bias))), s(0.0)))
+    if dtype.kind == "u":  # no unsigned value is below -lambd
+        return [y]
+    low = node.emit(nn.LessOp(x, s(-lambd)))
+    return [node.emit(nn.WhereOp(low, node.emit(nn.AddOp(x, s(bias))), y))]

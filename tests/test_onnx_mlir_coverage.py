@@ -1,0 +1,75 @@
+"""The default-domain ops onnx-mlir supports on CPU that the importer added last (issue 19
+item 1), lowered and simulated against onnxruntime and float64 numpy, edge values included."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from onnx import helper
+
+from ascendir.driver import lower
+from ascendir.frontends.onnx import import_onnx
+from ascendir.hardware import load_target
+from ascendir.interpreter import simulate
+from onnx_builders import make_model, run_onnxruntime
+
+
+def _run(nodes, feeds: dict[str, np.ndarray], outputs: list[str], inits=None, opset: int = 22) -> tuple[dict, dict]:
+    model = make_model(nodes if isinstance(nodes, list) else [nodes], feeds, outputs, inits, opset=opset)
+    want = run_onnxruntime(model, feeds)
+    module, weights = import_onnx(model)
+    lower(module, weights, "ascend910b2")
+    got = simulate(module, weights, feeds, load_target("ascend910b2")).outputs
+    return got, want
+
+
+@pytest.mark.parametrize("op, fn", [("Atan", np.arctan), ("Asin", np.arcsin), ("Acos", np.arccos)])
+def test_inverse_trig_f32_within_a_few_ulps(op, fn) -> None:
+    rng = np.random.default_rng(7)
+    edge = [0.0, -0.0, 1e-30, -1e-8, 0.4142135, 0.4142136, 0.5, -0.5, 0.999999, -0.999999, 1.0, -1.0]
+    x = np.concatenate([np.array(edge, np.float32), rng.uniform(-1, 1, 400).astype(np.float32)])
+    if op == "Atan":  # both reduction thresholds (tan pi/8, tan 3pi/8), huge and infinite
+        x = np.concatenate([x, np.array([2.4142134, 2.4142137, -2.4142137, np.inf, -np.inf, 3e38], np.float32),
+                            (10.0 ** rng.uniform(-30, 30, 300) * rng.choice([-1, 1], 300)).astype(np.float32)])
+    got, want = _run(helper.make_node(op, ["x"], ["y"]), {"x": x}, ["y"])
+    exact = fn(x.astype(np.float64))
+    err = np.abs(got["y"].astype(np.float64) - exact)
+    assert np.all(err <= 4 * np.finfo(np.float32).eps * np.maximum(np.abs(exact), 1e-30) + 1e-7), (x[np.argmax(err)], err.max())
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("op", ["Asin", "Acos"])
+def test_asin_acos_outside_domain_is_nan(op) -> None:
+    x = np.array([1.5, -2.0, np.nan], np.float32)
+    got, _ = _run(helper.make_node(op, ["x"], ["y"]), {"x": x}, ["y"])
+    assert np.isnan(got["y"]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_atan_16_bit_rounds_once(dtype) -> None:
+    x = np.linspace(-8, 8, 256).astype(dtype)
+    feeds = {"x": x}
+    model = make_model([helper.make_node("Atan", ["x"], ["y"])], feeds, ["y"], opset=22)
+    module, weights = import_onnx(model)
+    lower(module, weights, "ascend910b2")
+    got = simulate(module, weights, feeds, load_target("ascend910b2")).outputs["y"]
+    want = np.arctan(x.astype(np.float64)).astype(dtype)  # correctly rounded, up to one ulp off
+    ulp = np.abs(np.spacing(want)).astype(np.float32) if dtype == np.float16 else np.abs(want.astype(np.float32)) * 2.0 ** -7
+    assert np.all(np.abs(got.astype(np.float32) - want.astype(np.float32)) <= ulp + 1e-12)
+
+
+def test_round_half_to_even() -> None:
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4999998, 2.5000002, -3.7, 8388607.5, 1e10, np.inf, -np.inf, np.nan,
+                  -0.0, 0.49999997], np.float32)
+    x = np.concatenate([x, np.random.default_rng(2).uniform(-100, 100, 200).astype(np.float32)])
+    got, want = _run(helper.make_node("Round", ["x"], ["y"]), {"x": x}, ["y"])
+    np.testing.assert_array_equal(got["y"], np.round(x))
+    np.testing.assert_array_equal(got["y"], want["y"])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8])
+def test_shrink(dtype) -> None:
+    x = np.arange(-6, 7).astype(dtype) if dtype != np.uint8 else np.arange(0, 12).astype(dtype)
+    got, want = _run(helper.make_node("Shrink", ["x"], ["y"], lambd=1.5, bias=1.0), {"x": x}, ["y"], opset=18)
+    np.testing.assert_array_equal(got["y"], want["y"])
