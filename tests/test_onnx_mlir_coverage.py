@@ -73,3 +73,27 @@ def test_shrink(dtype) -> None:
     x = np.arange(-6, 7).astype(dtype) if dtype != np.uint8 else np.arange(0, 12).astype(dtype)
     got, want = _run(helper.make_node("Shrink", ["x"], ["y"], lambd=1.5, bias=1.0), {"x": x}, ["y"], opset=18)
     np.testing.assert_array_equal(got["y"], want["y"])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64])
+def test_bitwise_ops_match_onnxruntime(dtype) -> None:
+    rng = np.random.default_rng(4)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (4, 33), dtype=dtype, endpoint=True)
+    b = rng.integers(info.min, info.max, (33,), dtype=dtype, endpoint=True)
+    nodes = [helper.make_node(op, ["a", "b"], [op]) for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")]
+    nodes.append(helper.make_node("BitwiseNot", ["a"], ["BitwiseNot"]))
+    outs = ["BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"]
+    got, want = _run(nodes, {"a": a, "b": b}, outs, opset=18)
+    for name, fn in zip(outs, (np.bitwise_and, np.bitwise_or, np.bitwise_xor, None)):
+        np.testing.assert_array_equal(got[name], want[name])
+        np.testing.assert_array_equal(got[name], fn(a, b) if fn else np.invert(a))
+
+
+def test_bitwise_on_float_is_one_line_error() -> None:
+    from ascendir.errors import AscendirError
+
+    model = make_model([helper.make_node("BitwiseNot", ["x"], ["y"])], {"x": np.ones(4, np.float32)}, ["y"], opset=18)
+    with pytest.raises(AscendirError, match="BitwiseNot") as e:
+        import_onnx(model)
+    assert "\n" not in str(e.value)

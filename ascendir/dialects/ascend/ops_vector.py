@@ -242,7 +242,7 @@ class VceilOp(VectorUnaryOp):
 
 @irdl_op_definition
 class VnotOp(VectorUnaryOp):
-    """dest = logical not, elementwise on source. Element type i1."""
+    """dest = not source, elementwise: logical on i1, bitwise on integers (16-bit lanes, as vand). One element type."""
 
     name = "ascend.vnot"
 
@@ -314,14 +314,15 @@ class VpowOp(VectorBinaryOp):
 
 @irdl_op_definition
 class VandOp(VectorBinaryOp):
-    """dest = logical and, elementwise on (lhs, rhs). Element type i1."""
+    """dest = lhs and rhs, elementwise: logical on i1, bitwise on integers (the vector unit's vand works on
+    16-bit lanes; and is lane-width agnostic, so wider integers are the same instruction). One element type."""
 
     name = "ascend.vand"
 
 
 @irdl_op_definition
 class VorOp(VectorBinaryOp):
-    """dest = logical or, elementwise on (lhs, rhs). Element type i1."""
+    """dest = lhs or rhs, elementwise: logical on i1, bitwise on integers (16-bit lanes, as vand). One element type."""
 
     name = "ascend.vor"
 

@@ -278,7 +278,7 @@ class CeilOp(UnaryOp):
 
 @irdl_op_definition
 class NotOp(UnaryOp):
-    """y = logical not (i1), elementwise; same shape and element type."""
+    """y = not x, elementwise: logical on i1, bitwise on integers; same shape and element type."""
 
     name = "nn.not"
 
@@ -415,14 +415,14 @@ class FmodOp(BinaryOp):
 
 @irdl_op_definition
 class AndOp(BinaryOp):
-    """z = logical and (i1), with broadcasting; operands and result share the element type."""
+    """z = x and y with broadcasting: logical on i1, bitwise on integers; operands and result share the element type."""
 
     name = "nn.and"
 
 
 @irdl_op_definition
 class OrOp(BinaryOp):
-    """z = logical or (i1), with broadcasting; operands and result share the element type."""
+    """z = x or y with broadcasting: logical on i1, bitwise on integers; operands and result share the element type."""
 
     name = "nn.or"
 

@@ -100,7 +100,7 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     nn.CosOp: np.cos,
     nn.FloorOp: np.floor,
     nn.CeilOp: np.ceil,
-    nn.NotOp: np.logical_not,
+    nn.NotOp: np.invert,  # logical on bool, bitwise on integers
     nn.IdentityOp: lambda x: x,
 }
 
@@ -144,7 +144,7 @@ def _div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     nn.AddOp: np.add, nn.SubOp: np.subtract, nn.MulOp: np.multiply, nn.DivOp: _div,
     nn.PowOp: np.power, nn.MaxOp: np.maximum, nn.MinOp: np.minimum, nn.ModOp: np.mod, nn.FmodOp: np.fmod,
-    nn.AndOp: np.logical_and, nn.OrOp: np.logical_or, nn.EqualOp: np.equal, nn.LessOp: np.less,
+    nn.AndOp: np.bitwise_and, nn.OrOp: np.bitwise_or, nn.EqualOp: np.equal, nn.LessOp: np.less,
     nn.LessEqualOp: np.less_equal, nn.GreaterOp: np.greater, nn.GreaterEqualOp: np.greater_equal,
 }
 

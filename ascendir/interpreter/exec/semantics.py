@@ -146,7 +146,8 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
 
 
 def _logical_not(x: np.ndarray) -> np.ndarray:
-    return np.logical_not(x)
+    # bitwise on integers; on i1 (bool) the same as logical not
+    return np.invert(x)
 
 
 UNARY: dict[str, Callable[[Operation], Runtime]] = {
@@ -209,8 +210,8 @@ BINARY: dict[str, Callable[[Operation], Runtime]] = {
     "vmax": _binary(np.maximum),
     "vmin": _binary(np.minimum),
     "vpow": _binary(lambda a, b: np.power(_f32(a), _f32(b))),
-    "vand": _binary(np.logical_and),
-    "vor": _binary(np.logical_or),
+    "vand": _binary(np.bitwise_and),
+    "vor": _binary(np.bitwise_or),
     "vmod": _binary(_remainder(np.mod)),  # sign of the divisor (ONNX Mod fmod=0, Python %)
     "vfmod": _binary(_remainder(np.fmod)),  # sign of the dividend (C fmod, ONNX Mod fmod=1)
 }

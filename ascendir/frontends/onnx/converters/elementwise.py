@@ -201,6 +201,23 @@ def convert_xor(node: NodeContext) -> list[Value]:
     return [node.emit(nn.NotOp(node.emit(nn.EqualOp(node.value(0), node.value(1)))))]
 
 
+@converts("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot")
+def convert_bitwise(node: NodeContext) -> list[Value]:
+    """Bitwise ops on integer tensors → nn.and / nn.or / nn.not (bitwise on integers);
+    BitwiseXor = (a or b) and not (a and b): the vector unit has no xor."""
+    if node.dtype(0).kind not in "iu":
+        raise node.error(f"expects an integer tensor, got {node.dtype(0)}")
+    a = node.value(0)
+    if node.op_type == "BitwiseNot":
+        return [node.emit(nn.NotOp(a))]
+    node.same_dtype(0, 1)
+    b = node.value(1)
+    if node.op_type == "BitwiseXor":
+        both = node.emit(nn.AndOp(a, b))
+        return [node.emit(nn.AndOp(node.emit(nn.OrOp(a, b)), node.emit(nn.NotOp(both))))]
+    return [node.emit((nn.AndOp if node.op_type == "BitwiseAnd" else nn.OrOp)(a, b))]
+
+
 @converts("IsNaN", "IsInf")
 def convert_is_nan(node: NodeContext) -> list[Value]:
     """IsNaN → not(x == x); IsInf → x == +inf and / or x == -inf (detect_positive,
