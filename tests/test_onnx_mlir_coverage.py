@@ -97,3 +97,24 @@ def test_bitwise_on_float_is_one_line_error() -> None:
     with pytest.raises(AscendirError, match="BitwiseNot") as e:
         import_onnx(model)
     assert "\n" not in str(e.value)
+
+
+def test_folded_scalar_output_keeps_rank_0() -> None:
+    # was shape (1,): np.ascontiguousarray makes a 0-d weight 1-d
+    got, want = _run(helper.make_node("Size", ["x"], ["y"]), {"x": np.ones((2, 3), np.float32)}, ["y"], opset=18)
+    assert got["y"].shape == () and got["y"] == want["y"] == 6
+
+
+def test_unique_of_a_constant_folds_and_of_an_input_names_it() -> None:
+    from ascendir.errors import AscendirError
+
+    c = np.array([[2.0, 1.0, 1.0], [3.0, 2.0, 0.5]], np.float32)
+    nodes = [helper.make_node("Unique", ["c"], ["u", "idx", "inv", "cnt"], sorted=1),
+             helper.make_node("Add", ["u", "x"], ["y"])]
+    x = np.ones(4, np.float32)
+    got, want = _run(nodes, {"x": x}, ["y", "cnt"], inits={"c": c}, opset=18)
+    np.testing.assert_array_equal(got["y"], want["y"])
+    np.testing.assert_array_equal(got["cnt"], want["cnt"])
+    model = make_model([helper.make_node("Unique", ["x"], ["u"])], {"x": x}, ["u"], opset=18)
+    with pytest.raises(AscendirError, match=r"Unique .*depends on runtime values \(input 0, 'x'\)"):
+        import_onnx(model)

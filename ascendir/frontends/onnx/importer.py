@@ -49,7 +49,8 @@ NAME_ATTR = "onnx.name"
 """Argument/result attribute of @main carrying the ONNX graph input/output name."""
 
 # Ops supported only by evaluation at import: their outputs must not depend on runtime values.
-FOLD_ONLY_OPS = frozenset({"Constant", "ConstantOfShape", "NonZero", "Range", "Shape", "Size"})
+# Unique and NonMaxSuppression: their output shapes follow the input values.
+FOLD_ONLY_OPS = frozenset({"Constant", "ConstantOfShape", "NonMaxSuppression", "NonZero", "Range", "Shape", "Size", "Unique"})
 
 # Forwarding ops keep the very same value (no copy of a weight under a new name).
 _FORWARDING_OPS = frozenset({"Identity"})
@@ -345,8 +346,11 @@ class _GraphImporter:
 
     def _record_unsupported(self, node: NodeProto, label: str) -> None:
         if self._is_fold_only(node):
+            runtime = [(i, n) for i, n in enumerate(node.input)
+                       if n and (n in self.poisoned or not isinstance(self.state.values.get(n), Constant))]
+            which = f" (input {runtime[0][0]}, '{clip(runtime[0][1])}')" if runtime else ""
             raise AscendirError(
-                f"{node.op_type} '{label}': its output depends on runtime values; ascendir needs static "
+                f"{node.op_type} '{label}': its output depends on runtime values{which}; ascendir needs static "
                 "shapes (pin the input shapes)"
             )
         self.unsupported.setdefault(_op_key(node), []).append(label)

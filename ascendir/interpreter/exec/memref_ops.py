@@ -92,7 +92,8 @@ class MemrefOps:
 
         def load() -> np.ndarray:
             if op.value is not None:  # an inline constant (convert-nn-to-ascend without a store)
-                return np.ascontiguousarray(dense_value(op.value), dtype=dtype)
+                # reshape: ascontiguousarray makes a 0-d array 1-d
+                return np.ascontiguousarray(dense_value(op.value), dtype=dtype).reshape(shape)
             if sym not in self.m.weights:
                 raise AscendirError(f"ascend.weight @{sym}: not in the WeightStore")
             arr = np.asarray(self.m.weights[sym])
@@ -100,7 +101,7 @@ class MemrefOps:
                 if arr.size != math.prod(shape):
                     raise AscendirError(f"ascend.weight @{sym}: store holds shape {arr.shape}, IR expects {shape}")
                 arr = arr.reshape(shape)
-            return np.ascontiguousarray(arr, dtype=dtype)
+            return np.ascontiguousarray(arr, dtype=dtype).reshape(shape)
 
         def run() -> None:
             if not cached:
