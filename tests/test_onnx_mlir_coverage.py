@@ -118,3 +118,50 @@ def test_unique_of_a_constant_folds_and_of_an_input_names_it() -> None:
     model = make_model([helper.make_node("Unique", ["x"], ["u"])], {"x": x}, ["u"], opset=18)
     with pytest.raises(AscendirError, match=r"Unique .*depends on runtime values \(input 0, 'x'\)"):
         import_onnx(model)
+
+
+@pytest.mark.parametrize("time_axis, batch_axis", [(0, 1), (1, 0)])
+def test_reverse_sequence_runtime_and_constant_lengths(time_axis, batch_axis) -> None:
+    rng = np.random.default_rng(9)
+    shape = (5, 3, 2) if time_axis == 0 else (3, 5, 2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    lens = np.array([5, 0, 2], np.int64)
+    node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], time_axis=time_axis, batch_axis=batch_axis)
+    got, want = _run(node, {"x": x, "lens": lens}, ["y"], opset=18)  # lengths as a runtime input
+    np.testing.assert_array_equal(got["y"], want["y"])
+    got, want = _run(node, {"x": x}, ["y"], inits={"lens": lens}, opset=18)
+    np.testing.assert_array_equal(got["y"], want["y"])
+
+
+def test_hardmax_first_maximum_wins() -> None:
+    x = np.array([[1.0, 3.0, 3.0, 0.0], [-1.0, -1.0, -2.0, -1.0], [0.0, 0.0, 0.0, 0.0]], np.float32)
+    for axis in (0, 1, -1):
+        got, want = _run(helper.make_node("Hardmax", ["x"], ["y"], axis=axis), {"x": x}, ["y"], opset=18)
+        np.testing.assert_array_equal(got["y"], want["y"])
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_compress_with_a_constant_condition(axis) -> None:
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    cond = np.array([True, False, True], bool)
+    kw = {} if axis is None else {"axis": axis}
+    got, want = _run(helper.make_node("Compress", ["x", "c"], ["y"], **kw), {"x": x}, ["y"], inits={"c": cond}, opset=18)
+    np.testing.assert_array_equal(got["y"], want["y"])
+
+
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_lrn_against_onnxruntime_and_the_definition(size) -> None:
+    x = np.random.default_rng(size).standard_normal((2, 7, 3, 3)).astype(np.float32) * 3
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.01, beta=0.6, bias=2.0)
+    model = make_model([node], {"x": x}, ["y"], opset=18)
+    module, weights = import_onnx(model)
+    lower(module, weights, "ascend910b2")
+    got = simulate(module, weights, {"x": x}, load_target("ascend910b2")).outputs["y"]
+    # the ONNX definition in float64 (onnxruntime takes odd sizes only; onnx.reference's LRN
+    # disagrees with both by up to 0.6 here)
+    x64, s = x.astype(np.float64), np.zeros(x.shape)
+    for c in range(x.shape[1]):
+        s[:, c] = (x64[:, max(0, c - (size - 1) // 2): c + size - 1 - (size - 1) // 2 + 1] ** 2).sum(1)
+    np.testing.assert_allclose(got, x64 / (2.0 + 0.01 / size * s) ** 0.6, rtol=2e-6, atol=1e-6)
+    if size % 2:
+        np.testing.assert_allclose(got, run_onnxruntime(model, {"x": x})["y"], rtol=1e-5, atol=1e-6)

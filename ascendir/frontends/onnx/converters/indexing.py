@@ -1,4 +1,4 @@
-"""Element-wise indexing: GatherElements, ScatterElements and ScatterND.
+"""Element-wise indexing: GatherElements, ScatterElements, ScatterND, ReverseSequence, Compress.
 
 All three become gathers over the flattened data: every output element reads one element of a
 flat tensor, at a flat index ravel(coordinates). GatherElements takes the data element whose
@@ -207,3 +207,63 @@ def convert_one_hot(node: NodeContext) -> list[Value]:
         v = node.value(2)
         off, on = (node.emit(nn.SliceOp(v, [i], [1], [1])) for i in (0, 1))
     return [node.emit(nn.WhereOp(hit, on, off))]
+
+
+@converts("ReverseSequence")
+def convert_reverse_sequence(node: NodeContext) -> list[Value]:
+    """ReverseSequence(x, sequence_lens) → a gather of flattened x: along time_axis, the first
+    lens[b] steps of batch row b reversed (j = lens[b] - 1 - t), the rest kept; flat indices
+    constant when the lengths are, else computed by nn ops (i64)."""
+    shape = node.shape(0)
+    rank = len(shape)
+    if rank < 2:
+        raise node.error(f"expects a tensor of rank >= 2, got shape {list(shape)}")
+    time_axis, batch_axis = int(node.attr("time_axis", 0)), int(node.attr("batch_axis", 1))
+    if {time_axis, batch_axis} != {0, 1}:
+        raise node.error(f"time_axis {time_axis} and batch_axis {batch_axis} must be 0 and 1, one each")
+    if node.shape(1) != (shape[batch_axis],):
+        raise node.error(f"sequence_lens of shape {list(node.shape(1))} for {shape[batch_axis]} batch rows")
+    strides = [math.prod(shape[d + 1:]) for d in range(rank)]
+    coords = np.indices(shape, dtype=np.int64)
+    base = sum(coords[d] * strides[d] for d in range(rank) if d != time_axis)
+    t = np.arange(shape[time_axis], dtype=np.int64).reshape([shape[time_axis] if d == time_axis else 1 for d in range(rank)])
+    data = _flat(node, 0, [math.prod(shape)])
+    lens = node.const(1)
+    if lens is not None:
+        lens = lens.astype(np.int64)
+        if np.any(lens < 0) or np.any(lens > shape[time_axis]):
+            raise node.error(f"sequence_lens {lens.tolist()} outside 0..{shape[time_axis]}")
+        lb = lens.reshape([shape[batch_axis] if d == batch_axis else 1 for d in range(rank)])
+        j = np.where(t < lb, lb - 1 - t, t)
+        return [node.emit(nn.GatherOp(data, node.constant(base + j * strides[time_axis], "flat_indices"), 0))]
+    lens = node.value(1)
+    if node.dtype(1) != np.int64:
+        lens = node.emit(nn.CastOp(lens, from_numpy_dtype(np.dtype(np.int64))))
+    lb = node.emit(nn.ReshapeOp(lens, [shape[batch_axis] if d == batch_axis else 1 for d in range(rank)]))
+    tc = node.constant(t, "steps")
+    back = node.emit(nn.SubOp(node.emit(nn.SubOp(lb, node.scalar(1, np.int64))), tc))
+    j = node.emit(nn.WhereOp(node.emit(nn.LessOp(tc, lb)), back, tc))
+    if strides[time_axis] != 1:
+        j = node.emit(nn.MulOp(j, node.scalar(strides[time_axis], np.int64)))
+    return [node.emit(nn.GatherOp(data, node.emit(nn.AddOp(j, node.constant(base, "flat_base"))), 0))]
+
+
+@converts("Compress")
+def convert_compress(node: NodeContext) -> list[Value]:
+    """Compress(x, condition) with a condition known at import → nn.gather of the selected
+    slices along `axis` (or of the flattened x without one); a condition shorter than the axis
+    drops the rest. A runtime condition would make the output shape depend on the data."""
+    shape = node.shape(0)
+    cond = node.require_const(1, "condition").reshape(-1).astype(bool)
+    axis = node.attr("axis", None)
+    if axis is None:
+        data, n, axis = _flat(node, 0, [math.prod(shape)]), math.prod(shape), 0
+    else:
+        axis = node.axis(int(axis), len(shape))
+        data, n = node.value(0), shape[axis]
+    if cond.size > n:
+        raise node.error(f"condition has {cond.size} entries for an axis of {n}")
+    picked = np.flatnonzero(cond).astype(np.int64)
+    if picked.size == 0:
+        raise node.error("condition selects nothing: a zero-size output")
+    return [node.emit(nn.GatherOp(data, node.constant(picked, "indices"), axis))]

@@ -158,3 +158,29 @@ def convert_lp_norm(node: NodeContext) -> list[Value]:
     norm = node.emit(nn.WhereOp(zero, node.scalar(1.0, dtype), norm))
     return [node.emit(nn.DivOp(x, norm))]
 
+
+
+@converts("LRN")
+def convert_lrn(node: NodeContext) -> list[Value]:
+    """LRN over channels of x [N, C, ...] → x / (bias + alpha / size · s)^beta, s the sum of x²
+    over the channel window [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] clipped to
+    0..C-1: one nn.matmul of a constant 0/1 band [C, C] with x² as [N, C, rest] (each window a
+    row of the band)."""
+    shape = node.shape(0)
+    dtype = node.dtype(0)
+    if len(shape) < 2 or not (dtype.kind == "f" or dtype.name == "bfloat16"):
+        raise node.error(f"expects a float tensor [N, C, ...], got {dtype} of shape {list(shape)}")
+    size = int(node.attr("size", 0))
+    if size < 1:
+        raise node.error(f"size {size} must be >= 1")
+    alpha, beta, bias = float(node.attr("alpha", 1e-4)), float(node.attr("beta", 0.75)), float(node.attr("bias", 1.0))
+    n, c = shape[0], shape[1]
+    rest = int(np.prod(shape[2:], dtype=np.int64))
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    ch = np.arange(c)
+    band = ((ch[None, :] >= ch[:, None] - lo) & (ch[None, :] <= ch[:, None] + hi)).astype(dtype)
+    x = node.value(0)
+    sq = node.emit(nn.ReshapeOp(node.emit(nn.MulOp(x, x)), [n, c, rest]))
+    s = node.emit(nn.ReshapeOp(node.emit(nn.MatmulOp(node.constant(band, "window"), sq)), list(shape)))
+    scaled = node.emit(nn.AddOp(node.emit(nn.MulOp(s, node.scalar(alpha / size, dtype))), node.scalar(bias, dtype)))
+    return [node.emit(nn.DivOp(x, node.emit(nn.PowOp(scaled, node.scalar(beta, dtype)))))]

@@ -140,3 +140,21 @@ def convert_arg_max(node: NodeContext) -> list[Value]:
     if not node.attr("keepdims", 1):
         idx = node.emit(nn.ReshapeOp(idx, [d for i, d in enumerate(shape) if i != axis]))
     return [idx]
+
+
+@converts("Hardmax")
+def convert_hardmax(node: NodeContext) -> list[Value]:
+    """Hardmax along `axis` (default -1, opset 13) → 1 where nn.topk's k = 1 index (the first
+    maximum, ONNX's tie rule) equals the position along the axis, else 0, in x's type."""
+    shape = node.shape(0)
+    dtype = node.dtype(0)
+    if not (dtype.kind == "f" or dtype.name == "bfloat16"):
+        raise node.error(f"expects a float tensor, got {dtype}")
+    if not shape:
+        raise node.error("expects a tensor of rank >= 1, got a scalar")
+    axis = node.axis(int(node.attr("axis", -1)), len(shape))
+    op = nn.TopKOp(node.value(0), 1, axis, True)
+    node.state.emit(op)
+    positions = np.arange(shape[axis], dtype=np.int64).reshape([shape[axis] if d == axis else 1 for d in range(len(shape))])
+    hit = node.emit(nn.EqualOp(op.indices, node.constant(positions, "positions")))
+    return [node.emit(nn.WhereOp(hit, node.scalar(1.0, dtype), node.scalar(0.0, dtype)))]
