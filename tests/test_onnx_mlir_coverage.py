@@ -165,3 +165,36 @@ def test_lrn_against_onnxruntime_and_the_definition(size) -> None:
     np.testing.assert_allclose(got, x64 / (2.0 + 0.01 / size * s) ** 0.6, rtol=2e-6, atol=1e-6)
     if size % 2:
         np.testing.assert_allclose(got, run_onnxruntime(model, {"x": x})["y"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("equation, shapes", [
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("i,i", [(7,), (7,)]),
+    ("ij->ji", [(3, 4)]),
+    ("ij->", [(3, 4)]),
+    ("...ii->...i", [(2, 3, 4, 4)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    ("bhqd,bhkd->bhqk", [(1, 2, 3, 8), (1, 2, 5, 8)]),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (1, 3, 4, 2)]),
+    ("ij,jk", [(3, 4), (4, 2)]),
+    ("iij,jk->ik", [(3, 3, 4), (4, 2)]),
+    ("abc,cd,b->ad", [(2, 3, 4), (4, 5), (3,)]),
+])
+def test_einsum_matches_numpy_and_onnxruntime(equation, shapes) -> None:
+    rng = np.random.default_rng(len(equation))
+    feeds = {f"x{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
+    node = helper.make_node("Einsum", list(feeds), ["y"], equation=equation)
+    got, want = _run(node, feeds, ["y"], opset=18)
+    exact = np.einsum(equation, *(v.astype(np.float64) for v in feeds.values()))
+    np.testing.assert_allclose(got["y"], exact, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_bad_equation_is_one_line_error() -> None:
+    from ascendir.errors import AscendirError
+
+    x = np.ones((2, 3), np.float32)
+    model = make_model([helper.make_node("Einsum", ["x"], ["y"], equation="ijk->i")], {"x": x}, ["y"], opset=18)
+    with pytest.raises(AscendirError, match="Einsum") as e:
+        import_onnx(model)
+    assert "\n" not in str(e.value)
