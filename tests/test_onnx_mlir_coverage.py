@@ -198,3 +198,34 @@ def test_einsum_bad_equation_is_one_line_error() -> None:
     with pytest.raises(AscendirError, match="Einsum") as e:
         import_onnx(model)
     assert "\n" not in str(e.value)
+
+
+def _complex_parts(z: np.ndarray) -> np.ndarray:
+    return np.stack([z.real, z.imag], -1)
+
+
+@pytest.mark.parametrize("n, length, inverse, onesided, complex_in", [
+    (8, None, 0, 0, False), (7, None, 0, 1, False), (6, 9, 0, 0, True), (9, 5, 0, 1, False),
+    (8, None, 1, 0, True), (5, 7, 1, 0, True), (5, None, 1, 1, True), (6, 9, 1, 1, True), (7, 6, 1, 1, True),
+])
+def test_dft_matches_numpy_fft(n, length, inverse, onesided, complex_in) -> None:
+    rng = np.random.default_rng(n * 10 + (length or 0))
+    z = rng.standard_normal((2, n, 3)) + (1j * rng.standard_normal((2, n, 3)) if complex_in else 0)
+    x = (_complex_parts(z) if complex_in else z[..., None]).astype(np.float32)
+    inits = {"len": np.array(length, np.int64)} if length else {}
+    inputs = ["x", "len" if length else "", "axis"]
+    inits["axis"] = np.array(1, np.int64)
+    node = helper.make_node("DFT", inputs, ["y"], inverse=inverse, onesided=onesided)
+    model = make_model([node], {"x": x}, ["y"], inits, opset=20)
+    module, weights = import_onnx(model)
+    lower(module, weights, "ascend910b2")
+    got = simulate(module, weights, {"x": x}, load_target("ascend910b2")).outputs["y"]
+    zz = x[..., 0].astype(np.float64) + (1j * x[..., 1].astype(np.float64) if complex_in else 0)
+    if inverse and onesided:
+        want = np.fft.irfft(zz, n=length or 2 * (n - 1), axis=1)[..., None]
+    elif inverse:
+        want = _complex_parts(np.fft.ifft(zz, n=length or n, axis=1))
+    else:
+        f = np.fft.fft(zz, n=length or n, axis=1)
+        want = _complex_parts(f[:, : (length or n) // 2 + 1] if onesided else f)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)

@@ -6,6 +6,7 @@ from ascendir.frontends.onnx.converters import (  # noqa: F401
     contrib,
     control_flow,
     convolution,
+    dft,
     einsum,
     elementwise,
     indexing,
