@@ -53,8 +53,9 @@ def _lister():
 def claimed_ops() -> set[str]:
     from ascendir.frontends.onnx.converters import CONVERTERS
     from ascendir.frontends.onnx.importer import FOLD_ONLY_OPS
+    from ascendir.frontends.onnx.loading import UPGRADED_OPS
 
-    return set(CONVERTERS) | FOLD_ONLY_OPS
+    return set(CONVERTERS) | FOLD_ONLY_OPS | UPGRADED_OPS
 
 
 def node_cases(ops: set[str] | None = None) -> list:

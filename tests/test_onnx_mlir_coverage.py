@@ -229,3 +229,13 @@ def test_dft_matches_numpy_fft(n, length, inverse, onesided, complex_in) -> None
         f = np.fft.fft(zz, n=length or n, axis=1)
         want = _complex_parts(f[:, : (length or n) // 2 + 1] if onesided else f)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("opset, op", [(9, "Upsample"), (10, "Resize")])
+def test_pre_11_resize_keeps_its_coordinates(mode, opset, op) -> None:
+    # onnx.version_converter's Resize left opset 11's half_pixel: linear was off by 0.53
+    x = np.random.default_rng(0).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    node = helper.make_node(op, ["x", "s"], ["y"], mode=mode)
+    got, want = _run(node, {"x": x}, ["y"], inits={"s": np.array([1, 1, 3, 1.7], np.float32)}, opset=opset)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-6)

@@ -50,6 +50,10 @@ def load_model(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, st
 MIN_OPSET = 13
 """Oldest default-domain opset the converters implement; older models are upgraded to it."""
 
+UPGRADED_OPS = frozenset({"Upsample"})
+"""Ops that exist only before opset 13: supported through the upgrade, which rewrites them into
+ops with converters (Upsample → Resize, its coordinates kept: `_keep_resize10_coordinates`)."""
+
 
 def upgrade_opset(proto: onnx.ModelProto) -> onnx.ModelProto:
     """`proto` itself if it imports default-domain opset ≥ 13, else the model converted to
@@ -69,8 +73,29 @@ def upgrade_opset(proto: onnx.ModelProto) -> onnx.ModelProto:
     except Exception as e:  # noqa: BLE001 - the C++ converter raises RuntimeError/ValidationError
         reason = " ".join(str(e).split()) or type(e).__name__
         raise AscendirError(f"model uses opset {version}; converting it to opset {MIN_OPSET} failed: {reason}") from None
+    if version < 11:
+        _keep_resize10_coordinates(upgraded)
     print(f"note: model uses opset {version}; converted to opset {MIN_OPSET} with onnx.version_converter", file=sys.stderr)
     return upgraded
+
+
+def _keep_resize10_coordinates(model: onnx.ModelProto) -> None:
+    """Give the Resize nodes that onnx.version_converter made of Upsample (opset 7–9) or Resize-10
+    their opset-10 coordinates, which its adapter drops (it leaves opset 11's defaults,
+    half_pixel and round_prefer_floor): asymmetric (x_in = x_out / scale), nearest taken
+    towards 0 when upsampling and up when downsampling, as onnxruntime runs those opsets (its
+    upsamplebase.h "simple" nearest mode). Only nodes without the opset-11 attributes are
+    touched: a pre-11 model cannot have set them."""
+    consts = {t.name: t for t in model.graph.initializer}
+    consts.update({n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute
+                   if a.name == "value"})
+    for node in model.graph.node:
+        if node.op_type != "Resize" or any(a.name == "coordinate_transformation_mode" for a in node.attribute):
+            continue
+        node.attribute.append(helper.make_attribute("coordinate_transformation_mode", "asymmetric"))
+        scales = consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        down = scales is not None and bool(np.all(numpy_helper.to_array(scales) <= 1))
+        node.attribute.append(helper.make_attribute("nearest_mode", "ceil" if down else "floor"))
 
 
 def onnx_dtype_to_numpy(data_type: int, what: str) -> np.dtype:
