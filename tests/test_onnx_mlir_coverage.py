@@ -239,3 +239,43 @@ def test_pre_11_resize_keeps_its_coordinates(mode, opset, op) -> None:
     node = helper.make_node(op, ["x", "s"], ["y"], mode=mode)
     got, want = _run(node, {"x": x}, ["y"], inits={"s": np.array([1, 1, 3, 1.7], np.float32)}, opset=opset)
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-6)
+
+
+def test_sequences_resolved_at_import() -> None:
+    rng = np.random.default_rng(3)
+    a, b, c = (rng.standard_normal((2, 3)).astype(np.float32) for _ in range(3))
+    nodes = [
+        helper.make_node("SequenceConstruct", ["a", "b"], ["s0"]),
+        helper.make_node("SequenceInsert", ["s0", "c", "zero"], ["s1"]),  # c, a, b
+        helper.make_node("SequenceInsert", ["s1", "a"], ["s2"]),  # c, a, b, a
+        helper.make_node("SequenceErase", ["s2", "one"], ["s3"]),  # c, b, a
+        helper.make_node("ConcatFromSequence", ["s3"], ["cat"], axis=1),
+        helper.make_node("ConcatFromSequence", ["s3"], ["stack"], axis=-1, new_axis=1),
+        helper.make_node("SequenceAt", ["s3", "minus_one"], ["last"]),
+        helper.make_node("SequenceLength", ["s3"], ["n"]),
+        helper.make_node("SplitToSequence", ["cat", "sizes"], ["parts"], axis=1),
+        helper.make_node("SequenceAt", ["parts", "one"], ["second"]),
+        helper.make_node("SplitToSequence", ["a"], ["rows"], axis=0, keepdims=0),
+        helper.make_node("ConcatFromSequence", ["rows"], ["flat"], axis=0),
+    ]
+    inits = {"zero": np.array(0, np.int64), "one": np.array(1, np.int64), "minus_one": np.array(-1, np.int64),
+             "sizes": np.array([4, 5], np.int64)}
+    outs = ["cat", "stack", "last", "n", "second", "flat"]
+    got, want = _run(nodes, {"a": a, "b": b, "c": c}, outs, inits=inits, opset=18)
+    for name in outs:
+        np.testing.assert_array_equal(got[name], want[name])
+    np.testing.assert_array_equal(got["cat"], np.concatenate([c, b, a], 1))
+
+
+def test_sequence_errors_are_one_line() -> None:
+    from ascendir.errors import AscendirError
+
+    a = np.ones((2, 3), np.float32)
+    model = make_model([helper.make_node("SequenceConstruct", ["a"], ["s"]), helper.make_node("SequenceAt", ["s", "p"], ["y"])],
+                       {"a": a}, ["y"], {"p": np.array(3, np.int64)}, opset=18)
+    with pytest.raises(AscendirError, match=r"SequenceAt .*position 3 is outside \[-1, 0\]"):
+        import_onnx(model)
+    model = make_model([helper.make_node("SequenceConstruct", ["a"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],
+                       {"a": a}, ["y"], opset=18)
+    with pytest.raises(AscendirError, match="sequence"):
+        import_onnx(model)

@@ -16,7 +16,7 @@ from ascendir.dialects import nn
 from ascendir.dtypes import from_numpy_dtype, to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.frontends.onnx.loading import onnx_dtype_to_numpy, read_in_shape_only, zero_view
-from ascendir.frontends.onnx.values import Constant, Value
+from ascendir.frontends.onnx.values import Constant, TensorSequence, Value
 from ascendir.weights import WeightStore
 
 INLINE_LIMIT_BYTES = 4096
@@ -141,8 +141,13 @@ class NodeContext:
         return self.state.values[self.node.input[i]]
 
     def value(self, i: int) -> SSAValue:
-        """Input `i` as an SSA value (a known constant is materialized)."""
+        """Input `i` as an SSA value (a known constant is materialized).
+
+        Raises:
+            AscendirError: input `i` is a sequence (only the sequence ops take one)."""
         v = self.input(i)
+        if isinstance(v, TensorSequence):
+            raise self.error(f"input {i} ('{self.node.input[i]}') is a sequence; {self.op_type} takes a tensor")
         if not isinstance(v, Constant):
             return v
         try:
@@ -182,10 +187,14 @@ class NodeContext:
 
     def shape(self, i: int) -> tuple[int, ...]:
         v = self.input(i)
+        if isinstance(v, TensorSequence):
+            raise self.error(f"input {i} ('{self.node.input[i]}') is a sequence; {self.op_type} takes a tensor")
         return v.shape if isinstance(v, Constant) else nn.shape_of(v)
 
     def dtype(self, i: int) -> np.dtype:
         v = self.input(i)
+        if isinstance(v, TensorSequence):
+            return v.dtype
         return v.dtype if isinstance(v, Constant) else to_numpy_dtype(v.type.element_type)
 
     def same_dtype(self, *indices: int) -> None:

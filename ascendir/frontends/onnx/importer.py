@@ -42,7 +42,7 @@ from ascendir.frontends.onnx.loading import (
     onnx_dtype_to_numpy,
 )
 from ascendir.frontends.onnx.validation import TENSOR_BUDGET, check_attributes, check_graph_names, check_node, clip
-from ascendir.frontends.onnx.values import Constant, Value
+from ascendir.frontends.onnx.values import Constant, TensorSequence, Value
 from ascendir.weights import WeightStore
 
 NAME_ATTR = "onnx.name"
@@ -51,6 +51,11 @@ NAME_ATTR = "onnx.name"
 # Ops supported only by evaluation at import: their outputs must not depend on runtime values.
 # Unique and NonMaxSuppression: their output shapes follow the input values.
 FOLD_ONLY_OPS = frozenset({"Constant", "ConstantOfShape", "NonMaxSuppression", "NonZero", "Range", "Shape", "Size", "Unique"})
+
+# Ops whose converters build or read import-time sequences (converters/sequence.py): never folded
+# by onnx's reference, whose results would be Python lists.
+SEQUENCE_OPS = frozenset({"ConcatFromSequence", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
+                          "SequenceInsert", "SequenceLength", "SplitToSequence"})
 
 # Forwarding ops keep the very same value (no copy of a weight under a new name).
 _FORWARDING_OPS = frozenset({"Identity"})
@@ -233,6 +238,8 @@ class _GraphImporter:
         if vi.name not in self.state.values:
             raise AscendirError(f"graph output '{vi.name}' is not produced by any node (truncated file?)")
         value = self.state.values[vi.name]
+        if isinstance(value, TensorSequence):
+            raise AscendirError(f"graph output '{vi.name}' is a sequence; ascendir's functions return tensors")
         ssa = self.state.materialize(value) if isinstance(value, Constant) else value
         tt = vi.type.tensor_type
         if vi.type.HasField("tensor_type") and tt.elem_type:
@@ -313,6 +320,8 @@ class _GraphImporter:
         if not is_default_domain(node) or (converter is None and not is_foldable_op(node)):
             return
         check_attributes(node, self.state.opset)
+        if node.op_type in SEQUENCE_OPS or any(isinstance(v, TensorSequence) for v in inputs):
+            return  # onnx shape inference takes tensor operands; the sequence converters check theirs
         described = [
             None if v is None else (
                 (v.shape, v.dtype, v.array if v.lazy_source is None and v.size <= 64 else None)
@@ -390,7 +399,7 @@ class _GraphImporter:
 
     def _fold(self, node: NodeProto, label: str, inputs: list[Value | None], converter: object) -> list | None:
         """Outputs known at import (as Constants), or None if the node must be converted."""
-        if not is_foldable_op(node) or node.op_type in _FORWARDING_OPS:
+        if not is_foldable_op(node) or node.op_type in _FORWARDING_OPS or node.op_type in SEQUENCE_OPS:
             return None
         present = [v for v in inputs if v is not None]
         if all(isinstance(v, Constant) for v in present):

@@ -1,5 +1,5 @@
-"""What an ONNX value name stands for during import: a constant known at import time, or an SSA
-value of the `nn` function being built."""
+"""What an ONNX value name stands for during import: a constant known at import time, an SSA
+value of the `nn` function being built, or a sequence of those (ONNX's seq(tensor))."""
 
 from __future__ import annotations
 
@@ -67,5 +67,17 @@ class Constant:
         return f"Constant({self.name!r}, {self.dtype}{list(self.shape)})"
 
 
-Value: TypeAlias = SSAValue | Constant
+class TensorSequence:
+    """An ONNX sequence of tensors, resolved at import: its length and every element are known
+    then (the sequence ops take constant positions), so it exists only while importing — each
+    element is a Constant or an SSA value, and no sequence reaches the `nn` module."""
+
+    def __init__(self, items: tuple[SSAValue | Constant, ...], dtype: np.dtype):
+        self.items, self.dtype = tuple(items), np.dtype(dtype)
+
+    def __repr__(self) -> str:
+        return f"TensorSequence({len(self.items)} x {self.dtype})"
+
+
+Value: TypeAlias = SSAValue | Constant | TensorSequence
 """What an ONNX value name maps to while importing."""

@@ -19,6 +19,7 @@ from ascendir.frontends.onnx.converters import (  # noqa: F401
     reduction,
     resize,
     scan,
+    sequence,
 )
 from ascendir.frontends.onnx.converters.registry import CONTRIB_CONVERTERS, CONVERTERS, Converter
 
