@@ -120,6 +120,8 @@ def _array(value) -> np.ndarray:
     """A test-data value as a numpy array (TensorProtos decoded by onnx.numpy_helper)."""
     from onnx import TensorProto, numpy_helper
 
+    if isinstance(value, list):  # a sequence: its elements (ascendir names them name[i])
+        return [_array(v) for v in value]
     return numpy_helper.to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
 
 
@@ -187,9 +189,11 @@ def run_case(case, target: str = "ascend910b2") -> Outcome:
     try:
         model, inputs, outputs = _case_data(case)
         in_names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
-        feeds = dict(zip(in_names, inputs))
+        feeds = {}
+        for name, value in zip(in_names, inputs):
+            feeds.update({f"{name}[{i}]": v for i, v in enumerate(value)} if isinstance(value, list) else {name: value})
         try:
-            module, weights = import_onnx(model)
+            module, weights = import_onnx(model, shape_hints={k: v.shape for k, v in feeds.items()})
         except Exception as e:  # noqa: BLE001
             if "depends on runtime values" not in str(e):
                 raise
@@ -197,12 +201,13 @@ def run_case(case, target: str = "ascend910b2") -> Outcome:
             # repeats...) must be known at compile time, so bake the integer inputs in, then
             # any other input the importer names as needed at compile time (Dropout's
             # training_mode and ratio).
-            model = _bake_int_inputs(model, feeds)
-            feeds = {k: v for k, v in feeds.items() if v.dtype.kind not in "iu"}
+            # (sequence elements, `name[i]`, are not graph inputs: they stay fed)
+            model = _bake_int_inputs(model, {k: v for k, v in feeds.items() if k in in_names})
+            feeds = {k: v for k, v in feeds.items() if v.dtype.kind not in "iu" or k not in in_names}
             out.baked = True
             while True:
                 try:
-                    module, weights = import_onnx(model)
+                    module, weights = import_onnx(model, shape_hints={k: v.shape for k, v in feeds.items()})
                     break
                 except Exception as e:  # noqa: BLE001
                     named = re.search(r"\(input \d+, '([^']+)'\)(?: depends on runtime values|; ascendir needs static)", str(e))
@@ -211,8 +216,15 @@ def run_case(case, target: str = "ascend910b2") -> Outcome:
                     model = _bake_inputs(model, {named.group(1): feeds.pop(named.group(1))})
         lower(module, weights, target)
         result = simulate(module, weights, feeds, load_target(target))
+        got = dict(result.outputs)
         for vi, want in zip(model.graph.output, outputs):
-            why = _compare(result.outputs[vi.name], want)
+            if isinstance(want, list):
+                n = sum(1 for k in got if k.startswith(vi.name + "["))
+                why = "" if n == len(want) else f"{n} elements != {len(want)}"
+                for i, w in enumerate(want if not why else []):
+                    why = why or _compare(got[f"{vi.name}[{i}]"], w)
+            else:
+                why = _compare(got[vi.name], want)
             if why:
                 out.reason = f"output {vi.name}: {why}"
                 return out

@@ -279,3 +279,40 @@ def test_sequence_errors_are_one_line() -> None:
                        {"a": a}, ["y"], opset=18)
     with pytest.raises(AscendirError, match="sequence"):
         import_onnx(model)
+
+
+def test_sequence_graph_input_and_output_are_their_elements(tmp_path) -> None:
+    """A seq(tensor) graph input is fed as x[0], x[1], ...; a sequence output comes back as
+    y[0], y[1], ...; `run --check-ort` compares them element by element."""
+    import onnx
+    from onnx import TensorProto
+
+    from cli_helpers import run_cli
+
+    rng = np.random.default_rng(11)
+    x0, x1, t = (rng.standard_normal((2, 3)).astype(np.float32) for _ in range(3))
+    nodes = [helper.make_node("SequenceInsert", ["x", "t"], ["s"]),
+             helper.make_node("ConcatFromSequence", ["s"], ["cat"], axis=0),
+             helper.make_node("SplitToSequence", ["cat"], ["parts"], axis=1, keepdims=0)]
+    seq_f32 = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+    graph = helper.make_graph(
+        nodes, "seq", [helper.make_value_info("x", seq_f32), helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("cat", TensorProto.FLOAT, [6, 3]), helper.make_value_info("parts", seq_f32)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    feeds = {"x[0]": x0, "x[1]": x1, "t": t}
+    module, weights = import_onnx(model, shape_hints={k: v.shape for k, v in feeds.items()})
+    lower(module, weights, "ascend910b2")
+    got = simulate(module, weights, feeds, load_target("ascend910b2")).outputs
+    cat = np.concatenate([x0, x1, t], 0)
+    np.testing.assert_array_equal(got["cat"], cat)
+    assert sorted(k for k in got if k.startswith("parts")) == [f"parts[{i}]" for i in range(3)]
+    for i in range(3):
+        np.testing.assert_array_equal(got[f"parts[{i}]"], cat[:, i])
+    path, inputs = tmp_path / "seq.onnx", tmp_path / "in.npz"
+    onnx.save(model, path)
+    np.savez(inputs, **feeds)
+    res = run_cli("run", path, "--inputs", inputs, "--check-ort")
+    assert res.exit_code == 0, res.output
+    assert "PASS" in res.output and "parts[2]" in res.output
+    with pytest.raises(Exception, match=r"input 'x' is a sequence; give its elements as 'x\[0\]'"):
+        import_onnx(model)

@@ -120,7 +120,8 @@ def read_npz(path: Path, what: str) -> dict[str, np.ndarray]:
 
 def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The outputs onnxruntime (CPU) computes for the ONNX `model` on `feeds`; a feed is cast to
-    the type the model declares (an fp16 run's inputs go back to the model's f32, exactly).
+    the type the model declares (an fp16 run's inputs go back to the model's f32, exactly). A
+    sequence input or output is its elements, keyed `name[i]` as ascendir's @main names them.
 
     Raises:
         AscendirError: onnxruntime missing, or it cannot load or run the model.
@@ -134,13 +135,19 @@ def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray]) -> dict[str, 
         sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
         ins = {}
         for i in sess.get_inputs():
+            if i.type.startswith("seq("):  # a sequence: its elements are fed as name[0], name[1], ...
+                ins[i.name] = [feeds[f"{i.name}[{k}]"] for k in range(sum(1 for n in feeds if n.startswith(i.name + "[")))]
+                continue
             arr = feeds[i.name]
             want = types.get(i.type)
             ins[i.name] = arr.astype(want) if want is not None and arr.dtype != want else arr
         outs = sess.run(None, ins)
     except Exception as e:  # noqa: BLE001 - onnxruntime's own errors: say which, on one line
         raise AscendirError(f"onnxruntime cannot run {model}: {' '.join(str(e).split())[:300]}") from None
-    return {o.name: v for o, v in zip(sess.get_outputs(), outs)}
+    result = {}
+    for o, v in zip(sess.get_outputs(), outs):
+        result.update({f"{o.name}[{k}]": e for k, e in enumerate(v)} if isinstance(v, list) else {o.name: v})
+    return result
 
 
 def lines(verdict: dict) -> list[str]:

@@ -140,11 +140,17 @@ class _GraphImporter:
         check_graph_names(self.graph)
         for tensor in self.graph.initializer:
             values[tensor.name] = initializer_constant(tensor, self.base_dir, self.shape_only)
-        arg_names = [vi.name for vi in self.graph.input if vi.name not in values]
+        infos = self._sequence_elements([vi for vi in self.graph.input if vi.name not in values])
+        arg_names = [vi.name for vi in infos]
         self._check_pins(arg_names)
-        arg_types = self._input_types([vi for vi in self.graph.input if vi.name not in values])
+        arg_types = self._input_types(infos)
         for name, arg_type in zip(arg_names, arg_types):
             values[name] = self.block.insert_arg(arg_type, len(self.block.args))
+        for vi in self.graph.input:
+            if vi.type.HasField("sequence_type") and vi.name not in values:
+                items = tuple(values[n] for n in arg_names if n.startswith(vi.name + "["))
+                elem = vi.type.sequence_type.elem_type.tensor_type.elem_type
+                values[vi.name] = TensorSequence(items, onnx_dtype_to_numpy(elem, f"input '{vi.name}'"))
         for index, node in enumerate(self.graph.node):
             self._import_node(node, index)
         if self.unsupported:
@@ -153,10 +159,47 @@ class _GraphImporter:
                 for op, labels in self.unsupported.items()
             )
             raise AscendirError(f"unsupported ONNX ops: {listed}")
-        results = [self._graph_output(vi) for vi in self.graph.output]
-        return self._build_module(arg_names, results), self.weights
+        results, res_names = [], []
+        for vi in self.graph.output:
+            value = self.state.values.get(vi.name)
+            if isinstance(value, TensorSequence):  # a sequence output: one result per element
+                if not value.items:
+                    raise AscendirError(f"graph output '{vi.name}' is an empty sequence; ascendir's functions return tensors")
+                for i, item in enumerate(value.items):
+                    results.append(self.state.materialize(item) if isinstance(item, Constant) else item)
+                    res_names.append(f"{vi.name}[{i}]")
+                continue
+            results.append(self._graph_output(vi))
+            res_names.append(vi.name)
+        return self._build_module(arg_names, results, res_names), self.weights
 
-    def _build_module(self, arg_names: list[str], results: list[SSAValue]) -> ModuleOp:
+    def _sequence_elements(self, infos: list[ValueInfoProto]) -> list[ValueInfoProto]:
+        """`infos` with each sequence-typed input replaced by one tensor input per element, named
+        `name[i]`: a static-shape function takes the elements, whose count and shapes the
+        caller's pins or arrays give (`name[0]`, `name[1]`, ... as --input-shape or --inputs keys).
+
+        Raises:
+            AscendirError: a sequence input without its elements, or not of tensors."""
+        out = []
+        for vi in infos:
+            if not vi.type.HasField("sequence_type"):
+                out.append(vi)
+                continue
+            elem = vi.type.sequence_type.elem_type
+            if not elem.HasField("tensor_type"):
+                raise AscendirError(f"input '{vi.name}' is a sequence of {elem.WhichOneof('value')}; only sequences of tensors are supported")
+            given = {**self.shape_hints, **self.input_shapes}
+            n = 0
+            while f"{vi.name}[{n}]" in given:
+                n += 1
+            if n == 0:
+                raise AscendirError(f"input '{vi.name}' is a sequence; give its elements as '{vi.name}[0]', "
+                                    f"'{vi.name}[1]', ... (--inputs arrays or --input-shape)")
+            for i in range(n):
+                out.append(helper.make_tensor_value_info(f"{vi.name}[{i}]", elem.tensor_type.elem_type, None))
+        return out
+
+    def _build_module(self, arg_names: list[str], results: list[SSAValue], res_names: list[str]) -> ModuleOp:
         self.block.add_op(func.ReturnOp(*results))
         def names(ns: list[str]) -> ArrayAttr[DictionaryAttr]:
             return ArrayAttr([DictionaryAttr({NAME_ATTR: StringAttr(n)}) for n in ns])
@@ -165,7 +208,7 @@ class _GraphImporter:
             ([a.type for a in self.block.args], [r.type for r in results]),
             Region(self.block),
             arg_attrs=names(arg_names),
-            res_attrs=names([vi.name for vi in self.graph.output]),
+            res_attrs=names(res_names),
         )
         region_dce(main.body)  # drop ops of nodes whose outputs nothing reads
         module = ModuleOp([main])
@@ -238,8 +281,6 @@ class _GraphImporter:
         if vi.name not in self.state.values:
             raise AscendirError(f"graph output '{vi.name}' is not produced by any node (truncated file?)")
         value = self.state.values[vi.name]
-        if isinstance(value, TensorSequence):
-            raise AscendirError(f"graph output '{vi.name}' is a sequence; ascendir's functions return tensors")
         ssa = self.state.materialize(value) if isinstance(value, Constant) else value
         tt = vi.type.tensor_type
         if vi.type.HasField("tensor_type") and tt.elem_type:

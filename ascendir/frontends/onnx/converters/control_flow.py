@@ -20,7 +20,7 @@ from xdsl.ir import SSAValue
 from ascendir.dialects import nn
 from ascendir.frontends.onnx.conversion import NodeContext
 from ascendir.frontends.onnx.converters.registry import converts
-from ascendir.frontends.onnx.values import Constant, Value
+from ascendir.frontends.onnx.values import Constant, TensorSequence, Value
 
 
 @converts("If")
@@ -50,15 +50,26 @@ def convert_if(node: NodeContext) -> list[Value | None]:
         if a is None or b is None:
             results.append(None)
             continue
-        a = node.state.materialize(a) if isinstance(a, Constant) else a
-        b = node.state.materialize(b) if isinstance(b, Constant) else b
-        if a.type != b.type:
-            raise node.error(
-                f"output {i}: the branches give {a.type} and {b.type}; a runtime condition needs one shape and type "
-                "(pin the inputs the condition depends on to fold it)"
-            )
-        results.append(node.emit(nn.WhereOp(c, a, b)))
+        if isinstance(a, TensorSequence) or isinstance(b, TensorSequence):
+            if not (isinstance(a, TensorSequence) and isinstance(b, TensorSequence) and len(a.items) == len(b.items)):
+                raise node.error(f"output {i}: the branches give sequences of different lengths (or a sequence and a "
+                                 "tensor); a runtime condition needs the same on both sides")
+            results.append(TensorSequence(tuple(_select(node, c, x, y, i) for x, y in zip(a.items, b.items)), a.dtype))
+            continue
+        results.append(_select(node, c, a, b, i))
     return results
+
+
+def _select(node: NodeContext, c: SSAValue, a: Value, b: Value, i: int) -> SSAValue:
+    """nn.where(c, a, b) of one If output (or sequence element) whose branches agree in type."""
+    a = node.state.materialize(a) if isinstance(a, Constant) else a
+    b = node.state.materialize(b) if isinstance(b, Constant) else b
+    if a.type != b.type:
+        raise node.error(
+            f"output {i}: the branches give {a.type} and {b.type}; a runtime condition needs one shape and type "
+            "(pin the inputs the condition depends on to fold it)"
+        )
+    return node.emit(nn.WhereOp(c, a, b))
 
 
 # The most iterations a Loop or Scan is unrolled to: each iteration imports its body again, so
