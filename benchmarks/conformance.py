@@ -269,7 +269,9 @@ def write_report(outcomes: list[Outcome], path: Path, seconds: float) -> None:
               + (f"all but {', '.join(lacking)}." if lacking else "every one of them.")
               + " Ops whose outputs' shapes follow the data (NonZero, Unique, NonMaxSuppression) are"
               " evaluated at import when their inputs are known, else refused with the input named; sequences"
-              " exist while importing only (no sequence-typed graph inputs or outputs)."]
+              " are resolved at import, a sequence graph input or output being its elements (`name[i]`)."
+              " The two Resize align_corners downsampling cases follow onnxruntime, whose coordinates differ"
+              " from the reference data's (resize.py `_axis_map`)."]
     claimed_without_cases = sorted(claimed_ops() - set(by_op))
     if claimed_without_cases:
         lines += ["", "Claimed ops without node test cases: " + ", ".join(claimed_without_cases) + "."]
