@@ -232,6 +232,15 @@ def _scan(v: int) -> Case:
                 outputs=2)
 
 
+def _dft(v: int) -> list[Case]:
+    """Real forward (one-sided) and complex inverse along axis 1 (an attribute before 20, an
+    input from 20)."""
+    where = ({"axis": np.array(1, np.int64)}, {}) if v >= 20 else ({}, {"axis": 1})
+    order = ["x", "", "axis"] if v >= 20 else ["x"]
+    return [Case(order, {"x": _rand(2, 6, 1)}, where[0], {**where[1], "onesided": 1}, label="rfft"),
+            Case(order, {"x": _rand(2, 5, 2)}, where[0], {**where[1], "inverse": 1}, label="complex inverse")]
+
+
 BOOLS = (np.random.default_rng(1).random((3, 4)) > 0.5, np.random.default_rng(2).random((2, 3, 4)) > 0.5)
 INTS = np.random.default_rng(3).integers(-9, 9, (2, 3, 4)).astype(np.int32)
 
@@ -298,6 +307,31 @@ CASES: dict[str, Callable[[int], Case | list[Case]]] = {
     "Mean": lambda v: Case(["a", "b", "c"], {"a": X, "b": _rand(3, 4, seed=1), "c": _rand(4, seed=2)}),
     "Xor": _binary(BOOLS[0], BOOLS[1]),
     "IsNaN": lambda v: Case(["x"], {"x": np.where(X > 0.5, np.nan, X).astype(np.float32)}),
+    "Atan": lambda v: Case(["x"], {"x": 4 * X}),
+    **{op: (lambda v: Case(["x"], {"x": np.tanh(X)})) for op in ("Asin", "Acos")},
+    "Round": lambda v: Case(["x"], {"x": np.round(4 * X) / 2}),  # halves: ties to even
+    "Shrink": lambda v: [Case(["x"], {"x": 2 * X}, label="defaults"),
+                         Case(["x"], {"x": INTS}, attrs={"lambd": 1.5, "bias": 1.0}, label="int32, lambd, bias")],
+    **{op: _binary(INTS, INTS[1] + 3) for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")},
+    "BitwiseNot": lambda v: Case(["x"], {"x": INTS}),
+    "Hardmax": lambda v: [Case(["x"], {"x": X}, label="default axis"), Case(["x"], {"x": np.round(X)}, attrs={"axis": 1}, label="axis 1, ties")],
+    "ReverseSequence": lambda v: Case(["x", "lens"], {"x": _rand(4, 3, 2), "lens": _ints(4, 1, 2)}, attrs={"time_axis": 0, "batch_axis": 1}),
+    "Compress": lambda v: Case(["x", "c"], {"x": X}, {"c": np.array([True, False, True])}, {"axis": 1}),
+    "LRN": lambda v: Case(["x"], {"x": _rand(1, 5, 3, 3)}, attrs={"size": 3, "alpha": 0.01, "beta": 0.6, "bias": 2.0}),
+    "Einsum": lambda v: [Case(["a", "b"], {"a": _rand(2, 3, 4), "b": _rand(2, 4, 5, seed=1)}, attrs={"equation": "bij,bjk->bik"},
+                              label="batched matmul"),
+                         Case(["a"], {"a": _rand(2, 4, 4)}, attrs={"equation": "bii->bi"}, label="diagonal")],
+    "DFT": _dft,
+    "SequenceConstruct": lambda v: Case(["a", "b"], {"a": X, "b": 2 * X}),
+    "SequenceEmpty": lambda v: Case([], {}),
+    "SequenceInsert": lambda v: Case(["s", "t", "p"], {"s": [X, 2 * X], "t": 3 * X}, {"p": _ints(1)}),
+    "SequenceErase": lambda v: Case(["s", "p"], {"s": [X, 2 * X, 3 * X]}, {"p": _ints(-2)}),
+    "SequenceAt": lambda v: Case(["s", "p"], {"s": [X, 2 * X]}, {"p": _ints(1)}),
+    "SequenceLength": lambda v: Case(["s"], {"s": [X, 2 * X, X]}),
+    "ConcatFromSequence": lambda v: [Case(["s"], {"s": [X, 2 * X]}, attrs={"axis": 1}, label="axis 1"),
+                                     Case(["s"], {"s": [X, 2 * X]}, attrs={"axis": -1, "new_axis": 1}, label="new axis")],
+    "SplitToSequence": lambda v: [Case(["x", "split"], {"x": _rand(2, 5)}, {"split": _ints(2, 3)}, {"axis": 1}, label="sizes"),
+                                  Case(["x"], {"x": _rand(3, 2)}, attrs={"keepdims": 0}, label="no split, keepdims 0")],
     "IsInf": lambda v: [Case(["x"], {"x": np.where(X > 0.5, np.inf, np.where(X < -0.5, -np.inf, X)).astype(np.float32)},
                              label="both"),
                         Case(["x"], {"x": np.where(X > 0.5, np.inf, np.where(X < -0.5, -np.inf, X)).astype(np.float32)},
@@ -445,9 +479,16 @@ def build_model(op: str, version: int, case: Case):
 
     outs = [f"y{i}" for i in range(case.outputs)]
     node = helper.make_node(op, case.order, outs, **case.attrs)
+
+    def info(n: str, a) -> onnx.ValueInfoProto:
+        if isinstance(a, list):  # a sequence input: its element type
+            elem = helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(a[0].dtype), None)
+            return helper.make_value_info(n, helper.make_sequence_type_proto(elem))
+        return helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+
     graph = helper.make_graph(
         [node], f"{op}_{version}",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in case.inputs.items()],
+        [info(n, a) for n, a in case.inputs.items()],
         [onnx.ValueInfoProto(name=n) for n in outs],
         [numpy_helper.from_array(np.asarray(a), n) for n, a in case.consts.items()],
     )
@@ -481,7 +522,7 @@ def simulate_model(model, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]
     from ascendir.hardware import load_target
     from ascendir.interpreter import simulate
 
-    module, weights = import_onnx(model)
+    module, weights = import_onnx(model, shape_hints={k: v.shape for k, v in feeds.items()})
     key = (str(module) + repr(sorted((n, weights[n].tobytes()) for n in weights)),
            b"".join(feeds[k].tobytes() for k in sorted(feeds)))
     if key not in _SIMULATED:
@@ -501,12 +542,21 @@ def run(op: str, version: int) -> tuple[bool, str]:
         model = build_model(op, version, case)
         want, source = reference(model, case.inputs)
         sources.add(source)
+        feeds = {}
+        for n, a in case.inputs.items():  # a sequence is fed as its elements, n[0], n[1], ...
+            feeds.update({f"{n}[{i}]": e for i, e in enumerate(a)} if isinstance(a, list) else {n: a})
         try:
-            got = simulate_model(model, case.inputs)
+            got = simulate_model(model, feeds)
         except Exception as e:  # noqa: BLE001 - every failure is reported
             return False, f"{what}{type(e).__name__}: {' '.join(str(e).split())}"[:240]
         for vi, w in zip(model.graph.output, want):
-            why = _compare(got[vi.name], w)
+            if isinstance(w, list):
+                n = sum(1 for k in got if k.startswith(vi.name + "["))
+                why = "" if n == len(w) else f"{n} elements != {len(w)}"
+                for i, e in enumerate(w if not why else []):
+                    why = why or _compare(got[f"{vi.name}[{i}]"], np.asarray(e))
+            else:
+                why = _compare(got[vi.name], w)
             if why:
                 return False, f"{what}output {vi.name}: {why} (vs {source})"
     return True, ", ".join(sorted(sources))

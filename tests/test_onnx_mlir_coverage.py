@@ -316,3 +316,12 @@ def test_sequence_graph_input_and_output_are_their_elements(tmp_path) -> None:
     assert "PASS" in res.output and "parts[2]" in res.output
     with pytest.raises(Exception, match=r"input 'x' is a sequence; give its elements as 'x\[0\]'"):
         import_onnx(model)
+
+
+def test_reshape_of_a_contiguous_slice_returned_from_main() -> None:
+    # the view chain collapsed onto the strided subview: @main returned memref<2xf32, strided<[1], offset: 2>>
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    nodes = [helper.make_node("Slice", ["x", "s", "e", "a"], ["t"]), helper.make_node("Reshape", ["t", "sh"], ["y"])]
+    inits = {"s": np.array([1]), "e": np.array([2]), "a": np.array([0]), "sh": np.array([2])}
+    got, want = _run(nodes, {"x": x}, ["y"], inits=inits, opset=18)
+    np.testing.assert_array_equal(got["y"], want["y"])

@@ -162,9 +162,7 @@ class _GraphImporter:
         results, res_names = [], []
         for vi in self.graph.output:
             value = self.state.values.get(vi.name)
-            if isinstance(value, TensorSequence):  # a sequence output: one result per element
-                if not value.items:
-                    raise AscendirError(f"graph output '{vi.name}' is an empty sequence; ascendir's functions return tensors")
+            if isinstance(value, TensorSequence):  # a sequence output: one result per element (none if empty)
                 for i, item in enumerate(value.items):
                     results.append(self.state.materialize(item) if isinstance(item, Constant) else item)
                     res_names.append(f"{vi.name}[{i}]")
