@@ -1,7 +1,7 @@
 """A MoE layer's expert GEMMs on 910B2, fp16: grouped vs gathered vs dense-all-experts.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/moe.py [--routing uniform|skew=A|FILE]
-        [--target ascend910b2] [--write-results]
+        [--fused-swiglu auto|always|never] [--target ascend910b2] [--write-results]
 
 Two layers: Mixtral-8x7B-shaped (hidden 4096, expert intermediate 14336, 8 experts, top-2) and
 DeepSeek-V3-shaped (hidden 7168, expert intermediate 2048, 256 routed experts, top-8, one
@@ -151,8 +151,10 @@ def simulated(hw, spec, tokens: list[int]) -> None:
     """The second table of the module docstring."""
     from ascendir.conversion.nn_to_ascend.templates.grouped_matmul import row_tile
 
+    from ascendir.conversion.nn_to_ascend.templates.moe_experts import FUSE_SWIGLU
+
     print("\nsimulated (timing-only, fp16): the routed experts of one layer, cycles of all their kernels; "
-          "GMM = the two grouped MatMuls")
+          f"GMM = the two grouped MatMuls; SwiGLU fused into the first: {FUSE_SWIGLU}")
     for name, s in LAYERS.items():
         print(f"\n{name}:")
         print(f"  {'tokens':>6s} {'touched':>7s} | {'grouped cyc':>12s} {'GMM cyc':>11s} {'weight GB':>9s} | "
@@ -188,8 +190,14 @@ def main() -> None:
     ap.add_argument("--routing", default="uniform", help="uniform, skew=A or an .npz with indices [T, k]")
     ap.add_argument("--sim-tokens", default="1,16,64,2048",
                     help="token counts of the simulated table (comma-separated; empty: none)")
+    ap.add_argument("--fused-swiglu", choices=("auto", "always", "never"), default="auto",
+                    help="SwiGLU in the gate/up GroupedMatmul of the simulated grouped rows: the cost model's "
+                         "choice (auto), wherever it fits (always), or its own kernel (never)")
     results.add_flag(ap)
     args = ap.parse_args()
+    from ascendir.conversion.nn_to_ascend.templates import moe_experts
+
+    moe_experts.FUSE_SWIGLU = args.fused_swiglu
     try:
         spec = parse_routing(args.routing)
     except AscendirError as e:

@@ -266,3 +266,82 @@ builtin.module {{
     ctx.load_dialect(Dialect("testx", [TripleOp]))
     with pytest.raises(AscendirError, match="testx.vtriple in kernel @k: negative or NaN duration"):
         simulate(Parser(ctx, text).parse_module(), None, {}, HW, timing_only=True)
+
+
+def _mix_with_vector_group_loop(shared: bool) -> str:
+    """MIX's kernel plus an AIV loop over the rows lo..hi of a group list read with
+    ascend.get_value from GM (as a grouped MatMul's SwiGLU epilogue reads it). `shared`: the loop
+    also holds an AIC copy, so both units run it."""
+    g = "memref<3xi64, #ascend<space gm>>"
+    l1 = "memref<16x32xf16, #ascend<space l1>>"
+    xs = "memref<16x32xf32, strided<[32, 1], offset: ?>, #ascend<space gm>>"
+    xh = "memref<16x32xf16, strided<[32, 1], offset: ?>, #ascend<space gm>>"
+    aic = f"""
+      %xh = memref.subview %h[%r, 0] [16, 32] [1, 1] : {gm((64, 32), "f16")} to {xh}
+      ascend.copy %xh, %l1x {{layout = #ascend.layout<nd2nz>}} : {xh}, {l1}""" if shared else ""
+    body = MIX.split("    ascend.return\n  }\n  func.func")[0]
+    body = body.replace(f"%y: {gm((32, 32))}) attributes",
+                        f"%y: {gm((32, 32))}, %g: {g}, %x: {gm((64, 32))}, %z: {gm((64, 32))}, %h: {gm((64, 32), 'f16')}) attributes")
+    return body + f"""    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c16 = arith.constant 16 : index
+    %l1x = ascend.alloc : {l1}
+    %v = ascend.alloc : {ub((16, 32))}
+    %lo = ascend.get_value %g[%c0] : {g}
+    %hi = ascend.get_value %g[%c1] : {g}
+    scf.for %r = %lo to %hi step %c16 {{
+      %xs = memref.subview %x[%r, 0] [16, 32] [1, 1] : {gm((64, 32))} to {xs}
+      %zs = memref.subview %z[%r, 0] [16, 32] [1, 1] : {gm((64, 32))} to {xs}
+{aic}
+      ascend.copy %xs, %v : {xs}, {ub((16, 32))}
+      ascend.set_flag MTE2 -> V, 1
+      ascend.wait_flag MTE2 -> V, 1
+      ascend.vrelu %v, %v : {ub((16, 32))}, {ub((16, 32))}
+      ascend.set_flag V -> MTE3, 1
+      ascend.wait_flag V -> MTE3, 1
+      ascend.copy %v, %zs : {ub((16, 32))}, {xs}
+      ascend.set_flag MTE3 -> MTE2, 1
+      ascend.wait_flag MTE3 -> MTE2, 1
+    }}
+    ascend.return
+  }}
+  func.func @main(%a: {gm((32, 32), "f16")}, %b: {gm((32, 32), "f16")}, %g: {g}, %x: {gm((64, 32))}, %h: {gm((64, 32), "f16")}) -> {gm((64, 32))} {{
+    %w = ascend.alloc : {gm((32, 32))}
+    %y = ascend.alloc : {gm((32, 32))}
+    %z = ascend.alloc : {gm((64, 32))}
+    ascend.launch @mm_relu(%a, %b, %w, %y, %g, %x, %z, %h) : {gm((32, 32), "f16")}, {gm((32, 32), "f16")}, {gm((32, 32))}, {gm((32, 32))}, {g}, {gm((64, 32))}, {gm((64, 32))}, {gm((64, 32), "f16")}
+    func.return %z : {gm((64, 32))}
+  }}
+}}
+"""
+
+
+def test_mixed_kernel_scalar_reads_charge_the_unit_that_runs_them():
+    # 910B: the AIC and the AIVs are separate cores, each with its own scalar unit running its
+    # own program (dav-c220-cube / dav-c220-vec). A group-list read and the loop it bounds that
+    # only the AIV's ops need cost the AIV's scalar unit, not the AIC's (before: every unit's S
+    # pipe paid every ascend.get_value, so the cube stalled on the vector side's GM reads).
+    from ascendir.costmodel.ops import get_value_cycles
+    from ascendir.dialects import ascend as asc
+
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((32, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 32)).astype(np.float16)
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    h = rng.standard_normal((64, 32)).astype(np.float16)
+    g = np.array([16, 64, 64], np.int64)  # rows 16..63: three row tiles
+    busy = {}
+    for shared in (False, True):
+        mod = parse(_mix_with_vector_group_loop(shared))
+        read = next(o for o in mod.walk() if isinstance(o, asc.GetValueOp))
+        res = simulate(mod, None, {"arg0": a, "arg1": b, "arg2": g, "arg3": x, "arg4": h}, HW)
+        want = np.zeros_like(x)
+        want[16:] = np.maximum(x[16:], 0)
+        np.testing.assert_array_equal(res.outputs["out0"], want)
+        busy[shared] = res.report["kernels"][0]["pipe_busy_by_unit"]
+    two_reads = 2 * get_value_cycles(read, HW)
+    assert busy[False]["aiv.S"] >= two_reads
+    assert busy[False]["aic.S"] < two_reads / 4  # only its own few scalar ops (flags, none here)
+    # the AIC copies rows inside the loop too: it reads the bounds and runs the loop as well
+    assert busy[True]["aic.S"] >= two_reads
+    assert busy[True]["aiv.S"] >= two_reads

@@ -14,6 +14,7 @@ from ascendir.costmodel import CostEnv
 from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES
 from ascendir.dialects.ascend.placement import default_unit
 from ascendir.interpreter.exec.walk import OpTree
+from ascendir.interpreter.timing.timeline import NPIPES
 
 
 Closure = Callable[[], None]
@@ -37,6 +38,13 @@ class KernelInfo:
     timing_only: bool
     set_keys: set = field(default_factory=set)  # flag keys some set_flag sets (holds.py deadlock messages)
     tree: OpTree | None = None  # the kernel's ops (walk.OpTree): walks and decoded subviews for steady.py, remap.py, `subview`
+    # op -> the units of a mix kernel that run it (scalar_units.py); an op absent: every unit
+    scalar_units: dict = field(default_factory=dict)
+
+    def s_ids(self, op: Operation | None) -> list[int]:
+        """Timeline slots of the S pipes that run the scalar op `op` (every unit's when unknown)."""
+        units = self.scalar_units.get(op) if op is not None else None
+        return [u * NPIPES for u in (units if units is not None else range(self.nunits))]
 
 def np_dtype(t: MemRefType) -> np.dtype:
     return to_numpy_dtype(t.element_type)

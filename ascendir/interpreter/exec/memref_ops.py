@@ -12,7 +12,6 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX
 from ascendir.costmodel.buffer_lifetimes import dropped_dims
 from ascendir.costmodel import quantise
 from ascendir.costmodel.ops import get_value_cycles
-from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import subblock
 from ascendir.dtypes import dense_value, packed_nbytes
@@ -155,7 +154,7 @@ class MemrefOps:
         res_shape = list(op.result.type.get_shape())
         dropped = dropped_dims([s if not d else DYNAMIC_INDEX for d, s in sizes], res_shape, n)
         where = f"memref.subview in {'kernel @' + self.k.name if self.k else 'the host function'}"
-        charge = self._charge_scalar()
+        charge = self._charge_scalar(op)
         dims = list(zip(offs, sizes, strides, [i in dropped for i in range(n)]))
 
         A = self.F.gm_tags
@@ -279,7 +278,7 @@ class MemrefOps:
         src = self.slot(op.memref)
         idx = [self.slot(v) for v in op.indices]
         out = self.slot(op.res)
-        charge = self._charge_scalar()
+        charge = self._charge_scalar(op)
 
         def run() -> None:
             a = R[src]
@@ -290,9 +289,10 @@ class MemrefOps:
         return run
 
     def get_value(self, op: ascend.GetValueOp) -> Closure:
-        """The element as an int; the S pipe waits `get_value_cycles`. It reads data in timing-only
-        runs too: a buffer the host filled with a routing (sim/chip.py `moe_routing`) holds real
-        values there, any other one reads zeros."""
+        """The element as an int; the S pipe of each unit running the read (a mix kernel's units
+        whose ops use the value, scalar_units.py) waits `get_value_cycles`. It reads data in
+        timing-only runs too: a buffer the host filled with a routing (sim/chip.py `moe_routing`)
+        holds real values there, any other one reads zeros."""
         R = self.F.values
         src = self.slot(op.source)
         idx = [self.slot(v) for v in op.indices]
@@ -301,7 +301,7 @@ class MemrefOps:
             raise AscendirError("ascend.get_value in the host function: it runs inside ascend.kernel only")
         F = self.F
         cyc = quantise(get_value_cycles(op, self.k.env.target))
-        s_ids = [u * NPIPES for u in range(self.k.nunits)]
+        s_ids = self.k.s_ids(op)
 
         def run() -> None:
             R[out] = int(R[src][tuple(R[i] for i in idx)])
@@ -316,7 +316,7 @@ class MemrefOps:
         R = self.F.values
         val, dst = self.slot(op.value), self.slot(op.memref)
         idx = [self.slot(v) for v in op.indices]
-        charge = self._charge_scalar()
+        charge = self._charge_scalar(op)
         timing = self.m.timing_only
         t = op.memref.type
         space, dtype = ascend.space_of(t).value, np_dtype(t)

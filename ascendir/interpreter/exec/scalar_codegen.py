@@ -10,7 +10,6 @@ from collections.abc import Callable
 from xdsl.dialects import arith
 from xdsl.ir import Operation
 from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
-from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.interpreter.exec.common import Closure
 
 # generated source of a scalar run -> its code object (`Compiler.scalar_run`; the same module
@@ -64,12 +63,13 @@ class ScalarCodegen:
     """Compiler part: scalar op runs (mixed into compiler.Compiler)."""
 
     # -- scalar -----------------------------------------------------------------------------
-    def _charge_scalar(self) -> Callable[[], None] | None:
-        """A function charging one scalar ALU op on every S pipe of the core, or None (host)."""
+    def _charge_scalar(self, op: Operation | None = None) -> Callable[[], None] | None:
+        """A function charging one scalar ALU op on the S pipe of every unit running `op`
+        (KernelInfo.s_ids: all units when `op` is None or unknown), or None (host)."""
         if self.k is None:
             return None
         F, alu = self.F, self.k.alu
-        s_ids = [u * NPIPES for u in range(self.k.nunits)]
+        s_ids = self.k.s_ids(op)
         if len(s_ids) == 1:
 
             def charge() -> None:
@@ -89,7 +89,8 @@ class ScalarCodegen:
 
     def scalar_run(self, ops: list[Operation]) -> Closure:
         """One closure running consecutive scalar ops (a loop body's index arithmetic), each
-        charging `alu` cycles on every S pipe of the kernel's core (constants charge nothing).
+        charging `alu` cycles on the S pipe of each unit that runs it (`KernelInfo.s_ids`; constants
+        charge nothing).
 
         Most closures of a timing-only loop body are these ops, so the closure is generated as
         straight-line Python: one call per run instead of one per op, values produced in the run
@@ -105,16 +106,21 @@ class ScalarCodegen:
             env["alu"] = self.k.alu
             lines.append("c = F.core")
             lines.append("free, busy = c.free, c.busy")
-            add = " + alu" * charged
-            for s in (u * NPIPES for u in range(self.k.nunits)):
+            # per S pipe the count of the run's ops its unit runs (mix kernels: scalar_units.py)
+            counts: dict[int, int] = {}
+            for op in charged:
+                for s in self.k.s_ids(op):
+                    counts[s] = counts.get(s, 0) + 1
+            for s, n in sorted(counts.items()):
+                add = " + alu" * n
                 lines += [f"free[{s}] = free[{s}]{add}", f"busy[{s}] = busy[{s}]{add}"]
         return _generated("def run() -> None:", lines, env, "run")
 
-    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str], store: bool = True) -> int:
+    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str], store: bool = True) -> list[Operation]:
         """Append to `lines` the straight-line code of scalar ops (`scalar_run`): each result in
         local v<i> and (`store`) in its slot; operands from `local` (slot -> local name) or their
-        slots. Returns the number of ops that charge the S clock (all but constants)."""
-        charged = 0
+        slots. Returns the ops that charge the S clock (all but constants)."""
+        charged: list[Operation] = []
         for i, op in enumerate(ops):
             fn = SCALAR_OPS[type(op)](op)
             args = [local.get(s, f"R[{s}]") for s in (self.slot(v) for v in op.operands)]
@@ -129,7 +135,7 @@ class ScalarCodegen:
                 else:
                     env[f"f{i}"] = fn
                     expr = f"f{i}({', '.join(args)})"
-                charged += 1
+                charged.append(op)
             lines.append(f"v{i} = {expr}")
             if store:
                 lines.append(f"R[{out}] = v{i}")

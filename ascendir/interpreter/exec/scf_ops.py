@@ -28,7 +28,7 @@ class ScfOps:
         results = [self.slot(r) for r in op.results]
         body = self.block(body_block)
         yields = [self.slot(v) for v in body_block.last_op.operands] if isinstance(body_block.last_op, scf.YieldOp) else []
-        charge = self._charge_scalar()
+        charge = self._charge_scalar(op)
         acc = self.m.accel if self.m is not None else Accel()  # (unit tests compile without a module)
         checked = uniform_loop(op, self.k.tree) if not carried and self.k is not None and self.k.timing_only and acc.steady else None
         if checked is not None:
@@ -94,7 +94,7 @@ class ScfOps:
 
         then_body, then_y = branch(op.true_region)
         else_body, else_y = branch(op.false_region)
-        charge = self._charge_scalar()
+        charge = self._charge_scalar(op)
         if not results and charge is not None and self.k.nunits == 1:  # the common case (hot), S charged inline
             F, alu = self.F, self.k.alu
 

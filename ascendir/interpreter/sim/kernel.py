@@ -30,6 +30,7 @@ from ascendir.interpreter.check.race import RaceChecker
 from ascendir.interpreter.timing.timeline import NPIPES, PIPES, CoreState, FlagQueues
 from ascendir.interpreter.check.capacity import check_capacity, check_units
 from ascendir.interpreter.exec.walk import OpTree, _is_a, walk_ops
+from ascendir.interpreter.exec.scalar_units import scalar_units
 
 
 def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None, bool] | None:
@@ -146,7 +147,8 @@ class KernelProgram:
         env = CostEnv(t, gm_share)
         units = self._flag_units(order, statics)
         self.frame = Frame()
-        info = KernelInfo(self.name, self.nunits, env, units, {}, quantise(t.startup["scalar_alu"]), m.timing_only, tree=tree)
+        info = KernelInfo(self.name, self.nunits, env, units, {}, quantise(t.startup["scalar_alu"]), m.timing_only, tree=tree,
+                          scalar_units=self._scalar_units(order, statics, units))
         comp = Compiler(m, self.frame, info)
         block = op.body.block
         self.arg_slots = [comp.slot(a) for a in block.args]
@@ -166,6 +168,35 @@ class KernelProgram:
         # the L2 recording pass of a numerics launch runs on the timing-only twin (`_record`) when
         # the launch's path cannot depend on data or mint GM roots: the same cases the memo keys
         self.twin_records = not m.timing_only and self.memo_text is not None and m.accel.steady
+
+    def _scalar_units(self, order: list[Operation], statics: dict, flags: dict) -> dict:
+        """The units running each scalar op of a mix kernel (exec/scalar_units.py), from the
+        units of the ops whose unit is known: tile ops by pipe and subblock, flags both ends,
+        scalar loads / stores of on-chip buffers the owner of the space; any other `ascend` op
+        without results (a comm op, a barrier, a registered op of run-time pipe) every unit.
+        Empty on a single unit."""
+        if self.nunits == 1:
+            return {}
+        every = (1 << self.nunits) - 1
+        anchored: dict[Operation, int] = {}
+        for o in order:
+            if _is_a(type(o), ascend.FlagOp):
+                su, du = flags[o]
+                anchored[o] = 1 << su | 1 << du
+            elif statics.get(o):
+                pipe, unit, _ = statics[o]
+                anchored[o] = 1 << unit_of(pipe, unit, self.nunits, subblock(o))
+            elif _is_a(type(o), (memref.LoadOp, memref.StoreOp)):
+                space = space_of(o.memref.type).value
+                if space != "gm":
+                    root = o.memref.owner  # the buffer's alloc (through its views): its AIV
+                    while isinstance(root, Operation) and root.operands and not _is_a(type(root), ascend.AllocOp):
+                        root = root.operands[0].owner
+                    aiv = 1 + subblock(root) if isinstance(root, Operation) else 1
+                    anchored[o] = 1 if space_unit(space) == "aic" else 1 << min(aiv, self.nunits - 1)
+            elif o.name.startswith("ascend.") and not o.results:
+                anchored[o] = every
+        return scalar_units(order, anchored)
 
     def _flag_units(self, order: list[Operation], statics: dict) -> dict[Operation, tuple[int, int]]:
         """(src unit, dst unit) of every flag op (`flag_units`; all 0 on a single unit)."""

@@ -15,14 +15,19 @@ lowers to (the experts' weights read once per touched expert, not once per route
 1. moe_init_routing (templates/moe_init_routing.py): pairs sorted by expert, inverse
    permutation, group list [E+1];
 2. a row gather: x sorted by expert [R, H];
-3. grouped_matmul (templates/grouped_matmul.py) with w_gu: [R, 2I];
-4. SwiGLU on the vector unit: silu(gate) * up [R, I] (computed in f32, stored in the input type);
-5. grouped_matmul with w_d: [R, H];
-6. a row gather by the inverse permutation: back to (token, k) order [R, H, 1] (what
+3. grouped_matmul (templates/grouped_matmul.py) with w_gu and SwiGLU fused on its AIVs:
+   silu(gate) * up [R, I] (ops-transformer's GroupedMatmul with its SwiGLU epilogue; computed in
+   f32 from the h tiles rounded to the input type, stored in the input type);
+4. grouped_matmul with w_d: [R, H];
+5. a row gather by the inverse permutation: back to (token, k) order [R, H, 1] (what
    moe_finalize_routing takes).
 
-Not fused: SwiGLU between the two GroupedMatmuls (a separate AIV kernel, one GM round trip of
-[R, 2I] in and [R, I] out); ops-transformer's GroupedMatmul + SwiGLU fusion is left for later.
+Where the epilogue does not fit (a coupled core such as 910A, one L0C accumulator, UB), is
+estimated slower (`grouped_matmul.prefer_fused_swiglu`: the Mixtral-8x7B and DeepSeek-V3 decode
+layers, where each weight chunk's two nd2nz loads cost more than the SwiGLU kernel) or FUSE_SWIGLU is
+"never", step 3 is two kernels: grouped_matmul with w_gu [R, 2I], then SwiGLU as an AIV
+kernel of its own (`emit_swiglu`; one more launch and the GM round trip of [R, 2I] in and [R, I]
+out). The outputs are bit-identical either way.
 The gathers of steps 2 and 6 are ascendir's row gather (templates/data_movement.py), standing in
 for MoeInitRouting's expanded_x and MoeFinalizeRouting's un-permute.
 
@@ -40,7 +45,8 @@ from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem,
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.data_movement import emit_gather_rows
 from ascendir.conversion.nn_to_ascend.templates.elementwise import ub_budget, vector_cores
-from ascendir.conversion.nn_to_ascend.templates.grouped_matmul import emit_grouped_matmul
+from ascendir.conversion.nn_to_ascend.templates.grouped_matmul import (emit_grouped_matmul, fused_swiglu_fits,
+                                                                         prefer_fused_swiglu)
 from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import emit_moe_init_routing
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
@@ -48,6 +54,9 @@ from ascendir.dtypes import itemsize
 from ascendir.patterns import erase_dead, fuse_ops, single_use
 
 KIND = "moe_experts"
+# SwiGLU in the gate/up GroupedMatmul: "auto" (the cost model's choice), "always" (wherever it
+# fits) or "never" (its own kernel); the tests and benchmarks/moe.py --fused-swiglu compare them
+FUSE_SWIGLU = "auto"
 BLOCK_ATTR = "moe_block"  # the MoE block's TopK node (api/moe_report.py's block name)
 
 
@@ -287,8 +296,11 @@ def emit_moe_experts(ctx: LoweringContext, w_gu: SSAValue, w_d: SSAValue, x: SSA
     rows = shape(ids)[0]
     sorted_rows, dest, group_list = emit_moe_init_routing(ctx, ids, experts, block)
     xs = emit_gather_rows(ctx, ctx.view(x, [rows, hidden]), sorted_rows)
-    h = emit_grouped_matmul(ctx, xs, w_gu, group_list)
-    a = emit_swiglu(ctx, h, act)
+    fuse = {"auto": prefer_fused_swiglu, "always": fused_swiglu_fits}.get(FUSE_SWIGLU)
+    if fuse is not None and fuse(ctx, rows, experts, act.inter, hidden, elem(xs)):
+        a = emit_grouped_matmul(ctx, xs, w_gu, group_list, (act.inter, act.gate0, act.up0))
+    else:
+        a = emit_swiglu(ctx, emit_grouped_matmul(ctx, xs, w_gu, group_list), act)
     ys = emit_grouped_matmul(ctx, a, w_d, group_list)
     y = emit_gather_rows(ctx, ys, dest)
     return [ctx.view(y, list(out_shape))]
