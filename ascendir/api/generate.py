@@ -171,12 +171,16 @@ class _Model:
             from ascendir.transforms.nn.page_kv_cache import TABLE_NAME
 
             feeds = {**(feeds or {}), TABLE_NAME: self.block_table(batch, past + seq)}
-        if self.tp > 1:  # every rank gets the whole input (the cache too: each reads its heads of it)
+        if self.tp > 1:  # every rank gets the inputs, of its caches its KV heads (shard-tensor-parallel)
             from ascendir.driver import simulate_ranks
 
             from ascendir.costmodel.memory import check_module_gm_fits
 
-            res = simulate_ranks([module] * self.tp, stores, [feeds or {}] * self.tp, self.hw, self.topology, timing_only=timing_only)
+            heads = {n: t.get_shape()[1] for n, t in zip(io_names(main_func(module), False), main_func(module).function_type.inputs.data)
+                     if n in self.past_axis}
+            ranks = [{n: _rank_heads(a, heads[n], self.tp, r) if n in heads else a for n, a in (feeds or {}).items()}
+                     for r in range(self.tp)]
+            res = simulate_ranks([module] * self.tp, stores, ranks, self.hw, self.topology, timing_only=timing_only)
             fp = check_module_gm_fits(module, self.hw)  # one device's (rank 0's slices); the cluster report has none
             if fp is not None:
                 res.report["gm_footprint"] = fp
@@ -185,7 +189,12 @@ class _Model:
         if timing_only:
             return StepResult(res.report, unread)
         logits = np.asarray(res.outputs[self.sig.logits], np.float32)
-        return StepResult(res.report, unread, logits, {c.past: res.outputs[c.present] for c in self.sig.cache})
+        if self.tp > 1:  # each rank returned its KV heads: the whole cache again, one copy of each head
+            cache = {c.past: _all_heads([res.outputs[f"{c.present}@{r}" if r else c.present] for r in range(self.tp)],
+                                        feeds[c.past].shape[1]) for c in self.sig.cache}
+        else:
+            cache = {c.past: res.outputs[c.present] for c in self.sig.cache}
+        return StepResult(res.report, unread, logits, cache)
 
     def _record_attention(self, module, past: int) -> None:
         """Keep the Shape (flash_attention.Shape) of every attention of a decode step at cache
@@ -212,7 +221,7 @@ class _Model:
         blocks per split) and its KV blocks. Steps with equal keys run the same loops but for
         the rows of the last KV block (`regions`); a full last block (no mask of its padding) is
         left to affine_fill's check of the interval's end. Empty before a decode step was
-        compiled or when the model has no attention."""
+        compiled or when the model has no attention. A paged cache adds its number of blocks."""
         from dataclasses import replace
 
         from ascendir.conversion.nn_to_ascend.templates.flash_attention import search
@@ -227,7 +236,8 @@ class _Model:
                 t = search(s, self.hw)[0]
             except ValueError:  # no flash tile fits: lowered otherwise, no key
                 return ()
-            key.append((t.br, t.bc, t.nsplit, t.per, -(-s.skv // t.bc)))
+            # paged: the pool blocks read too (a tile of several blocks loads one more each block_size keys)
+            key.append((t.br, t.bc, t.nsplit, t.per, -(-s.skv // t.bc), -(-s.skv // s.block) if s.block else 0))
         return tuple(key)
 
     def feeds(self, ids: np.ndarray, past: int, cache: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -282,6 +292,24 @@ def _gathered_tables(module) -> int:
             if uses and all(isinstance(u.operation, nn.GatherOp) and u.index == 0 for u in uses):
                 total += math.prod(op.result.type.get_shape()) * itemsize(op.result.type.element_type)
     return total
+
+
+def _rank_heads(cache: np.ndarray, heads: int, tp: int, rank: int) -> np.ndarray:
+    """Rank `rank`'s KV heads of `cache` [batch, kv_heads, positions, head_dim] when a rank holds
+    `heads` of them (shard-tensor-parallel's split: kv_heads / heads parts, a part held by
+    tp / parts ranks)."""
+    from ascendir.transforms.nn.shard_tensor_parallel import rank_slice, split
+
+    return rank_slice(cache, split(1, tp, parts=cache.shape[1] // heads), tp, rank) if heads != cache.shape[1] else cache
+
+
+def _all_heads(ranks: list[np.ndarray], kv_heads: int) -> np.ndarray:
+    """The cache of all `kv_heads` from the ranks' caches (`_rank_heads`): part c from the
+    first rank holding it."""
+    parts, tp = kv_heads // ranks[0].shape[1], len(ranks)
+    if parts == 1:
+        return ranks[0]
+    return np.concatenate([ranks[c * tp // parts] for c in range(parts)], axis=1)
 
 
 def _grow(past: np.ndarray, axis: int, rows: int) -> np.ndarray:
@@ -400,7 +428,7 @@ def _kv_bytes(sig, batch: int, length: int, itemsize: dict[int, int]) -> int:
 def _kv_parts(sig, tp: int) -> int:
     """Parts the cache is held in over `tp` devices: its K/V heads are dealt over the ranks
     (axis 1 of [batch, kv_heads, length, head_dim]), replicated when there are fewer heads than
-    ranks (shard-tensor-parallel), so a device reads 1 / min(tp, kv_heads) of it."""
+    ranks (shard-tensor-parallel), so a device holds and reads 1 / min(tp, kv_heads) of it."""
     heads = min((c.shape[1] for c in sig.cache if len(c.shape) == 4 and c.shape[1]), default=1)
     return max(1, min(tp, heads))
 
@@ -589,6 +617,7 @@ def _report(m: _Model, pre: dict, unread: int, decodes: dict[int, dict], tpot: l
             "tensors": len(sig.cache),
             "bytes_per_token": kv_row // batch,
             "bytes_final": _kv_bytes(sig, batch, prompt_len + new_tokens - 1, itemsize),
+            "bytes_final_per_device": _kv_bytes(sig, batch, prompt_len + new_tokens - 1, itemsize) // parts,
             **_kv_layout(m, batch, prompt_len + new_tokens - 1, itemsize),
         },
         "phases": {"prefill": _phase(pre), "decode": _phase(last) if last else None},

@@ -139,7 +139,8 @@ def summary(r: dict) -> list[str]:
         lines.append(f"HBM bytes per token: weights {b['weights'] / 2**20:.2f} MiB + KV {b['kv'] / 2**20:.2f} MiB (least); "
                      f"simulated {b['simulated'] / 2**20:.2f} MiB")
     kv = r["kv_cache"]
-    lines.append(f"KV cache: {kv['bytes_per_token']} B per token per sequence, {kv['bytes_final'] / 2**20:.2f} MiB at the end")
+    per_device = f" ({kv['bytes_final_per_device'] / 2**20:.2f} MiB per device: its KV heads)" if r.get("tp", 1) > 1 else ""
+    lines.append(f"KV cache: {kv['bytes_per_token']} B per token per sequence, {kv['bytes_final'] / 2**20:.2f} MiB at the end{per_device}")
     if kv.get("layout") == "paged":
         lines.append(f"KV layout: paged, blocks of {kv['block_size']} positions: {kv['blocks_used']} of {kv['blocks_allocated']} "
                      f"blocks used ({kv['bytes_used_blocks'] / 2**20:.2f} of {kv['bytes_allocated'] / 2**20:.2f} MiB)")

@@ -44,16 +44,22 @@ from ascendir.dialects.ascend.ops_scalar import ADDRESS_DATA_ATTR
 from ascendir.errors import AscendirError
 
 TABLE_NAME = "block_table"  # onnx.name of the block table argument (generate feeds it)
-MIN_BLOCK, MAX_BLOCK = 16, 512  # CANN IFA: blockSize a multiple of 16 (fp16 / bf16 rows of an NZ fractal), at most 512
+# a block size is a multiple of 16: CANN's PagedAttention "due to hardware restrictions,
+# block_size % 16 == 0; 128 recommended" (docs/hardware-reference.md, paged KV cache; a block
+# lands on the 16-row NZ fractal of L1). At most the flash template's widest KV tile (BC_CANDIDATES).
+MIN_BLOCK = 16
 
 
 def check_block_size(block_size: int) -> None:
-    """Raises AscendirError unless `block_size` is a multiple of 16 in 16..512: a block is loaded
-    into L1 at a row of the 16-row NZ fractal, and CANN IncreFlashAttention's blockSize has the
-    same bounds (ops-transformer incre_flash_attention docs: 16-aligned, at most 512)."""
-    if block_size % MIN_BLOCK or not MIN_BLOCK <= block_size <= MAX_BLOCK:
-        raise AscendirError(f"--kv-block-size {block_size}: must be a multiple of {MIN_BLOCK} in {MIN_BLOCK}..{MAX_BLOCK} "
-                            "(a block lands on a 16-row NZ fractal; CANN IncreFlashAttention's blockSize bounds)")
+    """Raises AscendirError unless `block_size` is a multiple of 16 (CANN PagedAttention's
+    hardware restriction, a block loaded at a row of the 16-row NZ fractal) in 16 .. the flash
+    template's widest KV tile (512)."""
+    from ascendir.conversion.nn_to_ascend.templates.flash_attention import BC_CANDIDATES
+
+    top = max(BC_CANDIDATES)
+    if block_size % MIN_BLOCK or not MIN_BLOCK <= block_size <= top:
+        raise AscendirError(f"--kv-block-size {block_size}: must be a multiple of {MIN_BLOCK} in {MIN_BLOCK}..{top} "
+                            f"(CANN PagedAttention: block_size % 16 == 0; at most the widest KV tile, {top})")
 
 
 @dataclass(frozen=True)
@@ -71,12 +77,11 @@ class PageKVCache(ModulePass):
         main = next((f for f in op.ops if isinstance(f, func.FuncOp) and f.sym_name.data == "main"), None)
         if main is None or not main.body.blocks:
             return
-        from ascendir.driver import io_names
-
         block = main.body.block
         ret = block.last_op
         appends = [o for o in block.ops if isinstance(o, nn.CacheAppendOp) and isinstance(o.cache, BlockArgument)]
-        args, results = dict(zip(io_names(main, False), block.args)), dict(zip(io_names(main, True), range(len(ret.operands))))
+        args = {n: a for n, a in zip(_names(main.arg_attrs), block.args) if n}
+        results = {n: i for i, n in enumerate(_names(main.res_attrs)) if n}
         fresh = []  # (past argument, index of the present among the returned values): a prefill's empty caches
         for pair in filter(None, self.presents.split(",")):
             past, present = pair.split("=")
@@ -121,6 +126,13 @@ class PageKVCache(ModulePass):
         for r in {id(r): r for r in readers}.values():
             if isinstance(r, nn.FusedOp):
                 _read_paged(r, paged.result, table, length)
+
+
+def _names(attrs) -> list[str | None]:
+    """The onnx.name of each argument or result (None where absent)."""
+    if attrs is None:
+        return []
+    return [d.data["onnx.name"].data if "onnx.name" in d.data else None for d in attrs.data]
 
 
 def _read_paged(region: nn.FusedOp, pool, table: BlockArgument, length: int) -> None:
