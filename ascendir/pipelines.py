@@ -148,6 +148,12 @@ def _cache_append():
     return CacheAppend
 
 
+def _page_kv_cache():
+    from ascendir.transforms.nn.page_kv_cache import PageKVCache
+
+    return PageKVCache
+
+
 def _constants_to_weights():
     from ascendir.conversion.nn_to_ascend.constants_to_weights import ConstantsToWeights
 
@@ -180,6 +186,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "fold-batchnorm": _fold_batchnorm,
     "fuse-ffn": _fuse_ffn,
     "cache-append": _cache_append,
+    "page-kv-cache": _page_kv_cache,
     "fuse-attention": _fuse_attention,
     "fuse-norm-matmul": _fuse_norm_matmul,
     "fuse-add-rms-norm": _fuse_add_rms_norm,

@@ -62,6 +62,8 @@ SECTIONS: dict[str, Section] = {s.script: s for s in (
     Section("quant", "Quantized LLaMA-2-7B-shaped layer: fp16 vs W8A8 vs W8A16 vs W4A16 (timing-only, 910B2)", ("--prefill", "0")),
     Section("tp", "Tensor parallelism and MC2 on LLaMA-7B/70B-shaped layers (fp16, 910B2, Atlas 800 A2)", None),
     Section("serve", "Simulated LLM serving: TTFT, TPOT, cache in place, roofline (7B-shaped, fp16, 910B2)", None),
+    Section("paged_kv", "Paged KV cache: a decode step with blocks of 16 / 64 / 128 against the contiguous cache (7B-shaped, fp16, 910B2)",
+            ("--layers", "1"), ("--layers", "1", "--batch", "1", "8")),
     Section("trace_scale", "`ascendir run --trace` on a 7B-shaped model: overhead and peak memory", None),
     Section("run_models", "`ascendir run` wall time on corpus models",
             ("--models", "mlp_small,llama_small,llama_small_dynamo")),

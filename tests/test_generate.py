@@ -192,3 +192,29 @@ def test_tensor_parallel_errors_are_one_line() -> None:
     assert_clean_error(run_cli("generate", model, "--devices", 16, "--timing-only"), "does not fit topology atlas800-a2 (8 devices)")
     assert_clean_error(run_cli("generate", model, "--tp", 3, "--timing-only"), "4 query heads do not split over 3 devices")
     assert_clean_error(run_cli("generate", model, "--topology", "atlas800-a2"), "give --tp N")
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_tensor_parallel_cache_stays_with_its_heads(tp: int) -> None:
+    """--tp: each rank holds only its KV heads (the one it shares with tp / 2 - 1 others at tp 4
+    over 2 KV heads): the cache arguments and presents of the sharded step have the rank's
+    heads, and no collective gathers them (the one all_gather left is the vocab-parallel
+    logits'). The report gives the bytes a device holds."""
+    from ascendir.driver import io_names, main_func, parse_pipeline, run_passes
+    from ascendir.frontends.onnx import import_onnx
+    from ascendir.session import Session
+    from ascendir.transforms.nn.shard_tensor_parallel import shard_module
+
+    m = _Model(DATA / "llama" / "model.onnx", "ascend910b2", "fp32", False)
+    module, weights = import_onnx(m.path, m.sig.shapes(2, 1, 40), dtype="fp32")
+    session = Session(echo_notes=False)
+    run_passes(module, parse_pipeline("cache-append,O2", "O2", "ascend910b2", None), weights, None, session)
+    shard_module(module, weights, tp, False, "ascend910b2", session)
+    main = main_func(module)
+    args = dict(zip(io_names(main, False), main.function_type.inputs.data))
+    results = dict(zip(io_names(main, True), main.function_type.outputs.data))
+    for c in m.sig.cache:
+        assert args[c.past].get_shape()[1] == results[c.present].get_shape()[1] == 1  # of 2 KV heads
+    assert sum(op.name == "nn.all_gather" for op in module.walk()) == 1
+    r = generate(DATA / "llama" / "model.onnx", 6, 3, timing_only=True, tp=tp).report
+    assert r["kv_cache"]["bytes_final_per_device"] * 2 == r["kv_cache"]["bytes_final"]

@@ -371,3 +371,23 @@ def test_plan_memory_after_insert_sync_runs() -> None:
     out = simulate(module, None, {"x": x, "y": y}, HW).outputs
     np.testing.assert_array_equal(out["z"], np.exp(x))
     np.testing.assert_array_equal(out["z2"], np.exp(y))
+
+
+def test_paged_kernels_are_analysed_and_need_no_flag() -> None:
+    """A paged KV cache's kernels place GM windows by data (a block table entry read with
+    ascend.get_value): the analysis takes such a window as anywhere in its buffer instead of
+    giving up on the kernel, so on-chip buffers sharing bytes still get their flags; the
+    templates themselves need none."""
+    from ascendir.driver import lower, parse_pipeline, run_passes
+    from ascendir.session import Session
+
+    text = (Path(__file__).parent / "filecheck" / "page-kv-cache" / "decode_step.mlir").read_text()
+    module = parse("\n".join(line for line in text.splitlines() if not line.startswith("//")))
+    session = Session(echo_notes=False)
+    spec = "cache-append,fuse-attention,page-kv-cache{block_size=16 blocks=3 pool=3},choose-tiling"
+    run_passes(module, parse_pipeline(spec, "O2", "ascend910b2", None), None, None, session)
+    lower(module, None, "ascend910b2", session)
+    kernels = {k.sym_name.data: k for k in _kernels(module)}
+    assert {"flash_attention_0", "paged_cache_append_0"} <= set(kernels)
+    assert any(isinstance(o, ascend.GetValueOp) for o in kernels["flash_attention_0"].walk())
+    _need_no_flag(module)

@@ -34,6 +34,16 @@ Figures (report JSON, see generate.schema.json; seconds at the chip's clock):
   `hbm_Bps`), beside the simulated TPOT.
 * bound of each phase (prefill, last decode step): the share of cycles of launches bound by
   cube, vector, HBM, L2, launch or latency (interpreter/report/headline.py's rule).
+
+Paged KV (`kv_block_size` > 0, `--kv-block-size N`): every step runs page-kv-cache after -O2
+(transforms/nn/page_kv_cache.py): each cache is a pool [blocks, kv_heads, N, head_dim] of
+B · ceil(capacity / N) blocks (capacity: the positions the last step holds) and one block table
+[B, ceil(capacity / N)] (i32) addresses them. The host allocates like vLLM's block manager
+(`block_table`): the prompt's blocks per sequence at prefill, then a block per sequence each
+time the sequences cross a block boundary, so after the prompt a sequence's blocks interleave
+with the others'. The pools are the steps' present outputs and the next step's past inputs; the
+table is fed in timing-only runs too (the kernels address by it). The report's `kv_cache` gives
+the layout, block size, blocks used and allocated bytes.
 """
 
 from __future__ import annotations
@@ -75,7 +85,7 @@ class _Model:
     """A KV-cache decoder and how to compile and simulate one step of it at given shapes."""
 
     def __init__(self, path: Path, target: str, dtype: str, shape_only: bool, in_place: bool = True, opt_level: str = "2",
-                 tp: int = 1, topology: str | None = None):
+                 tp: int = 1, topology: str | None = None, kv_block_size: int = 0, capacity: int = 0, prompt_len: int = 0):
         from ascendir.frontends.onnx.kv_cache import kv_signature
         from ascendir.frontends.onnx.loading import load_model
         from ascendir.hardware import load_target
@@ -93,6 +103,20 @@ class _Model:
         proto, _ = load_model(path)
         self.sig = kv_signature(proto)
         self.past_axis = {c.past: c.axis for c in self.sig.cache}
+        # paged KV: block size, table width (blocks a sequence holds at `capacity` positions), prompt
+        self.kv_block, self.prompt_len = kv_block_size, prompt_len
+        self.kv_blocks = -(-capacity // kv_block_size) if kv_block_size else 0
+        if kv_block_size:
+            from ascendir.transforms.nn.page_kv_cache import check_block_size
+
+            check_block_size(kv_block_size)
+            if tp > 1:
+                raise AscendirError("generate: --kv-block-size with --tp is not supported (the shard pass splits contiguous caches only)")
+            if not in_place:
+                raise AscendirError("generate: a paged KV cache is kept in place (cache-append)")
+            bad = [c.past for c in self.sig.cache if len(c.shape) != 4 or c.axis != 2]
+            if bad:
+                raise AscendirError(f"generate: --kv-block-size needs caches [batch, kv_heads, positions, head_dim]; {bad[0]} is not")
 
     def vocab_size(self) -> int | None:
         """Rows of the embedding table input_ids index (None when no Gather reads them)."""
@@ -105,6 +129,7 @@ class _Model:
     def step(self, batch: int, seq: int, past: int, feeds: dict[str, np.ndarray] | None) -> StepResult:
         """Compile and simulate one step: `seq` new tokens after `past` cached positions;
         `feeds` None = timing-only."""
+        timing_only = feeds is None
         from ascendir.driver import io_names, lower, main_func, parse_pipeline, run_passes
         from ascendir.frontends.onnx import import_onnx
         from ascendir.interpreter import simulate
@@ -115,10 +140,18 @@ class _Model:
         session = Session(echo_notes=False)
         spec = ("cache-append," if self.in_place else "") + f"O{self.opt_level}"
         run_passes(module, parse_pipeline(spec, f"O{self.opt_level}", self.target, None), weights, None, session)
+        if self.kv_block:  # the caches in blocks through a table, the attention's tile searched again
+            from ascendir.driver import PassPipeline
+            from ascendir.transforms.nn.page_kv_cache import PageKVCache
+
+            page = PageKVCache(block_size=self.kv_block, blocks=self.kv_blocks, pool=batch * self.kv_blocks,
+                               presents=",".join(f"{c.past}={c.present}" for c in self.sig.cache))
+            tiling = parse_pipeline("choose-tiling", f"O{self.opt_level}", self.target, None).passes
+            run_passes(module, PassPipeline((page, *tiling)), weights, None, session)
         if seq == 1:
             self._record_attention(module, past)
         in_place = {n for n, t in zip(io_names(main_func(module), False), main_func(module).function_type.inputs.data)
-                    if n in self.past_axis and t.get_shape()[self.past_axis[n]] == past + seq}
+                    if n in self.past_axis and t.get_shape()[self.past_axis[n]] == past + seq and not self.kv_block}
         stores = [weights]
         if self.tp > 1:  # Megatron tensor parallelism: one SPMD module, rank r's weight slices in stores[r]
             from ascendir.driver import lower_tensor_parallel
@@ -134,21 +167,34 @@ class _Model:
             lower(module, weights, self.target, session)
         if feeds is not None:  # a cache written in place: the past in its first positions, room for the new rows
             feeds = {n: _grow(a, self.past_axis[n], seq) if n in in_place else a for n, a in feeds.items()}
-        if self.tp > 1:  # every rank gets the whole input (the cache too: each reads its heads of it)
+        if self.kv_block:  # the table is fed in timing-only runs too: the kernels address by it
+            from ascendir.transforms.nn.page_kv_cache import TABLE_NAME
+
+            feeds = {**(feeds or {}), TABLE_NAME: self.block_table(batch, past + seq)}
+        if self.tp > 1:  # every rank gets the inputs, of its caches its KV heads (shard-tensor-parallel)
             from ascendir.driver import simulate_ranks
 
             from ascendir.costmodel.memory import check_module_gm_fits
 
-            res = simulate_ranks([module] * self.tp, stores, [feeds or {}] * self.tp, self.hw, self.topology, timing_only=feeds is None)
+            heads = {n: t.get_shape()[1] for n, t in zip(io_names(main_func(module), False), main_func(module).function_type.inputs.data)
+                     if n in self.past_axis}
+            ranks = [{n: _rank_heads(a, heads[n], self.tp, r) if n in heads else a for n, a in (feeds or {}).items()}
+                     for r in range(self.tp)]
+            res = simulate_ranks([module] * self.tp, stores, ranks, self.hw, self.topology, timing_only=timing_only)
             fp = check_module_gm_fits(module, self.hw)  # one device's (rank 0's slices); the cluster report has none
             if fp is not None:
                 res.report["gm_footprint"] = fp
         else:
-            res = simulate(module, weights, feeds or {}, self.hw, timing_only=feeds is None)
-        if feeds is None:
+            res = simulate(module, weights, feeds or {}, self.hw, timing_only=timing_only)
+        if timing_only:
             return StepResult(res.report, unread)
         logits = np.asarray(res.outputs[self.sig.logits], np.float32)
-        return StepResult(res.report, unread, logits, {c.past: res.outputs[c.present] for c in self.sig.cache})
+        if self.tp > 1:  # each rank returned its KV heads: the whole cache again, one copy of each head
+            cache = {c.past: _all_heads([res.outputs[f"{c.present}@{r}" if r else c.present] for r in range(self.tp)],
+                                        feeds[c.past].shape[1]) for c in self.sig.cache}
+        else:
+            cache = {c.past: res.outputs[c.present] for c in self.sig.cache}
+        return StepResult(res.report, unread, logits, cache)
 
     def _record_attention(self, module, past: int) -> None:
         """Keep the Shape (flash_attention.Shape) of every attention of a decode step at cache
@@ -175,7 +221,7 @@ class _Model:
         blocks per split) and its KV blocks. Steps with equal keys run the same loops but for
         the rows of the last KV block (`regions`); a full last block (no mask of its padding) is
         left to affine_fill's check of the interval's end. Empty before a decode step was
-        compiled or when the model has no attention."""
+        compiled or when the model has no attention. A paged cache adds its number of blocks."""
         from dataclasses import replace
 
         from ascendir.conversion.nn_to_ascend.templates.flash_attention import search
@@ -190,7 +236,8 @@ class _Model:
                 t = search(s, self.hw)[0]
             except ValueError:  # no flash tile fits: lowered otherwise, no key
                 return ()
-            key.append((t.br, t.bc, t.nsplit, t.per, -(-s.skv // t.bc)))
+            # paged: the pool blocks read too (a tile of several blocks loads one more each block_size keys)
+            key.append((t.br, t.bc, t.nsplit, t.per, -(-s.skv // t.bc), -(-s.skv // s.block) if s.block else 0))
         return tuple(key)
 
     def feeds(self, ids: np.ndarray, past: int, cache: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -203,8 +250,32 @@ class _Model:
         if self.sig.cache_position:
             out[self.sig.cache_position] = np.arange(past, past + s, dtype=np.int64)
         for c in self.sig.cache:
-            out[c.past] = cache[c.past] if past else np.zeros(c.dims(b, 0), np.float32)
+            if past:
+                out[c.past] = cache[c.past]
+            elif self.kv_block:  # an empty pool [blocks, kv_heads, block size, head_dim]
+                _, h, _, d = c.dims(b, 0)
+                out[c.past] = np.zeros((b * self.kv_blocks, h, self.kv_block, d), np.float32)
+            else:
+                out[c.past] = np.zeros(c.dims(b, 0), np.float32)
         return out
+
+    def block_table(self, batch: int, length: int) -> np.ndarray:
+        """The block table [batch, table width] (i32) when each sequence holds `length`
+        positions, as a block manager allocating on demand fills it: the prompt's
+        ceil(prompt_len / block) blocks of sequence 0, then 1, ..; past the prompt, each time the
+        sequences reach a new block, one block each in sequence order. Entries past a
+        sequence's blocks are 0 (never read: the kernels read the blocks of `length` only)."""
+        bs, table = self.kv_block, np.zeros((batch, self.kv_blocks), np.int32)
+        first = -(-min(self.prompt_len, length) // bs)
+        table[:, :first] = np.arange(batch * first).reshape(batch, first)
+        more = -(-length // bs) - first
+        if more > 0:
+            table[:, first:first + more] = batch * first + np.arange(more * batch).reshape(more, batch).T
+        return table
+
+    def blocks_used(self, batch: int, length: int) -> int:
+        """Pool blocks the sequences hold at `length` positions (0 when contiguous)."""
+        return batch * -(-length // self.kv_block) if self.kv_block else 0
 
 
 def _gathered_tables(module) -> int:
@@ -221,6 +292,24 @@ def _gathered_tables(module) -> int:
             if uses and all(isinstance(u.operation, nn.GatherOp) and u.index == 0 for u in uses):
                 total += math.prod(op.result.type.get_shape()) * itemsize(op.result.type.element_type)
     return total
+
+
+def _rank_heads(cache: np.ndarray, heads: int, tp: int, rank: int) -> np.ndarray:
+    """Rank `rank`'s KV heads of `cache` [batch, kv_heads, positions, head_dim] when a rank holds
+    `heads` of them (shard-tensor-parallel's split: kv_heads / heads parts, a part held by
+    tp / parts ranks)."""
+    from ascendir.transforms.nn.shard_tensor_parallel import rank_slice, split
+
+    return rank_slice(cache, split(1, tp, parts=cache.shape[1] // heads), tp, rank) if heads != cache.shape[1] else cache
+
+
+def _all_heads(ranks: list[np.ndarray], kv_heads: int) -> np.ndarray:
+    """The cache of all `kv_heads` from the ranks' caches (`_rank_heads`): part c from the
+    first rank holding it."""
+    parts, tp = kv_heads // ranks[0].shape[1], len(ranks)
+    if parts == 1:
+        return ranks[0]
+    return np.concatenate([ranks[c * tp // parts] for c in range(parts)], axis=1)
 
 
 def _grow(past: np.ndarray, axis: int, rows: int) -> np.ndarray:
@@ -320,6 +409,18 @@ def affine_fill(lo: int, hi: int, cost: Callable[[int], float], pieces: list[tup
     return out, set(known)
 
 
+def _kv_layout(m: _Model, batch: int, length: int, itemsize: dict[int, int]) -> dict:
+    """The report's cache layout: contiguous, or paged with its block size, blocks used at
+    `length` positions, blocks allocated per pool, and the bytes the used blocks hold (all
+    layers, K and V: a partly filled last block counts whole) and the pools' bytes."""
+    if not m.kv_block:
+        return {"layout": "contiguous"}
+    used = m.blocks_used(batch, length)
+    block_bytes = _kv_bytes(m.sig, 1, m.kv_block, itemsize)  # one block of every cache tensor
+    return {"layout": "paged", "block_size": m.kv_block, "blocks_used": used, "blocks_allocated": batch * m.kv_blocks,
+            "bytes_used_blocks": used * block_bytes, "bytes_allocated": batch * m.kv_blocks * block_bytes}
+
+
 def _kv_bytes(sig, batch: int, length: int, itemsize: dict[int, int]) -> int:
     return sum(math.prod(c.dims(batch, length)) * itemsize[c.elem] for c in sig.cache)
 
@@ -327,7 +428,7 @@ def _kv_bytes(sig, batch: int, length: int, itemsize: dict[int, int]) -> int:
 def _kv_parts(sig, tp: int) -> int:
     """Parts the cache is held in over `tp` devices: its K/V heads are dealt over the ranks
     (axis 1 of [batch, kv_heads, length, head_dim]), replicated when there are fewer heads than
-    ranks (shard-tensor-parallel), so a device reads 1 / min(tp, kv_heads) of it."""
+    ranks (shard-tensor-parallel), so a device holds and reads 1 / min(tp, kv_heads) of it."""
     heads = min((c.shape[1] for c in sig.cache if len(c.shape) == 4 and c.shape[1]), default=1)
     return max(1, min(tp, heads))
 
@@ -355,7 +456,7 @@ def _phase(report: dict) -> dict:
 def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1, prompt: np.ndarray | None = None,
              target: str = "ascend910b2", dtype: str = "fp32", timing_only: bool = False, shape_only: bool = False,
              seed: int = 0, every_step: bool = False, in_place: bool = True, progress: Callable[[str], None] | None = None,
-             tp: int = 1, topology: str | None = None) -> Generation:
+             tp: int = 1, topology: str | None = None, kv_block_size: int = 0) -> Generation:
     """Prefill `prompt` ([batch, prompt_len] int64; seeded random ids in [0, vocab) when None),
     then greedy decode until `new_tokens` tokens are generated (see the module docstring).
 
@@ -364,11 +465,13 @@ def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1
     step Megatron-style over `tp` devices of `topology` (shard-tensor-parallel; default topology
     the 8-NPU Atlas 800 A2) and simulates the ranks together (driver.simulate_ranks): the
     figures are the cluster's (its slowest device), bytes and roofline per device.
+    `kv_block_size` > 0 keeps the caches paged in blocks of that many positions (module docstring).
 
     Raises:
         AscendirError: a model without a usable KV-cache signature (kv_signature), a prompt of
             the wrong shape or with ids out of the vocabulary, new_tokens < 1, a batch the model
-            was not exported for, and anything compiling or simulating a step raises.
+            was not exported for, a KV block size out of 16..512 or not a multiple of 16, or with
+            tp > 1, and anything compiling or simulating a step raises.
     """
     path = Path(model)
     if prompt is not None:
@@ -383,7 +486,8 @@ def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1
         timing_only = True
     if tp < 1:
         raise AscendirError(f"generate: --tp must be >= 1 (got {tp})")
-    m = _Model(path, target, dtype, shape_only, in_place, tp=tp, topology=topology)
+    m = _Model(path, target, dtype, shape_only, in_place, tp=tp, topology=topology, kv_block_size=kv_block_size,
+               capacity=prompt_len + new_tokens - 1, prompt_len=prompt_len)
     sig = m.sig
     if sig.fixed_batch is not None and sig.fixed_batch != batch:
         raise AscendirError(f"generate: input_ids axis 0 (the batch) is static ({sig.fixed_batch}); --batch {batch} needs it free")
@@ -439,19 +543,22 @@ def generate(model: str | Path, prompt_len: int, new_tokens: int, batch: int = 1
 
 
 def decode_step(model: str | Path, batch: int, cache_len: int, target: str = "ascend910b2", dtype: str = "fp32",
-                shape_only: bool = True, in_place: bool = True, tp: int = 1, topology: str | None = None) -> dict:
+                shape_only: bool = True, in_place: bool = True, tp: int = 1, topology: str | None = None,
+                kv_block_size: int = 0) -> dict:
     """One timing-only decode step (one new token per sequence after `cache_len` cached ones):
     `tpot_s` simulated, `roofline_s` ((weights + KV read + new rows written) / HBM bandwidth),
     `weights_bytes`, `kv_bytes` (the least the step moves for its cache), `hbm_bytes` (what the
     simulation moved: GM reads missing L2 + GM writes), `bound` (resource, share) and the time of
     each kernel kind (`kinds`: name -> seconds). With `tp` > 1 (see `generate`) the bytes and
-    the roofline are one device's, the kinds rank 0's.
+    the roofline are one device's, the kinds rank 0's. `kv_block_size` > 0: the cache paged in
+    blocks of that many positions (prompt `cache_len`, pools of the blocks the step needs).
 
     Raises:
         AscendirError: as `generate` (e.g. a cache larger than the chip's HBM)."""
     from ascendir.interpreter.report.headline import by_kind
 
-    m = _Model(Path(model), target, dtype, shape_only, in_place, tp=tp, topology=topology)
+    m = _Model(Path(model), target, dtype, shape_only, in_place, tp=tp, topology=topology, kv_block_size=kv_block_size,
+               capacity=cache_len + 1, prompt_len=cache_len)
     step = m.step(batch, 1, cache_len, None)
     r = step.report
     itemsize = _itemsizes(m.sig, dtype)
@@ -510,6 +617,8 @@ def _report(m: _Model, pre: dict, unread: int, decodes: dict[int, dict], tpot: l
             "tensors": len(sig.cache),
             "bytes_per_token": kv_row // batch,
             "bytes_final": _kv_bytes(sig, batch, prompt_len + new_tokens - 1, itemsize),
+            "bytes_final_per_device": _kv_bytes(sig, batch, prompt_len + new_tokens - 1, itemsize) // parts,
+            **_kv_layout(m, batch, prompt_len + new_tokens - 1, itemsize),
         },
         "phases": {"prefill": _phase(pre), "decode": _phase(last) if last else None},
         "steps": {

@@ -32,11 +32,13 @@ from ascendir.errors import AscendirError
               help="Tensor parallelism: shard every step Megatron-style over this many devices of --topology and simulate them together.")
 @click.option("--devices", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
               help="Devices to serve on: the same as --tp N (a plain decoder spreads over devices only by sharding).")
+@click.option("--kv-block-size", type=int, default=0, metavar="N",
+              help="Keep the KV cache paged: pools of N-position blocks read through a block table (a multiple of 16 in 16..512; default: contiguous).")
 @click.option("--topology", default=None, metavar="NAME|FILE.toml",
               help="How the --tp devices are joined (shipped: atlas800-a2, atlas800-a2-x2, a3-supernode-16; default atlas800-a2).")
 def generate(model: Path, prompt_len: int, new_tokens: int, batch: int, inputs: Path | None, outputs: Path | None,
              report_path: Path | None, plots: Path | None, timing_only: bool, shape_only: bool, dtype: str, target: str, seed: int,
-             tp: int, devices: int, topology: str | None) -> None:
+             tp: int, devices: int, kv_block_size: int, topology: str | None) -> None:
     """Serve MODEL (an ONNX decoder with its KV cache as inputs/outputs) in the simulator:
     prefill the prompt, then greedy decode; print TTFT, TPOT, tokens/s and the HBM roofline."""
     import json
@@ -70,7 +72,8 @@ def generate(model: Path, prompt_len: int, new_tokens: int, batch: int, inputs: 
         if sys.stderr.isatty():
             click.echo(msg, err=True)
 
-    g = run(model, prompt_len, new_tokens, batch, prompt, target, dtype, timing_only, shape_only, seed, progress=say, tp=tp, topology=topology)
+    g = run(model, prompt_len, new_tokens, batch, prompt, target, dtype, timing_only, shape_only, seed, progress=say, tp=tp, topology=topology,
+            kv_block_size=kv_block_size)
     broken = schema_problem(g.report)
     if broken:
         raise AscendirError(f"the generate report breaks its schema: {broken}")
@@ -136,7 +139,13 @@ def summary(r: dict) -> list[str]:
         lines.append(f"HBM bytes per token: weights {b['weights'] / 2**20:.2f} MiB + KV {b['kv'] / 2**20:.2f} MiB (least); "
                      f"simulated {b['simulated'] / 2**20:.2f} MiB")
     kv = r["kv_cache"]
-    lines.append(f"KV cache: {kv['bytes_per_token']} B per token per sequence, {kv['bytes_final'] / 2**20:.2f} MiB at the end")
+    per_device = f" ({kv['bytes_final_per_device'] / 2**20:.2f} MiB per device: its KV heads)" if r.get("tp", 1) > 1 else ""
+    lines.append(f"KV cache: {kv['bytes_per_token']} B per token per sequence, {kv['bytes_final'] / 2**20:.2f} MiB at the end{per_device}")
+    if kv.get("layout") == "paged":
+        lines.append(f"KV layout: paged, blocks of {kv['block_size']} positions: {kv['blocks_used']} of {kv['blocks_allocated']} "
+                     f"blocks used ({kv['bytes_used_blocks'] / 2**20:.2f} of {kv['bytes_allocated'] / 2**20:.2f} MiB)")
+    else:
+        lines.append("KV layout: contiguous")
     lines.append(f"bound: prefill {bound(r['phases']['prefill'])}; decode {bound(r['phases']['decode'])}")
     s = r["steps"]
     lines.append(f"decode steps: {len(s['simulated_cache_len'])} simulated, {s['interpolated']} interpolated ({s['method']})")

@@ -25,6 +25,10 @@ from ascendir.dialects.ascend.placement import RunsOn
 # group_list [E+1]): the MoE block whose routing it sorts. A timing-only run moves no data, so the
 # interpreter writes that block's routing into the outputs (interpreter/sim/chip.py).
 MOE_BLOCK_ATTR = "moe_block"
+# on an @main argument: data the kernels address by (a paged KV cache's block table, read with
+# ascend.get_value), which a timing-only run keeps when it is given (interpreter/sim/chip.py): a
+# table of zeros would send every read to one block
+ADDRESS_DATA_ATTR = "ascend.address_data"
 
 
 @irdl_op_definition

@@ -16,7 +16,7 @@ Every op prints as `nn.op %operands {attrs} : (operand types) -> result types`.
 from xdsl.ir import Dialect
 
 from ascendir.dialects.nn.attrs import GeluApproximate, GeluApproximateAttr, PoolKind, PoolKindAttr
-from ascendir.dialects.nn.cache import CacheAppendOp  # noqa: F401 (re-exported)
+from ascendir.dialects.nn.cache import CacheAppendOp, PagedCacheAppendOp, PagedKVOp  # noqa: F401 (re-exported)
 from ascendir.dialects.nn.collectives import AllGatherOp, AllReduceOp, AllToAllOp, CollectiveOp, ReduceScatterOp
 from ascendir.dialects.nn.quant import WeightQuantMatmulOp  # noqa: F401 (re-exported)
 from ascendir.dialects.nn.fused import FusedKind, FusedKindAttr, FusedOp, YieldOp
@@ -107,7 +107,7 @@ NN = Dialect(
         TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SliceOp, GatherOp,
         YieldOp, FusedOp,
         AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
-        CacheAppendOp,
+        CacheAppendOp, PagedCacheAppendOp, PagedKVOp,
         WeightQuantMatmulOp,
     ],
     [FusedKindAttr, PoolKindAttr, GeluApproximateAttr],

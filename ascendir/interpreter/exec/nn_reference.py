@@ -372,6 +372,24 @@ def _cache_append(op: nn.CacheAppendOp, args, weights):
     return out
 
 
+@semantics(nn.PagedCacheAppendOp)
+def _paged_cache_append(op: nn.PagedCacheAppendOp, args, weights):
+    pool, new, table = args
+    out = np.array(pool, copy=True)
+    bs, offset = pool.shape[2], op.offset.value.data
+    pos = np.arange(offset, offset + new.shape[2])
+    for b in range(new.shape[0]):
+        out[table[b, pos // bs], :, pos % bs, :] = np.moveaxis(new[b], 1, 0)  # [rows, heads, dim]
+    return out
+
+
+@semantics(nn.PagedKVOp)
+def _paged_kv(op: nn.PagedKVOp, args, weights):
+    pool, table = args
+    bs, pos = pool.shape[2], np.arange(op.length.value.data)
+    return np.stack([np.moveaxis(pool[table[b, pos // bs], :, pos % bs, :], 0, 1) for b in range(table.shape[0])])
+
+
 @semantics(nn.SliceOp)
 def _slice(op: nn.SliceOp, args, weights):
     index = []

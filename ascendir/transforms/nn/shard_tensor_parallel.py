@@ -56,15 +56,22 @@ the packed columns dealt per part; a softmax over the split dim: replicated); th
 rolls back to the revised op and resumes there (the layouts are journaled), so a module is
 analysed in about one pass.
 
-KV heads fewer than ranks are held by tp / kv_heads ranks each; where they are stored into a
-KV cache (nn.cache_append) or returned (present keys / values), they are all-gathered and one
-copy of each head kept.
+KV heads fewer than ranks are held by tp / kv_heads ranks each; where they are returned
+(present keys / values) outside a KV cache kept in place, they are all-gathered and one copy of
+each head kept.
+
+A KV cache kept in place (nn.cache_append of an @main argument, ascendir generate) stays with
+its heads: the argument, the append and the present it returns are split along the KV heads
+(dim 1) as the attention reads them (each rank its KV heads, or the one it shares with tp /
+kv_heads - 1 other ranks when there are fewer heads than ranks), so no rank holds or gathers
+the others' cache. Such arguments and results have the rank's types; the caller feeds rank r
+its heads (`rank_slice` of the argument's layout) and keeps the ones it returns.
 
 Errors (AscendirError, one line naming the op): heads, KV heads or tokens (sequence parallelism)
 that do not split over `tp` (KV heads an op other than the cache's computes on), a vocabulary (a table of `SMALL_TABLE_BYTES` or more) that does not
 split, an already sharded module.
 
-Limits: function arguments are replicated inputs (with sequence parallelism the first
+Limits: function arguments (but the KV caches above) are replicated inputs (with sequence parallelism the first
 reduce-scatter starts the token shard; Mixtral's MoE block, whose input goes straight to the
 experts, has nothing to scatter). Two uses of one region argument in two layouts (a weight
 shared by a norm and a projection bias, as in the corpus ViT whose zero biases are one
@@ -79,7 +86,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, TensorType, i64
+from xdsl.dialects.builtin import DenseArrayBase, FunctionType, IntegerAttr, ModuleOp, StringAttr, TensorType, i64
 from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 
@@ -369,8 +376,9 @@ class _Analysis:
             self.lay[op.result] = R
             return
         if isinstance(op, func.ReturnOp):  # results are replicated (all-reduced / all-gathered)
-            for i in range(len(op.operands)):
-                self.coerce(op, i, R)
+            for i, v in enumerate(op.operands):
+                if not (isinstance(v, OpResult) and isinstance(v.op, nn.CacheAppendOp) and self.lay.get(v, R).kind == "S"):
+                    self.coerce(op, i, R)  # (a KV cache kept in place stays with its heads)
             return
         if isinstance(op, nn.YieldOp):
             return
@@ -794,10 +802,35 @@ def _attention(a: _Analysis, op: nn.AttentionOp) -> None:
     a.set_results(op, want_q)
 
 
+def _kv_layout(tp: int, heads: int) -> Layout | None:
+    """The split of `heads` KV heads over tp ranks the attention reads (`_attention`), None when
+    they neither split nor replicate evenly."""
+    if heads % tp == 0:
+        return split(1, tp)
+    if tp % heads == 0:
+        return split(1, tp, parts=heads)
+    return None
+
+
+def _cache_append(a: _Analysis, op: nn.CacheAppendOp) -> None:
+    """The cache keeps its layout (its KV heads, `_analyse`); the new rows are given it."""
+    want = a.of(op, 0)
+    if want.kind != "S":
+        return _replicated(a, op)
+    a.unpartial(op, [1])
+    lay = a.of(op, 1)
+    if lay != want:
+        if lay.kind == "S" and lay.dim == 1 and lay.origin is not None and want.parts and not lay.parts:
+            a.origin_hint(lay, ("parts", want.parts))
+        a.coerce(op, 1, want)
+    a.set_results(op, want)
+
+
 _RULES: dict[type, Callable] = {
     nn.MatmulOp: _matmul, nn.TransposeOp: _transpose, nn.ReshapeOp: _reshape, nn.SliceOp: _slice,
     nn.ConcatOp: _concat, nn.ExpandOp: _expand, nn.LayerNormOp: _norm, nn.RmsNormOp: _norm,
     nn.SoftmaxOp: _softmax, nn.TopKOp: _topk, nn.GatherOp: _gather, nn.AttentionOp: _attention,
+    nn.CacheAppendOp: _cache_append,
 }
 _BASE_RULES: list[tuple[type, Callable]] = [(nn.ReduceOp, _reduce), (_ELEMENTWISE, _elementwise)]
 
@@ -1037,6 +1070,11 @@ def _analyse(block: Block, tp: int, sp: bool) -> tuple[_Analysis, int]:
         inline_region(region)
     for arg in block.args:
         a.lay[arg] = R
+    for op in block.ops:  # a KV cache kept in place: split along its heads (the module docstring)
+        if isinstance(op, nn.CacheAppendOp) and op.cache in block.args and op.axis.value.data != 1 and len(_shape(op.cache)) == 4:
+            lay = _kv_layout(tp, _shape(op.cache)[1])
+            if lay is not None:
+                a.lay[op.cache] = lay
     start: dict[Operation, int] = {}  # op -> log length before it
     dissolved = revisions = 0
     # every revision dissolves a region or changes one op's split (replicate, blocks, parts)
@@ -1131,9 +1169,12 @@ def shard_tensor_parallel(module: ModuleOp, tp: int, sequence_parallel: bool = F
     a, dissolved = _analyse(main.body.block, tp, sequence_parallel)
     rw = _Rewriter(a, set(names))
     block = main.body.block
-    new_block = Block(arg_types=[arg.type for arg in block.args])
+    new_block = Block(arg_types=[local_type(arg.type, a.lay.get(arg, R), tp) for arg in block.args])
     vm = dict(zip(block.args, new_block.args))
     rw.rebuild(block, new_block, vm)
+    ret = new_block.last_op
+    if isinstance(ret, func.ReturnOp):  # KV caches kept in place: arguments and results of the rank's heads
+        main.function_type = FunctionType.from_lists(new_block.arg_types, [v.type for v in ret.operands])
     for old, new in zip(block.args, new_block.args):
         old.replace_all_uses_with(new)
     main.body.detach_block(block)

@@ -33,10 +33,15 @@ class FlashAttentionTemplate(TemplateBase):
 
     def plan(self, region: nn.FusedOp) -> FlashPlan | Declined:
         body = body_of(region)
-        if len(body) != 1 or not isinstance(body[0], nn.AttentionOp) or len(region.outputs) != 1:
+        args = region.body.block.args
+        # a paged KV cache: K and V are nn.paged_kv views of pool arguments (page-kv-cache)
+        views = [o for o in body[:-1] if isinstance(o, nn.PagedKVOp) and all(v in args for v in o.operands)]
+        if len(views) != len(body) - 1 or not isinstance(body[-1], nn.AttentionOp) or len(region.outputs) != 1:
             return Declined("the body is not one nn.attention with one output")
-        att = body[0]
-        if any(v not in region.body.block.args for v in att.operands):
+        att = body[-1]
+        if views and {att.k.owner, att.v.owner} != set(views):
+            return Declined("a paged KV view that is not the attention's K and V")
+        if any(v not in args for v in att.operands if not isinstance(v.owner, nn.PagedKVOp)):
             return Declined("an operand of the attention is computed inside the region")
         el = att.q.type.element_type
         if not isinstance(el, AnyFloat):
@@ -58,6 +63,8 @@ class FlashAttentionTemplate(TemplateBase):
             if s.g * r > fa.MAX_ROWS and r != brs[-1]:
                 continue
             for c in bcs:
+                if not s.pages(c):
+                    continue
                 if c > 256 and s.g * r > fa.WIDE_BC_MAX_ROWS:
                     continue
                 if s.misfit(target, r, c) is None:
@@ -81,8 +88,11 @@ class FlashAttentionTemplate(TemplateBase):
 
     def emit(self, ctx: LoweringContext, plan: FlashPlan, operands: list[SSAValue]) -> list[SSAValue]:
         args, att = gm_args(plan.region, operands), plan.att
-        return [fa.emit_flash_attention(ctx, att, args[att.q], args[att.k], args[att.v],
-                                        args[att.mask] if att.mask is not None else None)]
+        if isinstance(att.k.owner, nn.PagedKVOp):  # K, V: the pools, read through the block table
+            k, v, table = args[att.k.owner.pool], args[att.v.owner.pool], args[att.k.owner.table]
+        else:
+            k, v, table = args[att.k], args[att.v], None
+        return [fa.emit_flash_attention(ctx, att, args[att.q], k, v, args[att.mask] if att.mask is not None else None, table)]
 
 
 FLASH_ATTENTION = FlashAttentionTemplate()

@@ -203,7 +203,7 @@ def _has_in_place_writes(op: Operation) -> bool:
     # A view reads its source when its consumers run, not where the slice stands: a kernel that
     # writes a buffer in place between the two (nn.cache_append) would change what they read.
     block = op.parent_block()
-    return block is None or any(isinstance(o, nn.CacheAppendOp) for o in block.walk())
+    return block is None or any(isinstance(o, (nn.CacheAppendOp, nn.PagedCacheAppendOp)) for o in block.walk())
 
 
 def _window_view(ctx: LoweringContext, x: SSAValue, in_shape: Sequence[int], out_shape: Sequence[int],

@@ -72,6 +72,16 @@ Decode (IncreFlashAttention shape: one row block of <= DECODE_MAX_SQ queries, lo
   the tiles land in L2 and the AIC's loads of them run at the L2 rate. 82 % of HBM bandwidth
   on that shape (benchmarks/serve.py prints the figures).
 
+Paged KV cache (nn.paged_kv inside the region, transforms/nn/page_kv_cache.py; vLLM's
+PagedAttention, CANN IncreFlashAttention's blockTable / blockSize): K and V are pools [blocks,
+Hkv, block_size, D] and a block table [B, max_blocks] (i32) maps a sequence's logical block to a
+pool block. Each KV tile is gathered through the table while streaming: per block of the tile
+the scalar unit reads the table entry (`ascend.get_value`, a GM read latency [S5]) and one DMA
+loads that block's rows of the item's K/V head (contiguous in BNBD), into the tile's rows at
+the block's place; the L2 prefetch of the AIVs reads the same blocks. So a KV tile holds whole
+blocks (Bc a multiple of block_size) or lies inside one (block_size a multiple of Bc), the
+search's extra rule; a small block costs a DMA start-up and a table read more per block.
+
 Tile sizes (`search`, run by choose-tiling, which records the choice on the nn.attention as
 `ascend.tiling = #ascend.tiling<{br = .., bc = ..}>`; IR text or `--tiling br=..,bc=..` may set it, and the
 template uses what is recorded, searching only when nothing is): Br ∈ {128, 64, 32, 16} (or Sq
@@ -292,6 +302,11 @@ class Shape:
     es: int
     mask_shape: tuple[int, int, int, int] | None = None
     causal: bool = False
+    block: int = 0  # paged KV: the pool's block size (positions per block); 0 = contiguous K/V
+
+    def pages(self, bc: int) -> bool:
+        """Whether a KV tile of `bc` keys holds whole blocks or lies inside one (always when contiguous)."""
+        return not self.block or bc % self.block == 0 or self.block % bc == 0
 
     def needs(self, target: HardwareConfig, br: int, bc: int) -> dict[str, int]:
         """buffer_needs of tile (br, bc) for this attention."""
@@ -323,7 +338,7 @@ class Shape:
 
     def cycles(self, target: HardwareConfig, t: FlashTiling) -> float:
         return estimate_cycles(target, t, batch=self.batch, hkv=self.hkv, sq=self.sq, skv=self.skv, d=self.d, dv=self.dv,
-                               es=self.es, causal=self.causal)
+                               es=self.es, causal=self.causal, block=self.block)
 
 
 def choose_flash_tiling(
@@ -381,7 +396,7 @@ def search(s: Shape, target: HardwareConfig, br: int | None = None, bc: int | No
         for c in bcs:
             if c > 256 and g * r > WIDE_BC_MAX_ROWS and bc is None:
                 continue
-            if s.misfit(target, r, c) is not None:
+            if not s.pages(c) or s.misfit(target, r, c) is not None:
                 continue
             t = s.tiling(target, r, c)
             cyc = s.cycles(target, t)
@@ -420,6 +435,8 @@ def forced(s: Shape, target: HardwareConfig, br: int, bc: int, what: str) -> Fla
     r, c = s.clamp(br, bc)
     if c < 16 or c % 16 or (r != s.sq and (r < 16 or r % 16)):
         raise AscendirError(f"{what}: tiling br={br},bc={bc} is not aligned (br, bc multiples of 16, or br = Sq when Sq < 16)")
+    if not s.pages(c):
+        raise AscendirError(f"{what}: tiling bc={c} neither holds whole KV blocks of {s.block} nor lies inside one")
     bad = s.misfit(target, r, c)
     if bad is not None:
         space, need, cap = bad
@@ -459,7 +476,8 @@ def _with_split(target: HardwareConfig, t: FlashTiling, heads: int, sq: int, skv
     return t
 
 
-def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: int, sq: int, skv: int, d: int, dv: int, es: int, causal: bool) -> float:
+def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: int, sq: int, skv: int, d: int, dv: int, es: int, causal: bool,
+                    block: int = 0) -> float:
     """Analytic cycles of the flash kernel with tiling `t` (ranking tilings; no simulation).
 
     Per KV block, each pipe's occupancy from the target's cost tables (mmad fractals, DMA rates
@@ -468,7 +486,8 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     items (block-cyclic over min(cores, items), causal blocks above the diagonal skipped, KV
     splits), plus per item the Q load and the output store; the chip-wide L2 traffic of all
     blocks at l2_bw_over_hbm × HBM [S8] is a floor. Mask and causal-diagonal vector work are left
-    out (the same for every tiling to first order).
+    out (the same for every tiling to first order). A paged K/V (`block` > 0) loads a tile in
+    max(1, Bc / block) DMAs each for K and V, each after a table read on the scalar pipe.
     """
     r, st, cube = target.rates, target.startup, target.cube
     m, mp, dp, dvp, bc = t.m, t.mp, t.dp, t.dvp, t.bc
@@ -509,6 +528,10 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
         vec += (mp * bc + mp * dvp) * 4 / r["l0c_to_ub"] + 2 * st["vector"]
         pipes.append(n * bc * es / r["ub_to_l1"] + st["mte3"])
         blk_bytes = bc * (d + dv) * es
+    if block:  # paged: a DMA start-up more per further block of K and V, a table read per block
+        pieces = max(1, bc // block)
+        pipes[2] += 2 * (pieces - 1) * st["mte2_nd2nz"]
+        pipes.append(2 * pieces * target.memory.gm_read_latency)  # the scalar pipe (costmodel get_value_cycles)
     per_block = max(*pipes, vec)
     per_item = m * dp * es / min(r["gm_to_l1"], target.hbm_bytes_per_cycle / cores) + t.g * st["mte2_nd2nz"] + m * dv * es / r["ub_to_gm"]
 
@@ -541,8 +564,9 @@ def shape_of(att: nn.AttentionOp) -> Shape:
     if att.mask is not None:
         ms = nn.shape_of(att.mask)
         mask4 = (1,) * (4 - len(ms)) + tuple(ms)
+    paged = att.k.owner if isinstance(att.k.owner, nn.PagedKVOp) else None
     return Shape(b, hkv, hq // hkv, sq, skv, d, nn.shape_of(att.v)[3], itemsize(att.q.type.element_type), mask4,
-                 bool(att.causal.value.data))
+                 bool(att.causal.value.data), nn.shape_of(paged.pool)[2] if paged else 0)
 
 
 def tiling_for(att: nn.AttentionOp, target: HardwareConfig, what: str = "nn.attention") -> FlashTiling:
@@ -655,11 +679,13 @@ def _v(name: str) -> type:
 # the template
 # ----------------------------------------------------------------------------------------------
 def emit_flash_attention(ctx: LoweringContext, att: nn.AttentionOp, q: SSAValue, k: SSAValue, v: SSAValue,
-                         mask: SSAValue | None) -> SSAValue:
+                         mask: SSAValue | None, table: SSAValue | None = None) -> SSAValue:
     """One kernel (plus a combine kernel for a KV split) computing `att` over the GM buffers q
     [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv] and the optional mask (broadcast to
     [B, Hq, Sq, Skv]), float elements; returns the output buffer [B, Hq, Sq, Dv]. The tile is
-    the one recorded on `att` (`tiling_for`).
+    the one recorded on `att` (`tiling_for`). With a block `table` [B, max_blocks] (i32), k and
+    v are paged pools [blocks, Hkv, block_size, D|Dv] read through it (att's K/V are
+    nn.paged_kv of them; see "Paged KV cache" above).
 
     Raises:
         AscendirError: fp32/bf16 on a cube without them (910A: f16 only), or no tile fits.
@@ -669,7 +695,7 @@ def emit_flash_attention(ctx: LoweringContext, att: nn.AttentionOp, q: SSAValue,
             f"{ctx.target.name} ({ctx.target.arch}) {no_mmad}; "
             "cast the model to float16 (ascendir --dtype fp16)"
         )
-    return _FlashKernel(ctx, att, q, k, v, mask).emit()
+    return _FlashKernel(ctx, att, q, k, v, mask, table).emit()
 
 
 @dataclass(frozen=True)
@@ -712,10 +738,12 @@ class _Aiv:
 class _FlashKernel:
     """Builds the kernel(s) of one attention; see the module docstring for the structure."""
 
-    def __init__(self, ctx: LoweringContext, att: nn.AttentionOp, q: SSAValue, k: SSAValue, v: SSAValue, mask: SSAValue | None):
+    def __init__(self, ctx: LoweringContext, att: nn.AttentionOp, q: SSAValue, k: SSAValue, v: SSAValue, mask: SSAValue | None,
+                 table: SSAValue | None = None):
         self.ctx, self.att = ctx, att
         self.b, self.hq, self.sq, self.d = shape(q)
-        self.hkv, self.skv = shape(k)[1], shape(k)[2]
+        self.hkv, self.skv = shape(k)[1], nn.shape_of(att.k)[2]  # (att.k: the logical K of a paged pool)
+        self.table, self.block = table, shape(k)[2] if table is not None else 0
         self.dv = shape(v)[3]
         self.g = self.hq // self.hkv
         self.el = elem(q)
@@ -745,7 +773,10 @@ class _FlashKernel:
         nrb = ceil_div(sq, t.br)
         items = b * hkv * nrb * t.nsplit
         block_dim = self.block_dim = min(ctx.target.num_aic, items)
-        args = [ctx.view(self.q, [b * hq * sq, d]), ctx.view(self.k, [b * hkv * skv, d]), ctx.view(self.v, [b * hkv * skv, dv])]
+        kv_rows = shape(self.k)[0] * hkv * self.block if self.block else b * hkv * skv  # pool: [blocks·Hkv·block_size, D]
+        args = [ctx.view(self.q, [b * hq * sq, d]), ctx.view(self.k, [kv_rows, d]), ctx.view(self.v, [kv_rows, dv])]
+        if self.block:
+            args.append(self.table)
         if self.mask is not None:
             mb, mh, ms, mk = self.mask4
             args.append(ctx.view(self.mask, [mb * mh * ms, mk]))
@@ -763,6 +794,7 @@ class _FlashKernel:
         self.kb = kb
         it = iter(kb.args)
         self.gq, self.gk, self.gv = next(it), next(it), next(it)
+        self.gtable = next(it) if self.block else None
         self.gmask = next(it) if self.mask is not None else None
         if t.nsplit > 1:
             self.gacc, self.gm_, self.gl = next(it), next(it), next(it)
@@ -952,12 +984,11 @@ class _FlashKernel:
         kb, t = self.kb, self.t
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
-        row = self._kv_row(kv0)
         if with_k:
             with kb.on_subblock(0):
-                kb.copy(kb.subview(self.gk, [row, 0], [ksz, self.d]), self.pf_ub[0])
+                self._kv_load(self.gk, self.d, self.pf_ub[0], kv0, ksz)
         with kb.on_subblock(1):
-            kb.copy(kb.subview(self.gv, [row, 0], [ksz, self.dv]), self.pf_ub[1])
+            self._kv_load(self.gv, self.dv, self.pf_ub[1], kv0, ksz)
 
     def _slot(self, j: Index) -> Index:
         """First workspace row of block j's ring slot on this core."""
@@ -971,6 +1002,37 @@ class _FlashKernel:
     def _kv_row(self, kv0: Index) -> Index:
         kb = self.kb
         return kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hkv), self.kh), self.skv), kv0)
+
+    def _kv_load(self, src: SSAValue, cols: int, dst: SSAValue, kv0: Index, ksz: Index, layout: str | None = None) -> None:
+        """The KV tile of keys kv0 .. kv0 + ksz - 1 of the item's K/V head from `src` into the
+        first rows of `dst`: one DMA when contiguous; paged, one DMA per block of the tile (or
+        the part of one block the tile is), each at the pool block the table names (a scalar
+        read of table[b, logical block]), landing at the block's rows of the tile."""
+        kb = self.kb
+        if not self.block:
+            kb.copy(kb.subview(src, [self._kv_row(kv0), 0], [ksz, cols]), dst, layout=layout)
+            return
+        bs, bc = self.block, self.t.bc
+
+        def block_row(logical: Index) -> Index:  # first row of (pool block table[b, logical], this head)
+            phys = kb.emit(ascend.GetValueOp(self.gtable, [kb.idx(self.bb), kb.idx(logical)])).result
+            return kb.mul(kb.add(kb.mul(phys, self.hkv), self.kh), bs)
+
+        if bs >= bc:  # the tile lies inside one block
+            row = kb.add(block_row(kb.div(kv0, bs)), kb.rem(kv0, bs))
+            kb.copy(kb.subview(src, [row, 0], [ksz, cols]), dst, layout=layout)
+            return
+        dcols = shape(dst)[1]
+        for i in range(bc // bs):
+            def piece(i: int = i) -> None:
+                start = kb.add(kv0, i * bs)
+                n = kb.boundary(bs, self.skv, start)
+                kb.copy(kb.subview(src, [block_row(kb.add(kb.div(kv0, bs), i)), 0], [n, cols]),
+                        kb.subview(dst, [i * bs, 0], [bs, dcols]), layout=layout)
+            if i == 0:
+                piece()
+            else:  # a last tile may end before this block
+                self._when(self.skv, kb.add(kv0, i * bs), "sgt", piece)
 
     def _valid_rows(self, seg: _Seg, fn: Callable[[Index], None]) -> None:
         """fn(rows) with the rows of `seg` that exist in this item (min(n, qsz - a)); nothing when
@@ -1010,7 +1072,7 @@ class _FlashKernel:
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
         self.q_k1.acquire()
-        kb.copy(kb.subview(self.gk, [self._kv_row(kv0), 0], [ksz, self.d]), self.k_l1, layout="nd2nz")
+        self._kv_load(self.gk, self.d, self.k_l1, kv0, ksz, "nd2nz")
         self.q_k1.handoff()
         self.q_k0.acquire()
         kb.emit(ascend.CopyOp(self.k_l1, self.kt_l0b, transpose=True))
@@ -1176,7 +1238,7 @@ class _FlashKernel:
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
         self.q_v1.acquire()
-        kb.copy(kb.subview(self.gv, [self._kv_row(kv0), 0], [ksz, self.dv]), self.v_l1, layout="nd2nz")
+        self._kv_load(self.gv, self.dv, self.v_l1, kv0, ksz, "nd2nz")
         self.q_v1.handoff()
         self.q_v0.acquire()
         kb.copy(self.v_l1, self.v_l0b)

@@ -158,7 +158,11 @@ class _Run:
         def resolve(static, kind: str) -> list[int]:
             return [self.val(next(dyn[kind])) if s == DYNAMIC_INDEX else s for s in static.get_values()]
 
-        offs, sizes, steps = resolve(op.static_offsets, "offsets"), resolve(op.static_sizes, "sizes"), resolve(op.static_strides, "strides")
+        try:
+            offs, sizes, steps = resolve(op.static_offsets, "offsets"), resolve(op.static_sizes, "sizes"), resolve(op.static_strides, "strides")
+        except _Unknown:  # a window placed by data (a block table's entry): it may be anywhere in its source
+            self.env[op.result] = src
+            return
         offset = src.offset + src.size * sum(o * s for o, s in zip(offs, src.strides))
         drop = _dropped_dims(sizes, list(op.result.type.get_shape()), len(sizes))
         keep = [d for d in range(len(sizes)) if d not in drop]

@@ -6,7 +6,7 @@ plan = the op; emit = its lowering, by op class."""
 from __future__ import annotations
 
 from ascendir.conversion.nn_to_ascend.templates import data_movement as dm
-from ascendir.conversion.nn_to_ascend.templates.cache_append import lower_cache_append
+from ascendir.conversion.nn_to_ascend.templates.cache_append import lower_cache_append, lower_paged_cache_append
 from ascendir.conversion.nn_to_ascend.kinds.ops.emitters import EmitterFamily
 from ascendir.dialects import nn
 
@@ -19,4 +19,5 @@ DATA_MOVEMENT = EmitterFamily("data_movement", {
     nn.ExpandOp: dm.lower_expand,
     nn.GatherOp: dm.lower_gather,
     nn.CacheAppendOp: lower_cache_append,  # in place: the KV cache (templates/cache_append.py)
+    nn.PagedCacheAppendOp: lower_paged_cache_append,  # in place, through the block table
 })
