@@ -179,7 +179,8 @@ class LaunchMemo:
     context: tuple | None = None
 
     def bind(self, context: tuple) -> None:
-        """Use this memo for a run with `context` (target, timing-only, trace, speed-ups).
+        """Use this memo for a run with `context` (target, timing-only, trace, race check,
+        speed-ups).
 
         Raises:
             ValueError: the memo served a run with another context (its launches would not

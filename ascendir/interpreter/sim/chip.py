@@ -88,7 +88,7 @@ class ModuleProg:
         # identical timing-only launches (memo.py): `launch_memo` when given (shared with other
         # runs), else one of this program's own; `memo` is its entries (None: off)
         self.memo_ids = launch_memo if launch_memo is not None and self.accel.launch_memo else LaunchMemo()
-        self.memo_ids.bind((target, timing_only, trace, self.accel))
+        self.memo_ids.bind((target, timing_only, trace, self.check_races, self.accel))
         self.memo: dict | None = self.memo_ids.entries if self.accel.launch_memo else None
         self.memo_hits = 0
         self._roots = 0
