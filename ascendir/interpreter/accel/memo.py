@@ -62,6 +62,9 @@ class Tiles:
 
 @dataclass
 class Memo:
+    """One stored launch: its cores' clocks and counters (relative to its start), the L2 checks
+    a reuse must pass and what it leaves in the chip L2 (see the module docstring)."""
+
     cores: list[tuple[int, list[float], list[float], list[float], int]]  # index, free, done, busy, blocks
     acct: list[float]
     skipped: int
