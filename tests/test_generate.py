@@ -91,6 +91,43 @@ def test_interpolation_over_kv_blocks_equals_every_step() -> None:
     assert fast["steps"]["interpolated"] > 0
 
 
+def test_launch_reuse_across_layers_and_steps_is_exact(tmp_path: Path, monkeypatch) -> None:
+    """A 2-layer LLaMA-2-7B-shaped decoder (benchmarks/kv_decoder_model.py, weights never read),
+    timing-only, every step simulated: with the launch memo (interpreter/accel/memo.py) shared by
+    the steps, a decode step reuses launches of the step before, its first layer's too; the
+    report (TTFT, every TPOT, bytes, bounds) equals the one with launch reuse off."""
+    import functools
+    import sys
+
+    import ascendir.interpreter as interpreter
+    from ascendir.interpreter import Accel
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import kv_decoder_model
+
+    model = kv_decoder_model.build(tmp_path / "m", "llama2-7b", layers=2)
+    progs = []
+    compile_module = interpreter.compile_module
+
+    def spy(*a, **k):
+        progs.append(compile_module(*a, **k))
+        return progs[-1]
+
+    monkeypatch.setattr(interpreter, "compile_module", spy)
+    on = generate(model, 32, 3, timing_only=True, shape_only=True, every_step=True).report
+    steps = [p for p in progs if p.launches == progs[1].launches][1:]  # decode steps after the first
+    assert len(steps) == 1
+    # layer 0 of a later step: its launches (but the attention's, whose cache grew) come from
+    # the step before, not from layer 0 of its own step
+    assert all(p.memo_hits > progs[1].memo_hits for p in steps), [p.memo_hits for p in progs]
+    simulate = interpreter.simulate
+    monkeypatch.setattr(interpreter, "simulate", functools.partial(simulate, accel=Accel(launch_memo=False)))
+    progs.clear()
+    off = generate(model, 32, 3, timing_only=True, shape_only=True, every_step=True).report
+    assert all(p.memo_hits == 0 for p in progs)
+    assert on == off
+
+
 def test_affine_fill_pieces_skip_the_search_of_known_jumps() -> None:
     """Jumps at the boundaries of the given pieces cost no bisection: four points a piece."""
     cost = lambda x: 64.0 * x + 5000.0 * (x // 128)  # noqa: E731

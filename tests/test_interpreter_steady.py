@@ -365,3 +365,39 @@ def test_extrapolation_matches_full_simulation_on_a_7b_shaped_layer():
         assert kx["tile_ops"] == kf["tile_ops"], kf["name"]
         assert kx["cycles"] == kf["cycles"], kf["name"]
     assert fast["total_cycles"] == full["total_cycles"]
+
+
+def test_launch_memo_shared_by_runs_of_other_modules_exactly():
+    """A LaunchMemo given to several compiled modules (generate's decode steps) serves a launch
+    of one with a launch stored by another: the second module's first launch (in a memo of its
+    own always simulated) is reused, and its report equals a run without any reuse; a memo
+    bound to one target refuses another."""
+    import pytest
+
+    from ascendir.hardware import load_target
+    from ascendir.interpreter import LaunchMemo, compile_module
+    from ascendir.interpreter.report.report import build_report
+
+    first, second = parse(_chained_adds(3)), parse(_chained_adds(4, fresh=(2,)))
+    shared = LaunchMemo()
+    compile_module(first, HW, None, timing_only=True, launch_memo=shared).run({})
+    prog = compile_module(second, HW, None, timing_only=True, launch_memo=shared)
+    hits = []
+    run = prog.kernels["add"].run
+
+    def noting(*a, **k):
+        h = prog.memo_hits
+        r = run(*a, **k)
+        hits.append(prog.memo_hits > h)
+        return r
+
+    prog.kernels["add"].run = noting
+    _, recs = prog.run({})
+    assert hits[0] and sum(hits) >= 3, hits
+    plain = compile_module(second, HW, None, timing_only=True)
+    plain.memo = None
+    _, recs0 = plain.run({})
+    assert build_report(recs, HW) == build_report(recs0, HW)
+    assert (prog.l2.hits, prog.l2.misses) == (plain.l2.hits, plain.l2.misses)
+    with pytest.raises(ValueError, match="one target"):
+        compile_module(first, load_target("ascend910a"), None, timing_only=True, launch_memo=shared)

@@ -11,7 +11,11 @@ each of the N - 1 decode steps feeds the last token with the cache the previous 
 [B, vocab] (the logits of the step that picked the last token) are the outputs; they equal
 onnxruntime's step-by-step generation of the same model.
 
-Each step is compiled (-O2, ascend-lowering) and simulated at its own static shapes. Timing of
+Each step is compiled (-O2, ascend-lowering) and simulated at its own static shapes; the steps
+share one launch memo (interpreter/accel/memo.py), so a launch of a later step whose kernel,
+argument aliasing and L2 checks equal those of an earlier launch (of any step: a decode step's
+kernels but the attention's and the cache append's are the step before's) is applied, not
+simulated again, exactly as between the layers of one step. Timing of
 decode steps in --timing-only: a decode step's shapes differ from the next one's only in the
 cache length L, so its cycles are a function T(L), piecewise affine (each step reads one more
 key; a new KV tile or another KV split adds a jump). The jumps are found from the tiling
@@ -102,6 +106,12 @@ class _Model:
                 raise AscendirError(f"generate: --tp {tp} does not fit topology {self.topology.name} ({self.topology.devices} devices)")
         proto, _ = load_model(path)
         self.sig = kv_signature(proto)
+        # one launch memo for every step (interpreter/accel/memo.py): a decode step's kernels but
+        # the attention's are those of the step before, and their launches are reused across
+        # steps exactly as across layers (each checked against the chip L2 it meets)
+        from ascendir.interpreter import LaunchMemo
+
+        self.launch_memo = LaunchMemo()
         self.past_axis = {c.past: c.axis for c in self.sig.cache}
         # paged KV: block size, table width (blocks a sequence holds at `capacity` positions), prompt
         self.kv_block, self.prompt_len = kv_block_size, prompt_len
@@ -185,7 +195,7 @@ class _Model:
             if fp is not None:
                 res.report["gm_footprint"] = fp
         else:
-            res = simulate(module, weights, feeds or {}, self.hw, timing_only=timing_only)
+            res = simulate(module, weights, feeds or {}, self.hw, timing_only=timing_only, launch_memo=self.launch_memo)
         if timing_only:
             return StepResult(res.report, unread)
         logits = np.asarray(res.outputs[self.sig.logits], np.float32)

@@ -30,6 +30,7 @@ from ascendir.dialects.ascend import KernelOp
 from ascendir.costmodel.memory import check_module_gm_fits
 from ascendir.hardware.config import HardwareConfig, load_target
 from ascendir.interpreter.accel import Accel
+from ascendir.interpreter.accel.memo import LaunchMemo
 from ascendir.interpreter.check.invariants import check
 from ascendir.interpreter.exec.registry import register_op
 from ascendir.interpreter.report.report import build_report
@@ -41,7 +42,7 @@ from ascendir.weights import WeightStore
 
 __all__ = [
     "simulate", "SimResult", "register_op", "OpCost", "CostEnv", "compile_module", "ModuleProg", "build_report", "Accel",
-    "Cluster", "Link", "Topology", "simulate_cluster",
+    "LaunchMemo", "Cluster", "Link", "Topology", "simulate_cluster",
 ]
 
 
@@ -97,6 +98,7 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     accel: Accel | None = None,
     moe_routing: Mapping[str, np.ndarray] | None = None,
+    launch_memo: LaunchMemo | None = None,
 ) -> SimResult:
     """Run `module` (ascend kernels + host func.func @main) on `target`.
 
@@ -113,6 +115,8 @@ def simulate(
     `moe_routing`: in timing-only mode, MoE block (its TopK node, api/moe_report.py) -> TopK
     indices [tokens, k], the routing the grouped MatMuls follow (with numerics they follow the
     data); a block without one is routed uniformly and the report's `assumptions` say so.
+    `launch_memo`: identical launches of earlier runs given the same memo (on the same target,
+    with the same options) are reused too, exactly as within one run (accel/memo.py).
 
     Raises:
         AscendirError: unsupported op, capacity overflow (on chip, or the GM footprint above the
@@ -125,7 +129,7 @@ def simulate(
     fp = check_module_gm_fits(module, hw)
     writer = trace if isinstance(trace, TraceWriter) else (TraceWriter(hw) if trace else None)
     prog = compile_module(module, hw, weights, timing_only=timing_only, trace=writer is not None, extrapolate=extrapolate,
-                          check_races=check_races, accel=accel, moe_routing=moe_routing)
+                          check_races=check_races, accel=accel, moe_routing=moe_routing, launch_memo=launch_memo)
     prog.trace_sink = writer
     prog.progress = progress
     with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap

@@ -7,7 +7,8 @@ bit, each switchable through `Accel` and tested equal to the run without it
              state (`loop_memo`);
 * remap.py   the loop memo's address values that are not affine in the iv (`remap`);
 * xblock.py  whole loop executions reused by later blocks on other cores (`xblock`);
-* memo.py    identical timing-only launches served from an earlier launch (`launch_memo`);
+* memo.py    identical timing-only launches served from an earlier launch (`launch_memo`), of
+             this run or of another run given the same `LaunchMemo` (generate's decode steps);
 * sim/chip.py gc_paused: Python's cyclic garbage collector paused while a module compiles and
              runs (`gc_pause`; 3-4 % of the 4096^3 timing-only wall time, 8-13 % of the 7B 32-layer
              one are collections that find next to nothing).

@@ -11,12 +11,20 @@ outside influence is whether a designated miss finds its tile left in L2 by an e
 L2 (`L2Cache.store`: the first write of each tile; later ones depend on the launch alone). The
 memo keeps those checks (address, time from launch start, outcome); a later launch with the same
 key re-evaluates them against the chip L2 and, if every outcome is the same, its result is the
-stored one. Its GM accesses (every read and write, at its
-time, addresses mapped to the new arguments; writes also as dirty) are then written into the
-chip L2 so later kernels see them, and the L2 hit/miss counters advance as they did. A key keeps up to `VARIANTS` stored
-launches (a layer's projection may find its input resident or not, depending on what ran just
-before); any that passes its checks is applied. When none does the launch runs, but its L2
-recording pass does not: it depends on the key alone, so its miss designation is kept too.
+stored one. What the launch leaves in the chip L2 is then written there, moved onto the new
+arguments and in time: per tile its latest access (all a later kernel's `resident_before` asks of
+`L2Cache.last`) and its latest write (all `L2Cache.dirty` keeps), and the L2 hit/miss counters
+advance as they did. A key keeps up to `VARIANTS` stored launches (a layer's projection may find
+its input resident or not, depending on what ran just before); any that passes its checks is
+applied. When none does the launch runs, but its L2 recording pass does not: it depends on the
+key alone, so its miss designation is kept too.
+
+Addresses are kept per GM stream (l2.py: a buffer root with a tile shape and strides) as the
+index of the first launch argument with that root, so a stored launch applies on any chip L2:
+the memo (`LaunchMemo`) can serve several runs of compiled modules, e.g. `generate`'s decode
+steps, which differ only in their attention kernels (the memo is bound to one target and one set
+of run options). A stored launch that reaches a GM root no argument has is applied only in the
+run that stored it.
 
 A traced launch keeps its trace slices too (relative to the launch start, so a reuse repeats
 them as they are). Not memoised: numerics mode (data must move), kernels that
@@ -27,7 +35,7 @@ the kernel reads scalars from data (memref.load may steer its control flow).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,34 +46,112 @@ VARIANTS = 4  # stored launches per key (most recent kept)
 
 
 @dataclass
+class Tiles:
+    """GM tiles of a stored launch, as arrays: `stream` (index into Memo.streams), element
+    offset `off`, time from the launch start `rel` (cycles) and, for checks, the outcome `out`."""
+
+    stream: np.ndarray
+    off: np.ndarray
+    rel: np.ndarray
+    out: np.ndarray | None = None
+
+    def keys(self, sids: np.ndarray) -> np.ndarray:
+        """The tiles' keys (l2.py) with stream i's id `sids[i]`."""
+        return sids[self.stream] * SHIFT + self.off
+
+
+@dataclass
 class Memo:
+    """One stored launch: its cores' clocks and counters (relative to its start), the L2 checks
+    a reuse must pass and what it leaves in the chip L2 (see the module docstring)."""
+
     cores: list[tuple[int, list[float], list[float], list[float], int]]  # index, free, done, busy, blocks
     acct: list[float]
     skipped: int
-    checks: list[tuple]  # (key, chip time, outcome) as the stored launch saw them
-    wchecks: list[tuple]  # (key, chip time, rewrite) of its first explicit write of each tile
-    accesses: list[tuple]  # (key, chip time, is read), or (keys, times, is read) arrays
     hits: int
     misses: int
-    roots: dict  # address root -> index of the first argument with it, in the stored launch
-    t0: float  # chip time the stored launch started
+    streams: list[tuple]  # (argument index, tile shape, strides), or (None, root, shape, strides)
+    checks: Tiles  # designated misses as the stored launch saw them (out: resident before)
+    wchecks: Tiles  # its first write of each tile (out: a rewrite of a tile still dirty)
+    touched: Tiles  # latest access (read or write) of each tile
+    written: Tiles  # latest write of each tile
+    owner: object | None = None  # the run (ModuleProg) whose GM roots `streams` name; None: any
     trace: tuple | None = None  # its trace slices (events, flows), relative to its start (state.KernelRecord); None untraced
 
-    def remap(self, key: int, tags: list, l2) -> int:
-        """A stored tile key (l2.py: stream id * SHIFT + offset) moved onto the arguments `tags`
-        of a new launch (only keys in argument buffers change; keys are converted when used, not
-        when stored)."""
-        sid, off = divmod(key, SHIFT)
-        root, shape, strides = l2.stream_of[sid]
-        r = self.roots.get(root)
-        return key if r is None else l2.sid(tags[r][0], shape, strides) * SHIFT + off
+    @classmethod
+    def build(cls, cores: list, acct: list[float], skipped: int, hits: int, misses: int, tags: list, l2, t0: float,
+              checks: list[tuple], wchecks: list[tuple], log: list[tuple], owner, trace: tuple | None) -> Memo:
+        """A stored launch from what it logged: `checks` (key, chip time, outcome) of its
+        designated misses, `wchecks` (key, chip time, rewrite) of its first write of each tile,
+        `log` its GM accesses, (key, chip time, is read) or (keys, times, is read) arrays; keys
+        of chip L2 `l2`, launch arguments' tags `tags`, started at chip time `t0`."""
+        if l2 is None:  # no L2 model: nothing to check or leave behind
+            checks, wchecks, log = [], [], []
+        roots: dict = {}
+        for i, t in enumerate(tags):
+            roots.setdefault(t[0], i)
+        scalars = [a for a in log if not isinstance(a[0], np.ndarray)]
+        arrays = [a for a in log if isinstance(a[0], np.ndarray)]
+        k = np.concatenate([np.array([a[0] for a in scalars], np.int64)] + [a[0].astype(np.int64, copy=False) for a in arrays])
+        t = np.concatenate([np.array([a[1] for a in scalars], np.float64)] + [a[1].astype(np.float64, copy=False) for a in arrays])
+        rd = np.concatenate([np.array([a[2] for a in scalars], bool)]
+                            + [np.broadcast_to(np.asarray(a[2], bool), a[0].shape) for a in arrays])
+        ck = np.array([c[0] for c in checks], np.int64)
+        wk = np.array([c[0] for c in wchecks], np.int64)
+        sids, inv = np.unique(np.concatenate([k, ck, wk]) // SHIFT, return_inverse=True)
+        streams, foreign = [], False
+        for s in sids.tolist():
+            root, shape, strides = l2.stream_of[s]
+            r = roots.get(root)
+            streams.append((r, shape, strides) if r is not None else (None, root, shape, strides))
+            foreign |= r is None
+        inv = inv.ravel()
+        n, nc = len(k), len(ck)
 
-    def remap_many(self, keys: np.ndarray, tags: list, l2) -> np.ndarray:
-        """`remap` of an array of keys."""
-        sids = keys // SHIFT
-        uniq, inv = np.unique(sids, return_inverse=True)
-        new = np.array([self.remap(int(s) * SHIFT, tags, l2) // SHIFT for s in uniq.tolist()], np.int64)
-        return new[inv.ravel()] * SHIFT + keys % SHIFT
+        def tiles(sel: slice, keys: np.ndarray, times, out) -> Tiles:
+            return Tiles(inv[sel], keys % SHIFT, np.asarray(times, np.float64) - t0,
+                         None if out is None else np.asarray(out, bool))
+
+        def latest(mask: np.ndarray | None) -> Tiles:
+            kk, tt, ii = (k, t, inv[:n]) if mask is None else (k[mask], t[mask], inv[:n][mask])
+            o = np.lexsort((tt, kk))
+            kk, tt, ii = kk[o], tt[o], ii[o]
+            end = np.ones(len(kk), bool)
+            end[:-1] = kk[1:] != kk[:-1]
+            return Tiles(ii[end], kk[end] % SHIFT, tt[end] - t0)
+
+        return cls(cores, acct, skipped, hits, misses, streams,
+                   tiles(slice(n, n + nc), ck, [c[1] for c in checks], [c[2] for c in checks]),
+                   tiles(slice(n + nc, None), wk, [c[1] for c in wchecks], [c[2] for c in wchecks]),
+                   latest(None), latest(~rd), owner if foreign else None, trace)
+
+    def sids(self, tags: list, l2) -> np.ndarray:
+        """Stream ids in chip L2 `l2` of the stored streams moved onto the arguments `tags` of a
+        new launch (streams of a root no argument has stay where they are)."""
+        return np.array([l2.sid(tags[s[0]][0], s[1], s[2]) if s[0] is not None else l2.sid(*s[1:]) for s in self.streams],
+                        np.int64)
+
+    def apply(self, tags: list, l2, t0: float) -> bool:
+        """Apply this stored launch to a launch with arguments `tags` starting at chip time `t0`
+        when every L2 check has its stored outcome (memo.py); False (L2 untouched) otherwise."""
+        sids = self.sids(tags, l2)
+        c = self.checks
+        if len(c.off):
+            last = l2.last
+            prev = np.array([last.get(x, np.nan) for x in c.keys(sids).tolist()], np.float64)
+            if not np.array_equal((t0 + c.rel) - prev <= l2.window, c.out):
+                return False
+        w = self.wchecks
+        if len(w.off):
+            dirty = l2.dirty
+            prev = np.array([dirty.get(x, np.nan) for x in w.keys(sids).tolist()], np.float64)
+            if not np.array_equal(np.abs((t0 + w.rel) - prev) <= l2.window, w.out):
+                return False
+        l2.write_many(self.touched.keys(sids), t0 + self.touched.rel)
+        l2.latest_writes(self.written.keys(sids), t0 + self.written.rel)
+        l2.hits += self.hits
+        l2.misses += self.misses
+        return True
 
 
 @dataclass
@@ -82,6 +168,30 @@ class Launches:
         self.variants.append(m)
         if len(self.variants) > VARIANTS:
             del self.variants[0]
+
+
+@dataclass
+class LaunchMemo:
+    """The launch memo of one or more runs: memo key -> `Launches`, and the kernel body ids the
+    keys use (kernel._memo_id: equal for kernels whose bodies are equal, in any module). Shared by
+    runs only on the same target with the same run options (`bind`)."""
+
+    entries: dict = field(default_factory=dict)
+    body_ids: dict = field(default_factory=dict)  # kernel op names -> [kernel op, its ops, its key or None, id]
+    nbodies: int = 0
+    context: tuple | None = None
+
+    def bind(self, context: tuple) -> None:
+        """Use this memo for a run with `context` (target, timing-only, trace, race check,
+        speed-ups).
+
+        Raises:
+            ValueError: the memo served a run with another context (its launches would not
+                apply)."""
+        if self.context is None:
+            self.context = context
+        elif self.context != context:
+            raise ValueError("a launch memo serves runs on one target with the same options")
 
 
 def pattern(tags: list) -> tuple:

@@ -28,6 +28,7 @@ from ascendir.costmodel.moe_routing import RoutingSpec, init_routing, make_routi
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.accel import Accel
+from ascendir.interpreter.accel.memo import LaunchMemo
 from ascendir.interpreter.exec.compiler import Compiler, Return, np_dtype, zero_view
 from ascendir.interpreter.exec.wide import GmShadows
 from ascendir.interpreter.sim.comm import CommKernelProgram, is_comm_kernel
@@ -58,7 +59,7 @@ class ModuleProg:
 
     def __init__(self, module: ModuleOp, target: HardwareConfig, weights: WeightStore | None, timing_only: bool, trace: bool,
                  extrapolate: bool = True, check_races: bool | None = None, accel: Accel | None = None,
-                 moe_routing: Mapping[str, np.ndarray] | None = None):
+                 moe_routing: Mapping[str, np.ndarray] | None = None, launch_memo: LaunchMemo | None = None):
         self.target = target
         # timing-only: each MoE block's TopK indices [tokens, k] (api/moe_report.py), written into
         # its init-routing kernel's outputs so the grouped MatMuls after it follow that routing;
@@ -84,10 +85,12 @@ class ModuleProg:
         self.clock = 0.0  # chip time (cycles) at which the next kernel launches
         self.stream = CommStream()  # background comm kernels (MC2: timing/comm_stream.py)
         self.comm = None  # the cluster's side of this device (sim/cluster.py DeviceComm); None: a lone chip
-        self.memo: dict | None = {} if self.accel.launch_memo else None  # identical timing-only launches (memo.py); None: off
+        # identical timing-only launches (memo.py): `launch_memo` when given (shared with other
+        # runs), else one of this program's own; `memo` is its entries (None: off)
+        self.memo_ids = launch_memo if launch_memo is not None and self.accel.launch_memo else LaunchMemo()
+        self.memo_ids.bind((target, timing_only, trace, self.check_races, self.accel))
+        self.memo: dict | None = self.memo_ids.entries if self.accel.launch_memo else None
         self.memo_hits = 0
-        self.body_ids: dict[tuple, list] = {}  # kernel op names -> kernels with their memo ids (kernel._memo_id)
-        self.nbodies = 0  # memo ids given
         self._roots = 0
         main = None
         self.kernel_ops: dict[str, ascend.KernelOp] = {}
@@ -180,18 +183,22 @@ class ModuleProg:
 
 def compile_module(module: ModuleOp, target: HardwareConfig, weights: WeightStore | None = None, timing_only: bool = False, trace: bool = False,
                    extrapolate: bool = True, check_races: bool | None = None, accel: Accel | None = None,
-                   moe_routing: Mapping[str, np.ndarray] | None = None) -> ModuleProg:
+                   moe_routing: Mapping[str, np.ndarray] | None = None, launch_memo: LaunchMemo | None = None) -> ModuleProg:
     """Compile `module` (ascend kernels + host @main) for `target`. `accel` picks the speed-ups
     (accel/__init__.py; default all); `extrapolate=False` is `Accel(steady=False)`: every loop
     iteration runs in timing-only mode too (the reference for steady.py's extrapolation).
     `check_races` (race.py) defaults to on with numerics and off in timing-only mode.
     `moe_routing` (timing-only): MoE block name -> its TopK indices [tokens, k] (ModuleProg).
+    `launch_memo`: a launch memo (accel/memo.py) to use and fill, shared with earlier runs on
+    the same target with the same options (e.g. the decode steps of `generate`); default one of
+    the program's own.
 
     Raises:
         AscendirError: unsupported ops, missing paths on the target, buffer capacity overflow.
+        ValueError: `launch_memo` served a run on another target or with other options.
     """
     with gc_paused(accel is None or accel.gc_pause):
-        return ModuleProg(module, target, weights, timing_only, trace, extrapolate, check_races, accel, moe_routing)
+        return ModuleProg(module, target, weights, timing_only, trace, extrapolate, check_races, accel, moe_routing, launch_memo)
 
 
 @contextmanager

@@ -67,14 +67,15 @@ def _body_key(op: ascend.KernelOp, ops: list[Operation] | None = None) -> tuple:
     return tuple(out)
 
 
-def _memo_id(m, op: ascend.KernelOp, ops: list[Operation]) -> int:
-    """An id of the kernel body, equal for the kernels of module program `m` whose `_body_key`s
-    are equal. The op names in program order tell most kernels apart; the full key (the costly
-    part, a tenth of compiling a matmul kernel) is built only for kernels that share their names
-    with an earlier one (`m.body_ids`: names -> [kernel op, its ops, its key or None, id])."""
-    group = m.body_ids.setdefault(tuple(o.name for o in ops[1:]), [])
+def _memo_id(ids: memo.LaunchMemo, op: ascend.KernelOp, ops: list[Operation]) -> int:
+    """An id of the kernel body, equal for the kernels given ids by `ids` (the launch memo of a
+    module program, maybe shared with other programs) whose `_body_key`s are equal. The op names
+    in program order tell most kernels apart; the full key (the costly part, a tenth of compiling
+    a matmul kernel) is built only for kernels that share their names with an earlier one
+    (`ids.body_ids`: names -> [kernel op, its ops, its key or None, id])."""
+    group = ids.body_ids.setdefault(tuple(o.name for o in ops[1:]), [])
     if not group:
-        group.append([op, ops, None, m.nbodies])
+        group.append([op, ops, None, ids.nbodies])
     else:
         key = _body_key(op, ops)
         for entry in group:
@@ -82,9 +83,9 @@ def _memo_id(m, op: ascend.KernelOp, ops: list[Operation]) -> int:
                 entry[2] = _body_key(entry[0], entry[1])
             if entry[2] == key:
                 return entry[3]
-        group.append([op, ops, key, m.nbodies])
-    m.nbodies += 1
-    return m.nbodies - 1
+        group.append([op, ops, key, ids.nbodies])
+    ids.nbodies += 1
+    return ids.nbodies - 1
 
 
 class _TimingOnly:
@@ -95,8 +96,7 @@ class _TimingOnly:
 
     def __init__(self, m):
         self._m = m
-        self.body_ids: dict = {}
-        self.nbodies = 0
+        self.memo_ids = memo.LaunchMemo()
 
     def __getattr__(self, name: str):
         return getattr(self._m, name)
@@ -164,7 +164,7 @@ class KernelProgram:
         data_control = any(_is_a(type(o), ascend.GetValueOp) for o in order) or (
             not m.timing_only and any(_is_a(type(o), memref.LoadOp) for o in order))
         self.nchip = sum(_is_a(type(o), ascend.AllocOp) and space_of(o.result.type).value != "gm" for o in order)
-        self.memo_text = None if gm_alloc or data_control else _memo_id(m, op, ops)
+        self.memo_text = None if gm_alloc or data_control else _memo_id(m.memo_ids, op, ops)
         # the L2 recording pass of a numerics launch runs on the timing-only twin (`_record`) when
         # the launch's path cannot depend on data or mint GM roots: the same cases the memo keys
         self.twin_records = not m.timing_only and self.memo_text is not None and m.accel.steady
@@ -230,7 +230,7 @@ class KernelProgram:
             key = (self.memo_text, memo.pattern(tags))
             launches = self.m.memo.setdefault(key, memo.Launches([]))
             for hit in reversed(launches.variants):  # only timing-only runs store any
-                if self._reuse(hit, tags):
+                if (hit.owner is None or hit.owner is self.m) and self._reuse(hit, tags):
                     self.m.memo_hits += 1
                     return self._finish(memo.restore_cores(hit.cores), F, list(hit.acct), hit.skipped, hit.trace)
         if self.gm_reads and key is not None and launches.misses is not None:
@@ -283,15 +283,11 @@ class KernelProgram:
         if key is not None and race:
             launches.race_free = True
         if store:
-            roots = {}
-            for i, t in enumerate(tags):
-                roots.setdefault(t[0], i)
             checks = F.l2_pass.checks if (F.l2_pass is not None and self.gm_reads) else []
-            launches.add(memo.Memo(
-                memo.snapshot_cores(cores), list(F.acct), F.skipped, checks,
-                [(k, t, w) for k, (t, w) in wfirst.items()], log,
-                (l2.hits - h0) if l2 is not None else 0, (l2.misses - m0) if l2 is not None else 0, roots, F.kernel_start,
-                (F.trace, F.flows) if tracing else None,
+            hits, misses = ((l2.hits - h0), (l2.misses - m0)) if l2 is not None else (0, 0)
+            launches.add(memo.Memo.build(
+                memo.snapshot_cores(cores), list(F.acct), F.skipped, hits, misses, tags, l2, F.kernel_start, checks,
+                [(k, t, w) for k, (t, w) in wfirst.items()], log, self.m, (F.trace, F.flows) if tracing else None,
             ))
             if F.l2_pass is not None:
                 F.l2_pass.checks = None
@@ -326,28 +322,8 @@ class KernelProgram:
 
     def _reuse(self, hit: memo.Memo, tags: list) -> bool:
         """Apply a stored launch when every L2 check gives the same outcome (memo.py)."""
-        l2, t0 = self.m.l2, self.m.clock
-        if l2 is None:
-            return True
-        old = hit.t0
-        for k, t, h in hit.checks:
-            if l2.resident_before(hit.remap(k, tags, l2), t0 + (t - old), t0) != h:
-                return False
-        for k, t, w in hit.wchecks:
-            if l2.dirty_at(hit.remap(k, tags, l2), t0 + (t - old)) != w:
-                return False
-        for k, t, rd in hit.accesses:
-            if isinstance(k, np.ndarray):
-                k, t = hit.remap_many(k, tags, l2), t0 + (t - old)
-                l2.write_many(k[rd], t[rd])
-                l2.store_many(k[~rd], t[~rd])
-            elif rd:
-                l2.write(hit.remap(k, tags, l2), t0 + (t - old))
-            else:
-                l2.store(hit.remap(k, tags, l2), t0 + (t - old))
-        l2.hits += hit.hits
-        l2.misses += hit.misses
-        return True
+        l2 = self.m.l2
+        return l2 is None or hit.apply(tags, l2, self.m.clock)
 
     def _blocks(self, tracing: bool) -> list[CoreState]:
         """Run blocks 0..block_dim-1 in order on fresh cores (waves on cores = b % ncores)."""

@@ -91,8 +91,12 @@ class Holds:
                 for i, (v, t) in zip(slots, saved):
                     R[i] = v
                     A[i] = t
-            if w[0] in self.lists:  # a replayed wait held the pipe again: the rest queues behind it
-                self.lists[w[0]].extend(q)
+            again = self.lists.get(w[0])
+            if again is not None:  # a replayed wait held the pipe again: the rest queues behind it
+                # (the new queue holds that wait alone: put it in front of the rest rather than
+                # copying the rest behind it, which made long held queues cost their square)
+                q.extendleft(reversed(again))
+                self.lists[w[0]] = q
                 break
         self.depth -= 1
         if not self.lists and not self.depth:

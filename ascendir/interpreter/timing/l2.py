@@ -154,6 +154,16 @@ class L2Cache:
         self.write_many(keys, times)
         _latest(self.dirty, keys, times)
 
+    def latest_writes(self, keys: np.ndarray, times: np.ndarray) -> None:
+        """The dirty map after writes of tiles `keys` at `times` (a stored launch's latest write
+        per tile, memo.py; a key given twice keeps its latest), their accesses already given to
+        `write_many`."""
+        dirty = self.dirty
+        for k, t in zip(keys.tolist(), times.tolist()):
+            old = dirty.get(k)
+            if old is None or t > old:
+                dirty[k] = t
+
 
 def _rewrite(dirty: dict[int, float], key: int, now: float, window: float) -> bool:
     """Note a write of `key` at `now` in `dirty`; whether an earlier one is within `window`.
