@@ -4,7 +4,8 @@ Each rank runs the same module on its own WeightStore (its slices of the weights
 shard-tensor-parallel cuts them); at an nn collective the ranks meet and it is evaluated across
 them: all_reduce and reduce_scatter sum the ranks' operands (in float32 for 16-bit floats, then
 rounded to the operand type, as HCCL's reduce `sum` on the chip accumulates), all_gather and
-all_to_all concatenate chunks in group order. Every other op is `nn_reference.evaluate_op` on
+all_to_all concatenate chunks in group order; the expert-parallel dispatch / combine
+(nn.moe_distribute_*) route rows to and from their experts' devices. Every other op is `nn_reference.evaluate_op` on
 the rank's own values, so a sharded run is checked against the same per-op meaning as the
 unsharded one.
 
@@ -23,12 +24,16 @@ from xdsl.ir import Operation
 
 from ascendir.dialects.nn import FusedOp, YieldOp
 from ascendir.dialects.nn.collectives import AllGatherOp, AllReduceOp, AllToAllOp, CollectiveOp, ReduceScatterOp
+from ascendir.dialects.nn.moe_distribute import (MoeDistributeDispatchOp, MoeDistributeOp,
+                                                 spmd_combine, spmd_dispatch)
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.nn_reference import _names, evaluate_op, input_value, main_function
 from ascendir.weights import WeightStore
 
 _HALF_KINDS = ("float16", "bfloat16")
+EXCHANGES = (CollectiveOp, MoeDistributeOp)
+"""The ops where ranks meet (evaluated across them in lockstep)."""
 
 
 def _sum(values: Sequence[np.ndarray]) -> np.ndarray:
@@ -48,7 +53,7 @@ def evaluate_collective(op: Operation, operands: Sequence[np.ndarray]) -> list[n
         AscendirError: a group that is not the ranks 0 .. N-1 of the run, or an unknown collective.
     """
     n = len(operands)
-    if not isinstance(op, CollectiveOp) or op.group.ranks != tuple(range(n)):
+    if not isinstance(op, EXCHANGES) or op.group.ranks != tuple(range(n)):
         raise AscendirError(f"{op.name}: the SPMD reference runs groups of ranks 0..{n - 1} in order, not {list(op.group.ranks)}")
     if isinstance(op, AllReduceOp):
         total = _sum(operands)
@@ -78,20 +83,29 @@ def _lockstep(ops, envs: list[dict], stores: Sequence[WeightStore]) -> list[list
     for op in ops:
         if isinstance(op, (func.ReturnOp, YieldOp)):
             return [[env[v] for v in op.operands] for env in envs]
+        if isinstance(op, MoeDistributeOp):
+            args = [[env[v] for env in envs] for v in op.operands]
+            if op.group.ranks != tuple(range(len(envs))):
+                raise AscendirError(f"{op.name}: the SPMD reference runs groups of ranks 0..{len(envs) - 1} in order, not {list(op.group.ranks)}")
+            per_rank = spmd_dispatch(op, *args) if isinstance(op, MoeDistributeDispatchOp) else [[y] for y in spmd_combine(op, *args)]
+            for env, values in zip(envs, per_rank):
+                for r, value in zip(op.results, values):
+                    env[r] = np.asarray(value).astype(to_numpy_dtype(r.type.element_type), copy=False)
+            continue
         if isinstance(op, CollectiveOp):
             results = evaluate_collective(op, [env[op.operands[0]] for env in envs])
             dtype = to_numpy_dtype(op.result.type.element_type)
             for env, value in zip(envs, results):
                 env[op.result] = np.asarray(value).astype(dtype, copy=False)
             continue
-        if isinstance(op, FusedOp) and any(isinstance(inner, CollectiveOp) for inner in op.walk()):
+        if isinstance(op, FusedOp) and any(isinstance(inner, EXCHANGES) for inner in op.walk()):
             block = op.body.block
             inner = [{a: env[v] for a, v in zip(block.args, op.operands)} for env in envs]
             for env, values in zip(envs, _lockstep(block.ops, inner, stores)):
                 for r, value in zip(op.results, values):
                     env[r] = value
             continue
-        if any(isinstance(inner, CollectiveOp) for inner in op.walk()):
+        if any(isinstance(inner, EXCHANGES) for inner in op.walk()):
             raise AscendirError(f"{op.name}: a collective inside a region the SPMD reference cannot run in lockstep")
         for env, store in zip(envs, stores):
             for r, value in zip(op.results, evaluate_op(op, [env[v] for v in op.operands], store)):
@@ -134,7 +148,7 @@ def run_spmd(
 def spmd_ranks(module) -> int:
     """The devices the module's collectives span (1 + the largest rank of their groups), 0 when
     it holds none: how many ranks its reference runs."""
-    ranks = [max(op.group.ranks) + 1 for op in module.walk() if isinstance(op, CollectiveOp)]
+    ranks = [max(op.group.ranks) + 1 for op in module.walk() if isinstance(op, EXCHANGES)]
     return max(ranks, default=0)
 
 

@@ -45,7 +45,8 @@ class MoeExpertsTemplate(TemplateBase):
         if not fits(rows, experts, t.capacity("ub"), t.num_aiv):  # the scalar counting sort holds its arrays in UB
             return Declined(f"MoeInitRouting of {rows} routed rows over {experts} experts needs "
                             f"{multi_ub_bytes(rows, experts, t.num_aiv, t.capacity('ub'))} bytes of UB on each AIV, one AIV of {t.name} has {t.capacity('ub')}")
-        return emit_moe_experts(ctx, args[p.w_gu], args[p.w_d], args[p.x], args[p.ids], p.act, p.block, p.out_shape)
+        return emit_moe_experts(ctx, args[p.w_gu], args[p.w_d], args[p.x], args[p.ids], p.act, p.block, p.out_shape,
+                                p.unused_expert)
 
 
 MOE_EXPERTS = MoeExpertsTemplate()

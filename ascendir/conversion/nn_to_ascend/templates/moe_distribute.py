@@ -1,0 +1,124 @@
+"""Comm kernels of the expert-parallel exchanges (dialects/nn/moe_distribute.py):
+ops-transformer's MoeDistributeDispatch / MoeDistributeCombine on the link model.
+
+nn.moe_distribute_dispatch on device r (P pairs, N devices, El experts each):
+
+1. MoeInitRouting over all E experts (templates/moe_init_routing.py): the pairs sorted by
+   expert, hence by destination device (device q's experts are contiguous); group list [E+1];
+   its inverse permutation is the dispatch's expand_idx;
+2. the rows gathered in that order, xs [P, H] (templates/data_movement.py's row gather);
+3. the comm kernel: handshake with every peer, then for each peer q (its own stream, as the
+   collectives' mesh): the El+1 group-list entries of q's experts into row r of q's
+   ep_recv_offsets, then rows group_list[q·El] .. group_list[(q+1)·El] - 1 of xs into slot r of
+   q's expand_x: **the bytes of the routing, not of the capacity** (the row count is read from
+   the group list by the scalar unit; a destination with no pair gets a copy of no bytes); done;
+4. expand_ids from ep_recv_offsets (one AIV, scalar): slot s's rows get their local expert
+   ids, unused rows El.
+
+nn.moe_distribute_combine on device q: handshake; for each peer s, the rows q holds for s (count
+from ep_recv_offsets row s) go back into s's sorted buffer at s's offsets; done; each device
+then un-permutes its own rows (row gather by expand_idx).
+
+Not modelled: ops-transformer's dispatch quantises to int8 on the way (dynamic_scales) and
+writes the receive windows of its peers directly from the AIVs (its kernels are AIV kernels
+with the HCCL windows mapped); here the chip's SDMA engines move the rows (timing/links.py), the
+same engines the collectives use. The scalar group-list reads of the comm kernel cost nothing.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import i64
+from xdsl.ir import SSAValue
+
+from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
+from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder
+from ascendir.conversion.nn_to_ascend.templates.collectives import CommKernel
+from ascendir.conversion.nn_to_ascend.templates.data_movement import emit_gather_rows
+from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import _scalar, emit_moe_init_routing
+from ascendir.dialects import ascend, nn
+from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
+
+ROUTING_BLOCK = "moe_distribute_dispatch"
+"""The moe_block name of the dispatch's MoeInitRouting launch (timing-only runs of expert
+parallelism are refused: the exchange sizes come from the data)."""
+
+
+def _get(ck: CommKernel, buf: SSAValue, *index) -> SSAValue:
+    kb = ck.kb
+    return kb.emit(ascend.GetValueOp(buf, [kb.idx(i) for i in index])).result
+
+
+def lower_dispatch(ctx: LoweringContext, op: nn.MoeDistributeDispatchOp, operands: list[SSAValue]) -> list[SSAValue]:
+    """nn.moe_distribute_dispatch (module docstring): returns GM expand_x [N·P, H], expand_ids
+    [N·P] i64, ep_recv_offsets [N, El+1] i64, expand_idx [P] i64."""
+    x, ids = operands
+    n, experts, local = op.group.size, op.experts.value.data, op.local_experts
+    pairs, hidden = shape(x)
+    sorted_rows, dest, group_list = emit_moe_init_routing(ctx, ids, experts, ROUTING_BLOCK)
+    xs = emit_gather_rows(ctx, x, sorted_rows)
+    recv = ctx.buffer([n, pairs, hidden], elem(x))
+    offs = ctx.buffer([n, local + 1], i64)
+    ck = CommKernel(ctx, op.group, "moe_distribute_dispatch", [xs, group_list, recv, offs])
+    kb = ck.kb
+    g_xs, g_gl, g_recv, g_offs = ck.args
+    ck.sync()
+    for q in ck.peers:
+        first = kb.mul(q, local)
+        ck.copy(kb.subview(g_gl, [first], [local + 1]), kb.subview(g_offs, [ck.rank, 0], [1, local + 1]), q)
+        lo, hi = _get(ck, g_gl, first), _get(ck, g_gl, kb.add(first, local))
+        count = kb.sub(hi, lo)
+        ck.copy(kb.subview(g_xs, [lo, 0], [count, hidden]), kb.subview(g_recv, [ck.rank, 0, 0], [1, count, hidden]), q)
+    ck.sync()
+    ck.finish(ctx, [xs, group_list, recv, offs])
+    eids = _emit_expand_ids(ctx, offs, pairs, local)
+    return [ctx.view(recv, [n * pairs, hidden]), eids, offs, dest]
+
+
+def _emit_expand_ids(ctx: LoweringContext, offs: SSAValue, pairs: int, local: int) -> SSAValue:
+    """expand_ids [N·P] i64 from ep_recv_offsets [N, El+1]: slot s, row i < offs[s, El] -
+    offs[s, 0] holds the e with offs[s, e] <= offs[s, 0] + i < offs[s, e+1]; the rest El. One
+    AIV; the scalar unit fills a UB row of P per slot, MTE3 writes it out."""
+    n = shape(offs)[0]
+    eids = ctx.buffer([n * pairs], i64)
+    args = [offs, eids]
+    kb = KernelBuilder(ctx, ctx.name("moe_distribute_expand_ids"), [a.type for a in args], CoreType.AIV, 1, ctx.current)
+    g_offs, g_ids = kb.args
+    u_offs, u_row = kb.alloc([n, local + 1], i64, MemSpace.UB), kb.alloc([pairs], i64, MemSpace.UB)
+    load, store = _scalar(kb)
+    kb.copy(g_offs, u_offs)
+    kb.handoff(Pipe.MTE2, Pipe.S)
+    for s in range(n):
+        lo = load(u_offs, s, 0)
+        with kb.loop(0, local, 1) as e:
+            a, b = kb.sub(load(u_offs, s, e), lo), kb.sub(load(u_offs, s, kb.add(e, 1)), lo)
+            with kb.loop(a, b, 1) as j:
+                store(e, u_row, j)
+        with kb.loop(kb.sub(load(u_offs, s, local), lo), pairs, 1) as j:
+            store(local, u_row, j)
+        kb.handoff(Pipe.S, Pipe.MTE3)
+        kb.copy(u_row, kb.subview(g_ids, [s * pairs], [pairs]))
+        if s + 1 < n:
+            kb.handoff(Pipe.MTE3, Pipe.S)
+    ctx.launch(kb.finish(), args)
+    return eids
+
+
+def lower_combine(ctx: LoweringContext, op: nn.MoeDistributeCombineOp, operands: list[SSAValue]) -> list[SSAValue]:
+    """nn.moe_distribute_combine (module docstring): returns GM y [P, H]."""
+    ey, offs, idx = operands
+    n, local = op.group.size, op.local_experts
+    pairs = shape(idx)[0]
+    hidden = shape(ey)[1]
+    back = ctx.buffer([pairs, hidden], elem(ey))
+    ey3 = ctx.view(ey, [n, pairs, hidden])
+    ck = CommKernel(ctx, op.group, "moe_distribute_combine", [ey3, offs, back])
+    kb = ck.kb
+    g_ey, g_offs, g_back = ck.args
+    ck.sync()
+    for s in ck.peers:
+        lo, hi = _get(ck, g_offs, s, 0), _get(ck, g_offs, s, local)
+        count = kb.sub(hi, lo)
+        ck.copy(kb.subview(g_ey, [s, 0, 0], [1, count, hidden]), kb.subview(g_back, [lo, 0], [count, hidden]), s)
+    ck.sync()
+    ck.finish(ctx, [ey3, offs, back])
+    return [emit_gather_rows(ctx, back, idx)]
