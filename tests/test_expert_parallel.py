@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from ascendir.dialects.ascend.attrs import DeviceGroupAttr
-from ascendir.dialects.nn.moe_distribute import MoeDistributeCombineOp, MoeDistributeDispatchOp, spmd_combine, spmd_dispatch
+from ascendir.dialects.nn.moe_distribute import MoeDistributeCombineOp, MoeDistributeDispatchOp
 from ascendir.driver import TOLERANCES, compile_model, random_inputs
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.nn_reference import run_nn
-from ascendir.interpreter.exec.spmd_reference import run_spmd
+from ascendir.interpreter.exec.spmd_reference import run_spmd, spmd_combine, spmd_dispatch
 from ascendir.transforms.nn.shard_expert_parallel import shard_expert_parallel, shard_module
 from cli_helpers import assert_clean_error, run_cli
 

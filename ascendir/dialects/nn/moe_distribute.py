@@ -29,16 +29,13 @@ back along the same routes: s's sorted row offs_q[s, 0] + i = row s·P + i of q'
 y [P, H] row j = sorted row expand_idx[j] (back in (token, k) order; the weighting by the
 router's scores stays with moe_finalize_routing).
 
-The ops are only meaningful across the ranks: `spmd_dispatch` / `spmd_combine` give their numpy
-semantics (interpreter/exec/spmd_reference.py), the lowering is a comm kernel each
+The ops are only meaningful across the ranks: interpreter/exec/spmd_reference.py gives their
+numpy semantics (`spmd_dispatch` / `spmd_combine`), the lowering is a comm kernel each
 (conversion/nn_to_ascend/templates/moe_distribute.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType, i64
 from xdsl.ir import SSAValue
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def
@@ -46,7 +43,6 @@ from xdsl.utils.exceptions import VerifyException
 
 from ascendir.dialects.ascend.attrs import DeviceGroupAttr
 from ascendir.dialects.nn.ops import NNOp, shape_of
-from ascendir.errors import AscendirError
 
 
 class MoeDistributeOp(NNOp):
@@ -139,56 +135,3 @@ class MoeDistributeCombineOp(MoeDistributeOp):
                                   f"expand_idx [{p}] do not fit {n} devices")
         if shape_of(self.result) != (p, ys[1]) or self.result.type.element_type != self.expand_y.type.element_type:
             raise VerifyException(f"{self.name}: the result must be [{p}, {ys[1]}] of expand_y's element type")
-
-
-def sort_by_expert(ids: np.ndarray, experts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """MoeInitRouting on one device's expert ids [P]: (sorted_rows [P], expand_idx [P],
-    group_list [E+1]), the sort stable (pairs of one expert keep their order).
-
-    Raises: AscendirError on an id outside [0, experts)."""
-    ids = np.asarray(ids, np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= experts):
-        raise AscendirError(f"nn.moe_distribute_dispatch: expert ids must lie in [0, {experts}), got [{ids.min()}, {ids.max()}]")
-    order = np.argsort(ids, kind="stable")
-    dest = np.empty_like(order)
-    dest[order] = np.arange(ids.size)
-    group = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=experts))]).astype(np.int64)
-    return order.astype(np.int64), dest.astype(np.int64), group
-
-
-def spmd_dispatch(op: MoeDistributeDispatchOp, xs: Sequence[np.ndarray], ids: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
-    """nn.moe_distribute_dispatch across the ranks: xs[r], ids[r] are rank r's operands; returns
-    each rank's four results."""
-    n, e, el = op.group.size, op.experts.value.data, op.local_experts
-    p, h = xs[0].shape
-    sorts = [sort_by_expert(i, e) for i in ids]
-    out = []
-    for q in range(n):
-        ex = np.zeros((n * p, h), xs[0].dtype)
-        eids = np.full(n * p, el, np.int64)
-        offs = np.empty((n, el + 1), np.int64)
-        for s in range(n):
-            order, _, group = sorts[s]
-            offs[s] = group[q * el : (q + 1) * el + 1]
-            lo, hi = offs[s, 0], offs[s, -1]
-            rows = order[lo:hi]
-            ex[s * p : s * p + hi - lo] = xs[s][rows]
-            eids[s * p : s * p + hi - lo] = np.asarray(ids[s], np.int64)[rows] - q * el
-        out.append([ex, eids, offs, sorts[q][1]])
-    return out
-
-
-def spmd_combine(op: MoeDistributeCombineOp, ys: Sequence[np.ndarray], offs: Sequence[np.ndarray],
-                 idx: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """nn.moe_distribute_combine across the ranks; returns each rank's y [P, H]."""
-    n = op.group.size
-    p = idx[0].shape[0]
-    h = ys[0].shape[1]
-    out = []
-    for s in range(n):
-        back = np.zeros((p, h), ys[0].dtype)
-        for q in range(n):
-            lo, hi = int(offs[q][s, 0]), int(offs[q][s, -1])
-            back[lo:hi] = ys[q][s * p : s * p + hi - lo]
-        out.append(back[idx[s]])
-    return out

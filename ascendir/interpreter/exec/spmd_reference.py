@@ -24,8 +24,8 @@ from xdsl.ir import Operation
 
 from ascendir.dialects.nn import FusedOp, YieldOp
 from ascendir.dialects.nn.collectives import AllGatherOp, AllReduceOp, AllToAllOp, CollectiveOp, ReduceScatterOp
-from ascendir.dialects.nn.moe_distribute import (MoeDistributeDispatchOp, MoeDistributeOp,
-                                                 spmd_combine, spmd_dispatch)
+from ascendir.costmodel.moe_routing import init_routing
+from ascendir.dialects.nn.moe_distribute import MoeDistributeCombineOp, MoeDistributeDispatchOp, MoeDistributeOp
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.nn_reference import _names, evaluate_op, input_value, main_function
@@ -69,6 +69,49 @@ def evaluate_collective(op: Operation, operands: Sequence[np.ndarray]) -> list[n
         chunks = [np.split(x, n, axis=split) for x in operands]  # chunks[src][dst]
         return [np.concatenate([chunks[src][dst] for src in range(n)], axis=concat) for dst in range(n)]
     raise AscendirError(f"{op.name}: no SPMD semantics")
+
+
+def spmd_dispatch(op: MoeDistributeDispatchOp, xs: Sequence[np.ndarray], ids: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
+    """nn.moe_distribute_dispatch across the ranks (dialects/nn/moe_distribute.py): xs[r], ids[r]
+    are rank r's operands; returns each rank's four results.
+
+    Raises: AscendirError on an expert id outside [0, experts)."""
+    n, e, el = op.group.size, op.experts.value.data, op.local_experts
+    p, h = xs[0].shape
+    for i in ids:
+        if i.size and (i.min() < 0 or i.max() >= e):
+            raise AscendirError(f"{op.name}: expert ids must lie in [0, {e}), got [{i.min()}, {i.max()}]")
+    sorts = [init_routing(i, e) for i in ids]  # each rank's MoeInitRouting: (order, expand_idx, group list)
+    out = []
+    for q in range(n):
+        ex = np.zeros((n * p, h), xs[0].dtype)
+        eids = np.full(n * p, el, np.int64)
+        offs = np.empty((n, el + 1), np.int64)
+        for s in range(n):
+            order, _, group = sorts[s]
+            offs[s] = group[q * el : (q + 1) * el + 1]
+            lo, hi = offs[s, 0], offs[s, -1]
+            rows = order[lo:hi]
+            ex[s * p : s * p + hi - lo] = xs[s][rows]
+            eids[s * p : s * p + hi - lo] = np.asarray(ids[s], np.int64)[rows] - q * el
+        out.append([ex, eids, offs, sorts[q][1]])
+    return out
+
+
+def spmd_combine(op: MoeDistributeCombineOp, ys: Sequence[np.ndarray], offs: Sequence[np.ndarray],
+                 idx: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """nn.moe_distribute_combine across the ranks; returns each rank's y [P, H]."""
+    n = op.group.size
+    p = idx[0].shape[0]
+    h = ys[0].shape[1]
+    out = []
+    for s in range(n):
+        back = np.zeros((p, h), ys[0].dtype)
+        for q in range(n):
+            lo, hi = int(offs[q][s, 0]), int(offs[q][s, -1])
+            back[lo:hi] = ys[q][s * p : s * p + hi - lo]
+        out.append(back[idx[s]])
+    return out
 
 
 def _rank_inputs(inputs: Mapping[str, np.ndarray], rank: int) -> dict[str, np.ndarray]:
