@@ -575,12 +575,13 @@ def parse_input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
 
 
 def simulate_ranks(modules: list[ModuleOp], weights: list[WeightStore | None], feeds: list[dict[str, np.ndarray]], target,
-                   topology, timing_only: bool = False, trace: bool = False):
+                   topology, timing_only: bool = False, trace: bool = False, moe_routing=None):
     """Run per-rank `modules` with per-rank `weights` and `feeds` on `topology` (a name, file or
     Topology) for `target`: the multi-device driver of `ascendir run --devices` (every rank the same
     module and store); a tensor-parallel run passes the shard pass's per-rank modules and stores.
     Returns rank 0's SimResult with every rank's outputs (rank r > 0 as `NAME@r`) and the cluster
     report. A timing-only run of symmetric ranks (cluster.symmetric_ranks) simulates rank 0 only.
+    `moe_routing` (timing-only): MoE block name -> TopK indices, every device's (as simulate).
 
     Raises:
         AscendirError: as simulate_cluster."""
@@ -591,7 +592,8 @@ def simulate_ranks(modules: list[ModuleOp], weights: list[WeightStore | None], f
     topology = load_topology(topology)
     # timing-only over symmetric ranks: rank 0 alone gives every rank's figures
     symmetric = timing_only and symmetric_ranks(modules, topology)
-    results = simulate_cluster(modules, weights, feeds, target, topology, timing_only=timing_only, trace=trace, symmetric=symmetric)
+    results = simulate_cluster(modules, weights, feeds, target, topology, timing_only=timing_only, trace=trace, symmetric=symmetric,
+                               moe_routing=moe_routing)
     first = results[0]
     for r, res in enumerate(results[1:], start=1):
         first.outputs.update({f"{k}@{r}": v for k, v in res.outputs.items()})

@@ -161,3 +161,40 @@ def test_dispatch_verifier_names_the_split() -> None:
 
     with pytest.raises(VerifyException, match="6 experts do not split over 4 devices"):
         _ops(4, 8, 2, 6)
+
+
+def test_timing_only_with_the_runs_routing_gives_the_same_cycles(tmp_path: Path) -> None:
+    """A timing-only EP run moves no data: each device's dispatch sort, received offsets and local
+    routing come from the routing (costmodel.moe_routing.ep_routed). Given the routing the numerics
+    run computes, the cluster's cycles and every exchange's bytes are the same."""
+    ids, _, _ = _mixtral_routing(2)
+    routing = tmp_path / "routing.npz"
+    np.savez(routing, indices=ids.reshape(-1, 2))
+    reports = []
+    for extra in ([], ["--timing-only", "--moe-routing", routing]):
+        res = run_cli("run", DATA / "mixtral_moe_block_small" / "model.onnx", "--ep", 2, "--report", tmp_path / "r.json", *extra)
+        assert res.exit_code == 0, res.output
+        reports.append(json.loads((tmp_path / "r.json").read_text())["cluster"])
+    numerics, timing = reports
+    assert timing["total_cycles"] == numerics["total_cycles"]
+    assert [(c["kernel"], c["bytes_sent"]) for c in timing["collectives"]] == [(c["kernel"], c["bytes_sent"]) for c in numerics["collectives"]]
+
+
+def test_ep_routed_matches_the_spmd_dispatch() -> None:
+    """costmodel.moe_routing.ep_routed (what a timing-only device takes) against the dispatch's
+    numpy semantics on the same ids."""
+    from ascendir.costmodel.moe_routing import ep_routed, init_routing
+
+    n, experts, pairs = 4, 16, 10
+    d, _ = _ops(n, pairs, 1, experts)
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, experts, n * pairs)
+    shards = [ids[r * pairs : (r + 1) * pairs] for r in range(n)]
+    out = spmd_dispatch(d, [np.zeros((pairs, 1), np.float32)] * n, shards)
+    for q in range(n):
+        np.testing.assert_array_equal(ep_routed(ids, n, experts, q, "offsets")[0], out[q][2])
+        np.testing.assert_array_equal(ep_routed(ids, n, experts, q, "send")[1], out[q][3])
+        order, dest, group = init_routing(out[q][1], experts // n + 1)
+        got = ep_routed(ids, n, experts, q, "recv")
+        np.testing.assert_array_equal(got[0], order)
+        np.testing.assert_array_equal(got[2], group[:-1])

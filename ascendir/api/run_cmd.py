@@ -162,9 +162,6 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
             raise AscendirError(f"--ep {ep} with --tp {tp}: expert and tensor parallelism together are not supported yet")
         if is_lowered(module):
             raise AscendirError(f"--ep shards an nn-level model; {model} is lowered IR (compile the ONNX model or the nn IR)")
-        if timing_only:
-            raise AscendirError("--ep with --timing-only: the dispatch / combine sizes come from the routing of the run's data; "
-                                "run with numerics (not yet supported timing-only)")
         if devices not in (1, ep):
             raise AscendirError(f"--ep {ep} runs on {ep} devices; --devices {devices} differs")
         devices = ep
@@ -205,7 +202,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
                           for r in range(devices)]
             with launch_progress(f"simulating on {devices} x {hw.name}") as progress:
                 result = simulate_ranks([module] * devices, rank_weights, rank_feeds, hw, topo, timing_only,
-                                        trace_path is not None or plots is not None)
+                                        trace_path is not None or plots is not None, routing)
             feeds = rank_feeds[0]
         else:
             with launch_progress(f"simulating on {hw.name}") as progress:

@@ -36,12 +36,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, TensorType, i64
 from xdsl.ir import Block
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from ascendir.conversion.nn_to_ascend.templates.moe_experts import KIND, UNUSED_EXPERT_ATTR, parse
+from ascendir.conversion.nn_to_ascend.templates.moe_experts import BLOCK_ATTR, EP_ATTR, KIND, UNUSED_EXPERT_ATTR, parse
 from ascendir.dialects import nn
 from ascendir.dialects.ascend.attrs import DeviceGroupAttr
 from ascendir.dialects.nn.collectives import AllGatherOp, CollectiveOp
@@ -124,6 +124,8 @@ def shard_expert_parallel(module: ModuleOp, ep: int) -> ShardPlan:
         region.operands[args.index(me.x)] = ex.result
         region.operands[args.index(me.ids)] = disp.expand_ids
         region.attributes[UNUSED_EXPERT_ATTR] = IntegerAttr(local, i64)
+        region.attributes[EP_ATTR] = IntegerAttr(ep, i64)
+        disp.attributes[BLOCK_ATTR] = StringAttr(block)  # its launches take the block's routing in a timing-only run
         blk: Block = region.parent_block()
         blk.insert_ops_before(before, region)
         y = region.results[0]

@@ -27,7 +27,7 @@ same engines the collectives use. The scalar group-list reads of the comm kernel
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import i64
+from xdsl.dialects.builtin import StringAttr, i64
 from xdsl.ir import SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
@@ -35,13 +35,12 @@ from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder
 from ascendir.conversion.nn_to_ascend.templates.collectives import CommKernel
 from ascendir.conversion.nn_to_ascend.templates.data_movement import emit_gather_rows
 from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import _scalar, emit_moe_init_routing
+from ascendir.costmodel.moe_routing import ep_block
 from ascendir.dialects import ascend, nn
+from ascendir.dialects.ascend.ops_scalar import MOE_BLOCK_ATTR
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 
-ROUTING_BLOCK = "moe_distribute_dispatch"
-"""The moe_block name of the dispatch's MoeInitRouting launch (timing-only runs of expert
-parallelism are refused: the exchange sizes come from the data)."""
-
+BLOCK_ATTR = "moe_block"  # on the dispatch op (shard-expert-parallel): the MoE block it routes
 
 def _get(ck: CommKernel, buf: SSAValue, *index) -> SSAValue:
     kb = ck.kb
@@ -54,13 +53,15 @@ def lower_dispatch(ctx: LoweringContext, op: nn.MoeDistributeDispatchOp, operand
     x, ids = operands
     n, experts, local = op.group.size, op.experts.value.data, op.local_experts
     pairs, hidden = shape(x)
-    sorted_rows, dest, group_list = emit_moe_init_routing(ctx, ids, experts, ROUTING_BLOCK)
+    block = op.attributes[BLOCK_ATTR].data if BLOCK_ATTR in op.attributes else "moe_distribute"
+    sorted_rows, dest, group_list = emit_moe_init_routing(ctx, ids, experts, ep_block(block, n, experts, "send"))
     xs = emit_gather_rows(ctx, x, sorted_rows)
     recv = ctx.buffer([n, pairs, hidden], elem(x))
     offs = ctx.buffer([n, local + 1], i64)
-    ck = CommKernel(ctx, op.group, "moe_distribute_dispatch", [xs, group_list, recv, offs])
+    args = [xs, offs, group_list, recv]  # offs second: a timing-only run fills it from the routing
+    ck = CommKernel(ctx, op.group, "moe_distribute_dispatch", args)
     kb = ck.kb
-    g_xs, g_gl, g_recv, g_offs = ck.args
+    g_xs, g_offs, g_gl, g_recv = ck.args
     ck.sync()
     for q in ck.peers:
         first = kb.mul(q, local)
@@ -69,7 +70,9 @@ def lower_dispatch(ctx: LoweringContext, op: nn.MoeDistributeDispatchOp, operand
         count = kb.sub(hi, lo)
         ck.copy(kb.subview(g_xs, [lo, 0], [count, hidden]), kb.subview(g_recv, [ck.rank, 0, 0], [1, count, hidden]), q)
     ck.sync()
-    ck.finish(ctx, [xs, group_list, recv, offs])
+    kernel = kb.finish()
+    kernel.attributes[MOE_BLOCK_ATTR] = StringAttr(ep_block(block, n, experts, "offsets"))
+    ctx.launch(kernel, args)
     eids = _emit_expand_ids(ctx, offs, pairs, local)
     return [ctx.view(recv, [n * pairs, hidden]), eids, offs, dest]
 

@@ -51,6 +51,7 @@ from ascendir.patterns import erase_dead, fuse_ops, single_use
 KIND = "moe_experts"
 BLOCK_ATTR = "moe_block"  # the MoE block's TopK node (api/moe_report.py's block name)
 UNUSED_EXPERT_ATTR = "moe_unused_expert"
+EP_ATTR = "moe_ep"  # shard-expert-parallel's device count on its regions
 """On a region of shard-expert-parallel: the last expert of the stacks, a zero expert that only the
 unused rows of the dispatch's fixed-capacity buffer are routed to; its rows are neither read nor
 computed (their output rows are never read: the combine sends back used rows only)."""
@@ -203,6 +204,7 @@ class MoeExperts:
     block: str
     out_shape: tuple[int, ...]
     unused_expert: bool = False
+    ep: int = 1
 
 
 def parse(region: nn.FusedOp) -> MoeExperts | None:
@@ -222,7 +224,8 @@ def parse(region: nn.FusedOp) -> MoeExperts | None:
     unused = UNUSED_EXPERT_ATTR in region.attributes
     if unused and region.attributes[UNUSED_EXPERT_ATTR].value.data != nn.shape_of(w_gu)[0] - 1:
         return None
-    return MoeExperts(w_gu, w_d, xv, ids, act, region.attributes[BLOCK_ATTR].data, nn.shape_of(ops[2].results[0]), unused)
+    ep = region.attributes[EP_ATTR].value.data if EP_ATTR in region.attributes else 1
+    return MoeExperts(w_gu, w_d, xv, ids, act, region.attributes[BLOCK_ATTR].data, nn.shape_of(ops[2].results[0]), unused, ep)
 
 
 def emit_swiglu(ctx: LoweringContext, h: SSAValue, act: Swiglu) -> SSAValue:
@@ -300,16 +303,16 @@ def emit_moe_experts(ctx: LoweringContext, w_gu: SSAValue, w_d: SSAValue, x: SSA
     """Launch the kernels of the module docstring on GM w_gu [E, 2I, H], w_d [E, H, I],
     x [R, H, 1] and ids [R] i64; returns [y] (GM, `out_shape` = [R, H, 1], x's type). With
     `unused_expert` (UNUSED_EXPERT_ATTR) the grouped MatMuls take experts 0 .. E-2 only: the
-    last expert's rows of y are left unwritten.
+    last expert's rows of y are left unwritten (`block` then names the expert-parallel role of
+    its MoeInitRouting launch, costmodel.moe_routing.ep_block).
 
     Raises: AscendirError from the kernels (UB, cube buffers, a chip without FixPipe)."""
     experts, _, hidden = shape(w_gu)
     rows = shape(ids)[0]
-    sorted_rows, dest, group_list = emit_moe_init_routing(ctx, ids, experts, block)
+    sorted_rows, dest, group_list = emit_moe_init_routing(ctx, ids, experts, block, unused_expert)
     xs = emit_gather_rows(ctx, ctx.view(x, [rows, hidden]), sorted_rows)
     if unused_expert:
         w_gu, w_d = _leading(ctx, w_gu, experts - 1), _leading(ctx, w_d, experts - 1)
-        group_list = ctx.view(_leading(ctx, ctx.view(group_list, [experts + 1, 1]), experts), [experts])
     h = emit_grouped_matmul(ctx, xs, w_gu, group_list)
     a = emit_swiglu(ctx, h, act)
     ys = emit_grouped_matmul(ctx, a, w_d, group_list)
