@@ -12,8 +12,8 @@ nn.moe_distribute_dispatch on device r (P pairs, N devices, El experts each):
    ep_recv_offsets, then rows group_list[q·El] .. group_list[(q+1)·El] - 1 of xs into slot r of
    q's expand_x: **the bytes of the routing, not of the capacity** (the row count is read from
    the group list by the scalar unit; a destination with no pair gets a copy of no bytes); done;
-4. expand_ids from ep_recv_offsets (one AIV, scalar): slot s's rows get their local expert
-   ids, unused rows El.
+4. expand_ids from ep_recv_offsets (the slots over the AIVs; scalar stores for used rows, MTE3
+   for the unused rest): slot s's rows get their local expert ids, unused rows El.
 
 nn.moe_distribute_combine on device q: handshake; for each peer s, the rows q holds for s (count
 from ep_recv_offsets row s) go back into s's sorted buffer at s's offsets; done; each device
@@ -34,12 +34,14 @@ from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem,
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder
 from ascendir.conversion.nn_to_ascend.templates.collectives import CommKernel
 from ascendir.conversion.nn_to_ascend.templates.data_movement import emit_gather_rows
+from ascendir.conversion.nn_to_ascend.templates.elementwise import vector_cores
 from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import _scalar, emit_moe_init_routing
 from ascendir.costmodel.moe_routing import ep_block
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend.ops_scalar import MOE_BLOCK_ATTR
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 
+FILL_ROWS = 2048  # unused rows of expand_ids written per MTE3 copy (16 KiB of i64)
 BLOCK_ATTR = "moe_block"  # on the dispatch op (shard-expert-parallel): the MoE block it routes
 
 def _get(ck: CommKernel, buf: SSAValue, *index) -> SSAValue:
@@ -79,29 +81,33 @@ def lower_dispatch(ctx: LoweringContext, op: nn.MoeDistributeDispatchOp, operand
 
 def _emit_expand_ids(ctx: LoweringContext, offs: SSAValue, pairs: int, local: int) -> SSAValue:
     """expand_ids [N·P] i64 from ep_recv_offsets [N, El+1]: slot s, row i < offs[s, El] -
-    offs[s, 0] holds the e with offs[s, e] <= offs[s, 0] + i < offs[s, e+1]; the rest El. One
-    AIV; the scalar unit fills a UB row of P per slot, MTE3 writes it out."""
+    offs[s, 0] holds the e with offs[s, e] <= offs[s, 0] + i < offs[s, e+1]; the rest El.
+
+    The slots are dealt over the AIVs; the scalar unit reads a slot's offsets from GM and stores
+    the ids of its used rows to GM (one store per received row: the cost follows the routing);
+    MTE3 fills the unused rows from a UB row of El (chunks of at most FILL_ROWS)."""
     n = shape(offs)[0]
     eids = ctx.buffer([n * pairs], i64)
     args = [offs, eids]
-    kb = KernelBuilder(ctx, ctx.name("moe_distribute_expand_ids"), [a.type for a in args], CoreType.AIV, 1, ctx.current)
+    bd = max(1, min(n, vector_cores(ctx)))
+    chunk = min(pairs, FILL_ROWS)
+    kb = KernelBuilder(ctx, ctx.name("moe_distribute_expand_ids"), [a.type for a in args], CoreType.AIV, bd, ctx.current)
     g_offs, g_ids = kb.args
-    u_offs, u_row = kb.alloc([n, local + 1], i64, MemSpace.UB), kb.alloc([pairs], i64, MemSpace.UB)
+    u_pad = kb.alloc([chunk], i64, MemSpace.UB)
     load, store = _scalar(kb)
-    kb.copy(g_offs, u_offs)
-    kb.handoff(Pipe.MTE2, Pipe.S)
-    for s in range(n):
-        lo = load(u_offs, s, 0)
+    with kb.loop(0, chunk, 1) as j:
+        store(local, u_pad, j)
+    kb.handoff(Pipe.S, Pipe.MTE3)
+    with kb.loop(kb.block_idx, n, bd) as s:
+        base = kb.mul(s, pairs)
+        lo = load(g_offs, s, 0)
         with kb.loop(0, local, 1) as e:
-            a, b = kb.sub(load(u_offs, s, e), lo), kb.sub(load(u_offs, s, kb.add(e, 1)), lo)
-            with kb.loop(a, b, 1) as j:
-                store(e, u_row, j)
-        with kb.loop(kb.sub(load(u_offs, s, local), lo), pairs, 1) as j:
-            store(local, u_row, j)
-        kb.handoff(Pipe.S, Pipe.MTE3)
-        kb.copy(u_row, kb.subview(g_ids, [s * pairs], [pairs]))
-        if s + 1 < n:
-            kb.handoff(Pipe.MTE3, Pipe.S)
+            a, b = kb.sub(load(g_offs, s, e), lo), kb.sub(load(g_offs, s, kb.add(e, 1)), lo)
+            with kb.loop(kb.add(base, a), kb.add(base, b), 1) as j:
+                store(e, g_ids, j)
+        with kb.loop(kb.sub(load(g_offs, s, local), lo), pairs, chunk) as c0:
+            size = kb.min(chunk, kb.sub(pairs, c0))
+            kb.copy(kb.subview(u_pad, [0], [size]), kb.subview(g_ids, [kb.add(base, c0)], [size]))
     ctx.launch(kb.finish(), args)
     return eids
 
