@@ -137,7 +137,7 @@ def emit_moe_init_routing(ctx: LoweringContext, ids: SSAValue, experts: int, blo
         store(p, u_sorted, j)
         store(j, u_dest, p)
     kb.handoff(Pipe.S, Pipe.MTE3)
-    for u, g in ((u_sorted, g_sorted), (u_dest, g_dest), (kb.subview(u_offs, [0], [groups]), g_offs)):
+    for u, g in ((u_sorted, g_sorted), (u_dest, g_dest), (kb.subview(u_offs, [0], [groups]) if last_unused else u_offs, g_offs)):
         kb.copy(u, g)
     kernel = kb.finish()
     kernel.attributes[MOE_BLOCK_ATTR] = StringAttr(block)
@@ -223,7 +223,8 @@ def _emit_multi_core(ctx: LoweringContext, ids: SSAValue, rows: int, experts: in
         store(kb.add(p0, i), g_sorted, j)
     kb.handoff(Pipe.S, Pipe.MTE3)
     kb.copy(kb.subview(u_dest, [0], [n]), kb.subview(g_dest, [p0], [n]))
-    kb.if_else(kb.eq(kb.block_idx, 0), lambda: kb.copy(kb.subview(u_offs, [0], [groups]), g_offs), lambda: None)
+    offs_out = kb.subview(u_offs, [0], [groups]) if last_unused else u_offs
+    kb.if_else(kb.eq(kb.block_idx, 0), lambda: kb.copy(offs_out, g_offs), lambda: None)
     kernel = kb.finish()
     kernel.attributes[MOE_BLOCK_ATTR] = StringAttr(block)
     ctx.launch(kernel, args)
