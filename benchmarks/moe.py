@@ -32,8 +32,8 @@ runs on many AIVs: its arrays exceed one AIV's UB).
 The third table runs the routed experts of one layer under expert parallelism (`--ep`, default 8
 devices of `--topology`, shard-expert-parallel: nn.moe_distribute_dispatch / combine) at
 `--ep-tokens`: the slowest device's cycles against the single device's, the all-to-all
-(dispatch + combine comm kernels: cycles, exposed part, the part waiting for peers, bytes over
-the links) and the all_gather
+(dispatch + combine comm kernels: cycles, exposed part, their streams' waits for peers summed
+over the streams, bytes over the links) and the all_gather
 that rebuilds the replicated rows. Token counts whose routed pairs do not split EP ways say so.
 
 A model check closes the output: today's gathered lowering of small MoE layers (the gathers and
@@ -220,12 +220,13 @@ def expert_parallel(hw, spec, tokens: list[int], ep: int, topology: str) -> None
           "each device brings 1/EP of the routed pairs, dispatches them to the experts' devices, combines them back "
           "and all-gathers them (its inputs are replicated); cycles of the slowest device; all-to-all = dispatch + "
           "combine comm kernels, exposed = the part no compute overlaps (all of it: they run between the kernels), "
-          "waiting = the part spent waiting for peers' handshakes (the routing's load imbalance: a device whose "
-          "experts got more rows reaches the combine later); MB sent over the links by all devices")
+          "stream wait = cycles its per-peer streams spent waiting for peers' handshakes, summed over the streams "
+          "(not wall time: the routing's load imbalance, a device whose experts got more rows reaching the combine "
+          "later); MB sent over the links by all devices")
     for name, s in LAYERS.items():
         print(f"\n{name} (EP {ep}: {s.experts // ep} experts per device):")
         print(f"  {'tokens':>6s} | {'1 device cyc':>12s} | {'EP cyc':>11s} {'speed-up':>8s} | {'all-to-all':>10s} "
-              f"{'exposed':>10s} {'waiting':>10s} {'MB sent':>8s} | {'all_gather':>10s} | {'sim s':>6s}")
+              f"{'exposed':>10s} {'stream wait':>11s} {'MB sent':>8s} | {'all_gather':>10s} | {'sim s':>6s}")
         for t in tokens:
             t0 = time.perf_counter()
             idx = make_routing(spec, t, s.top_k, s.experts)
@@ -242,7 +243,7 @@ def expert_parallel(hw, spec, tokens: list[int], ep: int, topology: str) -> None
             single = one["total_cycles"] if isinstance(one, dict) else float("nan")
             print(f"  {t:6d} | {single:12,.0f} | {total:11,.0f} {single / total:7.2f}x | "
                   f"{sum(c['cycles'] for c in a2a):10,.0f} {sum(c['exposed_cycles'] for c in a2a):10,.0f} "
-                  f"{sum(c['wait_cycles'] for c in a2a):10,.0f} {sum(c['bytes_sent'] for c in a2a) / 1e6:8.2f} | "
+                  f"{sum(c['wait_cycles'] for c in a2a):11,.0f} {sum(c['bytes_sent'] for c in a2a) / 1e6:8.2f} | "
                   f"{ag:10,.0f} | {time.perf_counter() - t0:6.1f}")
 
 
