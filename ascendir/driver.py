@@ -575,12 +575,13 @@ def parse_input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
 
 
 def simulate_ranks(modules: list[ModuleOp], weights: list[WeightStore | None], feeds: list[dict[str, np.ndarray]], target,
-                   topology, timing_only: bool = False, trace: bool = False):
+                   topology, timing_only: bool = False, trace: bool = False, moe_routing=None):
     """Run per-rank `modules` with per-rank `weights` and `feeds` on `topology` (a name, file or
     Topology) for `target`: the multi-device driver of `ascendir run --devices` (every rank the same
     module and store); a tensor-parallel run passes the shard pass's per-rank modules and stores.
     Returns rank 0's SimResult with every rank's outputs (rank r > 0 as `NAME@r`) and the cluster
     report. A timing-only run of symmetric ranks (cluster.symmetric_ranks) simulates rank 0 only.
+    `moe_routing` (timing-only): MoE block name -> TopK indices, every device's (as simulate).
 
     Raises:
         AscendirError: as simulate_cluster."""
@@ -591,7 +592,8 @@ def simulate_ranks(modules: list[ModuleOp], weights: list[WeightStore | None], f
     topology = load_topology(topology)
     # timing-only over symmetric ranks: rank 0 alone gives every rank's figures
     symmetric = timing_only and symmetric_ranks(modules, topology)
-    results = simulate_cluster(modules, weights, feeds, target, topology, timing_only=timing_only, trace=trace, symmetric=symmetric)
+    results = simulate_cluster(modules, weights, feeds, target, topology, timing_only=timing_only, trace=trace, symmetric=symmetric,
+                               moe_routing=moe_routing)
     first = results[0]
     for r, res in enumerate(results[1:], start=1):
         first.outputs.update({f"{k}@{r}": v for k, v in res.outputs.items()})
@@ -601,9 +603,10 @@ def simulate_ranks(modules: list[ModuleOp], weights: list[WeightStore | None], f
 def lower_tensor_parallel(module: ModuleOp, weights: WeightStore, tp: int, target: str | Path | None,
                           sequence_parallel: bool = False, session: Session | None = None,
                           after_shard: Sequence[ModulePass] = (), topology: str | Path | None = None,
-                          verify_inputs: dict[str, np.ndarray] | None = None) -> tuple[ModuleOp, list[WeightStore]]:
+                          verify_inputs: dict[str, np.ndarray] | None = None, ep: int = 1) -> tuple[ModuleOp, list[WeightStore]]:
     """Shard an nn-level `module` (its nn pipeline already run) over `tp` devices
-    (shard-tensor-parallel, Megatron-style), run `after_shard` on it (the MC2 fusions of
+    (shard-tensor-parallel, Megatron-style; with `ep` > 1 instead, tp being 1: its routed experts
+    over `ep` devices, shard-expert-parallel), run `after_shard` on it (the MC2 fusions of
     pipelines.after_shard at -O2) and lower it for `target` on `topology` (MC2's chunk counts are
     chosen for its links; None = the default topology): the module every rank runs and one
     WeightStore per rank (what the lowering moved into rank 0's store, the constants, is every
@@ -616,15 +619,22 @@ def lower_tensor_parallel(module: ModuleOp, weights: WeightStore, tp: int, targe
     Raises:
         AscendirError: an op that cannot be split tp ways; a pass that changes an output beyond
             tolerance; as `lower`."""
-    from ascendir.transforms.nn.shard_tensor_parallel import shard_module
+    from ascendir.transforms.nn import shard_expert_parallel, shard_tensor_parallel
 
     before = _run_nn_or_none(module, weights, verify_inputs)
-    module, stores = shard_module(module, weights, tp, sequence_parallel, str(target or DEFAULT_TARGET), session)
+    if ep > 1:
+        if tp > 1:
+            raise AscendirError(f"expert parallelism ({ep}) with tensor parallelism ({tp}) is not supported yet")
+        module, stores = shard_expert_parallel.shard_module(module, weights, ep, str(target or DEFAULT_TARGET), session)
+        tp, name = ep, shard_expert_parallel.NAME
+    else:
+        module, stores = shard_tensor_parallel.shard_module(module, weights, tp, sequence_parallel, str(target or DEFAULT_TARGET), session)
+        name = "shard-tensor-parallel"
     if before is not None:  # every rank's outputs equal the unsharded module's
         session = session if session is not None else Session(echo_notes=True)
         session.rank_stores = stores
         want = {f"{k}@{r}" if r else k: v for r in range(tp) for k, v in before.items()}
-        compare_outputs(want, _run_nn_or_none(module, stores[0], verify_inputs, stores), "pass 'shard-tensor-parallel'")
+        compare_outputs(want, _run_nn_or_none(module, stores[0], verify_inputs, stores), f"pass '{name}'")
     if after_shard:
         run_passes(module, PassPipeline(tuple(after_shard)), stores[0], verify_inputs, session=session)
     lower(module, stores[0], target, session, topology)

@@ -94,6 +94,12 @@ def _shard_tensor_parallel():
     return ShardTensorParallel
 
 
+def _shard_expert_parallel():
+    from ascendir.transforms.nn.shard_expert_parallel import ShardExpertParallel
+
+    return ShardExpertParallel
+
+
 def _fuse_matmul_allreduce():
     from ascendir.transforms.nn.fuse_matmul_allreduce import FuseMatmulAllReduce
 
@@ -199,6 +205,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "decompose-attention": _decompose_attention,
     "constants-to-weights": _constants_to_weights,
     "shard-tensor-parallel": _shard_tensor_parallel,
+    "shard-expert-parallel": _shard_expert_parallel,
     "fuse-matmul-allreduce": _fuse_matmul_allreduce,
     "fuse-matmul-reducescatter": _fuse_matmul_reducescatter,
     "fuse-allgather-matmul": _fuse_allgather_matmul,

@@ -1,7 +1,8 @@
 """A MoE layer's expert GEMMs on 910B2, fp16: grouped vs gathered vs dense-all-experts.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/moe.py [--routing uniform|skew=A|FILE]
-        [--fused-swiglu auto|always|never] [--target ascend910b2] [--write-results]
+        [--target ascend910b2] [--sim-tokens 1,16,64,2048] [--fused-swiglu auto|always|never]
+        [--ep 8 --ep-tokens 16,64] [--write-results]
 
 Two layers: Mixtral-8x7B-shaped (hidden 4096, expert intermediate 14336, 8 experts, top-2) and
 DeepSeek-V3-shaped (hidden 7168, expert intermediate 2048, 256 routed experts, top-8, one
@@ -28,6 +29,13 @@ expert-weight bytes (the report's moe section: each touched expert once per row 
 group). A gathered intermediate beyond HBM cannot run (`> HBM`). `--sim-tokens` picks the token
 counts simulated (MoeInitRouting of prefill 2048 of the DeepSeek-V3 layer, 16,384 routed pairs,
 runs on many AIVs: its arrays exceed one AIV's UB).
+
+The third table runs the routed experts of one layer under expert parallelism (`--ep`, default 8
+devices of `--topology`, shard-expert-parallel: nn.moe_distribute_dispatch / combine) at
+`--ep-tokens`: the slowest device's cycles against the single device's, the all-to-all
+(dispatch + combine comm kernels: cycles, exposed part, their streams' waits for peers summed
+over the streams, bytes over the links) and the all_gather
+that rebuilds the replicated rows. Token counts whose routed pairs do not split EP ways say so.
 
 A model check closes the output: today's gathered lowering of small MoE layers (the gathers and
 batched MatMuls alone, lowered by ascendir and simulated timing-only) against moe_cost.gathered.
@@ -180,6 +188,68 @@ def simulated(hw, spec, tokens: list[int]) -> None:
                   f"{cyc(d):>12s} | {us:10.1f} {time.perf_counter() - t0:6.1f}")
 
 
+def _simulate_ep(text: str, hw, routing, ep: int, topology: str) -> dict | str:
+    """The report (rank 0's, with the cluster section) of `text` with its routed experts over
+    `ep` devices (shard-expert-parallel after moe_experts, as `ascendir run --ep`), timing-only
+    on `topology` with `routing`, or why it cannot run."""
+    from xdsl.parser import Parser
+
+    from ascendir.conversion.nn_to_ascend.templates import moe_experts
+    from ascendir.dialects import nn
+    from ascendir.driver import lower, parse_pipeline, run_passes
+    from ascendir.interpreter import simulate_cluster
+    from ascendir.patterns import top_level_ops
+    from ascendir.session import make_context
+    from ascendir.transforms.nn.shard_expert_parallel import shard_expert_parallel
+
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline("fuse-ffn", "O0", hw.name, None), None)
+    ffn = [op for op in top_level_ops(module, nn.FusedOp) if op.kind.data == "ffn"]
+    moe_experts.fuse(moe_experts.match(ffn[0]), "layer")
+    run_passes(module, parse_pipeline(f"fuse-elementwise,choose-tiling{{target={hw.name}}}", "O0", hw.name, None), None)
+    try:
+        shard_expert_parallel(module, ep)
+        lower(module, None, hw.name)
+        res = simulate_cluster([module] * ep, [None] * ep, [{}] * ep, hw, topology, timing_only=True,
+                               moe_routing={"layer": routing})
+        return res[0].report
+    except AscendirError as e:
+        return f"error: {e}"
+
+
+def expert_parallel(hw, spec, tokens: list[int], ep: int, topology: str) -> None:
+    """The third table: the routed experts of one layer under expert parallelism."""
+    print(f"\nexpert parallel (timing-only, fp16): the routed experts of one layer over EP {ep} ({topology}); "
+          "each device brings 1/EP of the routed pairs, dispatches them to the experts' devices, combines them back "
+          "and all-gathers them (its inputs are replicated); cycles of the slowest device; all-to-all = dispatch + "
+          "combine comm kernels, exposed = the part no compute overlaps (all of it: they run between the kernels), "
+          "stream wait = cycles its per-peer streams spent waiting for peers' handshakes, summed over the streams "
+          "(not wall time: the routing's load imbalance, a device whose experts got more rows reaching the combine "
+          "later); MB sent over the links by all devices")
+    for name, s in LAYERS.items():
+        print(f"\n{name} (EP {ep}: {s.experts // ep} experts per device):")
+        print(f"  {'tokens':>6s} | {'1 device cyc':>12s} | {'EP cyc':>11s} {'speed-up':>8s} | {'all-to-all':>10s} "
+              f"{'exposed':>10s} {'stream wait':>11s} {'MB sent':>8s} | {'all_gather':>10s} | {'sim s':>6s}")
+        for t in tokens:
+            t0 = time.perf_counter()
+            idx = make_routing(spec, t, s.top_k, s.experts)
+            fmt = dict(r=t * s.top_k, h=s.hidden, i=s.inter, i2=2 * s.inter, e=s.experts, t=DTYPE)
+            one = _simulate(EXPERTS.format(**fmt), hw, True, idx)
+            rep = _simulate_ep(EXPERTS.format(**fmt), hw, idx, ep, topology)
+            if not isinstance(rep, dict):
+                print(f"  {t:6d} | {rep}")
+                continue
+            colls = rep["cluster"]["collectives"]
+            a2a = [c for c in colls if c["kernel"].startswith("moe_distribute")]
+            ag = sum(c["cycles"] for c in colls if c["kernel"].startswith("all_gather"))
+            total = rep["cluster"]["total_cycles"]
+            single = one["total_cycles"] if isinstance(one, dict) else float("nan")
+            print(f"  {t:6d} | {single:12,.0f} | {total:11,.0f} {single / total:7.2f}x | "
+                  f"{sum(c['cycles'] for c in a2a):10,.0f} {sum(c['exposed_cycles'] for c in a2a):10,.0f} "
+                  f"{sum(c['wait_cycles'] for c in a2a):11,.0f} {sum(c['bytes_sent'] for c in a2a) / 1e6:8.2f} | "
+                  f"{ag:10,.0f} | {time.perf_counter() - t0:6.1f}")
+
+
 def _gb(b: float) -> str:
     return f"{b / 1e9:9.2f}"
 
@@ -193,6 +263,10 @@ def main() -> None:
     ap.add_argument("--fused-swiglu", choices=("auto", "always", "never"), default="auto",
                     help="SwiGLU in the gate/up GroupedMatmul of the simulated grouped rows: the cost model's "
                          "choice (auto), wherever it fits (always), or its own kernel (never)")
+    ap.add_argument("--ep-tokens", default="16,64",
+                    help="token counts of the expert-parallel table (comma-separated; empty: none)")
+    ap.add_argument("--ep", type=int, default=8, help="devices of the expert-parallel table")
+    ap.add_argument("--topology", default="atlas800-a2", help="topology of the expert-parallel table")
     results.add_flag(ap)
     args = ap.parse_args()
     from ascendir.conversion.nn_to_ascend.templates import moe_experts
@@ -221,6 +295,7 @@ def main() -> None:
                   f"{ga.cycles:13,.0f} {_gb(ga.weight_bytes)} {_gb(ga.gm_bytes_peak)} | {d.cycles:12,.0f} "
                   f"{_gb(d.weight_bytes)} | {g.cycles * us:10.1f} {shared_cycles(s, t, DTYPE, hw):11,.0f}")
     simulated(hw, spec, [int(x) for x in args.sim_tokens.split(",") if x])
+    expert_parallel(hw, spec, [int(x) for x in args.ep_tokens.split(",") if x], args.ep, args.topology)
     model_check(hw)
 
 

@@ -49,6 +49,17 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   "busbw"); predicted for a 1000 MB call (the README gives one figure per row, read as the
   large-message plateau) by the comm kernels of templates/collectives.py on the atlas800-a2
   topology with HCCL's constants (S23).
+* V18 [S20] DeepEP-Ascend's normal dispatch / combine on an A3 supernode (sgl-kernel-npu
+  README; its tests/python/deepep/test_intranode.py counts them): 4096 tokens per rank, hidden
+  7168, top-8 of 256 experts routed uniformly (top-k of |randn| + 1), INT8 dispatch, BF16
+  combine. Bytes = the rows rank 0 receives (one per routed (token, expert) pair, its own
+  included: `recv_x.numel()`) x 7168 x 2, times (1 + 4/128) / 2 for INT8 dispatch (int8 data
+  plus an fp32 scale per 128 values); time = one call of the op on rank 0 (`bench`). Predicted by
+  nn.moe_distribute_dispatch on int8 rows of 7168 + 224 columns (the same bytes) and
+  nn.moe_distribute_combine on bf16 rows, timing-only on the a3-supernode-16 topology: the
+  dispatch is all its launches (MoeInitRouting, the row gather, the comm kernel, expand_ids),
+  the combine its comm kernel and the un-permuting gather. EP 32 / 64 / 128 need more devices
+  than the shipped A3 slice (16 dies) holds: not predicted.
 * V10 [S17 §4.5] msprof L2 hit rate of the guide's double-buffered fp16 matmul (128 x 256 tiles)
   at 4096³ and 16384³, without and with its block swizzle (5 tile groups): the report's
   l2_hit_rate (GM read bytes served by L2 / GM read bytes) under the "tile" L2 model.
@@ -254,6 +265,45 @@ def collective_GBps(op: str, devices: int, megabytes: float = 1000.0, target: st
     return 4.0 * n / (c["cycles"] / hw.clock_hz) / 1e9
 
 
+def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: int = 8, experts: int = 256,
+                        target: str = "ascend910_93", topology: str = "a3-supernode-16") -> tuple[float, float]:
+    """(dispatch, combine) bandwidth in GB/s of expert-parallel dispatch / combine over `ep` ranks
+    as S20's test_intranode.py counts them (module docstring, V18): `tokens` per rank, top-`topk`
+    of `experts` routed uniformly (seeded), INT8 dispatch (int8 rows of hidden + hidden / 32
+    columns: data and per-128 fp32 scales), BF16 combine; rank 0's received rows and times,
+    timing-only on `topology`.
+
+    Raises: AscendirError when the topology has fewer than `ep` devices."""
+    from xdsl.parser import Parser
+
+    from ascendir.costmodel.moe_routing import RoutingSpec, make_routing
+    from ascendir.driver import lower
+    from ascendir.interpreter import simulate_cluster
+    from ascendir.session import make_context
+
+    p, cols, local = tokens * topk, hidden + hidden // 32, experts // ep
+    group = f"#ascend.device_group<[{', '.join(map(str, range(ep)))}]>"
+    xt, it, et = f"tensor<{p}x{cols}xi8>", f"tensor<{p}xi64>", f"tensor<{ep * p}x{hidden}xbf16>"
+    ot = f"tensor<{ep}x{local + 1}xi64>"
+    text = (f"func.func @main(%x: {xt}, %ids: {it}, %ey: {et}) -> (tensor<{ep * p}x{cols}xi8>, tensor<{p}x{hidden}xbf16>) {{\n"
+            f"  %ex, %eids, %offs, %idx = nn.moe_distribute_dispatch %x, %ids {{group = {group}, experts = {experts} : i64, "
+            f"moe_block = \"v18\"}} : ({xt}, {it}) -> (tensor<{ep * p}x{cols}xi8>, tensor<{ep * p}xi64>, {ot}, {it})\n"
+            f"  %y = nn.moe_distribute_combine %ey, %offs, %idx {{group = {group}, experts = {experts} : i64}} "
+            f": ({et}, {ot}, {it}) -> tensor<{p}x{hidden}xbf16>\n"
+            f"  func.return %ex, %y : tensor<{ep * p}x{cols}xi8>, tensor<{p}x{hidden}xbf16>\n}}\n")
+    module = Parser(make_context(), text).parse_module()
+    lower(module, None, target)
+    hw = load_target(target)
+    routing = make_routing(RoutingSpec("uniform"), ep * tokens, topk, experts)
+    res = simulate_cluster([module] * ep, [None] * ep, [{}] * ep, hw, topology, timing_only=True, moe_routing={"v18": routing})
+    kernels = res[0].report["kernels"]  # rank 0's, in launch order: the dispatch's, then the combine's
+    first = next(i for i, k in enumerate(kernels) if k["name"].startswith("moe_distribute_combine"))
+    t_dispatch = sum(k["cycles"] for k in kernels[:first]) / hw.clock_hz
+    t_combine = sum(k["cycles"] for k in kernels[first:]) / hw.clock_hz
+    rows = int((routing.reshape(-1)[: ep * p] // local == 0).sum())  # received by rank 0
+    return rows * cols / t_dispatch / 1e9, rows * hidden * 2 / t_combine / 1e9
+
+
 def cases(quick: bool = False) -> list[Case]:
     """The §7 cases; `quick` drops the largest GEMMs (for tests and a fast look)."""
     best_shapes = [(6912, 16384, 2048), (2304, 5120, 1536), (6144, 17920, 2816), (14336, 4096, 4096), (8192, 8192, 8192)]
@@ -314,9 +364,21 @@ def cases(quick: bool = False) -> list[Case]:
                         lambda c=cards: collective_GBps("all_gather", c), "output bytes / time"))
         out.append(Case(f"V8{'def'[i]}", f"all_reduce f32 1000 MB, {cards} cards (910B)", "GB/s", ar,
                         lambda c=cards: collective_GBps("all_reduce", c), "buffer bytes / time"))
+    # S20's DeepEP-Ascend normal kernels on an A3 supernode (moe_distribute_GBps), EP 8 and 16
+    for i, (ep, disp, comb) in enumerate(((8, 146.0, 125.0), (16, 107.0, 103.0))):
+        out.append(Case(f"V18{'ab'[i]}", f"MoE dispatch INT8, EP{ep}, 4096 tok x 7168 (A3)", "GB/s", disp,
+                        lambda e=ep: _moe_distribute(memo, e)[0], "received bytes / time"))
+        out.append(Case(f"V18{'cd'[i]}", f"MoE combine BF16, EP{ep}, 4096 tok x 7168 (A3)", "GB/s", comb,
+                        lambda e=ep: _moe_distribute(memo, e)[1], "received bytes / time"))
     if quick:
         out = [c for c in out if c.vid in ("V3", "V7", "V14a", "V13", "V8c")]
     return out
+
+
+def _moe_distribute(memo: dict, ep: int) -> tuple[float, float]:
+    if ("v18", ep) not in memo:
+        memo[("v18", ep)] = moe_distribute_GBps(ep)
+    return memo[("v18", ep)]
 
 
 def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> list[Row]:

@@ -121,6 +121,9 @@ def _check_entry_sizes(path: Path, func) -> None:
 @click.option("--tp", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
               help="Tensor parallelism: shard the model Megatron-style over this many devices of --topology "
                    "(shard-tensor-parallel after the -O pipeline) and run every rank on the same inputs.")
+@click.option("--ep", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
+              help="Expert parallelism: spread the routed experts of the MoE blocks over this many devices of --topology "
+                   "(shard-expert-parallel after the -O2 pipeline; dispatch / combine all-to-all) and run every rank on the same inputs.")
 @click.option("--sequence-parallel", is_flag=True, help="With --tp: norms and residuals on sequence shards (reduce_scatter / all_gather instead of all_reduce).")
 @click.option("--moe-routing", default=None, metavar="uniform|skew=A|FILE.npz",
               help="Routing of the MoE blocks in a --timing-only run without --inputs (default uniform; FILE: "
@@ -129,7 +132,7 @@ def _check_entry_sizes(path: Path, func) -> None:
 @compile_options
 def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: bool, check_races: bool, report_path: Path | None,
         trace_path: Path | None, seed: int, expected: Path | None, check_ort: bool, devices: int, topology: str | None,
-        tp: int, sequence_parallel: bool, moe_routing: str | None, plots: Path | None, target: str, pipeline: str | None, opt_level: str, input_shapes,
+        tp: int, ep: int, sequence_parallel: bool, moe_routing: str | None, plots: Path | None, target: str, pipeline: str | None, opt_level: str, input_shapes,
         verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the verdict
     (with expected outputs at hand) and the report. Exit code 1: an output beyond its tolerance."""
@@ -154,6 +157,14 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         if devices not in (1, tp):
             raise AscendirError(f"--tp {tp} runs on {tp} devices; --devices {devices} differs")
         devices = tp
+    if ep > 1:
+        if tp > 1:
+            raise AscendirError(f"--ep {ep} with --tp {tp}: expert and tensor parallelism together are not supported yet")
+        if is_lowered(module):
+            raise AscendirError(f"--ep shards an nn-level model; {model} is lowered IR (compile the ONNX model or the nn IR)")
+        if devices not in (1, ep):
+            raise AscendirError(f"--ep {ep} runs on {ep} devices; --devices {devices} differs")
+        devices = ep
     spmd = devices > 1 or topology is not None
     if spmd and plots is not None:
         raise AscendirError("--plots draws one chip; drop it with --devices / --topology (--trace has a process per device)")
@@ -169,8 +180,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     rank_weights = [weights] * devices
     if not is_lowered(module):
         ran, stores = _lower_for_run(module, weights, hw, inputs, seed, bounds, pipeline, opt_level, target, tiling, verify_numerics,
-                                     dtype, notes, tp, sequence_parallel, topology, devices)
-        if tp > 1:
+                                     dtype, notes, tp, sequence_parallel, topology, devices, ep)
+        if tp > 1 or ep > 1:
             weights, rank_weights = stores[0], stores
     if inputs:
         feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32", devices if spmd else 0)
@@ -187,11 +198,11 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
             writer = TraceWriter(hw, files.enter_context(open_output(trace_path, "trace")), keep=plots is not None)
         if spmd:
             # tensor parallel: every rank computes on the whole input; else NAME@R keys or seed + rank
-            rank_feeds = [feeds if tp > 1 else _rank_feeds(feeds, r, module, seed, bounds, timing_only, inputs is not None)
+            rank_feeds = [feeds if tp > 1 or ep > 1 else _rank_feeds(feeds, r, module, seed, bounds, timing_only, inputs is not None)
                           for r in range(devices)]
             with launch_progress(f"simulating on {devices} x {hw.name}") as progress:
                 result = simulate_ranks([module] * devices, rank_weights, rank_feeds, hw, topo, timing_only,
-                                        trace_path is not None or plots is not None)
+                                        trace_path is not None or plots is not None, routing)
             feeds = rank_feeds[0]
         else:
             with launch_progress(f"simulating on {hw.name}") as progress:
@@ -339,7 +350,7 @@ def _load_for_run(model: Path, inputs: Path | None, target: str, input_shapes, s
 
 def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, pipeline: str | None, opt_level: str,
                    target: str, tiling: str | None, verify_numerics: bool, dtype: str, notes: dict, tp: int = 1,
-                   sequence_parallel: bool = False, topology: str | None = None, devices: int = 1) -> tuple[str, list]:
+                   sequence_parallel: bool = False, topology: str | None = None, devices: int = 1, ep: int = 1) -> tuple[str, list]:
     """Run the nn pipeline (checking each pass's numerics with --verify-numerics), with `tp` > 1
     shard-tensor-parallel, and ascend-lowering on `module` in place (for `topology`: MC2's chunk
     counts suit its links); put what the report carries
@@ -351,7 +362,7 @@ def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, 
 
     checks = None
     if verify_numerics:  # the run's inputs: a module of collectives checked on every rank's (NAME@r keys)
-        spmd = devices if tp == 1 and devices > 1 else 0
+        spmd = devices if tp == 1 and ep == 1 and devices > 1 else 0
         checks = _load_inputs(inputs, main_func(module), dtype, spmd) if inputs else random_inputs(module, seed, bounds)
         if spmd and not inputs:
             checks.update({f"{k}@{r}": v for r in range(1, spmd) for k, v in random_inputs(module, seed + r, bounds).items()})
@@ -359,7 +370,10 @@ def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, 
     session = run_passes(module, nn_pipeline, weights, checks)
     stores = [weights]
     shard = []
-    if tp > 1:
+    if ep > 1:
+        module, stores = lower_tensor_parallel(module, weights, 1, target, False, session, (), topology, checks, ep=ep)
+        shard = [f"shard-expert-parallel{{ep={ep}}}"]
+    elif tp > 1:
         from ascendir.pipelines import after_shard
 
         mc2 = after_shard(opt_level) if pipeline is None else ()  # -O2: MC2 (pipelines.AFTER_SHARD)

@@ -135,3 +135,55 @@ class RoutingStats:
         touched = int((counts > 0).sum())
         reads = int((-(-counts // row_tile)).sum()) if row_tile > 0 else touched
         return RoutingStats(tuple(int(c) for c in counts), touched, reads * bytes_per_expert)
+
+
+EP_ROLES = ("send", "offsets", "recv")
+"""What a timing-only expert-parallel launch takes from the routing (templates/moe_distribute.py):
+`send` the device's own pairs' MoeInitRouting over all E experts; `offsets` the group-list
+entries each device received from its peers (ep_recv_offsets); `recv` the MoeInitRouting of the
+rows it received, over its El experts (the unused rows' id El left out of the group list)."""
+
+
+def ep_block(block: str, n: int, experts: int, role: str) -> str:
+    """The moe_block name of an expert-parallel launch: block `block` over `n` devices and
+    `experts` experts in all, `role` one of EP_ROLES."""
+    return f"{block}#ep{n}x{experts}-{role}"
+
+
+def parse_ep_block(name: str) -> tuple[str, int, int, str] | None:
+    """(block, n, experts, role) of an `ep_block` name; None for a plain block name."""
+    block, sep, rest = name.rpartition("#ep")
+    if not sep:
+        return None
+    size, _, role = rest.partition("-")
+    n, _, experts = size.partition("x")
+    if role not in EP_ROLES or not n.isdigit() or not experts.isdigit():
+        return None
+    return block, int(n), int(experts), role
+
+
+def ep_routed(indices: np.ndarray, n: int, experts: int, rank: int, role: str) -> tuple[np.ndarray, ...]:
+    """What device `rank` of an expert-parallel group of `n` computes from the routing `indices`
+    (all R (token, k) pairs; device r brings pairs r·P .. (r+1)·P - 1, P = R / n) for `role`
+    (EP_ROLES): `send` (sorted_rows, dest, group_list [E+1]) of its own pairs; `offsets`
+    (ep_recv_offsets [n, El+1],); `recv` (sorted_rows, dest, group_list [El+1]) of its receive
+    buffer [n·P] (slot s: s's pairs for this device's experts in sorted order, then unused rows).
+
+    Raises: AscendirError when the pairs or experts do not split n ways."""
+    ids = np.asarray(indices, np.int64).reshape(-1)
+    if ids.size % n or experts % n:
+        raise AscendirError(f"routing: {ids.size} pairs over {experts} experts do not split over {n} devices")
+    p, local = ids.size // n, experts // n
+    shards = [ids[s * p : (s + 1) * p] for s in range(n)]
+    if role == "send":
+        return init_routing(shards[rank], experts)
+    sends = [init_routing(sh, experts) for sh in shards]
+    offs = np.stack([g[rank * local : (rank + 1) * local + 1] for _, _, g in sends])
+    if role == "offsets":
+        return (offs,)
+    eids = np.full(n * p, local, np.int64)
+    for s, (order, _, _) in enumerate(sends):
+        lo, hi = offs[s, 0], offs[s, -1]
+        eids[s * p : s * p + hi - lo] = shards[s][order[lo:hi]] - rank * local
+    order, dest, group = init_routing(eids, local + 1)
+    return order, dest, group[: local + 1]

@@ -156,6 +156,7 @@ def simulate_cluster(
     trace: bool = False,
     accel: Accel | None = None,
     symmetric: bool = False,
+    moe_routing=None,
 ) -> list[SimResult]:
     """Run device d's `modules[d]` with `weights[d]` on `inputs[d]`, the devices joined by
     `topology` (sim/cluster.py; a name or file, default the 8-NPU Atlas 800 A2). An SPMD run
@@ -167,6 +168,7 @@ def simulate_cluster(
     (`trace=True`, on the first result) hold a process per device and one for the links.
     `symmetric` (timing-only, one module whose collectives span every device over one kind of
     link: sim/cluster.symmetric_ranks) simulates rank 0 alone, its peers mirrored: one result.
+    `moe_routing` (timing-only): MoE block name -> its TopK indices, for every device (as simulate).
 
     Raises:
         AscendirError: as simulate, plus a deadlock across devices, a group the topology cannot
@@ -176,7 +178,7 @@ def simulate_cluster(
     topo = load_topology(topology)
     for m in modules:
         check_module_gm_fits(m, hw)
-    cl = Cluster(modules, weights, hw, topo, timing_only=timing_only, accel=accel, symmetric=symmetric)
+    cl = Cluster(modules, weights, hw, topo, timing_only=timing_only, accel=accel, symmetric=symmetric, moe_routing=moe_routing)
     cl.trace = trace
     runs = cl.run(inputs)
     reports = []

@@ -7,7 +7,8 @@ body is their meaning, their kind a `#nn.fused_kind<...>` (fused.py). Closed-set
 attributes are enum attributes (attrs.py): `#nn.pool_kind<max>`, `#nn.gelu_approximate<tanh>`.
 
 Collectives over device groups (collectives.py): `nn.all_reduce`, `nn.all_gather`,
-`nn.reduce_scatter`, `nn.all_to_all`, the points where the ranks of a sharded (SPMD) module meet.
+`nn.reduce_scatter`, `nn.all_to_all`, the points where the ranks of a sharded (SPMD) module meet;
+expert-parallel exchanges (moe_distribute.py): `nn.moe_distribute_dispatch` / `_combine`.
 Weight-only quantized matmul (quant.py): `nn.weight_quant_matmul` (antiquant).
 
 Every op prints as `nn.op %operands {attrs} : (operand types) -> result types`.
@@ -18,6 +19,7 @@ from xdsl.ir import Dialect
 from ascendir.dialects.nn.attrs import GeluApproximate, GeluApproximateAttr, PoolKind, PoolKindAttr
 from ascendir.dialects.nn.cache import CacheAppendOp, PagedCacheAppendOp, PagedKVOp  # noqa: F401 (re-exported)
 from ascendir.dialects.nn.collectives import AllGatherOp, AllReduceOp, AllToAllOp, CollectiveOp, ReduceScatterOp
+from ascendir.dialects.nn.moe_distribute import MoeDistributeCombineOp, MoeDistributeDispatchOp, MoeDistributeOp  # noqa: F401
 from ascendir.dialects.nn.quant import WeightQuantMatmulOp  # noqa: F401 (re-exported)
 from ascendir.dialects.nn.fused import FusedKind, FusedKindAttr, FusedOp, YieldOp
 from ascendir.dialects.nn.ops import (
@@ -107,6 +109,7 @@ NN = Dialect(
         TransposeOp, ReshapeOp, ExpandOp, ConcatOp, SliceOp, GatherOp,
         YieldOp, FusedOp,
         AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp,
+        MoeDistributeDispatchOp, MoeDistributeCombineOp,
         CacheAppendOp, PagedCacheAppendOp, PagedKVOp,
         WeightQuantMatmulOp,
     ],

@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
 
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend.ops_scalar import ADDRESS_DATA_ATTR, MOE_BLOCK_ATTR
-from ascendir.costmodel.moe_routing import RoutingSpec, init_routing, make_routing
+from ascendir.costmodel.moe_routing import RoutingSpec, ep_routed, init_routing, make_routing, parse_ep_block
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.accel import Accel
@@ -121,7 +121,19 @@ class ModuleProg:
         """(sorted_rows, dest, group_list) of MoE block `block` for a timing-only init-routing
         launch over `rows` (token, k) pairs: from `moe_routing`, else a uniform routing.
 
+        An expert-parallel launch (costmodel.moe_routing.ep_block names it) takes its device's part
+        of the block's routing (ep_routed; the device is this chip's rank in the cluster).
+
         Raises: AscendirError when the given routing does not hold `rows` pairs."""
+        ep = parse_ep_block(block)
+        if ep is not None:
+            base, n, experts, role = ep
+            idx = self.moe_routing.get(base)
+            if idx is None:
+                raise AscendirError(f"MoE block {base}: an expert-parallel timing-only run needs the block's routing "
+                                    "(--inputs or --moe-routing)")
+            rank = self.comm.device if self.comm is not None else 0
+            return ep_routed(idx, n, experts, rank, role)
         experts = None
         for k in self.kernel_ops.values():
             a = k.attributes.get(MOE_BLOCK_ATTR)

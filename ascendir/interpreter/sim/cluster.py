@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from ascendir.costmodel.moe_routing import parse_ep_block
 from ascendir.dialects.ascend import KernelOp
+from ascendir.dialects.ascend.ops_scalar import MOE_BLOCK_ATTR
 from ascendir.dialects.ascend.attrs import DeviceGroupAttr
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
@@ -187,7 +189,8 @@ class Cluster:
             any error of compile_module on a device's module."""
 
     def __init__(self, modules: list[ModuleOp], weights: list[WeightStore | None], target: HardwareConfig, topology: Topology,
-                 timing_only: bool = False, accel: Accel | None = None, trace: bool = False, symmetric: bool = False):
+                 timing_only: bool = False, accel: Accel | None = None, trace: bool = False, symmetric: bool = False,
+                 moe_routing=None):
         n = len(modules)
         if len(weights) != n:
             raise AscendirError(f"a cluster of {n} devices needs {n} weight stores, got {len(weights)}")
@@ -205,7 +208,7 @@ class Cluster:
         self.symmetric = symmetric
         # every simulated device has its own program (its own clock, L2, buffers); symmetric: rank 0 only
         self.devices: list[ModuleProg] = [
-            compile_module(m, target, w, timing_only=timing_only, accel=accel)  # (the trace has a track per device, no pipes)
+            compile_module(m, target, w, timing_only=timing_only, accel=accel, moe_routing=moe_routing)  # (the trace has a track per device, no pipes)
             for m, w in zip(modules[:1] if symmetric else modules, weights)
         ]
         self.links: Links | None = None
@@ -259,11 +262,15 @@ class Cluster:
 def symmetric_ranks(modules: list[ModuleOp], topology: Topology) -> bool:
     """Whether simulating rank 0 alone gives every rank's timing: one module for every device,
     every device group of it spanning all `len(modules)` devices, each group's pairs joined by
-    one link domain (so every rank sees the same links)."""
+    one link domain (so every rank sees the same links), and no expert-parallel launch (each rank
+    routes its own rows)."""
     n = len(modules)
     if any(m is not modules[0] for m in modules):
         return False
     for op in modules[0].walk():
+        block = op.attributes.get(MOE_BLOCK_ATTR)
+        if block is not None and parse_ep_block(block.data) is not None:  # each rank routes its own rows
+            return False
         g = op.properties.get("group")
         if isinstance(g, DeviceGroupAttr):
             if sorted(g.ranks) != list(range(n)):

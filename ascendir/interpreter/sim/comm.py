@@ -1,8 +1,9 @@
 """A compiled comm kernel: an `ascend.kernel` holding the comm ops of ops_comm.py (built by the
 collective template), run on the device's SDMA engines rather than its AI Cores.
 
-The body is straight line: `ascend.group_rank`, index `arith`, `memref.subview` of GM arguments
-and the comm ops. One launch walks it with the device's `DeviceComm` (the cluster's side of the
+The body is straight line: `ascend.group_rank`, index `arith`, `memref.subview` of GM arguments,
+`ascend.get_value` (a count or offset read from a GM argument: the expert-parallel dispatch's
+data-dependent sizes; free, and zeros in a timing-only run) and the comm ops. One launch walks it with the device's `DeviceComm` (the cluster's side of the
 device: its id, peers' launches, notifies, the link timelines; sim/cluster.py), which a run on a
 single device lacks: a comm kernel over more than one device then is an error naming the kernel.
 
@@ -88,7 +89,7 @@ class CommKernelProgram:
         for o in block.ops:
             if isinstance(o, (ascend.ReturnOp, ascend.BlockIdxOp)):
                 continue
-            if not isinstance(o, (*COMM_OPS, arith.ConstantOp, memref.SubviewOp, *_INDEX_OPS)):
+            if not isinstance(o, (*COMM_OPS, arith.ConstantOp, memref.SubviewOp, ascend.GetValueOp, *_INDEX_OPS)):
                 raise AscendirError(f"kernel @{self.name}: {o.name} in a comm kernel (straight-line comm ops, index arith and subviews only)")
             if isinstance(o, COMM_OPS) and hasattr(o, "group"):
                 self.groups.add(o.group.ranks)
@@ -127,6 +128,8 @@ class CommKernelProgram:
                 V[o.result] = o.value.value.data if isinstance(o.value, IntegerAttr) else o.value
             elif type(o) in _INDEX_OPS:
                 V[o.result] = _INDEX_OPS[type(o)](V[o.lhs], V[o.rhs])
+            elif isinstance(o, ascend.GetValueOp):
+                V[o.result] = int(V[o.source][tuple(V[i] for i in o.indices)])
             elif isinstance(o, ascend.GroupRankOp):
                 ranks = o.group.ranks
                 if me not in ranks:

@@ -14,6 +14,7 @@ from xdsl.ir import SSAValue
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import fits, multi_ub_bytes
 from ascendir.conversion.nn_to_ascend.template import TemplateBase, gm_args
+from ascendir.costmodel.moe_routing import ep_block
 from ascendir.conversion.nn_to_ascend.templates.moe_experts import KIND, MoeExperts, emit_moe_experts, parse
 from ascendir.dialects import nn
 
@@ -45,7 +46,11 @@ class MoeExpertsTemplate(TemplateBase):
         if not fits(rows, experts, t.capacity("ub"), t.num_aiv):  # the scalar counting sort holds its arrays in UB
             return Declined(f"MoeInitRouting of {rows} routed rows over {experts} experts needs "
                             f"{multi_ub_bytes(rows, experts, t.num_aiv, t.capacity('ub'))} bytes of UB on each AIV, one AIV of {t.name} has {t.capacity('ub')}")
-        return emit_moe_experts(ctx, args[p.w_gu], args[p.w_d], args[p.x], args[p.ids], p.act, p.block, p.out_shape)
+        block = p.block
+        if p.unused_expert:  # shard-expert-parallel's local experts: the receive side of the dispatch
+            block = ep_block(p.block, p.ep, (experts - 1) * p.ep, "recv")
+        return emit_moe_experts(ctx, args[p.w_gu], args[p.w_d], args[p.x], args[p.ids], p.act, block, p.out_shape,
+                                p.unused_expert)
 
 
 MOE_EXPERTS = MoeExpertsTemplate()

@@ -47,6 +47,7 @@ from ascendir.conversion.nn_to_ascend.templates.data_movement import emit_gather
 from ascendir.conversion.nn_to_ascend.templates.elementwise import ub_budget, vector_cores
 from ascendir.conversion.nn_to_ascend.templates.grouped_matmul import (emit_grouped_matmul, fused_swiglu_fits,
                                                                          prefer_fused_swiglu)
+from ascendir.conversion.nn_to_ascend.templates.mc2 import rows_of
 from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import emit_moe_init_routing
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
@@ -58,6 +59,11 @@ KIND = "moe_experts"
 # fits) or "never" (its own kernel); the tests and benchmarks/moe.py --fused-swiglu compare them
 FUSE_SWIGLU = "auto"
 BLOCK_ATTR = "moe_block"  # the MoE block's TopK node (api/moe_report.py's block name)
+UNUSED_EXPERT_ATTR = "moe_unused_expert"
+EP_ATTR = "moe_ep"  # shard-expert-parallel's device count on its regions
+"""On a region of shard-expert-parallel: the last expert of the stacks, a zero expert that only the
+unused rows of the dispatch's fixed-capacity buffer are routed to; its rows are neither read nor
+computed (their output rows are never read: the combine sends back used rows only)."""
 
 
 def _body(region: Operation) -> list[Operation]:
@@ -206,6 +212,8 @@ class MoeExperts:
     act: Swiglu
     block: str
     out_shape: tuple[int, ...]
+    unused_expert: bool = False
+    ep: int = 1
 
 
 def parse(region: nn.FusedOp) -> MoeExperts | None:
@@ -222,7 +230,11 @@ def parse(region: nn.FusedOp) -> MoeExperts | None:
         return None
     if elem(w_gu) != elem(xv) or elem(w_d) != elem(xv):
         return None
-    return MoeExperts(w_gu, w_d, xv, ids, act, region.attributes[BLOCK_ATTR].data, nn.shape_of(ops[2].results[0]))
+    unused = UNUSED_EXPERT_ATTR in region.attributes
+    if unused and region.attributes[UNUSED_EXPERT_ATTR].value.data != nn.shape_of(w_gu)[0] - 1:
+        return None
+    ep = region.attributes[EP_ATTR].value.data if EP_ATTR in region.attributes else 1
+    return MoeExperts(w_gu, w_d, xv, ids, act, region.attributes[BLOCK_ATTR].data, nn.shape_of(ops[2].results[0]), unused, ep)
 
 
 def emit_swiglu(ctx: LoweringContext, h: SSAValue, act: Swiglu) -> SSAValue:
@@ -286,16 +298,31 @@ def emit_swiglu(ctx: LoweringContext, h: SSAValue, act: Swiglu) -> SSAValue:
     return out
 
 
+def _leading(ctx: LoweringContext, buf: SSAValue, count: int) -> SSAValue:
+    """The first `count` entries along dim 0 of GM buffer `buf` (contiguous: a free view)."""
+    dims = list(shape(buf))
+    rest = 1
+    for d in dims[1:]:
+        rest *= d
+    return ctx.view(rows_of(ctx, ctx.view(buf, [dims[0], rest]), 0, count), [count, *dims[1:]])
+
+
 def emit_moe_experts(ctx: LoweringContext, w_gu: SSAValue, w_d: SSAValue, x: SSAValue, ids: SSAValue, act: Swiglu,
-                     block: str, out_shape: tuple[int, ...]) -> list[SSAValue]:
+                     block: str, out_shape: tuple[int, ...], unused_expert: bool = False) -> list[SSAValue]:
     """Launch the kernels of the module docstring on GM w_gu [E, 2I, H], w_d [E, H, I],
-    x [R, H, 1] and ids [R] i64; returns [y] (GM, `out_shape` = [R, H, 1], x's type).
+    x [R, H, 1] and ids [R] i64; returns [y] (GM, `out_shape` = [R, H, 1], x's type). With
+    `unused_expert` (UNUSED_EXPERT_ATTR) the grouped MatMuls take experts 0 .. E-2 only: the
+    last expert's rows of y are left unwritten (`block` then names the expert-parallel role of
+    its MoeInitRouting launch, costmodel.moe_routing.ep_block).
 
     Raises: AscendirError from the kernels (UB, cube buffers, a chip without FixPipe)."""
     experts, _, hidden = shape(w_gu)
     rows = shape(ids)[0]
-    sorted_rows, dest, group_list = emit_moe_init_routing(ctx, ids, experts, block)
+    sorted_rows, dest, group_list = emit_moe_init_routing(ctx, ids, experts, block, unused_expert)
     xs = emit_gather_rows(ctx, ctx.view(x, [rows, hidden]), sorted_rows)
+    if unused_expert:
+        experts -= 1
+        w_gu, w_d = _leading(ctx, w_gu, experts), _leading(ctx, w_d, experts)
     fuse = {"auto": prefer_fused_swiglu, "always": fused_swiglu_fits}.get(FUSE_SWIGLU)
     if fuse is not None and fuse(ctx, rows, experts, act.inter, hidden, elem(xs)):
         a = emit_grouped_matmul(ctx, xs, w_gu, group_list, (act.inter, act.gate0, act.up0))

@@ -94,10 +94,13 @@ def fits(rows: int, experts: int, ub: int, cores: int) -> bool:
     return ub_bytes(rows, experts) <= ub or multi_ub_bytes(rows, experts, cores, ub) <= ub
 
 
-def emit_moe_init_routing(ctx: LoweringContext, ids: SSAValue, experts: int, block: str) -> tuple[SSAValue, SSAValue, SSAValue]:
+def emit_moe_init_routing(ctx: LoweringContext, ids: SSAValue, experts: int, block: str,
+                          last_unused: bool = False) -> tuple[SSAValue, SSAValue, SSAValue]:
     """Launch the kernel(s) of the module docstring on GM ids (R i64 expert ids, any shape):
     one AIV when its arrays fit its UB, else the two multi-core launches; returns (sorted_rows
-    [R], dest [R], group_list [E+1]), new GM i64 buffers.
+    [R], dest [R], group_list [E+1]), new GM i64 buffers. With `last_unused` (expert-parallel
+    receive buffers: id E-1 marks an unused row) the group list stops before that expert: [E]
+    entries, its rows sorted last and left out of every group.
 
     Raises: AscendirError when not even the multi-core sort's arrays fit one AIV's UB."""
     rows = 1
@@ -105,8 +108,9 @@ def emit_moe_init_routing(ctx: LoweringContext, ids: SSAValue, experts: int, blo
         rows *= d
     need, budget = ub_bytes(rows, experts), ctx.target.capacity("ub")
     if need > budget:
-        return _emit_multi_core(ctx, ids, rows, experts, block)
-    sorted_rows, dest, group_list = ctx.buffer([rows], i64), ctx.buffer([rows], i64), ctx.buffer([experts + 1], i64)
+        return _emit_multi_core(ctx, ids, rows, experts, block, last_unused)
+    groups = experts + 1 - last_unused
+    sorted_rows, dest, group_list = ctx.buffer([rows], i64), ctx.buffer([rows], i64), ctx.buffer([groups], i64)
     args = [ctx.view(ids, [rows]), sorted_rows, dest, group_list]
     kb = KernelBuilder(ctx, ctx.name(KIND), [a.type for a in args], CoreType.AIV, 1, ctx.current)
     g_ids, g_sorted, g_dest, g_offs = kb.args
@@ -133,7 +137,7 @@ def emit_moe_init_routing(ctx: LoweringContext, ids: SSAValue, experts: int, blo
         store(p, u_sorted, j)
         store(j, u_dest, p)
     kb.handoff(Pipe.S, Pipe.MTE3)
-    for u, g in ((u_sorted, g_sorted), (u_dest, g_dest), (u_offs, g_offs)):
+    for u, g in ((u_sorted, g_sorted), (u_dest, g_dest), (kb.subview(u_offs, [0], [groups]) if last_unused else u_offs, g_offs)):
         kb.copy(u, g)
     kernel = kb.finish()
     kernel.attributes[MOE_BLOCK_ATTR] = StringAttr(block)
@@ -154,7 +158,8 @@ def _scalar(kb: KernelBuilder):
     return load, store
 
 
-def _emit_multi_core(ctx: LoweringContext, ids: SSAValue, rows: int, experts: int, block: str) -> tuple[SSAValue, SSAValue, SSAValue]:
+def _emit_multi_core(ctx: LoweringContext, ids: SSAValue, rows: int, experts: int, block: str,
+                     last_unused: bool) -> tuple[SSAValue, SSAValue, SSAValue]:
     """The two launches of the module docstring's multi-core sort."""
     budget = ctx.target.capacity("ub")
     cores, sl = split(rows, experts, max(1, ctx.target.num_aiv), budget)
@@ -188,7 +193,8 @@ def _emit_multi_core(ctx: LoweringContext, ids: SSAValue, rows: int, experts: in
     ctx.launch(kb.finish(), args)
 
     # launch 2: offsets, then each core places its slice
-    sorted_rows, dest, group_list = ctx.buffer([rows], i64), ctx.buffer([rows], i64), ctx.buffer([experts + 1], i64)
+    groups = experts + 1 - last_unused
+    sorted_rows, dest, group_list = ctx.buffer([rows], i64), ctx.buffer([rows], i64), ctx.buffer([groups], i64)
     args = [flat, sorted_rows, dest, group_list, hist]
     kb = KernelBuilder(ctx, ctx.name(KIND), [a.type for a in args], CoreType.AIV, cores, ctx.current)
     g_ids, g_sorted, g_dest, g_offs, g_hist = kb.args
@@ -217,7 +223,8 @@ def _emit_multi_core(ctx: LoweringContext, ids: SSAValue, rows: int, experts: in
         store(kb.add(p0, i), g_sorted, j)
     kb.handoff(Pipe.S, Pipe.MTE3)
     kb.copy(kb.subview(u_dest, [0], [n]), kb.subview(g_dest, [p0], [n]))
-    kb.if_else(kb.eq(kb.block_idx, 0), lambda: kb.copy(u_offs, g_offs), lambda: None)
+    offs_out = kb.subview(u_offs, [0], [groups]) if last_unused else u_offs
+    kb.if_else(kb.eq(kb.block_idx, 0), lambda: kb.copy(offs_out, g_offs), lambda: None)
     kernel = kb.finish()
     kernel.attributes[MOE_BLOCK_ATTR] = StringAttr(block)
     ctx.launch(kernel, args)
