@@ -56,7 +56,7 @@ of its projections its epilogue region (ffn_region.split_projections).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Attribute, SSAValue
@@ -65,7 +65,7 @@ from ascendir.dialects import nn
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
 from ascendir.conversion.nn_to_ascend.templates import ffn_fused
-from ascendir.conversion.nn_to_ascend.templates.ffn_up import emit_up, up_tiling
+from ascendir.conversion.nn_to_ascend.templates.ffn_up import emit_up, prefetches, up_tiling
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import ceil_div
 from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, heuristic_tiling
@@ -127,12 +127,9 @@ def emit_ffn(ctx: LoweringContext, parts: dict, problems: dict[nn.MatmulOp, Prob
     else:
         up_tiles = up_tiling(ctx, m, idim, hdim, el, s.nacc, b1 is not None)
     bm, bn, bk, kl1 = up_tiles
-    up_t = Tiling(bm, s.nacc * bn, bk, kl1 // bk)  # its nacc accumulators as one wider tile
-    # the down kernel is scored without its L2 prefetch: with it the two-kernel estimate comes
-    # within FUSED_MARGIN of the fused one at LLaMA-7B decode, where the fused kernel simulated
-    # 5.6 % faster (422 K vs 447 K cycles, 910B2; 338 K since its own AIV 1 prefetch); at
-    # prefill two-kernel wins by far either way
-    plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, replace(down_t, split_k=1, swizzle=1, prefetch=0))
+    # its nacc accumulators as one wider tile; prefetch = ffn_up's own (Wg on AIV 1)
+    up_t = Tiling(bm, s.nacc * bn, bk, kl1 // bk, prefetch=int(prefetches(ctx, m, hdim, bm, bn, kl1, el, s.nacc)))
+    plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, down_t)
     if given:  # the fused kernel has no per-matmul tiles: the tiling asked for runs as two kernels
         plan = Plan(None, plan.fused_cycles, plan.two_kernel_cycles, forced=True)
     first = len(ctx.kernels)
@@ -212,22 +209,25 @@ def _down_tiling(ctx: LoweringContext, down: nn.MatmulOp, problem: Problem, m: i
 def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling, down: Tiling) -> Plan:
     """The FFN lowering with the fewer estimated cycles: ffn_fused (tiling from ffn_fused.choose)
     or ffn_up + ffn_down with the tilings they will run (`up`: ffn_up's nacc [bm, bn] accumulators
-    as one [bm, nacc·bn] tile), each scored by tiling.estimate as a [M, H] x [H, nacc·I]
-    and a [M, I] x [I, Ho] matmul, plus the per-L1-step read latency ffn_fused's estimate also
-    charges (tiling.estimate leaves it out: it only ranks tilings of one matmul); ffn_up's
-    AIV epilogue is left out, which favours the two-kernel path. Without an estimate for the
-    dtype (no such mmad): two-kernel."""
+    as one [bm, nacc·bn] tile, prefetch = ffn_up's Wg prefetch; `down`: ffn_down's, with its
+    swizzle and B prefetch), scored by tiling.estimate as the ffn_up kernel of a [M, H] x
+    [H, nacc·I] problem (its AIV epilogue and prefetch included) and a [M, I] x [I, Ho] matmul,
+    plus the per-L1-step read latency ffn_fused's estimate also charges (tiling.estimate leaves
+    it out: it only ranks tilings of one matmul). Without an estimate for the dtype (no such
+    mmad): two-kernel."""
     key = (target.name, target.memory.l2_model, s, dt, up, down)
     if key in _PLANS:
         return _PLANS[key]
     if dt not in target.cube.k_per_cycle:
         return Plan(None, None, None)
     two = 0.0
-    for p, t in ((Problem(1, s.m, s.nacc * s.i, s.h, dt, s.es, s.b1, True), up), (Problem(1, s.m, s.ho, s.i, dt, s.out_es, s.b2, True), down)):
+    up_p = Problem(1, s.m, s.nacc * s.i, s.h, dt, s.es, s.b1, True, act=s.act, ffn_up=s.nacc)
+    for p, t in ((up_p, up), (Problem(1, s.m, s.ho, s.i, dt, s.out_es, s.b2, True), down)):
         e = estimate(p, t, target)
-        # each L1 step's hand-off flag waits for its loads' read latency (timeline.py set_flag)
+        # each L1 step's hand-off flag waits for its loads' read latency (timeline.py set_flag);
+        # the estimate's fill already has the first one's
         lat = CostEnv(target, target.hbm_bytes_per_cycle / e.parts["block_dim"]).gm_latency("gm", "l1", False)
-        two += e.cycles + e.parts["items_per_core"] * ceil_div(p.k, t.k_l1) * lat
+        two += e.cycles + (e.parts["items_per_core"] * ceil_div(p.k, t.k_l1) - 1) * lat
     got = ffn_fused.choose(s, target, dt)
     if got is not None and got[1]["cycles"] < (1 - FUSED_MARGIN) * two:
         plan = Plan(got[0], got[1]["cycles"], two)
