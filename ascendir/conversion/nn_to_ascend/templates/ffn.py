@@ -7,18 +7,21 @@ Body forms (fuse_ffn.match_gated / match_plain), x [..., H] viewed as [M, H]:
     then    y = h · Wd [+ b2]                   Wd [I, Ho]
 
 Two lowerings; `choose_plan` scores both per shape with the interpreter's cost pieces (as
-choose-tiling does, nothing simulated) and the chosen one is recorded on its kernels as the
+choose-tiling does, nothing simulated; each estimate follows its kernels: tests/test_ffn_plan.py
+checks the choice against simulation) and the chosen one is recorded on its kernels as the
 `ffn_plan` attribute ("fused: est fused N vs two-kernel M cycles (tiles)").
 
 A. One kernel, h never in GM as a whole (ffn_fused.py): work items (row block of bm rows, a
    range of I) over all AICs; per item gate/up chunk by chunk, act·mul, each h tile kept in L1,
    then h · Wd from L1 per Ho tile into fp32 partials [nsplit, M, Ho], added (+ b2, cast) by a
    small vector kernel. Each weight byte is read once per row block. Chosen where the weight
-   stream dominates and the estimate gains >= FUSED_MARGIN: LLaMA-7B decode (M = 1..32), the
-   corpus' gpt2_small and mlp_small (llama_small, bert_small, vit_small, llama_realistic keep B).
+   stream dominates and the estimate gains >= FUSED_MARGIN: LLaMA-7B / 70B decode (M = 1..32,
+   TP 1..8), the corpus' small models (tests/data: gpt2_small, mlp_small, llama_small,
+   bert_small, vit_small).
 B. Two kernels instead of four (gate + act, up, mul, down) and one round trip of the [M, I]
-   intermediate instead of three (chosen at prefill: with M = 512 the partials of A would be
-   nsplit × 8 MiB, more than the 10.75 MiB h round trip they replace):
+   intermediate instead of three (chosen at prefill, LLaMA-7B / 70B at 512 and 2048 rows, TP
+   1..8: with M = 512 the partials of A would be nsplit × 8 MiB, more than the 10.75 MiB h
+   round trip they replace):
 
 1. `ffn_up` (ffn_up.py) — per output tile [bm, bn] of h (tiles block-cyclic over the cores): the K loop
    over H loads each x tile into L1 / L0A once and multiplies it by the Wg and the Wu tile into
@@ -188,9 +191,12 @@ class Plan:
 
 _PLANS: dict[tuple, Plan] = {}  # a model repeats its layers' shapes
 # The fused kernel must beat the two-kernel estimate by this fraction: on tiny shapes both
-# estimates are off by up to ~10 % (llama_small's FFN: fused +4 %, two-kernel +13 % vs the
-# simulation, latency chains the analytic sums only approximate), so a smaller estimated gain is
-# noise, and the two-kernel path has no partial sums to reduce.
+# estimates are off by 5-20 % (latency chains the analytic sums only approximate), so a smaller
+# estimated gain is noise, and the two-kernel path has no partial sums to reduce. Not enough on
+# every tiny shape: llama_small's FFN (fp32, 910B2) estimates fused +4 %, two-kernel +20 % vs the
+# simulation (8,632 vs 8,125 simulated: fused picked, 6 % slower), bert_small's -12 % / +17 %
+# (12,367 vs 10,313): tiling.estimate charges a one-item core's first load twice (its fill and
+# its item), which weighs most on ffn_down's one or two items per core.
 FUSED_MARGIN = 0.05
 
 
