@@ -85,3 +85,30 @@ def test_tp_axis_equals_run_tp(tmp_path: Path):
         assert r["total_cycles"] == round(report["total_cycles"], 3) and r["launches"] == len(report["kernels"])
     assert rows[0]["total_cycles"] != rows[1]["total_cycles"]
     assert_clean_error(run_cli("sweep", llama, "--tp", "1,x"), "--tp takes degrees like 1,2,4")
+
+
+
+def test_topology_equals_run_topology(tmp_path: Path):
+    """`sweep --tp 2 --topology FILE`: the row is what `ascendir run --tp 2 --topology FILE
+    --timing-only` reports, not the default topology's (the file's links are 50x slower: a test
+    fixture, not a machine); a bad --topology is one line before any point runs."""
+    llama = Path(__file__).parent / "data" / "llama_small" / "model.onnx"
+    shipped = Path(sw.__file__).parents[1] / "hardware" / "topologies" / "atlas800-a2.toml"
+    slow = tmp_path / "slow.toml"
+    slow.write_text(shipped.read_text().replace('name = "atlas800-a2"', 'name = "slow"')
+                    .replace("per_peer_GBps = 56.0", "per_peer_GBps = 1.12").replace("total_GBps = 392.0", "total_GBps = 7.84")
+                    .replace("sdma_GBps = 19.3", "sdma_GBps = 0.386"))
+    rows = {}
+    for topo in (None, str(slow)):
+        res = run_cli("sweep", llama, "--tp", "2", "-o", tmp_path / "t.json", *(["--topology", topo] if topo else []))
+        assert res.exit_code == 0, res.output
+        (rows[topo],) = json.loads((tmp_path / "t.json").read_text())["rows"]
+        assert not rows[topo]["error"]
+    args = ["run", llama, "--timing-only", "--shape-only", "--tp", "2", "--topology", slow, "--report", tmp_path / "r.json"]
+    assert run_cli(*args).exit_code == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert rows[str(slow)]["total_cycles"] == round(report["total_cycles"], 3)
+    assert rows[str(slow)]["total_cycles"] > rows[None]["total_cycles"]
+    assert_clean_error(run_cli("sweep", llama, "--tp", "2", "--topology", "nosuch"), "nosuch")
+    assert_clean_error(run_cli("sweep", llama, "--topology", "atlas800-a2"), "--topology joins the devices of --tp points")
+    assert_clean_error(run_cli("sweep", llama, "--tp", "2,16", "--topology", "atlas800-a2"), "--tp 16 does not fit topology atlas800-a2")

@@ -25,7 +25,7 @@ import click
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, AscendirWarning, internal_error, one_line
 from ascendir.api.cli_common import (
     check_outputs, cli_console, closed_stdout, compile_options, launch_progress, plots_opt, prepare_plots, run_inputs,
-    verified, write_plot_files,
+    topology_opt, verified, write_plot_files,
 )
 from ascendir.api.outputs import is_stdout, output_kind, read_bytes, write_output, write_text
 
@@ -277,7 +277,8 @@ def calibrate(quick: bool) -> None:
 @click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["fp32", "fp16", "bf16"]), default=("fp32",),
               show_default=True, help="Precision policy; repeat for more points.")
 @click.option("--tp", "tps", multiple=True, metavar="1,2,4",
-              help="Tensor-parallel degrees (as run --tp, on the default topology): a comma list or repeated; default 1.")
+              help="Tensor-parallel degrees (as run --tp, on --topology): a comma list or repeated; default 1.")
+@topology_opt("the devices of the --tp points")
 @click.option("--numerics", is_flag=True, help="Move data too (random inputs, seed 0); default: timing-only, weights not read.")
 @click.option("--scheduler", default="local", show_default=True, metavar="local|dask-local|ADDRESS",
               help="Where points run: local processes, a throw-away local Dask cluster, or a Dask scheduler address (tcp://host:8786).")
@@ -288,7 +289,7 @@ def calibrate(quick: bool) -> None:
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None, metavar="FILE.png|.svg",
               help="Latency per point as a bar chart (needs matplotlib).")
 def sweep(model: Path, targets: tuple[str, ...], tilings: tuple[str, ...], dtypes: tuple[str, ...], tps: tuple[str, ...],
-          numerics: bool, scheduler: str, jobs: int, output: Path | None, plot_path: Path | None) -> None:
+          topology: str | None, numerics: bool, scheduler: str, jobs: int, output: Path | None, plot_path: Path | None) -> None:
     """Compile and simulate MODEL at every point of a grid of targets, tilings, dtypes and TP degrees: one table and a plot."""
     from ascendir.api import sweep as sw
 
@@ -306,10 +307,18 @@ def sweep(model: Path, targets: tuple[str, ...], tilings: tuple[str, ...], dtype
                 raise AscendirError(f"sweep: --tp takes degrees like 1,2,4; got '{value}'")
             degrees.append(int(part))
     points = sw.grid(targets, tilings or (None,), dtypes, degrees)
+    if topology is not None:  # one line before any point runs, as run --topology
+        from ascendir.hardware.topology import load_topology
+
+        if max(degrees) == 1:
+            raise AscendirError("sweep: --topology joins the devices of --tp points; give --tp N (N > 1)")
+        topo = load_topology(topology)
+        if max(degrees) > topo.devices:
+            raise AscendirError(f"sweep: --tp {max(degrees)} does not fit topology {topo.name} ({topo.devices} devices)")
     console = cli_console(stderr=is_stdout(output))
     with launch_progress(f"sweeping {model.name}", "points") as progress:
         count = iter(range(1, len(points) + 1))
-        rows = sw.run_sweep(str(model), points, scheduler, jobs, timing_only=not numerics,
+        rows = sw.run_sweep(str(model), points, scheduler, jobs, timing_only=not numerics, topology=topology,
                             done=(lambda row: progress(next(count), len(points))) if progress else None)
     if output is not None:
         text = sw.table_text(rows, "json" if output.name.removesuffix(".gz").endswith(".json") else "csv")

@@ -65,6 +65,13 @@ _dtype_opt = click.option("--dtype", type=click.Choice(["fp32", "fp16", "bf16"])
                           help="Precision policy for ONNX input: weights and activations in this type; fp32 accumulation (L0C) and softmax/norm statistics.")
 
 
+def topology_opt(joined: str):
+    """The `--topology NAME|FILE.toml` option of the commands that simulate devices together
+    (run, generate, sweep); `joined` names the devices it joins in the help text."""
+    return click.option("--topology", default=None, metavar="NAME|FILE.toml",
+                        help=f"How {joined} are joined (shipped: atlas800-a2, atlas800-a2-x2, a3-supernode-16; default atlas800-a2).")
+
+
 plots_opt = click.option("--plots", type=click.Path(path_type=Path), default=None, metavar="DIR",
                           help="Write roofline.{png,svg} and timeline.{png,svg} here (needs matplotlib: pip install 'ascendir[plots]').")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ascendir.errors import AscendirError
+from ascendir.api.cli_common import topology_opt
 
 
 @click.command()
@@ -34,8 +35,7 @@ from ascendir.errors import AscendirError
               help="Devices to serve on: the same as --tp N (a plain decoder spreads over devices only by sharding).")
 @click.option("--kv-block-size", type=int, default=0, metavar="N",
               help="Keep the KV cache paged: pools of N-position blocks read through a block table (a multiple of 16 in 16..512; default: contiguous).")
-@click.option("--topology", default=None, metavar="NAME|FILE.toml",
-              help="How the --tp devices are joined (shipped: atlas800-a2, atlas800-a2-x2, a3-supernode-16; default atlas800-a2).")
+@topology_opt("the --tp devices")
 def generate(model: Path, prompt_len: int, new_tokens: int, batch: int, inputs: Path | None, outputs: Path | None,
              report_path: Path | None, plots: Path | None, timing_only: bool, shape_only: bool, dtype: str, target: str, seed: int,
              tp: int, devices: int, kv_block_size: int, topology: str | None) -> None:

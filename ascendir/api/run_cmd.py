@@ -15,7 +15,8 @@ import click
 
 from ascendir.errors import AscendirError
 from ascendir.api.cli_common import (
-    check_outputs, cli_console, compile_options, launch_progress, plots_opt, prepare_plots, run_inputs, verified, write_plot_files,
+    check_outputs, cli_console, compile_options, launch_progress, plots_opt, prepare_plots, run_inputs, topology_opt, verified,
+    write_plot_files,
 )
 from ascendir.api.outputs import is_stdout, open_output, write_output, write_text
 
@@ -116,8 +117,7 @@ def _check_entry_sizes(path: Path, func) -> None:
 @click.option("--devices", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
               help="Run the module SPMD on this many devices of --topology (a module holding collectives): every rank "
                    "gets the same weights; an --inputs key NAME@R feeds rank R only; random inputs use seed + rank.")
-@click.option("--topology", default=None, metavar="NAME|FILE.toml",
-              help="How the devices are joined (shipped: atlas800-a2, atlas800-a2-x2, a3-supernode-16; default atlas800-a2).")
+@topology_opt("the devices")
 @click.option("--tp", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
               help="Tensor parallelism: shard the model Megatron-style over this many devices of --topology "
                    "(shard-tensor-parallel after the -O pipeline) and run every rank on the same inputs.")

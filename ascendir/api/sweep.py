@@ -1,8 +1,8 @@
 """`ascendir sweep`: one model over a grid of targets, tilings, precisions and tensor-parallel
 degrees, each point compiled and simulated (timing-only unless asked), the results as one table
 (CSV or JSON) and a plot. A point with tp > 1 takes the path of `ascendir run --tp`
-(driver.lower_tensor_parallel, then every rank on the default topology, atlas800-a2): its
-latency is the cluster's, collectives included.
+(driver.lower_tensor_parallel, then every rank on the sweep's topology, default atlas800-a2:
+MC2's chunk counts are chosen for its links): its latency is the cluster's, collectives included.
 
 The points run on local worker processes by default (`concurrent.futures`), or on a Dask
 cluster when given its scheduler's address (`--scheduler tcp://host:8786`; `dask-local` starts
@@ -54,9 +54,10 @@ def grid(targets: Sequence[str], tilings: Sequence[str | None], dtypes: Sequence
     return [Point(t, ti, d, tp) for t, ti, d, tp in itertools.product(targets, tilings, dtypes, tps)]
 
 
-def run_point(model: str, point: Point, timing_only: bool = True, seed: int = 0) -> dict:
+def run_point(model: str, point: Point, timing_only: bool = True, seed: int = 0, topology: str | None = None) -> dict:
     """Compile `model` for `point` and simulate it; the table row (COLUMNS). Runs in a worker:
-    everything it needs comes in its arguments, and an AscendirError becomes the row's `error`."""
+    everything it needs comes in its arguments, and an AscendirError becomes the row's `error`.
+    `topology` (a name or TOML path; None: atlas800-a2) joins the devices of a tp > 1 point."""
     from ascendir.driver import compile_model, lower_tensor_parallel, random_inputs, simulate_ranks
     from ascendir.pipelines import after_shard
     from ascendir.interpreter import simulate
@@ -74,8 +75,8 @@ def run_point(model: str, point: Point, timing_only: bool = True, seed: int = 0)
                                             emit="nn")
             inputs = {} if timing_only else random_inputs(module, seed)
             module, stores = lower_tensor_parallel(module, weights, point.tp, point.target,
-                                                   after_shard=after_shard("O2"))
-            result = simulate_ranks([module] * point.tp, stores, [inputs] * point.tp, point.target, None, timing_only)
+                                                   after_shard=after_shard("O2"), topology=topology)
+            result = simulate_ranks([module] * point.tp, stores, [inputs] * point.tp, point.target, topology, timing_only)
     except AscendirError as e:
         return {**row, "error": str(e)}
     r = result.report
@@ -87,16 +88,17 @@ def run_point(model: str, point: Point, timing_only: bool = True, seed: int = 0)
 
 
 def run_sweep(model: str, points: Sequence[Point], scheduler: str = "local", jobs: int = 1, timing_only: bool = True,
-              seed: int = 0, done: Callable[[dict], None] | None = None, connect_timeout: float = 20.0) -> list[dict]:
+              seed: int = 0, done: Callable[[dict], None] | None = None, connect_timeout: float = 20.0,
+              topology: str | None = None) -> list[dict]:
     """Run every point; rows in the order of `points`. `scheduler`: `local` (`jobs` worker
     processes; 1 runs in this process), `dask-local` (a local Dask cluster of `jobs` workers) or
     a Dask scheduler address (given up on after `connect_timeout` seconds). `done(row)` is called
-    as each row arrives.
+    as each row arrives. `topology`: as run_point's.
 
     Raises:
         AscendirError: a Dask scheduler asked for without dask installed, or one that cannot be
             reached."""
-    args = [(model, p, timing_only, seed) for p in points]
+    args = [(model, p, timing_only, seed, topology) for p in points]
     rows: list[dict | None] = [None] * len(points)
 
     def arrived(i: int, row: dict) -> None:

@@ -24,7 +24,7 @@ from ascendir.dialects.ascend import Pipe
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
-from ascendir.costmodel import CostEnv, bandwidth_bound_cycles, copy_startup, mmad_cycles
+from ascendir.costmodel import CostEnv, bandwidth_bound_cycles, copy_startup, mmad_cycles, vector_cycles
 from ascendir.dialects.ascend import TILING_ATTR, TilingAttr
 
 FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle", "prefetch")
@@ -406,6 +406,13 @@ def prefetch_fits(p: Problem, t: Tiling, target: HardwareConfig) -> bool:
     return aligned_bytes(target, "ub", t.k_l1 * t.n * p.es) <= target.capacity("ub")
 
 
+def act_mul_cycles(target: HardwareConfig, act: str, nacc: int, n: int, bias: bool) -> float:
+    """V-pipe cycles of an FFN's activation stage on n fp32 elements (ffn_up's and ffn_fused's
+    AIV work per tile): [+ b1,] act, [* up (nacc = 2),] cast to the input dtype."""
+    vec = vector_cycles(target, act, n, 4) + (nacc - 1) * vector_cycles(target, "vmul", n, 4) + vector_cycles(target, "vcast", n, 4)
+    return vec + (vector_cycles(target, "vadd", n, 4) if bias else 0.0)
+
+
 def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     """Cycles of the matmul template's kernel(s) for tiling `t` (see the module docstring).
 
@@ -422,10 +429,20 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     completion latency before it signals the AIC: item = max(MTE2, MTE1, M + FIX, AIV / 2). Beside
     an AIV epilogue only the second AIV prefetches (prefetch_aivs): AIV / 1. The AIVs' reads count
     in the GM traffic and the bandwidth floor.
+
+    An ffn_up problem (`p.ffn_up` accumulators, `t.n` = their nacc·bn columns side by side) is
+    scored as templates/ffn_up.py runs it: per L1 step one x and nacc weight loads, per L0 step
+    nacc mmads of [m, n / nacc]; the accumulators leave as fp32 (910B: FixPipe into the core's
+    workspace, then AIV 0 reads them back, applies act_mul_cycles and stores the h tile, beside
+    the next tile's K loop: item = max(..., AIV 0); 910A: L0C -> UB, the vector work and the
+    store follow M). Its `t.prefetch` is ffn_up's own (ffn_up.prefetches): AIV 1 alone reads the
+    Wg chunk (1 / nacc of each B chunk), the AIC reads Wu itself.
     """
     es, dt = p.es, p.dtype
     prefetch = bool(t.prefetch)
-    pf_aivs = prefetch_aivs(p, target) if prefetch else 1
+    nacc = max(1, p.ffn_up)
+    pf_share = 1 / nacc if prefetch else 0.0  # of each B chunk, the part the AIVs read first
+    pf_aivs = (1 if p.ffn_up else prefetch_aivs(p, target)) if prefetch else 1
     mm_, nn_ = min(t.m, p.m), min(t.n, p.n)  # valid rows / columns of a tile (copy bytes use them)
     tm, tn = -(-p.m // t.m), -(-p.n // t.n)
     ks = -(-p.k // t.split_k)
@@ -441,16 +458,23 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     n_l1 = math.ceil(k_item / t.k_l1)
     kc = min(t.k_l1, p.k)
     st = target.startup
-    mmad = n_l0 * mmad_cycles(target, dt, t.m, t.n, t.k)
-    mte1 = n_l0 * (2 * st["mte1"] + t.m * t.k * es / target.rate("l1", "l0a") + t.k * t.n * es / target.rate("l1", "l0b"))
+    mmad = n_l0 * nacc * mmad_cycles(target, dt, t.m, t.n // nacc, t.k)
+    mte1 = n_l0 * ((1 + nacc) * st["mte1"] + t.m * t.k * es / target.rate("l1", "l0a") + t.k * t.n * es / target.rate("l1", "l0b"))
     a_bytes = mm_ * kc * es  # per L1 load
     b_bytes = kc * nn_ * es
-    out_bytes = 4 if splits > 1 else p.out_bytes
+    out_bytes = 4 if splits > 1 or p.ffn_up else p.out_bytes
+    aiv0 = 0.0  # ffn_up's vector stage per item on AIV 0 (split cores)
     if target.arch.fixpipe:
-        fix = copy_startup(target, Pipe.FIX, None) + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm")
+        fix = nacc * copy_startup(target, Pipe.FIX, None) + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm")
+        if p.ffn_up:  # AIV 0: the accumulators back from the workspace (L2), act·mul, the h tile out
+            aiv0 = (nacc * copy_startup(target, Pipe.MTE2, None) + mm_ * nn_ * 4 / env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
+                    + env.gm_latency("gm", "ub", True) + act_mul_cycles(target, p.act or "vsilu", nacc, t.m * t.n // nacc, bool(p.bias_bytes))
+                    + copy_startup(target, Pipe.MTE3, None) + mm_ * nn_ // nacc * es / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
     else:  # no FixPipe (910A, S1): L0C -> UB on the vector pipe, UB -> GM on MTE3
-        fix = (copy_startup(target, Pipe.V, None) + t.m * t.n * 4 / target.rate("l0c", "ub") + copy_startup(target, Pipe.MTE3, None)
-               + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
+        vec = act_mul_cycles(target, p.act or "vsilu", nacc, t.m * t.n // nacc, bool(p.bias_bytes)) if p.ffn_up else 0.0
+        stored = mm_ * nn_ * (es // nacc if p.ffn_up else out_bytes)
+        fix = (copy_startup(target, Pipe.V, None) + t.m * t.n * 4 / target.rate("l0c", "ub") + vec + copy_startup(target, Pipe.MTE3, None)
+               + stored / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
     nd2nz = copy_startup(target, Pipe.MTE2, "nd2nz")
     r_hit = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", True)
     r_miss = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", False)
@@ -462,12 +486,13 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     def aiv_cycles(hb: float) -> float:
         """One item's prefetch on the prefetching AIVs (two take alternate chunks; one takes all)."""
         lat = hb * env.gm_latency("gm", "ub", True) + (1 - hb) * env.gm_latency("gm", "ub", False)
-        return n_l1 * (mte2_head + b_bytes * (hb / u_hit + (1 - hb) / u_miss) + lat) / pf_aivs
+        return n_l1 * (mte2_head + pf_share * b_bytes * (hb / u_hit + (1 - hb) / u_miss) + lat) / pf_aivs
 
-    def item_cycles(ha: float, hb: float) -> tuple[float, float]:
-        hb_aic = 1.0 if prefetch else hb
-        mte2 = n_l1 * (2 * nd2nz + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * (hb_aic / r_hit + (1 - hb_aic) / r_miss))
-        return max(mte2, mte1, mmad + fix, aiv_cycles(hb) if prefetch else 0.0), mte2
+    def item_cycles(ha: float, hb: float, vector: bool = True) -> tuple[float, float]:
+        # the prefetched part of B hits L2; the AIC reads the rest as any re-read (hb)
+        b_time = pf_share / r_hit + (1 - pf_share) * (hb / r_hit + (1 - hb) / r_miss)
+        mte2 = n_l1 * ((1 + nacc) * nd2nz + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * b_time)
+        return max(mte2, mte1, mmad + fix, aiv_cycles(hb) if prefetch else 0.0, aiv0 if vector else 0.0), mte2
 
     # L2 (interpreter/l2.py): a re-read hits when the previous read of the same tile is at most
     # `window` cycles back. Items run in waves of bd; with swizzle s the A panel of a row is
@@ -490,17 +515,20 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     t_item, mte2 = item_cycles(ha, hb)
     per_core = -(-items // bd)
     if prefetch:  # the first B chunk comes through an AIV, then the AIC reads it from L2
-        fill = n_l1 and (2 * nd2nz + a_bytes / r_miss + b_bytes / r_hit + env.gm_latency("gm", "l1", False)
-                         + mte2_head + b_bytes / u_miss + env.gm_latency("gm", "ub", False))
+        fill = n_l1 and ((1 + nacc) * nd2nz + a_bytes / r_miss + b_bytes * (pf_share / r_hit + (1 - pf_share) / r_miss)
+                         + env.gm_latency("gm", "l1", False) + mte2_head + pf_share * b_bytes / u_miss + env.gm_latency("gm", "ub", False))
     else:
-        fill = n_l1 and (2 * nd2nz + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
+        fill = n_l1 and ((1 + nacc) * nd2nz + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
     core = per_core * t_item + fill + env.gm_latency("l0c", "gm")
+    if aiv0:  # the first item does not wait for a vector stage, the last one's follows the cube
+        core += aiv0 - (t_item - item_cycles(ha, hb, vector=False)[0])
     gm_read = items * n_l1 * (a_bytes + b_bytes)
-    l2_hit = items * n_l1 * (a_bytes * ha + b_bytes * hb)
-    if prefetch:  # the AIVs read B once more; every AIC read of B hits
-        gm_read += items * n_l1 * b_bytes
-        l2_hit += items * n_l1 * b_bytes
-    gm_write = p.batch * tm * tn * splits * mm_ * nn_ * out_bytes
+    l2_hit = items * n_l1 * (a_bytes * ha + b_bytes * (pf_share + (1 - pf_share) * hb))
+    if prefetch:  # the AIVs read the prefetched part of B once more (as any re-read); the AIC's reads of it hit
+        gm_read += items * n_l1 * pf_share * b_bytes
+        l2_hit += items * n_l1 * pf_share * b_bytes * hb
+    # (ffn_up's fp32 accumulators are rewritten in the L2-resident workspace: the h tile reaches HBM)
+    gm_write = p.batch * tm * tn * splits * mm_ * nn_ * (es / nacc if p.ffn_up else out_bytes)
     floor = bandwidth_bound_cycles(gm_read, gm_write, target, l2_hit)
     body = max(core, floor)
     parts = {"prefetch": float(prefetch), "b_regroup_misses": float(groups > 1 and not hits(s * tn)), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,

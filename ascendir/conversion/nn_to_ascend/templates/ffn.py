@@ -7,18 +7,21 @@ Body forms (fuse_ffn.match_gated / match_plain), x [..., H] viewed as [M, H]:
     then    y = h · Wd [+ b2]                   Wd [I, Ho]
 
 Two lowerings; `choose_plan` scores both per shape with the interpreter's cost pieces (as
-choose-tiling does, nothing simulated) and the chosen one is recorded on its kernels as the
+choose-tiling does, nothing simulated; each estimate follows its kernels: tests/test_ffn_plan.py
+checks the choice against simulation) and the chosen one is recorded on its kernels as the
 `ffn_plan` attribute ("fused: est fused N vs two-kernel M cycles (tiles)").
 
 A. One kernel, h never in GM as a whole (ffn_fused.py): work items (row block of bm rows, a
    range of I) over all AICs; per item gate/up chunk by chunk, act·mul, each h tile kept in L1,
    then h · Wd from L1 per Ho tile into fp32 partials [nsplit, M, Ho], added (+ b2, cast) by a
    small vector kernel. Each weight byte is read once per row block. Chosen where the weight
-   stream dominates and the estimate gains >= FUSED_MARGIN: LLaMA-7B decode (M = 1..32), the
-   corpus' gpt2_small and mlp_small (llama_small, bert_small, vit_small, llama_realistic keep B).
+   stream dominates and the estimate gains >= FUSED_MARGIN: LLaMA-7B / 70B decode (M = 1..32,
+   TP 1..8), the corpus' small models (tests/data: gpt2_small, mlp_small, llama_small,
+   bert_small, vit_small).
 B. Two kernels instead of four (gate + act, up, mul, down) and one round trip of the [M, I]
-   intermediate instead of three (chosen at prefill: with M = 512 the partials of A would be
-   nsplit × 8 MiB, more than the 10.75 MiB h round trip they replace):
+   intermediate instead of three (chosen at prefill, LLaMA-7B / 70B at 512 and 2048 rows, TP
+   1..8: with M = 512 the partials of A would be nsplit × 8 MiB, more than the 10.75 MiB h
+   round trip they replace):
 
 1. `ffn_up` (ffn_up.py) — per output tile [bm, bn] of h (tiles block-cyclic over the cores): the K loop
    over H loads each x tile into L1 / L0A once and multiplies it by the Wg and the Wu tile into
@@ -56,7 +59,7 @@ of its projections its epilogue region (ffn_region.split_projections).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Attribute, SSAValue
@@ -65,7 +68,7 @@ from ascendir.dialects import nn
 from ascendir.dtypes import itemsize
 from ascendir.hardware.config import HardwareConfig
 from ascendir.conversion.nn_to_ascend.templates import ffn_fused
-from ascendir.conversion.nn_to_ascend.templates.ffn_up import emit_up, up_tiling
+from ascendir.conversion.nn_to_ascend.templates.ffn_up import emit_up, prefetches, up_tiling
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import ceil_div
 from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, heuristic_tiling
@@ -127,12 +130,9 @@ def emit_ffn(ctx: LoweringContext, parts: dict, problems: dict[nn.MatmulOp, Prob
     else:
         up_tiles = up_tiling(ctx, m, idim, hdim, el, s.nacc, b1 is not None)
     bm, bn, bk, kl1 = up_tiles
-    up_t = Tiling(bm, s.nacc * bn, bk, kl1 // bk)  # its nacc accumulators as one wider tile
-    # the down kernel is scored without its L2 prefetch: with it the two-kernel estimate comes
-    # within FUSED_MARGIN of the fused one at LLaMA-7B decode, where the fused kernel simulated
-    # 5.6 % faster (422 K vs 447 K cycles, 910B2; 338 K since its own AIV 1 prefetch); at
-    # prefill two-kernel wins by far either way
-    plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, replace(down_t, split_k=1, swizzle=1, prefetch=0))
+    # its nacc accumulators as one wider tile; prefetch = ffn_up's own (Wg on AIV 1)
+    up_t = Tiling(bm, s.nacc * bn, bk, kl1 // bk, prefetch=int(prefetches(ctx, m, hdim, bm, bn, kl1, el, s.nacc)))
+    plan = choose_plan(ctx.target, s, ffn_fused.dtype_name(el), up_t, down_t)
     if given:  # the fused kernel has no per-matmul tiles: the tiling asked for runs as two kernels
         plan = Plan(None, plan.fused_cycles, plan.two_kernel_cycles, forced=True)
     first = len(ctx.kernels)
@@ -191,9 +191,12 @@ class Plan:
 
 _PLANS: dict[tuple, Plan] = {}  # a model repeats its layers' shapes
 # The fused kernel must beat the two-kernel estimate by this fraction: on tiny shapes both
-# estimates are off by up to ~10 % (llama_small's FFN: fused +4 %, two-kernel +13 % vs the
-# simulation, latency chains the analytic sums only approximate), so a smaller estimated gain is
-# noise, and the two-kernel path has no partial sums to reduce.
+# estimates are off by 5-20 % (latency chains the analytic sums only approximate), so a smaller
+# estimated gain is noise, and the two-kernel path has no partial sums to reduce. Not enough on
+# every tiny shape: llama_small's FFN (fp32, 910B2) estimates fused +4 %, two-kernel +20 % vs the
+# simulation (8,632 vs 8,125 simulated: fused picked, 6 % slower), bert_small's -12 % / +17 %
+# (12,367 vs 10,313): tiling.estimate charges a one-item core's first load twice (its fill and
+# its item), which weighs most on ffn_down's one or two items per core.
 FUSED_MARGIN = 0.05
 
 
@@ -212,22 +215,25 @@ def _down_tiling(ctx: LoweringContext, down: nn.MatmulOp, problem: Problem, m: i
 def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling, down: Tiling) -> Plan:
     """The FFN lowering with the fewer estimated cycles: ffn_fused (tiling from ffn_fused.choose)
     or ffn_up + ffn_down with the tilings they will run (`up`: ffn_up's nacc [bm, bn] accumulators
-    as one [bm, nacc·bn] tile), each scored by tiling.estimate as a [M, H] x [H, nacc·I]
-    and a [M, I] x [I, Ho] matmul, plus the per-L1-step read latency ffn_fused's estimate also
-    charges (tiling.estimate leaves it out: it only ranks tilings of one matmul); ffn_up's
-    AIV epilogue is left out, which favours the two-kernel path. Without an estimate for the
-    dtype (no such mmad): two-kernel."""
+    as one [bm, nacc·bn] tile, prefetch = ffn_up's Wg prefetch; `down`: ffn_down's, with its
+    swizzle and B prefetch), scored by tiling.estimate as the ffn_up kernel of a [M, H] x
+    [H, nacc·I] problem (its AIV epilogue and prefetch included) and a [M, I] x [I, Ho] matmul,
+    plus the per-L1-step read latency ffn_fused's estimate also charges (tiling.estimate leaves
+    it out: it only ranks tilings of one matmul). Without an estimate for the dtype (no such
+    mmad): two-kernel."""
     key = (target.name, target.memory.l2_model, s, dt, up, down)
     if key in _PLANS:
         return _PLANS[key]
     if dt not in target.cube.k_per_cycle:
         return Plan(None, None, None)
     two = 0.0
-    for p, t in ((Problem(1, s.m, s.nacc * s.i, s.h, dt, s.es, s.b1, True), up), (Problem(1, s.m, s.ho, s.i, dt, s.out_es, s.b2, True), down)):
+    up_p = Problem(1, s.m, s.nacc * s.i, s.h, dt, s.es, s.b1, True, act=s.act, ffn_up=s.nacc)
+    for p, t in ((up_p, up), (Problem(1, s.m, s.ho, s.i, dt, s.out_es, s.b2, True), down)):
         e = estimate(p, t, target)
-        # each L1 step's hand-off flag waits for its loads' read latency (timeline.py set_flag)
+        # each L1 step's hand-off flag waits for its loads' read latency (timeline.py set_flag);
+        # the estimate's fill already has the first one's
         lat = CostEnv(target, target.hbm_bytes_per_cycle / e.parts["block_dim"]).gm_latency("gm", "l1", False)
-        two += e.cycles + e.parts["items_per_core"] * ceil_div(p.k, t.k_l1) * lat
+        two += e.cycles + (e.parts["items_per_core"] * ceil_div(p.k, t.k_l1) - 1) * lat
     got = ffn_fused.choose(s, target, dt)
     if got is not None and got[1]["cycles"] < (1 - FUSED_MARGIN) * two:
         plan = Plan(got[0], got[1]["cycles"], two)

@@ -68,6 +68,7 @@ from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder
 from ascendir.hardware.align import aligned_bytes
 from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _l0c_out, _mmad
 from ascendir.conversion.nn_to_ascend.templates.ffn_up import MIN_PREFETCH_CHUNKS
+from ascendir.conversion.nn_to_ascend.tiling import act_mul_cycles
 
 # Candidate grids (elements): bm rows, bi I-columns per chunk, bn Ho-columns per down tile,
 # K step in bytes (32 B = one fractal row of K, S3), L1 depth of the gate/up chunk of H.
@@ -215,9 +216,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     mte1 = n_l0 * ((1 + s.nacc) * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a")
                    + s.nacc * t.bk * t.bi * es / target.rate("l1", "l0b"))
     n = t.bm * t.bi
-    vec = vector_cycles(target, s.act, n, 4) + (s.nacc - 1) * vector_cycles(target, "vmul", n, 4) + vector_cycles(target, "vcast", n, 4)
-    if s.b1:
-        vec += vector_cycles(target, "vadd", n, 4)
+    vec = act_mul_cycles(target, s.act, s.nacc, n, bool(s.b1))
     if target.arch.split_cores:  # accumulators -> GM (FixPipe) -> AIV -> h back to L1
         fix = copy_startup(target, Pipe.FIX, None) + s.nacc * n * 4 / fix_rate
         r_ub = env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
@@ -281,20 +280,27 @@ def _reduce_tile(m: int, ho: int, nsplit: int, target: HardwareConfig) -> int:
 
 def reduce_cycles(s: Shape, nsplit: int, target: HardwareConfig) -> float:
     """The reduction kernel (`_emit_reduce`): per tile one strided load of the nsplit partial
-    pieces (L2 hits: written just before), a halving tree of vadds, bias, cast, one store."""
+    pieces (L2 hits: written just before) and the b2 piece, a halving tree of vadds (the upper
+    half of the rows onto the lower each time), bias, cast, one store whose completion the next
+    tile's cast waits for (one result slot)."""
     e = _reduce_tile(s.m, s.ho, nsplit, target)
     tiles = s.m * ceil_div(s.ho, e)
     bd = min(max(1, target.num_aiv), tiles)
     env = CostEnv(target, target.hbm_bytes_per_cycle / bd)
     st = target.startup
-    load = st["mte2"] + nsplit * e * 4 / env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True) + env.gm_latency("gm", "ub", True)
-    folds, n = 0, nsplit
+    rate = env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
+    load = st["mte2"] + nsplit * e * 4 / rate + env.gm_latency("gm", "ub", True)
+    if s.b2:
+        load += st["mte2"] + e * s.b2 / rate
+    vec, n = 0.0, nsplit
     while n > 1:
-        folds, n = folds + 1, n - n // 2
-    vec = (folds + (1 if s.b2 else 0)) * vector_cycles(target, "vadd", e, 4) + vector_cycles(target, "vcast", e, 4)
-    store = st["mte3"] + e * s.out_es / env.gm_rate(target.rate("ub", "gm"), "ub", "gm")
+        vec, n = vec + vector_cycles(target, "vadd", (n // 2) * e, 4), n - n // 2
+    if s.b2:
+        vec += vector_cycles(target, "vadd", e, 4) + (vector_cycles(target, "vcast", e, 4) if s.b2 != 4 else 0.0)
+    vec += vector_cycles(target, "vcast", e, 4)
+    store = st["mte3"] + e * s.out_es / env.gm_rate(target.rate("ub", "gm"), "ub", "gm") + env.gm_latency("ub", "gm")
     per_tile = load + vec + store  # one slot per stage: the tile's steps follow each other
-    core = ceil_div(tiles, bd) * per_tile + env.gm_latency("ub", "gm")
+    core = ceil_div(tiles, bd) * per_tile
     total = s.m * s.ho
     floor = bandwidth_bound_cycles(total * 4 * nsplit, total * s.out_es, target, total * 4 * nsplit)
     return max(core, floor) + target.kernel_launch_cycles
