@@ -145,23 +145,19 @@ REPEAT_F32 = 64
 
 # fp32 elements in one 32-B data block (S2), what one BlockReduce step folds into one.
 BLOCK_F32 = 8
-# The ops of a row reduction, by step: halves folded element-wise, 32-B blocks reduced
-# (BlockReduceMax / Sum), what is left reduced whole (WholeReduce).
-_REDUCE_OPS = {"max": {"fold": "vmax", "block": "vblock_reduce_max", "whole": "vreduce_max"},
-               "sum": {"fold": "vadd", "block": "vblock_reduce_sum", "whole": "vreduce_sum"}}
+# The ops of a row reduction, by step: 32-B blocks reduced (BlockReduceMax / Sum), what is left
+# reduced whole (WholeReduce).
+_REDUCE_OPS = {"max": {"block": "vblock_reduce_max", "whole": "vreduce_max"},
+               "sum": {"block": "vblock_reduce_sum", "whole": "vreduce_sum"}}
 
 
 def row_reduce_steps(bc: int) -> list[tuple[str, int]]:
-    """(step, source columns) of reducing rows of Bc fp32 to one column: fold halves element-wise
-    while a half is at least one 256-B repeat, then BlockReduce (one element per 32-B block)
-    while the width is whole blocks, then WholeReduce of what is left (if more than one). A row
-    of 128 goes 128 -> 64 (fold) -> 8 -> 1 (two BlockReduces): BlockReduceMax costs 0.0198
-    cycle per fp32 element against WholeReduceMax's 0.1094 (S4), as Ascend C attention kernels
-    reduce rows."""
+    """(step, source columns) of reducing rows of Bc fp32 to one column: BlockReduce (one
+    element per 32-B block) while the width is whole blocks, then WholeReduce of what is left
+    (if more than one). 128 columns go 128 -> 16 -> 2 -> 1, 256 go 256 -> 32 -> 4 -> 1:
+    BlockReduceMax costs 0.0198 cycle per fp32 element against WholeReduceMax's 0.1094 (S4), as
+    Ascend C attention kernels reduce rows, and the scratch is Bc/8 columns."""
     steps, width = [], bc
-    while width % 2 == 0 and width // 2 >= REPEAT_F32:
-        steps.append(("fold", width))
-        width //= 2
     while width > 1 and width % BLOCK_F32 == 0:
         steps.append(("block", width))
         width //= BLOCK_F32
@@ -172,7 +168,7 @@ def row_reduce_steps(bc: int) -> list[tuple[str, int]]:
 
 def _red_cols(bc: int) -> int:
     """Columns of the scratch a row reduction over Bc columns writes between its steps."""
-    return max((w // 2 if step == "fold" else w // BLOCK_F32 for step, w in row_reduce_steps(bc)), default=0) or 1
+    return max(bc // BLOCK_F32, 1)
 
 
 # A KV split must keep at least this many blocks per core (below it the combine step dominates).
@@ -268,6 +264,26 @@ def aiv_count(target: HardwareConfig, m: int) -> int:
     return 2 if target.arch.split_cores and target.aiv_per_aic >= 2 and m >= 2 else 1
 
 
+def cube_cols(target: HardwareConfig, bc: int, mp: int, dp: int, dvp: int, es: int) -> int:
+    """Keys one cube step takes (columns of S, rows of V): Bc, halved while Kᵀ + V do not fit
+    L0B, Q + P L0A or S + O (fp32) L0C. On a split chip (S goes out through the workspace
+    anyway) a block of Bc keys is then 2, 4, .. cube steps into column slices of S, and P·V
+    accumulates its slices in L0C: the vector cores see Bc = 256 keys at once while each mmad
+    takes 128, as pto-isa's FA kernel (TILE_S1 = 256, CUBE_S1 = 128). A coupled core reads S
+    from L0C and keeps one step (Bc itself must fit), and so does decode: its AIVs' L2 prefetch
+    streams K / V in tiles of one cube step (`decode_prefetch`)."""
+    cap = target.capacity
+
+    def fits(c: int) -> bool:
+        return ((mp * dp + mp * c) * es <= cap("l0a") and (dp * c + c * dvp) * es <= cap("l0b")
+                and (mp * c + mp * dvp) * 4 <= cap("l0c"))
+
+    c = bc
+    while target.arch.split_cores and not fits(c) and c % 32 == 0:
+        c //= 2
+    return c
+
+
 def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool,
                  causal_helpers: bool, prefetch: bool = False) -> dict[str, int]:
     """Bytes one item's resident buffers take in each on-chip space (see the module docstring),
@@ -281,23 +297,24 @@ def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: i
     def total(space: str, sizes: list[int]) -> int:
         return sum(aligned_bytes(target, space, n) for n in sizes)
 
+    cb = bc if prefetch else cube_cols(target, bc, mp, dp, dvp, es)
     ub = [mu * bc * 4, mu * bc * es, mu * dv * 4, mu * dv * 4] + [mu * 4] * 6
     ub.append(mu * _red_cols(bc) * 4)
-    if es != 4:
+    if es != 4 and dv > bc:  # else the output tile is a view of P's (`_aiv_buffers`)
         ub.append(mu * dv * es)
     if mask_elems:
         ub.append(mask_elems * es)
         if wide_mask:
             ub.append(mask_elems * 4)
     if causal_helpers:
-        ub += [br * bc, bc * 4, br * 4, br * 4, 4, 4]
+        ub += [min(mu, br) * bc, bc * 4, br * 4, br * 4, 4, 4]  # the compare mask: one head segment's rows
     if prefetch:
         ub.append(bc * max(d, dv) * es)
     return {
         "l1": total("l1", [mp * dp * es, bc * dp * es, bc * dvp * es, mp * bc * es]),
-        "l0a": total("l0a", [mp * dp * es, mp * bc * es]),
-        "l0b": total("l0b", [dp * bc * es, bc * dvp * es]),
-        "l0c": total("l0c", [mp * bc * 4, mp * dvp * 4]),
+        "l0a": total("l0a", [mp * dp * es, mp * cb * es]),
+        "l0b": total("l0b", [dp * cb * es, cb * dvp * es]),
+        "l0c": total("l0c", [mp * cb * 4, mp * dvp * 4]),
         "ub": total("ub", ub),
     }
 
@@ -509,22 +526,23 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
         return mmad_cycles(target, dt, a, b, k)
 
     l2 = min(r["l2_to_l1"], target.hbm_bytes_per_cycle / cores * target.memory.l2_bw_over_hbm)
+    cb = bc if decode_prefetch(target, sq, t.br) else cube_cols(target, bc, mp, dp, dvp, es)
+    steps = bc // cb
     pipes = [
-        mmad(mp, bc, dp) + mmad(mp, dvp, bc),
-        (bc * (dp + dvp) * es) / r["l1_to_l0b"] + mp * bc * es / r["l1_to_l0a"] + 3 * st["mte1"],
+        steps * (mmad(mp, cb, dp) + mmad(mp, dvp, cb)),
+        (bc * (dp + dvp) * es) / r["l1_to_l0b"] + mp * bc * es / r["l1_to_l0a"] + 3 * steps * st["mte1"],
     ]
     vec = vector_cycles(target, "vmuls", n * bc, 4) + vector_cycles(target, "vsub", n * bc, 4) + vector_cycles(target, "vexp", n * bc, 4)
     if es != 4:
         vec += vector_cycles(target, "vcast", n * bc, 4)
     for step, width in row_reduce_steps(bc):
-        elems = n * width // 2 if step == "fold" else n * width
-        vec += sum(vector_cycles(target, ops[step], elems, 4) for ops in _REDUCE_OPS.values())
+        vec += sum(vector_cycles(target, ops[step], n * width, 4) for ops in _REDUCE_OPS.values())
     for op in ("vmax", "vcopy", "vsub", "vexp", "vmul", "vadd", "vcopy"):
         vec += vector_cycles(target, op, n, 4)
     vec += vector_cycles(target, "vmul", n * dv, 4) + vector_cycles(target, "vadd", n * dv, 4)
     if target.arch.split_cores:
         pipes.append((bc * (dp + dvp) + mp * bc) * es / l2 + 3 * st["mte2_nd2nz"])  # AIC MTE2: K, V, P
-        pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + 2 * st["fix"])
+        pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + (steps + 1) * st["fix"])
         pipes.append((n * bc + n * dv) * 4 / min(r["l2_to_ub"], l2) + 2 * st["mte2"])  # AIV MTE2: S, O
         pipes.append(n * bc * es / r["ub_to_l2"] + st["mte3"])  # AIV MTE3: P
         blk_bytes = bc * (d + dv) * es + 2 * m * bc * (4 + es) + 2 * m * dv * 4
@@ -812,10 +830,11 @@ class _FlashKernel:
         self.v_l1 = kb.alloc([t.bc, t.dvp], el, L1)
         self.p_l1 = kb.alloc([t.mp, t.bc], el, L1)
         self.q_l0a = kb.alloc([t.mp, t.dp], el, L0A)
-        self.p_l0a = kb.alloc([t.mp, t.bc], el, L0A)
-        self.kt_l0b = kb.alloc([t.dp, t.bc], el, L0B)
-        self.v_l0b = kb.alloc([t.bc, t.dvp], el, L0B)
-        self.s_l0c = kb.alloc([t.mp, t.bc], f32, L0C)
+        cb = self.cb = t.bc if self.prefetch else cube_cols(self.ctx.target, t.bc, t.mp, t.dp, t.dvp, itemsize(el))
+        self.p_l0a = kb.alloc([t.mp, cb], el, L0A)
+        self.kt_l0b = kb.alloc([t.dp, cb], el, L0B)
+        self.v_l0b = kb.alloc([cb, t.dvp], el, L0B)
+        self.s_l0c = kb.alloc([t.mp, cb], f32, L0C)
         self.o_l0c = kb.alloc([t.mp, t.dvp], f32, L0C)
         self.helpers = self.causal or self.skv % t.bc != 0
         for a in self.aivs:
@@ -861,7 +880,10 @@ class _FlashKernel:
         a.p_ub = kb.alloc([n, t.bc], el, UB)
         a.o_ub = kb.alloc([n, dv], f32, UB)
         a.acc = kb.alloc([n, dv], f32, UB)
-        a.out_ub = kb.alloc([n, dv], el, UB) if el != f32 else a.acc
+        # the output tile (input dtype): P's UB tile is free once the item's last P is out
+        # (q_p), so the output is cast into it rather than into a tile of its own
+        a.out_in_p = el != f32 and dv <= t.bc
+        a.out_ub = a.acc if el == f32 else kb.subview(a.p_ub, [0, 0], [n, dv]) if a.out_in_p else kb.alloc([n, dv], el, UB)
         a.m_old, a.m_new, a.l, a.alpha, a.alpha_prev, a.rowsum = (kb.alloc([n, 1], f32, UB) for _ in range(6))
         a.red = kb.alloc([n, _red_cols(t.bc)], f32, UB)
         if self.mask is not None:
@@ -1029,27 +1051,34 @@ class _FlashKernel:
         self._each_aiv(stats)
 
     def _s_stage(self, j: Index) -> None:
-        """AIC: S_j = Q · K_jᵀ into L0C, then out of L0C (GM workspace on 910B, read by each AIV)."""
-        kb, t = self.kb, self.t
+        """AIC: S_j = Q · K_jᵀ into L0C, one cube step of `cb` keys at a time, each out of L0C
+        (GM workspace on 910B, read by each AIV) into its columns of the block's S."""
+        kb, t, cb = self.kb, self.t, self.cb
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
         self.q_k1.acquire()
         kb.copy(kb.subview(self.gk, [self._kv_row(kv0), 0], [ksz, self.d]), self.k_l1, layout="nd2nz")
         self.q_k1.handoff()
-        self.q_k0.acquire()
-        kb.emit(ascend.CopyOp(self.k_l1, self.kt_l0b, transpose=True))
-        self.q_k1.release()
-        self.q_k0.handoff()
-        self.q_sc.acquire()
-        kb.emit(ascend.MmadOp(self.q_l0a, self.kt_l0b, self.s_l0c, True))
-        self.q_k0.release()
-        self.q_sc.enque()
+        steps = t.bc // cb
+        for h in range(steps):
+            self.q_k0.acquire()
+            k = self.k_l1 if steps == 1 else kb.subview(self.k_l1, [h * cb, 0], [cb, t.dp])
+            kb.emit(ascend.CopyOp(k, self.kt_l0b, transpose=True))
+            if h == steps - 1:
+                self.q_k1.release()
+            self.q_k0.handoff()
+            self.q_sc.acquire()
+            kb.emit(ascend.MmadOp(self.q_l0a, self.kt_l0b, self.s_l0c, True))
+            self.q_k0.release()
+            self.q_sc.enque()
+            if self.split_cores:
+                self.q_sc.deque()
+                if h == 0:
+                    for a in self.aivs:  # both AIVs have read the previous S
+                        a.q_ws_s.acquire()
+                kb.copy(self.s_l0c, kb.subview(self.ws_s, [self._slot(j), h * cb], [t.m, cb]), layout="nz2nd")
+                self.q_sc.release()
         if self.split_cores:
-            self.q_sc.deque()
-            for a in self.aivs:  # both AIVs have read the previous S
-                a.q_ws_s.acquire()
-            kb.copy(self.s_l0c, kb.subview(self.ws_s, [self._slot(j), 0], [t.m, t.bc]), layout="nz2nd")
-            self.q_sc.release()
             for a in self.aivs:
                 a.q_ws_s.enque()
 
@@ -1118,18 +1147,13 @@ class _FlashKernel:
 
     def _row_reduce(self, a: _Aiv, kind: str, src: SSAValue, dst: SSAValue) -> None:
         """dst [n, 1] = row max / sum of src [n, Bc] (fp32), in the steps of `row_reduce_steps`
-        (halves folded, then 32-B blocks reduced, through `a.red`)."""
+        (through `a.red`)."""
         kb, ops = self.kb, _REDUCE_OPS[kind]
         cur = src
         for step, width in row_reduce_steps(self.t.bc):
-            if step == "fold":
-                h = width // 2
-                out = kb.subview(a.red, [0, 0], [a.n, h])
-                kb.emit(_v(ops[step])(kb.subview(cur, [0, 0], [a.n, h]), kb.subview(cur, [0, h], [a.n, h]), out))
-            else:
-                w = width // BLOCK_F32 if step == "block" else 1
-                out = dst if w == 1 else kb.subview(a.red, [0, 0], [a.n, w])
-                kb.emit(_v(ops[step])(kb.subview(cur, [0, 0], [a.n, width]), out))
+            w = width // BLOCK_F32 if step == "block" else 1
+            out = dst if w == 1 else kb.subview(a.red, [0, 0], [a.n, w])
+            kb.emit(_v(ops[step])(kb.subview(cur, [0, 0], [a.n, width]), out))
             cur = out
         if cur is src:  # a single column: nothing to reduce
             kb.emit(_v("vcopy")(src, dst))
@@ -1196,17 +1220,13 @@ class _FlashKernel:
             kb.emit(ascend.VselOp(a.cmp, a.lowest, a.s_ub, a.s_ub))
 
     def _pv(self, j: Index) -> None:
-        """AIC: O_j = P · V_j into L0C, then out of L0C."""
-        kb, t = self.kb, self.t
+        """AIC: O_j = P · V_j into L0C (the cube steps of `cb` keys accumulating), then out of L0C."""
+        kb, t, cb = self.kb, self.t, self.cb
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
         self.q_v1.acquire()
         kb.copy(kb.subview(self.gv, [self._kv_row(kv0), 0], [ksz, self.dv]), self.v_l1, layout="nd2nz")
         self.q_v1.handoff()
-        self.q_v0.acquire()
-        kb.copy(self.v_l1, self.v_l0b)
-        self.q_v1.release()
-        self.q_v0.handoff()
         if self.split_cores:
             for a in self.aivs:  # every AIV wrote its rows of P
                 a.q_ws_p.deque()
@@ -1217,14 +1237,22 @@ class _FlashKernel:
             self.q_p1.handoff()
         else:
             self.q_p1.deque()
-        self.q_p0.acquire()
-        kb.copy(self.p_l1, self.p_l0a)
-        self.q_p1.release()
-        self.q_p0.handoff()
+        steps = t.bc // cb
         self.q_oc.acquire()
-        kb.emit(ascend.MmadOp(self.p_l0a, self.v_l0b, self.o_l0c, True))
-        self.q_p0.release()
-        self.q_v0.release()
+        for h in range(steps):
+            self.q_v0.acquire()
+            kb.copy(self.v_l1 if steps == 1 else kb.subview(self.v_l1, [h * cb, 0], [cb, t.dvp]), self.v_l0b)
+            if h == steps - 1:
+                self.q_v1.release()
+            self.q_v0.handoff()
+            self.q_p0.acquire()
+            kb.copy(self.p_l1 if steps == 1 else kb.subview(self.p_l1, [0, h * cb], [t.mp, cb]), self.p_l0a)
+            if h == steps - 1:
+                self.q_p1.release()
+            self.q_p0.handoff()
+            kb.emit(ascend.MmadOp(self.p_l0a, self.v_l0b, self.o_l0c, h == 0))
+            self.q_p0.release()
+            self.q_v0.release()
         self.q_oc.enque()
         if self.split_cores:
             self.q_oc.deque()
@@ -1276,6 +1304,8 @@ class _FlashKernel:
 
         def store(a: _Aiv) -> None:
             kb.emit(_v("vdiv")(a.acc, a.l, a.acc))
+            if a.out_in_p:
+                a.q_p.acquire()  # the item's last P has left the tile
             if a.out_ub is not a.acc:
                 kb.emit(ascend.VcastOp(a.acc, a.out_ub))
             a.q_out.handoff()
@@ -1284,6 +1314,8 @@ class _FlashKernel:
                 self._valid_rows(seg, lambda rows, seg=seg, src=src: kb.copy(
                     src, kb.subview(self.gout, [kb.add(self._q_row(seg.h), seg.a), 0], [rows, self.dv])))
             a.q_out.release()
+            if a.out_in_p:
+                a.q_p.release()
 
         self._each_aiv(store)
 
