@@ -283,12 +283,12 @@ def test_decode_aivs_prefetch_k_and_v_into_l2() -> None:
 
 def test_decode_combine_loads_the_partials_in_chunks(monkeypatch) -> None:
     """The combine kernel loads the KV-split partials of an item a chunk of splits per copy: with
-    room for 2 splits of 5 (a last chunk of 1), the output still equals run_nn."""
+    room for 2 splits of an odd count (7 here: a last chunk of 1), the output still equals run_nn."""
     from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
 
     b, hq, hkv, sq, skv, d, dv = 1, 4, 2, 1, 1200, 64, 64
     t = choose_flash_tiling(load_target("ascend910b2"), batch=b, hkv=hkv, g=hq // hkv, sq=sq, skv=skv, d=d, dv=dv, el=f32)
-    assert t.nsplit == 5
+    assert t.nsplit > 2 and t.nsplit % 2 == 1
     monkeypatch.setattr(fa, "COMBINE_UB_BYTES", 2 * t.m * (dv + 2) * 4)
     text = attention_ir(b, hq, hkv, sq, skv, d, dv, False)
     feeds = random_inputs([(b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, dv)], "f32")

@@ -552,7 +552,10 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
         pipes.append(n * bc * es / r["ub_to_l1"] + st["mte3"])
         blk_bytes = bc * (d + dv) * es
     per_block = max(*pipes, vec)
-    per_item = m * dp * es / min(r["gm_to_l1"], target.hbm_bytes_per_cycle / cores) + t.g * st["mte2_nd2nz"] + m * dv * es / r["ub_to_gm"]
+    # an item's first block runs through the stages one after another (nothing yet to overlap
+    # with): the pipeline fill, which short causal items (few blocks) pay most
+    fill = sum(pipes) + vec - per_block
+    per_item = fill + m * dp * es / min(r["gm_to_l1"], target.hbm_bytes_per_cycle / cores) + t.g * st["mte2_nd2nz"] + m * dv * es / r["ub_to_gm"]
 
     # visible KV blocks of every item (w = ((b·Hkv + h)·nrb + i)·nsplit + s), summed per core
     nkv = ceil_div(skv, bc)
