@@ -84,22 +84,28 @@ fails naming the space, bytes needed vs available and the largest tile that fits
 platform ini):
 
     L1   Q [Mp, Dp] + K [Bc, Dp] + V [Bc, Dvp] + P [Mp, Bc]          (input dtype)
-    L0A  Q [Mp, Dp] + P [Mp, Bc];  L0B Kᵀ [Dp, Bc] + V [Bc, Dvp];  L0C S [Mp, Bc] + O [Mp, Dvp] fp32
-    UB   s [Mu, Bc] fp32 + p [Mu, Bc] + O_j, acc [Mu, Dv] fp32 (+ out [Mu, Dv] when not fp32)
-         + mask tile (+ its fp32 copy) + 5 row statistics + causal index helpers
+    L0A  Q [Mp, Dp] + P [Mp, Cb];  L0B Kᵀ [Dp, Cb] + V [Cb, Dvp];  L0C S [Mp, Cb] + O [Mp, Dvp] fp32
+    UB   s [Mu, Bc] fp32 + p [Mu, Bc] + O_j, acc [Mu, Dv] fp32 (+ out [Mu, Dv] when not fp32 and
+         Dv > Bc; else out is a view of p) + row-reduce scratch [Mu, Bc/8] + mask tile (+ its
+         fp32 copy) + 6 row statistics + causal index helpers
 
 with M = g·Br, Mp = M rounded up to 16 (mmad M), Dp/Dvp = D/Dv rounded up to 16, Mu = the rows
-of one AIV (ceil(M/2) on 910B, M on coupled cores). Single slots
-(no ping-pong within a stage): the overlap comes from the Cube / vector pipeline above. Larger Br
-cuts K/V re-reads (every row block streams all of K and V once), larger Bc amortizes the fixed
-cost of each vector instruction (S4 fits, ~20-35 cycles per call).
+of one AIV (ceil(M/2) on 910B, M on coupled cores), Cb = the keys of one cube step
+(`cube_cols`: Bc, halved on 910B until the L0 tiles fit; the block is then Bc / Cb cube steps).
+Single slots (no ping-pong within a stage): the overlap comes from the Cube / vector pipeline
+above. Larger Br cuts K/V re-reads (every row block streams all of K and V once), larger Bc
+amortizes the per-block vector work that does not grow with Bc (row statistics, the acc
+update, ~20-35 cycles of head per vector call, S4) and the O_j write-out through FixPipe. Row
+max / sum: BlockReduce (one element per 32-B block, S4 0.0198 cycle per fp32 element) down to
+a few columns, then WholeReduce (0.1094) of those (`row_reduce_steps`).
 
-Resulting choices (f16, 910B2): with enough row blocks for the 24 cores the largest tile that
-fits, D = 128 → Br = 128, Bc = 128 (each AIV's UB holds 64 rows; L0B holds Kᵀ and V only up to
-Bc = 128, L0C S and O of 128 rows; Br = 64 on 910A, one vector unit's UB), D = 64 → Br = 64, Bc =
-256; with few rows smaller Br to occupy more cores (one head of 512 queries, D 128: Br = 32;
-V13's 2048 queries, D 32: Br = 32, Bc = 256); decode (1 query, g = 4, 4096 keys, 8 K/V heads)
-→ M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
+Resulting choices (f16, 910B2): with enough row blocks for the 24 cores and long rows, D = 128
+→ Br = 128, Bc = 256 in two cube steps of 128 (each AIV's UB holds 64 rows of 256 keys: 192064
+of its 196608 bytes in the causal case); short causal items (1024 queries) Bc = 128, the
+pipeline fill of an item weighing more than the per-block saving; Br = 64 on 910A, one vector
+unit's UB; with few rows smaller Br to occupy more cores (one head of 512 queries, D 128: Br =
+32, Bc = 256); decode keeps one cube step per block (its AIVs' L2 prefetch streams K / V per
+block): 1 query, g = 4, 4096 keys, 8 K/V heads → M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
 """
 
 from __future__ import annotations
