@@ -129,6 +129,15 @@ func.func @main(%q: {q4}, %k: {kv4}, %v: {kv4}) -> {q4} {{
 }}"""
 
 
+def useful_flops(sq: int, skv: int) -> float:
+    """Flops the causal attention of `attention_ir` needs (no masked work): QKᵀ and P·V, 2·D each
+    per visible (query, key) pair; query i (of sq, aligned to the last key) sees skv - sq + i + 1
+    keys. %cube "useful" divides these, %cube the mmad flops executed (masked columns of the
+    diagonal blocks included)."""
+    pairs = sq * (skv - sq) + sq * (sq + 1) // 2
+    return 4.0 * D * HEADS * pairs
+
+
 def measure(text: str, pipeline: str, hw) -> dict:
     module = Parser(make_context(), "builtin.module {" + text + "\n}").parse_module()
     weights = WeightStore()
@@ -230,7 +239,7 @@ def main() -> None:
     print(f"\nattention alone (32 heads x 128, f16) on {hw.name}: naive = decompose-attention (O0), "
           "flash = fuse-attention\n"
           "| shape | naive cycles | naive GM MiB r+w | naive peak GM MiB | flash cycles | flash GM MiB r+w | "
-          "flash peak GM MiB | speed | flash %cube |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "flash peak GM MiB | speed | flash %cube | flash %cube useful |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     seqs = [int(x) for x in args.seqs.split(",")]
     for label, sq_of in (("prefill causal", lambda s: s), ("decode 1 query", lambda s: 1)):
         for s in seqs:
@@ -246,7 +255,8 @@ def main() -> None:
                 cells += ["failed: " + r["error"], "", ""] if "error" in r else [f"{r['cycles']:,.0f}", mib(r["gm"]), mib(r["peak_gm"])]
             speed = f"{n['cycles'] / f['cycles']:.2f}x" if "error" not in n and "error" not in f else ""
             cube = f"{100 * f['peak']:.1f}" if "error" not in f else ""
-            print(f"| {label} {s} | " + " | ".join(cells) + f" | {speed} | {cube} |", flush=True)
+            useful = f"{100 * useful_flops(sq_of(s), s) / (f['cycles'] * hw.peak_flops_per_cycle('f16')):.1f}" if "error" not in f else ""
+            print(f"| {label} {s} | " + " | ".join(cells) + f" | {speed} | {cube} | {useful} |", flush=True)
     print_corpus_table()
 
 

@@ -196,6 +196,25 @@ def test_causal_items_cover_every_row_block_once_and_even_out_the_cores() -> Non
         assert per_core.max() < cyclic.max()
 
 
+@pytest.mark.parametrize("causal, sq, skv", [(True, 300, 300), (False, 130, 600)])
+def test_cube_steps_of_a_wide_block_match_run_nn(causal: bool, sq: int, skv: int) -> None:
+    """f16, D = 128, Br = 128, Bc = 256: Kᵀ and V of 256 keys do not fit L0B together, so the
+    cube takes each block in two 128-key steps (S into two column slices of the workspace, P·V
+    accumulating in L0C) while the vector cores see all 256 keys; diagonal blocks and a last
+    partial block (600 = 2 x 256 + 88) included. The output tile shares P's UB tile."""
+    text = attention_ir(1, 2, 2, sq, skv, 128, 128, causal, dt="f16").replace(
+        "{num_heads", "{ascend.tiling = #ascend.tiling<{br = 128 : i64, bc = 256 : i64}>, num_heads", 1)
+    feeds = random_inputs([(1, 2, sq, 128), (1, 2, skv, 128), (1, 2, skv, 128)], "f16")
+    ref = run_nn(Parser(make_context(), text).parse_module(), WeightStore(), feeds)
+    module = compile_attention(text, "ascend910b2")
+    (k,) = [k for k in kernels(module) if k.sym_name.data.startswith("flash_attention")]
+    mm = [op for op in k.walk() if isinstance(op, ascend.MmadOp)]
+    assert mm and all(tuple(op.b.type.get_shape()) == (128, 128) for op in mm)  # 128-key cube steps
+    out = simulate(module, WeightStore(), feeds, load_target("ascend910b2")).outputs
+    (want,), (got,) = ref.values(), out.values()
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=2e-3)
+
+
 def test_causal_zig_zag_order_matches_run_nn(monkeypatch) -> None:
     """Causal GQA with 2 batches x 2 K/V heads x 7 row blocks of 16 rows = 28 items on 24 cores
     (a partial, backwards second round) computes what run_nn does."""
@@ -264,12 +283,12 @@ def test_decode_aivs_prefetch_k_and_v_into_l2() -> None:
 
 def test_decode_combine_loads_the_partials_in_chunks(monkeypatch) -> None:
     """The combine kernel loads the KV-split partials of an item a chunk of splits per copy: with
-    room for 2 splits of 5 (a last chunk of 1), the output still equals run_nn."""
+    room for 2 splits of an odd count (7 here: a last chunk of 1), the output still equals run_nn."""
     from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
 
     b, hq, hkv, sq, skv, d, dv = 1, 4, 2, 1, 1200, 64, 64
     t = choose_flash_tiling(load_target("ascend910b2"), batch=b, hkv=hkv, g=hq // hkv, sq=sq, skv=skv, d=d, dv=dv, el=f32)
-    assert t.nsplit == 5
+    assert t.nsplit > 2 and t.nsplit % 2 == 1
     monkeypatch.setattr(fa, "COMBINE_UB_BYTES", 2 * t.m * (dv + 2) * 4)
     text = attention_ir(b, hq, hkv, sq, skv, d, dv, False)
     feeds = random_inputs([(b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, dv)], "f32")
@@ -283,16 +302,22 @@ def test_decode_combine_loads_the_partials_in_chunks(monkeypatch) -> None:
 
 def test_flash_beats_naive_and_keeps_scores_out_of_gm() -> None:
     """At 1k tokens (f16, 8 heads of 128, causal) the flash kernel is faster than the decomposed
-    path, and all its GM buffers together (output and per-core workspace) are far smaller than
-    one [H, S, S] score tensor of the naive path."""
+    path; its GM buffers besides the output (the per-core workspace rings) are smaller than one
+    [H, S, S] score tensor of the naive path and do not grow with S (the same at 2k tokens)."""
     text = attention_ir(1, 8, 8, 1024, 1024, 128, 128, True, dt="f16")
     flash = compile_attention(text, "ascend910b2")
     naive = compile_attention(text, "ascend910b2", pipeline="")
     cyc = {n: _bytes(m, {})["total_cycles"] for n, m in (("flash", flash), ("naive", naive))}
     assert cyc["flash"] < cyc["naive"], cyc
-    allocs = [op for op in flash.walk() if isinstance(op, ascend.AllocOp) and ascend.space_of(op.result) == ascend.MemSpace.GM]
+
+    def workspace(module, s: int) -> int:
+        gm = [math.prod(op.result.type.get_shape()) for op in module.walk()
+              if isinstance(op, ascend.AllocOp) and ascend.space_of(op.result) == ascend.MemSpace.GM]
+        return sum(gm) - 8 * s * 128  # less the output [1, 8, S, 128]
+
     scores = 8 * 1024 * 1024  # elements of one [1, 8, S, S] tensor of the naive path
-    assert sum(math.prod(a.result.type.get_shape()) for a in allocs) < scores / 2
+    assert 0 < workspace(flash, 1024) < scores
+    assert workspace(compile_attention(attention_ir(1, 8, 8, 2048, 2048, 128, 128, True, dt="f16"), "ascend910b2"), 2048) == workspace(flash, 1024)
 
 
 def test_pipelines_include_fuse_attention() -> None:

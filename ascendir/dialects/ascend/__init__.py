@@ -119,6 +119,8 @@ from ascendir.dialects.ascend.ops_vector import (  # one class per vector op
     VpowOp,
     VpowsOp,
     VrecOp,
+    VblockReduceMaxOp,
+    VblockReduceSumOp,
     VreduceMaxOp,
     VreduceMinOp,
     VreduceProdOp,

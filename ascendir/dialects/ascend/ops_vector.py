@@ -9,6 +9,8 @@ Families (operands, then what `dest` receives):
 * binary `ascend.vadd %lhs, %rhs, %dst`: f(lhs, rhs) elementwise;
 * scalar `ascend.vadds %src, %dst {scalar = 2.0 : f64}`: f(src, scalar);
 * reduce `ascend.vreduce_sum %src, %dst`: the last dim reduced to 1;
+* block reduce `ascend.vblock_reduce_max %src, %dst`: each 32-B data block of the last dim
+  reduced to one element (BlockReduceMax / vcgmax), the last dim divided by the block's elements;
 * vcast, vcmp, vsel, vdup, vtranspose, varange: see each class.
 
 Element types: one for every operand (the dest's) unless the op says otherwise (vcast converts,
@@ -38,6 +40,7 @@ from xdsl.utils.exceptions import VerifyException
 from ascendir.dialects.ascend.attrs import SUBBLOCK_ATTR, CmpPredicate, CmpPredicateAttr, MemSpace, Pipe, space_of
 from ascendir.dialects.ascend.placement import RunsOn, Unit
 from ascendir.dialects.cast_mode import RoundModeAttr, cast_mode, verify_cast_mode
+from ascendir.dtypes import itemsize
 
 
 # ----------------------------------------------------------------------------------------------
@@ -116,6 +119,31 @@ class VectorReduceOp(VectorOp):
             raise VerifyException(f"{self.name}: dest must be the source shape with last dim 1")
         if self.source.type.element_type != self.dest.type.element_type:
             raise VerifyException(f"{self.name}: element types differ")
+
+
+class VectorBlockReduceOp(VectorOp):
+    """Reduce each 32-B data block of `source`'s last dim (8 fp32 or 16 16-bit elements) to one
+    element of `dest` (BlockReduceMax / BlockReduceSum, S2; the vcgmax / vcgadd instructions, S5):
+    dest's last dim is source's divided by the block's elements, the other dims equal."""
+
+    source = operand_def(MemRefType)
+    dest = operand_def(MemRefType)
+    assembly_format = "$source `,` $dest attr-dict `:` type($source) `,` type($dest)"
+
+    def __init__(self, src: SSAValue, dst: SSAValue):
+        super().__init__(operands=[src, dst])
+
+    def verify_shapes(self) -> None:
+        s, d = self.source.type.get_shape(), self.dest.type.get_shape()
+        if self.source.type.element_type != self.dest.type.element_type:
+            raise VerifyException(f"{self.name}: element types differ")
+        per = BLOCK_BYTES // itemsize(self.dest.type.element_type)
+        if len(s) != len(d) or tuple(s[:-1]) != tuple(d[:-1]) or s[-1] % per or d[-1] != s[-1] // per:
+            raise VerifyException(f"{self.name}: dest must be the source shape with the last dim divided by "
+                                  f"{per} (elements per 32-B block), source last dim a multiple of it")
+
+
+BLOCK_BYTES = 32  # one vector data block [S2]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -410,10 +438,24 @@ class VreduceProdOp(VectorReduceOp):
 
 
 
+@irdl_op_definition
+class VblockReduceMaxOp(VectorBlockReduceOp):
+    """dest = max of each 32-B data block of source's last dim (BlockReduceMax). One element type for every operand (the dest's)."""
+
+    name = "ascend.vblock_reduce_max"
+
+
+@irdl_op_definition
+class VblockReduceSumOp(VectorBlockReduceOp):
+    """dest = sum of each 32-B data block of source's last dim (BlockReduceSum). One element type for every operand (the dest's)."""
+
+    name = "ascend.vblock_reduce_sum"
+
+
 VECTOR_UNARY: dict[str, type[VectorOp]] = {c.name.removeprefix('ascend.'): c for c in (VexpOp, VlnOp, VsqrtOp, VrsqrtOp, VrecOp, VabsOp, VreluOp, VsigmoidOp, VtanhOp, VerfOp, VgeluOp, VgeluTanhOp, VsiluOp, VsinOp, VcosOp, VfloorOp, VceilOp, VnotOp, VcopyOp, VnegOp)}
 VECTOR_BINARY: dict[str, type[VectorOp]] = {c.name.removeprefix('ascend.'): c for c in (VaddOp, VsubOp, VmulOp, VdivOp, VmaxOp, VminOp, VpowOp, VandOp, VorOp, VmodOp, VfmodOp)}
 VECTOR_SCALAR: dict[str, type[VectorOp]] = {c.name.removeprefix('ascend.'): c for c in (VaddsOp, VmulsOp, VmaxsOp, VminsOp, VpowsOp)}
-VECTOR_REDUCE: dict[str, type[VectorOp]] = {c.name.removeprefix('ascend.'): c for c in (VreduceSumOp, VreduceMaxOp, VreduceMinOp, VreduceProdOp)}
+VECTOR_REDUCE: dict[str, type[VectorOp]] = {c.name.removeprefix('ascend.'): c for c in (VreduceSumOp, VreduceMaxOp, VreduceMinOp, VreduceProdOp, VblockReduceMaxOp, VblockReduceSumOp)}
 VECTOR_OPS: dict[str, type[VectorOp]] = {**VECTOR_UNARY, **VECTOR_BINARY, **VECTOR_SCALAR, **VECTOR_REDUCE}
 
 

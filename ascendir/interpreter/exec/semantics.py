@@ -250,11 +250,26 @@ def _reduce(fn: Callable[..., np.ndarray]) -> Callable[[Operation], Runtime]:
     return factory
 
 
+def _block_reduce(fn: Callable[..., np.ndarray]) -> Callable[[Operation], Runtime]:
+    """Each 32-B data block of the last dim to one element (the verifier checks the shapes)."""
+
+    def factory(op: Operation) -> Runtime:
+        def run(src: np.ndarray, dst: np.ndarray) -> None:
+            x = _f32(src) if src.dtype.kind == "f" else src
+            _store(dst, fn(x.reshape(*x.shape[:-1], dst.shape[-1], -1), axis=-1))
+
+        return run
+
+    return factory
+
+
 REDUCE: dict[str, Callable[[Operation], Runtime]] = {
     "vreduce_sum": _reduce(np.sum),
     "vreduce_max": _reduce(np.max),
     "vreduce_min": _reduce(np.min),
     "vreduce_prod": _reduce(np.prod),
+    "vblock_reduce_max": _block_reduce(np.max),
+    "vblock_reduce_sum": _block_reduce(np.sum),
 }
 
 

@@ -4,11 +4,12 @@
 
 // choose-tiling records the flash-attention tile it scores best as `ascend.tiling = #ascend.tiling<{br, bc}>` on
 // the nn.attention of the region: one head of 512 f16 queries over 4096 keys (D 128) takes Br = 32
-// (16 row blocks occupy 16 cores; Br = 128 would leave 20 of 24 idle), Bc = 128 (L0B holds the
-// K^T and V tiles of D 128 up to Bc = 128).
+// (16 row blocks occupy 16 cores; Br = 128 would leave 20 of 24 idle), Bc = 256 (the vector
+// cores see 256 keys a block; L0B holds the K^T and V tiles of D 128 up to 128 keys, so the cube
+// takes each block in two steps).
 // CHECK-LABEL: func.func @long_keys
 // CHECK:         nn.fused(%q, %k, %v) {kind = #nn.fused_kind<flash_attention>}
-// CHECK:           nn.attention {{.*}}ascend.tiling = #ascend.tiling<{br = 32 : i64, bc = 128 : i64}>
+// CHECK:           nn.attention {{.*}}ascend.tiling = #ascend.tiling<{br = 32 : i64, bc = 256 : i64}>
 // FORCED-LABEL: func.func @long_keys
 // FORCED:         nn.attention {{.*}}ascend.tiling = #ascend.tiling<{br = 16 : i64, bc = 32 : i64}>
 func.func @long_keys(%q: tensor<1x1x512x128xf16>, %k: tensor<1x1x4096x128xf16>, %v: tensor<1x1x4096x128xf16>) -> tensor<1x1x512x128xf16> {

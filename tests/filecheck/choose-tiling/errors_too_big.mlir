@@ -3,9 +3,9 @@
 // RUN: not ascendir-opt %s -p 'choose-tiling{tiling="m=128,n=256,k=64,split_k=1000"}' 2>&1 | filecheck %s --check-prefix=SPLIT
 
 // A forced attention tile of 128 f32 query rows by 160 keys (512 clamped to the 150 keys padded
-// to 16) overflows L0A (Q [128, 128] + P [128, 160] f32): the error names the space, the bytes
-// and the largest tile within the request that fits.
-// ATT: ascendir-opt: error: nn.attention #0: tiling br=128,bc=512 (br=128,bc=160 within the sequence lengths) needs 147456 bytes of L0A, ascend910b2 has 65536; largest tile that fits: br=80,bc=64
+// to 16) overflows L0A (Q [128, 128] + P [128, 80] f32: 160 keys are two cube steps of 80): the
+// error names the space, the bytes and the largest tile within the request that fits.
+// ATT: ascendir-opt: error: nn.attention #0: tiling br=128,bc=512 (br=128,bc=160 within the sequence lengths) needs 106496 bytes of L0A, ascend910b2 has 65536; largest tile that fits: br=112,bc=128
 
 // m = 256, n = 384 needs 384 KiB of f32 L0C (128 KiB): the largest output tile that fits is
 // 32768 elements, and of the two (256 x 128, 128 x 256) the one changing fewer fields. The

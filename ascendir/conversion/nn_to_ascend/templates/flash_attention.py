@@ -94,22 +94,28 @@ fails naming the space, bytes needed vs available and the largest tile that fits
 platform ini):
 
     L1   Q [Mp, Dp] + K [Bc, Dp] + V [Bc, Dvp] + P [Mp, Bc]          (input dtype)
-    L0A  Q [Mp, Dp] + P [Mp, Bc];  L0B Kᵀ [Dp, Bc] + V [Bc, Dvp];  L0C S [Mp, Bc] + O [Mp, Dvp] fp32
-    UB   s [Mu, Bc] fp32 + p [Mu, Bc] + O_j, acc [Mu, Dv] fp32 (+ out [Mu, Dv] when not fp32)
-         + mask tile (+ its fp32 copy) + 5 row statistics + causal index helpers
+    L0A  Q [Mp, Dp] + P [Mp, Cb];  L0B Kᵀ [Dp, Cb] + V [Cb, Dvp];  L0C S [Mp, Cb] + O [Mp, Dvp] fp32
+    UB   s [Mu, Bc] fp32 + p [Mu, Bc] + O_j, acc [Mu, Dv] fp32 (+ out [Mu, Dv] when not fp32 and
+         Dv > Bc; else out is a view of p) + row-reduce scratch [Mu, Bc/8] + mask tile (+ its
+         fp32 copy) + 6 row statistics + causal index helpers
 
 with M = g·Br, Mp = M rounded up to 16 (mmad M), Dp/Dvp = D/Dv rounded up to 16, Mu = the rows
-of one AIV (ceil(M/2) on 910B, M on coupled cores). Single slots
-(no ping-pong within a stage): the overlap comes from the Cube / vector pipeline above. Larger Br
-cuts K/V re-reads (every row block streams all of K and V once), larger Bc amortizes the fixed
-cost of each vector instruction (S4 fits, ~20-35 cycles per call).
+of one AIV (ceil(M/2) on 910B, M on coupled cores), Cb = the keys of one cube step
+(`cube_cols`: Bc, halved on 910B until the L0 tiles fit; the block is then Bc / Cb cube steps).
+Single slots (no ping-pong within a stage): the overlap comes from the Cube / vector pipeline
+above. Larger Br cuts K/V re-reads (every row block streams all of K and V once), larger Bc
+amortizes the per-block vector work that does not grow with Bc (row statistics, the acc
+update, ~20-35 cycles of head per vector call, S4) and the O_j write-out through FixPipe. Row
+max / sum: BlockReduce (one element per 32-B block, S4 0.0198 cycle per fp32 element) down to
+a few columns, then WholeReduce (0.1094) of those (`row_reduce_steps`).
 
-Resulting choices (f16, 910B2): with enough row blocks for the 24 cores the largest tile that
-fits, D = 128 → Br = 128, Bc = 128 (each AIV's UB holds 64 rows; L0B holds Kᵀ and V only up to
-Bc = 128, L0C S and O of 128 rows; Br = 64 on 910A, one vector unit's UB), D = 64 → Br = 64, Bc =
-256; with few rows smaller Br to occupy more cores (one head of 512 queries, D 128: Br = 32;
-V13's 2048 queries, D 32: Br = 32, Bc = 256); decode (1 query, g = 4, 4096 keys, 8 K/V heads)
-→ M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
+Resulting choices (f16, 910B2): with enough row blocks for the 24 cores and long rows, D = 128
+→ Br = 128, Bc = 256 in two cube steps of 128 (each AIV's UB holds 64 rows of 256 keys: 192064
+of its 196608 bytes in the causal case); short causal items (1024 queries) Bc = 128, the
+pipeline fill of an item weighing more than the per-block saving; Br = 64 on 910A, one vector
+unit's UB; with few rows smaller Br to occupy more cores (one head of 512 queries, D 128: Br =
+32, Bc = 256); decode keeps one cube step per block (its AIVs' L2 prefetch streams K / V per
+block): 1 query, g = 4, 4096 keys, 8 K/V heads → M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
 """
 
 from __future__ import annotations
@@ -153,9 +159,32 @@ L2_SHARE = 0.5
 REPEAT_F32 = 64
 
 
-def _folds(bc: int) -> bool:
-    """Whether row reductions over Bc columns fold halves first (needs a [M, Bc/2] buffer)."""
-    return bc % 2 == 0 and bc // 2 >= REPEAT_F32
+# fp32 elements in one 32-B data block (S2), what one BlockReduce step folds into one.
+BLOCK_F32 = 8
+# The ops of a row reduction, by step: 32-B blocks reduced (BlockReduceMax / Sum), what is left
+# reduced whole (WholeReduce).
+_REDUCE_OPS = {"max": {"block": "vblock_reduce_max", "whole": "vreduce_max"},
+               "sum": {"block": "vblock_reduce_sum", "whole": "vreduce_sum"}}
+
+
+def row_reduce_steps(bc: int) -> list[tuple[str, int]]:
+    """(step, source columns) of reducing rows of Bc fp32 to one column: BlockReduce (one
+    element per 32-B block) while the width is whole blocks, then WholeReduce of what is left
+    (if more than one). 128 columns go 128 -> 16 -> 2 -> 1, 256 go 256 -> 32 -> 4 -> 1:
+    BlockReduceMax costs 0.0198 cycle per fp32 element against WholeReduceMax's 0.1094 (S4), as
+    Ascend C attention kernels reduce rows, and the scratch is Bc/8 columns."""
+    steps, width = [], bc
+    while width > 1 and width % BLOCK_F32 == 0:
+        steps.append(("block", width))
+        width //= BLOCK_F32
+    if width > 1:
+        steps.append(("whole", width))
+    return steps
+
+
+def _red_cols(bc: int) -> int:
+    """Columns of the scratch a row reduction over Bc columns writes between its steps."""
+    return max(bc // BLOCK_F32, 1)
 
 
 # A KV split must keep at least this many blocks per core (below it the combine step dominates).
@@ -251,6 +280,26 @@ def aiv_count(target: HardwareConfig, m: int) -> int:
     return 2 if target.arch.split_cores and target.aiv_per_aic >= 2 and m >= 2 else 1
 
 
+def cube_cols(target: HardwareConfig, bc: int, mp: int, dp: int, dvp: int, es: int) -> int:
+    """Keys one cube step takes (columns of S, rows of V): Bc, halved while Kᵀ + V do not fit
+    L0B, Q + P L0A or S + O (fp32) L0C. On a split chip (S goes out through the workspace
+    anyway) a block of Bc keys is then 2, 4, .. cube steps into column slices of S, and P·V
+    accumulates its slices in L0C: the vector cores see Bc = 256 keys at once while each mmad
+    takes 128, as pto-isa's FA kernel (TILE_S1 = 256, CUBE_S1 = 128). A coupled core reads S
+    from L0C and keeps one step (Bc itself must fit), and so does decode: its AIVs' L2 prefetch
+    streams K / V in tiles of one cube step (`decode_prefetch`)."""
+    cap = target.capacity
+
+    def fits(c: int) -> bool:
+        return ((mp * dp + mp * c) * es <= cap("l0a") and (dp * c + c * dvp) * es <= cap("l0b")
+                and (mp * c + mp * dvp) * 4 <= cap("l0c"))
+
+    c = bc
+    while target.arch.split_cores and not fits(c) and c % 32 == 0:
+        c //= 2
+    return c
+
+
 def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool,
                  causal_helpers: bool, prefetch: bool = False) -> dict[str, int]:
     """Bytes one item's resident buffers take in each on-chip space (see the module docstring),
@@ -264,24 +313,24 @@ def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: i
     def total(space: str, sizes: list[int]) -> int:
         return sum(aligned_bytes(target, space, n) for n in sizes)
 
+    cb = bc if prefetch else cube_cols(target, bc, mp, dp, dvp, es)
     ub = [mu * bc * 4, mu * bc * es, mu * dv * 4, mu * dv * 4] + [mu * 4] * 6
-    if _folds(bc):
-        ub.append(mu * (bc // 2) * 4)
-    if es != 4:
+    ub.append(mu * _red_cols(bc) * 4)
+    if es != 4 and dv > bc:  # else the output tile is a view of P's (`_aiv_buffers`)
         ub.append(mu * dv * es)
     if mask_elems:
         ub.append(mask_elems * es)
         if wide_mask:
             ub.append(mask_elems * 4)
     if causal_helpers:
-        ub += [br * bc, bc * 4, br * 4, br * 4, 4, 4]
+        ub += [min(mu, br) * bc, bc * 4, br * 4, br * 4, 4, 4]  # the compare mask: one head segment's rows
     if prefetch:
         ub.append(bc * max(d, dv) * es)
     return {
         "l1": total("l1", [mp * dp * es, bc * dp * es, bc * dvp * es, mp * bc * es]),
-        "l0a": total("l0a", [mp * dp * es, mp * bc * es]),
-        "l0b": total("l0b", [dp * bc * es, bc * dvp * es]),
-        "l0c": total("l0c", [mp * bc * 4, mp * dvp * 4]),
+        "l0a": total("l0a", [mp * dp * es, mp * cb * es]),
+        "l0b": total("l0b", [dp * cb * es, cb * dvp * es]),
+        "l0c": total("l0c", [mp * cb * 4, mp * dvp * 4]),
         "ub": total("ub", ub),
     }
 
@@ -502,24 +551,23 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
         return mmad_cycles(target, dt, a, b, k)
 
     l2 = min(r["l2_to_l1"], target.hbm_bytes_per_cycle / cores * target.memory.l2_bw_over_hbm)
+    cb = bc if decode_prefetch(target, sq, t.br) else cube_cols(target, bc, mp, dp, dvp, es)
+    steps = bc // cb
     pipes = [
-        mmad(mp, bc, dp) + mmad(mp, dvp, bc),
-        (bc * (dp + dvp) * es) / r["l1_to_l0b"] + mp * bc * es / r["l1_to_l0a"] + 3 * st["mte1"],
+        steps * (mmad(mp, cb, dp) + mmad(mp, dvp, cb)),
+        (bc * (dp + dvp) * es) / r["l1_to_l0b"] + mp * bc * es / r["l1_to_l0a"] + 3 * steps * st["mte1"],
     ]
     vec = vector_cycles(target, "vmuls", n * bc, 4) + vector_cycles(target, "vsub", n * bc, 4) + vector_cycles(target, "vexp", n * bc, 4)
     if es != 4:
         vec += vector_cycles(target, "vcast", n * bc, 4)
-    width = bc
-    while width % 2 == 0 and width // 2 >= REPEAT_F32:
-        width //= 2
-        vec += vector_cycles(target, "vmax", n * width, 4) + vector_cycles(target, "vadd", n * width, 4)
-    vec += vector_cycles(target, "vreduce_max", n * width, 4) + vector_cycles(target, "vreduce_sum", n * width, 4)
+    for step, width in row_reduce_steps(bc):
+        vec += sum(vector_cycles(target, ops[step], n * width, 4) for ops in _REDUCE_OPS.values())
     for op in ("vmax", "vcopy", "vsub", "vexp", "vmul", "vadd", "vcopy"):
         vec += vector_cycles(target, op, n, 4)
     vec += vector_cycles(target, "vmul", n * dv, 4) + vector_cycles(target, "vadd", n * dv, 4)
     if target.arch.split_cores:
         pipes.append((bc * (dp + dvp) + mp * bc) * es / l2 + 3 * st["mte2_nd2nz"])  # AIC MTE2: K, V, P
-        pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + 2 * st["fix"])
+        pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + (steps + 1) * st["fix"])
         pipes.append((n * bc + n * dv) * 4 / min(r["l2_to_ub"], l2) + 2 * st["mte2"])  # AIV MTE2: S, O
         pipes.append(n * bc * es / r["ub_to_l2"] + st["mte3"])  # AIV MTE3: P
         blk_bytes = bc * (d + dv) * es + 2 * m * bc * (4 + es) + 2 * m * dv * 4
@@ -533,7 +581,10 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
         pipes[2] += 2 * (pieces - 1) * st["mte2_nd2nz"]
         pipes.append(2 * pieces * target.memory.gm_read_latency)  # the scalar pipe (costmodel get_value_cycles)
     per_block = max(*pipes, vec)
-    per_item = m * dp * es / min(r["gm_to_l1"], target.hbm_bytes_per_cycle / cores) + t.g * st["mte2_nd2nz"] + m * dv * es / r["ub_to_gm"]
+    # an item's first block runs through the stages one after another (nothing yet to overlap
+    # with): the pipeline fill, which short causal items (few blocks) pay most
+    fill = sum(pipes) + vec - per_block
+    per_item = fill + m * dp * es / min(r["gm_to_l1"], target.hbm_bytes_per_cycle / cores) + t.g * st["mte2_nd2nz"] + m * dv * es / r["ub_to_gm"]
 
     # visible KV blocks of every item (w = ((b·Hkv + h)·nrb + i)·nsplit + s), summed per core
     nkv = ceil_div(skv, bc)
@@ -820,10 +871,11 @@ class _FlashKernel:
         self.v_l1 = kb.alloc([t.bc, t.dvp], el, L1)
         self.p_l1 = kb.alloc([t.mp, t.bc], el, L1)
         self.q_l0a = kb.alloc([t.mp, t.dp], el, L0A)
-        self.p_l0a = kb.alloc([t.mp, t.bc], el, L0A)
-        self.kt_l0b = kb.alloc([t.dp, t.bc], el, L0B)
-        self.v_l0b = kb.alloc([t.bc, t.dvp], el, L0B)
-        self.s_l0c = kb.alloc([t.mp, t.bc], f32, L0C)
+        cb = self.cb = t.bc if self.prefetch else cube_cols(self.ctx.target, t.bc, t.mp, t.dp, t.dvp, itemsize(el))
+        self.p_l0a = kb.alloc([t.mp, cb], el, L0A)
+        self.kt_l0b = kb.alloc([t.dp, cb], el, L0B)
+        self.v_l0b = kb.alloc([cb, t.dvp], el, L0B)
+        self.s_l0c = kb.alloc([t.mp, cb], f32, L0C)
         self.o_l0c = kb.alloc([t.mp, t.dvp], f32, L0C)
         self.helpers = self.causal or self.skv % t.bc != 0
         for a in self.aivs:
@@ -869,9 +921,12 @@ class _FlashKernel:
         a.p_ub = kb.alloc([n, t.bc], el, UB)
         a.o_ub = kb.alloc([n, dv], f32, UB)
         a.acc = kb.alloc([n, dv], f32, UB)
-        a.out_ub = kb.alloc([n, dv], el, UB) if el != f32 else a.acc
+        # the output tile (input dtype): P's UB tile is free once the item's last P is out
+        # (q_p), so the output is cast into it rather than into a tile of its own
+        a.out_in_p = el != f32 and dv <= t.bc
+        a.out_ub = a.acc if el == f32 else kb.subview(a.p_ub, [0, 0], [n, dv]) if a.out_in_p else kb.alloc([n, dv], el, UB)
         a.m_old, a.m_new, a.l, a.alpha, a.alpha_prev, a.rowsum = (kb.alloc([n, 1], f32, UB) for _ in range(6))
-        a.red = kb.alloc([n, t.bc // 2], f32, UB) if _folds(t.bc) else None
+        a.red = kb.alloc([n, _red_cols(t.bc)], f32, UB)
         if self.mask is not None:
             _, mh, ms, mk = self.mask4
             a.mcols = t.bc if mk > 1 else 1
@@ -1067,27 +1122,34 @@ class _FlashKernel:
         self._each_aiv(stats)
 
     def _s_stage(self, j: Index) -> None:
-        """AIC: S_j = Q · K_jᵀ into L0C, then out of L0C (GM workspace on 910B, read by each AIV)."""
-        kb, t = self.kb, self.t
+        """AIC: S_j = Q · K_jᵀ into L0C, one cube step of `cb` keys at a time, each out of L0C
+        (GM workspace on 910B, read by each AIV) into its columns of the block's S."""
+        kb, t, cb = self.kb, self.t, self.cb
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
         self.q_k1.acquire()
         self._kv_load(self.gk, self.d, self.k_l1, kv0, ksz, "nd2nz")
         self.q_k1.handoff()
-        self.q_k0.acquire()
-        kb.emit(ascend.CopyOp(self.k_l1, self.kt_l0b, transpose=True))
-        self.q_k1.release()
-        self.q_k0.handoff()
-        self.q_sc.acquire()
-        kb.emit(ascend.MmadOp(self.q_l0a, self.kt_l0b, self.s_l0c, True))
-        self.q_k0.release()
-        self.q_sc.enque()
+        steps = t.bc // cb
+        for h in range(steps):
+            self.q_k0.acquire()
+            k = self.k_l1 if steps == 1 else kb.subview(self.k_l1, [h * cb, 0], [cb, t.dp])
+            kb.emit(ascend.CopyOp(k, self.kt_l0b, transpose=True))
+            if h == steps - 1:
+                self.q_k1.release()
+            self.q_k0.handoff()
+            self.q_sc.acquire()
+            kb.emit(ascend.MmadOp(self.q_l0a, self.kt_l0b, self.s_l0c, True))
+            self.q_k0.release()
+            self.q_sc.enque()
+            if self.split_cores:
+                self.q_sc.deque()
+                if h == 0:
+                    for a in self.aivs:  # both AIVs have read the previous S
+                        a.q_ws_s.acquire()
+                kb.copy(self.s_l0c, kb.subview(self.ws_s, [self._slot(j), h * cb], [t.m, cb]), layout="nz2nd")
+                self.q_sc.release()
         if self.split_cores:
-            self.q_sc.deque()
-            for a in self.aivs:  # both AIVs have read the previous S
-                a.q_ws_s.acquire()
-            kb.copy(self.s_l0c, kb.subview(self.ws_s, [self._slot(j), 0], [t.m, t.bc]), layout="nz2nd")
-            self.q_sc.release()
             for a in self.aivs:
                 a.q_ws_s.enque()
 
@@ -1155,21 +1217,17 @@ class _FlashKernel:
         kb.if_else(cond, fn, lambda: None)
 
     def _row_reduce(self, a: _Aiv, kind: str, src: SSAValue, dst: SSAValue) -> None:
-        """dst [n, 1] = row max / sum of src [n, Bc] (fp32). Wide rows are first folded in halves
-        with element-wise vmax / vadd (one 256-B repeat per 64 fp32, S5) down to one repeat per
-        row, then one WholeReduce (S4 fit: ~0.11 cycle per fp32 element) finishes: the way
-        CANN's softmax kernels avoid WholeReduce over the whole row."""
-        kb, t = self.kb, self.t
-        fold, whole = ("vmax", "vreduce_max") if kind == "max" else ("vadd", "vreduce_sum")
-        width, cur = t.bc, src
-        while width % 2 == 0 and width // 2 >= REPEAT_F32:
-            h = width // 2
-            x = kb.subview(cur, [0, 0], [a.n, h])
-            y = kb.subview(cur, [0, h], [a.n, h])
-            out = kb.subview(a.red, [0, 0], [a.n, h])
-            kb.emit(_v(fold)(x, y, out))
-            width, cur = h, a.red
-        kb.emit(_v(whole)(kb.subview(cur, [0, 0], [a.n, width]), dst))
+        """dst [n, 1] = row max / sum of src [n, Bc] (fp32), in the steps of `row_reduce_steps`
+        (through `a.red`)."""
+        kb, ops = self.kb, _REDUCE_OPS[kind]
+        cur = src
+        for step, width in row_reduce_steps(self.t.bc):
+            w = width // BLOCK_F32 if step == "block" else 1
+            out = dst if w == 1 else kb.subview(a.red, [0, 0], [a.n, w])
+            kb.emit(_v(ops[step])(kb.subview(cur, [0, 0], [a.n, width]), out))
+            cur = out
+        if cur is src:  # a single column: nothing to reduce
+            kb.emit(_v("vcopy")(src, dst))
 
     def _rows(self, buf: SSAValue, lo: int, n: int, full: int) -> SSAValue:
         """Rows lo .. lo+n-1 of a [full, *] buffer (the buffer itself when that is all of it)."""
@@ -1233,17 +1291,13 @@ class _FlashKernel:
             kb.emit(ascend.VselOp(a.cmp, a.lowest, a.s_ub, a.s_ub))
 
     def _pv(self, j: Index) -> None:
-        """AIC: O_j = P · V_j into L0C, then out of L0C."""
-        kb, t = self.kb, self.t
+        """AIC: O_j = P · V_j into L0C (the cube steps of `cb` keys accumulating), then out of L0C."""
+        kb, t, cb = self.kb, self.t, self.cb
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
         self.q_v1.acquire()
         self._kv_load(self.gv, self.dv, self.v_l1, kv0, ksz, "nd2nz")
         self.q_v1.handoff()
-        self.q_v0.acquire()
-        kb.copy(self.v_l1, self.v_l0b)
-        self.q_v1.release()
-        self.q_v0.handoff()
         if self.split_cores:
             for a in self.aivs:  # every AIV wrote its rows of P
                 a.q_ws_p.deque()
@@ -1254,14 +1308,22 @@ class _FlashKernel:
             self.q_p1.handoff()
         else:
             self.q_p1.deque()
-        self.q_p0.acquire()
-        kb.copy(self.p_l1, self.p_l0a)
-        self.q_p1.release()
-        self.q_p0.handoff()
+        steps = t.bc // cb
         self.q_oc.acquire()
-        kb.emit(ascend.MmadOp(self.p_l0a, self.v_l0b, self.o_l0c, True))
-        self.q_p0.release()
-        self.q_v0.release()
+        for h in range(steps):
+            self.q_v0.acquire()
+            kb.copy(self.v_l1 if steps == 1 else kb.subview(self.v_l1, [h * cb, 0], [cb, t.dvp]), self.v_l0b)
+            if h == steps - 1:
+                self.q_v1.release()
+            self.q_v0.handoff()
+            self.q_p0.acquire()
+            kb.copy(self.p_l1 if steps == 1 else kb.subview(self.p_l1, [0, h * cb], [t.mp, cb]), self.p_l0a)
+            if h == steps - 1:
+                self.q_p1.release()
+            self.q_p0.handoff()
+            kb.emit(ascend.MmadOp(self.p_l0a, self.v_l0b, self.o_l0c, h == 0))
+            self.q_p0.release()
+            self.q_v0.release()
         self.q_oc.enque()
         if self.split_cores:
             self.q_oc.deque()
@@ -1313,6 +1375,8 @@ class _FlashKernel:
 
         def store(a: _Aiv) -> None:
             kb.emit(_v("vdiv")(a.acc, a.l, a.acc))
+            if a.out_in_p:
+                a.q_p.acquire()  # the item's last P has left the tile
             if a.out_ub is not a.acc:
                 kb.emit(ascend.VcastOp(a.acc, a.out_ub))
             a.q_out.handoff()
@@ -1321,6 +1385,8 @@ class _FlashKernel:
                 self._valid_rows(seg, lambda rows, seg=seg, src=src: kb.copy(
                     src, kb.subview(self.gout, [kb.add(self._q_row(seg.h), seg.a), 0], [rows, self.dv])))
             a.q_out.release()
+            if a.out_in_p:
+                a.q_p.release()
 
         self._each_aiv(store)
 

@@ -36,6 +36,30 @@ builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
 
 // -----
 
+// CHECK: ascend.vblock_reduce_max: dest must be the source shape with the last dim divided by 8 (elements per 32-B block), source last dim a multiple of it
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
+  ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
+    %a = ascend.alloc : memref<16x64xf32, #ascend<space ub>>
+    %d = ascend.alloc : memref<16x4xf32, #ascend<space ub>>
+    ascend.vblock_reduce_max %a, %d : memref<16x64xf32, #ascend<space ub>>, memref<16x4xf32, #ascend<space ub>>
+    ascend.return
+  }
+}
+
+// -----
+
+// CHECK: ascend.vblock_reduce_sum: element types differ
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
+  ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
+    %a = ascend.alloc : memref<16x64xf32, #ascend<space ub>>
+    %d = ascend.alloc : memref<16x8xf16, #ascend<space ub>>
+    ascend.vblock_reduce_sum %a, %d : memref<16x64xf32, #ascend<space ub>>, memref<16x8xf16, #ascend<space ub>>
+    ascend.return
+  }
+}
+
+// -----
+
 // CHECK: ascend.vreduce_sum: dest must be the source shape with last dim 1
 builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {

@@ -1,8 +1,8 @@
 // RUN: ascendir-opt %s | ascendir-opt | filecheck %s
 // RUN: ascendir-opt %s --print-op-generic | ascendir-opt | filecheck %s
 
-// Round trip of every vector op (ops_vector.py): the 20 unary, 11 binary, 5 scalar and 4 reduce
-// ops, vcast (with its #ascend.round_mode), vcmp (its #ascend<cmp> predicate printed bare), vsel, vdup, vtranspose, varange, and a
+// Round trip of every vector op (ops_vector.py): the 20 unary, 11 binary, 5 scalar and 6 reduce
+// ops (4 whole-row, 2 per 32-B block), vcast (with its #ascend.round_mode), vcmp (its #ascend<cmp> predicate printed bare), vsel, vdup, vtranspose, varange, and a
 // declared subblock.
 
 // CHECK:      builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
@@ -15,6 +15,8 @@
 // CHECK-NEXT: %t = ascend.alloc : memref<64x16xf32, #ascend<space ub>>
 // CHECK-NEXT: %n = ascend.alloc : memref<16x64xi1, #ascend<space ub>>
 // CHECK-NEXT: %e = ascend.alloc : memref<16x64xf8E8M0FNU, #ascend<space ub>>
+// CHECK-NEXT: %k = ascend.alloc : memref<16x8xf32, #ascend<space ub>>
+// CHECK-NEXT: %k16 = ascend.alloc : memref<16x4xf16, #ascend<space ub>>
 // CHECK-NEXT: ascend.vexp %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vln %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vsqrt %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
@@ -55,6 +57,8 @@
 // CHECK-NEXT: ascend.vreduce_max %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vreduce_min %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
 // CHECK-NEXT: ascend.vreduce_prod %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
+// CHECK-NEXT: ascend.vblock_reduce_max %a, %k : memref<16x64xf32, #ascend<space ub>>, memref<16x8xf32, #ascend<space ub>>
+// CHECK-NEXT: ascend.vblock_reduce_sum %h, %k16 : memref<16x64xf16, #ascend<space ub>>, memref<16x4xf16, #ascend<space ub>>
 // CHECK-NEXT: ascend.vcast %a, %h : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf16, #ascend<space ub>>
 // CHECK-NEXT: ascend.vcast %a, %e {saturate = false, round_mode = #ascend.round_mode<down>} : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf8E8M0FNU, #ascend<space ub>>
 // CHECK-NEXT: ascend.vcmp lt %a, %b, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xi1, #ascend<space ub>>
@@ -77,6 +81,8 @@ builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
     %t = ascend.alloc : memref<64x16xf32, #ascend<space ub>>
     %n = ascend.alloc : memref<16x64xi1, #ascend<space ub>>
     %e = ascend.alloc : memref<16x64xf8E8M0FNU, #ascend<space ub>>
+    %k = ascend.alloc : memref<16x8xf32, #ascend<space ub>>
+    %k16 = ascend.alloc : memref<16x4xf16, #ascend<space ub>>
     ascend.vexp %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
     ascend.vln %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
     ascend.vsqrt %a, %b : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>
@@ -117,6 +123,8 @@ builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
     ascend.vreduce_max %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
     ascend.vreduce_min %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
     ascend.vreduce_prod %a, %r : memref<16x64xf32, #ascend<space ub>>, memref<16x1xf32, #ascend<space ub>>
+    ascend.vblock_reduce_max %a, %k : memref<16x64xf32, #ascend<space ub>>, memref<16x8xf32, #ascend<space ub>>
+    ascend.vblock_reduce_sum %h, %k16 : memref<16x64xf16, #ascend<space ub>>, memref<16x4xf16, #ascend<space ub>>
     ascend.vcast %a, %h : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf16, #ascend<space ub>>
     ascend.vcast %a, %e {saturate = false, round_mode = #ascend.round_mode<down>} : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf8E8M0FNU, #ascend<space ub>>
     ascend.vcmp lt %a, %b, %m : memref<16x64xf32, #ascend<space ub>>, memref<16x64xf32, #ascend<space ub>>, memref<16x64xi1, #ascend<space ub>>
