@@ -406,6 +406,15 @@ def prefetch_fits(p: Problem, t: Tiling, target: HardwareConfig) -> bool:
     return aligned_bytes(target, "ub", t.k_l1 * t.n * p.es) <= target.capacity("ub")
 
 
+def fixpipe_halves(fixpipe: bool, splits: int, bn: int, ns, bias: bool) -> bool:
+    """Whether the matmul kernel (templates/matmul.py `_CubeKernel._tile_halves`) runs its
+    tiles by L0C column halves so that FixPipe overlaps the cube: a chip with FixPipe, one K
+    range per tile (no split-K), halves of whole fractals (bn a multiple of 32), every N in `ns`
+    a multiple of bn (full tiles: both halves always hold columns) and no bias row (the bias
+    table initialises the whole L0C tile)."""
+    return fixpipe and splits == 1 and bn % 32 == 0 and all(n % bn == 0 for n in ns) and not bias
+
+
 def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     """Cycles of the matmul template's kernel(s) for tiling `t` (see the module docstring).
 
@@ -413,6 +422,9 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     + A/B bytes at l1_to_l0a/b), MTE2 = loads·(2 nd2nz start-ups + bytes at the L2-hit or HBM
     rate of CostEnv.gm_rate with the launch's HBM share), FIX = L0C tile at l0c_to_gm (910A: L0C -> UB -> GM). Ping-pong
     overlaps MTE2 / MTE1 / M; the single L0C serialises M and FIX: item = max(MTE2, MTE1, M + FIX).
+    With column halves (`fixpipe_halves`) the first and last L1 chunk run half-width mmads (one
+    more mmad start-up per L0 step) and FixPipe hides behind two half chunks of them: M + FIX
+    becomes M' + max(0, FIX - 2·(half-width mmads of one chunk)).
     A core runs ceil(items / block_dim) items after a fill (one load + its GM latency). The
     kernel is max(core, bandwidth floor) + launch head; split-K adds a vector reduction kernel.
 
@@ -464,10 +476,18 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
         lat = hb * env.gm_latency("gm", "ub", True) + (1 - hb) * env.gm_latency("gm", "ub", False)
         return n_l1 * (mte2_head + b_bytes * (hb / u_hit + (1 - hb) / u_miss) + lat) / pf_aivs
 
+    if not p.ffn_up and fixpipe_halves(target.arch.fixpipe, splits, t.n, [p.n], p.bias_bytes > 0):
+        half, whole = mmad_cycles(target, dt, t.m, t.n // 2, t.k), mmad_cycles(target, dt, t.m, t.n, t.k)
+        per_chunk = min(t.l1_depth, n_l0)  # L0 steps of one L1 chunk
+        halved = min(n_l0, 2 * per_chunk)  # the first and the last chunk (or the only one)
+        cube = mmad + halved * (2 * half - whole) + max(0.0, fix - 2 * per_chunk * half)
+    else:
+        cube = mmad + fix
+
     def item_cycles(ha: float, hb: float) -> tuple[float, float]:
         hb_aic = 1.0 if prefetch else hb
         mte2 = n_l1 * (2 * nd2nz + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * (hb_aic / r_hit + (1 - hb_aic) / r_miss))
-        return max(mte2, mte1, mmad + fix, aiv_cycles(hb) if prefetch else 0.0), mte2
+        return max(mte2, mte1, cube, aiv_cycles(hb) if prefetch else 0.0), mte2
 
     # L2 (interpreter/l2.py): a re-read hits when the previous read of the same tile is at most
     # `window` cycles back. Items run in waves of bd; with swizzle s the A panel of a row is
