@@ -205,6 +205,7 @@ def _tiled(text: str, tiling: str) -> str:
         (50, 96, 64, "m=32,n=64,k=16,l1_depth=3,split_k=1,swizzle=1"),  # two chunks, odd L0 steps
         (100, 200, 192, "m=48,n=64,k=16,l1_depth=2,split_k=1,swizzle=1"),  # middle chunks, a partial last one
         (40, 400, 96, "m=16,n=32,k=16,l1_depth=3,split_k=1,swizzle=1"),  # halves of one fractal each
+        (100, 200, 192, "m=48,n=64,k=16,l1_depth=2,split_k=1,swizzle=1,prefetch=1"),  # B prefetched by the AIVs
     ],
 )
 def test_matmul_fixpipe_halves_match_numpy(m, k, n, tiling):
@@ -217,6 +218,22 @@ def test_matmul_fixpipe_halves_match_numpy(m, k, n, tiling):
     bm, bn = (int(tiling.split(f"{f}=")[1].split(",")[0]) for f in ("m", "n"))
     assert f"layout<nz2nd>}} : memref<{bm}x{bn // 2}xf32" in body
     assert f"layout<nz2nd>}} : memref<{bm}x{bn}xf32" not in body
+
+
+def test_matmul_fixpipe_halves_with_aiv_epilogue():
+    """o_proj + residual (mix kernel: the AIV adds the residual once FixPipe wrote the tile):
+    with column halves the AIV's flag follows the second half's copy; same values as unfused."""
+    text = epilogue_text(45, 70, 256, "silu", bias=False, dt="f16", batch=2, residual=True)
+    inputs = {"a": rand((2, 45, 70), np.float16), "b": rand((70, 256), np.float16), "c": rand((256,), np.float16),
+              "r": rand((2, 45, 256), np.float16)}
+    lowered = check(fuse(text), inputs, rtol=2e-2, atol=2e-2)
+    (kernel,) = kernels(lowered)
+    assert kernel.core_type.data == "mix"
+    body = printed(lowered)
+    assert "layout<nz2nd>} : memref<" in body and "ascend.set_flag FIX -> MTE2" in body
+    tile = next(op for op in kernel.walk() if op.name == "ascend.alloc" and "l0c" in str(op.results[0].type))
+    bm, bn = tile.results[0].type.get_shape()
+    assert f"layout<nz2nd>}} : memref<{bm}x{bn // 2}xf32" in body
 
 
 def test_matmul_fixpipe_overlaps_the_cube():

@@ -18,6 +18,15 @@ slot; a double-buffer pass can give L1/L0 two slots and a second event-id pair):
       set/wait M->FIX;  L0C->GM (FIX, nz2nd, f32->f16, optional relu);  set FIX->M
     drain the three WAR flags
 
+FixPipe overlap (`_CubeKernel._tile_halves`, where `tiling.fixpipe_halves` allows: FixPipe, no
+split-K, bn % 32 == 0, N a multiple of bn, no bias row): the single L0C accumulator would make
+every tile's FixPipe copy stall the cube. Instead the first and the last L1 chunk of a tile run
+their L0 steps on the left column half of L0C, then on the right one, each half with its own
+M <-> FIX event pair: the left half leaves while the cube computes the right one, and the next
+tile starts on the left half while FixPipe drains the right one (catlass MmadAtlasA2Pingpong gets
+this overlap from the unit flag; the interpreter models no unit flag, the halves reach it with
+plain flags). Each element accumulates the same K sequence: numerics unchanged.
+
 Output path by architecture: FixPipe on dav-c220 (910B); on dav-c100 (910A, no FixPipe)
 L0C->UB by the vector pipe (V), then UB->GM by MTE3, with M->V / V->M and V->MTE3 / MTE3->V.
 
@@ -74,7 +83,8 @@ from ascendir.conversion.nn_to_ascend.tiling import (
 BASE_MN = 128
 # baseN of 256 halves the A bytes loaded per flop (the kernel is GM/L2-bound at 128 x 128: each
 # 128 x 128 x 64 f16 step moves 32 KiB through MTE2 for 256 mmad cycles, S1 rates); 128 x 256 f32
-# fills L0C (128 KiB, S1), which holds one accumulator (L0C is not ping-ponged).
+# fills L0C (128 KiB, S1), which holds one accumulator (L0C is not ping-ponged; its column halves
+# overlap FixPipe with the cube, `_tile_halves`).
 BASE_N = 256
 BASE_K_BYTES = 128  # baseK * element size: 64 for f16 (L0B slot 64 x 256 x 2 = 32 KiB = half of L0B)
 L0C_FRACTION = 1.0  # one L0C accumulator per core
