@@ -559,6 +559,9 @@ class _CubeKernel:
                            lambda p: self._l1_step(p, k1, gm_b, m0, n0, msz, g.bn, l0_base), self.l1_base)
         if chunks > 1:
             halves(last_k1, False, True, s_last, kb.add(base, chunks * s_full))
+        if self.mix:  # after both halves' copies on FIX; at the end of the tile, as `_OutputStage.emit` sets it: the
+            # flag without a units attribute goes to the next MTE2 op in program order, AIV 0's epilogue load
+            kb.set_flag(Pipe.FIX, Pipe.MTE2, self.out_stage.fix_to_aiv)
 
     def _l1_halves(self, p: int, k1: int, gm_b: SSAValue, gm_c: SSAValue, m0: Index, n0: Index, msz: Index, c_row: Index,
                    first: bool, last: bool, steps: int, l0_base: Index) -> None:
@@ -580,8 +583,6 @@ class _CubeKernel:
                 dst = kb.subview(gm_c, [c_row, kb.add(n0, h * hb)], [msz, hb])
                 kb.copy(self.l0c_half[h], dst, layout="nz2nd", relu=self.out_stage.act == "vrelu")
                 q.release()
-        if last and self.mix:
-            kb.set_flag(Pipe.FIX, Pipe.MTE2, self.out_stage.fix_to_aiv)
 
     def _l1_load(self, p: int, k1: Index, gm_b: SSAValue, m0: Index, n0: Index, msz: Index, nsz: Index) -> Index:
         """GM -> L1 chunk p of A and B (nd2nz, after the prefetching AIV filled L2 with it);
