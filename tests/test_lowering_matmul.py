@@ -220,6 +220,14 @@ def test_matmul_fixpipe_halves_match_numpy(m, k, n, tiling):
     assert f"layout<nz2nd>}} : memref<{bm}x{bn}xf32" not in body
 
 
+def test_matmul_fixpipe_halves_batched_broadcast():
+    """Column halves on a batched, broadcasting matmul (each output batch its own A and B)."""
+    a, b, out = (2, 1, 33, 47), (3, 47, 64), (2, 3, 33, 64)
+    text = _tiled(matmul_text(a, b, out, "f16"), "m=32,n=64,k=16,l1_depth=2,split_k=1,swizzle=1")
+    lowered = check(text, {"a": rand(a, np.float16), "b": rand(b, np.float16)}, rtol=2e-2, atol=2e-2)
+    assert "layout<nz2nd>} : memref<32x32xf32" in printed(lowered)
+
+
 def test_matmul_fixpipe_halves_with_aiv_epilogue():
     """o_proj + residual (mix kernel: the AIV adds the residual once FixPipe wrote the tile):
     with column halves the AIV's flag follows the second half's copy; same values as unfused."""
