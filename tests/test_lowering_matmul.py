@@ -201,11 +201,10 @@ def _tiled(text: str, tiling: str) -> str:
 @pytest.mark.parametrize(
     "m,k,n,tiling",
     [
-        (70, 48, 128, "m=32,n=64,k=16,l1_depth=3,split_k=1,swizzle=1"),  # one L1 chunk: first = last
-        (50, 96, 64, "m=32,n=64,k=16,l1_depth=3,split_k=1,swizzle=1"),  # two chunks, odd L0 steps
-        (100, 200, 192, "m=48,n=64,k=16,l1_depth=2,split_k=1,swizzle=1"),  # middle chunks, a partial last one
-        (40, 400, 96, "m=16,n=32,k=16,l1_depth=3,split_k=1,swizzle=1"),  # halves of one fractal each
-        (100, 200, 192, "m=48,n=64,k=16,l1_depth=2,split_k=1,swizzle=1,prefetch=1"),  # B prefetched by the AIVs
+        (320, 64, 640, "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1"),  # one L1 chunk: first = last
+        (320, 192, 640, "m=64,n=128,k=32,l1_depth=3,split_k=1,swizzle=1"),  # two chunks, odd L0 steps
+        (330, 160, 640, "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1"),  # a middle chunk, a partial last one, partial rows
+        (320, 208, 640, "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1,prefetch=1"),  # B prefetched by the AIVs
     ],
 )
 def test_matmul_fixpipe_halves_match_numpy(m, k, n, tiling):
@@ -222,18 +221,18 @@ def test_matmul_fixpipe_halves_match_numpy(m, k, n, tiling):
 
 def test_matmul_fixpipe_halves_batched_broadcast():
     """Column halves on a batched, broadcasting matmul (each output batch its own A and B)."""
-    a, b, out = (2, 1, 33, 47), (3, 47, 64), (2, 3, 33, 64)
-    text = _tiled(matmul_text(a, b, out, "f16"), "m=32,n=64,k=16,l1_depth=2,split_k=1,swizzle=1")
+    a, b, out = (2, 1, 260, 48), (3, 48, 128), (2, 3, 260, 128)
+    text = _tiled(matmul_text(a, b, out, "f16"), "m=64,n=128,k=16,l1_depth=3,split_k=1,swizzle=1")
     lowered = check(text, {"a": rand(a, np.float16), "b": rand(b, np.float16)}, rtol=2e-2, atol=2e-2)
-    assert "layout<nz2nd>} : memref<32x32xf32" in printed(lowered)
+    assert "layout<nz2nd>} : memref<64x64xf32" in printed(lowered)
 
 
 def test_matmul_fixpipe_halves_with_aiv_epilogue():
     """o_proj + residual (mix kernel: the AIV adds the residual once FixPipe wrote the tile):
     with column halves the AIV's flag follows the second half's copy; same values as unfused."""
-    text = epilogue_text(45, 70, 256, "silu", bias=False, dt="f16", batch=2, residual=True)
-    inputs = {"a": rand((2, 45, 70), np.float16), "b": rand((70, 256), np.float16), "c": rand((256,), np.float16),
-              "r": rand((2, 45, 256), np.float16)}
+    text = epilogue_text(520, 64, 256, "silu", bias=False, dt="f16", batch=2, residual=True)
+    inputs = {"a": rand((2, 520, 64), np.float16), "b": rand((64, 256), np.float16), "c": rand((256,), np.float16),
+              "r": rand((2, 520, 256), np.float16)}
     lowered = check(fuse(text), inputs, rtol=2e-2, atol=2e-2)
     (kernel,) = kernels(lowered)
     assert kernel.core_type.data == "mix"
@@ -242,6 +241,15 @@ def test_matmul_fixpipe_halves_with_aiv_epilogue():
     tile = next(op for op in kernel.walk() if op.name == "ascend.alloc" and "l0c" in str(op.results[0].type))
     bm, bn = tile.results[0].type.get_shape()
     assert f"layout<nz2nd>}} : memref<{bm}x{bn // 2}xf32" in body
+
+
+def test_matmul_fixpipe_halves_not_for_one_tile_per_core():
+    """A core with one tile has no next tile to overlap FixPipe with: the full-width schedule
+    (one FixPipe copy of the whole L0C tile), as the corpus models' small projections keep."""
+    text = _tiled(matmul_text((70, 64), (64, 128), (70, 128), "f16"), "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1")
+    lowered = check(text, {"a": rand((70, 64), np.float16), "b": rand((64, 128), np.float16)}, rtol=2e-2, atol=2e-2)
+    body = printed(lowered)
+    assert "layout<nz2nd>} : memref<64x128xf32" in body and "layout<nz2nd>} : memref<64x64xf32" not in body
 
 
 def test_matmul_fixpipe_overlaps_the_cube():

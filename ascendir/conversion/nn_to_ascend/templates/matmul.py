@@ -19,7 +19,8 @@ slot; a double-buffer pass can give L1/L0 two slots and a second event-id pair):
     drain the three WAR flags
 
 FixPipe overlap (`_CubeKernel._tile_halves`, where `tiling.fixpipe_halves` allows: FixPipe, no
-split-K, bn % 32 == 0, N a multiple of bn, no bias row): the single L0C accumulator would make
+split-K, bn % 32 == 0, N a multiple of bn, no bias row, and the FixPipe time it hides exceeds the
+extra mmad start-ups): the single L0C accumulator would make
 every tile's FixPipe copy stall the cube. Instead the first and the last L1 chunk of a tile run
 their L0 steps on the left column half of L0C, then on the right one, each half with its own
 M <-> FIX event pair: the left half leaves while the cube computes the right one, and the next
@@ -443,7 +444,9 @@ class _CubeKernel:
         self.q_l1 = [kb.queue(Pipe.MTE2, Pipe.MTE1) for _ in range(nb)]
         self.q_l0 = [kb.queue(Pipe.MTE1, Pipe.M) for _ in range(nb)]
         self.q_c = kb.queue(Pipe.M, Pipe.FIX if arch.fixpipe else Pipe.V)
-        self.halves = fixpipe_halves(arch.fixpipe, g.splits, g.bn, self.ns, any(b is not None for b in self.gm_biases))
+        self.halves = fixpipe_halves(self.ctx.target, str(el), Tiling(g.bm, g.bn, g.bk, g.kl1 // g.bk), g.splits, self.ns,
+                                     self.lay.k, itemsize(self.out_elem), any(b is not None for b in self.gm_biases),
+                                     ceil_div(g.ntiles, g.block_dim))
         if self.halves:  # one M <-> FIX event pair per column half of L0C (see `_tile_halves`)
             hb = g.bn // 2
             self.q_half = [kb.queue(Pipe.M, Pipe.FIX) for _ in range(2)]
