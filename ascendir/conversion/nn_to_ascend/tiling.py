@@ -413,6 +413,31 @@ def act_mul_cycles(target: HardwareConfig, act: str, nacc: int, n: int, bias: bo
     return vec + (vector_cycles(target, "vadd", n, 4) if bias else 0.0)
 
 
+def fixpipe_halves(target: HardwareConfig, dtype: str, t: Tiling, splits: int, ns, k: int, out_bytes: int, bias: bool,
+                   per_core: int) -> bool:
+    """Whether the matmul kernel (templates/matmul.py `_CubeKernel._tile_halves`) runs its
+    tiles by L0C column halves so that FixPipe overlaps the cube: a chip with FixPipe, one K
+    range per tile (no split-K), halves of whole fractals (t.n a multiple of 32), every N in `ns`
+    a multiple of t.n (full tiles: both halves always hold columns), no bias row (the bias
+    table initialises the whole L0C tile), and it pays over the `per_core` tiles a core runs:
+    the FixPipe cycles hidden (per tile followed by another one at most two half chunks of
+    mmads; the core's last tile hides only its left half behind the right one) exceed the extra
+    mmad start-ups of the half-width steps, and a core runs at least two tiles (with one, its
+    extra copies and flags cost more than the left half's FixPipe time they hide: the corpus
+    models' small projections ran 5-9 % slower)."""
+    if not (target.arch.fixpipe and splits == 1 and t.n % 32 == 0 and all(n % t.n == 0 for n in ns) and not bias):
+        return False
+    if dtype not in target.cube.k_per_cycle or per_core < 2:  # one tile per core: little to hide, more ops to issue
+        return False
+    n_l0 = -(-k // t.k)
+    half, whole = mmad_cycles(target, dtype, t.m, t.n // 2, t.k), mmad_cycles(target, dtype, t.m, t.n, t.k)
+    per_chunk = min(t.l1_depth, n_l0)  # L0 steps of one L1 chunk
+    extra = min(n_l0, 2 * per_chunk) * (2 * half - whole)  # the first and the last chunk (or the only one)
+    fix = copy_startup(target, Pipe.FIX, None) + t.m * t.n * out_bytes / target.rate("l0c", "gm")
+    hidden = (per_core - 1) * min(fix, 2 * per_chunk * half) + min(fix / 2, per_chunk * half)
+    return hidden > per_core * extra
+
+
 def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     """Cycles of the matmul template's kernel(s) for tiling `t` (see the module docstring).
 
@@ -420,6 +445,9 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     + A/B bytes at l1_to_l0a/b), MTE2 = loads·(2 nd2nz start-ups + bytes at the L2-hit or HBM
     rate of CostEnv.gm_rate with the launch's HBM share), FIX = L0C tile at l0c_to_gm (910A: L0C -> UB -> GM). Ping-pong
     overlaps MTE2 / MTE1 / M; the single L0C serialises M and FIX: item = max(MTE2, MTE1, M + FIX).
+    With column halves (`fixpipe_halves`) the first and last L1 chunk run half-width mmads (one
+    more mmad start-up per L0 step) and FixPipe hides behind two half chunks of them: M + FIX
+    becomes M' + max(0, FIX - 2·(half-width mmads of one chunk)).
     A core runs ceil(items / block_dim) items after a fill (one load + its GM latency). The
     kernel is max(core, bandwidth floor) + launch head; split-K adds a vector reduction kernel.
 
@@ -488,11 +516,19 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
         lat = hb * env.gm_latency("gm", "ub", True) + (1 - hb) * env.gm_latency("gm", "ub", False)
         return n_l1 * (mte2_head + pf_share * b_bytes * (hb / u_hit + (1 - hb) / u_miss) + lat) / pf_aivs
 
+    if not p.ffn_up and fixpipe_halves(target, dt, t, splits, [p.n], p.k, out_bytes, p.bias_bytes > 0, -(-items // bd)):
+        half, whole = mmad_cycles(target, dt, t.m, t.n // 2, t.k), mmad_cycles(target, dt, t.m, t.n, t.k)
+        per_chunk = min(t.l1_depth, n_l0)  # L0 steps of one L1 chunk
+        halved = min(n_l0, 2 * per_chunk)  # the first and the last chunk (or the only one)
+        cube = mmad + halved * (2 * half - whole) + max(0.0, fix - 2 * per_chunk * half)
+    else:
+        cube = mmad + fix
+
     def item_cycles(ha: float, hb: float, vector: bool = True) -> tuple[float, float]:
         # the prefetched part of B hits L2; the AIC reads the rest as any re-read (hb)
         b_time = pf_share / r_hit + (1 - pf_share) * (hb / r_hit + (1 - hb) / r_miss)
         mte2 = n_l1 * ((1 + nacc) * nd2nz + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * b_time)
-        return max(mte2, mte1, mmad + fix, aiv_cycles(hb) if prefetch else 0.0, aiv0 if vector else 0.0), mte2
+        return max(mte2, mte1, cube, aiv_cycles(hb) if prefetch else 0.0, aiv0 if vector else 0.0), mte2
 
     # L2 (interpreter/l2.py): a re-read hits when the previous read of the same tile is at most
     # `window` cycles back. Items run in waves of bd; with swizzle s the A panel of a row is

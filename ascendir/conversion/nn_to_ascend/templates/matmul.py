@@ -18,6 +18,16 @@ slot; a double-buffer pass can give L1/L0 two slots and a second event-id pair):
       set/wait M->FIX;  L0C->GM (FIX, nz2nd, f32->f16, optional relu);  set FIX->M
     drain the three WAR flags
 
+FixPipe overlap (`_CubeKernel._tile_halves`, where `tiling.fixpipe_halves` allows: FixPipe, no
+split-K, bn % 32 == 0, N a multiple of bn, no bias row, and the FixPipe time it hides exceeds the
+extra mmad start-ups): the single L0C accumulator would make
+every tile's FixPipe copy stall the cube. Instead the first and the last L1 chunk of a tile run
+their L0 steps on the left column half of L0C, then on the right one, each half with its own
+M <-> FIX event pair: the left half leaves while the cube computes the right one, and the next
+tile starts on the left half while FixPipe drains the right one (catlass MmadAtlasA2Pingpong gets
+this overlap from the unit flag; the interpreter models no unit flag, the halves reach it with
+plain flags). Each element accumulates the same K sequence: numerics unchanged.
+
 Output path by architecture: FixPipe on dav-c220 (910B); on dav-c100 (910A, no FixPipe)
 L0C->UB by the vector pipe (V), then UB->GM by MTE3, with M->V / V->M and V->MTE3 / MTE3->V.
 
@@ -66,13 +76,16 @@ from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem,
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, Queue, ceil_div, round_up
 from ascendir.conversion.nn_to_ascend.templates.matmul_layout import MatmulLayout, matmul_layout
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
-from ascendir.conversion.nn_to_ascend.tiling import REDUCE_TILE, TILING_ATTR, Problem, Tiling, misfit, prefetch_fits, tiling_for_op
+from ascendir.conversion.nn_to_ascend.tiling import (
+    REDUCE_TILE, TILING_ATTR, Problem, Tiling, fixpipe_halves, misfit, prefetch_fits, tiling_for_op,
+)
 
 # Default base tile (Ascend C Tiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
 BASE_MN = 128
 # baseN of 256 halves the A bytes loaded per flop (the kernel is GM/L2-bound at 128 x 128: each
 # 128 x 128 x 64 f16 step moves 32 KiB through MTE2 for 256 mmad cycles, S1 rates); 128 x 256 f32
-# fills L0C (128 KiB, S1), which holds one accumulator (L0C is not ping-ponged).
+# fills L0C (128 KiB, S1), which holds one accumulator (L0C is not ping-ponged; its column halves
+# overlap FixPipe with the cube, `_tile_halves`).
 BASE_N = 256
 BASE_K_BYTES = 128  # baseK * element size: 64 for f16 (L0B slot 64 x 256 x 2 = 32 KiB = half of L0B)
 L0C_FRACTION = 1.0  # one L0C accumulator per core
@@ -431,6 +444,14 @@ class _CubeKernel:
         self.q_l1 = [kb.queue(Pipe.MTE2, Pipe.MTE1) for _ in range(nb)]
         self.q_l0 = [kb.queue(Pipe.MTE1, Pipe.M) for _ in range(nb)]
         self.q_c = kb.queue(Pipe.M, Pipe.FIX if arch.fixpipe else Pipe.V)
+        self.halves = fixpipe_halves(self.ctx.target, str(el), Tiling(g.bm, g.bn, g.bk, g.kl1 // g.bk), g.splits, self.ns,
+                                     self.lay.k, itemsize(self.out_elem), any(b is not None for b in self.gm_biases),
+                                     ceil_div(g.ntiles, g.block_dim))
+        if self.halves:  # one M <-> FIX event pair per column half of L0C (see `_tile_halves`)
+            hb = g.bn // 2
+            self.q_half = [kb.queue(Pipe.M, Pipe.FIX) for _ in range(2)]
+            self.l0c_half = [kb.subview(self.l0c, [0, h * hb], [g.bm, hb]) for h in range(2)]
+            self.l0b_half = [kb.subview(self.l0b[q], [0, 0], [g.bk, hb]) for q in range(nb)]
         first_bias = next((b for b in self.gm_biases if b is not None), None)
         self.bias_stage = _BiasStage(kb, first_bias, g.bn, arch.bias_table) if first_bias is not None else None
         self.cbias_stage = _BiasStage(kb, gm_cbias, g.bm, False, column=True) if gm_cbias is not None and not arch.fixpipe else None
@@ -487,6 +508,10 @@ class _CubeKernel:
         c_row = kb.add(kb.mul(kb.add(kb.mul(si, lay.batch), ib), m_rows), m0)
         self.k_lo = kb.mul(si, g.k_split)
         k_hi = lay.k if g.splits == 1 else kb.min(kb.add(self.k_lo, g.k_split), lay.k)
+        if self.halves:
+            self.bt = None
+            self._tile_halves(t, i, m0, n0, msz, c_row)
+            return
         if gm_bias is not None:
             self.bias_stage.load(n0, nsz, gm_bias)
         if self.cbias_stage is not None:
@@ -504,8 +529,67 @@ class _CubeKernel:
         self.out_stage.bias = self.bias_stage if gm_bias is not None else None  # 910A adds it in UB
         self.out_stage.emit(self.gm_cs[i], c_row, n0, msz, nsz)
 
-    def _l1_step(self, p: int, k1: Index, gm_b: SSAValue, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
-        """GM -> L1 chunk p of A and B (nd2nz), then its L0 steps."""
+    def _tile_halves(self, t: Index, i: int, m0: Index, n0: Index, msz: Index, c_row: Index) -> None:
+        """One output tile with FixPipe overlapping the cube (`fixpipe_halves`): the first and
+        the last L1 chunk run their L0 steps on the left column half of L0C, then on the right
+        one, each half with its own M <-> FIX event pair. The left half of the tile leaves
+        through FixPipe while the cube computes the right half, and the next tile's first chunk
+        starts on the left half while FixPipe drains the right one: the FixPipe time hides
+        behind two half chunks of mmads instead of stalling the cube (catlass
+        MmadAtlasA2Pingpong reaches the same overlap with the unit flag). Middle chunks run
+        full-width mmads as `_l1_step`. Each L0C element accumulates the same K sequence in
+        f32 as without halves, so the numerics are unchanged."""
+        kb, g, lay = self.kb, self.g, self.lay
+        gm_b, gm_c = self.gm_bs[i], self.gm_cs[i]
+        chunks, kl1 = self.chunks, g.kl1
+        last_k1 = (chunks - 1) * kl1
+        s_full, s_last = ceil_div(kl1, g.bk), ceil_div(lay.k - last_k1, g.bk)
+        # L0 ping-pong parity runs across the core's items: L0 steps per item (halves chunks twice)
+        total = 2 * s_last if chunks == 1 else chunks * s_full + 2 * s_last
+        item = kb.div(kb.sub(t, kb.block_idx), g.block_dim) if total % 2 and g.ntiles > g.block_dim else 0
+        base = kb.mul(item, total)
+        self.l1_base = self.l1_base_of(t)
+
+        def halves(k1: int, first: bool, last: bool, steps: int, l0_base: Index) -> None:
+            _by_parity(kb, k1, kl1, DOUBLE_BUFFER,
+                       lambda p: self._l1_halves(p, k1, gm_b, gm_c, m0, n0, msz, c_row, first, last, steps, l0_base), self.l1_base)
+
+        halves(0, True, chunks == 1, s_full if chunks > 1 else s_last, base)
+        if chunks > 2:
+            with kb.range(kl1, last_k1, kl1) as k1:
+                l0_base = kb.add(base, kb.mul(kb.add(kb.div(k1, kl1), 1), s_full)) if s_full % 2 else base
+                _by_parity(kb, k1, kl1, DOUBLE_BUFFER,
+                           lambda p: self._l1_step(p, k1, gm_b, m0, n0, msz, g.bn, l0_base), self.l1_base)
+        if chunks > 1:
+            halves(last_k1, False, True, s_last, kb.add(base, chunks * s_full))
+        if self.mix:  # after both halves' copies on FIX; at the end of the tile, as `_OutputStage.emit` sets it: the
+            # flag without a units attribute goes to the next MTE2 op in program order, AIV 0's epilogue load
+            kb.set_flag(Pipe.FIX, Pipe.MTE2, self.out_stage.fix_to_aiv)
+
+    def _l1_halves(self, p: int, k1: int, gm_b: SSAValue, gm_c: SSAValue, m0: Index, n0: Index, msz: Index, c_row: Index,
+                   first: bool, last: bool, steps: int, l0_base: Index) -> None:
+        """L1 chunk p (the first and / or the last of a tile) by column halves; after the last
+        chunk's half h, that half of L0C to GM through FixPipe (see `_tile_halves`)."""
+        kb, g = self.kb, self.g
+        hb = g.bn // 2
+        ksz = self._l1_load(p, k1, gm_b, m0, n0, msz, g.bn)
+        for h in range(2):
+            if first:
+                self.q_half[h].acquire()
+            with kb.range(0, ksz, g.bk) as kk:
+                _by_parity(kb, kk, g.bk, DOUBLE_BUFFER, lambda q: self._l0_step(p, q, k1, kk, h), kb.add(l0_base, h * steps))
+            if h == 1:
+                self.q_l1[p].release()
+            if last:
+                q = self.q_half[h]
+                q.handoff()
+                dst = kb.subview(gm_c, [c_row, kb.add(n0, h * hb)], [msz, hb])
+                kb.copy(self.l0c_half[h], dst, layout="nz2nd", relu=self.out_stage.act == "vrelu")
+                q.release()
+
+    def _l1_load(self, p: int, k1: Index, gm_b: SSAValue, m0: Index, n0: Index, msz: Index, nsz: Index) -> Index:
+        """GM -> L1 chunk p of A and B (nd2nz, after the prefetching AIV filled L2 with it);
+        returns the chunk's K size."""
         kb, g = self.kb, self.g
         ksz = kb.boundary(g.kl1, self.lay.k, k1)
         self.q_l1[p].acquire()
@@ -516,20 +600,36 @@ class _CubeKernel:
         self.q_l1[p].handoff()
         if self.pf is not None:
             self.pf.free_slot(p)
+        return ksz
+
+    def _l1_step(self, p: int, k1: Index, gm_b: SSAValue, m0: Index, n0: Index, msz: Index, nsz: Index,
+                 l0_base: Index | None = None) -> None:
+        """GM -> L1 chunk p of A and B (nd2nz), then its L0 steps (L0 ping-pong parity from
+        `l0_base`, default: `steps` L0 steps per L1 chunk the core ran)."""
+        kb, g = self.kb, self.g
+        ksz = self._l1_load(p, k1, gm_b, m0, n0, msz, nsz)
         with kb.range(0, ksz, g.bk) as kk:
             steps = g.kl1 // g.bk
-            l0_base = kb.mul(kb.add(self.l1_base, kb.div(kb.sub(k1, self.k_lo), g.kl1)), steps) if steps % 2 else 0
+            if l0_base is None:
+                l0_base = kb.mul(kb.add(self.l1_base, kb.div(kb.sub(k1, self.k_lo), g.kl1)), steps) if steps % 2 else 0
             _by_parity(kb, kk, g.bk, DOUBLE_BUFFER, lambda q: self._l0_step(p, q, k1, kk), l0_base)
         self.q_l1[p].release()
 
-    def _l0_step(self, p: int, q: int, k1: Index, kk: Index) -> None:
-        """L1 -> L0A / L0B slot q, then the mmad into L0C."""
+    def _l0_step(self, p: int, q: int, k1: Index, kk: Index, half: int | None = None) -> None:
+        """L1 -> L0A / L0B slot q, then the mmad into L0C (or into its column `half`, 0 / 1,
+        with that half of the B tile: `_tile_halves`)."""
         kb, g = self.kb, self.g
         self.q_l0[q].acquire()
         kb.copy(kb.subview(self.l1a[p], [0, kk], [g.bm, g.bk]), self.l0a[q])
-        kb.copy(kb.subview(self.l1b[p], [kk, 0], [g.bk, g.bn]), self.l0b[q])
+        if half is None:
+            kb.copy(kb.subview(self.l1b[p], [kk, 0], [g.bk, g.bn]), self.l0b[q])
+            b, c = self.l0b[q], self.l0c
+        else:
+            hb = g.bn // 2
+            kb.copy(kb.subview(self.l1b[p], [kk, half * hb], [g.bk, hb]), self.l0b_half[q])
+            b, c = self.l0b_half[q], self.l0c_half[half]
         self.q_l0[q].handoff()
-        _mmad(kb, self.l0a[q], self.l0b[q], self.l0c, kb.add(kb.sub(k1, self.k_lo), kk), self.bt)
+        _mmad(kb, self.l0a[q], b, c, kb.add(kb.sub(k1, self.k_lo), kk), self.bt)
         self.q_l0[q].release()
 
 
