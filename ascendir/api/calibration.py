@@ -207,6 +207,7 @@ def attention_us(sq: int, skv: int, d: int, target: str = "ascend910b2") -> floa
     head: q [1, 1, sq, d], k and v [1, 1, skv, d], f16, not causal, launch included."""
     from xdsl.parser import Parser
 
+    from ascendir.hardware.topology import load_topology
     from ascendir.session import make_context
     from ascendir.driver import lower, parse_pipeline, run_passes
     from ascendir.weights import WeightStore
@@ -275,6 +276,7 @@ def collective_GBps(op: str, devices: int, megabytes: float = 1000.0, target: st
             f"  %y = nn.{op} %x {{group = {group}{attrs}}} : (tensor<{x}xf32>) -> tensor<{y}xf32>\n"
             f"  func.return %y : tensor<{y}xf32>\n}}\n")
     module = Parser(make_context(), text).parse_module()
+    target = load_topology(topology).chip
     lower(module, None, target)
     hw = load_target(target)
     res = simulate_cluster([module] * devices, [None] * devices, [{}] * devices, hw, topology, timing_only=True)
@@ -283,12 +285,12 @@ def collective_GBps(op: str, devices: int, megabytes: float = 1000.0, target: st
 
 
 def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: int = 8, experts: int = 256,
-                        target: str = "ascend910_93", topology: str = "a3-supernode-16") -> tuple[float, float]:
+                        topology: str = "a3-supernode-16") -> tuple[float, float]:
     """(dispatch, combine) bandwidth in GB/s of expert-parallel dispatch / combine over `ep` ranks
     as S20's test_intranode.py counts them (module docstring, V18): `tokens` per rank, top-`topk`
     of `experts` routed uniformly (seeded), INT8 dispatch (int8 rows of hidden + hidden / 32
     columns: data and per-128 fp32 scales), BF16 combine; rank 0's received rows and times,
-    timing-only on `topology`.
+    timing-only on `topology`'s chip (the A3 die for the supernode file).
 
     Raises: AscendirError when the topology has fewer than `ep` devices."""
     from xdsl.parser import Parser
@@ -309,6 +311,7 @@ def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: i
             f": ({et}, {ot}, {it}) -> tensor<{p}x{hidden}xbf16>\n"
             f"  func.return %ex, %y : tensor<{ep * p}x{cols}xi8>, tensor<{p}x{hidden}xbf16>\n}}\n")
     module = Parser(make_context(), text).parse_module()
+    target = load_topology(topology).chip
     lower(module, None, target)
     hw = load_target(target)
     routing = make_routing(RoutingSpec("uniform"), ep * tokens, topk, experts)
