@@ -265,10 +265,15 @@ def main() -> None:
         for name in names:
             stopped = name
             t0 = time.perf_counter()
-            module, weights = compile_model(data / name / "model.onnx", TARGET, opt_level="O2", dtype=args.dtype)
+            try:
+                module, weights = compile_model(data / name / "model.onnx", TARGET, opt_level="O2", dtype=args.dtype)
+            except AscendirError as e:  # e.g. a model that refuses --dtype fp16
+                skipped.append(f"{name} (does not compile at {args.dtype}: {str(e)[:160]})")
+                print(f"{name}: skipped: {e}", file=sys.stderr, flush=True)
+                continue
             flags = _flags(module)
             if len(flags) > args.max_waits:
-                skipped.append(f"{name} ({len(flags)} wait_flags)")
+                skipped.append(f"{name} ({len(flags)} wait_flags > --max-waits {args.max_waits})")
                 print(f"{name}: {len(flags)} wait_flags > --max-waits {args.max_waits}, skipped", file=sys.stderr, flush=True)
                 continue
             runs = KernelRuns(module, weights, _inputs(data / name))
@@ -306,7 +311,7 @@ def main() -> None:
     for line in notable:
         print("  " + line)
     if skipped:
-        print(f"\nskipped (more than {args.max_waits} wait_flags): {', '.join(skipped)}")
+        print(f"\nskipped: {'; '.join(skipped)}")
     if stopped is not None:
         print(f"\nstopped (a signal) during {stopped}; not run: {', '.join(names[names.index(stopped):])}")
 
