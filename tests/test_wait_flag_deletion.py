@@ -17,7 +17,7 @@ def test_kernel_replay_gives_the_whole_model_verdicts():
     data = ROOT / "tests" / "data" / "mixtral_moe_block_small"  # 10 kernels: gating, routing, grouped MatMuls
     module, weights = w.compile_model(data / "model.onnx", w.TARGET, opt_level="O2", dtype="fp16")
     inputs = w._inputs(data)
-    flags = w._flags(module)[::5]  # 16 of its 81 wait_flags, in every kernel
+    flags = w._flags(module)[::5]  # 16 of its 79 wait_flags, in every kernel
     replay = w.KernelRuns(module, weights, inputs)
     assert len(replay.launches) == 10
     fast = [w.classify(replay, kernel, wait) for kernel, _, wait in flags]
