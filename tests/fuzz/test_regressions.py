@@ -530,3 +530,13 @@ def test_clip_with_a_matrix_as_min() -> None:
 def test_reduce_with_0d_axes() -> None:
     model = one_node("ReduceMean", {"x": X}, {"a": np.array(1)}, opset=18)
     assert "axes must be a 1-D list of integers, got the scalar 1" in import_error(model)
+
+
+def test_zip_bomb_inputs_with_verify_numerics() -> None:
+    """--verify-numerics read every entry of --inputs (looking for expected outputs) before the
+    inputs' sizes were checked: 2 MB of deflated zeros took 2 GiB (the campaign's smallest case)."""
+    from .cli_cases import zip_bomb
+
+    outcome = _run(("run", "m.onnx", "--verify-numerics", "--inputs", "in.npz"), {"in.npz": zip_bomb(2**30)})
+    assert outcome.kind == "clean" and "entry 'x.npy' holds 1073741952 bytes, more than any input" in outcome.message, outcome
+    assert outcome.rss_mb < 1024
