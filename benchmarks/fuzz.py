@@ -8,7 +8,8 @@ command lines and input files) draws `--cases` cases from its hypothesis strateg
 only, no shrinking) and runs each in a forked worker capped at `--timeout` seconds and `--mem-mb`
 MiB of address space (tests/fuzz/harness.py). The table gives per fuzzer: cases, successes, clean
 errors (exit 2, one line of at most 500 characters), messages that break that rule, internal
-errors, crashes (death by a signal), hangs, runs over the memory cap, and the peak RSS of any worker; then the most frequent
+errors, crashes (death by a signal), hangs, runs over the memory cap, the share of cases past the
+parser of what the fuzzer targets (harness.REACHED), and the peak RSS of any worker; then the most frequent
 distinct causes of bad outcomes with one example case each. `--save DIR` writes every bad case's
 files and command line there. The goal (issue 23): 0 internal errors, 0 hangs, 0 over memory,
 0 bad messages, with >= 10^5 cases per fuzzer.
@@ -68,13 +69,15 @@ def _save(where: Path, case: Case, outcome: Outcome) -> None:
 
 
 def table(rows: dict[str, list[tuple[Case, Outcome]]]) -> str:
-    head = ["fuzzer", "cases", *KINDS, "peak RSS MB", "max s"]
+    head = ["fuzzer", "cases", *KINDS, "past parsing", "peak RSS MB", "max s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, results in rows.items():
         counts = Counter(o.kind for _, o in results)
         rss = max((o.rss_mb for _, o in results), default=0)
         slowest = max((o.seconds for _, o in results), default=0)
-        lines.append("| " + " | ".join([name, str(len(results))] + [str(counts[k]) for k in KINDS] + [f"{rss:.0f}", f"{slowest:.1f}"]) + " |")
+        past = sum(name in o.reached for _, o in results) / max(len(results), 1)
+        lines.append("| " + " | ".join([name, str(len(results))] + [str(counts[k]) for k in KINDS]
+                                       + [f"{100 * past:.1f} %", f"{rss:.0f}", f"{slowest:.1f}"]) + " |")
     return "\n".join(lines)
 
 

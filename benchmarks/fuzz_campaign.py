@@ -12,14 +12,18 @@ own (generation only, no shrinking), each case run in a forked, capped worker
 round-robin over the fuzzers that still lack cases, `2 x workers` in flight, to a local cluster
 of `--workers` single-threaded worker processes (the default; they inherit the niceness of
 this script) or to the scheduler at `--scheduler`. With `--budget-min M` no batch starts after
-M minutes: the table then says how many cases ran, the rate (cases per second of worker time)
-and the worker-hours the remaining cases to `--cases` would take at that rate.
+M minutes: the table then says how many cases ran, the rate (cases per second of worker time),
+the CPU time per case (generation, fork and run: what a worker on a core of its own would take,
+whatever the load) and the worker-hours the remaining cases to `--cases` would take.
 
 Outcomes (harness.py): ok (exit 0); clean (exit 2, one line `error: ...` of at most 500
 characters); message (exit 2 breaking that rule); internal (`internal error:`, an escaped
 exception, another status); crash (killed by a signal); timeout (over `--timeout`); memory
-(over `--mem-mb`). Every bad outcome's distinct cause is listed with one example; `--save DIR`
-writes each bad case's files and command line under DIR/<fuzzer>/.
+(over `--mem-mb`). `past parsing`: the share of cases that got past the parser of what the
+fuzzer targets (harness.REACHED: the ONNX import, the IR parse, the TOML read, the command line,
+the --tiling spec), i.e. that exercised the code behind it. Every bad outcome's distinct cause
+is listed with one example; `--save DIR` writes each bad case's files and command line under
+DIR/<fuzzer>/.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ def run_batch(name: str, batch_seed: int, count: int, timeout: float, mem_mb: in
     """Run `count` cases of fuzzer `name` drawn under `batch_seed` (on a Dask worker).
 
     Returns {"kinds": Counter of harness kinds, "rss": peak RSS MB of any case, "slowest": s,
-    "busy": wall s of the batch, "bad": [(kind, signature, message, note, command line)]}.
+    "busy": wall s of the batch, "cpu": CPU s of the batch and its workers, "bad": [(kind, signature, message, note, command line)],
+    "reached": how many cases got past the step the fuzzer targets (harness.REACHED)}.
     """
     tests = str(ROOT / "tests")
     if tests not in sys.path:
@@ -57,8 +62,8 @@ def run_batch(name: str, batch_seed: int, count: int, timeout: float, mem_mb: in
     from fuzz import fuzzers
     from fuzz.harness import BAD_KINDS, run_case
 
-    out = {"kinds": Counter(), "rss": 0.0, "slowest": 0.0, "busy": 0.0, "bad": []}
-    start = time.monotonic()
+    out = {"kinds": Counter(), "rss": 0.0, "slowest": 0.0, "busy": 0.0, "cpu": 0.0, "bad": [], "reached": 0}
+    start, cpu0 = time.monotonic(), os.times()
 
     @seed(batch_seed)
     @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
@@ -67,6 +72,7 @@ def run_batch(name: str, batch_seed: int, count: int, timeout: float, mem_mb: in
     def one(case) -> None:
         o = run_case(case, timeout=timeout, mem_mb=mem_mb)
         out["kinds"][o.kind] += 1
+        out["reached"] += name in o.reached
         out["rss"] = max(out["rss"], o.rss_mb)
         out["slowest"] = max(out["slowest"], o.seconds)
         if o.kind in BAD_KINDS:
@@ -82,6 +88,8 @@ def run_batch(name: str, batch_seed: int, count: int, timeout: float, mem_mb: in
 
     one()
     out["busy"] = time.monotonic() - start
+    cpu1 = os.times()  # this process (generation, forks) and its reaped case workers
+    out["cpu"] = sum(cpu1[:4]) - sum(cpu0[:4])
     return out
 
 
@@ -90,9 +98,9 @@ class Tally:
 
     def __init__(self) -> None:
         self.kinds: Counter = Counter()
-        self.rss = self.slowest = self.busy = 0.0
+        self.rss = self.slowest = self.busy = self.cpu = 0.0
         self.bad: list[tuple] = []
-        self.submitted = 0
+        self.submitted = self.reached = 0
 
     @property
     def cases(self) -> int:
@@ -102,6 +110,8 @@ class Tally:
         self.kinds.update(r["kinds"])
         self.rss, self.slowest = max(self.rss, r["rss"]), max(self.slowest, r["slowest"])
         self.busy += r["busy"]
+        self.cpu += r["cpu"]
+        self.reached += r["reached"]
         self.bad += r["bad"]
 
 
@@ -147,17 +157,20 @@ def campaign(client, names: list[str], cases: int, batch: int, budget_s: float |
 
 
 def table(tallies: dict[str, Tally], cases: int, workers: int) -> str:
-    head = ["fuzzer", "cases", *COLUMNS.values(), "peak RSS MB", "max s", "cases/s", f"worker-h to {cases:,}"]
+    head = ["fuzzer", "cases", *COLUMNS.values(), "past parsing", "peak RSS MB", "max s", "cases/s", "CPU ms/case", f"worker-h to {cases:,}"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    left_h = 0.0
+    left_h = left_cpu_h = 0.0
     for name, t in tallies.items():
         rate = t.cases / t.busy if t.busy else 0.0
         hours = (cases - t.cases) / rate / 3600 if rate else float("inf")
+        per_case = t.cpu / t.cases if t.cases else float("inf")
         left_h += hours
+        left_cpu_h += (cases - t.cases) * per_case / 3600
         lines.append("| " + " | ".join([name, f"{t.cases:,}", *(f"{t.kinds[k]:,}" for k in COLUMNS),
-                                         f"{t.rss:.0f}", f"{t.slowest:.1f}", f"{rate:.2f}", f"{hours:.1f}"]) + " |")
+                                         f"{100 * t.reached / max(t.cases, 1):.1f} %", f"{t.rss:.0f}", f"{t.slowest:.1f}", f"{rate:.2f}", f"{1000 * per_case:.0f}", f"{hours:.1f}"]) + " |")
     lines.append(f"\nThe rest of the campaign ({cases:,} cases per fuzzer): {left_h:.1f} worker-hours at these rates, "
-                 f"{left_h / workers:.1f} h on {workers} worker(s).")
+                 f"{left_h / workers:.1f} h on {workers} worker(s); {left_cpu_h:.1f} CPU-hours (the worker-hours on "
+                 "cores of their own).")
     return "\n".join(lines)
 
 

@@ -85,7 +85,9 @@ def load_expected(path: Path, names: list[str], what: str, required: bool) -> di
     Raises:
         AscendirError: unreadable file, a key naming no graph output, none found when required.
     """
-    data = read_npz(path, what)
+    # only the outputs' entries are decompressed: the inputs' are checked for size (a zip bomb)
+    # before they are read (run_cmd._check_entry_sizes)
+    data = read_npz(path, what, keep=lambda k: k.startswith("output:") or (what != "inputs" and not k.startswith("input:")))
     keys = list(data)
     arrays = {}
     for k in keys:
@@ -101,8 +103,9 @@ def load_expected(path: Path, names: list[str], what: str, required: bool) -> di
     return arrays
 
 
-def read_npz(path: Path, what: str) -> dict[str, np.ndarray]:
-    """Every array of the .npz `path` (no pickles).
+def read_npz(path: Path, what: str, keep=None) -> dict[str, np.ndarray]:
+    """Every array of the .npz `path` (no pickles), or those whose key `keep(key)` accepts (the
+    others are not decompressed).
 
     Raises:
         AscendirError: unreadable, or not an .npz archive (an .npy, text, a broken zip).
@@ -113,7 +116,7 @@ def read_npz(path: Path, what: str) -> dict[str, np.ndarray]:
         raise AscendirError(f"cannot read {what} {path}: not an .npz archive (write it with numpy.savez)")
     try:
         with np.load(path) as data:
-            return {k: data[k] for k in data.files}
+            return {k: data[k] for k in data.files if keep is None or keep(k)}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
 

@@ -26,3 +26,19 @@ def test_fuzz_sample(name: str) -> None:
         assert outcome.kind not in BAD_KINDS, f"{outcome.kind} ({outcome.seconds:.1f} s, {outcome.rss_mb:.0f} MB): {outcome.message}\n  case: {case.describe()}"
 
     case_is_handled()
+
+
+def test_reached_names_the_parsers_a_case_got_past() -> None:
+    # the "past parsing" share of the tables (harness.REACHED): a model that imports reaches the
+    # importer's end, bytes that are no model do not; a bad option stops in the command line
+    from .harness import Case
+    from .toml_cases import tiny_model
+
+    good = run_case(Case("ascendir", ("compile", "m.onnx", "--emit", "nn"), {"m.onnx": tiny_model()}))
+    junk = run_case(Case("ascendir", ("compile", "m.onnx", "--emit", "nn"), {"m.onnx": b"junk"}))
+    option = run_case(Case("ascendir", ("run", "m.onnx", "--no-such-option"), {"m.onnx": tiny_model()}))
+    tiling = run_case(Case("ascendir", ("run", "m.onnx", "--timing-only", "--tiling", "m=16"), {"m.onnx": tiny_model()}))
+    ir = run_case(Case("ascendir-opt", ("in.mlir",), {"in.mlir": b"func.func @"}))
+    assert (good.kind, junk.kind, option.kind, ir.kind) == ("success", "clean", "clean", "clean")
+    assert {"cli", "onnx"} <= good.reached and "onnx" not in junk.reached and "cli" in junk.reached
+    assert not option.reached and "ir" not in ir.reached and "tiling" in tiling.reached

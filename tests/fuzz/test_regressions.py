@@ -514,3 +514,29 @@ def test_models_onnxruntime_rejects(model: onnx.ModelProto, shown: str, tmp_path
         dtype = helper.tensor_dtype_to_np_dtype(x.type.tensor_type.elem_type)
         session.run(None, {x.name: np.ones(shape, dtype)})
     assert shown in import_error(model)
+
+
+# -- found by the campaign of 2026-12-04 (benchmarks/fuzz_campaign.py, 2 workers) -----------------
+def test_slice_with_0d_starts_and_ends() -> None:
+    message = import_error(one_node("Slice", {"x": np.ones(4, np.float32)}, {"s": np.array(0), "e": np.array(2)}, opset=18))
+    assert "starts (input 1) must be a 1-D tensor, got shape []" in message and "Slice" in message
+
+
+def test_clip_with_a_matrix_as_min() -> None:
+    model = one_node("Clip", {"x": np.float32(1.0) * np.ones((), np.float32)}, {"lo": np.ones((33, 3), np.float32)}, opset=21)
+    assert "min (input 1) must be a scalar, got shape [33, 3]" in import_error(model)
+
+
+def test_reduce_with_0d_axes() -> None:
+    model = one_node("ReduceMean", {"x": X}, {"a": np.array(1)}, opset=18)
+    assert "axes must be a 1-D list of integers, got the scalar 1" in import_error(model)
+
+
+def test_zip_bomb_inputs_with_verify_numerics() -> None:
+    """--verify-numerics read every entry of --inputs (looking for expected outputs) before the
+    inputs' sizes were checked: 2 MB of deflated zeros took 2 GiB (the campaign's smallest case)."""
+    from .cli_cases import zip_bomb
+
+    outcome = _run(("run", "m.onnx", "--verify-numerics", "--inputs", "in.npz"), {"in.npz": zip_bomb(2**30)})
+    assert outcome.kind == "clean" and "entry 'x.npy' holds 1073741952 bytes, more than any input" in outcome.message, outcome
+    assert outcome.rss_mb < 1024

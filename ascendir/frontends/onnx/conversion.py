@@ -254,7 +254,14 @@ class NodeContext:
         return axis % rank if rank else 0
 
     def axes(self, axes: Sequence[int], rank: int) -> list[int]:
-        """Normalized, sorted, unique axes."""
+        """Normalized, sorted, unique axes.
+
+        Raises:
+            AscendirError: a scalar where the list belongs (a 0-d axes input), an axis out of
+                range, or one repeated.
+        """
+        if not isinstance(axes, Sequence):
+            raise self.error(f"axes must be a 1-D list of integers, got the scalar {axes!r}")
         normalized = sorted({self.axis(int(a), rank) for a in axes})
         if len(normalized) != len(axes):
             raise self.error(f"axes {list(axes)} repeat a dimension")

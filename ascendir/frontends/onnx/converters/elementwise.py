@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numpy as np
 from xdsl.dialects.builtin import FloatAttr
 
@@ -134,6 +135,9 @@ def convert_clip(node: NodeContext) -> list[Value]:
         present = [i for i in (1, 2) if node.has_input(i)]
         node.same_dtype(0, *present)
         runtime = any(node.const(i) is None for i in present)
+        for i in present:  # the spec: min and max are scalars
+            if math.prod(node.shape(i)) != 1:
+                raise node.error(f"{('min', 'max')[i - 1]} (input {i}) must be a scalar, got shape {list(node.shape(i))}")
         lo, hi = (node.const(i).item() if node.has_input(i) and not runtime else None for i in (1, 2))
     if runtime:
         if node.has_input(1):

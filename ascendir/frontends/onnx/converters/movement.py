@@ -156,6 +156,9 @@ def convert_slice(node: NodeContext) -> list[Value]:
     order and reversed by an nn.gather."""
     shape = node.shape(0)
     rank = len(shape)
+    for i, what in ((1, "starts"), (2, "ends"), (3, "axes"), (4, "steps")):
+        if node.has_input(i) and node.require_const(i, what).ndim != 1:  # the spec: 1-D tensors
+            raise node.error(f"{what} (input {i}) must be a 1-D tensor, got shape {list(node.const(i).shape)}")
     starts = node.require_const(1, "starts").tolist()
     ends = node.require_const(2, "ends").tolist()
     axes = node.require_const(3, "axes").tolist() if node.has_input(3) else list(range(len(starts)))
