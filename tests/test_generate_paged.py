@@ -15,6 +15,7 @@ import pytest
 
 from ascendir.api.generate import _Model, generate, schema_problem
 from ascendir.errors import AscendirError
+from ascendir.hardware import load_target
 from tests.cli_helpers import assert_clean_error, run_cli
 
 DATA = Path(__file__).parent / "data" / "kv"
@@ -120,5 +121,7 @@ def test_paged_interpolation_equals_every_step() -> None:
     model = DATA / "llama" / "model.onnx"
     fast = generate(model, 12, 30, batch=1, timing_only=True, kv_block_size=16).report
     full = generate(model, 12, 30, batch=1, timing_only=True, kv_block_size=16, every_step=True).report
-    np.testing.assert_allclose(fast["tpot_s"], full["tpot_s"], rtol=1e-8)
+    # equal to a hundredth of a cycle (a piece's steps are linear in the cache length up to the
+    # quantised durations' rounding, ~1e-3 cycle)
+    np.testing.assert_allclose(fast["tpot_s"], full["tpot_s"], rtol=0, atol=0.01 / load_target("ascend910b2").clock_hz)
     assert fast["steps"]["interpolated"] > 0

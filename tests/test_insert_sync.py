@@ -252,7 +252,8 @@ def test_causal_flash_attention_template_gets_no_flag(monkeypatch, hq: int, hkv:
     analyses it (its UB buffers share bytes) and inserts nothing. The KV loop of the last q block
     runs 7 (1024) or more times; a sampled run that skipped an odd number of its iterations paired
     the AIV's wait for S slot 1 with the AIC's set after slot 0 and inserted 4 cross-unit pairs
-    (140 flag ops instead of 132, +9.8 % cycles on the 4096 causal steady case)."""
+    (140 flag ops instead of 132, +9.8 % cycles on the 4096 causal steady case). The template's
+    own count is 154 since its 256-key blocks run as two 128-key cube steps (132 before)."""
     from test_flash_attention import attention_ir, compile_attention
 
     added = _lowering_insertions(monkeypatch)
@@ -261,7 +262,7 @@ def test_causal_flash_attention_template_gets_no_flag(monkeypatch, hq: int, hkv:
     (fa,) = [k for k in _kernels(module) if k.core_type.data == "mix"]
     assert conflicts(fa) == []
     sets = [o for o in fa.walk() if isinstance(o, ascend.SetFlagOp)]
-    assert len(sets) == len([o for o in fa.walk() if isinstance(o, ascend.WaitFlagOp)]) == 132
+    assert len(sets) == len([o for o in fa.walk() if isinstance(o, ascend.WaitFlagOp)]) == 154
 
 
 def _ring3(tiles: int) -> str:

@@ -207,7 +207,6 @@ def attention_us(sq: int, skv: int, d: int, target: str = "ascend910b2") -> floa
     head: q [1, 1, sq, d], k and v [1, 1, skv, d], f16, not causal, launch included."""
     from xdsl.parser import Parser
 
-    from ascendir.hardware.topology import load_topology
     from ascendir.session import make_context
     from ascendir.driver import lower, parse_pipeline, run_passes
     from ascendir.weights import WeightStore
@@ -276,7 +275,6 @@ def collective_GBps(op: str, devices: int, megabytes: float = 1000.0, target: st
             f"  %y = nn.{op} %x {{group = {group}{attrs}}} : (tensor<{x}xf32>) -> tensor<{y}xf32>\n"
             f"  func.return %y : tensor<{y}xf32>\n}}\n")
     module = Parser(make_context(), text).parse_module()
-    target = load_topology(topology).chip
     lower(module, None, target)
     hw = load_target(target)
     res = simulate_cluster([module] * devices, [None] * devices, [{}] * devices, hw, topology, timing_only=True)
@@ -298,6 +296,7 @@ def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: i
     from ascendir.costmodel.moe_routing import RoutingSpec, make_routing
     from ascendir.driver import lower
     from ascendir.interpreter import simulate_cluster
+    from ascendir.hardware.topology import load_topology
     from ascendir.session import make_context
 
     p, cols, local = tokens * topk, hidden + hidden // 32, experts // ep
