@@ -48,7 +48,7 @@ from ascendir.dialects.nn.collectives import AllGatherOp, CollectiveOp
 from ascendir.dialects.nn.moe_distribute import MoeDistributeCombineOp, MoeDistributeDispatchOp, MoeDistributeOp
 from ascendir.errors import AscendirError
 from ascendir.session import session_of
-from ascendir.transforms.nn.shard_tensor_parallel import ShardPlan, _main, _weight_names
+from ascendir.transforms.nn.shard_tensor_parallel import ShardPlan, _main, _weight_names, finish_sharding
 from ascendir.weights import WeightStore
 
 NAME = "shard-expert-parallel"
@@ -154,22 +154,7 @@ def shard_module(module: ModuleOp, weights: WeightStore, ep: int, target: str | 
 
     Raises:
         AscendirError: as shard_expert_parallel, or IR that fails to verify after."""
-    from xdsl.utils.exceptions import VerifyException
-
-    plan = shard_expert_parallel(module, ep)
-    if session is not None:
-        for note in plan.notes:
-            session.note(f"{NAME}: {note}")
-    try:
-        module.verify()
-    except VerifyException as e:
-        raise AscendirError(f"{NAME}: the sharded module fails to verify: {e}") from None
-    if target is not None:
-        from ascendir.session import Session, make_context
-        from ascendir.transforms.nn.choose_tiling import ChooseTiling
-
-        ChooseTiling(target=str(target)).apply(make_context(session or Session(weights=weights)), module)
-    return module, plan.rank_stores(weights)
+    return finish_sharding(NAME, module, shard_expert_parallel(module, ep), weights, target, session)
 
 
 @dataclass(frozen=True)

@@ -1199,16 +1199,27 @@ def shard_module(
     Raises:
         AscendirError: an op that cannot be split tp ways, or IR that fails to verify after.
     """
+    return finish_sharding("shard-tensor-parallel", module, shard_tensor_parallel(module, tp, sequence_parallel), weights,
+                           target, session)
+
+
+def finish_sharding(name: str, module: ModuleOp, plan: ShardPlan, weights: WeightStore, target: str | None,
+                    session: Session | None) -> tuple[ModuleOp, list[WeightStore]]:
+    """What every sharding pass `name` does after rewriting `module` by `plan`: its notes to
+    `session`, the module verified, choose-tiling again for `target` (the sharded shapes) when
+    given; returns the module and one WeightStore per rank.
+
+    Raises:
+        AscendirError: the sharded module fails to verify."""
     from xdsl.utils.exceptions import VerifyException
 
-    plan = shard_tensor_parallel(module, tp, sequence_parallel)
     if session is not None:
         for note in plan.notes:
-            session.note(f"shard-tensor-parallel: {note}")
+            session.note(f"{name}: {note}")
     try:
         module.verify()
     except VerifyException as e:
-        raise AscendirError(f"shard-tensor-parallel: the sharded module fails to verify: {e}") from None
+        raise AscendirError(f"{name}: the sharded module fails to verify: {e}") from None
     if target is not None:
         from ascendir.session import make_context
         from ascendir.transforms.nn.choose_tiling import ChooseTiling
