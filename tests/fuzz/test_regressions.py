@@ -530,6 +530,9 @@ def test_clip_with_a_matrix_as_min() -> None:
 def test_reduce_with_0d_axes() -> None:
     model = one_node("ReduceMean", {"x": X}, {"a": np.array(1)}, opset=18)
     assert "axes must be a 1-D list of integers, got the scalar 1" in import_error(model)
+    # a 0-d 0 was read as "no axes": every dim reduced, silently
+    model = one_node("ReduceMean", {"x": X}, {"a": np.array(0)}, opset=18)
+    assert "axes must be a 1-D list of integers, got the scalar 0" in import_error(model)
 
 
 def test_zip_bomb_inputs_with_verify_numerics() -> None:

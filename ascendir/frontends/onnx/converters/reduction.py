@@ -27,6 +27,8 @@ def _reduce_axes(node: NodeContext) -> tuple[list[int] | None, bool]:
     noop_with_empty_axes = False
     if node.opset >= _AXES_INPUT_SINCE.get(node.op_type, _AXES_INPUT_SINCE_DEFAULT):
         axes = node.require_const(1, "axes").tolist() if node.has_input(1) else []
+        if not isinstance(axes, list):  # a 0-d axes input: its 0 would read as "no axes" below
+            raise node.error(f"axes must be a 1-D list of integers, got the scalar {axes!r}")
         noop_with_empty_axes = bool(node.attr("noop_with_empty_axes", 0))
     else:
         axes = list(node.attr("axes", []))
