@@ -125,6 +125,23 @@ def _array(value) -> np.ndarray:
     return numpy_helper.to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
 
 
+def compare_output(got: dict[str, np.ndarray], name: str, want) -> str:
+    """'' when ascendir's outputs `got` hold graph output `name` as `want` (an array, or a list:
+    a sequence, whose elements ascendir returns as name[0], name[1], ...), else why not."""
+    from ascendir.frontends.onnx.values import element_names
+
+    if not isinstance(want, list):
+        return _compare(got[name], want)
+    names = element_names(name, got)
+    if len(names) != len(want):
+        return f"{len(names)} elements != {len(want)}"
+    for n, w in zip(names, want):
+        why = _compare(got[n], np.asarray(w))
+        if why:
+            return why
+    return ""
+
+
 def _compare(got: np.ndarray, want: np.ndarray) -> str:
     """'' when `got` matches `want`, else why not."""
     from ascendir.dtypes import is_float, is_integer
@@ -180,6 +197,7 @@ def run_case(case, target: str = "ascend910b2") -> Outcome:
     """Import, lower and simulate one node test case."""
     from ascendir.driver import lower
     from ascendir.frontends.onnx import import_onnx
+    from ascendir.frontends.onnx.values import with_elements
     from ascendir.hardware import load_target
     from ascendir.interpreter import simulate
 
@@ -189,9 +207,7 @@ def run_case(case, target: str = "ascend910b2") -> Outcome:
     try:
         model, inputs, outputs = _case_data(case)
         in_names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
-        feeds = {}
-        for name, value in zip(in_names, inputs):
-            feeds.update({f"{name}[{i}]": v for i, v in enumerate(value)} if isinstance(value, list) else {name: value})
+        feeds = with_elements(dict(zip(in_names, inputs)))
         try:
             module, weights = import_onnx(model, shape_hints={k: v.shape for k, v in feeds.items()})
         except Exception as e:  # noqa: BLE001
@@ -216,15 +232,8 @@ def run_case(case, target: str = "ascend910b2") -> Outcome:
                     model = _bake_inputs(model, {named.group(1): feeds.pop(named.group(1))})
         lower(module, weights, target)
         result = simulate(module, weights, feeds, load_target(target))
-        got = dict(result.outputs)
         for vi, want in zip(model.graph.output, outputs):
-            if isinstance(want, list):
-                n = sum(1 for k in got if k.startswith(vi.name + "["))
-                why = "" if n == len(want) else f"{n} elements != {len(want)}"
-                for i, w in enumerate(want if not why else []):
-                    why = why or _compare(got[f"{vi.name}[{i}]"], w)
-            else:
-                why = _compare(got[vi.name], want)
+            why = compare_output(result.outputs, vi.name, want)
             if why:
                 out.reason = f"output {vi.name}: {why}"
                 return out

@@ -534,7 +534,9 @@ def simulate_model(model, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]
 def run(op: str, version: int) -> tuple[bool, str]:
     """(passed, reason) of every case of `op` at `version`: the first failure (naming its case
     and the reference), else which references ran."""
-    from conformance import _compare  # the node-test harness's tolerances
+    from conformance import compare_output  # the node-test harness's tolerances
+
+    from ascendir.frontends.onnx.values import with_elements
 
     sources = set()
     for case in variants(op, version):
@@ -542,21 +544,13 @@ def run(op: str, version: int) -> tuple[bool, str]:
         model = build_model(op, version, case)
         want, source = reference(model, case.inputs)
         sources.add(source)
-        feeds = {}
-        for n, a in case.inputs.items():  # a sequence is fed as its elements, n[0], n[1], ...
-            feeds.update({f"{n}[{i}]": e for i, e in enumerate(a)} if isinstance(a, list) else {n: a})
+        feeds = with_elements(case.inputs)  # a sequence is fed as its elements, n[0], n[1], ...
         try:
             got = simulate_model(model, feeds)
         except Exception as e:  # noqa: BLE001 - every failure is reported
             return False, f"{what}{type(e).__name__}: {' '.join(str(e).split())}"[:240]
         for vi, w in zip(model.graph.output, want):
-            if isinstance(w, list):
-                n = sum(1 for k in got if k.startswith(vi.name + "["))
-                why = "" if n == len(w) else f"{n} elements != {len(w)}"
-                for i, e in enumerate(w if not why else []):
-                    why = why or _compare(got[f"{vi.name}[{i}]"], np.asarray(e))
-            else:
-                why = _compare(got[vi.name], w)
+            why = compare_output(got, vi.name, w)
             if why:
                 return False, f"{what}output {vi.name}: {why} (vs {source})"
     return True, ", ".join(sorted(sources))

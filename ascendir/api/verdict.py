@@ -133,13 +133,14 @@ def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray]) -> dict[str, 
         import onnxruntime as ort
     except ImportError:
         raise AscendirError("--check-ort needs onnxruntime (pip install onnxruntime)") from None
+    from ascendir.frontends.onnx.values import element_names, with_elements
     types = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
     try:
         sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
         ins = {}
         for i in sess.get_inputs():
             if i.type.startswith("seq("):  # a sequence: its elements are fed as name[0], name[1], ...
-                ins[i.name] = [feeds[f"{i.name}[{k}]"] for k in range(sum(1 for n in feeds if n.startswith(i.name + "[")))]
+                ins[i.name] = [feeds[n] for n in element_names(i.name, feeds)]
                 continue
             arr = feeds[i.name]
             want = types.get(i.type)
@@ -147,10 +148,7 @@ def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray]) -> dict[str, 
         outs = sess.run(None, ins)
     except Exception as e:  # noqa: BLE001 - onnxruntime's own errors: say which, on one line
         raise AscendirError(f"onnxruntime cannot run {model}: {' '.join(str(e).split())[:300]}") from None
-    result = {}
-    for o, v in zip(sess.get_outputs(), outs):
-        result.update({f"{o.name}[{k}]": e for k, e in enumerate(v)} if isinstance(v, list) else {o.name: v})
-    return result
+    return with_elements({o.name: v for o, v in zip(sess.get_outputs(), outs)})
 
 
 def lines(verdict: dict) -> list[str]:

@@ -42,7 +42,7 @@ from ascendir.frontends.onnx.loading import (
     onnx_dtype_to_numpy,
 )
 from ascendir.frontends.onnx.validation import TENSOR_BUDGET, check_attributes, check_graph_names, check_node, clip
-from ascendir.frontends.onnx.values import Constant, TensorSequence, Value
+from ascendir.frontends.onnx.values import Constant, TensorSequence, Value, element_name, element_names
 from ascendir.weights import WeightStore
 
 NAME_ATTR = "onnx.name"
@@ -148,7 +148,7 @@ class _GraphImporter:
             values[name] = self.block.insert_arg(arg_type, len(self.block.args))
         for vi in self.graph.input:
             if vi.type.HasField("sequence_type") and vi.name not in values:
-                items = tuple(values[n] for n in arg_names if n.startswith(vi.name + "["))
+                items = tuple(values[n] for n in element_names(vi.name, arg_names))
                 elem = vi.type.sequence_type.elem_type.tensor_type.elem_type
                 values[vi.name] = TensorSequence(items, onnx_dtype_to_numpy(elem, f"input '{vi.name}'"))
         for index, node in enumerate(self.graph.node):
@@ -165,7 +165,7 @@ class _GraphImporter:
             if isinstance(value, TensorSequence):  # a sequence output: one result per element (none if empty)
                 for i, item in enumerate(value.items):
                     results.append(self.state.materialize(item) if isinstance(item, Constant) else item)
-                    res_names.append(f"{vi.name}[{i}]")
+                    res_names.append(element_name(vi.name, i))
                 continue
             results.append(self._graph_output(vi))
             res_names.append(vi.name)
@@ -186,15 +186,11 @@ class _GraphImporter:
             elem = vi.type.sequence_type.elem_type
             if not elem.HasField("tensor_type"):
                 raise AscendirError(f"input '{vi.name}' is a sequence of {elem.WhichOneof('value')}; only sequences of tensors are supported")
-            given = {**self.shape_hints, **self.input_shapes}
-            n = 0
-            while f"{vi.name}[{n}]" in given:
-                n += 1
-            if n == 0:
+            names = element_names(vi.name, {**self.shape_hints, **self.input_shapes})
+            if not names:
                 raise AscendirError(f"input '{vi.name}' is a sequence; give its elements as '{vi.name}[0]', "
                                     f"'{vi.name}[1]', ... (--inputs arrays or --input-shape)")
-            for i in range(n):
-                out.append(helper.make_tensor_value_info(f"{vi.name}[{i}]", elem.tensor_type.elem_type, None))
+            out += [helper.make_tensor_value_info(n, elem.tensor_type.elem_type, None) for n in names]
         return out
 
     def _build_module(self, arg_names: list[str], results: list[SSAValue], res_names: list[str]) -> ModuleOp:

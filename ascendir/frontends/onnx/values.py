@@ -3,8 +3,8 @@ value of the `nn` function being built, or a sequence of those (ONNX's seq(tenso
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeAlias
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeAlias
 
 import numpy as np
 from xdsl.ir import SSAValue
@@ -77,6 +77,29 @@ class TensorSequence:
 
     def __repr__(self) -> str:
         return f"TensorSequence({len(self.items)} x {self.dtype})"
+
+
+def element_name(name: str, i: int) -> str:
+    """The name element i of sequence `name` takes as an @main argument or result (and as an
+    --inputs / --outputs key): `name[i]`."""
+    return f"{name}[{i}]"
+
+
+def element_names(name: str, keys: Collection[str]) -> list[str]:
+    """`name[0]`, `name[1]`, ... as far as `keys` holds them without a gap."""
+    out: list[str] = []
+    while element_name(name, len(out)) in keys:
+        out.append(element_name(name, len(out)))
+    return out
+
+
+def with_elements(values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` with each list (a sequence's elements) replaced by its elements under their
+    `element_name`s; other entries as they are."""
+    out: dict[str, Any] = {}
+    for name, v in values.items():
+        out.update({element_name(name, i): e for i, e in enumerate(v)} if isinstance(v, list) else {name: v})
+    return out
 
 
 Value: TypeAlias = SSAValue | Constant | TensorSequence
