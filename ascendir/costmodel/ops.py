@@ -163,6 +163,9 @@ def copy_path(op: ascend.CopyOp, target: HardwareConfig) -> tuple[str, str, Pipe
 
 
 def copy_startup(target: HardwareConfig, pipe: Pipe, layout: str | None) -> int:
+    """Head cycles of one copy on `pipe` [S4]: MTE2 pays the nd2nz head only when it converts
+    ND -> NZ (layout "nd2nz"); a load of data already in NZ fractals (layout "nz") or any other
+    MTE2 copy pays the plain DataCopy head (docs/hardware-reference.md §Startup)."""
     st = target.startup
     if pipe == Pipe.MTE2:
         return st["mte2_nd2nz"] if layout == "nd2nz" else st["mte2"]

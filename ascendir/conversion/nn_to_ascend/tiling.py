@@ -96,7 +96,8 @@ class Problem:
     the accumulators (1 plain, 2 gated) of the `ffn_up` kernel that runs it with an [m, n] tile
     per accumulator (templates/ffn_up.py), whose buffers it must fit (0: a matmul kernel);
     channel_bias: element size of a bias per output row (a conv's per-channel bias, added by the
-    vector unit: templates/conv.py; 0: none)."""
+    vector unit: templates/conv.py; 0: none); b_nz: B is a constant weight stored in NZ fractals
+    (`nz_weight`), so its GM -> L1 loads pay the plain MTE2 head instead of the nd2nz one."""
 
     batch: int
     m: int
@@ -112,6 +113,7 @@ class Problem:
     residual: bool = False
     ffn_up: int = 0
     channel_bias: int = 0
+    b_nz: bool = False
 
     @property
     def es(self) -> int:
@@ -139,8 +141,29 @@ def _dtype_name(el: Attribute) -> str:
     return {"f16": "f16", "bf16": "bf16", "f32": "f32"}.get(s, s)
 
 
+def nz_weight(mm: nn.MatmulOp) -> bool:
+    """Whether `mm`'s B can be stored in NZ fractals (FRACTAL_NZ) in GM: a 2-D constant weight
+    (`nn.weight`) that every op reading it (every `nn.weight` op of its name in the module) reads
+    as the B operand of an nn.matmul. CANN converts such weights once, offline (TransData folded
+    into the constant at graph build; torch_npu.npu_format_cast for eager weights), so the kernel
+    loads whole fractals into L1 with no ND -> NZ conversion. The conversion is a layout of a
+    constant, done at compile time: it costs the simulated device nothing, and numerics are
+    unchanged (the interpreter keeps arrays logical)."""
+    w = mm.rhs.owner
+    if not isinstance(w, nn.WeightOp) or len(mm.rhs.type.get_shape()) != 2:
+        return False
+    top = mm
+    while top.parent_op() is not None:
+        top = top.parent_op()
+    for op in top.walk():
+        if isinstance(op, nn.WeightOp) and op.weight_name == w.weight_name:
+            if any(not (isinstance(u.operation, nn.MatmulOp) and u.index == 1) for u in op.result.uses):
+                return False
+    return True
+
+
 def problem_of(mm: nn.MatmulOp, *, bias_bytes: int = 0, epilogue: bool = False, act: str | None = None,
-               residual: bool = False, ffn_up: int = 0) -> Problem:
+               residual: bool = False, ffn_up: int = 0, b_nz: bool = False) -> Problem:
     """The Problem of an nn.matmul, laid out as templates/matmul.py's emit_matmul lays it out
     (matmul_layout), with what its template puts around it (Problem's fields of those names):
     the template that plans the matmul's region says which (kinds/), this function reads
@@ -149,7 +172,7 @@ def problem_of(mm: nn.MatmulOp, *, bias_bytes: int = 0, epilogue: bool = False, 
     el = mm.lhs.type.element_type
     return Problem(
         lay.batch, lay.m_rows, lay.n, lay.k, _dtype_name(el), itemsize(mm.result.type.element_type), bias_bytes,
-        epilogue, math.prod(lay.a_batch), math.prod(lay.b_batch), act, residual, ffn_up,
+        epilogue, math.prod(lay.a_batch), math.prod(lay.b_batch), act, residual, ffn_up, b_nz=b_nz,
     )
 
 
@@ -442,7 +465,8 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     """Cycles of the matmul template's kernel(s) for tiling `t` (see the module docstring).
 
     Per work item (one output tile over one K range): M = steps·mmad, MTE1 = steps·(2 start-ups
-    + A/B bytes at l1_to_l0a/b), MTE2 = loads·(2 nd2nz start-ups + bytes at the L2-hit or HBM
+    + A/B bytes at l1_to_l0a/b), MTE2 = loads·(2 start-ups: A's nd2nz one, B's nd2nz one or, B
+    stored NZ (`p.b_nz`), the plain MTE2 head; + bytes at the L2-hit or HBM
     rate of CostEnv.gm_rate with the launch's HBM share), FIX = L0C tile at l0c_to_gm (910A: L0C -> UB -> GM). Ping-pong
     overlaps MTE2 / MTE1 / M; the single L0C serialises M and FIX: item = max(MTE2, MTE1, M + FIX).
     With column halves (`fixpipe_halves`) the first and last L1 chunk run half-width mmads (one
@@ -504,6 +528,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
         fix = (copy_startup(target, Pipe.V, None) + t.m * t.n * 4 / target.rate("l0c", "ub") + vec + copy_startup(target, Pipe.MTE3, None)
                + stored / env.gm_rate(target.rate("ub", "gm"), "ub", "gm"))
     nd2nz = copy_startup(target, Pipe.MTE2, "nd2nz")
+    b_head = copy_startup(target, Pipe.MTE2, "nz" if p.b_nz else "nd2nz")  # B weights stored NZ: no conversion
     r_hit = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", True)
     r_miss = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", False)
 
@@ -527,7 +552,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     def item_cycles(ha: float, hb: float, vector: bool = True) -> tuple[float, float]:
         # the prefetched part of B hits L2; the AIC reads the rest as any re-read (hb)
         b_time = pf_share / r_hit + (1 - pf_share) * (hb / r_hit + (1 - hb) / r_miss)
-        mte2 = n_l1 * ((1 + nacc) * nd2nz + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * b_time)
+        mte2 = n_l1 * (nd2nz + nacc * b_head + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * b_time)
         return max(mte2, mte1, cube, aiv_cycles(hb) if prefetch else 0.0, aiv0 if vector else 0.0), mte2
 
     # L2 (interpreter/l2.py): a re-read hits when the previous read of the same tile is at most
@@ -551,10 +576,10 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     t_item, mte2 = item_cycles(ha, hb)
     per_core = -(-items // bd)
     if prefetch:  # the first B chunk comes through an AIV, then the AIC reads it from L2
-        fill = n_l1 and ((1 + nacc) * nd2nz + a_bytes / r_miss + b_bytes * (pf_share / r_hit + (1 - pf_share) / r_miss)
+        fill = n_l1 and (nd2nz + nacc * b_head + a_bytes / r_miss + b_bytes * (pf_share / r_hit + (1 - pf_share) / r_miss)
                          + env.gm_latency("gm", "l1", False) + mte2_head + pf_share * b_bytes / u_miss + env.gm_latency("gm", "ub", False))
     else:
-        fill = n_l1 and ((1 + nacc) * nd2nz + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
+        fill = n_l1 and (nd2nz + nacc * b_head + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
     core = per_core * t_item + fill + env.gm_latency("l0c", "gm")
     if aiv0:  # the first item does not wait for a vector stage, the last one's follows the cube
         core += aiv0 - (t_item - item_cycles(ha, hb, vector=False)[0])

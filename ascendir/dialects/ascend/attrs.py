@@ -7,7 +7,8 @@ spelling while the IR holds one typed value:
 * `#ascend.pipe<MTE2>`: a hardware pipe (HIVM PIPE_*, S6);
 * `#ascend.barrier_pipe<ALL>`: the pipe a `pipe_barrier` orders, or ALL of them;
 * `#ascend.core_type<mix>`: the cores an `ascend.kernel` is launched on (aic, aiv, mix);
-* `#ascend.layout<nd2nz>`: the layout change an `ascend.copy` makes (nd, nd2nz, nz2nd);
+* `#ascend.layout<nd2nz>`: the layout change an `ascend.copy` makes (nd, nd2nz, nz2nd), or `nz`:
+  none, the source already holds NZ fractals;
 * `#ascend.tiling<{m = 128 : i64, ...}>`: the tile sizes of an nn.matmul / nn.attention;
 * `#ascend.flag_units<aic -> aiv1>`: the units a flag of a dav-c220 mix kernel joins;
 * `#ascend.round_mode<nearest>`: the rounding of a cast to f8E8M0FNU (cast_mode.py);
@@ -113,11 +114,15 @@ class CoreTypeAttr(AngleEnum, EnumAttribute[CoreType]):
 
 class Layout(StrEnum):
     """The layout change of an `ascend.copy`: none (ND), ND -> NZ fractal on the way into L1
-    (MTE2 nd2nz), NZ -> ND on the way out of L0C (FixPipe nz2nd)."""
+    (MTE2 nd2nz), NZ -> ND on the way out of L0C (FixPipe nz2nd); or NZ: none, the GM source is
+    already stored in NZ fractals (a constant weight converted to FRACTAL_NZ once at compile
+    time, as CANN's TransData / torch_npu.npu_format_cast do), so the GM -> L1 load is a plain
+    DMA of whole fractals (the plain MTE2 head, not the nd2nz one, costmodel/ops.py)."""
 
     ND = "nd"
     ND2NZ = "nd2nz"
     NZ2ND = "nz2nd"
+    NZ = "nz"
 
 
 @irdl_attr_definition

@@ -32,14 +32,15 @@ from ascendir.dialects.ascend.placement import RunsOn, Unit, placement
 class CopyOp(IRDLOperation):
     """DMA `src` → `dst` (same rank). The pipe follows from the spaces (see `copy_pipe`).
 
-    Properties: `layout` = #ascend.layout<nd> (default), <nd2nz> (GM→L1 on MTE2) or <nz2nd>
-    (FixPipe out); `relu = true` (FixPipe only) applies ReLU on the way out. FixPipe (L0C→GM/L1) may narrow f32 to
+    Properties: `layout` = #ascend.layout<nd> (default), <nd2nz> (GM→L1 on MTE2), <nz> (GM→L1
+    of a source stored in NZ fractals: no conversion) or <nz2nd> (FixPipe out); `relu = true` (FixPipe only) applies ReLU on the way out. FixPipe (L0C→GM/L1) may narrow f32 to
     f16/bf16; other copies keep the element type. `transpose = true` (MTE1 L1→L0A/L0B only, 2-D):
     dst = srcᵀ, the load2d-with-transpose of the S1 intrinsic map (`transpose_l12l0a/b`, Ascend C
     LoadData2DParams.ifTranspose); the overlap rule then applies to srcᵀ.
 
     Raises (verify): a path the module's architecture lacks, ranks that differ, an element type
-    change off FixPipe, relu off FixPipe, transpose off a 2-D MTE1 L1 -> L0A/L0B load.
+    change off FixPipe, relu off FixPipe, transpose off a 2-D MTE1 L1 -> L0A/L0B load, layout nz
+    off a GM -> L1 copy.
     """
 
     name = "ascend.copy"
@@ -79,6 +80,8 @@ class CopyOp(IRDLOperation):
         narrowing = src_space == MemSpace.L0C and s.element_type == f32 and d.element_type != f32
         if s.element_type != d.element_type and not narrowing:
             raise VerifyException("ascend.copy: only FixPipe (L0C out) may change the element type")
+        if self.layout is not None and self.layout.data == Layout.NZ and (src_space, dst_space) != (MemSpace.GM, MemSpace.L1):
+            raise VerifyException("ascend.copy: layout nz is a GM -> L1 load of NZ-stored data only")
         if self.relu is not None and pipe not in (Pipe.FIX, Pipe.V):
             raise VerifyException("ascend.copy: relu is applied by FixPipe only")
         if self.transpose is not None and self.transpose.value.data:

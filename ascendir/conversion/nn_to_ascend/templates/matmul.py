@@ -53,6 +53,12 @@ becomes a mix kernel whose two AIVs read each B chunk GM -> UB just ahead of the
 so the AIC's nd2nz load of it hits L2 (110 B/cycle, S1) -- the in-kernel form of the vendor's
 weight prefetch (torch_npu.npu_prefetch; vllm-ascend weight_prefetch). Numerics are unchanged.
 
+Weights in NZ (`b_nz`, tiling.nz_weight): a B that is a constant weight only matmuls read is
+stored in NZ fractals in GM, converted once at compile time as CANN converts constant weights to
+FRACTAL_NZ (TransData folded into the constant at graph build; torch_npu.npu_format_cast), so its
+GM -> L1 loads are plain DMAs of whole fractals (`#ascend.layout<nz>`: the plain MTE2 head, not
+the 210-cycle nd2nz one, S4). Arrays stay logical in the interpreter: numerics are unchanged.
+
 Batch: when B has no batch dims (weights), the batch is folded into M ([..., M, K] viewed as
 [prod*M, K]), as CANN's MatMul does; otherwise each output batch maps to its A and B batch by
 the broadcast rule, computed with index arithmetic in the kernel.
@@ -206,6 +212,7 @@ def emit_matmul(
     epilogue: Epilogue = Epilogue(),
     base: str = "matmul",
     tiling: Tiling | None = None,
+    b_nz: bool = False,
 ) -> SSAValue:
     """Launch the cube kernel for `a @ b` (numpy matmul rule) with an optional epilogue;
     returns the new GM result buffer.
@@ -216,12 +223,14 @@ def emit_matmul(
         epilogue: bias row, activation and residual applied before the tile leaves the core.
         tiling: the tiling to use (from choose-tiling's `ascend.tiling`, checked to fit by the
             caller); None: the `heuristic_tiling`.
+        b_nz: b is a constant weight stored in NZ fractals (tiling.nz_weight, the caller's
+            Problem.b_nz): its GM -> L1 loads are plain DMAs of fractals (`#ascend.layout<nz>`).
 
     Raises:
         AscendirError: integer or mixed operand types, fp32 or bf16 on a cube without them
             (910A), tiles that do not fit the target, or split-K with an epilogue.
     """
-    return emit_matmuls(ctx, a, [Product(b, tuple(out_shape), out_elem, epilogue)], base, tiling)[0]
+    return emit_matmuls(ctx, a, [Product(b, tuple(out_shape), out_elem, epilogue)], base, tiling, b_nz)[0]
 
 
 @dataclass(frozen=True)
@@ -240,6 +249,7 @@ def emit_matmuls(
     products: Sequence[Product],
     base: str = "matmul",
     tiling: Tiling | None = None,
+    b_nz: bool = False,
 ) -> list[SSAValue]:
     """Launch ONE cube kernel computing `a @ p.b` for every product p (see emit_matmul); returns
     their new GM result buffers.
@@ -249,6 +259,8 @@ def emit_matmuls(
     while another still has tiles, and there is one launch instead of len(products). Several
     products must each have a 2-D b with the same K, one output type, and at most a bias row
     as epilogue (all biases of one type).
+
+    `b_nz`: every product's b is stored in NZ fractals (see emit_matmul).
 
     Raises:
         AscendirError: as emit_matmul; a grouped product outside the restrictions above.
@@ -272,6 +284,7 @@ def emit_matmuls(
     if g.splits > 1:  # partial sums: f32 workspace [splits * batch * M, N] in GM
         outs = [ctx.buffer([g.splits * lay.batch * lay.m_rows, ns[0]], f32)]
     kernel = _CubeKernel(ctx, a, products, outs, lay, ns, g, base)
+    kernel.b_layout = "nz" if b_nz else "nd2nz"
     if tiling.prefetch:  # choose-tiling checked it for the site's problem; the kernel must agree
         p = Problem(lay.batch, lay.m_rows, sum(ns), lay.k, str(el), itemsize(kernel.out_elem))
         if not prefetch_fits(p, tiling, ctx.target):
@@ -368,6 +381,7 @@ class _CubeKernel:
         self.fix_relu = self.arch.fixpipe and self.act == "vrelu" and epilogue.channel_bias is None  # else ReLU must follow the bias add
         self.prefetch = False  # B prefetched into L2 by the AIVs (`_Prefetch`; emit_matmuls decides)
         self.pf: _Prefetch | None = None
+        self.b_layout = "nd2nz"  # "nz": B stored in NZ fractals (emit_matmuls' b_nz)
         self.args = self._args(a, outs)
 
     def _args(self, a: SSAValue, outs: list[SSAValue]) -> list[SSAValue]:
@@ -588,15 +602,15 @@ class _CubeKernel:
                 q.release()
 
     def _l1_load(self, p: int, k1: Index, gm_b: SSAValue, m0: Index, n0: Index, msz: Index, nsz: Index) -> Index:
-        """GM -> L1 chunk p of A and B (nd2nz, after the prefetching AIV filled L2 with it);
-        returns the chunk's K size."""
+        """GM -> L1 chunk p of A (nd2nz) and B (nd2nz, or whole fractals when B is stored NZ;
+        after the prefetching AIV filled L2 with it); returns the chunk's K size."""
         kb, g = self.kb, self.g
         ksz = kb.boundary(g.kl1, self.lay.k, k1)
         self.q_l1[p].acquire()
         kb.copy(kb.subview(self.gm_a, [self.a_row, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")
         if self.pf is not None:  # AIV p has brought this B chunk into L2
             self.pf.wait_filled(p)
-        kb.copy(kb.subview(gm_b, [kb.add(self.b_row, k1), n0], [ksz, nsz]), self.l1b[p], layout="nd2nz")
+        kb.copy(kb.subview(gm_b, [kb.add(self.b_row, k1), n0], [ksz, nsz]), self.l1b[p], layout=self.b_layout)
         self.q_l1[p].handoff()
         if self.pf is not None:
             self.pf.free_slot(p)

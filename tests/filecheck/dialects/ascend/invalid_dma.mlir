@@ -57,6 +57,17 @@ builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
 
 // -----
 
+// CHECK: ascend.copy: layout nz is a GM -> L1 load of NZ-stored data only
+builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
+  ascend.kernel @k(%x: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
+    %u = ascend.alloc : memref<16x16xf16, #ascend<space ub>>
+    ascend.copy %x, %u {layout = #ascend.layout<nz>} : memref<16x16xf16, #ascend<space gm>>, memref<16x16xf16, #ascend<space ub>>
+    ascend.return
+  }
+}
+
+// -----
+
 // CHECK: ascend.copy: transpose is a 2-D L1 -> L0A/L0B load (MTE1) only
 builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k(%x: memref<16x16xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {

@@ -78,11 +78,11 @@ builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
 
 // -----
 
-// CHECK: unknown #ascend.layout nz (expected one of nd, nd2nz, nz2nd)
+// CHECK: unknown #ascend.layout zn (expected one of nd, nd2nz, nz2nd, nz)
 builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
   ascend.kernel @k() attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %a = ascend.alloc : memref<16x16xf32, #ascend<space ub>>
-    ascend.copy %a, %a {layout = #ascend.layout<nz>} : memref<16x16xf32, #ascend<space ub>>, memref<16x16xf32, #ascend<space ub>>
+    ascend.copy %a, %a {layout = #ascend.layout<zn>} : memref<16x16xf32, #ascend<space ub>>, memref<16x16xf32, #ascend<space ub>>
     ascend.return
   }
 }

@@ -16,6 +16,7 @@
 // CHECK-NEXT: %idx = ascend.alloc : memref<16x1xi64, #ascend<space ub>>
 // CHECK-NEXT: %rows = ascend.alloc : memref<16x64xf16, #ascend<space ub>>
 // CHECK-NEXT: ascend.copy %x, %l1 {layout = #ascend.layout<nd2nz>} : memref<64x64xf16, #ascend<space gm>>, memref<64x64xf16, #ascend<space l1>>
+// CHECK-NEXT: ascend.copy %x, %l1 {layout = #ascend.layout<nz>} : memref<64x64xf16, #ascend<space gm>>, memref<64x64xf16, #ascend<space l1>>
 // CHECK-NEXT: ascend.copy %l1, %l0a : memref<64x64xf16, #ascend<space l1>>, memref<64x64xf16, #ascend<space l0a>>
 // CHECK-NEXT: ascend.copy %l1, %l0b {transpose = true} : memref<64x64xf16, #ascend<space l1>>, memref<64x64xf16, #ascend<space l0b>>
 // CHECK-NEXT: ascend.mmad %l0a, %l0b, %l0c {init = true} : memref<64x64xf16, #ascend<space l0a>>, memref<64x64xf16, #ascend<space l0b>>, memref<64x64xf32, #ascend<space l0c>>
@@ -40,6 +41,7 @@ builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
     %idx = ascend.alloc : memref<16x1xi64, #ascend<space ub>>
     %rows = ascend.alloc : memref<16x64xf16, #ascend<space ub>>
     ascend.copy %x, %l1 {layout = #ascend.layout<nd2nz>} : memref<64x64xf16, #ascend<space gm>>, memref<64x64xf16, #ascend<space l1>>
+    ascend.copy %x, %l1 {layout = #ascend.layout<nz>} : memref<64x64xf16, #ascend<space gm>>, memref<64x64xf16, #ascend<space l1>>
     ascend.copy %l1, %l0a : memref<64x64xf16, #ascend<space l1>>, memref<64x64xf16, #ascend<space l0a>>
     ascend.copy %l1, %l0b {transpose = true} : memref<64x64xf16, #ascend<space l1>>, memref<64x64xf16, #ascend<space l0b>>
     ascend.mmad %l0a, %l0b, %l0c {init = true} : memref<64x64xf16, #ascend<space l0a>>, memref<64x64xf16, #ascend<space l0b>>, memref<64x64xf32, #ascend<space l0c>>

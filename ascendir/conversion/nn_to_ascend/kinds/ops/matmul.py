@@ -32,8 +32,9 @@ class MatmulTemplate(MatmulTiles, TemplateBase):
 
     def plan(self, op: nn.MatmulOp) -> MatmulPlan:
         """The op and its Problem: a matmul without epilogue, wherever it sits (one lowered op by
-        op in a declined region is a plain matmul kernel too, so split-K applies)."""
-        return MatmulPlan(op, tiling.problem_of(op))
+        op in a declined region is a plain matmul kernel too, so split-K applies); B stored in NZ
+        fractals when it is a constant weight only matmuls read (tiling.nz_weight)."""
+        return MatmulPlan(op, tiling.problem_of(op, b_nz=tiling.nz_weight(op)))
 
     def sites(self, plan: MatmulPlan, target: HardwareConfig) -> list[Site]:
         site = matmul_site(plan.op, plan.problem, target)
@@ -41,7 +42,8 @@ class MatmulTemplate(MatmulTiles, TemplateBase):
 
     def emit(self, ctx: LoweringContext, plan: MatmulPlan, operands: list[SSAValue]) -> list[SSAValue]:
         res = plan.op.result
-        return [emit_matmul(ctx, operands[0], operands[1], shape(res), elem(res), tiling=tiling_of(ctx, plan.op, plan.problem))]
+        return [emit_matmul(ctx, operands[0], operands[1], shape(res), elem(res), tiling=tiling_of(ctx, plan.op, plan.problem),
+                            b_nz=plan.problem.b_nz)]
 
 
 MATMUL = MatmulTemplate()

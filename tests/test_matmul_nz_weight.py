@@ -1,0 +1,95 @@
+"""Constant weights stored in NZ fractals (tiling.nz_weight, `#ascend.layout<nz>`): the plain
+matmul's B, when it is an `nn.weight` only matmuls read, is loaded GM -> L1 as whole fractals
+(CANN converts such weights to FRACTAL_NZ once, offline), so its loads pay the plain MTE2 head
+instead of the nd2nz one. Same numbers as the ND kernel; faster; the estimate follows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ascendir.conversion.nn_to_ascend.tiling import Problem, Tiling, estimate, nz_weight
+from ascendir.dialects import ascend, nn
+from ascendir.hardware import load_target
+from ascendir.interpreter import simulate
+from lowering_harness import parse, rand, run_both
+from test_choose_tiling import with_tiling
+from test_lowering_matmul import kernels
+
+TILING = "m=32,n=64,k=32,l1_depth=2,split_k=1,swizzle=1"
+
+
+def weight_text(m: int, k: int, n: int, extra: str = "") -> str:
+    """y = x @ W with W an nn.weight; `extra` adds another use of @w (a tied weight)."""
+    a, w, y = f"tensor<{m}x{k}xf16>", f"tensor<{k}x{n}xf16>", f"tensor<{m}x{n}xf16>"
+    out = f'({y} {{onnx.name = "y"}})'
+    body = f"""  %w = nn.weight @w : {w}
+  %y = nn.matmul %x, %w : ({a}, {w}) -> {y}"""
+    if extra == "tied":  # the same weight read by an elementwise op too: it must stay ND
+        out = f'({y} {{onnx.name = "y"}}, {w} {{onnx.name = "z"}})'
+        body += f"\n  %z = nn.add %w, %w : ({w}, {w}) -> {w}\n  func.return %y, %z : {y}, {w}"
+        return f'func.func @main(%x: {a} {{onnx.name = "x"}}) -> {out} {{\n{body}\n}}'
+    return f'func.func @main(%x: {a} {{onnx.name = "x"}}) -> {out} {{\n{body}\n  func.return %y : {y}\n}}'
+
+
+def runtime_text(m: int, k: int, n: int) -> str:
+    a, b, y = f"tensor<{m}x{k}xf16>", f"tensor<{k}x{n}xf16>", f"tensor<{m}x{n}xf16>"
+    return (f'func.func @main(%x: {a} {{onnx.name = "x"}}, %w: {b} {{onnx.name = "w"}}) -> ({y} {{onnx.name = "y"}}) {{\n'
+            f"  %y = nn.matmul %x, %w : ({a}, {b}) -> {y}\n  func.return %y : {y}\n}}")
+
+
+def l1_layouts(module) -> list[str]:
+    """Layouts of the GM -> L1 copies of the matmul kernel, in program order."""
+    (kern,) = [k for k in kernels(module) if k.sym_name.data.startswith("matmul_")]
+    return [op.layout.data.value for op in kern.walk() if isinstance(op, ascend.CopyOp) and op.layout is not None
+            and ascend.space_of(op.dest).value == "l1"]
+
+
+@pytest.mark.parametrize("m,k,n", [(64, 256, 128), (40, 200, 72)])
+def test_weight_b_loads_whole_fractals_with_the_same_numbers(m, k, n):
+    """A weight's B chunks are `nz` loads (A stays nd2nz); the outputs equal the runtime-B
+    kernel's exactly (the interpreter keeps arrays logical), both close to the nn reference;
+    the NZ kernel is faster (the B loads skip the 210-cycle nd2nz head, S4)."""
+    x, w = rand((m, k), np.float16, 1), rand((k, n), np.float16, 2)
+    ref, out, low = run_both(with_tiling(weight_text(m, k, n), TILING), {"x": x}, {"w": w})
+    ref_rt, out_rt, low_rt = run_both(with_tiling(runtime_text(m, k, n), TILING), {"x": x, "w": w})
+    np.testing.assert_allclose(out["y"].astype(np.float64), ref["y"].astype(np.float64), rtol=2e-2, atol=2e-2)
+    np.testing.assert_array_equal(out["y"], out_rt["y"])
+    assert set(l1_layouts(low)) == {"nd2nz", "nz"} and l1_layouts(low).count("nz") == l1_layouts(low).count("nd2nz")
+    assert set(l1_layouts(low_rt)) == {"nd2nz"}
+    hw = load_target("ascend910b2")
+    cyc = simulate(low, None, {}, hw, timing_only=True).report["total_cycles"]
+    cyc_rt = simulate(low_rt, None, {}, hw, timing_only=True).report["total_cycles"]
+    assert cyc < cyc_rt
+
+
+def test_only_weights_read_as_matmul_b_are_nz():
+    """nz_weight: an nn.weight read only as a matmul's B; a runtime B or a weight some other op
+    also reads (a tied weight) stays ND."""
+    def mm_of(text):
+        return next(op for op in parse(text).walk() if isinstance(op, nn.MatmulOp))
+    assert nz_weight(mm_of(weight_text(16, 64, 64)))
+    assert not nz_weight(mm_of(weight_text(16, 64, 64, "tied")))
+    assert not nz_weight(mm_of(runtime_text(16, 64, 64)))
+    x, w = rand((16, 64), np.float16, 1), rand((64, 64), np.float16, 2)
+    ref, out, low = run_both(with_tiling(weight_text(16, 64, 64, "tied"), "m=16,n=64,k=32,l1_depth=2,split_k=1,swizzle=1"), {"x": x}, {"w": w})
+    np.testing.assert_allclose(out["y"].astype(np.float64), ref["y"].astype(np.float64), rtol=2e-2, atol=2e-2)
+    assert set(l1_layouts(low)) == {"nd2nz"}
+
+
+def test_estimate_charges_the_plain_head_to_nz_b_and_tracks_simulation():
+    """The estimate of a b_nz problem drops B's nd2nz heads (MTE2 per L1 chunk: 210 + 27 instead
+    of 2 x 210) and stays within 10 % of the simulated kernel, as the ND one does."""
+    hw = load_target("ascend910b2")
+    m = k = n = 1024
+    t = Tiling(128, 256, 64, 4)
+    nd, nz = estimate(Problem(1, m, n, k, "f16", 2), t, hw), estimate(Problem(1, m, n, k, "f16", 2, b_nz=True), t, hw)
+    chunks = k // t.k_l1
+    assert nd.parts["mte2"] - nz.parts["mte2"] == pytest.approx(chunks * (hw.startup["mte2_nd2nz"] - hw.startup["mte2"]))
+    from lowering_harness import lower_text
+    from ascendir.weights import WeightStore
+    spec = "m=128,n=256,k=64,l1_depth=4,split_k=1,swizzle=1"
+    for text, e in ((weight_text(m, k, n), nz), (runtime_text(m, k, n), nd)):
+        low = lower_text(with_tiling(text, spec), "ascend910b2", WeightStore())
+        sim = simulate(low, None, {}, hw, timing_only=True).report["total_cycles"]
+        assert abs(e.cycles - sim) / sim < 0.10, (e.cycles, sim)
