@@ -16,7 +16,7 @@ Reference §7 V9 [S17] on real 910B2: naive ≈ 50 % of torch.matmul, double buf
 + block swizzle ≈ 90 % of torch.matmul (torch.matmul ≈ 90 % of peak, V5).
 
 Then the kernel-efficiency table of issue 22 (skip it with --no-table): fp16 on the target at -O2,
-the matmul a weight (`nn.weight`, as in a model), timing-only; each row against its goal and the
+the matmul a weight (`nn.weight`, as in a model; stored in NZ fractals, tiling.nz_weight), timing-only; each row against its goal and the
 figure this script printed at commit 84c8fa4 (before the issue-22 work, `BEFORE`):
   * GEMMs M x N x K: useful FLOPs 2·M·N·K over cycles x cube peak (goal ≥ 90 % big, ≥ 80 % the
     LLaMA-7B prefill-512 projections: q/k/v/o 512x4096x4096, gate/up 512x11008x4096, down 512x4096x11008);
