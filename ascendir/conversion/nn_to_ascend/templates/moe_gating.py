@@ -156,8 +156,9 @@ def parse(region: nn.FusedOp) -> MoeGating | None:
         found = match_grouped(topks[-1], None)
         if found is None or found[0] != ops or list(block.last_op.operands) != found[1]:
             return None
-        gating = found[2]
-        return gating if gating.logits in block.args else None
+        gating, g = found[2], found[2].group
+        values = [gating.logits, g.fill] + [v for v in (g.bias, g.eps, g.scale) if v is not None]
+        return gating if all(v in block.args for v in values) else None
     if len(ops) not in (2, 4) or not isinstance(ops[1], nn.TopKOp) or match(ops[1]) != ops:
         return None
     score, topk = ops[0], ops[1]
