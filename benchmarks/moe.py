@@ -19,12 +19,13 @@ matmul tiling model's per-group estimates, tiling.estimate). The shared expert's
 same under all three and printed apart. The routing is the stated assumption (seeded; default
 uniform), never real router output.
 
-The second table simulates the routed experts of one layer (timing-only, the routing given to
-the run as --moe-routing gives it): the experts as -O2 lowers a recognised block (moe_experts:
-MoeInitRouting, the sorted rows, GroupedMatmul gate+up, SwiGLU, GroupedMatmul down, the rows
-put back), as the gathered lowering runs them (HF's export lowered op by op: expert weights
-gathered per routed pair, batched MatMuls, SwiGLU), and dense (every expert on every token: two
-batched MatMuls over the E experts, SwiGLU between). `weight GB` there: the grouped MatMuls'
+The second table simulates the routed experts of one layer and their weighted combine
+(timing-only, the routing given to the run as --moe-routing gives it): the experts as -O2 lowers
+a recognised block (moe_experts: MoeInitRouting, the sorted rows, GroupedMatmul gate+up, SwiGLU,
+GroupedMatmul down, then MoeFinalizeRouting reading the expert-major rows through the inverse
+permutation), as the gathered lowering runs them (HF's export lowered op by op: expert weights
+gathered per routed pair, batched MatMuls, SwiGLU; the same combine kernel), and dense (every
+expert on every token: two batched MatMuls over the E experts, SwiGLU between; no combine). `weight GB` there: the grouped MatMuls'
 expert-weight bytes (the report's moe section: each touched expert once per row tile of its
 group). A gathered intermediate beyond HBM cannot run (`> HBM`). `--sim-tokens` picks the token
 counts simulated (MoeInitRouting of prefill 2048 of the DeepSeek-V3 layer, 16,384 routed pairs,
@@ -36,6 +37,12 @@ devices of `--topology`, shard-expert-parallel: nn.moe_distribute_dispatch / com
 (dispatch + combine comm kernels: cycles, exposed part, their streams' waits for peers summed
 over the streams, bytes over the links) and the all_gather
 that rebuilds the replicated rows. Token counts whose routed pairs do not split EP ways say so.
+
+Beside each simulated row, the layer's router after its MatMul (benchmarks/moe_router.py, as the
+ONNX importer writes it; fp32, as HF runs the routers), timing-only: `router cyc` as -O2 lowers
+it (fuse-moe-gating: one moe_gating kernel, ops-transformer's MoeGatingTopKSoftmax for Mixtral's
+softmax top-2, MoeGatingTopK with 8 groups, top-4 groups, top-8 for DeepSeek-V3's group-limited
+router) and `op by op` (fuse-elementwise only: the topk, reduce, gather and elementwise kernels).
 
 A model check closes the output: today's gathered lowering of small MoE layers (the gathers and
 batched MatMuls alone, lowered by ascendir and simulated timing-only) against moe_cost.gathered.
@@ -54,6 +61,7 @@ from ascendir.conversion.nn_to_ascend.moe_cost import MoeShape, dense, gathered,
 from ascendir.costmodel.moe_routing import make_routing, parse_routing, tokens_per_expert  # noqa: E402
 from ascendir.errors import AscendirError  # noqa: E402
 from ascendir.hardware import load_target  # noqa: E402
+import moe_router  # noqa: E402  (benchmarks/moe_router.py: the routers as exported)
 import results  # noqa: E402  (benchmarks/results.py: --write-results)
 
 LAYERS = {
@@ -99,7 +107,7 @@ def model_check(hw) -> None:
 
 
 EXPERTS = """
-func.func @main(%x: tensor<{r}x{h}x1x{t}>, %ids: tensor<{r}xi64>) -> tensor<{r}x{h}x1x{t}> {{
+func.func @main(%x: tensor<{r}x{h}x1x{t}>, %ids: tensor<{r}xi64>, %w: tensor<{r}x1x{t}>) -> tensor<{n}x{h}x{t}> {{
   %wgu = nn.weight @gate_up : tensor<{e}x{i2}x{h}x{t}>
   %gu = nn.gather %wgu, %ids {{axis = 0 : i64}} : (tensor<{e}x{i2}x{h}x{t}>, tensor<{r}xi64>) -> tensor<{r}x{i2}x{h}x{t}>
   %wd = nn.weight @down : tensor<{e}x{h}x{i}x{t}>
@@ -112,7 +120,11 @@ func.func @main(%x: tensor<{r}x{h}x1x{t}>, %ids: tensor<{r}xi64>) -> tensor<{r}x
   %m = nn.mul %s, %u : (tensor<{r}x{i}x{t}>, tensor<{r}x{i}x{t}>) -> tensor<{r}x{i}x{t}>
   %mr = nn.reshape %m : (tensor<{r}x{i}x{t}>) -> tensor<{r}x{i}x1x{t}>
   %y = nn.matmul %d, %mr : (tensor<{r}x{h}x{i}x{t}>, tensor<{r}x{i}x1x{t}>) -> tensor<{r}x{h}x1x{t}>
-  func.return %y : tensor<{r}x{h}x1x{t}>
+  %y2 = nn.reshape %y : (tensor<{r}x{h}x1x{t}>) -> tensor<{r}x{h}x{t}>
+  %p = nn.mul %y2, %w : (tensor<{r}x{h}x{t}>, tensor<{r}x1x{t}>) -> tensor<{r}x{h}x{t}>
+  %q = nn.reshape %p : (tensor<{r}x{h}x{t}>) -> tensor<{n}x{k}x{h}x{t}>
+  %o = nn.reduce_sum %q {{axes = array<i64: 1>, keepdims = false}} : (tensor<{n}x{k}x{h}x{t}>) -> tensor<{n}x{h}x{t}>
+  func.return %o : tensor<{n}x{h}x{t}>
 }}
 """
 DENSE = """
@@ -147,12 +159,40 @@ def _simulate(text: str, hw, grouped: bool, routing=None) -> dict | str:
     if grouped:
         ffn = [op for op in top_level_ops(module, nn.FusedOp) if op.kind.data == "ffn"]
         moe_experts.fuse(moe_experts.match(ffn[0]), "layer")
-    run_passes(module, parse_pipeline(f"fuse-elementwise,choose-tiling{{target={hw.name}}}", "O0", hw.name, None), None)
+    run_passes(module, parse_pipeline(f"fuse-moe-finalize-routing,fuse-elementwise,choose-tiling{{target={hw.name}}}", "O0",
+                                      hw.name, None), None)
     try:
         lower(module, None, hw.name)
         return simulate(module, None, {}, hw, timing_only=True, moe_routing={"layer": routing} if grouped else None).report
     except AscendirError as e:
         return "> HBM" if "HBM" in str(e) else f"error: {e}"
+
+
+def _router(name: str, tokens: int) -> str:
+    """The router of layer `name` (LAYERS) for `tokens` tokens, fp32 nn IR text."""
+    s = LAYERS[name]
+    if s.experts == 256:  # DeepSeek-V3: n_group 8, topk_group 4
+        return moe_router.grouped_router(tokens, s.experts, 8, 4, s.top_k, "f32")
+    return moe_router.softmax_router(tokens, s.experts, s.top_k, "f32")
+
+
+def _simulate_router(text: str, hw, fused: bool) -> dict | str:
+    """The report of a router lowered as -O2 does (fuse-moe-gating when `fused`, then
+    fuse-elementwise, choose-tiling) and simulated timing-only, or why it cannot run."""
+    from xdsl.parser import Parser
+
+    from ascendir.driver import lower, parse_pipeline, run_passes
+    from ascendir.interpreter import simulate
+    from ascendir.session import make_context
+
+    module = Parser(make_context(), text).parse_module()
+    passes = ("fuse-moe-gating," if fused else "") + f"fuse-elementwise,choose-tiling{{target={hw.name}}}"
+    run_passes(module, parse_pipeline(passes, "O0", hw.name, None), None)
+    try:
+        lower(module, None, hw.name)
+        return simulate(module, None, {}, hw, timing_only=True).report
+    except AscendirError as e:
+        return f"error: {e}"
 
 
 def simulated(hw, spec, tokens: list[int]) -> None:
@@ -166,16 +206,18 @@ def simulated(hw, spec, tokens: list[int]) -> None:
     for name, s in LAYERS.items():
         print(f"\n{name}:")
         print(f"  {'tokens':>6s} {'touched':>7s} | {'grouped cyc':>12s} {'GMM cyc':>11s} {'weight GB':>9s} | "
-              f"{'gathered cyc':>13s} | {'dense cyc':>12s} | {'grouped µs':>10s} {'sim s':>6s}")
+              f"{'gathered cyc':>13s} | {'dense cyc':>12s} | {'router cyc':>10s} {'op by op':>9s} | "
+              f"{'grouped µs':>10s} {'sim s':>6s}")
         for t in tokens:
             t0 = time.perf_counter()
             idx = make_routing(spec, t, s.top_k, s.experts)
             counts = tokens_per_expert(idx, s.experts)
             r = t * s.top_k
-            fmt = dict(r=r, h=s.hidden, i=s.inter, i2=2 * s.inter, e=s.experts, t=DTYPE)
+            fmt = dict(r=r, n=t, k=s.top_k, h=s.hidden, i=s.inter, i2=2 * s.inter, e=s.experts, t=DTYPE)
             g = _simulate(EXPERTS.format(**fmt), hw, True, idx)
             ga = _simulate(EXPERTS.format(**fmt), hw, False)
-            d = _simulate(DENSE.format(**fmt, n=t), hw, False)
+            d = _simulate(DENSE.format(**fmt), hw, False)
+            rf, ru = (_simulate_router(_router(name, t), hw, fused) for fused in (True, False))
             bm = row_tile(r, s.experts)
             wb = int((-(-counts // bm)).sum()) * s.expert_bytes(DTYPE)
 
@@ -185,7 +227,7 @@ def simulated(hw, spec, tokens: list[int]) -> None:
             gmm = sum(k["cycles"] for k in g["kernels"] if k["name"].startswith("grouped_matmul")) if isinstance(g, dict) else 0
             us = g["total_cycles"] * 1e6 / hw.clock_hz if isinstance(g, dict) else float("nan")
             print(f"  {t:6d} {int((counts > 0).sum()):7d} | {cyc(g):>12s} {gmm:11,.0f} {_gb(wb)} | {cyc(ga):>13s} | "
-                  f"{cyc(d):>12s} | {us:10.1f} {time.perf_counter() - t0:6.1f}")
+                  f"{cyc(d):>12s} | {cyc(rf):>10s} {cyc(ru):>9s} | {us:10.1f} {time.perf_counter() - t0:6.1f}")
 
 
 def _simulate_ep(text: str, hw, routing, ep: int, topology: str) -> dict | str:
@@ -206,7 +248,8 @@ def _simulate_ep(text: str, hw, routing, ep: int, topology: str) -> dict | str:
     run_passes(module, parse_pipeline("fuse-ffn", "O0", hw.name, None), None)
     ffn = [op for op in top_level_ops(module, nn.FusedOp) if op.kind.data == "ffn"]
     moe_experts.fuse(moe_experts.match(ffn[0]), "layer")
-    run_passes(module, parse_pipeline(f"fuse-elementwise,choose-tiling{{target={hw.name}}}", "O0", hw.name, None), None)
+    run_passes(module, parse_pipeline(f"fuse-moe-finalize-routing,fuse-elementwise,choose-tiling{{target={hw.name}}}", "O0",
+                                      hw.name, None), None)
     try:
         shard_expert_parallel(module, ep)
         lower(module, None, hw.name)
@@ -233,7 +276,7 @@ def expert_parallel(hw, spec, tokens: list[int], ep: int, topology: str) -> None
         for t in tokens:
             t0 = time.perf_counter()
             idx = make_routing(spec, t, s.top_k, s.experts)
-            fmt = dict(r=t * s.top_k, h=s.hidden, i=s.inter, i2=2 * s.inter, e=s.experts, t=DTYPE)
+            fmt = dict(r=t * s.top_k, n=t, k=s.top_k, h=s.hidden, i=s.inter, i2=2 * s.inter, e=s.experts, t=DTYPE)
             one = _simulate(EXPERTS.format(**fmt), hw, True, idx)
             rep = _simulate_ep(EXPERTS.format(**fmt), hw, idx, ep, topology)
             if not isinstance(rep, dict):

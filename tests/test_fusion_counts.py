@@ -30,11 +30,12 @@ EXPECTED = {
     # so fuse-ffn gives its body the regions it lowers op by op with (split_projections)
     "mixtral_moe_block_small": {"ffn": 1, "elementwise": 1},
     # the same, plus the shared expert's SwiGLU (a plain ffn); the routers' elementwise chains
-    # (DeepSeek-V3: sigmoid + correction bias, group masks, normalisation)
+    # (DeepSeek-V3's group-limited router is one moe_gating region: the elementwise chain left is
+    # the experts' index fix, twice in the dynamo export)
     "qwen2_moe_block_small": {"ffn": 2, "elementwise": 2},
     "qwen2_moe_block_small_dynamo": {"ffn": 2, "elementwise": 3},  # fuse-moe-experts drops the 2nd expert-id chain
-    "deepseek_v3_moe_block_small": {"ffn": 2, "elementwise": 7},
-    "deepseek_v3_moe_block_small_dynamo": {"ffn": 2, "elementwise": 8},  # (the same)
+    "deepseek_v3_moe_block_small": {"ffn": 2, "elementwise": 1},
+    "deepseek_v3_moe_block_small_dynamo": {"ffn": 2, "elementwise": 2},
     # conv + ReLU / ReLU6 after fold-batchnorm; residual add + ReLU
     "resnet_small": {"conv_activation": 5, "elementwise": 4},
     "mobilenet_block_small": {"conv_activation": 4},

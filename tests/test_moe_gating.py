@@ -73,9 +73,9 @@ def test_fused_equals_unfused_bit_for_bit(score: str, renorm: bool, e: int, k: i
             np.testing.assert_allclose(fused.outputs[name].astype(np.float64), r.astype(np.float64), rtol=tol, atol=tol)
 
 
-# model: regions of fuse-moe-gating (DeepSeek-V3's group-limited router is not one)
+# model: regions of fuse-moe-gating (DeepSeek-V3's group-limited router: test_moe_gating_groups.py)
 REGIONS = {"mixtral_moe_block_small": 1, "qwen2_moe_block_small": 1, "qwen2_moe_block_small_dynamo": 1,
-           "deepseek_v3_moe_block_small": 0, "deepseek_v3_moe_block_small_dynamo": 0}
+           "deepseek_v3_moe_block_small": 1, "deepseek_v3_moe_block_small_dynamo": 1}
 
 
 @pytest.mark.parametrize("name", sorted(REGIONS))

@@ -96,6 +96,8 @@ def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> N
                 ctx.values[r] = ctx.buffer(r.type.get_shape(), r.type.element_type)
             continue
         key = kernel_reuse.signature(op, operands)
+        if key is not None and any(ctx.permuted_rows(v) is not None for v in operands):  # read through a dest
+            key = (key, tuple(ctx.permuted_rows(v) is not None for v in operands))
         fragment = ctx.fragments.get(key) if key is not None else None
         if fragment is not None:
             results = fragment.replay(ctx, operands)
@@ -104,7 +106,7 @@ def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> N
             results = lower_op(ctx, op, operands)
             if key is not None and key not in ctx.fragments:
                 first = last.next_op if last is not None else ctx.host.first_op
-                ctx.fragments[key] = kernel_reuse.Fragment.record(first, operands, results)
+                ctx.fragments[key] = kernel_reuse.Fragment.record(first, operands, results, ctx.row_order)
         for r, buf in zip(op.results, results, strict=True):
             ctx.values[r] = buf
 

@@ -72,6 +72,11 @@ class LoweringContext:
         self.onnx_nodes: str | None = None  # its ONNX node(s), comma-separated: each launch it makes carries them
         # kernel_reuse.Fragment (or None: not replayable) by kernel_reuse.signature of an nn op
         self.fragments: dict[object, object] = {}
+        # GM buffers holding an nn value's rows in another order: buffer -> dest [R] (i64), row i
+        # of the value is row dest[i] of the buffer. Set only where every reader of the value
+        # reads through dest (the grouped MatMul's expert-major rows handed to MoeFinalizeRouting
+        # with MoeInitRouting's expanded_row_idx, templates/moe_experts.py).
+        self.row_order: dict[SSAValue, SSAValue] = {}
 
     # ------------------------------------------------------------------------------------------
     def gm(self, value: SSAValue) -> SSAValue:
@@ -106,6 +111,12 @@ class LoweringContext:
             view = self.emit(ascend.ViewOp(src, contiguous_type(shape, src.type.element_type)))
             self._views[key] = view.results[0]
         return self._views[key]
+
+    def permuted_rows(self, buf: SSAValue) -> SSAValue | None:
+        """The dest of the buffer GM value `buf` is (a view of) in `row_order`, or None."""
+        while isinstance(buf.owner, ascend.ViewOp):
+            buf = buf.owner.source
+        return self.row_order.get(buf)
 
     def name(self, base: str) -> str:
         """A unique kernel name `base_<n>`."""

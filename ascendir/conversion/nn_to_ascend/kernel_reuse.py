@@ -100,11 +100,14 @@ class Fragment:
 
     ops: list[tuple[Operation, list[Ref]]]
     results: list[Ref]
+    row_order: list[tuple[Ref, Ref]]  # ctx.row_order entries of buffers the fragment made
 
     @staticmethod
-    def record(first: Operation | None, operands: Sequence[SSAValue], results: Sequence[SSAValue]) -> Fragment | None:
-        """The fragment of host ops from `first` to the end of its block; None when one of them
-        reads a host value that is neither an operand (or a view of one) nor made by the fragment."""
+    def record(first: Operation | None, operands: Sequence[SSAValue], results: Sequence[SSAValue],
+               row_order: dict[SSAValue, SSAValue] | None = None) -> Fragment | None:
+        """The fragment of host ops from `first` to the end of its block, with the `row_order`
+        entries (LoweringContext.row_order) of the buffers it made; None when one of them reads a
+        host value that is neither an operand (or a view of one) nor made by the fragment."""
         produced: dict[SSAValue, Ref] = {}
         roots = [_root(v) for v in operands]
 
@@ -130,7 +133,8 @@ class Fragment:
         result_refs = [ref(v) for v in results]
         if any(r is None for r in result_refs):
             return None
-        return Fragment(ops, result_refs)
+        orders = [(produced[b], produced[d]) for b, d in (row_order or {}).items() if b in produced and d in produced]
+        return Fragment(ops, result_refs, orders)
 
     def replay(self, ctx: LoweringContext, operands: Sequence[SSAValue]) -> list[SSAValue]:
         """Emit the fragment again on `operands`; returns the result buffers."""
@@ -156,5 +160,7 @@ class Fragment:
                     new.attributes.pop("onnx.node", None)
             ctx.emit(new)
             made.append(list(new.results))
+        for b, d in self.row_order:
+            ctx.row_order[value(b)] = value(d)
         return [value(r) for r in self.results]
 

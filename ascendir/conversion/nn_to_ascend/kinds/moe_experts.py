@@ -1,6 +1,6 @@
 """The moe_experts template (protocol side): plan = templates/moe_experts.parse of the region;
 emit = templates/moe_experts.emit_moe_experts (MoeInitRouting, the sorted rows, GroupedMatmul,
-SwiGLU, GroupedMatmul, the un-permute); declined at emit on a chip without FixPipe or without
+SwiGLU, GroupedMatmul, the un-permute unless finalize-routing reads the rows expert-major); declined at emit on a chip without FixPipe or without
 an mmad for the element type, or when MoeInitRouting's arrays do not fit UB even spread over the AIVs (the body
 then lowers op by op: the gathered form). No tiled sites: the grouped MatMul's tiles are chosen at
 emit time (templates/grouped_matmul.tiles), as its groups are known only when it runs."""
@@ -15,7 +15,8 @@ from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringCont
 from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import fits, multi_ub_bytes
 from ascendir.conversion.nn_to_ascend.template import TemplateBase, gm_args
 from ascendir.costmodel.moe_routing import ep_block
-from ascendir.conversion.nn_to_ascend.templates.moe_experts import KIND, MoeExperts, emit_moe_experts, parse
+from ascendir.conversion.nn_to_ascend.templates.moe_experts import (KIND, MoeExperts, emit_moe_experts,
+                                                                    expert_major_readers, parse)
 from ascendir.dialects import nn
 
 
@@ -50,7 +51,7 @@ class MoeExpertsTemplate(TemplateBase):
         if p.unused_expert:  # shard-expert-parallel's local experts: the receive side of the dispatch
             block = ep_block(p.block, p.ep, (experts - 1) * p.ep, "recv")
         return emit_moe_experts(ctx, args[p.w_gu], args[p.w_d], args[p.x], args[p.ids], p.act, block, p.out_shape,
-                                p.unused_expert)
+                                p.unused_expert, expert_major_readers(plan.region))
 
 
 MOE_EXPERTS = MoeExpertsTemplate()

@@ -1,6 +1,7 @@
 """The moe_finalize_routing template (protocol side): plan = templates/moe_finalize.parse of the
 region; emit = templates/moe_finalize.emit_moe_finalize (one vector kernel, ops-transformer's
-MoeFinalizeRouting). No tiled sites: its tile is chosen at emit time from the UB budget."""
+MoeFinalizeRouting; the expert outputs read through the inverse permutation when moe_experts left
+them expert-major, LoweringContext.row_order). No tiled sites: its tile is chosen at emit time from the UB budget."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ class MoeFinalizeTemplate(TemplateBase):
     def emit(self, ctx: LoweringContext, plan: MoeFinalizePlan, operands: list[SSAValue]) -> list[SSAValue]:
         args, p = gm_args(plan.region, operands), plan.parsed
         shared = args[p.shared] if p.shared is not None else None
-        return emit_moe_finalize(ctx, args[p.y], args[p.w], p.tokens, p.k, shared, p.out_shape)
+        y = args[p.y]
+        return emit_moe_finalize(ctx, y, args[p.w], p.tokens, p.k, shared, p.out_shape, ctx.permuted_rows(y))
 
 
 MOE_FINALIZE = MoeFinalizeTemplate()

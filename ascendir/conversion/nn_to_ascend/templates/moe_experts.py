@@ -20,7 +20,13 @@ lowers to (the experts' weights read once per touched expert, not once per route
    f32 from the h tiles rounded to the input type, stored in the input type);
 4. grouped_matmul with w_d: [R, H];
 5. a row gather by the inverse permutation: back to (token, k) order [R, H, 1] (what
-   moe_finalize_routing takes).
+   moe_finalize_routing takes). Where every reader of the region's result is a
+   moe_finalize_routing region's expert outputs (`expert_major_readers`: -O2's single-device
+   pipeline), this step is left out as ops-transformer leaves it out: the result buffer keeps the
+   grouped MatMul's expert-major rows, registered with the inverse permutation
+   (LoweringContext.row_order; MoeInitRouting's expanded_row_idx), and the finalize kernel reads
+   each (token, k) row through it (templates/moe_finalize.py). Under expert parallelism the
+   combine reads the result: the gather stays.
 
 Where the epilogue does not fit (a coupled core such as 910A, one L0C accumulator, UB), is
 estimated slower (`grouped_matmul.prefer_fused_swiglu`: the Mixtral-8x7B and DeepSeek-V3 decode
@@ -28,8 +34,8 @@ layers, where each weight chunk's two nd2nz loads cost more than the SwiGLU kern
 "never", step 3 is two kernels: grouped_matmul with w_gu [R, 2I], then SwiGLU as an AIV
 kernel of its own (`emit_swiglu`; one more launch and the GM round trip of [R, 2I] in and [R, I]
 out). The outputs are bit-identical either way.
-The gathers of steps 2 and 6 are ascendir's row gather (templates/data_movement.py), standing in
-for MoeInitRouting's expanded_x and MoeFinalizeRouting's un-permute.
+The gathers of steps 2 and 5 are ascendir's row gather (templates/data_movement.py), standing in
+for MoeInitRouting's expanded_x and (when it is needed) MoeFinalizeRouting's un-permute.
 
 `match` (what the fusion pass wraps) and `parse` (what the template reads back) live here.
 """
@@ -47,6 +53,7 @@ from ascendir.conversion.nn_to_ascend.templates.data_movement import emit_gather
 from ascendir.conversion.nn_to_ascend.templates.elementwise import ub_budget, vector_cores
 from ascendir.conversion.nn_to_ascend.templates.grouped_matmul import (emit_grouped_matmul, fused_swiglu_fits,
                                                                          prefer_fused_swiglu)
+from ascendir.conversion.nn_to_ascend.templates import moe_finalize
 from ascendir.conversion.nn_to_ascend.templates.mc2 import rows_of
 from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import emit_moe_init_routing
 from ascendir.dialects import ascend, nn
@@ -237,6 +244,26 @@ def parse(region: nn.FusedOp) -> MoeExperts | None:
     return MoeExperts(w_gu, w_d, xv, ids, act, region.attributes[BLOCK_ATTR].data, nn.shape_of(ops[2].results[0]), unused, ep)
 
 
+def expert_major_readers(region: nn.FusedOp) -> bool:
+    """Whether every reader of `region`'s result (through nn.reshape, at its level) takes it as
+    the expert outputs y of a moe_finalize_routing region (which can read them in expert-major
+    order through the inverse permutation); False for a result read by nothing or by anything
+    else (a return, shard-expert-parallel's combine)."""
+    frontier, readers = [region.results[0]], 0
+    while frontier:
+        v = frontier.pop()
+        for use in v.uses:
+            op = use.operation
+            if isinstance(op, nn.ReshapeOp) and op.parent is region.parent:
+                frontier.append(op.result)
+                continue
+            fin = moe_finalize.parse(op) if isinstance(op, nn.FusedOp) and op.kind.data == moe_finalize.KIND else None
+            if fin is None or op.parent is not region.parent or op.body.block.args[use.index] != fin.y:
+                return False
+            readers += 1
+    return readers > 0
+
+
 def emit_swiglu(ctx: LoweringContext, h: SSAValue, act: Swiglu) -> SSAValue:
     """out [R, I] = silu(h[:, gate0:gate0+I]) * h[:, up0:up0+I] for GM h [R, 2I]; one AIV kernel
     over tiles [tr, tc] (f32 in UB for 16-bit inputs), new GM buffer of h's type.
@@ -308,12 +335,15 @@ def _leading(ctx: LoweringContext, buf: SSAValue, count: int) -> SSAValue:
 
 
 def emit_moe_experts(ctx: LoweringContext, w_gu: SSAValue, w_d: SSAValue, x: SSAValue, ids: SSAValue, act: Swiglu,
-                     block: str, out_shape: tuple[int, ...], unused_expert: bool = False) -> list[SSAValue]:
+                     block: str, out_shape: tuple[int, ...], unused_expert: bool = False,
+                     expert_major: bool = False) -> list[SSAValue]:
     """Launch the kernels of the module docstring on GM w_gu [E, 2I, H], w_d [E, H, I],
     x [R, H, 1] and ids [R] i64; returns [y] (GM, `out_shape` = [R, H, 1], x's type). With
     `unused_expert` (UNUSED_EXPERT_ATTR) the grouped MatMuls take experts 0 .. E-2 only: the
     last expert's rows of y are left unwritten (`block` then names the expert-parallel role of
-    its MoeInitRouting launch, costmodel.moe_routing.ep_block).
+    its MoeInitRouting launch, costmodel.moe_routing.ep_block). With `expert_major` (only where
+    expert_major_readers holds) y's rows stay in expert order, y registered in ctx.row_order
+    with the inverse permutation.
 
     Raises: AscendirError from the kernels (UB, cube buffers, a chip without FixPipe)."""
     experts, _, hidden = shape(w_gu)
@@ -329,5 +359,8 @@ def emit_moe_experts(ctx: LoweringContext, w_gu: SSAValue, w_d: SSAValue, x: SSA
     else:
         a = emit_swiglu(ctx, emit_grouped_matmul(ctx, xs, w_gu, group_list), act)
     ys = emit_grouped_matmul(ctx, a, w_d, group_list)
+    if expert_major:
+        ctx.row_order[ys] = dest
+        return [ctx.view(ys, list(out_shape))]
     y = emit_gather_rows(ctx, ys, dest)
     return [ctx.view(y, list(out_shape))]

@@ -9,14 +9,19 @@ shared expert's output added, ops-transformer's MoeFinalizeRouting:
     [%r = nn.reshape %s  (row-keeping, e.g. [1, T, H]);  %o = nn.add %r, %shared]
     nn.yield %o | %s
 
-With today's gathered-weight experts the rows of y are already in (token, k) order, so the
-un-permutation of MoeFinalizeRouting (expanded_row_idx) is the identity here.
+y's rows are in (token, k) order, as the region says, unless the moe_experts kernels that made
+them left them expert-major (templates/moe_experts.py: the grouped MatMul's output, registered in
+LoweringContext.row_order with MoeInitRouting's inverse permutation dest): then, as
+MoeFinalizeRouting reads expanded_x through expanded_row_idx, the tile's dest entries are loaded
+and each token's k rows are gathered by them (ascend.gather_rows, MTE2), and no un-permute kernel
+runs before this one.
 
 One AIV kernel over tiles of tt tokens x hc hidden columns:
 
     prime V->MTE2, MTE3->V
     scf.for %t = %block_idx to ceil(T/tt)·ceil(H/hc) step block_dim
-      wait V->MTE2;  GM->UB y [tt, k, hc], w [tt, k, 1] [, shared [tt, 1, hc]] (MTE2);  MTE2->V
+      wait V->MTE2;  GM->UB y [tt, k, hc] (or its tt·k rows through dest), w [tt, k, 1]
+                     [, shared [tt, 1, hc]] (MTE2);  MTE2->V
       wait MTE3->V;  vmul (el);  [vcast f32];  vtranspose -> [tt, hc, k];  vreduce_sum;  [vcast el]
       vtranspose -> [tt, 1, hc];  [vadd shared (el)];  set V->MTE2;  set/wait V->MTE3
       UB->GM out [tt, 1, hc] (MTE3);  set MTE3->V
@@ -137,9 +142,10 @@ def parse(region: nn.FusedOp) -> MoeFinalize | None:
 
 
 def emit_moe_finalize(ctx: LoweringContext, y: SSAValue, w: SSAValue, tokens: int, k: int, shared: SSAValue | None,
-                      out_shape: tuple[int, ...]) -> list[SSAValue]:
+                      out_shape: tuple[int, ...], dest: SSAValue | None = None) -> list[SSAValue]:
     """Launch the kernel of the module docstring on GM y [T·k, H], w [T·k, 1] (and shared, T·H
-    elements); returns [out] (a new GM buffer of `out_shape`, y's type).
+    elements); returns [out] (a new GM buffer of `out_shape`, y's type). With `dest` (GM [T·k]
+    i64), the (token, k) row i of the expert outputs is row dest[i] of y.
 
     Raises:
         AscendirError: when one token's k rows of 16 columns do not fit UB."""
@@ -155,6 +161,8 @@ def emit_moe_finalize(ctx: LoweringContext, y: SSAValue, w: SSAValue, tokens: in
                (tt * hc, el), (tt * hc, el)]
         if wide != el:
             per.append((tt * k * hc, wide))
+        if dest is not None:
+            per.append((tt * k, elem(dest)))
         return sum(round_up(n * itemsize(e), 32) for n, e in per)
 
     budget = ub_budget(ctx)
@@ -174,17 +182,21 @@ def emit_moe_finalize(ctx: LoweringContext, y: SSAValue, w: SSAValue, tokens: in
         tt = ceil_div(tt, 2)
     ntiles = ceil_div(tokens, tt) * ceil_div(h, hc)
 
-    args = [ctx.view(y, [tokens, k, h]), ctx.view(w, [tokens, k, 1])]
+    args = [ctx.view(y, [tokens, k, h] if dest is None else [tokens * k, h]), ctx.view(w, [tokens, k, 1])]
     if shared is not None:
         args.append(ctx.view(shared, [tokens, 1, h]))
+    if dest is not None:
+        args.append(ctx.view(dest, [tokens * k, 1]))
     args.append(ctx.view(out, [tokens, 1, h]))
     kb = KernelBuilder(ctx, ctx.name("moe_finalize"), [a.type for a in args], CoreType.AIV, min(cores, ntiles), ctx.current)
     gm_y, gm_w = kb.args[0], kb.args[1]
     gm_sh = kb.args[2] if shared is not None else None
+    gm_dest = kb.args[-2] if dest is not None else None
     gm_out = kb.args[-1]
     alloc = kb.alloc
     ub_y = alloc([tt, k, hc], el, MemSpace.UB)
     ub_w = alloc([tt, k, 1], el, MemSpace.UB)
+    ub_d = alloc([tt * k, 1], elem(dest), MemSpace.UB) if dest is not None else None
     prod = alloc([tt, k, hc], el, MemSpace.UB)
     prod_w = alloc([tt, k, hc], wide, MemSpace.UB) if wide != el else prod
     tr = alloc([tt, hc, k], wide, MemSpace.UB)
@@ -202,7 +214,14 @@ def emit_moe_finalize(ctx: LoweringContext, y: SSAValue, w: SSAValue, tokens: in
     with kb.tiles(ntiles) as t:
         (r0, h0), (rsz, hsz) = kb.grid(t, [tokens, h], [tt, hc])
         q_in.acquire()
-        kb.copy(kb.subview(gm_y, [r0, 0, h0], [rsz, k, hsz]), ub_y)
+        if gm_dest is None:
+            kb.copy(kb.subview(gm_y, [r0, 0, h0], [rsz, k, hsz]), ub_y)
+        else:  # MoeFinalizeRouting: the tile's dest entries, then each token's k rows gathered by them
+            # (index and row DMAs all on MTE2, in order, as the row gather kernel's)
+            kb.copy(kb.subview(gm_dest, [kb.mul(r0, k), 0], [kb.mul(rsz, k), 1]), kb.subview(ub_d, [0, 0], [kb.mul(rsz, k), 1]))
+            with kb.loop(0, rsz, 1) as i:
+                kb.emit(ascend.GatherRowsOp(kb.subview(gm_y, [0, h0], [tokens * k, hsz]), kb.subview(ub_d, [kb.mul(i, k), 0], [k, 1]),
+                                            kb.subview_keep(ub_y, [i, 0, 0], [1, k, hsz], [1, 2])))
         kb.copy(kb.subview(gm_w, [r0, 0, 0], [rsz, k, 1]), ub_w)
         if gm_sh is not None:
             kb.copy(kb.subview(gm_sh, [r0, 0, h0], [rsz, 1, hsz]), ub_sh)
