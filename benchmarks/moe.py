@@ -2,7 +2,7 @@
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/moe.py [--routing uniform|skew=A|FILE]
         [--target ascend910b2] [--sim-tokens 1,16,64,2048] [--fused-swiglu auto|always|never]
-        [--ep 8 --ep-tokens 16,64] [--write-results]
+        [--ep 8 --ep-tokens 16,64,2048] [--write-results]
 
 Two layers: Mixtral-8x7B-shaped (hidden 4096, expert intermediate 14336, 8 experts, top-2) and
 DeepSeek-V3-shaped (hidden 7168, expert intermediate 2048, 256 routed experts, top-8, one
@@ -33,7 +33,8 @@ runs on many AIVs: its arrays exceed one AIV's UB).
 
 The third table runs the routed experts of one layer under expert parallelism (`--ep`, default 8
 devices of `--topology`, shard-expert-parallel: nn.moe_distribute_dispatch / combine) at
-`--ep-tokens`: the slowest device's cycles against the single device's, the all-to-all
+`--ep-tokens` (decode 16 and 64, prefill 2048 by default): the slowest device's cycles against
+the single device's, the all-to-all
 (dispatch + combine comm kernels: cycles, exposed part, their streams' waits for peers summed
 over the streams, bytes over the links) and the all_gather
 that rebuilds the replicated rows. Token counts whose routed pairs do not split EP ways say so.
@@ -306,7 +307,7 @@ def main() -> None:
     ap.add_argument("--fused-swiglu", choices=("auto", "always", "never"), default="auto",
                     help="SwiGLU in the gate/up GroupedMatmul of the simulated grouped rows: the cost model's "
                          "choice (auto), wherever it fits (always), or its own kernel (never)")
-    ap.add_argument("--ep-tokens", default="16,64",
+    ap.add_argument("--ep-tokens", default="16,64,2048",
                     help="token counts of the expert-parallel table (comma-separated; empty: none)")
     ap.add_argument("--ep", type=int, default=8, help="devices of the expert-parallel table")
     ap.add_argument("--topology", default="atlas800-a2", help="topology of the expert-parallel table")

@@ -172,6 +172,28 @@ def test_link_figures_follow_the_topology():
     assert 140 < algbw < 8 * 19.3
 
 
+
+def test_a_port_shares_its_bandwidth_and_keeps_its_bytes():
+    """Links' port model (interpreter/timing/links.py) on the A3 slice, a die's UB port 196 GB/s:
+    15 equal transfers issued together are port-bound (15 x 19.3 GB/s flows exceed it) and the
+    last lands when the port has moved all their bytes; a 4 KiB transfer issued beside 6 big ones
+    (6 x 19.3 GB/s, under the port) lands after its own head and bytes, not after the bytes the
+    other links booked on the port first (a FIFO port made it wait ~1.5 ms)."""
+    from ascendir.interpreter.timing.links import Links
+
+    topo = load_topology("a3-supernode-16")
+    clock, n = 1.85e9, 32 * 2**20
+    ub = next(d for d in topo.domains if d.name == "ub")
+    links = Links(topo, clock)
+    ends = [links.transfer(0, q, n, 0.0) for q in range(2, 16)] + [links.transfer(0, 1, n, 0.0)]
+    port_bound = 14 * n / (ub.total_GBps * 1e9) * clock  # the 14 UB peers; peer 1 is on the die-to-die link
+    assert port_bound < max(ends[:14]) < port_bound * 1.01
+    links = Links(topo, clock)
+    for q in range(2, 8):
+        links.transfer(0, q, n, 0.0)
+    small = links.transfer(0, 8, 4096, 0.0)
+    assert small < links.cycles(2 * topo.hccl.sdma_head_us), small
+
 DEADLOCK = """builtin.module {
   ascend.kernel @k(%x: memref<8xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
     %c1 = arith.constant 1 : index

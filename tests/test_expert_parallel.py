@@ -202,10 +202,12 @@ def test_ep_routed_matches_the_spmd_dispatch() -> None:
 
 def test_calibration_v18_ep8_combine() -> None:
     """S20's EP8 BF16 combine (125 GB/s, 4096 tokens x 7168, top-8 of 256) within 10 %, counted as
-    its test_intranode.py counts it (api/calibration.moe_distribute_GBps). The EP8 INT8 dispatch is
-    predicted ~30 % low (docs/results.md calibration table)."""
+    its test_intranode.py counts it (api/calibration.moe_distribute_GBps). Both ops are counted in
+    bf16 bytes of the received rows (the test's fp8_factor branch never runs), so the INT8
+    dispatch, moving about half the combine's bytes over the same links, must come out faster than
+    the combine per counted byte (it came out slower when its int8 bytes were counted)."""
     from ascendir.api.calibration import moe_distribute_GBps
 
     dispatch, combine = moe_distribute_GBps(8)
     assert abs(combine - 125.0) / 125.0 < 0.10, combine
-    assert 0 < dispatch < 146.0
+    assert dispatch > 1.2 * combine, (dispatch, combine)

@@ -67,16 +67,20 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   large-message plateau) by the comm kernels of templates/collectives.py on the atlas800-a2
   topology with HCCL's constants (S23).
 * V18 [S20] DeepEP-Ascend's normal dispatch / combine on an A3 supernode (sgl-kernel-npu
-  README; its tests/python/deepep/test_intranode.py counts them): 4096 tokens per rank, hidden
-  7168, top-8 of 256 experts routed uniformly (top-k of |randn| + 1), INT8 dispatch, BF16
-  combine. Bytes = the rows rank 0 receives (one per routed (token, expert) pair, its own
-  included: `recv_x.numel()`) x 7168 x 2, times (1 + 4/128) / 2 for INT8 dispatch (int8 data
-  plus an fp32 scale per 128 values); time = one call of the op on rank 0 (`bench`). Predicted by
-  nn.moe_distribute_dispatch on int8 rows of 7168 + 224 columns (the same bytes) and
-  nn.moe_distribute_combine on bf16 rows, timing-only on the a3-supernode-16 topology: the
-  dispatch is all its launches (MoeInitRouting, the row gather, the comm kernel, expand_ids),
-  the combine its comm kernel and the un-permuting gather. EP 32 / 64 / 128 need more devices
-  than the shipped A3 slice (16 dies) holds: not predicted.
+  README, table added in b2e93094; its tests/python/deepep/test_intranode.py at that commit counts
+  them): 4096 tokens per rank, hidden 7168, top-8 of 256 experts routed uniformly (top-k of
+  |randn| + 1), INT8 dispatch, BF16 combine. Bytes = the rows rank 0 receives (one per routed
+  (token, expert) pair, its own included: `recv_x.numel()`, recv_x cast back to bf16) x 7168 x 2
+  for both ops: the tuning loop times `buffer.dispatch` on `x`, a bf16 tensor, never a tuple, so
+  its `fp8_factor` branch is dead and the INT8 dispatch's GB/s are bf16-equivalent bytes (every
+  version of the test from 438e24be to b2e93094 alike). Time = one call on rank 0 (`bench`).
+  Predicted by nn.moe_distribute_dispatch on int8 rows of 7168 + 44 bytes (what
+  CamMoeDispatchNormal's DataCopyPad moves per row: the int8 values, the fp32 dynamic scale in a
+  32-byte slot and the 12-byte (rank, token, k) triple, `hScaleIdxSize` in
+  cam_moe_dispatch_normal.h) and nn.moe_distribute_combine on bf16 rows, timing-only on the
+  a3-supernode-16 topology: the dispatch is all its launches (MoeInitRouting, the row gather, the
+  comm kernel, expand_ids), the combine its comm kernel and the un-permuting gather. EP 32 / 64 /
+  128 need more devices than the shipped A3 slice (16 dies) holds: not predicted.
 * V10 [S17 §4.5] msprof L2 hit rate of the guide's double-buffered fp16 matmul (128 x 256 tiles)
   at 4096³ and 16384³, without and with its block swizzle (5 tile groups): the report's
   l2_hit_rate (GM read bytes served by L2 / GM read bytes) under the "tile" L2 model.
@@ -282,13 +286,20 @@ def collective_GBps(op: str, devices: int, megabytes: float = 1000.0, target: st
     return 4.0 * n / (c["cycles"] / hw.clock_hz) / 1e9
 
 
+# S20's CamMoeDispatchNormal (b2e93094, cam_moe_dispatch_normal.h): per routed row it moves the
+# int8 values plus a 32-byte slot for the fp32 dynamic scale and the 12-byte (rank, token, k)
+# triple (hScaleIdxSize = hUBAlignSize + UB_ALIGN + 3 * 4)
+DISPATCH_ROW_EXTRA = 32 + 12
+
+
 def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: int = 8, experts: int = 256,
                         topology: str = "a3-supernode-16") -> tuple[float, float]:
     """(dispatch, combine) bandwidth in GB/s of expert-parallel dispatch / combine over `ep` ranks
     as S20's test_intranode.py counts them (module docstring, V18): `tokens` per rank, top-`topk`
-    of `experts` routed uniformly (seeded), INT8 dispatch (int8 rows of hidden + hidden / 32
-    columns: data and per-128 fp32 scales), BF16 combine; rank 0's received rows and times,
-    timing-only on `topology`'s chip (the A3 die for the supernode file).
+    of `experts` routed uniformly (seeded), INT8 dispatch (int8 rows of hidden + DISPATCH_ROW_EXTRA
+    bytes: data, fp32 scale slot and index triple), BF16 combine; both as rank 0's received rows x
+    hidden x 2 bytes (bf16-equivalent) over rank 0's time, timing-only on `topology`'s chip (the A3
+    die for the supernode file).
 
     Raises: AscendirError when the topology has fewer than `ep` devices."""
     from xdsl.parser import Parser
@@ -299,7 +310,7 @@ def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: i
     from ascendir.hardware.topology import load_topology
     from ascendir.session import make_context
 
-    p, cols, local = tokens * topk, hidden + hidden // 32, experts // ep
+    p, cols, local = tokens * topk, hidden + DISPATCH_ROW_EXTRA, experts // ep
     group = f"#ascend.device_group<[{', '.join(map(str, range(ep)))}]>"
     xt, it, et = f"tensor<{p}x{cols}xi8>", f"tensor<{p}xi64>", f"tensor<{ep * p}x{hidden}xbf16>"
     ot = f"tensor<{ep}x{local + 1}xi64>"
@@ -320,7 +331,8 @@ def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: i
     t_dispatch = sum(k["cycles"] for k in kernels[:first]) / hw.clock_hz
     t_combine = sum(k["cycles"] for k in kernels[first:]) / hw.clock_hz
     rows = int((routing.reshape(-1)[: ep * p] // local == 0).sum())  # received by rank 0
-    return rows * cols / t_dispatch / 1e9, rows * hidden * 2 / t_combine / 1e9
+    nbytes = rows * hidden * 2  # bf16-equivalent for both ops (module docstring, V18)
+    return nbytes / t_dispatch / 1e9, nbytes / t_combine / 1e9
 
 
 def cases(quick: bool = False) -> list[Case]:

@@ -5,12 +5,17 @@ that domain share the port's total bandwidth), and notifies cross a link after i
 Times are cycles of the chip clock (`clock_hz`), from the start of the run, common to every
 device. A transfer of n bytes from `src` to `dst` that is ready at time t:
     start = max(t, link free)
-    port free := max(start, port free) + n / port rate   (the domain's total_GBps)
-    end   = max(start + head + n / flow rate, port free + head)
+    port end = start + (n + sum over the port's other transfers o of min(n, o's bytes left at
+               start)) / port rate   (the domain's total_GBps)
+    end   = max(start + head + n / flow rate, port end + head)
     link free := end
-so transfers on different links of one port run at once, and together move no more than the
-port's bandwidth allows (the port's bytes are conserved, not its instants: an approximation of
-fair sharing).
+the completion time of a new job under processor sharing when the jobs already on the port keep
+their shares (later arrivals ignored): while the port moves n bytes of this transfer it moves at
+most n of each other one. So transfers on different links of one port run at once and together
+move no more than the port's bandwidth allows, and a small transfer (a handshake, a group-list
+entry) is not queued behind the bytes other links booked before it, as a FIFO port would have it.
+An other transfer's bytes left at `start` are taken as linear over its [start, end]; one booked to
+start later counts whole.
 where the flow rate is the link's per-peer rate capped by the transport's per-flow rate and head
 its latency + the transport's fixed cost per transfer (Topology.link: HCCL constants S23, link
 figures S21 / S12 / §6, all in docs/hardware-reference.md §Interconnect). A copy within one
@@ -38,6 +43,14 @@ class LinkUse:
     transfers: int = 0
 
 
+def _left(transfer: tuple[float, float, float], t: float) -> float:
+    """Bytes of `transfer` (start, end, bytes) not yet moved at time `t`, linear over its span."""
+    start, end, nbytes = transfer
+    if t <= start or end <= start:
+        return nbytes
+    return nbytes * max(0.0, end - t) / (end - start)
+
+
 class Links:
     """The link and port timelines of one cluster run over `topology` at `clock_hz`."""
 
@@ -47,7 +60,8 @@ class Links:
         # (src, dst) -> [(start, end, bytes)] of every transfer, for the trace (None: not kept)
         self.spans: dict[tuple[int, int], list[tuple[float, float, float]]] | None = {} if trace else None
         self.links: dict[tuple[int, int], LinkUse] = {}
-        self.ports: dict[tuple[int, str], float] = {}
+        # (src, domain) -> [(start, end, bytes)] of the port's transfers that may still be moving
+        self.ports: dict[tuple[int, str], list[tuple[float, float, float]]] = {}
 
     def cycles(self, us: float) -> float:
         return us * 1e-6 * self.clock_hz
@@ -70,13 +84,14 @@ class Links:
         use = self.links.get((src, dst))
         if use is None:
             use = self.links[(src, dst)] = LinkUse(src, dst, ln.domain.name)
-        pkey = (src, ln.domain.name)
-        port = self.ports.get(pkey, 0.0)
         start = max(ready, use.free)
-        port_end = max(start, port) + nbytes / self.per_cycle(ln.domain.total_GBps)
-        self.ports[pkey] = port_end
+        booked = [b for b in self.ports.get((src, ln.domain.name), []) if b[1] > start]
+        shared = sum(min(nbytes, _left(b, start)) for b in booked)
+        port_end = start + (nbytes + shared) / self.per_cycle(ln.domain.total_GBps)
         head = self.cycles(ln.head_us)
         end = max(start + head + nbytes / self.per_cycle(ln.flow_GBps), port_end + head)
+        booked.append((start, end, float(nbytes)))
+        self.ports[(src, ln.domain.name)] = booked
         use.busy += end - start
         use.free = end
         use.bytes += nbytes
