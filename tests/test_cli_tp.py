@@ -32,3 +32,5 @@ def test_tp_errors_are_one_line():
     assert_clean_error(run_cli("run", llama, "--tp", "8", "--timing-only"), "4 query heads do not split over 8 devices")
     assert_clean_error(run_cli("run", llama, "--sequence-parallel"), "--sequence-parallel", "give --tp N")
     assert_clean_error(run_cli("run", llama, "--tp", "2", "--devices", "4"), "--tp 2 runs on 2 devices; --devices 4 differs")
+    # an explicit --devices 1 is not the default: it contradicts --tp 2 as any other count does
+    assert_clean_error(run_cli("run", llama, "--tp", "2", "--devices", "1"), "--tp 2 runs on 2 devices; --devices 1 differs")

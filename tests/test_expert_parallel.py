@@ -150,6 +150,7 @@ def test_experts_that_do_not_split_are_one_line_errors() -> None:
     assert_clean_error(run_cli("run", DATA / "mixtral_moe_block_small" / "model.onnx", "--ep", 2, "-O1"),
                        "no MoE experts region")
     assert_clean_error(run_cli("run", DATA / "mixtral_moe_block_small" / "model.onnx", "--ep", 2, "--tp", 2), "--ep 2 with --tp 2")
+    assert_clean_error(run_cli("run", DATA / "mixtral_moe_block_small" / "model.onnx", "--ep", 2, "--devices", 1), "--ep 2 runs on 2 devices; --devices 1 differs")
     module, _ = compile_model(DATA / "mixtral_moe_block_small" / "model.onnx", TARGET, opt_level="O2", emit="nn")
     shard_expert_parallel(module, 2)
     with pytest.raises(AscendirError, match="already sharded"):

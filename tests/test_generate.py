@@ -226,6 +226,7 @@ def test_tensor_parallel_over_more_ranks_than_kv_heads_equals_onnxruntime() -> N
 def test_tensor_parallel_errors_are_one_line() -> None:
     model = DATA / "qwen2" / "model.onnx"
     assert_clean_error(run_cli("generate", model, "--tp", 2, "--devices", 4), "--tp 2 runs on 2 devices; --devices 4 differs")
+    assert_clean_error(run_cli("generate", model, "--tp", 2, "--devices", 1), "--tp 2 runs on 2 devices; --devices 1 differs")
     assert_clean_error(run_cli("generate", model, "--devices", 16, "--timing-only"), "does not fit topology atlas800-a2 (8 devices)")
     assert_clean_error(run_cli("generate", model, "--tp", 3, "--timing-only"), "4 query heads do not split over 3 devices")
     assert_clean_error(run_cli("generate", model, "--topology", "atlas800-a2"), "give --tp N")

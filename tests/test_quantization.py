@@ -453,6 +453,21 @@ def test_matmul_nbits_fp16_antiquant_on_both_architectures(target) -> None:
     np.testing.assert_allclose(got.astype(np.float32), ort_y, rtol=0, atol=float(np.spacing(np.abs(ort_y).max().astype(np.float16))))
 
 
+def test_prefill_antiquant_dequantises_an_l1_chunk_in_several_ub_passes() -> None:
+    """fp16 W8 [512, 512] x [512, 1536] (four row blocks, whole 256-row L1 chunks): the AIVs
+    dequantise each chunk in passes of 64 rows (what fits UB twice) so the cube loads 256-row
+    chunks, half the nd2nz start-ups of 128-row ones (the 7B prefill-512 layer: W8A16 1.21x ->
+    1.06x the fp16 cycles); values within one fp16 ulp of onnxruntime."""
+    model, feeds = _nbits_model(512, 512, 1536, 8, 128, True, TensorProto.FLOAT16)
+    module, weights = import_onnx(model)
+    lower(module, weights, TARGET)
+    text = str(module)
+    assert "memref<256x256xf16, #ascend<space l1>>" in text and "memref<64x256xi8, #ascend<space ub>>" in text
+    got = simulate(module, weights, feeds, load_target(TARGET)).outputs["y"].astype(np.float32)
+    ort_y = _ort(model, feeds)[0].astype(np.float32)
+    np.testing.assert_allclose(got, ort_y, rtol=0, atol=float(np.spacing(np.abs(ort_y).max().astype(np.float16))))
+
+
 def test_int8_conv_with_a_runtime_zero_point_pads_with_it() -> None:
     """ConvInteger whose x zero point is a graph input (DynamicQuantizeLinear's): x is padded with
     it at run time before the int8 conv; equal to onnxruntime exactly."""

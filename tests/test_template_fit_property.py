@@ -4,7 +4,7 @@ every on-chip buffer its kernels allocate (KernelBuilder checks each kernel's al
 against the target's capacities when it finishes, so compiling is the check).
 
 The other kinds (row reductions and norms, transposes, slices, gathers, batched MatMuls,
-attention, SwiGLU FFNs, RMSNorm + MatMul) go through the same check with fewer cases each.
+attention, SwiGLU FFNs, RMSNorm + MatMul, weight-only quantized MatMuls) go through the same check with fewer cases each.
 
 Seeded numpy draws rather than hypothesis strategies: each case is reproducible from its index,
 which the test id names."""
@@ -156,9 +156,25 @@ def _ffn_model(rng: np.random.Generator):
     return make_model(nodes, {"x": np.zeros((1, m, d), np.float32)}, ["y"], init, opset=18)
 
 
+def _weight_quant_model(rng: np.random.Generator):
+    """com.microsoft MatMulNBits (4 / 8-bit weight, fp scales, optional zero points): the
+    antiquant kernel (nn.weight_quant_matmul), whose AIVs' UB chunks and AIC's L1 chunks are
+    sized apart."""
+    m, k, n = int(rng.choice([1, 16, 200, 512])), _dim(rng, 4096), _dim(rng, 4096)
+    bits, block = int(rng.choice([4, 8])), int(rng.choice([16, 32, 64, 128, 256]))
+    nb = -(-k // block)
+    init = {"b": np.zeros((n, nb, block * bits // 8), np.uint8), "s": np.ones(n * nb, np.float32)}
+    ins = ["x", "b", "s"]
+    if rng.random() < 0.5:
+        init["z"] = np.zeros(n * -(-nb * bits // 8), np.uint8)
+        ins.append("z")
+    node = helper.make_node("MatMulNBits", ins, ["y"], domain="com.microsoft", K=k, N=n, bits=bits, block_size=block)
+    return make_model([node], {"x": np.zeros((m, k), np.float32)}, ["y"], init, extra_opsets={"com.microsoft": 1})
+
+
 MODELS = {"conv": _conv_model, "matmul_bias": _matmul_bias_model, "pool": _pool_model, "concat": _concat_model,
           "rows": _rows_model, "layout": _layout_model, "batched_matmul": _batched_matmul_model,
-          "attention": _attention_model, "ffn": _ffn_model}
+          "attention": _attention_model, "ffn": _ffn_model, "weight_quant": _weight_quant_model}
 # the first four are the fit logic's hard cases (the ones that did not fit once); the others get
 # a smaller sample
 SAMPLES = {k: CASES if k in ("conv", "matmul_bias", "pool", "concat") else CASES // 4 for k in MODELS}

@@ -31,7 +31,7 @@ from ascendir.api.cli_common import topology_opt
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random prompt.")
 @click.option("--tp", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
               help="Tensor parallelism: shard every step Megatron-style over this many devices of --topology and simulate them together.")
-@click.option("--devices", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
+@click.option("--devices", type=click.IntRange(min=1, max=4096), default=None,
               help="Devices to serve on: the same as --tp N (a plain decoder spreads over devices only by sharding).")
 @click.option("--kv-block-size", type=int, default=0, metavar="N",
               help="Keep the KV cache paged: pools of N-position blocks read through a block table (a multiple of 16 in 16..512; default: contiguous).")
@@ -46,9 +46,9 @@ def generate(model: Path, prompt_len: int, new_tokens: int, batch: int, inputs: 
 
     from ascendir.api.outputs import check_writable, write_output, write_text
 
-    if tp > 1 and devices not in (1, tp):
+    if tp > 1 and devices not in (None, tp):
         raise AscendirError(f"--tp {tp} runs on {tp} devices; --devices {devices} differs")
-    tp = max(tp, devices)
+    tp = max(tp, devices or 1)
     if topology is not None and tp == 1:
         raise AscendirError("--topology joins the --tp devices; give --tp N (or --devices N)")
     timing_only = timing_only or shape_only

@@ -114,9 +114,10 @@ def _check_entry_sizes(path: Path, func) -> None:
 @click.option("--expected", type=click.Path(path_type=Path), default=None, metavar="FILE.npz",
               help="Expected outputs (keys: output names, or output:NAME): print PASS/FAIL per output, exit 1 on a mismatch. The output: keys of --inputs serve too.")
 @click.option("--check-ort", is_flag=True, help="Expected outputs from onnxruntime on the same ONNX model and inputs (needs onnxruntime).")
-@click.option("--devices", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
+@click.option("--devices", type=click.IntRange(min=1, max=4096), default=None,
               help="Run the module SPMD on this many devices of --topology (a module holding collectives): every rank "
-                   "gets the same weights; an --inputs key NAME@R feeds rank R only; random inputs use seed + rank.")
+                   "gets the same weights; an --inputs key NAME@R feeds rank R only; random inputs use seed + rank. "
+                   "[default: --tp / --ep N, else 1]")
 @topology_opt("the devices")
 @click.option("--tp", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
               help="Tensor parallelism: shard the model Megatron-style over this many devices of --topology "
@@ -154,7 +155,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     if tp > 1:
         if is_lowered(module):
             raise AscendirError(f"--tp shards an nn-level model; {model} is lowered IR (compile the ONNX model or the nn IR)")
-        if devices not in (1, tp):
+        if devices not in (None, tp):
             raise AscendirError(f"--tp {tp} runs on {tp} devices; --devices {devices} differs")
         devices = tp
     if ep > 1:
@@ -162,9 +163,10 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
             raise AscendirError(f"--ep {ep} with --tp {tp}: expert and tensor parallelism together are not supported yet")
         if is_lowered(module):
             raise AscendirError(f"--ep shards an nn-level model; {model} is lowered IR (compile the ONNX model or the nn IR)")
-        if devices not in (1, ep):
+        if devices not in (None, ep):
             raise AscendirError(f"--ep {ep} runs on {ep} devices; --devices {devices} differs")
         devices = ep
+    devices = devices or 1
     spmd = devices > 1 or topology is not None
     if spmd and plots is not None:
         raise AscendirError("--plots draws one chip; drop it with --devices / --topology (--trace has a process per device)")

@@ -52,11 +52,14 @@ WORKSPACE_SLOTS = 2
 
 
 def antiquant_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, wel: Attribute, group: int,
-                     offset: bool) -> tuple[int, int, int, int, int]:
-    """(bm, bn, bk, kl1, subs): matmul.heuristic_tiling's tiles with kl1 (a multiple of bk) a
-    multiple or a divisor of the group size, and the number of AIVs that share each chunk (2 on
-    a split-core chip when K is a multiple of kl1 and each half holds whole groups or lies in
-    one, else 1); kl1 / bn shrink until each AIV's WORKSPACE_SLOTS chunk buffer sets fit UB.
+                     offset: bool) -> tuple[int, int, int, int, int, int]:
+    """(bm, bn, bk, kl1, subs, kv): matmul.heuristic_tiling's tiles with kl1 (a multiple of bk) a
+    multiple or a divisor of the group size, the number of AIVs that share each chunk (2 on a
+    split-core chip when K is a multiple of kl1 and each half holds whole groups or lies in one,
+    else 1), and kv, the rows an AIV dequantises per pass (its kl1 / subs rows in passes of kv).
+    kv halves until an AIV's WORKSPACE_SLOTS buffer sets of kv rows fit UB, so the AIC's L1 chunk
+    keeps matmul's size (each chunk costs the cube two nd2nz start-ups, S4), where M spans several
+    row blocks and K is a multiple of kl1; otherwise (one pass per chunk) kl1 / bn shrink instead.
 
     Raises:
         AscendirError: no chunk fits UB, or the group size is no multiple of the K alignment."""
@@ -79,21 +82,32 @@ def antiquant_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute
         ok = t.arch.split_cores and kl1 % 2 == 0 and k % kl1 == 0 and (h % group == 0 or group % h == 0)
         return 2 if ok else 1
 
-    def ub(kl1: int, bn: int) -> int:
-        h = kl1 // subs_of(kl1)
-        rows = ceil_div(h, group)
-        one = (aligned_bytes(t, "ub", packed_nbytes(to_numpy_dtype(wel), h * bn)) + aligned_bytes(t, "ub", h * bn * itemsize(el))
+    def ub(kv: int, bn: int) -> int:
+        rows = ceil_div(kv, group)
+        one = (aligned_bytes(t, "ub", packed_nbytes(to_numpy_dtype(wel), kv * bn)) + aligned_bytes(t, "ub", kv * bn * itemsize(el))
                + (2 if offset else 1) * aligned_bytes(t, "ub", rows * bn * itemsize(el)))
         return WORKSPACE_SLOTS * one
 
-    while ub(kl1, bn) > cap:
-        if kl1 > bk and (kl1 // 2) % bk == 0 and (kl1 // 2 >= group or group % (kl1 // 2) == 0):
+    def halves(rows: int, align: int) -> bool:  # rows // 2: aligned, whole groups or within one
+        h = rows // 2
+        return rows % 2 == 0 and h % align == 0 and (h >= group and h % group == 0 or group % h == 0)
+
+    # Several passes per chunk only where the cube bounds the kernel (several row blocks: each
+    # chunk's two nd2nz start-ups are cube-side time); with one row block (decode) the AIVs and
+    # the workspace's L2 round trip bound it, and a larger chunk only grows the workspace.
+    passes_ok = ceil_div(m, bm) > 1 and k % kl1 == 0
+    kv = kl1 // subs_of(kl1)
+    while ub(kv, bn) > cap:
+        if passes_ok and halves(kv, 16):
+            kv //= 2
+        elif not passes_ok and kl1 > bk and halves(kl1, bk):
             kl1 //= 2
+            kv = kl1 // subs_of(kl1)
         elif bn > 16:
             bn = round_up(bn // 2, 16)
         else:
-            raise ctx.error(f"nn.weight_quant_matmul: a {kl1}x{bn} weight chunk does not fit UB of {t.name}")
-    return bm, bn, bk, kl1, subs_of(kl1)
+            raise ctx.error(f"nn.weight_quant_matmul: a {kv}x{bn} weight chunk does not fit UB of {t.name}")
+    return bm, bn, bk, kl1, subs_of(kl1), kv
 
 
 def emit_antiquant(ctx: LoweringContext, x: SSAValue, w: SSAValue, scale: SSAValue, offset: SSAValue | None, group: int,
@@ -119,7 +133,7 @@ class _Kernel:
                  m: int, k: int, n: int, el: Attribute, out_shape: tuple[int, ...], out_elem: Attribute):
         self.ctx, self.m, self.k, self.n, self.el, self.group, self.out_elem = ctx, m, k, n, el, group, out_elem
         self.wel = elem(w)
-        self.bm, self.bn, self.bk, self.kl1, self.subs = antiquant_tiling(ctx, m, n, k, el, self.wel, group, offset is not None)
+        self.bm, self.bn, self.bk, self.kl1, self.subs, self.kv = antiquant_tiling(ctx, m, n, k, el, self.wel, group, offset is not None)
         self.y = ctx.buffer(list(out_shape), out_elem)
         self.ntiles = ceil_div(m, self.bm) * ceil_div(n, self.bn)
         self.block_dim = min(ctx.target.num_aic, self.ntiles)
@@ -156,14 +170,16 @@ class _Kernel:
         self.l0a = [kb.alloc([bm, bk], el, L0A) for _ in range(nb)]
         self.l0b = [kb.alloc([bk, bn], el, L0B) for _ in range(nb)]
         self.acc = kb.alloc([bm, bn], f32, L0C)
-        # per AIV (subs of them share a chunk, `half` rows each) and per workspace slot
+        # per AIV (subs of them share a chunk, `half` rows each, dequantised kv rows a pass) and
+        # per UB buffer set
         self.half = kl1 // self.subs
-        self.rows = ceil_div(self.half, self.group)
+        self.passes = self.half // self.kv
+        self.rows = ceil_div(self.kv, self.group)
         self.ub_q, self.ub_w, self.ub_s, self.ub_o = [], [], [], []
         for sub in range(self.subs):
             with kb.on_subblock(sub):
-                self.ub_q.append([kb.alloc([self.half, bn], self.wel, UB) for _ in range(WORKSPACE_SLOTS)])
-                self.ub_w.append([kb.alloc([self.half, bn], el, UB) for _ in range(WORKSPACE_SLOTS)])
+                self.ub_q.append([kb.alloc([self.kv, bn], self.wel, UB) for _ in range(WORKSPACE_SLOTS)])
+                self.ub_w.append([kb.alloc([self.kv, bn], el, UB) for _ in range(WORKSPACE_SLOTS)])
                 self.ub_s.append([kb.alloc([self.rows, bn], el, UB) for _ in range(WORKSPACE_SLOTS)])
                 self.ub_o.append([kb.alloc([self.rows, bn], el, UB) if self.offset else None for _ in range(WORKSPACE_SLOTS)])
 
@@ -213,34 +229,40 @@ class _Kernel:
         q.release()
 
     def _dequantise(self, sub: int, p: int, k1: Index, n0: Index, nsz: Index, ksz: Index, slot: SSAValue) -> None:
-        """AIV `sub`: its rows of the narrow chunk and their group rows in (UB set p), vcast,
-        + offset and · scale per group, out to its rows of workspace slot p."""
-        kb, h, bn = self.kb, self.half, self.bn
-        q_in, q_out, q_ws = self.q_in[sub][p], self.q_out[sub][p], self.q_ws[sub][p]
-        ub_q, ub_w, ub_s, ub_o = self.ub_q[sub][p], self.ub_w[sub][p], self.ub_s[sub][p], self.ub_o[sub][p]
-        r0 = kb.add(k1, sub * h) if sub else k1
-        rsz = ksz if self.subs == 1 else h  # two AIVs only when K is a multiple of kl1
-        q_in.acquire()
-        kb.copy(kb.subview(self.gw, [r0, n0], [rsz, nsz]), ub_q)
-        g0 = kb.div(r0, self.group)
-        grows = kb.boundary(self.rows, ceil_div(self.k, self.group), g0) if self.rows > 1 else 1
-        kb.copy(kb.subview(self.gs, [g0, n0], [grows, nsz]), ub_s)
-        if ub_o is not None:
-            kb.copy(kb.subview(self.go, [g0, n0], [grows, nsz]), ub_o)
-        q_in.handoff()
-        q_out.acquire()
-        kb.emit(ascend.VcastOp(ub_q, ub_w))
-        per = min(self.group, h)
-        for j in range(self.rows):
-            part = kb.subview(ub_w, [j * per, 0], [per, bn]) if self.rows > 1 else ub_w
+        """AIV `sub`: its rows of the narrow chunk, kv at a time, and their group rows in (UB
+        sets alternating over passes), vcast, + offset and · scale per group, out to its rows of
+        workspace slot p; the AIC is told once the last pass is out."""
+        kb, h, kv, bn = self.kb, self.half, self.kv, self.bn
+        q_ws = self.q_ws[sub][p]
+        for j in range(self.passes):
+            u = (p * self.passes + j) % WORKSPACE_SLOTS  # consecutive passes, also across chunks, alternate
+            q_in, q_out = self.q_in[sub][u], self.q_out[sub][u]
+            ub_q, ub_w, ub_s, ub_o = self.ub_q[sub][u], self.ub_w[sub][u], self.ub_s[sub][u], self.ub_o[sub][u]
+            off = sub * h + j * kv
+            r0 = kb.add(k1, off) if off else k1
+            rsz = ksz if self.subs == 1 and self.passes == 1 else kv  # several passes only when K is a multiple of kl1
+            q_in.acquire()
+            kb.copy(kb.subview(self.gw, [r0, n0], [rsz, nsz]), ub_q)
+            g0 = kb.div(r0, self.group)
+            grows = kb.boundary(self.rows, ceil_div(self.k, self.group), g0) if self.rows > 1 else 1
+            kb.copy(kb.subview(self.gs, [g0, n0], [grows, nsz]), ub_s)
             if ub_o is not None:
-                kb.emit(ascend.vector_op("vadd")(part, kb.subview(ub_o, [j, 0], [1, bn]), part))
-            kb.emit(ascend.vector_op("vmul")(part, kb.subview(ub_s, [j, 0], [1, bn]), part))
-        q_in.release()
-        q_out.handoff()
-        q_ws.acquire()
-        kb.copy(ub_w, kb.subview(slot, [sub * h, 0], [h, bn]) if self.subs > 1 else slot)
-        q_out.release()
+                kb.copy(kb.subview(self.go, [g0, n0], [grows, nsz]), ub_o)
+            q_in.handoff()
+            q_out.acquire()
+            kb.emit(ascend.VcastOp(ub_q, ub_w))
+            per = min(self.group, kv)
+            for r in range(self.rows):
+                part = kb.subview(ub_w, [r * per, 0], [per, bn]) if self.rows > 1 else ub_w
+                if ub_o is not None:
+                    kb.emit(ascend.vector_op("vadd")(part, kb.subview(ub_o, [r, 0], [1, bn]), part))
+                kb.emit(ascend.vector_op("vmul")(part, kb.subview(ub_s, [r, 0], [1, bn]), part))
+            q_in.release()
+            q_out.handoff()
+            if j == 0:
+                q_ws.acquire()
+            kb.copy(ub_w, kb.subview(slot, [off, 0], [kv, bn]) if self.subs > 1 or self.passes > 1 else slot)
+            q_out.release()
         q_ws.enque()
 
     def _l0_step(self, p: int, s: int, k1: Index, kk: Index) -> None:
