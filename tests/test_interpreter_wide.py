@@ -221,3 +221,27 @@ def test_gm_workspace_rewritten_in_the_launch_is_read_back_as_written():
     out = simulate(parse(ROUND_TRIP), None, {"arg0": a, "arg1": b, "arg2": w}, load_target("ascend910b2")).outputs["out0"]
     p = (a.astype(F32) @ b.astype(F32)).astype(F16).astype(F32)
     np.testing.assert_array_equal(out, p @ b.astype(F32))
+
+
+def test_a_read_converts_only_chunks_not_converted_yet(monkeypatch):
+    monkeypatch.setattr(wide, "CHUNK", 96)
+    gm = np.arange(64 * 96, dtype=np.float32).reshape(64, 96).astype(F16)
+    sh = GmShadows()
+    sh.wide(gm[10:12])
+    gm[10, 0] = -1.0  # behind the copy's back: shows whether rows 10..11 are converted again
+    got = sh.wide(gm[8:16, 0:4])  # spans rows 8..15: 8, 9 and 12..15 are new
+    assert got[2, 0] == np.float32(10 * 96)
+    np.testing.assert_array_equal(got[[0, 1, 4, 7]], gm[[8, 9, 12, 15], 0:4].astype(F32))
+    assert sh.copies[id(gm)][2][8:16].all()
+
+
+def test_next_launch_reuses_the_copies_memory(gm):
+    sh = GmShadows()
+    c = sh.copies
+    sh.wide(gm)
+    mem = c[id(gm)][1]
+    sh.clear()
+    sh.clear()  # (a launch's end and the next one's start)
+    other = gm.copy()
+    np.testing.assert_array_equal(sh.wide(other).view(np.uint32), other.astype(F32).view(np.uint32))
+    assert sh.copies[id(other)][1] is mem

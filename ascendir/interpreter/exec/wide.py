@@ -53,14 +53,26 @@ class GmShadows:
     the buffer (a workspace written and read back tile by tile in a loop is never re-converted
     whole); `clear` at each launch's start (the host and comm kernels write GM between launches)."""
 
-    __slots__ = ("copies",)
+    __slots__ = ("copies", "spare")
 
     def __init__(self):
         # id(owner) -> (owner, f32 copy (flat), chunks converted (bool per CHUNK), owner address)
         self.copies: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
+        # the previous launch's copies by size, for the next launch's buffers of that size (the
+        # layers of a model read weights of equal sizes): memory the process has touched already
+        self.spare: dict[int, list[np.ndarray]] = {}
 
     def clear(self) -> None:
-        self.copies.clear()
+        if self.copies:
+            spare: dict[int, list[np.ndarray]] = {}
+            for _, c, _, _ in self.copies.values():
+                spare.setdefault(c.size, []).append(c)
+            self.spare = spare
+            self.copies.clear()
+
+    def _new(self, n: int) -> np.ndarray:
+        got = self.spare.get(n)
+        return got.pop() if got else np.empty(n, F32)
 
     def write(self, view: np.ndarray, index: tuple | None = None) -> None:
         """`view` (in GM) was just written (at `index` of it only, when given: a scalar store):
@@ -88,16 +100,24 @@ class GmShadows:
         if got is None:
             if type(o) is not np.ndarray or o.dtype != F16 or not o.flags.c_contiguous or view.dtype != F16:
                 return view.astype(F32)
-            got = self.copies[id(o)] = (o, np.empty(o.size, F32), np.zeros(-(-o.size // CHUNK), bool),
+            got = self.copies[id(o)] = (o, self._new(o.size), np.zeros(-(-o.size // CHUNK), bool),
                                         o.__array_interface__["data"][0])
         if view.size:
             first, last = _span(view, got[3])
-            c0, c1 = first // CHUNK, last // CHUNK + 1
-            done = got[2]
-            if not done[c0:c1].all():
-                lo, hi = c0 * CHUNK, min(c1 * CHUNK, got[1].size)
-                np.copyto(got[1][lo:hi], got[0].reshape(-1)[lo:hi])
-                done[c0:c1] = True
+            c0 = first // CHUNK
+            seg = got[2][c0: last // CHUNK + 1]  # the chunks the view spans: converted yet?
+            if not seg.all():
+                src, dst = got[0].reshape(-1), got[1]
+                if seg.any():  # only the runs of chunks not converted yet
+                    todo = np.flatnonzero(~seg)
+                    cut = np.flatnonzero(np.diff(todo) != 1) + 1
+                    runs = zip(todo[np.r_[0, cut]], todo[np.r_[cut - 1, todo.size - 1]] + 1)
+                else:
+                    runs = ((0, seg.size),)
+                for a, b in runs:
+                    lo, hi = (c0 + a) * CHUNK, min((c0 + b) * CHUNK, dst.size)
+                    np.copyto(dst[lo:hi], src[lo:hi])
+                seg[...] = True
         return _alias(got, view)
 
 
