@@ -11,6 +11,12 @@ attention, norms and elementwise kernels besides, checks races between pipes and
 cycles. Each figure is the minimum over `--repeat` runs of wall seconds and of the process CPU
 seconds (the machine may be shared: the ratio is taken on CPU seconds). Goal (issue #22 part 3):
 one layer ≤ 2x its floor. The chained layers get weights of their own; their figure is per layer.
+`--split` runs the layer once more with a CPU timer (time.process_time_ns) around every op's
+numerics, every fp16 -> fp32 conversion of GM data (exec/wide.py) and every race-check access
+(check/race.py), and prints where the CPU went; the rest is the interpreter's Python (op
+dispatch, timing, flags and held pipes, loops, views; the race check's set / wait of flag
+clocks). The timers' own cost, measured on an empty call, is taken out of every part and of
+the total.
 Figures: docs/results.md (`--write-results` writes this script's section there).
 """
 
@@ -65,10 +71,77 @@ def floor(weights: WeightStore, x: np.ndarray, prefix: str = "") -> float:
     return time.process_time() - t0
 
 
+def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> None:
+    """Run the layer with CPU timers around op numerics, GM fp16 conversions and the race check
+    (see the module doc) and print the CPU seconds of each part and its share."""
+    from collections import Counter
+
+    from ascendir.dialects import ascend
+    from ascendir.interpreter.check.race import RaceChecker
+    from ascendir.interpreter.exec import registry
+    from ascendir.interpreter.exec.wide import GmShadows
+
+    clock = time.process_time_ns
+    spent: Counter = Counter()
+
+    calls: Counter = Counter()
+
+    def timed(key: str, fn):
+        def run(*a, **kw):
+            t0 = clock()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[key] += clock() - t0
+                calls[key] += 1
+        return run
+
+    # the timers' cost: inside the timed interval (taken out of each part) and in all (of the total)
+    n = 200_000
+    empty = timed("empty", lambda: None)
+    c0 = clock()
+    for _ in range(n):
+        empty()
+    per_call, inside = (clock() - c0) / n, spent.pop("empty") / n
+    calls.clear()
+
+    def kind(op) -> str:
+        if isinstance(op, ascend.CopyOp):
+            src, dst = (ascend.space_of(v.type).value for v in (op.source, op.dest))
+            return f"numpy: copy {src.upper()}->{dst.upper()}"
+        if isinstance(op, ascend.MmadOp):
+            return "numpy: mmad"
+        return "numpy: vector and other ops"
+
+    saved_sem = dict(registry.SEMANTICS)
+    saved = {"wide": GmShadows.wide, "access": RaceChecker.access}
+    try:
+        for cls, fac in saved_sem.items():
+            registry.SEMANTICS[cls] = lambda op, fac=fac: timed(kind(op), fac(op))
+        GmShadows.wide = timed("fp16 -> fp32 conversions of GM data (wide.py)", saved["wide"])
+        RaceChecker.access = timed("race check accesses (race.py)", saved["access"])
+        c0 = clock()
+        simulate(module, weights, {"arg0": x}, hw)
+        total = clock() - c0
+    finally:
+        registry.SEMANTICS.update(saved_sem)
+        GmShadows.wide, RaceChecker.access = saved["wide"], saved["access"]
+    for key in spent:
+        spent[key] -= inside * calls[key]
+    total -= per_call * sum(calls.values())
+    rest = total - sum(spent.values())
+    print(f"  where the CPU goes (one timed run: CPU {total / 1e9:.2f} s without the timers' "
+          f"{per_call / 1e3:.2f} us x {sum(calls.values()):,} calls; floor {t_floor:.2f} s):")
+    for what, ns in sorted([*spent.items(), ("interpreter Python (dispatch, timing, flags, holds, loops, views)", rest)],
+                           key=lambda kv: -kv[1]):
+        print(f"    {what:<66} {ns / 1e9:6.2f} s  {100 * ns / total:5.1f} %  {ns / 1e9 / t_floor:5.2f}x floor")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", type=int, default=32, help="chained layers of the last figure (0: skip it)")
     ap.add_argument("--repeat", type=int, default=2, help="runs per figure; the minimum is printed")
+    ap.add_argument("--split", action="store_true", help="also print where one layer's CPU goes (see the module doc)")
     results.add_flag(ap)
     args = ap.parse_args()
     hw = load_target("ascend910b2")
@@ -85,6 +158,8 @@ def main() -> None:
     print(f"  one 7B-shaped layer prefill {S} with numerics: {seconds(dt, cpu)}, {r['tile_ops']:,} tile ops, "
           f"{r['total_cycles']:,.0f} cycles -> {cpu / t_floor:.2f}x the floor (CPU)")
     summary = [("one 7B layer numerics / numpy floor (CPU)", f"{cpu / t_floor:.2f}x", "≤ 2x")]
+    if args.split:
+        split(module, weights, x, hw, t_floor)
     if args.layers:
         many, _ = lowered(model_text(args.layers, S), hw)
         wm = random_weights(many)

@@ -255,3 +255,56 @@ def test_gc_restored_after_compile_and_run(matmuls):
     assert gc.isenabled() == was
     prog.run({})
     assert gc.isenabled() == was
+
+
+def test_identical_layers_checked_and_recorded_once_with_numerics(monkeypatch):
+    """32 chained decoder layers (benchmarks/fusion.py's 7B layer at small sizes, each with
+    weights of its own) with numerics. A launch identical to an earlier one -- the same kernel
+    body (kernel._body_key: ops, operands, result types, attributes, so the same tiling) and the
+    same aliasing of its arguments (memo.pattern) -- reuses that launch's race verdict and L2
+    recording pass instead of running them again (launch_memo); every op's numerics and timing
+    still run, since the weights differ. With launch_memo off both run per launch: outputs and
+    reports are equal."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import fusion
+    import interpreter_speed
+    import numerics_speed
+
+    from ascendir.interpreter.check import race
+
+    for name, v in (("H", 64), ("HEADS", 2), ("D", 32), ("MLP", 128)):
+        monkeypatch.setattr(fusion, name, v)
+    layers, s = 32, 16
+    module, _ = interpreter_speed.lowered(interpreter_speed.model_text(layers, s), HW)
+    weights = numerics_speed.random_weights(module)
+    x = np.random.default_rng(3).standard_normal((1, s, 64)).astype(np.float16)
+    n = {"race": 0, "record": 0}
+    checker, record = race.RaceChecker.__init__, kernel.KernelProgram._record
+
+    def checking(self, *a, **k):
+        n["race"] += 1
+        checker(self, *a, **k)
+
+    def recording(self, *a, **k):
+        n["record"] += 1
+        return record(self, *a, **k)
+
+    monkeypatch.setattr(race.RaceChecker, "__init__", checking)
+    monkeypatch.setattr(kernel.KernelProgram, "_record", recording)
+    runs, counts = {}, {}
+    for name, accel in (("on", ALL), ("off", WITHOUT["launch_memo"])):
+        n.update(race=0, record=0)
+        prog = compile_module(module, HW, weights, accel=accel)
+        with np.errstate(all="ignore"):
+            outs, recs = prog.run({"arg0": x})
+        rep = build_report(recs, HW)
+        runs[name] = {"report": rep, "l2": (prog.l2.hits, prog.l2.misses), "outputs": outs}
+        counts[name] = dict(n, launches=len(recs))
+    on, off = counts["on"], counts["off"]
+    assert on["launches"] == off["launches"] >= 10 * layers
+    assert off["race"] == off["launches"]  # without reuse: every launch checked
+    assert 0 < on["race"] * layers <= 2 * off["race"], counts  # with it: about one layer's worth
+    assert 0 < on["record"] * layers <= 2 * off["record"], counts
+    assert_identical(runs["on"], runs["off"], "32 small layers with numerics, launch_memo on vs off")

@@ -320,17 +320,18 @@ class MemrefOps:
         timing = self.m.timing_only
         t = op.memref.type
         space, dtype = ascend.space_of(t).value, np_dtype(t)
-        # a widened buffer (wide.py) gets the value its fp16 element would hold; a GM write makes
-        # the launch's fp32 copy of that buffer stale
+        # a widened buffer (wide.py) gets the value its fp16 element would hold; a GM write goes
+        # into the launch's fp32 copy of that buffer too
         narrow = dtype if storage_dtype(space, dtype) != dtype else None
         F, gm = self.F, space == "gm"
 
         def run() -> None:
             if not timing and F.numerics_on:
                 a = R[dst]
-                a[tuple(R[i] for i in idx)] = R[val] if narrow is None else narrow.type(R[val])
+                at = tuple(R[i] for i in idx)
+                a[at] = R[val] if narrow is None else narrow.type(R[val])
                 if gm and F.shadows is not None:
-                    F.shadows.drop(a)
+                    F.shadows.write(a, at)
             if charge is not None:
                 charge()
 

@@ -139,7 +139,7 @@ class TileOps:
         """`sem` of a numerics run with fp16 cube operands held in fp32 (wide.py), and the map
         from its operand values to those its cost is computed from (declared dtypes). A GM fp16
         read into a widened L1 buffer reads the launch's fp32 copy of its GM buffer (F.shadows);
-        a write into GM makes that copy stale; an op other than a copy writing a widened buffer
+        a write into GM updates that copy; an op other than a copy writing a widened buffer
         leaves fp16 values in it."""
         F = self.F
         dts = tuple(np_dtype(v.type) if m_ else None for v, m_ in zip(op.operands, mem))
@@ -171,7 +171,7 @@ class TileOps:
             def writes_gm(*vals) -> None:
                 sem(*vals)
                 if F.shadows is not None:
-                    F.shadows.drop(vals[out])
+                    F.shadows.write(vals[out])
 
             return writes_gm, typed
         return sem, typed

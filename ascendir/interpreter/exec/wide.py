@@ -1,6 +1,6 @@
 """fp16 cube operands held in fp32 (numerics runs): the L1 / L0A / L0B buffers of fp16 data are
 stored as float32 arrays, and GM fp16 data read into L1 comes from an fp32 copy of its GM buffer
-made once per launch (`GmShadows`), so mmad multiplies fp32 arrays as they are instead of
+converted at most once per launch (`GmShadows`), so mmad multiplies fp32 arrays as they are instead of
 converting both operands on every call (that conversion cost as much as the products: 1.4 ns per
 element against 89 GFLOP/s single-thread sgemm on a 128x64x128 tile).
 
@@ -38,45 +38,101 @@ def declared(vals: tuple, dtypes: tuple) -> tuple:
     return tuple(out)
 
 
+CHUNK = 4096  # elements of a GM buffer converted together (`GmShadows`)
+
+
 class GmShadows:
     """float32 copies of GM fp16 buffers for the GM -> L1 copies of one launch.
 
-    A buffer is copied whole once this launch's reads from it have added up to its size (before
-    that each read converts its own tile): so no buffer costs more than twice the conversions of
-    reading it tile by tile, and an operand re-read per output tile (a GEMM's A and B) is
-    converted about once. `drop` forgets a buffer an op wrote (ops writing GM call it); `clear`
-    at each launch's start (the host and comm kernels write GM between launches)."""
+    A buffer's copy is allocated at its first read and converted by chunks of CHUNK elements (of
+    the buffer in memory order) as reads reach them: each element is converted at most once per
+    launch however often it is read (a GEMM's A and B re-read per output tile), and a read
+    converts the chunks its view spans (a column tile of a weight converts the rows it crosses,
+    which the other column tiles read next). A write into a copied buffer (`write`, called by
+    every op writing GM) converts what it wrote into the copy too, so the copy stays equal to
+    the buffer (a workspace written and read back tile by tile in a loop is never re-converted
+    whole); `clear` at each launch's start (the host and comm kernels write GM between launches)."""
 
-    __slots__ = ("copies", "read")
+    __slots__ = ("copies", "spare")
 
     def __init__(self):
-        self.copies: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}  # id(owner) -> (owner, f32 copy, owner address)
-        self.read: dict[int, int] = {}  # id(owner) -> elements read so far this launch
+        # id(owner) -> (owner, f32 copy (flat), chunks converted (bool per CHUNK), owner address)
+        self.copies: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
+        # the previous launch's copies by size, for the next launch's buffers of that size (the
+        # layers of a model read weights of equal sizes): memory the process has touched already
+        self.spare: dict[int, list[np.ndarray]] = {}
 
     def clear(self) -> None:
-        self.copies.clear()
-        self.read.clear()
-
-    def drop(self, view: np.ndarray) -> None:
-        """Forget the copy of the buffer `view` belongs to (it is being written)."""
         if self.copies:
-            o = view.base if view.base is not None else view
-            self.copies.pop(id(o), None)
+            spare: dict[int, list[np.ndarray]] = {}
+            for _, c, _, _ in self.copies.values():
+                spare.setdefault(c.size, []).append(c)
+            self.spare = spare
+            self.copies.clear()
 
-    def wide(self, view: np.ndarray) -> np.ndarray:
-        """`view` (fp16, in GM) as float32: a view of its buffer's copy when there is one (made
-        here when the reads have added up), else converted."""
+    def _new(self, n: int) -> np.ndarray:
+        got = self.spare.get(n)
+        return got.pop() if got else np.empty(n, F32)
+
+    def write(self, view: np.ndarray, index: tuple | None = None) -> None:
+        """`view` (in GM) was just written (at `index` of it only, when given: a scalar store):
+        the copy of its buffer, if any, takes the written values."""
+        if not self.copies:
+            return
         o = view.base if view.base is not None else view
         got = self.copies.get(id(o))
         if got is None:
-            if type(o) is not np.ndarray or o.dtype != F16 or not o.flags.c_contiguous:
+            return
+        if view.dtype != F16:  # written through a view of another type: convert again when read
+            del self.copies[id(o)]
+            return
+        w = _alias(got, view)
+        if index is None:
+            np.copyto(w, view)
+        else:
+            w[index] = view[index]
+
+    def wide(self, view: np.ndarray) -> np.ndarray:
+        """`view` (fp16, in GM) as float32: a view of its buffer's copy, the chunks it spans
+        converted first if this launch has not yet (buffers that cannot be copied: converted)."""
+        o = view.base if view.base is not None else view
+        got = self.copies.get(id(o))
+        if got is None:
+            if type(o) is not np.ndarray or o.dtype != F16 or not o.flags.c_contiguous or view.dtype != F16:
                 return view.astype(F32)
-            k = id(o)
-            n = self.read.get(k, 0) + view.size
-            if n < o.size:
-                self.read[k] = n
-                return view.astype(F32)
-            got = self.copies[k] = (o, o.astype(F32), o.__array_interface__["data"][0])
-        o, c, base = got
-        off = view.__array_interface__["data"][0] - base
-        return np.ndarray(view.shape, F32, c, off * 2, tuple(s * 2 for s in view.strides))
+            got = self.copies[id(o)] = (o, self._new(o.size), np.zeros(-(-o.size // CHUNK), bool),
+                                        o.__array_interface__["data"][0])
+        if view.size:
+            first, last = _span(view, got[3])
+            c0 = first // CHUNK
+            seg = got[2][c0: last // CHUNK + 1]  # the chunks the view spans: converted yet?
+            if not seg.all():
+                src, dst = got[0].reshape(-1), got[1]
+                if seg.any():  # only the runs of chunks not converted yet
+                    todo = np.flatnonzero(~seg)
+                    cut = np.flatnonzero(np.diff(todo) != 1) + 1
+                    runs = zip(todo[np.r_[0, cut]], todo[np.r_[cut - 1, todo.size - 1]] + 1)
+                else:
+                    runs = ((0, seg.size),)
+                for a, b in runs:
+                    lo, hi = (c0 + a) * CHUNK, min((c0 + b) * CHUNK, dst.size)
+                    np.copyto(dst[lo:hi], src[lo:hi])
+                seg[...] = True
+        return _alias(got, view)
+
+
+def _span(view: np.ndarray, base: int) -> tuple[int, int]:
+    """[first, last] element of the fp16 buffer at address `base` that `view` touches."""
+    lo = hi = (view.__array_interface__["data"][0] - base) // 2
+    for n, st in zip(view.shape, view.strides):
+        if st > 0:
+            hi += (n - 1) * st // 2
+        else:
+            lo += (n - 1) * st // 2
+    return lo, hi
+
+
+def _alias(got: tuple, view: np.ndarray) -> np.ndarray:
+    """The float32 view of the copy `got` holding the elements `view` shows of its buffer."""
+    off = view.__array_interface__["data"][0] - got[3]
+    return np.ndarray(view.shape, F32, got[1], off * 2, tuple(s * 2 for s in view.strides))

@@ -53,6 +53,8 @@ class Holds:
 
     def _item(self, fn, slots, sid: int) -> tuple:
         F = self.F
+        if not slots:  # a flag op or a barrier: no registers
+            return (fn, slots, None, None, sid, F.core.free[sid])
         R, A = F.values, F.gm_tags
         return (fn, slots, [R[i] for i in slots], [A[i] for i in slots], sid, F.core.free[sid])
 
@@ -78,19 +80,26 @@ class Holds:
         while q:
             fn, slots, vals, tags, sid, s = q.popleft()
             free = F.core.free
-            saved = [(R[i], A[i]) for i in slots]
-            for i, v, t in zip(slots, vals, tags):
-                R[i] = v
-                A[i] = t
             s_now = free[sid]
             free[sid] = s  # the op was issued then: it starts no earlier (compiler.py tile ops)
-            try:
-                fn()
-            finally:
-                free[sid] = s_now
-                for i, (v, t) in zip(slots, saved):
+            if vals is None:  # no registers to put back (`_item`)
+                try:
+                    fn()
+                finally:
+                    free[sid] = s_now
+            else:
+                now_v = [R[i] for i in slots]
+                now_t = [A[i] for i in slots]
+                for i, v, t in zip(slots, vals, tags):
                     R[i] = v
                     A[i] = t
+                try:
+                    fn()
+                finally:
+                    free[sid] = s_now
+                    for i, v, t in zip(slots, now_v, now_t):
+                        R[i] = v
+                        A[i] = t
             again = self.lists.get(w[0])
             if again is not None:  # a replayed wait held the pipe again: the rest queues behind it
                 # (the new queue holds that wait alone: put it in front of the rest rather than
