@@ -138,6 +138,7 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
 from ascendir.hardware.align import aligned_bytes
+from ascendir.conversion.nn_to_ascend.templates.matmul import _by_parity
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, TilingAttr, attention_attr, attention_fields
 from ascendir.costmodel import mmad_cycles, vector_cycles
 from ascendir.dialects.ascend import FLAG_UNITS_ATTR, FlagUnitsAttr
@@ -327,6 +328,14 @@ def score_cols(target: HardwareConfig, bc: int, cb: int, mp: int, dp: int, dvp: 
     return cb, 1
 
 
+def l1_slots(target: HardwareConfig, mp: int, bc: int, dp: int, dvp: int, es: int) -> int:
+    """L1 slots of the K, V and P tiles: 2 on a split chip when Q + two of each fit L1 (pto-isa's
+    FA double-buffers its k / p / v mat tiles), else 1 (a coupled core writes P into L1 from its
+    vector unit in program order: one slot)."""
+    need = mp * dp * es + 2 * (bc * dp + bc * dvp + mp * bc) * es
+    return 2 if target.arch.split_cores and need <= target.capacity("l1") else 1
+
+
 def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool,
                  causal_helpers: bool, prefetch: bool = False) -> dict[str, int]:
     """Bytes one item's resident buffers take in each on-chip space (see the module docstring),
@@ -357,7 +366,7 @@ def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: i
     if prefetch:
         ub.append(bc * max(d, dv) * es)
     return {
-        "l1": total("l1", [mp * dp * es, bc * dp * es, bc * dvp * es, mp * bc * es]),
+        "l1": total("l1", [mp * dp * es] + [bc * dp * es, bc * dvp * es, mp * bc * es] * l1_slots(target, mp, bc, dp, dvp, es)),
         "l0a": total("l0a", [mp * dp * es, mp * cb * es]),
         "l0b": total("l0b", [dp * cs * es] * ns + [cb * dvp * es]),
         "l0c": total("l0c", [mp * cs * 4] * ns + [mp * dvp * 4]),
@@ -904,9 +913,12 @@ class _FlashKernel:
         kb, t, el = self.kb, self.t, self.el
         L1, L0A, L0B, L0C = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C
         self.q_l1 = kb.alloc([t.mp, t.dp], el, L1)
-        self.k_l1 = kb.alloc([t.bc, t.dp], el, L1)
-        self.v_l1 = kb.alloc([t.bc, t.dvp], el, L1)
-        self.p_l1 = kb.alloc([t.mp, t.bc], el, L1)
+        # K, V and P ping-pong in L1 by block parity (pto-isa's FA double-buffers its k / p / v
+        # mat tiles), so MTE2 loads block j+1's tiles while MTE1 still reads block j's
+        ns = self.l1_slots = l1_slots(self.ctx.target, t.mp, t.bc, t.dp, t.dvp, itemsize(el))
+        self.k_l1 = [kb.alloc([t.bc, t.dp], el, L1) for _ in range(ns)]
+        self.v_l1 = [kb.alloc([t.bc, t.dvp], el, L1) for _ in range(ns)]
+        self.p_l1 = [kb.alloc([t.mp, t.bc], el, L1) for _ in range(ns)]
         self.q_l0a = kb.alloc([t.mp, t.dp], el, L0A)
         cb = self.cb = t.bc if self.prefetch else cube_cols(self.ctx.target, t.bc, t.mp, t.dp, t.dvp, itemsize(el))
         cs, self.s_slots = (cb, 1) if self.prefetch else score_cols(self.ctx.target, t.bc, cb, t.mp, t.dp, t.dvp, itemsize(el))
@@ -930,17 +942,17 @@ class _FlashKernel:
         AIC = "aic->aic"
         M2, M1, M, FIX, V, M3 = Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.V, Pipe.MTE3
         self.q_q1, self.q_q0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
-        self.q_k1 = s.queue(M2, M1, AIC)
+        self.q_k1 = [s.queue(M2, M1, AIC) for _ in range(ns)]
         self.q_k0 = [s.queue(M1, M, AIC) for _ in range(self.s_slots)]
-        self.q_v1, self.q_v0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
+        self.q_v1, self.q_v0 = [s.queue(M2, M1, AIC) for _ in range(ns)], s.queue(M1, M, AIC)
         self.q_p0 = s.queue(M1, M, AIC)
         if self.split_cores:
-            self.q_p1 = s.queue(M2, M1, AIC)
+            self.q_p1 = [s.queue(M2, M1, AIC) for _ in range(ns)]
             self.q_sc = [s.queue(M, FIX, AIC) for _ in range(self.s_slots)]
             self.q_oc = s.queue(M, FIX, AIC)
         else:  # coupled core: L0C -> UB on the vector pipe, UB -> L1 on MTE3
             self.q_sc, self.q_oc = [s.queue(M, V, AIC)], s.queue(M, V, AIC)
-            self.q_p1 = s.queue(M3, M1, AIC)
+            self.q_p1 = [s.queue(M3, M1, AIC)]
         for a in self.aivs:
             u = f"{a.name}->{a.name}"
             with kb.on_subblock(a.sub):
@@ -1178,22 +1190,26 @@ class _FlashKernel:
     def _s_stage(self, j: Index) -> None:
         """AIC: S_j = Q · K_jᵀ into L0C, one cube step of `cs` keys at a time (step h in L0B / L0C
         slot h mod s_slots, `score_cols`), each out of L0C (GM workspace on 910B, read by each
-        AIV) into its columns of the block's S."""
+        AIV) into its columns of the block's S; K_j in L1 slot j mod l1_slots."""
+        _by_parity(self.kb, j, 1, self.l1_slots, lambda p: self._s_stage_slot(j, p))
+
+    def _s_stage_slot(self, j: Index, p: int) -> None:
         kb, t, cs = self.kb, self.t, self.cs
+        k_l1, q_k1 = self.k_l1[p], self.q_k1[p]
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
-        self.q_k1.acquire()
-        self._kv_load(self.gk, self.d, self.k_l1, kv0, ksz, "nd2nz")
-        self.q_k1.handoff()
+        q_k1.acquire()
+        self._kv_load(self.gk, self.d, k_l1, kv0, ksz, "nd2nz")
+        q_k1.handoff()
         steps = t.bc // cs
         for h in range(steps):
             x = h % self.s_slots
             kt, sc, q_k0, q_sc = self.kt_l0b[x], self.s_l0c[x], self.q_k0[x], self.q_sc[x]
             q_k0.acquire()
-            k = self.k_l1 if steps == 1 else kb.subview(self.k_l1, [h * cs, 0], [cs, t.dp])
+            k = k_l1 if steps == 1 else kb.subview(k_l1, [h * cs, 0], [cs, t.dp])
             kb.emit(ascend.CopyOp(k, kt, transpose=True))
             if h == steps - 1:
-                self.q_k1.release()
+                q_k1.release()
             q_k0.handoff()
             q_sc.acquire()
             kb.emit(ascend.MmadOp(self.q_l0a, kt, sc, True))
@@ -1259,10 +1275,11 @@ class _FlashKernel:
             a.q_ws_p.enque()
         else:
             if a.sub == 0:
-                self.q_p1.acquire()
-            kb.copy(a.p_ub, self.p_l1 if a.n == t.mp else kb.subview(self.p_l1, [a.r0, 0], [a.n, t.bc]))  # UB -> L1 (MTE3, coupled)
+                self.q_p1[0].acquire()
+            p_l1 = self.p_l1[0]
+            kb.copy(a.p_ub, p_l1 if a.n == t.mp else kb.subview(p_l1, [a.r0, 0], [a.n, t.bc]))  # UB -> L1 (MTE3, coupled)
             if a is self.aivs[-1]:
-                self.q_p1.enque()
+                self.q_p1[0].enque()
         a.q_p.release()
 
     def _when(self, a: Index, b: Index, pred: str, fn: Callable[[], None]) -> None:
@@ -1351,35 +1368,40 @@ class _FlashKernel:
             kb.emit(ascend.VselOp(a.cmp, a.lowest, a.s_ub, a.s_ub))
 
     def _pv(self, j: Index) -> None:
-        """AIC: O_j = P · V_j into L0C (the cube steps of `cb` keys accumulating), then out of L0C."""
+        """AIC: O_j = P · V_j into L0C (the cube steps of `cb` keys accumulating), then out of L0C;
+        V_j and P_j in L1 slot j mod l1_slots."""
+        _by_parity(self.kb, j, 1, self.l1_slots, lambda p: self._pv_slot(j, p))
+
+    def _pv_slot(self, j: Index, p: int) -> None:
         kb, t, cb = self.kb, self.t, self.cb
+        v_l1, p_l1, q_v1, q_p1 = self.v_l1[p], self.p_l1[p], self.q_v1[p], self.q_p1[p]
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
-        self.q_v1.acquire()
-        self._kv_load(self.gv, self.dv, self.v_l1, kv0, ksz, "nd2nz")
-        self.q_v1.handoff()
+        q_v1.acquire()
+        self._kv_load(self.gv, self.dv, v_l1, kv0, ksz, "nd2nz")
+        q_v1.handoff()
         if self.split_cores:
             for a in self.aivs:  # every AIV wrote its rows of P
                 a.q_ws_p.deque()
-            self.q_p1.acquire()
-            kb.copy(kb.subview(self.ws_p, [self._slot(j), 0], [t.m, t.bc]), self.p_l1, layout="nd2nz")
+            q_p1.acquire()
+            kb.copy(kb.subview(self.ws_p, [self._slot(j), 0], [t.m, t.bc]), p_l1, layout="nd2nz")
             for a in self.aivs:
                 a.q_ws_p.release()
-            self.q_p1.handoff()
+            q_p1.handoff()
         else:
-            self.q_p1.deque()
+            q_p1.deque()
         steps = t.bc // cb
         self.q_oc.acquire()
         for h in range(steps):
             self.q_v0.acquire()
-            kb.copy(self.v_l1 if steps == 1 else kb.subview(self.v_l1, [h * cb, 0], [cb, t.dvp]), self.v_l0b)
+            kb.copy(v_l1 if steps == 1 else kb.subview(v_l1, [h * cb, 0], [cb, t.dvp]), self.v_l0b)
             if h == steps - 1:
-                self.q_v1.release()
+                q_v1.release()
             self.q_v0.handoff()
             self.q_p0.acquire()
-            kb.copy(self.p_l1 if steps == 1 else kb.subview(self.p_l1, [0, h * cb], [t.mp, cb]), self.p_l0a)
+            kb.copy(p_l1 if steps == 1 else kb.subview(p_l1, [0, h * cb], [t.mp, cb]), self.p_l0a)
             if h == steps - 1:
-                self.q_p1.release()
+                q_p1.release()
             self.q_p0.handoff()
             kb.emit(ascend.MmadOp(self.p_l0a, self.v_l0b, self.o_l0c, h == 0))
             self.q_p0.release()
