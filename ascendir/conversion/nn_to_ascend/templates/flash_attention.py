@@ -336,6 +336,15 @@ def l1_slots(target: HardwareConfig, mp: int, bc: int, dp: int, dvp: int, es: in
     return 2 if target.arch.split_cores and need <= target.capacity("l1") else 1
 
 
+def q_slots(target: HardwareConfig, mp: int, bc: int, dp: int, dvp: int, es: int) -> int:
+    """L1 slots of Q: 2 (the next item's loads during this one, `_next_ahead`) on a split chip
+    when they fit beside two slots of K, V and P (`l1_slots`), else 1."""
+    if l1_slots(target, mp, bc, dp, dvp, es) != 2:
+        return 1
+    need = 2 * mp * dp * es + 2 * (bc * dp + bc * dvp + mp * bc) * es
+    return 2 if need <= target.capacity("l1") else 1
+
+
 def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool,
                  causal_helpers: bool, prefetch: bool = False) -> dict[str, int]:
     """Bytes one item's resident buffers take in each on-chip space (see the module docstring),
@@ -366,7 +375,8 @@ def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: i
     if prefetch:
         ub.append(bc * max(d, dv) * es)
     return {
-        "l1": total("l1", [mp * dp * es] + [bc * dp * es, bc * dvp * es, mp * bc * es] * l1_slots(target, mp, bc, dp, dvp, es)),
+        "l1": total("l1", [mp * dp * es] * (1 if prefetch else q_slots(target, mp, bc, dp, dvp, es))
+                    + [bc * dp * es, bc * dvp * es, mp * bc * es] * l1_slots(target, mp, bc, dp, dvp, es)),
         "l0a": total("l0a", [mp * dp * es, mp * cb * es]),
         "l0b": total("l0b", [dp * cs * es] * ns + [cb * dvp * es]),
         "l0c": total("l0c", [mp * cs * 4] * ns + [mp * dvp * 4]),
@@ -901,7 +911,10 @@ class _FlashKernel:
             self.ws_s, self.ws_p, self.ws_o = next(it), next(it), next(it)
         self._buffers()
         with kb.tiles(items) as w:
-            self._item(w, nrb)
+            if self.ahead:  # Q's L1 slot by the core's round parity
+                _by_parity(kb, kb.div(w, block_dim), 1, 2, lambda par: self._item(w, nrb, par, items))
+            else:
+                self._item(w, nrb)
         self.sync.drain()
         ctx.launch(kb.finish(), args)
         if t.nsplit > 1:
@@ -912,10 +925,13 @@ class _FlashKernel:
     def _buffers(self) -> None:
         kb, t, el = self.kb, self.t, self.el
         L1, L0A, L0B, L0C = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C
-        self.q_l1 = kb.alloc([t.mp, t.dp], el, L1)
         # K, V and P ping-pong in L1 by block parity (pto-isa's FA double-buffers its k / p / v
         # mat tiles), so MTE2 loads block j+1's tiles while MTE1 still reads block j's
         ns = self.l1_slots = l1_slots(self.ctx.target, t.mp, t.bc, t.dp, t.dvp, itemsize(el))
+        # prefill on 910B: the next item's Q comes into a second L1 slot while this item runs
+        # (`_next_ahead`), so the cube starts the next item without waiting for its HBM read
+        self.ahead = self.split_cores and t.nsplit == 1 and not self.prefetch and q_slots(self.ctx.target, t.mp, t.bc, t.dp, t.dvp, itemsize(el)) == 2
+        self.q_l1 = [kb.alloc([t.mp, t.dp], el, L1) for _ in range(2 if self.ahead else 1)]
         self.k_l1 = [kb.alloc([t.bc, t.dp], el, L1) for _ in range(ns)]
         self.v_l1 = [kb.alloc([t.bc, t.dvp], el, L1) for _ in range(ns)]
         self.p_l1 = [kb.alloc([t.mp, t.bc], el, L1) for _ in range(ns)]
@@ -941,7 +957,7 @@ class _FlashKernel:
         s = self.sync = _Sync(kb, self.split_cores)
         AIC = "aic->aic"
         M2, M1, M, FIX, V, M3 = Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.V, Pipe.MTE3
-        self.q_q1, self.q_q0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
+        self.q_q1, self.q_q0 = [s.queue(M2, M1, AIC) for _ in self.q_l1], s.queue(M1, M, AIC)
         self.q_k1 = [s.queue(M2, M1, AIC) for _ in range(ns)]
         self.q_k0 = [s.queue(M1, M, AIC) for _ in range(self.s_slots)]
         self.q_v1, self.q_v0 = [s.queue(M2, M1, AIC) for _ in range(ns)], s.queue(M1, M, AIC)
@@ -1012,16 +1028,36 @@ class _FlashKernel:
                 fn(a)
 
     # ------------------------------------------------------------------------------------------
-    def _item(self, w: SSAValue, nrb: int) -> None:
+    def _item_index(self, w: Index, nrb: int) -> tuple[Index, Index, Index, Index, Index]:
+        """(batch, K/V head, KV split, first query row, query rows) of item w."""
         kb, t = self.kb, self.t
         if balanced(self.causal, nrb, t.nsplit):
             bb, kh, i = self._balanced_item(w, nrb)
             sp = 0
         else:
             (bb, kh, i, sp), _ = kb.grid(w, [self.b, self.hkv, nrb, t.nsplit], [1, 1, 1, 1])
-        self.bb, self.kh, self.sp = bb, kh, sp
         q0 = kb.mul(i, t.br)
-        qsz = kb.boundary(t.br, self.sq, q0)
+        return bb, kh, sp, q0, kb.boundary(t.br, self.sq, q0)
+
+    def _next_ahead(self, w: SSAValue, nrb: int, items: int, par: int) -> None:
+        """AIC, early in item w: the core's next item's Q into L1 slot 1 - par, an HBM read (Q
+        tiles are read once) that would otherwise sit between this item's last P·V and the next
+        item's first scores."""
+        kb = self.kb
+        cur = (self.bb, self.kh, self.q0, self.qsz)
+        nw = kb.add(w, self.block_dim)
+
+        def load() -> None:
+            self.bb, self.kh, _, self.q0, self.qsz = self._item_index(nw, nrb)
+            self._q_to_l1(1 - par)
+            self.bb, self.kh, self.q0, self.qsz = cur
+
+        self._when(items, nw, "sgt", load)
+
+    def _item(self, w: SSAValue, nrb: int, par: int = 0, items: int = 0) -> None:
+        kb, t = self.kb, self.t
+        bb, kh, sp, q0, qsz = self._item_index(w, nrb)
+        self.bb, self.kh, self.sp = bb, kh, sp
         self.q0, self.qsz = q0, qsz
         nkv = ceil_div(self.skv, t.bc)
         if self.causal:
@@ -1038,7 +1074,9 @@ class _FlashKernel:
             jl, jh = 0, nj
         self.ws_row = kb.mul(kb.block_idx, t.m * self.depth)
         self.ws_row_o = kb.mul(kb.block_idx, t.m * self.depth_o)
-        self._init_item()
+        if self.ahead and par == 0:  # the core's first item (round 0) loads its own Q
+            kb.if_else(kb.eq(kb.div(w, self.block_dim), 0), lambda: self._q_to_l1(0), lambda: None)
+        self._init_item(par)
         if self.prefetch:  # the first blocks: V ahead of the AIC from the start, K from block PRELOAD on
             for k in range(PREFETCH_AHEAD):
                 self._when(jh, kb.add(jl, k), "sgt", lambda k=k: self._prefetch(kb.add(jl, k), k >= self.depth))
@@ -1052,6 +1090,8 @@ class _FlashKernel:
             if isinstance(jl, int) and jl + k >= nkv:
                 continue  # past the last block for every item (jh <= nkv): never runs
             self._when(jh, kb.add(jl, k), "sgt", lambda k=k: self._s_stage(kb.add(jl, k)))
+        if self.ahead:
+            self._next_ahead(w, nrb, items, par)
         last = kb.sub(jh, 1)
         lag = self.lag
         if not (isinstance(jl, int) and isinstance(last, int) and last <= jl):
@@ -1165,18 +1205,34 @@ class _FlashKernel:
             return
         self._when(self.qsz, seg.a, "sgt", lambda: fn(kb.min(seg.n, kb.sub(self.qsz, seg.a))))
 
-    def _init_item(self) -> None:
+    def _init_item(self, slot: int = 0) -> None:
+        """The item's Q into L0A (from L1 slot `slot`, loaded here unless `_next_ahead` did) and
+        the vector cores' running statistics."""
+        if not self.ahead:
+            self._q_to_l1(0)
+        self._q_to_l0a(slot)
+        self._init_stats()
+
+    def _q_to_l1(self, slot: int) -> None:
+        """AIC: the stacked query tile of the group, GM -> L1 slot `slot`."""
         kb, t = self.kb, self.t
-        # AIC: the stacked query tile of the group, resident in L1 and L0A for the whole item
-        self.q_q1.acquire()
+        self.q_q1[slot].acquire()
         for h in range(t.g):
-            dst = kb.subview(self.q_l1, [h * t.br, 0], [t.br, t.dp])
+            dst = kb.subview(self.q_l1[slot], [h * t.br, 0], [t.br, t.dp])
             kb.copy(kb.subview(self.gq, [self._q_row(h), 0], [self.qsz, self.d]), dst, layout="nd2nz")
-        self.q_q1.handoff()
+        self.q_q1[slot].enque()
+
+    def _q_to_l0a(self, slot: int) -> None:
+        """AIC: Q L1 -> L0A, resident for the whole item."""
+        kb = self.kb
+        self.q_q1[slot].deque()
         self.q_q0.acquire()
-        kb.copy(self.q_l1, self.q_l0a)
-        self.q_q1.release()
+        kb.copy(self.q_l1[slot], self.q_l0a)
+        self.q_q1[slot].release()
         self.q_q0.handoff()
+
+    def _init_stats(self) -> None:
+        kb = self.kb
 
         def stats(a: _Aiv) -> None:
             # running statistics (the previous item's output store must be done: q_out)
