@@ -219,6 +219,20 @@ def test_cube_steps_of_a_wide_block_match_run_nn(causal: bool, sq: int, skv: int
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=2e-3)
 
 
+def test_cube_steps_past_the_diagonal_are_skipped() -> None:
+    """Causal f16 256 x 256, D = 128, Br = 128, Bc = 256 (Q·Kᵀ steps of 64 keys, P·V of 128):
+    row block 0 sees keys 0..127 of its one block, so only 2 of its 4 Q·Kᵀ steps and 1 of its
+    2 P·V steps run; row block 1 runs all. The cube's executed flops say so (the old kernel ran
+    every step of a visible block: 33.6 M flops per head instead of 25.2 M)."""
+    text = attention_ir(1, 2, 2, 256, 256, 128, 128, True, dt="f16").replace(
+        "{num_heads", "{ascend.tiling = #ascend.tiling<{br = 128 : i64, bc = 256 : i64}>, num_heads", 1)
+    module = compile_attention(text, "ascend910b2")
+    rep = simulate(module, WeightStore(), {}, load_target("ascend910b2"), timing_only=True).report
+    qk, pv = 2 * 128 * 64 * 128, 2 * 128 * 128 * 128  # flops of one Q·Kᵀ step, one P·V step
+    per_head = (2 * qk + pv) + (4 * qk + 2 * pv)
+    assert rep["flops"] == 2 * per_head
+
+
 def test_causal_zig_zag_order_matches_run_nn(monkeypatch) -> None:
     """Causal GQA with 2 batches x 2 K/V heads x 7 row blocks of 16 rows = 28 items on 24 cores
     (a partial, backwards second round) computes what run_nn does."""

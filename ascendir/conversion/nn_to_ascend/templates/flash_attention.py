@@ -28,7 +28,9 @@ for the whole item.
 
 Causal block skipping: for the rows q0 .. q0+Br-1 of an item the last visible key is
 min(Skv, q0 + Br + Skv - Sq) - 1, so the KV loop stops at block nj = ceil(that / Bc): blocks
-wholly above the diagonal are never loaded nor computed. Blocks j ≥ n_full = (q0 + Skv - Sq + 1)
+wholly above the diagonal are never loaded nor computed, and in a block that reaches past the
+last visible key (vis_end) the cube steps wholly past it are skipped (their S columns are masked
+anyway, their P columns are 0). Blocks j ≥ n_full = (q0 + Skv - Sq + 1)
 // Bc straddle the diagonal and get the triangle applied (`ascend.varange` column index vs. a row
 index, `vcmp`, `vsel` of the lowest float, exactly what nn.attention's causal step writes).
 Without causality, only a last partial block (Skv % Bc ≠ 0) is masked, its zero-padded columns.
@@ -1060,6 +1062,8 @@ class _FlashKernel:
         self.bb, self.kh, self.sp = bb, kh, sp
         self.q0, self.qsz = q0, qsz
         nkv = ceil_div(self.skv, t.bc)
+        # one past the last key any row of the item sees (cube steps from there on are skipped)
+        self.vis_end = kb.add(kb.add(q0, qsz), self.off) if self.causal else self.skv
         if self.causal:
             # last visible key of the item's last row: q0 + qsz - 1 + off  (block skipping)
             nj = kb.add(kb.div(kb.add(kb.add(q0, qsz), self.off - 1), t.bc), 1)
@@ -1258,14 +1262,13 @@ class _FlashKernel:
         self._kv_load(self.gk, self.d, k_l1, kv0, ksz, "nd2nz")
         q_k1.handoff()
         steps = t.bc // cs
-        for h in range(steps):
+
+        def step(h: int) -> None:
             x = h % self.s_slots
             kt, sc, q_k0, q_sc = self.kt_l0b[x], self.s_l0c[x], self.q_k0[x], self.q_sc[x]
             q_k0.acquire()
             k = k_l1 if steps == 1 else kb.subview(k_l1, [h * cs, 0], [cs, t.dp])
             kb.emit(ascend.CopyOp(k, kt, transpose=True))
-            if h == steps - 1:
-                q_k1.release()
             q_k0.handoff()
             q_sc.acquire()
             kb.emit(ascend.MmadOp(self.q_l0a, kt, sc, True))
@@ -1278,6 +1281,11 @@ class _FlashKernel:
                         a.q_ws_s.acquire()
                 kb.copy(sc, kb.subview(self.ws_s, [self._slot(j), h * cs], [t.m, cs]), layout="nz2nd")
                 q_sc.release()
+
+        step(0)  # every block has a visible key in its first step
+        for h in range(1, steps):  # steps wholly past the last visible key are skipped
+            self._when(self.vis_end, kb.add(kv0, h * cs), "sgt", lambda h=h: step(h))
+        q_k1.release()  # (MTE1: after its last copy from K_j)
         if self.split_cores:
             for a in self.aivs:
                 a.q_ws_s.enque()
@@ -1448,20 +1456,23 @@ class _FlashKernel:
             q_p1.deque()
         steps = t.bc // cb
         self.q_oc.acquire()
-        for h in range(steps):
+
+        def step(h: int) -> None:
             self.q_v0.acquire()
             kb.copy(v_l1 if steps == 1 else kb.subview(v_l1, [h * cb, 0], [cb, t.dvp]), self.v_l0b)
-            if h == steps - 1:
-                q_v1.release()
             self.q_v0.handoff()
             self.q_p0.acquire()
             kb.copy(p_l1 if steps == 1 else kb.subview(p_l1, [0, h * cb], [t.mp, cb]), self.p_l0a)
-            if h == steps - 1:
-                q_p1.release()
             self.q_p0.handoff()
             kb.emit(ascend.MmadOp(self.p_l0a, self.v_l0b, self.o_l0c, h == 0))
             self.q_p0.release()
             self.q_v0.release()
+
+        step(0)
+        for h in range(1, steps):  # P is 0 past the last visible key: those steps add nothing
+            self._when(self.vis_end, kb.add(kv0, h * cb), "sgt", lambda h=h: step(h))
+        q_v1.release()  # (MTE1: after its last copies from V_j and P_j)
+        q_p1.release()
         self.q_oc.enque()
         if self.split_cores:
             self.q_oc.deque()
