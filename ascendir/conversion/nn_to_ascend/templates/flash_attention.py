@@ -46,7 +46,7 @@ FA likewise issues the next bmm1s before the current bmm2; S17 PR #112's kernel 
 pto-isa's 4: PRELOAD = 2 measured best here), and the acc update trails the softmax by
 UPDATE_LAG = 2 blocks, so the vector cores never wait for the O_j whose P_j is still crossing
 to the cube and back (pto-isa's GU stage behind compute_p). The S and P workspaces are rings
-of PRELOAD slots (block j in slot j mod PRELOAD), O's of UPDATE_LAG + 1, guarded by counting
+of PRELOAD slots (block j in slot j mod PRELOAD), O's of UPDATE_LAG, guarded by counting
 flags primed once per slot (CrossCoreSetFlag counts up to 16 pending sets, S2). The rings are rewritten in place every few
 blocks, so they stay dirty in L2 and FixPipe writes them at the L0C -> L2 rate
 (interpreter/l2.py). The 910A path keeps one slot (its S stays in L0C until the vector unit
@@ -868,7 +868,7 @@ class _FlashKernel:
         # blocks the acc update trails the softmax by (UPDATE_LAG on 910B; a coupled core reads
         # O_j from its one L0C slot: 1), and the O_j workspace ring that lets it trail
         self.lag = UPDATE_LAG if self.split_cores else 1
-        self.depth_o = self.lag + 1 if self.split_cores else 1
+        self.depth_o = self.lag if self.split_cores else 1
         self.prefetch = decode_prefetch(ctx.target, self.sq, self.t.br)
         nsub = aiv_count(ctx.target, self.t.m)
         self.aivs = [_Aiv(i, r0, n, _segments(r0, n, self.t.br, self.t.g)) for i, (r0, n) in enumerate(aiv_rows(self.t.m, nsub))]
@@ -1156,7 +1156,9 @@ class _FlashKernel:
         return kb.add(self.ws_row, kb.mul(kb.rem(j, self.depth), self.t.m)) if self.depth > 1 else self.ws_row
 
     def _slot_o(self, j: Index) -> Index:
-        """First workspace row of block j's O ring slot on this core (lag + 1 slots)."""
+        """First workspace row of block j's O ring slot on this core (lag slots: O(j) waits for
+        update(j - lag), which follows softmax(j), whose P(j) P·V(j) waits for anyway; a third
+        slot gained nothing and made the ring's period 6, past the steady-state detector)."""
         kb = self.kb
         return kb.add(self.ws_row_o, kb.mul(kb.rem(j, self.depth_o), self.t.m)) if self.depth_o > 1 else self.ws_row_o
 
