@@ -199,8 +199,9 @@ def test_causal_items_cover_every_row_block_once_and_even_out_the_cores() -> Non
 @pytest.mark.parametrize("causal, sq, skv", [(True, 300, 300), (False, 130, 600)])
 def test_cube_steps_of_a_wide_block_match_run_nn(causal: bool, sq: int, skv: int) -> None:
     """f16, D = 128, Br = 128, Bc = 256: Kᵀ and V of 256 keys do not fit L0B together, so the
-    cube takes each block in two 128-key steps (S into two column slices of the workspace, P·V
-    accumulating in L0C) while the vector cores see all 256 keys; diagonal blocks and a last
+    cube takes P·V in two 128-key steps accumulating in L0C and Q·Kᵀ in four 64-key steps whose
+    Kᵀ (L0B) and S (L0C) ping-pong (S into column slices of the workspace), while the vector
+    cores see all 256 keys; diagonal blocks and a last
     partial block (600 = 2 x 256 + 88) included. The output tile shares P's UB tile."""
     text = attention_ir(1, 2, 2, sq, skv, 128, 128, causal, dt="f16").replace(
         "{num_heads", "{ascend.tiling = #ascend.tiling<{br = 128 : i64, bc = 256 : i64}>, num_heads", 1)
@@ -209,10 +210,27 @@ def test_cube_steps_of_a_wide_block_match_run_nn(causal: bool, sq: int, skv: int
     module = compile_attention(text, "ascend910b2")
     (k,) = [k for k in kernels(module) if k.sym_name.data.startswith("flash_attention")]
     mm = [op for op in k.walk() if isinstance(op, ascend.MmadOp)]
-    assert mm and all(tuple(op.b.type.get_shape()) == (128, 128) for op in mm)  # 128-key cube steps
+    # P·V in 128-key cube steps; Q·Kᵀ in 64-key steps, Kᵀ and S ping-ponging in L0B / L0C
+    assert {tuple(op.b.type.get_shape()) for op in mm} == {(128, 128), (128, 64)}
+    assert len({op.b for op in mm if tuple(op.b.type.get_shape()) == (128, 64)}) == 2
+    assert len({op.c for op in mm if tuple(op.c.type.get_shape()) == (128, 64)}) == 2
     out = simulate(module, WeightStore(), feeds, load_target("ascend910b2")).outputs
     (want,), (got,) = ref.values(), out.values()
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=2e-3)
+
+
+def test_cube_steps_past_the_diagonal_are_skipped() -> None:
+    """Causal f16 256 x 256, D = 128, Br = 128, Bc = 256 (Q·Kᵀ steps of 64 keys, P·V of 128):
+    row block 0 sees keys 0..127 of its one block, so only 2 of its 4 Q·Kᵀ steps and 1 of its
+    2 P·V steps run; row block 1 runs all. The cube's executed flops say so (the old kernel ran
+    every step of a visible block: 33.6 M flops per head instead of 25.2 M)."""
+    text = attention_ir(1, 2, 2, 256, 256, 128, 128, True, dt="f16").replace(
+        "{num_heads", "{ascend.tiling = #ascend.tiling<{br = 128 : i64, bc = 256 : i64}>, num_heads", 1)
+    module = compile_attention(text, "ascend910b2")
+    rep = simulate(module, WeightStore(), {}, load_target("ascend910b2"), timing_only=True).report
+    qk, pv = 2 * 128 * 64 * 128, 2 * 128 * 128 * 128  # flops of one Q·Kᵀ step, one P·V step
+    per_head = (2 * qk + pv) + (4 * qk + 2 * pv)
+    assert rep["flops"] == 2 * per_head
 
 
 def test_causal_zig_zag_order_matches_run_nn(monkeypatch) -> None:

@@ -16,6 +16,7 @@
 // CHECK:         ascend.mmad %{{.*}}, %{{.*}}, %{{.*}} {init = true} : memref<32x32xf16, #ascend<space l0a>>, memref<32x48xf16, #ascend<space l0b>>, memref<32x48xf32, #ascend<space l0c>>
 // CHECK:         ascend.copy %{{.*}}, %{{.*}} {layout = #ascend.layout<nz2nd>} : memref<32x48xf32, #ascend<space l0c>>, memref<32x48xf32, {{.*}}#ascend<space gm>>
 // CHECK-NEXT:    ascend.set_flag FIX -> M
+// CHECK-NEXT:    ascend.set_flag MTE1 -> MTE2, {{[0-9]}} {units = #ascend.flag_units<aic -> aic>}
 // CHECK-NEXT:    ascend.set_flag FIX -> MTE2, {{[0-9]}} {units = #ascend.flag_units<aic -> aiv>}
 // CHECK-NEXT:    ascend.set_flag FIX -> MTE2, {{[0-9]}} {units = #ascend.flag_units<aic -> aiv1>
 // CHECK:         ascend.vcmp gt

@@ -28,7 +28,9 @@ for the whole item.
 
 Causal block skipping: for the rows q0 .. q0+Br-1 of an item the last visible key is
 min(Skv, q0 + Br + Skv - Sq) - 1, so the KV loop stops at block nj = ceil(that / Bc): blocks
-wholly above the diagonal are never loaded nor computed. Blocks j ≥ n_full = (q0 + Skv - Sq + 1)
+wholly above the diagonal are never loaded nor computed, and in a block that reaches past the
+last visible key (vis_end) the cube steps wholly past it are skipped (their S columns are masked
+anyway, their P columns are 0). Blocks j ≥ n_full = (q0 + Skv - Sq + 1)
 // Bc straddle the diagonal and get the triangle applied (`ascend.varange` column index vs. a row
 index, `vcmp`, `vsel` of the lowest float, exactly what nn.attention's causal step writes).
 Without causality, only a last partial block (Skv % Bc ≠ 0) is masked, its zero-padded columns.
@@ -38,12 +40,14 @@ buffer, so S (fp32), P (input dtype) and O_j (fp32) cross through a per-core GM 
 stays in L2), with flag hand-offs between the AIC's FixPipe / MTE2 and the AIV's MTE2 / MTE3 —
 as CANN's FlashAttentionScore does with its workspace and CrossCoreSetFlag/WaitFlag. The flags
 carry an explicit `units` attribute (interpreter/kernel.py) because MTE2 and MTE3 exist on both
-units. Software pipelining: program order per block is softmax(j), update(j-1), S(j+2), PV(j),
+units. Software pipelining: program order per block is softmax(j), update(j-2), S(j+2), PV(j),
 so the Cube computes the next score tiles while the vector cores work on the current one (CANN's
 FA likewise issues the next bmm1s before the current bmm2; S17 PR #112's kernel preloads 2,
-pto-isa's 4: PRELOAD = 2 measured best here). Each stage's workspace is therefore a ring of
-PRELOAD slots (block j in slot j mod PRELOAD), guarded by counting flags primed PRELOAD times
-(CrossCoreSetFlag counts up to 16 pending sets, S2). The rings are rewritten in place every few
+pto-isa's 4: PRELOAD = 2 measured best here), and the acc update trails the softmax by
+UPDATE_LAG = 2 blocks, so the vector cores never wait for the O_j whose P_j is still crossing
+to the cube and back (pto-isa's GU stage behind compute_p). The S and P workspaces are rings
+of PRELOAD slots (block j in slot j mod PRELOAD), O's of UPDATE_LAG, guarded by counting
+flags primed once per slot (CrossCoreSetFlag counts up to 16 pending sets, S2). The rings are rewritten in place every few
 blocks, so they stay dirty in L2 and FixPipe writes them at the L0C -> L2 rate
 (interpreter/l2.py). The 910A path keeps one slot (its S stays in L0C until the vector unit
 copies it).
@@ -94,16 +98,17 @@ fails naming the space, bytes needed vs available and the largest tile that fits
 platform ini):
 
     L1   Q [Mp, Dp] + K [Bc, Dp] + V [Bc, Dvp] + P [Mp, Bc]          (input dtype)
-    L0A  Q [Mp, Dp] + P [Mp, Cb];  L0B Kᵀ [Dp, Cb] + V [Cb, Dvp];  L0C S [Mp, Cb] + O [Mp, Dvp] fp32
+    L0A  Q [Mp, Dp] + P [Mp, Cb];  L0B Kᵀ [Dp, Cs] x ns + V [Cb, Dvp];  L0C S [Mp, Cs] x ns + O [Mp, Dvp] fp32
     UB   s [Mu, Bc] fp32 + p [Mu, Bc] + O_j, acc [Mu, Dv] fp32 (+ out [Mu, Dv] when not fp32 and
          Dv > Bc; else out is a view of p) + row-reduce scratch [Mu, Bc/8] + mask tile (+ its
-         fp32 copy) + 6 row statistics + causal index helpers
+         fp32 copy) + 4 row statistics and UPDATE_LAG + 1 rescale factors + causal index helpers
 
 with M = g·Br, Mp = M rounded up to 16 (mmad M), Dp/Dvp = D/Dv rounded up to 16, Mu = the rows
 of one AIV (ceil(M/2) on 910B, M on coupled cores), Cb = the keys of one cube step
-(`cube_cols`: Bc, halved on 910B until the L0 tiles fit; the block is then Bc / Cb cube steps).
-Single slots (no ping-pong within a stage): the overlap comes from the Cube / vector pipeline
-above. Larger Br cuts K/V re-reads (every row block streams all of K and V once), larger Bc
+(`cube_cols`: Bc, halved on 910B until the L0 tiles fit; the block is then Bc / Cb cube steps),
+Cs, ns = the keys of one Q·Kᵀ step and its slots (`score_cols`: on 910B Cb halved until two Kᵀ
+and two S slots fit, so the cube computes the next step while FixPipe drains one; else Cb, 1).
+The other tiles have one slot: the overlap comes from the Cube / vector pipeline above. Larger Br cuts K/V re-reads (every row block streams all of K and V once), larger Bc
 amortizes the per-block vector work that does not grow with Bc (row statistics, the acc
 update, ~20-35 cycles of head per vector call, S4) and the O_j write-out through FixPipe. Row
 max / sum: BlockReduce (one element per 32-B block, S4 0.0198 cycle per fp32 element) down to
@@ -135,6 +140,7 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
 from ascendir.hardware.align import aligned_bytes
+from ascendir.conversion.nn_to_ascend.templates.matmul import _by_parity
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, TilingAttr, attention_attr, attention_fields
 from ascendir.costmodel import mmad_cycles, vector_cycles
 from ascendir.dialects.ascend import FLAG_UNITS_ATTR, FlagUnitsAttr
@@ -148,6 +154,11 @@ WIDE_BC_MAX_ROWS = 16
 # Score tiles the cube computes ahead of the vector cores on 910B (workspace ring slots per
 # stage): S17 PR #112's PTO-DSL kernel uses QK_PRELOAD = 2 (pto-isa's reference kernel 4).
 PRELOAD = 2
+# Blocks the vector cores' acc update trails their softmax by on 910B (update(j - UPDATE_LAG)
+# after softmax(j)): with 1, the vector cores wait for O(j-1), whose P(j-1) crosses to the cube
+# and back through the workspace while they compute one softmax; pto-isa's FA runs its GU stage
+# behind compute_p the same way, with PV_GTN_BUFFERS global buffers for the O tiles.
+UPDATE_LAG = 2
 # Stacked query rows per item beyond which Br is not grown (L0C / UB pressure; 128 = CANN's s1 base).
 MAX_ROWS = 128
 # Share of the L2 the K and V of the heads a causal kernel interleaves may take (`head_group`);
@@ -300,6 +311,42 @@ def cube_cols(target: HardwareConfig, bc: int, mp: int, dp: int, dvp: int, es: i
     return c
 
 
+def score_cols(target: HardwareConfig, bc: int, cb: int, mp: int, dp: int, dvp: int, es: int) -> tuple[int, int]:
+    """(keys of one Q·Kᵀ cube step, its L0B / L0C slots): on a split chip with a block of
+    several steps, Kᵀ (L0B) and S (L0C) ping-pong, so the cube computes S step h+1 while
+    FixPipe drains step h and MTE1 loads the next Kᵀ (pto-isa's FA double-buffers its left /
+    right tiles and assigns its accumulator tiles in turn, `assign_running_acc_tile`): the step
+    is cb (P·V's), halved until two Kᵀ slots + V fit L0B and two S slots + O fit L0C; steps of
+    a block stay even, so step h of every block takes slot h mod 2. One slot when nothing
+    smaller fits or the block is one step (coupled cores, decode)."""
+    cap = target.capacity
+    c = cb
+    if not target.arch.split_cores:
+        return cb, 1
+    while c % 32 == 0:
+        if 2 * dp * c * es + c * dvp * es <= cap("l0b") and 2 * mp * c * 4 + mp * dvp * 4 <= cap("l0c") and (bc // c) % 2 == 0:
+            return c, 2
+        c //= 2
+    return cb, 1
+
+
+def l1_slots(target: HardwareConfig, mp: int, bc: int, dp: int, dvp: int, es: int) -> int:
+    """L1 slots of the K, V and P tiles: 2 on a split chip when Q + two of each fit L1 (pto-isa's
+    FA double-buffers its k / p / v mat tiles), else 1 (a coupled core writes P into L1 from its
+    vector unit in program order: one slot)."""
+    need = mp * dp * es + 2 * (bc * dp + bc * dvp + mp * bc) * es
+    return 2 if target.arch.split_cores and need <= target.capacity("l1") else 1
+
+
+def q_slots(target: HardwareConfig, mp: int, bc: int, dp: int, dvp: int, es: int) -> int:
+    """L1 slots of Q: 2 (the next item's loads during this one, `_next_ahead`) on a split chip
+    when they fit beside two slots of K, V and P (`l1_slots`), else 1."""
+    if l1_slots(target, mp, bc, dp, dvp, es) != 2:
+        return 1
+    need = 2 * mp * dp * es + 2 * (bc * dp + bc * dvp + mp * bc) * es
+    return 2 if need <= target.capacity("l1") else 1
+
+
 def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: int, es: int, mask_elems: int, wide_mask: bool,
                  causal_helpers: bool, prefetch: bool = False) -> dict[str, int]:
     """Bytes one item's resident buffers take in each on-chip space (see the module docstring),
@@ -314,7 +361,10 @@ def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: i
         return sum(aligned_bytes(target, space, n) for n in sizes)
 
     cb = bc if prefetch else cube_cols(target, bc, mp, dp, dvp, es)
-    ub = [mu * bc * 4, mu * bc * es, mu * dv * 4, mu * dv * 4] + [mu * 4] * 6
+    cs, ns = (cb, 1) if prefetch else score_cols(target, bc, cb, mp, dp, dvp, es)
+    lag = UPDATE_LAG if target.arch.split_cores else 1
+    # m, m', l, row sum and α of the last lag + 1 blocks
+    ub = [mu * bc * 4, mu * bc * es, mu * dv * 4, mu * dv * 4] + [mu * 4] * (5 + lag)
     ub.append(mu * _red_cols(bc) * 4)
     if es != 4 and dv > bc:  # else the output tile is a view of P's (`_aiv_buffers`)
         ub.append(mu * dv * es)
@@ -327,10 +377,11 @@ def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: i
     if prefetch:
         ub.append(bc * max(d, dv) * es)
     return {
-        "l1": total("l1", [mp * dp * es, bc * dp * es, bc * dvp * es, mp * bc * es]),
+        "l1": total("l1", [mp * dp * es] * (1 if prefetch else q_slots(target, mp, bc, dp, dvp, es))
+                    + [bc * dp * es, bc * dvp * es, mp * bc * es] * l1_slots(target, mp, bc, dp, dvp, es)),
         "l0a": total("l0a", [mp * dp * es, mp * cb * es]),
-        "l0b": total("l0b", [dp * cb * es, cb * dvp * es]),
-        "l0c": total("l0c", [mp * cb * 4, mp * dvp * 4]),
+        "l0b": total("l0b", [dp * cs * es] * ns + [cb * dvp * es]),
+        "l0c": total("l0c", [mp * cs * 4] * ns + [mp * dvp * 4]),
         "ub": total("ub", ub),
     }
 
@@ -551,11 +602,13 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
         return mmad_cycles(target, dt, a, b, k)
 
     l2 = min(r["l2_to_l1"], target.hbm_bytes_per_cycle / cores * target.memory.l2_bw_over_hbm)
-    cb = bc if decode_prefetch(target, sq, t.br) else cube_cols(target, bc, mp, dp, dvp, es)
-    steps = bc // cb
+    prefetch = decode_prefetch(target, sq, t.br)
+    cb = bc if prefetch else cube_cols(target, bc, mp, dp, dvp, es)
+    cs = cb if prefetch else score_cols(target, bc, cb, mp, dp, dvp, es)[0]
+    steps, steps_s = bc // cb, bc // cs
     pipes = [
-        steps * (mmad(mp, cb, dp) + mmad(mp, dvp, cb)),
-        (bc * (dp + dvp) * es) / r["l1_to_l0b"] + mp * bc * es / r["l1_to_l0a"] + 3 * steps * st["mte1"],
+        steps_s * mmad(mp, cs, dp) + steps * mmad(mp, dvp, cb),
+        (bc * (dp + dvp) * es) / r["l1_to_l0b"] + mp * bc * es / r["l1_to_l0a"] + (2 * steps + steps_s) * st["mte1"],
     ]
     vec = vector_cycles(target, "vmuls", n * bc, 4) + vector_cycles(target, "vsub", n * bc, 4) + vector_cycles(target, "vexp", n * bc, 4)
     if es != 4:
@@ -567,7 +620,7 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     vec += vector_cycles(target, "vmul", n * dv, 4) + vector_cycles(target, "vadd", n * dv, 4)
     if target.arch.split_cores:
         pipes.append((bc * (dp + dvp) + mp * bc) * es / l2 + 3 * st["mte2_nd2nz"])  # AIC MTE2: K, V, P
-        pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + (steps + 1) * st["fix"])
+        pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + (steps_s + 1) * st["fix"])
         pipes.append((n * bc + n * dv) * 4 / min(r["l2_to_ub"], l2) + 2 * st["mte2"])  # AIV MTE2: S, O
         pipes.append(n * bc * es / r["ub_to_l2"] + st["mte3"])  # AIV MTE3: P
         blk_bytes = bc * (d + dv) * es + 2 * m * bc * (4 + es) + 2 * m * dv * 4
@@ -812,6 +865,10 @@ class _FlashKernel:
         # score tiles the cube runs ahead of the vector cores (workspace ring slots per stage);
         # a coupled core keeps S in its one L0C slot until the vector unit has read it: 1
         self.depth = PRELOAD if self.split_cores else 1
+        # blocks the acc update trails the softmax by (UPDATE_LAG on 910B; a coupled core reads
+        # O_j from its one L0C slot: 1), and the O_j workspace ring that lets it trail
+        self.lag = UPDATE_LAG if self.split_cores else 1
+        self.depth_o = self.lag if self.split_cores else 1
         self.prefetch = decode_prefetch(ctx.target, self.sq, self.t.br)
         nsub = aiv_count(ctx.target, self.t.m)
         self.aivs = [_Aiv(i, r0, n, _segments(r0, n, self.t.br, self.t.g)) for i, (r0, n) in enumerate(aiv_rows(self.t.m, nsub))]
@@ -839,7 +896,8 @@ class _FlashKernel:
             args.append(ctx.view(out, [b * hq * sq, dv]))
         if self.split_cores:  # per-core GM workspace rings of the AIC <-> AIV hand-offs (stay in L2)
             rows = block_dim * t.m * self.depth
-            args += [ctx.buffer([rows, t.bc], f32), ctx.buffer([rows, t.bc], self.el), ctx.buffer([rows, dv], f32)]
+            args += [ctx.buffer([rows, t.bc], f32), ctx.buffer([rows, t.bc], self.el),
+                     ctx.buffer([block_dim * t.m * self.depth_o, dv], f32)]
         core = CoreType.MIX if self.split_cores else CoreType.AIC
         kb = KernelBuilder(ctx, ctx.name("flash_attention"), [a.type for a in args], core, block_dim, ctx.current)
         self.kb = kb
@@ -855,7 +913,10 @@ class _FlashKernel:
             self.ws_s, self.ws_p, self.ws_o = next(it), next(it), next(it)
         self._buffers()
         with kb.tiles(items) as w:
-            self._item(w, nrb)
+            if self.ahead:  # Q's L1 slot by the core's round parity
+                _by_parity(kb, kb.div(w, block_dim), 1, 2, lambda par: self._item(w, nrb, par, items))
+            else:
+                self._item(w, nrb)
         self.sync.drain()
         ctx.launch(kb.finish(), args)
         if t.nsplit > 1:
@@ -866,16 +927,24 @@ class _FlashKernel:
     def _buffers(self) -> None:
         kb, t, el = self.kb, self.t, self.el
         L1, L0A, L0B, L0C = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C
-        self.q_l1 = kb.alloc([t.mp, t.dp], el, L1)
-        self.k_l1 = kb.alloc([t.bc, t.dp], el, L1)
-        self.v_l1 = kb.alloc([t.bc, t.dvp], el, L1)
-        self.p_l1 = kb.alloc([t.mp, t.bc], el, L1)
+        # K, V and P ping-pong in L1 by block parity (pto-isa's FA double-buffers its k / p / v
+        # mat tiles), so MTE2 loads block j+1's tiles while MTE1 still reads block j's
+        ns = self.l1_slots = l1_slots(self.ctx.target, t.mp, t.bc, t.dp, t.dvp, itemsize(el))
+        # prefill on 910B: the next item's Q comes into a second L1 slot while this item runs
+        # (`_next_ahead`), so the cube starts the next item without waiting for its HBM read
+        self.ahead = self.split_cores and t.nsplit == 1 and not self.prefetch and q_slots(self.ctx.target, t.mp, t.bc, t.dp, t.dvp, itemsize(el)) == 2
+        self.q_l1 = [kb.alloc([t.mp, t.dp], el, L1) for _ in range(2 if self.ahead else 1)]
+        self.k_l1 = [kb.alloc([t.bc, t.dp], el, L1) for _ in range(ns)]
+        self.v_l1 = [kb.alloc([t.bc, t.dvp], el, L1) for _ in range(ns)]
+        self.p_l1 = [kb.alloc([t.mp, t.bc], el, L1) for _ in range(ns)]
         self.q_l0a = kb.alloc([t.mp, t.dp], el, L0A)
         cb = self.cb = t.bc if self.prefetch else cube_cols(self.ctx.target, t.bc, t.mp, t.dp, t.dvp, itemsize(el))
+        cs, self.s_slots = (cb, 1) if self.prefetch else score_cols(self.ctx.target, t.bc, cb, t.mp, t.dp, t.dvp, itemsize(el))
+        self.cs = cs
         self.p_l0a = kb.alloc([t.mp, cb], el, L0A)
-        self.kt_l0b = kb.alloc([t.dp, cb], el, L0B)
+        self.kt_l0b = [kb.alloc([t.dp, cs], el, L0B) for _ in range(self.s_slots)]
         self.v_l0b = kb.alloc([cb, t.dvp], el, L0B)
-        self.s_l0c = kb.alloc([t.mp, cb], f32, L0C)
+        self.s_l0c = [kb.alloc([t.mp, cs], f32, L0C) for _ in range(self.s_slots)]
         self.o_l0c = kb.alloc([t.mp, t.dvp], f32, L0C)
         self.helpers = self.causal or self.skv % t.bc != 0
         for a in self.aivs:
@@ -890,16 +959,18 @@ class _FlashKernel:
         s = self.sync = _Sync(kb, self.split_cores)
         AIC = "aic->aic"
         M2, M1, M, FIX, V, M3 = Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX, Pipe.V, Pipe.MTE3
-        self.q_q1, self.q_q0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
-        self.q_k1, self.q_k0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
-        self.q_v1, self.q_v0 = s.queue(M2, M1, AIC), s.queue(M1, M, AIC)
+        self.q_q1, self.q_q0 = [s.queue(M2, M1, AIC) for _ in self.q_l1], s.queue(M1, M, AIC)
+        self.q_k1 = [s.queue(M2, M1, AIC) for _ in range(ns)]
+        self.q_k0 = [s.queue(M1, M, AIC) for _ in range(self.s_slots)]
+        self.q_v1, self.q_v0 = [s.queue(M2, M1, AIC) for _ in range(ns)], s.queue(M1, M, AIC)
         self.q_p0 = s.queue(M1, M, AIC)
         if self.split_cores:
-            self.q_p1 = s.queue(M2, M1, AIC)
-            self.q_sc, self.q_oc = s.queue(M, FIX, AIC), s.queue(M, FIX, AIC)
+            self.q_p1 = [s.queue(M2, M1, AIC) for _ in range(ns)]
+            self.q_sc = [s.queue(M, FIX, AIC) for _ in range(self.s_slots)]
+            self.q_oc = s.queue(M, FIX, AIC)
         else:  # coupled core: L0C -> UB on the vector pipe, UB -> L1 on MTE3
-            self.q_sc, self.q_oc = s.queue(M, V, AIC), s.queue(M, V, AIC)
-            self.q_p1 = s.queue(M3, M1, AIC)
+            self.q_sc, self.q_oc = [s.queue(M, V, AIC)], s.queue(M, V, AIC)
+            self.q_p1 = [s.queue(M3, M1, AIC)]
         for a in self.aivs:
             u = f"{a.name}->{a.name}"
             with kb.on_subblock(a.sub):
@@ -907,7 +978,7 @@ class _FlashKernel:
                 a.q_p = s.queue(V, M3, u)
                 if self.split_cores:
                     a.q_ws_s = s.queue(FIX, M2, f"aic->{a.name}", self.depth)
-                    a.q_ws_o = s.queue(FIX, M2, f"aic->{a.name}", self.depth)
+                    a.q_ws_o = s.queue(FIX, M2, f"aic->{a.name}", self.depth_o)
                     a.q_ws_p = s.queue(M3, M2, f"{a.name}->aic", self.depth)
                     a.q_s, a.q_o = s.queue(M2, V, u), s.queue(M2, V, u)
                 if self.mask is not None:
@@ -925,7 +996,9 @@ class _FlashKernel:
         # (q_p), so the output is cast into it rather than into a tile of its own
         a.out_in_p = el != f32 and dv <= t.bc
         a.out_ub = a.acc if el == f32 else kb.subview(a.p_ub, [0, 0], [n, dv]) if a.out_in_p else kb.alloc([n, dv], el, UB)
-        a.m_old, a.m_new, a.l, a.alpha, a.alpha_prev, a.rowsum = (kb.alloc([n, 1], f32, UB) for _ in range(6))
+        a.m_old, a.m_new, a.l, a.rowsum = (kb.alloc([n, 1], f32, UB) for _ in range(4))
+        # α_j, α_{j-1}, .. α_{j-lag}: the deferred updates' rescale factors
+        a.alphas = [kb.alloc([n, 1], f32, UB) for _ in range(self.lag + 1)]
         a.red = kb.alloc([n, _red_cols(t.bc)], f32, UB)
         if self.mask is not None:
             _, mh, ms, mk = self.mask4
@@ -957,18 +1030,40 @@ class _FlashKernel:
                 fn(a)
 
     # ------------------------------------------------------------------------------------------
-    def _item(self, w: SSAValue, nrb: int) -> None:
+    def _item_index(self, w: Index, nrb: int) -> tuple[Index, Index, Index, Index, Index]:
+        """(batch, K/V head, KV split, first query row, query rows) of item w."""
         kb, t = self.kb, self.t
         if balanced(self.causal, nrb, t.nsplit):
             bb, kh, i = self._balanced_item(w, nrb)
             sp = 0
         else:
             (bb, kh, i, sp), _ = kb.grid(w, [self.b, self.hkv, nrb, t.nsplit], [1, 1, 1, 1])
-        self.bb, self.kh, self.sp = bb, kh, sp
         q0 = kb.mul(i, t.br)
-        qsz = kb.boundary(t.br, self.sq, q0)
+        return bb, kh, sp, q0, kb.boundary(t.br, self.sq, q0)
+
+    def _next_ahead(self, w: SSAValue, nrb: int, items: int, par: int) -> None:
+        """AIC, early in item w: the core's next item's Q into L1 slot 1 - par, an HBM read (Q
+        tiles are read once) that would otherwise sit between this item's last P·V and the next
+        item's first scores."""
+        kb = self.kb
+        cur = (self.bb, self.kh, self.q0, self.qsz)
+        nw = kb.add(w, self.block_dim)
+
+        def load() -> None:
+            self.bb, self.kh, _, self.q0, self.qsz = self._item_index(nw, nrb)
+            self._q_to_l1(1 - par)
+            self.bb, self.kh, self.q0, self.qsz = cur
+
+        self._when(items, nw, "sgt", load)
+
+    def _item(self, w: SSAValue, nrb: int, par: int = 0, items: int = 0) -> None:
+        kb, t = self.kb, self.t
+        bb, kh, sp, q0, qsz = self._item_index(w, nrb)
+        self.bb, self.kh, self.sp = bb, kh, sp
         self.q0, self.qsz = q0, qsz
         nkv = ceil_div(self.skv, t.bc)
+        # one past the last key any row of the item sees (cube steps from there on are skipped)
+        self.vis_end = kb.add(kb.add(q0, qsz), self.off) if self.causal else self.skv
         if self.causal:
             # last visible key of the item's last row: q0 + qsz - 1 + off  (block skipping)
             nj = kb.add(kb.div(kb.add(kb.add(q0, qsz), self.off - 1), t.bc), 1)
@@ -982,27 +1077,35 @@ class _FlashKernel:
         else:
             jl, jh = 0, nj
         self.ws_row = kb.mul(kb.block_idx, t.m * self.depth)
-        self._init_item()
+        self.ws_row_o = kb.mul(kb.block_idx, t.m * self.depth_o)
+        if self.ahead and par == 0:  # the core's first item (round 0) loads its own Q
+            kb.if_else(kb.eq(kb.div(w, self.block_dim), 0), lambda: self._q_to_l1(0), lambda: None)
+        self._init_item(par)
         if self.prefetch:  # the first blocks: V ahead of the AIC from the start, K from block PRELOAD on
             for k in range(PREFETCH_AHEAD):
                 self._when(jh, kb.add(jl, k), "sgt", lambda k=k: self._prefetch(kb.add(jl, k), k >= self.depth))
         # Software pipeline (program order = numerics; the pipes overlap in time): the cube runs
         # `depth` score tiles ahead (S(j+depth) is issued before PV(j), CANN's bmm1 preload), so
-        # the vector cores' softmax(j) overlaps the cube's S(j+1..) and PV(j-1), whose update
-        # comes after it.
+        # the vector cores' softmax(j) overlaps the cube's S(j+1..) and PV(j-1..); the update of
+        # block j - lag comes after softmax(j), so the round trip of P(j-1) through the cube and
+        # of O(j-1) back never stalls the vector cores (pto-isa's GU stage trailing compute_p).
         self._s_stage(jl)  # every item has at least one visible block
         for k in range(1, self.depth):
             if isinstance(jl, int) and jl + k >= nkv:
                 continue  # past the last block for every item (jh <= nkv): never runs
             self._when(jh, kb.add(jl, k), "sgt", lambda k=k: self._s_stage(kb.add(jl, k)))
+        if self.ahead:
+            self._next_ahead(w, nrb, items, par)
         last = kb.sub(jh, 1)
+        lag = self.lag
         if not (isinstance(jl, int) and isinstance(last, int) and last <= jl):
             with kb.loop(jl, last, 1) as j:
                 if self.prefetch:
                     ahead = kb.add(j, PREFETCH_AHEAD)
                     self._when(jh, ahead, "sgt", lambda: self._prefetch(ahead, True))
                 self._each_aiv(lambda a: self._softmax(a, j))
-                self._each_aiv(lambda a: self._when(j, jl, "sgt", lambda: self._update(a, kb.sub(j, 1), a.alpha_prev)))
+                self._each_aiv(lambda a: self._when(j, kb.add(jl, lag - 1), "sgt",
+                                                    lambda: self._update(a, kb.sub(j, lag), a.alphas[lag])))
                 nxt = kb.add(j, self.depth)
                 if self.depth == 1:
                     self._s_stage(nxt)  # j + 1 <= last < jh inside this loop
@@ -1010,9 +1113,11 @@ class _FlashKernel:
                     self._when(jh, nxt, "sgt", lambda: self._s_stage(nxt))
                 self._pv(j)
         self._each_aiv(lambda a: self._softmax(a, last))
-        self._each_aiv(lambda a: self._when(last, jl, "sgt", lambda: self._update(a, kb.sub(last, 1), a.alpha_prev)))
+        for d in range(lag, 0, -1):
+            self._each_aiv(lambda a, d=d: self._when(last, kb.add(jl, d - 1), "sgt",
+                                                     lambda: self._update(a, kb.sub(last, d), a.alphas[d])))
         self._pv(last)
-        self._each_aiv(lambda a: self._update(a, last, a.alpha))
+        self._each_aiv(lambda a: self._update(a, last, a.alphas[0]))
         self._finish_item()
 
     def _balanced_item(self, w: SSAValue, nrb: int) -> tuple[Index, Index, Index]:
@@ -1046,9 +1151,16 @@ class _FlashKernel:
             self._kv_load(self.gv, self.dv, self.pf_ub[1], kv0, ksz)
 
     def _slot(self, j: Index) -> Index:
-        """First workspace row of block j's ring slot on this core."""
+        """First workspace row of block j's S / P ring slot on this core."""
         kb = self.kb
         return kb.add(self.ws_row, kb.mul(kb.rem(j, self.depth), self.t.m)) if self.depth > 1 else self.ws_row
+
+    def _slot_o(self, j: Index) -> Index:
+        """First workspace row of block j's O ring slot on this core (lag slots: O(j) waits for
+        update(j - lag), which follows softmax(j), whose P(j) P·V(j) waits for anyway; a third
+        slot gained nothing and made the ring's period 6, past the steady-state detector)."""
+        kb = self.kb
+        return kb.add(self.ws_row_o, kb.mul(kb.rem(j, self.depth_o), self.t.m)) if self.depth_o > 1 else self.ws_row_o
 
     def _q_row(self, h: int) -> Index:
         kb = self.kb
@@ -1099,18 +1211,34 @@ class _FlashKernel:
             return
         self._when(self.qsz, seg.a, "sgt", lambda: fn(kb.min(seg.n, kb.sub(self.qsz, seg.a))))
 
-    def _init_item(self) -> None:
+    def _init_item(self, slot: int = 0) -> None:
+        """The item's Q into L0A (from L1 slot `slot`, loaded here unless `_next_ahead` did) and
+        the vector cores' running statistics."""
+        if not self.ahead:
+            self._q_to_l1(0)
+        self._q_to_l0a(slot)
+        self._init_stats()
+
+    def _q_to_l1(self, slot: int) -> None:
+        """AIC: the stacked query tile of the group, GM -> L1 slot `slot`."""
         kb, t = self.kb, self.t
-        # AIC: the stacked query tile of the group, resident in L1 and L0A for the whole item
-        self.q_q1.acquire()
+        self.q_q1[slot].acquire()
         for h in range(t.g):
-            dst = kb.subview(self.q_l1, [h * t.br, 0], [t.br, t.dp])
+            dst = kb.subview(self.q_l1[slot], [h * t.br, 0], [t.br, t.dp])
             kb.copy(kb.subview(self.gq, [self._q_row(h), 0], [self.qsz, self.d]), dst, layout="nd2nz")
-        self.q_q1.handoff()
+        self.q_q1[slot].enque()
+
+    def _q_to_l0a(self, slot: int) -> None:
+        """AIC: Q L1 -> L0A, resident for the whole item."""
+        kb = self.kb
+        self.q_q1[slot].deque()
         self.q_q0.acquire()
-        kb.copy(self.q_l1, self.q_l0a)
-        self.q_q1.release()
+        kb.copy(self.q_l1[slot], self.q_l0a)
+        self.q_q1[slot].release()
         self.q_q0.handoff()
+
+    def _init_stats(self) -> None:
+        kb = self.kb
 
         def stats(a: _Aiv) -> None:
             # running statistics (the previous item's output store must be done: q_out)
@@ -1122,33 +1250,44 @@ class _FlashKernel:
         self._each_aiv(stats)
 
     def _s_stage(self, j: Index) -> None:
-        """AIC: S_j = Q · K_jᵀ into L0C, one cube step of `cb` keys at a time, each out of L0C
-        (GM workspace on 910B, read by each AIV) into its columns of the block's S."""
-        kb, t, cb = self.kb, self.t, self.cb
+        """AIC: S_j = Q · K_jᵀ into L0C, one cube step of `cs` keys at a time (step h in L0B / L0C
+        slot h mod s_slots, `score_cols`), each out of L0C (GM workspace on 910B, read by each
+        AIV) into its columns of the block's S; K_j in L1 slot j mod l1_slots."""
+        _by_parity(self.kb, j, 1, self.l1_slots, lambda p: self._s_stage_slot(j, p))
+
+    def _s_stage_slot(self, j: Index, p: int) -> None:
+        kb, t, cs = self.kb, self.t, self.cs
+        k_l1, q_k1 = self.k_l1[p], self.q_k1[p]
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
-        self.q_k1.acquire()
-        self._kv_load(self.gk, self.d, self.k_l1, kv0, ksz, "nd2nz")
-        self.q_k1.handoff()
-        steps = t.bc // cb
-        for h in range(steps):
-            self.q_k0.acquire()
-            k = self.k_l1 if steps == 1 else kb.subview(self.k_l1, [h * cb, 0], [cb, t.dp])
-            kb.emit(ascend.CopyOp(k, self.kt_l0b, transpose=True))
-            if h == steps - 1:
-                self.q_k1.release()
-            self.q_k0.handoff()
-            self.q_sc.acquire()
-            kb.emit(ascend.MmadOp(self.q_l0a, self.kt_l0b, self.s_l0c, True))
-            self.q_k0.release()
-            self.q_sc.enque()
+        q_k1.acquire()
+        self._kv_load(self.gk, self.d, k_l1, kv0, ksz, "nd2nz")
+        q_k1.handoff()
+        steps = t.bc // cs
+
+        def step(h: int) -> None:
+            x = h % self.s_slots
+            kt, sc, q_k0, q_sc = self.kt_l0b[x], self.s_l0c[x], self.q_k0[x], self.q_sc[x]
+            q_k0.acquire()
+            k = k_l1 if steps == 1 else kb.subview(k_l1, [h * cs, 0], [cs, t.dp])
+            kb.emit(ascend.CopyOp(k, kt, transpose=True))
+            q_k0.handoff()
+            q_sc.acquire()
+            kb.emit(ascend.MmadOp(self.q_l0a, kt, sc, True))
+            q_k0.release()
+            q_sc.enque()
             if self.split_cores:
-                self.q_sc.deque()
+                q_sc.deque()
                 if h == 0:
                     for a in self.aivs:  # both AIVs have read the previous S
                         a.q_ws_s.acquire()
-                kb.copy(self.s_l0c, kb.subview(self.ws_s, [self._slot(j), h * cb], [t.m, cb]), layout="nz2nd")
-                self.q_sc.release()
+                kb.copy(sc, kb.subview(self.ws_s, [self._slot(j), h * cs], [t.m, cs]), layout="nz2nd")
+                q_sc.release()
+
+        step(0)  # every block has a visible key in its first step
+        for h in range(1, steps):  # steps wholly past the last visible key are skipped
+            self._when(self.vis_end, kb.add(kv0, h * cs), "sgt", lambda h=h: step(h))
+        q_k1.release()  # (MTE1: after its last copy from K_j)
         if self.split_cores:
             for a in self.aivs:
                 a.q_ws_s.enque()
@@ -1164,9 +1303,10 @@ class _FlashKernel:
             a.q_ws_s.release()
             a.q_s.handoff()
         else:
-            self.q_sc.deque()
-            kb.copy(self.s_l0c if a.n == t.mp else kb.subview(self.s_l0c, [a.r0, 0], [a.n, t.bc]), s)  # L0C -> UB (vector pipe)
-            self.q_sc.release()
+            self.q_sc[0].deque()
+            sc = self.s_l0c[0]
+            kb.copy(sc if a.n == t.mp else kb.subview(sc, [a.r0, 0], [a.n, t.bc]), s)  # L0C -> UB (vector pipe)
+            self.q_sc[0].release()
         kb.emit(_v("vmuls")(s, s, self.scale))
         kv0 = kb.mul(j, t.bc)
         if self.mask is not None:
@@ -1186,10 +1326,12 @@ class _FlashKernel:
             self._row_reduce(a, "sum", s, a.rowsum)
         if self.split_cores:
             a.q_s.release()
-        kb.emit(_v("vcopy")(a.alpha, a.alpha_prev))  # α_{j-1}, for the deferred update(j-1)
-        kb.emit(_v("vsub")(a.m_old, a.m_new, a.alpha))
-        kb.emit(_v("vexp")(a.alpha, a.alpha))
-        kb.emit(_v("vmul")(a.l, a.alpha, a.l))
+        for d in range(self.lag, 0, -1):  # α_{j-d}, for the deferred update(j-d)
+            kb.emit(_v("vcopy")(a.alphas[d - 1], a.alphas[d]))
+        alpha = a.alphas[0]
+        kb.emit(_v("vsub")(a.m_old, a.m_new, alpha))
+        kb.emit(_v("vexp")(alpha, alpha))
+        kb.emit(_v("vmul")(a.l, alpha, a.l))
         kb.emit(_v("vadd")(a.l, a.rowsum, a.l))
         kb.emit(_v("vcopy")(a.m_new, a.m_old))
         a.q_p.handoff()
@@ -1199,10 +1341,11 @@ class _FlashKernel:
             a.q_ws_p.enque()
         else:
             if a.sub == 0:
-                self.q_p1.acquire()
-            kb.copy(a.p_ub, self.p_l1 if a.n == t.mp else kb.subview(self.p_l1, [a.r0, 0], [a.n, t.bc]))  # UB -> L1 (MTE3, coupled)
+                self.q_p1[0].acquire()
+            p_l1 = self.p_l1[0]
+            kb.copy(a.p_ub, p_l1 if a.n == t.mp else kb.subview(p_l1, [a.r0, 0], [a.n, t.bc]))  # UB -> L1 (MTE3, coupled)
             if a is self.aivs[-1]:
-                self.q_p1.enque()
+                self.q_p1[0].enque()
         a.q_p.release()
 
     def _when(self, a: Index, b: Index, pred: str, fn: Callable[[], None]) -> None:
@@ -1291,57 +1434,65 @@ class _FlashKernel:
             kb.emit(ascend.VselOp(a.cmp, a.lowest, a.s_ub, a.s_ub))
 
     def _pv(self, j: Index) -> None:
-        """AIC: O_j = P · V_j into L0C (the cube steps of `cb` keys accumulating), then out of L0C."""
+        """AIC: O_j = P · V_j into L0C (the cube steps of `cb` keys accumulating), then out of L0C;
+        V_j and P_j in L1 slot j mod l1_slots."""
+        _by_parity(self.kb, j, 1, self.l1_slots, lambda p: self._pv_slot(j, p))
+
+    def _pv_slot(self, j: Index, p: int) -> None:
         kb, t, cb = self.kb, self.t, self.cb
+        v_l1, p_l1, q_v1, q_p1 = self.v_l1[p], self.p_l1[p], self.q_v1[p], self.q_p1[p]
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
-        self.q_v1.acquire()
-        self._kv_load(self.gv, self.dv, self.v_l1, kv0, ksz, "nd2nz")
-        self.q_v1.handoff()
+        q_v1.acquire()
+        self._kv_load(self.gv, self.dv, v_l1, kv0, ksz, "nd2nz")
+        q_v1.handoff()
         if self.split_cores:
             for a in self.aivs:  # every AIV wrote its rows of P
                 a.q_ws_p.deque()
-            self.q_p1.acquire()
-            kb.copy(kb.subview(self.ws_p, [self._slot(j), 0], [t.m, t.bc]), self.p_l1, layout="nd2nz")
+            q_p1.acquire()
+            kb.copy(kb.subview(self.ws_p, [self._slot(j), 0], [t.m, t.bc]), p_l1, layout="nd2nz")
             for a in self.aivs:
                 a.q_ws_p.release()
-            self.q_p1.handoff()
+            q_p1.handoff()
         else:
-            self.q_p1.deque()
+            q_p1.deque()
         steps = t.bc // cb
         self.q_oc.acquire()
-        for h in range(steps):
+
+        def step(h: int) -> None:
             self.q_v0.acquire()
-            kb.copy(self.v_l1 if steps == 1 else kb.subview(self.v_l1, [h * cb, 0], [cb, t.dvp]), self.v_l0b)
-            if h == steps - 1:
-                self.q_v1.release()
+            kb.copy(v_l1 if steps == 1 else kb.subview(v_l1, [h * cb, 0], [cb, t.dvp]), self.v_l0b)
             self.q_v0.handoff()
             self.q_p0.acquire()
-            kb.copy(self.p_l1 if steps == 1 else kb.subview(self.p_l1, [0, h * cb], [t.mp, cb]), self.p_l0a)
-            if h == steps - 1:
-                self.q_p1.release()
+            kb.copy(p_l1 if steps == 1 else kb.subview(p_l1, [0, h * cb], [t.mp, cb]), self.p_l0a)
             self.q_p0.handoff()
             kb.emit(ascend.MmadOp(self.p_l0a, self.v_l0b, self.o_l0c, h == 0))
             self.q_p0.release()
             self.q_v0.release()
+
+        step(0)
+        for h in range(1, steps):  # P is 0 past the last visible key: those steps add nothing
+            self._when(self.vis_end, kb.add(kv0, h * cb), "sgt", lambda h=h: step(h))
+        q_v1.release()  # (MTE1: after its last copies from V_j and P_j)
+        q_p1.release()
         self.q_oc.enque()
         if self.split_cores:
             self.q_oc.deque()
             for a in self.aivs:
                 a.q_ws_o.acquire()
-            kb.copy(self.o_l0c, kb.subview(self.ws_o, [self._slot(j), 0], [t.m, self.dv]), layout="nz2nd")
+            kb.copy(self.o_l0c, kb.subview(self.ws_o, [self._slot_o(j), 0], [t.m, self.dv]), layout="nz2nd")
             self.q_oc.release()
             for a in self.aivs:
                 a.q_ws_o.enque()
 
     def _update(self, a: _Aiv, j: Index, alpha: SSAValue) -> None:
-        """Vector: acc = α_j·acc + O_j (α_j is `alpha_prev` when softmax(j+1) already ran)."""
+        """Vector: acc = α_j·acc + O_j (α_j is `alphas[d]` when softmax(j+d) already ran)."""
         kb, t = self.kb, self.t
         o = a.o_ub
         if self.split_cores:
             a.q_ws_o.deque()
             a.q_o.acquire()
-            kb.copy(kb.subview(self.ws_o, [kb.add(self._slot(j), a.r0), 0], [a.n, self.dv]), o)
+            kb.copy(kb.subview(self.ws_o, [kb.add(self._slot_o(j), a.r0), 0], [a.n, self.dv]), o)
             a.q_ws_o.release()
             a.q_o.handoff()
         else:
