@@ -64,8 +64,11 @@ A KV cache kept in place (nn.cache_append of an @main argument, ascendir generat
 its heads: the argument, the append and the present it returns are split along the KV heads
 (dim 1) as the attention reads them (each rank its KV heads, or the one it shares with tp /
 kv_heads - 1 other ranks when there are fewer heads than ranks), so no rank holds or gathers
-the others' cache. Such arguments and results have the rank's types; the caller feeds rank r
-its heads (`rank_slice` of the argument's layout) and keeps the ones it returns.
+the others' cache. So does a result @main marks `nn.kv_cache` (KV_CACHE_ATTR in its result
+attributes: generate's presents, e.g. a prefill's new K / V, returned without a cache argument):
+it is returned with the rank's KV heads, never gathered. Such arguments and results have the
+rank's types; the caller feeds rank r its heads (`rank_slice` of the argument's layout) and
+keeps the ones it returns.
 
 Errors (AscendirError, one line naming the op): heads, KV heads or tokens (sequence parallelism)
 that do not split over `tp` (KV heads an op other than the cache's computes on), a vocabulary (a table of `SMALL_TABLE_BYTES` or more) that does not
@@ -100,6 +103,9 @@ from ascendir.session import Session, session_of
 from ascendir.weights import WeightStore
 
 TILING_ATTR = "ascend.tiling"
+KV_CACHE_ATTR = "nn.kv_cache"
+"""A result attribute of @main: this result is a KV cache [batch, kv_heads, positions, head_dim]
+the caller keeps per rank, so it is returned with the rank's KV heads (module docstring)."""
 SMALL_TABLE_BYTES = 1 << 20
 """An embedding table smaller than this whose rows do not split over tp stays replicated
 (replicating it costs less than the collective; BERT's 2-row token-type table)."""
@@ -249,6 +255,7 @@ class _Analysis:
         self.body: nn.FusedOp | None = None
         self.notes: dict[Operation, str] = _Journaled(self.log)
         self.summed: dict[SSAValue, Layout] = _Journaled(self.log)  # partial values summed so far, and into what
+        self.kv_results: set[int] = set()  # @main's results marked KV_CACHE_ATTR
 
     def rollback(self, length: int) -> None:
         """Undo the writes after the first `length` ones."""
@@ -377,8 +384,10 @@ class _Analysis:
             return
         if isinstance(op, func.ReturnOp):  # results are replicated (all-reduced / all-gathered)
             for i, v in enumerate(op.operands):
-                if not (isinstance(v, OpResult) and isinstance(v.op, nn.CacheAppendOp) and self.lay.get(v, R).kind == "S"):
-                    self.coerce(op, i, R)  # (a KV cache kept in place stays with its heads)
+                if isinstance(v, OpResult) and isinstance(v.op, nn.CacheAppendOp) and self.lay.get(v, R).kind == "S":
+                    continue  # a KV cache kept in place stays with its heads
+                heads = _kv_layout(tp, _shape(v)[1]) if i in self.kv_results and len(_shape(v)) == 4 else None
+                self.coerce(op, i, heads or R)  # a marked KV cache: the rank's heads (a slice, no collective)
             return
         if isinstance(op, nn.YieldOp):
             return
@@ -1070,6 +1079,8 @@ def _analyse(block: Block, tp: int, sp: bool) -> tuple[_Analysis, int]:
         inline_region(region)
     for arg in block.args:
         a.lay[arg] = R
+    res_attrs = getattr(block.parent_op(), "res_attrs", None)
+    a.kv_results = {i for i, d in enumerate(res_attrs.data if res_attrs is not None else ()) if KV_CACHE_ATTR in d.data}
     for op in block.ops:  # a KV cache kept in place: split along its heads (the module docstring)
         if isinstance(op, nn.CacheAppendOp) and op.cache in block.args and op.axis.value.data != 1 and len(_shape(op.cache)) == 4:
             lay = _kv_layout(tp, _shape(op.cache)[1])
