@@ -47,7 +47,8 @@ B · ceil(capacity / N) blocks (capacity: the positions the last step holds) and
 time the sequences cross a block boundary, so after the prompt a sequence's blocks interleave
 with the others'. The pools are the steps' present outputs and the next step's past inputs; the
 table is fed in timing-only runs too (the kernels address by it). The report's `kv_cache` gives
-the layout, block size, blocks used and allocated bytes.
+the layout, block size, blocks used and allocated bytes. Under `tp` > 1 the pools are paged
+after shard-tensor-parallel, each rank's holding its KV heads.
 """
 
 from __future__ import annotations
@@ -120,8 +121,6 @@ class _Model:
             from ascendir.transforms.nn.page_kv_cache import check_block_size
 
             check_block_size(kv_block_size)
-            if tp > 1:
-                raise AscendirError("generate: --kv-block-size with --tp is not supported (the shard pass splits contiguous caches only)")
             if not in_place:
                 raise AscendirError("generate: a paged KV cache is kept in place (cache-append)")
             bad = [c.past for c in self.sig.cache if len(c.shape) != 4 or c.axis != 2]
@@ -152,14 +151,17 @@ class _Model:
         session = Session(echo_notes=False)
         spec = ("cache-append," if self.in_place else "") + f"O{self.opt_level}"
         run_passes(module, parse_pipeline(spec, f"O{self.opt_level}", self.target, None), weights, None, session)
+        tiling = parse_pipeline("choose-tiling", f"O{self.opt_level}", self.target, None).passes
+        page = ()
         if self.kv_block:  # the caches in blocks through a table, the attention's tile searched again
-            from ascendir.driver import PassPipeline
             from ascendir.transforms.nn.page_kv_cache import PageKVCache
 
-            page = PageKVCache(block_size=self.kv_block, blocks=self.kv_blocks, pool=batch * self.kv_blocks,
-                               presents=",".join(f"{c.past}={c.present}" for c in self.sig.cache))
-            tiling = parse_pipeline("choose-tiling", f"O{self.opt_level}", self.target, None).passes
-            run_passes(module, PassPipeline((page, *tiling)), weights, None, session)
+            page = (PageKVCache(block_size=self.kv_block, blocks=self.kv_blocks, pool=batch * self.kv_blocks,
+                                presents=",".join(f"{c.past}={c.present}" for c in self.sig.cache)),)
+        if page and self.tp == 1:  # (under --tp after sharding: each rank pages its KV heads' caches)
+            from ascendir.driver import PassPipeline
+
+            run_passes(module, PassPipeline((*page, *tiling)), weights, None, session)
         if seq == 1:
             self._record_attention(module, past)
         in_place = {n for n, t in zip(io_names(main_func(module), False), main_func(module).function_type.inputs.data)
@@ -170,8 +172,11 @@ class _Model:
             from ascendir.pipelines import after_shard
 
             # the shard pass leaves the attention of each rank's heads outside a region (it reads
-            # them out of the all-gathered cache): put it back into the flash template's region
-            again = parse_pipeline("fuse-attention,choose-tiling", f"O{self.opt_level}", self.target, None).passes
+            # them out of the all-gathered cache): put it back into the flash template's region;
+            # a paged cache is paged then, per rank: its pools hold the rank's KV heads (the
+            # shard pass split the contiguous caches along them), the block table is every rank's
+            fuse = parse_pipeline("fuse-attention", f"O{self.opt_level}", self.target, None).passes
+            again = (*fuse, *page, *tiling)
             _mark_presents(module, {c.present for c in self.sig.cache})  # kept per rank, a prefill's too
             module, stores = lower_tensor_parallel(module, weights, self.tp, self.target, False, session,
                                                    (*again, *after_shard(str(self.opt_level))),
@@ -222,9 +227,9 @@ class _Model:
         for op in module.walk():
             if isinstance(op, nn.AttentionOp):
                 s = shape_of(op)
-                if self.tp > 1:
+                if self.tp > 1:  # (recorded before sharding, and so before a paged cache is paged)
                     hkv = max(1, s.hkv // self.tp)
-                    s = replace(s, hkv=hkv, g=s.hkv * s.g // self.tp // hkv)
+                    s = replace(s, hkv=hkv, g=s.hkv * s.g // self.tp // hkv, block=self.kv_block or s.block)
                 shapes.append(s)
         self.attention = (past, sorted(set(shapes), key=repr))
 
