@@ -22,6 +22,9 @@ where a consumer needs another layout than its operand has:
   the token shard, and the shard is all-gathered (`nn.all_gather`) before the next
   column-parallel matmul. Partial sums add into one partial sum (BERT's word + token-type
   embeddings: one all_reduce); once summed, every later reader reads the summed value;
+* a weight-only quantized matmul (nn.weight_quant_matmul, W8A16 / W4A16 antiquant) is split the
+  same way, its per-group scales and offsets with its weight: by columns, or by rows when each
+  rank's rows are whole groups;
 * a matmul whose output dim does not split over tp (ViT's 10-class head at tp=4), or whose
   split a later op cannot use (a softmax / top-k over it: the MoE router), is replicated;
 * a stack of expert matrices gathered by the router's choices (Mixtral's gate_up / down) splits
@@ -750,6 +753,53 @@ def _matmul(a: _Analysis, op: nn.MatmulOp) -> None:
     a.set_results(op, split(res_dim, a.tp, blocks, parts, origin=op))
 
 
+def _weight_quant_matmul(a: _Analysis, op: nn.WeightQuantMatmulOp) -> None:
+    """Antiquant (W8A16 / W4A16: x [..., K] @ dequantise(w [K, N], scale / offset [K / group, N]))
+    split as `_matmul` splits x @ W: row-parallel when x arrives split along K and each rank's K
+    rows are whole groups (w by rows, scale and offset by groups, or replicated when one group
+    spans K: per-channel scales; a partial sum), else
+    column-parallel (w, scale and offset by columns; x replicated). Replicated when a weight
+    operand is an activation or N does not split."""
+    tp, hint = a.tp, a.hints.get(op, {})
+    quant = [i for i in range(1, len(op.operands))]  # weight, scale, offset: one row per group
+    if not all(a.weight_like(op.operands[i]) for i in quant):
+        return _replicated(a, op)
+    x_rank = len(_shape(op.input))
+    k, n = _shape(op.weight)
+    group = op.group_size.value.data
+    lx = a.of(op, 0)
+    if hint.get("replicate"):
+        if lx.kind != "R":
+            a.unpartial(op, [0])
+            if a.of(op, 0) != R:
+                a.coerce(op, 0, R)
+        a.pin(op)
+        a.set_results(op, R)
+        return
+    # row-parallel: the rank's K rows of w, and of scale / offset its groups (one group over all
+    # of K, per-channel scales: every rank's rows share it, replicated)
+    per_group = [split(0, tp) if i == 1 or op.groups > 1 else R for i in quant]
+    if lx.kind == "S" and lx.dim == x_rank - 1 and lx.blocks == 1 and not lx.parts and k % tp == 0 \
+            and (op.groups == 1 or k % (tp * group) == 0):
+        if all(a.demand(op, i, want) for i, want in zip(quant, per_group)):
+            a.set_results(op, P)
+            return
+    a.unpartial(op, [0])
+    if a.of(op, 0) != R:
+        a.coerce(op, 0, R)
+    blocks, parts = hint.get("blocks", 1), hint.get("parts", 0)
+    if n % (blocks * (parts or tp)):
+        a.notes[op] = f"{_node(op)}: {n} output columns do not split over {tp} devices; replicated"
+        a.pin(op)
+        a.set_results(op, R)
+        return
+    for i in quant:  # column-parallel
+        want = split(1, tp, blocks, parts)
+        if not a.demand(op, i, want):
+            a.coerce(op, i, want)
+    a.set_results(op, split(x_rank - 1, tp, blocks, parts, origin=op))
+
+
 def _matmul_plain(a: _Analysis, op: nn.MatmulOp) -> None:
     """A product of two activations (or two weights): follows its operands' splits."""
     la, lb = a.of(op, 0), a.of(op, 1)
@@ -839,7 +889,7 @@ _RULES: dict[type, Callable] = {
     nn.MatmulOp: _matmul, nn.TransposeOp: _transpose, nn.ReshapeOp: _reshape, nn.SliceOp: _slice,
     nn.ConcatOp: _concat, nn.ExpandOp: _expand, nn.LayerNormOp: _norm, nn.RmsNormOp: _norm,
     nn.SoftmaxOp: _softmax, nn.TopKOp: _topk, nn.GatherOp: _gather, nn.AttentionOp: _attention,
-    nn.CacheAppendOp: _cache_append,
+    nn.CacheAppendOp: _cache_append, nn.WeightQuantMatmulOp: _weight_quant_matmul,
 }
 _BASE_RULES: list[tuple[type, Callable]] = [(nn.ReduceOp, _reduce), (_ELEMENTWISE, _elementwise)]
 
