@@ -256,3 +256,18 @@ def test_tensor_parallel_cache_stays_with_its_heads(tp: int) -> None:
     assert sum(op.name == "nn.all_gather" for op in module.walk()) == 1
     r = generate(DATA / "llama" / "model.onnx", 6, 3, timing_only=True, tp=tp).report
     assert r["kv_cache"]["bytes_final_per_device"] * 2 == r["kv_cache"]["bytes_final"]
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_tensor_parallel_prefill_gathers_only_the_last_logits(tp: int) -> None:
+    """A prefill under --tp returns each rank's KV heads (its presents, marked nn.kv_cache, are
+    not all-gathered: there is no cache argument to append to) and computes the lm_head for the
+    last position only (greedy decoding reads no other): the one all_gather left moves one row
+    of the vocab-parallel logits. Before, each layer all-gathered its new K and V, and the
+    logits of every prompt position were gathered."""
+    m = _Model(DATA / "llama" / "model.onnx", "ascend910b2", "fp32", False, tp=tp, topology="atlas800-a2")
+    vocab = m.vocab_size()
+    r = m.step(2, 40, 0, None).report
+    gathers = [c for c in r["cluster"]["collectives"] if c["kernel"].startswith("all_gather")]
+    assert len(gathers) == 1
+    assert gathers[0]["bytes_sent"] == 2 * 1 * vocab // tp * 4 * (tp - 1)  # batch 2, one row, f32, to tp - 1 peers

@@ -96,9 +96,42 @@ def test_bad_block_size_is_one_line(size: int, why: str) -> None:
                        f"--kv-block-size {size}", why)
 
 
-def test_paged_with_tp_is_refused() -> None:
-    assert_clean_error(run_cli("generate", DATA / "llama" / "model.onnx", "--kv-block-size", 16, "--tp", 2, "--timing-only"),
-                       "--kv-block-size with --tp")
+@pytest.mark.parametrize("name, tp", [("llama", 2), ("qwen2", 2), ("llama", 4)])
+def test_paged_tensor_parallel_equals_onnxruntime_and_one_device(name: str, tp: int) -> None:
+    """--kv-block-size with --tp: each rank pages the caches of its KV heads (pools [blocks,
+    rank's heads, block, head_dim]; at tp 4 over 2 KV heads a head is held by two ranks), one
+    block table for all. Prompt 40, 12 new tokens, batch 2, blocks of 16: tokens equal
+    onnxruntime's and the one-device paged run's, the logits too; a device holds 1 / min(tp,
+    KV heads) of the pools."""
+    model = DATA / name / "model.onnx"
+    prompt = np.random.default_rng(3).integers(0, 200, (2, 40))
+    want_ids, want_logits = _ort_generate(model, prompt, 12)
+    sharded = generate(model, 0, 12, prompt=prompt, kv_block_size=16, tp=tp)
+    one = generate(model, 0, 12, prompt=prompt, kv_block_size=16)
+    np.testing.assert_array_equal(sharded.outputs["generated_ids"], want_ids)
+    np.testing.assert_allclose(sharded.outputs["final_logits"], want_logits, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(sharded.outputs["generated_ids"], one.outputs["generated_ids"])
+    np.testing.assert_allclose(sharded.outputs["final_logits"], one.outputs["final_logits"], rtol=1e-5, atol=1e-6)
+    r = sharded.report
+    assert schema_problem(r) is None and r["tp"] == tp and r["kv_cache"]["layout"] == "paged"
+    assert r["kv_cache"]["bytes_final_per_device"] * min(tp, 2) == r["kv_cache"]["bytes_final"]
+
+
+def test_paged_tensor_parallel_decode_pages_each_ranks_heads() -> None:
+    """Under --tp 2 a paged decode step writes through the table and its pools hold one of the
+    two KV heads; no collective touches the cache (the two all_reduce per layer and the
+    logits' all_gather only)."""
+    m = _Model(DATA / "llama" / "model.onnx", "ascend910b2", "fp32", True, kv_block_size=16, capacity=64, prompt_len=60,
+               tp=2, topology="atlas800-a2")
+    report = m.step(2, 1, 60, None).report
+    names = {k["name"].rsplit("_", 1)[0] for k in report["kernels"]}
+    assert "paged_cache_append" in names and "cache_append" not in names
+    assert {c["kernel"].rsplit("_", 1)[0] for c in report["cluster"]["collectives"]} <= {"all_reduce", "all_gather", "mc2_all_reduce"}
+
+
+def test_paged_bad_block_size_with_tp_is_one_line() -> None:
+    assert_clean_error(run_cli("generate", DATA / "llama" / "model.onnx", "--kv-block-size", 24, "--tp", 2, "--timing-only"),
+                       "--kv-block-size 24", "multiple of 16")
     with pytest.raises(AscendirError, match="multiple of 16"):
         generate(DATA / "llama" / "model.onnx", 4, 2, timing_only=True, kv_block_size=40)
 

@@ -47,7 +47,8 @@ B · ceil(capacity / N) blocks (capacity: the positions the last step holds) and
 time the sequences cross a block boundary, so after the prompt a sequence's blocks interleave
 with the others'. The pools are the steps' present outputs and the next step's past inputs; the
 table is fed in timing-only runs too (the kernels address by it). The report's `kv_cache` gives
-the layout, block size, blocks used and allocated bytes.
+the layout, block size, blocks used and allocated bytes. Under `tp` > 1 the pools are paged
+after shard-tensor-parallel, each rank's holding its KV heads.
 """
 
 from __future__ import annotations
@@ -120,8 +121,6 @@ class _Model:
             from ascendir.transforms.nn.page_kv_cache import check_block_size
 
             check_block_size(kv_block_size)
-            if tp > 1:
-                raise AscendirError("generate: --kv-block-size with --tp is not supported (the shard pass splits contiguous caches only)")
             if not in_place:
                 raise AscendirError("generate: a paged KV cache is kept in place (cache-append)")
             bad = [c.past for c in self.sig.cache if len(c.shape) != 4 or c.axis != 2]
@@ -147,17 +146,22 @@ class _Model:
 
         module, weights = import_onnx(self.path, self.sig.shapes(batch, seq, past), shape_only=self.shape_only, dtype=self.dtype)
         unread = _gathered_tables(module)
+        if seq > 1:
+            _last_logits(module, self.sig.logits)
         session = Session(echo_notes=False)
         spec = ("cache-append," if self.in_place else "") + f"O{self.opt_level}"
         run_passes(module, parse_pipeline(spec, f"O{self.opt_level}", self.target, None), weights, None, session)
+        tiling = parse_pipeline("choose-tiling", f"O{self.opt_level}", self.target, None).passes
+        page = ()
         if self.kv_block:  # the caches in blocks through a table, the attention's tile searched again
-            from ascendir.driver import PassPipeline
             from ascendir.transforms.nn.page_kv_cache import PageKVCache
 
-            page = PageKVCache(block_size=self.kv_block, blocks=self.kv_blocks, pool=batch * self.kv_blocks,
-                               presents=",".join(f"{c.past}={c.present}" for c in self.sig.cache))
-            tiling = parse_pipeline("choose-tiling", f"O{self.opt_level}", self.target, None).passes
-            run_passes(module, PassPipeline((page, *tiling)), weights, None, session)
+            page = (PageKVCache(block_size=self.kv_block, blocks=self.kv_blocks, pool=batch * self.kv_blocks,
+                                presents=",".join(f"{c.past}={c.present}" for c in self.sig.cache)),)
+        if page and self.tp == 1:  # (under --tp after sharding: each rank pages its KV heads' caches)
+            from ascendir.driver import PassPipeline
+
+            run_passes(module, PassPipeline((*page, *tiling)), weights, None, session)
         if seq == 1:
             self._record_attention(module, past)
         in_place = {n for n, t in zip(io_names(main_func(module), False), main_func(module).function_type.inputs.data)
@@ -168,8 +172,12 @@ class _Model:
             from ascendir.pipelines import after_shard
 
             # the shard pass leaves the attention of each rank's heads outside a region (it reads
-            # them out of the all-gathered cache): put it back into the flash template's region
-            again = parse_pipeline("fuse-attention,choose-tiling", f"O{self.opt_level}", self.target, None).passes
+            # them out of the all-gathered cache): put it back into the flash template's region;
+            # a paged cache is paged then, per rank: its pools hold the rank's KV heads (the
+            # shard pass split the contiguous caches along them), the block table is every rank's
+            fuse = parse_pipeline("fuse-attention", f"O{self.opt_level}", self.target, None).passes
+            again = (*fuse, *page, *tiling)
+            _mark_presents(module, {c.present for c in self.sig.cache})  # kept per rank, a prefill's too
             module, stores = lower_tensor_parallel(module, weights, self.tp, self.target, False, session,
                                                    (*again, *after_shard(str(self.opt_level))),
                                                    topology=self.topology.source if self.topology else None)
@@ -219,9 +227,9 @@ class _Model:
         for op in module.walk():
             if isinstance(op, nn.AttentionOp):
                 s = shape_of(op)
-                if self.tp > 1:
+                if self.tp > 1:  # (recorded before sharding, and so before a paged cache is paged)
                     hkv = max(1, s.hkv // self.tp)
-                    s = replace(s, hkv=hkv, g=s.hkv * s.g // self.tp // hkv)
+                    s = replace(s, hkv=hkv, g=s.hkv * s.g // self.tp // hkv, block=self.kv_block or s.block)
                 shapes.append(s)
         self.attention = (past, sorted(set(shapes), key=repr))
 
@@ -302,6 +310,58 @@ def _gathered_tables(module) -> int:
             if uses and all(isinstance(u.operation, nn.GatherOp) and u.index == 0 for u in uses):
                 total += math.prod(op.result.type.get_shape()) * itemsize(op.result.type.element_type)
     return total
+
+
+def _last_logits(module, logits: str) -> None:
+    """Compute @main's result `logits` [batch, seq, vocab] for the last position only
+    ([batch, 1, vocab]): its lm_head matmul reads the last row of its activations (an nn.slice
+    before it). Greedy decoding reads only that row, and serving engines compute no others
+    (vLLM's LogitsProcessor gathers the sampled positions' hidden states before the lm_head), so
+    a prefill of P tokens does not pay P - 1 rows of the vocabulary projection (and, under --tp,
+    their all-gather over the vocab). Left as it is when the result is not a matmul of a
+    [batch, seq, hidden] activation by a weight."""
+    from xdsl.dialects.builtin import FunctionType
+    from xdsl.rewriter import InsertPoint, Rewriter
+
+    from ascendir.dialects import nn
+    from ascendir.dialects.ascend.attrs import TILING_ATTR
+    from ascendir.driver import main_func
+
+    main = main_func(module)
+    names = [d.data["onnx.name"].data if "onnx.name" in d.data else None for d in main.res_attrs.data] if main.res_attrs else []
+    if logits not in names:
+        return
+    ret, i = main.body.block.last_op, names.index(logits)
+    mm = ret.operands[i].owner
+    if not (isinstance(mm, nn.MatmulOp) and isinstance(mm.rhs.owner, nn.WeightOp) and len(nn.shape_of(mm.lhs)) == 3
+            and len(nn.shape_of(mm.rhs)) == 2 and len(list(mm.result.uses)) == 1):
+        return
+    b, s, h = nn.shape_of(mm.lhs)
+    last = nn.SliceOp(mm.lhs, [0, s - 1, 0], [1, 1, 1], [b, 1, h])
+    head = nn.MatmulOp(last.result, mm.rhs, mm.result.type.element_type)
+    for k, v in mm.attributes.items():  # onnx.name: the report names the node
+        if k != TILING_ATTR:
+            head.attributes[k] = v
+    Rewriter.insert_op([last, head], InsertPoint.before(mm))
+    ret.operands = [*ret.operands[:i], head.result, *ret.operands[i + 1:]]
+    Rewriter.erase_op(mm)
+    main.function_type = FunctionType.from_lists(main.function_type.inputs.data, [v.type for v in ret.operands])
+
+
+def _mark_presents(module, presents: set[str]) -> None:
+    """Mark @main's results named in `presents` (the KV caches' present outputs) KV_CACHE_ATTR:
+    shard-tensor-parallel returns them with each rank's KV heads, so a prefill's new K / V (no
+    cache argument to append to) are not all-gathered only for the host to keep one copy."""
+    from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, UnitAttr
+
+    from ascendir.driver import main_func
+    from ascendir.transforms.nn.shard_tensor_parallel import KV_CACHE_ATTR
+
+    main = main_func(module)
+    if main.res_attrs is None:
+        return
+    main.res_attrs = ArrayAttr([DictionaryAttr({**d.data, KV_CACHE_ATTR: UnitAttr()})
+                                if "onnx.name" in d.data and d.data["onnx.name"].data in presents else d for d in main.res_attrs.data])
 
 
 def _rank_heads(cache: np.ndarray, heads: int, tp: int, rank: int) -> np.ndarray:

@@ -22,6 +22,9 @@ where a consumer needs another layout than its operand has:
   the token shard, and the shard is all-gathered (`nn.all_gather`) before the next
   column-parallel matmul. Partial sums add into one partial sum (BERT's word + token-type
   embeddings: one all_reduce); once summed, every later reader reads the summed value;
+* a weight-only quantized matmul (nn.weight_quant_matmul, W8A16 / W4A16 antiquant) is split the
+  same way, its per-group scales and offsets with its weight: by columns, or by rows when each
+  rank's rows are whole groups;
 * a matmul whose output dim does not split over tp (ViT's 10-class head at tp=4), or whose
   split a later op cannot use (a softmax / top-k over it: the MoE router), is replicated;
 * a stack of expert matrices gathered by the router's choices (Mixtral's gate_up / down) splits
@@ -64,8 +67,11 @@ A KV cache kept in place (nn.cache_append of an @main argument, ascendir generat
 its heads: the argument, the append and the present it returns are split along the KV heads
 (dim 1) as the attention reads them (each rank its KV heads, or the one it shares with tp /
 kv_heads - 1 other ranks when there are fewer heads than ranks), so no rank holds or gathers
-the others' cache. Such arguments and results have the rank's types; the caller feeds rank r
-its heads (`rank_slice` of the argument's layout) and keeps the ones it returns.
+the others' cache. So does a result @main marks `nn.kv_cache` (KV_CACHE_ATTR in its result
+attributes: generate's presents, e.g. a prefill's new K / V, returned without a cache argument):
+it is returned with the rank's KV heads, never gathered. Such arguments and results have the
+rank's types; the caller feeds rank r its heads (`rank_slice` of the argument's layout) and
+keeps the ones it returns.
 
 Errors (AscendirError, one line naming the op): heads, KV heads or tokens (sequence parallelism)
 that do not split over `tp` (KV heads an op other than the cache's computes on), a vocabulary (a table of `SMALL_TABLE_BYTES` or more) that does not
@@ -100,6 +106,9 @@ from ascendir.session import Session, session_of
 from ascendir.weights import WeightStore
 
 TILING_ATTR = "ascend.tiling"
+KV_CACHE_ATTR = "nn.kv_cache"
+"""A result attribute of @main: this result is a KV cache [batch, kv_heads, positions, head_dim]
+the caller keeps per rank, so it is returned with the rank's KV heads (module docstring)."""
 SMALL_TABLE_BYTES = 1 << 20
 """An embedding table smaller than this whose rows do not split over tp stays replicated
 (replicating it costs less than the collective; BERT's 2-row token-type table)."""
@@ -249,6 +258,7 @@ class _Analysis:
         self.body: nn.FusedOp | None = None
         self.notes: dict[Operation, str] = _Journaled(self.log)
         self.summed: dict[SSAValue, Layout] = _Journaled(self.log)  # partial values summed so far, and into what
+        self.kv_results: set[int] = set()  # @main's results marked KV_CACHE_ATTR
 
     def rollback(self, length: int) -> None:
         """Undo the writes after the first `length` ones."""
@@ -377,8 +387,10 @@ class _Analysis:
             return
         if isinstance(op, func.ReturnOp):  # results are replicated (all-reduced / all-gathered)
             for i, v in enumerate(op.operands):
-                if not (isinstance(v, OpResult) and isinstance(v.op, nn.CacheAppendOp) and self.lay.get(v, R).kind == "S"):
-                    self.coerce(op, i, R)  # (a KV cache kept in place stays with its heads)
+                if isinstance(v, OpResult) and isinstance(v.op, nn.CacheAppendOp) and self.lay.get(v, R).kind == "S":
+                    continue  # a KV cache kept in place stays with its heads
+                heads = _kv_layout(tp, _shape(v)[1]) if i in self.kv_results and len(_shape(v)) == 4 else None
+                self.coerce(op, i, heads or R)  # a marked KV cache: the rank's heads (a slice, no collective)
             return
         if isinstance(op, nn.YieldOp):
             return
@@ -741,6 +753,53 @@ def _matmul(a: _Analysis, op: nn.MatmulOp) -> None:
     a.set_results(op, split(res_dim, a.tp, blocks, parts, origin=op))
 
 
+def _weight_quant_matmul(a: _Analysis, op: nn.WeightQuantMatmulOp) -> None:
+    """Antiquant (W8A16 / W4A16: x [..., K] @ dequantise(w [K, N], scale / offset [K / group, N]))
+    split as `_matmul` splits x @ W: row-parallel when x arrives split along K and each rank's K
+    rows are whole groups (w by rows, scale and offset by groups, or replicated when one group
+    spans K: per-channel scales; a partial sum), else
+    column-parallel (w, scale and offset by columns; x replicated). Replicated when a weight
+    operand is an activation or N does not split."""
+    tp, hint = a.tp, a.hints.get(op, {})
+    quant = [i for i in range(1, len(op.operands))]  # weight, scale, offset: one row per group
+    if not all(a.weight_like(op.operands[i]) for i in quant):
+        return _replicated(a, op)
+    x_rank = len(_shape(op.input))
+    k, n = _shape(op.weight)
+    group = op.group_size.value.data
+    lx = a.of(op, 0)
+    if hint.get("replicate"):
+        if lx.kind != "R":
+            a.unpartial(op, [0])
+            if a.of(op, 0) != R:
+                a.coerce(op, 0, R)
+        a.pin(op)
+        a.set_results(op, R)
+        return
+    # row-parallel: the rank's K rows of w, and of scale / offset its groups (one group over all
+    # of K, per-channel scales: every rank's rows share it, replicated)
+    per_group = [split(0, tp) if i == 1 or op.groups > 1 else R for i in quant]
+    if lx.kind == "S" and lx.dim == x_rank - 1 and lx.blocks == 1 and not lx.parts and k % tp == 0 \
+            and (op.groups == 1 or k % (tp * group) == 0):
+        if all(a.demand(op, i, want) for i, want in zip(quant, per_group)):
+            a.set_results(op, P)
+            return
+    a.unpartial(op, [0])
+    if a.of(op, 0) != R:
+        a.coerce(op, 0, R)
+    blocks, parts = hint.get("blocks", 1), hint.get("parts", 0)
+    if n % (blocks * (parts or tp)):
+        a.notes[op] = f"{_node(op)}: {n} output columns do not split over {tp} devices; replicated"
+        a.pin(op)
+        a.set_results(op, R)
+        return
+    for i in quant:  # column-parallel
+        want = split(1, tp, blocks, parts)
+        if not a.demand(op, i, want):
+            a.coerce(op, i, want)
+    a.set_results(op, split(x_rank - 1, tp, blocks, parts, origin=op))
+
+
 def _matmul_plain(a: _Analysis, op: nn.MatmulOp) -> None:
     """A product of two activations (or two weights): follows its operands' splits."""
     la, lb = a.of(op, 0), a.of(op, 1)
@@ -830,7 +889,7 @@ _RULES: dict[type, Callable] = {
     nn.MatmulOp: _matmul, nn.TransposeOp: _transpose, nn.ReshapeOp: _reshape, nn.SliceOp: _slice,
     nn.ConcatOp: _concat, nn.ExpandOp: _expand, nn.LayerNormOp: _norm, nn.RmsNormOp: _norm,
     nn.SoftmaxOp: _softmax, nn.TopKOp: _topk, nn.GatherOp: _gather, nn.AttentionOp: _attention,
-    nn.CacheAppendOp: _cache_append,
+    nn.CacheAppendOp: _cache_append, nn.WeightQuantMatmulOp: _weight_quant_matmul,
 }
 _BASE_RULES: list[tuple[type, Callable]] = [(nn.ReduceOp, _reduce), (_ELEMENTWISE, _elementwise)]
 
@@ -1070,6 +1129,8 @@ def _analyse(block: Block, tp: int, sp: bool) -> tuple[_Analysis, int]:
         inline_region(region)
     for arg in block.args:
         a.lay[arg] = R
+    res_attrs = getattr(block.parent_op(), "res_attrs", None)
+    a.kv_results = {i for i, d in enumerate(res_attrs.data if res_attrs is not None else ()) if KV_CACHE_ATTR in d.data}
     for op in block.ops:  # a KV cache kept in place: split along its heads (the module docstring)
         if isinstance(op, nn.CacheAppendOp) and op.cache in block.args and op.axis.value.data != 1 and len(_shape(op.cache)) == 4:
             lay = _kv_layout(tp, _shape(op.cache)[1])
