@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ascendir.costmodel import sequential_get_value_cycles
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.testing import parse
@@ -62,6 +63,8 @@ def test_64_consecutive_int32_cost_4_misses_and_60_hits_per_launch(timing_only):
     ub = _scalar_busy("b", 64, timing_only)
     want = 4 * MISS + 60 * HIT - 64 * ALU
     assert [g - u for g, u in zip(gm, ub)] == [want, want]
+    # the analytic form a template's tile search uses agrees with the simulated reads
+    assert sequential_get_value_cycles(HW, 64, 4, 64) - 64 * ALU == want
 
 
 def test_lines_follow_the_views_gm_offset():

@@ -5,9 +5,9 @@ an `index`, so data can bound loops and offset tiles (a grouped MatMul's group l
     %lo = ascend.get_value %group_list[%e] : memref<9xi64, #ascend<space gm>>
 
 Why its own op rather than `memref.load` + `arith.index_cast`: a read from GM goes through the
-scalar DCache to HBM (its cost is a DCache hit or a GM read latency, not an ALU op), and the value it yields is
-data: the interpreter's steady-state extrapolation and launch memo must know a kernel's control
-flow depends on it, in timing-only runs too.
+scalar DCache to HBM (its cost is a DCache hit or a GM read latency, not an ALU op), and the
+value it yields is data: the interpreter's steady-state extrapolation and launch memo must know
+a kernel's control flow depends on it, in timing-only runs too.
 """
 
 from __future__ import annotations
