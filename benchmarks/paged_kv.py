@@ -8,7 +8,8 @@ Prints per layout (contiguous; blocks of 16, 64, 128 positions): TPOT, the decod
 time (flash_attention + its KV-split combine), the cache write's, and each against the
 contiguous layout. The attention's KV tile is Bc = 128 keys (choose-tiling's pick for this
 shape), so a block of 16 is loaded in 8 DMAs per K and V tile, each after a block-table read
-by the scalar unit (a GM read latency: the DCache is not modelled); 64 in 2, 128 in 1. `--layers`
+by the scalar unit (a GM read latency when it enters a new 64-B line of the table, a scalar-DCache
+hit otherwise); 64 in 2, 128 in 1. `--layers`
 (default 1) is the decoder's depth: every layer is the same, so one shows the per-layer cost.
 """
 

@@ -28,6 +28,7 @@ from ascendir.costmodel.ops import (
     gather_rows,
     mmad,
     mmad_cycles,
+    sequential_get_value_cycles,
     space_unit,
     varange,
     vector,
@@ -38,6 +39,6 @@ from ascendir.costmodel.quantum import QUANTUM, quantise
 
 __all__ = [
     "LEVELS", "CostEnv", "CostFactory", "CostFn", "OpCost", "bandwidth_bound_cycles", "builtin_costs", "copy",
-    "copy_path", "copy_startup", "gather_rows", "mmad", "mmad_cycles", "space_unit", "varange", "vector", "vector_cycles",
-    "vector_rate_class", "QUANTUM", "quantise",
+    "copy_path", "copy_startup", "gather_rows", "mmad", "mmad_cycles", "sequential_get_value_cycles", "space_unit",
+    "varange", "vector", "vector_cycles", "vector_rate_class", "QUANTUM", "quantise",
 ]

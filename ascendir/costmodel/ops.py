@@ -13,7 +13,8 @@ the target's hardware TOML (sources [Sn] in /work/shared/reference/ascend-hardwa
           (per-element part × the passes of element types without native instructions, emulation.py)
 * gather_rows = rows · (startup.mte2 + row_bytes / gm rate), + gm_read_latency.  [S4 head per DMA call]
 * scalar ops (arith, subview, loop control) = startup.scalar_alu on pipe S.  [S5]
-* get_value (a scalar read) = gm_read_latency from GM (a DCache miss), scalar_alu from UB.  [S5]
+* get_value (a scalar read) from GM = dcache_hit_latency on a DCache hit, gm_read_latency on a miss
+          (interpreter/timing/dcache.py says which); from UB scalar_alu.        [S2 S29 DCache, S5]
 
 Bytes are those *written into* each level (l1, l0a, l0b, l0c, ub, bt, fb) plus gm_read / gm_write,
 counted packed: 4-bit types (int4, uint4, float4) take half a byte per element, 2-bit ones a
@@ -310,10 +311,22 @@ def builtin_costs() -> dict[type, CostFactory]:
     return table
 
 
-def get_value_cycles(op: Operation, target: HardwareConfig) -> float:
-    """S-pipe cycles of one `ascend.get_value`: from GM the scalar unit waits for HBM
-    (memory.gm_read_latency, S5 DDR read latency: the DCache is not modelled, every read misses),
-    from UB one scalar ALU op (startup.scalar_alu, S5)."""
+def get_value_cycles(op: Operation, target: HardwareConfig, hit: bool = False) -> float:
+    """S-pipe cycles of one `ascend.get_value`. From GM: a scalar load that hits the scalar
+    DCache (`hit`) costs memory.dcache_hit_latency (S5 scalar LD 6 cycles), a miss waits for HBM
+    (memory.gm_read_latency, S5 DDR read latency); the caller's DCache model
+    (interpreter/timing/dcache.py) says which. From UB: one scalar ALU op (startup.scalar_alu, S5)."""
     if space_of(op.source.type).value == "gm":
-        return float(target.memory.gm_read_latency)
+        return float(target.memory.dcache_hit_latency if hit else target.memory.gm_read_latency)
     return float(target.startup["scalar_alu"])
+
+
+def sequential_get_value_cycles(target: HardwareConfig, reads: float, entry_bytes: int, entries: float) -> float:
+    """Expected S-pipe cycles of `reads` scalar reads from GM that walk a table in order (a paged
+    KV cache's block-table row): `entries` new entries of `entry_bytes` each, every one read at
+    least once. The walk misses the DCache once per line it enters (memory.dcache_line_bytes,
+    S29) and hits on every other read (interpreter/timing/dcache.py): the analytic form of that
+    model for a template's tile search, in cycles (fractional: lines shared by successive calls)."""
+    m = target.memory
+    misses = min(reads, entries * entry_bytes / m.dcache_line_bytes)
+    return misses * m.gm_read_latency + (reads - misses) * m.dcache_hit_latency

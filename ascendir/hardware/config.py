@@ -87,6 +87,10 @@ class MemorySpec:
     l2_hit_latency: int
     l2_miss_latency: int
     l2_model: str  # "tile" (interpreter/l2.py, default), "none" (every read at HBM rate), "hit" (every read hits)
+    # the scalar unit's data cache, one per scalar unit (interpreter/timing/dcache.py)
+    dcache_bytes: int  # bytes per scalar unit
+    dcache_line_bytes: int
+    dcache_hit_latency: int  # cycles of a scalar load that hits
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,9 @@ def _parse(raw: dict[str, Any]) -> HardwareConfig:
             l2_hit_latency=int(mem["l2_hit_latency"]),
             l2_miss_latency=int(mem["l2_miss_latency"]),
             l2_model=str(mem.get("l2_model", "tile")),
+            dcache_bytes=int(mem["dcache_bytes"]),
+            dcache_line_bytes=int(mem["dcache_line_bytes"]),
+            dcache_hit_latency=int(mem["dcache_hit_latency"]),
         ),
         cube=CubeSpec(
             fractal_m=int(cube["fractal_m"]),
@@ -226,6 +233,7 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("memory.hbm_bytes", "posint"), ("memory.hbm_bw_Bps", "pos"), ("memory.gm_read_latency", "nonnegint"),
     ("memory.gm_write_latency", "nonnegint"), ("memory.l2_bytes", "posint"), ("memory.l2_line_bytes", "posint"),
     ("memory.l2_bw_over_hbm", "pos"), ("memory.l2_hit_latency", "nonnegint"), ("memory.l2_miss_latency", "nonnegint"),
+    ("memory.dcache_bytes", "posint"), ("memory.dcache_line_bytes", "posint"), ("memory.dcache_hit_latency", "nonnegint"),
     ("buffers.*", "posint"), ("align.*", "posint"), ("rates.*", "rate"), ("startup.*", "nonnegint"),
     ("cube.fractal_m", "posint"), ("cube.fractal_n", "posint"), ("cube.k_per_cycle.*", "posint"),
     ("cube.mmad_startup", "nonnegint"), ("cube.max_mnk", "posint"),
@@ -246,7 +254,8 @@ _TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "": ("chip", "memory", "buffers", "align", "cube", "rates", "startup", "vector", "sync"),
     "chip": ("name", "arch", "clock_hz", "vector_clock_hz", "num_aic", "num_aiv", "aiv_per_aic", "kernel_launch_cycles"),
     "memory": ("hbm_bytes", "hbm_bw_Bps", "gm_read_latency", "gm_write_latency", "l2_bytes", "l2_line_bytes",
-               "l2_bw_over_hbm", "l2_hit_latency", "l2_miss_latency", "l2_model"),
+               "l2_bw_over_hbm", "l2_hit_latency", "l2_miss_latency", "l2_model", "dcache_bytes", "dcache_line_bytes",
+               "dcache_hit_latency"),
     "buffers": tuple(s for s in _SPACES if s != "gm"),  # bytes per core of each on-chip buffer
     "align": _SPACES,
     "rates": tuple(f"{a}_to_{b}" for a in (*_SPACES, "l2") for b in (*_SPACES, "l2") if a != b or a == "ub"),
@@ -365,7 +374,7 @@ def _inconsistency(raw: dict[str, Any]) -> str | None:
     not a non-empty string (reports and run ids carry it), an arch that is no ChipArch, a cube
     mode or a missing bias table its ChipArch contradicts, a vector core count other than
     num_aic x aiv_per_aic, an alignment that is not a power of two, a cube fractal M or N other
-    than 16, HBM smaller than the L2 that caches it. Runs after the per-key rules, so the numbers
+    than 16, a DCache smaller than its line, HBM smaller than the L2 that caches it. Runs after the per-key rules, so the numbers
     are already positive integers."""
     chip, mem, cube = (raw.get(t) if isinstance(raw.get(t), dict) else {} for t in ("chip", "memory", "cube"))
     name = chip.get("name")
@@ -399,6 +408,9 @@ def _inconsistency(raw: dict[str, Any]) -> str | None:
     if all(k in mem for k in ("hbm_bw_Bps",)) and "clock_hz" in chip and mem["hbm_bw_Bps"] / chip["clock_hz"] < MIN_RATE:
         return (f"memory.hbm_bw_Bps = {mem['hbm_bw_Bps']!r} is {mem['hbm_bw_Bps'] / chip['clock_hz']:.3g} bytes per cycle "
                 f"at chip.clock_hz = {chip['clock_hz']!r}, must be >= {MIN_RATE:g}")
+    if all(k in mem for k in ("dcache_bytes", "dcache_line_bytes")) and mem["dcache_bytes"] < mem["dcache_line_bytes"]:
+        return (f"memory.dcache_bytes = {mem['dcache_bytes']!r}, must be at least memory.dcache_line_bytes = "
+                f"{mem['dcache_line_bytes']!r} (the DCache holds whole lines)")
     if all(k in mem for k in ("hbm_bytes", "l2_bytes")) and mem["hbm_bytes"] < mem["l2_bytes"]:
         return f"memory.hbm_bytes = {mem['hbm_bytes']!r}, must be at least memory.l2_bytes = {mem['l2_bytes']!r} (L2 caches HBM)"
     return None

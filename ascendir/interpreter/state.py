@@ -19,7 +19,7 @@ EXTRAPOLATED = " iterations"  # how the name of a trace slice of iterations not 
 class Frame:
     """Mutable state the closures of one program share."""
 
-    __slots__ = ("values", "gm_tags", "core", "flags", "flow_queues", "acct", "trace", "flows", "block", "flow_ids", "kernel_start", "l2", "l2_pass", "numerics_on", "gm_log", "cost_log", "may_extrapolate", "skipped", "launch_gm_log", "first_writes", "races", "race_set_clocks", "s_clock_decisions", "memos", "hold", "slow_path", "times_held", "shadows")
+    __slots__ = ("values", "gm_tags", "core", "flags", "flow_queues", "acct", "trace", "flows", "block", "flow_ids", "kernel_start", "l2", "l2_pass", "numerics_on", "gm_log", "cost_log", "may_extrapolate", "skipped", "launch_gm_log", "first_writes", "races", "race_set_clocks", "s_clock_decisions", "memos", "hold", "slow_path", "times_held", "shadows", "dcaches")
 
     def __init__(self, nslots: int = 0):
         self.values: list = [None] * nslots
@@ -53,6 +53,8 @@ class Frame:
         self.hold = None  # holds.Holds while a pipe waits for a set later in program order
         self.slow_path = False  # rc or hold is set: tile ops test this one flag (holds.py)
         self.times_held = 0  # times a pipe was held (steady.py loops stop jumping when it changes)
+        # (core index, S slot) -> timing/dcache.ScalarDCache of the running pass (cold per launch)
+        self.dcaches: dict = {}
         self.shadows = None  # wide.GmShadows of the running numerics launch (None: GM reads convert per tile)
 
 

@@ -5,9 +5,9 @@ an `index`, so data can bound loops and offset tiles (a grouped MatMul's group l
     %lo = ascend.get_value %group_list[%e] : memref<9xi64, #ascend<space gm>>
 
 Why its own op rather than `memref.load` + `arith.index_cast`: a read from GM goes through the
-scalar DCache to HBM (its cost is a GM read latency, not an ALU op), and the value it yields is
-data: the interpreter's steady-state extrapolation and launch memo must know a kernel's control
-flow depends on it, in timing-only runs too.
+scalar DCache to HBM (its cost is a DCache hit or a GM read latency, not an ALU op), and the
+value it yields is data: the interpreter's steady-state extrapolation and launch memo must know
+a kernel's control flow depends on it, in timing-only runs too.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ class GetValueOp(IRDLOperation):
     """result = source[indices] as an index (one integer element, i32 or i64).
 
     source: a GM or UB memref of integers, one index operand per dim. Runs on the scalar pipe S
-    (no fixed unit: every core has one). Cost (interpreter): `memory.gm_read_latency` cycles from
-    GM (a scalar DCache miss reads HBM; S5 DDR read latency), `startup.scalar_alu` from UB.
+    (no fixed unit: every core has one). Cost (interpreter): from GM `memory.dcache_hit_latency`
+    cycles on a hit of the unit's scalar DCache, `memory.gm_read_latency` on a miss (it reads HBM;
+    S5; interpreter/timing/dcache.py), `startup.scalar_alu` from UB.
 
     Raises (verify): a source outside GM / UB, a non-integer element type, an index count that
     differs from the rank."""

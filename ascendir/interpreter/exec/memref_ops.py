@@ -16,6 +16,7 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import subblock
 from ascendir.dtypes import dense_value, packed_nbytes
 from ascendir.errors import AscendirError
+from ascendir.interpreter.timing.dcache import ScalarDCache
 from ascendir.interpreter.timing.l2 import contiguous_strides
 from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.walk import Subview
@@ -290,23 +291,50 @@ class MemrefOps:
 
     def get_value(self, op: ascend.GetValueOp) -> Closure:
         """The element as an int; the S pipe of each unit running the read (a mix kernel's units
-        whose ops use the value, scalar_units.py) waits `get_value_cycles`. It reads data in
-        timing-only runs too: a buffer the host filled with a routing (sim/chip.py `moe_routing`)
-        holds real values there, any other one reads zeros."""
-        R = self.F.values
+        whose ops use the value, scalar_units.py) waits `get_value_cycles`: from GM, a hit or a
+        miss of that unit's DCache (timing/dcache.py, `Frame.dcaches`), whose line is the
+        element's byte offset in its GM buffer (the address tag: the same on the timing-only
+        twin's zero views). It reads data in timing-only runs too: a buffer the host filled with
+        a routing (sim/chip.py `moe_routing`) holds real values there, any other one reads zeros."""
+        R, A = self.F.values, self.F.gm_tags
         src = self.slot(op.source)
         idx = [self.slot(v) for v in op.indices]
         out = self.slot(op.result)
         if self.k is None:
             raise AscendirError("ascend.get_value in the host function: it runs inside ascend.kernel only")
         F = self.F
-        cyc = quantise(get_value_cycles(op, self.k.env.target))
+        target = self.k.env.target
         s_ids = self.k.s_ids(op)
+        if ascend.space_of(op.source.type).value != "gm":
+            cyc = quantise(get_value_cycles(op, target))
+
+            def run() -> None:
+                R[out] = int(R[src][tuple(R[i] for i in idx)])
+                c = F.core
+                for s in s_ids:
+                    c.free[s] += cyc
+                    c.busy[s] += cyc
+
+            return run
+        hit_cyc, miss_cyc = quantise(get_value_cycles(op, target, hit=True)), quantise(get_value_cycles(op, target))
+        line_bytes = target.memory.dcache_line_bytes
+        nlines = target.memory.dcache_bytes // line_bytes
+        itemsize = np_dtype(op.source.type).itemsize
 
         def run() -> None:
-            R[out] = int(R[src][tuple(R[i] for i in idx)])
+            ix = tuple(R[i] for i in idx)
+            R[out] = int(R[src][ix])
+            tag = A[src]
+            # without an address tag (a kernel run alone, tags unknown): the operand's own layout
+            root, off, st = tag if tag is not None else (("untagged", src), 0, contiguous_strides(R[src].shape))
+            line = (root, (off + sum(i * k for i, k in zip(ix, st))) * itemsize // line_bytes)
             c = F.core
+            caches = F.dcaches
             for s in s_ids:
+                dc = caches.get((c.index, s))
+                if dc is None:
+                    dc = caches[(c.index, s)] = ScalarDCache(nlines)
+                cyc = hit_cyc if dc.read(line) else miss_cyc
                 c.free[s] += cyc
                 c.busy[s] += cyc
 

@@ -332,6 +332,7 @@ class KernelProgram:
         cores = [CoreState(i, nslots) for i in range(min(self.block_dim, self.ncores))]
         F.acct = [0.0] * ACCT_SIZE
         F.skipped = 0
+        F.dcaches = {}  # every launch (and pass) starts with cold scalar DCaches (timing/dcache.py)
         body = self.body
         for stored in F.memos:  # stored loop executions are per pass: a launch's report depends on it alone
             stored.table.clear()

@@ -5,15 +5,15 @@
 // A decode step (past 40 positions, one new row) with its cache paged in blocks of 16: the past
 // arguments become pools [3 blocks, 2 KV heads, 16, 16], a block table [1, 3] (i32) is added, the
 // appends write through it, and the attention region reads nn.paged_kv views of the pools inside
-// itself. The KV tile holds whole blocks: Bc 16 (one block; the tile search's pick) with blocks
-// of 16, Bc 32 with 32.
+// itself. The KV tile holds whole blocks: Bc 48 (all three blocks of 16, the tile search's pick:
+// after the first, the table reads hit the scalar DCache), Bc 32 with blocks of 32.
 // CHECK-LABEL: func.func @main(%q: tensor<1x4x1x16xf32>, %pk: tensor<3x2x16x16xf32>, %pv: tensor<3x2x16x16xf32>, %nk: tensor<1x2x1x16xf32>, %nv: tensor<1x2x1x16xf32>, %0: tensor<1x3xi32> {onnx.name = "block_table", ascend.address_data = "kv block table"}) -> (tensor<1x4x1x16xf32>, tensor<3x2x16x16xf32>, tensor<3x2x16x16xf32>)
 // CHECK-NEXT:    %k = nn.paged_cache_append %pk, %nk, %0 {offset = 40 : i64}
 // CHECK-NEXT:    %v = nn.paged_cache_append %pv, %nv, %0 {offset = 40 : i64}
 // CHECK-NEXT:    %o = nn.fused(%q, %k, %v, %0) {kind = #nn.fused_kind<flash_attention>}
 // CHECK:           nn.paged_kv %{{.*}}, %{{.*}} {length = 41 : i64} : (tensor<3x2x16x16xf32>, tensor<1x3xi32>) -> tensor<1x2x41x16xf32>
 // CHECK:           nn.paged_kv
-// CHECK:           nn.attention {{.*}}bc = 16
+// CHECK:           nn.attention {{.*}}bc = 48
 // CHECK:         func.return %o, %k, %v : tensor<1x4x1x16xf32>, tensor<3x2x16x16xf32>, tensor<3x2x16x16xf32>
 // B32:           nn.attention {{.*}}bc = 32
 

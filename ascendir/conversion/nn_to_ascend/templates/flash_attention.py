@@ -80,7 +80,7 @@ Paged KV cache (nn.paged_kv inside the region, transforms/nn/page_kv_cache.py; v
 PagedAttention, CANN IncreFlashAttention's blockTable / blockSize): K and V are pools [blocks,
 Hkv, block_size, D] and a block table [B, max_blocks] (i32) maps a sequence's logical block to a
 pool block. Each KV tile is gathered through the table while streaming: per block of the tile
-the scalar unit reads the table entry (`ascend.get_value`, a GM read latency [S5]) and one DMA
+the scalar unit reads the table entry (`ascend.get_value`, through its DCache) and one DMA
 loads that block's rows of the item's K/V head (contiguous in BNBD), into the tile's rows at
 the block's place; the L2 prefetch of the AIVs reads the same blocks. So a KV tile holds whole
 blocks (Bc a multiple of block_size) or lies inside one (block_size a multiple of Bc), the
@@ -142,7 +142,7 @@ from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder
 from ascendir.hardware.align import aligned_bytes
 from ascendir.conversion.nn_to_ascend.templates.matmul import _by_parity
 from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, TilingAttr, attention_attr, attention_fields
-from ascendir.costmodel import mmad_cycles, vector_cycles
+from ascendir.costmodel import mmad_cycles, sequential_get_value_cycles, vector_cycles
 from ascendir.dialects.ascend import FLAG_UNITS_ATTR, FlagUnitsAttr
 
 # What nn.attention's causal step writes (the lowest finite float of the fp32 compute type).
@@ -632,7 +632,8 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     if block:  # paged: a DMA start-up more per further block of K and V, a table read per block
         pieces = max(1, bc // block)
         pipes[2] += 2 * (pieces - 1) * st["mte2_nd2nz"]
-        pipes.append(2 * pieces * target.memory.gm_read_latency)  # the scalar pipe (costmodel get_value_cycles)
+        # the scalar pipe: the K and V loads each read the tile's `pieces` i32 table entries
+        pipes.append(sequential_get_value_cycles(target, 2 * pieces, 4, pieces))
     per_block = max(*pipes, vec)
     # an item's first block runs through the stages one after another (nothing yet to overlap
     # with): the pipeline fill, which short causal items (few blocks) pay most

@@ -41,7 +41,7 @@ with each weight chunk ([bm, kl1], a few KiB at decode; keeping x [bm, K] in L1 
 of a row tile was tried: its reload waits for the last chunk of the row tile to clear MTE1, and
 the smaller weight chunks it leaves room for cost more than the x loads it saves). Approximations:
 every group's tiles the same (bm, bn, bk, kl1), bm sized for twice the mean group (`row_tile`);
-every group-list entry read from GM (no DCache hits).
+the group list is read from GM by the scalar unit (through its DCache: one line holds 8 i64 entries).
 """
 
 from __future__ import annotations
