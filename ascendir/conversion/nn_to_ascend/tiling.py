@@ -576,11 +576,12 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     # its first read latency and the drain after its last load (that chunk's mmads and the
     # tile's way out), not a second copy of the load (which charged a core of one or two items
     # up to twice its MTE2 time: bert_small's ffn_down, issue 17's closing note).
-    # On that stream each L1 step's hand-off flag also waits for its loads' read latency
-    # (timeline.py set_flag), once per step: deeper chunks pay it fewer times.
+    # On that stream each L1 step's hand-off flag waits for its loads' read latency (timeline.py
+    # set_flag): the L2 hit latency for the bytes that hit, the DDR one for the rest [S5].
     rest = item_cycles(ha, hb, mte2_bound=False)[0]
     drain = (mmad / max(n_l1, 1) + cube - mmad) if n_l1 else 0.0
-    lat = env.gm_latency("gm", "l1", False)
+    h = (a_bytes * ha + b_bytes * (pf_share + (1 - pf_share) * hb)) / max(a_bytes + b_bytes, 1)
+    lat = h * env.gm_latency("gm", "l1", True) + (1 - h) * env.gm_latency("gm", "l1", False)
     core = max(per_core * rest + fill, per_core * (mte2 + n_l1 * lat) + (drain if n_l1 else 0.0))
     core += env.gm_latency("l0c", "gm")
     if aiv0:  # the first item does not wait for a vector stage, the last one's follows the cube
