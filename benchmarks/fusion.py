@@ -4,7 +4,9 @@ of cube peak for -O0, each fusion pass alone and -O2, at prefill (512 tokens) an
 attending to a 512-token context given as K/V inputs); then causal attention alone at
 1k/4k/8k/16k tokens, naive (decompose-attention: scores and probabilities through GM) vs
 FlashAttention (fuse-attention), and a decode step (1 query over the same context lengths);
-then the nn.fused regions -O2 finds in every corpus model (tests/data and /work/corpus), by kind.
+then per kernel of both -O2 layers its cycles against its own floor and the pipe it waits on
+(`kernel_table`); then the nn.fused regions -O2 finds in every corpus model (tests/data and
+/work/corpus), by kind.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/fusion.py [--target ascend910b2] [--quick]
         [--seqs 1024,4096,8192,16384] [--attention-only] [--corpus-only]
@@ -158,6 +160,37 @@ def measure(text: str, pipeline: str, hw) -> dict:
     }
 
 
+def measure_kernels(text: str, hw) -> dict:
+    """The -O2 timing-only report of `text` (its `kernels` list is what kernel_table prints)."""
+    module = Parser(make_context(), "builtin.module {" + text + "\n}").parse_module()
+    weights = WeightStore()
+    run_passes(module, parse_pipeline("O2", "O0"))
+    lower(module, weights, hw.name)
+    return simulate(module, weights, {}, hw, timing_only=True).report
+
+
+def kernel_table(name: str, rep: dict, hw) -> None:
+    """Per kernel of one layer's report: cycles, share of the layer, its own floor max(flops
+    executed / cube peak, HBM bytes / HBM bandwidth) with HBM bytes = GM reads not served by L2
+    + GM writes (the kernel's own traffic; the layer's roofline counts must-move bytes once),
+    cycles over that floor, and what it waits on: its busiest pipe (unit.pipe, busy cycles per
+    core over the kernel's cycles) and the cube's (M) share."""
+    total = rep["total_cycles"]
+    peak, hbm = hw.peak_flops_per_cycle("f16"), hw.hbm_bytes_per_cycle
+    print(f"\n{name}: {total:,.0f} cycles by kernel (-O2)")
+    print(f"  {'kernel':<22} {'cores':<8} {'cycles':>10} {'share':>6} {'floor':>10} {'x floor':>8}  busiest pipe     cube (M)")
+    for k in rep["kernels"]:
+        b = k["bytes"]
+        floor = max(k["flops"] / peak, (b.get("gm_read", 0) - b.get("l2_hit", 0) + b.get("gm_write", 0)) / hbm)
+        busy = k.get("pipe_busy_by_unit") or k["pipe_busy"]
+        per = {p: v / max(k["cores_used"], 1) / k["cycles"] for p, v in busy.items() if not p.endswith("S")}
+        top = max(per, key=per.get) if per else "-"
+        cube = per.get("aic.M", per.get("M", 0.0))
+        print(f"  {k['name']:<22} {k['core_type']:<4}x{k['block_dim']:<3} {k['cycles']:>10,.0f} {100 * k['cycles'] / total:5.1f}% "
+              f"{floor:>10,.0f} {k['cycles'] / floor if floor else 0:>7.2f}x  {top:<9} {100 * per.get(top, 0):4.0f}%  {100 * cube:5.0f}%",
+              flush=True)
+
+
 def row(label: str, r: dict, base: dict | None = None) -> str:
     speed = f"{base['cycles'] / r['cycles']:.2f}x" if base else "1.00x"
     saved = (base["gm"] - r["gm"]) / 2**20 if base else 0.0
@@ -236,6 +269,9 @@ def main() -> None:
             print(row(label, r, base), flush=True)
     if args.quick:
         return
+    if not args.attention_only:
+        for title, text in (("layer prefill 512", layer_ir(512, 512)), ("layer decode 1 (ctx 512)", layer_ir(1, 512))):
+            kernel_table(title, measure_kernels(text, hw), hw)
     print(f"\nattention alone (32 heads x 128, f16) on {hw.name}: naive = decompose-attention (O0), "
           "flash = fuse-attention\n"
           "| shape | naive cycles | naive GM MiB r+w | naive peak GM MiB | flash cycles | flash GM MiB r+w | "

@@ -145,27 +145,10 @@ def efficiency_table(hw) -> None:
 
 
 def layer_kernels(name: str, text: str, hw) -> None:
-    """The per-kernel table of one layer at -O2 (see the module docstring)."""
-    from xdsl.parser import Parser
+    """The per-kernel table of one layer at -O2 (fusion.kernel_table)."""
+    from fusion import kernel_table, measure_kernels
 
-    from ascendir.driver import lower, parse_pipeline, run_passes
-    from ascendir.session import make_context
-    from ascendir.weights import WeightStore
-
-    module = Parser(make_context(), "builtin.module {" + text + "\n}").parse_module()
-    weights = WeightStore()
-    run_passes(module, parse_pipeline("O2", "O0"))
-    lower(module, weights, hw.name)
-    rep = simulate(module, weights, {}, hw, timing_only=True).report
-    total = rep["total_cycles"]
-    peak, hbm = hw.peak_flops_per_cycle("f16"), hw.hbm_bytes_per_cycle
-    print(f"\n{name}: {total:,.0f} cycles by kernel (-O2)")
-    print(f"  {'kernel':<22} {'cores':<8} {'cycles':>10} {'share':>6} {'floor':>10} {'x floor':>8}")
-    for k in rep["kernels"]:
-        b = k["bytes"]
-        floor = max(k["flops"] / peak, (b.get("gm_read", 0) - b.get("l2_hit", 0) + b.get("gm_write", 0)) / hbm)
-        print(f"  {k['name']:<22} {k['core_type']:<4}x{k['block_dim']:<3} {k['cycles']:>10,.0f} {100 * k['cycles'] / total:5.1f}% "
-              f"{floor:>10,.0f} {k['cycles'] / floor if floor else 0:>7.2f}x", flush=True)
+    kernel_table(name, measure_kernels(text, hw), hw)
 
 
 def _passes_ping_pong(n: int, k: int, hw):

@@ -107,7 +107,7 @@ def test_diff_shows_kernels_and_pipes_that_changed(tmp_path: Path) -> None:
     r = run_cli("report", "--diff", a, b)
     assert r.exit_code == 0, r.output
     assert "pipeline" in r.output and "totals (B vs A)" in r.output
-    assert "kernels that changed" in r.output and "ffn_fused_0" in r.output and "new" in r.output
+    assert "kernels that changed" in r.output and "ffn_up_0" in r.output and "new" in r.output  # mlp_small: two-kernel FFN
     assert "pipe busy cycles" in r.output and "MTE2" in r.output
     total = f"{ra['total_cycles']:,.0f}"
     assert total in r.output

@@ -472,8 +472,11 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     With column halves (`fixpipe_halves`) the first and last L1 chunk run half-width mmads (one
     more mmad start-up per L0 step) and FixPipe hides behind two half chunks of them: M + FIX
     becomes M' + max(0, FIX - 2·(half-width mmads of one chunk)).
-    A core runs ceil(items / block_dim) items after a fill (one load + its GM latency). The
-    kernel is max(core, bandwidth floor) + launch head; split-K adds a vector reduction kernel.
+    A core runs ceil(items / block_dim) items after a fill (one load + its GM latency), or, where
+    MTE2 binds, its MTE2 stream (each L1 step's read latency included: its hand-off flag waits
+    for the loads) and the drain after the last load (that chunk's mmads, the tile's way out),
+    whichever is longer: the fill is not charged twice. The kernel is max(core, bandwidth floor)
+    + launch head; split-K adds a vector reduction kernel.
 
     With `t.prefetch` (templates/matmul.py `_Prefetch`) the group's two AIVs read every B chunk
     GM -> UB before the AIC loads it, so the AIC's B reads all hit L2; the AIVs take turns (chunk
@@ -483,18 +486,21 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     in the GM traffic and the bandwidth floor.
 
     An ffn_up problem (`p.ffn_up` accumulators, `t.n` = their nacc·bn columns side by side) is
-    scored as templates/ffn_up.py runs it: per L1 step one x and nacc weight loads, per L0 step
-    nacc mmads of [m, n / nacc]; the accumulators leave as fp32 (910B: FixPipe into the core's
-    workspace, then AIV 0 reads them back, applies act_mul_cycles and stores the h tile, beside
-    the next tile's K loop: item = max(..., AIV 0); 910A: L0C -> UB, the vector work and the
-    store follow M). Its `t.prefetch` is ffn_up's own (ffn_up.prefetches): AIV 1 alone reads the
-    Wg chunk (1 / nacc of each B chunk), the AIC reads Wu itself.
+    scored as templates/ffn_up.py runs it: per L1 step one x and nacc weight loads into one
+    [k, n] L1 tile, per L0 step one A and one B copy and one mmad of [m, n]; the accumulator
+    leaves as fp32 in one FixPipe copy (910B: into the core's workspace, then AIV 0 reads it
+    back, applies act_mul_cycles and stores the h tile, beside the next tile's K loop: item =
+    max(..., AIV 0); 910A: L0C -> UB, the vector work and the store follow M). Its `t.prefetch`
+    is ffn_up's own (ffn_up.prefetches): AIV 1 reads the Wg chunk and, gated, AIV 0 the Wu
+    chunk (each 1 / nacc of each B chunk, at once on their own paths; AIV 0 after its
+    epilogue), so the AIC's weight reads all hit L2.
     """
     es, dt = p.es, p.dtype
     prefetch = bool(t.prefetch)
     nacc = max(1, p.ffn_up)
-    pf_share = 1 / nacc if prefetch else 0.0  # of each B chunk, the part the AIVs read first
-    pf_aivs = (1 if p.ffn_up else prefetch_aivs(p, target)) if prefetch else 1
+    # ffn_up: each weight on its own AIV (AIV 1 Wg, AIV 0 Wu), 1 / nacc of every B chunk each
+    pf_aivs = (nacc if p.ffn_up else prefetch_aivs(p, target)) if prefetch else 1
+    pf_share = (1 if p.ffn_up else 1 / nacc) if prefetch else 0.0  # of each B chunk, the part the AIVs read first
     mm_, nn_ = min(t.m, p.m), min(t.n, p.n)  # valid rows / columns of a tile (copy bytes use them)
     tm, tn = -(-p.m // t.m), -(-p.n // t.n)
     ks = -(-p.k // t.split_k)
@@ -510,14 +516,14 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     n_l1 = math.ceil(k_item / t.k_l1)
     kc = min(t.k_l1, p.k)
     st = target.startup
-    mmad = n_l0 * nacc * mmad_cycles(target, dt, t.m, t.n // nacc, t.k)
-    mte1 = n_l0 * ((1 + nacc) * st["mte1"] + t.m * t.k * es / target.rate("l1", "l0a") + t.k * t.n * es / target.rate("l1", "l0b"))
+    mmad = n_l0 * mmad_cycles(target, dt, t.m, t.n, t.k)
+    mte1 = n_l0 * (2 * st["mte1"] + t.m * t.k * es / target.rate("l1", "l0a") + t.k * t.n * es / target.rate("l1", "l0b"))
     a_bytes = mm_ * kc * es  # per L1 load
     b_bytes = kc * nn_ * es
     out_bytes = 4 if splits > 1 or p.ffn_up else p.out_bytes
     aiv0 = 0.0  # ffn_up's vector stage per item on AIV 0 (split cores)
     if target.arch.fixpipe:
-        fix = nacc * copy_startup(target, Pipe.FIX, None) + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm")
+        fix = copy_startup(target, Pipe.FIX, None) + mm_ * nn_ * out_bytes / env.gm_rate(target.rate("l0c", "gm"), "l0c", "gm")
         if p.ffn_up:  # AIV 0: the accumulators back from the workspace (L2), act·mul, the h tile out
             aiv0 = (nacc * copy_startup(target, Pipe.MTE2, None) + mm_ * nn_ * 4 / env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
                     + env.gm_latency("gm", "ub", True) + act_mul_cycles(target, p.act or "vsilu", nacc, t.m * t.n // nacc, bool(p.bias_bytes))
@@ -539,7 +545,10 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     def aiv_cycles(hb: float) -> float:
         """One item's prefetch on the prefetching AIVs (two take alternate chunks; one takes all)."""
         lat = hb * env.gm_latency("gm", "ub", True) + (1 - hb) * env.gm_latency("gm", "ub", False)
-        return n_l1 * (mte2_head + pf_share * b_bytes * (hb / u_hit + (1 - hb) / u_miss) + lat) / pf_aivs
+        read = pf_share * b_bytes * (hb / u_hit + (1 - hb) / u_miss)
+        if p.ffn_up:  # every AIV every chunk, its own weight's 1 / pf_aivs of it
+            return n_l1 * (mte2_head + read / pf_aivs + lat)
+        return n_l1 * (mte2_head + read + lat) / pf_aivs
 
     if not p.ffn_up and fixpipe_halves(target, dt, t, splits, [p.n], p.k, out_bytes, p.bias_bytes > 0, -(-items // bd)):
         half, whole = mmad_cycles(target, dt, t.m, t.n // 2, t.k), mmad_cycles(target, dt, t.m, t.n, t.k)
@@ -549,11 +558,14 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     else:
         cube = mmad + fix
 
-    def item_cycles(ha: float, hb: float, vector: bool = True) -> tuple[float, float]:
+    def item_cycles(ha: float, hb: float, vector: bool = True, mte2_bound: bool = True) -> tuple[float, float]:
         # the prefetched part of B hits L2; the AIC reads the rest as any re-read (hb)
         b_time = pf_share / r_hit + (1 - pf_share) * (hb / r_hit + (1 - hb) / r_miss)
         mte2 = n_l1 * (nd2nz + nacc * b_head + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * b_time)
-        return max(mte2, mte1, cube, aiv_cycles(hb) if prefetch else 0.0, aiv0 if vector else 0.0), mte2
+        pf = aiv_cycles(hb) if prefetch else 0.0
+        # ffn_up's AIV 0 prefetches Wu beside its epilogue (gated): both on its MTE2, one after the other
+        v0 = (aiv0 + (pf if p.ffn_up and pf_aivs == 2 else 0.0)) if vector else 0.0
+        return max(mte2 if mte2_bound else 0.0, mte1, cube, pf, v0), mte2
 
     # L2 (interpreter/l2.py): a re-read hits when the previous read of the same tile is at most
     # `window` cycles back. Items run in waves of bd; with swizzle s the A panel of a row is
@@ -570,17 +582,33 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     reads_b = tm
     hit_a = (reads_a - 1) if hits(s) else 0
     groups = -(-tm // s)
-    hit_b = (reads_b - groups) + ((groups - 1) if hits(s * tn) else 0)
+    # ffn_up's AIVs read each B chunk ahead of the AIC, at least one wave (AIV 0: the next
+    # tile's Wu before this tile's epilogue), which shortens the re-read distance by as much
+    lead = bd if p.ffn_up and prefetch else 0
+    hit_b = (reads_b - groups) + ((groups - 1) if hits(s * tn - lead) else 0)
     ha = hit_a / reads_a
     hb = hit_b / reads_b
     t_item, mte2 = item_cycles(ha, hb)
     per_core = -(-items // bd)
     if prefetch:  # the first B chunk comes through an AIV, then the AIC reads it from L2
         fill = n_l1 and (nd2nz + nacc * b_head + a_bytes / r_miss + b_bytes * (pf_share / r_hit + (1 - pf_share) / r_miss)
-                         + env.gm_latency("gm", "l1", False) + mte2_head + pf_share * b_bytes / u_miss + env.gm_latency("gm", "ub", False))
+                         + env.gm_latency("gm", "l1", False) + mte2_head + pf_share * b_bytes / (pf_aivs if p.ffn_up else 1) / u_miss
+                         + env.gm_latency("gm", "ub", False))
     else:
         fill = n_l1 and (nd2nz + nacc * b_head + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
-    core = per_core * t_item + fill + env.gm_latency("l0c", "gm")
+    # The fill is the first L1 load before the cube starts. Where MTE2 binds, that load is the
+    # first of the MTE2 stream (per_core · mte2 already holds it): the core is then the stream,
+    # its first read latency and the drain after its last load (that chunk's mmads and the
+    # tile's way out), not a second copy of the load (which charged a core of one or two items
+    # up to twice its MTE2 time: bert_small's ffn_down, issue 17's closing note).
+    # On that stream each L1 step's hand-off flag waits for its loads' read latency (timeline.py
+    # set_flag): the L2 hit latency for the bytes that hit, the DDR one for the rest [S5].
+    rest = item_cycles(ha, hb, mte2_bound=False)[0]
+    drain = (mmad / max(n_l1, 1) + cube - mmad) if n_l1 else 0.0
+    h = (a_bytes * ha + b_bytes * (pf_share + (1 - pf_share) * hb)) / max(a_bytes + b_bytes, 1)
+    lat = h * env.gm_latency("gm", "l1", True) + (1 - h) * env.gm_latency("gm", "l1", False)
+    core = max(per_core * rest + fill, per_core * (mte2 + n_l1 * lat) + (drain if n_l1 else 0.0))
+    core += env.gm_latency("l0c", "gm")
     if aiv0:  # the first item does not wait for a vector stage, the last one's follows the cube
         core += aiv0 - (t_item - item_cycles(ha, hb, vector=False)[0])
     gm_read = items * n_l1 * (a_bytes + b_bytes)
@@ -592,7 +620,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     gm_write = p.batch * tm * tn * splits * mm_ * nn_ * (es / nacc if p.ffn_up else out_bytes)
     floor = bandwidth_bound_cycles(gm_read, gm_write, target, l2_hit)
     body = max(core, floor)
-    parts = {"prefetch": float(prefetch), "b_regroup_misses": float(groups > 1 and not hits(s * tn)), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,
+    parts = {"prefetch": float(prefetch), "b_regroup_misses": float(groups > 1 and not hits(s * tn - lead)), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,
              "block_dim": bd, "items_per_core": per_core, "l2_hit_rate": l2_hit / gm_read if gm_read else 0.0}
     total = body + target.kernel_launch_cycles
     if splits > 1:

@@ -3,41 +3,53 @@ h [m, n] = act(x·Wg [+ b1]) [* x·Wu], per output tile [bm, bn] of h (tiles blo
 cores).
 
 * AIC: the K loop over H loads each x tile into L1 / L0A once and multiplies it by the Wg and
-  the Wu tile into two L0C accumulators (gate and up share every A load; ping-pong L1 / L0
-  slots as in matmul.py).
+  the Wu tile, loaded side by side into one [k, 2·bn] L1 / L0B tile, into one [bm, 2·bn] L0C
+  accumulator (gate and up share every A load and every mmad; ping-pong L1 / L0 slots as in
+  matmul.py).
 * hand-off to the vector unit: on a split AIC / AIV chip (dav-c220) through FixPipe into a
   per-core GM workspace ([bm, nacc·bn] fp32, in L2) that the AIV reads back (MTE2); on a coupled
   core (dav-c100) L0C -> UB directly on the vector pipe.
 * AIV: [bias,] act [and the product with up] in fp32, cast to the input dtype, stored (MTE3).
 * L2 prefetch (dav-c220, more than one row of tiles re-reading long weight panels, `prefetches`):
-  the group's second AIV, otherwise idle, reads each Wg chunk GM -> UB before the AIC loads
-  it (at most PREFETCH_TILES tiles ahead, each chunk signalled), so the AIC's Wg loads hit L2
-  (110 B/cycle, S1) instead of paying the first read of each panel at its 32 B/cycle DDR path;
-  the AIC reads Wu itself, beside it (two DDR paths at once).
+  the group's AIVs read each weight chunk GM -> UB before the AIC loads it (at most
+  PREFETCH_TILES tiles ahead, each chunk signalled), so the AIC's weight loads hit L2
+  (110 B/cycle, S1) instead of paying the first read of each panel at its 32 B/cycle DDR path:
+  AIV 1, otherwise idle, reads Wg; AIV 0 reads Wu (gated) one tile ahead of its epilogue in
+  program order (the next tile's chunks, then this tile's epilogue), each AIV on its own DDR
+  path. AIV 0's epilogue then runs in row pieces (`epilogue_rows`) so that its UB also holds
+  the prefetch's scratch chunk.
 
 The tile comes from `up_tiling` (or a forced tiling of the region's gate / up matmuls).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import f32
 from xdsl.ir import Attribute, SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
-from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Sync
+from ascendir.conversion.nn_to_ascend.templates.flash_attention import _Q, _Sync
 from ascendir.conversion.nn_to_ascend.templates.elementwise import MIN_SPLIT_BYTES
+from ascendir.conversion.nn_to_ascend.tiling import Problem, Tiling, estimate
 from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity, _mmad, heuristic_tiling
 from ascendir.dialects import ascend
 from ascendir.hardware.align import aligned_bytes
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
+from ascendir.errors import AscendirError
 
 
-def up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc: int, bias: bool) -> tuple[int, int, int, int]:
+def up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc: int, bias: bool,
+              act: str = "vsilu") -> tuple[int, int, int, int]:
     """(bm, bn, bk, kl1) of ffn_up: matmul.heuristic_tiling's tiles, shrunk until `nacc` fp32
     accumulators fit L0C, nacc B slots per ping-pong slot fit L0B and L1, and the vector side
-    ([bm, bn] fp32 per accumulator + the h tile + a bias row) fits UB.
+    ([bm, bn] fp32 per accumulator + the h tile + a bias row) fits UB; the L1 chunk depth kl1 /
+    bk the one tiling.estimate scores fastest (`act`: the activation's vector op, for its cost).
 
     Raises:
         AscendirError: no tile fits."""
@@ -70,13 +82,33 @@ def up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc:
         if bk <= ka:
             raise ctx.error(f"ffn: a {bm}x{bk} tile does not fit L0A/L0B of {t.name}")
         bk = round_up(bk // 2, ka)
-    step = max(1, base.k_l1 // max(base.k, 1))
-    step = min(step, ceil_div(k, bk))
-    while step > 1 and nb * (bm + nacc * bn) * step * bk * es > t.capacity("l1"):
-        step -= 1
     if nb * (bm + nacc * bn) * bk * es > t.capacity("l1"):
         raise ctx.error(f"ffn: tiles do not fit L1 of {t.name}")
-    return bm, bn, bk, step * bk
+    # the L1 depth (K steps per L1 chunk): from the heuristic's up to what L1 holds, the one
+    # tiling.estimate scores fastest (each chunk costs 1 + nacc ND->NZ start-ups, S4: deeper
+    # chunks pay fewer of them; LLaMA-7B prefill ffn_up, 910B2: 4 -> 5, 618,877 -> 610,827 cycles)
+    steps = [d for d in range(1, ceil_div(k, bk) + 1) if nb * (bm + nacc * bn) * d * bk * es <= t.capacity("l1")]
+    first = min(max(1, base.k_l1 // max(base.k, 1)), max(steps))
+    # deeper only while the prefetch decision stays the heuristic depth's (a chunk count below
+    # MIN_PREFETCH_CHUNKS turns it off, which the estimate ranks too well on small FFNs: 160 x
+    # 2048 x 256, kl1 704 without it 16,925 simulated cycles, kl1 256 with it 14,961)
+    pf_first = prefetches(ctx, m, k, bm, bn, first * bk, el, nacc)
+    steps = [d for d in steps if d >= first and prefetches(ctx, m, k, bm, bn, d * bk, el, nacc) == pf_first] or [first]
+    if len(steps) == 1 or not ctx.target.cube.k_per_cycle.get(str(el)):
+        return bm, bn, bk, steps[0] * bk
+    p = Problem(1, m, nacc * n, k, str(el), es, es if bias else 0, True, act=act, ffn_up=nacc)
+
+    def cost(d: int) -> float:
+        pf = prefetches(ctx, m, k, bm, bn, d * bk, el, nacc)
+        if pf and ctx.target.arch.split_cores:
+            try:
+                epilogue_rows(ctx, bm, bn, d * bk, el, nacc, bias, prefetchers(ctx, nacc == 2) == 2)
+            except AscendirError:
+                return math.inf
+        return estimate(p, Tiling(bm, nacc * bn, bk, d, prefetch=int(pf)), t).cycles
+
+    best = min(steps, key=lambda d: (cost(d), d))
+    return bm, bn, bk, best * bk
 
 
 # Tiles AIV 1 may prefetch ahead of the AIC (cross-core flags count up to 16 pending sets, S2
@@ -96,7 +128,34 @@ def prefetches(ctx: LoweringContext, m: int, k: int, bm: int, bn: int, kl1: int,
     MIN_PREFETCH_CHUNKS chunks, and nacc chunks [kl1, bn] in its UB."""
     t = ctx.target
     return (t.arch.split_cores and ceil_div(m, bm) > 1 and ceil_div(k, kl1) >= MIN_PREFETCH_CHUNKS
-            and nacc * aligned_bytes(t, "ub", kl1 * bn * itemsize(el)) <= t.capacity("ub"))
+            and aligned_bytes(t, "ub", kl1 * bn * itemsize(el)) <= t.capacity("ub"))
+
+
+def prefetchers(ctx: LoweringContext, gated: bool) -> int:
+    """AIVs of a group that prefetch ffn_up's weights when `prefetches` holds: AIV 1 reads Wg,
+    and AIV 0 Wu when the FFN is gated (1 or 2; each reads one weight, on its own DDR path)."""
+    return 2 if gated and ctx.target.aiv_per_aic >= 2 else 1
+
+
+def epilogue_rows(ctx: LoweringContext, bm: int, bn: int, kl1: int, el: Attribute, nacc: int, bias: bool,
+                  prefetch: bool) -> int:
+    """Rows of a tile AIV 0 activates per step: all bm when its UB holds the nacc fp32 tiles
+    [bm, bn], the h tile and the bias rows, else (AIV 0 prefetching Wu: its [kl1, bn] scratch
+    chunk is in the same UB) the largest bm / 2^j, a multiple of 16, that fits beside it.
+
+    Raises:
+        AscendirError: not even 16 rows fit."""
+    t, es = ctx.target, itemsize(el)
+    scratch = aligned_bytes(t, "ub", kl1 * bn * es) if prefetch else 0
+    rows = bm
+    while True:
+        need = (nacc * aligned_bytes(t, "ub", rows * bn * 4) + aligned_bytes(t, "ub", rows * bn * es)
+                + (2 * aligned_bytes(t, "ub", bn * 4) if bias else 0) + scratch)
+        if need <= t.capacity("ub"):
+            return rows
+        if rows % 32 or rows <= 16:
+            raise ctx.error(f"ffn: no epilogue piece of a {bm}x{bn} tile fits UB of {t.name} beside the prefetch")
+        rows //= 2
 
 
 def emit_up(ctx: LoweringContext, x: SSAValue, wg: SSAValue, wu: SSAValue | None, b1: SSAValue | None, act: str,
@@ -105,6 +164,23 @@ def emit_up(ctx: LoweringContext, x: SSAValue, wg: SSAValue, wu: SSAValue | None
     element type `el`; `act` a vector op name) with `tiles` = (bm, bn, bk, kl1) from up_tiling;
     returns the GM buffer of h [m, n]."""
     return _UpKernel(ctx, x, wg, wu, b1, act, m, k, n, el, tiles).emit()
+
+
+@dataclass
+class _Prefetcher:
+    """One AIV's L2 prefetch of one weight (`_UpKernel._prefetch_tile`): its UB scratch chunk
+    and flags: `q_pf` AIV -> AIC per chunk "in L2" (raw, no slots: the AIC waits for each),
+    `q_tile` AIC -> AIV per tile "the AIC has loaded a tile" (PREFETCH_TILES slots: the AIV runs
+    at most that many tiles ahead), `q_in` tile granted -> copies and `q_done` copy completed ->
+    signal, within the AIV."""
+
+    sub: int
+    weight: SSAValue
+    ub: SSAValue
+    q_pf: _Q
+    q_tile: _Q
+    q_in: _Q
+    q_done: _Q
 
 
 class _UpKernel:
@@ -122,6 +198,16 @@ class _UpKernel:
         self.block_dim = min(ctx.target.num_aic, self.ntiles)
         self.split_cores = ctx.target.arch.split_cores  # AIC -> AIV through a GM workspace
         self.prefetch = prefetches(ctx, m, k, self.bm, self.bn, self.kl1, el, self.nacc)
+        # AIV 1 prefetches Wg and (gated) AIV 0 Wu: each weight's first read of a panel on its
+        # own AIV DDR path (32 B/cycle each, S1 ddr_read_rate), the AIC's loads all hit L2
+        self.aivs = prefetchers(ctx, self.gated) if self.prefetch else 0
+        self.er = self.bm
+        if self.split_cores:
+            try:
+                self.er = epilogue_rows(ctx, self.bm, self.bn, self.kl1, el, self.nacc, self.biased, self.aivs == 2)
+            except AscendirError:  # no epilogue piece fits beside the Wu chunk: AIV 1's Wg prefetch only
+                self.aivs = min(self.aivs, 1)
+                self.er = epilogue_rows(ctx, self.bm, self.bn, self.kl1, el, self.nacc, self.biased, False)
         args = [x, wg, *([wu] if self.gated else []), *([ctx.view(b1, [1, n])] if b1 is not None else []), self.h]
         if self.split_cores:
             args.append(ctx.buffer([self.block_dim * self.bm, self.nacc * self.bn], f32))
@@ -140,36 +226,44 @@ class _UpKernel:
         self.gh = next(it)
         self.ws = next(it) if self.split_cores else None
         self.weights = [gwg] + ([gwu] if self.gated else [])
-        # AIV 1 prefetches Wg; the AIC streams Wu itself, so two GM read paths (32 B/cycle each,
-        # S1 ddr_read_rate) run at once where a tile's panels are first read (LLaMA-7B prefill-512
-        # ffn_up, 910B2: 737,731 -> 721,601 cycles; with both on AIV 1 its path alone fed the AIC)
-        self.prefetched = self.weights[:1]
         self._buffers()
         self._queues()
+        ahead = [pf for pf in self.pf if pf.sub == 0]  # AIV 0: the next tile, before this one's epilogue
+        for pf in ahead:
+            self._prefetch_tile(pf, kb.block_idx)
         with kb.tiles(self.ntiles) as t:
             (m0, n0), (msz, nsz) = kb.grid(t, [self.m, self.n], [self.bm, self.bn])
-            if self.prefetch:
-                self._prefetch_tile(n0, nsz)
+            for pf in self.pf:
+                if pf.sub == 1:
+                    self._prefetch_tile(pf, t)
             self._accumulate(m0, n0, msz, nsz)
+            if ahead:
+                nxt = kb.add(t, self.block_dim)
+                more = kb.emit(arith.CmpiOp(kb.idx(nxt), kb.idx(self.ntiles), "slt")).results[0]
+                kb.if_else(more, lambda: [self._prefetch_tile(pf, nxt) for pf in ahead], lambda: None)
             if self.split_cores:
-                self._to_vector_through_workspace(n0, nsz)
+                self._epilogue_through_workspace(m0, n0, msz, nsz)
             else:
                 self._to_vector_in_core(n0, nsz)
-            self._activate_and_store(m0, n0, msz, nsz)
+                self._activate_and_store(m0, n0, msz, nsz)
         self.sync.drain()
         ctx.launch(kb.finish(), self.args)
         return self.h
 
     def _buffers(self) -> None:
-        kb, el, bm, bn, bk, kl1, nb = self.kb, self.el, self.bm, self.bn, self.bk, self.kl1, DOUBLE_BUFFER
+        kb, el, bm, bn, bk, kl1, nb, er = self.kb, self.el, self.bm, self.bn, self.bk, self.kl1, DOUBLE_BUFFER, self.er
         L1, L0A, L0B, L0C, UB = MemSpace.L1, MemSpace.L0A, MemSpace.L0B, MemSpace.L0C, MemSpace.UB
         self.l1a = [kb.alloc([bm, kl1], el, L1) for _ in range(nb)]
-        self.l1b = [[kb.alloc([kl1, bn], el, L1) for _ in self.weights] for _ in range(nb)]
+        # the nacc weight tiles side by side ([Wg | Wu] columns, as CANN's FFN takes W1 with
+        # N1 = 2·K2): one L1 -> L0B copy and one mmad of [bm, nacc·bn] per L0 step, one FixPipe
+        # copy per tile
+        w = self.nacc * bn
+        self.l1b = [kb.alloc([kl1, w], el, L1) for _ in range(nb)]
         self.l0a = [kb.alloc([bm, bk], el, L0A) for _ in range(nb)]
-        self.l0b = [[kb.alloc([bk, bn], el, L0B) for _ in self.weights] for _ in range(nb)]
-        self.acc = [kb.alloc([bm, bn], f32, L0C) for _ in self.weights]
-        self.ub_acc = [kb.alloc([bm, bn], f32, UB) for _ in self.weights]
-        self.ub_h = kb.alloc([bm, bn], el, UB)
+        self.l0b = [kb.alloc([bk, w], el, L0B) for _ in range(nb)]
+        self.acc = kb.alloc([bm, w], f32, L0C)
+        self.ub_acc = [kb.alloc([er, bn], f32, UB) for _ in self.weights]
+        self.ub_h = kb.alloc([er, bn], el, UB)
         self.ub_b = self.ub_b32 = None
         if self.gb is not None:
             self.ub_b = kb.alloc([1, bn], elem(self.gb), UB)
@@ -187,16 +281,18 @@ class _UpKernel:
         else:
             self.q_c = s.queue(Pipe.M, Pipe.V, AIC)
         self.q_out = s.queue(Pipe.V, Pipe.MTE3, AIV)
-        if self.prefetch:
-            # AIV 1 -> AIC per weight chunk: "in L2" (raw, one per chunk, no slots: the AIC waits
-            # for each); AIC -> AIV 1 per tile: "the AIC has loaded a tile" (PREFETCH_TILES slots:
-            # AIV 1 runs at most that many tiles ahead)
-            with self.kb.on_subblock(1):
-                self.pf_ub = [self.kb.alloc([self.kl1, self.bn], self.el, MemSpace.UB) for _ in self.prefetched]
-                self.q_pf = s.queue(Pipe.MTE3, Pipe.MTE2, "aiv1->aic")
-                self.q_tile = s.queue(Pipe.MTE3, Pipe.MTE2, "aiv1->aic", PREFETCH_TILES)
-                self.q_pf_in = s.queue(Pipe.MTE3, Pipe.MTE2, "aiv1->aiv1")  # tile granted -> copies
-                self.q_pf_done = s.queue(Pipe.MTE2, Pipe.MTE3, "aiv1->aiv1")  # copy completed
+        self.pf: list[_Prefetcher] = []
+        for sub, w in zip((1, 0), self.weights[: self.aivs]):
+            name = "aiv1" if sub else "aiv"
+            with self.kb.on_subblock(sub):
+                ub = self.kb.alloc([self.kl1, self.bn], self.el, MemSpace.UB)
+                self.pf.append(_Prefetcher(
+                    sub, w, ub,
+                    s.queue(Pipe.MTE3, Pipe.MTE2, f"{name}->aic"),
+                    s.queue(Pipe.MTE3, Pipe.MTE2, f"{name}->aic", PREFETCH_TILES),
+                    s.queue(Pipe.MTE3, Pipe.MTE2, f"{name}->{name}"),
+                    s.queue(Pipe.MTE2, Pipe.MTE3, f"{name}->{name}"),
+                ))
 
     # ------------------------------------------------------------------------------------------
     def _accumulate(self, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
@@ -204,11 +300,11 @@ class _UpKernel:
         kb = self.kb
         self.q_c.acquire()
         with kb.range(0, self.k, self.kl1) as k1:
-            if self.prefetch:  # AIV 1 has brought this chunk of the weights into L2
-                self.q_pf.deque()
+            for pf in self.pf:  # the AIVs have brought this chunk of the weights into L2
+                pf.q_pf.deque()
             _by_parity(kb, k1, self.kl1, DOUBLE_BUFFER, lambda p: self._l1_step(p, k1, m0, n0, msz, nsz))
-        if self.prefetch:
-            self.q_tile.release()
+        for pf in self.pf:
+            pf.q_tile.release()
         self.q_c.enque()
 
     def _l1_step(self, p: int, k1: Index, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
@@ -216,8 +312,8 @@ class _UpKernel:
         ksz = kb.boundary(self.kl1, self.k, k1)
         q.acquire()
         kb.copy(kb.subview(self.gx, [m0, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")
-        for w, dst in zip(self.weights, self.l1b[p]):
-            kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), dst, layout="nd2nz")
+        for i, w in enumerate(self.weights):
+            kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), kb.subview(self.l1b[p], [0, i * self.bn], [self.kl1, self.bn]), layout="nd2nz")
         q.handoff()
         with kb.range(0, ksz, self.bk) as kk:
             _by_parity(kb, kk, self.bk, DOUBLE_BUFFER, lambda s: self._l0_step(p, s, k1, kk))
@@ -227,49 +323,50 @@ class _UpKernel:
         kb, q = self.kb, self.q_l0[s]
         q.acquire()
         kb.copy(kb.subview(self.l1a[p], [0, kk], [self.bm, self.bk]), self.l0a[s])
-        for src, dst in zip(self.l1b[p], self.l0b[s]):
-            kb.copy(kb.subview(src, [kk, 0], [self.bk, self.bn]), dst)
+        kb.copy(kb.subview(self.l1b[p], [kk, 0], [self.bk, self.nacc * self.bn]), self.l0b[s])
         q.handoff()
-        for b, c in zip(self.l0b[s], self.acc):
-            _mmad(kb, self.l0a[s], b, c, kb.add(k1, kk), None)
+        _mmad(kb, self.l0a[s], self.l0b[s], self.acc, kb.add(k1, kk), None)
         q.release()
 
     # ------------------------------------------------------------------------------------------
-    def _prefetch_tile(self, n0: Index, nsz: Index) -> None:
-        """AIV 1, for the tile the AIC is about to load (in the same loop iteration, ahead of it
-        in program order): once the AIC has loaded the tile PREFETCH_TILES back, each weight
-        chunk read GM -> UB (a scratch tile nobody reads: the read leaves it in L2), then handed
-        to the AIC chunk by chunk."""
+    def _prefetch_tile(self, pf: _Prefetcher, t: Index) -> None:
+        """AIV `pf.sub`, for tile `t` (AIV 1: the tile the AIC is about to load, in the same loop
+        iteration; AIV 0: the next one, before this tile's epilogue): once the AIC has loaded the
+        tile PREFETCH_TILES back, each chunk of `pf.weight` read GM -> UB (a scratch tile nobody
+        reads: the read leaves it in L2), then handed to the AIC chunk by chunk."""
         kb = self.kb
-        with kb.on_subblock(1):
-            self.q_tile.acquire()
-            self.q_pf_in.handoff()
+        with kb.on_subblock(pf.sub):
+            (_, n0), (_, nsz) = kb.grid(t, [self.m, self.n], [self.bm, self.bn])
+            pf.q_tile.acquire()
+            pf.q_in.handoff()
             with kb.range(0, self.k, self.kl1) as k1:
                 ksz = kb.boundary(self.kl1, self.k, k1)
-                for w, dst in zip(self.prefetched, self.pf_ub):
-                    kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), dst)
-                self.q_pf_done.handoff()
-                self.q_pf.enque()
+                kb.copy(kb.subview(pf.weight, [k1, n0], [ksz, nsz]), pf.ub)
+                pf.q_done.handoff()
+                pf.q_pf.enque()
 
-    def _to_vector_through_workspace(self, n0: Index, nsz: Index) -> None:
-        """Split cores: FixPipe writes the accumulators to this core's workspace rows; the AIV
-        reads them back (L2) with the bias row."""
-        kb, bm, bn = self.kb, self.bm, self.bn
+    def _epilogue_through_workspace(self, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
+        """Split cores: FixPipe writes the accumulators to this core's workspace rows; AIV 0
+        reads them back (L2) with the bias row, `er` rows at a time, and activates and stores
+        each piece."""
+        kb, bm, bn, er = self.kb, self.bm, self.bn, self.er
         self.q_c.deque()
         row = kb.mul(kb.block_idx, bm)
         self.q_ws.acquire()
-        for i, c in enumerate(self.acc):
-            kb.copy(c, kb.subview(self.ws, [row, i * bn], [bm, bn]), layout="nz2nd")
+        kb.copy(self.acc, kb.subview(self.ws, [row, 0], [bm, self.nacc * bn]), layout="nz2nd")
         self.q_c.release()
         self.q_ws.enque()
         self.q_ws.deque()
-        self.q_in.acquire()
-        for i, u in enumerate(self.ub_acc):
-            kb.copy(kb.subview(self.ws, [row, i * bn], [bm, bn]), u)
-        if self.gb is not None:
-            kb.copy(kb.subview(self.gb, [0, n0], [1, nsz]), self.ub_b)
+        with kb.range(0, msz, er) as r0:
+            self.q_in.acquire()
+            for i, u in enumerate(self.ub_acc):
+                kb.copy(kb.subview(self.ws, [kb.add(row, r0), i * bn], [er, bn]), u)
+            if self.gb is not None:
+                kb.copy(kb.subview(self.gb, [0, n0], [1, nsz]), self.ub_b)
+            self.q_in.handoff()
+            rows = er if isinstance(msz, int) and msz % er == 0 else kb.min(er, kb.sub(msz, r0))
+            self._activate_and_store(kb.add(m0, r0), n0, rows, nsz)
         self.q_ws.release()
-        self.q_in.handoff()
 
     def _to_vector_in_core(self, n0: Index, nsz: Index) -> None:
         """Coupled core: the bias row loads while the cube works; L0C -> UB on the vector pipe."""
@@ -279,8 +376,8 @@ class _UpKernel:
             kb.copy(kb.subview(self.gb, [0, n0], [1, nsz]), self.ub_b)
         self.q_in.handoff()
         self.q_c.deque()
-        for c, u in zip(self.acc, self.ub_acc):
-            kb.copy(c, u)
+        for i, u in enumerate(self.ub_acc):
+            kb.copy(kb.subview(self.acc, [0, i * self.bn], [self.bm, self.bn]), u)
         self.q_c.release()
 
     def _activate_and_store(self, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
