@@ -472,11 +472,8 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     With column halves (`fixpipe_halves`) the first and last L1 chunk run half-width mmads (one
     more mmad start-up per L0 step) and FixPipe hides behind two half chunks of them: M + FIX
     becomes M' + max(0, FIX - 2·(half-width mmads of one chunk)).
-    A core runs ceil(items / block_dim) items after a fill (one load + its GM latency), or, where
-    MTE2 binds, its MTE2 stream (each L1 step's read latency included: its hand-off flag waits
-    for the loads) and the drain after the last load (that chunk's mmads, the tile's way out),
-    whichever is longer: the fill is not charged twice. The kernel is max(core, bandwidth floor)
-    + launch head; split-K adds a vector reduction kernel.
+    A core runs ceil(items / block_dim) items after a fill (one load + its GM latency). The
+    kernel is max(core, bandwidth floor) + launch head; split-K adds a vector reduction kernel.
 
     With `t.prefetch` (templates/matmul.py `_Prefetch`) the group's two AIVs read every B chunk
     GM -> UB before the AIC loads it, so the AIC's B reads all hit L2; the AIVs take turns (chunk
@@ -558,14 +555,14 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     else:
         cube = mmad + fix
 
-    def item_cycles(ha: float, hb: float, vector: bool = True, mte2_bound: bool = True) -> tuple[float, float]:
+    def item_cycles(ha: float, hb: float, vector: bool = True) -> tuple[float, float]:
         # the prefetched part of B hits L2; the AIC reads the rest as any re-read (hb)
         b_time = pf_share / r_hit + (1 - pf_share) * (hb / r_hit + (1 - hb) / r_miss)
         mte2 = n_l1 * (nd2nz + nacc * b_head + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * b_time)
         pf = aiv_cycles(hb) if prefetch else 0.0
         # ffn_up's AIV 0 prefetches Wu beside its epilogue (gated): both on its MTE2, one after the other
         v0 = (aiv0 + (pf if p.ffn_up and pf_aivs == 2 else 0.0)) if vector else 0.0
-        return max(mte2 if mte2_bound else 0.0, mte1, cube, pf, v0), mte2
+        return max(mte2, mte1, cube, pf, v0), mte2
 
     # L2 (interpreter/l2.py): a re-read hits when the previous read of the same tile is at most
     # `window` cycles back. Items run in waves of bd; with swizzle s the A panel of a row is
@@ -596,19 +593,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
                          + env.gm_latency("gm", "ub", False))
     else:
         fill = n_l1 and (nd2nz + nacc * b_head + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
-    # The fill is the first L1 load before the cube starts. Where MTE2 binds, that load is the
-    # first of the MTE2 stream (per_core · mte2 already holds it): the core is then the stream,
-    # its first read latency and the drain after its last load (that chunk's mmads and the
-    # tile's way out), not a second copy of the load (which charged a core of one or two items
-    # up to twice its MTE2 time: bert_small's ffn_down, issue 17's closing note).
-    # On that stream each L1 step's hand-off flag waits for its loads' read latency (timeline.py
-    # set_flag): the L2 hit latency for the bytes that hit, the DDR one for the rest [S5].
-    rest = item_cycles(ha, hb, mte2_bound=False)[0]
-    drain = (mmad / max(n_l1, 1) + cube - mmad) if n_l1 else 0.0
-    h = (a_bytes * ha + b_bytes * (pf_share + (1 - pf_share) * hb)) / max(a_bytes + b_bytes, 1)
-    lat = h * env.gm_latency("gm", "l1", True) + (1 - h) * env.gm_latency("gm", "l1", False)
-    core = max(per_core * rest + fill, per_core * (mte2 + n_l1 * lat) + (drain if n_l1 else 0.0))
-    core += env.gm_latency("l0c", "gm")
+    core = per_core * t_item + fill + env.gm_latency("l0c", "gm")
     if aiv0:  # the first item does not wait for a vector stage, the last one's follows the cube
         core += aiv0 - (t_item - item_cycles(ha, hb, vector=False)[0])
     gm_read = items * n_l1 * (a_bytes + b_bytes)
