@@ -504,9 +504,13 @@ def random_inputs(module: ModuleOp, seed: int = 0, vocab_hints: dict[str, int] |
     are in [0, 2).
 
     Raises:
-        AscendirError: an input indexing a Gather table with no rows (no index is valid).
+        AscendirError: an input indexing a Gather table with no rows (no index is valid); inputs
+            whose arrays and float64 draw exceed the host budget (costmodel/host_memory.py).
     """
+    from ascendir.costmodel.host_memory import check_host_bytes, input_host_bytes
+
     func = main_func(module)
+    check_host_bytes("the random inputs", *input_host_bytes(func, io_names(func, False), random=True))
     rng = np.random.default_rng(seed)
     hints = vocab_hints if vocab_hints is not None else gather_bounds(func)
     out = {}
