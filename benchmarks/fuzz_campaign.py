@@ -68,16 +68,62 @@ def shard_seed(seed: int, name: str, index: int) -> int:
 
 
 def run_shard(name: str, index: int, batch_seed: int, count: int, timeout: float, mem_mb: int, bad_dir: str | None) -> dict:
-    """Run `count` cases of fuzzer `name` drawn under `batch_seed` (on a Dask worker).
+    """Run `count` cases of fuzzer `name` drawn under `batch_seed` (a Dask task): `_shard` in a
+    child forked from the worker, warmed once (harness.warm, fuzz.warm_cases) and single-threaded. A Dask worker's
+    event loop runs beside its tasks (heartbeats every second, whose message sizes dask.sizeof
+    estimates with `random.sample`): it drew from the global `random` while hypothesis drew a
+    case, which hypothesis reported as a strategy using `random` (HypothesisDeprecationWarning,
+    "from case=toml_cases()"). The child has no such thread. Returns what `_shard` returns.
+
+    Raises:
+        RuntimeError: the child died without a result (its status and last words)."""
+    import json
+
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from fuzz import warm_cases
+    from fuzz.harness import ensure_warm
+
+    ensure_warm()
+    warm_cases()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no thread but this one
+        status = 0
+        try:
+            os.close(r)
+            try:
+                data = json.dumps(_shard(name, index, batch_seed, count, timeout, mem_mb, bad_dir))
+            except BaseException as e:  # noqa: BLE001 - the parent raises it
+                data, status = json.dumps({"error": f"{type(e).__name__}: {e}"}), 1
+            with os.fdopen(w, "w") as f:
+                f.write(data)
+        finally:
+            os._exit(status)
+    os.close(w)
+    with os.fdopen(r) as f:
+        data = f.read()
+    _, wstatus = os.waitpid(pid, 0)
+    try:
+        out = json.loads(data)
+    except ValueError:
+        raise RuntimeError(f"fuzz shard {name} {index}: its runner ended with status {wstatus} and no result") from None
+    if "error" in out:
+        raise RuntimeError(f"fuzz shard {name} {index}: {out['error']}")
+    return out
+
+
+def _shard(name: str, index: int, batch_seed: int, count: int, timeout: float, mem_mb: int, bad_dir: str | None) -> dict:
+    """Run `count` cases of fuzzer `name` drawn under `batch_seed`.
 
     Returns {"kinds": {harness kind: count}, "rss": peak RSS MB of any case, "slowest": s,
     "busy": wall s of the shard, "cpu": CPU s of the shard and its case workers, "bad": [[kind,
     signature, message, note, command line]], "reached": how many cases got past the step the
     fuzzer targets (harness.REACHED)}. Bad cases' files are written under `bad_dir`.
     """
-    tests = str(ROOT / "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
     from fuzz import fuzzers
@@ -372,7 +418,7 @@ def main() -> None:
     else:
         # memory_limit 0: the harness caps each case; the nanny must not kill the worker for it
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, memory_limit=0,
-                               dashboard_address=None)
+                               dashboard_address=":0")
         client = Client(cluster)
         workers = args.workers
     try:

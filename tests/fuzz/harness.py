@@ -261,15 +261,21 @@ def _child(case: Case, workdir: Path, stderr_path: Path, mem_mb: int, cpu_s: int
 _warmed: list[bool] = []
 
 
+def ensure_warm() -> None:
+    """`warm` once per process (run_case calls it; a process that forks runners of cases calls it
+    first, so each of them starts warm)."""
+    if not _warmed:
+        warm()
+        _warmed.append(True)
+
+
 def run_case(case: Case, timeout: float = 30.0, mem_mb: int = 2048, root: Path | None = None) -> Outcome:
     """Run `case` in a forked, capped worker (see the module docstring).
 
     `timeout` (s, wall clock) and `mem_mb` (MiB of address space above the parent's, and the peak
     RSS over which a success still counts as `memory`) are the caps.
     """
-    if not _warmed:
-        warm()
-        _warmed.append(True)
+    ensure_warm()
     with tempfile.TemporaryDirectory(prefix="ascendir-fuzz-", dir=root) as d:
         workdir = Path(d)
         for name, content in case.files.items():
