@@ -592,3 +592,13 @@ def test_host_budget_is_the_least_of_the_limits(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(resource, "getrlimit", lambda which: (mapped + 2**30, resource.RLIM_INFINITY))
     budget, source = host_memory.host_budget()
     assert 2**29 < budget <= 2**30 and "ulimit -v" in source
+
+
+def test_split_num_outputs_other_than_its_outputs() -> None:
+    """Split (opset 18+) with num_outputs = 2 and 3 outputs: onnx's shape inference indexed its 2
+    split sizes by output and a C++ assertion aborted the process (signal 6; the campaign's case,
+    a float input [1, 3, 1, 33]). Run in a forked worker: on the old code it is a crash, not a
+    failed assertion here."""
+    model = one_node("Split", {"x": np.ones((1, 3, 1, 33), np.float32)}, opset=21, outputs=3, num_outputs=2)
+    outcome = run_case(Case("ascendir", ("compile", "m.onnx", "-o", "out.mlir"), {"m.onnx": model.SerializeToString()}))
+    assert outcome.kind == "clean" and "Split 'n': attribute 'num_outputs' is 2, but the node has 3 outputs" in outcome.message, outcome
