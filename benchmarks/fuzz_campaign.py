@@ -5,7 +5,7 @@ to the 10^5 cases per fuzzer the issue asks.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/fuzz_campaign.py \\
         [--cases 100000] [--budget-min 0] [--workers 1] [--scheduler tcp://host:8786] \\
-        [--fuzzers onnx,ir,toml,cli,tiling] [--dir DIR] [--since COMMIT] [--table] [--write-results]
+        [--fuzzers onnx,ir,toml,cli,tiling] [--dir DIR] [--since COMMIT [--bad-only]] [--table] [--write-results]
 
 Shards. Shard i of a fuzzer is its cases i*B .. (i+1)*B-1 (B = the directory's shard size, 100):
 B cases drawn from the fuzzer's hypothesis strategy under the shard's own seed (a hash of the
@@ -23,7 +23,9 @@ bad case's message and command line, and the code it ran (git commit of the chec
 import; "+" when that checkout had local changes). Bad cases' files go to <fuzzer>/bad/. A run
 skips finished shards; `--since COMMIT` counts a shard finished only if its code contains COMMIT
 (`git merge-base --is-ancestor`), so shards run before a fix are run again on the fixed code (and
-replaced); a shard of a checkout with local changes is never finished under --since. Ctrl-C or
+replaced); a shard of a checkout with local changes is never finished under --since. With
+`--bad-only` only the shards of older code that had a bad outcome run again (after a fix, to see
+the fixed cases pass), the others still count. Ctrl-C or
 SIGTERM loses only the shards in flight.
 
 `--table` runs nothing: it prints the accumulated outcome table per fuzzer (the shards counted
@@ -216,10 +218,11 @@ class Store:
 
 
 class Current:
-    """Which shard code versions count under `--since COMMIT` (memoised git ancestry checks)."""
+    """Which shards count under `--since COMMIT` (memoised git ancestry checks of their code);
+    with `bad_only` (--bad-only) a shard of older code still counts if it had no bad outcome."""
 
-    def __init__(self, since: str | None) -> None:
-        self.since = None
+    def __init__(self, since: str | None, bad_only: bool = False) -> None:
+        self.since, self.bad_only = None, bad_only
         if since:
             try:
                 self.since = subprocess.run(["git", "rev-parse", "--verify", since + "^{commit}"], cwd=ROOT,
@@ -228,8 +231,9 @@ class Current:
                 raise SystemExit(f"error: --since {since}: not a commit of {ROOT}") from None
         self.memo: dict[str, bool] = {}
 
-    def __call__(self, code: str) -> bool:
-        if self.since is None:
+    def __call__(self, record: dict) -> bool:
+        code = record["code"]
+        if self.since is None or (self.bad_only and not record["bad"]):
             return True
         if code not in self.memo:
             ok = not code.endswith("+") and subprocess.run(
@@ -266,7 +270,7 @@ def accumulated(store: Store, names: list[str], current: Current) -> dict[str, T
     tallies = {n: Tally() for n in names}
     for n in names:
         for r in store.shards(n).values():
-            if current(r["code"]):
+            if current(r):
                 tallies[n].add(r)
     return tallies
 
@@ -283,7 +287,7 @@ def campaign(client, store: Store, names: list[str], cases: int, budget_s: float
         return min(size, cases - index * size)
 
     def finished(r: dict | None, index: int) -> bool:
-        return r is not None and current(r["code"]) and sum(r["kinds"].values()) >= want(index)
+        return r is not None and current(r) and sum(r["kinds"].values()) >= want(index)
 
     done = {n: store.shards(n) for n in names}
     todo = {n: [i for i in range(-(-cases // size)) if not finished(done[n].get(i), i)] for n in names}
@@ -383,6 +387,8 @@ def main() -> None:
     ap.add_argument("--scheduler", default=None, help="address of a running Dask scheduler instead of a local cluster")
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"the campaign directory (default {DEFAULT_DIR})")
     ap.add_argument("--since", default=None, help="count (and skip) only shards whose code contains this commit")
+    ap.add_argument("--bad-only", action="store_true",
+                    help="with --since: only the shards of older code that had a bad outcome run again (the others still count)")
     ap.add_argument("--table", action="store_true", help="print the accumulated table and run nothing")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per case before it counts as a timeout")
     ap.add_argument("--mem-mb", type=int, default=2048, help="MiB of address space per case")
@@ -394,9 +400,12 @@ def main() -> None:
     unknown = set(names) - set(FUZZERS)
     if unknown:
         ap.error(f"unknown fuzzer(s) {', '.join(sorted(unknown))}; choose from {', '.join(FUZZERS)}")
-    current = Current(args.since)
+    if args.bad_only and not args.since:
+        ap.error("--bad-only goes with --since COMMIT")
+    current = Current(args.since, args.bad_only)
     store = Store(args.dir, args.seed, args.timeout, args.mem_mb, create=not args.table)
-    since = f", shards since {current.since[:10]}" if current.since else ""
+    since = (f", shards since {current.since[:10]}" + (" (older ones without bad outcomes too)" if args.bad_only else "")
+             if current.since else "")
 
     if args.table:
         tallies = accumulated(store, names, current)

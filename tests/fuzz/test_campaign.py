@@ -42,5 +42,7 @@ def test_campaign_resumes_and_accumulates(tmp_path: Path) -> None:
     newer = campaign("--dir", str(tmp_path), "--fuzzers", "toml", "--since", "HEAD", "--table")
     if shard["code"].endswith("+"):  # run on a checkout with local changes: never counted under --since
         assert "0 cases accumulated" in newer.stdout, newer.stdout
+    kept = campaign("--dir", str(tmp_path), "--fuzzers", "toml", "--since", "HEAD", "--bad-only", "--table")
+    assert "40 cases accumulated" in kept.stdout, kept.stdout  # no bad outcome: it still counts
     other = campaign("--dir", str(tmp_path), "--fuzzers", "toml", "--cases", "40", "--seed", "1")
     assert other.returncode != 0 and "holds a campaign with" in other.stderr, other.stderr[-2000:]
