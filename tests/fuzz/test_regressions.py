@@ -602,3 +602,18 @@ def test_split_num_outputs_other_than_its_outputs() -> None:
     model = one_node("Split", {"x": np.ones((1, 3, 1, 33), np.float32)}, opset=21, outputs=3, num_outputs=2)
     outcome = run_case(Case("ascendir", ("compile", "m.onnx", "-o", "out.mlir"), {"m.onnx": model.SerializeToString()}))
     assert outcome.kind == "clean" and "Split 'n': attribute 'num_outputs' is 2, but the node has 3 outputs" in outcome.message, outcome
+
+
+def test_fail_verdict_against_the_cases_own_outputs_is_no_internal_error() -> None:
+    """The campaign's cli shard 25: `run m.onnx --inputs in.npz` whose output:y (the case's own
+    expected output, of another shape) makes a FAIL verdict, exit 1 as documented; the harness
+    counted exit 1 without a message as an internal error. A FAIL against onnxruntime still is
+    one (ascendir's numbers differ)."""
+    from .cli_cases import inputs_npz
+    from .harness import classify
+
+    outcome = _run(("run", "m.onnx", "--inputs", "in.npz"), {"in.npz": inputs_npz("prefixed")})
+    assert outcome.kind == "success" and outcome.status == 1, outcome
+    own = classify("", 1, False, None, 0.1, 100.0, 2048, "FAIL: 1 output against in.npz\n  FAIL y: shape [32, 8]")
+    ort = classify("", 1, False, None, 0.1, 100.0, 2048, "FAIL: 1 output against onnxruntime\n  FAIL y: max abs 3")
+    assert (own.kind, ort.kind, classify("", 1, False, None, 0.1, 100.0, 2048).kind) == ("success", "internal", "internal")
