@@ -419,8 +419,10 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
     except UnicodeDecodeError as e:  # a binary or mis-encoded file
         raise AscendirError(f"cannot read {path}: {not_utf8(e)}") from None
     check_string_literals(text, str(path))  # before xDSL's lexer, which backtracks on a bad one
+    parsed = False
     try:
         module = Parser(make_context(), text, str(path)).parse_module()
+        parsed = True
         module.verify()
         check_module(module)
     except ParseError as e:
@@ -433,6 +435,10 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
         raise AscendirError(f"{path}: regions or attributes nested too deeply to parse") from None
     except OverflowError as e:  # xDSL packs a dense literal (1e308 as f32) without a ParseError
         raise AscendirError(f"{path}: a literal does not fit its element type ({e})") from None
+    except ValueError as e:  # xDSL's attributes check their range so (a subview size 2^64 as i64)
+        if parsed:
+            raise
+        raise AscendirError(f"{path}: parse error: {one_line(e)}") from None
     wp = weights_path(path)
     if not wp.exists():
         return module, WeightStore()

@@ -617,3 +617,14 @@ def test_fail_verdict_against_the_cases_own_outputs_is_no_internal_error() -> No
     own = classify("", 1, False, None, 0.1, 100.0, 2048, "FAIL: 1 output against in.npz\n  FAIL y: shape [32, 8]")
     ort = classify("", 1, False, None, 0.1, 100.0, 2048, "FAIL: 1 output against onnxruntime\n  FAIL y: max abs 3")
     assert (own.kind, ort.kind, classify("", 1, False, None, 0.1, 100.0, 2048).kind) == ("success", "internal", "internal")
+
+
+@pytest.mark.parametrize("tool, argv", [("ascendir-opt", ("in.mlir",)), ("ascendir", ("run", "in.mlir", "--timing-only"))])
+def test_subview_size_beyond_64_bits(tool: str, argv: tuple[str, ...]) -> None:
+    """The campaign's ir shard 41: a memref.subview size of 2^64 made xDSL's i64 array raise a
+    ValueError while parsing (an internal error); now a parse error, one line."""
+    ir = (b"func.func @f(%x: memref<256x128xf16>) {\n"
+          b"  %s = memref.subview %x[0, 0] [18446744073709551616, 128] [1, 1] : memref<256x128xf16> to memref<64x128xf16>\n"
+          b"  func.return\n}\n")
+    outcome = run_case(Case(tool, argv, {"in.mlir": ir}))
+    assert outcome.kind == "clean" and "in.mlir: parse error: Integer value 18446744073709551616 is out of range for type i64" in outcome.message, outcome
