@@ -419,8 +419,10 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
     except UnicodeDecodeError as e:  # a binary or mis-encoded file
         raise AscendirError(f"cannot read {path}: {not_utf8(e)}") from None
     check_string_literals(text, str(path))  # before xDSL's lexer, which backtracks on a bad one
+    parsed = False
     try:
         module = Parser(make_context(), text, str(path)).parse_module()
+        parsed = True
         module.verify()
         check_module(module)
     except ParseError as e:
@@ -433,6 +435,10 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
         raise AscendirError(f"{path}: regions or attributes nested too deeply to parse") from None
     except OverflowError as e:  # xDSL packs a dense literal (1e308 as f32) without a ParseError
         raise AscendirError(f"{path}: a literal does not fit its element type ({e})") from None
+    except ValueError as e:  # xDSL's attributes check their range so (a subview size 2^64 as i64)
+        if parsed:
+            raise
+        raise AscendirError(f"{path}: parse error: {one_line(e)}") from None
     wp = weights_path(path)
     if not wp.exists():
         return module, WeightStore()
@@ -504,9 +510,13 @@ def random_inputs(module: ModuleOp, seed: int = 0, vocab_hints: dict[str, int] |
     are in [0, 2).
 
     Raises:
-        AscendirError: an input indexing a Gather table with no rows (no index is valid).
+        AscendirError: an input indexing a Gather table with no rows (no index is valid); inputs
+            whose arrays and float64 draw exceed the host budget (costmodel/host_memory.py).
     """
+    from ascendir.costmodel.host_memory import check_host_bytes, input_host_bytes
+
     func = main_func(module)
+    check_host_bytes("the random inputs", *input_host_bytes(func, io_names(func, False), random=True))
     rng = np.random.default_rng(seed)
     hints = vocab_hints if vocab_hints is not None else gather_bounds(func)
     out = {}

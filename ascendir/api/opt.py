@@ -96,6 +96,8 @@ class AscendirOptMain(xDSLOptMain):
             raise AscendirError(f"{self.get_input_name()}: regions or attributes nested too deeply to parse") from None
         except OverflowError as e:  # xDSL packs a dense literal (1e308 as f32) without a ParseError
             raise AscendirError(f"{self.get_input_name()}: a literal does not fit its element type ({e})") from None
+        except ValueError as e:  # xDSL's attributes check their range so (a subview size 2^64 as i64)
+            raise AscendirError(f"{self.get_input_name()}: parse error: {one_line(e)}") from None
         if module is not None:  # xDSL accepts a value used before its definition; the passes would not
             check_module(module)
         return module

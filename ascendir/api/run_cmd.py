@@ -185,6 +185,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
                                      dtype, notes, tp, sequence_parallel, topology, devices, ep)
         if tp > 1 or ep > 1:
             weights, rank_weights = stores[0], stores
+    if not timing_only:  # before any input array is made: a run larger than the host is refused here
+        _check_host_memory(model, module, inputs is None, devices)
     if inputs:
         feeds = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32", devices if spmd else 0)
     else:  # timing-only moves no data: no need to make (possibly huge) random inputs
@@ -233,6 +235,20 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     render(result.report, console)  # the verdict first, when there is one
     if verdict is not None and verdict["status"] == "fail":
         sys.exit(1)
+
+
+def _check_host_memory(model: Path, module, random: bool, devices: int) -> None:
+    """Refuse a numerics run of the lowered `module` whose estimated host bytes (inputs, weights,
+    GM buffers, outputs; costmodel/host_memory.py) exceed the host budget, before allocating.
+
+    Raises:
+        AscendirError: naming the estimate, the budget and the largest buffer."""
+    from ascendir.costmodel.host_memory import check_host_bytes, run_host_bytes
+    from ascendir.driver import io_names, main_func
+
+    main = main_func(module)
+    total, items = run_host_bytes(module, main, io_names(main, results=False), random, devices)
+    check_host_bytes(f"a run of {model.name[:60]}", total, items)
 
 
 def _rank_feeds(feeds: dict, rank: int, module, seed: int, bounds, timing_only: bool, given: bool) -> dict:

@@ -64,6 +64,11 @@ _KIND = AttributeProto.AttributeType.Name
 # does not check (onnx 1.23: GatherND batch_dims = -2^31 indexes out of bounds and segfaults).
 NON_NEGATIVE = {("GatherND", "batch_dims")}
 
+# INT attributes that must equal the node's output count, which onnx's own shape inference does
+# not check first (onnx 1.23: Split num_outputs = 2 with 3 outputs indexes its 2 split sizes by
+# output: a C++ assertion aborts the process; found by the fuzz campaign).
+OUTPUT_COUNT = {("Split", "num_outputs")}
+
 
 def clip(name: str, limit: int = 60) -> str:
     """`name` for a message: control characters shown escaped, at most `limit` characters."""
@@ -167,6 +172,8 @@ def check_attributes(node: NodeProto, opset: int) -> None:
                     raise AscendirError(f"attribute '{clip(a.name)}' = '{clip(text)}' contains a control character")
         if (node.op_type, a.name) in NON_NEGATIVE and a.type == AttributeProto.INT and a.i < 0:
             raise AscendirError(f"attribute '{a.name}' is {a.i}; it must be >= 0")
+        if (node.op_type, a.name) in OUTPUT_COUNT and a.type == AttributeProto.INT and a.i != len(node.output):
+            raise AscendirError(f"attribute '{a.name}' is {a.i}, but the node has {len(node.output)} outputs")
         if a.type == AttributeProto.TENSOR:
             if a.t.data_location == TensorProto.EXTERNAL:
                 raise AscendirError(f"attribute '{clip(a.name)}': a tensor attribute with external data is not supported")
