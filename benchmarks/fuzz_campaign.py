@@ -16,8 +16,9 @@ workers` in flight, to a local cluster of `--workers` single-threaded worker pro
 scheduler at `--scheduler`.
 
 The directory (`--dir`, default $XDG_CACHE_HOME/ascendir/fuzz-campaign, i.e.
-~/.cache/ascendir/fuzz-campaign: outside the checkout, so it outlives worktrees; nothing of it is
-committed) holds campaign.json (seed, shard size, caps: a run with other values is refused) and
+~/.cache/ascendir/fuzz-campaign: outside the checkout, so it outlives worktrees; a session's
+end state is committed as benchmarks/fuzz_campaign_state.tar.xz, which the next session unpacks
+with `tar xJf benchmarks/fuzz_campaign_state.tar.xz -C ~/.cache/ascendir` to continue) holds campaign.json (seed, shard size, caps: a run with other values is refused) and
 <fuzzer>/<i>.json per finished shard: its outcome counts, peak RSS, wall and CPU seconds, every
 bad case's message and command line, and the code it ran (git commit of the checkout the workers
 import; "+" when that checkout had local changes). Bad cases' files go to <fuzzer>/bad/. A run
