@@ -44,13 +44,12 @@ func.func @main(%x: {x}) -> {x} {{
 CHOOSE_PLAN = ffn.choose_plan  # before any test patches it
 
 
-def _simulate(m: int, h: int, i: int, force: str | None, monkeypatch) -> tuple[float, str]:
-    """(simulated cycles, the kernels' ffn_plan text) with the chooser's plan, or `force`d to
-    "fused" / "two-kernel" (the estimates in the text are the chooser's either way)."""
-    choose = CHOOSE_PLAN
+def _force_plan(force: str | None, monkeypatch) -> None:
+    """Make ffn.choose_plan return the chooser's plan, or one `force`d to "fused" /
+    "two-kernel" (keeping the chooser's estimates in the plan either way)."""
 
     def forced(target, s, dt, *tilings):
-        p = choose(target, s, dt, *tilings)
+        p = CHOOSE_PLAN(target, s, dt, *tilings)
         if force == "two-kernel":
             return ffn.Plan(None, p.fused_cycles, p.two_kernel_cycles)
         if force == "fused":
@@ -59,6 +58,12 @@ def _simulate(m: int, h: int, i: int, force: str | None, monkeypatch) -> tuple[f
         return p
 
     monkeypatch.setattr(ffn, "choose_plan", forced)
+
+
+def _simulate(m: int, h: int, i: int, force: str | None, monkeypatch) -> tuple[float, str]:
+    """(simulated cycles, the kernels' ffn_plan text) with the chooser's plan, or `force`d to
+    "fused" / "two-kernel" (the estimates in the text are the chooser's either way)."""
+    _force_plan(force, monkeypatch)
     module = Parser(make_context(), swiglu(m, h, i)).parse_module()
     run_passes(module, parse_pipeline("O2"))
     lower(module, WeightStore(), "ascend910b2")
@@ -110,18 +115,7 @@ def test_corpus_ffn_plan_is_the_faster_in_simulation(name: str, monkeypatch) -> 
     model = Path(__file__).parent / "data" / name / "model.onnx"
     cycles = {}
     for force in ("fused", "two-kernel", None):
-        choose = CHOOSE_PLAN
-
-        def forced(target, s, dt, *tilings, force=force):
-            p = choose(target, s, dt, *tilings)
-            if force == "two-kernel":
-                return ffn.Plan(None, p.fused_cycles, p.two_kernel_cycles)
-            if force == "fused":
-                t, e = ffn.ffn_fused.choose(s, target, dt)
-                return ffn.Plan(t, e["cycles"], p.two_kernel_cycles)
-            return p
-
-        monkeypatch.setattr(ffn, "choose_plan", forced)
+        _force_plan(force, monkeypatch)
         ffn._PLANS.clear()
         module, weights = compile_model(model, "ascend910b2", opt_level="O2")
         cycles[force] = simulate(module, weights, {}, load_target("ascend910b2"), timing_only=True).report["total_cycles"]
