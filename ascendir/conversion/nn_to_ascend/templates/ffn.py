@@ -16,8 +16,9 @@ A. One kernel, h never in GM as a whole (ffn_fused.py): work items (row block of
    then h · Wd from L1 per Ho tile into fp32 partials [nsplit, M, Ho], added (+ b2, cast) by a
    small vector kernel. Each weight byte is read once per row block. Chosen where the weight
    stream dominates and the estimate is lower: LLaMA-7B / 70B decode (M = 1..32, TP 1..4 and
-   70B TP8), gpt2_small and vit_small of the corpus (tests/data; bert_small, llama_small and
-   mlp_small run two kernels). Known gap: at 7B TP8 decode (1 x 4096 x 1376) ffn_fused's
+   70B TP8), gpt2_small, vit_small, bert_small and llama_small of the corpus (tests/data; the
+   last two simulate faster with two kernels: test_ffn_plan's strict xfail; mlp_small runs two
+   kernels). Known gap: at 7B TP8 decode (1 x 4096 x 1376) ffn_fused's
    estimate is 16.6 % above its simulation (66,952 vs 57,394), so two kernels (58,712) are picked.
 B. Two kernels instead of four (gate + act, up, mul, down) and one round trip of the [M, I]
    intermediate instead of three (chosen at prefill, LLaMA-7B / 70B at 512 and 2048 rows, TP
@@ -210,10 +211,10 @@ def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling,
     or ffn_up + ffn_down with the tilings they will run (`up`: ffn_up's nacc [bm, bn] accumulators
     as one [bm, nacc·bn] tile, prefetch = ffn_up's Wg prefetch; `down`: ffn_down's, with its
     swizzle and B prefetch), scored by tiling.estimate as the ffn_up kernel of a [M, H] x
-    [H, nacc·I] problem (its AIV epilogue and prefetch included) and a [M, I] x [I, Ho] matmul,
-    plus the per-L1-step read latency ffn_fused's estimate also charges (tiling.estimate leaves
-    it out: it only ranks tilings of one matmul). Without an estimate for the dtype (no such
-    mmad): two-kernel."""
+    [H, nacc·I] problem (its AIV epilogue and prefetch included) and a [M, I] x [I, Ho] matmul.
+    Unlike ffn_fused's estimate, tiling.estimate charges no per-L1-step read latency (the
+    streamed form that did was not kept: see test_ffn_plan's xfail). Without an estimate for the
+    dtype (no such mmad): two-kernel."""
     key = (target.name, target.memory.l2_model, s, dt, up, down)
     if key in _PLANS:
         return _PLANS[key]
@@ -222,13 +223,10 @@ def choose_plan(target: HardwareConfig, s: ffn_fused.Shape, dt: str, up: Tiling,
     two = 0.0
     up_p = Problem(1, s.m, s.nacc * s.i, s.h, dt, s.es, s.b1, True, act=s.act, ffn_up=s.nacc)
     for p, t in ((up_p, up), (Problem(1, s.m, s.ho, s.i, dt, s.out_es, s.b2, True), down)):
-        two += estimate(p, t, target).cycles  # (each L1 step's read latency included)
+        two += estimate(p, t, target).cycles
     got = ffn_fused.choose(s, target, dt)
-    # (no margin for the fused kernel: one was kept while tiling.estimate charged an MTE2-bound
-    # core's first load twice, 17-20 % on ffn_down's one or two items per core; the corpus FFNs'
-    # two-kernel estimates are now 4-16 % below their simulation: bert_small 9,912 vs 10,282,
-    # llama_small 6,626 vs 7,885; the fused ones bert_small 10,909 vs 12,332, llama_small 9,003 vs
-    # 8,632 (fp32, 910B2, per FFN: its kernels' simulated cycles))
+    # (no margin for the fused kernel; tiling.estimate's fill still charges a core of one or two
+    # items its first load again, which favours ffn_fused on the corpus' tiny FFNs: issue 22)
     if got is not None and got[1]["cycles"] < two:
         plan = Plan(got[0], got[1]["cycles"], two)
     else:
