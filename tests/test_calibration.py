@@ -17,3 +17,15 @@ def test_summary_median_and_worst():
     rows = [Row("a", "", "us", 100.0, p, 0.0, "") for p in (90.0, 105.0, 130.0)]
     med, worst, n = summary(rows)
     assert (round(med, 3), round(worst, 3), n) == (0.1, 0.3, 3)
+
+
+def test_pto_isa_rows_pin_its_tile():
+    """V20a/b time pto-isa's kernel at its default tile (CUBE_S0 128, TILE_S1 256): the pin reaches
+    the template (a different pinned tile gives a different time), and the torch_npu column of
+    that table, whose harness is unknown, is not a row."""
+    from ascendir.api.calibration import PTO_ISA_FA_TILING, attention_us, cases
+
+    assert attention_us(512, 1024, 128, tiling="br = 32, bc = 64") != attention_us(512, 1024, 128, tiling=PTO_ISA_FA_TILING)
+    v20 = {c.vid: c for c in cases() if c.vid.startswith("V20")}
+    assert sorted(v20) == ["V20a", "V20b"]
+    assert all("pto-isa" in c.what for c in v20.values())
