@@ -29,3 +29,13 @@ def test_pto_isa_rows_pin_its_tile():
     v20 = {c.vid: c for c in cases() if c.vid.startswith("V20")}
     assert sorted(v20) == ["V20a", "V20b", "V20e", "V20f", "V20g", "V20h"]
     assert all("pto-isa" in c.what for c in v20.values())
+
+
+def test_pto_isa_gemm_rows():
+    """V21a-d: S27's gemm_performance table (ms there, µs here) predicted by its kernel's tiling on
+    the chip it names (the A3 die): a slower chip gives a slower time."""
+    from ascendir.api.calibration import cases, pto_gemm_us
+
+    v21 = {c.vid: c.measured for c in cases() if c.vid.startswith("V21")}
+    assert v21 == {"V21a": 38.8, "V21b": 206.7, "V21c": 1506.0, "V21d": 3168.0}
+    assert 0 < pto_gemm_us(1536) < pto_gemm_us(1536, "ascend910b4")

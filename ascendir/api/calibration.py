@@ -86,6 +86,17 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   fixed cost, 2.7-4.8x what S17's and S27's own harnesses show for torch_npu's fused attention (57-102
   us, V11-V13), so the rows would measure an unknown harness. torch_npu's kernel is compared in
   V12-V11 and V12b-V12, whose harness is known.
+* V21 [S27] pto-isa's hand-written GEMM (kernels/manual/a2a3/gemm_performance README, "Measured
+  Performance (Reference)", on a 24-core A3 die): fp16 A [n, n] x B -> fp32 C for n = 1536 / 3072
+  / 6144 / 7680, "execution time" next to msprof's per-pipe ratios (TMATMUL, TEXTRACT, TLOAD,
+  TSTORE), i.e. the op's device task time; main.cpp launches once and does not time. The kernel:
+  blockDim 24, base tile 128 x 256 x 64 (baseM, baseN, baseK), stepKa = stepKb = 4 (256 of K per
+  L1 load), double-buffered L1 / L0A / L0B, one 128 x 256 fp32 tile stored per output tile.
+  Predicted by the same kernel written for the interpreter (testing.matmul_ir: tm 128, tn 256,
+  tk 64, l1_k 256, nbuf 2, f32 out) on the A3 die's chip file (ascend910_93 = 910B1 figures,
+  §A3). Not reproduced: pto-isa gives each core one contiguous block of C (4 x 6 cores; at 6144
+  1536 x 1024) where matmul_ir deals tiles block-cyclically, and its B is stored [n, k]; the
+  L2 sees different reuse orders (A + B exceed the 192 MiB L2 only at 7680).
 * V8 [S16] all_gather / all_reduce (torch.distributed over HCCL, f32) on 2, 4 and 8 cards of an
   8-NPU 910B server: algorithm bandwidth as bench_collective.py counts it, 4·nglobal bytes (the
   gathered output; the reduced buffer) / time of one call, nccl-tests' "algbw" convention (not
@@ -288,6 +299,20 @@ def ladder_fraction(nbuf: int, tm: int, tn: int, target: str = "ascend910b2", n:
     return 100.0 * rep["cube_peak_fraction"]
 
 
+# S27's gemm_performance kernel: base tile 128 x 256 x 64, 4 K slices per L1 load, double buffered
+PTO_GEMM_TILE = {"tm": 128, "tn": 256, "tk": 64, "l1_k": 256, "nbuf": 2}
+
+
+def pto_gemm_us(n: int, target: str = "ascend910_93") -> float:
+    """µs of pto-isa's hand-written fp16 n³ GEMM with fp32 output (S27 gemm_performance; module
+    docstring, V21) as the interpreter's testing.matmul_ir kernel on all AICs of `target`."""
+    from ascendir.interpreter.testing import matmul_ir, parse
+
+    hw = load_target(target)
+    mod = parse(matmul_ir(n, n, n, block_dim=hw.num_aic, out_dtype="f32", **PTO_GEMM_TILE))
+    return _simulate(mod, target)["total_seconds"] * 1e6
+
+
 def collective_GBps(op: str, devices: int, megabytes: float = 1000.0, target: str = "ascend910b2",
                     topology: str = "atlas800-a2") -> float:
     """Algorithm bandwidth (GB/s) of an f32 `op` ("all_reduce" or "all_gather") over `devices`
@@ -426,6 +451,10 @@ def cases(quick: bool = False) -> list[Case]:
         *(Case(f"V20{vid}", f"FlashAttention {s}^2, D 128 (pto-isa kernel, 910B2)", "us", us,
                lambda s=s: att(s, s, 128, PTO_ISA_FA_TILING), "tile br 128, bc 256 as pto-isa's")
           for vid, s, us in (("e", 1024, 20.960), ("f", 2048, 32.461), ("g", 4096, 88.902), ("h", 8192, 292.626))),
+        # S27: pto-isa's hand-written GEMM on an A3 die, msprof task time (pto_gemm_us)
+        *(Case(f"V21{vid}", f"pto-isa GEMM f16->f32 {n}^3 (A3 die)", "us", us, lambda n=n: pto_gemm_us(n),
+               "128x256x64 tile, stepK 4, 2 buffers")
+          for vid, n, us in (("a", 1536, 38.8), ("b", 3072, 206.7), ("c", 6144, 1506.0), ("d", 7680, 3168.0))),
         # msprof L2 hit rate of S17's double-buffered kernel (fp16 n³, 128 x 256 tiles), §4.5
         Case("V10a", "L2 hit, matmul 4096^3 fp16, no swizzle (910B2)", "% hit", 97.88, lambda: l2_hit_percent(4096)),
         Case("V10b", "L2 hit, matmul 16384^3 fp16, no swizzle (910B2)", "% hit", 30.9, lambda: l2_hit_percent(16384)),
