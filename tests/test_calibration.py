@@ -39,3 +39,6 @@ def test_pto_isa_gemm_rows():
     v21 = {c.vid: c.measured for c in cases() if c.vid.startswith("V21")}
     assert v21 == {"V21a": 38.8, "V21b": 206.7, "V21c": 1506.0, "V21d": 3168.0}
     assert 0 < pto_gemm_us(1536) < pto_gemm_us(1536, "ascend910b4")
+    # V22's (M, N, K) with f16 out: a shape of its own, fewer bytes stored than f32 out
+    small = (1024, 512, 768)
+    assert pto_gemm_us(0, "ascend910b1", small, "f16") != pto_gemm_us(768, "ascend910b1")

@@ -97,6 +97,15 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   §A3). Not reproduced: pto-isa gives each core one contiguous block of C (4 x 6 cores; at 6144
   1536 x 1024) where matmul_ir deals tiles block-cyclically, and its B is stored [n, k]; the
   L2 sees different reuse orders (A + B exceed the 192 MiB L2 only at 7680).
+* V22 [S27] the GEMM of pto-isa's GEMM + AllReduce example (kernels/manual/a2a3/gemm_ar README,
+  "Compute-only" 368.1 µs on an 8-card 910B server; run.sh builds for Ascend910B1): each rank's
+  C = A [5416, 6144] x B [6144, 1408], f16 in and out, padded to 5504 x 1536 = 43 x 6 tiles of
+  128 x 256 on 24 AICs, baseK 64, stepKa = stepKb = 4, L1 / L0 double-buffered. main.cpp times it
+  on the host, launch to aclrtSynchronizeStream, averaged over iterations (so the host's launch
+  and synchronise, a few µs that no source sizes, are in the measurement and not in the
+  prediction). Predicted as V21's kernel (testing.matmul_ir, f16 out) on the padded shape on
+  ascend910b1. Not reproduced: its zigzag tile order, its B stored [N, K], and the
+  pipe_barrier(PIPE_ALL) + ready-queue write after each tile's store.
 * V8 [S16] all_gather / all_reduce (torch.distributed over HCCL, f32) on 2, 4 and 8 cards of an
   8-NPU 910B server: algorithm bandwidth as bench_collective.py counts it, 4·nglobal bytes (the
   gathered output; the reduced buffer) / time of one call, nccl-tests' "algbw" convention (not
@@ -303,13 +312,16 @@ def ladder_fraction(nbuf: int, tm: int, tn: int, target: str = "ascend910b2", n:
 PTO_GEMM_TILE = {"tm": 128, "tn": 256, "tk": 64, "l1_k": 256, "nbuf": 2}
 
 
-def pto_gemm_us(n: int, target: str = "ascend910_93") -> float:
-    """µs of pto-isa's hand-written fp16 n³ GEMM with fp32 output (S27 gemm_performance; module
-    docstring, V21) as the interpreter's testing.matmul_ir kernel on all AICs of `target`."""
+def pto_gemm_us(n: int, target: str = "ascend910_93", mnk: tuple[int, int, int] | None = None,
+                out_dtype: str = "f32") -> float:
+    """µs of pto-isa's hand-written fp16 GEMM (S27 gemm_performance / gemm_ar; module docstring,
+    V21, V22) as the interpreter's testing.matmul_ir kernel on all AICs of `target`: n³, or
+    `mnk` = (M, N, K), with `out_dtype` ("f32" or "f16") output."""
     from ascendir.interpreter.testing import matmul_ir, parse
 
+    m, nn, k = mnk or (n, n, n)
     hw = load_target(target)
-    mod = parse(matmul_ir(n, n, n, block_dim=hw.num_aic, out_dtype="f32", **PTO_GEMM_TILE))
+    mod = parse(matmul_ir(m, nn, k, block_dim=hw.num_aic, out_dtype=out_dtype, **PTO_GEMM_TILE))
     return _simulate(mod, target)["total_seconds"] * 1e6
 
 
@@ -455,6 +467,9 @@ def cases(quick: bool = False) -> list[Case]:
         *(Case(f"V21{vid}", f"pto-isa GEMM f16->f32 {n}^3 (A3 die)", "us", us, lambda n=n: pto_gemm_us(n),
                "128x256x64 tile, stepK 4, 2 buffers")
           for vid, n, us in (("a", 1536, 38.8), ("b", 3072, 206.7), ("c", 6144, 1506.0), ("d", 7680, 3168.0))),
+        # S27: the GEMM of pto-isa's gemm_ar example, compute-only (host-timed), padded shape
+        Case("V22", "pto-isa GEMM f16 5504x1536x6144 (910B1)", "us", 368.1,
+             lambda: pto_gemm_us(0, "ascend910b1", (5504, 1536, 6144), "f16"), "host-timed launch to sync"),
         # msprof L2 hit rate of S17's double-buffered kernel (fp16 n³, 128 x 256 tiles), §4.5
         Case("V10a", "L2 hit, matmul 4096^3 fp16, no swizzle (910B2)", "% hit", 97.88, lambda: l2_hit_percent(4096)),
         Case("V10b", "L2 hit, matmul 16384^3 fp16, no swizzle (910B2)", "% hit", 30.9, lambda: l2_hit_percent(16384)),
