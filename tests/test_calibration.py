@@ -42,3 +42,14 @@ def test_pto_isa_gemm_rows():
     # V22's (M, N, K) with f16 out: a shape of its own, fewer bytes stored than f32 out
     small = (1024, 512, 768)
     assert pto_gemm_us(0, "ascend910b1", small, "f16") != pto_gemm_us(768, "ascend910b1")
+
+
+def test_sdma_read_rows():
+    """V23a-c: S27's device ticks (20 ns) per TGET_ASYNC turned into GB/s; the prediction is one
+    SDMA flow, so a larger read is faster per byte (its fixed head amortised)."""
+    from ascendir.api.calibration import cases, p2p_read_GBps
+
+    v23 = {c.vid: round(c.measured, 2) for c in cases() if c.vid.startswith("V23")}
+    assert v23 == {"V23a": 17.58, "V23b": 19.98, "V23c": 20.41}
+    small, large = p2p_read_GBps(2**18), p2p_read_GBps(2**22)
+    assert small < large

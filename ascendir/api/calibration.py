@@ -106,6 +106,17 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   prediction). Predicted as V21's kernel (testing.matmul_ir, f16 out) on the padded shape on
   ascend910b1. Not reproduced: its zigzag tile order, its B stored [N, K], and the
   pipe_barrier(PIPE_ALL) + ready-queue write after each tile's store.
+* V23 [S27] pto-isa's TGET_ASYNC benchmark (kernels/manual/a2a3/tget_bandwidth README, "A2/A3",
+  2 NPUs, float): one AIV of the root rank reads 256 KiB / 1 MiB / 4 MiB from its peer's GM
+  through the SDMA engine, TGET_ASYNC then the event's Wait and a PIPE_ALL barrier per transfer,
+  timed on the device by the system counter around the timed loop ("device avg cycles" are
+  counter ticks per transfer, 20 ns on A2/A3 as the FA harness's default sys_cnt_multiple says:
+  745.54 / 2624.24 / 10273.68 ticks). Bytes / (ticks x 20 ns) = 17.6 / 20.0 / 20.4 GB/s: one
+  SDMA flow, what S23's 19.3 GB/s per flow and its fixed 0.6 / 1.5 µs stand for. (Its host
+  bandwidth column includes the launch and is not compared.) Predicted as the peer half of a
+  2-rank f32 all_gather on the atlas800-a2 topology (each rank receives the same bytes in one
+  SDMA flow): bytes received / the comm kernel's time; the all_gather also pays HCCL's notify
+  record (S23), which a TGET_ASYNC's event wait replaces.
 * V8 [S16] all_gather / all_reduce (torch.distributed over HCCL, f32) on 2, 4 and 8 cards of an
   8-NPU 910B server: algorithm bandwidth as bench_collective.py counts it, 4·nglobal bytes (the
   gathered output; the reduced buffer) / time of one call, nccl-tests' "algbw" convention (not
@@ -356,6 +367,13 @@ def collective_GBps(op: str, devices: int, megabytes: float = 1000.0, target: st
     return 4.0 * n / (c["cycles"] / hw.clock_hz) / 1e9
 
 
+def p2p_read_GBps(nbytes: int) -> float:
+    """GB/s of one SDMA read of `nbytes` between two NPUs of a 910B server as S27's tget_bandwidth
+    counts it (module docstring, V23): `nbytes` over the time of a 2-rank f32 all_gather in which
+    each rank receives `nbytes` from its peer."""
+    return collective_GBps("all_gather", 2, megabytes=2 * nbytes / 1e6) / 2
+
+
 # S20's CamMoeDispatchNormal (b2e93094, cam_moe_dispatch_normal.h): per routed row it moves the
 # int8 values plus a 32-byte slot for the fp32 dynamic scale and the 12-byte (rank, token, k)
 # triple (hScaleIdxSize = hUBAlignSize + UB_ALIGN + 3 * 4)
@@ -482,6 +500,10 @@ def cases(quick: bool = False) -> list[Case]:
                         lambda c=cards: collective_GBps("all_gather", c), "output bytes / time"))
         out.append(Case(f"V8{'def'[i]}", f"all_reduce f32 1000 MB, {cards} cards (910B)", "GB/s", ar,
                         lambda c=cards: collective_GBps("all_reduce", c), "buffer bytes / time"))
+    # S27's TGET_ASYNC (one SDMA flow between two NPUs), device ticks of 20 ns per transfer
+    for vid, nbytes, ticks in (("a", 2**18, 745.54), ("b", 2**20, 2624.24), ("c", 2**22, 10273.68)):
+        out.append(Case(f"V23{vid}", f"SDMA read {nbytes // 1024} KiB, 2 NPUs (A2/A3)", "GB/s", nbytes / (ticks * 20e-9) / 1e9,
+                        lambda b=nbytes: p2p_read_GBps(b), "bytes / device time per transfer"))
     # S20's DeepEP-Ascend normal kernels on an A3 supernode (moe_distribute_GBps), EP 8 and 16
     for i, (ep, disp, comb) in enumerate(((8, 146.0, 125.0), (16, 107.0, 103.0))):
         out.append(Case(f"V18{'ab'[i]}", f"MoE dispatch INT8, EP{ep}, 4096 tok x 7168 (A3)", "GB/s", disp,
