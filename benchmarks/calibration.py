@@ -1,5 +1,5 @@
-"""Predicted vs measured for the validation measurements of reference §7 (V1-V10, V11-V13, V18,
-V14): error per case, median and worst |error|.
+"""Predicted vs measured for the validation measurements of reference §7 (V1-V14, V18, V20-V23):
+error per case, median and worst |error|.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/calibration.py [--quick]
 

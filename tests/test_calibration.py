@@ -17,3 +17,39 @@ def test_summary_median_and_worst():
     rows = [Row("a", "", "us", 100.0, p, 0.0, "") for p in (90.0, 105.0, 130.0)]
     med, worst, n = summary(rows)
     assert (round(med, 3), round(worst, 3), n) == (0.1, 0.3, 3)
+
+
+def test_pto_isa_rows_pin_its_tile():
+    """V20 rows time pto-isa's kernel at its default tile (CUBE_S0 128, TILE_S1 256): the pin
+    reaches the template (a different pinned tile gives a different time), every length of S27's
+    table is a row, and its torch_npu column (harness unknown) is not."""
+    from ascendir.api.calibration import PTO_ISA_FA_TILING, attention_us, cases
+
+    assert attention_us(512, 1024, 128, tiling="br = 32, bc = 64") != attention_us(512, 1024, 128, tiling=PTO_ISA_FA_TILING)
+    v20 = {c.vid: c for c in cases() if c.vid.startswith("V20")}
+    assert sorted(v20) == ["V20a", "V20b", "V20e", "V20f", "V20g", "V20h"]
+    assert all("pto-isa" in c.what for c in v20.values())
+
+
+def test_pto_isa_gemm_rows():
+    """V21a-d: S27's gemm_performance table (ms there, µs here) predicted by its kernel's tiling on
+    the chip it names (the A3 die): a slower chip gives a slower time."""
+    from ascendir.api.calibration import cases, pto_gemm_us
+
+    v21 = {c.vid: c.measured for c in cases() if c.vid.startswith("V21")}
+    assert v21 == {"V21a": 38.8, "V21b": 206.7, "V21c": 1506.0, "V21d": 3168.0}
+    assert 0 < pto_gemm_us(1536) < pto_gemm_us(1536, "ascend910b4")
+    # V22's (M, N, K) with f16 out: a shape of its own, fewer bytes stored than f32 out
+    small = (1024, 512, 768)
+    assert pto_gemm_us(0, "ascend910b1", small, "f16") != pto_gemm_us(768, "ascend910b1")
+
+
+def test_sdma_read_rows():
+    """V23a-c: S27's device ticks (20 ns) per TGET_ASYNC turned into GB/s; the prediction is one
+    SDMA flow, so a larger read is faster per byte (its fixed head amortised)."""
+    from ascendir.api.calibration import cases, p2p_read_GBps
+
+    v23 = {c.vid: round(c.measured, 2) for c in cases() if c.vid.startswith("V23")}
+    assert v23 == {"V23a": 17.58, "V23b": 19.98, "V23c": 20.41}
+    small, large = p2p_read_GBps(2**18), p2p_read_GBps(2**22)
+    assert small < large

@@ -56,10 +56,67 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   kernel; the absolute V12 / V12b rows (F + kernel) were a mis-conversion and are dropped. V11
   and V13 stay as floor rows (F dominates both).
 * V20 [S27] pto-isa's 910B2 FlashAttention table (kernels/manual/common/flash_atten README,
-  "910B2 Multi-Core Comparison"): one head, S0 = S1 = 16384 / 32768, D 128, f16, not causal,
-  "total task time" per call of pto-isa's hand-written kernel (V20a/b: TILE_S1 256 keys for the
-  vector cores, CUBE_S1 128 per cube step, the design of ascendir's template) and of torch_npu
-  (V20c/d; its fixed part F above is 3-9 % of these). Predicted: the simulated kernel.
+  "910B2 Multi-Core Comparison"): one head, S0 = S1 = 16384 / 32768 (V20a/b) and 1024 / 2048 /
+  4096 / 8192 (V20e-h), D 128, f16, not causal, "total task time" of pto-isa's hand-written
+  kernel; the table's MOps (S0·S1·128·4 / 1e6) and TFLOPS (MOps / µs) are what main.cpp computes
+  from its own timing, so that is the harness. main.cpp at that path times one
+  launch by device timestamps (the earliest block start to the latest block end, launch not
+  included) after a warm-up kernel and an SDMA prefetch of Q / K / V into L2. The kernel
+  launches S0 / CUBE_S0 blocks (128 / 256; 6 / 11 waves on 24 AICs, as ascendir's block-cyclic
+  items) and is configured by CUBE_S0 (rows per block), CUBE_S1 = 128 keys per cube step and
+  TILE_S1 keys per vector tile; the table does not give them, the directory's defaults are 128 /
+  128 / 256 (fa_performance_kernel.h, generate_cases.py), so the prediction pins ascendir's
+  template to the same tile, `br = 128, bc = 256` (PTO_ISA_FA_TILING: Bc 256 in two cube steps
+  of 128), instead of whatever the tile search prefers. What the knobs cannot set is the
+  schedule: pto-isa's cube runs each 128-key Q·Kᵀ and P·V step as load, mmad, FixPipe store of a
+  64 KiB fp32 tile into a GM FIFO, one L0C accumulator per kind, QK_PRELOAD 4; its README
+  calls it bound by those cube-side stores (~30 % cube utilisation at 1k keys), and its own
+  cycle model (scripts/fa_cost_model.py, fitted to simulator traces of the kernel) costs a
+  256-key tile 2487 + 1617 cycles of QK and PV stages against 2048 of mmad. ascendir's template
+  overlaps the stores with the next step (S ping-pong, FixPipe by halves): so it is faster, a
+  difference of schedule, reported, not fitted. The measurements are single launches, one per
+  length, and not smooth in the work: counting waves (S0 / 128 blocks over 24 AICs) times 256-key
+  tiles per block, the 4k -> 8k step costs 3.3 µs per added tile, the 16k -> 32k step 2.27 µs. pto-isa's own
+  model, at TILE_S1 256-1024 and QK_PRELOAD 2-4, is -23..-18 / -22..-14 / -8..-4 / -21..-17 /
+  0..+4 / +1..+6 % off the six points (1k .. 32k): for its authors' model too the 8k point lies
+  well above the kernel's trend (their -21..-17 %, ascendir's -34 % with the tile pinned).
+  The table's torch_npu column (1118.5 / 3646.2 us; rows V20c/d until this revision) is not
+  compared: the harness that timed it is not published (the numbers were "supplied by the user",
+  commit a977dd11), nor which torch_npu op; F + W / R through its two points gives F = 276 us of
+  fixed cost, 2.7-4.8x what S17's and S27's own harnesses show for torch_npu's fused attention (57-102
+  us, V11-V13), so the rows would measure an unknown harness. torch_npu's kernel is compared in
+  V12-V11 and V12b-V12, whose harness is known.
+* V21 [S27] pto-isa's hand-written GEMM (kernels/manual/a2a3/gemm_performance README, "Measured
+  Performance (Reference)", on a 24-core A3 die): fp16 A [n, n] x B -> fp32 C for n = 1536 / 3072
+  / 6144 / 7680, "execution time" next to msprof's per-pipe ratios (TMATMUL, TEXTRACT, TLOAD,
+  TSTORE), i.e. the op's device task time; main.cpp launches once and does not time. The kernel:
+  blockDim 24, base tile 128 x 256 x 64 (baseM, baseN, baseK), stepKa = stepKb = 4 (256 of K per
+  L1 load), double-buffered L1 / L0A / L0B, one 128 x 256 fp32 tile stored per output tile.
+  Predicted by the same kernel written for the interpreter (testing.matmul_ir: tm 128, tn 256,
+  tk 64, l1_k 256, nbuf 2, f32 out) on the A3 die's chip file (ascend910_93 = 910B1 figures,
+  §A3). Not reproduced: pto-isa gives each core one contiguous block of C (4 x 6 cores; at 6144
+  1536 x 1024) where matmul_ir deals tiles block-cyclically, and its B is stored [n, k]; the
+  L2 sees different reuse orders (A + B exceed the 192 MiB L2 only at 7680).
+* V22 [S27] the GEMM of pto-isa's GEMM + AllReduce example (kernels/manual/a2a3/gemm_ar README,
+  "Compute-only" 368.1 µs on an 8-card 910B server; run.sh builds for Ascend910B1): each rank's
+  C = A [5416, 6144] x B [6144, 1408], f16 in and out, padded to 5504 x 1536 = 43 x 6 tiles of
+  128 x 256 on 24 AICs, baseK 64, stepKa = stepKb = 4, L1 / L0 double-buffered. main.cpp times it
+  on the host, launch to aclrtSynchronizeStream, averaged over iterations (so the host's launch
+  and synchronise, a few µs that no source sizes, are in the measurement and not in the
+  prediction). Predicted as V21's kernel (testing.matmul_ir, f16 out) on the padded shape on
+  ascend910b1. Not reproduced: its zigzag tile order, its B stored [N, K], and the
+  pipe_barrier(PIPE_ALL) + ready-queue write after each tile's store.
+* V23 [S27] pto-isa's TGET_ASYNC benchmark (kernels/manual/a2a3/tget_bandwidth README, "A2/A3",
+  2 NPUs, float): one AIV of the root rank reads 256 KiB / 1 MiB / 4 MiB from its peer's GM
+  through the SDMA engine, TGET_ASYNC then the event's Wait and a PIPE_ALL barrier per transfer,
+  timed on the device by the system counter around the timed loop ("device avg cycles" are
+  counter ticks per transfer, 20 ns on A2/A3 as the FA harness's default sys_cnt_multiple says:
+  745.54 / 2624.24 / 10273.68 ticks). Bytes / (ticks x 20 ns) = 17.6 / 20.0 / 20.4 GB/s: one
+  SDMA flow, what S23's 19.3 GB/s per flow and its fixed 0.6 / 1.5 µs stand for. (Its host
+  bandwidth column includes the launch and is not compared.) Predicted as the peer half of a
+  2-rank f32 all_gather on the atlas800-a2 topology (each rank receives the same bytes in one
+  SDMA flow): bytes received / the comm kernel's time; the all_gather also pays HCCL's notify
+  record (S23), which a TGET_ASYNC's event wait replaces.
 * V8 [S16] all_gather / all_reduce (torch.distributed over HCCL, f32) on 2, 4 and 8 cards of an
   8-NPU 910B server: algorithm bandwidth as bench_collective.py counts it, 4·nglobal bytes (the
   gathered output; the reduced buffer) / time of one call, nccl-tests' "algbw" convention (not
@@ -206,9 +263,10 @@ def l2_hit_percent(n: int, swizzle: int = 1, target: str = "ascend910b2") -> flo
     return 100.0 * matmul_report(n, n, n, "f16", target, tiling)["l2_hit_rate"]
 
 
-def attention_us(sq: int, skv: int, d: int, target: str = "ascend910b2") -> float:
+def attention_us(sq: int, skv: int, d: int, target: str = "ascend910b2", tiling: str | None = None) -> float:
     """µs of ascendir's FlashAttention (fuse-attention, then the flash_attention template) on one
-    head: q [1, 1, sq, d], k and v [1, 1, skv, d], f16, not causal, launch included."""
+    head: q [1, 1, sq, d], k and v [1, 1, skv, d], f16, not causal, launch included. `tiling`
+    ("br = 128, bc = 256") pins the template's tile as `--tiling` does; else the search picks."""
     from xdsl.parser import Parser
 
     from ascendir.session import make_context
@@ -216,9 +274,10 @@ def attention_us(sq: int, skv: int, d: int, target: str = "ascend910b2") -> floa
     from ascendir.weights import WeightStore
 
     q, kv = f"tensor<1x1x{sq}x{d}xf16>", f"tensor<1x1x{skv}x{d}xf16>"
+    pin = f", ascend.tiling = #ascend.tiling<{{{tiling}}}>" if tiling else ""
     text = f"""builtin.module {{
 func.func @main(%q: {q}, %k: {kv}, %v: {kv}) -> {q} {{
-  %o = nn.attention %q, %k, %v {{num_heads = 1 : i64, num_kv_heads = 1 : i64, causal = false, scale = {d ** -0.5} : f32}} : ({q}, {kv}, {kv}) -> {q}
+  %o = nn.attention %q, %k, %v {{num_heads = 1 : i64, num_kv_heads = 1 : i64, causal = false, scale = {d ** -0.5} : f32{pin}}} : ({q}, {kv}, {kv}) -> {q}
   func.return %o : {q}
 }}
 }}"""
@@ -226,6 +285,11 @@ func.func @main(%q: {q}, %k: {kv}, %v: {kv}) -> {q} {{
     run_passes(module, parse_pipeline("fuse-attention", "O0"))
     lower(module, WeightStore(), target)
     return _simulate(module, target)["total_seconds"] * 1e6
+
+
+# pto-isa's FlashAttention defaults [S27 fa_performance_kernel.h, generate_cases.py]: CUBE_S0 128
+# query rows per block, TILE_S1 256 keys per vector tile (two cube steps of CUBE_S1 128)
+PTO_ISA_FA_TILING = "br = 128, bc = 256"
 
 
 # µs: torch_npu's npu_fused_infer_attention_score at 0.089 GFLOP under do_bench [S17 PR #112,
@@ -253,6 +317,23 @@ def ladder_fraction(nbuf: int, tm: int, tn: int, target: str = "ascend910b2", n:
     mod = parse(matmul_ir(n, n, n, tm=tm, tn=tn, tk=64, l1_k=256, block_dim=hw.num_aic, nbuf=nbuf, out_dtype="f16"))
     rep = _simulate(mod, target)
     return 100.0 * rep["cube_peak_fraction"]
+
+
+# S27's gemm_performance kernel: base tile 128 x 256 x 64, 4 K slices per L1 load, double buffered
+PTO_GEMM_TILE = {"tm": 128, "tn": 256, "tk": 64, "l1_k": 256, "nbuf": 2}
+
+
+def pto_gemm_us(n: int, target: str = "ascend910_93", mnk: tuple[int, int, int] | None = None,
+                out_dtype: str = "f32") -> float:
+    """µs of pto-isa's hand-written fp16 GEMM (S27 gemm_performance / gemm_ar; module docstring,
+    V21, V22) as the interpreter's testing.matmul_ir kernel on all AICs of `target`: n³, or
+    `mnk` = (M, N, K), with `out_dtype` ("f32" or "f16") output."""
+    from ascendir.interpreter.testing import matmul_ir, parse
+
+    m, nn, k = mnk or (n, n, n)
+    hw = load_target(target)
+    mod = parse(matmul_ir(m, nn, k, block_dim=hw.num_aic, out_dtype=out_dtype, **PTO_GEMM_TILE))
+    return _simulate(mod, target)["total_seconds"] * 1e6
 
 
 def collective_GBps(op: str, devices: int, megabytes: float = 1000.0, target: str = "ascend910b2",
@@ -284,6 +365,13 @@ def collective_GBps(op: str, devices: int, megabytes: float = 1000.0, target: st
     res = simulate_cluster([module] * devices, [None] * devices, [{}] * devices, hw, topology, timing_only=True)
     (c,) = res[0].report["cluster"]["collectives"]
     return 4.0 * n / (c["cycles"] / hw.clock_hz) / 1e9
+
+
+def p2p_read_GBps(nbytes: int) -> float:
+    """GB/s of one SDMA read of `nbytes` between two NPUs of a 910B server as S27's tget_bandwidth
+    counts it (module docstring, V23): `nbytes` over the time of a 2-rank f32 all_gather in which
+    each rank receives `nbytes` from its peer."""
+    return collective_GBps("all_gather", 2, megabytes=2 * nbytes / 1e6) / 2
 
 
 # S20's CamMoeDispatchNormal (b2e93094, cam_moe_dispatch_normal.h): per routed row it moves the
@@ -346,10 +434,10 @@ def cases(quick: bool = False) -> list[Case]:
             memo[key] = matmul_tflops(m, n, k, dt)
         return memo[key]
 
-    def att(sq, skv, d):
-        key = ("att", sq, skv, d)
+    def att(sq, skv, d, tiling=None):
+        key = ("att", sq, skv, d, tiling)
         if key not in memo:
-            memo[key] = attention_us(sq, skv, d)
+            memo[key] = attention_us(sq, skv, d, tiling=tiling)
         return memo[key]
 
     def fa(vid, sq, skv, d, us):
@@ -384,11 +472,22 @@ def cases(quick: bool = False) -> list[Case]:
              lambda: att(3072, 16384, 128) - att(3072, 8192, 128), "= 192.3 TFLOPS marginal"),
         Case("V12b-V12", "FlashAttention +16384 keys, 3072 rows, D 128", "us", 388.52 - 242.52,
              lambda: att(3072, 32768, 128) - att(3072, 16384, 128), "= 176.5 TFLOPS marginal"),
-        # S27: pto-isa's kernel and torch_npu, one head of S x S, D 128, f16 (910B2)
-        Case("V20a", "FlashAttention 16384^2, D 128 (pto-isa kernel, 910B2)", "us", 909.058, lambda: att(16384, 16384, 128)),
-        Case("V20b", "FlashAttention 32768^2, D 128 (pto-isa kernel, 910B2)", "us", 3262.645, lambda: att(32768, 32768, 128)),
-        Case("V20c", "FlashAttention 16384^2, D 128 (torch_npu, 910B2)", "us", 1118.462, lambda: att(16384, 16384, 128)),
-        Case("V20d", "FlashAttention 32768^2, D 128 (torch_npu, 910B2)", "us", 3646.173, lambda: att(32768, 32768, 128)),
+        # S27: pto-isa's kernel, one head of S x S, D 128, f16 (910B2), at its default tile
+        Case("V20a", "FlashAttention 16384^2, D 128 (pto-isa kernel, 910B2)", "us", 909.058,
+             lambda: att(16384, 16384, 128, PTO_ISA_FA_TILING), "tile br 128, bc 256 as pto-isa's"),
+        Case("V20b", "FlashAttention 32768^2, D 128 (pto-isa kernel, 910B2)", "us", 3262.645,
+             lambda: att(32768, 32768, 128, PTO_ISA_FA_TILING), "tile br 128, bc 256 as pto-isa's"),
+        # the same table's shorter sequences (V20c/d were its torch_npu column, retired: docstring)
+        *(Case(f"V20{vid}", f"FlashAttention {s}^2, D 128 (pto-isa kernel, 910B2)", "us", us,
+               lambda s=s: att(s, s, 128, PTO_ISA_FA_TILING), "tile br 128, bc 256 as pto-isa's")
+          for vid, s, us in (("e", 1024, 20.960), ("f", 2048, 32.461), ("g", 4096, 88.902), ("h", 8192, 292.626))),
+        # S27: pto-isa's hand-written GEMM on an A3 die, msprof task time (pto_gemm_us)
+        *(Case(f"V21{vid}", f"pto-isa GEMM f16->f32 {n}^3 (A3 die)", "us", us, lambda n=n: pto_gemm_us(n),
+               "128x256x64 tile, stepK 4, 2 buffers")
+          for vid, n, us in (("a", 1536, 38.8), ("b", 3072, 206.7), ("c", 6144, 1506.0), ("d", 7680, 3168.0))),
+        # S27: the GEMM of pto-isa's gemm_ar example, compute-only (host-timed), padded shape
+        Case("V22", "pto-isa GEMM f16 5504x1536x6144 (910B1)", "us", 368.1,
+             lambda: pto_gemm_us(0, "ascend910b1", (5504, 1536, 6144), "f16"), "host-timed launch to sync"),
         # msprof L2 hit rate of S17's double-buffered kernel (fp16 n³, 128 x 256 tiles), §4.5
         Case("V10a", "L2 hit, matmul 4096^3 fp16, no swizzle (910B2)", "% hit", 97.88, lambda: l2_hit_percent(4096)),
         Case("V10b", "L2 hit, matmul 16384^3 fp16, no swizzle (910B2)", "% hit", 30.9, lambda: l2_hit_percent(16384)),
@@ -401,6 +500,10 @@ def cases(quick: bool = False) -> list[Case]:
                         lambda c=cards: collective_GBps("all_gather", c), "output bytes / time"))
         out.append(Case(f"V8{'def'[i]}", f"all_reduce f32 1000 MB, {cards} cards (910B)", "GB/s", ar,
                         lambda c=cards: collective_GBps("all_reduce", c), "buffer bytes / time"))
+    # S27's TGET_ASYNC (one SDMA flow between two NPUs), device ticks of 20 ns per transfer
+    for vid, nbytes, ticks in (("a", 2**18, 745.54), ("b", 2**20, 2624.24), ("c", 2**22, 10273.68)):
+        out.append(Case(f"V23{vid}", f"SDMA read {nbytes // 1024} KiB, 2 NPUs (A2/A3)", "GB/s", nbytes / (ticks * 20e-9) / 1e9,
+                        lambda b=nbytes: p2p_read_GBps(b), "bytes / device time per transfer"))
     # S20's DeepEP-Ascend normal kernels on an A3 supernode (moe_distribute_GBps), EP 8 and 16
     for i, (ep, disp, comb) in enumerate(((8, 146.0, 125.0), (16, 107.0, 103.0))):
         out.append(Case(f"V18{'ab'[i]}", f"MoE dispatch INT8, EP{ep}, 4096 tok x 7168 (A3)", "GB/s", disp,
@@ -454,7 +557,7 @@ def render(rows: list[Row], console=None) -> None:
         t.add_row(r.vid, r.what, r.unit, f"{r.measured:.1f}", pred, err, f"{r.seconds:.1f}", r.note)
     console.print(t)
     med, worst, n = summary(rows)
-    console.print(f"median |error| {100 * med:.1f} %, worst |error| {100 * worst:.1f} % over {n} cases (goal: median <= 10 %, worst <= 25 %)")
+    console.print(f"median |error| {100 * med:.1f} %, worst |error| {100 * worst:.1f} % over {n} cases (goal, issue 22: median <= 8 %, worst <= 25 %)")
     bound = [r.vid for r in rows if r.floor_bound]
     if bound:
         med, worst, n = summary([r for r in rows if not r.floor_bound])
