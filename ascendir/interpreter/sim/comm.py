@@ -22,10 +22,13 @@ its rows moved by the die's vector cores, as the vendor's kernels do (DeepEP-Asc
 CamMoeDispatchNormal / CamMoeCombineNormal, ops-transformer's MoeDistributeDispatch / Combine:
 AIV-only kernels, one DataCopyPad per row in and one out, the rows dealt evenly over all AIVs).
 Each copy's rows cost `aiv_row_cycles` on one AIV; the AIVs are a pool that takes the copies in
-issue order, rows spread over all of them (the copy's work / AIV count); a remote copy also
-crosses its link with no transport head and no per-flow cap (Links.transfer `by_cores`), and
-ends when both the pool and the link are done. A copy within the device is pool work only. Its cycles are all *exposed*
-(nothing computes beside it), `wait_cycles` is the part of them spent waiting for peers' records.
+issue order, rows spread over all of them (the copy's work / AIV count: a fluid pool, so a copy
+of fewer rows than AIVs is charged its share, not one row's latency); a remote copy also crosses
+its link with no transport head and no per-flow cap (Links.transfer `by_cores`), and ends when
+both the pool and the link are done. A copy within the device is pool work only.
+
+A comm kernel's cycles are all *exposed* (nothing computes beside it), `wait_cycles` is the part
+of them spent waiting for peers' records.
 """
 
 from __future__ import annotations
