@@ -126,18 +126,25 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
 * V18 [S20] DeepEP-Ascend's normal dispatch / combine on an A3 supernode (sgl-kernel-npu
   README, table added in b2e93094; its tests/python/deepep/test_intranode.py at that commit counts
   them): 4096 tokens per rank, hidden 7168, top-8 of 256 experts routed uniformly (top-k of
-  |randn| + 1), INT8 dispatch, BF16 combine. Bytes = the rows rank 0 receives (one per routed
+  |randn| + 1), "INT8 dispatching and BF16 combining" (README). Bytes = the rows rank 0 receives (one per routed
   (token, expert) pair, its own included: `recv_x.numel()`, recv_x cast back to bf16) x 7168 x 2
   for both ops: the tuning loop times `buffer.dispatch` on `x`, a bf16 tensor, never a tuple, so
-  its `fp8_factor` branch is dead and the INT8 dispatch's GB/s are bf16-equivalent bytes (every
+  its `fp8_factor` branch is dead and the dispatch's GB/s are bf16 bytes (every
   version of the test from 438e24be to b2e93094 alike). Time = one call on rank 0 (`bench`).
-  Predicted by nn.moe_distribute_dispatch on int8 rows of 7168 + 44 bytes (what
-  CamMoeDispatchNormal's DataCopyPad moves per row: the int8 values, the fp32 dynamic scale in a
-  32-byte slot and the 12-byte (rank, token, k) triple, `hScaleIdxSize` in
-  cam_moe_dispatch_normal.h) and nn.moe_distribute_combine on bf16 rows, timing-only on the
-  a3-supernode-16 topology: the dispatch is all its launches (MoeInitRouting, the row gather, the
-  comm kernel, expand_ids), the combine its comm kernel and the un-permuting gather. EP 32 / 64 /
-  128 need more devices than the shipped A3 slice (16 dies) holds: not predicted.
+  The rows the dispatch moves are bf16: the kernel quantises only when
+  DEEP_NORMAL_MODE_USE_INT8_QUANT=1 (buffer.py at b2e93094), which the test does not set, and the
+  measured dispatch takes about the combine's time for the same rows (4.39 vs 4.56 ms at EP16),
+  as equal bytes on the same links do; the README's "INT8 dispatching" repeats DeepEP's setting
+  line. (Were they int8, 7168 + 44 bytes a row, the prediction at EP 8 / 16 would be 1.94x / 1.96x
+  the bf16 one; docs/hardware-reference.md §Calibration.) Predicted by nn.moe_distribute_dispatch
+  on rows of 7168 x 2 + 44 bytes (what CamMoeDispatchNormal's DataCopyPad moves per row without
+  quantisation: the values, a 32-byte scale slot and the 12-byte (rank, token, k) triple,
+  `hScaleIdxSize` in cam_moe_dispatch_normal.h) and nn.moe_distribute_combine on bf16 rows,
+  timing-only on the a3-supernode-16 topology, both comm kernels moving their rows with the AIVs
+  as the vendor's do (interpreter/sim/comm.py `aiv_row_cycles`): the dispatch is all its
+  launches (MoeInitRouting, the row gather, the comm kernel, expand_ids), the combine its comm
+  kernel and the un-permuting gather. EP 32 / 64 / 128 need more devices than the shipped A3
+  slice (16 dies) holds: not predicted.
 * V10 [S17 §4.5] msprof L2 hit rate of the guide's double-buffered fp16 matmul (128 x 256 tiles)
   at 4096³ and 16384³, without and with its block swizzle (5 tile groups): the report's
   l2_hit_rate (GM read bytes served by L2 / GM read bytes) under the "tile" L2 model.
@@ -375,8 +382,8 @@ def p2p_read_GBps(nbytes: int) -> float:
 
 
 # S20's CamMoeDispatchNormal (b2e93094, cam_moe_dispatch_normal.h): per routed row it moves the
-# int8 values plus a 32-byte slot for the fp32 dynamic scale and the 12-byte (rank, token, k)
-# triple (hScaleIdxSize = hUBAlignSize + UB_ALIGN + 3 * 4)
+# values plus a 32-byte slot (the fp32 dynamic scale when quantising) and the 12-byte (rank,
+# token, k) triple (hScaleIdxSize = hUBAlignSize + UB_ALIGN + 3 * 4): 22 more bf16 elements
 DISPATCH_ROW_EXTRA = 32 + 12
 
 
@@ -384,10 +391,10 @@ def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: i
                         topology: str = "a3-supernode-16") -> tuple[float, float]:
     """(dispatch, combine) bandwidth in GB/s of expert-parallel dispatch / combine over `ep` ranks
     as S20's test_intranode.py counts them (module docstring, V18): `tokens` per rank, top-`topk`
-    of `experts` routed uniformly (seeded), INT8 dispatch (int8 rows of hidden + DISPATCH_ROW_EXTRA
-    bytes: data, fp32 scale slot and index triple), BF16 combine; both as rank 0's received rows x
-    hidden x 2 bytes (bf16-equivalent) over rank 0's time, timing-only on `topology`'s chip (the A3
-    die for the supernode file).
+    of `experts` routed uniformly (seeded), dispatch of bf16 rows of hidden x 2 + DISPATCH_ROW_EXTRA
+    bytes (data, scale slot and index triple: the test runs no quantisation), BF16 combine; both
+    as rank 0's received rows x hidden x 2 bytes over rank 0's time, timing-only on `topology`'s
+    chip (the A3 die for the supernode file).
 
     Raises: AscendirError when the topology has fewer than `ep` devices."""
     from xdsl.parser import Parser
@@ -398,16 +405,16 @@ def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: i
     from ascendir.hardware.topology import load_topology
     from ascendir.session import make_context
 
-    p, cols, local = tokens * topk, hidden + DISPATCH_ROW_EXTRA, experts // ep
+    p, cols, local = tokens * topk, hidden + DISPATCH_ROW_EXTRA // 2, experts // ep
     group = f"#ascend.device_group<[{', '.join(map(str, range(ep)))}]>"
-    xt, it, et = f"tensor<{p}x{cols}xi8>", f"tensor<{p}xi64>", f"tensor<{ep * p}x{hidden}xbf16>"
+    xt, it, et = f"tensor<{p}x{cols}xbf16>", f"tensor<{p}xi64>", f"tensor<{ep * p}x{hidden}xbf16>"
     ot = f"tensor<{ep}x{local + 1}xi64>"
-    text = (f"func.func @main(%x: {xt}, %ids: {it}, %ey: {et}) -> (tensor<{ep * p}x{cols}xi8>, tensor<{p}x{hidden}xbf16>) {{\n"
+    text = (f"func.func @main(%x: {xt}, %ids: {it}, %ey: {et}) -> (tensor<{ep * p}x{cols}xbf16>, tensor<{p}x{hidden}xbf16>) {{\n"
             f"  %ex, %eids, %offs, %idx = nn.moe_distribute_dispatch %x, %ids {{group = {group}, experts = {experts} : i64, "
-            f"moe_block = \"v18\"}} : ({xt}, {it}) -> (tensor<{ep * p}x{cols}xi8>, tensor<{ep * p}xi64>, {ot}, {it})\n"
+            f"moe_block = \"v18\"}} : ({xt}, {it}) -> (tensor<{ep * p}x{cols}xbf16>, tensor<{ep * p}xi64>, {ot}, {it})\n"
             f"  %y = nn.moe_distribute_combine %ey, %offs, %idx {{group = {group}, experts = {experts} : i64}} "
             f": ({et}, {ot}, {it}) -> tensor<{p}x{hidden}xbf16>\n"
-            f"  func.return %ex, %y : tensor<{ep * p}x{cols}xi8>, tensor<{p}x{hidden}xbf16>\n}}\n")
+            f"  func.return %ex, %y : tensor<{ep * p}x{cols}xbf16>, tensor<{p}x{hidden}xbf16>\n}}\n")
     module = Parser(make_context(), text).parse_module()
     target = load_topology(topology).chip
     lower(module, None, target)
@@ -506,7 +513,7 @@ def cases(quick: bool = False) -> list[Case]:
                         lambda b=nbytes: p2p_read_GBps(b), "bytes / device time per transfer"))
     # S20's DeepEP-Ascend normal kernels on an A3 supernode (moe_distribute_GBps), EP 8 and 16
     for i, (ep, disp, comb) in enumerate(((8, 146.0, 125.0), (16, 107.0, 103.0))):
-        out.append(Case(f"V18{'ab'[i]}", f"MoE dispatch INT8, EP{ep}, 4096 tok x 7168 (A3)", "GB/s", disp,
+        out.append(Case(f"V18{'ab'[i]}", f"MoE dispatch, EP{ep}, 4096 tok x 7168 (A3)", "GB/s", disp,
                         lambda e=ep: _moe_distribute(memo, e)[0], "received bytes / time"))
         out.append(Case(f"V18{'cd'[i]}", f"MoE combine BF16, EP{ep}, 4096 tok x 7168 (A3)", "GB/s", comb,
                         lambda e=ep: _moe_distribute(memo, e)[1], "received bytes / time"))

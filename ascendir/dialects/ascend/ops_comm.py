@@ -19,6 +19,14 @@ instance of its `dst` (the address computed on the sender).
 
 They run on no AI Core pipe (placement: none); a kernel holding them is a comm kernel: straight
 line, `block_dim = 1`.
+
+A comm kernel carrying the string attribute `aiv_rows` (AIV_ROWS_ATTR: `"barrier"` or
+`"pipelined"`) moves its rows with the die's vector cores instead, as ops-transformer's
+MoeDistributeDispatch / Combine and DeepEP-Ascend's kernels do: each `ascend.remote_copy` is its
+source's rows (all dims but the last), one DataCopy in and one out per row, dealt over the AIVs;
+`"barrier"` rows end with a PIPE_ALL barrier and a 32-B status flag (the combine),
+`"pipelined"` rows double-buffer the load of the next row under the store of this one (the
+dispatch). Its timing is sim/comm.py's `aiv_row_cycles`.
 """
 
 from __future__ import annotations
@@ -154,5 +162,8 @@ class CommReduceOp(IRDLOperation):
         if row != squeezed(d) or math.prod(s.get_shape()[1:]) != math.prod(d.get_shape()):
             raise VerifyException(f"{self.name}: a row of stack {list(s.get_shape())} and dest {list(d.get_shape())} differ")
 
+
+AIV_ROWS_ATTR = "aiv_rows"  # on a comm kernel: rows moved by the AIVs (module docstring)
+AIV_ROW_MODES = ("barrier", "pipelined")
 
 COMM_OPS = (GroupRankOp, RemoteCopyOp, NotifyRecordOp, NotifyWaitOp, CommReduceOp)

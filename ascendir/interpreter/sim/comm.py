@@ -15,8 +15,20 @@ a remote copy starts when the stream and the link are free and ends when its las
 max(stream, the record seen) + `hccl.notify_wait_us`. `comm_reduce` joins every stream and
 takes its HBM bytes at the chip's HBM bandwidth (INF: the vector cores' sum runs at HBM speed).
 The kernel ends when every stream has, and takes at least its HBM bytes (read here, landed here)
-at the chip's HBM bandwidth: the copies share the HBM of both ends. Its cycles are all *exposed*
-(nothing computes beside it), `wait_cycles` is the part of them spent waiting for peers' records.
+at the chip's HBM bandwidth: the copies share the HBM of both ends.
+
+A kernel marked `aiv_rows` (ops_comm.AIV_ROWS_ATTR: the expert-parallel dispatch / combine) has
+its rows moved by the die's vector cores, as the vendor's kernels do (DeepEP-Ascend's
+CamMoeDispatchNormal / CamMoeCombineNormal, ops-transformer's MoeDistributeDispatch / Combine:
+AIV-only kernels, one DataCopyPad per row in and one out, the rows dealt evenly over all AIVs).
+Each copy's rows cost `aiv_row_cycles` on one AIV; the AIVs are a pool that takes the copies in
+issue order, rows spread over all of them (the copy's work / AIV count: a fluid pool, so a copy
+of fewer rows than AIVs is charged its share, not one row's latency); a remote copy also crosses
+its link with no transport head and no per-flow cap (Links.transfer `by_cores`), and ends when
+both the pool and the link are done. A copy within the device is pool work only.
+
+A comm kernel's cycles are all *exposed* (nothing computes beside it), `wait_cycles` is the part
+of them spent waiting for peers' records.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ from xdsl.ir import Operation
 from ascendir.costmodel import LEVELS, quantise
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import COMM_OPS
+from ascendir.dialects.ascend.ops_comm import AIV_ROW_MODES, AIV_ROWS_ATTR
 from ascendir.errors import AscendirError
 from ascendir.interpreter.state import ACCT_SIZE, KernelRecord
 from ascendir.interpreter.timing.links import Links
@@ -41,6 +54,40 @@ _INDEX_OPS = {
     arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b, arith.MuliOp: lambda a, b: a * b,
     arith.DivUIOp: lambda a, b: a // b, arith.RemUIOp: lambda a, b: a % b,
 }
+
+
+STATUS_FLAG_BYTES = 32  # one status flag per row of a "barrier" copy: a 32-B block (cam_moe_combine_normal.h UB_32_ALIGN)
+
+
+def aiv_row_cycles(target, row_bytes: float, mode: str) -> float:
+    """Cycles one AIV spends on one row of `row_bytes` bytes of an `aiv_rows` comm kernel.
+
+    A row is a DataCopyPad GM -> UB (MTE2: `startup.mte2` + bytes / `rates.gm_to_ub`, and the GM
+    read latency) and one UB -> GM (MTE3: `startup.mte3` + bytes / `rates.ub_to_gm`, and the GM
+    write latency: a remote store is a GM write of the peer's HBM); S1 rates, S4 heads, S5
+    latencies, all from the target file (docs/hardware-reference.md §Rates, §Startup, §Memory).
+    `mode` "barrier" (CamMoeCombineNormal's send loop: load, store, PipeBarrier<PIPE_ALL>, then a
+    32-B status flag to the peer): load + store + both latencies + the flag's store head and bytes
+    (the flag lands while the next row loads). "pipelined" (CamMoeDispatchNormal's ShareToOutput:
+    a two-slot queue, the next row loading while this one stores): the longer of the two pipes'
+    parts, each with its own latency. The link's bandwidth is not in it (Links.transfer).
+
+    Raises:
+        ValueError: an unknown `mode`."""
+    load = target.startup["mte2"] + row_bytes / target.rate("gm", "ub") + target.memory.gm_read_latency
+    store = target.startup["mte3"] + row_bytes / target.rate("ub", "gm") + target.memory.gm_write_latency
+    if mode == "barrier":
+        return load + store + target.startup["mte3"] + STATUS_FLAG_BYTES / target.rate("ub", "gm")
+    if mode == "pipelined":
+        return max(load, store)
+    raise ValueError(f"aiv_rows mode {mode!r} (one of {', '.join(AIV_ROW_MODES)})")
+
+
+def _rows(a: np.ndarray) -> tuple[int, int]:
+    """(rows, bytes per row) of a copy's source: every dim but the last is rows."""
+    if a.ndim == 0:
+        return 1, a.dtype.itemsize
+    return int(np.prod(a.shape[:-1])), a.shape[-1] * a.dtype.itemsize
 
 
 def is_comm_kernel(op: ascend.KernelOp) -> bool:
@@ -86,6 +133,10 @@ class CommKernelProgram:
         self.args = list(block.args)
         self.ops: list[Operation] = []
         self.groups = set()
+        mode = op.attributes.get(AIV_ROWS_ATTR)
+        self.aiv_rows: str | None = mode.data if mode is not None else None
+        if self.aiv_rows is not None and self.aiv_rows not in AIV_ROW_MODES:
+            raise AscendirError(f"kernel @{self.name}: {AIV_ROWS_ATTR} = {self.aiv_rows!r} (one of {', '.join(AIV_ROW_MODES)})")
         for o in block.ops:
             if isinstance(o, (ascend.ReturnOp, ascend.BlockIdxOp)):
                 continue
@@ -122,6 +173,8 @@ class CommKernelProgram:
         main = t0
         waited = 0.0
         sent = read = 0.0
+        pool = t0  # the AIVs' clock in an aiv_rows kernel
+        aivs = m.target.cores("aiv")
         numerics = not m.timing_only
         for o in self.ops:
             if isinstance(o, arith.ConstantOp):
@@ -146,9 +199,12 @@ class CommKernelProgram:
                 nbytes = src.size * src.dtype.itemsize
                 read += nbytes
                 s = streams.get(peer, main)
+                if self.aiv_rows is not None:
+                    rows, row_bytes = _rows(src)
+                    pool = max(pool, s) + rows * aiv_row_cycles(m.target, row_bytes, self.aiv_rows) / aivs
                 if peer == me:
                     dst = V[o.dest]
-                    streams[peer] = links.local_copy(nbytes, s)
+                    streams[peer] = pool if self.aiv_rows is not None else links.local_copy(nbytes, s)
                     launch.received += nbytes
                 else:
                     plaunch = comm.peer_launch(peer, key, f"kernel @{self.name}: remote copy to device {peer}")
@@ -156,7 +212,10 @@ class CommKernelProgram:
                     dst = plaunch.args[i]
                     for idx in path:
                         dst = dst[idx]
-                    streams[peer] = links.transfer(me, peer, nbytes, s)
+                    if self.aiv_rows is not None:
+                        streams[peer] = max(links.transfer(me, peer, nbytes, s, by_cores=True), pool)
+                    else:
+                        streams[peer] = links.transfer(me, peer, nbytes, s)
                     plaunch.received += nbytes
                     sent += nbytes
                 if numerics:

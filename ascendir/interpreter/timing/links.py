@@ -24,7 +24,7 @@ device takes head + n / (SDMA flow rate) on no link.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ascendir.hardware.topology import Topology
 
@@ -75,12 +75,18 @@ class Links:
         head = h.sdma_large_head_us if nbytes >= h.sdma_large_bytes else h.sdma_head_us
         return ready + self.cycles(head) + nbytes / self.per_cycle(h.sdma_GBps)
 
-    def transfer(self, src: int, dst: int, nbytes: int, ready: float) -> float:
+    def transfer(self, src: int, dst: int, nbytes: int, ready: float, by_cores: bool = False) -> float:
         """Time the last byte of a `nbytes` transfer from `src` to `dst`, ready at `ready`, lands.
+        `by_cores`: the AI Cores' DMA moves it (sim/comm.py's AIV rows), not the transport's engine:
+        no transport head and no per-flow cap (the die's vector cores are many flows at once), so
+        the link's per-peer rate, its latency and the port's share bound it; the cores' own per-row
+        costs are charged by the caller.
 
         Raises:
             AscendirError: devices the topology does not join (Topology.link)."""
         ln = self.topology.link(src, dst, nbytes)
+        if by_cores:
+            ln = replace(ln, flow_GBps=ln.domain.per_peer_GBps, head_us=ln.domain.latency_us)
         use = self.links.get((src, dst))
         if use is None:
             use = self.links[(src, dst)] = LinkUse(src, dst, ln.domain.name)

@@ -19,10 +19,15 @@ nn.moe_distribute_combine on device q: handshake; for each peer s, the rows q ho
 from ep_recv_offsets row s) go back into s's sorted buffer at s's offsets; done; each device
 then un-permutes its own rows (row gather by expand_idx).
 
-Not modelled: ops-transformer's dispatch quantises to int8 on the way (dynamic_scales) and
-writes the receive windows of its peers directly from the AIVs (its kernels are AIV kernels
-with the HCCL windows mapped); here the chip's SDMA engines move the rows (timing/links.py), the
-same engines the collectives use. The scalar group-list reads of the comm kernel cost nothing.
+Both comm kernels move their rows with the die's AIVs, one DataCopy in and one out per row, as
+the vendor's kernels do (ops-transformer's MoeDistributeDispatch / Combine, DeepEP-Ascend's
+CamMoeDispatchNormal / CamMoeCombineNormal: AIV-only kernels on the HCCL windows, no SDMA):
+the dispatch's rows double-buffered ("pipelined"), the combine's each closed by a PIPE_ALL
+barrier and a status flag ("barrier"); timing in interpreter/sim/comm.py (`aiv_row_cycles`, the
+link's bandwidth and port as the bound for large rows). Not modelled: the dispatch's int8
+quantisation on the way (dynamic_scales); the vendor's receivers pull rows from the senders'
+windows where these kernels push them (the same bytes on the same link). The scalar group-list
+reads of the comm kernel cost nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from ascendir.conversion.nn_to_ascend.templates.elementwise import vector_cores
 from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import _scalar, emit_moe_init_routing
 from ascendir.costmodel.moe_routing import ep_block
 from ascendir.dialects import ascend, nn
+from ascendir.dialects.ascend.ops_comm import AIV_ROWS_ATTR
 from ascendir.dialects.ascend.ops_scalar import MOE_BLOCK_ATTR
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 
@@ -74,6 +80,7 @@ def lower_dispatch(ctx: LoweringContext, op: nn.MoeDistributeDispatchOp, operand
     ck.sync()
     kernel = kb.finish()
     kernel.attributes[MOE_BLOCK_ATTR] = StringAttr(ep_block(block, n, experts, "offsets"))
+    kernel.attributes[AIV_ROWS_ATTR] = StringAttr("pipelined")  # ShareToOutput's two-slot row queue
     ctx.launch(kernel, args)
     eids = _emit_expand_ids(ctx, offs, pairs, local)
     return [ctx.view(recv, [n * pairs, hidden]), eids, offs, dest]
@@ -129,5 +136,7 @@ def lower_combine(ctx: LoweringContext, op: nn.MoeDistributeCombineOp, operands:
         count = kb.sub(hi, lo)
         ck.copy(kb.subview(g_ey, [s, 0, 0], [1, count, hidden]), kb.subview(g_back, [lo, 0], [count, hidden]), s)
     ck.sync()
-    ck.finish(ctx, [ey3, offs, back])
+    kernel = kb.finish()
+    kernel.attributes[AIV_ROWS_ATTR] = StringAttr("barrier")  # PIPE_ALL and a status flag per row
+    ctx.launch(kernel, [ey3, offs, back])
     return [emit_gather_rows(ctx, back, idx)]
