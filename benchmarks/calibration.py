@@ -1,4 +1,4 @@
-"""Predicted vs measured for the validation measurements of reference §7 (V1-V10, V11-V13, V18,
+"""Predicted vs measured for the validation measurements of reference §7 (V1-V10, V11-V13, V18, V24,
 V14): error per case, median and worst |error|.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/calibration.py [--quick]
