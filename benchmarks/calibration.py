@@ -1,4 +1,4 @@
-"""Predicted vs measured for the validation measurements of reference §7 (V1-V14, V18, V20-V23):
+"""Predicted vs measured for the validation measurements of reference §7 (V1-V14, V18, V20-V24):
 error per case, median and worst |error|.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/calibration.py [--quick]

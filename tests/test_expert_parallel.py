@@ -234,3 +234,33 @@ def test_ep_exchange_time_grows_with_rows_and_with_peers() -> None:
     more = moe_distribute_GBps(8, tokens=512)
     for i in (0, 1):
         assert more[i] == pytest.approx(rates[8][i], rel=0.1), (more, rates[8])
+
+
+def test_low_latency_convention_reproduces_s20s_gbps() -> None:
+    """V24 reads S20's low-latency table as kernel µs, with GB/s = every sent (token, k) row x its
+    bytes / µs (test_low_latency.py at b2e93094): 128 tokens x top-8, int8 dispatch rows of
+    7168 + 7168 / 128 x 4 + 16 bytes, bf16 combine rows. That reading gives back the README's
+    GB/s from its µs at EP 8 / 16 / 32, within its rounding."""
+    from ascendir.api.calibration import low_latency_row_bytes
+
+    assert low_latency_row_bytes(7168) == 7408
+    rows = 128 * 8
+    published = {8: (132, 58, 126, 116), 16: (139, 55, 135, 109), 32: (153, 49, 151, 97)}
+    for us_d, gbps_d, us_c, gbps_c in published.values():
+        assert rows * low_latency_row_bytes(7168) / us_d / 1e3 == pytest.approx(gbps_d, abs=0.6)
+        assert rows * 7168 * 2 / us_c / 1e3 == pytest.approx(gbps_c, abs=0.6)
+
+
+def test_int8_dispatch_rows_halve_the_exchange() -> None:
+    """V24's dispatch moves int8 rows (7,408 B) where V18's moves bf16 ones (14,380 B): with the same
+    routing the dispatch takes a little more than 7408 / 14380 of the bf16 time (its exchange
+    scales with the row bytes, its routing launches do not), and the combine (bf16 in both) is
+    unchanged."""
+    from ascendir.api.calibration import DISPATCH_ROW_EXTRA, low_latency_row_bytes, moe_distribute_times
+
+    bf16 = moe_distribute_times(8, tokens=1024, dispatch_row=(7168 + DISPATCH_ROW_EXTRA // 2, "bf16"))
+    int8 = moe_distribute_times(8, tokens=1024, dispatch_row=(low_latency_row_bytes(7168), "i8"))
+    assert int8[1] == pytest.approx(bf16[1], rel=1e-9)
+    assert int8[2] == bf16[2]
+    ratio = low_latency_row_bytes(7168) / (7168 * 2 + DISPATCH_ROW_EXTRA)
+    assert ratio < int8[0] / bf16[0] < ratio + 0.1, (int8, bf16, ratio)

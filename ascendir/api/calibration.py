@@ -145,6 +145,19 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   launches (MoeInitRouting, the row gather, the comm kernel, expand_ids), the combine its comm
   kernel and the un-permuting gather. EP 32 / 64 / 128 need more devices than the shipped A3
   slice (16 dies) holds: not predicted.
+* V24 [S20] DeepEP-Ascend's low-latency dispatch / combine on an A3 supernode (sgl-kernel-npu
+  README, low-latency table added in b2e93094; its tests/python/deepep/test_low_latency.py at that
+  commit runs them): `low_latency_dispatch` / `low_latency_combine` call CANN's
+  MoeDistributeDispatchV2 / MoeDistributeCombineV2 (deep_ep.cpp), 128 tokens per rank (README),
+  hidden 7168, top-8 of 256 experts, dispatch quantised to int8 (`use_fp8 = True`: quant_mode 2,
+  int8 values and one fp32 dynamic scale per row, deep_ep.cpp), combine BF16. The test counts a
+  dispatch row as DeepEP's fp8 layout, 7168 + 7168 / 128 x 4 + 16 = 7,408 bytes; the simulated
+  rows are those 7,408 bytes (at most 3 % above what one int8 row and its scale take). Measured = the kernel time of each
+  (`bench_kineto` over the two kernel names), 132 / 139 µs dispatch and 126 / 135 µs combine at
+  EP 8 / 16; the README's GB/s are every sent (token, k) row, local ones included, x row bytes
+  over these times (58 / 55 and 116 / 109 GB/s). Predicted: moe_distribute_low_latency_us, the
+  same simulated ops as V18 with int8 dispatch rows (the kernel's quantisation pass is not
+  charged). EP 32 (153 / 151 µs) needs more than the 16-die slice: not predicted.
 * V10 [S17 §4.5] msprof L2 hit rate of the guide's double-buffered fp16 matmul (128 x 256 tiles)
   at 4096³ and 16384³, without and with its block swizzle (5 tile groups): the report's
   l2_hit_rate (GM read bytes served by L2 / GM read bytes) under the "tile" L2 model.
@@ -387,14 +400,16 @@ def p2p_read_GBps(nbytes: int) -> float:
 DISPATCH_ROW_EXTRA = 32 + 12
 
 
-def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: int = 8, experts: int = 256,
-                        topology: str = "a3-supernode-16") -> tuple[float, float]:
-    """(dispatch, combine) bandwidth in GB/s of expert-parallel dispatch / combine over `ep` ranks
-    as S20's test_intranode.py counts them (module docstring, V18): `tokens` per rank, top-`topk`
-    of `experts` routed uniformly (seeded), dispatch of bf16 rows of hidden x 2 + DISPATCH_ROW_EXTRA
-    bytes (data, scale slot and index triple: the test runs no quantisation), BF16 combine; both
-    as rank 0's received rows x hidden x 2 bytes over rank 0's time, timing-only on `topology`'s
-    chip (the A3 die for the supernode file).
+def moe_distribute_times(ep: int, tokens: int = 4096, hidden: int = 7168, topk: int = 8, experts: int = 256,
+                         dispatch_row: tuple[int, str] = (7168 + DISPATCH_ROW_EXTRA // 2, "bf16"),
+                         topology: str = "a3-supernode-16") -> tuple[float, float, int]:
+    """(dispatch s, combine s, rows rank 0 receives) of expert-parallel dispatch / combine over `ep`
+    ranks, timing-only on `topology`'s chip (the A3 die for the supernode file): `tokens` per rank,
+    top-`topk` of `experts` routed uniformly (seeded); the dispatch moves rows of `dispatch_row` =
+    (elements, element type) (bf16 values plus scale slot and index triple for S20's normal kernel,
+    DISPATCH_ROW_EXTRA; int8 rows for its low-latency one), the combine bf16 rows of `hidden`.
+    Times are rank 0's: the dispatch is all its launches (routing, row gather, comm kernel,
+    expand_ids), the combine its comm kernel and the un-permuting gather.
 
     Raises: AscendirError when the topology has fewer than `ep` devices."""
     from xdsl.parser import Parser
@@ -405,16 +420,16 @@ def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: i
     from ascendir.hardware.topology import load_topology
     from ascendir.session import make_context
 
-    p, cols, local = tokens * topk, hidden + DISPATCH_ROW_EXTRA // 2, experts // ep
+    (cols, dt), p, local = dispatch_row, tokens * topk, experts // ep
     group = f"#ascend.device_group<[{', '.join(map(str, range(ep)))}]>"
-    xt, it, et = f"tensor<{p}x{cols}xbf16>", f"tensor<{p}xi64>", f"tensor<{ep * p}x{hidden}xbf16>"
+    xt, it, et = f"tensor<{p}x{cols}x{dt}>", f"tensor<{p}xi64>", f"tensor<{ep * p}x{hidden}xbf16>"
     ot = f"tensor<{ep}x{local + 1}xi64>"
-    text = (f"func.func @main(%x: {xt}, %ids: {it}, %ey: {et}) -> (tensor<{ep * p}x{cols}xbf16>, tensor<{p}x{hidden}xbf16>) {{\n"
+    text = (f"func.func @main(%x: {xt}, %ids: {it}, %ey: {et}) -> (tensor<{ep * p}x{cols}x{dt}>, tensor<{p}x{hidden}xbf16>) {{\n"
             f"  %ex, %eids, %offs, %idx = nn.moe_distribute_dispatch %x, %ids {{group = {group}, experts = {experts} : i64, "
-            f"moe_block = \"v18\"}} : ({xt}, {it}) -> (tensor<{ep * p}x{cols}xbf16>, tensor<{ep * p}xi64>, {ot}, {it})\n"
+            f"moe_block = \"v18\"}} : ({xt}, {it}) -> (tensor<{ep * p}x{cols}x{dt}>, tensor<{ep * p}xi64>, {ot}, {it})\n"
             f"  %y = nn.moe_distribute_combine %ey, %offs, %idx {{group = {group}, experts = {experts} : i64}} "
             f": ({et}, {ot}, {it}) -> tensor<{p}x{hidden}xbf16>\n"
-            f"  func.return %ex, %y : tensor<{ep * p}x{cols}xbf16>, tensor<{p}x{hidden}xbf16>\n}}\n")
+            f"  func.return %ex, %y : tensor<{ep * p}x{cols}x{dt}>, tensor<{p}x{hidden}xbf16>\n}}\n")
     module = Parser(make_context(), text).parse_module()
     target = load_topology(topology).chip
     lower(module, None, target)
@@ -426,8 +441,43 @@ def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: i
     t_dispatch = sum(k["cycles"] for k in kernels[:first]) / hw.clock_hz
     t_combine = sum(k["cycles"] for k in kernels[first:]) / hw.clock_hz
     rows = int((routing.reshape(-1)[: ep * p] // local == 0).sum())  # received by rank 0
+    return t_dispatch, t_combine, rows
+
+
+def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: int = 8, experts: int = 256,
+                        topology: str = "a3-supernode-16") -> tuple[float, float]:
+    """(dispatch, combine) bandwidth in GB/s of expert-parallel dispatch / combine over `ep` ranks
+    as S20's test_intranode.py counts them (module docstring, V18): `tokens` per rank, top-`topk`
+    of `experts` routed uniformly (seeded), dispatch of bf16 rows of hidden x 2 + DISPATCH_ROW_EXTRA
+    bytes (data, scale slot and index triple: the test runs no quantisation), BF16 combine; both
+    as rank 0's received rows x hidden x 2 bytes over rank 0's time (moe_distribute_times).
+
+    Raises: AscendirError when the topology has fewer than `ep` devices."""
+    t_dispatch, t_combine, rows = moe_distribute_times(ep, tokens, hidden, topk, experts,
+                                                       (hidden + DISPATCH_ROW_EXTRA // 2, "bf16"), topology)
     nbytes = rows * hidden * 2  # bf16-equivalent for both ops (module docstring, V18)
     return nbytes / t_dispatch / 1e9, nbytes / t_combine / 1e9
+
+
+# S20's low-latency test (test_low_latency.py at b2e93094): an int8 dispatch row is the values, one
+# fp32 scale per 128 values and 16 bytes more (`num_fp8_bytes = hidden + hidden // 128 * 4 + 16`)
+def low_latency_row_bytes(hidden: int = 7168) -> int:
+    """Bytes of one int8 dispatch row of S20's low-latency kernels (values, per-128 fp32 scales, 16 B)."""
+    return hidden + hidden // 128 * 4 + 16
+
+
+def moe_distribute_low_latency_us(ep: int, tokens: int = 128, hidden: int = 7168, topk: int = 8, experts: int = 256,
+                                  topology: str = "a3-supernode-16") -> tuple[float, float]:
+    """(dispatch, combine) µs of S20's low-latency kernels (CANN's MoeDistributeDispatchV2 /
+    MoeDistributeCombineV2) as test_low_latency.py times them (module docstring, V24): `tokens` per
+    rank, top-`topk` of `experts`, int8 dispatch rows of low_latency_row_bytes, BF16 combine,
+    rank 0's simulated time of each (moe_distribute_times). The published GB/s are sent rows
+    (tokens x topk, local ones included) x row bytes over these times.
+
+    Raises: AscendirError when the topology has fewer than `ep` devices."""
+    t_dispatch, t_combine, _ = moe_distribute_times(ep, tokens, hidden, topk, experts,
+                                                    (low_latency_row_bytes(hidden), "i8"), topology)
+    return t_dispatch * 1e6, t_combine * 1e6
 
 
 def cases(quick: bool = False) -> list[Case]:
@@ -517,6 +567,13 @@ def cases(quick: bool = False) -> list[Case]:
                         lambda e=ep: _moe_distribute(memo, e)[0], "received bytes / time"))
         out.append(Case(f"V18{'cd'[i]}", f"MoE combine BF16, EP{ep}, 4096 tok x 7168 (A3)", "GB/s", comb,
                         lambda e=ep: _moe_distribute(memo, e)[1], "received bytes / time"))
+    # S20's low-latency kernels (CANN's MoeDistributeDispatchV2 / CombineV2) on an A3 supernode,
+    # 128 tokens per rank, EP 8 and 16: kernel times as bench_kineto takes them
+    for i, (ep, disp, comb) in enumerate(((8, 132.0, 126.0), (16, 139.0, 135.0))):
+        out.append(Case(f"V24{'ab'[i]}", f"MoE dispatch INT8 low-latency, EP{ep}, 128 tok x 7168 (A3)", "us", disp,
+                        lambda e=ep: _moe_low_latency(memo, e)[0], "kernel time"))
+        out.append(Case(f"V24{'cd'[i]}", f"MoE combine BF16 low-latency, EP{ep}, 128 tok x 7168 (A3)", "us", comb,
+                        lambda e=ep: _moe_low_latency(memo, e)[1], "kernel time"))
     if quick:
         out = [c for c in out if c.vid in ("V3", "V7", "V14a", "V13", "V8c")]
     return out
@@ -526,6 +583,12 @@ def _moe_distribute(memo: dict, ep: int) -> tuple[float, float]:
     if ("v18", ep) not in memo:
         memo[("v18", ep)] = moe_distribute_GBps(ep)
     return memo[("v18", ep)]
+
+
+def _moe_low_latency(memo: dict, ep: int) -> tuple[float, float]:
+    if ("v24", ep) not in memo:
+        memo[("v24", ep)] = moe_distribute_low_latency_us(ep)
+    return memo[("v24", ep)]
 
 
 def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> list[Row]:
