@@ -27,10 +27,12 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.costmodel import CostEnv, bandwidth_bound_cycles, copy_startup, mmad_cycles, vector_cycles
 from ascendir.dialects.ascend import TILING_ATTR, TilingAttr
 
-FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle", "prefetch")
+FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle", "prefetch", "tail_split")
 # Fields a tiling may leave out (their default, 0, is then written nowhere: IR text and `text()`
-# of a tiling without them stay as they were): prefetch = 1 prefetches B into L2 on the AIVs.
-OPTIONAL_FIELDS = ("prefetch",)
+# of a tiling without them stay as they were): prefetch = 1 prefetches B into L2 on the AIVs;
+# tail_split = f >= 2 splits the K of each tile of the last, partial wave f ways (`tail_misfit`).
+OPTIONAL_FIELDS = ("prefetch", "tail_split")
+FLAG_FIELDS = ("prefetch",)  # 0 or 1
 # Fields of an nn.attention's tiling (flash_attention template): query rows per head per item, keys per block.
 ATTENTION_FIELDS = ("br", "bc")
 # Candidate grids (elements for m / n; bytes for k, so f16 and f32 get the same K bytes).
@@ -80,6 +82,7 @@ class Tiling:
     split_k: int = 1
     swizzle: int = 1
     prefetch: int = 0
+    tail_split: int = 0
 
     @property
     def k_l1(self) -> int:
@@ -318,6 +321,59 @@ def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
     return None
 
 
+def tail_piece(t: Tiling) -> tuple[int, int]:
+    """(rows, columns) of the pieces a tail_split partial tile is written in (FixPipe, from L0C)
+    and reduced in (AIV, UB): the L0C column half (the whole tile when its half is not whole
+    fractals) cut into row blocks of at most REDUCE_TILE f32 elements. The reduction reads each
+    piece exactly as it was written, so it finds it in L2 (interpreter/timing/l2.py keys tiles
+    by their shape)."""
+    cols = t.n // 2 if t.n % 32 == 0 else t.n
+    rows = t.m
+    while rows * cols > REDUCE_TILE and rows % 32 == 0:
+        rows //= 2
+    return rows, cols
+
+
+def tail_geometry(p: Problem, t: Tiling, target: HardwareConfig) -> tuple[int, int] | None:
+    """(tail tiles, K ranges per tail tile) of `t.tail_split` (catlass
+    TailSplitkGemmIdentityBlockSwizzle): the tiles of the last, partial wave over the AICs
+    (tiles mod num_aic) each run as that many K ranges of whole L1 chunks, as even as whole
+    chunks allow (the first C mod f ranges one chunk longer), so the partial wave's work spreads
+    over every AIC; None when t asks for none or the tiles make whole waves."""
+    if t.tail_split < 2:
+        return None
+    tail = p.batch * -(-p.m // t.m) * -(-p.n // t.n) % target.num_aic
+    f = min(t.tail_split, k_chunks(p, t))
+    return (tail, f) if tail and f > 1 else None
+
+
+def tail_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
+    """Why `t`'s tail_split cannot be lowered, else None: it needs a 910B-style chip (FixPipe
+    writes the f32 partials, the AIVs reduce them), a plain matmul of one batch without split_k,
+    whole tiles (M, N multiples of m, n), a partial last wave, enough L1 chunks, and the reduction's
+    pieces in UB."""
+    if t.tail_split < 2:
+        return None
+    what = f"tail_split = {t.tail_split}"
+    if not (target.arch.fixpipe and target.arch.split_cores):
+        return f"cannot use {what} on {target.name} (FixPipe writes the f32 partials and the AIVs reduce them: a split-core chip)"
+    if p.epilogue or p.ffn_up or p.batch > 1 or t.split_k > 1 or p.dtype == "i8":
+        return f"needs a plain float matmul of one batch without split_k for {what}"
+    if p.m % t.m or p.n % t.n:
+        return f"needs whole tiles for {what} (M = {p.m} a multiple of m = {t.m}, N = {p.n} of n = {t.n})"
+    tiles = -(-p.m // t.m) * -(-p.n // t.n)
+    if tiles % target.num_aic == 0:
+        return f"has no partial wave to split ({what}): {tiles} tiles on {target.num_aic} AICs"
+    if k_chunks(p, t) < t.tail_split:
+        return f"cannot split K = {p.k} {t.tail_split} ways: it has {k_chunks(p, t)} chunks of k·l1_depth = {t.k_l1}"
+    rows, cols = tail_piece(t)
+    f = tail_geometry(p, t, target)[1]
+    need = f * aligned_bytes(target, "ub", rows * cols * 4) + aligned_bytes(target, "ub", rows * cols * p.out_bytes)
+    if need > target.capacity("ub"):
+        return f"needs {need} bytes of UB for its tail reduction ({f} f32 pieces of {rows}x{cols}), {target.name} has {target.capacity('ub')}"
+    return None
+
+
 def check_fits(p: Problem, t: Tiling, target: HardwareConfig, what: str = "matmul") -> None:
     """Raises AscendirError when tiling `t` does not fit `target`: names the buffer, the bytes
     needed vs available, and the largest tile that fits (`largest_fit`). Also rejects m / n not
@@ -349,7 +405,7 @@ def fit_error(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
     if t.prefetch and not prefetch_fits(p, t, target):
         return (f"cannot prefetch B on {target.name}'s AIVs (needs a split-core chip, a plain matmul kernel (not "
                 f"ffn_up), and a k·l1_depth x n chunk of {t.k_l1 * t.n * p.es} bytes within UB)")
-    return split_misfit(p, t, target)
+    return split_misfit(p, t, target) or tail_misfit(p, t, target)
 
 
 def largest_fit(p: Problem, t: Tiling, target: HardwareConfig, hold: frozenset[str] = frozenset()) -> Tiling | None:
@@ -743,7 +799,7 @@ def check_fields(fields: dict[str, int], where: str) -> None:
     for key, v in fields.items():
         if key in OPTIONAL_FIELDS and v in (0, 1):
             continue
-        if key in OPTIONAL_FIELDS:
+        if key in FLAG_FIELDS:
             raise AscendirError(f"{where}: {key}={v} must be 0 or 1")
         if v < 1:
             raise AscendirError(f"{where}: {key}={v} must be >= 1")
