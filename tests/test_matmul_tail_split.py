@@ -97,3 +97,6 @@ def test_tail_split_refused_on_a_coupled_chip_and_with_an_epilogue():
             op.attributes[TILING_ATTR] = Tiling(128, 128, 64, 2, tail_split=3).to_attr()
     with pytest.raises(AscendirError, match="tail_split = 3"):
         lower_text(printed(module))
+    # forced (--tiling) on such a matmul: an error naming the reason, never silently dropped
+    with pytest.raises(AscendirError, match="plain float matmul.*tail_split = 3"):
+        with_tiling(fuse(epilogue_text(512, 1024, 1024, "relu", dt="f16")), "m=128,n=128,k=64,tail_split=3")

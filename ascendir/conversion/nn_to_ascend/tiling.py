@@ -440,6 +440,11 @@ def largest_fit(p: Problem, t: Tiling, target: HardwareConfig, hold: frozenset[s
             if "l1_depth" in hold and depth != t.l1_depth:
                 continue
             c = Tiling(m, n, k, depth, 1, t.swizzle)
+            if t.tail_split > 1:  # kept where this tile can take it; a forced one is never dropped
+                if tail_misfit(p, replace(c, tail_split=t.tail_split), target) is None:
+                    c = replace(c, tail_split=t.tail_split)
+                elif "tail_split" in hold:
+                    continue
             if t.prefetch and prefetch_fits(p, c, target):
                 c = replace(c, prefetch=1)
             if "prefetch" in hold and c.prefetch != t.prefetch:
