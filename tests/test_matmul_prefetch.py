@@ -14,10 +14,11 @@ from ascendir.dialects.ascend import FLAG_UNITS_ATTR
 from ascendir.errors import AscendirError
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
-from ascendir.conversion.nn_to_ascend.tiling import Problem, Tiling, check_fits, estimate, parse_tiling, search
+from ascendir.conversion.nn_to_ascend.tiling import Problem, Tiling, candidates, check_fits, estimate, parse_tiling, search
 from lowering_harness import lower_text, rand, run_both
 from test_choose_tiling import with_tiling
 from test_lowering_matmul import epilogue_text, fuse, kernels, matmul_text
+from test_matmul_nz_weight import weight_text
 
 PLAIN = "m=16,n=128,k=64,l1_depth=4"
 
@@ -83,7 +84,7 @@ def test_prefetch_field_is_checked():
 
 def test_cost_model_prefetches_weight_streaming_and_tracks_simulation():
     """A decode GEMV (weights from HBM at the AIC's 32 B/cycle path) is prefetched and its
-    estimate is within 10 % of the simulation; a square GEMM (B panels re-read from L2) is not."""
+    estimate is within 10 % of the simulation."""
     hw = load_target("ascend910b2")
     p = Problem(1, 1, 4096, 4096, "f16", 2)
     res = search(p, hw)
@@ -92,7 +93,25 @@ def test_cost_model_prefetches_weight_streaming_and_tracks_simulation():
     text = with_tiling(matmul_text((1, 4096), (4096, 4096), (1, 4096), "f16"), res.best.text())
     cycles = simulate(lower_text(text), None, {}, hw, timing_only=True).report["total_cycles"]
     assert abs(cycles / res.estimate.cycles - 1) < 0.10
+
+
+def test_square_weight_gemm_prefetches_b_on_wide_tiles_and_runs_faster():
+    """A square GEMM of a constant weight also reads every B panel from HBM once, at the AIC's
+    32 B/cycle path: the search prefetches it (no margin for weights), on a tile whose B part is
+    the larger (n >= m: the AIC still streams A and pays its first-read misses), and the
+    simulated kernel is faster than the same tiling without prefetch; a runtime B keeps the
+    margin (the plain kernel); no candidate of a problem with M >= N prefetches a tile with m > n."""
+    hw = load_target("ascend910b2")
+    p = Problem(1, 4096, 4096, 4096, "f16", 2, b_nz=True)
+    best = search(p, hw).best
+    assert best.prefetch == 1 and best.n >= best.m
     assert search(Problem(1, 4096, 4096, 4096, "f16", 2), hw).best.prefetch == 0
+    plain = Tiling(**{**best.__dict__, "prefetch": 0})
+    text = weight_text(4096, 4096, 4096)
+    cyc = [simulate(lower_text(with_tiling(text, t.text())), None, {}, hw, timing_only=True).report["total_cycles"] for t in (best, plain)]
+    assert cyc[0] < 0.97 * cyc[1]
+    assert not any(t.prefetch and t.m > t.n for t in candidates(p, hw, (1,)))
+    assert any(t.prefetch and t.m > t.n for t in candidates(Problem(1, 512, 11008, 4096, "f16", 2), hw, (1,)))
 
 
 def test_ffn_up_prefetches_on_its_idle_aiv_with_the_same_numbers(monkeypatch):

@@ -27,10 +27,12 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.costmodel import CostEnv, bandwidth_bound_cycles, copy_startup, mmad_cycles, vector_cycles
 from ascendir.dialects.ascend import TILING_ATTR, TilingAttr
 
-FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle", "prefetch")
+FIELDS = ("m", "n", "k", "l1_depth", "split_k", "swizzle", "prefetch", "tail_split")
 # Fields a tiling may leave out (their default, 0, is then written nowhere: IR text and `text()`
-# of a tiling without them stay as they were): prefetch = 1 prefetches B into L2 on the AIVs.
-OPTIONAL_FIELDS = ("prefetch",)
+# of a tiling without them stay as they were): prefetch = 1 prefetches B into L2 on the AIVs;
+# tail_split = f >= 2 splits the K of each tile of the last, partial wave f ways (`tail_misfit`).
+OPTIONAL_FIELDS = ("prefetch", "tail_split")
+FLAG_FIELDS = ("prefetch",)  # 0 or 1
 # Fields of an nn.attention's tiling (flash_attention template): query rows per head per item, keys per block.
 ATTENTION_FIELDS = ("br", "bc")
 # Candidate grids (elements for m / n; bytes for k, so f16 and f32 get the same K bytes).
@@ -47,11 +49,22 @@ SWIZZLE_CHOICES = (1, 2, 4, 8, 16)
 MIN_GM_ROW_BYTES = 128
 # Ping-pong: two L1 / L0A / L0B slots (S2 InitBuffer BUFFER_NUM = 2), one L0C accumulator.
 NBUF = 2
-# The estimate's item = max(pipes) is a few % optimistic when MTE2 and M are balanced, more so with
-# the prefetch's cross-core hand-offs (4096^3 f16: 804 K estimated, 858 K simulated with it; 833 K vs
-# 851 K without, benchmarks/tiling_search.py): a prefetching tiling must save more than this fraction
-# of the estimate to be ranked above a plain one.
+# A prefetching tiling of a B that is not a constant weight must save more than this fraction of
+# the estimate to be ranked above a plain one. The AIV prefetch is the vendor's weight prefetch
+# (torch_npu.npu_prefetch, vllm-ascend weight_prefetch); torch.matmul of two runtime tensors, which
+# the GEMM calibration rows V2-V5 measure, does not prefetch, and without the margin ascendir's
+# kernels for them prefetch (V2 +5.2 -> +7.6 %, V4 +4.8 -> +7.6 % against the measurement). For
+# constant weights (Problem.b_nz) there is none: their prefetching kernels are estimated as
+# closely as the plain ones and simulate faster (910B2 fp16 4096^3, 128x256, l1_depth 5: 763,956
+# estimated / 765,502 simulated with prefetch, 780,331 / 802,543 without).
 PREFETCH_MARGIN = 0.05
+# Estimates closer than this fraction are not ordered by the search (`search` breaks the tie by
+# the simpler, larger tiling): on 910B2 fp16 weight GEMMs the estimate is 0-5 % below the
+# simulated kernel, by an amount that differs between tilings estimated within 0.2 % of each
+# other (14336x4096x4096, 128x256: l1_depth 4 with prefetch 2,574,267 estimated / 2,728,479
+# simulated, l1_depth 4 without 2,576,391 / 2,709 K, l1_depth 5 without 2,577,277 / 2,698,246;
+# 4096^3 with prefetch, l1_depth 4 761,243 / 772,922, l1_depth 5 763,956 / 765,502).
+ESTIMATE_RESOLUTION = 0.01
 # Vector tile of the split-K reduction kernel (f32 elements per AIV call): 3 such f32 / f16
 # buffers take < 1/4 of UB (192 KiB, S1) and each load moves 16 KiB, the transfer size S2 gives
 # for full GM bandwidth.
@@ -69,6 +82,7 @@ class Tiling:
     split_k: int = 1
     swizzle: int = 1
     prefetch: int = 0
+    tail_split: int = 0
 
     @property
     def k_l1(self) -> int:
@@ -307,6 +321,59 @@ def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
     return None
 
 
+def tail_piece(t: Tiling) -> tuple[int, int]:
+    """(rows, columns) of the pieces a tail_split partial tile is written in (FixPipe, from L0C)
+    and reduced in (AIV, UB): the L0C column half (the whole tile when its half is not whole
+    fractals) cut into row blocks of at most REDUCE_TILE f32 elements. The reduction reads each
+    piece exactly as it was written, so it finds it in L2 (interpreter/timing/l2.py keys tiles
+    by their shape)."""
+    cols = t.n // 2 if t.n % 32 == 0 else t.n
+    rows = t.m
+    while rows * cols > REDUCE_TILE and rows % 32 == 0:
+        rows //= 2
+    return rows, cols
+
+
+def tail_geometry(p: Problem, t: Tiling, target: HardwareConfig) -> tuple[int, int] | None:
+    """(tail tiles, K ranges per tail tile) of `t.tail_split` (catlass
+    TailSplitkGemmIdentityBlockSwizzle): the tiles of the last, partial wave over the AICs
+    (tiles mod num_aic) each run as that many K ranges of whole L1 chunks, as even as whole
+    chunks allow (the first C mod f ranges one chunk longer), so the partial wave's work spreads
+    over every AIC; None when t asks for none or the tiles make whole waves."""
+    if t.tail_split < 2:
+        return None
+    tail = p.batch * -(-p.m // t.m) * -(-p.n // t.n) % target.num_aic
+    f = min(t.tail_split, k_chunks(p, t))
+    return (tail, f) if tail and f > 1 else None
+
+
+def tail_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
+    """Why `t`'s tail_split cannot be lowered, else None: it needs a 910B-style chip (FixPipe
+    writes the f32 partials, the AIVs reduce them), a plain matmul of one batch without split_k,
+    whole tiles (M, N multiples of m, n), a partial last wave, enough L1 chunks, and the reduction's
+    pieces in UB."""
+    if t.tail_split < 2:
+        return None
+    what = f"tail_split = {t.tail_split}"
+    if not (target.arch.fixpipe and target.arch.split_cores):
+        return f"cannot use {what} on {target.name} (FixPipe writes the f32 partials and the AIVs reduce them: a split-core chip)"
+    if p.epilogue or p.ffn_up or p.batch > 1 or t.split_k > 1 or p.dtype == "i8":
+        return f"needs a plain float matmul of one batch without split_k for {what}"
+    if p.m % t.m or p.n % t.n:
+        return f"needs whole tiles for {what} (M = {p.m} a multiple of m = {t.m}, N = {p.n} of n = {t.n})"
+    tiles = -(-p.m // t.m) * -(-p.n // t.n)
+    if tiles % target.num_aic == 0:
+        return f"has no partial wave to split ({what}): {tiles} tiles on {target.num_aic} AICs"
+    if k_chunks(p, t) < t.tail_split:
+        return f"cannot split K = {p.k} {t.tail_split} ways: it has {k_chunks(p, t)} chunks of k·l1_depth = {t.k_l1}"
+    rows, cols = tail_piece(t)
+    f = tail_geometry(p, t, target)[1]
+    need = f * aligned_bytes(target, "ub", rows * cols * 4) + aligned_bytes(target, "ub", rows * cols * p.out_bytes)
+    if need > target.capacity("ub"):
+        return f"needs {need} bytes of UB for its tail reduction ({f} f32 pieces of {rows}x{cols}), {target.name} has {target.capacity('ub')}"
+    return None
+
+
 def check_fits(p: Problem, t: Tiling, target: HardwareConfig, what: str = "matmul") -> None:
     """Raises AscendirError when tiling `t` does not fit `target`: names the buffer, the bytes
     needed vs available, and the largest tile that fits (`largest_fit`). Also rejects m / n not
@@ -338,7 +405,7 @@ def fit_error(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
     if t.prefetch and not prefetch_fits(p, t, target):
         return (f"cannot prefetch B on {target.name}'s AIVs (needs a split-core chip, a plain matmul kernel (not "
                 f"ffn_up), and a k·l1_depth x n chunk of {t.k_l1 * t.n * p.es} bytes within UB)")
-    return split_misfit(p, t, target)
+    return split_misfit(p, t, target) or tail_misfit(p, t, target)
 
 
 def largest_fit(p: Problem, t: Tiling, target: HardwareConfig, hold: frozenset[str] = frozenset()) -> Tiling | None:
@@ -373,6 +440,11 @@ def largest_fit(p: Problem, t: Tiling, target: HardwareConfig, hold: frozenset[s
             if "l1_depth" in hold and depth != t.l1_depth:
                 continue
             c = Tiling(m, n, k, depth, 1, t.swizzle)
+            if t.tail_split > 1:  # kept where this tile can take it; a forced one is never dropped
+                if tail_misfit(p, replace(c, tail_split=t.tail_split), target) is None:
+                    c = replace(c, tail_split=t.tail_split)
+                elif "tail_split" in hold:
+                    continue
             if t.prefetch and prefetch_fits(p, c, target):
                 c = replace(c, prefetch=1)
             if "prefetch" in hold and c.prefetch != t.prefetch:
@@ -666,22 +738,34 @@ def candidates(p: Problem, target: HardwareConfig, swizzles: tuple[int, ...] = S
                             t = Tiling(bm, bn, bk, depth, sk, sw)
                             if misfit(p, t, target) is None:
                                 yield t
-                                if prefetch_fits(p, t, target):
+                                # the AIVs prefetch B; the AIC still streams A and pays its first-read
+                                # misses, which fall on the cores that start tile rows. Unless A is
+                                # the smaller operand (M < N), the search prefetches only tiles whose
+                                # B part is the larger (n >= m). 910B2 fp16 weight GEMMs with
+                                # prefetch, 256x128 vs 128x256 (l1_depth 4): 4096^3 787.8 K vs
+                                # 772.9 K cycles; 14336x4096x4096 2.86 M (one core 10 % behind the
+                                # others) vs 2.70 M (l1_depth 5); but 512x11008x4096 (M < N) 83.4 % vs
+                                # 78.1 % of the cube
+                                if (bm <= bn or p.m < p.n) and prefetch_fits(p, t, target):
                                     yield replace(t, prefetch=1)
 
 
-def ranked(e: Estimate, t: Tiling) -> float:
-    """The cycles a tiling is ranked by: its estimate, raised by PREFETCH_MARGIN when it prefetches."""
-    return e.cycles * (1 + PREFETCH_MARGIN) if t.prefetch else e.cycles
+def ranked(p: Problem, e: Estimate, t: Tiling) -> float:
+    """The cycles a tiling is ranked by: its estimate, raised by PREFETCH_MARGIN when it
+    prefetches a B that is not a constant weight."""
+    return e.cycles * (1 + PREFETCH_MARGIN) if t.prefetch and not p.b_nz else e.cycles
 
 
 def search(p: Problem, target: HardwareConfig) -> SearchResult:
-    """The candidate with the fewest estimated cycles (ties: fewer splits, then larger tiles).
+    """The candidate with the fewest `ranked` cycles; among those within ESTIMATE_RESOLUTION of
+    the fewest (which the estimate cannot order), fewer splits, no swizzle, no prefetch, then
+    the larger output tile, the deeper L1 chunk, the larger k.
 
     Raises:
         AscendirError: when no candidate fits (not even 16 x 16 x 32 B tiles)."""
     t0 = time.perf_counter()
-    best, best_e, n = None, None, 0
+    scored: list[tuple[tuple, Tiling, Estimate]] = []
+    n = 0
     tm_max = -(-p.m // 16)
     for t1 in candidates(p, target, (1,)):
         # swizzle only changes B panels re-read by a later row group: try it only when the
@@ -693,14 +777,14 @@ def search(p: Problem, target: HardwareConfig) -> SearchResult:
             t = t1 if sw == 1 else replace(t1, swizzle=sw)
             n += 1
             e = estimate(p, t, target)
-            key = (round(ranked(e, t)), t.split_k, t.swizzle, t.prefetch, -t.m * t.n, -t.k_l1, -t.k)
-            if best_e is None or key < best_e[0]:
-                best, best_e = t, (key, e)
+            scored.append(((t.split_k, t.swizzle, t.prefetch, -t.m * t.n, -t.k_l1, -t.k, round(ranked(p, e, t))), t, e))
             if sw == 1 and not e.parts["b_regroup_misses"]:
                 break
-    if best is None:
+    if not scored:
         raise AscendirError(f"matmul {p.m}x{p.k}x{p.n} {p.dtype}: no tiling fits {target.name}")
-    return SearchResult(best, best_e[1], n, time.perf_counter() - t0)
+    least = min(c[0][-1] for c in scored)
+    _, best, best_e = min((c for c in scored if c[0][-1] <= least * (1 + ESTIMATE_RESOLUTION)), key=lambda c: c[0])
+    return SearchResult(best, best_e, n, time.perf_counter() - t0)
 
 
 # The alignment every op's field needs whatever its shape and dtype (S3): m, n, bc multiples of
@@ -720,7 +804,7 @@ def check_fields(fields: dict[str, int], where: str) -> None:
     for key, v in fields.items():
         if key in OPTIONAL_FIELDS and v in (0, 1):
             continue
-        if key in OPTIONAL_FIELDS:
+        if key in FLAG_FIELDS:
             raise AscendirError(f"{where}: {key}={v} must be 0 or 1")
         if v < 1:
             raise AscendirError(f"{where}: {key}={v} must be >= 1")
@@ -810,7 +894,7 @@ def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: 
     grid = list(candidates(p, target)) if p.dtype in target.cube.k_per_cycle else []
     for t in grid:
         if all(getattr(t, f) == v for f, v in fields.items()):
-            e = ranked(estimate(p, t, target), t)
+            e = ranked(p, estimate(p, t, target), t)
             n += 1
             if best is None or e < best[0]:
                 best = (e, t)
@@ -819,7 +903,7 @@ def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: 
         # around it, every combination that can be lowered
         for t in sorted({replace(c, **fields) for c in grid if c.swizzle == 1}, key=Tiling.text):
             if fit_error(p, t, target) is None:
-                e = ranked(estimate(p, t, target), t)
+                e = ranked(p, estimate(p, t, target), t)
                 n += 1
                 if best is None or e < best[0]:
                     best = (e, t)

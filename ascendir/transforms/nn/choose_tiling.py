@@ -25,8 +25,14 @@ template's defaults). Fields, all in elements unless said:
 * prefetch (0 or 1, written only when 1): the group's two AIVs read each B chunk into L2 just
   ahead of the AIC (a mix kernel; the vendor's weight prefetch, torch_npu.npu_prefetch), so the
   AIC loads B at the L2 rate instead of its 32 B/cycle DDR path; beside an AIV epilogue (AIV 0)
-  the second AIV alone; 910B-class chips, one B chunk [l1_depth·k, n] in UB. Ranked with a 5 %
-  margin (tiling.PREFETCH_MARGIN).
+  the second AIV alone; 910B-class chips, one B chunk [l1_depth·k, n] in UB. The search offers
+  it on tiles with n >= m (B the larger part of each L1 chunk; the AIC streams A itself) unless
+  M < N, and ranks it with a 5 % margin when B is not a constant weight (tiling.PREFETCH_MARGIN).
+* tail_split (0 = none, written only when >= 2): the tiles of the last, partial wave over the
+  AICs (tiles mod AICs) each run as tail_split K ranges of whole L1 chunks, spread over every
+  AIC (catlass TailSplitK); their f32 partials leave through FixPipe into a GM workspace and an
+  AIV kernel adds them (tiling.tail_misfit says where it applies). Only by --tiling / IR: the
+  search does not offer it (see tiling.tail_geometry).
 
 Buffers per core (the template's layout): L1 2·(m + n)·l1_depth·k·size (+ bias row), L0A
 2·m·k·size, L0B 2·k·n·size (ping-pong, S2 InitBuffer BUFFER_NUM = 2), L0C m·n·4 (one f32

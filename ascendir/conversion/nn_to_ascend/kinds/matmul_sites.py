@@ -37,9 +37,8 @@ class MatmulTiles:
         return tiling.buffer_needs(site.problem, t, target)
 
     def estimate(self, plan: Plan, site: Site, t: tiling.Tiling, target: HardwareConfig) -> float:
-        """The cycles `t` is ranked by (tiling.ranked: the estimate, plus PREFETCH_MARGIN when it
-        prefetches), the order tiling.search picks in."""
-        return tiling.ranked(tiling.estimate(site.problem, t, target), t)
+        """The cycles `t` is ranked by (tiling.ranked), the order tiling.search picks in."""
+        return tiling.ranked(site.problem, tiling.estimate(site.problem, t, target), t)
 
     def search(self, plan: Plan, site: Site, target: HardwareConfig) -> Searched:
         """tiling.search: the candidates with swizzle tried only where row-major order misses

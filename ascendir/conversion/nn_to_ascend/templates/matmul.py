@@ -47,6 +47,18 @@ column by column, so concurrently running blocks share B panels in L2). Ping-pon
 parity of the core's running L1-chunk (L0-step) count, not of the loop index alone, whenever a
 tile has an odd number of chunks (steps).
 
+Tail split (tiling field tail_split = f, tiling.tail_geometry / tail_misfit; catlass
+TailSplitK): the work list is the whole-K tiles of the full waves, then the tiles of the last,
+partial wave each as f K ranges of whole L1 chunks (split-major, so a core's ranges differ in
+length as little as whole chunks allow). A range's f32 partial leaves L0C through FixPipe in
+`tiling.tail_piece` pieces (by column halves where `_tile_halves` runs, `_tail_item`) into a GM
+workspace; `_emit_tail_reduce` then sums each tail tile's ranges on the AIVs, reading every
+piece exactly as it was written (L2 hits), and casts it into C. The search does not offer it:
+measured on 910B2 fp16 weight GEMMs it gains 1.4 points of the cube on 512x4096x4096 (256x128,
+l1_depth 5, prefetch: 75.6 -> 77.0 %) and loses 1.9 on 4096^3 (128x256, l1_depth 5, prefetch:
+91.3 -> 89.4 %), where the misses of the cores that start tile rows, not the partial wave, set the
+kernel's end; the estimate does not model it.
+
 L2 prefetch (tiling field prefetch = 1, chosen by choose-tiling's cost model where the AICs would
 stream B from HBM at their 32 B/cycle DDR path, S1: decode GEMVs, prefill projections): the kernel
 becomes a mix kernel whose two AIVs read each B chunk GM -> UB just ahead of the AIC (`_Prefetch`),
@@ -83,7 +95,8 @@ from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder
 from ascendir.conversion.nn_to_ascend.templates.matmul_layout import MatmulLayout, matmul_layout
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
 from ascendir.conversion.nn_to_ascend.tiling import (
-    REDUCE_TILE, TILING_ATTR, Problem, Tiling, fixpipe_halves, misfit, prefetch_fits, tiling_for_op,
+    REDUCE_TILE, TILING_ATTR, Problem, Tiling, fixpipe_halves, misfit, prefetch_fits, tail_geometry, tail_misfit, tail_piece,
+    tiling_for_op,
 )
 
 # Default base tile (Ascend C Tiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
@@ -277,13 +290,15 @@ def emit_matmuls(
         tiling = heuristic_tiling(
             ctx, lay.m_rows, max(ns), lay.k, el, bias_el, lay.batch * len(products), products[0].out_elem, products[0].epilogue
         )
-    g = _Geometry.of(ctx, tiling, lay, ns, grouped or products[0].epilogue != Epilogue())
+    g = _Geometry.of(ctx, tiling, lay, ns, grouped or products[0].epilogue != Epilogue(), el, products[0].out_elem)
     if g.splits > 1 and el == i8:  # the split-K workspace and its reduce are f32
         raise ctx.error(f"tiling {tiling.text()}: an int8 matmul cannot split K")
     outs = list(results)
     if g.splits > 1:  # partial sums: f32 workspace [splits * batch * M, N] in GM
         outs = [ctx.buffer([g.splits * lay.batch * lay.m_rows, ns[0]], f32)]
-    kernel = _CubeKernel(ctx, a, products, outs, lay, ns, g, base)
+    # tail_split: the f32 partial tile of tail item u at rows [u * bm, (u + 1) * bm)
+    ws = ctx.buffer([g.tail * g.tail_f * g.bm, g.bn], f32) if g.tail else None
+    kernel = _CubeKernel(ctx, a, products, outs, lay, ns, g, base, ws)
     kernel.b_layout = "nz" if b_nz else "nd2nz"
     if tiling.prefetch:  # choose-tiling checked it for the site's problem; the kernel must agree
         p = Problem(lay.batch, lay.m_rows, sum(ns), lay.k, str(el), itemsize(kernel.out_elem))
@@ -293,6 +308,8 @@ def emit_matmuls(
     kernel.emit()
     if g.splits > 1:
         _emit_split_k_reduce(ctx, outs[0], results[0], g.splits, lay.batch * lay.m_rows * ns[0], products[0].out_elem)
+    if ws is not None:
+        _emit_tail_reduce(ctx, ws, results[0], g, lay.m_rows, ns[0], tiling)
     return results
 
 
@@ -344,10 +361,15 @@ class _Geometry:
     counts: tuple[int, ...]
     ntiles: int
     block_dim: int
+    normal: int = 0  # tail_split: work items with the whole K (whole waves), then
+    tail: int = 0  # the tiles of the partial wave,
+    tail_f: int = 1  # each run as tail_f K ranges of whole L1 chunks (tiling.tail_geometry)
 
     @staticmethod
-    def of(ctx: LoweringContext, t: Tiling, lay: MatmulLayout, ns: list[int], epilogue: bool) -> _Geometry:
-        """Raises AscendirError: split-K with an epilogue (or a group)."""
+    def of(ctx: LoweringContext, t: Tiling, lay: MatmulLayout, ns: list[int], epilogue: bool, el: Attribute = f32,
+           out_elem: Attribute = f32) -> _Geometry:
+        """Raises AscendirError: split-K with an epilogue (or a group); a tail_split the matmul
+        cannot take (tiling.tail_misfit)."""
         k_split = round_up(ceil_div(lay.k, max(1, t.split_k)), t.k_l1)
         splits = ceil_div(lay.k, k_split)
         if splits > 1 and epilogue:
@@ -355,8 +377,17 @@ class _Geometry:
         tm_count = ceil_div(lay.m_rows, t.m)
         counts = tuple(splits * lay.batch * tm_count * ceil_div(n, t.n) for n in ns)
         ntiles = sum(counts)
-        return _Geometry(t.m, t.n, t.k, t.k_l1, k_split, splits, min(max(1, t.swizzle), tm_count), counts, ntiles,
-                         min(ctx.target.num_aic, ntiles))
+        swizzle = min(max(1, t.swizzle), tm_count)
+        if t.tail_split > 1:
+            p = Problem(lay.batch, lay.m_rows, sum(ns), lay.k, str(el), itemsize(out_elem), epilogue=epilogue or len(ns) > 1)
+            if (why := tail_misfit(p, t, ctx.target)) is not None:
+                raise ctx.error(f"tiling {t.text()} {why}")
+            tail, f = tail_geometry(p, t, ctx.target)
+            normal = ntiles - tail
+            items = normal + tail * f
+            return _Geometry(t.m, t.n, t.k, t.k_l1, k_split, splits, swizzle, (items,), items,
+                             min(ctx.target.num_aic, items), normal, tail, f)
+        return _Geometry(t.m, t.n, t.k, t.k_l1, k_split, splits, swizzle, counts, ntiles, min(ctx.target.num_aic, ntiles))
 
 
 class _CubeKernel:
@@ -365,8 +396,9 @@ class _CubeKernel:
     docstring)."""
 
     def __init__(self, ctx: LoweringContext, a: SSAValue, products: Sequence[Product], outs: list[SSAValue],
-                 lay: MatmulLayout, ns: list[int], g: _Geometry, base: str):
+                 lay: MatmulLayout, ns: list[int], g: _Geometry, base: str, ws: SSAValue | None = None):
         self.ctx, self.products, self.lay, self.ns, self.g, self.base = ctx, products, lay, ns, g, base
+        self.ws = ws  # tail_split's f32 partials (`_tail_item`)
         self.el = elem(a)
         self.out_elem = f32 if g.splits > 1 else products[0].out_elem
         epilogue = products[0].epilogue
@@ -414,6 +446,8 @@ class _CubeKernel:
             if math.prod(shape(cbias)) != m_rows:
                 raise ctx.error(f"channel bias {list(shape(cbias))} is not a column of {m_rows} elements")
             args.append(ctx.view(cbias, [m_rows, 1]))
+        if self.ws is not None:
+            args.append(ctx.view(self.ws, [g.tail * g.tail_f * g.bm, g.bn]))
         return args
 
     # ------------------------------------------------------------------------------------------
@@ -428,9 +462,14 @@ class _CubeKernel:
         self.gm_biases = [next(it) if p.epilogue.bias is not None else None for p in products]
         gm_res = next(it) if products[0].epilogue.residual is not None else None
         gm_cbias = next(it) if products[0].epilogue.channel_bias is not None else None
+        self.gm_ws = next(it) if self.ws is not None else None
         self._buffers(gm_res, gm_cbias)
         with kb.tiles(g.ntiles) as t:
-            self._dispatch(t, 0, 0, self._tile)
+            if g.tail:  # whole-K tiles first, then the tail's K ranges (`_tail_item`)
+                kb.if_else(kb.emit(arith.CmpiOp(kb.idx(t), kb.idx(g.normal), "ult")).results[0],
+                           lambda: self._tile(t, 0, 0), lambda: self._tail_item(t))
+            else:
+                self._dispatch(t, 0, 0, self._tile)
         if self.mix:
             vec_act = None if self.fix_relu else self.act  # FixPipe applied ReLU on the way out
             lay = self.lay
@@ -503,6 +542,35 @@ class _CubeKernel:
         k_hi = lay.k if g.splits == 1 else kb.min(kb.add(k_lo, g.k_split), lay.k)
         return coords, b_row, k_lo, k_hi
 
+    def tail_k(self, t: Index) -> tuple[Index, Index, Index, Index, Index, Index]:
+        """(m0, n0, K range lo / hi, L1 chunks the core ran before, workspace row) of tail item
+        t >= g.normal (`_tail_item`; the prefetching AIVs walk the same). Split-major order
+        (catlass TailSplitkGemmIdentityBlockSwizzle's K slices): u = t - normal is K range
+        s = u / tail of tail tile j = u mod tail, so the block-cyclic walk gives a core ranges
+        of different s. A tile's C L1 chunks split as evenly as whole chunks allow: range s
+        has C / f chunks, one more for s < C mod f. Its partial goes to workspace rows
+        [(j·f + s)·bm, +bm)."""
+        kb, g, lay = self.kb, self.g, self.lay
+        u = kb.sub(t, g.normal)
+        s, j = kb.div(u, g.tail), kb.rem(u, g.tail)
+        _, _, m0, n0, _, _ = _tile_coords(kb, kb.add(j, g.normal), 1, 1, lay.m_rows, self.ns[0], g.bm, g.bn, g.swizzle)
+        chunks = ceil_div(lay.k, g.kl1)
+        base, extra = chunks // g.tail_f, chunks % g.tail_f
+        c_lo = kb.add(kb.mul(s, base), kb.min(s, extra)) if extra else kb.mul(s, base)
+        k_lo = kb.mul(c_lo, g.kl1)
+        if extra:
+            longer = kb.emit(arith.CmpiOp(kb.idx(s), kb.idx(extra), "ult")).results[0]
+            size = kb.emit(arith.SelectOp(longer, kb.idx(base + 1), kb.idx(base))).results[0]
+        else:
+            size = base
+        k_hi = kb.min(kb.add(k_lo, kb.mul(size, g.kl1)), lay.k)
+        normal_here = g.normal // g.block_dim
+        i = kb.div(kb.sub(t, kb.block_idx), g.block_dim)
+        # (+ c_lo: the slot parity is taken of base + k1 / kl1 with the absolute k1; 2·c_lo is even)
+        before = kb.add(kb.add(normal_here * self.chunks, kb.mul(kb.sub(i, normal_here), base)), c_lo)
+        row0 = kb.mul(kb.add(kb.mul(j, g.tail_f), s), g.bm)
+        return m0, n0, k_lo, k_hi, before, row0
+
     def l1_base_of(self, t: Index) -> Index:
         """L1 chunks the core ran before work item t (ping-pong parity across items)."""
         kb, g = self.kb, self.g
@@ -543,6 +611,50 @@ class _CubeKernel:
         self.out_stage.bias = self.bias_stage if gm_bias is not None else None  # 910A adds it in UB
         self.out_stage.emit(self.gm_cs[i], c_row, n0, msz, nsz)
 
+    def _tail_item(self, t: Index) -> None:
+        """Work item t >= g.normal of a tail_split: one K range of a tile of the partial wave
+        (`tail_k`). Its f32 partial leaves L0C through FixPipe in `tail_piece` pieces into its
+        workspace rows, where `_emit_tail_reduce` sums a tile's ranges. With column halves
+        (every range two chunks or more) the range's first and last chunk run by halves as in
+        `_tile_halves`, so each half's FixPipe pieces overlap the cube; else the item holds the
+        accumulator's queue(s) over its K range and hands L0C to FixPipe at its end."""
+        kb, g = self.kb, self.g
+        m0, n0, self.k_lo, k_hi, self.l1_base, row0 = self.tail_k(t)
+        self.a_row, self.b_row = m0, 0
+        self.bt = None
+        gm_b = self.gm_bs[0]
+        rows, cols = tail_piece(Tiling(g.bm, g.bn, g.bk))
+        chunks = ceil_div(self.lay.k, g.kl1)
+        if self.halves and chunks // g.tail_f >= 2 and cols == g.bn // 2:
+            steps = g.kl1 // g.bk
+            l0_base = kb.mul(self.l1_base, steps) if steps % 2 else 0
+
+            def halves(k1: Index, first: bool, last: bool) -> None:
+                _by_parity(kb, k1, g.kl1, DOUBLE_BUFFER,
+                           lambda p: self._l1_halves(p, k1, gm_b, self.gm_ws, m0, n0, g.bm, row0, first, last, steps, l0_base,
+                                                     piece=rows), self.l1_base)
+
+            last_k1 = kb.mul(kb.div(kb.sub(kb.sub(k_hi, 1), self.k_lo), g.kl1), g.kl1)
+            last_k1 = kb.add(self.k_lo, last_k1)
+            halves(self.k_lo, True, False)
+            with kb.range(kb.add(self.k_lo, g.kl1), last_k1, g.kl1) as k1:
+                _by_parity(kb, k1, g.kl1, DOUBLE_BUFFER, lambda p: self._l1_step(p, k1, gm_b, m0, n0, g.bm, g.bn), self.l1_base)
+            halves(last_k1, False, True)
+            return
+        queues = self.q_half if self.halves else [self.q_c]
+        for q in queues:
+            q.acquire()
+        with kb.range(self.k_lo, k_hi, g.kl1) as k1:
+            _by_parity(kb, k1, g.kl1, DOUBLE_BUFFER, lambda p: self._l1_step(p, k1, gm_b, m0, n0, g.bm, g.bn), self.l1_base)
+        per_q = g.bn // cols // len(queues)  # column pieces under each queue
+        for qi, q in enumerate(queues):
+            q.handoff()
+            for c in range(qi * per_q, (qi + 1) * per_q):
+                for r in range(g.bm // rows):
+                    src = kb.subview(self.l0c, [r * rows, c * cols], [rows, cols])
+                    kb.copy(src, kb.subview(self.gm_ws, [kb.add(row0, r * rows), c * cols], [rows, cols]), layout="nz2nd")
+            q.release()
+
     def _tile_halves(self, t: Index, i: int, m0: Index, n0: Index, msz: Index, c_row: Index) -> None:
         """One output tile with FixPipe overlapping the cube (`fixpipe_halves`): the first and
         the last L1 chunk run their L0 steps on the left column half of L0C, then on the right
@@ -581,9 +693,10 @@ class _CubeKernel:
             kb.set_flag(Pipe.FIX, Pipe.MTE2, self.out_stage.fix_to_aiv)
 
     def _l1_halves(self, p: int, k1: int, gm_b: SSAValue, gm_c: SSAValue, m0: Index, n0: Index, msz: Index, c_row: Index,
-                   first: bool, last: bool, steps: int, l0_base: Index) -> None:
+                   first: bool, last: bool, steps: int, l0_base: Index, piece: int | None = None) -> None:
         """L1 chunk p (the first and / or the last of a tile) by column halves; after the last
-        chunk's half h, that half of L0C to GM through FixPipe (see `_tile_halves`)."""
+        chunk's half h, that half of L0C to GM through FixPipe (see `_tile_halves`), in row
+        blocks of `piece` rows when given (a tail_split partial, `_tail_item`)."""
         kb, g = self.kb, self.g
         hb = g.bn // 2
         ksz = self._l1_load(p, k1, gm_b, m0, n0, msz, g.bn)
@@ -597,8 +710,13 @@ class _CubeKernel:
             if last:
                 q = self.q_half[h]
                 q.handoff()
-                dst = kb.subview(gm_c, [c_row, kb.add(n0, h * hb)], [msz, hb])
-                kb.copy(self.l0c_half[h], dst, layout="nz2nd", relu=self.out_stage.act == "vrelu")
+                if piece is None:
+                    dst = kb.subview(gm_c, [c_row, kb.add(n0, h * hb)], [msz, hb])
+                    kb.copy(self.l0c_half[h], dst, layout="nz2nd", relu=self.out_stage.act == "vrelu")
+                else:
+                    for r in range(g.bm // piece):
+                        src = kb.subview(self.l0c, [r * piece, h * hb], [piece, hb])
+                        kb.copy(src, kb.subview(gm_c, [kb.add(c_row, r * piece), h * hb], [piece, hb]), layout="nz2nd")
                 q.release()
 
     def _l1_load(self, p: int, k1: Index, gm_b: SSAValue, m0: Index, n0: Index, msz: Index, nsz: Index) -> Index:
@@ -702,15 +820,24 @@ class _Prefetch:
             mine = tuple(p for p in range(DOUBLE_BUFFER) if self.subs[p] == s)
             with kb.on_subblock(s):
                 with kb.tiles(self.g.ntiles) as t:
-                    k._dispatch(t, 0, 0, lambda t, start, i, mine=mine: self._item(k, t, start, i, mine))
+                    if self.g.tail:  # the AIC's order: whole-K tiles, then the tail's K ranges
+                        kb.if_else(kb.emit(arith.CmpiOp(kb.idx(t), kb.idx(self.g.normal), "ult")).results[0],
+                                   lambda t=t, mine=mine: self._item(k, t, 0, 0, mine),
+                                   lambda t=t, mine=mine: self._item(k, t, 0, 0, mine, tail=True))
+                    else:
+                        k._dispatch(t, 0, 0, lambda t, start, i, mine=mine: self._item(k, t, start, i, mine))
                 for p in mine:
                     for _ in range(PREFETCH_SLOTS):
                         self._flag(True, Pipe.MTE2, Pipe.MTE3, self.free[p], f"aic->{self.units[p]}")
 
-    def _item(self, k: _CubeKernel, t: Index, start: int, i: int, mine: tuple[int, ...]) -> None:
+    def _item(self, k: _CubeKernel, t: Index, start: int, i: int, mine: tuple[int, ...], tail: bool = False) -> None:
         kb, g = self.kb, self.g
-        (_, _, _, n0, _, nsz), b_row, k_lo, k_hi = k.item_k(t, start, i)
-        l1_base = k.l1_base_of(t)
+        if tail:  # a tail_split K range (`_CubeKernel.tail_k`)
+            _, n0, k_lo, k_hi, l1_base, _ = k.tail_k(t)
+            nsz, b_row = g.bn, 0
+        else:
+            (_, _, _, n0, _, nsz), b_row, k_lo, k_hi = k.item_k(t, start, i)
+            l1_base = k.l1_base_of(t)
         gm_b = k.gm_bs[i]
 
         def chunk(p: int, k1: Index) -> None:
@@ -796,6 +923,46 @@ def _emit_split_k_reduce(
         q_in.release()
         q_out.handoff()
         kb.copy(out, kb.subview(gm_out, [0, off], [1, size]))
+        q_out.release()
+    ctx.launch(kb.finish(), args)
+
+
+def _emit_tail_reduce(ctx: LoweringContext, ws: SSAValue, result: SSAValue, g: _Geometry, m: int, n: int, t: Tiling) -> None:
+    """Vector kernel after a tail_split cube kernel: each tail tile of `result` ([m, n], its
+    element type) = the sum of its g.tail_f f32 partials in the workspace `ws` (catlass
+    StreamkReduceAdd / the split-K epilogue: AIV loads, vadds, a cast, a store). The AIVs walk
+    the tail tiles' `tail_piece` pieces: per piece tail_f loads of exactly the piece FixPipe
+    wrote (L2 hits), tail_f - 1 vadds and a vcast (V), one store (MTE3)."""
+    rows, cols = tail_piece(t)
+    per_tile = (g.bm // rows) * (g.bn // cols)
+    pieces = g.tail * per_tile
+    out_elem = elem(result)
+    block_dim = min(max(1, ctx.target.num_aiv), pieces)
+    args = [ctx.view(ws, [g.tail * g.tail_f * g.bm, g.bn]), ctx.view(result, [m, n])]
+    kb = KernelBuilder(ctx, ctx.name("matmul_tail_reduce"), [a.type for a in args], CoreType.AIV, block_dim, ctx.current)
+    gm_ws, gm_out = kb.args
+    parts = [kb.alloc([rows, cols], f32, MemSpace.UB) for _ in range(g.tail_f)]
+    out = kb.alloc([rows, cols], out_elem, MemSpace.UB) if out_elem != f32 else parts[0]
+    q_in = kb.queue(Pipe.MTE2, Pipe.V)
+    q_out = kb.queue(Pipe.V, Pipe.MTE3)
+    with kb.tiles(pieces) as q:
+        j, w = kb.div(q, per_tile), kb.rem(q, per_tile)
+        c, r = kb.div(w, g.bm // rows), kb.rem(w, g.bm // rows)
+        _, _, m0, n0, _, _ = _tile_coords(kb, kb.add(j, g.normal), 1, 1, m, n, g.bm, g.bn, g.swizzle)
+        row, col = kb.mul(r, rows), kb.mul(c, cols)
+        first = kb.add(kb.mul(kb.mul(j, g.tail_f), g.bm), row)
+        q_in.acquire()
+        for s, buf in enumerate(parts):
+            kb.copy(kb.subview(gm_ws, [kb.add(first, s * g.bm), col], [rows, cols]), buf)
+        q_in.handoff()
+        q_out.acquire()
+        for buf in parts[1:]:
+            kb.emit(ascend.vector_op("vadd")(parts[0], buf, parts[0]))
+        if out is not parts[0]:
+            kb.emit(ascend.VcastOp(parts[0], out))
+        q_in.release()
+        q_out.handoff()
+        kb.copy(out, kb.subview(gm_out, [kb.add(m0, row), kb.add(n0, col)], [rows, cols]))
         q_out.release()
     ctx.launch(kb.finish(), args)
 

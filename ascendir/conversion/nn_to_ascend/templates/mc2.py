@@ -324,7 +324,7 @@ def chunk_search(problem: tiling.Problem, rows: int, target: HardwareConfig, fix
     best = None
     for c in tiling.candidates(p, target):
         if c.k == fixed.k and c.split_k == fixed.split_k:
-            e = tiling.ranked(tiling.estimate(p, c, target), c)
+            e = tiling.ranked(p, tiling.estimate(p, c, target), c)
             if best is None or e < best[1]:
                 best = (c, e)
     if best is None:  # nothing else fits: the recorded tiling with its M tile cut to the chunk
