@@ -73,17 +73,12 @@ def _simulate(m: int, h: int, i: int, force: str | None, monkeypatch) -> tuple[f
 
 
 # (rows, hidden, intermediate): a 70B-shaped prefill block (H 8192) at 512 tokens with I = 10240,
-# on which the chooser picked ffn_fused (3.25 M simulated cycles) over ffn_up + ffn_down (2.45 M);
-# a smaller prefill; decode rows of the 7B and 70B shapes at TP8 (I 1376 / 3584)
-# The 7B TP8 decode row is a near tie since ffn_up issues one mmad and one FixPipe copy for gate
-# and up (two-kernel 80.0 K -> 58.7 K simulated, fused 57.4 K): the chooser takes two kernels
-# there, 2.2 % slower, on ffn_fused's estimate 16.6 % above its simulation (strict: it passes,
-# and says so, once the fused estimate follows its kernel at decode).
-NEAR_TIE = pytest.mark.xfail(strict=True, reason="fused estimate 16.6 % high at 7B TP8 decode: two-kernel picked, 2.2 % slower")
-
-
-@pytest.mark.parametrize("m, h, i", [(512, 8192, 10240), (512, 4096, 2752), pytest.param(1, 4096, 1376, marks=NEAR_TIE),
-                                     (32, 8192, 3584)])
+# on which the chooser once picked ffn_fused (3.25 M simulated cycles) over ffn_up + ffn_down (2.45 M);
+# a smaller prefill; decode rows of the 7B and 70B shapes at TP8 (I 1376 / 3584).
+# The 7B TP8 decode row was a near tie (fused 57.4 K, two kernels 58.7 K simulated) that the
+# chooser lost on ffn_fused's estimate being 16.6 % high; with the weights stored NZ the fused
+# kernel simulates 47.4 K against 56.1 K and is picked, though its estimate is still 18 % high.
+@pytest.mark.parametrize("m, h, i", [(512, 8192, 10240), (512, 4096, 2752), (1, 4096, 1376), (32, 8192, 3584)])
 def test_plan_is_the_faster_in_simulation(m: int, h: int, i: int, monkeypatch) -> None:
     sim = {kind: _simulate(m, h, i, kind, monkeypatch)[0] for kind in ("fused", "two-kernel")}
     _, plan = _simulate(m, h, i, None, monkeypatch)
@@ -96,18 +91,14 @@ def test_plan_is_the_faster_in_simulation(m: int, h: int, i: int, monkeypatch) -
             assert abs(est[kind] - sim[kind]) / sim[kind] < 0.10, (kind, est, sim)
 
 
-# Known gap: the layer branch made this pass by streaming an MTE2-bound core's first load
-# instead of charging it again as a fill, but that estimate was 14-15 % low on a plain 1024^3
-# GEMM with two items per core (simulated 30,011 cycles; test_matmul_nz_weight), where the old
-# fill term is within 3 %. Reconciling the two is issue 22's estimate work.
-@pytest.mark.xfail(strict=True, reason="tiling.estimate's fill on one or two items per core (issue 22)")
 @pytest.mark.parametrize("name", ["bert_small", "llama_small"])
 def test_corpus_ffn_plan_is_the_faster_in_simulation(name: str, monkeypatch) -> None:
     """The corpus' small FFNs (fp32, 910B2, timing-only, the whole model): the chooser's plan
-    simulates no slower than the other. tiling.estimate charged a core running one or two items
-    its first load twice, so the two-kernel estimate was 17-20 % high there and the fused
-    kernel was picked, slower (bert_small 82,979 against 78,875 cycles with two kernels,
-    llama_small 84,889 against 83,841; issue 17's closing note)."""
+    simulates no slower than the other. It picked ffn_fused, slower, while the weights were
+    loaded ND (bert_small 82,979 against 78,875 cycles with two kernels, llama_small 84,889
+    against 83,841; issue 17's closing note): with them stored NZ (tiling.nz_weight) two
+    kernels are picked and faster (bert_small 77,741 against 80,914 fused, llama_small 83,247
+    against 83,840)."""
     from pathlib import Path
 
     from ascendir.driver import compile_model

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from xdsl.dialects.builtin import IntegerAttr
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from ascendir.hardware.align import aligned_bytes
 from ascendir.conversion.nn_to_ascend.templates.matmul_layout import matmul_layout
@@ -155,25 +155,48 @@ def _dtype_name(el: Attribute) -> str:
     return {"f16": "f16", "bf16": "bf16", "f32": "f32"}.get(s, s)
 
 
+# Fused kinds whose templates load a weight read as matmul B in NZ fractals (`Problem.b_nz`):
+# matmul_epilogue and norm_matmul through matmul.emit_matmul(s), ffn through ffn_up / ffn_down /
+# ffn_fused. A weight another kind reads (MC2, grouped or antiquant MatMuls) stays ND.
+NZ_KINDS = frozenset({nn.FusedKind.MATMUL_EPILOGUE, nn.FusedKind.NORM_MATMUL, nn.FusedKind.FFN})
+
+
+def _outer(v: SSAValue) -> SSAValue:
+    """`v`, or the value an nn.fused region takes as the block argument `v` (through nested regions)."""
+    while isinstance(v, BlockArgument) and isinstance(parent := v.block.parent_op(), nn.FusedOp):
+        v = parent.inputs[v.index]
+    return v
+
+
+def _read_as_b_only(v: SSAValue) -> bool:
+    """Every op reading `v` reads it as an nn.matmul's B, directly or as the block argument of a
+    region whose template loads such a B in NZ (NZ_KINDS)."""
+    for u in v.uses:
+        op = u.operation
+        if isinstance(op, nn.MatmulOp) and u.index == 1:
+            continue
+        if isinstance(op, nn.FusedOp) and op.kind.data in NZ_KINDS and _read_as_b_only(op.body.block.args[u.index]):
+            continue
+        return False
+    return True
+
+
 def nz_weight(mm: nn.MatmulOp) -> bool:
     """Whether `mm`'s B can be stored in NZ fractals (FRACTAL_NZ) in GM: a 2-D constant weight
-    (`nn.weight`) that every op reading it (every `nn.weight` op of its name in the module) reads
-    as the B operand of an nn.matmul. CANN converts such weights once, offline (TransData folded
-    into the constant at graph build; torch_npu.npu_format_cast for eager weights), so the kernel
-    loads whole fractals into L1 with no ND -> NZ conversion. The conversion is a layout of a
-    constant, done at compile time: it costs the simulated device nothing, and numerics are
-    unchanged (the interpreter keeps arrays logical)."""
-    w = mm.rhs.owner
+    (`nn.weight`, or the block argument of an nn.fused region that takes one) that every op
+    reading it (every `nn.weight` op of its name in the module) reads as the B operand of an
+    nn.matmul, directly or inside a region of NZ_KINDS. CANN converts such weights once, offline
+    (TransData folded into the constant at graph build; torch_npu.npu_format_cast for eager
+    weights), so the kernel loads whole fractals into L1 with no ND -> NZ conversion. The
+    conversion is a layout of a constant, done at compile time: it costs the simulated device
+    nothing, and numerics are unchanged (the interpreter keeps arrays logical)."""
+    w = _outer(mm.rhs).owner
     if not isinstance(w, nn.WeightOp) or len(mm.rhs.type.get_shape()) != 2:
         return False
-    top = mm
+    top = w
     while top.parent_op() is not None:
         top = top.parent_op()
-    for op in top.walk():
-        if isinstance(op, nn.WeightOp) and op.weight_name == w.weight_name:
-            if any(not (isinstance(u.operation, nn.MatmulOp) and u.index == 1) for u in op.result.uses):
-                return False
-    return True
+    return all(_read_as_b_only(op.result) for op in top.walk() if isinstance(op, nn.WeightOp) and op.weight_name == w.weight_name)
 
 
 def problem_of(mm: nn.MatmulOp, *, bias_bytes: int = 0, epilogue: bool = False, act: str | None = None,
@@ -562,7 +585,9 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     max(..., AIV 0); 910A: L0C -> UB, the vector work and the store follow M). Its `t.prefetch`
     is ffn_up's own (ffn_up.prefetches): AIV 1 reads the Wg chunk and, gated, AIV 0 the Wu
     chunk (each 1 / nacc of each B chunk, at once on their own paths; AIV 0 after its
-    epilogue), so the AIC's weight reads all hit L2.
+    epilogue), so the AIC's weight reads all hit L2; only for the first row of tiles when the
+    later rows' re-reads hit anyway (parts["first_row"], which the kernel obeys): the items are
+    then scored as 1 / tm prefetched (the AIVs' reads first reads), the rest reading B from L2.
     """
     es, dt = p.es, p.dtype
     prefetch = bool(t.prefetch)
@@ -627,11 +652,13 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     else:
         cube = mmad + fix
 
-    def item_cycles(ha: float, hb: float, vector: bool = True) -> tuple[float, float]:
-        # the prefetched part of B hits L2; the AIC reads the rest as any re-read (hb)
-        b_time = pf_share / r_hit + (1 - pf_share) * (hb / r_hit + (1 - hb) / r_miss)
+    def item_cycles(ha: float, hb: float, vector: bool = True, pf_item: bool = prefetch, hb_pf: float | None = None) -> tuple[float, float]:
+        # the prefetched part of B hits L2; the AIC reads the rest as any re-read (hb); the
+        # AIVs' own reads of a prefetched item hit at hb_pf (default hb)
+        share = pf_share if pf_item else 0.0
+        b_time = share / r_hit + (1 - share) * (hb / r_hit + (1 - hb) / r_miss)
         mte2 = n_l1 * (nd2nz + nacc * b_head + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * b_time)
-        pf = aiv_cycles(hb) if prefetch else 0.0
+        pf = aiv_cycles(hb if hb_pf is None else hb_pf) if pf_item else 0.0
         # ffn_up's AIV 0 prefetches Wu beside its epilogue (gated): both on its MTE2, one after the other
         v0 = (aiv0 + (pf if p.ffn_up and pf_aivs == 2 else 0.0)) if vector else 0.0
         return max(mte2, mte1, cube, pf, v0), mte2
@@ -643,21 +670,42 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     window = target.memory.l2_bytes / target.hbm_bytes_per_cycle
     s = min(t.swizzle, tm)
     t_item, _ = item_cycles(1.0, 1.0)
+    # A B panel's first re-read comes after the first row group's items, which read their B
+    # chunks from HBM (or wait for the AIVs' first reads of them): that distance is timed at
+    # their speed. Timed at the speed of hits it passed where the simulator misses, and every
+    # later re-read misses with it (70B TP2 prefill ffn_down 2048 x 8192 x 14336, B stored NZ:
+    # estimated 2.74 M, simulated 6.34 M).
+    t_first, _ = item_cycles(1.0, 0.0, hb_pf=0.0)
 
-    def hits(distance_items: float) -> bool:
-        return distance_items / bd * t_item <= window
+    def hits(distance_items: float, per_item: float = t_item) -> bool:
+        return distance_items / bd * per_item <= window
 
     reads_a = tn  # reads of each A panel (per split, per batch)
     reads_b = tm
     hit_a = (reads_a - 1) if hits(s) else 0
     groups = -(-tm // s)
-    # ffn_up's AIVs read each B chunk ahead of the AIC, at least one wave (AIV 0: the next
-    # tile's Wu before this tile's epilogue), which shortens the re-read distance by as much
-    lead = bd if p.ffn_up and prefetch else 0
-    hit_b = (reads_b - groups) + ((groups - 1) if hits(s * tn - lead) else 0)
+    # ffn_up prefetches the first row of tiles only (`first_row`, ffn_up.py `_first_row`) when
+    # the later rows' re-reads of its weight panels hit (tn items later: ffn_up runs its tiles
+    # row-major): their B reads need no prefetch. Otherwise the AIVs read every B chunk ahead
+    # of the AIC, at least one wave (AIV 0: the next tile's Wu before this tile's epilogue),
+    # which shortens the re-read distance by as much.
+    first_row = bool(p.ffn_up and prefetch and groups > 1 and hits(s * tn, t_first))
+    lead = bd if p.ffn_up and prefetch and not first_row else 0
+    b_rehit = hits(s * tn - lead, t_first)
+    hit_b = (reads_b - groups) + ((groups - 1) if b_rehit else 0)
     ha = hit_a / reads_a
     hb = hit_b / reads_b
-    t_item, mte2 = item_cycles(ha, hb)
+    pf_frac = 1 / tm if first_row else 1.0  # of the items, those the AIVs prefetch
+
+    def mixed(vector: bool = True) -> tuple[float, float]:
+        """(item, MTE2) cycles averaged over the items: with `first_row`, the first row's items
+        prefetched (the AIVs' reads are first reads: misses), the others reading B from L2."""
+        if not first_row:
+            return item_cycles(ha, hb, vector)
+        a, b = item_cycles(ha, hb, vector, True, 0.0), item_cycles(ha, 1.0, vector, False)
+        return pf_frac * a[0] + (1 - pf_frac) * b[0], pf_frac * a[1] + (1 - pf_frac) * b[1]
+
+    t_item, mte2 = mixed()
     per_core = -(-items // bd)
     if prefetch:  # the first B chunk comes through an AIV, then the AIC reads it from L2
         fill = n_l1 and (nd2nz + nacc * b_head + a_bytes / r_miss + b_bytes * (pf_share / r_hit + (1 - pf_share) / r_miss)
@@ -667,17 +715,18 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
         fill = n_l1 and (nd2nz + nacc * b_head + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
     core = per_core * t_item + fill + env.gm_latency("l0c", "gm")
     if aiv0:  # the first item does not wait for a vector stage, the last one's follows the cube
-        core += aiv0 - (t_item - item_cycles(ha, hb, vector=False)[0])
+        core += aiv0 - (t_item - mixed(vector=False)[0])
     gm_read = items * n_l1 * (a_bytes + b_bytes)
+    # (with `first_row` the AIC's B reads of the first row are prefetched, the rest hit: all hit)
     l2_hit = items * n_l1 * (a_bytes * ha + b_bytes * (pf_share + (1 - pf_share) * hb))
     if prefetch:  # the AIVs read the prefetched part of B once more (as any re-read); the AIC's reads of it hit
-        gm_read += items * n_l1 * pf_share * b_bytes
-        l2_hit += items * n_l1 * pf_share * b_bytes * hb
+        gm_read += items * pf_frac * n_l1 * pf_share * b_bytes
+        l2_hit += items * pf_frac * n_l1 * pf_share * b_bytes * (0.0 if first_row else hb)
     # (ffn_up's fp32 accumulators are rewritten in the L2-resident workspace: the h tile reaches HBM)
     gm_write = p.batch * tm * tn * splits * mm_ * nn_ * (es / nacc if p.ffn_up else out_bytes)
     floor = bandwidth_bound_cycles(gm_read, gm_write, target, l2_hit)
     body = max(core, floor)
-    parts = {"prefetch": float(prefetch), "b_regroup_misses": float(groups > 1 and not hits(s * tn - lead)), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,
+    parts = {"prefetch": float(prefetch), "first_row": float(first_row), "b_regroup_misses": float(groups > 1 and not b_rehit), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,
              "block_dim": bd, "items_per_core": per_core, "l2_hit_rate": l2_hit / gm_read if gm_read else 0.0}
     total = body + target.kernel_launch_cycles
     if splits > 1:

@@ -87,7 +87,7 @@ class MatmulEpilogueTemplate(MatmulTiles, TemplateBase):
             return Declined("the matmul's lhs is computed in the region, or the output is not the matmul's size")
         problem = tiling.problem_of(
             mm, bias_bytes=itemsize(elem(mm.lhs)) if epilogue.bias is not None else 0, epilogue=len(body) > 1,
-            act=epilogue.activation, residual=epilogue.residual is not None,
+            act=epilogue.activation, residual=epilogue.residual is not None, b_nz=tiling.nz_weight(mm),
         )
         return EpiloguePlan(region, mm, epilogue, problem)
 
@@ -96,7 +96,8 @@ class MatmulEpilogueTemplate(MatmulTiles, TemplateBase):
         return [site] if site is not None else []
 
     def emit(self, ctx: LoweringContext, plan: EpiloguePlan, operands: list[SSAValue]) -> list[SSAValue]:
-        """One cube (or mix) kernel with the matmul's recorded tiling (`ascend.tiling`)."""
+        """One cube (or mix) kernel with the matmul's recorded tiling (`ascend.tiling`); a weight B
+        read only as matmul B is stored NZ (tiling.nz_weight), as for the plain matmul."""
         args = gm_args(plan.region, operands)
         epilogue = gm_epilogue(plan.epilogue, args)
         out = plan.region.outputs[0]
@@ -104,7 +105,7 @@ class MatmulEpilogueTemplate(MatmulTiles, TemplateBase):
         return [
             emit_matmul(
                 ctx, args[mm.lhs], args[mm.rhs], shape(out), elem(out), epilogue, base="matmul_epilogue",
-                tiling=tiling_of(ctx, mm, plan.problem),
+                tiling=tiling_of(ctx, mm, plan.problem), b_nz=plan.problem.b_nz,
             )
         ]
 

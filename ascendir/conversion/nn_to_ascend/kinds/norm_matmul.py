@@ -39,9 +39,11 @@ class NormMatmulTemplate(MatmulTiles, TemplateBase):
         parsed = parse_norm_matmul(region)
         if isinstance(parsed, Declined):
             return parsed
+        # one B layout for the kernel's products: NZ when every projection's weight is (tiling.nz_weight)
+        nz = all(tiling.nz_weight(p.mm) for p in parsed.projections)
         return NormMatmulPlan(region, parsed, tuple(
             tiling.problem_of(p.mm, bias_bytes=itemsize(elem(p.mm.lhs)) if p.epilogue.bias is not None else 0, epilogue=True,
-                              act=p.epilogue.activation, residual=p.epilogue.residual is not None)
+                              act=p.epilogue.activation, residual=p.epilogue.residual is not None, b_nz=nz)
             for p in parsed.projections))
 
     def sites(self, plan: NormMatmulPlan, target: HardwareConfig) -> list[Site]:
@@ -56,7 +58,7 @@ class NormMatmulTemplate(MatmulTiles, TemplateBase):
             for p in plan.parsed.projections
         ]
         tilings = [tiling_of(ctx, p.mm, problem) for p, problem in zip(plan.parsed.projections, plan.problems)]
-        return emit_norm_matmul(ctx, norm, [args[v] for v in norm.operands], products, tilings)
+        return emit_norm_matmul(ctx, norm, [args[v] for v in norm.operands], products, tilings, plan.problems[0].b_nz)
 
 
 NORM_MATMUL = NormMatmulTemplate()

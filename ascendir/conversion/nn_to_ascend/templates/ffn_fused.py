@@ -123,7 +123,8 @@ class FusedTiling:
 @dataclass(frozen=True)
 class Shape:
     """The FFN: m rows, h = H, i = I, ho = output columns; es / out_es: element sizes of x and y;
-    nacc: accumulators (2 gated, 1 plain); b1 / b2: bias element sizes (0: none)."""
+    nacc: accumulators (2 gated, 1 plain); b1 / b2: bias element sizes (0: none); b_nz: the
+    weights are stored in NZ fractals (tiling.nz_weight), loaded with the plain MTE2 head."""
 
     m: int
     h: int
@@ -135,6 +136,7 @@ class Shape:
     b1: int = 0
     b2: int = 0
     act: str = "vsilu"
+    b_nz: bool = False
 
 
 def needs(s: Shape, t: FusedTiling, target: HardwareConfig) -> dict[str, int]:
@@ -187,6 +189,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     env = CostEnv(target, target.hbm_bytes_per_cycle / bd)
     st = target.startup
     nd2nz = copy_startup(target, Pipe.MTE2, "nd2nz")
+    w_head = copy_startup(target, Pipe.MTE2, "nz" if s.b_nz else "nd2nz")  # a weight load's head
     r_hit = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", True)
     r_miss = env.gm_rate(target.rate("gm", "l1"), "gm", "l1", False)
     w_hit = (min(nrb, bd) - 1) / min(nrb, bd)  # concurrent row blocks of one split share panels
@@ -210,7 +213,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
 
     # gate/up of one chunk (with the prefetch the up chunk hits L2)
     w_chunk = t.kl1 * bi_avg * es
-    mte2 = n_l1 * ((1 + s.nacc) * nd2nz + lat + rows * t.kl1 * es / r_hit
+    mte2 = n_l1 * (nd2nz + s.nacc * w_head + lat + rows * t.kl1 * es / r_hit
                    + (s.nacc - pf) * w_chunk / r_w + pf * w_chunk / r_hit)
     mmad = n_l0 * s.nacc * mmad_cycles(target, dt, t.bm, t.bi, t.bk)
     mte1 = n_l0 * ((1 + s.nacc) * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a")
@@ -238,7 +241,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     cols = min(t.bn, s.ho)
     nkd = ceil_div(t.sw, t.down_rows)
     # (with the prefetch every other Wd tile hits L2, AIV 1 having read it)
-    d_mte2 = nkd * (nd2nz + lat) + t.sw * cols * es * ((0.5 / r_w + 0.5 / r_hit) if pf else 1 / r_w)
+    d_mte2 = nkd * (w_head + lat) + t.sw * cols * es * ((0.5 / r_w + 0.5 / r_hit) if pf else 1 / r_w)
     d_steps = nkd * ceil_div(t.down_rows, t.bk)
     d_mmad = d_steps * mmad_cycles(target, dt, t.bm, t.bn, t.bk)
     d_mte1 = d_steps * (2 * st["mte1"] + t.bm * t.bk * es / target.rate("l1", "l0a") + t.bk * t.bn * es / target.rate("l1", "l0b"))
@@ -247,7 +250,7 @@ def estimate(s: Shape, t: FusedTiling, target: HardwareConfig, dt: str) -> dict[
     down = tn * max(d_mte2, d_mmad + d_fix, d_mte1, nkd / 2 * aiv1(t.down_rows * cols * es) if pf else 0.0)
     # ... nor are the first Wd load (queued behind the h loads on MTE2) and the last FixPipe
     item = t.per * chunk + exposed + down + env.gm_latency("gm", "l1", False) + env.gm_latency("l0c", "gm")
-    fill = (1 + s.nacc) * nd2nz + (rows + s.nacc * t.bi) * t.kl1 * es / r_miss + env.gm_latency("gm", "l1", False)
+    fill = nd2nz + s.nacc * w_head + (rows + s.nacc * t.bi) * t.kl1 * es / r_miss + env.gm_latency("gm", "l1", False)
     core = ceil_div(items, bd) * item + fill + env.gm_latency("l0c", "gm")
     w_bytes = (s.nacc * s.h + s.ho) * s.i * es
     gm_read = nrb * w_bytes + t.nsplit * t.per * s.m * s.h * es
@@ -410,6 +413,7 @@ class _Kernel:
         if not arch.fixpipe:  # the down tile leaves L0C through UB
             self.ub_o = kb.alloc([bm, bn], f32, UB)
         self.prefetch = prefetches(s, t, kb.target)
+        self.w_layout = "nz" if s.b_nz else "nd2nz"  # weights stored NZ: whole-fractal loads
 
         sy = self.sync = _Sync(kb, arch.split_cores)
         AIC, AIV = "aic->aic", "aiv->aiv"
@@ -508,7 +512,7 @@ class _Kernel:
             for w, dst in zip(self.weights, self.l1w[p]):
                 if self.prefetch and w is last:
                     self.q_pf.deque()
-                kb.copy(kb.subview(w, [k1, c0], [ksz, csz]), dst, layout="nd2nz")
+                kb.copy(kb.subview(w, [k1, c0], [ksz, csz]), dst, layout=self.w_layout)
                 if self.prefetch and w is last:
                     self.q_pf.release()
             self.q_l1[p].handoff()
@@ -620,7 +624,7 @@ class _Kernel:
                 self.q_l1[p].acquire()
                 if mine:
                     self.q_pf.deque()
-                kb.copy(kb.subview(self.gwd, [r0, n0], [rsz, nsz]), self.l1d[p], layout="nd2nz")
+                kb.copy(kb.subview(self.gwd, [r0, n0], [rsz, nsz]), self.l1d[p], layout=self.w_layout)
                 if mine:
                     self.q_pf.release()
                 self.q_l1[p].handoff()
@@ -695,7 +699,7 @@ def dtype_name(el: Attribute) -> str:
 
 
 def shape_of(m: int, hdim: int, idim: int, ho: int, el: Attribute, out_el: Attribute, gated: bool,
-             b1: SSAValue | None, b2: SSAValue | None, act: str) -> Shape:
+             b1: SSAValue | None, b2: SSAValue | None, act: str, b_nz: bool = False) -> Shape:
     """The Shape of an FFN (element sizes from the types, bias sizes 0 when absent)."""
     return Shape(m, hdim, idim, ho, itemsize(el), itemsize(out_el), 2 if gated else 1,
-                 itemsize(elem(b1)) if b1 is not None else 0, itemsize(elem(b2)) if b2 is not None else 0, act)
+                 itemsize(elem(b1)) if b1 is not None else 0, itemsize(elem(b2)) if b2 is not None else 0, act, b_nz)

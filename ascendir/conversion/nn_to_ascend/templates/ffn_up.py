@@ -13,7 +13,10 @@ cores).
 * L2 prefetch (dav-c220, more than one row of tiles re-reading long weight panels, `prefetches`):
   the group's AIVs read each weight chunk GM -> UB before the AIC loads it (at most
   PREFETCH_TILES tiles ahead, each chunk signalled), so the AIC's weight loads hit L2
-  (110 B/cycle, S1) instead of paying the first read of each panel at its 32 B/cycle DDR path:
+  (110 B/cycle, S1) instead of paying the first read of each panel at its 32 B/cycle DDR path.
+  Only the first row of tiles is prefetched when the later rows' re-reads of the panels hit
+  L2 anyway (`first_row`, from tiling.estimate): a prefetch of a panel already in L2 only adds
+  L2 traffic (LLaMA-7B prefill-512: 1.85 -> 1.31 GB of GM reads, 610,827 -> 570,847 cycles).
   AIV 1, otherwise idle, reads Wg; AIV 0 reads Wu (gated) one tile ahead of its epilogue in
   program order (the next tile's chunks, then this tile's epilogue), each AIV on its own DDR
   path. AIV 0's epilogue then runs in row pieces (`epilogue_rows`) so that its UB also holds
@@ -45,11 +48,12 @@ from ascendir.errors import AscendirError
 
 
 def up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc: int, bias: bool,
-              act: str = "vsilu") -> tuple[int, int, int, int]:
+              act: str = "vsilu", b_nz: bool = False) -> tuple[int, int, int, int]:
     """(bm, bn, bk, kl1) of ffn_up: matmul.heuristic_tiling's tiles, shrunk until `nacc` fp32
     accumulators fit L0C, nacc B slots per ping-pong slot fit L0B and L1, and the vector side
     ([bm, bn] fp32 per accumulator + the h tile + a bias row) fits UB; the L1 chunk depth kl1 /
-    bk the one tiling.estimate scores fastest (`act`: the activation's vector op, for its cost).
+    bk the one tiling.estimate scores fastest (`act`: the activation's vector op, for its cost;
+    `b_nz`: the weights stored in NZ fractals).
 
     Raises:
         AscendirError: no tile fits."""
@@ -94,9 +98,14 @@ def up_tiling(ctx: LoweringContext, m: int, n: int, k: int, el: Attribute, nacc:
     # 2048 x 256, kl1 704 without it 16,925 simulated cycles, kl1 256 with it 14,961)
     pf_first = prefetches(ctx, m, k, bm, bn, first * bk, el, nacc)
     steps = [d for d in steps if d >= first and prefetches(ctx, m, k, bm, bn, d * bk, el, nacc) == pf_first] or [first]
+    # the kernel's L1 and L0 ping-pong parity restarts with every tile and every chunk, so an odd
+    # count of chunks per tile or of L0 steps per chunk reuses the slot just filled (MTE2 / MTE1
+    # wait for M): keep even counts where there are some (LLaMA-7B prefill, 910B2: kl1 320, 13
+    # chunks of 5 steps, 600,013 simulated cycles; kl1 256, 16 of 4, 570,847)
+    steps = [d for d in steps if d % 2 == 0 and ceil_div(k, d * bk) % 2 == 0] or steps
     if len(steps) == 1 or not ctx.target.cube.k_per_cycle.get(str(el)):
         return bm, bn, bk, steps[0] * bk
-    p = Problem(1, m, nacc * n, k, str(el), es, es if bias else 0, True, act=act, ffn_up=nacc)
+    p = Problem(1, m, nacc * n, k, str(el), es, es if bias else 0, True, act=act, ffn_up=nacc, b_nz=b_nz)
 
     def cost(d: int) -> float:
         pf = prefetches(ctx, m, k, bm, bn, d * bk, el, nacc)
@@ -159,11 +168,17 @@ def epilogue_rows(ctx: LoweringContext, bm: int, bn: int, kl1: int, el: Attribut
 
 
 def emit_up(ctx: LoweringContext, x: SSAValue, wg: SSAValue, wu: SSAValue | None, b1: SSAValue | None, act: str,
-            m: int, k: int, n: int, el: Attribute, tiles: tuple[int, int, int, int]) -> SSAValue:
+            m: int, k: int, n: int, el: Attribute, tiles: tuple[int, int, int, int], b_nz: bool = False,
+            first_row: bool = False) -> SSAValue:
     """Launch ffn_up over x [m, k], Wg / Wu [k, n] and the optional b1 row [n] (GM buffers of
     element type `el`; `act` a vector op name) with `tiles` = (bm, bn, bk, kl1) from up_tiling;
-    returns the GM buffer of h [m, n]."""
-    return _UpKernel(ctx, x, wg, wu, b1, act, m, k, n, el, tiles).emit()
+    `b_nz`: Wg / Wu are stored in NZ fractals (whole-fractal loads, tiling.nz_weight);
+    `first_row`: the prefetch (if any) covers the first row of tiles only (tiling.estimate's
+    part "first_row": the later rows' re-reads hit L2); returns the GM buffer of h [m, n]."""
+    kernel = _UpKernel(ctx, x, wg, wu, b1, act, m, k, n, el, tiles)
+    kernel.w_layout = "nz" if b_nz else "nd2nz"
+    kernel.first_row = first_row
+    return kernel.emit()
 
 
 @dataclass
@@ -212,6 +227,8 @@ class _UpKernel:
         if self.split_cores:
             args.append(ctx.buffer([self.block_dim * self.bm, self.nacc * self.bn], f32))
         self.args = args
+        self.w_layout = "nd2nz"  # "nz": the weights are stored in NZ fractals (emit_up's b_nz)
+        self.first_row = False  # prefetch the first row of tiles only (emit_up's first_row)
 
     # ------------------------------------------------------------------------------------------
     def emit(self) -> SSAValue:
@@ -229,18 +246,18 @@ class _UpKernel:
         self._buffers()
         self._queues()
         ahead = [pf for pf in self.pf if pf.sub == 0]  # AIV 0: the next tile, before this one's epilogue
-        for pf in ahead:
-            self._prefetch_tile(pf, kb.block_idx)
+        if ahead:
+            self._if_prefetched(kb.block_idx, lambda: [self._prefetch_tile(pf, kb.block_idx) for pf in ahead])
         with kb.tiles(self.ntiles) as t:
             (m0, n0), (msz, nsz) = kb.grid(t, [self.m, self.n], [self.bm, self.bn])
             for pf in self.pf:
                 if pf.sub == 1:
-                    self._prefetch_tile(pf, t)
-            self._accumulate(m0, n0, msz, nsz)
+                    self._if_prefetched(t, lambda pf=pf: self._prefetch_tile(pf, t))
+            self._if_prefetched(t, lambda: self._accumulate(m0, n0, msz, nsz, bool(self.pf)),
+                                lambda: self._accumulate(m0, n0, msz, nsz, False))
             if ahead:
                 nxt = kb.add(t, self.block_dim)
-                more = kb.emit(arith.CmpiOp(kb.idx(nxt), kb.idx(self.ntiles), "slt")).results[0]
-                kb.if_else(more, lambda: [self._prefetch_tile(pf, nxt) for pf in ahead], lambda: None)
+                self._if_prefetched(nxt, lambda: [self._prefetch_tile(pf, nxt) for pf in ahead])
             if self.split_cores:
                 self._epilogue_through_workspace(m0, n0, msz, nsz)
             else:
@@ -295,15 +312,32 @@ class _UpKernel:
                 ))
 
     # ------------------------------------------------------------------------------------------
-    def _accumulate(self, m0: Index, n0: Index, msz: Index, nsz: Index) -> None:
-        """AIC: gate (and up) accumulated over H, sharing every A tile."""
+    def _if_prefetched(self, t: Index, then, otherwise=lambda: None) -> None:
+        """then() for a tile whose weight chunks the AIVs prefetch, else otherwise(): every tile
+        below ntiles, or with `first_row` (emit_up) only the first row of tiles (n fastest:
+        t < tiles per row), whose chunks are the weights' first reads; the later rows re-read
+        the panels from L2 without a prefetch (tiling.estimate decides that they hit)."""
         kb = self.kb
+        if not self.pf:
+            otherwise()
+            return
+        bound = ceil_div(self.n, self.bn) if self.first_row else self.ntiles
+        if isinstance(t, int) and t < bound:
+            then()
+            return
+        kb.if_else(kb.emit(arith.CmpiOp(kb.idx(t), kb.idx(bound), "slt")).results[0], then, otherwise)
+
+    def _accumulate(self, m0: Index, n0: Index, msz: Index, nsz: Index, prefetched: bool) -> None:
+        """AIC: gate (and up) accumulated over H, sharing every A tile (`prefetched`: a tile of
+        the first row, whose weight chunks the AIVs bring into L2 first)."""
+        kb = self.kb
+        pfs = self.pf if prefetched else []
         self.q_c.acquire()
         with kb.range(0, self.k, self.kl1) as k1:
-            for pf in self.pf:  # the AIVs have brought this chunk of the weights into L2
+            for pf in pfs:  # the AIVs have brought this chunk of the weights into L2
                 pf.q_pf.deque()
             _by_parity(kb, k1, self.kl1, DOUBLE_BUFFER, lambda p: self._l1_step(p, k1, m0, n0, msz, nsz))
-        for pf in self.pf:
+        for pf in pfs:
             pf.q_tile.release()
         self.q_c.enque()
 
@@ -313,7 +347,7 @@ class _UpKernel:
         q.acquire()
         kb.copy(kb.subview(self.gx, [m0, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")
         for i, w in enumerate(self.weights):
-            kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), kb.subview(self.l1b[p], [0, i * self.bn], [self.kl1, self.bn]), layout="nd2nz")
+            kb.copy(kb.subview(w, [k1, n0], [ksz, nsz]), kb.subview(self.l1b[p], [0, i * self.bn], [self.kl1, self.bn]), layout=self.w_layout)
         q.handoff()
         with kb.range(0, ksz, self.bk) as kk:
             _by_parity(kb, kk, self.bk, DOUBLE_BUFFER, lambda s: self._l0_step(p, s, k1, kk))

@@ -88,13 +88,14 @@ def parse_norm_matmul(region: nn.FusedOp) -> NormMatmul | Declined:
 
 
 def emit_norm_matmul(ctx: LoweringContext, norm: Operation, norm_args: list[SSAValue],
-                     products: list[Product], tilings: list[Tiling | None] | None = None) -> list[SSAValue]:
+                     products: list[Product], tilings: list[Tiling | None] | None = None, b_nz: bool = False) -> list[SSAValue]:
     """A norm kernel over `norm_args` (GM buffers of the norm's operands) and one grouped cube
     kernel (or one mix kernel per projection that has an activation or residual) for `products`
     (the projections, GM buffers); results in the products' order. `tilings`: each projection's
     checked `ascend.tiling` (None: none recorded); the grouped kernel runs the projections'
     tiling when they all have the same one (choose-tiling gives equal shapes equal tilings),
-    else matmul.heuristic_tiling's.
+    else matmul.heuristic_tiling's. `b_nz`: every product's B is stored in NZ fractals
+    (matmul.emit_matmuls).
 
     Raises:
         AscendirError: as the norm and matmul templates (tiles that do not fit, no fp32 cube).
@@ -105,7 +106,7 @@ def emit_norm_matmul(ctx: LoweringContext, norm: Operation, norm_args: list[SSAV
     tilings = tilings or [None] * len(products)
     if len(products) == 1 or all(p.epilogue.activation is None and p.epilogue.residual is None for p in products):
         shared = tilings[0] if len(set(tilings)) == 1 else None
-        return emit_matmuls(ctx, xn2, products, base="norm_matmul", tiling=shared)
+        return emit_matmuls(ctx, xn2, products, base="norm_matmul", tiling=shared, b_nz=b_nz)
     # an activation or residual needs a mix kernel of its own (emit_matmuls groups bias-only products)
-    return [emit_matmul(ctx, xn2, p.b, p.out_shape, p.out_elem, p.epilogue, base="norm_matmul", tiling=t)
+    return [emit_matmul(ctx, xn2, p.b, p.out_shape, p.out_elem, p.epilogue, base="norm_matmul", tiling=t, b_nz=b_nz)
             for p, t in zip(products, tilings)]
