@@ -200,7 +200,8 @@ class KernelProgram:
         self.memo_text = None if gm_alloc or data_control else _memo_id(m.memo_ids, op, ops)
         # a numerics launch whose path cannot depend on data nor mint GM roots (the cases the memo
         # keys) runs two walks: its timing-only twin gives the record (timing, L2, race check,
-        # trace, launch memo: a timing-only launch's), the data walk the outputs (`_split`).
+        # trace, launch memo: a timing-only launch's), the data walk the outputs (`_split`); in a
+        # cluster one walk does both, its L2 recording pass run by the twin (`_record`).
         # Accel.none() keeps the single walk doing both: the reference the split is tested against
         self.split = not m.timing_only and self.memo_text is not None and m.accel.steady
 
@@ -272,6 +273,10 @@ class KernelProgram:
                     return self._finish(memo.restore_cores(hit.cores), F, list(hit.acct), hit.skipped, hit.trace)
         if self.gm_reads and key is not None and launches.misses is not None:
             F.l2_pass = L2Pass.settled(self.m.l2.window, launches.misses)
+        elif self.gm_reads and self.split:
+            F.l2_pass = self._record(args, tags)
+            if key is not None:
+                launches.misses = F.l2_pass.misses
         elif self.gm_reads:
             # recording pass: who reads which GM tile when (l2.py); no numerics, no trace
             F.l2_pass = L2Pass(self.m.l2.window)
@@ -334,12 +339,41 @@ class KernelProgram:
         computes the outputs and checks races. Same record as the single walk (timing reads no data
         in these kernels), same outputs and race verdicts (the same semantics and accesses in the
         same order)."""
-        twin = self.twin
-        if twin is None:
-            twin = self.twin = KernelProgram(timing_view(self.m), self.op)
-        rec = twin.run([zero_view(a.shape, a.dtype) for a in args], tags)
+        rec = self._twin().run([zero_view(a.shape, a.dtype) for a in args], tags)
         self._data_walk(args, tags)
         return rec
+
+    def _twin(self) -> KernelProgram:
+        """This kernel's timing-only twin (compiled on first use)."""
+        if self.twin is None:
+            self.twin = KernelProgram(timing_view(self.m), self.op)
+        return self.twin
+
+    def _record(self, args: list[np.ndarray], tags: list) -> L2Pass:
+        """The settled L2 recording pass of a numerics launch, run by this kernel's timing-only
+        twin (compiled on first use): the pass moves no data, so the twin's steady-state loop
+        speed-ups (accel/) give it the designation the full pass would, at timing-only cost; the
+        numerics run then executes every op once instead of twice. (A launch that could `_split` but
+        runs in a cluster, where other devices write this one's GM mid-launch.)"""
+        twin = self._twin()
+        F = twin.frame
+        for s, a, tag in zip(twin.arg_slots, args, tags):
+            F.values[s] = zero_view(a.shape, a.dtype)
+            F.gm_tags[s] = tag
+        # from time 0, as the recording pass in `run`
+        F.kernel_start = 0.0
+        F.l2 = self.m.l2
+        F.flags = FlagQueues(twin.nflags)
+        F.may_extrapolate = True
+        F.l2_pass = L2Pass(self.m.l2.window)
+        F.numerics_on = False  # (what tells a tile op it records: writes go to the pass, not the L2)
+        F.trace = F.flows = None
+        try:
+            twin._blocks(tracing=False)
+        finally:
+            p, F.l2_pass = F.l2_pass, None
+        p.settle()
+        return p
 
     def _data_walk(self, args: list[np.ndarray], tags: list) -> None:
         """Every block's data effect on `args` (address tags `tags`): the body compiled with
