@@ -92,7 +92,7 @@ class _TimingOnly:
     """Module program `m` seen as timing-only: what the timing-only twins of its kernels compile
     against and launch on (one per module program, `timing_view`). The chip clock and the L2 are
     `m`'s (the twin's launches are the numerics run's timing); the launch memo is its own (twin
-    kernel ids are not numerics ones), bound like a timing-only run's; no fp32 GM copies; no race
+    kernel ids are not numerics ones: `LaunchMemo.timing` of `m`'s), bound like a timing-only run's; no fp32 GM copies; no race
     check (the data walk checks: it runs every op, `KernelProgram._data_walk`)."""
 
     timing_only = True
@@ -101,7 +101,9 @@ class _TimingOnly:
 
     def __init__(self, m):
         self._m = m
-        self.memo_ids = memo.LaunchMemo()
+        if m.memo_ids.timing is None:  # (shared by the runs sharing `m`'s memo: generate's steps)
+            m.memo_ids.timing = memo.LaunchMemo()
+        self.memo_ids = m.memo_ids.timing
         self.memo_ids.bind((m.target, True, m.trace, False, m.accel))
         self.memo = self.memo_ids.entries if m.accel.launch_memo else None
 
