@@ -201,6 +201,8 @@ def test_every_speed_up_on_vs_none_on_corpus_model(monkeypatch, corpus, model):
         with np.errstate(all="ignore"):  # (as simulate: padded tiles divide zeros by zeros)
             outs, recs = prog.run(feeds)
         rep = build_report(recs, HW)
+        for k in rep["kernels"]:  # the split walks' timing is the twin's, which extrapolates (kernel.py `_split`)
+            del k["extrapolated_iterations"]
         num[name] = {"report": rep, "l2": (prog.l2.hits, prog.l2.misses) if prog.l2 is not None else None, "outputs": outs}
     assert_identical(num["on"], num["off"], f"{model} numerics, every speed-up vs none")
     # timing-only and numerics runs time alike: the speed-ups of the first change nothing
@@ -233,7 +235,8 @@ def test_extrapolate_false_is_steady_off(matmuls):
 
 
 def test_numerics_identical_with_and_without_every_speed_up(monkeypatch):
-    # numerics runs never extrapolate; launch reuse shares the L2 recording pass's designation
+    # numerics runs time on the timing-only twin with every speed-up (kernel.py `_split`), or in
+    # one walk with none: same reports, same outputs
     fired = Fired(monkeypatch)
     module = parse(_chained_adds(3, fresh=(2,)))
     rng = np.random.default_rng(0)
@@ -261,9 +264,10 @@ def test_identical_layers_checked_and_recorded_once_with_numerics(monkeypatch):
     """32 chained decoder layers (benchmarks/fusion.py's 7B layer at small sizes, each with
     weights of its own) with numerics. A launch identical to an earlier one -- the same kernel
     body (kernel._body_key: ops, operands, result types, attributes, so the same tiling) and the
-    same aliasing of its arguments (memo.pattern) -- reuses that launch's race verdict and L2
-    recording pass instead of running them again (launch_memo); every op's numerics and timing
-    still run, since the weights differ. With launch_memo off both run per launch: outputs and
+    same aliasing of its arguments (memo.pattern) -- reuses that launch's timing walk (the
+    timing-only twin's launch memo, kernel.py `_split`: race verdict, L2 recording and timed
+    passes) instead of running it again; every op's numerics still run (the data walk), since
+    the weights differ. With launch_memo off the timing walk runs per launch: outputs and
     reports are equal."""
     import sys
 
@@ -280,22 +284,22 @@ def test_identical_layers_checked_and_recorded_once_with_numerics(monkeypatch):
     module, _ = interpreter_speed.lowered(interpreter_speed.model_text(layers, s), HW)
     weights = numerics_speed.random_weights(module)
     x = np.random.default_rng(3).standard_normal((1, s, 64)).astype(np.float16)
-    n = {"race": 0, "record": 0}
-    checker, record = race.RaceChecker.__init__, kernel.KernelProgram._record
+    n = {"race": 0, "timing": 0}
+    checker, blocks = race.RaceChecker.__init__, kernel.KernelProgram._blocks
 
     def checking(self, *a, **k):
         n["race"] += 1
         checker(self, *a, **k)
 
-    def recording(self, *a, **k):
-        n["record"] += 1
-        return record(self, *a, **k)
+    def walking(self, *a, **k):  # a pass of the timing walk (recording or timed), not the data walk
+        n["timing"] += self.m.timing_only
+        return blocks(self, *a, **k)
 
     monkeypatch.setattr(race.RaceChecker, "__init__", checking)
-    monkeypatch.setattr(kernel.KernelProgram, "_record", recording)
+    monkeypatch.setattr(kernel.KernelProgram, "_blocks", walking)
     runs, counts = {}, {}
     for name, accel in (("on", ALL), ("off", WITHOUT["launch_memo"])):
-        n.update(race=0, record=0)
+        n.update(race=0, timing=0)
         prog = compile_module(module, HW, weights, accel=accel)
         with np.errstate(all="ignore"):
             outs, recs = prog.run({"arg0": x})
@@ -306,5 +310,5 @@ def test_identical_layers_checked_and_recorded_once_with_numerics(monkeypatch):
     assert on["launches"] == off["launches"] >= 10 * layers
     assert off["race"] == off["launches"]  # without reuse: every launch checked
     assert 0 < on["race"] * layers <= 2 * off["race"], counts  # with it: about one layer's worth
-    assert 0 < on["record"] * layers <= 2 * off["record"], counts
+    assert 0 < on["timing"] * layers <= 2 * off["timing"], counts
     assert_identical(runs["on"], runs["off"], "32 small layers with numerics, launch_memo on vs off")

@@ -147,3 +147,55 @@ def test_cli_misaligned_offset_is_a_clean_error(planned_add, tmp_path):
     p.write_text(planned_add.replace(SLOT1, "{ascend.slot = 1 : i64, offset = 65537 : i64}"))
     assert_clean_error(run_cli("run", p, "--timing-only"), "kernel @add", "ub buffer 64x128xf16 at offset = 65537",
                        "aligned to 32 B")
+
+
+def _counting_data_walks(monkeypatch) -> list[str]:
+    """Names of the kernels whose data walk (sim/kernel.py `_data_walk`) runs, in order."""
+    from ascendir.interpreter.sim import kernel
+
+    walks: list[str] = []
+    orig = kernel.KernelProgram._data_walk
+
+    def data_walk(self, *a):
+        walks.append(self.name)
+        return orig(self, *a)
+
+    monkeypatch.setattr(kernel.KernelProgram, "_data_walk", data_walk)
+    return walks
+
+
+def test_numerics_checks_races_in_the_data_walk(monkeypatch):
+    # a numerics launch is timed by its timing-only twin, which does not check; its data walk runs
+    # every op and checks: the mmad that no longer waits for MTE1 is caught there
+    text = _drop(matmul_ir(256, 256, 512, block_dim=2), "ascend.wait_flag MTE1 -> M, 0")
+    walks = _counting_data_walks(monkeypatch)
+    rng = np.random.default_rng(0)
+    feeds = {"a": rng.standard_normal((256, 512)).astype(np.float16), "b": rng.standard_normal((512, 256)).astype(np.float16)}
+    with pytest.raises(AscendirError, match=r"race in kernel @matmul .*l0a buffer .*ascend.copy on MTE1 and ascend.mmad on M"):
+        simulate(parse(text), None, feeds, HW)
+    assert walks == ["matmul"]
+
+
+def test_numerics_checks_races_in_a_lowered_layer(monkeypatch):
+    # the 7B-shaped decoder layer of benchmarks/fusion.py at small sizes, lowered at -O2: its first
+    # kernel with an MTE1 -> M wait (a mix GEMM whose AIC waits on later AIV sets: held pipes)
+    # loses that wait; the numerics run stops at that kernel's data walk with the race
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import fusion
+    import interpreter_speed
+    import numerics_speed
+
+    for name, v in (("H", 64), ("HEADS", 2), ("D", 32), ("MLP", 128)):
+        monkeypatch.setattr(fusion, name, v)
+    module, _ = interpreter_speed.lowered(interpreter_speed.model_text(1, 16), HW)
+    weights = numerics_speed.random_weights(module)
+    x = np.random.default_rng(3).standard_normal((1, 16, 64)).astype(np.float16)
+    simulate(module, weights, {"arg0": x}, HW)  # as lowered: race-free
+    broken = parse(_drop(str(module), "ascend.wait_flag MTE1 -> M, 0"))
+    walks = _counting_data_walks(monkeypatch)
+    with pytest.raises(AscendirError, match=r"race in kernel @(\w+) .*ascend.copy on (aic\.)?MTE1 and ascend.mmad on (aic\.)?M") as e:
+        with np.errstate(all="ignore"):
+            simulate(broken, weights, {"arg0": x}, HW)
+    assert walks and walks[-1] == e.value.args[0].split("@")[1].split(" ")[0]

@@ -180,6 +180,9 @@ class LaunchMemo:
     body_ids: dict = field(default_factory=dict)  # kernel op names -> [kernel op, its ops, its key or None, id]
     nbodies: int = 0
     context: tuple | None = None
+    # the memo of the timing-only twins that time the numerics runs this memo serves (sim/kernel.py
+    # `timing_view`): shared with them, so generate's steps reuse each other's timing walks too
+    timing: LaunchMemo | None = None
 
     def bind(self, context: tuple) -> None:
         """Use this memo for a run with `context` (target, timing-only, trace, race check,

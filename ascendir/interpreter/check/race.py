@@ -25,8 +25,10 @@ distinct ranges accessed (older accesses of a pipe are ordered before its newer 
 
 Only the final pass of a launch checks (the L2 recording pass runs the same program); GM races
 between blocks on different cores are not checked (no cross-core sync is modelled). Numerics runs
-always check; timing-only runs check when asked (`check_races`, `ascendir run --check-races`):
-a race is a property of the program, and a sweep should not pay for the check on every point.
+always check, in the data walk of a launch (sim/kernel.py `_data_walk`: every op runs there, while
+the timing-only twin that times the launch extrapolates loops); timing-only runs check when asked
+(`check_races`, `ascendir run --check-races`): a race is a property of the program, and a sweep
+should not pay for the check on every point.
 """
 
 from __future__ import annotations

@@ -40,6 +40,10 @@ class KernelInfo:
     tree: OpTree | None = None  # the kernel's ops (walk.OpTree): walks and decoded subviews for steady.py, remap.py, `subview`
     # op -> the units of a mix kernel that run it (scalar_units.py); an op absent: every unit
     scalar_units: dict = field(default_factory=dict)
+    # the data walk of a numerics launch (sim/kernel.py): tile ops run their semantics only (no
+    # cost, pipe clock, race check or L2: the timing-only twin accounts for those) and scalar ops
+    # charge nothing; flags and barriers keep their closures, as held pipes (holds.py) order data
+    data_only: bool = False
 
     def s_ids(self, op: Operation | None) -> list[int]:
         """Timeline slots of the S pipes that run the scalar op `op` (every unit's when unknown)."""

@@ -66,7 +66,7 @@ class ScalarCodegen:
     def _charge_scalar(self, op: Operation | None = None) -> Callable[[], None] | None:
         """A function charging one scalar ALU op on the S pipe of every unit running `op`
         (KernelInfo.s_ids: all units when `op` is None or unknown), or None (host)."""
-        if self.k is None:
+        if self.k is None or self.k.data_only:
             return None
         F, alu = self.F, self.k.alu
         s_ids = self.k.s_ids(op)
@@ -102,7 +102,7 @@ class ScalarCodegen:
         env: dict[str, object] = {"R": self.F.values, "F": self.F, "_divzero": division_by_zero}
         lines: list[str] = []
         charged = self._scalar_lines(ops, env, lines, {})
-        if self.k is not None and charged:
+        if self.k is not None and not self.k.data_only and charged:
             env["alu"] = self.k.alu
             lines.append("c = F.core")
             lines.append("free, busy = c.free, c.busy")

@@ -70,6 +70,9 @@ class TileOps:
             # exact, whatever their order (costmodel/quantum.py)
             return (unit * NPIPES + PIPE_INDEX[c.pipe], unit * NPIPES, quantise(c.cycles), quantise(c.latency), items, float(c.flops))
 
+        if k.data_only:
+            return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name)
+
         gm_copy = None
         if isinstance(op, ascend.CopyOp) and self.m.target.memory.l2_model == "tile":
             src_space, dst_space, _ = copy_path(op, self.m.target)
@@ -132,6 +135,31 @@ class TileOps:
             acct[OPS] += 1
             if F.trace is not None:
                 F.trace.append((core.index, pid, t, cyc, label, items))
+
+        return run
+
+    def _data_tile(self, sem, cost_fn, ins: list[int], get, resolve, race_ops: list, name: str) -> Closure:
+        """A tile op of the data walk (KernelInfo.data_only): its semantics on its operands. While
+        a pipe is held (holds.py) or the race checker runs (`Frame.slow_path`), the op needs its
+        pipe (from its cost, looked up then only): queued behind a held wait as in the timed walk,
+        its accesses checked (race.py) as in the single walk."""
+        F, R, A = self.F, self.F.values, self.F.gm_tags
+        pipes: dict = {}  # operand shapes (scalars: values) -> (pipe slot, S slot)
+
+        def run() -> None:
+            vals = get(R)
+            if F.slow_path:
+                key = tuple([getattr(v, "shape", v) for v in vals])
+                ps = pipes.get(key)
+                if ps is None:
+                    ps = pipes[key] = resolve(cost_fn(*vals))[:2]
+                h = F.hold
+                if h is not None and ps[0] in h.lists:
+                    h.defer(ps[0], run, ins, ps[1])
+                    return
+                if F.races is not None:
+                    F.races.access(ps[0], [(A[i], R[i].shape, w) for i, w in race_ops if A[i] is not None], name, F.block)
+            sem(*vals)
 
         return run
 

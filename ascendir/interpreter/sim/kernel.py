@@ -89,17 +89,50 @@ def _memo_id(ids: memo.LaunchMemo, op: ascend.KernelOp, ops: list[Operation]) ->
 
 
 class _TimingOnly:
-    """Module program `m` seen as timing-only (what a kernel's timing-only twin compiles
-    against); kernel memo ids of its own (the twin is never a memo key)."""
+    """Module program `m` seen as timing-only: what the timing-only twins of its kernels compile
+    against and launch on (one per module program, `timing_view`). The chip clock and the L2 are
+    `m`'s (the twin's launches are the numerics run's timing); the launch memo is its own (twin
+    kernel ids are not numerics ones: `LaunchMemo.timing` of `m`'s), bound like a timing-only run's; no fp32 GM copies; no race
+    check (the data walk checks: it runs every op, `KernelProgram._data_walk`)."""
 
     timing_only = True
+    shadows = None
+    check_races = False
 
     def __init__(self, m):
         self._m = m
-        self.memo_ids = memo.LaunchMemo()
+        if m.memo_ids.timing is None:  # (shared by the runs sharing `m`'s memo: generate's steps)
+            m.memo_ids.timing = memo.LaunchMemo()
+        self.memo_ids = m.memo_ids.timing
+        self.memo_ids.bind((m.target, True, m.trace, False, m.accel))
+        self.memo = self.memo_ids.entries if m.accel.launch_memo else None
 
     def __getattr__(self, name: str):
         return getattr(self._m, name)
+
+    @property
+    def clock(self) -> float:
+        return self._m.clock
+
+    @clock.setter
+    def clock(self, value: float) -> None:
+        self._m.clock = value
+
+    @property
+    def memo_hits(self) -> int:
+        return self._m.memo_hits
+
+    @memo_hits.setter
+    def memo_hits(self, value: int) -> None:
+        self._m.memo_hits = value
+
+
+def timing_view(m) -> _TimingOnly:
+    """The timing-only view of module program `m` its kernels' twins share (made on first use)."""
+    v = m.__dict__.get("_timing_view")
+    if v is None:
+        v = m.__dict__["_timing_view"] = _TimingOnly(m)
+    return v
 
 
 class KernelProgram:
@@ -112,7 +145,7 @@ class KernelProgram:
         self.core_type = op.core_type.data
         self.m = m
         self.op = op
-        self.twin: KernelProgram | None = None  # timing-only twin of a numerics kernel (`_record`)
+        self.twin: KernelProgram | None = None  # timing-only twin of a numerics kernel (`_split`)
         tree = OpTree(op)
         ops = tree.ops  # the kernel op, then its body in program order
         check_capacity(op, t, ops)
@@ -146,9 +179,10 @@ class KernelProgram:
         gm_share = t.hbm_bytes_per_cycle / groups
         env = CostEnv(t, gm_share)
         units = self._flag_units(order, statics)
+        self._facts = (units, tree, self._scalar_units(order, statics, units))  # what `_data_walk` compiles with
         self.frame = Frame()
         info = KernelInfo(self.name, self.nunits, env, units, {}, quantise(t.startup["scalar_alu"]), m.timing_only, tree=tree,
-                          scalar_units=self._scalar_units(order, statics, units))
+                          scalar_units=self._facts[2])
         comp = Compiler(m, self.frame, info)
         block = op.body.block
         self.arg_slots = [comp.slot(a) for a in block.args]
@@ -156,6 +190,7 @@ class KernelProgram:
         self.body = comp.block(block)
         self.nflags = max(1, len(info.flag_keys))
         self.env = env
+        self.data: tuple | None = None  # the data walk's (frame, argument slots, body, flag count), compiled on first use
         # memo key (memo.py): an id of the kernel without its name. None when launches with the same
         # text and argument aliasing may run differently: fresh GM roots of its own, or scalars
         # read from data (memref.load) steering the control flow in numerics mode
@@ -165,9 +200,12 @@ class KernelProgram:
             not m.timing_only and any(_is_a(type(o), memref.LoadOp) for o in order))
         self.nchip = sum(_is_a(type(o), ascend.AllocOp) and space_of(o.result.type).value != "gm" for o in order)
         self.memo_text = None if gm_alloc or data_control else _memo_id(m.memo_ids, op, ops)
-        # the L2 recording pass of a numerics launch runs on the timing-only twin (`_record`) when
-        # the launch's path cannot depend on data or mint GM roots: the same cases the memo keys
-        self.twin_records = not m.timing_only and self.memo_text is not None and m.accel.steady
+        # a numerics launch whose path cannot depend on data nor mint GM roots (the cases the memo
+        # keys) runs two walks: its timing-only twin gives the record (timing, L2, race check,
+        # trace, launch memo: a timing-only launch's), the data walk the outputs (`_split`); in a
+        # cluster one walk does both, its L2 recording pass run by the twin (`_record`).
+        # Accel.none() keeps the single walk doing both: the reference the split is tested against
+        self.split = not m.timing_only and self.memo_text is not None and m.accel.steady
 
     def _scalar_units(self, order: list[Operation], statics: dict, flags: dict) -> dict:
         """The units running each scalar op of a mix kernel (exec/scalar_units.py), from the
@@ -214,6 +252,8 @@ class KernelProgram:
                 raise AscendirError(f"ascend.launch @{self.name}: argument {i} has shape {a.shape}, kernel expects {tuple(ty.get_shape())}")
             R[s] = a
             F.gm_tags[s] = tag
+        if self.split and self.m.comm is None:  # (in a cluster, devices write each other's GM mid-launch)
+            return self._split(args, tags)
         F.kernel_start = self.m.clock
         F.l2 = self.m.l2
         # the fp32 copies of GM buffers (exec/wide.py) live for one launch; in a cluster another
@@ -235,7 +275,7 @@ class KernelProgram:
                     return self._finish(memo.restore_cores(hit.cores), F, list(hit.acct), hit.skipped, hit.trace)
         if self.gm_reads and key is not None and launches.misses is not None:
             F.l2_pass = L2Pass.settled(self.m.l2.window, launches.misses)
-        elif self.gm_reads and self.twin_records:
+        elif self.gm_reads and self.split:
             F.l2_pass = self._record(args, tags)
             if key is not None:
                 launches.misses = F.l2_pass.misses
@@ -293,14 +333,31 @@ class KernelProgram:
                 F.l2_pass.checks = None
         return self._finish(cores, F)
 
+    def _split(self, args: list[np.ndarray], tags: list) -> KernelRecord:
+        """A numerics launch as two walks (`split`): the timing-only twin (compiled on first use)
+        runs the launch on zero views of `args` with their address tags `tags`, as a timing-only
+        run would (L2 recording and timed passes with the steady-state speed-ups and the launch
+        memo, the trace) and its record is this launch's; then the data walk (`_data_walk`)
+        computes the outputs and checks races. Same record as the single walk (timing reads no data
+        in these kernels), same outputs and race verdicts (the same semantics and accesses in the
+        same order)."""
+        rec = self._twin().run([zero_view(a.shape, a.dtype) for a in args], tags)
+        self._data_walk(args, tags)
+        return rec
+
+    def _twin(self) -> KernelProgram:
+        """This kernel's timing-only twin (compiled on first use)."""
+        if self.twin is None:
+            self.twin = KernelProgram(timing_view(self.m), self.op)
+        return self.twin
+
     def _record(self, args: list[np.ndarray], tags: list) -> L2Pass:
         """The settled L2 recording pass of a numerics launch, run by this kernel's timing-only
         twin (compiled on first use): the pass moves no data, so the twin's steady-state loop
         speed-ups (accel/) give it the designation the full pass would, at timing-only cost; the
-        numerics run then executes every op once instead of twice."""
-        twin = self.twin
-        if twin is None:
-            twin = self.twin = KernelProgram(_TimingOnly(self.m), self.op)
+        numerics run then executes every op once instead of twice. (A launch that could `_split` but
+        runs in a cluster, where other devices write this one's GM mid-launch.)"""
+        twin = self._twin()
         F = twin.frame
         for s, a, tag in zip(twin.arg_slots, args, tags):
             F.values[s] = zero_view(a.shape, a.dtype)
@@ -320,20 +377,61 @@ class KernelProgram:
         p.settle()
         return p
 
+    def _data_walk(self, args: list[np.ndarray], tags: list) -> None:
+        """Every block's data effect on `args` (address tags `tags`): the body compiled with
+        KernelInfo.data_only (tile ops run their semantics, scalar ops charge nothing), blocks in
+        order, each in program order except where a wait_flag holds its pipe until a later set
+        (holds.py), as in the single walk. Races are checked (race.py) once per launch memo key,
+        as there: every op runs, so the checker sees every access."""
+        if self.data is None:
+            units, tree, scalar_units = self._facts
+            frame = Frame()
+            info = KernelInfo(self.name, self.nunits, self.env, units, {}, 0.0, False, tree=tree, scalar_units=scalar_units,
+                              data_only=True)
+            comp = Compiler(self.m, frame, info)
+            block = self.op.body.block
+            slots = [comp.slot(a) for a in block.args]
+            self.data = (frame, slots, comp.block(block), max(1, len(info.flag_keys)))
+        F, slots, body, nflags = self.data
+        for s, a, tag in zip(slots, args, tags):
+            F.values[s] = a
+            F.gm_tags[s] = tag
+        launches = None
+        if self.m.memo is not None and all(t is not None for t in tags):
+            launches = self.m.memo.setdefault((self.memo_text, memo.pattern(tags)), memo.Launches([]))
+        race = self.m.check_races and not (launches is not None and launches.race_free)
+        if race:
+            F.races = RaceChecker(self.name, self.labels, self.nchip)
+            F.race_set_clocks = FlagQueues(nflags)
+        F.shadows = self.m.shadows
+        if F.shadows is not None:
+            F.shadows.clear()
+        F.flags = FlagQueues(nflags)
+        try:
+            self._blocks(False, F, body)
+        finally:
+            F.races = F.race_set_clocks = F.hold = None
+            F.slow_path = False
+            if F.shadows is not None:
+                F.shadows.clear()
+        if race and launches is not None:
+            launches.race_free = True
+
     def _reuse(self, hit: memo.Memo, tags: list) -> bool:
         """Apply a stored launch when every L2 check gives the same outcome (memo.py)."""
         l2 = self.m.l2
         return l2 is None or hit.apply(tags, l2, self.m.clock)
 
-    def _blocks(self, tracing: bool) -> list[CoreState]:
-        """Run blocks 0..block_dim-1 in order on fresh cores (waves on cores = b % ncores)."""
-        F = self.frame
+    def _blocks(self, tracing: bool, F: Frame | None = None, body: list | None = None) -> list[CoreState]:
+        """Run blocks 0..block_dim-1 in order on fresh cores (waves on cores = b % ncores); `F`,
+        `body`: the data walk's (`_data_walk`), else this program's."""
+        F = F if F is not None else self.frame
+        body = body if body is not None else self.body
         nslots = NPIPES * self.nunits
         cores = [CoreState(i, nslots) for i in range(min(self.block_dim, self.ncores))]
         F.acct = [0.0] * ACCT_SIZE
         F.skipped = 0
         F.dcaches = {}  # every launch (and pass) starts with cold scalar DCaches (timing/dcache.py)
-        body = self.body
         for stored in F.memos:  # stored loop executions are per pass: a launch's report depends on it alone
             stored.table.clear()
         for b in range(self.block_dim):
