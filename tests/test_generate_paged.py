@@ -96,7 +96,9 @@ def test_bad_block_size_is_one_line(size: int, why: str) -> None:
                        f"--kv-block-size {size}", why)
 
 
-@pytest.mark.parametrize("name, tp", [("llama", 2), ("qwen2", 2), ("llama", 4)])
+# llama at TP 2 is the CI sample; qwen2 and TP 4 (70 s each) run with -m slow
+@pytest.mark.parametrize("name, tp", [("llama", 2), pytest.param("qwen2", 2, marks=pytest.mark.slow),
+                                      pytest.param("llama", 4, marks=pytest.mark.slow)])
 def test_paged_tensor_parallel_equals_onnxruntime_and_one_device(name: str, tp: int) -> None:
     """--kv-block-size with --tp: each rank pages the caches of its KV heads (pools [blocks,
     rank's heads, block, head_dim]; at tp 4 over 2 KV heads a head is held by two ranks), one
