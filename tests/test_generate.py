@@ -191,6 +191,22 @@ def test_outputs_never_overwrite_what_generate_reads(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
+def test_report_renders_a_generate_report(tmp_path: Path) -> None:
+    """`ascendir report` on a `generate --report` file prints what generate printed (it used to
+    refuse it: "no 'total_cycles'"); a broken one, --diff or --plots on one are one line."""
+    r = tmp_path / "g.json"
+    ran = run_cli("generate", DATA / "llama" / "model.onnx", "--prompt-len", 4, "--new-tokens", 2, "--timing-only", "--report", r)
+    assert ran.exit_code == 0, ran.output
+    shown = run_cli("report", r)
+    assert shown.exit_code == 0 and shown.output == ran.output, shown.output
+    assert_clean_error(run_cli("report", "--diff", r, r), "report of `ascendir generate`", "--diff")
+    assert_clean_error(run_cli("report", r, "--plots", tmp_path / "p"), "report of `ascendir generate`")
+    data = json.loads(r.read_text())
+    data["ttft_s"] = -1.0
+    r.write_text(json.dumps(data))
+    assert_clean_error(run_cli("report", r), "not a report of `ascendir generate --report`", "ttft_s")
+
+
 def test_cache_in_place_writes_only_the_new_rows() -> None:
     """cache-append: a decode step launches cache_append kernels (the new row written into the
     cache) instead of concat kernels copying the past; the graph's concat path gives the same
