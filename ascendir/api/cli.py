@@ -25,7 +25,7 @@ import click
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, AscendirWarning, internal_error, one_line
 from ascendir.api.cli_common import (
     check_outputs, cli_console, closed_stdout, compile_options, launch_progress, plots_opt, prepare_plots, run_inputs,
-    topology_opt, verified, write_plot_files,
+    topology_opt, topology_target, verified, write_plot_files,
 )
 from ascendir.api.outputs import is_stdout, output_kind, read_bytes, write_output, write_text
 
@@ -318,6 +318,7 @@ def sweep(model: Path, targets: tuple[str, ...], tilings: tuple[str, ...], dtype
     if not model.is_file():
         raise AscendirError(f"cannot read {model}: no such file")
     check_outputs([output, plot_path], [model])
+    targets = tuple(topology_target(t, topology, "targets") for t in targets)
     from ascendir.conversion.nn_to_ascend.tiling import parse_tiling
 
     for t in tilings:  # a malformed tiling fails every point: say so once, before any runs

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ascendir.errors import AscendirError
-from ascendir.api.cli_common import topology_opt
+from ascendir.api.cli_common import topology_opt, topology_target
 
 
 @click.command()
@@ -52,6 +52,7 @@ def generate(model: Path, prompt_len: int, new_tokens: int, batch: int, inputs: 
     tp = max(tp, devices or 1)
     if topology is not None and tp == 1:
         raise AscendirError("--topology joins the --tp devices; give --tp N (or --devices N)")
+    target = topology_target(target, topology)
     timing_only = timing_only or shape_only
     if outputs is not None and timing_only:
         raise AscendirError(f"--outputs needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
