@@ -175,6 +175,38 @@ def test_bad_prompt_is_refused(tmp_path: Path) -> None:
         generate(DATA / "llama" / "model.onnx", 4, 0)
 
 
+def test_outputs_never_overwrite_what_generate_reads(tmp_path: Path) -> None:
+    """--outputs / --report naming the model, the prompt or each other: one line, nothing
+    written (as run / compile / sweep; generate used to overwrite its own model)."""
+    model = tmp_path / "m.onnx"
+    model.write_bytes((DATA / "llama" / "model.onnx").read_bytes())
+    prompt = tmp_path / "p.npz"
+    np.savez(prompt, input_ids=np.array([[1, 2, 3]]))
+    before = model.read_bytes(), prompt.read_bytes()
+    for args in (("--outputs", model), ("--report", model), ("--inputs", prompt, "--outputs", prompt),
+                 ("--outputs", tmp_path / "o", "--report", tmp_path / "o")):
+        line = assert_clean_error(run_cli("generate", model, "--new-tokens", 2, *args))
+        assert "a file this run reads" in line or "output paths must differ" in line, line
+    assert (model.read_bytes(), prompt.read_bytes()) == before
+    assert not (tmp_path / "o").exists()
+
+
+def test_report_renders_a_generate_report(tmp_path: Path) -> None:
+    """`ascendir report` on a `generate --report` file prints what generate printed (it used to
+    refuse it: "no 'total_cycles'"); a broken one, --diff or --plots on one are one line."""
+    r = tmp_path / "g.json"
+    ran = run_cli("generate", DATA / "llama" / "model.onnx", "--prompt-len", 4, "--new-tokens", 2, "--timing-only", "--report", r)
+    assert ran.exit_code == 0, ran.output
+    shown = run_cli("report", r)
+    assert shown.exit_code == 0 and shown.output == ran.output, shown.output
+    assert_clean_error(run_cli("report", "--diff", r, r), "report of `ascendir generate`", "--diff")
+    assert_clean_error(run_cli("report", r, "--plots", tmp_path / "p"), "report of `ascendir generate`")
+    data = json.loads(r.read_text())
+    data["ttft_s"] = -1.0
+    r.write_text(json.dumps(data))
+    assert_clean_error(run_cli("report", r), "not a report of `ascendir generate --report`", "ttft_s")
+
+
 def test_cache_in_place_writes_only_the_new_rows() -> None:
     """cache-append: a decode step launches cache_append kernels (the new row written into the
     cache) instead of concat kernels copying the past; the graph's concat path gives the same

@@ -90,7 +90,7 @@ def test_paged_decode_launches_the_paged_kernels() -> None:
     assert "paged_cache_append" in names and "cache_append" not in names
 
 
-@pytest.mark.parametrize("size, why", [(24, "multiple of 16"), (8, "16..512"), (1024, "16..512")])
+@pytest.mark.parametrize("size, why", [(24, "multiple of 16"), (8, "16..512"), (1024, "16..512"), (0, "16..512"), (-16, "16..512")])
 def test_bad_block_size_is_one_line(size: int, why: str) -> None:
     assert_clean_error(run_cli("generate", DATA / "llama" / "model.onnx", "--kv-block-size", size, "--timing-only"),
                        f"--kv-block-size {size}", why)

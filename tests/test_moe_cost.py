@@ -3,6 +3,8 @@ cost of a MoE layer's expert GEMMs (conversion/nn_to_ascend/moe_cost.py)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -40,6 +42,15 @@ def test_made_routing_is_topk_shaped_and_seeded(spec: RoutingSpec) -> None:
         assert counts[0] > 3 * 300 * 8 / 64 > counts[-8:].max()
     else:
         assert counts.max() < 2 * 300 * 8 / 64
+
+
+def test_steep_skew_routes_without_warnings() -> None:
+    """skew=A for a large A: (e + 1)^-A underflows to 0 for the tail experts; the keys are taken
+    in logs, so no log(0) RuntimeWarning (printed on the CLI) and the k head experts win."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = make_routing(RoutingSpec("skew", alpha=1e4), 8, 2, 16)
+    assert np.array_equal(a, np.tile([0, 1], (8, 1)))
 
 
 def test_routing_from_file(tmp_path) -> None:

@@ -25,7 +25,7 @@ import click
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, AscendirWarning, internal_error, one_line
 from ascendir.api.cli_common import (
     check_outputs, cli_console, closed_stdout, compile_options, launch_progress, plots_opt, prepare_plots, run_inputs,
-    topology_opt, verified, write_plot_files,
+    topology_opt, topology_target, verified, write_plot_files,
 )
 from ascendir.api.outputs import is_stdout, output_kind, read_bytes, write_output, write_text
 
@@ -151,8 +151,8 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
               help="The Chrome trace of the same run (`ascendir run --trace`): --plots then draws the pipe timeline too.")
 @plots_opt
 def report(reports: tuple[Path, ...], diff: bool, trace_path: Path | None, plots: Path | None) -> None:
-    """Render a REPORT.json written by `ascendir run --report` (.json.gz too), or with --diff
-    compare two of them."""
+    """Render a REPORT.json written by `ascendir run --report` (.json.gz too) or `ascendir generate
+    --report`, or with --diff compare two `run` reports."""
     from ascendir.api.report_table import render
 
     if diff:
@@ -168,6 +168,19 @@ def report(reports: tuple[Path, ...], diff: bool, trace_path: Path | None, plots
     (report_path,) = reports
     if trace_path is not None and plots is None:
         raise AscendirError("--trace is read for the pipe timeline of --plots; add --plots DIR")
+    if _is_generate_report(raw := _read_json(report_path, "report")):
+        if trace_path is not None or plots is not None:
+            raise AscendirError(f"{report_path} is a report of `ascendir generate`: --trace / --plots draw `run` reports "
+                                "(generate --plots DIR draws its TPOT)")
+        from ascendir.api.generate import schema_problem
+        from ascendir.api.generate_cmd import summary
+
+        broken = schema_problem(raw)
+        if broken:
+            raise AscendirError(f"{report_path} is not a report of `ascendir generate --report`: {broken}")
+        for line in summary(raw):
+            click.echo(line)
+        return
     if plots is not None:
         check_outputs([], [report_path, trace_path], plots)
         prepare_plots(plots)
@@ -188,13 +201,22 @@ def report(reports: tuple[Path, ...], diff: bool, trace_path: Path | None, plots
     render(data, cli_console())
 
 
+def _is_generate_report(data) -> bool:
+    """Whether `data` (parsed JSON) says it is a serving report (`generate --report`,
+    api/generate.schema.json: "kind": "generate")."""
+    return isinstance(data, dict) and data.get("kind") == "generate"
+
+
 def _read_report(path: Path) -> dict:
     """A report file, checked against its schema and its totals.
 
     Raises:
-        AscendirError: unreadable, not JSON, or not a report (naming the first bad field).
+        AscendirError: unreadable, not JSON, or not a report (naming the first bad field; a
+            `generate` report is named as one: --diff compares `run` reports only).
     """
     data = _read_json(path, "report")
+    if _is_generate_report(data):
+        raise AscendirError(f"{path} is a report of `ascendir generate`; --diff compares reports of `ascendir run`")
     problem = _report_problem(data)
     if problem:
         raise AscendirError(f"{path} is not a report of `ascendir run --report`: {problem}")
@@ -296,6 +318,7 @@ def sweep(model: Path, targets: tuple[str, ...], tilings: tuple[str, ...], dtype
     if not model.is_file():
         raise AscendirError(f"cannot read {model}: no such file")
     check_outputs([output, plot_path], [model])
+    targets = tuple(topology_target(t, topology, "targets") for t in targets)
     from ascendir.conversion.nn_to_ascend.tiling import parse_tiling
 
     for t in tilings:  # a malformed tiling fails every point: say so once, before any runs

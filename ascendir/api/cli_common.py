@@ -69,7 +69,22 @@ def topology_opt(joined: str):
     """The `--topology NAME|FILE.toml` option of the commands that simulate devices together
     (run, generate, sweep); `joined` names the devices it joins in the help text."""
     return click.option("--topology", default=None, metavar="NAME|FILE.toml",
-                        help=f"How {joined} are joined (shipped: atlas800-a2, atlas800-a2-x2, a3-supernode-16; default atlas800-a2).")
+                        help=f"How {joined} are joined (shipped: atlas800-a2, atlas800-a2-x2, a3-supernode-16; default atlas800-a2); "
+                             "its chip is the default --target.")
+
+
+def topology_target(target: str, topology: str | None, param: str = "target") -> str:
+    """The chip a run simulates: --target, or when --target is left at its default and a
+    --topology is given, the topology's own chip (its [topology] chip: a3-supernode-16 joins
+    ascend910_93 dies, not the default 910B2). `param`: the command's name of its --target.
+
+    Raises:
+        AscendirError: an unknown or malformed topology (hardware/topology.py)."""
+    if topology is None or click.get_current_context().get_parameter_source(param) is not click.core.ParameterSource.DEFAULT:
+        return target
+    from ascendir.hardware.topology import load_topology
+
+    return load_topology(topology).chip
 
 
 plots_opt = click.option("--plots", type=click.Path(path_type=Path), default=None, metavar="DIR",

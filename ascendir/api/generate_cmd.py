@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ascendir.errors import AscendirError
-from ascendir.api.cli_common import topology_opt
+from ascendir.api.cli_common import topology_opt, topology_target
 
 
 @click.command()
@@ -33,17 +33,18 @@ from ascendir.api.cli_common import topology_opt
               help="Tensor parallelism: shard every step Megatron-style over this many devices of --topology and simulate them together.")
 @click.option("--devices", type=click.IntRange(min=1, max=4096), default=None,
               help="Devices to serve on: the same as --tp N (a plain decoder spreads over devices only by sharding).")
-@click.option("--kv-block-size", type=int, default=0, metavar="N",
+@click.option("--kv-block-size", type=int, default=None, metavar="N",
               help="Keep the KV cache paged: pools of N-position blocks read through a block table (a multiple of 16 in 16..512; default: contiguous).")
 @topology_opt("the --tp devices")
 def generate(model: Path, prompt_len: int, new_tokens: int, batch: int, inputs: Path | None, outputs: Path | None,
              report_path: Path | None, plots: Path | None, timing_only: bool, shape_only: bool, dtype: str, target: str, seed: int,
-             tp: int, devices: int, kv_block_size: int, topology: str | None) -> None:
+             tp: int, devices: int, kv_block_size: int | None, topology: str | None) -> None:
     """Serve MODEL (an ONNX decoder with its KV cache as inputs/outputs) in the simulator:
     prefill the prompt, then greedy decode; print TTFT, TPOT, tokens/s and the HBM roofline."""
     import json
     import sys
 
+    from ascendir.api.cli_common import check_outputs, run_inputs
     from ascendir.api.outputs import check_writable, write_output, write_text
 
     if tp > 1 and devices not in (None, tp):
@@ -51,12 +52,20 @@ def generate(model: Path, prompt_len: int, new_tokens: int, batch: int, inputs: 
     tp = max(tp, devices or 1)
     if topology is not None and tp == 1:
         raise AscendirError("--topology joins the --tp devices; give --tp N (or --devices N)")
+    target = topology_target(target, topology)
     timing_only = timing_only or shape_only
     if outputs is not None and timing_only:
         raise AscendirError(f"--outputs needs numerics; drop {'--shape-only' if shape_only else '--timing-only'}")
+    if kv_block_size is not None:  # 0 or less is no block size, not "contiguous" (the default)
+        from ascendir.transforms.nn.page_kv_cache import check_block_size
+
+        check_block_size(kv_block_size)
     for p, what in ((outputs, "--outputs"), (report_path, "--report")):
         if p is not None:
             check_writable(p, what)
+    # as run / compile / sweep: neither output may overwrite the model, its data or the prompt
+    check_outputs([outputs, report_path], run_inputs(model, target, inputs,
+                                                      Path(topology) if topology and topology.endswith(".toml") else None))
     if plots is not None:
         from ascendir.api.plots import prepare_dir, require_matplotlib
 
@@ -73,7 +82,7 @@ def generate(model: Path, prompt_len: int, new_tokens: int, batch: int, inputs: 
             click.echo(msg, err=True)
 
     g = run(model, prompt_len, new_tokens, batch, prompt, target, dtype, timing_only, shape_only, seed, progress=say, tp=tp, topology=topology,
-            kv_block_size=kv_block_size)
+            kv_block_size=kv_block_size or 0)
     broken = schema_problem(g.report)
     if broken:
         raise AscendirError(f"the generate report breaks its schema: {broken}")

@@ -15,7 +15,7 @@ import click
 
 from ascendir.errors import AscendirError
 from ascendir.api.cli_common import (
-    check_outputs, cli_console, compile_options, launch_progress, plots_opt, prepare_plots, run_inputs, topology_opt, verified,
+    check_outputs, cli_console, compile_options, launch_progress, plots_opt, prepare_plots, run_inputs, topology_opt, topology_target, verified,
     write_plot_files,
 )
 from ascendir.api.outputs import is_stdout, open_output, write_output, write_text
@@ -142,6 +142,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     from ascendir.api.report_table import render
 
     timing_only = _check_run_flags(model, outputs, timing_only, shape_only, verify_numerics, expected, check_ort)
+    target = topology_target(target, topology)
     check_outputs([outputs, report_path, trace_path], run_inputs(model, target, inputs, expected), plots)
     if plots is not None:
         prepare_plots(plots)

@@ -122,7 +122,8 @@ def read_npz(path: Path, what: str, keep=None) -> dict[str, np.ndarray]:
 
 
 def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The outputs onnxruntime (CPU) computes for the ONNX `model` on `feeds`; a feed is cast to
+    """The outputs onnxruntime (CPU, graph optimisations off: the ONNX semantics of each node)
+    computes for the ONNX `model` on `feeds`; a feed is cast to
     the type the model declares (an fp16 run's inputs go back to the model's f32, exactly). A
     sequence input or output is its elements, keyed `name[i]` as ascendir's @main names them.
 
@@ -136,7 +137,12 @@ def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray]) -> dict[str, 
     from ascendir.frontends.onnx.values import element_names, with_elements
     types = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
     try:
-        sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        # the graph as ONNX defines it: onnxruntime's default optimisations fuse QDQ pairs into
+        # QLinear* / MatMulIntegerToFloat kernels that requantise differently (one int8 step off
+        # on transformer_qdq's random inputs: 4e-3 in the logits), a reference of their own
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         ins = {}
         for i in sess.get_inputs():
             if i.type.startswith("seq("):  # a sequence: its elements are fed as name[0], name[1], ...

@@ -93,9 +93,12 @@ def make_routing(spec: RoutingSpec, tokens: int, k: int, experts: int, seed: int
             raise AscendirError(f"--moe-routing {spec.path}: indices {list(a.shape)}, the layer routes [{tokens}, {k}]")
         return a
     rng = np.random.default_rng(seed)
-    p = (np.arange(experts) + 1.0) ** -(spec.alpha if spec.kind == "skew" else 0.0)
-    # k distinct draws per token ∝ p: Gumbel top-k (sampling without replacement)
-    keys = np.log(p / p.sum())[None, :] + rng.gumbel(size=(tokens, experts))
+    # log p, p ∝ (e + 1)^-alpha, taken in logs: (e + 1)^-alpha underflows to 0 for a large alpha
+    # (log 0 = -inf, a RuntimeWarning and ties among the experts it zeroes)
+    logp = -(spec.alpha if spec.kind == "skew" else 0.0) * np.log(np.arange(experts) + 1.0)
+    # k distinct draws per token ∝ p: Gumbel top-k (sampling without replacement); the
+    # normalisation shifts every key alike, so it is left out
+    keys = logp[None, :] + rng.gumbel(size=(tokens, experts))
     return np.argsort(-keys, axis=1, kind="stable")[:, :k].astype(np.int64)
 
 
