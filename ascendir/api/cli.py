@@ -282,7 +282,7 @@ def _trace_mismatch(report: dict, trace: dict) -> str | None:
 @main.command()
 @click.option("--quick", is_flag=True, help="Only the small cases (V3, V7, V13, V14a).")
 def calibrate(quick: bool) -> None:
-    """Predicted vs measured for reference §7 (V1-V14; V8: collectives on 2, 4, 8 cards; V18: MoE dispatch / combine at EP 8, 16): error, median and worst."""
+    """Predicted vs measured for reference §7 (V1-V14 kernels and GEMMs; V8: collectives on 2, 4, 8 cards; V18, V24: MoE dispatch / combine at EP 8, 16; V20-V23: pto-isa's kernels): error, median and worst."""
     from ascendir.api import calibration
 
     console = cli_console()
