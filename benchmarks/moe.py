@@ -1,8 +1,8 @@
 """A MoE layer's expert GEMMs on 910B2, fp16: grouped vs gathered vs dense-all-experts.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/moe.py [--routing uniform|skew=A|FILE]
-        [--target ascend910b2] [--sim-tokens 1,16,64,2048] [--fused-swiglu auto|always|never]
-        [--ep 8 --ep-tokens 16,64,2048] [--write-results]
+        [--target ascend910b2] [--sim-tokens 1,16,64,256,2048] [--fused-swiglu auto|always|never]
+        [--ep 8 --ep-tokens 1,16,64,256,2048] [--write-results]
 
 Two layers: Mixtral-8x7B-shaped (hidden 4096, expert intermediate 14336, 8 experts, top-2) and
 DeepSeek-V3-shaped (hidden 7168, expert intermediate 2048, 256 routed experts, top-8, one
@@ -20,11 +20,13 @@ same under all three and printed apart. The routing is the stated assumption (se
 uniform), never real router output.
 
 The second table simulates the routed experts of one layer and their weighted combine
-(timing-only, the routing given to the run as --moe-routing gives it): the experts as -O2 lowers
-a recognised block (moe_experts: MoeInitRouting, the sorted rows, GroupedMatmul gate+up, SwiGLU,
-GroupedMatmul down, then MoeFinalizeRouting reading the expert-major rows through the inverse
-permutation), as the gathered lowering runs them (HF's export lowered op by op: expert weights
-gathered per routed pair, batched MatMuls, SwiGLU; the same combine kernel), and dense (every
+(timing-only, the routing given to the run as --moe-routing gives it; the layer's input is the
+tokens, repeated top-k times by an expand as HF's export does): the experts as -O2 lowers a
+recognised block (moe_experts: MoeInitRouting with the sorted rows gathered from the tokens,
+GroupedMatmul gate+up, SwiGLU, GroupedMatmul down, then MoeFinalizeRouting reading the
+expert-major rows through the inverse permutation), as the gathered lowering runs them (HF's
+export lowered op by op: the tokens expanded, expert weights gathered per routed pair, batched
+MatMuls, SwiGLU; the same combine kernel), and dense (every
 expert on every token: two batched MatMuls over the E experts, SwiGLU between; no combine). `weight GB` there: the grouped MatMuls'
 expert-weight bytes (the report's moe section: each touched expert once per row tile of its
 group). A gathered intermediate beyond HBM cannot run (`> HBM`). `--sim-tokens` picks the token
@@ -33,7 +35,7 @@ runs on many AIVs: its arrays exceed one AIV's UB).
 
 The third table runs the routed experts of one layer under expert parallelism (`--ep`, default 8
 devices of `--topology`, shard-expert-parallel: nn.moe_distribute_dispatch / combine) at
-`--ep-tokens` (decode 16 and 64, prefill 2048 by default): the slowest device's cycles against
+`--ep-tokens` (decode 1, 16, 64, 256 and prefill 2048 by default): the slowest device's cycles against
 the single device's, the all-to-all
 (dispatch + combine comm kernels: cycles, exposed part, their streams' waits for peers summed
 over the streams, bytes over the links) and the all_gather
@@ -108,7 +110,10 @@ def model_check(hw) -> None:
 
 
 EXPERTS = """
-func.func @main(%x: tensor<{r}x{h}x1x{t}>, %ids: tensor<{r}xi64>, %w: tensor<{r}x1x{t}>) -> tensor<{n}x{h}x{t}> {{
+func.func @main(%xt: tensor<{n}x{h}x{t}>, %ids: tensor<{r}xi64>, %w: tensor<{r}x1x{t}>) -> tensor<{n}x{h}x{t}> {{
+  %xr = nn.reshape %xt : (tensor<{n}x{h}x{t}>) -> tensor<{n}x1x{h}x{t}>
+  %xx = nn.expand %xr : (tensor<{n}x1x{h}x{t}>) -> tensor<{n}x{k}x{h}x{t}>
+  %x = nn.reshape %xx : (tensor<{n}x{k}x{h}x{t}>) -> tensor<{r}x{h}x1x{t}>
   %wgu = nn.weight @gate_up : tensor<{e}x{i2}x{h}x{t}>
   %gu = nn.gather %wgu, %ids {{axis = 0 : i64}} : (tensor<{e}x{i2}x{h}x{t}>, tensor<{r}xi64>) -> tensor<{r}x{i2}x{h}x{t}>
   %wd = nn.weight @down : tensor<{e}x{h}x{i}x{t}>
@@ -302,12 +307,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="ascend910b2")
     ap.add_argument("--routing", default="uniform", help="uniform, skew=A or an .npz with indices [T, k]")
-    ap.add_argument("--sim-tokens", default="1,16,64,2048",
+    ap.add_argument("--sim-tokens", default="1,16,64,256,2048",
                     help="token counts of the simulated table (comma-separated; empty: none)")
     ap.add_argument("--fused-swiglu", choices=("auto", "always", "never"), default="auto",
                     help="SwiGLU in the gate/up GroupedMatmul of the simulated grouped rows: the cost model's "
                          "choice (auto), wherever it fits (always), or its own kernel (never)")
-    ap.add_argument("--ep-tokens", default="16,64,2048",
+    ap.add_argument("--ep-tokens", default="1,16,64,256,2048",
                     help="token counts of the expert-parallel table (comma-separated; empty: none)")
     ap.add_argument("--ep", type=int, default=8, help="devices of the expert-parallel table")
     ap.add_argument("--topology", default="atlas800-a2", help="topology of the expert-parallel table")

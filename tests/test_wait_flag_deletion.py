@@ -14,15 +14,15 @@ def test_kernel_replay_gives_the_whole_model_verdicts():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import wait_flag_deletion as w
 
-    # 8 kernels: router MatMul, gating, the tokens expanded k times, routing, the rows gathered,
-    # the grouped MatMuls (SwiGLU fused into the gate/up one), finalize (it reads the expert-major
-    # rows: no un-permute kernel)
+    # 6 kernels: router MatMul, gating, routing (it gathers the expert-major rows from the tokens:
+    # no expand or row-gather kernel), the grouped MatMuls (SwiGLU fused into the gate/up one),
+    # finalize (it reads the expert-major rows: no un-permute kernel)
     data = ROOT / "tests" / "data" / "mixtral_moe_block_small"
     module, weights = w.compile_model(data / "model.onnx", w.TARGET, opt_level="O2", dtype="fp16")
     inputs = w._inputs(data)
     flags = w._flags(module)[::5]  # one in five of its wait_flags, in every kernel
     replay = w.KernelRuns(module, weights, inputs)
-    assert len(replay.launches) == 8
+    assert len(replay.launches) == 6
     fast = [w.classify(replay, kernel, wait) for kernel, _, wait in flags]
     whole = w.WholeModel(module, weights, inputs)
     slow = [w.classify(whole, kernel, wait) for kernel, _, wait in flags]

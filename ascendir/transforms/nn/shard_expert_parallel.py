@@ -8,7 +8,9 @@ Device q of `#ascend.device_group<[0, .., ep-1]>` holds routed experts q·El .. 
 (El = E / ep). Each `moe_experts` region (fuse-moe-experts, -O2; R routed (token, k) pairs,
 x [R, H, 1], ids [R]) becomes:
 
-    x_q, ids_q = rows q·P .. (q+1)·P - 1 of x, ids           P = R / ep: this device's pairs
+    x_q, ids_q = rows q·P .. (q+1)·P - 1 of x, ids           P = R / ep: this device's pairs (where
+                                                              the region expands the tokens, x_q
+                                                              gathers each pair's token row)
     %ex, %eids, %offs, %idx = nn.moe_distribute_dispatch x_q, ids_q   ex [ep·P, H]: rows for my experts
     %ey = moe_experts region over (local w_gu, local w_d, ex, eids)    the grouped MatMuls, my experts only
     %y_q = nn.moe_distribute_combine %ey, %offs, %idx                  [P, H]: my pairs' rows, back
@@ -41,7 +43,8 @@ from xdsl.ir import Block
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from ascendir.conversion.nn_to_ascend.templates.moe_experts import BLOCK_ATTR, EP_ATTR, KIND, UNUSED_EXPERT_ATTR, parse
+from ascendir.conversion.nn_to_ascend.templates.moe_experts import (BLOCK_ATTR, EP_ATTR, KIND, UNUSED_EXPERT_ATTR,
+                                                                    drop_expansion, parse)
 from ascendir.dialects import nn
 from ascendir.dialects.ascend.attrs import DeviceGroupAttr
 from ascendir.dialects.nn.collectives import AllGatherOp, CollectiveOp
@@ -99,7 +102,7 @@ def shard_expert_parallel(module: ModuleOp, ep: int) -> ShardPlan:
         experts = nn.shape_of(me.w_gu)[0]
         if experts % ep:
             raise AscendirError(f"{NAME}: MoE block {block}: {experts} experts do not split over {ep} devices")
-        rows, hidden = nn.shape_of(me.x)[:2]
+        rows, hidden, k = nn.shape_of(me.ids)[0], nn.shape_of(me.w_gu)[2], me.top_k
         if rows % ep:
             raise AscendirError(f"{NAME}: MoE block {block}: {rows} routed (token, k) pairs do not split over {ep} devices")
         local, pairs = experts // ep, rows // ep
@@ -107,12 +110,20 @@ def shard_expert_parallel(module: ModuleOp, ep: int) -> ShardPlan:
         pair_name = f"ep.pairs.{rows}.{ep}"
         entries[pair_name] = lambda store, r, p=pairs: np.arange(r * p, (r + 1) * p, dtype=np.int64)
         before: list = []
-        x2 = nn.ReshapeOp(x, [rows, hidden])
+        x2 = nn.ReshapeOp(x, [rows // k, hidden])
         sel = nn.WeightOp(pair_name, TensorType(i64, [pairs]))
-        xq, idq = nn.GatherOp(x2.result, sel.result, 0), nn.GatherOp(ids, sel.result, 0)
+        before += [x2, sel]
+        tok = sel
+        if k > 1:  # the region's input is the tokens (its expand): each pair's row is its token's row
+            tok_name = f"ep.tokens.{rows}.{ep}.{k}"
+            entries[tok_name] = lambda store, r, p=pairs, k=k: np.arange(r * p, (r + 1) * p, dtype=np.int64) // k
+            tok = nn.WeightOp(tok_name, TensorType(i64, [pairs]))
+            before.append(tok)
+        xq, idq = nn.GatherOp(x2.result, tok.result, 0), nn.GatherOp(ids, sel.result, 0)
         disp = MoeDistributeDispatchOp(xq.results[0], idq.results[0], group, experts)
         ex = nn.ReshapeOp(disp.expand_x, [rows, hidden, 1])
-        before += [x2, sel, xq, idq, disp, ex]
+        before += [xq, idq, disp, ex]
+        x_arg = drop_expansion(region)  # the dispatched rows come in expanded
         for w in (w_gu, w_d):
             shape = nn.shape_of(w.result)
             lw = nn.WeightOp(w.weight_name, TensorType(w.result.type.element_type, [local + 1, *shape[1:]]))
@@ -121,7 +132,7 @@ def shard_expert_parallel(module: ModuleOp, ep: int) -> ShardPlan:
             i = args.index(me.w_gu if w is w_gu else me.w_d)
             region.operands[i] = lw.result
             args[i] = Rewriter.replace_value_with_new_type(args[i], lw.result.type)
-        region.operands[args.index(me.x)] = ex.result
+        region.operands[list(region.body.block.args).index(x_arg)] = ex.result
         region.operands[args.index(me.ids)] = disp.expand_ids
         region.attributes[UNUSED_EXPERT_ATTR] = IntegerAttr(local, i64)
         region.attributes[EP_ATTR] = IntegerAttr(ep, i64)

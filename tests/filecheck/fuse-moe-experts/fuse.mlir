@@ -3,13 +3,21 @@
 // Mixtral's MoE block as the TorchScript export and fuse-ffn leave it (tests/data
 // mixtral_moe_block_small, onnx.node names dropped but the router TopK's): the two expert-weight
 // gathers and the ffn region over them become one moe_experts region named after the block's
-// TopK, both gathers reading the same expert ids.
+// TopK, both gathers reading the same expert ids. The tokens' expand to the (token, k) rows
+// (ONNX Tile) goes into the region too: its input is the tokens [64, 1, 1, 128], so the
+// lowering gathers each expert-major row from them (MoeInitRouting's expanded_x).
+// CHECK:      %[[TOK:.*]] = nn.reshape %{{.*}} : (tensor<64x1x128xf32>) -> tensor<64x1x1x128xf32>
+// CHECK-NOT:  nn.expand
 // CHECK:      %[[IDS:.*]] = nn.reshape %{{.*}} : (tensor<64x2xi64>) -> tensor<128xi64>
-// CHECK:      nn.fused(%[[WGU:.*]], %[[IDS]], %[[WD:.*]], %[[X:.*]]) {moe_block = "/gate/TopK", kind = #nn.fused_kind<moe_experts>}
-// CHECK-NEXT: ^{{.*}}(%[[A0:.*]]: tensor<8x256x128xf32>, %[[A1:.*]]: tensor<128xi64>, %[[A2:.*]]: tensor<8x128x128xf32>, %[[A3:.*]]: tensor<128x128x1xf32>):
-// CHECK-NEXT:   %[[G0:.*]] = nn.gather %[[A0]], %[[A1]] {axis = 0 : i64}
-// CHECK-NEXT:   %[[G1:.*]] = nn.gather %[[A2]], %[[A1]] {axis = 0 : i64}
-// CHECK-NEXT:   nn.fused(%[[G0]], %[[A3]], %[[G1]]) {kind = #nn.fused_kind<ffn>}
+// CHECK:      nn.fused(%[[TOK]], %[[WGU:.*]], %[[IDS]], %[[WD:.*]]) {moe_block = "/gate/TopK", kind = #nn.fused_kind<moe_experts>}
+// CHECK-NEXT: ^{{.*}}(%[[A0:.*]]: tensor<64x1x1x128xf32>, %[[A1:.*]]: tensor<8x256x128xf32>, %[[A2:.*]]: tensor<128xi64>, %[[A3:.*]]: tensor<8x128x128xf32>):
+// CHECK-NEXT:   %[[E:.*]] = nn.expand %[[A0]] : (tensor<64x1x1x128xf32>) -> tensor<64x2x1x128xf32>
+// CHECK-NEXT:   %[[R0:.*]] = nn.reshape %[[E]]
+// CHECK-NEXT:   %[[R1:.*]] = nn.reshape %[[R0]]
+// CHECK-NEXT:   %[[G0:.*]] = nn.gather %[[A1]], %[[A2]] {axis = 0 : i64}
+// CHECK-NEXT:   %[[X:.*]] = nn.reshape %[[R1]] : (tensor<128x128xf32>) -> tensor<128x128x1xf32>
+// CHECK-NEXT:   %[[G1:.*]] = nn.gather %[[A3]], %[[A2]] {axis = 0 : i64}
+// CHECK-NEXT:   nn.fused(%[[G0]], %[[X]], %[[G1]]) {kind = #nn.fused_kind<ffn>}
 // CHECK:        nn.silu
 // CHECK:      nn.yield
 // CHECK:      nn.reduce_sum

@@ -1,5 +1,5 @@
 """The moe_experts template (protocol side): plan = templates/moe_experts.parse of the region;
-emit = templates/moe_experts.emit_moe_experts (MoeInitRouting, the sorted rows, GroupedMatmul,
+emit = templates/moe_experts.emit_moe_experts (MoeInitRouting with its expanded_x, GroupedMatmul,
 SwiGLU, GroupedMatmul, the un-permute unless finalize-routing reads the rows expert-major); declined at emit on a chip without FixPipe or without
 an mmad for the element type, or when MoeInitRouting's arrays do not fit UB even spread over the AIVs (the body
 then lowers op by op: the gathered form). No tiled sites: the grouped MatMul's tiles are chosen at
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from xdsl.ir import SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, elem, shape
-from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import fits, multi_ub_bytes
+from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import fits, multi_ub_bytes, row_reserve
 from ascendir.conversion.nn_to_ascend.template import TemplateBase, gm_args
 from ascendir.costmodel.moe_routing import ep_block
 from ascendir.conversion.nn_to_ascend.templates.moe_experts import (KIND, MoeExperts, emit_moe_experts,
@@ -43,15 +43,16 @@ class MoeExpertsTemplate(TemplateBase):
             return Declined(f"{t.name} ({t.arch}) has no FixPipe (L0C -> GM) for the grouped MatMul")
         if no_mmad := t.arch.no_mmad(str(elem(args[p.x]))):
             return Declined(f"{t.name} ({t.arch}) {no_mmad}")
-        rows, experts = shape(args[p.ids])[0], shape(args[p.w_gu])[0]
-        if not fits(rows, experts, t.capacity("ub"), t.num_aiv):  # the scalar counting sort holds its arrays in UB
+        rows, (experts, _, hidden) = shape(args[p.ids])[0], shape(args[p.w_gu])
+        reserve, ub = row_reserve(hidden, elem(args[p.x])), t.capacity("ub")
+        if not fits(rows, experts, ub, t.num_aiv, reserve):  # the scalar counting sort holds its arrays in UB
             return Declined(f"MoeInitRouting of {rows} routed rows over {experts} experts needs "
-                            f"{multi_ub_bytes(rows, experts, t.num_aiv, t.capacity('ub'))} bytes of UB on each AIV, one AIV of {t.name} has {t.capacity('ub')}")
+                            f"{multi_ub_bytes(rows, experts, t.num_aiv, ub)} bytes of UB on each AIV, one AIV of {t.name} has {ub}")
         block = p.block
         if p.unused_expert:  # shard-expert-parallel's local experts: the receive side of the dispatch
             block = ep_block(p.block, p.ep, (experts - 1) * p.ep, "recv")
         return emit_moe_experts(ctx, args[p.w_gu], args[p.w_d], args[p.x], args[p.ids], p.act, block, p.out_shape,
-                                p.unused_expert, expert_major_readers(plan.region))
+                                p.unused_expert, expert_major_readers(plan.region), p.top_k)
 
 
 MOE_EXPERTS = MoeExpertsTemplate()

@@ -10,11 +10,15 @@ The region, as fuse-ffn leaves the export (R = tokens·k routed pairs in (token,
                                                   y = d · act  -> [R, H, 1]
     nn.yield %y
 
-lowers to (the experts' weights read once per touched expert, not once per routed pair):
+The exporters compute x as the tokens [T, H] repeated k times in (token, k) order (ONNX Tile or
+Expand, then reshapes: `expansion`); fuse takes that expand into the region, whose input is then
+the tokens (`MoeExperts.top_k` = k; 1 where x comes in expanded, e.g. shard-expert-parallel's
+received rows). The region lowers to (the experts' weights read once per touched expert, not
+once per routed pair):
 
-1. moe_init_routing (templates/moe_init_routing.py): pairs sorted by expert, inverse
-   permutation, group list [E+1];
-2. a row gather: x sorted by expert [R, H];
+1.-2. moe_init_routing (templates/moe_init_routing.py): pairs sorted by expert, inverse
+   permutation, group list [E+1], and the rows in that order gathered straight from the tokens,
+   expanded_x [R, H] (MoeInitRoutingV2's expanded_x: no expanded copy of the tokens in GM);
 3. grouped_matmul (templates/grouped_matmul.py) with w_gu and SwiGLU fused on its AIVs:
    silu(gate) * up [R, I] (ops-transformer's GroupedMatmul with its SwiGLU epilogue; computed in
    f32 from the h tiles rounded to the input type, stored in the input type);
@@ -34,18 +38,20 @@ layers, where each weight chunk's two nd2nz loads cost more than the SwiGLU kern
 "never", step 3 is two kernels: grouped_matmul with w_gu [R, 2I], then SwiGLU as an AIV
 kernel of its own (`emit_swiglu`; one more launch and the GM round trip of [R, 2I] in and [R, I]
 out). The outputs are bit-identical either way.
-The gathers of steps 2 and 5 are ascendir's row gather (templates/data_movement.py), standing in
-for MoeInitRouting's expanded_x and (when it is needed) MoeFinalizeRouting's un-permute.
+The gather of step 5 is ascendir's row gather (templates/data_movement.py), standing in for
+MoeFinalizeRouting's un-permute where it is needed.
 
 `match` (what the fusion pass wraps) and `parse` (what the template reads back) live here.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import StringAttr, f32
 from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import Rewriter
 
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div, round_up
@@ -55,11 +61,11 @@ from ascendir.conversion.nn_to_ascend.templates.grouped_matmul import (emit_grou
                                                                          prefer_fused_swiglu)
 from ascendir.conversion.nn_to_ascend.templates import moe_finalize
 from ascendir.conversion.nn_to_ascend.templates.mc2 import rows_of
-from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import emit_moe_init_routing
+from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import emit_moe_init_routing_x
 from ascendir.dialects import ascend, nn
 from ascendir.dialects.ascend import CoreType, MemSpace, Pipe
 from ascendir.dtypes import itemsize
-from ascendir.patterns import erase_dead, fuse_ops, single_use
+from ascendir.patterns import erase_dead, fuse_ops, program_order, single_use
 
 KIND = "moe_experts"
 # SwiGLU in the gate/up GroupedMatmul: "auto" (the cost model's choice), "always" (wherever it
@@ -192,16 +198,51 @@ def match(ffn: Operation) -> list[Operation] | None:
     return sorted([g1, g2], key=lambda o: o.parent.get_operation_index(o)) + [ffn]
 
 
+def expansion(x: SSAValue, rows: int, hidden: int) -> tuple[list[Operation], int] | None:
+    """(ops, k) when x [R, H, 1] (R = `rows`, H = `hidden`) is the tokens' rows repeated k times in
+    (token, k) order: an nn.expand whose one broadcast axis (1 -> k) has the H row elements after
+    it, then nn.reshape ops, each result read only by the next op of the chain (`ops`: the expand
+    first, x's producer last); None when x is computed otherwise (or k is 1)."""
+    chain: list[Operation] = []
+    v = x
+    while isinstance(v.owner, nn.ReshapeOp):
+        chain.append(v.owner)
+        v = v.owner.input
+        if single_use(v) is not chain[-1]:
+            return None
+    ex = v.owner
+    if not isinstance(ex, nn.ExpandOp):
+        return None
+    a, b = nn.shape_of(ex.input), nn.shape_of(ex.result)
+    axes = [d for d in range(len(b)) if len(a) == len(b) and a[d] != b[d]]
+    if len(axes) != 1 or a[axes[0]] != 1:
+        return None
+    d, k = axes[0], b[axes[0]]
+    if math.prod(b[d + 1 :]) != hidden or math.prod(b[:d]) * k != rows:
+        return None
+    return [ex, *reversed(chain)], k
+
+
 def fuse(ops: list[Operation], block_name: str) -> nn.FusedOp:
     """Wrap `match`'s ops in a region yielding the ffn's output, naming the MoE block. The
     second gather takes the first one's ids (`match` found them computed alike; what computed
-    them again is erased when nothing else reads it)."""
+    them again is erased when nothing else reads it). Where the ffn's rows are the tokens
+    repeated top-k times (`expansion`, read by the ffn only), the expand and its reshapes go
+    into the region too: its input is then the tokens, and the lowering gathers each
+    expert-major row from them (MoeInitRouting's expanded_x), no expanded copy in GM."""
     g1, g2 = ops[0], ops[1]
     if g2.indices != g1.indices:
         old = g2.indices.owner
         g2.operands[1] = g1.indices
         if isinstance(old, Operation):
             erase_dead([old])
+    ffn = ops[-1]
+    _, _, x, _ = _swiglu(ffn)
+    xo = ffn.operands[list(ffn.body.block.args).index(x)]
+    rows, hidden = nn.shape_of(xo)[:2]
+    found = expansion(xo, rows, hidden) if single_use(xo) is ffn else None
+    if found is not None:
+        ops = program_order([*found[0], *ops])
     region = fuse_ops(KIND, ops, [ops[-1].results[0]])
     region.attributes[BLOCK_ATTR] = StringAttr(block_name)
     return region
@@ -221,18 +262,29 @@ class MoeExperts:
     out_shape: tuple[int, ...]
     unused_expert: bool = False
     ep: int = 1
+    top_k: int = 1
+    """x holds the tokens [T, ..] (T = R / top_k) the region's expand repeats top_k times; 1: x is
+    the rows [R, H, 1] themselves (an expert-parallel receive buffer, or an export without the
+    expand in front)."""
 
 
 def parse(region: nn.FusedOp) -> MoeExperts | None:
     """The MoeExperts of a region `fuse` built, or None for another body."""
     ops = _body(region)
-    if len(ops) != 3 or match(ops[2]) != ops or BLOCK_ATTR not in region.attributes:
+    core = match(ops[-1]) if ops else None
+    if core is None or BLOCK_ATTR not in region.attributes:
         return None
-    act, wg, x, wd = _swiglu(ops[2])
-    ffn_args = dict(zip(ops[2].body.block.args, ops[2].operands))
+    act, wg, x, wd = _swiglu(ops[-1])
+    ffn_args = dict(zip(ops[-1].body.block.args, ops[-1].operands))
     g_gu, g_d = ffn_args[wg].owner, ffn_args[wd].owner
     args = region.body.block.args
     w_gu, w_d, xv, ids = g_gu.input, g_d.input, ffn_args[x], g_gu.indices
+    top_k, rest = 1, [o for o in ops if o not in core]
+    if rest:
+        found = expansion(xv, *nn.shape_of(xv)[:2])
+        if found is None or set(found[0]) != set(rest):
+            return None
+        xv, top_k = found[0][0].input, found[1]
     if any(v not in args for v in (w_gu, w_d, xv, ids)) or elem(ids).bitwidth != 64:
         return None
     if elem(w_gu) != elem(xv) or elem(w_d) != elem(xv):
@@ -241,7 +293,26 @@ def parse(region: nn.FusedOp) -> MoeExperts | None:
     if unused and region.attributes[UNUSED_EXPERT_ATTR].value.data != nn.shape_of(w_gu)[0] - 1:
         return None
     ep = region.attributes[EP_ATTR].value.data if EP_ATTR in region.attributes else 1
-    return MoeExperts(w_gu, w_d, xv, ids, act, region.attributes[BLOCK_ATTR].data, nn.shape_of(ops[2].results[0]), unused, ep)
+    return MoeExperts(w_gu, w_d, xv, ids, act, region.attributes[BLOCK_ATTR].data, nn.shape_of(ops[-1].results[0]),
+                      unused, ep, top_k)
+
+
+def drop_expansion(region: nn.FusedOp) -> SSAValue:
+    """Take the expand (and its reshapes) out of a parsed region's body: its tokens argument
+    becomes an argument of the expanded rows [R, H, 1], returned; the caller gives the region its
+    operand (shard-expert-parallel: the dispatched rows). A region without it is left as it is."""
+    me = parse(region)
+    if me.top_k == 1:
+        return me.x
+    ffn = _body(region)[-1]
+    rows_val = ffn.operands[list(ffn.body.block.args).index(_swiglu(ffn)[2])]
+    chain = expansion(rows_val, *nn.shape_of(rows_val)[:2])[0]
+    arg = Rewriter.replace_value_with_new_type(me.x, rows_val.type)
+    rows_val.replace_all_uses_with(arg)
+    for op in reversed(chain):
+        op.detach()
+        op.erase()
+    return arg
 
 
 def expert_major_readers(region: nn.FusedOp) -> bool:
@@ -336,20 +407,21 @@ def _leading(ctx: LoweringContext, buf: SSAValue, count: int) -> SSAValue:
 
 def emit_moe_experts(ctx: LoweringContext, w_gu: SSAValue, w_d: SSAValue, x: SSAValue, ids: SSAValue, act: Swiglu,
                      block: str, out_shape: tuple[int, ...], unused_expert: bool = False,
-                     expert_major: bool = False) -> list[SSAValue]:
-    """Launch the kernels of the module docstring on GM w_gu [E, 2I, H], w_d [E, H, I],
-    x [R, H, 1] and ids [R] i64; returns [y] (GM, `out_shape` = [R, H, 1], x's type). With
-    `unused_expert` (UNUSED_EXPERT_ATTR) the grouped MatMuls take experts 0 .. E-2 only: the
-    last expert's rows of y are left unwritten (`block` then names the expert-parallel role of
-    its MoeInitRouting launch, costmodel.moe_routing.ep_block). With `expert_major` (only where
-    expert_major_readers holds) y's rows stay in expert order, y registered in ctx.row_order
-    with the inverse permutation.
+                     expert_major: bool = False, top_k: int = 1) -> list[SSAValue]:
+    """Launch the kernels of the module docstring on GM w_gu [E, 2I, H], w_d [E, H, I], the
+    tokens x (T·H elements, T = R / top_k: each row the rows of its top_k pairs take) and ids [R]
+    i64; returns [y] (GM, `out_shape` = [R, H, 1], x's type). With `unused_expert`
+    (UNUSED_EXPERT_ATTR) the grouped MatMuls take experts 0 .. E-2 only: the last expert's rows of
+    y are left unwritten (`block` then names the expert-parallel role of its MoeInitRouting
+    launch, costmodel.moe_routing.ep_block). With `expert_major` (only where expert_major_readers
+    holds) y's rows stay in expert order, y registered in ctx.row_order with the inverse
+    permutation.
 
     Raises: AscendirError from the kernels (UB, cube buffers, a chip without FixPipe)."""
     experts, _, hidden = shape(w_gu)
     rows = shape(ids)[0]
-    sorted_rows, dest, group_list = emit_moe_init_routing(ctx, ids, experts, block, unused_expert)
-    xs = emit_gather_rows(ctx, ctx.view(x, [rows, hidden]), sorted_rows)
+    xs, dest, group_list = emit_moe_init_routing_x(ctx, ids, ctx.view(x, [rows // top_k, hidden]), top_k, experts,
+                                                    block, unused_expert)
     if unused_expert:
         experts -= 1
         w_gu, w_d = _leading(ctx, w_gu, experts), _leading(ctx, w_d, experts)
