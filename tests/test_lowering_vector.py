@@ -221,3 +221,56 @@ def test_rms_norm(dt):
     )
     tol = 1e-2 if dt == "f16" else 1e-4
     check(text, {"x": rand(shape, np_dt), "s": rand((256,), np_dt, seed=5)}, rtol=tol, atol=tol)
+
+
+# ----------------------------------------------------------------------------------------------
+# row kernels running several tiles per core: ping-pong slots
+# ----------------------------------------------------------------------------------------------
+def _row_kernel_slots(lowered, name: str) -> int:
+    """UB buffers of kernel `name` that GM -> UB copies inside its tile loop write (the x slots)."""
+    kernel = next(op for op in lowered.walk() if isinstance(op, ascend.KernelOp) and op.sym_name.data == name)
+    loads = [op for op in kernel.walk() if isinstance(op, ascend.CopyOp) and op.parent_op() is not kernel]
+    return len({op.operands[1] for op in loads if isinstance(op.operands[1].owner, ascend.AllocOp)})
+
+
+@pytest.mark.parametrize(
+    "kernel, text, inputs, tol",
+    [
+        (  # the 7B layer's rms_norm rows (C = 4096, one row per tile), ~3 tiles per core
+            "rms_norm_0",
+            module(
+                [("x", (150, 4096), "f16"), ("s", (4096,), "f16")],
+                "%y = nn.rms_norm %x, %s {axis = -1 : i64, epsilon = 1.0e-06 : f32} : (tensor<150x4096xf16>, tensor<4096xf16>) -> tensor<150x4096xf16>",
+                ("y", (150, 4096), "f16"),
+            ),
+            {"x": rand((150, 4096), np.float16), "s": rand((4096,), np.float16, seed=5)},
+            1e-2,
+        ),
+        (  # two-row tiles and a one-row boundary tile, scale and bias
+            "layer_norm_0",
+            module(
+                [("x", (301, 2048), "f32"), ("s", (2048,), "f32"), ("b", (2048,), "f32")],
+                "%y = nn.layer_norm %x, %s, %b {axis = -1 : i64, epsilon = 1.0e-05 : f32} : (tensor<301x2048xf32>, tensor<2048xf32>, tensor<2048xf32>) -> tensor<301x2048xf32>",
+                ("y", (301, 2048), "f32"),
+            ),
+            {"x": rand((301, 2048)) * 2 + 1, "s": rand((2048,), seed=2), "b": rand((2048,), seed=3)},
+            1e-4,
+        ),
+        (  # columns layout: [1, C, ti] tiles transposed in UB
+            "softmax_0",
+            module(
+                [("x", (97, 32, 64), "f32")],
+                "%y = nn.softmax %x {axis = 1 : i64} : (tensor<97x32x64xf32>) -> tensor<97x32x64xf32>",
+                ("y", (97, 32, 64), "f32"),
+            ),
+            {"x": rand((97, 32, 64)) * 3},
+            1e-5,
+        ),
+    ],
+    ids=["rms_norm", "layer_norm", "softmax_columns"],
+)
+def test_row_kernel_ping_pongs_when_a_core_runs_several_tiles(kernel, text, inputs, tol):
+    # Two UB slots alternate over a core's tiles (S2 InitBuffer BUFFER_NUM = 2) so MTE2 loads
+    # tile k+1 while V computes tile k; the outputs must not change.
+    lowered = check(text, inputs, rtol=tol, atol=tol)
+    assert _row_kernel_slots(lowered, kernel) == 2

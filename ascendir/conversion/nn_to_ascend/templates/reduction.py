@@ -4,11 +4,16 @@ Every op is brought to the form [outer, C, inner] where C is the reduced (or nor
 
 * inner == 1 ("rows"): tiles of `tr` whole rows [tr, C] in UB:
 
-      prime V->MTE2, MTE3->V;   (params: GM->UB [1, C] once, MTE2->V hand-off)
+      prime V->MTE2, MTE3->V (per slot);   (params: GM->UB [1, C] once, MTE2->V hand-off)
       scf.for %t = %block_idx to ceil(outer/tr) step block_dim
-        wait V->MTE2;  GM->UB x[r0:r0+tr, :] (MTE2);  set/wait MTE2->V;  wait MTE3->V
-        vector ops on [tr, C] (statistics [tr, 1]; f16 inputs computed in f32);  set V->MTE2
-        set/wait V->MTE3;  UB->GM out[r0:, :] (MTE3);  set MTE3->V
+        p = (t / block_dim) mod 2  (scf.if, one copy of the body per slot; p = 0 single-buffered)
+        wait V->MTE2[p];  GM->UB x[p] = x[r0:r0+tr, :] (MTE2);  set/wait MTE2->V[p];  wait MTE3->V[p]
+        vector ops on [tr, C] (statistics [tr, 1]; f16 inputs computed in f32);  set V->MTE2[p]
+        set/wait V->MTE3[p];  UB->GM out[r0:, :] = out[p] (MTE3);  set MTE3->V[p]
+
+  Ping-pong (Ascend C BUFFER_NUM = 2, S2 InitBuffer): when a core runs more than one tile and UB
+  holds a second x / out slot next to the single temporaries and parameters, MTE2 loads tile k+1
+  into slot p^1 while V computes tile k and MTE3 stores tile k-1; otherwise one slot.
 
 * inner > 1 ("columns", e.g. softmax over axis 1 of [B, H, S], reduce_sum over a middle axis):
   tiles [1, C, ti] are loaded as they lie in GM, turned into rows with `ascend.vtranspose` in UB
@@ -35,6 +40,7 @@ from ascendir.dtypes import itemsize, to_numpy_dtype
 from ascendir.conversion.nn_to_ascend.templates.elementwise import MIN_SPLIT_BYTES, UB_FRACTION, emit_fill, vector_cores
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder, ceil_div, round_up
+from ascendir.conversion.nn_to_ascend.templates.matmul import DOUBLE_BUFFER, _by_parity
 
 # compute(kb, x tile, param tiles, output tiles, temporaries)
 RowCompute = Callable[[KernelBuilder, SSAValue, list[SSAValue], list[SSAValue], list[SSAValue]], None]
@@ -142,10 +148,18 @@ def emit_row_kernel(
     def cols(full: bool) -> int:
         return c if full else 1
 
-    ub_x = kb.alloc([1, c, tn] if columns else [tn, c], el, MemSpace.UB)
-    ub_xt = kb.alloc([*lead, c], el, MemSpace.UB) if columns else ub_x
-    ub_outs = [kb.alloc([*lead, cols(f)], e, MemSpace.UB) for f, e in spec.outs]
-    ub_outs_t = [kb.alloc([1, cols(f), tn], e, MemSpace.UB) for f, e in spec.outs] if columns else ub_outs
+    # Ping-pong (S2 InitBuffer BUFFER_NUM = 2) where UB holds a second slot of the buffers the
+    # MTE pipes touch (the loaded tile, the stored outputs): MTE2 fills slot p^1 while V works on
+    # slot p and MTE3 drains slot p^1's previous tile. The V-only buffers (temporaries, transposed
+    # copies, parameters) stay single. A core running one tile keeps one slot.
+    slot_bytes = round_up(tn * c * itemsize(el), 32) + sum(round_up(tn * cols(f) * itemsize(e), 32) for f, e in spec.outs)
+    nb = DOUBLE_BUFFER if ntiles > block_dim and nbytes(tn) + slot_bytes <= ub_cap else 1
+
+    ub_x = [kb.alloc([1, c, tn] if columns else [tn, c], el, MemSpace.UB) for _ in range(nb)]
+    ub_outs_t = [[kb.alloc([1, cols(f), tn] if columns else [*lead, cols(f)], e, MemSpace.UB) for f, e in spec.outs]
+                 for _ in range(nb)]
+    ub_xt = kb.alloc([*lead, c], el, MemSpace.UB) if columns else None
+    ub_outs = [kb.alloc([*lead, cols(f)], e, MemSpace.UB) for f, e in spec.outs] if columns else None
     temps = [kb.alloc([*lead, cols(f)], e, MemSpace.UB) for f, e in spec.temps]
 
     params: list[SSAValue] = []
@@ -163,33 +177,39 @@ def emit_row_kernel(
                 params.append(wide)
         assert not columns, "row parameters are only used by the rows layout (norms)"
 
-    q_in = kb.queue(Pipe.MTE2, Pipe.V)
-    q_out = kb.queue(Pipe.V, Pipe.MTE3)
+    q_in = [kb.queue(Pipe.MTE2, Pipe.V) for _ in range(nb)]
+    q_out = [kb.queue(Pipe.V, Pipe.MTE3) for _ in range(nb)]
     with kb.tiles(ntiles) as t:
         if columns:
             (o, _, i0), (_, _, isz) = kb.grid(t, [outer, c, inner], [1, c, tn])
             src = kb.subview(gm_x, [o, 0, i0], [1, c, isz])
+            dsts = [kb.subview(gm, [o, 0, i0], [1, cols(full), isz]) for (full, _), gm in zip(spec.outs, gm_outs)]
         else:
             (r0, _), (rsz, _) = kb.grid(t, [outer, c], [tn, c])
             src = kb.subview(gm_x, [r0, 0], [rsz, c])
-        q_in.acquire()
-        kb.copy(src, ub_x)
-        q_in.handoff()
-        q_out.acquire()
-        if columns:
-            kb.emit(ascend.VtransposeOp(ub_x, ub_xt, [0, 2, 1]))
-        spec.compute(kb, ub_xt, params, ub_outs, temps)
-        if columns:
-            for a, b in zip(ub_outs, ub_outs_t):
-                kb.emit(ascend.VtransposeOp(a, b, [0, 2, 1]))
-        q_in.release()
-        q_out.handoff()
-        for (full, _), ub, gm in zip(spec.outs, ub_outs_t, gm_outs):
+            dsts = [kb.subview(gm, [r0, 0], [rsz, cols(full)]) for (full, _), gm in zip(spec.outs, gm_outs)]
+
+        def tile(p: int) -> None:
+            x_p, outs_p = ub_x[p], ub_outs_t[p]
+            q_in[p].acquire()
+            kb.copy(src, x_p)
+            q_in[p].handoff()
+            q_out[p].acquire()
             if columns:
-                kb.copy(ub, kb.subview(gm, [o, 0, i0], [1, cols(full), isz]))
+                kb.emit(ascend.VtransposeOp(x_p, ub_xt, [0, 2, 1]))
+                spec.compute(kb, ub_xt, params, ub_outs, temps)
+                for a, b in zip(ub_outs, outs_p):
+                    kb.emit(ascend.VtransposeOp(a, b, [0, 2, 1]))
             else:
-                kb.copy(ub, kb.subview(gm, [r0, 0], [rsz, cols(full)]))
-        q_out.release()
+                spec.compute(kb, x_p, params, outs_p, temps)
+            q_in[p].release()
+            q_out[p].handoff()
+            for ub, dst in zip(outs_p, dsts):
+                kb.copy(ub, dst)
+            q_out[p].release()
+
+        # the slot of the core's k-th tile t = block_idx + k * block_dim is k mod nb
+        _by_parity(kb, t, block_dim, nb, tile)
     ctx.launch(kb.finish(), args)
     return results
 
