@@ -90,6 +90,7 @@ def run_shard(name: str, index: int, batch_seed: int, count: int, timeout: float
 
     ensure_warm()
     warm_cases()
+    warm_hypothesis()
     sys.stdout.flush()
     sys.stderr.flush()
     r, w = os.pipe()
@@ -119,6 +120,42 @@ def run_shard(name: str, index: int, batch_seed: int, count: int, timeout: float
     return out
 
 
+def warm_hypothesis() -> None:
+    """Do once in the process that forks the shard runners what hypothesis does at the first
+    case of every runner, so no runner redoes it: register this thread's global `Random`
+    (`register_random` runs a full gc.collect over the warm heap) and collect the constants of
+    the loaded local modules (hypothesis draws them with probability 0.05 per choice; it scans
+    every module's source the first time, and only modules new to it later). Together ~0.2-0.3 s
+    of every 100-case shard. The cases do not change: a runner sees the same modules, so the same
+    constants, and the global Random is seeded per case anyway (fuzz_campaign's
+    test_warm_hypothesis_keeps_the_cases). Private hypothesis API: if it moves, warm nothing."""
+    try:
+        from hypothesis.internal.conjecture.providers import _get_local_constants
+        from hypothesis.internal.entropy import deterministic_PRNG
+    except ImportError:
+        return
+    with deterministic_PRNG(0):  # registers the thread's Random on first use; restores the states
+        pass
+    _get_local_constants()
+
+
+def shard_cases(name: str, batch_seed: int, count: int, each) -> None:
+    """Call `each(case)` on the `count` cases of fuzzer `name` drawn under `batch_seed`
+    (hypothesis, generation only: no shrinking, no example database)."""
+    from hypothesis import HealthCheck, Phase, given, seed, settings
+
+    from fuzz import fuzzers
+
+    @seed(batch_seed)
+    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(fuzzers()[name]())
+    def one(case) -> None:
+        each(case)
+
+    one()
+
+
 def _shard(name: str, index: int, batch_seed: int, count: int, timeout: float, mem_mb: int, bad_dir: str | None) -> dict:
     """Run `count` cases of fuzzer `name` drawn under `batch_seed`.
 
@@ -127,18 +164,11 @@ def _shard(name: str, index: int, batch_seed: int, count: int, timeout: float, m
     signature, message, note, command line]], "reached": how many cases got past the step the
     fuzzer targets (harness.REACHED)}. Bad cases' files are written under `bad_dir`.
     """
-    from hypothesis import HealthCheck, Phase, given, seed, settings
-
-    from fuzz import fuzzers
     from fuzz.harness import BAD_KINDS, run_case
 
     out = {"kinds": Counter(), "rss": 0.0, "slowest": 0.0, "busy": 0.0, "cpu": 0.0, "bad": [], "reached": 0}
     start, cpu0 = time.monotonic(), os.times()
 
-    @seed(batch_seed)
-    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(fuzzers()[name]())
     def one(case) -> None:
         o = run_case(case, timeout=timeout, mem_mb=mem_mb)
         out["kinds"][o.kind] += 1
@@ -156,7 +186,7 @@ def _shard(name: str, index: int, batch_seed: int, count: int, timeout: float, m
                         (where / fname).write_bytes(content)
                 (where / "case.txt").write_text(f"{case.describe()}\n{o.kind} {o.status}: {o.message}\n")
 
-    one()
+    shard_cases(name, batch_seed, count, one)
     out["busy"] = time.monotonic() - start
     cpu1 = os.times()  # this process (generation, forks) and its reaped case workers
     out["cpu"] = sum(cpu1[:4]) - sum(cpu0[:4])
