@@ -13,7 +13,8 @@ campaign seed, the fuzzer and i; generation only, no shrinking), each run in a f
 worker (tests/fuzz/harness.py: `--timeout` s wall clock, `--mem-mb` MiB of address space).
 Shards go round-robin over the fuzzers that have fewest cases done, lowest index first, `2 x
 workers` in flight, to a local cluster of `--workers` single-threaded worker processes or to the
-scheduler at `--scheduler`.
+scheduler at `--scheduler`. Each worker hands its shards to a shard runner of its own (a warm,
+thread-free interpreter without Dask: `run_shard`), which forks a child per shard.
 
 The directory (`--dir`, default $XDG_CACHE_HOME/ascendir/fuzz-campaign, i.e.
 ~/.cache/ascendir/fuzz-campaign: outside the checkout, so it outlives worktrees; a session's
@@ -70,53 +71,147 @@ def shard_seed(seed: int, name: str, index: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{name}:{index}".encode()).digest()[:8], "little")
 
 
+def _runner_slot() -> dict:
+    """This process's slot for its shard runner (run_shard). run_shard reaches a worker pickled
+    by value when it is __main__'s (cloudpickle), with fresh globals at every task: a global of
+    this module would start a runner per shard; a module object in sys.modules lives as long as
+    the worker."""
+    import types
+
+    return sys.modules.setdefault("_ascendir_fuzz_runner", types.ModuleType("_ascendir_fuzz_runner")).__dict__
+
+
 def run_shard(name: str, index: int, batch_seed: int, count: int, timeout: float, mem_mb: int, bad_dir: str | None) -> dict:
-    """Run `count` cases of fuzzer `name` drawn under `batch_seed` (a Dask task): `_shard` in a
-    child forked from the worker, warmed once (harness.warm, fuzz.warm_cases) and single-threaded. A Dask worker's
-    event loop runs beside its tasks (heartbeats every second, whose message sizes dask.sizeof
-    estimates with `random.sample`): it drew from the global `random` while hypothesis drew a
-    case, which hypothesis reported as a strategy using `random` (HypothesisDeprecationWarning,
-    "from case=toml_cases()"). The child has no such thread. Returns what `_shard` returns.
+    """Run `count` cases of fuzzer `name` drawn under `batch_seed` (a Dask task) in this worker's
+    shard runner: a fresh interpreter started at the worker's first shard (`runner`), warmed once
+    and kept, which forks a single-threaded child per shard. The cases run in workers forked from
+    that child (harness.run_case), and a fork costs in proportion to the memory it copies the page
+    tables of: forked from the Dask worker itself (as before) each case carried Dask's ~40-60 MB
+    (its modules, event loop and comm buffers) through the fork, the case and its exit, ~2 ms
+    of a trivial case's 17-20 ms CPU at load ~20. The runner has no thread either: a Dask
+    worker's event loop drew from the global `random` while hypothesis drew a case
+    (HypothesisDeprecationWarning "from case=toml_cases()"). Returns what `_shard` returns.
 
     Raises:
-        RuntimeError: the child died without a result (its status and last words)."""
-    import json
+        RuntimeError: the runner or its shard child died without a result (its exit status), or the
+            shard raised (its message)."""
+    slot = _runner_slot()
+    runner_ = slot.get("runner")
+    if runner_ is None or runner_.poll() is not None:
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        runner_ = slot["runner"] = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--runner"], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    request = {"name": name, "index": index, "batch_seed": batch_seed, "count": count, "timeout": timeout,
+               "mem_mb": mem_mb, "bad_dir": bad_dir}
+    try:
+        runner_.stdin.write(json.dumps(request) + "\n")
+        runner_.stdin.flush()
+        line = runner_.stdout.readline()
+    except OSError:
+        line = ""
+    if not line:
+        status, slot["runner"] = runner_.wait(), None
+        raise RuntimeError(f"fuzz shard {name} {index}: the shard runner ended with status {status} and no result")
+    out = json.loads(line)
+    if "error" in out:
+        raise RuntimeError(f"fuzz shard {name} {index}: {out['error']}")
+    return out
 
+
+def _die_with_parent() -> None:
+    """Linux: have this process sent SIGTERM when its parent ends (prctl PR_SET_PDEATHSIG), so a
+    campaign stopped mid-shard (its Dask worker ended) leaves no runner or shard child working on
+    a shard that is dropped anyway; elsewhere nothing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def runner() -> None:
+    """The shard runner's loop (`fuzz_campaign.py --runner`, started by run_shard): warm once
+    (harness.warm, fuzz.warm_cases, warm_hypothesis), then for each JSON request line on stdin
+    fork a child that runs `_shard` and write its JSON result (or {"error": ...}) as one line.
+    The child is forked so every shard starts from the same warm state. Anything else printed
+    goes to stderr; stdin's end (the worker gone) ends the runner."""
+    _die_with_parent()
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # the warm-up's and the shards' prints must not reach the protocol
     tests = str(ROOT / "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
+    sys.path.insert(0, tests)  # tests/fuzz, before benchmarks/fuzz.py
     from fuzz import warm_cases
     from fuzz.harness import ensure_warm
 
     ensure_warm()
     warm_cases()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no thread but this one
-        status = 0
-        try:
-            os.close(r)
+    warm_hypothesis()
+    for line in sys.stdin:
+        req = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child
+            status = 0
             try:
-                data = json.dumps(_shard(name, index, batch_seed, count, timeout, mem_mb, bad_dir))
-            except BaseException as e:  # noqa: BLE001 - the parent raises it
-                data, status = json.dumps({"error": f"{type(e).__name__}: {e}"}), 1
-            with os.fdopen(w, "w") as f:
-                f.write(data)
-        finally:
-            os._exit(status)
-    os.close(w)
-    with os.fdopen(r) as f:
-        data = f.read()
-    _, wstatus = os.waitpid(pid, 0)
+                _die_with_parent()
+                os.close(r)
+                try:
+                    data = json.dumps(_shard(**req))
+                except BaseException as e:  # noqa: BLE001 - the worker raises it
+                    data, status = json.dumps({"error": f"{type(e).__name__}: {e}"}), 1
+                with os.fdopen(w, "w") as f:
+                    f.write(data)
+            finally:
+                os._exit(status)
+        os.close(w)
+        with os.fdopen(r) as f:
+            data = f.read()
+        _, wstatus = os.waitpid(pid, 0)
+        try:
+            json.loads(data)
+        except ValueError:
+            data = json.dumps({"error": f"its runner's child ended with status {wstatus} and no result"})
+        proto.write(data + "\n")
+        proto.flush()
+
+
+def warm_hypothesis() -> None:
+    """Do once in the process that forks the shard runners what hypothesis does at the first
+    case of every runner, so no runner redoes it: register this thread's global `Random`
+    (`register_random` runs a full gc.collect over the warm heap) and collect the constants of
+    the loaded local modules (hypothesis draws them with probability 0.05 per choice; it scans
+    every module's source the first time, and only modules new to it later). Together ~0.2-0.3 s
+    of every 100-case shard. The cases do not change: a runner sees the same modules, so the same
+    constants, and the global Random is seeded per case anyway (fuzz_campaign's
+    test_warm_hypothesis_keeps_the_cases). Private hypothesis API: if it moves, warm nothing."""
     try:
-        out = json.loads(data)
-    except ValueError:
-        raise RuntimeError(f"fuzz shard {name} {index}: its runner ended with status {wstatus} and no result") from None
-    if "error" in out:
-        raise RuntimeError(f"fuzz shard {name} {index}: {out['error']}")
-    return out
+        from hypothesis.internal.conjecture.providers import _get_local_constants
+        from hypothesis.internal.entropy import deterministic_PRNG
+    except ImportError:
+        return
+    with deterministic_PRNG(0):  # registers the thread's Random on first use; restores the states
+        pass
+    _get_local_constants()
+
+
+def shard_cases(name: str, batch_seed: int, count: int, each) -> None:
+    """Call `each(case)` on the `count` cases of fuzzer `name` drawn under `batch_seed`
+    (hypothesis, generation only: no shrinking, no example database)."""
+    from hypothesis import HealthCheck, Phase, given, seed, settings
+
+    from fuzz import fuzzers
+
+    @seed(batch_seed)
+    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(fuzzers()[name]())
+    def one(case) -> None:
+        each(case)
+
+    one()
 
 
 def _shard(name: str, index: int, batch_seed: int, count: int, timeout: float, mem_mb: int, bad_dir: str | None) -> dict:
@@ -127,18 +222,11 @@ def _shard(name: str, index: int, batch_seed: int, count: int, timeout: float, m
     signature, message, note, command line]], "reached": how many cases got past the step the
     fuzzer targets (harness.REACHED)}. Bad cases' files are written under `bad_dir`.
     """
-    from hypothesis import HealthCheck, Phase, given, seed, settings
-
-    from fuzz import fuzzers
     from fuzz.harness import BAD_KINDS, run_case
 
     out = {"kinds": Counter(), "rss": 0.0, "slowest": 0.0, "busy": 0.0, "cpu": 0.0, "bad": [], "reached": 0}
     start, cpu0 = time.monotonic(), os.times()
 
-    @seed(batch_seed)
-    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(fuzzers()[name]())
     def one(case) -> None:
         o = run_case(case, timeout=timeout, mem_mb=mem_mb)
         out["kinds"][o.kind] += 1
@@ -156,7 +244,7 @@ def _shard(name: str, index: int, batch_seed: int, count: int, timeout: float, m
                         (where / fname).write_bytes(content)
                 (where / "case.txt").write_text(f"{case.describe()}\n{o.kind} {o.status}: {o.message}\n")
 
-    one()
+    shard_cases(name, batch_seed, count, one)
     out["busy"] = time.monotonic() - start
     cpu1 = os.times()  # this process (generation, forks) and its reaped case workers
     out["cpu"] = sum(cpu1[:4]) - sum(cpu0[:4])
@@ -449,5 +537,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    with results.recorded("fuzz_campaign"):
-        main()
+    if sys.argv[1:] == ["--runner"]:  # a Dask worker's shard runner (run_shard)
+        runner()
+    else:
+        with results.recorded("fuzz_campaign"):
+            main()

@@ -46,3 +46,47 @@ def test_campaign_resumes_and_accumulates(tmp_path: Path) -> None:
     assert "40 cases accumulated" in kept.stdout, kept.stdout  # no bad outcome: it still counts
     other = campaign("--dir", str(tmp_path), "--fuzzers", "toml", "--cases", "40", "--seed", "1")
     assert other.returncode != 0 and "holds a campaign with" in other.stderr, other.stderr[-2000:]
+
+
+# In a fresh interpreter (hypothesis cold, as in a runner forked from a Dask worker): the cases of
+# each fuzzer's shard 0, hashed, drawn in a forked child before and after warm_hypothesis().
+_SAME_CASES = r"""
+import hashlib, json, os, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from fuzz import warm_cases  # tests/fuzz before benchmarks/fuzz.py
+import fuzz_campaign as fc
+warm_cases()
+
+def digest(name):
+    r, w = os.pipe()
+    if os.fork() == 0:
+        h, n = hashlib.sha256(), [0]
+        def each(case):
+            n[0] += 1
+            h.update(repr((case.tool, case.argv, case.note)).encode())
+            for k, v in sorted(case.files.items()):
+                h.update(k.encode() + (v if isinstance(v, bytes) else b"<written>"))
+        fc.shard_cases(name, fc.shard_seed(0, name, 0), 20, each)
+        os.write(w, f"{n[0]} {h.hexdigest()}".encode())
+        os._exit(0)
+    os.close(w)
+    out = os.read(r, 200).decode()
+    os.wait()
+    return out
+
+cold = {n: digest(n) for n in fc.FUZZERS}
+fc.warm_hypothesis()
+print(json.dumps([cold, {n: digest(n) for n in fc.FUZZERS}]))
+"""
+
+
+def test_warm_hypothesis_keeps_the_cases() -> None:
+    # the campaign warms hypothesis once in the process that forks the shard runners
+    # (fuzz_campaign.warm_hypothesis): a shard must still draw exactly the cases it drew cold
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", _SAME_CASES, str(ROOT / "tests"), str(ROOT / "benchmarks")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cold, warm = json.loads(done.stdout.splitlines()[-1])
+    assert all(v.startswith("20 ") for v in cold.values()), cold
+    assert cold == warm

@@ -148,6 +148,16 @@ def _schema(op_type: str, opset: int, domain: str) -> onnx.defs.OpSchema | None:
         return None
 
 
+@functools.cache
+def _newest_schema(op_type: str, domain: str) -> onnx.defs.OpSchema | None:
+    """The op's newest schema, for an op used at an opset older than the op (LayerNormalization
+    at opset 13: the converters take it all the same); only its attribute kinds are checked."""
+    try:
+        return onnx.defs.get_schema(op_type, domain)
+    except Exception:  # noqa: BLE001 - SchemaError: no such op at all
+        return None
+
+
 def check_attributes(node: NodeProto, opset: int) -> None:
     """The node's attributes against the schema of its op at `opset` (see the module docstring).
 
@@ -181,6 +191,11 @@ def check_attributes(node: NodeProto, opset: int) -> None:
             if problem:
                 raise AscendirError(f"attribute '{clip(a.name)}': {problem}")
         if schema is None:
+            newest = _newest_schema(node.op_type, "")
+            declared = newest.attributes.get(a.name) if newest is not None else None
+            if declared is not None and a.type != declared.type:
+                raise AscendirError(f"attribute '{a.name}' is {_kind(a.type)}, {node.op_type} (opset "
+                                    f"{newest.since_version}) declares {_kind(declared.type)}")
             continue
         declared = schema.attributes.get(a.name)
         if declared is None:
