@@ -911,20 +911,28 @@ def _emit_split_k_reduce(
     with kb.tiles(ntiles) as t:
         off = kb.mul(t, e)
         size = kb.boundary(e, total, off)
-        q_in.acquire()
-        for s, buf in enumerate(parts):
-            kb.copy(kb.subview(gm_ws, [s, off], [1, size]), buf)
-        q_in.handoff()
-        q_out.acquire()
-        for buf in parts[1:]:
-            kb.emit(ascend.vector_op("vadd")(parts[0], buf, parts[0]))
-        if out is not parts[0]:
-            kb.emit(ascend.VcastOp(parts[0], out))
-        q_in.release()
-        q_out.handoff()
-        kb.copy(out, kb.subview(gm_out, [0, off], [1, size]))
-        q_out.release()
+        _sum_partials(kb, q_in, q_out, [kb.subview(gm_ws, [s, off], [1, size]) for s in range(splits)], parts, out,
+                      kb.subview(gm_out, [0, off], [1, size]))
     ctx.launch(kb.finish(), args)
+
+
+def _sum_partials(kb: KernelBuilder, q_in, q_out, srcs: list, parts: list, out, dst) -> None:
+    """One step of a partials reduce on an AIV: load each f32 partial `srcs[i]` (GM views) into UB
+    `parts[i]` (MTE2), sum them into parts[0] (V), cast into `out` when the result is not f32,
+    store to the GM view `dst` (MTE3); the two queues order MTE2 -> V -> MTE3."""
+    q_in.acquire()
+    for src, buf in zip(srcs, parts):
+        kb.copy(src, buf)
+    q_in.handoff()
+    q_out.acquire()
+    for buf in parts[1:]:
+        kb.emit(ascend.vector_op("vadd")(parts[0], buf, parts[0]))
+    if out is not parts[0]:
+        kb.emit(ascend.VcastOp(parts[0], out))
+    q_in.release()
+    q_out.handoff()
+    kb.copy(out, dst)
+    q_out.release()
 
 
 def _emit_tail_reduce(ctx: LoweringContext, ws: SSAValue, result: SSAValue, g: _Geometry, m: int, n: int, t: Tiling) -> None:
@@ -951,19 +959,8 @@ def _emit_tail_reduce(ctx: LoweringContext, ws: SSAValue, result: SSAValue, g: _
         _, _, m0, n0, _, _ = _tile_coords(kb, kb.add(j, g.normal), 1, 1, m, n, g.bm, g.bn, g.swizzle)
         row, col = kb.mul(r, rows), kb.mul(c, cols)
         first = kb.add(kb.mul(kb.mul(j, g.tail_f), g.bm), row)
-        q_in.acquire()
-        for s, buf in enumerate(parts):
-            kb.copy(kb.subview(gm_ws, [kb.add(first, s * g.bm), col], [rows, cols]), buf)
-        q_in.handoff()
-        q_out.acquire()
-        for buf in parts[1:]:
-            kb.emit(ascend.vector_op("vadd")(parts[0], buf, parts[0]))
-        if out is not parts[0]:
-            kb.emit(ascend.VcastOp(parts[0], out))
-        q_in.release()
-        q_out.handoff()
-        kb.copy(out, kb.subview(gm_out, [kb.add(m0, row), kb.add(n0, col)], [rows, cols]))
-        q_out.release()
+        _sum_partials(kb, q_in, q_out, [kb.subview(gm_ws, [kb.add(first, s * g.bm), col], [rows, cols]) for s in range(g.tail_f)],
+                      parts, out, kb.subview(gm_out, [kb.add(m0, row), kb.add(n0, col)], [rows, cols]))
     ctx.launch(kb.finish(), args)
 
 
