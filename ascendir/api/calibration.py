@@ -93,7 +93,7 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   blockDim 24, base tile 128 x 256 x 64 (baseM, baseN, baseK), stepKa = stepKb = 4 (256 of K per
   L1 load), double-buffered L1 / L0A / L0B, one 128 x 256 fp32 tile stored per output tile.
   Predicted by the same kernel written for the interpreter (testing.matmul_ir: tm 128, tn 256,
-  tk 64, l1_k 256, nbuf 2, f32 out) on the A3 die's chip file (ascend910_93 = 910B1 figures,
+  tk 64, l1_k 256, nbuf 2, f32 out) on the A3 die's chip file (the chip of the a3-supernode-16 topology = 910B1 figures,
   §A3). Not reproduced: pto-isa gives each core one contiguous block of C (4 x 6 cores; at 6144
   1536 x 1024) where matmul_ir deals tiles block-cyclically, and its B is stored [n, k]; the
   L2 sees different reuse orders (A + B exceed the 192 MiB L2 only at 7680).
@@ -343,12 +343,16 @@ def ladder_fraction(nbuf: int, tm: int, tn: int, target: str = "ascend910b2", n:
 PTO_GEMM_TILE = {"tm": 128, "tn": 256, "tk": 64, "l1_k": 256, "nbuf": 2}
 
 
-def pto_gemm_us(n: int, target: str = "ascend910_93", mnk: tuple[int, int, int] | None = None,
+def pto_gemm_us(n: int, target: str | None = None, mnk: tuple[int, int, int] | None = None,
                 out_dtype: str = "f32") -> float:
     """µs of pto-isa's hand-written fp16 GEMM (S27 gemm_performance / gemm_ar; module docstring,
-    V21, V22) as the interpreter's testing.matmul_ir kernel on all AICs of `target`: n³, or
-    `mnk` = (M, N, K), with `out_dtype` ("f32" or "f16") output."""
+    V21, V22) as the interpreter's testing.matmul_ir kernel on all AICs of `target` (default: the
+    A3 die, the chip of the a3-supernode-16 topology): n³, or `mnk` = (M, N, K), with `out_dtype`
+    ("f32" or "f16") output."""
+    from ascendir.hardware.topology import load_topology
     from ascendir.interpreter.testing import matmul_ir, parse
+
+    target = target or load_topology("a3-supernode-16").chip
 
     m, nn, k = mnk or (n, n, n)
     hw = load_target(target)

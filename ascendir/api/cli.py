@@ -168,7 +168,11 @@ def report(reports: tuple[Path, ...], diff: bool, trace_path: Path | None, plots
     (report_path,) = reports
     if trace_path is not None and plots is None:
         raise AscendirError("--trace is read for the pipe timeline of --plots; add --plots DIR")
-    if _is_generate_report(raw := _read_json(report_path, "report")):
+    if plots is not None:  # before any work: a missing matplotlib is named first
+        check_outputs([], [report_path, trace_path], plots)
+        prepare_plots(plots)
+    raw = _read_json(report_path, "report")  # once: "-" is stdin
+    if _is_generate_report(raw):
         if trace_path is not None or plots is not None:
             raise AscendirError(f"{report_path} is a report of `ascendir generate`: --trace / --plots draw `run` reports "
                                 "(generate --plots DIR draws its TPOT)")
@@ -181,10 +185,7 @@ def report(reports: tuple[Path, ...], diff: bool, trace_path: Path | None, plots
         for line in summary(raw):
             click.echo(line)
         return
-    if plots is not None:
-        check_outputs([], [report_path, trace_path], plots)
-        prepare_plots(plots)
-    data = _read_report(report_path)
+    data = _run_report(raw, report_path)
     events = None
     if trace_path is not None:
         trace = _read_json(trace_path, "trace")
@@ -214,7 +215,11 @@ def _read_report(path: Path) -> dict:
         AscendirError: unreadable, not JSON, or not a report (naming the first bad field; a
             `generate` report is named as one: --diff compares `run` reports only).
     """
-    data = _read_json(path, "report")
+    return _run_report(_read_json(path, "report"), path)
+
+
+def _run_report(data, path: Path) -> dict:
+    """`data` parsed from `path`, checked as a report of `ascendir run` (see _read_report)."""
     if _is_generate_report(data):
         raise AscendirError(f"{path} is a report of `ascendir generate`; --diff compares reports of `ascendir run`")
     problem = _report_problem(data)

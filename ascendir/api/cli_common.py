@@ -76,7 +76,7 @@ def topology_opt(joined: str):
 def topology_target(target: str, topology: str | None, param: str = "target") -> str:
     """The chip a run simulates: --target, or when --target is left at its default and a
     --topology is given, the topology's own chip (its [topology] chip: a3-supernode-16 joins
-    ascend910_93 dies, not the default 910B2). `param`: the command's name of its --target.
+    A3 dies, not the default 910B2). `param`: the command's name of its --target.
 
     Raises:
         AscendirError: an unknown or malformed topology (hardware/topology.py)."""

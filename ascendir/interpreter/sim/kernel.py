@@ -205,7 +205,7 @@ class KernelProgram:
         # trace, launch memo: a timing-only launch's), the data walk the outputs (`_split`); in a
         # cluster one walk does both, its L2 recording pass run by the twin (`_record`).
         # Accel.none() keeps the single walk doing both: the reference the split is tested against
-        self.split = not m.timing_only and self.memo_text is not None and m.accel.steady
+        self.two_walks = not m.timing_only and self.memo_text is not None and m.accel.steady
 
     def _scalar_units(self, order: list[Operation], statics: dict, flags: dict) -> dict:
         """The units running each scalar op of a mix kernel (exec/scalar_units.py), from the
@@ -252,7 +252,7 @@ class KernelProgram:
                 raise AscendirError(f"ascend.launch @{self.name}: argument {i} has shape {a.shape}, kernel expects {tuple(ty.get_shape())}")
             R[s] = a
             F.gm_tags[s] = tag
-        if self.split and self.m.comm is None:  # (in a cluster, devices write each other's GM mid-launch)
+        if self.two_walks and self.m.comm is None:  # (in a cluster, devices write each other's GM mid-launch)
             return self._split(args, tags)
         F.kernel_start = self.m.clock
         F.l2 = self.m.l2
@@ -275,7 +275,7 @@ class KernelProgram:
                     return self._finish(memo.restore_cores(hit.cores), F, list(hit.acct), hit.skipped, hit.trace)
         if self.gm_reads and key is not None and launches.misses is not None:
             F.l2_pass = L2Pass.settled(self.m.l2.window, launches.misses)
-        elif self.gm_reads and self.split:
+        elif self.gm_reads and self.two_walks:
             F.l2_pass = self._record(args, tags)
             if key is not None:
                 launches.misses = F.l2_pass.misses
