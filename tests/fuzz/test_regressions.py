@@ -203,6 +203,15 @@ def test_name_not_utf8(tmp_path: Path) -> None:
         import_onnx(path)
 
 
+def test_attribute_name_not_utf8(tmp_path: Path) -> None:
+    """Found by the campaign (onnx shard 166): a byte flip in an attribute's name made protobuf
+    hand over bytes, and the unknown-attribute message failed on them (an internal error)."""
+    path = tmp_path / "m.onnx"
+    path.write_bytes(one_node("Relu", {"x": X}, attrname=1).SerializeToString().replace(b"attrname", b"\xff" * 8))
+    with pytest.raises(AscendirError, match="attribute .* is not UTF-8 text"):
+        import_onnx(path)
+
+
 def test_recursive_local_function() -> None:
     model = one_node("Relu", {"x": X})
     call = helper.make_node("F", ["x"], ["y0"], domain="local")

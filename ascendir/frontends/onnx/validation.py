@@ -167,6 +167,7 @@ def check_attributes(node: NodeProto, opset: int) -> None:
     schema = _schema(node.op_type, opset, "")
     seen = set()
     for a in node.attribute:
+        check_name(a.name, "attribute")  # a name that is not UTF-8 arrives as bytes
         if a.ref_attr_name:
             raise AscendirError(f"attribute '{clip(a.name)}' refers to function attribute '{clip(a.ref_attr_name)}' outside a function")
         if a.name in seen:
