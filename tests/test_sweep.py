@@ -112,3 +112,11 @@ def test_topology_equals_run_topology(tmp_path: Path):
     assert_clean_error(run_cli("sweep", llama, "--tp", "2", "--topology", "nosuch"), "nosuch")
     assert_clean_error(run_cli("sweep", llama, "--topology", "atlas800-a2"), "--topology joins the devices of --tp points")
     assert_clean_error(run_cli("sweep", llama, "--tp", "2,16", "--topology", "atlas800-a2"), "--tp 16 does not fit topology atlas800-a2")
+
+
+def test_report_names_a_sweep_table(tmp_path: Path) -> None:
+    """`report` on a sweep's JSON table said "no 'target'"; it names the file as a sweep table."""
+    table = tmp_path / "t.json"
+    table.write_text(sw.table_text([{c: None for c in sw.COLUMNS}], "json"))
+    for args in (("report", table), ("report", "--diff", table, table)):
+        assert_clean_error(run_cli(*args), "is a table of `ascendir sweep`")

@@ -222,6 +222,8 @@ def _run_report(data, path: Path) -> dict:
     """`data` parsed from `path`, checked as a report of `ascendir run` (see _read_report)."""
     if _is_generate_report(data):
         raise AscendirError(f"{path} is a report of `ascendir generate`; --diff compares reports of `ascendir run`")
+    if isinstance(data, dict) and set(data) == {"columns", "rows"}:  # api/sweep.py's JSON table
+        raise AscendirError(f"{path} is a table of `ascendir sweep` (its rows are the figures); `report` renders `ascendir run --report` files")
     problem = _report_problem(data)
     if problem:
         raise AscendirError(f"{path} is not a report of `ascendir run --report`: {problem}")
