@@ -88,6 +88,11 @@ def _memo_id(ids: memo.LaunchMemo, op: ascend.KernelOp, ops: list[Operation]) ->
     return ids.nbodies - 1
 
 
+def _through(name: str) -> property:
+    """An attribute of a view read from and written to its module program `_m`."""
+    return property(lambda self: getattr(self._m, name), lambda self, value: setattr(self._m, name, value))
+
+
 class _TimingOnly:
     """Module program `m` seen as timing-only: what the timing-only twins of its kernels compile
     against and launch on (one per module program, `timing_view`). The chip clock and the L2 are
@@ -110,21 +115,9 @@ class _TimingOnly:
     def __getattr__(self, name: str):
         return getattr(self._m, name)
 
-    @property
-    def clock(self) -> float:
-        return self._m.clock
-
-    @clock.setter
-    def clock(self, value: float) -> None:
-        self._m.clock = value
-
-    @property
-    def memo_hits(self) -> int:
-        return self._m.memo_hits
-
-    @memo_hits.setter
-    def memo_hits(self, value: int) -> None:
-        self._m.memo_hits = value
+    # written through to `m`: the twins advance the module's clock and count its memo hits
+    clock = _through("clock")
+    memo_hits = _through("memo_hits")
 
 
 def timing_view(m) -> _TimingOnly:
