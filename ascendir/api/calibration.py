@@ -142,9 +142,14 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   `hScaleIdxSize` in cam_moe_dispatch_normal.h) and nn.moe_distribute_combine on bf16 rows,
   timing-only on the a3-supernode-16 topology, both comm kernels moving their rows with the AIVs
   as the vendor's do (interpreter/sim/comm.py `aiv_row_cycles`): the dispatch is all its
-  launches (MoeInitRouting, the row gather, the comm kernel, expand_ids), the combine its comm
-  kernel and the un-permuting gather. EP 32 / 64 / 128 need more devices than the shipped A3
-  slice (16 dies) holds: not predicted.
+  launches (MoeInitRouting, the row gather, the comm kernel, expand_ids) and the memsets its
+  timed call runs (deep_ep.cpp's at::zeros of the exchanged counts and of the outputs, the
+  received rows x 7168 bf16 among them: deep_ep_zeros_s), the combine its comm kernel, the
+  un-permuting gather and the weighted sum of each token's top-k rows that the vendor's combine
+  kernel runs (moe_finalize_routing; moe_distribute_kernels). Not charged: the dispatch call's
+  host round trips (topk_idx and the NotifyDispatch counts copied to the host, host loops over
+  the pairs, copies back: no source gives their cost). EP 32 / 64 / 128 need more devices than
+  the shipped A3 slice (16 dies) holds: not predicted.
 * V24 [S20] DeepEP-Ascend's low-latency dispatch / combine on an A3 supernode (sgl-kernel-npu
   README, low-latency table added in b2e93094; its tests/python/deepep/test_low_latency.py at that
   commit runs them): `low_latency_dispatch` / `low_latency_combine` call CANN's
@@ -156,8 +161,14 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   (`bench_kineto` over the two kernel names), 132 / 139 µs dispatch and 126 / 135 µs combine at
   EP 8 / 16; the README's GB/s are every sent (token, k) row, local ones included, x row bytes
   over these times (58 / 55 and 116 / 109 GB/s). Predicted: moe_distribute_low_latency_us, the
-  same simulated ops as V18 with int8 dispatch rows (the kernel's quantisation pass is not
-  charged). EP 32 (153 / 151 µs) needs more than the 16-die slice: not predicted.
+  same simulated ops as V18 with int8 dispatch rows, the combine with its weighted sum (kernel
+  times: no memsets, no host). The dispatch's quantisation pass (QuantProcess in
+  moe_distribute_dispatch_v2.h, per routed row: Cast, Abs, Max, Muls and three Casts over 7168
+  elements, 923 cycles by the model's vector costs, and CalTokenSendExpertCnt's count, 166 at
+  the mean index) runs on the AIVs between a row's load and its remote store: in the comm
+  kernel's AIV pool it takes 12.6 µs at EP 8 against 29.0 µs of the UB link, so it hides under
+  the link and is not charged apart. EP 32 (153 / 151 µs) needs more than the 16-die slice: not
+  predicted.
 * V10 [S17 §4.5] msprof L2 hit rate of the guide's double-buffered fp16 matmul (128 x 256 tiles)
   at 4096³ and 16384³, without and with its block swizzle (5 tile groups): the report's
   l2_hit_rate (GM read bytes served by L2 / GM read bytes) under the "tile" L2 model.
@@ -404,22 +415,27 @@ def p2p_read_GBps(nbytes: int) -> float:
 DISPATCH_ROW_EXTRA = 32 + 12
 
 
-def moe_distribute_times(ep: int, tokens: int = 4096, hidden: int = 7168, topk: int = 8, experts: int = 256,
-                         dispatch_row: tuple[int, str] = (7168 + DISPATCH_ROW_EXTRA // 2, "bf16"),
-                         topology: str = "a3-supernode-16") -> tuple[float, float, int]:
-    """(dispatch s, combine s, rows rank 0 receives) of expert-parallel dispatch / combine over `ep`
-    ranks, timing-only on `topology`'s chip (the A3 die for the supernode file): `tokens` per rank,
-    top-`topk` of `experts` routed uniformly (seeded); the dispatch moves rows of `dispatch_row` =
-    (elements, element type) (bf16 values plus scale slot and index triple for S20's normal kernel,
-    DISPATCH_ROW_EXTRA; int8 rows for its low-latency one), the combine bf16 rows of `hidden`.
-    Times are rank 0's: the dispatch is all its launches (routing, row gather, comm kernel,
-    expand_ids), the combine its comm kernel and the un-permuting gather.
+def moe_distribute_kernels(ep: int, tokens: int = 4096, hidden: int = 7168, topk: int = 8, experts: int = 256,
+                           dispatch_row: tuple[int, str] = (7168 + DISPATCH_ROW_EXTRA // 2, "bf16"),
+                           topology: str = "a3-supernode-16") -> tuple[list[dict], list[dict], float, int]:
+    """(dispatch kernels, combine kernels, clock Hz, rows rank 0 receives) of expert-parallel
+    dispatch / combine over `ep` ranks, timing-only on `topology`'s chip (the A3 die for the
+    supernode file): `tokens` per rank, top-`topk` of `experts` routed uniformly (seeded); the
+    dispatch moves rows of `dispatch_row` = (elements, element type) (bf16 values plus scale slot
+    and index triple for S20's normal kernel, DISPATCH_ROW_EXTRA; int8 rows for its low-latency
+    one), the combine bf16 rows of `hidden`. The kernels are rank 0's report entries (name, cycles,
+    ...) in launch order: the dispatch's (MoeInitRouting, the row gather, the comm kernel,
+    expand_ids), then the combine's: its comm kernel, the un-permuting gather and the weighted sum
+    of each token's top-k rows (moe_finalize_routing, bf16 weights), which both of S20's combine
+    kernels run inside the timed call (CamMoeCombineNormal's ReadBufferAndWeightedSum,
+    cam_moe_combine_normal.h at b2e93094; MoeDistributeCombineV2's LocalWindowCopy /
+    ProcessMoeExpert: per row Cast to fp32, Muls by the weight, Add).
 
     Raises: AscendirError when the topology has fewer than `ep` devices."""
     from xdsl.parser import Parser
 
     from ascendir.costmodel.moe_routing import RoutingSpec, make_routing
-    from ascendir.driver import lower
+    from ascendir.driver import lower, parse_pipeline, run_passes
     from ascendir.interpreter import simulate_cluster
     from ascendir.hardware.topology import load_topology
     from ascendir.session import make_context
@@ -427,25 +443,54 @@ def moe_distribute_times(ep: int, tokens: int = 4096, hidden: int = 7168, topk: 
     (cols, dt), p, local = dispatch_row, tokens * topk, experts // ep
     group = f"#ascend.device_group<[{', '.join(map(str, range(ep)))}]>"
     xt, it, et = f"tensor<{p}x{cols}x{dt}>", f"tensor<{p}xi64>", f"tensor<{ep * p}x{hidden}xbf16>"
-    ot = f"tensor<{ep}x{local + 1}xi64>"
-    text = (f"func.func @main(%x: {xt}, %ids: {it}, %ey: {et}) -> (tensor<{ep * p}x{cols}x{dt}>, tensor<{p}x{hidden}xbf16>) {{\n"
+    ot, yt, wt = f"tensor<{ep}x{local + 1}xi64>", f"tensor<{p}x{hidden}xbf16>", f"tensor<{p}x1xbf16>"
+    kt, st = f"tensor<{tokens}x{topk}x{hidden}xbf16>", f"tensor<{tokens}x{hidden}xbf16>"
+    text = (f"func.func @main(%x: {xt}, %ids: {it}, %ey: {et}, %w: {wt}) -> (tensor<{ep * p}x{cols}x{dt}>, {st}) {{\n"
             f"  %ex, %eids, %offs, %idx = nn.moe_distribute_dispatch %x, %ids {{group = {group}, experts = {experts} : i64, "
             f"moe_block = \"v18\"}} : ({xt}, {it}) -> (tensor<{ep * p}x{cols}x{dt}>, tensor<{ep * p}xi64>, {ot}, {it})\n"
             f"  %y = nn.moe_distribute_combine %ey, %offs, %idx {{group = {group}, experts = {experts} : i64}} "
-            f": ({et}, {ot}, {it}) -> tensor<{p}x{hidden}xbf16>\n"
-            f"  func.return %ex, %y : tensor<{ep * p}x{cols}x{dt}>, tensor<{p}x{hidden}xbf16>\n}}\n")
+            f": ({et}, {ot}, {it}) -> {yt}\n"
+            f"  %p = nn.mul %y, %w : ({yt}, {wt}) -> {yt}\n"
+            f"  %q = nn.reshape %p : ({yt}) -> {kt}\n"
+            f"  %s = nn.reduce_sum %q {{axes = array<i64: 1>, keepdims = false}} : ({kt}) -> {st}\n"
+            f"  func.return %ex, %s : tensor<{ep * p}x{cols}x{dt}>, {st}\n}}\n")
     module = Parser(make_context(), text).parse_module()
     target = load_topology(topology).chip
+    run_passes(module, parse_pipeline("fuse-moe-finalize-routing,choose-tiling", target=target))
     lower(module, None, target)
     hw = load_target(target)
     routing = make_routing(RoutingSpec("uniform"), ep * tokens, topk, experts)
     res = simulate_cluster([module] * ep, [None] * ep, [{}] * ep, hw, topology, timing_only=True, moe_routing={"v18": routing})
     kernels = res[0].report["kernels"]  # rank 0's, in launch order: the dispatch's, then the combine's
     first = next(i for i, k in enumerate(kernels) if k["name"].startswith("moe_distribute_combine"))
-    t_dispatch = sum(k["cycles"] for k in kernels[:first]) / hw.clock_hz
-    t_combine = sum(k["cycles"] for k in kernels[first:]) / hw.clock_hz
     rows = int((routing.reshape(-1)[: ep * p] // local == 0).sum())  # received by rank 0
-    return t_dispatch, t_combine, rows
+    return kernels[:first], kernels[first:], hw.clock_hz, rows
+
+
+def moe_distribute_times(ep: int, tokens: int = 4096, hidden: int = 7168, topk: int = 8, experts: int = 256,
+                         dispatch_row: tuple[int, str] = (7168 + DISPATCH_ROW_EXTRA // 2, "bf16"),
+                         topology: str = "a3-supernode-16") -> tuple[float, float, int]:
+    """(dispatch s, combine s, rows rank 0 receives): the sums of rank 0's kernels of
+    moe_distribute_kernels (same arguments), each op all its launches.
+
+    Raises: AscendirError when the topology has fewer than `ep` devices."""
+    dispatch, combine, clock_hz, rows = moe_distribute_kernels(ep, tokens, hidden, topk, experts, dispatch_row, topology)
+    return sum(k["cycles"] for k in dispatch) / clock_hz, sum(k["cycles"] for k in combine) / clock_hz, rows
+
+
+def deep_ep_zeros_s(rows: int, hidden: int, experts: int, target: str) -> float:
+    """Seconds of the device memsets S20's normal dispatch runs inside its timed call: deep_ep.cpp's
+    Buffer::intranode_dispatch (b2e93094) allocates with at::zeros the counts it exchanges
+    (send_data and recv_data, `experts` x 3 int32 each; send_data_offset, `experts` int32) and its
+    outputs sized by the received `rows` (expandx_out rows x `hidden` bf16, dynamic_scales_out rows
+    fp32, expand_idx_out rows x 3 int32). Each is one kernel: the chip's launch head (`kernel_launch_cycles`)
+    and its bytes written at the HBM bandwidth (costmodel bandwidth_bound_cycles, the model's
+    floor for any kernel's GM traffic)."""
+    from ascendir.costmodel.ops import bandwidth_bound_cycles
+
+    hw = load_target(target)
+    sizes = (experts * 3 * 4, experts * 3 * 4, experts * 4, rows * hidden * 2, rows * 4, rows * 3 * 4)
+    return sum(hw.kernel_launch_cycles + bandwidth_bound_cycles(0.0, b, hw) for b in sizes) / hw.clock_hz
 
 
 def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: int = 8, experts: int = 256,
@@ -454,11 +499,15 @@ def moe_distribute_GBps(ep: int, tokens: int = 4096, hidden: int = 7168, topk: i
     as S20's test_intranode.py counts them (module docstring, V18): `tokens` per rank, top-`topk`
     of `experts` routed uniformly (seeded), dispatch of bf16 rows of hidden x 2 + DISPATCH_ROW_EXTRA
     bytes (data, scale slot and index triple: the test runs no quantisation), BF16 combine; both
-    as rank 0's received rows x hidden x 2 bytes over rank 0's time (moe_distribute_times).
+    as rank 0's received rows x hidden x 2 bytes over rank 0's time (moe_distribute_times), the
+    dispatch's with the memsets of its timed call (deep_ep_zeros_s).
 
     Raises: AscendirError when the topology has fewer than `ep` devices."""
+    from ascendir.hardware.topology import load_topology
+
     t_dispatch, t_combine, rows = moe_distribute_times(ep, tokens, hidden, topk, experts,
                                                        (hidden + DISPATCH_ROW_EXTRA // 2, "bf16"), topology)
+    t_dispatch += deep_ep_zeros_s(rows, hidden, experts, load_topology(topology).chip)
     nbytes = rows * hidden * 2  # bf16-equivalent for both ops (module docstring, V18)
     return nbytes / t_dispatch / 1e9, nbytes / t_combine / 1e9
 
