@@ -275,8 +275,7 @@ def test_int8_dispatch_rows_halve_the_exchange() -> None:
 def test_combine_time_holds_the_weighted_sum() -> None:
     """Both of S20's combine kernels sum each token's top-k rows, weighted, inside the timed call
     (CamMoeCombineNormal's ReadBufferAndWeightedSum; MoeDistributeCombineV2's ProcessMoeExpert):
-    the combine V18 / V24 time is its comm kernel, the un-permuting gather and that sum
-    (moe_finalize_routing), which reads every one of the tokens x top-k rows at least once at the
+    the combine V18 / V24 time is its comm kernel and that sum (moe_finalize_routing), which reads every one of the tokens x top-k rows at least once at the
     die's HBM bandwidth."""
     from ascendir.api.calibration import moe_distribute_kernels
 
@@ -306,3 +305,43 @@ def test_normal_dispatch_time_holds_deep_eps_memsets() -> None:
     nbytes = rows * 7168 * 2
     assert nbytes / gbps[0] / 1e9 == pytest.approx(t_dispatch + deep_ep_zeros_s(rows, 7168, 256, "ascend910_93"), rel=1e-9)
     assert nbytes / gbps[1] / 1e9 == pytest.approx(t_combine, rel=1e-9)
+
+
+def test_combine_read_by_the_finalize_skips_the_unpermute() -> None:
+    """The vendor's combine stores each row at its (token, k) slot and sums from there
+    (CamMoeCombineNormal::CopyBufferToShare): no un-permute pass. Where the combine's result is
+    read only by a moe_finalize_routing region, the lowering launches no row gather after the
+    combine's comm kernel (the finalize reads each (token, k) row through expand_idx), and the
+    simulated outputs are the weighted sums of each token's own rows (experts as identity)."""
+    from xdsl.parser import Parser
+
+    from ascendir.driver import lower, parse_pipeline, run_passes
+    from ascendir.interpreter import simulate_cluster
+    from ascendir.session import make_context
+
+    n, tokens, k, hidden, experts = 2, 8, 2, 16, 8
+    p, local = tokens * k, experts // n
+    group = f"#ascend.device_group<[{', '.join(map(str, range(n)))}]>"
+    xt, it, et, ot = f"tensor<{p}x{hidden}xf32>", f"tensor<{p}xi64>", f"tensor<{n * p}x{hidden}xf32>", f"tensor<{n}x{local + 1}xi64>"
+    wt, kt, st = f"tensor<{p}x1xf32>", f"tensor<{tokens}x{k}x{hidden}xf32>", f"tensor<{tokens}x{hidden}xf32>"
+    text = (f"func.func @main(%x: {xt}, %ids: {it}, %w: {wt}) -> {st} {{\n"
+            f"  %ex, %eids, %offs, %idx = nn.moe_distribute_dispatch %x, %ids {{group = {group}, experts = {experts} : i64}}"
+            f" : ({xt}, {it}) -> ({et}, tensor<{n * p}xi64>, {ot}, {it})\n"
+            f"  %y = nn.moe_distribute_combine %ex, %offs, %idx {{group = {group}, experts = {experts} : i64}} : ({et}, {ot}, {it}) -> {xt}\n"
+            f"  %m = nn.mul %y, %w : ({xt}, {wt}) -> {xt}\n"
+            f"  %q = nn.reshape %m : ({xt}) -> {kt}\n"
+            f"  %s = nn.reduce_sum %q {{axes = array<i64: 1>, keepdims = false}} : ({kt}) -> {st}\n"
+            f"  func.return %s : {st}\n}}\n")
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline("fuse-moe-finalize-routing", target=TARGET))
+    lower(module, None, TARGET)
+    rng = np.random.default_rng(0)
+    inputs = [{"arg0": rng.standard_normal((p, hidden)).astype(np.float32), "arg1": rng.integers(0, experts, p),
+               "arg2": rng.random((p, 1)).astype(np.float32)} for _ in range(n)]  # x, ids, w (as the parser names them)
+    res = simulate_cluster([module] * n, [None] * n, inputs, TARGET)
+    for r, (out, given) in enumerate(zip(res, inputs)):
+        names = [kk["name"] for kk in out.report["kernels"]]
+        after = names[next(i for i, nm in enumerate(names) if nm.startswith("moe_distribute_combine")) + 1:]
+        assert [nm.rsplit("_", 1)[0] for nm in after] == ["moe_finalize"], names
+        want = (given["arg0"] * given["arg2"]).reshape(tokens, k, hidden).sum(axis=1)
+        np.testing.assert_allclose(next(iter(out.outputs.values())), want, rtol=1e-6, atol=1e-6, err_msg=f"rank {r}")

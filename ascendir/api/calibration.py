@@ -144,9 +144,11 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   as the vendor's do (interpreter/sim/comm.py `aiv_row_cycles`): the dispatch is all its
   launches (MoeInitRouting, the row gather, the comm kernel, expand_ids) and the memsets its
   timed call runs (deep_ep.cpp's at::zeros of the exchanged counts and of the outputs, the
-  received rows x 7168 bf16 among them: deep_ep_zeros_s), the combine its comm kernel, the
-  un-permuting gather and the weighted sum of each token's top-k rows that the vendor's combine
-  kernel runs (moe_finalize_routing; moe_distribute_kernels). Not charged: the dispatch call's
+  received rows x 7168 bf16 among them: deep_ep_zeros_s), the combine its comm kernel and the
+  weighted sum of each token's top-k rows that the vendor's combine kernel runs
+  (moe_finalize_routing, reading each (token, k) row through expand_idx: the vendor stores each
+  row at its (token, k) slot, so neither it nor the model un-permutes in a pass of its own;
+  moe_distribute_kernels). Not charged: the dispatch call's
   host round trips (topk_idx and the NotifyDispatch counts copied to the host, host loops over
   the pairs, copies back: no source gives their cost). EP 32 / 64 / 128 need more devices than
   the shipped A3 slice (16 dies) holds: not predicted.
@@ -425,9 +427,9 @@ def moe_distribute_kernels(ep: int, tokens: int = 4096, hidden: int = 7168, topk
     and index triple for S20's normal kernel, DISPATCH_ROW_EXTRA; int8 rows for its low-latency
     one), the combine bf16 rows of `hidden`. The kernels are rank 0's report entries (name, cycles,
     ...) in launch order: the dispatch's (MoeInitRouting, the row gather, the comm kernel,
-    expand_ids), then the combine's: its comm kernel, the un-permuting gather and the weighted sum
-    of each token's top-k rows (moe_finalize_routing, bf16 weights), which both of S20's combine
-    kernels run inside the timed call (CamMoeCombineNormal's ReadBufferAndWeightedSum,
+    expand_ids), then the combine's: its comm kernel and the weighted sum of each token's top-k
+    rows (moe_finalize_routing, bf16 weights, reading the rows through expand_idx: no un-permute
+    pass, templates/moe_distribute.py), which both of S20's combine kernels run inside the timed call (CamMoeCombineNormal's ReadBufferAndWeightedSum,
     cam_moe_combine_normal.h at b2e93094; MoeDistributeCombineV2's LocalWindowCopy /
     ProcessMoeExpert: per row Cast to fp32, Muls by the weight, Add).
 

@@ -17,7 +17,13 @@ nn.moe_distribute_dispatch on device r (P pairs, N devices, El experts each):
 
 nn.moe_distribute_combine on device q: handshake; for each peer s, the rows q holds for s (count
 from ep_recv_offsets row s) go back into s's sorted buffer at s's offsets; done; each device
-then un-permutes its own rows (row gather by expand_idx).
+then un-permutes its own rows (row gather by expand_idx), except where every reader of the result
+is a moe_finalize_routing region's expert outputs (moe_experts.expert_major_readers): then the
+sorted buffer is the result, registered in LoweringContext.row_order with expand_idx, and the
+finalize kernel reads each (token, k) row through it, as the vendor's combine kernels have no
+un-permute pass (CamMoeCombineNormal stores each row at its (token, k) slot of the source's
+window, cam_moe_combine_normal.h CopyBufferToShare at sgl-kernel-npu b2e93094; the weighted sum
+reads the rows from there).
 
 Both comm kernels move their rows with the die's AIVs, one DataCopy in and one out per row, as
 the vendor's kernels do (ops-transformer's MoeDistributeDispatch / Combine, DeepEP-Ascend's
@@ -40,6 +46,7 @@ from ascendir.conversion.nn_to_ascend.kernel_builder import KernelBuilder
 from ascendir.conversion.nn_to_ascend.templates.collectives import CommKernel
 from ascendir.conversion.nn_to_ascend.templates.data_movement import emit_gather_rows
 from ascendir.conversion.nn_to_ascend.templates.elementwise import vector_cores
+from ascendir.conversion.nn_to_ascend.templates.moe_experts import expert_major_readers
 from ascendir.conversion.nn_to_ascend.templates.moe_init_routing import _scalar, emit_moe_init_routing
 from ascendir.costmodel.moe_routing import ep_block
 from ascendir.dialects import ascend, nn
@@ -139,4 +146,9 @@ def lower_combine(ctx: LoweringContext, op: nn.MoeDistributeCombineOp, operands:
     kernel = kb.finish()
     kernel.attributes[AIV_ROWS_ATTR] = StringAttr("barrier")  # PIPE_ALL and a status flag per row
     ctx.launch(kernel, [ey3, offs, back])
+    if expert_major_readers(op):
+        # the vendor's combine stores each row at its (token, k) slot and sums from there: no
+        # un-permute pass; the finalize kernel reads each (token, k) row through expand_idx
+        ctx.row_order[back] = idx
+        return [back]
     return [emit_gather_rows(ctx, back, idx)]

@@ -315,11 +315,12 @@ def drop_expansion(region: nn.FusedOp) -> SSAValue:
     return arg
 
 
-def expert_major_readers(region: nn.FusedOp) -> bool:
-    """Whether every reader of `region`'s result (through nn.reshape, at its level) takes it as
-    the expert outputs y of a moe_finalize_routing region (which can read them in expert-major
-    order through the inverse permutation); False for a result read by nothing or by anything
-    else (a return, shard-expert-parallel's combine)."""
+def expert_major_readers(region: Operation) -> bool:
+    """Whether every reader of `region`'s (first) result (through nn.reshape, at its level) takes
+    it as the expert outputs y of a moe_finalize_routing region (which can read them in
+    expert-major order through the inverse permutation); False for a result read by nothing or by
+    anything else (a return, shard-expert-parallel's combine). `region` is a moe_experts region or
+    an nn.moe_distribute_combine (templates/moe_distribute.py)."""
     frontier, readers = [region.results[0]], 0
     while frontier:
         v = frontier.pop()
