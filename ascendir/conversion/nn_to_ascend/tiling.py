@@ -751,20 +751,21 @@ def _warm_a_cycles(p: Problem, t: Tiling, target: HardwareConfig, items: int, bd
     wave (`items mod bd` of them run one item more) leave the others' AIVs idle for one item:
     those AIVs read every A chunk [m, k·l1_depth] once, GM -> UB, at the kernel's start, so the
     AICs' reads of A (the first ones of each chunk otherwise miss, all on the few cores that
-    start a tile row, which then end last) hit L2. It applies (a) to a prefetching plain
-    matmul of one A (`prefetch_aivs` = 2: no AIV epilogue; no split_k, tail_split, ffn_up), (b)
-    with at least two items per core and cores with one item fewer, (c) when the A chunk fits
-    the UB beside the B prefetch's chunk, (d) when the warm-up (`per_chunk` cycles a chunk, the
-    chunks spread over the idle cores' two AIVs) takes at most one item, the slack of those
+    start a tile row, which then end last) hit L2. It applies (a) to a prefetching matmul of
+    one A (no split_k, tail_split, ffn_up), (b) with at least two items per core and cores with
+    one item fewer, (c) when the A chunk fits the UB beside the B prefetch's chunk, (d) when the
+    warm-up (`per_chunk` cycles a chunk, the chunks spread over the idle cores' prefetching
+    AIVs: `prefetch_aivs`, one beside an AIV epilogue) takes at most one item, the slack of those
     cores, and (e) when the kernel's cores run within the L2 residency `window` (the warmed
     chunks are still there when the AICs read them)."""
     short = bd - items % bd if items % bd else 0
     per_core = -(-items // bd)
-    if not (t.prefetch and short and per_core > 1 and prefetch_aivs(p, target) == 2 and not p.ffn_up
+    aivs = prefetch_aivs(p, target)  # the AIVs that prefetch B warm A (beside an AIV epilogue: the second one)
+    if not (t.prefetch and short and per_core > 1 and not p.ffn_up
             and t.split_k == 1 and t.tail_split < 2 and p.batch == p.a_batch == 1):
         return 0.0
     ub = aligned_bytes(target, "ub", t.m * t.k_l1 * p.es) + aligned_bytes(target, "ub", t.k_l1 * t.n * p.es)
-    cycles = -(-(-(-p.m // t.m) * n_l1) // (2 * short)) * per_chunk
+    cycles = -(-(-(-p.m // t.m) * n_l1) // (aivs * short)) * per_chunk
     if ub > target.capacity("ub") or cycles > t_item or per_core * t_item > window:
         return 0.0
     return cycles

@@ -318,8 +318,7 @@ def emit_matmuls(
         kernel.prefetch = True
         # the warm-up of A on the idle cores' AIVs, as the cost model decides it for this matmul
         ep = products[0].epilogue
-        # (both AIVs prefetch: not beside an AIV epilogue)
-        kernel.warm_a = not kernel.mix and warms_a(
+        kernel.warm_a = warms_a(
             Problem(lay.batch, lay.m_rows, sum(ns), lay.k, str(el), itemsize(kernel.out_elem),
                     itemsize(elem(ep.bias)) if ep.bias is not None else 0, ep != Epilogue(), math.prod(lay.a_batch),
                     math.prod(lay.b_batch), ep.activation, ep.residual is not None, b_nz=b_nz), tiling, ctx.target)
@@ -883,10 +882,12 @@ class _Prefetch:
         return cond
 
     def warm_a(self, k: _CubeKernel, s: int) -> None:
-        """AIV s of a core of the partial last wave's complement (the blocks that run one item
-        fewer, `ntiles mod block_dim` and up) reads A chunks [bm, kl1] GM -> UB into a scratch
-        tile nobody reads, before its B prefetch: chunk q (tile row q / chunks, K chunk q mod
-        chunks) on AIV (block - first idle block)·2 + s, every 2·(idle blocks) chunks. Each chunk
+        """Prefetching AIV s of a core of the partial last wave's complement (the blocks that run
+        one item fewer, `ntiles mod block_dim` and up) reads A chunks [bm, kl1] GM -> UB into a
+        scratch tile nobody reads, before its B prefetch: chunk q (tile row q / chunks, K chunk
+        q mod chunks) on the a-th of the prefetching AIVs (a = (block - first idle block)·A + the
+        index of s among the A prefetching AIVs, 2, or 1 beside an AIV epilogue), every
+        A·(idle blocks) chunks. Each chunk
         is read as the AICs read it (same view: L2 keys on the tile), so their reads of A hit
         (tiling._warm_a_cycles says when the cost model puts it in: the idle cores have an item
         of slack). Numerics are unchanged: the data never changes."""
@@ -894,10 +895,11 @@ class _Prefetch:
         ub = kb.alloc([g.bm, g.kl1], k.el, MemSpace.UB)
         chunks = ceil_div(lay.k, g.kl1)
         first, idle = g.ntiles % g.block_dim, g.block_dim - g.ntiles % g.block_dim
+        aivs = list(dict.fromkeys(self.subs))  # the prefetching AIVs (one beside an AIV epilogue)
 
         def warm() -> None:
-            with kb.loop(kb.add(kb.mul(kb.sub(kb.block_idx, first), DOUBLE_BUFFER), s), ceil_div(lay.m_rows, g.bm) * chunks,
-                         DOUBLE_BUFFER * idle) as q:
+            with kb.loop(kb.add(kb.mul(kb.sub(kb.block_idx, first), len(aivs)), aivs.index(s)), ceil_div(lay.m_rows, g.bm) * chunks,
+                         len(aivs) * idle) as q:
                 m0, k1 = kb.mul(kb.div(q, chunks), g.bm), kb.mul(kb.rem(q, chunks), g.kl1)
                 kb.copy(kb.subview(k.gm_a, [m0, k1], [kb.boundary(g.bm, lay.m_rows, m0), kb.boundary(g.kl1, lay.k, k1)]), ub)
 
