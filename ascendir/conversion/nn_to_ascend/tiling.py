@@ -575,7 +575,9 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     parity), each paying a copy start-up, the bytes at its GM -> UB rate (L2 hit or HBM) and the
     completion latency before it signals the AIC: item = max(MTE2, MTE1, M + FIX, AIV / 2). Beside
     an AIV epilogue only the second AIV prefetches (prefetch_aivs): AIV / 1. The AIVs' reads count
-    in the GM traffic and the bandwidth floor.
+    in the GM traffic and the bandwidth floor. With the A warm-up (`_warm_a_cycles`: the idle
+    cores' AIVs read every A chunk once) every AIC read of A hits, the warm-up's reads count
+    as the misses, and the fill is the AIC's own first B chunk from HBM and its A from L2.
 
     An ffn_up problem (`p.ffn_up` accumulators, `t.n` = their nacc·bn columns side by side) is
     scored as templates/ffn_up.py runs it: per L1 step one x and nacc weight loads into one
@@ -707,7 +709,13 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
 
     t_item, mte2 = mixed()
     per_core = -(-items // bd)
-    if prefetch:  # the first B chunk comes through an AIV, then the AIC reads it from L2
+    warm = _warm_a_cycles(p, t, target, items, bd, t_item, window, n_l1, mte2_head + a_bytes / u_miss + env.gm_latency("gm", "ub", False))
+    if warm:  # every AIC read of A hits
+        ha = 1.0
+        t_item, mte2 = mixed()
+    if warm:  # the AIC reads its first B chunk itself (HBM), then A, which the idle AIVs are warming (`_Prefetch.first`)
+        fill = n_l1 and nd2nz + nacc * b_head + b_bytes / r_miss + a_bytes / r_hit + env.gm_latency("gm", "l1", False)
+    elif prefetch:  # the first B chunk comes through an AIV, then the AIC reads it from L2
         fill = n_l1 and (nd2nz + nacc * b_head + a_bytes / r_miss + b_bytes * (pf_share / r_hit + (1 - pf_share) / r_miss)
                          + env.gm_latency("gm", "l1", False) + mte2_head + pf_share * b_bytes / (pf_aivs if p.ffn_up else 1) / u_miss
                          + env.gm_latency("gm", "ub", False))
@@ -716,7 +724,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     core = per_core * t_item + fill + env.gm_latency("l0c", "gm")
     if aiv0:  # the first item does not wait for a vector stage, the last one's follows the cube
         core += aiv0 - (t_item - mixed(vector=False)[0])
-    gm_read = items * n_l1 * (a_bytes + b_bytes)
+    gm_read = items * n_l1 * (a_bytes + b_bytes) + (p.m * p.k * es if warm else 0)  # the warm-up's reads are the misses
     # (with `first_row` the AIC's B reads of the first row are prefetched, the rest hit: all hit)
     l2_hit = items * n_l1 * (a_bytes * ha + b_bytes * (pf_share + (1 - pf_share) * hb))
     if prefetch:  # the AIVs read the prefetched part of B once more (as any re-read); the AIC's reads of it hit
@@ -726,7 +734,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     gm_write = p.batch * tm * tn * splits * mm_ * nn_ * (es / nacc if p.ffn_up else out_bytes)
     floor = bandwidth_bound_cycles(gm_read, gm_write, target, l2_hit)
     body = max(core, floor)
-    parts = {"prefetch": float(prefetch), "first_row": float(first_row), "b_regroup_misses": float(groups > 1 and not b_rehit), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,
+    parts = {"prefetch": float(prefetch), "warm_a": warm, "first_row": float(first_row), "b_regroup_misses": float(groups > 1 and not b_rehit), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,
              "block_dim": bd, "items_per_core": per_core, "l2_hit_rate": l2_hit / gm_read if gm_read else 0.0}
     total = body + target.kernel_launch_cycles
     if splits > 1:
@@ -734,6 +742,39 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
         parts["reduce"] = red
         total += red
     return Estimate(total, parts)
+
+
+def _warm_a_cycles(p: Problem, t: Tiling, target: HardwareConfig, items: int, bd: int, t_item: float, window: float,
+                   n_l1: int, per_chunk: float) -> float:
+    """AIV cycles of the A warm-up of a prefetching kernel (templates/matmul.py `_Prefetch.warm_a`),
+    0.0 when it has none. When the items do not make whole waves, the cores of the partial last
+    wave (`items mod bd` of them run one item more) leave the others' AIVs idle for one item:
+    those AIVs read every A chunk [m, k·l1_depth] once, GM -> UB, at the kernel's start, so the
+    AICs' reads of A (the first ones of each chunk otherwise miss, all on the few cores that
+    start a tile row, which then end last) hit L2. It applies (a) to a prefetching matmul of
+    one A (no split_k, tail_split, ffn_up), (b) with at least two items per core and cores with
+    one item fewer, (c) when the A chunk fits the UB beside the B prefetch's chunk, (d) when the
+    warm-up (`per_chunk` cycles a chunk, the chunks spread over the idle cores' prefetching
+    AIVs: `prefetch_aivs`, one beside an AIV epilogue) takes at most one item, the slack of those
+    cores, and (e) when the kernel's cores run within the L2 residency `window` (the warmed
+    chunks are still there when the AICs read them)."""
+    short = bd - items % bd if items % bd else 0
+    per_core = -(-items // bd)
+    aivs = prefetch_aivs(p, target)  # the AIVs that prefetch B warm A (beside an AIV epilogue: the second one)
+    if not (t.prefetch and short and per_core > 1 and not p.ffn_up
+            and t.split_k == 1 and t.tail_split < 2 and p.batch == p.a_batch == 1):
+        return 0.0
+    ub = aligned_bytes(target, "ub", t.m * t.k_l1 * p.es) + aligned_bytes(target, "ub", t.k_l1 * t.n * p.es)
+    cycles = -(-(-(-p.m // t.m) * n_l1) // (aivs * short)) * per_chunk
+    if ub > target.capacity("ub") or cycles > t_item or per_core * t_item > window:
+        return 0.0
+    return cycles
+
+
+def warms_a(p: Problem, t: Tiling, target: HardwareConfig) -> bool:
+    """Whether the matmul kernel of tiling `t` warms A into L2 on idle AIVs (`_warm_a_cycles`;
+    templates/matmul.py obeys it)."""
+    return estimate(p, t, target).parts["warm_a"] > 0
 
 
 def _reduce_cycles(p: Problem, splits: int, target: HardwareConfig) -> float:

@@ -28,6 +28,9 @@ template's defaults). Fields, all in elements unless said:
   the second AIV alone; 910B-class chips, one B chunk [l1_depth·k, n] in UB. The search offers
   it on tiles with n >= m (B the larger part of each L1 chunk; the AIC streams A itself) unless
   M < N, and ranks it with a 5 % margin when B is not a constant weight (tiling.PREFETCH_MARGIN).
+  When the items do not make whole waves, the AIVs of the cores with one item fewer also warm
+  every A chunk into L2 at the start, where the cost model says it fits (tiling._warm_a_cycles,
+  no field of its own: the estimate of a prefetching tiling includes it).
 * tail_split (0 = none, written only when >= 2): the tiles of the last, partial wave over the
   AICs (tiles mod AICs) each run as tail_split K ranges of whole L1 chunks, spread over every
   AIC (catlass TailSplitK); their f32 partials leave through FixPipe into a GM workspace and an

@@ -65,6 +65,17 @@ becomes a mix kernel whose two AIVs read each B chunk GM -> UB just ahead of the
 so the AIC's nd2nz load of it hits L2 (110 B/cycle, S1) -- the in-kernel form of the vendor's
 weight prefetch (torch_npu.npu_prefetch; vllm-ascend weight_prefetch). Numerics are unchanged.
 
+A warm-up (with prefetch, where tiling._warm_a_cycles puts it in: items that do not make whole
+waves, a core's items within the L2 residency window, the A chunk in UB beside the B chunk):
+the activations A are read first by whichever AIC gets there first, at the 32 B/cycle DDR path,
+so the few cores that start a tile row pay every first read of it and end last (910B2
+512x4096x4096 fp16: 3-tile cores ended 59.2-64.2 us apart by 5 us; every read an L2 hit: 106.8 K
+cycles instead of 115.6 K). The cores with one item fewer have an item of slack: their AIVs
+read every A chunk once at the kernel's start (`_Prefetch.warm_a`), the AICs of the other cores
+read B before A (so their first A read comes after the warm-up's, while the slack cores' AICs
+read A first and take the kernel's first miss), and every AIC reads its first B chunk itself
+(`_Prefetch.first`). Numerics are unchanged (scratch reads; the load order within a chunk).
+
 Weights in NZ (`b_nz`, tiling.nz_weight): a B that is a constant weight only matmuls read is
 stored in NZ fractals in GM, converted once at compile time as CANN converts constant weights to
 FRACTAL_NZ (TransData folded into the constant at graph build; torch_npu.npu_format_cast), so its
@@ -96,7 +107,7 @@ from ascendir.conversion.nn_to_ascend.templates.matmul_layout import MatmulLayou
 from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue
 from ascendir.conversion.nn_to_ascend.tiling import (
     REDUCE_TILE, TILING_ATTR, Problem, Tiling, fixpipe_halves, misfit, prefetch_fits, tail_geometry, tail_misfit, tail_piece,
-    tiling_for_op,
+    tiling_for_op, warms_a,
 )
 
 # Default base tile (Ascend C Tiling's usual baseM = baseN = 128, baseK = 64 KiB / ...).
@@ -305,6 +316,12 @@ def emit_matmuls(
         if not prefetch_fits(p, tiling, ctx.target):
             raise ctx.error(f"tiling {tiling.text()}: this matmul cannot prefetch B on the AIVs (the B chunk overflows UB)")
         kernel.prefetch = True
+        # the warm-up of A on the idle cores' AIVs, as the cost model decides it for this matmul
+        ep = products[0].epilogue
+        kernel.warm_a = warms_a(
+            Problem(lay.batch, lay.m_rows, sum(ns), lay.k, str(el), itemsize(kernel.out_elem),
+                    itemsize(elem(ep.bias)) if ep.bias is not None else 0, ep != Epilogue(), math.prod(lay.a_batch),
+                    math.prod(lay.b_batch), ep.activation, ep.residual is not None, b_nz=b_nz), tiling, ctx.target)
     kernel.emit()
     if g.splits > 1:
         _emit_split_k_reduce(ctx, outs[0], results[0], g.splits, lay.batch * lay.m_rows * ns[0], products[0].out_elem)
@@ -412,6 +429,8 @@ class _CubeKernel:
         )
         self.fix_relu = self.arch.fixpipe and self.act == "vrelu" and epilogue.channel_bias is None  # else ReLU must follow the bias add
         self.prefetch = False  # B prefetched into L2 by the AIVs (`_Prefetch`; emit_matmuls decides)
+        self.warm_a = False  # and A warmed into L2 by the idle cores' AIVs (`_Prefetch.warm_a`; emit_matmuls decides)
+        self.item_t: Index | None = None  # the work item `_tile` runs (`_Prefetch.first`)
         self.pf: _Prefetch | None = None
         self.b_layout = "nd2nz"  # "nz": B stored in NZ fractals (emit_matmuls' b_nz)
         self.args = self._args(a, outs)
@@ -464,6 +483,8 @@ class _CubeKernel:
         gm_cbias = next(it) if products[0].epilogue.channel_bias is not None else None
         self.gm_ws = next(it) if self.ws is not None else None
         self._buffers(gm_res, gm_cbias)
+        if self.warm_a:  # a core of the last wave (one item more than the cores that warm A)
+            self.long_core = kb.emit(arith.CmpiOp(kb.idx(kb.block_idx), kb.idx(g.ntiles % g.block_dim), "ult")).results[0]
         with kb.tiles(g.ntiles) as t:
             if g.tail:  # whole-K tiles first, then the tail's K ranges (`_tail_item`)
                 kb.if_else(kb.emit(arith.CmpiOp(kb.idx(t), kb.idx(g.normal), "ult")).results[0],
@@ -589,6 +610,7 @@ class _CubeKernel:
         self.b_row = kb.mul(_batch_index(kb, ib, lay.out_batch, lay.b_batch), lay.k)
         c_row = kb.add(kb.mul(kb.add(kb.mul(si, lay.batch), ib), m_rows), m0)
         self.k_lo = kb.mul(si, g.k_split)
+        self.item_t = t
         k_hi = lay.k if g.splits == 1 else kb.min(kb.add(self.k_lo, g.k_split), lay.k)
         if self.halves:
             self.bt = None
@@ -620,6 +642,7 @@ class _CubeKernel:
         accumulator's queue(s) over its K range and hands L0C to FixPipe at its end."""
         kb, g = self.kb, self.g
         m0, n0, self.k_lo, k_hi, self.l1_base, row0 = self.tail_k(t)
+        self.item_t = None  # (`_Prefetch.first`: a tail_split kernel's AIVs prefetch every chunk)
         self.a_row, self.b_row = m0, 0
         self.bt = None
         gm_b = self.gm_bs[0]
@@ -725,13 +748,20 @@ class _CubeKernel:
         kb, g = self.kb, self.g
         ksz = kb.boundary(g.kl1, self.lay.k, k1)
         self.q_l1[p].acquire()
-        kb.copy(kb.subview(self.gm_a, [self.a_row, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")
+        load_a = lambda: kb.copy(kb.subview(self.gm_a, [self.a_row, k1], [msz, ksz]), self.l1a[p], layout="nd2nz")  # noqa: E731
+        # with the A warm-up the cores of the last wave read A before B, the others after it
+        # (`_Prefetch.warm_a`): the kernel's first reads of A fall on cores with slack
+        _unless(kb, self.warm_a and self.long_core, load_a)
+        # the core's first B chunk: read directly (its AIV skips it, `_Prefetch.first`)
+        first = self.pf.first(self, self.item_t, k1, self.k_lo) if self.pf is not None else False
         if self.pf is not None:  # AIV p has brought this B chunk into L2
-            self.pf.wait_filled(p)
+            _unless(kb, first, lambda: self.pf.wait_filled(p))
         kb.copy(kb.subview(gm_b, [kb.add(self.b_row, k1), n0], [ksz, nsz]), self.l1b[p], layout=self.b_layout)
+        if self.warm_a:
+            kb.if_else(self.long_core, load_a, lambda: None)
         self.q_l1[p].handoff()
         if self.pf is not None:
-            self.pf.free_slot(p)
+            _unless(kb, first, lambda: self.pf.free_slot(p))
         return ksz
 
     def _l1_step(self, p: int, k1: Index, gm_b: SSAValue, m0: Index, n0: Index, msz: Index, nsz: Index,
@@ -819,6 +849,8 @@ class _Prefetch:
         for s in dict.fromkeys(self.subs):
             mine = tuple(p for p in range(DOUBLE_BUFFER) if self.subs[p] == s)
             with kb.on_subblock(s):
+                if k.warm_a:
+                    self.warm_a(k, s)
                 with kb.tiles(self.g.ntiles) as t:
                     if self.g.tail:  # the AIC's order: whole-K tiles, then the tail's K ranges
                         kb.if_else(kb.emit(arith.CmpiOp(kb.idx(t), kb.idx(self.g.normal), "ult")).results[0],
@@ -829,6 +861,49 @@ class _Prefetch:
                 for p in mine:
                     for _ in range(PREFETCH_SLOTS):
                         self._flag(True, Pipe.MTE2, Pipe.MTE3, self.free[p], f"aic->{self.units[p]}")
+
+    def first(self, k: _CubeKernel, t: Index | None, k1: Index, k_lo: Index) -> SSAValue | bool:
+        """With the A warm-up (`warm_a`): whether chunk k1 of work item t is the first chunk the
+        core runs (its first item, K from k_lo). The AIC reads that B chunk itself, straight from
+        HBM, and its AIV skips it: through the AIV it would cost the AIV's start, its read at the
+        miss rate and the cross-core flag before the AIC's own read; direct, the AIC's read at
+        the miss rate, then its read of A, which the idle AIVs started warming meanwhile
+        (tiling.estimate's fill). Without the warm-up the AICs' own first reads of A are the
+        misses, and who pays them depends on the cores' start: 910B2 512x4096x11008 (no
+        warm-up: its A chunk does not fit UB beside the B chunk) ran 3.5 % slower with a
+        direct first chunk, its A misses gathered on 6 cores. False (every chunk prefetched)
+        without the warm-up or for a tail_split item (t None)."""
+        if t is None or not k.warm_a:
+            return False
+        kb = self.kb
+        cond = kb.eq(t, kb.block_idx)
+        if not (isinstance(k1, int) and isinstance(k_lo, int) and k1 == k_lo):
+            cond = kb.emit(arith.AndIOp(cond, kb.eq(k1, k_lo))).results[0]
+        return cond
+
+    def warm_a(self, k: _CubeKernel, s: int) -> None:
+        """Prefetching AIV s of a core of the partial last wave's complement (the blocks that run
+        one item fewer, `ntiles mod block_dim` and up) reads A chunks [bm, kl1] GM -> UB into a
+        scratch tile nobody reads, before its B prefetch: chunk q (tile row q / chunks, K chunk
+        q mod chunks) on the a-th of the prefetching AIVs (a = (block - first idle block)·A + the
+        index of s among the A prefetching AIVs, 2, or 1 beside an AIV epilogue), every
+        A·(idle blocks) chunks. Each chunk
+        is read as the AICs read it (same view: L2 keys on the tile), so their reads of A hit
+        (tiling._warm_a_cycles says when the cost model puts it in: the idle cores have an item
+        of slack). Numerics are unchanged: the data never changes."""
+        kb, g, lay = self.kb, self.g, k.lay
+        ub = kb.alloc([g.bm, g.kl1], k.el, MemSpace.UB)
+        chunks = ceil_div(lay.k, g.kl1)
+        first, idle = g.ntiles % g.block_dim, g.block_dim - g.ntiles % g.block_dim
+        aivs = list(dict.fromkeys(self.subs))  # the prefetching AIVs (one beside an AIV epilogue)
+
+        def warm() -> None:
+            with kb.loop(kb.add(kb.mul(kb.sub(kb.block_idx, first), len(aivs)), aivs.index(s)), ceil_div(lay.m_rows, g.bm) * chunks,
+                         len(aivs) * idle) as q:
+                m0, k1 = kb.mul(kb.div(q, chunks), g.bm), kb.mul(kb.rem(q, chunks), g.kl1)
+                kb.copy(kb.subview(k.gm_a, [m0, k1], [kb.boundary(g.bm, lay.m_rows, m0), kb.boundary(g.kl1, lay.k, k1)]), ub)
+
+        kb.if_else(kb.emit(arith.CmpiOp(kb.idx(kb.block_idx), kb.idx(first), "uge")).results[0], warm, lambda: None)
 
     def _item(self, k: _CubeKernel, t: Index, start: int, i: int, mine: tuple[int, ...], tail: bool = False) -> None:
         kb, g = self.kb, self.g
@@ -843,6 +918,9 @@ class _Prefetch:
         def chunk(p: int, k1: Index) -> None:
             if p not in mine:
                 return
+            _unless(kb, self.first(k, None if tail else t, k1, k_lo), lambda: prefetch(p, k1))
+
+        def prefetch(p: int, k1: Index) -> None:
             u = self.units[p]
             m2, m3 = Pipe.MTE2, Pipe.MTE3
             self._flag(True, m2, m3, self.free[p], f"aic->{u}")
@@ -975,6 +1053,14 @@ def _by_parity(kb: KernelBuilder, iv: Index, step: int, nb: int, body, base: Ind
         return
     parity = kb.rem(kb.add(base, kb.div(iv, step)), 2)
     kb.if_else(kb.eq(parity, 0), lambda: body(0), lambda: body(1))
+
+
+def _unless(kb: KernelBuilder, cond: SSAValue | bool, body) -> None:
+    """Emit body() under `scf.if not cond` (cond False: unconditionally)."""
+    if cond is False:
+        body()
+    else:
+        kb.if_else(cond, lambda: None, body)
 
 
 def _mmad(kb: KernelBuilder, a: SSAValue, b: SSAValue, c: SSAValue, k_off: Index, bias: SSAValue | None) -> None:
