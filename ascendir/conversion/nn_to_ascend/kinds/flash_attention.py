@@ -1,4 +1,6 @@
-"""The flash_attention template (protocol side): plan = the region's one nn.attention; emit =
+"""The flash_attention template (protocol side): plan = the region's one nn.attention and the
+layout (BNSD or BSND) of q, k, v and the output, BSND where a head transpose in the body stands
+between a region value and the attention (fuse-attention puts them there); emit =
 templates/flash_attention.emit_flash_attention; one attention site whose tiles (Br, Bc) come
 from that module's fit (`Shape.needs`), estimate (`estimate_cycles`) and search."""
 
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import AnyFloat
 from xdsl.ir import SSAValue
 
-from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext
+from ascendir.conversion.nn_to_ascend.host_builder import Declined, LoweringContext, shape
 from ascendir.conversion.nn_to_ascend.kernel_builder import round_up
 from ascendir.conversion.nn_to_ascend.template import Searched, Site, TemplateBase, body_of, gm_args
 from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
@@ -24,8 +26,14 @@ FAMILY = "attention"
 
 @dataclass(frozen=True)
 class FlashPlan:
+    """The region's nn.attention; per operand q, k, v, out: the region value that holds it in GM
+    (a block argument, or the yielded output) and its layout, fa.BNSD or fa.BSND (a head
+    transpose in the body between it and the attention, see fuse-attention)."""
+
     region: nn.FusedOp
     att: nn.AttentionOp
+    src: dict[str, SSAValue]
+    layout: dict[str, str]
 
 
 class FlashAttentionTemplate(TemplateBase):
@@ -34,19 +42,36 @@ class FlashAttentionTemplate(TemplateBase):
     def plan(self, region: nn.FusedOp) -> FlashPlan | Declined:
         body = body_of(region)
         args = region.body.block.args
-        # a paged KV cache: K and V are nn.paged_kv views of pool arguments (page-kv-cache)
-        views = [o for o in body[:-1] if isinstance(o, nn.PagedKVOp) and all(v in args for v in o.operands)]
-        if len(views) != len(body) - 1 or not isinstance(body[-1], nn.AttentionOp) or len(region.outputs) != 1:
+        atts = [o for o in body if isinstance(o, nn.AttentionOp)]
+        if len(atts) != 1 or len(region.outputs) != 1:
             return Declined("the body is not one nn.attention with one output")
-        att = body[-1]
+        att = atts[0]
+        # a paged KV cache: K and V are nn.paged_kv views of pool arguments (page-kv-cache)
+        views = [o for o in body if isinstance(o, nn.PagedKVOp) and all(v in args for v in o.operands)]
         if views and {att.k.owner, att.v.owner} != set(views):
             return Declined("a paged KV view that is not the attention's K and V")
-        if any(v not in args for v in att.operands if not isinstance(v.owner, nn.PagedKVOp)):
+        src, layout, known = {}, {}, {att, *views}
+        for name, v in (("q", att.q), ("k", att.k), ("v", att.v)):
+            if fa.head_transpose(v.owner) and v.owner.input in args:
+                known.add(v.owner)
+                src[name], layout[name] = v.owner.input, fa.BSND
+            else:
+                src[name], layout[name] = v, fa.BNSD
+        direct = [v for n, v in (("q", att.q), ("k", att.k), ("v", att.v)) if layout[n] == fa.BNSD and not isinstance(v.owner, nn.PagedKVOp)]
+        if any(v not in args for v in [*direct, *([att.mask] if att.mask is not None else [])]):
             return Declined("an operand of the attention is computed inside the region")
+        out = region.body.block.last_op.operands[0]
+        if out is not att.result:
+            if not (fa.head_transpose(out.owner) and out.owner.input is att.result):
+                return Declined("the output is neither the attention's nor its head transpose")
+            known.add(out.owner)
+        layout["out"] = fa.BNSD if out is att.result else fa.BSND
+        if any(o not in known for o in body):
+            return Declined(f"{next(o for o in body if o not in known).name} in the body: only head transposes around the attention")
         el = att.q.type.element_type
         if not isinstance(el, AnyFloat):
             return Declined(f"{el} attention: the template computes in floats")
-        return FlashPlan(region, att)
+        return FlashPlan(region, att, src, layout)
 
     def sites(self, plan: FlashPlan, target: HardwareConfig) -> list[Site]:
         if target.arch.no_mmad(str(plan.att.q.type.element_type)):
@@ -87,12 +112,14 @@ class FlashAttentionTemplate(TemplateBase):
         return Searched(t, site.problem.cycles(target, t), n, time.perf_counter() - t0, t)
 
     def emit(self, ctx: LoweringContext, plan: FlashPlan, operands: list[SSAValue]) -> list[SSAValue]:
-        args, att = gm_args(plan.region, operands), plan.att
+        args, att, src = gm_args(plan.region, operands), plan.att, plan.src
         if isinstance(att.k.owner, nn.PagedKVOp):  # K, V: the pools, read through the block table
             k, v, table = args[att.k.owner.pool], args[att.v.owner.pool], args[att.k.owner.table]
         else:
-            k, v, table = args[att.k], args[att.v], None
-        return [fa.emit_flash_attention(ctx, att, args[att.q], k, v, args[att.mask] if att.mask is not None else None, table)]
+            k, v, table = args[src["k"]], args[src["v"]], None
+        out = fa.emit_flash_attention(ctx, att, args[src["q"]], k, v, args[att.mask] if att.mask is not None else None, table,
+                                      plan.layout)
+        return [ctx.view(out, shape(plan.region.outputs[0]))]
 
 
 FLASH_ATTENTION = FlashAttentionTemplate()

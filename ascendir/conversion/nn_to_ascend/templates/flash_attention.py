@@ -13,6 +13,21 @@ multiplies all g heads in one mmad, never copied per head (the way CANN's GQA ke
 group into M). Items are spread block-cyclically over the cores; causal prefill items, whose row
 blocks cost 1 .. nrb KV blocks, in the zig-zag order of `causal_items` that evens the blocks out.
 
+Layouts
+-------
+Each of q, k, v and the output is in GM either in the attention's BNSD order ([B, N, S, D]: a
+head's rows contiguous) or in BSND ([B, S, N, D], the [B, S, N·D] a projection writes: a head is
+a column block of D elements in every token row), ops-transformer FlashAttentionScore's
+`input_layout` BNSD / BSND (BSH). The plan sets BSND where fuse-attention took a head transpose
+into the region. The kernel addresses each through a 2-D view (`gm_2d`: [B·N·S, D] or [B·S, N·D])
+and a tile of rows of one head is the same subview shape in both, at another place (`gm_at`);
+in BSND its rows are N·D elements apart, one strided DMA (DataCopy with a source stride, one
+burst of D elements per row), as the vendor's kernels read BSND. The copy cost counts its bytes
+at the path's rate, as for a contiguous tile: fuse-attention chooses BSND only where a row is at
+least one whole 128-B GM transaction (`whole_rows`, S2); the stride term of S4's DataCopy fit,
+0.07 · rows · (stride mod 256) cycles, is 0 for the 7B-shaped heads unless its stride is the
+gap in elements (docs/hardware-reference.md §Rates: what it counts is not stated).
+
 Per item, for KV blocks j of Bc keys (FlashAttention-2, Dao 2023, with an online softmax):
 
     S_j = Q · K_jᵀ                (Cube: L0A × L0B → L0C, K_jᵀ by a transposing L1 → L0B load)
@@ -141,7 +156,7 @@ from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem,
 from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder, ceil_div, round_up
 from ascendir.hardware.align import aligned_bytes
 from ascendir.conversion.nn_to_ascend.templates.matmul import _by_parity
-from ascendir.conversion.nn_to_ascend.tiling import TILING_ATTR, TilingAttr, attention_attr, attention_fields
+from ascendir.conversion.nn_to_ascend.tiling import MIN_GM_ROW_BYTES, TILING_ATTR, TilingAttr, attention_attr, attention_fields
 from ascendir.costmodel import mmad_cycles, sequential_get_value_cycles, vector_cycles
 from ascendir.dialects.ascend import FLAG_UNITS_ATTR, FlagUnitsAttr
 
@@ -176,6 +191,47 @@ BLOCK_F32 = 8
 # reduced whole (WholeReduce).
 _REDUCE_OPS = {"max": {"block": "vblock_reduce_max", "whole": "vreduce_max"},
                "sum": {"block": "vblock_reduce_sum", "whole": "vreduce_sum"}}
+
+
+# Layouts of q, k, v and the output in GM (ops-transformer FlashAttentionScore's `input_layout`):
+# BNSD is the nn.attention operand order [B, N, S, D]; BSND is [B, S, N, D], a projection's
+# [B, S, N·D] output as it is (BSH). fuse-attention takes the head transposes (HEAD_PERM, either
+# way) between them into the region.
+BNSD, BSND = "BNSD", "BSND"
+HEAD_PERM = (0, 2, 1, 3)
+
+
+def head_transpose(op: object) -> bool:
+    """Whether `op` is an nn.transpose between BSND and BNSD (HEAD_PERM)."""
+    return isinstance(op, nn.TransposeOp) and tuple(op.perm.get_values()) == HEAD_PERM
+
+
+def whole_rows(v: SSAValue) -> bool:
+    """Whether a head row of the [B, N, S, D] tensor `v` (D elements) is at least one whole GM
+    transaction, MIN_GM_ROW_BYTES (S2: GM transactions are 128 / 256 / 512 B), so that reading or
+    writing it in BSND (one burst per row, rows N·D elements apart) moves no more than its bytes,
+    which is what the copy cost (bytes / rate, no stride term) charges."""
+    return nn.shape_of(v)[3] * itemsize(v.type.element_type) >= MIN_GM_ROW_BYTES
+
+
+def layout_shape(layout: str, b: int, n: int, s: int, d: int) -> list[int]:
+    """The 4-D shape of a [B, N, S, D] attention tensor stored in `layout`."""
+    return [b, s, n, d] if layout == BSND else [b, n, s, d]
+
+
+def gm_2d(ctx: LoweringContext, buf: SSAValue, layout: str, b: int, n: int, s: int, d: int) -> SSAValue:
+    """The 2-D view the kernel addresses a [B, N, S, D] tensor in `layout` through: BNSD
+    [B·N·S, D] (a head's rows contiguous), BSND [B·S, N·D] (a head is a column block of D)."""
+    return ctx.view(buf, [b * s, n * d] if layout == BSND else [b * n * s, d])
+
+
+def gm_at(kb: KernelBuilder, layout: str, b: Index, n: int, s: int, d: int, h: Index, s0: Index) -> tuple[Index, Index]:
+    """(row, column) in `gm_2d`'s view of token s0 of head h of batch b: a tile of rows s0..
+    of that head is the subview there of D columns. In BSND its rows are N·D elements apart:
+    one strided DMA (DataCopy with a source stride), each row a D-element burst."""
+    if layout == BSND:
+        return kb.add(kb.mul(b, s), s0), kb.mul(h, d)
+    return kb.add(kb.mul(kb.add(kb.mul(b, n), h), s), s0), 0
 
 
 def row_reduce_steps(bc: int) -> list[tuple[str, int]]:
@@ -784,13 +840,15 @@ def _v(name: str) -> type:
 # the template
 # ----------------------------------------------------------------------------------------------
 def emit_flash_attention(ctx: LoweringContext, att: nn.AttentionOp, q: SSAValue, k: SSAValue, v: SSAValue,
-                         mask: SSAValue | None, table: SSAValue | None = None) -> SSAValue:
+                         mask: SSAValue | None, table: SSAValue | None = None, layout: dict[str, str] | None = None) -> SSAValue:
     """One kernel (plus a combine kernel for a KV split) computing `att` over the GM buffers q
     [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv] and the optional mask (broadcast to
-    [B, Hq, Sq, Skv]), float elements; returns the output buffer [B, Hq, Sq, Dv]. The tile is
-    the one recorded on `att` (`tiling_for`). With a block `table` [B, max_blocks] (i32), k and
-    v are paged pools [blocks, Hkv, block_size, D|Dv] read through it (att's K/V are
-    nn.paged_kv of them; see "Paged KV cache" above).
+    [B, Hq, Sq, Skv]), float elements; returns the output buffer [B, Hq, Sq, Dv]. `layout`
+    ("q", "k", "v", "out" -> BNSD (default) or BSND) says which of them are in BSND order
+    instead ([B, Sq, Hq, D], ...; any shape of that many elements: see "Layouts" above). The
+    tile is the one recorded on `att` (`tiling_for`). With a block `table` [B, max_blocks]
+    (i32), k and v are paged pools [blocks, Hkv, block_size, D|Dv] read through it (att's K/V
+    are nn.paged_kv of them; see "Paged KV cache" above).
 
     Raises:
         AscendirError: fp32/bf16 on a cube without them (910A: f16 only), or no tile fits.
@@ -800,7 +858,7 @@ def emit_flash_attention(ctx: LoweringContext, att: nn.AttentionOp, q: SSAValue,
             f"{ctx.target.name} ({ctx.target.arch}) {no_mmad}; "
             "cast the model to float16 (ascendir --dtype fp16)"
         )
-    return _FlashKernel(ctx, att, q, k, v, mask, table).emit()
+    return _FlashKernel(ctx, att, q, k, v, mask, table, layout).emit()
 
 
 @dataclass(frozen=True)
@@ -844,12 +902,13 @@ class _FlashKernel:
     """Builds the kernel(s) of one attention; see the module docstring for the structure."""
 
     def __init__(self, ctx: LoweringContext, att: nn.AttentionOp, q: SSAValue, k: SSAValue, v: SSAValue, mask: SSAValue | None,
-                 table: SSAValue | None = None):
+                 table: SSAValue | None = None, layout: dict[str, str] | None = None):
         self.ctx, self.att = ctx, att
-        self.b, self.hq, self.sq, self.d = shape(q)
-        self.hkv, self.skv = shape(k)[1], nn.shape_of(att.k)[2]  # (att.k: the logical K of a paged pool)
+        self.b, self.hq, self.sq, self.d = nn.shape_of(att.q)
+        self.hkv, self.skv = nn.shape_of(att.k)[1], nn.shape_of(att.k)[2]  # (att.k: the logical K of a paged pool)
         self.table, self.block = table, shape(k)[2] if table is not None else 0
-        self.dv = shape(v)[3]
+        self.dv = nn.shape_of(att.v)[3]
+        self.layout = {n: (layout or {}).get(n, BNSD) for n in ("q", "k", "v", "out")}
         self.g = self.hq // self.hkv
         self.el = elem(q)
         self.es = itemsize(self.el)
@@ -878,12 +937,16 @@ class _FlashKernel:
     def emit(self) -> SSAValue:
         ctx, t = self.ctx, self.t
         b, hq, sq, hkv, skv, d, dv = self.b, self.hq, self.sq, self.hkv, self.skv, self.d, self.dv
-        out = ctx.buffer([b, hq, sq, dv], self.el)
+        out = ctx.buffer(layout_shape(self.layout["out"], b, hq, sq, dv), self.el)
         nrb = ceil_div(sq, t.br)
         items = b * hkv * nrb * t.nsplit
         block_dim = self.block_dim = min(ctx.target.num_aic, items)
-        kv_rows = shape(self.k)[0] * hkv * self.block if self.block else b * hkv * skv  # pool: [blocks·Hkv·block_size, D]
-        args = [ctx.view(self.q, [b * hq * sq, d]), ctx.view(self.k, [kv_rows, d]), ctx.view(self.v, [kv_rows, dv])]
+        if self.block:  # pool: [blocks·Hkv·block_size, D]
+            kv_rows = shape(self.k)[0] * hkv * self.block
+            kv = [ctx.view(self.k, [kv_rows, d]), ctx.view(self.v, [kv_rows, dv])]
+        else:
+            kv = [gm_2d(ctx, self.k, self.layout["k"], b, hkv, skv, d), gm_2d(ctx, self.v, self.layout["v"], b, hkv, skv, dv)]
+        args = [gm_2d(ctx, self.q, self.layout["q"], b, hq, sq, d), *kv]
         if self.block:
             args.append(self.table)
         if self.mask is not None:
@@ -894,7 +957,7 @@ class _FlashKernel:
             partial = [ctx.buffer([rows, dv], f32), ctx.buffer([rows, 1], f32), ctx.buffer([rows, 1], f32)]
             args += partial
         else:
-            args.append(ctx.view(out, [b * hq * sq, dv]))
+            args.append(gm_2d(ctx, out, self.layout["out"], b, hq, sq, dv))
         if self.split_cores:  # per-core GM workspace rings of the AIC <-> AIV hand-offs (stay in L2)
             rows = block_dim * t.m * self.depth
             args += [ctx.buffer([rows, t.bc], f32), ctx.buffer([rows, t.bc], self.el),
@@ -1147,9 +1210,9 @@ class _FlashKernel:
         ksz = kb.boundary(t.bc, self.skv, kv0)
         if with_k:
             with kb.on_subblock(0):
-                self._kv_load(self.gk, self.d, self.pf_ub[0], kv0, ksz)
+                self._kv_load("k", self.pf_ub[0], kv0, ksz)
         with kb.on_subblock(1):
-            self._kv_load(self.gv, self.dv, self.pf_ub[1], kv0, ksz)
+            self._kv_load("v", self.pf_ub[1], kv0, ksz)
 
     def _slot(self, j: Index) -> Index:
         """First workspace row of block j's S / P ring slot on this core."""
@@ -1163,22 +1226,24 @@ class _FlashKernel:
         kb = self.kb
         return kb.add(self.ws_row_o, kb.mul(kb.rem(j, self.depth_o), self.t.m)) if self.depth_o > 1 else self.ws_row_o
 
-    def _q_row(self, h: int) -> Index:
+    def _q_at(self, h: int, out: bool = False) -> tuple[Index, Index]:
+        """(row, column) of the item's first query row of its group's head h in the 2-D view of
+        Q (or of the output)."""
         kb = self.kb
-        return kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hq), kb.add(kb.mul(self.kh, self.t.g), h)), self.sq), self.q0)
+        head = kb.add(kb.mul(self.kh, self.t.g), h)
+        return gm_at(kb, self.layout["out" if out else "q"], self.bb, self.hq, self.sq, self.dv if out else self.d, head, self.q0)
 
-    def _kv_row(self, kv0: Index) -> Index:
+    def _kv_load(self, which: str, dst: SSAValue, kv0: Index, ksz: Index, layout: str | None = None) -> None:
+        """The KV tile of keys kv0 .. kv0 + ksz - 1 of the item's K (`which` "k") or V head into
+        the first rows of `dst`: one DMA (strided in BSND: ksz rows of D elements, H·D apart);
+        paged, one DMA per block of the tile (or the part of one block the tile is), each at the
+        pool block the table names (a scalar read of table[b, logical block]), landing at the
+        block's rows of the tile."""
         kb = self.kb
-        return kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hkv), self.kh), self.skv), kv0)
-
-    def _kv_load(self, src: SSAValue, cols: int, dst: SSAValue, kv0: Index, ksz: Index, layout: str | None = None) -> None:
-        """The KV tile of keys kv0 .. kv0 + ksz - 1 of the item's K/V head from `src` into the
-        first rows of `dst`: one DMA when contiguous; paged, one DMA per block of the tile (or
-        the part of one block the tile is), each at the pool block the table names (a scalar
-        read of table[b, logical block]), landing at the block's rows of the tile."""
-        kb = self.kb
+        src, cols = (self.gk, self.d) if which == "k" else (self.gv, self.dv)
         if not self.block:
-            kb.copy(kb.subview(src, [self._kv_row(kv0), 0], [ksz, cols]), dst, layout=layout)
+            row, col = gm_at(kb, self.layout[which], self.bb, self.hkv, self.skv, cols, self.kh, kv0)
+            kb.copy(kb.subview(src, [row, col], [ksz, cols]), dst, layout=layout)
             return
         bs, bc = self.block, self.t.bc
 
@@ -1226,7 +1291,8 @@ class _FlashKernel:
         self.q_q1[slot].acquire()
         for h in range(t.g):
             dst = kb.subview(self.q_l1[slot], [h * t.br, 0], [t.br, t.dp])
-            kb.copy(kb.subview(self.gq, [self._q_row(h), 0], [self.qsz, self.d]), dst, layout="nd2nz")
+            row, col = self._q_at(h)
+            kb.copy(kb.subview(self.gq, [row, col], [self.qsz, self.d]), dst, layout="nd2nz")
         self.q_q1[slot].enque()
 
     def _q_to_l0a(self, slot: int) -> None:
@@ -1262,7 +1328,7 @@ class _FlashKernel:
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
         q_k1.acquire()
-        self._kv_load(self.gk, self.d, k_l1, kv0, ksz, "nd2nz")
+        self._kv_load("k", k_l1, kv0, ksz, "nd2nz")
         q_k1.handoff()
         steps = t.bc // cs
 
@@ -1445,7 +1511,7 @@ class _FlashKernel:
         kv0 = kb.mul(j, t.bc)
         ksz = kb.boundary(t.bc, self.skv, kv0)
         q_v1.acquire()
-        self._kv_load(self.gv, self.dv, v_l1, kv0, ksz, "nd2nz")
+        self._kv_load("v", v_l1, kv0, ksz, "nd2nz")
         q_v1.handoff()
         if self.split_cores:
             for a in self.aivs:  # every AIV wrote its rows of P
@@ -1534,8 +1600,9 @@ class _FlashKernel:
             a.q_out.handoff()
             for seg in a.segs:
                 src = self._rows(a.out_ub, seg.lo, seg.n, a.n)
-                self._valid_rows(seg, lambda rows, seg=seg, src=src: kb.copy(
-                    src, kb.subview(self.gout, [kb.add(self._q_row(seg.h), seg.a), 0], [rows, self.dv])))
+                row, col = self._q_at(seg.h, out=True)
+                self._valid_rows(seg, lambda rows, seg=seg, src=src, row=row, col=col: kb.copy(
+                    src, kb.subview(self.gout, [kb.add(row, seg.a), col], [rows, self.dv])))
             a.q_out.release()
             if a.out_in_p:
                 a.q_p.release()
@@ -1552,7 +1619,7 @@ def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, 
     t = fk.t
     items = fk.b * fk.hkv
     block_dim = min(ctx.target.num_aiv, items)
-    args = [*partial, ctx.view(out, [fk.b * fk.hq * fk.sq, fk.dv])]
+    args = [*partial, gm_2d(ctx, out, fk.layout["out"], fk.b, fk.hq, fk.sq, fk.dv)]
     core = CoreType.AIV
     kb = KernelBuilder(ctx, ctx.name("flash_combine"), [a.type for a in args], core, block_dim, ctx.current)
     gacc, gm_, gl, gout = kb.args
@@ -1603,7 +1670,7 @@ def _emit_combine(ctx: LoweringContext, partial: list[SSAValue], out: SSAValue, 
         q_out.handoff()
         for h in range(t.g):
             src = kb.subview(res, [h * t.br, 0], [t.br, dv]) if t.g > 1 else res
-            qrow = kb.mul(kb.add(kb.mul(bb, fk.hq), kb.add(kb.mul(kh, t.g), h)), fk.sq)
-            kb.copy(src, kb.subview(gout, [qrow, 0], [fk.sq, dv]))
+            row, col = gm_at(kb, fk.layout["out"], bb, fk.hq, fk.sq, dv, kb.add(kb.mul(kh, t.g), h), 0)
+            kb.copy(src, kb.subview(gout, [row, col], [fk.sq, dv]))
         q_out.release()
     ctx.launch(kb.finish(), args)
