@@ -126,7 +126,7 @@ What bounds causal prefill (f16, 910B2, 32 heads x 128, 4096 queries and keys; B
 the L2 level of the chip bandwidth floor. Each of the 8,704 visible KV blocks moves 640 KB
 through L2: K and V 128 KB, and the AIC <-> AIV workspace 512 KB (S fp32 written and read 256,
 P 128, O fp32 128). costmodel.bandwidth_bound_cycles, a hierarchical roofline (the slowest of
-L2 bytes / (l2_bw_over_hbm x HBM, S8) and HBM bytes / HBM), gives 5,472 MiB through L2 =
+L2 bytes / (l2_bw_over_hbm x HBM, S8) and HBM bytes / sustained HBM), gives 5,472 MiB through L2 =
 1,291,007 cycles, and the kernel runs at it (1,291,307 with the launch head: 54.1 % of the cube
 on useful flops; 8192 keys: 21,184 MiB, 4,998,233 cycles, 56.0 %). The pipes
 alone take ~1,273,300: the software pipeline runs across a core's items (`_stream`), so the
