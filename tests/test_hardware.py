@@ -105,6 +105,9 @@ def test_bad_targets(tmp_path: Path):
     ("l0a = 512 ", "l0a = 0 ", "align.l0a = 0", "positive integer"),
     ("clock_hz = 1.8e9 ", 'clock_hz = "fast" ', "chip.clock_hz = 'fast'", "positive number"),
     ("hbm_bw_Bps = 1.6e12 ", "hbm_bw_Bps = nan ", "memory.hbm_bw_Bps = nan", "positive number"),
+    # a sustained share of the peak: above 1 would stream faster than the peak, 0 never
+    ("hbm_efficiency = 0.80 ", "hbm_efficiency = 1.25 ", "memory.hbm_efficiency = 1.25", "> 0 and <= 1"),
+    ("hbm_efficiency = 0.80 ", "hbm_efficiency = 0 ", "memory.hbm_efficiency = 0", "> 0 and <= 1"),
     ("k_per_cycle = { f16 = 16,", "k_per_cycle = { f16 = 0,", "cube.k_per_cycle.f16 = 0", "positive integer"),
     ("vexp = { bpc = 128,", "vexp = { bpc = -128,", "vector.ops.vexp.bpc = -128", "bytes per cycle >= 0.000976562"),
     ("repeat_bytes = 256 ", "repeat_bytes = 0 ", "vector.repeat_bytes = 0", "positive integer"),
@@ -127,6 +130,7 @@ def test_bad_values_name_the_key_and_file(tmp_path: Path, old: str, new: str, ke
 @pytest.mark.parametrize("old, new, message", [
     # each was an internal error (OverflowError) or an infinite cycle count in the report
     ("hbm_bw_Bps = 1.6e12 ", "hbm_bw_Bps = 1e-300 ", "memory.hbm_bw_Bps = 1e-300 is 5.56e-310 bytes per cycle"),
+    ("hbm_efficiency = 0.80 ", "hbm_efficiency = 1e-300 ", "memory.hbm_efficiency = 1e-300 leaves 8.89e-298 bytes per cycle"),
     ("gm_to_l1 = 32 ", "gm_to_l1 = 1e-9 ", "rates.gm_to_l1 = 1e-09, must be a number of bytes per cycle >= 0.000976562"),
     ("mte2 = ", "mte2 = 1e308 #", "startup.mte2 = 1e+308, must be at most 1.678e+07 cycles"),
     ("gm_read_latency = 307 ", "gm_read_latency = 1e308 ", "memory.gm_read_latency = 1e+308, must be at most 1.678e+07 cycles"),

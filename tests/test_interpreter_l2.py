@@ -150,12 +150,48 @@ def test_rewriting_a_dirty_tile_stays_in_l2():
     assert ks["bytes"]["l2_write"] == 2 * tile  # the 2nd and 3rd stores rewrite the dirty tile
     assert "l2_write" not in kf["bytes"]
     assert ks["bandwidth_bound_cycles"] < kf["bandwidth_bound_cycles"]
-    hbm = HW.hbm_bytes_per_cycle
-    assert bandwidth_bound_cycles(0, 3 * tile, HW, 0, 2 * tile) == pytest.approx(tile / hbm + 2 * tile / (hbm * HW.memory.l2_bw_over_hbm))
+    hbm = HW.hbm_sustained_bytes_per_cycle  # the HBM roof: what the chip sustains (V7 fit)
+    l2bw = HW.hbm_bytes_per_cycle * HW.memory.l2_bw_over_hbm
+    # the slowest level: HBM sees one write-back of the tile, L2 all three writes
+    assert bandwidth_bound_cycles(0, 3 * tile, HW, 0, 2 * tile) == pytest.approx(max(tile / hbm, 3 * tile / l2bw))
+    # reads: hits and miss fills all pass L2, only misses reach HBM; the levels run concurrently
+    # (a hierarchical roofline, S30), so half hits cost the HBM time of the misses alone, not
+    # that plus the hits' L2 time
+    assert bandwidth_bound_cycles(4 * tile, 0, HW, 2 * tile) == pytest.approx(max(4 * tile / l2bw, 2 * tile / hbm)) == 2 * tile / hbm
+    assert bandwidth_bound_cycles(4 * tile, 0, HW, 4 * tile) == pytest.approx(4 * tile / l2bw)
     # MTE3 busy: ub_to_l2 equals ub_to_gm on 910B [S1] (64 B/cycle both), so only the latency and
     # the floor differ here; FixPipe's L0C -> L2 (86) vs L0C -> GM (32) is covered by the FA tests
     assert HW.rates["ub_to_l2"] == HW.rates["ub_to_gm"]
     assert HW.rates["l0c_to_l2"] > HW.rates["l0c_to_gm"]
+
+
+def test_the_bandwidth_floor_is_the_slowest_level_at_the_sustained_hbm_rate(tmp_path):
+    """costmodel.bandwidth_bound_cycles is max(L2 bytes / L2 bw, HBM bytes / sustained HBM bw),
+    not their sum, and its HBM roof is memory.hbm_efficiency x the peak (910B2: 0.80, fitted on
+    calibration V7 [S16]); the L2 roof stays l2_bw_over_hbm x the peak [S8]."""
+    from ascendir.costmodel import bandwidth_bound_cycles
+    from ascendir.hardware.config import CHIPS
+
+    peak = HW.hbm_bytes_per_cycle
+    assert HW.memory.hbm_efficiency == 0.80
+    assert HW.hbm_sustained_bytes_per_cycle == pytest.approx(0.80 * peak)
+    mib = 2.0**20
+    # streaming: every byte misses, so HBM binds at the sustained rate, 1.25x the peak-rate time
+    assert bandwidth_bound_cycles(mib, mib, HW) == pytest.approx(2 * mib / (0.80 * peak))
+    # a quarter misses: HBM 0.25 MiB at 0.8 x peak vs L2 1 MiB at 5 x peak; the slower alone counts
+    l2_time, hbm_time = mib / (5 * peak), 0.25 * mib / (0.80 * peak)
+    assert bandwidth_bound_cycles(mib, 0, HW, 0.75 * mib) == pytest.approx(max(l2_time, hbm_time)) == pytest.approx(hbm_time)
+    # a tenth misses: the L2 level binds, and it does not move with the HBM share
+    assert bandwidth_bound_cycles(mib, 0, HW, 0.95 * mib) == pytest.approx(mib / (5 * peak))
+    # the share comes from the target file: half of it doubles the HBM-bound floor, not the L2-bound one
+    text = (CHIPS / "ascend910b2.toml").read_text()
+    assert "hbm_efficiency = 0.80 " in text
+    p = tmp_path / "half.toml"
+    p.write_text(text.replace("hbm_efficiency = 0.80 ", "hbm_efficiency = 0.40 ").replace('name = "ascend910b2"', 'name = "half_hbm"'))
+    half = load_target(p)
+    assert bandwidth_bound_cycles(mib, mib, half) == pytest.approx(2 * bandwidth_bound_cycles(mib, mib, HW))
+    assert bandwidth_bound_cycles(mib, 0, half, 0.95 * mib) == pytest.approx(bandwidth_bound_cycles(mib, 0, HW, 0.95 * mib))
+
 
 
 def test_fixpipe_rewrite_runs_at_the_l2_write_rate():

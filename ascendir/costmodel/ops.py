@@ -79,7 +79,9 @@ class CostEnv:
     Engines of one group that stream at the same time (AIC MTE2 + FixPipe, AIV MTE2 + MTE3) can
     together exceed that share; the kernel-level floor `bandwidth_bound_cycles` (HBM bytes / chip
     bandwidth) then stretches the kernel. Splitting per group instead of per unit keeps a mixed
-    kernel's mostly idle AIV half from halving the AIC's share.
+    kernel's mostly idle AIV half from halving the AIC's share. The share is of the nominal peak:
+    it caps what one stream pulls at a time, while the sustained rate (`hbm_efficiency`, V7)
+    bounds the launch as a whole through that floor; a kernel's cycles are max(pipes, floor).
 
     L2 models (target.memory.l2_model): "none" every read at HBM rate, "hit" every read hits,
     "tile" the interpreter decides per copy (l2.py) and passes `hit` to the cost function.
@@ -121,18 +123,33 @@ class CostEnv:
 
 
 def bandwidth_bound_cycles(gm_read: float, gm_write: float, target: HardwareConfig, l2_hit: float = 0.0, l2_write: float = 0.0) -> float:
-    """Cycles the chip needs for this GM traffic at full bandwidth: HBM bandwidth for reads that
-    miss L2 and for writes (written back eventually), l2_bw_over_hbm × HBM [S8] for reads served
-    by L2 (`l2_hit` bytes of `gm_read`; all of them under the "hit" model) and for writes that
-    rewrote a tile still dirty in L2 (`l2_write` bytes of `gm_write`: the write-back L2 keeps the
-    line, HBM sees one write-back of it, counted with the write that first dirtied it)."""
-    hbm = target.hbm_bytes_per_cycle
-    l2bw = hbm * target.memory.l2_bw_over_hbm
+    """Cycles the chip needs for this GM traffic: a hierarchical roofline, the slowest memory
+    level bounds the kernel (S30: Williams, Waterman, Patterson, "Roofline", CACM 52(4), 2009;
+    its per-level form: Yang, Kurth, Williams, "Hierarchical Roofline analysis for GPUs", CCPE
+    2020; NVIDIA Nsight Compute's hierarchical roofline). Each level moves its own bytes at its
+    own bandwidth, and the levels work concurrently (hits are served while misses are fetched):
+
+        max(L2 bytes / (l2_bw_over_hbm x HBM peak) [S8],  HBM bytes / (hbm_efficiency x HBM peak))
+
+    L2 bytes: every byte that reaches or leaves the cores passes L2, so all of `gm_read` (hits and
+    the fills of misses) and all of `gm_write`. HBM bytes: the reads that miss L2 (`gm_read` -
+    `l2_hit`; under the "hit" L2 model every read hits, `l2_hit` = `gm_read`) and the writes
+    except those that rewrite a tile still dirty in L2 (`l2_write` bytes of `gm_write`: the
+    write-back L2 keeps the line, HBM sees one write-back of it, counted with the write that
+    first dirtied it). The HBM roof is the bandwidth the chip sustains, not its nominal peak
+    (`HardwareConfig.hbm_sustained_bytes_per_cycle`: 0.80 of 1.6 TB/s on the 910B, fitted on
+    V7 [S16], validated on V14 [S19]); the L2 roof stays l2_bw_over_hbm x the peak, the ratio S8
+    gives between the two nominal figures.
+
+    Args: byte counts (float, bytes) over the whole launch; `l2_hit` <= `gm_read` and
+    `l2_write` <= `gm_write` (clamped). Returns cycles of the AI Core clock (hbm_bytes_per_cycle
+    is per cycle of it). Raises nothing."""
+    l2bw = target.hbm_bytes_per_cycle * target.memory.l2_bw_over_hbm
     if target.memory.l2_model == "hit":
         l2_hit = gm_read
     l2_hit = min(l2_hit, gm_read)
     l2_write = min(l2_write, gm_write)
-    return (gm_read - l2_hit) / hbm + l2_hit / l2bw + (gm_write - l2_write) / hbm + l2_write / l2bw
+    return max((gm_read + gm_write) / l2bw, (gm_read - l2_hit + gm_write - l2_write) / target.hbm_sustained_bytes_per_cycle)
 
 
 def _ub_bytes(dest: np.ndarray) -> int:

@@ -78,7 +78,13 @@ class MemorySpec:
     """Chip-level memory: HBM (shared by all cores) and L2."""
 
     hbm_bytes: int
-    hbm_bw_Bps: float
+    hbm_bw_Bps: float  # the nominal (peak) HBM bandwidth
+    # The share of hbm_bw_Bps a kernel sustains while it streams (0 < share <= 1): fitted once on
+    # the one streaming measurement, V7 [S16] (torch.exp fp32 on a 910B: 2 x 642 GB/s = 1.284e12
+    # of 1.6e12 = 0.80), validated on V14 [S19] (decode GEMMs on an A3 die; V20 [S27] and V10,
+    # bound by L2, do not move): docs/hardware-reference.md §Memory. See
+    # `HardwareConfig.hbm_sustained_bytes_per_cycle`.
+    hbm_efficiency: float
     gm_read_latency: int  # cycles
     gm_write_latency: int  # cycles
     l2_bytes: int
@@ -138,8 +144,21 @@ class HardwareConfig:
 
     @property
     def hbm_bytes_per_cycle(self) -> float:
-        """Chip HBM bandwidth in bytes per AI Core cycle (shared by all cores)."""
+        """Chip HBM bandwidth in bytes per AI Core cycle (shared by all cores): the nominal peak,
+        what one DMA stream's share of it is capped at (costmodel.CostEnv) and what "% of HBM"
+        figures are quoted against."""
         return self.memory.hbm_bw_Bps / self.clock_hz
+
+    @property
+    def hbm_sustained_bytes_per_cycle(self) -> float:
+        """HBM bytes per AI Core cycle the chip sustains over a kernel: the peak
+        `hbm_bytes_per_cycle` x `memory.hbm_efficiency` (0.80 on the 910B and the A3 die, fitted
+        on V7 [S16], validated on V14 [S19]; docs/hardware-reference.md §Memory). Every place
+        where bytes that reach HBM become time uses it: the chip bandwidth floor
+        (costmodel.bandwidth_bound_cycles), the comm kernels' HBM floor and reduction
+        (interpreter/sim/comm.py), a compute kernel sharing HBM with background comm
+        (exec/compiler.py) and the estimates that mirror them."""
+        return self.hbm_bytes_per_cycle * self.memory.hbm_efficiency
 
     def cores(self, core_type: str) -> int:
         """Cores a kernel of `core_type` (aic, aiv, mix) spreads its blocks over."""
@@ -191,6 +210,7 @@ def _parse(raw: dict[str, Any]) -> HardwareConfig:
         memory=MemorySpec(
             hbm_bytes=int(mem["hbm_bytes"]),
             hbm_bw_Bps=float(mem["hbm_bw_Bps"]),
+            hbm_efficiency=float(mem["hbm_efficiency"]),
             gm_read_latency=int(mem["gm_read_latency"]),
             gm_write_latency=int(mem["gm_write_latency"]),
             l2_bytes=int(mem["l2_bytes"]),
@@ -230,7 +250,8 @@ def _parse(raw: dict[str, Any]) -> HardwareConfig:
 _RULES: tuple[tuple[str, str], ...] = (
     ("chip.clock_hz", "pos"), ("chip.vector_clock_hz", "pos"), ("chip.num_aic", "posint"), ("chip.num_aiv", "posint"),
     ("chip.aiv_per_aic", "posint"), ("chip.kernel_launch_cycles", "nonnegint"),
-    ("memory.hbm_bytes", "posint"), ("memory.hbm_bw_Bps", "pos"), ("memory.gm_read_latency", "nonnegint"),
+    ("memory.hbm_bytes", "posint"), ("memory.hbm_bw_Bps", "pos"), ("memory.hbm_efficiency", "share"),
+    ("memory.gm_read_latency", "nonnegint"),
     ("memory.gm_write_latency", "nonnegint"), ("memory.l2_bytes", "posint"), ("memory.l2_line_bytes", "posint"),
     ("memory.l2_bw_over_hbm", "pos"), ("memory.l2_hit_latency", "nonnegint"), ("memory.l2_miss_latency", "nonnegint"),
     ("memory.dcache_bytes", "posint"), ("memory.dcache_line_bytes", "posint"), ("memory.dcache_hit_latency", "nonnegint"),
@@ -253,7 +274,7 @@ _SPACES = tuple(s.value for s in MemSpace)
 _TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "": ("chip", "memory", "buffers", "align", "cube", "rates", "startup", "vector", "sync"),
     "chip": ("name", "arch", "clock_hz", "vector_clock_hz", "num_aic", "num_aiv", "aiv_per_aic", "kernel_launch_cycles"),
-    "memory": ("hbm_bytes", "hbm_bw_Bps", "gm_read_latency", "gm_write_latency", "l2_bytes", "l2_line_bytes",
+    "memory": ("hbm_bytes", "hbm_bw_Bps", "hbm_efficiency", "gm_read_latency", "gm_write_latency", "l2_bytes", "l2_line_bytes",
                "l2_bw_over_hbm", "l2_hit_latency", "l2_miss_latency", "l2_model", "dcache_bytes", "dcache_line_bytes",
                "dcache_hit_latency"),
     "buffers": tuple(s for s in _SPACES if s != "gm"),  # bytes per core of each on-chip buffer
@@ -286,7 +307,7 @@ def _is_cycles(key: str) -> bool:
         or leaf.endswith("_latency")
 
 
-_MEANING = {"rate": f"a number of bytes per cycle >= {MIN_RATE:g}", "pos": "a positive number", "nonneg": "a number >= 0", "posint": "a positive integer", "nonnegint": "an integer >= 0"}
+_MEANING = {"rate": f"a number of bytes per cycle >= {MIN_RATE:g}", "share": "a number > 0 and <= 1", "pos": "a positive number", "nonneg": "a number >= 0", "posint": "a positive integer", "nonnegint": "an integer >= 0"}
 
 
 def _values(raw: Any, parts: list[str], prefix: str = ""):
@@ -344,7 +365,8 @@ def _validate(raw: dict[str, Any], path: Path) -> None:
     for pattern, rule in _RULES:
         for key, v in _values(raw, pattern.split(".")):
             number = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            low_ok = number and (v >= MIN_RATE if rule == "rate" else v > 0 if rule.startswith("pos") else v >= 0)
+            low_ok = number and (v >= MIN_RATE if rule == "rate" else 0 < v <= 1 if rule == "share"
+                                 else v > 0 if rule.startswith("pos") else v >= 0)
             ok = low_ok and (not rule.endswith("int") or float(v).is_integer())
             if not ok:
                 raise AscendirError(f"target file {path}: {key} = {v!r}, must be {_MEANING[rule]}")
@@ -408,6 +430,10 @@ def _inconsistency(raw: dict[str, Any]) -> str | None:
     if all(k in mem for k in ("hbm_bw_Bps",)) and "clock_hz" in chip and mem["hbm_bw_Bps"] / chip["clock_hz"] < MIN_RATE:
         return (f"memory.hbm_bw_Bps = {mem['hbm_bw_Bps']!r} is {mem['hbm_bw_Bps'] / chip['clock_hz']:.3g} bytes per cycle "
                 f"at chip.clock_hz = {chip['clock_hz']!r}, must be >= {MIN_RATE:g}")
+    if all(k in mem for k in ("hbm_bw_Bps", "hbm_efficiency")) and "clock_hz" in chip \
+            and (sustained := mem["hbm_bw_Bps"] * mem["hbm_efficiency"] / chip["clock_hz"]) < MIN_RATE:
+        return (f"memory.hbm_efficiency = {mem['hbm_efficiency']!r} leaves {sustained:.3g} bytes per cycle of HBM "
+                f"(hbm_bw_Bps x hbm_efficiency / clock_hz), must be >= {MIN_RATE:g}")
     if all(k in mem for k in ("dcache_bytes", "dcache_line_bytes")) and mem["dcache_bytes"] < mem["dcache_line_bytes"]:
         return (f"memory.dcache_bytes = {mem['dcache_bytes']!r}, must be at least memory.dcache_line_bytes = "
                 f"{mem['dcache_line_bytes']!r} (the DCache holds whole lines)")

@@ -3,9 +3,9 @@
 * no negative time: every pipe clock ≥ 0;
 * per-pipe busy ≤ kernel cycles (per core: a pipe cannot be busy longer than the kernel ran);
 * kernel cycles ≥ compute bound = flops / (cores used × 2 × cube MACs/cycle of the fastest dtype);
-* kernel cycles ≥ bandwidth bound = GM bytes read / read bandwidth (HBM, or L2 = 5 × HBM when the
-  L2 model says reads hit) + GM bytes written / HBM bandwidth (L2 for rewrites of tiles still
-  dirty in L2) (cost.bandwidth_bound_cycles). The
+* kernel cycles ≥ bandwidth bound = the slowest memory level (a hierarchical roofline,
+  costmodel.bandwidth_bound_cycles): max(all GM bytes / L2 bandwidth (5 × HBM), bytes that
+  reach HBM (read misses, writes other than rewrites of tiles still dirty in L2) / HBM). The
   kernel time is max(timeline, this bound), so this checks the accounting stays consistent. The
   bound is compared as the kernel holds it, quantised like every duration (costmodel/quantum.py:
   to the nearest 2^-14 cycle, so up to 2^-15 below the exact bound: on a bandwidth-bound launch

@@ -189,9 +189,10 @@ OVERLAP_ATTR = "ascend.overlap"
 
 def _share_hbm(m, rec, t0: float):
     """Compute kernel `rec`, started at `t0` beside background comm kernels, stretched to move its
-    own HBM floor's bytes plus the comm bytes of its window at the chip's HBM bandwidth
-    (timing/comm_stream.py); the device clock follows."""
-    extra = m.stream.hbm_bytes_during(t0, t0 + rec.cycles) / m.target.hbm_bytes_per_cycle
+    own HBM floor's bytes plus the comm bytes of its window at the chip's sustained HBM bandwidth
+    (timing/comm_stream.py; the floor's HBM roof, hbm_sustained_bytes_per_cycle); the device
+    clock follows."""
+    extra = m.stream.hbm_bytes_during(t0, t0 + rec.cycles) / m.target.hbm_sustained_bytes_per_cycle
     floor = quantise(rec.bandwidth_floor + extra)
     if floor <= rec.body_cycles:
         return rec

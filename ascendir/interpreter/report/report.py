@@ -38,7 +38,8 @@ SCHEMA_VERSION = 1  # major version of api/report.schema.json: bump when a key i
 
 MODEL_NOTES = (
     "GM bandwidth: each core group's GM path runs at min(path rate, HBM bandwidth / groups used); a kernel takes "
-    "at least its HBM bytes / HBM bandwidth + L2-hit bytes / L2 bandwidth (floor); "
+    "at least max(GM bytes / L2 bandwidth, HBM bytes / sustained HBM bandwidth = hbm_efficiency x peak) (floor, "
+    "a hierarchical roofline); "
     "L2 model 'tile' = a GM tile read again within l2_bytes / HBM bandwidth cycles of its last access hits "
     "(L2 read rate, 50-cycle latency), 'none' = every GM read at HBM rate, 'hit' = every GM read hits L2",
     "set_flag waits until its source pipe has completed everything before it (GM latency included)",

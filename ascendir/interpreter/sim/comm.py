@@ -237,16 +237,17 @@ class CommKernelProgram:
                 t = max([main, *streams.values()])
                 nb = stack.size * stack.dtype.itemsize + dst.size * dst.dtype.itemsize
                 read += stack.size * stack.dtype.itemsize
-                t += nb / m.target.hbm_bytes_per_cycle
+                t += nb / m.target.hbm_sustained_bytes_per_cycle
                 main = t
                 streams = {p: t for p in streams}
                 if numerics:
                     acc = np.float32 if stack.dtype.kind == "f" and stack.dtype.itemsize < 4 else stack.dtype
                     dst[...] = stack.astype(acc).sum(axis=0, dtype=acc).reshape(dst.shape).astype(dst.dtype)
         # the SDMA engines read and write this device's HBM: the kernel takes at least its HBM bytes
-        # (what it read, what landed here) at the chip's HBM bandwidth; a multiple of the quantum,
-        # as every duration (costmodel/quantum.py), so the device clock stays one
-        hbm_floor = (read + launch.received) / m.target.hbm_bytes_per_cycle
+        # (what it read, what landed here) at the chip's sustained HBM bandwidth (the roof of
+        # costmodel.bandwidth_bound_cycles); a multiple of the quantum, as every duration
+        # (costmodel/quantum.py), so the device clock stays one
+        hbm_floor = (read + launch.received) / m.target.hbm_sustained_bytes_per_cycle
         body = quantise(max(max([main, *streams.values()]) - t0, hbm_floor))
         core = CoreState(0, NPIPES)
         core.free = [body] * NPIPES

@@ -136,11 +136,23 @@ pipeline fill of an item weighing more than the per-block saving; Br = 64 on 910
 unit's UB; with few rows smaller Br to occupy more cores (one head of 512 queries, D 128: Br =
 32, Bc = 256); decode keeps one cube step per block (its AIVs' L2 prefetch streams K / V per
 block): 1 query, g = 4, 4096 keys, 8 K/V heads → M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
+
+What bounds causal prefill (f16, 910B2, 32 heads x 128, 4096 queries and keys; Br 128, Bc 256):
+the L2 level of the chip bandwidth floor. Each of the 8,704 visible KV blocks moves 640 KB
+through L2: K and V 128 KB, and the AIC <-> AIV workspace 512 KB (S fp32 written and read 256,
+P 128, O fp32 128). costmodel.bandwidth_bound_cycles, a hierarchical roofline (the slowest of
+L2 bytes / (l2_bw_over_hbm x HBM, S8) and HBM bytes / sustained HBM), gives 5,472 MiB through L2 =
+1,291,007 cycles, and the kernel runs at it (1,291,307 with the launch head: 54.1 % of the cube
+on useful flops; 8192 keys: 21,184 MiB, 4,998,233 cycles, 56.0 %). The pipes
+alone take ~1,273,300: the software pipeline runs across a core's items (`_stream`), so the
+cube no longer idles ~3 us per item while P / O make their round trip (per item in sequence the
+pipes took 1,440,432, 48.5 %). Below this floor only less workspace traffic per block goes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -419,8 +431,10 @@ def buffer_needs(target: HardwareConfig, br: int, bc: int, g: int, d: int, dv: i
     cb = bc if prefetch else cube_cols(target, bc, mp, dp, dvp, es)
     cs, ns = (cb, 1) if prefetch else score_cols(target, bc, cb, mp, dp, dvp, es)
     lag = UPDATE_LAG if target.arch.split_cores else 1
+    # across items (`_FlashKernel.cross`) a second l, by item parity
+    ls = 2 if target.arch.split_cores and not prefetch and q_slots(target, mp, bc, dp, dvp, es) == 2 else 1
     # m, m', l, row sum and α of the last lag + 1 blocks
-    ub = [mu * bc * 4, mu * bc * es, mu * dv * 4, mu * dv * 4] + [mu * 4] * (5 + lag)
+    ub = [mu * bc * 4, mu * bc * es, mu * dv * 4, mu * dv * 4] + [mu * 4] * (4 + ls + lag)
     ub.append(mu * _red_cols(bc) * 4)
     if es != 4 and dv > bc:  # else the output tile is a view of P's (`_aiv_buffers`)
         ub.append(mu * dv * es)
@@ -862,6 +876,23 @@ def emit_flash_attention(ctx: LoweringContext, att: nn.AttentionOp, q: SSAValue,
 
 
 @dataclass(frozen=True)
+class _It:
+    """Index values of one work item: its round parity on the core (static), batch, K/V head,
+    KV split, first query row, query rows, KV blocks it visits (nj), first block on or past the
+    diagonal (n_full) and one past its last visible key (vis_end)."""
+
+    par: int
+    bb: Index
+    kh: Index
+    sp: Index
+    q0: Index
+    qsz: Index
+    nj: Index
+    n_full: Index
+    vis_end: Index
+
+
+@dataclass(frozen=True)
 class _Seg:
     """Rows of one query head inside an AIV's share of the stacked tile: head `h`, rows a .. a+n-1
     of that head, at row `lo` of the AIV's buffers."""
@@ -930,6 +961,14 @@ class _FlashKernel:
         self.lag = UPDATE_LAG if self.split_cores else 1
         self.depth_o = self.lag if self.split_cores else 1
         self.prefetch = decode_prefetch(ctx.target, self.sq, self.t.br)
+        # prefill on 910B: the software pipeline runs across the items of a core (`_stream`):
+        # the next item's Q comes into a second L1 slot and its first score tiles are computed
+        # while this item's last softmax / P·V / update finish
+        self.cross = (self.split_cores and self.t.nsplit == 1 and not self.prefetch and self.depth == self.lag == 2
+                      and q_slots(ctx.target, self.t.mp, self.t.bc, self.t.dp, self.t.dvp, self.es) == 2)
+        # a set of workspace ring slots and row sums l per item parity (`_stream`)
+        self.rings = 2 if self.cross else 1
+        self.ring_par = 0  # the item parity whose stages are being emitted
         nsub = aiv_count(ctx.target, self.t.m)
         self.aivs = [_Aiv(i, r0, n, _segments(r0, n, self.t.br, self.t.g)) for i, (r0, n) in enumerate(aiv_rows(self.t.m, nsub))]
 
@@ -959,9 +998,9 @@ class _FlashKernel:
         else:
             args.append(gm_2d(ctx, out, self.layout["out"], b, hq, sq, dv))
         if self.split_cores:  # per-core GM workspace rings of the AIC <-> AIV hand-offs (stay in L2)
-            rows = block_dim * t.m * self.depth
+            rows = block_dim * t.m * self.depth * self.rings
             args += [ctx.buffer([rows, t.bc], f32), ctx.buffer([rows, t.bc], self.el),
-                     ctx.buffer([block_dim * t.m * self.depth_o, dv], f32)]
+                     ctx.buffer([block_dim * t.m * self.depth_o * self.rings, dv], f32)]
         core = CoreType.MIX if self.split_cores else CoreType.AIC
         kb = KernelBuilder(ctx, ctx.name("flash_attention"), [a.type for a in args], core, block_dim, ctx.current)
         self.kb = kb
@@ -976,10 +1015,12 @@ class _FlashKernel:
         if self.split_cores:
             self.ws_s, self.ws_p, self.ws_o = next(it), next(it), next(it)
         self._buffers()
-        with kb.tiles(items) as w:
-            if self.ahead:  # Q's L1 slot by the core's round parity
-                _by_parity(kb, kb.div(w, block_dim), 1, 2, lambda par: self._item(w, nrb, par, items))
-            else:
+        self.ws_row = kb.mul(kb.block_idx, t.m * self.depth * self.rings)
+        self.ws_row_o = kb.mul(kb.block_idx, t.m * self.depth_o * self.rings)
+        if self.cross:
+            self._stream(nrb, items)
+        else:
+            with kb.tiles(items) as w:
                 self._item(w, nrb)
         self.sync.drain()
         ctx.launch(kb.finish(), args)
@@ -994,10 +1035,9 @@ class _FlashKernel:
         # K, V and P ping-pong in L1 by block parity (pto-isa's FA double-buffers its k / p / v
         # mat tiles), so MTE2 loads block j+1's tiles while MTE1 still reads block j's
         ns = self.l1_slots = l1_slots(self.ctx.target, t.mp, t.bc, t.dp, t.dvp, itemsize(el))
-        # prefill on 910B: the next item's Q comes into a second L1 slot while this item runs
-        # (`_next_ahead`), so the cube starts the next item without waiting for its HBM read
-        self.ahead = self.split_cores and t.nsplit == 1 and not self.prefetch and q_slots(self.ctx.target, t.mp, t.bc, t.dp, t.dvp, itemsize(el)) == 2
-        self.q_l1 = [kb.alloc([t.mp, t.dp], el, L1) for _ in range(2 if self.ahead else 1)]
+        # across items (`_stream`) the next item's Q comes into a second L1 slot while this item
+        # runs, so the cube starts the next item without waiting for its HBM read
+        self.q_l1 = [kb.alloc([t.mp, t.dp], el, L1) for _ in range(2 if self.cross else 1)]
         self.k_l1 = [kb.alloc([t.bc, t.dp], el, L1) for _ in range(ns)]
         self.v_l1 = [kb.alloc([t.bc, t.dvp], el, L1) for _ in range(ns)]
         self.p_l1 = [kb.alloc([t.mp, t.bc], el, L1) for _ in range(ns)]
@@ -1060,7 +1100,11 @@ class _FlashKernel:
         # (q_p), so the output is cast into it rather than into a tile of its own
         a.out_in_p = el != f32 and dv <= t.bc
         a.out_ub = a.acc if el == f32 else kb.subview(a.p_ub, [0, 0], [n, dv]) if a.out_in_p else kb.alloc([n, dv], el, UB)
-        a.m_old, a.m_new, a.l, a.rowsum = (kb.alloc([n, 1], f32, UB) for _ in range(4))
+        a.m_old, a.m_new, a.rowsum = (kb.alloc([n, 1], f32, UB) for _ in range(3))
+        # the row sums l by item parity across items (`_stream`): the next item's softmax starts
+        # before this item's output is divided by its l
+        a.ls = [kb.alloc([n, 1], f32, UB) for _ in range(self.rings)]
+        a.l = a.ls[0]
         # α_j, α_{j-1}, .. α_{j-lag}: the deferred updates' rescale factors
         a.alphas = [kb.alloc([n, 1], f32, UB) for _ in range(self.lag + 1)]
         a.red = kb.alloc([n, _red_cols(t.bc)], f32, UB)
@@ -1105,46 +1149,179 @@ class _FlashKernel:
         q0 = kb.mul(i, t.br)
         return bb, kh, sp, q0, kb.boundary(t.br, self.sq, q0)
 
-    def _next_ahead(self, w: SSAValue, nrb: int, items: int, par: int) -> None:
-        """AIC, early in item w: the core's next item's Q into L1 slot 1 - par, an HBM read (Q
-        tiles are read once) that would otherwise sit between this item's last P·V and the next
-        item's first scores."""
-        kb = self.kb
-        cur = (self.bb, self.kh, self.q0, self.qsz)
-        nw = kb.add(w, self.block_dim)
-
-        def load() -> None:
-            self.bb, self.kh, _, self.q0, self.qsz = self._item_index(nw, nrb)
-            self._q_to_l1(1 - par)
-            self.bb, self.kh, self.q0, self.qsz = cur
-
-        self._when(items, nw, "sgt", load)
-
-    def _item(self, w: SSAValue, nrb: int, par: int = 0, items: int = 0) -> None:
+    def _item_ctx(self, w: Index, nrb: int, par: int = 0) -> _It:
+        """The index values of item w (emitted here): see `_It`."""
         kb, t = self.kb, self.t
         bb, kh, sp, q0, qsz = self._item_index(w, nrb)
-        self.bb, self.kh, self.sp = bb, kh, sp
-        self.q0, self.qsz = q0, qsz
-        nkv = ceil_div(self.skv, t.bc)
-        # one past the last key any row of the item sees (cube steps from there on are skipped)
-        self.vis_end = kb.add(kb.add(q0, qsz), self.off) if self.causal else self.skv
         if self.causal:
             # last visible key of the item's last row: q0 + qsz - 1 + off  (block skipping)
             nj = kb.add(kb.div(kb.add(kb.add(q0, qsz), self.off - 1), t.bc), 1)
-            self.n_full = kb.div(kb.add(q0, self.off + 1), t.bc)
+            n_full = kb.div(kb.add(q0, self.off + 1), t.bc)
         else:
-            nj = nkv
-            self.n_full = nkv - 1 if self.skv % t.bc else nkv
+            nkv = ceil_div(self.skv, t.bc)
+            nj, n_full = nkv, (nkv - 1 if self.skv % t.bc else nkv)
+        # one past the last key any row of the item sees (cube steps from there on are skipped)
+        vis_end = kb.add(kb.add(q0, qsz), self.off) if self.causal else self.skv
+        return _It(par, bb, kh, sp, q0, qsz, nj, n_full, vis_end)
+
+    @contextmanager
+    def _use(self, it: _It) -> Iterator[None]:
+        """Stages emitted inside work on item `it` (its indices, its workspace ring set and row
+        sums); the previous item's are restored after."""
+        names = ("bb", "kh", "sp", "q0", "qsz", "n_full", "vis_end")
+        old = [getattr(self, n, None) for n in names], self.ring_par, [a.l for a in self.aivs]
+        for n in names:
+            setattr(self, n, getattr(it, n))
+        self.ring_par = it.par
+        for a in self.aivs:
+            a.l = a.ls[it.par]
+        try:
+            yield
+        finally:
+            for n, v in zip(names, old[0]):
+                setattr(self, n, v)
+            self.ring_par = old[1]
+            for a, l in zip(self.aivs, old[2]):
+                a.l = l
+
+    def _stream(self, nrb: int, items: int) -> None:
+        """The items of a core as one software pipeline (split chips, prefill): CANN's
+        FlashAttentionScore issues the next S1 block's first Q·Kᵀ while the current one's last
+        softmax, P·V and output update finish, so the cube never drains between items.
+
+        Stream step t (block j of item X) is softmax(t), update(t - 2), S(t + 2), P·V(t), as in
+        `_item`, but t runs on across items: the last two steps of X compute S of the next item
+        N's blocks 0 and 1 (N's Q into L0A before its first), and the first two steps of N do
+        the updates of X's last two blocks and X's output (`_finish_item`). The S stage looks at most
+        one item ahead and the updates one item back: an item of one block does both of its
+        neighbour's (S of N's blocks 0 and 1, X's last updates); stages never reorder. Each item
+        parity has its own workspace ring slots (block j of X in slot j mod depth of X's set:
+        consecutive blocks never share a slot, so the counting rings stay FIFO; a slot from the
+        stream position would need it carried over the item loop, which insert-sync's analysis
+        cannot follow) and row sums l (the next item's softmax starts before X's output is
+        divided by X's l); the running max m is
+        reset at each item's first softmax, acc after each output store. Q of N comes into L1
+        slot 1 - parity at the start of X."""
+        kb, bd = self.kb, self.block_dim
+        first = self._item_ctx(kb.block_idx, nrb, 0)
+        with self._use(first):
+            self._q_to_l1(0)
+            self._q_to_l0a(0)
+            self._s_stage(0)
+            self._when(first.nj, 1, "sgt", lambda: self._s_stage(1))
+        self._each_aiv(lambda a: kb.emit(ascend.VdupOp(a.acc, 0.0)))
+        with kb.tiles(items) as w:
+            _by_parity(kb, kb.div(w, bd), 1, 2, lambda par: self._stream_item(w, nrb, par, items))
+        # the core's last item: its last two updates and its output
+        last_round = kb.div(kb.sub(items - 1, kb.block_idx), bd)
+
+        def tail(par: int) -> None:
+            x = self._item_ctx(kb.add(kb.block_idx, kb.mul(last_round, bd)), nrb, par)
+            with self._use(x):
+                self._each_aiv(lambda a: self._when(x.nj, 1, "sgt", lambda: self._update(a, kb.sub(x.nj, 2), a.alphas[1])))
+                self._each_aiv(lambda a: self._update(a, kb.sub(x.nj, 1), a.alphas[0]))
+                self._finish_item(True)
+
+        _by_parity(kb, last_round, 1, 2, tail)
+        self.q_q0.release()  # the last mmad reading the last Q is done
+
+    def _stream_item(self, w: SSAValue, nrb: int, par: int, items: int) -> None:
+        """Item w (round parity `par`) in the core's stream (`_stream`): its blocks 0 and 1 were
+        scored by the previous item's steps (or the prologue)."""
+        kb, bd = self.kb, self.block_dim  # (depth = lag = 2: `cross`)
+        x = self._item_ctx(w, nrb, par)
+        # (round 0 has none: its own indices stand in, unused)
+        prev = self._item_ctx(kb.sub(w, bd if par else kb.mul(kb.min(kb.div(w, bd), 1), bd)), nrb, 1 - par)
+        nxt = self._item_ctx(kb.min(kb.add(w, bd), items - 1), nrb, 1 - par)
+        n = x.nj
+
+        def with_prev(fn: Callable[[], None]) -> None:  # round 0 has no previous item
+            if par:
+                fn()
+            else:
+                self._when(w, bd - 1, "sgt", fn)
+
+        def with_next(fn: Callable[[], None]) -> None:
+            self._when(items, kb.add(w, bd), "sgt", fn)
+
+        def s_next(k: int) -> None:  # S of the next item's block k (k = 0: its Q into L0A first)
+            def run() -> None:
+                with self._use(nxt):
+                    if k == 0:
+                        self.q_q0.release()  # the last mmad reading this item's Q is done
+                        self._q_to_l0a(1 - par)
+                        self._s_stage(0)
+                    else:
+                        self._when(nxt.nj, 1, "sgt", lambda: self._s_stage(1))
+            with_next(run)
+
+        def prev_update(j: Index, d: int) -> None:  # update of the previous item's block j after d softmaxes
+            with self._use(prev):
+                self._each_aiv(lambda a: self._when(j, -1, "sgt", lambda: self._update(a, j, a.alphas[d])))
+
+        def prev_finish() -> None:
+            with self._use(prev):
+                self._finish_item(True)
+
+        def softmax(j: Index) -> None:
+            self._each_aiv(lambda a: self._softmax(a, j))
+
+        with self._use(x):
+            with_next(lambda: self._use_call(nxt, lambda: self._q_to_l1(1 - par)))
+            # step 0
+            def init_stats(a: _Aiv) -> None:
+                kb.emit(ascend.VdupOp(a.m_old, LOWEST))
+                kb.emit(ascend.VdupOp(a.l, 0.0))
+            self._each_aiv(init_stats)
+            softmax(0)
+
+            def step0_prev() -> None:
+                prev_update(kb.sub(prev.nj, 2), 2)
+                self._when(n, 1, "eq", lambda: (prev_update(kb.sub(prev.nj, 1), 1), prev_finish()))
+            with_prev(step0_prev)
+            self._when(n, 2, "sgt", lambda: self._s_stage(2), lambda: (
+                s_next(0), self._when(n, 1, "eq", lambda: s_next(1))))
+            self._pv(0)
+
+            def step1() -> None:
+                softmax(1)
+                with_prev(lambda: (prev_update(kb.sub(prev.nj, 1), 2), prev_finish()))
+                self._when(n, 3, "sgt", lambda: self._s_stage(3), lambda: self._when(
+                    n, 3, "eq", lambda: s_next(0), lambda: s_next(1)))
+                self._pv(1)
+            self._when(n, 1, "sgt", step1)
+            # steps 2 .. n-3: every stage in this item
+            with kb.loop(2, kb.sub(n, 2), 1) as j:
+                softmax(j)
+                self._each_aiv(lambda a: self._update(a, kb.sub(j, 2), a.alphas[2]))
+                self._s_stage(kb.add(j, 2))
+                self._pv(j)
+
+            def step(j: Index, k: int) -> None:  # step j >= 2 whose S stage is the next item's block k
+                softmax(j)
+                self._each_aiv(lambda a: self._update(a, kb.sub(j, 2), a.alphas[2]))
+                s_next(k)
+                self._pv(j)
+            self._when(n, 3, "sgt", lambda: step(kb.sub(n, 2), 0))
+            self._when(n, 2, "sgt", lambda: step(kb.sub(n, 1), 1))
+
+    def _use_call(self, it: _It, fn: Callable[[], None]) -> None:
+        with self._use(it):
+            fn()
+
+    def _item(self, w: SSAValue, nrb: int) -> None:
+        """Item w on its own (coupled cores, decode, KV splits): its pipeline fills and drains."""
+        kb, t = self.kb, self.t
+        it = self._item_ctx(w, nrb)
+        self.bb, self.kh, self.sp, self.q0, self.qsz = it.bb, it.kh, it.sp, it.q0, it.qsz
+        self.vis_end, self.n_full, nj, sp = it.vis_end, it.n_full, it.nj, it.sp
+        nkv = ceil_div(self.skv, t.bc)
         if t.nsplit > 1:
             jl = kb.mul(sp, t.per)
             jh = kb.min(kb.add(jl, t.per), nj)
         else:
             jl, jh = 0, nj
-        self.ws_row = kb.mul(kb.block_idx, t.m * self.depth)
-        self.ws_row_o = kb.mul(kb.block_idx, t.m * self.depth_o)
-        if self.ahead and par == 0:  # the core's first item (round 0) loads its own Q
-            kb.if_else(kb.eq(kb.div(w, self.block_dim), 0), lambda: self._q_to_l1(0), lambda: None)
-        self._init_item(par)
+        self._init_item()
         if self.prefetch:  # the first blocks: V ahead of the AIC from the start, K from block PRELOAD on
             for k in range(PREFETCH_AHEAD):
                 self._when(jh, kb.add(jl, k), "sgt", lambda k=k: self._prefetch(kb.add(jl, k), k >= self.depth))
@@ -1158,8 +1335,6 @@ class _FlashKernel:
             if isinstance(jl, int) and jl + k >= nkv:
                 continue  # past the last block for every item (jh <= nkv): never runs
             self._when(jh, kb.add(jl, k), "sgt", lambda k=k: self._s_stage(kb.add(jl, k)))
-        if self.ahead:
-            self._next_ahead(w, nrb, items, par)
         last = kb.sub(jh, 1)
         lag = self.lag
         if not (isinstance(jl, int) and isinstance(last, int) and last <= jl):
@@ -1217,14 +1392,16 @@ class _FlashKernel:
     def _slot(self, j: Index) -> Index:
         """First workspace row of block j's S / P ring slot on this core."""
         kb = self.kb
-        return kb.add(self.ws_row, kb.mul(kb.rem(j, self.depth), self.t.m)) if self.depth > 1 else self.ws_row
+        base = self.ring_par * self.depth  # the item parity's set of slots (`_stream`)
+        return kb.add(self.ws_row, kb.mul(kb.add(kb.rem(j, self.depth), base), self.t.m)) if self.depth > 1 else self.ws_row
 
     def _slot_o(self, j: Index) -> Index:
         """First workspace row of block j's O ring slot on this core (lag slots: O(j) waits for
         update(j - lag), which follows softmax(j), whose P(j) P·V(j) waits for anyway; a third
         slot gained nothing and made the ring's period 6, past the steady-state detector)."""
         kb = self.kb
-        return kb.add(self.ws_row_o, kb.mul(kb.rem(j, self.depth_o), self.t.m)) if self.depth_o > 1 else self.ws_row_o
+        base = self.ring_par * self.depth_o
+        return kb.add(self.ws_row_o, kb.mul(kb.add(kb.rem(j, self.depth_o), base), self.t.m)) if self.depth_o > 1 else self.ws_row_o
 
     def _q_at(self, h: int, out: bool = False) -> tuple[Index, Index]:
         """(row, column) of the item's first query row of its group's head h in the 2-D view of
@@ -1238,8 +1415,13 @@ class _FlashKernel:
         the first rows of `dst`: one DMA (strided in BSND: ksz rows of D elements, H·D apart);
         paged, one DMA per block of the tile (or the part of one block the tile is), each at the
         pool block the table names (a scalar read of table[b, logical block]), landing at the
-        block's rows of the tile."""
+        block's rows of the tile. A tile of a static size <= 0 loads nothing: the cross-item
+        stream (`_stream`) emits blocks 1..3 with a static index under a guard (nj > j) that never
+        holds when the keys are fewer, and a negative static size cannot be printed as a memref
+        type."""
         kb = self.kb
+        if isinstance(ksz, int) and ksz <= 0:
+            return
         src, cols = (self.gk, self.d) if which == "k" else (self.gv, self.dv)
         if not self.block:
             row, col = gm_at(kb, self.layout[which], self.bb, self.hkv, self.skv, cols, self.kh, kv0)
@@ -1277,12 +1459,10 @@ class _FlashKernel:
             return
         self._when(self.qsz, seg.a, "sgt", lambda: fn(kb.min(seg.n, kb.sub(self.qsz, seg.a))))
 
-    def _init_item(self, slot: int = 0) -> None:
-        """The item's Q into L0A (from L1 slot `slot`, loaded here unless `_next_ahead` did) and
-        the vector cores' running statistics."""
-        if not self.ahead:
-            self._q_to_l1(0)
-        self._q_to_l0a(slot)
+    def _init_item(self) -> None:
+        """The item's Q into L1 and L0A and the vector cores' running statistics."""
+        self._q_to_l1(0)
+        self._q_to_l0a(0)
         self._init_stats()
 
     def _q_to_l1(self, slot: int) -> None:
@@ -1415,16 +1595,16 @@ class _FlashKernel:
                 self.q_p1[0].enque()
         a.q_p.release()
 
-    def _when(self, a: Index, b: Index, pred: str, fn: Callable[[], None]) -> None:
-        """fn() when `a pred b` ("sge" or "sgt"), decided in Python when both are static, else
-        under an scf.if."""
+    def _when(self, a: Index, b: Index, pred: str, fn: Callable[[], None], otherwise: Callable[[], None] | None = None) -> None:
+        """fn() when `a pred b` ("sge", "sgt" or "eq"), else otherwise(): decided in Python when
+        both are static, else under an scf.if."""
         kb = self.kb
+        otherwise = otherwise or (lambda: None)
         if isinstance(a, int) and isinstance(b, int):
-            if a > b or (pred == "sge" and a == b):
-                fn()
+            (fn if {"sge": a >= b, "sgt": a > b, "eq": a == b}[pred] else otherwise)()
             return
         cond = kb.emit(arith.CmpiOp(kb.idx(a), kb.idx(b), pred)).results[0]
-        kb.if_else(cond, fn, lambda: None)
+        kb.if_else(cond, fn, otherwise)
 
     def _row_reduce(self, a: _Aiv, kind: str, src: SSAValue, dst: SSAValue) -> None:
         """dst [n, 1] = row max / sum of src [n, Bc] (fp32), in the steps of `row_reduce_steps`
@@ -1573,9 +1753,13 @@ class _FlashKernel:
         if self.split_cores:
             a.q_o.release()
 
-    def _finish_item(self) -> None:
+    def _finish_item(self, stream: bool = False) -> None:
+        """The item's output acc / l, cast, per head to GM (or its KV split's partial). In a
+        stream (`_stream`) the Q release is the next item's Q load's, and acc is reset here for
+        the next item (whose first update comes after this)."""
         kb, t = self.kb, self.t
-        self.q_q0.release()  # the last mmad reading Q is done: the next item may reload L0A
+        if not stream:
+            self.q_q0.release()  # the last mmad reading Q is done: the next item may reload L0A
         if t.nsplit > 1:
             # partial (acc, m, l) of this KV split, for the combine kernel
             row = kb.mul(kb.add(kb.mul(kb.add(kb.mul(self.bb, self.hkv), self.kh), t.nsplit), self.sp), t.m)
@@ -1592,6 +1776,8 @@ class _FlashKernel:
             return
 
         def store(a: _Aiv) -> None:
+            if stream:  # (else `_init_stats` waited for the previous store)
+                a.q_out.acquire()
             kb.emit(_v("vdiv")(a.acc, a.l, a.acc))
             if a.out_in_p:
                 a.q_p.acquire()  # the item's last P has left the tile
@@ -1606,6 +1792,12 @@ class _FlashKernel:
             a.q_out.release()
             if a.out_in_p:
                 a.q_p.release()
+            if stream:
+                if a.out_ub is a.acc:  # fp32: the store reads acc itself
+                    a.q_out.acquire()
+                kb.emit(ascend.VdupOp(a.acc, 0.0))
+                if a.out_ub is a.acc:
+                    a.q_out.release()
 
         self._each_aiv(store)
 

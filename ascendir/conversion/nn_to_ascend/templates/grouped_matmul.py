@@ -169,7 +169,7 @@ def prefer_fused_swiglu(ctx: LoweringContext, rows: int, experts: int, inter: in
     (`fused_swiglu_fits`) and its estimated streaming (`_stream_cycles`: items of I tiles, each
     chunk loading a gate and an up weight block) is at most the AIC-only kernel's over 2I plus
     the SwiGLU kernel it saves (a launch, kernel_launch_cycles S4, and its [R, 2I] in / [R, I]
-    out at HBM bandwidth). An item covers the weight rows of one tile of the AIC-only kernel,
+    out at the sustained HBM bandwidth). An item covers the weight rows of one tile of the AIC-only kernel,
     but in two nd2nz loads (gate and up rows are I apart in w): one more start-up per chunk.
     Measured (910B2, simulated): the corpus blocks (one chunk per item) gain with the fusion,
     mixtral_moe_block_small 29,266 -> 28,696 cycles; the Mixtral-8x7B / DeepSeek-V3 decode
@@ -178,7 +178,7 @@ def prefer_fused_swiglu(ctx: LoweringContext, rows: int, experts: int, inter: in
     if not fused_swiglu_fits(ctx, rows, experts, inter, k, el):
         return False
     t = ctx.target
-    swiglu = t.kernel_launch_cycles + 3 * rows * inter * itemsize(el) / t.hbm_bytes_per_cycle
+    swiglu = t.kernel_launch_cycles + 3 * rows * inter * itemsize(el) / t.hbm_sustained_bytes_per_cycle
     fused = _stream_cycles(ctx, rows, experts, inter, k, el, 2)
     return fused <= _stream_cycles(ctx, rows, experts, 2 * inter, k, el, 1) + swiglu
 

@@ -258,7 +258,7 @@ def collective_cycles(kind: str, nbytes: float, ranks: tuple[int, ...], target: 
     all_gather. Handshakes cost a notify record + wait + link latency each (HCCL constants, S23)."""
     n = len(ranks)
     sync = _sync_cycles(target, topo, ranks)
-    hbm = target.hbm_bytes_per_cycle
+    hbm = target.hbm_sustained_bytes_per_cycle  # comm_reduce's rate in interpreter/sim/comm.py
     part = nbytes / n
     if kind == "all_reduce":
         return 3 * sync + 2 * _copy_cycles(target, topo, ranks, part, n - 1) + (n + 1) * part / hbm
@@ -633,7 +633,7 @@ def scatter_cycles(block: float, n: int, chunks: int, block_bytes: float, ranks:
     for peers in gather_stages(n, chunks):
         total += max(len(peers) * block, comm)
         comm = _copy_cycles(target, topo, ranks, block_bytes, len(peers))
-    return total + max(block, comm) + sync + (n + 1) * block_bytes / target.hbm_bytes_per_cycle
+    return total + max(block, comm) + sync + (n + 1) * block_bytes / target.hbm_sustained_bytes_per_cycle
 
 
 def choose_sp_chunks(p: tiling.Problem, ranks: tuple[int, ...] | int, row_bytes: float, target: HardwareConfig, gather: bool,
