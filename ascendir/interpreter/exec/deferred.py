@@ -73,10 +73,10 @@ class CubeDeferral:
     def __init__(self, tags: list):
         self.tags = tags
         self.shadows = None  # wide.GmShadows of the launch (None: GM views converted per use)
-        # on-chip root -> {region key: (fn, src, dst, lo, hi, pieces, (row, col, rows, cols, row stride) of the
-        # region in the buffer)}: fn(src, dst) materialises; pieces: `_put`
+        # on-chip root -> {region key: (fn, src, dst, pieces, (row, col, rows, cols, row stride) of the region
+        # in the buffer)}: fn(src, dst) materialises; pieces: `_put`
         self.copies: dict = {}
-        # L0C root -> {region key: [accumulate, dst view, terms, lo, hi, region (`_meet`)]}, term = (A view, B view, their address tags)
+        # L0C root -> {region key: [accumulate, dst view, terms, region (`_meet`)]}, term = (A view, B view, their address tags)
         self.sums: dict = {}
         # GM root (address tag) -> [first, last] element that recorded items read (their union's span)
         self.gm: dict = {}
@@ -179,9 +179,9 @@ class CubeDeferral:
                     pieces = []
                     at = j0  # the next column to find a recorded GM load for
                     for e in sorted(got.values(), key=_col) if len(got) > 1 else got.values():
-                        r0, c0, rows, cols, _ = e[6]
+                        r0, c0, rows, cols, _ = e[4]
                         if r0 <= i0 and i0 + h <= r0 + rows and c0 <= at < c0 + cols:
-                            _, _, g, gt = e[5][0]
+                            _, _, g, gt = e[3][0]
                             end = min(c0 + cols, j0 + w)
                             a, b = i0 - r0, at - c0
                             g = g[a: a + h, b: b + end - at]
@@ -205,16 +205,15 @@ class CubeDeferral:
         got = self.copies.get(root)
         old = got.get(key) if got is not None else None
         if old is not None:
-            lo, hi, box = old[3], old[4], old[6]
+            box = old[4]
         else:
-            lo, hi = extent(td, d.shape)
             box = (*divmod(td[1], td[2][0]), d.shape[0], d.shape[1], td[2][0])
             if got is None:
                 got = self.copies[root] = {}
-            elif any(_meet(box, e[6]) for e in got.values()):
+            elif any(_meet(box, e[4]) for e in got.values()):
                 self._flush_copies(root)  # another recorded region overlaps: write it first
                 got = self.copies[root] = {}
-        got[key] = (fn, src, d, lo, hi, pieces, box)
+        got[key] = (fn, src, d, pieces, box)
 
     def _mmad(self, generic, init: bool, ins: list[int]):
         tags = self.tags
@@ -226,15 +225,15 @@ class CubeDeferral:
                 ga, gb = self.copies.get(ta[0]), self.copies.get(tb[0])
                 pa = ga.get((ta[1], a.shape, ta[2])) if ga else None
                 pb = gb.get((tb[1], b.shape, tb[2])) if gb else None
-                if pa is not None and pb is not None and len(pa[5]) == 1:
-                    _, _, va, sa = pa[5][0]
+                if pa is not None and pb is not None and len(pa[3]) == 1:
+                    _, _, va, sa = pa[3][0]
                     root = tc[0]
                     got = self.sums.get(root)
                     if got is None:
                         got = self.sums[root] = {}
-                    for c0, w, vb, sb in pb[5]:  # B's pieces side by side: C's columns over them
+                    for c0, w, vb, sb in pb[3]:  # B's pieces side by side: C's columns over them
                         term = (va, vb, sa, sb)
-                        if len(pb[5]) == 1:
+                        if len(pb[3]) == 1:
                             cv, t = c, tc
                         else:
                             cv, t = c[:, c0: c0 + w], (root, tc[1] + c0, tc[2])
@@ -243,14 +242,13 @@ class CubeDeferral:
                         if cur is not None and not init:
                             cur[2].append(term)
                             continue
-                        lo, hi = extent(t, cv.shape)
                         box = (*divmod(t[1], t[2][0]), cv.shape[0], cv.shape[1], t[2][0])
-                        if any(_meet(box, e[5]) for k, e in got.items() if k != key):
+                        if any(_meet(box, e[3]) for k, e in got.items() if k != key):
                             self._flush_sums(root)  # another recorded region of the tile overlaps: write it first
                             got = self.sums[root] = {}
                         elif cur is not None:  # init on a region with a sum recorded: that sum is overwritten
                             del got[key]
-                        got[key] = [not init, cv, [term], lo, hi, box]
+                        got[key] = [not init, cv, [term], box]
                     return
             generic(a, b, c)
 
@@ -328,7 +326,7 @@ def _meet(a: tuple, b: tuple) -> bool:
 
 def _col(entry: tuple) -> int:
     """The first column of a recorded region (`CubeDeferral.copies` entry)."""
-    return entry[6][1]
+    return entry[4][1]
 
 
 def _flag(attr) -> bool:
