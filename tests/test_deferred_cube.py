@@ -124,3 +124,23 @@ def test_small_decoder_layer_defers_its_gemms_and_matches_op_by_op(monkeypatch):
     assert new.report == old.report
     got, ref = new.outputs["out0"].astype(np.float64), old.outputs["out0"].astype(np.float64)
     assert np.abs(got - ref).max() <= 2.0**-10 * np.abs(ref).max()
+
+
+def test_a_gm_write_over_a_recorded_load_materialises_it_first(monkeypatch):
+    # test_interpreter_wide's round trip, with the second mmad reading the L1 copy of the GM
+    # workspace %w made *before* FixPipe rewrote %w (instead of loading it again): the recorded
+    # load must give the old values, so the write materialises what is recorded first
+    from test_interpreter_wide import ROUND_TRIP, _gm, _sp
+
+    reload = f"    ascend.copy %w, %l1a : {_gm((32, 32), 'f16')}, {_sp('l1', 'f16')}\n"
+    second = f"    ascend.copy %l1a, %l0a : {_sp('l1', 'f16')}, {_sp('l0a', 'f16')}\n    ascend.set_flag MTE1 -> M, 1"
+    assert reload in ROUND_TRIP and second in ROUND_TRIP
+    text = ROUND_TRIP.replace(reload, "").replace(second, second.replace("%l1a", "%l1w"))
+    rng = np.random.default_rng(6)
+    a, b, w = (rng.standard_normal((32, 32)).astype(np.float16) for _ in range(3))
+    flushes = []
+    orig = deferred.CubeDeferral.flush
+    monkeypatch.setattr(deferred.CubeDeferral, "flush", lambda self: (flushes.append(1), orig(self))[1])
+    out = simulate(parse(text), None, {"arg0": a, "arg1": b, "arg2": w}, HW).outputs["out0"]
+    assert flushes  # the FixPipe write into %w
+    np.testing.assert_array_equal(out, w.astype(np.float32) @ b.astype(np.float32))
