@@ -19,9 +19,9 @@ Any other op touching a buffer with recorded content (FixPipe reading L0C, an mm
 operands, a copy into part of a recorded L1 buffer) first materialises that buffer: recorded
 copies run as they would have (the same semantics, from the GM views they recorded), and an L0C
 sum is computed as one matmul per run of K-contiguous GM slices, in fp32 on the fp16 values
-(wide.py: exact) with fp32 accumulation, as the cube does. Before any op writes a GM buffer that
-a recorded item reads, everything recorded is materialised, so recorded reads see their time's
-GM data. Blocks start with fresh on-chip buffers: what is still recorded at a block's end is
+(wide.py: exact) with fp32 accumulation, as the cube does. Before any op writes GM elements
+within the span that recorded items read of that buffer (`gm`), everything recorded is
+materialised, so recorded reads see their time's GM data. Blocks start with fresh on-chip buffers: what is still recorded at a block's end is
 never read and is dropped. A kernel with scalar loads or stores (memref.load / memref.store)
 or ops outside the tile ops, scf, arith, views, flags and barriers is not deferred at all
 (`eligible`).
@@ -32,7 +32,9 @@ operands, each within gamma_K * sum_k |a_ik b_kj| of the exact sum (gamma_K = K 
 u = 2^-24; Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., §3.1), so they
 differ by at most 2 gamma_K sum_k |a_ik b_kj| (before FixPipe's fp16 rounding, which can add
 one fp16 ulp). tests/test_deferred_cube.py checks this bound element by element against the
-single walk (Accel.none(): every op run as written).
+single walk (Accel.none(): every op run as written). The zero padding of edge tiles is left out
+of the products: with finite GM data it adds exact zeros (with an inf or NaN in an operand,
+padding times it is NaN op by op and left out here: results differ only for non-finite inputs).
 """
 
 from __future__ import annotations
