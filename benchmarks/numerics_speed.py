@@ -12,7 +12,8 @@ cycles. Each figure is the minimum over `--repeat` runs of wall seconds and of t
 seconds (the machine may be shared: the ratio is taken on CPU seconds). Goal (issue #22 part 3):
 one layer ≤ 2x its floor. The chained layers get weights of their own; their figure is per layer.
 `--split` runs the layer once more with a CPU timer (time.process_time_ns) around every op's
-numerics, every fp16 -> fp32 conversion of GM data (exec/wide.py), every race-check access
+numerics, every fp16 -> fp32 conversion of GM data (exec/wide.py), every L0C sum of deferred cube
+data (exec/deferred.py: the GEMM tiles' matmuls, conversions apart), every race-check access
 (check/race.py) and every launch's data walk (sim/kernel.py `_data_walk`: a numerics launch is
 timed by its kernel's timing-only twin, then its data walk computes the outputs and checks
 races), and prints where the CPU went: the parts above, the data walk's own Python (op dispatch,
@@ -81,6 +82,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
     from ascendir.dialects import ascend
     from ascendir.interpreter.check.race import RaceChecker
     from ascendir.interpreter.exec import registry
+    from ascendir.interpreter.exec.deferred import CubeDeferral
     from ascendir.interpreter.exec.wide import GmShadows
     from ascendir.interpreter.sim.kernel import KernelProgram
 
@@ -117,7 +119,16 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
         return "numpy: vector and other ops"
 
     saved_sem = dict(registry.SEMANTICS)
-    saved = {"wide": GmShadows.wide, "access": RaceChecker.access, "walk": KernelProgram._data_walk}
+    saved = {"wide": GmShadows.wide, "access": RaceChecker.access, "walk": KernelProgram._data_walk, "sum": CubeDeferral._sum}
+    conv = "fp16 -> fp32 conversions of GM data (wide.py)"
+
+    def deferred_sum(self, *a):  # its conversions are counted as conversions
+        c0, t0 = spent[conv], clock()
+        try:
+            return saved["sum"](self, *a)
+        finally:
+            spent["numpy: deferred L0C sums, one matmul per K run (deferred.py)"] += clock() - t0 - (spent[conv] - c0)
+            calls["numpy: deferred L0C sums, one matmul per K run (deferred.py)"] += 1
     walks = [0, 0]  # CPU ns in data walks, timed calls made inside them
 
     def data_walk(self, *a):
@@ -131,7 +142,8 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
     try:
         for cls, fac in saved_sem.items():
             registry.SEMANTICS[cls] = lambda op, fac=fac: timed(kind(op), fac(op))
-        GmShadows.wide = timed("fp16 -> fp32 conversions of GM data (wide.py)", saved["wide"])
+        GmShadows.wide = timed(conv, saved["wide"])
+        CubeDeferral._sum = deferred_sum
         RaceChecker.access = timed("race check accesses (race.py)", saved["access"])
         KernelProgram._data_walk = data_walk
         c0 = clock()
@@ -141,6 +153,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
         registry.SEMANTICS.update(saved_sem)
         GmShadows.wide, RaceChecker.access = saved["wide"], saved["access"]
         KernelProgram._data_walk = saved["walk"]
+        CubeDeferral._sum = saved["sum"]
     for key in spent:
         spent[key] -= inside * calls[key]
     total -= per_call * sum(calls.values())

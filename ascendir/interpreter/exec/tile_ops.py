@@ -71,6 +71,8 @@ class TileOps:
             return (unit * NPIPES + PIPE_INDEX[c.pipe], unit * NPIPES, quantise(c.cycles), quantise(c.latency), items, float(c.flops))
 
         if k.data_only:
+            if F.cube is not None:  # exec/deferred.py: copies and mmads of a GEMM recorded, summed per L0C tile
+                sem = F.cube.wrap(op, sem, ins)
             return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name)
 
         gm_copy = None

@@ -21,6 +21,7 @@ from ascendir.dialects.ascend import FLAG_UNITS_ATTR, space_of, subblock
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.dialects.ascend.flag_placement import flag_units
+from ascendir.interpreter.exec import deferred, registry
 from ascendir.interpreter.exec.compiler import Compiler, KernelInfo, unit_of, zero_view
 from ascendir.costmodel import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, quantise, space_unit
 from ascendir.interpreter.state import ACCT_SIZE, Frame, KernelRecord
@@ -375,10 +376,14 @@ class KernelProgram:
         KernelInfo.data_only (tile ops run their semantics, scalar ops charge nothing), blocks in
         order, each in program order except where a wait_flag holds its pipe until a later set
         (holds.py), as in the single walk. Races are checked (race.py) once per launch memo key,
-        as there: every op runs, so the checker sees every access."""
+        as there: every op runs, so the checker sees every access. A kernel whose ops touch data only
+        through tile ops defers its cube data (exec/deferred.py `eligible`): copies into L1 / L0A /
+        L0B and mmads are recorded and each L0C tile computed as one matmul per K run when read."""
         if self.data is None:
             units, tree, scalar_units = self._facts
             frame = Frame()
+            if deferred.eligible(tree.ops[1:], registry.SEMANTICS):
+                frame.cube = deferred.CubeDeferral(frame.gm_tags)
             info = KernelInfo(self.name, self.nunits, self.env, units, {}, 0.0, False, tree=tree, scalar_units=scalar_units,
                               data_only=True)
             comp = Compiler(self.m, frame, info)
@@ -405,6 +410,8 @@ class KernelProgram:
         finally:
             F.races = F.race_set_clocks = F.hold = None
             F.slow_path = False
+            if F.cube is not None:
+                F.cube.reset(None)
             if F.shadows is not None:
                 F.shadows.clear()
         if race and launches is not None:
@@ -435,6 +442,8 @@ class KernelProgram:
             F.flags.reset()
             F.hold = None
             F.slow_path = F.races is not None
+            if F.cube is not None:  # fresh on-chip buffers: nothing recorded is read (exec/deferred.py)
+                F.cube.reset(F.shadows)
             if F.races is not None:
                 F.races.reset()
                 F.race_set_clocks.reset()

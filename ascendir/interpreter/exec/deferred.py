@@ -1,0 +1,346 @@
+"""Deferred cube data of a numerics data walk: a kernel's GEMM computed per L0C tile as one
+matmul of its GM operands instead of copy by copy and mmad by mmad.
+
+A cube kernel moves fp16 operands GM -> L1 -> L0A / L0B and accumulates mmads over K into an
+L0C tile that FixPipe writes out. In the data walk of a launch (sim/kernel.py `_data_walk`; the
+timing-only twin times it, so nothing here touches timing) those copies and mmads are recorded
+instead of run, with the provenance of every operand proved op by op from the IR's views:
+
+* a GM fp16 -> L1 copy (no transpose, no relu) into a 2-D box of an L1 buffer records that the
+  box holds that GM view (its leading overlap, zeros beyond: the copy's rule);
+* an L1 -> L0A / L0B copy (no transpose, no relu) of a 2-D box covered by such recorded boxes
+  side by side (a fused FFN's gate and up weights in one L1 buffer) records that its
+  destination region holds the matching boxes of those GM views;
+* an mmad without bias whose A and B are exactly recorded L0A / L0B regions (A of one GM view)
+  appends the pair of GM views to its L0C region's sum, per GM view of B for the columns it
+  gives (`init` starts the sum, else it adds to what is there).
+
+Any other op touching a buffer with recorded content (FixPipe reading L0C, an mmad of other
+operands, a copy into part of a recorded L1 buffer) first materialises that buffer: recorded
+copies run as they would have (the same semantics, from the GM views they recorded), and an L0C
+sum is computed as one matmul per run of K-contiguous GM slices, in fp32 on the fp16 values
+(wide.py: exact) with fp32 accumulation, as the cube does. Before any op writes GM elements
+within the span that recorded items read of that buffer (`gm`), everything recorded is
+materialised, so recorded reads see their time's GM data. Blocks start with fresh on-chip buffers: what is still recorded at a block's end is
+never read and is dropped. A kernel with scalar loads or stores (memref.load / memref.store)
+or ops outside the tile ops, scf, arith, views, flags and barriers is not deferred at all
+(`eligible`).
+
+Results: copies move the same values; a sum differs from the mmad-by-mmad result only by the
+order of its fp32 additions. Both are fp32 evaluations of the same sum of K products of exact
+operands, each within gamma_K * sum_k |a_ik b_kj| of the exact sum (gamma_K = K u / (1 - K u),
+u = 2^-24; Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., §3.1), so they
+differ by at most 2 gamma_K sum_k |a_ik b_kj| (before FixPipe's fp16 rounding, which can add
+one fp16 ulp). tests/test_deferred_cube.py checks this bound element by element against the
+single walk (Accel.none(): every op run as written). The zero padding of edge tiles is left out
+of the products: with finite GM data it adds exact zeros (with an inf or NaN in an operand,
+padding times it is NaN op by op and left out here: results differ only for non-finite inputs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation
+
+from ascendir.dialects import ascend
+from ascendir.interpreter.check.race import extent
+from ascendir.interpreter.exec.common import np_dtype
+from ascendir.interpreter.exec.wide import F16, F32, storage_dtype
+
+# ascend ops besides tile ops that a deferred kernel may hold: none of them reads or writes data
+_PLAIN = frozenset({"ascend.alloc", "ascend.view", "ascend.block_idx", "ascend.set_flag", "ascend.wait_flag",
+                    "ascend.pipe_barrier", "ascend.return"})
+_UNKNOWN = object()  # in CubeDeferral.gm: a recorded GM view without an address tag (any GM write flushes)
+
+
+def eligible(ops: list[Operation], tile_types) -> bool:
+    """Whether a kernel's data walk may defer its cube data: every op is a tile op (`tile_types`),
+    scf, arith, memref.subview or a data-free ascend op (`_PLAIN`)."""
+    for o in ops:
+        if type(o) in tile_types or o.name in _PLAIN or o.name == "memref.subview":
+            continue
+        if isinstance(o, (memref.LoadOp, memref.StoreOp)) or not o.name.startswith(("arith.", "scf.")):
+            return False
+    return True
+
+
+class CubeDeferral:
+    """The recorded cube data of one data walk (see the module doc); `tags` is the frame's
+    address-tag list (Frame.gm_tags: root, element offset, element strides per slot)."""
+
+    __slots__ = ("tags", "shadows", "copies", "sums", "gm")
+
+    def __init__(self, tags: list):
+        self.tags = tags
+        self.shadows = None  # wide.GmShadows of the launch (None: GM views converted per use)
+        # on-chip root -> {region key: (fn, src, dst, pieces, (row, col, rows, cols, row stride) of the region
+        # in the buffer)}: fn(src, dst) materialises; pieces: `_put`
+        self.copies: dict = {}
+        # L0C root -> {region key: [accumulate, dst view, terms, region (`_meet`)]}, term = (A view, B view, their address tags)
+        self.sums: dict = {}
+        # GM root (address tag) -> [first, last] element that recorded items read (their union's span)
+        self.gm: dict = {}
+
+    def reset(self, shadows) -> None:
+        """A block starts (fresh on-chip buffers): drop what is recorded."""
+        self.shadows = shadows
+        if self.copies or self.sums:
+            self.copies.clear()
+            self.sums.clear()
+            self.gm.clear()
+
+    # -- wrapping the data walk's semantics -------------------------------------------------
+    def wrap(self, op: Operation, sem, ins: list[int]):
+        """`sem` (a data-walk tile op's semantics on its operand values) as run here: recorded
+        when its provenance is proved (module doc), else run after materialising the recorded
+        content of the buffers it touches."""
+        tags = self.tags
+        mems = [j for j, v in enumerate(op.operands) if isinstance(v.type, MemRefType)]
+        spaces = {j: ascend.space_of(op.operands[j].type).value for j in mems}
+        dts = {j: np_dtype(op.operands[j].type) for j in mems}
+        out = mems[-1]  # the written operand (race.py convention)
+        slots = [ins[j] for j in mems]
+        writes_gm = spaces[out] == "gm"
+
+        def generic(*vals) -> None:
+            if self.copies or self.sums:
+                for s in slots:
+                    t = tags[s]
+                    if t is not None:
+                        r = t[0]
+                        if r in self.copies:
+                            self._flush_copies(r)
+                        if r in self.sums:
+                            self._flush_sums(r)
+                if writes_gm and self.gm:
+                    t = tags[ins[out]]
+                    span = None if t is None else self.gm.get(t[0])
+                    if t is None or _UNKNOWN in self.gm:
+                        self.flush()
+                    elif span is not None:
+                        lo, hi = extent(t, vals[out].shape)
+                        if lo <= span[1] and span[0] <= hi:  # it overwrites what a recorded item reads
+                            self.flush()
+            sem(*vals)
+
+        if isinstance(op, ascend.CopyOp) and not _flag(op.transpose) and not _flag(op.relu) and dts[0] == F16 == dts[1]:
+            src, dst = spaces[0], spaces[1]
+            if src == "gm" and dst == "l1" and storage_dtype(dst, F16) == F32:
+                return self._load(sem, generic, ins[0], ins[1])
+            if src == "l1" and dst in ("l0a", "l0b") and storage_dtype(src, F16) == F32 == storage_dtype(dst, F16):
+                return self._move(sem, generic, ins[0], ins[1])
+        if (isinstance(op, ascend.MmadOp) and len(mems) == 3 and dts[0] == F16 and dts[1] == F16 and dts[2] == F32
+                and storage_dtype(spaces[0], F16) == F32 == storage_dtype(spaces[1], F16)):
+            return self._mmad(generic, op.init.value.data != 0, ins)
+        return generic
+
+    def _load(self, sem, generic, i_s: int, i_d: int):
+        tags = self.tags
+
+        def load(s: np.ndarray, d: np.ndarray) -> None:
+            ts, td = tags[i_s], tags[i_d]
+            if td is not None and s.ndim == 2 and d.ndim == 2 and td[2][1] == 1:
+                self._put(td, d, sem, s, ((0, d.shape[1], s, ts),))
+                if ts is None:
+                    self.gm[_UNKNOWN] = None
+                    return
+                a, b = extent(ts, s.shape)
+                span = self.gm.get(ts[0])
+                if span is None:
+                    self.gm[ts[0]] = [a, b]
+                else:
+                    if a < span[0]:
+                        span[0] = a
+                    if b > span[1]:
+                        span[1] = b
+                return
+            generic(s, d)
+
+        return load
+
+    def _move(self, sem, generic, i_s: int, i_d: int):
+        tags = self.tags
+        wide = self._wide
+
+        def fill(pieces: tuple, d: np.ndarray) -> None:
+            if len(pieces) == 1:
+                sem(wide(pieces[0][2]), d)
+                return
+            for c0, w, g, _ in pieces:  # side by side along the rows: each with its own zero padding
+                sem(wide(g), d[:, c0: c0 + w])
+
+        def move(s: np.ndarray, d: np.ndarray) -> None:
+            ts, td = tags[i_s], tags[i_d]
+            if ts is not None and td is not None and s.ndim == 2 and d.ndim == 2 and ts[2][1] == 1 and td[2][1] == 1 and s.shape == d.shape:
+                got = self.copies.get(ts[0])
+                if got is not None:
+                    i0, j0 = divmod(ts[1], ts[2][0])  # the box s is of its L1 buffer (row-major 2-D)
+                    h, w = s.shape
+                    pieces = []
+                    at = j0  # the next column to find a recorded GM load for
+                    for e in sorted(got.values(), key=_col) if len(got) > 1 else got.values():
+                        r0, c0, rows, cols, _ = e[4]
+                        if r0 <= i0 and i0 + h <= r0 + rows and c0 <= at < c0 + cols:
+                            _, _, g, gt = e[3][0]
+                            end = min(c0 + cols, j0 + w)
+                            a, b = i0 - r0, at - c0
+                            g = g[a: a + h, b: b + end - at]
+                            if gt is not None:  # (the tag of g: a box of the loaded view)
+                                gt = (gt[0], gt[1] + a * gt[2][0] + b * gt[2][1], gt[2])
+                            pieces.append((at - j0, end - at, g, gt))
+                            at = end
+                            if at == j0 + w:
+                                self._put(td, d, fill, tuple(pieces), tuple(pieces))
+                                return
+            generic(s, d)
+
+        return move
+
+    def _put(self, td: tuple, d: np.ndarray, fn, src, pieces: tuple) -> None:
+        """Record that region `d` (address tag `td`, unit stride along rows) of an on-chip buffer
+        holds GM views side by side: `pieces` = (column in d, width, GM view, its tag) each
+        (a view's leading overlap with its width, zeros beyond); fn(src, d) writes them."""
+        root = td[0]
+        key = (td[1], d.shape, td[2])
+        got = self.copies.get(root)
+        old = got.get(key) if got is not None else None
+        if old is not None:
+            box = old[4]
+        else:
+            box = (*divmod(td[1], td[2][0]), d.shape[0], d.shape[1], td[2][0])
+            if got is None:
+                got = self.copies[root] = {}
+            elif any(_meet(box, e[4]) for e in got.values()):
+                self._flush_copies(root)  # another recorded region overlaps: write it first
+                got = self.copies[root] = {}
+        got[key] = (fn, src, d, pieces, box)
+
+    def _mmad(self, generic, init: bool, ins: list[int]):
+        tags = self.tags
+        ia, ib, ic = ins[0], ins[1], ins[2]
+
+        def mmad(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+            ta, tb, tc = tags[ia], tags[ib], tags[ic]
+            if ta is not None and tb is not None and tc is not None and c.ndim == 2 and tc[2][1] == 1:
+                ga, gb = self.copies.get(ta[0]), self.copies.get(tb[0])
+                pa = ga.get((ta[1], a.shape, ta[2])) if ga else None
+                pb = gb.get((tb[1], b.shape, tb[2])) if gb else None
+                if pa is not None and pb is not None and len(pa[3]) == 1:
+                    _, _, va, sa = pa[3][0]
+                    root = tc[0]
+                    got = self.sums.get(root)
+                    if got is None:
+                        got = self.sums[root] = {}
+                    for c0, w, vb, sb in pb[3]:  # B's pieces side by side: C's columns over them
+                        term = (va, vb, sa, sb)
+                        if len(pb[3]) == 1:
+                            cv, t = c, tc
+                        else:
+                            cv, t = c[:, c0: c0 + w], (root, tc[1] + c0, tc[2])
+                        key = (t[1], cv.shape, t[2])
+                        cur = got.get(key)
+                        if cur is not None and not init:
+                            cur[2].append(term)
+                            continue
+                        box = (*divmod(t[1], t[2][0]), cv.shape[0], cv.shape[1], t[2][0])
+                        if any(_meet(box, e[3]) for k, e in got.items() if k != key):
+                            self._flush_sums(root)  # another recorded region of the tile overlaps: write it first
+                            got = self.sums[root] = {}
+                        elif cur is not None:  # init on a region with a sum recorded: that sum is overwritten
+                            del got[key]
+                        got[key] = [not init, cv, [term], box]
+                    return
+            generic(a, b, c)
+
+        return mmad
+
+    # -- materialising -----------------------------------------------------------------------
+    def _wide(self, g: np.ndarray) -> np.ndarray:
+        sh = self.shadows
+        return g.astype(F32) if sh is None else sh.wide(g)
+
+    def _flush_copies(self, root) -> None:
+        for fn, src, dst, *_ in self.copies.pop(root).values():
+            fn(src, dst)
+
+    def _flush_sums(self, root) -> None:
+        for acc, c, terms, *_ in self.sums.pop(root).values():
+            self._sum(acc, c, terms)
+
+    def flush(self) -> None:
+        """Materialise everything recorded (a GM buffer recorded items read is about to change)."""
+        for root in list(self.copies):
+            self._flush_copies(root)
+        for root in list(self.sums):
+            self._flush_sums(root)
+        self.gm.clear()
+
+    def _sum(self, acc: bool, c: np.ndarray, terms: list) -> None:
+        """c (+)= sum of the terms' products: a@b of each term's GM views (A: m x k leading part
+        of the L0A tile, B: k x n of the L0B tile, zeros beyond), one matmul per run of terms
+        whose A slices follow each other along K in one GM buffer, as their B slices do."""
+        first = not acc
+        i, n_terms = 0, len(terms)
+        while i < n_terms:
+            ga, gb, pa, pb = terms[i]
+            m, n = ga.shape[0], gb.shape[1]
+            k = min(ga.shape[1], gb.shape[0])
+            full = k == ga.shape[1] == gb.shape[0]
+            oa, ob = _owner(ga), _owner(gb)
+            if pa is None or pb is None or ga.strides[1] != pa[2][1] * ga.itemsize or gb.strides[0] != pb[2][0] * gb.itemsize:
+                oa = None  # (tags and views disagree: no merging)
+            j = i + 1
+            # (tags: root, element offset, element strides; the next slices start k elements on along K)
+            while full and oa is not None and ob is not None and pa is not None and pb is not None and j < n_terms:
+                ha, hb, qa, qb = terms[j]
+                if not (qa is not None and qb is not None and ha.base is oa and hb.base is ob and qa[0] == pa[0] and qb[0] == pb[0]
+                        and qa[2] == pa[2] and qb[2] == pb[2] and ha.shape[0] == m and hb.shape[1] == n
+                        and qa[1] == pa[1] + k * pa[2][1] and qb[1] == pb[1] + k * pb[2][0]):
+                    break
+                kj = min(ha.shape[1], hb.shape[0])
+                full = kj == ha.shape[1] == hb.shape[0]
+                k += kj
+                j += 1
+            if j > i + 1:  # the run's slices as one view each (inside the buffers: the terms' views tile them)
+                ga = np.ndarray((m, k), ga.dtype, oa, _addr(ga) - _addr(oa), ga.strides)
+                gb = np.ndarray((k, n), gb.dtype, ob, _addr(gb) - _addr(ob), gb.strides)
+            else:
+                ga, gb = ga[:, :k], gb[:k, :]
+            p = self._wide(ga) @ self._wide(gb) if m and n else None
+            if first:
+                if (m, n) != c.shape or p is None:
+                    c[...] = 0
+                if p is not None:
+                    c[:m, :n] = p
+                first = False
+            elif p is not None:
+                c[:m, :n] += p
+            i = j
+
+
+def _meet(a: tuple, b: tuple) -> bool:
+    """Whether two regions (row, column, rows, columns, row stride) of one buffer share an
+    element (regions of different row strides: assumed to)."""
+    return a[4] != b[4] or (a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3])
+
+
+def _col(entry: tuple) -> int:
+    """The first column of a recorded region (`CubeDeferral.copies` entry)."""
+    return entry[4][1]
+
+
+def _flag(attr) -> bool:
+    """An optional integer attribute of a copy (transpose, relu) set and not 0."""
+    return attr is not None and attr.value.data != 0
+
+
+def _owner(v: np.ndarray) -> np.ndarray | None:
+    """The C-contiguous ndarray `v` views (a GM buffer), or None (its slices are not merged)."""
+    o = v.base
+    return o if type(o) is np.ndarray and o.flags.c_contiguous else None
+
+
+def _addr(v: np.ndarray) -> int:
+    return v.__array_interface__["data"][0]

@@ -1,0 +1,146 @@
+"""Deferred cube data of numerics data walks (interpreter/exec/deferred.py): a GEMM's L0C tiles
+computed as one matmul per K-contiguous run of GM slices. Outputs equal the op-by-op execution
+(Accel.none(): one walk running every op as written) within the fp32 accumulation-order bound
+the module states, reports identical, races still caught."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ascendir.errors import AscendirError
+from ascendir.hardware import load_target
+from ascendir.interpreter import Accel, simulate
+from ascendir.interpreter.exec import deferred
+from ascendir.interpreter.testing import matmul_ir, parse
+
+HW = load_target("ascend910b2")
+U = 2.0**-24  # fp32 unit roundoff
+
+
+def _counting(monkeypatch) -> dict:
+    """Counts of L0C sums materialised and of the matmuls they took."""
+    n = {"sums": 0, "terms": 0}
+    orig = deferred.CubeDeferral._sum
+
+    def counted(self, acc, c, terms):
+        n["sums"] += 1
+        n["terms"] += len(terms)
+        return orig(self, acc, c, terms)
+
+    monkeypatch.setattr(deferred.CubeDeferral, "_sum", counted)
+    return n
+
+
+@pytest.mark.parametrize("m, n, k, nbuf", [(512, 384, 1024, 1), (300, 200, 520, 1), (256, 640, 1000, 2)])
+def test_gemm_equals_op_by_op_within_the_accumulation_bound(monkeypatch, m, n, k, nbuf):
+    # edge tiles in M, N and K (300, 200, 520, 1000 are not multiples of the 128 tiles): zero
+    # padding in L1 / L0 and short K steps; nbuf = 2: double-buffered L1 / L0
+    module = parse(matmul_ir(m, n, k, tm=128, tn=128, tk=128, block_dim=24, nbuf=nbuf))
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    counts = _counting(monkeypatch)
+    new = simulate(module, None, {"a": a, "b": b}, HW)
+    assert counts["sums"] > 0 and counts["terms"] == counts["sums"] * -(-k // 128), counts
+    old = simulate(module, None, {"a": a, "b": b}, HW, accel=Accel.none())
+    assert new.report == old.report
+    got, ref = new.outputs["c"].astype(np.float64), old.outputs["c"].astype(np.float64)
+    gamma = k * U / (1 - k * U)
+    bound = 2 * gamma * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    assert (np.abs(got - ref) <= bound).all()
+    assert not np.array_equal(got, ref)  # one matmul over K, not the mmads' order: the test sees the path
+
+
+def test_race_still_caught_with_deferred_cube_data(monkeypatch):
+    # the mmad no longer waits for the MTE1 copy into L0A: the data walk checks every op's
+    # accesses before recording it (tile_ops.py `_data_tile`), deferred or not
+    from test_interpreter_race import _drop
+
+    text = _drop(matmul_ir(256, 256, 512, block_dim=2), "ascend.wait_flag MTE1 -> M, 0")
+    rng = np.random.default_rng(0)
+    feeds = {"a": rng.standard_normal((256, 512)).astype(np.float16), "b": rng.standard_normal((512, 256)).astype(np.float16)}
+    counts = _counting(monkeypatch)
+    simulate(parse(matmul_ir(256, 256, 512, block_dim=2)), None, feeds, HW)
+    assert counts["sums"] > 0  # the intact kernel defers its cube data
+    with pytest.raises(AscendirError, match=r"race in kernel @matmul .*l0a buffer .*ascend.copy on MTE1 and ascend.mmad on M"):
+        simulate(parse(text), None, feeds, HW)
+
+
+def test_kernels_with_scalar_data_access_are_not_deferred():
+    # memref.load / memref.store read or write data outside the tile ops: no proof, no deferral
+    from xdsl.dialects import memref
+
+    from ascendir.interpreter.exec import registry
+
+    kernel = next(o for o in parse(matmul_ir(256, 256, 512, block_dim=2)).walk() if o.name == "ascend.kernel")
+    body = list(kernel.walk())[1:]
+    assert deferred.eligible(body, registry.SEMANTICS)
+    load = memref.LoadOp.get(kernel.body.block.args[0], [])
+    assert not deferred.eligible([*body, load], registry.SEMANTICS)
+
+
+def test_small_decoder_layer_defers_its_gemms_and_matches_op_by_op(monkeypatch):
+    # benchmarks/fusion.py's decoder layer at small sizes, lowered at -O2: fused norm + QKV, the
+    # attention, O with its epilogue, the fused gate / up GEMM (both weights side by side in one
+    # L1 buffer: B's pieces), down. Reports identical; outputs as the single walk's up to the sums'
+    # addition order: within an fp16 ulp of the largest output (2^-10 of it), where a wrong
+    # provenance moves outputs by their own size (A's K slices read from a wrong column: as large as the largest)
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import fusion
+    import interpreter_speed
+    import numerics_speed
+
+    for name, v in (("H", 256), ("HEADS", 2), ("D", 128), ("MLP", 512)):
+        monkeypatch.setattr(fusion, name, v)
+    module, _ = interpreter_speed.lowered(fusion.layer_ir(64, 64), HW)
+    weights = numerics_speed.random_weights(module)
+    for name in list(weights):  # std 0.2 (not 0.02): the GEMMs' share of the output is not lost behind the residuals
+        weights.convert(name, lambda w: (w.astype(np.float32) * 10).astype(np.float16))
+    x = np.random.default_rng(3).standard_normal((1, 64, 256)).astype(np.float16)
+    counts = {}
+    orig = deferred.CubeDeferral._sum
+    from ascendir.interpreter.sim import kernel
+
+    walk = kernel.KernelProgram._data_walk
+    running = [None]
+
+    def data_walk(self, *a):
+        running[0] = self.name
+        return walk(self, *a)
+
+    def counted(self, acc, c, terms):
+        counts[running[0]] = counts.get(running[0], 0) + 1
+        return orig(self, acc, c, terms)
+
+    monkeypatch.setattr(kernel.KernelProgram, "_data_walk", data_walk)
+    monkeypatch.setattr(deferred.CubeDeferral, "_sum", counted)
+    new = simulate(module, weights, {"arg0": x}, HW)
+    assert {"norm_matmul_0", "matmul_epilogue_0", "ffn_up_0", "ffn_down_0"} <= set(counts), counts
+    old = simulate(module, weights, {"arg0": x}, HW, accel=Accel.none())
+    assert new.report == old.report
+    got, ref = new.outputs["out0"].astype(np.float64), old.outputs["out0"].astype(np.float64)
+    assert np.abs(got - ref).max() <= 2.0**-10 * np.abs(ref).max()
+
+
+def test_a_gm_write_over_a_recorded_load_materialises_it_first(monkeypatch):
+    # test_interpreter_wide's round trip, with the second mmad reading the L1 copy of the GM
+    # workspace %w made *before* FixPipe rewrote %w (instead of loading it again): the recorded
+    # load must give the old values, so the write materialises what is recorded first
+    from test_interpreter_wide import ROUND_TRIP, _gm, _sp
+
+    reload = f"    ascend.copy %w, %l1a : {_gm((32, 32), 'f16')}, {_sp('l1', 'f16')}\n"
+    second = f"    ascend.copy %l1a, %l0a : {_sp('l1', 'f16')}, {_sp('l0a', 'f16')}\n    ascend.set_flag MTE1 -> M, 1"
+    assert reload in ROUND_TRIP and second in ROUND_TRIP
+    text = ROUND_TRIP.replace(reload, "").replace(second, second.replace("%l1a", "%l1w"))
+    rng = np.random.default_rng(6)
+    a, b, w = (rng.standard_normal((32, 32)).astype(np.float16) for _ in range(3))
+    flushes = []
+    orig = deferred.CubeDeferral.flush
+    monkeypatch.setattr(deferred.CubeDeferral, "flush", lambda self: (flushes.append(1), orig(self))[1])
+    out = simulate(parse(text), None, {"arg0": a, "arg1": b, "arg2": w}, HW).outputs["out0"]
+    assert flushes  # the FixPipe write into %w
+    np.testing.assert_array_equal(out, w.astype(np.float32) @ b.astype(np.float32))
