@@ -33,6 +33,20 @@ def a_warm_copies(module, bm: int, kl1: int) -> int:
                and tuple(op.dest.type.get_shape()) == (bm, kl1))
 
 
+def same_with_and_without_warm_up(text: str, inputs: dict, bm: int, kl1: int, monkeypatch) -> None:
+    """Run `text` with the warm-up the cost model chose, then with it switched off: both close to
+    the nn reference, the warm-up's A copies present only in the first, the outputs equal."""
+    outs = []
+    for on in (True, False):
+        if not on:
+            monkeypatch.setattr(matmul_template, "warms_a", lambda *a: False)
+        ref, out, lowered = run_both(text, inputs)
+        np.testing.assert_allclose(out["y"].astype(np.float64), ref["y"].astype(np.float64), rtol=2e-2, atol=2e-2)
+        assert (a_warm_copies(lowered, bm, kl1) > 0) == on
+        outs.append(out["y"])
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
 @pytest.mark.parametrize(
     "m,k,n,spec",
     [
@@ -52,15 +66,7 @@ def test_warm_up_computes_the_same_numbers(m, k, n, spec, monkeypatch):
     assert warms_a(Problem(1, m, n, k, "f16", 2), t, load_target("ascend910b2"))
     inputs = {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16)}
     text = with_tiling(matmul_text((m, k), (k, n), (m, n), "f16"), spec)
-    outs = []
-    for on in (True, False):
-        if not on:
-            monkeypatch.setattr(matmul_template, "warms_a", lambda *a: False)
-        ref, out, lowered = run_both(text, inputs)
-        np.testing.assert_allclose(out["y"].astype(np.float64), ref["y"].astype(np.float64), rtol=2e-2, atol=2e-2)
-        assert (a_warm_copies(lowered, t.m, t.k_l1) > 0) == on
-        outs.append(out["y"])
-    np.testing.assert_array_equal(outs[0], outs[1])
+    same_with_and_without_warm_up(text, inputs, t.m, t.k_l1, monkeypatch)
 
 
 def test_warm_up_beside_an_aiv_epilogue_computes_the_same_numbers(monkeypatch):
@@ -71,15 +77,7 @@ def test_warm_up_beside_an_aiv_epilogue_computes_the_same_numbers(monkeypatch):
     text = with_tiling(fuse(epilogue_text(m, k, n, "silu", bias=True, dt="f16", residual=True)), spec)
     inputs = {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16), "c": rand((n,), np.float16),
               "r": rand((m, n), np.float16)}
-    outs = []
-    for on in (True, False):
-        if not on:
-            monkeypatch.setattr(matmul_template, "warms_a", lambda *a: False)
-        ref, out, lowered = run_both(text, inputs)
-        np.testing.assert_allclose(out["y"].astype(np.float64), ref["y"].astype(np.float64), rtol=2e-2, atol=2e-2)
-        assert (a_warm_copies(lowered, 32, 64) > 0) == on
-        outs.append(out["y"])
-    np.testing.assert_array_equal(outs[0], outs[1])
+    same_with_and_without_warm_up(text, inputs, 32, 64, monkeypatch)
 
 
 def test_warm_up_only_where_it_applies():
