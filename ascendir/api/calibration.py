@@ -20,7 +20,10 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   rung uses the tile of S17's step1_baseline.py (128 x 256, baseK 64, 256 of K per B load, one
   buffer), not a smaller one.
 * V14 [S19] Qwen3-14B decode GEMMs, M = 16, BF16, on an A3 die (= 910B1 constants, §1.1):
-  microseconds per kernel (launch wall time) for gate/up/down. q_proj (26 µs for 52 MB of
+  microseconds per kernel (launch wall time) for gate/up/down. Their B are the model's weights,
+  so B is an `nn.weight` here (weight_matmul_us), not a graph input: a constant weight is stored
+  NZ and its kernel may prefetch it on the AIVs without tiling.PREFETCH_MARGIN, which is for the
+  runtime B of torch.matmul (V2–V5). q_proj (26 µs for 52 MB of
   weights = 2 TB/s) and k/v are left out: their implied bandwidth exceeds the die's 1.6 TB/s, so
   the "per block" figures are not whole-GEMM times.
 * V11–V13 [S17 PR #126, #112] FlashAttention forward, one head, f16, not causal (Q rows x S1,
@@ -267,8 +270,27 @@ def matmul_tflops(m: int, n: int, k: int, dtype: str = "bf16", target: str = "as
     return 2.0 * m * n * k / rep["total_seconds"] / 1e12
 
 
-def matmul_us(m: int, n: int, k: int, dtype: str, target: str) -> float:
-    return matmul_report(m, n, k, dtype, target)["total_seconds"] * 1e6
+def weight_matmul_us(m: int, n: int, k: int, dtype: str, target: str) -> float:
+    """µs (launch included) of x [m, k] @ W [k, n] with W a model weight (`nn.weight`, as a
+    framework's linear layer holds it, so stored in NZ fractals: tiling.nz_weight), compiled at
+    -O2 for `target` like the ONNX cases. `dtype` is "bf16", "f16" or "f32"."""
+    from ascendir.driver import compile_model
+
+    def t(*d: int) -> str:
+        return f"tensor<{'x'.join(map(str, d))}x{dtype}>"
+
+    text = f"""builtin.module {{
+func.func @main(%x: {t(m, k)}) -> {t(m, n)} {{
+  %w = nn.weight @w : {t(k, n)}
+  %y = nn.matmul %x, %w : ({t(m, k)}, {t(k, n)}) -> {t(m, n)}
+  func.return %y : {t(m, n)}
+}}
+}}"""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "cal.mlir"
+        p.write_text(text)
+        module, _ = compile_model(p, target)
+    return _simulate(module, target)["total_seconds"] * 1e6
 
 
 def exp_input_GBps(elements: int, target: str = "ascend910b2") -> float:
@@ -576,9 +598,9 @@ def cases(quick: bool = False) -> list[Case]:
         # N_FULL 256, K_QTILE 64 and B chunks of K_TILE 256 in L1: the same tile as here
         Case("V9a", "ladder: naive (single buffer, 128x256)", "% peak", 45.0, lambda: ladder_fraction(1, 128, 256), "50 % of torch (90 % peak)"),
         Case("V9b", "ladder: double-buffered 128x256", "% peak", 81.0, lambda: ladder_fraction(2, 128, 256), "~90 % of torch with swizzle"),
-        Case("V14a", "decode gate_proj 16x5120->17408 bf16 (A3 die)", "us", 136.0, lambda: matmul_us(16, 17408, 5120, "bf16", "ascend910b1")),
-        Case("V14b", "decode up_proj 16x5120->17408 bf16 (A3 die)", "us", 146.0, lambda: matmul_us(16, 17408, 5120, "bf16", "ascend910b1")),
-        Case("V14c", "decode down_proj 16x17408->5120 bf16 (A3 die)", "us", 161.0, lambda: matmul_us(16, 5120, 17408, "bf16", "ascend910b1")),
+        Case("V14a", "decode gate_proj 16x5120->17408 bf16 (A3 die)", "us", 136.0, lambda: weight_matmul_us(16, 17408, 5120, "bf16", "ascend910b1")),
+        Case("V14b", "decode up_proj 16x5120->17408 bf16 (A3 die)", "us", 146.0, lambda: weight_matmul_us(16, 17408, 5120, "bf16", "ascend910b1")),
+        Case("V14c", "decode down_proj 16x17408->5120 bf16 (A3 die)", "us", 161.0, lambda: weight_matmul_us(16, 5120, 17408, "bf16", "ascend910b1")),
         # torch_npu's fused attention (npu_fused_infer_attention_score) under S17's do_bench, the
         # "ref" column of PR #126 / #112: max(kernel, host floor); 4·Q·S1·D flops; one head, f16
         fa("V11", 3072, 8192, 128, 175.53),
