@@ -131,8 +131,10 @@ a few columns, then WholeReduce (0.1094) of those (`row_reduce_steps`).
 
 Resulting choices (f16, 910B2): with enough row blocks for the 24 cores and long rows, D = 128
 → Br = 128, Bc = 256 in two cube steps of 128 (each AIV's UB holds 64 rows of 256 keys: 192064
-of its 196608 bytes in the causal case); short causal items (1024 queries) Bc = 128, the
-pipeline fill of an item weighing more than the per-block saving; Br = 64 on 910A, one vector
+of its 196608 bytes in the causal case); few blocks per core (512-1024 queries, the 7B
+prefill-512 attention) Bc = 128, the first touches of a core's twice as large workspace rings
+weighing more than the per-block saving (simulated 68,130 cycles at 512 vs 69,563 with Bc = 64
+and 93,197 with 256); Br = 64 on 910A, one vector
 unit's UB; with few rows smaller Br to occupy more cores (one head of 512 queries, D 128: Br =
 32, Bc = 256); decode keeps one cube step per block (its AIVs' L2 prefetch streams K / V per
 block): 1 query, g = 4, 4096 keys, 8 K/V heads → M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
