@@ -230,18 +230,16 @@ def test_causal_skips_blocks_above_the_diagonal() -> None:
     """The causal kernel loads exactly the KV tiles at or below the diagonal: row block i reads
     blocks 0 .. ceil((i+1)·Br / Bc) - 1, the non-causal one all of them."""
     s, d = 512, 64
-    t = choose_flash_tiling(load_target("ascend910b2"), batch=1, hkv=1, g=1, sq=s, skv=s, d=d, dv=d, el=f32, causal=True)
-    reads = {}
-    for causal in (False, True):
+    for causal in (False, True):  # (each with the tile the search picks for it)
+        t = choose_flash_tiling(load_target("ascend910b2"), batch=1, hkv=1, g=1, sq=s, skv=s, d=d, dv=d, el=f32, causal=causal)
         module = compile_attention(attention_ir(1, 1, 1, s, s, d, d, causal), "ascend910b2")
-        reads[causal] = _bytes(module, {})["bytes"]["l1"]  # Q, K, V, P tiles into L1
-    nrb, nkv = s // t.br, s // t.bc
-    blocks_causal = sum(math.ceil((i + 1) * t.br / t.bc) for i in range(nrb))
-    per_block = t.bc * d * 4 * 2 + t.mp * t.bc * 4  # K, V and P tiles (f32)
-    q_bytes = nrb * t.mp * t.dp * 4
-    assert reads[False] == q_bytes + nrb * nkv * per_block
-    assert reads[True] == q_bytes + blocks_causal * per_block
-    assert blocks_causal <= nrb * nkv // 2 + nrb  # about half the tiles (the triangle + diagonal)
+        reads = _bytes(module, {})["bytes"]["l1"]  # Q, K, V, P tiles into L1
+        nrb, nkv = s // t.br, s // t.bc
+        blocks = sum(math.ceil((i + 1) * t.br / t.bc) for i in range(nrb)) if causal else nrb * nkv
+        per_block = t.bc * d * 4 * 2 + t.mp * t.bc * 4  # K, V and P tiles (f32)
+        q_bytes = nrb * t.mp * t.dp * 4
+        assert reads == q_bytes + blocks * per_block
+    assert blocks <= nrb * nkv // 2 + nrb  # causal: about half the tiles (the triangle + diagonal)
 
 
 def test_causal_items_cover_every_row_block_once_and_even_out_the_cores() -> None:
@@ -372,13 +370,15 @@ def test_decode_combine_loads_the_partials_in_chunks(monkeypatch) -> None:
     from ascendir.conversion.nn_to_ascend.templates import flash_attention as fa
 
     b, hq, hkv, sq, skv, d, dv = 1, 4, 2, 1, 1200, 64, 64
-    t = choose_flash_tiling(load_target("ascend910b2"), batch=b, hkv=hkv, g=hq // hkv, sq=sq, skv=skv, d=d, dv=dv, el=f32)
+    # Bc = 64 (recorded on the op): 19 KV blocks in 7 splits
+    t = fa.Shape(b, hkv, hq // hkv, sq, skv, d, dv, 4).tiling(load_target("ascend910b2"), 1, 64)
     assert t.nsplit > 2 and t.nsplit % 2 == 1
     monkeypatch.setattr(fa, "COMBINE_UB_BYTES", 2 * t.m * (dv + 2) * 4)
     text = attention_ir(b, hq, hkv, sq, skv, d, dv, False)
     feeds = random_inputs([(b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, dv)], "f32")
     ref = run_nn(Parser(make_context(), text).parse_module(), WeightStore(), feeds)
-    module = compile_attention(text, "ascend910b2")
+    module = compile_attention(text.replace("{num_heads", "{ascend.tiling = #ascend.tiling<{br = 1 : i64, bc = 64 : i64}>, num_heads", 1),
+                               "ascend910b2")
     assert [k.sym_name.data.split("_")[1] for k in kernels(module)] == ["attention", "combine"]
     out = simulate(module, WeightStore(), feeds, load_target("ascend910b2")).outputs
     (want,), (got,) = ref.values(), out.values()

@@ -131,8 +131,10 @@ a few columns, then WholeReduce (0.1094) of those (`row_reduce_steps`).
 
 Resulting choices (f16, 910B2): with enough row blocks for the 24 cores and long rows, D = 128
 → Br = 128, Bc = 256 in two cube steps of 128 (each AIV's UB holds 64 rows of 256 keys: 192064
-of its 196608 bytes in the causal case); short causal items (1024 queries) Bc = 128, the
-pipeline fill of an item weighing more than the per-block saving; Br = 64 on 910A, one vector
+of its 196608 bytes in the causal case); few blocks per core (512-1024 queries, the 7B
+prefill-512 attention) Bc = 128, the first touches of a core's twice as large workspace rings
+weighing more than the per-block saving (simulated 68,130 cycles at 512 vs 69,563 with Bc = 64
+and 93,197 with 256); Br = 64 on 910A, one vector
 unit's UB; with few rows smaller Br to occupy more cores (one head of 512 queries, D 128: Br =
 32, Bc = 256); decode keeps one cube step per block (its AIVs' L2 prefetch streams K / V per
 block): 1 query, g = 4, 4096 keys, 8 K/V heads → M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
@@ -169,7 +171,7 @@ from ascendir.conversion.nn_to_ascend.kernel_builder import Index, KernelBuilder
 from ascendir.hardware.align import aligned_bytes
 from ascendir.conversion.nn_to_ascend.templates.matmul import _by_parity
 from ascendir.conversion.nn_to_ascend.tiling import MIN_GM_ROW_BYTES, TILING_ATTR, TilingAttr, attention_attr, attention_fields
-from ascendir.costmodel import mmad_cycles, sequential_get_value_cycles, vector_cycles
+from ascendir.costmodel import bandwidth_bound_cycles, mmad_cycles, sequential_get_value_cycles, vector_cycles
 from ascendir.dialects.ascend import FLAG_UNITS_ATTR, FlagUnitsAttr
 
 # What nn.attention's causal step writes (the lowest finite float of the fp32 compute type).
@@ -282,6 +284,14 @@ def decode_prefetch(target: HardwareConfig, sq: int, br: int) -> bool:
     """Whether the group's two AIVs prefetch K / V into L2 for the AIC: a decode shape (one row
     block of <= DECODE_MAX_SQ query rows) on a split-core chip with two AIVs per AIC."""
     return target.arch.split_cores and target.aiv_per_aic >= 2 and sq <= DECODE_MAX_SQ and ceil_div(sq, br) == 1
+
+
+def streams(target: HardwareConfig, t: FlashTiling, sq: int, es: int) -> bool:
+    """Whether the kernel runs a core's items as one software pipeline (`_FlashKernel._stream`):
+    prefill on a split chip (no KV split, no decode prefetch) whose L1 holds a second Q slot
+    (`q_slots`); the pipeline then fills once per core, not once per item."""
+    return (target.arch.split_cores and t.nsplit == 1 and not decode_prefetch(target, sq, t.br) and PRELOAD == UPDATE_LAG == 2
+            and q_slots(target, t.mp, t.bc, t.dp, t.dvp, es) == 2)
 
 
 def balanced(causal: bool, nrb: int, nsplit: int) -> bool:
@@ -654,10 +664,21 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     and start-ups, vector op costs via cost.vector_cycles on one AIV's rows); the pipes overlap
     (the software pipeline), so a block costs the busiest pipe. A core runs the blocks of its
     items (block-cyclic over min(cores, items), causal blocks above the diagonal skipped, KV
-    splits), plus per item the Q load and the output store; the chip-wide L2 traffic of all
-    blocks at l2_bw_over_hbm × HBM [S8] is a floor. Mask and causal-diagonal vector work are left
-    out (the same for every tiling to first order). A paged K/V (`block` > 0) loads a tile in
-    max(1, Bc / block) DMAs each for K and V, each after a table read on the scalar pipe.
+    splits). What the kernel's schedule adds to that:
+    * the pipeline fill (one block through every stage in turn): once per core when the core's
+      items are one stream (`streams`), else once per item with its Q load and output store;
+      streamed, Q adds to the AIC's MTE2 and the output's acc / l to the vector pipe;
+    * first touches from HBM (interpreter/l2.py): each K / V tile's first read (of a head's
+      nj.sum() block loads, nkv), and once per core every workspace ring slot's first write and
+      the read after it (the DDR rates [S1] at the core's HBM share);
+    * decode with the AIVs' L2 prefetch: their K / V reads from HBM on the AIV MTE2;
+    * a floor: the hierarchical bandwidth bound (costmodel.bandwidth_bound_cycles: every block's
+      K, V and workspace bytes through L2 [S8], K / V, Q and the output once through HBM).
+    Within 0.83-1.08x of the simulation for 32 heads x 128 (f16, 910B2) from 512 to 8192 keys,
+    causal or not, prefill and decode (tests/test_tiling_attention.py holds 0.85-1.15 on a set).
+    Mask and causal-diagonal vector work are left out (the same for every tiling to first
+    order). A paged K/V (`block` > 0) loads a tile in max(1, Bc / block) DMAs each for K and V,
+    each after a table read on the scalar pipe.
     """
     r, st, cube = target.rates, target.startup, target.cube
     m, mp, dp, dvp, bc = t.m, t.mp, t.dp, t.dvp, t.bc
@@ -693,23 +714,17 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
         pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + (steps_s + 1) * st["fix"])
         pipes.append((n * bc + n * dv) * 4 / min(r["l2_to_ub"], l2) + 2 * st["mte2"])  # AIV MTE2: S, O
         pipes.append(n * bc * es / r["ub_to_l2"] + st["mte3"])  # AIV MTE3: P
-        blk_bytes = bc * (d + dv) * es + 2 * m * bc * (4 + es) + 2 * m * dv * 4
+        ws_bytes = m * bc * (4 + es) + m * dv * 4  # S, P and O_j written and read back (stay dirty in L2)
     else:  # coupled: L0C -> UB on the vector pipe, P through UB -> L1
         pipes.append(bc * (dp + dvp) * es / l2 + 2 * st["mte2_nd2nz"])
         vec += (mp * bc + mp * dvp) * 4 / r["l0c_to_ub"] + 2 * st["vector"]
         pipes.append(n * bc * es / r["ub_to_l1"] + st["mte3"])
-        blk_bytes = bc * (d + dv) * es
+        ws_bytes = 0
     if block:  # paged: a DMA start-up more per further block of K and V, a table read per block
         pieces = max(1, bc // block)
         pipes[2] += 2 * (pieces - 1) * st["mte2_nd2nz"]
         # the scalar pipe: the K and V loads each read the tile's `pieces` i32 table entries
         pipes.append(sequential_get_value_cycles(target, 2 * pieces, 4, pieces))
-    per_block = max(*pipes, vec)
-    # an item's first block runs through the stages one after another (nothing yet to overlap
-    # with): the pipeline fill, which short causal items (few blocks) pay most
-    fill = sum(pipes) + vec - per_block
-    per_item = fill + m * dp * es / min(r["gm_to_l1"], target.hbm_bytes_per_cycle / cores) + t.g * st["mte2_nd2nz"] + m * dv * es / r["ub_to_gm"]
-
     # visible KV blocks of every item (w = ((b·Hkv + h)·nrb + i)·nsplit + s), summed per core
     nkv = ceil_div(skv, bc)
     q0 = np.arange(nrb) * t.br
@@ -717,6 +732,26 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     if causal:
         qsz = np.minimum(t.br, sq - q0)
         nj = np.clip((q0 + qsz + (skv - sq) - 1) // bc + 1, 1, nkv)
+    # the first read of each K / V tile comes from HBM (DDR rate, the core's share), the row
+    # blocks after it read it from L2: of a head's nj.sum() block loads, nkv miss
+    hbm = min(r["gm_to_l1"], target.hbm_bytes_per_cycle / cores)
+    miss = min(1.0, nkv / max(1, int(nj.sum())))
+    if prefetch:  # the AIVs read K (AIV 0) and V (AIV 1) from HBM into L2 for the AIC (`_prefetch`)
+        pipes[4] += bc * max(d, dv) * es / min(r["gm_to_ub"], hbm) + st["mte2"]
+    else:
+        pipes[2] += miss * bc * (d + dv) * es * (1 / hbm - 1 / l2)  # the MTE2 that loads K and V
+    per_block = max(*pipes, vec)
+    # the first block of a pipeline runs through the stages one after another (nothing yet to
+    # overlap with): the fill. A streamed kernel (`streams`) fills once per core, else once per
+    # item, which short causal items (few blocks) pay most
+    fill = sum(pipes) + vec - per_block
+    stream = streams(target, t, sq, es)
+    q_load = m * dp * es / hbm + t.g * st["mte2_nd2nz"]
+    if stream:  # the next item's Q loads into its second L1 slot and this one's output leaves
+        # while the blocks go on: Q adds to the AIC's MTE2, the output's acc / l to the vector pipe
+        per_item = vector_cycles(target, "vdiv", n * dv, 4) + (vector_cycles(target, "vcast", n * dv, 4) if es != 4 else 0.0)
+    else:
+        per_item = fill + q_load + m * dv * es / r["ub_to_gm"]
     if t.nsplit > 1:
         lo = np.arange(t.nsplit) * t.per
         per_item_blocks = np.clip(np.minimum(lo[None, :] + t.per, nj[:, None]) - lo[None, :], 1, None).ravel()
@@ -726,8 +761,31 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     if balanced(causal, nrb, t.nsplit):  # the row block each item runs (causal_items)
         group = head_group(target, batch * hkv, skv, d, dv, es)
         blocks = nj[causal_items(np.arange(items), cores, items, nrb, group)[1]]
-    per_core = np.bincount(np.arange(items) % cores, weights=blocks * per_block + per_item)
-    floor = blocks.sum() * blk_bytes / (target.hbm_bytes_per_cycle * target.memory.l2_bw_over_hbm)
+    once = fill if stream else 0.0
+    if target.arch.split_cores:
+        # the workspace rings (S, P: PRELOAD slots, O_j: UPDATE_LAG, a set per item parity when
+        # streamed) are not yet in L2 when a core first writes a slot: that write goes to HBM and
+        # the read after it misses too (interpreter/l2.py), once per slot and core
+        rings = 2 if stream else 1
+        s_ring, p_ring, o_ring = (rings * x for x in (PRELOAD * m * bc * 4, PRELOAD * m * bc * es, UPDATE_LAG * m * dv * 4))
+
+        def first(nbytes: float, path: str, hit_rate: float) -> float:  # extra cycles of a first touch
+            return nbytes * (1 / min(r[path], target.hbm_bytes_per_cycle / cores) - 1 / hit_rate)
+
+        once += (first(s_ring + o_ring, "l0c_to_gm", r["l0c_to_l2"]) + first(p_ring, "ub_to_gm", r["ub_to_l2"])
+                 + first((s_ring + o_ring) / aiv_count(target, m), "gm_to_ub", min(r["l2_to_ub"], l2)) + first(p_ring, "gm_to_l1", l2))
+    core = np.arange(items) % cores
+    per_core = np.bincount(core, weights=blocks * per_block + per_item)
+    if stream:  # the AIC's MTE2 with the items' Q loads, when it is the busier
+        per_core = np.maximum(per_core, np.bincount(core, weights=blocks * pipes[2] + q_load))
+    per_core = per_core + once
+    # the hierarchical bandwidth floor: every block's K, V and workspace bytes pass L2; HBM sees
+    # K and V once per head (their first reads, `miss`), Q once and the output
+    # (decode's prefetch: the AIVs' reads are the misses, the AIC's reads of the same lines hit)
+    kv, ws = blocks.sum() * bc * (d + dv) * es, blocks.sum() * ws_bytes
+    rows = batch * hkv * t.g * sq
+    floor = bandwidth_bound_cycles(kv + ws + rows * d * es, ws + rows * dv * es, target,
+                                   l2_hit=(0.0 if prefetch else kv * (1 - miss)) + ws, l2_write=ws)
     return float(max(per_core.max(), floor))
 
 
@@ -964,8 +1022,7 @@ class _FlashKernel:
         # prefill on 910B: the software pipeline runs across the items of a core (`_stream`):
         # the next item's Q comes into a second L1 slot and its first score tiles are computed
         # while this item's last softmax / P·V / update finish
-        self.cross = (self.split_cores and self.t.nsplit == 1 and not self.prefetch and self.depth == self.lag == 2
-                      and q_slots(ctx.target, self.t.mp, self.t.bc, self.t.dp, self.t.dvp, self.es) == 2)
+        self.cross = streams(ctx.target, self.t, self.sq, self.es)
         # a set of workspace ring slots and row sums l per item parity (`_stream`)
         self.rings = 2 if self.cross else 1
         self.ring_par = 0  # the item parity whose stages are being emitted
