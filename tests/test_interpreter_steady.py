@@ -355,7 +355,7 @@ def test_launch_reuse_exact_on_7b_shaped_layers():
 
     module, _ = lowered(model_text(2, 256), HW)
     (plain, _, *l2_plain), (memo, hits, *l2_memo) = _memo_vs_plain(module)
-    assert hits >= 10
+    assert hits >= len(plain["kernels"]) // 2  # every launch of layer 2 at least
     assert memo == plain and l2_memo == l2_plain
 
 
