@@ -152,9 +152,6 @@ def test_cli_reports_the_layout(tmp_path: Path) -> None:
     assert r["kv_cache"]["bytes_allocated"] == 2 * 2 * 2 * 16 * 16 * 4 * 2
 
 
-# the suite's slowest case (96 s under load 6, twice the next): -m slow; interpolation's samples in
-# the default run are test_generate.py's (contiguous cache, a cut at a KV tile's block)
-@pytest.mark.slow
 def test_paged_interpolation_equals_every_step() -> None:
     """Timing-only decode steps of a paged cache: the pieces are cut where a pool block is added
     too (a KV tile of several blocks loads one more), and the interpolated TPOT equals
