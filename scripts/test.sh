@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 export OPENBLAS_NUM_THREADS=1 PATH="$PWD/.venv/bin:$PATH"
 .venv/bin/lit -q tests/filecheck
-exec .venv/bin/python -m pytest -q "$@"
+# pytest-xdist: one worker per core (CI has 2), a test file per worker (its module fixtures
+# built once); later arguments win (-n 0: serial)
+exec .venv/bin/python -m pytest -q -n "$(nproc)" --dist loadfile "$@"

@@ -256,6 +256,27 @@ def test_tensor_parallel_over_more_ranks_than_kv_heads_equals_onnxruntime() -> N
     np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
 
 
+def test_tensor_parallel_replicates_a_single_kv_head() -> None:
+    """--tp 2 on Mistral's one KV head: every rank computes and holds that head (its K / V
+    projections replicated, as vLLM / MindIE replicate KV heads fewer than the ranks), the
+    query heads and the MLP are split; onnxruntime's tokens and logits, and the single-device
+    run's. Before, the K projection was split along head_dim and RoPE's halves dealt it as
+    packed parts: "an operand of 2 packed parts (q|k|v) along dim 3 cannot be gathered"."""
+    ref = np.load(DATA / "mistral" / "reference.npz")
+    want = ref["generated_ids"]
+    g = generate(DATA / "mistral" / "model.onnx", 0, want.shape[1], prompt=ref["input:input_ids"], tp=2)
+    np.testing.assert_array_equal(g.outputs["generated_ids"], want)
+    np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
+    one = generate(DATA / "mistral" / "model.onnx", 0, want.shape[1], prompt=ref["input:input_ids"])
+    np.testing.assert_allclose(g.outputs["final_logits"], one.outputs["final_logits"], rtol=1e-4, atol=1e-5)
+    kv = g.report["kv_cache"]
+    assert kv["bytes_final_per_device"] == kv["bytes_final"]  # each device holds the one head
+    # a decode step: K / V never cross the link, the one all_gather is the vocab-parallel logits'
+    step = _Model(DATA / "mistral" / "model.onnx", "ascend910b2", "fp32", False, tp=2).step(1, 1, 8, None).report
+    gathers = [c for c in step["cluster"]["collectives"] if c["kernel"].startswith("all_gather")]
+    assert len(gathers) == 1
+
+
 def test_tensor_parallel_errors_are_one_line() -> None:
     model = DATA / "qwen2" / "model.onnx"
     assert_clean_error(run_cli("generate", model, "--tp", 2, "--devices", 4), "--tp 2 runs on 2 devices; --devices 4 differs")

@@ -101,7 +101,8 @@ def test_contiguous_slice_is_a_view_not_a_kernel(shape, starts, out):
 
 
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=4), st.data())
-@settings(max_examples=300, deadline=None)
+# no example database: it would be written into the checkout (.hypothesis/), by every xdist worker
+@settings(max_examples=300, deadline=None, database=None)
 def test_contiguous_window_is_the_slice(in_shape, data):
     """Where contiguous_window answers, the flat run it names is exactly numpy's slice."""
     starts, out = [], []

@@ -32,7 +32,8 @@ where a consumer needs another layout than its operand has:
 * a bias added to a partial sum is held by rank 0 only (zeros elsewhere), so the region that
   adds it stays one region (vLLM's RowParallelLinear does the same);
 * attention runs on the rank's heads; with grouped-query attention and tp > KV heads each rank
-  keeps the KV head its query heads read (the K/V projections are replicated per KV head);
+  keeps the KV head its query heads read (the K/V projections are replicated per KV head; one
+  KV head, as Mistral's or MQA's: the K/V projections are replicated whole on every rank);
 * an embedding table is vocab-parallel: rank r holds rows [r V/tp, (r+1) V/tp), looks up the ids
   in its range (masked gather: other ids read row 0 and are zeroed) and the partial sums are
   all-reduced (or reduce-scattered); a table under `SMALL_TABLE_BYTES` whose rows do not divide
@@ -850,8 +851,7 @@ def _attention(a: _Analysis, op: nn.AttentionOp) -> None:
     for i, want in ((0, want_q), (1, kv), (2, kv)):
         lay = a.of(op, i)
         if lay != want:
-            if lay.kind == "S" and lay.dim == 1 and lay.origin is not None and want.parts and not lay.parts:
-                a.origin_hint(lay, ("parts", want.parts))
+            _ask_whole_heads(a, lay, want)
             a.coerce(op, i, want)
     if len(op.operands) > 3:
         mshape = _shape(op.operands[3])
@@ -859,6 +859,21 @@ def _attention(a: _Analysis, op: nn.AttentionOp) -> None:
         if a.of(op, 3) != mask_want:
             a.coerce(op, 3, mask_want)
     a.set_results(op, want_q)
+
+
+def _ask_whole_heads(a: _Analysis, lay: Layout, want: Layout) -> None:
+    """K / V split otherwise than the KV heads `want` (held by tp / parts ranks each): ask the
+    projection that chose the split to hold whole heads (raises _Retry). One KV head over all
+    ranks (Mistral's, MQA): the projection's output is not heads-major anywhere it could be
+    split (its reshape to [.., 1, head_dim] keeps the split on head_dim, which RoPE's halves
+    then deal as packed parts), so it is replicated: every rank computes the one KV head, as
+    vLLM / MindIE replicate KV heads fewer than the TP ranks."""
+    if lay.kind != "S" or lay.origin is None or not want.parts:
+        return
+    if want.parts == 1:
+        a.origin_hint(lay, ("replicate", True))
+    elif lay.dim == 1 and not lay.parts:
+        a.origin_hint(lay, ("parts", want.parts))
 
 
 def _kv_layout(tp: int, heads: int) -> Layout | None:
@@ -879,8 +894,7 @@ def _cache_append(a: _Analysis, op: nn.CacheAppendOp) -> None:
     a.unpartial(op, [1])
     lay = a.of(op, 1)
     if lay != want:
-        if lay.kind == "S" and lay.dim == 1 and lay.origin is not None and want.parts and not lay.parts:
-            a.origin_hint(lay, ("parts", want.parts))
+        _ask_whole_heads(a, lay, want)
         a.coerce(op, 1, want)
     a.set_results(op, want)
 
@@ -959,6 +973,8 @@ class _Rewriter:
         if key in self.conv_cache:
             return self.conv_cache[key]
         tp = self.tp
+        if cur.kind == "R" and want.kind == "S" and _parts(want, tp) == 1:
+            return v  # one part (a single KV head every rank holds): the rank's chunk is all of it
         if cur.kind == "P":
             if want.kind == "R":
                 op = AllReduceOp(v, self.group)
