@@ -156,10 +156,10 @@ def test_cli_run_tp_at_o2_names_the_mc2_passes(tmp_path: Path) -> None:
 
 
 AR_LAYER = """builtin.module {{
-func.func @main(%x: tensor<2048x4096xf16>, %w: tensor<4096x1376xf16>) -> tensor<2048x1376xf16> {{
-  %p = nn.matmul %x, %w : (tensor<2048x4096xf16>, tensor<4096x1376xf16>) -> tensor<2048x1376xf16>
-  %y = nn.all_reduce %p {{group = #ascend.device_group<[{ranks}]>}} : (tensor<2048x1376xf16>) -> tensor<2048x1376xf16>
-  func.return %y : tensor<2048x1376xf16>
+func.func @main(%x: tensor<2048x1376xf16>, %w: tensor<1376x4096xf16>) -> tensor<2048x4096xf16> {{
+  %p = nn.matmul %x, %w : (tensor<2048x1376xf16>, tensor<1376x4096xf16>) -> tensor<2048x4096xf16>
+  %y = nn.all_reduce %p {{group = #ascend.device_group<[{ranks}]>}} : (tensor<2048x4096xf16>) -> tensor<2048x4096xf16>
+  func.return %y : tensor<2048x4096xf16>
 }}
 }}"""
 
@@ -178,16 +178,17 @@ def _async_launches(ranks: str, topology: str) -> int:
 
 def test_chunk_count_is_chosen_for_the_lowering_topology() -> None:
     """LLaMA-7B's down_proj at TP8, prefill 2048, as MatmulAllReduce: on one server's HCCS mesh
-    (the default topology) the cost model pipelines 8 chunks; the same group spread over two
+    (the default topology) the cost model pipelines 4 chunks; the same group spread over two
     servers (4 + 4 devices of atlas800-a2-x2, RoCE between them at 12 GB/s per flow) makes each
     chunk's all_reduce slower and fewer, larger chunks win. The lowering reads the topology it
     is given (ascend-lowering{topology=...}, which `ascendir run --topology` passes)."""
     hw = load_target(TARGET)
-    big = tiling.Problem(1, 2048, 4096, 1376, "f16", 2, 0, True)
+    # the problem the lowering hands choose_chunks for AR_LAYER (x[2048, 1376] @ w[1376, 4096])
+    big = tiling.Problem(1, 2048, 4096, 1376, "f16", 2, 0, False)
     from ascendir.hardware.topology import load_topology
 
-    one = mc2.choose_chunks(big, "all_reduce", 1376 * 2, tuple(range(8)), hw, topo=load_topology("atlas800-a2"))
-    two = mc2.choose_chunks(big, "all_reduce", 1376 * 2, (0, 1, 2, 3, 8, 9, 10, 11), hw, topo=load_topology("atlas800-a2-x2"))
+    one = mc2.choose_chunks(big, "all_reduce", 4096 * 2, tuple(range(8)), hw, topo=load_topology("atlas800-a2"))
+    two = mc2.choose_chunks(big, "all_reduce", 4096 * 2, (0, 1, 2, 3, 8, 9, 10, 11), hw, topo=load_topology("atlas800-a2-x2"))
     assert one.chunks != two.chunks
     assert _async_launches("0, 1, 2, 3, 4, 5, 6, 7", "") == one.chunks - 1
     assert _async_launches("0, 1, 2, 3, 8, 9, 10, 11", "atlas800-a2-x2") == two.chunks - 1
