@@ -6,6 +6,8 @@ it to (8 units of roundoff: fp16 8 · 2^-11, bf16 8 · 2^-8; the test's docstrin
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/precision.py [--models mlp_small,bert_small]
 
 Models: tests/data/ (910B2, -O2, numerics). Integer outputs must be equal and are not listed.
+A model the compiler refuses under a dtype (its clean error: e.g. float values cast to integers,
+which need float32 arithmetic) shows `refused` in that column, its reason below the table.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ascendir.driver import compile_model  # noqa: E402
+from ascendir.errors import AscendirError  # noqa: E402
 from ascendir.hardware import load_target  # noqa: E402
 from ascendir.interpreter import simulate  # noqa: E402
 import results  # noqa: E402  (benchmarks/results.py: --write-results)
@@ -52,13 +55,23 @@ def main() -> None:
     results.add_flag(ap)
     args = ap.parse_args()
     names = args.models.split(",") if args.models else sorted(p.name for p in DATA.iterdir() if (p / "model.onnx").exists())
-    print(f"{'model':26} " + " ".join(f"{d:>9}" for d in DTYPES) + "   (max |error| / max |reference|, 910B2, -O2)")
+    print(f"{'model':36} " + " ".join(f"{d:>9}" for d in DTYPES) + "   (max |error| / max |reference|, 910B2, -O2)")
     worst = dict.fromkeys(BOUND, 0.0)
+    refused = []
     for name in names:
-        errs = {d: worst_error(name, d) for d in DTYPES}
+        errs: dict[str, float | None] = {}
+        for d in DTYPES:
+            try:
+                errs[d] = worst_error(name, d)
+            except AscendirError as e:
+                errs[d] = None
+                refused.append(f"{name}: {e}")
         for d in BOUND:
-            worst[d] = max(worst[d], errs[d])
-        print(f"{name:26} " + " ".join(f"{errs[d]:9.1e}" for d in DTYPES), flush=True)
+            if errs[d] is not None:
+                worst[d] = max(worst[d], errs[d])
+        print(f"{name:36} " + " ".join("  refused" if errs[d] is None else f"{errs[d]:9.1e}" for d in DTYPES), flush=True)
+    for line in refused:
+        print(f"refused: {line}")
     for d, b in BOUND.items():
         print(f"{d}: worst {worst[d]:.1e} = {worst[d] / (b / 8):.1f} units of roundoff; bound {b:.1e} (8 units): "
               + ("within" if worst[d] <= b else "EXCEEDED"))
