@@ -38,13 +38,38 @@ def _reduce_axes(node: NodeContext) -> tuple[list[int] | None, bool]:
     return node.axes(axes, rank), keepdims
 
 
+# The value of a reduction over an empty set, as onnxruntime gives it (ReduceMean of nothing is
+# 0 there, not NaN); Max / Min of an integer type take the type's lowest / highest value.
+_EMPTY_REDUCTION = {
+    "ReduceMean": 0.0, "ReduceSum": 0.0, "ReduceProd": 1.0, "ReduceMax": -np.inf, "ReduceMin": np.inf,
+    "ReduceL1": 0.0, "ReduceL2": 0.0, "ReduceSumSquare": 0.0, "ReduceLogSum": -np.inf, "ReduceLogSumExp": -np.inf,
+}
+
+
+def _empty_reduction(node: NodeContext, axes: list[int], keepdims: bool) -> Value:
+    """The result of reducing a zero-size input over `axes`, known at import: a constant of the
+    reduced shape filled with `_EMPTY_REDUCTION` (an empty array when a kept dim is 0), so no
+    kernel divides by a count or tile of 0."""
+    shape = node.shape(0)
+    out = [1 if i in axes else d for i, d in enumerate(shape) if keepdims or i not in axes]
+    dtype = node.dtype(0)
+    fill = _EMPTY_REDUCTION[node.op_type]
+    if dtype.kind in "iub" and not np.isfinite(fill):
+        info = np.iinfo(dtype) if dtype.kind != "b" else None
+        fill = (info.min if fill < 0 else info.max) if info else fill > 0
+    return node.constant(np.full(out, fill, dtype), "empty_reduction")
+
+
 @converts(*_REDUCE)
 def convert_reduce(node: NodeContext) -> list[Value]:
     """Reduce* → nn.reduce_* with sorted non-negative axes (`_reduce_axes`); no axes with
-    noop_with_empty_axes forwards the input."""
+    noop_with_empty_axes forwards the input; a zero-size input gives a constant
+    (`_empty_reduction`)."""
     axes, keepdims = _reduce_axes(node)
     if axes is None:
         return [node.input(0)]
+    if 0 in node.shape(0):
+        return [_empty_reduction(node, axes, keepdims)]
     return [node.emit(_REDUCE[node.op_type](node.value(0), axes, keepdims))]
 
 
@@ -64,6 +89,8 @@ def convert_reduce_composite(node: NodeContext) -> list[Value]:
             sq = node.emit(nn.MulOp(x, x))
             return [node.emit(nn.SqrtOp(sq)) if op == "ReduceL2" else sq]
         return [node.emit({"ReduceL1": nn.AbsOp, "ReduceLogSum": nn.LogOp}[op](x)) if op != "ReduceLogSumExp" else x]
+    if 0 in node.shape(0):
+        return [_empty_reduction(node, axes, keepdims)]
     if op == "ReduceLogSumExp":
         m = node.emit(nn.ReduceMaxOp(x, axes, True))
         # A row of all -inf: -inf - -inf is NaN, so shift by 0 there (exp(-inf) = 0, log 0 = -inf).
