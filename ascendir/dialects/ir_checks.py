@@ -8,6 +8,9 @@ ascendir-opt): string literals before lexing, SSA dominance after parsing.
   grammar (a literal ends on its line; escapes are \\n \\t \\\\ \\" or two hex digits) and reject a
   bad literal before xDSL sees it.
 * `check_declarations`: a public func.func without a body (`{}` parses as no block at all).
+* `check_signatures`: a func.func argument or result of a tensor type with a dynamic dim
+  (`tensor<?x8xf32>`): the nn ops' verifier refuses dynamic dims on their operands, but an
+  argument no op uses (or one only returned) reached the random inputs as a shape of -1.
 * `check_dominance`: xDSL's parser accepts a value used before the op that defines it (a forward
   reference) and its verifier does not check dominance, so the lowering or the simulator met an
   undefined value. MLIR's verifier rejects it in SSACFG regions; so do we.
@@ -16,7 +19,7 @@ ascendir-opt): string literals before lexing, SSA dominance after parsing.
 from __future__ import annotations
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, Region, SSAValue
 from xdsl.traits import IsolatedFromAbove
 
@@ -61,12 +64,13 @@ def check_string_literals(text: str, where: str) -> None:
 
 def check_module(module: ModuleOp) -> None:
     """What every parsed module must satisfy before a pass or the simulator sees it:
-    `check_declarations` and `check_dominance`.
+    `check_declarations`, `check_signatures` and `check_dominance`.
 
     Raises:
         AscendirError: naming the function or op and the reason.
     """
     check_declarations(module)
+    check_signatures(module)
     check_dominance(module)
 
 
@@ -81,6 +85,23 @@ def check_declarations(module: ModuleOp) -> None:
     for op in module.walk():
         if isinstance(op, func.FuncOp) and not op.body.blocks and (op.sym_visibility is None or op.sym_visibility.data == "public"):
             raise AscendirError(f"func.func @{op.sym_name.data} has no body (a public function must be defined)")
+
+
+def check_signatures(module: ModuleOp) -> None:
+    """Every tensor argument and result of every func.func has static dims, as the nn ops'
+    operands must (NNOp.verify_); memrefs are left to the ascend verifiers.
+
+    Raises:
+        AscendirError: naming the function, the argument or result and its type.
+    """
+    for op in module.walk():
+        if not isinstance(op, func.FuncOp):
+            continue
+        for kind, types in (("argument", op.function_type.inputs.data), ("result", op.function_type.outputs.data)):
+            for i, t in enumerate(types):
+                if isinstance(t, TensorType) and any(d < 0 for d in t.get_shape()):
+                    raise AscendirError(f"func.func @{op.sym_name.data}: {kind} {i} has a dynamic dim ({t}); "
+                                        "tensors must have static shapes")
 
 
 def check_dominance(module: ModuleOp | Operation) -> None:

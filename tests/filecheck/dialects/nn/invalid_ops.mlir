@@ -3,8 +3,8 @@
 // Every verifier error of the nn ops (ops.py, fused.py, cast_mode.py).
 
 // CHECK: nn.relu: dynamic dims are not allowed (tensor<?x8xf32>)
-func.func @main(%x: tensor<?x8xf32>) {
-  %r = nn.relu %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
+func.func @main(%x: tensor<2x8xf32>) {
+  %r = nn.relu %x : (tensor<2x8xf32>) -> tensor<?x8xf32>
   func.return
 }
 
