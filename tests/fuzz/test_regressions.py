@@ -185,6 +185,29 @@ def test_external_data_fields(tmp_path: Path, fields: dict, reason: str) -> None
     assert reason in str(info.value)
 
 
+def _sparse_16_gib(path: Path) -> None:
+    with path.open("wb") as f:
+        f.truncate(2**34)
+
+
+def test_external_data_larger_than_the_address_space_limit() -> None:
+    # a 2^32-element f32 table in a sparse 16 GiB file, read (memory-mapped) to fold a Gather:
+    # the mapping failed under the harness's address-space cap (internal error: OSError: [Errno
+    # 12] Cannot allocate memory; campaign shard onnx 228, bert_small's position embeddings)
+    model = one_node("Gather", {}, {"w": np.zeros(1, np.float32), "i": np.array([0], np.int64)})
+    t = model.graph.initializer[0]
+    t.ClearField("raw_data")
+    t.dims[:] = [2**32]
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in {"location": "w.bin", "offset": "0"}.items():
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    outcome = run_case(Case("ascendir", ("compile", "m.onnx", "--emit", "nn"),
+                            {"m.onnx": model.SerializeToString(), "w.bin": _sparse_16_gib}), mem_mb=2048)
+    assert outcome.kind == "clean" and "initializer 'w': cannot read external data 'w.bin'" in outcome.message, outcome
+    assert "cannot map its 17179869184 bytes" in outcome.message, outcome
+
+
 # -- names, functions ------------------------------------------------------------------------------
 def test_long_and_multiline_names() -> None:
     model = one_node("Relu", {"x": X})

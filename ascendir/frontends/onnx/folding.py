@@ -99,8 +99,13 @@ def infer_output_types(
     outputs = [helper.make_tensor_value_info(o, 0, None) for o in node.output]
     graph = helper.make_graph([node], "ascendir.infer", graph_inputs, outputs, initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    # onnx's data propagation reads a 1-D input as a possible shape and allocates a dim per
+    # element: a 1-D unread weight of 2^32 elements took gigabytes (std::bad_alloc under a cap)
+    # before it gave up. Such an input is never a shape; without data propagation its outputs'
+    # shapes are still inferred.
+    data_prop = not any(len(vi.type.tensor_type.shape.dim) <= 1 and _elements(vi) > _DATA_PROP_LIMIT for vi in graph_inputs)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=data_prop)
     except Exception:  # noqa: BLE001 - inference errors of any kind mean "evaluate instead"
         return None
     result = []
@@ -110,6 +115,14 @@ def infer_output_types(
             return None
         result.append((tuple(d.dim_value for d in tt.shape.dim), tt.elem_type))
     return result
+
+
+# The most elements of a 1-D unread input onnx's data propagation is asked to read as a shape.
+_DATA_PROP_LIMIT = 2**16
+
+
+def _elements(vi: onnx.ValueInfoProto) -> int:
+    return int(np.prod([d.dim_value for d in vi.type.tensor_type.shape.dim], dtype=np.float64))
 
 
 def fold_from_shape(node: NodeProto, shape: tuple[int, ...]) -> list[np.ndarray] | None:

@@ -194,8 +194,9 @@ def _read_external(tensor: TensorProto, base_dir: str, shape: tuple[int, ...], d
     keys honoured), so a multi-GB weight costs address space, not RSS, until it is touched.
 
     Raises:
-        AscendirError: the file is missing, escapes the model folder, or is shorter than the
-            tensor (truncated), naming the initializer and the file.
+        AscendirError: the file is missing, escapes the model folder, is shorter than the
+            tensor (truncated), or cannot be mapped (its bytes over the process's address-space
+            limit), naming the initializer and the file.
     """
     location, offset, length = external_fields(tensor, base_dir)
 
@@ -218,4 +219,7 @@ def _read_external(tensor: TensorProto, base_dir: str, shape: tuple[int, ...], d
         return np.zeros(shape, dtype)
     # mode "r": read-only, mapped in place, no copy. (ONNX raw data is little-endian, as is every
     # host ascendir runs on.)
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+    try:
+        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+    except OSError as e:  # ENOMEM: the mapping is over the address-space limit (ulimit -v)
+        raise fail(f"cannot map its {nbytes} bytes: {e.strerror}") from None
