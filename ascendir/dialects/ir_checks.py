@@ -11,6 +11,11 @@ ascendir-opt): string literals before lexing, SSA dominance after parsing.
 * `check_signatures`: a func.func argument or result of a tensor type with a dynamic dim
   (`tensor<?x8xf32>`): the nn ops' verifier refuses dynamic dims on their operands, but an
   argument no op uses (or one only returned) reached the random inputs as a shape of -1.
+* dense literals: xDSL expands a splat (`dense<1.0> : tensor<4611686018427387904xf32>`) to a
+  Python list of one element per value of the type before packing it, so a big type took all
+  memory (a MemoryError with no message, or gigabytes under the cap). Importing this module
+  makes xDSL's parser refuse a literal over DENSE_LITERAL_BUDGET elements first, with a parse
+  error at the literal (the line shows the op).
 * `check_dominance`: xDSL's parser accepts a value used before the op that defines it (a forward
   reference) and its verifier does not check dominance, so the lowering or the simulator met an
   undefined value. MLIR's verifier rejects it in SSACFG regions; so do we.
@@ -20,10 +25,42 @@ from __future__ import annotations
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
+import math
+
 from xdsl.ir import Operation, Region, SSAValue
+from xdsl.parser.attribute_parser import AttrParser
 from xdsl.traits import IsolatedFromAbove
 
 from ascendir.errors import AscendirError
+
+DENSE_LITERAL_BUDGET = 2**26
+"""Elements a dense literal of parsed IR may have (256 MiB of f32; xDSL holds it as a Python list
+of 8-byte references, 512 MiB, while it packs it)."""
+
+_xdsl_dense_literal_type = AttrParser._parse_dense_literal_type
+_xdsl_dense_elements_attr = AttrParser.parse_dense_int_or_fp_elements_attr
+
+
+def _check_dense_size(parser: AttrParser, type) -> None:
+    n = math.prod(type.get_shape())
+    if n > DENSE_LITERAL_BUDGET:
+        parser.raise_error(f"dense literal of {type} has {n} elements, over the {DENSE_LITERAL_BUDGET} a literal may have")
+
+
+def _bounded_dense_literal_type(self: AttrParser):
+    type = _xdsl_dense_literal_type(self)
+    _check_dense_size(self, type)
+    return type
+
+
+def _bounded_dense_elements_attr(self: AttrParser, type):
+    if type is not None:  # a type given before the literal (else it is parsed after, above)
+        _check_dense_size(self, type)
+    return _xdsl_dense_elements_attr(self, type)
+
+
+AttrParser._parse_dense_literal_type = _bounded_dense_literal_type
+AttrParser.parse_dense_int_or_fp_elements_attr = _bounded_dense_elements_attr
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 

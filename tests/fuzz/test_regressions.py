@@ -351,6 +351,18 @@ def test_run_of_a_main_with_a_dynamic_argument() -> None:
     assert outcome.kind == "clean" and "func.func @main: argument 0 has a dynamic dim (tensor<?x8xf32>)" in outcome.message, outcome
 
 
+@pytest.mark.parametrize("tool, argv", [("ascendir", ("compile", "in.mlir", "--emit", "ascend")), ("ascendir-opt", ("in.mlir",))])
+@pytest.mark.parametrize("literal", ["1.0", '"0x0000803F"'])
+def test_dense_splat_of_2_62_elements(tool: str, argv: tuple[str, ...], literal: str) -> None:
+    # xDSL expanded the splat to a list of 2^62 values: a MemoryError with no message (error:
+    # out of memory:  (--timing-only moves no data); campaign shard ir 301); 2^27 took GBs
+    for n in (2**62, 2**27):
+        ir = (f'func.func @main() {{\n  %c = "nn.constant"() <{{value = dense<{literal}> : tensor<{n}xf32>}}> : '
+              f"() -> tensor<{n}xf32>\n  func.return\n}}\n").encode()
+        outcome = run_case(Case(tool, argv, {"in.mlir": ir}))
+        assert outcome.kind == "clean" and f"dense literal of tensor<{n}xf32> has {n} elements, over the 67108864" in outcome.message, outcome
+
+
 def test_wait_flag_all() -> None:
     text = KERNEL.replace("BLOCKS", "1").replace("    ascend.return", "    ascend.wait_flag ALL -> MTE2, 0\n    ascend.return")
     outcome = _opt(text)
