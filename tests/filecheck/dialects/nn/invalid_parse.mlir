@@ -62,3 +62,11 @@ func.func @main(%x: tensor<2x8xf32>) {
   %r = nn.cast %x {round_mode = #ascend.round_mode<even>} : (tensor<2x8xf32>) -> tensor<2x8xf8E8M0FNU>
   func.return
 }
+
+// -----
+
+// CHECK: dense literal of tensor<4611686018427387904xf32> has 4611686018427387904 elements, over the 67108864 a literal may have
+func.func @main() {
+  %c = nn.constant dense<1.0> : tensor<4611686018427387904xf32>
+  func.return
+}
