@@ -23,10 +23,10 @@ ascendir-opt): string literals before lexing, SSA dominance after parsing.
 
 from __future__ import annotations
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
 import math
 
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, Region, SSAValue
 from xdsl.parser.attribute_parser import AttrParser
 from xdsl.traits import IsolatedFromAbove
