@@ -11,7 +11,7 @@ ascendir-opt): string literals before lexing, SSA dominance after parsing.
 * `check_signatures`: a func.func argument or result of a tensor type with a dynamic dim
   (`tensor<?x8xf32>`): the nn ops' verifier refuses dynamic dims on their operands, but an
   argument no op uses (or one only returned) reached the random inputs as a shape of -1.
-* dense literals: xDSL expands a splat (`dense<1.0> : tensor<4611686018427387904xf32>`) to a
+* dense literals (reported upstream: docs/upstream/xdsl-dense-splat-memory.md): xDSL expands a splat (`dense<1.0> : tensor<4611686018427387904xf32>`) to a
   Python list of one element per value of the type before packing it, so a big type took all
   memory (a MemoryError with no message, or gigabytes under the cap). Importing this module
   makes xDSL's parser refuse a literal over DENSE_LITERAL_BUDGET elements first, with a parse
