@@ -11,11 +11,12 @@ ascendir-opt): string literals before lexing, SSA dominance after parsing.
 * `check_signatures`: a func.func argument or result of a tensor type with a dynamic dim
   (`tensor<?x8xf32>`): the nn ops' verifier refuses dynamic dims on their operands, but an
   argument no op uses (or one only returned) reached the random inputs as a shape of -1.
-* dense literals (reported upstream: docs/upstream/xdsl-dense-splat-memory.md): xDSL expands a splat (`dense<1.0> : tensor<4611686018427387904xf32>`) to a
-  Python list of one element per value of the type before packing it, so a big type took all
-  memory (a MemoryError with no message, or gigabytes under the cap). Importing this module
-  makes xDSL's parser refuse a literal over DENSE_LITERAL_BUDGET elements first, with a parse
-  error at the literal (the line shows the op).
+* dense literals (reported upstream: docs/upstream/xdsl-dense-splat-memory.md): xDSL expands a
+  splat (`dense<1.0> : tensor<4611686018427387904xf32>`) to a Python list of one element per
+  value of the type before packing it, so a big type took all memory (a MemoryError with no
+  message, or gigabytes under the cap). Importing this module makes xDSL's parser refuse a
+  literal over DENSE_LITERAL_BUDGET elements first, with a parse error at the literal (the line
+  shows the op).
 * `check_dominance`: xDSL's parser accepts a value used before the op that defines it (a forward
   reference) and its verifier does not check dominance, so the lowering or the simulator met an
   undefined value. MLIR's verifier rejects it in SSACFG regions; so do we.
