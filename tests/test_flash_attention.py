@@ -284,6 +284,28 @@ def test_cube_steps_of_a_wide_block_match_run_nn(causal: bool, sq: int, skv: int
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=2e-3)
 
 
+@pytest.mark.parametrize("hq, hkv, causal, sq, skv, br", [(2, 2, True, 300, 300, 128), (4, 1, True, 200, 200, 32), (2, 2, False, 130, 250, 128)])
+def test_kv_tile_of_96_keys_matches_run_nn(hq: int, hkv: int, causal: bool, sq: int, skv: int, br: int) -> None:
+    """f16, D = 128, Bc = 96 (what the search picks for the 7B prefill-512 attention): a KV tile
+    of six 16-row fractals, one cube step (Kᵀ and V of 96 keys fit L0B together, two Kᵀ slots do
+    not), 96-column softmax rows (BlockReduce 96 -> 12, WholeReduce 12 -> 1); the causal
+    diagonal crosses the tiles off their edges (96 divides neither Br = 128 nor 32), the last
+    tile is partial (300 = 3 x 96 + 12, 250 = 2 x 96 + 58), and GQA stacks 4 heads of Br = 32."""
+    text = attention_ir(1, hq, hkv, sq, skv, 128, 128, causal, dt="f16").replace(
+        "{num_heads", f"{{ascend.tiling = #ascend.tiling<{{br = {br} : i64, bc = 96 : i64}}>, num_heads", 1)
+    feeds = random_inputs([(1, hq, sq, 128), (1, hkv, skv, 128), (1, hkv, skv, 128)], "f16")
+    ref = run_nn(Parser(make_context(), text).parse_module(), WeightStore(), feeds)
+    module = compile_attention(text, "ascend910b2")
+    (k,) = [k for k in kernels(module) if k.sym_name.data.startswith("flash_attention")]
+    mm = [op for op in k.walk() if isinstance(op, ascend.MmadOp)]
+    m = hq // hkv * br
+    assert {tuple(op.b.type.get_shape()) for op in mm} == {(128, 96), (96, 128)}  # Kᵀ [D, Bc], V [Bc, Dv]
+    assert {tuple(op.c.type.get_shape()) for op in mm} == {(m, 96), (m, 128)}
+    out = simulate(module, WeightStore(), feeds, load_target("ascend910b2")).outputs
+    (want,), (got,) = ref.values(), out.values()
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=2e-3)
+
+
 def test_cube_steps_past_the_diagonal_are_skipped() -> None:
     """Causal f16 256 x 256, D = 128, Br = 128, Bc = 256 (Q·Kᵀ steps of 64 keys, P·V of 128):
     row block 0 sees keys 0..127 of its one block, so only 2 of its 4 Q·Kᵀ steps and 1 of its
@@ -345,9 +367,12 @@ def test_decode_splits_the_kv_sequence() -> None:
 
 
 def test_decode_split_balances_the_blocks_over_the_cores() -> None:
-    """32 heads of 32 KV blocks on 24 cores: unsplit, 8 cores run 2 heads (64 blocks); the
-    chosen split puts at most 44 blocks on a core (the even share is 42.7)."""
-    t = choose_flash_tiling(load_target("ascend910b2"), batch=1, hkv=32, g=1, sq=1, skv=4096, d=128, dv=128, el=f16)
+    """32 heads of 32 KV blocks (Bc = 128) on 24 cores: unsplit, 8 cores run 2 heads (64
+    blocks); the chosen split puts at most 44 blocks on a core (the even share is 42.7). (The
+    search takes Bc = 96 here, 43 blocks: HBM-bound, it simulates 26 cycles faster of 96,899.)"""
+    import ascendir.conversion.nn_to_ascend.templates.flash_attention as fa
+
+    t = fa.search(fa.Shape(1, 32, 1, 1, 4096, 128, 128, 2), load_target("ascend910b2"), bc=128)[0]
     assert t.bc == 128 and t.nsplit > 1
     assert math.ceil(32 * t.nsplit / 24) * t.per == 44
 
@@ -388,7 +413,8 @@ def test_decode_combine_loads_the_partials_in_chunks(monkeypatch) -> None:
 def test_flash_beats_naive_and_keeps_scores_out_of_gm() -> None:
     """At 1k tokens (f16, 8 heads of 128, causal) the flash kernel is faster than the decomposed
     path; its GM buffers besides the output (the per-core workspace rings) are smaller than one
-    [H, S, S] score tensor of the naive path and do not grow with S (the same at 2k tokens)."""
+    [H, S, S] score tensor of the naive path and do not grow with S (the same at 2k tokens
+    with the same tile; the search takes Bc = 96 at 1k, 256 at 2k)."""
     text = attention_ir(1, 8, 8, 1024, 1024, 128, 128, True, dt="f16")
     flash = compile_attention(text, "ascend910b2")
     naive = compile_attention(text, "ascend910b2", pipeline="")
@@ -402,7 +428,10 @@ def test_flash_beats_naive_and_keeps_scores_out_of_gm() -> None:
 
     scores = 8 * 1024 * 1024  # elements of one [1, 8, S, S] tensor of the naive path
     assert 0 < workspace(flash, 1024) < scores
-    assert workspace(compile_attention(attention_ir(1, 8, 8, 2048, 2048, 128, 128, True, dt="f16"), "ascend910b2"), 2048) == workspace(flash, 1024)
+    t = choose_flash_tiling(load_target("ascend910b2"), batch=1, hkv=8, g=1, sq=1024, skv=1024, d=128, dv=128, el=f16, causal=True)
+    longer = attention_ir(1, 8, 8, 2048, 2048, 128, 128, True, dt="f16").replace(
+        "{num_heads", f"{{ascend.tiling = #ascend.tiling<{{br = {t.br} : i64, bc = {t.bc} : i64}}>, num_heads", 1)
+    assert workspace(compile_attention(longer, "ascend910b2"), 2048) == workspace(flash, 1024)
 
 
 def test_pipelines_include_fuse_attention() -> None:

@@ -144,36 +144,50 @@ def simulated_cycles(b, hq, hkv, sq, skv, causal, br, bc) -> float:
 
 
 # (b, hq, hkv, sq, skv, causal, br, bc): LLaMA-2-7B-shaped heads (32 x 128): prefill 512 (the
-# issue-22 layer's attention) with each Bc the search weighs, short causal items (1024, 2048:
-# the pipeline fill and the workspace's first touches weigh most), decode over a long cache
-# (KV split, AIV prefetch, HBM-bound), and a GQA prefill (4 query heads per K/V head)
+# issue-22 layer's attention) with each Bc the search weighs (128: bound by the HBM traffic of
+# the workspace's first touches; 96: by the AIC's MTE2 with a partial last block), short causal
+# items (1024, 2048: the pipeline fill and the workspace's first touches weigh most), decode
+# over a long cache (KV split, AIV prefetch, HBM-bound), and a GQA prefill (4 query heads per
+# K/V head)
 ESTIMATE_SHAPES = [
     (1, 32, 32, 512, 512, True, 128, 64),
+    (1, 32, 32, 512, 512, True, 128, 96),
     (1, 32, 32, 512, 512, True, 128, 128),
     (1, 32, 32, 512, 512, True, 128, 256),
     (1, 32, 32, 512, 512, False, 128, 128),
     (1, 32, 32, 1024, 1024, True, 128, 256),
     (1, 32, 32, 2048, 2048, True, 128, 256),
     (1, 32, 32, 1, 4096, True, 1, 128),
+    (1, 32, 8, 512, 512, True, 32, 96),
     (1, 32, 8, 512, 512, True, 32, 128),
 ]
 
 
 @pytest.mark.parametrize("b,hq,hkv,sq,skv,causal,br,bc", ESTIMATE_SHAPES)
 def test_flash_estimate_tracks_the_simulation(b, hq, hkv, sq, skv, causal, br, bc):
-    """estimate_cycles (what the search ranks tiles by) within 15 % of the simulated kernel:
-    the fill once per core when streamed, the first touches of K / V and of the workspace rings
-    from HBM, the hierarchical bandwidth floor (before: 0.64x on decode, 1.53x at 1024 causal)."""
+    """estimate_cycles (what the search ranks tiles by) within 0.85-1.08x of the simulated
+    kernel: the fill once per core when streamed, each DMA's completion latency, the first
+    touches of K / V and of the workspace rings from HBM on the pipes that make them and in the
+    hierarchical bandwidth floor (before: 0.64x on decode, 1.53x at 1024 causal; 1.10x with
+    Bc = 96 at 512 causal and GQA, whose first touches were summed one after another)."""
     s = fa.Shape(b, hkv, hq // hkv, sq, skv, 128, 128, 2, None, causal)
     est = s.cycles(HW, s.tiling(HW, br, bc))
     sim = simulated_cycles(b, hq, hkv, sq, skv, causal, br, bc)
-    assert 0.85 <= est / sim <= 1.15, (est, sim)
+    assert 0.85 <= est / sim <= 1.08, (est, sim)
 
 
-def test_flash_search_picks_the_faster_tile_at_prefill_512():
-    """The 7B prefill-512 attention (32 heads x 128, causal): the search's Bc is the one of
-    64 / 128 / 256 (Br = 128) that simulates fastest (before: Bc = 64, 2 % slower than 128)."""
-    s = fa.Shape(1, 32, 1, 512, 512, 128, 128, 2, None, True)
+@pytest.mark.parametrize("hkv,sq,br,bcs", [
+    (32, 512, 128, (64, 96, 128, 256)),
+    (8, 512, 32, (64, 96, 128)),
+    (32, 1024, 128, (96, 128, 256)),
+])
+def test_flash_search_picks_the_faster_tile(hkv, sq, br, bcs):
+    """LLaMA-2-7B-shaped causal prefill (32 query heads x 128, f16): the search's Bc is the one
+    of `bcs` (at the Br it picks) that simulates fastest. The 7B prefill-512 attention takes
+    Bc = 96 (64,685 cycles; 128: 68,130, 64: 69,563; before: 128, the first touches of its
+    workspace summed as if serial ranked 96 at 71,301), so does its GQA form (8 K/V heads),
+    and 1024 takes 256 (before: 128, 2 % slower)."""
+    s = fa.Shape(1, hkv, 32 // hkv, sq, sq, 128, 128, 2, None, True)
     pick = fa.search(s, HW)[0]
-    sim = {bc: simulated_cycles(1, 32, 32, 512, 512, True, 128, bc) for bc in (64, 128, 256)}
-    assert (pick.br, pick.bc) == (128, min(sim, key=sim.get)), (pick.text(), sim)
+    sim = {bc: simulated_cycles(1, 32, hkv, sq, sq, True, br, bc) for bc in bcs}
+    assert (pick.br, pick.bc) == (br, min(sim, key=sim.get)), (pick.text(), sim)

@@ -104,9 +104,11 @@ search's extra rule; a small block costs a DMA start-up and a table read more pe
 Tile sizes (`search`, run by choose-tiling, which records the choice on the nn.attention as
 `ascend.tiling = #ascend.tiling<{br = .., bc = ..}>`; IR text or `--tiling br=..,bc=..` may set it, and the
 template uses what is recorded, searching only when nothing is): Br ∈ {128, 64, 32, 16} (or Sq
-when Sq < 16), Bc ∈ {512 (only for ≤ 16 stacked rows), 256, 128, 64, 32, 16}: of the tiles whose
-resident buffers fit (below), the one with the fewest cycles by `estimate_cycles` (the
-interpreter's cost tables applied per KV block, analytically: at most 24 candidates, ~1 ms). A
+when Sq < 16), Bc ∈ {512 (only for ≤ 16 stacked rows), 256, 128, 96, 64, 32, 16} (multiples of
+the 16-row fractal, as ops-transformer's FlashAttentionScore tiling steps its S2 base size by
+FRACTAL_NUM = 16): of the tiles whose resident buffers fit (below), the one with the fewest
+cycles by `estimate_cycles` (the interpreter's cost tables applied per KV block, analytically:
+at most 28 candidates, ~1 ms). A
 recorded tile may be any multiple of 16 (clamped to the padded Sq / Skv); one that does not fit
 fails naming the space, bytes needed vs available and the largest tile that fits (`forced`). Capacities from the target TOML (910B: L1
 512 KiB, L0A/L0B 64 KiB, L0C 128 KiB, UB 192 KiB; 910A: L1 1 MiB, L0C 256 KiB, UB 256 KiB — S1
@@ -131,10 +133,11 @@ a few columns, then WholeReduce (0.1094) of those (`row_reduce_steps`).
 
 Resulting choices (f16, 910B2): with enough row blocks for the 24 cores and long rows, D = 128
 → Br = 128, Bc = 256 in two cube steps of 128 (each AIV's UB holds 64 rows of 256 keys: 192064
-of its 196608 bytes in the causal case); few blocks per core (512-1024 queries, the 7B
-prefill-512 attention) Bc = 128, the first touches of a core's twice as large workspace rings
-weighing more than the per-block saving (simulated 68,130 cycles at 512 vs 69,563 with Bc = 64
-and 93,197 with 256); Br = 64 on 910A, one vector
+of its 196608 bytes in the causal case, also at 1024 causal); few blocks per core (the 7B
+prefill-512 attention) Bc = 96: simulated 64,685 cycles, bound by the AIC's MTE2 (K, V, P and
+each load's completion latency), against 68,130 with Bc = 128, which the HBM traffic of its
+larger workspace rings' first touches bounds (2 x 640 KB per core), 69,563 with 64 (more
+blocks) and 93,197 with 256; Br = 64 on 910A, one vector
 unit's UB; with few rows smaller Br to occupy more cores (one head of 512 queries, D 128: Br =
 32, Bc = 256); decode keeps one cube step per block (its AIVs' L2 prefetch streams K / V per
 block): 1 query, g = 4, 4096 keys, 8 K/V heads → M = 4 (16 padded), Bc = 128, the 32 KV blocks split 3 ways on 24 AICs.
@@ -177,7 +180,7 @@ from ascendir.dialects.ascend import FLAG_UNITS_ATTR, FlagUnitsAttr
 # What nn.attention's causal step writes (the lowest finite float of the fp32 compute type).
 LOWEST = float(np.finfo(np.float32).min)
 BR_CANDIDATES = (128, 64, 32, 16)
-BC_CANDIDATES = (512, 256, 128, 64, 32, 16)
+BC_CANDIDATES = (512, 256, 128, 96, 64, 32, 16)
 # Bc = 512 only when the stacked rows are few (decode): the vector tile stays small.
 WIDE_BC_MAX_ROWS = 16
 # Score tiles the cube computes ahead of the vector cores on 910B (workspace ring slots per
@@ -665,17 +668,24 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     (the software pipeline), so a block costs the busiest pipe. A core runs the blocks of its
     items (block-cyclic over min(cores, items), causal blocks above the diagonal skipped, KV
     splits). What the kernel's schedule adds to that:
+    * each DMA's completion latency [S5] on its pipe (the flag after it waits for it): the L2
+      hit latency, the DDR read / write latency for what goes to HBM;
     * the pipeline fill (one block through every stage in turn): once per core when the core's
       items are one stream (`streams`), else once per item with its Q load and output store;
       streamed, Q adds to the AIC's MTE2 and the output's acc / l to the vector pipe;
-    * first touches from HBM (interpreter/l2.py): each K / V tile's first read (of a head's
-      nj.sum() block loads, nkv), and once per core every workspace ring slot's first write and
-      the read after it (the DDR rates [S1] at the core's HBM share);
+    * first touches from HBM (interpreter/timing/l2.py): each K / V tile's first read (of a
+      head's nj.sum() block loads, nkv), and every workspace ring slot a core uses, its first
+      write and the read after it (DDR rates [S1] at the core's HBM share), each on the pipe
+      that makes it (FixPipe, the AIVs' MTE2 / MTE3, the AIC's MTE2): with its blocks' share a
+      pipe may become the core's busiest;
+    * a partial last KV block loads only its keys;
     * decode with the AIVs' L2 prefetch: their K / V reads from HBM on the AIV MTE2;
     * a floor: the hierarchical bandwidth bound (costmodel.bandwidth_bound_cycles: every block's
-      K, V and workspace bytes through L2 [S8], K / V, Q and the output once through HBM).
-    Within 0.83-1.08x of the simulation for 32 heads x 128 (f16, 910B2) from 512 to 8192 keys,
-    causal or not, prefill and decode (tests/test_tiling_attention.py holds 0.85-1.15 on a set).
+      K, V and workspace bytes through L2 [S8], K / V, Q, the output and the workspace's first
+      touches through HBM).
+    Within 0.88-1.04x of the simulation for 32 heads x 128 (f16, 910B2) from 512 to 8192 keys,
+    causal or not, prefill and decode, Bc 64-256 (benchmarks/fa_estimate.py;
+    tests/test_tiling_attention.py holds 0.85-1.08 on a set).
     Mask and causal-diagonal vector work are left out (the same for every tiling to first
     order). A paged K/V (`block` > 0) loads a tile in max(1, Bc / block) DMAs each for K and V,
     each after a table read on the scalar pipe.
@@ -693,6 +703,12 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
         return mmad_cycles(target, dt, a, b, k)
 
     l2 = min(r["l2_to_l1"], target.hbm_bytes_per_cycle / cores * target.memory.l2_bw_over_hbm)
+    # every DMA here is followed by a flag to its consumer, and a set_flag waits until its pipe
+    # completed what came before it, GM latency included [S5] (interpreter/exec/sync_ops.py): an L2
+    # hit (or a rewrite of a tile dirty in L2) holds the pipe hit_lat more, an HBM read read_lat,
+    # an HBM write write_lat (costmodel.CostEnv.gm_latency)
+    mem = target.memory
+    hit_lat, read_lat, write_lat = mem.l2_hit_latency, mem.gm_read_latency, mem.gm_write_latency
     prefetch = decode_prefetch(target, sq, t.br)
     cb = bc if prefetch else cube_cols(target, bc, mp, dp, dvp, es)
     cs = cb if prefetch else score_cols(target, bc, cb, mp, dp, dvp, es)[0]
@@ -710,13 +726,13 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
         vec += vector_cycles(target, op, n, 4)
     vec += vector_cycles(target, "vmul", n * dv, 4) + vector_cycles(target, "vadd", n * dv, 4)
     if target.arch.split_cores:
-        pipes.append((bc * (dp + dvp) + mp * bc) * es / l2 + 3 * st["mte2_nd2nz"])  # AIC MTE2: K, V, P
-        pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + (steps_s + 1) * st["fix"])
-        pipes.append((n * bc + n * dv) * 4 / min(r["l2_to_ub"], l2) + 2 * st["mte2"])  # AIV MTE2: S, O
-        pipes.append(n * bc * es / r["ub_to_l2"] + st["mte3"])  # AIV MTE3: P
+        pipes.append((bc * (dp + dvp) + mp * bc) * es / l2 + 3 * (st["mte2_nd2nz"] + hit_lat))  # AIC MTE2: K, V, P
+        pipes.append((mp * bc + mp * dvp) * 4 / r["l0c_to_l2"] + (steps_s + 1) * (st["fix"] + hit_lat))  # FixPipe: S, O
+        pipes.append((n * bc + n * dv) * 4 / min(r["l2_to_ub"], l2) + 2 * (st["mte2"] + hit_lat))  # AIV MTE2: S, O
+        pipes.append(n * bc * es / r["ub_to_l2"] + st["mte3"] + hit_lat)  # AIV MTE3: P
         ws_bytes = m * bc * (4 + es) + m * dv * 4  # S, P and O_j written and read back (stay dirty in L2)
     else:  # coupled: L0C -> UB on the vector pipe, P through UB -> L1
-        pipes.append(bc * (dp + dvp) * es / l2 + 2 * st["mte2_nd2nz"])
+        pipes.append(bc * (dp + dvp) * es / l2 + 2 * (st["mte2_nd2nz"] + hit_lat))
         vec += (mp * bc + mp * dvp) * 4 / r["l0c_to_ub"] + 2 * st["vector"]
         pipes.append(n * bc * es / r["ub_to_l1"] + st["mte3"])
         ws_bytes = 0
@@ -739,14 +755,14 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     if prefetch:  # the AIVs read K (AIV 0) and V (AIV 1) from HBM into L2 for the AIC (`_prefetch`)
         pipes[4] += bc * max(d, dv) * es / min(r["gm_to_ub"], hbm) + st["mte2"]
     else:
-        pipes[2] += miss * bc * (d + dv) * es * (1 / hbm - 1 / l2)  # the MTE2 that loads K and V
+        pipes[2] += miss * (bc * (d + dv) * es * (1 / hbm - 1 / l2) + 2 * (read_lat - hit_lat))  # the MTE2 that loads K and V
     per_block = max(*pipes, vec)
     # the first block of a pipeline runs through the stages one after another (nothing yet to
     # overlap with): the fill. A streamed kernel (`streams`) fills once per core, else once per
     # item, which short causal items (few blocks) pay most
     fill = sum(pipes) + vec - per_block
     stream = streams(target, t, sq, es)
-    q_load = m * dp * es / hbm + t.g * st["mte2_nd2nz"]
+    q_load = m * dp * es / hbm + t.g * st["mte2_nd2nz"] + read_lat
     if stream:  # the next item's Q loads into its second L1 slot and this one's output leaves
         # while the blocks go on: Q adds to the AIC's MTE2, the output's acc / l to the vector pipe
         per_item = vector_cycles(target, "vdiv", n * dv, 4) + (vector_cycles(target, "vcast", n * dv, 4) if es != 4 else 0.0)
@@ -754,38 +770,62 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
         per_item = fill + q_load + m * dv * es / r["ub_to_gm"]
     if t.nsplit > 1:
         lo = np.arange(t.nsplit) * t.per
-        per_item_blocks = np.clip(np.minimum(lo[None, :] + t.per, nj[:, None]) - lo[None, :], 1, None).ravel()
+        end = np.minimum(lo[None, :] + t.per, nj[:, None])
+        per_item_blocks = np.clip(end - lo[None, :], 1, None).ravel()
+        per_item_last = (end == nkv).ravel()
     else:
-        per_item_blocks = nj
-    blocks = np.tile(per_item_blocks, batch * hkv)
+        per_item_blocks, per_item_last = nj, nj == nkv
+    blocks, last = np.tile(per_item_blocks, batch * hkv), np.tile(per_item_last, batch * hkv)
     if balanced(causal, nrb, t.nsplit):  # the row block each item runs (causal_items)
         group = head_group(target, batch * hkv, skv, d, dv, es)
-        blocks = nj[causal_items(np.arange(items), cores, items, nrb, group)[1]]
-    once = fill if stream else 0.0
+        rb = causal_items(np.arange(items), cores, items, nrb, group)[1]
+        blocks, last = nj[rb], nj[rb] == nkv
+    core = np.arange(items) % cores
+    per_core = np.bincount(core, weights=blocks * per_block + per_item, minlength=cores)
+    # what a pipe does besides its share of every block, per core: it may make that pipe the
+    # busiest, and then the core's time is that pipe's (the others overlap with it)
+    extra: dict[int, np.ndarray] = {}
+    if stream:  # the items' Q loads on the AIC's MTE2
+        extra[2] = np.bincount(core, minlength=cores) * q_load
+    first_bytes = 0.0
     if target.arch.split_cores:
         # the workspace rings (S, P: PRELOAD slots, O_j: UPDATE_LAG, a set per item parity when
         # streamed) are not yet in L2 when a core first writes a slot: that write goes to HBM and
-        # the read after it misses too (interpreter/l2.py), once per slot and core
-        rings = 2 if stream else 1
-        s_ring, p_ring, o_ring = (rings * x for x in (PRELOAD * m * bc * 4, PRELOAD * m * bc * es, UPDATE_LAG * m * dv * 4))
+        # the read after it misses too (interpreter/timing/l2.py), once per slot a core touches.
+        # Each first touch costs its own pipe the DDR rate [S1] at the core's HBM share (and
+        # the DDR latency [S5]) instead of the L2 one; the four pipes overlap like the blocks'.
+        par = (np.arange(items) // cores) % 2 if stream else np.zeros(items, np.int64)
+        most = np.zeros((cores, 2))
+        np.maximum.at(most, (core, par), blocks)  # the most blocks an item of each parity runs
+        sp_slots, o_slots = np.minimum(most, PRELOAD).sum(1), np.minimum(most, UPDATE_LAG).sum(1)
+        s_first, p_first, o_first = sp_slots * m * bc * 4, sp_slots * m * bc * es, o_slots * m * dv * 4
+        aivs = aiv_count(target, m)
 
-        def first(nbytes: float, path: str, hit_rate: float) -> float:  # extra cycles of a first touch
+        def first(nbytes: np.ndarray, path: str, hit_rate: float) -> np.ndarray:  # extra cycles of first touches
             return nbytes * (1 / min(r[path], target.hbm_bytes_per_cycle / cores) - 1 / hit_rate)
 
-        once += (first(s_ring + o_ring, "l0c_to_gm", r["l0c_to_l2"]) + first(p_ring, "ub_to_gm", r["ub_to_l2"])
-                 + first((s_ring + o_ring) / aiv_count(target, m), "gm_to_ub", min(r["l2_to_ub"], l2)) + first(p_ring, "gm_to_l1", l2))
-    core = np.arange(items) % cores
-    per_core = np.bincount(core, weights=blocks * per_block + per_item)
-    if stream:  # the AIC's MTE2 with the items' Q loads, when it is the busier
-        per_core = np.maximum(per_core, np.bincount(core, weights=blocks * pipes[2] + q_load))
-    per_core = per_core + once
+        extra[2] = (extra.get(2, 0.0) + first(p_first, "gm_to_l1", l2) + sp_slots * (read_lat - hit_lat))
+        extra[3] = first(s_first + o_first, "l0c_to_gm", r["l0c_to_l2"]) + (sp_slots * steps_s + o_slots) * (write_lat - hit_lat)
+        extra[4] = first((s_first + o_first) / aivs, "gm_to_ub", min(r["l2_to_ub"], l2)) + (sp_slots + o_slots) * (read_lat - hit_lat)
+        extra[5] = first(p_first / aivs, "ub_to_gm", r["ub_to_l2"]) + sp_slots * (write_lat - hit_lat)
+        first_bytes = float((s_first + p_first + o_first).sum())
+    # an item that reaches the last KV block loads only its skv - (nkv - 1)·Bc keys of K and V
+    # (the DMA takes the valid rows, `_kv_load`): its MTE2 does the rest of a block's copy less
+    short = (bc * nkv - skv) * (d + dv) * es * last
+    extra[2] = extra.get(2, 0.0) - np.bincount(core, weights=short, minlength=cores) * (
+        1 / l2 + (0.0 if prefetch else miss * (1 / hbm - 1 / l2)))
+    nb = np.bincount(core, weights=blocks, minlength=cores)
+    for i, e in extra.items():
+        per_core = np.maximum(per_core, nb * pipes[i] + e)
+    per_core = per_core + (fill if stream else 0.0)
     # the hierarchical bandwidth floor: every block's K, V and workspace bytes pass L2; HBM sees
-    # K and V once per head (their first reads, `miss`), Q once and the output
-    # (decode's prefetch: the AIVs' reads are the misses, the AIC's reads of the same lines hit)
-    kv, ws = blocks.sum() * bc * (d + dv) * es, blocks.sum() * ws_bytes
+    # K and V once per head (their first reads, `miss`), Q once, the output, and every workspace
+    # slot's first write and read (decode's prefetch: the AIVs' reads are the misses, the AIC's
+    # reads of the same lines hit)
+    kv, ws = blocks.sum() * bc * (d + dv) * es - short.sum(), blocks.sum() * ws_bytes
     rows = batch * hkv * t.g * sq
     floor = bandwidth_bound_cycles(kv + ws + rows * d * es, ws + rows * dv * es, target,
-                                   l2_hit=(0.0 if prefetch else kv * (1 - miss)) + ws, l2_write=ws)
+                                   l2_hit=(0.0 if prefetch else kv * (1 - miss)) + ws - first_bytes, l2_write=ws - first_bytes)
     return float(max(per_core.max(), floor))
 
 
