@@ -58,6 +58,26 @@ def test_split_k_f32_workspace_and_batch_fold():
     assert mm.function_type.inputs.data[2].get_shape() == (96, 40)
 
 
+@pytest.mark.parametrize(
+    "m,k,n,spec",
+    [
+        # 256 x 1024 f32 = 64 reduce tiles of 4096 on 48 AIVs: 16 of them reduce two tiles
+        (256, 64, 1024, "m=128,n=128,k=32,split_k=2"),
+        # 44 tiles on 24 AICs: 20 tail tiles in 4 pieces each, 80 pieces on 48 AIVs
+        (512, 256, 1408, "m=128,n=128,k=32,l1_depth=2,tail_split=2"),
+    ],
+)
+def test_f32_partials_reduce_races_no_store(m, k, n, spec):
+    """An f32 result's split-K / tail reduction (templates/matmul.py `_sum_partials`) on AIVs
+    that take more than one tile: the next tile's partial loads (MTE2) must not overwrite the
+    buffer the previous tile's store (MTE3) reads. The sum was stored from the first partial's
+    own UB buffer, ordered after the vector work only: the race check failed ('ascend.copy on
+    MTE3 and ascend.copy on MTE2 touch overlapping bytes')."""
+    text = with_tiling(matmul_text((m, k), (k, n), (m, n)), spec)
+    lowered = check(text, {"a": rand((m, k)), "b": rand((k, n))})
+    assert any("reduce" in kern.sym_name.data for kern in kernels(lowered))
+
+
 def test_swizzled_gelu_epilogue_keeps_aic_and_aiv_order():
     text = with_tiling(fuse(epilogue_text(100, 64, 96, "gelu")), "m=16,n=32,k=32,swizzle=4")
     m, k, n = 100, 64, 96
@@ -184,8 +204,10 @@ def test_split_k_is_checked_against_k_chunks_and_the_reduce_kernels_ub():
     text = with_tiling(matmul_text((1024, 1024), (1024, 1024), (1024, 1024), "f16"), fit.text())
     names = [k.sym_name.data for k in kernels(lower_text(text))]
     assert any(n.startswith("matmul_split_k_reduce") for n in names)
-    # 12 ranges of 4096 f32 fit the 192 KiB UB with an f32 result, 11 with an f16 one
-    assert split_misfit(Problem(1, 64, 64, 1536, "f32", 4), Tiling(64, 64, 8, 1, 12), hw) is None
+    # 11 ranges of 4096 f32 fit the 192 KiB UB beside the output tile, f32 (a buffer of its own:
+    # test_f32_partials_reduce_races_no_store) or f16
+    assert split_misfit(Problem(1, 64, 64, 1536, "f32", 4), Tiling(64, 64, 8, 1, 11), hw) is None
+    assert "212992 bytes of UB" in split_misfit(Problem(1, 64, 64, 1536, "f32", 4), Tiling(64, 64, 8, 1, 12), hw)
     assert "204800 bytes of UB" in split_misfit(Problem(1, 64, 64, 1536, "f16", 2), Tiling(64, 64, 16, 1, 12), hw)
 
 

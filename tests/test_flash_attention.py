@@ -222,6 +222,30 @@ def test_attention_without_a_flash_tile_is_lowered_unfused(causal: bool) -> None
     assert kernels(f16_module)[0].sym_name.data.startswith("flash_attention")
 
 
+def test_flash_region_the_template_declines_is_lowered_op_by_op() -> None:
+    """IR text whose flash_attention region holds more than the attention and its head
+    transposes (here a transpose of q back to BSND that nothing reads): the template declines it,
+    so decompose-attention rewrites its nn.attention too and the region is lowered op by op with
+    run_nn's numbers. It used to keep the attention whole ('nn.attention #3:
+    convert-nn-to-ascend has no template for nn.attention')."""
+    text = bsnd_attention_ir(1, 2, 2, 8, 8, 32, 32, False)
+    ref = run_nn(Parser(make_context(), text).parse_module(), WeightStore(), random_inputs([(1, 8, 2, 32)] * 3, "f32"))
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline("fuse-attention"))
+    region = next(op for op in module.walk() if isinstance(op, nn.FusedOp))
+    qt = region.body.block.first_op
+    assert isinstance(qt, nn.TransposeOp)
+    extra = nn.TransposeOp(qt.result, [0, 2, 1, 3])
+    region.body.block.insert_op_after(extra, qt)
+    weights = WeightStore()
+    lower(module, weights, "ascend910b2")
+    names = [k.sym_name.data for k in kernels(module)]
+    assert not any(n.startswith("flash_") for n in names) and any(n.startswith("softmax") for n in names), names
+    feeds = random_inputs([(1, 8, 2, 32)] * 3, "f32")
+    (want,), (got,) = ref.values(), simulate(module, weights, feeds, load_target("ascend910b2")).outputs.values()
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
 def _bytes(module: ModuleOp, feeds: dict, target: str = "ascend910b2") -> dict:
     return simulate(module, WeightStore(), feeds, load_target(target), timing_only=True).report
 

@@ -66,6 +66,35 @@ def test_report_routes_the_inputs(tmp_path) -> None:
     assert "MoE /block/gate/TopK: top-2 of 8" in r.output
 
 
+def test_bf16_report_routes_as_the_kernels_do(tmp_path) -> None:
+    """Under --dtype bf16 the report's routing (the router evaluated by the nn reference) is the
+    one the simulated gating kernel computes: its TopK indices, made a graph output here. The nn
+    reference's matmul took bf16 (numpy kind "V") for an integer type and multiplied truncated
+    int64 values: every logit 0, every token routed to experts 0-3 (64 tokens each)."""
+    import onnx
+
+    from ascendir.driver import compile_model
+    from ascendir.hardware import load_target
+    from ascendir.interpreter import simulate
+
+    name = "qwen2_moe_block_small"
+    model = onnx.load(DATA / name / "model.onnx")
+    (topk,) = [n for n in model.graph.node if n.op_type == "TopK"]
+    model.graph.output.append(onnx.ValueInfoProto(name=topk.output[1]))
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    ref = DATA / name / "reference.npz"
+    report = tmp_path / "r.json"
+    r = run_cli("run", DATA / name / "model.onnx", "--inputs", ref, "--timing-only", "--dtype", "bf16", "--report", report)
+    assert r.exit_code == 0, r.output
+    (m,) = json.loads(report.read_text())["moe"]
+    hw = load_target("ascend910b2")
+    module, weights = compile_model(path, hw.name, dtype="bf16")
+    with np.load(ref) as z:
+        ids = simulate(module, weights, {"hidden_states": z["input:hidden_states"]}, hw).outputs[topk.output[1]]
+    assert m["tokens_per_expert"] == np.bincount(ids.reshape(-1), minlength=16).tolist()
+
+
 def test_timing_only_routing_is_stated(tmp_path) -> None:
     model = DATA / "deepseek_v3_moe_block_small" / "model.onnx"
     report = tmp_path / "r.json"

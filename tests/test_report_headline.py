@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from ascendir.api.cli import main
 from ascendir.interpreter.report.headline import bound, bound_shares, by_kind, grouped, headline, kernel_kind
 from cli_helpers import run_cli
+from test_lowering_matmul import matmul_text
 
 DATA = Path(__file__).parent / "data"
 LLAMA = DATA / "llama_small" / "model.onnx"
@@ -33,6 +34,33 @@ def test_bound_resource_of_a_launch() -> None:
     assert bound(_kernel("hit_0", 100, bytes={"gm_read": 300_000, "l2_hit": 300_000}), REPORT) == ("L2", pytest.approx(0.75))
     assert bound(_kernel("tiny_0", 100, launch=60), REPORT) == ("launch", 0.6)
     assert bound(_kernel("wait_0", 100, util={"M": 0.2}, launch=10), REPORT) == ("latency", 0.2)
+
+
+def test_hbm_share_is_taken_against_the_sustained_bandwidth() -> None:
+    """A chip that sustains 40 % of its nominal HBM bandwidth (memory.hbm_efficiency = 0.4): a
+    copy moving 40 KB in 100 cycles runs at that roof (40 % of the nominal 1e12 B/s), HBM-bound,
+    not latency-bound as against the nominal bandwidth."""
+    rep = {**REPORT, "ceilings": {**REPORT["ceilings"], "hbm_sustained_Bps": 0.4e12}}
+    copy = _kernel("copy_0", 100, bytes={"gm_read": 20_000, "gm_write": 20_000})
+    assert bound(copy, rep) == ("HBM", pytest.approx(1.0))
+    assert bound(copy, REPORT) == ("latency", pytest.approx(0.4))  # a report written without it
+
+
+def test_a_kernel_at_the_sustained_hbm_roof_is_hbm_bound(tmp_path: Path) -> None:
+    """End to end: on a chip of memory.hbm_efficiency = 0.01 a 512x1024x1024 fp16 matmul runs at
+    the HBM floor (about 34x slower than on the 910B2 it copies); the report says HBM-bound (it
+    said `latency 100 %`, the share taken against the nominal bandwidth: 1 %)."""
+    chip = tmp_path / "slow_hbm.toml"
+    text = (Path(__file__).parents[1] / "ascendir" / "hardware" / "chips" / "ascend910b2.toml").read_text()
+    chip.write_text(text.replace('name = "ascend910b2"', 'name = "slow_hbm"').replace("hbm_efficiency = 0.80 ", "hbm_efficiency = 0.01 "))
+    ir = tmp_path / "mm.mlir"
+    ir.write_text(matmul_text((512, 1024), (1024, 1024), (512, 1024), "f16"))
+    rep = tmp_path / "r.json"
+    r = run_cli("run", ir, "--target", chip, "--timing-only", "--report", rep)
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[2].startswith("bound by HBM"), r.output
+    data = json.loads(rep.read_text())
+    assert data["ceilings"]["hbm_sustained_Bps"] == pytest.approx(0.01 * data["ceilings"]["hbm_Bps"])
 
 
 def test_shares_kinds_and_groups_add_up() -> None:

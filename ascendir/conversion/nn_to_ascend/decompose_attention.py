@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, ModuleOp,
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from ascendir.conversion.nn_to_ascend.host_builder import Declined
 from ascendir.conversion.nn_to_ascend.registry import FUSED_KINDS
 from ascendir.conversion.nn_to_ascend.templates.flash_attention import fits
 from ascendir.dialects import nn
@@ -91,9 +92,11 @@ def decompose(att: nn.AttentionOp) -> list[Operation]:
 class DecomposeAttention(ModulePass):
     """Rewrite every top-level nn.attention into matmul / softmax / mask ops (the unfused path).
 
-    With `target` set (a chip name or TOML path; the driver sets the chip being compiled for), an
-    attention inside a flash_attention region is decomposed too when the template has no tile for
-    it on that chip (flash_attention.fits); the region is then lowered op by op from its new body."""
+    An attention inside a region whose template declines the region (e.g. IR text whose
+    flash_attention body holds more than the attention and its head transposes) is decomposed
+    too, and so, with `target` set (a chip name or TOML path; the driver sets the chip being
+    compiled for), is one inside a flash_attention region when the template has no tile for it on
+    that chip (flash_attention.fits); the region is then lowered op by op from its new body."""
 
     name = "decompose-attention"
 
@@ -109,7 +112,7 @@ def decompose_attentions(module: ModuleOp, target: HardwareConfig | None = None)
     """DecomposeAttention's rewrite, for a loaded target (see the pass)."""
     for att in [o for o in module.walk() if isinstance(o, nn.AttentionOp)]:
         parent = att.parent_op()
-        if isinstance(parent, nn.FusedOp) and _has_template(parent.kind.data) and not _too_big(parent, att, target):
+        if isinstance(parent, nn.FusedOp) and _lowered_whole(parent) and not _too_big(parent, att, target):
             continue
         ops = decompose(att)
         att.parent_block().insert_ops_before(ops, att)
@@ -123,5 +126,8 @@ def _too_big(region: nn.FusedOp, att: nn.AttentionOp, target: HardwareConfig | N
     return not fits(att, target)
 
 
-def _has_template(kind: str) -> bool:
-    return kind in FUSED_KINDS
+def _lowered_whole(region: nn.FusedOp) -> bool:
+    """Whether `region`'s template takes it (its plan does not decline it): else the region is
+    lowered op by op from its body, where an nn.attention has no template of its own."""
+    template = FUSED_KINDS.get(region.kind.data)
+    return template is not None and not isinstance(template.plan(region), Declined)

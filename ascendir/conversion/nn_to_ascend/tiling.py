@@ -319,12 +319,13 @@ def splits_of(p: Problem, t: Tiling) -> int:
 
 def reduce_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
     """UB bytes of the split-K reduction kernel (`_emit_split_k_reduce`): one f32 tile of
-    REDUCE_TILE elements per K range, plus the output-type tile when the result is not f32."""
+    REDUCE_TILE elements per K range, plus the output tile (a buffer of its own for an f32
+    result too: templates/matmul.py `_sum_partials`)."""
     splits = splits_of(p, t)
     if splits <= 1:
         return 0
     e = min(REDUCE_TILE, p.batch * p.m * p.n)
-    return splits * aligned_bytes(target, "ub", e * 4) + (aligned_bytes(target, "ub", e * p.out_bytes) if p.out_bytes != 4 else 0)
+    return splits * aligned_bytes(target, "ub", e * 4) + aligned_bytes(target, "ub", e * p.out_bytes)
 
 
 def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:

@@ -170,7 +170,7 @@ def _cast(op: nn.CastOp, args, weights):
 # ----------------------------------------------------------------------------------------------
 @semantics(nn.MatmulOp)
 def _matmul(op: nn.MatmulOp, args, weights):
-    a, b = args
+    a, b = _wide(args[0]), _wide(args[1])  # (bf16's numpy kind is "V": widened, it is "f")
     if a.dtype.kind == "f":
         return np.matmul(a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
     # int8 x int8 -> int32 (the cube's s8 mmad): numpy would multiply in int8 and wrap

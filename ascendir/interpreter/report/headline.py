@@ -4,7 +4,9 @@ report` shows them for a saved file as `run` does).
 Bound resource of a launch: the one it needs the largest share of its cycles at peak:
 * cube: M pipe busy / (cycles x cores used) (pipe_utilization.M),
 * vector: V pipe busy likewise (pipe_utilization.V),
-* HBM: (GM bytes read - L2 hits + GM bytes written) / ceilings.hbm_Bps, in cycles / cycles,
+* HBM: (GM bytes read - L2 hits + GM bytes written) / ceilings.hbm_sustained_Bps (the nominal
+  bandwidth x memory.hbm_efficiency, what a kernel can reach; hbm_Bps in a report without it),
+  in cycles / cycles,
 * L2: L2-hit bytes / ceilings.l2_Bps likewise,
 * launch: launch_cycles / cycles.
 A launch that needs none of them for half its cycles or more is bound by `latency` (dependency
@@ -40,7 +42,7 @@ def bound(kernel: dict, report: dict) -> tuple[str, float]:
         b = kernel["bytes"]
         hit = b.get("l2_hit", 0.0)
         hbm = max(0.0, b.get("gm_read", 0.0) - hit) + b.get("gm_write", 0.0)
-        shares["HBM"] = hbm / ceilings["hbm_Bps"] * report["clock_hz"] / cycles
+        shares["HBM"] = hbm / ceilings.get("hbm_sustained_Bps", ceilings["hbm_Bps"]) * report["clock_hz"] / cycles
         shares["L2"] = hit / ceilings["l2_Bps"] * report["clock_hz"] / cycles
     resource, share = max(shares.items(), key=lambda kv: kv[1])
     return ("latency", share) if share < LATENCY_BELOW else (resource, share)

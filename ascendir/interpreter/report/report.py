@@ -20,7 +20,8 @@ run_id: digest of the target, its clock and every launch's (name, block_dim, cyc
     of the same run carries it (trace.trace_document, "otherData"), so `ascendir report` can tell
     a trace of another run.
 ceilings (the roofline of the chip, from its TOML): cube_flops_per_s {dtype: chip cube peak},
-    vector_flops_per_s {f16, f32: one op per lane per cycle on every vector core}, hbm_Bps, l2_Bps.
+    vector_flops_per_s {f16, f32: one op per lane per cycle on every vector core}, hbm_Bps (nominal),
+    hbm_sustained_Bps (hbm_Bps x memory.hbm_efficiency: the HBM roof a kernel reaches), l2_Bps.
 """
 
 from __future__ import annotations
@@ -195,12 +196,14 @@ class Report:
 def ceilings(target: HardwareConfig) -> dict:
     """Compute and bandwidth ceilings of `target` (flops/s, bytes/s): cube peak per dtype of the
     cube's k_per_cycle table, vector peak (vector bytes/cycle / element size on every vector core,
-    reference §1.1 "peak vector"), HBM bandwidth and L2 bandwidth (HBM × l2_bw_over_hbm)."""
+    reference §1.1 "peak vector"), HBM bandwidth, nominal and sustained (× memory.hbm_efficiency, the
+    HBM roof of the simulated bandwidth floor), and L2 bandwidth (HBM × l2_bw_over_hbm)."""
     vec = target.num_aiv * target.vector.bytes_per_cycle * target.vector_clock_hz
     return {
         "cube_flops_per_s": {dt: target.peak_flops(dt) for dt in target.cube.k_per_cycle},
         "vector_flops_per_s": {"f16": vec / 2, "f32": vec / 4},
         "hbm_Bps": target.memory.hbm_bw_Bps,
+        "hbm_sustained_Bps": target.memory.hbm_bw_Bps * target.memory.hbm_efficiency,
         "l2_Bps": target.memory.hbm_bw_Bps * target.memory.l2_bw_over_hbm,
     }
 

@@ -983,7 +983,7 @@ def _emit_split_k_reduce(
     kb = KernelBuilder(ctx, ctx.name("matmul_split_k_reduce"), [a.type for a in args], CoreType.AIV, block_dim, ctx.current)
     gm_ws, gm_out = kb.args
     parts = [kb.alloc([1, e], f32, MemSpace.UB) for _ in range(splits)]
-    out = kb.alloc([1, e], out_elem, MemSpace.UB) if out_elem != f32 else parts[0]
+    out = kb.alloc([1, e], out_elem, MemSpace.UB)
     q_in = kb.queue(Pipe.MTE2, Pipe.V)
     q_out = kb.queue(Pipe.V, Pipe.MTE3)
     with kb.tiles(ntiles) as t:
@@ -996,16 +996,20 @@ def _emit_split_k_reduce(
 
 def _sum_partials(kb: KernelBuilder, q_in, q_out, srcs: list, parts: list, out, dst) -> None:
     """One step of a partials reduce on an AIV: load each f32 partial `srcs[i]` (GM views) into UB
-    `parts[i]` (MTE2), sum them into parts[0] (V), cast into `out` when the result is not f32,
-    store to the GM view `dst` (MTE3); the two queues order MTE2 -> V -> MTE3."""
+    `parts[i]` (MTE2; at least two), sum them (V) into parts[0] and, with the last vadd of an f32
+    result, into `out`, else cast the sum into `out`, store `out` to the GM view `dst` (MTE3); the
+    two queues order MTE2 -> V -> MTE3. `out` is a buffer of its own, which MTE2 never writes:
+    the next step's loads (ordered after this step's vector work only) would overwrite the
+    partials while MTE3 still stores from them."""
     q_in.acquire()
     for src, buf in zip(srcs, parts):
         kb.copy(src, buf)
     q_in.handoff()
     q_out.acquire()
-    for buf in parts[1:]:
-        kb.emit(ascend.vector_op("vadd")(parts[0], buf, parts[0]))
-    if out is not parts[0]:
+    f32_out = elem(out) == f32
+    for i, buf in enumerate(parts[1:], start=2):
+        kb.emit(ascend.vector_op("vadd")(parts[0], buf, out if f32_out and i == len(parts) else parts[0]))
+    if not f32_out:
         kb.emit(ascend.VcastOp(parts[0], out))
     q_in.release()
     q_out.handoff()
@@ -1028,7 +1032,7 @@ def _emit_tail_reduce(ctx: LoweringContext, ws: SSAValue, result: SSAValue, g: _
     kb = KernelBuilder(ctx, ctx.name("matmul_tail_reduce"), [a.type for a in args], CoreType.AIV, block_dim, ctx.current)
     gm_ws, gm_out = kb.args
     parts = [kb.alloc([rows, cols], f32, MemSpace.UB) for _ in range(g.tail_f)]
-    out = kb.alloc([rows, cols], out_elem, MemSpace.UB) if out_elem != f32 else parts[0]
+    out = kb.alloc([rows, cols], out_elem, MemSpace.UB)
     q_in = kb.queue(Pipe.MTE2, Pipe.V)
     q_out = kb.queue(Pipe.V, Pipe.MTE3)
     with kb.tiles(pieces) as q:
