@@ -361,14 +361,18 @@ class CubeDeferral:
         return got[0][i: i + ga.shape[0], j: j + gb.shape[1]]
 
     def _once(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """a @ b in fp32 for GM slices read by this product alone (a super-tile, a lone tile):
-        converted into the chip's work buffers (wide.py `widened`) rather than through the
-        launch's buffer-sized fp32 copies (`_wide`), which a lone tile's column slice of a
-        weight would convert whole (it crosses every row's chunk)."""
+        """a @ b in fp32 (a super-tile's or a lone tile's operands). A (row slices of the
+        activations, re-read by every column of super-tiles) through the launch's fp32 copies
+        (`_wide`: converted once, in memory the previous launch used); B (a column slice of a
+        weight, read by this product alone) converted into the chip's work buffer (wide.py
+        `widened`): through the copies a lone tile's slice would convert the weight whole (it
+        crosses every row's chunk), and the copy of a weight is fresh memory, whose first touch
+        costs more than converting (~40 ns per fp32 element on the benchmark machine, ~1.3 to
+        convert)."""
         sh = self.shadows
-        if sh is None or a.dtype != F16 or b.dtype != F16:
+        if sh is None or b.dtype != F16:
             return self._wide(a) @ self._wide(b)
-        return sh.widened(a, 0) @ sh.widened(b, 1)
+        return self._wide(a) @ sh.widened(b, 0)
 
     def _written(self, v: np.ndarray) -> None:
         """GM view `v` was just written: forget the super-tiles (and first tiles) whose

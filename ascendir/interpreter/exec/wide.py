@@ -124,9 +124,10 @@ class GmShadows:
 
     def widened(self, view: np.ndarray, slot: int) -> np.ndarray:
         """`view` (fp16, 2-D) converted to a C-contiguous float32 array in work buffer `slot` of
-        this chip, valid until the next call for that slot: for operands read once (a GEMM
-        super-tile, exec/deferred.py), converted without a buffer-sized copy, into memory the
-        process touched already (a fresh copy's first touch costs more than converting)."""
+        this chip, valid until the next call for that slot: for operands read once (a weight's
+        slice in a GEMM super-tile, exec/deferred.py), converted without a buffer-sized copy,
+        into memory the chip touched already (a fresh copy's first touch costs more than
+        converting)."""
         while len(self.work) <= slot:
             self.work.append(np.empty(0, F32))
         buf = self.work[slot]
