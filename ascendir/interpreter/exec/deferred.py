@@ -394,6 +394,12 @@ class CubeDeferral:
 # one computes more that a sparse user (an MoE expert's columns) may never read
 GRID_ROWS, GRID_COLS = 512, 1024
 GRID_BYTES = 256 << 20  # super-tile products kept at most (bytes of fp32) per data walk
+# tiles smaller than this (m * n * k, or m or n under 16) are computed alone: below it OpenBLAS's
+# x86-64 sgemm may take its direct or small-matrix kernels (kernel/x86_64/sgemm_direct_performant.c:
+# "if (mnk >= 28 * 512 * 512) return 0"), which order an element's K products otherwise than the
+# blocked sgemm a super-tile takes (about 1 in 3 of random small tiles differ in the last bit; of
+# 22,372 random tiles above it, m, n >= 16, none does)
+BLOCKED_MNK = 28 * 512 * 512
 
 
 def _runs(terms: list) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -438,8 +444,8 @@ def _super(ga: np.ndarray, gb: np.ndarray) -> tuple | None:
     K slice, k, B's buffer, row stride, first row of the K slice, dtypes, super-tile row and
     column); box = (row, rows, column, columns) of the tile in the super-tile; the super-tile's
     A (rows x k) and B (k x columns) views, clipped to the buffers; the byte intervals
-    [first, last] of A's and B's buffers they read. None when a view is not such a slice or the
-    tile straddles two super-tiles."""
+    [first, last] of A's and B's buffers they read. None when a view is not such a slice, the
+    tile is small (BLOCKED_MNK) or it straddles two super-tiles."""
     oa, ob = _owner(ga), _owner(gb)
     if oa is None or ob is None:
         return None
@@ -447,7 +453,7 @@ def _super(ga: np.ndarray, gb: np.ndarray) -> tuple | None:
     sa, sb = ga.strides[0], gb.strides[0]
     m, k = ga.shape
     n = gb.shape[1]
-    if ga.strides[1] != isa or gb.strides[1] != isb or sa <= 0 or sb <= 0:
+    if m < 16 or n < 16 or m * n * k < BLOCKED_MNK or ga.strides[1] != isa or gb.strides[1] != isb or sa <= 0 or sb <= 0:
         return None
     i0, ca = divmod(_addr(ga) - _addr(oa), sa)
     kb, cb = divmod(_addr(gb) - _addr(ob), sb)
