@@ -146,7 +146,7 @@ class CubeDeferral:
                         if lo <= span[1] and span[0] <= hi:  # it overwrites what a recorded item reads
                             self.flush()
             sem(*vals)
-            if writes_gm and self.spans:  # (after the write: a flush above may have computed a super-tile from the old data)
+            if writes_gm and self.spans:  # after the write: a flush above may have made a super-tile of the old data
                 self._written(vals[out])
 
         if isinstance(op, ascend.CopyOp) and not _flag(op.transpose) and not _flag(op.relu) and dts[0] == F16 == dts[1]:

@@ -378,7 +378,8 @@ class KernelProgram:
         (holds.py), as in the single walk. Races are checked (race.py) once per launch memo key,
         as there: every op runs, so the checker sees every access. A kernel whose ops touch data only
         through tile ops defers its cube data (exec/deferred.py `eligible`): copies into L1 / L0A /
-        L0B and mmads are recorded and each L0C tile computed when read, per K run (blocks of super-tile products)."""
+        L0B and mmads are recorded and each L0C tile computed when read, per K run (blocks of
+        super-tile products, dropped when the walk ends)."""
         if self.data is None:
             units, tree, scalar_units = self._facts
             frame = Frame()
