@@ -13,8 +13,8 @@ seconds (the machine may be shared: the ratio is taken on CPU seconds). Goal (is
 one layer ≤ 2x its floor. The chained layers get weights of their own; their figure is per layer.
 `--split` runs the layer once more with a CPU timer (time.process_time_ns) around every op's
 numerics, every fp16 -> fp32 conversion of GM data (exec/wide.py), every L0C sum of deferred cube
-data (exec/deferred.py: the GEMM tiles' matmuls, conversions apart), every race-check access
-(check/race.py) and every launch's data walk (sim/kernel.py `_data_walk`: a numerics launch is
+data (exec/deferred.py: the GEMM tiles' matmuls and super-tile products, conversions apart),
+every race-check access (check/race.py) and every launch's data walk (sim/kernel.py `_data_walk`: a numerics launch is
 timed by its kernel's timing-only twin, then its data walk computes the outputs and checks
 races), and prints where the CPU went: the parts above, the data walk's own Python (op dispatch,
 flags and held pipes, loops, views; the race check's set / wait of flag clocks) and the rest
@@ -119,7 +119,8 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
         return "numpy: vector and other ops"
 
     saved_sem = dict(registry.SEMANTICS)
-    saved = {"wide": GmShadows.wide, "access": RaceChecker.access, "walk": KernelProgram._data_walk, "sum": CubeDeferral._sum}
+    saved = {"wide": GmShadows.wide, "widened": GmShadows.widened, "access": RaceChecker.access, "walk": KernelProgram._data_walk,
+             "sum": CubeDeferral._sum}
     conv = "fp16 -> fp32 conversions of GM data (wide.py)"
 
     def deferred_sum(self, *a):  # its conversions are counted as conversions
@@ -127,8 +128,8 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
         try:
             return saved["sum"](self, *a)
         finally:
-            spent["numpy: deferred L0C sums, one matmul per K run (deferred.py)"] += clock() - t0 - (spent[conv] - c0)
-            calls["numpy: deferred L0C sums, one matmul per K run (deferred.py)"] += 1
+            spent["numpy: deferred L0C sums, K runs as super-tile blocks (deferred.py)"] += clock() - t0 - (spent[conv] - c0)
+            calls["numpy: deferred L0C sums, K runs as super-tile blocks (deferred.py)"] += 1
     walks = [0, 0]  # CPU ns in data walks, timed calls made inside them
 
     def data_walk(self, *a):
@@ -143,6 +144,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
         for cls, fac in saved_sem.items():
             registry.SEMANTICS[cls] = lambda op, fac=fac: timed(kind(op), fac(op))
         GmShadows.wide = timed(conv, saved["wide"])
+        GmShadows.widened = timed(conv, saved["widened"])
         CubeDeferral._sum = deferred_sum
         RaceChecker.access = timed("race check accesses (race.py)", saved["access"])
         KernelProgram._data_walk = data_walk
@@ -151,7 +153,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
         total = clock() - c0
     finally:
         registry.SEMANTICS.update(saved_sem)
-        GmShadows.wide, RaceChecker.access = saved["wide"], saved["access"]
+        GmShadows.wide, GmShadows.widened, RaceChecker.access = saved["wide"], saved["widened"], saved["access"]
         KernelProgram._data_walk = saved["walk"]
         CubeDeferral._sum = saved["sum"]
     for key in spent:

@@ -144,3 +144,53 @@ def test_a_gm_write_over_a_recorded_load_materialises_it_first(monkeypatch):
     out = simulate(parse(text), None, {"arg0": a, "arg1": b, "arg2": w}, HW).outputs["out0"]
     assert flushes  # the FixPipe write into %w
     np.testing.assert_array_equal(out, w.astype(np.float32) @ b.astype(np.float32))
+
+
+@pytest.mark.parametrize("m, n, k, supers", [(512, 1280, 512, 2), (300, 1100, 520, 1)])
+def test_super_tiles_give_the_lone_tiles_bits(monkeypatch, m, n, k, supers):
+    # a GEMM's tiles read as blocks of super-tile products (512 rows x 1024 columns: 1280 columns
+    # leave a second, narrower one; 300 rows take one of 300; the edge tiles of 44 rows or 76
+    # columns are small (deferred.BLOCKED_MNK): alone, so 1100 columns make one): bit for bit
+    # what each tile's own product gives, same report
+    module = parse(matmul_ir(m, n, k, tm=128, tn=128, tk=128, block_dim=24))
+    rng = np.random.default_rng(m + n)
+    feeds = {"a": rng.standard_normal((m, k)).astype(np.float16), "b": rng.standard_normal((k, n)).astype(np.float16)}
+    rows = []
+    once = deferred.CubeDeferral._once
+    monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (rows.append(a.shape[0]), once(self, a, b))[1])
+    new = simulate(module, None, feeds, HW)
+    assert rows.count(m) == supers  # one super-tile per 1024 columns (all rows), each after a first tile alone
+    monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
+    rows.clear()
+    old = simulate(module, None, feeds, HW)
+    assert rows and max(rows) <= 128  # every tile alone
+    assert new.report == old.report
+    assert np.array_equal(new.outputs["c"], old.outputs["c"])
+
+
+def test_a_gm_write_forgets_the_super_tiles_it_meets():
+    from ascendir.interpreter.exec.wide import GmShadows
+
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((256, 512)).astype(np.float16)  # tiles of 128 x 512 x 128: past deferred.BLOCKED_MNK
+    b = rng.standard_normal((512, 512)).astype(np.float16)
+    cube = deferred.CubeDeferral([])
+    cube.reset(GmShadows())
+
+    def tile(j: int) -> np.ndarray:
+        return cube._product(a[:128], b[:, j: j + 128])
+
+    def ref() -> np.ndarray:
+        return a.astype(np.float32) @ b.astype(np.float32)
+
+    np.testing.assert_array_equal(tile(0), ref()[:128, :128])  # a first tile: alone
+    assert not cube.grids
+    np.testing.assert_array_equal(tile(128), ref()[:128, 128:256])  # a second: the super-tile
+    assert len(cube.grids) == 1
+    elsewhere = np.zeros((4, 4), np.float16)
+    cube._written(elsewhere)
+    assert len(cube.grids) == 1
+    b[5, 200] = 1000  # a write into B under the super-tile
+    cube._written(b[5:6, 200:201])
+    assert not cube.grids
+    np.testing.assert_array_equal(tile(128), ref()[:128, 128:256])

@@ -19,7 +19,11 @@ Any other op touching a buffer with recorded content (FixPipe reading L0C, an mm
 operands, a copy into part of a recorded L1 buffer) first materialises that buffer: recorded
 copies run as they would have (the same semantics, from the GM views they recorded), and an L0C
 sum is computed as one matmul per run of K-contiguous GM slices, in fp32 on the fp16 values
-(wide.py: exact) with fp32 accumulation, as the cube does. Before any op writes GM elements
+(wide.py: exact) with fp32 accumulation, as the cube does. A run's matmul is a block of the
+product of its super-tile (`CubeDeferral._product`: 512 rows of A x 1024 columns of B over the
+same K slice) once a second tile of it is asked for, kept while no GM write meets its operands:
+the other output tiles of a GEMM, in any block, then read their blocks of a few big products
+(the same fp32 sums element by element: `_product` says why). Before any op writes GM elements
 within the span that recorded items read of that buffer (`gm`), everything recorded is
 materialised, so recorded reads see their time's GM data. Blocks start with fresh on-chip buffers: what is still recorded at a block's end is
 never read and is dropped. A kernel with scalar loads or stores (memref.load / memref.store)
@@ -70,7 +74,7 @@ class CubeDeferral:
     """The recorded cube data of one data walk (see the module doc); `tags` is the frame's
     address-tag list (Frame.gm_tags: root, element offset, element strides per slot)."""
 
-    __slots__ = ("tags", "shadows", "copies", "sums", "gm")
+    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "grid_bytes")
 
     def __init__(self, tags: list):
         self.tags = tags
@@ -82,14 +86,32 @@ class CubeDeferral:
         self.sums: dict = {}
         # GM root (address tag) -> [first, last] element that recorded items read (their union's span)
         self.gm: dict = {}
+        # products of GM super-tiles (`_product`): key -> (fp32 product, its A and B buffers);
+        # key -> the first tile asked of it (not yet computed); key -> (A bytes, B bytes) it reads
+        self.grids: dict = {}
+        self.seen: dict = {}
+        self.spans: dict = {}
+        self.grid_bytes = 0
 
     def reset(self, shadows) -> None:
-        """A block starts (fresh on-chip buffers): drop what is recorded."""
+        """A block starts (fresh on-chip buffers): drop what is recorded (super-tile products
+        stay: they are products of GM data, which blocks share)."""
         self.shadows = shadows
         if self.copies or self.sums:
             self.copies.clear()
             self.sums.clear()
             self.gm.clear()
+
+    def drop(self) -> None:
+        """The data walk ends: drop everything (the host may write GM before the next)."""
+        self.reset(None)
+        self._forget()
+
+    def _forget(self) -> None:
+        self.grids.clear()
+        self.seen.clear()
+        self.spans.clear()
+        self.grid_bytes = 0
 
     # -- wrapping the data walk's semantics -------------------------------------------------
     def wrap(self, op: Operation, sem, ins: list[int]):
@@ -124,6 +146,8 @@ class CubeDeferral:
                         if lo <= span[1] and span[0] <= hi:  # it overwrites what a recorded item reads
                             self.flush()
             sem(*vals)
+            if writes_gm and self.spans:  # after the write: a flush above may have made a super-tile of the old data
+                self._written(vals[out])
 
         if isinstance(op, ascend.CopyOp) and not _flag(op.transpose) and not _flag(op.relu) and dts[0] == F16 == dts[1]:
             src, dst = spaces[0], spaces[1]
@@ -279,36 +303,13 @@ class CubeDeferral:
 
     def _sum(self, acc: bool, c: np.ndarray, terms: list) -> None:
         """c (+)= sum of the terms' products: a@b of each term's GM views (A: m x k leading part
-        of the L0A tile, B: k x n of the L0B tile, zeros beyond), one matmul per run of terms
-        whose A slices follow each other along K in one GM buffer, as their B slices do."""
+        of the L0A tile, B: k x n of the L0B tile, zeros beyond), one product per run of terms
+        whose A slices follow each other along K in one GM buffer, as their B slices do (`_runs`;
+        each product `_product`)."""
         first = not acc
-        i, n_terms = 0, len(terms)
-        while i < n_terms:
-            ga, gb, pa, pb = terms[i]
+        for ga, gb in _runs(terms):
             m, n = ga.shape[0], gb.shape[1]
-            k = min(ga.shape[1], gb.shape[0])
-            full = k == ga.shape[1] == gb.shape[0]
-            oa, ob = _owner(ga), _owner(gb)
-            if pa is None or pb is None or ga.strides[1] != pa[2][1] * ga.itemsize or gb.strides[0] != pb[2][0] * gb.itemsize:
-                oa = None  # (tags and views disagree: no merging)
-            j = i + 1
-            # (tags: root, element offset, element strides; the next slices start k elements on along K)
-            while full and oa is not None and ob is not None and pa is not None and pb is not None and j < n_terms:
-                ha, hb, qa, qb = terms[j]
-                if not (qa is not None and qb is not None and ha.base is oa and hb.base is ob and qa[0] == pa[0] and qb[0] == pb[0]
-                        and qa[2] == pa[2] and qb[2] == pb[2] and ha.shape[0] == m and hb.shape[1] == n
-                        and qa[1] == pa[1] + k * pa[2][1] and qb[1] == pb[1] + k * pb[2][0]):
-                    break
-                kj = min(ha.shape[1], hb.shape[0])
-                full = kj == ha.shape[1] == hb.shape[0]
-                k += kj
-                j += 1
-            if j > i + 1:  # the run's slices as one view each (inside the buffers: the terms' views tile them)
-                ga = np.ndarray((m, k), ga.dtype, oa, _addr(ga) - _addr(oa), ga.strides)
-                gb = np.ndarray((k, n), gb.dtype, ob, _addr(gb) - _addr(ob), gb.strides)
-            else:
-                ga, gb = ga[:, :k], gb[:k, :]
-            p = self._wide(ga) @ self._wide(gb) if m and n else None
+            p = self._product(ga, gb) if m and n else None
             if first:
                 if (m, n) != c.shape or p is None:
                     c[...] = 0
@@ -317,7 +318,174 @@ class CubeDeferral:
                 first = False
             elif p is not None:
                 c[:m, :n] += p
-            i = j
+
+    def _product(self, ga: np.ndarray, gb: np.ndarray) -> np.ndarray:
+        """wide(ga) @ wide(gb) (fp32, m x n): a block of the product of the super-tile holding it
+        (`_super`: the same K slices, aligned GRID_ROWS rows of A x GRID_COLS columns of B),
+        computed when a second tile of that super-tile is asked for since GM under it last
+        changed (a GEMM's other output tiles then follow, in this block or later ones), kept
+        until a GM write meets the bytes it read (`_written`) or the data walk ends; a first
+        tile, or one no super-tile holds, is computed alone.
+
+        Same values: each element of a product is the same fp32 sum of the same K products
+        whether it is computed in a 128 x 128 tile or a 512 x 1024 one, as long as the BLAS
+        orders an element's K products independently of M, N and the element's place (OpenBLAS's
+        sgemm: K is blocked by its K alone and each element accumulated along K in one lane;
+        tests/test_deferred_cube.py checks the equality). Faster: single-thread sgemm packs both
+        operands for every product, so a 128 x 4096 x 128 tile ran at ~90 GFLOP/s in the 7B layer
+        of benchmarks/numerics_speed.py where a 512 x 4096 x 1024 product runs at ~160. Waste is
+        bounded: a super-tile is computed only after two of its tiles were asked for (a
+        P x V attention tile whose P is rewritten before each read never is)."""
+        sup = _super(ga, gb)
+        if sup is None:
+            return self._once(ga, gb)
+        key, box, a, b, spans = sup
+        got = self.grids.get(key)
+        if got is None:
+            first = self.seen.get(key)
+            if first is None or first == box:
+                self.seen[key] = box
+                self.spans[key] = spans
+                return self._once(ga, gb)
+            nbytes = 4 * a.shape[0] * b.shape[1]
+            if self.grid_bytes + nbytes > GRID_BYTES:  # (a bound on what is kept: start over)
+                self._forget()
+                self.seen[key] = box
+                self.spans[key] = spans
+                return self._once(ga, gb)
+            got = self.grids[key] = (self._once(a, b), _owner(ga), _owner(gb))
+            self.spans[key] = spans
+            self.seen.pop(key, None)
+            self.grid_bytes += nbytes
+        i, j = box[0], box[2]
+        return got[0][i: i + ga.shape[0], j: j + gb.shape[1]]
+
+    def _once(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """a @ b in fp32 (a super-tile's or a lone tile's operands). A (row slices of the
+        activations, re-read by every column of super-tiles) through the launch's fp32 copies
+        (`_wide`: converted once, in memory the previous launch used); B (a column slice of a
+        weight, read by this product alone) converted into the chip's work buffer (wide.py
+        `widened`): through the copies a lone tile's slice would convert the weight whole (it
+        crosses every row's chunk), and the copy of a weight is fresh memory, whose first touch
+        costs more than converting (~40 ns per fp32 element on the benchmark machine, ~1.3 to
+        convert)."""
+        sh = self.shadows
+        if sh is None or b.dtype != F16:
+            return self._wide(a) @ self._wide(b)
+        return self._wide(a) @ sh.widened(b, 0)
+
+    def _written(self, v: np.ndarray) -> None:
+        """GM view `v` was just written: forget the super-tiles (and first tiles) whose
+        GM bytes it may meet (byte intervals)."""
+        lo, hi = _bytes(v)
+        if hi < lo:
+            return
+        for key, (alo, ahi, blo, bhi) in list(self.spans.items()):
+            if (lo <= ahi and alo <= hi) or (lo <= bhi and blo <= hi):
+                del self.spans[key]
+                self.seen.pop(key, None)
+                got = self.grids.pop(key, None)
+                if got is not None:
+                    self.grid_bytes -= got[0].nbytes
+
+
+# a super-tile's rows of A and columns of B (`CubeDeferral._product`): past ~512 x 1024 sgemm gains
+# little (512 x 4096 x 1024 at ~160 GFLOP/s against ~180 for 512 x 4096 x 11008), while a bigger
+# one computes more that a sparse user (an MoE expert's columns) may never read
+GRID_ROWS, GRID_COLS = 512, 1024
+GRID_BYTES = 256 << 20  # super-tile products kept at most (bytes of fp32) per data walk
+# tiles smaller than this (m * n * k, or m or n under 16) are computed alone: below it OpenBLAS's
+# x86-64 sgemm may take its direct or small-matrix kernels (kernel/x86_64/sgemm_direct_performant.c:
+# "if (mnk >= 28 * 512 * 512) return 0"), which order an element's K products otherwise than the
+# blocked sgemm a super-tile takes (about 1 in 3 of random small tiles differ in the last bit; of
+# 22,372 random tiles above it, m, n >= 16, none does)
+BLOCKED_MNK = 28 * 512 * 512
+
+
+def _runs(terms: list) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (A, B) GM view pairs whose products sum to a recorded L0C sum (`CubeDeferral.sums`
+    terms), in order: one pair per run of terms whose A slices follow each other along K in one
+    GM buffer, as their B slices do (A: m x k, B: k x n)."""
+    out = []
+    i, n_terms = 0, len(terms)
+    while i < n_terms:
+        ga, gb, pa, pb = terms[i]
+        m, n = ga.shape[0], gb.shape[1]
+        k = min(ga.shape[1], gb.shape[0])
+        full = k == ga.shape[1] == gb.shape[0]
+        oa, ob = _owner(ga), _owner(gb)
+        if pa is None or pb is None or ga.strides[1] != pa[2][1] * ga.itemsize or gb.strides[0] != pb[2][0] * gb.itemsize:
+            oa = None  # (tags and views disagree: no merging)
+        j = i + 1
+        # (tags: root, element offset, element strides; the next slices start k elements on along K)
+        while full and oa is not None and ob is not None and pa is not None and pb is not None and j < n_terms:
+            ha, hb, qa, qb = terms[j]
+            if not (qa is not None and qb is not None and ha.base is oa and hb.base is ob and qa[0] == pa[0] and qb[0] == pb[0]
+                    and qa[2] == pa[2] and qb[2] == pb[2] and ha.shape[0] == m and hb.shape[1] == n
+                    and qa[1] == pa[1] + k * pa[2][1] and qb[1] == pb[1] + k * pb[2][0]):
+                break
+            kj = min(ha.shape[1], hb.shape[0])
+            full = kj == ha.shape[1] == hb.shape[0]
+            k += kj
+            j += 1
+        if j > i + 1:  # the run's slices as one view each (inside the buffers: the terms' views tile them)
+            ga = np.ndarray((m, k), ga.dtype, oa, _addr(ga) - _addr(oa), ga.strides)
+            gb = np.ndarray((k, n), gb.dtype, ob, _addr(gb) - _addr(ob), gb.strides)
+        else:
+            ga, gb = ga[:, :k], gb[:k, :]
+        out.append((ga, gb))
+        i = j
+    return out
+
+
+def _super(ga: np.ndarray, gb: np.ndarray) -> tuple | None:
+    """The super-tile holding the product of A slice `ga` (m x k) and B slice `gb` (k x n), both
+    row-major views of C-contiguous GM buffers: key = (A's buffer, row stride, byte column of the
+    K slice, k, B's buffer, row stride, first row of the K slice, dtypes, super-tile row and
+    column); box = (row, rows, column, columns) of the tile in the super-tile; the super-tile's
+    A (rows x k) and B (k x columns) views, clipped to the buffers; the byte intervals
+    [first, last] of A's and B's buffers they read. None when a view is not such a slice, the
+    tile is small (BLOCKED_MNK) or it straddles two super-tiles."""
+    oa, ob = _owner(ga), _owner(gb)
+    if oa is None or ob is None:
+        return None
+    isa, isb = ga.itemsize, gb.itemsize
+    sa, sb = ga.strides[0], gb.strides[0]
+    m, k = ga.shape
+    n = gb.shape[1]
+    if m < 16 or n < 16 or m * n * k < BLOCKED_MNK or ga.strides[1] != isa or gb.strides[1] != isb or sa <= 0 or sb <= 0:
+        return None
+    i0, ca = divmod(_addr(ga) - _addr(oa), sa)
+    kb, cb = divmod(_addr(gb) - _addr(ob), sb)
+    if ca + k * isa > sa or cb % isb:
+        return None
+    j0 = cb // isb
+    rows = (oa.nbytes - ca - k * isa) // sa + 1  # rows of A's buffer holding the K slice
+    cols = min(sb // isb, (ob.nbytes - (kb + k - 1) * sb) // isb)  # columns of B's buffer over it
+    wr, wc = i0 // GRID_ROWS, j0 // GRID_COLS
+    if (i0 + m - 1) // GRID_ROWS != wr or (j0 + n - 1) // GRID_COLS != wc or i0 + m > rows or j0 + n > cols:
+        return None
+    r0, c0 = wr * GRID_ROWS, wc * GRID_COLS
+    r1, c1 = min(r0 + GRID_ROWS, rows), min(c0 + GRID_COLS, cols)
+    a = np.ndarray((r1 - r0, k), ga.dtype, oa, ca + r0 * sa, ga.strides)
+    b = np.ndarray((k, c1 - c0), gb.dtype, ob, kb * sb + c0 * isb, gb.strides)
+    pa, pb = _addr(a), _addr(b)
+    spans = (pa, pa + (r1 - r0 - 1) * sa + k * isa - 1, pb, pb + (k - 1) * sb + (c1 - c0) * isb - 1)
+    key = (id(oa), sa, ca, k, id(ob), sb, kb, ga.dtype, gb.dtype, wr, wc)
+    return key, (i0 - r0, m, j0 - c0, n), a, b, spans
+
+
+def _bytes(v: np.ndarray) -> tuple[int, int]:
+    """[first, last] byte address a view touches (last < first: empty)."""
+    lo = hi = _addr(v)
+    if v.size == 0:
+        return lo, lo - 1
+    for n, st in zip(v.shape, v.strides):
+        if st > 0:
+            hi += (n - 1) * st
+        else:
+            lo += (n - 1) * st
+    return lo, hi + v.itemsize - 1
 
 
 def _meet(a: tuple, b: tuple) -> bool:

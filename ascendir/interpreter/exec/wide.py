@@ -51,9 +51,10 @@ class GmShadows:
     which the other column tiles read next). A write into a copied buffer (`write`, called by
     every op writing GM) converts what it wrote into the copy too, so the copy stays equal to
     the buffer (a workspace written and read back tile by tile in a loop is never re-converted
-    whole); `clear` at each launch's start (the host and comm kernels write GM between launches)."""
+    whole); `clear` at each launch's start (the host and comm kernels write GM between launches).
+    Operands read once (`widened`) are converted into work buffers the chip keeps instead."""
 
-    __slots__ = ("copies", "spare")
+    __slots__ = ("copies", "spare", "work")
 
     def __init__(self):
         # id(owner) -> (owner, f32 copy (flat), chunks converted (bool per CHUNK), owner address)
@@ -61,6 +62,7 @@ class GmShadows:
         # the previous launch's copies by size, for the next launch's buffers of that size (the
         # layers of a model read weights of equal sizes): memory the process has touched already
         self.spare: dict[int, list[np.ndarray]] = {}
+        self.work: list[np.ndarray] = []  # `widened`'s buffers by slot (kept for the chip's later launches)
 
     def clear(self) -> None:
         if self.copies:
@@ -119,6 +121,21 @@ class GmShadows:
                     np.copyto(dst[lo:hi], src[lo:hi])
                 seg[...] = True
         return _alias(got, view)
+
+    def widened(self, view: np.ndarray, slot: int) -> np.ndarray:
+        """`view` (fp16, 2-D) converted to a C-contiguous float32 array in work buffer `slot` of
+        this chip, valid until the next call for that slot: for operands read once (a weight's
+        slice in a GEMM super-tile, exec/deferred.py), converted without a buffer-sized copy,
+        into memory the chip touched already (a fresh copy's first touch costs more than
+        converting)."""
+        while len(self.work) <= slot:
+            self.work.append(np.empty(0, F32))
+        buf = self.work[slot]
+        if buf.size < view.size:
+            buf = self.work[slot] = np.empty(view.size, F32)
+        out = buf[: view.size].reshape(view.shape)
+        np.copyto(out, view)
+        return out
 
 
 def _span(view: np.ndarray, base: int) -> tuple[int, int]:

@@ -378,7 +378,8 @@ class KernelProgram:
         (holds.py), as in the single walk. Races are checked (race.py) once per launch memo key,
         as there: every op runs, so the checker sees every access. A kernel whose ops touch data only
         through tile ops defers its cube data (exec/deferred.py `eligible`): copies into L1 / L0A /
-        L0B and mmads are recorded and each L0C tile computed as one matmul per K run when read."""
+        L0B and mmads are recorded and each L0C tile computed when read, per K run (blocks of
+        super-tile products, dropped when the walk ends)."""
         if self.data is None:
             units, tree, scalar_units = self._facts
             frame = Frame()
@@ -411,7 +412,7 @@ class KernelProgram:
             F.races = F.race_set_clocks = F.hold = None
             F.slow_path = False
             if F.cube is not None:
-                F.cube.reset(None)
+                F.cube.drop()
             if F.shadows is not None:
                 F.shadows.clear()
         if race and launches is not None:
