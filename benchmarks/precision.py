@@ -10,14 +10,14 @@ A model the compiler refuses under a dtype (its clean error: e.g. float values c
 which need float32 arithmetic) shows `refused` in that column, its reason below the table.
 
 MoE blocks (templates/moe_match.py): the router's top-k is a discrete choice, so a token whose
-k-th and (k+1)-th expert scores are closer than the dtype's rounding (the scores are rounded to
-it, as the ONNX graph's tensors under the policy are: Softmax's output is a bf16 tensor, and two
-scores 0.5 % apart can round to one value, which TopK's tie rule gives to the lower index) can be
-routed to another expert set than in fp32, and its output row then differs by far more than
-roundoff. (ops-transformer's MoeGatingTopKSoftmax takes the top-k of bf16 logits in fp32, so on
-the chip that kernel would not tie them; its fp16 path stays in fp16.) For each such model and
-dtype a line below the table gives the tokens routed to another set (each block's TopK indices,
-nn reference semantics, api/moe_report.routed_indices, the routing the kernels follow) and the
+k-th and (k+1)-th expert scores are closer than the dtype's rounding can be routed to another
+expert set than in fp32, and its output row then differs by far more than roundoff. -O2's
+moe_gating kernel scores a softmax router as ops-transformer's MoeGatingTopKSoftmax does, the
+softmax and the top-k in fp32 on the logits widened (fp16 and bf16), so the scores are not
+rounded to the dtype before the top-k (two scores 0.5 % apart would round to one bf16 value,
+which TopK's tie rule gives to the lower index); the logits themselves are the dtype's. For each
+model and dtype with such tokens a line below the table gives the tokens routed to another set
+(each block's TopK indices as the kernels compute them, api/moe_report.routed_indices) and the
 error over the other tokens' rows, which the bound holds; the last lines give the worst error
 both over every output and over the tokens routed as in fp32.
 """
@@ -149,7 +149,7 @@ def main() -> None:
     for name, d, e in flips:
         u = BOUND[d] / 8
         print(f"routing: {name} {d}: {len(e.flipped)} of {e.tokens} tokens routed to another expert set than in fp32 "
-              f"(token{'s' if len(e.flipped) > 1 else ''} {', '.join(map(str, e.flipped))}: its router's scores rounded to {d} before the top-k); "
+              f"(token{'s' if len(e.flipped) > 1 else ''} {', '.join(map(str, e.flipped))}: its router's logits rounded to {d}); "
               f"the other tokens {e.unflipped:.1e} = {e.unflipped / u:.1f} units: "
               + ("within" if e.unflipped <= BOUND[d] else "EXCEEDED"))
     for d, b in BOUND.items():

@@ -5,7 +5,8 @@ the expert-weight bytes read by today's lowering and by a grouped MatMul.
 Where the routing comes from, always stated in the section's `routing`:
 
 * a numerics run, or a timing-only run with --inputs: the router evaluated on this run's inputs
-  (nn reference semantics, up to the last router's TopK);
+  (nn reference semantics, up to the last router's TopK; a softmax router that fuse-moe-gating
+  fuses scored in f32, as its kernel does, `routed_indices`);
 * a timing-only run without inputs (or --shape-only, whose zero weights route nothing): the
   assumption of --moe-routing (uniform, skew=A or an .npz of TopK indices), uniform when not
   given.
@@ -27,9 +28,11 @@ from collections.abc import Mapping
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from ascendir.conversion.nn_to_ascend.templates import moe_gating
 from ascendir.conversion.nn_to_ascend.templates.grouped_matmul import row_tile
 from ascendir.conversion.nn_to_ascend.templates.moe_match import MoeBlock, find_moe_blocks
 from ascendir.costmodel.moe_routing import RoutingSpec, RoutingStats, make_routing
+from ascendir.dialects import nn
 from ascendir.dialects.ascend import KernelOp
 from ascendir.dialects.ascend.ops_scalar import MOE_BLOCK_ATTR
 from ascendir.driver import io_names, main_func
@@ -39,9 +42,13 @@ from ascendir.weights import WeightStore
 
 
 def routed_indices(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, np.ndarray],
-                   blocks: list[MoeBlock]) -> dict[MoeBlock, np.ndarray]:
+                   blocks: list[MoeBlock], fused_router: bool = True) -> dict[MoeBlock, np.ndarray]:
     """Each block's TopK indices [tokens, k] on `feeds`: the function's ops evaluated in program
-    order up to the last of the blocks' TopKs (nn reference semantics).
+    order up to the last of the blocks' TopKs (nn reference semantics), except, with
+    `fused_router` (the pipeline runs fuse-moe-gating), a softmax router's softmax and TopK
+    where the moe_gating kernel computes them as MoeGatingTopKSoftmax does, in f32 on the
+    logits widened (moe_gating.scores_in_f32: bf16 always, f16 in its Perf tiling's shapes),
+    so that 16-bit scores do not tie.
 
     Raises: AscendirError on a missing input or an op without reference semantics."""
     fn = main_func(module)
@@ -52,19 +59,37 @@ def routed_indices(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, n
         raise AscendirError(f"MoE routing: input '{missing[0]}' not given")
     env = {arg: np.asarray(feeds[n]) for arg, n in zip(block.args, names)}
     want = {b.topk for b in blocks}
+    f32_topk = {b.topk for b in blocks if fused_router and _f32_router(b)}
     for op in block.ops:
         if not want:
             break
-        for r, v in zip(op.results, evaluate_op(op, [env[o] for o in op.operands], weights)):
-            env[r] = v
+        if op in f32_topk:  # the moe_gating kernel's f32 softmax and top-k of the logits
+            logits = env[op.input.owner.operands[0]].astype(np.float32)
+            e = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
+            p = e / np.sum(e, axis=-1, keepdims=True)
+            env[op.indices] = np.argsort(-p, axis=-1, kind="stable")[:, :op.k.value.data]  # ties: lower index
+        else:
+            for r, v in zip(op.results, evaluate_op(op, [env[o] for o in op.operands], weights)):
+                env[r] = v
         want.discard(op)
     return {b: env[b.topk.indices].reshape(b.tokens, b.top_k) for b in blocks}
 
 
+def _f32_router(b: MoeBlock) -> bool:
+    """Whether fuse-moe-gating makes b's router a moe_gating kernel that keeps its softmax
+    scores in f32 up to the top-k (moe_gating.scores_in_f32)."""
+    found = moe_gating.match(b.topk)
+    if found is None or not isinstance(found[0], nn.SoftmaxOp) or b.group_limit is not None:
+        return False
+    t_rows, e = nn.shape_of(b.topk.input)
+    return moe_gating.scores_in_f32("softmax", b.topk.input.type.element_type, e, b.top_k, False)
+
+
 def moe_section(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, np.ndarray] | None,
-                feeds_text: str, assumed: RoutingSpec | None) -> tuple[list[dict], dict[str, np.ndarray]] | None:
+                feeds_text: str, assumed: RoutingSpec | None,
+                fused_router: bool = True) -> tuple[list[dict], dict[str, np.ndarray]] | None:
     """(the section: one dict per block, each block's TopK indices [tokens, k] by block name),
-    or None when no MoE block is recognised.
+    or None when no MoE block is recognised. fused_router: as routed_indices.
 
     feeds: this run's inputs (None: the routing is `assumed`, uniform when None); feeds_text:
     where they come from, for the report. Raises: AscendirError when `assumed` is given but the
@@ -75,7 +100,7 @@ def moe_section(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, np.n
             raise AscendirError("--moe-routing: the model has no MoE block ascendir recognises")
         return None
     if feeds is not None:
-        routed, source = routed_indices(module, weights, feeds, blocks), f"the router on {feeds_text}"
+        routed, source = routed_indices(module, weights, feeds, blocks, fused_router), f"the router on {feeds_text}"
     else:
         spec = assumed or RoutingSpec("uniform")
         routed = {b: make_routing(spec, b.tokens, b.top_k, b.experts) for b in blocks}

@@ -137,7 +137,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         verify_numerics: bool, tiling: str | None, shape_only: bool, dtype: str) -> None:
     """Compile MODEL (.onnx or .mlir) for TARGET and run it in the interpreter; print the verdict
     (with expected outputs at hand) and the report. Exit code 1: an output beyond its tolerance."""
-    from ascendir.driver import gather_bounds, io_names, is_lowered, main_func, random_inputs, simulate_ranks
+    from ascendir.driver import gather_bounds, io_names, is_lowered, main_func, parse_pipeline, random_inputs, simulate_ranks
     from ascendir.interpreter import simulate
     from ascendir.api.report_table import render
 
@@ -179,7 +179,10 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
         if devices > topo.devices:
             raise AscendirError(f"--devices {devices} does not fit topology {topo.name} ({topo.devices} devices)")
         check_groups(module, topo, devices)
-    moe, routing = _moe_routing(module, weights, model, inputs, seed, bounds, timing_only, shape_only, moe_routing, dtype)
+    fused_router = not is_lowered(module) and "fuse-moe-gating" in {
+        p.name for p in parse_pipeline(pipeline, f"O{opt_level}", target, tiling).passes}  # the routers' kernels
+    moe, routing = _moe_routing(module, weights, model, inputs, seed, bounds, timing_only, shape_only, moe_routing, dtype,
+                                fused_router)
     rank_weights = [weights] * devices
     if not is_lowered(module):
         ran, stores = _lower_for_run(module, weights, hw, inputs, seed, bounds, pipeline, opt_level, target, tiling, verify_numerics,
@@ -265,10 +268,11 @@ def _rank_feeds(feeds: dict, rank: int, module, seed: int, bounds, timing_only: 
 
 
 def _moe_routing(module, weights, model: Path, inputs: Path | None, seed: int, bounds, timing_only: bool, shape_only: bool,
-                 moe_routing: str | None, dtype: str) -> tuple[list[dict] | None, dict]:
+                 moe_routing: str | None, dtype: str, fused_router: bool) -> tuple[list[dict] | None, dict]:
     """The report's `moe` section (api/moe_report.py) for an nn-level model, before it is lowered:
     the routing of this run's inputs, or --moe-routing's assumption in a timing-only run without
     them; and that routing by block (what a timing-only simulation follows), {} without blocks.
+    fused_router: the pipeline runs fuse-moe-gating (moe_report.routed_indices).
 
     Raises:
         AscendirError: --moe-routing in a run that routes its inputs, on lowered IR, or on a model
@@ -295,7 +299,7 @@ def _moe_routing(module, weights, model: Path, inputs: Path | None, seed: int, b
             feeds, text = _load_inputs(inputs, main_func(module), dtype if model.suffix == ".onnx" else "fp32"), f"the inputs of {inputs}"
         else:
             feeds, text = random_inputs(module, seed, bounds), f"random inputs (seed {seed})"
-    got = moe_section(module, weights, feeds, text, spec)
+    got = moe_section(module, weights, feeds, text, spec, fused_router)
     return got if got is not None else (None, {})
 
 

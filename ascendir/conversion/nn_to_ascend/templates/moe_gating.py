@@ -20,8 +20,26 @@ What it saves over the unfused ops (softmax or sigmoid kernel, topk kernel, [red
 kernels]): 1 to 3 launches and the GM round trips of the scores [T, E] and the top-k values.
 The vector ops and their order are those of the unfused kernels (reduction.lower_softmax or the
 elementwise vsigmoid in the input type, topk.emit_topk_rows, reduction.lower_reduce, the
-elementwise vdiv), including each kernel's rounding to the input type between them, so the
-outputs are bit-identical to the unfused lowering.
+elementwise vdiv). Their precision, `scores_in_f32`:
+
+* softmax scoring without groups, as MoeGatingTopKSoftmax on the 910B (ops-transformer
+  moe/moe_gating_top_k_softmax, op_kernel): bf16 logits are cast to f32 and the softmax and
+  the top-k run in f32, only the k weights cast back (CAST_ROUND) in every tiling
+  (moe_gating_top_k_softmax_perf.h `Compute`: `Cast(tmpTensorLocal, gatingLocal, CAST_NONE)`,
+  `SoftmaxFP32Perf`, `TopKFP32PerfPhase1/2`, then `Cast(.., CAST_ROUND)`; the E-K / K full-load
+  kernels' `CastComputeAlignmentBefore` / `ComputeBF16`). f16 logits take the same f32 path in
+  the Perf tiling (its `else` branch casts every non-f32 type; the weights cast back
+  CAST_NONE), which the tiling picks first (priority 1000) when E <= 1024, E % 8 == 0 and
+  k <= 8, or E < 8 (moe_gating_top_k_softmax_tiling_perf.cpp `IsCapable`); other f16 shapes
+  run the full-load kernels, whose SoftMax<half> / TopK<half> keep the scores in f16 (here: the
+  f32 softmax rounded to f16 before the top-k, the unfused kernels' steps). So a 16-bit router
+  does not tie two scores that differ in f32 (Qwen2-MoE's 0.07250 / 0.07211, one bf16 value).
+  The renormalisation (MoeGatingTopKSoftmaxV2's renorm) sums and divides the f32 top-k values.
+  Cost: one cast of the [tr, E] logits in (V) and of the [tr, k] weights out; the unfused
+  kernels' two casts of the scores between softmax and top-k are gone.
+* sigmoid and group-limited scoring (MoeGatingTopK, whose precision is not modelled here) and
+  f32 logits: each unfused kernel's rounding to the input type between the steps, so the
+  outputs are bit-identical to the unfused lowering.
 
 Group-limited mode (DeepSeek-V3's noaux_tc router, ops-transformer's MoeGatingTopK with
 groupCount > 1; the region `fuse_grouped` builds, see match_grouped): the same kernel and row
@@ -54,7 +72,7 @@ import math
 
 import numpy as np
 
-from xdsl.dialects.builtin import f32, i1, i64
+from xdsl.dialects.builtin import f16, f32, i1, i64
 from xdsl.ir import Operation, SSAValue
 
 from ascendir.conversion.nn_to_ascend.host_builder import LoweringContext, elem, shape
@@ -410,6 +428,18 @@ def fuse_grouped(topk: Operation, consts) -> nn.FusedOp | None:
     return fuse_ops(KIND, ops, outputs)
 
 
+def scores_in_f32(scoring: str, el, e: int, k: int, grouped: bool) -> bool:
+    """Whether the kernel computes a router's softmax, top-k and renormalisation in f32 for
+    logits of type `el` ([T, e], top `k`), the weights rounded to el once at the end:
+    MoeGatingTopKSoftmax's precision (module docstring) for a softmax router without a group
+    limit, f32 / bf16 logits always, f16 in the shapes of its Perf tiling. False: the unfused
+    kernels' steps, each rounding to el (f16 outside the Perf tiling; sigmoid and group-limited
+    scoring, MoeGatingTopK's, whose precision is not modelled here)."""
+    if scoring != "softmax" or grouped:
+        return False
+    return el != f16 or (e <= 1024 and e % 8 == 0 and k <= 8) or e < 8
+
+
 def emit_moe_gating(ctx: LoweringContext, logits: SSAValue, scoring: str, k: int, renorm: bool,
                     group: GroupedGating | None = None) -> list[SSAValue]:
     """Launch the kernel of the module docstring on GM logits [T, E]; returns [weights [T, k] in
@@ -426,9 +456,11 @@ def emit_moe_gating(ctx: LoweringContext, logits: SSAValue, scoring: str, k: int
     if t_rows * k == 0:
         return [weights, ids]
     g = group.groups if group else 1
+    f32_scores = scores_in_f32(scoring, el, e, k, group is not None)
 
     def nbytes(tr: int) -> int:
-        per = [(tr * e, el), (tr * e, f32), (tr * e, el), (tr * e, f32), (tr * e * (k > 1), f32), (tr * e, i1),
+        # logits, scores (f32), scores in el (not in the f32 softmax), candidates, ranks, mask, ...
+        per = [(tr * e, el), (tr * e, f32), (tr * e * (not f32_scores), el), (tr * e, f32), (tr * e * (k > 1), f32), (tr * e, i1),
                (tr, f32), (tr, f32), (tr, f32), (tr * k, el), (tr * k, i64), (tr * k, el), (tr * k, f32), (tr, f32), (tr, el)]
         if group:  # rank (k = 1 too), biased scores, scores widened, group scores / ranks / mask, weights, scalars
             per += [(tr * e * (k == 1), f32), (tr * e, el), (tr * e, f32), (tr * g, f32), (tr * g, f32), (tr * g, f32),
@@ -455,7 +487,7 @@ def emit_moe_gating(ctx: LoweringContext, logits: SSAValue, scoring: str, k: int
     alloc = kb.alloc
     ub_x = alloc([tr, e], el, MemSpace.UB)
     work = alloc([tr, e], f32, MemSpace.UB)
-    ub_p = alloc([tr, e], el, MemSpace.UB) if el != f32 else work  # the scores rounded to el, as stored
+    ub_p = alloc([tr, e], el, MemSpace.UB) if el != f32 and not f32_scores else work  # the scores rounded to el, as stored
     cand = alloc([tr, e], f32, MemSpace.UB)
     mask = alloc([tr, e], i1, MemSpace.UB)
     mx = alloc([tr, 1], f32, MemSpace.UB)
@@ -505,7 +537,7 @@ def emit_moe_gating(ctx: LoweringContext, logits: SSAValue, scoring: str, k: int
             v("vexp", work, work)
             v("vreduce_sum", work, s)
             v("vdiv", work, s, work)
-            if el != f32:  # the softmax kernel stores el; topk widens it again
+            if el != f32 and not f32_scores:  # the softmax kernel stores el; topk widens it again
                 kb.emit(ascend.VcastOp(work, ub_p))
                 kb.emit(ascend.VcastOp(ub_p, work))
         else:  # the elementwise vsigmoid in the input type, widened by topk
@@ -526,6 +558,8 @@ def emit_moe_gating(ctx: LoweringContext, logits: SSAValue, scoring: str, k: int
                 kb.emit(ascend.VcmpOp("eq", iota, arg, mask))
                 kb.emit(ascend.VselOp(mask, gb.pf, floor, cand))
                 v("vreduce_max", cand, kb.subview(gb.wv, [0, j], [tr, 1]))
+            elif f32_scores and renorm:  # the top-k values kept in f32 for the renormalisation
+                v("vcopy", mx, kb.subview(vw, [0, j], [tr, 1]))
             else:
                 v_j = kb.subview(ub_v, [0, j], [tr, 1])
                 kb.emit(ascend.vector_op("vcopy")(mx, v_j) if el == f32 else ascend.VcastOp(mx, v_j))
@@ -538,7 +572,13 @@ def emit_moe_gating(ctx: LoweringContext, logits: SSAValue, scoring: str, k: int
         if group:  # the gathered scores in el, as the unfused gather stores them
             kb.emit(ascend.vector_op("vcopy")(gb.wv, ub_v) if el == f32 else ascend.VcastOp(gb.wv, ub_v))
         out = ub_v
-        if renorm:  # reduction.lower_reduce's sum (wide for 16-bit), then the elementwise vdiv in el
+        if f32_scores and renorm:  # sum and divide in f32, the weights cast to el (vw is ub_v for f32)
+            v("vreduce_sum", vw, vs)
+            v("vdiv", vw, vs, ub_w if el == f32 else vw)
+            if el != f32:
+                kb.emit(ascend.VcastOp(vw, ub_w))
+            out = ub_w
+        elif renorm:  # reduction.lower_reduce's sum (wide for 16-bit), then the elementwise vdiv in el
             if wide != el:
                 kb.emit(ascend.VcastOp(ub_v, vw))
             v("vreduce_sum", vw, vs)
