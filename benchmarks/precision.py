@@ -17,9 +17,10 @@ softmax and the top-k in fp32 on the logits widened (fp16 and bf16), so the scor
 rounded to the dtype before the top-k (two scores 0.5 % apart would round to one bf16 value,
 which TopK's tie rule gives to the lower index); the logits themselves are the dtype's. For each
 model and dtype with such tokens a line below the table gives the tokens routed to another set
-(each block's TopK indices as the kernels compute them, api/moe_report.routed_indices) and the
-error over the other tokens' rows, which the bound holds; the last lines give the worst error
-both over every output and over the tokens routed as in fp32.
+(each block's TopK indices as the kernels compute them; api/moe_report.routing_by_block and
+flipped_tokens, which `ascendir run --check-ort` uses too) and the error over the other tokens'
+rows, which the bound holds; the last lines give the worst error both over every output and over
+the tokens routed as in fp32.
 """
 
 from __future__ import annotations
@@ -36,10 +37,8 @@ from dataclasses import dataclass  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ascendir.api.moe_report import routed_indices  # noqa: E402
-from ascendir.conversion.nn_to_ascend.templates.moe_match import find_moe_blocks  # noqa: E402
-from ascendir.driver import compile_model, io_names, main_func  # noqa: E402
-from ascendir.dtypes import to_numpy_dtype  # noqa: E402
+from ascendir.api.moe_report import flipped_tokens as moe_flipped_tokens, routing_by_block  # noqa: E402
+from ascendir.driver import compile_model  # noqa: E402
 from ascendir.errors import AscendirError  # noqa: E402
 from ascendir.frontends.onnx import import_onnx  # noqa: E402
 from ascendir.hardware import load_target  # noqa: E402
@@ -71,29 +70,20 @@ def _inputs(name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     return inputs, expected
 
 
-def routing(name: str, dtype: str, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Each MoE block's TopK indices [tokens, k] of the model imported under `dtype` on
-    `inputs` (cast to its argument types), in program order; [] without a recognised block."""
+def routing(name: str, dtype: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each MoE block's TopK indices [tokens, k] by block name, of the model imported under
+    `dtype` on `inputs` (cast to its argument types); {} without a recognised block."""
     module, weights = import_onnx(DATA / name / "model.onnx", dtype=dtype)
-    fn = main_func(module)
-    blocks = find_moe_blocks(fn.body.block)
-    if not blocks:
-        return []
-    feeds = {n: np.asarray(inputs[n]).astype(to_numpy_dtype(a.type.element_type))
-             for n, a in zip(io_names(fn, results=False), fn.body.block.args)}
-    routed = routed_indices(module, weights, feeds, blocks)
-    return [routed[b] for b in blocks]
+    return routing_by_block(module, weights, inputs)
 
 
 def flipped_tokens(name: str, dtype: str, inputs: dict[str, np.ndarray]) -> tuple[tuple[int, ...], int]:
     """(tokens whose expert set under `dtype` differs from fp32's in some MoE block, tokens a
     block routes); ((), 0) without a block."""
-    got, want = routing(name, dtype, inputs), routing(name, "fp32", inputs)
+    want = routing(name, "fp32", inputs)
     if not want:
         return (), 0
-    tokens = want[0].shape[0]
-    flipped = {t for g, w in zip(got, want) for t in range(w.shape[0]) if set(g[t].tolist()) != set(w[t].tolist())}
-    return tuple(sorted(flipped)), tokens
+    return moe_flipped_tokens(routing(name, dtype, inputs), want), next(iter(want.values())).shape[0]
 
 
 def errors(name: str, dtype: str) -> Errors:

@@ -145,3 +145,95 @@ def test_expected_with_inputs_needs_them_as_inputs(tmp_path: Path) -> None:
     ref = Path(__file__).parent / "data" / "mlp_small" / "reference.npz"
     r = CliRunner().invoke(main, ["run", str(ref.with_name("model.onnx")), "--expected", str(ref)])
     assert r.exit_code == 2 and f"pass it as --inputs {ref}" in r.output, r.output
+
+
+QWEN_MOE = DATA / "qwen2_moe_block_small" / "model.onnx"
+MIXTRAL_MOE = DATA / "mixtral_moe_block_small" / "model.onnx"
+FLIP_NOTE = re.compile(r"note: (\d+) of (\d+) tokens routed to another expert set than in fp32 \(scores tied within fp16 rounding: "
+                       r"tokens? ([\d, ]+)\); the other tokens: max abs (\S+) \(tol (\S+)\): within")
+
+
+def _router_logits(model: Path, feeds: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """The fp32 router logits (ONNX value `name`) onnxruntime computes on `feeds`: the model
+    with that value as an extra graph output."""
+    import onnx
+    import onnxruntime as ort
+
+    m = onnx.load(model)
+    m.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run([name], {k: v.astype(np.float32) for k, v in feeds.items()})[0]
+
+
+def test_check_ort_names_a_moe_routing_flip(tmp_path: Path) -> None:
+    """qwen2_moe fp16 on the CLI's random inputs FAILs because one of its 64 tokens has two
+    router scores tied within fp16 rounding and goes to another expert set: the verdict says
+    "FAIL (routing flip)" and a note names the token and the other tokens' error (within).
+    Checked independently of ascendir's routing: the noted tokens' 4th and 5th fp32 router
+    logits (onnxruntime) are within fp16 rounding of each other, and every element beyond
+    tolerance (the --outputs against onnxruntime) is in a noted token's row."""
+    from ascendir.api.verdict import onnxruntime_outputs
+    from ascendir.driver import random_inputs
+    from ascendir.frontends.onnx import import_onnx
+
+    rep, out = tmp_path / "r.json", tmp_path / "o.npz"
+    r = run_cli("run", QWEN_MOE, "--dtype", "fp16", "--check-ort", "--report", rep, "--outputs", out)
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.stdout.split())
+    assert text.startswith("FAIL (routing flip): 1 output against onnxruntime FAIL moe_output:"), text[:200]
+    m = FLIP_NOTE.search(text)
+    assert m, text[:600]
+    flipped = [int(t) for t in m.group(3).split(",")]
+    assert int(m.group(1)) == len(flipped) >= 1 and int(m.group(2)) == 64
+    v = json.loads(rep.read_text())["verdict"]
+    assert v["status"] == "fail" and v["cause"] == "routing flip"
+    assert v["outputs"][0]["routing_flip"]["tokens"] == flipped
+
+    module, _ = import_onnx(QWEN_MOE, dtype="fp16")
+    feeds = random_inputs(module, 0)  # the CLI's (seed 0)
+    logits = _router_logits(QWEN_MOE, feeds, "/block/gate/MatMul_output_0")  # [64, 16]
+    top = -np.sort(-logits, axis=-1)
+    u = 2.0**-11
+    for t in flipped:  # top-4: the 4th and 5th logits rounded to fp16 may swap
+        assert top[t, 3] - top[t, 4] <= 8 * u * np.abs(top[t]).max(), (t, top[t, :6])
+    with np.load(out) as o:
+        got = o["moe_output"].astype(np.float64).reshape(64, -1)
+    want = onnxruntime_outputs(QWEN_MOE, feeds)["moe_output"].astype(np.float64).reshape(64, -1)
+    atol = v["outputs"][0]["atol"]
+    assert atol == 8 * u * np.abs(want).max()
+    beyond_rows = set(np.nonzero((np.abs(got - want) > atol).any(axis=1))[0].tolist())
+    assert beyond_rows and beyond_rows <= set(flipped)
+    assert float(m.group(4)) <= atol
+
+
+@pytest.mark.parametrize("model, dtype", [(MIXTRAL_MOE, "fp16"), (QWEN_MOE, "fp32")])
+def test_check_ort_has_no_flip_note_without_a_flip(model: Path, dtype: str, tmp_path: Path) -> None:
+    """mixtral fp16 PASSes and qwen2_moe fp32 routes as onnxruntime: neither has a note or a cause."""
+    rep = tmp_path / "r.json"
+    r = run_cli("run", model, "--dtype", dtype, "--check-ort", "--report", rep)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("PASS: 1 output against onnxruntime\n"), r.stdout[:200]
+    assert "note:" not in r.stdout and "routing flip" not in r.stdout
+    v = json.loads(rep.read_text())["verdict"]
+    assert "cause" not in v and all("routing_flip" not in o for o in v["outputs"])
+
+
+def test_a_flip_does_not_explain_an_error_in_another_token() -> None:
+    """explain_routing_flip: an element beyond tolerance in a token routed as in fp32 keeps the
+    plain FAIL (no cause) and the note says `beyond`; within, the cause is "routing flip"."""
+    from ascendir.api.verdict import explain_routing_flip
+
+    rng = np.random.default_rng(1)
+    want = {"y": rng.standard_normal((1, 4, 8)).astype(np.float32)}
+    got = {"y": want["y"].astype(np.float16)}
+    got["y"][0, 2] += np.float16(1.0)  # token 2: another expert set
+    v = compare(got, want, "fp16", "onnxruntime")
+    explain_routing_flip(v, got, want, "fp16", (2,), 4)
+    assert v["status"] == "fail" and v["cause"] == "routing flip"
+    assert lines(v)[0].startswith("FAIL (routing flip): ")
+    assert lines(v)[2].startswith("  note: 1 of 4 tokens routed to another expert set than in fp32") and lines(v)[2].endswith(": within")
+    got["y"][0, 0, 3] += np.float16(0.5)  # and an error in token 0, routed as in fp32
+    v = compare(got, want, "fp16", "onnxruntime")
+    explain_routing_flip(v, got, want, "fp16", (2,), 4)
+    assert v["status"] == "fail" and "cause" not in v
+    assert lines(v)[0].startswith("FAIL: ") and lines(v)[2].endswith(": beyond")

@@ -36,6 +36,7 @@ from ascendir.dialects import nn
 from ascendir.dialects.ascend import KernelOp
 from ascendir.dialects.ascend.ops_scalar import MOE_BLOCK_ATTR
 from ascendir.driver import io_names, main_func
+from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.nn_reference import evaluate_op
 from ascendir.weights import WeightStore
@@ -73,6 +74,38 @@ def routed_indices(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, n
                 env[r] = v
         want.discard(op)
     return {b: env[b.topk.indices].reshape(b.tokens, b.top_k) for b in blocks}
+
+
+def routing_by_block(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, np.ndarray],
+                     fused_router: bool = True) -> dict[str, np.ndarray]:
+    """Each recognised MoE block's TopK indices [tokens, k] (int) by block name, in program order,
+    on `feeds` cast to the element types of `module`'s arguments (so an fp16 run's inputs route
+    the fp32 model as onnxruntime sees them); {} without a block. fused_router: as routed_indices.
+
+    Raises: AscendirError as routed_indices."""
+    fn = main_func(module)
+    blocks = find_moe_blocks(fn.body.block)
+    if not blocks:
+        return {}
+    cast = {n: np.asarray(feeds[n]).astype(to_numpy_dtype(a.type.element_type))
+            for n, a in zip(io_names(fn, results=False), fn.body.block.args) if n in feeds}
+    routed = routed_indices(module, weights, cast, blocks, fused_router)
+    return {b.name: routed[b] for b in blocks}
+
+
+def flipped_tokens(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray]) -> tuple[int, ...]:
+    """The tokens (rows of the TopK indices [tokens, k]) whose expert set in `got` differs from
+    the one in `want` in some block; blocks by name, `want`'s (routing_by_block of the run and of
+    its fp32 reference). A 16-bit router flips a token whose k-th and (k+1)-th scores are closer
+    than the dtype's rounding. Raises: ValueError when `got` lacks a block of `want` or routes
+    another number of tokens."""
+    flipped: set[int] = set()
+    for name, w in want.items():
+        g = got.get(name)
+        if g is None or g.shape[0] != w.shape[0]:
+            raise ValueError(f"MoE block {name}: the two routings do not route the same tokens")
+        flipped.update(t for t in range(w.shape[0]) if set(g[t].tolist()) != set(w[t].tolist()))
+    return tuple(sorted(flipped))
 
 
 def _f32_router(b: MoeBlock) -> bool:

@@ -232,6 +232,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
             if check_ort:
                 want = onnxruntime_outputs(model, feeds)
             verdict = compare(result.outputs, want, dtype if model.suffix == ".onnx" else "fp32", reference)
+            if check_ort and routing and dtype in ("fp16", "bf16"):
+                _explain_routing_flips(verdict, result.outputs, want, model, input_shapes, inputs, feeds, routing, dtype)
             result.report["verdict"] = verdict
         _write_run_files(result, outputs, report_path, None if writer else trace_path, plots)
         if writer is not None:
@@ -239,6 +241,29 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
     render(result.report, console)  # the verdict first, when there is one
     if verdict is not None and verdict["status"] == "fail":
         sys.exit(1)
+
+
+def _explain_routing_flips(verdict: dict, got: dict, want: dict, model: Path, input_shapes, inputs: Path | None, feeds: dict,
+                           routing: dict, dtype: str) -> None:
+    """Add to a 16-bit run's --check-ort `verdict` the tokens its MoE routers (`routing`, the
+    run's TopK indices by block) route to another expert set than the fp32 model does on the
+    same `feeds` (onnxruntime's routing), and whether the other tokens are within tolerance
+    (verdict.explain_routing_flip). The fp32 model is imported only when the verdict FAILs.
+
+    Raises: AscendirError as routed_indices (an op without reference semantics)."""
+    if verdict["status"] != "fail":
+        return
+    from ascendir.api.moe_report import flipped_tokens, routing_by_block
+    from ascendir.api.verdict import explain_routing_flip
+    from ascendir.driver import parse_input_shapes
+    from ascendir.frontends.onnx import import_onnx
+
+    hints = _input_shapes_of(inputs) if inputs is not None else None
+    module32, weights32 = import_onnx(model, parse_input_shapes(input_shapes), dtype="fp32", shape_hints=hints)
+    ref = routing_by_block(module32, weights32, feeds)
+    if not ref:
+        return
+    explain_routing_flip(verdict, got, want, dtype, flipped_tokens(routing, ref), next(iter(ref.values())).shape[0])
 
 
 def _check_host_memory(model: Path, module, random: bool, devices: int) -> None:

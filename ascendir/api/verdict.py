@@ -15,6 +15,9 @@ NaN passes only where NaN is expected, an infinity only where the same one is.
 
 Reported per output: max abs err = max err; max rel err = max err / max |expected| (relative to
 the output's largest magnitude, stable where expected values cross zero).
+
+A 16-bit --check-ort FAIL of a MoE model says which tokens its routers send to another expert
+set than in fp32 and whether they explain it: `explain_routing_flip`, "FAIL (routing flip)".
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], precision: 
     """The verdict of outputs `got` against `want` (the outputs `want` names; every one must be
     in `got`) as a JSON-ready dict: {"status": "pass"|"fail", "reference", "outputs": [{"name",
     "status", "shape", "dtype", "max_abs_err", "max_rel_err", "rtol", "atol", "mismatched",
-    "size", "nonfinite_mismatched", ("reason")}]}."""
+    "size", "nonfinite_mismatched", ("reason")}]}; explain_routing_flip may add "cause" and
+    an output's "routing_flip"."""
     rows = []
     for name, w in want.items():
         g = got[name]
@@ -56,14 +60,9 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], precision: 
         if g.shape != w.shape:
             rows.append({**row, "status": "fail", "reason": f"shape {list(g.shape)}, expected {list(w.shape)}"})
             continue
-        tol = tolerance(g.dtype, precision, w)
+        rtol, atol = _tol(g, w, precision)
         g64, w64 = g.astype(np.float64), w.astype(np.float64)
-        with np.errstate(invalid="ignore"):
-            err = np.abs(g64 - w64)
-            same = (g64 == w64) | (np.isnan(g64) & np.isnan(w64))
-            rtol, atol = tol if tol is not None else (0.0, 0.0)
-            # an infinity passes only where the same one is: atol + rtol·inf would take any value
-            ok = same | (np.isfinite(w64) & (err <= atol + rtol * np.abs(w64)))
+        err, ok = _within(g64, w64, rtol, atol)
         finite = np.isfinite(err)
         max_abs = float(err[finite].max()) if finite.any() else 0.0
         big = np.abs(w64[np.isfinite(w64)])
@@ -76,6 +75,56 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], precision: 
                      "nonfinite_mismatched": int(np.count_nonzero(~ok & ~finite))})
     status = "pass" if all(r["status"] == "pass" for r in rows) else "fail"
     return {"status": status, "reference": reference, "outputs": rows}
+
+
+def _tol(got: np.ndarray, want: np.ndarray, precision: str) -> tuple[float, float]:
+    """(rtol, atol) of `compare` for one output; (0, 0): must be equal."""
+    tol = tolerance(got.dtype, precision, want)
+    return tol if tol is not None else (0.0, 0.0)
+
+
+def _within(g64: np.ndarray, w64: np.ndarray, rtol: float, atol: float) -> tuple[np.ndarray, np.ndarray]:
+    """(|g64 - w64|, whether each element is within atol + rtol·|w64|), float64 arrays."""
+    with np.errstate(invalid="ignore"):
+        err = np.abs(g64 - w64)
+        same = (g64 == w64) | (np.isnan(g64) & np.isnan(w64))
+        # an infinity passes only where the same one is: atol + rtol·inf would take any value
+        return err, same | (np.isfinite(w64) & (err <= atol + rtol * np.abs(w64)))
+
+
+def explain_routing_flip(verdict: dict, got: dict[str, np.ndarray], want: dict[str, np.ndarray], precision: str,
+                         flipped: tuple[int, ...], tokens: int) -> None:
+    """Say in `verdict` (compare's, of a 16-bit run against an fp32 reference) how much of a FAIL
+    the MoE routing flips explain: `flipped`, the tokens the run's kernels route to another expert
+    set than fp32 does (moe_report.flipped_tokens), of `tokens` routed. A failing output whose
+    rows ([..., hidden], prod of the leading dims = `tokens`) are the routed tokens gets
+    `routing_flip`: {"tokens", "of", "dtype", "other_max_abs" (max |got - want| over the other
+    tokens' rows), "atol", "rtol", "within" (every element of those rows within tolerance)}.
+    The verdict gets "cause": "routing flip" when it FAILs and every element beyond tolerance
+    is in a flipped token's row: its status stays "fail" (the outputs do differ), the cause
+    tells that failure from a kernel's error. Does nothing without flipped tokens."""
+    if not flipped or verdict["status"] != "fail":
+        return
+    explained = True
+    for r in verdict["outputs"]:
+        if r["status"] != "fail":
+            continue
+        g, w = got[r["name"]], want[r["name"]]
+        if "reason" in r or g.ndim < 2 or int(np.prod(g.shape[:-1])) != tokens:
+            explained = False  # its rows are not the routed tokens: nothing to attribute
+            continue
+        keep = np.setdiff1d(np.arange(tokens), flipped)
+        g64 = g.astype(np.float64).reshape(tokens, -1)[keep]
+        w64 = w.astype(np.float64).reshape(tokens, -1)[keep]
+        err, ok = _within(g64, w64, r["rtol"], r["atol"])
+        finite = err[np.isfinite(err)]
+        within = bool(ok.all())
+        r["routing_flip"] = {"tokens": list(flipped), "of": tokens, "dtype": precision,
+                             "other_max_abs": float(finite.max()) if finite.size else 0.0,
+                             "atol": r["atol"], "rtol": r["rtol"], "within": within}
+        explained &= within
+    if explained:
+        verdict["cause"] = "routing flip"
 
 
 def load_expected(path: Path, names: list[str], what: str, required: bool) -> dict[str, np.ndarray]:
@@ -157,10 +206,14 @@ def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray]) -> dict[str, 
     return with_elements({o.name: v for o, v in zip(sess.get_outputs(), outs)})
 
 
+_TOKENS_SHOWN = 8  # a routing-flip note lists this many tokens, then "..."
+
+
 def lines(verdict: dict) -> list[str]:
     """The verdict as text: a headline, then one line per output."""
     n = len(verdict["outputs"])
-    head = f"{verdict['status'].upper()}: {n} output{'s' if n != 1 else ''} against {verdict['reference']}"
+    cause = f" ({verdict['cause']})" if verdict.get("cause") else ""
+    head = f"{verdict['status'].upper()}{cause}: {n} output{'s' if n != 1 else ''} against {verdict['reference']}"
     out = [head]
     for r in verdict["outputs"]:
         if "reason" in r:
@@ -177,4 +230,11 @@ def lines(verdict: dict) -> list[str]:
             miss += f", {r['nonfinite_mismatched']:,} NaN / inf where the other has another value"
         out.append(f"  {r['status'].upper()} {r['name']}: max abs {r['max_abs_err']:.1e}, max rel {r['max_rel_err']:.1e} "
                    f"({tol}{miss})")
+        f = r.get("routing_flip")
+        if f:
+            shown = ", ".join(map(str, f["tokens"][:_TOKENS_SHOWN])) + (", ..." if len(f["tokens"]) > _TOKENS_SHOWN else "")
+            other = f"tol {f['atol']:.1e}" if f["rtol"] == 0 else f"tol {f['atol']:.0e} + {f['rtol']:.0e}·|exp|"
+            out.append(f"  note: {len(f['tokens'])} of {f['of']} tokens routed to another expert set than in fp32 "
+                       f"(scores tied within {f['dtype']} rounding: token{'s' if len(f['tokens']) > 1 else ''} {shown}); "
+                       f"the other tokens: max abs {f['other_max_abs']:.1e} ({other}): {'within' if f['within'] else 'beyond'}")
     return out
