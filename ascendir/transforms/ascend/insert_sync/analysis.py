@@ -1,7 +1,8 @@
 """The dependence analysis of insert-sync: the kernel body executed symbolically for the first
 and the last block with a vector clock per (unit, pipe), as the interpreter's race detector does;
 every cross-pipe access of the same bytes, one writing, with no happens-before is a `Conflict`.
-Which iterations of a loop run: `_sampled` (the package docstring says why)."""
+Which iterations of a loop run: `_sampled` (the package docstring says why); which outcomes of
+control flow that depends on data: `_data_trips`, `_Run.choose` and `conflicts`."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from ascendir.transforms.ascend.insert_sync.symbolic import ARITH, CMP, View, bu
 ITERATIONS = 4  # first iterations of each loop executed (at least): loop-carried distances 1..3 (ping-pong is 2)
 LAST = 2  # and its last iterations (boundary tiles, last-iteration branches)
 KEEP = 16  # recent accesses remembered per (buffer, pipe, read/write)
+MAX_RUNS = 64  # executions per block index of a kernel with data-dependent control flow (beyond: not analysed)
 
 
 class _Unknown(Exception):
@@ -45,6 +47,9 @@ class _Run:
     conflicts: list = field(default_factory=list)
     found: set = field(default_factory=set)
     flags_run: set = field(default_factory=set)  # flag ops executed
+    choices: dict = field(default_factory=dict)  # data-dependent site (scf.for / scf.if) -> its option in this run
+    sites: dict = field(default_factory=dict)  # data-dependent sites reached, in order -> how many options
+    visits: dict = field(default_factory=dict)  # data-dependent site -> times reached so far
 
     def clock(self, p: tuple[int, Pipe]) -> dict:
         c = self.vc.get(p)
@@ -57,12 +62,25 @@ class _Run:
         return ((su, Pipe(op.src.data)), (du, Pipe(op.dst.data)), op.event.value.data)
 
     def val(self, v: SSAValue):
-        if v not in self.env:
-            raise _Unknown(f"value {v.name_hint or v} of {v.owner}")
-        r = self.env[v]
+        r = self.maybe(v)
         if r is None:
             raise _Unknown("a data-dependent value")
         return r
+
+    def maybe(self, v: SSAValue):
+        """The value of `v`, None when it depends on data (a loaded scalar)."""
+        if v not in self.env:
+            raise _Unknown(f"value {v.name_hint or v} of {v.owner}")
+        return self.env[v]
+
+    def choose(self, site: Operation, options: int) -> int:
+        """This visit's outcome of data-dependent `site` (`options` outcomes, the last of which
+        alternates the others visit by visit): the run's choice for the site, 0 by default (see
+        `conflicts`, which runs the other choices)."""
+        self.sites.setdefault(site, options)
+        k = self.choices.get(site, 0)
+        n = self.visits[site] = self.visits.get(site, -1) + 1
+        return n % (options - 1) if k == options - 1 else k
 
     def period(self, loop: scf.ForOp) -> int:
         """The lcm of the constant divisors of the remainders `loop`'s body takes of values
@@ -91,15 +109,20 @@ class _Run:
 
     def op(self, op: Operation) -> None:
         if isinstance(op, scf.ForOp):
-            lb, ub, st = self.val(op.lb), self.val(op.ub), self.val(op.step)
-            trips = max(0, -(-(ub - lb) // st))
-            for n in _sampled(trips, self.period(op)):
-                self.env[op.body.block.args[0]] = lb + n * st
-                self.block(op.body.block)
+            self.loop(op)
         elif isinstance(op, scf.IfOp):
-            region = op.true_region if self.val(op.cond) else op.false_region
+            cond = self.maybe(op.cond)
+            if cond is None:  # taken, not taken, or alternately (from taken)
+                cond = self.choose(op, 3) == 0
+            region = op.true_region if cond else op.false_region
+            results = [None] * len(op.results)
             if region.blocks:
                 self.block(region.block)
+                y = region.block.last_op
+                if isinstance(y, scf.YieldOp):
+                    results = [self.env.get(v) for v in y.operands]
+            for r, v in zip(op.results, results):
+                self.env[r] = v
         elif isinstance(op, (scf.YieldOp, ascend.ReturnOp)):
             pass
         elif isinstance(op, ascend.SetFlagOp):
@@ -150,6 +173,34 @@ class _Run:
                     self.env[r] = None  # a loaded scalar: data
             else:
                 self.arith(op)
+
+    def loop(self, op: scf.ForOp) -> None:
+        """Sampled iterations (`_sampled`) of a loop with known bounds; with a bound or step read
+        from data, the run's choice among `_data_trips` (all iterations executed), its induction
+        variable data too unless its start and step are known. Carried values (iter_args)
+        follow the executed iterations; after skipped ones they are unknown (data)."""
+        lb, ub, st = self.maybe(op.lb), self.maybe(op.ub), self.maybe(op.step)
+        period = self.period(op)
+        if lb is None or ub is None or st is None:
+            counts = _data_trips(period)
+            iters: list[int] = list(range(counts[self.choose(op, len(counts) + 1)]))
+        else:
+            iters = _sampled(max(0, -(-(ub - lb) // st)), period)
+        iv, args = op.body.block.args[0], op.body.block.args[1:]
+        carried = [self.maybe(v) for v in op.iter_args]
+        prev = -1
+        for n in iters:
+            if n != prev + 1:
+                carried = [None] * len(carried)
+            prev = n
+            self.env[iv] = None if lb is None or st is None else lb + n * st
+            for a, v in zip(args, carried):
+                self.env[a] = v
+            self.block(op.body.block)
+            y = op.body.block.last_op
+            carried = [self.env.get(v) for v in y.operands] if isinstance(y, scf.YieldOp) else []
+        for r, v in zip(op.results, carried):
+            self.env[r] = v
 
     def subview(self, op: memref.SubviewOp) -> None:
         src = self.val(op.source)
@@ -236,9 +287,26 @@ def _sampled(trips: int, period: int = 1) -> list[int]:
 
 
 
+def _data_trips(period: int) -> list[int]:
+    """The trip counts a loop whose bound is data is executed for (one per run): 0 (the code
+    after it meets the code before it directly: a flag set before, waited after), 1 (one body
+    between them, no loop-carried pairing), and ITERATIONS + LAST + r for each remainder r of
+    the loop's ring `period` (every loop-carried distance `_sampled` looks at, the ring left in
+    each of its slots at the exit, where the drains after the loop pair with it). Longer runs
+    repeat the steady state `_sampled` stands for. A remainder by more than ITERATIONS is taken
+    for a block-cyclic deal of work (`% block_dim`), not a ring of slots: no extra counts. The
+    run's last option alternates these counts visit by visit (an empty iteration of an outer
+    loop next to a full one)."""
+    ring = period if period <= ITERATIONS else 1
+    return [0, 1, *(ITERATIONS + LAST + r for r in range(ring))]
+
+
 def conflicts(kernel: ascend.KernelOp, executed: set | None = None, arch: str | None = None) -> list[Conflict] | None:
-    """Unordered cross-pipe conflicts of `kernel` (see the module docstring); None when the kernel
-    is not analysed (data-dependent control flow). `executed` receives the flag ops the analysis
+    """Unordered cross-pipe conflicts of `kernel` (see the module docstring), the union over the
+    runs of each block index: one run per combination of the outcomes of the data-dependent
+    sites (`_Run.choose`: a data-bound loop's `_data_trips`, a data branch taken / not / alternately)
+    the runs reach. None when the kernel is not analysed: a value the execution cannot model, or
+    more than MAX_RUNS combinations for a block. `executed` receives the flag ops the analysis
     ran. In a 910B mix kernel a pipe is a (unit, pipe) slot and flags connect the units
     flag_placement.flag_units gives them, as in the interpreter. `arch`: the module's `ascend.arch`
     (read from the enclosing module when None; a detached clone has none)."""
@@ -247,16 +315,30 @@ def conflicts(kernel: ascend.KernelOp, executed: set | None = None, arch: str | 
     units = kernel_flag_units(kernel, arch) if by_unit else {}
     found: list[Conflict] = []
     for block in sorted({0, kernel.block_dim.value.data - 1}):
-        run = _Run(arch, block, by_unit, units)
-        for a in kernel.body.block.args:
-            t = a.type
-            run.env[a] = View(a, 0, tuple(t.get_shape()), contiguous(t.get_shape()), itemsize(t.element_type))
-        try:
-            run.block(kernel.body.block)
-        except _Unknown:
-            return None
-        found += [c for c in run.conflicts if c not in found]
-        if executed is not None:
-            executed |= run.flags_run
+        pending: list[dict] = [{}]
+        for _ in range(MAX_RUNS):
+            if not pending:
+                break
+            choices = pending.pop()
+            run = _Run(arch, block, by_unit, units, choices=choices)
+            for a in kernel.body.block.args:
+                t = a.type
+                run.env[a] = View(a, 0, tuple(t.get_shape()), contiguous(t.get_shape()), itemsize(t.element_type))
+            try:
+                run.block(kernel.body.block)
+            except _Unknown:
+                return None
+            found += [c for c in run.conflicts if c not in found]
+            if executed is not None:
+                executed |= run.flags_run
+            # every combination of the outcomes of the data-dependent sites this run reached,
+            # once: a site first reached here (it took outcome 0) gets a run per other outcome
+            fixed = dict(choices)
+            for site, n in run.sites.items():
+                if site not in fixed:
+                    pending += [{**fixed, site: k} for k in range(1, n)]
+                    fixed[site] = 0
+        if pending:
+            return None  # more than MAX_RUNS combinations: not analysed
     return found
 
