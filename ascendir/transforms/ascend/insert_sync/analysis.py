@@ -50,6 +50,8 @@ class _Run:
     choices: dict = field(default_factory=dict)  # data-dependent site (scf.for / scf.if) -> its option in this run
     sites: dict = field(default_factory=dict)  # data-dependent sites reached, in order -> how many options
     visits: dict = field(default_factory=dict)  # data-dependent site -> times reached so far
+    static: dict = field(default_factory=dict)  # op -> what does not change between runs (its slot, flag key, ...)
+    periods: dict = field(default_factory=dict)  # loop -> period (this run)
 
     def clock(self, p: tuple[int, Pipe]) -> dict:
         c = self.vc.get(p)
@@ -58,8 +60,20 @@ class _Run:
         return c
 
     def flag_key(self, op: ascend.FlagOp) -> tuple:
-        su, du = self.units.get(op, (0, 0))
-        return ((su, Pipe(op.src.data)), (du, Pipe(op.dst.data)), op.event.value.data)
+        key = self.static.get(op)
+        if key is None:
+            su, du = self.units.get(op, (0, 0))
+            key = self.static[op] = ((su, Pipe(op.src.data)), (du, Pipe(op.dst.data)), op.event.value.data)
+        return key
+
+    def slot(self, op: Operation) -> tuple[int, Pipe] | None:
+        """The (unit, pipe) running memory-touching `op`, None for other ops (cached: the runs of
+        a kernel execute the same ops many times)."""
+        if op in self.static:
+            return self.static[op]
+        pipe = op_pipe(op, self.arch)
+        slot = self.static[op] = None if pipe is None else (op_unit(op, pipe) if self.by_unit else 0, pipe)
+        return slot
 
     def val(self, v: SSAValue):
         r = self.maybe(v)
@@ -166,9 +180,9 @@ class _Run:
         elif isinstance(op, ascend.BlockIdxOp):
             self.env[op.result] = self.block_idx
         else:
-            pipe = op_pipe(op, self.arch)
-            if pipe is not None:
-                self.access(op, (op_unit(op, pipe) if self.by_unit else 0, pipe))
+            slot = self.slot(op)
+            if slot is not None:
+                self.access(op, slot)
                 for r in op.results:
                     self.env[r] = None  # a loaded scalar: data
             else:
@@ -180,7 +194,9 @@ class _Run:
         variable data too unless its start and step are known. Carried values (iter_args)
         follow the executed iterations; after skipped ones they are unknown (data)."""
         lb, ub, st = self.maybe(op.lb), self.maybe(op.ub), self.maybe(op.step)
-        period = self.period(op)
+        period = self.periods.get(op)
+        if period is None:  # divisors are constants or set before the loop: once per run
+            period = self.periods[op] = self.period(op)
         if lb is None or ub is None or st is None:
             counts = _data_trips(period)
             iters: list[int] = list(range(counts[self.choose(op, len(counts) + 1)]))
@@ -314,13 +330,14 @@ def conflicts(kernel: ascend.KernelOp, executed: set | None = None, arch: str | 
     by_unit = split_units(kernel, arch)
     units = kernel_flag_units(kernel, arch) if by_unit else {}
     found: list[Conflict] = []
+    static: dict = {}
     for block in sorted({0, kernel.block_dim.value.data - 1}):
         pending: list[dict] = [{}]
         for _ in range(MAX_RUNS):
             if not pending:
                 break
             choices = pending.pop()
-            run = _Run(arch, block, by_unit, units, choices=choices)
+            run = _Run(arch, block, by_unit, units, choices=choices, static=static)
             for a in kernel.body.block.args:
                 t = a.type
                 run.env[a] = View(a, 0, tuple(t.get_shape()), contiguous(t.get_shape()), itemsize(t.element_type))
