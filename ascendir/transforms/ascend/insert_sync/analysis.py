@@ -2,7 +2,8 @@
 and the last block with a vector clock per (unit, pipe), as the interpreter's race detector does;
 every cross-pipe access of the same bytes, one writing, with no happens-before is a `Conflict`.
 Which iterations of a loop run: `_sampled` (the package docstring says why); which outcomes of
-control flow that depends on data: `_data_trips`, `_Run.choose` and `conflicts`."""
+control flow that depends on data: `_data_trips`, `_Run.data_counts` (with bounds.py),
+`_Run.choose` and `conflicts`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ascendir.costmodel.buffer_lifetimes import dropped_dims as _dropped_dims, r
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import Pipe, module_arch, space_of, subblock
 from ascendir.dtypes import itemsize
+from ascendir.transforms.ascend.insert_sync.bounds import UNBOUNDED, decide, interval, trip_counts
 from ascendir.transforms.ascend.insert_sync.conflict import Conflict
 from ascendir.transforms.ascend.insert_sync.ops import kernel_flag_units, op_pipe, op_unit, split_units, written
 from ascendir.transforms.ascend.insert_sync.symbolic import ARITH, CMP, View, buffer_name, contiguous
@@ -40,6 +42,7 @@ class _Run:
     by_unit: bool = False  # a mix kernel on split cores: pipes are (unit, pipe) slots
     units: dict = field(default_factory=dict)  # flag op -> (src unit, dst unit) (flag_placement.flag_units)
     env: dict = field(default_factory=dict)
+    bounds: dict = field(default_factory=dict)  # value that is data (None in env) -> its interval (bounds.py), when bounded
     vc: dict = field(default_factory=dict)  # (unit, pipe) -> {(unit, pipe): epoch}
     queues: dict = field(default_factory=dict)  # (src slot, dst slot, event) -> [clock]
     floor: dict = field(default_factory=dict)  # unit -> the clock its last pipe_barrier ALL gave every pipe
@@ -50,6 +53,7 @@ class _Run:
     choices: dict = field(default_factory=dict)  # data-dependent site (scf.for / scf.if) -> its option in this run
     sites: dict = field(default_factory=dict)  # data-dependent sites reached, in order -> how many options
     visits: dict = field(default_factory=dict)  # data-dependent site -> times reached so far
+    widths: dict = field(default_factory=dict)  # data-dependent site -> how many options (all runs of the block)
     static: dict = field(default_factory=dict)  # op -> what does not change between runs (its slot, flag key, ...)
     periods: dict = field(default_factory=dict)  # loop -> period (this run)
 
@@ -87,10 +91,29 @@ class _Run:
             raise _Unknown(f"value {v.name_hint or v} of {v.owner}")
         return self.env[v]
 
+    def set(self, v: SSAValue, value, span: tuple = UNBOUNDED) -> None:
+        """`v` takes `value`; when that is None (data), `span` is the interval it lies in."""
+        self.env[v] = value
+        if value is None and span != UNBOUNDED:
+            self.bounds[v] = span
+        else:
+            self.bounds.pop(v, None)
+
+    def span(self, v: SSAValue) -> tuple:
+        """The interval of index value `v`: one point when known, its bounds when data."""
+        x = self.env.get(v)
+        if isinstance(x, int):
+            return (x, x)
+        return self.bounds.get(v, UNBOUNDED) if x is None else UNBOUNDED
+
     def choose(self, site: Operation, options: int) -> int:
         """This visit's outcome of data-dependent `site` (`options` outcomes, the last of which
         alternates the others visit by visit): the run's choice for the site, 0 by default (see
-        `conflicts`, which runs the other choices)."""
+        `conflicts`, which runs the other choices). The number of outcomes a site has is the same
+        at every visit of every run of a block (`widths`, shared): with bounds (bounds.py) it
+        could differ, and the runs would miss outcomes: then the kernel is not analysed."""
+        if self.widths.setdefault(site, options) != options:
+            raise _Unknown(f"{site.name} has {options} outcomes here, {self.widths[site]} elsewhere")
         self.sites.setdefault(site, options)
         k = self.choices.get(site, 0)
         n = self.visits[site] = self.visits.get(site, -1) + 1
@@ -136,7 +159,7 @@ class _Run:
                 if isinstance(y, scf.YieldOp):
                     results = [self.env.get(v) for v in y.operands]
             for r, v in zip(op.results, results):
-                self.env[r] = v
+                self.set(r, v)
         elif isinstance(op, (scf.YieldOp, ascend.ReturnOp)):
             pass
         elif isinstance(op, ascend.SetFlagOp):
@@ -184,7 +207,7 @@ class _Run:
             if slot is not None:
                 self.access(op, slot)
                 for r in op.results:
-                    self.env[r] = None  # a loaded scalar: data
+                    self.set(r, None)  # a loaded scalar: data
             else:
                 self.arith(op)
 
@@ -198,8 +221,8 @@ class _Run:
         if period is None:  # divisors are constants or set before the loop: once per run
             period = self.periods[op] = self.period(op)
         if lb is None or ub is None or st is None:
-            counts = _data_trips(period)
-            iters: list[int] = list(range(counts[self.choose(op, len(counts) + 1)]))
+            counts = self.data_counts(op, period)
+            iters: list[int] = list(range(counts[0] if len(counts) == 1 else counts[self.choose(op, len(counts) + 1)]))
         else:
             iters = _sampled(max(0, -(-(ub - lb) // st)), period)
         iv, args = op.body.block.args[0], op.body.block.args[1:]
@@ -209,14 +232,30 @@ class _Run:
             if n != prev + 1:
                 carried = [None] * len(carried)
             prev = n
-            self.env[iv] = None if lb is None or st is None else lb + n * st
+            if lb is None or st is None:  # data: from the lowest start to below the highest bound
+                self.set(iv, None, (self.span(op.lb)[0], self.span(op.ub)[1] - 1) if isinstance(st, int) and st > 0 else UNBOUNDED)
+            else:
+                self.set(iv, lb + n * st)
             for a, v in zip(args, carried):
-                self.env[a] = v
+                self.set(a, v)
             self.block(op.body.block)
             y = op.body.block.last_op
             carried = [self.env.get(v) for v in y.operands] if isinstance(y, scf.YieldOp) else []
         for r, v in zip(op.results, carried):
-            self.env[r] = v
+            self.set(r, v)
+
+    def data_counts(self, op: scf.ForOp, period: int) -> list[int]:
+        """The trip counts to run data-bound loop `op` for: those of `_data_trips` its bounds
+        allow (bounds.trip_counts): a loop that runs at most once needs its 0 and 1 only (the
+        MoE N-tile loop), one that runs at least twice no 0 or 1. A bound between 2 and the
+        longest count keeps the long counts (they stand for every longer one, `_data_trips`)."""
+        counts = _data_trips(period)
+        st = self.maybe(op.step)
+        if not isinstance(st, int) or st <= 0:
+            return counts
+        least, most = trip_counts(self.span(op.lb), self.span(op.ub), st)
+        short = [c for c in counts if c <= 1 and least <= c <= most]
+        return short + [c for c in counts if c > 1] if most > 1 else short
 
     def subview(self, op: memref.SubviewOp) -> None:
         src = self.val(op.source)
@@ -245,15 +284,21 @@ class _Run:
             return
         if isinstance(op, arith.CmpiOp):
             a, b = self.env.get(op.lhs), self.env.get(op.rhs)
-            self.env[op.result] = None if a is None or b is None else CMP[op.predicate.value.data](a, b)
+            pred = op.predicate.value.data
+            # data compared with a bound it cannot cross is decided (bounds.py)
+            self.env[op.result] = decide(pred, self.span(op.lhs), self.span(op.rhs)) if a is None or b is None else CMP[pred](a, b)
             return
         f = ARITH.get(op.name)
         if f is None:
             for r in op.results:
-                self.env[r] = None
+                self.set(r, None)
             return
         args = [self.env.get(v) for v in op.operands]
-        self.env[op.results[0]] = None if any(a is None for a in args) else f(*args)
+        if any(a is None for a in args):
+            lo, hi = interval(op, [self.span(v) for v in op.operands], args)
+            self.set(op.results[0], lo if lo == hi and not math.isinf(lo) else None, (lo, hi))  # one possible value: known
+        else:
+            self.set(op.results[0], f(*args))
 
     def access(self, op: Operation, pipe: tuple[int, Pipe]) -> None:
         out = written(op)
@@ -333,11 +378,12 @@ def conflicts(kernel: ascend.KernelOp, executed: set | None = None, arch: str | 
     static: dict = {}
     for block in sorted({0, kernel.block_dim.value.data - 1}):
         pending: list[dict] = [{}]
+        widths: dict = {}
         for _ in range(MAX_RUNS):
             if not pending:
                 break
             choices = pending.pop()
-            run = _Run(arch, block, by_unit, units, choices=choices, static=static)
+            run = _Run(arch, block, by_unit, units, choices=choices, static=static, widths=widths)
             for a in kernel.body.block.args:
                 t = a.type
                 run.env[a] = View(a, 0, tuple(t.get_shape()), contiguous(t.get_shape()), itemsize(t.element_type))
