@@ -65,11 +65,27 @@ inserts nothing: tests/test_insert_sync.py checks every corpus kernel, mix kerne
 is the tool for IR that has no flags (hand-written, or single-buffered loops that `double-buffer`
 split into ping-pong slots).
 
-Not analysed (left as they are): kernels whose control flow depends on data (a loop bound or
-condition read from memory).
+Control flow that depends on data (a loop bound or an `scf.if` condition computed from a scalar
+read from memory, e.g. GroupedMatmul's group list) is covered the way a compiler covers a trip
+count or a branch unknown at compile time: such a site has a few outcomes, and the kernel is
+executed once per combination of the outcomes of the sites a run reaches (analysis.conflicts),
+the conflicts being the union. A data-bound loop runs 0 times, once, and ITERATIONS + LAST (+ r
+for each remainder of its ring period) times -- every iteration, so every loop-carried distance
+the sampling looks at and every ring slot at the exit (_data_trips) -- or alternates these counts
+visit by visit; a data branch is taken, not taken, or alternately. An induction variable whose
+start or step is data is data too (the windows it places are anywhere in their source), and
+iter_args carry their values. Values read from data still have bounds (bounds.py: `x % 24` is in
+[0, 23], sums, products, min / max of bounded values): a comparison they decide is no data
+branch, and a data-bound loop runs only the counts its bounds allow (the MoE N-tile loop, at most
+one tile per core, runs 0 or 1 times and its second-tile branch is never taken: 10 runs per
+block instead of 31). Not covered: combinations of outcomes across the visits of one
+site other than "all the same" and "alternating", longer data trip counts (they repeat the
+steady state the sampled ones reach). More than MAX_RUNS combinations per block: the kernel is
+not analysed (left as it is, as before).
 
 The package, one concept per module: ops.py (the pipe, unit and written buffer of an op, as the
-interpreter places it), symbolic.py (the values of the symbolic execution), analysis.py (the
+interpreter places it), symbolic.py (the values of the symbolic execution), bounds.py (intervals of the values
+that depend on data), analysis.py (the
 dependence analysis: `conflicts`), conflict.py (`Conflict`), flags.py (where a flag pair goes
 and which event id it takes), redundant.py (`remove_redundant`), sync_pass.py (the rounds of
 `insert_sync` and the `InsertSync` pass).

@@ -1,7 +1,9 @@
 """The dependence analysis of insert-sync: the kernel body executed symbolically for the first
 and the last block with a vector clock per (unit, pipe), as the interpreter's race detector does;
 every cross-pipe access of the same bytes, one writing, with no happens-before is a `Conflict`.
-Which iterations of a loop run: `_sampled` (the package docstring says why)."""
+Which iterations of a loop run: `_sampled` (the package docstring says why); which outcomes of
+control flow that depends on data: `_data_trips`, `_Run.data_counts` (with bounds.py),
+`_Run.choose` and `conflicts`."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ascendir.costmodel.buffer_lifetimes import dropped_dims as _dropped_dims, r
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import Pipe, module_arch, space_of, subblock
 from ascendir.dtypes import itemsize
+from ascendir.transforms.ascend.insert_sync.bounds import UNBOUNDED, decide, interval, trip_counts
 from ascendir.transforms.ascend.insert_sync.conflict import Conflict
 from ascendir.transforms.ascend.insert_sync.ops import kernel_flag_units, op_pipe, op_unit, split_units, written
 from ascendir.transforms.ascend.insert_sync.symbolic import ARITH, CMP, View, buffer_name, contiguous
@@ -23,6 +26,7 @@ from ascendir.transforms.ascend.insert_sync.symbolic import ARITH, CMP, View, bu
 ITERATIONS = 4  # first iterations of each loop executed (at least): loop-carried distances 1..3 (ping-pong is 2)
 LAST = 2  # and its last iterations (boundary tiles, last-iteration branches)
 KEEP = 16  # recent accesses remembered per (buffer, pipe, read/write)
+MAX_RUNS = 64  # executions per block index of a kernel with data-dependent control flow (beyond: not analysed)
 
 
 class _Unknown(Exception):
@@ -38,6 +42,7 @@ class _Run:
     by_unit: bool = False  # a mix kernel on split cores: pipes are (unit, pipe) slots
     units: dict = field(default_factory=dict)  # flag op -> (src unit, dst unit) (flag_placement.flag_units)
     env: dict = field(default_factory=dict)
+    bounds: dict = field(default_factory=dict)  # value that is data (None in env) -> its interval (bounds.py), when bounded
     vc: dict = field(default_factory=dict)  # (unit, pipe) -> {(unit, pipe): epoch}
     queues: dict = field(default_factory=dict)  # (src slot, dst slot, event) -> [clock]
     floor: dict = field(default_factory=dict)  # unit -> the clock its last pipe_barrier ALL gave every pipe
@@ -45,6 +50,12 @@ class _Run:
     conflicts: list = field(default_factory=list)
     found: set = field(default_factory=set)
     flags_run: set = field(default_factory=set)  # flag ops executed
+    choices: dict = field(default_factory=dict)  # data-dependent site (scf.for / scf.if) -> its option in this run
+    sites: dict = field(default_factory=dict)  # data-dependent sites reached, in order -> how many options
+    visits: dict = field(default_factory=dict)  # data-dependent site -> times reached so far
+    widths: dict = field(default_factory=dict)  # data-dependent site -> how many options (all runs of the block)
+    static: dict = field(default_factory=dict)  # op -> what does not change between runs (its slot, flag key, ...)
+    periods: dict = field(default_factory=dict)  # loop -> period (this run)
 
     def clock(self, p: tuple[int, Pipe]) -> dict:
         c = self.vc.get(p)
@@ -53,16 +64,60 @@ class _Run:
         return c
 
     def flag_key(self, op: ascend.FlagOp) -> tuple:
-        su, du = self.units.get(op, (0, 0))
-        return ((su, Pipe(op.src.data)), (du, Pipe(op.dst.data)), op.event.value.data)
+        key = self.static.get(op)
+        if key is None:
+            su, du = self.units.get(op, (0, 0))
+            key = self.static[op] = ((su, Pipe(op.src.data)), (du, Pipe(op.dst.data)), op.event.value.data)
+        return key
+
+    def slot(self, op: Operation) -> tuple[int, Pipe] | None:
+        """The (unit, pipe) running memory-touching `op`, None for other ops (cached: the runs of
+        a kernel execute the same ops many times)."""
+        if op in self.static:
+            return self.static[op]
+        pipe = op_pipe(op, self.arch)
+        slot = self.static[op] = None if pipe is None else (op_unit(op, pipe) if self.by_unit else 0, pipe)
+        return slot
 
     def val(self, v: SSAValue):
-        if v not in self.env:
-            raise _Unknown(f"value {v.name_hint or v} of {v.owner}")
-        r = self.env[v]
+        r = self.maybe(v)
         if r is None:
             raise _Unknown("a data-dependent value")
         return r
+
+    def maybe(self, v: SSAValue):
+        """The value of `v`, None when it depends on data (a loaded scalar)."""
+        if v not in self.env:
+            raise _Unknown(f"value {v.name_hint or v} of {v.owner}")
+        return self.env[v]
+
+    def set(self, v: SSAValue, value, span: tuple = UNBOUNDED) -> None:
+        """`v` takes `value`; when that is None (data), `span` is the interval it lies in."""
+        self.env[v] = value
+        if value is None and span != UNBOUNDED:
+            self.bounds[v] = span
+        else:
+            self.bounds.pop(v, None)
+
+    def span(self, v: SSAValue) -> tuple:
+        """The interval of index value `v`: one point when known, its bounds when data."""
+        x = self.env.get(v)
+        if isinstance(x, int):
+            return (x, x)
+        return self.bounds.get(v, UNBOUNDED) if x is None else UNBOUNDED
+
+    def choose(self, site: Operation, options: int) -> int:
+        """This visit's outcome of data-dependent `site` (`options` outcomes, the last of which
+        alternates the others visit by visit): the run's choice for the site, 0 by default (see
+        `conflicts`, which runs the other choices). The number of outcomes a site has is the same
+        at every visit of every run of a block (`widths`, shared): with bounds (bounds.py) it
+        could differ, and the runs would miss outcomes: then the kernel is not analysed."""
+        if self.widths.setdefault(site, options) != options:
+            raise _Unknown(f"{site.name} has {options} outcomes here, {self.widths[site]} elsewhere")
+        self.sites.setdefault(site, options)
+        k = self.choices.get(site, 0)
+        n = self.visits[site] = self.visits.get(site, -1) + 1
+        return n % (options - 1) if k == options - 1 else k
 
     def period(self, loop: scf.ForOp) -> int:
         """The lcm of the constant divisors of the remainders `loop`'s body takes of values
@@ -91,15 +146,20 @@ class _Run:
 
     def op(self, op: Operation) -> None:
         if isinstance(op, scf.ForOp):
-            lb, ub, st = self.val(op.lb), self.val(op.ub), self.val(op.step)
-            trips = max(0, -(-(ub - lb) // st))
-            for n in _sampled(trips, self.period(op)):
-                self.env[op.body.block.args[0]] = lb + n * st
-                self.block(op.body.block)
+            self.loop(op)
         elif isinstance(op, scf.IfOp):
-            region = op.true_region if self.val(op.cond) else op.false_region
+            cond = self.maybe(op.cond)
+            if cond is None:  # taken, not taken, or alternately (from taken)
+                cond = self.choose(op, 3) == 0
+            region = op.true_region if cond else op.false_region
+            results = [None] * len(op.results)
             if region.blocks:
                 self.block(region.block)
+                y = region.block.last_op
+                if isinstance(y, scf.YieldOp):
+                    results = [self.env.get(v) for v in y.operands]
+            for r, v in zip(op.results, results):
+                self.set(r, v)
         elif isinstance(op, (scf.YieldOp, ascend.ReturnOp)):
             pass
         elif isinstance(op, ascend.SetFlagOp):
@@ -143,13 +203,59 @@ class _Run:
         elif isinstance(op, ascend.BlockIdxOp):
             self.env[op.result] = self.block_idx
         else:
-            pipe = op_pipe(op, self.arch)
-            if pipe is not None:
-                self.access(op, (op_unit(op, pipe) if self.by_unit else 0, pipe))
+            slot = self.slot(op)
+            if slot is not None:
+                self.access(op, slot)
                 for r in op.results:
-                    self.env[r] = None  # a loaded scalar: data
+                    self.set(r, None)  # a loaded scalar: data
             else:
                 self.arith(op)
+
+    def loop(self, op: scf.ForOp) -> None:
+        """Sampled iterations (`_sampled`) of a loop with known bounds; with a bound or step read
+        from data, the run's choice among `_data_trips` (all iterations executed), its induction
+        variable data too unless its start and step are known. Carried values (iter_args)
+        follow the executed iterations; after skipped ones they are unknown (data)."""
+        lb, ub, st = self.maybe(op.lb), self.maybe(op.ub), self.maybe(op.step)
+        period = self.periods.get(op)
+        if period is None:  # divisors are constants or set before the loop: once per run
+            period = self.periods[op] = self.period(op)
+        if lb is None or ub is None or st is None:
+            counts = self.data_counts(op, period)
+            iters: list[int] = list(range(counts[0] if len(counts) == 1 else counts[self.choose(op, len(counts) + 1)]))
+        else:
+            iters = _sampled(max(0, -(-(ub - lb) // st)), period)
+        iv, args = op.body.block.args[0], op.body.block.args[1:]
+        carried = [self.maybe(v) for v in op.iter_args]
+        prev = -1
+        for n in iters:
+            if n != prev + 1:
+                carried = [None] * len(carried)
+            prev = n
+            if lb is None or st is None:  # data: from the lowest start to below the highest bound
+                self.set(iv, None, (self.span(op.lb)[0], self.span(op.ub)[1] - 1) if isinstance(st, int) and st > 0 else UNBOUNDED)
+            else:
+                self.set(iv, lb + n * st)
+            for a, v in zip(args, carried):
+                self.set(a, v)
+            self.block(op.body.block)
+            y = op.body.block.last_op
+            carried = [self.env.get(v) for v in y.operands] if isinstance(y, scf.YieldOp) else []
+        for r, v in zip(op.results, carried):
+            self.set(r, v)
+
+    def data_counts(self, op: scf.ForOp, period: int) -> list[int]:
+        """The trip counts to run data-bound loop `op` for: those of `_data_trips` its bounds
+        allow (bounds.trip_counts): a loop that runs at most once needs its 0 and 1 only (the
+        MoE N-tile loop), one that runs at least twice no 0 or 1. A bound between 2 and the
+        longest count keeps the long counts (they stand for every longer one, `_data_trips`)."""
+        counts = _data_trips(period)
+        st = self.maybe(op.step)
+        if not isinstance(st, int) or st <= 0:
+            return counts
+        least, most = trip_counts(self.span(op.lb), self.span(op.ub), st)
+        short = [c for c in counts if c <= 1 and least <= c <= most]
+        return short + [c for c in counts if c > 1] if most > 1 else short
 
     def subview(self, op: memref.SubviewOp) -> None:
         src = self.val(op.source)
@@ -178,15 +284,21 @@ class _Run:
             return
         if isinstance(op, arith.CmpiOp):
             a, b = self.env.get(op.lhs), self.env.get(op.rhs)
-            self.env[op.result] = None if a is None or b is None else CMP[op.predicate.value.data](a, b)
+            pred = op.predicate.value.data
+            # data compared with a bound it cannot cross is decided (bounds.py)
+            self.env[op.result] = decide(pred, self.span(op.lhs), self.span(op.rhs)) if a is None or b is None else CMP[pred](a, b)
             return
         f = ARITH.get(op.name)
         if f is None:
             for r in op.results:
-                self.env[r] = None
+                self.set(r, None)
             return
         args = [self.env.get(v) for v in op.operands]
-        self.env[op.results[0]] = None if any(a is None for a in args) else f(*args)
+        if any(a is None for a in args):
+            lo, hi = interval(op, [self.span(v) for v in op.operands], args)
+            self.set(op.results[0], lo if lo == hi and not math.isinf(lo) else None, (lo, hi))  # one possible value: known
+        else:
+            self.set(op.results[0], f(*args))
 
     def access(self, op: Operation, pipe: tuple[int, Pipe]) -> None:
         out = written(op)
@@ -236,9 +348,26 @@ def _sampled(trips: int, period: int = 1) -> list[int]:
 
 
 
+def _data_trips(period: int) -> list[int]:
+    """The trip counts a loop whose bound is data is executed for (one per run): 0 (the code
+    after it meets the code before it directly: a flag set before, waited after), 1 (one body
+    between them, no loop-carried pairing), and ITERATIONS + LAST + r for each remainder r of
+    the loop's ring `period` (every loop-carried distance `_sampled` looks at, the ring left in
+    each of its slots at the exit, where the drains after the loop pair with it). Longer runs
+    repeat the steady state `_sampled` stands for. A remainder by more than ITERATIONS is taken
+    for a block-cyclic deal of work (`% block_dim`), not a ring of slots: no extra counts. The
+    run's last option alternates these counts visit by visit (an empty iteration of an outer
+    loop next to a full one)."""
+    ring = period if period <= ITERATIONS else 1
+    return [0, 1, *(ITERATIONS + LAST + r for r in range(ring))]
+
+
 def conflicts(kernel: ascend.KernelOp, executed: set | None = None, arch: str | None = None) -> list[Conflict] | None:
-    """Unordered cross-pipe conflicts of `kernel` (see the module docstring); None when the kernel
-    is not analysed (data-dependent control flow). `executed` receives the flag ops the analysis
+    """Unordered cross-pipe conflicts of `kernel` (see the module docstring), the union over the
+    runs of each block index: one run per combination of the outcomes of the data-dependent
+    sites (`_Run.choose`: a data-bound loop's `_data_trips`, a data branch taken / not / alternately)
+    the runs reach. None when the kernel is not analysed: a value the execution cannot model, or
+    more than MAX_RUNS combinations for a block. `executed` receives the flag ops the analysis
     ran. In a 910B mix kernel a pipe is a (unit, pipe) slot and flags connect the units
     flag_placement.flag_units gives them, as in the interpreter. `arch`: the module's `ascend.arch`
     (read from the enclosing module when None; a detached clone has none)."""
@@ -246,17 +375,33 @@ def conflicts(kernel: ascend.KernelOp, executed: set | None = None, arch: str | 
     by_unit = split_units(kernel, arch)
     units = kernel_flag_units(kernel, arch) if by_unit else {}
     found: list[Conflict] = []
+    static: dict = {}
     for block in sorted({0, kernel.block_dim.value.data - 1}):
-        run = _Run(arch, block, by_unit, units)
-        for a in kernel.body.block.args:
-            t = a.type
-            run.env[a] = View(a, 0, tuple(t.get_shape()), contiguous(t.get_shape()), itemsize(t.element_type))
-        try:
-            run.block(kernel.body.block)
-        except _Unknown:
-            return None
-        found += [c for c in run.conflicts if c not in found]
-        if executed is not None:
-            executed |= run.flags_run
+        pending: list[dict] = [{}]
+        widths: dict = {}
+        for _ in range(MAX_RUNS):
+            if not pending:
+                break
+            choices = pending.pop()
+            run = _Run(arch, block, by_unit, units, choices=choices, static=static, widths=widths)
+            for a in kernel.body.block.args:
+                t = a.type
+                run.env[a] = View(a, 0, tuple(t.get_shape()), contiguous(t.get_shape()), itemsize(t.element_type))
+            try:
+                run.block(kernel.body.block)
+            except _Unknown:
+                return None
+            found += [c for c in run.conflicts if c not in found]
+            if executed is not None:
+                executed |= run.flags_run
+            # every combination of the outcomes of the data-dependent sites this run reached,
+            # once: a site first reached here (it took outcome 0) gets a run per other outcome
+            fixed = dict(choices)
+            for site, n in run.sites.items():
+                if site not in fixed:
+                    pending += [{**fixed, site: k} for k in range(1, n)]
+                    fixed[site] = 0
+        if pending:
+            return None  # more than MAX_RUNS combinations: not analysed
     return found
 
