@@ -701,3 +701,19 @@ def test_subview_size_beyond_64_bits(tool: str, argv: tuple[str, ...]) -> None:
           b"  func.return\n}\n")
     outcome = run_case(Case(tool, argv, {"in.mlir": ir}))
     assert outcome.kind == "clean" and "in.mlir: parse error: Integer value 18446744073709551616 is out of range for type i64" in outcome.message, outcome
+
+
+@pytest.mark.parametrize("divisor", ["0.0", "1.0e-320", "0x7FC00000"])
+def test_attention_scores_divided_by_zero(divisor: str) -> None:
+    # recompose-nn's attention match took 1 / divisor for the scale: ZeroDivisionError on a zero
+    # (1e-320 is zero in f32; campaign shard ir 498) and a scale of nan / inf otherwise; such
+    # scores are left to the unfused ops
+    text = ('func.func @main(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x3xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {\n'
+            '  %s = nn.matmul %q, %kt : (tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>) -> tensor<1x2x3x3xf32>\n'
+            f'  %d = "nn.constant"() <{{value = dense<{divisor}> : tensor<f32>}}> : () -> tensor<f32>\n'
+            '  %s2 = nn.div %s, %d : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>\n'
+            '  %p = nn.softmax %s2 {axis = 3 : i64} : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>\n'
+            '  %o = nn.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>\n'
+            '  func.return %o : tensor<1x2x3x4xf32>\n}\n')
+    outcome = run_case(Case("ascendir", ("compile", "in.mlir", "--emit", "ascend"), {"in.mlir": text.encode()}))
+    assert outcome.kind == "success", outcome

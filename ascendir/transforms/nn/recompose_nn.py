@@ -453,9 +453,11 @@ def match_attention(sm: nn.SoftmaxOp, memo: dict, consts: Constants) -> bool:
                     break
             else:
                 return False
-        elif isinstance(op.lhs.owner, nn.MatmulOp) and consts.scalar(op.rhs) is not None:
+        elif isinstance(op.lhs.owner, nn.MatmulOp) and consts.scalar(op.rhs) not in (None, 0.0):
             s, scale = op.lhs, 1.0 / consts.scalar(op.rhs)
         else:
+            return False
+        if not math.isfinite(scale):  # scores of inf / nan: left to the unfused ops' IEEE semantics
             return False
         op = s.owner
     if not isinstance(op, nn.MatmulOp) or single_use(s) is None:
