@@ -59,8 +59,9 @@ def convert_batch_norm(node: NodeContext) -> list[Value]:
     stats = [node.const(i) for i in range(1, 5)]
     if not training and all(v is not None for v in stats):
         scale, bias, mean, var = (v.astype(np.float64) for v in stats)
-        s = scale / np.sqrt(var + epsilon)
-        t = bias - mean * s
+        with np.errstate(all="ignore"):  # var + epsilon <= 0 gives nan / inf, as onnxruntime's x / sqrt does
+            s = scale / np.sqrt(var + epsilon)
+            t = bias - mean * s
         y = node.emit(nn.MulOp(node.value(0), node.constant(s.astype(dtype).reshape(channel_shape), "scale")))
         return [node.emit(nn.AddOp(y, node.constant(t.astype(dtype).reshape(channel_shape), "shift")))]
 
