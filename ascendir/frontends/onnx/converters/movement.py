@@ -264,7 +264,7 @@ def convert_gather(node: NodeContext) -> list[Value]:
     if indices is None:
         return [node.emit(nn.GatherOp(node.value(0), node.value(1), axis))]
     indices = _normalized_indices(node, indices, shape[axis])
-    if np.array_equal(indices.reshape(-1), np.arange(shape[axis])):
+    if indices.size == shape[axis] and np.array_equal(indices.reshape(-1), np.arange(shape[axis])):
         # Taking every row in order only regroups the axis (exporters do this to flatten masks).
         return [_reshape(node, 0, [*shape[:axis], *indices.shape, *shape[axis + 1 :]])]
     return [node.emit(nn.GatherOp(node.value(0), node.constant(indices, "indices"), axis))]
