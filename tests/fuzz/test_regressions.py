@@ -740,3 +740,11 @@ def test_gather_of_a_few_indices_on_an_axis_of_2_32() -> None:
                               initializer=[numpy_helper.from_array(np.array([0, 1], np.int64), "i")])
     module, _ = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), shape_only=True)
     assert "nn.gather" in str(module)
+
+
+def test_opset_upgrade_of_an_attribute_of_the_wrong_kind() -> None:
+    # onnx.version_converter's Unsqueeze adapter read a STRING axes as ints: a segfault
+    # (campaign shard onnx 640); attributes are checked at the model's own opset first
+    model = one_node("Unsqueeze", {"x": np.ones(3, np.float32)}, opset=11, axes="0")
+    outcome = run_case(Case("ascendir", ("compile", "m.onnx", "--emit", "nn"), {"m.onnx": model.SerializeToString()}))
+    assert outcome.kind == "clean" and "Unsqueeze 'n': attribute 'axes' is STRING, Unsqueeze (opset 11) declares INTS" in outcome.message, outcome

@@ -12,7 +12,7 @@ import onnx.inliner
 from onnx import TensorProto, helper, numpy_helper
 
 from ascendir.errors import AscendirError
-from ascendir.frontends.onnx.validation import clip, tensor_data_problem
+from ascendir.frontends.onnx.validation import check_attributes, clip, tensor_data_problem
 from ascendir.frontends.onnx.values import Constant
 
 
@@ -68,6 +68,12 @@ def upgrade_opset(proto: onnx.ModelProto) -> onnx.ModelProto:
         return proto
     import onnx.version_converter
 
+    for node in proto.graph.node:  # the C++ adapters read attributes unchecked: a STRING axes segfaults
+        if node.domain in ("", "ai.onnx"):
+            try:
+                check_attributes(node, version)
+            except AscendirError as e:
+                raise AscendirError(f"{node.op_type} '{clip(node.name)}': {e}") from None
     try:
         upgraded = onnx.version_converter.convert_version(proto, MIN_OPSET)
     except Exception as e:  # noqa: BLE001 - the C++ converter raises RuntimeError/ValidationError
