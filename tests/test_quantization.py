@@ -103,6 +103,21 @@ def test_qlinear_matmul_matches_onnxruntime() -> None:
     assert 0 < np.count_nonzero((want > 0) & (want < 255))  # not all saturated
 
 
+@pytest.mark.parametrize("fill", [0.0, 3.0, -2.0])
+def test_dynamic_quantize_linear_of_a_constant_matches_onnxruntime(fill: float) -> None:
+    """A constant x (all zeros: max = min after widening to 0) gives onnxruntime's scale, 1.0
+    (onnx's reference evaluator says 1 / 255), and its zero point; the quantized values agree."""
+    x = np.full((2, 8), fill, np.float32)
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    model = _model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.UINT8, [2, 8]),
+                    helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+                    helper.make_tensor_value_info("z", TensorProto.UINT8, [])])
+    _, result = _ascendir(model, {"x": x})
+    for name, want in zip(("y", "s", "z"), _ort(model, {"x": x})):
+        np.testing.assert_array_equal(result.outputs[name], want, err_msg=name)
+
+
 def test_quantize_dequantize_blocked_int4_match_onnxruntime() -> None:
     x = np.random.default_rng(3).standard_normal((4, 64)).astype(np.float32) * 3
     scale = (np.abs(x).reshape(4, 2, 32).max(-1) / 7).astype(np.float32)

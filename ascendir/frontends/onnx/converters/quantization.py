@@ -183,7 +183,7 @@ def convert_quantize_linear(node: NodeContext) -> list[Value]:
 @converts("DynamicQuantizeLinear")
 def convert_dynamic_quantize_linear(node: NodeContext) -> list[Value]:
     """uint8 quantization with a scale and zero point from x's range (widened to include 0):
-    scale = (max - min) / 255 (1 / 255 when max = min), zero_point = saturate(rint(-min / scale)),
+    scale = (max - min) / 255 (1.0 when max = min, as onnxruntime), zero_point = saturate(rint(-min / scale)),
     y = saturate(rint(x / scale) + zero_point). x: float32; outputs y, y_scale (f32 scalar),
     y_zero_point (uint8 scalar)."""
     x = node.value(0)
@@ -195,9 +195,10 @@ def convert_dynamic_quantize_linear(node: NodeContext) -> list[Value]:
     hi = node.emit(nn.MaxOp(node.emit(nn.ReduceMaxOp(x, axes, False)), zero))
     lo = node.emit(nn.MinOp(node.emit(nn.ReduceMinOp(x, axes, False)), zero))
     span = node.emit(nn.SubOp(hi, lo))
-    # max = min (only when x is all zeros) would divide by zero: the reference takes 1 / 255
-    span = node.emit(nn.WhereOp(node.emit(nn.EqualOp(span, zero)), node.scalar(1.0, np.float32), span))
-    scale = node.emit(nn.DivOp(span, node.scalar(255.0, np.float32)))
+    # max = min (only when x is all zeros) would make the scale 0: onnxruntime then takes 1.0
+    # (onnx's reference evaluator 1 / 255; y and the zero point are 0 either way)
+    scale = node.emit(nn.WhereOp(node.emit(nn.EqualOp(span, zero)), node.scalar(1.0, np.float32),
+                                 node.emit(nn.DivOp(span, node.scalar(255.0, np.float32)))))
     zp_f = node.emit(nn.SubOp(zero, node.emit(nn.DivOp(lo, scale))))
     zp_q = _round_saturate(node, zp_f, None, 0, 255, from_numpy_dtype(np.dtype(np.uint8)))
     y = _round_saturate(node, node.emit(nn.DivOp(x, scale)), _cast(node, zp_q, f32), 0, 255, from_numpy_dtype(np.dtype(np.uint8)))
