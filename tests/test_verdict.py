@@ -111,8 +111,12 @@ def test_verify_numerics_says_what_it_checked(tmp_path: Path) -> None:
     line = next(x for x in r.stderr.splitlines() if x.startswith("verify-numerics: "))
     checked = json.loads(rep.read_text())["verify_numerics"]
     assert f"{len(checked['passes'])} passes" in line and "choose-tiling" in checked["passes"] and str(REF) in line
+    assert "f32: rtol 0.0001" in line and "f16" not in line
     c = run_cli("compile", MLP, "--verify-numerics")
     assert c.exit_code == 0 and "verify-numerics: " in c.stderr and "random inputs (seed 0)" in c.stderr
+    # a 16-bit policy's outputs are checked at their own tolerance: the line says which
+    h = run_cli("compile", MLP, "--verify-numerics", "--dtype", "fp16")
+    assert h.exit_code == 0 and "f16: rtol 0.01, atol 0.001" in h.stderr, h.output
 
 
 def test_quick_start_prints_the_verdict() -> None:

@@ -125,7 +125,7 @@ def compile(model: Path, output: Path | None, emit: str, target: str, pipeline: 
     if verify_numerics:
         from ascendir.driver import parse_pipeline
 
-        verified(parse_pipeline(pipeline, f"O{opt_level}", target, tiling), "random inputs (seed 0)")
+        verified(parse_pipeline(pipeline, f"O{opt_level}", target, tiling), "random inputs (seed 0)", dtype=dtype)
     text = print_ir(module)
     if output is None:
         click.echo(text, nl=False)

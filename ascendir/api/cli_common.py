@@ -190,16 +190,18 @@ def check_outputs(outputs: list[Path | None], inputs: list[Path | None], plots: 
         raise AscendirError(f"output paths must differ ({', '.join(map(str, given))})")
 
 
-def verified(pipeline, source: str, after: Sequence[str] = ()) -> dict:
+def verified(pipeline, source: str, after: Sequence[str] = (), dtype: str = "fp32") -> dict:
     """What --verify-numerics checked (the passes of `pipeline`, then the passes named `after`:
-    a tensor-parallel run's shard and MC2 passes, checked on every rank), printed on stderr and
-    kept in the report."""
+    a tensor-parallel run's shard and MC2 passes, checked on every rank), printed on stderr with
+    the tolerances of the `--dtype` policy's outputs (and f32's, which other outputs keep), and kept
+    in the report."""
     from ascendir.driver import TOLERANCES
 
     names = [*(p.name for p in pipeline.passes), *after]
-    r, a = TOLERANCES["float32"]
+    shown = {"fp16": [("f16", "float16")], "bf16": [("bf16", "bfloat16")]}.get(dtype, []) + [("f32", "float32")]
+    tols = "; ".join(f"{short}: rtol {TOLERANCES[full][0]:g}, atol {TOLERANCES[full][1]:g}" for short, full in shown)
     click.echo(f"verify-numerics: {len(names)} passes ({', '.join(names)}) each kept every output within its dtype's "
-               f"tolerance (f32: rtol {r:g}, atol {a:g} x max(1, max|value|)) on {source}", err=True)
+               f"tolerance ({tols}; atol x max(1, max|value|)) on {source}", err=True)
     return {"passes": names, "inputs": source, "status": "pass"}
 
 

@@ -438,7 +438,7 @@ def _lower_for_run(module, weights, hw, inputs: Path | None, seed: int, bounds, 
         notes["declined"] = [{"region": d.region, "kind": d.kind, "reason": d.reason} for d in session.declined]
     if verify_numerics:
         notes["verify_numerics"] = verified(nn_pipeline, f"the inputs of {inputs}" if inputs else f"random inputs (seed {seed})",
-                                            [name.split("{")[0] for name in shard])
+                                            [name.split("{")[0] for name in shard], dtype)
     return ran, stores
 
 
