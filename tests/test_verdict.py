@@ -241,3 +241,32 @@ def test_a_flip_does_not_explain_an_error_in_another_token() -> None:
     explain_routing_flip(v, got, want, "fp16", (2,), 4)
     assert v["status"] == "fail" and "cause" not in v
     assert lines(v)[0].startswith("FAIL: ") and lines(v)[2].endswith(": beyond")
+
+
+def test_check_ort_says_when_onnxruntime_optimised_agrees(tmp_path: Path) -> None:
+    """llama_dynamic (DynamicQuantizeLinear before each MatMulInteger) on the CLI's random inputs:
+    recompose-nn's RMSNorm rounds an ulp away from the node-by-node graph and a quantization step
+    flips, so -O1 FAILs against onnxruntime's node-by-node semantics; onnxruntime's own optimised
+    graph flips the same step. Checked independently: onnxruntime's two graphs differ beyond the
+    tolerance on these inputs, and -O0 (no recomposition) PASSes with no note."""
+    from ascendir.api.verdict import compare, onnxruntime_outputs
+    from ascendir.driver import random_inputs
+    from ascendir.frontends.onnx import import_onnx
+
+    model = DATA / "quant" / "llama_dynamic" / "model.onnx"
+    feeds = random_inputs(import_onnx(model)[0], 0)  # the CLI's (seed 0)
+    plain, fused = onnxruntime_outputs(model, feeds), onnxruntime_outputs(model, feeds, optimised=True)
+    assert compare(fused, plain, "fp32", "onnxruntime")["status"] == "fail"
+
+    rep = tmp_path / "r.json"
+    r = run_cli("run", model, "-O1", "--check-ort", "--report", rep)
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.stdout.split())
+    assert text.startswith("FAIL (as onnxruntime optimised): 1 output against onnxruntime FAIL logits:"), text[:200]
+    assert "note: onnxruntime with its graph optimisations on (ORT_ENABLE_ALL) computes these outputs" in text
+    v = json.loads(rep.read_text())["verdict"]
+    assert v["cause"] == "as onnxruntime optimised" and v["ort_optimised"]["status"] == "pass"
+    assert v["ort_optimised"]["max_abs_err"] < v["outputs"][0]["atol"]
+    o0 = run_cli("run", model, "-O0", "--check-ort")
+    assert o0.exit_code == 0 and o0.stdout.startswith("PASS") and "note:" not in o0.stdout, o0.output
+

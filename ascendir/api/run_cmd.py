@@ -234,6 +234,10 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
             verdict = compare(result.outputs, want, dtype if model.suffix == ".onnx" else "fp32", reference)
             if check_ort and routing and dtype in ("fp16", "bf16"):
                 _explain_routing_flips(verdict, result.outputs, want, model, input_shapes, inputs, feeds, routing, dtype)
+            if check_ort and verdict["status"] == "fail":
+                from ascendir.api.verdict import explain_by_optimised
+
+                explain_by_optimised(verdict, result.outputs, onnxruntime_outputs(model, feeds, optimised=True), dtype)
             result.report["verdict"] = verdict
         _write_run_files(result, outputs, report_path, None if writer else trace_path, plots)
         if writer is not None:

@@ -18,6 +18,8 @@ the output's largest magnitude, stable where expected values cross zero).
 
 A 16-bit --check-ort FAIL of a MoE model says which tokens its routers send to another expert
 set than in fp32 and whether they explain it: `explain_routing_flip`, "FAIL (routing flip)".
+Another --check-ort FAIL says whether onnxruntime's optimised graph computes what the run did:
+`explain_by_optimised`, "FAIL (as onnxruntime optimised)".
 """
 
 from __future__ import annotations
@@ -127,6 +129,26 @@ def explain_routing_flip(verdict: dict, got: dict[str, np.ndarray], want: dict[s
         verdict["cause"] = "routing flip"
 
 
+def explain_by_optimised(verdict: dict, got: dict[str, np.ndarray], optimised: dict[str, np.ndarray], precision: str) -> None:
+    """Say in a FAILing --check-ort `verdict` (compare's) whether onnxruntime's own optimised graph
+    (`optimised`: onnxruntime_outputs(..., optimised=True)) computes what the run did: fused
+    kernels (an RMSNorm recomposed from its nodes, QDQ pairs as QLinear kernels) round differently
+    from the node-by-node graph, and a quantized model's DynamicQuantizeLinear / QuantizeLinear can
+    turn an ulp into a quantization step (llama_dynamic at -O1: 3.4e-3 in the logits, onnxruntime's
+    optimised graph the same). Adds "ort_optimised": {"status", "max_abs_err"} (the run's outputs
+    against the optimised ones, same tolerances) and, when those agree, "cause": "as onnxruntime
+    optimised"; the status stays "fail" (the outputs do differ from the ONNX semantics). Does
+    nothing on a PASS or a FAIL whose cause is already known."""
+    if verdict["status"] != "fail" or verdict.get("cause"):
+        return
+    names = [r["name"] for r in verdict["outputs"]]
+    agree = compare(got, {n: optimised[n] for n in names}, precision, "onnxruntime (ORT_ENABLE_ALL)")
+    worst = max((r["max_abs_err"] for r in agree["outputs"] if "max_abs_err" in r), default=0.0)
+    verdict["ort_optimised"] = {"status": agree["status"], "max_abs_err": float(worst)}
+    if agree["status"] == "pass":
+        verdict["cause"] = "as onnxruntime optimised"
+
+
 def load_expected(path: Path, names: list[str], what: str, required: bool) -> dict[str, np.ndarray]:
     """Expected outputs from an .npz: keys `output:NAME` (and, when not `what` == "inputs", bare
     output names). Keys of other outputs are an error; `required`: at least one.
@@ -170,9 +192,10 @@ def read_npz(path: Path, what: str, keep=None) -> dict[str, np.ndarray]:
         raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
 
 
-def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The outputs onnxruntime (CPU, graph optimisations off: the ONNX semantics of each node)
-    computes for the ONNX `model` on `feeds`; a feed is cast to
+def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray], optimised: bool = False) -> dict[str, np.ndarray]:
+    """The outputs onnxruntime (CPU, graph optimisations off: the ONNX semantics of each node;
+    `optimised`: all on, ORT_ENABLE_ALL, its fused kernels) computes for the ONNX `model` on
+    `feeds`; a feed is cast to
     the type the model declares (an fp16 run's inputs go back to the model's f32, exactly). A
     sequence input or output is its elements, keyed `name[i]` as ascendir's @main names them.
 
@@ -190,7 +213,8 @@ def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray]) -> dict[str, 
         # QLinear* / MatMulIntegerToFloat kernels that requantise differently (one int8 step off
         # on transformer_qdq's random inputs: 4e-3 in the logits), a reference of their own
         options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        level = ort.GraphOptimizationLevel
+        options.graph_optimization_level = level.ORT_ENABLE_ALL if optimised else level.ORT_DISABLE_ALL
         sess = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         ins = {}
         for i in sess.get_inputs():
@@ -237,4 +261,9 @@ def lines(verdict: dict) -> list[str]:
             out.append(f"  note: {len(f['tokens'])} of {f['of']} tokens routed to another expert set than in fp32 "
                        f"(scores tied within {f['dtype']} rounding: token{'s' if len(f['tokens']) > 1 else ''} {shown}); "
                        f"the other tokens: max abs {f['other_max_abs']:.1e} ({other}): {'within' if f['within'] else 'beyond'}")
+    o = verdict.get("ort_optimised")
+    if o and o["status"] == "pass":
+        out.append(f"  note: onnxruntime with its graph optimisations on (ORT_ENABLE_ALL) computes these outputs "
+                   f"(max abs {o['max_abs_err']:.1e} from them): its fused kernels round as this run's do, away from "
+                   f"the node-by-node graph")
     return out
