@@ -245,7 +245,7 @@ def test_a_flip_does_not_explain_an_error_in_another_token() -> None:
 
 def test_check_ort_says_when_onnxruntime_optimised_agrees(tmp_path: Path) -> None:
     """llama_dynamic (DynamicQuantizeLinear before each MatMulInteger) on the CLI's random inputs:
-    recompose-nn's RMSNorm rounds an ulp away from the node-by-node graph and a quantization step
+    recompose-nn's attention and RMSNorm round an ulp away from the node-by-node graph and a quantization step
     flips, so -O1 FAILs against onnxruntime's node-by-node semantics; onnxruntime's own optimised
     graph flips the same step. Checked independently: onnxruntime's two graphs differ beyond the
     tolerance on these inputs, and -O0 (no recomposition) PASSes with no note."""

@@ -132,7 +132,7 @@ def explain_routing_flip(verdict: dict, got: dict[str, np.ndarray], want: dict[s
 def explain_by_optimised(verdict: dict, got: dict[str, np.ndarray], optimised: dict[str, np.ndarray], precision: str) -> None:
     """Say in a FAILing --check-ort `verdict` (compare's) whether onnxruntime's own optimised graph
     (`optimised`: onnxruntime_outputs(..., optimised=True)) computes what the run did: fused
-    kernels (an RMSNorm recomposed from its nodes, QDQ pairs as QLinear kernels) round differently
+    kernels (attention or an RMSNorm recomposed from their nodes, QDQ pairs as QLinear kernels) round differently
     from the node-by-node graph, and a quantized model's DynamicQuantizeLinear / QuantizeLinear can
     turn an ulp into a quantization step (llama_dynamic at -O1: 3.4e-3 in the logits, onnxruntime's
     optimised graph the same). Adds "ort_optimised": {"status", "max_abs_err"} (the run's outputs
