@@ -10,7 +10,8 @@ ascendir-opt): string literals before lexing, SSA dominance after parsing.
 * `check_declarations`: a public func.func without a body (`{}` parses as no block at all).
 * `check_signatures`: a func.func argument or result of a tensor type with a dynamic dim
   (`tensor<?x8xf32>`): the nn ops' verifier refuses dynamic dims on their operands, but an
-  argument no op uses (or one only returned) reached the random inputs as a shape of -1.
+  argument no op uses (or one only returned) reached the random inputs as a shape of -1; one of
+  more than TENSOR_BUDGET elements (a 2^62-wide dim overflowed numpy's sizes).
 * dense literals (reported upstream: docs/upstream/xdsl-dense-splat-memory.md): xDSL expands a
   splat (`dense<1.0> : tensor<4611686018427387904xf32>`) to a Python list of one element per
   value of the type before packing it, so a big type took all memory (a MemoryError with no
@@ -27,12 +28,16 @@ from __future__ import annotations
 import math
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Operation, Region, SSAValue
 from xdsl.parser.attribute_parser import AttrParser
 from xdsl.traits import IsolatedFromAbove
 
 from ascendir.errors import AscendirError
+
+TENSOR_BUDGET = 2**34
+"""Elements any tensor may have, of an imported graph or a parsed function's signature (the
+interpreter's and the lowering's sizes stay well inside int64 byte offsets)."""
 
 DENSE_LITERAL_BUDGET = 2**26
 """Elements a dense literal of parsed IR may have (256 MiB of f32; xDSL holds it as a Python list
@@ -127,7 +132,9 @@ def check_declarations(module: ModuleOp) -> None:
 
 def check_signatures(module: ModuleOp) -> None:
     """Every tensor argument and result of every func.func has static dims, as the nn ops'
-    operands must (NNOp.verify_); memrefs are left to the ascend verifiers.
+    operands must (NNOp.verify_), and every tensor or memref one at most TENSOR_BUDGET elements
+    (an argument no op uses reached the inputs, or a timing-only run's zero views, unchecked:
+    2^62-wide dims overflowed numpy); memrefs' dims are otherwise left to the ascend verifiers.
 
     Raises:
         AscendirError: naming the function, the argument or result and its type.
@@ -137,9 +144,14 @@ def check_signatures(module: ModuleOp) -> None:
             continue
         for kind, types in (("argument", op.function_type.inputs.data), ("result", op.function_type.outputs.data)):
             for i, t in enumerate(types):
-                if isinstance(t, TensorType) and any(d < 0 for d in t.get_shape()):
-                    raise AscendirError(f"func.func @{op.sym_name.data}: {kind} {i} has a dynamic dim ({t}); "
-                                        "tensors must have static shapes")
+                if not isinstance(t, (TensorType, MemRefType)):
+                    continue
+                shape = t.get_shape()
+                where = f"func.func @{op.sym_name.data}: {kind} {i}"
+                if isinstance(t, TensorType) and any(d < 0 for d in shape):
+                    raise AscendirError(f"{where} has a dynamic dim ({t}); tensors must have static shapes")
+                if all(d >= 0 for d in shape) and math.prod(shape) > TENSOR_BUDGET:
+                    raise AscendirError(f"{where} has {math.prod(shape)} elements ({t}); at most {TENSOR_BUDGET}")
 
 
 def check_dominance(module: ModuleOp | Operation) -> None:

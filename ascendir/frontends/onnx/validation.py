@@ -30,15 +30,13 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, NodeProto, TensorProto, helper, numpy_helper
 
+from ascendir.dialects.ir_checks import TENSOR_BUDGET
 from ascendir.errors import AscendirError
 
 FOLD_BUDGET = 2**26
 """Elements a value computed at import may have beyond its operands' (256 MiB of f32): folding
 materializes it in memory."""
 
-TENSOR_BUDGET = 2**34
-"""Elements any tensor of the graph may have (the interpreter's and the lowering's sizes stay
-well inside int64 byte offsets)."""
 
 MAX_SHAPE_ELEMENTS = 128
 """Elements a shape, axes, pads or repeats operand may have (numpy holds at most 64 dims)."""
