@@ -313,3 +313,41 @@ def test_identical_layers_checked_and_recorded_once_with_numerics(monkeypatch):
     assert 0 < on["race"] * layers <= 2 * off["race"], counts  # with it: about one layer's worth
     assert 0 < on["timing"] * layers <= 2 * off["timing"], counts
     assert_identical(runs["on"], runs["off"], "32 small layers with numerics, launch_memo on vs off")
+
+
+def test_kernels_of_one_body_share_one_timing_twin(monkeypatch):
+    """Numerics: kernels of equal bodies under other names (`@add`, `@add_b`, launched in turn)
+    share one timing-only twin, compiled once (kernel.py `_twin`), and a numerics kernel that
+    splits compiles no single-walk body of its own; each record carries its own kernel's name,
+    and outputs and reports equal the single walk's (Accel.none())."""
+    text = _chained_adds(4, fresh=(2,))
+    head, main = text.split("  func.func @main")
+    kernel_text = head[head.index("  ascend.kernel @add("):]
+    launches = iter(range(4))
+    main = "\n".join(line.replace("@add(", "@add_b(") if "ascend.launch" in line and next(launches) % 2 else line
+                     for line in main.split("\n"))
+    module = parse(head + kernel_text.replace("@add(", "@add_b(") + "  func.func @main" + main)
+    compiled = []
+    init = kernel.KernelProgram.__init__
+
+    def counting(self, m, op, **kw):
+        compiled.append(m.timing_only)
+        init(self, m, op, **kw)
+
+    monkeypatch.setattr(kernel.KernelProgram, "__init__", counting)
+    rng = np.random.default_rng(4)
+    feeds = {k: rng.standard_normal((4096, 256)).astype(np.float16) for k in ("x", "y", "w2")}
+    prog = compile_module(module, HW, None)
+    a, b = prog.kernels["add"], prog.kernels["add_b"]
+    assert a.two_walks and b.two_walks and a.memo_text == b.memo_text
+    assert a.twin is b.twin and compiled == [False, True, False]  # @add, its twin, @add_b
+    assert a.body is None and b.body is None
+    runs = {}
+    for name, p in (("on", prog), ("none", compile_module(module, HW, None, accel=Accel.none()))):
+        outs, recs = p.run(feeds)
+        assert [r.name for r in recs] == ["add", "add_b", "add", "add_b"]
+        rep = build_report(recs, HW)
+        for k in rep["kernels"]:
+            del k["extrapolated_iterations"]  # what was skipped: differs by design
+        runs[name] = {"report": rep, "l2": (p.l2.hits, p.l2.misses), "outputs": outs}
+    assert_identical(runs["on"], runs["none"], "@add and @add_b with numerics, one shared twin vs one walk")
