@@ -315,33 +315,39 @@ def test_identical_layers_checked_and_recorded_once_with_numerics(monkeypatch):
     assert_identical(runs["on"], runs["off"], "32 small layers with numerics, launch_memo on vs off")
 
 
-def test_kernels_of_one_body_share_one_timing_twin(monkeypatch):
-    """Numerics: kernels of equal bodies under other names (`@add`, `@add_b`, launched in turn)
-    share one timing-only twin, compiled once (kernel.py `_twin`), and a numerics kernel that
-    splits compiles no single-walk body of its own; each record carries its own kernel's name,
-    and outputs and reports equal the single walk's (Accel.none())."""
-    text = _chained_adds(4, fresh=(2,))
+def test_split_kernels_compile_their_twin_and_no_single_walk_body(monkeypatch):
+    """Numerics: a kernel that splits (kernel.py `_split`) compiles its timing-only twin with it,
+    from its own pre-walk facts (no second pre-walk: capacity, units, memo id), and no single-walk
+    body (only a launch in a cluster would run one). Two kernels of one body (`@add`, `@add_b`,
+    launched in turn) share their timing through the twins' launch memo; each record carries its
+    own kernel's name, and outputs and reports equal the single walk's (Accel.none())."""
+    text = _chained_adds(4)
     head, main = text.split("  func.func @main")
     kernel_text = head[head.index("  ascend.kernel @add("):]
     launches = iter(range(4))
     main = "\n".join(line.replace("@add(", "@add_b(") if "ascend.launch" in line and next(launches) % 2 else line
                      for line in main.split("\n"))
     module = parse(head + kernel_text.replace("@add(", "@add_b(") + "  func.func @main" + main)
-    compiled = []
-    init = kernel.KernelProgram.__init__
+    compiled, prewalks = [], []
+    init, prewalk = kernel.KernelProgram.__init__, kernel.KernelProgram._prewalk
 
     def counting(self, m, op, **kw):
         compiled.append(m.timing_only)
         init(self, m, op, **kw)
 
+    def counting_prewalk(self, m, op):
+        prewalks.append(m.timing_only)
+        prewalk(self, m, op)
+
     monkeypatch.setattr(kernel.KernelProgram, "__init__", counting)
+    monkeypatch.setattr(kernel.KernelProgram, "_prewalk", counting_prewalk)
     rng = np.random.default_rng(4)
-    feeds = {k: rng.standard_normal((4096, 256)).astype(np.float16) for k in ("x", "y", "w2")}
+    feeds = {k: rng.standard_normal((4096, 256)).astype(np.float16) for k in ("x", "y")}
     prog = compile_module(module, HW, None)
     a, b = prog.kernels["add"], prog.kernels["add_b"]
     assert a.two_walks and b.two_walks and a.memo_text == b.memo_text
-    assert a.twin is b.twin and compiled == [False, True, False]  # @add, its twin, @add_b
-    assert a.body is None and b.body is None
+    assert compiled == [False, True, False, True] and prewalks == [False, False]  # each kernel, then its twin
+    assert a.twin.body is not None and a.body is None and b.body is None
     runs = {}
     for name, p in (("on", prog), ("none", compile_module(module, HW, None, accel=Accel.none()))):
         outs, recs = p.run(feeds)
@@ -350,4 +356,5 @@ def test_kernels_of_one_body_share_one_timing_twin(monkeypatch):
         for k in rep["kernels"]:
             del k["extrapolated_iterations"]  # what was skipped: differs by design
         runs[name] = {"report": rep, "l2": (p.l2.hits, p.l2.misses), "outputs": outs}
-    assert_identical(runs["on"], runs["none"], "@add and @add_b with numerics, one shared twin vs one walk")
+    assert prog.memo_hits == 2  # launch 2 (@add) reuses launch 1's (@add_b) timing, launch 3 launch 2's
+    assert_identical(runs["on"], runs["none"], "@add and @add_b with numerics, split vs one walk")

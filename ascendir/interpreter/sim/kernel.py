@@ -97,9 +97,10 @@ def _through(name: str) -> property:
 class _TimingOnly:
     """Module program `m` seen as timing-only: what the timing-only twins of its kernels compile
     against and launch on (one per module program, `timing_view`). The chip clock and the L2 are
-    `m`'s (the twin's launches are the numerics run's timing); the launch memo is its own (twin
-    kernel ids are not numerics ones: `LaunchMemo.timing` of `m`'s), bound like a timing-only run's; no fp32 GM copies; no race
-    check (the data walk checks: it runs every op, `KernelProgram._data_walk`)."""
+    `m`'s (the twin's launches are the numerics run's timing); the launch memo is its own
+    (`LaunchMemo.timing` of `m`'s: its entries are timing-only launches, keyed by the numerics
+    kernels' body ids, which the twins take over), bound like a timing-only run's; no fp32 GM
+    copies; no race check (the data walk checks: it runs every op, `KernelProgram._data_walk`)."""
 
     timing_only = True
     shadows = None
@@ -112,7 +113,6 @@ class _TimingOnly:
         self.memo_ids = m.memo_ids.timing
         self.memo_ids.bind((m.target, True, m.trace, False, m.accel))
         self.memo = self.memo_ids.entries if m.accel.launch_memo else None
-        self.twins: dict[int, KernelProgram] = {}  # memo id of a kernel body -> its twin (KernelProgram._twin)
 
     def __getattr__(self, name: str):
         return getattr(self._m, name)
@@ -367,16 +367,11 @@ class KernelProgram:
         return rec
 
     def _twin(self) -> KernelProgram:
-        """This kernel's timing-only twin: the one of an earlier kernel of the module with the same
-        body (`memo_text`: the chained layers of a model), else compiled from this kernel's
-        pre-walk facts. A twin launches as the kernel it stands in for (`name`: its records)."""
+        """This kernel's timing-only twin, compiled from this kernel's pre-walk facts. (Kernels of
+        equal bodies share its timing through the twins' launch memo; each keeps a twin of its own,
+        whose errors name it.)"""
         if self.twin is None:
-            view = timing_view(self.m)
-            twin = view.twins.get(self.memo_text)
-            if twin is None:
-                twin = view.twins[self.memo_text] = KernelProgram(view, self.op, like=self)
-            self.twin = twin
-        self.twin.name = self.name
+            self.twin = KernelProgram(timing_view(self.m), self.op, like=self)
         return self.twin
 
     def _record(self, args: list[np.ndarray], tags: list) -> L2Pass:
