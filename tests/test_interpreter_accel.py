@@ -313,3 +313,48 @@ def test_identical_layers_checked_and_recorded_once_with_numerics(monkeypatch):
     assert 0 < on["race"] * layers <= 2 * off["race"], counts  # with it: about one layer's worth
     assert 0 < on["timing"] * layers <= 2 * off["timing"], counts
     assert_identical(runs["on"], runs["off"], "32 small layers with numerics, launch_memo on vs off")
+
+
+def test_split_kernels_compile_their_twin_and_no_single_walk_body(monkeypatch):
+    """Numerics: a kernel that splits (kernel.py `_split`) compiles its timing-only twin with it,
+    from its own pre-walk facts (no second pre-walk: capacity, units, memo id), and no single-walk
+    body (only a launch in a cluster would run one). Two kernels of one body (`@add`, `@add_b`,
+    launched in turn) share their timing through the twins' launch memo; each record carries its
+    own kernel's name, and outputs and reports equal the single walk's (Accel.none())."""
+    text = _chained_adds(4)
+    head, main = text.split("  func.func @main")
+    kernel_text = head[head.index("  ascend.kernel @add("):]
+    launches = iter(range(4))
+    main = "\n".join(line.replace("@add(", "@add_b(") if "ascend.launch" in line and next(launches) % 2 else line
+                     for line in main.split("\n"))
+    module = parse(head + kernel_text.replace("@add(", "@add_b(") + "  func.func @main" + main)
+    compiled, prewalks = [], []
+    init, prewalk = kernel.KernelProgram.__init__, kernel.KernelProgram._prewalk
+
+    def counting(self, m, op, **kw):
+        compiled.append(m.timing_only)
+        init(self, m, op, **kw)
+
+    def counting_prewalk(self, m, op):
+        prewalks.append(m.timing_only)
+        prewalk(self, m, op)
+
+    monkeypatch.setattr(kernel.KernelProgram, "__init__", counting)
+    monkeypatch.setattr(kernel.KernelProgram, "_prewalk", counting_prewalk)
+    rng = np.random.default_rng(4)
+    feeds = {k: rng.standard_normal((4096, 256)).astype(np.float16) for k in ("x", "y")}
+    prog = compile_module(module, HW, None)
+    a, b = prog.kernels["add"], prog.kernels["add_b"]
+    assert a.two_walks and b.two_walks and a.memo_text == b.memo_text
+    assert compiled == [False, True, False, True] and prewalks == [False, False]  # each kernel, then its twin
+    assert a.twin.body is not None and a.body is None and b.body is None
+    runs = {}
+    for name, p in (("on", prog), ("none", compile_module(module, HW, None, accel=Accel.none()))):
+        outs, recs = p.run(feeds)
+        assert [r.name for r in recs] == ["add", "add_b", "add", "add_b"]
+        rep = build_report(recs, HW)
+        for k in rep["kernels"]:
+            del k["extrapolated_iterations"]  # what was skipped: differs by design
+        runs[name] = {"report": rep, "l2": (p.l2.hits, p.l2.misses), "outputs": outs}
+    assert prog.memo_hits == 2  # launch 2 (@add) reuses launch 1's (@add_b) timing, launch 3 launch 2's
+    assert_identical(runs["on"], runs["none"], "@add and @add_b with numerics, split vs one walk")

@@ -97,9 +97,10 @@ def _through(name: str) -> property:
 class _TimingOnly:
     """Module program `m` seen as timing-only: what the timing-only twins of its kernels compile
     against and launch on (one per module program, `timing_view`). The chip clock and the L2 are
-    `m`'s (the twin's launches are the numerics run's timing); the launch memo is its own (twin
-    kernel ids are not numerics ones: `LaunchMemo.timing` of `m`'s), bound like a timing-only run's; no fp32 GM copies; no race
-    check (the data walk checks: it runs every op, `KernelProgram._data_walk`)."""
+    `m`'s (the twin's launches are the numerics run's timing); the launch memo is its own
+    (`LaunchMemo.timing` of `m`'s: its entries are timing-only launches, keyed by the numerics
+    kernels' body ids, which the twins take over), bound like a timing-only run's; no fp32 GM
+    copies; no race check (the data walk checks: it runs every op, `KernelProgram._data_walk`)."""
 
     timing_only = True
     shadows = None
@@ -132,7 +133,12 @@ def timing_view(m) -> _TimingOnly:
 class KernelProgram:
     """One compiled `ascend.kernel`."""
 
-    def __init__(self, m, op: ascend.KernelOp):
+    def __init__(self, m, op: ascend.KernelOp, like: KernelProgram | None = None):
+        """Compile `op` for module program `m`. `like`: the numerics program of `op` whose
+        timing-only twin this is (`_twin`): its pre-walk facts (op tree, units, flag and scalar
+        units, memo id) hold for the twin too and are taken over rather than computed again.
+
+        Raises: AscendirError (capacity, units, ops the interpreter cannot run)."""
         t = m.target
         self.name = op.sym_name.data
         self.block_dim = op.block_dim.value.data
@@ -140,10 +146,48 @@ class KernelProgram:
         self.m = m
         self.op = op
         self.twin: KernelProgram | None = None  # timing-only twin of a numerics kernel (`_split`)
+        self.ncores = t.cores(self.core_type)
+        if like is not None:
+            for name in ("nunits", "labels", "gm_reads", "env", "_facts", "nchip", "memo_text"):
+                setattr(self, name, getattr(like, name))
+        else:
+            self._prewalk(m, op)
+        units, tree, scalar_units_ = self._facts
+        self.arg_types = list(op.body.block.arg_types)
+        self.data: tuple | None = None  # the data walk's (frame, argument slots, body, flag count), compiled on first use
+        # a numerics launch whose path cannot depend on data nor mint GM roots (the cases the memo
+        # keys) runs two walks: its timing-only twin gives the record (timing, L2, race check,
+        # trace, launch memo: a timing-only launch's), the data walk the outputs (`_split`); in a
+        # cluster one walk does both, its L2 recording pass run by the twin (`_record`).
+        # Accel.none() keeps the single walk doing both: the reference the split is tested against
+        self.two_walks = not m.timing_only and self.memo_text is not None and m.accel.steady
+        self.frame = Frame()
+        self._info = KernelInfo(self.name, self.nunits, self.env, units, {}, quantise(t.startup["scalar_alu"]), m.timing_only,
+                                tree=tree, scalar_units=scalar_units_)
+        self._comp = Compiler(m, self.frame, self._info)
+        self.arg_slots = [self._comp.slot(a) for a in op.body.block.args]
+        self.body: list | None = None
+        self.nflags = 1
+        if self.two_walks:  # a split launch runs the twin's body and the data walk's, never this one
+            self._twin()  # (compiled now: what cannot run is an error of the compile, as without the split)
+        else:
+            self._compile()
+
+    def _compile(self) -> None:
+        """Compile the body (`body`, `nflags`): at construction, or on the first single-walk launch
+        of a kernel that would split (`two_walks`) but runs in a cluster."""
+        if self.body is None:
+            self.body = self._comp.block(self.op.body.block)
+            self.nflags = max(1, len(self._info.flag_keys))
+
+    def _prewalk(self, m, op: ascend.KernelOp) -> None:
+        """The facts compiling `op` needs before its body: capacity and unit checks, units and
+        pipe labels, whether it reads GM, its cost environment, flag and scalar units, the chip
+        buffers it allocates, its launch memo id (None when not memoised)."""
+        t = m.target
         tree = OpTree(op)
         ops = tree.ops  # the kernel op, then its body in program order
         check_capacity(op, t, ops)
-        self.ncores = t.cores(self.core_type)
         # pre-walk: static pipes/units of tile ops, GM streams, flag unit resolution
         order = ops[1:]
         self.nunits = 1
@@ -170,21 +214,9 @@ class KernelProgram:
             _is_a(type(o), ascend.CopyOp) and copy_path(o, t)[0] == "gm" for o in order
         )
         groups = min(self.block_dim, self.ncores)  # a mixed kernel's AIC + AIVs share one slice
-        gm_share = t.hbm_bytes_per_cycle / groups
-        env = CostEnv(t, gm_share)
+        self.env = CostEnv(t, t.hbm_bytes_per_cycle / groups)
         units = self._flag_units(order, statics)
         self._facts = (units, tree, self._scalar_units(order, statics, units))  # what `_data_walk` compiles with
-        self.frame = Frame()
-        info = KernelInfo(self.name, self.nunits, env, units, {}, quantise(t.startup["scalar_alu"]), m.timing_only, tree=tree,
-                          scalar_units=self._facts[2])
-        comp = Compiler(m, self.frame, info)
-        block = op.body.block
-        self.arg_slots = [comp.slot(a) for a in block.args]
-        self.arg_types = list(block.arg_types)
-        self.body = comp.block(block)
-        self.nflags = max(1, len(info.flag_keys))
-        self.env = env
-        self.data: tuple | None = None  # the data walk's (frame, argument slots, body, flag count), compiled on first use
         # memo key (memo.py): an id of the kernel without its name. None when launches with the same
         # text and argument aliasing may run differently: fresh GM roots of its own, or scalars
         # read from data (memref.load) steering the control flow in numerics mode
@@ -194,12 +226,6 @@ class KernelProgram:
             not m.timing_only and any(_is_a(type(o), memref.LoadOp) for o in order))
         self.nchip = sum(_is_a(type(o), ascend.AllocOp) and space_of(o.result.type).value != "gm" for o in order)
         self.memo_text = None if gm_alloc or data_control else _memo_id(m.memo_ids, op, ops)
-        # a numerics launch whose path cannot depend on data nor mint GM roots (the cases the memo
-        # keys) runs two walks: its timing-only twin gives the record (timing, L2, race check,
-        # trace, launch memo: a timing-only launch's), the data walk the outputs (`_split`); in a
-        # cluster one walk does both, its L2 recording pass run by the twin (`_record`).
-        # Accel.none() keeps the single walk doing both: the reference the split is tested against
-        self.two_walks = not m.timing_only and self.memo_text is not None and m.accel.steady
 
     def _scalar_units(self, order: list[Operation], statics: dict, flags: dict) -> dict:
         """The units running each scalar op of a mix kernel (exec/scalar_units.py), from the
@@ -248,6 +274,7 @@ class KernelProgram:
             F.gm_tags[s] = tag
         if self.two_walks and self.m.comm is None:  # (in a cluster, devices write each other's GM mid-launch)
             return self._split(args, tags)
+        self._compile()
         F.kernel_start = self.m.clock
         F.l2 = self.m.l2
         # the fp32 copies of GM buffers (exec/wide.py) live for one launch; in a cluster another
@@ -328,10 +355,10 @@ class KernelProgram:
         return self._finish(cores, F)
 
     def _split(self, args: list[np.ndarray], tags: list) -> KernelRecord:
-        """A numerics launch as two walks (`split`): the timing-only twin (compiled on first use)
-        runs the launch on zero views of `args` with their address tags `tags`, as a timing-only
-        run would (L2 recording and timed passes with the steady-state speed-ups and the launch
-        memo, the trace) and its record is this launch's; then the data walk (`_data_walk`)
+        """A numerics launch as two walks (`split`): the timing-only twin (`_twin`) runs the launch
+        on zero views of `args` with their address tags `tags`, as a timing-only run would (L2
+        recording and timed passes with the steady-state speed-ups and the launch memo, the
+        trace) and its record is this launch's; then the data walk (`_data_walk`)
         computes the outputs and checks races. Same record as the single walk (timing reads no data
         in these kernels), same outputs and race verdicts (the same semantics and accesses in the
         same order)."""
@@ -340,14 +367,16 @@ class KernelProgram:
         return rec
 
     def _twin(self) -> KernelProgram:
-        """This kernel's timing-only twin (compiled on first use)."""
+        """This kernel's timing-only twin, compiled from this kernel's pre-walk facts. (Kernels of
+        equal bodies share its timing through the twins' launch memo; each keeps a twin of its own,
+        whose errors name it.)"""
         if self.twin is None:
-            self.twin = KernelProgram(timing_view(self.m), self.op)
+            self.twin = KernelProgram(timing_view(self.m), self.op, like=self)
         return self.twin
 
     def _record(self, args: list[np.ndarray], tags: list) -> L2Pass:
         """The settled L2 recording pass of a numerics launch, run by this kernel's timing-only
-        twin (compiled on first use): the pass moves no data, so the twin's steady-state loop
+        twin (`_twin`): the pass moves no data, so the twin's steady-state loop
         speed-ups (accel/) give it the designation the full pass would, at timing-only cost; the
         numerics run then executes every op once instead of twice. (A launch that could `_split` but
         runs in a cluster, where other devices write this one's GM mid-launch.)"""
