@@ -97,7 +97,7 @@ class RaceChecker:
     slots that accessed something this block (`active`) can carry a nonzero clock component, so
     joins (`wait`) compare those only."""
 
-    __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry")
+    __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views")
 
     def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1):
         self.kernel = kernel
@@ -110,6 +110,23 @@ class RaceChecker:
         self.active: list[int] = []
         self.geo_ids: dict = {}  # (strides, shape) -> its index in `geometry`
         self.geometry: list = []
+        self.views: dict = {}  # (root, strides, shape) -> `_view`
+
+    def _view(self, root, st: tuple, shape: tuple) -> tuple:
+        """(last element - first element, or -1 when empty; geometry id of (strides, shape); the
+        placed space of `root` or None) of a view, kept in `views`."""
+        span = 0
+        for s, t in zip(shape, st):
+            if s == 0:
+                span = -1
+                break
+            span += (s - 1) * t
+        g = self.geo_ids.get((st, shape))
+        if g is None:
+            g = self.geo_ids[(st, shape)] = len(self.geometry)
+            self.geometry.append((st, shape))
+        v = self.views[(root, st, shape)] = (span, g, root.phys if type(root) is ChipBuffer else None)
+        return v
 
     def reset(self) -> None:
         n = self.nslots
@@ -145,30 +162,22 @@ class RaceChecker:
         if epoch == 1:
             self.active.append(pid)
         seen = self.seen
-        geo_ids = self.geo_ids
+        views = self.views
         for tag, shape, w in operands:
-            off, st = tag[1], tag[2]
-            hi = off
-            for s, t in zip(shape, st):
-                if s == 0:
-                    hi = off - 1
-                    break
-                hi += (s - 1) * t
-            if hi < off:
+            root, off, st = tag[0], tag[1], tag[2]
+            v = views.get((root, st, shape))
+            if v is None:
+                v = self._view(root, st, shape)
+            span, g, phys = v
+            if span < 0:  # no element
                 continue
-            g = geo_ids.get((st, shape))
-            if g is None:
-                g = geo_ids[(st, shape)] = len(self.geometry)
-                self.geometry.append((st, shape))
-            root = tag[0]
-            phys = root.phys if type(root) is ChipBuffer else None
             if phys is None:
                 key = root
-                rng = (off, hi + 1, off, g, root)
+                rng = (off, off + span + 1, off, g, root)
             else:  # placed: compare bytes of the space, whichever buffer they belong to
                 key = phys
                 isz = root.isz
-                rng = (root.base + off * isz, root.base + (hi + 1) * isz, off, g, root)
+                rng = (root.base + off * isz, root.base + (off + span + 1) * isz, off, g, root)
             got = seen.get(key)
             if got is None:
                 got = seen[key] = ({}, {})
