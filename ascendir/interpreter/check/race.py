@@ -114,7 +114,8 @@ class RaceChecker:
 
     def _view(self, root, st: tuple, shape: tuple) -> tuple:
         """(last element - first element, or -1 when empty; geometry id of (strides, shape); the
-        placed space of `root` or None) of a view, kept in `views`."""
+        placed space of `root` or None, and its base and bytes per element) of a view, kept in
+        `views`."""
         span = 0
         for s, t in zip(shape, st):
             if s == 0:
@@ -125,7 +126,8 @@ class RaceChecker:
         if g is None:
             g = self.geo_ids[(st, shape)] = len(self.geometry)
             self.geometry.append((st, shape))
-        v = self.views[(root, st, shape)] = (span, g, root.phys if type(root) is ChipBuffer else None)
+        placed = type(root) is ChipBuffer and root.phys is not None
+        v = self.views[(root, st, shape)] = (span, g, root.phys, root.base, root.isz) if placed else (span, g, None, 0, 0)
         return v
 
     def reset(self) -> None:
@@ -168,7 +170,7 @@ class RaceChecker:
             v = views.get((root, st, shape))
             if v is None:
                 v = self._view(root, st, shape)
-            span, g, phys = v
+            span, g, phys, base, isz = v
             if span < 0:  # no element
                 continue
             if phys is None:
@@ -176,8 +178,7 @@ class RaceChecker:
                 rng = (off, off + span + 1, off, g, root)
             else:  # placed: compare bytes of the space, whichever buffer they belong to
                 key = phys
-                isz = root.isz
-                rng = (root.base + off * isz, root.base + (off + span + 1) * isz, off, g, root)
+                rng = (base + off * isz, base + (off + span + 1) * isz, off, g, root)
             got = seen.get(key)
             if got is None:
                 got = seen[key] = ({}, {})
