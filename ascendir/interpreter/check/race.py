@@ -76,20 +76,28 @@ def describe(root) -> str:
     return f"GM buffer #{root}"
 
 
-def _meets(a: tuple, b: tuple) -> bool:
-    """a, b = (lo, hi, offset, strides, shape, root) with [lo, hi) in bytes of a placed space, or
-    in elements of one unplanned buffer: byte interval test between two buffers, else views_overlap (per-dim boxes)."""
+def _meets(a: tuple, b: tuple, geometry: list) -> bool:
+    """a, b = (lo, hi, offset, geometry id, root) with [lo, hi) in bytes of a placed space, or in
+    elements of one unplanned buffer, and `geometry`[id] = (strides, shape): byte interval test
+    between two buffers, else views_overlap (per-dim boxes)."""
     if a[1] <= b[0] or b[1] <= a[0]:
         return False
-    if a[5] is not b[5]:
+    if a[4] is not b[4]:
         return True
-    return views_overlap(a[2], a[3], a[4], b[2], b[3], b[4])
+    (sa, ha), (sb, hb) = geometry[a[3]], geometry[b[3]]
+    return views_overlap(a[2], sa, ha, b[2], sb, hb)
 
 
 class RaceChecker:
-    """Vector clocks of one core's pipes during one block, and the recent accesses per buffer."""
+    """Vector clocks of one core's pipes during one block, and the recent accesses per buffer.
 
-    __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep")
+    A recorded range is a flat tuple (lo, hi, offset, geometry id, root): its view's (strides,
+    shape) pair is numbered once per checker (`geometry`), so that hashing a range (each access
+    moves its range to the end of its dict) hashes ints and the root, not nested tuples. Only the
+    slots that accessed something this block (`active`) can carry a nonzero clock component, so
+    joins (`wait`) compare those only."""
+
+    __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views")
 
     def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1):
         self.kernel = kernel
@@ -99,18 +107,42 @@ class RaceChecker:
         self.nslots = len(labels)
         self.vc: list[list[int]] = []
         self.seen: dict = {}
+        self.active: list[int] = []
+        self.geo_ids: dict = {}  # (strides, shape) -> its index in `geometry`
+        self.geometry: list = []
+        self.views: dict = {}  # (root, strides, shape) -> `_view`
+
+    def _view(self, root, st: tuple, shape: tuple) -> tuple:
+        """(last element - first element, or -1 when empty; geometry id of (strides, shape); the
+        placed space of `root` or None, and its base and bytes per element) of a view, kept in
+        `views`."""
+        span = 0
+        for s, t in zip(shape, st):
+            if s == 0:
+                span = -1
+                break
+            span += (s - 1) * t
+        g = self.geo_ids.get((st, shape))
+        if g is None:
+            g = self.geo_ids[(st, shape)] = len(self.geometry)
+            self.geometry.append((st, shape))
+        placed = type(root) is ChipBuffer and root.phys is not None
+        v = self.views[(root, st, shape)] = (span, g, root.phys, root.base, root.isz) if placed else (span, g, None, 0, 0)
+        return v
 
     def reset(self) -> None:
         n = self.nslots
         self.vc = [[0] * n for _ in range(n)]
         self.seen = {}
+        self.active = []
 
     def set(self, src: int) -> list[int]:
         return list(self.vc[src])
 
     def wait(self, dst: int, clock: list[int]) -> None:
         v = self.vc[dst]
-        for i, c in enumerate(clock):
+        for i in self.active:  # (component i of every clock is 0 until slot i accesses)
+            c = clock[i]
             if c > v[i]:
                 v[i] = c
 
@@ -127,28 +159,26 @@ class RaceChecker:
         after the last epoch `pid` knows of, found from the end, can race; the latest epoch per
         (pipe, read/write) skips the pipes whose every access there is already ordered before."""
         vc = self.vc[pid]
-        vc[pid] += 1
-        epoch = vc[pid]
+        epoch = vc[pid] + 1
+        vc[pid] = epoch
+        if epoch == 1:
+            self.active.append(pid)
         seen = self.seen
+        views = self.views
         for tag, shape, w in operands:
-            off, st = tag[1], tag[2]
-            hi = off
-            for s, t in zip(shape, st):
-                if s == 0:
-                    hi = off - 1
-                    break
-                hi += (s - 1) * t
-            if hi < off:
+            root, off, st = tag[0], tag[1], tag[2]
+            v = views.get((root, st, shape))
+            if v is None:
+                v = self._view(root, st, shape)
+            span, g, phys, base, isz = v
+            if span < 0:  # no element
                 continue
-            root = tag[0]
-            phys = root.phys if type(root) is ChipBuffer else None
             if phys is None:
                 key = root
-                rng = (off, hi + 1, off, st, shape, root)
+                rng = (off, off + span + 1, off, g, root)
             else:  # placed: compare bytes of the space, whichever buffer they belong to
                 key = phys
-                isz = root.isz
-                rng = (root.base + off * isz, root.base + (hi + 1) * isz, off, st, shape, root)
+                rng = (base + off * isz, base + (off + span + 1) * isz, off, g, root)
             got = seen.get(key)
             if got is None:
                 got = seen[key] = ({}, {})
@@ -170,10 +200,10 @@ class RaceChecker:
                 if tail is None:
                     continue
                 for e_rng, (_, e_name) in reversed(tail):  # oldest first, as they were made
-                    if _meets(rng, e_rng):
+                    if _meets(rng, e_rng, self.geometry):
                         what = f"buffer {describe(root)}:"
-                        if e_rng[5] is not root:
-                            what = f"buffers {describe(e_rng[5])} and {describe(root)} share bytes:"
+                        if e_rng[4] is not root:
+                            what = f"buffers {describe(e_rng[4])} and {describe(root)} share bytes:"
                         kinds = f"{'write' if pw else 'read'} / {'write' if w else 'read'}"
                         raise AscendirError(
                             f"race in kernel @{self.kernel} (block {block}): {what} {e_name} on "
@@ -184,10 +214,10 @@ class RaceChecker:
             pk = (pid, w)
             d = per.get(pk)
             if d is None:
-                d = per[pk] = {}
+                per[pk] = {rng: (epoch, name)}
             else:
                 d.pop(rng, None)
-            d[rng] = (epoch, name)
+                d[rng] = (epoch, name)
+                if len(d) > (KEEP if phys is None else self.keep):
+                    del d[next(iter(d))]
             latest[pk] = epoch
-            if len(d) > (KEEP if phys is None else self.keep):
-                del d[next(iter(d))]

@@ -42,7 +42,8 @@ class KernelInfo:
     scalar_units: dict = field(default_factory=dict)
     # the data walk of a numerics launch (sim/kernel.py): tile ops run their semantics only (no
     # cost, pipe clock, race check or L2: the timing-only twin accounts for those) and scalar ops
-    # charge nothing; flags and barriers keep their closures, as held pipes (holds.py) order data
+    # charge nothing; flags and pipe_barrier ALL keep what orders data (held pipes, holds.py) and
+    # the race check's clocks, without the pipe clocks (sync_ops.py `_data_set_flag`, ...)
     data_only: bool = False
 
     def s_ids(self, op: Operation | None) -> list[int]:

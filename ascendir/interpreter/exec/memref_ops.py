@@ -23,6 +23,9 @@ from ascendir.interpreter.exec.walk import Subview
 from ascendir.interpreter.exec.common import Closure, np_dtype, zero_view
 from ascendir.interpreter.exec.wide import storage_dtype
 
+MEMO_VIEWS = 4096  # views a data walk's subview remembers per source (`_subview_memo`)
+
+
 class MemrefOps:
     """Compiler part: buffers and views (mixed into compiler.Compiler)."""
 
@@ -189,7 +192,37 @@ class MemrefOps:
             if charge is not None:
                 charge()
 
+        if self.k is not None and self.k.data_only:  # (charges nothing: charge is None)
+            return self._subview_memo(run, src, out, dims)
         return run
+
+    def _subview_memo(self, run: Closure, src: int, out: int, dims: list) -> Closure:
+        """A data walk's subview (`run`) remembered per value of its dynamic operands while its
+        source (the array and its address tag, the same objects) stays: loops revisit the same
+        views of one block's buffers, and numpy makes a view object per indexing. The view
+        shares the source's data, so a remembered one reads and writes what a new one would; its
+        tag is the same tuple. At most MEMO_VIEWS views per source."""
+        R, A = self.F.values, self.F.gm_tags
+        dyn = [x for dim in dims for (d, x) in dim[:3] if d]
+        get_dyn = itemgetter(*dyn) if len(dyn) > 1 else (lambda R, s=dyn[0]: R[s]) if dyn else (lambda R: None)
+        table: dict = {}
+        last_a = last_tag = object()  # (held: their identities stay valid)
+
+        def memo() -> None:
+            nonlocal table, last_a, last_tag
+            a, tag = R[src], A[src]
+            if a is not last_a or tag is not last_tag:
+                table, last_a, last_tag = {}, a, tag
+            key = get_dyn(R)
+            got = table.get(key)
+            if got is None:
+                run()
+                if len(table) < MEMO_VIEWS:
+                    table[key] = (R[out], A[out])
+            else:
+                R[out], A[out] = got
+
+        return memo
 
     def _subview_timing(self, src: int, out: int, dims: list, where: str, charge) -> Closure:
         """Timing-only subview: buffers are zero-stride views (no data), so only the result shape

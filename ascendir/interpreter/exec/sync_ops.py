@@ -3,7 +3,6 @@ pipe: timing/holds.py) and pipe_barrier."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES
 from ascendir.errors import AscendirError
@@ -37,6 +36,8 @@ class SyncOps:
         self.k.set_keys.add(key)
         s_id = (src // NPIPES) * NPIPES
         event = op.event.value.data
+        if self.k.data_only:
+            return self._data_set_flag(src, key, s_id)
 
         def run() -> None:
             if not F.slow_path and F.trace is None:  # no race check, no held pipe, no trace (hot)
@@ -89,6 +90,8 @@ class SyncOps:
         s_id = (dst // NPIPES) * NPIPES
         event = op.event.value.data
         set_keys = self.k.set_keys
+        if self.k.data_only:
+            return self._data_wait_flag(dst, key, s_id, text)
 
         def run() -> None:
             q = F.flags.queues[key]
@@ -106,15 +109,7 @@ class SyncOps:
                 return
             if not q:
                 if dst == s_id:  # the scalar unit stalls: it would issue every later set
-                    flag = text.split(" ", 1)[1]
-                    why = (
-                        "it stalls the scalar unit, which issues in program order, so no later set can be issued"
-                        if key in set_keys else f"the kernel has no ascend.set_flag {flag}"
-                    )
-                    raise AscendirError(
-                        f"deadlock in kernel @{kname} (block {F.block}): {text} has no earlier matching "
-                        f"ascend.set_flag {flag}: {why}"
-                    )
+                    raise _scalar_stall(kname, F.block, text, key in set_keys)
                 # the set may come later in program order: only dst waits for it (holds.py)
                 if F.hold is None:
                     F.hold = Holds(F, kname, set_keys)
@@ -139,15 +134,71 @@ class SyncOps:
 
         return run
 
-    def barrier(self, op: ascend.PipeBarrierOp) -> Closure:
+    # -- the data walk's (KernelInfo.data_only) ----------------------------------------------
+    # Its tile ops move data and touch no clock, scalar ops charge nothing and nothing reads the
+    # core's clocks afterwards (sim/kernel.py `_data_walk`): flags and barriers there only order
+    # data, through held pipes (holds.py), and the race check's clocks (race.py).
+    def _data_set_flag(self, src: int, key: int, s_id: int) -> Closure:
+        """set_flag in the data walk: a pending set for `key` (its value unread), its race clock,
+        and the release of a pipe held on it; queued itself while `src` is held."""
+        F = self.F
+
+        def run() -> None:
+            h = F.hold
+            if h is not None and src in h.lists:
+                h.defer(src, run, (), s_id)
+                return
+            F.flags.queues[key].append(0.0)
+            if F.races is not None:
+                F.race_set_clocks.queues[key].append(F.races.set(src))
+            if h is not None:
+                h.release(key)  # a pipe held on this flag runs what queued behind its wait
+
+        return run
+
+    def _data_wait_flag(self, dst: int, key: int, s_id: int, text: str) -> Closure:
+        """wait_flag in the data walk: takes the oldest pending set of `key` (its race clock
+        joins dst's), or holds dst until one comes (holds.py), or the scalar-unit deadlock;
+        queued itself while `dst` is held."""
+        F, kname, set_keys = self.F, self.k.name, self.k.set_keys
+
+        def run() -> None:
+            h = F.hold
+            if h is not None and dst in h.lists:
+                h.defer(dst, run, (), s_id)
+                return
+            q = F.flags.queues[key]
+            if not q:
+                if dst == s_id:
+                    raise _scalar_stall(kname, F.block, text, key in set_keys)
+                if h is None:
+                    h = F.hold = Holds(F, kname, set_keys)
+                    F.slow_path = True
+                h.block(dst, key, run, s_id, text)
+                return
+            q.popleft()
+            if F.races is not None:
+                F.races.wait(dst, F.race_set_clocks.queues[key].popleft())
+
+        return run
+
+    def barrier(self, op: ascend.PipeBarrierOp) -> Closure | None:
         F = self.F
         p = op.pipe.data
+        if p == "ALL" and self.k.data_only:
+
+            def data_all() -> None:
+                if F.hold is not None:
+                    raise F.hold.deadlock(F.block, _BARRIER_HOLDS)
+                if F.races is not None:
+                    F.races.barrier_all()
+
+            return data_all
         if p == "ALL":
 
             def run_all() -> None:
                 if F.hold is not None:  # the scalar unit waits for a pipe held on a set after the barrier
-                    raise F.hold.deadlock(F.block, "ascend.pipe_barrier ALL waits for the pipe it holds, and the "
-                                          "scalar unit would issue the matching set only after the barrier")
+                    raise F.hold.deadlock(F.block, _BARRIER_HOLDS)
                 core = F.core
                 t = core.end()
                 core.free = [t] * len(core.free)
@@ -158,6 +209,8 @@ class SyncOps:
             return run_all
         if p not in PIPE_INDEX:
             raise AscendirError(f"ascend.pipe_barrier in kernel @{self.k.name}: unknown pipe {p}")
+        if self.k.data_only:  # it orders its own pipe's clock only (race.py: program order already does)
+            return None
         ids = [u * NPIPES + PIPE_INDEX[p] for u in range(self.k.nunits)]
         if self.k.nunits > 1 and p in AIC_PIPES:
             ids = ids[:1]
@@ -194,3 +247,17 @@ class SyncOps:
                 free[i] = t
 
         return run
+
+
+_BARRIER_HOLDS = ("ascend.pipe_barrier ALL waits for the pipe it holds, and the scalar unit would issue the "
+                  "matching set only after the barrier")
+
+
+def _scalar_stall(kname: str, block: int, text: str, has_set: bool) -> AscendirError:
+    """The deadlock of a wait_flag (`text`) whose dst is S and which finds no pending set: the
+    scalar unit stalls, and it would issue every later set."""
+    flag = text.split(" ", 1)[1]
+    why = ("it stalls the scalar unit, which issues in program order, so no later set can be issued"
+           if has_set else f"the kernel has no ascend.set_flag {flag}")
+    return AscendirError(f"deadlock in kernel @{kname} (block {block}): {text} has no earlier matching "
+                         f"ascend.set_flag {flag}: {why}")

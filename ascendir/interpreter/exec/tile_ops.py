@@ -12,12 +12,17 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import subblock
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec import registry
-from ascendir.costmodel import LEVELS, OpCost, copy_path, quantise
+from ascendir.costmodel import LEVELS, OpCost, builtin_costs, copy_path, quantise
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
 from ascendir.interpreter.exec.common import Closure, np_dtype, unit_of
 from ascendir.interpreter.exec.wide import F16, declared, storage_dtype
+
+# the built-in cost factories (costmodel/ops.py): each gives one op the same pipe and unit
+# whatever its operands (copy: its path's; mmad: M; vector ops: V; gather: MTE2)
+_FIXED_PIPE = builtin_costs()
+
 
 def slice_name(op: Operation, target) -> str:
     """What a trace slice of `op` is called: a copy by its path ("GM->UB", "L1->L0A"), other ops
@@ -73,7 +78,8 @@ class TileOps:
         if k.data_only:
             if F.cube is not None:  # exec/deferred.py: copies and mmads of a GEMM recorded, summed per L0C tile
                 sem = F.cube.wrap(op, sem, ins)
-            return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name)
+            fixed = _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)]
+            return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed)
 
         gm_copy = None
         if isinstance(op, ascend.CopyOp) and self.m.target.memory.l2_model == "tile":
@@ -140,27 +146,35 @@ class TileOps:
 
         return run
 
-    def _data_tile(self, sem, cost_fn, ins: list[int], get, resolve, race_ops: list, name: str) -> Closure:
+    def _data_tile(self, sem, cost_fn, ins: list[int], get, resolve, race_ops: list, name: str, fixed: bool) -> Closure:
         """A tile op of the data walk (KernelInfo.data_only): its semantics on its operands. While
         a pipe is held (holds.py) or the race checker runs (`Frame.slow_path`), the op needs its
-        pipe (from its cost, looked up then only): queued behind a held wait as in the timed walk,
-        its accesses checked (race.py) as in the single walk."""
+        pipe (from its cost, looked up then only; once per op when `fixed`, its cost being a
+        built-in one, whose pipe and unit do not depend on the operands: `_FIXED_PIPE`): queued
+        behind a held wait as in the timed walk, its accesses checked (race.py) as in the single
+        walk."""
         F, R, A = self.F, self.F.values, self.F.gm_tags
         pipes: dict = {}  # operand shapes (scalars: values) -> (pipe slot, S slot)
+        ps = None  # (pipe slot, S slot) of a `fixed` op, once known
+        # the memref operands the race check reads: (position in the operands, slot, written)
+        racing = [(ins.index(i), i, w) for i, w in race_ops]
 
         def run() -> None:
+            nonlocal ps
             vals = get(R)
             if F.slow_path:
-                key = tuple([getattr(v, "shape", v) for v in vals])
-                ps = pipes.get(key)
-                if ps is None:
-                    ps = pipes[key] = resolve(cost_fn(*vals))[:2]
+                if ps is None or not fixed:
+                    key = tuple([getattr(v, "shape", v) for v in vals])
+                    ps = pipes.get(key)
+                    if ps is None:
+                        ps = pipes[key] = resolve(cost_fn(*vals))[:2]
+                pid = ps[0]
                 h = F.hold
-                if h is not None and ps[0] in h.lists:
-                    h.defer(ps[0], run, ins, ps[1])
+                if h is not None and pid in h.lists:
+                    h.defer_read(pid, run, ins, vals, get(A), ps[1])
                     return
                 if F.races is not None:
-                    F.races.access(ps[0], [(A[i], R[i].shape, w) for i, w in race_ops if A[i] is not None], name, F.block)
+                    F.races.access(pid, [(A[i], vals[j].shape, w) for j, i, w in racing if A[i] is not None], name, F.block)
             sem(*vals)
 
         return run

@@ -62,6 +62,11 @@ class Holds:
         """Queue `fn` (an op on held pipe `pid`, issued now) with the registers `slots` it reads."""
         self.lists[pid].append(self._item(fn, slots, sid))
 
+    def defer_read(self, pid: int, fn, slots, vals: tuple, tags: tuple, sid: int) -> None:
+        """`defer` for a caller that has read its registers already: `vals`, `tags` = the values
+        and address tags of `slots` now."""
+        self.lists[pid].append((fn, slots, vals, tags, sid, self.F.core.free[sid]))
+
     def block(self, pid: int, key: int, fn, sid: int, text: str) -> None:
         """Hold `pid` at wait `fn` (flag `key` has no pending set)."""
         self.lists[pid] = deque([self._item(fn, (), sid)])
