@@ -245,3 +245,28 @@ def test_next_launch_reuses_the_copies_memory(gm):
     other = gm.copy()
     np.testing.assert_array_equal(sh.wide(other).view(np.uint32), other.astype(F32).view(np.uint32))
     assert sh.copies[id(other)][1] is mem
+
+
+def test_copies_and_work_buffers_serve_the_next_simulations_chip(monkeypatch, gm):
+    # the pool outlives a chip's GmShadows: a later simulation's launches convert into memory an
+    # earlier one touched (a fresh buffer's first touch costs more than converting into it); a
+    # buffer serves any request it fits, within POOL_BYTES, the oldest dropped first
+    monkeypatch.setattr(wide, "_pool", [])
+    monkeypatch.setattr(wide, "_pooled", [0])
+    first = GmShadows()
+    first.wide(gm)
+    w = first.widened(gm[:, :32], 0)
+    copy, work = first.copies[id(gm)][1], w.base
+    first.clear()
+    second = GmShadows()  # the next simulation's chip
+    small = gm[:8].copy()  # a smaller buffer takes the smallest kept buffer that fits: the work buffer
+    np.testing.assert_array_equal(second.wide(small).view(np.uint32), small.astype(F32).view(np.uint32))
+    assert second.copies[id(small)][1] is work
+    got = second.widened(gm[:, 40:72], 0)
+    np.testing.assert_array_equal(got, gm[:, 40:72].astype(F32))
+    assert got.base is copy
+    second.clear()
+    monkeypatch.setattr(wide, "POOL_BYTES", copy.nbytes + work.nbytes - 4)
+    wide._give(np.empty(1, F32))  # over the bound: the oldest given back go first
+    assert [b.size for b in wide._pool] == [copy.size, 1]
+    assert wide._pooled[0] == copy.nbytes + 4
