@@ -52,6 +52,64 @@ def test_gemm_equals_op_by_op_within_the_accumulation_bound(monkeypatch, m, n, k
     assert not np.array_equal(got, ref)  # one matmul over K, not the mmads' order: the test sees the path
 
 
+def test_column_half_steps_materialise_no_overwritten_copy(monkeypatch):
+    # a GEMM run by L0C column halves (templates/matmul.py `_tile_halves`): its L0B double buffer
+    # takes a 32 x 64 box, then the whole 32 x 128 region over it, then the box again: every copy is
+    # read by its mmads as recorded, so none is ever materialised (each was when the next overlapped
+    # it, converting weight tiles no op read). Values as op by op within the bound, same report
+    from lowering_harness import lower_text, rand
+    from test_lowering_matmul import _tiled, matmul_text
+
+    m, k, n = 320, 288, 640  # three L1 chunks of 96: the first and the last by column halves, the middle whole
+    module = lower_text(_tiled(matmul_text((m, k), (k, n), (m, n), "f16"), "m=64,n=128,k=32,l1_depth=3,split_k=1,swizzle=1"))
+    a, b = rand((m, k), np.float16), rand((k, n), np.float16, seed=1)
+    counts = _counting(monkeypatch)
+    flushed = []
+    orig = deferred.CubeDeferral._flush_copies
+    monkeypatch.setattr(deferred.CubeDeferral, "_flush_copies", lambda self, root: (flushed.append(root), orig(self, root))[1])
+    new = simulate(module, None, {"a": a, "b": b}, HW)
+    assert counts["sums"] > 0 and not flushed
+    monkeypatch.setattr(deferred.CubeDeferral, "_flush_copies", orig)
+    old = simulate(module, None, {"a": a, "b": b}, HW, accel=Accel.none())
+    assert new.report == old.report
+    (name,) = new.outputs
+    got, ref = new.outputs[name].astype(np.float64), old.outputs[name].astype(np.float64)
+    bound = 2 * k * U / (1 - k * U) * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    assert (np.abs(got - ref) <= bound + np.spacing(np.abs(ref).astype(np.float16)).astype(np.float64)).all()
+
+
+def test_an_overwritten_copy_is_dropped_or_materialised_before_the_one_over_it():
+    # CubeDeferral._put: a region a later copy covers is dropped; one it covers in part stays
+    # (stale: read by no op as recorded) and is written first when the buffer is materialised
+    cube = deferred.CubeDeferral([])
+    buf = np.zeros((4, 8), np.float32)
+    written = []
+
+    def put(c0: int, w: int, value: float) -> None:
+        d = buf[:, c0: c0 + w]
+        cube._put(("l0b", c0, (8, 1)), d, lambda v, d: (written.append(v), d.fill(v)), value, ((0, w, None, None),))
+
+    def stale() -> list[bool]:
+        return [e[3] is None for e in cube.copies["l0b"].values()]
+
+    put(0, 8, 1.0)
+    put(0, 4, 2.0)  # the left half of the first
+    assert stale() == [True, False]
+    put(0, 4, 3.0)  # the same box again: recorded after the stale region, which it still overwrites in part
+    assert stale() == [True, False]
+    put(2, 4, 4.0)  # across the box: stale too
+    assert stale() == [True, True, False]
+    cube._flush_copies("l0b")
+    assert written == [1.0, 3.0, 4.0]
+    np.testing.assert_array_equal(buf[0], [3, 3, 4, 4, 4, 4, 1, 1])
+    put(0, 4, 5.0)
+    put(0, 8, 6.0)  # covers the box: dropped, never written
+    assert stale() == [False]
+    written.clear()
+    cube._flush_copies("l0b")
+    assert written == [6.0] and (buf == 6).all()
+
+
 def test_race_still_caught_with_deferred_cube_data(monkeypatch):
     # the mmad no longer waits for the MTE1 copy into L0A: the data walk checks every op's
     # accesses before recording it (tile_ops.py `_data_tile`), deferred or not

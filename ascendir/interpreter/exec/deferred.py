@@ -80,7 +80,7 @@ class CubeDeferral:
         self.tags = tags
         self.shadows = None  # wide.GmShadows of the launch (None: GM views converted per use)
         # on-chip root -> {region key: (fn, src, dst, pieces, (row, col, rows, cols, row stride) of the region
-        # in the buffer)}: fn(src, dst) materialises; pieces: `_put`
+        # in the buffer)}, in recording order: fn(src, dst) materialises; pieces: `_put` (None: stale)
         self.copies: dict = {}
         # L0C root -> {region key: [accumulate, dst view, terms, region (`_meet`)]}, term = (A view, B view, their address tags)
         self.sums: dict = {}
@@ -206,7 +206,7 @@ class CubeDeferral:
                     at = j0  # the next column to find a recorded GM load for
                     for e in sorted(got.values(), key=_col) if len(got) > 1 else got.values():
                         r0, c0, rows, cols, _ = e[4]
-                        if r0 <= i0 and i0 + h <= r0 + rows and c0 <= at < c0 + cols:
+                        if r0 <= i0 and i0 + h <= r0 + rows and c0 <= at < c0 + cols and e[3] is not None:
                             _, _, g, gt = e[3][0]
                             end = min(c0 + cols, j0 + w)
                             a, b = i0 - r0, at - c0
@@ -225,20 +225,37 @@ class CubeDeferral:
     def _put(self, td: tuple, d: np.ndarray, fn, src, pieces: tuple) -> None:
         """Record that region `d` (address tag `td`, unit stride along rows) of an on-chip buffer
         holds GM views side by side: `pieces` = (column in d, width, GM view, its tag) each
-        (a view's leading overlap with its width, zeros beyond); fn(src, d) writes them."""
+        (a view's leading overlap with its width, zeros beyond); fn(src, d) writes them.
+
+        A recorded region this one overlaps is overwritten: dropped when this one covers it
+        (its copy's values are never seen), else kept as stale (pieces None: no op reads it as
+        recorded) so that materialising the buffer writes it before this one (the buffer's
+        regions in recording order: later copies win where they overlap). The template's
+        L0B double buffer alternates a 64 x 64 box of a 64 x 128 region with the whole region
+        (its first and last K steps split by columns): materialising each overwritten region
+        there converted a weight tile that no op read."""
         root = td[0]
         key = (td[1], d.shape, td[2])
         got = self.copies.get(root)
-        old = got.get(key) if got is not None else None
+        if got is None:
+            box = (*divmod(td[1], td[2][0]), d.shape[0], d.shape[1], td[2][0])
+            self.copies[root] = {key: (fn, src, d, pieces, box)}
+            return
+        old = got.get(key)
+        if old is not None and len(got) == 1:
+            got[key] = (fn, src, d, pieces, old[4])
+            return
         if old is not None:
             box = old[4]
+            del got[key]  # (re-recorded last: after the stale regions it overwrites)
         else:
             box = (*divmod(td[1], td[2][0]), d.shape[0], d.shape[1], td[2][0])
-            if got is None:
-                got = self.copies[root] = {}
-            elif any(_meet(box, e[4]) for e in got.values()):
-                self._flush_copies(root)  # another recorded region overlaps: write it first
-                got = self.copies[root] = {}
+        for k, e in list(got.items()):
+            if _meet(box, e[4]):
+                if _covers(box, e[4]):
+                    del got[k]
+                elif e[3] is not None:
+                    got[k] = (e[0], e[1], e[2], None, e[4])
         got[key] = (fn, src, d, pieces, box)
 
     def _mmad(self, generic, init: bool, ins: list[int]):
@@ -251,7 +268,7 @@ class CubeDeferral:
                 ga, gb = self.copies.get(ta[0]), self.copies.get(tb[0])
                 pa = ga.get((ta[1], a.shape, ta[2])) if ga else None
                 pb = gb.get((tb[1], b.shape, tb[2])) if gb else None
-                if pa is not None and pb is not None and len(pa[3]) == 1:
+                if pa is not None and pb is not None and pa[3] is not None and pb[3] is not None and len(pa[3]) == 1:
                     _, _, va, sa = pa[3][0]
                     root = tc[0]
                     got = self.sums.get(root)
@@ -492,6 +509,12 @@ def _meet(a: tuple, b: tuple) -> bool:
     """Whether two regions (row, column, rows, columns, row stride) of one buffer share an
     element (regions of different row strides: assumed to)."""
     return a[4] != b[4] or (a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3])
+
+
+def _covers(a: tuple, b: tuple) -> bool:
+    """Whether region `a` (row, column, rows, columns, row stride) holds every element of region
+    `b` of the same buffer (regions of different row strides: assumed not to)."""
+    return a[4] == b[4] and a[0] <= b[0] and b[0] + b[2] <= a[0] + a[2] and a[1] <= b[1] and b[1] + b[3] <= a[1] + a[3]
 
 
 def _col(entry: tuple) -> int:

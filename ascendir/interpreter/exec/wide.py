@@ -52,29 +52,27 @@ class GmShadows:
     every op writing GM) converts what it wrote into the copy too, so the copy stays equal to
     the buffer (a workspace written and read back tile by tile in a loop is never re-converted
     whole); `clear` at each launch's start (the host and comm kernels write GM between launches).
-    Operands read once (`widened`) are converted into work buffers the chip keeps instead."""
+    Operands read once (`widened`) are converted into work buffers instead. Copies and work
+    buffers come from a pool of buffers earlier launches and simulations used (`_take`)."""
 
-    __slots__ = ("copies", "spare", "work")
+    __slots__ = ("copies", "work")
 
     def __init__(self):
-        # id(owner) -> (owner, f32 copy (flat), chunks converted (bool per CHUNK), owner address)
+        # id(owner) -> (owner, f32 copy (flat, from the pool: may be longer), chunks converted (bool per
+        # CHUNK), owner address)
         self.copies: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
-        # the previous launch's copies by size, for the next launch's buffers of that size (the
-        # layers of a model read weights of equal sizes): memory the process has touched already
-        self.spare: dict[int, list[np.ndarray]] = {}
-        self.work: list[np.ndarray] = []  # `widened`'s buffers by slot (kept for the chip's later launches)
+        self.work: list[np.ndarray | None] = []  # `widened`'s buffers by slot (from the pool, for this launch)
 
     def clear(self) -> None:
-        if self.copies:
-            spare: dict[int, list[np.ndarray]] = {}
-            for _, c, _, _ in self.copies.values():
-                spare.setdefault(c.size, []).append(c)
-            self.spare = spare
-            self.copies.clear()
-
-    def _new(self, n: int) -> np.ndarray:
-        got = self.spare.get(n)
-        return got.pop() if got else np.empty(n, F32)
+        """A launch starts or ends: the copies and work buffers go back to the pool."""
+        _fast[0] = None
+        for _, c, _, _ in self.copies.values():
+            _give(c)
+        self.copies.clear()
+        for i, w in enumerate(self.work):
+            if w is not None:
+                _give(w)
+                self.work[i] = None
 
     def write(self, view: np.ndarray, index: tuple | None = None) -> None:
         """`view` (in GM) was just written (at `index` of it only, when given: a scalar store):
@@ -102,7 +100,7 @@ class GmShadows:
         if got is None:
             if type(o) is not np.ndarray or o.dtype != F16 or not o.flags.c_contiguous or view.dtype != F16:
                 return view.astype(F32)
-            got = self.copies[id(o)] = (o, self._new(o.size), np.zeros(-(-o.size // CHUNK), bool),
+            got = self.copies[id(o)] = (o, _take(o.size), np.zeros(-(-o.size // CHUNK), bool),
                                         o.__array_interface__["data"][0])
         if view.size:
             first, last = _span(view, got[3])
@@ -117,25 +115,118 @@ class GmShadows:
                 else:
                     runs = ((0, seg.size),)
                 for a, b in runs:
-                    lo, hi = (c0 + a) * CHUNK, min((c0 + b) * CHUNK, dst.size)
-                    np.copyto(dst[lo:hi], src[lo:hi])
+                    lo, hi = (c0 + a) * CHUNK, min((c0 + b) * CHUNK, src.size)
+                    convert(src[lo:hi], dst[lo:hi])
                 seg[...] = True
         return _alias(got, view)
 
     def widened(self, view: np.ndarray, slot: int) -> np.ndarray:
         """`view` (fp16, 2-D) converted to a C-contiguous float32 array in work buffer `slot` of
-        this chip, valid until the next call for that slot: for operands read once (a weight's
-        slice in a GEMM super-tile, exec/deferred.py), converted without a buffer-sized copy,
-        into memory the chip touched already (a fresh copy's first touch costs more than
-        converting)."""
+        this launch, valid until the next call for that slot or the launch's end: for operands
+        read once (a weight's slice in a GEMM super-tile, exec/deferred.py), converted without a
+        buffer-sized copy, into memory an earlier launch touched already where the pool has it
+        (a fresh buffer's first touch costs more than converting)."""
         while len(self.work) <= slot:
-            self.work.append(np.empty(0, F32))
+            self.work.append(None)
         buf = self.work[slot]
-        if buf.size < view.size:
-            buf = self.work[slot] = np.empty(view.size, F32)
+        if buf is None or buf.size < view.size:
+            if buf is not None:
+                _give(buf)
+            buf = self.work[slot] = _take(view.size)
         out = buf[: view.size].reshape(view.shape)
-        np.copyto(out, view)
+        convert(view, out)
         return out
+
+
+# fp32 buffers kept between launches and between simulations (the shadows' copies and work buffers
+# of every GmShadows): fresh memory costs its first touch, page faults that on the benchmark machine
+# (numpy advises huge pages for arrays of 4 MiB and more; the kernel compacts memory to find them)
+# cost up to ~150 ms for the 43 MB work buffer of a 7B down projection against 13 ms to convert into
+# it, and a model's layers and launches ask for the same sizes again
+POOL_BYTES = 256 << 20  # kept at most; the oldest given back are dropped first
+_pool: list[np.ndarray] = []  # flat float32 buffers, the most recently given back last
+_pooled = [0]  # their bytes
+
+
+def _take(n: int) -> np.ndarray:
+    """A flat float32 buffer of at least `n` elements: the smallest kept one that fits, else new."""
+    best = -1
+    for i, b in enumerate(_pool):
+        if b.size >= n and (best < 0 or b.size < _pool[best].size):
+            best = i
+    if best < 0:
+        return np.empty(n, F32)
+    b = _pool.pop(best)
+    _pooled[0] -= b.nbytes
+    return b
+
+
+def _give(buf: np.ndarray) -> None:
+    """Keep `buf` (from `_take`, no longer used) for later `_take`s, within POOL_BYTES."""
+    if buf.nbytes > POOL_BYTES:
+        return
+    _pool.append(buf)
+    _pooled[0] += buf.nbytes
+    while _pooled[0] > POOL_BYTES:
+        _pooled[0] -= _pool.pop(0).nbytes
+
+
+# fp16 -> fp32 by integer and float ufuncs (numpy's own cast converts element by element in scalar
+# code: a 4096 x 1024 column slice of a weight at 1.0 ns per element on the benchmark machine
+# idle, these passes over blocks that stay in L2 at 0.54; 1.2 against 1.1 at load 6, where the
+# 7B layer's conversions (benchmarks/numerics_speed.py --split) took 0.54-0.57 s against
+# 0.44-0.47): the fp16 bits sign-extended to 32, shifted left by 13 (the exponent lands in the
+# float32 exponent field, the mantissa at its top) and masked to sign, exponent and mantissa give
+# a float32 of the fp16 value times 2^-112 (normal and subnormal fp16 alike: the exponent field is
+# the same, bias 127 against 15), which a multiplication by 2^112 makes the value exactly (the
+# product is representable: no rounding). Exponent 31 (inf, NaN) comes out finite, >= 2^16 in
+# magnitude where no finite fp16 is: those elements are converted by numpy's cast (bits as it
+# gives them, NaN payloads included).
+_SIGN_EXP_MANT = np.int32(np.uint32(0x8FFFE000).view(np.int32))
+_SCALE = np.float32(2.0**112)
+_FINITE_BELOW = np.float32(2.0**16)
+BLOCK = 1 << 16  # elements converted together (`convert`): 256 KiB of float32, held in L2
+
+
+def _exact() -> bool:
+    """Whether this thread's floating-point mode keeps subnormal float32 inputs (no DAZ), which
+    `convert`'s multiplication needs for fp16 subnormals."""
+    h = np.array([1, 0x3FF, 0x8001], np.uint16).view(F16)
+    out = np.empty(3, F32)
+    _convert(h, out)
+    return np.array_equal(out.view(np.uint32), h.astype(F32).view(np.uint32))
+
+
+def _convert(src: np.ndarray, dst: np.ndarray) -> None:
+    i = dst.view(np.int32)
+    np.copyto(i, src.view(np.int16))
+    np.left_shift(i, 13, out=i)
+    np.bitwise_and(i, _SIGN_EXP_MANT, out=i)
+    np.multiply(dst, _SCALE, out=dst)
+    if dst.max() >= _FINITE_BELOW or dst.min() <= -_FINITE_BELOW:  # inf or NaN in src
+        special = np.abs(dst) >= _FINITE_BELOW
+        dst[special] = src[special].astype(F32)
+
+
+_fast = [None]  # `_exact()`, checked at the first `convert` of each launch (GmShadows.clear)
+
+
+def convert(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst[...] = src for fp16 `src` and a float32 `dst` of its shape: the values numpy's cast
+    gives, bit for bit, 1-D and 2-D arrays by blocks of BLOCK elements (see above), others, tiny
+    ones and all where the float mode flushes subnormal inputs by numpy's cast."""
+    if _fast[0] is None:
+        _fast[0] = _exact()
+    if not _fast[0] or src.size <= 64 or src.ndim > 2:
+        np.copyto(dst, src)
+        return
+    if src.ndim == 1:
+        for a in range(0, src.size, BLOCK):
+            _convert(src[a: a + BLOCK], dst[a: a + BLOCK])
+        return
+    rows = max(1, BLOCK // max(1, src.shape[1]))
+    for a in range(0, src.shape[0], rows):
+        _convert(src[a: a + rows], dst[a: a + rows])
 
 
 def _span(view: np.ndarray, base: int) -> tuple[int, int]:
