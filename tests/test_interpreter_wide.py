@@ -270,36 +270,3 @@ def test_copies_and_work_buffers_serve_the_next_simulations_chip(monkeypatch, gm
     wide._give(np.empty(1, F32))  # over the bound: the oldest given back go first
     assert [b.size for b in wide._pool] == [copy.size, 1]
     assert wide._pooled[0] == copy.nbytes + 4
-
-
-@pytest.mark.parametrize("shape, view", [((65536,), lambda a: a), ((256, 256), lambda a: a), ((512, 256), lambda a: a[1:500:3, 7:250])])
-def test_convert_gives_numpys_cast_bit_for_bit(shape, view):
-    # wide.convert (the integer / float ufunc conversion by blocks) on every fp16 bit pattern:
-    # normal, subnormal, signed zeros, infinities, NaNs with their payloads (signalling ones too)
-    bits = np.arange(int(np.prod(shape)), dtype=np.uint32) % 65536
-    src = view(bits.astype(np.uint16).view(F16).reshape(shape))
-    if not np.isinf(src).any():  # (the whole arrays hold every pattern; the strided view gets these)
-        src.view(np.uint16)[(0,) * src.ndim] = 0x7C00  # +inf
-        src.view(np.uint16)[(-1,) * src.ndim] = 0xFC01  # a signalling NaN with its payload
-    assert np.isnan(src).any() and np.isinf(src).any() and (np.abs(src[np.isfinite(src)]) < 2.0**-14).any()
-    out = np.full(src.shape, 7.0, F32)
-    wide.convert(src, out)
-    np.testing.assert_array_equal(out.view(np.uint32), src.astype(F32).view(np.uint32))
-
-
-def test_convert_falls_back_to_numpys_cast_where_subnormal_inputs_flush(monkeypatch):
-    # the multiplication by 2^112 needs subnormal float32 inputs kept (no DAZ): where the float
-    # mode flushes them (simulated: a fast path that zeroes subnormals) convert uses numpy's cast
-    calls = []
-    monkeypatch.setattr(wide, "_exact", lambda: calls.append(1) or False)
-    monkeypatch.setattr(wide, "_fast", [None])
-    src = np.arange(4096, dtype=np.uint16).view(F16)  # the subnormals and the smallest normals
-    out = np.empty(src.shape, F32)
-    wide.convert(src, out)
-    np.testing.assert_array_equal(out.view(np.uint32), src.astype(F32).view(np.uint32))
-    assert calls == [1]
-    wide.convert(src, out)
-    assert calls == [1]  # checked once per launch (GmShadows.clear resets it)
-    GmShadows().clear()
-    wide.convert(src, out)
-    assert calls == [1, 1]

@@ -65,7 +65,6 @@ class GmShadows:
 
     def clear(self) -> None:
         """A launch starts or ends: the copies and work buffers go back to the pool."""
-        _fast[0] = None
         for _, c, _, _ in self.copies.values():
             _give(c)
         self.copies.clear()
@@ -116,7 +115,7 @@ class GmShadows:
                     runs = ((0, seg.size),)
                 for a, b in runs:
                     lo, hi = (c0 + a) * CHUNK, min((c0 + b) * CHUNK, src.size)
-                    convert(src[lo:hi], dst[lo:hi])
+                    np.copyto(dst[lo:hi], src[lo:hi])
                 seg[...] = True
         return _alias(got, view)
 
@@ -134,7 +133,7 @@ class GmShadows:
                 _give(buf)
             buf = self.work[slot] = _take(view.size)
         out = buf[: view.size].reshape(view.shape)
-        convert(view, out)
+        np.copyto(out, view)
         return out
 
 
@@ -169,64 +168,6 @@ def _give(buf: np.ndarray) -> None:
     _pooled[0] += buf.nbytes
     while _pooled[0] > POOL_BYTES:
         _pooled[0] -= _pool.pop(0).nbytes
-
-
-# fp16 -> fp32 by integer and float ufuncs (numpy's own cast converts element by element in scalar
-# code: a 4096 x 1024 column slice of a weight at 1.0 ns per element on the benchmark machine
-# idle, these passes over blocks that stay in L2 at 0.54; 1.2 against 1.1 at load 6, where the
-# 7B layer's conversions (benchmarks/numerics_speed.py --split) took 0.54-0.57 s against
-# 0.44-0.47): the fp16 bits sign-extended to 32, shifted left by 13 (the exponent lands in the
-# float32 exponent field, the mantissa at its top) and masked to sign, exponent and mantissa give
-# a float32 of the fp16 value times 2^-112 (normal and subnormal fp16 alike: the exponent field is
-# the same, bias 127 against 15), which a multiplication by 2^112 makes the value exactly (the
-# product is representable: no rounding). Exponent 31 (inf, NaN) comes out finite, >= 2^16 in
-# magnitude where no finite fp16 is: those elements are converted by numpy's cast (bits as it
-# gives them, NaN payloads included).
-_SIGN_EXP_MANT = np.int32(np.uint32(0x8FFFE000).view(np.int32))
-_SCALE = np.float32(2.0**112)
-_FINITE_BELOW = np.float32(2.0**16)
-BLOCK = 1 << 16  # elements converted together (`convert`): 256 KiB of float32, held in L2
-
-
-def _exact() -> bool:
-    """Whether this thread's floating-point mode keeps subnormal float32 inputs (no DAZ), which
-    `convert`'s multiplication needs for fp16 subnormals."""
-    h = np.array([1, 0x3FF, 0x8001], np.uint16).view(F16)
-    out = np.empty(3, F32)
-    _convert(h, out)
-    return np.array_equal(out.view(np.uint32), h.astype(F32).view(np.uint32))
-
-
-def _convert(src: np.ndarray, dst: np.ndarray) -> None:
-    i = dst.view(np.int32)
-    np.copyto(i, src.view(np.int16))
-    np.left_shift(i, 13, out=i)
-    np.bitwise_and(i, _SIGN_EXP_MANT, out=i)
-    np.multiply(dst, _SCALE, out=dst)
-    if dst.max() >= _FINITE_BELOW or dst.min() <= -_FINITE_BELOW:  # inf or NaN in src
-        special = np.abs(dst) >= _FINITE_BELOW
-        dst[special] = src[special].astype(F32)
-
-
-_fast = [None]  # `_exact()`, checked at the first `convert` of each launch (GmShadows.clear)
-
-
-def convert(src: np.ndarray, dst: np.ndarray) -> None:
-    """dst[...] = src for fp16 `src` and a float32 `dst` of its shape: the values numpy's cast
-    gives, bit for bit, 1-D and 2-D arrays by blocks of BLOCK elements (see above), others, tiny
-    ones and all where the float mode flushes subnormal inputs by numpy's cast."""
-    if _fast[0] is None:
-        _fast[0] = _exact()
-    if not _fast[0] or src.size <= 64 or src.ndim > 2:
-        np.copyto(dst, src)
-        return
-    if src.ndim == 1:
-        for a in range(0, src.size, BLOCK):
-            _convert(src[a: a + BLOCK], dst[a: a + BLOCK])
-        return
-    rows = max(1, BLOCK // max(1, src.shape[1]))
-    for a in range(0, src.shape[0], rows):
-        _convert(src[a: a + rows], dst[a: a + rows])
 
 
 def _span(view: np.ndarray, base: int) -> tuple[int, int]:
