@@ -14,6 +14,8 @@ change. Only float16 widens (bf16 and int8 operands stay as they are).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 F16 = np.dtype(np.float16)
@@ -145,29 +147,32 @@ class GmShadows:
 POOL_BYTES = 256 << 20  # kept at most; the oldest given back are dropped first
 _pool: list[np.ndarray] = []  # flat float32 buffers, the most recently given back last
 _pooled = [0]  # their bytes
+_pool_lock = threading.Lock()  # (simulations may run in threads of one process: the API's users)
 
 
 def _take(n: int) -> np.ndarray:
     """A flat float32 buffer of at least `n` elements: the smallest kept one that fits, else new."""
-    best = -1
-    for i, b in enumerate(_pool):
-        if b.size >= n and (best < 0 or b.size < _pool[best].size):
-            best = i
-    if best < 0:
-        return np.empty(n, F32)
-    b = _pool.pop(best)
-    _pooled[0] -= b.nbytes
-    return b
+    with _pool_lock:
+        best = -1
+        for i, b in enumerate(_pool):
+            if b.size >= n and (best < 0 or b.size < _pool[best].size):
+                best = i
+        if best >= 0:
+            b = _pool.pop(best)
+            _pooled[0] -= b.nbytes
+            return b
+    return np.empty(n, F32)
 
 
 def _give(buf: np.ndarray) -> None:
     """Keep `buf` (from `_take`, no longer used) for later `_take`s, within POOL_BYTES."""
     if buf.nbytes > POOL_BYTES:
         return
-    _pool.append(buf)
-    _pooled[0] += buf.nbytes
-    while _pooled[0] > POOL_BYTES:
-        _pooled[0] -= _pool.pop(0).nbytes
+    with _pool_lock:
+        _pool.append(buf)
+        _pooled[0] += buf.nbytes
+        while _pooled[0] > POOL_BYTES:
+            _pooled[0] -= _pool.pop(0).nbytes
 
 
 def _span(view: np.ndarray, base: int) -> tuple[int, int]:
