@@ -618,6 +618,9 @@ def test_reduce_with_0d_axes() -> None:
     # a 0-d 0 was read as "no axes": every dim reduced, silently
     model = one_node("ReduceMean", {"x": X}, {"a": np.array(0)}, opset=18)
     assert "axes must be a 1-D list of integers, got the scalar 0" in import_error(model)
+    # a zero-size 4-D axes listed 33 empty lists: internal error: TypeError (campaign shard onnx 862)
+    model = one_node("ReduceSum", {"x": X}, {"a": np.zeros((33, 0, 8, 8), np.int64)}, opset=17)
+    assert "ReduceSum 'n': axes must be a 1-D list of integers, got shape [33, 0, 8, 8]" in import_error(model)
 
 
 def test_zip_bomb_inputs_with_verify_numerics() -> None:

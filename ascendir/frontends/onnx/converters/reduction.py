@@ -26,9 +26,12 @@ def _reduce_axes(node: NodeContext) -> tuple[list[int] | None, bool]:
     rank = len(node.shape(0))
     noop_with_empty_axes = False
     if node.opset >= _AXES_INPUT_SINCE.get(node.op_type, _AXES_INPUT_SINCE_DEFAULT):
-        axes = node.require_const(1, "axes").tolist() if node.has_input(1) else []
-        if not isinstance(axes, list):  # a 0-d axes input: its 0 would read as "no axes" below
-            raise node.error(f"axes must be a 1-D list of integers, got the scalar {axes!r}")
+        arr = node.require_const(1, "axes") if node.has_input(1) else np.zeros(0, np.int64)
+        if arr.ndim == 0:  # a 0-d axes input: its 0 would read as "no axes" below
+            raise node.error(f"axes must be a 1-D list of integers, got the scalar {arr.item()!r}")
+        if arr.ndim != 1:  # (a zero-size 4-D one listed 33 empty lists)
+            raise node.error(f"axes must be a 1-D list of integers, got shape {list(arr.shape)}")
+        axes = arr.tolist()
         noop_with_empty_axes = bool(node.attr("noop_with_empty_axes", 0))
     else:
         axes = list(node.attr("axes", []))
