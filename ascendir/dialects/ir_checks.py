@@ -18,6 +18,8 @@ ascendir-opt): string literals before lexing, SSA dominance after parsing.
   message, or gigabytes under the cap). Importing this module makes xDSL's parser refuse a
   literal over DENSE_LITERAL_BUDGET elements first, with a parse error at the literal (the line
   shows the op).
+* `check_loop_steps`: an scf.for with a constant step of 0 or less (MLIR's verifier refuses it;
+  the simulator's loop and insert-sync's trip count met it as range() / a division by 0).
 * `check_dominance`: xDSL's parser accepts a value used before the op that defines it (a forward
   reference) and its verifier does not check dominance, so the lowering or the simulator met an
   undefined value. MLIR's verifier rejects it in SSACFG regions; so do we.
@@ -27,8 +29,8 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.dialects import arith, func, scf
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, TensorType
 from xdsl.ir import Operation, Region, SSAValue
 from xdsl.parser.attribute_parser import AttrParser
 from xdsl.traits import IsolatedFromAbove
@@ -107,7 +109,7 @@ def check_string_literals(text: str, where: str) -> None:
 
 def check_module(module: ModuleOp) -> None:
     """What every parsed module must satisfy before a pass or the simulator sees it:
-    `check_declarations`, `check_signatures` and `check_dominance`.
+    `check_declarations`, `check_signatures`, `check_dominance` and `check_loop_steps`.
 
     Raises:
         AscendirError: naming the function or op and the reason.
@@ -115,6 +117,7 @@ def check_module(module: ModuleOp) -> None:
     check_declarations(module)
     check_signatures(module)
     check_dominance(module)
+    check_loop_steps(module)
 
 
 def check_declarations(module: ModuleOp) -> None:
@@ -152,6 +155,22 @@ def check_signatures(module: ModuleOp) -> None:
                     raise AscendirError(f"{where} has a dynamic dim ({t}); tensors must have static shapes")
                 if all(d >= 0 for d in shape) and math.prod(shape) > TENSOR_BUDGET:
                     raise AscendirError(f"{where} has {math.prod(shape)} elements ({t}); at most {TENSOR_BUDGET}")
+
+
+def check_loop_steps(module: ModuleOp) -> None:
+    """Every scf.for whose step is an arith.constant steps by a positive amount, as MLIR's
+    verifier requires (xDSL's does not check it): a step of 0 never ends, and the passes that
+    count trips divide by it. A step computed at run time is checked when the loop runs
+    (interpreter/exec/common.py `loop_range`).
+
+    Raises:
+        AscendirError: naming the loop and its step.
+    """
+    for op in module.walk():
+        if isinstance(op, scf.ForOp) and isinstance(c := op.step.owner, arith.ConstantOp):
+            value = c.value
+            if isinstance(value, IntegerAttr) and value.value.data <= 0:
+                raise AscendirError(f"scf.for: constant step {value.value.data} must be positive")
 
 
 def check_dominance(module: ModuleOp | Operation) -> None:

@@ -11,7 +11,7 @@ from ascendir.interpreter.accel.loop_memo import LoopMemo
 from ascendir.interpreter.accel.remap import Remap
 from ascendir.interpreter.accel.steady import MIN_TRIPS, SteadyLoop, step_test
 from ascendir.interpreter.accel.xblock import BlockMemo, Track
-from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.exec.common import Closure, loop_range
 from ascendir.interpreter.state import EXTRAPOLATED, FLOPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPES
 
@@ -102,7 +102,7 @@ class LoopDriver:
     def run(self) -> None:
         F, R = self.F, self.R
         lb, ub, st, _ = self.bounds
-        rng = range(R[lb], R[ub], R[st])
+        rng = loop_range(R[lb], R[ub], R[st])
         n = len(rng)
         if n < MIN_TRIPS or not F.may_extrapolate or F.hold is not None:
             self.plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see

@@ -12,7 +12,7 @@ from ascendir.interpreter.accel.loop_memo import LoopMemo, memo_inputs, never_ag
 from ascendir.interpreter.accel.steady import uniform_loop
 from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.interpreter.accel.xblock import BlockMemo
-from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.exec.common import Closure, loop_range
 
 class ScfOps:
     """Compiler part: structured control flow (mixed into compiler.Compiler)."""
@@ -49,7 +49,7 @@ class ScfOps:
         if not carried:
 
             def run() -> None:
-                for i in range(R[lb], R[ub], R[st]):
+                for i in loop_range(R[lb], R[ub], R[st]):
                     R[iv] = i
                     for f in body:
                         f()
@@ -65,7 +65,7 @@ class ScfOps:
         def run_iter() -> None:
             for c, v in pairs_init:
                 R[c] = R[v]
-            for i in range(R[lb], R[ub], R[st]):
+            for i in loop_range(R[lb], R[ub], R[st]):
                 R[iv] = i
                 for f in body:
                     f()
