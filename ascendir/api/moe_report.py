@@ -38,7 +38,7 @@ from ascendir.dialects.ascend.ops_scalar import MOE_BLOCK_ATTR
 from ascendir.driver import io_names, main_func
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
-from ascendir.interpreter.exec.nn_reference import evaluate_op
+from ascendir.interpreter.exec.nn_reference import evaluate_op, softmax, top_k_indices
 from ascendir.weights import WeightStore
 
 
@@ -65,10 +65,8 @@ def routed_indices(module: ModuleOp, weights: WeightStore, feeds: Mapping[str, n
         if not want:
             break
         if op in f32_topk:  # the moe_gating kernel's f32 softmax and top-k of the logits
-            logits = env[op.input.owner.operands[0]].astype(np.float32)
-            e = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
-            p = e / np.sum(e, axis=-1, keepdims=True)
-            env[op.indices] = np.argsort(-p, axis=-1, kind="stable")[:, :op.k.value.data]  # ties: lower index
+            p = softmax(env[op.input.owner.operands[0]].astype(np.float32), -1)
+            env[op.indices] = top_k_indices(p, op.k.value.data, -1)
         else:
             for r, v in zip(op.results, evaluate_op(op, [env[o] for o in op.operands], weights)):
                 env[r] = v

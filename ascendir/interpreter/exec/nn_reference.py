@@ -191,12 +191,22 @@ def _weight_quant_matmul(op: nn.WeightQuantMatmulOp, args, weights):
     return np.matmul(x.astype(np.float32, copy=False), wd.astype(np.float32))
 
 
-@semantics(nn.SoftmaxOp)
-def _softmax(op: nn.SoftmaxOp, args, weights):
-    x = _wide(args[0])
-    axis = op.axis.value.data
+def softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """exp(x - max) / sum over `axis`, in x's dtype (the caller widens)."""
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def top_k_indices(key: np.ndarray, k: int, axis: int, largest: bool = True) -> np.ndarray:
+    """Indices (int64) of the `k` largest (smallest) of `key` along `axis`, equal values in index
+    order: ONNX TopK's tie rule (a stable sort)."""
+    order = np.argsort(-key if largest else key, axis=axis, kind="stable")
+    return np.take(order, np.arange(k), axis=axis)
+
+
+@semantics(nn.SoftmaxOp)
+def _softmax(op: nn.SoftmaxOp, args, weights):
+    return softmax(_wide(args[0]), op.axis.value.data)
 
 
 def _norm_axes(x: np.ndarray, axis: int) -> tuple[int, ...]:
@@ -278,9 +288,7 @@ def _reduce(op: nn.ReduceOp, args, weights):
 def _topk(op: nn.TopKOp, args, weights):
     x, axis, k = args[0], op.axis.value.data, op.k.value.data
     key = x.astype(np.int64) if x.dtype.kind in "ub" else x
-    # A stable sort keeps equal elements in index order, the tie rule of ONNX TopK.
-    order = np.argsort(-key if op.largest.value.data else key, axis=axis, kind="stable")
-    indices = np.take(order, np.arange(k), axis=axis)
+    indices = top_k_indices(key, k, axis, bool(op.largest.value.data))
     return np.take_along_axis(x, indices, axis=axis), indices
 
 
