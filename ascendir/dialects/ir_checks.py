@@ -161,7 +161,7 @@ def check_loop_steps(module: ModuleOp) -> None:
     """Every scf.for whose step is an arith.constant steps by a positive amount, as MLIR's
     verifier requires (xDSL's does not check it): a step of 0 never ends, and the passes that
     count trips divide by it. A step computed at run time is checked when the loop runs
-    (interpreter/exec/common.py `loop_range`).
+    (`loop_range`).
 
     Raises:
         AscendirError: naming the loop and its step.
@@ -171,6 +171,18 @@ def check_loop_steps(module: ModuleOp) -> None:
             value = c.value
             if isinstance(value, IntegerAttr) and value.value.data <= 0:
                 raise AscendirError(f"scf.for: constant step {value.value.data} must be positive")
+
+
+def loop_range(lb: int, ub: int, step: int) -> range:
+    """The induction values of an scf.for from `lb` to `ub` by `step` (a step computed at run time:
+    the interpreter runs the loop over them, insert-sync's analysis counts them).
+
+    Raises:
+        AscendirError: a step that is not positive (MLIR: undefined; range() would refuse 0 and
+            count a negative one down)."""
+    if step <= 0:
+        raise AscendirError(f"scf.for: step {step} must be positive (lower bound {lb}, upper bound {ub})")
+    return range(lb, ub, step)
 
 
 def check_dominance(module: ModuleOp | Operation) -> None:

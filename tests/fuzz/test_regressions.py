@@ -348,6 +348,19 @@ def test_scf_for_with_a_negative_constant_step_in_opt() -> None:
     assert outcome.kind == "clean" and "scf.for: constant step -2 must be positive" in outcome.message, outcome
 
 
+@pytest.mark.parametrize("zero, step", [
+    ("%z = arith.subi %7, %7 : index", 0),
+    ("%c0x = arith.constant 0 : index\n    %z = arith.muli %7, %c0x : index", 0),
+    ("%c2 = arith.constant 2 : index\n    %z = arith.subi %7, %c2 : index", -2),
+])
+def test_scf_for_with_a_computed_nonpositive_step_in_insert_sync(zero: str, step: int) -> None:
+    # insert-sync's analysis counted the trips by dividing by it: internal error:
+    # ZeroDivisionError (a negative one counted 0 trips and passed); refused as the run refuses it
+    outcome = _opt(ADD_KERNEL.replace("ZERO", zero).replace("STEP", "%z"), "-p", "insert-sync")
+    assert outcome.kind == "clean", outcome
+    assert f"insert-sync: kernel @add_0: scf.for: step {step} must be positive (lower bound 0, upper bound 1)" in outcome.message, outcome
+
+
 def test_block_dim_of_2_62() -> None:
     outcome = _opt(KERNEL.replace("BLOCKS", str(2**62)))
     assert outcome.kind == "clean" and "block_dim must be <= 65535" in outcome.message, outcome
