@@ -361,6 +361,16 @@ def test_scf_for_with_a_computed_nonpositive_step_in_insert_sync(zero: str, step
     assert f"insert-sync: kernel @add_0: scf.for: step {step} must be positive (lower bound 0, upper bound 1)" in outcome.message, outcome
 
 
+@pytest.mark.parametrize("alloc", ["ascend.alloc", "ascend.alloc {offset = 0 : i64}"])
+def test_gm_alloc_outside_the_planned_footprint(alloc: str) -> None:
+    # @main's ascend.gm_footprint (arena 0) was trusted for the host-memory estimate: a 4 TiB GM
+    # alloc added after planning reached numpy (out of memory: Unable to allocate 4.00 TiB)
+    big = f"%2 = ascend.alloc : memref<4xf32, #ascend<space gm>>\n    %big = {alloc} : memref<{2**40}xf32, #ascend<space gm>>"
+    text = ADD_KERNEL.replace("ZERO", "").replace("STEP", "%6").replace("%2 = ascend.alloc : memref<4xf32, #ascend<space gm>>", big)
+    outcome = run_case(Case("ascendir", ("run", "in.mlir"), {"in.mlir": text.encode()}))
+    assert outcome.kind == "clean" and "needs about 4.0 TiB of host memory" in outcome.message, outcome
+
+
 def test_block_dim_of_2_62() -> None:
     outcome = _opt(KERNEL.replace("BLOCKS", str(2**62)))
     assert outcome.kind == "clean" and "block_dim must be <= 65535" in outcome.message, outcome
