@@ -134,10 +134,12 @@ def check_declarations(module: ModuleOp) -> None:
 
 
 def check_signatures(module: ModuleOp) -> None:
-    """Every tensor argument and result of every func.func has static dims, as the nn ops'
-    operands must (NNOp.verify_), and every tensor or memref one at most TENSOR_BUDGET elements
-    (an argument no op uses reached the inputs, or a timing-only run's zero views, unchecked:
-    2^62-wide dims overflowed numpy); memrefs' dims are otherwise left to the ascend verifiers.
+    """Every tensor or memref argument and result of every func.func has static dims (as the nn
+    ops' operands must, NNOp.verify_; @main's become the run's inputs and outputs), at most
+    TENSOR_BUDGET elements and no dim above it (an argument no op uses reached the inputs, or a
+    timing-only run's zero views, unchecked: 2^62-wide dims overflowed numpy, a `?` dim made a
+    negative shape, a 0x2^62 one was "too big" for numpy); kernels' memrefs are left to the ascend
+    verifiers.
 
     Raises:
         AscendirError: naming the function, the argument or result and its type.
@@ -151,10 +153,12 @@ def check_signatures(module: ModuleOp) -> None:
                     continue
                 shape = t.get_shape()
                 where = f"func.func @{op.sym_name.data}: {kind} {i}"
-                if isinstance(t, TensorType) and any(d < 0 for d in shape):
-                    raise AscendirError(f"{where} has a dynamic dim ({t}); tensors must have static shapes")
-                if all(d >= 0 for d in shape) and math.prod(shape) > TENSOR_BUDGET:
+                if any(d < 0 for d in shape):
+                    raise AscendirError(f"{where} has a dynamic dim ({t}); function arguments and results must have static shapes")
+                if math.prod(shape) > TENSOR_BUDGET:
                     raise AscendirError(f"{where} has {math.prod(shape)} elements ({t}); at most {TENSOR_BUDGET}")
+                if max(shape, default=0) > TENSOR_BUDGET:  # a zero-size one too: numpy sizes the other dims' product
+                    raise AscendirError(f"{where} has a dim of {max(shape)} ({t}); at most {TENSOR_BUDGET}")
 
 
 def check_loop_steps(module: ModuleOp) -> None:

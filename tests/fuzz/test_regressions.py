@@ -371,6 +371,20 @@ def test_gm_alloc_outside_the_planned_footprint(alloc: str) -> None:
     assert outcome.kind == "clean" and "needs about 4.0 TiB of host memory" in outcome.message, outcome
 
 
+@pytest.mark.parametrize("argv", [("run", "in.mlir"), ("run", "in.mlir", "--timing-only")])
+@pytest.mark.parametrize("arg, message", [
+    ("memref<?x4xf32, #ascend<space gm>>", "func.func @main: argument 1 has a dynamic dim (memref<?x4xf32"),
+    (f"memref<0x{2**62}xf32, #ascend<space gm>>", f"func.func @main: argument 1 has a dim of {2**62} (memref<0x{2**62}xf32"),
+])
+def test_main_memref_argument_shapes_are_checked(argv: tuple[str, ...], arg: str, message: str) -> None:
+    # an unused @main memref argument of a `?` dim (a negative input shape) or of a 2^62 dim
+    # beside a 0 (numpy: array is too big) reached the inputs: internal error: ValueError
+    text = ADD_KERNEL.replace("ZERO", "").replace("STEP", "%6").replace(
+        "func.func @main(%0: memref<4xf32, #ascend<space gm>>)", f"func.func @main(%0: memref<4xf32, #ascend<space gm>>, %x: {arg})")
+    outcome = run_case(Case("ascendir", argv, {"in.mlir": text.encode()}))
+    assert outcome.kind == "clean" and message in outcome.message, outcome
+
+
 def test_block_dim_of_2_62() -> None:
     outcome = _opt(KERNEL.replace("BLOCKS", str(2**62)))
     assert outcome.kind == "clean" and "block_dim must be <= 65535" in outcome.message, outcome
