@@ -41,6 +41,18 @@ TENSOR_BUDGET = 2**34
 """Elements any tensor may have, of an imported graph or a parsed function's signature (the
 interpreter's and the lowering's sizes stay well inside int64 byte offsets)."""
 
+
+def over_budget(shape) -> str | None:
+    """Why a static `shape` (a sequence of non-negative ints) is too large for a tensor, or None:
+    more than TENSOR_BUDGET elements, or a dim above it (a zero-size shape too: numpy refuses
+    0x2^62, "array is too big", as it sizes the other dims' product)."""
+    size = math.prod(shape)
+    if size > TENSOR_BUDGET:
+        return f"has {size} elements; at most {TENSOR_BUDGET}"
+    if max(shape, default=0) > TENSOR_BUDGET:
+        return f"has a dim of {max(shape)}; at most {TENSOR_BUDGET}"
+    return None
+
 DENSE_LITERAL_BUDGET = 2**26
 """Elements a dense literal of parsed IR may have (256 MiB of f32; xDSL holds it as a Python list
 of 8-byte references, 512 MiB, while it packs it)."""
@@ -155,10 +167,8 @@ def check_signatures(module: ModuleOp) -> None:
                 where = f"func.func @{op.sym_name.data}: {kind} {i}"
                 if any(d < 0 for d in shape):
                     raise AscendirError(f"{where} has a dynamic dim ({t}); function arguments and results must have static shapes")
-                if math.prod(shape) > TENSOR_BUDGET:
-                    raise AscendirError(f"{where} has {math.prod(shape)} elements ({t}); at most {TENSOR_BUDGET}")
-                if max(shape, default=0) > TENSOR_BUDGET:  # a zero-size one too: numpy sizes the other dims' product
-                    raise AscendirError(f"{where} has a dim of {max(shape)} ({t}); at most {TENSOR_BUDGET}")
+                if (why := over_budget(shape)) is not None:
+                    raise AscendirError(f"{where} {why} ({t})")
 
 
 def check_loop_steps(module: ModuleOp) -> None:
