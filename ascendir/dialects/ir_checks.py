@@ -121,13 +121,15 @@ def check_string_literals(text: str, where: str) -> None:
 
 def check_module(module: ModuleOp) -> None:
     """What every parsed module must satisfy before a pass or the simulator sees it:
-    `check_declarations`, `check_signatures`, `check_dominance` and `check_loop_steps`.
+    `check_declarations`, `check_signatures`, `check_value_shapes`, `check_dominance` and
+    `check_loop_steps`.
 
     Raises:
         AscendirError: naming the function or op and the reason.
     """
     check_declarations(module)
     check_signatures(module)
+    check_value_shapes(module)
     check_dominance(module)
     check_loop_steps(module)
 
@@ -169,6 +171,24 @@ def check_signatures(module: ModuleOp) -> None:
                     raise AscendirError(f"{where} has a dynamic dim ({t}); function arguments and results must have static shapes")
                 if (why := over_budget(shape)) is not None:
                     raise AscendirError(f"{where} {why} ({t})")
+
+
+def check_value_shapes(module: ModuleOp) -> None:
+    """No op result inside a function or kernel is a tensor or memref over the budget
+    (`over_budget`; dynamic dims are left to the verifiers): an nn.reshape of a 0x4 tensor to
+    0x2^62 made numpy refuse the shape mid-run.
+
+    Raises:
+        AscendirError: naming the op and the type.
+    """
+    for op in module.walk():
+        for r in op.results:
+            t = r.type
+            if not isinstance(t, (TensorType, MemRefType)):
+                continue
+            shape = t.get_shape()
+            if all(d >= 0 for d in shape) and (why := over_budget(shape)) is not None:
+                raise AscendirError(f"{op.name}: result {why} ({t})")
 
 
 def check_loop_steps(module: ModuleOp) -> None:
