@@ -413,6 +413,17 @@ def test_op_result_of_zero_size_with_a_huge_dim(argv: tuple[str, ...]) -> None:
     assert outcome.kind == "clean" and f"nn.reshape: result has a dim of {2**62}; at most" in outcome.message, outcome
 
 
+def test_onnx_value_of_zero_size_with_a_huge_dim() -> None:
+    # a Reshape of a 0x4 input to [0, 2^62] (0 elements, within the budget) made numpy refuse
+    # the shape mid-run: internal error: ValueError: array is too big
+    shapes = [numpy_helper.from_array(np.array([0, 2**62], np.int64), "s"), numpy_helper.from_array(np.array([0, 4], np.int64), "s2")]
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["t"]), helper.make_node("Reshape", ["t", "s2"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, 4])], shapes)
+    message = import_error(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert f"output 't' (shape [0, {2**62}]) has a dim of {2**62}; at most" in message, message
+
+
 def test_block_dim_of_2_62() -> None:
     outcome = _opt(KERNEL.replace("BLOCKS", str(2**62)))
     assert outcome.kind == "clean" and "block_dim must be <= 65535" in outcome.message, outcome

@@ -250,6 +250,8 @@ def check_node(
             raise AscendirError(
                 f"output '{clip(name)}' would have {n} elements (shape {list(shape)}); a tensor {what} may have at most {budget}"
             )
+        if max(shape, default=0) > TENSOR_BUDGET:  # a zero-size one too (numpy refuses 0x2^62: over_budget)
+            raise AscendirError(f"output '{clip(name)}' (shape {list(shape)}) {over_budget(shape)}")
     return shapes
 
 
