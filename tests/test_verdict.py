@@ -270,3 +270,28 @@ def test_check_ort_says_when_onnxruntime_optimised_agrees(tmp_path: Path) -> Non
     o0 = run_cli("run", model, "-O0", "--check-ort")
     assert o0.exit_code == 0 and o0.stdout.startswith("PASS") and "note:" not in o0.stdout, o0.output
 
+
+
+def test_check_ort_without_optimised_session_keeps_the_fail(tmp_path: Path, monkeypatch) -> None:
+    """When onnxruntime's optimised session (ORT_ENABLE_ALL) cannot load or run a model its plain
+    session runs, a FAILing --check-ort keeps its plain FAIL (exit 1, no note, a report `ascendir
+    report` reads) instead of exiting 2 on the optimised session's error. llama_dynamic -O1 FAILs
+    (test above); the optimised session's failure is simulated by refusing optimised=True."""
+    import ascendir.api.verdict as verdict_mod
+    from ascendir.errors import AscendirError
+
+    real = verdict_mod.onnxruntime_outputs
+
+    def no_optimised(model, feeds, optimised=False):
+        if optimised:
+            raise AscendirError(f"onnxruntime cannot run {model}: optimiser failed")
+        return real(model, feeds)
+
+    monkeypatch.setattr(verdict_mod, "onnxruntime_outputs", no_optimised)
+    rep = tmp_path / "r.json"
+    r = run_cli("run", DATA / "quant" / "llama_dynamic" / "model.onnx", "-O1", "--check-ort", "--report", rep)
+    assert r.exit_code == 1, r.output
+    assert r.stdout.startswith("FAIL: 1 output against onnxruntime") and "note:" not in r.stdout, r.output
+    v = json.loads(rep.read_text())["verdict"]
+    assert v["status"] == "fail" and "cause" not in v and "ort_optimised" not in v
+    assert run_cli("report", rep).exit_code == 0

@@ -237,7 +237,12 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
             if check_ort and verdict["status"] == "fail":
                 from ascendir.api.verdict import explain_by_optimised
 
-                explain_by_optimised(verdict, result.outputs, onnxruntime_outputs(model, feeds, optimised=True), dtype)
+                try:
+                    optimised = onnxruntime_outputs(model, feeds, optimised=True)
+                except AscendirError:  # onnxruntime's optimisers fail where its plain graph ran: no note, the FAIL stands
+                    optimised = None
+                if optimised is not None:
+                    explain_by_optimised(verdict, result.outputs, optimised, dtype)
             result.report["verdict"] = verdict
         _write_run_files(result, outputs, report_path, None if writer else trace_path, plots)
         if writer is not None:

@@ -10,9 +10,10 @@ Estimate (bytes; `run_host_bytes`), the larger of two moments of a run on a lowe
 - making the inputs: every input array, plus the float64 draw of the largest random float input
   (numpy's `standard_normal` draws float64, then casts: 8 bytes an element);
 - simulating: each input twice (the caller's array and the simulator's GM copy), the weights,
-  the GM intermediates (plan-memory's arena when @main has `ascend.gm_footprint`, else every GM
-  `ascend.alloc` of @main), each output twice (its GM buffer and the copy the run returns); times
-  the devices of an SPMD run (one process holds them all).
+  the GM intermediates (plan-memory's arena when @main has `ascend.gm_footprint`, plus the GM
+  `ascend.alloc`s of @main outside it; else every GM `ascend.alloc` of @main), each output twice
+  (its GM buffer and the copy the run returns); times the devices of an SPMD run (one process
+  holds them all).
 Measured: `ascendir run` of an 8192x8192 f32 add (estimate 1.00 GiB) peaked at 1.03 GiB above the
 process' start-up RSS. Kernel-local buffers (UB, L1, L0) are small and not counted.
 
@@ -96,7 +97,7 @@ def run_host_bytes(module: ModuleOp, main: func.FuncOp, names: Sequence[str], ra
     block = main.body.block
     ret = block.last_op
     outputs = {root_of(v) for v in ret.operands} if isinstance(ret, func.ReturnOp) else set()
-    weights = outs = gm = 0
+    weights = outs = gm = unplanned = planned_end = 0
     for op in block.ops:
         if isinstance(op, ascend.WeightOp):
             weights += value_bytes(op.result.type)
@@ -107,8 +108,14 @@ def run_host_bytes(module: ModuleOp, main: func.FuncOp, names: Sequence[str], ra
                 items.append((f"output buffer %{op.result.name_hint or '?'}", n))
             else:
                 gm += n
+                if (offset := op.attributes.get("offset")) is None:
+                    unplanned += n
+                else:
+                    planned_end = max(planned_end, offset.value.data + n)
     fp = gm_footprint(module)
-    arena = fp["arena"] if fp is not None else gm
+    # the attribute covers the allocs plan-memory placed (an `offset` in its arena); one it did
+    # not place, or one reaching past the arena (IR edited after planning), is counted on top
+    arena = max(fp["arena"], planned_end) + unplanned if fp is not None else gm
     if weights:
         items.append(("the weights", weights))
     if arena:

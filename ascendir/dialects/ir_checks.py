@@ -41,6 +41,18 @@ TENSOR_BUDGET = 2**34
 """Elements any tensor may have, of an imported graph or a parsed function's signature (the
 interpreter's and the lowering's sizes stay well inside int64 byte offsets)."""
 
+
+def over_budget(shape) -> str | None:
+    """Why a static `shape` (a sequence of non-negative ints) is too large for a tensor, or None:
+    more than TENSOR_BUDGET elements, or a dim above it (a zero-size shape too: numpy refuses
+    0x2^62, "array is too big", as it sizes the other dims' product)."""
+    size = math.prod(shape)
+    if size > TENSOR_BUDGET:
+        return f"has {size} elements; at most {TENSOR_BUDGET}"
+    if max(shape, default=0) > TENSOR_BUDGET:
+        return f"has a dim of {max(shape)}; at most {TENSOR_BUDGET}"
+    return None
+
 DENSE_LITERAL_BUDGET = 2**26
 """Elements a dense literal of parsed IR may have (256 MiB of f32; xDSL holds it as a Python list
 of 8-byte references, 512 MiB, while it packs it)."""
@@ -109,13 +121,15 @@ def check_string_literals(text: str, where: str) -> None:
 
 def check_module(module: ModuleOp) -> None:
     """What every parsed module must satisfy before a pass or the simulator sees it:
-    `check_declarations`, `check_signatures`, `check_dominance` and `check_loop_steps`.
+    `check_declarations`, `check_signatures`, `check_value_shapes`, `check_dominance` and
+    `check_loop_steps`.
 
     Raises:
         AscendirError: naming the function or op and the reason.
     """
     check_declarations(module)
     check_signatures(module)
+    check_value_shapes(module)
     check_dominance(module)
     check_loop_steps(module)
 
@@ -134,10 +148,12 @@ def check_declarations(module: ModuleOp) -> None:
 
 
 def check_signatures(module: ModuleOp) -> None:
-    """Every tensor argument and result of every func.func has static dims, as the nn ops'
-    operands must (NNOp.verify_), and every tensor or memref one at most TENSOR_BUDGET elements
-    (an argument no op uses reached the inputs, or a timing-only run's zero views, unchecked:
-    2^62-wide dims overflowed numpy); memrefs' dims are otherwise left to the ascend verifiers.
+    """Every tensor or memref argument and result of every func.func has static dims (as the nn
+    ops' operands must, NNOp.verify_; @main's become the run's inputs and outputs), at most
+    TENSOR_BUDGET elements and no dim above it (an argument no op uses reached the inputs, or a
+    timing-only run's zero views, unchecked: 2^62-wide dims overflowed numpy, a `?` dim made a
+    negative shape, a 0x2^62 one was "too big" for numpy); kernels' memrefs are left to the ascend
+    verifiers.
 
     Raises:
         AscendirError: naming the function, the argument or result and its type.
@@ -151,17 +167,35 @@ def check_signatures(module: ModuleOp) -> None:
                     continue
                 shape = t.get_shape()
                 where = f"func.func @{op.sym_name.data}: {kind} {i}"
-                if isinstance(t, TensorType) and any(d < 0 for d in shape):
-                    raise AscendirError(f"{where} has a dynamic dim ({t}); tensors must have static shapes")
-                if all(d >= 0 for d in shape) and math.prod(shape) > TENSOR_BUDGET:
-                    raise AscendirError(f"{where} has {math.prod(shape)} elements ({t}); at most {TENSOR_BUDGET}")
+                if any(d < 0 for d in shape):
+                    raise AscendirError(f"{where} has a dynamic dim ({t}); function arguments and results must have static shapes")
+                if (why := over_budget(shape)) is not None:
+                    raise AscendirError(f"{where} {why} ({t})")
+
+
+def check_value_shapes(module: ModuleOp) -> None:
+    """No op result inside a function or kernel is a tensor or memref over the budget
+    (`over_budget`; dynamic dims are left to the verifiers): an nn.reshape of a 0x4 tensor to
+    0x2^62 made numpy refuse the shape mid-run.
+
+    Raises:
+        AscendirError: naming the op and the type.
+    """
+    for op in module.walk():
+        for r in op.results:
+            t = r.type
+            if not isinstance(t, (TensorType, MemRefType)):
+                continue
+            shape = t.get_shape()
+            if all(d >= 0 for d in shape) and (why := over_budget(shape)) is not None:
+                raise AscendirError(f"{op.name}: result {why} ({t})")
 
 
 def check_loop_steps(module: ModuleOp) -> None:
     """Every scf.for whose step is an arith.constant steps by a positive amount, as MLIR's
     verifier requires (xDSL's does not check it): a step of 0 never ends, and the passes that
     count trips divide by it. A step computed at run time is checked when the loop runs
-    (interpreter/exec/common.py `loop_range`).
+    (`loop_range`).
 
     Raises:
         AscendirError: naming the loop and its step.
@@ -171,6 +205,18 @@ def check_loop_steps(module: ModuleOp) -> None:
             value = c.value
             if isinstance(value, IntegerAttr) and value.value.data <= 0:
                 raise AscendirError(f"scf.for: constant step {value.value.data} must be positive")
+
+
+def loop_range(lb: int, ub: int, step: int) -> range:
+    """The induction values of an scf.for from `lb` to `ub` by `step` (a step computed at run time:
+    the interpreter runs the loop over them, insert-sync's analysis counts them).
+
+    Raises:
+        AscendirError: a step that is not positive (MLIR: undefined; range() would refuse 0 and
+            count a negative one down)."""
+    if step <= 0:
+        raise AscendirError(f"scf.for: step {step} must be positive (lower bound {lb}, upper bound {ub})")
+    return range(lb, ub, step)
 
 
 def check_dominance(module: ModuleOp | Operation) -> None:

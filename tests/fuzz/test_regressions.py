@@ -348,6 +348,82 @@ def test_scf_for_with_a_negative_constant_step_in_opt() -> None:
     assert outcome.kind == "clean" and "scf.for: constant step -2 must be positive" in outcome.message, outcome
 
 
+@pytest.mark.parametrize("zero, step", [
+    ("%z = arith.subi %7, %7 : index", 0),
+    ("%c0x = arith.constant 0 : index\n    %z = arith.muli %7, %c0x : index", 0),
+    ("%c2 = arith.constant 2 : index\n    %z = arith.subi %7, %c2 : index", -2),
+])
+def test_scf_for_with_a_computed_nonpositive_step_in_insert_sync(zero: str, step: int) -> None:
+    # insert-sync's analysis counted the trips by dividing by it: internal error:
+    # ZeroDivisionError (a negative one counted 0 trips and passed); refused as the run refuses it
+    outcome = _opt(ADD_KERNEL.replace("ZERO", zero).replace("STEP", "%z"), "-p", "insert-sync")
+    assert outcome.kind == "clean", outcome
+    assert f"insert-sync: kernel @add_0: scf.for: step {step} must be positive (lower bound 0, upper bound 1)" in outcome.message, outcome
+
+
+@pytest.mark.parametrize("alloc", ["ascend.alloc", "ascend.alloc {offset = 0 : i64}"])
+def test_gm_alloc_outside_the_planned_footprint(alloc: str) -> None:
+    # @main's ascend.gm_footprint (arena 0) was trusted for the host-memory estimate: a 64 GiB GM
+    # alloc (2^34 elements, the budget) added after planning reached numpy (out of memory)
+    big = f"%2 = ascend.alloc : memref<4xf32, #ascend<space gm>>\n    %big = {alloc} : memref<{2**34}xf32, #ascend<space gm>>"
+    text = ADD_KERNEL.replace("ZERO", "").replace("STEP", "%6").replace("%2 = ascend.alloc : memref<4xf32, #ascend<space gm>>", big)
+    outcome = run_case(Case("ascendir", ("run", "in.mlir"), {"in.mlir": text.encode()}))
+    assert outcome.kind == "clean" and "needs about 64.0 GiB of host memory" in outcome.message, outcome
+
+
+@pytest.mark.parametrize("argv", [("run", "in.mlir"), ("run", "in.mlir", "--timing-only")])
+@pytest.mark.parametrize("arg, message", [
+    ("memref<?x4xf32, #ascend<space gm>>", "func.func @main: argument 1 has a dynamic dim (memref<?x4xf32"),
+    (f"memref<0x{2**62}xf32, #ascend<space gm>>", f"func.func @main: argument 1 has a dim of {2**62}; at most {2**34} (memref<0x{2**62}xf32"),
+])
+def test_main_memref_argument_shapes_are_checked(argv: tuple[str, ...], arg: str, message: str) -> None:
+    # an unused @main memref argument of a `?` dim (a negative input shape) or of a 2^62 dim
+    # beside a 0 (numpy: array is too big) reached the inputs: internal error: ValueError
+    text = ADD_KERNEL.replace("ZERO", "").replace("STEP", "%6").replace(
+        "func.func @main(%0: memref<4xf32, #ascend<space gm>>)", f"func.func @main(%0: memref<4xf32, #ascend<space gm>>, %x: {arg})")
+    outcome = run_case(Case("ascendir", argv, {"in.mlir": text.encode()}))
+    assert outcome.kind == "clean" and message in outcome.message, outcome
+
+
+@pytest.mark.parametrize("argv", [("run", "m.onnx"), ("run", "m.onnx", "--timing-only")])
+def test_onnx_input_of_zero_size_with_a_huge_dim(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    # a 0x2^62 input has 0 elements, within the budget; numpy refused its shape: internal error:
+    # ValueError: array is too big
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 2**62])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, 2**62])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    outcome = run_case(Case("ascendir", argv, {"m.onnx": model.SerializeToString()}))
+    assert outcome.kind == "clean" and f"input 'x' (shape [0, {2**62}]) has a dim of {2**62}; at most" in outcome.message, outcome
+
+
+@pytest.mark.parametrize("argv", [("run", "in.mlir"), ("run", "in.mlir", "--timing-only")])
+def test_op_result_of_zero_size_with_a_huge_dim(argv: tuple[str, ...]) -> None:
+    # a 0x2^62 value inside @main (within the element budget) made numpy refuse its shape
+    # mid-run: internal error: ValueError: array is too big
+    text = f"""builtin.module {{
+  func.func @main(%a: tensor<0x4xf32>) -> tensor<0x4xf32> {{
+    %b = nn.reshape %a : (tensor<0x4xf32>) -> tensor<0x{2**62}xf32>
+    %c = nn.reshape %b : (tensor<0x{2**62}xf32>) -> tensor<0x4xf32>
+    func.return %c : tensor<0x4xf32>
+  }}
+}}
+"""
+    outcome = run_case(Case("ascendir", argv, {"in.mlir": text.encode()}))
+    assert outcome.kind == "clean" and f"nn.reshape: result has a dim of {2**62}; at most" in outcome.message, outcome
+
+
+def test_onnx_value_of_zero_size_with_a_huge_dim() -> None:
+    # a Reshape of a 0x4 input to [0, 2^62] (0 elements, within the budget) made numpy refuse
+    # the shape mid-run: internal error: ValueError: array is too big
+    shapes = [numpy_helper.from_array(np.array([0, 2**62], np.int64), "s"), numpy_helper.from_array(np.array([0, 4], np.int64), "s2")]
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["t"]), helper.make_node("Reshape", ["t", "s2"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, 4])], shapes)
+    message = import_error(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert f"output 't' (shape [0, {2**62}]) has a dim of {2**62}; at most" in message, message
+
+
 def test_block_dim_of_2_62() -> None:
     outcome = _opt(KERNEL.replace("BLOCKS", str(2**62)))
     assert outcome.kind == "clean" and "block_dim must be <= 65535" in outcome.message, outcome

@@ -8,7 +8,6 @@ else goes through the converter table. Constants become IR only where a converte
 from __future__ import annotations
 
 import functools
-import math
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,7 +40,7 @@ from ascendir.frontends.onnx.loading import (
     load_model,
     onnx_dtype_to_numpy,
 )
-from ascendir.frontends.onnx.validation import TENSOR_BUDGET, check_attributes, check_graph_names, check_node, clip
+from ascendir.frontends.onnx.validation import check_attributes, check_graph_names, check_node, clip, over_budget
 from ascendir.frontends.onnx.values import Constant, TensorSequence, Value, element_name, element_names
 from ascendir.weights import WeightStore
 
@@ -237,8 +236,8 @@ class _GraphImporter:
             if problem:
                 problems.append(problem)
                 continue
-            if math.prod(shape) > TENSOR_BUDGET:
-                raise AscendirError(f"input '{clip(vi.name)}' has {math.prod(shape)} elements (shape {shape}); at most {TENSOR_BUDGET}")
+            if (why := over_budget(shape)) is not None:
+                raise AscendirError(f"input '{clip(vi.name)}' (shape {shape}) {why}")
             try:
                 types.append(tensor_type(dtype, shape))
             except AscendirError as e:

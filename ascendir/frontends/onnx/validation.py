@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, NodeProto, TensorProto, helper, numpy_helper
 
-from ascendir.dialects.ir_checks import TENSOR_BUDGET
+from ascendir.dialects.ir_checks import TENSOR_BUDGET, over_budget
 from ascendir.errors import AscendirError
 
 FOLD_BUDGET = 2**26
@@ -113,9 +113,9 @@ def tensor_data_problem(t: TensorProto) -> str | None:
     dims = list(t.dims)
     if any(d < 0 for d in dims):
         return f"negative dim in shape {dims}"
+    if (why := over_budget(dims)) is not None:
+        return f"shape {dims} {why}"
     size = math.prod(dims)
-    if size > TENSOR_BUDGET:
-        return f"shape {dims} has {size} elements (at most {TENSOR_BUDGET})"
     if t.data_location == TensorProto.EXTERNAL:
         return None
     packed = t.data_type in _PACKED
@@ -250,6 +250,8 @@ def check_node(
             raise AscendirError(
                 f"output '{clip(name)}' would have {n} elements (shape {list(shape)}); a tensor {what} may have at most {budget}"
             )
+        if max(shape, default=0) > TENSOR_BUDGET:  # a zero-size one too (numpy refuses 0x2^62: over_budget)
+            raise AscendirError(f"output '{clip(name)}' (shape {list(shape)}) {over_budget(shape)}")
     return shapes
 
 

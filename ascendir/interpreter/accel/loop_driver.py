@@ -11,7 +11,8 @@ from ascendir.interpreter.accel.loop_memo import LoopMemo
 from ascendir.interpreter.accel.remap import Remap
 from ascendir.interpreter.accel.steady import MIN_TRIPS, SteadyLoop, step_test
 from ascendir.interpreter.accel.xblock import BlockMemo, Track
-from ascendir.interpreter.exec.common import Closure, loop_range
+from ascendir.dialects.ir_checks import loop_range
+from ascendir.interpreter.exec.common import Closure
 from ascendir.interpreter.state import EXTRAPOLATED, FLOPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPES
 

@@ -10,7 +10,6 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 from ascendir.dtypes import to_numpy_dtype
-from ascendir.errors import AscendirError
 from ascendir.costmodel import CostEnv
 from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES
 from ascendir.dialects.ascend.placement import default_unit
@@ -54,17 +53,6 @@ class KernelInfo:
 
 def np_dtype(t: MemRefType) -> np.dtype:
     return to_numpy_dtype(t.element_type)
-
-def loop_range(lb: int, ub: int, step: int) -> range:
-    """The induction values of an scf.for from `lb` to `ub` by `step`.
-
-    Raises:
-        AscendirError: a step that is not positive (MLIR: undefined; range() would refuse 0 and
-            count a negative one down)."""
-    if step <= 0:
-        raise AscendirError(f"scf.for: step {step} must be positive (lower bound {lb}, upper bound {ub})")
-    return range(lb, ub, step)
-
 
 def zero_view(shape, dtype: np.dtype) -> np.ndarray:
     return np.broadcast_to(np.zeros((), dtype), tuple(shape))

@@ -12,7 +12,8 @@ from ascendir.interpreter.accel.loop_memo import LoopMemo, memo_inputs, never_ag
 from ascendir.interpreter.accel.steady import uniform_loop
 from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.interpreter.accel.xblock import BlockMemo
-from ascendir.interpreter.exec.common import Closure, loop_range
+from ascendir.dialects.ir_checks import loop_range
+from ascendir.interpreter.exec.common import Closure
 
 class ScfOps:
     """Compiler part: structured control flow (mixed into compiler.Compiler)."""

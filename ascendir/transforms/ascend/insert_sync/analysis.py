@@ -17,7 +17,9 @@ from xdsl.ir import Block, Operation, SSAValue
 from ascendir.costmodel.buffer_lifetimes import dropped_dims as _dropped_dims, ranges_overlap as _overlap
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import Pipe, module_arch, space_of, subblock
+from ascendir.dialects.ir_checks import loop_range
 from ascendir.dtypes import itemsize
+from ascendir.errors import AscendirError
 from ascendir.transforms.ascend.insert_sync.bounds import UNBOUNDED, decide, interval, trip_counts
 from ascendir.transforms.ascend.insert_sync.conflict import Conflict
 from ascendir.transforms.ascend.insert_sync.ops import kernel_flag_units, op_pipe, op_unit, split_units, written
@@ -224,6 +226,7 @@ class _Run:
             counts = self.data_counts(op, period)
             iters: list[int] = list(range(counts[0] if len(counts) == 1 else counts[self.choose(op, len(counts) + 1)]))
         else:
+            loop_range(lb, ub, st)  # a step of 0 or less: refused as the run refuses it (no trip count)
             iters = _sampled(max(0, -(-(ub - lb) // st)), period)
         iv, args = op.body.block.args[0], op.body.block.args[1:]
         carried = [self.maybe(v) for v in op.iter_args]
@@ -391,6 +394,8 @@ def conflicts(kernel: ascend.KernelOp, executed: set | None = None, arch: str | 
                 run.block(kernel.body.block)
             except _Unknown:
                 return None
+            except AscendirError as e:
+                raise AscendirError(f"insert-sync: kernel @{kernel.sym_name.data}: {e}") from None
             found += [c for c in run.conflicts if c not in found]
             if executed is not None:
                 executed |= run.flags_run
