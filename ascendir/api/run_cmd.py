@@ -240,8 +240,8 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
                 try:
                     optimised = onnxruntime_outputs(model, feeds, optimised=True)
                 except AscendirError:  # onnxruntime's optimisers fail where its plain graph ran: no note, the FAIL stands
-                    optimised = None
-                if optimised is not None:
+                    pass
+                else:
                     explain_by_optimised(verdict, result.outputs, optimised, dtype)
             result.report["verdict"] = verdict
         _write_run_files(result, outputs, report_path, None if writer else trace_path, plots)
