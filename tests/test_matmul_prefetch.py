@@ -81,7 +81,12 @@ def test_prefetching_kernel_holds_no_pipe(text, spec, monkeypatch):
 
     held = []
     block = holds.Holds.block
-    monkeypatch.setattr(holds.Holds, "block", lambda self, *a: (held.append(self.kernel), block(self, *a))[1])
+
+    def counted(self, *args):
+        held.append(self.kernel)
+        return block(self, *args)
+
+    monkeypatch.setattr(holds.Holds, "block", counted)
     lowered = lower_text(with_tiling(text, spec))
     assert ascend.CoreType.MIX in [kern.core_type.data for kern in kernels(lowered)]
     simulate(lowered, None, {}, load_target("ascend910b2"), timing_only=True)
