@@ -64,6 +64,47 @@ def test_prefetch_beside_an_aiv_epilogue_computes_the_same_numbers(act):
     assert runs[1][1]["l2_hit_rate"] > runs[0][1]["l2_hit_rate"]
 
 
+@pytest.mark.parametrize("text,spec", [
+    (matmul_text((1, 1024), (1024, 768), (1, 768), "f16"), PLAIN + ",prefetch=1"),  # both AIVs, one parity each
+    (matmul_text((40, 700), (700, 333), (40, 333), "f16"), PLAIN + ",split_k=2,prefetch=1"),
+    (fuse(epilogue_text(40, 700, 333, "silu", bias=True, dt="f16", residual=True)), PLAIN + ",prefetch=1"),  # AIV 1 alone
+    (matmul_text((200, 200), (200, 256), (200, 256), "f16"), "m=32,n=32,k=32,l1_depth=2,prefetch=1"),  # the A warm-up
+    (matmul_text((512, 1024), (1024, 1024), (512, 1024), "f16"), "m=128,n=128,k=64,l1_depth=2,tail_split=3,prefetch=1"),
+])
+def test_prefetching_kernel_holds_no_pipe(text, spec, monkeypatch):
+    """Each AIV's fill of a B chunk is emitted inside the AIC's walk, just before the AIC's
+    wait for it (`_Prefetch.fill`): no cross-core wait comes before its set in program order, so
+    neither walk holds a pipe (interpreter/timing/holds.py), in whatever form the kernel takes
+    (two prefetching AIVs, split K, AIV 1 alone beside an AIV epilogue, the A warm-up, tail
+    ranges). Emitted as each AIV's own walk after the AIC's part, every one of them held."""
+    from ascendir.interpreter.timing import holds
+
+    held = []
+    block = holds.Holds.block
+
+    def counted(self, *args):
+        held.append(self.kernel)
+        return block(self, *args)
+
+    monkeypatch.setattr(holds.Holds, "block", counted)
+    lowered = lower_text(with_tiling(text, spec))
+    assert ascend.CoreType.MIX in [kern.core_type.data for kern in kernels(lowered)]
+    simulate(lowered, None, {}, load_target("ascend910b2"), timing_only=True)
+    assert held == []
+
+
+def test_weight_gemm_prefetch_extrapolates_its_steady_state():
+    """LLaMA-7B's down projection (M, N, K = 512, 4096, 11008, the tiling the search picks: B
+    prefetched): without held pipes the timing walk extrapolates the steady state of its loops
+    (it walked every iteration while the AIVs' walk came after the AIC's)."""
+    hw = load_target("ascend910b2")
+    best = search(Problem(1, 512, 4096, 11008, "f16", 2, b_nz=True), hw).best
+    assert best.prefetch == 1
+    rep = simulate(lower_text(with_tiling(weight_text(512, 11008, 4096), best.text())), None, {}, hw, timing_only=True).report
+    (mm,) = [k for k in rep["kernels"] if k["name"].startswith("matmul")]
+    assert mm["core_type"] == "mix" and mm["extrapolated_iterations"] > 0
+
+
 def test_prefetch_field_is_checked():
     assert parse_tiling("m=16,prefetch=1") == {"m": 16, "prefetch": 1}
     with pytest.raises(AscendirError, match="prefetch=2 must be 0 or 1"):

@@ -482,6 +482,11 @@ class _CubeKernel:
         gm_res = next(it) if products[0].epilogue.residual is not None else None
         gm_cbias = next(it) if products[0].epilogue.channel_bias is not None else None
         self.gm_ws = next(it) if self.ws is not None else None
+        if self.warm_a:  # the AIVs' A warm-up first in program order: before the queues' primes, whose MTE2 end
+            # goes to the unit of the next MTE2 op (flag_placement.flag_units), the AIC's first load
+            for s in dict.fromkeys(_Prefetch.aivs(self.mix)):
+                with kb.on_subblock(s):
+                    _Prefetch.warm_a(self, s)
         self._buffers(gm_res, gm_cbias)
         if self.warm_a:  # a core of the last wave (one item more than the cores that warm A)
             self.long_core = kb.emit(arith.CmpiOp(kb.idx(kb.block_idx), kb.idx(g.ntiles % g.block_dim), "ult")).results[0]
@@ -498,10 +503,11 @@ class _CubeKernel:
                 kb, self.gm_cs[0], self.out_stage.fix_to_aiv, vec_act, gm_res, g.ntiles, [lay.batch, lay.m_rows, self.ns[0]],
                 [g.bm, g.bn], self.out_elem, g.swizzle, gm_cbias,
             )
-        # after the epilogue: the AIC's FIX -> MTE2 flag (no units attribute) goes to the unit of
-        # the next MTE2 op in program order (flag_placement.flag_units), AIV 0's epilogue load
+        # the AIVs' prefetch runs inside the AIC's walk (`_Prefetch.fill`), so the AIC's FIX -> MTE2
+        # flag (no units attribute) goes to the next MTE2 op in program order (flag_placement.flag_units),
+        # AIV 0's epilogue load
         if self.pf is not None:
-            self.pf.emit_aivs(self)
+            self.pf.drain()
         ctx.launch(kb.finish(), self.args)
 
     def _buffers(self, gm_res: SSAValue | None, gm_cbias: SSAValue | None) -> None:
@@ -552,20 +558,9 @@ class _CubeKernel:
             lambda: self._dispatch(t, i + 1, end, body),
         )
 
-    def item_k(self, t: Index, start: int, i: int) -> tuple[tuple[Index, ...], Index, Index, Index]:
-        """(tile coordinates, B row of its batch, K range lo / hi) of work
-        item t of product i: what the AIC's loads and the AIVs' prefetch both walk."""
-        kb, g, lay = self.kb, self.g, self.lay
-        coords = _tile_coords(kb, kb.sub(t, start), g.splits, lay.batch, lay.m_rows, self.ns[i], g.bm, g.bn, g.swizzle)
-        si, ib = coords[0], coords[1]
-        b_row = kb.mul(_batch_index(kb, ib, lay.out_batch, lay.b_batch), lay.k)
-        k_lo = kb.mul(si, g.k_split)
-        k_hi = lay.k if g.splits == 1 else kb.min(kb.add(k_lo, g.k_split), lay.k)
-        return coords, b_row, k_lo, k_hi
-
     def tail_k(self, t: Index) -> tuple[Index, Index, Index, Index, Index, Index]:
         """(m0, n0, K range lo / hi, L1 chunks the core ran before, workspace row) of tail item
-        t >= g.normal (`_tail_item`; the prefetching AIVs walk the same). Split-major order
+        t >= g.normal (`_tail_item`). Split-major order
         (catlass TailSplitkGemmIdentityBlockSwizzle's K slices): u = t - normal is K range
         s = u / tail of tail tile j = u mod tail, so the block-cyclic walk gives a core ranges
         of different s. A tile's C L1 chunks split as evenly as whole chunks allow: range s
@@ -754,9 +749,10 @@ class _CubeKernel:
         _unless(kb, self.warm_a and self.long_core, load_a)
         # the core's first B chunk: read directly (its AIV skips it, `_Prefetch.first`)
         first = self.pf.first(self, self.item_t, k1, self.k_lo) if self.pf is not None else False
-        if self.pf is not None:  # AIV p has brought this B chunk into L2
-            _unless(kb, first, lambda: self.pf.wait_filled(p))
-        kb.copy(kb.subview(gm_b, [kb.add(self.b_row, k1), n0], [ksz, nsz]), self.l1b[p], layout=self.b_layout)
+        b = kb.subview(gm_b, [kb.add(self.b_row, k1), n0], [ksz, nsz])
+        if self.pf is not None:  # AIV p brings this B chunk into L2 (`_Prefetch.fill`), then the AIC waits for it
+            _unless(kb, first, lambda: (self.pf.fill(p, b), self.pf.wait_filled(p)))
+        kb.copy(b, self.l1b[p], layout=self.b_layout)
         if self.warm_a:
             kb.if_else(self.long_core, load_a, lambda: None)
         self.q_l1[p].handoff()
@@ -800,12 +796,21 @@ class _Prefetch:
     vendor's weight prefetch (torch_npu.npu_prefetch, vllm-ascend weight_prefetch: weights moved
     into L2 ahead of the matmul so the cube's MTE2 reads them at the L2 rate).
 
-    AIV p walks the AIC's work list and reads every B chunk of ping-pong parity p (the L1 slot
-    the AIC loads it into) GM -> UB, a scratch tile nobody reads: the read leaves the lines in
-    L2. Per chunk, on AIV p: wait for a free slot (AIC MTE2 -> AIV MTE3, PREFETCH_SLOTS primed),
-    MTE3 -> MTE2, the copy, MTE2 -> MTE3 (the copy has completed), then "filled" (AIV MTE3 -> AIC
-    MTE2). The AIC waits for "filled" before its own load of the chunk, which then hits, and
-    frees the slot after it. The data never changes (numerics are those without prefetch).
+    AIV p reads every B chunk of ping-pong parity p (the L1 slot the AIC loads it into) GM -> UB,
+    a scratch tile nobody reads: the read leaves the lines in L2. Per chunk, on AIV p: wait for a
+    free slot (AIC MTE2 -> AIV MTE3, PREFETCH_SLOTS primed), MTE3 -> MTE2, the copy, MTE2 -> MTE3
+    (the copy has completed), then "filled" (AIV MTE3 -> AIC MTE2). The AIC waits for "filled"
+    before its own load of the chunk, which then hits, and frees the slot after it. The data
+    never changes (numerics are those without prefetch).
+
+    Program order: the AIV's part of a chunk (`fill`) is emitted inside the AIC's walk, just
+    before the AIC's wait for it, so every cross-core wait follows its set and no pipe is ever
+    held (interpreter/timing/holds.py: a held pipe turns the steady-state extrapolation and the
+    loop memos off, and costs a defer / replay per op). The AIC and the AIVs run separate
+    instruction streams on the hardware (scalar_units.py), so the order between their ops in
+    the one IR is the simulator's only. (Emitted as each AIV's own walk of the work list after
+    the AIC's part, the AIV's scalar unit was charged the loop control of the AIC's whole walk
+    before its first prefetch, and every AIC op queued behind the first held wait.)
 
     `beside_epilogue`: AIV 0 runs the kernel's epilogue (`_emit_aiv_epilogue`, whose tiles may
     fill its UB), so AIV 1 alone reads the chunks of both parities, in the AIC's order, into one
@@ -813,7 +818,7 @@ class _Prefetch:
 
     def __init__(self, kb: KernelBuilder, g: _Geometry, el: Attribute, beside_epilogue: bool = False):
         self.kb, self.g = kb, g
-        self.subs = (1, 1) if beside_epilogue else tuple(range(DOUBLE_BUFFER))  # the AIV of each parity
+        self.subs = self.aivs(beside_epilogue)
         self.units = tuple("aiv1" if s else "aiv" for s in self.subs)
         scratch = {}
         for s in dict.fromkeys(self.subs):
@@ -829,6 +834,11 @@ class _Prefetch:
             for _ in range(PREFETCH_SLOTS):
                 self.free_slot(p)
 
+    @staticmethod
+    def aivs(beside_epilogue: bool) -> tuple[int, ...]:
+        """The AIV (subblock) prefetching the chunks of each ping-pong parity."""
+        return (1, 1) if beside_epilogue else tuple(range(DOUBLE_BUFFER))
+
     def _flag(self, wait: bool, src: Pipe, dst: Pipe, event: int, units: str) -> None:
         op = (ascend.WaitFlagOp if wait else ascend.SetFlagOp)(src, dst, event)
         op.attributes[FLAG_UNITS_ATTR] = FlagUnitsAttr(*units.split("->"))
@@ -842,25 +852,27 @@ class _Prefetch:
         """AIC, after loading it (and at entry: the primed slots)."""
         self._flag(False, Pipe.MTE2, Pipe.MTE3, self.free[p], f"aic->{self.units[p]}")
 
-    def emit_aivs(self, k: _CubeKernel) -> None:
-        """Each prefetching AIV's walk of the work list (after the AIC's part in program order:
-        they run concurrently), then the wait for the slots the AIC freed last."""
-        kb = self.kb
-        for s in dict.fromkeys(self.subs):
-            mine = tuple(p for p in range(DOUBLE_BUFFER) if self.subs[p] == s)
-            with kb.on_subblock(s):
-                if k.warm_a:
-                    self.warm_a(k, s)
-                with kb.tiles(self.g.ntiles) as t:
-                    if self.g.tail:  # the AIC's order: whole-K tiles, then the tail's K ranges
-                        kb.if_else(kb.emit(arith.CmpiOp(kb.idx(t), kb.idx(self.g.normal), "ult")).results[0],
-                                   lambda t=t, mine=mine: self._item(k, t, 0, 0, mine),
-                                   lambda t=t, mine=mine: self._item(k, t, 0, 0, mine, tail=True))
-                    else:
-                        k._dispatch(t, 0, 0, lambda t, start, i, mine=mine: self._item(k, t, start, i, mine))
-                for p in mine:
-                    for _ in range(PREFETCH_SLOTS):
-                        self._flag(True, Pipe.MTE2, Pipe.MTE3, self.free[p], f"aic->{self.units[p]}")
+    def fill(self, p: int, b: SSAValue) -> None:
+        """AIV p's L2 prefetch of the B chunk `b` (GM view [kl1, bn]) of parity p, emitted just
+        before the AIC's `wait_filled` of that chunk: wait for a free slot, read the chunk GM ->
+        UB scratch, then "filled". Every cross-core wait thus follows its set in program order."""
+        kb, u = self.kb, self.units[p]
+        m2, m3 = Pipe.MTE2, Pipe.MTE3
+        with kb.on_subblock(self.subs[p]):
+            self._flag(True, m2, m3, self.free[p], f"aic->{u}")
+            self._flag(False, m3, m2, self.go[p], f"{u}->{u}")
+            self._flag(True, m3, m2, self.go[p], f"{u}->{u}")
+            kb.copy(b, self.ub[p])
+            self._flag(False, m2, m3, self.done[p], f"{u}->{u}")
+            self._flag(True, m2, m3, self.done[p], f"{u}->{u}")
+            self._flag(False, m3, m2, self.filled[p], f"{u}->aic")
+
+    def drain(self) -> None:
+        """Each prefetching AIV waits for the slots the AIC freed last (after the AIC's walk)."""
+        for p in range(DOUBLE_BUFFER):
+            with self.kb.on_subblock(self.subs[p]):
+                for _ in range(PREFETCH_SLOTS):
+                    self._flag(True, Pipe.MTE2, Pipe.MTE3, self.free[p], f"aic->{self.units[p]}")
 
     def first(self, k: _CubeKernel, t: Index | None, k1: Index, k_lo: Index) -> SSAValue | bool:
         """With the A warm-up (`warm_a`): whether chunk k1 of work item t is the first chunk the
@@ -881,7 +893,8 @@ class _Prefetch:
             cond = kb.emit(arith.AndIOp(cond, kb.eq(k1, k_lo))).results[0]
         return cond
 
-    def warm_a(self, k: _CubeKernel, s: int) -> None:
+    @staticmethod
+    def warm_a(k: _CubeKernel, s: int) -> None:
         """Prefetching AIV s of a core of the partial last wave's complement (the blocks that run
         one item fewer, `ntiles mod block_dim` and up) reads A chunks [bm, kl1] GM -> UB into a
         scratch tile nobody reads, before its B prefetch: chunk q (tile row q / chunks, K chunk
@@ -891,11 +904,11 @@ class _Prefetch:
         is read as the AICs read it (same view: L2 keys on the tile), so their reads of A hit
         (tiling._warm_a_cycles says when the cost model puts it in: the idle cores have an item
         of slack). Numerics are unchanged: the data never changes."""
-        kb, g, lay = self.kb, self.g, k.lay
+        kb, g, lay = k.kb, k.g, k.lay
         ub = kb.alloc([g.bm, g.kl1], k.el, MemSpace.UB)
         chunks = ceil_div(lay.k, g.kl1)
         first, idle = g.ntiles % g.block_dim, g.block_dim - g.ntiles % g.block_dim
-        aivs = list(dict.fromkeys(self.subs))  # the prefetching AIVs (one beside an AIV epilogue)
+        aivs = list(dict.fromkeys(_Prefetch.aivs(k.mix)))  # the prefetching AIVs (one beside an AIV epilogue)
 
         def warm() -> None:
             with kb.loop(kb.add(kb.mul(kb.sub(kb.block_idx, first), len(aivs)), aivs.index(s)), ceil_div(lay.m_rows, g.bm) * chunks,
@@ -904,36 +917,6 @@ class _Prefetch:
                 kb.copy(kb.subview(k.gm_a, [m0, k1], [kb.boundary(g.bm, lay.m_rows, m0), kb.boundary(g.kl1, lay.k, k1)]), ub)
 
         kb.if_else(kb.emit(arith.CmpiOp(kb.idx(kb.block_idx), kb.idx(first), "uge")).results[0], warm, lambda: None)
-
-    def _item(self, k: _CubeKernel, t: Index, start: int, i: int, mine: tuple[int, ...], tail: bool = False) -> None:
-        kb, g = self.kb, self.g
-        if tail:  # a tail_split K range (`_CubeKernel.tail_k`)
-            _, n0, k_lo, k_hi, l1_base, _ = k.tail_k(t)
-            nsz, b_row = g.bn, 0
-        else:
-            (_, _, _, n0, _, nsz), b_row, k_lo, k_hi = k.item_k(t, start, i)
-            l1_base = k.l1_base_of(t)
-        gm_b = k.gm_bs[i]
-
-        def chunk(p: int, k1: Index) -> None:
-            if p not in mine:
-                return
-            _unless(kb, self.first(k, None if tail else t, k1, k_lo), lambda: prefetch(p, k1))
-
-        def prefetch(p: int, k1: Index) -> None:
-            u = self.units[p]
-            m2, m3 = Pipe.MTE2, Pipe.MTE3
-            self._flag(True, m2, m3, self.free[p], f"aic->{u}")
-            self._flag(False, m3, m2, self.go[p], f"{u}->{u}")
-            self._flag(True, m3, m2, self.go[p], f"{u}->{u}")
-            ksz = kb.boundary(g.kl1, k.lay.k, k1)
-            kb.copy(kb.subview(gm_b, [kb.add(b_row, k1), n0], [ksz, nsz]), self.ub[p])
-            self._flag(False, m2, m3, self.done[p], f"{u}->{u}")
-            self._flag(True, m2, m3, self.done[p], f"{u}->{u}")
-            self._flag(False, m3, m2, self.filled[p], f"{u}->aic")
-
-        with kb.range(k_lo, k_hi, g.kl1) as k1:
-            _by_parity(kb, k1, g.kl1, DOUBLE_BUFFER, lambda q: chunk(q, k1), l1_base)
 
 
 def _tile_coords(
