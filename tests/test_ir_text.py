@@ -158,3 +158,32 @@ def test_attribute_text_in_messages_is_readable(zh, tmp_path: Path) -> None:
     text = ir.read_text()
     ir.write_text(text.replace('ascend.target = #ascend.target<"ascend910b2">', 'ascend.target = "目标…"', 1))
     assert_clean_error(run_cli("run", ir, "--timing-only"), 'IR fails to verify: ascend.target = "目标…" must be an #ascend.target')
+
+
+def test_node_name_from_mlir_in_an_error_reads_as_written(zh, tmp_path: Path) -> None:
+    """An error naming an op by its ONNX node, the node read from .mlir: the name as the model
+    has it (it was `b'/\\xe6\\xa8...'` from the BytesAttr)."""
+    ir = tmp_path / "zh.mlir"
+    assert run_cli("compile", zh[0], "--emit", "nn", "-O0", "-o", ir).exit_code == 0
+    assert_clean_error(run_cli("run", ir, "--tiling", "split_k=3"), "nn.matmul #0 ('/模型/层.0/矩阵乘'): tiling", "split_k=3")
+
+
+def test_printer_and_parser_round_trip_every_kind_of_character() -> None:
+    from xdsl.dialects.builtin import BytesAttr, ModuleOp
+
+    from ascendir.dialects.ir_text import IRParser
+    from ascendir.driver import print_ir
+    from ascendir.session import make_context
+
+    text = 'a"b\\c\td\n\x7f 中文 \u3000…\u202e\u2028\U0001f600 é'
+    module = ModuleOp([])
+    module.attributes["user.name"] = StringAttr(text)
+    ir = print_ir(module)
+    # printable non-ASCII as itself; quotes, backslashes, controls and invisible characters
+    # (U+202E reverses the text after it, U+2028 breaks the line) as escapes
+    assert '"a\\22b\\\\c\\09d\\0A\\7F 中文 \u3000…\\E2\\80\\AE\\E2\\80\\A8\U0001f600 é"' in ir
+    back = IRParser(make_context(), ir).parse_module().attributes["user.name"]
+    assert back == StringAttr(text)
+    # bytes that are not UTF-8 stay a BytesAttr, as xDSL reads them
+    module = IRParser(make_context(), 'builtin.module attributes {user.raw = "\\FF\\E2"} {\n}').parse_module()
+    assert module.attributes["user.raw"] == BytesAttr(b"\xff\xe2")
