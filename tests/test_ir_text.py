@@ -94,7 +94,6 @@ def test_chinese_names_compile_to_mlir_and_run_as_the_onnx_model(zh, tmp_path: P
 def test_bert_small_clipped_label_runs_from_mlir(tmp_path: Path) -> None:
     ir = tmp_path / "bert.mlir"
     assert run_cli("compile", BERT, "-o", ir).exit_code == 0
-    assert "LayerNorma…" in ir.read_text()  # the importer's clip of a long node label
     ref = BERT.parent / "reference.npz"  # its inputs and onnxruntime's outputs
     res = run_cli("run", ir, "--inputs", ref, "--outputs", tmp_path / "ir.npz")
     assert res.exit_code == 0 and "PASS" in res.output, res.output
@@ -106,6 +105,7 @@ def test_bert_small_clipped_label_runs_from_mlir(tmp_path: Path) -> None:
         np.testing.assert_array_equal(got[k], want[k])
     module, _ = load_ir(ir)
     assert any(op.node.data.endswith("LayerNorma…") for op in module.walk() if isinstance(op, LaunchOp) and op.node)
+    assert "LayerNorma…" in ir.read_text()  # the importer's clip of a long node label
 
 
 def test_xdsl_escaped_text_reads_as_strings(zh, tmp_path: Path, capsys) -> None:
@@ -135,20 +135,32 @@ def test_xdsl_escaped_text_reads_as_strings(zh, tmp_path: Path, capsys) -> None:
     assert nodes and all(n in nodes[0] for n in NODES), nodes
 
 
+def _xdsl_opt(*args: object) -> None:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    r = subprocess.run([str(BIN / "xdsl-opt"), *map(str, args)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def test_plain_xdsl_opt_reads_ascendirs_text(zh, tmp_path: Path) -> None:
     """xdsl-opt, ascendir's plugin loaded and xDSL's parser unchanged, reads the names
-    ascendir writes (no other escape in the literal: see ir_text's docstring); `run` reads
-    xdsl-opt's escaped output back."""
-    onnx_path, inputs, _ = zh
-    ir = tmp_path / "bert.mlir"
-    assert run_cli("compile", BERT, "-o", ir).exit_code == 0
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-    out = tmp_path / "x.mlir"
-    r = subprocess.run([str(BIN / "xdsl-opt"), str(ir), "-o", str(out)], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "LayerNorma\\E2\\80\\A6" in out.read_text()  # xDSL's printer escapes it
-    (tmp_path / "x.weights.npz").write_bytes((tmp_path / "bert.weights.npz").read_bytes())
-    assert run_cli("run", out).exit_code == 0
+    ascendir writes (no other escape in the literal: see ir_text's docstring) and its passes
+    carry them; `run` reads xdsl-opt's escaped output back."""
+    onnx_path, inputs, ort = zh
+    model = onnx.load(onnx_path)
+    model.graph.node[1].name = "/模型/层.0/加法"  # no `"`: xDSL 0.75 reads `"...\22"` + UTF-8 as bytes
+    onnx.save(model, tmp_path / "zh.onnx")
+    nn_ir, low = tmp_path / "zh.mlir", tmp_path / "low.mlir"
+    assert run_cli("compile", tmp_path / "zh.onnx", "--emit", "nn", "-O0", "-o", nn_ir).exit_code == 0
+    _xdsl_opt(nn_ir, "-p", "fuse-matmul-epilogue,fuse-elementwise,choose-tiling{target=ascend910b2},convert-nn-to-ascend", "-o", low)
+    assert "\\E6\\BF\\80\\E6\\B4\\BB\\E2\\80\\A6" in low.read_text()  # xDSL's printer escapes 激活…
+    (tmp_path / "low.weights.npz").write_bytes((tmp_path / "zh.weights.npz").read_bytes())
+    module, _ = load_ir(low)
+    assert [op.node.data for op in module.walk() if isinstance(op, LaunchOp)] == ["/模型/层.0/矩阵乘, /模型/层.0/加法, /模型/层.0/激活…"]
+    res = run_cli("run", low, "--inputs", inputs, "--expected", ort)
+    assert res.exit_code == 0 and "PASS" in res.output, res.output
+    bert = tmp_path / "bert.mlir"  # ascend IR with the importer's "…"
+    assert run_cli("compile", BERT, "-o", bert).exit_code == 0
+    _xdsl_opt(bert, "-o", tmp_path / "x.mlir")
 
 
 def test_attribute_text_in_messages_is_readable(zh, tmp_path: Path) -> None:
