@@ -15,9 +15,7 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import IntegerType, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp
-from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import ArgSpecParseError, ParseError, VerifyException, DiagnosticException
 
 from ascendir.session import Session, make_context
@@ -25,6 +23,7 @@ from ascendir.dtypes import to_numpy_dtype
 from ascendir.dialects import nn
 from ascendir.dialects.ascend import KernelOp
 from ascendir.dialects.ir_checks import check_module, check_string_literals
+from ascendir.dialects.ir_text import IRParser, IRPrinter
 from ascendir.errors import AscendirError, not_utf8, one_line
 from ascendir.hardware import load_target
 from ascendir.hardware.config import DEFAULT_TARGET
@@ -421,7 +420,7 @@ def load_ir(path: str | Path) -> tuple[ModuleOp, WeightStore]:
     check_string_literals(text, str(path))  # before xDSL's lexer, which backtracks on a bad one
     parsed = False
     try:
-        module = Parser(make_context(), text, str(path)).parse_module()
+        module = IRParser(make_context(), text, str(path)).parse_module()
         parsed = True
         module.verify()
         check_module(module)
@@ -472,9 +471,10 @@ def missing_weights(module: ModuleOp, weights: WeightStore) -> list[str]:
 
 
 def print_ir(module: ModuleOp) -> str:
-    """The module in custom assembly format."""
+    """The module in custom assembly format, user text (node / tensor names) in string literals
+    as UTF-8 (ir_text.IRPrinter)."""
     buf = io.StringIO()
-    Printer(stream=buf).print_op(module)
+    IRPrinter(stream=buf).print_op(module)
     return buf.getvalue() + "\n"
 
 

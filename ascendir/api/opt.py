@@ -26,13 +26,39 @@ from collections.abc import Sequence
 from typing import IO
 
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.frontend.mlir import MLIRFrontend
+from xdsl.targets.mlir import MLIRTarget
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from ascendir.dialects.ir_checks import check_module, check_string_literals
+from ascendir.dialects.ir_text import IRParser, IRPrinter
 from ascendir.session import DIALECTS, Session, SessionContext
 from ascendir.errors import DEBUG_ENV, INTERNAL_ERROR_EXIT, AscendirError, internal_error, not_utf8, one_line
 from ascendir.api.outputs import check_writable, write_text
 from ascendir.pipelines import PASSES, expand_pipelines, load_pass_plugin, plugin_dialects, plugin_passes
+
+
+class _MLIRFrontend(MLIRFrontend):
+    """xDSL's `.mlir` frontend reading with ascendir's IRParser (UTF-8 string literals)."""
+
+    def parse(self, ctx, input, input_name="input"):
+        return IRParser(ctx, input.read(), input_name).parse_module(not self.no_implicit_module)
+
+
+class _MLIRTarget(MLIRTarget):
+    """xDSL's `.mlir` output writing with ascendir's IRPrinter (UTF-8 string literals, as
+    `ascendir compile -o` writes them); --syntax-highlight keeps xDSL's printer."""
+
+    def emit(self, ctx, module, output) -> None:
+        if self.syntax_highlight:
+            super().emit(ctx, module, output)
+            return
+        printer = IRPrinter(stream=output, print_generic_format=self.print_generic_format,
+                            print_properties_as_attributes=self.print_properties_as_attributes,
+                            print_debuginfo=self.print_debuginfo)
+        printer.print_op(module)
+        printer.print_metadata(ctx.loaded_dialects)
+        print("\n", file=output)
 
 
 class AscendirOptMain(xDSLOptMain):
@@ -51,6 +77,14 @@ class AscendirOptMain(xDSLOptMain):
         for name, factory in plugin_dialects().items():  # other installed xDSL plugins' dialects
             if name not in ours:
                 self.ctx.register_dialect(name, factory)
+
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+        self.available_frontends["mlir"] = lambda: _MLIRFrontend
+
+    def register_all_targets(self) -> None:
+        super().register_all_targets()
+        self.available_targets["mlir"] = lambda: _MLIRTarget
 
     def register_all_passes(self) -> None:
         for name, factory in {**plugin_passes(), **PASSES}.items():  # other xDSL plugins' passes too

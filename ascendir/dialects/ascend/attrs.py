@@ -34,6 +34,7 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from ascendir.dialects.enum_attr import AngleEnum, BareEnum, parse_enum_value
+from ascendir.dialects.ir_text import IRPrinter
 
 
 class MemSpace(StrEnum):
@@ -388,7 +389,7 @@ def verify_module_attrs(op: Operation) -> None:
 def attr_text(a: Attribute) -> str:
     """`a` as IR text (`2 : i64`, `"one"`), for error messages."""
     buf = io.StringIO()
-    Printer(stream=buf).print_attribute(a)
+    IRPrinter(stream=buf).print_attribute(a)  # user text as written, not byte escapes
     return buf.getvalue()
 
 
