@@ -23,6 +23,10 @@ per dim), else the [first, last] element interval (conservative); between two bu
 bytes it is the byte interval (conservative). Kept per (buffer, pipe, read/write): the last few
 distinct ranges accessed (older accesses of a pipe are ordered before its newer ones).
 
+A launch's later blocks mostly repeat its first with other GM offsets: such a block follows the
+checked block it repeats and checks its GM operands only (`RaceChecker`: same verdicts and
+messages as checking every operand).
+
 Only the final pass of a launch checks (the L2 recording pass runs the same program); GM races
 between blocks on different cores are not checked (no cross-core sync is modelled). Numerics runs
 always check, in the data walk of a launch (sim/kernel.py `_data_walk`: every op runs there, while
@@ -37,6 +41,7 @@ from ascendir.costmodel.buffer_lifetimes import views_overlap
 from ascendir.errors import AscendirError
 
 KEEP = 8  # distinct ranges remembered per (buffer, pipe, read/write)
+REFS = 8  # checked blocks a launch's later blocks may follow (RaceChecker)
 
 
 def extent(tag: tuple, shape: tuple[int, ...]) -> tuple[int, int]:
@@ -88,6 +93,22 @@ def _meets(a: tuple, b: tuple, geometry: list) -> bool:
     return views_overlap(a[2], sa, ha, b[2], sb, hb)
 
 
+class _Accesses:
+    """The accesses of one fully checked block, in order: per access the pipe slot, that pipe's
+    clock row after the access's epoch (a copy), its on-chip operands ((tag, shape, writes) of
+    the operands whose root is a ChipBuffer), its op name."""
+
+    __slots__ = ("pids", "rows", "ons", "names")
+
+    def __init__(self, pids: list, rows: list, ons: list, names: list):
+        self.pids, self.rows, self.ons, self.names = pids, rows, ons, names
+
+    def matches(self, other: _Accesses, n: int) -> bool:
+        """Whether the first `n` accesses of both are the same (pipes, rows, on-chip operands, names)."""
+        return (len(other.pids) >= n and other.pids[:n] == self.pids[:n] and other.rows[:n] == self.rows[:n]
+                and other.ons[:n] == self.ons[:n] and other.names[:n] == self.names[:n])
+
+
 class RaceChecker:
     """Vector clocks of one core's pipes during one block, and the recent accesses per buffer.
 
@@ -95,9 +116,26 @@ class RaceChecker:
     shape) pair is numbered once per checker (`geometry`), so that hashing a range (each access
     moves its range to the end of its dict) hashes ints and the root, not nested tuples. Only the
     slots that accessed something this block (`active`) can carry a nonzero clock component, so
-    joins (`wait`) compare those only."""
+    joins (`wait`) compare those only.
 
-    __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views")
+    Blocks that repeat a checked block (`refs`, REFS at most per launch) follow it instead of
+    checking their on-chip operands: the check of an on-chip range at one access reads only the
+    pipe slot, that pipe's clock row, the range and the ranges recorded before under the same key
+    (on-chip keys hold on-chip ranges only; ranges record the row's epoch and the op name). So a
+    block whose accesses so far have the pipes, rows, on-chip operands and names of the first
+    accesses of a checked block took, on every on-chip key, the decisions that block took, which
+    raised nothing. Its clocks run as always (set / wait / barriers), and its GM operands are
+    checked in full (their offsets differ per block), under their own keys. At the first access
+    that differs, the block switches to another checked block with the same prefix, or checks
+    that prefix's on-chip operands in full (`_diverge`: the state a full check would hold then)
+    and everything after, and becomes a checked block itself. Same verdicts and messages as
+    checking every operand of every block (tests/test_interpreter_race.py compares both on
+    racing and race-free kernels: `follow` False is the full check)."""
+
+    follow = True  # False: check every operand of every block (the reference the tests compare with)
+
+    __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views",
+                 "refs", "ref", "pos", "rec", "lazy")
 
     def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1):
         self.kernel = kernel
@@ -111,6 +149,13 @@ class RaceChecker:
         self.geo_ids: dict = {}  # (strides, shape) -> its index in `geometry`
         self.geometry: list = []
         self.views: dict = {}  # (root, strides, shape) -> `_view`
+        self.refs: list[_Accesses] = []  # checked blocks of this launch, the latest last
+        self.ref: _Accesses | None = None  # the checked block this block follows
+        self.pos = 0  # accesses of this block so far, while it follows `ref`
+        self.rec: _Accesses | None = None  # this block's accesses, while it is checked in full
+        # GM root -> [its one pipe, or -1: only reads; written; its accesses (pipe, row, operand,
+        # op name)] while a following block has not checked it yet (`_follow`)
+        self.lazy: dict = {}
 
     def _view(self, root, st: tuple, shape: tuple) -> tuple:
         """(last element - first element, or -1 when empty; geometry id of (strides, shape); the
@@ -131,10 +176,24 @@ class RaceChecker:
         return v
 
     def reset(self) -> None:
+        """Start a block: fresh clocks and ranges; the block follows the checked block the last
+        one followed or was (or is checked in full: the first block, `follow` False)."""
         n = self.nslots
         self.vc = [[0] * n for _ in range(n)]
         self.seen = {}
         self.active = []
+        rec = self.rec
+        if rec is not None and rec.pids:  # the last block was checked in full and raised nothing
+            self.refs.append(rec)
+            if len(self.refs) > REFS:
+                del self.refs[0]
+            self.ref = rec
+        self.rec = None
+        self.pos = 0
+        self.lazy = {}
+        if not self.follow or not self.refs:
+            self.ref = None
+            self.rec = _Accesses([], [], [], []) if self.follow else None
 
     def set(self, src: int) -> list[int]:
         return list(self.vc[src])
@@ -152,17 +211,101 @@ class RaceChecker:
 
     def access(self, pid: int, operands: list[tuple], name: str, block: int) -> None:
         """operands: (tag, shape, writes) of each memref operand of an op on pipe slot `pid`.
+        Raises AscendirError naming both ops, pipes and the buffer(s) when it races (`_check`)."""
+        vc = self.vc[pid]
+        epoch = vc[pid] + 1
+        vc[pid] = epoch
+        if epoch == 1:
+            self.active.append(pid)
+        ref = self.ref
+        if ref is not None:
+            i = self.pos
+            # (an op with no GM operand is equal to its on-chip operands)
+            if i < len(ref.pids) and operands == ref.ons[i] and pid == ref.pids[i] and vc == ref.rows[i] and name == ref.names[i]:
+                self.pos = i + 1
+                return
+            self._follow(pid, vc, operands, name, block)
+            return
+        self._check(pid, vc, operands, name, block)
+        rec = self.rec
+        if rec is not None:
+            rec.pids.append(pid)
+            rec.rows.append(vc[:])
+            rec.ons.append([o for o in operands if type(o[0][0]) is ChipBuffer])
+            rec.names.append(name)
+
+    def _follow(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int) -> None:
+        """`access` of a following block whose access is not the same as `ref`'s: the same but
+        for GM operands (`_gm`), or the first access that differs (`_diverge`)."""
+        ref, i = self.ref, self.pos
+        on = [o for o in operands if type(o[0][0]) is ChipBuffer]
+        if not (i < len(ref.pids) and pid == ref.pids[i] and vc == ref.rows[i] and name == ref.names[i] and on == ref.ons[i]):
+            for other in reversed(self.refs):  # another checked block with this prefix, and this access
+                if (other is not ref and len(other.pids) > i and pid == other.pids[i] and vc == other.rows[i]
+                        and name == other.names[i] and on == other.ons[i] and ref.matches(other, i)):
+                    self.ref = ref = other
+                    break
+            else:
+                self._diverge(i, block)
+                self._check(pid, vc, operands, name, block)
+                rec = self.rec
+                rec.pids.append(pid)
+                rec.rows.append(vc[:])
+                rec.ons.append(on)
+                rec.names.append(name)
+                return
+        self.pos = i + 1
+        row = ref.rows[i]  # (== vc; kept by `ref`, unchanged)
+        lazy = self.lazy
+        for o in operands:
+            root = o[0][0]
+            if type(root) is ChipBuffer:
+                continue
+            w = o[2]
+            got = lazy.get(root)
+            if got is None:
+                if root not in self.seen:  # first access to it this block
+                    lazy[root] = [pid, w, [(pid, row, o, name)]]
+                    continue
+            elif got[0] == pid or (not w and (got[0] < 0 or not got[1])):
+                got[2].append((pid, row, o, name))
+                if got[0] != pid:
+                    got[0] = -1
+                got[1] = got[1] or w
+                continue
+            else:
+                self._materialise(root, block)
+            self._check(pid, vc, [o], name, block)
+
+    def _materialise(self, root, block: int) -> None:
+        """Check the accesses to GM `root` this block made while only one pipe, or only reads,
+        touched it (none can race: the check would record them, and raise nothing), so that it is
+        checked in full from now on."""
+        for pid, row, o, name in self.lazy.pop(root)[2]:
+            self._check(pid, row, [o], name, block)
+
+    def _diverge(self, n: int, block: int) -> None:
+        """Check the on-chip operands of this block's first `n` accesses (those of `ref`'s first
+        `n`) in full, as a full check would have (their GM operands were, or are now:
+        `_materialise`), and check the rest of the block in full, recording it (`rec`)."""
+        for root in list(self.lazy):
+            self._materialise(root, block)
+        ref = self.ref
+        self.ref = None
+        rec = self.rec = _Accesses(ref.pids[:n], ref.rows[:n], ref.ons[:n], ref.names[:n])
+        for args in zip(rec.pids, rec.rows, rec.ons, rec.names):
+            self._check(*args, block)
+
+    def _check(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int) -> None:
+        """Check and record `operands` of an access by pipe slot `pid` whose clock row is `vc`
+        (its epoch included).
 
         Per (buffer or placed space, pipe, read/write) the recent ranges are an insertion-ordered
         dict range -> (epoch, op name): re-accessing a range moves it to the end (one lookup, not a
         scan of up to KEEP x buffers entries), so epochs increase along it and only the entries
         after the last epoch `pid` knows of, found from the end, can race; the latest epoch per
         (pipe, read/write) skips the pipes whose every access there is already ordered before."""
-        vc = self.vc[pid]
-        epoch = vc[pid] + 1
-        vc[pid] = epoch
-        if epoch == 1:
-            self.active.append(pid)
+        epoch = vc[pid]
         seen = self.seen
         views = self.views
         for tag, shape, w in operands:
