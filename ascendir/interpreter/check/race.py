@@ -93,20 +93,7 @@ def _meets(a: tuple, b: tuple, geometry: list) -> bool:
     return views_overlap(a[2], sa, ha, b[2], sb, hb)
 
 
-class _Accesses:
-    """The accesses of one fully checked block, in order: per access the pipe slot, that pipe's
-    clock row after the access's epoch (a copy), its on-chip operands ((tag, shape, writes) of
-    the operands whose root is a ChipBuffer), its op name."""
-
-    __slots__ = ("pids", "rows", "ons", "names")
-
-    def __init__(self, pids: list, rows: list, ons: list, names: list):
-        self.pids, self.rows, self.ons, self.names = pids, rows, ons, names
-
-    def matches(self, other: _Accesses, n: int) -> bool:
-        """Whether the first `n` accesses of both are the same (pipes, rows, on-chip operands, names)."""
-        return (len(other.pids) >= n and other.pids[:n] == self.pids[:n] and other.rows[:n] == self.rows[:n]
-                and other.ons[:n] == self.ons[:n] and other.names[:n] == self.names[:n])
+_END = (None, None, -1, None)  # the step after a checked block's last: matches no access
 
 
 class RaceChecker:
@@ -149,12 +136,15 @@ class RaceChecker:
         self.geo_ids: dict = {}  # (strides, shape) -> its index in `geometry`
         self.geometry: list = []
         self.views: dict = {}  # (root, strides, shape) -> `_view`
-        self.refs: list[_Accesses] = []  # checked blocks of this launch, the latest last
-        self.ref: _Accesses | None = None  # the checked block this block follows
+        # a checked block: per access, in order, its step (its on-chip operands -- the (tag,
+        # shape, writes) whose root is a ChipBuffer --, its pipe's clock row after its epoch (a
+        # copy), its pipe slot, its op name)
+        self.refs: list[list[tuple]] = []  # checked blocks of this launch, the latest last
+        self.ref: list[tuple] | None = None  # the checked block this block follows
         self.pos = 0  # accesses of this block so far, while it follows `ref`
-        self.rec: _Accesses | None = None  # this block's accesses, while it is checked in full
-        # GM root -> [its one pipe, or -1: only reads; written; its accesses (pipe, row, operand,
-        # op name)] while a following block has not checked it yet (`_follow`)
+        self.rec: list[tuple] | None = None  # this block's steps, while it is checked in full
+        # GM root -> [its one pipe, or -1: only reads; written; its accesses (step, operand)]
+        # while a following block has not checked it yet (`_follow`)
         self.lazy: dict = {}
 
     def _view(self, root, st: tuple, shape: tuple) -> tuple:
@@ -183,7 +173,7 @@ class RaceChecker:
         self.seen = {}
         self.active = []
         rec = self.rec
-        if rec is not None and rec.pids:  # the last block was checked in full and raised nothing
+        if rec:  # the last block was checked in full and raised nothing
             self.refs.append(rec)
             if len(self.refs) > REFS:
                 del self.refs[0]
@@ -193,7 +183,7 @@ class RaceChecker:
         self.lazy = {}
         if not self.follow or not self.refs:
             self.ref = None
-            self.rec = _Accesses([], [], [], []) if self.follow else None
+            self.rec = [] if self.follow else None
 
     def set(self, src: int) -> list[int]:
         return list(self.vc[src])
@@ -220,42 +210,41 @@ class RaceChecker:
         ref = self.ref
         if ref is not None:
             i = self.pos
+            try:
+                step = ref[i]
+            except IndexError:
+                step = _END
             # (an op with no GM operand is equal to its on-chip operands)
-            if i < len(ref.pids) and operands == ref.ons[i] and pid == ref.pids[i] and vc == ref.rows[i] and name == ref.names[i]:
+            if operands == step[0] and vc == step[1] and pid == step[2] and name == step[3]:
                 self.pos = i + 1
                 return
-            self._follow(pid, vc, operands, name, block)
+            self._follow(pid, vc, operands, name, block, step)
             return
         self._check(pid, vc, operands, name, block)
         rec = self.rec
         if rec is not None:
-            rec.pids.append(pid)
-            rec.rows.append(vc[:])
-            rec.ons.append([o for o in operands if type(o[0][0]) is ChipBuffer])
-            rec.names.append(name)
+            rec.append(([o for o in operands if type(o[0][0]) is ChipBuffer], vc[:], pid, name))
 
-    def _follow(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int) -> None:
-        """`access` of a following block whose access is not the same as `ref`'s: the same but
-        for GM operands (`_gm`), or the first access that differs (`_diverge`)."""
-        ref, i = self.ref, self.pos
+    def _follow(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int, step: tuple) -> None:
+        """`access` of a following block whose access is not `step`, `ref`'s next: the same but
+        for GM operands (checked lazily while one pipe, or only reads, touched a GM buffer this
+        block: `lazy`; none of those accesses can race), or the first access that differs
+        (another checked block with the same prefix is followed, or `_diverge`)."""
+        i = self.pos
         on = [o for o in operands if type(o[0][0]) is ChipBuffer]
-        if not (i < len(ref.pids) and pid == ref.pids[i] and vc == ref.rows[i] and name == ref.names[i] and on == ref.ons[i]):
+        if not (on == step[0] and vc == step[1] and pid == step[2] and name == step[3]):
+            ref = self.ref
             for other in reversed(self.refs):  # another checked block with this prefix, and this access
-                if (other is not ref and len(other.pids) > i and pid == other.pids[i] and vc == other.rows[i]
-                        and name == other.names[i] and on == other.ons[i] and ref.matches(other, i)):
-                    self.ref = ref = other
+                if other is not ref and len(other) > i and other[i][0] == on and other[i][1] == vc and other[i][2] == pid \
+                        and other[i][3] == name and other[:i] == ref[:i]:
+                    self.ref = other
                     break
             else:
                 self._diverge(i, block)
                 self._check(pid, vc, operands, name, block)
-                rec = self.rec
-                rec.pids.append(pid)
-                rec.rows.append(vc[:])
-                rec.ons.append(on)
-                rec.names.append(name)
+                self.rec.append((on, vc[:], pid, name))
                 return
         self.pos = i + 1
-        row = ref.rows[i]  # (== vc; kept by `ref`, unchanged)
         lazy = self.lazy
         for o in operands:
             root = o[0][0]
@@ -265,13 +254,14 @@ class RaceChecker:
             got = lazy.get(root)
             if got is None:
                 if root not in self.seen:  # first access to it this block
-                    lazy[root] = [pid, w, [(pid, row, o, name)]]
+                    lazy[root] = [pid, w, [(i, o)]]
                     continue
             elif got[0] == pid or (not w and (got[0] < 0 or not got[1])):
-                got[2].append((pid, row, o, name))
+                got[2].append((i, o))
                 if got[0] != pid:
                     got[0] = -1
-                got[1] = got[1] or w
+                if w:
+                    got[1] = True
                 continue
             else:
                 self._materialise(root, block)
@@ -279,22 +269,23 @@ class RaceChecker:
 
     def _materialise(self, root, block: int) -> None:
         """Check the accesses to GM `root` this block made while only one pipe, or only reads,
-        touched it (none can race: the check would record them, and raise nothing), so that it is
-        checked in full from now on."""
-        for pid, row, o, name in self.lazy.pop(root)[2]:
+        touched it (none can race: the check records them, and raises nothing), so that it is
+        checked in full from now on. (Their pipes, rows and names: those of `ref`'s steps.)"""
+        ref = self.ref
+        for i, o in self.lazy.pop(root)[2]:
+            _, row, pid, name = ref[i]
             self._check(pid, row, [o], name, block)
 
     def _diverge(self, n: int, block: int) -> None:
-        """Check the on-chip operands of this block's first `n` accesses (those of `ref`'s first
-        `n`) in full, as a full check would have (their GM operands were, or are now:
+        """Check the on-chip operands of this block's first `n` accesses (`ref`'s first `n`
+        steps) in full, as a full check would have (their GM operands were, or are now:
         `_materialise`), and check the rest of the block in full, recording it (`rec`)."""
         for root in list(self.lazy):
             self._materialise(root, block)
-        ref = self.ref
+        rec = self.rec = self.ref[:n]
         self.ref = None
-        rec = self.rec = _Accesses(ref.pids[:n], ref.rows[:n], ref.ons[:n], ref.names[:n])
-        for args in zip(rec.pids, rec.rows, rec.ons, rec.names):
-            self._check(*args, block)
+        for on, row, pid, name in rec:
+            self._check(pid, row, on, name, block)
 
     def _check(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int) -> None:
         """Check and record `operands` of an access by pipe slot `pid` whose clock row is `vc`
