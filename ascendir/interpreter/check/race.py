@@ -111,8 +111,11 @@ class RaceChecker:
     (on-chip keys hold on-chip ranges only; ranges record the row's epoch and the op name). So a
     block whose accesses so far have the pipes, rows, on-chip operands and names of the first
     accesses of a checked block took, on every on-chip key, the decisions that block took, which
-    raised nothing. Its clocks run as always (set / wait / barriers), and its GM operands are
-    checked in full (their offsets differ per block), under their own keys. At the first access
+    raised nothing. Its clocks run as always (set / wait / barriers), and its GM operands (their
+    offsets differ per block; GM keys hold GM ranges only) are checked in full, lazily: while one
+    pipe, or only reads, touched a GM buffer this block, none of those accesses can race, and
+    they are checked (in order, recording them) when another access to it comes that could race
+    (`_follow`, `_materialise`). At the first access
     that differs, the block switches to another checked block with the same prefix, or checks
     that prefix's on-chip operands in full (`_diverge`: the state a full check would hold then)
     and everything after, and becomes a checked block itself. Same verdicts and messages as
