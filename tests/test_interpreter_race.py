@@ -4,6 +4,7 @@ buffer, both ops and both pipes; the correctly synchronised generators run clean
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -199,3 +200,186 @@ def test_numerics_checks_races_in_a_lowered_layer(monkeypatch):
         with np.errstate(all="ignore"):
             simulate(broken, weights, {"arg0": x}, HW)
     assert walks and walks[-1] == e.value.args[0].split("@")[1].split(" ")[0]
+
+
+# -- blocks that repeat a checked block follow it (race.py `RaceChecker.follow`) ------------------
+# Each verdict and message is the full check's (`follow` False: every operand of every block).
+G = "memref<256x64xf16, #ascend<space gm>>"
+G_TILE = "memref<16x64xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>"
+U_TILE = "memref<16x64xf16, strided<[64, 1], offset: ?>, #ascend<space ub>>"
+U_SLOTS = "memref<128x64xf16, #ascend<space ub>>"
+U = "memref<16x64xf16, #ascend<space ub>>"
+MAIN_XZ = f'''  func.func @main(%x: {G} {{onnx.name = "x"}}) -> ({G} {{onnx.name = "z"}}) {{
+    %z = ascend.alloc : {G}
+    ascend.launch @k(%x, %z) : {G}, {G}
+    func.return %z : {G}
+  }}
+}}'''
+KERNEL = "ascend.kernel @k(%x: {G}, %z: {G}) attributes {{block_dim = 2 : i64, core_type = #ascend.core_type<aiv>}}"
+
+# z = x + x with no flag ordering MTE3 before the next MTE2: block 0 puts each of its 8 tiles in
+# UB slots of its own (race-free), block 1 reuses slot 0 for its 2 tiles (MTE2 refills what V of
+# the first tile read): their accesses differ first in an on-chip offset, at that refill, and
+# every race of block 1 is with an access made before
+SLOTS = f'''builtin.module {{
+  {KERNEL.format(G=G)} {{
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c8 = arith.constant 8 : index
+    %c12 = arith.constant 12 : index
+    %c16 = arith.constant 16 : index
+    %bid = ascend.block_idx : index
+    %ux = ascend.alloc : {U_SLOTS}
+    %uz = ascend.alloc : {U_SLOTS}
+    %first = arith.subi %c1, %bid : index
+    %short = arith.muli %bid, %c12 : index
+    %end = arith.subi %c16, %short : index
+    scf.for %t = %bid to %end step %c2 {{
+      %r0 = arith.muli %t, %c16 : index
+      %s = arith.muli %t, %first : index
+      %o = arith.muli %s, %c8 : index
+      %xs = memref.subview %x[%r0, 0] [16, 64] [1, 1] : {G} to {G_TILE}
+      %ut = memref.subview %ux[%o, 0] [16, 64] [1, 1] : {U_SLOTS} to {U_TILE}
+      %vt = memref.subview %uz[%o, 0] [16, 64] [1, 1] : {U_SLOTS} to {U_TILE}
+      ascend.copy %xs, %ut : {G_TILE}, {U_TILE}
+      ascend.set_flag MTE2 -> V, 0
+      ascend.wait_flag MTE2 -> V, 0
+      ascend.vadd %ut, %ut, %vt : {U_TILE}, {U_TILE}, {U_TILE}
+      ascend.set_flag V -> MTE3, 0
+      ascend.wait_flag V -> MTE3, 0
+      %zs = memref.subview %z[%r0, 0] [16, 64] [1, 1] : {G} to {G_TILE}
+      ascend.copy %vt, %zs : {U_TILE}, {G_TILE}
+    }}
+    ascend.return
+  }}
+{MAIN_XZ}'''
+
+# MTE3 writes rows 16 (block + 1) of z, then MTE2 reads rows 32 of z with no flag after the write:
+# the blocks' on-chip accesses and clocks are the same, and only block 1's GM ranges overlap
+GM_ROWS = f'''builtin.module {{
+  {KERNEL.format(G=G)} {{
+    %c1 = arith.constant 1 : index
+    %c16 = arith.constant 16 : index
+    %c32 = arith.constant 32 : index
+    %bid = ascend.block_idx : index
+    %ua = ascend.alloc : {U}
+    %ub = ascend.alloc : {U}
+    %uc = ascend.alloc : {U}
+    %b1 = arith.addi %bid, %c1 : index
+    %rw = arith.muli %b1, %c16 : index
+    %xs = memref.subview %x[%rw, 0] [16, 64] [1, 1] : {G} to {G_TILE}
+    ascend.copy %xs, %ua : {G_TILE}, {U}
+    ascend.set_flag MTE2 -> V, 0
+    ascend.wait_flag MTE2 -> V, 0
+    ascend.vadd %ua, %ua, %uc : {U}, {U}, {U}
+    ascend.set_flag V -> MTE3, 0
+    ascend.wait_flag V -> MTE3, 0
+    %zw = memref.subview %z[%rw, 0] [16, 64] [1, 1] : {G} to {G_TILE}
+    ascend.copy %uc, %zw : {U}, {G_TILE}
+    %zr = memref.subview %z[%c32, 0] [16, 64] [1, 1] : {G} to {G_TILE}
+    ascend.copy %zr, %ub : {G_TILE}, {U}
+    ascend.return
+  }}
+{MAIN_XZ}'''
+
+
+def _wait_in_block_0_only() -> str:
+    """add_ir's kernel whose V waits for MTE2's tile in block 0 only: block 1 has the accesses of
+    block 0 (but GM offsets) under other clocks."""
+    text = add_ir(256, 64, 16, block_dim=2, nbuf=1)
+    out = text.replace("    %bid = ascend.block_idx : index\n", "    %bid = ascend.block_idx : index\n    %c0i = arith.constant 0 : index\n"
+                       "    %first = arith.cmpi eq, %bid, %c0i : index\n").replace(
+        "      ascend.wait_flag MTE2 -> V, 0\n", "      scf.if %first {\n        ascend.wait_flag MTE2 -> V, 0\n      }\n")
+    assert out.count("scf.if %first") == 1
+    return out
+
+
+def _verdict(text: str, feeds: dict | None, timing_only: bool = False) -> str:
+    """The race error's message of a run of `text` ("ok": none)."""
+    try:
+        with np.errstate(all="ignore"):
+            simulate(parse(text), None, feeds or {}, HW, timing_only=timing_only, check_races=True if timing_only else None)
+    except AscendirError as e:
+        return str(e)
+    return "ok"
+
+
+def _full_and_followed(monkeypatch, text: str, feeds: dict | None, timing_only: bool = False) -> tuple[str, str]:
+    from ascendir.interpreter.check.race import RaceChecker
+
+    with monkeypatch.context() as m:
+        m.setattr(RaceChecker, "follow", False)
+        full = _verdict(text, feeds, timing_only)
+    return full, _verdict(text, feeds, timing_only)
+
+
+@pytest.mark.parametrize("timing_only", [True, False])
+@pytest.mark.parametrize("kernel, feeds, match", [
+    (SLOTS, "x", r"\(block 1\): buffer ub buffer %ux #1 128x64xfloat16: ascend.vadd on V and ascend.copy on MTE2 .*\(read / write\)"),
+    (GM_ROWS, "x", r"\(block 1\): buffer GM buffer #\d+: ascend.copy on MTE3 and ascend.copy on MTE2 .*\(write / read\)"),
+    (_wait_in_block_0_only(), "xy", r"\(block 1\): buffer ub buffer %ux0 #1 16x64xfloat16: ascend.copy on MTE2 and ascend.vadd on V .*\(write / read\)"),
+], ids=["on-chip offset", "GM offset", "clocks"])
+def test_a_race_of_a_later_block_only_is_caught(monkeypatch, timing_only, kernel, feeds, match):
+    # block 0 is race-free; block 1 differs from it in an on-chip offset, a GM offset or a wait,
+    # and races: a block following block 0 past that difference would miss it
+    x = np.random.default_rng(0).standard_normal((256, 64)).astype(np.float16)
+    full, followed = _full_and_followed(monkeypatch, kernel, None if timing_only else {k: x for k in feeds}, timing_only)
+    assert re.search(match, full), full
+    assert followed == full
+
+
+def test_race_free_later_blocks_follow_the_first(monkeypatch):
+    # the shortcut is taken: a race-free kernel's later blocks check none of their operands in
+    # full (their GM operands: only while one pipe, or only reads, touch a buffer)
+    from ascendir.interpreter.check.race import RaceChecker
+
+    checked: list[int] = []
+    orig = RaceChecker._check
+
+    def count(self, pid, vc, operands, name, block):
+        checked.append(block)
+        return orig(self, pid, vc, operands, name, block)
+
+    monkeypatch.setattr(RaceChecker, "_check", count)
+    text = matmul_ir(512, 256, 512, block_dim=4)
+    full, followed = _full_and_followed(monkeypatch, text, None, timing_only=True)
+    assert full == followed == "ok"
+    n = len(checked) // 5
+    assert n > 0 and checked == [0] * n + [1] * n + [2] * n + [3] * n + [0] * n
+
+
+def _in_block_0_only(text: str, line: int) -> str:
+    """`text` with its `line`-th line (a sync op of the kernel) run by block 0 only."""
+    lines = text.splitlines()
+    bid = next(i for i, x in enumerate(lines) if x.strip() == "%bid = ascend.block_idx : index")
+    ind = lines[line][:len(lines[line]) - len(lines[line].lstrip())]
+    lines[line] = f"{ind}scf.if %first {{\n{ind}  {lines[line].strip()}\n{ind}}}"
+    lines[bid] += "\n    %c0i = arith.constant 0 : index\n    %first = arith.cmpi eq, %bid, %c0i : index"
+    return "\n".join(lines)
+
+
+def test_seeded_flag_deletions_give_the_full_checks_verdicts(monkeypatch):
+    # seeded sync ops of the generators (4 and 3 blocks) dropped (races and deadlocks in every
+    # block, as test_data_walk_equivalence.py's mutants) or run by block 0 only (block 0 clean,
+    # the later blocks racing where following block 0 would not see it), numerics and timing-only
+    rng = np.random.default_rng(5)
+    cases = [
+        (matmul_ir(512, 256, 512, block_dim=4, nbuf=2),
+         {"a": rng.standard_normal((512, 512)).astype(np.float16), "b": rng.standard_normal((512, 256)).astype(np.float16)}),
+        (add_ir(1024, 64, 16, block_dim=3, nbuf=2),
+         {"x": rng.standard_normal((1024, 64)).astype(np.float16), "y": rng.standard_normal((1024, 64)).astype(np.float16)}),
+    ]
+    sync = ("ascend.set_flag ", "ascend.wait_flag ", "ascend.pipe_barrier")
+    verdicts = []
+    for text, feeds in cases:
+        lines = text.splitlines()
+        picked = np.random.default_rng(7).permutation([i for i, x in enumerate(lines) if x.strip().startswith(sync)])[:10]
+        for i in sorted(picked):
+            for what, mutant in ((f"line {i + 1} dropped", "\n".join(lines[:i] + lines[i + 1:])),
+                                 (f"line {i + 1} in block 0 only", _in_block_0_only(text, i))):
+                for timing_only in (False, True):
+                    full, followed = _full_and_followed(monkeypatch, mutant, None if timing_only else feeds, timing_only)
+                    assert followed == full, (what, timing_only)
+                    verdicts.append(full)
+    later = [v for v in verdicts if re.match(r"race in kernel @\w+ \(block [1-9]", v)]
+    assert len(later) >= 4 and any(v.startswith("race in kernel") and v not in later for v in verdicts) and "ok" in verdicts

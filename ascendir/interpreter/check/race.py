@@ -23,6 +23,10 @@ per dim), else the [first, last] element interval (conservative); between two bu
 bytes it is the byte interval (conservative). Kept per (buffer, pipe, read/write): the last few
 distinct ranges accessed (older accesses of a pipe are ordered before its newer ones).
 
+A launch's later blocks mostly repeat its first with other GM offsets: such a block follows the
+checked block it repeats and checks its GM operands only (`RaceChecker`: same verdicts and
+messages as checking every operand).
+
 Only the final pass of a launch checks (the L2 recording pass runs the same program); GM races
 between blocks on different cores are not checked (no cross-core sync is modelled). Numerics runs
 always check, in the data walk of a launch (sim/kernel.py `_data_walk`: every op runs there, while
@@ -37,6 +41,7 @@ from ascendir.costmodel.buffer_lifetimes import views_overlap
 from ascendir.errors import AscendirError
 
 KEEP = 8  # distinct ranges remembered per (buffer, pipe, read/write)
+REFS = 8  # checked blocks a launch's later blocks may follow (RaceChecker)
 
 
 def extent(tag: tuple, shape: tuple[int, ...]) -> tuple[int, int]:
@@ -88,6 +93,9 @@ def _meets(a: tuple, b: tuple, geometry: list) -> bool:
     return views_overlap(a[2], sa, ha, b[2], sb, hb)
 
 
+_END = (None, None, -1, None)  # the step after a checked block's last: matches no access
+
+
 class RaceChecker:
     """Vector clocks of one core's pipes during one block, and the recent accesses per buffer.
 
@@ -95,9 +103,29 @@ class RaceChecker:
     shape) pair is numbered once per checker (`geometry`), so that hashing a range (each access
     moves its range to the end of its dict) hashes ints and the root, not nested tuples. Only the
     slots that accessed something this block (`active`) can carry a nonzero clock component, so
-    joins (`wait`) compare those only."""
+    joins (`wait`) compare those only.
 
-    __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views")
+    Blocks that repeat a checked block (`refs`, REFS at most per launch) follow it instead of
+    checking their on-chip operands: the check of an on-chip range at one access reads only the
+    pipe slot, that pipe's clock row, the range and the ranges recorded before under the same key
+    (on-chip keys hold on-chip ranges only; ranges record the row's epoch and the op name). So a
+    block whose accesses so far have the pipes, rows, on-chip operands and names of the first
+    accesses of a checked block took, on every on-chip key, the decisions that block took, which
+    raised nothing. Its clocks run as always (set / wait / barriers), and its GM operands (their
+    offsets differ per block; GM keys hold GM ranges only) are checked in full, lazily: while one
+    pipe, or only reads, touched a GM buffer this block, none of those accesses can race, and
+    they are checked (in order, recording them) when another access to it comes that could race
+    (`_follow`, `_materialise`). At the first access
+    that differs, the block switches to another checked block with the same prefix, or checks
+    that prefix's on-chip operands in full (`_diverge`: the state a full check would hold then)
+    and everything after, and becomes a checked block itself. Same verdicts and messages as
+    checking every operand of every block (tests/test_interpreter_race.py compares both on
+    racing and race-free kernels: `follow` False is the full check)."""
+
+    follow = True  # False: check every operand of every block (the reference the tests compare with)
+
+    __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views",
+                 "refs", "ref", "pos", "rec", "lazy")
 
     def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1):
         self.kernel = kernel
@@ -111,6 +139,16 @@ class RaceChecker:
         self.geo_ids: dict = {}  # (strides, shape) -> its index in `geometry`
         self.geometry: list = []
         self.views: dict = {}  # (root, strides, shape) -> `_view`
+        # a checked block: per access, in order, its step (its on-chip operands -- the (tag,
+        # shape, writes) whose root is a ChipBuffer --, its pipe's clock row after its epoch (a
+        # copy), its pipe slot, its op name)
+        self.refs: list[list[tuple]] = []  # checked blocks of this launch, the latest last
+        self.ref: list[tuple] | None = None  # the checked block this block follows
+        self.pos = 0  # accesses of this block so far, while it follows `ref`
+        self.rec: list[tuple] | None = None  # this block's steps, while it is checked in full
+        # GM root -> [its one pipe, or -1: only reads; written; its accesses (step, operand)]
+        # while a following block has not checked it yet (`_follow`)
+        self.lazy: dict = {}
 
     def _view(self, root, st: tuple, shape: tuple) -> tuple:
         """(last element - first element, or -1 when empty; geometry id of (strides, shape); the
@@ -131,10 +169,24 @@ class RaceChecker:
         return v
 
     def reset(self) -> None:
+        """Start a block: fresh clocks and ranges; the block follows the checked block the last
+        one followed or was (or is checked in full: the first block, `follow` False)."""
         n = self.nslots
         self.vc = [[0] * n for _ in range(n)]
         self.seen = {}
         self.active = []
+        rec = self.rec
+        if rec:  # the last block was checked in full and raised nothing
+            self.refs.append(rec)
+            if len(self.refs) > REFS:
+                del self.refs[0]
+            self.ref = rec
+        self.rec = None
+        self.pos = 0
+        self.lazy = {}
+        if not self.follow or not self.refs:
+            self.ref = None
+            self.rec = [] if self.follow else None
 
     def set(self, src: int) -> list[int]:
         return list(self.vc[src])
@@ -152,17 +204,102 @@ class RaceChecker:
 
     def access(self, pid: int, operands: list[tuple], name: str, block: int) -> None:
         """operands: (tag, shape, writes) of each memref operand of an op on pipe slot `pid`.
+        Raises AscendirError naming both ops, pipes and the buffer(s) when it races (`_check`)."""
+        vc = self.vc[pid]
+        epoch = vc[pid] + 1
+        vc[pid] = epoch
+        if epoch == 1:
+            self.active.append(pid)
+        ref = self.ref
+        if ref is not None:
+            i = self.pos
+            try:
+                step = ref[i]
+            except IndexError:
+                step = _END
+            # (an op with no GM operand is equal to its on-chip operands)
+            if operands == step[0] and vc == step[1] and pid == step[2] and name == step[3]:
+                self.pos = i + 1
+                return
+            self._follow(pid, vc, operands, name, block, step)
+            return
+        self._check(pid, vc, operands, name, block)
+        rec = self.rec
+        if rec is not None:
+            rec.append(([o for o in operands if type(o[0][0]) is ChipBuffer], vc[:], pid, name))
+
+    def _follow(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int, step: tuple) -> None:
+        """`access` of a following block whose access is not `step`, `ref`'s next: the same but
+        for GM operands (checked lazily while one pipe, or only reads, touched a GM buffer this
+        block: `lazy`; none of those accesses can race), or the first access that differs
+        (another checked block with the same prefix is followed, or `_diverge`)."""
+        i = self.pos
+        on = [o for o in operands if type(o[0][0]) is ChipBuffer]
+        if not (on == step[0] and vc == step[1] and pid == step[2] and name == step[3]):
+            ref = self.ref
+            for other in reversed(self.refs):  # another checked block with this prefix, and this access
+                if other is not ref and len(other) > i and other[i][0] == on and other[i][1] == vc and other[i][2] == pid \
+                        and other[i][3] == name and other[:i] == ref[:i]:
+                    self.ref = other
+                    break
+            else:
+                self._diverge(i, block)
+                self._check(pid, vc, operands, name, block)
+                self.rec.append((on, vc[:], pid, name))
+                return
+        self.pos = i + 1
+        lazy = self.lazy
+        for o in operands:
+            root = o[0][0]
+            if type(root) is ChipBuffer:
+                continue
+            w = o[2]
+            got = lazy.get(root)
+            if got is None:
+                if root not in self.seen:  # first access to it this block
+                    lazy[root] = [pid, w, [(i, o)]]
+                    continue
+            elif got[0] == pid or (not w and (got[0] < 0 or not got[1])):
+                got[2].append((i, o))
+                if got[0] != pid:
+                    got[0] = -1
+                if w:
+                    got[1] = True
+                continue
+            else:
+                self._materialise(root, block)
+            self._check(pid, vc, [o], name, block)
+
+    def _materialise(self, root, block: int) -> None:
+        """Check the accesses to GM `root` this block made while only one pipe, or only reads,
+        touched it (none can race: the check records them, and raises nothing), so that it is
+        checked in full from now on. (Their pipes, rows and names: those of `ref`'s steps.)"""
+        ref = self.ref
+        for i, o in self.lazy.pop(root)[2]:
+            _, row, pid, name = ref[i]
+            self._check(pid, row, [o], name, block)
+
+    def _diverge(self, n: int, block: int) -> None:
+        """Check the on-chip operands of this block's first `n` accesses (`ref`'s first `n`
+        steps) in full, as a full check would have (their GM operands were, or are now:
+        `_materialise`), and check the rest of the block in full, recording it (`rec`)."""
+        for root in list(self.lazy):
+            self._materialise(root, block)
+        rec = self.rec = self.ref[:n]
+        self.ref = None
+        for on, row, pid, name in rec:
+            self._check(pid, row, on, name, block)
+
+    def _check(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int) -> None:
+        """Check and record `operands` of an access by pipe slot `pid` whose clock row is `vc`
+        (its epoch included).
 
         Per (buffer or placed space, pipe, read/write) the recent ranges are an insertion-ordered
         dict range -> (epoch, op name): re-accessing a range moves it to the end (one lookup, not a
         scan of up to KEEP x buffers entries), so epochs increase along it and only the entries
         after the last epoch `pid` knows of, found from the end, can race; the latest epoch per
         (pipe, read/write) skips the pipes whose every access there is already ordered before."""
-        vc = self.vc[pid]
-        epoch = vc[pid] + 1
-        vc[pid] = epoch
-        if epoch == 1:
-            self.active.append(pid)
+        epoch = vc[pid]
         seen = self.seen
         views = self.views
         for tag, shape, w in operands:
