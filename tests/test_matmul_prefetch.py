@@ -150,7 +150,10 @@ def test_square_weight_gemm_prefetches_b_on_wide_tiles_and_runs_faster():
     plain = Tiling(**{**best.__dict__, "prefetch": 0})
     text = weight_text(4096, 4096, 4096)
     cyc = [simulate(lower_text(with_tiling(text, t.text())), None, {}, hw, timing_only=True).report["total_cycles"] for t in (best, plain)]
-    assert cyc[0] < 0.97 * cyc[1]
+    # 910B2: 774,805 vs 794,733 cycles (l1_depth 5). It was 776,422 vs 802,543 while the L2's tied
+    # misses went round-robin over the launch in the log's order (interpreter/timing/l2.py
+    # L2Pass.settle, now per group of tied readers: other cores pay the plain kernel's misses)
+    assert cyc[0] < 0.98 * cyc[1]
     assert not any(t.prefetch and t.m > t.n for t in candidates(p, hw, (1,)))
     assert any(t.prefetch and t.m > t.n for t in candidates(Problem(1, 512, 11008, 4096, "f16", 2), hw, (1,)))
 
