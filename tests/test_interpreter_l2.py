@@ -83,6 +83,59 @@ def test_simultaneous_readers_take_turns_paying():
     assert {b for b, _ in p.misses} == {0, 1, 2, 3}  # one miss each, not all on block 0
 
 
+def _designate(rows, window: float) -> set[tuple[int, int]]:
+    """The misses L2Pass.settle designates for recorded reads `rows` of (key, time, block,
+    ordinal), logged in the order given."""
+    p = L2Pass(window=window)
+    for key, t, b, j in rows:
+        p.ordinal[b] = j
+        p.read(None, key, t, b, 0.0)
+    p.settle()
+    return p.misses
+
+
+def test_who_pays_tied_misses_does_not_depend_on_the_log_order():
+    """The round-robin over tied readers follows simulated time, block and tile key, not the
+    order the interpreter logged the reads in: the same reads (each keeping its block and its
+    ordinal) logged block by block, in time order or shuffled designate the same misses."""
+    window = 500.0
+    rows = []
+    for b in range(4):  # 4 blocks run the same schedule: every tile is a tie of 4 readers
+        j = 0
+        for rnd in range(2):  # the second round comes after the residency window: misses again
+            base = rnd * 2000.0
+            # each block's program order is not its time order (a prefetching unit's fill of
+            # tile 10 + s is logged after the main unit's reads of later tiles)
+            for s in range(6):
+                rows.append((s, base + 100.0 * s, b, j))
+                j += 1
+            for s in range(6):
+                rows.append((10 + s, base + 100.0 * s + 50.0, b, j))
+                j += 1
+    want = _designate(rows, window)
+    assert len(want) == 2 * 12  # one miss per tile and residency period
+    per_block = np.bincount([b for b, _ in want], minlength=4)
+    assert per_block.tolist() == [6, 6, 6, 6]  # the turns spread them evenly
+    by_time = sorted(rows, key=lambda r: (r[1], r[2]))  # blocks interleaved as time goes
+    assert _designate(by_time, window) == want
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        assert _designate([rows[i] for i in rng.permutation(len(rows))], window) == want
+
+
+def test_each_group_of_tied_readers_takes_turns_over_its_own_members():
+    """Three groups of three blocks read their own tile at the same times: each group's misses
+    rotate over its members. (A turn counter shared by the groups would step each group's payer
+    by 3, the number of groups: the same block would pay every time.)"""
+    rows = []
+    for step in range(6):
+        for b in range(9):  # group b // 3 reads tile 100 * (b // 3) + step
+            rows.append((100 * (b // 3) + step, 10.0 * step, b, step))
+    misses = _designate(rows, 1e9)
+    assert len(misses) == 18
+    assert np.bincount([b for b, _ in misses], minlength=9).tolist() == [2] * 9
+
+
 def test_matmul_hit_rate_is_unique_over_total():
     n, tm, tn, lk = 1024, 128, 256, 256
     rep = simulate(parse(matmul_ir(n, n, n, tm=tm, tn=tn, tk=64, l1_k=lk, block_dim=24)), None, {}, HW, timing_only=True).report

@@ -14,7 +14,7 @@ from ascendir.dialects.ascend import FLAG_UNITS_ATTR
 from ascendir.errors import AscendirError
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
-from ascendir.conversion.nn_to_ascend.tiling import Problem, Tiling, candidates, check_fits, estimate, parse_tiling, search
+from ascendir.conversion.nn_to_ascend.tiling import Problem, Tiling, candidates, check_fits, estimate, parse_tiling, ranked, search
 from lowering_harness import lower_text, rand, run_both
 from test_choose_tiling import with_tiling
 from test_lowering_matmul import epilogue_text, fuse, kernels, matmul_text
@@ -101,7 +101,7 @@ def test_weight_gemm_prefetch_extrapolates_its_steady_state():
     best = search(Problem(1, 512, 4096, 11008, "f16", 2, b_nz=True), hw).best
     assert best.prefetch == 1
     rep = simulate(lower_text(with_tiling(weight_text(512, 11008, 4096), best.text())), None, {}, hw, timing_only=True).report
-    (mm,) = [k for k in rep["kernels"] if k["name"].startswith("matmul")]
+    (mm,) = [k for k in rep["kernels"] if k["name"].startswith("matmul") and "reduce" not in k["name"]]  # (+ a tail_split's reduction)
     assert mm["core_type"] == "mix" and mm["extrapolated_iterations"] > 0
 
 
@@ -141,16 +141,23 @@ def test_square_weight_gemm_prefetches_b_on_wide_tiles_and_runs_faster():
     32 B/cycle path: the search prefetches it (no margin for weights), on a tile whose B part is
     the larger (n >= m: the AIC still streams A and pays its first-read misses), and the
     simulated kernel is faster than the same tiling without prefetch; a runtime B keeps the
-    margin (the plain kernel); no candidate of a problem with M >= N prefetches a tile with m > n."""
+    margin (its best tiling without a tail split is the plain kernel; the tail split, offered on
+    prefetching tilings, can carry one past it); no candidate of a problem with M >= N prefetches
+    a tile with m > n."""
     hw = load_target("ascend910b2")
     p = Problem(1, 4096, 4096, 4096, "f16", 2, b_nz=True)
     best = search(p, hw).best
     assert best.prefetch == 1 and best.n >= best.m
-    assert search(Problem(1, 4096, 4096, 4096, "f16", 2), hw).best.prefetch == 0
-    plain = Tiling(**{**best.__dict__, "prefetch": 0})
+    rt = Problem(1, 4096, 4096, 4096, "f16", 2)
+    assert min((t for t in candidates(rt, hw, (1,)) if not t.tail_split), key=lambda t: ranked(rt, estimate(rt, t, hw), t)).prefetch == 0
+    plain = Tiling(**{**best.__dict__, "prefetch": 0, "tail_split": 0})  # (tail splits ride on the prefetch)
     text = weight_text(4096, 4096, 4096)
     cyc = [simulate(lower_text(with_tiling(text, t.text())), None, {}, hw, timing_only=True).report["total_cycles"] for t in (best, plain)]
-    assert cyc[0] < 0.97 * cyc[1]
+    # 910B2: 772,903 (tail_split 2) vs 798,003 cycles (l1_depth 4); 774,805 vs 794,733 at
+    # l1_depth 5 before the search offered tail splits, 776,422 vs 802,543 while the L2's tied
+    # misses went round-robin over the launch in the log's order (interpreter/timing/l2.py
+    # L2Pass.settle, now per group of tied readers: other cores pay the plain kernel's misses)
+    assert cyc[0] < 0.98 * cyc[1]
     assert not any(t.prefetch and t.m > t.n for t in candidates(p, hw, (1,)))
     assert any(t.prefetch and t.m > t.n for t in candidates(Problem(1, 512, 11008, 4096, "f16", 2), hw, (1,)))
 

@@ -100,3 +100,33 @@ def test_tail_split_refused_on_a_coupled_chip_and_with_an_epilogue():
     # forced (--tiling) on such a matmul: an error naming the reason, never silently dropped
     with pytest.raises(AscendirError, match="plain float matmul.*tail_split = 3"):
         with_tiling(fuse(epilogue_text(512, 1024, 1024, "relu", dt="f16")), "m=128,n=128,k=64,tail_split=3")
+
+
+def test_search_splits_the_partial_wave_of_a_prefill_projection_and_it_runs_faster():
+    """LLaMA-7B's down projection at prefill 512 (512 x 4096 x 11008, f16 weight) makes 64
+    tiles of 256 x 128 on 24 AICs: 16 cores run 3, 8 run 2. The search splits the 16 tiles of
+    the partial wave into K ranges over every AIC (its estimate scores the ranges and the
+    reduction kernel), and the simulated kernels (cube + reduction) are faster than the same
+    tiling without the split, as the estimate says. Candidates split only prefetching tilings
+    (no runtime-B or warm-up ones: tiling.TAIL_SPLIT_CHOICES)."""
+    from ascendir.conversion.nn_to_ascend.tiling import candidates, estimate, search, warms_a
+    from test_matmul_nz_weight import weight_text
+
+    hw = load_target("ascend910b2")
+    p = Problem(1, 512, 4096, 11008, "f16", 2, b_nz=True)
+    best = search(p, hw).best
+    assert best.tail_split >= 2 and best.prefetch == 1
+    whole = Tiling(**{**best.__dict__, "tail_split": 0})
+    est = [estimate(p, t, hw).cycles for t in (best, whole)]
+    assert est[0] < est[1]
+    cyc = [simulate(lower_text(with_tiling(weight_text(512, 11008, 4096), t.text())), None, {}, hw, timing_only=True).report["total_cycles"]
+           for t in (best, whole)]
+    assert cyc[0] < 0.95 * cyc[1]
+    for c, e in zip(cyc, est):  # the estimate tracks both within 10 %
+        assert abs(e - c) / c < 0.10, (e, c)
+    cands = list(candidates(p, hw, (1,)))
+    assert any(t.tail_split for t in cands)
+    assert all(t.prefetch and not warms_a(p, Tiling(**{**t.__dict__, "tail_split": 0}), hw) for t in cands if t.tail_split)
+    # 512 x 4096 x 4096: the warm-up's tilings keep the partial wave's slack for it
+    q = Problem(1, 512, 4096, 4096, "f16", 2, b_nz=True)
+    assert search(q, hw).best.tail_split == 0 and warms_a(q, search(q, hw).best, hw)

@@ -42,6 +42,21 @@ K_BYTES_CHOICES = (32, 64, 128, 256)
 DEPTH_CHOICES = (1, 2, 3, 4, 5, 6, 8)
 SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8)
 SWIZZLE_CHOICES = (1, 2, 4, 8, 16)
+# tail_split factors the search offers (K ranges per tile of the partial last wave), on
+# prefetching tilings only, and not beside the A warm-up (`warms_a`). The estimate balances the
+# cores by their items alone; first reads from HBM (A's, and without the prefetch B's) go to the
+# cores that get there first, and where they set the kernel's end the partial wave does not, so
+# splitting it gains nothing the estimate can see: 910B2 fp16 4096^3 with a runtime B (no
+# prefetch), 128x256, l1_depth 5: core ends 801-815 K cycles, the latest core 8, which runs one
+# item fewer than cores 0-7; with tail_split 2 796-833 K (core 8 also runs a tail range):
+# 815,413 -> 833,651 simulated (+ the reduction) while the estimate went 832,852 -> 817,877.
+# The warm-up, which removes A's first-read misses using the partial wave's slack, is the
+# better use of that slack: 512x4096x4096 weight, 256x128, l1_depth 4, prefetch: warm-up
+# 106,861 estimated / 108,243 simulated, tail_split 3 105,740 / 110,366. With the B prefetch
+# and no warm-up the partial wave sets the end (weights, 256x128, l1_depth 4, prefetch):
+# 512x4096x11008 297,082 -> 270,033 (tail_split 3), 512x11008x4096 283,296 -> 265,002
+# (tail_split 4).
+TAIL_SPLIT_CHOICES = (2, 3, 4, 6)
 # GM transactions are split into 128/256/512 B (S2 hardware constraints page): a tile row shorter
 # than one 128-B transaction wastes most of every burst, which the copy cost (bytes / rate) does
 # not see. So the search keeps each GM row of the A and B tiles >= 128 B unless the matrix row
@@ -570,6 +585,10 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     becomes M' + max(0, FIX - 2·(half-width mmads of one chunk)).
     A core runs ceil(items / block_dim) items after a fill (one load + its GM latency). The
     kernel is max(core, bandwidth floor) + launch head; split-K adds a vector reduction kernel.
+    With `t.tail_split` (tail_geometry: the partial wave's tiles as K ranges) a core runs the
+    whole waves' items, then its ranges (`range_chunks`, the longest core counts) as items of
+    that many chunks whose f32 partial leaves in tail_piece pieces (`tail_cube`); the partials
+    count as GM writes and the reduction kernel (`_reduce_cycles` over the pieces) follows.
 
     With `t.prefetch` (templates/matmul.py `_Prefetch`) the group's two AIVs read every B chunk
     GM -> UB before the AIC loads it, so the AIC's B reads all hit L2; the AIVs take turns (chunk
@@ -605,7 +624,10 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     splits = -(-p.k // ks)
     items = p.batch * tm * tn * splits
     cores = target.num_aic
-    bd = min(cores, items)
+    # tail_split: the partial wave's `tail` tiles run as tail_f K ranges each (tail_geometry)
+    tail, tail_f = (tail_geometry(p, t, target) if splits == 1 else None) or (0, 1)
+    work = items - tail + tail * tail_f  # the kernel's work items
+    bd = min(cores, work)
     share = target.hbm_bytes_per_cycle / bd
     env = CostEnv(target, share)
     k_item = p.k / splits
@@ -647,7 +669,8 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
             return n_l1 * (mte2_head + read / pf_aivs + lat)
         return n_l1 * (mte2_head + read + lat) / pf_aivs
 
-    if not p.ffn_up and fixpipe_halves(target, dt, t, splits, [p.n], p.k, out_bytes, p.bias_bytes > 0, -(-items // bd)):
+    halves = not p.ffn_up and fixpipe_halves(target, dt, t, splits, [p.n], p.k, out_bytes, p.bias_bytes > 0, -(-work // bd))
+    if halves:
         half, whole = mmad_cycles(target, dt, t.m, t.n // 2, t.k), mmad_cycles(target, dt, t.m, t.n, t.k)
         per_chunk = min(t.l1_depth, n_l0)  # L0 steps of one L1 chunk
         halved = min(n_l0, 2 * per_chunk)  # the first and the last chunk (or the only one)
@@ -655,16 +678,32 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     else:
         cube = mmad + fix
 
-    def item_cycles(ha: float, hb: float, vector: bool = True, pf_item: bool = prefetch, hb_pf: float | None = None) -> tuple[float, float]:
+    def item_cycles(ha: float, hb: float, vector: bool = True, pf_item: bool = prefetch, hb_pf: float | None = None,
+                    chunks: int | None = None) -> tuple[float, float]:
         # the prefetched part of B hits L2; the AIC reads the rest as any re-read (hb); the
-        # AIVs' own reads of a prefetched item hit at hb_pf (default hb)
+        # AIVs' own reads of a prefetched item hit at hb_pf (default hb). `chunks`: a tail
+        # range's L1 chunks (its partial leaves as f32 pieces: tail_cube), else the whole K
         share = pf_share if pf_item else 0.0
+        r = 1.0 if chunks is None else chunks / n_l1
         b_time = share / r_hit + (1 - share) * (hb / r_hit + (1 - hb) / r_miss)
-        mte2 = n_l1 * (nd2nz + nacc * b_head + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * b_time)
-        pf = aiv_cycles(hb if hb_pf is None else hb_pf) if pf_item else 0.0
+        mte2 = r * n_l1 * (nd2nz + nacc * b_head + a_bytes * (ha / r_hit + (1 - ha) / r_miss) + b_bytes * b_time)
+        pf = r * aiv_cycles(hb if hb_pf is None else hb_pf) if pf_item else 0.0
         # ffn_up's AIV 0 prefetches Wu beside its epilogue (gated): both on its MTE2, one after the other
         v0 = (aiv0 + (pf if p.ffn_up and pf_aivs == 2 else 0.0)) if vector else 0.0
-        return max(mte2, mte1, cube, pf, v0), mte2
+        return max(mte2, r * mte1, cube if chunks is None else tail_cube(chunks), pf, v0), mte2
+
+    def tail_cube(chunks: int) -> float:
+        """M + FIX of a tail range of `chunks` L1 chunks (templates/matmul.py `_tail_item`): its
+        mmads, its f32 partial out in tail_piece pieces (one FixPipe start-up each), behind two
+        half chunks of mmads when the range runs by column halves (two chunks or more)."""
+        rows, cols = tail_piece(t)
+        steps = chunks * min(t.l1_depth, n_l0)
+        fix_t = (t.m // rows) * (t.n // cols) * copy_startup(target, Pipe.FIX, None) + t.m * t.n * 4 / env.gm_rate(
+            target.rate("l0c", "gm"), "l0c", "gm")
+        if halves and chunks >= 2 and cols == t.n // 2:
+            per = min(t.l1_depth, n_l0)
+            return steps * whole + min(steps, 2 * per) * (2 * half - whole) + max(0.0, fix_t - 2 * per * half)
+        return steps * mmad_cycles(target, dt, t.m, t.n, t.k) + fix_t
 
     # L2 (interpreter/l2.py): a re-read hits when the previous read of the same tile is at most
     # `window` cycles back. Items run in waves of bd; with swizzle s the A panel of a row is
@@ -709,7 +748,7 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
         return pf_frac * a[0] + (1 - pf_frac) * b[0], pf_frac * a[1] + (1 - pf_frac) * b[1]
 
     t_item, mte2 = mixed()
-    per_core = -(-items // bd)
+    per_core = -(-work // bd)
     warm = _warm_a_cycles(p, t, target, items, bd, t_item, window, n_l1, mte2_head + a_bytes / u_miss + env.gm_latency("gm", "ub", False))
     if warm:  # every AIC read of A hits
         ha = 1.0
@@ -722,7 +761,12 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
                          + env.gm_latency("gm", "ub", False))
     else:
         fill = n_l1 and (nd2nz + nacc * b_head + (a_bytes + b_bytes) / r_miss + env.gm_latency("gm", "l1", False))
-    core = per_core * t_item + fill + env.gm_latency("l0c", "gm")
+    if tail:  # the whole waves, then the core's tail ranges (the longest core: range_chunks)
+        longest = max(range_chunks(n_l1, tail, tail_f, bd))
+        core = (items - tail) // bd * t_item + (item_cycles(ha, hb, chunks=longest)[0] if longest else 0.0)
+        core += fill + env.gm_latency("l0c", "gm")
+    else:
+        core = per_core * t_item + fill + env.gm_latency("l0c", "gm")
     if aiv0:  # the first item does not wait for a vector stage, the last one's follows the cube
         core += aiv0 - (t_item - mixed(vector=False)[0])
     gm_read = items * n_l1 * (a_bytes + b_bytes) + (p.m * p.k * es if warm else 0)  # the warm-up's reads are the misses
@@ -732,7 +776,8 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
         gm_read += items * pf_frac * n_l1 * pf_share * b_bytes
         l2_hit += items * pf_frac * n_l1 * pf_share * b_bytes * (0.0 if first_row else hb)
     # (ffn_up's fp32 accumulators are rewritten in the L2-resident workspace: the h tile reaches HBM)
-    gm_write = p.batch * tm * tn * splits * mm_ * nn_ * (es / nacc if p.ffn_up else out_bytes)
+    gm_write = (p.batch * tm * tn * splits - tail) * mm_ * nn_ * (es / nacc if p.ffn_up else out_bytes)
+    gm_write += tail * tail_f * t.m * t.n * 4  # the tail ranges' f32 partials
     floor = bandwidth_bound_cycles(gm_read, gm_write, target, l2_hit)
     body = max(core, floor)
     parts = {"prefetch": float(prefetch), "warm_a": warm, "first_row": float(first_row), "b_regroup_misses": float(groups > 1 and not b_rehit), "core": core, "floor": floor, "item": t_item, "mmad": mmad, "mte1": mte1, "mte2": mte2, "fix": fix,
@@ -742,7 +787,23 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
         red = _reduce_cycles(p, splits, target)
         parts["reduce"] = red
         total += red
+    if tail:
+        rows, cols = tail_piece(t)
+        red = _reduce_cycles(p, tail_f, target, tail * t.m * t.n, rows * cols)
+        parts["reduce"] = red
+        total += red
     return Estimate(total, parts)
+
+
+def range_chunks(chunks: int, tail: int, f: int, bd: int) -> list[int]:
+    """L1 chunks of tail ranges each of `bd` cores runs (templates/matmul.py `tail_k`): the
+    `tail` tiles' f ranges, split-major after the whole waves (a multiple of bd items), item q
+    on core q mod bd; range s of a tile has chunks // f chunks, one more for s < chunks mod f."""
+    per = [0] * bd
+    for q in range(tail * f):
+        s = q // tail
+        per[q % bd] += chunks // f + (1 if s < chunks % f else 0)
+    return per
 
 
 def _warm_a_cycles(p: Problem, t: Tiling, target: HardwareConfig, items: int, bd: int, t_item: float, window: float,
@@ -778,15 +839,16 @@ def warms_a(p: Problem, t: Tiling, target: HardwareConfig) -> bool:
     return estimate(p, t, target).parts["warm_a"] > 0
 
 
-def _reduce_cycles(p: Problem, splits: int, target: HardwareConfig) -> float:
+def _reduce_cycles(p: Problem, splits: int, target: HardwareConfig, total: int | None = None, tile: int = REDUCE_TILE) -> float:
     """The split-K reduction kernel (templates/matmul.py `_emit_split_k_reduce`): AIV tiles of
     REDUCE_TILE elements, `splits` f32 loads (L2 hits: the partials were just written, write-
-    allocate), splits-1 vadds (+ vcast), one store; launch head on top."""
-    total = p.batch * p.m * p.n
-    tiles = -(-total // REDUCE_TILE)
+    allocate), splits-1 vadds (+ vcast), one store; launch head on top. With `total` elements
+    in pieces of `tile`: tail_split's reduction (`_emit_tail_reduce`, `tail_piece` pieces)."""
+    total = p.batch * p.m * p.n if total is None else total
+    tiles = -(-total // tile)
     bd = min(target.num_aiv, tiles)
     env = CostEnv(target, target.hbm_bytes_per_cycle / bd)
-    e = min(REDUCE_TILE, total)
+    e = min(tile, total)
     load = copy_startup(target, Pipe.MTE2, None) + e * 4 / env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
     store = copy_startup(target, Pipe.MTE3, None) + e * p.out_bytes / env.gm_rate(target.rate("ub", "gm"), "ub", "gm")
     per_tile = splits * load + store  # MTE2 dominates; V (vadd 256 B/cycle) is far below it
@@ -837,8 +899,18 @@ def candidates(p: Problem, target: HardwareConfig, swizzles: tuple[int, ...] = S
                                 # 772.9 K cycles; 14336x4096x4096 2.86 M (one core 10 % behind the
                                 # others) vs 2.70 M (l1_depth 5); but 512x11008x4096 (M < N) 83.4 % vs
                                 # 78.1 % of the cube
-                                if (bm <= bn or p.m < p.n) and prefetch_fits(p, t, target):
+                                pf = (bm <= bn or p.m < p.n) and prefetch_fits(p, t, target)
+                                if pf:
                                     yield replace(t, prefetch=1)
+                                # the partial last wave's tiles as K ranges over every AIC (catlass
+                                # TailSplitK) with the B prefetch, where tail_misfit allows it and
+                                # not beside the A warm-up (see TAIL_SPLIT_CHOICES)
+                                if pf and sk == 1 and sw == 1:
+                                    u = replace(t, prefetch=1)
+                                    if tail_misfit(p, replace(u, tail_split=2), target) is None and not warms_a(p, u, target):
+                                        for f in TAIL_SPLIT_CHOICES:
+                                            if tail_misfit(p, replace(u, tail_split=f), target) is None:
+                                                yield replace(u, tail_split=f)
 
 
 def ranked(p: Problem, e: Estimate, t: Tiling) -> float:
@@ -849,8 +921,8 @@ def ranked(p: Problem, e: Estimate, t: Tiling) -> float:
 
 def search(p: Problem, target: HardwareConfig) -> SearchResult:
     """The candidate with the fewest `ranked` cycles; among those within ESTIMATE_RESOLUTION of
-    the fewest (which the estimate cannot order), fewer splits, no swizzle, no prefetch, then
-    the larger output tile, the deeper L1 chunk, the larger k.
+    the fewest (which the estimate cannot order), fewer splits, fewer tail ranges, no swizzle,
+    no prefetch, then the larger output tile, the deeper L1 chunk, the larger k.
 
     Raises:
         AscendirError: when no candidate fits (not even 16 x 16 x 32 B tiles)."""
@@ -868,7 +940,7 @@ def search(p: Problem, target: HardwareConfig) -> SearchResult:
             t = t1 if sw == 1 else replace(t1, swizzle=sw)
             n += 1
             e = estimate(p, t, target)
-            scored.append(((t.split_k, t.swizzle, t.prefetch, -t.m * t.n, -t.k_l1, -t.k, round(ranked(p, e, t))), t, e))
+            scored.append(((t.split_k, t.tail_split, t.swizzle, t.prefetch, -t.m * t.n, -t.k_l1, -t.k, round(ranked(p, e, t))), t, e))
             if sw == 1 and not e.parts["b_regroup_misses"]:
                 break
     if not scored:

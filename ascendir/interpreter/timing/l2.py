@@ -11,8 +11,10 @@ Who pays a miss: blocks are simulated one after another, so the first block simu
 every tile first and pay every miss while its peers, simulated later, hit. A kernel with GM reads
 therefore runs twice: a recording pass (every read hits, no numerics, no trace) notes when each
 block reads each tile; the misses go to the accesses that are first in that pass's time order (or
-come more than the residency window after the previous access). The timed pass charges exactly
-those accesses as misses, unless the tile was left in L2 by an earlier kernel.
+come more than the residency window after the previous access); readers tied in time take turns
+(`L2Pass.settle`: round-robin per group of tied readers, on simulated time, block and tile key,
+not on the order the interpreter ran them in). The timed pass charges exactly those accesses as
+misses, unless the tile was left in L2 by an earlier kernel.
 
 Residency (INF, from [S1] l2_size and the chip HBM bandwidth [S25]): L2 content is replaced by
 lines filled from HBM, at most `hbm_bytes_per_cycle` per cycle, so a line touched at t₀ survives
@@ -267,8 +269,26 @@ class L2Pass:
     def settle(self) -> None:
         """Mark the misses: per tile, the first access of each residency period. Accesses tied
         with it (within TIE cycles: blocks that run the same schedule reach the tile together)
-        take turns paying, round-robin over the launch (tiles in order of first access), as the
-        leading core of a group reading the same lines changes when the leader falls behind."""
+        take turns paying, as the leading core of a group reading the same lines changes when
+        the leader falls behind (the core that paid a miss waits for HBM, so at the group's next
+        shared tile another core's request gets there first). The recording pass, where every
+        read hits, keeps such a group tied for the whole launch; the turns stand in for that
+        drift.
+
+        Turns go round-robin per reader group: the tie groups with the same readers (the same
+        multiset of blocks) in order of (time, tile key), the group's k-th tie paid by its
+        (k mod size)-th reader in (time, block, ordinal) order. No public source fixes which of
+        simultaneous readers' requests reaches L2 first; what the rule must give is each group's
+        misses spread evenly over its readers, and it must not depend on the order the
+        interpreter ran the units in, which is not the hardware's. So it uses simulated time,
+        block index and tile key only. (It used to count the turns over the whole launch, tiles
+        in order of their first row in the log: emitting a unit's ops elsewhere in the walk moved
+        which cores paid, and a counter shared by the groups that read at the same times steps
+        each group's payer by the number of such groups, e.g. by 3 over 3 readers: always the
+        same one.) The ordinal (a read's rank among its block's reads) orders only reads of one
+        tile by one block at the same time, which are interchangeable.
+        Shapes: the log's rows (key int64, time float64 cycles, block int64, ordinal int64);
+        vectorised over all rows (no Python loop per row: this runs for every launch)."""
         self._flush()
         if self.chunks:
             K, T, B, J = (np.concatenate(c) for c in zip(*self.chunks))
@@ -302,14 +322,27 @@ class L2Pass:
                 lo = np.where(ok, mid, lo)
                 hi = np.where(ok, hi, mid - 1)
             size = lo
-            # round-robin turns count the starts in order of (tile's first access in the log,
-            # time): turn of a start = starts of tiles first accessed earlier + its rank in its tile
-            first = np.minimum.reduceat(o, tiles)  # log index of each tile's first access
-            cnt = np.bincount(tid, minlength=len(tiles))  # starts per tile
-            by_first = np.argsort(first)
-            before = np.empty(len(tiles), np.int64)
-            before[by_first] = np.cumsum(cnt[by_first]) - cnt[by_first]
-            turn = before[tid] + np.arange(len(st)) - (np.cumsum(cnt) - cnt)[tid]
+            # round-robin per reader group: the tie groups of one set of readers (a multiset of
+            # blocks, by a hash of its members) take turns in order of (time, tile key), each
+            # group's k-th tie paid by its (k mod size)-th reader in (time, block, ordinal) order
+            turn = np.zeros(len(st), np.int64)
+            many = np.flatnonzero(size > 1)
+            if len(many):
+                h = B[o].astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)  # splitmix64 of each reader's block
+                h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+                h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+                h ^= h >> np.uint64(31)
+                cs = np.zeros(n + 1, np.uint64)
+                np.cumsum(h, out=cs[1:])  # wraps modulo 2^64: a sum of a group's rows is a multiset hash
+                s0 = st[many]
+                g = cs[s0 + size[many]] - cs[s0]
+                by = np.lexsort((Ks[s0], Ts[s0], g))
+                gs = g[by]
+                new = np.ones(len(by), bool)
+                np.not_equal(gs[1:], gs[:-1], out=new[1:])
+                idx = np.arange(len(by))
+                first = np.maximum.accumulate(np.where(new, idx, 0))
+                turn[many[by]] = idx - first
             c = o[st + turn % size]
             self.misses.update(zip(B[c].tolist(), J[c].tolist()))
         self.ordinal.clear()

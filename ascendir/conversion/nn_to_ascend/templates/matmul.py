@@ -53,11 +53,11 @@ partial wave each as f K ranges of whole L1 chunks (split-major, so a core's ran
 length as little as whole chunks allow). A range's f32 partial leaves L0C through FixPipe in
 `tiling.tail_piece` pieces (by column halves where `_tile_halves` runs, `_tail_item`) into a GM
 workspace; `_emit_tail_reduce` then sums each tail tile's ranges on the AIVs, reading every
-piece exactly as it was written (L2 hits), and casts it into C. The search does not offer it:
-measured on 910B2 fp16 weight GEMMs it gains 1.4 points of the cube on 512x4096x4096 (256x128,
-l1_depth 5, prefetch: 75.6 -> 77.0 %) and loses 1.9 on 4096^3 (128x256, l1_depth 5, prefetch:
-91.3 -> 89.4 %), where the misses of the cores that start tile rows, not the partial wave, set the
-kernel's end; the estimate does not model it.
+piece exactly as it was written (L2 hits), and casts it into C. tiling.estimate scores it (the
+whole waves, then each core's ranges, the pieces' FixPipe start-ups, the reduction kernel) and
+the search offers it on prefetching tilings without the A warm-up (tiling.TAIL_SPLIT_CHOICES:
+where first-read misses of the cores that start tile rows, not the partial wave, set the
+kernel's end, splitting the wave gains nothing).
 
 L2 prefetch (tiling field prefetch = 1, chosen by choose-tiling's cost model where the AICs would
 stream B from HBM at their 32 B/cycle DDR path, S1: decode GEMVs, prefill projections): the kernel
