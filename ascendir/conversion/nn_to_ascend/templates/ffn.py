@@ -152,9 +152,10 @@ def emit_ffn(ctx: LoweringContext, parts: dict, problems: dict[nn.MatmulOp, Prob
 def ffn_problems(parts: dict) -> dict[nn.MatmulOp, Problem]:
     """The Problem of each matmul of an ffn region (parse_ffn's parts over the region's values)
     as emit_ffn runs it: a gate / up matmul as an [m, n] tile of ffn_up's nacc accumulators
-    (with the b1 row and the activation), the down matmul as ffn_down (with the b2 row); both
-    with an epilogue, so no split-K. Their weights are stored NZ when all of them can be
-    (tiling.nz_weight): the kernels load them with one layout."""
+    (with the b1 row and the activation), the down matmul as ffn_down (with the b2 row, an
+    epilogue; without it a plain matmul kernel, emit_matmul's Epilogue(None, None), which may
+    split K or its partial wave: tiling.tail_misfit). Their weights are stored NZ when all of
+    them can be (tiling.nz_weight): the kernels load them with one layout."""
     ups, down = parts["ups"], parts["down"]
     nz = all(nz_weight(mm) for mm in (*ups, down))
 
@@ -163,7 +164,7 @@ def ffn_problems(parts: dict) -> dict[nn.MatmulOp, Problem]:
 
     out = {mm: problem_of(mm, bias_bytes=bias_bytes(parts["b1"]), epilogue=True, act=parts["act"], ffn_up=len(ups), b_nz=nz)
            for mm in ups}
-    out[down] = problem_of(down, bias_bytes=bias_bytes(parts["b2"]), epilogue=True, b_nz=nz)
+    out[down] = problem_of(down, bias_bytes=bias_bytes(parts["b2"]), epilogue=parts["b2"] is not None, b_nz=nz)
     return out
 
 
