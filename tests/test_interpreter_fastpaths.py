@@ -148,29 +148,32 @@ def test_scalar_run_matches_op_by_op():
 
 
 def _settle_reference(K, T, B, J, window: float, tie: float) -> set:
-    """L2Pass.settle's definition, written plainly: per tile (tiles in order of first access in the
-    log), accesses by (time, block, ordinal); a start is a tile's first access or one more than
-    `window` after the previous; its tie group is it and the following accesses within `tie` of
-    it; the k-th start overall (in that order) charges the miss to member k % group size."""
-    rows = list(zip(K, T, B, J))
-    first: dict = {}
-    for i, k in enumerate(K):
-        first.setdefault(k, i)
-    rows.sort(key=lambda r: (first[r[0]], r[1], r[2], r[3]))
+    """L2Pass.settle's definition, written plainly: per tile, accesses by (time, block, ordinal);
+    a start is a tile's first access or one more than `window` after the previous; its tie group
+    is it and the following accesses of the tile within `tie` of it. Groups with the same readers
+    (multiset of blocks) take turns in order of (start time, tile key): the k-th such group
+    charges the miss to its member k % group size."""
+    rows = sorted(zip(K, T, B, J))
     starts = [i for i, r in enumerate(rows) if i == 0 or r[0] != rows[i - 1][0] or r[1] - rows[i - 1][1] > window]
-    misses = set()
-    for turn, s in enumerate(starts):
+    groups: dict = {}
+    for s in starts:
         size = 1
         while s + size < len(rows) and rows[s + size][0] == rows[s][0] and rows[s + size][1] - rows[s][1] <= tie:
             size += 1
-        r = rows[s + turn % size]
-        misses.add((r[2], r[3]))
+        members = rows[s:s + size]
+        groups.setdefault(tuple(sorted(r[2] for r in members)), []).append((rows[s][1], rows[s][0], members))
+    misses = set()
+    for same in groups.values():
+        same.sort(key=lambda g: (g[0], g[1]))
+        for k, (_, _, members) in enumerate(same):
+            r = members[k % len(members)]
+            misses.add((r[2], r[3]))
     return misses
 
 
 def test_settle_matches_definition():
-    """The vectorised settle (sort by tile key, turns from each tile's first log index) designates
-    the same misses as the definition, for logs in (block, ordinal) order and shuffled, with tied
+    """The vectorised settle (sort by tile key, turns per reader group from a multiset hash)
+    designates the same misses as the definition, for logs in (block, ordinal) order and shuffled, with tied
     groups, residency gaps and tiles whose first access is not their earliest time."""
     from ascendir.interpreter.timing.l2 import TIE
 

@@ -23,6 +23,7 @@ from xdsl.passes import PassPipeline
 
 from ascendir.conversion.nn_to_ascend import tiling
 from ascendir.conversion.nn_to_ascend.templates import mc2
+from ascendir.dialects import nn
 from ascendir.driver import compile_model, lower, run_passes, simulate_ranks
 from ascendir.errors import AscendirError
 from ascendir.hardware import load_target
@@ -44,18 +45,26 @@ def _reference(name: str):
     return inputs, outputs
 
 
+MC2_KINDS = {mc2.MATMUL_ALL_REDUCE, mc2.MATMUL_REDUCE_SCATTER, mc2.ALL_GATHER_MATMUL}
+
+
 def _lowered(name: str, tp: int, sp: bool, passes: tuple):
     module, weights = compile_model(DATA / name / "model.onnx", TARGET, opt_level="O2", emit="nn")
     module, stores = shard_module(module, weights, tp, sp, TARGET)
     if passes:
         run_passes(module, PassPipeline(passes))
     kinds = [op.kind.data for op in module.walk() if op.name == "nn.fused"]
+    # a tail_split choose-tiling recorded for a matmul that an MC2 region took (mc2.recorded
+    # drops it there: that region sums those tiles' K in one range, not in f32 partials)
+    tails = any((tiling.tiling_from_attr(m.attributes.get(tiling.TILING_ATTR)) or {}).get("tail_split", 1) > 1
+                for op in module.walk() if op.name == "nn.fused" and op.kind.data in MC2_KINDS
+                for m in op.walk() if isinstance(m, nn.MatmulOp))
     lower(module, stores[0], TARGET)
     for store in stores[1:]:
         for w in stores[0]:
             if w not in store:
                 store.add(w, stores[0][w])
-    return module, stores, kinds
+    return module, stores, kinds, tails
 
 
 @cache
@@ -64,10 +73,10 @@ def _run(name: str, tp: int, sp: bool, fused: bool, stages: int = 0):
     inputs, _ = _reference(name)
     stages = stages or tp
     passes = (FuseMatmulAllReduce(chunks=2), FuseAllGatherMatmul(chunks=stages), FuseMatmulReduceScatter(chunks=stages)) if fused else ()
-    module, stores, kinds = _lowered(name, tp, sp, passes)
+    module, stores, kinds, tails = _lowered(name, tp, sp, passes)
     asyncs = sum(1 for op in module.walk() if op.name == "ascend.launch" and mc2.ASYNC_ATTR in op.attributes)
     res = simulate_ranks([module] * tp, stores, [inputs] * tp, TARGET, TOPOLOGY)
-    return res, kinds, asyncs
+    return res, kinds, asyncs, tails
 
 
 # (model, tp, sequence parallel, SP stages: 0 = one per device; 3 of 4 devices: exchanges with 2
@@ -80,15 +89,18 @@ CASES = [("llama_small", 2, False, 0), ("llama_small", 4, False, 0), ("llama_sma
                          ids=[f"{n}-tp{t}{'-sp' if s else ''}{f'-{c}stages' if c else ''}" for n, t, s, c in CASES])
 def test_mc2_equals_unfused_bit_for_bit_and_onnxruntime(name: str, tp: int, sp: bool, stages: int) -> None:
     _, expected = _reference(name)
-    plain, _, _ = _run(name, tp, sp, False)
-    fused, kinds, asyncs = _run(name, tp, sp, True, stages)
+    plain, _, _, _ = _run(name, tp, sp, False)
+    fused, kinds, asyncs, tails = _run(name, tp, sp, True, stages)
     want = {mc2.MATMUL_REDUCE_SCATTER, mc2.ALL_GATHER_MATMUL} if sp else {mc2.MATMUL_ALL_REDUCE}
     assert want <= set(kinds)
     assert asyncs > 0  # comm kernels really ran in the background
     for out, ref in expected.items():
         for r in range(tp):
             key = out if r == 0 else f"{out}@{r}"
-            np.testing.assert_array_equal(fused.outputs[key], plain.outputs[key])
+            if tails:  # equal up to the K summation order of the unfused tail tiles (f32)
+                np.testing.assert_allclose(fused.outputs[key], plain.outputs[key], rtol=0, atol=1e-5 * float(np.abs(plain.outputs[key]).max()))
+            else:
+                np.testing.assert_array_equal(fused.outputs[key], plain.outputs[key])
         np.testing.assert_allclose(fused.outputs[out].astype(np.float32), ref, rtol=1e-3, atol=1e-4)
     cl = fused.report["cluster"]
     assert cl["exposed_comm_cycles"] < cl["comm_cycles"]  # some communication hidden behind compute
@@ -99,7 +111,7 @@ def test_mc2_equals_unfused_bit_for_bit_and_onnxruntime(name: str, tp: int, sp: 
 def test_device_total_is_compute_plus_exposed_comm() -> None:
     """A background comm kernel adds only its exposed part to the device's time; the report's
     total is the sum of what each launch adds (= the device clock at the end)."""
-    res, _, _ = _run("llama_small", 2, False, True)
+    res, _, _, _ = _run("llama_small", 2, False, True)
     rep = res.report
     comm_names = {c["kernel"] for c in rep["cluster"]["collectives"]}
     compute = sum(k["cycles"] for k in rep["kernels"] if k["name"] not in comm_names)

@@ -53,7 +53,7 @@ from ascendir.conversion.nn_to_ascend.templates.epilogue import Epilogue, residu
 from ascendir.conversion.nn_to_ascend.templates.ffn import emit_ffn, ffn_problems
 from ascendir.conversion.nn_to_ascend.templates.ffn_region import keeps_rows, parse_ffn
 from ascendir.conversion.nn_to_ascend.templates.ffn_up import emit_up, up_tiling
-from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul, tiling_of
+from ascendir.conversion.nn_to_ascend.templates.matmul import emit_matmul
 from ascendir.dialects import ascend, nn
 from ascendir.dtypes import itemsize
 from ascendir.errors import AscendirError
@@ -334,8 +334,23 @@ def chunk_search(problem: tiling.Problem, rows: int, target: HardwareConfig, fix
 
 
 def recorded(ctx: LoweringContext, mm: nn.MatmulOp, problem: tiling.Problem) -> tiling.Tiling | None:
-    """The matmul's checked `ascend.tiling` for every row (tiling_of), None without one."""
-    return tiling_of(ctx, mm, problem)
+    """The matmul's checked `ascend.tiling` for every row (tiling_of), None without one. A
+    tail_split that `problem` cannot take (tiling.tail_misfit: the MC2 problem carries the bias
+    row in its epilogue, which the tail reduction lacks) is dropped rather than refused:
+    choose-tiling picked it for the plain matmul kernel, whose partial last wave it splits over
+    K. Those tail tiles' rows are then summed over K in one range instead of tail_split f32
+    partials: equal to the unfused kernel's up to that summation order.
+
+    Raises:
+        AscendirError: the recorded tiling does not fit `problem` (tiling_of)."""
+    fields = tiling.tiling_from_attr(mm.attributes.get(tiling.TILING_ATTR), ctx.current)
+    if fields is None or not isinstance(mm, nn.MatmulOp):
+        return None
+    t = tiling.complete(problem, fields, ctx.target)
+    if t.tail_split > 1 and tiling.tail_misfit(problem, t, ctx.target) is not None:
+        t = replace(t, tail_split=1)
+    tiling.check_fits(problem, t, ctx.target, ctx.current)
+    return t
 
 
 def rows_of(ctx: LoweringContext, buf: SSAValue, start: int, count: int) -> SSAValue:
@@ -673,7 +688,7 @@ def emit_matmul_reduce_scatter(ctx: LoweringContext, parts: SpParts, args: dict[
     epilogue = Epilogue(bias=args[parts.bias]) if parts.bias is not None else Epilogue()
     if chunks == 1:  # the model sees no gain: the matmul, then the reduce_scatter kernel
         part = emit_matmul(ctx, args[mm.lhs], args[mm.rhs], shape(mm.result), el, epilogue, base="mc2_matmul",
-                           tiling=tiling_of(ctx, mm, problem))
+                           tiling=recorded(ctx, mm, problem))
         y = ctx.buffer(list(shape(rs.result)), el)
         emit_reduce_scatter(ctx, group, ctx.view(part, shape(rs.input)), y, rs.axis.value.data, base="mc2_reduce_scatter")
         return y
@@ -765,7 +780,7 @@ def emit_all_gather_matmul(ctx: LoweringContext, parts: SpParts, args: dict[SSAV
     epilogue = Epilogue(bias=args[parts.bias]) if parts.bias is not None else Epilogue()
     if chunks == 1:  # the model sees no gain: the all_gather kernel, then the matmul
         emit_all_gather(ctx, group, args[ag.input], g, ag.axis.value.data, base="mc2_all_gather")
-        got = emit_matmul(ctx, g, w, shape(mm.result), el, epilogue, base="mc2_matmul", tiling=tiling_of(ctx, mm, problem))
+        got = emit_matmul(ctx, g, w, shape(mm.result), el, epilogue, base="mc2_matmul", tiling=recorded(ctx, mm, problem))
         return [got, g] if gathered else [got]
     best = chunk_search(problem, step, ctx.target, recorded(ctx, mm, problem))[0]
     idx = IndexType()
