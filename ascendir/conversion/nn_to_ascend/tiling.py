@@ -344,10 +344,12 @@ def reduce_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
 
 
 def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
-    """Why `t`'s split_k cannot be lowered (more K ranges than L1 chunks, or a reduction kernel
-    whose partial tiles overflow UB), else None."""
+    """Why `t`'s split_k cannot be lowered (an int8 matmul, an epilogue, more K ranges than L1
+    chunks, or a reduction kernel whose partial tiles overflow UB), else None."""
     if t.split_k <= 1:
         return None
+    if p.dtype == "i8":  # templates/matmul.py refuses it: the workspace and its reduction are f32
+        return f"cannot split K of an int8 matmul (split_k = {t.split_k}): the split-K partials and their reduction are f32"
     if p.epilogue and splits_of(p, t) > 1:  # templates/matmul.py refuses it: the epilogue must follow the reduction
         return f"needs a plain matmul for split_k = {t.split_k} (this one has an epilogue, which must follow the split-K reduction)"
     chunks = k_chunks(p, t)
