@@ -130,3 +130,22 @@ def test_search_splits_the_partial_wave_of_a_prefill_projection_and_it_runs_fast
     # 512 x 4096 x 4096: the warm-up's tilings keep the partial wave's slack for it
     q = Problem(1, 512, 4096, 4096, "f16", 2, b_nz=True)
     assert search(q, hw).best.tail_split == 0 and warms_a(q, search(q, hw).best, hw)
+
+
+def test_forced_modes_no_tile_takes_name_their_own_reason():
+    """A forced split_k / prefetch / tail_split no tile of a matmul can take is shown on a tile
+    that fits the buffers: the error gives the mode's reason (was: the L0B overflow of a default
+    n = 256 tile of llama_small's gate matmul, an ffn_up), and split_k with tail_split suggests
+    one of the two (was: "no tile fits")."""
+    from pathlib import Path
+
+    from cli_helpers import assert_clean_error, run_cli
+
+    llama = Path(__file__).parent / "data" / "llama_small" / "model.onnx"
+    line = assert_clean_error(run_cli("run", llama, "--timing-only", "--tiling", "prefetch=1"), "gate_proj", "cannot prefetch B")
+    assert "L0B" not in line
+    with pytest.raises(AscendirError, match=r"without split_k for tail_split = 3; largest tile that fits: tail_split=3,split_k=1"):
+        with_tiling(matmul_text((512, 1024), (1024, 1024), (512, 1024), "f16"), "tail_split=3,split_k=2")
+    # and the suggestion is honoured: the same product as onnxruntime's reference (numpy here)
+    text = with_tiling(matmul_text((512, 1024), (1024, 1024), (512, 1024), "f16"), "tail_split=3,split_k=1")
+    check(text, {"a": rand((512, 1024), np.float16), "b": rand((1024, 1024), np.float16)}, rtol=2e-2, atol=2e-2)

@@ -107,6 +107,20 @@ def test_character_device_is_written_in_place(tmp_path: Path) -> None:
     assert stat.S_ISCHR(node.stat().st_mode)
 
 
+@pytest.mark.skipif(not (os.path.exists("/dev/full") and stat.S_ISCHR(os.stat("/dev/full").st_mode)), reason="no /dev/full")
+def test_a_full_device_is_one_line_error(tmp_path: Path) -> None:
+    """An output written in place that fails (ENOSPC: /dev/full) names it, exit 2: was
+    `internal error: OSError: [Errno 28]` (--outputs, --report, --trace, -o, and stdout)."""
+    for opt in ("--outputs", "--report", "--trace"):
+        assert_clean_error(run_cli("run", MLP, opt, "/dev/full"), "cannot write", "/dev/full", "No space left")
+    r = run_cli("compile", MLP, "-o", "/dev/full")  # (after choose-tiling's note)
+    assert r.exit_code == 2 and r.output.splitlines()[-1] == "error: cannot write output /dev/full: No space left on device", r.output
+    with open("/dev/full", "wb") as full:  # the IR on stdout, as `> /dev/full` gives it
+        r = subprocess.run([ASCENDIR, "compile", MLP], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    err = [line for line in r.stderr.splitlines() if not line.startswith("choose-tiling:")]
+    assert r.returncode == 2 and err == ["error: cannot write standard output: No space left on device"], r.stderr
+
+
 def test_directory_and_socket_are_never_replaced(tmp_path: Path) -> None:
     assert_clean_error(run_cli("run", MLP, "--timing-only", "--report", tmp_path), "it is a directory")
     sock_path = tmp_path / "s.sock"

@@ -589,3 +589,18 @@ def test_antiquant_corpus_model_under_tp_equals_onnxruntime(dtype: str) -> None:
     assert [m[0] for m in mms] == [(784, 150), (300, 50), (100, 5)]
     r = run_cli("run", QUANT / "mlp_nbits4" / "model.onnx", "--tp", "2", "--dtype", dtype, "--check-ort")
     assert r.exit_code == 0 and r.output.startswith("PASS"), r.output
+
+
+def test_forced_split_k_on_an_int8_matmul_names_int8_at_choose_tiling() -> None:
+    """--tiling split_k=2 on mlp_qdq's int8 Gemms: choose-tiling refuses it on the first one,
+    naming int8 and suggesting split_k=1 (was: the first two accepted, then the third refused for
+    its K chunks, or with k=32 the lowering's 'an int8 matmul cannot split K' on 'nn.matmul #27');
+    the suggestion runs and matches onnxruntime."""
+    from tests.cli_helpers import assert_clean_error
+
+    model = QUANT / "mlp_qdq" / "model.onnx"
+    for spec in ("split_k=2", "split_k=2,k=32"):
+        line = assert_clean_error(run_cli("run", model, "-O0", "--tiling", spec), "nn.matmul #0 ('/0/Gemm')", "int8", "split_k=1")
+        assert "cannot split K = " not in line
+    r = run_cli("run", model, "-O0", "--check-ort", "--tiling", "split_k=1,k=32")
+    assert r.exit_code == 0 and r.stdout.startswith("PASS"), r.output

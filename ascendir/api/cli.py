@@ -13,6 +13,7 @@ command silently with status 141, as SIGPIPE ends other Unix tools.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import sys
@@ -85,6 +86,11 @@ class _Group(click.Group):
             click.echo(f"error: out of memory: {' '.join(str(e).split())} (--timing-only moves no data)", err=True)
             sys.exit(2)
         except Exception as e:  # an internal bug: one line, the traceback only on request
+            if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+                # e.g. `ascendir compile m.onnx > /dev/full`: the machine's, not a bug (outputs
+                # named by an option say which: api/outputs.open_output)
+                click.echo(f"error: cannot write {e.filename or 'standard output'}: {e.strerror}", err=True)
+                sys.exit(2)
             if os.environ.get(DEBUG_ENV):
                 traceback.print_exc()
             click.echo(internal_error(e), err=True)

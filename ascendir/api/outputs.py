@@ -128,20 +128,21 @@ def open_output(path: str | Path, what: str = "output") -> Iterator[BinaryIO]:
     kind = output_kind(path)
     check_writable(path, what)
     compress = str(path).endswith(".gz")
-    if kind == "stdout":
-        sys.stdout.flush()
-        yield from _maybe_gzip(sys.stdout.buffer, compress, path, what)
-        sys.stdout.buffer.flush()
-        return
     p = Path(path)
-    if kind == "through":
+    if kind != "atomic":
+        # written in place, so a failed write (ENOSPC on /dev/full, EPIPE) cannot be undone:
+        # it is reported as the atomic path reports it, naming the output
         try:
+            if kind == "stdout":
+                sys.stdout.flush()
+                yield from _maybe_gzip(sys.stdout.buffer, compress, path, what)
+                sys.stdout.buffer.flush()
+                return
             # O_APPEND: /dev/stdout redirected to a file keeps what was written before
-            raw = os.fdopen(os.open(p, os.O_WRONLY | os.O_APPEND), "wb")
+            with os.fdopen(os.open(p, os.O_WRONLY | os.O_APPEND), "wb") as raw:
+                yield from _maybe_gzip(raw, compress, p, what)
         except OSError as e:
-            raise AscendirError(f"cannot write {what} {p}: {e.strerror}") from None
-        with raw:
-            yield from _maybe_gzip(raw, compress, p, what)
+            raise AscendirError(f"cannot write {what} {p}: {e.strerror or e}") from None
         return
     import tempfile
 

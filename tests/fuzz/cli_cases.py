@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from .harness import Case
 from .toml_cases import tiny_model
 
-TILING_KEYS = ["m", "n", "k", "br", "bc", "l1_depth", "split_k", "swizzle", "x", ""]
+TILING_KEYS = ["m", "n", "k", "br", "bc", "l1_depth", "split_k", "swizzle", "prefetch", "tail_split", "x", ""]
 TILING_VALUES = ["1", "0", "-1", "16", "128", "4096", "1000000000", "4611686018427387904", "abc", "1.5", "", "1e3"]
 PIPELINES = ["O0", "O2", "O3", "fuse-attention", "nosuch", "choose-tiling{tiling=\"m=1\"}", "choose-tiling{x", "{", ",",
              "convert-nn-to-ascend", "insert-sync", "recompose-nn,recompose-nn", "ascend-lowering{target=nosuch}", "'"]

@@ -344,10 +344,12 @@ def reduce_ub_bytes(p: Problem, t: Tiling, target: HardwareConfig) -> int:
 
 
 def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
-    """Why `t`'s split_k cannot be lowered (more K ranges than L1 chunks, or a reduction kernel
-    whose partial tiles overflow UB), else None."""
+    """Why `t`'s split_k cannot be lowered (an int8 matmul, an epilogue, more K ranges than L1
+    chunks, or a reduction kernel whose partial tiles overflow UB), else None."""
     if t.split_k <= 1:
         return None
+    if p.dtype == "i8":  # templates/matmul.py refuses it: the workspace and its reduction are f32
+        return f"cannot split K of an int8 matmul (split_k = {t.split_k}): the split-K partials and their reduction are f32"
     if p.epilogue and splits_of(p, t) > 1:  # templates/matmul.py refuses it: the epilogue must follow the reduction
         return f"needs a plain matmul for split_k = {t.split_k} (this one has an epilogue, which must follow the split-K reduction)"
     chunks = k_chunks(p, t)
@@ -491,6 +493,13 @@ def largest_fit(p: Problem, t: Tiling, target: HardwareConfig, hold: frozenset[s
             # the largest split_k the template makes exactly (a larger one rounds to fewer ranges);
             # never more than the K chunks (split_misfit), so a forced split_k = 10^9 costs no 10^9 steps
             sk = min(t.split_k, k_chunks(p, c))
+            if c.tail_split > 1:  # the two exclude each other (tail_misfit): the forced one, else tail_split
+                if "split_k" not in hold:
+                    sk = 1
+                elif sk > 1 and "tail_split" in hold:
+                    continue
+                elif sk > 1:
+                    c = replace(c, tail_split=0)
             while sk > 1 and (split_misfit(p, replace(c, split_k=sk), target) is not None or splits_of(p, replace(c, split_k=sk)) != sk):
                 sk -= 1
             if "split_k" in hold and sk != t.split_k:
@@ -1082,6 +1091,13 @@ def complete(p: Problem, fields: dict[str, int], target: HardwareConfig, count: 
             fit = largest_fit(p, t, target, frozenset(fields))
             if fit is not None and fit_error(p, fit, target) is None:
                 t = fit
+            elif modes := {f: fields[f] for f in ("split_k", "prefetch", "tail_split") if f in fields}:
+                # no tile takes the forced split_k / prefetch / tail_split: the error shows them
+                # on a tile that fits the buffers, so it gives their reason (tail_split on an
+                # ffn_up matmul), not the overflow of a default tile nobody asked for
+                plain = largest_fit(p, replace(t, split_k=1, prefetch=0, tail_split=0), target, frozenset(fields) - set(modes))
+                if plain is not None:
+                    t = replace(plain, **modes)
     return (t, n) if count else t
 
 
