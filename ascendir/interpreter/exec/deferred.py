@@ -74,7 +74,7 @@ class CubeDeferral:
     """The recorded cube data of one data walk (see the module doc); `tags` is the frame's
     address-tag list (Frame.gm_tags: root, element offset, element strides per slot)."""
 
-    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "grid_bytes")
+    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "grid_bytes", "gemms")
 
     def __init__(self, tags: list):
         self.tags = tags
@@ -92,6 +92,10 @@ class CubeDeferral:
         self.seen: dict = {}
         self.spans: dict = {}
         self.grid_bytes = 0
+        # GEMMs (super-tile keys without the super-tile's row and column) a tile of which was asked
+        # for since GM under it last changed: their other super-tiles are computed at their first
+        # tile (`_product`)
+        self.gemms: set = set()
 
     def reset(self, shadows) -> None:
         """A block starts (fresh on-chip buffers): drop what is recorded (super-tile products
@@ -112,6 +116,7 @@ class CubeDeferral:
         self.seen.clear()
         self.spans.clear()
         self.grid_bytes = 0
+        self.gemms.clear()
 
     # -- wrapping the data walk's semantics -------------------------------------------------
     def wrap(self, op: Operation, sem, ins: list[int]):
@@ -340,9 +345,11 @@ class CubeDeferral:
         """wide(ga) @ wide(gb) (fp32, m x n): a block of the product of the super-tile holding it
         (`_super`: the same K slices, aligned GRID_ROWS rows of A x GRID_COLS columns of B),
         computed when a second tile of that super-tile is asked for since GM under it last
-        changed (a GEMM's other output tiles then follow, in this block or later ones), kept
-        until a GM write meets the bytes it read (`_written`) or the data walk ends; a first
-        tile, or one no super-tile holds, is computed alone.
+        changed (a GEMM's other output tiles then follow, in this block or later ones), or at
+        its first tile when a tile of another super-tile of the same GEMM (same buffers,
+        strides and K slice) was asked for since, kept until a GM write meets the bytes it read
+        (`_written`) or the data walk ends; a GEMM's first tile, or one no super-tile holds, is
+        computed alone.
 
         Same values: each element of a product is the same fp32 sum of the same K products
         whether it is computed in a 128 x 128 tile or a 512 x 1024 one, as long as the BLAS
@@ -351,8 +358,12 @@ class CubeDeferral:
         tests/test_deferred_cube.py checks the equality). Faster: single-thread sgemm packs both
         operands for every product, so a 128 x 4096 x 128 tile ran at ~90 GFLOP/s in the 7B layer
         of benchmarks/numerics_speed.py where a 512 x 4096 x 1024 product runs at ~160. Waste is
-        bounded: a super-tile is computed only after two of its tiles were asked for (a
-        P x V attention tile whose P is rewritten before each read never is)."""
+        bounded: a super-tile is computed only after two tiles of its GEMM were asked for since
+        GM under them last changed (a P x V attention tile whose P is rewritten before each
+        read never is); waiting for two tiles of each super-tile instead would compute every
+        super-tile's first tile alone besides (the blocks of a launch start on different
+        super-tiles): 48 tiles of 1/8 of a super-tile's product each in the 7B layer, at ~105
+        GFLOP/s, their weight slices converted twice, where now 10 are."""
         sup = _super(ga, gb)
         if sup is None:
             return self._once(ga, gb)
@@ -360,9 +371,11 @@ class CubeDeferral:
         got = self.grids.get(key)
         if got is None:
             first = self.seen.get(key)
-            if first is None or first == box:
+            gemm = key[:-2]
+            if first == box or (first is None and gemm not in self.gemms):
                 self.seen[key] = box
                 self.spans[key] = spans
+                self.gemms.add(gemm)
                 return self._once(ga, gb)
             nbytes = 4 * a.shape[0] * b.shape[1]
             if self.grid_bytes + nbytes > GRID_BYTES:  # (a bound on what is kept: start over)
@@ -401,6 +414,7 @@ class CubeDeferral:
             if (lo <= ahi and alo <= hi) or (lo <= bhi and blo <= hi):
                 del self.spans[key]
                 self.seen.pop(key, None)
+                self.gemms.discard(key[:-2])
                 got = self.grids.pop(key, None)
                 if got is not None:
                     self.grid_bytes -= got[0].nbytes
