@@ -207,6 +207,20 @@ class CubeDeferral:
                 if got is not None:
                     i0, j0 = divmod(ts[1], ts[2][0])  # the box s is of its L1 buffer (row-major 2-D)
                     h, w = s.shape
+                    # one recorded region holding the whole box (the usual case) needs no sorting: the
+                    # regions not stale are disjoint (`_put`), so the one holding the box's first
+                    # column is the one the loop below would take
+                    for e in got.values():
+                        r0, c0, rows, cols, _ = e[4]
+                        if e[3] is not None and r0 <= i0 and i0 + h <= r0 + rows and c0 <= j0 and j0 + w <= c0 + cols:
+                            _, _, g, gt = e[3][0]
+                            a, b = i0 - r0, j0 - c0
+                            g = g[a: a + h, b: b + w]
+                            if gt is not None:
+                                gt = (gt[0], gt[1] + a * gt[2][0] + b * gt[2][1], gt[2])
+                            pieces = ((0, w, g, gt),)
+                            self._put(td, d, fill, pieces, pieces)
+                            return
                     pieces = []
                     at = j0  # the next column to find a recorded GM load for
                     for e in sorted(got.values(), key=_col) if len(got) > 1 else got.values():
@@ -221,7 +235,8 @@ class CubeDeferral:
                             pieces.append((at - j0, end - at, g, gt))
                             at = end
                             if at == j0 + w:
-                                self._put(td, d, fill, tuple(pieces), tuple(pieces))
+                                pieces = tuple(pieces)
+                                self._put(td, d, fill, pieces, pieces)
                                 return
             generic(s, d)
 
