@@ -21,7 +21,7 @@ copies run as they would have (the same semantics, from the GM views they record
 sum is computed as one matmul per run of K-contiguous GM slices, in fp32 on the fp16 values
 (wide.py: exact) with fp32 accumulation, as the cube does. A run's matmul is a block of the
 product of its super-tile (`CubeDeferral._product`: 512 rows of A x 1024 columns of B over the
-same K slice) once a second tile of it is asked for, kept while no GM write meets its operands:
+same K slice) once a second tile of its GEMM is asked for, kept while no GM write meets its operands:
 the other output tiles of a GEMM, in any block, then read their blocks of a few big products
 (the same fp32 sums element by element: `_product` says why). Before any op writes GM elements
 within the span that recorded items read of that buffer (`gm`), everything recorded is
@@ -377,8 +377,8 @@ class CubeDeferral:
         GM under them last changed (a P x V attention tile whose P is rewritten before each
         read never is); waiting for two tiles of each super-tile instead would compute every
         super-tile's first tile alone besides (the blocks of a launch start on different
-        super-tiles): 48 tiles of 1/8 of a super-tile's product each in the 7B layer, at ~105
-        GFLOP/s, their weight slices converted twice, where now 10 are."""
+        super-tiles): in the 7B layer 48 tiles of 1/8 of a super-tile's product each, at ~105
+        GFLOP/s, their weight slices converted twice, against 10 this way."""
         sup = _super(ga, gb)
         if sup is None:
             return self._once(ga, gb)
