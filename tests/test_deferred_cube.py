@@ -217,7 +217,7 @@ def test_super_tiles_give_the_lone_tiles_bits(monkeypatch, m, n, k, supers):
     once = deferred.CubeDeferral._once
     monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (rows.append(a.shape[0]), once(self, a, b))[1])
     new = simulate(module, None, feeds, HW)
-    assert rows.count(m) == supers  # one super-tile per 1024 columns (all rows), each after a first tile alone
+    assert rows.count(m) == supers  # one super-tile per 1024 columns (all rows), after the GEMM's first tile alone
     monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
     rows.clear()
     old = simulate(module, None, feeds, HW)
@@ -252,3 +252,45 @@ def test_a_gm_write_forgets_the_super_tiles_it_meets():
     cube._written(b[5:6, 200:201])
     assert not cube.grids
     np.testing.assert_array_equal(tile(128), ref()[:128, 128:256])
+
+
+def test_a_gemm_computes_one_tile_alone_then_super_tiles_at_their_first_tile(monkeypatch):
+    # 512 x 3072: three super-tiles of 512 x 1024; the blocks start on tiles of all three, so asking
+    # two tiles of each super-tile first took three tiles alone; the GEMM's first tile alone is
+    # enough, the same bits as every tile alone, same report
+    module = parse(matmul_ir(512, 3072, 512, tm=128, tn=128, tk=128, block_dim=24))
+    rng = np.random.default_rng(5)
+    feeds = {"a": rng.standard_normal((512, 512)).astype(np.float16), "b": rng.standard_normal((512, 3072)).astype(np.float16)}
+    shapes = []
+    once = deferred.CubeDeferral._once
+    monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (shapes.append((a.shape[0], b.shape[1])), once(self, a, b))[1])
+    new = simulate(module, None, feeds, HW)
+    assert sorted(shapes) == [(128, 128), (512, 1024), (512, 1024), (512, 1024)]
+    monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
+    old = simulate(module, None, feeds, HW)
+    assert new.report == old.report
+    assert np.array_equal(new.outputs["c"], old.outputs["c"])
+
+
+def test_a_gm_write_under_a_gemm_makes_its_next_first_tile_alone_again():
+    from ascendir.interpreter.exec.wide import GmShadows
+
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((256, 512)).astype(np.float16)
+    b = rng.standard_normal((512, 2048)).astype(np.float16)  # two super-tiles of 1024 columns
+    cube = deferred.CubeDeferral([])
+    cube.reset(GmShadows())
+
+    def tile(j: int) -> np.ndarray:
+        return cube._product(a[:128], b[:, j: j + 128])
+
+    ref = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_array_equal(tile(0), ref[:128, :128])  # the GEMM's first tile: alone
+    assert not cube.grids
+    b[3, 5] = 7  # a P rewritten before each read (here B): the GEMM starts over
+    cube._written(b[3:4, 5:6])
+    ref = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_array_equal(tile(1024), ref[:128, 1024:1152])  # alone again
+    assert not cube.grids
+    np.testing.assert_array_equal(tile(0), ref[:128, :128])  # another super-tile's first tile: its super-tile
+    assert len(cube.grids) == 1

@@ -21,7 +21,7 @@ copies run as they would have (the same semantics, from the GM views they record
 sum is computed as one matmul per run of K-contiguous GM slices, in fp32 on the fp16 values
 (wide.py: exact) with fp32 accumulation, as the cube does. A run's matmul is a block of the
 product of its super-tile (`CubeDeferral._product`: 512 rows of A x 1024 columns of B over the
-same K slice) once a second tile of it is asked for, kept while no GM write meets its operands:
+same K slice) once a second tile of its GEMM is asked for, kept while no GM write meets its operands:
 the other output tiles of a GEMM, in any block, then read their blocks of a few big products
 (the same fp32 sums element by element: `_product` says why). Before any op writes GM elements
 within the span that recorded items read of that buffer (`gm`), everything recorded is
@@ -74,7 +74,7 @@ class CubeDeferral:
     """The recorded cube data of one data walk (see the module doc); `tags` is the frame's
     address-tag list (Frame.gm_tags: root, element offset, element strides per slot)."""
 
-    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "grid_bytes")
+    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "grid_bytes", "gemms")
 
     def __init__(self, tags: list):
         self.tags = tags
@@ -92,6 +92,10 @@ class CubeDeferral:
         self.seen: dict = {}
         self.spans: dict = {}
         self.grid_bytes = 0
+        # GEMMs (super-tile keys without the super-tile's row and column) a tile of which was asked
+        # for since GM under it last changed: their other super-tiles are computed at their first
+        # tile (`_product`)
+        self.gemms: set = set()
 
     def reset(self, shadows) -> None:
         """A block starts (fresh on-chip buffers): drop what is recorded (super-tile products
@@ -112,6 +116,7 @@ class CubeDeferral:
         self.seen.clear()
         self.spans.clear()
         self.grid_bytes = 0
+        self.gemms.clear()
 
     # -- wrapping the data walk's semantics -------------------------------------------------
     def wrap(self, op: Operation, sem, ins: list[int]):
@@ -202,6 +207,20 @@ class CubeDeferral:
                 if got is not None:
                     i0, j0 = divmod(ts[1], ts[2][0])  # the box s is of its L1 buffer (row-major 2-D)
                     h, w = s.shape
+                    # one recorded region holding the whole box (the usual case) needs no sorting: the
+                    # regions not stale are disjoint (`_put`), so the one holding the box's first
+                    # column is the one the loop below would take
+                    for e in got.values():
+                        r0, c0, rows, cols, _ = e[4]
+                        if e[3] is not None and r0 <= i0 and i0 + h <= r0 + rows and c0 <= j0 and j0 + w <= c0 + cols:
+                            _, _, g, gt = e[3][0]
+                            a, b = i0 - r0, j0 - c0
+                            g = g[a: a + h, b: b + w]
+                            if gt is not None:
+                                gt = (gt[0], gt[1] + a * gt[2][0] + b * gt[2][1], gt[2])
+                            pieces = ((0, w, g, gt),)
+                            self._put(td, d, fill, pieces, pieces)
+                            return
                     pieces = []
                     at = j0  # the next column to find a recorded GM load for
                     for e in sorted(got.values(), key=_col) if len(got) > 1 else got.values():
@@ -216,7 +235,8 @@ class CubeDeferral:
                             pieces.append((at - j0, end - at, g, gt))
                             at = end
                             if at == j0 + w:
-                                self._put(td, d, fill, tuple(pieces), tuple(pieces))
+                                pieces = tuple(pieces)
+                                self._put(td, d, fill, pieces, pieces)
                                 return
             generic(s, d)
 
@@ -340,9 +360,11 @@ class CubeDeferral:
         """wide(ga) @ wide(gb) (fp32, m x n): a block of the product of the super-tile holding it
         (`_super`: the same K slices, aligned GRID_ROWS rows of A x GRID_COLS columns of B),
         computed when a second tile of that super-tile is asked for since GM under it last
-        changed (a GEMM's other output tiles then follow, in this block or later ones), kept
-        until a GM write meets the bytes it read (`_written`) or the data walk ends; a first
-        tile, or one no super-tile holds, is computed alone.
+        changed (a GEMM's other output tiles then follow, in this block or later ones), or at
+        its first tile when a tile of another super-tile of the same GEMM (same buffers,
+        strides and K slice) was asked for since, kept until a GM write meets the bytes it read
+        (`_written`) or the data walk ends; a GEMM's first tile, or one no super-tile holds, is
+        computed alone.
 
         Same values: each element of a product is the same fp32 sum of the same K products
         whether it is computed in a 128 x 128 tile or a 512 x 1024 one, as long as the BLAS
@@ -351,8 +373,12 @@ class CubeDeferral:
         tests/test_deferred_cube.py checks the equality). Faster: single-thread sgemm packs both
         operands for every product, so a 128 x 4096 x 128 tile ran at ~90 GFLOP/s in the 7B layer
         of benchmarks/numerics_speed.py where a 512 x 4096 x 1024 product runs at ~160. Waste is
-        bounded: a super-tile is computed only after two of its tiles were asked for (a
-        P x V attention tile whose P is rewritten before each read never is)."""
+        bounded: a super-tile is computed only after two tiles of its GEMM were asked for since
+        GM under them last changed (a P x V attention tile whose P is rewritten before each
+        read never is); waiting for two tiles of each super-tile instead would compute every
+        super-tile's first tile alone besides (the blocks of a launch start on different
+        super-tiles): in the 7B layer 48 tiles of 1/8 of a super-tile's product each, at ~105
+        GFLOP/s, their weight slices converted twice, against 10 this way."""
         sup = _super(ga, gb)
         if sup is None:
             return self._once(ga, gb)
@@ -360,9 +386,11 @@ class CubeDeferral:
         got = self.grids.get(key)
         if got is None:
             first = self.seen.get(key)
-            if first is None or first == box:
+            gemm = key[:-2]
+            if first == box or (first is None and gemm not in self.gemms):
                 self.seen[key] = box
                 self.spans[key] = spans
+                self.gemms.add(gemm)
                 return self._once(ga, gb)
             nbytes = 4 * a.shape[0] * b.shape[1]
             if self.grid_bytes + nbytes > GRID_BYTES:  # (a bound on what is kept: start over)
@@ -401,6 +429,7 @@ class CubeDeferral:
             if (lo <= ahi and alo <= hi) or (lo <= bhi and blo <= hi):
                 del self.spans[key]
                 self.seen.pop(key, None)
+                self.gemms.discard(key[:-2])
                 got = self.grids.pop(key, None)
                 if got is not None:
                     self.grid_bytes -= got[0].nbytes
