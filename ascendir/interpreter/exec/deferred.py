@@ -213,12 +213,7 @@ class CubeDeferral:
                     for e in got.values():
                         r0, c0, rows, cols, _ = e[4]
                         if e[3] is not None and r0 <= i0 and i0 + h <= r0 + rows and c0 <= j0 and j0 + w <= c0 + cols:
-                            _, _, g, gt = e[3][0]
-                            a, b = i0 - r0, j0 - c0
-                            g = g[a: a + h, b: b + w]
-                            if gt is not None:
-                                gt = (gt[0], gt[1] + a * gt[2][0] + b * gt[2][1], gt[2])
-                            pieces = ((0, w, g, gt),)
+                            pieces = ((0, w, *_cut(e, i0, h, j0, j0 + w)),)
                             self._put(td, d, fill, pieces, pieces)
                             return
                     pieces = []
@@ -226,13 +221,8 @@ class CubeDeferral:
                     for e in sorted(got.values(), key=_col) if len(got) > 1 else got.values():
                         r0, c0, rows, cols, _ = e[4]
                         if r0 <= i0 and i0 + h <= r0 + rows and c0 <= at < c0 + cols and e[3] is not None:
-                            _, _, g, gt = e[3][0]
                             end = min(c0 + cols, j0 + w)
-                            a, b = i0 - r0, at - c0
-                            g = g[a: a + h, b: b + end - at]
-                            if gt is not None:  # (the tag of g: a box of the loaded view)
-                                gt = (gt[0], gt[1] + a * gt[2][0] + b * gt[2][1], gt[2])
-                            pieces.append((at - j0, end - at, g, gt))
+                            pieces.append((at - j0, end - at, *_cut(e, i0, h, at, end)))
                             at = end
                             if at == j0 + w:
                                 pieces = tuple(pieces)
@@ -544,6 +534,18 @@ def _covers(a: tuple, b: tuple) -> bool:
     """Whether region `a` (row, column, rows, columns, row stride) holds every element of region
     `b` of the same buffer (regions of different row strides: assumed not to)."""
     return a[4] == b[4] and a[0] <= b[0] and b[0] + b[2] <= a[0] + a[2] and a[1] <= b[1] and b[1] + b[3] <= a[1] + a[3]
+
+
+def _cut(entry: tuple, i0: int, h: int, j0: int, j1: int) -> tuple:
+    """(view, address tag) of rows [i0, i0 + h) and columns [j0, j1) of an L1 buffer, cut from
+    the GM load a recorded region (`CubeDeferral.copies` entry) holds them from; the tag, when
+    the load has one, is that of the box of the loaded view."""
+    r0, c0 = entry[4][0], entry[4][1]
+    _, _, g, gt = entry[3][0]
+    a, b = i0 - r0, j0 - c0
+    if gt is not None:
+        gt = (gt[0], gt[1] + a * gt[2][0] + b * gt[2][1], gt[2])
+    return g[a: a + h, b: b + j1 - j0], gt
 
 
 def _col(entry: tuple) -> int:

@@ -226,8 +226,7 @@ class _Run:
             counts = self.data_counts(op, period)
             iters: list[int] = list(range(counts[0] if len(counts) == 1 else counts[self.choose(op, len(counts) + 1)]))
         else:
-            loop_range(lb, ub, st)  # a step of 0 or less: refused as the run refuses it (no trip count)
-            iters = _sampled(max(0, -(-(ub - lb) // st)), period)
+            iters = _sampled(len(loop_range(lb, ub, st)), period)  # a step of 0 or less: refused as the run refuses it
         iv, args = op.body.block.args[0], op.body.block.args[1:]
         carried = [self.maybe(v) for v in op.iter_args]
         prev = -1
