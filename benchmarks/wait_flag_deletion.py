@@ -258,7 +258,7 @@ def main() -> None:
     notable, skipped, seconds = [], [], {}
     stopped = None
     # SIGTERM (and SIGINT, which a shell's background job ignores) end the run after the models
-    # done so far, which still make the tables
+    # done so far, which still make the tables: printed, never written as the section (exit 130)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
@@ -314,6 +314,7 @@ def main() -> None:
         print(f"\nskipped: {'; '.join(skipped)}")
     if stopped is not None:
         print(f"\nstopped (a signal) during {stopped}; not run: {', '.join(names[names.index(stopped):])}")
+        sys.exit(130)  # (results.recorded writes no section when main raises, SystemExit included)
 
 
 if __name__ == "__main__":
