@@ -36,6 +36,7 @@ def _fused_attention(tmp_path):
     ("m=0", "m=0 must be >= 1"),
     ("l1_depth=0", "l1_depth=0 must be >= 1"),
     ("split_k=-1", "split_k=-1 must be >= 1"),
+    ("tail_split=-1", "tail_split=-1 must be >= 0"),  # 0 is allowed (none)
     ("swizzle=0", "swizzle=0 must be >= 1"),
     ("m=8", "m=8 is not aligned"),
     ("bc=40", "bc=40 is not aligned"),

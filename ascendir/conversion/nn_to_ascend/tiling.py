@@ -325,6 +325,10 @@ def k_chunks(p: Problem, t: Tiling) -> int:
     return -(-p.k // t.k_l1)
 
 
+def _chunks(n: int) -> str:
+    return "1 chunk" if n == 1 else f"{n} chunks"
+
+
 def splits_of(p: Problem, t: Tiling) -> int:
     """K ranges the template actually makes for `t` (templates/matmul.py: each split takes whole
     L1 chunks, so a split_k that does not divide the chunks makes fewer)."""
@@ -354,7 +358,7 @@ def split_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
         return f"needs a plain matmul for split_k = {t.split_k} (this one has an epilogue, which must follow the split-K reduction)"
     chunks = k_chunks(p, t)
     if t.split_k > chunks:
-        return f"cannot split K = {p.k} {t.split_k} ways: it has {chunks} chunks of k·l1_depth = {t.k_l1}"
+        return f"cannot split K = {p.k} {t.split_k} ways: it has {_chunks(chunks)} of k·l1_depth = {t.k_l1}"
     need, cap = reduce_ub_bytes(p, t, target), target.capacity("ub")
     if need > cap:
         return (f"needs {need} bytes of UB for its split-K reduction ({splits_of(p, t)} f32 partial tiles), "
@@ -406,7 +410,7 @@ def tail_misfit(p: Problem, t: Tiling, target: HardwareConfig) -> str | None:
     if tiles % target.num_aic == 0:
         return f"has no partial wave to split ({what}): {tiles} tiles on {target.num_aic} AICs"
     if k_chunks(p, t) < t.tail_split:
-        return f"cannot split K = {p.k} {t.tail_split} ways: it has {k_chunks(p, t)} chunks of k·l1_depth = {t.k_l1}"
+        return f"cannot split K = {p.k} {t.tail_split} ways: it has {_chunks(k_chunks(p, t))} of k·l1_depth = {t.k_l1}"
     rows, cols = tail_piece(t)
     f = tail_geometry(p, t, target)[1]
     need = f * aligned_bytes(target, "ub", rows * cols * 4) + aligned_bytes(target, "ub", rows * cols * p.out_bytes)
@@ -978,6 +982,8 @@ def check_fields(fields: dict[str, int], where: str) -> None:
             continue
         if key in FLAG_FIELDS:
             raise AscendirError(f"{where}: {key}={v} must be 0 or 1")
+        if key in OPTIONAL_FIELDS and v < 0:
+            raise AscendirError(f"{where}: {key}={v} must be >= 0 (0 or 1: none)")
         if v < 1:
             raise AscendirError(f"{where}: {key}={v} must be >= 1")
         if v > FIELD_MAX:
