@@ -119,6 +119,21 @@ def test_matmul_910a_rejects_fp32():
         lower_text(matmul_text((16, 16), (16, 16), (16, 16)), target="ascend910a")
 
 
+def test_lowering_numbers_an_op_as_choose_tiling_does():
+    """`nn.matmul #n` is the op's place among the module's matmuls, in every pass: the lowering
+    used to count every op of the block (this matmul, after a relu, was `nn.matmul #1` there and
+    `#0` in choose-tiling's errors)."""
+    t = "tensor<16x16xf32>"
+    text = f"""
+func.func @main(%a: {t}, %b: {t}) -> {t} {{
+  %r = nn.relu %a : ({t}) -> {t}
+  %y = nn.matmul %r, %b : ({t}, {t}) -> {t}
+  func.return %y : {t}
+}}"""
+    with pytest.raises(AscendirError, match=r"^nn.matmul #0: ascend910a"):
+        lower_text(text, target="ascend910a")
+
+
 @pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
 @pytest.mark.parametrize("act", [None, "relu", "gelu", "silu"])
 def test_matmul_epilogue_fused_matches_unfused(target, act):

@@ -594,7 +594,7 @@ def test_antiquant_corpus_model_under_tp_equals_onnxruntime(dtype: str) -> None:
 def test_forced_split_k_on_an_int8_matmul_names_int8_at_choose_tiling() -> None:
     """--tiling split_k=2 on mlp_qdq's int8 Gemms: choose-tiling refuses it on the first one,
     naming int8 and suggesting split_k=1 (was: the first two accepted, then the third refused for
-    its K chunks, or with k=32 the lowering's 'an int8 matmul cannot split K' on 'nn.matmul #27');
+    its K chunks, or with k=32 the lowering's 'an int8 matmul cannot split K' on the 28th matmul);
     the suggestion runs and matches onnxruntime."""
     from tests.cli_helpers import assert_clean_error
 

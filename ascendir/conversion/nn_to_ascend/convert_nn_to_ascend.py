@@ -56,6 +56,18 @@ def describe(op: Operation, index: int) -> str:
     return text
 
 
+def op_numbers(module: ModuleOp) -> dict[Operation, int]:
+    """Each op's position among the module's ops of its name, in walk order: the `#n` of
+    `describe`, the same in every pass (choose-tiling, this lowering) and for ops nested in
+    regions."""
+    numbers: dict[Operation, int] = {}
+    count: dict[str, int] = {}
+    for o in module.walk():
+        numbers[o] = count.get(o.name, 0)
+        count[o.name] = numbers[o] + 1
+    return numbers
+
+
 def onnx_nodes(op: Operation) -> str | None:
     """The ONNX node(s) an nn op computes, comma-separated: its own `onnx.node`, or for a fused
     region the distinct nodes of its body in program order; None when the importer kept none."""
@@ -68,14 +80,14 @@ def onnx_nodes(op: Operation) -> str | None:
     return None
 
 
-def lower_block(ctx: LoweringContext, ops: list[Operation], start: int = 0) -> None:
+def lower_block(ctx: LoweringContext, ops: list[Operation]) -> None:
     """Lower nn ops in program order; operand buffers come from `ctx.values`.
 
     Raises:
         AscendirError: an op without template, or a template's own error.
     """
-    for i, op in enumerate(ops, start):
-        ctx.current = describe(op, i)
+    for op in ops:
+        ctx.current = describe(op, ctx.numbers[op])
         ctx.onnx_nodes = onnx_nodes(op)
         if isinstance(op, (func.ReturnOp, nn.YieldOp)):
             continue
@@ -169,6 +181,7 @@ def lower_module(module: ModuleOp, target: HardwareConfig, session: Session | No
     out_types = [gm_type(t) for t in ftype.outputs.data]
     host = Block(arg_types=in_types)
     ctx = LoweringContext(target, host, topology)
+    ctx.numbers = op_numbers(module)
     for arg, new in zip(main.body.block.args, host.args):
         ctx.values[arg] = new
     ops = list(main.body.block.ops)

@@ -69,6 +69,7 @@ class LoweringContext:
         self._names: dict[str, int] = {}
         self._views: dict[tuple[SSAValue, tuple[int, ...]], SSAValue] = {}
         self.current: str = ""  # the nn op being lowered, for error messages
+        self.numbers: dict[Operation, int] = {}  # convert_nn_to_ascend.op_numbers of the module: each op's `#n`
         self.onnx_nodes: str | None = None  # its ONNX node(s), comma-separated: each launch it makes carries them
         # kernel_reuse.Fragment (or None: not replayable) by kernel_reuse.signature of an nn op
         self.fragments: dict[object, object] = {}

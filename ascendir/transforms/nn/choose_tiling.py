@@ -103,6 +103,7 @@ from xdsl.passes import ModulePass
 from ascendir.dialects import nn
 from ascendir.session import SearchStats, Session, session_of
 from ascendir.hardware.config import DEFAULT_TARGET, HardwareConfig, load_target
+from ascendir.conversion.nn_to_ascend.convert_nn_to_ascend import op_numbers
 from ascendir.conversion.nn_to_ascend.host_builder import Declined
 from ascendir.conversion.nn_to_ascend.kinds.families import FAMILIES, MATMUL as MATMUL_FAMILY
 from ascendir.conversion.nn_to_ascend.registry import template_of
@@ -180,11 +181,7 @@ def annotate(module: ModuleOp, target: HardwareConfig, forced: str = "", stats: 
     session = session or Session()
     force = parse_tiling(forced, ChooseTiling.name) if forced else {}
     sites = tiled_sites(module, target)
-    index: dict[Operation, int] = {}  # errors name an op by its position among the module's ops of its name
-    count: dict[str, int] = {}
-    for o in module.walk():
-        index[o] = count.get(o.name, 0)
-        count[o.name] = index[o] + 1
+    index = op_numbers(module)  # how errors name an op (`nn.matmul #3`), as the lowering does
     for family in FAMILIES:
         mine = [(t, p, s) for t, p, s in sites if s.family == family.name]
         fam_force = {k: v for k, v in force.items() if k in family.fields}
