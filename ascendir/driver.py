@@ -335,7 +335,8 @@ def compile_model(
     `shape_only` reads no external weight bytes (see import_onnx); incompatible with
     `verify_numerics`, whose checks would compare zeros.
     `dtype` (fp32, fp16, bf16) is the precision policy applied at import (see
-    frontends/onnx/precision.py); ignored for IR input, which carries its own types.
+    frontends/onnx/precision.py); IR input carries its own types, so only fp32 (no change) is
+    accepted with it.
     `session` collects what the passes leave (choose-tiling's search log, notes); without one,
     notes go to stderr.
 
@@ -355,6 +356,7 @@ def compile_model(
     elif input_shapes:
         raise AscendirError(f"--input-shape applies to .onnx models; {path} is IR with static shapes")
     else:
+        reject_ir_dtype(path, dtype)
         module, weights = load_ir(path)
     if not is_lowered(module):
         feeds = random_inputs(module) if verify_numerics else None
@@ -368,6 +370,17 @@ def compile_model(
     else:
         reject_nn_options(path, pipeline, tiling)
     return module, weights
+
+
+def reject_ir_dtype(path: Path, dtype: str) -> None:
+    """IR text carries its own element types: `--dtype` other than fp32 (no change) would be
+    ignored (a quantizing model's fp16 refusal skipped with it), so it is refused.
+
+    Raises:
+        AscendirError: `dtype` is not fp32."""
+    if dtype != "fp32":
+        raise AscendirError(f"--dtype {dtype} applies to .onnx models; {path} is IR text, which carries its own types "
+                            "(compile the model with --dtype)")
 
 
 def reject_nn_options(path: Path, pipeline: str | None, tiling: str | None) -> None:
