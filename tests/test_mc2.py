@@ -33,6 +33,7 @@ from ascendir.transforms.nn.fuse_allgather_matmul import FuseAllGatherMatmul
 from ascendir.transforms.nn.fuse_matmul_allreduce import FuseMatmulAllReduce
 from ascendir.transforms.nn.fuse_matmul_reducescatter import FuseMatmulReduceScatter
 from ascendir.transforms.nn.shard_tensor_parallel import shard_module
+from tests.blas_order import shape_free_sums
 
 DATA = Path(__file__).parent / "data"
 TARGET, TOPOLOGY = "ascend910b2", "atlas800-a2"
@@ -97,7 +98,9 @@ def test_mc2_equals_unfused_bit_for_bit_and_onnxruntime(name: str, tp: int, sp: 
     for out, ref in expected.items():
         for r in range(tp):
             key = out if r == 0 else f"{out}@{r}"
-            if tails:  # equal up to the K summation order of the unfused tail tiles (f32)
+            # equal up to the K summation order of the unfused tail tiles (f32), or of the two
+            # runs' different GEMM shapes on a BLAS whose sums depend on them (tests/blas_order.py)
+            if tails or not shape_free_sums():
                 np.testing.assert_allclose(fused.outputs[key], plain.outputs[key], rtol=0, atol=1e-5 * float(np.abs(plain.outputs[key]).max()))
             else:
                 np.testing.assert_array_equal(fused.outputs[key], plain.outputs[key])
