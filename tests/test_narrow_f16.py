@@ -84,12 +84,15 @@ def test_fixpipe_into_a_wide_l1_buffer_rounds_as_fp16():
     # FixPipe L0C f32 -> L1 fp16 held in f32 (wide.py): the copy rounds to fp16 first, through narrow_f16
     from ascendir.interpreter.testing import parse
 
-    c, l1 = "memref<16x16xf32, #ascend<space l0c>>", "memref<16x16xf16, #ascend<space l1>>"
+    c, l1, l0a = ("memref<16x16xf32, #ascend<space l0c>>", "memref<16x16xf16, #ascend<space l1>>",
+                  "memref<16x16xf16, #ascend<space l0a>>")
     text = f"""builtin.module {{
   func.func @k() {{
     %c = ascend.alloc : {c}
     %l1 = ascend.alloc : {l1}
+    %a = ascend.alloc : {l0a}
     ascend.copy %c, %l1 : {c}, {l1}
+    ascend.copy %l1, %a : {l1}, {l0a}
     func.return
   }}
 }}"""
