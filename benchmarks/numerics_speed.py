@@ -17,8 +17,9 @@ data (exec/deferred.py: the GEMM tiles' matmuls and super-tile products, convers
 every race-check access (check/race.py) and every launch's data walk (sim/kernel.py `_data_walk`: a numerics launch is
 timed by its kernel's timing-only twin, then its data walk computes the outputs and checks
 races), and prints where the CPU went: the parts above, the data walk's own Python (op dispatch,
-flags and held pipes, loops, views; the race check's set / wait of flag clocks) and the rest
-(the timing walk: the twins' L2 recording and timed passes; the host). The timers' own cost,
+flags and held pipes, loops, views; the race check's set / wait of flag clocks), the timing walk
+(a timer around each of the twins' passes: the L2 recording passes, the timed passes) and the
+rest (the host: compiles, launches, the twins' launch memo). The timers' own cost,
 measured on an empty call, is taken out of every part and of the total.
 Figures: docs/results.md (`--write-results` writes this script's section there).
 """
@@ -46,6 +47,8 @@ import results  # noqa: E402  (benchmarks/results.py: --write-results)
 from interpreter_speed import best_of, lowered, model_text, seconds  # noqa: E402
 
 S = 512  # prefill tokens
+# the timing walk's parts in `--split`: the twins' passes (sim/kernel.py `_split`)
+REC, TIMED = "timing walk: the twins' L2 recording passes", "timing walk: the twins' timed passes"
 
 
 def random_weights(module, seed: int = 0) -> WeightStore:
@@ -120,7 +123,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
 
     saved_sem = dict(registry.SEMANTICS)
     saved = {"wide": GmShadows.wide, "widened": GmShadows.widened, "access": RaceChecker.access, "walk": KernelProgram._data_walk,
-             "sum": CubeDeferral._sum}
+             "sum": CubeDeferral._sum, "blocks": KernelProgram._blocks}
     conv = "fp16 -> fp32 conversions of GM data (wide.py)"
 
     def deferred_sum(self, *a):  # its conversions are counted as conversions
@@ -131,6 +134,13 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
             spent["numpy: deferred L0C sums, K runs as super-tile blocks (deferred.py)"] += clock() - t0 - (spent[conv] - c0)
             calls["numpy: deferred L0C sums, K runs as super-tile blocks (deferred.py)"] += 1
     walks = [0, 0]  # CPU ns in data walks, timed calls made inside them
+    passes = {True: timed(REC, saved["blocks"]), False: timed(TIMED, saved["blocks"])}
+
+    def blocks(self, tracing, F=None, body=None):
+        if F is not None or not self.m.timing_only:  # a data walk (its own frame), or a single walk
+            return saved["blocks"](self, tracing, F, body)
+        p = self.frame.l2_pass
+        return passes[p is not None and p.recording](self, tracing)
 
     def data_walk(self, *a):
         n0, t0 = sum(calls.values()), clock()
@@ -148,23 +158,25 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
         CubeDeferral._sum = deferred_sum
         RaceChecker.access = timed("race check accesses (race.py)", saved["access"])
         KernelProgram._data_walk = data_walk
+        KernelProgram._blocks = blocks
         c0 = clock()
         simulate(module, weights, {"arg0": x}, hw)
         total = clock() - c0
     finally:
         registry.SEMANTICS.update(saved_sem)
         GmShadows.wide, GmShadows.widened, RaceChecker.access = saved["wide"], saved["widened"], saved["access"]
-        KernelProgram._data_walk = saved["walk"]
+        KernelProgram._data_walk, KernelProgram._blocks = saved["walk"], saved["blocks"]
         CubeDeferral._sum = saved["sum"]
     for key in spent:
         spent[key] -= inside * calls[key]
     total -= per_call * sum(calls.values())
-    walk = walks[0] - per_call * walks[1] - sum(spent.values())  # (every timed part runs in data walks)
-    rest = total - walks[0] + per_call * walks[1]
+    twins = spent[REC] + spent[TIMED]  # (the other timed parts run in data walks)
+    walk = walks[0] - per_call * walks[1] - (sum(spent.values()) - twins)
+    rest = total - walks[0] + per_call * walks[1] - twins
     print(f"  where the CPU goes (one timed run: CPU {total / 1e9:.2f} s without the timers' "
           f"{per_call / 1e3:.2f} us x {sum(calls.values()):,} calls; floor {t_floor:.2f} s):")
     for what, ns in sorted([*spent.items(), ("data walk Python (dispatch, flags, held pipes, loops, views)", walk),
-                            ("timing walk (timing-only twins: L2 recording, timed passes) and host", rest)],
+                            ("host and the rest (compiles, launches, the twins' launch memo)", rest)],
                            key=lambda kv: -kv[1]):
         print(f"    {what:<66} {ns / 1e9:6.2f} s  {100 * ns / total:5.1f} %  {ns / 1e9 / t_floor:5.2f}x floor")
 
