@@ -23,7 +23,8 @@ sum is computed as one matmul per run of K-contiguous GM slices, in fp32 on the 
 product of its super-tile (`CubeDeferral._product`: 512 rows of A x 1024 columns of B over the
 same K slice) once a second tile of its GEMM is asked for, kept while no GM write meets its operands:
 the other output tiles of a GEMM, in any block, then read their blocks of a few big products
-(the same fp32 sums element by element: `_product` says why). Before any op writes GM elements
+(the same fp32 sums element by element where the BLAS orders K independently of the shape,
+else within the bound below: `_product` says when). Before any op writes GM elements
 within the span that recorded items read of that buffer (`gm`), everything recorded is
 materialised, so recorded reads see their time's GM data. Blocks start with fresh on-chip buffers: what is still recorded at a block's end is
 never read and is dropped. A kernel with scalar loads or stores (memref.load / memref.store)
@@ -359,8 +360,11 @@ class CubeDeferral:
         Same values: each element of a product is the same fp32 sum of the same K products
         whether it is computed in a 128 x 128 tile or a 512 x 1024 one, as long as the BLAS
         orders an element's K products independently of M, N and the element's place (OpenBLAS's
-        sgemm: K is blocked by its K alone and each element accumulated along K in one lane;
-        tests/test_deferred_cube.py checks the equality). Faster: single-thread sgemm packs both
+        SkylakeX sgemm: K is blocked by its K alone and each element accumulated along K in one
+        lane). Its Haswell sgemm (AVX2 machines without AVX-512; OpenBLAS 0.3.31 on an AMD EPYC)
+        orders by shape: there a block differs from its tile's own product in the last bits,
+        both within the module doc's bound (tests/blas_order.py probes which; test_deferred_cube.py
+        checks equality or the bound accordingly). Faster: single-thread sgemm packs both
         operands for every product, so a 128 x 4096 x 128 tile ran at ~90 GFLOP/s in the 7B layer
         of benchmarks/numerics_speed.py where a 512 x 4096 x 1024 product runs at ~160. Waste is
         bounded: a super-tile is computed only after two tiles of its GEMM were asked for since
