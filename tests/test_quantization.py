@@ -1,11 +1,11 @@
 """Quantized ONNX: the quantized ops against onnxruntime (integers exactly), the int8 cube path,
 and models quantized by onnxruntime's own tools (tests/data/quant, scripts/build_quant_models.py)
 end to end through the CLI. The integer ops are also checked against numpy's exact integer
-arithmetic: onnxruntime's own u8 x s8 kernels saturate on some x86-64 CPUs (`_ort_u8s8_exact`)."""
+arithmetic: onnxruntime's own u8 x s8 kernels saturate on some x86-64 CPUs (verdict.py
+`onnxruntime_u8s8_exact`)."""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -14,6 +14,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from ascendir.api.verdict import onnxruntime_u8s8_exact
 from ascendir.driver import compile_model, lower
 from ascendir.errors import AscendirError
 from ascendir.frontends.onnx import import_onnx
@@ -40,23 +41,9 @@ def _ort(model, feeds):
     return sess.run(None, feeds)
 
 
-@functools.cache
-def _ort_u8s8_exact() -> bool:
-    """Whether onnxruntime's u8 x s8 integer kernels are exact on this CPU. On x86-64 with AVX2
-    but no VNNI they use VPMADDUBSW, which adds pairs of u8 x s8 products in int16 with
-    saturation (onnxruntime's quantization docs, "When and why do I need to try U8U8?"): there
-    255 * 127 + 255 * 127 = 64770 comes back as 32767, and large u8 x s8 sums are wrong."""
-    node = helper.make_node("MatMulInteger", ["a", "b"], ["y"])
-    model = _model([node], [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, 2]),
-                            helper.make_tensor_value_info("b", TensorProto.INT8, [2, 1])],
-                   [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 1])], opset=13)
-    y = _ort(model, {"a": np.full((1, 2), 255, np.uint8), "b": np.full((2, 1), 127, np.int8)})[0]
-    return int(y[0, 0]) == 64770
-
-
 def _ort_exact(*dtypes) -> bool:
     """Whether onnxruntime computes an integer op of these operand dtypes exactly here."""
-    return not (np.dtype(dtypes[0]) == np.uint8 and np.dtype(dtypes[1]) == np.int8) or _ort_u8s8_exact()
+    return not (np.dtype(dtypes[0]) == np.uint8 and np.dtype(dtypes[1]) == np.int8) or onnxruntime_u8s8_exact()
 
 
 def _requantize_ref(acc: np.ndarray, multiplier, zero_point, dtype) -> np.ndarray:

@@ -253,6 +253,10 @@ def test_check_ort_says_when_onnxruntime_optimised_agrees(tmp_path: Path) -> Non
     from ascendir.driver import random_inputs
     from ascendir.frontends.onnx import import_onnx
 
+    from ascendir.api.verdict import onnxruntime_u8s8_exact
+
+    if not onnxruntime_u8s8_exact():  # its MatMulIntegers saturate the same way in both graphs here
+        pytest.skip("onnxruntime's u8 x s8 kernels saturate on this CPU (AVX2 without VNNI): the premise is its exact ones")
     model = DATA / "quant" / "llama_dynamic" / "model.onnx"
     feeds = random_inputs(import_onnx(model)[0], 0)  # the CLI's (seed 0)
     plain, fused = onnxruntime_outputs(model, feeds), onnxruntime_outputs(model, feeds, optimised=True)

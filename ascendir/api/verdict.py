@@ -24,6 +24,7 @@ Another --check-ort FAIL says whether onnxruntime's optimised graph computes wha
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -190,6 +191,27 @@ def read_npz(path: Path, what: str, keep=None) -> dict[str, np.ndarray]:
             return {k: data[k] for k in data.files if keep is None or keep(k)}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
+
+
+@functools.cache
+def onnxruntime_u8s8_exact() -> bool:
+    """Whether onnxruntime's u8 x s8 integer kernels (MatMulInteger, ConvInteger, QLinearMatMul,
+    QLinearConv, DynamicQuantizeLinear + MatMulInteger) are exact on this CPU. On x86-64 with AVX2
+    but no VNNI they use VPMADDUBSW, which adds pairs of u8 x s8 products in int16 with
+    saturation (onnxruntime's quantization docs, "When and why do I need to try U8U8?"): there
+    255 * 127 + 255 * 127 = 64770 comes back as 32767, and a reference of such a model may be
+    wrong where ascendir's int32 accumulation is exact."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "probe",
+                              [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, 2]),
+                               helper.make_tensor_value_info("b", TensorProto.INT8, [2, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = sess.run(None, {"a": np.full((1, 2), 255, np.uint8), "b": np.full((2, 1), 127, np.int8)})[0]
+    return int(y[0, 0]) == 64770
 
 
 def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray], optimised: bool = False) -> dict[str, np.ndarray]:
