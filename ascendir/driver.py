@@ -353,10 +353,8 @@ def compile_model(
     path = Path(model)
     if path.suffix == ".onnx":
         module, weights = import_onnx(path, input_shapes, shape_only=shape_only, dtype=dtype)
-    elif input_shapes:
-        raise AscendirError(f"--input-shape applies to .onnx models; {path} is IR with static shapes")
     else:
-        reject_ir_dtype(path, dtype)
+        reject_onnx_options(path, input_shapes, dtype)
         module, weights = load_ir(path)
     if not is_lowered(module):
         feeds = random_inputs(module) if verify_numerics else None
@@ -372,12 +370,15 @@ def compile_model(
     return module, weights
 
 
-def reject_ir_dtype(path: Path, dtype: str) -> None:
-    """IR text carries its own element types: `--dtype` other than fp32 (no change) would be
-    ignored (a quantizing model's fp16 refusal skipped with it), so it is refused.
+def reject_onnx_options(path: Path, input_shapes, dtype: str) -> None:
+    """IR text has static shapes and carries its own element types: `--input-shape`, or `--dtype`
+    other than fp32 (no change), would be ignored (a quantizing model's fp16 refusal skipped with
+    it), so they are refused.
 
     Raises:
-        AscendirError: `dtype` is not fp32."""
+        AscendirError: `input_shapes` given, or `dtype` is not fp32."""
+    if input_shapes:
+        raise AscendirError(f"--input-shape applies to .onnx models; {path} is IR with static shapes")
     if dtype != "fp32":
         raise AscendirError(f"--dtype {dtype} applies to .onnx models; {path} is IR text, which carries its own types "
                             "(compile the model with --dtype)")

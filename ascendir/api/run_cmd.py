@@ -369,7 +369,7 @@ def _load_for_run(model: Path, inputs: Path | None, target: str, input_shapes, s
     Raises:
         AscendirError: --input-shape or --dtype on IR; weights missing for a numerics run; nn options on
             lowered IR; lowered IR for another architecture than --target's."""
-    from ascendir.driver import is_lowered, load_ir, missing_weights, parse_input_shapes, reject_ir_dtype, reject_nn_options, weights_path
+    from ascendir.driver import is_lowered, load_ir, missing_weights, parse_input_shapes, reject_nn_options, reject_onnx_options, weights_path
     from ascendir.frontends.onnx import import_onnx
     from ascendir.hardware import load_target
 
@@ -378,9 +378,7 @@ def _load_for_run(model: Path, inputs: Path | None, target: str, input_shapes, s
         hints = _input_shapes_of(inputs) if inputs is not None else None
         module, weights = import_onnx(model, parse_input_shapes(input_shapes), shape_only=shape_only, dtype=dtype, shape_hints=hints)
         return module, weights, hw
-    if input_shapes:
-        raise AscendirError(f"--input-shape applies to .onnx models; {model} is IR with static shapes")
-    reject_ir_dtype(model, dtype)
+    reject_onnx_options(model, input_shapes, dtype)
     module, weights = load_ir(model)
     missing = [] if timing_only else missing_weights(module, weights)
     if missing:  # else the interpreter fails mid-run on the first one it reads
