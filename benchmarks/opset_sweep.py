@@ -496,17 +496,13 @@ def build_model(op: str, version: int, case: Case):
     return onnx.shape_inference.infer_shapes(model, strict_mode=True)
 
 
-# ops whose u8 x s8 products onnxruntime may saturate (verdict.py `onnxruntime_u8s8_exact`)
-U8S8_OPS = frozenset({"MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"})
-
-
 def reference(model, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], str]:
     """The outputs by onnxruntime, or by onnx.reference when onnxruntime rejects the model or
     computes its integer ops wrongly on this CPU; and which one ran ("ort" or "onnx.reference")."""
     import onnxruntime as ort
     from onnx.reference import ReferenceEvaluator
 
-    from ascendir.api.verdict import onnxruntime_u8s8_exact
+    from ascendir.api.verdict import U8S8_OPS, onnxruntime_u8s8_exact
 
     if any(n.op_type in U8S8_OPS for n in model.graph.node) and not onnxruntime_u8s8_exact():
         return [np.asarray(o) for o in ReferenceEvaluator(model).run(None, feeds)], "onnx.reference"

@@ -299,3 +299,37 @@ def test_check_ort_without_optimised_session_keeps_the_fail(tmp_path: Path, monk
     v = json.loads(rep.read_text())["verdict"]
     assert v["status"] == "fail" and "cause" not in v and "ort_optimised" not in v
     assert run_cli("report", rep).exit_code == 0
+
+
+def test_check_ort_notes_onnxruntime_u8s8_saturation(tmp_path: Path, monkeypatch) -> None:
+    """On a CPU where onnxruntime's u8 x s8 kernels saturate (AVX2 without VNNI), a --check-ort
+    FAIL of a model with MatMulInteger / ConvInteger / QLinear* nodes says its reference may be the
+    wrong side, naming the nodes (screen and report); where they are exact, llama_dynamic -O0
+    PASSes with no note. The note's own condition is checked on any CPU with the probe forced."""
+    import ascendir.api.verdict as verdict_mod
+
+    model = DATA / "quant" / "llama_dynamic" / "model.onnx"
+    rep = tmp_path / "r.json"
+    r = run_cli("run", model, "-O0", "--check-ort", "--report", rep)
+    if verdict_mod.onnxruntime_u8s8_exact():
+        assert r.exit_code == 0 and r.stdout.startswith("PASS") and "note:" not in r.stdout, r.output
+    else:
+        assert r.exit_code == 1, r.output
+        text = " ".join(r.stdout.split())
+        assert "note: onnxruntime's u8 x s8 kernels saturate on this CPU" in text and "MatMulInteger '" in text, text
+        v = json.loads(rep.read_text())["verdict"]
+        assert v["ort_u8s8_nodes"] and all(n.startswith("MatMulInteger '") for n in v["ort_u8s8_nodes"])
+        assert run_cli("report", rep).exit_code == 0
+
+    def failing() -> dict:
+        return {"status": "fail", "reference": "onnxruntime", "outputs": []}
+
+    for exact, path, noted in ((False, model, True), (True, model, False), (False, MLP, False)):
+        monkeypatch.setattr(verdict_mod, "onnxruntime_u8s8_exact", lambda exact=exact: exact)
+        v = failing()
+        verdict_mod.note_u8s8(v, path)
+        assert ("ort_u8s8_nodes" in v) == noted, (exact, path)
+        assert any("u8 x s8" in line for line in lines(v)) == noted
+    v = {"status": "pass", "reference": "onnxruntime", "outputs": []}
+    verdict_mod.note_u8s8(v, model)  # still forced inexact: a PASS gets no note
+    assert "ort_u8s8_nodes" not in v

@@ -235,7 +235,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
             if check_ort and routing and dtype in ("fp16", "bf16"):
                 _explain_routing_flips(verdict, result.outputs, want, model, input_shapes, inputs, feeds, routing, dtype)
             if check_ort and verdict["status"] == "fail":
-                from ascendir.api.verdict import explain_by_optimised
+                from ascendir.api.verdict import explain_by_optimised, note_u8s8
 
                 try:
                     optimised = onnxruntime_outputs(model, feeds, optimised=True)
@@ -243,6 +243,7 @@ def run(model: Path, inputs: Path | None, outputs: Path | None, timing_only: boo
                     pass
                 else:
                     explain_by_optimised(verdict, result.outputs, optimised, dtype)
+                note_u8s8(verdict, model)
             result.report["verdict"] = verdict
         _write_run_files(result, outputs, report_path, None if writer else trace_path, plots)
         if writer is not None:

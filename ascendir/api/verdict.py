@@ -193,6 +193,10 @@ def read_npz(path: Path, what: str, keep=None) -> dict[str, np.ndarray]:
         raise AscendirError(f"cannot read {what} {path}: {' '.join(str(e).split())}") from None
 
 
+# ONNX ops whose u8 x s8 products onnxruntime's CPU kernels may saturate (`onnxruntime_u8s8_exact`)
+U8S8_OPS = frozenset({"MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv"})
+
+
 @functools.cache
 def onnxruntime_u8s8_exact() -> bool:
     """Whether onnxruntime's u8 x s8 integer kernels (MatMulInteger, ConvInteger, QLinearMatMul,
@@ -212,6 +216,22 @@ def onnxruntime_u8s8_exact() -> bool:
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     y = sess.run(None, {"a": np.full((1, 2), 255, np.uint8), "b": np.full((2, 1), 127, np.int8)})[0]
     return int(y[0, 0]) == 64770
+
+
+def note_u8s8(verdict: dict, model: Path) -> None:
+    """Say in a FAILing --check-ort `verdict` that onnxruntime's reference may be the wrong one:
+    the ONNX `model` has U8S8_OPS nodes and onnxruntime's u8 x s8 kernels saturate on this CPU
+    (`onnxruntime_u8s8_exact`). Adds "ort_u8s8_nodes": the nodes' names (op type and name, or
+    first output). The status stays "fail": which side is off is not decided here (onnx.reference
+    computes those ops exactly, at Python speed)."""
+    if verdict["status"] != "fail" or verdict.get("cause") or onnxruntime_u8s8_exact():
+        return
+    import onnx
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    nodes = [f"{n.op_type} '{n.name or n.output[0]}'" for n in graph.node if n.op_type in U8S8_OPS]
+    if nodes:
+        verdict["ort_u8s8_nodes"] = nodes
 
 
 def onnxruntime_outputs(model: Path, feeds: dict[str, np.ndarray], optimised: bool = False) -> dict[str, np.ndarray]:
@@ -283,6 +303,11 @@ def lines(verdict: dict) -> list[str]:
             out.append(f"  note: {len(f['tokens'])} of {f['of']} tokens routed to another expert set than in fp32 "
                        f"(scores tied within {f['dtype']} rounding: token{'s' if len(f['tokens']) > 1 else ''} {shown}); "
                        f"the other tokens: max abs {f['other_max_abs']:.1e} ({other}): {'within' if f['within'] else 'beyond'}")
+    u8s8 = verdict.get("ort_u8s8_nodes")
+    if u8s8:
+        shown = ", ".join(u8s8[:3]) + (f" and {len(u8s8) - 3} more" if len(u8s8) > 3 else "")
+        out.append(f"  note: onnxruntime's u8 x s8 kernels saturate on this CPU (AVX2 without VNNI: int16 pair sums), so "
+                   f"its reference may be wrong after {shown}, where this run sums in int32 exactly")
     o = verdict.get("ort_optimised")
     if o and o["status"] == "pass":
         out.append(f"  note: onnxruntime with its graph optimisations on (ORT_ENABLE_ALL) computes these outputs "
