@@ -36,13 +36,13 @@ def _within_bound(got: np.ndarray, ref: np.ndarray, a: np.ndarray, b: np.ndarray
     assert (np.abs(got.astype(np.float64) - ref.astype(np.float64)) <= bound).all()
 
 
-@pytest.mark.parametrize("m, k, n, tiling", [
-    (320, 288, 640, "m=64,n=128,k=32,l1_depth=3,split_k=1,swizzle=1"),  # first, middle, last chunk of 96
-    (330, 160, 640, "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1"),  # a partial last chunk, partial rows
-    (512, 1024, 1024, "m=128,n=128,k=64,l1_depth=4,split_k=1,swizzle=1"),  # halves 128 x 1024 x 64: super-tile blocks
+@pytest.mark.parametrize("m, k, n, bm, bn, bk, depth", [
+    (320, 288, 640, 64, 128, 32, 3),  # first, middle, last chunk of 96
+    (330, 160, 640, 64, 128, 32, 2),  # a partial last chunk, partial rows
+    (512, 1024, 1024, 128, 128, 64, 4),  # halves 128 x 1024 x 64: super-tile blocks
 ])
-def test_column_halves_sum_each_element_in_one_k_run(monkeypatch, m, k, n, tiling):
-    module = _halves_module(m, k, n, tiling)
+def test_column_halves_sum_each_element_in_one_k_run(monkeypatch, m, k, n, bm, bn, bk, depth):
+    module = _halves_module(m, k, n, f"m={bm},n={bn},k={bk},l1_depth={depth},split_k=1,swizzle=1")
     rng = np.random.default_rng(m + k)
     a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
     runs = []
@@ -56,8 +56,7 @@ def test_column_halves_sum_each_element_in_one_k_run(monkeypatch, m, k, n, tilin
     new = simulate(module, None, {"a": a, "b": b}, HW)
     # every L0C half is written once, from one product over the whole K (before: its first and last
     # chunk apart from the middle ones, three products added)
-    assert runs and all(not acc and shape[1] * 2 == int(tiling.split("n=")[1].split(",")[0]) and ks == [k]
-                        for acc, shape, ks in runs), runs[:8]
+    assert runs and all(not acc and shape == (bm, bn // 2) and ks == [k] for acc, shape, ks in runs), runs[:8]
     monkeypatch.setattr(deferred.CubeDeferral, "_sum", orig)
     old = simulate(module, None, {"a": a, "b": b}, HW, accel=Accel.none())
     assert new.report == old.report
