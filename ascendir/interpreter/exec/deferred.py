@@ -13,10 +13,15 @@ instead of run, with the provenance of every operand proved op by op from the IR
   destination region holds the matching boxes of those GM views;
 * an mmad without bias whose A and B are exactly recorded L0A / L0B regions (A of one GM view)
   appends the pair of GM views to its L0C region's sum, per GM view of B for the columns it
-  gives (`init` starts the sum, else it adds to what is there).
+  gives (`init` starts the sum, else it adds to what is there). An mmad adding to a region
+  that recorded regions tile side by side, or that lies across the columns of one, regroups
+  their sums by columns (`_regroup`, where provable: the same A, B's columns continuing each
+  other): the matmul template's first and last L1 chunk run by L0C column halves, its middle
+  chunks full width, and each element's K stays one run instead of three.
 
 Any other op touching a buffer with recorded content (FixPipe reading L0C, an mmad of other
-operands, a copy into part of a recorded L1 buffer) first materialises that buffer: recorded
+operands, a copy into part of a recorded L1 buffer) first materialises that buffer (of an L0C
+buffer, the sums of the regions it touches: the regions of a buffer are disjoint): recorded
 copies run as they would have (the same semantics, from the GM views they recorded), and an L0C
 sum is computed as one matmul per run of K-contiguous GM slices, in fp32 on the fp16 values
 (wide.py: exact) with fp32 accumulation, as the cube does. A run's matmul is a block of the
@@ -134,14 +139,14 @@ class CubeDeferral:
 
         def generic(*vals) -> None:
             if self.copies or self.sums:
-                for s in slots:
+                for j, s in zip(mems, slots):
                     t = tags[s]
                     if t is not None:
                         r = t[0]
                         if r in self.copies:
                             self._flush_copies(r)
                         if r in self.sums:
-                            self._flush_sums(r)
+                            self._flush_sums(r, t, vals[j])
                 if writes_gm and self.gm:
                     t = tags[ins[out]]
                     span = None if t is None else self.gm.get(t[0])
@@ -298,6 +303,9 @@ class CubeDeferral:
                             continue
                         box = (*divmod(t[1], t[2][0]), cv.shape[0], cv.shape[1], t[2][0])
                         if any(_meet(box, e[3]) for k, e in got.items() if k != key):
+                            if not init and _regroup(got, key, cv, box):  # the same sums over other column ranges
+                                got[key][2].append(term)
+                                continue
                             self._flush_sums(root)  # another recorded region of the tile overlaps: write it first
                             got = self.sums[root] = {}
                         elif cur is not None:  # init on a region with a sum recorded: that sum is overwritten
@@ -317,7 +325,21 @@ class CubeDeferral:
         for fn, src, dst, *_ in self.copies.pop(root).values():
             fn(src, dst)
 
-    def _flush_sums(self, root) -> None:
+    def _flush_sums(self, root, tag: tuple | None = None, v: np.ndarray | None = None) -> None:
+        """Materialise the recorded sums of L0C buffer `root`: those meeting view `v` (address
+        tag `tag`, 2-D with unit stride along rows) when given, else all. The regions of a
+        buffer are disjoint (`_mmad`), so those left keep their values: the template's last L1
+        chunk by column halves sends the left half through FixPipe before the right half's last
+        mmads, which then still add to its one K run."""
+        got = self.sums[root]
+        if v is not None and v.ndim == 2 and tag[2][1] == 1:
+            box = (*divmod(tag[1], tag[2][0]), v.shape[0], v.shape[1], tag[2][0])
+            for k, e in list(got.items()):
+                if _meet(box, e[3]):
+                    del got[k]
+                    self._sum(e[0], e[1], e[2])
+            if got:
+                return
         for acc, c, terms, *_ in self.sums.pop(root).values():
             self._sum(acc, c, terms)
 
@@ -476,6 +498,81 @@ def _runs(terms: list) -> list[tuple[np.ndarray, np.ndarray]]:
         out.append((ga, gb))
         i = j
     return out
+
+
+def _regroup(got: dict, key: tuple, cv: np.ndarray, box: tuple) -> bool:
+    """Regroup the recorded sums of an L0C buffer (`CubeDeferral.sums` of its root: region key
+    -> [accumulate, view, terms, region]) so that region `box` (key `key`, view `cv`, columns
+    side by side with or inside recorded ones, the same rows) holds one, every element keeping
+    its sum: the template's first and last L1 chunk by L0C column halves (templates/matmul.py
+    `_tile_halves`) then stay one K run per element instead of three products.
+
+    * Regions that tile `box` exactly, side by side, with the same accumulate flag and term by
+      term the same A view and B views that continue each other along B's rows (all but the
+      last full width, in one GM buffer): one region whose terms have that A and the B columns
+      of them all (a full-width mmad after the first chunk's halves).
+    * One region holding `box`: split into its column ranges before, at and after `box`, each
+      with the region's flag and its terms' B columns (a half's mmad in the last chunk).
+
+    Returns False, `got` untouched, when neither holds (the caller materialises instead)."""
+    r0, c0, rows, cols, stride = box
+    met = sorted((e[3][1], k, e) for k, e in got.items() if _meet(box, e[3]))
+    if any(e[3][0] != r0 or e[3][2] != rows or e[3][4] != stride for _, _, e in met):
+        return False
+    if len(met) == 1 and _covers(met[0][2][3], box):
+        _, k, (acc, ce, terms, eb) = met[0]
+        del got[k]
+        for a, b in ((eb[1], c0), (c0, c0 + cols), (c0 + cols, eb[1] + eb[3])):
+            if a < b:
+                part = [_columns(t, a - eb[1], b - eb[1]) for t in terms]
+                if a == c0:
+                    got[key] = [acc, cv, part, box]
+                else:
+                    got[(k[0] + a - eb[1], (rows, b - a), k[2])] = [acc, ce[:, a - eb[1]: b - eb[1]], part, (r0, a, rows, b - a, stride)]
+        return True
+    at, acc, n = c0, met[0][2][0], len(met[0][2][2])
+    for col, _, e in met:
+        if col != at or e[0] != acc or len(e[2]) != n:
+            return False
+        at += e[3][3]
+    if at != c0 + cols:
+        return False
+    terms, width = list(met[0][2][2]), met[0][2][3][3]
+    for _, _, e in met[1:]:
+        for i, u in enumerate(e[2]):
+            t = _beside(terms[i], width, u)
+            if t is None:
+                return False
+            terms[i] = t
+        width += e[3][3]
+    for _, k, _ in met:
+        del got[k]
+    got[key] = [acc, cv, terms, box]
+    return True
+
+
+def _columns(term: tuple, a: int, b: int) -> tuple:
+    """A recorded sum's term (A view, B view, their address tags) for the columns [a, b) of its
+    region: B's columns there (none beyond B's view: zero padding)."""
+    va, vb, sa, sb = term
+    return va, vb[:, a: b], sa, None if sb is None else (sb[0], sb[1] + a * sb[2][1], sb[2])
+
+
+def _beside(t: tuple, width: int, u: tuple) -> tuple | None:
+    """Term `t` of a region `width` columns wide and term `u` of the region right of it as one
+    term of both (`_regroup`): the same A view, u's B columns continuing t's in one GM buffer,
+    t's B full width; else None."""
+    va, vb, sa, sb = t
+    ua, ub, qa, qb = u
+    if sa is None or sb is None or qa != sa or qb is None or qb[0] != sb[0] or qb[2] != sb[2] or qb[1] != sb[1] + width * sb[2][1]:
+        return None
+    if ua.shape != va.shape or ua.strides != va.strides or ua.dtype != va.dtype or _addr(ua) != _addr(va):
+        return None
+    o = _owner(vb)
+    if (o is None or _owner(ub) is not o or vb.shape[1] != width or ub.shape[0] != vb.shape[0] or ub.dtype != vb.dtype
+            or ub.strides != vb.strides or vb.strides[1] <= 0 or _addr(ub) != _addr(vb) + width * vb.strides[1]):
+        return None
+    return va, np.ndarray((vb.shape[0], width + ub.shape[1]), vb.dtype, o, _addr(vb) - _addr(o), vb.strides), sa, sb
 
 
 def _super(ga: np.ndarray, gb: np.ndarray) -> tuple | None:
