@@ -286,6 +286,7 @@ def test_option_given_twice_is_an_error_not_the_last_one(capsys) -> None:
                  "choose-tiling is given option 'tiling' twice")
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("nn_pipeline", ["O2", "recompose-nn"])
 def test_opt_lowers_imported_nn_ir_and_it_runs(capsys, tmp_path: Path, nn_pipeline: str) -> None:
     """The README's `ascendir-opt in.mlir -p '...,convert-nn-to-ascend{target=...}'` on the nn IR

@@ -155,6 +155,7 @@ def test_a3_die_is_one_toml_file():
     assert uses == [CHIPS / "ascend910_93.toml"], uses
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("name", ["mlp_small", "llama_small"])
 def test_a3_die_compiles_and_runs_like_onnxruntime(name: str):
     """A corpus model compiled for the A3 die matches the onnxruntime reference (as on 910B2:

@@ -58,6 +58,7 @@ def test_split_k_f32_workspace_and_batch_fold():
     assert mm.function_type.inputs.data[2].get_shape() == (96, 40)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize(
     "m,k,n,spec",
     [

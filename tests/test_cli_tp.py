@@ -14,6 +14,7 @@ from tests.cli_helpers import assert_clean_error, run_cli
 DATA = Path(__file__).parent / "data"
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("model, args", [("llama_small", ["--tp", "2"]), ("llama_small", ["--tp", "2", "--sequence-parallel"]),
                                          ("gpt2_small", ["--tp", "4"])])
 def test_tp_run_equals_onnxruntime(tmp_path: Path, model: str, args: list[str]):

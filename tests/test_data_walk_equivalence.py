@@ -80,11 +80,13 @@ def layer() -> tuple:
     return str(module), weights, {"arg0": x}
 
 
+@pytest.mark.sampled
 def test_lowered_layer_data_walk_equals_single_walk(layer, monkeypatch):
     text, weights, feeds = layer
     assert _assert_same(text, weights, feeds, "as lowered", monkeypatch) == "ok"
 
 
+@pytest.mark.sampled
 def test_mutated_layer_data_walk_equals_single_walk(layer, monkeypatch):
     text, weights, feeds = layer
     kinds = []
@@ -93,6 +95,7 @@ def test_mutated_layer_data_walk_equals_single_walk(layer, monkeypatch):
     assert "error" in kinds and "ok" in kinds  # the mutations both break and keep programs
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("nbuf", [1, 2])
 def test_mutated_generators_data_walk_equals_single_walk(nbuf, monkeypatch):
     rng = np.random.default_rng(nbuf)

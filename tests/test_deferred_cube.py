@@ -139,6 +139,7 @@ def test_kernels_with_scalar_data_access_are_not_deferred():
     assert not deferred.eligible([*body, load], registry.SEMANTICS)
 
 
+@pytest.mark.sampled
 def test_small_decoder_layer_defers_its_gemms_and_matches_op_by_op(monkeypatch):
     # benchmarks/fusion.py's decoder layer at small sizes, lowered at -O2: fused norm + QKV, the
     # attention, O with its epilogue, the fused gate / up GEMM (both weights side by side in one

@@ -99,6 +99,7 @@ def test_local_expert_stacks_hold_the_ranks_experts_and_a_zero_expert() -> None:
         assert not local[2].any()
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("model,ep", [("mixtral_moe_block_small", 2), ("deepseek_v3_moe_block_small", 4)])
 def test_run_ep_equals_single_device_and_onnxruntime(tmp_path: Path, model: str, ep: int) -> None:
     """Simulated (lowered kernels, comm kernels on the cluster) outputs of every rank against the
@@ -165,6 +166,7 @@ def test_dispatch_verifier_names_the_split() -> None:
         _ops(4, 8, 2, 6)
 
 
+@pytest.mark.sampled
 def test_timing_only_with_the_runs_routing_gives_the_same_cycles(tmp_path: Path) -> None:
     """A timing-only EP run moves no data: each device's dispatch sort, received offsets and local
     routing come from the routing (costmodel.moe_routing.ep_routed). Given the routing the numerics
@@ -218,6 +220,7 @@ def test_aiv_row_cost_grows_with_row_bytes_and_the_barrier() -> None:
         aiv_row_cycles(hw, 14336, "sdma")
 
 
+@pytest.mark.sampled
 def test_ep_exchange_time_grows_with_rows_and_with_peers() -> None:
     """S20's DeepEP-Ascend combine moves the same rows per rank at every EP and takes longer as EP
     grows (125 -> 103 GB/s from EP 8 to 16): its rows are AIV copies on the die's one UB port, and
@@ -257,6 +260,7 @@ def test_low_latency_convention_reproduces_s20s_gbps() -> None:
         assert rows * 7168 * 2 / us_c / 1e3 == pytest.approx(gbps_c, abs=0.6)
 
 
+@pytest.mark.sampled
 def test_int8_dispatch_rows_halve_the_exchange() -> None:
     """V24's dispatch moves int8 rows (7,408 B) where V18's moves bf16 ones (14,380 B): with the same
     routing the dispatch takes a little more than 7408 / 14380 of the bf16 time (its exchange
@@ -272,6 +276,7 @@ def test_int8_dispatch_rows_halve_the_exchange() -> None:
     assert ratio < int8[0] / bf16[0] < ratio + 0.1, (int8, bf16, ratio)
 
 
+@pytest.mark.sampled
 def test_combine_time_holds_the_weighted_sum() -> None:
     """Both of S20's combine kernels sum each token's top-k rows, weighted, inside the timed call
     (CamMoeCombineNormal's ReadBufferAndWeightedSum; MoeDistributeCombineV2's ProcessMoeExpert):
@@ -289,6 +294,7 @@ def test_combine_time_holds_the_weighted_sum() -> None:
     assert summed["cycles"] >= tokens * topk * hidden * 2 / hw.hbm_bytes_per_cycle
 
 
+@pytest.mark.sampled
 def test_normal_dispatch_time_holds_deep_eps_memsets() -> None:
     """S20's normal dispatch call (deep_ep.cpp Buffer::intranode_dispatch, b2e93094) zero-fills
     its outputs with at::zeros inside the timed call, the received rows x 7168 bf16 among them:

@@ -250,6 +250,7 @@ def _check_model_fused(root, name) -> None:
         np.testing.assert_allclose(got[k], o0[k], rtol=1e-3, atol=1e-4, err_msg=f"{name} {k} vs -O0")
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("plan", ["fused"], indirect=True)
 @pytest.mark.parametrize("name", ["llama_small", "gpt2_small", "mlp_small"])
 def test_fused_ffn_on_small_models(name: str, plan: str) -> None:

@@ -434,6 +434,7 @@ def test_decode_combine_loads_the_partials_in_chunks(monkeypatch) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.sampled
 def test_flash_beats_naive_and_keeps_scores_out_of_gm() -> None:
     """At 1k tokens (f16, 8 heads of 128, causal) the flash kernel is faster than the decomposed
     path; its GM buffers besides the output (the per-core workspace rings) are smaller than one
@@ -470,6 +471,7 @@ def _model(name: str) -> Path:
     pytest.skip(f"{name} not in tests/data or {CORPUS}")
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("name", ["llama_small", "gpt2_small", "bert_small"])
 def test_corpus_end_to_end_with_flash(name: str) -> None:
     """-O2 (fuse-attention included) lowered and simulated vs the imported module (run_nn)."""
@@ -492,6 +494,7 @@ def test_corpus_end_to_end_with_flash(name: str) -> None:
             np.testing.assert_array_equal(got, want, err_msg=key)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("name", ["bert_small", "gpt2_small", "vit_small", "llama_small"])
 def test_corpus_bsnd_attention_matches_onnxruntime(name: str) -> None:
     """-O2 takes the head transposes of these models into their flash regions (q, k, v or the

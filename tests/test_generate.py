@@ -19,6 +19,7 @@ DATA = Path(__file__).parent / "data" / "kv"  # not tests/data/NAME: the corpus 
 KV_MODELS = ["llama", "qwen2", "mistral", "gpt2", "llama_dynamo"]
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("name", KV_MODELS)
 def test_generation_equals_onnxruntime(name: str) -> None:
     ref = np.load(DATA / name / "reference.npz")
@@ -33,6 +34,7 @@ def test_generation_equals_onnxruntime(name: str) -> None:
     assert r["tpot_cache_len"] == list(range(6, 6 + want.shape[1] - 1))
 
 
+@pytest.mark.sampled
 def test_cli_numerics_and_timing_only_agree(tmp_path: Path) -> None:
     """The CLI writes generated_ids / final_logits equal to onnxruntime's; --timing-only gives the
     same TTFT and TPOT without data."""
@@ -61,6 +63,7 @@ def test_cli_numerics_and_timing_only_agree(tmp_path: Path) -> None:
         (num["hbm_bytes_per_token"]["weights"] * 2 + 2 * kv["bytes_per_token"] * 7) / 1.6e12)
 
 
+@pytest.mark.sampled
 def test_timing_only_interpolation_equals_every_step() -> None:
     """Decode steps differing only in cache length: the interpolated TPOT equals simulating every
     step, and fewer steps are simulated."""
@@ -74,6 +77,7 @@ def test_timing_only_interpolation_equals_every_step() -> None:
     assert fast["steps"]["interpolated"] > 0 and full["steps"]["interpolated"] == 0
 
 
+@pytest.mark.sampled
 def test_interpolation_over_kv_blocks_equals_every_step() -> None:
     """Steps whose decode attention gains a KV block (Bc = 16 here: 128 -> 129 keys): the pieces
     come from the tiling decisions (regions), and the interpolated TPOT still equals simulating
@@ -91,6 +95,7 @@ def test_interpolation_over_kv_blocks_equals_every_step() -> None:
     assert fast["steps"]["interpolated"] > 0
 
 
+@pytest.mark.sampled
 def test_launch_reuse_across_layers_and_steps_is_exact(tmp_path: Path, monkeypatch) -> None:
     """A 2-layer LLaMA-2-7B-shaped decoder (benchmarks/kv_decoder_model.py, weights never read),
     timing-only, every step simulated: with the launch memo (interpreter/accel/memo.py) shared by
@@ -192,6 +197,7 @@ def test_outputs_never_overwrite_what_generate_reads(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.sampled
 def test_report_renders_a_generate_report(tmp_path: Path) -> None:
     """`ascendir report` on a `generate --report` file prints what generate printed (it used to
     refuse it: "no 'total_cycles'"); a broken one, --diff or --plots on one are one line."""
@@ -208,6 +214,7 @@ def test_report_renders_a_generate_report(tmp_path: Path) -> None:
     assert_clean_error(run_cli("report", r), "not a report of `ascendir generate --report`", "ttft_s")
 
 
+@pytest.mark.sampled
 def test_cache_in_place_writes_only_the_new_rows() -> None:
     """cache-append: a decode step launches cache_append kernels (the new row written into the
     cache) instead of concat kernels copying the past; the graph's concat path gives the same
@@ -230,6 +237,7 @@ def test_cache_in_place_writes_only_the_new_rows() -> None:
     np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("name", ["llama", "qwen2"])
 def test_tensor_parallel_generation_equals_onnxruntime(name: str) -> None:
     """--tp 2: every step sharded (shard-tensor-parallel: heads and the MLP split, KV heads dealt
@@ -246,6 +254,7 @@ def test_tensor_parallel_generation_equals_onnxruntime(name: str) -> None:
     assert r["hbm_bytes_per_token"]["kv"] < one["hbm_bytes_per_token"]["kv"]
 
 
+@pytest.mark.sampled
 def test_tensor_parallel_over_more_ranks_than_kv_heads_equals_onnxruntime() -> None:
     """--tp 4 on 2 KV heads: each KV head is held by two ranks, and the cache the step returns
     keeps one copy of each head (all_gather, then every other chunk)."""
@@ -256,6 +265,7 @@ def test_tensor_parallel_over_more_ranks_than_kv_heads_equals_onnxruntime() -> N
     np.testing.assert_allclose(g.outputs["final_logits"], ref["final_logits"], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.sampled
 def test_tensor_parallel_replicates_a_single_kv_head() -> None:
     """--tp 2 on Mistral's one KV head: every rank computes and holds that head (its K / V
     projections replicated, as vLLM / MindIE replicate KV heads fewer than the ranks), the
@@ -286,6 +296,7 @@ def test_tensor_parallel_errors_are_one_line() -> None:
     assert_clean_error(run_cli("generate", model, "--topology", "atlas800-a2"), "give --tp N")
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("tp", [2, 4])
 def test_tensor_parallel_cache_stays_with_its_heads(tp: int) -> None:
     """--tp: each rank holds only its KV heads (the one it shares with tp / 2 - 1 others at tp 4
@@ -312,6 +323,7 @@ def test_tensor_parallel_cache_stays_with_its_heads(tp: int) -> None:
     assert r["kv_cache"]["bytes_final_per_device"] * 2 == r["kv_cache"]["bytes_final"]
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("tp", [2, 4])
 def test_tensor_parallel_prefill_gathers_only_the_last_logits(tp: int) -> None:
     """A prefill under --tp returns each rank's KV heads (its presents, marked nn.kv_cache, are

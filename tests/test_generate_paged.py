@@ -40,6 +40,7 @@ def _ort_generate(model: Path, prompt: np.ndarray, new_tokens: int) -> tuple[np.
     return np.stack(tokens, 1), logits
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("name, block", [("llama", 16), ("qwen2", 32), ("gpt2", 16)])
 def test_paged_generation_equals_onnxruntime_and_contiguous(name: str, block: int) -> None:
     """Prompt 40, 12 new tokens, batch 2: each sequence holds 3 blocks of 16 after the prompt and
@@ -71,6 +72,7 @@ def test_block_table_interleaves_after_the_prompt() -> None:
     assert m.block_table(2, 49).dtype == np.int32 and m.blocks_used(2, 49) == 8
 
 
+@pytest.mark.sampled
 def test_paged_timing_only_equals_numerics() -> None:
     """The block table steers the kernels' addresses, so a timing-only run is fed it too: its
     TTFT and TPOT equal the numerics run's."""
@@ -98,6 +100,7 @@ def test_bad_block_size_is_one_line(size: int, why: str) -> None:
 
 # llama at TP 2 is the CI sample; qwen2, mistral (one KV head, on both ranks) and TP 4 (70 s
 # each) run with -m slow
+@pytest.mark.sampled
 @pytest.mark.parametrize("name, tp", [("llama", 2), pytest.param("qwen2", 2, marks=pytest.mark.slow),
                                       pytest.param("mistral", 2, marks=pytest.mark.slow),
                                       pytest.param("llama", 4, marks=pytest.mark.slow)])
@@ -141,6 +144,7 @@ def test_paged_bad_block_size_with_tp_is_one_line() -> None:
         generate(DATA / "llama" / "model.onnx", 4, 2, timing_only=True, kv_block_size=40)
 
 
+@pytest.mark.sampled
 def test_cli_reports_the_layout(tmp_path: Path) -> None:
     res = run_cli("generate", DATA / "qwen2" / "model.onnx", "--prompt-len", 20, "--new-tokens", 3, "--timing-only",
                   "--kv-block-size", 16, "--report", tmp_path / "r.json")
@@ -152,6 +156,7 @@ def test_cli_reports_the_layout(tmp_path: Path) -> None:
     assert r["kv_cache"]["bytes_allocated"] == 2 * 2 * 2 * 16 * 16 * 4 * 2
 
 
+@pytest.mark.sampled
 def test_paged_interpolation_equals_every_step() -> None:
     """Timing-only decode steps of a paged cache: the pieces are cut where a pool block is added
     too (a KV tile of several blocks loads one more), and the interpolated TPOT equals

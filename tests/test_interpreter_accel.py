@@ -187,6 +187,7 @@ def test_switch_on_corpus_model_gives_identical_results(monkeypatch, corpus, swi
     assert_identical(on, off, f"{model} timing-only, {switch} on vs off")
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("model", CORPUS)
 def test_every_speed_up_on_vs_none_on_corpus_model(monkeypatch, corpus, model):
     """All speed-ups against none, timing-only and with numerics (outputs compared too)."""
@@ -261,6 +262,7 @@ def test_gc_restored_after_compile_and_run(matmuls):
     assert gc.isenabled() == was
 
 
+@pytest.mark.sampled
 def test_identical_layers_checked_and_recorded_once_with_numerics(monkeypatch):
     """32 chained decoder layers (benchmarks/fusion.py's 7B layer at small sizes, each with
     weights of its own) with numerics. A launch identical to an earlier one -- the same kernel

@@ -358,6 +358,7 @@ def _in_block_0_only(text: str, line: int) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.sampled
 def test_seeded_flag_deletions_give_the_full_checks_verdicts(monkeypatch):
     # seeded sync ops of the generators (4 and 3 blocks) dropped (races and deadlocks in every
     # block, as test_data_walk_equivalence.py's mutants) or run by block 0 only (block 0 clean,

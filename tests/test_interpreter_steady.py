@@ -113,6 +113,7 @@ CASES = {
 NOT_EXTRAPOLATED: dict[str, str] = {}
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("case", list(CASES))
 def test_extrapolation_matches_full_simulation(case):
     module = CASES[case]()
@@ -343,6 +344,7 @@ def test_launch_reuse_checks_write_outcomes():
     assert (hits1, miss1) == (hits0, miss0)
 
 
+@pytest.mark.sampled
 def test_launch_reuse_exact_on_7b_shaped_layers():
     # two 7B-shaped decoder layers (256 tokens) launch the same kernels at different chip times;
     # the L2 recording pass runs from time 0 so both get one miss designation (absolute times
@@ -359,6 +361,7 @@ def test_launch_reuse_exact_on_7b_shaped_layers():
     assert memo == plain and l2_memo == l2_plain
 
 
+@pytest.mark.sampled
 def test_extrapolation_matches_full_simulation_on_a_7b_shaped_layer():
     # the lowered templates at 7B shapes (K = 4096 in L1 steps of 320: a partial last step whose
     # size is computed in a ping-pong branch) run through every mechanism of steady.py at once

@@ -91,6 +91,7 @@ def test_chinese_names_compile_to_mlir_and_run_as_the_onnx_model(zh, tmp_path: P
     assert "激活…" in ir.read_text()  # written as text, not byte escapes
 
 
+@pytest.mark.sampled
 def test_bert_small_clipped_label_runs_from_mlir(tmp_path: Path) -> None:
     ir = tmp_path / "bert.mlir"
     assert run_cli("compile", BERT, "-o", ir).exit_code == 0

@@ -59,6 +59,7 @@ def check_flags(block: Block, counts: Counter) -> Counter:
     return counts
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("target", ["ascend910b2", "ascend910a"])
 @pytest.mark.parametrize("path", INPUTS, ids=lambda p: p.stem)
 def test_every_kernel_pairs_its_flags(path: Path, target: str):

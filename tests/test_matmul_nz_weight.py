@@ -133,6 +133,7 @@ def _o2(text: str) -> str:
     return printed(module)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("plan", ["two-kernel", "fused"])
 def test_fused_kernels_load_weights_nz_with_the_same_numbers(plan, monkeypatch):
     """The weights of norm_matmul, matmul_epilogue and either FFN plan (ffn_up + ffn_down, or

@@ -93,6 +93,7 @@ def test_prefetching_kernel_holds_no_pipe(text, spec, monkeypatch):
     assert held == []
 
 
+@pytest.mark.sampled
 def test_weight_gemm_prefetch_extrapolates_its_steady_state():
     """LLaMA-7B's down projection (M, N, K = 512, 4096, 11008, the tiling the search picks: B
     prefetched): without held pipes the timing walk extrapolates the steady state of its loops
@@ -136,6 +137,7 @@ def test_cost_model_prefetches_weight_streaming_and_tracks_simulation():
     assert abs(cycles / res.estimate.cycles - 1) < 0.10
 
 
+@pytest.mark.sampled
 def test_square_weight_gemm_prefetches_b_on_wide_tiles_and_runs_faster():
     """A square GEMM of a constant weight also reads every B panel from HBM once, at the AIC's
     32 B/cycle path: the search prefetches it (no margin for weights), on a tile whose B part is

@@ -27,6 +27,7 @@ def fixpipe_widths(module) -> set[tuple[int, ...]]:
             if isinstance(op, ascend.CopyOp) and ascend.space_of(op.source).value == "l0c"}
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize(
     "m,k,n,spec",
     [
@@ -52,6 +53,7 @@ def test_tail_split_computes_the_same_product(m, k, n, spec):
     assert red["bytes"]["l2_hit"] == red["bytes"]["gm_read"] > 0
 
 
+@pytest.mark.sampled
 def test_tail_items_overlap_fixpipe_by_column_halves():
     """Ranges of two chunks or more run their first and last chunk by L0C column halves: the
     partial leaves as half-width pieces while the cube computes."""
@@ -103,6 +105,7 @@ def test_tail_split_refused_on_a_coupled_chip_and_with_an_epilogue():
         with_tiling(fuse(epilogue_text(512, 1024, 1024, "relu", dt="f16")), "m=128,n=128,k=64,tail_split=3")
 
 
+@pytest.mark.sampled
 def test_search_splits_the_partial_wave_of_a_prefill_projection_and_it_runs_faster():
     """LLaMA-7B's down projection at prefill 512 (512 x 4096 x 11008, f16 weight) makes 64
     tiles of 256 x 128 on 24 AICs: 16 cores run 3, 8 run 2. The search splits the 16 tiles of

@@ -114,6 +114,7 @@ def test_search_picks_the_warm_up_for_the_7b_projection_and_reaches_80_percent(m
     assert estimate(p, res.best, hw).parts["warm_a"] > 0
 
 
+@pytest.mark.sampled
 def test_corpus_model_with_a_warm_up_kernel_matches_onnxruntime(monkeypatch, tmp_path):
     """gpt2_small with its one matmul that can take it forced to a warm-up tiling (16 x 32
     tiles, prefetch: 2 x 16 tiles on 24 AICs): `run --check-ort` passes."""

@@ -86,6 +86,7 @@ CASES = [("llama_small", 2, False, 0), ("llama_small", 4, False, 0), ("llama_sma
          ("llama_small", 4, True, 3), ("gpt2_small", 2, False, 0), ("gpt2_small", 2, True, 0), ("bert_small", 2, False, 0)]
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("name,tp,sp,stages", CASES,
                          ids=[f"{n}-tp{t}{'-sp' if s else ''}{f'-{c}stages' if c else ''}" for n, t, s, c in CASES])
 def test_mc2_equals_unfused_bit_for_bit_and_onnxruntime(name: str, tp: int, sp: bool, stages: int) -> None:
@@ -111,6 +112,7 @@ def test_mc2_equals_unfused_bit_for_bit_and_onnxruntime(name: str, tp: int, sp: 
         assert 0.0 <= c["exposed_cycles"] <= c["cycles"] + 1e-6
 
 
+@pytest.mark.sampled
 def test_device_total_is_compute_plus_exposed_comm() -> None:
     """A background comm kernel adds only its exposed part to the device's time; the report's
     total is the sum of what each launch adds (= the device clock at the end)."""
@@ -160,6 +162,7 @@ def test_forced_chunks_that_do_not_split_the_rows_are_one_line_errors() -> None:
         _lowered("llama_small", 2, False, (FuseMatmulAllReduce(chunks=3),))
 
 
+@pytest.mark.sampled
 def test_cli_run_tp_at_o2_names_the_mc2_passes(tmp_path: Path) -> None:
     from cli_helpers import run_cli
 
@@ -191,6 +194,7 @@ def _async_launches(ranks: str, topology: str) -> int:
     return sum(1 for op in module.walk() if op.name == "ascend.launch" and mc2.ASYNC_ATTR in op.attributes)
 
 
+@pytest.mark.sampled
 def test_chunk_count_is_chosen_for_the_lowering_topology() -> None:
     """LLaMA-7B's down_proj at TP8, prefill 2048, as MatmulAllReduce: on one server's HCCS mesh
     (the default topology) the cost model pipelines 4 chunks; the same group spread over two

@@ -42,6 +42,7 @@ def test_every_family_is_here() -> None:
                         "resnet50", "swin", "t5_encoder", "unet", "whisper_encoder", "yolo"}
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("name", MODELS)
 def test_family_matches_onnxruntime(name: str) -> None:
     _check(name, "O2")

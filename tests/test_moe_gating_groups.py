@@ -48,6 +48,7 @@ def _check(text: str, inputs: dict[str, np.ndarray], t: str) -> dict:
     return report
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("t", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("t_rows,e,g,kg,k,select,opts", [
     (64, 16, 4, 2, 4, "top2_sum", {}),                              # the corpus block's router
@@ -64,6 +65,7 @@ def test_fused_equals_unfused_bit_for_bit(t_rows: int, e: int, g: int, kg: int, 
     _check(text, inputs, t)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("t", ["f32", "f16"])
 def test_ties_in_group_scores_and_experts(t: str) -> None:
     """Groups with equal scores: the lower group index is taken first (ONNX TopK), so which
@@ -102,6 +104,7 @@ def test_cycles_follow_the_groups() -> None:
     assert cycles[8] > cycles[2]
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("name", ["deepseek_v3_moe_block_small", "deepseek_v3_moe_block_small_dynamo"])
 def test_models_group_limited_router_is_one_kernel(name: str) -> None:
     session = Session()

@@ -179,6 +179,7 @@ def _n_tiles(kernel) -> int:
     raise AssertionError("no tile loop")
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("model", MOE_MODELS)
 def test_moe_models_lower_to_grouped_kernels(model):
     """-O2 takes every corpus MoE block's experts into the grouped kernels (numerics against
@@ -231,6 +232,7 @@ def test_routing_beyond_ub_lowers_gathered():
     assert not any(getattr(op, "sym_name", None) and op.sym_name.data.startswith("grouped") for op in module.ops)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("model", MOE_MODELS)
 def test_fused_swiglu_equals_unfused(model, monkeypatch):
     """SwiGLU fused into the gate/up GroupedMatmul gives the unfused pipeline's output bit for

@@ -32,6 +32,7 @@ def _launches(module) -> list[str]:
     return [op.callee.root_reference.data for op in module.walk() if isinstance(op, ascend.LaunchOp)]
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("model", ["mixtral_moe_block_small", "deepseek_v3_moe_block_small_dynamo"])
 def test_corpus_handoff_drops_the_unpermute(model: str, monkeypatch) -> None:
     path = DATA / model / "model.onnx"

@@ -34,6 +34,7 @@ CASES = ([(m, "fp32", 1) for m in MOE_MODELS] + [(m, "fp32", 2) for m in MOE_MOD
          + [(m, "fp16", ep) for m in MOE_MODELS if "deepseek" not in m for ep in (1, 2)])
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("model,dtype,ep", CASES)
 def test_corpus_rows_come_from_the_tokens(model: str, dtype: str, ep: int, tmp_path: Path) -> None:
     report = tmp_path / "r.json"

@@ -66,6 +66,7 @@ def test_report_routes_the_inputs(tmp_path) -> None:
     assert "MoE /block/gate/TopK: top-2 of 8" in r.output
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("opt", ["O2", "O0"])
 def test_bf16_report_routes_as_the_kernels_do(tmp_path, opt: str) -> None:
     """Under --dtype bf16 the report's routing (the router evaluated by the nn reference) is the
@@ -99,6 +100,7 @@ def test_bf16_report_routes_as_the_kernels_do(tmp_path, opt: str) -> None:
     assert m["tokens_per_expert"] == np.bincount(ids.reshape(-1), minlength=16).tolist()
 
 
+@pytest.mark.sampled
 def test_timing_only_routing_is_stated(tmp_path) -> None:
     model = DATA / "deepseek_v3_moe_block_small" / "model.onnx"
     report = tmp_path / "r.json"

@@ -48,6 +48,7 @@ def relative_to_max_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got.astype(np.float64) - want64)) / np.max(np.abs(want64)))
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("name", MODELS)
 def test_model_error_within_dtype_bound(name: str, dtype: str) -> None:
@@ -67,6 +68,7 @@ def test_model_error_within_dtype_bound(name: str, dtype: str) -> None:
     assert floats == {ELEM[dtype]}, floats
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("name", ["qwen2_moe_block_small", "qwen2_moe_block_small_dynamo"])
 def test_moe_routes_as_fp32_and_error_within_dtype_bound(name: str, dtype: str) -> None:

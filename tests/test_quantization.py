@@ -268,6 +268,7 @@ def test_int8_matmul_runs_at_the_s8_rate() -> None:
     assert 0 < s8 < 0.6 * f16
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("opt_level", ["O0", "O2"])
 @pytest.mark.parametrize("name", QUANT_MODELS)
 def test_quantized_model_matches_onnxruntime(name: str, opt_level: str) -> None:
@@ -290,6 +291,7 @@ def test_quantized_models_are_small_and_quantized() -> None:
         assert ops & {"QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "MatMulNBits"}, name
 
 
+@pytest.mark.sampled
 def test_cli_runs_a_dynamically_quantized_llama(tmp_path) -> None:
     ref = QUANT / "llama_dynamic" / "reference.npz"
     out = tmp_path / "out.npz"
@@ -298,6 +300,7 @@ def test_cli_runs_a_dynamically_quantized_llama(tmp_path) -> None:
     np.testing.assert_allclose(np.load(out)["logits"], np.load(ref)["output:logits"], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.sampled
 def test_check_ort_on_a_qdq_model_is_the_onnx_graph(tmp_path) -> None:
     """--check-ort's reference is the ONNX graph node by node (onnxruntime's optimisations off):
     on transformer_qdq's seeded random inputs, onnxruntime's default QDQ fusion requantises one

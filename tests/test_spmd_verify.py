@@ -109,6 +109,7 @@ def test_a_pass_after_sharding_that_changes_the_numbers_is_caught() -> None:
         lower_tensor_parallel(module, weights, 2, TARGET, after_shard=(DropAllReduce(),), verify_inputs=feeds)
 
 
+@pytest.mark.sampled
 def test_run_tp_verify_numerics_names_the_shard_and_mc2_passes() -> None:
     res = run_cli("run", DATA / "gpt2_small" / "model.onnx", "--tp", 2, "--verify-numerics", "--check-ort")
     assert res.exit_code == 0, res.output

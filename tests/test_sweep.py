@@ -42,6 +42,7 @@ def test_rows_equal_single_runs(tmp_path: Path, local_rows: list[dict]):
     assert local_rows[0]["total_cycles"] != local_rows[2]["total_cycles"]  # two chips, two timings
 
 
+@pytest.mark.sampled
 def test_dask_local_cluster_gives_the_same_rows(local_rows: list[dict]):
     """The points on a local Dask cluster of two worker processes: the same table."""
     pytest.importorskip("distributed")
@@ -70,6 +71,7 @@ def test_cli_bad_input_is_one_line(tmp_path: Path):
         sw.run_sweep(str(MODEL), POINTS[:1], scheduler="tcp://127.0.0.1:9", connect_timeout=1.0)
 
 
+@pytest.mark.sampled
 def test_tp_axis_equals_run_tp(tmp_path: Path):
     """`sweep --tp 1,2`: the tp=2 row is what `ascendir run --tp 2 --timing-only` reports (the
     same path: driver.lower_tensor_parallel, the ranks on atlas800-a2), collectives included."""
@@ -88,6 +90,7 @@ def test_tp_axis_equals_run_tp(tmp_path: Path):
 
 
 
+@pytest.mark.sampled
 def test_topology_equals_run_topology(tmp_path: Path):
     """`sweep --tp 2 --topology FILE`: the row is what `ascendir run --tp 2 --topology FILE
     --timing-only` reports, not the default topology's (the file's links are 50x slower: a test

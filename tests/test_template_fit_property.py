@@ -182,6 +182,7 @@ SAMPLES = {k: CASES if k in ("conv", "matmul_bias", "pool", "concat") else CASES
 
 # onnx's shape inference keeps a ceil_mode pool's last window when it starts in the end padding;
 # onnxruntime (and ascendir) drop it, and the importer warns about the declared shape
+@pytest.mark.sampled
 @pytest.mark.filterwarnings("ignore::ascendir.errors.AscendirWarning")
 @pytest.mark.parametrize("kind,index", [(k, i) for k in sorted(MODELS) for i in range(SAMPLES[k])])
 def test_chosen_tiling_fits(kind, index, tmp_path) -> None:

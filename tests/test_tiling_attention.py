@@ -163,6 +163,7 @@ ESTIMATE_SHAPES = [
 ]
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("b,hq,hkv,sq,skv,causal,br,bc", ESTIMATE_SHAPES)
 def test_flash_estimate_tracks_the_simulation(b, hq, hkv, sq, skv, causal, br, bc):
     """estimate_cycles (what the search ranks tiles by) within 0.85-1.08x of the simulated
@@ -176,6 +177,7 @@ def test_flash_estimate_tracks_the_simulation(b, hq, hkv, sq, skv, causal, br, b
     assert 0.85 <= est / sim <= 1.08, (est, sim)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("hkv,sq,br,bcs", [
     (32, 512, 128, (64, 96, 128, 256)),
     (8, 512, 32, (64, 96, 128)),

@@ -59,6 +59,7 @@ def _suggestion(msg: str) -> str:
     return re.search(r"largest tile that fits: (\S+)$", msg).group(1)
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("spec,why", [
     # the o_proj epilogue (residual, f32): 3 UB tiles of 128 x 256 f32; used to pass choose-tiling
     # and fail in lowering ("kernel matmul_epilogue_0 needs 262144 bytes of UB") with no buffer or hint
@@ -74,6 +75,7 @@ def test_suggestion_fits_every_matmul(spec, why, tmp_path):
     assert r.exit_code == 0, r.output
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("spec", ["m=272", "l1_depth=13"])
 def test_off_grid_forced_field_is_completed_around(spec, tmp_path):
     """m=272 / l1_depth=13 used to be completed with the template defaults (which overflow L0A /

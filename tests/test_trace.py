@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from cli_helpers import run_cli
 from test_plots import _flow_binding_problems
@@ -46,6 +47,7 @@ TRACE_EVENT_FORMAT = {
 }
 
 
+@pytest.mark.sampled
 def test_streamed_trace_is_valid_and_matches_the_run(tmp_path: Path) -> None:
     """llama_small timing-only (launches the memo repeats): the .gz file is
     valid Trace Event Format, a process per core with one track per pipe over every launch,

@@ -169,6 +169,7 @@ def _router_logits(model: Path, feeds: dict[str, np.ndarray], name: str) -> np.n
     return sess.run([name], {k: v.astype(np.float32) for k, v in feeds.items()})[0]
 
 
+@pytest.mark.sampled
 def test_check_ort_names_a_moe_routing_flip(tmp_path: Path) -> None:
     """qwen2_moe fp16 on the CLI's random inputs FAILs because one of its 64 tokens has two
     router scores tied within fp16 rounding and goes to another expert set: the verdict says
@@ -210,6 +211,7 @@ def test_check_ort_names_a_moe_routing_flip(tmp_path: Path) -> None:
     assert float(m.group(4)) <= atol
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("model, dtype", [(MIXTRAL_MOE, "fp16"), (QWEN_MOE, "fp32")])
 def test_check_ort_has_no_flip_note_without_a_flip(model: Path, dtype: str, tmp_path: Path) -> None:
     """mixtral fp16 PASSes and qwen2_moe fp32 routes as onnxruntime: neither has a note or a cause."""
@@ -276,6 +278,7 @@ def test_check_ort_says_when_onnxruntime_optimised_agrees(tmp_path: Path) -> Non
 
 
 
+@pytest.mark.sampled
 def test_check_ort_without_optimised_session_keeps_the_fail(tmp_path: Path, monkeypatch) -> None:
     """When onnxruntime's optimised session (ORT_ENABLE_ALL) cannot load or run a model its plain
     session runs, a FAILing --check-ort keeps its plain FAIL (exit 1, no note, a report `ascendir

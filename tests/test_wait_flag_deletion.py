@@ -7,9 +7,12 @@ import collections
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.sampled
 def test_kernel_replay_gives_the_whole_model_verdicts():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import wait_flag_deletion as w

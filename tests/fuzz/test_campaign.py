@@ -80,6 +80,7 @@ print(json.dumps([cold, {n: digest(n) for n in fc.FUZZERS}]))
 """
 
 
+@pytest.mark.sampled
 def test_warm_hypothesis_keeps_the_cases() -> None:
     # the campaign warms hypothesis once in the process that forks the shard runners
     # (fuzz_campaign.warm_hypothesis): a shard must still draw exactly the cases it drew cold

@@ -14,6 +14,7 @@ from .harness import BAD_KINDS, run_case
 SAMPLE = {"onnx": 100, "ir": 80, "toml": 40, "cli": 60, "tiling": 40}
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("name", sorted(SAMPLE))
 def test_fuzz_sample(name: str) -> None:
     strategy = fuzzers()[name]()
