@@ -319,8 +319,7 @@ class KernelProgram:
         tracing = self.m.trace
         race = self.m.check_races and not (key is not None and launches.race_free)
         if race:  # the final pass checks races (race.py); once per memo key: same ops, same layout
-            F.races = RaceChecker(self.name, self.labels, self.nchip)
-            F.race_set_clocks = FlagQueues(self.nflags)
+            F.races = RaceChecker(self.name, self.labels, self.nchip, self.nflags)
         F.trace = [] if tracing else None
         F.flows = [] if tracing else None
         F.flow_queues = FlagQueues(self.nflags) if tracing else None
@@ -337,7 +336,7 @@ class KernelProgram:
         finally:
             log, F.launch_gm_log = F.launch_gm_log, None
             wfirst, F.first_writes = F.first_writes, None
-            F.races = F.race_set_clocks = F.hold = None
+            F.races = F.hold = None
             F.slow_path = False
             if F.shadows is not None:
                 F.shadows.clear()
@@ -429,8 +428,7 @@ class KernelProgram:
             launches = self.m.memo.setdefault((self.memo_text, memo.pattern(tags)), memo.Launches([]))
         race = self.m.check_races and not (launches is not None and launches.race_free)
         if race:
-            F.races = RaceChecker(self.name, self.labels, self.nchip)
-            F.race_set_clocks = FlagQueues(nflags)
+            F.races = RaceChecker(self.name, self.labels, self.nchip, nflags)
         F.shadows = self.m.shadows
         if F.shadows is not None:
             F.shadows.clear()
@@ -438,7 +436,7 @@ class KernelProgram:
         try:
             self._blocks(False, F, body)
         finally:
-            F.races = F.race_set_clocks = F.hold = None
+            F.races = F.hold = None
             F.slow_path = False
             if F.cube is not None:
                 F.cube.drop()
@@ -475,8 +473,7 @@ class KernelProgram:
             if F.cube is not None:  # fresh on-chip buffers: nothing recorded is read (exec/deferred.py)
                 F.cube.reset(F.shadows)
             if F.races is not None:
-                F.races.reset()
-                F.race_set_clocks.reset()
+                F.races.reset(b)
             if tracing:
                 F.flow_queues.reset()
             for f in body:
