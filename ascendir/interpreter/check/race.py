@@ -25,7 +25,15 @@ distinct ranges accessed (older accesses of a pipe are ordered before its newer 
 
 A launch's later blocks mostly repeat its first with other GM offsets: such a block follows the
 checked block it repeats and checks its GM operands only (`RaceChecker`: same verdicts and
-messages as checking every operand).
+messages as checking every operand). In a data walk whose kernel makes the same on-chip accesses
+along the same control decisions (check/uniform.py: structured control, on-chip operands
+block-invariant, pipes fixed per op), a later block runs unchecked (the fast path) while its
+decisions (scf.if branches, scf.for trip counts) are those of a checked block: its events are
+then that block's, GM operands apart, which it logs; at the end (or at an error) the logged GM
+accesses are checked with that block's rows on the buffers two pipes touched, one writing (on
+the others none can race: read / read, or one pipe's program order). At the first decision that
+differs it follows the checked block from the event there, the logged GM accesses given to the
+follow first (`RaceChecker.reset`, `decide`, `finish`).
 
 Only the final pass of a launch checks (the L2 recording pass runs the same program); GM races
 between blocks on different cores are not checked (no cross-core sync is modelled). Numerics runs
@@ -150,9 +158,12 @@ class RaceChecker:
     follow = True  # False: check every operand of every block (the reference the tests compare with)
 
     __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views",
-                 "refs", "ref", "pos", "rec", "lazy", "queues", "block")
+                 "refs", "ref", "pos", "rec", "lazy", "queues", "block",
+                 "frame", "ctl", "traces", "cheap", "cheap_ctl", "nctl", "gmlog", "gm_steps")
 
-    def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1, nflags: int = 1):
+    def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1, nflags: int = 1, frame=None):
+        """`frame`: the data walk's Frame when its blocks may run unchecked while they take a
+        checked block's control decisions (`reset`; check/uniform.py must hold), else None."""
         self.kernel = kernel
         # a placed space holds the ranges of all its buffers under one key: keep KEEP per buffer
         self.keep = KEEP * max(1, nbuffers)
@@ -173,6 +184,14 @@ class RaceChecker:
         # while a following block has not checked it yet (`_follow`)
         self.lazy: dict = {}
         self.block = 0
+        self.frame = frame
+        self.ctl: list | None = None  # this block's control decisions (value, events before it)
+        self.traces: dict = {}  # id(checked block in `refs`) -> its control decisions
+        self.cheap: list[tuple] | None = None  # the checked block a cheap block follows (`reset`)
+        self.cheap_ctl: list = []  # its control decisions
+        self.nctl = 0  # this cheap block's decisions so far
+        self.gmlog: list | None = None  # a cheap block's GM operands, per access that has some
+        self.gm_steps: dict = {}  # id(checked block) -> its steps with GM operands
 
     def _view(self, root, st: tuple, shape: tuple) -> tuple:
         """(last element - first element, or -1 when empty; geometry id of (strides, shape); the
@@ -192,10 +211,12 @@ class RaceChecker:
         v = self.views[(root, st, shape)] = (span, g, root.phys, root.base, root.isz) if placed else (span, g, None, 0, 0)
         return v
 
-    def reset(self, block: int = 0) -> None:
+    def reset(self, block: int = 0) -> bool:
         """Start block `block`: fresh clocks, ranges and pending sets; the block follows the checked
         block the last one followed or was (or is checked in full: the first block, `follow`
-        False)."""
+        False). True: the block runs cheap (`frame` given, the checked block's control decisions
+        known): unchecked, its control decisions compared with the checked block's (`decide`)
+        and its GM operands logged (`gmlog`) until one differs (`_wake`)."""
         n = self.nslots
         self.block = block
         self.vc = [[0] * n for _ in range(n)]
@@ -206,15 +227,100 @@ class RaceChecker:
         rec = self.rec
         if rec:  # the last block was checked in full and raised nothing
             self.refs.append(rec)
+            self.traces[id(rec)] = self.ctl
             if len(self.refs) > REFS:
+                self.traces.pop(id(self.refs[0]), None)
+                self.gm_steps.pop(id(self.refs[0]), None)
                 del self.refs[0]
             self.ref = rec
         self.rec = None
         self.pos = 0
         self.lazy = {}
+        self.cheap = self.gmlog = None
+        self.ctl = [] if self.follow else None
         if not self.follow or not self.refs:
             self.ref = None
             self.rec = [] if self.follow else None
+        elif self.frame is not None:
+            self.cheap, self.cheap_ctl, self.nctl, self.gmlog = self.ref, self.traces[id(self.ref)], 0, []
+            return True
+        return False
+
+    # -- cheap blocks (reset): their events are the checked block's while their decisions are ----
+    def decide(self, v) -> None:
+        """A control decision of the data walk (an scf.if's branch, an scf.for's trip count)."""
+        c = self.cheap
+        if c is not None:
+            k = self.nctl
+            t = self.cheap_ctl
+            if k < len(t) and t[k][0] == v:
+                self.nctl = k + 1
+                return
+            self._wake(v)
+            return
+        ctl = self.ctl
+        if ctl is not None:
+            ctl.append((v, self.pos if self.ref is not None else len(self.rec)))
+
+    def _wake(self, v) -> None:
+        """A cheap block's decision `v` differs from its checked block's: follow another checked
+        block with these decisions, or follow this one from here (its events so far are this
+        block's: check/uniform.py), its GM operands so far given to `_gm` in order."""
+        k, ref, t = self.nctl, self.cheap, self.cheap_ctl
+        for other in reversed(self.refs):
+            ot = self.traces.get(id(other))
+            if other is not ref and ot is not None and len(ot) > k and ot[k][0] == v and ot[:k] == t[:k]:
+                self.cheap, self.cheap_ctl, self.nctl = other, ot, k + 1
+                return
+        log, steps = self.gmlog, self._gm_steps(ref)
+        self.cheap = self.gmlog = None
+        self.ref, self.pos = ref, t[k][1]
+        self.ctl = t[:k] + [(v, self.pos)]
+        for j, ops in enumerate(log):
+            i = steps[j]
+            self._gm(i, ref[i], ops)
+        F = self.frame
+        F.races, F.slow_path = self, True
+
+    def _gm_steps(self, ref: list) -> list[int]:
+        """The steps of checked block `ref` that are accesses with GM operands."""
+        got = self.gm_steps.get(id(ref))
+        if got is None:
+            got = self.gm_steps[id(ref)] = [i for i, s in enumerate(ref) if s[0] is not None and s[4]]
+        return got
+
+    def finish(self, complete: bool) -> None:
+        """End of a block (`complete`), or an error raised in it: a cheap block's GM accesses are
+        checked, with the rows, pipes and names of its checked block's steps, on the buffers two
+        pipes touched, one of them writing (on the others none can race), in order: what a full
+        check raises first (on-chip ones cannot race: the checked block's did not)."""
+        ref = self.cheap
+        if ref is None:
+            return
+        log, steps = self.gmlog, self._gm_steps(ref)
+        if complete and (self.nctl != len(self.cheap_ctl) or len(log) != len(steps)):
+            raise AssertionError(f"race check of @{self.kernel} block {self.block}: a cheap block ended apart from its checked block")
+        self.cheap = self.gmlog = None
+        who: dict = {}  # GM root -> [its one pipe or -1, written]
+        for j, ops in enumerate(log):
+            pid = ref[steps[j]][2]
+            for o in ops:
+                g = who.get(o[0][0])
+                if g is None:
+                    who[o[0][0]] = [pid, o[2]]
+                else:
+                    if g[0] != pid:
+                        g[0] = -1
+                    if o[2]:
+                        g[1] = True
+        racy = {r for r, (p, w) in who.items() if p < 0 and w}
+        if not racy:
+            return
+        for j, ops in enumerate(log):
+            _, row, pid, name, _ = ref[steps[j]]
+            for o in ops:
+                if o[0][0] in racy:
+                    self._check(pid, row, [o], name, self.block)
 
     # -- sync ops: `ev` is the op's `sync_event` ------------------------------------------------
     def set(self, ev: tuple) -> None:
@@ -297,7 +403,8 @@ class RaceChecker:
         self._check(pid, vc, operands, name, block)
         rec = self.rec
         if rec is not None:
-            rec.append(([o for o in operands if type(o[0][0]) is ChipBuffer], vc[:], pid, name))
+            on = [o for o in operands if type(o[0][0]) is ChipBuffer]
+            rec.append((on, vc[:], pid, name, len(operands) - len(on)))
 
     def _follow(self, pid: int, operands: list[tuple], name: str, block: int, step: tuple) -> bool:
         """`access` of a following block whose access is not `step`, `ref`'s next: the same but
@@ -319,12 +426,17 @@ class RaceChecker:
                 self._diverge(i)
                 return False
         self.pos = i + 1
+        if len(on) < len(operands):
+            self._gm(i, step, [o for o in operands if type(o[0][0]) is not ChipBuffer])
+        return True
+
+    def _gm(self, i: int, step: tuple, operands: list[tuple]) -> None:
+        """The GM `operands` of a following block's access, `ref`'s step `i` (`step`): checked
+        with its row, or kept (`lazy`) while one pipe, or only reads, touched their buffer."""
         lazy = self.lazy
-        row = step[1]  # this access's clock row: the checked block's at this step
+        row, pid, name, block = step[1], step[2], step[3], self.block
         for o in operands:
             root = o[0][0]
-            if type(root) is ChipBuffer:
-                continue
             w = o[2]
             got = lazy.get(root)
             if got is None:
@@ -341,7 +453,6 @@ class RaceChecker:
             else:
                 self._materialise(root, block)
             self._check(pid, row, [o], name, block)
-        return True
 
     def _materialise(self, root, block: int) -> None:
         """Check the accesses to GM `root` this block made while only one pipe, or only reads,
@@ -349,7 +460,7 @@ class RaceChecker:
         checked in full from now on. (Their pipes, rows and names: those of `ref`'s steps.)"""
         ref = self.ref
         for i, o in self.lazy.pop(root)[2]:
-            _, row, pid, name = ref[i]
+            _, row, pid, name, _ = ref[i]
             self._check(pid, row, [o], name, block)
 
     def _diverge(self, n: int) -> None:
@@ -367,9 +478,13 @@ class RaceChecker:
             if step[0] is None:
                 self._run(step)
             else:
-                on, row, pid, name = step
-                self._full(pid, on, name, self.block)
-        assert len(self.rec) == n
+                on, _, pid, name, _ = step
+                vc = self.vc[pid]
+                vc[pid] += 1
+                if vc[pid] == 1:
+                    self.active.append(pid)
+                self._check(pid, vc, on, name, self.block)
+                self.rec.append(step)
 
     def _check(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int) -> None:
         """Check and record `operands` of an access by pipe slot `pid` whose clock row is `vc`
