@@ -19,7 +19,7 @@ EXTRAPOLATED = " iterations"  # how the name of a trace slice of iterations not 
 class Frame:
     """Mutable state the closures of one program share."""
 
-    __slots__ = ("values", "gm_tags", "core", "flags", "flow_queues", "acct", "trace", "flows", "block", "flow_ids", "kernel_start", "l2", "l2_pass", "numerics_on", "gm_log", "cost_log", "may_extrapolate", "skipped", "launch_gm_log", "first_writes", "races", "race_set_clocks", "s_clock_decisions", "memos", "hold", "slow_path", "times_held", "shadows", "dcaches", "cube")
+    __slots__ = ("values", "gm_tags", "core", "flags", "flow_queues", "acct", "trace", "flows", "block", "flow_ids", "kernel_start", "l2", "l2_pass", "numerics_on", "gm_log", "cost_log", "may_extrapolate", "skipped", "launch_gm_log", "first_writes", "races", "ctl", "s_clock_decisions", "memos", "hold", "slow_path", "times_held", "shadows", "dcaches", "cube")
 
     def __init__(self, nslots: int = 0):
         self.values: list = [None] * nslots
@@ -47,7 +47,7 @@ class Frame:
         # tile key -> (time, outcome) of the launch's first explicit write of it (memo.py)
         self.first_writes: dict | None = None
         self.races = None  # race.RaceChecker of the running pass (None: not checking)
-        self.race_set_clocks: FlagQueues | None = None  # vector clocks of pending set_flags (race.py)
+        self.ctl = None  # a data walk's RaceChecker, also while a block runs unchecked (race.py `reset`)
         self.s_clock_decisions = 0  # times an S clock decided a start or kept a clock (loop_memo.LoopMemo)
         self.memos: list = []  # loop_memo.LoopMemo / xblock.BlockMemo of every loop of the program, emptied per pass
         self.hold = None  # holds.Holds while a pipe waits for a set later in program order

@@ -25,7 +25,15 @@ distinct ranges accessed (older accesses of a pipe are ordered before its newer 
 
 A launch's later blocks mostly repeat its first with other GM offsets: such a block follows the
 checked block it repeats and checks its GM operands only (`RaceChecker`: same verdicts and
-messages as checking every operand).
+messages as checking every operand). In a data walk whose kernel makes the same on-chip accesses
+along the same control decisions (check/uniform.py: structured control, on-chip operands
+block-invariant, pipes fixed per op), a later block runs unchecked (the fast path) while its
+decisions (scf.if branches, scf.for trip counts) are those of a checked block: its events are
+then that block's, GM operands apart, which it logs; at the end (or at an error) the logged GM
+accesses are checked with that block's rows on the buffers two pipes touched, one writing (on
+the others none can race: read / read, or one pipe's program order). At the first decision that
+differs it follows the checked block from the event there, the logged GM accesses given to the
+follow first (`RaceChecker.reset`, `decide`, `finish`).
 
 Only the final pass of a launch checks (the L2 recording pass runs the same program); GM races
 between blocks on different cores are not checked (no cross-core sync is modelled). Numerics runs
@@ -36,6 +44,8 @@ should not pay for the check on every point.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 from ascendir.costmodel.buffer_lifetimes import views_overlap
 from ascendir.errors import AscendirError
@@ -93,7 +103,22 @@ def _meets(a: tuple, b: tuple, geometry: list) -> bool:
     return views_overlap(a[2], sa, ha, b[2], sb, hb)
 
 
-_END = (None, None, -1, None)  # the step after a checked block's last: matches no access
+_END = (None, None, -1, None)  # the step after a checked block's last: matches no event
+
+
+_EVENTS: dict = {}
+
+
+def sync_event(kind: str, slot: int = -1, key: int = -1) -> tuple:
+    """The step a sync op records in a checked block (`RaceChecker.set` / `wait` /
+    `barrier_all`): kind "set" (slot: the setting pipe), "wait" (slot: the waiting pipe) or
+    "barrier"; `key` the flag key. One object per value (a following block compares steps by
+    identity)."""
+    ev = (None, kind, slot, key)
+    return _EVENTS.setdefault(ev, ev)
+
+
+BARRIER = sync_event("barrier")  # pipe_barrier(ALL)
 
 
 class RaceChecker:
@@ -103,31 +128,42 @@ class RaceChecker:
     shape) pair is numbered once per checker (`geometry`), so that hashing a range (each access
     moves its range to the end of its dict) hashes ints and the root, not nested tuples. Only the
     slots that accessed something this block (`active`) can carry a nonzero clock component, so
-    joins (`wait`) compare those only.
+    joins (`wait`) compare those only. The vector clocks of pending sets are kept per flag key
+    (`queues`, FIFO as the flags).
 
     Blocks that repeat a checked block (`refs`, REFS at most per launch) follow it instead of
-    checking their on-chip operands: the check of an on-chip range at one access reads only the
-    pipe slot, that pipe's clock row, the range and the ranges recorded before under the same key
-    (on-chip keys hold on-chip ranges only; ranges record the row's epoch and the op name). So a
-    block whose accesses so far have the pipes, rows, on-chip operands and names of the first
-    accesses of a checked block took, on every on-chip key, the decisions that block took, which
-    raised nothing. Its clocks run as always (set / wait / barriers), and its GM operands (their
-    offsets differ per block; GM keys hold GM ranges only) are checked in full, lazily: while one
-    pipe, or only reads, touched a GM buffer this block, none of those accesses can race, and
-    they are checked (in order, recording them) when another access to it comes that could race
-    (`_follow`, `_materialise`). At the first access
-    that differs, the block switches to another checked block with the same prefix, or checks
-    that prefix's on-chip operands in full (`_diverge`: the state a full check would hold then)
-    and everything after, and becomes a checked block itself. Same verdicts and messages as
-    checking every operand of every block (tests/test_interpreter_race.py compares both on
-    racing and race-free kernels: `follow` False is the full check)."""
+    checking their on-chip operands and running clocks. A checked block records its events in
+    order: per access its step (its on-chip operands -- the (tag, shape, writes) whose root is a
+    ChipBuffer --, its pipe's clock row after its epoch (a copy), its pipe slot, its op name),
+    per sync op its `sync_event`. Every clock row at an event is a function of the events before
+    it (program order epochs, set / wait / barrier joins; each block starts with fresh clocks and
+    no pending set), so a block whose events so far are those of a checked block has that block's
+    clocks at each of them: it runs none (set / wait / barrier compare their step only). The check
+    of an on-chip range at one access reads only the pipe slot, that pipe's clock row, the range
+    and the ranges recorded before under the same key (on-chip keys hold on-chip ranges only;
+    ranges record the row's epoch and the op name). So a block whose events so far are the first
+    events of a checked block, accesses compared on their pipes, names and on-chip operands, took
+    on every on-chip key the decisions that block took, which raised nothing. Its GM operands
+    (their offsets differ per block; GM keys hold GM ranges only) are checked in full, with the
+    rows of the checked block's steps, lazily: while one pipe, or only reads, touched a GM buffer
+    this block, none of those accesses can race, and they are checked (in order, recording
+    them) when another access to it comes that could race (`_follow`, `_materialise`). At the
+    first event that differs, the block switches to another checked block with the same prefix,
+    or replays that prefix (`_diverge`: clocks, pending sets and on-chip ranges, the state a full
+    check would hold then) and checks everything after in full, recording it, and becomes a
+    checked block itself. Same verdicts and messages as checking every operand of every block
+    (tests/test_interpreter_race.py compares both on racing and race-free kernels: `follow` False
+    is the full check)."""
 
     follow = True  # False: check every operand of every block (the reference the tests compare with)
 
     __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views",
-                 "refs", "ref", "pos", "rec", "lazy")
+                 "refs", "ref", "pos", "rec", "lazy", "queues", "block",
+                 "frame", "ctl", "traces", "cheap", "cheap_ctl", "nctl", "gmlog", "gm_steps")
 
-    def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1):
+    def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1, nflags: int = 1, frame=None):
+        """`frame`: the data walk's Frame when its blocks may run unchecked while they take a
+        checked block's control decisions (`reset`; check/uniform.py must hold), else None."""
         self.kernel = kernel
         # a placed space holds the ranges of all its buffers under one key: keep KEEP per buffer
         self.keep = KEEP * max(1, nbuffers)
@@ -136,19 +172,26 @@ class RaceChecker:
         self.vc: list[list[int]] = []
         self.seen: dict = {}
         self.active: list[int] = []
+        self.queues = [deque() for _ in range(max(1, nflags))]  # per flag key: clocks of pending sets
         self.geo_ids: dict = {}  # (strides, shape) -> its index in `geometry`
         self.geometry: list = []
         self.views: dict = {}  # (root, strides, shape) -> `_view`
-        # a checked block: per access, in order, its step (its on-chip operands -- the (tag,
-        # shape, writes) whose root is a ChipBuffer --, its pipe's clock row after its epoch (a
-        # copy), its pipe slot, its op name)
-        self.refs: list[list[tuple]] = []  # checked blocks of this launch, the latest last
+        self.refs: list[list[tuple]] = []  # checked blocks of this launch (their events), the latest last
         self.ref: list[tuple] | None = None  # the checked block this block follows
-        self.pos = 0  # accesses of this block so far, while it follows `ref`
-        self.rec: list[tuple] | None = None  # this block's steps, while it is checked in full
+        self.pos = 0  # events of this block so far, while it follows `ref`
+        self.rec: list[tuple] | None = None  # this block's events, while it is checked in full
         # GM root -> [its one pipe, or -1: only reads; written; its accesses (step, operand)]
         # while a following block has not checked it yet (`_follow`)
         self.lazy: dict = {}
+        self.block = 0
+        self.frame = frame
+        self.ctl: list | None = None  # this block's control decisions (value, events before it)
+        self.traces: dict = {}  # id(checked block in `refs`) -> its control decisions
+        self.cheap: list[tuple] | None = None  # the checked block a cheap block follows (`reset`)
+        self.cheap_ctl: list = []  # its control decisions
+        self.nctl = 0  # this cheap block's decisions so far
+        self.gmlog: list | None = None  # a cheap block's GM operands, per access that has some
+        self.gm_steps: dict = {}  # id(checked block) -> its steps with GM operands
 
     def _view(self, root, st: tuple, shape: tuple) -> tuple:
         """(last element - first element, or -1 when empty; geometry id of (strides, shape); the
@@ -168,48 +211,173 @@ class RaceChecker:
         v = self.views[(root, st, shape)] = (span, g, root.phys, root.base, root.isz) if placed else (span, g, None, 0, 0)
         return v
 
-    def reset(self) -> None:
-        """Start a block: fresh clocks and ranges; the block follows the checked block the last
-        one followed or was (or is checked in full: the first block, `follow` False)."""
+    def reset(self, block: int = 0) -> bool:
+        """Start block `block`: fresh clocks, ranges and pending sets; the block follows the checked
+        block the last one followed or was (or is checked in full: the first block, `follow`
+        False). True: the block runs cheap (`frame` given, the checked block's control decisions
+        known): unchecked, its control decisions compared with the checked block's (`decide`)
+        and its GM operands logged (`gmlog`) until one differs (`_wake`)."""
         n = self.nslots
+        self.block = block
         self.vc = [[0] * n for _ in range(n)]
         self.seen = {}
         self.active = []
+        for q in self.queues:
+            q.clear()
         rec = self.rec
         if rec:  # the last block was checked in full and raised nothing
             self.refs.append(rec)
+            self.traces[id(rec)] = self.ctl
             if len(self.refs) > REFS:
+                self.traces.pop(id(self.refs[0]), None)
+                self.gm_steps.pop(id(self.refs[0]), None)
                 del self.refs[0]
             self.ref = rec
         self.rec = None
         self.pos = 0
         self.lazy = {}
+        self.cheap = self.gmlog = None
+        self.ctl = [] if self.follow else None
         if not self.follow or not self.refs:
             self.ref = None
             self.rec = [] if self.follow else None
+        elif self.frame is not None:
+            self.cheap, self.cheap_ctl, self.nctl, self.gmlog = self.ref, self.traces[id(self.ref)], 0, []
+            return True
+        return False
 
-    def set(self, src: int) -> list[int]:
-        return list(self.vc[src])
+    # -- cheap blocks (reset): their events are the checked block's while their decisions are ----
+    def decide(self, v) -> None:
+        """A control decision of the data walk (an scf.if's branch, an scf.for's trip count)."""
+        c = self.cheap
+        if c is not None:
+            k = self.nctl
+            t = self.cheap_ctl
+            if k < len(t) and t[k][0] == v:
+                self.nctl = k + 1
+                return
+            self._wake(v)
+            return
+        ctl = self.ctl
+        if ctl is not None:
+            ctl.append((v, self.pos if self.ref is not None else len(self.rec)))
 
-    def wait(self, dst: int, clock: list[int]) -> None:
-        v = self.vc[dst]
-        for i in self.active:  # (component i of every clock is 0 until slot i accesses)
-            c = clock[i]
-            if c > v[i]:
-                v[i] = c
+    def _wake(self, v) -> None:
+        """A cheap block's decision `v` differs from its checked block's: follow another checked
+        block with these decisions, or follow this one from here (its events so far are this
+        block's: check/uniform.py), its GM operands so far given to `_gm` in order."""
+        k, ref, t = self.nctl, self.cheap, self.cheap_ctl
+        for other in reversed(self.refs):
+            ot = self.traces.get(id(other))
+            if other is not ref and ot is not None and len(ot) > k and ot[k][0] == v and ot[:k] == t[:k]:
+                self.cheap, self.cheap_ctl, self.nctl = other, ot, k + 1
+                return
+        log, steps = self.gmlog, self._gm_steps(ref)
+        self.cheap = self.gmlog = None
+        self.ref, self.pos = ref, t[k][1]
+        self.ctl = t[:k] + [(v, self.pos)]
+        for j, ops in enumerate(log):
+            i = steps[j]
+            self._gm(i, ref[i], ops)
+        F = self.frame
+        F.races, F.slow_path = self, True
 
-    def barrier_all(self) -> None:
-        j = [max(col) for col in zip(*self.vc)]
-        self.vc = [list(j) for _ in range(self.nslots)]
+    def _gm_steps(self, ref: list) -> list[int]:
+        """The steps of checked block `ref` that are accesses with GM operands."""
+        got = self.gm_steps.get(id(ref))
+        if got is None:
+            got = self.gm_steps[id(ref)] = [i for i, s in enumerate(ref) if s[0] is not None and s[4]]
+        return got
+
+    def finish(self, complete: bool) -> None:
+        """End of a block (`complete`), or an error raised in it: a cheap block's GM accesses are
+        checked, with the rows, pipes and names of its checked block's steps, on the buffers two
+        pipes touched, one of them writing (on the others none can race), in order: what a full
+        check raises first (on-chip ones cannot race: the checked block's did not)."""
+        ref = self.cheap
+        if ref is None:
+            return
+        log, steps = self.gmlog, self._gm_steps(ref)
+        if complete and (self.nctl != len(self.cheap_ctl) or len(log) != len(steps)):
+            raise AssertionError(f"race check of @{self.kernel} block {self.block}: a cheap block ended apart from its checked block")
+        self.cheap = self.gmlog = None
+        who: dict = {}  # GM root -> [its one pipe or -1, written]
+        for j, ops in enumerate(log):
+            pid = ref[steps[j]][2]
+            for o in ops:
+                g = who.get(o[0][0])
+                if g is None:
+                    who[o[0][0]] = [pid, o[2]]
+                else:
+                    if g[0] != pid:
+                        g[0] = -1
+                    if o[2]:
+                        g[1] = True
+        racy = {r for r, (p, w) in who.items() if p < 0 and w}
+        if not racy:
+            return
+        for j, ops in enumerate(log):
+            _, row, pid, name, _ = ref[steps[j]]
+            for o in ops:
+                if o[0][0] in racy:
+                    self._check(pid, row, [o], name, self.block)
+
+    # -- sync ops: `ev` is the op's `sync_event` ------------------------------------------------
+    def set(self, ev: tuple) -> None:
+        """set_flag of pipe slot ev[2] on flag key ev[3]: its clock row is the pending set's."""
+        ref = self.ref
+        if ref is not None:
+            i = self.pos
+            if i < len(ref) and ref[i] is ev:
+                self.pos = i + 1
+                return
+            if not self._switch(ev):
+                self._run(ev)
+            return
+        self._run(ev)
+
+    def wait(self, ev: tuple) -> None:
+        """wait_flag of pipe slot ev[2] on flag key ev[3]: joins the oldest pending set's clock."""
+        self.set(ev)
+
+    def barrier_all(self, ev: tuple = BARRIER) -> None:
+        """pipe_barrier(ALL): every pipe's clock joins every other's."""
+        self.set(ev)
+
+    def _switch(self, ev: tuple) -> bool:
+        """A following block's event `ev` is not `ref`'s next: follow another checked block with
+        the same prefix and this event (True), or replay the prefix (`_diverge`; False)."""
+        i, ref = self.pos, self.ref
+        for other in reversed(self.refs):
+            if other is not ref and len(other) > i and other[i] is ev and other[:i] == ref[:i]:
+                self.ref = other
+                self.pos = i + 1
+                return True
+        self._diverge(i)
+        return False
+
+    def _run(self, ev: tuple) -> None:
+        """A sync event run on the clocks (checked in full), recorded."""
+        kind, slot = ev[1], ev[2]
+        vc = self.vc
+        if kind == "set":
+            self.queues[ev[3]].append(list(vc[slot]))
+        elif kind == "wait":
+            clock = self.queues[ev[3]].popleft()
+            v = vc[slot]
+            for i in self.active:  # (component i of every clock is 0 until slot i accesses)
+                c = clock[i]
+                if c > v[i]:
+                    v[i] = c
+        else:
+            j = [max(col) for col in zip(*vc)]
+            self.vc = [list(j) for _ in range(self.nslots)]
+        if self.rec is not None:
+            self.rec.append(ev)
 
     def access(self, pid: int, operands: list[tuple], name: str, block: int) -> None:
         """operands: (tag, shape, writes) of each memref operand of an op on pipe slot `pid`.
         Raises AscendirError naming both ops, pipes and the buffer(s) when it races (`_check`)."""
-        vc = self.vc[pid]
-        epoch = vc[pid] + 1
-        vc[pid] = epoch
-        if epoch == 1:
-            self.active.append(pid)
         ref = self.ref
         if ref is not None:
             i = self.pos
@@ -218,41 +386,57 @@ class RaceChecker:
             except IndexError:
                 step = _END
             # (an op with no GM operand is equal to its on-chip operands)
-            if operands == step[0] and vc == step[1] and pid == step[2] and name == step[3]:
+            if operands == step[0] and pid == step[2] and name == step[3]:
                 self.pos = i + 1
                 return
-            self._follow(pid, vc, operands, name, block, step)
-            return
+            if self._follow(pid, operands, name, block, step):
+                return
+        self._full(pid, operands, name, block)
+
+    def _full(self, pid: int, operands: list[tuple], name: str, block: int) -> None:
+        """An access checked in full: its pipe's epoch, the check, its step recorded."""
+        vc = self.vc[pid]
+        epoch = vc[pid] + 1
+        vc[pid] = epoch
+        if epoch == 1:
+            self.active.append(pid)
         self._check(pid, vc, operands, name, block)
         rec = self.rec
         if rec is not None:
-            rec.append(([o for o in operands if type(o[0][0]) is ChipBuffer], vc[:], pid, name))
+            on = [o for o in operands if type(o[0][0]) is ChipBuffer]
+            rec.append((on, vc[:], pid, name, len(operands) - len(on)))
 
-    def _follow(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int, step: tuple) -> None:
+    def _follow(self, pid: int, operands: list[tuple], name: str, block: int, step: tuple) -> bool:
         """`access` of a following block whose access is not `step`, `ref`'s next: the same but
         for GM operands (checked lazily while one pipe, or only reads, touched a GM buffer this
-        block: `lazy`; none of those accesses can race), or the first access that differs
-        (another checked block with the same prefix is followed, or `_diverge`)."""
+        block: `lazy`; none of those accesses can race; True), or the first event that differs
+        (another checked block with the same prefix is followed, True, or `_diverge`: False, the
+        access is then checked in full)."""
         i = self.pos
         on = [o for o in operands if type(o[0][0]) is ChipBuffer]
-        if not (on == step[0] and vc == step[1] and pid == step[2] and name == step[3]):
+        if not (on == step[0] and pid == step[2] and name == step[3]):
             ref = self.ref
             for other in reversed(self.refs):  # another checked block with this prefix, and this access
-                if other is not ref and len(other) > i and other[i][0] == on and other[i][1] == vc and other[i][2] == pid \
+                if other is not ref and len(other) > i and other[i][0] == on and other[i][2] == pid \
                         and other[i][3] == name and other[:i] == ref[:i]:
                     self.ref = other
+                    step = other[i]
                     break
             else:
-                self._diverge(i, block)
-                self._check(pid, vc, operands, name, block)
-                self.rec.append((on, vc[:], pid, name))
-                return
+                self._diverge(i)
+                return False
         self.pos = i + 1
+        if len(on) < len(operands):
+            self._gm(i, step, [o for o in operands if type(o[0][0]) is not ChipBuffer])
+        return True
+
+    def _gm(self, i: int, step: tuple, operands: list[tuple]) -> None:
+        """The GM `operands` of a following block's access, `ref`'s step `i` (`step`): checked
+        with its row, or kept (`lazy`) while one pipe, or only reads, touched their buffer."""
         lazy = self.lazy
+        row, pid, name, block = step[1], step[2], step[3], self.block
         for o in operands:
             root = o[0][0]
-            if type(root) is ChipBuffer:
-                continue
             w = o[2]
             got = lazy.get(root)
             if got is None:
@@ -268,7 +452,7 @@ class RaceChecker:
                 continue
             else:
                 self._materialise(root, block)
-            self._check(pid, vc, [o], name, block)
+            self._check(pid, row, [o], name, block)
 
     def _materialise(self, root, block: int) -> None:
         """Check the accesses to GM `root` this block made while only one pipe, or only reads,
@@ -276,19 +460,31 @@ class RaceChecker:
         checked in full from now on. (Their pipes, rows and names: those of `ref`'s steps.)"""
         ref = self.ref
         for i, o in self.lazy.pop(root)[2]:
-            _, row, pid, name = ref[i]
+            _, row, pid, name, _ = ref[i]
             self._check(pid, row, [o], name, block)
 
-    def _diverge(self, n: int, block: int) -> None:
-        """Check the on-chip operands of this block's first `n` accesses (`ref`'s first `n`
-        steps) in full, as a full check would have (their GM operands were, or are now:
-        `_materialise`), and check the rest of the block in full, recording it (`rec`)."""
+    def _diverge(self, n: int) -> None:
+        """Replay this block's first `n` events (`ref`'s first `n` steps) as a full check would
+        have run them: the clocks and pending sets, and the on-chip operands of the accesses
+        checked (their GM operands were, or are now: `_materialise`; none of the replayed checks
+        raises, `ref` having raised nothing on the same on-chip keys); then the rest of the block
+        is checked in full, recorded (`rec`)."""
         for root in list(self.lazy):
-            self._materialise(root, block)
-        rec = self.rec = self.ref[:n]
+            self._materialise(root, self.block)
+        rec = self.ref[:n]
         self.ref = None
-        for on, row, pid, name in rec:
-            self._check(pid, row, on, name, block)
+        self.rec = []
+        for step in rec:
+            if step[0] is None:
+                self._run(step)
+            else:
+                on, _, pid, name, _ = step
+                vc = self.vc[pid]
+                vc[pid] += 1
+                if vc[pid] == 1:
+                    self.active.append(pid)
+                self._check(pid, vc, on, name, self.block)
+                self.rec.append(step)
 
     def _check(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int) -> None:
         """Check and record `operands` of an access by pipe slot `pid` whose clock row is `vc`

@@ -57,7 +57,7 @@ class ScfOps:
                     if charge is not None:
                         charge()
 
-            return run
+            return self._decided(run, lb, ub, st)
 
         pairs_init = list(zip(carried, inits))
         pairs_yield = list(zip(carried, yields))
@@ -78,7 +78,22 @@ class ScfOps:
             for r, c in pairs_res:
                 R[r] = R[c]
 
-        return run_iter
+        return self._decided(run_iter, lb, ub, st)
+
+    def _decided(self, run: Closure, lb: int, ub: int, st: int) -> Closure:
+        """An scf.for of the data walk: its trip count given to the race check first (race.py
+        `RaceChecker.decide`); other walks: `run`."""
+        if self.k is None or not self.k.data_only:
+            return run
+        F, R = self.F, self.F.values
+
+        def decided() -> None:
+            c = F.ctl
+            if c is not None:
+                c.decide(len(loop_range(R[lb], R[ub], R[st])))
+            run()
+
+        return decided
 
     def if_(self, op: scf.IfOp) -> Closure:
         R = self.F.values
@@ -108,7 +123,12 @@ class ScfOps:
 
             return run_plain
 
+        F = self.F
+        data = self.k is not None and self.k.data_only  # its branch given to the race check (race.py `decide`)
+
         def run() -> None:
+            if data and F.ctl is not None:
+                F.ctl.decide(bool(R[cond]))
             if R[cond]:
                 body, ys = then_body, then_y
             else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES
 from ascendir.errors import AscendirError
+from ascendir.interpreter.check.race import BARRIER, sync_event
 from ascendir.interpreter.timing.holds import Holds
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
 from ascendir.interpreter.exec.common import Closure
@@ -36,8 +37,9 @@ class SyncOps:
         self.k.set_keys.add(key)
         s_id = (src // NPIPES) * NPIPES
         event = op.event.value.data
+        ev = sync_event("set", src, key)  # its race-check step (race.py)
         if self.k.data_only:
-            return self._data_set_flag(src, key, s_id)
+            return self._data_set_flag(src, key, s_id, ev)
 
         def run() -> None:
             if not F.slow_path and F.trace is None:  # no race check, no held pipe, no trace (hot)
@@ -71,7 +73,7 @@ class SyncOps:
             free[src] = t
             F.flags.queues[key].append(t)
             if F.races is not None:
-                F.race_set_clocks.queues[key].append(F.races.set(src))
+                F.races.set(ev)
             if F.trace is not None:
                 fid = next(F.flow_ids)
                 F.flow_queues.queues[key].append(fid)
@@ -90,8 +92,9 @@ class SyncOps:
         s_id = (dst // NPIPES) * NPIPES
         event = op.event.value.data
         set_keys = self.k.set_keys
+        ev = sync_event("wait", dst, key)  # its race-check step (race.py)
         if self.k.data_only:
-            return self._data_wait_flag(dst, key, s_id, text)
+            return self._data_wait_flag(dst, key, s_id, text, ev)
 
         def run() -> None:
             q = F.flags.queues[key]
@@ -126,7 +129,7 @@ class SyncOps:
             elif free[dst] <= free[(dst // NPIPES) * NPIPES]:
                 F.s_clock_decisions += 1  # a pipe at (or behind) its S clock keeps that value
             if F.races is not None:
-                F.races.wait(dst, F.race_set_clocks.queues[key].popleft())
+                F.races.wait(ev)
             if F.trace is not None:
                 # dst is blocked from the wait's issue until the set (zero length if it came first)
                 F.flows.append(("f", core.index, dst, src, event, w0, free[dst] if free[dst] > w0 else w0,
@@ -138,9 +141,9 @@ class SyncOps:
     # Its tile ops move data and touch no clock, scalar ops charge nothing and nothing reads the
     # core's clocks afterwards (sim/kernel.py `_data_walk`): flags and barriers there only order
     # data, through held pipes (holds.py), and the race check's clocks (race.py).
-    def _data_set_flag(self, src: int, key: int, s_id: int) -> Closure:
-        """set_flag in the data walk: a pending set for `key` (its value unread), its race clock,
-        and the release of a pipe held on it; queued itself while `src` is held."""
+    def _data_set_flag(self, src: int, key: int, s_id: int, ev: tuple) -> Closure:
+        """set_flag in the data walk: a pending set for `key` (its value unread), its race-check
+        step `ev`, and the release of a pipe held on it; queued itself while `src` is held."""
         F = self.F
 
         def run() -> None:
@@ -150,15 +153,15 @@ class SyncOps:
                 return
             F.flags.queues[key].append(0.0)
             if F.races is not None:
-                F.race_set_clocks.queues[key].append(F.races.set(src))
+                F.races.set(ev)
             if h is not None:
                 h.release(key)  # a pipe held on this flag runs what queued behind its wait
 
         return run
 
-    def _data_wait_flag(self, dst: int, key: int, s_id: int, text: str) -> Closure:
-        """wait_flag in the data walk: takes the oldest pending set of `key` (its race clock
-        joins dst's), or holds dst until one comes (holds.py), or the scalar-unit deadlock;
+    def _data_wait_flag(self, dst: int, key: int, s_id: int, text: str, ev: tuple) -> Closure:
+        """wait_flag in the data walk: takes the oldest pending set of `key` (its race-check step
+        `ev`: the set's clock joins dst's), or holds dst until one comes (holds.py), or the scalar-unit deadlock;
         queued itself while `dst` is held."""
         F, kname, set_keys = self.F, self.k.name, self.k.set_keys
 
@@ -178,7 +181,7 @@ class SyncOps:
                 return
             q.popleft()
             if F.races is not None:
-                F.races.wait(dst, F.race_set_clocks.queues[key].popleft())
+                F.races.wait(ev)
 
         return run
 
@@ -191,7 +194,7 @@ class SyncOps:
                 if F.hold is not None:
                     raise F.hold.deadlock(F.block, _BARRIER_HOLDS)
                 if F.races is not None:
-                    F.races.barrier_all()
+                    F.races.barrier_all(BARRIER)
 
             return data_all
         if p == "ALL":
@@ -204,7 +207,7 @@ class SyncOps:
                 core.free = [t] * len(core.free)
                 F.s_clock_decisions += 1
                 if F.races is not None:
-                    F.races.barrier_all()
+                    F.races.barrier_all(BARRIER)
 
             return run_all
         if p not in PIPE_INDEX:

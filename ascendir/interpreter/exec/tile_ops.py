@@ -79,7 +79,8 @@ class TileOps:
             if F.cube is not None:  # exec/deferred.py: copies and mmads of a GEMM recorded, summed per L0C tile
                 sem = F.cube.wrap(op, sem, ins)
             fixed = _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)]
-            return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed)
+            gm = [ascend.space_of(v.type).value == "gm" for v, m_ in zip(op.operands, mem) if m_]
+            return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm)
 
         gm_copy = None
         if isinstance(op, ascend.CopyOp) and self.m.target.memory.l2_model == "tile":
@@ -146,18 +147,21 @@ class TileOps:
 
         return run
 
-    def _data_tile(self, sem, cost_fn, ins: list[int], get, resolve, race_ops: list, name: str, fixed: bool) -> Closure:
+    def _data_tile(self, sem, cost_fn, ins: list[int], get, resolve, race_ops: list, name: str, fixed: bool,
+                   gm: list[bool]) -> Closure:
         """A tile op of the data walk (KernelInfo.data_only): its semantics on its operands. While
         a pipe is held (holds.py) or the race checker runs (`Frame.slow_path`), the op needs its
         pipe (from its cost, looked up then only; once per op when `fixed`, its cost being a
         built-in one, whose pipe and unit do not depend on the operands: `_FIXED_PIPE`): queued
         behind a held wait as in the timed walk, its accesses checked (race.py) as in the single
-        walk."""
+        walk. In a block the race check follows without running (race.py `reset`: F.races None,
+        F.ctl set), its GM operands (`gm`: per memref operand, whether it is in GM) are logged."""
         F, R, A = self.F, self.F.values, self.F.gm_tags
         pipes: dict = {}  # operand shapes (scalars: values) -> (pipe slot, S slot)
         ps = None  # (pipe slot, S slot) of a `fixed` op, once known
         # the memref operands the race check reads: (position in the operands, slot, written)
         racing = [(ins.index(i), i, w) for i, w in race_ops]
+        in_gm = [r for r, g in zip(racing, gm) if g]
 
         def run() -> None:
             nonlocal ps
@@ -175,6 +179,14 @@ class TileOps:
                     return
                 if F.races is not None:
                     F.races.access(pid, [(A[i], vals[j].shape, w) for j, i, w in racing if A[i] is not None], name, F.block)
+                elif in_gm and F.ctl is not None:
+                    log = [(A[i], vals[j].shape, w) for j, i, w in in_gm if A[i] is not None]
+                    if log:
+                        F.ctl.gmlog.append(log)
+            elif in_gm and F.ctl is not None:
+                log = [(A[i], vals[j].shape, w) for j, i, w in in_gm if A[i] is not None]
+                if log:
+                    F.ctl.gmlog.append(log)
             sem(*vals)
 
         return run

@@ -23,11 +23,12 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.dialects.ascend.flag_placement import flag_units
 from ascendir.interpreter.exec import deferred, registry
 from ascendir.interpreter.exec.compiler import Compiler, KernelInfo, unit_of, zero_view
-from ascendir.costmodel import LEVELS, CostEnv, bandwidth_bound_cycles, copy_path, quantise, space_unit
+from ascendir.costmodel import LEVELS, CostEnv, bandwidth_bound_cycles, builtin_costs, copy_path, quantise, space_unit
 from ascendir.interpreter.state import ACCT_SIZE, Frame, KernelRecord
 from ascendir.interpreter.accel import memo
 from ascendir.interpreter.timing.l2 import L2Pass
 from ascendir.interpreter.check.race import RaceChecker
+from ascendir.interpreter.check.uniform import uniform_blocks
 from ascendir.interpreter.timing.timeline import NPIPES, PIPES, CoreState, FlagQueues
 from ascendir.interpreter.check.capacity import check_capacity, check_units
 from ascendir.interpreter.exec.walk import OpTree, _is_a, walk_ops
@@ -319,8 +320,7 @@ class KernelProgram:
         tracing = self.m.trace
         race = self.m.check_races and not (key is not None and launches.race_free)
         if race:  # the final pass checks races (race.py); once per memo key: same ops, same layout
-            F.races = RaceChecker(self.name, self.labels, self.nchip)
-            F.race_set_clocks = FlagQueues(self.nflags)
+            F.races = RaceChecker(self.name, self.labels, self.nchip, self.nflags)
         F.trace = [] if tracing else None
         F.flows = [] if tracing else None
         F.flow_queues = FlagQueues(self.nflags) if tracing else None
@@ -337,7 +337,7 @@ class KernelProgram:
         finally:
             log, F.launch_gm_log = F.launch_gm_log, None
             wfirst, F.first_writes = F.first_writes, None
-            F.races = F.race_set_clocks = F.hold = None
+            F.races = F.hold = None
             F.slow_path = False
             if F.shadows is not None:
                 F.shadows.clear()
@@ -419,8 +419,12 @@ class KernelProgram:
             comp = Compiler(self.m, frame, info)
             block = self.op.body.block
             slots = [comp.slot(a) for a in block.args]
-            self.data = (frame, slots, comp.block(block), max(1, len(info.flag_keys)))
-        F, slots, body, nflags = self.data
+            # later blocks may run unchecked while they take a checked block's decisions (race.py)
+            builtin = builtin_costs()  # (a built-in cost gives an op one pipe whatever its operands)
+            uniform = uniform_blocks(tree.ops[1:], lambda o: (builtin.get(type(o)) is registry.COSTS[type(o)]) if (
+                type(o) in registry.COSTS and type(o) in registry.SEMANTICS) else None)
+            self.data = (frame, slots, comp.block(block), max(1, len(info.flag_keys)), uniform)
+        F, slots, body, nflags, uniform = self.data
         for s, a, tag in zip(slots, args, tags):
             F.values[s] = a
             F.gm_tags[s] = tag
@@ -429,8 +433,7 @@ class KernelProgram:
             launches = self.m.memo.setdefault((self.memo_text, memo.pattern(tags)), memo.Launches([]))
         race = self.m.check_races and not (launches is not None and launches.race_free)
         if race:
-            F.races = RaceChecker(self.name, self.labels, self.nchip)
-            F.race_set_clocks = FlagQueues(nflags)
+            F.races = F.ctl = RaceChecker(self.name, self.labels, self.nchip, nflags, F if uniform else None)
         F.shadows = self.m.shadows
         if F.shadows is not None:
             F.shadows.clear()
@@ -438,7 +441,7 @@ class KernelProgram:
         try:
             self._blocks(False, F, body)
         finally:
-            F.races = F.race_set_clocks = F.hold = None
+            F.races = F.ctl = F.hold = None
             F.slow_path = False
             if F.cube is not None:
                 F.cube.drop()
@@ -464,6 +467,7 @@ class KernelProgram:
         F.dcaches = {}  # every launch (and pass) starts with cold scalar DCaches (timing/dcache.py)
         for stored in F.memos:  # stored loop executions are per pass: a launch's report depends on it alone
             stored.table.clear()
+        races = F.ctl if F.ctl is not None else F.races  # (F.ctl: a data walk's, F.races None in its cheap blocks)
         for b in range(self.block_dim):
             core = cores[b % len(cores)]
             core.start_block()
@@ -471,16 +475,22 @@ class KernelProgram:
             F.block = b
             F.flags.reset()
             F.hold = None
-            F.slow_path = F.races is not None
             if F.cube is not None:  # fresh on-chip buffers: nothing recorded is read (exec/deferred.py)
                 F.cube.reset(F.shadows)
-            if F.races is not None:
-                F.races.reset()
-                F.race_set_clocks.reset()
+            if races is not None:
+                F.races = None if races.reset(b) else races
+            F.slow_path = F.races is not None
             if tracing:
                 F.flow_queues.reset()
-            for f in body:
-                f()
+            try:
+                for f in body:
+                    f()
+            except Exception:
+                if races is not None:  # a race before the error is what a full check raises
+                    races.finish(False)
+                raise
+            if races is not None:
+                races.finish(True)
             if F.hold is not None:  # a pipe still waits for a set that never came (holds.py)
                 err = F.hold.deadlock(b)
                 F.hold, F.slow_path = None, False
