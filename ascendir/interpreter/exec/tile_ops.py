@@ -179,11 +179,7 @@ class TileOps:
                     return
                 if F.races is not None:
                     F.races.access(pid, [(A[i], vals[j].shape, w) for j, i, w in racing if A[i] is not None], name, F.block)
-                elif in_gm and F.ctl is not None:
-                    log = [(A[i], vals[j].shape, w) for j, i, w in in_gm if A[i] is not None]
-                    if log:
-                        F.ctl.gmlog.append(log)
-            elif in_gm and F.ctl is not None:
+            if in_gm and F.ctl is not None and F.races is None:  # a block running unchecked logs its GM operands
                 log = [(A[i], vals[j].shape, w) for j, i, w in in_gm if A[i] is not None]
                 if log:
                     F.ctl.gmlog.append(log)
