@@ -395,16 +395,21 @@ class RaceChecker:
 
     def _full(self, pid: int, operands: list[tuple], name: str, block: int) -> None:
         """An access checked in full: its pipe's epoch, the check, its step recorded."""
-        vc = self.vc[pid]
-        epoch = vc[pid] + 1
-        vc[pid] = epoch
-        if epoch == 1:
-            self.active.append(pid)
+        vc = self._tick(pid)
         self._check(pid, vc, operands, name, block)
         rec = self.rec
         if rec is not None:
             on = [o for o in operands if type(o[0][0]) is ChipBuffer]
             rec.append((on, vc[:], pid, name, len(operands) - len(on)))
+
+    def _tick(self, pid: int) -> list[int]:
+        """Advance pipe slot `pid`'s epoch (an access of it); its clock row."""
+        vc = self.vc[pid]
+        epoch = vc[pid] + 1
+        vc[pid] = epoch
+        if epoch == 1:
+            self.active.append(pid)
+        return vc
 
     def _follow(self, pid: int, operands: list[tuple], name: str, block: int, step: tuple) -> bool:
         """`access` of a following block whose access is not `step`, `ref`'s next: the same but
@@ -479,11 +484,7 @@ class RaceChecker:
                 self._run(step)
             else:
                 on, _, pid, name, _ = step
-                vc = self.vc[pid]
-                vc[pid] += 1
-                if vc[pid] == 1:
-                    self.active.append(pid)
-                self._check(pid, vc, on, name, self.block)
+                self._check(pid, self._tick(pid), on, name, self.block)
                 self.rec.append(step)
 
     def _check(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int) -> None:
