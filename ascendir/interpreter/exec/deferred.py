@@ -254,7 +254,7 @@ class CubeDeferral:
         key = (td[1], d.shape, td[2])
         got = self.copies.get(root)
         if got is None:
-            box = (*divmod(td[1], td[2][0]), d.shape[0], d.shape[1], td[2][0])
+            box = _region(td, d)
             self.copies[root] = {key: (fn, src, d, pieces, box)}
             return
         old = got.get(key)
@@ -265,7 +265,7 @@ class CubeDeferral:
             box = old[4]
             del got[key]  # (re-recorded last: after the stale regions it overwrites)
         else:
-            box = (*divmod(td[1], td[2][0]), d.shape[0], d.shape[1], td[2][0])
+            box = _region(td, d)
         for k, e in list(got.items()):
             if _meet(box, e[4]):
                 if _covers(box, e[4]):
@@ -301,7 +301,7 @@ class CubeDeferral:
                         if cur is not None and not init:
                             cur[2].append(term)
                             continue
-                        box = (*divmod(t[1], t[2][0]), cv.shape[0], cv.shape[1], t[2][0])
+                        box = _region(t, cv)
                         if any(_meet(box, e[3]) for k, e in got.items() if k != key):
                             if not init and _regroup(got, key, cv, box):  # the same sums over other column ranges
                                 got[key][2].append(term)
@@ -333,7 +333,7 @@ class CubeDeferral:
         mmads, which then still add to its one K run."""
         got = self.sums[root]
         if v is not None and v.ndim == 2 and tag[2][1] == 1:
-            box = (*divmod(tag[1], tag[2][0]), v.shape[0], v.shape[1], tag[2][0])
+            box = _region(tag, v)
             for k, e in list(got.items()):
                 if _meet(box, e[3]):
                     del got[k]
@@ -623,6 +623,12 @@ def _bytes(v: np.ndarray) -> tuple[int, int]:
         else:
             lo += (n - 1) * st
     return lo, hi + v.itemsize - 1
+
+
+def _region(tag: tuple, v: np.ndarray) -> tuple:
+    """The region (row, column, rows, columns, row stride) of its buffer that 2-D view `v` with
+    address tag `tag` (root, element offset, strides) covers (`_meet`, `_covers`)."""
+    return (*divmod(tag[1], tag[2][0]), v.shape[0], v.shape[1], tag[2][0])
 
 
 def _meet(a: tuple, b: tuple) -> bool:
