@@ -10,12 +10,13 @@ import re
 import numpy as np
 import pytest
 
-from ascendir.errors import AscendirError
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.check import race, uniform
 from ascendir.interpreter.sim.kernel import KernelProgram
 from ascendir.interpreter.testing import matmul_ir, parse
+
+from test_interpreter_race import _full_and_followed
 
 HW = load_target("ascend910b2")
 G = "memref<256x64xf16, #ascend<space gm>>"
@@ -85,21 +86,10 @@ ALIAS = f'''    %ua = ascend.alloc : {U}
     ascend.copy %xs, %ub : {G_TILE}, {U}'''
 
 
-def _verdict(text: str) -> str:
-    x = np.random.default_rng(0).standard_normal((256, 64)).astype(np.float16)
-    try:
-        with np.errstate(all="ignore"):
-            simulate(parse(text), None, {"x": x}, HW)
-    except AscendirError as e:
-        return str(e)
-    return "ok"
-
-
 def _full_and_cheap(monkeypatch, text: str) -> tuple[str, str]:
-    with monkeypatch.context() as m:
-        m.setattr(race.RaceChecker, "follow", False)
-        full = _verdict(text)
-    return full, _verdict(text)
+    """The verdicts of the full check and of the data walk's (with its cheap blocks)."""
+    x = np.random.default_rng(0).standard_normal((256, 64)).astype(np.float16)
+    return _full_and_followed(monkeypatch, text, {"x": x})
 
 
 @pytest.mark.parametrize("text, match", [
