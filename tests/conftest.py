@@ -12,6 +12,7 @@ sampled` runs only the sampled cases, all of them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
@@ -22,8 +23,10 @@ import pytest
 SHARE = 5  # a whole-suite run takes 1 in SHARE of the sampled cases
 
 
+@functools.cache
 def _seed(root: Path) -> str:
-    """ASCENDIR_SAMPLE, else the checkout's commit, else "" (no git: still one fixed sample)."""
+    """ASCENDIR_SAMPLE, else the checkout's commit, else "" (no git: still one fixed sample);
+    asked once per process (the header and the collection both need it)."""
     env = os.environ.get("ASCENDIR_SAMPLE")
     if env:
         return env
