@@ -206,12 +206,12 @@ def test_a_gm_write_over_a_recorded_load_materialises_it_first(monkeypatch):
     np.testing.assert_array_equal(out, w.astype(np.float32) @ b.astype(np.float32))
 
 
-@pytest.mark.parametrize("m, n, k, supers", [(512, 1280, 512, 2), (300, 1100, 520, 1)])
+@pytest.mark.parametrize("m, n, k, supers", [(512, 1280, 512, 4), (300, 1100, 520, 1)])
 def test_super_tiles_give_the_lone_tiles_bits(monkeypatch, m, n, k, supers):
-    # a GEMM's tiles read as blocks of super-tile products (512 rows x 1024 columns: 1280 columns
-    # leave a second, narrower one; 300 rows take one of 300; the edge tiles of 44 rows or 76
-    # columns are small (deferred.BLOCKED_MNK): alone, so 1100 columns make one): bit for bit
-    # what each tile's own product gives, same report
+    # a GEMM's tiles read as blocks of super-tile products (256 rows x 1024 columns: 512 rows make
+    # two bands, 1280 columns leave a second, narrower one; 300 rows take one band of 256; the edge
+    # tiles of 44 rows or 76 columns are small (deferred.BLOCKED_MNK): alone, so 300 x 1100 makes
+    # one): bit for bit what each tile's own product gives, same report
     module = parse(matmul_ir(m, n, k, tm=128, tn=128, tk=128, block_dim=24))
     rng = np.random.default_rng(m + n)
     feeds = {"a": rng.standard_normal((m, k)).astype(np.float16), "b": rng.standard_normal((k, n)).astype(np.float16)}
@@ -219,7 +219,7 @@ def test_super_tiles_give_the_lone_tiles_bits(monkeypatch, m, n, k, supers):
     once = deferred.CubeDeferral._once
     monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (rows.append(a.shape[0]), once(self, a, b))[1])
     new = simulate(module, None, feeds, HW)
-    assert rows.count(m) == supers  # one super-tile per 1024 columns (all rows), after the GEMM's first tile alone
+    assert rows.count(deferred.GRID_ROWS) == supers  # one per band and 1024 columns, after the GEMM's first tile alone
     monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
     rows.clear()
     old = simulate(module, None, feeds, HW)
@@ -257,8 +257,8 @@ def test_a_gm_write_forgets_the_super_tiles_it_meets():
 
 
 def test_a_gemm_computes_one_tile_alone_then_super_tiles_at_their_first_tile(monkeypatch):
-    # 512 x 3072: three super-tiles of 512 x 1024; the blocks start on tiles of all three, so asking
-    # two tiles of each super-tile first took three tiles alone; the GEMM's first tile alone is
+    # 512 x 3072: six super-tiles of 256 x 1024; the blocks start on tiles of all of them, so asking
+    # two tiles of each super-tile first would take six tiles alone; the GEMM's first tile alone is
     # enough, the same bits as every tile alone, same report
     module = parse(matmul_ir(512, 3072, 512, tm=128, tn=128, tk=128, block_dim=24))
     rng = np.random.default_rng(5)
@@ -267,7 +267,7 @@ def test_a_gemm_computes_one_tile_alone_then_super_tiles_at_their_first_tile(mon
     once = deferred.CubeDeferral._once
     monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (shapes.append((a.shape[0], b.shape[1])), once(self, a, b))[1])
     new = simulate(module, None, feeds, HW)
-    assert sorted(shapes) == [(128, 128), (512, 1024), (512, 1024), (512, 1024)]
+    assert sorted(shapes) == [(128, 128)] + [(256, 1024)] * 6
     monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
     old = simulate(module, None, feeds, HW)
     assert new.report == old.report

@@ -25,7 +25,7 @@ buffer, the sums of the regions it touches: the regions of a buffer are disjoint
 copies run as they would have (the same semantics, from the GM views they recorded), and an L0C
 sum is computed as one matmul per run of K-contiguous GM slices, in fp32 on the fp16 values
 (wide.py: exact) with fp32 accumulation, as the cube does. A run's matmul is a block of the
-product of its super-tile (`CubeDeferral._product`: 512 rows of A x 1024 columns of B over the
+product of its super-tile (`CubeDeferral._product`: 256 rows of A x 1024 columns of B over the
 same K slice) once a second tile of its GEMM is asked for, kept while no GM write meets its operands:
 the other output tiles of a GEMM, in any block, then read their blocks of a few big products
 (the same fp32 sums element by element where the BLAS orders K independently of the shape,
@@ -454,7 +454,7 @@ class CubeDeferral:
 # a super-tile's rows of A and columns of B (`CubeDeferral._product`): past ~512 x 1024 sgemm gains
 # little (512 x 4096 x 1024 at ~160 GFLOP/s against ~180 for 512 x 4096 x 11008), while a bigger
 # one computes more that a sparse user (an MoE expert's columns) may never read
-GRID_ROWS, GRID_COLS = 512, 1024
+GRID_ROWS, GRID_COLS = 256, 1024
 GRID_BYTES = 256 << 20  # super-tile products kept at most (bytes of fp32) per data walk
 # tiles smaller than this (m * n * k, or m or n under 16) are computed alone: below it OpenBLAS's
 # x86-64 sgemm may take its direct or small-matrix kernels (kernel/x86_64/sgemm_direct_performant.c:
