@@ -451,9 +451,13 @@ class CubeDeferral:
                     self.grid_bytes -= got[0].nbytes
 
 
-# a super-tile's rows of A and columns of B (`CubeDeferral._product`): past ~512 x 1024 sgemm gains
-# little (512 x 4096 x 1024 at ~160 GFLOP/s against ~180 for 512 x 4096 x 11008), while a bigger
-# one computes more that a sparse user (an MoE expert's columns) may never read
+# a super-tile's rows of A and columns of B (`CubeDeferral._product`): past ~256 x 1024 sgemm gains
+# little (on the AMD EPYC of benchmarks/numerics_speed.py 256 x 4096 x 1024 runs at ~30 GFLOP/s
+# against ~32 for 512 rows), while a bigger one computes more that nobody reads: the 7B layer's
+# down projection splits its last wave's tiles along K (tail split, catlass TailSplitK:
+# nn_to_ascend/templates/matmul.py), and 512-row super-tiles computed those rows' full-K products
+# and the other rows' K pieces for nothing (233 -> 210 GFLOP of products in the layer); likewise
+# an MoE expert's sparse columns
 GRID_ROWS, GRID_COLS = 256, 1024
 GRID_BYTES = 256 << 20  # super-tile products kept at most (bytes of fp32) per data walk
 # tiles smaller than this (m * n * k, or m or n under 16) are computed alone: below it OpenBLAS's
