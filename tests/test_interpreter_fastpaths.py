@@ -253,3 +253,40 @@ def test_scalar_run_division_by_zero():
         F.values[slots[0]], F.values[slots[1]] = 7, 0
         with pytest.raises(AscendirError, match=f"^{name}: division by zero$"):
             run()
+
+
+def test_scalar_runs_share_code_but_not_slots():
+    """Runs of the same shape on other slots (another kernel, another offset into the frame) get
+    one compiled code (scalar_codegen._generated renumbers the slots), each function with its own
+    slots back in its constants: the same bytecode as compiling its own source, reading and
+    writing its own slots only."""
+    from ascendir.interpreter.exec import scalar_codegen
+
+    rng = random.Random(5)
+    b, ops = _scalar_block()
+    runs = []
+    for pad in (0, 37):  # the second compiler's slots start 37 further on
+        F = Frame()
+        comp = Compiler(None, F, KernelInfo("k", 1, None, {}, {}, 0.5, True))
+        for v in Block(arg_types=[IndexType()] * pad).args:
+            comp.slot(v)
+        slots = [comp.slot(a) for a in b.args]
+        n0 = len(scalar_codegen._RUN_CODE)
+        (run,) = comp.block(b)
+        runs.append((F, comp, slots, run, pad, len(scalar_codegen._RUN_CODE) - n0))
+    (_, _, s0, r0, _, _), (_, _, s1, r1, _, new1) = runs
+    assert s1 == [s + 37 for s in s0]
+    assert new1 == 0  # the second run's shape was compiled already
+    assert r0.__code__.co_code == r1.__code__.co_code and r0.__code__.co_consts != r1.__code__.co_consts
+    for _ in range(50):
+        x, y = rng.randint(-50, 50) or 2, rng.randint(1, 50)
+        want, free, _ = _reference_scalars(ops, dict(zip(b.args, (x, y))), 0.5, 0.0)
+        for F, comp, slots, run, pad, _ in runs:
+            F.core = CoreState(0, NPIPES)
+            F.values[:] = [None] * len(F.values)
+            F.values[slots[0]], F.values[slots[1]] = x, y
+            run()
+            for op in ops:
+                assert F.values[comp.slots[op.results[0]]] == want[op.results[0]], op.name
+            assert F.core.free[0] == free
+            assert F.values[:pad] == [None] * pad  # the padding slots: neither read nor written

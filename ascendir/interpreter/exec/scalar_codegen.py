@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from __future__ import annotations
 from collections.abc import Callable
+from types import CodeType, FunctionType
 from xdsl.dialects import arith
 from xdsl.ir import Operation
 from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
 from ascendir.interpreter.exec.common import Closure
 
-# generated source of a scalar run -> its code object (`Compiler.scalar_run`; the same module
-# compiled again, e.g. one compile per benchmark run, generates the same sources)
-_RUN_CODE: dict[str, object] = {}
+# generated source of a scalar run, its slots renumbered (`_slot`) -> the code object of its
+# function (`_generated`; runs of one shape share it across kernels and modules)
+_RUN_CODE: dict[str, CodeType] = {}
+# a source's k-th distinct slot is written as the constant _SLOT_BASE + k (no slot is that large)
+_SLOT_BASE = 1 << 48
 
 # Scalar ops whose SCALAR_OPS function is exactly this Python expression on its operand values
 # (`Compiler.scalar_run` writes them inline). min/max: the builtins return the first operand
@@ -41,16 +44,30 @@ _INLINE_BIN: dict[type, str] = {
 # arith.cmpi predicates eq ne slt sle sgt sge ult ule ugt uge (scalar._CMPI)
 _CMPI_OPS = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
 
-def _generated(head: str, lines: list[str], env: dict, name: str):
-    """Function `name` defined by `head` and the body `lines`, executed in `env`."""
+def _slot(slots: dict[int, int], s: int) -> str:
+    """Slot `s` in a generated source: R[_SLOT_BASE + k], s being the k-th slot of `slots`
+    (slot -> k, filled in order of appearance)."""
+    return f"R[{_SLOT_BASE + slots.setdefault(s, len(slots))}]"
+
+
+def _generated(head: str, lines: list[str], env: dict, name: str, slots: dict[int, int]):
+    """Function `name` defined by `head` and the body `lines`, with globals `env`; the lines
+    write slots as `_slot(slots, s)`.
+
+    Compiling costs far more than running (a layer's first run compiled ~1,100 sources, 0.3 s
+    CPU), and most runs differ only in their slots: the source with renumbered slots is compiled
+    once per shape, and each function gets that code with its own slots put back into the
+    constants: the same bytecode as compiling its own source (a slot is a constant operand of
+    the subscript either way)."""
     src = head + "\n" + "".join(f"    {ln}\n" for ln in lines)
     code = _RUN_CODE.get(src)
-    if code is None:  # compiling the source costs far more than running it: shared by text
-        code = compile(src, "<scalar ops>", "exec")
+    if code is None:
+        code = next(c for c in compile(src, "<scalar ops>", "exec").co_consts if isinstance(c, CodeType))
         if len(_RUN_CODE) < 4096:
             _RUN_CODE[src] = code
-    exec(code, env)
-    return env[name]
+    real = list(slots)  # renumbered slot k -> slot
+    consts = tuple(real[c - _SLOT_BASE] if type(c) is int and c >= _SLOT_BASE else c for c in code.co_consts)
+    return FunctionType(code.replace(co_consts=consts), env, name)
 
 def _inline(op: Operation) -> str | None:
     """The inline expression template of a scalar op ({0}, {1}: operands), or None (call it)."""
@@ -101,7 +118,8 @@ class ScalarCodegen:
         """
         env: dict[str, object] = {"R": self.F.values, "F": self.F, "_divzero": division_by_zero}
         lines: list[str] = []
-        charged = self._scalar_lines(ops, env, lines, {})
+        slots: dict[int, int] = {}
+        charged = self._scalar_lines(ops, env, lines, {}, slots)
         if self.k is not None and not self.k.data_only and charged:
             env["alu"] = self.k.alu
             lines.append("c = F.core")
@@ -114,16 +132,18 @@ class ScalarCodegen:
             for s, n in sorted(counts.items()):
                 add = " + alu" * n
                 lines += [f"free[{s}] = free[{s}]{add}", f"busy[{s}] = busy[{s}]{add}"]
-        return _generated("def run() -> None:", lines, env, "run")
+        return _generated("def run() -> None:", lines, env, "run", slots)
 
-    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str], store: bool = True) -> list[Operation]:
+    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str], slots: dict[int, int],
+                      store: bool = True) -> list[Operation]:
         """Append to `lines` the straight-line code of scalar ops (`scalar_run`): each result in
         local v<i> and (`store`) in its slot; operands from `local` (slot -> local name) or their
-        slots. Returns the ops that charge the S clock (all but constants)."""
+        slots (written `_slot(slots, s)`). Returns the ops that charge the S clock (all but
+        constants)."""
         charged: list[Operation] = []
         for i, op in enumerate(ops):
             fn = SCALAR_OPS[type(op)](op)
-            args = [local.get(s, f"R[{s}]") for s in (self.slot(v) for v in op.operands)]
+            args = [local[s] if s in local else _slot(slots, s) for s in (self.slot(v) for v in op.operands)]
             out = self.slot(op.results[0])
             if not args:  # a constant (no S charge: it is an immediate)
                 env[f"c{i}"] = fn()
@@ -138,7 +158,7 @@ class ScalarCodegen:
                 charged.append(op)
             lines.append(f"v{i} = {expr}")
             if store:
-                lines.append(f"R[{out}] = v{i}")
+                lines.append(f"{_slot(slots, out)} = v{i}")
             local[out] = f"v{i}"
         return charged
 
@@ -150,6 +170,7 @@ class ScalarCodegen:
         an iteration (and the values are memoised across executions anyway: steady.SteadyLoop.vals)."""
         env: dict[str, object] = {"R": self.F.values, "_divzero": division_by_zero}
         lines: list[str] = []
-        self._scalar_lines(checked, env, lines, {iv: "x"}, store=False)
+        slots: dict[int, int] = {}
+        self._scalar_lines(checked, env, lines, {iv: "x"}, slots, store=False)
         lines.append("return (" + "".join(f"v{i}, " for i in range(len(checked))) + ")")
-        return _generated("def tops(x):", lines, env, "tops")
+        return _generated("def tops(x):", lines, env, "tops", slots)
