@@ -176,21 +176,31 @@ class CubeDeferral:
 
         def load(s: np.ndarray, d: np.ndarray) -> None:
             ts, td = tags[i_s], tags[i_d]
-            if td is not None and s.ndim == 2 and d.ndim == 2 and td[2][1] == 1:
-                self._put(td, d, sem, s, ((0, d.shape[1], s, ts),))
-                if ts is None:
-                    self.gm[_UNKNOWN] = None
+            if td is not None and td[2][1] == 1:
+                sh, dh = s.shape, d.shape
+                if len(sh) == 2 and len(dh) == 2:
+                    self._put(td, d, sem, s, ((0, dh[1], s, ts),), (td[1], dh, td[2]))
+                    if ts is None:
+                        self.gm[_UNKNOWN] = None
+                        return
+                    st = ts[2]
+                    if len(st) == 2:  # [a, b]: the elements s reads (race.py `extent`, written out)
+                        a = b = ts[1]
+                        if sh[0] and sh[1]:
+                            b += (sh[0] - 1) * st[0] + (sh[1] - 1) * st[1]
+                        else:
+                            b -= 1
+                    else:
+                        a, b = extent(ts, sh)
+                    span = self.gm.get(ts[0])
+                    if span is None:
+                        self.gm[ts[0]] = [a, b]
+                    else:
+                        if a < span[0]:
+                            span[0] = a
+                        if b > span[1]:
+                            span[1] = b
                     return
-                a, b = extent(ts, s.shape)
-                span = self.gm.get(ts[0])
-                if span is None:
-                    self.gm[ts[0]] = [a, b]
-                else:
-                    if a < span[0]:
-                        span[0] = a
-                    if b > span[1]:
-                        span[1] = b
-                return
             generic(s, d)
 
         return load
@@ -208,19 +218,25 @@ class CubeDeferral:
 
         def move(s: np.ndarray, d: np.ndarray) -> None:
             ts, td = tags[i_s], tags[i_d]
-            if ts is not None and td is not None and s.ndim == 2 and d.ndim == 2 and ts[2][1] == 1 and td[2][1] == 1 and s.shape == d.shape:
-                got = self.copies.get(ts[0])
+            if ts is not None and td is not None and ts[2][1] == 1 and td[2][1] == 1:
+                sh = s.shape
+                got = self.copies.get(ts[0]) if len(sh) == 2 and d.shape == sh else None
                 if got is not None:
                     i0, j0 = divmod(ts[1], ts[2][0])  # the box s is of its L1 buffer (row-major 2-D)
-                    h, w = s.shape
+                    h, w = sh
+                    key = (td[1], sh, td[2])  # (d's region key: d.shape is sh)
                     # one recorded region holding the whole box (the usual case) needs no sorting: the
                     # regions not stale are disjoint (`_put`), so the one holding the box's first
                     # column is the one the loop below would take
                     for e in got.values():
                         r0, c0, rows, cols, _ = e[4]
                         if e[3] is not None and r0 <= i0 and i0 + h <= r0 + rows and c0 <= j0 and j0 + w <= c0 + cols:
-                            pieces = ((0, w, *_cut(e, i0, h, j0, j0 + w)),)
-                            self._put(td, d, fill, pieces, pieces)
+                            _, _, g, gt = e[3][0]  # (`_cut`, written out: the common case)
+                            a, b = i0 - r0, j0 - c0
+                            if gt is not None:
+                                gt = (gt[0], gt[1] + a * gt[2][0] + b * gt[2][1], gt[2])
+                            pieces = ((0, w, g[a: a + h, b: b + w], gt),)
+                            self._put(td, d, fill, pieces, pieces, key)
                             return
                     pieces = []
                     at = j0  # the next column to find a recorded GM load for
@@ -232,14 +248,15 @@ class CubeDeferral:
                             at = end
                             if at == j0 + w:
                                 pieces = tuple(pieces)
-                                self._put(td, d, fill, pieces, pieces)
+                                self._put(td, d, fill, pieces, pieces, key)
                                 return
             generic(s, d)
 
         return move
 
-    def _put(self, td: tuple, d: np.ndarray, fn, src, pieces: tuple) -> None:
-        """Record that region `d` (address tag `td`, unit stride along rows) of an on-chip buffer
+    def _put(self, td: tuple, d: np.ndarray, fn, src, pieces: tuple, key: tuple | None = None) -> None:
+        """Record that region `d` (address tag `td`, unit stride along rows; region key `key`,
+        (td[1], d.shape, td[2]) when None) of an on-chip buffer
         holds GM views side by side: `pieces` = (column in d, width, GM view, its tag) each
         (a view's leading overlap with its width, zeros beyond); fn(src, d) writes them.
 
@@ -251,7 +268,8 @@ class CubeDeferral:
         (its first and last K steps split by columns): materialising each overwritten region
         there converted a weight tile that no op read."""
         root = td[0]
-        key = (td[1], d.shape, td[2])
+        if key is None:
+            key = (td[1], d.shape, td[2])
         got = self.copies.get(root)
         if got is None:
             box = _region(td, d)
@@ -277,6 +295,10 @@ class CubeDeferral:
     def _mmad(self, generic, init: bool, ins: list[int]):
         tags = self.tags
         ia, ib, ic = ins[0], ins[1], ins[2]
+        # (column, width) of a piece of B -> (c, tc, C's view there, its tag, its region key), of the
+        # last c and tc over it: the same objects through a K loop (memref_ops' subview memo hands
+        # them back; held, so an identity stays valid)
+        parts: dict = {}
 
         def mmad(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
             ta, tb, tc = tags[ia], tags[ib], tags[ic]
@@ -294,9 +316,14 @@ class CubeDeferral:
                         term = (va, vb, sa, sb)
                         if len(pb[3]) == 1:
                             cv, t = c, tc
+                            key = (t[1], cv.shape, t[2])
                         else:
-                            cv, t = c[:, c0: c0 + w], (root, tc[1] + c0, tc[2])
-                        key = (t[1], cv.shape, t[2])
+                            part = parts.get((c0, w))
+                            if part is None or part[0] is not c or part[1] is not tc:
+                                cv = c[:, c0: c0 + w]
+                                t = (root, tc[1] + c0, tc[2])
+                                part = parts[(c0, w)] = (c, tc, cv, t, (t[1], cv.shape, t[2]))
+                            _, _, cv, t, key = part
                         cur = got.get(key)
                         if cur is not None and not init:
                             cur[2].append(term)
