@@ -116,30 +116,32 @@ class ScalarCodegen:
                 lines += [f"free[{s}] = free[{s}]{add}", f"busy[{s}] = busy[{s}]{add}"]
         return _generated("def run() -> None:", lines, env, "run")
 
-    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str], store: bool = True) -> list[Operation]:
+    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str], store: bool = True,
+                      prefix: str = "") -> list[Operation]:
         """Append to `lines` the straight-line code of scalar ops (`scalar_run`): each result in
-        local v<i> and (`store`) in its slot; operands from `local` (slot -> local name) or their
-        slots. Returns the ops that charge the S clock (all but constants)."""
+        local v<prefix><i> and (`store`) in its slot; operands from `local` (slot -> local name)
+        or their slots; `prefix` keeps the names of several runs in one function apart. Returns
+        the ops that charge the S clock (all but constants)."""
         charged: list[Operation] = []
         for i, op in enumerate(ops):
             fn = SCALAR_OPS[type(op)](op)
             args = [local.get(s, f"R[{s}]") for s in (self.slot(v) for v in op.operands)]
             out = self.slot(op.results[0])
             if not args:  # a constant (no S charge: it is an immediate)
-                env[f"c{i}"] = fn()
-                expr = f"c{i}"
+                env[f"c{prefix}{i}"] = fn()
+                expr = f"c{prefix}{i}"
             else:
                 tmpl = _inline(op)
                 if tmpl is not None:
                     expr = tmpl.format(*args)
                 else:
-                    env[f"f{i}"] = fn
-                    expr = f"f{i}({', '.join(args)})"
+                    env[f"f{prefix}{i}"] = fn
+                    expr = f"f{prefix}{i}({', '.join(args)})"
                 charged.append(op)
-            lines.append(f"v{i} = {expr}")
+            lines.append(f"v{prefix}{i} = {expr}")
             if store:
-                lines.append(f"R[{out}] = v{i}")
-            local[out] = f"v{i}"
+                lines.append(f"R[{out}] = v{prefix}{i}")
+            local[out] = f"v{prefix}{i}"
         return charged
 
     def checked_values(self, iv: int, checked: list[Operation]) -> Callable[[int], tuple]:
