@@ -175,17 +175,19 @@ class MemrefOps:
         checked, the view indexed with all its slices at once, the address tag's offset and
         strides summed as the loop over dims would (terms of a static 0 offset or a unit stride
         left out: the tags are ints). `dims`: per source dim ((dynamic, slot or value) of the
-        offset, size and stride, dropped).
+        offset, size and stride, dropped). The slots are the generated factory's arguments, so
+        subviews of one form (static values, dropped dims) share its compiled code.
 
         Raises (from the closure): AscendirError naming the first dim out of bounds."""
-        env: dict = {"R": self.F.values, "A": self.F.gm_tags, "charge": charge, "_oob": _out_of_bounds, "where": where}
-        lines = [f"a = R[{src}]", "sh = a.shape"]
+        args = {"R": self.F.values, "A": self.F.gm_tags, "charge": charge, "where": where, "src": src, "out": out}
+        lines = ["a = R[src]", "sh = a.shape"]
         index, offset, strides = [], ["tag[1]"], []
         for i, ((od, o), (sd, sz), (td, st), drop) in enumerate(dims):
             names = []
             for what, (dyn, x) in (("o", (od, o)), ("s", (sd, sz)), ("t", (td, st))):
                 if dyn:
-                    lines.append(f"{what}{i} = R[{x}]")
+                    args[f"{what}{i}_slot"] = x
+                    lines.append(f"{what}{i} = R[{what}{i}_slot]")
                 names.append(f"{what}{i}" if dyn else str(x))
             on, sn, tn = names
             bad = [f"{on} < 0"] if od else (["True"] if o < 0 else [])
@@ -206,12 +208,14 @@ class MemrefOps:
                 offset.append(f"{on} * tst[{i}]")
             if not drop:
                 strides.append(f"tst[{i}]" if not td and st == 1 else f"tst[{i}] * {tn}")
-        lines += [f"tag = A[{src}]", f"R[{out}] = a[{', '.join(index)},]",
-                  "if tag is None:", f"    A[{out}] = None", "else:", "    tst = tag[2]",
-                  f"    A[{out}] = (tag[0], {' + '.join(offset)}, ({''.join(x + ', ' for x in strides)}))"]
+        lines += ["tag = A[src]", f"R[out] = a[{', '.join(index)},]",
+                  "if tag is None:", "    A[out] = None", "else:", "    tst = tag[2]",
+                  f"    A[out] = (tag[0], {' + '.join(offset)}, ({''.join(x + ', ' for x in strides)}))"]
         if charge is not None:
             lines.append("charge()")
-        return _generated("def run() -> None:", lines, env, "run")
+        head = f"def make({', '.join(args)}):\n    def run() -> None:"
+        make = _generated(head, ["    " + x for x in lines] + ["return run"], {"_oob": _out_of_bounds}, "make")
+        return make(**args)
 
     def _subview_memo(self, run: Closure, src: int, out: int, dims: list) -> Closure:
         """A data walk's subview (`run`) remembered per value of its dynamic operands while its
