@@ -109,6 +109,33 @@ RACY = {
 }
 
 
+# V held by a wait whose set comes later; behind it a V read of what MTE2 wrote, then the wait
+# that orders that write: the wait runs after the read (the race is found), not when issued
+HELD = f'''builtin.module {{
+  ascend.kernel @k(%a: {G}, %b: {G}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
+    %x = ascend.alloc : {U}
+    %y = ascend.alloc : {U}
+    %xs = memref.subview %a[0, 0] [16, 64] [1, 1] : {G} to {G_TILE}
+    %zs = memref.subview %b[0, 0] [16, 64] [1, 1] : {G} to {G_TILE}
+    ascend.copy %xs, %x : {G_TILE}, {U}
+    ascend.set_flag MTE2 -> V, 0
+    ascend.wait_flag MTE3 -> V, 1
+    ascend.vadd %x, %x, %y : {U}, {U}, {U}
+    ascend.wait_flag MTE2 -> V, 0
+    ascend.set_flag MTE3 -> V, 1
+    ascend.set_flag V -> MTE3, 0
+    ascend.wait_flag V -> MTE3, 0
+    ascend.copy %y, %zs : {U}, {G_TILE}
+    ascend.return
+  }}
+  func.func @main(%x: {G} {{onnx.name = "x"}}) -> ({G} {{onnx.name = "z"}}) {{
+    %z = ascend.alloc : {G}
+    ascend.launch @k(%x, %z) : {G}, {G}
+    func.return %z : {G}
+  }}
+}}'''
+
+
 def _feeds() -> dict:
     return {"x": np.random.default_rng(7).standard_normal((256, 64)).astype(np.float16)}
 
@@ -131,6 +158,14 @@ def test_race_behind_a_later_blocks_decision(where, nest, monkeypatch):
     single walk's error (the generated code gives the race check every decision)."""
     monkeypatch.setattr(data_codegen, "MAX_NEST", nest)
     assert _assert_same(RACY[where], None, _feeds(), where, monkeypatch) == "error"
+
+
+@pytest.mark.parametrize("nest", [0, data_codegen.MAX_NEST])
+def test_wait_behind_a_held_pipe(nest, monkeypatch):
+    """A wait_flag whose set is pending but whose pipe is held runs when the pipe's earlier ops
+    have: the read before it races, in the data walk as in the single walk."""
+    monkeypatch.setattr(data_codegen, "MAX_NEST", nest)
+    assert _assert_same(HELD, None, _feeds(), "held", monkeypatch) == "error"
 
 
 def test_kernel_exercises_carried_swap_and_branch_results():
