@@ -32,9 +32,8 @@ class DataCodegen:
         """One function running the ops of `block` in order (a kernel body's or a region's) with
         the data walk's semantics; `Compiler.block` gives it for data-only kernels."""
         env: dict[str, object] = {"R": self.F.values, "F": self.F, "_divzero": division_by_zero, "_range": loop_range}
-        # F.ctl (the race check's control decisions) and F.flags are set for the whole data walk
-        # (_data_walk), the flag queues emptied in place per block
-        lines = ["ctl = F.ctl", "Q = F.flags.queues"]
+        # F.ctl (the race check's control decisions) is set for the whole data walk (_data_walk)
+        lines = ["ctl = F.ctl"]
         self._data_lines(block, env, lines, {}, 0, [0])
         return _generated("def run() -> None:", lines, env, "run")
 
@@ -71,7 +70,7 @@ class DataCodegen:
                     name = f"o{n[0]}"
                     n[0] += 1
                     env[name] = c
-                    lines.extend(pad + x for x in _call(name, c, env))
+                    lines.append(f"{pad}{name}()")
         flush()
 
     def _data_for(self, op: scf.ForOp, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
@@ -133,28 +132,3 @@ class DataCodegen:
 def _assign(pairs: list[tuple[int, int]]) -> str:
     """The statement copying slot y into slot x for every (x, y) of `pairs`, all read first."""
     return f"{', '.join(f'R[{x}]' for x, _ in pairs)} = {', '.join(f'R[{y}]' for _, y in pairs)}"
-
-
-def _call(name: str, c: Closure, env: dict) -> list[str]:
-    """The lines running closure `c` (`name` in `env`). A tile op or a flag of the data walk
-    (`inline`: what tile_ops.py `_data_tile` and sync_ops.py `_data_set_flag` /
-    `_data_wait_flag` run) is its common path written out, the closure called otherwise: a tile
-    op's semantics on its operand slots while no pipe is held nor the race check runs
-    (`Frame.slow_path`), and, if it has GM operands, while the check does not follow the block
-    cheaply (F.races None with F.ctl set: the closure logs them); a set's pending set and its
-    race-check step while no pipe is held; a wait's oldest pending set taken, likewise."""
-    how = getattr(c, "inline", None)
-    if how is None:
-        return [f"{name}()"]
-    if how[0] == "tile":
-        _, sem, ins, gm = how
-        env[f"{name}_sem"] = sem
-        slow = "F.slow_path or (ctl is not None and F.races is None)" if gm else "F.slow_path"
-        return [f"if {slow}:", f"    {name}()", "else:", f"    {name}_sem({', '.join(f'R[{i}]' for i in ins)})"]
-    kind, key, ev = how
-    env[f"{name}_ev"] = ev
-    if kind == "set":
-        return ["if F.hold is None:", f"    Q[{key}].append(0.0)", "    if F.races is not None:", f"        F.races.set({name}_ev)",
-                "else:", f"    {name}()"]
-    return [f"if F.hold is None and Q[{key}]:", f"    Q[{key}].popleft()", "    if F.races is not None:",
-            f"        F.races.wait({name}_ev)", "else:", f"    {name}()"]

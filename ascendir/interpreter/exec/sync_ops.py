@@ -157,7 +157,6 @@ class SyncOps:
             if h is not None:
                 h.release(key)  # a pipe held on this flag runs what queued behind its wait
 
-        run.inline = ("set", key, ev)  # its common path, written into the block (data_codegen.py)
         return run
 
     def _data_wait_flag(self, dst: int, key: int, s_id: int, text: str, ev: tuple) -> Closure:
@@ -184,7 +183,6 @@ class SyncOps:
             if F.races is not None:
                 F.races.wait(ev)
 
-        run.inline = ("wait", key, ev)  # its common path, written into the block (data_codegen.py)
         return run
 
     def barrier(self, op: ascend.PipeBarrierOp) -> Closure | None:

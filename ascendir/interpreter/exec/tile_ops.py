@@ -185,7 +185,6 @@ class TileOps:
                     F.ctl.gmlog.append(log)
             sem(*vals)
 
-        run.inline = ("tile", sem, ins, bool(in_gm))  # its common path, written into the block (data_codegen.py)
         return run
 
     def _wide(self, op: Operation, sem, mem: list[bool]) -> tuple:
