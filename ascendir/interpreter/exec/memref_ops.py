@@ -208,7 +208,7 @@ class MemrefOps:
                 offset.append(f"{on} * tst[{i}]")
             if not drop:
                 strides.append(f"tst[{i}]" if not td and st == 1 else f"tst[{i}] * {tn}")
-        lines += ["tag = A[src]", f"R[out] = a[{', '.join(index)},]",
+        lines += ["tag = A[src]", f"R[out] = a[{''.join(x + ', ' for x in index) or '()'}]",
                   "if tag is None:", "    A[out] = None", "else:", "    tst = tag[2]",
                   f"    A[out] = (tag[0], {' + '.join(offset)}, ({''.join(x + ', ' for x in strides)}))"]
         if charge is not None:
