@@ -36,6 +36,7 @@ from ascendir.interpreter.accel.loop_driver import SteadyFor
 from ascendir.interpreter.exec.common import (  # noqa: F401  (re-exported: sim/, insert-sync)
     AIC_PIPES, AIV_PIPES, Closure, KernelInfo, Return, np_dtype, unit_of, zero_view,
 )
+from ascendir.interpreter.exec.data_codegen import DataCodegen
 from ascendir.interpreter.exec.memref_ops import MemrefOps
 from ascendir.interpreter.exec.scalar_codegen import ScalarCodegen
 from ascendir.interpreter.exec.scf_ops import ScfOps
@@ -46,11 +47,12 @@ from ascendir.interpreter.exec.tile_ops import TileOps
 # ----------------------------------------------------------------------------------------------
 # compiling a region
 # ----------------------------------------------------------------------------------------------
-class Compiler(ScalarCodegen, TileOps, ScfOps, SteadyFor, MemrefOps, SyncOps):
+class Compiler(ScalarCodegen, DataCodegen, TileOps, ScfOps, SteadyFor, MemrefOps, SyncOps):
     """Compiles the ops of one program (host function or kernel) into closures over `frame.values`.
 
     The op families live in their own modules, mixed in here: scalar runs (scalar_codegen.py), tile
     ops (tile_ops.py), scf (scf_ops.py) and its accelerated loop driver (accel/loop_driver.py),
+    the data walk's blocks as generated code (data_codegen.py),
     buffers and views (memref_ops.py), block index and sync (sync_ops.py)."""
 
     def __init__(self, module, frame: Frame, kernel: KernelInfo | None):
@@ -70,7 +72,9 @@ class Compiler(ScalarCodegen, TileOps, ScfOps, SteadyFor, MemrefOps, SyncOps):
 
     def block(self, block: Block) -> list[Closure]:
         """Closures of the ops of `block`, in order; runs of consecutive scalar ops become one
-        closure (`scalar_run`)."""
+        closure (`scalar_run`). A data walk's block is one generated closure (data_codegen.py)."""
+        if self.k is not None and self.k.data_only:
+            return [self.data_block(block)]
         out: list[Closure] = []
         run: list[Operation] = []
         for op in block.ops:

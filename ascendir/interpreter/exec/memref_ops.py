@@ -22,6 +22,7 @@ from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.walk import Subview
 from ascendir.interpreter.exec.common import Closure, np_dtype, zero_view
 from ascendir.interpreter.exec.wide import storage_dtype
+from ascendir.interpreter.exec.scalar_codegen import _generated
 
 MEMO_VIEWS = 4096  # views a data walk's subview remembers per source (`_subview_memo`)
 
@@ -161,40 +162,60 @@ class MemrefOps:
         charge = self._charge_scalar(op)
         dims = list(zip(offs, sizes, strides, [i in dropped for i in range(n)]))
 
-        A = self.F.gm_tags
         if self.m.timing_only:
             return self._subview_timing(src, out, dims, where, charge)
 
-        def run() -> None:
-            a = R[src]
-            idx = []
-            tag = A[src]
-            if tag is not None:
-                off, tst = tag[1], tag[2]
-                nst = []
-            for i, ((od, o), (sd, s), (td, st), drop) in enumerate(dims):
-                if od:
-                    o = R[o]
-                if sd:
-                    s = R[s]
-                if td:
-                    st = R[st]
-                dim = a.shape[i]
-                if o < 0 or s < 0 or st < 1 or (s > 0 and o + (s - 1) * st >= dim):
-                    raise AscendirError(f"{where}: out of bounds on dim {i}: offset {o}, size {s}, stride {st} in a dim of {dim}")
-                idx.append(o if drop else slice(o, o + (s - 1) * st + 1 if s else o, st))
-                if tag is not None:
-                    off += o * tst[i]
-                    if not drop:
-                        nst.append(tst[i] * st)
-            R[out] = a[tuple(idx)]
-            A[out] = None if tag is None else (tag[0], off, tuple(nst))
-            if charge is not None:
-                charge()
-
+        run = self._subview_code(src, out, dims, where, charge)
         if self.k is not None and self.k.data_only:  # (charges nothing: charge is None)
             return self._subview_memo(run, src, out, dims)
         return run
+
+    def _subview_code(self, src: int, out: int, dims: list, where: str, charge) -> Closure:
+        """A numerics subview as generated straight-line Python: per dim (in order) its bounds
+        checked, the view indexed with all its slices at once, the address tag's offset and
+        strides summed as the loop over dims would (terms of a static 0 offset or a unit stride
+        left out: the tags are ints). `dims`: per source dim ((dynamic, slot or value) of the
+        offset, size and stride, dropped). The slots are the generated factory's arguments, so
+        subviews of one form (static values, dropped dims) share its compiled code.
+
+        Raises (from the closure): AscendirError naming the first dim out of bounds."""
+        args = {"R": self.F.values, "A": self.F.gm_tags, "charge": charge, "where": where, "src": src, "out": out}
+        lines = ["a = R[src]", "sh = a.shape"]
+        index, offset, strides = [], ["tag[1]"], []
+        for i, ((od, o), (sd, sz), (td, st), drop) in enumerate(dims):
+            names = []
+            for what, (dyn, x) in (("o", (od, o)), ("s", (sd, sz)), ("t", (td, st))):
+                if dyn:
+                    args[f"{what}{i}_slot"] = x
+                    lines.append(f"{what}{i} = R[{what}{i}_slot]")
+                names.append(f"{what}{i}" if dyn else str(x))
+            on, sn, tn = names
+            bad = [f"{on} < 0"] if od else (["True"] if o < 0 else [])
+            bad += [f"{sn} < 0"] if sd else (["True"] if sz < 0 else [])
+            bad += [f"{tn} < 1"] if td else (["True"] if st < 1 else [])
+            if sd or td:
+                bad.append(f"({sn} > 0 and {on} + ({sn} - 1) * {tn} >= sh[{i}])")
+                stop = f"({on} + ({sn} - 1) * {tn} + 1 if {sn} else {on})"
+            else:
+                stop = f"{on} + {(sz - 1) * st + 1}" if sz else on
+                if sz > 0:
+                    bad.append(f"{on} + {(sz - 1) * st} >= sh[{i}]")
+            if bad:
+                lines.append(f"if {' or '.join(bad)}:")
+                lines.append(f"    raise _oob(where, {i}, {on}, {sn}, {tn}, sh[{i}])")
+            index.append(on if drop else f"{on}:{stop}:{tn}")
+            if od or o != 0:
+                offset.append(f"{on} * tst[{i}]")
+            if not drop:
+                strides.append(f"tst[{i}]" if not td and st == 1 else f"tst[{i}] * {tn}")
+        lines += ["tag = A[src]", f"R[out] = a[{''.join(x + ', ' for x in index) or '()'}]",
+                  "if tag is None:", "    A[out] = None", "else:", "    tst = tag[2]",
+                  f"    A[out] = (tag[0], {' + '.join(offset)}, ({''.join(x + ', ' for x in strides)}))"]
+        if charge is not None:
+            lines.append("charge()")
+        head = f"def make({', '.join(args)}):\n    def run() -> None:"
+        make = _generated(head, ["    " + x for x in lines] + ["return run"], {"_oob": _out_of_bounds}, "make")
+        return make(**args)
 
     def _subview_memo(self, run: Closure, src: int, out: int, dims: list) -> Closure:
         """A data walk's subview (`run`) remembered per value of its dynamic operands while its
@@ -397,3 +418,9 @@ class MemrefOps:
                 charge()
 
         return run
+
+
+def _out_of_bounds(where: str, i: int, o: int, s: int, st: int, dim: int) -> AscendirError:
+    """The error of a subview (`where`) whose dim `i` (of size `dim`) does not hold offset `o`,
+    size `s`, stride `st`."""
+    return AscendirError(f"{where}: out of bounds on dim {i}: offset {o}, size {s}, stride {st} in a dim of {dim}")

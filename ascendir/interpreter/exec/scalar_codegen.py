@@ -44,15 +44,17 @@ _INLINE_BIN: dict[type, str] = {
 # arith.cmpi predicates eq ne slt sle sgt sge ult ule ugt uge (scalar._CMPI)
 _CMPI_OPS = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
 
-def _slot(slots: dict[int, int], s: int) -> str:
+def _slot(slots: dict[int, int] | None, s: int) -> str:
     """Slot `s` in a generated source: R[_SLOT_BASE + k], s being the k-th slot of `slots`
-    (slot -> k, filled in order of appearance)."""
+    (slot -> k, filled in order of appearance); R[s] without `slots`."""
+    if slots is None:
+        return f"R[{s}]"
     return f"R[{_SLOT_BASE + slots.setdefault(s, len(slots))}]"
 
 
-def _generated(head: str, lines: list[str], env: dict, name: str, slots: dict[int, int]):
+def _generated(head: str, lines: list[str], env: dict, name: str, slots: dict[int, int] | None = None):
     """Function `name` defined by `head` and the body `lines`, with globals `env`; the lines
-    write slots as `_slot(slots, s)`.
+    write slots as `_slot(slots, s)` (without `slots`: as they are).
 
     Compiling costs far more than running (a layer's first run compiled ~1,100 sources, 0.3 s
     CPU), and most runs differ only in their slots: the source with renumbered slots is compiled
@@ -65,9 +67,11 @@ def _generated(head: str, lines: list[str], env: dict, name: str, slots: dict[in
         code = next(c for c in compile(src, "<scalar ops>", "exec").co_consts if isinstance(c, CodeType))
         if len(_RUN_CODE) < 4096:
             _RUN_CODE[src] = code
-    real = list(slots)  # renumbered slot k -> slot
-    consts = tuple(real[c - _SLOT_BASE] if type(c) is int and c >= _SLOT_BASE else c for c in code.co_consts)
-    return FunctionType(code.replace(co_consts=consts), env, name)
+    if slots:
+        real = list(slots)  # renumbered slot k -> slot
+        code = code.replace(co_consts=tuple(real[c - _SLOT_BASE] if type(c) is int and c >= _SLOT_BASE else c
+                                            for c in code.co_consts))
+    return FunctionType(code, env, name)
 
 def _inline(op: Operation) -> str | None:
     """The inline expression template of a scalar op ({0}, {1}: operands), or None (call it)."""
@@ -134,32 +138,32 @@ class ScalarCodegen:
                 lines += [f"free[{s}] = free[{s}]{add}", f"busy[{s}] = busy[{s}]{add}"]
         return _generated("def run() -> None:", lines, env, "run", slots)
 
-    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str], slots: dict[int, int],
-                      store: bool = True) -> list[Operation]:
+    def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str],
+                      slots: dict[int, int] | None = None, store: bool = True, prefix: str = "") -> list[Operation]:
         """Append to `lines` the straight-line code of scalar ops (`scalar_run`): each result in
-        local v<i> and (`store`) in its slot; operands from `local` (slot -> local name) or their
-        slots (written `_slot(slots, s)`). Returns the ops that charge the S clock (all but
-        constants)."""
+        local v<prefix><i> and (`store`) in its slot; operands from `local` (slot -> local name)
+        or their slots (written `_slot(slots, s)`); `prefix` keeps the names of several runs in
+        one function apart. Returns the ops that charge the S clock (all but constants)."""
         charged: list[Operation] = []
         for i, op in enumerate(ops):
             fn = SCALAR_OPS[type(op)](op)
             args = [local[s] if s in local else _slot(slots, s) for s in (self.slot(v) for v in op.operands)]
             out = self.slot(op.results[0])
             if not args:  # a constant (no S charge: it is an immediate)
-                env[f"c{i}"] = fn()
-                expr = f"c{i}"
+                env[f"c{prefix}{i}"] = fn()
+                expr = f"c{prefix}{i}"
             else:
                 tmpl = _inline(op)
                 if tmpl is not None:
                     expr = tmpl.format(*args)
                 else:
-                    env[f"f{i}"] = fn
-                    expr = f"f{i}({', '.join(args)})"
+                    env[f"f{prefix}{i}"] = fn
+                    expr = f"f{prefix}{i}({', '.join(args)})"
                 charged.append(op)
-            lines.append(f"v{i} = {expr}")
+            lines.append(f"v{prefix}{i} = {expr}")
             if store:
-                lines.append(f"{_slot(slots, out)} = v{i}")
-            local[out] = f"v{i}"
+                lines.append(f"{_slot(slots, out)} = v{prefix}{i}")
+            local[out] = f"v{prefix}{i}"
         return charged
 
     def checked_values(self, iv: int, checked: list[Operation]) -> Callable[[int], tuple]:

@@ -1,0 +1,134 @@
+"""The data walk's blocks (KernelInfo.data_only, sim/kernel.py `_data_walk`) as generated Python.
+
+A block of the data walk becomes one function: its scalar ops written inline (as `scalar_run`
+writes them), scf.for as a Python `for` and scf.if as a Python `if`, each with the control
+decision the race check takes first (race.py `RaceChecker.decide`: a loop's trip count, a
+branch), and every other op a call of its closure (`Compiler.op`). Running a block is then one
+call per tile op, flag or view instead of a closure per loop, branch and scalar run besides.
+The data walk charges no clock, so a loop or branch there is nothing but its control flow and
+its decision: what the closures of scf_ops.py do, in the same order. A region nested deeper
+than MAX_NEST is left to those closures (its body generated again from depth 0): Python limits
+the statically nested blocks of one function.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import scf
+from xdsl.ir import Block
+
+from ascendir.dialects.ir_checks import loop_range
+from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
+from ascendir.interpreter.exec.scalar_codegen import _generated
+
+MAX_NEST = 12  # scf.for / scf.if nested in one generated function (CPython: at most 20 loops)
+
+
+class DataCodegen:
+    """Compiler part: the data walk's blocks as one generated function each (mixed into
+    compiler.Compiler)."""
+
+    def data_block(self, block: Block) -> Closure:
+        """One function running the ops of `block` in order (a kernel body's or a region's) with
+        the data walk's semantics; `Compiler.block` gives it for data-only kernels."""
+        env: dict[str, object] = {"R": self.F.values, "F": self.F, "_divzero": division_by_zero, "_range": loop_range}
+        # F.ctl (the race check's control decisions) is set for the whole data walk (_data_walk)
+        lines = ["ctl = F.ctl"]
+        self._data_lines(block, env, lines, {}, 0, [0])
+        return _generated("def run() -> None:", lines, env, "run")
+
+    def _data_lines(self, block: Block, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
+        """Append the code of the ops of `block` (but its scf.yield) at nesting `nest`; `local`: slot
+        -> the local holding its value (scalar results and induction variables in scope); `n`:
+        the counter naming locals and closures."""
+        pad = "    " * nest
+        run: list = []
+
+        def flush() -> None:
+            if run:
+                body: list[str] = []
+                self._scalar_lines(run, env, body, local, prefix=f"s{n[0]}_")
+                n[0] += 1
+                lines.extend(pad + x for x in body)
+                run.clear()
+
+        for op in block.ops:
+            t = type(op)
+            if t in SCALAR_OPS:
+                run.append(op)
+                continue
+            flush()
+            if t is scf.YieldOp:
+                continue
+            if t is scf.ForOp and nest < MAX_NEST:
+                self._data_for(op, env, lines, dict(local), nest, n)
+            elif t is scf.IfOp and nest < MAX_NEST:
+                self._data_if(op, env, lines, dict(local), nest, n)
+            else:
+                c = self.op(op)
+                if c is not None:
+                    name = f"o{n[0]}"
+                    n[0] += 1
+                    env[name] = c
+                    lines.append(f"{pad}{name}()")
+        flush()
+
+    def _data_for(self, op: scf.ForOp, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
+        """scf.for: its range (loop_range's errors), its trip count decided, then the iterations:
+        the induction variable and the carried values in their slots, the body, the yielded
+        values carried (all read before any is written)."""
+        pad = "    " * nest
+        k = n[0]
+        n[0] += 1
+
+        def val(v) -> str:
+            s = self.slot(v)
+            return local.get(s, f"R[{s}]")
+
+        body = op.body.block
+        iv = self.slot(body.args[0])
+        carried = [self.slot(a) for a in body.args[1:]]
+        lines.append(f"{pad}r{k} = _range({val(op.lb)}, {val(op.ub)}, {val(op.step)})")
+        lines.append(f"{pad}if ctl is not None:")
+        lines.append(f"{pad}    ctl.decide(len(r{k}))")
+        for c, v in zip(carried, op.iter_args):
+            lines.append(f"{pad}R[{c}] = {val(v)}")
+        lines.append(f"{pad}for i{k} in r{k}:")
+        lines.append(f"{pad}    R[{iv}] = i{k}")
+        local[iv] = f"i{k}"
+        self._data_lines(body, env, lines, local, nest + 1, n)
+        if carried:
+            ys = [self.slot(v) for v in body.last_op.operands] if isinstance(body.last_op, scf.YieldOp) else []
+            pairs = list(zip(carried, ys))
+            if pairs:
+                lines.append(f"{pad}    {_assign(pairs)}")
+            for r, c in zip((self.slot(x) for x in op.results), carried):
+                lines.append(f"{pad}R[{r}] = R[{c}]")
+
+    def _data_if(self, op: scf.IfOp, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
+        """scf.if: its branch decided, the branch's ops, its yielded values into the results."""
+        pad = "    " * nest
+        k = n[0]
+        n[0] += 1
+        s = self.slot(op.cond)
+        lines.append(f"{pad}b{k} = {local.get(s, f'R[{s}]')}")
+        lines.append(f"{pad}if ctl is not None:")
+        lines.append(f"{pad}    ctl.decide(bool(b{k}))")
+        results = [self.slot(r) for r in op.results]
+        for head, region in ((f"{pad}if b{k}:", op.true_region), (f"{pad}else:", op.false_region)):
+            lines.append(head)
+            start = len(lines)
+            if region.blocks:
+                b = region.block
+                self._data_lines(b, env, lines, dict(local), nest + 1, n)
+                ys = [self.slot(v) for v in b.last_op.operands] if isinstance(b.last_op, scf.YieldOp) else []
+                pairs = list(zip(results, ys))
+                if pairs:
+                    lines.append(f"{pad}    {_assign(pairs)}")
+            if len(lines) == start:
+                lines.append(f"{pad}    pass")
+
+
+def _assign(pairs: list[tuple[int, int]]) -> str:
+    """The statement copying slot y into slot x for every (x, y) of `pairs`, all read first."""
+    return f"{', '.join(f'R[{x}]' for x, _ in pairs)} = {', '.join(f'R[{y}]' for _, y in pairs)}"
