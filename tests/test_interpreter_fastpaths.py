@@ -257,7 +257,7 @@ def test_scalar_run_division_by_zero():
 
 def test_scalar_runs_share_code_but_not_slots():
     """Runs of the same shape on other slots (another kernel, another offset into the frame) get
-    one compiled code (scalar_codegen._generated renumbers the slots), each function with its own
+    one compiled code (scalar_codegen.generated renumbers the slots), each function with its own
     slots back in its constants: the same bytecode as compiling its own source, reading and
     writing its own slots only."""
     from ascendir.interpreter.exec import scalar_codegen

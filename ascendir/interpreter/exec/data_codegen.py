@@ -19,7 +19,7 @@ from xdsl.ir import Block
 from ascendir.dialects.ir_checks import loop_range
 from ascendir.interpreter.exec.common import Closure
 from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
-from ascendir.interpreter.exec.scalar_codegen import _generated
+from ascendir.interpreter.exec.scalar_codegen import generated
 
 MAX_NEST = 12  # scf.for / scf.if nested in one generated function (CPython: at most 20 loops)
 
@@ -35,7 +35,7 @@ class DataCodegen:
         # F.ctl (the race check's control decisions) is set for the whole data walk (_data_walk)
         lines = ["ctl = F.ctl"]
         self._data_lines(block, env, lines, {}, 0, [0])
-        return _generated("def run() -> None:", lines, env, "run")
+        return generated("def run() -> None:", lines, env, "run")
 
     def _data_lines(self, block: Block, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
         """Append the code of the ops of `block` (but its scf.yield) at nesting `nest`; `local`: slot

@@ -22,7 +22,7 @@ from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.walk import Subview
 from ascendir.interpreter.exec.common import Closure, np_dtype, zero_view
 from ascendir.interpreter.exec.wide import storage_dtype
-from ascendir.interpreter.exec.scalar_codegen import _generated
+from ascendir.interpreter.exec.scalar_codegen import generated
 
 MEMO_VIEWS = 4096  # views a data walk's subview remembers per source (`_subview_memo`)
 
@@ -214,7 +214,7 @@ class MemrefOps:
         if charge is not None:
             lines.append("charge()")
         head = f"def make({', '.join(args)}):\n    def run() -> None:"
-        make = _generated(head, ["    " + x for x in lines] + ["return run"], {"_oob": _out_of_bounds}, "make")
+        make = generated(head, ["    " + x for x in lines] + ["return run"], {"_oob": _out_of_bounds}, "make")
         return make(**args)
 
     def _subview_memo(self, run: Closure, src: int, out: int, dims: list) -> Closure:

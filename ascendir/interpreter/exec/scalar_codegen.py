@@ -14,7 +14,7 @@ from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
 from ascendir.interpreter.exec.common import Closure
 
 # generated source of a scalar run, its slots renumbered (`_slot`) -> the code object of its
-# function (`_generated`; runs of one shape share it across kernels and modules)
+# function (`generated`; runs of one shape share it across kernels and modules)
 _RUN_CODE: dict[str, CodeType] = {}
 # a source's k-th distinct slot is written as the constant _SLOT_BASE + k (no slot is that large)
 _SLOT_BASE = 1 << 48
@@ -52,9 +52,11 @@ def _slot(slots: dict[int, int] | None, s: int) -> str:
     return f"R[{_SLOT_BASE + slots.setdefault(s, len(slots))}]"
 
 
-def _generated(head: str, lines: list[str], env: dict, name: str, slots: dict[int, int] | None = None):
+def generated(head: str, lines: list[str], env: dict, name: str, slots: dict[int, int] | None = None):
     """Function `name` defined by `head` and the body `lines`, with globals `env`; the lines
-    write slots as `_slot(slots, s)` (without `slots`: as they are).
+    write slots as `_slot(slots, s)` (without `slots`: as they are). The code generators of the
+    interpreter share it: scalar runs here, the data walk's blocks (data_codegen.py), numerics
+    subviews (memref_ops.py).
 
     Compiling costs far more than running (a layer's first run compiled ~1,100 sources, 0.3 s
     CPU), and most runs differ only in their slots: the source with renumbered slots is compiled
@@ -136,7 +138,7 @@ class ScalarCodegen:
             for s, n in sorted(counts.items()):
                 add = " + alu" * n
                 lines += [f"free[{s}] = free[{s}]{add}", f"busy[{s}] = busy[{s}]{add}"]
-        return _generated("def run() -> None:", lines, env, "run", slots)
+        return generated("def run() -> None:", lines, env, "run", slots)
 
     def _scalar_lines(self, ops: list[Operation], env: dict, lines: list[str], local: dict[int, str],
                       slots: dict[int, int] | None = None, store: bool = True, prefix: str = "") -> list[Operation]:
@@ -177,4 +179,4 @@ class ScalarCodegen:
         slots: dict[int, int] = {}
         self._scalar_lines(checked, env, lines, {iv: "x"}, slots, store=False)
         lines.append("return (" + "".join(f"v{i}, " for i in range(len(checked))) + ")")
-        return _generated("def tops(x):", lines, env, "tops", slots)
+        return generated("def tops(x):", lines, env, "tops", slots)
