@@ -19,8 +19,8 @@ def _never(*vals) -> None:
 @pytest.mark.parametrize("shape, strides", [((4, 6), (10, 1)), ((3, 5), (20, 2)), ((0, 6), (10, 1)), ((3, 0), (10, 1)),
                                             ((4, 6), (10,))])
 def test_a_recorded_load_spans_the_elements_extent_gives(shape, strides):
-    # the span a GM write is checked against (`CubeDeferral.gm`): 2-D tags written out, a tag
-    # of other strides (one here) through race.py's extent
+    # the span a GM write is checked against (`CubeDeferral.gm`): race.py's extent of the tag,
+    # empty rows or columns and a tag of other strides (one here) included
     gm = np.zeros(400, np.float16)
     s = gm[: shape[0] * shape[1]].reshape(shape)
     d = np.zeros(shape, np.float32)

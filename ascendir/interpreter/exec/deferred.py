@@ -176,31 +176,21 @@ class CubeDeferral:
 
         def load(s: np.ndarray, d: np.ndarray) -> None:
             ts, td = tags[i_s], tags[i_d]
-            if td is not None and td[2][1] == 1:
-                sh, dh = s.shape, d.shape
-                if len(sh) == 2 and len(dh) == 2:
-                    self._put(td, d, sem, s, ((0, dh[1], s, ts),), (td[1], dh, td[2]))
-                    if ts is None:
-                        self.gm[_UNKNOWN] = None
-                        return
-                    st = ts[2]
-                    if len(st) == 2:  # [a, b]: the elements s reads (race.py `extent`, written out)
-                        a = b = ts[1]
-                        if sh[0] and sh[1]:
-                            b += (sh[0] - 1) * st[0] + (sh[1] - 1) * st[1]
-                        else:
-                            b -= 1
-                    else:
-                        a, b = extent(ts, sh)
-                    span = self.gm.get(ts[0])
-                    if span is None:
-                        self.gm[ts[0]] = [a, b]
-                    else:
-                        if a < span[0]:
-                            span[0] = a
-                        if b > span[1]:
-                            span[1] = b
+            if td is not None and s.ndim == 2 and d.ndim == 2 and td[2][1] == 1:
+                self._put(td, d, sem, s, ((0, d.shape[1], s, ts),))
+                if ts is None:
+                    self.gm[_UNKNOWN] = None
                     return
+                a, b = extent(ts, s.shape)
+                span = self.gm.get(ts[0])
+                if span is None:
+                    self.gm[ts[0]] = [a, b]
+                else:
+                    if a < span[0]:
+                        span[0] = a
+                    if b > span[1]:
+                        span[1] = b
+                return
             generic(s, d)
 
         return load
@@ -231,11 +221,7 @@ class CubeDeferral:
                     for e in got.values():
                         r0, c0, rows, cols, _ = e[4]
                         if e[3] is not None and r0 <= i0 and i0 + h <= r0 + rows and c0 <= j0 and j0 + w <= c0 + cols:
-                            _, _, g, gt = e[3][0]  # (`_cut`, written out: the common case)
-                            a, b = i0 - r0, j0 - c0
-                            if gt is not None:
-                                gt = (gt[0], gt[1] + a * gt[2][0] + b * gt[2][1], gt[2])
-                            pieces = ((0, w, g[a: a + h, b: b + w], gt),)
+                            pieces = ((0, w, *_cut(e, i0, h, j0, j0 + w)),)
                             self._put(td, d, fill, pieces, pieces, key)
                             return
                     pieces = []
