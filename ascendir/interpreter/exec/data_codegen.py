@@ -82,8 +82,7 @@ class DataCodegen:
         n[0] += 1
 
         def val(v) -> str:
-            s = self.slot(v)
-            return local.get(s, f"R[{s}]")
+            return _value(local, self.slot(v))
 
         body = op.body.block
         iv = self.slot(body.args[0])
@@ -110,8 +109,7 @@ class DataCodegen:
         pad = "    " * nest
         k = n[0]
         n[0] += 1
-        s = self.slot(op.cond)
-        lines.append(f"{pad}b{k} = {local.get(s, f'R[{s}]')}")
+        lines.append(f"{pad}b{k} = {_value(local, self.slot(op.cond))}")
         lines.append(f"{pad}if ctl is not None:")
         lines.append(f"{pad}    ctl.decide(bool(b{k}))")
         results = [self.slot(r) for r in op.results]
@@ -127,6 +125,11 @@ class DataCodegen:
                     lines.append(f"{pad}    {_assign(pairs)}")
             if len(lines) == start:
                 lines.append(f"{pad}    pass")
+
+
+def _value(local: dict[int, str], s: int) -> str:
+    """The expression of slot `s`'s value: the local holding it, else the slot."""
+    return local.get(s, f"R[{s}]")
 
 
 def _assign(pairs: list[tuple[int, int]]) -> str:
