@@ -16,8 +16,10 @@ from __future__ import annotations
 from xdsl.dialects import scf
 from xdsl.ir import Block
 
+from ascendir.dialects import ascend
 from ascendir.dialects.ir_checks import loop_range
 from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.exec.data_loop_memo import DataLoopMemo, plan
 from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
 from ascendir.interpreter.exec.scalar_codegen import generated
 
@@ -76,7 +78,8 @@ class DataCodegen:
     def _data_for(self, op: scf.ForOp, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
         """scf.for: its range (loop_range's errors), its trip count decided, then the iterations:
         the induction variable and the carried values in their slots, the body, the yielded
-        values carried (all read before any is written)."""
+        values carried (all read before any is written). A deferred kernel's K loop runs through
+        its memo (data_loop_memo.py): a stored execution applied, else the loop run and stored."""
         pad = "    " * nest
         k = n[0]
         n[0] += 1
@@ -92,10 +95,21 @@ class DataCodegen:
         lines.append(f"{pad}    ctl.decide(len(r{k}))")
         for c, v in zip(carried, op.iter_args):
             lines.append(f"{pad}R[{c}] = {val(v)}")
-        lines.append(f"{pad}for i{k} in r{k}:")
-        lines.append(f"{pad}    R[{iv}] = i{k}")
+        memo = self._data_memo(op, nest)
+        fpad, fnest = pad, nest
+        if memo is not None:  # (data_loop_memo.py: a stored execution applied, else the loop run and stored)
+            env[f"M{k}"] = memo
+            lines.append(f"{pad}if not M{k}.replay():")
+            lines.append(f"{pad}    t{k} = M{k}.start()")
+            fpad, fnest = pad + "    ", nest + 1
+            self._memo_open = True
+        lines.append(f"{fpad}for i{k} in r{k}:")
+        lines.append(f"{fpad}    R[{iv}] = i{k}")
         local[iv] = f"i{k}"
-        self._data_lines(body, env, lines, local, nest + 1, n)
+        self._data_lines(body, env, lines, local, fnest + 1, n)
+        if memo is not None:
+            self._memo_open = False
+            lines.append(f"{pad}    M{k}.stop(t{k})")
         if carried:
             ys = [self.slot(v) for v in body.last_op.operands] if isinstance(body.last_op, scf.YieldOp) else []
             pairs = list(zip(carried, ys))
@@ -103,6 +117,18 @@ class DataCodegen:
                 lines.append(f"{pad}    {_assign(pairs)}")
             for r, c in zip((self.slot(x) for x in op.results), carried):
                 lines.append(f"{pad}R[{r}] = R[{c}]")
+
+    def _data_memo(self, op: scf.ForOp, nest: int) -> DataLoopMemo | None:
+        """The memo of a K loop of a deferred kernel's data walk (data_loop_memo.py), None for any
+        other loop, for one nested in such a loop, and past MAX_NEST - 1 (it adds a block)."""
+        if self.F.cube is None or nest >= MAX_NEST - 1 or getattr(self, "_memo_open", False) or self.k.tree is None:
+            return None
+        planned = plan(op, self.k.tree)
+        if planned is None:
+            return None
+        chips = [self.slot(o.result) for o in self.k.tree.ops
+                 if type(o) is ascend.AllocOp and ascend.space_of(o.result.type).value != "gm"]
+        return DataLoopMemo(self.F, self.slot, planned, chips)
 
     def _data_if(self, op: scf.IfOp, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
         """scf.if: its branch decided, the branch's ops, its yielded values into the results."""

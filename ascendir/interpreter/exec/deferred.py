@@ -57,6 +57,7 @@ from xdsl.ir import Operation
 from ascendir.dialects import ascend
 from ascendir.interpreter.check.race import extent
 from ascendir.interpreter.exec.common import np_dtype
+from ascendir.interpreter.exec.semantics import never_read
 from ascendir.interpreter.exec.wide import F16, F32, storage_dtype
 
 # ascend ops besides tile ops that a deferred kernel may hold: none of them reads or writes data
@@ -80,7 +81,8 @@ class CubeDeferral:
     """The recorded cube data of one data walk (see the module doc); `tags` is the frame's
     address-tag list (Frame.gm_tags: root, element offset, element strides per slot)."""
 
-    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "grid_bytes", "gemms")
+    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "grid_bytes", "gemms", "effects",
+                 "watch", "log")
 
     def __init__(self, tags: list):
         self.tags = tags
@@ -102,11 +104,18 @@ class CubeDeferral:
         # for since GM under it last changed: their other super-tiles are computed at their first
         # tile (`_product`)
         self.gemms: set = set()
+        # for data_loop_memo.py: ops run on their data (`generic`) and reads of the records whose
+        # ids are in `watch` (those made before the loop it records), counted; the terms added to
+        # sums (`_add`), logged
+        self.effects = 0
+        self.watch: set | None = None
+        self.log: list | None = None
 
     def reset(self, shadows) -> None:
         """A block starts (fresh on-chip buffers): drop what is recorded (super-tile products
         stay: they are products of GM data, which blocks share)."""
         self.shadows = shadows
+        self.watch = self.log = None
         if self.copies or self.sums:
             self.copies.clear()
             self.sums.clear()
@@ -138,6 +147,7 @@ class CubeDeferral:
         writes_gm = spaces[out] == "gm"
 
         def generic(*vals) -> None:
+            self.effects += 1
             if self.copies or self.sums:
                 for j, s in zip(mems, slots):
                     t = tags[s]
@@ -160,6 +170,17 @@ class CubeDeferral:
             if writes_gm and self.spans:  # after the write: a flush above may have made a super-tile of the old data
                 self._written(vals[out])
 
+        if isinstance(op, ascend.CopyOp) and never_read(op.dest):  # (semantics.py: it writes no data)
+
+            def skip(*vals) -> None:
+                if self.copies or self.sums:
+                    for s in slots:
+                        t = tags[s]
+                        if t is not None and (t[0] in self.copies or t[0] in self.sums):
+                            generic(*vals)  # (what it would materialise first)
+                            return
+
+            return skip
         if isinstance(op, ascend.CopyOp) and not _flag(op.transpose) and not _flag(op.relu) and dts[0] == F16 == dts[1]:
             src, dst = spaces[0], spaces[1]
             if src == "gm" and dst == "l1" and storage_dtype(dst, F16) == F32:
@@ -221,6 +242,8 @@ class CubeDeferral:
                     for e in got.values():
                         r0, c0, rows, cols, _ = e[4]
                         if e[3] is not None and r0 <= i0 and i0 + h <= r0 + rows and c0 <= j0 and j0 + w <= c0 + cols:
+                            if self.watch is not None and id(e) in self.watch:
+                                self.effects += 1
                             pieces = ((0, w, *_cut(e, i0, h, j0, j0 + w)),)
                             self._put(td, d, fill, pieces, pieces, key)
                             return
@@ -229,6 +252,8 @@ class CubeDeferral:
                     for e in sorted(got.values(), key=_col) if len(got) > 1 else got.values():
                         r0, c0, rows, cols, _ = e[4]
                         if r0 <= i0 and i0 + h <= r0 + rows and c0 <= at < c0 + cols and e[3] is not None:
+                            if self.watch is not None and id(e) in self.watch:
+                                self.effects += 1
                             end = min(c0 + cols, j0 + w)
                             pieces.append((at - j0, end - at, *_cut(e, i0, h, at, end)))
                             at = end
@@ -293,13 +318,12 @@ class CubeDeferral:
                 pa = ga.get((ta[1], a.shape, ta[2])) if ga else None
                 pb = gb.get((tb[1], b.shape, tb[2])) if gb else None
                 if pa is not None and pb is not None and pa[3] is not None and pb[3] is not None and len(pa[3]) == 1:
+                    watch = self.watch
+                    if watch is not None and (id(pa) in watch or id(pb) in watch):
+                        self.effects += 1
                     _, _, va, sa = pa[3][0]
                     root = tc[0]
-                    got = self.sums.get(root)
-                    if got is None:
-                        got = self.sums[root] = {}
                     for c0, w, vb, sb in pb[3]:  # B's pieces side by side: C's columns over them
-                        term = (va, vb, sa, sb)
                         if len(pb[3]) == 1:
                             cv, t = c, tc
                             key = (t[1], cv.shape, t[2])
@@ -310,24 +334,35 @@ class CubeDeferral:
                                 t = (root, tc[1] + c0, tc[2])
                                 part = parts[(c0, w)] = (c, tc, cv, t, (t[1], cv.shape, t[2]))
                             _, _, cv, t, key = part
-                        cur = got.get(key)
-                        if cur is not None and not init:
-                            cur[2].append(term)
-                            continue
-                        box = _region(t, cv)
-                        if any(_meet(box, e[3]) for k, e in got.items() if k != key):
-                            if not init and _regroup(got, key, cv, box):  # the same sums over other column ranges
-                                got[key][2].append(term)
-                                continue
-                            self._flush_sums(root)  # another recorded region of the tile overlaps: write it first
-                            got = self.sums[root] = {}
-                        elif cur is not None:  # init on a region with a sum recorded: that sum is overwritten
-                            del got[key]
-                        got[key] = [not init, cv, [term], box]
+                        self._add(root, key, cv, t, (va, vb, sa, sb), init)
                     return
             generic(a, b, c)
 
         return mmad
+
+    def _add(self, root, key: tuple, cv: np.ndarray, t: tuple, term: tuple, init: bool) -> None:
+        """An mmad's `term` (A view, B view, their tags) into the sum of L0C region `cv` (of
+        buffer `root`, address tag `t`, region key `key`): a new sum when `init`, else added to
+        the region's (see `_mmad`). Logged in `log` while data_loop_memo.py records a loop."""
+        if self.log is not None:
+            self.log.append((root, key, cv, term, init))
+        got = self.sums.get(root)
+        if got is None:
+            got = self.sums[root] = {}
+        cur = got.get(key)
+        if cur is not None and not init:
+            cur[2].append(term)
+            return
+        box = _region(t, cv)
+        if any(_meet(box, e[3]) for k, e in got.items() if k != key):
+            if not init and _regroup(got, key, cv, box):  # the same sums over other column ranges
+                got[key][2].append(term)
+                return
+            self._flush_sums(root)  # another recorded region of the tile overlaps: write it first
+            got = self.sums[root] = {}
+        elif cur is not None:  # init on a region with a sum recorded: that sum is overwritten
+            del got[key]
+        got[key] = [not init, cv, [term], box]
 
     # -- materialising -----------------------------------------------------------------------
     def _wide(self, g: np.ndarray) -> np.ndarray:

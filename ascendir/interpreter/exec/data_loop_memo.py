@@ -1,0 +1,381 @@
+"""Whole executions of a deferred K loop reused by the data walk's later tiles.
+
+In the data walk of a kernel whose cube data is deferred (deferred.py), a GEMM tile's K loop
+(GM -> L1 copies, L1 -> L0A / L0B copies, mmads, flags) changes nothing but records: which GM
+box each on-chip region holds, which pairs of GM views each L0C region sums, which GM spans the
+records read. Every tile runs the same loop on other GM boxes, ~0.2 ms of Python per K step.
+`DataLoopMemo` keeps one execution of such a loop and applies it to the next ones: the copies'
+records the loop leaves and the terms its mmads add to sums, their GM views moved to the new
+tile's addresses and their on-chip views to the running block's buffers. The terms go through
+deferred.py's `_add` again, in their order, onto the sums the tile has then (the matmul
+template's first K step runs before the loop, by L0C column halves, and the loop's first mmad
+regroups those halves).
+
+When it is exact. Static (`plan`): the loop carries no values; every op in it is a scalar op,
+a subview, a flag, scf, an mmad or a copy GM -> L1, L1 -> L0A / L0B, or GM into a buffer no
+op reads (semantics.py `never_read`: the matmul's L2 prefetch); every GM copy reads a
+subview of a GM buffer defined outside the loop whose dynamic offsets are the loop's address
+values (loop_memo.memo_inputs: outside values used inside only as such offsets), and the copies
+of one buffer are offset alike. At run time, an execution applies when these are as when it was
+stored: every other outside value the loop reads (control values: scalars by value, buffers by
+address tag, shape and dtype), the flag queues' lengths (the data walk's flags carry no times),
+the copies' records on entry (per buffer: region keys, stale or not) and, while a block follows
+a race-checked block's decisions (race.py `decide`), that those decisions are the stored ones.
+Then the walk would run the same ops in the same order on views that differ only by address: GM
+views by the address values times the buffers' strides (one shift per buffer), on-chip views by
+the block's buffers. deferred.py's recording decides from regions of on-chip buffers and from
+relations between GM views of one buffer (equal, following each other), which a common shift
+keeps. So the copies' records it would leave are the stored ones so moved, and the terms it
+would add are the stored ones so moved. An execution is stored only when it ran without a race
+check or held pipe (`Frame.slow_path`), ran no op on its data (deferred.py `effects`: a
+fallback), read no copy's record made before it (`watch`: what it left is its own; a stale mark
+of an earlier record, which keeps that record's source, is refused too), kept its block's checked
+decisions, and when every view it left rebuilds from its tag exactly (data address, shape,
+strides and, for GM views, owner). tests/test_data_loop_memo.py compares outputs, reports and
+race verdicts with the walk that runs every op."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects import memref, scf
+from xdsl.ir import Operation
+
+from ascendir.dialects import ascend
+from ascendir.interpreter.accel.loop_memo import memo_inputs
+from ascendir.interpreter.exec.scalar import SCALAR_OPS
+from ascendir.interpreter.exec.semantics import never_read
+from ascendir.interpreter.exec.walk import OpTree
+
+VARIANTS = 4  # stored executions per loop (entry states, control values)
+_FLAGS = (ascend.SetFlagOp, ascend.WaitFlagOp)
+_MOVES = {("gm", "l1"), ("l1", "l0a"), ("l1", "l0b")}
+
+
+def plan(loop: scf.ForOp, tree: OpTree) -> tuple[list, list, list] | None:
+    """The static part of the module doc for `loop` (in a kernel whose ops are `tree`): None when
+    it does not hold, else (control values, address values, GM sources): source value -> [(dim,
+    index of the address value offsetting it)] as a list of pairs (source, dims)."""
+    if len(loop.body.block.args) != 1 or loop.results:
+        return None
+    ops = tree.walk(loop)
+    gm_copies = []
+    for o in ops[1:]:
+        t = type(o)
+        if t in SCALAR_OPS or t in (memref.SubviewOp, scf.ForOp, scf.IfOp, scf.YieldOp, ascend.MmadOp) or t in _FLAGS:
+            continue
+        if t is not ascend.CopyOp:
+            return None
+        spaces = (ascend.space_of(o.source.type).value, ascend.space_of(o.dest.type).value)
+        if spaces not in _MOVES and not (spaces[0] == "gm" != spaces[1] and never_read(o.dest)):
+            return None
+        if spaces[0] == "gm":
+            gm_copies.append(o)
+    if not gm_copies:
+        return None
+    ctrl, addr, copies = memo_inputs(loop, tree)
+    inside = {id(o) for o in ops}
+    sources: dict = {}
+    for o in gm_copies:
+        sv_op = o.source.owner
+        if type(sv_op) is not memref.SubviewOp or id(sv_op) not in inside:
+            return None
+        sv = tree.subview(sv_op)
+        src = sv.source
+        if isinstance(src.owner, Operation) and id(src.owner) in inside:
+            return None
+        dims = sorted(copies[o][1]) if o in copies else []
+        if sources.setdefault(src, dims) != dims:
+            return None  # (copies of one buffer offset otherwise: no common shift)
+    return ctrl, addr, list(sources.items())
+
+
+class _Stored:
+    """One stored execution: what keyed it, the address values it ran with and what it did."""
+
+    __slots__ = ("key", "addr", "copies", "adds", "span", "flags", "decisions", "gmlog")
+
+    def __init__(self, key, addr, copies, adds, span, flags, decisions, gmlog):
+        self.key, self.addr, self.copies, self.adds = key, addr, copies, adds
+        self.span, self.flags, self.decisions, self.gmlog = span, flags, decisions, gmlog
+
+
+class DataLoopMemo:
+    """The stored executions of one eligible loop of a data walk (module doc). `table` is
+    emptied when a data walk starts (Frame.memos): its views are of that launch's buffers.
+    Generated code (data_codegen.py) runs `replay()`, and the loop between `start()` and
+    `stop()` when it returns False."""
+
+    __slots__ = ("F", "ctrl", "addr", "sources", "chips", "table")
+
+    def __init__(self, F, slot, planned: tuple, chip_allocs: list[int]):
+        ctrl, addr, sources = planned
+        self.F = F
+        self.ctrl = [slot(v) for v in ctrl]
+        self.addr = [slot(v) for v in addr]
+        self.sources = [(slot(v), dims) for v, dims in sources]
+        self.chips = chip_allocs  # slots of the kernel's on-chip allocs (their root -> this block's buffer)
+        self.table: list[_Stored] = []
+        F.memos.append(self)
+
+    def _key(self) -> tuple | None:
+        """Control values (scalars by value, buffers by tag, shape and dtype), flag queue
+        lengths, the copies' records on entry (per buffer: region keys, stale or not), and
+        whether a race check follows the block; None when a buffer has no tag (nothing names it)."""
+        R, A, cube = self.F.values, self.F.gm_tags, self.F.cube
+        vals = []
+        for s in self.ctrl:
+            v = R[s]
+            if isinstance(v, np.ndarray):
+                if A[s] is None:
+                    return None
+                v = (A[s], v.shape, v.dtype)
+            vals.append(v)
+        shape = tuple((id(r), tuple((k, e[3] is None) for k, e in d.items())) for r, d in cube.copies.items())
+        return tuple(vals), tuple(map(len, self.F.flags.queues)), shape, self.F.ctl is None
+
+    def _bases(self, st: _Stored | None) -> dict | None:
+        """Buffer root -> (owner array, byte offset of the root's element 0 in it, shift in
+        elements): GM sources moved by the address values since `st` (None: not moved), this
+        block's on-chip buffers; None when the shifts of one GM buffer disagree."""
+        R, A = self.F.values, self.F.gm_tags
+        bases: dict = {}
+        for s, dims in self.sources:
+            tag, x = A[s], R[s]
+            if tag is None or not isinstance(x, np.ndarray) or _owner(x) is None:
+                return None
+            delta = 0 if st is None else sum(tag[2][d] * (R[self.addr[j]] - st.addr[j]) for d, j in dims)
+            b = (_owner(x), _offset(x) - tag[1] * x.itemsize, delta)
+            old = bases.setdefault(tag[0], b)
+            if old[2] != delta or old[0] is not b[0] or old[1] != b[1]:
+                return None
+        for s in self.chips:
+            tag, x = A[s], R[s]
+            if tag is not None and isinstance(x, np.ndarray) and _owner(x) is not None:
+                bases[tag[0]] = (_owner(x), _offset(x) - tag[1] * x.itemsize, 0)
+        return bases
+
+    # -- applying ---------------------------------------------------------------------------
+    def replay(self) -> bool:
+        """Apply a stored execution of the loop, as the module doc says when; False (nothing
+        changed) when none applies."""
+        F = self.F
+        cube = F.cube
+        if F.slow_path or not self.table or cube is None or cube.watch is not None:
+            return False
+        key = self._key()
+        if key is None:
+            return False
+        for st in self.table:
+            if st.key == key:
+                break
+        else:
+            return False
+        ctl = F.ctl
+        if ctl is not None:
+            ds, t, n = st.decisions, ctl.cheap_ctl, ctl.nctl
+            if ctl.cheap is None or ds is None or len(t) < n + len(ds) or any(t[n + j][0] != v for j, v in enumerate(ds)):
+                return False
+        bases = self._bases(st)
+        if bases is None:
+            return False
+        try:
+            copies, adds, span, gmlog = _rebuild(st, bases)
+        except (KeyError, TypeError, ValueError):  # a view outside its buffer: run the loop
+            return False
+        cube.copies.update(copies)
+        gm = cube.gm
+        for r, (lo, hi) in span.items():
+            got = gm.get(r)
+            if got is None:
+                gm[r] = [lo, hi]
+            else:
+                if lo < got[0]:
+                    got[0] = lo
+                if hi > got[1]:
+                    got[1] = hi
+        for q, (n0, n1) in zip(F.flags.queues, st.flags):
+            for _ in range(n0 - n1):
+                q.popleft()
+            for _ in range(n1 - n0):
+                q.append(0.0)
+        if ctl is not None:
+            ctl.nctl += len(st.decisions)
+            ctl.gmlog.extend(gmlog)
+        add = cube._add
+        for root, k, cv, term, init in adds:
+            add(root, k, cv, (root, k[0], k[2]), term, init)
+        return True
+
+    # -- storing ----------------------------------------------------------------------------
+    def start(self):
+        """Before running the loop: what `stop` needs to store its execution (None: it will not).
+        The deferral counts, in `effects`, every op run on its data and every read of a record
+        made before the loop (`watch`: their ids), and logs the terms added to sums (`log`)."""
+        F = self.F
+        cube = F.cube
+        if F.slow_path or cube is None or cube.watch is not None:
+            return None
+        ctl = F.ctl
+        key = self._key()
+        if key is None or (ctl is not None and ctl.cheap is None):
+            return None
+        # (the records are held until `stop`: a freed one's id could name a new one)
+        held = [e for d in cube.copies.values() for e in d.values()]
+        cube.watch = {id(e) for e in held}
+        cube.log = []
+        gm, cube.gm = cube.gm, {}  # (the loop's own spans, merged back by `stop`)
+        R = F.values
+        return (key, [R[s] for s in self.addr], held, gm, cube.effects,
+                None if ctl is None else (ctl.cheap, ctl.nctl, len(ctl.gmlog)))
+
+    def stop(self, token) -> None:
+        """After running the loop (from `start`'s token): store its execution when the module
+        doc allows."""
+        if token is None:
+            return
+        F = self.F
+        cube = F.cube
+        key, addr, held, gm, effects, ctl0 = token
+        entry, adds = cube.watch, cube.log
+        cube.watch = cube.log = None
+        span, cube.gm = cube.gm, gm
+        for r, s in span.items():
+            got = gm.get(r)
+            if s is None or got is None:  # (None: deferred.py's _UNKNOWN, a GM view without a tag)
+                gm[r] = s
+            else:
+                got[0], got[1] = min(got[0], s[0]), max(got[1], s[1])
+        if None in span.values() or F.slow_path or cube.effects != effects:
+            return
+        ctl = F.ctl
+        decisions = gmlog = None
+        if ctl0 is not None:
+            if ctl is None or ctl.cheap is not ctl0[0] or ctl.nctl < ctl0[1]:
+                return
+            decisions = [v for v, _ in ctl.cheap_ctl[ctl0[1]: ctl.nctl]]
+            gmlog = ctl.gmlog[ctl0[2]:]
+        # a buffer's records are all the loop's or all untouched; the loop's are of its own copies
+        # (`watch`), but a stale mark of an earlier record keeps that record's source
+        srcs = {id(e[1]) for e in held}
+        copies = {}
+        for r, d in cube.copies.items():
+            fresh = [id(e) not in entry for e in d.values()]
+            if all(fresh):
+                if any(e[3] is None and id(e[1]) in srcs for e in d.values()):
+                    return
+                copies[r] = dict(d)
+            elif any(fresh):
+                return
+        st = _Stored(key, addr, copies, adds, {r: tuple(s) for r, s in span.items()},
+                     tuple(zip(key[1], map(len, F.flags.queues))), decisions, gmlog)
+        bases = self._bases(None)
+        if bases is None or not _exact(st, bases):
+            return
+        if len(self.table) >= VARIANTS:
+            del self.table[0]
+        self.table.append(st)
+
+
+def _exact(st: _Stored, bases: dict) -> bool:
+    """Whether `st`'s views rebuild from their tags as they are (module doc)."""
+    try:
+        copies, adds, _, gmlog = _rebuild(st, bases)
+    except (KeyError, TypeError, ValueError):
+        return False
+    for r, d in st.copies.items():
+        for e, e2 in zip(d.values(), copies[r].values()):
+            if not (_same(e[1], e2[1]) and _same(e[2], e2[2], chip=True) and _same(e[3], e2[3])):
+                return False
+    for (_, _, cv, t, _), (_, _, cv2, u, _) in zip(st.adds, adds):
+        if not (_same(cv, cv2, chip=True) and _same(t[0], u[0]) and _same(t[1], u[1]) and t[2] == u[2] and t[3] == u[3]):
+            return False
+    return st.gmlog is None or gmlog == st.gmlog
+
+
+def _rebuild(st: _Stored, bases: dict) -> tuple[dict, list, dict, list | None]:
+    """`st`'s records and sums' terms with every view rebuilt from its tag in `bases` (root ->
+    (owner, byte offset of element 0, shift in elements)): (copies, terms added (root, region
+    key, L0C view, term, init), GM spans, race-check GM log)."""
+    memo: dict = {}
+
+    def gm(g, t):
+        if t is None:
+            raise KeyError(t)
+        got = memo.get(id(g))
+        if got is not None and got[2] is t:
+            return got[0], got[1]
+        o, base, delta = bases[t[0]]
+        isz = g.itemsize
+        nt = (t[0], t[1] + delta, t[2])
+        v = np.ndarray(g.shape, g.dtype, o, base + nt[1] * isz, tuple(x * isz for x in t[2]))
+        memo[id(g)] = (v, nt, t)
+        return v, nt
+
+    def pieces(p):
+        if p is None:
+            return None
+        got = memo.get(id(p))
+        if got is not None:
+            return got
+        out = tuple((c0, w, *gm(g, t)) for c0, w, g, t in p)
+        memo[id(p)] = out
+        return out
+
+    def chip(root, key, like):
+        got = memo.get((id(root), key))
+        if got is not None:
+            return got
+        o, base, _ = bases[root]
+        isz = like.itemsize
+        v = memo[(id(root), key)] = np.ndarray(key[1], like.dtype, o, base + key[0] * isz, tuple(x * isz for x in key[2]))
+        return v
+
+    copies = {}
+    for r, d in st.copies.items():
+        nd = {}
+        for k, (fn, src, dst, p, box) in d.items():
+            np_ = pieces(p)
+            if type(src) is tuple:
+                src2 = pieces(src)
+            else:  # a GM load's view: its tag is its piece's
+                src2 = gm(src, p[0][3] if p is not None else None)[0]
+            nd[k] = (fn, src2, chip(r, k, dst), np_, box)
+        copies[r] = nd
+    adds = []
+    for r, k, cv, (va, vb, sa, sb), init in st.adds:
+        a, ta = gm(va, sa)
+        b, tb = gm(vb, sb)
+        adds.append((r, k, chip(r, k, cv), (a, b, ta, tb), init))
+    span = {}
+    for r, (lo, hi) in st.span.items():
+        delta = bases[r][2]
+        span[r] = (lo + delta, hi + delta)
+    gmlog = None
+    if st.gmlog is not None:
+        gmlog = [[((t[0], t[1] + bases[t[0]][2], t[2]), shape, w) for t, shape, w in acc] for acc in st.gmlog]
+    return copies, adds, span, gmlog
+
+
+def _owner(x: np.ndarray):
+    """The array owning `x`'s memory when it is a C-contiguous ndarray, else None."""
+    o = x if x.base is None else x.base
+    return o if type(o) is np.ndarray and o.flags.c_contiguous else None
+
+
+def _offset(x: np.ndarray) -> int:
+    """Byte offset of `x`'s first element in its owner's memory."""
+    o = _owner(x)
+    return x.__array_interface__["data"][0] - o.__array_interface__["data"][0]
+
+
+def _same(a, b, chip: bool = False) -> bool:
+    """Whether two record fields (views, pieces tuples or None) are the same views: data
+    address, shape, strides, dtype and, but for on-chip views (`chip`: deferred.py asks GM views
+    alone for their owner), owner."""
+    if a is None or b is None:
+        return a is b
+    if type(a) is tuple:
+        return type(b) is tuple and len(a) == len(b) and all(
+            x[0] == y[0] and x[1] == y[1] and _same(x[2], y[2]) and x[3] == y[3] for x, y in zip(a, b))
+    return (type(b) is np.ndarray and a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+            and (chip or a.base is b.base) and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])

@@ -1,0 +1,192 @@
+"""The data walk's K-loop memo (interpreter/exec/data_loop_memo.py): stored executions of a
+deferred GEMM's K loop applied to later tiles give the outputs, report and race verdicts of
+running every loop, bit for bit, and loops the module doc does not allow are not stored."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.dialects import scf
+
+from ascendir.errors import AscendirError
+from ascendir.hardware import load_target
+from ascendir.interpreter import simulate
+from ascendir.interpreter.exec import data_loop_memo
+from ascendir.interpreter.exec.walk import OpTree
+from ascendir.interpreter.testing import matmul_ir, parse
+
+HW = load_target("ascend910b2")
+
+
+def _counted(monkeypatch, on: bool) -> dict:
+    """Counts of replayed and run executions of memoised loops; `on` False: none replayed."""
+    n = {"replayed": 0, "ran": 0}
+    orig = data_loop_memo.DataLoopMemo.replay
+
+    def replay(self):
+        got = on and orig(self)
+        n["replayed" if got else "ran"] += 1
+        return got
+
+    monkeypatch.setattr(data_loop_memo.DataLoopMemo, "replay", replay)
+    return n
+
+
+def _both(monkeypatch, run) -> tuple:
+    """run() with the memo and without it: (with, without, counts with)."""
+    counts = _counted(monkeypatch, True)
+    new = run()
+    _counted(monkeypatch, False)
+    old = run()
+    return new, old, counts
+
+
+def _template_gemm(m, k, n, tiling):
+    from lowering_harness import lower_text, rand
+    from test_lowering_matmul import _tiled, matmul_text
+
+    module = lower_text(_tiled(matmul_text((m, k), (k, n), (m, n), "f16"), tiling))
+    return module, {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16, seed=1)}
+
+
+@pytest.mark.parametrize("m, k, n, tiling, replays", [
+    # the template's first and last L1 chunks by L0C column halves (the loop's first mmad regroups
+    # the halves the peeled first chunk left), double-buffered L1; edge tiles in M and N
+    (384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1", True),
+    (330, 640, 1400, "m=64,n=128,k=32,l1_depth=3,split_k=1,swizzle=1", True),
+    # B prefetched into a UB no op reads (semantics.py never_read) by the AIVs of a mix kernel;
+    # this K loop reads the block index and the tile's row (a control value there): executions
+    # are stored, and none applies to another
+    (320, 832, 1280, "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1,prefetch=1", False),
+])
+@pytest.mark.parametrize("races", [True, False])
+def test_gemm_k_loops_replayed_bit_for_bit(monkeypatch, m, k, n, tiling, replays, races):
+    # races: the blocks after the checked one follow its decisions (race.py `decide`, `gmlog`),
+    # which a replay hands over; without the race check nobody asks
+    module, feeds = _template_gemm(m, k, n, tiling)
+    new, old, counts = _both(monkeypatch, lambda: simulate(module, None, feeds, HW, check_races=races))
+    assert (counts["replayed"] > counts["ran"] > 0) if replays else counts["ran"] > 0, counts
+    assert new.report == old.report
+    (name,) = new.outputs
+    assert np.array_equal(new.outputs[name], old.outputs[name])
+
+
+@pytest.mark.sampled
+def test_decoder_layer_gemms_replayed_bit_for_bit(monkeypatch):
+    # benchmarks/fusion.py's decoder layer, lowered at -O2, at sizes where blocks take several
+    # tiles: fused norm + QKV, O with its epilogue, the fused gate / up GEMM (both weights side by
+    # side in one L1 buffer: B's pieces), down with its tail split over K
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import fusion
+    import interpreter_speed
+    import numerics_speed
+
+    for name, v in (("H", 1024), ("HEADS", 8), ("D", 128), ("MLP", 2816)):
+        monkeypatch.setattr(fusion, name, v)
+    module, _ = interpreter_speed.lowered(fusion.layer_ir(256, 256), HW)
+    weights = numerics_speed.random_weights(module)
+    x = np.random.default_rng(3).standard_normal((1, 256, 1024)).astype(np.float16)
+    new, old, counts = _both(monkeypatch, lambda: simulate(module, weights, {"arg0": x}, HW))
+    assert counts["replayed"] > counts["ran"] > 0, counts
+    assert new.report == old.report
+    assert np.array_equal(new.outputs["out0"], old.outputs["out0"])
+
+
+def test_a_race_is_still_caught(monkeypatch):
+    # the mmad no longer waits for the MTE1 copy into L0A: the checked block raises before any
+    # loop is stored (test_deferred_cube's race)
+    from test_interpreter_race import _drop
+
+    text = _drop(matmul_ir(256, 256, 512, block_dim=2), "ascend.wait_flag MTE1 -> M, 0")
+    rng = np.random.default_rng(0)
+    feeds = {"a": rng.standard_normal((256, 512)).astype(np.float16), "b": rng.standard_normal((512, 256)).astype(np.float16)}
+    _counted(monkeypatch, True)
+    with pytest.raises(AscendirError, match=r"race in kernel @matmul .*l0a buffer .*ascend.copy on MTE1 and ascend.mmad on M"):
+        simulate(parse(text), None, feeds, HW)
+
+
+def _loops(module) -> list[tuple[scf.ForOp, OpTree]]:
+    kernel = next(o for o in module.walk() if o.name == "ascend.kernel")
+    tree = OpTree(kernel)
+    return [(o, tree) for o in tree.ops if isinstance(o, scf.ForOp)]
+
+
+def test_plan_takes_k_loops_only():
+    # the K loop (GM -> L1, L1 -> L0, mmad) is planned; the tile loop around it reads L0C (FixPipe)
+    # and the inner L1 -> L0 loops copy no GM
+    module, _ = _template_gemm(384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1")
+    planned = [(loop, data_loop_memo.plan(loop, tree)) for loop, tree in _loops(module)]
+    k_loops = [(loop, p) for loop, p in planned if p is not None]
+    assert k_loops and len(k_loops) < len(planned)
+    for loop, (ctrl, addr, sources) in k_loops:
+        assert addr and sources  # the tile's row and column move its GM boxes
+        names = {o.name for o in loop.walk()}
+        assert "ascend.mmad" in names and not any(n.startswith("ascend.v") for n in names)
+
+
+def test_plan_refuses_copies_of_one_buffer_offset_otherwise():
+    # a second GM copy of a buffer the loop reads, offset by the loop's lower bound (a control
+    # value) instead of the address value: no common shift for that buffer's views
+    from xdsl.dialects import memref
+
+    module, _ = _template_gemm(384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1")
+    loop, tree = next((lp, t) for lp, t in _loops(module) if data_loop_memo.plan(lp, t) is not None)
+    addr = data_loop_memo.plan(loop, tree)[1]
+    sv = next(o for o in loop.walk() if isinstance(o, memref.SubviewOp) and any(v in addr for v in o.offsets))
+    copy = next(u.operation for u in sv.result.uses if u.operation.name == "ascend.copy")
+    fixed, again = sv.clone(), copy.clone()
+    sv.parent.insert_op_after(fixed, sv)
+    copy.parent.insert_op_after(again, copy)
+    fixed.operands = [loop.lb if v in addr else v for v in fixed.operands]
+    again.operands = [fixed.result, *again.operands[1:]]
+    kernel = next(o for o in module.walk() if o.name == "ascend.kernel")
+    assert data_loop_memo.plan(loop, OpTree(kernel)) is None
+    fixed.operands = list(sv.operands)  # the same offsets again: planned
+    assert data_loop_memo.plan(loop, OpTree(kernel)) is not None
+
+
+def _small_gemm_feeds() -> dict:
+    # (matmul_ir(512, 512, 512, block_dim=2): 16 tiles of 128 x 128, 8 per block)
+    rng = np.random.default_rng(5)
+    return {"a": rng.standard_normal((512, 512)).astype(np.float16), "b": rng.standard_normal((512, 512)).astype(np.float16)}
+
+
+@pytest.mark.parametrize("races", [True, False])
+def test_flags_a_replay_sets_are_there_after_it(monkeypatch, races):
+    # each even K step sets MTE2 -> MTE1 event 3 once more; two waits after the K loop take those
+    # sets: a replay that left its sets out would hold MTE1 there to the block's end (a deadlock)
+    text = matmul_ir(512, 512, 512, block_dim=2)
+    wait = "          ascend.wait_flag MTE2 -> MTE1, 0\n"
+    assert text.count(wait) == 1
+    text = text.replace(wait, wait + "          ascend.set_flag MTE2 -> MTE1, 3\n")
+    after = "      ascend.set_flag M -> FIX, 0\n"
+    text = text.replace(after, "      ascend.wait_flag MTE2 -> MTE1, 3\n      ascend.wait_flag MTE2 -> MTE1, 3\n" + after)
+    module, feeds = parse(text), _small_gemm_feeds()
+    new, old, counts = _both(monkeypatch, lambda: simulate(module, None, feeds, HW, check_races=races))
+    assert counts["replayed"] > 0, counts
+    assert new.report == old.report
+    assert np.array_equal(new.outputs["c"], old.outputs["c"])
+
+
+def test_a_loop_reading_a_record_made_before_it_is_not_stored(monkeypatch):
+    # the even K steps take B from an L1 buffer loaded once per block, before the tile loop, from a
+    # fixed GM box: what the loop leaves is not its own (deferred.py `watch`), and a stored
+    # execution moved to the next tile would move that box with the tile's column
+    text = matmul_ir(512, 512, 512, block_dim=2)
+    alloc = "    %l0c = ascend.alloc : memref<128x128xf32, #ascend<space l0c>>\n"
+    gm = "memref<512x512xf16, #ascend<space gm>>"
+    box = "memref<128x128xf16, strided<[512, 1]>, #ascend<space gm>>"
+    text = text.replace(alloc, alloc + (
+        "    %l1x = ascend.alloc : memref<128x128xf16, #ascend<space l1>>\n"
+        f"    %bx = memref.subview %b[0, 0] [128, 128] [1, 1] : {gm} to {box}\n"
+        f"    ascend.copy %bx, %l1x {{layout = #ascend.layout<nd2nz>}} : {box}, memref<128x128xf16, #ascend<space l1>>\n"))
+    move = "%bsl00 = memref.subview %l1b0[%kk, 0]"
+    assert text.count(move) == 1
+    text = text.replace(move, "%bsl00 = memref.subview %l1x[%kk, 0]")
+    module, feeds = parse(text), _small_gemm_feeds()
+    new, old, counts = _both(monkeypatch, lambda: simulate(module, None, feeds, HW, check_races=False))
+    assert counts["replayed"] == 0 < counts["ran"], counts
+    assert np.array_equal(new.outputs["c"], old.outputs["c"])
