@@ -99,6 +99,21 @@ class _Stored:
         self.span, self.flags, self.decisions, self.gmlog = span, flags, decisions, gmlog
 
 
+class _Table(list):
+    """Stored executions, and the GM views replays built (`views`: (root, element offset,
+    strides, shape, dtype) -> (view, tag)): a GEMM's tiles share their A rows and B columns, so
+    most of a replay's views were built by an earlier one. Both are of one data walk's buffers:
+    emptied together (`clear`, at each walk's start)."""
+
+    def __init__(self):
+        super().__init__()
+        self.views: dict = {}
+
+    def clear(self) -> None:
+        super().clear()
+        self.views.clear()
+
+
 class DataLoopMemo:
     """The stored executions of one eligible loop of a data walk (module doc). `table` is
     emptied when a data walk starts (Frame.memos): its views are of that launch's buffers.
@@ -114,7 +129,7 @@ class DataLoopMemo:
         self.addr = [slot(v) for v in addr]
         self.sources = [(slot(v), dims) for v, dims in sources]
         self.chips = chip_allocs  # slots of the kernel's on-chip allocs (their root -> this block's buffer)
-        self.table: list[_Stored] = []
+        self.table = _Table()
         F.memos.append(self)
 
     def _key(self) -> tuple | None:
@@ -179,7 +194,7 @@ class DataLoopMemo:
         if bases is None:
             return False
         try:
-            copies, adds, span, gmlog = _rebuild(st, bases)
+            copies, adds, span, gmlog = _rebuild(st, bases, self.table.views)
         except (KeyError, TypeError, ValueError):  # a view outside its buffer: run the loop
             return False
         cube.copies.update(copies)
@@ -279,7 +294,7 @@ class DataLoopMemo:
 def _exact(st: _Stored, bases: dict) -> bool:
     """Whether `st`'s views rebuild from their tags as they are (module doc)."""
     try:
-        copies, adds, _, gmlog = _rebuild(st, bases)
+        copies, adds, _, gmlog = _rebuild(st, bases, {})
     except (KeyError, TypeError, ValueError):
         return False
     for r, d in st.copies.items():
@@ -292,24 +307,24 @@ def _exact(st: _Stored, bases: dict) -> bool:
     return st.gmlog is None or gmlog == st.gmlog
 
 
-def _rebuild(st: _Stored, bases: dict) -> tuple[dict, list, dict, list | None]:
+def _rebuild(st: _Stored, bases: dict, views: dict) -> tuple[dict, list, dict, list | None]:
     """`st`'s records and sums' terms with every view rebuilt from its tag in `bases` (root ->
-    (owner, byte offset of element 0, shift in elements)): (copies, terms added (root, region
-    key, L0C view, term, init), GM spans, race-check GM log)."""
+    (owner, byte offset of element 0, shift in elements); GM views built before in `views`, see
+    `_Table`): (copies, terms added (root, region key, L0C view, term, init), GM spans,
+    race-check GM log)."""
     memo: dict = {}
 
     def gm(g, t):
         if t is None:
             raise KeyError(t)
-        got = memo.get(id(g))
-        if got is not None and got[2] is t:
-            return got[0], got[1]
         o, base, delta = bases[t[0]]
-        isz = g.itemsize
-        nt = (t[0], t[1] + delta, t[2])
-        v = np.ndarray(g.shape, g.dtype, o, base + nt[1] * isz, tuple(x * isz for x in t[2]))
-        memo[id(g)] = (v, nt, t)
-        return v, nt
+        k = (t[0], t[1] + delta, t[2], g.shape, g.dtype)
+        got = views.get(k)
+        if got is None:
+            isz = g.itemsize
+            nt = (t[0], k[1], t[2])
+            got = views[k] = (np.ndarray(g.shape, g.dtype, o, base + nt[1] * isz, tuple(x * isz for x in t[2])), nt)
+        return got
 
     def pieces(p):
         if p is None:
