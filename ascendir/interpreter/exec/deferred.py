@@ -36,6 +36,10 @@ never read and is dropped. A kernel with scalar loads or stores (memref.load / m
 or ops outside the tile ops, scf, arith, views, flags and barriers is not deferred at all
 (`eligible`).
 
+A GEMM tile's K loop, which records only, is applied to later tiles from a stored execution
+(data_loop_memo.py): this module counts what would make that inexact (`effects`, `watch`) and
+logs the terms it adds to sums (`_add`, `log`).
+
 Results: copies move the same values; a sum differs from the mmad-by-mmad result only by the
 order of its fp32 additions. Both are fp32 evaluations of the same sum of K products of exact
 operands, each within gamma_K * sum_k |a_ik b_kj| of the exact sum (gamma_K = K u / (1 - K u),
