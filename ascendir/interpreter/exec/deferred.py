@@ -548,7 +548,7 @@ def _regroup(got: dict, key: tuple, cv: np.ndarray, box: tuple) -> bool:
         del got[k]
         for a, b in ((eb[1], c0), (c0, c0 + cols), (c0 + cols, eb[1] + eb[3])):
             if a < b:
-                part = [_columns(t, a - eb[1], b - eb[1]) for t in terms]
+                part = _columns(terms, a - eb[1], b - eb[1])
                 if a == c0:
                     got[key] = [acc, cv, part, box]
                 else:
@@ -575,11 +575,10 @@ def _regroup(got: dict, key: tuple, cv: np.ndarray, box: tuple) -> bool:
     return True
 
 
-def _columns(term: tuple, a: int, b: int) -> tuple:
-    """A recorded sum's term (A view, B view, their address tags) for the columns [a, b) of its
-    region: B's columns there (none beyond B's view: zero padding)."""
-    va, vb, sa, sb = term
-    return va, vb[:, a: b], sa, None if sb is None else (sb[0], sb[1] + a * sb[2][1], sb[2])
+def _columns(terms: list, a: int, b: int) -> list:
+    """A recorded sum's terms (A view, B view, their address tags each) for the columns [a, b) of
+    its region: B's columns there (none beyond B's view: zero padding)."""
+    return [(va, vb[:, a: b], sa, None if sb is None else (sb[0], sb[1] + a * sb[2][1], sb[2])) for va, vb, sa, sb in terms]
 
 
 def _beside(t: tuple, width: int, u: tuple) -> tuple | None:
