@@ -528,24 +528,31 @@ def _runs(terms: list) -> list[tuple[np.ndarray, np.ndarray]]:
     i, n_terms = 0, len(terms)
     while i < n_terms:
         ga, gb, pa, pb = terms[i]
-        m, n = ga.shape[0], gb.shape[1]
-        k = min(ga.shape[1], gb.shape[0])
-        full = k == ga.shape[1] == gb.shape[0]
+        m, ka = ga.shape
+        kb, n = gb.shape
+        k = min(ka, kb)
         oa, ob = _owner(ga), _owner(gb)
-        if pa is None or pb is None or ga.strides[1] != pa[2][1] * ga.itemsize or gb.strides[0] != pb[2][0] * gb.itemsize:
-            oa = None  # (tags and views disagree: no merging)
         j = i + 1
-        # (tags: root, element offset, element strides; the next slices start k elements on along K)
-        while full and oa is not None and ob is not None and pa is not None and pb is not None and j < n_terms:
-            ha, hb, qa, qb = terms[j]
-            if not (qa is not None and qb is not None and ha.base is oa and hb.base is ob and qa[0] == pa[0] and qb[0] == pb[0]
-                    and qa[2] == pa[2] and qb[2] == pb[2] and ha.shape[0] == m and hb.shape[1] == n
-                    and qa[1] == pa[1] + k * pa[2][1] and qb[1] == pb[1] + k * pb[2][0]):
-                break
-            kj = min(ha.shape[1], hb.shape[0])
-            full = kj == ha.shape[1] == hb.shape[0]
-            k += kj
-            j += 1
+        # (tags: root, element offset, element strides; the next slices start k elements on along
+        # K: their tags are those of this run's first slices moved on, compared whole)
+        if (k == ka == kb and oa is not None and ob is not None and pa is not None and pb is not None
+                and ga.strides[1] == pa[2][1] * ga.itemsize and gb.strides[0] == pb[2][0] * gb.itemsize):
+            ra, a0, sta = pa
+            rb, b0, stb = pb
+            da, db = sta[1], stb[0]
+            while j < n_terms:
+                ha, hb, qa, qb = terms[j]
+                if ha.base is not oa or hb.base is not ob or qa != (ra, a0 + k * da, sta) or qb != (rb, b0 + k * db, stb):
+                    break
+                hm, hka = ha.shape
+                hkb, hn = hb.shape
+                if hm != m or hn != n:
+                    break
+                j += 1
+                if hka != hkb:
+                    k += min(hka, hkb)
+                    break  # (a slice padded along K ends its run)
+                k += hka
         if j > i + 1:  # the run's slices as one view each (inside the buffers: the terms' views tile them)
             ga = np.ndarray((m, k), ga.dtype, oa, _addr(ga) - _addr(oa), ga.strides)
             gb = np.ndarray((k, n), gb.dtype, ob, _addr(gb) - _addr(ob), gb.strides)
@@ -580,7 +587,7 @@ def _regroup(got: dict, key: tuple, cv: np.ndarray, box: tuple) -> bool:
         del got[k]
         for a, b in ((eb[1], c0), (c0, c0 + cols), (c0 + cols, eb[1] + eb[3])):
             if a < b:
-                part = [_columns(t, a - eb[1], b - eb[1]) for t in terms]
+                part = _columns(terms, a - eb[1], b - eb[1])
                 if a == c0:
                     got[key] = [acc, cv, part, box]
                 else:
@@ -607,11 +614,10 @@ def _regroup(got: dict, key: tuple, cv: np.ndarray, box: tuple) -> bool:
     return True
 
 
-def _columns(term: tuple, a: int, b: int) -> tuple:
-    """A recorded sum's term (A view, B view, their address tags) for the columns [a, b) of its
-    region: B's columns there (none beyond B's view: zero padding)."""
-    va, vb, sa, sb = term
-    return va, vb[:, a: b], sa, None if sb is None else (sb[0], sb[1] + a * sb[2][1], sb[2])
+def _columns(terms: list, a: int, b: int) -> list:
+    """A recorded sum's terms (A view, B view, their address tags each) for the columns [a, b) of
+    its region: B's columns there (none beyond B's view: zero padding)."""
+    return [(va, vb[:, a: b], sa, None if sb is None else (sb[0], sb[1] + a * sb[2][1], sb[2])) for va, vb, sa, sb in terms]
 
 
 def _beside(t: tuple, width: int, u: tuple) -> tuple | None:
