@@ -113,9 +113,11 @@ class CubeDeferral:
             self.gm.clear()
 
     def drop(self) -> None:
-        """The data walk ends: drop everything (the host may write GM before the next)."""
+        """The data walk ends: drop everything (the host may write GM before the next), the
+        addresses of the walk's views (`_addr`) with it."""
         self.reset(None)
         self._forget()
+        _ADDRS.clear()
 
     def _forget(self) -> None:
         self.grids.clear()
@@ -720,4 +722,20 @@ def _owner(v: np.ndarray) -> np.ndarray | None:
 
 
 def _addr(v: np.ndarray) -> int:
-    return v.__array_interface__["data"][0]
+    """The address (bytes) of view `v`'s first element, kept per array object while a data walk
+    runs (`_ADDRS`): __array_interface__ describes the whole view in a new dict (~7 us on the
+    benchmark machine of benchmarks/numerics_speed.py, ~24,000 calls in its 7B layer), and the
+    GM buffers and the A slices of a GEMM are asked for again and again. An ndarray's data
+    pointer never changes; the entry holds the array, so its id stays its own."""
+    got = _ADDRS.get(id(v))
+    if got is not None:  # (the entry holds its array: no other live array has its id)
+        return got[1]
+    a = v.__array_interface__["data"][0]
+    if len(_ADDRS) >= ADDRS:
+        _ADDRS.clear()
+    _ADDRS[id(v)] = (v, a)
+    return a
+
+
+ADDRS = 1 << 14  # arrays `_addr` remembers at most (it forgets all then; and when a data walk ends)
+_ADDRS: dict = {}  # id(array) -> (array, address)
