@@ -126,9 +126,11 @@ class CubeDeferral:
             self.gm.clear()
 
     def drop(self) -> None:
-        """The data walk ends: drop everything (the host may write GM before the next)."""
+        """The data walk ends: drop everything (the host may write GM before the next), the
+        addresses of the walk's views (`_addr`) with it."""
         self.reset(None)
         self._forget()
+        _ADDRS.clear()
 
     def _forget(self) -> None:
         self.grids.clear()
@@ -223,6 +225,12 @@ class CubeDeferral:
     def _move(self, sem, generic, i_s: int, i_d: int):
         tags = self.tags
         wide = self._wide
+        # source address tag -> `_plan` of the box: which recorded regions (by region key) hold it.
+        # A K loop moves the same few boxes of an L1 buffer from fresh loads into the same
+        # regions, so the regions' keys repeat while their entries change: a plan holds while its
+        # regions are recorded and not stale (the regions not stale are disjoint, `_put`: those
+        # holding the box then are the ones the search would find)
+        plans: dict = {}
 
         def fill(pieces: tuple, d: np.ndarray) -> None:
             if len(pieces) == 1:
@@ -237,34 +245,35 @@ class CubeDeferral:
                 sh = s.shape
                 got = self.copies.get(ts[0]) if len(sh) == 2 and d.shape == sh else None
                 if got is not None:
-                    i0, j0 = divmod(ts[1], ts[2][0])  # the box s is of its L1 buffer (row-major 2-D)
-                    h, w = sh
-                    key = (td[1], sh, td[2])  # (d's region key: d.shape is sh)
-                    # one recorded region holding the whole box (the usual case) needs no sorting: the
-                    # regions not stale are disjoint (`_put`), so the one holding the box's first
-                    # column is the one the loop below would take
-                    for e in got.values():
-                        r0, c0, rows, cols, _ = e[4]
-                        if e[3] is not None and r0 <= i0 and i0 + h <= r0 + rows and c0 <= j0 and j0 + w <= c0 + cols:
-                            if self.watch is not None and id(e) in self.watch:
-                                self.effects += 1
-                            pieces = ((0, w, *_cut(e, i0, h, j0, j0 + w)),)
-                            self._put(td, d, fill, pieces, pieces, key)
+                    p = plans.get(ts)
+                    if p is None or p[0] != td or p[1] != sh:
+                        p = _plan(got, ts, td, sh)
+                        if p is None:
+                            generic(s, d)
                             return
+                        if sh[0] and sh[1]:  # (an empty box is held by any region: not unique)
+                            plans[ts] = p
                     pieces = []
-                    at = j0  # the next column to find a recorded GM load for
-                    for e in sorted(got.values(), key=_col) if len(got) > 1 else got.values():
-                        r0, c0, rows, cols, _ = e[4]
-                        if r0 <= i0 and i0 + h <= r0 + rows and c0 <= at < c0 + cols and e[3] is not None:
-                            if self.watch is not None and id(e) in self.watch:
-                                self.effects += 1
-                            end = min(c0 + cols, j0 + w)
-                            pieces.append((at - j0, end - at, *_cut(e, i0, h, at, end)))
-                            at = end
-                            if at == j0 + w:
-                                pieces = tuple(pieces)
-                                self._put(td, d, fill, pieces, pieces, key)
-                                return
+                    for rk, c0, i0, h, j0, j1 in p[3]:
+                        e = got.get(rk)
+                        if e is None or e[3] is None:
+                            break
+                        if self.watch is not None and id(e) in self.watch:
+                            self.effects += 1
+                        pieces.append((c0, j1 - j0, *_cut(e, i0, h, j0, j1)))
+                    else:
+                        pieces = tuple(pieces)
+                        self._put(td, d, fill, pieces, pieces, p[2])
+                        return
+                    p = _plan(got, ts, td, sh)  # (the regions it read were overwritten since)
+                    if p is not None:
+                        if sh[0] and sh[1]:
+                            plans[ts] = p
+                        if self.watch is not None and any(id(got[rk]) in self.watch for rk, *_ in p[3]):
+                            self.effects += 1
+                        pieces = tuple((c0, j1 - j0, *_cut(got[rk], i0, h, j0, j1)) for rk, c0, i0, h, j0, j1 in p[3])
+                        self._put(td, d, fill, pieces, pieces, p[2])
+                        return
             generic(s, d)
 
         return move
@@ -705,6 +714,35 @@ def _covers(a: tuple, b: tuple) -> bool:
     return a[4] == b[4] and a[0] <= b[0] and b[0] + b[2] <= a[0] + a[2] and a[1] <= b[1] and b[1] + b[3] <= a[1] + a[3]
 
 
+def _plan(got: dict, ts: tuple, td: tuple, sh: tuple) -> tuple | None:
+    """Where the recorded regions of an L1 buffer (`CubeDeferral.copies` of its root: region key
+    -> entry) hold the 2-D box `sh` (rows, columns) at address tag `ts` (unit stride along rows)
+    that an L1 -> L0 copy moves into a region of tag `td`: (td, sh, the destination's region
+    key, ((region key, column in the box, then rows and columns of the buffer as `_cut` takes
+    them) per piece, side by side)), or None when no regions not stale hold it side by side.
+    One region holding the whole box (the usual case) needs no sorting: the regions not stale
+    are disjoint (`_put`), so the one holding the box's first column is the one the column
+    walk would take."""
+    i0, j0 = divmod(ts[1], ts[2][0])  # the box of its L1 buffer (row-major 2-D)
+    h, w = sh
+    key = (td[1], sh, td[2])  # (the destination's region key: its shape is sh)
+    for rk, e in got.items():
+        r0, c0, rows, cols, _ = e[4]
+        if e[3] is not None and r0 <= i0 and i0 + h <= r0 + rows and c0 <= j0 and j0 + w <= c0 + cols:
+            return td, sh, key, ((rk, 0, i0, h, j0, j0 + w),)
+    pieces = []
+    at = j0  # the next column to find a recorded GM load for
+    for rk, e in sorted(got.items(), key=lambda kv: kv[1][4][1]) if len(got) > 1 else got.items():
+        r0, c0, rows, cols, _ = e[4]
+        if r0 <= i0 and i0 + h <= r0 + rows and c0 <= at < c0 + cols and e[3] is not None:
+            end = min(c0 + cols, j0 + w)
+            pieces.append((rk, at - j0, i0, h, at, end))
+            at = end
+            if at == j0 + w:
+                return td, sh, key, tuple(pieces)
+    return None
+
+
 def _cut(entry: tuple, i0: int, h: int, j0: int, j1: int) -> tuple:
     """(view, address tag) of rows [i0, i0 + h) and columns [j0, j1) of an L1 buffer, cut from
     the GM load a recorded region (`CubeDeferral.copies` entry) holds them from; the tag, when
@@ -715,11 +753,6 @@ def _cut(entry: tuple, i0: int, h: int, j0: int, j1: int) -> tuple:
     if gt is not None:
         gt = (gt[0], gt[1] + a * gt[2][0] + b * gt[2][1], gt[2])
     return g[a: a + h, b: b + j1 - j0], gt
-
-
-def _col(entry: tuple) -> int:
-    """The first column of a recorded region (`CubeDeferral.copies` entry)."""
-    return entry[4][1]
 
 
 def _flag(attr) -> bool:
@@ -734,4 +767,20 @@ def _owner(v: np.ndarray) -> np.ndarray | None:
 
 
 def _addr(v: np.ndarray) -> int:
-    return v.__array_interface__["data"][0]
+    """The address (bytes) of view `v`'s first element, kept per array object while a data walk
+    runs (`_ADDRS`): __array_interface__ describes the whole view in a new dict (~7 us on the
+    benchmark machine of benchmarks/numerics_speed.py, ~24,000 calls in its 7B layer), and the
+    GM buffers and the A slices of a GEMM are asked for again and again. An ndarray's data
+    pointer never changes; the entry holds the array, so its id stays its own."""
+    got = _ADDRS.get(id(v))
+    if got is not None:  # (the entry holds its array: no other live array has its id)
+        return got[1]
+    a = v.__array_interface__["data"][0]
+    if len(_ADDRS) >= ADDRS:
+        _ADDRS.clear()
+    _ADDRS[id(v)] = (v, a)
+    return a
+
+
+ADDRS = 1 << 14  # arrays `_addr` remembers at most (it forgets all then; and when a data walk ends)
+_ADDRS: dict = {}  # id(array) -> (array, address)
