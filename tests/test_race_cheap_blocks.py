@@ -156,3 +156,27 @@ def test_a_woken_block_checks_what_it_logged(monkeypatch):
     monkeypatch.setattr(race.RaceChecker, "_wake", waking)
     full, cheap = _full_and_cheap(monkeypatch, text)
     assert "(block 1)" in full and cheap == full and woke == [1]
+
+
+def test_a_block_followed_to_its_end_is_followed_cheaply(monkeypatch):
+    # block 0 takes a branch the others skip (the same events either way: a fused Q / K / V GEMM
+    # picks its weights so): block 1 wakes and follows block 0 to its end; blocks 2 and 3 decide
+    # as block 1 did and run cheap behind it instead of waking each. Same verdict as the full check
+    text = matmul_ir(512, 256, 512, block_dim=4).replace(
+        "    %bid = ascend.block_idx : index\n",
+        "    %bid = ascend.block_idx : index\n    %first = arith.cmpi eq, %bid, %c0 : index\n    scf.if %first {\n    }\n")
+    woke: list[int] = []
+    wake = race.RaceChecker._wake
+
+    def waking(self, v):
+        woke.append(self.block)
+        return wake(self, v)
+
+    monkeypatch.setattr(race.RaceChecker, "_wake", waking)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((512, 512)).astype(np.float16), rng.standard_normal((512, 256)).astype(np.float16)
+    res = simulate(parse(text), None, {"a": a, "b": b}, HW)
+    assert woke == [1]
+    assert np.allclose(res.outputs["c"], a.astype(np.float32) @ b.astype(np.float32), rtol=2e-2, atol=2e-1)
+    full, cheap = _full_and_followed(monkeypatch, text, {"a": a, "b": b})
+    assert full == cheap == "ok"

@@ -225,7 +225,14 @@ class RaceChecker:
         for q in self.queues:
             q.clear()
         rec = self.rec
-        if rec:  # the last block was checked in full and raised nothing
+        ref = self.ref
+        if (rec is None and ref is not None and self.frame is not None and self.ctl is not None and self.pos == len(ref)
+                and self.ctl != self.traces.get(id(ref))):
+            # the last block followed `ref` to its end on other decisions (the branches of a fused
+            # Q / K / V GEMM: the same events): it is a checked block with those decisions, one
+            # that later blocks deciding alike follow cheaply (a copy: `traces` is per list)
+            rec = list(ref)
+        if rec:  # the last block was checked in full (or followed one to its end) and raised nothing
             self.refs.append(rec)
             self.traces[id(rec)] = self.ctl
             if len(self.refs) > REFS:
