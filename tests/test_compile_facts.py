@@ -1,0 +1,181 @@
+"""What a kernel's compiles compute once: the fixed points of the pre-walk analyses
+(exec/scalar_units.py, check/uniform.py), read from the IR once into index lists and iterated
+over ints, against the plain fixed points over the IR they replace (written out here as the
+reference).
+
+The kernel below carries a value through a loop whose next value is yielded by an op placed
+after the loop in walk order: its units and its variance reach the loop's block argument only
+on a second pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.dialects import scf
+
+from ascendir.dialects import ascend
+from ascendir.interpreter.check.uniform import uniform_blocks
+from ascendir.interpreter.exec import registry
+from ascendir.interpreter.exec.scalar_units import scalar_units
+from ascendir.interpreter.exec.walk import OpTree
+from ascendir.interpreter.testing import parse
+
+from test_data_codegen import KERNEL, RACY
+
+G = "memref<256x64xf16, #ascend<space gm>>"
+U = "memref<32x64xf16, #ascend<space ub>>"
+U_TILE = "memref<16x64xf16, strided<[64, 1], offset: ?>, #ascend<space ub>>"
+
+# the UB view's row offset %q is loop-carried: 0 on entry, then 16 * block index (yielded): it
+# varies per block (not uniform), found once the yield feeds back into %q
+CARRIED = f'''builtin.module {{
+  ascend.kernel @k(%a: {G}) attributes {{block_dim = 2 : i64, core_type = #ascend.core_type<aiv>}} {{
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c16 = arith.constant 16 : index
+    %bid = ascend.block_idx : index
+    %u = ascend.alloc : {U}
+    %r = scf.for %i = %c0 to %c2 step %c1 iter_args(%q = %c0) -> (index) {{
+      %us = memref.subview %u[%q, 0] [16, 64] [1, 1] : {U} to {U_TILE}
+      ascend.vadd %us, %us, %us : {U_TILE}, {U_TILE}, {U_TILE}
+      %q2 = arith.muli %bid, %c16 : index
+      scf.yield %q2 : index
+    }}
+    ascend.return
+  }}
+  func.func @main(%x: {G} {{onnx.name = "x"}}) {{
+    ascend.launch @k(%x) : {G}
+    func.return
+  }}
+}}'''
+
+
+def _kernel_ops(text: str) -> list:
+    """The body of the first ascend.kernel of `text`, in walk order."""
+    kernel = next(o for o in parse(text).ops if isinstance(o, ascend.KernelOp))
+    return OpTree(kernel).ops[1:]
+
+
+def _reference_units(order: list, anchored: dict) -> dict:
+    """scalar_units' fixed point as full passes over the IR (the answer it must give)."""
+    mask = {o: anchored.get(o, 0) for o in order}
+    val: dict = {}
+
+    def target(y, i: int) -> int:
+        parent = y.parent_op()
+        if isinstance(parent, scf.ForOp):
+            return val.get(parent.body.block.args[1 + i], 0) | val.get(parent.results[i], 0)
+        return val.get(parent.results[i], 0) if parent is not None and i < len(parent.results) else 0
+
+    def need(v) -> int:
+        m = 0
+        for use in v.uses:
+            u = use.operation
+            if isinstance(u, scf.YieldOp):
+                m |= target(u, use.index)
+            elif isinstance(u, scf.ForOp) and use.index >= 3:
+                m |= val.get(u.body.block.args[use.index - 2], 0) | val.get(u.results[use.index - 3], 0)
+            else:
+                m |= mask.get(u, 0)
+        return m
+
+    changed = True
+    while changed:
+        changed = False
+        for o in reversed(order):
+            m = mask[o]
+            for r in o.results:
+                n = need(r)
+                changed |= n != val.get(r, 0)
+                val[r] = n
+                m |= n
+            for region in o.regions:
+                for block in region.blocks:
+                    for a in block.args:
+                        n = need(a)
+                        changed |= n != val.get(a, 0)
+                        val[a] = n
+                    for inner in block.ops:
+                        m |= mask.get(inner, 0)
+            changed |= m != mask[o]
+            mask[o] = m
+    return {o: tuple(u for u in range(3) if m >> u & 1) for o, m in mask.items() if m and o not in anchored}
+
+
+def _reference_uniform(ops: list, tile) -> bool:
+    """uniform_blocks' answer from full passes over the IR (check/uniform.py's module doc)."""
+    if any(o.regions and not isinstance(o, (scf.ForOp, scf.IfOp)) for o in ops):
+        return False
+    varying: set = set()
+    changed = True
+    while changed:
+        changed = False
+        for o in ops:
+            if isinstance(o, scf.ForOp):
+                blk = o.body.block
+                new = [blk.args[0]] if o.lb in varying or o.step in varying else []
+                ys = list(blk.last_op.operands)
+                new += [x for k, (arg, init) in enumerate(zip(blk.args[1:], o.iter_args))
+                        if init in varying or ys[k] in varying for x in (arg, o.results[k])]
+            elif isinstance(o, scf.IfOp):
+                new = [o.results[k] for r in o.regions for b in r.blocks if isinstance(b.last_op, scf.YieldOp)
+                       for k, y in enumerate(b.last_op.operands) if y in varying]
+            elif o.name.startswith("arith.") or o.name == "memref.subview" or (
+                    isinstance(o, ascend.AllocOp) and ascend.space_of(o.result.type).value != "gm"):
+                new = list(o.results) if any(v in varying for v in o.operands) else []
+            else:
+                new = list(o.results)
+            changed |= not varying.issuperset(new)
+            varying.update(new)
+    for o in ops:
+        fixed = tile(o)
+        if fixed is False or (fixed and any(
+                v in varying and ascend.space_of(v.type).value != "gm" for v in o.operands if hasattr(v.type, "memory_space"))):
+            return False
+    return True
+
+
+def _tile(o) -> bool | None:
+    """Tile ops have a built-in cost (a pipe of their own); other ops are no tile ops."""
+    return True if type(o) in registry.COSTS else None
+
+
+KERNELS = {"carried": CARRIED, "kernel": KERNEL, **{f"racy {k}": v for k, v in RACY.items()}}
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_scalar_units_is_the_fixed_point(name: str) -> None:
+    order = _kernel_ops(KERNELS[name])
+    rng = np.random.default_rng(5)
+    for _ in range(20):  # seeded anchors: units flow back from users, through yields and inits
+        picked = rng.choice(len(order), size=min(4, len(order)), replace=False)
+        anchored = {order[i]: int(rng.integers(1, 8)) for i in picked}
+        assert scalar_units(order, anchored) == _reference_units(order, anchored)
+
+
+def test_scalar_units_follow_a_yield_back_into_the_loop() -> None:
+    """%q's units come from the vadd using its view, %q2's through the yield into %q: the
+    second pass gives them (one pass over the IR in reverse walk order misses %q2)."""
+    order = _kernel_ops(CARRIED)
+    vadd = next(o for o in order if o.name == "ascend.vadd")
+    muli = next(o for o in order if o.name == "arith.muli")
+    got = scalar_units(order, {vadd: 0b010})
+    assert got == _reference_units(order, {vadd: 0b010})
+    assert got[muli] == (1,) and got[next(o for o in order if o.name == "ascend.block_idx")] == (1,)
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_uniform_blocks_is_the_fixed_point(name: str) -> None:
+    ops = _kernel_ops(KERNELS[name])
+    assert uniform_blocks(ops, _tile) == _reference_uniform(ops, _tile)
+
+
+def test_uniform_blocks_see_a_yield_feed_back() -> None:
+    """The view of the vadd in CARRIED varies per block through the yield only (module doc)."""
+    ops = _kernel_ops(CARRIED)
+    assert _reference_uniform(ops, _tile) is False
+    assert uniform_blocks(ops, _tile) is False
+    # without the feedback (the yield gives back the constant) the blocks are uniform
+    steady = _kernel_ops(CARRIED.replace("scf.yield %q2 : index", "scf.yield %c0 : index"))
+    assert uniform_blocks(steady, _tile) is True and _reference_uniform(steady, _tile) is True
