@@ -1,7 +1,8 @@
 """What a kernel's compiles compute once: the fixed points of the pre-walk analyses
 (exec/scalar_units.py, check/uniform.py), read from the IR once into index lists and iterated
 over ints, against the plain fixed points over the IR they replace (written out here as the
-reference).
+reference); and the tile ops' cost functions, built once per kernel and shared by the timing-only
+twin's compile and the data walk's (KernelInfo.costs), a single-walk kernel building its own.
 
 The kernel below carries a value through a loop whose next value is yielded by an op placed
 after the loop in walk order: its units and its variance reach the loop's block argument only
@@ -14,14 +15,17 @@ import pytest
 from xdsl.dialects import scf
 
 from ascendir.dialects import ascend
+from ascendir.hardware import load_target
+from ascendir.interpreter import Accel, simulate
 from ascendir.interpreter.check.uniform import uniform_blocks
 from ascendir.interpreter.exec import registry
 from ascendir.interpreter.exec.scalar_units import scalar_units
 from ascendir.interpreter.exec.walk import OpTree
 from ascendir.interpreter.testing import parse
 
-from test_data_codegen import KERNEL, RACY
+from test_data_codegen import KERNEL, RACY, _feeds
 
+HW = load_target("ascend910b2")
 G = "memref<256x64xf16, #ascend<space gm>>"
 U = "memref<32x64xf16, #ascend<space ub>>"
 U_TILE = "memref<16x64xf16, strided<[64, 1], offset: ?>, #ascend<space ub>>"
@@ -179,3 +183,29 @@ def test_uniform_blocks_see_a_yield_feed_back() -> None:
     # without the feedback (the yield gives back the constant) the blocks are uniform
     steady = _kernel_ops(CARRIED.replace("scf.yield %q2 : index", "scf.yield %c0 : index"))
     assert uniform_blocks(steady, _tile) is True and _reference_uniform(steady, _tile) is True
+
+
+def _counting(monkeypatch) -> dict:
+    """Every tile op's cost factory counted per op (id -> calls)."""
+    calls: dict = {}
+    for cls, factory in list(registry.COSTS.items()):
+        def counted(op, env, factory=factory):
+            calls[id(op)] = calls.get(id(op), 0) + 1
+            return factory(op, env)
+        monkeypatch.setitem(registry.COSTS, cls, counted)
+    return calls
+
+
+def test_cost_functions_are_built_once_per_kernel(monkeypatch) -> None:
+    """A split launch (the twin's timed walk, the data walk) builds each tile op's cost function
+    once: the data walk takes the twin's (KernelInfo.costs), and gets the same outputs and cycles
+    as the single walk, which builds its own."""
+    calls = _counting(monkeypatch)
+    split = simulate(parse(KERNEL), None, _feeds(), HW)
+    tiles = [o for o in _kernel_ops(KERNEL) if type(o) in registry.COSTS]
+    assert len(calls) == len(tiles) and set(calls.values()) == {1}
+    calls.clear()
+    single = simulate(parse(KERNEL), None, _feeds(), HW, accel=Accel.none())  # the fallback: one walk, its own compile
+    assert len(calls) == len(tiles) and set(calls.values()) == {1}
+    assert split.report["total_cycles"] == single.report["total_cycles"]
+    assert split.outputs["z"].tobytes() == single.outputs["z"].tobytes()

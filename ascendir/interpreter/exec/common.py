@@ -45,6 +45,9 @@ class KernelInfo:
     # charge nothing; flags and pipe_barrier ALL keep what orders data (held pipes, holds.py) and
     # the race check's clocks, without the pipe clocks (sync_ops.py `_data_set_flag`, ...)
     data_only: bool = False
+    # tile op -> its cost function (the registry.COSTS factory's on `env`): built once for the
+    # compiles of one kernel that share the dict (sim/kernel.py: the twin's and the data walk's)
+    costs: dict = field(default_factory=dict)
 
     def s_ids(self, op: Operation | None) -> list[int]:
         """Timeline slots of the S pipes that run the scalar op `op` (every unit's when unknown)."""

@@ -40,17 +40,18 @@ class TileOps:
     def tile(self, op: Operation) -> Closure:
         k, F, R = self.k, self.F, self.F.values
         sem = None if k.timing_only else registry.SEMANTICS[type(op)](op)
-        cost_fn = registry.COSTS[type(op)](op, k.env)
-        ins = [self.slot(v) for v in op.operands]
-        mem = [isinstance(v.type, MemRefType) for v in op.operands]
+        # (the kernel's compiles share it: KernelInfo.costs; cost functions depend on the op's
+        # operand shapes and attributes only, registry.py)
+        cost_fn = k.costs.get(op)
+        if cost_fn is None:
+            cost_fn = k.costs[op] = registry.COSTS[type(op)](op, k.env)
+        operands = op.operands
+        ins = [self.slot(v) for v in operands]
+        mem = [isinstance(v.type, MemRefType) for v in operands]
         get = itemgetter(*ins) if len(ins) > 1 else (lambda R, i=ins[0]: (R[i],))
-        cache: dict = {}
         name = op.name
-        label = slice_name(op, self.m.target)  # what the trace calls it
         nunits = k.nunits
         sub = subblock(op)  # AIV 1 of the group
-        all_mem = all(mem)
-        A = F.gm_tags
         mem_slots = [i for i, m_ in zip(ins, mem) if m_]
         race_ops = [(i, j == len(mem_slots) - 1) for j, i in enumerate(mem_slots)]  # last memref is written
         if sem is not None:
@@ -79,9 +80,13 @@ class TileOps:
             if F.cube is not None:  # exec/deferred.py: copies and mmads of a GEMM recorded, summed per L0C tile
                 sem = F.cube.wrap(op, sem, ins)
             fixed = _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)]
-            gm = [ascend.space_of(v.type).value == "gm" for v, m_ in zip(op.operands, mem) if m_]
+            gm = [ascend.space_of(v.type).value == "gm" for v, m_ in zip(operands, mem) if m_]
             return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm)
 
+        cache: dict = {}
+        label = slice_name(op, self.m.target)  # what the trace calls it (a data walk traces nothing)
+        all_mem = all(mem)
+        A = F.gm_tags
         gm_copy = None
         if isinstance(op, ascend.CopyOp) and self.m.target.memory.l2_model == "tile":
             src_space, dst_space, _ = copy_path(op, self.m.target)
