@@ -209,3 +209,70 @@ def test_cost_functions_are_built_once_per_kernel(monkeypatch) -> None:
     assert len(calls) == len(tiles) and set(calls.values()) == {1}
     assert split.report["total_cycles"] == single.report["total_cycles"]
     assert split.outputs["z"].tobytes() == single.outputs["z"].tobytes()
+
+
+def _check_subview(a: np.ndarray, spec: list, charged: bool) -> None:
+    """Compile and run a numerics subview of `a` (host compile, `_subview_code`) whose dim d is
+    spec[d] = (offset, size, stride, (offset, size, stride dynamic?), dropped), charged or not;
+    assert its view, address tag and charges."""
+    from ascendir.interpreter.exec.compiler import Compiler
+    from ascendir.interpreter.state import Frame
+
+    tst = tuple(int(x) for x in np.cumprod((1,) + a.shape[:0:-1])[::-1])  # contiguous strides
+    F = Frame(2)
+    comp = Compiler(None, F, None)
+    F.values[0], F.gm_tags[0] = a, ("root", 7, tst)
+    dims, index, offset, strides = [], [], 7, []
+    for d, (o, sz, st, dyn, drop) in enumerate(spec):
+        entry = []
+        for x, is_dyn in zip((o, sz, st), dyn):
+            if is_dyn:  # in a slot of its own
+                F.values.append(x)
+                F.gm_tags.append(None)
+                entry.append((True, len(F.values) - 1))
+            else:
+                entry.append((False, x))
+        dims.append((*entry, drop))
+        index.append(o if drop else slice(o, o + (sz - 1) * st + 1 if sz else o, st))
+        offset += o * tst[d]
+        if not drop:
+            strides.append(tst[d] * st)
+    calls = []
+    run = comp._subview_code(0, 1, dims, "here", (lambda: calls.append(1)) if charged else None)
+    run()
+    want = a[tuple(index)]
+    assert F.values[1].shape == want.shape and np.array_equal(F.values[1], want), spec
+    assert F.gm_tags[1] == ("root", offset, tuple(strides)), spec
+    assert len(calls) == charged, spec
+
+
+def test_subview_factories_are_per_form() -> None:
+    """Numerics subviews share a generated factory per form (memref_ops.py `_FACTORIES`: static
+    values, dynamic dims, dropped dims, charged): seeded pairs of subviews differing in one of
+    these, compiled one after the other, each give numpy's view, the address tag the loop over
+    dims gives, and their charge."""
+    rng = np.random.default_rng(11)
+    a = np.arange(6 * 8, dtype=np.float32).reshape(6, 8)
+
+    def dim(n: int, dyn=None) -> list:
+        sz = int(rng.integers(1, 3))
+        st = int(rng.integers(1, 3))
+        o = int(rng.integers(0, n - (sz - 1) * st))
+        return [o, sz, st, tuple(bool(x) for x in rng.integers(0, 2, 3)) if dyn is None else dyn, sz == 1 and bool(rng.integers(0, 2))]
+
+    for _ in range(80):
+        spec = [dim(n) for n in a.shape]
+        charged = bool(rng.integers(0, 2))
+        _check_subview(a, spec, charged)
+        d = int(rng.integers(0, 2))
+        what = int(rng.integers(0, 4))
+        other = [list(x) for x in spec]
+        if what == 0:  # another value of a static or dynamic entry, the same form otherwise
+            other[d] = dim(a.shape[d], spec[d][3])
+            other[d][4] = spec[d][4] and other[d][1] == 1
+        elif what == 1:  # one entry dynamic instead of static, or back
+            k = int(rng.integers(0, 3))
+            other[d][3] = tuple(x != (j == k) for j, x in enumerate(spec[d][3]))
+        elif what == 2:
+            other[d][4] = not spec[d][4] and spec[d][1] == 1
+        _check_subview(a, other, charged if what < 3 else not charged)
