@@ -276,3 +276,21 @@ def test_subview_factories_are_per_form() -> None:
         elif what == 2:
             other[d][4] = not spec[d][4] and spec[d][1] == 1
         _check_subview(a, other, charged if what < 3 else not charged)
+
+
+def test_space_name_is_space_of() -> None:
+    """space_name (exec/common.py) remembers space_of per type object: the same answer for types
+    of every space and dtype, asked twice; a memref without an #ascend space raises, every time."""
+    from xdsl.dialects.builtin import MemRefType, f16, f32
+    from xdsl.utils.exceptions import VerifyException
+
+    from ascendir.dialects.ascend import MemSpace, memref_type, space_of
+    from ascendir.interpreter.exec.common import space_name
+
+    types = [memref_type(shape, elem, space) for space in MemSpace for elem in (f16, f32) for shape in ((16, 16), (4,))]
+    for _ in range(2):
+        assert [space_name(t) for t in types] == [space_of(t).value for t in types]
+    plain = MemRefType(f16, [4])
+    for _ in range(2):
+        with pytest.raises(VerifyException):
+            space_name(plain)

@@ -16,7 +16,7 @@ from ascendir.costmodel import LEVELS, OpCost, builtin_costs, copy_path, quantis
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
-from ascendir.interpreter.exec.common import Closure, np_dtype, unit_of
+from ascendir.interpreter.exec.common import Closure, np_dtype, space_name, unit_of
 from ascendir.interpreter.exec.wide import F16, declared, storage_dtype
 
 # the built-in cost factories (costmodel/ops.py): each gives one op the same pipe and unit
@@ -80,7 +80,7 @@ class TileOps:
             if F.cube is not None:  # exec/deferred.py: copies and mmads of a GEMM recorded, summed per L0C tile
                 sem = F.cube.wrap(op, sem, ins)
             fixed = _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)]
-            gm = [ascend.space_of(v.type).value == "gm" for v, m_ in zip(operands, mem) if m_]
+            gm = [space_name(v.type) == "gm" for v, m_ in zip(operands, mem) if m_]
             return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm)
 
         cache: dict = {}
@@ -200,7 +200,7 @@ class TileOps:
         leaves fp16 values in it."""
         F = self.F
         dts = tuple(np_dtype(v.type) if m_ else None for v, m_ in zip(op.operands, mem))
-        spaces = [ascend.space_of(v.type).value if m_ else None for v, m_ in zip(op.operands, mem)]
+        spaces = [space_name(v.type) if m_ else None for v, m_ in zip(op.operands, mem)]
         widened = [dt is not None and storage_dtype(sp, dt) != dt for dt, sp in zip(dts, spaces)]
 
         def typed(vals: tuple) -> tuple:
