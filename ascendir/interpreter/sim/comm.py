@@ -46,7 +46,6 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import COMM_OPS
 from ascendir.dialects.ascend.ops_comm import AIV_ROW_MODES, AIV_ROWS_ATTR
 from ascendir.errors import AscendirError
-from ascendir.interpreter.exec.walk import _is_a, walk_ops
 from ascendir.interpreter.state import ACCT_SIZE, KernelRecord
 from ascendir.interpreter.timing.links import Links
 from ascendir.interpreter.timing.timeline import NPIPES, PIPES, CoreState
@@ -92,9 +91,8 @@ def _rows(a: np.ndarray) -> tuple[int, int]:
 
 
 def is_comm_kernel(op: ascend.KernelOp) -> bool:
-    """A kernel holding a comm op is a comm kernel. (Asked of every kernel a module compiles:
-    exec/walk.py's walk and class test, not xDSL's generator walk and ABC isinstance.)"""
-    return any(_is_a(type(o), COMM_OPS) for o in walk_ops(op))
+    """A kernel holding a comm op is a comm kernel."""
+    return any(isinstance(o, COMM_OPS) for o in op.walk())
 
 
 @dataclass
