@@ -19,6 +19,7 @@ static) are the same while their decisions are, GM operands apart.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import scf
@@ -36,37 +37,24 @@ def uniform_blocks(ops: Sequence[Operation], tile: Callable[[Operation], bool | 
     """True when the blocks of a kernel whose body is `ops` (in walk order, nested ops included)
     make the same on-chip accesses as long as they take the same control decisions (module doc).
     `tile(op)`: None for an op that is not a tile op, else whether its pipe and unit depend on
-    the op alone (a built-in cost)."""
-    for o in ops:
-        if o.regions and not isinstance(o, (scf.ForOp, scf.IfOp)):
-            return False  # control the decisions do not describe (scf.while, ...)
-    varying: set = set()
+    the op alone (a built-in cost).
+
+    The IR is read once into rules over value ids (`_rules`); the varying values then grow to
+    their fixed point over ints."""
+    rules = _rules(ops)
+    if rules is None:
+        return False
+    always, conditional = rules
+    varying: set[int] = set(always)
     changed = True
     while changed:  # to a fixed point: loop-carried values feed back
         changed = False
-        for o in ops:
-            if isinstance(o, scf.ForOp):
-                blk = o.body.block
-                new = [blk.args[0]] if o.lb in varying or o.step in varying else []
-                ys = list(blk.last_op.operands) if isinstance(blk.last_op, scf.YieldOp) else []
-                for k, (arg, init) in enumerate(zip(blk.args[1:], o.iter_args)):
-                    if init in varying or (k < len(ys) and ys[k] in varying):
-                        new += [arg, o.results[k]]
-            elif isinstance(o, scf.IfOp):
-                new = []
-                for r in o.regions:
-                    for b in r.blocks:
-                        if isinstance(b.last_op, scf.YieldOp):
-                            new += [o.results[k] for k, y in enumerate(b.last_op.operands) if y in varying]
-            elif o.name.startswith("arith.") or o.name in _PURE or (
-                    isinstance(o, ascend.AllocOp) and ascend.space_of(o.result.type).value != "gm"):
-                new = list(o.results) if any(v in varying for v in o.operands) else []
-            else:
-                new = list(o.results)
-            for v in new:
-                if v not in varying:
-                    varying.add(v)
-                    changed = True
+        for ins, outs in conditional:
+            if any(v in varying for v in ins):
+                for v in outs:
+                    if v not in varying:
+                        varying.add(v)
+                        changed = True
     for o in ops:
         fixed = tile(o)
         if fixed is None:
@@ -74,6 +62,44 @@ def uniform_blocks(ops: Sequence[Operation], tile: Callable[[Operation], bool | 
         if not fixed:
             return False
         for v in o.operands:
-            if isinstance(v.type, MemRefType) and ascend.space_of(v.type).value != "gm" and v in varying:
+            if isinstance(v.type, MemRefType) and ascend.space_of(v.type).value != "gm" and id(v) in varying:
                 return False
     return True
+
+
+def _rules(ops: Sequence[Operation]) -> tuple[list[int], list[tuple[tuple[int, ...], tuple[int, ...]]]] | None:
+    """What makes the values of `ops` vary, as ids of values (`ops` keep them alive): the values
+    varying whatever the others do (results of ops other than arith, views and on-chip allocs),
+    and rules (inputs, outputs): the outputs vary when one of the inputs does. None when an op
+    has regions other than scf.for / scf.if (control the decisions do not describe: scf.while, ...)."""
+    always: list[int] = []
+    conditional: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    for o in ops:
+        t = type(o)
+        if _is_a(t, scf.ForOp):
+            blk = o.body.block
+            conditional.append(((id(o.lb), id(o.step)), (id(blk.args[0]),)))
+            ys = list(blk.last_op.operands) if _is_a(type(blk.last_op), scf.YieldOp) else []
+            for k, (arg, init) in enumerate(zip(blk.args[1:], o.iter_args)):
+                conditional.append(((id(init), id(ys[k])) if k < len(ys) else (id(init),), (id(arg), id(o.results[k]))))
+        elif _is_a(t, scf.IfOp):
+            for r in o.regions:
+                for b in r.blocks:
+                    if _is_a(type(b.last_op), scf.YieldOp):
+                        conditional += [((id(y),), (id(o.results[k]),)) for k, y in enumerate(b.last_op.operands)]
+        elif o.regions:
+            return None
+        elif o.name.startswith("arith.") or o.name in _PURE or (
+                _is_a(t, ascend.AllocOp) and ascend.space_of(o.result.type).value != "gm"):
+            if o.results:
+                conditional.append((tuple(id(v) for v in o.operands), tuple(id(r) for r in o.results)))
+        else:
+            always += [id(r) for r in o.results]
+    return always, conditional
+
+
+@functools.cache
+def _is_a(cls: type, base: type) -> bool:
+    """issubclass(cls, base), remembered per pair of classes (isinstance on xDSL's op classes,
+    ABCs, runs Python code at every call)."""
+    return issubclass(cls, base)

@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.costmodel import CostEnv
-from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES
+from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES, space_of
 from ascendir.dialects.ascend.placement import default_unit
 from ascendir.interpreter.exec.walk import OpTree
 from ascendir.interpreter.timing.timeline import NPIPES
@@ -45,6 +45,9 @@ class KernelInfo:
     # charge nothing; flags and pipe_barrier ALL keep what orders data (held pipes, holds.py) and
     # the race check's clocks, without the pipe clocks (sync_ops.py `_data_set_flag`, ...)
     data_only: bool = False
+    # tile op -> its cost function (the registry.COSTS factory's on `env`): built once for the
+    # compiles of one kernel that share the dict (sim/kernel.py: the twin's and the data walk's)
+    costs: dict = field(default_factory=dict)
 
     def s_ids(self, op: Operation | None) -> list[int]:
         """Timeline slots of the S pipes that run the scalar op `op` (every unit's when unknown)."""
@@ -53,6 +56,24 @@ class KernelInfo:
 
 def np_dtype(t: MemRefType) -> np.dtype:
     return to_numpy_dtype(t.element_type)
+
+
+# id(memref type) -> (the type, its space's name); the entry holds the type, so the id stays its own
+_SPACES: dict[int, tuple[MemRefType, str]] = {}
+
+
+def space_name(t: MemRefType) -> str:
+    """`ascend.space_of(t).value` ("gm", "ub", ...), remembered per type object: the compilers
+    ask it of every memref operand of every tile op, and space_of's ABC isinstance tests and the
+    enum's value property cost more than a lookup. (At most 65536 types remembered.)
+
+    Raises: VerifyException (space_of) when `t` is not a memref in an #ascend<space>."""
+    got = _SPACES.get(id(t))
+    if got is None:
+        got = (t, space_of(t).value)
+        if len(_SPACES) < 65536:
+            _SPACES[id(t)] = got
+    return got[1]
 
 def zero_view(shape, dtype: np.dtype) -> np.ndarray:
     return np.broadcast_to(np.zeros((), dtype), tuple(shape))

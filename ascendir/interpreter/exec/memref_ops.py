@@ -25,6 +25,9 @@ from ascendir.interpreter.exec.wide import storage_dtype
 from ascendir.interpreter.exec.scalar_codegen import generated
 
 MEMO_VIEWS = 4096  # views a data walk's subview remembers per source (`_subview_memo`)
+# the form of a numerics subview (`_subview_code`: per dim its static values, which are dynamic,
+# dropped; charged or not) -> its generated factory, shared by every subview of that form
+_FACTORIES: dict[tuple, object] = {}
 
 
 class MemrefOps:
@@ -180,13 +183,32 @@ class MemrefOps:
 
         Raises (from the closure): AscendirError naming the first dim out of bounds."""
         args = {"R": self.F.values, "A": self.F.gm_tags, "charge": charge, "where": where, "src": src, "out": out}
+        for i, dim in enumerate(dims):
+            for what, (dyn, x) in zip("ost", dim[:3]):
+                if dyn:
+                    args[f"{what}{i}_slot"] = x
+        # (its source is a function of the form alone: the slots are arguments, the rest static)
+        form = (tuple((od, None if od else o, sd, None if sd else sz, td, None if td else st, drop)
+                      for (od, o), (sd, sz), (td, st), drop in dims), charge is not None)
+        make = _FACTORIES.get(form)
+        if make is None:
+            make = self._subview_factory(dims, charge is not None)
+            if len(_FACTORIES) < 4096:
+                _FACTORIES[form] = make
+        return make(**args)
+
+    @staticmethod
+    def _subview_factory(dims: list, charged: bool):
+        """The generated factory of `_subview_code` for subviews of the form of `dims` (its
+        dynamic entries' slots are the factory's arguments) and `charged`."""
+        params = ["R", "A", "charge", "where", "src", "out"]
         lines = ["a = R[src]", "sh = a.shape"]
         index, offset, strides = [], ["tag[1]"], []
         for i, ((od, o), (sd, sz), (td, st), drop) in enumerate(dims):
             names = []
             for what, (dyn, x) in (("o", (od, o)), ("s", (sd, sz)), ("t", (td, st))):
                 if dyn:
-                    args[f"{what}{i}_slot"] = x
+                    params.append(f"{what}{i}_slot")
                     lines.append(f"{what}{i} = R[{what}{i}_slot]")
                 names.append(f"{what}{i}" if dyn else str(x))
             on, sn, tn = names
@@ -211,11 +233,10 @@ class MemrefOps:
         lines += ["tag = A[src]", f"R[out] = a[{''.join(x + ', ' for x in index) or '()'}]",
                   "if tag is None:", "    A[out] = None", "else:", "    tst = tag[2]",
                   f"    A[out] = (tag[0], {' + '.join(offset)}, ({''.join(x + ', ' for x in strides)}))"]
-        if charge is not None:
+        if charged:
             lines.append("charge()")
-        head = f"def make({', '.join(args)}):\n    def run() -> None:"
-        make = generated(head, ["    " + x for x in lines] + ["return run"], {"_oob": _out_of_bounds}, "make")
-        return make(**args)
+        head = f"def make({', '.join(params)}):\n    def run() -> None:"
+        return generated(head, ["    " + x for x in lines] + ["return run"], {"_oob": _out_of_bounds}, "make")
 
     def _subview_memo(self, run: Closure, src: int, out: int, dims: list) -> Closure:
         """A data walk's subview (`run`) remembered per value of its dynamic operands while its

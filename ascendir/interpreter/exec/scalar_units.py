@@ -23,6 +23,8 @@ from __future__ import annotations
 from xdsl.dialects import scf
 from xdsl.ir import Operation
 
+from ascendir.interpreter.exec.walk import _is_a
+
 
 def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict[Operation, tuple[int, ...]]:
     """Units (sorted indices) running each op of `order` that has no unit of its own.
@@ -30,56 +32,104 @@ def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict
     `order`: the kernel body in walk (pre-)order. `anchored`: op -> bit mask of the units that
     run it (bit u = unit u), for every op whose unit is known (tile ops by their pipe and
     subblock, flag ops: both ends); ops absent from it get theirs from their users. Ops with an
-    empty result (no unit needs them) are absent from the answer: callers charge every unit."""
-    mask: dict[Operation, int] = {o: anchored.get(o, 0) for o in order}
-    val: dict[object, int] = {}  # SSA value -> units needing it (results and block arguments)
+    empty result (no unit needs them) are absent from the answer: callers charge every unit.
 
-    def need(v) -> int:
-        m = 0
-        for use in v.uses:
-            u = use.operation
-            if isinstance(u, scf.YieldOp):
-                m |= _yield_target(u, use.index, val)
-            elif isinstance(u, scf.ForOp) and use.index >= 3:  # an iter_arg init: its block arg, result
-                i = use.index - 3
-                m |= val.get(u.body.block.args[1 + i], 0) | val.get(u.results[i], 0)
-            else:
-                m |= mask.get(u, 0)
-        return m
-
+    The masks grow to the least fixpoint of: an op's mask holds the masks its results are needed
+    by (`_needs`), and its nested ops' masks; a value is needed by its users' masks, a yielded
+    value and a loop's init by what needs the loop-carried argument or result it becomes. The
+    use lists are read once into index lists (`_plan`); the passes then run over ints."""
+    plan, nvals = _plan(order)
+    mask = [anchored.get(o, 0) for o in order]
+    val = [0] * nvals  # value index -> units needing it (results and block arguments)
     changed = True
     while changed:  # loop-carried values flow backwards in walk order: iterate to the fixpoint
         changed = False
-        for o in reversed(order):
-            m = mask[o]
-            for r in o.results:
-                n = need(r)
-                if n != val.get(r, 0):
-                    val[r] = n
+        for i, results, args, inner in plan:
+            m = mask[i]
+            for v, users, via in results:
+                n = 0
+                for u in users:
+                    n |= mask[u]
+                for x in via:
+                    n |= val[x]
+                if n != val[v]:
+                    val[v] = n
                     changed = True
                 m |= n
-            for region in o.regions:
-                for block in region.blocks:
-                    for a in block.args:
-                        n = need(a)
-                        if n != val.get(a, 0):
-                            val[a] = n
-                            changed = True
-                    for inner in block.ops:
-                        m |= mask.get(inner, 0)
-            if m != mask[o]:
-                mask[o] = m
+            for v, users, via in args:
+                n = 0
+                for u in users:
+                    n |= mask[u]
+                for x in via:
+                    n |= val[x]
+                if n != val[v]:
+                    val[v] = n
+                    changed = True
+            for u in inner:
+                m |= mask[u]
+            if m != mask[i]:
+                mask[i] = m
                 changed = True
-    return {o: tuple(u for u in range(3) if m >> u & 1) for o, m in mask.items() if m and o not in anchored}
+    return {o: tuple(u for u in range(3) if m >> u & 1) for o, m in zip(order, mask) if m and o not in anchored}
 
 
-def _yield_target(y: scf.YieldOp, i: int, val: dict) -> int:
-    """Units needing operand i of a yield: the loop's carried block argument and result, or the
-    branch's result."""
+def _plan(order: list[Operation]) -> tuple[list[tuple], int]:
+    """The dependencies of `scalar_units` as indices, in reversed walk order: per op (its index in
+    `order`, its results, its regions' block arguments, its regions' ops), each value as (its
+    index, the indices of the ops using it, the indices of the values whose needs it takes:
+    the loop-carried argument and the result of a yield or init use, a branch result). The uses
+    are read from the operands of the ops of `order` (every use of a value of the kernel)."""
+    index = {id(o): i for i, o in enumerate(order)}
+    vals: dict[int, int] = {}  # id(value) -> index (`order` keeps the values alive)
+    users: list[list[int]] = []  # value index -> indices of the ops using it
+    via: list[list[int]] = []  # value index -> the values its yield and init uses become
+
+    def vi(v) -> int:
+        k = vals.get(id(v))
+        if k is None:
+            k = vals[id(v)] = len(vals)
+            users.append([])
+            via.append([])
+        return k
+
+    for i, u in enumerate(order):
+        t = type(u)
+        if _is_a(t, scf.YieldOp):
+            for k, v in enumerate(u.operands):
+                via[vi(v)] += [vi(x) for x in _yield_targets(u, k)]
+        elif _is_a(t, scf.ForOp):
+            for k, v in enumerate(u.operands):
+                if k >= 3:  # an iter_arg init: its block arg, result
+                    via[vi(v)] += [vi(u.body.block.args[k - 2]), vi(u.results[k - 3])]
+                else:
+                    users[vi(v)].append(i)
+        else:
+            for v in u.operands:
+                users[vi(v)].append(i)
+
+    def needs(v) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        k = vi(v)
+        return k, tuple(users[k]), tuple(via[k])
+
+    plan = []
+    for i in range(len(order) - 1, -1, -1):
+        o = order[i]
+        results = tuple(needs(r) for r in o.results)
+        args, inner = [], []
+        for region in o.regions:
+            for block in region.blocks:
+                args += [needs(a) for a in block.args]
+                inner += [index[id(x)] for x in block.ops if id(x) in index]
+        plan.append((i, results, tuple(args), tuple(inner)))
+    return plan, len(vals)
+
+
+def _yield_targets(y: scf.YieldOp, i: int) -> list:
+    """The values taking operand i of a yield: the loop's carried block argument and result, or
+    the branch's result."""
     parent = y.parent_op()
-    if isinstance(parent, scf.ForOp):
-        return val.get(parent.body.block.args[1 + i], 0) | val.get(parent.results[i], 0)
+    if _is_a(type(parent), scf.ForOp):
+        return [parent.body.block.args[1 + i], parent.results[i]]
     if parent is not None and i < len(parent.results):
-        return val.get(parent.results[i], 0)
-    return 0
-
+        return [parent.results[i]]
+    return []

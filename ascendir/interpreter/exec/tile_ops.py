@@ -16,7 +16,7 @@ from ascendir.costmodel import LEVELS, OpCost, builtin_costs, copy_path, quantis
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
-from ascendir.interpreter.exec.common import Closure, np_dtype, unit_of
+from ascendir.interpreter.exec.common import Closure, np_dtype, space_name, unit_of
 from ascendir.interpreter.exec.wide import F16, declared, storage_dtype
 
 # the built-in cost factories (costmodel/ops.py): each gives one op the same pipe and unit
@@ -40,17 +40,18 @@ class TileOps:
     def tile(self, op: Operation) -> Closure:
         k, F, R = self.k, self.F, self.F.values
         sem = None if k.timing_only else registry.SEMANTICS[type(op)](op)
-        cost_fn = registry.COSTS[type(op)](op, k.env)
-        ins = [self.slot(v) for v in op.operands]
-        mem = [isinstance(v.type, MemRefType) for v in op.operands]
+        # (the kernel's compiles share it: KernelInfo.costs; cost functions depend on the op's
+        # operand shapes and attributes only, registry.py)
+        cost_fn = k.costs.get(op)
+        if cost_fn is None:
+            cost_fn = k.costs[op] = registry.COSTS[type(op)](op, k.env)
+        operands = op.operands
+        ins = [self.slot(v) for v in operands]
+        mem = [isinstance(v.type, MemRefType) for v in operands]
         get = itemgetter(*ins) if len(ins) > 1 else (lambda R, i=ins[0]: (R[i],))
-        cache: dict = {}
         name = op.name
-        label = slice_name(op, self.m.target)  # what the trace calls it
         nunits = k.nunits
         sub = subblock(op)  # AIV 1 of the group
-        all_mem = all(mem)
-        A = F.gm_tags
         mem_slots = [i for i, m_ in zip(ins, mem) if m_]
         race_ops = [(i, j == len(mem_slots) - 1) for j, i in enumerate(mem_slots)]  # last memref is written
         if sem is not None:
@@ -79,9 +80,13 @@ class TileOps:
             if F.cube is not None:  # exec/deferred.py: copies and mmads of a GEMM recorded, summed per L0C tile
                 sem = F.cube.wrap(op, sem, ins)
             fixed = _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)]
-            gm = [ascend.space_of(v.type).value == "gm" for v, m_ in zip(op.operands, mem) if m_]
+            gm = [space_name(v.type) == "gm" for v, m_ in zip(operands, mem) if m_]
             return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm)
 
+        cache: dict = {}
+        label = slice_name(op, self.m.target)  # what the trace calls it (a data walk traces nothing)
+        all_mem = all(mem)
+        A = F.gm_tags
         gm_copy = None
         if isinstance(op, ascend.CopyOp) and self.m.target.memory.l2_model == "tile":
             src_space, dst_space, _ = copy_path(op, self.m.target)
@@ -195,7 +200,7 @@ class TileOps:
         leaves fp16 values in it."""
         F = self.F
         dts = tuple(np_dtype(v.type) if m_ else None for v, m_ in zip(op.operands, mem))
-        spaces = [ascend.space_of(v.type).value if m_ else None for v, m_ in zip(op.operands, mem)]
+        spaces = [space_name(v.type) if m_ else None for v, m_ in zip(op.operands, mem)]
         widened = [dt is not None and storage_dtype(sp, dt) != dt for dt, sp in zip(dts, spaces)]
 
         def typed(vals: tuple) -> tuple:

@@ -153,7 +153,7 @@ class KernelProgram:
                 setattr(self, name, getattr(like, name))
         else:
             self._prewalk(m, op)
-        units, tree, scalar_units_ = self._facts
+        units, tree, scalar_units_, costs = self._facts
         self.arg_types = list(op.body.block.arg_types)
         self.data: tuple | None = None  # the data walk's (frame, argument slots, body, flag count), compiled on first use
         # a numerics launch whose path cannot depend on data nor mint GM roots (the cases the memo
@@ -164,7 +164,7 @@ class KernelProgram:
         self.two_walks = not m.timing_only and self.memo_text is not None and m.accel.steady
         self.frame = Frame()
         self._info = KernelInfo(self.name, self.nunits, self.env, units, {}, quantise(t.startup["scalar_alu"]), m.timing_only,
-                                tree=tree, scalar_units=scalar_units_)
+                                tree=tree, scalar_units=scalar_units_, costs=costs)
         self._comp = Compiler(m, self.frame, self._info)
         self.arg_slots = [self._comp.slot(a) for a in op.body.block.args]
         self.body: list | None = None
@@ -217,7 +217,8 @@ class KernelProgram:
         groups = min(self.block_dim, self.ncores)  # a mixed kernel's AIC + AIVs share one slice
         self.env = CostEnv(t, t.hbm_bytes_per_cycle / groups)
         units = self._flag_units(order, statics)
-        self._facts = (units, tree, self._scalar_units(order, statics, units))  # what `_data_walk` compiles with
+        # what the kernel's compiles share (`_data_compile`, the twin's): the tile ops' cost functions too
+        self._facts = (units, tree, self._scalar_units(order, statics, units), {})
         # memo key (memo.py): an id of the kernel without its name. None when launches with the same
         # text and argument aliasing may run differently: fresh GM roots of its own, or scalars
         # read from data (memref.load) steering the control flow in numerics mode
@@ -409,22 +410,7 @@ class KernelProgram:
         through tile ops defers its cube data (exec/deferred.py `eligible`): copies into L1 / L0A /
         L0B and mmads are recorded and each L0C tile computed when read, per K run (blocks of
         super-tile products, dropped when the walk ends)."""
-        if self.data is None:
-            units, tree, scalar_units = self._facts
-            frame = Frame()
-            if deferred.eligible(tree.ops[1:], registry.SEMANTICS):
-                frame.cube = deferred.CubeDeferral(frame.gm_tags)
-            info = KernelInfo(self.name, self.nunits, self.env, units, {}, 0.0, False, tree=tree, scalar_units=scalar_units,
-                              data_only=True)
-            comp = Compiler(self.m, frame, info)
-            block = self.op.body.block
-            slots = [comp.slot(a) for a in block.args]
-            # later blocks may run unchecked while they take a checked block's decisions (race.py)
-            builtin = builtin_costs()  # (a built-in cost gives an op one pipe whatever its operands)
-            uniform = uniform_blocks(tree.ops[1:], lambda o: (builtin.get(type(o)) is registry.COSTS[type(o)]) if (
-                type(o) in registry.COSTS and type(o) in registry.SEMANTICS) else None)
-            self.data = (frame, slots, comp.block(block), max(1, len(info.flag_keys)), uniform)
-        F, slots, body, nflags, uniform = self.data
+        F, slots, body, nflags, uniform = self._data_compile()
         for s, a, tag in zip(slots, args, tags):
             F.values[s] = a
             F.gm_tags[s] = tag
@@ -449,6 +435,27 @@ class KernelProgram:
                 F.shadows.clear()
         if race and launches is not None:
             launches.race_free = True
+
+    def _data_compile(self) -> tuple:
+        """The data walk's program (`data`: frame, argument slots, body, flag count, whether later
+        blocks may run the race check cheaply), compiled on the first call: the body with
+        KernelInfo.data_only, cube data deferred when `deferred.eligible`."""
+        if self.data is None:
+            units, tree, scalar_units, costs = self._facts
+            frame = Frame()
+            if deferred.eligible(tree.ops[1:], registry.SEMANTICS):
+                frame.cube = deferred.CubeDeferral(frame.gm_tags)
+            info = KernelInfo(self.name, self.nunits, self.env, units, {}, 0.0, False, tree=tree, scalar_units=scalar_units,
+                              data_only=True, costs=costs)
+            comp = Compiler(self.m, frame, info)
+            block = self.op.body.block
+            slots = [comp.slot(a) for a in block.args]
+            # later blocks may run unchecked while they take a checked block's decisions (race.py)
+            builtin = builtin_costs()  # (a built-in cost gives an op one pipe whatever its operands)
+            uniform = uniform_blocks(tree.ops[1:], lambda o: (builtin.get(type(o)) is registry.COSTS[type(o)]) if (
+                type(o) in registry.COSTS and type(o) in registry.SEMANTICS) else None)
+            self.data = (frame, slots, comp.block(block), max(1, len(info.flag_keys)), uniform)
+        return self.data
 
     def _reuse(self, hit: memo.Memo, tags: list) -> bool:
         """Apply a stored launch when every L2 check gives the same outcome (memo.py)."""
