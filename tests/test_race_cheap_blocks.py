@@ -138,14 +138,8 @@ def test_later_blocks_of_a_uniform_kernel_run_unchecked(monkeypatch):
     assert per and set(per) == {0} and len(logged) == 3 and min(logged) > 0
 
 
-def test_a_woken_block_checks_what_it_logged(monkeypatch):
-    # the fallback: a block whose decisions differ from block 0's mid-way is followed (checked)
-    # from there, its GM operands logged so far given to the check first: same verdict when the
-    # write of the race was logged before the decision that differs and the read comes after
-    text = _module(ALIAS, aliased=True).replace(
-        "    ascend.copy %xs, %ub : ",
-        "    %c0i = arith.constant 0 : index\n    %first = arith.cmpi eq, %bid, %c0i : index\n"
-        "    scf.if %first {\n    }\n    ascend.copy %xs, %ub : ")
+def _woken(monkeypatch) -> list[int]:
+    """The blocks that wake from cheap mode (race.py `_wake`), in order, from now on."""
     woke: list[int] = []
     wake = race.RaceChecker._wake
 
@@ -154,6 +148,18 @@ def test_a_woken_block_checks_what_it_logged(monkeypatch):
         return wake(self, v)
 
     monkeypatch.setattr(race.RaceChecker, "_wake", waking)
+    return woke
+
+
+def test_a_woken_block_checks_what_it_logged(monkeypatch):
+    # the fallback: a block whose decisions differ from block 0's mid-way is followed (checked)
+    # from there, its GM operands logged so far given to the check first: same verdict when the
+    # write of the race was logged before the decision that differs and the read comes after
+    text = _module(ALIAS, aliased=True).replace(
+        "    ascend.copy %xs, %ub : ",
+        "    %c0i = arith.constant 0 : index\n    %first = arith.cmpi eq, %bid, %c0i : index\n"
+        "    scf.if %first {\n    }\n    ascend.copy %xs, %ub : ")
+    woke = _woken(monkeypatch)
     full, cheap = _full_and_cheap(monkeypatch, text)
     assert "(block 1)" in full and cheap == full and woke == [1]
 
@@ -165,14 +171,7 @@ def test_a_block_followed_to_its_end_is_followed_cheaply(monkeypatch):
     text = matmul_ir(512, 256, 512, block_dim=4).replace(
         "    %bid = ascend.block_idx : index\n",
         "    %bid = ascend.block_idx : index\n    %first = arith.cmpi eq, %bid, %c0 : index\n    scf.if %first {\n    }\n")
-    woke: list[int] = []
-    wake = race.RaceChecker._wake
-
-    def waking(self, v):
-        woke.append(self.block)
-        return wake(self, v)
-
-    monkeypatch.setattr(race.RaceChecker, "_wake", waking)
+    woke = _woken(monkeypatch)
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((512, 512)).astype(np.float16), rng.standard_normal((512, 256)).astype(np.float16)
     res = simulate(parse(text), None, {"a": a, "b": b}, HW)
