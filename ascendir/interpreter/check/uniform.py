@@ -19,7 +19,6 @@ static) are the same while their decisions are, GM operands apart.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import scf
@@ -27,6 +26,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
+from ascendir.interpreter.exec.walk import _is_a
 
 # ops computing their results from their operands alone (besides arith)
 _PURE = frozenset({"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.collapse_shape",
@@ -97,9 +97,3 @@ def _rules(ops: Sequence[Operation]) -> tuple[list[int], list[tuple[tuple[int, .
             always += [id(r) for r in o.results]
     return always, conditional
 
-
-@functools.cache
-def _is_a(cls: type, base: type) -> bool:
-    """issubclass(cls, base), remembered per pair of classes (isinstance on xDSL's op classes,
-    ABCs, runs Python code at every call)."""
-    return issubclass(cls, base)

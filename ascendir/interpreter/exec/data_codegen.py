@@ -18,7 +18,7 @@ from xdsl.ir import Block
 
 from ascendir.dialects import ascend
 from ascendir.dialects.ir_checks import loop_range
-from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.exec.common import Closure, space_name
 from ascendir.interpreter.exec.data_loop_memo import DataLoopMemo, plan
 from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
 from ascendir.interpreter.exec.scalar_codegen import generated
@@ -102,13 +102,11 @@ class DataCodegen:
             lines.append(f"{pad}if not M{k}.replay():")
             lines.append(f"{pad}    t{k} = M{k}.start()")
             fpad, fnest = pad + "    ", nest + 1
-            self._memo_open = True
         lines.append(f"{fpad}for i{k} in r{k}:")
         lines.append(f"{fpad}    R[{iv}] = i{k}")
         local[iv] = f"i{k}"
         self._data_lines(body, env, lines, local, fnest + 1, n)
         if memo is not None:
-            self._memo_open = False
             lines.append(f"{pad}    M{k}.stop(t{k})")
         if carried:
             ys = [self.slot(v) for v in body.last_op.operands] if isinstance(body.last_op, scf.YieldOp) else []
@@ -120,14 +118,15 @@ class DataCodegen:
 
     def _data_memo(self, op: scf.ForOp, nest: int) -> DataLoopMemo | None:
         """The memo of a K loop of a deferred kernel's data walk (data_loop_memo.py), None for any
-        other loop, for one nested in such a loop, and past MAX_NEST - 1 (it adds a block)."""
-        if self.F.cube is None or nest >= MAX_NEST - 1 or getattr(self, "_memo_open", False) or self.k.tree is None:
+        other loop and past MAX_NEST - 1 (it adds a block). (A memo whose loop runs inside a loop
+        being stored neither applies nor stores: `DataLoopMemo.replay`, `start`.)"""
+        if self.F.cube is None or nest >= MAX_NEST - 1 or self.k.tree is None:
             return None
         planned = plan(op, self.k.tree)
         if planned is None:
             return None
         chips = [self.slot(o.result) for o in self.k.tree.ops
-                 if type(o) is ascend.AllocOp and ascend.space_of(o.result.type).value != "gm"]
+                 if type(o) is ascend.AllocOp and space_name(o.result.type) != "gm"]
         return DataLoopMemo(self.F, self.slot, planned, chips)
 
     def _data_if(self, op: scf.IfOp, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:

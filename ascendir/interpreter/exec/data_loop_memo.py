@@ -42,6 +42,8 @@ from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.interpreter.accel.loop_memo import memo_inputs
+from ascendir.interpreter.exec.common import space_name
+from ascendir.interpreter.exec.deferred import _addr
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
 from ascendir.interpreter.exec.semantics import never_read
 from ascendir.interpreter.exec.walk import OpTree
@@ -65,7 +67,7 @@ def plan(loop: scf.ForOp, tree: OpTree) -> tuple[list, list, list] | None:
             continue
         if t is not ascend.CopyOp:
             return None
-        spaces = (ascend.space_of(o.source.type).value, ascend.space_of(o.dest.type).value)
+        spaces = (space_name(o.source.type), space_name(o.dest.type))
         if spaces not in _MOVES and not (spaces[0] == "gm" != spaces[1] and never_read(o.dest)):
             return None
         if spaces[0] == "gm":
@@ -156,17 +158,17 @@ class DataLoopMemo:
         bases: dict = {}
         for s, dims in self.sources:
             tag, x = A[s], R[s]
-            if tag is None or not isinstance(x, np.ndarray) or _owner(x) is None:
+            b = _base(tag, x)
+            if b is None:
                 return None
             delta = 0 if st is None else sum(tag[2][d] * (R[self.addr[j]] - st.addr[j]) for d, j in dims)
-            b = (_owner(x), _offset(x) - tag[1] * x.itemsize, delta)
-            old = bases.setdefault(tag[0], b)
+            old = bases.setdefault(tag[0], (*b, delta))
             if old[2] != delta or old[0] is not b[0] or old[1] != b[1]:
                 return None
         for s in self.chips:
-            tag, x = A[s], R[s]
-            if tag is not None and isinstance(x, np.ndarray) and _owner(x) is not None:
-                bases[tag[0]] = (_owner(x), _offset(x) - tag[1] * x.itemsize, 0)
+            b = _base(A[s], R[s])
+            if b is not None:
+                bases[A[s][0]] = (*b, 0)
         return bases
 
     # -- applying ---------------------------------------------------------------------------
@@ -198,16 +200,7 @@ class DataLoopMemo:
         except (KeyError, TypeError, ValueError):  # a view outside its buffer: run the loop
             return False
         cube.copies.update(copies)
-        gm = cube.gm
-        for r, (lo, hi) in span.items():
-            got = gm.get(r)
-            if got is None:
-                gm[r] = [lo, hi]
-            else:
-                if lo < got[0]:
-                    got[0] = lo
-                if hi > got[1]:
-                    got[1] = hi
+        _union(cube.gm, span)
         for q, (n0, n1) in zip(F.flags.queues, st.flags):
             for _ in range(n0 - n1):
                 q.popleft()
@@ -254,12 +247,7 @@ class DataLoopMemo:
         entry, adds = cube.watch, cube.log
         cube.watch = cube.log = None
         span, cube.gm = cube.gm, gm
-        for r, s in span.items():
-            got = gm.get(r)
-            if s is None or got is None:  # (None: deferred.py's _UNKNOWN, a GM view without a tag)
-                gm[r] = s
-            else:
-                got[0], got[1] = min(got[0], s[0]), max(got[1], s[1])
+        _union(gm, span)
         if None in span.values() or F.slow_path or cube.effects != effects:
             return
         ctl = F.ctl
@@ -371,16 +359,26 @@ def _rebuild(st: _Stored, bases: dict, views: dict) -> tuple[dict, list, dict, l
     return copies, adds, span, gmlog
 
 
-def _owner(x: np.ndarray):
-    """The array owning `x`'s memory when it is a C-contiguous ndarray, else None."""
+def _union(gm: dict, spans: dict) -> None:
+    """Widen the GM spans `gm` (CubeDeferral.gm: root -> [first, last] element) to hold `spans`
+    (root -> (first, last), or None: deferred.py's _UNKNOWN, a GM view without a tag)."""
+    for r, s in spans.items():
+        got = gm.get(r)
+        if s is None or got is None:
+            gm[r] = None if s is None else [s[0], s[1]]
+        else:
+            got[0], got[1] = min(got[0], s[0]), max(got[1], s[1])
+
+
+def _base(tag: tuple | None, x) -> tuple | None:
+    """(owner array, byte offset in it of element 0 of the root of address tag `tag`) of buffer
+    `x`, or None when `x` has no tag or its memory is not a C-contiguous ndarray's."""
+    if tag is None or not isinstance(x, np.ndarray):
+        return None
     o = x if x.base is None else x.base
-    return o if type(o) is np.ndarray and o.flags.c_contiguous else None
-
-
-def _offset(x: np.ndarray) -> int:
-    """Byte offset of `x`'s first element in its owner's memory."""
-    o = _owner(x)
-    return x.__array_interface__["data"][0] - o.__array_interface__["data"][0]
+    if type(o) is not np.ndarray or not o.flags.c_contiguous:
+        return None
+    return o, _addr(x) - _addr(o) - tag[1] * x.itemsize
 
 
 def _same(a, b, chip: bool = False) -> bool:
@@ -393,4 +391,4 @@ def _same(a, b, chip: bool = False) -> bool:
         return type(b) is tuple and len(a) == len(b) and all(
             x[0] == y[0] and x[1] == y[1] and _same(x[2], y[2]) and x[3] == y[3] for x, y in zip(a, b))
     return (type(b) is np.ndarray and a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
-            and (chip or a.base is b.base) and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+            and (chip or a.base is b.base) and _addr(a) == _addr(b))

@@ -253,30 +253,34 @@ class CubeDeferral:
                             return
                         if sh[0] and sh[1]:  # (an empty box is held by any region: not unique)
                             plans[ts] = p
-                    pieces = []
-                    for rk, c0, i0, h, j0, j1 in p[3]:
-                        e = got.get(rk)
-                        if e is None or e[3] is None:
-                            break
-                        if self.watch is not None and id(e) in self.watch:
-                            self.effects += 1
-                        pieces.append((c0, j1 - j0, *_cut(e, i0, h, j0, j1)))
-                    else:
-                        pieces = tuple(pieces)
-                        self._put(td, d, fill, pieces, pieces, p[2])
-                        return
-                    p = _plan(got, ts, td, sh)  # (the regions it read were overwritten since)
-                    if p is not None:
-                        if sh[0] and sh[1]:
-                            plans[ts] = p
-                        if self.watch is not None and any(id(got[rk]) in self.watch for rk, *_ in p[3]):
-                            self.effects += 1
-                        pieces = tuple((c0, j1 - j0, *_cut(got[rk], i0, h, j0, j1)) for rk, c0, i0, h, j0, j1 in p[3])
+                    pieces = self._pieces(got, p)
+                    if pieces is None:
+                        p = _plan(got, ts, td, sh)  # (the regions it read were overwritten since)
+                        if p is not None:
+                            if sh[0] and sh[1]:
+                                plans[ts] = p
+                            pieces = self._pieces(got, p)
+                    if pieces is not None:
                         self._put(td, d, fill, pieces, pieces, p[2])
                         return
             generic(s, d)
 
         return move
+
+    def _pieces(self, got: dict, p: tuple) -> tuple | None:
+        """The pieces (`_put`) that plan `p` (`_plan`) cuts from the recorded regions `got` of an
+        L1 buffer, or None when one of its regions is no longer recorded or is stale. Reading a
+        region made before the loop data_loop_memo.py records counts in `effects`."""
+        pieces = []
+        watch = self.watch
+        for rk, c0, i0, h, j0, j1 in p[3]:
+            e = got.get(rk)
+            if e is None or e[3] is None:
+                return None
+            if watch is not None and id(e) in watch:
+                self.effects += 1
+            pieces.append((c0, j1 - j0, *_cut(e, i0, h, j0, j1)))
+        return tuple(pieces)
 
     def _put(self, td: tuple, d: np.ndarray, fn, src, pieces: tuple, key: tuple | None = None) -> None:
         """Record that region `d` (address tag `td`, unit stride along rows; region key `key`,
