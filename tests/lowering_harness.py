@@ -18,6 +18,26 @@ from ascendir.driver import lower
 from ascendir.weights import WeightStore
 
 
+def decoder_layer(monkeypatch, hw, s: int, h: int, heads: int, d: int, mlp: int) -> tuple[ModuleOp, WeightStore, np.ndarray]:
+    """benchmarks/fusion.py's 7B-shaped decoder layer with hidden size `h`, `heads` heads of `d`
+    and MLP width `mlp` (patched into fusion for the test), `s` tokens of prefill, lowered at -O2
+    for `hw`: (module, random fp16 weights as benchmarks/numerics_speed.py draws them, an fp16
+    input of shape (1, s, h))."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import fusion
+    import interpreter_speed
+    import numerics_speed
+
+    for name, v in (("H", h), ("HEADS", heads), ("D", d), ("MLP", mlp)):
+        monkeypatch.setattr(fusion, name, v)
+    module, _ = interpreter_speed.lowered(fusion.layer_ir(s, s), hw)
+    x = np.random.default_rng(3).standard_normal((1, s, h)).astype(np.float16)
+    return module, numerics_speed.random_weights(module), x
+
+
 def parse(text: str) -> ModuleOp:
     module = Parser(make_context(), text).parse_module()
     module.verify()

@@ -76,19 +76,9 @@ def test_decoder_layer_gemms_replayed_bit_for_bit(monkeypatch):
     # benchmarks/fusion.py's decoder layer, lowered at -O2, at sizes where blocks take several
     # tiles: fused norm + QKV, O with its epilogue, the fused gate / up GEMM (both weights side by
     # side in one L1 buffer: B's pieces), down with its tail split over K
-    import sys
-    from pathlib import Path
+    from lowering_harness import decoder_layer
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import fusion
-    import interpreter_speed
-    import numerics_speed
-
-    for name, v in (("H", 1024), ("HEADS", 8), ("D", 128), ("MLP", 2816)):
-        monkeypatch.setattr(fusion, name, v)
-    module, _ = interpreter_speed.lowered(fusion.layer_ir(256, 256), HW)
-    weights = numerics_speed.random_weights(module)
-    x = np.random.default_rng(3).standard_normal((1, 256, 1024)).astype(np.float16)
+    module, weights, x = decoder_layer(monkeypatch, HW, 256, h=1024, heads=8, d=128, mlp=2816)
     new, old, counts = _both(monkeypatch, lambda: simulate(module, weights, {"arg0": x}, HW))
     assert counts["replayed"] > counts["ran"] > 0, counts
     assert new.report == old.report

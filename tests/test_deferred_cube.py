@@ -146,21 +146,11 @@ def test_small_decoder_layer_defers_its_gemms_and_matches_op_by_op(monkeypatch):
     # L1 buffer: B's pieces), down. Reports identical; outputs as the single walk's up to the sums'
     # addition order: within an fp16 ulp of the largest output (2^-10 of it), where a wrong
     # provenance moves outputs by their own size (A's K slices read from a wrong column: as large as the largest)
-    import sys
-    from pathlib import Path
+    from lowering_harness import decoder_layer
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import fusion
-    import interpreter_speed
-    import numerics_speed
-
-    for name, v in (("H", 256), ("HEADS", 2), ("D", 128), ("MLP", 512)):
-        monkeypatch.setattr(fusion, name, v)
-    module, _ = interpreter_speed.lowered(fusion.layer_ir(64, 64), HW)
-    weights = numerics_speed.random_weights(module)
+    module, weights, x = decoder_layer(monkeypatch, HW, 64, h=256, heads=2, d=128, mlp=512)
     for name in list(weights):  # std 0.2 (not 0.02): the GEMMs' share of the output is not lost behind the residuals
         weights.convert(name, lambda w: (w.astype(np.float32) * 10).astype(np.float16))
-    x = np.random.default_rng(3).standard_normal((1, 64, 256)).astype(np.float16)
     counts = {}
     orig = deferred.CubeDeferral._sum
     from ascendir.interpreter.sim import kernel
