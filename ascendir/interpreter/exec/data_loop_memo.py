@@ -18,7 +18,9 @@ subview of a GM buffer defined outside the loop whose dynamic offsets are the lo
 values (loop_memo.memo_inputs: outside values used inside only as such offsets), and the copies
 of one buffer are offset alike. At run time, an execution applies when these are as when it was
 stored: every other outside value the loop reads (control values: scalars by value, buffers by
-address tag, shape and dtype), the flag queues' lengths (the data walk's flags carry no times),
+address tag, shape and dtype; a scalar the loop reads only through tests of outside values, as
+the matmul template's `tile == the block's first tile`, by those tests' results), the flag
+queues' lengths (the data walk's flags carry no times),
 the copies' records on entry (per buffer: region keys, stale or not) and, while a block follows
 a race-checked block's decisions (race.py `decide`), that those decisions are the stored ones.
 Then the walk would run the same ops in the same order on views that differ only by address: GM
@@ -38,10 +40,12 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import memref, scf
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
-from ascendir.interpreter.accel.loop_memo import memo_inputs
+from ascendir.errors import AscendirError
+from ascendir.interpreter.accel.loop_memo import _external, memo_inputs
 from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.deferred import _addr
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
@@ -55,8 +59,9 @@ _MOVES = {("gm", "l1"), ("l1", "l0a"), ("l1", "l0b")}
 
 def plan(loop: scf.ForOp, tree: OpTree) -> tuple[list, list, list] | None:
     """The static part of the module doc for `loop` (in a kernel whose ops are `tree`): None when
-    it does not hold, else (control values, address values, GM sources): source value -> [(dim,
-    index of the address value offsetting it)] as a list of pairs (source, dims)."""
+    it does not hold, else (control values, tests standing for other control values (`_tests`),
+    address values, GM sources): source value -> [(dim, index of the address value offsetting
+    it)] as a list of pairs (source, dims)."""
     if len(loop.body.block.args) != 1 or loop.results:
         return None
     ops = tree.walk(loop)
@@ -76,6 +81,7 @@ def plan(loop: scf.ForOp, tree: OpTree) -> tuple[list, list, list] | None:
         return None
     ctrl, addr, copies = memo_inputs(loop, tree)
     inside = {id(o) for o in ops}
+    ctrl, tests = _tests(ctrl, ops, inside)
     sources: dict = {}
     for o in gm_copies:
         sv_op = o.source.owner
@@ -88,7 +94,24 @@ def plan(loop: scf.ForOp, tree: OpTree) -> tuple[list, list, list] | None:
         dims = sorted(copies[o][1]) if o in copies else []
         if sources.setdefault(src, dims) != dims:
             return None  # (copies of one buffer offset otherwise: no common shift)
-    return ctrl, addr, list(sources.items())
+    return ctrl, tests, addr, list(sources.items())
+
+
+def _tests(ctrl: list, ops: list[Operation], inside: set[int]) -> tuple[list, list]:
+    """Control values the loop reads only as operands of scalar ops whose operands all come
+    from outside it ("tests": the matmul template's `tile == the block's first tile`, evaluated
+    again in every K step) reach the loop only through those tests' results, which then stand
+    in the key for them: the loop runs alike for any such values that give its tests the same
+    results. Returns (the other control values, the tests reading the values left out)."""
+    users: dict = {}
+    for o in ops:
+        for v in o.operands:
+            users.setdefault(v, []).append(o)
+    def test(o: Operation) -> bool:
+        return type(o) in SCALAR_OPS and all(_external(v, inside) for v in o.operands)
+    out = {v for v in ctrl if not isinstance(v.type, MemRefType) and all(map(test, users.get(v, ())))}
+    tests = {id(o): o for v in out for o in users[v]}
+    return [v for v in ctrl if v not in out], list(tests.values())
 
 
 class _Stored:
@@ -122,12 +145,13 @@ class DataLoopMemo:
     Generated code (data_codegen.py) runs `replay()`, and the loop between `start()` and
     `stop()` when it returns False."""
 
-    __slots__ = ("F", "ctrl", "addr", "sources", "chips", "table")
+    __slots__ = ("F", "ctrl", "tests", "addr", "sources", "chips", "table")
 
     def __init__(self, F, slot, planned: tuple, chip_allocs: list[int]):
-        ctrl, addr, sources = planned
+        ctrl, tests, addr, sources = planned
         self.F = F
         self.ctrl = [slot(v) for v in ctrl]
+        self.tests = [(SCALAR_OPS[type(o)](o), [slot(v) for v in o.operands]) for o in tests]
         self.addr = [slot(v) for v in addr]
         self.sources = [(slot(v), dims) for v, dims in sources]
         self.chips = chip_allocs  # slots of the kernel's on-chip allocs (their root -> this block's buffer)
@@ -135,11 +159,16 @@ class DataLoopMemo:
         F.memos.append(self)
 
     def _key(self) -> tuple | None:
-        """Control values (scalars by value, buffers by tag, shape and dtype), flag queue
-        lengths, the copies' records on entry (per buffer: region keys, stale or not), and
-        whether a race check follows the block; None when a buffer has no tag (nothing names it)."""
+        """Control values (scalars by value, buffers by tag, shape and dtype) and the results
+        of the tests standing for the others (`_tests`), flag queue lengths, the copies' records
+        on entry (per buffer: region keys, stale or not), and whether a race check follows the
+        block; None when a buffer has no tag (nothing names it) or a test raises (the loop then
+        runs, and raises its error itself)."""
         R, A, cube = self.F.values, self.F.gm_tags, self.F.cube
-        vals = []
+        try:
+            vals = [fn(*[R[s] for s in args]) for fn, args in self.tests]
+        except AscendirError:
+            return None
         for s in self.ctrl:
             v = R[s]
             if isinstance(v, np.ndarray):
