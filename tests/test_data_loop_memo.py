@@ -227,3 +227,56 @@ def test_a_loop_reading_a_record_made_before_it_is_not_stored(monkeypatch):
     new, old, counts = _both(monkeypatch, lambda: simulate(module, None, feeds, HW, check_races=False))
     assert counts["replayed"] == 0 < counts["ran"], counts
     assert np.array_equal(new.outputs["c"], old.outputs["c"])
+
+
+def _sums_test_log(overlap: bool, init: bool = True):
+    """A loop's log of adds to two L0C regions X and Y (overlapping: each one's first add
+    materialises the other) over four K slices each, the first `init` (else adding to what the
+    region holds), and the L0C buffer."""
+    rng = np.random.default_rng(3)
+    k, n = 128, 96
+    a = rng.standard_normal((32, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.zeros((32, n), np.float32)
+
+    def add(col, k0, init):
+        cv = c[:, col: col + 48]
+        t = ("c", col, (n, 1))
+        term = (a[:, k0: k0 + 32], b[k0: k0 + 32, col: col + 48], ("a", k0, (k, 1)), ("b", k0 * n + col, (n, 1)))
+        return ("c", (t[1], cv.shape, t[2]), cv, term, init)
+
+    y = 32 if overlap else 48
+    log = [add(0, 0, init), add(y, 0, init)]
+    for k0 in (32, 64, 96):
+        log += [add(0, k0, False), add(y, k0, False)]
+    return log, c
+
+
+@pytest.mark.parametrize("overlap, init", [(False, True), (False, False), (True, True)])
+def test_joined_appends_sum_like_the_loop(overlap, init):
+    # apart, X's and Y's later K slices append to their regions (made by their first adds, init
+    # or not): one joined term each. Overlapping, each add materialises the other region
+    # (products of one K slice each): the regions are not there at the cut, and the loop's own
+    # terms are added
+    from ascendir.interpreter.exec.deferred import CubeDeferral
+
+    log, c = _sums_test_log(overlap, init)
+    cut, joined = data_loop_memo._appends(log)
+    assert cut == 2 and len(joined) == 2
+
+    def run(fn):
+        cube = CubeDeferral([])
+        c[...] = 0
+        fn(cube)
+        cube.flush()
+        return c.copy()
+
+    def loop(cube):
+        for root, k, cv, term, init in log:
+            cube._add(root, k, cv, (root, k[0], k[2]), term, init)
+
+    tails = []
+    want = run(loop)
+    got = run(lambda cube: data_loop_memo._add_all(cube, log[:cut] + joined, cut, lambda: tails.append(1) or log[cut:]))
+    assert np.array_equal(got, want)
+    assert tails == ([1] if overlap else [])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ascendir.interpreter.exec.deferred import _runs
+from ascendir.interpreter.exec.deferred import _joined, _runs
 
 M, K, N = 16, 96, 24
 A_ROOT, B_ROOT = "a", "b"  # (address tag roots: any hashable)
@@ -88,3 +88,48 @@ def test_a_slice_padded_along_k_ends_its_run():
     # a padded first term is a run of its own, cut to B's rows
     pairs = _runs([_term(a, b, 0, 32, kb=16), _term(a, b, 32, 32)])
     assert _ks(pairs) == [((M, 16), (16, N)), ((M, 32), (32, N))]
+
+
+def _fold(terms):
+    """terms with each one `_joined` onto the one before it where it may (data_loop_memo.py's
+    stored adds)."""
+    out = [terms[0]]
+    for t in terms[1:]:
+        j = _joined(out[-1], t)
+        if j is None:
+            out.append(t)
+        else:
+            out[-1] = j
+    return out
+
+
+def _views(pairs):
+    return [tuple((v.shape, v.strides, v.base is not None and id(v.base), v.__array_interface__["data"][0]) for v in p)
+            for p in pairs]
+
+
+def test_joined_terms_give_the_runs_of_their_slices():
+    # whatever the slices, a sum of joined terms has the runs (hence the products) of the sum of
+    # the slices; joining happens only where a run goes on
+    a, b = _bufs()
+    t = _term(a, b, 32, 32)
+    cases = [
+        [_term(a, b, k0, 16) for k0 in range(0, 96, 16)],
+        [_term(a, b, 0, 16), _term(a, b, 16, 16), _term(a, b, 48, 16), _term(a, b, 64, 32)],
+        [_term(a, b, 0, 32), _term(a, b, 32, 32, a_off=1), _term(a, b, 64, 32)],
+        [_term(a, b, 0, 32), _term(a, b, 32, 32, b_off=N), _term(a, b, 64, 32)],
+        [_term(a, b, 0, 32), _term(a, b, 32, 32, a_root="other"), _term(a, b, 64, 32)],
+        [_term(a, b, 0, 32), (t[0], t[1], None, t[3]), _term(a, b, 64, 32)],
+        [_term(a, b, 0, 32), _term(a, b, 32, 32, m=8), _term(a, b, 64, 32)],
+        [_term(a, b, 0, 32), _term(a, b, 32, 32, n=8), _term(a, b, 64, 32)],
+        [_term(a, b, 0, 16), _term(a, b, 16, 16), _term(a, b, 32, 32, kb=16), _term(a, b, 48, 16)],
+        [_term(a, b, 0, 32, kb=16), _term(a, b, 32, 32), _term(a, b, 64, 32)],
+        [_term(a, b, 0, 32), _term(a.copy(), b.copy(), 32, 32), _term(a, b, 64, 32)],
+    ]
+    joins = 0
+    for terms in cases:
+        folded = _fold(terms)
+        joins += len(terms) - len(folded)
+        assert _views(_runs(folded)) == _views(_runs(terms))
+    assert joins >= 6
+    assert len(_fold(cases[0])) == 1 and len(_fold(cases[2])) == 3

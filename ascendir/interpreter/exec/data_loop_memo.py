@@ -9,7 +9,8 @@ records the loop leaves and the terms its mmads add to sums, their GM views move
 tile's addresses and their on-chip views to the running block's buffers. The terms go through
 deferred.py's `_add` again, in their order, onto the sums the tile has then (the matmul
 template's first K step runs before the loop, by L0C column halves, and the loop's first mmad
-regroups those halves).
+regroups those halves); the terms a region appends after its first, one K slice after the
+other, go as one term (`_appends`: the same runs of K, so the same products).
 
 When it is exact. Static (`plan`): the loop carries no values; every op in it is a scalar op,
 a subview, a flag, scf, an mmad or a copy GM -> L1, L1 -> L0A / L0B, or GM into a buffer no
@@ -47,7 +48,7 @@ from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
 from ascendir.interpreter.accel.loop_memo import _external, memo_inputs
 from ascendir.interpreter.exec.common import space_name
-from ascendir.interpreter.exec.deferred import _addr
+from ascendir.interpreter.exec.deferred import _addr, _joined
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
 from ascendir.interpreter.exec.semantics import never_read
 from ascendir.interpreter.exec.walk import OpTree
@@ -117,10 +118,12 @@ def _tests(ctrl: list, ops: list[Operation], inside: set[int]) -> tuple[list, li
 class _Stored:
     """One stored execution: what keyed it, the address values it ran with and what it did."""
 
-    __slots__ = ("key", "addr", "copies", "adds", "span", "flags", "decisions", "gmlog")
+    __slots__ = ("key", "addr", "copies", "adds", "cut", "tail", "span", "flags", "decisions", "gmlog")
 
-    def __init__(self, key, addr, copies, adds, span, flags, decisions, gmlog):
-        self.key, self.addr, self.copies, self.adds = key, addr, copies, adds
+    def __init__(self, key, addr, copies, adds, cut, tail, span, flags, decisions, gmlog):
+        # adds: the terms added to sums, those from `cut` on joined (`_appends`); tail: those
+        # from `cut` on as the loop added them
+        self.key, self.addr, self.copies, self.adds, self.cut, self.tail = key, addr, copies, adds, cut, tail
         self.span, self.flags, self.decisions, self.gmlog = span, flags, decisions, gmlog
 
 
@@ -225,7 +228,7 @@ class DataLoopMemo:
         if bases is None:
             return False
         try:
-            copies, adds, span, gmlog = _rebuild(st, bases, self.table.views)
+            copies, adds, span, gmlog = _rebuild(st, bases, self.table.views, st.adds)
         except (KeyError, TypeError, ValueError):  # a view outside its buffer: run the loop
             return False
         cube.copies.update(copies)
@@ -238,9 +241,7 @@ class DataLoopMemo:
         if ctl is not None:
             ctl.nctl += len(st.decisions)
             ctl.gmlog.extend(gmlog)
-        add = cube._add
-        for root, k, cv, term, init in adds:
-            add(root, k, cv, (root, k[0], k[2]), term, init)
+        _add_all(cube, adds, st.cut, lambda: _rebuild(st, bases, self.table.views, st.tail)[1])
         return True
 
     # -- storing ----------------------------------------------------------------------------
@@ -298,7 +299,8 @@ class DataLoopMemo:
                 copies[r] = dict(d)
             elif any(fresh):
                 return
-        st = _Stored(key, addr, copies, adds, {r: tuple(s) for r, s in span.items()},
+        cut, joined = _appends(adds)
+        st = _Stored(key, addr, copies, adds[:cut] + joined, cut, adds[cut:], {r: tuple(s) for r, s in span.items()},
                      tuple(zip(key[1], map(len, F.flags.queues))), decisions, gmlog)
         bases = self._bases(None)
         if bases is None or not _exact(st, bases):
@@ -308,27 +310,70 @@ class DataLoopMemo:
         self.table.append(st)
 
 
+def _appends(adds: list) -> tuple[int, list]:
+    """A loop's logged adds (root, region key, L0C view, term, init) as (cut, joined): the adds
+    from `cut` on are neither `init` nor the first of their region in the loop, so each is an
+    append to its region, whatever the state, if its region is there at `cut`: `_add` only
+    starts, regroups or materialises sums at an `init` add or one whose region is missing, and
+    an append removes no region. `joined`: those adds with the terms each region appends one
+    after the other joined where `_runs` would join them (deferred.py `_joined`: the region's
+    runs, hence its products, are the same), in the order of each region's first (regions'
+    appends commute). A replay adds a few terms where the loop added one per mmad."""
+    cut, seen = 0, set()
+    for i, (root, key, _, _, init) in enumerate(adds):
+        if init or (root, key) not in seen:
+            cut = i + 1
+            seen.add((root, key))
+    joined: list = []
+    last: dict = {}  # (root, region key) -> index in `joined` of the region's last term
+    for add in adds[cut:]:
+        i = last.get(add[:2])
+        if i is not None:
+            t = _joined(joined[i][3], add[3])
+            if t is not None:
+                joined[i] = (*joined[i][:3], t, False)
+                continue
+        last[add[:2]] = len(joined)
+        joined.append(add)
+    return cut, joined
+
+
+def _add_all(cube, adds: list, cut: int, tail) -> None:
+    """Add a replay's terms `adds` (root, region key, L0C view, term, init; those from `cut` on
+    joined, `_appends`) to the sums of deferral `cube`, where those from `cut` on are appends:
+    every region they add to is there at `cut`; else, from `cut` on, the terms as the loop
+    added them (`tail()`)."""
+    add = cube._add
+    for root, k, cv, term, init in adds[:cut]:
+        add(root, k, cv, (root, k[0], k[2]), term, init)
+    rest, sums = adds[cut:], cube.sums
+    if any(k not in sums.get(root, ()) for root, k, *_ in rest):
+        rest = tail()
+    for root, k, cv, term, init in rest:
+        add(root, k, cv, (root, k[0], k[2]), term, init)
+
+
 def _exact(st: _Stored, bases: dict) -> bool:
     """Whether `st`'s views rebuild from their tags as they are (module doc)."""
     try:
-        copies, adds, _, gmlog = _rebuild(st, bases, {})
+        copies, adds, _, gmlog = _rebuild(st, bases, {}, st.adds + st.tail)
     except (KeyError, TypeError, ValueError):
         return False
     for r, d in st.copies.items():
         for e, e2 in zip(d.values(), copies[r].values()):
             if not (_same(e[1], e2[1]) and _same(e[2], e2[2], chip=True) and _same(e[3], e2[3])):
                 return False
-    for (_, _, cv, t, _), (_, _, cv2, u, _) in zip(st.adds, adds):
+    for (_, _, cv, t, _), (_, _, cv2, u, _) in zip(st.adds + st.tail, adds):
         if not (_same(cv, cv2, chip=True) and _same(t[0], u[0]) and _same(t[1], u[1]) and t[2] == u[2] and t[3] == u[3]):
             return False
     return st.gmlog is None or gmlog == st.gmlog
 
 
-def _rebuild(st: _Stored, bases: dict, views: dict) -> tuple[dict, list, dict, list | None]:
-    """`st`'s records and sums' terms with every view rebuilt from its tag in `bases` (root ->
-    (owner, byte offset of element 0, shift in elements); GM views built before in `views`, see
-    `_Table`): (copies, terms added (root, region key, L0C view, term, init), GM spans,
-    race-check GM log)."""
+def _rebuild(st: _Stored, bases: dict, views: dict, terms: list) -> tuple[dict, list, dict, list | None]:
+    """`st`'s records and the terms `terms` (of `st`: its adds or its tail) with every view
+    rebuilt from its tag in `bases` (root -> (owner, byte offset of element 0, shift in
+    elements); GM views built before in `views`, see `_Table`): (copies, terms added (root,
+    region key, L0C view, term, init), GM spans, race-check GM log)."""
     memo: dict = {}
 
     def gm(g, t):
@@ -374,7 +419,7 @@ def _rebuild(st: _Stored, bases: dict, views: dict) -> tuple[dict, list, dict, l
             nd[k] = (fn, src2, chip(r, k, dst), np_, box)
         copies[r] = nd
     adds = []
-    for r, k, cv, (va, vb, sa, sb), init in st.adds:
+    for r, k, cv, (va, vb, sa, sb), init in terms:
         a, ta = gm(va, sa)
         b, tb = gm(vb, sb)
         adds.append((r, k, chip(r, k, cv), (a, b, ta, tb), init))

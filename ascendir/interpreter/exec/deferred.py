@@ -576,6 +576,25 @@ def _runs(terms: list) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+def _joined(t: tuple, u: tuple) -> tuple | None:
+    """Terms `t` and `u` of a sum (A view, B view, their tags) as one term when `_runs` takes
+    `u` on a run that `t` starts (or ends: a run through `t` is one through its slices) without
+    ending it there: the same GM buffers, u's slices k elements on along K, the same rows and
+    columns, neither padded along K. Its views are those `_runs` makes of the run; None otherwise."""
+    va, vb, sa, sb = t
+    ua, ub, qa, qb = u
+    m, k = va.shape
+    oa, ob = _owner(va), _owner(vb)
+    if (vb.shape[0] != k or ua.shape[1] != ub.shape[0] or oa is None or ob is None or sa is None or sb is None
+            or va.strides[1] != sa[2][1] * va.itemsize or vb.strides[0] != sb[2][0] * vb.itemsize
+            or ua.base is not oa or ub.base is not ob or ua.shape[0] != m or ub.shape[1] != vb.shape[1]
+            or qa != (sa[0], sa[1] + k * sa[2][1], sa[2]) or qb != (sb[0], sb[1] + k * sb[2][0], sb[2])):
+        return None
+    k += ua.shape[1]
+    return (np.ndarray((m, k), va.dtype, oa, _addr(va) - _addr(oa), va.strides),
+            np.ndarray((k, vb.shape[1]), vb.dtype, ob, _addr(vb) - _addr(ob), vb.strides), sa, sb)
+
+
 def _regroup(got: dict, key: tuple, cv: np.ndarray, box: tuple) -> bool:
     """Regroup the recorded sums of an L0C buffer (`CubeDeferral.sums` of its root: region key
     -> [accumulate, view, terms, region]) so that region `box` (key `key`, view `cv`, columns
