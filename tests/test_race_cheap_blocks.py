@@ -179,3 +179,27 @@ def test_a_block_followed_to_its_end_is_followed_cheaply(monkeypatch):
     assert np.allclose(res.outputs["c"], a.astype(np.float32) @ b.astype(np.float32), rtol=2e-2, atol=2e-1)
     full, cheap = _full_and_followed(monkeypatch, text, {"a": a, "b": b})
     assert full == cheap == "ok"
+
+
+def test_a_block_with_fewer_tiles_follows_cheaply_to_its_loop_end(monkeypatch):
+    # 8 output tiles over 3 blocks: blocks 0 and 1 take 3, block 2 takes 2. Each iteration is a
+    # decision (scf_ops.py `_iteration_decided`), so block 2 keeps block 0's through its two tiles
+    # and wakes only where its tile loop ends (decided by the trip count at the loop's start, it
+    # woke there and was followed op by op). Same verdict as the full check
+    text = matmul_ir(512, 256, 512, block_dim=3)
+    woke: list = []
+    wake = race.RaceChecker._wake
+
+    def waking(self, v):
+        woke.append((self.block, self.nctl, len(self.cheap_ctl)))
+        return wake(self, v)
+
+    monkeypatch.setattr(race.RaceChecker, "_wake", waking)
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((512, 512)).astype(np.float16), rng.standard_normal((512, 256)).astype(np.float16)
+    res = simulate(parse(text), None, {"a": a, "b": b}, HW)
+    (block, at, of), = woke
+    assert block == 2 and 0.5 < at / of < 1, woke
+    assert np.allclose(res.outputs["c"], a.astype(np.float32) @ b.astype(np.float32), rtol=2e-2, atol=2e-1)
+    full, cheap = _full_and_followed(monkeypatch, text, {"a": a, "b": b})
+    assert full == cheap == "ok"

@@ -28,7 +28,7 @@ checked block it repeats and checks its GM operands only (`RaceChecker`: same ve
 messages as checking every operand). In a data walk whose kernel makes the same on-chip accesses
 along the same control decisions (check/uniform.py: structured control, on-chip operands
 block-invariant, pipes fixed per op), a later block runs unchecked (the fast path) while its
-decisions (scf.if branches, scf.for trip counts) are those of a checked block: its events are
+decisions (scf.if branches, scf.for iterations and ends) are those of a checked block: its events are
 then that block's, GM operands apart, which it logs; at the end (or at an error) the logged GM
 accesses are checked with that block's rows on the buffers two pipes touched, one writing (on
 the others none can race: read / read, or one pipe's program order). At the first decision that
@@ -255,7 +255,9 @@ class RaceChecker:
 
     # -- cheap blocks (reset): their events are the checked block's while their decisions are ----
     def decide(self, v) -> None:
-        """A control decision of the data walk (an scf.if's branch, an scf.for's trip count)."""
+        """A control decision of the data walk (an scf.if's branch; an scf.for iteration's start,
+        True, or the loop's end, False: a block running fewer iterations than its checked block
+        follows it cheaply to its own loop's end)."""
         c = self.cheap
         if c is not None:
             k = self.nctl

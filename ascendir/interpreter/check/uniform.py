@@ -2,12 +2,12 @@
 follow, `RaceChecker.reset`).
 
 A value is block-invariant when every block computes it alike along the same control decisions
-(each scf.if's branch, each scf.for's trip count, in execution order): constants, on-chip
-allocs, the kernel's arguments (one GM tag per launch), pure ops (arith, views) of invariant
-operands, an scf.for's induction variable when its lower bound and step are invariant (the k-th
-iteration's value is lb + k * step; the trip count is a decision), loop-carried values and
-region results whose inits and yields are invariant. Anything else may differ per block:
-ascend.block_idx, loads, every other op with results (conservative).
+(each scf.if's branch, each scf.for iteration's start and the loop's end, in execution order):
+constants, on-chip allocs, the kernel's arguments (one GM tag per launch), pure ops (arith,
+views) of invariant operands, an scf.for's induction variable when its lower bound and step are
+invariant (the k-th iteration's value is lb + k * step; whether it runs is a decision),
+loop-carried values and region results whose inits and yields are invariant. Anything else may
+differ per block: ascend.block_idx, loads, every other op with results (conservative).
 
 Structured control (scf.for, scf.if only) makes the sequence of ops a block runs a function of
 its control decisions: two blocks with the same decisions run the same ops, and by induction

@@ -2,7 +2,7 @@
 
 A block of the data walk becomes one function: its scalar ops written inline (as `scalar_run`
 writes them), scf.for as a Python `for` and scf.if as a Python `if`, each with the control
-decision the race check takes first (race.py `RaceChecker.decide`: a loop's trip count, a
+decision the race check takes first (race.py `RaceChecker.decide`: a loop's iterations, a
 branch), and every other op a call of its closure (`Compiler.op`). Running a block is then one
 call per tile op, flag or view instead of a closure per loop, branch and scalar run besides.
 The data walk charges no clock, so a loop or branch there is nothing but its control flow and
@@ -76,9 +76,10 @@ class DataCodegen:
         flush()
 
     def _data_for(self, op: scf.ForOp, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
-        """scf.for: its range (loop_range's errors), its trip count decided, then the iterations:
-        the induction variable and the carried values in their slots, the body, the yielded
-        values carried (all read before any is written). A deferred kernel's K loop runs through
+        """scf.for: its range (loop_range's errors), then the iterations, each decided (True;
+        False at the end: scf_ops.py `_iteration_decided` says why): the induction variable and
+        the carried values in their slots, the body, the yielded values carried (all read before
+        any is written). A deferred kernel's K loop runs through
         its memo (data_loop_memo.py): a stored execution applied, else the loop run and stored."""
         pad = "    " * nest
         k = n[0]
@@ -91,8 +92,6 @@ class DataCodegen:
         iv = self.slot(body.args[0])
         carried = [self.slot(a) for a in body.args[1:]]
         lines.append(f"{pad}r{k} = _range({val(op.lb)}, {val(op.ub)}, {val(op.step)})")
-        lines.append(f"{pad}if ctl is not None:")
-        lines.append(f"{pad}    ctl.decide(len(r{k}))")
         for c, v in zip(carried, op.iter_args):
             lines.append(f"{pad}R[{c}] = {val(v)}")
         memo = self._data_memo(op, nest)
@@ -103,6 +102,8 @@ class DataCodegen:
             lines.append(f"{pad}    t{k} = M{k}.start()")
             fpad, fnest = pad + "    ", nest + 1
         lines.append(f"{fpad}for i{k} in r{k}:")
+        lines.append(f"{fpad}    if ctl is not None:")
+        lines.append(f"{fpad}        ctl.decide(True)")
         lines.append(f"{fpad}    R[{iv}] = i{k}")
         local[iv] = f"i{k}"
         self._data_lines(body, env, lines, local, fnest + 1, n)
@@ -115,6 +116,8 @@ class DataCodegen:
                 lines.append(f"{pad}    {_assign(pairs)}")
             for r, c in zip((self.slot(x) for x in op.results), carried):
                 lines.append(f"{pad}R[{r}] = R[{c}]")
+        lines.append(f"{pad}if ctl is not None:")
+        lines.append(f"{pad}    ctl.decide(False)")
 
     def _data_memo(self, op: scf.ForOp, nest: int) -> DataLoopMemo | None:
         """The memo of a K loop of a deferred kernel's data walk (data_loop_memo.py), None for any

@@ -28,6 +28,8 @@ class ScfOps:
         inits = [self.slot(v) for v in op.iter_args]
         results = [self.slot(r) for r in op.results]
         body = self.block(body_block)
+        if self.k is not None and self.k.data_only:
+            body = [self._iteration_decided(), *body]
         yields = [self.slot(v) for v in body_block.last_op.operands] if isinstance(body_block.last_op, scf.YieldOp) else []
         charge = self._charge_scalar(op)
         acc = self.m.accel if self.m is not None else Accel()  # (unit tests compile without a module)
@@ -57,7 +59,7 @@ class ScfOps:
                     if charge is not None:
                         charge()
 
-            return self._decided(run, lb, ub, st)
+            return self._decided(run)
 
         pairs_init = list(zip(carried, inits))
         pairs_yield = list(zip(carried, yields))
@@ -78,20 +80,35 @@ class ScfOps:
             for r, c in pairs_res:
                 R[r] = R[c]
 
-        return self._decided(run_iter, lb, ub, st)
+        return self._decided(run_iter)
 
-    def _decided(self, run: Closure, lb: int, ub: int, st: int) -> Closure:
-        """An scf.for of the data walk: its trip count given to the race check first (race.py
-        `RaceChecker.decide`); other walks: `run`."""
-        if self.k is None or not self.k.data_only:
-            return run
-        F, R = self.F, self.F.values
+    def _iteration_decided(self) -> Closure:
+        """The first closure of a data-walk loop's body: an iteration starts, a control decision
+        (race.py `RaceChecker.decide`: True per iteration, False at the loop's end, `_decided`).
+        Decided so rather than by the trip count at the start, a block whose loop runs fewer
+        iterations than its checked block's keeps its decisions, and runs cheaply, to the end of
+        its own (the last wave's tiles of a GEMM)."""
+        F = self.F
 
-        def decided() -> None:
+        def iteration() -> None:
             c = F.ctl
             if c is not None:
-                c.decide(len(loop_range(R[lb], R[ub], R[st])))
+                c.decide(True)
+
+        return iteration
+
+    def _decided(self, run: Closure) -> Closure:
+        """An scf.for of the data walk (its body led by `_iteration_decided`): the loop's end
+        given to the race check after it; other walks: `run`."""
+        if self.k is None or not self.k.data_only:
+            return run
+        F = self.F
+
+        def decided() -> None:
             run()
+            c = F.ctl
+            if c is not None:
+                c.decide(False)
 
         return decided
 
