@@ -1,7 +1,8 @@
-"""Property tests of the fp16 -> float32 conversion of GM data (interpreter/exec/wide.py
-`widen_into`): numpy's cast bit for bit for any fp16 bits (zeros, subnormals, +-65504, inf, NaN
+"""Property tests of the fp16 -> float32 conversions of GM data (interpreter/exec/wide.py):
+`widen_into` is numpy's cast bit for bit for any fp16 bits (zeros, subnormals, +-65504, inf, NaN
 payloads) in views of any shape, strides and size, its blocks of any length (not a divisor of the
-array), and whatever its sum-of-squares pre-check lets through."""
+array), and whatever its sum-of-squares pre-check lets through; `GmShadows.wide` gives the cast
+of any sequence of views of a buffer converted chunk by chunk, the chunks left counted right."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ascendir.interpreter.exec import wide
-from ascendir.interpreter.exec.wide import F16, F32, widen_into
+from ascendir.interpreter.exec.wide import F16, F32, GmShadows, widen_into
 
 # fp16 bit patterns a random draw rarely hits: zeros, the least and largest subnormals, the least
 # normal, 65504, inf, a signalling and a quiet NaN (with payloads), each with both signs
@@ -76,3 +77,24 @@ def test_large_finite_values_take_the_search_and_keep_their_values():
     dst = np.empty(src.shape, F32)
     widen_into(dst, src)
     assert _same_bits(dst, src)
+
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from([96, 100, 4096]), st.lists(st.tuples(st.integers(0, 63), st.integers(1, 64),
+       st.integers(0, 95), st.integers(1, 96), st.sampled_from([1, 2, -1])), min_size=1, max_size=8))
+@settings(max_examples=150, deadline=None, database=None)
+def test_shadow_views_read_in_any_order_are_the_cast(seed, chunk, reads):
+    saved = wide.CHUNK
+    wide.CHUNK = chunk  # (a row per chunk, chunks across rows, the whole buffer in one)
+    try:
+        gm = _bits(seed, (64, 96), 0.01).copy()  # (a buffer of its own: a GM buffer)
+        sh = GmShadows()
+        for r0, nr, c0, nc, step in reads:
+            v = gm[r0: r0 + nr, c0: c0 + nc][::step]
+            assert _same_bits(np.asarray(sh.wide(v)), v)
+            got = sh.copies[id(gm)]
+            assert got[4] == got[2].count(0)  # the chunks left to convert: counted as flagged
+        assert _same_bits(sh.wide(gm), gm)
+        assert sh.copies[id(gm)][4] == 0
+        sh.clear()
+    finally:
+        wide.CHUNK = saved

@@ -60,15 +60,15 @@ class GmShadows:
     __slots__ = ("copies", "work")
 
     def __init__(self):
-        # id(owner) -> (owner, f32 copy (flat, from the pool: may be longer), chunks converted (bool per
-        # CHUNK), owner address)
-        self.copies: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
+        # id(owner) -> [owner, f32 copy (flat, from the pool: may be longer), chunks converted (a byte
+        # per CHUNK: 1 once converted), owner address, chunks not converted yet]
+        self.copies: dict[int, list] = {}
         self.work: list[np.ndarray | None] = []  # `widened`'s buffers by slot (from the pool, for this launch)
 
     def clear(self) -> None:
         """A launch starts or ends: the copies and work buffers go back to the pool."""
-        for _, c, _, _ in self.copies.values():
-            _give(c)
+        for got in self.copies.values():
+            _give(got[1])
         self.copies.clear()
         for i, w in enumerate(self.work):
             if w is not None:
@@ -87,7 +87,7 @@ class GmShadows:
         if view.dtype != F16:  # written through a view of another type: convert again when read
             del self.copies[id(o)]
             return
-        w = _alias(got, view)
+        w = _alias(got, view, view.__array_interface__["data"][0])
         if index is None:
             np.copyto(w, view)
         else:
@@ -95,31 +95,32 @@ class GmShadows:
 
     def wide(self, view: np.ndarray) -> np.ndarray:
         """`view` (fp16, in GM) as float32: a view of its buffer's copy, the chunks it spans
-        converted first if this launch has not yet (buffers that cannot be copied: converted)."""
+        converted first if this launch has not yet (buffers that cannot be copied: converted).
+        Per call (the 7B layer's data walks make ~2,000, mostly of converted chunks): one
+        address lookup (numpy's `__array_interface__`, µs), and the chunks' flags searched as
+        bytes only while the copy has chunks left to convert."""
         o = view.base if view.base is not None else view
         got = self.copies.get(id(o))
         if got is None:
             if type(o) is not np.ndarray or o.dtype != F16 or not o.flags.c_contiguous or view.dtype != F16:
                 return view.astype(F32)
-            got = self.copies[id(o)] = (o, _take(o.size), np.zeros(-(-o.size // CHUNK), bool),
-                                        o.__array_interface__["data"][0])
-        if view.size:
-            first, last = _span(view, got[3])
-            c0 = first // CHUNK
-            seg = got[2][c0: last // CHUNK + 1]  # the chunks the view spans: converted yet?
-            if not seg.all():
+            n = -(-o.size // CHUNK)
+            got = self.copies[id(o)] = [o, _take(o.size), bytearray(n), o.__array_interface__["data"][0], n]
+        at = view.__array_interface__["data"][0]
+        if got[4] and view.size:
+            first, last = _span(view, (at - got[3]) // 2)
+            flags, end = got[2], last // CHUNK + 1
+            a = flags.find(0, first // CHUNK, end)
+            if a >= 0:
                 src, dst = got[0].reshape(-1), got[1]
-                if seg.any():  # only the runs of chunks not converted yet
-                    todo = np.flatnonzero(~seg)
-                    cut = np.flatnonzero(np.diff(todo) != 1) + 1
-                    runs = zip(todo[np.r_[0, cut]], todo[np.r_[cut - 1, todo.size - 1]] + 1)
-                else:
-                    runs = ((0, seg.size),)
-                for a, b in runs:
-                    lo, hi = (c0 + a) * CHUNK, min((c0 + b) * CHUNK, src.size)
-                    widen_into(dst[lo:hi], src[lo:hi])
-                seg[...] = True
-        return _alias(got, view)
+                while a >= 0:  # each run of chunks not converted yet
+                    b = flags.find(1, a, end)
+                    b = end if b < 0 else b
+                    widen_into(dst[a * CHUNK: min(b * CHUNK, src.size)], src[a * CHUNK: b * CHUNK])
+                    flags[a:b] = b"\x01" * (b - a)
+                    got[4] -= b - a
+                    a = flags.find(0, b, end)
+        return _alias(got, view, at)
 
     def widened(self, view: np.ndarray, slot: int) -> np.ndarray:
         """`view` (fp16, 2-D) converted to a C-contiguous float32 array in work buffer `slot` of
@@ -221,9 +222,10 @@ def _give(buf: np.ndarray) -> None:
             _pooled[0] -= _pool.pop(0).nbytes
 
 
-def _span(view: np.ndarray, base: int) -> tuple[int, int]:
-    """[first, last] element of the fp16 buffer at address `base` that `view` touches."""
-    lo = hi = (view.__array_interface__["data"][0] - base) // 2
+def _span(view: np.ndarray, lo: int) -> tuple[int, int]:
+    """[first, last] element of its fp16 buffer that `view`, whose first element is element `lo`
+    of the buffer, touches."""
+    hi = lo
     for n, st in zip(view.shape, view.strides):
         if st > 0:
             hi += (n - 1) * st // 2
@@ -232,7 +234,7 @@ def _span(view: np.ndarray, base: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _alias(got: tuple, view: np.ndarray) -> np.ndarray:
-    """The float32 view of the copy `got` holding the elements `view` shows of its buffer."""
-    off = view.__array_interface__["data"][0] - got[3]
-    return np.ndarray(view.shape, F32, got[1], off * 2, tuple(s * 2 for s in view.strides))
+def _alias(got: list, view: np.ndarray, at: int) -> np.ndarray:
+    """The float32 view of the copy `got` holding the elements `view` (data at address `at`) shows
+    of its buffer."""
+    return np.ndarray(view.shape, F32, got[1], (at - got[3]) * 2, tuple(s * 2 for s in view.strides))
