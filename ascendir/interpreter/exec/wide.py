@@ -60,15 +60,15 @@ class GmShadows:
     __slots__ = ("copies", "work")
 
     def __init__(self):
-        # id(owner) -> (owner, f32 copy (flat, from the pool: may be longer), chunks converted (bool per
-        # CHUNK), owner address)
-        self.copies: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
+        # id(owner) -> [owner, f32 copy (flat, from the pool: may be longer), chunks converted (a byte
+        # per CHUNK: 1 once converted), owner address, chunks not converted yet]
+        self.copies: dict[int, list] = {}
         self.work: list[np.ndarray | None] = []  # `widened`'s buffers by slot (from the pool, for this launch)
 
     def clear(self) -> None:
         """A launch starts or ends: the copies and work buffers go back to the pool."""
-        for _, c, _, _ in self.copies.values():
-            _give(c)
+        for got in self.copies.values():
+            _give(got[1])
         self.copies.clear()
         for i, w in enumerate(self.work):
             if w is not None:
@@ -87,7 +87,7 @@ class GmShadows:
         if view.dtype != F16:  # written through a view of another type: convert again when read
             del self.copies[id(o)]
             return
-        w = _alias(got, view)
+        w = _alias(got, view, view.__array_interface__["data"][0])
         if index is None:
             np.copyto(w, view)
         else:
@@ -95,31 +95,32 @@ class GmShadows:
 
     def wide(self, view: np.ndarray) -> np.ndarray:
         """`view` (fp16, in GM) as float32: a view of its buffer's copy, the chunks it spans
-        converted first if this launch has not yet (buffers that cannot be copied: converted)."""
+        converted first if this launch has not yet (buffers that cannot be copied: converted).
+        Per call (the 7B layer's data walks make ~2,000, mostly of converted chunks): one
+        address lookup (numpy's `__array_interface__`, µs), and the chunks' flags searched as
+        bytes only while the copy has chunks left to convert."""
         o = view.base if view.base is not None else view
         got = self.copies.get(id(o))
         if got is None:
             if type(o) is not np.ndarray or o.dtype != F16 or not o.flags.c_contiguous or view.dtype != F16:
                 return view.astype(F32)
-            got = self.copies[id(o)] = (o, _take(o.size), np.zeros(-(-o.size // CHUNK), bool),
-                                        o.__array_interface__["data"][0])
-        if view.size:
-            first, last = _span(view, got[3])
-            c0 = first // CHUNK
-            seg = got[2][c0: last // CHUNK + 1]  # the chunks the view spans: converted yet?
-            if not seg.all():
+            n = -(-o.size // CHUNK)
+            got = self.copies[id(o)] = [o, _take(o.size), bytearray(n), o.__array_interface__["data"][0], n]
+        at = view.__array_interface__["data"][0]
+        if got[4] and view.size:
+            first, last = _span(view, (at - got[3]) // 2)
+            flags, end = got[2], last // CHUNK + 1
+            a = flags.find(0, first // CHUNK, end)
+            if a >= 0:
                 src, dst = got[0].reshape(-1), got[1]
-                if seg.any():  # only the runs of chunks not converted yet
-                    todo = np.flatnonzero(~seg)
-                    cut = np.flatnonzero(np.diff(todo) != 1) + 1
-                    runs = zip(todo[np.r_[0, cut]], todo[np.r_[cut - 1, todo.size - 1]] + 1)
-                else:
-                    runs = ((0, seg.size),)
-                for a, b in runs:
-                    lo, hi = (c0 + a) * CHUNK, min((c0 + b) * CHUNK, src.size)
-                    widen_into(dst[lo:hi], src[lo:hi])
-                seg[...] = True
-        return _alias(got, view)
+                while a >= 0:  # each run of chunks not converted yet
+                    b = flags.find(1, a, end)
+                    b = end if b < 0 else b
+                    widen_into(dst[a * CHUNK: min(b * CHUNK, src.size)], src[a * CHUNK: b * CHUNK])
+                    flags[a:b] = b"\x01" * (b - a)
+                    got[4] -= b - a
+                    a = flags.find(0, b, end)
+        return _alias(got, view, at)
 
     def widened(self, view: np.ndarray, slot: int) -> np.ndarray:
         """`view` (fp16, 2-D) converted to a C-contiguous float32 array in work buffer `slot` of
@@ -143,25 +144,31 @@ _SCALE = np.float32(2.0**112)  # 2^(127 - 15): float32's exponent bias over fp16
 _SIGNED_BITS = np.int32(-0x70002000)  # 0x8FFFE000: the sign and fp16's exponent and significand, shifted
 _EXP_ALL = np.int32(0x7F800000)  # float32's exponent bits
 _FP16_TOP = np.float32(65536)  # 2^16: what an fp16 of exponent 31 (inf, NaN) scales to at least
+# a block's sum of squares below this has no element of 2^16 or more in magnitude: such an element
+# alone squares to 2^32 or more, and adding non-negative terms never lowers a rounded sum in any
+# order (half of 2^32: a margin for however the BLAS accumulates)
+_SQUARES_CLEAR = np.float32(2.0**31)
 _PROBE = np.array([1 << 13], np.int32).view(F32)  # fp16's least subnormal shifted: 2^-24 / 2^112
 ROWS_ELEMENTS = 1 << 17  # elements `widen_into` converts per pass (fits L2 as float32)
 
 
 def widen_into(dst: np.ndarray, src: np.ndarray) -> None:
     """dst[...] = src (fp16 -> float32, same 1-D or 2-D shape; dst C-contiguous, src any strides),
-    bit for bit numpy's cast, by integer and float32 passes over blocks of ROWS_ELEMENTS: ~1.6 ns
-    per element on the benchmark machine against ~2.8 for numpy's element-by-element cast (the
-    7B layer converts ~240 M weight elements).
+    bit for bit numpy's cast, by integer and float32 passes over blocks of ROWS_ELEMENTS: ~1.3 ns
+    per element on the benchmark machine against ~2.7 for numpy's element-by-element cast (the
+    7B layer converts ~410 M weight elements).
 
     Per element: the fp16 bits, sign-extended to 32 bits and shifted left by 13, masked to the
     sign, exponent and significand (0x8FFFE000), are a float32 of the same significand whose
     exponent field is fp16's; times 2^112 (exact: a power of two, the result normal) that is the
     fp16 value, subnormals included. Exponent 31 (inf, NaN) gives 2^16 or more in magnitude
     (the largest finite fp16 is 65504): those elements get float32's all-ones exponent, keeping
-    sign and significand (NaN payloads as numpy's cast keeps them). Small or other arrays, or a
-    process whose FP unit treats subnormal inputs as zero (DAZ, which the multiply needs off):
-    numpy's cast. DAZ is probed on every call (~1 µs, a fraction of the smallest conversion's
-    work): an extension module loaded later (one built with -ffast-math) can switch it on."""
+    sign and significand (NaN payloads as numpy's cast keeps them). A block is searched for them
+    only when its sum of squares (one BLAS dot, cheaper than a max and a min) says it may hold
+    one, and its largest or least element says it does. Small or other arrays, or a process whose FP unit treats subnormal inputs as zero (DAZ,
+    which the multiply needs off): numpy's cast. DAZ is probed on every call (~1 µs, a fraction
+    of the smallest conversion's work): an extension module loaded later (one built with
+    -ffast-math) can switch it on."""
     if src.size < 4096 or src.ndim not in (1, 2) or not dst.flags.c_contiguous or float(_PROBE[0] * _SCALE) != 2.0**-24:
         np.copyto(dst, src)
         return
@@ -169,10 +176,13 @@ def widen_into(dst: np.ndarray, src: np.ndarray) -> None:
     step = max(1, ROWS_ELEMENTS // (src.shape[1] if src.ndim == 2 else 1))
     for r in range(0, src.shape[0], step):
         d, f = di[r: r + step], dst[r: r + step]
-        np.left_shift(h[r: r + step], 13, out=d, dtype=np.int32)
+        # (a sign-extending copy, then the shift in place: faster than a shift casting as it goes)
+        np.copyto(d, h[r: r + step])
+        np.left_shift(d, 13, out=d)
         np.bitwise_and(d, _SIGNED_BITS, out=d)
         np.multiply(f, _SCALE, out=f)
-        if f.max() >= _FP16_TOP or f.min() <= -_FP16_TOP:
+        flat = f.reshape(-1)
+        if np.dot(flat, flat) >= _SQUARES_CLEAR and (f.max() >= _FP16_TOP or f.min() <= -_FP16_TOP):
             np.bitwise_or(d, _EXP_ALL, out=d, where=np.abs(f) >= _FP16_TOP)
 
 
@@ -212,9 +222,10 @@ def _give(buf: np.ndarray) -> None:
             _pooled[0] -= _pool.pop(0).nbytes
 
 
-def _span(view: np.ndarray, base: int) -> tuple[int, int]:
-    """[first, last] element of the fp16 buffer at address `base` that `view` touches."""
-    lo = hi = (view.__array_interface__["data"][0] - base) // 2
+def _span(view: np.ndarray, lo: int) -> tuple[int, int]:
+    """[first, last] element of its fp16 buffer that `view`, whose first element is element `lo`
+    of the buffer, touches."""
+    hi = lo
     for n, st in zip(view.shape, view.strides):
         if st > 0:
             hi += (n - 1) * st // 2
@@ -223,7 +234,7 @@ def _span(view: np.ndarray, base: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _alias(got: tuple, view: np.ndarray) -> np.ndarray:
-    """The float32 view of the copy `got` holding the elements `view` shows of its buffer."""
-    off = view.__array_interface__["data"][0] - got[3]
-    return np.ndarray(view.shape, F32, got[1], off * 2, tuple(s * 2 for s in view.strides))
+def _alias(got: list, view: np.ndarray, at: int) -> np.ndarray:
+    """The float32 view of the copy `got` holding the elements `view` (data at address `at`) shows
+    of its buffer."""
+    return np.ndarray(view.shape, F32, got[1], (at - got[3]) * 2, tuple(s * 2 for s in view.strides))
