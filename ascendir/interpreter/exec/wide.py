@@ -165,10 +165,10 @@ def widen_into(dst: np.ndarray, src: np.ndarray) -> None:
     (the largest finite fp16 is 65504): those elements get float32's all-ones exponent, keeping
     sign and significand (NaN payloads as numpy's cast keeps them). A block is searched for them
     only when its sum of squares (one BLAS dot, cheaper than a max and a min) says it may hold
-    one, and its largest or least element says it does. Small or other arrays, or a process whose FP unit treats subnormal inputs as zero (DAZ,
-    which the multiply needs off): numpy's cast. DAZ is probed on every call (~1 µs, a fraction
-    of the smallest conversion's work): an extension module loaded later (one built with
-    -ffast-math) can switch it on."""
+    one, and its largest or least element says it does. Small or other arrays, or a process
+    whose FP unit treats subnormal inputs as zero (DAZ, which the multiply needs off): numpy's
+    cast. DAZ is probed on every call (~1 µs, a fraction of the smallest conversion's work): an
+    extension module loaded later (one built with -ffast-math) can switch it on."""
     if src.size < 4096 or src.ndim not in (1, 2) or not dst.flags.c_contiguous or float(_PROBE[0] * _SCALE) != 2.0**-24:
         np.copyto(dst, src)
         return
