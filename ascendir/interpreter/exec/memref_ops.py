@@ -286,7 +286,7 @@ class MemrefOps:
         # compare their address tags' strides by identity, `_gm_copy`)
         strides: dict = {}
         dyn = [x for dim in dims for (d, x) in dim[:3] if d]
-        get_dyn = itemgetter(*dyn) if len(dyn) > 1 else (lambda R, s=dyn[0]: R[s]) if dyn else (lambda R: None)
+        get_dyn = itemgetter(*dyn) if dyn else (lambda R: None)  # (one slot: its value, in one C call)
         one = charge is not None and self.k is not None and self.k.nunits == 1
         alu = self.k.alu if self.k is not None else 0.0
 
