@@ -1,7 +1,9 @@
 """Rewritten run-time closures of the timing-only walk (the numerics run's twins) against their
 plain definitions: the generated timed tile-op run (tile_ops._timed_tile: operands compared by
 identity, one `is` each), scalar charges on two units (ScalarCodegen._charge_scalar), a mix
-kernel's scf.if (ScfOps.if_) and the steady-state snapshot's flag times (SteadyLoop.snapshot)."""
+kernel's scf.if (ScfOps.if_), the steady-state snapshot's flag times (SteadyLoop.snapshot), the
+relative core state of several units (loop_memo.state_key) and a launch log's read flags
+(memo._mask)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import random
 
 import numpy as np
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, i1
+from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Block, Region
 
+from ascendir.interpreter.accel.loop_memo import state_key
+from ascendir.interpreter.accel.memo import _mask
 from ascendir.interpreter.accel.steady import SteadyLoop
 from ascendir.interpreter.exec.common import zero_view
 from ascendir.interpreter.exec.compiler import Compiler, KernelInfo
@@ -137,3 +141,54 @@ def test_snapshot_holds_every_pending_flag_time_in_queue_order():
     idx, vec, lens = sl.hist[-1][:3]
     assert vec == F.core.free + F.core.done + F.core.busy + F.acct + [8.0, 9.0, 10.0, 11.0, 12.0, 13.0]
     assert lens == [0, 2, 0, 1, 3] and idx == 0
+
+
+def _state_key_reference(free: list, done: list, queues: list, npipes: int, dst_units: list[int]) -> tuple:
+    """state_key's definition for several units, written plainly: every clock clamped to its
+    unit's S clock (free[u * npipes]); the key lists "S" for a clock at or below it, else its
+    distance to the latest pipe clock."""
+    S = [free[u] for u in range(0, len(free), npipes)]
+    free = [S[i // npipes] if x < S[i // npipes] else x for i, x in enumerate(free)]
+    done = [S[i // npipes] if x < S[i // npipes] else x for i, x in enumerate(done)]
+    queues = [[S[dst_units[k]] if t < S[dst_units[k]] else t for t in q] for k, q in enumerate(queues)]
+    base = max(free + done)
+    rel = [tuple(map(len, queues))]
+    rel += ["S" if x <= S[i // npipes] else x - base for i, x in enumerate(free)]
+    rel += ["S" if x <= S[i // npipes] else x - base for i, x in enumerate(done)]
+    for k, q in enumerate(queues):
+        rel += ["S" if t <= S[dst_units[k]] else t - base for t in q]
+    return (tuple(rel), tuple(x - base for x in S), base, S), free, done, queues
+
+
+def test_state_key_of_several_units_matches_definition():
+    """The relative core state of a mix kernel (three units): key, clamped clocks written back
+    (free, done, pending flag times), S clocks and latest clock as the plain definition gives
+    them, on clocks around their S clocks (below, equal, above)."""
+    rng = random.Random(11)
+    npipes = NPIPES
+    for _ in range(200):
+        F = Frame()
+        F.core = CoreState(0, 3 * npipes)
+        S = [float(rng.randrange(0, 40)) for _ in range(3)]
+        for i in range(3 * npipes):
+            s = S[i // npipes]
+            F.core.free[i] = s if i % npipes == 0 else s + rng.choice((-3.0, 0.0, 2.0, 7.0))
+            F.core.done[i] = s + rng.choice((-5.0, 0.0, 1.0, 9.0))
+        F.flags = FlagQueues(4)
+        dst = [rng.randrange(3) for _ in range(4)]
+        for q in F.flags.queues:
+            q.extend(rng.choice((-4.0, 0.0, 3.0)) + 20.0 for _ in range(rng.randrange(3)))
+        want, free, done, queues = _state_key_reference(list(F.core.free), list(F.core.done), [list(q) for q in F.flags.queues],
+                                                         npipes, dst)
+        got = state_key(F, npipes, dst)
+        assert got == want
+        assert F.core.free == free and F.core.done == done and [list(q) for q in F.flags.queues] == queues
+
+
+def test_launch_log_read_flags_per_access():
+    """A launch's logged array of accesses gives one is-read flag per access: its own array, or
+    one flag for all broadcast to the keys' shape."""
+    keys = np.arange(5, dtype=np.int64)
+    rd = np.array([True, False, True, True, False])
+    assert _mask(rd, keys) is rd
+    assert _mask(False, keys).tolist() == [False] * 5 and _mask(np.bool_(True), keys).shape == (5,)
