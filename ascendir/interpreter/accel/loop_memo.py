@@ -470,14 +470,11 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
         rel = [tuple(map(len, queues))]
         rel += ["S" if x <= s else x - base for x in vals]
         return tuple(rel), (s - base,), base, [s]
-    S = [free[u] for u in range(0, ns, npipes)]
-    if clamp:
-        for i in range(ns):
-            s = S[i // npipes]
-            if free[i] < s:
-                free[i] = s
-            if done[i] < s:
-                done[i] = s
+    S = free[::npipes]
+    Sx = [s for s in S for _ in range(npipes)]  # each pipe's S clock
+    if clamp:  # (max keeps the clock itself when it is not below: free[i] = s only where free[i] < s)
+        free[:] = map(max, free, Sx)
+        done[:] = map(max, done, Sx)
         for k, q in enumerate(queues):
             if q:
                 s = S[dst_units[k]]
@@ -486,10 +483,8 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
                         q[j] = s
     base = max(max(free), max(done))
     rel: list = [tuple(map(len, queues))]
-    for i, x in enumerate(free):
-        rel.append("S" if x <= S[i // npipes] else x - base)
-    for i, x in enumerate(done):
-        rel.append("S" if x <= S[i // npipes] else x - base)
+    rel += ["S" if x <= s else x - base for x, s in zip(free, Sx)]
+    rel += ["S" if x <= s else x - base for x, s in zip(done, Sx)]
     for k, q in enumerate(queues):
         if q:
             s = S[dst_units[k]]

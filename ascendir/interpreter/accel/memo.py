@@ -60,6 +60,13 @@ class Tiles:
         return sids[self.stream] * SHIFT + self.off
 
 
+def _mask(rd, keys: np.ndarray) -> np.ndarray:
+    """The is-read flags of a logged array of accesses `keys`: `rd` as a bool array of its shape
+    (a replay logs one flag per access; broadcast only when given one for all)."""
+    rd = np.asarray(rd, bool)
+    return rd if rd.shape == keys.shape else np.broadcast_to(rd, keys.shape)
+
+
 @dataclass
 class Memo:
     """One stored launch: its cores' clocks and counters (relative to its start), the L2 checks
@@ -94,8 +101,7 @@ class Memo:
         arrays = [a for a in log if isinstance(a[0], np.ndarray)]
         k = np.concatenate([np.array([a[0] for a in scalars], np.int64)] + [a[0].astype(np.int64, copy=False) for a in arrays])
         t = np.concatenate([np.array([a[1] for a in scalars], np.float64)] + [a[1].astype(np.float64, copy=False) for a in arrays])
-        rd = np.concatenate([np.array([a[2] for a in scalars], bool)]
-                            + [np.broadcast_to(np.asarray(a[2], bool), a[0].shape) for a in arrays])
+        rd = np.concatenate([np.array([a[2] for a in scalars], bool)] + [_mask(a[2], a[0]) for a in arrays])
         ck = np.array([c[0] for c in checks], np.int64)
         wk = np.array([c[0] for c in wchecks], np.int64)
         sids, inv = np.unique(np.concatenate([k, ck, wk]) // SHIFT, return_inverse=True)

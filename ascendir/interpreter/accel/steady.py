@@ -284,9 +284,7 @@ class SteadyLoop:
         c = F.core
         qs = F.flags.queues
         vec = c.free + c.done + c.busy + F.acct
-        for q in qs:  # (most flag queues are empty)
-            if q:
-                vec += q
+        vec += chain.from_iterable(qs)  # the pending flag times, queue by queue (most are empty)
         h = self.hist
         h.append((idx, vec, [*map(len, qs)], len(F.gm_log), len(F.cost_log), F.s_clock_decisions))
         if len(h) > 2 * PMAX + 1:

@@ -25,6 +25,10 @@ from ascendir.interpreter.exec.wide import storage_dtype
 from ascendir.interpreter.exec.scalar_codegen import generated
 
 MEMO_VIEWS = 4096  # views a data walk's subview remembers per source (`_subview_memo`)
+# the timed subviews' results, one per (shape, dtype) for every subview op of every kernel: a
+# zero view is read-only and holds no data, so any op may share it (a view per op and shape cost
+# ~10 us per op, thousands of ops per kernel, the first time each ran)
+_ZERO_VIEWS: dict = {}
 # the form of a numerics subview (`_subview_code`: per dim its static values, which are dynamic,
 # dropped; charged or not) -> its generated factory, shared by every subview of that form
 _FACTORIES: dict[tuple, object] = {}
@@ -269,9 +273,9 @@ class MemrefOps:
     def _subview_timing(self, src: int, out: int, dims: list, where: str, charge) -> Closure:
         """Timing-only subview: buffers are zero-stride views (no data), so only the result shape
         and the GM address tag matter; views are shared per (shape, dtype) instead of indexing
-        numpy every time. Same bounds checks as the numerics path."""
+        numpy every time (`_ZERO_VIEWS`). Same bounds checks as the numerics path."""
         R, A, F = self.F.values, self.F.gm_tags, self.F
-        views: dict = {}
+        views = _ZERO_VIEWS
         # the result (view, address offset added, strides) is a function of the source shape,
         # dtype and strides and of the dynamic operands: memoised per subview op (most subviews
         # of a loop body see the same few operand values; bounded), in one table per source
@@ -286,7 +290,7 @@ class MemrefOps:
         # compare their address tags' strides by identity, `_gm_copy`)
         strides: dict = {}
         dyn = [x for dim in dims for (d, x) in dim[:3] if d]
-        get_dyn = itemgetter(*dyn) if len(dyn) > 1 else (lambda R, s=dyn[0]: R[s]) if dyn else (lambda R: None)
+        get_dyn = itemgetter(*dyn) if dyn else (lambda R: None)  # (one slot: its value, in one C call)
         one = charge is not None and self.k is not None and self.k.nunits == 1
         alu = self.k.alu if self.k is not None else 0.0
 
@@ -315,6 +319,8 @@ class MemrefOps:
             key = (tuple(res), a.dtype)
             v = views.get(key)
             if v is None:
+                if len(views) >= 4096:
+                    views.clear()
                 v = views[key] = zero_view(key[0], a.dtype)
             nst = tuple(nst)
             return v, off, strides.setdefault(nst, nst)

@@ -100,13 +100,25 @@ class ScalarCodegen:
                 c.free[0] += alu
                 c.busy[0] += alu
 
+        elif len(s_ids) == 2:  # (a mix kernel's AIC and AIV: unrolled, the loop cost as much as the sums)
+            s0, s1 = s_ids
+
+            def charge() -> None:
+                c = F.core
+                free, busy = c.free, c.busy
+                free[s0] += alu
+                busy[s0] += alu
+                free[s1] += alu
+                busy[s1] += alu
+
         else:
 
             def charge() -> None:
                 c = F.core
+                free, busy = c.free, c.busy
                 for s in s_ids:
-                    c.free[s] += alu
-                    c.busy[s] += alu
+                    free[s] += alu
+                    busy[s] += alu
 
         return charge
 

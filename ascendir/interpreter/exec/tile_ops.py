@@ -5,7 +5,7 @@ touch the L2 and the address logs of steady.py / memo.py."""
 from __future__ import annotations
 
 import math
-from operator import is_, itemgetter
+from operator import itemgetter
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 from ascendir.dialects import ascend
@@ -22,6 +22,83 @@ from ascendir.interpreter.exec.wide import F16, declared, storage_dtype
 # the built-in cost factories (costmodel/ops.py): each gives one op the same pipe and unit
 # whatever its operands (copy: its path's; mmad: M; vector ops: V; gather: MTE2)
 _FIXED_PIPE = builtin_costs()
+
+
+# The timed run of a tile op (`TileOps.tile`), generated per operand count: its operands are
+# fetched into locals and compared with the last ones by identity, one `is` each (a generic
+# `all(map(is_, ...))` over a fetched tuple was a third of the closure's own time). Compiled once
+# per count, like steady.step_test; each op's run is the template's closure over its own values.
+_TILE_RUN = """
+def make(F, R, A, ins, cache, cost_fn, resolve, key_of, sem, race_ops, name, label):
+    {slots} = ins
+    {lasts} = {sentinels}
+    last_c = None
+
+    def run():
+        nonlocal {lasts}, last_c
+        {fetch}
+        if {same}:
+            c = last_c
+        else:
+            vals = ({vals},)
+            key = key_of(vals)
+            c = cache.get(key)
+            if c is None:
+                c = cache[key] = resolve(cost_fn(*vals))
+            {lasts} = {vals}
+            last_c = c
+        pid, sid, cyc, lat, items, flops = c
+        if F.slow_path:  # race check running, or a pipe held (holds.py): one test on the common path
+            h = F.hold
+            if h is not None and pid in h.lists:
+                h.defer(pid, run, ins, sid)
+                return
+            if F.races is not None:
+                F.races.access(pid, [(A[i], R[i].shape, w) for i, w in race_ops if A[i] is not None], name, F.block)
+        if sem is not None and F.numerics_on:
+            sem({vals})
+        sig = F.cost_log
+        if sig is not None:
+            sig.append(c)
+        core = F.core
+        free = core.free
+        t = free[pid]
+        s = free[sid]
+        if s >= t:  # the S clock decides the start (loop_memo.LoopMemo counts these)
+            t = s
+            F.s_clock_decisions += 1
+        e = t + cyc
+        free[pid] = e
+        e += lat
+        if e > core.done[pid]:
+            core.done[pid] = e
+        core.busy[pid] += cyc
+        acct = F.acct
+        for i, b in items:
+            acct[i] += b
+        if flops:
+            acct[FLOPS] += flops
+        acct[OPS] += 1
+        if F.trace is not None:
+            F.trace.append((core.index, pid, t, cyc, label, items))
+
+    return run
+"""
+_TILE_RUNS: dict[int, object] = {}
+
+
+def _timed_tile(n: int):
+    """The factory of timed tile-op runs with n operands (`_TILE_RUN`)."""
+    make = _TILE_RUNS.get(n)
+    if make is None:
+        names = lambda p: ", ".join(f"{p}{j}" for j in range(n))  # noqa: E731
+        src = _TILE_RUN.format(slots=names("i") + ",", lasts=names("l"), sentinels=", ".join(["object()"] * n),
+                               fetch="; ".join(f"v{j} = R[i{j}]" for j in range(n)), same=" and ".join(f"v{j} is l{j}" for j in range(n)),
+                               vals=names("v"))
+        env = {"FLOPS": FLOPS, "OPS": OPS}
+        exec(src, env)  # noqa: S102 (our own text)
+        make = _TILE_RUNS[n] = env["make"]
+    return make
 
 
 def slice_name(op: Operation, target) -> str:
@@ -98,59 +175,12 @@ class TileOps:
             return self._gm_copy(op, sem, cost_fn, ins, gm_copy, resolve)
 
         # the last operands and their cost: a loop's op meets the same operand objects every
-        # iteration in timing-only mode (views are shared per shape), so an identity test
-        # replaces building and hashing the shape key (`last_vals` holds them: identities stay
-        # valid; the initial sentinels match nothing)
-        last_vals: tuple = (object(),) * len(ins)
-        last_c = None
+        # iteration in timing-only mode (views are shared per shape), so identity tests replace
+        # building and hashing the shape key (the run holds them: identities stay valid)
+        def key_of(vals: tuple) -> tuple:
+            return tuple([v.shape for v in vals]) if all_mem else tuple(v.shape if m else v for v, m in zip(vals, mem))
 
-        def run() -> None:
-            nonlocal last_vals, last_c
-            vals = get(R)
-            if all(map(is_, vals, last_vals)):
-                c = last_c
-            else:
-                key = tuple([v.shape for v in vals]) if all_mem else tuple(v.shape if m else v for v, m in zip(vals, mem))
-                c = cache.get(key)
-                if c is None:
-                    c = cache[key] = resolve(cost_fn(*vals))
-                last_vals, last_c = vals, c
-            pid, sid, cyc, lat, items, flops = c
-            if F.slow_path:  # race check running, or a pipe held (holds.py): one test on the common path
-                h = F.hold
-                if h is not None and pid in h.lists:
-                    h.defer(pid, run, ins, sid)
-                    return
-                if F.races is not None:
-                    F.races.access(pid, [(A[i], R[i].shape, w) for i, w in race_ops if A[i] is not None], name, F.block)
-            if sem is not None and F.numerics_on:
-                sem(*vals)
-            sig = F.cost_log
-            if sig is not None:
-                sig.append(c)
-            core = F.core
-            free = core.free
-            t = free[pid]
-            s = free[sid]
-            if s >= t:  # the S clock decides the start (loop_memo.LoopMemo counts these)
-                t = s
-                F.s_clock_decisions += 1
-            e = t + cyc
-            free[pid] = e
-            e += lat
-            if e > core.done[pid]:
-                core.done[pid] = e
-            core.busy[pid] += cyc
-            acct = F.acct
-            for i, b in items:
-                acct[i] += b
-            if flops:
-                acct[FLOPS] += flops
-            acct[OPS] += 1
-            if F.trace is not None:
-                F.trace.append((core.index, pid, t, cyc, label, items))
-
-        return run
+        return _timed_tile(len(ins))(F, R, A, ins, cache, cost_fn, resolve, key_of, sem, race_ops, name, label)
 
     def _data_tile(self, sem, cost_fn, ins: list[int], get, resolve, race_ops: list, name: str, fixed: bool,
                    gm: list[bool]) -> Closure:
