@@ -48,8 +48,14 @@ _F16_SUB_ROUND = np.float32(0.75)  # x + this rounds a tiny float32 x to a multi
 
 
 def _store(dst: np.ndarray, value) -> None:
-    if dst.dtype == F16 and type(value) is np.ndarray and value.dtype == F32:
-        value = narrow_f16(value)
+    """dst[...] = value (broadcast, cast unsafely; float32 into fp16 through `narrow_f16`)."""
+    if type(value) is np.ndarray:
+        dt = value.dtype
+        if dt == dst.dtype:  # no cast: item assignment copies as copyto does, with less overhead
+            dst[...] = value
+            return
+        if dt == F32 and dst.dtype == F16:
+            value = narrow_f16(value)
     np.copyto(dst, value, casting="unsafe")
 
 
@@ -71,10 +77,20 @@ def narrow_f16(x: np.ndarray) -> np.ndarray:
     below 2^-14 and are left as they are."""
     if not x.size:
         return x
-    sample = np.abs(x[tuple(slice(None, None, -(-n // 16)) for n in x.shape)])
-    if 16 * (np.count_nonzero(sample < _F16_NORMAL) - np.count_nonzero(sample == 0)) < sample.size:
+    cut = _SAMPLES.get(x.shape)
+    if cut is None:
+        cut = tuple(slice(None, None, -(-n // 16)) for n in x.shape)
+        if len(_SAMPLES) < 4096:
+            _SAMPLES[x.shape] = cut
+    sample = x[cut]
+    # its tiny elements but zeros (count_nonzero counts a NaN: it is no zero either)
+    tiny = np.count_nonzero(np.abs(sample) < _F16_NORMAL) - (sample.size - np.count_nonzero(sample))
+    if 16 * tiny < sample.size:
         return x  # (zeros cast fast: the masked scores of an attention tile)
     return round_subnormal_f16(x)
+
+
+_SAMPLES: dict[tuple, tuple] = {}  # shape -> the slices of `narrow_f16`'s sample (its stores meet few shapes)
 
 
 def round_subnormal_f16(x: np.ndarray) -> np.ndarray:
@@ -265,9 +281,23 @@ def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where((a < 0) != (b < 0), -q, q)
 
 
-def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[Operation], Runtime]:
+def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], into: np.ufunc | None = None,
+            kinds: str = "iuf") -> Callable[[Operation], Runtime]:
+    """`fn` as an op writing its dest. `into`: a ufunc whose every element is exact or correctly
+    rounded (so where it is computed cannot change it) giving `fn`'s values when both operands
+    and the dest have one native dtype of a kind in `kinds`: then it writes the dest directly
+    (out=), without the temporary and its copy (numpy broadcasts the operands to the dest as
+    the copy would broadcast the result, and copies operands that overlap the dest first)."""
+
     def factory(op: Operation) -> Runtime:
         def run(a: np.ndarray, b: np.ndarray, dst: np.ndarray) -> None:
+            dt = dst.dtype
+            if into is not None and a.dtype == dt and b.dtype == dt and dt.kind in kinds and dt != BF16:
+                try:
+                    into(a, b, out=dst)
+                    return
+                except ValueError:  # shapes that do not fit: the error the copy raises, below
+                    pass
             if not _native(a.dtype):
                 a, b = _f32(a), _f32(b)
             _store(dst, fn(a, b))
@@ -278,12 +308,12 @@ def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[Ope
 
 
 BINARY: dict[str, Callable[[Operation], Runtime]] = {
-    "vadd": _binary(np.add),
-    "vsub": _binary(np.subtract),
-    "vmul": _binary(np.multiply),
-    "vdiv": _binary(lambda a, b: _int_div(a, b) if a.dtype.kind in "iu" else np.divide(a, b)),
-    "vmax": _binary(np.maximum),
-    "vmin": _binary(np.minimum),
+    "vadd": _binary(np.add, np.add),
+    "vsub": _binary(np.subtract, np.subtract),
+    "vmul": _binary(np.multiply, np.multiply),
+    "vdiv": _binary(lambda a, b: _int_div(a, b) if a.dtype.kind in "iu" else np.divide(a, b), np.divide, "f"),
+    "vmax": _binary(np.maximum, np.maximum),
+    "vmin": _binary(np.minimum, np.minimum),
     "vpow": _binary(lambda a, b: np.power(_f32(a), _f32(b))),
     "vand": _binary(np.bitwise_and),
     "vor": _binary(np.bitwise_or),
@@ -292,11 +322,23 @@ BINARY: dict[str, Callable[[Operation], Runtime]] = {
 }
 
 
-def _scalar(fn: Callable[[np.ndarray, float], np.ndarray]) -> Callable[[Operation], Runtime]:
+def _scalar(fn: Callable[[np.ndarray, float], np.ndarray], into: np.ufunc | None = None,
+            f32: bool = False) -> Callable[[Operation], Runtime]:
+    """`fn(x, scalar)` as an op writing its dest. `into`: a correctly rounded ufunc giving
+    `fn`'s values on float32 operands, called as `into(src, scalar)` (the scalar as float32
+    when `f32`) writing a float32 dest directly (out=, as `_binary`)."""
+
     def factory(op: Operation) -> Runtime:
         s = op.scalar.value.data
+        c = np.float32(s) if f32 else s
 
         def run(src: np.ndarray, dst: np.ndarray) -> None:
+            if into is not None and src.dtype == F32 and dst.dtype == F32:
+                try:
+                    into(src, c, out=dst)
+                    return
+                except ValueError:  # shapes that do not fit: the error the copy raises, below
+                    pass
             x = _f32(src) if (not _native(src.dtype) or src.dtype.kind == "f") else src
             _store(dst, fn(x, s))
 
@@ -306,10 +348,10 @@ def _scalar(fn: Callable[[np.ndarray, float], np.ndarray]) -> Callable[[Operatio
 
 
 SCALAR: dict[str, Callable[[Operation], Runtime]] = {
-    "vadds": _scalar(lambda x, s: x + np.float32(s) if x.dtype.kind == "f" else x + s),
-    "vmuls": _scalar(lambda x, s: x * np.float32(s) if x.dtype.kind == "f" else x * s),
-    "vmaxs": _scalar(lambda x, s: np.maximum(x, s)),
-    "vmins": _scalar(lambda x, s: np.minimum(x, s)),
+    "vadds": _scalar(lambda x, s: x + np.float32(s) if x.dtype.kind == "f" else x + s, np.add, f32=True),
+    "vmuls": _scalar(lambda x, s: x * np.float32(s) if x.dtype.kind == "f" else x * s, np.multiply, f32=True),
+    "vmaxs": _scalar(lambda x, s: np.maximum(x, s), np.maximum),
+    "vmins": _scalar(lambda x, s: np.minimum(x, s), np.minimum),
     "vpows": _scalar(lambda x, s: np.power(_f32(x), np.float32(s))),
 }
 
@@ -325,26 +367,58 @@ def _reduce(fn: Callable[..., np.ndarray]) -> Callable[[Operation], Runtime]:
     return factory
 
 
-def _block_reduce(fn: Callable[..., np.ndarray]) -> Callable[[Operation], Runtime]:
-    """Each 32-B data block of the last dim to one element (the verifier checks the shapes)."""
+def _block_reduce(fn: np.ufunc) -> Callable[[Operation], Runtime]:
+    """Each 32-B data block of the last dim to one element by `fn`'s reduction (the verifier
+    checks the shapes); float32 blocks of 8 by `_blocks_of_8`."""
 
     def factory(op: Operation) -> Runtime:
         def run(src: np.ndarray, dst: np.ndarray) -> None:
             x = _f32(src) if src.dtype.kind == "f" else src
-            _store(dst, fn(x.reshape(*x.shape[:-1], dst.shape[-1], -1), axis=-1))
+            x = x.reshape(*x.shape[:-1], dst.shape[-1], -1)
+            if x.dtype == F32 and x.shape[-1] == 8 and x.flags.c_contiguous and _blocks_of_8(fn, x, dst):
+                return
+            _store(dst, fn.reduce(x, axis=-1))
 
         return run
 
     return factory
 
 
+_ZERO = np.float32(0)
+
+
+def _blocks_of_8(fn: np.ufunc, x: np.ndarray, dst: np.ndarray) -> bool:
+    """dst[...] = fn.reduce(x, axis=-1) for a C-contiguous float32 `x` of last dim 8 (fn np.add
+    or np.maximum), by elementwise passes over all blocks at once instead of numpy's reduction,
+    which costs its inner loop's call per block (~60 ns: 8 ns per element); False (nothing
+    written) when that cannot give numpy's values bit for bit.
+
+    Sum: numpy's float reduction adds 8 elements pairwise, ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)),
+    to its identity 0 (loops_utils.h.src `pairwise_sum`; a sum of -0s is +0): the same
+    additions here. Max: the largest element whatever the order, but for the sign of a zero
+    (max(-0, +0)) and which NaN of several: when a block's max is zero or NaN, False."""
+    t = x.reshape(-1, 8).T  # row i: element i of every block
+    a = fn(t[0::2], t[1::2], out=np.empty((4, t.shape[1]), F32))  # (C order: long inner loops)
+    a = fn(a[0::2], a[1::2])
+    direct = fn is np.add and dst.dtype == F32 and dst.shape == x.shape[:-1] and dst.flags.c_contiguous
+    out = fn(a[0], a[1], out=dst.reshape(-1) if direct else None)
+    if fn is np.add:
+        np.add(out, _ZERO, out=out)
+    elif not np.minimum.reduce(np.abs(out)) > 0:  # a zero or a NaN
+        return False
+    if not direct:
+        _store(dst, out.reshape(x.shape[:-1]))
+    return True
+
+
 REDUCE: dict[str, Callable[[Operation], Runtime]] = {
-    "vreduce_sum": _reduce(np.sum),
-    "vreduce_max": _reduce(np.max),
-    "vreduce_min": _reduce(np.min),
-    "vreduce_prod": _reduce(np.prod),
-    "vblock_reduce_max": _block_reduce(np.max),
-    "vblock_reduce_sum": _block_reduce(np.sum),
+    # (ufunc reductions: what np.sum / np.max / np.min / np.prod call, without their wrapper)
+    "vreduce_sum": _reduce(np.add.reduce),
+    "vreduce_max": _reduce(np.maximum.reduce),
+    "vreduce_min": _reduce(np.minimum.reduce),
+    "vreduce_prod": _reduce(np.multiply.reduce),
+    "vblock_reduce_max": _block_reduce(np.maximum),
+    "vblock_reduce_sum": _block_reduce(np.add),
 }
 
 
@@ -366,6 +440,12 @@ def vcmp(op: ascend.VcmpOp) -> Runtime:
     fn = _CMP[op.cmp.data]
 
     def run(a: np.ndarray, b: np.ndarray, dst: np.ndarray) -> None:
+        if dst.dtype == np.bool_ and a.dtype == b.dtype and _native(a.dtype):
+            try:  # (into the dest directly, as `_binary`)
+                fn(a, b, out=dst)
+                return
+            except ValueError:  # shapes that do not fit: the error the copy raises, below
+                pass
         if not _native(a.dtype):
             a, b = _f32(a), _f32(b)
         _store(dst, fn(a, b))
@@ -375,6 +455,14 @@ def vcmp(op: ascend.VcmpOp) -> Runtime:
 
 def vsel(op: ascend.VselOp) -> Runtime:
     def run(cond: np.ndarray, a: np.ndarray, b: np.ndarray, dst: np.ndarray) -> None:
+        if b is dst and cond.dtype == np.bool_ and a.dtype == dst.dtype != np.bool_:
+            # dest = where(cond, a, dest): `a` copied where `cond` holds (a bool mask cannot
+            # share the memory of a dest of another type; copyto copies an `a` that does first)
+            try:
+                np.copyto(dst, a, where=cond)
+                return
+            except ValueError:  # shapes that do not fit: the error the copy raises, below
+                pass
         _store(dst, np.where(cond.astype(bool, copy=False), a, b))
 
     return run
