@@ -137,3 +137,26 @@ def test_writes_with_other_outcomes_are_not_reused(shared, monkeypatch):
     assert answers == ([False, False, True, True] if shared else [False, True, True, True])
     assert des_on == des_off
     _same(on, off)
+
+
+def test_an_outside_offset_per_block_keys_the_tile_loop(monkeypatch):
+    # each block also reads rows of x at an offset its block index gives outside the loop (an
+    # address value of the loop: a subview offset only): block 1 reusing block 0's execution would
+    # record block 0's reads there; the offset keys the stored executions, so none is reused
+    offset = "      %q = arith.remui %t, %c64 : index\n      %r = arith.muli %q, %c16 : index"
+    text = _strided_writes(offset).replace(
+        "    scf.for %t = %bid to %c64 step %c4 {{".replace("{{", "{"),
+        "    %o = arith.muli %bid, %c64 : index\n    %v = ascend.alloc : memref<16x256xf16, #ascend<space ub>>\n"
+        "    scf.for %t = %bid to %c64 step %c4 {").replace(
+        "      ascend.copy %xs, %u : ",
+        "      %xo = memref.subview %x[%o, 0] [16, 256] [1, 1] : memref<1024x256xf16, #ascend<space gm>> to "
+        "memref<16x256xf16, strided<[256, 1], offset: ?>, #ascend<space gm>>\n"
+        "      ascend.copy %xo, %v : memref<16x256xf16, strided<[256, 1], offset: ?>, #ascend<space gm>>, "
+        "memref<16x256xf16, #ascend<space ub>>\n      ascend.copy %xs, %u : ")
+    assert "%xo" in text
+    module = parse(text)
+    on, des_on, answers = _run(module, monkeypatch, True)
+    off, des_off, _ = _run(module, monkeypatch, False)
+    assert des_on == des_off
+    _same(on, off)
+    assert answers == [False] * 4

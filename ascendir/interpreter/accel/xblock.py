@@ -13,9 +13,11 @@ reach the body only through the loop's checked values (steady.uniform_loop: pure
 evaluated for any iteration). Those are, per remap.AddressPlan, address values (GM subview
 offsets only, weights = element strides: an access's offset moves by Σ w_a · Δa(i) for the
 iteration i it was made in) and control values (sizes, bounds, conditions). At run time a stored
-execution applies when the other control values (`LoopMemo` key minus the lower bound), the
-clamped relative state (`LoopMemo.enter`), the trip count and every iteration's control values
-are the same, and the moved writes get the same L2 write outcomes (`first_write_change`).
+execution applies when these are as when it was stored: the other control values (`LoopMemo`
+key minus the lower bound), the loop's own address values (outside values used only as GM
+offsets, which the move above leaves out: one computed from the block index differs per
+block), the clamped relative state (`LoopMemo.enter`), the trip count and every iteration's
+control values; and when the moved writes get the same L2 write outcomes (`first_write_change`).
 Each access's iteration is recorded while the loop runs (`Track`): executed iterations by their
 GM log records, jumps' replayed periods by the sampled period's per-access phase.
 """
@@ -84,8 +86,9 @@ class BlockMemo:
 
     @staticmethod
     def plan(loop: scf.ForOp, checked: list, ctrl: list[SSAValue], tree: OpTree) -> list[SSAValue] | None:
-        """The control values that key a stored execution (`ctrl` without the lower bound), or
-        None when the iv or the lower bound reach the body other than through checked ops."""
+        """The values that key a stored execution (`ctrl`, the loop's control and address
+        values, without the lower bound), or None when the iv or the lower bound reach the body
+        other than through checked ops."""
         lb = loop.lb
         if lb not in ctrl:
             return None

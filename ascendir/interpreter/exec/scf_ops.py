@@ -44,7 +44,9 @@ class ScfOps:
             plan = address_plan(op, checked, self.k.tree)
             gen = Remap(plan, self.slot) if plan is not None and acc.remap else None
             bm = None
-            xctrl = BlockMemo.plan(op, checked, ctrl, self.k.tree) if gen is not None and acc.xblock and acc.loop_memo else None
+            # (the loop's address values key it too: `gen` moves accesses by the checked values
+            # alone, so an outside offset that differs per block must not be reused)
+            xctrl = BlockMemo.plan(op, checked, ctrl + addr, self.k.tree) if gen is not None and acc.xblock and acc.loop_memo else None
             if xctrl is not None:
                 bm = BlockMemo([(self.slot(v), isinstance(v.type, MemRefType)) for v in xctrl], gen)
                 self.F.memos.append(bm)
