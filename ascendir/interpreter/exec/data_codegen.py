@@ -79,8 +79,8 @@ class DataCodegen:
         """scf.for: its range (loop_range's errors), then the iterations, each decided (True;
         False at the end: scf_ops.py `_iteration_decided` says why): the induction variable and
         the carried values in their slots, the body, the yielded values carried (all read before
-        any is written). A deferred kernel's K loop runs through
-        its memo (data_loop_memo.py): a stored execution applied, else the loop run and stored."""
+        any is written). A deferred kernel's K loop runs through its memo (data_loop_memo.py): a
+        stored execution applied, else the loop run and stored."""
         pad = "    " * nest
         k = n[0]
         n[0] += 1

@@ -108,6 +108,7 @@ def _tests(ctrl: list, ops: list[Operation], inside: set[int]) -> tuple[list, li
     for o in ops:
         for v in o.operands:
             users.setdefault(v, []).append(o)
+
     def test(o: Operation) -> bool:
         return type(o) in SCALAR_OPS and all(_external(v, inside) for v in o.operands)
     out = {v for v in ctrl if not isinstance(v.type, MemRefType) and all(map(test, users.get(v, ())))}
