@@ -61,6 +61,7 @@ from xdsl.ir import Operation
 from ascendir.dialects import ascend
 from ascendir.interpreter.check.race import extent
 from ascendir.interpreter.exec.common import np_dtype
+from ascendir.interpreter.exec.pointer import data_pointer
 from ascendir.interpreter.exec.semantics import never_read
 from ascendir.interpreter.exec.wide import F16, F32, storage_dtype
 
@@ -791,14 +792,13 @@ def _owner(v: np.ndarray) -> np.ndarray | None:
 
 def _addr(v: np.ndarray) -> int:
     """The address (bytes) of view `v`'s first element, kept per array object while a data walk
-    runs (`_ADDRS`): __array_interface__ describes the whole view in a new dict (~7 us on the
-    benchmark machine of benchmarks/numerics_speed.py, ~24,000 calls in its 7B layer), and the
-    GM buffers and the A slices of a GEMM are asked for again and again. An ndarray's data
-    pointer never changes; the entry holds the array, so its id stays its own."""
+    runs (`_ADDRS`): ~64,000 calls in the 7B layer of benchmarks/numerics_speed.py, on ~24,000
+    arrays (the GM buffers and the A slices of a GEMM are asked for again and again). An
+    ndarray's data pointer never changes; the entry holds the array, so its id stays its own."""
     got = _ADDRS.get(id(v))
     if got is not None:  # (the entry holds its array: no other live array has its id)
         return got[1]
-    a = v.__array_interface__["data"][0]
+    a = data_pointer(v)
     if len(_ADDRS) >= ADDRS:
         _ADDRS.clear()
     _ADDRS[id(v)] = (v, a)
