@@ -73,6 +73,77 @@ def test_gemm_k_loops_replayed_bit_for_bit(monkeypatch, m, k, n, tiling, most, r
     assert np.array_equal(new.outputs[name], old.outputs[name])
 
 
+def _race_calls(monkeypatch) -> list:
+    """The calls the race check gets (access, set / wait / barrier, decide) in order, but for
+    the decisions of blocks running cheaply (race.py `decide`: a replay there takes the stored
+    decisions at once), each buffer named by its first appearance: a replay in a block checked
+    in full makes the calls of the loop it stands for (its tape, race.py `play`), moved to its
+    tile's addresses."""
+    from ascendir.interpreter.check.race import RaceChecker
+
+    log: list = []
+    names: dict = {}
+    held: list = []  # (the roots stay alive: their ids stay theirs)
+
+    def named(t):
+        if id(t[0]) not in names:
+            names[id(t[0])] = len(names)
+            held.append(t[0])
+        return names[id(t[0])], t[1], t[2]
+
+    access, set_, decide = RaceChecker.access, RaceChecker.set, RaceChecker.decide
+    monkeypatch.setattr(RaceChecker, "access", lambda self, pid, ops, name, block: (
+        log.append(("access", pid, [(named(t), sh, w) for t, sh, w in ops], name, block)), access(self, pid, ops, name, block))[1])
+    monkeypatch.setattr(RaceChecker, "set", lambda self, ev: (log.append(ev), set_(self, ev))[1])
+    monkeypatch.setattr(RaceChecker, "decide", lambda self, v: (self.cheap is None and log.append(bool(v)), decide(self, v))[1])
+    return log
+
+
+@pytest.mark.parametrize("m, k, n, tiling", [
+    (384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1"),
+    (320, 832, 1280, "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1,prefetch=1"),
+])
+def test_replays_in_blocks_checked_in_full_make_the_loops_race_check_calls(monkeypatch, m, k, n, tiling):
+    # the first block, and those that leave their checked block's decisions, are checked in full
+    # (race.py): their K loops replay too, handing the check the calls the loop would make
+    from ascendir.interpreter.check.race import RaceChecker
+
+    module, feeds = _template_gemm(m, k, n, tiling)
+    played = []
+    play = RaceChecker.play
+    monkeypatch.setattr(RaceChecker, "play", lambda self, tape, block: (played.append(len(tape)), play(self, tape, block))[1])
+    calls = []
+    for on in (True, False):
+        with monkeypatch.context() as mp:
+            _counted(mp, on)
+            calls.append(_race_calls(mp))
+            simulate(module, None, feeds, HW, check_races=True)
+    assert played and all(played)
+    assert len(calls[0]) == len(calls[1]) > sum(played)
+    assert calls[0] == calls[1]
+
+
+def test_a_loop_that_held_a_pipe_gives_no_tape(monkeypatch):
+    # a pipe held in a loop (holds.py) reorders its ops, and so the calls to the check: such an
+    # execution is not stored (here every set counts as a hold, the walk otherwise unchanged)
+    from ascendir.interpreter.check.race import RaceChecker
+
+    module, feeds = _template_gemm(384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1")
+    played = []
+    monkeypatch.setattr(RaceChecker, "play", lambda self, tape, block: played.append(block))
+    set_ = RaceChecker.set
+
+    def held(self, ev):
+        if self.frame is not None:
+            self.frame.times_held += 1
+        set_(self, ev)
+
+    monkeypatch.setattr(RaceChecker, "set", held)
+    counts = _counted(monkeypatch, True)
+    simulate(module, None, feeds, HW, check_races=True)
+    assert counts["replayed"] > 0 and not played, (counts, played)
+
+
 @pytest.mark.sampled
 def test_decoder_layer_gemms_replayed_bit_for_bit(monkeypatch):
     # benchmarks/fusion.py's decoder layer, lowered at -O2, at sizes where blocks take several
@@ -145,7 +216,7 @@ def test_the_key_holds_the_tests_results_not_the_indices():
     block = next(o.results[0] for o in loops[0][1].ops if o.name == "ascend.block_idx")
     tile = next(v for v in planned[1][0].operands if v is not block)
     slots: dict = {}
-    F = SimpleNamespace(cube=SimpleNamespace(copies={}), flags=SimpleNamespace(queues=[]), ctl=None, memos=[])
+    F = SimpleNamespace(cube=SimpleNamespace(copies={}), flags=SimpleNamespace(queues=[]), ctl=None, races=None, memos=[])
     memo = data_loop_memo.DataLoopMemo(F, lambda v: slots.setdefault(v, len(slots)), planned, [])
     slots.setdefault(block, len(slots))
     slots.setdefault(tile, len(slots))

@@ -159,7 +159,7 @@ class RaceChecker:
 
     __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views",
                  "refs", "ref", "pos", "rec", "lazy", "queues", "block",
-                 "frame", "ctl", "traces", "cheap", "cheap_ctl", "nctl", "gmlog", "gm_steps")
+                 "frame", "ctl", "traces", "cheap", "cheap_ctl", "nctl", "gmlog", "gm_steps", "tape")
 
     def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1, nflags: int = 1, frame=None):
         """`frame`: the data walk's Frame when its blocks may run unchecked while they take a
@@ -192,6 +192,7 @@ class RaceChecker:
         self.nctl = 0  # this cheap block's decisions so far
         self.gmlog: list | None = None  # a cheap block's GM operands, per access that has some
         self.gm_steps: dict = {}  # id(checked block) -> its steps with GM operands
+        self.tape: list | None = None  # while set, the calls made, in order (`play`)
 
     def _view(self, root, st: tuple, shape: tuple) -> tuple:
         """(last element - first element, or -1 when empty; geometry id of (strides, shape); the
@@ -258,6 +259,8 @@ class RaceChecker:
         """A control decision of the data walk (an scf.if's branch; an scf.for iteration's start,
         True, or the loop's end, False: a block running fewer iterations than its checked block
         follows it cheaply to its own loop's end)."""
+        if self.tape is not None:
+            self.tape.append(v)
         c = self.cheap
         if c is not None:
             k = self.nctl
@@ -334,6 +337,8 @@ class RaceChecker:
     # -- sync ops: `ev` is the op's `sync_event` ------------------------------------------------
     def set(self, ev: tuple) -> None:
         """set_flag of pipe slot ev[2] on flag key ev[3]: its clock row is the pending set's."""
+        if self.tape is not None:
+            self.tape.append(ev)
         ref = self.ref
         if ref is not None:
             i = self.pos
@@ -352,6 +357,19 @@ class RaceChecker:
     def barrier_all(self, ev: tuple = BARRIER) -> None:
         """pipe_barrier(ALL): every pipe's clock joins every other's."""
         self.set(ev)
+
+    def play(self, tape: list, block: int) -> None:
+        """Make the calls a `tape` recorded (access: (pid, operands, name); set / wait / barrier:
+        its `sync_event`; decide: a bool), in order, in block `block`: what the ops that made
+        them would do to the check (exec/data_loop_memo.py replays a loop's data and its tape).
+        Raises as those calls raise."""
+        for e in tape:
+            if type(e) is bool:
+                self.decide(e)
+            elif e[0] is None:
+                self.set(e)
+            else:
+                self.access(e[0], e[1], e[2], block)
 
     def _switch(self, ev: tuple) -> bool:
         """A following block's event `ev` is not `ref`'s next: follow another checked block with
@@ -387,6 +405,8 @@ class RaceChecker:
     def access(self, pid: int, operands: list[tuple], name: str, block: int) -> None:
         """operands: (tag, shape, writes) of each memref operand of an op on pipe slot `pid`.
         Raises AscendirError naming both ops, pipes and the buffer(s) when it races (`_check`)."""
+        if self.tape is not None:
+            self.tape.append((pid, operands, name))
         ref = self.ref
         if ref is not None:
             i = self.pos

@@ -29,12 +29,18 @@ views by the address values times the buffers' strides (one shift per buffer), o
 the block's buffers. deferred.py's recording decides from regions of on-chip buffers and from
 relations between GM views of one buffer (equal, following each other), which a common shift
 keeps. So the copies' records it would leave are the stored ones so moved, and the terms it
-would add are the stored ones so moved. An execution is stored only when it ran without a race
-check or held pipe (`Frame.slow_path`), ran no op on its data (deferred.py `effects`: a
-fallback), read no copy's record made before it (`watch`: what it left is its own; a stale mark
-of an earlier record, which keeps that record's source, is refused too), kept its block's checked
-decisions, and when every view it left rebuilds from its tag exactly (data address, shape,
-strides and, for GM views, owner). tests/test_data_loop_memo.py compares outputs, reports and
+would add are the stored ones so moved. In a block the race check follows in full (the first,
+and those that leave their checked block's decisions: race.py), the loop's calls to the check
+(accesses with their operands' tags, sets / waits, decisions) are the stored execution's, its
+GM tags moved alike: they are stored with it (a tape) and a replay there makes them again
+(RaceChecker.play), so the check raises what it would raise; a cheap block's are its checked
+block's decisions (compared) and GM operands (logged). An execution is stored only when it ran
+with no pipe held (holds.py: a held pipe reorders the ops), in the mode (cheap, in full, no
+check) it is keyed by, ran no op on its data (deferred.py `effects`: a fallback), read no
+copy's record made before it (`watch`: what it left is its own; a stale mark of an earlier
+record, which keeps that record's source, is refused too), kept its block's checked decisions,
+and when every view it left rebuilds from its tag exactly (data address, shape, strides and,
+for GM views, owner). tests/test_data_loop_memo.py compares outputs, reports and
 race verdicts with the walk that runs every op."""
 
 from __future__ import annotations
@@ -119,13 +125,14 @@ def _tests(ctrl: list, ops: list[Operation], inside: set[int]) -> tuple[list, li
 class _Stored:
     """One stored execution: what keyed it, the address values it ran with and what it did."""
 
-    __slots__ = ("key", "addr", "copies", "adds", "cut", "tail", "span", "flags", "decisions", "gmlog")
+    __slots__ = ("key", "addr", "copies", "adds", "cut", "tail", "span", "flags", "decisions", "gmlog", "tape")
 
-    def __init__(self, key, addr, copies, adds, cut, tail, span, flags, decisions, gmlog):
+    def __init__(self, key, addr, copies, adds, cut, tail, span, flags, decisions, gmlog, tape):
         # adds: the terms added to sums, those from `cut` on joined (`_appends`); tail: those
-        # from `cut` on as the loop added them
+        # from `cut` on as the loop added them; decisions, gmlog: a cheap block's (race.py);
+        # tape: the race check's calls in a block checked in full
         self.key, self.addr, self.copies, self.adds, self.cut, self.tail = key, addr, copies, adds, cut, tail
-        self.span, self.flags, self.decisions, self.gmlog = span, flags, decisions, gmlog
+        self.span, self.flags, self.decisions, self.gmlog, self.tape = span, flags, decisions, gmlog, tape
 
 
 class _Table(list):
@@ -165,8 +172,8 @@ class DataLoopMemo:
     def _key(self) -> tuple | None:
         """Control values (scalars by value, buffers by tag, shape and dtype) and the results
         of the tests standing for the others (`_tests`), flag queue lengths, the copies' records
-        on entry (per buffer: region keys, stale or not), and whether a race check follows the
-        block; None when a buffer has no tag (nothing names it) or a test raises (the loop then
+        on entry (per buffer: region keys, stale or not), whether a race check follows the block
+        and whether it checks it in full; None when a buffer has no tag (nothing names it) or a test raises (the loop then
         runs, and raises its error itself)."""
         R, A, cube = self.F.values, self.F.gm_tags, self.F.cube
         try:
@@ -181,7 +188,7 @@ class DataLoopMemo:
                 v = (A[s], v.shape, v.dtype)
             vals.append(v)
         shape = tuple((id(r), tuple((k, e[3] is None) for k, e in d.items())) for r, d in cube.copies.items())
-        return tuple(vals), tuple(map(len, self.F.flags.queues)), shape, self.F.ctl is None
+        return tuple(vals), tuple(map(len, self.F.flags.queues)), shape, self.F.ctl is None, self.F.races is None
 
     def _bases(self, st: _Stored | None) -> dict | None:
         """Buffer root -> (owner array, byte offset of the root's element 0 in it, shift in
@@ -210,7 +217,7 @@ class DataLoopMemo:
         changed) when none applies."""
         F = self.F
         cube = F.cube
-        if F.slow_path or not self.table or cube is None or cube.watch is not None:
+        if not self.table or cube is None or cube.watch is not None or (F.slow_path and not _full(F)):
             return False
         key = self._key()
         if key is None:
@@ -221,7 +228,7 @@ class DataLoopMemo:
         else:
             return False
         ctl = F.ctl
-        if ctl is not None:
+        if ctl is not None and F.races is None:
             ds, t, n = st.decisions, ctl.cheap_ctl, ctl.nctl
             if ctl.cheap is None or ds is None or len(t) < n + len(ds) or any(t[n + j][0] != v for j, v in enumerate(ds)):
                 return False
@@ -230,6 +237,7 @@ class DataLoopMemo:
             return False
         try:
             copies, adds, span, gmlog = _rebuild(st, bases, self.table.views, st.adds)
+            tape = _moved(st.tape, bases) if F.races is not None else None
         except (KeyError, TypeError, ValueError):  # a view outside its buffer: run the loop
             return False
         cube.copies.update(copies)
@@ -239,7 +247,9 @@ class DataLoopMemo:
                 q.popleft()
             for _ in range(n1 - n0):
                 q.append(0.0)
-        if ctl is not None:
+        if tape is not None:
+            F.races.play(tape, F.block)
+        elif ctl is not None:
             ctl.nctl += len(st.decisions)
             ctl.gmlog.extend(gmlog)
         _add_all(cube, adds, st.cut, lambda: _rebuild(st, bases, self.table.views, st.tail)[1])
@@ -252,11 +262,12 @@ class DataLoopMemo:
         made before the loop (`watch`: their ids), and logs the terms added to sums (`log`)."""
         F = self.F
         cube = F.cube
-        if F.slow_path or cube is None or cube.watch is not None:
+        full = _full(F)
+        if cube is None or cube.watch is not None or (F.slow_path and not full):
             return None
         ctl = F.ctl
         key = self._key()
-        if key is None or (ctl is not None and ctl.cheap is None):
+        if key is None or (ctl is not None and ctl.cheap is None and not full):
             return None
         # (the records are held until `stop`: a freed one's id could name a new one)
         held = [e for d in cube.copies.values() for e in d.values()]
@@ -264,8 +275,10 @@ class DataLoopMemo:
         cube.log = []
         gm, cube.gm = cube.gm, {}  # (the loop's own spans, merged back by `stop`)
         R = F.values
+        if full:
+            F.races.tape = []
         return (key, [R[s] for s in self.addr], held, gm, cube.effects,
-                None if ctl is None else (ctl.cheap, ctl.nctl, len(ctl.gmlog)))
+                None if ctl is None or full else (ctl.cheap, ctl.nctl, len(ctl.gmlog)), F.races, F.times_held)
 
     def stop(self, token) -> None:
         """After running the loop (from `start`'s token): store its execution when the module
@@ -274,12 +287,18 @@ class DataLoopMemo:
             return
         F = self.F
         cube = F.cube
-        key, addr, held, gm, effects, ctl0 = token
+        key, addr, held, gm, effects, ctl0, races, held0 = token
         entry, adds = cube.watch, cube.log
         cube.watch = cube.log = None
         span, cube.gm = cube.gm, gm
         _union(gm, span)
-        if None in span.values() or F.slow_path or cube.effects != effects:
+        tape = None
+        if races is not None:
+            tape, races.tape = races.tape, None
+            tape = (tape, _roots(tape))
+        if None in span.values() or cube.effects != effects:
+            return
+        if (F.slow_path and not _full(F)) or F.races is not races or F.times_held != held0:
             return
         ctl = F.ctl
         decisions = gmlog = None
@@ -302,7 +321,7 @@ class DataLoopMemo:
                 return
         cut, joined = _appends(adds)
         st = _Stored(key, addr, copies, adds[:cut] + joined, cut, adds[cut:], {r: tuple(s) for r, s in span.items()},
-                     tuple(zip(key[1], map(len, F.flags.queues))), decisions, gmlog)
+                     tuple(zip(key[1], map(len, F.flags.queues))), decisions, gmlog, tape)
         bases = self._bases(None)
         if bases is None or not _exact(st, bases):
             return
@@ -443,6 +462,41 @@ def _union(gm: dict, spans: dict) -> None:
             gm[r] = None if s is None else [s[0], s[1]]
         else:
             got[0], got[1] = min(got[0], s[0]), max(got[1], s[1])
+
+
+def _full(F) -> bool:
+    """Whether the race check runs in full on the data walk's block (race.py: F.races set) with
+    no pipe held (holds.py): a loop then makes the same calls to the check as the one stored
+    in such a block, which a replay makes again (`_moved`, RaceChecker.play)."""
+    return F.races is not None and F.hold is None
+
+
+def _moved(tape: tuple | None, bases: dict) -> list:
+    """A stored race-check tape (events, the roots of their operands: RaceChecker.play) with
+    every operand's tag moved as its buffer's views are (`bases`: root -> (owner, offset, shift
+    in elements); an on-chip root's shift is 0). Raises KeyError for a root `bases` lacks (an
+    on-chip buffer of another block), TypeError for no tape."""
+    if tape is None:
+        raise TypeError("no tape")
+    events, roots = tape
+    shift = {}
+    for r in roots:
+        d = bases[r][2]
+        if d:
+            shift[r] = d
+    if not shift:
+        return events
+    out = []
+    for e in events:
+        if type(e) is tuple and e[0] is not None:
+            e = (e[0], [((t[0], t[1] + shift.get(t[0], 0), t[2]), shape, w) for t, shape, w in e[1]], e[2])
+        out.append(e)
+    return out
+
+
+def _roots(events: list) -> tuple:
+    """The roots of the operands of a race-check tape's accesses."""
+    return tuple({t[0]: None for e in events if type(e) is tuple and e[0] is not None for t, _, _ in e[1]})
 
 
 def _base(tag: tuple | None, x) -> tuple | None:
