@@ -1,5 +1,6 @@
 """The data pointer of an ndarray, read cheaply: the data walk compares and rebases the addresses
-of GM views (exec/deferred.py, exec/data_loop_memo.py) tens of thousands of times per 7B layer."""
+of GM views (exec/deferred.py, exec/data_loop_memo.py, exec/wide.py) tens of thousands of times
+per 7B layer."""
 
 from __future__ import annotations
 

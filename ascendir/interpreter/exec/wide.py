@@ -18,6 +18,8 @@ import threading
 
 import numpy as np
 
+from ascendir.interpreter.exec.pointer import data_pointer
+
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 WIDE_SPACES = frozenset({"l1", "l0a", "l0b"})  # the cube's operand buffers (not L0C, BT, UB)
@@ -87,7 +89,7 @@ class GmShadows:
         if view.dtype != F16:  # written through a view of another type: convert again when read
             del self.copies[id(o)]
             return
-        w = _alias(got, view, view.__array_interface__["data"][0])
+        w = _alias(got, view, data_pointer(view))
         if index is None:
             np.copyto(w, view)
         else:
@@ -97,16 +99,16 @@ class GmShadows:
         """`view` (fp16, in GM) as float32: a view of its buffer's copy, the chunks it spans
         converted first if this launch has not yet (buffers that cannot be copied: converted).
         Per call (the 7B layer's data walks make ~2,000, mostly of converted chunks): one
-        address lookup (numpy's `__array_interface__`, µs), and the chunks' flags searched as
-        bytes only while the copy has chunks left to convert."""
+        address lookup (pointer.py), and the chunks' flags searched as bytes only while the copy
+        has chunks left to convert."""
         o = view.base if view.base is not None else view
         got = self.copies.get(id(o))
         if got is None:
             if type(o) is not np.ndarray or o.dtype != F16 or not o.flags.c_contiguous or view.dtype != F16:
                 return view.astype(F32)
             n = -(-o.size // CHUNK)
-            got = self.copies[id(o)] = [o, _take(o.size), bytearray(n), o.__array_interface__["data"][0], n]
-        at = view.__array_interface__["data"][0]
+            got = self.copies[id(o)] = [o, _take(o.size), bytearray(n), data_pointer(o), n]
+        at = data_pointer(view)
         if got[4] and view.size:
             first, last = _span(view, (at - got[3]) // 2)
             flags, end = got[2], last // CHUNK + 1
