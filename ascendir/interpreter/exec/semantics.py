@@ -32,6 +32,7 @@ from ascendir.dialects.cast_mode import cast_mode_of
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.cast import cast, is_plain
+from ascendir.interpreter.exec.narrow import narrow_into
 from ascendir.interpreter.exec.special import erf
 from ascendir.interpreter.exec.wide import storage_dtype
 
@@ -48,14 +49,18 @@ _F16_SUB_ROUND = np.float32(0.75)  # x + this rounds a tiny float32 x to a multi
 
 
 def _store(dst: np.ndarray, value) -> None:
-    """dst[...] = value (broadcast, cast unsafely; float32 into fp16 through `narrow_f16`)."""
+    """dst[...] = value (broadcast, cast unsafely). float32 into fp16 with many elements below
+    fp16's least normal (`narrow_f16`): by narrow.py's passes, or where they do not apply
+    rounded by `round_subnormal_f16` first, then cast."""
     if type(value) is np.ndarray:
         dt = value.dtype
         if dt == dst.dtype:  # no cast: item assignment copies as copyto does, with less overhead
             dst[...] = value
             return
-        if dt == F32 and dst.dtype == F16:
-            value = narrow_f16(value)
+        if dt == F32 and dst.dtype == F16 and _many_tiny(value):
+            if narrow_into(dst, value):
+                return
+            value = round_subnormal_f16(value)
     np.copyto(dst, value, casting="unsafe")
 
 
@@ -75,8 +80,14 @@ def narrow_f16(x: np.ndarray) -> np.ndarray:
     multiple of it, so the float32 sum is 0.75 plus exactly that rounding; subtracting 0.75 is
     exact; copysign gives a result rounded to zero x's sign (fp16 keeps -0). NaN and inf are not
     below 2^-14 and are left as they are."""
+    return round_subnormal_f16(x) if _many_tiny(x) else x
+
+
+def _many_tiny(x: np.ndarray) -> bool:
+    """Whether a sample of float32 `x` (up to 16 elements per dimension) says that one element in
+    16 or more is below fp16's least normal in magnitude, zeros apart (`narrow_f16`)."""
     if not x.size:
-        return x
+        return False
     cut = _SAMPLES.get(x.shape)
     if cut is None:
         cut = tuple(slice(None, None, -(-n // 16)) for n in x.shape)
@@ -85,9 +96,7 @@ def narrow_f16(x: np.ndarray) -> np.ndarray:
     sample = x[cut]
     # its tiny elements but zeros (count_nonzero counts a NaN: it is no zero either)
     tiny = np.count_nonzero(np.abs(sample) < _F16_NORMAL) - (sample.size - np.count_nonzero(sample))
-    if 16 * tiny < sample.size:
-        return x  # (zeros cast fast: the masked scores of an attention tile)
-    return round_subnormal_f16(x)
+    return 16 * tiny >= sample.size  # (zeros cast fast: the masked scores of an attention tile)
 
 
 _SAMPLES: dict[tuple, tuple] = {}  # shape -> the slices of `narrow_f16`'s sample (its stores meet few shapes)
