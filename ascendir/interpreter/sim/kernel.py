@@ -12,6 +12,8 @@ verified when parsed, the driver verifies after lowering), so it is not checked 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from xdsl.dialects import memref
 from xdsl.ir import Operation
@@ -39,14 +41,25 @@ from ascendir.interpreter.exec.scalar_units import scalar_units
 def _static_pipe(op: Operation, paths: dict) -> tuple[str, str | None, bool] | None:
     """(pipe, unit, touches GM) of a built-in tile op known before running, else None. `paths`:
     copy op -> its copy_path."""
-    if _is_a(type(op), ascend.CopyOp):
-        src, dst, pipe = paths[op]
-        return pipe.value, space_unit(src if src != "gm" else dst), "gm" in (src, dst)
-    if _is_a(type(op), ascend.MmadOp):
+    fixed = _type_pipe(type(op))
+    if fixed != "copy":
+        return fixed
+    src, dst, pipe = paths[op]
+    return pipe.value, space_unit(src if src != "gm" else dst), "gm" in (src, dst)
+
+
+@functools.cache
+def _type_pipe(t: type) -> tuple[str, str, bool] | str | None:
+    """`_static_pipe` of the ops of class `t` when the class decides it, "copy" for copies (their
+    path decides), None for ops that are no built-in tile op. (Per class: the pre-walk asks it
+    of every op of the kernel.)"""
+    if _is_a(t, ascend.CopyOp):
+        return "copy"
+    if _is_a(t, ascend.MmadOp):
         return "M", "aic", False
-    if _is_a(type(op), ascend.GatherRowsOp):
+    if _is_a(t, ascend.GatherRowsOp):
         return "MTE2", "aiv", True
-    if _is_a(type(op), ascend.VectorOp):
+    if _is_a(t, ascend.VectorOp):
         return "V", "aiv", False
     return None
 
