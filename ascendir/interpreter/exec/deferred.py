@@ -145,9 +145,10 @@ class CubeDeferral:
         when its provenance is proved (module doc), else run after materialising the recorded
         content of the buffers it touches."""
         tags = self.tags
-        mems = [j for j, v in enumerate(op.operands) if isinstance(v.type, MemRefType)]
-        spaces = {j: space_name(op.operands[j].type) for j in mems}
-        dts = {j: np_dtype(op.operands[j].type) for j in mems}
+        operands = tuple(op.operands)  # (xDSL's op.operands[j] builds a view object per access)
+        mems = [j for j, v in enumerate(operands) if isinstance(v.type, MemRefType)]
+        spaces = {j: space_name(operands[j].type) for j in mems}
+        dts = {j: np_dtype(operands[j].type) for j in mems}
         out = mems[-1]  # the written operand (race.py convention)
         slots = [ins[j] for j in mems]
         writes_gm = spaces[out] == "gm"
