@@ -36,9 +36,15 @@ def memo_inputs(loop: scf.ForOp, tree: OpTree | None = None) -> tuple[list[SSAVa
     addresses (by value × the buffer's element stride) and nothing else. Every other outside value
     used inside (bounds, sizes, conditions, buffers) is a control value. GM copies: copy op ->
     (the subview's source, [(dim, index into address values)]) for copies whose GM operand is
-    such a subview. `tree`: as for `uniform_loop`."""
+    such a subview. `tree`: as for `uniform_loop`; the result is computed once per tree (the
+    twin's compile and the data walk's `plan` ask it of the same loops) and not to be changed."""
     if tree is None:
         tree = OpTree(loop)
+    return tree.derived(("memo_inputs", id(loop)), lambda: _memo_inputs(loop, tree))
+
+
+def _memo_inputs(loop: scf.ForOp, tree: OpTree) -> tuple:
+    """`memo_inputs` computed."""
     ops = tree.walk(loop)
     inside = {id(o) for o in ops}
     uses: dict[SSAValue, list] = {}

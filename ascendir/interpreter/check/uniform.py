@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
+from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.walk import _is_a
 
 # ops computing their results from their operands alone (besides arith)
@@ -62,7 +63,7 @@ def uniform_blocks(ops: Sequence[Operation], tile: Callable[[Operation], bool | 
         if not fixed:
             return False
         for v in o.operands:
-            if isinstance(v.type, MemRefType) and ascend.space_of(v.type).value != "gm" and id(v) in varying:
+            if isinstance(v.type, MemRefType) and space_name(v.type) != "gm" and id(v) in varying:
                 return False
     return True
 
@@ -90,7 +91,7 @@ def _rules(ops: Sequence[Operation]) -> tuple[list[int], list[tuple[tuple[int, .
         elif o.regions:
             return None
         elif o.name.startswith("arith.") or o.name in _PURE or (
-                _is_a(t, ascend.AllocOp) and ascend.space_of(o.result.type).value != "gm"):
+                _is_a(t, ascend.AllocOp) and space_name(o.result.type) != "gm"):
             if o.results:
                 conditional.append((tuple(id(v) for v in o.operands), tuple(id(r) for r in o.results)))
         else:

@@ -48,6 +48,9 @@ class KernelInfo:
     # tile op -> its cost function (the registry.COSTS factory's on `env`): built once for the
     # compiles of one kernel that share the dict (sim/kernel.py: the twin's and the data walk's)
     costs: dict = field(default_factory=dict)
+    # ascend.copy op -> costmodel.copy_path's (src space, dst space, pipe): read once per kernel
+    # (sim/kernel.py `_prewalk`) for the compiles that ask it again (trace labels, GM copies)
+    paths: dict = field(default_factory=dict)
 
     def s_ids(self, op: Operation | None) -> list[int]:
         """Timeline slots of the S pipes that run the scalar op `op` (every unit's when unknown)."""
@@ -55,7 +58,18 @@ class KernelInfo:
         return [u * NPIPES for u in (units if units is not None else range(self.nunits))]
 
 def np_dtype(t: MemRefType) -> np.dtype:
-    return to_numpy_dtype(t.element_type)
+    """The numpy dtype of memref type `t`'s elements, remembered per type object (as
+    `space_name`: compiling asks it of every memref operand of every tile op, twice per kernel)."""
+    got = _DTYPES.get(id(t))
+    if got is None:
+        got = (t, to_numpy_dtype(t.element_type))
+        if len(_DTYPES) < 65536:
+            _DTYPES[id(t)] = got
+    return got[1]
+
+
+# id(memref type) -> (the type, its numpy dtype); the entry holds the type, so the id stays its own
+_DTYPES: dict[int, tuple[MemRefType, np.dtype]] = {}
 
 
 # id(memref type) -> (the type, its space's name); the entry holds the type, so the id stays its own

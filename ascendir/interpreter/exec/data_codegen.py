@@ -13,6 +13,8 @@ the statically nested blocks of one function.
 
 from __future__ import annotations
 
+import re
+
 from xdsl.dialects import scf
 from xdsl.ir import Block
 
@@ -24,6 +26,7 @@ from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
 from ascendir.interpreter.exec.scalar_codegen import generated
 
 MAX_NEST = 12  # scf.for / scf.if nested in one generated function (CPython: at most 20 loops)
+CALL_LOOP = 4  # consecutive closures called in a loop over their tuple from this many on (`_data_lines`)
 
 
 class DataCodegen:
@@ -36,8 +39,25 @@ class DataCodegen:
         env: dict[str, object] = {"R": self.F.values, "F": self.F, "_divzero": division_by_zero, "_range": loop_range}
         # F.ctl (the race check's control decisions) is set for the whole data walk (_data_walk)
         lines = ["ctl = F.ctl"]
-        self._data_lines(block, env, lines, {}, 0, [0])
-        return generated("def run() -> None:", lines, env, "run")
+        outer, self._slots_used = getattr(self, "_slots_used", None), (set(), set())
+        try:
+            self._data_lines(block, env, lines, {}, 0, [0])
+            if isinstance(block.last_op, scf.YieldOp):  # (a region's: its loop or branch closure copies them, scf_ops.py)
+                self._read_outside([block.last_op])
+            results, read = self._slots_used
+        finally:
+            self._slots_used = outer
+        return generated("def run() -> None:", _unread_stores_dropped(lines, results, read), env, "run")
+
+    def _read_outside(self, ops) -> None:
+        """Note the slots of the operands of `ops` as read by other code than the function being
+        generated (closures, loop memos, yields' copies): their scalar results are stored."""
+        read, get = self._slots_used[1], self.slots.get
+        for o in ops:
+            for v in o.operands:
+                s = get(v)
+                if s is not None:  # (a value without a slot yet is defined inside `ops`)
+                    read.add(s)
 
     def _data_lines(self, block: Block, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
         """Append the code of the ops of `block` (but its scf.yield) at nesting `nest`; `local`: slot
@@ -45,11 +65,24 @@ class DataCodegen:
         the counter naming locals and closures."""
         pad = "    " * nest
         run: list = []
+        calls: list = []  # closures of consecutive ops, not yet written
 
         def flush() -> None:
+            if calls:
+                name = f"o{n[0]}"
+                n[0] += 1
+                if len(calls) < CALL_LOOP:
+                    for j, c in enumerate(calls):
+                        env[f"{name}_{j}"] = c
+                        lines.append(f"{pad}{name}_{j}()")
+                else:  # (one loop: compiling a line per call was a quarter of a data walk's compile)
+                    env[name] = tuple(calls)
+                    lines.extend((f"{pad}for o in {name}:", f"{pad}    o()"))
+                calls.clear()
             if run:
                 body: list[str] = []
                 self._scalar_lines(run, env, body, local, prefix=f"s{n[0]}_")
+                self._slots_used[0].update(self.slot(o.results[0]) for o in run)
                 n[0] += 1
                 lines.extend(pad + x for x in body)
                 run.clear()
@@ -57,22 +90,26 @@ class DataCodegen:
         for op in block.ops:
             t = type(op)
             if t in SCALAR_OPS:
+                if calls:
+                    flush()
                 run.append(op)
                 continue
-            flush()
+            if run:
+                flush()
             if t is scf.YieldOp:
                 continue
             if t is scf.ForOp and nest < MAX_NEST:
+                flush()
                 self._data_for(op, env, lines, dict(local), nest, n)
             elif t is scf.IfOp and nest < MAX_NEST:
+                flush()
                 self._data_if(op, env, lines, dict(local), nest, n)
             else:
                 c = self.op(op)
                 if c is not None:
-                    name = f"o{n[0]}"
-                    n[0] += 1
-                    env[name] = c
-                    lines.append(f"{pad}{name}()")
+                    calls.append(c)
+                tree = self.k.tree
+                self._read_outside((tree.walk(op) if tree is not None else list(op.walk())) if op.regions else (op,))
         flush()
 
     def _data_for(self, op: scf.ForOp, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
@@ -111,6 +148,7 @@ class DataCodegen:
             lines.append(f"{pad}    M{k}.stop(t{k})")
         if carried:
             ys = [self.slot(v) for v in body.last_op.operands] if isinstance(body.last_op, scf.YieldOp) else []
+            self._read_outside([body.last_op])
             pairs = list(zip(carried, ys))
             if pairs:
                 lines.append(f"{pad}    {_assign(pairs)}")
@@ -130,6 +168,7 @@ class DataCodegen:
             return None
         chips = [self.slot(o.result) for o in self.k.tree.ops
                  if type(o) is ascend.AllocOp and space_name(o.result.type) != "gm"]
+        self._read_outside(self.k.tree.walk(op))  # (the memo reads the loop's outside values from their slots)
         return DataLoopMemo(self.F, self.slot, planned, chips)
 
     def _data_if(self, op: scf.IfOp, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
@@ -148,11 +187,27 @@ class DataCodegen:
                 b = region.block
                 self._data_lines(b, env, lines, dict(local), nest + 1, n)
                 ys = [self.slot(v) for v in b.last_op.operands] if isinstance(b.last_op, scf.YieldOp) else []
+                self._read_outside([b.last_op])
                 pairs = list(zip(results, ys))
                 if pairs:
                     lines.append(f"{pad}    {_assign(pairs)}")
             if len(lines) == start:
                 lines.append(f"{pad}    pass")
+
+
+_STORE = re.compile(r" *R\[(\d+)\] = v\w+")
+
+
+def _unread_stores_dropped(lines: list[str], results: set[int], read: set[int]) -> list[str]:
+    """`lines` without the stores of scalar results (`results`: their slots) that nothing but the
+    generated function reads, which reads them from locals (`read`: the slots other code reads).
+    A fifth of a data walk's block was such stores: they cost compiling and running it."""
+    out = []
+    for ln in lines:
+        m = _STORE.fullmatch(ln)
+        if m is None or int(m.group(1)) not in results or int(m.group(1)) in read:
+            out.append(ln)
+    return out
 
 
 def _value(local: dict[int, str], s: int) -> str:

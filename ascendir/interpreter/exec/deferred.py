@@ -60,7 +60,7 @@ from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.interpreter.check.race import extent
-from ascendir.interpreter.exec.common import np_dtype
+from ascendir.interpreter.exec.common import np_dtype, space_name
 from ascendir.interpreter.exec.pointer import data_pointer
 from ascendir.interpreter.exec.semantics import never_read
 from ascendir.interpreter.exec.wide import F16, F32, storage_dtype
@@ -146,9 +146,10 @@ class CubeDeferral:
         when its provenance is proved (module doc), else run after materialising the recorded
         content of the buffers it touches."""
         tags = self.tags
-        mems = [j for j, v in enumerate(op.operands) if isinstance(v.type, MemRefType)]
-        spaces = {j: ascend.space_of(op.operands[j].type).value for j in mems}
-        dts = {j: np_dtype(op.operands[j].type) for j in mems}
+        operands = tuple(op.operands)  # (xDSL's op.operands[j] builds a view object per access)
+        mems = [j for j, v in enumerate(operands) if isinstance(v.type, MemRefType)]
+        spaces = {j: space_name(operands[j].type) for j in mems}
+        dts = {j: np_dtype(operands[j].type) for j in mems}
         out = mems[-1]  # the written operand (race.py convention)
         slots = [ins[j] for j in mems]
         writes_gm = spaces[out] == "gm"

@@ -112,7 +112,12 @@ def _plan(order: list[Operation]) -> tuple[list[tuple], int]:
         for region in o.regions:
             for block in region.blocks:
                 args += [needs(a) for a in block.args]
-                inner += [index[id(x)] for x in block.ops if id(x) in index]
+                x = block.first_op  # (not block.ops: xDSL's iterator is a generator over next_op)
+                while x is not None:
+                    k = index.get(id(x))
+                    if k is not None:
+                        inner.append(k)
+                    x = x.next_op
         plan.append((i, results, tuple(args), tuple(inner)))
     return plan, len(vals)
 

@@ -101,11 +101,11 @@ def _timed_tile(n: int):
     return make
 
 
-def slice_name(op: Operation, target) -> str:
-    """What a trace slice of `op` is called: a copy by its path ("GM->UB", "L1->L0A"), other ops
-    by their name without the dialect ("mmad", "vexp")."""
+def slice_name(op: Operation, target, path: tuple | None = None) -> str:
+    """What a trace slice of `op` is called: a copy by its path ("GM->UB", "L1->L0A"; `path`: its
+    copy_path when known), other ops by their name without the dialect ("mmad", "vexp")."""
     if isinstance(op, ascend.CopyOp):
-        src, dst, _ = copy_path(op, target)
+        src, dst, _ = path if path is not None else copy_path(op, target)
         return f"{src.upper()}->{dst.upper()}"
     return op.name.removeprefix("ascend.")
 
@@ -161,18 +161,22 @@ class TileOps:
             return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm)
 
         cache: dict = {}
-        label = slice_name(op, self.m.target)  # what the trace calls it (a data walk traces nothing)
+        path = None
+        if isinstance(op, ascend.CopyOp):  # (read once per kernel: sim/kernel.py `_prewalk`)
+            path = k.paths.get(op)
+            if path is None:
+                path = copy_path(op, self.m.target)
+        label = slice_name(op, self.m.target, path)  # what the trace calls it (a data walk traces nothing)
         all_mem = all(mem)
         A = F.gm_tags
         gm_copy = None
-        if isinstance(op, ascend.CopyOp) and self.m.target.memory.l2_model == "tile":
-            src_space, dst_space, _ = copy_path(op, self.m.target)
-            if src_space == "gm":
+        if path is not None and self.m.target.memory.l2_model == "tile":
+            if path[0] == "gm":
                 gm_copy = (0, True)
-            elif dst_space == "gm":
+            elif path[1] == "gm":
                 gm_copy = (1, False)
         if gm_copy is not None:
-            return self._gm_copy(op, sem, cost_fn, ins, gm_copy, resolve)
+            return self._gm_copy(op, sem, cost_fn, ins, gm_copy, resolve, label)
 
         # the last operands and their cost: a loop's op meets the same operand objects every
         # iteration in timing-only mode (views are shared per shape), so identity tests replace
@@ -263,7 +267,7 @@ class TileOps:
             return writes_gm, typed
         return sem, typed
 
-    def _gm_copy(self, op: Operation, sem, cost_fn, ins: list[int], gm: tuple[int, bool], resolve) -> Closure:
+    def _gm_copy(self, op: Operation, sem, cost_fn, ins: list[int], gm: tuple[int, bool], resolve, label: str) -> Closure:
         """A copy reading or writing GM under the "tile" L2 model: the L2 (l2.py) decides at the
         copy's start time whether a read hits; writes allocate their tile, and a write "hits"
         when it rewrites a tile it left dirty in L2 within the residency window (l2.py `store`)."""
@@ -273,7 +277,6 @@ class TileOps:
         gi, is_read = gm
         cache: dict = {}
         name = op.name
-        label = slice_name(op, self.m.target)
         cid = id(op)
         # the last operands seen and their costs, and the last GM stream id (`L2Cache.sid`) with
         # what it came from: a loop's copy meets the same operand objects every iteration

@@ -59,7 +59,7 @@ class OpTree:
     no walk of their own; and its subviews decoded once (`subview`). Valid while the IR is not
     changed: build one per compile."""
 
-    __slots__ = ("ops", "_span", "_subviews")
+    __slots__ = ("ops", "_span", "_subviews", "_derived")
 
     def __init__(self, root: Operation):
         ops: list[Operation] = []
@@ -80,11 +80,21 @@ class OpTree:
         self.ops = ops
         self._span = span
         self._subviews: dict[Operation, Subview] = {}
+        self._derived: dict = {}
 
     def walk(self, op: Operation) -> list[Operation]:
         """`walk_ops(op)` for an op of the tree (KeyError for any other op)."""
         i, j = self._span[id(op)]
         return self.ops[i:j]
+
+    def derived(self, key, make):
+        """`make()`, computed once per tree and `key`: a fact of the IR that the kernel's compiles
+        (the timing-only twin's and the data walk's share the tree) would both derive, e.g. a
+        loop's memo inputs. The result is shared: callers do not change it."""
+        got = self._derived.get(key, self)  # (self: no entry)
+        if got is self:
+            got = self._derived[key] = make()
+        return got
 
     def subview(self, op: memref.SubviewOp) -> Subview:
         """`op` decoded (`Subview`), once per tree; `op` is any subview (of the tree or not)."""

@@ -12,16 +12,19 @@ verified when parsed, the driver verifies after lowering), so it is not checked 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from xdsl.dialects import memref
 from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import FLAG_UNITS_ATTR, space_of, subblock
+from ascendir.dialects.ascend import FLAG_UNITS_ATTR, subblock
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.dialects.ascend.flag_placement import flag_units
 from ascendir.interpreter.exec import deferred, registry
+from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.compiler import Compiler, KernelInfo, unit_of, zero_view
 from ascendir.costmodel import LEVELS, CostEnv, bandwidth_bound_cycles, builtin_costs, copy_path, quantise, space_unit
 from ascendir.interpreter.state import ACCT_SIZE, Frame, KernelRecord
@@ -35,16 +38,28 @@ from ascendir.interpreter.exec.walk import OpTree, _is_a, walk_ops
 from ascendir.interpreter.exec.scalar_units import scalar_units
 
 
-def _static_pipe(op: Operation, target: HardwareConfig) -> tuple[str, str | None, bool] | None:
-    """(pipe, unit, touches GM) of a built-in tile op known before running, else None."""
-    if _is_a(type(op), ascend.CopyOp):
-        src, dst, pipe = copy_path(op, target)
-        return pipe.value, space_unit(src if src != "gm" else dst), "gm" in (src, dst)
-    if _is_a(type(op), ascend.MmadOp):
+def _static_pipe(op: Operation, paths: dict) -> tuple[str, str | None, bool] | None:
+    """(pipe, unit, touches GM) of a built-in tile op known before running, else None. `paths`:
+    copy op -> its copy_path."""
+    fixed = _type_pipe(type(op))
+    if fixed != "copy":
+        return fixed
+    src, dst, pipe = paths[op]
+    return pipe.value, space_unit(src if src != "gm" else dst), "gm" in (src, dst)
+
+
+@functools.cache
+def _type_pipe(t: type) -> tuple[str, str, bool] | str | None:
+    """`_static_pipe` of the ops of class `t` when the class decides it, "copy" for copies (their
+    path decides), None for ops that are no built-in tile op. (Per class: the pre-walk asks it
+    of every op of the kernel.)"""
+    if _is_a(t, ascend.CopyOp):
+        return "copy"
+    if _is_a(t, ascend.MmadOp):
         return "M", "aic", False
-    if _is_a(type(op), ascend.GatherRowsOp):
+    if _is_a(t, ascend.GatherRowsOp):
         return "MTE2", "aiv", True
-    if _is_a(type(op), ascend.VectorOp):
+    if _is_a(t, ascend.VectorOp):
         return "V", "aiv", False
     return None
 
@@ -153,7 +168,7 @@ class KernelProgram:
                 setattr(self, name, getattr(like, name))
         else:
             self._prewalk(m, op)
-        units, tree, scalar_units_, costs = self._facts
+        units, tree, scalar_units_, costs, paths = self._facts
         self.arg_types = list(op.body.block.arg_types)
         self.data: tuple | None = None  # the data walk's (frame, argument slots, body, flag count), compiled on first use
         # a numerics launch whose path cannot depend on data nor mint GM roots (the cases the memo
@@ -164,7 +179,7 @@ class KernelProgram:
         self.two_walks = not m.timing_only and self.memo_text is not None and m.accel.steady
         self.frame = Frame()
         self._info = KernelInfo(self.name, self.nunits, self.env, units, {}, quantise(t.startup["scalar_alu"]), m.timing_only,
-                                tree=tree, scalar_units=scalar_units_, costs=costs)
+                                tree=tree, scalar_units=scalar_units_, costs=costs, paths=paths)
         self._comp = Compiler(m, self.frame, self._info)
         self.arg_slots = [self._comp.slot(a) for a in op.body.block.args]
         self.body: list | None = None
@@ -208,25 +223,24 @@ class KernelProgram:
         units_ = ("aic", "aiv", "aiv1")[: self.nunits]
         self.labels = list(PIPES) if self.nunits == 1 else [f"{u}.{p}" for u in units_ for p in PIPES]
 
-        statics = {o: _static_pipe(o, t) for o in order}
+        paths = {o: copy_path(o, t) for o in order if _is_a(type(o), ascend.CopyOp)}
+        statics = {o: _static_pipe(o, paths) for o in order}
         if t.arch.split_cores and self.core_type in ("aic", "aiv"):
             check_units(op, order, statics, t)
-        self.gm_reads = t.memory.l2_model == "tile" and any(
-            _is_a(type(o), ascend.CopyOp) and copy_path(o, t)[0] == "gm" for o in order
-        )
+        self.gm_reads = t.memory.l2_model == "tile" and any(p[0] == "gm" for p in paths.values())
         groups = min(self.block_dim, self.ncores)  # a mixed kernel's AIC + AIVs share one slice
         self.env = CostEnv(t, t.hbm_bytes_per_cycle / groups)
         units = self._flag_units(order, statics)
         # what the kernel's compiles share (`_data_compile`, the twin's): the tile ops' cost functions too
-        self._facts = (units, tree, self._scalar_units(order, statics, units), {})
+        self._facts = (units, tree, self._scalar_units(order, statics, units), {}, paths)
         # memo key (memo.py): an id of the kernel without its name. None when launches with the same
         # text and argument aliasing may run differently: fresh GM roots of its own, or scalars
         # read from data (memref.load) steering the control flow in numerics mode
-        gm_alloc = any(_is_a(type(o), ascend.AllocOp) and space_of(o.result.type).value == "gm" for o in order)
+        gm_alloc = any(_is_a(type(o), ascend.AllocOp) and space_name(o.result.type) == "gm" for o in order)
         # (ascend.get_value reads data in timing-only runs too: a routed group list)
         data_control = any(_is_a(type(o), ascend.GetValueOp) for o in order) or (
             not m.timing_only and any(_is_a(type(o), memref.LoadOp) for o in order))
-        self.nchip = sum(_is_a(type(o), ascend.AllocOp) and space_of(o.result.type).value != "gm" for o in order)
+        self.nchip = sum(_is_a(type(o), ascend.AllocOp) and space_name(o.result.type) != "gm" for o in order)
         self.memo_text = None if gm_alloc or data_control else _memo_id(m.memo_ids, op, ops)
 
     def _scalar_units(self, order: list[Operation], statics: dict, flags: dict) -> dict:
@@ -247,7 +261,7 @@ class KernelProgram:
                 pipe, unit, _ = statics[o]
                 anchored[o] = 1 << unit_of(pipe, unit, self.nunits, subblock(o))
             elif _is_a(type(o), (memref.LoadOp, memref.StoreOp)):
-                space = space_of(o.memref.type).value
+                space = space_name(o.memref.type)
                 if space != "gm":
                     root = o.memref.owner  # the buffer's alloc (through its views): its AIV
                     while isinstance(root, Operation) and root.operands and not _is_a(type(root), ascend.AllocOp):
@@ -441,12 +455,12 @@ class KernelProgram:
         blocks may run the race check cheaply), compiled on the first call: the body with
         KernelInfo.data_only, cube data deferred when `deferred.eligible`."""
         if self.data is None:
-            units, tree, scalar_units, costs = self._facts
+            units, tree, scalar_units, costs, paths = self._facts
             frame = Frame()
             if deferred.eligible(tree.ops[1:], registry.SEMANTICS):
                 frame.cube = deferred.CubeDeferral(frame.gm_tags)
             info = KernelInfo(self.name, self.nunits, self.env, units, {}, 0.0, False, tree=tree, scalar_units=scalar_units,
-                              data_only=True, costs=costs)
+                              data_only=True, costs=costs, paths=paths)
             comp = Compiler(self.m, frame, info)
             block = self.op.body.block
             slots = [comp.slot(a) for a in block.args]
