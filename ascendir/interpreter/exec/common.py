@@ -57,37 +57,38 @@ class KernelInfo:
         units = self.scalar_units.get(op) if op is not None else None
         return [u * NPIPES for u in (units if units is not None else range(self.nunits))]
 
+
 def np_dtype(t: MemRefType) -> np.dtype:
-    """The numpy dtype of memref type `t`'s elements, remembered per type object (as
-    `space_name`: compiling asks it of every memref operand of every tile op, twice per kernel)."""
-    got = _DTYPES.get(id(t))
-    if got is None:
-        got = (t, to_numpy_dtype(t.element_type))
-        if len(_DTYPES) < 65536:
-            _DTYPES[id(t)] = got
-    return got[1]
-
-
-# id(memref type) -> (the type, its numpy dtype); the entry holds the type, so the id stays its own
-_DTYPES: dict[int, tuple[MemRefType, np.dtype]] = {}
-
-
-# id(memref type) -> (the type, its space's name); the entry holds the type, so the id stays its own
-_SPACES: dict[int, tuple[MemRefType, str]] = {}
+    """The numpy dtype of memref type `t`'s elements, remembered per type object (`_per_type`:
+    compiling asks it of every memref operand of every tile op, twice per kernel)."""
+    return _per_type(_DTYPES, t, lambda: to_numpy_dtype(t.element_type))
 
 
 def space_name(t: MemRefType) -> str:
-    """`ascend.space_of(t).value` ("gm", "ub", ...), remembered per type object: the compilers
-    ask it of every memref operand of every tile op, and space_of's ABC isinstance tests and the
-    enum's value property cost more than a lookup. (At most 65536 types remembered.)
+    """`ascend.space_of(t).value` ("gm", "ub", ...), remembered per type object (`_per_type`): the
+    compilers ask it of every memref operand of every tile op, and space_of's ABC isinstance
+    tests and the enum's value property cost more than a lookup.
 
     Raises: VerifyException (space_of) when `t` is not a memref in an #ascend<space>."""
-    got = _SPACES.get(id(t))
+    return _per_type(_SPACES, t, lambda: space_of(t).value)
+
+
+# id(memref type) -> (the type, its numpy dtype / its space's name); an entry holds its type, so
+# the id stays its own
+_DTYPES: dict[int, tuple[MemRefType, np.dtype]] = {}
+_SPACES: dict[int, tuple[MemRefType, str]] = {}
+TYPES = 65536  # types remembered at most per fact
+
+
+def _per_type(cache: dict, t: MemRefType, derive):
+    """derive() for type `t`, kept in `cache` by the type's id (at most TYPES entries)."""
+    got = cache.get(id(t))
     if got is None:
-        got = (t, space_of(t).value)
-        if len(_SPACES) < 65536:
-            _SPACES[id(t)] = got
+        got = (t, derive())
+        if len(cache) < TYPES:
+            cache[id(t)] = got
     return got[1]
+
 
 def zero_view(shape, dtype: np.dtype) -> np.ndarray:
     return np.broadcast_to(np.zeros((), dtype), tuple(shape))

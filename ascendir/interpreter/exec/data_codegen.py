@@ -33,13 +33,17 @@ class DataCodegen:
     """Compiler part: the data walk's blocks as one generated function each (mixed into
     compiler.Compiler)."""
 
+    # (slots of scalar results stored, slots other code reads) of the function being generated
+    # (`_read_outside`); a region's function has its own while it is generated
+    _slots_used: tuple[set[int], set[int]] | None = None
+
     def data_block(self, block: Block) -> Closure:
         """One function running the ops of `block` in order (a kernel body's or a region's) with
         the data walk's semantics; `Compiler.block` gives it for data-only kernels."""
         env: dict[str, object] = {"R": self.F.values, "F": self.F, "_divzero": division_by_zero, "_range": loop_range}
         # F.ctl (the race check's control decisions) is set for the whole data walk (_data_walk)
         lines = ["ctl = F.ctl"]
-        outer, self._slots_used = getattr(self, "_slots_used", None), (set(), set())
+        outer, self._slots_used = self._slots_used, (set(), set())
         try:
             self._data_lines(block, env, lines, {}, 0, [0])
             if isinstance(block.last_op, scf.YieldOp):  # (a region's: its loop or branch closure copies them, scf_ops.py)

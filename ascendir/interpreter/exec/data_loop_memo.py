@@ -449,7 +449,7 @@ def _rebuild(st: _Stored, bases: dict, views: dict, terms: list) -> tuple[dict, 
         span[r] = (lo + delta, hi + delta)
     gmlog = None
     if st.gmlog is not None:
-        gmlog = [[((t[0], t[1] + bases[t[0]][2], t[2]), shape, w) for t, shape, w in acc] for acc in st.gmlog]
+        gmlog = [_shifted(acc, bases) for acc in st.gmlog]
     return copies, adds, span, gmlog
 
 
@@ -473,25 +473,20 @@ def _full(F) -> bool:
 
 def _moved(tape: tuple | None, bases: dict) -> list:
     """A stored race-check tape (events, the roots of their operands: RaceChecker.play) with
-    every operand's tag moved as its buffer's views are (`bases`: root -> (owner, offset, shift
-    in elements); an on-chip root's shift is 0). Raises KeyError for a root `bases` lacks (an
-    on-chip buffer of another block), TypeError for no tape."""
+    every operand's tag moved as its buffer's views are (`_shifted`). Raises KeyError for a root
+    `bases` lacks (an on-chip buffer of another block), TypeError for no tape."""
     if tape is None:
         raise TypeError("no tape")
     events, roots = tape
-    shift = {}
-    for r in roots:
-        d = bases[r][2]
-        if d:
-            shift[r] = d
-    if not shift:
+    if not any([bases[r][2] for r in roots]):  # (a list: every root looked up)
         return events
-    out = []
-    for e in events:
-        if type(e) is tuple and e[0] is not None:
-            e = (e[0], [((t[0], t[1] + shift.get(t[0], 0), t[2]), shape, w) for t, shape, w in e[1]], e[2])
-        out.append(e)
-    return out
+    return [(e[0], _shifted(e[1], bases), e[2]) if type(e) is tuple and e[0] is not None else e for e in events]
+
+
+def _shifted(operands: list, bases: dict) -> list:
+    """Race-check operands (tag, shape, writes) with each tag's element offset moved by its
+    root's shift in `bases` (root -> (owner, offset, shift in elements); on-chip roots: 0)."""
+    return [((t[0], t[1] + bases[t[0]][2], t[2]), shape, w) for t, shape, w in operands]
 
 
 def _roots(events: list) -> tuple:
