@@ -34,7 +34,8 @@ within the span that recorded items read of that buffer (`gm`), everything recor
 materialised, so recorded reads see their time's GM data. Blocks start with fresh on-chip buffers: what is still recorded at a block's end is
 never read and is dropped. A kernel with scalar loads or stores (memref.load / memref.store)
 or ops outside the tile ops, scf, arith, views, flags and barriers is not deferred at all
-(`eligible`).
+(`eligible`), nor is one none of whose mmads may share a matmul with another (`_joins`: each
+would be computed alone, as the mmad computes it).
 
 A GEMM tile's K loop, which records only, is applied to later tiles from a stored execution
 (data_loop_memo.py): this module counts what would make that inexact (`effects`, `watch`) and
@@ -73,13 +74,35 @@ _UNKNOWN = object()  # in CubeDeferral.gm: a recorded GM view without an address
 
 def eligible(ops: list[Operation], tile_types) -> bool:
     """Whether a kernel's data walk may defer its cube data: every op is a tile op (`tile_types`),
-    scf, arith, memref.subview or a data-free ascend op (`_PLAIN`)."""
+    scf, arith, memref.subview or a data-free ascend op (`_PLAIN`); and whether it gains by it:
+    some mmad may share a matmul with others (`_joins`; a kernel without mmads has nothing to
+    defer, its ops then run without the deferral's wrapper)."""
+    joins = False
     for o in ops:
         if type(o) in tile_types or o.name in _PLAIN or o.name == "memref.subview":
+            joins = joins or (isinstance(o, ascend.MmadOp) and _joins(o))
             continue
         if isinstance(o, (memref.LoadOp, memref.StoreOp)) or not o.name.startswith(("arith.", "scf.")):
             return False
-    return True
+    return joins
+
+
+def _joins(op: ascend.MmadOp) -> bool:
+    """Whether the sums of `op` may be computed in one matmul with those of other mmads: it adds
+    to its L0C tile (a K run may join it to the mmads before it), or its tile (the static shapes
+    of A: m x k and B: k x n; dynamic: may be any) is not one `_super` computes alone. Where no
+    mmad of a kernel does, each sum would be one product computed alone (`_once`), the mmad's own
+    product: deferring would save only the L1 -> L0 copies' data, for the recording, planning and
+    materialising of every copy and mmad (the 7B layer's FlashAttention of
+    benchmarks/numerics_speed.py: its P x V tiles, 128 x 96 x 128, ~0.1 s CPU of its ~1.1 s data
+    walk more than running them as written)."""
+    if op.init.value.data == 0:
+        return True
+    a, b = (v.type.get_shape() for v in op.operands[:2])
+    if len(a) != 2 or len(b) != 2 or min(*a, *b) < 0:  # (dynamic dims: negative)
+        return True
+    (m, k), n = a, b[1]
+    return m >= 16 and n >= 16 and m * n * k >= BLOCKED_MNK
 
 
 class CubeDeferral:
