@@ -29,6 +29,7 @@ from ascendir.costmodel.ops import (
     mmad,
     mmad_cycles,
     sequential_get_value_cycles,
+    shared_cost,
     space_unit,
     varange,
     vector,
@@ -39,6 +40,6 @@ from ascendir.costmodel.quantum import QUANTUM, quantise
 
 __all__ = [
     "LEVELS", "CostEnv", "CostFactory", "CostFn", "OpCost", "bandwidth_bound_cycles", "builtin_costs", "copy",
-    "copy_path", "copy_startup", "gather_rows", "mmad", "mmad_cycles", "sequential_get_value_cycles", "space_unit",
+    "copy_path", "copy_startup", "gather_rows", "mmad", "mmad_cycles", "sequential_get_value_cycles", "shared_cost", "space_unit",
     "varange", "vector", "vector_cycles", "vector_rate_class", "QUANTUM", "quantise",
 ]

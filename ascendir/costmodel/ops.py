@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import VerifyException
 
@@ -89,6 +90,8 @@ class CostEnv:
 
     target: HardwareConfig
     gm_share: float = math.inf  # bytes/cycle per GM stream
+    # cost functions made under this env, by what their factory reads of the op (`shared_cost`)
+    functions: dict = field(default_factory=dict, compare=False, repr=False)
 
     def l2_hits(self, src: str, hit: bool | None = None) -> bool:
         """Whether a GM read is served by L2: `hit` when the caller's L2 model decided (model
@@ -310,6 +313,35 @@ def gather_rows(op: ascend.GatherRowsOp, env: CostEnv) -> CostFn:
         return OpCost("MTE2", rows * head + total / rate, lat, by, 0.0, "aiv")
 
     return run
+
+
+def shared_cost(factory: CostFactory, op: Operation, env: CostEnv, path: tuple | None = None) -> CostFn:
+    """`factory(op, env)`, made once per `env` and per what a built-in factory reads of `op`
+    (`_static_key`: a copy its path, layout and transpose; a vector op its name and memref
+    element types; mmad and gather_rows nothing) and shared by the ops that read the same: a
+    kernel's compile asks for the cost function of every tile op (1,362 on a 7B layer, 25-40 us
+    a factory call), and they repeat a few forms. The functions are pure (operand values ->
+    OpCost), so sharing one changes no cost. Any other factory (register_op's) is called per op.
+    `path`: the copy's `copy_path` when the caller has it. Raises what `factory` raises."""
+    key = _static_key(factory, op, env, path)
+    if key is None:
+        return factory(op, env)
+    fn = env.functions.get(key)
+    if fn is None:
+        fn = env.functions[key] = factory(op, env)
+    return fn
+
+
+def _static_key(factory: CostFactory, op: Operation, env: CostEnv, path: tuple | None) -> tuple | None:
+    """What built-in `factory` reads of `op` (with the factory), None for other factories."""
+    if factory is copy:
+        return (copy, path if path is not None else copy_path(op, env.target), op.layout.data if op.layout is not None else None,
+                op.transpose is not None and op.transpose.value.data != 0)
+    if factory is vector or factory is varange:
+        return (factory, op.name, *[v.type.element_type for v in op.operands if isinstance(v.type, MemRefType)])
+    if factory is mmad or factory is gather_rows:
+        return (factory,)
+    return None
 
 
 def builtin_costs() -> dict[type, CostFactory]:

@@ -46,18 +46,25 @@ def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict
         changed = False
         for i, results, args, inner in plan:
             m = mask[i]
-            for vals, own in ((results, True), (args, False)):  # (an op runs where its results are needed)
-                for v, users, via in vals:
-                    n = 0
-                    for u in users:
-                        n |= mask[u]
-                    for x in via:
-                        n |= val[x]
-                    if n != val[v]:
-                        val[v] = n
-                        changed = True
-                    if own:
-                        m |= n
+            for v, users, via in results:  # (an op runs where its results are needed)
+                n = 0
+                for u in users:
+                    n |= mask[u]
+                for x in via:
+                    n |= val[x]
+                if n != val[v]:
+                    val[v] = n
+                    changed = True
+                m |= n
+            for v, users, via in args:
+                n = 0
+                for u in users:
+                    n |= mask[u]
+                for x in via:
+                    n |= val[x]
+                if n != val[v]:
+                    val[v] = n
+                    changed = True
             for u in inner:
                 m |= mask[u]
             if m != mask[i]:
@@ -67,8 +74,10 @@ def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict
 
 
 def _plan(order: list[Operation]) -> tuple[list[tuple], int]:
-    """The dependencies of `scalar_units` as indices, in reversed walk order: per op (its index in
-    `order`, its results, its regions' block arguments, its regions' ops), each value as (its
+    """The dependencies of `scalar_units` as indices, in reversed walk order: per op with results,
+    region block arguments or region ops (no other op's mask ever changes: most tile ops and
+    flags; `scalar_units` passes over the rest only), (its index in `order`, its results, its
+    regions' block arguments, its regions' ops), each value as (its
     index, the indices of the ops using it, the indices of the values whose needs it takes:
     the loop-carried argument and the result of a yield or init use, a branch result). The uses
     are read from the operands of the ops of `order` (every use of a value of the kernel)."""
@@ -118,7 +127,8 @@ def _plan(order: list[Operation]) -> tuple[list[tuple], int]:
                     if k is not None:
                         inner.append(k)
                     x = x.next_op
-        plan.append((i, results, tuple(args), tuple(inner)))
+        if results or args or inner:
+            plan.append((i, results, tuple(args), tuple(inner)))
     return plan, len(vals)
 
 

@@ -12,7 +12,7 @@ from ascendir.dialects import ascend
 from ascendir.dialects.ascend import subblock
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec import registry
-from ascendir.costmodel import LEVELS, OpCost, builtin_costs, copy_path, quantise
+from ascendir.costmodel import LEVELS, OpCost, builtin_costs, copy_path, quantise, shared_cost
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
@@ -118,10 +118,11 @@ class TileOps:
         k, F, R = self.k, self.F, self.F.values
         sem = None if k.timing_only else registry.SEMANTICS[type(op)](op)
         # (the kernel's compiles share it: KernelInfo.costs; cost functions depend on the op's
-        # operand shapes and attributes only, registry.py)
+        # operand shapes and attributes only, registry.py; built-in ones are shared between ops
+        # of one form: costmodel.shared_cost)
         cost_fn = k.costs.get(op)
         if cost_fn is None:
-            cost_fn = k.costs[op] = registry.COSTS[type(op)](op, k.env)
+            cost_fn = k.costs[op] = shared_cost(registry.COSTS[type(op)], op, k.env, k.paths.get(op))
         operands = op.operands
         ins = [self.slot(v) for v in operands]
         mem = [isinstance(v.type, MemRefType) for v in operands]
