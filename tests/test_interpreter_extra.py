@@ -343,7 +343,8 @@ def test_mixed_kernel_scalar_reads_charge_the_unit_that_runs_them():
     # g[0] and g[1] share a 64-B DCache line: a GM read, then a scalar load (timing/dcache.py)
     two_reads = get_value_cycles(read, HW) + get_value_cycles(read, HW, hit=True)
     assert busy[False]["aiv.S"] >= two_reads
-    assert busy[False]["aic.S"] < two_reads / 4  # only its own few scalar ops (flags, none here)
+    # only its own few scalar ops (flags, none here): the report lists no idle pipe
+    assert busy[False].get("aic.S", 0.0) < two_reads / 4
     # the AIC copies rows inside the loop too: it reads the bounds and runs the loop as well
     assert busy[True]["aic.S"] >= two_reads
     assert busy[True]["aiv.S"] >= two_reads

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Block, Region
@@ -110,18 +111,20 @@ def test_mix_kernel_if_takes_its_branch_and_charges_its_units():
         assert all(v == 0.0 for i, v in enumerate(F.core.free) if i % NPIPES)
 
 
-def test_two_unit_charge_touches_exactly_its_s_pipes():
-    """`_charge_scalar` of an op run by units 1 and 2 of three: their S pipes advance by one ALU
-    op each, free and busy, and nothing else moves (the unrolled two-unit charge)."""
+@pytest.mark.parametrize("units", [[1, 2], [0, 2], [1], [2], [0], [0, 1, 2]])
+def test_charge_touches_exactly_its_units_s_pipes(units):
+    """`_charge_scalar` of an op run by `units` of three (a lone AIV of a mix kernel, both AIVs,
+    the AIC and one AIV, all): their S pipes advance by one ALU op each, free and busy, and
+    nothing else moves (the one- and two-unit charges are unrolled)."""
     alu = 0.5
     op = arith.ConstantOp(IntegerAttr(1, IndexType()))
     F = Frame()
-    comp = Compiler(None, F, KernelInfo("k", 3, None, {}, {}, alu, True, scalar_units={op: [1, 2]}))
+    comp = Compiler(None, F, KernelInfo("k", 3, None, {}, {}, alu, True, scalar_units={op: units}))
     charge = comp._charge_scalar(op)
     F.core = CoreState(0, NPIPES * 3)
     for _ in range(3):
         charge()
-    want = [3 * alu if i in (NPIPES, 2 * NPIPES) else 0.0 for i in range(3 * NPIPES)]
+    want = [3 * alu if i in [u * NPIPES for u in units] else 0.0 for i in range(3 * NPIPES)]
     assert F.core.free == want and F.core.busy == want
 
 

@@ -94,11 +94,12 @@ class ScalarCodegen:
         F, alu = self.F, self.k.alu
         s_ids = self.k.s_ids(op)
         if len(s_ids) == 1:
+            s = s_ids[0]
 
             def charge() -> None:
                 c = F.core
-                c.free[0] += alu
-                c.busy[0] += alu
+                c.free[s] += alu
+                c.busy[s] += alu
 
         elif len(s_ids) == 2:  # (a mix kernel's AIC and AIV: unrolled, the loop cost as much as the sums)
             s0, s1 = s_ids
