@@ -46,25 +46,18 @@ def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict
         changed = False
         for i, results, args, inner in plan:
             m = mask[i]
-            for v, users, via in results:  # (an op runs where its results are needed)
-                n = 0
-                for u in users:
-                    n |= mask[u]
-                for x in via:
-                    n |= val[x]
-                if n != val[v]:
-                    val[v] = n
-                    changed = True
-                m |= n
-            for v, users, via in args:
-                n = 0
-                for u in users:
-                    n |= mask[u]
-                for x in via:
-                    n |= val[x]
-                if n != val[v]:
-                    val[v] = n
-                    changed = True
+            for values, own in ((results, True), (args, False)):
+                for v, users, via in values:
+                    n = 0
+                    for u in users:
+                        n |= mask[u]
+                    for x in via:
+                        n |= val[x]
+                    if n != val[v]:
+                        val[v] = n
+                        changed = True
+                    if own:  # an op runs where its results are needed
+                        m |= n
             for u in inner:
                 m |= mask[u]
             if m != mask[i]:
