@@ -15,6 +15,7 @@ from ascendir.interpreter import simulate
 from ascendir.interpreter.exec import data_loop_memo
 from ascendir.interpreter.exec.walk import OpTree
 from ascendir.interpreter.testing import matmul_ir, parse
+from sampling import first_then_sampled
 
 HW = load_target("ascend910b2")
 
@@ -50,7 +51,7 @@ def _template_gemm(m, k, n, tiling):
     return module, {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16, seed=1)}
 
 
-@pytest.mark.parametrize("m, k, n, tiling, most", [
+@pytest.mark.parametrize("m, k, n, tiling, most", first_then_sampled([
     # the template's first and last L1 chunks by L0C column halves (the loop's first mmad regroups
     # the halves the peeled first chunk left), double-buffered L1; edge tiles in M and N
     (384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1", True),
@@ -60,7 +61,7 @@ def _template_gemm(m, k, n, tiling):
     # first tile` (`_tests`), and a block's first tile syncs with the AIVs otherwise: keyed by
     # that test, the first tiles replay each other and so do the others
     (320, 832, 1280, "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1,prefetch=1", False),
-])
+]))
 @pytest.mark.parametrize("races", [True, False])
 def test_gemm_k_loops_replayed_bit_for_bit(monkeypatch, m, k, n, tiling, most, races):
     # races: the blocks after the checked one follow its decisions (race.py `decide`, `gmlog`),

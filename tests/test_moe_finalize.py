@@ -17,6 +17,7 @@ from ascendir.interpreter import simulate
 from ascendir.pipelines import PASSES
 from ascendir.session import Session
 from lowering_harness import parse, run_both
+from sampling import first_then_sampled
 
 DATA = Path(__file__).parent / "data"
 
@@ -40,11 +41,11 @@ def test_pass_is_registered() -> None:
 
 
 @pytest.mark.parametrize("t", ["f32", "f16", "bf16"])
-@pytest.mark.parametrize("tok,k,h,shared", [
+@pytest.mark.parametrize("tok,k,h,shared", first_then_sampled([
     (64, 2, 128, False),    # Mixtral block
     (37, 4, 96, True),      # odd token count, shared expert added
     (3, 8, 9000, True),     # rows too wide for UB: column chunks
-])
+]))
 def test_fused_equals_unfused_bit_for_bit(tok: int, k: int, h: int, shared: bool, t: str) -> None:
     n = tok * k
     fmt = dict(n=n, h=h, t=t, tok=tok, k=k)

@@ -23,6 +23,7 @@ from ascendir.interpreter.exec.nn_reference import run_nn
 from ascendir.patterns import top_level_ops
 from ascendir.weights import WeightStore
 from lowering_harness import parse
+from sampling import first_then_sampled
 
 DATA = Path(__file__).parent / "data"
 HW = load_target("ascend910b2")
@@ -64,13 +65,13 @@ def _grouped(text: str, store: WeightStore):
 
 @pytest.mark.parametrize("fuse", [True, False])
 @pytest.mark.parametrize("t", ["f32", "f16"])
-@pytest.mark.parametrize("r,e,h,i,routing,gate_first", [
+@pytest.mark.parametrize("r,e,h,i,routing,gate_first", first_then_sampled([
     (24, 8, 32, 48, "skew=1.5", True),      # small groups, some experts idle
     (40, 4, 64, 32, "one", False),          # every row to expert 2 (others empty), up half first
     (300, 4, 48, 32, "uniform", True),      # groups larger than the row tile: several row tiles
     (24, 4, 2100, 32, "uniform", True),     # K of 3 steps (a ping-pong pair, an odd tail, a partial one)
     (24, 4, 2048, 32, "skew=1.5", True),    # K of 2 steps (one pair)
-])
+]))
 def test_grouped_experts_match_reference(r, e, h, i, routing, gate_first, t, fuse, monkeypatch):
     # fuse: the SwiGLU epilogue wherever it fits, whatever the cost model would choose
     monkeypatch.setattr(moe_experts, "FUSE_SWIGLU", "always" if fuse else "never")

@@ -18,6 +18,7 @@ from ascendir.weights import WeightStore
 from cli_helpers import assert_clean_error, run_cli
 from test_flash_attention import attention_ir
 from test_lowering_matmul import matmul_text
+from sampling import first_then_sampled
 
 ATT = attention_ir(1, 2, 2, 64, 128, 64, 64, True)
 
@@ -28,7 +29,7 @@ def _fused_attention(tmp_path):
     return src
 
 
-@pytest.mark.parametrize("spec,why", [
+@pytest.mark.parametrize("spec,why", first_then_sampled([
     ("br=0", "br=0 must be >= 1"),
     ("bc=0", "bc=0 must be >= 1"),
     ("br=-48", "br=-48 must be >= 1"),
@@ -43,7 +44,7 @@ def _fused_attention(tmp_path):
     ("k=12", "k=12 is not aligned"),
     ("br=²", "bad entry 'br=²'"),  # str.isdigit() accepts it, int() does not
     ("m=1_024", "bad entry 'm=1_024'"),
-])
+], keep=2))
 def test_bad_tiling_fields_fail_up_front_in_every_path(spec, why, tmp_path):
     src = _fused_attention(tmp_path)
     with pytest.raises(AscendirError, match=why):
