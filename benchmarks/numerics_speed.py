@@ -9,10 +9,11 @@ The floor is what any simulator that computes these products in fp32 must pay: 2
 through single-thread BLAS. The simulation computes the same products tile by tile (mmad), the
 attention, norms and elementwise kernels besides, checks races between pipes and accounts
 cycles. Each figure is the minimum over `--repeat` runs of wall seconds and of the process CPU
-seconds (the machine may be shared: the ratio is taken on CPU seconds). A run's time holds its own
-garbage collections but not the later collection of the objects it leaves in reference cycles
-(~0.46 s for one layer on the benchmark machine, paid by the process after the run; interpreter_speed
-`best_of` collects the earlier runs' before each run, outside its time). Goal (issue #22 part 3):
+seconds (the machine may be shared: the ratio is taken on CPU seconds). A run's time holds all of
+its memory management: `simulate` leaves (almost) no objects in reference cycles (sim/chip.py
+`ModuleProg.close`, tests/test_gc_cycles.py), so reference counting frees its program before it
+returns, and the cyclic collector, paused from the compile to then, finds next to nothing after
+it (interpreter_speed `best_of`). Goal (issue #22 part 3):
 one layer ≤ 2x its floor. The chained layers get weights of their own; their figure is per layer.
 `--split` runs the layer once more with a CPU timer (time.process_time_ns) around every op's
 numerics, every fp16 -> fp32 conversion of GM data (exec/wide.py), every L0C sum of deferred cube
@@ -163,7 +164,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
         RaceChecker.access = timed("race check accesses (race.py)", saved["access"])
         KernelProgram._data_walk = data_walk
         KernelProgram._blocks = blocks
-        gc.collect()  # (the earlier runs' garbage, as best_of does)
+        gc.collect()  # (as best_of does)
         c0 = clock()
         simulate(module, weights, {"arg0": x}, hw)
         total = clock() - c0

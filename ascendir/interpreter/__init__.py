@@ -35,7 +35,7 @@ from ascendir.interpreter.check.invariants import check
 from ascendir.interpreter.exec.registry import register_op
 from ascendir.interpreter.report.report import build_report
 from ascendir.interpreter.report.trace import TraceWriter, cluster_trace_events
-from ascendir.interpreter.sim.chip import ModuleProg, compile_module
+from ascendir.interpreter.sim.chip import ModuleProg, compile_module, gc_paused
 from ascendir.hardware.topology import Link, Topology, load_topology
 from ascendir.interpreter.sim.cluster import Cluster, cluster_report
 from ascendir.weights import WeightStore
@@ -128,12 +128,19 @@ def simulate(
     # before any work: IR planned for another chip (a larger HBM), or never planned
     fp = check_module_gm_fits(module, hw)
     writer = trace if isinstance(trace, TraceWriter) else (TraceWriter(hw) if trace else None)
-    prog = compile_module(module, hw, weights, timing_only=timing_only, trace=writer is not None, extrapolate=extrapolate,
-                          check_races=check_races, accel=accel, moe_routing=moe_routing, launch_memo=launch_memo)
-    prog.trace_sink = writer
-    prog.progress = progress
-    with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
-        outputs, records = prog.run(inputs)
+    # one pause of the cyclic collector (sim/chip.py gc_paused) from the compile to the program's
+    # close: the program's objects are then freed (they hold no reference cycles) before the
+    # collector resumes, rather than traversed by its passes
+    with gc_paused(accel is None or accel.gc_pause):
+        prog = compile_module(module, hw, weights, timing_only=timing_only, trace=writer is not None, extrapolate=extrapolate,
+                              check_races=check_races, accel=accel, moe_routing=moe_routing, launch_memo=launch_memo)
+        prog.trace_sink = writer
+        prog.progress = progress
+        with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
+            outputs, records = prog.run(inputs)
+        assumed = prog.assumed
+        prog.close()
+        del prog
     for r in records:
         check(r, hw)
     report = build_report(records, hw)
@@ -142,7 +149,7 @@ def simulate(
         k["dtype"] = dtypes.get(k["name"])
     if fp is not None:
         report["gm_footprint"] = fp
-    report["assumptions"] += prog.assumed
+    report["assumptions"] += assumed
     return SimResult(outputs, report, writer.events if writer is not None and writer.events is not None else [])
 
 
@@ -181,6 +188,8 @@ def simulate_cluster(
     cl = Cluster(modules, weights, hw, topo, timing_only=timing_only, accel=accel, symmetric=symmetric, moe_routing=moe_routing)
     cl.trace = trace
     runs = cl.run(inputs)
+    for dev in cl.devices:
+        dev.close()
     reports = []
     for m, run in zip(modules, runs):
         for r in run.records:

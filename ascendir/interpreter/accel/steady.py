@@ -174,17 +174,19 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
         if loop_level(op):
             for res in op.results:
                 k(res)
+    uniform = True
     for op in order:
         if type(op) in (memref.LoadOp, memref.StoreOp, ascend.GetValueOp, scf.ForOp) and op is not loop:
-            if type(op) is not scf.ForOp:
-                return None
-            if op.iter_args:
-                return None
+            if type(op) is not scf.ForOp or op.iter_args:
+                uniform = False
+                break
         if type(op) is memref.SubviewOp:
             sv = tree.subview(op)
             if sv.gm and any(k(o) == _OTHER for o in sv.offsets):
-                return None
-    return [op for op in order if op in checked]
+                uniform = False
+                break
+    del k  # (it calls itself: a reference cycle otherwise)
+    return [op for op in order if op in checked] if uniform else None
 
 
 _STEP_TESTS: dict[tuple[int, ...], object] = {}

@@ -6,6 +6,8 @@ steady.py skips."""
 from __future__ import annotations
 
 from __future__ import annotations
+
+import weakref
 from collections.abc import Callable
 from types import CodeType, FunctionType
 from xdsl.dialects import arith
@@ -196,18 +198,20 @@ class ScalarCodegen:
             for v in op.operands:
                 self.slot(v)
             self.slot(op.results[0])
-        env: dict[str, object] = {"R": self.F.values, "_divzero": division_by_zero}
-
+        # `build` reaches `tops` and its globals through a weak reference: they hold `build`, and
+        # a strong one would make a reference cycle (tops is alive: it is the caller)
         def build(x: int) -> tuple:
+            fn = me()
+            env = fn.__globals__
             lines: list[str] = []
             slots: dict[int, int] = {}
             self._scalar_lines(checked, env, lines, {iv: "x"}, slots, store=False)
             lines.append("return (" + "".join(f"v{i}, " for i in range(len(checked))) + ")")
-            tops.__code__ = generated("def tops(x):", lines, env, "tops", slots).__code__
-            return tops(x)
+            fn.__code__ = generated("def tops(x):", lines, env, "tops", slots).__code__
+            return fn(x)
 
-        env["_build"] = build
-        tops = FunctionType(_LAZY_TOPS, env, "tops")
+        tops = FunctionType(_LAZY_TOPS, {"R": self.F.values, "_divzero": division_by_zero, "_build": build}, "tops")
+        me = weakref.ref(tops)
         return tops
 
 

@@ -3,6 +3,8 @@ pipe: timing/holds.py) and pipe_barrier."""
 
 from __future__ import annotations
 
+import weakref
+
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES
 from ascendir.errors import AscendirError
@@ -58,7 +60,7 @@ class SyncOps:
                 return
             slow = F.slow_path
             if slow and F.hold is not None and src in F.hold.lists:
-                F.hold.defer(src, run, (), s_id)
+                F.hold.defer(src, me(), (), s_id)
                 return
             core = F.core
             free = core.free
@@ -82,6 +84,10 @@ class SyncOps:
             if slow and F.hold is not None:
                 F.hold.release(key)  # a pipe held on this flag runs what queued behind its wait
 
+        # `run` queues itself on a held pipe (holds.py) through a weak reference: a closure holding
+        # itself is a reference cycle, left to the cyclic collector (alive while it runs: its
+        # caller holds it)
+        me = weakref.ref(run)
         return run
 
     def wait_flag(self, op: ascend.WaitFlagOp) -> Closure:
@@ -108,7 +114,7 @@ class SyncOps:
                     F.s_clock_decisions += 1  # a pipe at (or behind) its S clock keeps that value
                 return
             if F.slow_path and F.hold is not None and dst in F.hold.lists:
-                F.hold.defer(dst, run, (), s_id)
+                F.hold.defer(dst, me(), (), s_id)
                 return
             if not q:
                 if dst == s_id:  # the scalar unit stalls: it would issue every later set
@@ -117,7 +123,7 @@ class SyncOps:
                 if F.hold is None:
                     F.hold = Holds(F, kname, set_keys)
                     F.slow_path = True
-                F.hold.block(dst, key, run, s_id, text)
+                F.hold.block(dst, key, me(), s_id, text)
                 return
             t = q.popleft()
             core = F.core
@@ -135,6 +141,7 @@ class SyncOps:
                 F.flows.append(("f", core.index, dst, src, event, w0, free[dst] if free[dst] > w0 else w0,
                                 F.flow_queues.queues[key].popleft()))
 
+        me = weakref.ref(run)
         return run
 
     # -- the data walk's (KernelInfo.data_only) ----------------------------------------------
@@ -149,7 +156,7 @@ class SyncOps:
         def run() -> None:
             h = F.hold
             if h is not None and src in h.lists:
-                h.defer(src, run, (), s_id)
+                h.defer(src, me(), (), s_id)
                 return
             F.flags.queues[key].append(0.0)
             if F.races is not None:
@@ -157,6 +164,7 @@ class SyncOps:
             if h is not None:
                 h.release(key)  # a pipe held on this flag runs what queued behind its wait
 
+        me = weakref.ref(run)
         return run
 
     def _data_wait_flag(self, dst: int, key: int, s_id: int, text: str, ev: tuple) -> Closure:
@@ -168,7 +176,7 @@ class SyncOps:
         def run() -> None:
             h = F.hold
             if h is not None and dst in h.lists:
-                h.defer(dst, run, (), s_id)
+                h.defer(dst, me(), (), s_id)
                 return
             q = F.flags.queues[key]
             if not q:
@@ -177,12 +185,13 @@ class SyncOps:
                 if h is None:
                     h = F.hold = Holds(F, kname, set_keys)
                     F.slow_path = True
-                h.block(dst, key, run, s_id, text)
+                h.block(dst, key, me(), s_id, text)
                 return
             q.popleft()
             if F.races is not None:
                 F.races.wait(ev)
 
+        me = weakref.ref(run)
         return run
 
     def barrier(self, op: ascend.PipeBarrierOp) -> Closure | None:

@@ -5,6 +5,7 @@ touch the L2 and the address logs of steady.py / memo.py."""
 from __future__ import annotations
 
 import math
+import weakref
 from operator import itemgetter
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
@@ -51,7 +52,7 @@ def make(F, R, A, ins, cache, cost_fn, resolve, key_of, sem, race_ops, name, lab
         if F.slow_path:  # race check running, or a pipe held (holds.py): one test on the common path
             h = F.hold
             if h is not None and pid in h.lists:
-                h.defer(pid, run, ins, sid)
+                h.defer(pid, me(), ins, sid)
                 return
             if F.races is not None:
                 F.races.access(pid, [(A[i], R[i].shape, w) for i, w in race_ops if A[i] is not None], name, F.block)
@@ -82,6 +83,7 @@ def make(F, R, A, ins, cache, cost_fn, resolve, key_of, sem, race_ops, name, lab
         if F.trace is not None:
             F.trace.append((core.index, pid, t, cyc, label, items))
 
+    me = weakref.ref(run)  # what a held pipe queues, without a reference cycle (sync_ops.py `set_flag`)
     return run
 """
 _TILE_RUNS: dict[int, object] = {}
@@ -95,7 +97,7 @@ def _timed_tile(n: int):
         src = _TILE_RUN.format(slots=names("i") + ",", lasts=names("l"), sentinels=", ".join(["object()"] * n),
                                fetch="; ".join(f"v{j} = R[i{j}]" for j in range(n)), same=" and ".join(f"v{j} is l{j}" for j in range(n)),
                                vals=names("v"))
-        env = {"FLOPS": FLOPS, "OPS": OPS}
+        env = {"FLOPS": FLOPS, "OPS": OPS, "weakref": weakref}
         exec(src, env)  # noqa: S102 (our own text)
         make = _TILE_RUNS[n] = env["make"]
     return make
@@ -215,7 +217,7 @@ class TileOps:
                 pid = ps[0]
                 h = F.hold
                 if h is not None and pid in h.lists:
-                    h.defer_read(pid, run, ins, vals, get(A), ps[1])
+                    h.defer_read(pid, me(), ins, vals, get(A), ps[1])
                     return
                 if F.races is not None:
                     F.races.access(pid, [(A[i], vals[j].shape, w) for j, i, w in racing if A[i] is not None], name, F.block)
@@ -225,6 +227,7 @@ class TileOps:
                     F.ctl.gmlog.append(log)
             sem(*vals)
 
+        me = weakref.ref(run)  # what a held pipe queues, without a reference cycle (sync_ops.py `set_flag`)
         return run
 
     def _wide(self, op: Operation, sem, mem: list[bool]) -> tuple:
@@ -304,7 +307,7 @@ class TileOps:
             if F.slow_path:  # as in `tile`
                 h = F.hold
                 if h is not None and pid in h.lists:
-                    h.defer(pid, run, ins, sid)
+                    h.defer(pid, me(), ins, sid)
                     return
                 if F.races is not None:
                     ops = []
@@ -367,4 +370,5 @@ class TileOps:
             if F.trace is not None:
                 F.trace.append((core.index, pid, t, cyc, label, items))
 
+        me = weakref.ref(run)  # what a held pipe queues, without a reference cycle (sync_ops.py `set_flag`)
         return run

@@ -77,6 +77,7 @@ class OpTree:
             span[id(o)] = (i, len(ops))  # (ids are unique: `ops` keeps every op alive)
 
         visit(root)
+        del visit  # (it calls itself: a reference cycle otherwise)
         self.ops = ops
         self._span = span
         self._subviews: dict[Operation, Subview] = {}

@@ -189,6 +189,17 @@ class KernelProgram:
         else:
             self._compile()
 
+    def close(self) -> None:
+        """Break this program's reference cycles (chip.py ModuleProg.close): its frames' loop
+        memos hold the frames, its shared cost functions their CostEnv (costmodel.shared_cost);
+        its twin's too."""
+        for F in (self.frame, self.data[0] if self.data is not None else None):
+            if F is not None:
+                F.memos.clear()
+        self.env.functions.clear()
+        if self.twin is not None:
+            self.twin.close()
+
     def _compile(self) -> None:
         """Compile the body (`body`, `nflags`): at construction, or on the first single-walk launch
         of a kernel that would split (`two_walks`) but runs in a cluster."""
