@@ -125,14 +125,15 @@ def _tests(ctrl: list, ops: list[Operation], inside: set[int]) -> tuple[list, li
 class _Stored:
     """One stored execution: what keyed it, the address values it ran with and what it did."""
 
-    __slots__ = ("key", "addr", "copies", "adds", "cut", "tail", "span", "flags", "decisions", "gmlog", "tape")
+    __slots__ = ("key", "addr", "copies", "adds", "cut", "tail", "span", "flags", "decisions", "gmlog", "gmroots", "tape")
 
     def __init__(self, key, addr, copies, adds, cut, tail, span, flags, decisions, gmlog, tape):
         # adds: the terms added to sums, those from `cut` on joined (`_appends`); tail: those
-        # from `cut` on as the loop added them; decisions, gmlog: a cheap block's (race.py);
-        # tape: the race check's calls in a block checked in full
+        # from `cut` on as the loop added them; decisions, gmlog: a cheap block's (race.py), and
+        # the roots of gmlog's tags; tape: the race check's calls in a block checked in full
         self.key, self.addr, self.copies, self.adds, self.cut, self.tail = key, addr, copies, adds, cut, tail
         self.span, self.flags, self.decisions, self.gmlog, self.tape = span, flags, decisions, gmlog, tape
+        self.gmroots = None if gmlog is None else tuple({t[0]: None for ops in gmlog for t, _, _ in ops})
 
 
 class _Table(list):
@@ -228,16 +229,19 @@ class DataLoopMemo:
         else:
             return False
         ctl = F.ctl
-        if ctl is not None and F.races is None:
-            ds, t, n = st.decisions, ctl.cheap_ctl, ctl.nctl
-            if ctl.cheap is None or ds is None or len(t) < n + len(ds) or any(t[n + j][0] != v for j, v in enumerate(ds)):
+        cheap = ctl is not None and F.races is None
+        if cheap:
+            ds, n = st.decisions, ctl.nctl
+            if ctl.cheap is None or ds is None or ctl.ctl_values()[n:n + len(ds)] != ds:
                 return False
         bases = self._bases(st)
         if bases is None:
             return False
         try:
-            copies, adds, span, gmlog = _rebuild(st, bases, self.table.views, st.adds)
+            copies, adds, span = _rebuild(st, bases, self.table.views, st.adds)
             tape = _moved(st.tape, bases) if F.races is not None else None
+            # (a cheap block's GM log moves its tags when the race check reads them: race.py)
+            shifts = None if st.gmroots is None else {r: bases[r][2] for r in st.gmroots}
         except (KeyError, TypeError, ValueError):  # a view outside its buffer: run the loop
             return False
         cube.copies.update(copies)
@@ -251,7 +255,7 @@ class DataLoopMemo:
             F.races.play(tape, F.block)
         elif ctl is not None:
             ctl.nctl += len(st.decisions)
-            ctl.gmlog.extend(gmlog)
+            ctl.log_moved(st.gmlog, {r: d for r, d in shifts.items() if d})
         _add_all(cube, adds, st.cut, lambda: _rebuild(st, bases, self.table.views, st.tail)[1])
         return True
 
@@ -306,7 +310,7 @@ class DataLoopMemo:
             if ctl is None or ctl.cheap is not ctl0[0] or ctl.nctl < ctl0[1]:
                 return
             decisions = [v for v, _ in ctl.cheap_ctl[ctl0[1]: ctl.nctl]]
-            gmlog = ctl.gmlog[ctl0[2]:]
+            gmlog = ctl.moved_log()[ctl0[2]:]
         # a buffer's records are all the loop's or all untouched; the loop's are of its own copies
         # (`watch`), but a stale mark of an earlier record keeps that record's source
         srcs = {id(e[1]) for e in held}
@@ -376,7 +380,7 @@ def _add_all(cube, adds: list, cut: int, tail) -> None:
 def _exact(st: _Stored, bases: dict) -> bool:
     """Whether `st`'s views rebuild from their tags as they are (module doc)."""
     try:
-        copies, adds, _, gmlog = _rebuild(st, bases, {}, st.adds + st.tail)
+        copies, adds, _ = _rebuild(st, bases, {}, st.adds + st.tail)
     except (KeyError, TypeError, ValueError):
         return False
     for r, d in st.copies.items():
@@ -386,14 +390,15 @@ def _exact(st: _Stored, bases: dict) -> bool:
     for (_, _, cv, t, _), (_, _, cv2, u, _) in zip(st.adds + st.tail, adds):
         if not (_same(cv, cv2, chip=True) and _same(t[0], u[0]) and _same(t[1], u[1]) and t[2] == u[2] and t[3] == u[3]):
             return False
-    return st.gmlog is None or gmlog == st.gmlog
+    # (a replay moves the GM log's tags by their roots' shifts: race.py `log_moved`)
+    return st.gmlog is None or all(r in bases for r in st.gmroots)
 
 
-def _rebuild(st: _Stored, bases: dict, views: dict, terms: list) -> tuple[dict, list, dict, list | None]:
+def _rebuild(st: _Stored, bases: dict, views: dict, terms: list) -> tuple[dict, list, dict]:
     """`st`'s records and the terms `terms` (of `st`: its adds or its tail) with every view
     rebuilt from its tag in `bases` (root -> (owner, byte offset of element 0, shift in
     elements); GM views built before in `views`, see `_Table`): (copies, terms added (root,
-    region key, L0C view, term, init), GM spans, race-check GM log)."""
+    region key, L0C view, term, init), GM spans)."""
     memo: dict = {}
 
     def gm(g, t):
@@ -447,10 +452,7 @@ def _rebuild(st: _Stored, bases: dict, views: dict, terms: list) -> tuple[dict, 
     for r, (lo, hi) in st.span.items():
         delta = bases[r][2]
         span[r] = (lo + delta, hi + delta)
-    gmlog = None
-    if st.gmlog is not None:
-        gmlog = [_shifted(acc, bases) for acc in st.gmlog]
-    return copies, adds, span, gmlog
+    return copies, adds, span
 
 
 def _union(gm: dict, spans: dict) -> None:
