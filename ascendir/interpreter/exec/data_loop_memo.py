@@ -53,6 +53,7 @@ from xdsl.ir import Operation
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
 from ascendir.interpreter.accel.loop_memo import _external, memo_inputs
+from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.deferred import _addr, _joined
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
@@ -139,16 +140,21 @@ class _Stored:
 class _Table(list):
     """Stored executions, and the GM views replays built (`views`: (root, element offset,
     strides, shape, dtype) -> (view, tag)): a GEMM's tiles share their A rows and B columns, so
-    most of a replay's views were built by an earlier one. Both are of one data walk's buffers:
-    emptied together (`clear`, at each walk's start)."""
+    most of a replay's views were built by an earlier one; and the running block's on-chip
+    buffers (`chips`: (their arrays, their bases as `DataLoopMemo._bases` gives them, the
+    on-chip views replays built on them: (id(root), region key, dtype) -> view)), which a block's
+    tiles share. All are of one data walk's buffers: emptied together (`clear`, at each walk's
+    start)."""
 
     def __init__(self):
         super().__init__()
         self.views: dict = {}
+        self.chips: tuple | None = None
 
     def clear(self) -> None:
         super().clear()
         self.views.clear()
+        self.chips = None
 
 
 class DataLoopMemo:
@@ -206,11 +212,25 @@ class DataLoopMemo:
             old = bases.setdefault(tag[0], (*b, delta))
             if old[2] != delta or old[0] is not b[0] or old[1] != b[1]:
                 return None
-        for s in self.chips:
-            b = _base(A[s], R[s])
-            if b is not None:
-                bases[A[s][0]] = (*b, 0)
+        bases.update(self._chips()[0])
         return bases
+
+    def _chips(self) -> tuple[dict, dict]:
+        """(root -> (owner array, byte offset of the root's element 0 in it, 0) of the running
+        block's on-chip buffers, the on-chip views replays built on them), kept while the
+        buffers' slots hold the same arrays (`_Table`: the arrays stay alive, so theirs are the
+        same addresses; a block allocates buffers of its own)."""
+        R, A = self.F.values, self.F.gm_tags
+        arrays = [R[s] for s in self.chips]
+        got = self.table.chips
+        if got is None or any([a is not b for a, b in zip(arrays, got[0])]):
+            bases = {}
+            for s in self.chips:
+                b = _base(A[s], R[s])
+                if b is not None:
+                    bases[A[s][0]] = (*b, 0)
+            got = self.table.chips = (arrays, bases, {})
+        return got[1], got[2]
 
     # -- applying ---------------------------------------------------------------------------
     def replay(self) -> bool:
@@ -238,7 +258,8 @@ class DataLoopMemo:
         if bases is None:
             return False
         try:
-            copies, adds, span = _rebuild(st, bases, self.table.views, st.adds)
+            chips = self.table.chips[2]  # (`_bases` made them the running block's)
+            copies, adds, span = _rebuild(st, bases, self.table.views, st.adds, chips)
             tape = _moved(st.tape, bases) if F.races is not None else None
             # (a cheap block's GM log moves its tags when the race check reads them: race.py)
             shifts = None if st.gmroots is None else {r: bases[r][2] for r in st.gmroots}
@@ -256,7 +277,7 @@ class DataLoopMemo:
         elif ctl is not None:
             ctl.nctl += len(st.decisions)
             ctl.log_moved(st.gmlog, {r: d for r, d in shifts.items() if d})
-        _add_all(cube, adds, st.cut, lambda: _rebuild(st, bases, self.table.views, st.tail)[1])
+        _add_all(cube, adds, st.cut, lambda: _rebuild(st, bases, self.table.views, st.tail, chips)[1])
         return True
 
     # -- storing ----------------------------------------------------------------------------
@@ -380,7 +401,7 @@ def _add_all(cube, adds: list, cut: int, tail) -> None:
 def _exact(st: _Stored, bases: dict) -> bool:
     """Whether `st`'s views rebuild from their tags as they are (module doc)."""
     try:
-        copies, adds, _ = _rebuild(st, bases, {}, st.adds + st.tail)
+        copies, adds, _ = _rebuild(st, bases, {}, st.adds + st.tail, {})
     except (KeyError, TypeError, ValueError):
         return False
     for r, d in st.copies.items():
@@ -394,11 +415,11 @@ def _exact(st: _Stored, bases: dict) -> bool:
     return st.gmlog is None or all(r in bases for r in st.gmroots)
 
 
-def _rebuild(st: _Stored, bases: dict, views: dict, terms: list) -> tuple[dict, list, dict]:
+def _rebuild(st: _Stored, bases: dict, views: dict, terms: list, chips: dict) -> tuple[dict, list, dict]:
     """`st`'s records and the terms `terms` (of `st`: its adds or its tail) with every view
     rebuilt from its tag in `bases` (root -> (owner, byte offset of element 0, shift in
-    elements); GM views built before in `views`, see `_Table`): (copies, terms added (root,
-    region key, L0C view, term, init), GM spans)."""
+    elements); GM views built before in `views`, on-chip views in `chips`: see `_Table`; both
+    of these `bases`): (copies, terms added (root, region key, L0C view, term, init), GM spans)."""
     memo: dict = {}
 
     def gm(g, t):
@@ -424,12 +445,15 @@ def _rebuild(st: _Stored, bases: dict, views: dict, terms: list) -> tuple[dict, 
         return out
 
     def chip(root, key, like):
-        got = memo.get((id(root), key))
+        k = (id(root), key, like.dtype)
+        got = chips.get(k)
         if got is not None:
             return got
-        o, base, _ = bases[root]
+        o, base, delta = bases[root]
         isz = like.itemsize
-        v = memo[(id(root), key)] = np.ndarray(key[1], like.dtype, o, base + key[0] * isz, tuple(x * isz for x in key[2]))
+        v = np.ndarray(key[1], like.dtype, o, base + key[0] * isz, tuple(x * isz for x in key[2]))
+        if delta == 0 and type(root) is ChipBuffer:  # (a GM root's view moves with its shift)
+            chips[k] = v
         return v
 
     copies = {}
