@@ -121,6 +121,15 @@ def sync_event(kind: str, slot: int = -1, key: int = -1) -> tuple:
 BARRIER = sync_event("barrier")  # pipe_barrier(ALL)
 
 
+def _move(log: list, moves: list) -> None:
+    """Move the tags of the runs `moves` ((first, end, root -> shift in elements)) of a cheap
+    block's GM log `log` in place (RaceChecker.log_moved)."""
+    for a, b, shifts in moves:
+        get = shifts.get
+        for j in range(a, b):
+            log[j] = [((t[0], t[1] + get(t[0], 0), t[2]), shape, w) for t, shape, w in log[j]]
+
+
 class RaceChecker:
     """Vector clocks of one core's pipes during one block, and the recent accesses per buffer.
 
@@ -159,7 +168,7 @@ class RaceChecker:
 
     __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views",
                  "refs", "ref", "pos", "rec", "lazy", "queues", "block",
-                 "frame", "ctl", "traces", "cheap", "cheap_ctl", "nctl", "gmlog", "gm_steps", "tape")
+                 "frame", "ctl", "traces", "cheap", "cheap_ctl", "nctl", "gmlog", "gm_moves", "gm_steps", "tape", "ctl_vals")
 
     def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1, nflags: int = 1, frame=None):
         """`frame`: the data walk's Frame when its blocks may run unchecked while they take a
@@ -191,6 +200,10 @@ class RaceChecker:
         self.cheap_ctl: list = []  # its control decisions
         self.nctl = 0  # this cheap block's decisions so far
         self.gmlog: list | None = None  # a cheap block's GM operands, per access that has some
+        # (first, end, root -> shift in elements): runs of `gmlog` whose tags are still to be moved
+        # so (`log_moved`, `moved_log`)
+        self.gm_moves: list = []
+        self.ctl_vals: tuple | None = None  # (a `cheap_ctl`, its decisions' values): `ctl_values`
         self.gm_steps: dict = {}  # id(checked block) -> its steps with GM operands
         self.tape: list | None = None  # while set, the calls made, in order (`play`)
 
@@ -245,6 +258,7 @@ class RaceChecker:
         self.pos = 0
         self.lazy = {}
         self.cheap = self.gmlog = None
+        self.gm_moves = []
         self.ctl = [] if self.follow else None
         if not self.follow or not self.refs:
             self.ref = None
@@ -284,7 +298,7 @@ class RaceChecker:
             if other is not ref and ot is not None and len(ot) > k and ot[k][0] == v and ot[:k] == t[:k]:
                 self.cheap, self.cheap_ctl, self.nctl = other, ot, k + 1
                 return
-        log, steps = self.gmlog, self._gm_steps(ref)
+        log, steps = self.moved_log(), self._gm_steps(ref)
         self.cheap = self.gmlog = None
         self.ref, self.pos = ref, t[k][1]
         self.ctl = t[:k] + [(v, self.pos)]
@@ -293,6 +307,30 @@ class RaceChecker:
             self._gm(i, ref[i], ops)
         F = self.frame
         F.races, F.slow_path = self, True
+
+    def ctl_values(self) -> list:
+        """The values of the decisions of the checked block a cheap block follows (`cheap_ctl`,
+        a list no one appends to once it is a trace), kept while it is the same list."""
+        got = self.ctl_vals
+        if got is None or got[0] is not self.cheap_ctl:
+            got = self.ctl_vals = (self.cheap_ctl, [v for v, _ in self.cheap_ctl])
+        return got[1]
+
+    def log_moved(self, log: list, shifts: dict) -> None:
+        """Log a cheap block's GM operands `log` (per access: [(tag, shape, writes)]) with each
+        tag's element offset moved by its root's shift in `shifts` (root -> elements; a root not
+        in it: 0). The move is made when a tag is read (`moved_log`): `finish` reads only the
+        roots and write bits unless two pipes touched a GM buffer, one writing."""
+        got = self.gmlog
+        if shifts:
+            self.gm_moves.append((len(got), len(got) + len(log), shifts))
+        got.extend(log)
+
+    def moved_log(self) -> list:
+        """`gmlog` with every tag moved (`log_moved`)."""
+        _move(self.gmlog, self.gm_moves)
+        self.gm_moves = []
+        return self.gmlog
 
     def _gm_steps(self, ref: list) -> list[int]:
         """The steps of checked block `ref` that are accesses with GM operands."""
@@ -312,8 +350,9 @@ class RaceChecker:
         log, steps = self.gmlog, self._gm_steps(ref)
         if complete and (self.nctl != len(self.cheap_ctl) or len(log) != len(steps)):
             raise AssertionError(f"race check of @{self.kernel} block {self.block}: a cheap block ended apart from its checked block")
+        moves, self.gm_moves = self.gm_moves, []
         self.cheap = self.gmlog = None
-        who: dict = {}  # GM root -> [its one pipe or -1, written]
+        who: dict = {}  # GM root -> [its one pipe or -1, written] (which moving a tag keeps)
         for j, ops in enumerate(log):
             pid = ref[steps[j]][2]
             for o in ops:
@@ -328,10 +367,16 @@ class RaceChecker:
         racy = {r for r, (p, w) in who.items() if p < 0 and w}
         if not racy:
             return
+        moved = [None] * len(log)  # per access: root -> shift of its tags (`log_moved`), or None
+        for a, b, shifts in moves:
+            moved[a:b] = [shifts] * (b - a)
         for j, ops in enumerate(log):
-            _, row, pid, name, _ = ref[steps[j]]
             for o in ops:
                 if o[0][0] in racy:
+                    if moved[j] is not None:
+                        t = o[0]
+                        o = ((t[0], t[1] + moved[j].get(t[0], 0), t[2]), o[1], o[2])
+                    _, row, pid, name, _ = ref[steps[j]]
                     self._check(pid, row, [o], name, self.block)
 
     # -- sync ops: `ev` is the op's `sync_event` ------------------------------------------------

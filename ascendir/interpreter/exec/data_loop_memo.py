@@ -53,6 +53,7 @@ from xdsl.ir import Operation
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
 from ascendir.interpreter.accel.loop_memo import _external, memo_inputs
+from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.deferred import _addr, _joined
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
@@ -125,29 +126,35 @@ def _tests(ctrl: list, ops: list[Operation], inside: set[int]) -> tuple[list, li
 class _Stored:
     """One stored execution: what keyed it, the address values it ran with and what it did."""
 
-    __slots__ = ("key", "addr", "copies", "adds", "cut", "tail", "span", "flags", "decisions", "gmlog", "tape")
+    __slots__ = ("key", "addr", "copies", "adds", "cut", "tail", "span", "flags", "decisions", "gmlog", "gmroots", "tape")
 
     def __init__(self, key, addr, copies, adds, cut, tail, span, flags, decisions, gmlog, tape):
         # adds: the terms added to sums, those from `cut` on joined (`_appends`); tail: those
-        # from `cut` on as the loop added them; decisions, gmlog: a cheap block's (race.py);
-        # tape: the race check's calls in a block checked in full
+        # from `cut` on as the loop added them; decisions, gmlog: a cheap block's (race.py), and
+        # the roots of gmlog's tags; tape: the race check's calls in a block checked in full
         self.key, self.addr, self.copies, self.adds, self.cut, self.tail = key, addr, copies, adds, cut, tail
         self.span, self.flags, self.decisions, self.gmlog, self.tape = span, flags, decisions, gmlog, tape
+        self.gmroots = None if gmlog is None else tuple({t[0]: None for ops in gmlog for t, _, _ in ops})
 
 
 class _Table(list):
     """Stored executions, and the GM views replays built (`views`: (root, element offset,
     strides, shape, dtype) -> (view, tag)): a GEMM's tiles share their A rows and B columns, so
-    most of a replay's views were built by an earlier one. Both are of one data walk's buffers:
-    emptied together (`clear`, at each walk's start)."""
+    most of a replay's views were built by an earlier one; and the running block's on-chip
+    buffers (`chips`: (their arrays, their bases as `DataLoopMemo._bases` gives them, the
+    on-chip views replays built on them: (id(root), region key, dtype) -> view)), which a block's
+    tiles share. All are of one data walk's buffers: emptied together (`clear`, at each walk's
+    start)."""
 
     def __init__(self):
         super().__init__()
         self.views: dict = {}
+        self.chips: tuple | None = None
 
     def clear(self) -> None:
         super().clear()
         self.views.clear()
+        self.chips = None
 
 
 class DataLoopMemo:
@@ -205,11 +212,25 @@ class DataLoopMemo:
             old = bases.setdefault(tag[0], (*b, delta))
             if old[2] != delta or old[0] is not b[0] or old[1] != b[1]:
                 return None
-        for s in self.chips:
-            b = _base(A[s], R[s])
-            if b is not None:
-                bases[A[s][0]] = (*b, 0)
+        bases.update(self._chips()[0])
         return bases
+
+    def _chips(self) -> tuple[dict, dict]:
+        """(root -> (owner array, byte offset of the root's element 0 in it, 0) of the running
+        block's on-chip buffers, the on-chip views replays built on them), kept while the
+        buffers' slots hold the same arrays (`_Table`: the arrays stay alive, so theirs are the
+        same addresses; a block allocates buffers of its own)."""
+        R, A = self.F.values, self.F.gm_tags
+        arrays = [R[s] for s in self.chips]
+        got = self.table.chips
+        if got is None or any([a is not b for a, b in zip(arrays, got[0])]):
+            bases = {}
+            for s in self.chips:
+                b = _base(A[s], R[s])
+                if b is not None:
+                    bases[A[s][0]] = (*b, 0)
+            got = self.table.chips = (arrays, bases, {})
+        return got[1], got[2]
 
     # -- applying ---------------------------------------------------------------------------
     def replay(self) -> bool:
@@ -228,16 +249,20 @@ class DataLoopMemo:
         else:
             return False
         ctl = F.ctl
-        if ctl is not None and F.races is None:
-            ds, t, n = st.decisions, ctl.cheap_ctl, ctl.nctl
-            if ctl.cheap is None or ds is None or len(t) < n + len(ds) or any(t[n + j][0] != v for j, v in enumerate(ds)):
+        cheap = ctl is not None and F.races is None
+        if cheap:
+            ds, n = st.decisions, ctl.nctl
+            if ctl.cheap is None or ds is None or ctl.ctl_values()[n:n + len(ds)] != ds:
                 return False
         bases = self._bases(st)
         if bases is None:
             return False
         try:
-            copies, adds, span, gmlog = _rebuild(st, bases, self.table.views, st.adds)
+            chips = self.table.chips[2]  # (`_bases` made them the running block's)
+            copies, adds, span = _rebuild(st, bases, self.table.views, st.adds, chips)
             tape = _moved(st.tape, bases) if F.races is not None else None
+            # (a cheap block's GM log moves its tags when the race check reads them: race.py)
+            shifts = None if st.gmroots is None else {r: bases[r][2] for r in st.gmroots}
         except (KeyError, TypeError, ValueError):  # a view outside its buffer: run the loop
             return False
         cube.copies.update(copies)
@@ -251,8 +276,8 @@ class DataLoopMemo:
             F.races.play(tape, F.block)
         elif ctl is not None:
             ctl.nctl += len(st.decisions)
-            ctl.gmlog.extend(gmlog)
-        _add_all(cube, adds, st.cut, lambda: _rebuild(st, bases, self.table.views, st.tail)[1])
+            ctl.log_moved(st.gmlog, {r: d for r, d in shifts.items() if d})
+        _add_all(cube, adds, st.cut, lambda: _rebuild(st, bases, self.table.views, st.tail, chips)[1])
         return True
 
     # -- storing ----------------------------------------------------------------------------
@@ -306,7 +331,7 @@ class DataLoopMemo:
             if ctl is None or ctl.cheap is not ctl0[0] or ctl.nctl < ctl0[1]:
                 return
             decisions = [v for v, _ in ctl.cheap_ctl[ctl0[1]: ctl.nctl]]
-            gmlog = ctl.gmlog[ctl0[2]:]
+            gmlog = ctl.moved_log()[ctl0[2]:]
         # a buffer's records are all the loop's or all untouched; the loop's are of its own copies
         # (`watch`), but a stale mark of an earlier record keeps that record's source
         srcs = {id(e[1]) for e in held}
@@ -376,7 +401,7 @@ def _add_all(cube, adds: list, cut: int, tail) -> None:
 def _exact(st: _Stored, bases: dict) -> bool:
     """Whether `st`'s views rebuild from their tags as they are (module doc)."""
     try:
-        copies, adds, _, gmlog = _rebuild(st, bases, {}, st.adds + st.tail)
+        copies, adds, _ = _rebuild(st, bases, {}, st.adds + st.tail, {})
     except (KeyError, TypeError, ValueError):
         return False
     for r, d in st.copies.items():
@@ -386,14 +411,15 @@ def _exact(st: _Stored, bases: dict) -> bool:
     for (_, _, cv, t, _), (_, _, cv2, u, _) in zip(st.adds + st.tail, adds):
         if not (_same(cv, cv2, chip=True) and _same(t[0], u[0]) and _same(t[1], u[1]) and t[2] == u[2] and t[3] == u[3]):
             return False
-    return st.gmlog is None or gmlog == st.gmlog
+    # (a replay moves the GM log's tags by their roots' shifts: race.py `log_moved`)
+    return st.gmlog is None or all(r in bases for r in st.gmroots)
 
 
-def _rebuild(st: _Stored, bases: dict, views: dict, terms: list) -> tuple[dict, list, dict, list | None]:
+def _rebuild(st: _Stored, bases: dict, views: dict, terms: list, chips: dict) -> tuple[dict, list, dict]:
     """`st`'s records and the terms `terms` (of `st`: its adds or its tail) with every view
     rebuilt from its tag in `bases` (root -> (owner, byte offset of element 0, shift in
-    elements); GM views built before in `views`, see `_Table`): (copies, terms added (root,
-    region key, L0C view, term, init), GM spans, race-check GM log)."""
+    elements); GM views built before in `views`, on-chip views in `chips`: see `_Table`; both
+    of these `bases`): (copies, terms added (root, region key, L0C view, term, init), GM spans)."""
     memo: dict = {}
 
     def gm(g, t):
@@ -419,12 +445,15 @@ def _rebuild(st: _Stored, bases: dict, views: dict, terms: list) -> tuple[dict, 
         return out
 
     def chip(root, key, like):
-        got = memo.get((id(root), key))
+        k = (id(root), key, like.dtype)
+        got = chips.get(k)
         if got is not None:
             return got
-        o, base, _ = bases[root]
+        o, base, delta = bases[root]
         isz = like.itemsize
-        v = memo[(id(root), key)] = np.ndarray(key[1], like.dtype, o, base + key[0] * isz, tuple(x * isz for x in key[2]))
+        v = np.ndarray(key[1], like.dtype, o, base + key[0] * isz, tuple(x * isz for x in key[2]))
+        if delta == 0 and type(root) is ChipBuffer:  # (a GM root's view moves with its shift)
+            chips[k] = v
         return v
 
     copies = {}
@@ -447,10 +476,7 @@ def _rebuild(st: _Stored, bases: dict, views: dict, terms: list) -> tuple[dict, 
     for r, (lo, hi) in st.span.items():
         delta = bases[r][2]
         span[r] = (lo + delta, hi + delta)
-    gmlog = None
-    if st.gmlog is not None:
-        gmlog = [_shifted(acc, bases) for acc in st.gmlog]
-    return copies, adds, span, gmlog
+    return copies, adds, span
 
 
 def _union(gm: dict, spans: dict) -> None:
