@@ -1,7 +1,8 @@
 """A block's whole tile-loop execution reused by the next blocks (interpreter/accel/xblock.py): only
-where the block index reaches the body through checked values, and then the recording pass
-records exactly what running every block records (the same designated misses, the same report);
-remapped writes that would get other L2 outcomes than the stored ones are not reused."""
+where the block index reaches the body through checked values (or moves GM offsets only:
+tests/test_xblock_moves.py), and then the recording pass records exactly what running every
+block records (the same designated misses, the same report); remapped writes that would get
+other L2 outcomes than the stored ones are not reused."""
 
 from __future__ import annotations
 

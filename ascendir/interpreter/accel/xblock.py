@@ -98,7 +98,7 @@ def _constant(v: SSAValue) -> bool:
 _CHAIN = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.IndexCastOp, memref.SubviewOp)
 
 
-def _offset_chain(v: SSAValue, loop: scf.ForOp, checked: set[int], inside: set[int], tree: OpTree) -> dict | None:
+def _offset_chain(v: SSAValue, loop: scf.ForOp, checked: set[int], inside: dict[int, int], tree: OpTree) -> dict | None:
     """How the outside scalar `v` moves the loop's GM accesses: copy op -> (its GM subview's
     source, [(dim, coefficient)]), each access of the copy moving by Σ coefficient · stride(dim)
     · Δv elements; None when `v` reaches the body other than through `checked` ops (their
@@ -106,7 +106,8 @@ def _offset_chain(v: SSAValue, loop: scf.ForOp, checked: set[int], inside: set[i
     +, -, × by a constant and index casts (in program order, so a value's coefficient is known
     before its uses) ending only in dynamic offsets of subviews of outside GM buffers used by
     copies alone (remap.address_plan's address values). FlashAttention's per-block workspace
-    rows `512 · block`, an FFN's `block · 128`: the same program on rows moved per block."""
+    rows `512 · block`, an FFN's `block · 128`: the same program on rows moved per block.
+    `inside`: id of each op of the loop -> its position in program order."""
     # the ops the chain reaches (through uses: cheaper than walking the loop per value), then
     # in program order
     reach: dict[int, Operation] = {}
@@ -130,7 +131,7 @@ def _offset_chain(v: SSAValue, loop: scf.ForOp, checked: set[int], inside: set[i
                 todo.append(op.results[0])
     coef: dict[SSAValue, int] = {v: 1}
     out: dict = {}
-    for op in sorted(reach.values(), key=tree.position):
+    for op in sorted(reach.values(), key=lambda o: inside[id(o)]):
         t = type(op)
         if t is arith.AddiOp or t is arith.SubiOp:
             a, b = coef.get(op.lhs, 0), coef.get(op.rhs, 0)
@@ -218,7 +219,7 @@ class BlockMemo:
         iv = loop.body.block.args[0]
         if any(id(u.operation) not in ops for u in iv.uses):
             return None
-        inside = {id(o) for o in tree.walk(loop)}
+        inside = {id(o): i for i, o in enumerate(tree.walk(loop))}  # (positions: `_offset_chain` orders by them)
         # a checked op reading a value the body computes (`block · 32` then `+ tile`) would be
         # evaluated, before this block's body ran, with the last execution's value of it: only
         # values of constants are the same in every execution
