@@ -1,7 +1,8 @@
 """A block's whole tile-loop execution reused by the next blocks (interpreter/accel/xblock.py): only
-where the block index reaches the body through checked values, and then the recording pass
-records exactly what running every block records (the same designated misses, the same report);
-remapped writes that would get other L2 outcomes than the stored ones are not reused."""
+where the block index reaches the body through checked values (or moves GM offsets only:
+tests/test_xblock_moves.py), and then the recording pass records exactly what running every
+block records (the same designated misses, the same report); remapped writes that would get
+other L2 outcomes than the stored ones are not reused."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def _plan(module):
     loop = next(op for op in module.walk() if isinstance(op, scf.ForOp))
     checked = steady.uniform_loop(loop)
     ctrl, _addr, _copies = loop_memo.memo_inputs(loop)
-    return loop, xblock.BlockMemo.plan(loop, checked, ctrl, steady.OpTree(loop))
+    tree = steady.OpTree(loop)
+    got = xblock.BlockMemo.plan(loop, checked, ctrl, address_plan(loop, checked, tree), tree)
+    return loop, got[0] if got is not None else None
 
 
 def test_plan_keys_the_tile_loop_without_the_block_index():
@@ -139,10 +142,11 @@ def test_writes_with_other_outcomes_are_not_reused(shared, monkeypatch):
     _same(on, off)
 
 
-def test_an_outside_offset_per_block_keys_the_tile_loop(monkeypatch):
+def test_an_outside_offset_per_block_moves_the_stored_reads(monkeypatch):
     # each block also reads rows of x at an offset its block index gives outside the loop (an
-    # address value of the loop: a subview offset only): block 1 reusing block 0's execution would
-    # record block 0's reads there; the offset keys the stored executions, so none is reused
+    # address value of the loop: a subview offset only): block 1 reusing block 0's execution
+    # records its reads there moved by the offsets' difference (a shift, xblock.Moves), as
+    # running it records them (tests/test_xblock_moves.py has the other moves and fallbacks)
     offset = "      %q = arith.remui %t, %c64 : index\n      %r = arith.muli %q, %c16 : index"
     text = _strided_writes(offset).replace(
         "    scf.for %t = %bid to %c64 step %c4 {{".replace("{{", "{"),
@@ -159,4 +163,4 @@ def test_an_outside_offset_per_block_keys_the_tile_loop(monkeypatch):
     off, des_off, _ = _run(module, monkeypatch, False)
     assert des_on == des_off
     _same(on, off)
-    assert answers == [False] * 4
+    assert answers == [False, True, True, True]

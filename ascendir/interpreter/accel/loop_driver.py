@@ -21,19 +21,20 @@ class SteadyFor:
     """Compiler part: the accelerated scf.for (mixed into compiler.Compiler)."""
 
     def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation], memo: LoopMemo,
-                    gen: Remap | None = None, bm: BlockMemo | None = None, use_memo: bool = True) -> Closure:
+                    gen: Remap | None = None, bm: BlockMemo | None = None, use_memo: bool = True, steps: int | None = None) -> Closure:
         """A timing-only loop that may be extrapolated once steady (steady.py). `checked`: the
         loop-level scalar ops steady.py re-evaluates for the iterations it skips; `memo`: stored
         executions of the whole loop (loop_memo.LoopMemo), applied when the loop is entered again
         from the same relative state (next tile of an outer loop, another block); `gen`: its
         address values that are not affine in the iv (remap.py), None when it has none; `bm`:
         its whole executions kept for the next blocks (xblock.py), None when it may not;
-        `use_memo`: `memo` is entered (Accel.loop_memo)."""
+        `use_memo`: `memo` is entered (Accel.loop_memo); `steps`: how many of `checked` (the
+        first) the step tests compare (all when None; `bm`'s hoisted values follow them)."""
         values = None
         if checked:
             # the checked values are pure functions of the iv and these outside values
             inputs = sorted({self.slot(v) for o in checked for v in o.operands} - {iv} - {self.slot(o.results[0]) for o in checked})
-            values = CheckedValues(self.checked_values(iv, checked), inputs, self.F.values, len(checked), gen)
+            values = CheckedValues(self.checked_values(iv, checked), inputs, self.F.values, len(checked) if steps is None else steps, gen)
         return LoopDriver(self.F, (lb, ub, st, iv), body, charge, values, memo, gen, bm, use_memo).run
 
 
@@ -105,7 +106,9 @@ class LoopDriver:
         lb, ub, st, _ = self.bounds
         rng = loop_range(R[lb], R[ub], R[st])
         n = len(rng)
-        if n < MIN_TRIPS or not F.may_extrapolate or F.hold is not None:
+        # (a short loop kept for the next blocks is worth its sampling: it is run once per key)
+        short = n < MIN_TRIPS and (self.bm is None or F.gm_log is not None or F.l2_pass is None or not F.l2_pass.recording)
+        if short or not F.may_extrapolate or F.hold is not None:
             self.plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see
             return
         mark = len(F.trace) if F.trace is not None else 0  # this execution's slices start here
@@ -296,7 +299,7 @@ class LoopDriver:
         F = self.F
         stored = self.memo.store(F, self.R, ent, F.gm_log[g0:], sl.first, g0, collapse=not own)
         if track is not None and stored is not None:
-            self.bm.store(xkey, stored[0], F.gm_log[g0:], track, sl.value_of, n)
+            self.bm.store(self.R, xkey, stored[0], F.gm_log[g0:], track, sl.value_of, n)
         if stored is not None and not own:
             token, log = stored
             del F.gm_log[g0:]

@@ -10,16 +10,28 @@ of running them (each would run its transient, sample two periods and jump, ~1 m
 
 When it is exact (static, `BlockMemo.plan`): the loop's iv and its lower bound (the block index)
 reach the body only through the loop's checked values (steady.uniform_loop: pure scalar ops
-evaluated for any iteration). Those are, per remap.AddressPlan, address values (GM subview
-offsets only, weights = element strides: an access's offset moves by Σ w_a · Δa(i) for the
-iteration i it was made in) and control values (sizes, bounds, conditions). At run time a stored
-execution applies when these are as when it was stored: the other control values (`LoopMemo`
-key minus the lower bound), the loop's own address values (outside values used only as GM
-offsets, which the move above leaves out: one computed from the block index differs per
-block), the clamped relative state (`LoopMemo.enter`), the trip count and every iteration's
-control values; and when the moved writes get the same L2 write outcomes (`first_write_change`).
-Each access's iteration is recorded while the loop runs (`Track`): executed iterations by their
-GM log records, jumps' replayed periods by the sampled period's per-access phase.
+evaluated for any iteration), the `hoisted` values and offset chains. Checked values are, per
+remap.AddressPlan, address values (GM subview offsets only, weights = element strides: an
+access's offset moves by Σ w_a · Δa(i) for the iteration i it was made in) and control values
+(sizes, bounds, conditions). What else moves the accesses (`Moves`, the same sum with its own
+weights): *shifts*, outside scalars (the block index, offsets computed from it before the loop)
+whose uses inside are checked ops and *offset chains* (`_offset_chain`: +, -, × by a constant
+into GM subview offsets, whose coefficient times the stride is the weight; FlashAttention's
+per-block workspace rows `512 · block`, an FFN's `block · 128` computed in the body), and
+*chained* control values, checked values whose other uses are such chains (FlashAttention's
+head index in its inner loops' offsets). Hoisted values: pure scalar ops of inner loops on the
+iv, checked values and outside values (a matmul's `iv == block` first-tile test in its K loop),
+evaluated per iteration with the checked values and compared as control values. In the
+recording pass every read hits (l2.py), so accesses moved by a constant element offset behave
+the same but for the L2 write outcomes, checked below. At run time a stored execution applies
+when the rest is as when it was stored: the other control values (`LoopMemo` key minus the
+lower bound and the shifts), the clamped relative state (`LoopMemo.enter`), the trip count and
+every iteration's control values; and when the moved writes get the same L2 write outcomes
+(`first_write_change`). Each access's iteration is recorded while the loop runs (`Track`):
+executed iterations by their GM log records, jumps' replayed periods by the sampled period's
+per-access phase. Loops of fewer than steady.MIN_TRIPS trips are kept too (loop_driver.py): one
+execution per key stands for every other block's (FlashAttention's 5-6 tasks per block, a
+matmul epilogue's 2-3 tiles).
 """
 
 from __future__ import annotations
@@ -27,13 +39,16 @@ from __future__ import annotations
 from operator import le
 
 import numpy as np
-from xdsl.dialects import scf
-from xdsl.ir import SSAValue
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation, SSAValue
 
 from ascendir.interpreter.timing.l2 import SHIFT
-from ascendir.interpreter.accel.remap import Remap
+from ascendir.interpreter.accel.remap import AddressPlan, Remap
 from ascendir.interpreter.accel.accesses import Acc, first_write_change
-from ascendir.interpreter.accel.loop_memo import _op_rows, getter
+from ascendir.dialects import ascend
+from ascendir.interpreter.accel.loop_memo import _external, _op_rows, getter
+from ascendir.interpreter.exec.scalar import SCALAR_OPS
 from ascendir.interpreter.exec.walk import OpTree
 
 VARIANTS = 4  # stored executions per key (trip counts, entry states)
@@ -69,26 +84,134 @@ class Track:
         return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
+# ops that fail for some operands (a division by zero): never evaluated out of place
+_PARTIAL = (arith.DivUIOp, arith.DivSIOp, arith.RemUIOp, arith.RemSIOp, arith.FloorDivSIOp, arith.CeilDivSIOp, arith.CeilDivUIOp)
+def _constant(v: SSAValue) -> bool:
+    """Whether `v` is a constant or a scalar op's result on constants only (the same value
+    wherever and whenever it is computed)."""
+    op = v.owner
+    if type(op) is arith.ConstantOp:
+        return True
+    return type(op) in SCALAR_OPS and len(op.results) == 1 and all(_constant(x) for x in op.operands)
+
+
+_CHAIN = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.IndexCastOp, memref.SubviewOp)
+
+
+def _offset_chain(v: SSAValue, loop: scf.ForOp, checked: set[int], inside: dict[int, int], tree: OpTree) -> dict | None:
+    """How the outside scalar `v` moves the loop's GM accesses: copy op -> (its GM subview's
+    source, [(dim, coefficient)]), each access of the copy moving by Σ coefficient · stride(dim)
+    · Δv elements; None when `v` reaches the body other than through `checked` ops (their
+    values are compared or remapped per iteration), the loop's lower bound and offset chains:
+    +, -, × by a constant and index casts (in program order, so a value's coefficient is known
+    before its uses) ending only in dynamic offsets of subviews of outside GM buffers used by
+    copies alone (remap.address_plan's address values). FlashAttention's per-block workspace
+    rows `512 · block`, an FFN's `block · 128`: the same program on rows moved per block.
+    `inside`: id of each op of the loop -> its position in program order."""
+    # the ops the chain reaches (through uses: cheaper than walking the loop per value), then
+    # in program order
+    reach: dict[int, Operation] = {}
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        for u in x.uses:
+            op = u.operation
+            i = id(op)
+            if i not in inside or i in reach or i in checked:
+                continue
+            if op is loop:
+                if u.index != 0:
+                    return None
+                continue  # (the lower bound: iterations are compared by their checked values)
+            t = type(op)
+            if t not in _CHAIN:
+                return None
+            reach[i] = op
+            if t is not memref.SubviewOp:
+                todo.append(op.results[0])
+    coef: dict[SSAValue, int] = {v: 1}
+    out: dict = {}
+    for op in sorted(reach.values(), key=lambda o: inside[id(o)]):
+        t = type(op)
+        if t is arith.AddiOp or t is arith.SubiOp:
+            a, b = coef.get(op.lhs, 0), coef.get(op.rhs, 0)
+            coef[op.result] = a + b if t is arith.AddiOp else a - b
+        elif t is arith.MuliOp:
+            k = op.rhs if op.lhs in coef else op.lhs
+            if k in coef or type(k.owner) is not arith.ConstantOp:
+                return None
+            coef[op.result] = coef[op.lhs if op.lhs in coef else op.rhs] * k.owner.value.value.data
+        elif t is arith.IndexCastOp:
+            coef[op.result] = coef[op.input]
+        elif t is memref.SubviewOp:
+            sv = tree.subview(op)
+            if (not sv.gm or not _external(sv.source, inside) or sv.source in coef or any(x in coef for x in (*sv.sizes, *sv.strides))
+                    or not all(type(u.operation) is ascend.CopyOp for u in op.result.uses)):
+                return None
+            dims = [(d, coef[o]) for d, o in zip(sv.dyn_offsets, sv.offsets) if o in coef]
+            for u in op.result.uses:
+                got = out.setdefault(u.operation, (op, sv.source, []))
+                if got[0] is not op:  # (a copy between two moved GM views: one access record, two moves)
+                    return None
+                got[2].extend(dims)
+        else:
+            return None
+    return {c: (src, dims) for c, (_, src, dims) in out.items()}
+
+
 class BlockMemo:
     """Stored top-level loop executions of one loop, per pass, for the next blocks (module doc).
-    `key_slots`: the LoopMemo control slots but the lower bound's, with whether each is a
-    memref (keyed by shape and address tag); `gen`: the loop's address plan."""
+    `key_slots`: the LoopMemo control slots but the lower bound's and the shifts', with whether
+    each is a memref (keyed by shape and address tag); `gen`: the loop's address plan; `moves`:
+    what `plan` adds to it (`Moves`)."""
 
-    __slots__ = ("key_of", "gen", "control", "table")
+    __slots__ = ("key_of", "gen", "control", "table", "moves", "_rows")
 
-    def __init__(self, key_slots: list[tuple[int, bool]], gen: Remap):
+    def __init__(self, key_slots: list[tuple[int, bool]], gen: Remap, moves: Moves, more_control: list[int] = ()):
         get_sc = getter([s for s, m in key_slots if not m])
         mem = [s for s, m in key_slots if m]
         self.key_of = lambda R, A: (get_sc(R), tuple([(R[s].shape, A[s]) for s in mem]))
         self.gen = gen
-        self.control = getter(gen.control_pos)
+        self.moves = moves
+        chained = set(moves.chained)
+        # (`more_control`: positions of the `hoisted` values, after the checked ones)
+        self.control = getter([p for p in gen.control_pos if p not in chained] + list(more_control))
         self.table: dict[tuple, list[tuple]] = {}
+        self._rows: tuple | None = None  # (the source tags they were built from, rows), as Remap.rows
 
     @staticmethod
-    def plan(loop: scf.ForOp, checked: list, ctrl: list[SSAValue], tree: OpTree) -> list[SSAValue] | None:
-        """The values that key a stored execution (`ctrl`, the loop's control and address
-        values, without the lower bound), or None when the iv or the lower bound reach the body
-        other than through checked ops."""
+    def hoisted(loop: scf.ForOp, checked: list, tree: OpTree) -> list[Operation]:
+        """The scalar ops in the loop's inner loops that compute from the iv (or from each other)
+        and otherwise only from checked values and outside values, in program order: pure
+        functions of the iteration, which steady.uniform_loop does not check (they are not at
+        loop level) and which `plan` then compares per iteration as control values (a
+        matmul's `iv == block` first-tile test in its K loop). Divisions and remainders are
+        left out: evaluated for an iteration whose inner loop does not run, they could divide
+        by zero."""
+        iv = loop.body.block.args[0]
+        inside = {id(o) for o in tree.walk(loop)}
+        known = {op.results[0] for op in checked}
+        ids = {id(op) for op in checked}
+        out: list[Operation] = []
+        mine: set[SSAValue] = set()
+        for op in tree.walk(loop)[1:]:
+            t = type(op)
+            if id(op) in ids or t not in SCALAR_OPS or t in _PARTIAL or len(op.results) != 1:
+                continue
+            xs = op.operands
+            if any(x is iv or x in mine for x in xs) and all(x is iv or x in known or x in mine or _external(x, inside) for x in xs):
+                out.append(op)
+                mine.add(op.results[0])
+        return out
+
+    @staticmethod
+    def plan(loop: scf.ForOp, checked: list, ctrl: list[SSAValue], addr: AddressPlan | None, tree: OpTree) -> tuple[list[SSAValue], Moves] | None:
+        """(the values that key a stored execution: `ctrl`, the loop's control and address
+        values, without the lower bound and the shifts; the `Moves` beyond `addr`'s), or None
+        when the iv or the lower bound reach the body other than through checked ops and
+        offset chains (`_offset_chain`). Shifts: outside scalars (the lower bound among them)
+        whose uses inside are the lower bound, checked ops and offset chains; chained: checked
+        control values (per `addr`) whose other uses are offset chains."""
         lb = loop.lb
         if lb not in ctrl:
             return None
@@ -96,19 +219,51 @@ class BlockMemo:
         iv = loop.body.block.args[0]
         if any(id(u.operation) not in ops for u in iv.uses):
             return None
-        inside = {id(o) for o in tree.walk(loop)}
-        for u in lb.uses:
-            if id(u.operation) not in inside:
-                continue
-            if u.operation is loop:
-                if u.index != 0:  # also the upper bound or the step
-                    return None
-            elif id(u.operation) not in ops:
-                return None
-        return [v for v in ctrl if v is not lb]
+        inside = {id(o): i for i, o in enumerate(tree.walk(loop))}  # (positions: `_offset_chain` orders by them)
+        # a checked op reading a value the body computes (`block · 32` then `+ tile`) would be
+        # evaluated, before this block's body ran, with the last execution's value of it: only
+        # values of constants are the same in every execution
+        results = {op.results[0] for op in checked}
+        if any(x is not iv and x not in results and not _external(x, inside) and not _constant(x) for op in checked for x in op.operands):
+            return None
+        moves = Moves()
+        for v in ctrl:
+            if not isinstance(v.type, MemRefType):
+                chain = _offset_chain(v, loop, ops, inside, tree)
+                if chain is not None:
+                    moves.add(None, v, chain)
+        if lb not in moves.shifts:
+            return None
+        for p in addr.control if addr is not None else ():
+            chain = _offset_chain(checked[p].results[0], loop, ops, inside, tree)
+            if chain is not None:
+                moves.add(p, None, chain)
+        return [v for v in ctrl if v not in moves.shifts], moves
 
     def key(self, R, A, ent: tuple, n: int) -> tuple:
         return (self.key_of(R, A), ent[0][1], n)
+
+    def rows(self, A: list) -> dict[int, list[int]]:
+        """Copy op id -> elements its accesses move per unit of each column of `_values`'
+        table: the address plan's weights (Remap.rows), then the moves' (coefficient × the
+        stride of the dimension, from the GM source's address tag). Kept while the tags are
+        the same objects."""
+        mv = self.moves
+        tags = [A[s] for s, _ in mv.slot_copies.values()]
+        base = self.gen.rows(A)
+        got = self._rows
+        if got is not None and got[0] is base and all(a is b for a, b in zip(got[1], tags)):
+            return got[2]
+        na, nm = len(self.gen.addr), mv.width()
+        rows = {c: list(r) + [0] * nm for c, r in base.items()}
+        for (cid, (_, dims)), tag in zip(mv.slot_copies.items(), tags):
+            if tag is None:
+                continue
+            row = rows.setdefault(cid, [0] * (na + nm))
+            for dim, k, j in dims:
+                row[na + j] += k * tag[2][dim]
+        self._rows = (base, tags, rows)
+        return rows
 
     def reuse(self, F, R, memo, ent: tuple, key: tuple, value_of, n: int) -> bool:
         """Apply a stored execution matching `key` (`key`, LoopMemo `ent` of this entry of an
@@ -126,8 +281,8 @@ class BlockMemo:
             if hs != srel and not (head[0] and all(map(le, srel, hs))):
                 continue
             if C is None:
-                control, C = self._values(value_of, n)
-                rows = self.gen.rows(F.gm_tags)
+                control, C = self._values(R, value_of, n)
+                rows = self.rows(F.gm_tags)
                 zero = [0] * C.shape[1]
             if control != ctl:
                 continue
@@ -154,10 +309,10 @@ class BlockMemo:
             return True
         return False
 
-    def store(self, key: tuple, head: tuple, log: list, track: Track, value_of, n: int) -> None:
+    def store(self, R, key: tuple, head: tuple, log: list, track: Track, value_of, n: int) -> None:
         """Keep the execution that just ran in the recording pass (`head`: LoopMemo's end state
         of it, `log`: its GM log records, `track`: their iterations, `value_of(i)`: checked
-        values of iteration i)."""
+        values of iteration i; `R`: the frame's values, holding the shifts)."""
         acc = Acc.of(log) if log else None
         if acc is None or not len(acc.cid):
             return
@@ -167,7 +322,7 @@ class BlockMemo:
         cids, inv = _op_rows(acc.cid)
         at = its * len(cids) + inv  # each access's entry of the flattened (iteration, op) shifts
         keys = acc.sid * SHIFT + acc.off
-        control, C0 = self._values(value_of, n)
+        control, C0 = self._values(R, value_of, n)
         rd = acc.rd
         reads = writes = None
         if rd.any():
@@ -181,9 +336,56 @@ class BlockMemo:
         if len(vs) > VARIANTS:
             del vs[0]
 
-    def _values(self, value_of, n: int) -> tuple[list, np.ndarray]:
-        """(the control values of each of the n iterations, their address values as an (n, a)
-        table), from `value_of(i)`: the checked values of iteration i."""
+    def _values(self, R, value_of, n: int) -> tuple[list, np.ndarray]:
+        """(the control values of each of the n iterations, the values that move its accesses
+        as an (n, columns of `rows`) table: the address plan's, the chained ones, the shifts),
+        from `value_of(i)`: the checked values of iteration i, and the frame's values `R`."""
         vals = [value_of(i) for i in range(n)]
-        get = self.gen._get
-        return list(map(self.control, vals)), np.array([get(x) for x in vals], np.int64).reshape(n, -1)
+        get, mv = self.gen._get, self.moves
+        C = np.array([get(x) for x in vals], np.int64).reshape(n, -1)
+        if mv.chained:
+            ch = mv.get_chained if len(mv.chained) > 1 else (lambda x, g=mv.get_chained: (g(x),))
+            C = np.hstack([C, np.array([ch(x) for x in vals], np.int64).reshape(n, -1)])
+        if mv.slots:
+            C = np.hstack([C, np.array([R[s] for s in mv.slots], np.int64)[None, :].repeat(n, 0)])
+        return list(map(self.control, vals)), C
+
+
+class Moves:
+    """What moves a block's GM accesses besides the address plan's values (`BlockMemo.plan`):
+    checked control values whose other uses are offset chains (`chained`: their positions), and
+    outside values (`shifts`), each with its `_offset_chain`. `compile` numbers them as the
+    columns of BlockMemo's table (the chained ones, then the shifts) and gives `slots` (the
+    shifts' frame slots), `slot_copies` (id(copy op) -> (its GM source's slot, [(dim,
+    coefficient, column)])) and `get_chained` (a checked-value tuple -> the chained values)."""
+
+    __slots__ = ("chained", "shifts", "chains", "slots", "slot_copies", "get_chained")
+
+    def __init__(self):
+        self.chained: list[int] = []
+        self.shifts: list[SSAValue] = []
+        self.chains: dict[int | SSAValue, dict] = {}
+        self.slots: list[int] = []
+        self.slot_copies: dict[int, tuple[int, list[tuple[int, int, int]]]] = {}
+        self.get_chained = None
+
+    def add(self, pos: int | None, v: SSAValue | None, chain: dict) -> None:
+        """One more moving value: checked position `pos`, or outside value `v`, with its chain."""
+        if v is None:
+            self.chained.append(pos)
+            self.chains[pos] = chain
+        else:
+            self.shifts.append(v)
+            self.chains[v] = chain
+
+    def width(self) -> int:
+        return len(self.chained) + len(self.shifts)
+
+    def compile(self, slot_of) -> Moves:
+        """Fill `slots`, `slot_copies` and `get_chained` (class doc); `slot_of`: value -> slot."""
+        self.slots = [slot_of(v) for v in self.shifts]
+        self.get_chained = getter(self.chained) if self.chained else None
+        for j, x in enumerate([*self.chained, *self.shifts]):
+            for c, (src, dims) in self.chains[x].items():
+                self.slot_copies.setdefault(id(c), (slot_of(src), []))[1].extend((d, k, j) for d, k in dims)
+        return self

@@ -44,13 +44,17 @@ class ScfOps:
             plan = address_plan(op, checked, self.k.tree)
             gen = Remap(plan, self.slot) if plan is not None and acc.remap else None
             bm = None
-            # (the loop's address values key it too: `gen` moves accesses by the checked values
-            # alone, so an outside offset that differs per block must not be reused)
-            xctrl = BlockMemo.plan(op, checked, ctrl + addr, self.k.tree) if gen is not None and acc.xblock and acc.loop_memo else None
-            if xctrl is not None:
-                bm = BlockMemo([(self.slot(v), isinstance(v.type, MemRefType)) for v in xctrl], gen)
-                self.F.memos.append(bm)
-            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm, acc.loop_memo)
+            steps = len(checked)
+            if gen is not None and acc.xblock and acc.loop_memo:
+                more = BlockMemo.hoisted(op, checked, self.k.tree)
+                xplan = BlockMemo.plan(op, checked + more, ctrl + addr, plan, self.k.tree)
+                if xplan is not None:
+                    xctrl, moves = xplan
+                    bm = BlockMemo([(self.slot(v), isinstance(v.type, MemRefType)) for v in xctrl], gen, moves.compile(self.slot),
+                                   list(range(steps, steps + len(more))))
+                    self.F.memos.append(bm)
+                    checked = checked + more  # (evaluated per iteration with the checked values, never step-tested)
+            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm, acc.loop_memo, steps)
         if not carried:
 
             def run() -> None:
