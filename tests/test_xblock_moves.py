@@ -207,9 +207,10 @@ def test_moved_writes_with_other_outcomes_run(monkeypatch):
     assert _check(text, monkeypatch) == [False, False, True, True]
 
 
-def test_checked_value_of_a_body_value_from_the_block_index_falls_back(monkeypatch):
-    # `block · 16` computed in the body and added to the tile row by a checked op: evaluated
-    # before a block's body runs, that op would read the last block's `block · 16`, so the loop
-    # gets no BlockMemo (a reused block would record its reads at the last block's rows)
+def test_checked_value_of_a_body_value_from_the_block_index_is_reused(monkeypatch):
+    # `block · 16` computed in the body and added to the tile row by a checked op: it is checked
+    # too (steady._with_body_operands), so it is evaluated with this block's index, not read
+    # from its slot, where the last block's `block · 16` is before this block's body runs (a
+    # reused block would then record its reads at the last block's rows)
     body = "      %o = arith.muli %bid, %c16 : index\n      %p = arith.addi %o, %q : index\n" + _read("%p")
-    assert _check(_kernel("", body), monkeypatch) == []
+    assert _check(_kernel("", body), monkeypatch) == [False, True, True, True]

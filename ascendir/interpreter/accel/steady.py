@@ -42,8 +42,9 @@ When a loop may be extrapolated (`uniform_loop`, static, on the IR):
   invariants, index casts), so each GM address of a skipped iteration is known exactly. Checked
   values: the induction variable and every scalar `arith` op directly in the body or in its scf.if
   regions (FlashAttention's ring-slot offsets) whose operands are invariant or checked (div, rem,
-  min, compares included); an inner loop's iv counts as invariant when its bounds are invariant
-  or checked.
+  min, compares included), and the invariant ones of those the checked ones read (evaluated with
+  them, not read from the body's slots: `_with_body_operands`); an inner loop's iv counts as
+  invariant when its bounds are invariant or checked.
 And at run time:
 * two consecutive periods have equal deltas of every state component (exactly: durations are
   multiples of the cycle quantum, costmodel/quantum.py, so the timeline's sums are exact), execute
@@ -186,7 +187,39 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
                 uniform = False
                 break
     del k  # (it calls itself: a reference cycle otherwise)
-    return [op for op in order if op in checked] if uniform else None
+    if not uniform or not _with_body_operands(checked, iv, inside, loop_level):
+        return None
+    return [op for op in order if op in checked]
+
+
+def _with_body_operands(checked: set[Operation], iv: SSAValue, inside: set[int], loop_level) -> bool:
+    """Add to `checked` the loop-level scalar ops of the body that checked ops read (`off` of
+    `off = t · 32; a = off + k`, t outside): invariant in the loop, but computed in its body.
+    The checked values are evaluated out of place (before the body of an iteration or of the
+    whole execution ran: `SteadyLoop.value_of`, `LoopMemo.prefix`, xblock) and memoised per
+    the values they read from outside (loop_driver.CheckedValues), so such a value read from
+    its slot would be the previous execution's; evaluated with the checked ones it is this
+    execution's. Constants are the same in every execution and stay read from their slots.
+    False when a checked op reads another value the body computes (not a scalar op at loop
+    level: an scf.if result): the loop is then not extrapolated."""
+    todo = list(checked)
+    while todo:
+        for x in todo.pop().operands:
+            owner = x.owner
+            if x is iv or owner in checked or type(owner) is arith.ConstantOp:
+                continue
+            if type(owner) is Block:
+                parent = owner.parent_op()
+                if parent is not None and id(parent) in inside:
+                    return False
+                continue
+            if id(owner) not in inside:
+                continue
+            if type(owner) not in SCALAR_OPS or not loop_level(owner):
+                return False
+            checked.add(owner)
+            todo.append(owner)
+    return True
 
 
 _STEP_TESTS: dict[tuple[int, ...], object] = {}

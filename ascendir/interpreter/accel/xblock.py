@@ -86,14 +86,6 @@ class Track:
 
 # ops that fail for some operands (a division by zero): never evaluated out of place
 _PARTIAL = (arith.DivUIOp, arith.DivSIOp, arith.RemUIOp, arith.RemSIOp, arith.FloorDivSIOp, arith.CeilDivSIOp, arith.CeilDivUIOp)
-def _constant(v: SSAValue) -> bool:
-    """Whether `v` is a constant or a scalar op's result on constants only (the same value
-    wherever and whenever it is computed)."""
-    op = v.owner
-    if type(op) is arith.ConstantOp:
-        return True
-    return type(op) in SCALAR_OPS and len(op.results) == 1 and all(_constant(x) for x in op.operands)
-
 
 _CHAIN = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.IndexCastOp, memref.SubviewOp)
 
@@ -220,12 +212,6 @@ class BlockMemo:
         if any(id(u.operation) not in ops for u in iv.uses):
             return None
         inside = {id(o): i for i, o in enumerate(tree.walk(loop))}  # (positions: `_offset_chain` orders by them)
-        # a checked op reading a value the body computes (`block · 32` then `+ tile`) would be
-        # evaluated, before this block's body ran, with the last execution's value of it: only
-        # values of constants are the same in every execution
-        results = {op.results[0] for op in checked}
-        if any(x is not iv and x not in results and not _external(x, inside) and not _constant(x) for op in checked for x in op.operands):
-            return None
         moves = Moves()
         for v in ctrl:
             if not isinstance(v.type, MemRefType):
