@@ -74,6 +74,22 @@ def test_gemm_k_loops_replayed_bit_for_bit(monkeypatch, m, k, n, tiling, most, r
     assert np.array_equal(new.outputs[name], old.outputs[name])
 
 
+def root_namer():
+    """A function giving an address tag (root, offset, strides) with its root replaced by the
+    order of the root's first appearance: runs that allocate buffers of their own compare. It
+    keeps the roots it has seen alive, so their ids stay theirs."""
+    names: dict = {}
+    held: list = []
+
+    def named(t):
+        if id(t[0]) not in names:
+            names[id(t[0])] = len(names)
+            held.append(t[0])
+        return names[id(t[0])], t[1], t[2]
+
+    return named
+
+
 def _race_calls(monkeypatch) -> list:
     """The calls the race check gets (access, set / wait / barrier, decide) in order, but for
     the decisions of blocks running cheaply (race.py `decide`: a replay there takes the stored
@@ -83,14 +99,7 @@ def _race_calls(monkeypatch) -> list:
     from ascendir.interpreter.check.race import RaceChecker
 
     log: list = []
-    names: dict = {}
-    held: list = []  # (the roots stay alive: their ids stay theirs)
-
-    def named(t):
-        if id(t[0]) not in names:
-            names[id(t[0])] = len(names)
-            held.append(t[0])
-        return names[id(t[0])], t[1], t[2]
+    named = root_namer()
 
     access, set_, decide = RaceChecker.access, RaceChecker.set, RaceChecker.decide
     monkeypatch.setattr(RaceChecker, "access", lambda self, pid, ops, name, block: (

@@ -13,7 +13,7 @@ from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.check.race import RaceChecker
 
-from test_data_loop_memo import _counted, _template_gemm
+from test_data_loop_memo import _counted, _template_gemm, root_namer
 
 HW = load_target("ascend910b2")
 ROOT = ("input", "x")  # a GM root (compiler.py tags an input so)
@@ -72,14 +72,7 @@ def test_ctl_values_follow_the_checked_block_followed():
 def _cheap_logs(monkeypatch, on: bool, module, feeds) -> list:
     """Per cheap block, at its end, its GM log with tags moved, each root named by its first
     appearance (the runs with and without the memo have buffers of their own)."""
-    names: dict = {}
-    held: list = []  # (the roots stay alive: their ids stay theirs)
-
-    def named(t):
-        if id(t[0]) not in names:
-            names[id(t[0])] = len(names)
-            held.append(t[0])
-        return names[id(t[0])], t[1], t[2]
+    named = root_namer()
 
     logs: list = []
     finish = RaceChecker.finish
