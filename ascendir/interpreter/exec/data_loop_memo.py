@@ -261,8 +261,9 @@ class DataLoopMemo:
             chips = self.table.chips[2]  # (`_bases` made them the running block's)
             copies, adds, span = _rebuild(st, bases, self.table.views, st.adds, chips)
             tape = _moved(st.tape, bases) if F.races is not None else None
-            # (a cheap block's GM log moves its tags when the race check reads them: race.py)
-            shifts = None if st.gmroots is None else {r: bases[r][2] for r in st.gmroots}
+            # (a cheap block's GM log moves its tags when the race check reads them: race.py; its
+            # roots that move, a KeyError for one without a base)
+            shifts = {r: d for r in st.gmroots if (d := bases[r][2])} if cheap else None
         except (KeyError, TypeError, ValueError):  # a view outside its buffer: run the loop
             return False
         cube.copies.update(copies)
@@ -274,9 +275,9 @@ class DataLoopMemo:
                 q.append(0.0)
         if tape is not None:
             F.races.play(tape, F.block)
-        elif ctl is not None:
+        elif cheap:
             ctl.nctl += len(st.decisions)
-            ctl.log_moved(st.gmlog, {r: d for r, d in shifts.items() if d})
+            ctl.log_moved(st.gmlog, shifts)
         _add_all(cube, adds, st.cut, lambda: _rebuild(st, bases, self.table.views, st.tail, chips)[1])
         return True
 

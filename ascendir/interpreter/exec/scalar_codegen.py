@@ -5,8 +5,6 @@ steady.py skips."""
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 import weakref
 from collections.abc import Callable
 from types import CodeType, FunctionType
