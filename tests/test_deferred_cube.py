@@ -199,12 +199,12 @@ def test_a_gm_write_over_a_recorded_load_materialises_it_first(monkeypatch):
     np.testing.assert_array_equal(out, w.astype(np.float32) @ b.astype(np.float32))
 
 
-@pytest.mark.parametrize("m, n, k, supers", [(512, 1280, 512, 4), (300, 1100, 520, 1)])
+@pytest.mark.parametrize("m, n, k, supers", [(512, 1280, 512, 2), (300, 1100, 520, 1), (1100, 300, 520, 2)])
 def test_super_tiles_give_the_lone_tiles_bits(monkeypatch, m, n, k, supers):
-    # a GEMM's tiles read as blocks of super-tile products (256 rows x 1024 columns: 512 rows make
-    # two bands, 1280 columns leave a second, narrower one; 300 rows take one band of 256; the edge
-    # tiles of 44 rows or 76 columns are small (deferred.BLOCKED_MNK): alone, so 300 x 1100 makes
-    # one): bit for bit what each tile's own product gives, same report
+    # a GEMM's tiles read as blocks of super-tile products (512 rows x 1024 columns: 1280 columns
+    # leave a second, narrower one; 300 rows take one band of 300; 1100 rows two bands of 512 and
+    # the small rest; the edge tiles of 76 rows or columns are small (deferred.BLOCKED_MNK): alone,
+    # so 300 x 1100 makes one): bit for bit what each tile's own product gives, same report
     module = parse(matmul_ir(m, n, k, tm=128, tn=128, tk=128, block_dim=24))
     rng = np.random.default_rng(m + n)
     feeds = {"a": rng.standard_normal((m, k)).astype(np.float16), "b": rng.standard_normal((k, n)).astype(np.float16)}
@@ -212,13 +212,43 @@ def test_super_tiles_give_the_lone_tiles_bits(monkeypatch, m, n, k, supers):
     once = deferred.CubeDeferral._once
     monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (rows.append(a.shape[0]), once(self, a, b))[1])
     new = simulate(module, None, feeds, HW)
-    assert rows.count(deferred.GRID_ROWS) == supers  # one per band and 1024 columns, after the GEMM's first tile alone
+    assert rows.count(min(m, deferred.GRID_ROWS)) == supers  # one per band and 1024 columns, after the GEMM's first tile alone
     monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
     rows.clear()
     old = simulate(module, None, feeds, HW)
     assert rows and max(rows) <= 128  # every tile alone
     assert new.report == old.report
     assert_same_sums(new.outputs["c"], old.outputs["c"], feeds["a"], feeds["b"])
+
+
+def test_a_tail_split_gemm_converts_its_weight_once_and_computes_little_waste(monkeypatch):
+    # 512 x 4096 x 1024 in 128 x 128 tiles on 24 AICs: a whole wave of 24 whole-K tiles, then the
+    # 8 tiles of rows 384-511 in 3 K ranges (templates/matmul.py tail split). The whole-K tiles
+    # read one super-tile of all 512 rows per 1024 columns, so B's whole-K slice is converted once
+    # (256-row bands converted it twice); the K ranges, asked for by the tail rows only, read
+    # super-tiles of 256 rows (512 computed every range's product for 512 rows: 2.03 times the
+    # GEMM's flops against 1.53). Bit for bit what each tile's own product gives, same report
+    from lowering_harness import lower_text, rand
+    from test_choose_tiling import with_tiling
+    from test_lowering_matmul import matmul_text
+
+    from ascendir.interpreter.exec.wide import GmShadows
+
+    m, k, n = 512, 4096, 1024
+    module = lower_text(with_tiling(matmul_text((m, k), (k, n), (m, n), "f16"), "m=128,n=128,k=64,l1_depth=2,tail_split=3"))
+    feeds = {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16, seed=1)}
+    flops, widened = [], []
+    once, widen = deferred.CubeDeferral._once, GmShadows.widened
+    monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (flops.append(2 * a.shape[0] * a.shape[1] * b.shape[1]), once(self, a, b))[1])
+    monkeypatch.setattr(GmShadows, "widened", lambda self, v, slot: (widened.append(v.shape), widen(self, v, slot))[1])
+    new = simulate(module, None, feeds, HW)
+    assert widened.count((k, n)) == 1
+    assert sum(flops) <= 1.6 * 2 * m * n * k
+    monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
+    old = simulate(module, None, feeds, HW)
+    assert new.report == old.report
+    (name,) = new.outputs
+    assert_same_sums(new.outputs[name], old.outputs[name], feeds["a"], feeds["b"])
 
 
 def test_a_gm_write_forgets_the_super_tiles_it_meets():
@@ -250,9 +280,9 @@ def test_a_gm_write_forgets_the_super_tiles_it_meets():
 
 
 def test_a_gemm_computes_one_tile_alone_then_super_tiles_at_their_first_tile(monkeypatch):
-    # 512 x 3072: six super-tiles of 256 x 1024; the blocks start on tiles of all of them, so asking
-    # two tiles of each super-tile first would take six tiles alone; the GEMM's first tile alone is
-    # enough, the same bits as every tile alone, same report
+    # 512 x 3072: three super-tiles of 512 x 1024; the blocks start on tiles of all of them, so
+    # asking two tiles of each super-tile first would take three tiles alone; the GEMM's first tile
+    # alone is enough, the same bits as every tile alone, same report
     module = parse(matmul_ir(512, 3072, 512, tm=128, tn=128, tk=128, block_dim=24))
     rng = np.random.default_rng(5)
     feeds = {"a": rng.standard_normal((512, 512)).astype(np.float16), "b": rng.standard_normal((512, 3072)).astype(np.float16)}
@@ -260,7 +290,7 @@ def test_a_gemm_computes_one_tile_alone_then_super_tiles_at_their_first_tile(mon
     once = deferred.CubeDeferral._once
     monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (shapes.append((a.shape[0], b.shape[1])), once(self, a, b))[1])
     new = simulate(module, None, feeds, HW)
-    assert sorted(shapes) == [(128, 128)] + [(256, 1024)] * 6
+    assert sorted(shapes) == [(128, 128)] + [(512, 1024)] * 3
     monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
     old = simulate(module, None, feeds, HW)
     assert new.report == old.report

@@ -25,8 +25,8 @@ buffer, the sums of the regions it touches: the regions of a buffer are disjoint
 copies run as they would have (the same semantics, from the GM views they recorded), and an L0C
 sum is computed as one matmul per run of K-contiguous GM slices, in fp32 on the fp16 values
 (wide.py: exact) with fp32 accumulation, as the cube does. A run's matmul is a block of the
-product of its super-tile (`CubeDeferral._product`: 256 rows of A x 1024 columns of B over the
-same K slice) once a second tile of its GEMM is asked for, kept while no GM write meets its operands:
+product of its super-tile (`CubeDeferral._product`: 512 rows of A, 256 for a K piece, x 1024
+columns of B over the same K slice) once a second tile of its GEMM is asked for, kept while no GM write meets its operands:
 the other output tiles of a GEMM, in any block, then read their blocks of a few big products
 (the same fp32 sums element by element where the BLAS orders K independently of the shape,
 else within the bound below: `_product` says when). Before any op writes GM elements
@@ -461,7 +461,7 @@ class CubeDeferral:
 
     def _product(self, ga: np.ndarray, gb: np.ndarray) -> np.ndarray:
         """wide(ga) @ wide(gb) (fp32, m x n): a block of the product of the super-tile holding it
-        (`_super`: the same K slices, aligned GRID_ROWS rows of A x GRID_COLS columns of B),
+        (`_super`: the same K slices, aligned bands of A's rows x GRID_COLS columns of B),
         computed when a second tile of that super-tile is asked for since GM under it last
         changed (a GEMM's other output tiles then follow, in this block or later ones), or at
         its first tile when a tile of another super-tile of the same GEMM (same buffers,
@@ -541,14 +541,19 @@ class CubeDeferral:
                     self.grid_bytes -= got[0].nbytes
 
 
-# a super-tile's rows of A and columns of B (`CubeDeferral._product`): past ~256 x 1024 sgemm gains
-# little (on the AMD EPYC of benchmarks/numerics_speed.py 256 x 4096 x 1024 runs at ~30 GFLOP/s
-# against ~32 for 512 rows), while a bigger one computes more that nobody reads: the 7B layer's
-# down projection splits its last wave's tiles along K (tail split, catlass TailSplitK:
-# nn_to_ascend/templates/matmul.py), and 512-row super-tiles computed those rows' full-K products
-# and the other rows' K pieces for nothing (233 -> 210 GFLOP of products in the layer); likewise
-# an MoE expert's sparse columns
-GRID_ROWS, GRID_COLS = 256, 1024
+# a super-tile's rows of A and columns of B (`CubeDeferral._product`, `_super`). Each super-tile
+# converts its B slice (k x 1024, a weight's columns: read by this product alone, wide.py
+# `widened`), so every band of rows converts the weight again: the 7B layer's GEMMs have 512 rows,
+# and 256-row bands converted each of its 202 M weight elements twice (~0.9 ns per element on
+# the Sapphire Rapids machine, 0.18 s of the layer; sgemm runs at ~153 GFLOP/s for 256 x 4096 x
+# 1024 there, ~158 for 512 rows). A bigger band computes more that nobody reads where only some
+# of its rows are asked for: the 7B layer's down projection splits its last wave's tiles along K
+# (tail split, catlass TailSplitK: nn_to_ascend/templates/matmul.py), so a full-K super-tile
+# computes the split rows' full-K products for nothing, and a super-tile of a K piece the whole
+# tiles' rows. K pieces (a K slice narrower than A's rows) are asked for by the split tiles'
+# rows only: their bands keep 256 rows (GRID_ROWS // 2). In the layer: 209 -> 220 GFLOP of
+# products, 428 -> 248 M elements converted; likewise an MoE expert's sparse columns
+GRID_ROWS, GRID_COLS = 512, 1024
 GRID_BYTES = 256 << 20  # super-tile products kept at most (bytes of fp32) per data walk
 # tiles smaller than this (m * n * k, or m or n under 16) are computed alone: below it OpenBLAS's
 # x86-64 sgemm may take its direct or small-matrix kernels (kernel/x86_64/sgemm_direct_performant.c:
@@ -718,11 +723,12 @@ def _super(ga: np.ndarray, gb: np.ndarray) -> tuple | None:
     j0 = cb // isb
     rows = (oa.nbytes - ca - k * isa) // sa + 1  # rows of A's buffer holding the K slice
     cols = min(sb // isb, (ob.nbytes - (kb + k - 1) * sb) // isb)  # columns of B's buffer over it
-    wr, wc = i0 // GRID_ROWS, j0 // GRID_COLS
-    if (i0 + m - 1) // GRID_ROWS != wr or (j0 + n - 1) // GRID_COLS != wc or i0 + m > rows or j0 + n > cols:
+    band = GRID_ROWS if k * isa == sa else GRID_ROWS // 2  # (a K piece: GRID_ROWS says why)
+    wr, wc = i0 // band, j0 // GRID_COLS
+    if (i0 + m - 1) // band != wr or (j0 + n - 1) // GRID_COLS != wc or i0 + m > rows or j0 + n > cols:
         return None
-    r0, c0 = wr * GRID_ROWS, wc * GRID_COLS
-    r1, c1 = min(r0 + GRID_ROWS, rows), min(c0 + GRID_COLS, cols)
+    r0, c0 = wr * band, wc * GRID_COLS
+    r1, c1 = min(r0 + band, rows), min(c0 + GRID_COLS, cols)
     a = np.ndarray((r1 - r0, k), ga.dtype, oa, ca + r0 * sa, ga.strides)
     b = np.ndarray((k, c1 - c0), gb.dtype, ob, kb * sb + c0 * isb, gb.strides)
     pa, pb = _addr(a), _addr(b)
