@@ -44,24 +44,28 @@ def views(draw):
     return v.reshape(-1) if draw(st.booleans()) and v.flags.c_contiguous else (v[0] if draw(st.integers(0, 9)) == 0 else v)
 
 
-@given(views(), st.sampled_from([1 << 17, 4096, 5000, 777]))
+@given(views(), st.sampled_from([1 << 17, 4096, 5000, 777]), st.sampled_from([None, False, True]))
 # no example database: it would be written into the checkout (.hypothesis/)
 @settings(max_examples=300, deadline=None, database=None)
-def test_widen_into_is_numpys_cast_bit_for_bit(src, rows_elements):
-    saved = wide.ROWS_ELEMENTS
+def test_widen_into_is_numpys_cast_bit_for_bit(src, rows_elements, subnormal_passes):
+    saved = wide.ROWS_ELEMENTS, wide._many_subnormal
     wide.ROWS_ELEMENTS = rows_elements  # blocks of other lengths than the arrays' rows
+    if subnormal_passes is not None:  # (else the sample picks: random bits hold 1 subnormal in 32)
+        wide._many_subnormal = lambda h: subnormal_passes
     try:
         dst = np.full(src.shape, np.nan, F32)
         widen_into(dst, src)
     finally:
-        wide.ROWS_ELEMENTS = saved
+        wide.ROWS_ELEMENTS, wide._many_subnormal = saved
     assert _same_bits(dst, src)
 
 
+@pytest.mark.parametrize("subnormal_passes", [False, True])
 @pytest.mark.parametrize("bits", [0x7C00, 0xFC00, 0x7C01, 0xFE00, 0x7FFF])
-def test_a_lone_inf_or_nan_among_zeros_is_fixed_up(bits):
+def test_a_lone_inf_or_nan_among_zeros_is_fixed_up(monkeypatch, bits, subnormal_passes):
     # the smallest sum of squares a block holding exponent 31 can have: 2^32 (one inf, zeros
-    # besides), which the pre-check must not let through as clear
+    # besides), which the pre-check must not let through as clear (after either path's passes)
+    monkeypatch.setattr(wide, "_many_subnormal", lambda h: subnormal_passes)
     src = np.zeros((64, 256), F16)
     src.view(np.uint16)[37, 201] = bits
     dst = np.empty(src.shape, F32)

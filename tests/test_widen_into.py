@@ -26,6 +26,34 @@ def test_every_fp16_converts_as_numpys_cast(shape):
     assert _same_bits(dst, src)
 
 
+@pytest.mark.parametrize("subnormal_passes", [False, True])
+def test_every_fp16_converts_as_numpys_cast_by_either_path(monkeypatch, subnormal_passes):
+    monkeypatch.setattr(wide, "_many_subnormal", lambda h: subnormal_passes)
+    monkeypatch.setattr(wide, "ROWS_ELEMENTS", 5000)  # (several blocks, the last one short)
+    src = EVERY.reshape(256, 256)[:, 3:]
+    dst = np.empty(src.shape, F32)
+    widen_into(dst, src)
+    assert _same_bits(dst, src)
+
+
+def test_many_fp16_subnormals_take_the_passes_without_float32_subnormals(monkeypatch):
+    # a SiLU x up product (a third of its elements fp16 subnormals) takes `_widen_subnormals`;
+    # weights of N(0, 0.02) (1 in 400) the multiply, half of them zeros (no slow path) too
+    taken = []
+    orig = wide._widen_subnormals
+    monkeypatch.setattr(wide, "_widen_subnormals", lambda d, spare: (taken.append(d.size), orig(d, spare))[1])
+    rng = np.random.default_rng(2)
+    act = (rng.standard_normal((512, 704)) * rng.choice([1e-5, 1e-3, 1.0], (512, 704))).astype(F16)
+    weight = (rng.standard_normal((512, 704)) * 0.02).astype(F16)
+    weight[::2] = 0
+    dst = np.empty(act.shape, F32)
+    widen_into(dst, act)
+    assert taken and sum(taken) == act.size and _same_bits(dst, act)
+    taken.clear()
+    widen_into(dst, weight)
+    assert not taken and _same_bits(dst, weight)
+
+
 def test_a_strided_column_slice_of_a_weight(monkeypatch):
     # a super-tile's B: a column slice of a row-major weight (exec/deferred.py `_once`), in blocks
     # of fewer rows than it has (ROWS_ELEMENTS)
