@@ -71,6 +71,10 @@ def test_other_shapes_or_dtypes_are_left_to_numpy():
     assert not narrow_into(dst, x.astype(np.float64))
     assert not narrow_into(np.zeros((4, 8), F32), x)
     assert not dst.any()
+    one = np.zeros((), F16)  # (0-d: a tiny element's store took the passes and raised)
+    assert not narrow_into(one, x[0, 0])
+    semantics._store(one, np.array(1e-6, F32))
+    assert one.view(np.uint16) == _numpy(np.array(1e-6, F32))
 
 
 def test_every_fp16_tie_and_its_neighbours_cast_as_numpy():

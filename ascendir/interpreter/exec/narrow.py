@@ -27,7 +27,8 @@ def narrow_into(dst: np.ndarray, x: np.ndarray) -> bool:
     """dst[...] = x for a float32 `x` and a float16 `dst` of the same shape (any strides), bit
     for bit numpy's cast (round to nearest even, subnormals, signed zeros); False, nothing
     written, where the passes do not apply: an element of 65520 or more in magnitude or a NaN
-    (numpy's cast gives inf, NaN payloads and its overflow warning), other shapes or dtypes.
+    (numpy's cast gives inf, NaN payloads and its overflow warning), other shapes or dtypes,
+    0-d arrays (numpy's ufuncs return scalars for them, which the passes cannot write into).
 
     Per element, on a = |x| of float32 exponent e: M = 2^(e + 13), at least 2^-1 (e below -14:
     fp16's subnormal range, where fp16's spacing stays 2^-24), is 2^23 times fp16's spacing at
@@ -41,7 +42,7 @@ def narrow_into(dst: np.ndarray, x: np.ndarray) -> bool:
     the final cast to 16 bits. The sign is x's, shifted down by 16. No float32 subnormal is
     computed (a float32 subnormal x adds to 2^-1 as 0 would): the FP unit's FTZ and DAZ modes
     do not change the result, and no element takes the unit's slow path for subnormals."""
-    if x.dtype != F32 or dst.dtype != F16 or x.shape != dst.shape or not x.size:
+    if x.dtype != F32 or dst.dtype != F16 or x.shape != dst.shape or not x.size or not x.ndim:
         return False
     a = np.abs(x)
     if not np.maximum.reduce(a, axis=None) < _OVER:  # (a NaN fails the test too)
