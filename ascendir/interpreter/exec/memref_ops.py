@@ -32,6 +32,8 @@ _ZERO_VIEWS: dict = {}
 # the form of a numerics subview (`_subview_code`: per dim its static values, which are dynamic,
 # dropped; charged or not) -> its generated factory, shared by every subview of that form
 _FACTORIES: dict[tuple, object] = {}
+# the same for timed subviews of static sizes and strides (`_subview_timing_static`)
+_TIMING_FACTORIES: dict[tuple, object] = {}
 
 
 class MemrefOps:
@@ -276,6 +278,8 @@ class MemrefOps:
         numpy every time (`_ZERO_VIEWS`). Same bounds checks as the numerics path."""
         R, A, F = self.F.values, self.F.gm_tags, self.F
         views = _ZERO_VIEWS
+        if all(not sd and not td and s >= 0 and st >= 1 for _, (sd, s), (td, st), _ in dims):
+            return self._subview_timing_static(src, out, dims, where, charge)
         # the result (view, address offset added, strides) is a function of the source shape,
         # dtype and strides and of the dynamic operands: memoised per subview op (most subviews
         # of a loop body see the same few operand values; bounded), in one table per source
@@ -354,6 +358,70 @@ class MemrefOps:
                 charge()
 
         return run
+
+    def _subview_timing_static(self, src: int, out: int, dims: list, where: str, charge) -> Closure:
+        """`_subview_timing` of a subview whose sizes and strides are static (and valid), as
+        generated straight-line Python: its result view is then one object per source dtype and
+        its strides one per source tag strides, so nothing is looked up per run but the offsets,
+        which are bounds-checked and summed into the address tag as there (its memo of results
+        cost more than this). Same results, same bounds checks and errors.
+
+        Raises (from the closure): AscendirError naming the first dim out of bounds."""
+        args = {"R": self.F.values, "A": self.F.gm_tags, "F": self.F, "charge": charge, "where": where, "src": src, "out": out,
+                "alu": self.k.alu if self.k is not None else 0.0}
+        for i, ((od, o), _, _, _) in enumerate(dims):
+            if od:
+                args[f"o{i}_slot"] = o
+        one = charge is not None and self.k is not None and self.k.nunits == 1  # the S charge inline
+        form = (tuple((od, None if od else o, sz, st, drop) for (od, o), (_, sz), (_, st), drop in dims),
+                "one" if one else charge is not None)
+        make = _TIMING_FACTORIES.get(form)
+        if make is None:
+            make = self._subview_timing_factory(dims, form[1])
+            if len(_TIMING_FACTORIES) < 4096:
+                _TIMING_FACTORIES[form] = make
+        return make(**args)
+
+    @staticmethod
+    def _subview_timing_factory(dims: list, charged):
+        """The generated factory of `_subview_timing_static` for subviews of the form of `dims`
+        (static sizes and strides; the dynamic offsets' slots are its arguments); `charged`:
+        "one" (the S charge of a single unit, inline), True (`charge` called) or False."""
+        params = ["R", "A", "F", "charge", "alu", "where", "src", "out"]
+        lines = ["nonlocal last_a, last_v, last_tst, last_nst", "a = R[src]", "sh = a.shape"]
+        offs, res, nst = [], [], []
+        for i, ((od, o), (_, sz), (_, st), drop) in enumerate(dims):
+            if od:
+                params.append(f"o{i}_slot")
+                lines.append(f"o{i} = R[o{i}_slot]")
+            on = f"o{i}" if od else str(o)
+            # (the checks of `compute`: size and stride are valid, so the offset and the end)
+            bad = [f"{on} < 0"] if od else (["True"] if o < 0 else [])
+            if sz > 0:
+                bad.append(f"{on} + {(sz - 1) * st} >= sh[{i}]")
+            if bad:
+                lines.append(f"if {' or '.join(bad)}:")
+                lines.append(f"    raise _oob(where, {i}, {on}, {sz}, {st}, sh[{i}])")
+            if od or o != 0:
+                offs.append(f"{on} * tst[{i}]")
+            if not drop:
+                res.append(str(sz))
+                nst.append(f"tst[{i}]" if st == 1 else f"tst[{i}] * {st}")
+        shape = f"({''.join(x + ', ' for x in res)})"
+        lines += ["if a is not last_a:  # (the view: one per result shape and source dtype)",
+                  f"    last_v = _view({shape}, a.dtype)", "    last_a = a",
+                  "R[out] = last_v", "tag = A[src]", "if tag is None:", "    A[out] = None", "else:", "    tst = tag[2]",
+                  "    if tst is not last_tst:  # (the strides: interned, as `_subview_timing` interns them)",
+                  f"        nst = ({''.join(x + ', ' for x in nst)})", "        last_nst = strides.setdefault(nst, nst)",
+                  "        last_tst = tst",
+                  f"    A[out] = (tag[0], tag[1] + {' + '.join(offs) or '0'}, last_nst)"]
+        if charged == "one":
+            lines += ["c = F.core", "c.free[0] += alu", "c.busy[0] += alu"]
+        elif charged:
+            lines.append("charge()")
+        head = (f"def make({', '.join(params)}):\n    strides = {{}}\n    last_a = last_v = last_tst = last_nst = _NONE\n"
+                "    def run() -> None:")
+        return generated(head, ["    " + x for x in lines] + ["return run"], {"_oob": _out_of_bounds, "_view": _zero_view, "_NONE": object()}, "make")
 
     def load(self, op: memref.LoadOp) -> Closure:
         R = self.F.values
@@ -445,6 +513,17 @@ class MemrefOps:
                 charge()
 
         return run
+
+
+def _zero_view(shape: tuple, dtype) -> np.ndarray:
+    """The shared zero view of this shape and dtype (`_ZERO_VIEWS`)."""
+    key = (shape, dtype)
+    v = _ZERO_VIEWS.get(key)
+    if v is None:
+        if len(_ZERO_VIEWS) >= 4096:
+            _ZERO_VIEWS.clear()
+        v = _ZERO_VIEWS[key] = zero_view(shape, dtype)
+    return v
 
 
 def _out_of_bounds(where: str, i: int, o: int, s: int, st: int, dim: int) -> AscendirError:
