@@ -172,7 +172,8 @@ class MemrefOps:
         dims = list(zip(offs, sizes, strides, [i in dropped for i in range(n)]))
 
         if self.m.timing_only:
-            return self._subview_timing(src, out, dims, where, charge)
+            s_ids = self.k.s_ids(op) if charge is not None and self.k is not None else None
+            return self._subview_timing(src, out, dims, where, charge, s_ids)
 
         run = self._subview_code(src, out, dims, where, charge)
         if self.k is not None and self.k.data_only:  # (charges nothing: charge is None)
@@ -272,14 +273,15 @@ class MemrefOps:
 
         return memo
 
-    def _subview_timing(self, src: int, out: int, dims: list, where: str, charge) -> Closure:
+    def _subview_timing(self, src: int, out: int, dims: list, where: str, charge, s_ids: list[int] | None = None) -> Closure:
         """Timing-only subview: buffers are zero-stride views (no data), so only the result shape
         and the GM address tag matter; views are shared per (shape, dtype) instead of indexing
-        numpy every time (`_ZERO_VIEWS`). Same bounds checks as the numerics path."""
+        numpy every time (`_ZERO_VIEWS`). Same bounds checks as the numerics path. `s_ids`: the
+        S pipe slots `charge` charges (KernelInfo.s_ids), None when not known."""
         R, A, F = self.F.values, self.F.gm_tags, self.F
         views = _ZERO_VIEWS
         if all(not sd and not td and s >= 0 and st >= 1 for _, (sd, s), (td, st), _ in dims):
-            return self._subview_timing_static(src, out, dims, where, charge)
+            return self._subview_timing_static(src, out, dims, where, charge, s_ids)
         # the result (view, address offset added, strides) is a function of the source shape,
         # dtype and strides and of the dynamic operands: memoised per subview op (most subviews
         # of a loop body see the same few operand values; bounded), in one table per source
@@ -359,12 +361,13 @@ class MemrefOps:
 
         return run
 
-    def _subview_timing_static(self, src: int, out: int, dims: list, where: str, charge) -> Closure:
+    def _subview_timing_static(self, src: int, out: int, dims: list, where: str, charge, s_ids: list[int] | None) -> Closure:
         """`_subview_timing` of a subview whose sizes and strides are static (and valid), as
         generated straight-line Python: its result view is then one object per source dtype and
         its strides one per source tag strides, so nothing is looked up per run but the offsets,
         which are bounds-checked and summed into the address tag as there (its memo of results
-        cost more than this). Same results, same bounds checks and errors.
+        cost more than this), and the scalar charge on the S pipes `s_ids` is written inline
+        (`charge` called when they are not known). Same results, same bounds checks and errors.
 
         Raises (from the closure): AscendirError naming the first dim out of bounds."""
         args = {"R": self.F.values, "A": self.F.gm_tags, "F": self.F, "charge": charge, "where": where, "src": src, "out": out,
@@ -372,9 +375,9 @@ class MemrefOps:
         for i, ((od, o), _, _, _) in enumerate(dims):
             if od:
                 args[f"o{i}_slot"] = o
-        one = charge is not None and self.k is not None and self.k.nunits == 1  # the S charge inline
+        inline = tuple(s_ids) if charge is not None and s_ids is not None else None  # the S charge inline
         form = (tuple((od, None if od else o, sz, st, drop) for (od, o), (_, sz), (_, st), drop in dims),
-                "one" if one else charge is not None)
+                inline if inline is not None else charge is not None)
         make = _TIMING_FACTORIES.get(form)
         if make is None:
             make = self._subview_timing_factory(dims, form[1])
@@ -386,7 +389,7 @@ class MemrefOps:
     def _subview_timing_factory(dims: list, charged):
         """The generated factory of `_subview_timing_static` for subviews of the form of `dims`
         (static sizes and strides; the dynamic offsets' slots are its arguments); `charged`:
-        "one" (the S charge of a single unit, inline), True (`charge` called) or False."""
+        the S pipe slots charged inline (a tuple), True (`charge` called) or False."""
         params = ["R", "A", "F", "charge", "alu", "where", "src", "out"]
         lines = ["nonlocal last_a, last_v, last_tst, last_nst", "a = R[src]", "sh = a.shape"]
         offs, res, nst = [], [], []
@@ -415,8 +418,10 @@ class MemrefOps:
                   f"        nst = ({''.join(x + ', ' for x in nst)})", "        last_nst = strides.setdefault(nst, nst)",
                   "        last_tst = tst",
                   f"    A[out] = (tag[0], tag[1] + {' + '.join(offs) or '0'}, last_nst)"]
-        if charged == "one":
-            lines += ["c = F.core", "c.free[0] += alu", "c.busy[0] += alu"]
+        if type(charged) is tuple:  # (as `_charge_scalar`'s charge: S pipe by S pipe, free then busy)
+            lines += ["c = F.core", "free, busy = c.free, c.busy"]
+            for x in charged:
+                lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
         elif charged:
             lines.append("charge()")
         head = (f"def make({', '.join(params)}):\n    strides = {{}}\n    last_a = last_v = last_tst = last_nst = _NONE\n"

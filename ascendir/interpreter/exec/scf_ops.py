@@ -149,6 +149,22 @@ class ScfOps:
         F = self.F
         data = self.k is not None and self.k.data_only  # its branch given to the race check (race.py `decide`)
         if not results and not data and charge is not None:  # a mix kernel's timing walk (hot): no tests but the branch
+            s_ids = self.k.s_ids(op)
+            if len(s_ids) == 2:  # (AIC and AIV, the common case: `charge`'s sums inline, in its order)
+                s0, s1 = s_ids
+                alu = self.k.alu
+
+                def run_charged2() -> None:
+                    for f in then_body if R[cond] else else_body:
+                        f()
+                    c = F.core
+                    free, busy = c.free, c.busy
+                    free[s0] += alu
+                    busy[s0] += alu
+                    free[s1] += alu
+                    busy[s1] += alu
+
+                return run_charged2
 
             def run_charged() -> None:
                 for f in then_body if R[cond] else else_body:

@@ -1,9 +1,13 @@
-"""Timed subviews of static sizes and strides (exec/memref_ops.py `_subview_timing_static`, the
+"""Timing-walk closures written for speed, against the general ones they stand for.
+
+Timed subviews of static sizes and strides (exec/memref_ops.py `_subview_timing_static`, the
 generated straight-line form) against the general timed subview (`_subview_timing`, reached by
 giving the same sizes as dynamic operands): the same result view (shape, dtype), the same GM
 address tag (root, offset, strides; strides interned: equal strides are one object), the same
 bounds errors, over random forms (static and dynamic offsets, static non-zero offsets, strides
-1 and 3, dropped unit dims, GM sources with and without an address tag)."""
+1 and 3, dropped unit dims, GM sources with and without an address tag). Their S charges and
+those of a mix kernel's scf.if (scf_ops.py), written inline, against the charge closure
+(scalar_codegen.py `_charge_scalar`) they replace."""
 
 from __future__ import annotations
 
@@ -16,18 +20,35 @@ import pytest
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.common import zero_view
 from ascendir.interpreter.exec.memref_ops import MemrefOps
+from ascendir.interpreter.exec.scalar_codegen import ScalarCodegen
+from ascendir.interpreter.exec.scf_ops import ScfOps
 from ascendir.interpreter.state import Frame
+from ascendir.interpreter.testing import parse
+from ascendir.interpreter.timing.timeline import CoreState
 
 SRC, OUT = 0, 1  # slots of the source and the result; the operands' slots follow
 
 
-class _Ops(MemrefOps):
-    """MemrefOps of a host function of a timing-only program: what the timed subviews read."""
+class _Ops(MemrefOps, ScfOps, ScalarCodegen):
+    """The compiler parts of a timing-only program under test, without the rest of a compiler:
+    a host function's (`k` None) or a kernel's of S pipe slots `s_ids` (each scalar op runs on
+    all of them) and scalar ALU cost `alu`."""
 
-    def __init__(self, nslots: int):
+    def __init__(self, nslots: int, s_ids: list[int] | None = None, alu: float = 0.0):
         self.F = Frame(nslots)
-        self.k = None
+        self.k = None if s_ids is None else SimpleNamespace(
+            s_ids=lambda op: list(s_ids), alu=alu, nunits=max(s_ids) // 7 + 1, data_only=False)
         self.m = SimpleNamespace(timing_only=True)
+        self.slots: dict = {}
+        self.ran: list[str] = []
+
+    def slot(self, v) -> int:
+        return self.slots.setdefault(v, len(self.slots))
+
+    def block(self, block) -> list:
+        """A region's body: a closure noting which region ran."""
+        name = "then" if block.parent is block.parent.parent.regions[0] else "else"
+        return [lambda: self.ran.append(name)]
 
 
 def _form(rng: random.Random, shape: tuple[int, ...]):
@@ -105,3 +126,53 @@ def test_static_form_bounds_errors(seed):
         _run(dyn_dims, vals, [a], None)
     assert str(static_err.value) == str(general_err.value)
     assert f"out of bounds on dim {i}: offset {vals[slot]}" in str(static_err.value)
+
+
+@pytest.mark.parametrize("s_ids", [[0], [0, 7], [0, 7, 14]])
+def test_static_form_charges_inline(s_ids):
+    """The S charge of a kernel's static subview, inline, adds what `charge` adds."""
+    dims = [((True, 2), (False, 4), (False, 1), False), ((False, 3), (False, 8), (False, 1), False)]
+    got = []
+    for inline in (list(s_ids), None):
+        ops = _Ops(8, s_ids, alu=1.5)
+        charge = ops._charge_scalar(None)
+        run = ops._subview_timing(SRC, OUT, dims, "memref.subview in kernel @k", charge, inline)
+        ops.F.core = core = CoreState(0, 21)
+        core.free[:] = [float(i) for i in range(21)]
+        R = ops.F.values
+        R[SRC], R[2] = zero_view((16, 16), np.dtype("float16")), 5
+        for _ in range(3):
+            run()
+        got.append((list(core.free), list(core.busy), R[OUT].shape))
+    assert got[0] == got[1]
+    assert got[0][0][s_ids[-1]] == s_ids[-1] + 4.5
+
+
+IF = """builtin.module {
+  func.func @f(%c: i1) {
+    scf.if %c {
+    } else {
+    }
+    func.return
+  }
+}"""
+
+
+@pytest.mark.parametrize("s_ids", [[0, 7], [0, 14], [0, 7, 14]])
+def test_mix_kernel_if_charges_inline(s_ids):
+    """A mix kernel's timed scf.if: the branch its condition picks, then the charge `charge`
+    makes (on every S pipe running the if)."""
+    op = next(o for o in parse(IF).walk() if o.name == "scf.if")
+    for cond in (True, False):
+        ops = _Ops(4, s_ids, alu=2.5)
+        run = ops.if_(op)
+        ops.F.core = core = CoreState(0, 21)
+        want = CoreState(0, 21)
+        ops.F.values[ops.slot(op.cond)] = cond
+        for _ in range(2):
+            run()
+            ops.F.core = want
+            ops._charge_scalar(op)()
+            ops.F.core = core
+        assert ops.ran == ["then" if cond else "else"] * 2
+        assert core.free == want.free and core.busy == want.busy and core.free[s_ids[-1]] == 5.0
