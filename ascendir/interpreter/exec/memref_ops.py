@@ -391,8 +391,12 @@ class MemrefOps:
         (static sizes and strides; the dynamic offsets' slots are its arguments); `charged`:
         the S pipe slots charged inline (a tuple), True (`charge` called) or False."""
         params = ["R", "A", "F", "charge", "alu", "where", "src", "out"]
-        lines = ["nonlocal last_a, last_v, last_tst, last_nst", "a = R[src]", "sh = a.shape"]
-        offs, res, nst = [], [], []
+        res = [str(sz) for _, (_, sz), _, drop in dims if not drop]
+        lines = ["nonlocal last_a, last_v, last_sh, last_tst, last_nst", "a = R[src]",
+                 "if a is not last_a:  # (its view: one per result shape and source dtype; its shape)",
+                 f"    last_v = _view(({''.join(x + ', ' for x in res)}), a.dtype)", "    last_sh = a.shape", "    last_a = a",
+                 "sh = last_sh"]
+        offs, nst = [], []
         for i, ((od, o), (_, sz), (_, st), drop) in enumerate(dims):
             if od:
                 params.append(f"o{i}_slot")
@@ -408,12 +412,8 @@ class MemrefOps:
             if od or o != 0:
                 offs.append(f"{on} * tst[{i}]")
             if not drop:
-                res.append(str(sz))
                 nst.append(f"tst[{i}]" if st == 1 else f"tst[{i}] * {st}")
-        shape = f"({''.join(x + ', ' for x in res)})"
-        lines += ["if a is not last_a:  # (the view: one per result shape and source dtype)",
-                  f"    last_v = _view({shape}, a.dtype)", "    last_a = a",
-                  "R[out] = last_v", "tag = A[src]", "if tag is None:", "    A[out] = None", "else:", "    tst = tag[2]",
+        lines += ["R[out] = last_v", "tag = A[src]", "if tag is None:", "    A[out] = None", "else:", "    tst = tag[2]",
                   "    if tst is not last_tst:  # (the strides: interned, as `_subview_timing` interns them)",
                   f"        nst = ({''.join(x + ', ' for x in nst)})", "        last_nst = strides.setdefault(nst, nst)",
                   "        last_tst = tst",
@@ -424,7 +424,7 @@ class MemrefOps:
                 lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
         elif charged:
             lines.append("charge()")
-        head = (f"def make({', '.join(params)}):\n    strides = {{}}\n    last_a = last_v = last_tst = last_nst = _NONE\n"
+        head = (f"def make({', '.join(params)}):\n    strides = {{}}\n    last_a = last_v = last_sh = last_tst = last_nst = _NONE\n"
                 "    def run() -> None:")
         return generated(head, ["    " + x for x in lines] + ["return run"], {"_oob": _out_of_bounds, "_view": _zero_view, "_NONE": object()}, "make")
 
