@@ -176,3 +176,67 @@ def test_mix_kernel_if_charges_inline(s_ids):
             ops.F.core = core
         assert ops.ran == ["then" if cond else "else"] * 2
         assert core.free == want.free and core.busy == want.busy and core.free[s_ids[-1]] == 5.0
+
+
+G = "memref<64x64xf16, #ascend<space gm>>"
+U = "memref<8x64xf16, #ascend<space ub>>"
+T = "memref<8x64xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>"
+
+
+def _loops(trips: int, bounds: str = "%c0 to %cn step %c1") -> str:
+    """A timing-only aiv kernel of 4 blocks, each copying `trips` 8-row tiles of its GM rows to
+    UB in a loop `bounds` (%cn: `trips`) and adding them."""
+    return f'''builtin.module {{
+  ascend.kernel @k(%a: {G}) attributes {{block_dim = 4 : i64, core_type = #ascend.core_type<aiv>}} {{
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c8 = arith.constant 8 : index
+    %cn = arith.constant {trips} : index
+    %bid = ascend.block_idx : index
+    %n = arith.addi %bid, %cn : index
+    %u = ascend.alloc : {U}
+    scf.for %i = {bounds} {{
+      %r = arith.muli %i, %c8 : index
+      %s = memref.subview %a[%r, 0] [8, 64] [1, 1] : {G} to {T}
+      ascend.copy %s, %u : {T}, {U}
+      ascend.vadd %u, %u, %u : {U}, {U}, {U}
+    }}
+    ascend.return
+  }}
+  func.func @main(%x: {G} {{onnx.name = "x"}}) {{
+    ascend.launch @k(%x) : {G}
+    func.return
+  }}
+}}'''
+
+
+@pytest.mark.parametrize("trips, bounds, driven", [
+    (4, "%c0 to %cn step %c1", False),  # constant and short: run plainly, without the driver
+    (7, "%c0 to %cn step %c1", False),
+    (8, "%c0 to %cn step %c1", True),  # long enough to sample (steady.MIN_TRIPS)
+    (4, "%c0 to %n step %c1", True),  # bounds known at run time only: the driver decides
+])
+def test_constant_short_loops_run_plainly(monkeypatch, trips, bounds, driven):
+    """A timing loop of constant bounds too short to sample, and kept for no block, runs as a
+    plain loop instead of through the loop driver (accel/loop_driver.py `_steady_for`): the same
+    report as the driver's (and as every op run one by one, Accel.none())."""
+    from ascendir.interpreter import Accel, build_report, compile_module
+    from ascendir.interpreter.accel import loop_driver
+    from ascendir.hardware import load_target
+
+    hw = load_target("ascend910b2")
+    runs = []
+    real = loop_driver.LoopDriver.run
+    monkeypatch.setattr(loop_driver.LoopDriver, "run", lambda self: runs.append(1) or real(self))
+    got = []
+    for accel in (Accel(), Accel.none()):
+        runs.clear()
+        prog = compile_module(parse(_loops(trips, bounds)), hw, None, timing_only=True, accel=accel)
+        _, recs = prog.run({})
+        got.append(build_report(recs, hw))
+        if accel == Accel():
+            assert bool(runs) == driven
+    assert got[0]["total_cycles"] > 0
+    for k in got[0]["kernels"] + got[1]["kernels"]:
+        k["extrapolated_iterations"] = None
+    assert got[0] == got[1]

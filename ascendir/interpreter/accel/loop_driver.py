@@ -21,7 +21,8 @@ class SteadyFor:
     """Compiler part: the accelerated scf.for (mixed into compiler.Compiler)."""
 
     def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation], memo: LoopMemo,
-                    gen: Remap | None = None, bm: BlockMemo | None = None, use_memo: bool = True, steps: int | None = None) -> Closure:
+                    gen: Remap | None = None, bm: BlockMemo | None = None, use_memo: bool = True, steps: int | None = None,
+                    fixed: range | None = None) -> Closure:
         """A timing-only loop that may be extrapolated once steady (steady.py). `checked`: the
         loop-level scalar ops steady.py re-evaluates for the iterations it skips; `memo`: stored
         executions of the whole loop (loop_memo.LoopMemo), applied when the loop is entered again
@@ -29,7 +30,22 @@ class SteadyFor:
         address values that are not affine in the iv (remap.py), None when it has none; `bm`:
         its whole executions kept for the next blocks (xblock.py), None when it may not;
         `use_memo`: `memo` is entered (Accel.loop_memo); `steps`: how many of `checked` (the
-        first) the step tests compare (all when None; `bm`'s hoisted values follow them)."""
+        first) the step tests compare (all when None; `bm`'s hoisted values follow them); `fixed`:
+        the loop's iterations when its bounds are constants, else None."""
+        if fixed is not None and len(fixed) < MIN_TRIPS and bm is None:
+            # always too short to sample, and kept for no block (`LoopDriver.run`): every run of
+            # it runs every iteration, as the driver would, without its per-run tests
+            R = self.F.values
+
+            def plain() -> None:
+                for i in fixed:
+                    R[iv] = i
+                    for f in body:
+                        f()
+                    if charge is not None:
+                        charge()
+
+            return plain
         values = None
         if checked:
             # the checked values are pure functions of the iv and these outside values

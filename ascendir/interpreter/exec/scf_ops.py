@@ -4,8 +4,8 @@ accelerated loop driver (accel/loop_driver.py) when `Accel.steady` is on."""
 from __future__ import annotations
 
 from __future__ import annotations
-from xdsl.dialects import scf
-from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, IntegerType, MemRefType
 from ascendir.interpreter.accel import Accel
 from ascendir.interpreter.accel.remap import Remap, address_plan
 from ascendir.interpreter.accel.loop_memo import LoopMemo, memo_inputs, never_again
@@ -54,7 +54,7 @@ class ScfOps:
                                    list(range(steps, steps + len(more))))
                     self.F.memos.append(bm)
                     checked = checked + more  # (evaluated per iteration with the checked values, never step-tested)
-            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm, acc.loop_memo, steps)
+            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm, acc.loop_memo, steps, _constant_range(op))
         if not carried:
 
             def run() -> None:
@@ -190,3 +190,15 @@ class ScfOps:
                 charge()
 
         return run
+
+
+def _constant_range(op: scf.ForOp) -> range | None:
+    """The induction values of `op` when its bounds and step are integer constants (a step that
+    is not positive left to `loop_range`'s error at run time), else None."""
+    vals = []
+    for v in (op.lb, op.ub, op.step):
+        c = v.owner
+        if type(c) is not arith.ConstantOp or not isinstance(c.value, IntegerAttr) or isinstance(c.value.type, IntegerType) and c.value.type.width.data == 1:
+            return None
+        vals.append(c.value.value.data)
+    return range(*vals) if vals[2] > 0 else None
