@@ -158,7 +158,7 @@ IF = """builtin.module {
 }"""
 
 
-@pytest.mark.parametrize("s_ids", [[0, 7], [0, 14], [0, 7, 14]])
+@pytest.mark.parametrize("s_ids", [[0], [7], [0, 7], [0, 14], [0, 7, 14]])
 def test_mix_kernel_if_charges_inline(s_ids):
     """A mix kernel's timed scf.if: the branch its condition picks, then the charge `charge`
     makes (on every S pipe running the if)."""

@@ -150,9 +150,20 @@ class ScfOps:
         data = self.k is not None and self.k.data_only  # its branch given to the race check (race.py `decide`)
         if not results and not data and charge is not None:  # a mix kernel's timing walk (hot): no tests but the branch
             s_ids = self.k.s_ids(op)
-            if len(s_ids) == 2:  # (AIC and AIV, the common case: `charge`'s sums inline, in its order)
+            alu = self.k.alu
+            if len(s_ids) == 1:  # (one unit's branch: `charge`'s sums inline)
+                s0 = s_ids[0]
+
+                def run_charged1() -> None:
+                    for f in then_body if R[cond] else else_body:
+                        f()
+                    c = F.core
+                    c.free[s0] += alu
+                    c.busy[s0] += alu
+
+                return run_charged1
+            if len(s_ids) == 2:  # (AIC and AIV: `charge`'s sums inline, in its order)
                 s0, s1 = s_ids
-                alu = self.k.alu
 
                 def run_charged2() -> None:
                     for f in then_body if R[cond] else else_body:
