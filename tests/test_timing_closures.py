@@ -240,3 +240,23 @@ def test_constant_short_loops_run_plainly(monkeypatch, trips, bounds, driven):
     for k in got[0]["kernels"] + got[1]["kernels"]:
         k["extrapolated_iterations"] = None
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("nthen, nelse", [(0, 0), (1, 0), (0, 1), (3, 2), (12, 13), (20, 1)])
+def test_timed_if_runs_the_picked_branch_in_order(nthen, nelse):
+    """The generated timed scf.if (scf_ops.py `_timed_if`) calls the closures of the branch its
+    condition picks, in order, whatever their number (unrolled or looped), then charges."""
+    from ascendir.interpreter.exec.scf_ops import _timed_if
+
+    ran: list = []
+    then_body = [lambda i=i: ran.append(("t", i)) for i in range(nthen)]
+    else_body = [lambda i=i: ran.append(("e", i)) for i in range(nelse)]
+    F = Frame(1)
+    F.core = CoreState(0, 21)
+    run = _timed_if(F.values, F, 0, then_body, else_body, [0, 7], 0.5)
+    for cond in (True, False, 1, 0):
+        ran.clear()
+        F.values[0] = cond
+        run()
+        assert ran == ([("t", i) for i in range(nthen)] if cond else [("e", i) for i in range(nelse)])
+    assert F.core.free[0] == F.core.free[7] == F.core.busy[7] == 2.0

@@ -14,6 +14,7 @@ from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.interpreter.accel.xblock import BlockMemo
 from ascendir.dialects.ir_checks import loop_range
 from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.exec.scalar_codegen import generated
 
 class ScfOps:
     """Compiler part: structured control flow (mixed into compiler.Compiler)."""
@@ -134,55 +135,10 @@ class ScfOps:
         then_body, then_y = branch(op.true_region)
         else_body, else_y = branch(op.false_region)
         charge = self._charge_scalar(op)
-        if not results and charge is not None and self.k.nunits == 1:  # the common case (hot), S charged inline
-            F, alu = self.F, self.k.alu
-
-            def run_plain() -> None:
-                for f in then_body if R[cond] else else_body:
-                    f()
-                c = F.core
-                c.free[0] += alu
-                c.busy[0] += alu
-
-            return run_plain
-
         F = self.F
         data = self.k is not None and self.k.data_only  # its branch given to the race check (race.py `decide`)
-        if not results and not data and charge is not None:  # a mix kernel's timing walk (hot): no tests but the branch
-            s_ids = self.k.s_ids(op)
-            alu = self.k.alu
-            if len(s_ids) == 1:  # (one unit's branch: `charge`'s sums inline)
-                s0 = s_ids[0]
-
-                def run_charged1() -> None:
-                    for f in then_body if R[cond] else else_body:
-                        f()
-                    c = F.core
-                    c.free[s0] += alu
-                    c.busy[s0] += alu
-
-                return run_charged1
-            if len(s_ids) == 2:  # (AIC and AIV: `charge`'s sums inline, in its order)
-                s0, s1 = s_ids
-
-                def run_charged2() -> None:
-                    for f in then_body if R[cond] else else_body:
-                        f()
-                    c = F.core
-                    free, busy = c.free, c.busy
-                    free[s0] += alu
-                    busy[s0] += alu
-                    free[s1] += alu
-                    busy[s1] += alu
-
-                return run_charged2
-
-            def run_charged() -> None:
-                for f in then_body if R[cond] else else_body:
-                    f()
-                charge()
-
-            return run_charged
+        if not results and not data and charge is not None:  # a kernel's timed walk (hot): no tests but the branch
+            return _timed_if(R, F, cond, then_body, else_body, self.k.s_ids(op), self.k.alu)
 
         def run() -> None:
             if data and F.ctl is not None:
@@ -213,3 +169,31 @@ def _constant_range(op: scf.ForOp) -> range | None:
             return None
         vals.append(c.value.value.data)
     return range(*vals) if vals[2] > 0 else None
+
+
+UNROLL = 12  # branch bodies up to this many closures are called one by one in `_timed_if`'s code
+
+
+def _timed_if(R: list, F, cond: int, then_body: list[Closure], else_body: list[Closure], s_ids: list[int], alu: float) -> Closure:
+    """A timed scf.if without results (a kernel's walk that charges clocks) as generated code:
+    the closures of the branch its condition picks called one by one (a loop over them for
+    bodies longer than UNROLL), then the scalar charge on the S pipes `s_ids` written inline, in
+    `_charge_scalar`'s order. Its code is shared per branch lengths and S pipes."""
+    args: dict = {"R": R, "F": F, "cond": cond, "alu": alu, "tb": then_body, "eb": else_body}
+    lines: list[str] = []
+    for word, name, body in (("if R[cond]:", "t", then_body), ("else:", "e", else_body)):
+        lines.append(word)
+        if len(body) > UNROLL:
+            lines += [f"    for f in {name}b:", "        f()"]
+        else:
+            for i, f in enumerate(body):
+                args[f"{name}{i}"] = f
+                lines.append(f"    {name}{i}()")
+            if not body:
+                lines.append("    pass")
+    lines += ["c = F.core", "free, busy = c.free, c.busy"]
+    for x in s_ids:
+        lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
+    params = ", ".join(args)
+    make = generated(f"def make({params}):\n    def run() -> None:", ["    " + x for x in lines] + ["return run"], {}, "make")
+    return make(**args)
