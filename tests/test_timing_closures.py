@@ -260,3 +260,33 @@ def test_timed_if_runs_the_picked_branch_in_order(nthen, nelse):
         run()
         assert ran == ([("t", i) for i in range(nthen)] if cond else [("e", i) for i in range(nelse)])
     assert F.core.free[0] == F.core.free[7] == F.core.busy[7] == 2.0
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 12, 13, 30])
+@pytest.mark.parametrize("s_ids", [None, [0], [0, 14]])
+def test_loop_iteration_runs_the_body_in_order_then_charges(n, s_ids):
+    """One iteration of a timed loop (accel/loop_driver.py `iteration`, what the loop driver and
+    the plain constant loops run): the body's closures in order, unrolled or looped, then the
+    loop's charge, inline on its S pipes or by the charge closure (the same sums)."""
+    from ascendir.interpreter.accel.loop_driver import iteration
+
+    ran: list = []
+    F = Frame(0)
+    F.core = CoreState(0, 21)
+    charged = []
+
+    def charge():
+        charged.append(1)
+        for x in (s_ids or [0]):
+            F.core.free[x] += 0.5
+            F.core.busy[x] += 0.5
+
+    body = [lambda i=i: ran.append(i) for i in range(n)]
+    step = iteration(F, body, charge, s_ids, 0.5)
+    for _ in range(2):
+        step()
+    assert ran == list(range(n)) * 2
+    assert charged == ([1, 1] if s_ids is None else [])
+    for x in (s_ids or [0]):
+        assert F.core.free[x] == F.core.busy[x] == 1.0
+    assert iteration(F, body, None, s_ids, 0.5)() is None and F.core.free[0] == 1.0  # no charge: none made

@@ -55,7 +55,8 @@ class ScfOps:
                                    list(range(steps, steps + len(more))))
                     self.F.memos.append(bm)
                     checked = checked + more  # (evaluated per iteration with the checked values, never step-tested)
-            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm, acc.loop_memo, steps, _constant_range(op))
+            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm, acc.loop_memo, steps, _constant_range(op),
+                                    self.k.s_ids(op))
         if not carried:
 
             def run() -> None:
