@@ -280,7 +280,7 @@ class MemrefOps:
         S pipe slots `charge` charges (KernelInfo.s_ids), None when not known."""
         R, A, F = self.F.values, self.F.gm_tags, self.F
         views = _ZERO_VIEWS
-        if all(not sd and not td and s >= 0 and st >= 1 for _, (sd, s), (td, st), _ in dims):
+        if all(not sd and not td and s >= 0 and st >= 1 and (od or o >= 0) for (od, o), (sd, s), (td, st), _ in dims):
             return self._subview_timing_static(src, out, dims, where, charge, s_ids)
         # the result (view, address offset added, strides) is a function of the source shape,
         # dtype and strides and of the dynamic operands: memoised per subview op (most subviews
@@ -371,48 +371,52 @@ class MemrefOps:
 
         Raises (from the closure): AscendirError naming the first dim out of bounds."""
         args = {"R": self.F.values, "A": self.F.gm_tags, "F": self.F, "charge": charge, "where": where, "src": src, "out": out,
-                "alu": self.k.alu if self.k is not None else 0.0}
-        for i, ((od, o), _, _, _) in enumerate(dims):
-            if od:
-                args[f"o{i}_slot"] = o
+                "alu": self.k.alu if self.k is not None else 0.0, "res": tuple(sz for _, (_, sz), _, drop in dims if not drop)}
+        for i, ((od, o), (_, sz), (_, st), _) in enumerate(dims):
+            args[f"o{i}_slot" if od else f"so{i}"] = o
+            args[f"z{i}"], args[f"t{i}"], args[f"e{i}"] = sz, st, (sz - 1) * st
         inline = tuple(s_ids) if charge is not None and s_ids is not None else None  # the S charge inline
-        form = (tuple((od, None if od else o, sz, st, drop) for (od, o), (_, sz), (_, st), drop in dims),
+        # (the static values are the factory's arguments too: subviews of one form share its code)
+        form = (tuple((od, not od and o == 0, sz > 0, st == 1, drop) for (od, o), (_, sz), (_, st), drop in dims),
                 inline if inline is not None else charge is not None)
         make = _TIMING_FACTORIES.get(form)
         if make is None:
-            make = self._subview_timing_factory(dims, form[1])
+            make = self._subview_timing_factory(form)
             if len(_TIMING_FACTORIES) < 4096:
                 _TIMING_FACTORIES[form] = make
         return make(**args)
 
     @staticmethod
-    def _subview_timing_factory(dims: list, charged):
-        """The generated factory of `_subview_timing_static` for subviews of the form of `dims`
-        (static sizes and strides; the dynamic offsets' slots are its arguments); `charged`:
-        the S pipe slots charged inline (a tuple), True (`charge` called) or False."""
-        params = ["R", "A", "F", "charge", "alu", "where", "src", "out"]
-        res = [str(sz) for _, (_, sz), _, drop in dims if not drop]
+    def _subview_timing_factory(form: tuple):
+        """The generated factory of `_subview_timing_static` for subviews of `form`: per dim
+        (dynamic offset, static offset 0, size > 0, stride 1, dropped), then the S pipe slots
+        charged inline (a tuple), True (`charge` called) or False. Its arguments: the frame's
+        lists, the slots, per dim i the dynamic offset's slot o{i}_slot or the static offset
+        so{i}, the size z{i}, stride t{i} and extent e{i} = (z{i} - 1) * t{i}; `res`: the
+        result shape."""
+        dims, charged = form
+        params = ["R", "A", "F", "charge", "alu", "where", "src", "out", "res"]
         lines = ["nonlocal last_a, last_v, last_sh, last_tst, last_nst", "a = R[src]",
                  "if a is not last_a:  # (its view: one per result shape and source dtype; its shape)",
-                 f"    last_v = _view(({''.join(x + ', ' for x in res)}), a.dtype)", "    last_sh = a.shape", "    last_a = a",
-                 "sh = last_sh"]
+                 "    last_v = _view(res, a.dtype)", "    last_sh = a.shape", "    last_a = a", "sh = last_sh"]
         offs, nst = [], []
-        for i, ((od, o), (_, sz), (_, st), drop) in enumerate(dims):
+        for i, (od, zero, sized, unit, drop) in enumerate(dims):
+            params += [f"o{i}_slot" if od else f"so{i}", f"z{i}", f"t{i}", f"e{i}"]
             if od:
-                params.append(f"o{i}_slot")
                 lines.append(f"o{i} = R[o{i}_slot]")
-            on = f"o{i}" if od else str(o)
-            # (the checks of `compute`: size and stride are valid, so the offset and the end)
-            bad = [f"{on} < 0"] if od else (["True"] if o < 0 else [])
-            if sz > 0:
-                bad.append(f"{on} + {(sz - 1) * st} >= sh[{i}]")
+            on = f"o{i}" if od else "0" if zero else f"so{i}"
+            # (the checks of `compute`: size, stride and a static offset are valid, so the
+            # offset and the end)
+            bad = [f"{on} < 0"] if od else []
+            if sized:
+                bad.append(f"{on} + e{i} >= sh[{i}]")
             if bad:
                 lines.append(f"if {' or '.join(bad)}:")
-                lines.append(f"    raise _oob(where, {i}, {on}, {sz}, {st}, sh[{i}])")
-            if od or o != 0:
+                lines.append(f"    raise _oob(where, {i}, {on}, z{i}, t{i}, sh[{i}])")
+            if not zero:
                 offs.append(f"{on} * tst[{i}]")
             if not drop:
-                nst.append(f"tst[{i}]" if st == 1 else f"tst[{i}] * {st}")
+                nst.append(f"tst[{i}]" if unit else f"tst[{i}] * t{i}")
         lines += ["R[out] = last_v", "tag = A[src]", "if tag is None:", "    A[out] = None", "else:", "    tst = tag[2]",
                   "    if tst is not last_tst:  # (the strides: interned, as `_subview_timing` interns them)",
                   f"        nst = ({''.join(x + ', ' for x in nst)})", "        last_nst = strides.setdefault(nst, nst)",
