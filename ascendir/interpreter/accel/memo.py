@@ -166,25 +166,14 @@ class Launches:
     misses (l2.L2Pass.misses; None until a launch with GM reads ran) and whether a launch was
     checked for races (race.py) and found none."""
 
-    variants: list  # Memo, or a function building it (`add`; `stored` builds it)
+    variants: list[Memo]
     misses: set | None = None
     race_free: bool = False
 
-    def add(self, m) -> None:
-        """Keep stored launch `m`: a Memo, or a function of no arguments returning it (built
-        when first looked at: most launches of a run never match again, and building one
-        from its logs cost ~3 % of a LLaMA layer's timing twins)."""
+    def add(self, m: Memo) -> None:
         self.variants.append(m)
         if len(self.variants) > VARIANTS:
             del self.variants[0]
-
-    def stored(self) -> list[Memo]:
-        """The stored launches, most recent last, each built on first look (`add`)."""
-        vs = self.variants
-        for i, v in enumerate(vs):
-            if type(v) is not Memo:
-                vs[i] = v()
-        return vs
 
 
 @dataclass
