@@ -54,29 +54,34 @@ class SteadyFor:
         return LoopDriver(self.F, (lb, ub, st, iv), step, values, memo, gen, bm, use_memo).run
 
 
-UNROLL = 12  # loop bodies up to this many closures are called one by one in `iteration`'s code
+UNROLL = 12  # a body of up to this many closures is called one by one by generated code (`calls`)
+
+
+def calls(body: list[Closure], name: str, args: dict) -> list[str]:
+    """Lines of generated code calling the closures of `body` in order: one call each (the
+    closures added to `args` as name0, name1, ...), or past UNROLL a loop over `body` (added as
+    `name`). (A loop over a list costs a few bytecodes per closure that one call each does not.)"""
+    if len(body) > UNROLL:
+        args[name] = body
+        return [f"for _f in {name}:", "    _f()"]
+    for i, f in enumerate(body):
+        args[f"{name}{i}"] = f
+    return [f"{name}{i}()" for i in range(len(body))] or ["pass"]
 
 
 def iteration(F, body: list[Closure], charge, s_ids: list[int] | None, alu: float) -> Closure:
     """One iteration of a timed loop's body, as generated code: its closures called in order
-    (looped past UNROLL), then the loop's scalar charge (`charge`; written inline on the S pipes
-    `s_ids`, in its order, when they are known). Its code is shared per body length and S pipes."""
-    args: dict = {"F": F, "alu": alu, "charge": charge, "body": body}
-    if len(body) > UNROLL:
-        lines = ["for f in body:", "    f()"]
-    else:
-        lines = []
-        for i, f in enumerate(body):
-            args[f"f{i}"] = f
-            lines.append(f"f{i}()")
+    (`calls`), then the loop's scalar charge (`charge`; written inline on the S pipes `s_ids`, in
+    its order, when they are known). Its code is shared per body length and S pipes."""
+    args: dict = {"F": F, "alu": alu, "charge": charge}
+    lines = calls(body, "f", args)
     if charge is not None and s_ids is not None:
         lines += ["c = F.core", "free, busy = c.free, c.busy"]
         for x in s_ids:
             lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
     elif charge is not None:
         lines.append("charge()")
-    make = generated(f"def make({', '.join(args)}):\n    def step() -> None:", ["    " + x for x in lines or ["pass"]] + ["return step"],
-                     {}, "make")
+    make = generated(f"def make({', '.join(args)}):\n    def step() -> None:", ["    " + x for x in lines] + ["return step"], {}, "make")
     return make(**args)
 
 

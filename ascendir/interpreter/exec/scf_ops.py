@@ -12,6 +12,7 @@ from ascendir.interpreter.accel.loop_memo import LoopMemo, memo_inputs, never_ag
 from ascendir.interpreter.accel.steady import uniform_loop
 from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.interpreter.accel.xblock import BlockMemo
+from ascendir.interpreter.accel.loop_driver import calls
 from ascendir.dialects.ir_checks import loop_range
 from ascendir.interpreter.exec.common import Closure
 from ascendir.interpreter.exec.scalar_codegen import generated
@@ -172,29 +173,15 @@ def _constant_range(op: scf.ForOp) -> range | None:
     return range(*vals) if vals[2] > 0 else None
 
 
-UNROLL = 12  # branch bodies up to this many closures are called one by one in `_timed_if`'s code
-
-
 def _timed_if(R: list, F, cond: int, then_body: list[Closure], else_body: list[Closure], s_ids: list[int], alu: float) -> Closure:
     """A timed scf.if without results (a kernel's walk that charges clocks) as generated code:
-    the closures of the branch its condition picks called one by one (a loop over them for
-    bodies longer than UNROLL), then the scalar charge on the S pipes `s_ids` written inline, in
-    `_charge_scalar`'s order. Its code is shared per branch lengths and S pipes."""
-    args: dict = {"R": R, "F": F, "cond": cond, "alu": alu, "tb": then_body, "eb": else_body}
-    lines: list[str] = []
-    for word, name, body in (("if R[cond]:", "t", then_body), ("else:", "e", else_body)):
-        lines.append(word)
-        if len(body) > UNROLL:
-            lines += [f"    for f in {name}b:", "        f()"]
-        else:
-            for i, f in enumerate(body):
-                args[f"{name}{i}"] = f
-                lines.append(f"    {name}{i}()")
-            if not body:
-                lines.append("    pass")
-    lines += ["c = F.core", "free, busy = c.free, c.busy"]
+    the closures of the branch its condition picks called in order (loop_driver.calls), then
+    the scalar charge on the S pipes `s_ids` written inline, in `_charge_scalar`'s order. Its
+    code is shared per branch lengths and S pipes."""
+    args: dict = {"R": R, "F": F, "cond": cond, "alu": alu}
+    lines = ["if R[cond]:", *["    " + x for x in calls(then_body, "t", args)], "else:", *["    " + x for x in calls(else_body, "e", args)],
+             "c = F.core", "free, busy = c.free, c.busy"]
     for x in s_ids:
         lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
-    params = ", ".join(args)
-    make = generated(f"def make({params}):\n    def run() -> None:", ["    " + x for x in lines] + ["return run"], {}, "make")
+    make = generated(f"def make({', '.join(args)}):\n    def run() -> None:", ["    " + x for x in lines] + ["return run"], {}, "make")
     return make(**args)
