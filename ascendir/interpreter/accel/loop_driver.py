@@ -13,6 +13,7 @@ from ascendir.interpreter.accel.steady import MIN_TRIPS, SteadyLoop, step_test
 from ascendir.interpreter.accel.xblock import BlockMemo, Track
 from ascendir.dialects.ir_checks import loop_range
 from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.exec.scalar_codegen import generated
 from ascendir.interpreter.state import EXTRAPOLATED, FLOPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPES
 
@@ -21,7 +22,8 @@ class SteadyFor:
     """Compiler part: the accelerated scf.for (mixed into compiler.Compiler)."""
 
     def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation], memo: LoopMemo,
-                    gen: Remap | None = None, bm: BlockMemo | None = None, use_memo: bool = True, steps: int | None = None) -> Closure:
+                    gen: Remap | None = None, bm: BlockMemo | None = None, use_memo: bool = True, steps: int | None = None,
+                    fixed: range | None = None, s_ids: list[int] | None = None) -> Closure:
         """A timing-only loop that may be extrapolated once steady (steady.py). `checked`: the
         loop-level scalar ops steady.py re-evaluates for the iterations it skips; `memo`: stored
         executions of the whole loop (loop_memo.LoopMemo), applied when the loop is entered again
@@ -29,13 +31,58 @@ class SteadyFor:
         address values that are not affine in the iv (remap.py), None when it has none; `bm`:
         its whole executions kept for the next blocks (xblock.py), None when it may not;
         `use_memo`: `memo` is entered (Accel.loop_memo); `steps`: how many of `checked` (the
-        first) the step tests compare (all when None; `bm`'s hoisted values follow them)."""
+        first) the step tests compare (all when None; `bm`'s hoisted values follow them); `fixed`:
+        the loop's iterations when its bounds are constants, else None; `s_ids`: the S pipes
+        `charge` charges (KernelInfo.s_ids), None when not known."""
+        step = iteration(self.F, body, charge, s_ids, self.k.alu if self.k is not None else 0.0)
+        if fixed is not None and len(fixed) < MIN_TRIPS and bm is None:
+            # always too short to sample, and kept for no block (`LoopDriver.run`): every run of
+            # it runs every iteration, as the driver would, without its per-run tests
+            R = self.F.values
+
+            def plain() -> None:
+                for i in fixed:
+                    R[iv] = i
+                    step()
+
+            return plain
         values = None
         if checked:
             # the checked values are pure functions of the iv and these outside values
             inputs = sorted({self.slot(v) for o in checked for v in o.operands} - {iv} - {self.slot(o.results[0]) for o in checked})
             values = CheckedValues(self.checked_values(iv, checked), inputs, self.F.values, len(checked) if steps is None else steps, gen)
-        return LoopDriver(self.F, (lb, ub, st, iv), body, charge, values, memo, gen, bm, use_memo).run
+        return LoopDriver(self.F, (lb, ub, st, iv), step, values, memo, gen, bm, use_memo).run
+
+
+UNROLL = 12  # a body of up to this many closures is called one by one by generated code (`calls`)
+
+
+def calls(body: list[Closure], name: str, args: dict) -> list[str]:
+    """Lines of generated code calling the closures of `body` in order: one call each (the
+    closures added to `args` as name0, name1, ...), or past UNROLL a loop over `body` (added as
+    `name`). (A loop over a list costs a few bytecodes per closure that one call each does not.)"""
+    if len(body) > UNROLL:
+        args[name] = body
+        return [f"for _f in {name}:", "    _f()"]
+    for i, f in enumerate(body):
+        args[f"{name}{i}"] = f
+    return [f"{name}{i}()" for i in range(len(body))] or ["pass"]
+
+
+def iteration(F, body: list[Closure], charge, s_ids: list[int] | None, alu: float) -> Closure:
+    """One iteration of a timed loop's body, as generated code: its closures called in order
+    (`calls`), then the loop's scalar charge (`charge`; written inline on the S pipes `s_ids`, in
+    its order, when they are known). Its code is shared per body length and S pipes."""
+    args: dict = {"F": F, "alu": alu, "charge": charge}
+    lines = calls(body, "f", args)
+    if charge is not None and s_ids is not None:
+        lines += ["c = F.core", "free, busy = c.free, c.busy"]
+        for x in s_ids:
+            lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
+    elif charge is not None:
+        lines.append("charge()")
+    make = generated(f"def make({', '.join(args)}):\n    def step() -> None:", ["    " + x for x in lines] + ["return step"], {}, "make")
+    return make(**args)
 
 
 class CheckedValues:
@@ -81,25 +128,22 @@ class CheckedValues:
 class LoopDriver:
     """One compiled timing-only scf.for and its speed-ups; `run` executes it once."""
 
-    __slots__ = ("F", "R", "bounds", "body", "charge", "values", "memo", "gen", "bm", "use_memo")
+    __slots__ = ("F", "R", "bounds", "step", "values", "memo", "gen", "bm", "use_memo")
 
-    def __init__(self, F, bounds: tuple[int, int, int, int], body: list[Closure], charge, values: CheckedValues | None, memo: LoopMemo,
+    def __init__(self, F, bounds: tuple[int, int, int, int], step: Closure, values: CheckedValues | None, memo: LoopMemo,
                  gen: Remap | None, bm: BlockMemo | None, use_memo: bool):
         self.F, self.R = F, F.values
         self.bounds = bounds  # slots of the lower bound, upper bound, step and iv
-        self.body, self.charge = body, charge
+        self.step = step  # one iteration of the body, with its charge (`iteration`)
         self.values = values  # None: the loop has no checked values
         self.memo, self.gen, self.bm, self.use_memo = memo, gen, bm, use_memo
 
     def plain(self, rng: range) -> None:
         """Run the iterations of `rng`, every op."""
-        R, iv, body, charge = self.R, self.bounds[3], self.body, self.charge
+        R, iv, step = self.R, self.bounds[3], self.step
         for i in rng:
             R[iv] = i
-            for f in body:
-                f()
-            if charge is not None:
-                charge()
+            step()
 
     def run(self) -> None:
         F, R = self.F, self.R
@@ -202,7 +246,7 @@ class LoopDriver:
         """Run iterations idx.. of `rng`, sampling each one and jumping when steady; False when a
         pipe was held on the way (holds.py: the rest then runs plainly, and nothing is stored).
         `mark`: where this execution's trace slices start."""
-        F, R, iv, body, charge = self.F, self.R, self.bounds[3], self.body, self.charge
+        F, R, iv, step = self.F, self.R, self.bounds[3], self.step
         n = len(rng)
         while idx < n:
             if F.times_held != h0:  # a pipe was held in this loop (holds.py): no jump, no memo
@@ -230,10 +274,7 @@ class LoopDriver:
             if track is not None:
                 track.marks.append((len(F.gm_log), idx))
             R[iv] = rng[idx]
-            for f in body:
-                f()
-            if charge is not None:
-                charge()
+            step()
             idx += 1
         return True
 

@@ -32,6 +32,8 @@ _ZERO_VIEWS: dict = {}
 # the form of a numerics subview (`_subview_code`: per dim its static values, which are dynamic,
 # dropped; charged or not) -> its generated factory, shared by every subview of that form
 _FACTORIES: dict[tuple, object] = {}
+# the same for timed subviews of static sizes and strides (`_subview_timing_static`)
+_TIMING_FACTORIES: dict[tuple, object] = {}
 
 
 class MemrefOps:
@@ -170,7 +172,8 @@ class MemrefOps:
         dims = list(zip(offs, sizes, strides, [i in dropped for i in range(n)]))
 
         if self.m.timing_only:
-            return self._subview_timing(src, out, dims, where, charge)
+            s_ids = self.k.s_ids(op) if charge is not None and self.k is not None else None
+            return self._subview_timing(src, out, dims, where, charge, s_ids)
 
         run = self._subview_code(src, out, dims, where, charge)
         if self.k is not None and self.k.data_only:  # (charges nothing: charge is None)
@@ -270,12 +273,15 @@ class MemrefOps:
 
         return memo
 
-    def _subview_timing(self, src: int, out: int, dims: list, where: str, charge) -> Closure:
+    def _subview_timing(self, src: int, out: int, dims: list, where: str, charge, s_ids: list[int] | None = None) -> Closure:
         """Timing-only subview: buffers are zero-stride views (no data), so only the result shape
         and the GM address tag matter; views are shared per (shape, dtype) instead of indexing
-        numpy every time (`_ZERO_VIEWS`). Same bounds checks as the numerics path."""
+        numpy every time (`_ZERO_VIEWS`). Same bounds checks as the numerics path. `s_ids`: the
+        S pipe slots `charge` charges (KernelInfo.s_ids), None when not known."""
         R, A, F = self.F.values, self.F.gm_tags, self.F
         views = _ZERO_VIEWS
+        if all(not sd and not td and s >= 0 and st >= 1 and (od or o >= 0) for (od, o), (sd, s), (td, st), _ in dims):
+            return self._subview_timing_static(src, out, dims, where, charge, s_ids)
         # the result (view, address offset added, strides) is a function of the source shape,
         # dtype and strides and of the dynamic operands: memoised per subview op (most subviews
         # of a loop body see the same few operand values; bounded), in one table per source
@@ -354,6 +360,77 @@ class MemrefOps:
                 charge()
 
         return run
+
+    def _subview_timing_static(self, src: int, out: int, dims: list, where: str, charge, s_ids: list[int] | None) -> Closure:
+        """`_subview_timing` of a subview whose sizes and strides are static (and valid), as
+        generated straight-line Python: its result view is then one object per source dtype and
+        its strides one per source tag strides, so nothing is looked up per run but the offsets,
+        which are bounds-checked and summed into the address tag as there (its memo of results
+        cost more than this), and the scalar charge on the S pipes `s_ids` is written inline
+        (`charge` called when they are not known). Same results, same bounds checks and errors.
+
+        Raises (from the closure): AscendirError naming the first dim out of bounds."""
+        args = {"R": self.F.values, "A": self.F.gm_tags, "F": self.F, "charge": charge, "where": where, "src": src, "out": out,
+                "alu": self.k.alu if self.k is not None else 0.0, "res": tuple(sz for _, (_, sz), _, drop in dims if not drop)}
+        for i, ((od, o), (_, sz), (_, st), _) in enumerate(dims):
+            args[f"o{i}_slot" if od else f"so{i}"] = o
+            args[f"z{i}"], args[f"t{i}"], args[f"e{i}"] = sz, st, (sz - 1) * st
+        inline = tuple(s_ids) if charge is not None and s_ids is not None else None  # the S charge inline
+        # (the static values are the factory's arguments too: subviews of one form share its code)
+        form = (tuple((od, not od and o == 0, sz > 0, st == 1, drop) for (od, o), (_, sz), (_, st), drop in dims),
+                inline if inline is not None else charge is not None)
+        make = _TIMING_FACTORIES.get(form)
+        if make is None:
+            make = self._subview_timing_factory(form)
+            if len(_TIMING_FACTORIES) < 4096:
+                _TIMING_FACTORIES[form] = make
+        return make(**args)
+
+    @staticmethod
+    def _subview_timing_factory(form: tuple):
+        """The generated factory of `_subview_timing_static` for subviews of `form`: per dim
+        (dynamic offset, static offset 0, size > 0, stride 1, dropped), then the S pipe slots
+        charged inline (a tuple), True (`charge` called) or False. Its arguments: the frame's
+        lists, the slots, per dim i the dynamic offset's slot o{i}_slot or the static offset
+        so{i}, the size z{i}, stride t{i} and extent e{i} = (z{i} - 1) * t{i}; `res`: the
+        result shape."""
+        dims, charged = form
+        params = ["R", "A", "F", "charge", "alu", "where", "src", "out", "res"]
+        lines = ["nonlocal last_a, last_v, last_sh, last_tst, last_nst", "a = R[src]",
+                 "if a is not last_a:  # (its view: one per result shape and source dtype; its shape)",
+                 "    last_v = _view(res, a.dtype)", "    last_sh = a.shape", "    last_a = a", "sh = last_sh"]
+        offs, nst = [], []
+        for i, (od, zero, sized, unit, drop) in enumerate(dims):
+            params += [f"o{i}_slot" if od else f"so{i}", f"z{i}", f"t{i}", f"e{i}"]
+            if od:
+                lines.append(f"o{i} = R[o{i}_slot]")
+            on = f"o{i}" if od else "0" if zero else f"so{i}"
+            # (the checks of `compute`: size, stride and a static offset are valid, so the
+            # offset and the end)
+            bad = [f"{on} < 0"] if od else []
+            if sized:
+                bad.append(f"{on} + e{i} >= sh[{i}]")
+            if bad:
+                lines.append(f"if {' or '.join(bad)}:")
+                lines.append(f"    raise _oob(where, {i}, {on}, z{i}, t{i}, sh[{i}])")
+            if not zero:
+                offs.append(f"{on} * tst[{i}]")
+            if not drop:
+                nst.append(f"tst[{i}]" if unit else f"tst[{i}] * t{i}")
+        lines += ["R[out] = last_v", "tag = A[src]", "if tag is None:", "    A[out] = None", "else:", "    tst = tag[2]",
+                  "    if tst is not last_tst:  # (the strides: interned, as `_subview_timing` interns them)",
+                  f"        nst = ({''.join(x + ', ' for x in nst)})", "        last_nst = strides.setdefault(nst, nst)",
+                  "        last_tst = tst",
+                  f"    A[out] = (tag[0], tag[1] + {' + '.join(offs) or '0'}, last_nst)"]
+        if type(charged) is tuple:  # (as `_charge_scalar`'s charge: S pipe by S pipe, free then busy)
+            lines += ["c = F.core", "free, busy = c.free, c.busy"]
+            for x in charged:
+                lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
+        elif charged:
+            lines.append("charge()")
+        head = (f"def make({', '.join(params)}):\n    strides = {{}}\n    last_a = last_v = last_sh = last_tst = last_nst = _NONE\n"
+                "    def run() -> None:")
+        return generated(head, ["    " + x for x in lines] + ["return run"], {"_oob": _out_of_bounds, "_view": _zero_view, "_NONE": object()}, "make")
 
     def load(self, op: memref.LoadOp) -> Closure:
         R = self.F.values
@@ -445,6 +522,17 @@ class MemrefOps:
                 charge()
 
         return run
+
+
+def _zero_view(shape: tuple, dtype) -> np.ndarray:
+    """The shared zero view of this shape and dtype (`_ZERO_VIEWS`)."""
+    key = (shape, dtype)
+    v = _ZERO_VIEWS.get(key)
+    if v is None:
+        if len(_ZERO_VIEWS) >= 4096:
+            _ZERO_VIEWS.clear()
+        v = _ZERO_VIEWS[key] = zero_view(shape, dtype)
+    return v
 
 
 def _out_of_bounds(where: str, i: int, o: int, s: int, st: int, dim: int) -> AscendirError:

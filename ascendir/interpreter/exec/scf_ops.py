@@ -4,16 +4,18 @@ accelerated loop driver (accel/loop_driver.py) when `Accel.steady` is on."""
 from __future__ import annotations
 
 from __future__ import annotations
-from xdsl.dialects import scf
-from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, IntegerType, MemRefType
 from ascendir.interpreter.accel import Accel
 from ascendir.interpreter.accel.remap import Remap, address_plan
 from ascendir.interpreter.accel.loop_memo import LoopMemo, memo_inputs, never_again
 from ascendir.interpreter.accel.steady import uniform_loop
 from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.interpreter.accel.xblock import BlockMemo
+from ascendir.interpreter.accel.loop_driver import calls
 from ascendir.dialects.ir_checks import loop_range
 from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.exec.scalar_codegen import generated
 
 class ScfOps:
     """Compiler part: structured control flow (mixed into compiler.Compiler)."""
@@ -54,7 +56,8 @@ class ScfOps:
                                    list(range(steps, steps + len(more))))
                     self.F.memos.append(bm)
                     checked = checked + more  # (evaluated per iteration with the checked values, never step-tested)
-            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm, acc.loop_memo, steps)
+            return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm, acc.loop_memo, steps, _constant_range(op),
+                                    self.k.s_ids(op))
         if not carried:
 
             def run() -> None:
@@ -134,28 +137,10 @@ class ScfOps:
         then_body, then_y = branch(op.true_region)
         else_body, else_y = branch(op.false_region)
         charge = self._charge_scalar(op)
-        if not results and charge is not None and self.k.nunits == 1:  # the common case (hot), S charged inline
-            F, alu = self.F, self.k.alu
-
-            def run_plain() -> None:
-                for f in then_body if R[cond] else else_body:
-                    f()
-                c = F.core
-                c.free[0] += alu
-                c.busy[0] += alu
-
-            return run_plain
-
         F = self.F
         data = self.k is not None and self.k.data_only  # its branch given to the race check (race.py `decide`)
-        if not results and not data and charge is not None:  # a mix kernel's timing walk (hot): no tests but the branch
-
-            def run_charged() -> None:
-                for f in then_body if R[cond] else else_body:
-                    f()
-                charge()
-
-            return run_charged
+        if not results and not data and charge is not None:  # a kernel's timed walk (hot): no tests but the branch
+            return _timed_if(R, F, cond, then_body, else_body, self.k.s_ids(op), self.k.alu)
 
         def run() -> None:
             if data and F.ctl is not None:
@@ -174,3 +159,29 @@ class ScfOps:
                 charge()
 
         return run
+
+
+def _constant_range(op: scf.ForOp) -> range | None:
+    """The induction values of `op` when its bounds and step are integer constants (a step that
+    is not positive left to `loop_range`'s error at run time), else None."""
+    vals = []
+    for v in (op.lb, op.ub, op.step):
+        c = v.owner
+        if type(c) is not arith.ConstantOp or not isinstance(c.value, IntegerAttr) or isinstance(c.value.type, IntegerType) and c.value.type.width.data == 1:
+            return None
+        vals.append(c.value.value.data)
+    return range(*vals) if vals[2] > 0 else None
+
+
+def _timed_if(R: list, F, cond: int, then_body: list[Closure], else_body: list[Closure], s_ids: list[int], alu: float) -> Closure:
+    """A timed scf.if without results (a kernel's walk that charges clocks) as generated code:
+    the closures of the branch its condition picks called in order (loop_driver.calls), then
+    the scalar charge on the S pipes `s_ids` written inline, in `_charge_scalar`'s order. Its
+    code is shared per branch lengths and S pipes."""
+    args: dict = {"R": R, "F": F, "cond": cond, "alu": alu}
+    lines = ["if R[cond]:", *["    " + x for x in calls(then_body, "t", args)], "else:", *["    " + x for x in calls(else_body, "e", args)],
+             "c = F.core", "free, busy = c.free, c.busy"]
+    for x in s_ids:
+        lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
+    make = generated(f"def make({', '.join(args)}):\n    def run() -> None:", ["    " + x for x in lines] + ["return run"], {}, "make")
+    return make(**args)
