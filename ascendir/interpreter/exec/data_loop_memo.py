@@ -180,7 +180,8 @@ class DataLoopMemo:
         """Control values (scalars by value, buffers by tag, shape and dtype) and the results
         of the tests standing for the others (`_tests`), flag queue lengths, the copies' records
         on entry (per buffer: region keys, stale or not), whether a race check follows the block
-        and whether it checks it in full; None when a buffer has no tag (nothing names it) or a test raises (the loop then
+        (whether in full or cheaply is not keyed: `replay` asks a stored execution for what that
+        mode needs); None when a buffer has no tag (nothing names it) or a test raises (the loop then
         runs, and raises its error itself)."""
         R, A, cube = self.F.values, self.F.gm_tags, self.F.cube
         try:
@@ -195,7 +196,7 @@ class DataLoopMemo:
                 v = (A[s], v.shape, v.dtype)
             vals.append(v)
         shape = tuple((id(r), tuple((k, e[3] is None) for k, e in d.items())) for r, d in cube.copies.items())
-        return tuple(vals), tuple(map(len, self.F.flags.queues)), shape, self.F.ctl is None, self.F.races is None
+        return tuple(vals), tuple(map(len, self.F.flags.queues)), shape, self.F.ctl is None
 
     def _bases(self, st: _Stored | None) -> dict | None:
         """Buffer root -> (owner array, byte offset of the root's element 0 in it, shift in
@@ -243,17 +244,22 @@ class DataLoopMemo:
         key = self._key()
         if key is None:
             return False
+        ctl = F.ctl
+        cheap = ctl is not None and F.races is None
         for st in self.table:
-            if st.key == key:
+            if st.key != key:
+                continue
+            if F.races is not None:  # a block checked in full: the loop's calls to the check
+                if st.tape is not None:
+                    break
+            elif cheap:  # a cheap block: the loop's decisions are its checked block's next ones
+                ds, n = st.decisions, ctl.nctl
+                if ctl.cheap is not None and ds is not None and ctl.ctl_values()[n:n + len(ds)] == ds:
+                    break
+            else:
                 break
         else:
             return False
-        ctl = F.ctl
-        cheap = ctl is not None and F.races is None
-        if cheap:
-            ds, n = st.decisions, ctl.nctl
-            if ctl.cheap is None or ds is None or ctl.ctl_values()[n:n + len(ds)] != ds:
-                return False
         bases = self._bases(st)
         if bases is None:
             return False
@@ -333,6 +339,8 @@ class DataLoopMemo:
                 return
             decisions = [v for v, _ in ctl.cheap_ctl[ctl0[1]: ctl.nctl]]
             gmlog = ctl.moved_log()[ctl0[2]:]
+        elif tape is not None and ctl is not None:
+            decisions, gmlog = _cheap_calls(tape[0])
         # a buffer's records are all the loop's or all untouched; the loop's are of its own copies
         # (`watch`), but a stale mark of an earlier record keeps that record's source
         srcs = {id(e[1]) for e in held}
@@ -514,6 +522,24 @@ def _shifted(operands: list, bases: dict) -> list:
     """Race-check operands (tag, shape, writes) with each tag's element offset moved by its
     root's shift in `bases` (root -> (owner, offset, shift in elements); on-chip roots: 0)."""
     return [((t[0], t[1] + bases[t[0]][2], t[2]), shape, w) for t, shape, w in operands]
+
+
+def _cheap_calls(events: list) -> tuple[list, list]:
+    """What a cheap block running the loop of race-check tape `events` (a block checked in
+    full ran it) would hand the check: its decisions, and per access with GM operands those
+    operands (race.py `decide`, `gmlog`; tile_ops.py logs an op's GM operands with tags, in
+    operand order, as it hands the check all its operands with tags). A cheap block's loop makes
+    the calls of the stored one, GM tags moved, when its checked block's next decisions are the
+    stored ones (`replay`): the blocks after the first then replay the first block's loops
+    instead of running each of them once more to store them for their own mode."""
+    decisions = [e for e in events if type(e) is bool]
+    gmlog = []
+    for e in events:
+        if type(e) is tuple and e[0] is not None:
+            gm = [o for o in e[1] if type(o[0][0]) is not ChipBuffer]
+            if gm:
+                gmlog.append(gm)
+    return decisions, gmlog
 
 
 def _roots(events: list) -> tuple:
