@@ -195,7 +195,7 @@ class DataLoopMemo:
                     return None
                 v = (A[s], v.shape, v.dtype)
             vals.append(v)
-        shape = tuple((id(r), tuple((k, e[3] is None) for k, e in d.items())) for r, d in cube.copies.items())
+        shape = tuple([(id(r), tuple([(k, e[3] is None) for k, e in d.items()])) for r, d in cube.copies.items()])
         return tuple(vals), tuple(map(len, self.F.flags.queues)), shape, self.F.ctl is None
 
     def _bases(self, st: _Stored | None) -> dict | None:
@@ -327,7 +327,7 @@ class DataLoopMemo:
         tape = None
         if races is not None:
             tape, races.tape = races.tape, None
-            tape = (tape, _roots(tape))
+            tape = _tape(tape)
         if None in span.values() or cube.effects != effects:
             return
         if (F.slow_path and not _full(F)) or F.races is not races or F.times_held != held0:
@@ -507,15 +507,21 @@ def _full(F) -> bool:
 
 
 def _moved(tape: tuple | None, bases: dict) -> list:
-    """A stored race-check tape (events, the roots of their operands: RaceChecker.play) with
-    every operand's tag moved as its buffer's views are (`_shifted`). Raises KeyError for a root
-    `bases` lacks (an on-chip buffer of another block), TypeError for no tape."""
+    """A stored race-check tape (`_tape`) as its events (RaceChecker.play) with every operand's
+    tag moved as its buffer's views are (`_shifted`): only the accesses with GM operands move
+    (on-chip buffers are the running block's, shift 0); the others are the stored events.
+    Raises KeyError for a root `bases` lacks (an on-chip buffer of another block), TypeError for
+    no tape."""
     if tape is None:
         raise TypeError("no tape")
-    events, roots = tape
+    events, roots, at = tape
     if not any([bases[r][2] for r in roots]):  # (a list: every root looked up)
         return events
-    return [(e[0], _shifted(e[1], bases), e[2]) if type(e) is tuple and e[0] is not None else e for e in events]
+    out = list(events)
+    for i in at:
+        e = out[i]
+        out[i] = (e[0], _shifted(e[1], bases), e[2])
+    return out
 
 
 def _shifted(operands: list, bases: dict) -> list:
@@ -542,9 +548,14 @@ def _cheap_calls(events: list) -> tuple[list, list]:
     return decisions, gmlog
 
 
-def _roots(events: list) -> tuple:
-    """The roots of the operands of a race-check tape's accesses."""
-    return tuple({t[0]: None for e in events if type(e) is tuple and e[0] is not None for t, _, _ in e[1]})
+def _tape(events: list) -> tuple:
+    """A race-check tape as stored: its events (access: (pid, operands, name); set / wait /
+    barrier: a `sync_event`; decide: a bool), the roots of its accesses' operands, and the
+    indices of the accesses with GM operands (those `_moved` moves)."""
+    roots = tuple({t[0]: None for e in events if type(e) is tuple and e[0] is not None for t, _, _ in e[1]})
+    at = [i for i, e in enumerate(events)
+          if type(e) is tuple and e[0] is not None and any([type(t[0]) is not ChipBuffer for t, _, _ in e[1]])]
+    return events, roots, at
 
 
 def _base(tag: tuple | None, x) -> tuple | None:
