@@ -354,18 +354,16 @@ class RaceChecker:
             raise AssertionError(f"race check of @{self.kernel} block {self.block}: a cheap block ended apart from its checked block")
         moves, self.gm_moves = self.gm_moves, []
         self.cheap = self.gmlog = None
-        # the GM roots two pipes touched, one writing (moving a tag keeps its root); as set
-        # comprehensions over the log: a dict of per-root state updated per entry was a third
-        # of a cheap block's check
-        written = {o[0][0] for ops in log for o in ops if o[2]}
-        if not written:
-            return
-        pids = self._gm_steps(ref)[1]
-        seen: dict = {}
-        racy = set()
-        for r, p in {(o[0][0], p) for ops, p in zip(log, pids) for o in ops}:
-            if seen.setdefault(r, p) != p and r in written:
-                racy.add(r)
+        # the GM roots two pipes touched, one writing (moving a tag keeps its root): from the
+        # few distinct (root, pipe, writes) of the log, one set comprehension over it (a dict of
+        # per-root state updated per entry was a third of a cheap block's check)
+        pipes: dict = {}
+        written = set()
+        for r, p, w in {(o[0][0], p, o[2]) for ops, p in zip(log, self._gm_steps(ref)[1]) for o in ops}:
+            pipes.setdefault(r, set()).add(p)
+            if w:
+                written.add(r)
+        racy = {r for r in written if len(pipes[r]) > 1}
         if not racy:
             return
         moved = [None] * len(log)  # per access: root -> shift of its tags (`log_moved`), or None
