@@ -143,18 +143,21 @@ class _Table(list):
     most of a replay's views were built by an earlier one; and the running block's on-chip
     buffers (`chips`: (their arrays, their bases as `DataLoopMemo._bases` gives them, the
     on-chip views replays built on them: (id(root), region key, dtype) -> view)), which a block's
-    tiles share. All are of one data walk's buffers: emptied together (`clear`, at each walk's
-    start)."""
+    tiles share; and the GM sources' bases (`gm`: id(array) -> (the array, its address tag,
+    `_base` of them)), the launch's buffers, asked for at every replay. All are of one data
+    walk's buffers: emptied together (`clear`, at each walk's start)."""
 
     def __init__(self):
         super().__init__()
         self.views: dict = {}
         self.chips: tuple | None = None
+        self.gm: dict = {}
 
     def clear(self) -> None:
         super().clear()
         self.views.clear()
         self.chips = None
+        self.gm.clear()
 
 
 class DataLoopMemo:
@@ -204,12 +207,21 @@ class DataLoopMemo:
         block's on-chip buffers; None when the shifts of one GM buffer disagree."""
         R, A = self.F.values, self.F.gm_tags
         bases: dict = {}
+        known = self.table.gm
         for s, dims in self.sources:
             tag, x = A[s], R[s]
-            b = _base(tag, x)
+            got = known.get(id(x))
+            if got is not None and got[0] is x and got[1] is tag:  # (held: the identities stay valid)
+                b = got[2]
+            else:
+                b = _base(tag, x)
+                known[id(x)] = (x, tag, b)
             if b is None:
                 return None
-            delta = 0 if st is None else sum(tag[2][d] * (R[self.addr[j]] - st.addr[j]) for d, j in dims)
+            delta = 0
+            if st is not None:
+                for d, j in dims:
+                    delta += tag[2][d] * (R[self.addr[j]] - st.addr[j])
             old = bases.setdefault(tag[0], (*b, delta))
             if old[2] != delta or old[0] is not b[0] or old[1] != b[1]:
                 return None
