@@ -34,9 +34,10 @@ and those that leave their checked block's decisions: race.py), the loop's calls
 (accesses with their operands' tags, sets / waits, decisions) are the stored execution's, its
 GM tags moved alike: they are stored with it (a tape) and a replay there makes them again
 (RaceChecker.play), so the check raises what it would raise; a cheap block's are its checked
-block's decisions (compared) and GM operands (logged). An execution is stored only when it ran
-with no pipe held (holds.py: a held pipe reorders the ops), in the mode (cheap, in full, no
-check) it is keyed by, ran no op on its data (deferred.py `effects`: a fallback), read no
+block's decisions (compared) and GM operands (logged), which a tape holds too (`_cheap_calls`:
+the first block's executions serve the cheap blocks after it). An execution is stored only
+when it ran with no pipe held (holds.py: a held pipe reorders the ops), in the mode it started
+in (cheap, in full, no check), ran no op on its data (deferred.py `effects`: a fallback), read no
 copy's record made before it (`watch`: what it left is its own; a stale mark of an earlier
 record, which keeps that record's source, is refused too), kept its block's checked decisions,
 and when every view it left rebuilds from its tag exactly (data address, shape, strides and,
