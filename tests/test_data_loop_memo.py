@@ -133,6 +133,65 @@ def test_replays_in_blocks_checked_in_full_make_the_loops_race_check_calls(monke
     assert calls[0] == calls[1]
 
 
+def _runs_per_block(monkeypatch, on: bool) -> dict:
+    """Block -> executions of memoised loops run (not replayed) in it; `on` False: none replayed."""
+    ran: dict = {}
+    orig = data_loop_memo.DataLoopMemo.replay
+
+    def replay(self):
+        got = on and orig(self)
+        if not got:
+            ran[self.F.block] = ran.get(self.F.block, 0) + 1
+        return got
+
+    monkeypatch.setattr(data_loop_memo.DataLoopMemo, "replay", replay)
+    return ran
+
+
+def _cheap_logs(monkeypatch) -> list:
+    """Per cheap block (race.py `reset`) at its end: its decisions' count and its GM log (tags
+    moved, roots named by first appearance), what `finish` checks."""
+    from ascendir.interpreter.check.race import RaceChecker
+
+    got: list = []
+    named = root_namer()
+    finish = RaceChecker.finish
+
+    def logged(self, complete):
+        if self.cheap is not None:
+            got.append((self.block, self.nctl, [[(named(t), sh, w) for t, sh, w in ops] for ops in self.moved_log()]))
+        return finish(self, complete)
+
+    monkeypatch.setattr(RaceChecker, "finish", logged)
+    return got
+
+
+@pytest.mark.parametrize("m, k, n, tiling, first_only", [
+    (384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1", True),
+    # (a block's first tile syncs with the AIVs otherwise, and some blocks' decisions leave the
+    # first block's: loops run there too)
+    (320, 832, 1280, "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1,prefetch=1", False),
+])
+def test_cheap_blocks_replay_the_loops_of_the_block_checked_in_full(monkeypatch, m, k, n, tiling, first_only):
+    # the blocks after the first follow its decisions cheaply; a loop execution stored in the
+    # first (a tape of its race-check calls) gives them its decisions and GM operands too
+    # (`_cheap_calls`): they run no K loop the first block stored, and hand the check the
+    # decisions and GM log that running each loop would (compared with the walk that replays
+    # nothing)
+    module, feeds = _template_gemm(m, k, n, tiling)
+    runs, logs, outs = [], [], []
+    for on in (True, False):
+        with monkeypatch.context() as mp:
+            runs.append(_runs_per_block(mp, on))
+            logs.append(_cheap_logs(mp))
+            outs.append(simulate(module, None, feeds, HW, check_races=True))
+    assert (set(runs[0]) == {0} if first_only else sum(runs[0].values()) < sum(runs[1].values())), runs
+    assert logs[0] and logs[0] == logs[1]
+    assert outs[0].report == outs[1].report
+    (name,) = outs[0].outputs
+    assert np.array_equal(outs[0].outputs[name], outs[1].outputs[name])
+
+
 def test_a_loop_that_held_a_pipe_gives_no_tape(monkeypatch):
     # a pipe held in a loop (holds.py) reorders its ops, and so the calls to the check: such an
     # execution is not stored (here every set counts as a hold, the walk otherwise unchanged)

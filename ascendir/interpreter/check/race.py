@@ -204,7 +204,7 @@ class RaceChecker:
         # so (`log_moved`, `moved_log`)
         self.gm_moves: list = []
         self.ctl_vals: tuple | None = None  # (a `cheap_ctl`, its decisions' values): `ctl_values`
-        self.gm_steps: dict = {}  # id(checked block) -> its steps with GM operands
+        self.gm_steps: dict = {}  # id(checked block) -> its steps with GM operands, their pipe slots
         self.tape: list | None = None  # while set, the calls made, in order (`play`)
 
     def _view(self, root, st: tuple, shape: tuple) -> tuple:
@@ -298,7 +298,7 @@ class RaceChecker:
             if other is not ref and ot is not None and len(ot) > k and ot[k][0] == v and ot[:k] == t[:k]:
                 self.cheap, self.cheap_ctl, self.nctl = other, ot, k + 1
                 return
-        log, steps = self.moved_log(), self._gm_steps(ref)
+        log, steps = self.moved_log(), self._gm_steps(ref)[0]
         self.cheap = self.gmlog = None
         self.ref, self.pos = ref, t[k][1]
         self.ctl = t[:k] + [(v, self.pos)]
@@ -332,11 +332,13 @@ class RaceChecker:
         self.gm_moves = []
         return self.gmlog
 
-    def _gm_steps(self, ref: list) -> list[int]:
-        """The steps of checked block `ref` that are accesses with GM operands."""
+    def _gm_steps(self, ref: list) -> tuple[list[int], list[int]]:
+        """The steps of checked block `ref` that are accesses with GM operands, and their pipe
+        slots."""
         got = self.gm_steps.get(id(ref))
         if got is None:
-            got = self.gm_steps[id(ref)] = [i for i, s in enumerate(ref) if s[0] is not None and s[4]]
+            steps = [i for i, s in enumerate(ref) if s[0] is not None and s[4]]
+            got = self.gm_steps[id(ref)] = (steps, [ref[i][2] for i in steps])
         return got
 
     def finish(self, complete: bool) -> None:
@@ -347,24 +349,21 @@ class RaceChecker:
         ref = self.cheap
         if ref is None:
             return
-        log, steps = self.gmlog, self._gm_steps(ref)
+        log, steps = self.gmlog, self._gm_steps(ref)[0]
         if complete and (self.nctl != len(self.cheap_ctl) or len(log) != len(steps)):
             raise AssertionError(f"race check of @{self.kernel} block {self.block}: a cheap block ended apart from its checked block")
         moves, self.gm_moves = self.gm_moves, []
         self.cheap = self.gmlog = None
-        who: dict = {}  # GM root -> [its one pipe or -1, written] (which moving a tag keeps)
-        for j, ops in enumerate(log):
-            pid = ref[steps[j]][2]
-            for o in ops:
-                g = who.get(o[0][0])
-                if g is None:
-                    who[o[0][0]] = [pid, o[2]]
-                else:
-                    if g[0] != pid:
-                        g[0] = -1
-                    if o[2]:
-                        g[1] = True
-        racy = {r for r, (p, w) in who.items() if p < 0 and w}
+        # the GM roots two pipes touched, one writing (moving a tag keeps its root): from the
+        # few distinct (root, pipe, writes) of the log, one set comprehension over it (a dict of
+        # per-root state updated per entry was a third of a cheap block's check)
+        pipes: dict = {}
+        written = set()
+        for r, p, w in {(o[0][0], p, o[2]) for ops, p in zip(log, self._gm_steps(ref)[1]) for o in ops}:
+            pipes.setdefault(r, set()).add(p)
+            if w:
+                written.add(r)
+        racy = {r for r in written if len(pipes[r]) > 1}
         if not racy:
             return
         moved = [None] * len(log)  # per access: root -> shift of its tags (`log_moved`), or None
@@ -547,7 +546,9 @@ class RaceChecker:
         have run them: the clocks and pending sets, and the on-chip operands of the accesses
         checked (their GM operands were, or are now: `_materialise`; none of the replayed checks
         raises, `ref` having raised nothing on the same on-chip keys); then the rest of the block
-        is checked in full, recorded (`rec`)."""
+        is checked in full, recorded (`rec`). (The replayed checks record their ranges without
+        comparing them: they would raise nothing. A prefix is most of a block when a tile loop
+        ends early near its end.)"""
         for root in list(self.lazy):
             self._materialise(root, self.block)
         rec = self.ref[:n]
@@ -558,12 +559,13 @@ class RaceChecker:
                 self._run(step)
             else:
                 on, _, pid, name, _ = step
-                self._check(pid, self._tick(pid), on, name, self.block)
+                self._check(pid, self._tick(pid), on, name, self.block, scan=False)
                 self.rec.append(step)
 
-    def _check(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int) -> None:
+    def _check(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int, scan: bool = True) -> None:
         """Check and record `operands` of an access by pipe slot `pid` whose clock row is `vc`
-        (its epoch included).
+        (its epoch included); `scan` False: record them only (an access known to race with
+        nothing: `_diverge`).
 
         Per (buffer or placed space, pipe, read/write) the recent ranges are an insertion-ordered
         dict range -> (epoch, op name): re-accessing a range moves it to the end (one lookup, not a
@@ -591,7 +593,7 @@ class RaceChecker:
             if got is None:
                 got = seen[key] = ({}, {})
             per, latest = got
-            for pk, last in latest.items():
+            for pk, last in (latest.items() if scan else ()):
                 p = pk[0]
                 if last <= vc[p] or p == pid or not (pk[1] or w):
                     continue  # everything pipe p did there happens before this op, or both read

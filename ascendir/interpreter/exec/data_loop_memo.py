@@ -34,9 +34,10 @@ and those that leave their checked block's decisions: race.py), the loop's calls
 (accesses with their operands' tags, sets / waits, decisions) are the stored execution's, its
 GM tags moved alike: they are stored with it (a tape) and a replay there makes them again
 (RaceChecker.play), so the check raises what it would raise; a cheap block's are its checked
-block's decisions (compared) and GM operands (logged). An execution is stored only when it ran
-with no pipe held (holds.py: a held pipe reorders the ops), in the mode (cheap, in full, no
-check) it is keyed by, ran no op on its data (deferred.py `effects`: a fallback), read no
+block's decisions (compared) and GM operands (logged), which a tape holds too (`_cheap_calls`:
+the first block's executions serve the cheap blocks after it). An execution is stored only
+when it ran with no pipe held (holds.py: a held pipe reorders the ops), in the mode it started
+in (cheap, in full, no check), ran no op on its data (deferred.py `effects`: a fallback), read no
 copy's record made before it (`watch`: what it left is its own; a stale mark of an earlier
 record, which keeps that record's source, is refused too), kept its block's checked decisions,
 and when every view it left rebuilds from its tag exactly (data address, shape, strides and,
@@ -143,18 +144,21 @@ class _Table(list):
     most of a replay's views were built by an earlier one; and the running block's on-chip
     buffers (`chips`: (their arrays, their bases as `DataLoopMemo._bases` gives them, the
     on-chip views replays built on them: (id(root), region key, dtype) -> view)), which a block's
-    tiles share. All are of one data walk's buffers: emptied together (`clear`, at each walk's
-    start)."""
+    tiles share; and the GM sources' bases (`gm`: id(array) -> (the array, its address tag,
+    `_base` of them)), the launch's buffers, asked for at every replay. All are of one data
+    walk's buffers: emptied together (`clear`, at each walk's start)."""
 
     def __init__(self):
         super().__init__()
         self.views: dict = {}
         self.chips: tuple | None = None
+        self.gm: dict = {}
 
     def clear(self) -> None:
         super().clear()
         self.views.clear()
         self.chips = None
+        self.gm.clear()
 
 
 class DataLoopMemo:
@@ -180,7 +184,8 @@ class DataLoopMemo:
         """Control values (scalars by value, buffers by tag, shape and dtype) and the results
         of the tests standing for the others (`_tests`), flag queue lengths, the copies' records
         on entry (per buffer: region keys, stale or not), whether a race check follows the block
-        and whether it checks it in full; None when a buffer has no tag (nothing names it) or a test raises (the loop then
+        (whether in full or cheaply is not keyed: `replay` asks a stored execution for what that
+        mode needs); None when a buffer has no tag (nothing names it) or a test raises (the loop then
         runs, and raises its error itself)."""
         R, A, cube = self.F.values, self.F.gm_tags, self.F.cube
         try:
@@ -194,8 +199,8 @@ class DataLoopMemo:
                     return None
                 v = (A[s], v.shape, v.dtype)
             vals.append(v)
-        shape = tuple((id(r), tuple((k, e[3] is None) for k, e in d.items())) for r, d in cube.copies.items())
-        return tuple(vals), tuple(map(len, self.F.flags.queues)), shape, self.F.ctl is None, self.F.races is None
+        shape = tuple([(id(r), tuple([(k, e[3] is None) for k, e in d.items()])) for r, d in cube.copies.items()])
+        return tuple(vals), tuple(map(len, self.F.flags.queues)), shape, self.F.ctl is None
 
     def _bases(self, st: _Stored | None) -> dict | None:
         """Buffer root -> (owner array, byte offset of the root's element 0 in it, shift in
@@ -203,12 +208,21 @@ class DataLoopMemo:
         block's on-chip buffers; None when the shifts of one GM buffer disagree."""
         R, A = self.F.values, self.F.gm_tags
         bases: dict = {}
+        known = self.table.gm
         for s, dims in self.sources:
             tag, x = A[s], R[s]
-            b = _base(tag, x)
+            got = known.get(id(x))
+            if got is not None and got[0] is x and got[1] is tag:  # (held: the identities stay valid)
+                b = got[2]
+            else:
+                b = _base(tag, x)
+                known[id(x)] = (x, tag, b)
             if b is None:
                 return None
-            delta = 0 if st is None else sum(tag[2][d] * (R[self.addr[j]] - st.addr[j]) for d, j in dims)
+            delta = 0
+            if st is not None:
+                for d, j in dims:
+                    delta += tag[2][d] * (R[self.addr[j]] - st.addr[j])
             old = bases.setdefault(tag[0], (*b, delta))
             if old[2] != delta or old[0] is not b[0] or old[1] != b[1]:
                 return None
@@ -243,17 +257,22 @@ class DataLoopMemo:
         key = self._key()
         if key is None:
             return False
+        ctl = F.ctl
+        cheap = ctl is not None and F.races is None
         for st in self.table:
-            if st.key == key:
+            if st.key != key:
+                continue
+            if F.races is not None:  # a block checked in full: the loop's calls to the check
+                if st.tape is not None:
+                    break
+            elif cheap:  # a cheap block: the loop's decisions are its checked block's next ones
+                ds, n = st.decisions, ctl.nctl
+                if ctl.cheap is not None and ds is not None and ctl.ctl_values()[n:n + len(ds)] == ds:
+                    break
+            else:
                 break
         else:
             return False
-        ctl = F.ctl
-        cheap = ctl is not None and F.races is None
-        if cheap:
-            ds, n = st.decisions, ctl.nctl
-            if ctl.cheap is None or ds is None or ctl.ctl_values()[n:n + len(ds)] != ds:
-                return False
         bases = self._bases(st)
         if bases is None:
             return False
@@ -321,7 +340,7 @@ class DataLoopMemo:
         tape = None
         if races is not None:
             tape, races.tape = races.tape, None
-            tape = (tape, _roots(tape))
+            tape = _tape(tape)
         if None in span.values() or cube.effects != effects:
             return
         if (F.slow_path and not _full(F)) or F.races is not races or F.times_held != held0:
@@ -333,6 +352,8 @@ class DataLoopMemo:
                 return
             decisions = [v for v, _ in ctl.cheap_ctl[ctl0[1]: ctl.nctl]]
             gmlog = ctl.moved_log()[ctl0[2]:]
+        elif tape is not None and ctl is not None:
+            decisions, gmlog = _cheap_calls(tape[0])
         # a buffer's records are all the loop's or all untouched; the loop's are of its own copies
         # (`watch`), but a stale mark of an earlier record keeps that record's source
         srcs = {id(e[1]) for e in held}
@@ -499,15 +520,21 @@ def _full(F) -> bool:
 
 
 def _moved(tape: tuple | None, bases: dict) -> list:
-    """A stored race-check tape (events, the roots of their operands: RaceChecker.play) with
-    every operand's tag moved as its buffer's views are (`_shifted`). Raises KeyError for a root
-    `bases` lacks (an on-chip buffer of another block), TypeError for no tape."""
+    """A stored race-check tape (`_tape`) as its events (RaceChecker.play) with every operand's
+    tag moved as its buffer's views are (`_shifted`): only the accesses with GM operands move
+    (on-chip buffers are the running block's, shift 0); the others are the stored events.
+    Raises KeyError for a root `bases` lacks (an on-chip buffer of another block), TypeError for
+    no tape."""
     if tape is None:
         raise TypeError("no tape")
-    events, roots = tape
+    events, roots, at = tape
     if not any([bases[r][2] for r in roots]):  # (a list: every root looked up)
         return events
-    return [(e[0], _shifted(e[1], bases), e[2]) if type(e) is tuple and e[0] is not None else e for e in events]
+    out = list(events)
+    for i in at:
+        e = out[i]
+        out[i] = (e[0], _shifted(e[1], bases), e[2])
+    return out
 
 
 def _shifted(operands: list, bases: dict) -> list:
@@ -516,9 +543,32 @@ def _shifted(operands: list, bases: dict) -> list:
     return [((t[0], t[1] + bases[t[0]][2], t[2]), shape, w) for t, shape, w in operands]
 
 
-def _roots(events: list) -> tuple:
-    """The roots of the operands of a race-check tape's accesses."""
-    return tuple({t[0]: None for e in events if type(e) is tuple and e[0] is not None for t, _, _ in e[1]})
+def _cheap_calls(events: list) -> tuple[list, list]:
+    """What a cheap block running the loop of race-check tape `events` (a block checked in
+    full ran it) would hand the check: its decisions, and per access with GM operands those
+    operands (race.py `decide`, `gmlog`; tile_ops.py logs an op's GM operands with tags, in
+    operand order, as it hands the check all its operands with tags). A cheap block's loop makes
+    the calls of the stored one, GM tags moved, when its checked block's next decisions are the
+    stored ones (`replay`): the blocks after the first then replay the first block's loops
+    instead of running each of them once more to store them for their own mode."""
+    decisions = [e for e in events if type(e) is bool]
+    gmlog = []
+    for e in events:
+        if type(e) is tuple and e[0] is not None:
+            gm = [o for o in e[1] if type(o[0][0]) is not ChipBuffer]
+            if gm:
+                gmlog.append(gm)
+    return decisions, gmlog
+
+
+def _tape(events: list) -> tuple:
+    """A race-check tape as stored: its events (access: (pid, operands, name); set / wait /
+    barrier: a `sync_event`; decide: a bool), the roots of its accesses' operands, and the
+    indices of the accesses with GM operands (those `_moved` moves)."""
+    roots = tuple({t[0]: None for e in events if type(e) is tuple and e[0] is not None for t, _, _ in e[1]})
+    at = [i for i, e in enumerate(events)
+          if type(e) is tuple and e[0] is not None and any([type(t[0]) is not ChipBuffer for t, _, _ in e[1]])]
+    return events, roots, at
 
 
 def _base(tag: tuple | None, x) -> tuple | None:

@@ -54,6 +54,9 @@ padding times it is NaN op by op and left out here: results differ only for non-
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from itertools import accumulate
+
 import numpy as np
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import MemRefType
@@ -109,7 +112,7 @@ class CubeDeferral:
     """The recorded cube data of one data walk (see the module doc); `tags` is the frame's
     address-tag list (Frame.gm_tags: root, element offset, element strides per slot)."""
 
-    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "grid_bytes", "gemms", "effects",
+    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "span_index", "grid_bytes", "gemms", "effects",
                  "watch", "log")
 
     def __init__(self, tags: list):
@@ -127,6 +130,7 @@ class CubeDeferral:
         self.grids: dict = {}
         self.seen: dict = {}
         self.spans: dict = {}
+        self.span_index: tuple | None = None  # `spans` searchable (`_meets_span`); None: to build
         self.grid_bytes = 0
         # GEMMs (super-tile keys without the super-tile's row and column) a tile of which was asked
         # for since GM under it last changed: their other super-tiles are computed at their first
@@ -160,6 +164,7 @@ class CubeDeferral:
         self.grids.clear()
         self.seen.clear()
         self.spans.clear()
+        self.span_index = None
         self.grid_bytes = 0
         self.gemms.clear()
 
@@ -495,17 +500,17 @@ class CubeDeferral:
             gemm = key[:-2]
             if first == box or (first is None and gemm not in self.gemms):
                 self.seen[key] = box
-                self.spans[key] = spans
+                self._span(key, spans)
                 self.gemms.add(gemm)
                 return self._once(ga, gb)
             nbytes = 4 * a.shape[0] * b.shape[1]
             if self.grid_bytes + nbytes > GRID_BYTES:  # (a bound on what is kept: start over)
                 self._forget()
                 self.seen[key] = box
-                self.spans[key] = spans
+                self._span(key, spans)
                 return self._once(ga, gb)
             got = self.grids[key] = (self._once(a, b), _owner(ga), _owner(gb))
-            self.spans[key] = spans
+            self._span(key, spans)
             self.seen.pop(key, None)
             self.grid_bytes += nbytes
         i, j = box[0], box[2]
@@ -525,15 +530,36 @@ class CubeDeferral:
             return self._wide(a) @ self._wide(b)
         return self._wide(a) @ sh.widened(b, 0)
 
+    def _span(self, key: tuple, spans: tuple) -> None:
+        """Record the byte intervals (A first, A last, B first, B last) a super-tile (or first
+        tile) `key` reads."""
+        if self.spans.get(key) != spans:
+            self.spans[key] = spans
+            self.span_index = None
+
+    def _meets_span(self, lo: int, hi: int) -> bool:
+        """Whether bytes [lo, hi] meet an interval of `spans`: the intervals sorted by their first
+        byte with the running maximum of their last (`span_index`, built when asked after a
+        change), the ones starting at or before `hi` meet it when that maximum reaches `lo`.
+        (Most GM writes, a GEMM's output tiles, meet none: `_written` then skips its loop over
+        every super-tile.)"""
+        ix = self.span_index
+        if ix is None:
+            ivs = sorted(iv for s in self.spans.values() for iv in ((s[0], s[1]), (s[2], s[3])))
+            ix = self.span_index = ([a for a, _ in ivs], list(accumulate((b for _, b in ivs), max)))
+        i = bisect_right(ix[0], hi)
+        return i > 0 and ix[1][i - 1] >= lo
+
     def _written(self, v: np.ndarray) -> None:
         """GM view `v` was just written: forget the super-tiles (and first tiles) whose
         GM bytes it may meet (byte intervals)."""
         lo, hi = _bytes(v)
-        if hi < lo:
+        if hi < lo or not self._meets_span(lo, hi):
             return
         for key, (alo, ahi, blo, bhi) in list(self.spans.items()):
             if (lo <= ahi and alo <= hi) or (lo <= bhi and blo <= hi):
                 del self.spans[key]
+                self.span_index = None
                 self.seen.pop(key, None)
                 self.gemms.discard(key[:-2])
                 got = self.grids.pop(key, None)
