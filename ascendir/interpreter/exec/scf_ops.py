@@ -15,7 +15,7 @@ from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
 from ascendir.interpreter.accel.xblock import BlockMemo
 from ascendir.interpreter.accel.loop_driver import calls
 from ascendir.dialects.ir_checks import loop_range
-from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.exec.common import Closure, KernelInfo
 from ascendir.interpreter.exec.scalar_codegen import generated
 
 class ScfOps:
@@ -162,7 +162,7 @@ class ScfOps:
         return run
 
 
-def loop_units(op: scf.ForOp, k) -> tuple[list[int] | None, list[int] | None]:
+def loop_units(op: scf.ForOp, k: KernelInfo) -> tuple[list[int] | None, list[int] | None]:
     """The units of a mix kernel whose clocks running the timing-only loop `op` can read or move,
     and the flag keys (queues) it can set or wait on, for `LoopMemo`'s key: (sorted unit indices,
     sorted flag keys), or (None, None) when that is every unit or not known. A unit is used by
@@ -186,8 +186,7 @@ def loop_units(op: scf.ForOp, k) -> tuple[list[int] | None, list[int] | None]:
                 if type(o) is scf.YieldOp:  # (no charge: the loop's or branch's own charge counts it)
                     continue
                 return None, None
-            for u in units:
-                m = (m or 0) | 1 << u
+            m = sum(1 << u for u in units)
         elif isinstance(o, ascend.FlagOp):
             su, du = k.static_units[o]
             keys.append(k.flag_keys[(su * NPIPES + PIPE_INDEX[o.src.data], du * NPIPES + PIPE_INDEX[o.dst.data], o.event.value.data)])
