@@ -128,6 +128,10 @@ class LoopMemo:
         did not move: no op started at its S clock, no clock stayed at it), a new entry whose S
         clocks lag at least as far behind gets the same result, and S itself advances by the
         same scalar charges. Otherwise the S clocks' relative positions are part of the key.
+    (d) in a mix kernel, a loop whose ops run on some units only (an AIC K loop) neither reads nor
+        moves the other units' clocks nor flag queues it does not set or wait on
+        (scf_ops.loop_units): those are left out of its key, its latest clock is its units'
+        latest, and applying a stored execution leaves them as they are (`units`, `qkeys`).
     So an execution depends on its control values (`memo_inputs`), on the clamped clocks relative
     to the latest one (exact: multiples of the cycle quantum, costmodel/quantum.py) and on the
     L2 outcomes of its reads. A stored
@@ -139,12 +143,18 @@ class LoopMemo:
     addresses.
     """
 
-    __slots__ = ("ctrl", "addr", "copies", "table", "dst_units", "flag_keys", "npipes", "ctrl_key", "once")
+    __slots__ = ("ctrl", "addr", "copies", "table", "dst_units", "flag_keys", "npipes", "ctrl_key", "once", "units", "qkeys")
 
     def __init__(self, ctrl: list[int], addr: list[int], copies: dict[int, tuple[int, list[tuple[int, int]]]], flag_keys: dict, npipes: int,
-                 ctrl_mem: list[bool | str] | None = None, once: bool = False):
+                 ctrl_mem: list[bool | str] | None = None, once: bool = False, units: list[int] | None = None,
+                 qkeys: list[int] | None = None):
         self.ctrl = ctrl  # slots of the control values
         self.once = once  # never_again: the loop's executions are never stored nor looked up
+        # the units whose clocks and the flag keys whose queues the loop can read or move
+        # (scf_ops.loop_units; None: all): the rest is left out of the key and kept by `_restore`.
+        # An execution neither reads nor moves them, and the key's clocks are taken relative to
+        # the latest of the units' own, so it is exact whatever they hold
+        self.units, self.qkeys = units, qkeys
         # the control part of the key: scalars as they are, buffers as (shape, address tag);
         # `ctrl_mem` (static, per control value: False for a scalar, else whether the memref
         # type has a static shape, which then need not be looked at) lets it be built without tests
@@ -179,7 +189,7 @@ class LoopMemo:
 
     def enter(self, F, R) -> tuple:
         """Clamp the core state (class doc (a)) and return what `reuse` and `store` need."""
-        rel, srel, base, S = state_key(F, self.npipes, self.dst_units_for(F))
+        rel, srel, base, S = state_key(F, self.npipes, self.dst_units_for(F), True, self.units, self.qkeys)
         A = F.gm_tags
         if self.ctrl_key is not None:
             ctrl = self.ctrl_key(R, A)
@@ -329,16 +339,32 @@ class LoopMemo:
             if not s_free:
                 F.s_clock_decisions += 1
             return
-        units = range(len(core.free))
-        core.free[:] = [S[i // npipes] + dS[i // npipes] if i % npipes == 0
-                        else S[i // npipes] if ef[i] == vS[i // npipes] else ef[i] + c_shift for i in units]
-        core.done[:] = [S[i // npipes] if ed[i] == vS[i // npipes] else ed[i] + c_shift for i in units]
         du = self.dst_units
-        for k, (q, ts) in enumerate(zip(F.flags.queues, eq)):
-            if q or ts:
-                u = du[k]
-                q.clear()
-                q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
+        if self.units is not None:  # the loop's units and queues only: it leaves the rest as it is
+            free, done, queues = core.free, core.done, F.flags.queues
+            for u in self.units:
+                s, v, c0 = S[u], vS[u], u * npipes
+                free[c0] = s + dS[u]
+                for i in range(c0 + 1, c0 + npipes):
+                    free[i] = s if ef[i] == v else ef[i] + c_shift
+                for i in range(c0, c0 + npipes):
+                    done[i] = s if ed[i] == v else ed[i] + c_shift
+            for k in self.qkeys:
+                q, ts = queues[k], eq[k]
+                if q or ts:
+                    u = du[k]
+                    q.clear()
+                    q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
+        else:
+            units = range(len(core.free))
+            core.free[:] = [S[i // npipes] + dS[i // npipes] if i % npipes == 0
+                            else S[i // npipes] if ef[i] == vS[i // npipes] else ef[i] + c_shift for i in units]
+            core.done[:] = [S[i // npipes] if ed[i] == vS[i // npipes] else ed[i] + c_shift for i in units]
+            for k, (q, ts) in enumerate(zip(F.flags.queues, eq)):
+                if q or ts:
+                    u = du[k]
+                    q.clear()
+                    q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
         core.busy[:] = [a + b for a, b in zip(core.busy, dbusy)]
         F.acct[:] = [a + b for a, b in zip(F.acct, dacct)]
         if not s_free:
@@ -447,11 +473,14 @@ def _miss_positions(hit: np.ndarray) -> frozenset:
     return got
 
 
-def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple[tuple, tuple, float, list[float]]:
+def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True, units: list[int] | None = None,
+              qkeys: list[int] | None = None) -> tuple[tuple, tuple, float, list[float]]:
     """The core's clocks clamped to their unit's S clock (LoopMemo doc (a), exact; `clamp`:
     write the clamped values back) as (the flag queue lengths, then the clocks relative to the
     latest one (exact differences of multiples of the cycle quantum), "S" for those at or below
-    their S clock; the S clocks relative to it; the latest clock; the S clocks)."""
+    their S clock; the S clocks relative to it; the latest clock; the S clocks). `units`, `qkeys`
+    (several units only; None: all): only these units' clocks and these flag keys' queues are in
+    the key and its latest clock (LoopMemo.units); the S clocks returned last are every unit's."""
     c = F.core
     free, done = c.free, c.done
     ns = len(free)
@@ -487,6 +516,20 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True) -> tuple
                 for j in range(len(q)):
                     if q[j] < s:
                         q[j] = s
+    if units is not None:
+        rel = [tuple([len(queues[k]) for k in qkeys])]
+        fr = [x for u in units for x in free[u * npipes:(u + 1) * npipes]]
+        dn = [x for u in units for x in done[u * npipes:(u + 1) * npipes]]
+        Sx = [S[u] for u in units for _ in range(npipes)]
+        base = max(max(fr), max(dn))
+        rel += ["S" if x <= s else x - base for x, s in zip(fr, Sx)]
+        rel += ["S" if x <= s else x - base for x, s in zip(dn, Sx)]
+        for k in qkeys:
+            q = queues[k]
+            if q:
+                s = S[dst_units[k]]
+                rel.extend(["S" if t <= s else t - base for t in q])
+        return tuple(rel), tuple([S[u] - base for u in units]), base, S
     base = max(max(free), max(done))
     rel: list = [tuple(map(len, queues))]
     rel += ["S" if x <= s else x - base for x, s in zip(free, Sx)]

@@ -40,6 +40,9 @@ class KernelInfo:
     tree: OpTree | None = None  # the kernel's ops (walk.OpTree): walks and decoded subviews for steady.py, remap.py, `subview`
     # op -> the units of a mix kernel that run it (scalar_units.py); an op absent: every unit
     scalar_units: dict = field(default_factory=dict)
+    # flag op / tile op of a static pipe -> bit mask of the units whose clocks it reads and moves
+    # (bit u = unit u: a flag's both ends, a tile op's unit); empty on a single unit
+    op_units: dict = field(default_factory=dict)
     # the data walk of a numerics launch (sim/kernel.py): tile ops run their semantics only (no
     # cost, pipe clock, race check or L2: the timing-only twin accounts for those) and scalar ops
     # charge nothing; flags and pipe_barrier ALL keep what orders data (held pipes, holds.py) and

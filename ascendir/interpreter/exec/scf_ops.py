@@ -10,11 +10,12 @@ from ascendir.interpreter.accel import Accel
 from ascendir.interpreter.accel.remap import Remap, address_plan
 from ascendir.interpreter.accel.loop_memo import LoopMemo, memo_inputs, never_again
 from ascendir.interpreter.accel.steady import uniform_loop
-from ascendir.interpreter.timing.timeline import NPIPES
+from ascendir.dialects import ascend
+from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
 from ascendir.interpreter.accel.xblock import BlockMemo
 from ascendir.interpreter.accel.loop_driver import calls
 from ascendir.dialects.ir_checks import loop_range
-from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.exec.common import Closure, KernelInfo
 from ascendir.interpreter.exec.scalar_codegen import generated
 
 class ScfOps:
@@ -41,7 +42,7 @@ class ScfOps:
             memo = LoopMemo([self.slot(v) for v in ctrl], [self.slot(v) for v in addr],
                             {id(c): (self.slot(src), dims) for c, (src, dims) in copies.items()}, self.k.flag_keys, NPIPES,
                             [("dynamic" if DYNAMIC_INDEX in v.type.get_shape() else "static") if isinstance(v.type, MemRefType) else False
-                             for v in ctrl], never_again(op, ctrl))
+                             for v in ctrl], never_again(op, ctrl), *loop_units(op, self.k))
             self.F.memos.append(memo)
             plan = address_plan(op, checked, self.k.tree)
             gen = Remap(plan, self.slot) if plan is not None and acc.remap else None
@@ -159,6 +160,40 @@ class ScfOps:
                 charge()
 
         return run
+
+
+def loop_units(op: scf.ForOp, k: KernelInfo) -> tuple[list[int] | None, list[int] | None]:
+    """The units of a mix kernel whose clocks running the timing-only loop `op` can read or move,
+    and the flag keys (queues) it can set or wait on, for `LoopMemo`'s key: (sorted unit indices,
+    sorted flag keys), or (None, None) when that is every unit or not known. A unit is used by
+    an op of the loop (the loop itself for its scalar charge) that runs on it: a flag op on both
+    its ends, a tile op of a static pipe on its unit (`KernelInfo.op_units`), a scalar op on the
+    units `KernelInfo.scalar_units` gives it (its S charges: `s_ids`). Any other op (a tile op
+    of a run-time pipe, a pipe_barrier, a scalar op no unit needs, charged to every unit) may
+    use any unit: then every unit. `k`: the kernel's KernelInfo, its flag keys filled by the
+    compile of the loop's body."""
+    if k.nunits == 1:
+        return None, None
+    every = (1 << k.nunits) - 1
+    mask = 0
+    keys = []
+    fixed, scalar = k.op_units, k.scalar_units
+    for o in (op, *k.tree.walk(op)):
+        m = fixed.get(o)
+        if m is None:
+            units = scalar.get(o)
+            if units is None:
+                if type(o) is scf.YieldOp:  # (no charge: the loop's or branch's own charge counts it)
+                    continue
+                return None, None
+            m = sum(1 << u for u in units)
+        elif isinstance(o, ascend.FlagOp):
+            su, du = k.static_units[o]
+            keys.append(k.flag_keys[(su * NPIPES + PIPE_INDEX[o.src.data], du * NPIPES + PIPE_INDEX[o.dst.data], o.event.value.data)])
+        mask |= m
+        if mask == every:
+            return None, None
+    return [u for u in range(k.nunits) if mask >> u & 1], sorted(set(keys))
 
 
 def _constant_range(op: scf.ForOp) -> range | None:

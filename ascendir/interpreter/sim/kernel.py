@@ -168,7 +168,7 @@ class KernelProgram:
                 setattr(self, name, getattr(like, name))
         else:
             self._prewalk(m, op)
-        units, tree, scalar_units_, costs, paths = self._facts
+        units, tree, scalar_units_, costs, paths, op_units = self._facts
         self.arg_types = list(op.body.block.arg_types)
         self.data: tuple | None = None  # the data walk's (frame, argument slots, body, flag count), compiled on first use
         # a numerics launch whose path cannot depend on data nor mint GM roots (the cases the memo
@@ -179,7 +179,7 @@ class KernelProgram:
         self.two_walks = not m.timing_only and self.memo_text is not None and m.accel.steady
         self.frame = Frame()
         self._info = KernelInfo(self.name, self.nunits, self.env, units, {}, quantise(t.startup["scalar_alu"]), m.timing_only,
-                                tree=tree, scalar_units=scalar_units_, costs=costs, paths=paths)
+                                tree=tree, scalar_units=scalar_units_, op_units=op_units, costs=costs, paths=paths)
         self._comp = Compiler(m, self.frame, self._info)
         self.arg_slots = [self._comp.slot(a) for a in op.body.block.args]
         self.body: list | None = None
@@ -243,7 +243,8 @@ class KernelProgram:
         self.env = CostEnv(t, t.hbm_bytes_per_cycle / groups)
         units = self._flag_units(order, statics)
         # what the kernel's compiles share (`_data_compile`, the twin's): the tile ops' cost functions too
-        self._facts = (units, tree, self._scalar_units(order, statics, units), {}, paths)
+        scalar_units_, op_units = self._scalar_units(order, statics, units)
+        self._facts = (units, tree, scalar_units_, {}, paths, op_units)
         # memo key (memo.py): an id of the kernel without its name. None when launches with the same
         # text and argument aliasing may run differently: fresh GM roots of its own, or scalars
         # read from data (memref.load) steering the control flow in numerics mode
@@ -254,23 +255,25 @@ class KernelProgram:
         self.nchip = sum(_is_a(type(o), ascend.AllocOp) and space_name(o.result.type) != "gm" for o in order)
         self.memo_text = None if gm_alloc or data_control else _memo_id(m.memo_ids, op, ops)
 
-    def _scalar_units(self, order: list[Operation], statics: dict, flags: dict) -> dict:
-        """The units running each scalar op of a mix kernel (exec/scalar_units.py), from the
+    def _scalar_units(self, order: list[Operation], statics: dict, flags: dict) -> tuple[dict, dict]:
+        """(The units running each scalar op of a mix kernel (exec/scalar_units.py), from the
         units of the ops whose unit is known: tile ops by pipe and subblock, flags both ends,
         scalar loads / stores of on-chip buffers the owner of the space; any other `ascend` op
-        without results (a comm op, a barrier, a registered op of run-time pipe) every unit.
-        Empty on a single unit."""
+        without results (a comm op, a barrier, a registered op of run-time pipe) every unit;
+        the flags' and static-pipe tile ops' units as bit masks, KernelInfo.op_units). Both
+        empty on a single unit."""
         if self.nunits == 1:
-            return {}
+            return {}, {}
         every = (1 << self.nunits) - 1
         anchored: dict[Operation, int] = {}
+        fixed: dict[Operation, int] = {}  # the flags' and static tile ops' masks (KernelInfo.op_units)
         for o in order:
             if _is_a(type(o), ascend.FlagOp):
                 su, du = flags[o]
-                anchored[o] = 1 << su | 1 << du
+                anchored[o] = fixed[o] = 1 << su | 1 << du
             elif statics.get(o):
                 pipe, unit, _ = statics[o]
-                anchored[o] = 1 << unit_of(pipe, unit, self.nunits, subblock(o))
+                anchored[o] = fixed[o] = 1 << unit_of(pipe, unit, self.nunits, subblock(o))
             elif _is_a(type(o), (memref.LoadOp, memref.StoreOp)):
                 space = space_name(o.memref.type)
                 if space != "gm":
@@ -281,7 +284,7 @@ class KernelProgram:
                     anchored[o] = 1 if space_unit(space) == "aic" else 1 << min(aiv, self.nunits - 1)
             elif o.name.startswith("ascend.") and not o.results:
                 anchored[o] = every
-        return scalar_units(order, anchored)
+        return scalar_units(order, anchored), fixed
 
     def _flag_units(self, order: list[Operation], statics: dict) -> dict[Operation, tuple[int, int]]:
         """(src unit, dst unit) of every flag op (`flag_units`; all 0 on a single unit)."""
@@ -466,12 +469,12 @@ class KernelProgram:
         blocks may run the race check cheaply), compiled on the first call: the body with
         KernelInfo.data_only, cube data deferred when `deferred.eligible`."""
         if self.data is None:
-            units, tree, scalar_units, costs, paths = self._facts
+            units, tree, scalar_units, costs, paths, op_units = self._facts
             frame = Frame()
             if deferred.eligible(tree.ops[1:], registry.SEMANTICS):
                 frame.cube = deferred.CubeDeferral(frame.gm_tags)
             info = KernelInfo(self.name, self.nunits, self.env, units, {}, 0.0, False, tree=tree, scalar_units=scalar_units,
-                              data_only=True, costs=costs, paths=paths)
+                              op_units=op_units, data_only=True, costs=costs, paths=paths)
             comp = Compiler(self.m, frame, info)
             block = self.op.body.block
             slots = [comp.slot(a) for a in block.args]
