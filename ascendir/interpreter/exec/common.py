@@ -3,7 +3,6 @@ about the kernel being compiled, and numpy views of memref types."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 import numpy as np

@@ -3,7 +3,6 @@ address tag and its cost), memref.load / store."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 import math
 from operator import itemgetter
 import numpy as np

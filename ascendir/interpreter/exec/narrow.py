@@ -3,7 +3,7 @@ ns per element on the Sapphire Rapids benchmark machine, and raises the FP under
 each element below fp16's least normal that rounds inexactly (~70 ns each: a SiLU x up product
 of the 7B layer has a third of its elements there, 23 ns per element in all). The passes cost
 ~1.1 ns per element whatever the values, plus ~6 us per call (a dozen ufunc calls): semantics.py
-`_store` takes them for tiles of 8,192 elements or more, and for smaller ones where
+`_store` takes them for tiles of 4,096 elements (NARROW_PASSES) or more, and for smaller ones where
 `_many_tiny`'s sample finds one element in 16 tiny.
 """
 

@@ -3,7 +3,6 @@ accelerated loop driver (accel/loop_driver.py) when `Accel.steady` is on."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, IntegerType, MemRefType
 from ascendir.interpreter.accel import Accel
