@@ -125,8 +125,9 @@ class CubeDeferral:
         self.sums: dict = {}
         # GM root (address tag) -> [first, last] element that recorded items read (their union's span)
         self.gm: dict = {}
-        # products of GM super-tiles (`_product`): key -> (fp32 product, its A and B buffers);
-        # key -> the first tile asked of it (not yet computed); key -> (A bytes, B bytes) it reads
+        # products of GM super-tiles (`_product`): key -> [fp32 product, its A and B buffers, its
+        # elements not yet read]; key -> [the first tile asked of it, elements of its tiles computed
+        # alone] (not yet computed); key -> (A bytes, B bytes) it reads
         self.grids: dict = {}
         self.seen: dict = {}
         self.spans: dict = {}
@@ -470,9 +471,11 @@ class CubeDeferral:
         computed when a second tile of that super-tile is asked for since GM under it last
         changed (a GEMM's other output tiles then follow, in this block or later ones), or at
         its first tile when a tile of another super-tile of the same GEMM (same buffers,
-        strides and K slice) was asked for since, kept until a GM write meets the bytes it read
-        (`_written`) or the data walk ends; a GEMM's first tile, or one no super-tile holds, is
-        computed alone.
+        strides and K slice) was asked for since, kept until as many of its elements were read
+        as it has (each tile is read once per K slice: kept longer, a GEMM of more super-tiles
+        than GRID_BYTES holds would start over and compute them again for almost every tile), a
+        GM write meets the bytes it read (`_written`) or the data walk ends; a GEMM's first
+        tile, or one no super-tile holds, is computed alone.
 
         Same values: each element of a product is the same fp32 sum of the same K products
         whether it is computed in a 128 x 128 tile or a 512 x 1024 one, as long as the BLAS
@@ -498,23 +501,33 @@ class CubeDeferral:
         if got is None:
             first = self.seen.get(key)
             gemm = key[:-2]
-            if first == box or (first is None and gemm not in self.gemms):
-                self.seen[key] = box
+            alone = first is None and gemm not in self.gemms
+            if not alone and first is not None and first[0] == box:
+                alone = True
+            if not alone and self.grid_bytes + 4 * a.shape[0] * b.shape[1] > GRID_BYTES:
+                # the bound on what is kept: this tile alone, the super-tiles kept stay until read
+                # (starting over would compute them again, for almost every tile of a GEMM of
+                # more super-tiles than the bound holds)
+                alone = True
+            if alone:
+                if first is None:
+                    first = self.seen[key] = [box, 0]
+                first[1] += ga.shape[0] * gb.shape[1]
                 self._span(key, spans)
                 self.gemms.add(gemm)
                 return self._once(ga, gb)
-            nbytes = 4 * a.shape[0] * b.shape[1]
-            if self.grid_bytes + nbytes > GRID_BYTES:  # (a bound on what is kept: start over)
-                self._forget()
-                self.seen[key] = box
-                self._span(key, spans)
-                return self._once(ga, gb)
-            got = self.grids[key] = (self._once(a, b), _owner(ga), _owner(gb))
+            # (its elements not yet read: those of tiles computed alone were)
+            got = self.grids[key] = [self._once(a, b), _owner(ga), _owner(gb), a.shape[0] * b.shape[1] - (first[1] if first else 0)]
             self._span(key, spans)
             self.seen.pop(key, None)
-            self.grid_bytes += nbytes
+            self.grid_bytes += got[0].nbytes
         i, j = box[0], box[2]
-        return got[0][i: i + ga.shape[0], j: j + gb.shape[1]]
+        tile = got[0][i: i + ga.shape[0], j: j + gb.shape[1]]
+        got[3] -= tile.size
+        if got[3] <= 0:  # every tile read: dropped now
+            del self.grids[key]
+            self.grid_bytes -= got[0].nbytes
+        return tile
 
     def _once(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """a @ b in fp32 (a super-tile's or a lone tile's operands). A (row slices of the
