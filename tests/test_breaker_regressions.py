@@ -1,7 +1,7 @@
-"""Edge cases found while trying to break the int branch (the wide and twin helpers' changes):
-outputs and reports held on all of them; these keep the cases it was tried on. One cost did not
-hold: a GEMM whose super-tile products outgrow deferred.py's GRID_BYTES recomputes them over and
-over with 512-row super-tiles (the last test, xfail on int: it passes on main).
+"""Edge cases tried against the fp16 <-> fp32 passes (narrow.py, wide.py), the timing closures
+generated per form (memref_ops.py, loop_driver.py) and 512-row super-tiles (deferred.py):
+outputs and reports held on all of them. One cost did not hold: a GEMM whose super-tile products
+outgrew GRID_BYTES started over and computed them again for almost every tile (the last test).
 
 - semantics.py `_store` of float32 into fp16 (narrow.py passes from NARROW_PASSES elements, else
   `narrow_f16`, then numpy's cast) against numpy's cast alone, bit for bit and with the same
@@ -177,9 +177,6 @@ def test_timed_subview_bounds_errors(offsets, blocks, message):
         prog.run({})
 
 
-@pytest.mark.xfail(strict=True, reason="int: 512-row super-tiles fill GRID_BYTES twice as fast, and `_forget` (start over) "
-                   "then recomputes a whole super-tile for nearly every tile (the 7B gate/up projection at 8192 tokens: "
-                   "8,491 GFLOP of products for 739 useful, against 1,469 on main)")
 def test_super_tile_products_do_not_thrash_when_over_their_bound(monkeypatch):
     """A GEMM whose super-tile products outgrow GRID_BYTES (exec/deferred.py `_product`): the
     products computed stay within 1.5x its useful flops. Scaled down: 2048 x 512 x 4096 fp16
@@ -214,3 +211,24 @@ def test_super_tile_products_do_not_thrash_when_over_their_bound(monkeypatch):
     out = np.asarray(next(iter(simulate(module, weights, {"arg0": x}, hw).outputs.values())))
     np.testing.assert_allclose(out.astype(F32), x.astype(F32) @ wv.astype(F32), rtol=2e-2, atol=2e-2)
     assert sum(flops) <= 1.5 * 2 * m * k * n
+
+
+def test_a_super_tile_is_dropped_once_every_tile_of_it_was_read():
+    """exec/deferred.py `_product`: a super-tile's product is kept until as many elements were
+    read from it as it has (its first tile, computed alone, counted), then dropped: the bytes it
+    held (`grid_bytes`) are free for the GEMM's next super-tiles."""
+    from ascendir.interpreter.exec import deferred
+    from ascendir.interpreter.exec.wide import GmShadows
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((256, 512)).astype(F16)
+    b = rng.standard_normal((512, 512)).astype(F16)  # one super-tile: 256 x 512
+    cube = deferred.CubeDeferral([])
+    cube.reset(GmShadows())
+    ref = a.astype(F32) @ b.astype(F32)
+    tiles = [(i, j) for i in (0, 128) for j in (0, 128, 256, 384)]
+    for n, (i, j) in enumerate(tiles):
+        got = cube._product(a[i: i + 128], b[:, j: j + 128])
+        np.testing.assert_allclose(got, ref[i: i + 128, j: j + 128], rtol=1e-5, atol=1e-4)
+        held = n not in (0, len(tiles) - 1)  # the first alone; the last read frees it
+        assert bool(cube.grids) == held and cube.grid_bytes == (256 * 512 * 4 if held else 0)
