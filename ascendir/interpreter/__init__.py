@@ -136,10 +136,12 @@ def simulate(
                               check_races=check_races, accel=accel, moe_routing=moe_routing, launch_memo=launch_memo)
         prog.trace_sink = writer
         prog.progress = progress
-        with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
-            outputs, records = prog.run(inputs)
-        assumed = prog.assumed
-        prog.close()
+        try:
+            with np.errstate(all="ignore"):  # padded tiles divide zeros by zeros; hardware does not trap
+                outputs, records = prog.run(inputs)
+            assumed = prog.assumed
+        finally:  # (a run that raises leaves its program to reference counting too)
+            prog.close()
         del prog
     for r in records:
         check(r, hw)
@@ -187,9 +189,11 @@ def simulate_cluster(
         check_module_gm_fits(m, hw)
     cl = Cluster(modules, weights, hw, topo, timing_only=timing_only, accel=accel, symmetric=symmetric, moe_routing=moe_routing)
     cl.trace = trace
-    runs = cl.run(inputs)
-    for dev in cl.devices:
-        dev.close()
+    try:
+        runs = cl.run(inputs)
+    finally:
+        for dev in cl.devices:
+            dev.close()
     reports = []
     for m, run in zip(modules, runs):
         for r in run.records:
