@@ -340,8 +340,9 @@ class LoopMemo:
                 F.s_clock_decisions += 1
             return
         du = self.dst_units
+        queues = F.flags.queues
         if self.units is not None:  # the loop's units and queues only: it leaves the rest as it is
-            free, done, queues = core.free, core.done, F.flags.queues
+            free, done = core.free, core.done
             for u in self.units:
                 s, v, c0 = S[u], vS[u], u * npipes
                 free[c0] = s + dS[u]
@@ -349,22 +350,17 @@ class LoopMemo:
                     free[i] = s if ef[i] == v else ef[i] + c_shift
                 for i in range(c0, c0 + npipes):
                     done[i] = s if ed[i] == v else ed[i] + c_shift
-            for k in self.qkeys:
-                q, ts = queues[k], eq[k]
-                if q or ts:
-                    u = du[k]
-                    q.clear()
-                    q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
         else:
             units = range(len(core.free))
             core.free[:] = [S[i // npipes] + dS[i // npipes] if i % npipes == 0
                             else S[i // npipes] if ef[i] == vS[i // npipes] else ef[i] + c_shift for i in units]
             core.done[:] = [S[i // npipes] if ed[i] == vS[i // npipes] else ed[i] + c_shift for i in units]
-            for k, (q, ts) in enumerate(zip(F.flags.queues, eq)):
-                if q or ts:
-                    u = du[k]
-                    q.clear()
-                    q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
+        for k in (self.qkeys if self.units is not None else range(len(queues))):
+            q, ts = queues[k], eq[k]
+            if q or ts:
+                u = du[k]
+                q.clear()
+                q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
         core.busy[:] = [a + b for a, b in zip(core.busy, dbusy)]
         F.acct[:] = [a + b for a, b in zip(F.acct, dacct)]
         if not s_free:
@@ -516,29 +512,23 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True, units: l
                 for j in range(len(q)):
                     if q[j] < s:
                         q[j] = s
-    if units is not None:
-        rel = [tuple([len(queues[k]) for k in qkeys])]
+    if units is None:
+        fr, dn, Su, qkeys = free, done, S, range(len(queues))
+    else:
         fr = [x for u in units for x in free[u * npipes:(u + 1) * npipes]]
         dn = [x for u in units for x in done[u * npipes:(u + 1) * npipes]]
-        Sx = [S[u] for u in units for _ in range(npipes)]
-        base = max(max(fr), max(dn))
-        rel += ["S" if x <= s else x - base for x, s in zip(fr, Sx)]
-        rel += ["S" if x <= s else x - base for x, s in zip(dn, Sx)]
-        for k in qkeys:
-            q = queues[k]
-            if q:
-                s = S[dst_units[k]]
-                rel.extend(["S" if t <= s else t - base for t in q])
-        return tuple(rel), tuple([S[u] - base for u in units]), base, S
-    base = max(max(free), max(done))
-    rel: list = [tuple(map(len, queues))]
-    rel += ["S" if x <= s else x - base for x, s in zip(free, Sx)]
-    rel += ["S" if x <= s else x - base for x, s in zip(done, Sx)]
-    for k, q in enumerate(queues):
+        Su = [S[u] for u in units]
+        Sx = [s for s in Su for _ in range(npipes)]
+    base = max(max(fr), max(dn))
+    rel: list = [tuple([len(queues[k]) for k in qkeys])]
+    rel += ["S" if x <= s else x - base for x, s in zip(fr, Sx)]
+    rel += ["S" if x <= s else x - base for x, s in zip(dn, Sx)]
+    for k in qkeys:
+        q = queues[k]
         if q:
             s = S[dst_units[k]]
             rel.extend(["S" if t <= s else t - base for t in q])
-    return tuple(rel), tuple(x - base for x in S), base, S
+    return tuple(rel), tuple([x - base for x in Su]), base, S
 
 
 class Coefs:
