@@ -13,7 +13,7 @@ from ascendir.interpreter.accel.steady import MIN_TRIPS, SteadyLoop, step_test
 from ascendir.interpreter.accel.xblock import BlockMemo, Track
 from ascendir.dialects.ir_checks import loop_range
 from ascendir.interpreter.exec.common import Closure
-from ascendir.interpreter.exec.scalar_codegen import generated
+from ascendir.interpreter.exec.scalar_codegen import charge_lines, generated
 from ascendir.interpreter.state import EXTRAPOLATED, FLOPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPES
 
@@ -76,9 +76,7 @@ def iteration(F, body: list[Closure], charge, s_ids: list[int] | None, alu: floa
     args: dict = {"F": F, "alu": alu, "charge": charge}
     lines = calls(body, "f", args)
     if charge is not None and s_ids is not None:
-        lines += ["c = F.core", "free, busy = c.free, c.busy"]
-        for x in s_ids:
-            lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
+        lines += charge_lines(s_ids)
     elif charge is not None:
         lines.append("charge()")
     make = generated(f"def make({', '.join(args)}):\n    def step() -> None:", ["    " + x for x in lines] + ["return step"], {}, "make")

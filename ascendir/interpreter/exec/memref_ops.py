@@ -21,7 +21,7 @@ from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.walk import Subview
 from ascendir.interpreter.exec.common import Closure, np_dtype, zero_view
 from ascendir.interpreter.exec.wide import storage_dtype
-from ascendir.interpreter.exec.scalar_codegen import generated
+from ascendir.interpreter.exec.scalar_codegen import charge_lines, generated
 
 MEMO_VIEWS = 4096  # views a data walk's subview remembers per source (`_subview_memo`)
 # the timed subviews' results, one per (shape, dtype) for every subview op of every kernel: a
@@ -422,9 +422,7 @@ class MemrefOps:
                   "        last_tst = tst",
                   f"    A[out] = (tag[0], tag[1] + {' + '.join(offs) or '0'}, last_nst)"]
         if type(charged) is tuple:  # (as `_charge_scalar`'s charge: S pipe by S pipe, free then busy)
-            lines += ["c = F.core", "free, busy = c.free, c.busy"]
-            for x in charged:
-                lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
+            lines += charge_lines(charged)
         elif charged:
             lines.append("charge()")
         head = (f"def make({', '.join(params)}):\n    strides = {{}}\n    last_a = last_v = last_sh = last_tst = last_nst = _NONE\n"

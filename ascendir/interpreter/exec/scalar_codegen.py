@@ -75,6 +75,16 @@ def generated(head: str, lines: list[str], env: dict, name: str, slots: dict[int
                                             for c in code.co_consts))
     return FunctionType(code, env, name)
 
+def charge_lines(s_ids) -> list[str]:
+    """Lines of generated code charging one scalar ALU op (`alu` cycles, a name of the code's)
+    on the S pipe slots `s_ids` of the core `F.core`, in `_charge_scalar`'s order: S pipe by S
+    pipe, free then busy (the timed walk's closures that write their charge inline)."""
+    lines = ["c = F.core", "free, busy = c.free, c.busy"]
+    for x in s_ids:
+        lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
+    return lines
+
+
 def _inline(op: Operation) -> str | None:
     """The inline expression template of a scalar op ({0}, {1}: operands), or None (call it)."""
     if isinstance(op, arith.CmpiOp):

@@ -10,12 +10,13 @@ from ascendir.interpreter.accel.remap import Remap, address_plan
 from ascendir.interpreter.accel.loop_memo import LoopMemo, memo_inputs, never_again
 from ascendir.interpreter.accel.steady import uniform_loop
 from ascendir.dialects import ascend
-from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
+from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.interpreter.accel.xblock import BlockMemo
 from ascendir.interpreter.accel.loop_driver import calls
 from ascendir.dialects.ir_checks import loop_range
 from ascendir.interpreter.exec.common import Closure, KernelInfo
-from ascendir.interpreter.exec.scalar_codegen import generated
+from ascendir.interpreter.exec.scalar_codegen import charge_lines, generated
+from ascendir.interpreter.exec.sync_ops import flag_slots
 
 class ScfOps:
     """Compiler part: structured control flow (mixed into compiler.Compiler)."""
@@ -187,8 +188,7 @@ def loop_units(op: scf.ForOp, k: KernelInfo) -> tuple[list[int] | None, list[int
                 return None, None
             m = sum(1 << u for u in units)
         elif isinstance(o, ascend.FlagOp):
-            su, du = k.static_units[o]
-            keys.append(k.flag_keys[(su * NPIPES + PIPE_INDEX[o.src.data], du * NPIPES + PIPE_INDEX[o.dst.data], o.event.value.data)])
+            keys.append(flag_slots(k, o)[2])
         mask |= m
         if mask == every:
             return None, None
@@ -214,8 +214,6 @@ def _timed_if(R: list, F, cond: int, then_body: list[Closure], else_body: list[C
     code is shared per branch lengths and S pipes."""
     args: dict = {"R": R, "F": F, "cond": cond, "alu": alu}
     lines = ["if R[cond]:", *["    " + x for x in calls(then_body, "t", args)], "else:", *["    " + x for x in calls(else_body, "e", args)],
-             "c = F.core", "free, busy = c.free, c.busy"]
-    for x in s_ids:
-        lines += [f"free[{x}] += alu", f"busy[{x}] += alu"]
+             *charge_lines(s_ids)]
     make = generated(f"def make({', '.join(args)}):\n    def run() -> None:", ["    " + x for x in lines] + ["return run"], {}, "make")
     return make(**args)

@@ -11,7 +11,7 @@ from ascendir.errors import AscendirError
 from ascendir.interpreter.check.race import BARRIER, sync_event
 from ascendir.interpreter.timing.holds import Holds
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
-from ascendir.interpreter.exec.common import Closure
+from ascendir.interpreter.exec.common import Closure, KernelInfo
 
 class SyncOps:
     """Compiler part: block index and synchronisation (mixed into compiler.Compiler)."""
@@ -27,11 +27,7 @@ class SyncOps:
         return run
 
     def _flag_slots(self, op: ascend.FlagOp) -> tuple[int, int, int]:
-        su, du = self.k.static_units[op]
-        src = su * NPIPES + PIPE_INDEX[op.src.data]
-        dst = du * NPIPES + PIPE_INDEX[op.dst.data]
-        key = self.k.flag_keys.setdefault((src, dst, op.event.value.data), len(self.k.flag_keys))
-        return src, dst, key
+        return flag_slots(self.k, op)
 
     def set_flag(self, op: ascend.SetFlagOp) -> Closure:
         F = self.F
@@ -273,3 +269,13 @@ def _scalar_stall(kname: str, block: int, text: str, has_set: bool) -> AscendirE
            if has_set else f"the kernel has no ascend.set_flag {flag}")
     return AscendirError(f"deadlock in kernel @{kname} (block {block}): {text} has no earlier matching "
                          f"ascend.set_flag {flag}: {why}")
+
+
+def flag_slots(k: KernelInfo, op: ascend.FlagOp) -> tuple[int, int, int]:
+    """(source pipe slot, destination pipe slot, flag key) of flag op `op` in kernel `k`: the
+    slots on the units `k.static_units` gives it; the key (its queue) numbered in first-asked
+    order, per (source, destination, event)."""
+    su, du = k.static_units[op]
+    src = su * NPIPES + PIPE_INDEX[op.src.data]
+    dst = du * NPIPES + PIPE_INDEX[op.dst.data]
+    return src, dst, k.flag_keys.setdefault((src, dst, op.event.value.data), len(k.flag_keys))
