@@ -501,15 +501,11 @@ class CubeDeferral:
         if got is None:
             first = self.seen.get(key)
             gemm = key[:-2]
-            alone = first is None and gemm not in self.gemms
-            if not alone and first is not None and first[0] == box:
-                alone = True
-            if not alone and self.grid_bytes + 4 * a.shape[0] * b.shape[1] > GRID_BYTES:
-                # the bound on what is kept: this tile alone, the super-tiles kept stay until read
-                # (starting over would compute them again, for almost every tile of a GEMM of
-                # more super-tiles than the bound holds)
-                alone = True
-            if alone:
+            # (at the bound on what is kept: this tile alone, the super-tiles kept stay until read;
+            # starting over would compute them again, for almost every tile of a GEMM of more
+            # super-tiles than the bound holds)
+            if ((first[0] == box if first is not None else gemm not in self.gemms)
+                    or self.grid_bytes + 4 * a.shape[0] * b.shape[1] > GRID_BYTES):
                 if first is None:
                     first = self.seen[key] = [box, 0]
                 first[1] += ga.shape[0] * gb.shape[1]
