@@ -278,7 +278,6 @@ class MemrefOps:
         numpy every time (`_ZERO_VIEWS`). Same bounds checks as the numerics path. `s_ids`: the
         S pipe slots `charge` charges (KernelInfo.s_ids), None when not known."""
         R, A, F = self.F.values, self.F.gm_tags, self.F
-        views = _ZERO_VIEWS
         if all(not sd and not td and s >= 0 and st >= 1 and (od or o >= 0) for (od, o), (sd, s), (td, st), _ in dims):
             return self._subview_timing_static(src, out, dims, where, charge, s_ids)
         # the result (view, address offset added, strides) is a function of the source shape,
@@ -321,14 +320,8 @@ class MemrefOps:
                     off += o * tst[i]
                     if not drop:
                         nst.append(tst[i] * st)
-            key = (tuple(res), a.dtype)
-            v = views.get(key)
-            if v is None:
-                if len(views) >= 4096:
-                    views.clear()
-                v = views[key] = zero_view(key[0], a.dtype)
             nst = tuple(nst)
-            return v, off, strides.setdefault(nst, nst)
+            return _zero_view(tuple(res), a.dtype), off, strides.setdefault(nst, nst)
 
         def run() -> None:
             nonlocal size, last_a, last_st, last_table
