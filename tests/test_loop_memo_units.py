@@ -15,6 +15,7 @@ from ascendir.interpreter.exec import scf_ops
 from ascendir.interpreter.state import Frame
 from ascendir.interpreter.timing.timeline import NPIPES, CoreState, FlagQueues
 from test_interpreter_steady import HW, _swiglu_ffn
+from test_twin_closures import random_core
 
 
 def _run(module, accel: Accel, monkeypatch) -> tuple[dict, collections.Counter]:
@@ -71,21 +72,6 @@ def test_loop_units_claimed_wrong_break_the_report(monkeypatch):
     assert seen[(True, True)] > 0 and got != plain
 
 
-def _frame(rng: random.Random, nq: int = 4) -> tuple[Frame, list[int]]:
-    """A three-unit core around its S clocks (below, at, above them) with pending flag times."""
-    F = Frame()
-    F.core = CoreState(0, 3 * NPIPES)
-    S = [float(rng.randrange(0, 40)) for _ in range(3)]
-    for i in range(3 * NPIPES):
-        s = S[i // NPIPES]
-        F.core.free[i] = s if i % NPIPES == 0 else s + rng.choice((-3.0, 0.0, 2.0, 7.0))
-        F.core.done[i] = s + rng.choice((-5.0, 0.0, 1.0, 9.0))
-    F.flags = FlagQueues(nq)
-    for q in F.flags.queues:
-        q.extend(rng.choice((-4.0, 0.0, 3.0)) + 20.0 for _ in range(rng.randrange(3)))
-    return F, [rng.randrange(3) for _ in range(nq)]
-
-
 def _copy(F: Frame) -> Frame:
     G = Frame()
     G.core = CoreState(0, len(F.core.free))
@@ -104,7 +90,7 @@ def test_state_key_of_some_units_sees_theirs_only():
     rng = random.Random(5)
     units, qkeys = [0, 1], [1, 2]
     for _ in range(200):
-        F, dst = _frame(rng)
+        F, dst = random_core(rng)
         want = state_key(_copy(F), NPIPES, dst, True, units, qkeys)
         G = _copy(F)
         G.core.free[2 * NPIPES + rng.randrange(1, NPIPES)] += 1000.0
@@ -133,7 +119,7 @@ def test_restore_of_some_units_moves_theirs_only():
     rng = random.Random(9)
     ns = 3 * NPIPES
     for _ in range(100):
-        F, dst = _frame(rng)
+        F, dst = random_core(rng)
         F.acct = [0.0] * 4
         S = F.core.free[::NPIPES]
         vS = [s - rng.choice((0.0, 4.0)) for s in S]

@@ -163,6 +163,22 @@ def _state_key_reference(free: list, done: list, queues: list, npipes: int, dst_
     return (tuple(rel), tuple(x - base for x in S), base, S), free, done, queues
 
 
+def random_core(rng: random.Random, nq: int = 4) -> tuple[Frame, list[int]]:
+    """A frame with a three-unit core around its S clocks (below, at, above them) and `nq` flag
+    queues of pending times, and a random destination unit per queue."""
+    F = Frame()
+    F.core = CoreState(0, 3 * NPIPES)
+    S = [float(rng.randrange(0, 40)) for _ in range(3)]
+    for i in range(3 * NPIPES):
+        s = S[i // NPIPES]
+        F.core.free[i] = s if i % NPIPES == 0 else s + rng.choice((-3.0, 0.0, 2.0, 7.0))
+        F.core.done[i] = s + rng.choice((-5.0, 0.0, 1.0, 9.0))
+    F.flags = FlagQueues(nq)
+    for q in F.flags.queues:
+        q.extend(rng.choice((-4.0, 0.0, 3.0)) + 20.0 for _ in range(rng.randrange(3)))
+    return F, [rng.randrange(3) for _ in range(nq)]
+
+
 def test_state_key_of_several_units_matches_definition():
     """The relative core state of a mix kernel (three units): key, clamped clocks written back
     (free, done, pending flag times), S clocks and latest clock as the plain definition gives
@@ -170,17 +186,7 @@ def test_state_key_of_several_units_matches_definition():
     rng = random.Random(11)
     npipes = NPIPES
     for _ in range(200):
-        F = Frame()
-        F.core = CoreState(0, 3 * npipes)
-        S = [float(rng.randrange(0, 40)) for _ in range(3)]
-        for i in range(3 * npipes):
-            s = S[i // npipes]
-            F.core.free[i] = s if i % npipes == 0 else s + rng.choice((-3.0, 0.0, 2.0, 7.0))
-            F.core.done[i] = s + rng.choice((-5.0, 0.0, 1.0, 9.0))
-        F.flags = FlagQueues(4)
-        dst = [rng.randrange(3) for _ in range(4)]
-        for q in F.flags.queues:
-            q.extend(rng.choice((-4.0, 0.0, 3.0)) + 20.0 for _ in range(rng.randrange(3)))
+        F, dst = random_core(rng)
         want, free, done, queues = _state_key_reference(list(F.core.free), list(F.core.done), [list(q) for q in F.flags.queues],
                                                          npipes, dst)
         got = state_key(F, npipes, dst)
