@@ -244,6 +244,33 @@ def test_sigint_during_start_up_prints_no_traceback(tmp_path: Path) -> None:
         assert proc.returncode == 130 and err.strip() == "error: interrupted by SIGINT", (delay, err)
 
 
+def test_sigint_handled_in_a_weakref_callback_still_ends_the_run() -> None:
+    """A signal whose handler runs inside a weakref callback (the import system's module locks
+    use them: seen once as CI's start-up SIGINT test printing "Exception ignored in ... cb"),
+    where Python prints and drops the exception: one line, exit 130, not a traceback and a run
+    that goes on."""
+    code = """if True:
+        import os, signal, weakref
+        from ascendir.api import entry
+        class T: pass
+        def main():
+            t = T()
+            def cb(_):
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):  # (calls: the handler runs here, in the callback)
+                    len(())
+            r = weakref.ref(t, cb)
+            del t
+            for _ in range(10_000_000):
+                len(())
+            print("finished")
+        entry._guarded("ascendir", lambda: main)
+    """
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr and "finished" not in proc.stdout, proc.stderr
+    assert proc.returncode == 130 and proc.stderr.strip() == "error: interrupted by SIGINT", proc.stderr
+
+
 def test_outputs_npz_written_through_symlink_is_loadable(tmp_path: Path) -> None:
     real, link = tmp_path / "real.npz", tmp_path / "link.npz"
     link.symlink_to(real.name)

@@ -4,7 +4,9 @@ SIGINT and SIGTERM raise `Signalled` (a BaseException, so no `except Exception` 
 bug) wherever the run is, start-up imports included: output files being written are then
 removed (outputs.open_output), and the tool prints `error: interrupted by SIGINT` (or
 `terminated by SIGTERM`) and exits with 128 + the signal number (130, 143), as a shell reports a
-command a signal ended. A second signal while cleaning up is ignored.
+command a signal ended. A second signal while cleaning up is ignored. Python cannot propagate an
+exception out of a weakref callback or a `__del__` (the import system runs such callbacks): a
+signal handled there is raised again in the main flow (`_unraisable`).
 """
 
 from __future__ import annotations
@@ -29,10 +31,24 @@ def _raise(signum: int, frame) -> None:
     raise Signalled(signum)
 
 
+def _unraisable(info) -> None:
+    """sys.unraisablehook: a `Signalled` raised where Python can only print and drop it (a
+    weakref callback, a `__del__`) would lose the signal, so it is raised again a millisecond
+    later (SIGALRM), back in the main flow, where it ends the run; anything else as Python
+    reports it."""
+    if isinstance(info.exc_value, Signalled):
+        signum = info.exc_value.signum
+        signal.signal(signal.SIGALRM, lambda _s, frame: _raise(signum, frame))
+        signal.setitimer(signal.ITIMER_REAL, 0.001)
+        return
+    sys.__unraisablehook__(info)
+
+
 def _guarded(tool: str, load) -> None:
     """Run the CLI `load()` returns with the signal handlers installed."""
     for s in _ENDED:
         signal.signal(s, _raise)
+    sys.unraisablehook = _unraisable
     try:
         load()()
     except (Signalled, KeyboardInterrupt) as e:
