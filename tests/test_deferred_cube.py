@@ -251,6 +251,70 @@ def test_a_tail_split_gemm_converts_its_weight_once_and_computes_little_waste(mo
     assert_same_sums(new.outputs[name], old.outputs[name], feeds["a"], feeds["b"])
 
 
+def test_a_tail_split_leaves_out_the_rows_its_k_pieces_sum(monkeypatch):
+    # 512 x 2048 x 1536 in 256 x 128 tiles on 24 AICs: a wave of 24 whole-K tiles, then the 8
+    # tiles of rows 256-511, columns 1024-2047, in 3 K ranges (templates/matmul.py tail split).
+    # Block 0 asks for its K piece before block 8 reaches the second column band, so that band's
+    # whole-K super-tile computes rows 0-255 only (all 512: 1.28 times the GEMM's flops, against
+    # the first tiles alone besides). Bit for bit what each tile's own product gives, same report
+    from lowering_harness import lower_text, rand
+    from test_choose_tiling import with_tiling
+    from test_lowering_matmul import matmul_text
+
+    m, k, n = 512, 1536, 2048
+    module = lower_text(with_tiling(matmul_text((m, k), (k, n), (m, n), "f16"), "m=256,n=128,k=64,l1_depth=2,tail_split=3"))
+    feeds = {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16, seed=1)}
+    flops = []
+    once, rows = deferred.CubeDeferral._once, deferred.CubeDeferral._rows
+    monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (flops.append(2 * a.shape[0] * a.shape[1] * b.shape[1]), once(self, a, b))[1])
+    monkeypatch.setattr(deferred.CubeDeferral, "_rows", lambda self, a, b, lo, hi, out: (flops.append(2 * (hi - lo) * a.shape[1] * b.shape[1]), rows(self, a, b, lo, hi, out))[1])
+    new = simulate(module, None, feeds, HW)
+    assert sum(flops) <= 1.05 * 2 * m * n * k, sum(flops) / (2 * m * n * k)
+    monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
+    old = simulate(module, None, feeds, HW)
+    assert new.report == old.report
+    (name,) = new.outputs
+    assert_same_sums(new.outputs[name], old.outputs[name], feeds["a"], feeds["b"])
+
+
+def test_rows_left_out_for_k_pieces_are_computed_when_asked_for_after_all(monkeypatch):
+    # exec/deferred.py `_whole_rows`: a K piece of rows 256-511 leaves them out of the whole-K
+    # super-tile of its columns; a whole-K tile of those rows asked for later gets them computed
+    # then (`_more_rows`), once, into the same product, which is dropped once every row was read
+    from ascendir.interpreter.exec.wide import GmShadows
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((512, 1536)).astype(np.float16)
+    b = rng.standard_normal((1536, 2048)).astype(np.float16)
+    cube = deferred.CubeDeferral([])
+    cube.reset(GmShadows())
+    rows = []
+    once, part = deferred.CubeDeferral._once, deferred.CubeDeferral._rows
+    monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, x, y: (rows.append(x.shape[0]), once(self, x, y))[1])
+    monkeypatch.setattr(deferred.CubeDeferral, "_rows", lambda self, x, y, lo, hi, out: (rows.append((lo, hi)), part(self, x, y, lo, hi, out))[1])
+    ref = a.astype(np.float32) @ b.astype(np.float32)
+
+    def tile(i: int, j: int, k0: int = 0, k1: int = 1536) -> np.ndarray:
+        got = cube._product(a[i: i + 256, k0: k1], b[k0: k1, j: j + 128])
+        want = a[i: i + 256, k0: k1].astype(np.float32) @ b[k0: k1, j: j + 128].astype(np.float32)
+        assert_same_sums(got, want, a[i: i + 256, k0: k1], b[k0: k1, j: j + 128])
+        return got
+
+    tile(0, 0)  # the GEMM's first tile: alone
+    tile(256, 1024, 0, 512)  # a K piece of rows 256-511 in the second column band: alone (its super-tile's first)
+    assert rows == [256, 256]
+    tile(0, 1024)  # the second band's whole-K super-tile: rows 0-255 only
+    assert rows[2:] == [(0, 256)]
+    (key,) = (k for k in cube.grids if k[3] == 1536)
+    tile(256, 1152)  # rows 256-511 asked for whole-K after all: computed now, into the same product
+    assert rows[3:] == [(256, 512)]
+    assert_same_sums(cube.grids[key][0], ref[:, 1024:2048], a, b[:, 1024:2048])
+    for i, j in [(i, j) for i in (0, 256) for j in range(1024, 2048, 128) if (i, j) not in ((0, 1024), (256, 1152))]:
+        assert key in cube.grids
+        tile(i, j)
+    assert rows[4:] == [] and key not in cube.grids  # every element read once: dropped
+
+
 def test_a_gm_write_forgets_the_super_tiles_it_meets():
     from ascendir.interpreter.exec.wide import GmShadows
 
