@@ -1,11 +1,11 @@
-"""Edge cases tried against the fp16 <-> fp32 passes (narrow.py, wide.py), the timing closures
+"""Edge cases tried against the fp16 <-> fp32 conversions (ort_cast.py, wide.py), the timing closures
 generated per form (memref_ops.py, loop_driver.py) and 512-row super-tiles (deferred.py):
 outputs and reports held on all of them. One cost did not hold: a GEMM whose super-tile products
 outgrew GRID_BYTES started over and computed them again for almost every tile (the last test).
 
-- semantics.py `_store` of float32 into fp16 (narrow.py passes from NARROW_PASSES elements, else
+- semantics.py `_store` of float32 into fp16 (ORT's Cast from CAST_ELEMENTS elements, else
   `narrow_f16`, then numpy's cast) against numpy's cast alone, bit for bit and with the same
-  warnings: sizes around NARROW_PASSES, broadcast, strided and reversed views, inf / NaN (with
+  warnings: sizes around CAST_ELEMENTS, broadcast, strided and reversed views, inf / NaN (with
   payloads), values at 65504..65536 and at fp16's subnormal edges.
 - Timing-only kernels whose loops have constant bounds too short to sample (accel/loop_driver.py
   `_steady_for`'s plain loop), alone and nested in a loop long enough to sample, and static

@@ -32,7 +32,7 @@ from ascendir.dialects.cast_mode import cast_mode_of
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.cast import cast, is_plain
-from ascendir.interpreter.exec.narrow import narrow_into
+from ascendir.interpreter.exec.ort_cast import CAST_ELEMENTS, narrow_into
 from ascendir.interpreter.exec.special import erf
 from ascendir.interpreter.exec.wide import storage_dtype
 
@@ -49,27 +49,21 @@ _F16_SUB_ROUND = np.float32(0.75)  # x + this rounds a tiny float32 x to a multi
 
 
 def _store(dst: np.ndarray, value) -> None:
-    """dst[...] = value (broadcast, cast unsafely). float32 into fp16 of NARROW_PASSES elements
-    or more, or with many elements below fp16's least normal (`_many_tiny`): by narrow.py's
-    passes, or where they do not apply through `narrow_f16`, then cast."""
+    """dst[...] = value (broadcast, cast unsafely). float32 into fp16 of CAST_ELEMENTS elements
+    or more, or with many elements below fp16's least normal (`_many_tiny`): by ORT's Cast
+    (ort_cast.py `narrow_into`: ~6 us a call, ~0.2 ns an element on the benchmark machine, against
+    ~1.65 ns an element for numpy's cast, ~70 ns more for each tiny one), or where it does not
+    apply (inf or NaN, broadcasting) through `narrow_f16`, then numpy's cast."""
     if type(value) is np.ndarray:
         dt = value.dtype
         if dt == dst.dtype:  # no cast: item assignment copies as copyto does, with less overhead
             dst[...] = value
             return
-        if dt == F32 and dst.dtype == F16 and (value.size >= NARROW_PASSES or _many_tiny(value)):
+        if dt == F32 and dst.dtype == F16 and (value.size >= CAST_ELEMENTS or _many_tiny(value)):
             if narrow_into(dst, value):
                 return
             value = narrow_f16(value)
     np.copyto(dst, value, casting="unsafe")
-
-
-# from this many elements narrow.py's passes (~6 us a call, ~1.1 ns an element on the benchmark
-# machine) cost about what `_many_tiny`'s sample (~2.8 us) and numpy's cast (~1.65 ns an element,
-# ~70 ns more for each tiny one) cost where no element is tiny, and less from a few tiny ones:
-# the 7B layer's stores of 4,096 elements and more, through the sample, cost ~2.5 to 6.3 ns per
-# element (~20 in numpy's cast alone for a SiLU x up tile), ~1.9 to 2.7 through the passes
-NARROW_PASSES = 4096
 
 
 def narrow_f16(x: np.ndarray) -> np.ndarray:

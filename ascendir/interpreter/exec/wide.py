@@ -9,7 +9,8 @@ UB or L1 fp16) or is rounded to fp16 first (FixPipe L0C f32 -> L1 f16, a scalar 
 arrays hold the values the fp16 buffers would; mmad computed `a.astype(f32) @ b.astype(f32)`
 before, now the same product of the same float32 values. Costs see the declared dtype
 (`declared`: an op's cost is a function of its operands' shapes and dtypes), so cycles do not
-change. Only float16 widens (bf16 and int8 operands stay as they are).
+change. Only float16 widens (bf16 and int8 operands stay as they are). The copies and work
+buffers are converted by ort_cast.py `widen_into` (onnxruntime's Cast: ~0.3 ns per element).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import threading
 
 import numpy as np
 
+from ascendir.interpreter.exec.ort_cast import widen_into
 from ascendir.interpreter.exec.pointer import data_pointer
 
 F16 = np.dtype(np.float16)
@@ -140,100 +142,6 @@ class GmShadows:
         out = buf[: view.size].reshape(view.shape)
         widen_into(out, view)
         return out
-
-
-_SCALE = np.float32(2.0**112)  # 2^(127 - 15): float32's exponent bias over fp16's
-_SIGNED_BITS = np.int32(-0x70002000)  # 0x8FFFE000: the sign and fp16's exponent and significand, shifted
-_EXP_ALL = np.int32(0x7F800000)  # float32's exponent bits
-_FP16_TOP = np.float32(65536)  # 2^16: what an fp16 of exponent 31 (inf, NaN) scales to at least
-# a block's sum of squares below this has no element of 2^16 or more in magnitude: such an element
-# alone squares to 2^32 or more, and adding non-negative terms never lowers a rounded sum in any
-# order (half of 2^32: a margin for however the BLAS accumulates)
-_SQUARES_CLEAR = np.float32(2.0**31)
-_PROBE = np.array([1 << 13], np.int32).view(F32)  # fp16's least subnormal shifted: 2^-24 / 2^112
-ROWS_ELEMENTS = 1 << 17  # elements `widen_into` converts per pass (fits L2 as float32)
-
-
-def widen_into(dst: np.ndarray, src: np.ndarray) -> None:
-    """dst[...] = src (fp16 -> float32, same 1-D or 2-D shape; dst C-contiguous, src any strides),
-    bit for bit numpy's cast, by integer and float32 passes over blocks of ROWS_ELEMENTS: ~0.7 ns
-    per element on the benchmark machine against ~1.1 for numpy's element-by-element cast (the
-    7B layer converts ~200 M weight elements), ~1 against ~5.8 for data with many fp16
-    subnormals (a SiLU x up product: a third of its elements).
-
-    Per element: the fp16 bits, sign-extended to 32 bits and shifted left by 13, masked to the
-    sign, exponent and significand (0x8FFFE000), are a float32 of the same significand whose
-    exponent field is fp16's; times 2^112 (exact: a power of two, the result normal) that is the
-    fp16 value, subnormals included. That multiply takes the FP unit's slow path (~150 cycles
-    a vector) for the float32 subnormals fp16 subnormals make, so where a sample of `src`
-    (`_many_subnormal`) finds them many, the blocks take `_widen_subnormals`' passes instead,
-    which compute none. Exponent 31 (inf, NaN) gives 2^16 or more in magnitude either way (the
-    largest finite fp16 is 65504): those elements get float32's all-ones exponent, keeping sign
-    and significand (NaN payloads as numpy's cast keeps them). A block is searched for them only
-    when its sum of squares (one BLAS dot, cheaper than a max and a min) says it may hold one,
-    and its largest or least element says it does. Small or other arrays, or a process whose FP
-    unit treats subnormal inputs as zero (DAZ, which the multiply needs off): numpy's cast. DAZ
-    is probed on every call (~1 µs, a fraction of the smallest conversion's work): an extension
-    module loaded later (one built with -ffast-math) can switch it on."""
-    if src.size < 4096 or src.ndim not in (1, 2) or not dst.flags.c_contiguous or float(_PROBE[0] * _SCALE) != 2.0**-24:
-        np.copyto(dst, src)
-        return
-    h, di = src.view(np.int16), dst.view(np.int32)
-    step = max(1, ROWS_ELEMENTS // (src.shape[1] if src.ndim == 2 else 1))
-    spare = np.empty((2, min(step, src.shape[0]) * (src.size // src.shape[0])), np.int32) if _many_subnormal(h) else None
-    for r in range(0, src.shape[0], step):
-        d, f = di[r: r + step], dst[r: r + step]
-        # (a sign-extending copy, then the shift in place: faster than a shift casting as it goes)
-        np.copyto(d, h[r: r + step])
-        if spare is None:
-            np.left_shift(d, 13, out=d)
-            np.bitwise_and(d, _SIGNED_BITS, out=d)
-            np.multiply(f, _SCALE, out=f)
-        else:
-            _widen_subnormals(d.reshape(-1), spare[:, : d.size])
-        flat = f.reshape(-1)
-        if np.dot(flat, flat) >= _SQUARES_CLEAR and (f.max() >= _FP16_TOP or f.min() <= -_FP16_TOP):
-            np.bitwise_or(d, _EXP_ALL, out=d, where=np.abs(f) >= _FP16_TOP)
-
-
-_SIGN_BIT = np.int32(-0x80000000)
-_MAGNITUDE_BITS = np.int32(0x0FFFE000)  # fp16's exponent and significand, shifted left by 13
-_BY_2_113 = np.int32(113 << 23)
-_LEAST_NORMAL = np.float32(2.0**-14)  # fp16's
-_HALF = np.float32(0.5)
-
-
-def _widen_subnormals(d: np.ndarray, spare: np.ndarray) -> None:
-    """d (int32, 1-D: fp16 bits sign-extended) -> its float32 values in place, computing no float32
-    subnormal; `spare`: two int32 rows of d's size, overwritten.
-
-    On the magnitude bits shifted left by 13 (fp16's exponent field E at float32's, fp16's
-    significand m at the top of float32's), adding 113 to the exponent field gives
-    w = 2^(E - 14) * (1 + m / 2^10), at least 2^-14: for E = 0 the fp16 value is w - 2^-14
-    (m * 2^-24), for E >= 1 it is w / 2, and the lesser of the two is the right one (w - 2^-14
-    >= w / 2 exactly where w >= 2^-13, i.e. E >= 1); both exact, every operand and result
-    normal or zero. The sign bits go back in last. (E = 31 gives 2^16 or more: `widen_into`
-    fixes those up as for the multiply.)"""
-    sign, t = spare[0], spare[1].view(F32)
-    np.bitwise_and(d, _SIGN_BIT, out=sign)
-    np.left_shift(d, 13, out=d)
-    np.bitwise_and(d, _MAGNITUDE_BITS, out=d)
-    d += _BY_2_113
-    w = d.view(F32)
-    np.subtract(w, _LEAST_NORMAL, out=t)
-    w *= _HALF
-    np.minimum(w, t, out=w)
-    d |= sign
-
-
-def _many_subnormal(h: np.ndarray) -> bool:
-    """Whether a sample of fp16 bits `h` (int16, 1-D or 2-D: up to 256 elements) has one fp16
-    subnormal in 32 or more: enough that the multiply's slow path costs more than
-    `_widen_subnormals`' extra passes (~0.3 ns per element), from ~28 % of 16-lane vectors holding
-    one. The 7B layer's weights (N(0, 0.02)) have 1 in 400, a SiLU x up product 1 in 3."""
-    per = 256 if h.ndim == 1 else 16
-    sample = h[tuple(slice(None, None, -(-n // per)) for n in h.shape)] & np.int16(0x7FFF)
-    return 32 * np.count_nonzero((sample > 0) & (sample < 0x400)) >= sample.size
 
 
 # fp32 buffers kept between launches and between simulations (the shadows' copies and work buffers

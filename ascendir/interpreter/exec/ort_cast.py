@@ -1,0 +1,178 @@
+"""fp16 <-> float32 conversion of large arrays by onnxruntime's Cast: numpy converts element by
+element in C (~0.9 ns per element fp16 -> float32, ~1.65 float32 -> fp16 on the Sapphire Rapids
+benchmark machine, ~70 ns more for each float32 that rounds to an fp16 subnormal), while ORT's
+CPU Cast runs MLAS's F16C / AVX-512 conversion kernels: ~0.15 to 0.25 ns per element either way,
+subnormals included, plus ~3 us a call through the bindings used here, caches warm
+(benchmarks/fp16_casts.py). In the 7B layer of benchmarks/numerics_speed.py (~250 M fp16
+elements widened, mostly weights' column slices into work buffers the products then read; ~28 M
+float32 elements stored into fp16 by 3,700 stores) memory bounds the widening at ~0.9 ns per
+element (1.15 for the integer passes this replaced), and a call whose ORT state is out of cache
+costs tens of us more: the stores went from 0.105 to 0.075 s CPU, the widening from 0.29 to 0.22.
+All 2^32 float32 patterns were checked once against numpy's cast (NaNs apart, as below).
+
+Bit for bit numpy's cast: the hardware conversion rounds to nearest even whatever MXCSR's rounding
+mode, and neither its DAZ nor its FTZ bit changes a result (DAZ would flush float32 subnormal
+inputs, which round to a signed zero in fp16 anyway; fp16 subnormal inputs are converted exactly
+with DAZ on). Only NaNs differ: the hardware sets a signalling NaN's quiet bit, numpy keeps it. So
+a block that holds an element of fp16 exponent 31 (inf or NaN: `_special`, two integer max
+reductions, ~0.05 ns per element) goes through numpy's cast instead, and a conversion's result
+does not depend on the array's size.
+
+onnxruntime loads on the first conversion (~0.02 s CPU with numpy and onnx loaded, ~3 ms per
+direction for its session): small runs and the CLI's start-up do not pay it. The session of each
+direction is shared by the process (ORT runs a session from several threads at once); each thread
+binds its arrays through bindings and scratch buffers of its own. The arrays are bound as
+OrtValues over their memory (no copy) through onnxruntime's pybind layer (`_pybind_state`, what
+its Python wrapper calls): the wrapper's `IOBinding.bind_input` costs ~7 us a call, ~3 us this way.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+_I16 = np.dtype(np.int16)
+_U16 = np.dtype(np.uint16)
+# from this many elements ORT's call costs less than numpy's cast of the rest (break-even ~4,000
+# for float32 -> fp16, ~5,000 for fp16 -> float32 on the benchmark machine)
+CAST_ELEMENTS = 4096
+# elements converted per Cast call from a strided fp16 view: copied into a contiguous fp16 block
+# first (numpy), which stays in L2 for the Cast (0.33 ns per element for a 4096 x 1024 column slice
+# of a 4096 x 11008 weight, 0.57 copying the whole slice first, 0.42 with ORT's Slice + Cast)
+BLOCK = 1 << 17
+_OVERFLOWS = np.float32(65520.0**2)  # (exact in float32) the least square of a float32 numpy casts to fp16 inf
+_local = threading.local()  # per thread: `_Ort` bindings (`io`), scratch buffers by dtype (`scratch`)
+_lock = threading.Lock()
+_sessions: list = []  # [fp16 -> float32, float32 -> fp16] sessions, once made
+
+
+def _make_sessions() -> list:
+    """The two Cast sessions (fp16 -> float32, float32 -> fp16), made once per process."""
+    with _lock:
+        if not _sessions:
+            import onnxruntime as ort
+            from onnx import TensorProto, helper
+
+            for src, dst in ((TensorProto.FLOAT16, TensorProto.FLOAT), (TensorProto.FLOAT, TensorProto.FLOAT16)):
+                g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=dst)], "cast", [helper.make_tensor_value_info("x", src, None)],
+                                      [helper.make_tensor_value_info("y", dst, None)])
+                so = ort.SessionOptions()
+                # one thread: the caller's (the conversion of a block is ~30 us; a pool's threads would
+                # cost more than they give on the 2 cores the benchmark runs on)
+                so.intra_op_num_threads = so.inter_op_num_threads = 1
+                model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+                _sessions.append(ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])._sess)
+    return _sessions
+
+
+class _Ort:
+    """One thread's bindings of the two Cast sessions."""
+
+    __slots__ = ("sessions", "bindings", "value", "device", "options")
+
+    def __init__(self):
+        from onnxruntime.capi import _pybind_state as C
+
+        self.sessions = _make_sessions()
+        self.bindings = [C.SessionIOBinding(s) for s in self.sessions]
+        self.value = C.OrtValue.ortvalue_from_numpy
+        self.device = C.OrtDevice(C.OrtDevice.cpu(), C.OrtDevice.default_memory(), 0)
+        self.options = C.RunOptions()
+
+    def cast(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """dst[...] = src by ORT's Cast: C-contiguous arrays of one shape, fp16 and float32 (either
+        way round); NaNs come out quieted."""
+        k = src.dtype != F16
+        b = self.bindings[k]
+        b.bind_ortvalue_input("x", self.value(src, self.device))
+        b.bind_ortvalue_output("y", self.value(dst, self.device))  # (over dst's memory: written in place)
+        self.sessions[k].run_with_iobinding(b, self.options)
+
+
+def _ort() -> _Ort:
+    """This thread's `_Ort`, made on its first conversion."""
+    io = getattr(_local, "io", None)
+    if io is None:
+        io = _local.io = _Ort()
+    return io
+
+
+def _scratch(dtype: np.dtype, n: int) -> np.ndarray:
+    """A flat C-contiguous array of `n` elements of `dtype`, this thread's (reused by the next
+    call: kept up to BLOCK elements, larger ones fresh)."""
+    if n > BLOCK:
+        return np.empty(n, dtype)
+    got = getattr(_local, "scratch", None)
+    if got is None:
+        got = _local.scratch = {}
+    buf = got.get(dtype)
+    if buf is None or buf.size < n:
+        buf = got[dtype] = np.empty(BLOCK, dtype)
+    return buf[:n]
+
+
+def _special(h: np.ndarray) -> bool:
+    """Whether C-contiguous fp16 array `h` holds an element of exponent 31 (inf or NaN): bits
+    0x7C00 and up, or 0xFC00 and up (negative)."""
+    return np.maximum.reduce(h.view(_I16), axis=None) >= 0x7C00 or np.maximum.reduce(h.view(_U16), axis=None) >= 0xFC00
+
+
+def widen_into(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst[...] = src: fp16 `src` (1-D or 2-D, any strides) into float32 `dst` of its shape
+    (C-contiguous), bit for bit numpy's cast, NaN payloads and signalling NaNs included.
+
+    From CAST_ELEMENTS elements by ORT's Cast (module doc), in blocks of about BLOCK elements (rows
+    of a 2-D view): a strided view's block is copied into a contiguous fp16 scratch block first;
+    a block holding inf or NaN goes through numpy's cast. Smaller or other arrays: numpy's cast."""
+    if src.size < CAST_ELEMENTS or src.ndim not in (1, 2) or not dst.flags.c_contiguous:
+        np.copyto(dst, src)
+        return
+    io = _ort()
+    whole = src.flags.c_contiguous
+    if whole:
+        src, dst = src.reshape(-1), dst.reshape(-1)
+    row = src.size // src.shape[0]  # (1-D: 1)
+    step = max(1, BLOCK // row)
+    for r in range(0, src.shape[0], step):
+        s, d = src[r: r + step], dst[r: r + step]
+        if not whole:
+            c = _scratch(F16, d.size).reshape(d.shape)
+            np.copyto(c, s)
+            s = c
+        if _special(s):
+            np.copyto(d, s)
+        else:
+            io.cast(s, d)
+
+
+def narrow_into(dst: np.ndarray, x: np.ndarray) -> bool:
+    """dst[...] = x for float32 `x` and fp16 `dst` of the same shape (any strides, at least 1-d),
+    bit for bit numpy's cast (round to nearest even, fp16 subnormals, signed zeros), by ORT's Cast
+    (module doc) at any size: the caller picks the arrays worth its ~5 us a call (with the check).
+
+    False where it does not apply, dst then left to the caller to write whole (it may hold part
+    of the conversion): other shapes or dtypes, 0-d arrays, and a result holding inf or NaN (an
+    x of 65520 or more in magnitude, inf or NaN: numpy's cast warns of the overflow and keeps
+    NaN payloads). Strided arrays go through contiguous scratch buffers; so does a `dst` that
+    may share memory with `x` (the Cast reads and writes as it goes)."""
+    if x.dtype != F32 or dst.dtype != F16 or x.shape != dst.shape or not x.size or not x.ndim:
+        return False
+    io = _ort()
+    if not x.flags.c_contiguous:
+        c = _scratch(F32, x.size).reshape(x.shape)
+        np.copyto(c, x)
+        x = c
+    direct = dst.flags.c_contiguous and not np.may_share_memory(dst, x)
+    out = dst if direct else _scratch(F16, x.size).reshape(x.shape)
+    io.cast(x, out)
+    # (a sum of squares below 65520^2, one BLAS call: no element of 65520 or more, inf or NaN,
+    # since rounded sums of non-negative terms are at least their largest term in any order; else
+    # the result is searched)
+    if not np.vdot(x, x) < _OVERFLOWS and _special(out):
+        return False
+    if not direct:
+        np.copyto(dst, out)
+    return True
