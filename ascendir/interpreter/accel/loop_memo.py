@@ -13,7 +13,7 @@ from xdsl.dialects import memref, scf
 from xdsl.ir import Block, Operation, SSAValue
 from ascendir.dialects import ascend
 from ascendir.interpreter.timing.l2 import SHIFT
-from ascendir.interpreter.exec.walk import OpTree
+from ascendir.interpreter.exec.walk import OpTree, operands_of
 from ascendir.interpreter.accel.accesses import Acc, _apply_accesses, _naccesses
 
 
@@ -54,7 +54,7 @@ def _memo_inputs(loop: scf.ForOp, tree: OpTree) -> tuple:
         gm_sv = sv is not None and sv.gm and _external(sv.source, inside)
         dyn_dims = sv.dyn_offsets if gm_sv else []
         offsets = sv.offsets if gm_sv else ()
-        for v in op.operands:
+        for v in operands_of(op):
             if not _external(v, inside):
                 continue
             uses.setdefault(v, [])

@@ -86,7 +86,7 @@ from ascendir.dialects import ascend
 
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
-from ascendir.interpreter.exec.walk import OpTree
+from ascendir.interpreter.exec.walk import OpTree, operands_of
 from ascendir.interpreter.accel.accesses import Acc, _apply_accesses, _ks, _naccesses, _tiled, first_write_change
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
         elif type(owner) is arith.ConstantOp:
             r = _INV
         elif type(owner) in SCALAR_OPS and loop_level(owner):
-            kinds = [k(x) for x in owner.operands]
+            kinds = [k(x) for x in operands_of(owner)]
             if all(x == _INV for x in kinds):
                 r = _INV
             elif _OTHER in kinds:
@@ -165,7 +165,7 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
         elif type(owner) is arith.IndexCastOp:
             r = k(owner.input)
         else:
-            r = _INV if all(k(x) == _INV for x in owner.operands) else _OTHER
+            r = _INV if all(k(x) == _INV for x in operands_of(owner)) else _OTHER
         kind[v] = r
         return r
 
@@ -204,7 +204,7 @@ def _with_body_operands(checked: set[Operation], iv: SSAValue, inside: set[int],
     level: an scf.if result): the loop is then not extrapolated."""
     todo = list(checked)
     while todo:
-        for x in todo.pop().operands:
+        for x in operands_of(todo.pop()):
             owner = x.owner
             if x is iv or owner in checked or type(owner) is arith.ConstantOp:
                 continue

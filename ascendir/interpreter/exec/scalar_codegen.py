@@ -11,6 +11,7 @@ from types import CodeType, FunctionType
 from xdsl.dialects import arith
 from xdsl.ir import Operation
 from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
+from ascendir.interpreter.exec.walk import operands_of
 from ascendir.interpreter.exec.common import Closure
 
 # generated source of a scalar run, its slots renumbered (`_slot`) -> the code object of its
@@ -172,7 +173,7 @@ class ScalarCodegen:
         charged: list[Operation] = []
         for i, op in enumerate(ops):
             fn = SCALAR_OPS[type(op)](op)
-            args = [local[s] if s in local else _slot(slots, s) for s in (self.slot(v) for v in op.operands)]
+            args = [local[s] if s in local else _slot(slots, s) for s in (self.slot(v) for v in operands_of(op))]
             out = self.slot(op.results[0])
             if not args:  # a constant (no S charge: it is an immediate)
                 env[f"c{prefix}{i}"] = fn()

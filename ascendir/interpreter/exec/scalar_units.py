@@ -23,7 +23,7 @@ from __future__ import annotations
 from xdsl.dialects import scf
 from xdsl.ir import Operation
 
-from ascendir.interpreter.exec.walk import _is_a
+from ascendir.interpreter.exec.walk import _is_a, operands_of
 
 
 def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict[Operation, tuple[int, ...]]:
@@ -90,16 +90,16 @@ def _plan(order: list[Operation]) -> tuple[list[tuple], int]:
     for i, u in enumerate(order):
         t = type(u)
         if _is_a(t, scf.YieldOp):
-            for k, v in enumerate(u.operands):
+            for k, v in enumerate(operands_of(u)):
                 via[vi(v)] += [vi(x) for x in _yield_targets(u, k)]
         elif _is_a(t, scf.ForOp):
-            for k, v in enumerate(u.operands):
+            for k, v in enumerate(operands_of(u)):
                 if k >= 3:  # an iter_arg init: its block arg, result
                     via[vi(v)] += [vi(u.body.block.args[k - 2]), vi(u.results[k - 3])]
                 else:
                     users[vi(v)].append(i)
         else:
-            for v in u.operands:
+            for v in operands_of(u):
                 users[vi(v)].append(i)
 
     def needs(v) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
