@@ -20,6 +20,7 @@ def test_op_tree_walk_is_walk_ops_of_every_op():
     for op in tree.ops:
         got = tree.walk(op)
         assert got == walk_ops(op) == list(op.walk()), op.name
+    assert [tree.index(op) for op in tree.ops] == list(range(len(tree.ops)))
     with pytest.raises(KeyError):
         tree.walk(module)  # not an op of the tree
 

@@ -97,6 +97,10 @@ class OpTree:
         i, j = self._span[id(op)]
         return self.ops[i:j]
 
+    def index(self, op: Operation) -> int:
+        """The position of `op` in `ops` (KeyError for an op not in the tree)."""
+        return self._span[id(op)][0]
+
     def derived(self, key, make):
         """`make()`, computed once per tree and `key`: a fact of the IR that the kernel's compiles
         (the timing-only twin's and the data walk's share the tree) would both derive, e.g. a
