@@ -281,9 +281,7 @@ def _wait_text(src: Pipe, dst: Pipe, event: int) -> str:
 
 def flag_slots(k: KernelInfo, op: ascend.FlagOp) -> tuple[int, int, int]:
     """(source pipe slot, destination pipe slot, flag key) of flag op `op` in kernel `k`: the
-    slots on the units `k.static_units` gives it; the key (its queue) numbered in first-asked
+    slots `k.static_units` holds for it (its units' pipes); the key (its queue) numbered in first-asked
     order, per (source, destination, event)."""
-    su, du = k.static_units[op]
-    src = su * NPIPES + PIPE_INDEX[op.src.data]
-    dst = du * NPIPES + PIPE_INDEX[op.dst.data]
-    return src, dst, k.flag_keys.setdefault((src, dst, op.event.value.data), len(k.flag_keys))
+    src, dst, event = k.static_units[op]
+    return src, dst, k.flag_keys.setdefault((src, dst, event), len(k.flag_keys))

@@ -32,7 +32,7 @@ from ascendir.interpreter.accel import memo
 from ascendir.interpreter.timing.l2 import L2Pass
 from ascendir.interpreter.check.race import RaceChecker
 from ascendir.interpreter.check.uniform import uniform_blocks
-from ascendir.interpreter.timing.timeline import NPIPES, PIPES, CoreState, FlagQueues
+from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX, PIPES, CoreState, FlagQueues
 from ascendir.interpreter.check.capacity import check_capacity, check_units
 from ascendir.interpreter.exec.walk import OpTree, _is_a, walk_ops
 from ascendir.interpreter.exec.scalar_units import scalar_units
@@ -263,7 +263,10 @@ class KernelProgram:
         units = self._flag_units(order, statics)
         # what the kernel's compiles share (`_data_compile`, the twin's): the tile ops' cost functions too
         scalar_units_, op_units = self._scalar_units(order, statics, units)
-        self._facts = (units, tree, scalar_units_, {}, paths, op_units)
+        # each flag's (source slot, destination slot, event), read once for both compiles (KernelInfo.static_units)
+        ends = {o: (su * NPIPES + PIPE_INDEX[o.src.data], du * NPIPES + PIPE_INDEX[o.dst.data], o.event.value.data)
+                for o, (su, du) in units.items()}
+        self._facts = (ends, tree, scalar_units_, {}, paths, op_units)
         # memo key (memo.py): an id of the kernel without its name. None when launches with the same
         # text and argument aliasing may run differently: fresh GM roots of its own (`gm_alloc`),
         # or scalars read from data steering the control flow (`data_control`: memref.load in
