@@ -86,8 +86,8 @@ def test_copy_paths_come_from_the_prewalk(monkeypatch):
     from ascendir.interpreter.sim.kernel import KernelProgram
     prewalk = KernelProgram._prewalk
 
-    def forgetful(self, m, op) -> None:
-        prewalk(self, m, op)
+    def forgetful(self, m, op, tree) -> None:
+        prewalk(self, m, op, tree)
         self._facts[4].clear()  # (KernelInfo.paths)
 
     monkeypatch.setattr(KernelProgram, "_prewalk", forgetful)

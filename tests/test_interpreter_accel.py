@@ -342,9 +342,9 @@ def test_split_kernels_compile_their_twin_and_no_single_walk_body(monkeypatch):
         compiled.append(m.timing_only)
         init(self, m, op, **kw)
 
-    def counting_prewalk(self, m, op):
+    def counting_prewalk(self, m, op, tree):
         prewalks.append(m.timing_only)
-        prewalk(self, m, op)
+        prewalk(self, m, op, tree)
 
     monkeypatch.setattr(kernel.KernelProgram, "__init__", counting)
     monkeypatch.setattr(kernel.KernelProgram, "_prewalk", counting_prewalk)

@@ -20,6 +20,7 @@ def test_op_tree_walk_is_walk_ops_of_every_op():
     for op in tree.ops:
         got = tree.walk(op)
         assert got == walk_ops(op) == list(op.walk()), op.name
+    assert [tree.index(op) for op in tree.ops] == list(range(len(tree.ops)))
     with pytest.raises(KeyError):
         tree.walk(module)  # not an op of the tree
 
@@ -88,3 +89,28 @@ def test_prewalk_class_tests_agree_with_isinstance():
             assert _is_a(type(op), base) == isinstance(op, base), (op.name, base)
             hits += isinstance(op, base)
     assert hits > 20
+
+
+def test_operands_of_is_the_operands_tuple():
+    # walk.operands_of reads xDSL's private operand tuple (the analyses of a compile read every
+    # op's operands several times): the same values, in order, as the public accessor
+    from ascendir.interpreter.exec.walk import operands_of
+
+    module = parse(matmul_ir(512, 512, 512, tm=128, tn=128, tk=128, block_dim=4, nbuf=2))
+    ops = list(module.walk())
+    assert sum(len(op.operands) for op in ops) > 100
+    for op in ops:
+        got = operands_of(op)
+        assert isinstance(got, tuple) and len(got) == len(op.operands)
+        assert all(a is b for a, b in zip(got, op.operands)), op.name
+
+
+def test_comm_test_reads_the_tree_ops_it_is_given():
+    # chip.py asks is_comm_kernel with the kernel's OpTree ops (the tree its compile then reads)
+    from ascendir.interpreter.sim.comm import is_comm_kernel
+
+    module = parse(matmul_ir(512, 512, 512, tm=128, tn=128, tk=128, block_dim=4, nbuf=2))
+    kernel = next(op for op in module.walk() if isinstance(op, ascend.KernelOp))
+    ops = OpTree(kernel).ops
+    assert is_comm_kernel(kernel, ops) is is_comm_kernel(kernel) is False
+    assert is_comm_kernel(kernel, ops + [ascend.GroupRankOp.__new__(ascend.GroupRankOp)])

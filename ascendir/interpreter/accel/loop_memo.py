@@ -13,7 +13,7 @@ from xdsl.dialects import memref, scf
 from xdsl.ir import Block, Operation, SSAValue
 from ascendir.dialects import ascend
 from ascendir.interpreter.timing.l2 import SHIFT
-from ascendir.interpreter.exec.walk import OpTree
+from ascendir.interpreter.exec.walk import OpTree, operands_of
 from ascendir.interpreter.accel.accesses import Acc, _apply_accesses, _naccesses
 
 
@@ -46,23 +46,30 @@ def memo_inputs(loop: scf.ForOp, tree: OpTree | None = None) -> tuple[list[SSAVa
 def _memo_inputs(loop: scf.ForOp, tree: OpTree) -> tuple:
     """`memo_inputs` computed."""
     ops = tree.walk(loop)
-    inside = {id(o) for o in ops}
+    # ids of the values the loop defines (its ops' results, their regions' block arguments): a
+    # value is external (`_external`) when its id is not here; one set test per operand
+    defined = set()
+    for op in ops:
+        defined.update(map(id, op.results))
+        for region in op.regions:
+            for block in region.blocks:
+                defined.update(map(id, block.args))
     uses: dict[SSAValue, list] = {}
     other: set[SSAValue] = set()
     for op in ops:
         sv = tree.subview(op) if type(op) is memref.SubviewOp else None
-        gm_sv = sv is not None and sv.gm and _external(sv.source, inside)
+        gm_sv = sv is not None and sv.gm and id(sv.source) not in defined
         dyn_dims = sv.dyn_offsets if gm_sv else []
         offsets = sv.offsets if gm_sv else ()
-        for v in op.operands:
-            if not _external(v, inside):
+        for v in operands_of(op):
+            if id(v) in defined:
                 continue
             uses.setdefault(v, [])
             if gm_sv and any(v is o for o in offsets):
                 continue
             other.add(v)
         for k, o in enumerate(offsets):
-            if _external(o, inside):
+            if id(o) not in defined:
                 uses[o].append((op, dyn_dims[k]))
     addr = [v for v in uses if v not in other and uses[v]]
     ctrl = [v for v in uses if v not in addr]

@@ -86,7 +86,7 @@ from ascendir.dialects import ascend
 
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
-from ascendir.interpreter.exec.walk import OpTree
+from ascendir.interpreter.exec.walk import OpTree, operands_of
 from ascendir.interpreter.accel.accesses import Acc, _apply_accesses, _ks, _naccesses, _tiled, first_write_change
 
 if TYPE_CHECKING:
@@ -115,18 +115,18 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
     inside = {id(o) for o in order}  # (ids: an xDSL op's hash is Python code)
     kind: dict[SSAValue, int] = {}
     checked: set[Operation] = set()
+    # ids of the blocks whose ops run once per iteration: the body and the regions of its scf.if
+    # ops, nested (in pre-order an scf.if comes after the op holding its block)
+    level = {id(body)}
+    for op in order:
+        if type(op) is scf.IfOp and id(op.parent_block()) in level:
+            level.update(id(b) for r in op.regions for b in r.blocks)
 
     def loop_level(op: Operation) -> bool:
         """Directly in the body, or in scf.if regions of it (not in an inner loop): evaluated
         once per iteration, so it can be checked like a body op (a branch not taken computes it
         harmlessly)."""
-        blk = op.parent_block()
-        while blk is not body:
-            parent = blk.parent_op() if blk is not None else None
-            if type(parent) is not scf.IfOp:
-                return False
-            blk = parent.parent_block()
-        return True
+        return id(op.parent_block()) in level
 
     def k(v: SSAValue) -> int:
         if v is iv:
@@ -149,7 +149,7 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
         elif type(owner) is arith.ConstantOp:
             r = _INV
         elif type(owner) in SCALAR_OPS and loop_level(owner):
-            kinds = [k(x) for x in owner.operands]
+            kinds = [k(x) for x in operands_of(owner)]
             if all(x == _INV for x in kinds):
                 r = _INV
             elif _OTHER in kinds:
@@ -165,7 +165,7 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
         elif type(owner) is arith.IndexCastOp:
             r = k(owner.input)
         else:
-            r = _INV if all(k(x) == _INV for x in owner.operands) else _OTHER
+            r = _INV if all(k(x) == _INV for x in operands_of(owner)) else _OTHER
         kind[v] = r
         return r
 
@@ -189,7 +189,7 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
     del k  # (it calls itself: a reference cycle otherwise)
     if not uniform or not _with_body_operands(checked, iv, inside, loop_level):
         return None
-    return [op for op in order if op in checked]
+    return sorted(checked, key=tree.index)  # (program order; an op's hash is Python code: no set test per op)
 
 
 def _with_body_operands(checked: set[Operation], iv: SSAValue, inside: set[int], loop_level) -> bool:
@@ -204,7 +204,7 @@ def _with_body_operands(checked: set[Operation], iv: SSAValue, inside: set[int],
     level: an scf.if result): the loop is then not extrapolated."""
     todo = list(checked)
     while todo:
-        for x in todo.pop().operands:
+        for x in operands_of(todo.pop()):
             owner = x.owner
             if x is iv or owner in checked or type(owner) is arith.ConstantOp:
                 continue

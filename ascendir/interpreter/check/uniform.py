@@ -27,7 +27,7 @@ from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.interpreter.exec.common import space_name
-from ascendir.interpreter.exec.walk import _is_a
+from ascendir.interpreter.exec.walk import _is_a, operands_of
 
 # ops computing their results from their operands alone (besides arith)
 _PURE = frozenset({"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.collapse_shape",
@@ -51,7 +51,7 @@ def uniform_blocks(ops: Sequence[Operation], tile: Callable[[Operation], bool | 
     while changed:  # to a fixed point: loop-carried values feed back
         changed = False
         for ins, outs in conditional:
-            if any(v in varying for v in ins):
+            if not varying.isdisjoint(ins):
                 for v in outs:
                     if v not in varying:
                         varying.add(v)
@@ -62,7 +62,7 @@ def uniform_blocks(ops: Sequence[Operation], tile: Callable[[Operation], bool | 
             continue
         if not fixed:
             return False
-        for v in o.operands:
+        for v in operands_of(o):
             if isinstance(v.type, MemRefType) and space_name(v.type) != "gm" and id(v) in varying:
                 return False
     return True
@@ -77,7 +77,16 @@ def _rules(ops: Sequence[Operation]) -> tuple[list[int], list[tuple[tuple[int, .
     conditional: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
     for o in ops:
         t = type(o)
-        if _is_a(t, scf.ForOp):
+        kind = _KINDS.get(t)
+        if kind is None:
+            kind = _KINDS[t] = _kind(t)
+        if kind is _PURE_OP:  # (most ops: tested first)
+            if o.results:
+                conditional.append((tuple(map(id, operands_of(o))), tuple(map(id, o.results))))
+        elif kind is _ALLOC and space_name(o.result.type) != "gm":
+            if o.results:
+                conditional.append((tuple(map(id, operands_of(o))), tuple(map(id, o.results))))
+        elif _is_a(t, scf.ForOp):
             blk = o.body.block
             conditional.append(((id(o.lb), id(o.step)), (id(blk.args[0]),)))
             ys = list(blk.last_op.operands) if _is_a(type(blk.last_op), scf.YieldOp) else []
@@ -90,11 +99,20 @@ def _rules(ops: Sequence[Operation]) -> tuple[list[int], list[tuple[tuple[int, .
                         conditional += [((id(y),), (id(o.results[k]),)) for k, y in enumerate(b.last_op.operands)]
         elif o.regions:
             return None
-        elif o.name.startswith("arith.") or o.name in _PURE or (
-                _is_a(t, ascend.AllocOp) and space_name(o.result.type) != "gm"):
-            if o.results:
-                conditional.append((tuple(id(v) for v in o.operands), tuple(id(r) for r in o.results)))
         else:
             always += [id(r) for r in o.results]
     return always, conditional
+
+
+_PURE_OP, _ALLOC, _OTHER = "pure", "alloc", "other"
+_KINDS: dict[type, str] = {}  # op class -> `_kind` (the rules ask it of every op of a kernel)
+
+
+def _kind(t: type) -> str:
+    """How `_rules` reads the ops of class `t`: `_PURE_OP` (arith, views, scf.yield: results from
+    operands alone), `_ALLOC` (ascend.alloc: pure when on chip), else `_OTHER`."""
+    name = getattr(t, "name", "")
+    if isinstance(name, str) and (name.startswith("arith.") or name in _PURE):
+        return _PURE_OP
+    return _ALLOC if _is_a(t, ascend.AllocOp) else _OTHER
 

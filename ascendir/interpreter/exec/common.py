@@ -31,7 +31,9 @@ class KernelInfo:
     name: str
     nunits: int
     env: CostEnv
-    static_units: dict[Operation, int]  # flag op -> (src unit, dst unit) resolution helper input
+    # flag op -> (source pipe slot, destination pipe slot, event): its ends on the units
+    # flag_placement.flag_units gives it (sim/kernel.py `_prewalk`; sync_ops.flag_slots)
+    static_units: dict[Operation, tuple[int, int, int]]
     flag_keys: dict[tuple[int, int, int], int]
     alu: float
     timing_only: bool

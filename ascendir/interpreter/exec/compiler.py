@@ -60,12 +60,16 @@ class Compiler(ScalarCodegen, DataCodegen, TileOps, ScfOps, SteadyFor, MemrefOps
         self.F = frame
         self.k = kernel
         self.slots: dict[SSAValue, int] = {}
+        # id(value) -> its slot: what `slot` looks up (an xDSL value's hash is Python code, an
+        # int's is not; compiling asks for the slots of every operand of every op); `slots`
+        # holds the values, so their ids stay theirs
+        self._ids: dict[int, int] = {}
 
     # -- slots ------------------------------------------------------------------------------
     def slot(self, v: SSAValue) -> int:
-        s = self.slots.get(v)  # one lookup: xDSL values hash in Python
+        s = self._ids.get(id(v))
         if s is None:
-            s = self.slots[v] = len(self.slots)
+            s = self._ids[id(v)] = self.slots[v] = len(self.slots)
             self.F.values.append(None)
             self.F.gm_tags.append(None)
         return s

@@ -23,6 +23,7 @@ from ascendir.dialects.ir_checks import loop_range
 from ascendir.interpreter.exec.common import Closure, space_name
 from ascendir.interpreter.exec.data_loop_memo import DataLoopMemo, plan
 from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
+from ascendir.interpreter.exec.walk import operands_of
 from ascendir.interpreter.exec.scalar_codegen import generated
 
 MAX_NEST = 12  # scf.for / scf.if nested in one generated function (CPython: at most 20 loops)
@@ -56,10 +57,10 @@ class DataCodegen:
     def _read_outside(self, ops) -> None:
         """Note the slots of the operands of `ops` as read by other code than the function being
         generated (closures, loop memos, yields' copies): their scalar results are stored."""
-        read, get = self._slots_used[1], self.slots.get
+        read, get = self._slots_used[1], self._ids.get
         for o in ops:
-            for v in o.operands:
-                s = get(v)
+            for v in operands_of(o):
+                s = get(id(v))
                 if s is not None:  # (a value without a slot yet is defined inside `ops`)
                     read.add(s)
 

@@ -59,7 +59,7 @@ from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.deferred import _addr, _joined
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
 from ascendir.interpreter.exec.semantics import never_read
-from ascendir.interpreter.exec.walk import OpTree
+from ascendir.interpreter.exec.walk import OpTree, operands_of
 
 VARIANTS = 4  # stored executions per loop (entry states, control values)
 _FLAGS = (ascend.SetFlagOp, ascend.WaitFlagOp)
@@ -114,11 +114,11 @@ def _tests(ctrl: list, ops: list[Operation], inside: set[int]) -> tuple[list, li
     results. Returns (the other control values, the tests reading the values left out)."""
     users: dict = {}
     for o in ops:
-        for v in o.operands:
+        for v in operands_of(o):
             users.setdefault(v, []).append(o)
 
     def test(o: Operation) -> bool:
-        return type(o) in SCALAR_OPS and all(_external(v, inside) for v in o.operands)
+        return type(o) in SCALAR_OPS and all(_external(v, inside) for v in operands_of(o))
     out = {v for v in ctrl if not isinstance(v.type, MemRefType) and all(map(test, users.get(v, ())))}
     tests = {id(o): o for v in out for o in users[v]}
     return [v for v in ctrl if v not in out], list(tests.values())

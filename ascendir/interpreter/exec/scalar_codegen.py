@@ -11,11 +11,13 @@ from types import CodeType, FunctionType
 from xdsl.dialects import arith
 from xdsl.ir import Operation
 from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
+from ascendir.interpreter.exec.walk import operands_of
 from ascendir.interpreter.exec.common import Closure
 
 # generated source of a scalar run, its slots renumbered (`_slot`) -> the code object of its
-# function (`generated`; runs of one shape share it across kernels and modules)
-_RUN_CODE: dict[str, CodeType] = {}
+# function and where its renumbered slots are among its constants: (position, k) per slot
+# constant (`generated`; runs of one shape share it across kernels and modules)
+_RUN_CODE: dict[str, tuple[CodeType, tuple[tuple[int, int], ...]]] = {}
 # a source's k-th distinct slot is written as the constant _SLOT_BASE + k (no slot is that large)
 _SLOT_BASE = 1 << 48
 
@@ -64,15 +66,20 @@ def generated(head: str, lines: list[str], env: dict, name: str, slots: dict[int
     constants: the same bytecode as compiling its own source (a slot is a constant operand of
     the subscript either way)."""
     src = head + "\n" + "".join(f"    {ln}\n" for ln in lines)
-    code = _RUN_CODE.get(src)
-    if code is None:
+    got = _RUN_CODE.get(src)
+    if got is None:
         code = next(c for c in compile(src, "<scalar ops>", "exec").co_consts if isinstance(c, CodeType))
+        # (found once per source: testing every constant of every function was a visible part of compiling)
+        got = (code, tuple((j, c - _SLOT_BASE) for j, c in enumerate(code.co_consts) if type(c) is int and c >= _SLOT_BASE))
         if len(_RUN_CODE) < 4096:
-            _RUN_CODE[src] = code
+            _RUN_CODE[src] = got
+    code, at = got
     if slots:
         real = list(slots)  # renumbered slot k -> slot
-        code = code.replace(co_consts=tuple(real[c - _SLOT_BASE] if type(c) is int and c >= _SLOT_BASE else c
-                                            for c in code.co_consts))
+        consts = list(code.co_consts)
+        for j, k in at:
+            consts[j] = real[k]
+        code = code.replace(co_consts=tuple(consts))
     return FunctionType(code, env, name)
 
 def charge_lines(s_ids) -> list[str]:
@@ -172,7 +179,7 @@ class ScalarCodegen:
         charged: list[Operation] = []
         for i, op in enumerate(ops):
             fn = SCALAR_OPS[type(op)](op)
-            args = [local[s] if s in local else _slot(slots, s) for s in (self.slot(v) for v in op.operands)]
+            args = [local[s] if s in local else _slot(slots, s) for s in (self.slot(v) for v in operands_of(op))]
             out = self.slot(op.results[0])
             if not args:  # a constant (no S charge: it is an immediate)
                 env[f"c{prefix}{i}"] = fn()

@@ -23,7 +23,7 @@ from __future__ import annotations
 from xdsl.dialects import scf
 from xdsl.ir import Operation
 
-from ascendir.interpreter.exec.walk import _is_a
+from ascendir.interpreter.exec.walk import _is_a, operands_of
 
 
 def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict[Operation, tuple[int, ...]]:
@@ -39,7 +39,8 @@ def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict
     value and a loop's init by what needs the loop-carried argument or result it becomes. The
     use lists are read once into index lists (`_plan`); the passes then run over ints."""
     plan, nvals = _plan(order)
-    mask = [anchored.get(o, 0) for o in order]
+    known = [anchored.get(o) for o in order]  # (one lookup per op: an op's hash is Python code)
+    mask = [0 if m is None else m for m in known]
     val = [0] * nvals  # value index -> units needing it (results and block arguments)
     changed = True
     while changed:  # loop-carried values flow backwards in walk order: iterate to the fixpoint
@@ -63,7 +64,10 @@ def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict
             if m != mask[i]:
                 mask[i] = m
                 changed = True
-    return {o: tuple(u for u in range(3) if m >> u & 1) for o, m in zip(order, mask) if m and o not in anchored}
+    return {o: _UNITS[m] for o, m, k in zip(order, mask, known) if m and k is None}
+
+
+_UNITS = [tuple(u for u in range(3) if m >> u & 1) for m in range(8)]  # mask -> its units, sorted
 
 
 def _plan(order: list[Operation]) -> tuple[list[tuple], int]:
@@ -90,16 +94,16 @@ def _plan(order: list[Operation]) -> tuple[list[tuple], int]:
     for i, u in enumerate(order):
         t = type(u)
         if _is_a(t, scf.YieldOp):
-            for k, v in enumerate(u.operands):
+            for k, v in enumerate(operands_of(u)):
                 via[vi(v)] += [vi(x) for x in _yield_targets(u, k)]
         elif _is_a(t, scf.ForOp):
-            for k, v in enumerate(u.operands):
+            for k, v in enumerate(operands_of(u)):
                 if k >= 3:  # an iter_arg init: its block arg, result
                     via[vi(v)] += [vi(u.body.block.args[k - 2]), vi(u.results[k - 3])]
                 else:
                     users[vi(v)].append(i)
         else:
-            for v in u.operands:
+            for v in operands_of(u):
                 users[vi(v)].append(i)
 
     def needs(v) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
@@ -109,7 +113,7 @@ def _plan(order: list[Operation]) -> tuple[list[tuple], int]:
     plan = []
     for i in range(len(order) - 1, -1, -1):
         o = order[i]
-        results = tuple(needs(r) for r in o.results)
+        results = tuple(map(needs, o.results))
         args, inner = [], []
         for region in o.regions:
             for block in region.blocks:

@@ -3,10 +3,11 @@ pipe: timing/holds.py) and pipe_barrier."""
 
 from __future__ import annotations
 
+import functools
 import weakref
 
 from ascendir.dialects import ascend
-from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES
+from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES, Pipe
 from ascendir.errors import AscendirError
 from ascendir.interpreter.check.race import BARRIER, sync_event
 from ascendir.interpreter.timing.holds import Holds
@@ -90,9 +91,9 @@ class SyncOps:
         F = self.F
         src, dst, key = self._flag_slots(op)
         kname = self.k.name
-        text = f"ascend.wait_flag {op.src.data} -> {op.dst.data}, {op.event.value.data}"
-        s_id = (dst // NPIPES) * NPIPES
         event = op.event.value.data
+        text = _wait_text(op.src.data, op.dst.data, event)
+        s_id = (dst // NPIPES) * NPIPES
         set_keys = self.k.set_keys
         ev = sync_event("wait", dst, key)  # its race-check step (race.py)
         if self.k.data_only:
@@ -271,11 +272,16 @@ def _scalar_stall(kname: str, block: int, text: str, has_set: bool) -> AscendirE
                          f"ascend.set_flag {flag}: {why}")
 
 
+@functools.cache
+def _wait_text(src: Pipe, dst: Pipe, event: int) -> str:
+    """How deadlock messages name a wait_flag from pipe `src` to `dst` on `event`, per triple:
+    formatting the pipes (enums) was most of compiling a wait_flag, a kernel has hundreds."""
+    return f"ascend.wait_flag {src} -> {dst}, {event}"
+
+
 def flag_slots(k: KernelInfo, op: ascend.FlagOp) -> tuple[int, int, int]:
     """(source pipe slot, destination pipe slot, flag key) of flag op `op` in kernel `k`: the
-    slots on the units `k.static_units` gives it; the key (its queue) numbered in first-asked
+    slots `k.static_units` holds for it (its units' pipes); the key (its queue) numbered in first-asked
     order, per (source, destination, event)."""
-    su, du = k.static_units[op]
-    src = su * NPIPES + PIPE_INDEX[op.src.data]
-    dst = du * NPIPES + PIPE_INDEX[op.dst.data]
-    return src, dst, k.flag_keys.setdefault((src, dst, op.event.value.data), len(k.flag_keys))
+    src, dst, event = k.static_units[op]
+    return src, dst, k.flag_keys.setdefault((src, dst, event), len(k.flag_keys))

@@ -4,12 +4,21 @@ kernel and per loop)."""
 from __future__ import annotations
 
 import functools
+from operator import attrgetter
 
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Operation, SSAValue
 
 from ascendir.dialects import ascend
+
+
+# op -> its operands as a tuple (`tuple(op.operands)`, not copied). xDSL (pinned to one release:
+# pyproject.toml) keeps them in `Operation._operands`; its `operands` property wraps them in a new
+# OpOperands view at every access, and iterating that costs about 4x the tuple: the compile's
+# analyses read every op's operands several times (about a twentieth of compiling a 7B layer's
+# kernels). A test checks it against `op.operands` (test_interpreter_walk.py).
+operands_of = attrgetter("_operands")
 
 
 def walk_ops(op: Operation) -> list[Operation]:
@@ -38,7 +47,7 @@ class Subview:
         # operands: source, offsets, sizes, strides, as many of each as the segment sizes say (the
         # property xDSL's accessors read, AttrSizedOperandSegments)
         _, n_off, n_size, n_stride = op.properties["operandSegmentSizes"].get_values()
-        vals = tuple(op.operands)
+        vals = operands_of(op)
         self.source = vals[0]
         self.offsets = vals[1:1 + n_off]
         self.sizes = vals[1 + n_off:1 + n_off + n_size]
@@ -87,6 +96,10 @@ class OpTree:
         """`walk_ops(op)` for an op of the tree (KeyError for any other op)."""
         i, j = self._span[id(op)]
         return self.ops[i:j]
+
+    def index(self, op: Operation) -> int:
+        """The position of `op` in `ops` (KeyError for an op not in the tree)."""
+        return self._span[id(op)][0]
 
     def derived(self, key, make):
         """`make()`, computed once per tree and `key`: a fact of the IR that the kernel's compiles

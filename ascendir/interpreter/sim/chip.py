@@ -30,6 +30,7 @@ from ascendir.hardware.config import HardwareConfig
 from ascendir.interpreter.accel import Accel
 from ascendir.interpreter.accel.memo import LaunchMemo
 from ascendir.interpreter.exec.compiler import Compiler, Return, np_dtype, zero_view
+from ascendir.interpreter.exec.walk import OpTree
 from ascendir.interpreter.exec.wide import GmShadows
 from ascendir.interpreter.sim.comm import CommKernelProgram, is_comm_kernel
 from ascendir.interpreter.sim.kernel import KernelProgram
@@ -97,7 +98,8 @@ class ModuleProg:
         for op in module.ops:
             if isinstance(op, ascend.KernelOp):
                 self.kernel_ops[op.sym_name.data] = op
-                self.kernels[op.sym_name.data] = CommKernelProgram(self, op) if is_comm_kernel(op) else KernelProgram(self, op)
+                tree = OpTree(op)  # (one walk: the comm test's and the kernel's compile's)
+                self.kernels[op.sym_name.data] = CommKernelProgram(self, op) if is_comm_kernel(op, tree.ops) else KernelProgram(self, op, tree=tree)
             elif isinstance(op, func.FuncOp) and op.sym_name.data == "main":
                 main = op
         if main is None:

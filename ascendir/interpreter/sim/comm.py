@@ -91,10 +91,12 @@ def _rows(a: np.ndarray) -> tuple[int, int]:
     return int(np.prod(a.shape[:-1])), a.shape[-1] * a.dtype.itemsize
 
 
-def is_comm_kernel(op: ascend.KernelOp) -> bool:
-    """A kernel holding a comm op is a comm kernel. (A plain walk and _is_a: xDSL's walk and
-    isinstance on its op classes (ABCs) took 60 ms of compiling a 7B layer's kernels, a third of
-    that now; no OpTree: the kernel's compile builds the one it reads, test_interpreter_walk.py.)"""
+def is_comm_kernel(op: ascend.KernelOp, ops: list[Operation] | None = None) -> bool:
+    """A kernel holding a comm op is a comm kernel. `ops`: the kernel's ops (walk.OpTree.ops)
+    when the caller has them (chip.py: the tree the kernel's compile then reads), else a plain
+    walk. (_is_a: isinstance on xDSL's op classes (ABCs) is Python code.)"""
+    if ops is not None:
+        return any(_is_a(type(o), COMM_OPS) for o in ops)
     todo = [op]
     while todo:
         o = todo.pop()

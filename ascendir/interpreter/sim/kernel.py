@@ -32,7 +32,7 @@ from ascendir.interpreter.accel import memo
 from ascendir.interpreter.timing.l2 import L2Pass
 from ascendir.interpreter.check.race import RaceChecker
 from ascendir.interpreter.check.uniform import uniform_blocks
-from ascendir.interpreter.timing.timeline import NPIPES, PIPES, CoreState, FlagQueues
+from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX, PIPES, CoreState, FlagQueues
 from ascendir.interpreter.check.capacity import check_capacity, check_units
 from ascendir.interpreter.exec.walk import OpTree, _is_a, walk_ops
 from ascendir.interpreter.exec.scalar_units import scalar_units
@@ -149,10 +149,11 @@ def timing_view(m) -> _TimingOnly:
 class KernelProgram:
     """One compiled `ascend.kernel`."""
 
-    def __init__(self, m, op: ascend.KernelOp, like: KernelProgram | None = None):
+    def __init__(self, m, op: ascend.KernelOp, like: KernelProgram | None = None, tree: OpTree | None = None):
         """Compile `op` for module program `m`. `like`: the numerics program of `op` whose
         timing-only twin this is (`_twin`): its pre-walk facts (op tree, units, flag and scalar
         units, memo id) hold for the twin too and are taken over rather than computed again.
+        `tree`: OpTree(op) when the caller built it (chip.py), else it is built here.
 
         Raises: AscendirError (capacity, units, ops the interpreter cannot run)."""
         t = m.target
@@ -167,7 +168,7 @@ class KernelProgram:
             for name in ("nunits", "labels", "gm_reads", "env", "_facts", "nchip", "memo_text"):
                 setattr(self, name, getattr(like, name))
         else:
-            self._prewalk(m, op)
+            self._prewalk(m, op, tree if tree is not None else OpTree(op))
         units, tree, scalar_units_, costs, paths, op_units = self._facts
         self.arg_types = list(op.body.block.arg_types)
         self.data: tuple | None = None  # the data walk's (frame, argument slots, body, flag count), compiled on first use
@@ -207,12 +208,11 @@ class KernelProgram:
             self.body = self._comp.block(self.op.body.block)
             self.nflags = max(1, len(self._info.flag_keys))
 
-    def _prewalk(self, m, op: ascend.KernelOp) -> None:
+    def _prewalk(self, m, op: ascend.KernelOp, tree: OpTree) -> None:
         """The facts compiling `op` needs before its body: capacity and unit checks, units and
         pipe labels, whether it reads GM, its cost environment, flag and scalar units, the chip
-        buffers it allocates, its launch memo id (None when not memoised)."""
+        buffers it allocates, its launch memo id (None when not memoised). `tree`: OpTree(op)."""
         t = m.target
-        tree = OpTree(op)
         ops = tree.ops  # the kernel op, then its body in program order
         check_capacity(op, t, ops)
         # pre-walk: static pipes/units of tile ops, GM streams, flag unit resolution
@@ -234,8 +234,27 @@ class KernelProgram:
         units_ = ("aic", "aiv", "aiv1")[: self.nunits]
         self.labels = list(PIPES) if self.nunits == 1 else [f"{u}.{p}" for u in units_ for p in PIPES]
 
-        paths = {o: copy_path(o, t) for o in order if _is_a(type(o), ascend.CopyOp)}
-        statics = {o: _static_pipe(o, paths) for o in order}
+        # one pass for the per-op facts below (each its own pass over a 3,700-op kernel added up)
+        paths: dict[Operation, tuple] = {}
+        statics: dict[Operation, tuple | None] = {}
+        gm_alloc = data_control = False
+        self.nchip = 0
+        loads = not m.timing_only  # (memref.load reads data in numerics runs only)
+        for o in order:
+            ty = type(o)
+            fixed = _type_pipe(ty)
+            if fixed == "copy":
+                paths[o] = copy_path(o, t)
+                fixed = _static_pipe(o, paths)
+            statics[o] = fixed
+            if fixed is None:
+                if _is_a(ty, ascend.AllocOp):
+                    if space_name(o.result.type) == "gm":
+                        gm_alloc = True
+                    else:
+                        self.nchip += 1
+                elif _is_a(ty, ascend.GetValueOp) or loads and _is_a(ty, memref.LoadOp):
+                    data_control = True
         if t.arch.split_cores and self.core_type in ("aic", "aiv"):
             check_units(op, order, statics, t)
         self.gm_reads = t.memory.l2_model == "tile" and any(p[0] == "gm" for p in paths.values())
@@ -244,15 +263,14 @@ class KernelProgram:
         units = self._flag_units(order, statics)
         # what the kernel's compiles share (`_data_compile`, the twin's): the tile ops' cost functions too
         scalar_units_, op_units = self._scalar_units(order, statics, units)
-        self._facts = (units, tree, scalar_units_, {}, paths, op_units)
+        # each flag's (source slot, destination slot, event), read once for both compiles (KernelInfo.static_units)
+        ends = {o: (su * NPIPES + PIPE_INDEX[o.src.data], du * NPIPES + PIPE_INDEX[o.dst.data], o.event.value.data)
+                for o, (su, du) in units.items()}
+        self._facts = (ends, tree, scalar_units_, {}, paths, op_units)
         # memo key (memo.py): an id of the kernel without its name. None when launches with the same
-        # text and argument aliasing may run differently: fresh GM roots of its own, or scalars
-        # read from data (memref.load) steering the control flow in numerics mode
-        gm_alloc = any(_is_a(type(o), ascend.AllocOp) and space_name(o.result.type) == "gm" for o in order)
-        # (ascend.get_value reads data in timing-only runs too: a routed group list)
-        data_control = any(_is_a(type(o), ascend.GetValueOp) for o in order) or (
-            not m.timing_only and any(_is_a(type(o), memref.LoadOp) for o in order))
-        self.nchip = sum(_is_a(type(o), ascend.AllocOp) and space_name(o.result.type) != "gm" for o in order)
+        # text and argument aliasing may run differently: fresh GM roots of its own (`gm_alloc`),
+        # or scalars read from data steering the control flow (`data_control`: memref.load in
+        # numerics mode; ascend.get_value in timing-only runs too, a routed group list)
         self.memo_text = None if gm_alloc or data_control else _memo_id(m.memo_ids, op, ops)
 
     def _scalar_units(self, order: list[Operation], statics: dict, flags: dict) -> tuple[dict, dict]:
