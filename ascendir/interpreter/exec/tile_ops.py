@@ -159,7 +159,9 @@ class TileOps:
         if k.data_only:
             if F.cube is not None:  # exec/deferred.py: copies and mmads of a GEMM recorded, summed per L0C tile
                 sem = F.cube.wrap(op, sem, ins)
-            fixed = _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)]
+            # a built-in cost function gives every op it serves one pipe and unit (costmodel.shared_cost
+            # shares one function between the ops of one form): its ops share their pipe slots
+            fixed = (k.costs[op], sub) if _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)] else None
             gm = [space_name(v.type) == "gm" for v, m_ in zip(operands, mem) if m_]
             return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm)
 
@@ -189,12 +191,13 @@ class TileOps:
 
         return _timed_tile(len(ins))(F, R, A, ins, cache, cost_fn, resolve, key_of, sem, race_ops, name, label)
 
-    def _data_tile(self, sem, cost_fn, ins: list[int], get, resolve, race_ops: list, name: str, fixed: bool,
+    def _data_tile(self, sem, cost_fn, ins: list[int], get, resolve, race_ops: list, name: str, fixed: tuple | None,
                    gm: list[bool]) -> Closure:
         """A tile op of the data walk (KernelInfo.data_only): its semantics on its operands. While
         a pipe is held (holds.py) or the race checker runs (`Frame.slow_path`), the op needs its
-        pipe (from its cost, looked up then only; once per op when `fixed`, its cost being a
-        built-in one, whose pipe and unit do not depend on the operands: `_FIXED_PIPE`): queued
+        pipe (from its cost, looked up then only; when its cost is a built-in one, whose pipe and
+        unit do not depend on the operands (`_FIXED_PIPE`), once per compile for all the ops of
+        its cost function and AIV subblock: `fixed`, that pair, else None): queued
         behind a held wait as in the timed walk, its accesses checked (race.py) as in the single
         walk. In a block the race check follows without running (race.py `reset`: F.races None,
         F.ctl set), its GM operands (`gm`: per memref operand, whether it is in GM) are logged."""
@@ -204,20 +207,25 @@ class TileOps:
         # the memref operands the race check reads: (position in the operands, slot, written)
         racing = [(ins.index(i), i, w) for i, w in race_ops]
         in_gm = [r for r, g in zip(racing, gm) if g]
+        if fixed is not None:  # (a block's first checked run resolves a cost per form, not per op)
+            pipes = self.__dict__.setdefault("_fixed_pipes", {})
 
         def run() -> None:
             nonlocal ps
             vals = get(R)
             if F.slow_path:
-                if ps is None or not fixed:
-                    key = tuple([getattr(v, "shape", v) for v in vals])
-                    ps = pipes.get(key)
-                    if ps is None:
-                        ps = pipes[key] = resolve(cost_fn(*vals))[:2]
-                pid = ps[0]
+                got = ps
+                if got is None:
+                    key = fixed if fixed is not None else tuple([getattr(v, "shape", v) for v in vals])
+                    got = pipes.get(key)
+                    if got is None:
+                        got = pipes[key] = resolve(cost_fn(*vals))[:2]
+                    if fixed is not None:
+                        ps = got
+                pid = got[0]
                 h = F.hold
                 if h is not None and pid in h.lists:
-                    h.defer_read(pid, me(), ins, vals, get(A), ps[1])
+                    h.defer_read(pid, me(), ins, vals, get(A), got[1])
                     return
                 if F.races is not None:
                     F.races.access(pid, [(A[i], vals[j].shape, w) for j, i, w in racing if A[i] is not None], name, F.block)
