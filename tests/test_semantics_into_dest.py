@@ -194,3 +194,41 @@ def test_select_into_its_false_operand():
     dst = np.zeros((64, 96), F32)
     vsel(None)(cond, other, b, dst)
     assert _bits(dst) == _bits(np.where(cond, other, b))
+
+
+# -- mmad into its accumulator ------------------------------------------------------------------
+def _mmad(init: int):
+    return semantics.mmad(SimpleNamespace(init=SimpleNamespace(value=SimpleNamespace(data=init))))
+
+
+@pytest.mark.parametrize("mkn", [(128, 128, 96), (128, 96, 128), (64, 256, 64)])
+def test_mmad_writes_a_contiguous_accumulator_as_the_copy_would(mkn):
+    """init mmad on float32 operands into a C-contiguous float32 c: the bits of `a @ b` (the
+    product computed into c directly); c strided, or accumulating, as before."""
+    m, k, n = mkn
+    a, b = _wide_range((m, k)), _wide_range((k, n))
+    want = a @ b
+    c = np.full((m, n), 5, F32)
+    _mmad(1)(a, b, c)
+    assert _bits(c) == _bits(want)
+    # a strided accumulator (an L0C view): numpy's matmul into it would leave BLAS, other sums
+    big = np.full((m, 2 * n), 5, F32)
+    _mmad(1)(a, b, big[:, :n])
+    assert _bits(big[:, :n]) == _bits(want) and (big[:, n:] == 5).all()
+    acc = np.ones((m, n), F32)
+    _mmad(0)(a, b, acc)
+    assert _bits(acc) == _bits(np.float32(1) + want)
+
+
+def test_mmad_into_an_operand_it_reads():
+    """c the same buffer as a (square tiles): the product of the values before the write."""
+    a = _wide_range((64, 64))
+    b = _wide_range((64, 64))
+    want = a @ b
+    _mmad(1)(a, b, a)
+    assert _bits(a) == _bits(want)
+
+
+def test_mmad_shape_error_is_the_stores():
+    with pytest.raises(ValueError):
+        _mmad(1)(_wide_range((8, 16)), _wide_range((16, 8)), np.zeros((8, 4), F32))

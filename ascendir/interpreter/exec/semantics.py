@@ -187,6 +187,16 @@ def mmad(op: ascend.MmadOp) -> Runtime:
     init = op.init.value.data != 0
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray, bias: np.ndarray | None = None) -> None:
+        if init and bias is None and a.dtype == F32 and b.dtype == F32 and c.dtype == F32 and c.flags.c_contiguous:
+            # the product straight into c, without the temporary and its copy: c C-contiguous, as
+            # the output `a @ b` allocates, so numpy makes the same BLAS call whatever it does
+            # with other layouts (older numpy: a loop of its own for outputs BLAS cannot write);
+            # numpy copies an operand c overlaps first
+            try:
+                np.matmul(a, b, out=c)
+                return
+            except ValueError:  # shapes that do not fit: the error the copy raises, below
+                pass
         if c.dtype.kind in "iu":
             prod = a.astype(np.int64) @ b.astype(np.int64)
         else:
