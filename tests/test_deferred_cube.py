@@ -199,12 +199,13 @@ def test_a_gm_write_over_a_recorded_load_materialises_it_first(monkeypatch):
     np.testing.assert_array_equal(out, w.astype(np.float32) @ b.astype(np.float32))
 
 
-@pytest.mark.parametrize("m, n, k, supers", [(512, 1280, 512, 2), (300, 1100, 520, 1), (1100, 300, 520, 2)])
+@pytest.mark.parametrize("m, n, k, supers", [(512, deferred.GRID_COLS + 256, 512, 2), (300, 1100, 520, 1), (1100, 300, 520, 2)])
 def test_super_tiles_give_the_lone_tiles_bits(monkeypatch, m, n, k, supers):
-    # a GEMM's tiles read as blocks of super-tile products (512 rows x 1024 columns: 1280 columns
-    # leave a second, narrower one; 300 rows take one band of 300; 1100 rows two bands of 512 and
-    # the small rest; the edge tiles of 76 rows or columns are small (deferred.BLOCKED_MNK): alone,
-    # so 300 x 1100 makes one): bit for bit what each tile's own product gives, same report
+    # a GEMM's tiles read as blocks of super-tile products (512 rows x GRID_COLS columns: 256
+    # columns more leave a second, narrower one; 300 rows take one band of 300; 1100 rows two bands
+    # of 512 and the small rest; the edge tiles of 76 rows or columns are small
+    # (deferred.BLOCKED_MNK): alone, so 300 x 1100 makes one): bit for bit what each tile's own
+    # product gives, same report
     module = parse(matmul_ir(m, n, k, tm=128, tn=128, tk=128, block_dim=24))
     rng = np.random.default_rng(m + n)
     feeds = {"a": rng.standard_normal((m, k)).astype(np.float16), "b": rng.standard_normal((k, n)).astype(np.float16)}
@@ -212,7 +213,7 @@ def test_super_tiles_give_the_lone_tiles_bits(monkeypatch, m, n, k, supers):
     once = deferred.CubeDeferral._once
     monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (rows.append(a.shape[0]), once(self, a, b))[1])
     new = simulate(module, None, feeds, HW)
-    assert rows.count(min(m, deferred.GRID_ROWS)) == supers  # one per band and 1024 columns, after the GEMM's first tile alone
+    assert rows.count(min(m, deferred.GRID_ROWS)) == supers  # one per band and GRID_COLS columns, after the GEMM's first tile alone
     monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
     rows.clear()
     old = simulate(module, None, feeds, HW)
@@ -224,7 +225,7 @@ def test_super_tiles_give_the_lone_tiles_bits(monkeypatch, m, n, k, supers):
 def test_a_tail_split_gemm_converts_its_weight_once_and_computes_little_waste(monkeypatch):
     # 512 x 4096 x 1024 in 128 x 128 tiles on 24 AICs: a whole wave of 24 whole-K tiles, then the
     # 8 tiles of rows 384-511 in 3 K ranges (templates/matmul.py tail split). The whole-K tiles
-    # read one super-tile of all 512 rows per 1024 columns, so B's whole-K slice is converted once
+    # read one super-tile of all 512 rows and 1024 columns, so B's whole-K slice is converted once
     # (256-row bands converted it twice); the K ranges, asked for by the tail rows only, read
     # super-tiles of 256 rows (512 computed every range's product for 512 rows: 2.03 times the
     # GEMM's flops against 1.53). Bit for bit what each tile's own product gives, same report
@@ -256,11 +257,15 @@ def test_a_tail_split_leaves_out_the_rows_its_k_pieces_sum(monkeypatch):
     # tiles of rows 256-511, columns 1024-2047, in 3 K ranges (templates/matmul.py tail split).
     # Block 0 asks for its K piece before block 8 reaches the second column band, so that band's
     # whole-K super-tile computes rows 0-255 only (all 512: 1.28 times the GEMM's flops, against
-    # the first tiles alone besides). Bit for bit what each tile's own product gives, same report
+    # the first tiles alone besides). Bit for bit what each tile's own product gives, same report.
+    # (Bands of 1024 columns, so that the split tiles fill one: in a band holding whole-K tiles of
+    # their rows too, as with 2048 columns here, those rows are computed whole-K after all,
+    # `_more_rows`; what the 7B layer's down projection pays, exec/deferred.py GRID_COLS)
     from lowering_harness import lower_text, rand
     from test_choose_tiling import with_tiling
     from test_lowering_matmul import matmul_text
 
+    monkeypatch.setattr(deferred, "GRID_COLS", 1024)
     m, k, n = 512, 1536, 2048
     module = lower_text(with_tiling(matmul_text((m, k), (k, n), (m, n), "f16"), "m=256,n=128,k=64,l1_depth=2,tail_split=3"))
     feeds = {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16, seed=1)}
@@ -281,11 +286,13 @@ def test_rows_left_out_for_k_pieces_are_computed_when_asked_for_after_all(monkey
     # exec/deferred.py `_whole_rows`: a K piece of rows 256-511 leaves them out of the whole-K
     # super-tile of its columns; a whole-K tile of those rows asked for later gets them computed
     # then (`_more_rows`), once, into the same product, which is dropped once every row was read
+    # (two column bands of GRID_COLS: the K piece in the second)
     from ascendir.interpreter.exec.wide import GmShadows
 
     rng = np.random.default_rng(3)
     a = rng.standard_normal((512, 1536)).astype(np.float16)
-    b = rng.standard_normal((1536, 2048)).astype(np.float16)
+    c = deferred.GRID_COLS
+    b = rng.standard_normal((1536, 2 * c)).astype(np.float16)
     cube = deferred.CubeDeferral([])
     cube.reset(GmShadows())
     rows = []
@@ -301,15 +308,15 @@ def test_rows_left_out_for_k_pieces_are_computed_when_asked_for_after_all(monkey
         return got
 
     tile(0, 0)  # the GEMM's first tile: alone
-    tile(256, 1024, 0, 512)  # a K piece of rows 256-511 in the second column band: alone (its super-tile's first)
+    tile(256, c, 0, 512)  # a K piece of rows 256-511 in the second column band: alone (its super-tile's first)
     assert rows == [256, 256]
-    tile(0, 1024)  # the second band's whole-K super-tile: rows 0-255 only
+    tile(0, c)  # the second band's whole-K super-tile: rows 0-255 only
     assert rows[2:] == [(0, 256)]
     (key,) = (k for k in cube.grids if k[3] == 1536)
-    tile(256, 1152)  # rows 256-511 asked for whole-K after all: computed now, into the same product
+    tile(256, c + 128)  # rows 256-511 asked for whole-K after all: computed now, into the same product
     assert rows[3:] == [(256, 512)]
-    assert_same_sums(cube.grids[key][0], ref[:, 1024:2048], a, b[:, 1024:2048])
-    for i, j in [(i, j) for i in (0, 256) for j in range(1024, 2048, 128) if (i, j) not in ((0, 1024), (256, 1152))]:
+    assert_same_sums(cube.grids[key][0], ref[:, c:], a, b[:, c:])
+    for i, j in [(i, j) for i in (0, 256) for j in range(c, 2 * c, 128) if (i, j) not in ((0, c), (256, c + 128))]:
         assert key in cube.grids
         tile(i, j)
     assert rows[4:] == [] and key not in cube.grids  # every element read once: dropped
@@ -344,17 +351,18 @@ def test_a_gm_write_forgets_the_super_tiles_it_meets():
 
 
 def test_a_gemm_computes_one_tile_alone_then_super_tiles_at_their_first_tile(monkeypatch):
-    # 512 x 3072: three super-tiles of 512 x 1024; the blocks start on tiles of all of them, so
-    # asking two tiles of each super-tile first would take three tiles alone; the GEMM's first tile
-    # alone is enough, the same bits as every tile alone, same report
-    module = parse(matmul_ir(512, 3072, 512, tm=128, tn=128, tk=128, block_dim=24))
+    # 512 x 3 GRID_COLS: three super-tiles of 512 x GRID_COLS; the blocks start on tiles of more
+    # than one, so asking two tiles of each super-tile first would take tiles alone besides; the
+    # GEMM's first tile alone is enough, the same bits as every tile alone, same report
+    c = deferred.GRID_COLS
+    module = parse(matmul_ir(512, 3 * c, 512, tm=128, tn=128, tk=128, block_dim=24))
     rng = np.random.default_rng(5)
-    feeds = {"a": rng.standard_normal((512, 512)).astype(np.float16), "b": rng.standard_normal((512, 3072)).astype(np.float16)}
+    feeds = {"a": rng.standard_normal((512, 512)).astype(np.float16), "b": rng.standard_normal((512, 3 * c)).astype(np.float16)}
     shapes = []
     once = deferred.CubeDeferral._once
     monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (shapes.append((a.shape[0], b.shape[1])), once(self, a, b))[1])
     new = simulate(module, None, feeds, HW)
-    assert sorted(shapes) == [(128, 128)] + [(512, 1024)] * 3
+    assert sorted(shapes) == [(128, 128)] + [(512, c)] * 3
     monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
     old = simulate(module, None, feeds, HW)
     assert new.report == old.report
@@ -366,7 +374,8 @@ def test_a_gm_write_under_a_gemm_makes_its_next_first_tile_alone_again():
 
     rng = np.random.default_rng(8)
     a = rng.standard_normal((256, 512)).astype(np.float16)
-    b = rng.standard_normal((512, 2048)).astype(np.float16)  # two super-tiles of 1024 columns
+    c = deferred.GRID_COLS
+    b = rng.standard_normal((512, 2 * c)).astype(np.float16)  # two super-tiles of GRID_COLS columns
     cube = deferred.CubeDeferral([])
     cube.reset(GmShadows())
 
@@ -379,7 +388,7 @@ def test_a_gm_write_under_a_gemm_makes_its_next_first_tile_alone_again():
     b[3, 5] = 7  # a P rewritten before each read (here B): the GEMM starts over
     cube._written(b[3:4, 5:6])
     ref = a.astype(np.float32) @ b.astype(np.float32)
-    assert_same_sums(tile(1024), ref[:128, 1024:1152], a[:128], b[:, 1024:1152])  # alone again
+    assert_same_sums(tile(c), ref[:128, c: c + 128], a[:128], b[:, c: c + 128])  # alone again
     assert not cube.grids
     assert_same_sums(tile(0), ref[:128, :128], a[:128], b[:, :128])  # another super-tile's first tile: its super-tile
     assert len(cube.grids) == 1

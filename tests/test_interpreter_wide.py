@@ -270,3 +270,13 @@ def test_copies_and_work_buffers_serve_the_next_simulations_chip(monkeypatch, gm
     wide._give(np.empty(1, F32))  # over the bound: the oldest given back go first
     assert [b.size for b in wide._pool] == [copy.size, 1]
     assert wide._pooled[0] == copy.nbytes + 4
+
+
+def test_the_pool_keeps_a_super_tiles_weight_slice_between_launches():
+    # a super-tile's B work buffer (K x GRID_COLS fp32, exec/deferred.py) of the 7B layer's down
+    # projection (K 11008, the layer's widest weight slice) and the largest other (K 4096) are
+    # kept by the pool for the next launch (beyond POOL_BYTES they would be fresh memory again,
+    # page faults that cost more than converting into them)
+    from ascendir.interpreter.exec import deferred
+
+    assert (11008 + 4096) * deferred.GRID_COLS * 4 <= wide.POOL_BYTES

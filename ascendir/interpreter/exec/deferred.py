@@ -623,7 +623,7 @@ class CubeDeferral:
 
 
 # a super-tile's rows of A and columns of B (`CubeDeferral._product`, `_super`). Each super-tile
-# converts its B slice (k x 1024, a weight's columns: read by this product alone, wide.py
+# converts its B slice (k x GRID_COLS, a weight's columns: read by this product alone, wide.py
 # `widened`), so every band of rows converts the weight again: the 7B layer's GEMMs have 512 rows,
 # and 256-row bands converted each of its 202 M weight elements twice (~0.9 ns per element on
 # the Sapphire Rapids machine, 0.18 s of the layer; sgemm runs at ~153 GFLOP/s for 256 x 4096 x
@@ -634,10 +634,21 @@ class CubeDeferral:
 # was asked for: `_whole_rows`), and a super-tile of a K piece the whole tiles' rows. K pieces (a
 # K slice narrower than A's rows) are asked for by the split tiles' rows only: their bands keep
 # 256 rows (GRID_ROWS // 2). In the layer: 209 -> 220 GFLOP of products, 428 -> 248 M elements
-# converted (`_whole_rows` then 220 -> 214.5: one of the two column bands whose rows 256-511
-# are split is computed after a piece of them was asked for; the other, its blocks' second
-# tile, before any); likewise an MoE expert's sparse columns
-GRID_ROWS, GRID_COLS = 512, 1024
+# converted. 2048 columns rather than 1024: half the sgemm calls, each packing A once for twice
+# the columns (512 x 11008 x 2048 at ~178 GFLOP/s there against ~170 as two of 1024 columns; ~181
+# against ~176 for K 4096), though the down projection computes 46.5 GFLOP for its 46.2 again
+# where 1024 columns computed 40.8 (layer 214.5 -> 220.3): with 1024, one of the two column bands
+# whose rows 256-511 are split was computed after a piece of them was asked for (`_whole_rows`
+# left those rows out), the other, its blocks' second tile, before any; with 2048 both are one
+# super-tile, computed before any. Net, small: the layer ~0.03 s CPU less (21 runs of each
+# alternated in one process on the loaded 2-core machine: mean difference -0.033 s, 15 of 21
+# pairs less; `CubeDeferral._sum` ~-0.03 s; min 3.04 against 3.07 s).
+# Bigger bands cost memory: the down projection's B work buffer is 11008 x 2048 fp32 (90 MB,
+# within wide.py's POOL_BYTES: the layer's second run takes no fresh memory). Columns nobody
+# reads (a GEMM asking for some of a band's columns only) grow likewise; of benchmarks/moe.py's
+# layers (numerics, 512 tokens, hidden 4096, 8 experts of 2048, top-2) the grouped experts defer
+# no products here and the dense all-experts GEMMs read every column (207.8 GFLOP with either)
+GRID_ROWS, GRID_COLS = 512, 2048
 GRID_BYTES = 256 << 20  # super-tile products kept at most (bytes of fp32) per data walk
 # tiles smaller than this (m * n * k, or m or n under 16) are computed alone: below it OpenBLAS's
 # x86-64 sgemm may take its direct or small-matrix kernels (kernel/x86_64/sgemm_direct_performant.c:
