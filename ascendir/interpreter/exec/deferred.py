@@ -112,7 +112,7 @@ class CubeDeferral:
     """The recorded cube data of one data walk (see the module doc); `tags` is the frame's
     address-tag list (Frame.gm_tags: root, element offset, element strides per slot)."""
 
-    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "span_index", "grid_bytes", "gemms", "slices", "effects",
+    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "span_index", "grid_bytes", "gemms", "effects",
                  "watch", "log")
 
     def __init__(self, tags: list):
@@ -137,9 +137,6 @@ class CubeDeferral:
         # for since GM under it last changed: their other super-tiles are computed at their first
         # tile (`_product`)
         self.gemms: set = set()
-        # GEMMs (super-tile keys without K slice, row and column) -> K slice -> the tiles asked
-        # for (rows and columns in the GEMM): which rows a super-tile need not compute (`_whole_rows`)
-        self.slices: dict = {}
         # for data_loop_memo.py: ops run on their data (`generic`) and reads of the records whose
         # ids are in `watch` (those made before the loop it records), counted; the terms added to
         # sums (`_add`), logged
@@ -171,7 +168,6 @@ class CubeDeferral:
         self.span_index = None
         self.grid_bytes = 0
         self.gemms.clear()
-        self.slices.clear()
 
     # -- wrapping the data walk's semantics -------------------------------------------------
     def wrap(self, op: Operation, sem, ins: list[int]):
@@ -495,21 +491,13 @@ class CubeDeferral:
         GM under them last changed (a P x V attention tile whose P is rewritten before each
         read never is); waiting for two tiles of each super-tile instead would compute every
         super-tile's first tile alone besides (the blocks of a launch start on different
-        super-tiles): in the 7B layer 48 tiles of 1/8 of a super-tile's product each, at ~105
-        GFLOP/s, their weight slices converted twice, against 10 this way."""
+        super-tiles): in the 7B layer (with 1024-column super-tiles) 48 tiles of 1/8 of a
+        super-tile's product each, at ~105 GFLOP/s, their weight slices converted twice, against
+        10 this way."""
         sup = _super(ga, gb)
         if sup is None:
             return self._once(ga, gb)
-        key, box, a, b, spans, at = sup
-        gk = key[:2] + key[4:6] + key[7:9]
-        slices = self.slices.get(gk)
-        if slices is None:
-            slices = self.slices[gk] = {}
-        kslice = (key[2], key[3], key[6])
-        tiles = slices.get(kslice)
-        if tiles is None:
-            tiles = slices[kslice] = []
-        tiles.append((at[0] + box[0], at[0] + box[0] + box[1], at[1] + box[2], at[1] + box[2] + box[3]))
+        key, box, a, b, spans = sup
         got = self.grids.get(key)
         if got is None:
             first = self.seen.get(key)
@@ -525,51 +513,18 @@ class CubeDeferral:
                 self._span(key, spans)
                 self.gemms.add(gemm)
                 return self._once(ga, gb)
-            rows, cols = a.shape[0], b.shape[1]
-            lo, hi = _whole_rows(slices, kslice, at, rows, cols, ga.itemsize)
-            if hi - lo == rows:
-                prod = self._once(a, b)
-            else:
-                prod = np.empty((rows, cols), F32)
-                self._rows(a, b, lo, hi, prod)
-            # [product, A's and B's buffers, its elements computed and not yet read (tiles computed
-            # alone were), its rows computed [lo, hi), A's and B's views]
-            got = self.grids[key] = [prod, _owner(ga), _owner(gb), (hi - lo) * cols - (first[1] if first else 0), lo, hi, a, b]
+            # (its elements not yet read: those of tiles computed alone were)
+            got = self.grids[key] = [self._once(a, b), _owner(ga), _owner(gb), a.shape[0] * b.shape[1] - (first[1] if first else 0)]
             self._span(key, spans)
             self.seen.pop(key, None)
-            self.grid_bytes += prod.nbytes
+            self.grid_bytes += got[0].nbytes
         i, j = box[0], box[2]
-        if (i < got[4] or i + box[1] > got[5]) and not self._more_rows(got, slices, kslice, at, box, ga.itemsize):
-            return self._once(ga, gb)
         tile = got[0][i: i + ga.shape[0], j: j + gb.shape[1]]
         got[3] -= tile.size
-        if got[3] <= 0:  # every tile of its rows computed read: dropped now
+        if got[3] <= 0:  # every tile read: dropped now
             del self.grids[key]
             self.grid_bytes -= got[0].nbytes
         return tile
-
-    def _rows(self, a: np.ndarray, b: np.ndarray, lo: int, hi: int, out: np.ndarray) -> None:
-        """out[lo:hi] = wide(a[lo:hi]) @ wide(b) (fp32): rows of a super-tile's product, as `_once`
-        computes them (np.matmul into `out`'s rows: the same sgemm, the same fp32 sums)."""
-        sh = self.shadows
-        wb = self._wide(b) if sh is None or b.dtype != F16 else sh.widened(b, 0)
-        np.matmul(self._wide(a[lo: hi]), wb, out=out[lo: hi])
-
-    def _more_rows(self, got: list, slices: dict, kslice: tuple, at: tuple, box: tuple, isa: int) -> bool:
-        """Compute the rows of a super-tile (entry `got` of `grids`, at `at` in its GEMM, K slice
-        `kslice`) that tile `box` (row, rows, column, columns in it) asks for and that `_product`
-        left out (`_whole_rows`): those on the tile's side of the rows computed, up to the rows
-        `_whole_rows` leaves out now (none once a tile of the super-tile's K slice was asked for
-        in them). False when they do not hold the tile (the caller computes it alone)."""
-        prod, lo, hi = got[0], got[4], got[5]
-        wlo, whi = _whole_rows(slices, kslice, at, prod.shape[0], prod.shape[1], isa)
-        a, b = (wlo, lo) if box[0] < lo else (hi, whi)
-        if not (a <= box[0] and box[0] + box[1] <= b):
-            return False
-        self._rows(got[6], got[7], a, b, prod)
-        got[3] += (b - a) * prod.shape[1]
-        got[4], got[5] = min(lo, a), max(hi, b)
-        return True
 
     def _once(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """a @ b in fp32 (a super-tile's or a lone tile's operands). A (row slices of the
@@ -630,24 +585,20 @@ class CubeDeferral:
 # 1024 there, ~158 for 512 rows). A bigger band computes more that nobody reads where only some
 # of its rows are asked for: the 7B layer's down projection splits its last wave's tiles along K
 # (tail split, catlass TailSplitK: nn_to_ascend/templates/matmul.py), so a full-K super-tile
-# computes the split rows' full-K products for nothing (unless computed after a K piece of them
-# was asked for: `_whole_rows`), and a super-tile of a K piece the whole tiles' rows. K pieces (a
-# K slice narrower than A's rows) are asked for by the split tiles' rows only: their bands keep
-# 256 rows (GRID_ROWS // 2). In the layer: 209 -> 220 GFLOP of products, 428 -> 248 M elements
-# converted. 2048 columns rather than 1024: half the sgemm calls, each packing A once for twice
-# the columns (512 x 11008 x 2048 at ~178 GFLOP/s there against ~170 as two of 1024 columns; ~181
-# against ~176 for K 4096), though the down projection computes 46.5 GFLOP for its 46.2 again
-# where 1024 columns computed 40.8 (layer 214.5 -> 220.3): with 1024, one of the two column bands
-# whose rows 256-511 are split was computed after a piece of them was asked for (`_whole_rows`
-# left those rows out), the other, its blocks' second tile, before any; with 2048 both are one
-# super-tile, computed before any. Net, small: the layer ~0.03 s CPU less (21 runs of each
-# alternated in one process on the loaded 2-core machine: mean difference -0.033 s, 15 of 21
-# pairs less; `CubeDeferral._sum` ~-0.03 s; min 3.04 against 3.07 s).
-# Bigger bands cost memory: the down projection's B work buffer is 11008 x 2048 fp32 (90 MB,
-# within wide.py's POOL_BYTES: the layer's second run takes no fresh memory). Columns nobody
-# reads (a GEMM asking for some of a band's columns only) grow likewise; of benchmarks/moe.py's
-# layers (numerics, 512 tokens, hidden 4096, 8 experts of 2048, top-2) the grouped experts defer
-# no products here and the dense all-experts GEMMs read every column (207.8 GFLOP with either)
+# computes the split rows' full-K products for nothing, and a super-tile of a K piece the whole
+# tiles' rows. K pieces (a K slice narrower than A's rows) are asked for by the split tiles'
+# rows only: their bands keep 256 rows (GRID_ROWS // 2). In the layer: 209 -> 220 GFLOP of
+# products, 428 -> 248 M elements converted. 2048 columns rather than 1024: half the sgemm calls,
+# each packing A once for twice the columns (512 x 11008 x 2048 at ~178 GFLOP/s there against
+# ~170 as two of 1024 columns; ~181 against ~176 for K 4096): the layer ~0.03 s CPU less (21
+# runs of each alternated in one process on the loaded 2-core machine: mean difference -0.033 s,
+# 15 of 21 pairs less; `CubeDeferral._sum` ~-0.03 s), the same 220.3 GFLOP of products (the down
+# projection 58.4 for its 46.2). Bigger bands cost memory: the down projection's B work buffer
+# is 11008 x 2048 fp32 (90 MB, within wide.py's POOL_BYTES: the layer's second run takes no fresh
+# memory). Columns nobody reads (a GEMM asking for some of a band's columns only, an MoE expert's
+# sparse columns) grow likewise; of benchmarks/moe.py's layers (numerics, 512 tokens, hidden 4096,
+# 8 experts of 2048, top-2) the grouped experts defer no products here and the dense all-experts
+# GEMMs read every column (207.8 GFLOP with either)
 GRID_ROWS, GRID_COLS = 512, 2048
 GRID_BYTES = 256 << 20  # super-tile products kept at most (bytes of fp32) per data walk
 # tiles smaller than this (m * n * k, or m or n under 16) are computed alone: below it OpenBLAS's
@@ -829,45 +780,7 @@ def _super(ga: np.ndarray, gb: np.ndarray) -> tuple | None:
     pa, pb = _addr(a), _addr(b)
     spans = (pa, pa + (r1 - r0 - 1) * sa + k * isa - 1, pb, pb + (k - 1) * sb + (c1 - c0) * isb - 1)
     key = (id(oa), sa, ca, k, id(ob), sb, kb, ga.dtype, gb.dtype, wr, wc)
-    return key, (i0 - r0, m, j0 - c0, n), a, b, spans, (r0, c0)
-
-
-def _whole_rows(slices: dict, kslice: tuple, at: tuple, rows: int, cols: int, isa: int) -> tuple[int, int]:
-    """Rows [lo, hi) of a super-tile (`rows` x `cols` at row and column `at` of its GEMM, K slice
-    `kslice` = (A's byte column, k, B's first row)) worth computing: all, but for the rows at its
-    top or bottom whose tiles in its columns were asked for by narrower K slices inside its own
-    (`slices`: K slice -> (first row, end row, first column, end column) of each tile of the GEMM
-    asked for so far). A tail split (catlass TailSplitK, nn_to_ascend/templates/matmul.py) sums
-    its last wave's tiles from K pieces: the whole-K super-tile of their columns would compute
-    their rows for nothing (the 7B layer's down projection: 11.5 of its 58 GFLOP). What is left
-    out is never wrong, only slower if asked for after all (`_product` then computes those rows,
-    converting B again): so all rows when the pieces' rows are not one run at an edge, or a tile
-    of the super-tile's own K slice lies in them."""
-    ca, k, kb = kslice
-    r0, c0 = at
-    r1, c1 = r0 + rows, c0 + cols
-    cut = []
-    for (ca2, k2, kb2), tiles in slices.items():
-        if k2 < k and kb <= kb2 and kb2 + k2 <= kb + k and ca2 - ca == (kb2 - kb) * isa:
-            cut.extend((max(i0, r0), min(i1, r1)) for i0, i1, j0, j1 in tiles if j0 < c1 and c0 < j1 and i0 < r1 and r0 < i1)
-    if not cut:
-        return 0, rows
-    cut.sort()
-    s, e = cut[0]
-    for a, b in cut[1:]:
-        if a > e:
-            return 0, rows  # (two runs)
-        e = max(e, b)
-    if s > r0 and e >= r1:
-        lo, hi = r0, s
-    elif s <= r0 and e < r1:
-        lo, hi = e, r1
-    else:
-        return 0, rows
-    for i0, i1, j0, j1 in slices[kslice]:
-        if j0 < c1 and c0 < j1 and (i0 < lo or i1 > hi):
-            return 0, rows
-    return lo - r0, hi - r0
+    return key, (i0 - r0, m, j0 - c0, n), a, b, spans
 
 
 def _bytes(v: np.ndarray) -> tuple[int, int]:
