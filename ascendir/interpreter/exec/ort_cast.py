@@ -47,6 +47,7 @@ _OVERFLOWS = np.float32(65520.0**2)  # (exact in float32) the least square of a 
 _local = threading.local()  # per thread: `_Ort` bindings (`io`), scratch buffers by dtype (`scratch`)
 _lock = threading.Lock()
 _sessions: list = []  # [fp16 -> float32, float32 -> fp16] sessions, once made
+_unloadable: list = []  # the error onnxruntime's load raised, once it did (`_ort`)
 
 
 def _make_sessions() -> list:
@@ -56,6 +57,7 @@ def _make_sessions() -> list:
             import onnxruntime as ort
             from onnx import TensorProto, helper
 
+            made = []
             for src, dst in ((TensorProto.FLOAT16, TensorProto.FLOAT), (TensorProto.FLOAT, TensorProto.FLOAT16)):
                 g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=dst)], "cast", [helper.make_tensor_value_info("x", src, None)],
                                       [helper.make_tensor_value_info("y", dst, None)])
@@ -64,7 +66,8 @@ def _make_sessions() -> list:
                 # cost more than they give on the 2 cores the benchmark runs on)
                 so.intra_op_num_threads = so.inter_op_num_threads = 1
                 model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-                _sessions.append(ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])._sess)
+                made.append(ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])._sess)
+            _sessions[:] = made  # (both or none: a failure on the second leaves no half-made pair)
     return _sessions
 
 
@@ -92,11 +95,19 @@ class _Ort:
         self.sessions[k].run_with_iobinding(b, self.options)
 
 
-def _ort() -> _Ort:
-    """This thread's `_Ort`, made on its first conversion."""
+def _ort() -> _Ort | None:
+    """This thread's `_Ort`, made on its first conversion; None once onnxruntime failed to load
+    (an install without it or a broken one: the callers then take numpy's cast, slower, the same
+    bits)."""
     io = getattr(_local, "io", None)
     if io is None:
-        io = _local.io = _Ort()
+        if _unloadable:
+            return None
+        try:
+            io = _local.io = _Ort()
+        except (ImportError, OSError) as e:
+            _unloadable.append(e)
+            return None
     return io
 
 
@@ -131,6 +142,9 @@ def widen_into(dst: np.ndarray, src: np.ndarray) -> None:
         np.copyto(dst, src)
         return
     io = _ort()
+    if io is None:
+        np.copyto(dst, src)
+        return
     whole = src.flags.c_contiguous
     if whole:
         src, dst = src.reshape(-1), dst.reshape(-1)
@@ -161,6 +175,8 @@ def narrow_into(dst: np.ndarray, x: np.ndarray) -> bool:
     if x.dtype != F32 or dst.dtype != F16 or x.shape != dst.shape or not x.size or not x.ndim:
         return False
     io = _ort()
+    if io is None:
+        return False
     if not x.flags.c_contiguous:
         c = _scratch(F32, x.size).reshape(x.shape)
         np.copyto(c, x)
