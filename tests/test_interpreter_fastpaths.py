@@ -140,7 +140,7 @@ def test_scalar_run_matches_op_by_op():
             body[0]()
             want, free, busy = _reference_scalars(ops, dict(zip(b.args, (x, y))), alu, s0)
             for op in ops:
-                got = F.values[comp.slots[op.results[0]]]
+                got = F.values[comp.slot(op.results[0])]
                 assert got == want[op.results[0]] and type(got) is type(want[op.results[0]]), (op.name, x, y)
             for u in range(nunits):
                 assert F.core.free[u * NPIPES] == free and F.core.busy[u * NPIPES] == busy
@@ -287,6 +287,6 @@ def test_scalar_runs_share_code_but_not_slots():
             F.values[slots[0]], F.values[slots[1]] = x, y
             run()
             for op in ops:
-                assert F.values[comp.slots[op.results[0]]] == want[op.results[0]], op.name
+                assert F.values[comp.slot(op.results[0])] == want[op.results[0]], op.name
             assert F.core.free[0] == free
             assert F.values[:pad] == [None] * pad  # the padding slots: neither read nor written

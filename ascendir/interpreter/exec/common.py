@@ -33,7 +33,7 @@ class KernelInfo:
     env: CostEnv
     # flag op -> (source pipe slot, destination pipe slot, event): its ends on the units
     # flag_placement.flag_units gives it (sim/kernel.py `_prewalk`; sync_ops.flag_slots)
-    static_units: dict[Operation, tuple[int, int, int]]
+    flag_ends: dict[Operation, tuple[int, int, int]]
     flag_keys: dict[tuple[int, int, int], int]
     alu: float
     timing_only: bool

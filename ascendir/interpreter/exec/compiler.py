@@ -59,17 +59,21 @@ class Compiler(ScalarCodegen, DataCodegen, TileOps, ScfOps, SteadyFor, MemrefOps
         self.m = module
         self.F = frame
         self.k = kernel
-        self.slots: dict[SSAValue, int] = {}
         # id(value) -> its slot: what `slot` looks up (an xDSL value's hash is Python code, an
-        # int's is not; compiling asks for the slots of every operand of every op); `slots`
-        # holds the values, so their ids stay theirs
+        # int's is not; compiling asks for the slots of every operand of every op); `_values`
+        # (slot -> value) holds the values, so their ids stay theirs
         self._ids: dict[int, int] = {}
+        self._values: list[SSAValue] = []
+        # (cost function, AIV subblock) of the tile ops whose cost is a built-in one -> their
+        # (pipe slot, S slot), resolved once per compile (tile_ops.py `_data_tile`)
+        self.fixed_pipes: dict[tuple, tuple[int, int]] = {}
 
     # -- slots ------------------------------------------------------------------------------
     def slot(self, v: SSAValue) -> int:
         s = self._ids.get(id(v))
         if s is None:
-            s = self._ids[id(v)] = self.slots[v] = len(self.slots)
+            s = self._ids[id(v)] = len(self._values)
+            self._values.append(v)
             self.F.values.append(None)
             self.F.gm_tags.append(None)
         return s

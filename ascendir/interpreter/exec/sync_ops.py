@@ -281,7 +281,7 @@ def _wait_text(src: Pipe, dst: Pipe, event: int) -> str:
 
 def flag_slots(k: KernelInfo, op: ascend.FlagOp) -> tuple[int, int, int]:
     """(source pipe slot, destination pipe slot, flag key) of flag op `op` in kernel `k`: the
-    slots `k.static_units` holds for it (its units' pipes); the key (its queue) numbered in first-asked
+    slots `k.flag_ends` holds for it (its units' pipes); the key (its queue) numbered in first-asked
     order, per (source, destination, event)."""
-    src, dst, event = k.static_units[op]
+    src, dst, event = k.flag_ends[op]
     return src, dst, k.flag_keys.setdefault((src, dst, event), len(k.flag_keys))

@@ -202,13 +202,12 @@ class TileOps:
         walk. In a block the race check follows without running (race.py `reset`: F.races None,
         F.ctl set), its GM operands (`gm`: per memref operand, whether it is in GM) are logged."""
         F, R, A = self.F, self.F.values, self.F.gm_tags
-        pipes: dict = {}  # operand shapes (scalars: values) -> (pipe slot, S slot)
+        # operand shapes (scalars: values) -> (pipe slot, S slot); a `fixed` op's: the compile's, by `fixed`
+        pipes: dict = self.fixed_pipes if fixed is not None else {}
         ps = None  # (pipe slot, S slot) of a `fixed` op, once known
         # the memref operands the race check reads: (position in the operands, slot, written)
         racing = [(ins.index(i), i, w) for i, w in race_ops]
         in_gm = [r for r, g in zip(racing, gm) if g]
-        if fixed is not None:  # (a block's first checked run resolves a cost per form, not per op)
-            pipes = self.__dict__.setdefault("_fixed_pipes", {})
 
         def run() -> None:
             nonlocal ps

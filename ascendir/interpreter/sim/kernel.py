@@ -169,7 +169,7 @@ class KernelProgram:
                 setattr(self, name, getattr(like, name))
         else:
             self._prewalk(m, op, tree if tree is not None else OpTree(op))
-        units, tree, scalar_units_, costs, paths, op_units = self._facts
+        ends, tree, scalar_units_, costs, paths, op_units = self._facts
         self.arg_types = list(op.body.block.arg_types)
         self.data: tuple | None = None  # the data walk's (frame, argument slots, body, flag count), compiled on first use
         # a numerics launch whose path cannot depend on data nor mint GM roots (the cases the memo
@@ -179,7 +179,7 @@ class KernelProgram:
         # Accel.none() keeps the single walk doing both: the reference the split is tested against
         self.two_walks = not m.timing_only and self.memo_text is not None and m.accel.steady
         self.frame = Frame()
-        self._info = KernelInfo(self.name, self.nunits, self.env, units, {}, quantise(t.startup["scalar_alu"]), m.timing_only,
+        self._info = KernelInfo(self.name, self.nunits, self.env, ends, {}, quantise(t.startup["scalar_alu"]), m.timing_only,
                                 tree=tree, scalar_units=scalar_units_, op_units=op_units, costs=costs, paths=paths)
         self._comp = Compiler(m, self.frame, self._info)
         self.arg_slots = [self._comp.slot(a) for a in op.body.block.args]
@@ -263,7 +263,7 @@ class KernelProgram:
         units = self._flag_units(order, statics)
         # what the kernel's compiles share (`_data_compile`, the twin's): the tile ops' cost functions too
         scalar_units_, op_units = self._scalar_units(order, statics, units)
-        # each flag's (source slot, destination slot, event), read once for both compiles (KernelInfo.static_units)
+        # each flag's (source slot, destination slot, event), read once for both compiles (KernelInfo.flag_ends)
         ends = {o: (su * NPIPES + PIPE_INDEX[o.src.data], du * NPIPES + PIPE_INDEX[o.dst.data], o.event.value.data)
                 for o, (su, du) in units.items()}
         self._facts = (ends, tree, scalar_units_, {}, paths, op_units)
@@ -487,11 +487,11 @@ class KernelProgram:
         blocks may run the race check cheaply), compiled on the first call: the body with
         KernelInfo.data_only, cube data deferred when `deferred.eligible`."""
         if self.data is None:
-            units, tree, scalar_units, costs, paths, op_units = self._facts
+            ends, tree, scalar_units, costs, paths, op_units = self._facts
             frame = Frame()
             if deferred.eligible(tree.ops[1:], registry.SEMANTICS):
                 frame.cube = deferred.CubeDeferral(frame.gm_tags)
-            info = KernelInfo(self.name, self.nunits, self.env, units, {}, 0.0, False, tree=tree, scalar_units=scalar_units,
+            info = KernelInfo(self.name, self.nunits, self.env, ends, {}, 0.0, False, tree=tree, scalar_units=scalar_units,
                               op_units=op_units, data_only=True, costs=costs, paths=paths)
             comp = Compiler(self.m, frame, info)
             block = self.op.body.block
