@@ -80,10 +80,7 @@ def _rules(ops: Sequence[Operation]) -> tuple[list[int], list[tuple[tuple[int, .
         kind = _KINDS.get(t)
         if kind is None:
             kind = _KINDS[t] = _kind(t)
-        if kind is _PURE_OP:  # (most ops: tested first)
-            if o.results:
-                conditional.append((tuple(map(id, operands_of(o))), tuple(map(id, o.results))))
-        elif kind is _ALLOC and space_name(o.result.type) != "gm":
+        if kind is _PURE_OP or kind is _ALLOC and space_name(o.result.type) != "gm":  # (most ops: tested first)
             if o.results:
                 conditional.append((tuple(map(id, operands_of(o))), tuple(map(id, o.results))))
         elif _is_a(t, scf.ForOp):

@@ -138,10 +138,7 @@ def widen_into(dst: np.ndarray, src: np.ndarray) -> None:
     From CAST_ELEMENTS elements by ORT's Cast (module doc), in blocks of about BLOCK elements (rows
     of a 2-D view): a strided view's block is copied into a contiguous fp16 scratch block first;
     a block holding inf or NaN goes through numpy's cast. Smaller or other arrays: numpy's cast."""
-    if src.size < CAST_ELEMENTS or src.ndim not in (1, 2) or not dst.flags.c_contiguous:
-        np.copyto(dst, src)
-        return
-    io = _ort()
+    io = None if src.size < CAST_ELEMENTS or src.ndim not in (1, 2) or not dst.flags.c_contiguous else _ort()
     if io is None:
         np.copyto(dst, src)
         return
