@@ -280,3 +280,41 @@ def test_the_pool_keeps_a_super_tiles_weight_slice_between_launches():
     from ascendir.interpreter.exec import deferred
 
     assert (11008 + 4096) * deferred.GRID_COLS * 4 <= wide.POOL_BYTES
+
+
+def test_a_box_of_what_a_work_buffer_holds_is_not_converted_again(monkeypatch, gm):
+    # a tail-split GEMM's K pieces (exec/deferred.py) read row slices of the weight columns its
+    # whole-K super-tile converted into the work buffer just before: views of it, same values;
+    # a view reaching past the held box, another slot or another buffer converts
+    calls = []
+    into = wide.widen_into
+    monkeypatch.setattr(wide, "widen_into", lambda d, s: (calls.append(s.shape), into(d, s))[1])
+    sh = GmShadows()
+    held = sh.widened(gm[8:56, 16:80], 0)
+    for v in (gm[8:56, 16:80], gm[20:40, 16:48], gm[50:56, 70:80], gm[8:9, 79:80]):
+        got = sh.widened(v, 0)
+        np.testing.assert_array_equal(got.view(np.uint32), v.astype(F32).view(np.uint32))
+        assert np.shares_memory(got, held)
+    assert calls == [(48, 64)]
+    other = gm.copy()
+    for v, slot in ((gm[8:56, 70:81], 0), (gm[7:20, 16:32], 0), (gm[10:20, 20:30], 1), (other[10:20, 20:30], 0)):
+        calls.clear()
+        sh.widened(gm[8:56, 16:80], 0)
+        np.testing.assert_array_equal(sh.widened(v, slot).view(np.uint32), v.astype(F32).view(np.uint32))
+        assert calls[-1] == v.shape
+
+
+def test_a_gm_write_under_a_held_view_converts_it_again(gm):
+    sh = GmShadows()
+    sh.widened(gm[8:56, 16:80], 0)
+    gm[30, 90] = 1.0  # beside the held box (bytes within its span: converted again, as written)
+    sh.write(gm[30:31, 90:91])
+    gm[30, 40] = 5.0
+    np.testing.assert_array_equal(sh.widened(gm[30:32, 40:42], 0), gm[30:32, 40:42].astype(F32))
+    sh.widened(gm[8:56, 16:80], 0)
+    gm[0, 0] = 3.0  # before the held box's first byte: still held
+    sh.write(gm[0:1, 0:1])
+    gm[30, 40] = 6.0  # behind its back (no op wrote it): the held values
+    assert sh.widened(gm[30:32, 40:42], 0)[0, 0] == 5.0
+    sh.clear()
+    assert sh.widened(gm[30:32, 40:42], 0)[0, 0] == 6.0

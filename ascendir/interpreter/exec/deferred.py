@@ -566,6 +566,8 @@ class CubeDeferral:
         lo, hi = _bytes(v)
         if hi < lo or not self._meets_span(lo, hi):
             return
+        if self.shadows is not None:  # (a weight slice converted for a super-tile it meets: converted again)
+            self.shadows.forget(lo, hi)
         for key, (alo, ahi, blo, bhi) in list(self.spans.items()):
             if (lo <= ahi and alo <= hi) or (lo <= bhi and blo <= hi):
                 del self.spans[key]

@@ -62,16 +62,21 @@ class GmShadows:
     Operands read once (`widened`) are converted into work buffers instead. Copies and work
     buffers come from a pool of buffers earlier launches and simulations used (`_take`)."""
 
-    __slots__ = ("copies", "work")
+    __slots__ = ("copies", "work", "held")
 
     def __init__(self):
         # id(owner) -> [owner, f32 copy (flat, from the pool: may be longer), chunks converted (a byte
         # per CHUNK: 1 once converted), owner address, chunks not converted yet]
         self.copies: dict[int, list] = {}
         self.work: list[np.ndarray | None] = []  # `widened`'s buffers by slot (from the pool, for this launch)
+        # slot -> (fp16 view converted into it, its address, its float32 array there, [first, last]
+        # byte it spans) while it holds that view's values: until the slot is reused or GM under
+        # the view is written (`write`)
+        self.held: dict[int, tuple] = {}
 
     def clear(self) -> None:
         """A launch starts or ends: the copies and work buffers go back to the pool."""
+        self.held.clear()
         for got in self.copies.values():
             _give(got[1])
         self.copies.clear()
@@ -82,7 +87,10 @@ class GmShadows:
 
     def write(self, view: np.ndarray, index: tuple | None = None) -> None:
         """`view` (in GM) was just written (at `index` of it only, when given: a scalar store):
-        the copy of its buffer, if any, takes the written values."""
+        the copy of its buffer, if any, takes the written values; a work buffer holding a view
+        of that buffer (`widened`) no longer counts as holding it."""
+        if self.held:
+            self.forget(*_bytes(view))
         if not self.copies:
             return
         o = view.base if view.base is not None else view
@@ -97,6 +105,14 @@ class GmShadows:
             np.copyto(w, view)
         else:
             w[index] = view[index]
+
+    def forget(self, lo: int, hi: int) -> None:
+        """GM bytes [lo, hi] changed: work buffers holding views that span any of them
+        (`widened`) no longer count as holding them (by bytes: the view written may be of
+        another array over the same memory)."""
+        for slot, h in list(self.held.items()):
+            if lo <= h[3][1] and h[3][0] <= hi:
+                del self.held[slot]
 
     def wide(self, view: np.ndarray) -> np.ndarray:
         """`view` (fp16, in GM) as float32: a view of its buffer's copy, the chunks it spans
@@ -128,11 +144,21 @@ class GmShadows:
         return _alias(got, view, at)
 
     def widened(self, view: np.ndarray, slot: int) -> np.ndarray:
-        """`view` (fp16, 2-D) converted to a C-contiguous float32 array in work buffer `slot` of
-        this launch, valid until the next call for that slot or the launch's end: for operands
-        read once (a weight's slice in a GEMM super-tile, exec/deferred.py), converted without a
-        buffer-sized copy, into memory an earlier launch touched already where the pool has it
-        (a fresh buffer's first touch costs more than converting)."""
+        """`view` (fp16, 2-D, unit stride along rows) as a float32 array (row-major, unit stride
+        along rows) in work buffer `slot` of this launch, valid until the next call for that slot
+        or the launch's end: for operands read once (a weight's slice in a GEMM super-tile,
+        exec/deferred.py), converted without a buffer-sized copy, into memory an earlier launch
+        touched already where the pool has it (a fresh buffer's first touch costs more than
+        converting). A view inside the one the slot holds (`held`: same buffer and row stride,
+        GM not written since) is a view of what the slot holds, not converted again: a
+        tail-split GEMM's K pieces (catlass TailSplitK) read row slices of the weight columns
+        its whole-K super-tile converted just before (the 7B layer's down projection: 23 M of
+        its 69 M elements)."""
+        h = self.held.get(slot)
+        if h is not None and view.ndim == 2:
+            got = _inside(h, view)
+            if got is not None:
+                return got
         while len(self.work) <= slot:
             self.work.append(None)
         buf = self.work[slot]
@@ -142,7 +168,40 @@ class GmShadows:
             buf = self.work[slot] = _take(view.size)
         out = buf[: view.size].reshape(view.shape)
         widen_into(out, view)
+        if view.ndim == 2 and view.strides[1] == view.itemsize and view.strides[0] > 0:
+            at = data_pointer(view)
+            self.held[slot] = (view, at, out, _bytes(view, at))
+        else:
+            self.held.pop(slot, None)
         return out
+
+
+def _bytes(view: np.ndarray, at: int | None = None) -> tuple[int, int]:
+    """[first, last] byte address `view` (first element at address `at`, when known) touches."""
+    lo = hi = data_pointer(view) if at is None else at
+    for n, st in zip(view.shape, view.strides):
+        if st > 0:
+            hi += (n - 1) * st
+        else:
+            lo += (n - 1) * st
+    return lo, hi + view.itemsize - 1
+
+
+def _inside(h: tuple, view: np.ndarray) -> np.ndarray | None:
+    """The float32 view of `view`'s elements in a work buffer holding view h[0] (address h[1])
+    converted into h[2], or None when `view` is not a box of h[0] (same buffer and row stride,
+    unit stride along rows, its rows and columns inside h[0]'s)."""
+    v0, a0, out, _ = h
+    if view.base is not v0.base or view.base is None or view.dtype != v0.dtype or view.strides != v0.strides:
+        return None
+    r, c = divmod(data_pointer(view) - a0, view.strides[0])
+    if r < 0 or c % view.itemsize:
+        return None
+    c //= view.itemsize
+    rows, cols = view.shape
+    if r + rows > v0.shape[0] or c + cols > v0.shape[1]:
+        return None
+    return out[r: r + rows, c: c + cols]
 
 
 # fp32 buffers kept between launches and between simulations (the shadows' copies and work buffers
