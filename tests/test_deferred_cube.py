@@ -252,6 +252,34 @@ def test_a_tail_split_gemm_converts_its_weight_once_and_computes_little_waste(mo
     assert_same_sums(new.outputs[name], old.outputs[name], feeds["a"], feeds["b"])
 
 
+def test_a_tail_split_gemms_k_pieces_read_the_weight_its_super_tile_converted(monkeypatch):
+    # 512 x 4096 x 1024 in 128 x 128 tiles on 24 AICs, the 8 tiles of rows 384-511 in 3 K ranges
+    # (templates/matmul.py tail split): each range's super-tile (and its first tile alone) reads
+    # rows of the whole-K super-tile's B slice, which the work buffer still holds (wide.py
+    # `GmShadows.widened`): B's elements are converted once, besides the GEMM's first tile (a
+    # column half, converted before any super-tile); twice that when each range converts its
+    # own. Bit for bit what each tile's own product gives, same report
+    from lowering_harness import lower_text, rand
+    from test_choose_tiling import with_tiling
+    from test_lowering_matmul import matmul_text
+
+    from ascendir.interpreter.exec import wide
+
+    m, k, n = 512, 4096, 1024
+    module = lower_text(with_tiling(matmul_text((m, k), (k, n), (m, n), "f16"), "m=128,n=128,k=64,l1_depth=2,tail_split=3"))
+    feeds = {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16, seed=1)}
+    converted = []
+    into = wide.widen_into
+    monkeypatch.setattr(wide, "widen_into", lambda d, s: (converted.append(s.shape), into(d, s))[1])
+    new = simulate(module, None, feeds, HW)
+    assert [s for s in converted if len(s) == 2] == [(k, 64), (k, n)]  # (1-D: A's launch copy, by chunks)
+    monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
+    old = simulate(module, None, feeds, HW)
+    assert new.report == old.report
+    (name,) = new.outputs
+    assert_same_sums(new.outputs[name], old.outputs[name], feeds["a"], feeds["b"])
+
+
 def test_a_gm_write_forgets_the_super_tiles_it_meets():
     from ascendir.interpreter.exec.wide import GmShadows
 
