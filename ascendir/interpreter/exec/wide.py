@@ -70,8 +70,8 @@ class GmShadows:
         self.copies: dict[int, list] = {}
         self.work: list[np.ndarray | None] = []  # `widened`'s buffers by slot (from the pool, for this launch)
         # slot -> (fp16 view converted into it, its address, its float32 array there, [first, last]
-        # byte it spans) while it holds that view's values: until the slot is reused or GM under
-        # the view is written (`write`)
+        # byte it spans, the buffer it views) while it holds that view's values: until the slot is
+        # reused or GM under the view is written (`write`)
         self.held: dict[int, tuple] = {}
 
     def clear(self) -> None:
@@ -88,12 +88,16 @@ class GmShadows:
     def write(self, view: np.ndarray, index: tuple | None = None) -> None:
         """`view` (in GM) was just written (at `index` of it only, when given: a scalar store):
         the copy of its buffer, if any, takes the written values; a work buffer holding a view
-        of that buffer (`widened`) no longer counts as holding it."""
-        if self.held:
-            self.forget(*_bytes(view))
+        of that buffer there (`widened`) no longer counts as holding it."""
+        o = view.base if view.base is not None else view
+        if self.held:  # (a GM buffer is the array its views have as base, as for the copies)
+            for slot, h in list(self.held.items()):
+                if h[4] is o:
+                    lo, hi = _bytes(view)
+                    if lo <= h[3][1] and h[3][0] <= hi:
+                        del self.held[slot]
         if not self.copies:
             return
-        o = view.base if view.base is not None else view
         got = self.copies.get(id(o))
         if got is None:
             return
@@ -108,8 +112,7 @@ class GmShadows:
 
     def forget(self, lo: int, hi: int) -> None:
         """GM bytes [lo, hi] changed: work buffers holding views that span any of them
-        (`widened`) no longer count as holding them (by bytes: the view written may be of
-        another array over the same memory)."""
+        (`widened`) no longer count as holding them."""
         for slot, h in list(self.held.items()):
             if lo <= h[3][1] and h[3][0] <= hi:
                 del self.held[slot]
@@ -168,9 +171,9 @@ class GmShadows:
             buf = self.work[slot] = _take(view.size)
         out = buf[: view.size].reshape(view.shape)
         widen_into(out, view)
-        if view.ndim == 2 and view.strides[1] == view.itemsize and view.strides[0] > 0:
+        if view.ndim == 2 and view.base is not None and view.strides[1] == view.itemsize and view.strides[0] > 0:
             at = data_pointer(view)
-            self.held[slot] = (view, at, out, _bytes(view, at))
+            self.held[slot] = (view, at, out, _bytes(view, at), view.base)
         else:
             self.held.pop(slot, None)
         return out
@@ -191,7 +194,7 @@ def _inside(h: tuple, view: np.ndarray) -> np.ndarray | None:
     """The float32 view of `view`'s elements in a work buffer holding view h[0] (address h[1])
     converted into h[2], or None when `view` is not a box of h[0] (same buffer and row stride,
     unit stride along rows, its rows and columns inside h[0]'s)."""
-    v0, a0, out, _ = h
+    v0, a0, out, _, _ = h
     if view.base is not v0.base or view.base is None or view.dtype != v0.dtype or view.strides != v0.strides:
         return None
     r, c = divmod(data_pointer(view) - a0, view.strides[0])
