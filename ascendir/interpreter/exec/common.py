@@ -47,7 +47,7 @@ class KernelInfo:
     # the data walk of a numerics launch (sim/kernel.py): tile ops run their semantics only (no
     # cost, pipe clock, race check or L2: the timing-only twin accounts for those) and scalar ops
     # charge nothing; flags and pipe_barrier ALL keep what orders data (held pipes, holds.py) and
-    # the race check's clocks, without the pipe clocks (sync_ops.py `_data_set_flag`, ...)
+    # the race check's clocks, without the pipe clocks (sync_ops.py `data_flag_fns`, ...)
     data_only: bool = False
     # tile op -> its cost function (the registry.COSTS factory's on `env`): built once for the
     # compiles of one kernel that share the dict (sim/kernel.py: the twin's and the data walk's)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from functools import partial
 
 from ascendir.dialects import ascend
 from ascendir.dialects.ascend import AIC_PIPES, AIV_PIPES, Pipe
@@ -16,6 +17,9 @@ from ascendir.interpreter.exec.common import Closure, KernelInfo
 
 class SyncOps:
     """Compiler part: block index and synchronisation (mixed into compiler.Compiler)."""
+
+    flag_fns: tuple | None = None  # the data walk's (set, wait) functions (`data_flag_fns`), once made
+    data_flags: dict | None = None  # (op class, flag ends) -> its `data_flag`, once asked
 
     # -- kernel-only ops --------------------------------------------------------------------
     def block_idx(self, op: ascend.BlockIdxOp) -> Closure:
@@ -31,14 +35,14 @@ class SyncOps:
         return flag_slots(self.k, op)
 
     def set_flag(self, op: ascend.SetFlagOp) -> Closure:
+        if self.k.data_only:  # (data_codegen.py writes them inline: this serves other callers)
+            return partial(self.data_flag_fns()[0], *self.data_flag(op)[1])
         F = self.F
         src, dst, key = self._flag_slots(op)
         self.k.set_keys.add(key)
         s_id = (src // NPIPES) * NPIPES
         event = op.event.value.data
         ev = sync_event("set", src, key)  # its race-check step (race.py)
-        if self.k.data_only:
-            return self._data_set_flag(src, key, s_id, ev)
 
         def run() -> None:
             if not F.slow_path and F.trace is None:  # no race check, no held pipe, no trace (hot)
@@ -88,6 +92,8 @@ class SyncOps:
         return run
 
     def wait_flag(self, op: ascend.WaitFlagOp) -> Closure:
+        if self.k.data_only:
+            return partial(self.data_flag_fns()[1], *self.data_flag(op)[1])
         F = self.F
         src, dst, key = self._flag_slots(op)
         kname = self.k.name
@@ -96,8 +102,6 @@ class SyncOps:
         s_id = (dst // NPIPES) * NPIPES
         set_keys = self.k.set_keys
         ev = sync_event("wait", dst, key)  # its race-check step (race.py)
-        if self.k.data_only:
-            return self._data_wait_flag(dst, key, s_id, text, ev)
 
         def run() -> None:
             q = F.flags.queues[key]
@@ -144,16 +148,45 @@ class SyncOps:
     # -- the data walk's (KernelInfo.data_only) ----------------------------------------------
     # Its tile ops move data and touch no clock, scalar ops charge nothing and nothing reads the
     # core's clocks afterwards (sim/kernel.py `_data_walk`): flags and barriers there only order
-    # data, through held pipes (holds.py), and the race check's clocks (race.py).
-    def _data_set_flag(self, src: int, key: int, s_id: int, ev: tuple) -> Closure:
-        """set_flag in the data walk: a pending set for `key` (its value unread), its race-check
-        step `ev`, and the release of a pipe held on it; queued itself while `src` is held."""
-        F = self.F
+    # data, through held pipes (holds.py), and the race check's clocks (race.py). Its pending
+    # sets carry no time (each is 0.0): a queue is a count, which data_codegen.py's inline fast
+    # path moves without calling these.
+    def data_flag(self, op: ascend.FlagOp) -> tuple[bool, tuple]:
+        """(is a set, the arguments of `data_flag_fns`' function for it) of flag op `op` in the
+        data walk: (src slot, key, S slot, race-check step) for a set_flag, (dst slot, key, S
+        slot, deadlock text, race-check step) for a wait_flag. One object per kind and ends (an
+        unrolled pipeline repeats a few dozen flags ~1,400 times: FlashAttention's)."""
+        t, ends = type(op), self.k.flag_ends[op]
+        if self.data_flags is None:
+            self.data_flags = {}
+        got = self.data_flags.get((t, ends))
+        if got is None:
+            src, dst, key = self._flag_slots(op)
+            if isinstance(op, ascend.SetFlagOp):
+                self.k.set_keys.add(key)
+                got = True, (src, key, (src // NPIPES) * NPIPES, sync_event("set", src, key))
+            else:
+                text = _wait_text(op.src.data, op.dst.data, op.event.value.data)
+                got = False, (dst, key, (dst // NPIPES) * NPIPES, text, sync_event("wait", dst, key))
+            self.data_flags[(t, ends)] = got
+        return got
 
-        def run() -> None:
+    def data_flag_fns(self) -> tuple:
+        """(set, wait): the data walk's set_flag and wait_flag as functions of their `data_flag`
+        arguments, made once per compile (kept in `flag_fns`).
+
+        set: a pending set of its key, its race-check step, and the release of a pipe held on it;
+        queued itself while its src pipe is held. wait: takes the oldest pending set of its key
+        (its race-check step: the set's clock joins dst's), or holds dst until one comes
+        (holds.py), or raises the scalar-unit deadlock; queued itself while dst is held."""
+        if self.flag_fns is not None:
+            return self.flag_fns
+        F, kname, set_keys = self.F, self.k.name, self.k.set_keys
+
+        def set_run(src: int, key: int, s_id: int, ev: tuple) -> None:
             h = F.hold
             if h is not None and src in h.lists:
-                h.defer(src, me(), (), s_id)
+                h.defer(src, partial(me_set(), src, key, s_id, ev), (), s_id)
                 return
             F.flags.queues[key].append(0.0)
             if F.races is not None:
@@ -161,19 +194,10 @@ class SyncOps:
             if h is not None:
                 h.release(key)  # a pipe held on this flag runs what queued behind its wait
 
-        me = weakref.ref(run)
-        return run
-
-    def _data_wait_flag(self, dst: int, key: int, s_id: int, text: str, ev: tuple) -> Closure:
-        """wait_flag in the data walk: takes the oldest pending set of `key` (its race-check step
-        `ev`: the set's clock joins dst's), or holds dst until one comes (holds.py), or the scalar-unit deadlock;
-        queued itself while `dst` is held."""
-        F, kname, set_keys = self.F, self.k.name, self.k.set_keys
-
-        def run() -> None:
+        def wait_run(dst: int, key: int, s_id: int, text: str, ev: tuple) -> None:
             h = F.hold
             if h is not None and dst in h.lists:
-                h.defer(dst, me(), (), s_id)
+                h.defer(dst, partial(me_wait(), dst, key, s_id, text, ev), (), s_id)
                 return
             q = F.flags.queues[key]
             if not q:
@@ -182,14 +206,18 @@ class SyncOps:
                 if h is None:
                     h = F.hold = Holds(F, kname, set_keys)
                     F.slow_path = True
-                h.block(dst, key, me(), s_id, text)
+                h.block(dst, key, partial(me_wait(), dst, key, s_id, text, ev), s_id, text)
                 return
             q.popleft()
             if F.races is not None:
                 F.races.wait(ev)
 
-        me = weakref.ref(run)
-        return run
+        # each queues itself on a held pipe (holds.py) through a weak reference: a function naming
+        # itself is a reference cycle, left to the cyclic collector (alive while it runs: the
+        # generated code and this compiler hold it)
+        me_set, me_wait = weakref.ref(set_run), weakref.ref(wait_run)
+        self.flag_fns = (set_run, wait_run)
+        return self.flag_fns
 
     def barrier(self, op: ascend.PipeBarrierOp) -> Closure | None:
         F = self.F
