@@ -497,9 +497,10 @@ class CubeDeferral:
         sup = _super(ga, gb)
         if sup is None:
             return self._once(ga, gb)
-        key, box, a, b, spans = sup
+        key, box, at = sup
         got = self.grids.get(key)
         if got is None:
+            a, b, spans = _views(ga, gb, at)
             first = self.seen.get(key)
             gemm = key[:-2]
             # (at the bound on what is kept: this tile alone, the super-tiles kept stay until read;
@@ -753,10 +754,11 @@ def _super(ga: np.ndarray, gb: np.ndarray) -> tuple | None:
     """The super-tile holding the product of A slice `ga` (m x k) and B slice `gb` (k x n), both
     row-major views of C-contiguous GM buffers: key = (A's buffer, row stride, byte column of the
     K slice, k, B's buffer, row stride, first row of the K slice, dtypes, super-tile row and
-    column); box = (row, rows, column, columns) of the tile in the super-tile; the super-tile's
-    A (rows x k) and B (k x columns) views, clipped to the buffers; the byte intervals
-    [first, last] of A's and B's buffers they read. None when a view is not such a slice, the
-    tile is small (BLOCKED_MNK) or it straddles two super-tiles."""
+    column); box = (row, rows, column, columns) of the tile in the super-tile; where the
+    super-tile lies in the buffers, for `_views` (built only when a super-tile is computed or
+    first seen: most tiles are read from a kept product, and the views cost more than the key).
+    None when a view is not such a slice, the tile is small (BLOCKED_MNK) or it straddles two
+    super-tiles."""
     oa, ob = _owner(ga), _owner(gb)
     if oa is None or ob is None:
         return None
@@ -778,13 +780,22 @@ def _super(ga: np.ndarray, gb: np.ndarray) -> tuple | None:
     if (i0 + m - 1) // band != wr or (j0 + n - 1) // GRID_COLS != wc or i0 + m > rows or j0 + n > cols:
         return None
     r0, c0 = wr * band, wc * GRID_COLS
-    r1, c1 = min(r0 + band, rows), min(c0 + GRID_COLS, cols)
+    key = (id(oa), sa, ca, k, id(ob), sb, kb, ga.dtype, gb.dtype, wr, wc)
+    return key, (i0 - r0, m, j0 - c0, n), (oa, ob, ca, kb, r0, min(r0 + band, rows), c0, min(c0 + GRID_COLS, cols))
+
+
+def _views(ga: np.ndarray, gb: np.ndarray, at: tuple) -> tuple:
+    """The super-tile's A (rows x k) and B (k x columns) views, clipped to the buffers, and the
+    byte intervals [first, last] of A's and B's buffers they read, for a tile `ga` x `gb` whose
+    super-tile lies at `at` (`_super`)."""
+    oa, ob, ca, kb, r0, r1, c0, c1 = at
+    sa, sb, isb = ga.strides[0], gb.strides[0], gb.itemsize
+    k = ga.shape[1]
     a = np.ndarray((r1 - r0, k), ga.dtype, oa, ca + r0 * sa, ga.strides)
     b = np.ndarray((k, c1 - c0), gb.dtype, ob, kb * sb + c0 * isb, gb.strides)
     pa, pb = _addr(a), _addr(b)
-    spans = (pa, pa + (r1 - r0 - 1) * sa + k * isa - 1, pb, pb + (k - 1) * sb + (c1 - c0) * isb - 1)
-    key = (id(oa), sa, ca, k, id(ob), sb, kb, ga.dtype, gb.dtype, wr, wc)
-    return key, (i0 - r0, m, j0 - c0, n), a, b, spans
+    spans = (pa, pa + (r1 - r0 - 1) * sa + k * ga.itemsize - 1, pb, pb + (k - 1) * sb + (c1 - c0) * isb - 1)
+    return a, b, spans
 
 
 def _bytes(v: np.ndarray) -> tuple[int, int]:
