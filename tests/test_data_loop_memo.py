@@ -420,3 +420,37 @@ def test_joined_appends_sum_like_the_loop(overlap, init):
     got = run(lambda cube: data_loop_memo._add_all(cube, log[:cut] + joined, cut, lambda: tails.append(1) or log[cut:]))
     assert np.array_equal(got, want)
     assert tails == ([1] if overlap else [])
+
+
+def test_replays_rebuild_what_the_stored_views_rebuild(monkeypatch):
+    # `_replayed` (a stored execution's views laid out once, on-chip views kept per block) gives
+    # every replay the records, terms and spans `_rebuild` builds from the tags, view by view:
+    # the same keys in the same order, functions, boxes and views (address, shape, strides,
+    # dtype; GM views' owners) in every block of both template GEMMs
+    same = data_loop_memo._same
+    orig = data_loop_memo._replayed
+    n = [0]
+
+    def checked(st, bases, views, chips):
+        got = orig(st, bases, views, chips)
+        want = data_loop_memo._rebuild(st, bases, {}, st.adds, {})
+        (copies, adds, span), (copies2, adds2, span2) = got, want
+        assert span == span2 and list(copies) == list(copies2)
+        for r, d in copies.items():
+            assert list(d) == list(copies2[r])
+            for k, e in d.items():
+                f = copies2[r][k]
+                assert e[0] is f[0] and e[4] == f[4] and same(e[1], f[1]) and same(e[2], f[2], chip=True) and same(e[3], f[3])
+        assert len(adds) == len(adds2)
+        for a, b in zip(adds, adds2):
+            assert a[0] is b[0] and a[1] == b[1] and a[4] == b[4] and same(a[2], b[2], chip=True)
+            assert same(a[3][0], b[3][0]) and same(a[3][1], b[3][1]) and a[3][2:] == b[3][2:]
+        n[0] += 1
+        return got
+
+    monkeypatch.setattr(data_loop_memo, "_replayed", checked)
+    for m, k, n_, tiling in ((384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1"),
+                             (320, 832, 1280, "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1,prefetch=1")):
+        module, feeds = _template_gemm(m, k, n_, tiling)
+        simulate(module, None, feeds, HW)
+    assert n[0] > 20, n
