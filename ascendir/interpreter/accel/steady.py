@@ -313,9 +313,10 @@ class SteadyLoop:
         self.vals: dict[int, tuple] = {}  # tops(i) so far (pure: computed once per iteration)
         self.hist: list[tuple] = []  # (iteration index, state vector, queue lengths, gm log pos, sig pos)
         self.track = None  # xblock.Track: the iteration of each GM log record, when kept
-        # the pipe clock whose period deltas differed last in `detect`: tested first there (a
-        # clock off the period, e.g. one unit's jittering behind another's misses, stays so for
-        # many samples and every period length)
+        # the state component (a clock, busy time or counter: an index below the pending flag
+        # times) whose period deltas differed last in `detect`: tested first there (a clock off
+        # the period, e.g. one unit's jittering behind another's misses, stays so for many
+        # samples and every period length)
         self.clash = 0
 
     def snapshot(self, idx: int) -> None:
@@ -345,6 +346,7 @@ class SteadyLoop:
         qc, gc, lc = c[2], c[3], c[4]
         sig = F.cost_log
         ns = len(F.core.free)
+        nfix = 3 * ns + len(F.acct)  # the clocks, busy times and counters; pending flag times follow
         # P <= n - idx: a longer period has no whole period left to skip
         hr = h[::-1]  # hr[P] = h[-1 - P]
         k = self.clash
@@ -354,7 +356,7 @@ class SteadyLoop:
             # every state component
             b, a = hr[P], hr[2 * P]
             va, vb = a[1], b[1]
-            if vc[k] - vb[k] != vb[k] - va[k]:  # (k = self.clash: most rejections, one test)
+            if vc[k] - vb[k] != vb[k] - va[k]:  # (k = self.clash: most rejections, one test of a necessary condition)
                 continue
             la, lb_ = a[4], b[4]
             if lb_ - la != lc - lb_ or lb_ > la and sig[la] is not sig[lb_]:
@@ -372,8 +374,11 @@ class SteadyLoop:
             if d1 != d0:
                 k = self.clash = next(i for i, (x, y) in enumerate(zip(d1, d0)) if x != y)
                 continue
-            d = list(map(sub, vc, vb))
-            if d != list(map(sub, vb, va)):
+            d, d0 = list(map(sub, vc, vb)), list(map(sub, vb, va))
+            if d != d0:
+                i = next(i for i, (x, y) in enumerate(zip(d, d0)) if x != y)
+                if i < nfix:  # (a pending flag time's index is another value's in other periods)
+                    k = self.clash = i
                 continue
             if not self._no_overtaking(vc, d):
                 continue
