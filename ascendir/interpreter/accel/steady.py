@@ -419,6 +419,8 @@ class SteadyLoop:
             prev, cur = self._phased(prev, k - 2 * P, P), self._phased(cur, k - P, P)
             if prev.ph.tobytes() != cur.ph.tobytes():
                 return None
+        elif self.track is not None:  # (xblock.Track places the jumps' accesses by their phases)
+            cur = self._phased(cur, k - P, P)
         return P, d, prev, cur, ok
 
     def _accesses(self, i: int, j: int) -> Acc:
