@@ -109,3 +109,50 @@ def test_miss_positions_match_the_scan():
         hit = rng.random(rng.integers(0, 70)) < rng.choice([1.0, 0.9, 0.5])
         for _ in range(2):  # the second call finds the first's result
             assert _miss_positions(hit) == frozenset(np.flatnonzero(~hit).tolist())
+
+
+def test_detect_answer_does_not_depend_on_the_clash_clock():
+    """`SteadyLoop.detect` tests the state component that broke the period last (`clash`: a clock,
+    busy time or counter) before the others: a necessary condition tested early, so the period
+    found (or none), its delta and its skippable periods are the same whichever component it
+    names; and a rejection by the state names the first component whose period deltas differ."""
+    rng = random.Random(11)
+    ns, na = 4, 2
+    answers = set()
+    for _ in range(400):
+        P0 = rng.choice([1, 2, 3])
+        L = rng.randrange(3, 34)  # snapshots (detect keeps at most 2 * PMAX + 1)
+        # per phase of the true period, each component's per-iteration delta (multiples of 0.5:
+        # exact sums); a few deltas perturbed at random iterations, mostly pipe clocks
+        base = [[rng.choice([0.0, 0.5, 2.0, 3.5]) for _ in range(3 * ns + na)] for _ in range(P0)]
+        toks = [object() for _ in range(P0)]
+        vec = [0.0] * (3 * ns + na)
+        hist, cost_log = [], []
+        jitter = rng.random() < 0.6
+        early = rng.randrange(L)  # before it, a flag queue's length changes: fewer pending times
+        for i in range(L):
+            q = 2 if i >= early else rng.randrange(3)  # pending flag times follow the fixed part
+            late = 0.5 * (jitter and rng.random() < 0.2)  # a pending time off the period now and then
+            hist.append((i, list(vec) + [7.0 + i + late, 9.5 + i][:q], [q], 0, len(cost_log), 0))
+            cost_log.append(toks[i % P0])
+            step = list(base[i % P0])
+            if jitter and rng.random() < 0.3:
+                step[rng.randrange(ns) if rng.random() < 0.7 else rng.randrange(3 * ns + na)] += 0.5
+            vec = [x + y for x, y in zip(vec, step)]
+        F = SimpleNamespace(core=SimpleNamespace(free=[0.0] * ns), acct=[0.0] * na, flags=SimpleNamespace(queues=[[]]),
+                            cost_log=cost_log, gm_log=[])
+        got = set()
+        for k in [0, *range(3 * ns + na)]:
+            sl = SteadyLoop(F, L + 40, None, None, ns)
+            sl.hist = list(hist)
+            sl.clash = k
+            found = sl.detect()
+            got.add(None if found is None else (found[0], tuple(found[1]), found[4]))
+            if found is None and sl.clash != k:  # learned: the first component off the period for some P
+                c, ps = hist[-1][1], range(1, (L - 1) // 2 + 1)
+                firsts = {next((i for i in range(3 * ns + na) if c[i] - hist[-1 - P][1][i] != hist[-1 - P][1][i] - hist[-1 - 2 * P][1][i]),
+                               None) for P in ps}
+                assert sl.clash in firsts
+        assert len(got) == 1, got
+        answers |= got
+    assert None in answers and len(answers) > 2

@@ -85,8 +85,9 @@ def test_plan_refuses_an_iv_used_outside_checked_ops():
     assert _plan(parse(direct))[1] is None
 
 
-def _run(module, monkeypatch, enabled: bool) -> tuple[dict, set, list[bool]]:
-    """(report, designated misses, BlockMemo.reuse answers) of a timing-only run."""
+def _run(module, monkeypatch, enabled: bool, timed: list | None = None) -> tuple[dict, set, list[bool]]:
+    """(report, designated misses, BlockMemo.reuse answers of the recording passes) of a
+    timing-only run; `timed` gets the timed passes' answers."""
     designated: list[set] = []
     settle = l2.L2Pass.settle
 
@@ -97,9 +98,9 @@ def _run(module, monkeypatch, enabled: bool) -> tuple[dict, set, list[bool]]:
     answers: list[bool] = []
     reuse = xblock.BlockMemo.reuse
 
-    def spy_reuse(self, *a):
-        got = reuse(self, *a) if enabled else False
-        answers.append(got)
+    def spy_reuse(self, F, *a):
+        got = reuse(self, F, *a) if enabled else False
+        (answers if F.l2_pass.recording else timed if timed is not None else []).append(got)
         return got
 
     monkeypatch.setattr(l2.L2Pass, "settle", spy_settle)
@@ -164,3 +165,61 @@ def test_an_outside_offset_per_block_moves_the_stored_reads(monkeypatch):
     assert des_on == des_off
     _same(on, off)
     assert answers == [False, True, True, True]
+
+
+def test_timed_pass_reuses_blocks_with_the_same_outcomes(monkeypatch):
+    # each block its own tiles, its reads designated misses at the same ordinals as block 0's
+    # (l2.L2Pass.shares): the timed pass applies block 0's execution to blocks 1-3 too, and the
+    # report is the one of running them (every figure, the extrapolated iterations included)
+    from ascendir.interpreter import compile_module
+    from ascendir.interpreter.report.report import build_report
+
+    module = parse(_strided_writes("      %q = arith.remui %t, %c64 : index\n      %r = arith.muli %q, %c16 : index"))
+    timed: list[bool] = []
+    on, _, _ = _run(module, monkeypatch, True, timed)
+    off, _, _ = _run(module, monkeypatch, False)
+    assert timed == [False, True, True, True]
+    assert on == off
+    # what the run leaves behind is the same too: the chip L2 (latest accesses, dirty tiles,
+    # counters) and the stored launch (its checks of first writes and designated reads)
+    left = []
+    for enabled in (True, False):
+        if not enabled:
+            monkeypatch.setattr(xblock.BlockMemo, "reuse", lambda *a: False)
+        prog = compile_module(module, HW, None, timing_only=True)
+        _, recs = prog.run({})
+        prog.l2.commit()
+        (launches,) = prog.memo.values()
+        (m,) = launches.stored()
+        left.append((build_report(recs, HW), prog.l2.last, prog.l2.dirty, prog.l2.hits, prog.l2.misses,
+                     [a.tolist() for t in (m.checks, m.wchecks, m.touched, m.written) for a in (t.stream, t.off, t.rel)],
+                     m.wchecks.out.tolist(), m.skipped))
+    monkeypatch.undo()
+    assert left[0] == left[1] and left[0][2] and left[0][6]
+    full = simulate(module, None, {}, HW, timing_only=True, extrapolate=False).report
+    assert on["total_cycles"] == full["total_cycles"] and on["tile_ops"] == full["tile_ops"] and on["bytes"] == full["bytes"]
+
+
+def test_timed_reads_hold_only_with_the_same_outcomes():
+    # xblock.BlockMemo._reads_hold: a stored read that missed must be a designated miss of this
+    # block; a designated read hits exactly when an earlier kernel left its tile resident
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    cache = l2.L2Cache(HW)
+    p = l2.L2Pass(cache.window)
+    p.recording = False
+    p.misses = {(3, 10), (3, 12), (5, 11)}
+    p.ordinal = {3: 10, 5: 10}
+    cache.last = {102: 0.0}  # tile 102 left by an earlier kernel (resident near t = 0)
+    F = SimpleNamespace(block=3, l2=cache, kernel_start=0.0)
+    keys, t = np.array([100, 101, 102], np.int64), np.array([5.0, 6.0, 7.0])
+    hold = xblock.BlockMemo._reads_hold
+    assert hold(F, p, keys, t, np.array([False, True, True]), [0])  # 100 misses, 102 resident: hits
+    assert not hold(F, p, keys, t, np.array([False, True, False]), [0, 2])  # 102 would hit
+    assert not hold(F, p, keys, t, np.array([True, True, True]), [])  # 100 would miss
+    F.block = 5  # its only designated read is the second one
+    assert not hold(F, p, keys, t, np.array([False, True, True]), [0])
+    assert hold(F, p, keys, t, np.array([True, False, True]), [1])
+    assert p.shares(3) is False and p.shares(4) is True

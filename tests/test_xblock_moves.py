@@ -85,8 +85,8 @@ def _write(rows: str, indent: str = "      ") -> str:
 
 
 def _run(text: str, accel: Accel, monkeypatch) -> tuple[dict, set, list[bool]]:
-    """(report without the skipped-iteration counts, designated misses, BlockMemo.reuse answers)
-    of a timing-only run."""
+    """(report without the skipped-iteration counts, designated misses, BlockMemo.reuse answers
+    of the recording passes) of a timing-only run."""
     designated: list[set] = []
     answers: list[bool] = []
     settle, reuse = l2.L2Pass.settle, xblock.BlockMemo.reuse
@@ -95,9 +95,10 @@ def _run(text: str, accel: Accel, monkeypatch) -> tuple[dict, set, list[bool]]:
         settle(self)
         designated.append(set(self.misses))
 
-    def spy_reuse(self, *a):
-        got = reuse(self, *a)
-        answers.append(got)
+    def spy_reuse(self, F, *a):
+        got = reuse(self, F, *a)
+        if F.l2_pass.recording:
+            answers.append(got)
         return got
 
     monkeypatch.setattr(l2.L2Pass, "settle", spy_settle)

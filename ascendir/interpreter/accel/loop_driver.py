@@ -150,6 +150,10 @@ class LoopDriver:
         n = len(rng)
         # (a short loop kept for the next blocks is worth its sampling: it is run once per key)
         short = n < MIN_TRIPS and (self.bm is None or F.gm_log is not None or F.l2_pass is None or not F.l2_pass.recording)
+        if (short and F.may_extrapolate and F.hold is None and self.bm is not None and F.gm_log is None and F.l2_pass is not None
+                and F.trace is None and F.l2_pass.shares(F.block)):
+            self._short_timed(rng, n)  # (a timed pass: the loop runs plainly, or as an earlier block's)
+            return
         if short or not F.may_extrapolate or F.hold is not None:
             self.plain(rng)  # a held pipe (holds.py) is state the steady-state jump does not see
             return
@@ -165,6 +169,8 @@ class LoopDriver:
             F.gm_log, F.cost_log = [], []
         g0, l0 = len(F.gm_log), len(F.cost_log)
         h0 = F.times_held
+        lg = F.launch_gm_log
+        lg0 = len(lg) if lg is not None else 0
         try:
             sl = self._sampler(rng, n, vals)
             pre = self.memo.prefix(F, R, ent, n) if ent is not None else None
@@ -177,10 +183,46 @@ class LoopDriver:
             if not self._iterate(sl, rng, idx, h0, track, mark):
                 ent = None  # a pipe was held: the execution is not stored
             if ent is not None and F.times_held == h0:
-                self._store(sl, ent, xkey, track, n, g0, l0, own)
+                self._store(sl, ent, xkey, track, n, g0, l0, own, lg, lg0)
         finally:
             if own:
                 F.gm_log = F.cost_log = None
+
+    def _short_timed(self, rng: range, n: int) -> None:
+        """A loop kept for the next blocks (xblock.py) too short to sample, in a timed pass: an
+        earlier block's execution applied when one matches (`BlockMemo.reuse`), else the loop
+        runs every iteration, as without the memo, and is kept."""
+        F, R, memo, bm = self.F, self.R, self.memo, self.bm
+        if not self.use_memo or F.races is not None:
+            self.plain(rng)
+            return
+        mark = len(F.trace) if F.trace is not None else 0
+        before = self._clocks()
+        ent = memo.enter(F, R)
+        xkey = bm.key(R, F.gm_tags, ent, n)
+        cv = self.values
+        vals = cv.table(rng) if cv is not None else None
+        value_of = cv.of(vals, rng) if cv is not None else (lambda i: ())
+        if bm.reuse(F, R, memo, ent, xkey, value_of, n):
+            self._extrapolated(before, n, mark)
+            return
+        F.gm_log, F.cost_log = [], []
+        h0 = F.times_held
+        lg = F.launch_gm_log
+        lg0 = len(lg) if lg is not None else 0
+        try:
+            track = Track()
+            R_, iv, step = self.R, self.bounds[3], self.step
+            for idx, i in enumerate(rng):
+                track.marks.append((len(F.gm_log), idx))
+                R_[iv] = i
+                step()
+            if F.times_held == h0:
+                stored = memo.store(F, R, ent, F.gm_log, None, 0)
+                if stored is not None:
+                    bm.store(R, xkey, stored[0], F.gm_log, track, value_of, n, _ran(lg, lg0))
+        finally:
+            F.gm_log = F.cost_log = None
 
     def _enter(self, rng: range, n: int) -> tuple | None:
         """Enter the loop memo (`LoopMemo.enter`) and apply a stored execution of this loop, or
@@ -188,8 +230,11 @@ class LoopDriver:
         None, the cross-block key or None, the memo of the checked values or None)."""
         F, R, memo, bm = self.F, self.R, self.memo, self.bm
         ent = xkey = vals = None
-        # across blocks (xblock.py): the outermost sampling loop, in the recording pass
-        cross = bm is not None and F.gm_log is None and F.l2_pass is not None and F.l2_pass.recording
+        # across blocks (xblock.py): the outermost sampling loop
+        # (a timed pass: blocks whose misses no other block shares never match, and a traced one
+        # draws every op's slice and flow: not kept)
+        cross = bm is not None and F.gm_log is None and F.l2_pass is not None and (
+            F.l2_pass.recording or F.trace is None and F.l2_pass.shares(F.block))
         # the race checker needs every op; a `once` loop (loop_memo.never_again) is never reused
         # by its LoopMemo, so it enters it only for its BlockMemo
         if self.use_memo and F.races is None and (not memo.once or cross):
@@ -328,7 +373,8 @@ class LoopDriver:
             label = "/".join(list(names.get(p, {}))[:3]) or PIPES[p % NPIPES]
             F.trace.append((core.index, p, free0[p], core.free[p] - free0[p], f"{label} ×{iterations}{EXTRAPOLATED}", tuple(items)))
 
-    def _store(self, sl: SteadyLoop, ent: tuple, xkey, track: Track | None, n: int, g0: int, l0: int, own: bool) -> None:
+    def _store(self, sl: SteadyLoop, ent: tuple, xkey, track: Track | None, n: int, g0: int, l0: int, own: bool,
+               lg: list | None = None, lg0: int = 0) -> None:
         """Keep the execution that just ran (from memo entry `ent`; its GM log records and cost
         entries from g0 and l0) for the loop memo and, with a `track`, for the next blocks.
         When an enclosing loop samples (not `own`), its periods compare log records and cost
@@ -338,10 +384,18 @@ class LoopDriver:
         F = self.F
         stored = self.memo.store(F, self.R, ent, F.gm_log[g0:], sl.first, g0, collapse=not own)
         if track is not None and stored is not None:
-            self.bm.store(self.R, xkey, stored[0], F.gm_log[g0:], track, sl.value_of, n)
+            self.bm.store(self.R, xkey, stored[0], F.gm_log[g0:], track, sl.value_of, n, _ran(lg, lg0))
         if stored is not None and not own:
             token, log = stored
             del F.gm_log[g0:]
             F.gm_log.extend(log)
             del F.cost_log[l0:]
             F.cost_log.append(token)
+
+
+def _ran(lg: list | None, lg0: int) -> set | None:
+    """(key, time) of the accesses that ran one by one since position lg0 of a launch's GM log
+    `lg` (Frame.launch_gm_log: their tuples; replays log arrays), None without a log."""
+    if lg is None:
+        return None
+    return {(k, t) for k, t, _ in lg[lg0:] if type(k) is int}

@@ -35,6 +35,7 @@ the kernel reads scalars from data (memref.load may steer its control flow).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,13 +87,14 @@ class Memo:
     trace: tuple | None = None  # its trace slices (events, flows), relative to its start (state.KernelRecord); None untraced
 
     @classmethod
-    def build(cls, cores: list, acct: list[float], skipped: int, hits: int, misses: int, tags: list, l2, t0: float,
-              checks: list[tuple], wchecks: list[tuple], log: list[tuple], owner, trace: tuple | None) -> Memo:
+    def build(cls, cores: list, acct: list[float], skipped: int, hits: int, misses: int, tags: list, stream_of: list | None,
+              t0: float, checks: list[tuple], wchecks: list[tuple], log: list[tuple], owner, trace: tuple | None) -> Memo:
         """A stored launch from what it logged: `checks` (key, chip time, outcome) of its
         designated misses, `wchecks` (key, chip time, rewrite) of its first write of each tile,
         `log` its GM accesses, (key, chip time, is read) or (keys, times, is read) arrays; keys
-        of chip L2 `l2`, launch arguments' tags `tags`, started at chip time `t0`."""
-        if l2 is None:  # no L2 model: nothing to check or leave behind
+        of a chip L2 whose `L2Cache.stream_of` is `stream_of` (None: no L2 model), launch
+        arguments' tags `tags`, started at chip time `t0`."""
+        if stream_of is None:  # no L2 model: nothing to check or leave behind
             checks, wchecks, log = [], [], []
         roots: dict = {}
         for i, t in enumerate(tags):
@@ -107,7 +109,7 @@ class Memo:
         sids, inv = np.unique(np.concatenate([k, ck, wk]) // SHIFT, return_inverse=True)
         streams, foreign = [], False
         for s in sids.tolist():
-            root, shape, strides = l2.stream_of[s]
+            root, shape, strides = stream_of[s]
             r = roots.get(root)
             streams.append((r, shape, strides) if r is not None else (None, root, shape, strides))
             foreign |= r is None
@@ -160,20 +162,51 @@ class Memo:
         return True
 
 
+class Later:
+    """A stored launch kept as what it logged until a launch with its key looks it up
+    (`Launches.stored`): `Memo.build`'s arguments, with the chip L2's stream list for the L2
+    (append-only: the ids the log names keep their streams) and a weak reference to the run that
+    stored it (a strong one would tie the run to its own memo in a reference cycle). Most stored
+    launches are never looked up (a kernel launched once per run, the last layer's), and building
+    one sorts every GM access of the launch. The log's arrays are never written to after they are
+    logged (the L2 keeps them the same way until its next commit)."""
+
+    __slots__ = ("args", "owner", "trace")
+
+    def __init__(self, cores: list, acct: list[float], skipped: int, hits: int, misses: int, tags: list, l2, t0: float,
+                 checks: list[tuple], wchecks: list[tuple], log: list[tuple], owner, trace: tuple | None):
+        self.args = (cores, acct, skipped, hits, misses, tags, None if l2 is None else l2.stream_of, t0, checks, wchecks, log)
+        self.owner = weakref.ref(owner)
+        self.trace = trace
+
+    def build(self) -> Memo:
+        """The `Memo` (owned by a run that has ended: by none that can look it up)."""
+        owner = self.owner()
+        return Memo.build(*self.args, owner if owner is not None else object(), self.trace)
+
+
 @dataclass
 class Launches:
-    """What is kept per memo key: stored launches (timing-only), the recording pass's designated
-    misses (l2.L2Pass.misses; None until a launch with GM reads ran) and whether a launch was
-    checked for races (race.py) and found none."""
+    """What is kept per memo key: stored launches (timing-only; `Memo`, or `Later` until looked
+    up), the recording pass's designated misses (l2.L2Pass.misses; None until a launch with GM
+    reads ran) and whether a launch was checked for races (race.py) and found none."""
 
-    variants: list[Memo]
+    variants: list
     misses: set | None = None
     race_free: bool = False
 
-    def add(self, m: Memo) -> None:
+    def add(self, m: Memo | Later) -> None:
         self.variants.append(m)
         if len(self.variants) > VARIANTS:
             del self.variants[0]
+
+    def stored(self) -> list[Memo]:
+        """The stored launches, oldest first, each built (`Later`) on the first look-up."""
+        v = self.variants
+        for i, m in enumerate(v):
+            if type(m) is Later:
+                v[i] = m.build()
+        return v
 
 
 @dataclass

@@ -293,7 +293,7 @@ class _Replay:
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "gen", "same", "track")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "gen", "same", "track", "clash")
 
     def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int, gen=None, same=None):
         self.F = F
@@ -313,6 +313,11 @@ class SteadyLoop:
         self.vals: dict[int, tuple] = {}  # tops(i) so far (pure: computed once per iteration)
         self.hist: list[tuple] = []  # (iteration index, state vector, queue lengths, gm log pos, sig pos)
         self.track = None  # xblock.Track: the iteration of each GM log record, when kept
+        # the state component (a clock, busy time or counter: an index below the pending flag
+        # times) whose period deltas differed last in `detect`: tested first there (a clock off
+        # the period, e.g. one unit's jittering behind another's misses, stays so for many
+        # samples and every period length)
+        self.clash = 0
 
     def snapshot(self, idx: int) -> None:
         F = self.F
@@ -341,13 +346,18 @@ class SteadyLoop:
         qc, gc, lc = c[2], c[3], c[4]
         sig = F.cost_log
         ns = len(F.core.free)
+        nfix = 3 * ns + len(F.acct)  # the clocks, busy times and counters; pending flag times follow
         # P <= n - idx: a longer period has no whole period left to skip
         hr = h[::-1]  # hr[P] = h[-1 - P]
+        k = self.clash
         for P in range(1, min(PMAX, (len(h) - 1) // 2, self.n - idx) + 1):
             # cheapest tests first: structure (cost-entry counts, the first cost entry: most
             # candidates differ there), queue lengths and log counts, then the cost entries, then
             # every state component
             b, a = hr[P], hr[2 * P]
+            va, vb = a[1], b[1]
+            if vc[k] - vb[k] != vb[k] - va[k]:  # (k = self.clash: most rejections, one test of a necessary condition)
+                continue
             la, lb_ = a[4], b[4]
             if lb_ - la != lc - lb_ or lb_ > la and sig[la] is not sig[lb_]:
                 continue
@@ -357,14 +367,18 @@ class SteadyLoop:
                 continue
             if not all(map(is_, sig[la:lb_], sig[lb_:lc])):  # the same cost entries
                 continue
-            va, vb = a[1], b[1]
             # the pipe clocks first (where a transient shows): most calls are rejected here
             # without building two delta lists. Equal deltas are equal exactly: the values are
             # multiples of the cycle quantum (or integer counts), whose differences are exact
-            if list(map(sub, vc[:ns], vb[:ns])) != list(map(sub, vb[:ns], va[:ns])):
+            d1, d0 = list(map(sub, vc[:ns], vb[:ns])), list(map(sub, vb[:ns], va[:ns]))
+            if d1 != d0:
+                k = self.clash = next(i for i, (x, y) in enumerate(zip(d1, d0)) if x != y)
                 continue
-            d = list(map(sub, vc, vb))
-            if d != list(map(sub, vb, va)):
+            d, d0 = list(map(sub, vc, vb)), list(map(sub, vb, va))
+            if d != d0:
+                i = next(i for i, (x, y) in enumerate(zip(d, d0)) if x != y)
+                if i < nfix:  # (a pending flag time's index is another value's in other periods)
+                    k = self.clash = i
                 continue
             if not self._no_overtaking(vc, d):
                 continue
@@ -405,6 +419,8 @@ class SteadyLoop:
             prev, cur = self._phased(prev, k - 2 * P, P), self._phased(cur, k - P, P)
             if prev.ph.tobytes() != cur.ph.tobytes():
                 return None
+        elif self.track is not None:  # (xblock.Track places the jumps' accesses by their phases)
+            cur = self._phased(cur, k - P, P)
         return P, d, prev, cur, ok
 
     def _accesses(self, i: int, j: int) -> Acc:

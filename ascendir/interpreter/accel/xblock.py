@@ -32,6 +32,18 @@ executed iterations by their GM log records, jumps' replayed periods by the samp
 per-access phase. Loops of fewer than steady.MIN_TRIPS trips are kept too (loop_driver.py): one
 execution per key stands for every other block's (FlashAttention's 5-6 tasks per block, a
 matmul epilogue's 2-3 tiles).
+
+The timed pass (l2.py) keeps and applies executions too, where a read's outcome is known before
+the read: a designated miss of the block (by its ordinal among the block's reads) misses unless
+an earlier kernel left the tile resident (`L2Cache.resident_before`), every other read hits. A
+stored execution then applies when, moved, each of its reads gets its stored outcome
+(`BlockMemo._reads_hold`) and each write its write outcome, as above; the applied execution
+records what running it records (the reads' designation checks and the launch's GM log for the
+launch memo, the first writes of the writes that ran one by one, the chip L2's accesses and
+dirty tiles) and counts the iterations its own jumps skipped (a report's extrapolated
+iterations do not depend on the reuse). Only blocks whose designated misses another block shares
+(`L2Pass.shares`: FlashAttention's and an epilogue GEMM's blocks in groups of 8 of 24, where a
+plain GEMM's blocks each pay their own) and untraced passes (a trace draws every op) keep them.
 """
 
 from __future__ import annotations
@@ -253,13 +265,16 @@ class BlockMemo:
 
     def reuse(self, F, R, memo, ent: tuple, key: tuple, value_of, n: int) -> bool:
         """Apply a stored execution matching `key` (`key`, LoopMemo `ent` of this entry of an
-        n-iteration loop) in the recording pass; True when applied. `value_of(i)`: the checked
-        values of iteration i. The reads are logged and the writes recorded as
-        `_apply_accesses` would in the recording pass (every read hits)."""
+        n-iteration loop) of this pass; True when applied. `value_of(i)`: the checked values of
+        iteration i. The reads are logged and the writes recorded as `_apply_accesses` would (a
+        timed pass: when each read and write gets its stored outcome, module doc)."""
         vs = self.table.get(key)
         if not vs:
             return False
         srel, base, S = ent[1], ent[2], ent[3]
+        l2p = F.l2_pass
+        timed = not l2p.recording
+        dirty = F.l2.dirty if timed else l2p.dirty
         C = None
         for v in reversed(vs):
             head, cids, C0, ctl, reads, writes = v
@@ -276,29 +291,67 @@ class BlockMemo:
             moved = ((C - C0) @ W.T).ravel()  # (iteration, op), flat: element shift of its accesses
             tshift = (F.kernel_start + base) - (head[13] + head[2])
             if writes is not None:
-                at, keys, t, hit, fresh = writes
+                at, keys, t, hit, fresh, wexe = writes
                 wkeys = keys + moved[at]
                 wt = t + tshift if tshift else t
                 klist = wkeys.tolist()
                 # (first writes of distinct tiles none of which is dirty: every outcome "fresh")
-                if not (fresh and len(set(klist)) == len(klist) and F.l2_pass.dirty.keys().isdisjoint(klist)):
+                if not (fresh and len(set(klist)) == len(klist) and dirty.keys().isdisjoint(klist)):
                     if first_write_change(F, wkeys, wt, hit) < len(klist):
                         continue
             if reads is not None:
-                at, keys, t, hit = reads
-                F.l2_pass.read_many(F.l2, keys + moved[at], t + tshift if tshift else t, F.block, F.kernel_start, hit, len(hit))
+                at, keys, t, rhit, misses = reads
+                rk, rt = keys + moved[at], t + tshift if tshift else t
+                # a timed pass: each read's outcome is the stored one, a designated miss of this
+                # block (l2.L2Pass) where the stored read missed, resident or not as it was
+                if timed and not self._reads_hold(F, l2p, rk, rt, rhit, misses):
+                    continue
+                l2p.read_many(F.l2, rk, rt, F.block, F.kernel_start, rhit, len(rhit) - len(misses))
             if writes is not None:
-                F.l2_pass.store_many(wkeys, wt)
+                if timed:
+                    F.l2.store_many(wkeys, wt)
+                    wf = F.first_writes
+                    if wf is not None:  # the executed writes, as running the loop records them (tile_ops.py)
+                        for k, tt, w in zip(wkeys[wexe].tolist(), wt[wexe].tolist(), hit[wexe].tolist()):
+                            if k not in wf:
+                                wf[k] = (tt, w)
+                else:
+                    l2p.store_many(wkeys, wt)
+            if timed and F.launch_gm_log is not None:
+                if reads is not None:
+                    F.launch_gm_log.append((rk, rt, np.ones(len(rk), bool)))
+                if writes is not None:
+                    F.launch_gm_log.append((wkeys, wt, np.zeros(len(wkeys), bool)))
             s_free, vS, ef, ed, eq, dS, dbusy, dacct = head[0], head[3], head[4], head[5], head[6], head[7], head[8], head[9]
             memo._restore(F, S, vS, base - head[2], ef, ed, eq, dS, dbusy, dacct, s_free)
-            F.skipped += n
+            # (a timed pass counts the jumps of the execution applied: its record's extrapolated
+            # iterations are those of running every block)
+            F.skipped += head[14] if timed else n
             return True
         return False
 
-    def store(self, R, key: tuple, head: tuple, log: list, track: Track, value_of, n: int) -> None:
-        """Keep the execution that just ran in the recording pass (`head`: LoopMemo's end state
-        of it, `log`: its GM log records, `track`: their iterations, `value_of(i)`: checked
-        values of iteration i; `R`: the frame's values, holding the shifts)."""
+    @staticmethod
+    def _reads_hold(F, l2p, rk: np.ndarray, rt: np.ndarray, rhit: np.ndarray, misses: list[int]) -> bool:
+        """Whether this block's reads `rk` at `rt` get outcomes `rhit` (`misses`: where it is
+        False) in the timed pass: the reads designated misses of the block (l2.L2Pass, by their
+        ordinals from the block's next) hit only when resident from an earlier kernel, every
+        other read hits."""
+        des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), len(rk))
+        if not set(misses) <= set(des):
+            return False
+        if des:
+            resident, t0 = F.l2.resident_before, F.kernel_start
+            hl = rhit.tolist()
+            for p in des:
+                if resident(int(rk[p]), float(rt[p]), t0) != hl[p]:
+                    return False
+        return True
+
+    def store(self, R, key: tuple, head: tuple, log: list, track: Track, value_of, n: int, ran: set | None = None) -> None:
+        """Keep the execution that just ran (`head`: LoopMemo's end state of it, `log`: its GM
+        log records, `track`: their iterations, `value_of(i)`: checked values of iteration i;
+        `R`: the frame's values, holding the shifts; `ran`: in a timed pass storing its launch,
+        the (key, time) of each access that ran one by one)."""
         acc = Acc.of(log) if log else None
         if acc is None or not len(acc.cid):
             return
@@ -312,11 +365,16 @@ class BlockMemo:
         rd = acc.rd
         reads = writes = None
         if rd.any():
-            reads = (at[rd], keys[rd], acc.t[rd], acc.hit[rd])
+            rhit = acc.hit[rd]
+            reads = (at[rd], keys[rd], acc.t[rd], rhit, np.flatnonzero(~rhit).tolist())
         if not rd.all():
             wr = ~rd
             hit = acc.hit[wr]
-            writes = (at[wr], keys[wr], acc.t[wr], hit, not hit.any())
+            # which writes ran one by one (`ran`: their (key, time)s; none in a recording pass): a
+            # timed pass records their first writes (tile_ops.py), not the replayed ones'
+            wk, wt = keys[wr], acc.t[wr]
+            exe = np.array([(k, t) in ran for k, t in zip(wk.tolist(), wt.tolist())], bool) if ran else np.zeros(len(wk), bool)
+            writes = (at[wr], wk, wt, hit, not hit.any(), exe)
         vs = self.table.setdefault(key, [])
         vs.append((head, cids, C0, control, reads, writes))
         if len(vs) > VARIANTS:

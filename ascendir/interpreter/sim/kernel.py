@@ -338,7 +338,7 @@ class KernelProgram:
         if self.memo_text is not None and self.m.memo is not None and all(t is not None for t in tags):
             key = (self.memo_text, memo.pattern(tags))
             launches = self.m.memo.setdefault(key, memo.Launches([]))
-            for hit in reversed(launches.variants):  # only timing-only runs store any
+            for hit in reversed(launches.stored()):  # only timing-only runs store any
                 if (hit.owner is None or hit.owner is self.m) and self._reuse(hit, tags):
                     self.m.memo_hits += 1
                     return self._finish(memo.restore_cores(hit.cores), F, list(hit.acct), hit.skipped, hit.trace)
@@ -393,7 +393,7 @@ class KernelProgram:
         if store:
             checks = F.l2_pass.checks if (F.l2_pass is not None and self.gm_reads) else []
             hits, misses = ((l2.hits - h0), (l2.misses - m0)) if l2 is not None else (0, 0)
-            launches.add(memo.Memo.build(
+            launches.add(memo.Later(
                 memo.snapshot_cores(cores), list(F.acct), F.skipped, hits, misses, tags, l2, F.kernel_start, checks,
                 [(k, t, w) for k, (t, w) in wfirst.items()], log, self.m, (F.trace, F.flows) if tracing else None,
             ))

@@ -228,7 +228,7 @@ class L2Pass:
     the same for arrays of reads (steady.py's replays), in order.
     """
 
-    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks", "dirty")
+    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks", "dirty", "patterns")
 
     def __init__(self, window: float):
         self.recording = True
@@ -240,6 +240,7 @@ class L2Pass:
         self.ordinal: dict[int, int] = {}
         self.checks: list | None = None  # (key, now, outcome) of designated misses, for memo.py
         self.dirty: dict[int, float] = {}  # the recording pass's own write times (see store)
+        self.patterns: dict | None = None  # designated miss ordinals -> blocks with them (`shares`)
 
     @classmethod
     def settled(cls, window: float, misses: set[tuple[int, int]]) -> L2Pass:
@@ -347,6 +348,19 @@ class L2Pass:
             self.misses.update(zip(B[c].tolist(), J[c].tolist()))
         self.ordinal.clear()
         self.recording = False
+
+    def shares(self, block: int) -> bool:
+        """Whether another block has the same designated misses (ordinals) as `block`, or it has
+        none (timed pass): only then can a block's timed loop execution be another's
+        (xblock.py; a matmul's blocks pay each their own misses, FlashAttention's in groups)."""
+        if self.patterns is None:
+            self._designated(block, 0, 0)  # (builds by_block)
+            pats: dict = {}
+            for b, js in self.by_block.items():
+                pats[tuple(js)] = pats.get(tuple(js), 0) + 1
+            self.patterns = pats
+        js = self.by_block.get(block)
+        return not js or self.patterns[tuple(js)] > 1
 
     def _designated(self, block: int, j0: int, n: int) -> list[int]:
         """Indices i < n whose read (block, j0 + i) is a designated miss (ascending). Python
