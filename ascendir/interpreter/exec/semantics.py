@@ -418,11 +418,14 @@ def _blocks_of_8(fn: np.ufunc, x: np.ndarray, dst: np.ndarray) -> bool:
     to its identity 0 (loops_utils.h.src `pairwise_sum`; a sum of -0s is +0): the same
     additions here. Max: the largest element whatever the order, but for the sign of a zero
     (max(-0, +0)) and which NaN of several: when a block's max is zero or NaN, False."""
-    t = x.reshape(-1, 8).T  # row i: element i of every block
-    a = fn(t[0::2], t[1::2], out=np.empty((4, t.shape[1]), F32))  # (C order: long inner loops)
+    # flat passes over every other element (1-D strided views numpy loops over without buffering:
+    # a view of the transposed blocks costs a buffered copy per pass, twice the time): per block
+    # x0+x1, x2+x3, x4+x5, x6+x7, then (x0+x1)+(x2+x3), (x4+x5)+(x6+x7), then their sum
+    f = x.reshape(-1)
+    a = fn(f[0::2], f[1::2])
     a = fn(a[0::2], a[1::2])
     direct = fn is np.add and dst.dtype == F32 and dst.shape == x.shape[:-1] and dst.flags.c_contiguous
-    out = fn(a[0], a[1], out=dst.reshape(-1) if direct else None)
+    out = fn(a[0::2], a[1::2], out=dst.reshape(-1) if direct else None)
     if fn is np.add:
         np.add(out, _ZERO, out=out)
     elif not np.minimum.reduce(np.abs(out)) > 0:  # a zero or a NaN
