@@ -234,9 +234,19 @@ def _native(dt: np.dtype) -> bool:
     return dt != BF16
 
 
-def _unary(fn: Callable[[np.ndarray], np.ndarray], composite: bool = False) -> Callable[[Operation], Runtime]:
+def _unary(fn: Callable[[np.ndarray], np.ndarray], composite: bool = False,
+           into: Callable[..., object] | None = None) -> Callable[[Operation], Runtime]:
+    """`fn` as an op writing its dest. `into(x, out=dst)`: `fn`'s values written into `dst`,
+    called for float32 `src` and dest, C-contiguous and of one shape (so every ufunc in it runs
+    the loop it runs into a fresh array: numpy's SIMD float32 loops pick their code by strides),
+    without the temporary and its copy."""
+
     def factory(op: Operation) -> Runtime:
         def run(src: np.ndarray, dst: np.ndarray) -> None:
+            if (into is not None and src.dtype == F32 and dst.dtype == F32 and src.shape == dst.shape
+                    and dst.flags.c_contiguous and src.flags.c_contiguous):
+                into(src, out=dst)
+                return
             x = src if (_native(src.dtype) and not composite) else _f32(src)
             _store(dst, fn(x))
 
@@ -245,8 +255,17 @@ def _unary(fn: Callable[[np.ndarray], np.ndarray], composite: bool = False) -> C
     return factory
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    # 1 / (1 + exp(-x)) in one temporary (x + 1 is 1 + x bit for bit); `out` may be x
+    t = np.negative(x)
+    np.exp(t, out=t)
+    np.add(t, 1.0, out=t)
+    return np.divide(1.0, t, out=t if out is None else out)
+
+
+def _silu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    # x * sigmoid(x); `out` may be x
+    return np.multiply(x, _sigmoid(x), out=out)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
@@ -263,19 +282,19 @@ def _logical_not(x: np.ndarray) -> np.ndarray:
 
 
 UNARY: dict[str, Callable[[Operation], Runtime]] = {
-    "vexp": _unary(np.exp),
+    "vexp": _unary(np.exp, into=np.exp),
     "vln": _unary(np.log),
     "vsqrt": _unary(np.sqrt),
     "vrsqrt": _unary(lambda x: 1.0 / np.sqrt(x), composite=True),
     "vrec": _unary(lambda x: 1.0 / x, composite=True),
     "vabs": _unary(np.abs),
     "vrelu": _unary(lambda x: np.maximum(x, 0)),
-    "vsigmoid": _unary(_sigmoid, composite=True),
+    "vsigmoid": _unary(_sigmoid, composite=True, into=_sigmoid),
     "vtanh": _unary(np.tanh, composite=True),
     "verf": _unary(lambda x: erf(x).astype(np.float32), composite=True),
     "vgelu": _unary(_gelu, composite=True),
     "vgelu_tanh": _unary(_gelu_tanh, composite=True),
-    "vsilu": _unary(lambda x: x * _sigmoid(x), composite=True),
+    "vsilu": _unary(_silu, composite=True, into=_silu),
     "vsin": _unary(np.sin, composite=True),
     "vcos": _unary(np.cos, composite=True),
     "vfloor": _unary(np.floor),
