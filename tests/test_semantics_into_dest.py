@@ -196,6 +196,32 @@ def test_select_into_its_false_operand():
     assert _bits(dst) == _bits(np.where(cond, other, b))
 
 
+def _select_cases():
+    """(cond, a, dest) cases of vsel %c, %a, %d, %d: one value, a full tile, a row (broadcast),
+    `a` overlapping the dest, a strided dest, a broadcast mask."""
+    b = _wide_range((64, 96))
+    b[0, :3] = [np.nan, -0.0, np.inf]
+    cond = RNG.random((64, 96)) < 0.5
+    full = _wide_range((64, 96))
+    full[1, :3] = [np.nan, -0.0, -np.inf]
+    wide = _wide_range((64, 192))
+    yield cond, np.array([[-0.0]], F32), b.copy()
+    yield cond, full, b.copy()
+    yield cond, full[:1], b.copy()
+    yield cond, full[::-1].copy(), b.copy()
+    yield cond, wide[:, ::2].copy(), wide[:, ::2]  # strided dest
+    yield cond[:1], full, b.copy()  # (1, 96) mask
+    overlap = b.copy()
+    yield cond, overlap[::-1], overlap  # `a` is the dest reversed
+
+
+def test_select_into_its_false_operand_all_cases():
+    for cond, a, dst in _select_cases():
+        ref = np.where(cond, a, dst)
+        vsel(None)(cond, a, dst, dst)
+        assert _bits(dst) == _bits(ref)
+
+
 # -- mmad into its accumulator ------------------------------------------------------------------
 def _mmad(init: int):
     return semantics.mmad(SimpleNamespace(init=SimpleNamespace(value=SimpleNamespace(data=init))))
