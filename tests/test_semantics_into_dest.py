@@ -196,6 +196,32 @@ def test_select_into_its_false_operand():
     assert _bits(dst) == _bits(np.where(cond, other, b))
 
 
+def _select_cases():
+    """(cond, a, dest) cases of vsel %c, %a, %d, %d: one value, a full tile, a row (broadcast),
+    `a` overlapping the dest, a strided dest, a broadcast mask."""
+    b = _wide_range((64, 96))
+    b[0, :3] = [np.nan, -0.0, np.inf]
+    cond = RNG.random((64, 96)) < 0.5
+    full = _wide_range((64, 96))
+    full[1, :3] = [np.nan, -0.0, -np.inf]
+    wide = _wide_range((64, 192))
+    yield cond, np.array([[-0.0]], F32), b.copy()
+    yield cond, full, b.copy()
+    yield cond, full[:1], b.copy()
+    yield cond, full[::-1].copy(), b.copy()
+    yield cond, wide[:, ::2].copy(), wide[:, ::2]  # strided dest
+    yield cond[:1], full, b.copy()  # (1, 96) mask
+    overlap = b.copy()
+    yield cond, overlap[::-1], overlap  # `a` is the dest reversed
+
+
+def test_select_into_its_false_operand_all_cases():
+    for cond, a, dst in _select_cases():
+        ref = np.where(cond, a, dst)
+        vsel(None)(cond, a, dst, dst)
+        assert _bits(dst) == _bits(ref)
+
+
 # -- mmad into its accumulator ------------------------------------------------------------------
 def _mmad(init: int):
     return semantics.mmad(SimpleNamespace(init=SimpleNamespace(value=SimpleNamespace(data=init))))
@@ -232,3 +258,35 @@ def test_mmad_into_an_operand_it_reads():
 def test_mmad_shape_error_is_the_stores():
     with pytest.raises(ValueError):
         _mmad(1)(_wide_range((8, 16)), _wide_range((16, 8)), np.zeros((8, 4), F32))
+
+
+# -- unary ops into the dest ------------------------------------------------------------------
+def _unary_plain(fn, x: np.ndarray) -> np.ndarray:
+    """What the plain path computed before the direct one: the temporaries of numpy's own
+    expressions (x * (1 / (1 + exp(-x))) for silu)."""
+    with np.errstate(all="ignore"):
+        return {"vexp": np.exp, "vsigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
+                "vsilu": lambda v: v * (1.0 / (1.0 + np.exp(-v)))}[fn](x)
+
+
+@pytest.mark.parametrize("op", ["vexp", "vsigmoid", "vsilu"])
+def test_unary_writes_the_dest_as_the_copy_would(op):
+    x = (RNG.standard_normal((64, 128)) * 40).astype(F32)
+    x[0, :6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40]
+    want = _unary_plain(op, x)
+    run = semantics.UNARY[op](None)
+    for dst in (np.full((64, 128), 7, F32), np.full((64, 256), 7, F32)[:, ::2]):  # contiguous, strided
+        with np.errstate(all="ignore"):
+            run(x, dst)
+        assert _bits(dst) == _bits(want)
+    with np.errstate(all="ignore"):
+        run(x, x)  # in place
+    assert _bits(x) == _bits(want)
+
+
+def test_unary_fp16_and_broadcast_take_the_plain_path():
+    x = RNG.standard_normal((1, 128)).astype(F16)
+    dst = np.zeros((4, 128), F32)
+    semantics.UNARY["vsilu"](None)(x, dst)
+    want = _unary_plain("vsilu", x.astype(F32))
+    assert _bits(dst) == _bits(np.broadcast_to(want, (4, 128)))

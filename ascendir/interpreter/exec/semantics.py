@@ -32,7 +32,7 @@ from ascendir.dialects.cast_mode import cast_mode_of
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.cast import cast, is_plain
-from ascendir.interpreter.exec.ort_cast import CAST_ELEMENTS, narrow_into
+from ascendir.interpreter.exec.ort_cast import CAST_ELEMENTS, narrow_into, widen_into
 from ascendir.interpreter.exec.special import erf
 from ascendir.interpreter.exec.wide import storage_dtype
 
@@ -234,9 +234,19 @@ def _native(dt: np.dtype) -> bool:
     return dt != BF16
 
 
-def _unary(fn: Callable[[np.ndarray], np.ndarray], composite: bool = False) -> Callable[[Operation], Runtime]:
+def _unary(fn: Callable[[np.ndarray], np.ndarray], composite: bool = False,
+           into: Callable[..., object] | None = None) -> Callable[[Operation], Runtime]:
+    """`fn` as an op writing its dest. `into(x, out=dst)`: `fn`'s values written into `dst`,
+    called for float32 `src` and dest, C-contiguous and of one shape (so every ufunc in it runs
+    the loop it runs into a fresh array: numpy's SIMD float32 loops pick their code by strides),
+    without the temporary and its copy."""
+
     def factory(op: Operation) -> Runtime:
         def run(src: np.ndarray, dst: np.ndarray) -> None:
+            if (into is not None and src.dtype == F32 and dst.dtype == F32 and src.shape == dst.shape
+                    and dst.flags.c_contiguous and src.flags.c_contiguous):
+                into(src, out=dst)
+                return
             x = src if (_native(src.dtype) and not composite) else _f32(src)
             _store(dst, fn(x))
 
@@ -245,8 +255,17 @@ def _unary(fn: Callable[[np.ndarray], np.ndarray], composite: bool = False) -> C
     return factory
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    # 1 / (1 + exp(-x)) in one temporary (x + 1 is 1 + x bit for bit); `out` may be x
+    t = np.negative(x)
+    np.exp(t, out=t)
+    np.add(t, 1.0, out=t)
+    return np.divide(1.0, t, out=t if out is None else out)
+
+
+def _silu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    # x * sigmoid(x); `out` may be x
+    return np.multiply(x, _sigmoid(x), out=out)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
@@ -263,19 +282,19 @@ def _logical_not(x: np.ndarray) -> np.ndarray:
 
 
 UNARY: dict[str, Callable[[Operation], Runtime]] = {
-    "vexp": _unary(np.exp),
+    "vexp": _unary(np.exp, into=np.exp),
     "vln": _unary(np.log),
     "vsqrt": _unary(np.sqrt),
     "vrsqrt": _unary(lambda x: 1.0 / np.sqrt(x), composite=True),
     "vrec": _unary(lambda x: 1.0 / x, composite=True),
     "vabs": _unary(np.abs),
     "vrelu": _unary(lambda x: np.maximum(x, 0)),
-    "vsigmoid": _unary(_sigmoid, composite=True),
+    "vsigmoid": _unary(_sigmoid, composite=True, into=_sigmoid),
     "vtanh": _unary(np.tanh, composite=True),
     "verf": _unary(lambda x: erf(x).astype(np.float32), composite=True),
     "vgelu": _unary(_gelu, composite=True),
     "vgelu_tanh": _unary(_gelu_tanh, composite=True),
-    "vsilu": _unary(lambda x: x * _sigmoid(x), composite=True),
+    "vsilu": _unary(_silu, composite=True, into=_silu),
     "vsin": _unary(np.sin, composite=True),
     "vcos": _unary(np.cos, composite=True),
     "vfloor": _unary(np.floor),
@@ -314,6 +333,8 @@ def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], into: np.ufunc |
         def run(a: np.ndarray, b: np.ndarray, dst: np.ndarray) -> None:
             dt = dst.dtype
             if into is not None and a.dtype == dt and b.dtype == dt and dt.kind in kinds and dt != BF16:
+                if dt == F16 and into in _ROUNDED and dst.size >= CAST_ELEMENTS and _f16_via_f32(into, a, b, dst):
+                    return
                 try:
                     into(a, b, out=dst)
                     return
@@ -326,6 +347,35 @@ def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], into: np.ufunc |
         return run
 
     return factory
+
+
+_ROUNDED = frozenset({np.add, np.subtract, np.multiply, np.divide})  # `_f16_via_f32`'s ufuncs
+
+
+def _f16_via_f32(fn: np.ufunc, a: np.ndarray, b: np.ndarray, dst: np.ndarray) -> bool:
+    """dst[...] = fn(a, b) for fp16 `a`, `b`, `dst` (`a`, `b` broadcasting to `dst`'s shape) by
+    widening both to float32 (ort_cast.py `widen_into`), `fn` in float32 and one rounding to fp16
+    (`narrow_into`); False (dst maybe partly written, to be written whole by the caller) where
+    that may not give numpy's fp16 result bit for bit. numpy's fp16 loops convert each element
+    (~4.5 ns an element for add on the benchmark machine against ~1 here in all, the 7B layer's
+    residual adds: 192 calls of 16,384 or 32,768 elements).
+
+    Exact: numpy's fp16 loops compute each element in float32 and round it to fp16, as here. For a
+    correctly rounded `fn` (`_ROUNDED`: add, subtract, multiply, divide) that is fp16's correctly
+    rounded result anyway: float32's 24 bits are at least 2 x 11 + 2, so the double rounding is
+    innocuous (Figueroa, "When is double rounding innocuous?", 1995). Only NaNs
+    may differ (which operand's payload a NaN op NaN keeps: numpy's SIMD float32 loops and its
+    fp16 loops pick differently): a result holding inf or NaN makes `narrow_into` decline, and
+    the caller computes it in fp16. (Not maximum / minimum: numpy's float32 and fp16 loops return
+    different zeros for max(+0, -0).)"""
+    if a.ndim != dst.ndim or b.ndim != dst.ndim:
+        return False
+    wa = np.empty(a.shape, F32)
+    widen_into(wa, a)
+    wb = np.empty(b.shape, F32)
+    widen_into(wb, b)
+    r = fn(wa, wb, out=wa if a.shape == dst.shape else None)
+    return r.shape == dst.shape and narrow_into(dst, r)
 
 
 BINARY: dict[str, Callable[[Operation], Runtime]] = {
@@ -418,11 +468,14 @@ def _blocks_of_8(fn: np.ufunc, x: np.ndarray, dst: np.ndarray) -> bool:
     to its identity 0 (loops_utils.h.src `pairwise_sum`; a sum of -0s is +0): the same
     additions here. Max: the largest element whatever the order, but for the sign of a zero
     (max(-0, +0)) and which NaN of several: when a block's max is zero or NaN, False."""
-    t = x.reshape(-1, 8).T  # row i: element i of every block
-    a = fn(t[0::2], t[1::2], out=np.empty((4, t.shape[1]), F32))  # (C order: long inner loops)
+    # flat passes over every other element (1-D strided views numpy loops over without buffering:
+    # a view of the transposed blocks costs a buffered copy per pass, twice the time): per block
+    # x0+x1, x2+x3, x4+x5, x6+x7, then (x0+x1)+(x2+x3), (x4+x5)+(x6+x7), then their sum
+    f = x.reshape(-1)
+    a = fn(f[0::2], f[1::2])
     a = fn(a[0::2], a[1::2])
     direct = fn is np.add and dst.dtype == F32 and dst.shape == x.shape[:-1] and dst.flags.c_contiguous
-    out = fn(a[0], a[1], out=dst.reshape(-1) if direct else None)
+    out = fn(a[0::2], a[1::2], out=dst.reshape(-1) if direct else None)
     if fn is np.add:
         np.add(out, _ZERO, out=out)
     elif not np.minimum.reduce(np.abs(out)) > 0:  # a zero or a NaN
@@ -478,7 +531,14 @@ def vsel(op: ascend.VselOp) -> Runtime:
     def run(cond: np.ndarray, a: np.ndarray, b: np.ndarray, dst: np.ndarray) -> None:
         if b is dst and cond.dtype == np.bool_ and a.dtype == dst.dtype != np.bool_:
             # dest = where(cond, a, dest): `a` copied where `cond` holds (a bool mask cannot
-            # share the memory of a dest of another type; copyto copies an `a` that does first)
+            # share the memory of a dest of another type; copyto copies an `a` that does first).
+            # putmask (a's flat elements in turn, cycled: one value, or a's own of dest's shape)
+            # costs a third to a half of copyto's masked loop (~3.4 against 14 us on a 64 x 96
+            # attention tile); it does not broadcast, and reads `a` as it writes
+            if (cond.shape == dst.shape and dst.flags.c_contiguous and cond.flags.c_contiguous and a.ndim <= dst.ndim
+                    and (a.size == 1 or (a.shape == dst.shape and not np.may_share_memory(a, dst)))):
+                np.putmask(dst, cond, a)
+                return
             try:
                 np.copyto(dst, a, where=cond)
                 return
