@@ -228,7 +228,7 @@ class L2Pass:
     the same for arrays of reads (steady.py's replays), in order.
     """
 
-    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks", "dirty")
+    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks", "dirty", "reads")
 
     def __init__(self, window: float):
         self.recording = True
@@ -240,6 +240,7 @@ class L2Pass:
         self.ordinal: dict[int, int] = {}
         self.checks: list | None = None  # (key, now, outcome) of designated misses, for memo.py
         self.dirty: dict[int, float] = {}  # the recording pass's own write times (see store)
+        self.reads: tuple | None = None  # (keys, blocks, ordinals) of the recorded reads, kept by `settle` (exec/census.py)
 
     @classmethod
     def settled(cls, window: float, misses: set[tuple[int, int]]) -> L2Pass:
@@ -293,6 +294,7 @@ class L2Pass:
         if self.chunks:
             K, T, B, J = (np.concatenate(c) for c in zip(*self.chunks))
             self.chunks.clear()
+            self.reads = (K, B, J)  # (none is written below)
             n = len(K)
             # rows by (tile, time, block, ordinal). (block, ordinal) is unique per read and the log
             # is normally in that order already (blocks run in turn, ordinals count up): then the
