@@ -407,7 +407,9 @@ class KernelProgram:
         on zero views of `args` with their address tags `tags`, as a timing-only run would (L2
         recording and timed passes with the steady-state speed-ups and the launch memo, the
         trace) and its record is this launch's; then the data walk (`_data_walk`)
-        computes the outputs and checks races. Same record as the single walk (timing reads no data
+        computes the outputs and checks races, its GEMMs' super-tiles cut to the rows the twin's
+        L2 recording pass saw read (exec/census.py; none when the twin recorded nothing: a
+        launch-memo hit). Same record as the single walk (timing reads no data
         in these kernels), same outputs and race verdicts (the same semantics and accesses in the
         same order)."""
         twin = self._twin()
