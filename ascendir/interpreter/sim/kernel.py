@@ -24,12 +24,13 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.dialects.ascend.flag_placement import flag_units
 from ascendir.interpreter.exec import deferred, registry
+from ascendir.interpreter.exec.census import Census
 from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.compiler import Compiler, KernelInfo, unit_of, zero_view
 from ascendir.costmodel import LEVELS, CostEnv, bandwidth_bound_cycles, builtin_costs, copy_path, quantise, space_unit
 from ascendir.interpreter.state import ACCT_SIZE, Frame, KernelRecord
 from ascendir.interpreter.accel import memo
-from ascendir.interpreter.timing.l2 import L2Pass
+from ascendir.interpreter.timing.l2 import SHIFT, L2Pass
 from ascendir.interpreter.check.race import RaceChecker
 from ascendir.interpreter.check.uniform import uniform_blocks
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX, PIPES, CoreState, FlagQueues
@@ -406,10 +407,20 @@ class KernelProgram:
         on zero views of `args` with their address tags `tags`, as a timing-only run would (L2
         recording and timed passes with the steady-state speed-ups and the launch memo, the
         trace) and its record is this launch's; then the data walk (`_data_walk`)
-        computes the outputs and checks races. Same record as the single walk (timing reads no data
+        computes the outputs and checks races, its GEMMs' super-tiles cut to the rows the twin's
+        L2 recording pass saw read (exec/census.py; none when the twin recorded nothing: a
+        launch-memo hit). Same record as the single walk (timing reads no data
         in these kernels), same outputs and race verdicts (the same semantics and accesses in the
         same order)."""
-        rec = self._twin().run([zero_view(a.shape, a.dtype) for a in args], tags)
+        twin = self._twin()
+        twin.frame.l2_pass = None  # (a launch-memo hit sets none: then no census)
+        rec = twin.run([zero_view(a.shape, a.dtype) for a in args], tags)
+        cube, p = self._data_compile()[0].cube, twin.frame.l2_pass
+        if cube is not None:  # the recording pass's reads tell which rows its GEMMs ask for (exec/census.py)
+            reads = None if p is None or self.m.l2 is None else p.reads
+            cube.census = None if reads is None else Census(*reads, SHIFT, self.m.l2.stream_of, args, tags)
+        if p is not None:
+            p.reads = None
         self._data_walk(args, tags)
         return rec
 

@@ -228,7 +228,7 @@ class L2Pass:
     the same for arrays of reads (steady.py's replays), in order.
     """
 
-    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks", "dirty", "patterns")
+    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks", "dirty", "patterns", "reads")
 
     def __init__(self, window: float):
         self.recording = True
@@ -241,6 +241,7 @@ class L2Pass:
         self.checks: list | None = None  # (key, now, outcome) of designated misses, for memo.py
         self.dirty: dict[int, float] = {}  # the recording pass's own write times (see store)
         self.patterns: dict | None = None  # designated miss ordinals -> blocks with them (`shares`)
+        self.reads: tuple | None = None  # (keys, blocks, ordinals) of the recorded reads, kept by `settle` (exec/census.py)
 
     @classmethod
     def settled(cls, window: float, misses: set[tuple[int, int]]) -> L2Pass:
@@ -294,6 +295,7 @@ class L2Pass:
         if self.chunks:
             K, T, B, J = (np.concatenate(c) for c in zip(*self.chunks))
             self.chunks.clear()
+            self.reads = (K, B, J)  # (none is written below)
             n = len(K)
             # rows by (tile, time, block, ordinal). (block, ordinal) is unique per read and the log
             # is normally in that order already (blocks run in turn, ordinals count up): then the
