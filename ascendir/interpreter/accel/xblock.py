@@ -40,10 +40,13 @@ stored execution then applies when, moved, each of its reads gets its stored out
 (`BlockMemo._reads_hold`) and each write its write outcome, as above; the applied execution
 records what running it records (the reads' designation checks and the launch's GM log for the
 launch memo, the first writes of the writes that ran one by one, the chip L2's accesses and
-dirty tiles) and counts the iterations its own jumps skipped (a report's extrapolated
-iterations do not depend on the reuse). Only blocks whose designated misses another block shares
-(`L2Pass.shares`: FlashAttention's and an epilogue GEMM's blocks in groups of 8 of 24, where a
-plain GEMM's blocks each pay their own) and untraced passes (a trace draws every op) keep them.
+dirty tiles) and counts the iterations its own jumps skipped: a report's extrapolated
+iterations count steady-state deltas, and a block whose loop is applied adds only those of the
+stored execution, where running it might have jumped on its own (a 512 x 1024 x 1024 GEMM: 96
+with every block run, 0 with the reuse; the counter may differ between speed-ups, `Accel`).
+Only blocks whose designated misses another block shares (`L2Pass.shares`: FlashAttention's and
+an epilogue GEMM's blocks in groups of 8 of 24, where the 7B layer's plain GEMMs' blocks each pay
+their own) and untraced passes (a trace draws every op) keep them.
 """
 
 from __future__ import annotations
@@ -324,8 +327,8 @@ class BlockMemo:
                     F.launch_gm_log.append((wkeys, wt, np.zeros(len(wkeys), bool)))
             s_free, vS, ef, ed, eq, dS, dbusy, dacct = head[0], head[3], head[4], head[5], head[6], head[7], head[8], head[9]
             memo._restore(F, S, vS, base - head[2], ef, ed, eq, dS, dbusy, dacct, s_free)
-            # (a timed pass counts the jumps of the execution applied: its record's extrapolated
-            # iterations are those of running every block)
+            # (a timed pass counts the jumps of the execution applied, the only steady-state
+            # deltas it adds; the recording pass's count is not reported)
             F.skipped += head[14] if timed else n
             return True
         return False
