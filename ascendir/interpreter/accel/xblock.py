@@ -172,7 +172,7 @@ class BlockMemo:
     each is a memref (keyed by shape and address tag); `gen`: the loop's address plan; `moves`:
     what `plan` adds to it (`Moves`)."""
 
-    __slots__ = ("key_of", "gen", "control", "table", "moves", "_rows")
+    __slots__ = ("key_of", "gen", "control", "table", "moves", "_rows", "_weights")
 
     def __init__(self, key_slots: list[tuple[int, bool]], gen: Remap, moves: Moves, more_control: list[int] = ()):
         get_sc = getter([s for s, m in key_slots if not m])
@@ -185,6 +185,7 @@ class BlockMemo:
         self.control = getter([p for p in gen.control_pos if p not in chained] + list(more_control))
         self.table: dict[tuple, list[tuple]] = {}
         self._rows: tuple | None = None  # (the source tags they were built from, rows), as Remap.rows
+        self._weights: tuple = (None, {})  # (rows, id(cids) -> (cids, their rows as a matrix)): `_weights_of`
 
     @staticmethod
     def hoisted(loop: scf.ForOp, checked: list, tree: OpTree) -> list[Operation]:
@@ -290,7 +291,7 @@ class BlockMemo:
                 zero = [0] * C.shape[1]
             if control != ctl:
                 continue
-            W = np.array([rows.get(c, zero) for c in cids], np.int64).reshape(len(cids), C.shape[1])
+            W = self._weights_of(rows, cids, zero)
             moved = ((C - C0) @ W.T).ravel()  # (iteration, op), flat: element shift of its accesses
             tshift = (F.kernel_start + base) - (head[13] + head[2])
             if writes is not None:
@@ -332,6 +333,20 @@ class BlockMemo:
             F.skipped += head[14] if timed else n
             return True
         return False
+
+    def _weights_of(self, rows: dict, cids: list, zero: list) -> np.ndarray:
+        """`rows`' rows of the copy ops `cids` (`zero` for one without) as an int64 matrix
+        (len(cids), columns). Kept per stored execution while `rows` is the same object: the
+        next blocks apply the same few executions (building it each time was a quarter of the
+        reuse of a FlashAttention block). Callers do not change it."""
+        held, by = self._weights
+        if held is not rows or len(by) >= 64:  # (64: more executions than a table keeps)
+            by = {}
+            self._weights = (rows, by)
+        got = by.get(id(cids))
+        if got is None:  # (the entry holds `cids`: no other object gets its id while it is kept)
+            got = by[id(cids)] = (cids, np.array([rows.get(c, zero) for c in cids], np.int64).reshape(len(cids), len(zero)))
+        return got[1]
 
     @staticmethod
     def _reads_hold(F, l2p, rk: np.ndarray, rt: np.ndarray, rhit: np.ndarray, misses: list[int]) -> bool:

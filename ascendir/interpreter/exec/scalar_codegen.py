@@ -93,10 +93,13 @@ def charge_lines(s_ids) -> list[str]:
 
 
 def _inline(op: Operation) -> str | None:
-    """The inline expression template of a scalar op ({0}, {1}: operands), or None (call it)."""
-    if isinstance(op, arith.CmpiOp):
+    """The inline expression template of a scalar op ({0}, {1}: operands), or None (call it).
+    Looked up by exact type, as SCALAR_OPS is: isinstance on xDSL's op classes (ABCs) runs Python
+    code, and was a fifth of generating the scalar lines of a kernel's compiles."""
+    t = type(op)
+    if t is arith.CmpiOp:
         return "{0} %s {1}" % _CMPI_OPS[op.predicate.value.data]
-    return _INLINE_BIN.get(type(op))
+    return _INLINE_BIN.get(t)
 
 
 class ScalarCodegen:
@@ -177,10 +180,13 @@ class ScalarCodegen:
         or their slots (written `_slot(slots, s)`); `prefix` keeps the names of several runs in
         one function apart. Returns the ops that charge the S clock (all but constants)."""
         charged: list[Operation] = []
+        slot, get = self.slot, local.get
         for i, op in enumerate(ops):
             fn = SCALAR_OPS[type(op)](op)
-            args = [local[s] if s in local else _slot(slots, s) for s in (self.slot(v) for v in operands_of(op))]
-            out = self.slot(op.results[0])
+            # (local names are never empty; `_slot` numbers a slot at its first use, as before)
+            args = [get(s) or _slot(slots, s) for s in map(slot, operands_of(op))]
+            (res,) = op.results  # (every scalar op has one result; SSAValues' [0] is Python code)
+            out = slot(res)
             if not args:  # a constant (no S charge: it is an immediate)
                 env[f"c{prefix}{i}"] = fn()
                 expr = f"c{prefix}{i}"
@@ -209,10 +215,12 @@ class ScalarCodegen:
         in between afterwards): most loops never ask for their checked values (on a 7B layer 65
         of 70 loops, 1,274 of 1,310 checked ops; generating them was ~45 ms of its compile).
         The slots it reads are given now: the frame's layout is fixed before the run."""
+        slot = self.slot
         for op in checked:  # (in `_scalar_lines`' order)
-            for v in op.operands:
-                self.slot(v)
-            self.slot(op.results[0])
+            for v in operands_of(op):
+                slot(v)
+            (res,) = op.results
+            slot(res)
         # `build` reaches `tops` and its globals through a weak reference: they hold `build`, and
         # a strong one would make a reference cycle (tops is alive: it is the caller)
         def build(x: int) -> tuple:

@@ -1,0 +1,43 @@
+"""Scalar runs (scalar_codegen `scalar_run`) write the ops of `_INLINE_BIN` and every arith.cmpi
+predicate as Python expressions, and call a function only for the others: `_inline` finds them by
+exact type (not isinstance, which runs Python code on xDSL's op classes). The values are checked
+against SCALAR_OPS in test_interpreter_fastpaths.py; here, which ops are called."""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType
+from xdsl.ir import Block
+
+from ascendir.interpreter.exec.compiler import Compiler, KernelInfo
+from ascendir.interpreter.exec.scalar_codegen import _INLINE_BIN, _inline
+from ascendir.interpreter.state import Frame
+
+_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+
+
+def _called(ops: list, b: Block) -> list[str]:
+    """The globals of `ops`' generated run that are functions it calls (f<i>: not inlined)."""
+    comp = Compiler(None, Frame(), KernelInfo("k", 1, None, {}, {}, 0.5, True))
+    for a in b.args:
+        comp.slot(a)
+    b.add_ops(ops)
+    (run,) = comp.block(b)
+    return sorted(k for k in run.__globals__ if k.startswith("f"))
+
+
+def test_inline_ops_are_written_inline():
+    b = Block(arg_types=[IndexType(), IndexType()])
+    x, y = b.args
+    ops = [cls(x, y) for cls in _INLINE_BIN] + [arith.CmpiOp(x, y, p) for p in _PREDICATES]
+    assert _called(ops, b) == []
+    for op, p in zip(ops[len(_INLINE_BIN):], ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")):
+        assert _inline(op) == "{0} %s {1}" % p
+
+
+def test_other_ops_are_called():
+    b = Block(arg_types=[IndexType(), IndexType()])
+    x, y = b.args
+    ops = [arith.DivSIOp(x, y), arith.AddiOp(x, y), arith.RemSIOp(x, y), arith.ShLIOp(x, y)]
+    assert _called(ops, b) == ["f0", "f2", "f3"]
+    assert [_inline(o) is None for o in ops] == [True, False, True, True]
