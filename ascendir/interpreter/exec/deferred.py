@@ -65,7 +65,7 @@ from xdsl.ir import Operation
 from ascendir.dialects import ascend
 from ascendir.interpreter.check.race import extent
 from ascendir.interpreter.exec.common import np_dtype, space_name
-from ascendir.interpreter.exec.pointer import data_pointer
+from ascendir.interpreter.exec.pointer import byte_span, data_pointer
 from ascendir.interpreter.exec.semantics import never_read
 from ascendir.interpreter.exec.wide import F16, F32, storage_dtype
 
@@ -112,8 +112,8 @@ class CubeDeferral:
     """The recorded cube data of one data walk (see the module doc); `tags` is the frame's
     address-tag list (Frame.gm_tags: root, element offset, element strides per slot)."""
 
-    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "span_index", "grid_bytes", "gemms", "census",
-                 "effects", "watch", "log")
+    __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "span_index", "grid_bytes", "gemms",
+                 "census", "effects", "watch", "log")
 
     def __init__(self, tags: list):
         self.tags = tags
@@ -523,7 +523,8 @@ class CubeDeferral:
             lo, hi = 0, a.shape[0]
             if self.census is not None:  # (rows no block reads whole over this K slice: left out)
                 isa = ga.itemsize
-                lo, hi = self.census.rows(at[0], at[1], key[1] // isa, key[5] // gb.itemsize, at[2] // isa, key[3], at[3], *at[4:])
+                lo, hi = self.census.rows(at[0], at[1], key[1] // isa, key[5] // gb.itemsize, at[2] // isa, key[3], at[3],
+                                          *at[4:])
                 lo, hi = lo - at[4], hi - at[4]
             # [product of rows [lo, hi), A's and B's buffers, its elements not yet read (those of
             # the first tile, computed alone, were), lo, hi]
@@ -583,7 +584,7 @@ class CubeDeferral:
     def _written(self, v: np.ndarray) -> None:
         """GM view `v` was just written: forget the super-tiles (and first tiles) whose
         GM bytes it may meet (byte intervals)."""
-        lo, hi = _bytes(v)
+        lo, hi = byte_span(v, _addr(v))
         if hi < lo or not self._meets_span(lo, hi):
             return
         if self.shadows is not None:  # (a weight slice converted for a super-tile it meets: converted again)
@@ -608,16 +609,15 @@ class CubeDeferral:
 # of its rows are asked for: the 7B layer's down projection splits its last wave's tiles along K
 # (tail split, catlass TailSplitK: nn_to_ascend/templates/matmul.py), so a full-K super-tile
 # would compute the split rows' full-K products for nothing, and a super-tile of a K piece the
-# whole tiles' rows (the launch's census leaves them out: census.py; in the layer 220.3 -> 208.8
-# GFLOP of products, the down projection 58.4 -> 46.9 for its 46.2). K pieces (a K slice narrower than A's rows) are asked for by the split tiles'
-# rows only: their bands keep 256 rows (GRID_ROWS // 2). In the layer: 209 -> 220 GFLOP of
-# products, 428 -> 248 M elements converted. 2048 columns rather than 1024: half the sgemm calls,
-# each packing A once for twice the columns (512 x 11008 x 2048 at ~178 GFLOP/s there against
-# ~170 as two of 1024 columns; ~181 against ~176 for K 4096): the layer ~0.03 s CPU less (21
-# runs of each alternated in one process on the loaded 2-core machine: mean difference -0.033 s,
-# 15 of 21 pairs less; `CubeDeferral._sum` ~-0.03 s), the same 220.3 GFLOP of products (the down
-# projection 58.4 for its 46.2). Bigger bands cost memory: the down projection's B work buffer
-# is 11008 x 2048 fp32 (90 MB, within wide.py's POOL_BYTES: the layer's second run takes no fresh
+# whole tiles' rows; the launch's census (census.py) leaves such rows out. K pieces (a K slice
+# narrower than A's rows) are asked for by the split tiles' rows only: their bands keep 256 rows
+# (GRID_ROWS // 2). 2048 columns rather than 1024: half the sgemm calls, each packing A once for
+# twice the columns (512 x 11008 x 2048 at ~178 GFLOP/s there against ~170 as two of 1024
+# columns; ~181 against ~176 for K 4096): the layer ~0.03 s CPU less (21 runs of each alternated
+# in one process on the loaded 2-core machine: mean difference -0.033 s, 15 of 21 pairs less).
+# The layer's products: 220.3 GFLOP without the census, 208.8 with it (the down projection 58.4
+# -> 46.9 for its 46.2). Bigger bands cost memory: the down projection's B work buffer is 11008
+# x 2048 fp32 (90 MB, within wide.py's POOL_BYTES: the layer's second run takes no fresh
 # memory). Columns nobody reads (a GEMM asking for some of a band's columns only, an MoE expert's
 # sparse columns) grow likewise; of benchmarks/moe.py's layers (numerics, 512 tokens, hidden 4096,
 # 8 experts of 2048, top-2) the grouped experts defer no products here and the dense all-experts
@@ -814,19 +814,6 @@ def _views(ga: np.ndarray, gb: np.ndarray, at: tuple) -> tuple:
     pa, pb = _addr(a), _addr(b)
     spans = (pa, pa + (r1 - r0 - 1) * sa + k * ga.itemsize - 1, pb, pb + (k - 1) * sb + (c1 - c0) * isb - 1)
     return a, b, spans
-
-
-def _bytes(v: np.ndarray) -> tuple[int, int]:
-    """[first, last] byte address a view touches (last < first: empty)."""
-    lo = hi = _addr(v)
-    if v.size == 0:
-        return lo, lo - 1
-    for n, st in zip(v.shape, v.strides):
-        if st > 0:
-            hi += (n - 1) * st
-        else:
-            lo += (n - 1) * st
-    return lo, hi + v.itemsize - 1
 
 
 def _region(tag: tuple, v: np.ndarray) -> tuple:

@@ -35,3 +35,17 @@ def pointer_reader():
 
 # ndarray -> the address (bytes) of its first element
 data_pointer = pointer_reader()
+
+
+def byte_span(v: np.ndarray, at: int | None = None) -> tuple[int, int]:
+    """[first, last] byte address view `v` touches (its first element at address `at`, when the
+    caller has it); last < first for an empty view."""
+    lo = hi = data_pointer(v) if at is None else at
+    if v.size == 0:
+        return lo, lo - 1
+    for n, st in zip(v.shape, v.strides):
+        if st > 0:
+            hi += (n - 1) * st
+        else:
+            lo += (n - 1) * st
+    return lo, hi + v.itemsize - 1

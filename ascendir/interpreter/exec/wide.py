@@ -21,7 +21,7 @@ import threading
 import numpy as np
 
 from ascendir.interpreter.exec.ort_cast import widen_into
-from ascendir.interpreter.exec.pointer import data_pointer
+from ascendir.interpreter.exec.pointer import byte_span, data_pointer
 
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
@@ -93,7 +93,7 @@ class GmShadows:
         if self.held:  # (a GM buffer is the array its views have as base, as for the copies)
             for slot, h in list(self.held.items()):
                 if h[4] is o:
-                    lo, hi = _bytes(view)
+                    lo, hi = byte_span(view)
                     if lo <= h[3][1] and h[3][0] <= hi:
                         del self.held[slot]
         if not self.copies:
@@ -173,21 +173,10 @@ class GmShadows:
         widen_into(out, view)
         if view.ndim == 2 and view.base is not None and view.strides[1] == view.itemsize and view.strides[0] > 0:
             at = data_pointer(view)
-            self.held[slot] = (view, at, out, _bytes(view, at), view.base)
+            self.held[slot] = (view, at, out, byte_span(view, at), view.base)
         else:
             self.held.pop(slot, None)
         return out
-
-
-def _bytes(view: np.ndarray, at: int | None = None) -> tuple[int, int]:
-    """[first, last] byte address `view` (first element at address `at`, when known) touches."""
-    lo = hi = data_pointer(view) if at is None else at
-    for n, st in zip(view.shape, view.strides):
-        if st > 0:
-            hi += (n - 1) * st
-        else:
-            lo += (n - 1) * st
-    return lo, hi + view.itemsize - 1
 
 
 def _inside(h: tuple, view: np.ndarray) -> np.ndarray | None:
