@@ -540,14 +540,7 @@ def vsel(op: ascend.VselOp) -> Runtime:
     def run(cond: np.ndarray, a: np.ndarray, b: np.ndarray, dst: np.ndarray) -> None:
         if b is dst and cond.dtype == np.bool_ and a.dtype == dst.dtype != np.bool_:
             # dest = where(cond, a, dest): `a` copied where `cond` holds (a bool mask cannot
-            # share the memory of a dest of another type; copyto copies an `a` that does first).
-            # putmask (a's flat elements in turn, cycled: one value, or a's own of dest's shape)
-            # costs a third to a half of copyto's masked loop (~3.4 against 14 us on a 64 x 96
-            # attention tile); it does not broadcast, and reads `a` as it writes
-            if (cond.shape == dst.shape and dst.flags.c_contiguous and cond.flags.c_contiguous and a.ndim <= dst.ndim
-                    and (a.size == 1 or (a.shape == dst.shape and not np.may_share_memory(a, dst)))):
-                np.putmask(dst, cond, a)
-                return
+            # share the memory of a dest of another type; copyto copies an `a` that does first)
             try:
                 np.copyto(dst, a, where=cond)
                 return
