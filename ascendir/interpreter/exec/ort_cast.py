@@ -164,11 +164,12 @@ def narrow_into(dst: np.ndarray, x: np.ndarray) -> bool:
     bit for bit numpy's cast (round to nearest even, fp16 subnormals, signed zeros), by ORT's Cast
     (module doc) at any size: the caller picks the arrays worth its ~5 us a call (with the check).
 
-    False where it does not apply, dst then left to the caller to write whole (it may hold part
-    of the conversion): other shapes or dtypes, 0-d arrays, and a result holding inf or NaN (an
-    x of 65520 or more in magnitude, inf or NaN: numpy's cast warns of the overflow and keeps
-    NaN payloads). Strided arrays go through contiguous scratch buffers; so does a `dst` that
-    may share memory with `x` (the Cast reads and writes as it goes)."""
+    False where it does not apply, dst then untouched, for the caller to write (it may read an
+    operand dst overlaps): other shapes or dtypes, 0-d arrays, and a result holding inf or NaN
+    (an x of 65520 or more in magnitude, inf or NaN: numpy's cast warns of the overflow and keeps
+    NaN payloads). Strided arrays go through contiguous scratch buffers; so do a `dst` that may
+    share memory with `x` (the Cast reads and writes as it goes) and an `x` that may hold such a
+    value."""
     if x.dtype != F32 or dst.dtype != F16 or x.shape != dst.shape or not x.size or not x.ndim:
         return False
     io = _ort()
@@ -178,13 +179,14 @@ def narrow_into(dst: np.ndarray, x: np.ndarray) -> bool:
         c = _scratch(F32, x.size).reshape(x.shape)
         np.copyto(c, x)
         x = c
-    direct = dst.flags.c_contiguous and not np.may_share_memory(dst, x)
-    out = dst if direct else _scratch(F16, x.size).reshape(x.shape)
-    io.cast(x, out)
     # (a sum of squares below 65520^2, one BLAS call: no element of 65520 or more, inf or NaN,
     # since rounded sums of non-negative terms are at least their largest term in any order; else
     # the result is searched)
-    if not np.vdot(x, x) < _OVERFLOWS and _special(out):
+    big = not np.vdot(x, x) < _OVERFLOWS
+    direct = dst.flags.c_contiguous and not big and not np.may_share_memory(dst, x)
+    out = dst if direct else _scratch(F16, x.size).reshape(x.shape)
+    io.cast(x, out)
+    if big and _special(out):
         return False
     if not direct:
         np.copyto(dst, out)

@@ -355,10 +355,10 @@ _ROUNDED = frozenset({np.add, np.subtract, np.multiply, np.divide})  # `_f16_via
 def _f16_via_f32(fn: np.ufunc, a: np.ndarray, b: np.ndarray, dst: np.ndarray) -> bool:
     """dst[...] = fn(a, b) for fp16 `a`, `b`, `dst` (`a`, `b` broadcasting to `dst`'s shape) by
     widening both to float32 (ort_cast.py `widen_into`), `fn` in float32 and one rounding to fp16
-    (`narrow_into`); False (dst maybe partly written where it overlaps neither operand, to be
-    written whole by the caller) where that may not give numpy's fp16 result bit for bit. numpy's fp16 loops convert each element
-    (~4.5 ns an element for add on the benchmark machine against ~1 here in all, the 7B layer's
-    residual adds: 192 calls of 16,384 or 32,768 elements).
+    (`narrow_into`); False (dst untouched, for the caller's fp16 loop, which may read it as an
+    operand) where that may not give numpy's fp16 result bit for bit. numpy's fp16 loops convert
+    each element (~4.5 ns an element for add on the benchmark machine against ~1 here in all,
+    the 7B layer's residual adds: 192 calls of 16,384 or 32,768 elements).
 
     Exact: numpy's fp16 loops compute each element in float32 and round it to fp16, as here. For a
     correctly rounded `fn` (`_ROUNDED`: add, subtract, multiply, divide) that is fp16's correctly
@@ -375,16 +375,7 @@ def _f16_via_f32(fn: np.ufunc, a: np.ndarray, b: np.ndarray, dst: np.ndarray) ->
     wb = np.empty(b.shape, F32)
     widen_into(wb, b)
     r = fn(wa, wb, out=wa if a.shape == dst.shape else None)
-    if r.shape != dst.shape:
-        return False
-    if np.may_share_memory(dst, a) or np.may_share_memory(dst, b):
-        # (a declined narrowing may have written part of dst, which the caller's fp16 loop then reads)
-        out = np.empty(dst.shape, F16)
-        if not narrow_into(out, r):
-            return False
-        dst[...] = out
-        return True
-    return narrow_into(dst, r)
+    return r.shape == dst.shape and narrow_into(dst, r)
 
 
 BINARY: dict[str, Callable[[Operation], Runtime]] = {
