@@ -293,3 +293,28 @@ def test_shadows_and_work_buffers_convert_through_it(casts):
     assert _same32(sh.widened(g[:, 512:1536], 0), g[:, 512:1536])
     sh.clear()
     assert casts == [ort_cast.BLOCK, 37 * 4096 - ort_cast.BLOCK, 64 * 1024]  # (rows 3 to 39: their chunks, then the slice)
+
+
+def test_pairs_stay_bound_and_convert_what_they_hold_now():
+    # a kernel's UB tiles converted again and again (`_Ort`: each pair keeps its binding): every
+    # call converts the values the source holds then into that pair's dest, after the source
+    # changed, with other pairs (sharing a source or a dest) in between, more pairs than are kept
+    # bound, and arrays freed and new ones made (ids reused) in between
+    rng = np.random.default_rng(5)
+    io = ort_cast._ort()
+    xs = [np.empty((64, 96), F32) for _ in range(3)]
+    ds = [np.empty((64, 96), F16) for _ in range(ort_cast.BOUND + 2)]
+    for rnd in range(3):
+        for i, d in enumerate(ds):
+            x = xs[i % len(xs)]
+            x[...] = rng.standard_normal(x.shape) * (i + 1)
+            io.cast(x, d)
+            assert np.array_equal(d.view(np.uint16), _numpy16(x)), (rnd, i)
+            io.cast(d, x)  # (back the other way: a pair of the fp16 -> float32 direction)
+            assert _same32(x, d)
+    for n in range(2 * ort_cast.BOUND):
+        x = rng.standard_normal(6144).astype(F32) * (n + 1)
+        d = np.empty(6144, F16)
+        io.cast(x, d)
+        assert np.array_equal(d.view(np.uint16), _numpy16(x)), n
+        del x, d

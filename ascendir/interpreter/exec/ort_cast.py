@@ -43,6 +43,7 @@ CAST_ELEMENTS = 4096
 # first (numpy), which stays in L2 for the Cast (0.33 ns per element for a 4096 x 1024 column slice
 # of a 4096 x 11008 weight, 0.57 copying the whole slice first, 0.42 with ORT's Slice + Cast)
 BLOCK = 1 << 17
+BOUND = 8  # (source, dest) pairs kept bound per direction (`_Ort`)
 _OVERFLOWS = np.float32(65520.0**2)  # (exact in float32) the least square of a float32 numpy casts to fp16 inf
 _local = threading.local()  # per thread: `_Ort` bindings (`io`), scratch buffers by dtype (`scratch`)
 _lock = threading.Lock()
@@ -72,15 +73,24 @@ def _make_sessions() -> list:
 
 
 class _Ort:
-    """One thread's bindings of the two Cast sessions."""
+    """One thread's bindings of the two Cast sessions: per direction up to BOUND bindings, each
+    bound to one (source, dest) pair of arrays, kept (and the arrays with it) until BOUND other
+    pairs took its place. A data walk converts between the same buffers over and over (a
+    kernel's UB tiles, allocated once per block: the 7B layer's FlashAttention narrows its
+    probability tiles 40 times a block into the same two pairs), and with ORT's state out of
+    cache between calls, binding the pair again (two OrtValues, two binds) cost as much as the
+    run itself (~10 us of ~25 a call on the benchmark machine)."""
 
-    __slots__ = ("sessions", "bindings", "value", "device", "options")
+    __slots__ = ("sessions", "bound", "value", "device", "options", "new_binding")
 
     def __init__(self):
         from onnxruntime.capi import _pybind_state as C
 
         self.sessions = _make_sessions()
-        self.bindings = [C.SessionIOBinding(s) for s in self.sessions]
+        # per direction: (id(src), id(dst)) -> [binding, src, dst], oldest first (the arrays are
+        # held: their ids name them while they are here)
+        self.bound: list[dict] = [{}, {}]
+        self.new_binding = C.SessionIOBinding
         self.value = C.OrtValue.ortvalue_from_numpy
         self.device = C.OrtDevice(C.OrtDevice.cpu(), C.OrtDevice.default_memory(), 0)
         self.options = C.RunOptions()
@@ -89,10 +99,18 @@ class _Ort:
         """dst[...] = src by ORT's Cast: C-contiguous arrays of one shape, fp16 and float32 (either
         way round); NaNs come out quieted."""
         k = src.dtype != F16
-        b = self.bindings[k]
-        b.bind_ortvalue_input("x", self.value(src, self.device))
-        b.bind_ortvalue_output("y", self.value(dst, self.device))  # (over dst's memory: written in place)
-        self.sessions[k].run_with_iobinding(b, self.options)
+        bound = self.bound[k]
+        key = (id(src), id(dst))
+        got = bound.get(key)
+        if got is None:
+            if len(bound) < BOUND:
+                b = self.new_binding(self.sessions[k])
+            else:  # (the oldest pair's binding, bound anew)
+                b = bound.pop(next(iter(bound)))[0]
+            b.bind_ortvalue_input("x", self.value(src, self.device))
+            b.bind_ortvalue_output("y", self.value(dst, self.device))  # (over dst's memory: written in place)
+            got = bound[key] = [b, src, dst]
+        self.sessions[k].run_with_iobinding(got[0], self.options)
 
 
 def _ort() -> _Ort | None:
