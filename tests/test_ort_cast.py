@@ -318,3 +318,19 @@ def test_pairs_stay_bound_and_convert_what_they_hold_now():
         io.cast(x, d)
         assert np.array_equal(d.view(np.uint16), _numpy16(x)), n
         del x, d
+
+
+def test_views_are_not_kept_bound():
+    # a view would hold its base (a GM buffer, a simulation's output) alive in the kept pairs
+    import gc
+    import weakref
+
+    io = ort_cast._ort()
+    big = np.zeros((256, 96), F16)
+    ref = weakref.ref(big)
+    x = np.random.default_rng(6).standard_normal((64, 96)).astype(F32)
+    io.cast(x, big[64:128])
+    assert np.array_equal(big[64:128].view(np.uint16), _numpy16(x)) and not big[:64].any()
+    del big
+    gc.collect()
+    assert ref() is None

@@ -73,20 +73,23 @@ def _make_sessions() -> list:
 
 
 class _Ort:
-    """One thread's bindings of the two Cast sessions: per direction up to BOUND bindings, each
-    bound to one (source, dest) pair of arrays, kept (and the arrays with it) until BOUND other
-    pairs took its place. A data walk converts between the same buffers over and over (a
-    kernel's UB tiles, allocated once per block: the 7B layer's FlashAttention narrows its
-    probability tiles 40 times a block into the same two pairs), and with ORT's state out of
-    cache between calls, binding the pair again (two OrtValues, two binds) cost as much as the
-    run itself (~10 us of ~25 a call on the benchmark machine)."""
+    """One thread's bindings of the two Cast sessions: per direction one for any arrays, bound
+    anew each call, and up to BOUND more, each bound to one (source, dest) pair of arrays that
+    own their memory (no base) of up to BLOCK elements, kept (and the arrays with it: a few
+    MiB at most) until BOUND other such pairs took its place. A data walk converts between the
+    same on-chip buffers over and over (a kernel's UB tiles, allocated once per block: the 7B
+    layer's FlashAttention narrows its probability tiles 40 times a block into the same two
+    pairs), and with ORT's state out of cache between calls, binding a pair again (two
+    OrtValues, two binds) cost as much as the run itself (~10 us of ~25 a call on the benchmark
+    machine). (Views are not kept: one would hold its base, a GM buffer, alive.)"""
 
-    __slots__ = ("sessions", "bound", "value", "device", "options", "new_binding")
+    __slots__ = ("sessions", "bindings", "bound", "value", "device", "options", "new_binding")
 
     def __init__(self):
         from onnxruntime.capi import _pybind_state as C
 
         self.sessions = _make_sessions()
+        self.bindings = [C.SessionIOBinding(s) for s in self.sessions]
         # per direction: (id(src), id(dst)) -> [binding, src, dst], oldest first (the arrays are
         # held: their ids name them while they are here)
         self.bound: list[dict] = [{}, {}]
@@ -99,18 +102,25 @@ class _Ort:
         """dst[...] = src by ORT's Cast: C-contiguous arrays of one shape, fp16 and float32 (either
         way round); NaNs come out quieted."""
         k = src.dtype != F16
-        bound = self.bound[k]
-        key = (id(src), id(dst))
-        got = bound.get(key)
-        if got is None:
-            if len(bound) < BOUND:
-                b = self.new_binding(self.sessions[k])
-            else:  # (the oldest pair's binding, bound anew)
-                b = bound.pop(next(iter(bound)))[0]
-            b.bind_ortvalue_input("x", self.value(src, self.device))
-            b.bind_ortvalue_output("y", self.value(dst, self.device))  # (over dst's memory: written in place)
-            got = bound[key] = [b, src, dst]
-        self.sessions[k].run_with_iobinding(got[0], self.options)
+        if src.base is None and dst.base is None and src.size <= BLOCK:
+            bound = self.bound[k]
+            key = (id(src), id(dst))
+            got = bound.get(key)
+            if got is None:
+                if len(bound) < BOUND:
+                    b = self.new_binding(self.sessions[k])
+                else:  # (the oldest pair's binding, bound anew)
+                    b = bound.pop(next(iter(bound)))[0]
+                got = bound[key] = [self._bind(b, src, dst), src, dst]
+            self.sessions[k].run_with_iobinding(got[0], self.options)
+            return
+        self.sessions[k].run_with_iobinding(self._bind(self.bindings[k], src, dst), self.options)
+
+    def _bind(self, b, src: np.ndarray, dst: np.ndarray):
+        """Binding `b` bound to `src` and `dst` (over their memory: dst written in place)."""
+        b.bind_ortvalue_input("x", self.value(src, self.device))
+        b.bind_ortvalue_output("y", self.value(dst, self.device))
+        return b
 
 
 def _ort() -> _Ort | None:
