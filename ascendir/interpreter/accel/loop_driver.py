@@ -173,6 +173,8 @@ class LoopDriver:
         lg0 = len(lg) if lg is not None else 0
         try:
             sl = self._sampler(rng, n, vals)
+            if ent is not None:  # (stored below: its snapshots are LoopMemo.prefix's checkpoints)
+                sl.marks = []
             pre = self.memo.prefix(F, R, ent, n) if ent is not None else None
             track = sl.track = Track() if xkey is not None and pre is None else None
             idx = 0
@@ -273,11 +275,13 @@ class LoopDriver:
         return sl
 
     def _from_prefix(self, sl: SteadyLoop, pre: tuple, n: int) -> int:
-        """Start at a stored execution's first jump, in its regime (`LoopMemo.prefix`); returns
-        the iteration to go on from."""
+        """Start at a stored execution's checkpoint (`LoopMemo.prefix`): an iteration it ran one
+        by one, or its first jump, in that jump's regime; returns the iteration to go on from."""
         F = self.F
         idx, P, d, prev, cur, regime, tshift = pre
         F.skipped += idx
+        if P is None:  # an iteration it ran one by one: the loop goes on from there
+            return idx
         sl.snapshot(idx)
         m = sl._periods_checked(P, idx, (n - idx) // P)
         skipped = sl.jump(P, d, prev, cur, m, regime, tshift) if m >= 1 else 0
@@ -382,7 +386,7 @@ class LoopDriver:
         cost entry): a period that ran it and one that reused it then compare equal, as they are
         (the stored execution is this one)."""
         F = self.F
-        stored = self.memo.store(F, self.R, ent, F.gm_log[g0:], sl.first, g0, collapse=not own)
+        stored = self.memo.store(F, self.R, ent, F.gm_log[g0:], sl.first, g0, collapse=not own, marks=sl.marks)
         if track is not None and stored is not None:
             self.bm.store(self.R, xkey, stored[0], F.gm_log[g0:], track, sl.value_of, n, _ran(lg, lg0))
         if stored is not None and not own:

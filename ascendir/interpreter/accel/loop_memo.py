@@ -1,12 +1,13 @@
 """`LoopMemo`: whole executions of a timing-only loop stored and applied again when the loop is
 entered with the same control values from the same relative state (steady.py's module doc
 gives the conditions and why it is exact); `LoopMemo.prefix` applies a stored execution up to
-its first jump when only later L2 outcomes differ. Also what an execution depends on
-(`memo_inputs`, `never_again`) and the relative core state it is keyed by (`state_key`)."""
+an iteration checkpoint, or its first jump, before the first read whose L2 outcome differs.
+Also what an execution depends on (`memo_inputs`, `never_again`) and the relative core state it
+is keyed by (`state_key`)."""
 
 from __future__ import annotations
 
-from itertools import chain
+from itertools import accumulate, chain
 from operator import add, itemgetter, le, sub
 import numpy as np
 from xdsl.dialects import memref, scf
@@ -228,7 +229,7 @@ class LoopMemo:
             ri, misses = v[15], v[17]
             sh = None  # the table rows' shifts (Coefs.row_shifts)
             hit = None
-            if len(ri):  # _outcomes_hold over all the reads, its cheap tests first
+            if len(ri):  # every read's outcome holds (`_first_change` == len(ri)), cheap tests first
                 if des is None and not l2p.recording:  # the same for every candidate
                     des = l2p._designated(F.block, l2p.ordinal.get(F.block, 0), len(ri))
                     des_set = frozenset(des)
@@ -266,58 +267,88 @@ class LoopMemo:
 
     def prefix(self, F, R, ent: tuple, n: int) -> tuple | None:
         """When no stored execution applies whole (`reuse`: another L2 outcome later on, e.g. one
-        miss among hits), apply the part of one up to its first sampled jump, if the reads of that
-        part get the same outcomes: the loop then starts at that jump's iteration, in its regime
-        (`SteadyLoop.jump`), instead of running its transient and sampling two periods. Exact for
-        the same reasons as `reuse`. Returns (iteration, P, d, prev, cur, regime, time shift)."""
+        miss among hits), apply the part of one up to a checkpoint before its first read whose
+        outcome would differ now: the loop then goes on from that checkpoint's iteration instead
+        of running its first iterations one by one. Checkpoints: the state at the start of each
+        iteration the stored execution ran one by one, where no write came before (writes' L2
+        outcomes are not checked here), and its first sampled jump, where the loop goes on in
+        that jump's regime (`SteadyLoop.jump`) instead of running its transient and sampling two
+        periods. The latest checkpoint that holds is taken. Exact for the same reasons as
+        `reuse`: from the same relative state, with the same outcomes of the reads made before
+        it, the loop reaches the checkpoint's state, moved in time. Returns (iteration, P, d,
+        prev, cur, regime, time shift); P ... regime None when the checkpoint has no regime."""
         srel, base, S, vs = ent[1], ent[2], ent[3], ent[8]
         if not vs:
             return None
-        l2p, npipes = F.l2_pass, self.npipes
+        l2p = F.l2_pass
         addr = None  # the address values, built for the first candidate that needs them
         one = len(srel) == 1  # one unit: one S clock (as in `reuse`)
+        best = None  # (checkpoint, stored execution, row shifts, time shift, address-value delta)
+        des = None  # the designated reads among the next ones (the longest stored execution's)
         for j in range(len(vs) - 1, -1, -1):
             v = vs[j]
-            head, cp = (v[0], v[1][2]) if len(v) == 2 else (v, v[18])  # tests on either form first
-            if cp is None or cp[0] >= n - 1:
+            head, cps = (v[0], v[1][2]) if len(v) == 2 else (v, v[18])  # tests on either form first
+            if not cps or best is not None and cps[0][0] <= best[0][0]:  # (none later than the best so far)
                 continue
             hs = head[1]
             if hs != srel and not (head[0] and (srel[0] <= hs[0] if one else all(map(le, srel, hs)))):
                 continue
             if len(v) == 2:
                 v = vs[j] = self._finish(*v)
-            # (the tests above hold for the finished form: same S positions and checkpoint)
-            s_free, vbase, vS = v[0], v[2], v[3]
-            acc, coefs, vaddr, vt0, ri, rhit, misses, cp = v[10], v[11], v[12], v[13], v[15], v[16], v[17], v[18]
+            # (the tests above hold for the finished form: same S positions and checkpoints)
+            vbase, acc, coefs, vaddr, vt0, ri, rhit, misses = v[2], v[10], v[11], v[12], v[13], v[15], v[16], v[17]
             if coefs is not None and addr is None:
                 addr = [R[s] for s in self.addr]
-            idx0, vec, lens, npre, regime, dbusy, dacct, rows, nr = cp  # nr: reads before the checkpoint
             dv = list(map(sub, addr, vaddr)) if coefs is not None else None  # address-value delta
             sh = coefs.row_shifts(dv) if dv is not None else None  # the table rows' shifts
             tshift = (F.kernel_start + base) - (vt0 + vbase)
-            c_shift = base - vbase
-            if nr:
-                des = None if l2p.recording else l2p._designated(F.block, l2p.ordinal.get(F.block, 0), nr)
-                if not _outcomes_hold(F, acc, coefs, sh, ri, rhit, misses, tshift, nr, des, v[23]):
+            fc = None  # the first read whose outcome differs now (computed when a checkpoint needs it)
+            for cp in v[18]:  # latest first
+                if best is not None and cp[0] <= best[0][0]:
+                    break
+                nr = cp[8]  # reads before the checkpoint
+                if cp[0] >= n - 1:
                     continue
-            part = Acc(acc.cid[:npre], acc.sid[:npre], acc.off[:npre], acc.t[:npre], acc.rd[:npre], acc.hit[:npre])
-            off = part.off if sh is None else part.off + coefs.shift(sh)[:npre]
-            _apply_accesses(F, part, part.sid * SHIFT + off, off, part.t + tshift, rhit[:nr] if nr else None)
-            ns = len(F.core.free)
-            k = 3 * ns + len(F.acct)
-            eq = []
-            for ln in lens:
-                eq.append(vec[k:k + ln])
-                k += ln
-            dS = [vec[u * npipes] - x for u, x in enumerate(vS)]  # S clock advance per unit
-            self._restore(F, S, vS, c_shift, vec[:ns], vec[ns:2 * ns], eq, dS, dbusy, dacct, s_free)
-            P, d, prev, cur = regime[0], regime[1], regime[2], regime[3]
-            oshift = None
-            if dv is not None and any(dv):
-                by_op = dict(zip(rows, _row_dot(len(dv))(list(rows.values()), dv)))  # copy op -> its shift
-                oshift = np.array([by_op.get(c, 0) for c in cur.cid.tolist()], np.int64)
-            return idx0, P, d, prev, cur, [P, d, prev, cur, regime[4], 0, regime[6], idx0, regime[8], oshift], tshift
-        return None
+                if nr:
+                    if fc is None:
+                        if not l2p.recording and (des is None or des[1] < len(rhit)):
+                            des = (l2p._designated(F.block, l2p.ordinal.get(F.block, 0), len(rhit)), len(rhit))
+                        fc = _first_change(F, acc, coefs, sh, ri, rhit, misses, tshift,
+                                           None if l2p.recording else [p for p in des[0] if p < len(rhit)], v[23])
+                    if fc < nr:
+                        continue
+                best = (cp, v, sh, tshift, dv)
+                break
+        if best is None:
+            return None
+        cp, v, sh, tshift, dv = best
+        self._apply_prefix(F, S, v[3], base - v[2], tshift, v[10], v[11], sh, v[16], v[0], cp)
+        idx0, regime, rows = cp[0], cp[4], cp[7]
+        if regime is None:
+            return idx0, None, None, None, None, None, tshift
+        P, d, prev, cur = regime[0], regime[1], regime[2], regime[3]
+        oshift = None
+        if dv is not None and any(dv):
+            by_op = dict(zip(rows, _row_dot(len(dv))(list(rows.values()), dv)))  # copy op -> its shift
+            oshift = np.array([by_op.get(c, 0) for c in cur.cid.tolist()], np.int64)
+        return idx0, P, d, prev, cur, [P, d, prev, cur, regime[4], 0, regime[6], idx0, regime[8], oshift], tshift
+
+    def _apply_prefix(self, F, S, vS, c_shift: float, tshift: float, acc: Acc, coefs, sh, rhit, s_free: bool, cp: tuple) -> None:
+        """Apply a stored execution up to checkpoint `cp` (`prefix`): its accesses before it,
+        moved by the row shifts `sh` and `tshift`, and the state it was in there."""
+        idx0, vec, lens, npre, regime, busy0, acct0, rows, nr = cp
+        part = Acc(acc.cid[:npre], acc.sid[:npre], acc.off[:npre], acc.t[:npre], acc.rd[:npre], acc.hit[:npre])
+        off = part.off if sh is None else part.off + coefs.shift(sh)[:npre]
+        _apply_accesses(F, part, part.sid * SHIFT + off, off, part.t + tshift, rhit[:nr] if nr else None)
+        ns, na, npipes = len(F.core.free), len(F.acct), self.npipes
+        k = j = 3 * ns + na
+        eq = []
+        for ln in lens:
+            eq.append(vec[k:k + ln])
+            k += ln
+        dS = [vec[u * npipes] - x for u, x in enumerate(vS)]  # S clock advance per unit
+        self._restore(F, S, vS, c_shift, vec[:ns], vec[ns:2 * ns], eq, dS, list(map(sub, vec[2 * ns:3 * ns], busy0)),
+                      list(map(sub, vec[3 * ns:j], acct0)), s_free)
 
     def _restore(self, F, S, vS, c_shift: float, ef, ed, eq, dS, dbusy, dacct, s_free: bool) -> None:
         """Set the core's clocks and flag queues to a stored execution's end (`ef` / `ed` / `eq`:
@@ -373,12 +404,15 @@ class LoopMemo:
         if not s_free:
             F.s_clock_decisions += 1  # an S clock decided something in the applied execution
 
-    def store(self, F, R, ent: tuple, log: list, first: tuple | None = None, g0: int = 0, collapse: bool = False) -> tuple | None:
+    def store(self, F, R, ent: tuple, log: list, first: tuple | None = None, g0: int = 0, collapse: bool = False,
+              marks: list | None = None) -> tuple | None:
         """Keep the execution that just ran from `ent` (its GM accesses: `log`, records of
         `F.gm_log`). Kept raw: most stored executions of an outer loop never match again, so their
         arrays are built by `_finish` on the first match only; `collapse`: build them now, as one
-        `Acc` record. Returns (the stored execution's token: what `reuse` appends to `Frame.cost_log`
-        when it applies it; the log as stored), None when not stored."""
+        `Acc` record. `marks`: the snapshots (`SteadyLoop.snapshot`) of the iterations it ran one
+        by one, kept as checkpoints for `prefix`. Returns (the stored execution's token: what
+        `reuse` appends to `Frame.cost_log` when it applies it; the log as stored), None when not
+        stored."""
         key, srel, base, S, busy0, acct0, skipped0, srel0, vs = ent
         if vs is None:  # (the table is emptied per pass only: `enter`'s lookup still holds)
             if len(self.table) >= KEYS:
@@ -395,15 +429,15 @@ class LoopMemo:
                     row[j] += tag[2][dim]
                 coef_rows[cid] = row
         dS = [c.free[u * npipes] - S[u] for u in range(len(S))]
-        cp = None
+        cps = []  # checkpoints for `prefix`: (iteration, snapshot vector, queue lengths, accesses before, regime or None)
+        if marks:  # (accesses before each: counted now, the log may be collapsed into one record below)
+            before = [0, *accumulate([len(r.cid) if type(r) is Acc else 1 for r in log])]
+            cps = [(m[0], m[1], m[2], before[m[3] - g0], None) for m in marks if m[0] > 0]
         if first is not None:  # (snapshot at the first sampled jump, its regime)
             snap, regime = first
-            ns, na = len(c.free), len(F.acct)
-            vec = snap[1]
-            # accesses before the checkpoint (the log may be collapsed into one record later)
-            npre = _naccesses(log[:snap[3] - g0])
-            cp = (snap[0], vec, snap[2], npre, regime,
-                  [b - a for a, b in zip(busy0, vec[2 * ns:3 * ns])], [b - a for a, b in zip(acct0, vec[3 * ns:3 * ns + na])])
+            cps.append((snap[0], snap[1], snap[2], _naccesses(log[:snap[3] - g0]), regime))
+        # latest first; at one iteration, the jump's first (it goes on in its regime)
+        cps.sort(key=lambda c: (c[0], c[4] is not None), reverse=True)
         if collapse and log:
             log = [Acc.of(log)]
         head = (
@@ -411,13 +445,13 @@ class LoopMemo:
             [b - a for a, b in zip(busy0, c.busy)], [b - a for a, b in zip(acct0, F.acct)],
             None, None, [R[s] for s in self.addr], F.kernel_start, F.skipped - skipped0,
         )
-        vs.append((head, (log, coef_rows, cp)))
+        vs.append((head, (log, coef_rows, cps, busy0, acct0)))
         if len(vs) > VARIANTS:
             del vs[0]
         return head, log
 
     def _finish(self, head: tuple, raw: tuple) -> tuple:
-        log, coef_rows, cp = raw
+        log, coef_rows, cps, busy0, acct0 = raw
         acc = Acc.of(log)
         coefs = None
         if self.addr and len(acc.cid):
@@ -431,8 +465,15 @@ class LoopMemo:
             ri, rhit = np.arange(len(rd)), acc.hit
         else:
             ri, rhit = np.flatnonzero(rd), acc.hit[rd]
-        if cp is not None:  # + the coefficient rows, the number of reads before the checkpoint
-            cp = (*cp, coef_rows, cp[3] if allrd else int(np.searchsorted(ri, cp[3])))
+        # the checkpoints, latest first, each + its busy and counter deltas, the coefficient rows,
+        # the number of reads before it. A checkpoint without a regime (an iteration run one by
+        # one) is kept only when no write comes before it: `prefix` checks read outcomes only
+        cp = []
+        for idx0, vec, lens, npre, regime in cps:
+            nr = npre if allrd else int(np.searchsorted(ri, npre))
+            if regime is None and nr != npre:
+                continue
+            cp.append((idx0, vec, lens, npre, regime, busy0, acct0, coef_rows, nr))
         misses = _miss_positions(rhit)
         # + the keys before the address shift, whether every access reads, the reads' hit count,
         # the token, a cache for `_designated_hold`
@@ -576,21 +617,37 @@ def _row_dot(n: int):
     return fn
 
 
-def _outcomes_hold(F, acc: Acc, coefs, rows, ri, rhit, misses, tshift: float, nr: int, des: list[int] | None, cache: list) -> bool:
-    """Whether the first `nr` reads of a stored execution (LoopMemo.reuse / .prefix), moved by
-    `rows` (the table rows' shifts, `Coefs.row_shifts`) and time shift `tshift`, get their
-    stored outcomes `rhit` now: only
-    designated misses (l2.L2Pass; `des`, None in the recording pass) can miss, and those look at
-    the chip L2 of earlier kernels."""
+def _first_change(F, acc: Acc, coefs, rows, ri, rhit, misses, tshift: float, des: list[int] | None, cache: list) -> int:
+    """Index of the first read of a stored execution (LoopMemo.prefix), moved by `rows` (the
+    table rows' shifts, `Coefs.row_shifts`, None without address values) and time shift `tshift`,
+    whose outcome now differs from its stored one `rhit`; len(rhit) when none.
+    A stored miss that is no designated miss now hits; a designated read (`des`: ascending
+    indices, None in the recording pass, where every read hits) misses unless the chip L2 of
+    earlier kernels holds its tile."""
+    n = len(rhit)
     if des is None:
-        return not any(p < nr for p in misses)
-    if not all(p in des for p in misses if p < nr):
-        return False
-    return _designated_hold(F, acc, coefs, rows, ri, rhit, tshift, des, cache)
+        return min(misses, default=n)
+    ds = frozenset(des)
+    first = min([p for p in misses if p not in ds], default=n)
+    if not des or des[0] >= first:
+        return first
+    if not cache:
+        cache.append((ri.tolist(), acc.sid.tolist(), acc.off.tolist(), acc.t.tolist(), rhit.tolist(),
+                      coefs.inv.tolist() if coefs is not None else None))
+    ri_l, sid_l, off_l, t_l, hit_l, inv_l = cache[0]
+    resident, t0 = F.l2.resident_before, F.kernel_start
+    for p in des:
+        if p >= first:
+            break
+        e = ri_l[p]
+        o = off_l[e] if rows is None else off_l[e] + rows[inv_l[e]]
+        if resident(sid_l[e] * SHIFT + o, t_l[e] + tshift, t0) != hit_l[p]:
+            return p
+    return first
 
 
 def _designated_hold(F, acc: Acc, coefs, rows, ri, rhit, tshift: float, des: list[int], cache: list) -> bool:
-    """The residency part of `_outcomes_hold`: every designated read `des` (indices into the
+    """Whether every designated read `des` (indices into the
     reads `ri`) gets its stored outcome. Element by element on Python lists of the stored arrays
     (`cache`: the stored execution's, built on first use): a call looks at a handful of reads,
     where numpy's per-call and per-element costs dominate; `rows`: the row shifts

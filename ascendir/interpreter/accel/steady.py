@@ -20,7 +20,10 @@ benchmarks/interpreter_speed.py executes ~2 % of its tile ops, over both L2 pass
   the S clocks (exact, max-plus shift invariance): the next tile of the outer loop, or another
   block running the same program on shifted addresses, costs one lookup. When only later L2
   outcomes differ (one miss among hits), `LoopMemo.prefix` applies the stored execution up to
-  its first jump and the loop continues from there in that jump's regime.
+  the last of its checkpoints before that read: the start of an iteration it ran one by one
+  (`SteadyLoop.marks`; a GEMM's K loop in the timed pass, kept off any period by its
+  prefetching AIVs and the designated misses, mostly runs one by one), from which the loop
+  runs on, or its first jump, from which it continues in that jump's regime.
 
 Periods: P = 1 .. PMAX. P = 2 covers ping-pong parity branches; longer periods cover loops whose
 GM addresses repeat their pattern only every few iterations: the per-core tile loop of a matmul
@@ -293,7 +296,7 @@ class _Replay:
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "gen", "same", "track", "clash")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "gen", "same", "track", "clash", "marks")
 
     def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int, gen=None, same=None):
         self.F = F
@@ -318,6 +321,9 @@ class SteadyLoop:
         # the period, e.g. one unit's jittering behind another's misses, stays so for many
         # samples and every period length)
         self.clash = 0
+        # every snapshot of this execution, when it is stored (LoopMemo.store: the checkpoints of
+        # LoopMemo.prefix), else None
+        self.marks: list | None = None
 
     def snapshot(self, idx: int) -> None:
         F = self.F
@@ -327,6 +333,8 @@ class SteadyLoop:
         vec += chain.from_iterable(qs)  # the pending flag times, queue by queue (most are empty)
         h = self.hist
         h.append((idx, vec, [*map(len, qs)], len(F.gm_log), len(F.cost_log), F.s_clock_decisions))
+        if self.marks is not None:
+            self.marks.append(h[-1])
         if len(h) > 2 * PMAX + 1:
             del h[0]
 
