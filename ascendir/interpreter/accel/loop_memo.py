@@ -48,12 +48,7 @@ def _memo_inputs(loop: scf.ForOp, tree: OpTree) -> tuple:
     ops = tree.walk(loop)
     # ids of the values the loop defines (its ops' results, their regions' block arguments): a
     # value is external (`_external`) when its id is not here; one set test per operand
-    defined = set()
-    for op in ops:
-        defined.update(map(id, op.results))
-        for region in op.regions:
-            for block in region.blocks:
-                defined.update(map(id, block.args))
+    defined = tree.defined(loop)
     uses: dict[SSAValue, list] = {}
     other: set[SSAValue] = set()
     for op in ops:

@@ -23,13 +23,14 @@ from __future__ import annotations
 from xdsl.dialects import scf
 from xdsl.ir import Operation
 
-from ascendir.interpreter.exec.walk import _is_a, operands_of
+from ascendir.interpreter.exec.walk import OpTree, _is_a, operands_of
 
 
-def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict[Operation, tuple[int, ...]]:
+def scalar_units(order: list[Operation], anchored: dict[Operation, int], tree: OpTree | None = None) -> dict[Operation, tuple[int, ...]]:
     """Units (sorted indices) running each op of `order` that has no unit of its own.
 
-    `order`: the kernel body in walk (pre-)order. `anchored`: op -> bit mask of the units that
+    `order`: the kernel body in walk (pre-)order. `tree`: the kernel's OpTree when the caller
+    has it (its ops: the kernel op, then `order`), else the regions are read from the IR. `anchored`: op -> bit mask of the units that
     run it (bit u = unit u), for every op whose unit is known (tile ops by their pipe and
     subblock, flag ops: both ends); ops absent from it get theirs from their users. Ops with an
     empty result (no unit needs them) are absent from the answer: callers charge every unit.
@@ -38,7 +39,7 @@ def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict
     by (`_needs`), and its nested ops' masks; a value is needed by its users' masks, a yielded
     value and a loop's init by what needs the loop-carried argument or result it becomes. The
     use lists are read once into index lists (`_plan`); the passes then run over ints."""
-    plan, nvals = _plan(order)
+    plan, nvals = _plan(order, tree)
     known = [anchored.get(o) for o in order]  # (one lookup per op: an op's hash is Python code)
     mask = [0 if m is None else m for m in known]
     val = [0] * nvals  # value index -> units needing it (results and block arguments)
@@ -70,15 +71,15 @@ def scalar_units(order: list[Operation], anchored: dict[Operation, int]) -> dict
 _UNITS = [tuple(u for u in range(3) if m >> u & 1) for m in range(8)]  # mask -> its units, sorted
 
 
-def _plan(order: list[Operation]) -> tuple[list[tuple], int]:
+def _plan(order: list[Operation], tree: OpTree | None = None) -> tuple[list[tuple], int]:
     """The dependencies of `scalar_units` as indices, in reversed walk order: per op with results,
     region block arguments or region ops (no other op's mask ever changes: most tile ops and
     flags; `scalar_units` passes over the rest only), (its index in `order`, its results, its
     regions' block arguments, its regions' ops), each value as (its
     index, the indices of the ops using it, the indices of the values whose needs it takes:
     the loop-carried argument and the result of a yield or init use, a branch result). The uses
-    are read from the operands of the ops of `order` (every use of a value of the kernel)."""
-    index = {id(o): i for i, o in enumerate(order)}
+    are read from the operands of the ops of `order` (every use of a value of the kernel).
+    `tree`: as for `scalar_units` (its nested ops and block arguments instead of the IR's)."""
     vals: dict[int, int] = {}  # id(value) -> index (`order` keeps the values alive)
     users: list[list[int]] = []  # value index -> indices of the ops using it
     via: list[list[int]] = []  # value index -> the values its yield and init uses become
@@ -111,9 +112,18 @@ def _plan(order: list[Operation]) -> tuple[list[tuple], int]:
         return k, tuple(users[k]), tuple(via[k])
 
     plan = []
+    index = None
     for i in range(len(order) - 1, -1, -1):
         o = order[i]
         results = tuple(map(needs, o.results))
+        if tree is not None:
+            kids, bargs = tree.nested(i + 1)  # (tree index i + 1: the kernel op comes first)
+            args, inner = [needs(a) for a in bargs], [k - 1 for k in kids]
+            if results or args or inner:
+                plan.append((i, results, tuple(args), tuple(inner)))
+            continue
+        if index is None:
+            index = {id(o): i for i, o in enumerate(order)}
         args, inner = [], []
         for region in o.regions:
             for block in region.blocks:
