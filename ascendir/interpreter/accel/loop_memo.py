@@ -84,7 +84,7 @@ def offset_copies(ops: list[Operation], tree: OpTree, addr: list[SSAValue],
     copies: dict[Operation, tuple[SSAValue, list[tuple[int, int]]]] = {}
     for op in ops:
         if type(op) is ascend.CopyOp:
-            for g in (op.source, op.dest):
+            for g in operands_of(op):  # (source, dest: its only operands; xDSL's accessors decode per access)
                 sv = g.owner
                 if type(sv) is memref.SubviewOp and sv in by_sv:
                     copies[op] = (tree.subview(sv).source, by_sv[sv])
