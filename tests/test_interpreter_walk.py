@@ -133,6 +133,7 @@ def test_op_tree_keeps_blocks_nested_ops_and_defined_values_as_the_ir_says():
             blocks = [b for r in op.regions for b in r.blocks]
             assert [tree.ops[k] for k in kids] == [o for b in blocks for o in b.ops], op.name
             assert args == [a for b in blocks for a in b.args], op.name
+            assert all(tree.parents()[k] == i for k in kids)
             for b in blocks:
                 assert tree.block_ops(b) == list(b.ops)
             nblocks += len(blocks)
@@ -141,3 +142,4 @@ def test_op_tree_keeps_blocks_nested_ops_and_defined_values_as_the_ir_says():
             want = {id(v) for o in inside for v in o.results} | {id(a) for o in inside for r in o.regions for b in r.blocks for a in b.args}
             assert tree.defined(op) == want, op.name
     assert nblocks > 10 and nargs > 5
+    assert tree.parents()[0] == -1

@@ -69,10 +69,10 @@ class OpTree:
     what the compiles and analyses would otherwise read from xDSL's linked lists again (about a
     twentieth of compiling a 7B layer's kernels went to xDSL's iterators and properties): each
     block's ops (`block_ops`), each op's directly nested ops and its regions' block arguments
-    (`nested`), and the ids of the values each walk defines (`defined`). Valid while the IR is
+    (`nested`) and its parent (`parents`), and the ids of the values each walk defines (`defined`). Valid while the IR is
     not changed: build one per compile."""
 
-    __slots__ = ("ops", "_span", "_subviews", "_derived", "_blocks", "_nested", "_defs", "_def_at")
+    __slots__ = ("ops", "_span", "_subviews", "_derived", "_blocks", "_nested", "_defs", "_def_at", "_parents")
 
     def __init__(self, root: Operation):
         ops: list[Operation] = []
@@ -81,12 +81,14 @@ class OpTree:
         nested: dict[int, tuple[list[int], list]] = {}  # op index -> (nested op indices, block args); ops with regions
         defs: list[int] = []  # ids of the values defined, in walk order: per op its results, its blocks' arguments
         def_at: list[int] = []  # op index -> where its values start in `defs` (then one past the end)
+        parents: list[int] = []  # op index -> its parent op's index (-1: the root)
 
         # xDSL's own fields, not its accessors (each a Python property or generator; the fields
         # are what they read, the release is pinned: pyproject.toml; a test compares them)
-        def visit(o: Operation) -> None:
+        def visit(o: Operation, up: int) -> None:
             i = len(ops)
             ops.append(o)
+            parents.append(up)
             def_at.append(len(defs))
             defs.extend(map(id, o.results))
             if o.regions:
@@ -102,13 +104,13 @@ class OpTree:
                         while x is not None:
                             inside.append(x)
                             kids.append(len(ops))
-                            visit(x)
+                            visit(x, i)
                             x = x._next_op
                         block = block._next_block
                 nested[i] = (kids, args)
             span[id(o)] = (i, len(ops))  # (ids are unique: `ops` keeps every op alive)
 
-        visit(root)
+        visit(root, -1)
         del visit  # (it calls itself: a reference cycle otherwise)
         def_at.append(len(defs))
         self.ops = ops
@@ -117,6 +119,7 @@ class OpTree:
         self._nested = nested
         self._defs = defs
         self._def_at = def_at
+        self._parents = parents
         self._subviews: dict[Operation, Subview] = {}
         self._derived: dict = {}
 
@@ -131,6 +134,11 @@ class OpTree:
         its regions' blocks), both in order; empty for an op without regions. Shared: not to be
         changed."""
         return self._nested.get(i, _NO_NESTED)
+
+    def parents(self) -> list[int]:
+        """Per op of `ops`, the index of the op whose region holds it (-1 for the root). Shared:
+        not to be changed."""
+        return self._parents
 
     def defined(self, op: Operation) -> set[int]:
         """The ids of the values `op` and the ops nested in it define (their results, their
