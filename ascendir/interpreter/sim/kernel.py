@@ -265,8 +265,10 @@ class KernelProgram:
         # what the kernel's compiles share (`_data_compile`, the twin's): the tile ops' cost functions too
         scalar_units_, op_units = self._scalar_units(order, statics, units, tree)
         # each flag's (source slot, destination slot, event), read once for both compiles (KernelInfo.flag_ends)
-        ends = {o: (su * NPIPES + PIPE_INDEX[o.src.data], du * NPIPES + PIPE_INDEX[o.dst.data], o.event.value.data)
-                for o, (su, du) in units.items()}
+        ends = {}
+        for o, (su, du) in units.items():
+            p = o.properties  # (what o.src, o.dst and o.event read, each through a Python descriptor call)
+            ends[o] = (su * NPIPES + PIPE_INDEX[p["src"].data], du * NPIPES + PIPE_INDEX[p["dst"].data], p["event"].value.data)
         self._facts = (ends, tree, scalar_units_, {}, paths, op_units)
         # memo key (memo.py): an id of the kernel without its name. None when launches with the same
         # text and argument aliasing may run differently: fresh GM roots of its own (`gm_alloc`),
