@@ -128,7 +128,7 @@ class _Stored:
     """One stored execution: what keyed it, the address values it ran with and what it did."""
 
     __slots__ = ("key", "addr", "copies", "adds", "cut", "tail", "span", "flags", "decisions", "gmlog", "gmroots", "tape",
-                 "plan", "chip_views")
+                 "plan", "chip_views", "moved")
 
     def __init__(self, key, addr, copies, adds, cut, tail, span, flags, decisions, gmlog, tape):
         # adds: the terms added to sums, those from `cut` on joined (`_appends`); tail: those
@@ -140,6 +140,8 @@ class _Stored:
         self.gmroots = None if gmlog is None else tuple({t[0]: None for ops in gmlog for t, _, _ in ops})
         self.plan = _plan_rebuild(self)
         self.chip_views: tuple | None = None  # (the `_Table.chips` views dict, `plan`'s on-chip views built there)
+        # (index of a GM root in `plan`, its shift) -> (owner, base, the views of that root moved so)
+        self.moved: dict = {}
 
 
 class _Table(list):
@@ -560,8 +562,8 @@ def _rebuild(st: _Stored, bases: dict, views: dict, terms: list, chips: dict) ->
 
 def _plan_rebuild(st: _Stored) -> tuple:
     """What `_rebuild` does with `st`'s records and adds, laid out once for `_replayed`: the
-    distinct GM views (root, element offset, element strides, shape, dtype, itemsize, byte
-    strides), the distinct pieces tuples (per piece: column, width, index of its GM view), the
+    distinct GM views by root ((root, (element offset, element strides, shape, dtype, itemsize,
+    byte strides) per view) per root; indices below count them in that order), the distinct pieces tuples (per piece: column, width, index of its GM view), the
     on-chip views (root, region key, dtype), the records per buffer (region key, then for one
     of them: fn, whether its source is a pieces tuple, the source's index (pieces or GM view),
     the on-chip view's index, the pieces' index or -1 (stale), box) and the adds (root, region
@@ -611,25 +613,45 @@ def _plan_rebuild(st: _Stored) -> tuple:
                 srcref = (False, gm(src, p[0][3] if p is not None else None))
             out.append((k, fn, *srcref, chip(r, k, dst), pieces(p), box))
         recs.append((r, tuple(out)))
-    adds = tuple((r, k, chip(r, k, cv), gm(va, sa), gm(vb, sb), init) for r, k, cv, (va, vb, sa, sb), init in st.adds)
-    return tuple(gms), tuple(pcs), tuple(chips), tuple(recs), adds
+    adds = [(r, k, chip(r, k, cv), gm(va, sa), gm(vb, sb), init) for r, k, cv, (va, vb, sa, sb), init in st.adds]
+    # the GM views root by root (a replay moves each root's views by one shift, `_replayed`): indices remapped
+    roots: dict = {}
+    for j, g in enumerate(gms):
+        roots.setdefault(g[0], []).append(j)
+    at = {j: i for i, j in enumerate(j for js in roots.values() for j in js)}
+    at[-1] = -1
+    grouped = tuple((root, tuple(gms[j][1:] for j in js)) for root, js in roots.items())
+    pcs = [tuple((c0, w, at[j]) for c0, w, j in pt) for pt in pcs]
+    recs = [(r, tuple((k, fn, is_p, sj if is_p else at[sj], cj, pj, box) for k, fn, is_p, sj, cj, pj, box in out))
+            for r, out in recs]
+    adds = tuple((r, k, cj, at[ja], at[jb], init) for r, k, cj, ja, jb, init in adds)
+    return grouped, tuple(pcs), tuple(chips), tuple(recs), adds
 
 
 def _replayed(st: _Stored, bases: dict, views: dict, chips: dict) -> tuple[dict, list, dict]:
     """`_rebuild(st, bases, views, st.adds, chips)` from `st.plan` (`_plan_rebuild`): the
     same views (GM views built before taken from `views`), records and adds. The on-chip views
     are built once per block (`chips`: the running block's dict, `_Table`) and kept in
-    `st.chip_views` while it is the running block's. Raises as `_rebuild` does."""
-    gms, pcs, cspecs, recs, adds = st.plan
+    `st.chip_views` while it is the running block's; a GM root's views moved by a shift are
+    kept in `st.moved` (a GEMM's tiles share A's rows and B's columns: most replays find both
+    roots' views there, one look-up each). Raises as `_rebuild` does."""
+    grouped, pcs, cspecs, recs, adds = st.plan
     V = []
-    for root, off, ste, shape, dt, isz, stb in gms:
+    moved = st.moved
+    for i, (root, specs) in enumerate(grouped):
         o, base, delta = bases[root]
-        n = off + delta
-        k = (root, n, ste, shape, dt)
-        got = views.get(k)
-        if got is None:
-            got = views[k] = (np.ndarray(shape, dt, o, base + n * isz, stb), (root, n, ste))
-        V.append(got)
+        got = moved.get((i, delta))
+        if got is None or got[0] is not o or got[1] != base:
+            vs = []
+            for off, ste, shape, dt, isz, stb in specs:
+                n = off + delta
+                k = (root, n, ste, shape, dt)
+                v = views.get(k)
+                if v is None:
+                    v = views[k] = (np.ndarray(shape, dt, o, base + n * isz, stb), (root, n, ste))
+                vs.append(v)
+            got = moved[(i, delta)] = (o, base, vs)
+        V += got[2]
     V.append(None)  # (index -1, a view without a tag: `_exact` refuses what `_rebuild` cannot build)
     cv = st.chip_views
     if cv is None or cv[0] is not chips:
