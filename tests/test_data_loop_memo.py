@@ -482,3 +482,100 @@ def test_replays_rebuild_what_the_stored_views_rebuild(monkeypatch):
         module, feeds = _template_gemm(m, k, n_, tiling)
         simulate(module, None, feeds, HW)
     assert n[0] > 20, n
+
+
+def _exact_by_rebuild(st, bases) -> bool:
+    """`_exact`'s definition: every view `_rebuild` builds from the tags is the stored one."""
+    same = data_loop_memo._same
+    try:
+        copies, adds, _ = data_loop_memo._rebuild(st, bases, {}, st.adds + st.tail, {})
+    except (KeyError, TypeError, ValueError):
+        return False
+    for r, d in st.copies.items():
+        for e, e2 in zip(d.values(), copies[r].values()):
+            if not (same(e[1], e2[1]) and same(e[2], e2[2], chip=True) and same(e[3], e2[3])):
+                return False
+    for (_, _, cv, t, _), (_, _, cv2, u, _) in zip(st.adds + st.tail, adds):
+        if not (same(cv, cv2, chip=True) and same(t[0], u[0]) and same(t[1], u[1]) and t[2] == u[2] and t[3] == u[3]):
+            return False
+    return st.gmlog is None or all(r in bases for r in st.gmroots)
+
+
+def _joined_one_by_one(adds: list, cut: int) -> list:
+    """`_appends`' joined terms built one append at a time, each join as `_runs` takes a term
+    on a run: the same GM buffers, rows and columns, the next K slices, unpadded along K."""
+    from ascendir.interpreter.exec.deferred import _addr, _owner
+
+    def joined_term(t, u):
+        va, vb, sa, sb = t
+        ua, ub, qa, qb = u
+        m, k = va.shape
+        oa, ob = _owner(va), _owner(vb)
+        if (vb.shape[0] != k or ua.shape[1] != ub.shape[0] or oa is None or ob is None or sa is None or sb is None
+                or va.strides[1] != sa[2][1] * va.itemsize or vb.strides[0] != sb[2][0] * vb.itemsize
+                or ua.base is not oa or ub.base is not ob or ua.shape[0] != m or ub.shape[1] != vb.shape[1]
+                or qa != (sa[0], sa[1] + k * sa[2][1], sa[2]) or qb != (sb[0], sb[1] + k * sb[2][0], sb[2])):
+            return None
+        k += ua.shape[1]
+        return (np.ndarray((m, k), va.dtype, oa, _addr(va) - _addr(oa), va.strides),
+                np.ndarray((k, vb.shape[1]), vb.dtype, ob, _addr(vb) - _addr(ob), vb.strides), sa, sb)
+
+    joined, last = [], {}
+    for add in adds[cut:]:
+        i = last.get(add[:2])
+        if i is not None:
+            t = joined_term(joined[i][3], add[3])
+            if t is not None:
+                joined[i] = (*joined[i][:3], t, False)
+                continue
+        last[add[:2]] = len(joined)
+        joined.append(add)
+    return joined
+
+
+def test_exact_and_joins_checked_without_building_views(monkeypatch):
+    # `_exact` (GM views checked on their fields) says what rebuilding every view and comparing
+    # says, for each execution stored in both template GEMMs and for copies of it with one GM
+    # view moved by an element, on another owner at the same address, or with other strides;
+    # and `_appends` joins a loop's terms into the views `_joined` builds one append at a time
+    from types import SimpleNamespace
+
+    from numpy.lib.stride_tricks import as_strided
+
+    same = data_loop_memo._same
+    orig = data_loop_memo._exact
+    n = {"stored": 0, "refused": 0}
+
+    def variants(st):
+        yield st
+        for i, (r, k, cv, (va, vb, sa, sb), init) in enumerate(st.adds):
+            o = va.base
+            moved = (sa[0], sa[1] + 1, sa[2])
+            other = as_strided(va)  # (the same memory, shape and strides, its owner not the GM buffer)
+            flat = np.ndarray(va.shape, va.dtype, o, data_loop_memo._addr(va) - data_loop_memo._addr(o),
+                              (va.strides[0], 2 * va.strides[1]))
+            for term in ((va, vb, moved, sb), (other, vb, sa, sb), (flat, vb, sa, sb)):
+                adds = list(st.adds)
+                adds[i] = (r, k, cv, term, init)
+                yield SimpleNamespace(copies=st.copies, adds=adds, tail=st.tail, span=st.span, gmlog=st.gmlog, gmroots=st.gmroots)
+            break
+
+    def checked(st, bases):
+        for v in variants(st):
+            want = _exact_by_rebuild(v, bases)
+            assert orig(v, bases) == want
+            n["stored" if v is st and want else "refused"] += 1
+        adds = st.adds[:st.cut] + st.tail
+        cut, joined = data_loop_memo._appends(adds)
+        want = _joined_one_by_one(adds, cut)
+        assert cut == st.cut and len(joined) == len(want)
+        for a, b in zip(joined, want):
+            assert a[:3] == b[:3] and a[4] == b[4] and same(a[3][0], b[3][0]) and same(a[3][1], b[3][1]) and a[3][2:] == b[3][2:]
+        return orig(st, bases)
+
+    monkeypatch.setattr(data_loop_memo, "_exact", checked)
+    for m, k, n_, tiling in ((384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1"),
+                             (320, 832, 1280, "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1,prefetch=1")):
+        module, feeds = _template_gemm(m, k, n_, tiling)
+        simulate(module, None, feeds, HW)
+    assert n["stored"] > 2 and n["refused"] > 6, n

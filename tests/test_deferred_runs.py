@@ -108,12 +108,11 @@ def _views(pairs):
             for p in pairs]
 
 
-def test_joined_terms_give_the_runs_of_their_slices():
-    # whatever the slices, a sum of joined terms has the runs (hence the products) of the sum of
-    # the slices; joining happens only where a run goes on
+def _cases():
+    """Sums' terms (A, B and their K slices' sequences) that join and that do not."""
     a, b = _bufs()
     t = _term(a, b, 32, 32)
-    cases = [
+    return a, b, [
         [_term(a, b, k0, 16) for k0 in range(0, 96, 16)],
         [_term(a, b, 0, 16), _term(a, b, 16, 16), _term(a, b, 48, 16), _term(a, b, 64, 32)],
         [_term(a, b, 0, 32), _term(a, b, 32, 32, a_off=1), _term(a, b, 64, 32)],
@@ -126,6 +125,12 @@ def test_joined_terms_give_the_runs_of_their_slices():
         [_term(a, b, 0, 32, kb=16), _term(a, b, 32, 32), _term(a, b, 64, 32)],
         [_term(a, b, 0, 32), _term(a.copy(), b.copy(), 32, 32), _term(a, b, 64, 32)],
     ]
+
+
+def test_joined_terms_give_the_runs_of_their_slices():
+    # whatever the slices, a sum of joined terms has the runs (hence the products) of the sum of
+    # the slices; joining happens only where a run goes on
+    a, b, cases = _cases()
     joins = 0
     for terms in cases:
         folded = _fold(terms)
@@ -133,3 +138,16 @@ def test_joined_terms_give_the_runs_of_their_slices():
         assert _views(_runs(folded)) == _views(_runs(terms))
     assert joins >= 6
     assert len(_fold(cases[0])) == 1 and len(_fold(cases[2])) == 3
+
+
+def test_appends_join_like_joined_one_by_one():
+    # data_loop_memo._appends checks a chain of appends along K (`_run_k`) and builds each
+    # joined term once (`_run_term`): the views `_joined` builds one append at a time
+    from ascendir.interpreter.exec.data_loop_memo import _appends
+
+    for terms in _cases()[2]:
+        adds = [("c", (0, (M, N), (N, 1)), None, t, False) for t in terms]
+        cut, joined = _appends(adds)
+        assert cut == 1
+        assert _views([j[3][:2] for j in joined]) == _views([t[:2] for t in _fold(terms[1:])])
+        assert [j[3][2:] for j in joined] == [t[2:] for t in _fold(terms[1:])]

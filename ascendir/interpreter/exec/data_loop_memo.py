@@ -56,7 +56,7 @@ from ascendir.errors import AscendirError
 from ascendir.interpreter.accel.loop_memo import _external, memo_inputs
 from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.common import space_name
-from ascendir.interpreter.exec.deferred import _addr, _joined
+from ascendir.interpreter.exec.deferred import _addr, _run_k, _run_term
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
 from ascendir.interpreter.exec.semantics import never_read
 from ascendir.interpreter.exec.walk import OpTree, operands_of
@@ -128,7 +128,7 @@ class _Stored:
     """One stored execution: what keyed it, the address values it ran with and what it did."""
 
     __slots__ = ("key", "addr", "copies", "adds", "cut", "tail", "span", "flags", "decisions", "gmlog", "gmroots", "tape",
-                 "plan", "chip_views")
+                 "plan", "chip_views", "moved")
 
     def __init__(self, key, addr, copies, adds, cut, tail, span, flags, decisions, gmlog, tape):
         # adds: the terms added to sums, those from `cut` on joined (`_appends`); tail: those
@@ -140,6 +140,8 @@ class _Stored:
         self.gmroots = None if gmlog is None else tuple({t[0]: None for ops in gmlog for t, _, _ in ops})
         self.plan = _plan_rebuild(self)
         self.chip_views: tuple | None = None  # (the `_Table.chips` views dict, `plan`'s on-chip views built there)
+        # (index of a GM root in `plan`, its shift) -> (owner, base, the views of that root moved so)
+        self.moved: dict = {}
 
 
 class _Table(list):
@@ -405,17 +407,20 @@ def _appends(adds: list) -> tuple[int, list]:
             cut = i + 1
             seen.add((root, key))
     joined: list = []
+    ks: list = []  # per term of `joined`: its K when others joined it (`_run_k`; its views built at the end)
     last: dict = {}  # (root, region key) -> index in `joined` of the region's last term
     for add in adds[cut:]:
         i = last.get(add[:2])
         if i is not None:
-            t = _joined(joined[i][3], add[3])
-            if t is not None:
-                joined[i] = (*joined[i][:3], t, False)
+            t = joined[i][3]
+            k = _run_k(t, t[0].shape[1] if ks[i] is None else ks[i], add[3])
+            if k is not None:
+                ks[i] = k
                 continue
         last[add[:2]] = len(joined)
         joined.append(add)
-    return cut, joined
+        ks.append(None)
+    return cut, [a if k is None else (*a[:3], _run_term(a[3], k), False) for a, k in zip(joined, ks)]
 
 
 def _add_all(cube, adds: list, cut: int, tail) -> None:
@@ -434,20 +439,61 @@ def _add_all(cube, adds: list, cut: int, tail) -> None:
 
 
 def _exact(st: _Stored, bases: dict) -> bool:
-    """Whether `st`'s views rebuild from their tags as they are (module doc)."""
+    """Whether `st`'s views rebuild from their tags as they are (module doc): what comparing
+    `_rebuild`'s views with them (`_same`) gives, a GM view checked on its own fields (its
+    owner is its root's, its data address and strides those of its tag) instead of built
+    again: a stored K loop holds ~100 of them, and building each cost more than the check.
+    `bases` are unmoved (`DataLoopMemo._bases(None)`: a moved tag is not the stored one)."""
+    ok: dict = {}  # id(GM view) -> (view, tag, whether it rebuilds): a loop's records and terms share views
+
+    def gm(g, t) -> bool:
+        got = ok.get(id(g))
+        if got is not None and got[1] == t:
+            return got[2]
+        o, base, delta = bases[t[0]]  # (`_rebuild` raises KeyError for a root without a base: refused)
+        isz = g.itemsize
+        good = (delta == 0 and g.base is o and g.strides == tuple([x * isz for x in t[2]])
+                and _addr(g) == _addr(o) + base + t[1] * isz)
+        ok[id(g)] = (g, t, good)
+        return good
+
+    def pieces(p) -> bool:
+        return p is None or all([t is not None and gm(g, t) for _, _, g, t in p])
+
+    chips: dict = {}
     try:
-        copies, adds, _ = _rebuild(st, bases, {}, st.adds + st.tail, {})
+        for r, d in st.copies.items():
+            for k, (fn, src, dst, p, box) in d.items():
+                if type(src) is tuple:
+                    good = pieces(src)
+                else:  # a GM load's view: its tag is its piece's
+                    good = p is not None and p[0][3] is not None and gm(src, p[0][3])
+                if not (good and pieces(p) and _same(dst, _chip_view(bases, chips, r, k, dst), chip=True)):
+                    return False
+        for r, k, cv, (va, vb, sa, sb), _ in st.adds + st.tail:
+            if sa is None or sb is None or not (gm(va, sa) and gm(vb, sb)):
+                return False
+            if not _same(cv, _chip_view(bases, chips, r, k, cv), chip=True):
+                return False
+        if not all([r in bases for r in st.span]):  # (`_rebuild` moves the spans by their roots' shifts)
+            return False
     except (KeyError, TypeError, ValueError):
         return False
-    for r, d in st.copies.items():
-        for e, e2 in zip(d.values(), copies[r].values()):
-            if not (_same(e[1], e2[1]) and _same(e[2], e2[2], chip=True) and _same(e[3], e2[3])):
-                return False
-    for (_, _, cv, t, _), (_, _, cv2, u, _) in zip(st.adds + st.tail, adds):
-        if not (_same(cv, cv2, chip=True) and _same(t[0], u[0]) and _same(t[1], u[1]) and t[2] == u[2] and t[3] == u[3]):
-            return False
     # (a replay moves the GM log's tags by their roots' shifts: race.py `log_moved`)
     return st.gmlog is None or all(r in bases for r in st.gmroots)
+
+
+def _chip_view(bases: dict, chips: dict, root, key: tuple, like: np.ndarray) -> np.ndarray:
+    """The view of on-chip region `key` (element offset, shape, element strides) of buffer
+    `root` (or of a GM root) with dtype `like`'s, built from `bases` as `_rebuild` builds it
+    (raises as it does), once per (root, key, dtype) in `chips`."""
+    k = (id(root), key, like.dtype)
+    got = chips.get(k)
+    if got is None:
+        o, base, _ = bases[root]
+        isz = like.itemsize
+        got = chips[k] = np.ndarray(key[1], like.dtype, o, base + key[0] * isz, tuple(x * isz for x in key[2]))
+    return got
 
 
 def _rebuild(st: _Stored, bases: dict, views: dict, terms: list, chips: dict) -> tuple[dict, list, dict]:
@@ -516,8 +562,8 @@ def _rebuild(st: _Stored, bases: dict, views: dict, terms: list, chips: dict) ->
 
 def _plan_rebuild(st: _Stored) -> tuple:
     """What `_rebuild` does with `st`'s records and adds, laid out once for `_replayed`: the
-    distinct GM views (root, element offset, element strides, shape, dtype, itemsize, byte
-    strides), the distinct pieces tuples (per piece: column, width, index of its GM view), the
+    distinct GM views by root ((root, (element offset, element strides, shape, dtype, itemsize,
+    byte strides) per view) per root; indices below count them in that order), the distinct pieces tuples (per piece: column, width, index of its GM view), the
     on-chip views (root, region key, dtype), the records per buffer (region key, then for one
     of them: fn, whether its source is a pieces tuple, the source's index (pieces or GM view),
     the on-chip view's index, the pieces' index or -1 (stale), box) and the adds (root, region
@@ -567,25 +613,45 @@ def _plan_rebuild(st: _Stored) -> tuple:
                 srcref = (False, gm(src, p[0][3] if p is not None else None))
             out.append((k, fn, *srcref, chip(r, k, dst), pieces(p), box))
         recs.append((r, tuple(out)))
-    adds = tuple((r, k, chip(r, k, cv), gm(va, sa), gm(vb, sb), init) for r, k, cv, (va, vb, sa, sb), init in st.adds)
-    return tuple(gms), tuple(pcs), tuple(chips), tuple(recs), adds
+    adds = [(r, k, chip(r, k, cv), gm(va, sa), gm(vb, sb), init) for r, k, cv, (va, vb, sa, sb), init in st.adds]
+    # the GM views root by root (a replay moves each root's views by one shift, `_replayed`): indices remapped
+    roots: dict = {}
+    for j, g in enumerate(gms):
+        roots.setdefault(g[0], []).append(j)
+    at = {j: i for i, j in enumerate(j for js in roots.values() for j in js)}
+    at[-1] = -1
+    grouped = tuple((root, tuple(gms[j][1:] for j in js)) for root, js in roots.items())
+    pcs = [tuple((c0, w, at[j]) for c0, w, j in pt) for pt in pcs]
+    recs = [(r, tuple((k, fn, is_p, sj if is_p else at[sj], cj, pj, box) for k, fn, is_p, sj, cj, pj, box in out))
+            for r, out in recs]
+    adds = tuple((r, k, cj, at[ja], at[jb], init) for r, k, cj, ja, jb, init in adds)
+    return grouped, tuple(pcs), tuple(chips), tuple(recs), adds
 
 
 def _replayed(st: _Stored, bases: dict, views: dict, chips: dict) -> tuple[dict, list, dict]:
     """`_rebuild(st, bases, views, st.adds, chips)` from `st.plan` (`_plan_rebuild`): the
     same views (GM views built before taken from `views`), records and adds. The on-chip views
     are built once per block (`chips`: the running block's dict, `_Table`) and kept in
-    `st.chip_views` while it is the running block's. Raises as `_rebuild` does."""
-    gms, pcs, cspecs, recs, adds = st.plan
+    `st.chip_views` while it is the running block's; a GM root's views moved by a shift are
+    kept in `st.moved` (a GEMM's tiles share A's rows and B's columns: most replays find both
+    roots' views there, one look-up each). Raises as `_rebuild` does."""
+    grouped, pcs, cspecs, recs, adds = st.plan
     V = []
-    for root, off, ste, shape, dt, isz, stb in gms:
+    moved = st.moved
+    for i, (root, specs) in enumerate(grouped):
         o, base, delta = bases[root]
-        n = off + delta
-        k = (root, n, ste, shape, dt)
-        got = views.get(k)
-        if got is None:
-            got = views[k] = (np.ndarray(shape, dt, o, base + n * isz, stb), (root, n, ste))
-        V.append(got)
+        got = moved.get((i, delta))
+        if got is None or got[0] is not o or got[1] != base:
+            vs = []
+            for off, ste, shape, dt, isz, stb in specs:
+                n = off + delta
+                k = (root, n, ste, shape, dt)
+                v = views.get(k)
+                if v is None:
+                    v = views[k] = (np.ndarray(shape, dt, o, base + n * isz, stb), (root, n, ste))
+                vs.append(v)
+            got = moved[(i, delta)] = (o, base, vs)
+        V += got[2]
     V.append(None)  # (index -1, a view without a tag: `_exact` refuses what `_rebuild` cannot build)
     cv = st.chip_views
     if cv is None or cv[0] is not chips:

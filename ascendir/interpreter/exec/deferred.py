@@ -680,17 +680,34 @@ def _joined(t: tuple, u: tuple) -> tuple | None:
     `u` on a run that `t` starts (or ends: a run through `t` is one through its slices) without
     ending it there: the same GM buffers, u's slices k elements on along K, the same rows and
     columns, neither padded along K. Its views are those `_runs` makes of the run; None otherwise."""
+    k = _run_k(t, t[0].shape[1], u)
+    return None if k is None else _run_term(t, k)
+
+
+def _run_k(t: tuple, k: int, u: tuple) -> int | None:
+    """The K of a run that starts at term `t` and has taken `k` elements of K when `_joined`
+    takes term `u` on it (k is t's own K or that of the term `_run_term(t, k)`: whatever was
+    joined onto t keeps its rows, columns, buffers and strides), or None when it would not. A
+    chain of terms is then checked without building the views of each join (`_appends`). (t's
+    own A and B agree on K where a run starts at it, so the joined term's always do.)"""
     va, vb, sa, sb = t
     ua, ub, qa, qb = u
-    m, k = va.shape
+    m = va.shape[0]
     oa, ob = _owner(va), _owner(vb)
-    if (vb.shape[0] != k or ua.shape[1] != ub.shape[0] or oa is None or ob is None or sa is None or sb is None
+    if (vb.shape[0] != va.shape[1] or ua.shape[1] != ub.shape[0] or oa is None or ob is None or sa is None or sb is None
             or va.strides[1] != sa[2][1] * va.itemsize or vb.strides[0] != sb[2][0] * vb.itemsize
             or ua.base is not oa or ub.base is not ob or ua.shape[0] != m or ub.shape[1] != vb.shape[1]
             or qa != (sa[0], sa[1] + k * sa[2][1], sa[2]) or qb != (sb[0], sb[1] + k * sb[2][0], sb[2])):
         return None
-    k += ua.shape[1]
-    return (np.ndarray((m, k), va.dtype, oa, _addr(va) - _addr(oa), va.strides),
+    return k + ua.shape[1]
+
+
+def _run_term(t: tuple, k: int) -> tuple:
+    """Term `t` (A view m x ., B view . x n, their tags) widened to `k` elements of K from its
+    first ones (views on t's GM buffers, t's strides): the term `_run_k` checked a run of."""
+    va, vb, sa, sb = t
+    oa, ob = va.base, vb.base
+    return (np.ndarray((va.shape[0], k), va.dtype, oa, _addr(va) - _addr(oa), va.strides),
             np.ndarray((k, vb.shape[1]), vb.dtype, ob, _addr(vb) - _addr(ob), vb.strides), sa, sb)
 
 
