@@ -294,3 +294,18 @@ def test_space_name_is_space_of() -> None:
     for _ in range(2):
         with pytest.raises(VerifyException):
             space_name(plain)
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_scalar_units_read_from_the_tree_are_the_ir_s(name: str) -> None:
+    # the kernel pre-walk gives scalar_units its OpTree (nested ops and block arguments kept by
+    # the tree's one walk): the same units as reading the regions from the IR, and the reference
+    kernel = next(o for o in parse(KERNELS[name]).ops if isinstance(o, ascend.KernelOp))
+    tree = OpTree(kernel)
+    order = tree.ops[1:]
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        picked = rng.choice(len(order), size=min(4, len(order)), replace=False)
+        anchored = {order[i]: int(rng.integers(1, 8)) for i in picked}
+        got = scalar_units(order, anchored, tree)
+        assert got == scalar_units(order, anchored) == _reference_units(order, anchored)

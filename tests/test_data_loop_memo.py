@@ -348,6 +348,34 @@ def test_flags_a_replay_sets_are_there_after_it(monkeypatch, races):
     assert np.array_equal(new.outputs["c"], old.outputs["c"])
 
 
+@pytest.mark.parametrize("races", [True, False])
+def test_flags_a_replay_takes_the_sets_made_before_it(monkeypatch, races):
+    # two sets of MTE2 -> MTE1 event 3 before each tile's K loop, taken by its even K steps: a
+    # replay that took more or fewer than the loop takes leaves the next tile's loop a queue of
+    # another length (a stored execution's key), short of a set or holding one no wait takes
+    text = matmul_ir(512, 512, 512, block_dim=2)
+    wait = "          ascend.wait_flag MTE2 -> MTE1, 0\n"
+    assert text.count(wait) == 1
+    text = text.replace(wait, wait + "          ascend.wait_flag MTE2 -> MTE1, 3\n")
+    before = "      ascend.wait_flag FIX -> M, 0\n"
+    assert text.count(before) == 1
+    text = text.replace(before, before + "      ascend.set_flag MTE2 -> MTE1, 3\n" * 2)
+    module, feeds = parse(text), _small_gemm_feeds()
+    new, old, counts = _both(monkeypatch, lambda: simulate(module, None, feeds, HW, check_races=races))
+    assert counts["replayed"] == 14, counts  # (16 tiles; a block's first stores, its next 7 replay it)
+    assert new.report == old.report
+    assert np.array_equal(new.outputs["c"], old.outputs["c"])
+
+
+def test_flag_moves_are_the_changed_queues_alone():
+    # a replay applies only these: a queue the loop set twice more, one it took one set from, and
+    # the untouched ones (left out: a kernel has tens of flag keys, a loop touches a few)
+    from collections import deque
+    queues = [deque([0.0, 0.0, 0.0]), deque(), deque([0.0]), deque([0.0, 0.0])]
+    assert data_loop_memo._flag_moves((1, 1, 1, 2), queues) == ((0, 2), (1, -1))
+    assert data_loop_memo._flag_moves((3, 0, 1, 2), queues) == ()
+
+
 def test_a_loop_reading_a_record_made_before_it_is_not_stored(monkeypatch):
     # the even K steps take B from an L1 buffer loaded once per block, before the tile loop, from a
     # fixed GM box: what the loop leaves is not its own (deferred.py `watch`), and a stored

@@ -19,6 +19,12 @@ HW = load_target("ascend910b2")
 U = 2.0**-24  # fp32 unit roundoff
 
 
+def _timing(report: dict) -> dict:
+    """`report` without `extrapolated_iterations`, the one figure the speed-ups may change
+    (`Accel`: it counts the steady-state jumps taken, which Accel.none() takes none of)."""
+    return {**report, "kernels": [{k: v for k, v in kern.items() if k != "extrapolated_iterations"} for kern in report["kernels"]]}
+
+
 def _counting(monkeypatch) -> dict:
     """Counts of L0C sums materialised and of the K (columns of A) their terms covered (the
     K-loop memo joins the terms of consecutive K slices: data_loop_memo.py)."""
@@ -46,7 +52,7 @@ def test_gemm_equals_op_by_op_within_the_accumulation_bound(monkeypatch, m, n, k
     new = simulate(module, None, {"a": a, "b": b}, HW)
     assert counts["sums"] > 0 and counts["k"] == counts["sums"] * k, counts
     old = simulate(module, None, {"a": a, "b": b}, HW, accel=Accel.none())
-    assert new.report == old.report
+    assert _timing(new.report) == _timing(old.report)
     got, ref = new.outputs["c"].astype(np.float64), old.outputs["c"].astype(np.float64)
     gamma = k * U / (1 - k * U)
     bound = 2 * gamma * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
@@ -73,7 +79,7 @@ def test_column_half_steps_materialise_no_overwritten_copy(monkeypatch):
     assert counts["sums"] > 0 and not flushed
     monkeypatch.setattr(deferred.CubeDeferral, "_flush_copies", orig)
     old = simulate(module, None, {"a": a, "b": b}, HW, accel=Accel.none())
-    assert new.report == old.report
+    assert _timing(new.report) == _timing(old.report)
     (name,) = new.outputs
     got, ref = new.outputs[name].astype(np.float64), old.outputs[name].astype(np.float64)
     bound = 2 * k * U / (1 - k * U) * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
@@ -172,7 +178,7 @@ def test_small_decoder_layer_defers_its_gemms_and_matches_op_by_op(monkeypatch):
     new = simulate(module, weights, {"arg0": x}, HW)
     assert {"norm_matmul_0", "matmul_epilogue_0", "ffn_up_0", "ffn_down_0"} <= set(counts), counts
     old = simulate(module, weights, {"arg0": x}, HW, accel=Accel.none())
-    assert new.report == old.report
+    assert _timing(new.report) == _timing(old.report)
     got, ref = new.outputs["out0"].astype(np.float64), old.outputs["out0"].astype(np.float64)
     assert np.abs(got - ref).max() <= 2.0**-10 * np.abs(ref).max()
 
@@ -218,7 +224,7 @@ def test_super_tiles_give_the_lone_tiles_bits(monkeypatch, m, n, k, supers):
     rows.clear()
     old = simulate(module, None, feeds, HW)
     assert rows and max(rows) <= 128  # every tile alone
-    assert new.report == old.report
+    assert _timing(new.report) == _timing(old.report)
     assert_same_sums(new.outputs["c"], old.outputs["c"], feeds["a"], feeds["b"])
 
 
@@ -247,7 +253,7 @@ def test_a_tail_split_gemm_converts_its_weight_once_and_computes_little_waste(mo
     assert sum(flops) <= 1.6 * 2 * m * n * k
     monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
     old = simulate(module, None, feeds, HW)
-    assert new.report == old.report
+    assert _timing(new.report) == _timing(old.report)
     (name,) = new.outputs
     assert_same_sums(new.outputs[name], old.outputs[name], feeds["a"], feeds["b"])
 
@@ -275,7 +281,7 @@ def test_a_tail_split_gemms_k_pieces_read_the_weight_its_super_tile_converted(mo
     assert [s for s in converted if len(s) == 2] == [(k, 64), (k, n)]  # (1-D: A's launch copy, by chunks)
     monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
     old = simulate(module, None, feeds, HW)
-    assert new.report == old.report
+    assert _timing(new.report) == _timing(old.report)
     (name,) = new.outputs
     assert_same_sums(new.outputs[name], old.outputs[name], feeds["a"], feeds["b"])
 
@@ -323,7 +329,7 @@ def test_a_gemm_computes_one_tile_alone_then_super_tiles_at_their_first_tile(mon
     assert sorted(shapes) == [(128, 128)] + [(512, c)] * 3
     monkeypatch.setattr(deferred, "_super", lambda ga, gb: None)
     old = simulate(module, None, feeds, HW)
-    assert new.report == old.report
+    assert _timing(new.report) == _timing(old.report)
     assert_same_sums(new.outputs["c"], old.outputs["c"], feeds["a"], feeds["b"])
 
 

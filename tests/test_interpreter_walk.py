@@ -114,3 +114,32 @@ def test_comm_test_reads_the_tree_ops_it_is_given():
     ops = OpTree(kernel).ops
     assert is_comm_kernel(kernel, ops) is is_comm_kernel(kernel) is False
     assert is_comm_kernel(kernel, ops + [ascend.GroupRankOp.__new__(ascend.GroupRankOp)])
+
+
+def test_op_tree_keeps_blocks_nested_ops_and_defined_values_as_the_ir_says():
+    # OpTree reads xDSL's block / op fields itself (compiler.py and data_codegen.py iterate its
+    # block lists, scalar_units.py its nested ops and block arguments, loop_memo.py its defined
+    # values): the same as the public accessors, for every op and block of a kernel with loops,
+    # branches and loop-carried values
+    from test_data_codegen import KERNEL
+    from test_compile_facts import CARRIED
+
+    nblocks = nargs = 0
+    for text in (matmul_ir(512, 512, 512, tm=128, tn=128, tk=128, block_dim=4, nbuf=2), KERNEL, CARRIED):
+        kernel = next(op for op in parse(text).walk() if isinstance(op, ascend.KernelOp))
+        tree = OpTree(kernel)
+        for i, op in enumerate(tree.ops):
+            kids, args = tree.nested(i)
+            blocks = [b for r in op.regions for b in r.blocks]
+            assert [tree.ops[k] for k in kids] == [o for b in blocks for o in b.ops], op.name
+            assert args == [a for b in blocks for a in b.args], op.name
+            assert all(tree.parents()[k] == i for k in kids)
+            for b in blocks:
+                assert tree.block_ops(b) == list(b.ops)
+            nblocks += len(blocks)
+            nargs += len(args)
+            inside = tree.walk(op)
+            want = {id(v) for o in inside for v in o.results} | {id(a) for o in inside for r in o.regions for b in r.blocks for a in b.args}
+            assert tree.defined(op) == want, op.name
+    assert nblocks > 10 and nargs > 5
+    assert tree.parents()[0] == -1

@@ -318,3 +318,23 @@ def test_a_gm_write_under_a_held_view_converts_it_again(gm):
     assert sh.widened(gm[30:32, 40:42], 0)[0, 0] == 5.0
     sh.clear()
     assert sh.widened(gm[30:32, 40:42], 0)[0, 0] == 6.0
+
+
+def test_tile_ops_memref_facts_are_the_wide_rules():
+    # tile_ops._memref_facts (dtype, space, widened) is read once per memref type for both the
+    # data walk's GM operands and `_wide`: the same as np_dtype / space_name / storage_dtype,
+    # fp16 cube buffers widened and the rest not
+    from ascendir.interpreter.exec.common import np_dtype, space_name
+    from ascendir.interpreter.exec.tile_ops import _memref_facts
+    from ascendir.interpreter.exec.wide import storage_dtype
+    from ascendir.interpreter.testing import matmul_ir, parse
+    from xdsl.dialects.builtin import MemRefType
+
+    module = parse(matmul_ir(256, 256, 256, tm=128, tn=128, tk=128, block_dim=2, nbuf=2))
+    types = {id(v.type): v.type for op in module.walk() for v in op.operands if isinstance(v.type, MemRefType)}
+    seen = set()
+    for t in types.values():
+        dt, space = np_dtype(t), space_name(t)
+        assert _memref_facts(t) == (dt, space, storage_dtype(space, dt) != dt)
+        seen.add((space, _memref_facts(t)[2]))
+    assert ("gm", False) in seen and any(w for _, w in seen)

@@ -41,3 +41,15 @@ def test_other_ops_are_called():
     ops = [arith.DivSIOp(x, y), arith.AddiOp(x, y), arith.RemSIOp(x, y), arith.ShLIOp(x, y)]
     assert _called(ops, b) == ["f0", "f2", "f3"]
     assert [_inline(o) is None for o in ops] == [True, False, True, True]
+
+
+def test_generated_source_is_each_line_indented_once():
+    # `generated` joins the lines in one call: the source (its code cache's key, what is
+    # compiled) is the head, then every line indented by four spaces and ended, as before
+    from ascendir.interpreter.exec import scalar_codegen
+
+    for lines, want in ((["return 1"], 1), (["x = 1", "if x:", "    x = 2", "return x"], 2)):
+        scalar_codegen._RUN_CODE.clear()
+        fn = scalar_codegen.generated("def f():", lines, {}, "f")
+        assert list(scalar_codegen._RUN_CODE) == ["def f():\n" + "".join(f"    {ln}\n" for ln in lines)]
+        assert fn() == want

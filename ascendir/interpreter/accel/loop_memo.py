@@ -49,12 +49,7 @@ def _memo_inputs(loop: scf.ForOp, tree: OpTree) -> tuple:
     ops = tree.walk(loop)
     # ids of the values the loop defines (its ops' results, their regions' block arguments): a
     # value is external (`_external`) when its id is not here; one set test per operand
-    defined = set()
-    for op in ops:
-        defined.update(map(id, op.results))
-        for region in op.regions:
-            for block in region.blocks:
-                defined.update(map(id, block.args))
+    defined = tree.defined(loop)
     uses: dict[SSAValue, list] = {}
     other: set[SSAValue] = set()
     for op in ops:
@@ -90,7 +85,7 @@ def offset_copies(ops: list[Operation], tree: OpTree, addr: list[SSAValue],
     copies: dict[Operation, tuple[SSAValue, list[tuple[int, int]]]] = {}
     for op in ops:
         if type(op) is ascend.CopyOp:
-            for g in (op.source, op.dest):
+            for g in operands_of(op):  # (source, dest: its only operands; xDSL's accessors decode per access)
                 sv = g.owner
                 if type(sv) is memref.SubviewOp and sv in by_sv:
                     copies[op] = (tree.subview(sv).source, by_sv[sv])

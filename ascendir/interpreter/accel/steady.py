@@ -122,14 +122,14 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
     # ops, nested (in pre-order an scf.if comes after the op holding its block)
     level = {id(body)}
     for op in order:
-        if type(op) is scf.IfOp and id(op.parent_block()) in level:
+        if type(op) is scf.IfOp and id(op.parent) in level:  # (`parent`: what parent_block() returns, without the call)
             level.update(id(b) for r in op.regions for b in r.blocks)
 
     def loop_level(op: Operation) -> bool:
         """Directly in the body, or in scf.if regions of it (not in an inner loop): evaluated
         once per iteration, so it can be checked like a body op (a branch not taken computes it
         harmlessly)."""
-        return id(op.parent_block()) in level
+        return id(op.parent) in level
 
     def k(v: SSAValue) -> int:
         if v is iv:

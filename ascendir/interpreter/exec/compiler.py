@@ -85,7 +85,8 @@ class Compiler(ScalarCodegen, DataCodegen, TileOps, ScfOps, SteadyFor, MemrefOps
             return [self.data_block(block)]
         out: list[Closure] = []
         run: list[Operation] = []
-        for op in block.ops:
+        tree = self.k.tree if self.k is not None else None
+        for op in tree.block_ops(block) if tree is not None else block.ops:
             if type(op) in SCALAR_OPS:
                 run.append(op)
                 continue

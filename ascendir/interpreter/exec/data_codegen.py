@@ -98,7 +98,8 @@ class DataCodegen:
                 lines.extend(pad + x for x in body)
                 run.clear()
 
-        for op in block.ops:
+        tree = self.k.tree
+        for op in tree.block_ops(block) if tree is not None else block.ops:
             t = type(op)
             if t in SCALAR_OPS:
                 if calls or flags:
@@ -124,7 +125,6 @@ class DataCodegen:
                 c = self.op(op)
                 if c is not None:
                     calls.append(c)
-                tree = self.k.tree
                 self._read_outside((tree.walk(op) if tree is not None else list(op.walk())) if op.regions else (op,))
         flush()
 

@@ -133,7 +133,8 @@ class _Stored:
     def __init__(self, key, addr, copies, adds, cut, tail, span, flags, decisions, gmlog, tape):
         # adds: the terms added to sums, those from `cut` on joined (`_appends`); tail: those
         # from `cut` on as the loop added them; decisions, gmlog: a cheap block's (race.py), and
-        # the roots of gmlog's tags; tape: the race check's calls in a block checked in full
+        # the roots of gmlog's tags; tape: the race check's calls in a block checked in full;
+        # flags: the flag queues' changes (`_flag_moves`)
         self.key, self.addr, self.copies, self.adds, self.cut, self.tail = key, addr, copies, adds, cut, tail
         self.span, self.flags, self.decisions, self.gmlog, self.tape = span, flags, decisions, gmlog, tape
         self.gmroots = None if gmlog is None else tuple({t[0]: None for ops in gmlog for t, _, _ in ops})
@@ -290,10 +291,12 @@ class DataLoopMemo:
             return False
         cube.copies.update(copies)
         _union(cube.gm, span)
-        for q, (n0, n1) in zip(F.flags.queues, st.flags):
-            for _ in range(n0 - n1):
+        queues = F.flags.queues
+        for i, n in st.flags:
+            q = queues[i]
+            for _ in range(-n):
                 q.popleft()
-            for _ in range(n1 - n0):
+            for _ in range(n):
                 q.append(0.0)
         if tape is not None:
             F.races.play(tape, F.block)
@@ -371,13 +374,20 @@ class DataLoopMemo:
                 return
         cut, joined = _appends(adds)
         st = _Stored(key, addr, copies, adds[:cut] + joined, cut, adds[cut:], {r: tuple(s) for r, s in span.items()},
-                     tuple(zip(key[1], map(len, F.flags.queues))), decisions, gmlog, tape)
+                     _flag_moves(key[1], F.flags.queues), decisions, gmlog, tape)
         bases = self._bases(None)
         if bases is None or not _exact(st, bases):
             return
         if len(self.table) >= VARIANTS:
             del self.table[0]
         self.table.append(st)
+
+
+def _flag_moves(entry: tuple, queues: list) -> tuple:
+    """(queue index, sets left minus sets taken) of the flag queues a loop changed, from their
+    lengths on entry (`entry`, as keyed) and now: a replay applies these alone (a kernel has
+    tens of flag keys, a loop touches a few of them)."""
+    return tuple((i, len(q) - n) for i, (n, q) in enumerate(zip(entry, queues)) if len(q) != n)
 
 
 def _appends(adds: list) -> tuple[int, list]:

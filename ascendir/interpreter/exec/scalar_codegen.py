@@ -65,7 +65,8 @@ def generated(head: str, lines: list[str], env: dict, name: str, slots: dict[int
     once per shape, and each function gets that code with its own slots put back into the
     constants: the same bytecode as compiling its own source (a slot is a constant operand of
     the subscript either way)."""
-    src = head + "\n" + "".join(f"    {ln}\n" for ln in lines)
+    # (each line indented and ended as f"    {ln}\n" would: one C join instead of a generator)
+    src = head + "\n    " + "\n    ".join(lines) + "\n" if lines else head + "\n"
     got = _RUN_CODE.get(src)
     if got is None:
         code = next(c for c in compile(src, "<scalar ops>", "exec").co_consts if isinstance(c, CodeType))

@@ -17,7 +17,8 @@ from ascendir.costmodel import LEVELS, OpCost, builtin_costs, copy_path, quantis
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
-from ascendir.interpreter.exec.common import Closure, np_dtype, space_name, unit_of
+from ascendir.interpreter.exec.common import Closure, _per_type, np_dtype, space_name, unit_of
+from ascendir.interpreter.exec.walk import _is_a, operands_of
 from ascendir.interpreter.exec.wide import F16, declared, storage_dtype
 
 # the built-in cost factories (costmodel/ops.py): each gives one op the same pipe and unit
@@ -103,10 +104,25 @@ def _timed_tile(n: int):
     return make
 
 
+def _memref_facts(t: MemRefType) -> tuple:
+    """(numpy dtype, space name, whether numerics runs widen it: wide.storage_dtype) of memref
+    type `t`, once per type object (common._per_type: the data walk's compile asks them of every
+    memref operand of every tile op)."""
+    return _per_type(_FACTS, t, lambda: _derive_facts(t))
+
+
+def _derive_facts(t: MemRefType) -> tuple:
+    dt, space = np_dtype(t), space_name(t)
+    return dt, space, storage_dtype(space, dt) != dt
+
+
+_FACTS: dict = {}  # id(memref type) -> (the type, its `_memref_facts`)
+
+
 def slice_name(op: Operation, target, path: tuple | None = None) -> str:
     """What a trace slice of `op` is called: a copy by its path ("GM->UB", "L1->L0A"; `path`: its
     copy_path when known), other ops by their name without the dialect ("mmad", "vexp")."""
-    if isinstance(op, ascend.CopyOp):
+    if _is_a(type(op), ascend.CopyOp):
         src, dst, _ = path if path is not None else copy_path(op, target)
         return f"{src.upper()}->{dst.upper()}"
     return op.name.removeprefix("ascend.")
@@ -125,9 +141,13 @@ class TileOps:
         cost_fn = k.costs.get(op)
         if cost_fn is None:
             cost_fn = k.costs[op] = shared_cost(registry.COSTS[type(op)], op, k.env, k.paths.get(op))
-        operands = op.operands
+        operands = operands_of(op)  # (xDSL's `operands` makes a view per access)
         ins = [self.slot(v) for v in operands]
-        mem = [isinstance(v.type, MemRefType) for v in operands]
+        types = [v.type for v in operands]
+        mem = [isinstance(t, MemRefType) for t in types]
+        # per memref operand (dtype, space, widened), once per type object: `_wide` and the data
+        # walk's GM operands read them (None: a scalar operand)
+        facts = [_memref_facts(t) if m_ else None for t, m_ in zip(types, mem)] if sem is not None else None
         get = itemgetter(*ins) if len(ins) > 1 else (lambda R, i=ins[0]: (R[i],))
         name = op.name
         nunits = k.nunits
@@ -135,7 +155,7 @@ class TileOps:
         mem_slots = [i for i, m_ in zip(ins, mem) if m_]
         race_ops = [(i, j == len(mem_slots) - 1) for j, i in enumerate(mem_slots)]  # last memref is written
         if sem is not None:
-            sem, typed = self._wide(op, sem, mem)
+            sem, typed = self._wide(op, sem, mem, facts)
             raw_cost = cost_fn
             cost_fn = lambda *vals, **kw: raw_cost(*typed(vals), **kw)  # noqa: E731 (costs see declared dtypes)
 
@@ -162,12 +182,12 @@ class TileOps:
             # a built-in cost function gives every op it serves one pipe and unit (costmodel.shared_cost
             # shares one function between the ops of one form): its ops share their pipe slots
             fixed = (k.costs[op], sub) if _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)] else None
-            gm = [space_name(v.type) == "gm" for v, m_ in zip(operands, mem) if m_]
+            gm = [f[1] == "gm" for f in facts if f is not None]
             return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm)
 
         cache: dict = {}
         path = None
-        if isinstance(op, ascend.CopyOp):  # (read once per kernel: sim/kernel.py `_prewalk`)
+        if _is_a(type(op), ascend.CopyOp):  # (read once per kernel: sim/kernel.py `_prewalk`)
             path = k.paths.get(op)
             if path is None:
                 path = copy_path(op, self.m.target)
@@ -237,22 +257,23 @@ class TileOps:
         me = weakref.ref(run)  # what a held pipe queues, without a reference cycle (sync_ops.py `set_flag`)
         return run
 
-    def _wide(self, op: Operation, sem, mem: list[bool]) -> tuple:
+    def _wide(self, op: Operation, sem, mem: list[bool], facts: list) -> tuple:
         """`sem` of a numerics run with fp16 cube operands held in fp32 (wide.py), and the map
         from its operand values to those its cost is computed from (declared dtypes). A GM fp16
         read into a widened L1 buffer reads the launch's fp32 copy of its GM buffer (F.shadows);
         a write into GM updates that copy; an op other than a copy writing a widened buffer
-        leaves fp16 values in it."""
+        leaves fp16 values in it. `mem`: per operand whether it is a memref; `facts`: per
+        operand its `_memref_facts`, None for a scalar."""
         F = self.F
-        dts = tuple(np_dtype(v.type) if m_ else None for v, m_ in zip(op.operands, mem))
-        spaces = [space_name(v.type) if m_ else None for v, m_ in zip(op.operands, mem)]
-        widened = [dt is not None and storage_dtype(sp, dt) != dt for dt, sp in zip(dts, spaces)]
+        dts = tuple(f[0] if f is not None else None for f in facts)
+        spaces = [f[1] if f is not None else None for f in facts]
+        widened = [f is not None and f[2] for f in facts]
 
         def typed(vals: tuple) -> tuple:
             return declared(vals, dts)
 
         out = max(i for i, m_ in enumerate(mem) if m_)  # the written operand (race.py convention)
-        if isinstance(op, ascend.CopyOp):
+        if _is_a(type(op), ascend.CopyOp):
             if spaces[0] == "gm" and dts[0] == F16 and widened[1]:
 
                 def read_wide(s, d) -> None:

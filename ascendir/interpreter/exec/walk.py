@@ -8,7 +8,7 @@ from operator import attrgetter
 
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from ascendir.dialects import ascend
 
@@ -65,32 +65,86 @@ class OpTree:
     made the kernel walks a visible part of compiling), with where each op's own walk lies in it: in pre-order
     an op and the ops nested in it are consecutive, so `walk(op)` is a slice and the per-loop
     analyses of a kernel (steady.py, remap.py; the tile loop's walk holds the K loop's, ...) need
-    no walk of their own; and its subviews decoded once (`subview`). Valid while the IR is not
-    changed: build one per compile."""
+    no walk of their own; and its subviews decoded once (`subview`). The same recursion keeps
+    what the compiles and analyses would otherwise read from xDSL's linked lists again (about a
+    twentieth of compiling a 7B layer's kernels went to xDSL's iterators and properties): each
+    block's ops (`block_ops`), each op's directly nested ops and its regions' block arguments
+    (`nested`) and its parent (`parents`), and the ids of the values each walk defines (`defined`). Valid while the IR is
+    not changed: build one per compile."""
 
-    __slots__ = ("ops", "_span", "_subviews", "_derived")
+    __slots__ = ("ops", "_span", "_subviews", "_derived", "_blocks", "_nested", "_defs", "_def_at", "_parents")
 
     def __init__(self, root: Operation):
         ops: list[Operation] = []
         span: dict[int, tuple[int, int]] = {}  # id(op) -> (its index, the index past its nested ops)
+        blocks: dict[int, list[Operation]] = {}  # id(block) -> its ops in order
+        nested: dict[int, tuple[list[int], list]] = {}  # op index -> (nested op indices, block args); ops with regions
+        defs: list[int] = []  # ids of the values defined, in walk order: per op its results, its blocks' arguments
+        def_at: list[int] = []  # op index -> where its values start in `defs` (then one past the end)
+        parents: list[int] = []  # op index -> its parent op's index (-1: the root)
 
-        def visit(o: Operation) -> None:
+        # xDSL's own fields, not its accessors (each a Python property or generator; the fields
+        # are what they read, the release is pinned: pyproject.toml; a test compares them)
+        def visit(o: Operation, up: int) -> None:
             i = len(ops)
             ops.append(o)
-            for region in o.regions:
-                for block in region.blocks:
-                    x = block.first_op
-                    while x is not None:
-                        visit(x)
-                        x = x.next_op
+            parents.append(up)
+            def_at.append(len(defs))
+            defs.extend(map(id, o.results))
+            if o.regions:
+                kids: list[int] = []
+                args: list = []
+                for region in o.regions:
+                    block = region._first_block
+                    while block is not None:
+                        args += block._args
+                        defs.extend(map(id, block._args))
+                        inside = blocks[id(block)] = []
+                        x = block._first_op
+                        while x is not None:
+                            inside.append(x)
+                            kids.append(len(ops))
+                            visit(x, i)
+                            x = x._next_op
+                        block = block._next_block
+                nested[i] = (kids, args)
             span[id(o)] = (i, len(ops))  # (ids are unique: `ops` keeps every op alive)
 
-        visit(root)
+        visit(root, -1)
         del visit  # (it calls itself: a reference cycle otherwise)
+        def_at.append(len(defs))
         self.ops = ops
         self._span = span
+        self._blocks = blocks
+        self._nested = nested
+        self._defs = defs
+        self._def_at = def_at
+        self._parents = parents
         self._subviews: dict[Operation, Subview] = {}
         self._derived: dict = {}
+
+    def block_ops(self, block: Block) -> list[Operation]:
+        """The ops of `block` in order (`list(block.ops)`), a block of the tree; `block.ops` read
+        now for any other block. The list is shared: callers do not change it."""
+        got = self._blocks.get(id(block))
+        return got if got is not None else list(block.ops)
+
+    def nested(self, i: int) -> tuple[list[int], list[BlockArgument]]:
+        """(Indices in `ops` of the ops directly in the regions of op `ops[i]`, the arguments of
+        its regions' blocks), both in order; empty for an op without regions. Shared: not to be
+        changed."""
+        return self._nested.get(i, _NO_NESTED)
+
+    def parents(self) -> list[int]:
+        """Per op of `ops`, the index of the op whose region holds it (-1 for the root). Shared:
+        not to be changed."""
+        return self._parents
+
+    def defined(self, op: Operation) -> set[int]:
+        """The ids of the values `op` and the ops nested in it define (their results, their
+        regions' block arguments); `op` an op of the tree (KeyError otherwise)."""
+        i, j = self._span[id(op)]
+        return set(self._defs[self._def_at[i]:self._def_at[j]])
 
     def walk(self, op: Operation) -> list[Operation]:
         """`walk_ops(op)` for an op of the tree (KeyError for any other op)."""
@@ -116,6 +170,9 @@ class OpTree:
         if got is None:
             got = self._subviews[op] = Subview(op)
         return got
+
+
+_NO_NESTED: tuple[list[int], list] = ([], [])
 
 
 @functools.cache

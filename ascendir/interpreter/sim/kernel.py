@@ -263,10 +263,12 @@ class KernelProgram:
         self.env = CostEnv(t, t.hbm_bytes_per_cycle / groups)
         units = self._flag_units(order, statics)
         # what the kernel's compiles share (`_data_compile`, the twin's): the tile ops' cost functions too
-        scalar_units_, op_units = self._scalar_units(order, statics, units)
+        scalar_units_, op_units = self._scalar_units(order, statics, units, tree)
         # each flag's (source slot, destination slot, event), read once for both compiles (KernelInfo.flag_ends)
-        ends = {o: (su * NPIPES + PIPE_INDEX[o.src.data], du * NPIPES + PIPE_INDEX[o.dst.data], o.event.value.data)
-                for o, (su, du) in units.items()}
+        ends = {}
+        for o, (su, du) in units.items():
+            p = o.properties  # (what o.src, o.dst and o.event read, each through a Python descriptor call)
+            ends[o] = (su * NPIPES + PIPE_INDEX[p["src"].data], du * NPIPES + PIPE_INDEX[p["dst"].data], p["event"].value.data)
         self._facts = (ends, tree, scalar_units_, {}, paths, op_units)
         # memo key (memo.py): an id of the kernel without its name. None when launches with the same
         # text and argument aliasing may run differently: fresh GM roots of its own (`gm_alloc`),
@@ -274,13 +276,13 @@ class KernelProgram:
         # numerics mode; ascend.get_value in timing-only runs too, a routed group list)
         self.memo_text = None if gm_alloc or data_control else _memo_id(m.memo_ids, op, ops)
 
-    def _scalar_units(self, order: list[Operation], statics: dict, flags: dict) -> tuple[dict, dict]:
+    def _scalar_units(self, order: list[Operation], statics: dict, flags: dict, tree: OpTree) -> tuple[dict, dict]:
         """(The units running each scalar op of a mix kernel (exec/scalar_units.py), from the
         units of the ops whose unit is known: tile ops by pipe and subblock, flags both ends,
         scalar loads / stores of on-chip buffers the owner of the space; any other `ascend` op
         without results (a comm op, a barrier, a registered op of run-time pipe) every unit;
         the flags' and static-pipe tile ops' units as bit masks, KernelInfo.op_units). Both
-        empty on a single unit."""
+        empty on a single unit. `tree`: the kernel's OpTree (its ops: the kernel op, then `order`)."""
         if self.nunits == 1:
             return {}, {}
         every = (1 << self.nunits) - 1
@@ -303,7 +305,7 @@ class KernelProgram:
                     anchored[o] = 1 if space_unit(space) == "aic" else 1 << min(aiv, self.nunits - 1)
             elif o.name.startswith("ascend.") and not o.results:
                 anchored[o] = every
-        return scalar_units(order, anchored), fixed
+        return scalar_units(order, anchored, tree), fixed
 
     def _flag_units(self, order: list[Operation], statics: dict) -> dict[Operation, tuple[int, int]]:
         """(src unit, dst unit) of every flag op (`flag_units`; all 0 on a single unit)."""
