@@ -175,11 +175,11 @@ class LoopDriver:
             sl = self._sampler(rng, n, vals)
             if ent is not None:  # (stored below: its snapshots are LoopMemo.prefix's checkpoints)
                 sl.marks = []
+            before = self._clocks()  # (prefix applies the stored part: its slices are drawn from here)
             pre = self.memo.prefix(F, R, ent, n) if ent is not None else None
             track = sl.track = Track() if xkey is not None and pre is None else None
             idx = 0
             if pre is not None:
-                before = self._clocks()
                 idx = self._from_prefix(sl, pre, n)
                 self._extrapolated(before, idx, mark)
             if not self._iterate(sl, rng, idx, h0, track, mark):
