@@ -626,37 +626,33 @@ def _first_change(F, acc: Acc, coefs, rows, ri, rhit, misses, tshift: float, des
     first = min([p for p in misses if p not in ds], default=n)
     if not des or des[0] >= first:
         return first
+    p = _first_moved(F, acc, coefs, rows, ri, rhit, tshift, des, cache, first)
+    return first if p is None else p
+
+
+def _designated_hold(F, acc: Acc, coefs, rows, ri, rhit, tshift: float, des: list[int], cache: list) -> bool:
+    """Whether every designated read `des` (indices into the reads `ri`) gets its stored
+    outcome (`_first_moved` finds none that does not)."""
+    return not des or _first_moved(F, acc, coefs, rows, ri, rhit, tshift, des, cache, len(rhit)) is None
+
+
+def _first_moved(F, acc: Acc, coefs, rows, ri, rhit, tshift: float, des: list[int], cache: list, stop: int) -> int | None:
+    """The first designated read `des` (ascending indices into the reads `ri`) before `stop`
+    whose outcome now (the chip L2 of earlier kernels) differs from its stored one `rhit`, None
+    when none does. Element by element on Python lists of the stored arrays (`cache`: the stored
+    execution's, built on first use): a call looks at a handful of reads, where numpy's
+    per-call and per-element costs dominate; `rows`: the row shifts (`Coefs.row_shifts`, None
+    without address values)."""
     if not cache:
         cache.append((ri.tolist(), acc.sid.tolist(), acc.off.tolist(), acc.t.tolist(), rhit.tolist(),
                       coefs.inv.tolist() if coefs is not None else None))
     ri_l, sid_l, off_l, t_l, hit_l, inv_l = cache[0]
     resident, t0 = F.l2.resident_before, F.kernel_start
     for p in des:
-        if p >= first:
+        if p >= stop:
             break
         e = ri_l[p]
         o = off_l[e] if rows is None else off_l[e] + rows[inv_l[e]]
         if resident(sid_l[e] * SHIFT + o, t_l[e] + tshift, t0) != hit_l[p]:
             return p
-    return first
-
-
-def _designated_hold(F, acc: Acc, coefs, rows, ri, rhit, tshift: float, des: list[int], cache: list) -> bool:
-    """Whether every designated read `des` (indices into the
-    reads `ri`) gets its stored outcome. Element by element on Python lists of the stored arrays
-    (`cache`: the stored execution's, built on first use): a call looks at a handful of reads,
-    where numpy's per-call and per-element costs dominate; `rows`: the row shifts
-    (`Coefs.row_shifts`, None without address values)."""
-    if not des:
-        return True
-    if not cache:
-        cache.append((ri.tolist(), acc.sid.tolist(), acc.off.tolist(), acc.t.tolist(), rhit.tolist(),
-                      coefs.inv.tolist() if coefs is not None else None))
-    ri_l, sid_l, off_l, t_l, hit_l, inv_l = cache[0]
-    resident, t0 = F.l2.resident_before, F.kernel_start
-    for p in des:
-        e = ri_l[p]
-        o = off_l[e] if rows is None else off_l[e] + rows[inv_l[e]]
-        if resident(sid_l[e] * SHIFT + o, t_l[e] + tshift, t0) != hit_l[p]:
-            return False
-    return True
+    return None
