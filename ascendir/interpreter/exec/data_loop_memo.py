@@ -485,15 +485,19 @@ def _exact(st: _Stored, bases: dict) -> bool:
 
 def _chip_view(bases: dict, chips: dict, root, key: tuple, like: np.ndarray) -> np.ndarray:
     """The view of on-chip region `key` (element offset, shape, element strides) of buffer
-    `root` (or of a GM root) with dtype `like`'s, built from `bases` as `_rebuild` builds it
-    (raises as it does), once per (root, key, dtype) in `chips`."""
+    `root` (or of a GM root) with dtype `like`'s, built from `bases` (raises KeyError for a root
+    without a base); kept in `chips` per (root, key, dtype) for an unmoved on-chip buffer (a GM
+    root's view moves with its shift)."""
     k = (id(root), key, like.dtype)
     got = chips.get(k)
-    if got is None:
-        o, base, _ = bases[root]
-        isz = like.itemsize
-        got = chips[k] = np.ndarray(key[1], like.dtype, o, base + key[0] * isz, tuple(x * isz for x in key[2]))
-    return got
+    if got is not None:
+        return got
+    o, base, delta = bases[root]
+    isz = like.itemsize
+    v = np.ndarray(key[1], like.dtype, o, base + key[0] * isz, tuple(x * isz for x in key[2]))
+    if delta == 0 and type(root) is ChipBuffer:
+        chips[k] = v
+    return v
 
 
 def _rebuild(st: _Stored, bases: dict, views: dict, terms: list, chips: dict) -> tuple[dict, list, dict]:
@@ -525,18 +529,6 @@ def _rebuild(st: _Stored, bases: dict, views: dict, terms: list, chips: dict) ->
         memo[id(p)] = out
         return out
 
-    def chip(root, key, like):
-        k = (id(root), key, like.dtype)
-        got = chips.get(k)
-        if got is not None:
-            return got
-        o, base, delta = bases[root]
-        isz = like.itemsize
-        v = np.ndarray(key[1], like.dtype, o, base + key[0] * isz, tuple(x * isz for x in key[2]))
-        if delta == 0 and type(root) is ChipBuffer:  # (a GM root's view moves with its shift)
-            chips[k] = v
-        return v
-
     copies = {}
     for r, d in st.copies.items():
         nd = {}
@@ -546,13 +538,13 @@ def _rebuild(st: _Stored, bases: dict, views: dict, terms: list, chips: dict) ->
                 src2 = pieces(src)
             else:  # a GM load's view: its tag is its piece's
                 src2 = gm(src, p[0][3] if p is not None else None)[0]
-            nd[k] = (fn, src2, chip(r, k, dst), np_, box)
+            nd[k] = (fn, src2, _chip_view(bases, chips, r, k, dst), np_, box)
         copies[r] = nd
     adds = []
     for r, k, cv, (va, vb, sa, sb), init in terms:
         a, ta = gm(va, sa)
         b, tb = gm(vb, sb)
-        adds.append((r, k, chip(r, k, cv), (a, b, ta, tb), init))
+        adds.append((r, k, _chip_view(bases, chips, r, k, cv), (a, b, ta, tb), init))
     span = {}
     for r, (lo, hi) in st.span.items():
         delta = bases[r][2]
