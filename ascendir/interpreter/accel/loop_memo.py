@@ -135,6 +135,16 @@ class LoopMemo:
         moves the other units' clocks nor flag queues it does not set or wait on
         (scf_ops.loop_units): those are left out of its key, its latest clock is its units'
         latest, and applying a stored execution leaves them as they are (`units`, `qkeys`).
+    (e) an S clock may also lag *less* far behind than at the stored entry of such an execution
+        (no S clock decided anything), as long as, advanced by the execution's scalar charges,
+        it stays below the lowest clock of the key that is not at its S clock (`s_behind`).
+        In an execution where no S clock decides anything, every clock value an S clock is
+        compared with (a tile op's or a barrier's pipe clock, a set's source clocks, a wait's
+        destination clock) is at least that lowest one: by induction over the ops, a value
+        at its S clock when entered would be compared as it is only with an S clock at or
+        past it (a decision), and every other value is a sum or max of such values and costs.
+        An S clock that lagged less but stays below them all then decides nothing either, and
+        the execution is the stored one, S advancing by the same charges.
     So an execution depends on its control values (`memo_inputs`), on the clamped clocks relative
     to the latest one (exact: multiples of the cycle quantum, costmodel/quantum.py) and on the
     L2 outcomes of its reads. A stored
@@ -217,7 +227,8 @@ class LoopMemo:
             v = vs[j]
             head = v[0] if len(v) == 2 else v  # (s_free, S positions) lead both forms
             hs = head[1]
-            if hs != srel and not (head[0] and (srel[0] <= hs[0] if one else all(map(le, srel, hs)))):
+            if hs != srel and not (head[0] and ((srel[0] <= hs[0] if one else all(map(le, srel, hs)))
+                                                or s_behind(srel, hs, head[7], self.units, ent[0][1]))):
                 continue
             if len(v) == 2:  # stored raw (`store`): arrays built on the first match
                 v = vs[j] = self._finish(*v)
@@ -286,7 +297,8 @@ class LoopMemo:
             if not cps or best is not None and cps[0][0] <= best[0][0]:  # (none later than the best so far)
                 continue
             hs = head[1]
-            if hs != srel and not (head[0] and (srel[0] <= hs[0] if one else all(map(le, srel, hs)))):
+            if hs != srel and not (head[0] and ((srel[0] <= hs[0] if one else all(map(le, srel, hs)))
+                                                or s_behind(srel, hs, head[7], self.units, ent[0][1]))):
                 continue
             if len(v) == 2:
                 v = vs[j] = self._finish(*v)
@@ -510,6 +522,25 @@ def _miss_positions(hit: np.ndarray) -> frozenset:
             _MISSES.clear()
         got = _MISSES[key] = frozenset([p for p, h in enumerate(hit.tolist()) if not h])
     return got
+
+
+def s_behind(srel: tuple, hs: tuple, dS: list[float], units: list[int] | None, rel: tuple) -> bool:
+    """LoopMemo doc (e): whether an entry whose S clocks sit at `srel` (cycles relative to the
+    latest clock of the key, one per unit of `units`, every unit when None) may take a stored
+    execution of the same key `rel` (`state_key`'s first part) entered with them at `hs`, in
+    which no S clock decided anything and unit u's S clock advanced by dS[u] cycles: every S
+    clock lags at least as far behind as then, or, advanced by its dS, stays below the lowest
+    clock of `rel` that is not at its S clock ("S"). Exact comparisons: multiples of the cycle
+    quantum (costmodel/quantum.py)."""
+    lowest = None
+    for i, (s, h) in enumerate(zip(srel, hs)):
+        if s <= h:
+            continue
+        if lowest is None:  # (rel: the queue lengths, then clocks and pending times or "S")
+            lowest = min([x for x in rel[1:] if x != "S"], default=float("inf"))
+        if not s + dS[units[i] if units is not None else i] < lowest:
+            return False
+    return True
 
 
 def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True, units: list[int] | None = None,

@@ -62,7 +62,7 @@ from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.accel.remap import AddressPlan, Remap
 from ascendir.interpreter.accel.accesses import Acc, first_write_change
 from ascendir.dialects import ascend
-from ascendir.interpreter.accel.loop_memo import _external, _op_rows, getter
+from ascendir.interpreter.accel.loop_memo import _external, _op_rows, getter, s_behind
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
 from ascendir.interpreter.exec.walk import OpTree
 
@@ -283,7 +283,7 @@ class BlockMemo:
         for v in reversed(vs):
             head, cids, C0, ctl, reads, writes = v
             hs = head[1]
-            if hs != srel and not (head[0] and all(map(le, srel, hs))):
+            if hs != srel and not (head[0] and (all(map(le, srel, hs)) or s_behind(srel, hs, head[7], memo.units, ent[0][1]))):
                 continue
             if C is None:
                 control, C = self._values(R, value_of, n)
