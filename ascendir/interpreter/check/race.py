@@ -52,6 +52,7 @@ from ascendir.errors import AscendirError
 
 KEEP = 8  # distinct ranges remembered per (buffer, pipe, read/write)
 REFS = 8  # checked blocks a launch's later blocks may follow (RaceChecker)
+SNAP = 1024  # events between the on-chip states a checked block keeps (RaceChecker `_snap`)
 
 
 def extent(tag: tuple, shape: tuple[int, ...]) -> tuple[int, int]:
@@ -168,7 +169,8 @@ class RaceChecker:
 
     __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views",
                  "refs", "ref", "pos", "rec", "lazy", "queues", "block",
-                 "frame", "ctl", "traces", "cheap", "cheap_ctl", "nctl", "gmlog", "gm_moves", "gm_steps", "tape", "ctl_vals")
+                 "frame", "ctl", "traces", "cheap", "cheap_ctl", "nctl", "gmlog", "gm_moves", "gm_steps", "tape", "ctl_vals",
+                 "snaps", "cur", "phys_keys")
 
     def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1, nflags: int = 1, frame=None):
         """`frame`: the data walk's Frame when its blocks may run unchecked while they take a
@@ -206,6 +208,11 @@ class RaceChecker:
         self.ctl_vals: tuple | None = None  # (a `cheap_ctl`, its decisions' values): `ctl_values`
         self.gm_steps: dict = {}  # id(checked block) -> its steps with GM operands, their pipe slots
         self.tape: list | None = None  # while set, the calls made, in order (`play`)
+        # id(checked block in `refs`) -> (it, {m: the on-chip state after its first m events}),
+        # and the states of the block being checked in full (`cur`; `_snap`, `_diverge`)
+        self.snaps: dict = {}
+        self.cur: dict = {}
+        self.phys_keys: set = set()  # the placed spaces accessed (on-chip keys of `seen` besides ChipBuffers)
 
     def _view(self, root, st: tuple, shape: tuple) -> tuple:
         """(last element - first element, or -1 when empty; geometry id of (strides, shape); the
@@ -222,6 +229,8 @@ class RaceChecker:
             g = self.geo_ids[(st, shape)] = len(self.geometry)
             self.geometry.append((st, shape))
         placed = type(root) is ChipBuffer and root.phys is not None
+        if placed:
+            self.phys_keys.add(root.phys)
         v = self.views[(root, st, shape)] = (span, g, root.phys, root.base, root.isz) if placed else (span, g, None, 0, 0)
         return v
 
@@ -240,20 +249,25 @@ class RaceChecker:
             q.clear()
         rec = self.rec
         ref = self.ref
+        cur = self.cur
         if (rec is None and ref is not None and self.frame is not None and self.ctl is not None and self.pos == len(ref)
                 and self.ctl != self.traces.get(id(ref))):
             # the last block followed `ref` to its end on other decisions (the branches of a fused
             # Q / K / V GEMM: the same events): it is a checked block with those decisions, one
             # that later blocks deciding alike follow cheaply (a copy: `traces` is per list)
             rec = list(ref)
+            cur = self.snaps.get(id(ref), (None, {}))[1]  # (the same events: the same states)
         if rec:  # the last block was checked in full (or followed one to its end) and raised nothing
             self.refs.append(rec)
             self.traces[id(rec)] = self.ctl
+            self.snaps[id(rec)] = (rec, cur)
             if len(self.refs) > REFS:
                 self.traces.pop(id(self.refs[0]), None)
                 self.gm_steps.pop(id(self.refs[0]), None)
+                self.snaps.pop(id(self.refs[0]), None)
                 del self.refs[0]
             self.ref = rec
+        self.cur = {}
         self.rec = None
         self.pos = 0
         self.lazy = {}
@@ -443,8 +457,11 @@ class RaceChecker:
         else:
             j = [max(col) for col in zip(*vc)]
             self.vc = [list(j) for _ in range(self.nslots)]
-        if self.rec is not None:
-            self.rec.append(ev)
+        rec = self.rec
+        if rec is not None:
+            rec.append(ev)
+            if not len(rec) % SNAP:
+                self._snap()
 
     def access(self, pid: int, operands: list[tuple], name: str, block: int) -> None:
         """operands: (tag, shape, writes) of each memref operand of an op on pipe slot `pid`.
@@ -474,6 +491,8 @@ class RaceChecker:
         if rec is not None:
             on = [o for o in operands if type(o[0][0]) is ChipBuffer]
             rec.append((on, vc[:], pid, name, len(operands) - len(on)))
+            if not len(rec) % SNAP:
+                self._snap()
 
     def _tick(self, pid: int) -> list[int]:
         """Advance pipe slot `pid`'s epoch (an access of it); its clock row."""
@@ -548,19 +567,54 @@ class RaceChecker:
         raises, `ref` having raised nothing on the same on-chip keys); then the rest of the block
         is checked in full, recorded (`rec`). (The replayed checks record their ranges without
         comparing them: they would raise nothing. A prefix is most of a block when a tile loop
-        ends early near its end.)"""
+        ends early near its end.)
+
+        The replay starts from `ref`'s latest kept state at or before its step `n` (`_snap`):
+        the clocks, pending sets and on-chip ranges after a checked block's first m events are
+        a function of those events alone (each block starts from fresh clocks, no pending set
+        and no range; GM keys hold GM ranges only), the replay's after this block's first m,
+        the same events. A following block has run no clock and checked no on-chip operand
+        before it diverges (`set`, `_follow`): its state holds GM ranges only, which stay."""
         for root in list(self.lazy):
             self._materialise(root, self.block)
-        rec = self.ref[:n]
+        ref = self.ref
         self.ref = None
-        self.rec = []
-        for step in rec:
+        kept = self.snaps.get(id(ref))
+        self.cur = {} if kept is None else {m: s for m, s in kept[1].items() if m <= n}
+        m = max(self.cur, default=0)
+        if m:
+            self._restore(self.cur[m])
+        self.rec = ref[:m]
+        for step in ref[m:n]:
             if step[0] is None:
                 self._run(step)
             else:
                 on, _, pid, name, _ = step
                 self._check(pid, self._tick(pid), on, name, self.block, scan=False)
-                self.rec.append(step)
+                rec = self.rec
+                rec.append(step)
+                if not len(rec) % SNAP:
+                    self._snap()
+
+    def _snap(self) -> None:
+        """Keep the on-chip state after the events recorded so far (`rec`, SNAP of them more
+        than at the last): the clocks, the active slots, the pending sets and the on-chip keys'
+        ranges, copied (`_diverge` restores them instead of replaying the events before)."""
+        chip = self.phys_keys
+        seen = {k: ({pk: dict(d) for pk, d in per.items()}, dict(latest)) for k, (per, latest) in self.seen.items()
+                if type(k) is ChipBuffer or k in chip}
+        self.cur[len(self.rec)] = ([row[:] for row in self.vc], self.active[:], [tuple(q) if q else () for q in self.queues], seen)
+
+    def _restore(self, state: tuple) -> None:
+        """Take the on-chip state `_snap` kept (copied again: the check goes on from it)."""
+        vc, active, queues, seen = state
+        self.vc = [row[:] for row in vc]
+        self.active = active[:]
+        for q, got in zip(self.queues, queues):
+            q.clear()
+            q.extend(got)
+        for k, (per, latest) in seen.items():
+            self.seen[k] = ({pk: dict(d) for pk, d in per.items()}, dict(latest))
 
     def _check(self, pid: int, vc: list[int], operands: list[tuple], name: str, block: int, scan: bool = True) -> None:
         """Check and record `operands` of an access by pipe slot `pid` whose clock row is `vc`
