@@ -567,6 +567,61 @@ def varange(op: ascend.VarangeOp) -> Runtime:
     return run
 
 
+# ------------------------------------------------------------------------------------------
+# batched forms (the batched data walk, exec/batch_run.py): operands with one leading axis more,
+# slice k of each being block k's operand; slice k of the result must be the op's result on
+# block k's operands, bit for bit
+# ------------------------------------------------------------------------------------------
+def _copy_batched(op: ascend.CopyOp) -> Runtime:
+    """copy on batched operands: its transpose (`src.T`, which would reverse the batch axis too)
+    given a source whose `.T` swaps the last two axes only; the overlap rule zips the batch axes,
+    of one size."""
+    run = copy(op)
+    if op.transpose is None or op.transpose.value.data == 0 or run is _nothing:
+        return run
+
+    def batched(src: np.ndarray, dst: np.ndarray) -> None:
+        if src.ndim != 3:  # (a transposing copy moves 2-D tiles: the verifier's rule)
+            raise AscendirError(f"ascend.copy with transpose: a {src.ndim - 1}-D source")
+        run(np.swapaxes(src, 1, 2).T, dst)
+
+    return batched
+
+
+def _vtranspose_batched(op: ascend.VtransposeOp) -> Runtime:
+    """vtranspose on batched operands: its permutation applied to the axes after the batch axis."""
+    perm = (0,) + tuple(p.value.data + 1 for p in op.perm.data)
+
+    def run(src: np.ndarray, dst: np.ndarray) -> None:
+        _store(dst, np.transpose(src, perm))
+
+    return run
+
+
+# ops whose numpy loops are not all exact or correctly rounded (transcendentals, reductions): numpy
+# may pick another loop for another memory layout, so they run batched only where each operand
+# keeps its contiguity (exec/batch_run.py)
+_LAYOUT_SENSITIVE = frozenset(UNARY) | frozenset(REDUCE) | {"vpow", "vpows"}
+
+
+def batched_semantics() -> dict[type, tuple[Callable[[Operation], Runtime], bool]]:
+    """op class -> (factory of its batched form, whether that form runs only where every operand
+    keeps the contiguity it has per block) for the ascend tile ops that have one. Every entry's
+    operands are its per-block operands with one leading batch axis (slice k: block k's); the
+    elementwise ops, reductions over the last axis, casts, copies, compares, selects, dups,
+    aranges and mmad (numpy's stacked matmul: the per-block BLAS call per slice) broadcast over
+    it as written. gather_rows has none (per-block indices, data-dependent errors): the batched
+    walk runs it block by block."""
+    table: dict[type, tuple[Callable[[Operation], Runtime], bool]] = {}
+    for t, factory in builtin_semantics().items():
+        if t is ascend.GatherRowsOp:
+            continue
+        name = t.name.removeprefix("ascend.")
+        table[t] = ({ascend.CopyOp: _copy_batched, ascend.VtransposeOp: _vtranspose_batched}.get(t, factory),
+                    name in _LAYOUT_SENSITIVE)
+    return table
+
+
 def builtin_semantics() -> dict[type, Callable[[Operation], Runtime]]:
     """op class -> semantics factory for every ascend tile op."""
     table: dict[type, Callable[[Operation], Runtime]] = {
