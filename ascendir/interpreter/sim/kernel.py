@@ -470,7 +470,11 @@ class KernelProgram:
         as there: every op runs, so the checker sees every access. A kernel whose ops touch data only
         through tile ops defers its cube data (exec/deferred.py `eligible`): copies into L1 / L0A /
         L0B and mmads are recorded and each L0C tile computed when read, per K run (blocks of
-        super-tile products, dropped when the walk ends)."""
+        super-tile products, dropped when the walk ends). Any other kernel whose ops read data
+        only in tile ops (`batched`) runs its blocks recording their tile ops (exec/tape.py),
+        then computes them, runs of blocks of equal ops an op at a time for all of them
+        (exec/batch_run.py: the same bits); an error of the blocks' own (race, deadlock) is then
+        raised before any of their data is computed."""
         F, slots, body, nflags, uniform = self._data_compile()
         for s, a, tag in zip(slots, args, tags):
             F.values[s] = a
