@@ -212,3 +212,23 @@ def test_kernels_reading_data_outside_tile_ops_are_not_batched():
     assert not batch_run.batchable([memref.StoreOp.__new__(memref.StoreOp)])
     assert not batch_run.batchable([memref.LoadOp.__new__(memref.LoadOp)])
     assert batch_groups.MAX_BATCH >= 2
+
+
+def test_operands_of_other_ranks_run_per_block(monkeypatch):
+    """A row added to each row of a tile (numpy broadcasting a lower-rank operand): batched,
+    the batch axis of the row would line up with the tile's rows."""
+    monkeypatch.setattr(batch_run, "MIN_OPS", 1)
+    t = Tape(2)
+    rows, tiles = [], []
+    for k in range(2):
+        t.begin(k)
+        rows.append(t.zeros(0, (3,), np.dtype(np.float32)))
+        rows[-1][...] = [1 + k, 2 + k, 3 + k]
+        tiles.append(t.zeros(1, (2, 3), np.dtype(np.float32)))
+
+    def add(a, d):
+        np.add(d, a, out=d)
+
+    f = _facts((), add, add)
+    batch_run.run([[(f, (rows[k], tiles[k]))] for k in range(2)])
+    assert all((tiles[k] == rows[k]).all() for k in range(2))
