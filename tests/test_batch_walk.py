@@ -207,6 +207,22 @@ def test_an_alloc_run_again_in_a_block_gets_fresh_zeros():
     assert (c == 0).all() and c.base is a.base
 
 
+def test_a_window_taken_leaves_its_slices_zeroed_for_the_next():
+    """Blocks recorded a window at a time: the next window's blocks take the same slices, zeroed
+    again (the plain walk's fresh zeros)."""
+    t = Tape(2)
+    got = []
+    for b in range(4):
+        t.begin(b)
+        a = t.zeros(5, (3,), np.dtype(np.float32))
+        assert (a == 0).all()
+        a[...] = b + 1
+        got.append(a)
+        if t.full():
+            assert len(t.take()) == 2 and not t.blocks
+    assert np.shares_memory(got[0], got[2]) and not np.shares_memory(got[0], got[1])
+
+
 def test_kernels_reading_data_outside_tile_ops_are_not_batched():
     assert batch_run.batchable([SimpleNamespace()])
     assert not batch_run.batchable([memref.StoreOp.__new__(memref.StoreOp)])

@@ -24,6 +24,7 @@ from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.dialects.ascend.flag_placement import flag_units
 from ascendir.interpreter.exec import batch_run, deferred, registry
+from ascendir.interpreter.exec.batch_groups import MAX_BATCH
 from ascendir.interpreter.exec.tape import Tape
 from ascendir.interpreter.exec.census import Census
 from ascendir.interpreter.exec.common import space_name
@@ -472,9 +473,9 @@ class KernelProgram:
         L0B and mmads are recorded and each L0C tile computed when read, per K run (blocks of
         super-tile products, dropped when the walk ends). Any other kernel whose ops read data
         only in tile ops (`batched`) runs its blocks recording their tile ops (exec/tape.py),
-        then computes them, runs of blocks of equal ops an op at a time for all of them
-        (exec/batch_run.py: the same bits); an error of the blocks' own (race, deadlock) is then
-        raised before any of their data is computed."""
+        then computes them a window of blocks at a time, runs of blocks of equal ops an op at a
+        time for all of them (exec/batch_run.py: the same bits); an error of the blocks' own
+        (race, deadlock) is then raised before the data of its window's blocks is computed."""
         F, slots, body, nflags, uniform = self._data_compile()
         for s, a, tag in zip(slots, args, tags):
             F.values[s] = a
@@ -491,12 +492,12 @@ class KernelProgram:
         F.flags = FlagQueues(nflags)
         # a kernel whose blocks' paths read no data records its blocks' tile ops first, then
         # computes them, consecutive blocks of equal ops together (exec/batch_run.py)
-        F.tape = Tape(self.block_dim) if self.batched else None
+        F.tape = Tape(MAX_BATCH) if self.batched else None
         try:
             self._blocks(False, F, body)
             if F.tape is not None:
                 tape, F.tape = F.tape, None
-                batch_run.run(tape.blocks)
+                batch_run.run(tape.take())
         finally:
             F.tape = None
             F.races = F.ctl = F.hold = None
@@ -579,11 +580,13 @@ class KernelProgram:
                 err = F.hold.deadlock(b)
                 F.hold, F.slow_path = None, False
                 raise err
-            if tape is not None and b == 0 and len(tape.blocks[0]) < batch_run.MIN_OPS:
-                # blocks of few tile ops gain nothing batched: block 0's run now, the rest as recorded
-                F.tape = None
-                batch_run.run(tape.blocks[:1])
-                tape = None
+            if tape is not None:
+                if b == 0 and len(tape.blocks[0]) < batch_run.MIN_OPS:
+                    # blocks of few tile ops gain nothing batched: block 0's run now, the rest as written
+                    batch_run.run(tape.take())
+                    F.tape = tape = None
+                elif tape.full():  # a window of blocks recorded: computed (exec/tape.py)
+                    batch_run.run(tape.take())
         return cores
 
     def _finish(self, cores, F, acct: list[float] | None = None, skipped: int | None = None, trace: tuple | None = None) -> KernelRecord:
