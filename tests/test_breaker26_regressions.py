@@ -82,3 +82,57 @@ def test_the_first_block_in_order_raises_its_data_error():
     ids[(5 * it + 10) * r + 1, 0] = 1007  # block 5, iteration 10
     with pytest.raises(AscendirError, match=r"kernel @emb: ascend.gather_rows: index 1005 out of range for a table of 100 rows"):
         simulate(parse(text), ws, {"input_ids": ids}, HW)
+
+
+def test_nan_payloads_of_a_batched_f32_add_are_the_per_block_adds():
+    """vadd of two f32 UB tiles of 3 x 24 (72 elements) in 8 blocks of 70 iterations (the batched
+    walk groups them): numpy's AVX-512 f32 add returns the first operand's NaN in its vector body
+    and the second's in its scalar tail (per block: the tile's last 8 elements), so adding
+    (8, 3, 24) at once (int 2423c0c) moves the tail and changes NaN payloads: with x, y all NaN
+    (payloads 0x7FC00001, 0xFFC00002) main gives 4,480 elements of y's payload, int none."""
+    bd, it, r, c = 8, 70, 3, 24
+    n = bd * it * r
+    g, u = _gm((n, c)), _ub((r, c))
+    sv = f"memref<{r}x{c}xf32, strided<[{c}, 1], offset: ?>, #ascend<space gm>>"
+    text = f"""builtin.module {{
+  ascend.kernel @k(%x: {g}, %y: {g}, %z: {g}) attributes {{block_dim = {bd} : i64, core_type = #ascend.core_type<aiv>}} {{
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %cit = arith.constant {it} : index
+    %cr = arith.constant {r} : index
+    %bid = ascend.block_idx : index
+    %u = ascend.alloc : {u}
+    %w = ascend.alloc : {u}
+    %base = arith.muli %bid, %cit : index
+    scf.for %t = %c0 to %cit step %c1 {{
+      ascend.pipe_barrier ALL
+      %bt = arith.addi %base, %t : index
+      %row = arith.muli %bt, %cr : index
+      %xs = memref.subview %x[%row, 0] [{r}, {c}] [1, 1] : {g} to {sv}
+      %ys = memref.subview %y[%row, 0] [{r}, {c}] [1, 1] : {g} to {sv}
+      %zs = memref.subview %z[%row, 0] [{r}, {c}] [1, 1] : {g} to {sv}
+      ascend.copy %xs, %u : {sv}, {u}
+      ascend.copy %ys, %w : {sv}, {u}
+      ascend.set_flag MTE2 -> V, 0
+      ascend.wait_flag MTE2 -> V, 0
+      ascend.vadd %u, %w, %u : {u}, {u}, {u}
+      ascend.set_flag V -> MTE3, 0
+      ascend.wait_flag V -> MTE3, 0
+      ascend.copy %u, %zs : {u}, {sv}
+    }}
+    ascend.return
+  }}
+  func.func @main(%x: {g} {{onnx.name = "x"}}, %y: {g} {{onnx.name = "y"}}) -> ({g} {{onnx.name = "z"}}) {{
+    %z = ascend.alloc : {g}
+    ascend.launch @k(%x, %y, %z) : {g}, {g}, {g}
+    func.return %z : {g}
+  }}
+}}
+"""
+    x = np.full((n, c), np.nan, np.float32)
+    x.view(np.uint32)[:] = 0x7FC00001
+    y = np.full((n, c), np.nan, np.float32)
+    y.view(np.uint32)[:] = 0xFFC00002
+    z = simulate(parse(text), None, {"x": x, "y": y}, HW).outputs["z"]
+    ref = np.concatenate([np.add(x[i: i + r], y[i: i + r]) for i in range(0, n, r)])  # tile by tile, as each block adds
+    assert z.view(np.uint32).tolist() == ref.view(np.uint32).tolist()
