@@ -136,3 +136,24 @@ def test_nan_payloads_of_a_batched_f32_add_are_the_per_block_adds():
     z = simulate(parse(text), None, {"x": x, "y": y}, HW).outputs["z"]
     ref = np.concatenate([np.add(x[i: i + r], y[i: i + r]) for i in range(0, n, r)])  # tile by tile, as each block adds
     assert z.view(np.uint32).tolist() == ref.view(np.uint32).tolist()
+
+
+def test_a_data_error_comes_before_a_later_blocks_race():
+    """The embedding kernel with block 5 copying its gathered rows out without waiting for the
+    gather (a race, found by the data walk's race check), and block 2's ids out of range: blocks
+    run in order, so block 2's data error is raised (main). The batched walk (int 2423c0c) records
+    every block first (phase A runs the race check), then computes: block 5's race is raised."""
+    bd, it, r = 8, 100, 8
+    text = _embedding(bd, it, r).replace(
+        "      ascend.set_flag MTE2 -> MTE3, 0\n      ascend.wait_flag MTE2 -> MTE3, 0\n",
+        "      %c5 = arith.constant 5 : index\n      %is5 = arith.cmpi eq, %bid, %c5 : index\n      scf.if %is5 {\n      } else {\n"
+        "        ascend.set_flag MTE2 -> MTE3, 0\n        ascend.wait_flag MTE2 -> MTE3, 0\n      }\n")
+    assert "%is5" in text
+    ws = WeightStore()
+    ws.add("table", np.random.default_rng(0).standard_normal((100, 16)).astype(np.float32))
+    ids = np.random.default_rng(1).integers(0, 100, (bd * it * r, 1)).astype(np.int32)
+    with pytest.raises(AscendirError, match=r"race in kernel @emb \(block 5\)"):
+        simulate(parse(text), ws, {"input_ids": ids}, HW)
+    ids[(2 * it + 60) * r + 3, 0] = 1005  # block 2, iteration 60
+    with pytest.raises(AscendirError, match=r"kernel @emb: ascend.gather_rows: index 1005 out of range"):
+        simulate(parse(text), ws, {"input_ids": ids}, HW)
