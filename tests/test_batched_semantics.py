@@ -80,10 +80,25 @@ def test_binary_slices_hold_the_per_block_bits(name, dt):
     t = ascend.vector_op(name)
     per, bat = registry.SEMANTICS[t](None), registry.BATCHED[t][0](None)
     rows = -(-CAST_ELEMENTS // 128)
-    a, b, dst = _tiles((rows, 128), dt), _tiles((rows, 128), dt), _tiles((rows, 128), dt)
+    a, b, dst = _tiles((rows, 128), dt), _tiles((rows, 128), dt, finite=True), _tiles((rows, 128), dt)
     with np.errstate(all="ignore"):
-        _check(per, bat, [a, b, dst])
-        _check(per, bat, [a, _tiles((rows, 1), dt), dst])  # a broadcast column (the row max / sum)
+        _check(per, bat, [a, b, dst])  # (a NaN meeting a number: that NaN in every loop)
+        _check(per, bat, [a, _tiles((rows, 1), dt, finite=True), dst])  # a broadcast column (the row max / sum)
+        with pytest.raises(semantics.Unbatched):  # NaN op NaN: which payload depends on the loop
+            bat(a, _tiles((rows, 128), dt), dst)
+
+
+def test_nan_meeting_nan_declines_batching():
+    """NaN op NaN keeps the payload of the operand the element's loop puts first, and numpy's
+    float32 add keeps another in its SIMD body than in its scalar tail: the batched form declines
+    (Unbatched) rather than give other payloads; a NaN scalar attribute gives no batched form."""
+    t = ascend.vector_op("vadd")
+    bat = registry.BATCHED[t][0](None)
+    x = (np.uint32(0x7FC00000) | RNG.integers(1, 2**22, (B, 3, 24), dtype=np.uint32)).view(np.float32)
+    y = (np.uint32(0x7FC00000) | RNG.integers(1, 2**22, (B, 3, 24), dtype=np.uint32)).view(np.float32)
+    with pytest.raises(semantics.Unbatched):
+        bat(x, y, np.empty_like(x))
+    assert registry.BATCHED[ascend.vector_op("vadds")][0](_attr(scalar=float("nan"))) is None
 
 
 @pytest.mark.parametrize("name", ["vreduce_sum", "vreduce_max", "vblock_reduce_sum", "vblock_reduce_max"])

@@ -18,8 +18,12 @@ Why the bits are the plain walk's:
   samples of `narrow_f16`, `_blocks_of_8`) then see the whole batch: they pick among paths that
   give numpy's bits each (semantics.py says why for each), so another pick gives the same bits.
 * Order: batch_groups.py.
-An op whose batched form raises runs again block by block: what the plain walk raises, raised
-by the first block whose op fails.
+Errors: the plain walk raises the error of the first block that fails, at its op. A group runs
+op after op, so a later block may fail first: the blocks before it then run their remaining ops,
+block after block, and the first of them that fails raises its error, else the later block's is
+raised (the blocks of a group meet in no GM byte: what the earlier blocks compute does not depend
+on the later ones' ops). An op whose batched form raises (`semantics.Unbatched`, or an error of
+the op) runs again block by block.
 """
 
 from __future__ import annotations
@@ -59,9 +63,26 @@ def run(blocks: list[list]) -> None:
         if len(group) > 1 and len(group[0]) >= MIN_OPS and not gm_hazard(group):
             _batched(group)
         else:
-            for tape in group:
-                for facts, vals in tape:
-                    facts[0](*vals)
+            _plain(group, 0)
+
+
+def _plain(tapes: list[list], start: int) -> None:
+    """Run the ops of `tapes` from op `start` on, block after block (the plain walk's order)."""
+    for tape in tapes:
+        for facts, vals in tape[start:]:
+            facts[0](*vals)
+
+
+def _each(tapes: list[list], n: int) -> None:
+    """Run op `n` of every tape block by block; where block k's raises, blocks 0..k-1 run their
+    remaining ops first and the first of their errors, else block k's, is raised (module doc)."""
+    run = tapes[0][n][0][0]
+    for k, t in enumerate(tapes):
+        try:
+            run(*t[n][1])
+        except Exception:
+            _plain(tapes[:k], n + 1)
+            raise
 
 
 def _batched(tapes: list[list]) -> None:
@@ -87,9 +108,8 @@ def _batched(tapes: list[list]) -> None:
             raise OverflowError
         X = np.array([np.fromiter(map(code.__getitem__, map(id, fl)), np.int64, M) for fl in flats])
     except OverflowError:  # (codes past an int64: the group's ops block by block)
-        for n, (facts, _) in enumerate(tapes[0]):
-            for t in tapes:
-                facts[0](*t[n][1])
+        for n in range(len(tapes[0])):
+            _each(tapes, n)
         return
     P, Fm = X >> _FORM_BITS, X & ((1 << _FORM_BITS) - 1)
     D = P[1] - P[0]
@@ -104,14 +124,12 @@ def _batched(tapes: list[list]) -> None:
             args = _stacked(vals, D[pos: pos + m], B, facts[2], cache)
         pos += m
         if args is None:
-            for t in tapes:
-                facts[0](*t[n][1])
+            _each(tapes, n)
             continue
         try:
             facts[1](*args)
-        except Exception:  # (what the plain walk raises: its first block's error)
-            for t in tapes:
-                facts[0](*t[n][1])
+        except Exception:  # (Unbatched, or what the plain walk raises: its first block's error)
+            _each(tapes, n)
 
 
 def _stacked(vals: tuple, steps: list[int], B: int, keep_layout: bool, cache: dict) -> list | None:

@@ -417,8 +417,9 @@ def batch_facts(comp, op: Operation, sem, mem: list[bool], facts: list) -> tuple
     compiler; `mem`, `facts`: per operand whether it is a memref and its `_memref_facts`."""
     batched = registry.BATCHED.get(type(op))
     bsem, guard = None, False
-    if batched is not None and comp.F.cube is None:
-        bsem, _ = comp._wide(op, batched[0](op), mem, facts, batched=True)
+    form = batched[0](op) if batched is not None and comp.F.cube is None else None
+    if form is not None:
+        bsem, _ = comp._wide(op, form, mem, facts, batched=True)
         guard = batched[1]
     out = max((i for i, m_ in enumerate(mem) if m_), default=-1)  # the written operand (race.py convention)
     gm = tuple((j, j == out) for j, f in enumerate(facts) if f is not None and f[1] == "gm")

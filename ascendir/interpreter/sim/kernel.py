@@ -474,8 +474,7 @@ class KernelProgram:
         super-tile products, dropped when the walk ends). Any other kernel whose ops read data
         only in tile ops (`batched`) runs its blocks recording their tile ops (exec/tape.py),
         then computes them a window of blocks at a time, runs of blocks of equal ops an op at a
-        time for all of them (exec/batch_run.py: the same bits); an error of the blocks' own
-        (race, deadlock) is then raised before the data of its window's blocks is computed."""
+        time for all of them (exec/batch_run.py: the same bits, the same errors)."""
         F, slots, body, nflags, uniform = self._data_compile()
         for s, a, tag in zip(slots, args, tags):
             F.values[s] = a
@@ -494,7 +493,15 @@ class KernelProgram:
         # computes them, consecutive blocks of equal ops together (exec/batch_run.py)
         F.tape = Tape(MAX_BATCH) if self.batched else None
         try:
-            self._blocks(False, F, body)
+            try:
+                self._blocks(False, F, body)
+            except Exception:
+                # the plain walk computes the data of the blocks before a block's own error (and of
+                # that block up to it) first: their data errors come first
+                tape, F.tape = F.tape, None
+                if tape is not None:  # (the window's blocks: the failing one is its last)
+                    batch_run.run(tape.take())
+                raise
             if F.tape is not None:
                 tape, F.tape = F.tape, None
                 batch_run.run(tape.take())
