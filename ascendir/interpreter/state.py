@@ -19,7 +19,7 @@ EXTRAPOLATED = " iterations"  # how the name of a trace slice of iterations not 
 class Frame:
     """Mutable state the closures of one program share."""
 
-    __slots__ = ("values", "gm_tags", "core", "flags", "flow_queues", "acct", "trace", "flows", "block", "flow_ids", "kernel_start", "l2", "l2_pass", "numerics_on", "gm_log", "cost_log", "may_extrapolate", "skipped", "launch_gm_log", "first_writes", "races", "ctl", "s_clock_decisions", "memos", "hold", "slow_path", "times_held", "shadows", "dcaches", "cube")
+    __slots__ = ("values", "gm_tags", "core", "flags", "flow_queues", "acct", "trace", "flows", "block", "flow_ids", "kernel_start", "l2", "l2_pass", "numerics_on", "gm_log", "cost_log", "may_extrapolate", "skipped", "launch_gm_log", "first_writes", "races", "ctl", "s_clock_decisions", "memos", "hold", "slow_path", "times_held", "shadows", "dcaches", "cube", "tape")
 
     def __init__(self, nslots: int = 0):
         self.values: list = [None] * nslots
@@ -57,6 +57,7 @@ class Frame:
         self.dcaches: dict = {}
         self.shadows = None  # wide.GmShadows of the running numerics launch (None: GM reads convert per tile)
         self.cube = None  # deferred.CubeDeferral of a data walk that defers its cube data (None: ops run as written)
+        self.tape = None  # exec/tape.Tape while a batched data walk records its tile ops (None: ops run)
 
 
 @dataclass

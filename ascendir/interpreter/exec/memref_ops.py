@@ -78,9 +78,11 @@ class MemrefOps:
 
         else:
             sdtype = storage_dtype(space, dtype)  # wide.py: fp16 cube operands held in fp32
+            F = self.F
 
             def run() -> None:
-                R[out] = np.zeros(shape, sdtype)
+                # (a batched data walk's blocks take slices of one buffer per alloc: exec/tape.py)
+                R[out] = np.zeros(shape, sdtype) if F.tape is None or gm else F.tape.zeros(out, shape, sdtype)
                 A[out] = (new_root(), 0, strides) if gm else chip_tag
 
         return run

@@ -31,6 +31,10 @@ SemanticsFactory = Callable[[Operation], Callable[..., None]]
 
 SEMANTICS: dict[type, SemanticsFactory] = _sem.builtin_semantics()
 COSTS: dict[type, _cost.CostFactory] = _cost.builtin_costs()
+# op class -> (factory of its semantics on operands with a leading batch axis, whether it runs so
+# only where operands keep their contiguity): semantics.batched_semantics; an op without one
+# (registered ops) runs block by block in the batched data walk (exec/batch_run.py)
+BATCHED: dict[type, tuple[SemanticsFactory, bool]] = _sem.batched_semantics()
 
 
 def register_op(op_class: type, semantics: SemanticsFactory | None = None, cost: _cost.CostFactory | None = None) -> None:
@@ -40,5 +44,6 @@ def register_op(op_class: type, semantics: SemanticsFactory | None = None, cost:
     """
     if semantics is not None:
         SEMANTICS[op_class] = semantics
+        BATCHED.pop(op_class, None)  # (a batched form of the semantics replaced)
     if cost is not None:
         COSTS[op_class] = cost

@@ -567,6 +567,109 @@ def varange(op: ascend.VarangeOp) -> Runtime:
     return run
 
 
+# ------------------------------------------------------------------------------------------
+# batched forms (the batched data walk, exec/batch_run.py): operands with one leading axis more,
+# slice k of each being block k's operand; slice k of the result must be the op's result on
+# block k's operands, bit for bit
+# ------------------------------------------------------------------------------------------
+def _copy_batched(op: ascend.CopyOp) -> Runtime:
+    """copy on batched operands: its transpose (`src.T`, which would reverse the batch axis too)
+    given a source whose `.T` swaps the last two axes only; the overlap rule zips the batch axes,
+    of one size."""
+    run = copy(op)
+    if op.transpose is None or op.transpose.value.data == 0 or run is _nothing:
+        return run
+
+    def batched(src: np.ndarray, dst: np.ndarray) -> None:
+        if src.ndim != 3:  # (a transposing copy moves 2-D tiles: the verifier's rule)
+            raise AscendirError(f"ascend.copy with transpose: a {src.ndim - 1}-D source")
+        run(np.swapaxes(src, 1, 2).T, dst)
+
+    return batched
+
+
+def _vtranspose_batched(op: ascend.VtransposeOp) -> Runtime:
+    """vtranspose on batched operands: its permutation applied to the axes after the batch axis."""
+    perm = (0,) + tuple(p.value.data + 1 for p in op.perm.data)
+
+    def run(src: np.ndarray, dst: np.ndarray) -> None:
+        _store(dst, np.transpose(src, perm))
+
+    return run
+
+
+class Unbatched(Exception):
+    """Raised by a batched form before it writes anything: its operands must run block by block
+    (exec/batch_run.py)."""
+
+
+def _holds_nan(x) -> bool:
+    """Whether `x` is a float array holding a NaN (max propagates NaNs: one pass, no temporary)."""
+    return isinstance(x, np.ndarray) and (x.dtype.kind == "f" or x.dtype == BF16) and x.size > 0 and bool(
+        np.isnan(np.max(x)))
+
+
+def _nan_guarded(factory: Callable[[Operation], Runtime]) -> Callable[[Operation], Runtime]:
+    """The batched form of a two-operand elementwise op (`BINARY`) that declines (`Unbatched`) where
+    both operands hold NaNs. Which operand's payload a NaN op NaN keeps depends on the loop numpy
+    runs the element in: its float32 add and multiply keep one operand's in their SIMD body and the
+    other's in their scalar tail, and a block's tail elements lie in the body of a batched call
+    (measured, numpy 2.4.6 on AVX-512). With at most one NaN operand an element's result is that
+    NaN in every loop."""
+
+    def batched_factory(op: Operation) -> Runtime:
+        run = factory(op)
+
+        def batched(a, b, dst: np.ndarray) -> None:
+            if _holds_nan(a) and _holds_nan(b):
+                raise Unbatched
+            run(a, b, dst)
+
+        return batched
+
+    return batched_factory
+
+
+def _scalar_guarded(factory: Callable[[Operation], Runtime]) -> Callable[[Operation], Runtime | None]:
+    """The batched form of an op with a scalar attribute (`SCALAR`): none (block by block) when the
+    scalar is a NaN, which may meet NaN elements (`_nan_guarded`)."""
+
+    def batched_factory(op: Operation) -> Runtime | None:
+        s = op.scalar.value.data
+        return None if isinstance(s, float) and s != s else factory(op)
+
+    return batched_factory
+
+
+# ops whose numpy loops are not all exact or correctly rounded (transcendentals, reductions): numpy
+# may pick another loop for another memory layout, so they run batched only where each operand
+# keeps its contiguity (exec/batch_run.py)
+_LAYOUT_SENSITIVE = frozenset(UNARY) | frozenset(REDUCE) | {"vpow", "vpows"}
+
+
+def batched_semantics() -> dict[type, tuple[Callable[[Operation], Runtime], bool]]:
+    """op class -> (factory of its batched form, whether that form runs only where every operand
+    keeps the contiguity it has per block) for the ascend tile ops that have one. Every entry's
+    operands are its per-block operands with one leading batch axis (slice k: block k's); the
+    elementwise ops, reductions over the last axis, casts, copies, compares, selects, dups,
+    aranges and mmad (numpy's stacked matmul: the per-block BLAS call per slice) broadcast over
+    it as written, the two-operand ones declining where NaNs meet (`_nan_guarded`, `_scalar_guarded`).
+    gather_rows has none (per-block indices, data-dependent errors): the batched walk runs it
+    block by block."""
+    table: dict[type, tuple[Callable[[Operation], Runtime], bool]] = {}
+    for t, factory in builtin_semantics().items():
+        if t is ascend.GatherRowsOp:
+            continue
+        name = t.name.removeprefix("ascend.")
+        if name in BINARY:
+            factory = _nan_guarded(factory)
+        elif name in SCALAR:
+            factory = _scalar_guarded(factory)
+        table[t] = ({ascend.CopyOp: _copy_batched, ascend.VtransposeOp: _vtranspose_batched}.get(t, factory),
+                    name in _LAYOUT_SENSITIVE)
+    return table
+
+
 def builtin_semantics() -> dict[type, Callable[[Operation], Runtime]]:
     """op class -> semantics factory for every ascend tile op."""
     table: dict[type, Callable[[Operation], Runtime]] = {

@@ -183,7 +183,7 @@ class TileOps:
             # shares one function between the ops of one form): its ops share their pipe slots
             fixed = (k.costs[op], sub) if _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)] else None
             gm = [f[1] == "gm" for f in facts if f is not None]
-            return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm)
+            return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm, batch_facts(self, op, sem, mem, facts))
 
         cache: dict = {}
         path = None
@@ -212,7 +212,7 @@ class TileOps:
         return _timed_tile(len(ins))(F, R, A, ins, cache, cost_fn, resolve, key_of, sem, race_ops, name, label)
 
     def _data_tile(self, sem, cost_fn, ins: list[int], get, resolve, race_ops: list, name: str, fixed: tuple | None,
-                   gm: list[bool]) -> Closure:
+                   gm: list[bool], facts: tuple) -> Closure:
         """A tile op of the data walk (KernelInfo.data_only): its semantics on its operands. While
         a pipe is held (holds.py) or the race checker runs (`Frame.slow_path`), the op needs its
         pipe (from its cost, looked up then only; when its cost is a built-in one, whose pipe and
@@ -220,7 +220,9 @@ class TileOps:
         its cost function and AIV subblock: `fixed`, that pair, else None): queued
         behind a held wait as in the timed walk, its accesses checked (race.py) as in the single
         walk. In a block the race check follows without running (race.py `reset`: F.races None,
-        F.ctl set), its GM operands (`gm`: per memref operand, whether it is in GM) are logged."""
+        F.ctl set), its GM operands (`gm`: per memref operand, whether it is in GM) are logged.
+        While a batched data walk records (F.tape set: exec/tape.py), the op is recorded with
+        `facts` (`batch_facts`) instead of run."""
         F, R, A = self.F, self.F.values, self.F.gm_tags
         # operand shapes (scalars: values) -> (pipe slot, S slot); a `fixed` op's: the compile's, by `fixed`
         pipes: dict = self.fixed_pipes if fixed is not None else {}
@@ -252,18 +254,23 @@ class TileOps:
                 log = [(A[i], vals[j].shape, w) for j, i, w in in_gm if A[i] is not None]
                 if log:
                     F.ctl.gmlog.append(log)
-            sem(*vals)
+            tape = F.tape
+            if tape is None:
+                sem(*vals)
+            else:
+                tape.append((facts, vals))
 
         me = weakref.ref(run)  # what a held pipe queues, without a reference cycle (sync_ops.py `set_flag`)
         return run
 
-    def _wide(self, op: Operation, sem, mem: list[bool], facts: list) -> tuple:
+    def _wide(self, op: Operation, sem, mem: list[bool], facts: list, batched: bool = False) -> tuple:
         """`sem` of a numerics run with fp16 cube operands held in fp32 (wide.py), and the map
         from its operand values to those its cost is computed from (declared dtypes). A GM fp16
         read into a widened L1 buffer reads the launch's fp32 copy of its GM buffer (F.shadows);
         a write into GM updates that copy; an op other than a copy writing a widened buffer
         leaves fp16 values in it. `mem`: per operand whether it is a memref; `facts`: per
-        operand its `_memref_facts`, None for a scalar."""
+        operand its `_memref_facts`, None for a scalar; `batched`: `sem` is a batched form
+        (exec/batch_run.py), whose GM reads convert what each slice spans (`GmShadows.wide_each`)."""
         F = self.F
         dts = tuple(f[0] if f is not None else None for f in facts)
         spaces = [f[1] if f is not None else None for f in facts]
@@ -278,7 +285,7 @@ class TileOps:
 
                 def read_wide(s, d) -> None:
                     sh = F.shadows
-                    sem(s if sh is None else sh.wide(s), d)
+                    sem(s if sh is None else sh.wide_each(s) if batched else sh.wide(s), d)
 
                 return read_wide, typed
         elif widened[out]:
@@ -400,3 +407,20 @@ class TileOps:
 
         me = weakref.ref(run)  # what a held pipe queues, without a reference cycle (sync_ops.py `set_flag`)
         return run
+
+
+def batch_facts(comp, op: Operation, sem, mem: list[bool], facts: list) -> tuple:
+    """What the batched data walk (exec/batch_run.py) needs of tile op `op` of a data walk: (its
+    data-walk semantics `sem`, its batched form with the same GM fp32-copy effects (`_wide`;
+    registry.BATCHED; None: none, or a deferred kernel's), whether that form needs each operand's
+    contiguity kept, ((operand position, written) of each GM memref operand)). `comp`: the
+    compiler; `mem`, `facts`: per operand whether it is a memref and its `_memref_facts`."""
+    batched = registry.BATCHED.get(type(op))
+    bsem, guard = None, False
+    form = batched[0](op) if batched is not None and comp.F.cube is None else None
+    if form is not None:
+        bsem, _ = comp._wide(op, form, mem, facts, batched=True)
+        guard = batched[1]
+    out = max((i for i, m_ in enumerate(mem) if m_), default=-1)  # the written operand (race.py convention)
+    gm = tuple((j, j == out) for j, f in enumerate(facts) if f is not None and f[1] == "gm")
+    return sem, bsem, guard, gm

@@ -146,6 +146,20 @@ class GmShadows:
                     a = flags.find(0, b, end)
         return _alias(got, view, at)
 
+    def wide_each(self, view: np.ndarray) -> np.ndarray:
+        """`wide` of a batched view (exec/batch_run.py: `view[k]` is block k's fp16 GM view):
+        the float32 view of the whole, converting only the chunks each slice spans (`wide` of
+        the whole would convert every chunk between the first slice and the last: with the
+        blocks' tiles far apart, most of a buffer no block reads)."""
+        w = None
+        for k in range(view.shape[0]):
+            w = self.wide(view[k])
+        o = view.base if view.base is not None else view
+        got = self.copies.get(id(o))
+        if got is None or w is None or w.base is not got[1]:  # (not copied: converted per call)
+            return view.astype(F32)
+        return _alias(got, view, data_pointer(view))
+
     def widened(self, view: np.ndarray, slot: int) -> np.ndarray:
         """`view` (fp16, 2-D, unit stride along rows) as a float32 array (row-major, unit stride
         along rows) in work buffer `slot` of this launch, valid until the next call for that slot

@@ -23,7 +23,9 @@ from ascendir.dialects.ascend import FLAG_UNITS_ATTR, subblock
 from ascendir.errors import AscendirError
 from ascendir.hardware.config import HardwareConfig
 from ascendir.dialects.ascend.flag_placement import flag_units
-from ascendir.interpreter.exec import deferred, registry
+from ascendir.interpreter.exec import batch_run, deferred, registry
+from ascendir.interpreter.exec.batch_groups import MAX_BATCH
+from ascendir.interpreter.exec.tape import Tape
 from ascendir.interpreter.exec.census import Census
 from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.compiler import Compiler, KernelInfo, unit_of, zero_view
@@ -173,6 +175,7 @@ class KernelProgram:
         ends, tree, scalar_units_, costs, paths, op_units = self._facts
         self.arg_types = list(op.body.block.arg_types)
         self.data: tuple | None = None  # the data walk's (frame, argument slots, body, flag count), compiled on first use
+        self.batched = False  # the data walk records its tile ops, then computes them batched (`_data_compile`)
         # a numerics launch whose path cannot depend on data nor mint GM roots (the cases the memo
         # keys) runs two walks: its timing-only twin gives the record (timing, L2, race check,
         # trace, launch memo: a timing-only launch's), the data walk the outputs (`_split`); in a
@@ -468,7 +471,10 @@ class KernelProgram:
         as there: every op runs, so the checker sees every access. A kernel whose ops touch data only
         through tile ops defers its cube data (exec/deferred.py `eligible`): copies into L1 / L0A /
         L0B and mmads are recorded and each L0C tile computed when read, per K run (blocks of
-        super-tile products, dropped when the walk ends)."""
+        super-tile products, dropped when the walk ends). Any other kernel whose ops read data
+        only in tile ops (`batched`) runs its blocks recording their tile ops (exec/tape.py),
+        then computes them a window of blocks at a time, runs of blocks of equal ops an op at a
+        time for all of them (exec/batch_run.py: the same bits, the same errors)."""
         F, slots, body, nflags, uniform = self._data_compile()
         for s, a, tag in zip(slots, args, tags):
             F.values[s] = a
@@ -483,9 +489,24 @@ class KernelProgram:
         if F.shadows is not None:
             F.shadows.clear()
         F.flags = FlagQueues(nflags)
+        # a kernel whose blocks' paths read no data records its blocks' tile ops first, then
+        # computes them, consecutive blocks of equal ops together (exec/batch_run.py)
+        F.tape = Tape(MAX_BATCH) if self.batched else None
         try:
-            self._blocks(False, F, body)
+            try:
+                self._blocks(False, F, body)
+            except Exception:
+                # the plain walk computes the data of the blocks before a block's own error (and of
+                # that block up to it) first: their data errors come first
+                tape, F.tape = F.tape, None
+                if tape is not None:  # (the window's blocks: the failing one is its last)
+                    batch_run.run(tape.take())
+                raise
+            if F.tape is not None:
+                tape, F.tape = F.tape, None
+                batch_run.run(tape.take())
         finally:
+            F.tape = None
             F.races = F.ctl = F.hold = None
             F.slow_path = False
             if F.cube is not None:
@@ -514,6 +535,8 @@ class KernelProgram:
             uniform = uniform_blocks(tree.ops[1:], lambda o: (builtin.get(type(o)) is registry.COSTS[type(o)]) if (
                 type(o) in registry.COSTS and type(o) in registry.SEMANTICS) else None)
             self.data = (frame, slots, comp.block(block), max(1, len(info.flag_keys)), uniform)
+            # (no cube deferral: its records are per block; memo_text: no data steers the blocks' paths)
+            self.batched = frame.cube is None and self.memo_text is not None and batch_run.batchable(tree.ops[1:])
         return self.data
 
     def _reuse(self, hit: memo.Memo, tags: list) -> bool:
@@ -534,11 +557,14 @@ class KernelProgram:
         for stored in F.memos:  # stored loop executions are per pass: a launch's report depends on it alone
             stored.table.clear()
         races = F.ctl if F.ctl is not None else F.races  # (F.ctl: a data walk's, F.races None in its cheap blocks)
+        tape = F.tape
         for b in range(self.block_dim):
             core = cores[b % len(cores)]
             core.start_block()
             F.core = core
             F.block = b
+            if tape is not None:
+                tape.begin(b)
             F.flags.reset()
             F.hold = None
             if F.cube is not None:  # fresh on-chip buffers: nothing recorded is read (exec/deferred.py)
@@ -561,6 +587,13 @@ class KernelProgram:
                 err = F.hold.deadlock(b)
                 F.hold, F.slow_path = None, False
                 raise err
+            if tape is not None:
+                if b == 0 and len(tape.blocks[0]) < batch_run.MIN_OPS:
+                    # blocks of few tile ops gain nothing batched: block 0's run now, the rest as written
+                    batch_run.run(tape.take())
+                    F.tape = tape = None
+                elif tape.full():  # a window of blocks recorded: computed (exec/tape.py)
+                    batch_run.run(tape.take())
         return cores
 
     def _finish(self, cores, F, acct: list[float] | None = None, skipped: int | None = None, trace: tuple | None = None) -> KernelRecord:

@@ -1,0 +1,250 @@
+"""The batched data walk (exec/tape.py, exec/batch_groups.py, exec/batch_run.py): the blocks' tile
+ops recorded, then computed group by group, an op once for a group's blocks where it can be.
+Outputs and reports are the plain data walk's bit for bit (FlashAttention, whose blocks fall in
+groups of equal ops); the groups and the GM hazard check as pure functions over tapes; what runs
+block by block (an op without a batched form, operands not affine in the block, a hazard)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from xdsl.dialects import memref
+
+from ascendir.hardware import load_target
+from ascendir.interpreter import simulate
+from ascendir.interpreter.exec import batch_groups, batch_run
+from ascendir.interpreter.exec.batch_groups import gm_hazard, runs
+from ascendir.interpreter.exec.tape import Tape
+
+from test_flash_attention import attention_ir, compile_attention, random_inputs
+
+HW = load_target("ascend910b2")
+
+
+def _walks(monkeypatch, module, feeds):
+    """(batched run, plain run, groups the batched run computed batched)."""
+    batched = []
+    orig = batch_run._batched
+
+    def spy(tapes):
+        batched.append(len(tapes))
+        return orig(tapes)
+
+    monkeypatch.setattr(batch_run, "_batched", spy)
+    monkeypatch.setattr(batch_run, "MIN_OPS", 1)
+    new = simulate(module, None, feeds, HW)
+    monkeypatch.setattr(batch_run, "batchable", lambda ops: False)
+    old = simulate(module, None, feeds, HW)
+    return new, old, batched
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_flash_attention_batched_is_the_plain_walk(monkeypatch, causal):
+    b, hq, hkv, sq, skv, d, dv = 1, 4, 4, 256, 256, 64, 64
+    module = compile_attention(attention_ir(b, hq, hkv, sq, skv, d, dv, causal), "ascend910b2")
+    feeds = random_inputs([(b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, dv)], "f32")
+    new, old, batched = _walks(monkeypatch, module, feeds)
+    assert batched and max(batched) > 1, batched
+    assert new.report == old.report
+    (name,) = new.outputs
+    assert new.outputs[name].tobytes() == old.outputs[name].tobytes()
+
+
+def test_flash_attention_f16_batched_is_the_plain_walk(monkeypatch):
+    """fp16 operands: GM reads into L1 through the fp32 copies (wide.py `wide_each`), FixPipe
+    narrowing, fp16 vector ops."""
+    b, hq, hkv, sq, skv, d, dv = 1, 4, 2, 256, 384, 128, 128
+    module = compile_attention(attention_ir(b, hq, hkv, sq, skv, d, dv, True, dt="f16"), "ascend910b2")
+    feeds = random_inputs([(b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, dv)], "f16")
+    new, old, batched = _walks(monkeypatch, module, feeds)
+    assert batched, batched
+    assert new.report == old.report
+    (name,) = new.outputs
+    assert new.outputs[name].tobytes() == old.outputs[name].tobytes()
+
+
+# -- groups and hazards over synthetic tapes ------------------------------------------------
+def _facts(gm: tuple, sem=None, bsem=None, layout=False):
+    return (sem, bsem, layout, gm)
+
+
+W, R = _facts(((0, True),)), _facts(((0, False),))
+
+
+def test_runs_are_consecutive_blocks_of_equal_ops_capped():
+    """Equal ops: equal facts (the same semantics functions: one op, or two no-op copies)."""
+    a, b = _facts((), print), _facts((), repr)
+    x = np.zeros(4)
+    blocks = [[(a, (x,)), (b, (x,))]] * 3 + [[(a, (x,))]] + [[(a, (x,)), (b, (x,))]] * 2 + [[(b, (x,)), (a, (x,))]]
+    assert runs(blocks) == [(0, 3), (3, 4), (4, 6), (6, 7)]
+    assert runs(blocks[:3], cap=2) == [(0, 2), (2, 3)]
+
+
+def test_interleaved_tiles_are_no_hazard():
+    """Each block writes its own column tile of the same rows (hulls overlap, bytes do not), and
+    reads a tile it wrote itself."""
+    gm = np.zeros((64, 512), np.float16)
+    tapes = [[(W, (gm[:, 128 * k: 128 * (k + 1)],)), (R, (gm[:32, 128 * k: 128 * k + 64],))] for k in range(4)]
+    assert not gm_hazard(tapes)
+
+
+@pytest.mark.parametrize("case", ["read after write", "write after read", "same bytes written", "one byte"])
+def test_a_byte_of_another_blocks_write_is_a_hazard(case):
+    gm = np.zeros((64, 512), np.float16)
+    tile = [gm[:, 128 * k: 128 * (k + 1)] for k in range(4)]
+    tapes = [[(W, (tile[k],)), (R, (tile[k],))] for k in range(4)]
+    if case == "read after write":
+        tapes[2][1] = (R, (tile[1],))
+    elif case == "write after read":
+        tapes[0][1] = (R, (tile[3],))
+    elif case == "same bytes written":
+        tapes[3][0] = (W, (tile[0],))
+    else:  # the last byte of block 1's tile, read by block 2 as its first element's second byte
+        tapes[2][1] = (R, (gm.view(np.uint8)[:1, 255:256],))
+    assert gm_hazard(tapes)
+
+
+def test_reads_of_one_tile_by_every_block_are_no_hazard():
+    gm = np.zeros((64, 512), np.float32)
+    out = np.zeros((4, 64, 128), np.float32)
+    tapes = [[(R, (gm[:, :128],)), (W, (out[k],))] for k in range(4)]
+    assert not gm_hazard(tapes)
+
+
+def test_a_hazard_runs_the_group_block_by_block(monkeypatch):
+    """Block k adds 1 to an accumulator tile and block k + 1 reads it: batched, every block
+    would read the first value."""
+    acc = np.zeros((1, 8), np.float32)
+    ran = []
+
+    def add(a):
+        a += 1.0
+        ran.append(a.shape)
+
+    facts = _facts(((0, True),), add, add)
+    blocks = [[(facts, (acc,))] for _ in range(4)]
+    monkeypatch.setattr(batch_run, "MIN_OPS", 1)
+    batch_run.run(blocks)
+    assert (acc == 4).all() and ran == [(1, 8)] * 4
+
+
+def test_ops_without_batched_form_or_affine_operands_run_per_block(monkeypatch):
+    """One buffer per block from the tape's arena (affine): batched; an op without a batched
+    form, and one whose operands are not affine in the block: block by block, op-major."""
+    monkeypatch.setattr(batch_run, "MIN_OPS", 1)
+    t = Tape(4)
+    spread = np.zeros((10, 2, 3), np.float32)
+    bufs, loose = [], [spread[i] for i in (0, 1, 3, 4)]  # (at offsets not affine in the block)
+    for k in range(4):
+        t.begin(k)
+        bufs.append(t.zeros(7, (2, 3), np.dtype(np.float32)))
+    seen = []
+
+    def sem(x, s):
+        seen.append(("block", x.shape))
+        x += s
+
+    def bsem(x, s):
+        seen.append(("batch", x.shape))
+        x += s
+
+    batched, plain = _facts((), sem, bsem), _facts((), sem, None)
+    blocks = [[(batched, (bufs[k], 1.0)), (plain, (bufs[k], 2.0)), (batched, (loose[k], 3.0))] for k in range(4)]
+    batch_run.run(blocks)
+    assert seen == [("batch", (4, 2, 3))] + [("block", (2, 3))] * 8
+    assert all((b == 3).all() for b in bufs) and all((x == 3).all() for x in loose)
+
+
+def test_a_scalar_that_differs_runs_per_block(monkeypatch):
+    monkeypatch.setattr(batch_run, "MIN_OPS", 1)
+    t = Tape(2)
+    bufs = []
+    for k in range(2):
+        t.begin(k)
+        bufs.append(t.zeros(0, (3,), np.dtype(np.float32)))
+
+    def fill(x, s):
+        x[...] = s
+
+    f = _facts((), fill, fill)
+    batch_run.run([[(f, (bufs[0], 0.0))], [(f, (bufs[1], -0.0))]])
+    assert not np.signbit(bufs[0]).any() and np.signbit(bufs[1]).all()
+
+
+def test_a_batched_error_is_the_first_failing_blocks(monkeypatch):
+    monkeypatch.setattr(batch_run, "MIN_OPS", 1)
+    t = Tape(3)
+    bufs = []
+    for k in range(3):
+        t.begin(k)
+        bufs.append(t.zeros(0, (2,), np.dtype(np.int64)))
+    bufs[1][0] = 5
+    bufs[2][0] = 6
+
+    def check(x):
+        if x[0] > 0:
+            raise ValueError(f"bad value {x[0]}")
+
+    def batched_check(x):
+        raise ValueError("batched")
+
+    f = _facts((), check, batched_check)
+    with pytest.raises(ValueError, match="bad value 5"):
+        batch_run.run([[(f, (b,))] for b in bufs])
+
+
+def test_an_alloc_run_again_in_a_block_gets_fresh_zeros():
+    t = Tape(2)
+    t.begin(0)
+    a = t.zeros(3, (4,), np.dtype(np.float32))
+    a[...] = 1
+    b = t.zeros(3, (4,), np.dtype(np.float32))
+    assert (b == 0).all() and not np.shares_memory(a, b)
+    t.begin(1)
+    c = t.zeros(3, (4,), np.dtype(np.float32))
+    assert (c == 0).all() and c.base is a.base
+
+
+def test_a_window_taken_leaves_its_slices_zeroed_for_the_next():
+    """Blocks recorded a window at a time: the next window's blocks take the same slices, zeroed
+    again (the plain walk's fresh zeros)."""
+    t = Tape(2)
+    got = []
+    for b in range(4):
+        t.begin(b)
+        a = t.zeros(5, (3,), np.dtype(np.float32))
+        assert (a == 0).all()
+        a[...] = b + 1
+        got.append(a)
+        if t.full():
+            assert len(t.take()) == 2 and not t.blocks
+    assert np.shares_memory(got[0], got[2]) and not np.shares_memory(got[0], got[1])
+
+
+def test_kernels_reading_data_outside_tile_ops_are_not_batched():
+    assert batch_run.batchable([SimpleNamespace()])
+    assert not batch_run.batchable([memref.StoreOp.__new__(memref.StoreOp)])
+    assert not batch_run.batchable([memref.LoadOp.__new__(memref.LoadOp)])
+    assert batch_groups.MAX_BATCH >= 2
+
+
+def test_operands_of_other_ranks_run_per_block(monkeypatch):
+    """A row added to each row of a tile (numpy broadcasting a lower-rank operand): batched,
+    the batch axis of the row would line up with the tile's rows."""
+    monkeypatch.setattr(batch_run, "MIN_OPS", 1)
+    t = Tape(2)
+    rows, tiles = [], []
+    for k in range(2):
+        t.begin(k)
+        rows.append(t.zeros(0, (3,), np.dtype(np.float32)))
+        rows[-1][...] = [1 + k, 2 + k, 3 + k]
+        tiles.append(t.zeros(1, (2, 3), np.dtype(np.float32)))
+
+    def add(a, d):
+        np.add(d, a, out=d)
+
+    f = _facts((), add, add)
+    batch_run.run([[(f, (rows[k], tiles[k]))] for k in range(2)])
+    assert all((tiles[k] == rows[k]).all() for k in range(2))
