@@ -512,8 +512,10 @@ class KernelProgram:
             slots = [comp.slot(a) for a in block.args]
             # later blocks may run unchecked while they take a checked block's decisions (race.py)
             builtin = builtin_costs()  # (a built-in cost gives an op one pipe whatever its operands)
-            uniform = uniform_blocks(tree.ops[1:], lambda o: (builtin.get(type(o)) is registry.COSTS[type(o)]) if (
-                type(o) in registry.COSTS and type(o) in registry.SEMANTICS) else None)
+            # (decided per op class, of the few classes the kernel's thousands of ops have)
+            tile = {t: (builtin.get(t) is registry.COSTS[t]) if t in registry.COSTS and t in registry.SEMANTICS else None
+                    for t in set(map(type, tree.ops))}
+            uniform = uniform_blocks(tree.ops[1:], lambda o: tile[type(o)])
             self.data = (frame, slots, comp.block(block), max(1, len(info.flag_keys)), uniform)
         return self.data
 
