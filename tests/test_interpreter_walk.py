@@ -143,3 +143,17 @@ def test_op_tree_keeps_blocks_nested_ops_and_defined_values_as_the_ir_says():
             assert tree.defined(op) == want, op.name
     assert nblocks > 10 and nargs > 5
     assert tree.parents()[0] == -1
+
+
+def test_int_values_are_get_values():
+    """walk.int_values unpacks a dense integer array as xDSL's get_values does, for each width
+    and sign (DYNAMIC_INDEX is the most negative i64), empty arrays included."""
+    from xdsl.dialects.builtin import DYNAMIC_INDEX, DenseArrayBase, i1, i8, i16, i32, i64
+
+    from ascendir.interpreter.exec.walk import int_values
+
+    for t, vals in ((i64, [DYNAMIC_INDEX, 0, 7, -3, 2**40]), (i32, [1, 0, 3, -2**31]), (i16, [5, -7]), (i8, [-128, 127]),
+                    (i64, []), (i1, [0, 1, 1])):
+        a = DenseArrayBase.from_list(t, vals)
+        assert int_values(a) == a.get_values()
+        assert t is i1 or int_values(a) == tuple(vals)

@@ -53,3 +53,21 @@ def test_generated_source_is_each_line_indented_once():
         fn = scalar_codegen.generated("def f():", lines, {}, "f")
         assert list(scalar_codegen._RUN_CODE) == ["def f():\n" + "".join(f"    {ln}\n" for ln in lines)]
         assert fn() == want
+
+
+def test_inlined_ops_make_no_function(monkeypatch):
+    """An op written inline gets no SCALAR_OPS function made (its expression is it); a called
+    op and a constant get theirs, once each."""
+    from ascendir.interpreter.exec import scalar_codegen
+
+    made: list = []
+    table = dict(scalar_codegen.SCALAR_OPS)
+    for cls, factory in list(table.items()):
+        table[cls] = lambda op, f=factory: made.append(type(op)) or f(op)
+    monkeypatch.setattr(scalar_codegen, "SCALAR_OPS", table)
+    b = Block(arg_types=[IndexType(), IndexType()])
+    x, y = b.args
+    one = arith.ConstantOp.from_int_and_width(1, IndexType())
+    ops = [one, arith.AddiOp(x, one.result), arith.CmpiOp(x, y, "slt"), arith.DivSIOp(x, y), arith.MuliOp(x, y)]
+    assert _called(ops, b) == ["f3"]
+    assert made == [arith.ConstantOp, arith.DivSIOp]

@@ -183,20 +183,19 @@ class ScalarCodegen:
         charged: list[Operation] = []
         slot, get = self.slot, local.get
         for i, op in enumerate(ops):
-            fn = SCALAR_OPS[type(op)](op)
             # (local names are never empty; `_slot` numbers a slot at its first use, as before)
             args = [get(s) or _slot(slots, s) for s in map(slot, operands_of(op))]
             (res,) = op.results  # (every scalar op has one result; SSAValues' [0] is Python code)
             out = slot(res)
             if not args:  # a constant (no S charge: it is an immediate)
-                env[f"c{prefix}{i}"] = fn()
+                env[f"c{prefix}{i}"] = SCALAR_OPS[type(op)](op)()
                 expr = f"c{prefix}{i}"
             else:
                 tmpl = _inline(op)
-                if tmpl is not None:
+                if tmpl is not None:  # (its SCALAR_OPS function is not made: the expression is it)
                     expr = tmpl.format(*args)
                 else:
-                    env[f"f{prefix}{i}"] = fn
+                    env[f"f{prefix}{i}"] = SCALAR_OPS[type(op)](op)
                     expr = f"f{prefix}{i}({', '.join(args)})"
                 charged.append(op)
             lines.append(f"v{prefix}{i} = {expr}")

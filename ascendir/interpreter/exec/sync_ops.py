@@ -20,6 +20,7 @@ class SyncOps:
 
     flag_fns: tuple | None = None  # the data walk's (set, wait) functions (`data_flag_fns`), once made
     data_flags: dict | None = None  # (op class, flag ends) -> its `data_flag`, once asked
+    timed_flags: dict | None = None  # (op class, flag ends) -> its timed closure (`_timed_flag`), once made
 
     # -- kernel-only ops --------------------------------------------------------------------
     def block_idx(self, op: ascend.BlockIdxOp) -> Closure:
@@ -34,9 +35,26 @@ class SyncOps:
     def _flag_slots(self, op: ascend.FlagOp) -> tuple[int, int, int]:
         return flag_slots(self.k, op)
 
+    def _timed_flag(self, op: ascend.FlagOp, make) -> Closure:
+        """The timed closure of flag op `op`, `make(op)` once per compile for each op class and
+        flag ends (KernelInfo.flag_ends: source and destination pipe slots, event): the closure
+        reads nothing of its op but those, and queues itself on a held pipe as any op would, so
+        the flags of one kind and ends share it (an unrolled pipeline repeats a few dozen flags
+        ~1,400 times: FlashAttention's), as the data walk's share their arguments (`data_flag`)."""
+        if self.timed_flags is None:
+            self.timed_flags = {}
+        key = (type(op), self.k.flag_ends[op])
+        got = self.timed_flags.get(key)
+        if got is None:
+            got = self.timed_flags[key] = make(op)
+        return got
+
     def set_flag(self, op: ascend.SetFlagOp) -> Closure:
         if self.k.data_only:  # (data_codegen.py writes them inline: this serves other callers)
             return partial(self.data_flag_fns()[0], *self.data_flag(op)[1])
+        return self._timed_flag(op, self._timed_set)
+
+    def _timed_set(self, op: ascend.SetFlagOp) -> Closure:
         F = self.F
         src, dst, key = self._flag_slots(op)
         self.k.set_keys.add(key)
@@ -94,6 +112,9 @@ class SyncOps:
     def wait_flag(self, op: ascend.WaitFlagOp) -> Closure:
         if self.k.data_only:
             return partial(self.data_flag_fns()[1], *self.data_flag(op)[1])
+        return self._timed_flag(op, self._timed_wait)
+
+    def _timed_wait(self, op: ascend.WaitFlagOp) -> Closure:
         F = self.F
         src, dst, key = self._flag_slots(op)
         kname = self.k.name

@@ -148,7 +148,6 @@ class TileOps:
         # per memref operand (dtype, space, widened), once per type object: `_wide` and the data
         # walk's GM operands read them (None: a scalar operand)
         facts = [_memref_facts(t) if m_ else None for t, m_ in zip(types, mem)] if sem is not None else None
-        get = itemgetter(*ins) if len(ins) > 1 else (lambda R, i=ins[0]: (R[i],))
         name = op.name
         nunits = k.nunits
         sub = subblock(op)  # AIV 1 of the group
@@ -183,6 +182,7 @@ class TileOps:
             # shares one function between the ops of one form): its ops share their pipe slots
             fixed = (k.costs[op], sub) if _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)] else None
             gm = [f[1] == "gm" for f in facts if f is not None]
+            get = itemgetter(*ins) if len(ins) > 1 else (lambda R, i=ins[0]: (R[i],))
             return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm, batch_facts(self, op, sem, mem, facts))
 
         cache: dict = {}

@@ -94,9 +94,10 @@ def _rows(a: np.ndarray) -> tuple[int, int]:
 def is_comm_kernel(op: ascend.KernelOp, ops: list[Operation] | None = None) -> bool:
     """A kernel holding a comm op is a comm kernel. `ops`: the kernel's ops (walk.OpTree.ops)
     when the caller has them (chip.py: the tree the kernel's compile then reads), else a plain
-    walk. (_is_a: isinstance on xDSL's op classes (ABCs) is Python code.)"""
+    walk. (_is_a: isinstance on xDSL's op classes (ABCs) is Python code; asked per class, of the
+    few classes a kernel's thousands of ops have.)"""
     if ops is not None:
-        return any(_is_a(type(o), COMM_OPS) for o in ops)
+        return any(_is_a(t, COMM_OPS) for t in set(map(type, ops)))
     todo = [op]
     while todo:
         o = todo.pop()

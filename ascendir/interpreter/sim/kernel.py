@@ -41,21 +41,18 @@ from ascendir.interpreter.exec.walk import OpTree, _is_a, walk_ops
 from ascendir.interpreter.exec.scalar_units import scalar_units
 
 
-def _static_pipe(op: Operation, paths: dict) -> tuple[str, str | None, bool] | None:
-    """(pipe, unit, touches GM) of a built-in tile op known before running, else None. `paths`:
-    copy op -> its copy_path."""
-    fixed = _type_pipe(type(op))
-    if fixed != "copy":
-        return fixed
-    src, dst, pipe = paths[op]
+def _copy_pipe(path: tuple) -> tuple[str, str | None, bool]:
+    """(pipe, unit, touches GM) of a copy of copy_path `path`, known before running as a built-in
+    tile op's (`_type_pipe`): the static pipe of the op."""
+    src, dst, pipe = path
     return pipe.value, space_unit(src if src != "gm" else dst), "gm" in (src, dst)
 
 
 @functools.cache
 def _type_pipe(t: type) -> tuple[str, str, bool] | str | None:
-    """`_static_pipe` of the ops of class `t` when the class decides it, "copy" for copies (their
-    path decides), None for ops that are no built-in tile op. (Per class: the pre-walk asks it
-    of every op of the kernel.)"""
+    """(pipe, unit, touches GM) of the ops of class `t` when the class decides it (their static
+    pipe), "copy" for copies (their path decides: `_copy_pipe`), None for ops that are no
+    built-in tile op. (Per class: the pre-walk asks it of every op of the kernel.)"""
     if _is_a(t, ascend.CopyOp):
         return "copy"
     if _is_a(t, ascend.MmadOp):
@@ -238,9 +235,10 @@ class KernelProgram:
         units_ = ("aic", "aiv", "aiv1")[: self.nunits]
         self.labels = list(PIPES) if self.nunits == 1 else [f"{u}.{p}" for u in units_ for p in PIPES]
 
-        # one pass for the per-op facts below (each its own pass over a 3,700-op kernel added up)
+        # one pass for the per-op facts below (each its own pass over a 3,700-op kernel added up);
+        # `statics` in `order`'s order (the passes below read it along `order`: no op hashed)
         paths: dict[Operation, tuple] = {}
-        statics: dict[Operation, tuple | None] = {}
+        statics: list[tuple | None] = []
         gm_alloc = data_control = False
         self.nchip = 0
         loads = not m.timing_only  # (memref.load reads data in numerics runs only)
@@ -248,9 +246,9 @@ class KernelProgram:
             ty = type(o)
             fixed = _type_pipe(ty)
             if fixed == "copy":
-                paths[o] = copy_path(o, t)
-                fixed = _static_pipe(o, paths)
-            statics[o] = fixed
+                path = paths[o] = copy_path(o, t)
+                fixed = _copy_pipe(path)
+            statics.append(fixed)
             if fixed is None:
                 if _is_a(ty, ascend.AllocOp):
                     if space_name(o.result.type) == "gm":
@@ -260,7 +258,7 @@ class KernelProgram:
                 elif _is_a(ty, ascend.GetValueOp) or loads and _is_a(ty, memref.LoadOp):
                     data_control = True
         if t.arch.split_cores and self.core_type in ("aic", "aiv"):
-            check_units(op, order, statics, t)
+            check_units(op, order, dict(zip(order, statics)), t)
         self.gm_reads = t.memory.l2_model == "tile" and any(p[0] == "gm" for p in paths.values())
         groups = min(self.block_dim, self.ncores)  # a mixed kernel's AIC + AIVs share one slice
         self.env = CostEnv(t, t.hbm_bytes_per_cycle / groups)
@@ -279,24 +277,26 @@ class KernelProgram:
         # numerics mode; ascend.get_value in timing-only runs too, a routed group list)
         self.memo_text = None if gm_alloc or data_control else _memo_id(m.memo_ids, op, ops)
 
-    def _scalar_units(self, order: list[Operation], statics: dict, flags: dict, tree: OpTree) -> tuple[dict, dict]:
+    def _scalar_units(self, order: list[Operation], statics: list, flags: dict, tree: OpTree) -> tuple[dict, dict]:
         """(The units running each scalar op of a mix kernel (exec/scalar_units.py), from the
         units of the ops whose unit is known: tile ops by pipe and subblock, flags both ends,
         scalar loads / stores of on-chip buffers the owner of the space; any other `ascend` op
         without results (a comm op, a barrier, a registered op of run-time pipe) every unit;
         the flags' and static-pipe tile ops' units as bit masks, KernelInfo.op_units). Both
-        empty on a single unit. `tree`: the kernel's OpTree (its ops: the kernel op, then `order`)."""
+        empty on a single unit. `statics`: the static pipe of each op of `order` (`_type_pipe`,
+        `_copy_pipe`; None: none), in order. `tree`:
+        the kernel's OpTree (its ops: the kernel op, then `order`)."""
         if self.nunits == 1:
             return {}, {}
         every = (1 << self.nunits) - 1
         anchored: dict[Operation, int] = {}
         fixed: dict[Operation, int] = {}  # the flags' and static tile ops' masks (KernelInfo.op_units)
-        for o in order:
+        for o, static in zip(order, statics):
             if _is_a(type(o), ascend.FlagOp):
                 su, du = flags[o]
                 anchored[o] = fixed[o] = 1 << su | 1 << du
-            elif statics.get(o):
-                pipe, unit, _ = statics[o]
+            elif static:
+                pipe, unit, _ = static
                 anchored[o] = fixed[o] = 1 << unit_of(pipe, unit, self.nunits, subblock(o))
             elif _is_a(type(o), (memref.LoadOp, memref.StoreOp)):
                 space = space_name(o.memref.type)
@@ -310,11 +310,12 @@ class KernelProgram:
                 anchored[o] = every
         return scalar_units(order, anchored, tree), fixed
 
-    def _flag_units(self, order: list[Operation], statics: dict) -> dict[Operation, tuple[int, int]]:
-        """(src unit, dst unit) of every flag op (`flag_units`; all 0 on a single unit)."""
+    def _flag_units(self, order: list[Operation], statics: list) -> dict[Operation, tuple[int, int]]:
+        """(src unit, dst unit) of every flag op (`flag_units`; all 0 on a single unit). `statics`:
+        the static pipe of each op of `order` (None: none), in order."""
         if self.nunits == 1:
             return {o: (0, 0) for o in order if _is_a(type(o), ascend.FlagOp)}
-        placed = [(statics[o][0], unit_of(statics[o][0], statics[o][1], 2, subblock(o))) if statics.get(o) else None for o in order]
+        placed = [(s[0], unit_of(s[0], s[1], 2, subblock(o))) if s else None for o, s in zip(order, statics)]
         return flag_units(order, placed)
 
     def run(self, args: list[np.ndarray], tags: list | None = None) -> KernelRecord:
@@ -532,8 +533,10 @@ class KernelProgram:
             slots = [comp.slot(a) for a in block.args]
             # later blocks may run unchecked while they take a checked block's decisions (race.py)
             builtin = builtin_costs()  # (a built-in cost gives an op one pipe whatever its operands)
-            uniform = uniform_blocks(tree.ops[1:], lambda o: (builtin.get(type(o)) is registry.COSTS[type(o)]) if (
-                type(o) in registry.COSTS and type(o) in registry.SEMANTICS) else None)
+            # (decided per op class, of the few classes the kernel's thousands of ops have)
+            tile = {t: (builtin.get(t) is registry.COSTS[t]) if t in registry.COSTS and t in registry.SEMANTICS else None
+                    for t in set(map(type, tree.ops))}
+            uniform = uniform_blocks(tree.ops[1:], lambda o: tile[type(o)])
             self.data = (frame, slots, comp.block(block), max(1, len(info.flag_keys)), uniform)
             # (no cube deferral: its records are per block; memo_text: no data steers the blocks' paths)
             self.batched = frame.cube is None and self.memo_text is not None and batch_run.batchable(tree.ops[1:])
