@@ -4,6 +4,7 @@ reference (`run_nn`), lower it with convert-nn-to-ascend, simulate it, compare."
 from __future__ import annotations
 
 import io
+import math
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -14,7 +15,7 @@ from ascendir.session import make_context
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.exec.nn_reference import run_nn
-from ascendir.driver import lower
+from ascendir.driver import lower, parse_pipeline, run_passes
 from ascendir.weights import WeightStore
 
 
@@ -118,3 +119,21 @@ func.func @main({sig}) -> ({ty(s, d)} {{onnx.name = "{name}"}}) {{
   {body}
   func.return %{name} : {ty(s, d)}
 }}"""
+
+
+def small_attention() -> ModuleOp:
+    """A small fp16 causal flash attention (1x2x40x32, 2 heads) fused and lowered for 910B2 at
+    -O0 + fuse-attention: a mix kernel whose unrolled pipeline repeats flags between the AIC's
+    and both AIVs' pipes, with copies on every path, transposed loads, mmads, vector ops and
+    casts of several element types."""
+    t = "tensor<1x2x40x32xf16>"
+    text = f"""builtin.module {{
+func.func @main(%q: {t}, %k: {t}, %v: {t}) -> {t} {{
+  %o = nn.attention %q, %k, %v {{num_heads = 2 : i64, num_kv_heads = 2 : i64, causal = true, scale = {1 / math.sqrt(32)} : f32}} : ({t}, {t}, {t}) -> {t}
+  func.return %o : {t}
+}}
+}}"""
+    module = parse(text)
+    run_passes(module, parse_pipeline("fuse-attention", "O0"))
+    lower(module, WeightStore(), "ascend910b2")
+    return module

@@ -5,36 +5,21 @@ op's own factory's function costs; other factories are called per op."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from xdsl.dialects.builtin import MemRefType
-from xdsl.parser import Parser
 
 from ascendir.costmodel import CostEnv, copy, shared_cost, vector
 from ascendir.dialects import ascend
-from ascendir.driver import lower, parse_pipeline, run_passes
 from ascendir.dtypes import to_numpy_dtype
 from ascendir.hardware import load_target
 from ascendir.interpreter.exec import registry
-from ascendir.session import make_context
-from ascendir.weights import WeightStore
+
+from lowering_harness import small_attention
 
 
 def _attention_ops():
-    """The tile ops of a small fp16 flash attention on 910B2 (copies on every path, transposed
-    loads, mmads, vector ops and casts of several element types)."""
-    t = "tensor<1x2x40x32xf16>"
-    text = f"""builtin.module {{
-func.func @main(%q: {t}, %k: {t}, %v: {t}) -> {t} {{
-  %o = nn.attention %q, %k, %v {{num_heads = 2 : i64, num_kv_heads = 2 : i64, causal = true, scale = {1 / math.sqrt(32)} : f32}} : ({t}, {t}, {t}) -> {t}
-  func.return %o : {t}
-}}
-}}"""
-    module = Parser(make_context(), text).parse_module()
-    run_passes(module, parse_pipeline("fuse-attention", "O0"))
-    lower(module, WeightStore(), "ascend910b2")
-    return [o for o in module.walk() if type(o) in registry.COSTS and type(o) in registry.SEMANTICS]
+    """The tile ops of lowering_harness.small_attention."""
+    return [o for o in small_attention().walk() if type(o) in registry.COSTS and type(o) in registry.SEMANTICS]
 
 
 def _values(op):

@@ -6,41 +6,20 @@ own would: tests/test_interpreter_holds.py.)"""
 
 from __future__ import annotations
 
-import math
-
-from xdsl.parser import Parser
-
 from ascendir.dialects import ascend
-from ascendir.driver import lower, parse_pipeline, run_passes
 from ascendir.hardware import load_target
 from ascendir.interpreter.sim.chip import compile_module
 from ascendir.interpreter.timing.timeline import NPIPES
-from ascendir.session import make_context
-from ascendir.weights import WeightStore
+
+from lowering_harness import small_attention
 
 HW = load_target("ascend910b2")
-
-
-def _attention():
-    """A small fp16 flash attention lowered for 910B2: a mix kernel whose unrolled pipeline
-    repeats flags between the AIC's and both AIVs' pipes."""
-    t = "tensor<1x2x40x32xf16>"
-    text = f"""builtin.module {{
-func.func @main(%q: {t}, %k: {t}, %v: {t}) -> {t} {{
-  %o = nn.attention %q, %k, %v {{num_heads = 2 : i64, num_kv_heads = 2 : i64, causal = true, scale = {1 / math.sqrt(32)} : f32}} : ({t}, {t}, {t}) -> {t}
-  func.return %o : {t}
-}}
-}}"""
-    module = Parser(make_context(), text).parse_module()
-    run_passes(module, parse_pipeline("fuse-attention", "O0"))
-    lower(module, WeightStore(), "ascend910b2")
-    return module
 
 
 def test_one_timed_closure_per_kind_and_ends():
     """Flags of one class and ends get one closure, any other pair of flags two: a key without
     the class would run a wait as a set, one without an end would charge another pipe."""
-    prog = compile_module(_attention(), HW, timing_only=True)
+    prog = compile_module(small_attention(), HW, timing_only=True)
     (kp,) = [k for k in prog.kernels.values() if any(isinstance(o, ascend.FlagOp) for o in k._info.tree.ops)]
     flags = [o for o in kp._info.tree.ops if isinstance(o, ascend.FlagOp)]
     keys = {(type(o), kp._info.flag_ends[o]) for o in flags}
@@ -64,7 +43,7 @@ def test_prewalk_units_are_read_per_op():
     from ascendir.interpreter.exec.common import unit_of
     from ascendir.interpreter.sim.kernel import _copy_pipe, _type_pipe
 
-    module = _attention()
+    module = small_attention()
     for o in module.walk():  # (without the lowering's unit hints, a flag's ends follow its nearest static ops)
         if isinstance(o, ascend.FlagOp):
             o.attributes.pop(FLAG_UNITS_ATTR, None)
