@@ -22,6 +22,8 @@ or the same per-byte marks (`_shared`, whose answer does not depend on the order
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
 from ascendir.interpreter.exec.pointer import byte_span, data_pointer
@@ -91,7 +93,7 @@ def _shared(root: np.ndarray, writes: list, reads: list) -> bool:
     for views, mark in ((writes, True), (reads, False)):
         for k, v in views:
             m = _bytes_of(marks, at, v)
-            if m is None or ((m != 0) & (m != k)).any():
+            if m is None or np.count_nonzero(m) != np.count_nonzero(m == k):  # (a byte marked by another block)
                 return True
             if mark:
                 m[...] = k
@@ -109,24 +111,22 @@ def coded_hazard(flats: list[list], gm: list[tuple[int, bool]], P: np.ndarray, F
     if not any(w for _, w in gm):
         return False
     at = [p for p, _ in gm]
+    pick = itemgetter(*at) if len(at) > 1 else lambda fl: (fl[at[0]],)
+    picked = [pick(fl) for fl in flats]
+    views: dict[int, np.ndarray] = {}  # id(GM view) -> view
+    for vs in picked:
+        views.update(zip(map(id, vs), vs))
     rix: dict[int, int] = {}  # id(GM view) -> its buffer's number
     roots: list = []
     num: dict[int, int] = {}  # id(buffer) -> its number
-    R = []
-    for fl in flats:
-        row = []
-        for p in at:
-            v = fl[p]
-            r = rix.get(id(v))
-            if r is None:
-                root = v.base if v.base is not None else v
-                r = num.get(id(root))
-                if r is None:
-                    r = num[id(root)] = len(roots)
-                    roots.append(root)
-                rix[id(v)] = r
-            row.append(r)
-        R.append(row)
+    for i, v in views.items():
+        root = v.base if v.base is not None else v
+        r = num.get(id(root))
+        if r is None:
+            r = num[id(root)] = len(roots)
+            roots.append(root)
+        rix[i] = r
+    R = [list(map(rix.__getitem__, map(id, vs))) for vs in picked]
     for root in roots:
         if type(root) is not np.ndarray or not root.flags.c_contiguous:
             return True

@@ -115,23 +115,28 @@ def _batched(tapes: list[list]) -> None:
             _each(tapes, n)
         return
     P, Fm = X >> _FORM_BITS, X & ((1 << _FORM_BITS) - 1)
-    gm, pos = [], 0
+    gm, pos, ends = [], 0, []
     for facts, vals in tapes[0]:
-        gm += [(pos + j, w) for j, w in facts[3]]
+        if facts[3]:
+            gm += [(pos + j, w) for j, w in facts[3]]
         pos += len(vals)
+        ends.append(pos)
     spans = np.array([form_span(f[0], f[1], f[2].itemsize) if len(f) == 3 else (0, 0) for f in forms], np.int64).reshape(-1, 2)
     if coded_hazard(flats, gm, P, Fm, spans):
         _plain(tapes, 0)
         return
     D = P[1] - P[0]
-    ok = ((Fm == Fm[0]).all(0) & (P == P[0] + np.arange(B, dtype=np.int64)[:, None] * D).all(0)).tolist()
+    bad = ~((Fm == Fm[0]).all(0) & (P == P[0] + np.arange(B, dtype=np.int64)[:, None] * D).all(0))
+    # per op: whether every operand is affine in the block (no bad operand among its own)
+    bad = np.concatenate(([0], np.cumsum(bad)))
+    ok = (bad[ends] == bad[np.concatenate(([0], ends[:-1])).astype(np.int64)]).tolist()
     D = D.tolist()
     cache: dict = {}
     pos = 0
     for n, (facts, vals) in enumerate(tapes[0]):
         m = len(vals)
         args = None
-        if facts[1] is not None and all(ok[pos: pos + m]):
+        if facts[1] is not None and ok[n]:
             args = _stacked(vals, D[pos: pos + m], B, facts[2], cache)
         pos += m
         if args is None:
