@@ -15,7 +15,8 @@ from xdsl.dialects import memref
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.exec import batch_groups, batch_run
-from ascendir.interpreter.exec.batch_groups import gm_hazard, runs
+from ascendir.interpreter.exec.batch_groups import coded_hazard, form_span, gm_hazard, runs
+from ascendir.interpreter.exec.pointer import data_pointer
 from ascendir.interpreter.exec.tape import Tape
 
 from test_flash_attention import attention_ir, compile_attention, random_inputs
@@ -73,6 +74,27 @@ def _facts(gm: tuple, sem=None, bsem=None, layout=False):
 W, R = _facts(((0, True),)), _facts(((0, False),))
 
 
+def _coded(tapes) -> bool:
+    """coded_hazard of `tapes` on the addresses and forms phase B reads of their operands."""
+    flats = [[v for e in t for v in e[1]] for t in tapes]
+    forms: dict = {}
+    F = np.array([[forms.setdefault((v.shape, v.strides, v.dtype), len(forms)) for v in fl] for fl in flats])
+    P = np.array([[data_pointer(v) for v in fl] for fl in flats], np.int64)
+    spans = np.array([form_span(s, st, d.itemsize) for s, st, d in forms], np.int64)
+    gm, pos = [], 0
+    for facts, vals in tapes[0]:
+        gm += [(pos + j, w) for j, w in facts[3]]
+        pos += len(vals)
+    return coded_hazard(flats, gm, P, F, spans)
+
+
+def _hazard(tapes) -> bool:
+    """gm_hazard of `tapes`, checked equal to coded_hazard's answer (phase B's)."""
+    got = gm_hazard(tapes)
+    assert _coded(tapes) == got
+    return got
+
+
 def test_runs_are_consecutive_blocks_of_equal_ops_capped():
     """Equal ops: equal facts (the same semantics functions: one op, or two no-op copies)."""
     a, b = _facts((), print), _facts((), repr)
@@ -87,7 +109,7 @@ def test_interleaved_tiles_are_no_hazard():
     reads a tile it wrote itself."""
     gm = np.zeros((64, 512), np.float16)
     tapes = [[(W, (gm[:, 128 * k: 128 * (k + 1)],)), (R, (gm[:32, 128 * k: 128 * k + 64],))] for k in range(4)]
-    assert not gm_hazard(tapes)
+    assert not _hazard(tapes)
 
 
 @pytest.mark.parametrize("case", ["read after write", "write after read", "same bytes written", "one byte"])
@@ -103,14 +125,44 @@ def test_a_byte_of_another_blocks_write_is_a_hazard(case):
         tapes[3][0] = (W, (tile[0],))
     else:  # the last byte of block 1's tile, read by block 2 as its first element's second byte
         tapes[2][1] = (R, (gm.view(np.uint8)[:1, 255:256],))
-    assert gm_hazard(tapes)
+    assert _hazard(tapes)
 
 
 def test_reads_of_one_tile_by_every_block_are_no_hazard():
     gm = np.zeros((64, 512), np.float32)
     out = np.zeros((4, 64, 128), np.float32)
     tapes = [[(R, (gm[:, :128],)), (W, (out[k],))] for k in range(4)]
-    assert not gm_hazard(tapes)
+    assert not _hazard(tapes)
+
+
+@pytest.mark.parametrize("case", ["apart", "touching", "overlapping", "strided interleaved", "strided shared",
+                                  "empty", "reversed", "two buffers", "shared read"])
+def test_the_coded_check_answers_as_the_per_view_check(case):
+    """coded_hazard (hulls over the coded addresses, per-byte marks where they meet) gives
+    gm_hazard's answer, hazard or not."""
+    gm = np.zeros((16, 256), np.float16)
+    out = np.zeros(4096, np.float32)
+    rows = [gm[2 * k: 2 * k + 2] for k in range(4)]
+    if case == "touching":  # (block 1 writes the first byte of block 2's rows)
+        rows[1] = gm.view(np.uint8).reshape(-1)[1024: 2049]
+    elif case == "overlapping":
+        rows[3] = gm[5:7]
+    elif case == "strided interleaved":
+        rows = [gm[:, k::4] for k in range(4)]
+    elif case == "strided shared":
+        rows = [gm[:, k::3] for k in range(4)]
+    elif case == "empty":
+        rows = [gm[k, 3:3] for k in range(4)]
+    elif case == "reversed":
+        rows = [gm[2 * k: 2 * k + 2, ::-1] for k in range(4)][::-1]
+    w = _facts(((0, True), (1, False)))
+    tapes = [[(w, (rows[k], out[k: k + 8] if case == "two buffers" else out[8 * k: 8 * k + 8]))] for k in range(4)]
+    if case == "shared read":  # (each block reads one row no block writes)
+        tapes = [t + [(R, (gm[15],))] for t in tapes]
+    want = case in ("touching", "overlapping", "strided shared")
+    if case == "two buffers":  # (reads that meet, of a buffer no block writes)
+        want = False
+    assert _hazard(tapes) is want
 
 
 def test_a_hazard_runs_the_group_block_by_block(monkeypatch):

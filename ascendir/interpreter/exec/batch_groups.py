@@ -12,9 +12,17 @@ and the last write of every byte is the plain walk's last write of it.
 The hazard check is exact, per byte: for each GM buffer written in the group, a map of its bytes
 marked with the block that wrote them; a byte marked by another block than the one reading or
 writing it is a hazard. A group with one is run block by block (phase B's plain replay).
+
+`coded_hazard` answers as `gm_hazard` does, on the operand addresses and forms phase B has
+already read (numpy over the group's GM operands instead of a Python loop per view): the same
+buffer tests, and per written buffer either its blocks' byte hulls, sorted by their first bytes,
+all distinct, each ending before the next begins (then `_apart` holds: the same order and test),
+or the same per-byte marks (`_shared`, whose answer does not depend on the order of the views).
 """
 
 from __future__ import annotations
+
+from operator import itemgetter
 
 import numpy as np
 
@@ -71,18 +79,95 @@ def gm_hazard(tapes: list[list]) -> bool:
     if any(b[0] <= a[1] for a, b in zip(spans, spans[1:])):
         return True
     for root, writes, reads in written:
-        if _apart(writes + reads):
-            continue
-        marks = np.zeros(root.nbytes, np.uint8)  # (untouched pages stay unmapped)
-        at = data_pointer(root)
-        for views, mark in ((writes, True), (reads, False)):
-            for k, v in views:
-                m = _bytes_of(marks, at, v)
-                if m is None or ((m != 0) & (m != k)).any():
-                    return True
-                if mark:
-                    m[...] = k
+        if not _apart(writes + reads) and _shared(root, writes, reads):
+            return True
     return False
+
+
+def _shared(root: np.ndarray, writes: list, reads: list) -> bool:
+    """Whether a byte of `root` (a plain C-contiguous buffer) written by a (block mark, view) of
+    `writes` is written or read by another block's (`reads`), or cannot be told (a view numpy
+    will not remap). The answer does not depend on the order or repeats of the pairs."""
+    marks = np.zeros(root.nbytes, np.uint8)  # (untouched pages stay unmapped)
+    at = data_pointer(root)
+    for views, mark in ((writes, True), (reads, False)):
+        for k, v in views:
+            m = _bytes_of(marks, at, v)
+            if m is None or np.count_nonzero(m) != np.count_nonzero(m == k):  # (a byte marked by another block)
+                return True
+            if mark:
+                m[...] = k
+    return False
+
+
+def coded_hazard(flats: list[list], gm: list[tuple[int, bool]], P: np.ndarray, F: np.ndarray,
+                 spans: np.ndarray) -> bool:
+    """`gm_hazard` of a group, on the operand addresses and forms phase B has read (the module
+    doc). `flats[k]`: block k's operand values, its ops' operands one after the other; `gm`:
+    (position in a flat list, written) of each GM operand (the group's ops are equal: `runs`);
+    `P`, `F`: (blocks, operands) int64, the data pointer of each array operand and the number of
+    its form; `spans[f]`: [first, last] byte of an array of form f from its data pointer, as
+    `byte_span` computes it."""
+    if not any(w for _, w in gm):
+        return False
+    at = [p for p, _ in gm]
+    pick = itemgetter(*at) if len(at) > 1 else lambda fl: (fl[at[0]],)
+    picked = [pick(fl) for fl in flats]
+    views: dict[int, np.ndarray] = {}  # id(GM view) -> view
+    for vs in picked:
+        views.update(zip(map(id, vs), vs))
+    rix: dict[int, int] = {}  # id(GM view) -> its buffer's number
+    roots: list = []
+    num: dict[int, int] = {}  # id(buffer) -> its number
+    for i, v in views.items():
+        root = v.base if v.base is not None else v
+        r = num.get(id(root))
+        if r is None:
+            r = num[id(root)] = len(roots)
+            roots.append(root)
+        rix[i] = r
+    R = [list(map(rix.__getitem__, map(id, vs))) for vs in picked]
+    for root in roots:
+        if type(root) is not np.ndarray or not root.flags.c_contiguous:
+            return True
+    rs = sorted(byte_span(root) for root in roots)
+    if any(b[0] <= a[1] for a, b in zip(rs, rs[1:])):
+        return True
+    R = np.array(R, np.int64)
+    W = np.array([w for _, w in gm])
+    Pg, Fg = P[:, at], F[:, at]
+    lo, hi = Pg + spans[Fg, 0], Pg + spans[Fg, 1]
+    big = np.iinfo(np.int64)
+    for r in np.unique(R[:, W]).tolist():
+        m = R == r
+        touch = m.any(1)
+        first = np.where(m, lo, big.max).min(1)[touch]
+        last = np.where(m, hi, big.min).max(1)[touch]
+        o = np.argsort(first, kind="stable")
+        first, last = first[o], last[o]
+        if (first[:-1] < first[1:]).all() and (last[:-1] < first[1:]).all():
+            continue  # (the blocks' hulls are apart: `_apart`)
+        writes, reads = [], []
+        ks, ps = np.nonzero(m)
+        for k, p in zip(ks.tolist(), ps.tolist()):
+            (writes if W[p] else reads).append((k + 1, flats[k][at[p]]))
+        if _shared(roots[r], writes, reads):
+            return True
+    return False
+
+
+def form_span(shape: tuple, strides: tuple, itemsize: int) -> tuple[int, int]:
+    """[first, last] byte, from its data pointer, of an array of `shape`, `strides` (bytes) and
+    `itemsize`: `byte_span` of such an array at address 0."""
+    lo = hi = 0
+    if 0 in shape:
+        return 0, -1
+    for n, st in zip(shape, strides):
+        if st > 0:
+            hi += (n - 1) * st
+        else:
+            lo += (n - 1) * st
+    return lo, hi + itemsize - 1
 
 
 def _apart(views: list[tuple[int, np.ndarray]]) -> bool:

@@ -32,7 +32,7 @@ import numpy as np
 from xdsl.dialects import memref
 
 from ascendir.dialects import ascend
-from ascendir.interpreter.exec.batch_groups import gm_hazard, runs
+from ascendir.interpreter.exec.batch_groups import coded_hazard, form_span, gm_hazard, runs
 from ascendir.interpreter.exec.pointer import data_pointer
 
 # ops that touch data outside the tile ops (a load steering control, a store, a value read): a
@@ -60,7 +60,7 @@ def run(blocks: list[list]) -> None:
     would have computed them (the module doc says why the bits are equal)."""
     for start, stop in runs(blocks):
         group = blocks[start:stop]
-        if len(group) > 1 and len(group[0]) >= MIN_OPS and not gm_hazard(group):
+        if len(group) > 1 and len(group[0]) >= MIN_OPS:
             _batched(group)
         else:
             _plain(group, 0)
@@ -86,8 +86,8 @@ def _each(tapes: list[list], n: int) -> None:
 
 
 def _batched(tapes: list[list]) -> None:
-    """Run the ops of a group's tapes (equal ops, no GM hazard: batch_groups.py) op after op,
-    each batched where it can be (the module doc)."""
+    """Run the ops of a group's tapes (equal ops: batch_groups.py) op after op, each batched
+    where it can be (the module doc), or, where the group has a GM hazard, block by block."""
     B = len(tapes)
     flats = [[v for e in t for v in e[1]] for t in tapes]
     # id(operand value) -> its address (0: a scalar) << _FORM_BITS | its form's number, a form
@@ -108,19 +108,35 @@ def _batched(tapes: list[list]) -> None:
             raise OverflowError
         X = np.array([np.fromiter(map(code.__getitem__, map(id, fl)), np.int64, M) for fl in flats])
     except OverflowError:  # (codes past an int64: the group's ops block by block)
+        if gm_hazard(tapes):
+            _plain(tapes, 0)
+            return
         for n in range(len(tapes[0])):
             _each(tapes, n)
         return
     P, Fm = X >> _FORM_BITS, X & ((1 << _FORM_BITS) - 1)
+    gm, pos, ends = [], 0, []
+    for facts, vals in tapes[0]:
+        if facts[3]:
+            gm += [(pos + j, w) for j, w in facts[3]]
+        pos += len(vals)
+        ends.append(pos)
+    spans = np.array([form_span(f[0], f[1], f[2].itemsize) if len(f) == 3 else (0, 0) for f in forms], np.int64).reshape(-1, 2)
+    if coded_hazard(flats, gm, P, Fm, spans):
+        _plain(tapes, 0)
+        return
     D = P[1] - P[0]
-    ok = ((Fm == Fm[0]).all(0) & (P == P[0] + np.arange(B, dtype=np.int64)[:, None] * D).all(0)).tolist()
+    bad = ~((Fm == Fm[0]).all(0) & (P == P[0] + np.arange(B, dtype=np.int64)[:, None] * D).all(0))
+    # per op: whether every operand is affine in the block (no bad operand among its own)
+    bad = np.concatenate(([0], np.cumsum(bad)))
+    ok = (bad[ends] == bad[np.concatenate(([0], ends[:-1])).astype(np.int64)]).tolist()
     D = D.tolist()
     cache: dict = {}
     pos = 0
     for n, (facts, vals) in enumerate(tapes[0]):
         m = len(vals)
         args = None
-        if facts[1] is not None and all(ok[pos: pos + m]):
+        if facts[1] is not None and ok[n]:
             args = _stacked(vals, D[pos: pos + m], B, facts[2], cache)
         pos += m
         if args is None:
