@@ -157,3 +157,34 @@ def test_a_data_error_comes_before_a_later_blocks_race():
     ids[(2 * it + 60) * r + 3, 0] = 1005  # block 2, iteration 60
     with pytest.raises(AscendirError, match=r"kernel @emb: ascend.gather_rows: index 1005 out of range"):
         simulate(parse(text), ws, {"input_ids": ids}, HW)
+
+
+def test_a_race_before_a_data_error_in_one_block_is_raised():
+    """Block 3 of the embedding kernel reads back the GM rows it just wrote, unsynchronised, from
+    its first iteration on (a race the race check logs in a cheap block), and has an index out of
+    range at iteration 60: the plain walk raises the race, which came first (sim/kernel.py
+    `_blocks`: a data error finishes the race check first, "a race before the error is what a
+    full check raises"). int eef381b's batched walk, computing block 3's recorded ops after its
+    phase-A race, raises the data error instead."""
+    bd, it, r = 8, 100, 8
+    n = bd * it * r
+    svo = f"memref<{r}x16xf32, strided<[16, 1], offset: ?>, #ascend<space gm>>"
+    text = _embedding(bd, it, r)
+    old = f"      ascend.copy %d, %os : {_ub((r, 16))}, {svo}\n"
+    text = text.replace(old, old + f"""      %c3 = arith.constant 3 : index
+      %is3 = arith.cmpi eq, %bid, %c3 : index
+      %rn = arith.addi %row, %cr : index
+      %rr = arith.select %is3, %row, %rn : index
+      %rs = memref.subview %out[%rr, 0] [{r}, 16] [1, 1] : {_gm((n, 16))} to {svo}
+      ascend.copy %rs, %dd : {svo}, {_ub((r, 16))}
+""").replace(f"    %d = ascend.alloc : {_ub((r, 16))}\n", f"    %d = ascend.alloc : {_ub((r, 16))}\n    %dd = ascend.alloc : {_ub((r, 16))}\n")
+    assert "%dd" in text and "%rs" in text
+    ws = WeightStore()
+    ws.add("table", np.random.default_rng(0).standard_normal((100, 16)).astype(np.float32))
+    ids = np.random.default_rng(1).integers(0, 100, (n, 1)).astype(np.int32)
+    race = r"race in kernel @emb \(block 3\): buffer GM buffer #1: ascend.copy on MTE3 and ascend.copy on MTE2"
+    with pytest.raises(AscendirError, match=race):
+        simulate(parse(text), ws, {"input_ids": ids}, HW)
+    ids[(3 * it + 60) * r + 3, 0] = 1005  # block 3, iteration 60
+    with pytest.raises(AscendirError, match=race):
+        simulate(parse(text), ws, {"input_ids": ids}, HW)
