@@ -15,8 +15,8 @@ from xdsl.dialects import memref
 from ascendir.hardware import load_target
 from ascendir.interpreter import simulate
 from ascendir.interpreter.exec import batch_groups, batch_run
-from ascendir.interpreter.exec.batch_groups import coded_hazard, form_span, gm_hazard, runs
-from ascendir.interpreter.exec.pointer import data_pointer
+from ascendir.interpreter.exec.batch_groups import _shared, coded_hazard, form_span, runs
+from ascendir.interpreter.exec.pointer import byte_span, data_pointer
 from ascendir.interpreter.exec.tape import Tape
 
 from test_flash_attention import attention_ir, compile_attention, random_inputs
@@ -74,6 +74,16 @@ def _facts(gm: tuple, sem=None, bsem=None, layout=False):
 W, R = _facts(((0, True),)), _facts(((0, False),))
 
 
+def _slices(blocks: int, key: int, shape: tuple, dtype) -> list[np.ndarray]:
+    """Each block's array of alloc `key` from one tape's arena (addresses affine in the block)."""
+    t = Tape(blocks)
+    out = []
+    for k in range(blocks):
+        t.begin(k)
+        out.append(t.zeros(key, shape, np.dtype(dtype)))
+    return out
+
+
 def _coded(tapes) -> bool:
     """coded_hazard of `tapes` on the addresses and forms phase B reads of their operands."""
     flats = [[v for e in t for v in e[1]] for t in tapes]
@@ -86,6 +96,58 @@ def _coded(tapes) -> bool:
         gm += [(pos + j, w) for j, w in facts[3]]
         pos += len(vals)
     return coded_hazard(flats, gm, P, F, spans)
+
+
+def gm_hazard(tapes: list[list]) -> bool:
+    """The reference hazard check, a Python loop per GM view: whether a block of `tapes` (a group's
+    tapes, in block order, of equal ops: `runs`) writes a GM byte that another reads or writes, or that cannot be told (GM arrays that are no plain numpy buffers, or
+    distinct buffers sharing memory). The GM operands of an op are its facts' [3]: (operand
+    position, written)."""
+    bufs: dict[int, tuple] = {}  # id(buffer) -> (buffer, [(block mark, written view)], [(mark, read view)])
+    at = [(n, j, w) for n, (facts, _) in enumerate(tapes[0]) for j, w in facts[3]]  # (the group's ops are equal)
+    for k, tape in enumerate(tapes):
+        views = {}  # (id(view), written) -> view: each once
+        for n, j, w in at:
+            v = tape[n][1][j]
+            views[id(v), w] = v
+        for (_, w), v in views.items():
+            root = v.base if v.base is not None else v
+            got = bufs.get(id(root))
+            if got is None:
+                got = bufs[id(root)] = (root, [], [])
+            (got[1] if w else got[2]).append((k + 1, v))
+    written = [g for g in bufs.values() if g[1]]
+    if not written:
+        return False
+    for g in bufs.values():
+        if type(g[0]) is not np.ndarray or not g[0].flags.c_contiguous:
+            return True
+    spans = sorted(byte_span(g[0]) for g in bufs.values())
+    if any(b[0] <= a[1] for a, b in zip(spans, spans[1:])):
+        return True
+    for root, writes, reads in written:
+        if not _apart(writes + reads) and _shared(root, writes, reads):
+            return True
+    return False
+
+
+
+def _apart(views: list[tuple[int, np.ndarray]]) -> bool:
+    """Whether the byte ranges from the first to the last byte of the (block mark, view) pairs
+    `views` of each block are apart from those of every other block (then no byte is shared)."""
+    hull: dict[int, list[int]] = {}
+    for k, v in views:
+        lo, hi = byte_span(v)
+        h = hull.get(k)
+        if h is None:
+            hull[k] = [lo, hi]
+        else:
+            if lo < h[0]:
+                h[0] = lo
+            if hi > h[1]:
+                h[1] = hi
+    spans = sorted(hull.values())
+    return all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
 
 
 def _hazard(tapes) -> bool:
@@ -186,12 +248,9 @@ def test_ops_without_batched_form_or_affine_operands_run_per_block(monkeypatch):
     """One buffer per block from the tape's arena (affine): batched; an op without a batched
     form, and one whose operands are not affine in the block: block by block, op-major."""
     monkeypatch.setattr(batch_run, "MIN_OPS", 1)
-    t = Tape(4)
     spread = np.zeros((10, 2, 3), np.float32)
-    bufs, loose = [], [spread[i] for i in (0, 1, 3, 4)]  # (at offsets not affine in the block)
-    for k in range(4):
-        t.begin(k)
-        bufs.append(t.zeros(7, (2, 3), np.dtype(np.float32)))
+    loose = [spread[i] for i in (0, 1, 3, 4)]  # (at offsets not affine in the block)
+    bufs = _slices(4, 7, (2, 3), np.float32)
     seen = []
 
     def sem(x, s):
@@ -211,11 +270,7 @@ def test_ops_without_batched_form_or_affine_operands_run_per_block(monkeypatch):
 
 def test_a_scalar_that_differs_runs_per_block(monkeypatch):
     monkeypatch.setattr(batch_run, "MIN_OPS", 1)
-    t = Tape(2)
-    bufs = []
-    for k in range(2):
-        t.begin(k)
-        bufs.append(t.zeros(0, (3,), np.dtype(np.float32)))
+    bufs = _slices(2, 0, (3,), np.float32)
 
     def fill(x, s):
         x[...] = s
@@ -227,11 +282,7 @@ def test_a_scalar_that_differs_runs_per_block(monkeypatch):
 
 def test_a_batched_error_is_the_first_failing_blocks(monkeypatch):
     monkeypatch.setattr(batch_run, "MIN_OPS", 1)
-    t = Tape(3)
-    bufs = []
-    for k in range(3):
-        t.begin(k)
-        bufs.append(t.zeros(0, (2,), np.dtype(np.int64)))
+    bufs = _slices(3, 0, (2,), np.int64)
     bufs[1][0] = 5
     bufs[2][0] = 6
 

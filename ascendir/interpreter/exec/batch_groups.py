@@ -3,7 +3,7 @@ batch (exec/batch_run.py): pure functions over the tapes.
 
 A group is a run of consecutive blocks, at most MAX_BATCH, whose tapes hold the same ops in the
 same order (`runs`), and in which no block writes a GM byte that another block of the group reads
-or writes (`gm_hazard`). Phase B runs the groups in block order and, inside a group, op after op,
+or writes (`coded_hazard`). Phase B runs the groups in block order and, inside a group, op after op,
 each for all the group's blocks, where the plain walk ran block after block. That reorders only
 ops of different blocks of one group: their on-chip arrays are apart (tape.py) and their GM
 accesses touch no byte one of them writes, so each op reads the values it reads in the plain walk
@@ -13,11 +13,12 @@ The hazard check is exact, per byte: for each GM buffer written in the group, a 
 marked with the block that wrote them; a byte marked by another block than the one reading or
 writing it is a hazard. A group with one is run block by block (phase B's plain replay).
 
-`coded_hazard` answers as `gm_hazard` does, on the operand addresses and forms phase B has
-already read (numpy over the group's GM operands instead of a Python loop per view): the same
-buffer tests, and per written buffer either its blocks' byte hulls, sorted by their first bytes,
-all distinct, each ending before the next begins (then `_apart` holds: the same order and test),
-or the same per-byte marks (`_shared`, whose answer does not depend on the order of the views).
+`coded_hazard` computes it on the operand addresses and forms phase B has already read (numpy
+over the group's GM operands instead of a Python loop per view): a group whose GM buffers are not
+plain C-contiguous numpy arrays, or share memory, counts as a hazard; per written buffer, when its
+blocks' byte hulls, sorted by their first bytes, are all distinct, each ending before the next
+begins, no byte is shared; else the per-byte marks decide (`_shared`, whose answer does not depend
+on the order of the views). tests/test_batch_walk.py compares it with a per-view reference.
 """
 
 from __future__ import annotations
@@ -51,39 +52,6 @@ def runs(blocks: list[list], cap: int = MAX_BATCH) -> list[tuple[int, int]]:
     return out
 
 
-def gm_hazard(tapes: list[list]) -> bool:
-    """Whether a block of `tapes` (a group's tapes, in block order, of equal ops: `runs`) writes a GM byte that another
-    reads or writes, or that cannot be told (GM arrays that are no plain numpy buffers, or
-    distinct buffers sharing memory). The GM operands of an op are its facts' [3]: (operand
-    position, written)."""
-    bufs: dict[int, tuple] = {}  # id(buffer) -> (buffer, [(block mark, written view)], [(mark, read view)])
-    at = [(n, j, w) for n, (facts, _) in enumerate(tapes[0]) for j, w in facts[3]]  # (the group's ops are equal)
-    for k, tape in enumerate(tapes):
-        views = {}  # (id(view), written) -> view: each once
-        for n, j, w in at:
-            v = tape[n][1][j]
-            views[id(v), w] = v
-        for (_, w), v in views.items():
-            root = v.base if v.base is not None else v
-            got = bufs.get(id(root))
-            if got is None:
-                got = bufs[id(root)] = (root, [], [])
-            (got[1] if w else got[2]).append((k + 1, v))
-    written = [g for g in bufs.values() if g[1]]
-    if not written:
-        return False
-    for g in bufs.values():
-        if type(g[0]) is not np.ndarray or not g[0].flags.c_contiguous:
-            return True
-    spans = sorted(byte_span(g[0]) for g in bufs.values())
-    if any(b[0] <= a[1] for a, b in zip(spans, spans[1:])):
-        return True
-    for root, writes, reads in written:
-        if not _apart(writes + reads) and _shared(root, writes, reads):
-            return True
-    return False
-
-
 def _shared(root: np.ndarray, writes: list, reads: list) -> bool:
     """Whether a byte of `root` (a plain C-contiguous buffer) written by a (block mark, view) of
     `writes` is written or read by another block's (`reads`), or cannot be told (a view numpy
@@ -102,8 +70,8 @@ def _shared(root: np.ndarray, writes: list, reads: list) -> bool:
 
 def coded_hazard(flats: list[list], gm: list[tuple[int, bool]], P: np.ndarray, F: np.ndarray,
                  spans: np.ndarray) -> bool:
-    """`gm_hazard` of a group, on the operand addresses and forms phase B has read (the module
-    doc). `flats[k]`: block k's operand values, its ops' operands one after the other; `gm`:
+    """Whether a block of a group writes a GM byte that another reads or writes, or that cannot be
+    told (the module doc), on the operand addresses and forms phase B has read. `flats[k]`: block k's operand values, its ops' operands one after the other; `gm`:
     (position in a flat list, written) of each GM operand (the group's ops are equal: `runs`);
     `P`, `F`: (blocks, operands) int64, the data pointer of each array operand and the number of
     its form; `spans[f]`: [first, last] byte of an array of form f from its data pointer, as
@@ -146,7 +114,7 @@ def coded_hazard(flats: list[list], gm: list[tuple[int, bool]], P: np.ndarray, F
         o = np.argsort(first, kind="stable")
         first, last = first[o], last[o]
         if (first[:-1] < first[1:]).all() and (last[:-1] < first[1:]).all():
-            continue  # (the blocks' hulls are apart: `_apart`)
+            continue  # (the blocks' hulls are apart)
         writes, reads = [], []
         ks, ps = np.nonzero(m)
         for k, p in zip(ks.tolist(), ps.tolist()):
@@ -168,24 +136,6 @@ def form_span(shape: tuple, strides: tuple, itemsize: int) -> tuple[int, int]:
         else:
             lo += (n - 1) * st
     return lo, hi + itemsize - 1
-
-
-def _apart(views: list[tuple[int, np.ndarray]]) -> bool:
-    """Whether the byte ranges from the first to the last byte of the (block mark, view) pairs
-    `views` of each block are apart from those of every other block (then no byte is shared)."""
-    hull: dict[int, list[int]] = {}
-    for k, v in views:
-        lo, hi = byte_span(v)
-        h = hull.get(k)
-        if h is None:
-            hull[k] = [lo, hi]
-        else:
-            if lo < h[0]:
-                h[0] = lo
-            if hi > h[1]:
-                h[1] = hi
-    spans = sorted(hull.values())
-    return all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
 
 
 def _bytes_of(marks: np.ndarray, at: int, v: np.ndarray) -> np.ndarray | None:

@@ -32,7 +32,7 @@ import numpy as np
 from xdsl.dialects import memref
 
 from ascendir.dialects import ascend
-from ascendir.interpreter.exec.batch_groups import coded_hazard, form_span, gm_hazard, runs
+from ascendir.interpreter.exec.batch_groups import coded_hazard, form_span, runs
 from ascendir.interpreter.exec.pointer import data_pointer
 
 # ops that touch data outside the tile ops (a load steering control, a store, a value read): a
@@ -107,12 +107,8 @@ def _batched(tapes: list[list]) -> None:
         if len(forms) >> _FORM_BITS:
             raise OverflowError
         X = np.array([np.fromiter(map(code.__getitem__, map(id, fl)), np.int64, M) for fl in flats])
-    except OverflowError:  # (codes past an int64: the group's ops block by block)
-        if gm_hazard(tapes):
-            _plain(tapes, 0)
-            return
-        for n in range(len(tapes[0])):
-            _each(tapes, n)
+    except OverflowError:  # (codes past an int64: the group block by block, as the plain walk)
+        _plain(tapes, 0)
         return
     P, Fm = X >> _FORM_BITS, X & ((1 << _FORM_BITS) - 1)
     gm, pos, ends = [], 0, []
