@@ -475,7 +475,8 @@ class KernelProgram:
         super-tile products, dropped when the walk ends). Any other kernel whose ops read data
         only in tile ops (`batched`) runs its blocks recording their tile ops (exec/tape.py),
         then computes them a window of blocks at a time, runs of blocks of equal ops an op at a
-        time for all of them (exec/batch_run.py: the same bits, the same errors)."""
+        time for all of them (exec/batch_run.py: the same bits, the same errors but where one block
+        both races and hits a data error: tests/test_breaker26_regressions.py)."""
         F, slots, body, nflags, uniform = self._data_compile()
         for s, a, tag in zip(slots, args, tags):
             F.values[s] = a
