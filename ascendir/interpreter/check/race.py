@@ -35,6 +35,17 @@ the others none can race: read / read, or one pipe's program order). At the firs
 differs it follows the checked block from the event there, the logged GM accesses given to the
 follow first (`RaceChecker.reset`, `decide`, `finish`).
 
+A cheap block's check of one GM buffer is proved once per shape of its accesses: the check of a
+buffer's accesses at a block's end starts from no range of it (each block starts with fresh
+ranges; GM keys hold one buffer's ranges) and reads, per access, the checked block's step (pipe,
+clock row, name), the view's strides, shape and written bit, and its offset, only through
+interval tests, equality of ranges and `views_overlap`: moving every offset by one shift changes
+none of those outcomes when the shift is a multiple of each view's largest stride (the box
+decomposition moves the index along it alike). So where a later cheap block following the same
+checked block makes the same accesses to a buffer, offsets moved by such a shift (`_shifted`:
+the same key), its check raises nothing, as the earlier block's did: it is skipped (the other
+buffers' checks, in order, decide which race is raised first, as without the skip).
+
 Only the final pass of a launch checks (the L2 recording pass runs the same program); GM races
 between blocks on different cores are not checked (no cross-core sync is modelled). Numerics runs
 always check, in the data walk of a launch (sim/kernel.py `_data_walk`: every op runs there, while
@@ -45,6 +56,7 @@ should not pay for the check on every point.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 from ascendir.costmodel.buffer_lifetimes import views_overlap
@@ -131,6 +143,22 @@ def _move(log: list, moves: list) -> None:
             log[j] = [((t[0], t[1] + get(t[0], 0), t[2]), shape, w) for t, shape, w in log[j]]
 
 
+def _shifted(ref: list, acc: list) -> tuple:
+    """What the check of one GM buffer's accesses `acc` ((log position, operand number, operand)
+    in order) in a cheap block following checked block `ref` reads, but for a shift of every
+    offset: the key of `RaceChecker.proved`. The offsets are relative to the first; the first
+    modulo the least common multiple of the views' largest strides (`views_overlap` decomposes
+    absolute offsets along the strides, largest first: a shift by a multiple of that stride
+    moves every index along it alike and leaves the rest as they were)."""
+    base = acc[0][2][0][1]
+    m = 1
+    for st in {o[0][2] for _, _, o in acc}:
+        top = max(st, default=0)
+        if top > 0:
+            m = math.lcm(m, top)
+    return (id(ref), base % m, tuple([(j, o[0][1] - base, o[0][2], o[1], o[2]) for j, _, o in acc]))
+
+
 class RaceChecker:
     """Vector clocks of one core's pipes during one block, and the recent accesses per buffer.
 
@@ -170,7 +198,7 @@ class RaceChecker:
     __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views",
                  "refs", "ref", "pos", "rec", "lazy", "queues", "block",
                  "frame", "ctl", "traces", "cheap", "cheap_ctl", "nctl", "gmlog", "gm_moves", "gm_steps", "tape", "ctl_vals",
-                 "snaps", "cur", "phys_keys")
+                 "snaps", "cur", "phys_keys", "proved")
 
     def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1, nflags: int = 1, frame=None):
         """`frame`: the data walk's Frame when its blocks may run unchecked while they take a
@@ -213,6 +241,9 @@ class RaceChecker:
         self.snaps: dict = {}
         self.cur: dict = {}
         self.phys_keys: set = set()  # the placed spaces accessed (on-chip keys of `seen` besides ChipBuffers)
+        # `_shifted` keys of the GM buffers' accesses cheap blocks checked without a race (`finish`)
+        # -> the checked block they followed
+        self.proved: dict = {}
 
     def _view(self, root, st: tuple, shape: tuple) -> tuple:
         """(last element - first element, or -1 when empty; geometry id of (strides, shape); the
@@ -383,14 +414,27 @@ class RaceChecker:
         moved = [None] * len(log)  # per access: root -> shift of its tags (`log_moved`), or None
         for a, b, shifts in moves:
             moved[a:b] = [shifts] * (b - a)
+        # racy root -> its accesses (log position, operand number, operand moved), in order
+        per = {r: [] for r in racy}
         for j, ops in enumerate(log):
-            for o in ops:
-                if o[0][0] in racy:
+            for k, o in enumerate(ops):
+                got = per.get(o[0][0])
+                if got is not None:
                     if moved[j] is not None:
                         t = o[0]
                         o = ((t[0], t[1] + moved[j].get(t[0], 0), t[2]), o[1], o[2])
-                    _, row, pid, name, _ = ref[steps[j]]
-                    self._check(pid, row, [o], name, self.block)
+                    got.append((j, k, o))
+        # a root whose accesses repeat, shifted, those of a root an earlier cheap block following
+        # `ref` checked without a race cannot race (`proved`: the module doc)
+        proved = self.proved
+        sigs = {r: _shifted(ref, acc) for r, acc in per.items()}
+        left = {r for r, sig in sigs.items() if sig not in proved}
+        if left:
+            for j, _, o in sorted((e for r in left for e in per[r]), key=lambda e: (e[0], e[1])):
+                _, row, pid, name, _ = ref[steps[j]]
+                self._check(pid, row, [o], name, self.block)
+        for r in left:
+            proved[sigs[r]] = ref  # (holding `ref`: its id in the key stays its own)
 
     # -- sync ops: `ev` is the op's `sync_event` ------------------------------------------------
     def set(self, ev: tuple) -> None:
