@@ -34,6 +34,7 @@ from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.cast import cast, is_plain
 from ascendir.interpreter.exec.ort_cast import CAST_ELEMENTS, narrow_into, widen_into
 from ascendir.interpreter.exec.special import erf
+from ascendir.interpreter.exec.walk import _is_a
 from ascendir.interpreter.exec.wide import storage_dtype
 
 Runtime = Callable[..., None]
@@ -127,15 +128,17 @@ def _f32(x: np.ndarray) -> np.ndarray:
 # DMA
 # ------------------------------------------------------------------------------------------
 def copy(op: ascend.CopyOp) -> Runtime:
-    if never_read(op.dest):
+    source, dest = op.source, op.dest  # (once: each xDSL operand accessor is a descriptor call)
+    if never_read(dest):
         return _nothing
-    on_chip = space_of(op.dest) != MemSpace.GM
+    space = space_of(dest)
+    on_chip = space != MemSpace.GM
     relu = op.relu is not None and op.relu.value.data != 0
     transpose = op.transpose is not None and op.transpose.value.data != 0
     # into an fp16 buffer held in fp32 (wide.py) from data that is not fp16 (FixPipe L0C f32 ->
     # L1): rounded to fp16 first, as storing into the fp16 buffer would
-    dt = to_numpy_dtype(op.dest.type.element_type)
-    narrow = dt if storage_dtype(space_of(op.dest).value, dt) != dt and to_numpy_dtype(op.source.type.element_type) != dt else None
+    dt = to_numpy_dtype(dest.type.element_type)
+    narrow = dt if storage_dtype(space.value, dt) != dt and to_numpy_dtype(source.type.element_type) != dt else None
 
     def run(src: np.ndarray, dst: np.ndarray) -> None:
         if transpose:  # MTE1 load2d with transpose: dst = src^T (then the overlap rule)
@@ -163,20 +166,25 @@ def never_read(dest: SSAValue) -> bool:
     (templates/matmul.py `_Prefetch`: the AIVs read the weights' chunks GM -> UB ahead of the
     cube; in the 7B layer of benchmarks/numerics_speed.py 9,704 copies of 64 KiB): its values
     reach no output, so its copies skip the data (their cost and race-check accesses stay)."""
+    # (classes tested with walk.py's `_is_a`: isinstance on xDSL's op classes, ABCs, runs Python
+    # code at every call, and a compile asks this of every copy)
     v = dest
-    while isinstance(v, OpResult) and isinstance(v.op, (ascend.ViewOp, memref.SubviewOp)):
+    while isinstance(v, OpResult) and _is_a(type(v.op), _VIEWS):
         v = v.op.operands[0]
-    if not (isinstance(v, OpResult) and isinstance(v.op, ascend.AllocOp)) or space_of(v) == MemSpace.GM:
+    if not (isinstance(v, OpResult) and _is_a(type(v.op), ascend.AllocOp)) or space_of(v) == MemSpace.GM:
         return False
     todo = [v]
     while todo:
         for use in todo.pop().uses:
-            o = use.operation
-            if isinstance(o, (ascend.ViewOp, memref.SubviewOp)) and use.index == 0:
-                todo.append(o.results[0])
-            elif not (isinstance(o, ascend.CopyOp) and use.index == 1):
+            t = type(use.operation)
+            if _is_a(t, _VIEWS) and use.index == 0:
+                todo.append(use.operation.results[0])
+            elif not (_is_a(t, ascend.CopyOp) and use.index == 1):
                 return False
     return True
+
+
+_VIEWS = (ascend.ViewOp, memref.SubviewOp)
 
 
 def _nothing(*vals) -> None:
