@@ -34,6 +34,7 @@ from xdsl.dialects import memref
 from ascendir.dialects import ascend
 from ascendir.interpreter.exec.batch_groups import coded_hazard, form_span, runs
 from ascendir.interpreter.exec.pointer import data_pointer
+from ascendir.interpreter.exec.walk import _is_a
 
 # ops that touch data outside the tile ops (a load steering control, a store, a value read): a
 # walk recording only the tile ops would run them out of order
@@ -52,7 +53,7 @@ MIN_OPS = 256
 def batchable(ops) -> bool:
     """Whether a data walk of the kernel of `ops` (its body's ops) may record its tile ops and
     compute them after (exec/tape.py): none of its other ops reads or writes data."""
-    return not any(isinstance(o, _DATA_OPS) for o in ops)
+    return not any(_is_a(t, _DATA_OPS) for t in set(map(type, ops)))  # (per class: walk.py `_is_a`)
 
 
 def run(blocks: list[list]) -> None:

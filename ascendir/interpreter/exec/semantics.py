@@ -34,6 +34,7 @@ from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.cast import cast, is_plain
 from ascendir.interpreter.exec.ort_cast import CAST_ELEMENTS, narrow_into, widen_into
 from ascendir.interpreter.exec.special import erf
+from ascendir.interpreter.exec.walk import _is_a
 from ascendir.interpreter.exec.wide import storage_dtype
 
 Runtime = Callable[..., None]
@@ -127,15 +128,17 @@ def _f32(x: np.ndarray) -> np.ndarray:
 # DMA
 # ------------------------------------------------------------------------------------------
 def copy(op: ascend.CopyOp) -> Runtime:
-    if never_read(op.dest):
+    source, dest = op.source, op.dest  # (once: each xDSL operand accessor is a descriptor call)
+    if never_read(dest):
         return _nothing
-    on_chip = space_of(op.dest) != MemSpace.GM
+    space = space_of(dest)
+    on_chip = space != MemSpace.GM
     relu = op.relu is not None and op.relu.value.data != 0
     transpose = op.transpose is not None and op.transpose.value.data != 0
     # into an fp16 buffer held in fp32 (wide.py) from data that is not fp16 (FixPipe L0C f32 ->
     # L1): rounded to fp16 first, as storing into the fp16 buffer would
-    dt = to_numpy_dtype(op.dest.type.element_type)
-    narrow = dt if storage_dtype(space_of(op.dest).value, dt) != dt and to_numpy_dtype(op.source.type.element_type) != dt else None
+    dt = to_numpy_dtype(dest.type.element_type)
+    narrow = dt if storage_dtype(space.value, dt) != dt and to_numpy_dtype(source.type.element_type) != dt else None
 
     def run(src: np.ndarray, dst: np.ndarray) -> None:
         if transpose:  # MTE1 load2d with transpose: dst = src^T (then the overlap rule)
@@ -163,20 +166,25 @@ def never_read(dest: SSAValue) -> bool:
     (templates/matmul.py `_Prefetch`: the AIVs read the weights' chunks GM -> UB ahead of the
     cube; in the 7B layer of benchmarks/numerics_speed.py 9,704 copies of 64 KiB): its values
     reach no output, so its copies skip the data (their cost and race-check accesses stay)."""
+    # (classes tested with walk.py's `_is_a`: isinstance on xDSL's op classes, ABCs, runs Python
+    # code at every call, and a compile asks this of every copy)
     v = dest
-    while isinstance(v, OpResult) and isinstance(v.op, (ascend.ViewOp, memref.SubviewOp)):
+    while isinstance(v, OpResult) and _is_a(type(v.op), _VIEWS):
         v = v.op.operands[0]
-    if not (isinstance(v, OpResult) and isinstance(v.op, ascend.AllocOp)) or space_of(v) == MemSpace.GM:
+    if not (isinstance(v, OpResult) and _is_a(type(v.op), ascend.AllocOp)) or space_of(v) == MemSpace.GM:
         return False
     todo = [v]
     while todo:
         for use in todo.pop().uses:
-            o = use.operation
-            if isinstance(o, (ascend.ViewOp, memref.SubviewOp)) and use.index == 0:
-                todo.append(o.results[0])
-            elif not (isinstance(o, ascend.CopyOp) and use.index == 1):
+            t = type(use.operation)
+            if _is_a(t, _VIEWS) and use.index == 0:
+                todo.append(use.operation.results[0])
+            elif not (_is_a(t, ascend.CopyOp) and use.index == 1):
                 return False
     return True
+
+
+_VIEWS = (ascend.ViewOp, memref.SubviewOp)
 
 
 def _nothing(*vals) -> None:
@@ -427,15 +435,43 @@ SCALAR: dict[str, Callable[[Operation], Runtime]] = {
 }
 
 
-def _reduce(fn: Callable[..., np.ndarray]) -> Callable[[Operation], Runtime]:
+def _reduce(fn: Callable[..., np.ndarray], extreme: np.ufunc | None = None) -> Callable[[Operation], Runtime]:
+    """`fn` over the last dim (keepdims). `extreme`: np.maximum or np.minimum, whose reduction of
+    a short float32 last dim `_short_extreme` computes."""
+
     def factory(op: Operation) -> Runtime:
         def run(src: np.ndarray, dst: np.ndarray) -> None:
             x = _f32(src) if src.dtype.kind == "f" else src
+            if (extreme is not None and x.dtype == F32 and x.ndim > 1 and 1 < x.shape[-1] <= _SHORT
+                    and x.flags.c_contiguous and _short_extreme(extreme, x, dst)):
+                return
             _store(dst, fn(x, axis=-1, keepdims=True))
 
         return run
 
     return factory
+
+
+_SHORT = 32  # last dims `_short_extreme` takes (its transposed copy costs less than numpy's per-row calls)
+
+
+def _short_extreme(fn: np.ufunc, x: np.ndarray, dst: np.ndarray) -> bool:
+    """dst[...] = fn.reduce(x, axis=-1, keepdims=True) for a C-contiguous float32 `x` of a short
+    last dim (fn np.maximum or np.minimum), reduced along the first axis of its transposed copy
+    (elementwise passes over rows instead of numpy's inner-loop call per row of `x`: ~60 ns each,
+    the 7B layer's FlashAttention row maxima of 12 elements: 32 us against 4 for 512 rows);
+    False (nothing written) when that may not give numpy's values bit for bit.
+
+    The largest (smallest) of a row's elements is one value whatever the order the elements are
+    compared in, but for the sign of a zero (max(-0, +0)) and which NaN of several: when a
+    result is zero or NaN, False (as `_blocks_of_8`)."""
+    n = x.shape[-1]
+    t = np.ascontiguousarray(x.reshape(-1, n).T)
+    out = fn.reduce(t, axis=0)
+    if not np.minimum.reduce(np.abs(out)) > 0:  # a zero or a NaN
+        return False
+    _store(dst, out.reshape(x.shape[:-1] + (1,)))
+    return True
 
 
 def _block_reduce(fn: np.ufunc) -> Callable[[Operation], Runtime]:
@@ -488,8 +524,8 @@ def _blocks_of_8(fn: np.ufunc, x: np.ndarray, dst: np.ndarray) -> bool:
 REDUCE: dict[str, Callable[[Operation], Runtime]] = {
     # (ufunc reductions: what np.sum / np.max / np.min / np.prod call, without their wrapper)
     "vreduce_sum": _reduce(np.add.reduce),
-    "vreduce_max": _reduce(np.maximum.reduce),
-    "vreduce_min": _reduce(np.minimum.reduce),
+    "vreduce_max": _reduce(np.maximum.reduce, np.maximum),
+    "vreduce_min": _reduce(np.minimum.reduce, np.minimum),
     "vreduce_prod": _reduce(np.multiply.reduce),
     "vblock_reduce_max": _block_reduce(np.maximum),
     "vblock_reduce_sum": _block_reduce(np.add),
@@ -604,9 +640,19 @@ class Unbatched(Exception):
 
 
 def _holds_nan(x) -> bool:
-    """Whether `x` is a float array holding a NaN (max propagates NaNs: one pass, no temporary)."""
+    """Whether `x` is a float array holding a NaN (max propagates NaNs: one pass, no temporary;
+    the ufunc's reduction without np.max's wrapper, ~2 us a call on the 7B layer's batched
+    FlashAttention row statistics)."""
+    if type(x) is np.ndarray and x.dtype.kind == "f":
+        if not x.size:
+            return False
+        m = _MAX(x, axis=None)
+        return bool(m != m)
     return isinstance(x, np.ndarray) and (x.dtype.kind == "f" or x.dtype == BF16) and x.size > 0 and bool(
         np.isnan(np.max(x)))
+
+
+_MAX = np.maximum.reduce
 
 
 def _nan_guarded(factory: Callable[[Operation], Runtime]) -> Callable[[Operation], Runtime]:
@@ -621,7 +667,9 @@ def _nan_guarded(factory: Callable[[Operation], Runtime]) -> Callable[[Operation
         run = factory(op)
 
         def batched(a, b, dst: np.ndarray) -> None:
-            if _holds_nan(a) and _holds_nan(b):
+            # (the smaller operand first: where it holds no NaN, the other is not searched)
+            x, y = (b, a) if getattr(b, "size", 0) < getattr(a, "size", 0) else (a, b)
+            if _holds_nan(x) and _holds_nan(y):
                 raise Unbatched
             run(a, b, dst)
 
