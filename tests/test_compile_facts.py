@@ -54,6 +54,32 @@ CARRIED = f'''builtin.module {{
   }}
 }}'''
 
+# the UB view's row offset %o is an scf.if's result: 0 in one branch, 16 * block index in the
+# other (yielded): it varies per block through the branch's yield alone
+BRANCHED = f'''builtin.module {{
+  ascend.kernel @k(%a: {G}) attributes {{block_dim = 2 : i64, core_type = #ascend.core_type<aiv>}} {{
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c16 = arith.constant 16 : index
+    %bid = ascend.block_idx : index
+    %u = ascend.alloc : {U}
+    %p = arith.cmpi ult, %c0, %c1 : index
+    %o = scf.if %p -> (index) {{
+      %o1 = arith.muli %bid, %c16 : index
+      scf.yield %o1 : index
+    }} else {{
+      scf.yield %c0 : index
+    }}
+    %us = memref.subview %u[%o, 0] [16, 64] [1, 1] : {U} to {U_TILE}
+    ascend.vadd %us, %us, %us : {U_TILE}, {U_TILE}, {U_TILE}
+    ascend.return
+  }}
+  func.func @main(%x: {G} {{onnx.name = "x"}}) {{
+    ascend.launch @k(%x) : {G}
+    func.return
+  }}
+}}'''
+
 
 def _kernel_ops(text: str) -> list:
     """The body of the first ascend.kernel of `text`, in walk order."""
@@ -145,7 +171,7 @@ def _tile(o) -> bool | None:
     return True if type(o) in registry.COSTS else None
 
 
-KERNELS = {"carried": CARRIED, "kernel": KERNEL, **{f"racy {k}": v for k, v in RACY.items()}}
+KERNELS = {"carried": CARRIED, "branched": BRANCHED, "kernel": KERNEL, **{f"racy {k}": v for k, v in RACY.items()}}
 
 
 @pytest.mark.parametrize("name", list(KERNELS))
@@ -182,6 +208,15 @@ def test_uniform_blocks_see_a_yield_feed_back() -> None:
     assert uniform_blocks(ops, _tile) is False
     # without the feedback (the yield gives back the constant) the blocks are uniform
     steady = _kernel_ops(CARRIED.replace("scf.yield %q2 : index", "scf.yield %c0 : index"))
+    assert uniform_blocks(steady, _tile) is True and _reference_uniform(steady, _tile) is True
+
+
+def test_uniform_blocks_see_a_branch_yield() -> None:
+    """The view of the vadd in BRANCHED varies per block through the scf.if's yield alone."""
+    ops = _kernel_ops(BRANCHED)
+    assert _reference_uniform(ops, _tile) is False
+    assert uniform_blocks(ops, _tile) is False
+    steady = _kernel_ops(BRANCHED.replace("scf.yield %o1 : index", "scf.yield %c16 : index"))
     assert uniform_blocks(steady, _tile) is True and _reference_uniform(steady, _tile) is True
 
 

@@ -72,44 +72,54 @@ def _rules(ops: Sequence[Operation]) -> tuple[list[int], list[tuple[tuple[int, .
     """What makes the values of `ops` vary, as ids of values (`ops` keep them alive): the values
     varying whatever the others do (results of ops other than arith, views and on-chip allocs),
     and rules (inputs, outputs): the outputs vary when one of the inputs does. None when an op
-    has regions other than scf.for / scf.if (control the decisions do not describe: scf.while, ...)."""
+    has regions other than scf.for / scf.if (control the decisions do not describe: scf.while, ...).
+    (One kind per op class, `_kind`: a 7B layer's FlashAttention kernel has 3,700 ops, a third
+    of them flags, which test nothing more than their kind and their regions.)"""
     always: list[int] = []
     conditional: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    add = conditional.append
+    kinds = _KINDS
     for o in ops:
         t = type(o)
-        kind = _KINDS.get(t)
+        kind = kinds.get(t)
         if kind is None:
-            kind = _KINDS[t] = _kind(t)
+            kind = kinds[t] = _kind(t)
         if kind is _PURE_OP or kind is _ALLOC and space_name(o.result.type) != "gm":  # (most ops: tested first)
             if o.results:
-                conditional.append((tuple(map(id, operands_of(o))), tuple(map(id, o.results))))
-        elif _is_a(t, scf.ForOp):
+                add((tuple(map(id, operands_of(o))), tuple(map(id, o.results))))
+        elif kind is _FOR:
             blk = o.body.block
-            conditional.append(((id(o.lb), id(o.step)), (id(blk.args[0]),)))
+            add(((id(o.lb), id(o.step)), (id(blk.args[0]),)))
             ys = list(blk.last_op.operands) if _is_a(type(blk.last_op), scf.YieldOp) else []
             for k, (arg, init) in enumerate(zip(blk.args[1:], o.iter_args)):
-                conditional.append(((id(init), id(ys[k])) if k < len(ys) else (id(init),), (id(arg), id(o.results[k]))))
-        elif _is_a(t, scf.IfOp):
+                add(((id(init), id(ys[k])) if k < len(ys) else (id(init),), (id(arg), id(o.results[k]))))
+        elif kind is _IF:
+            res = o.results
             for r in o.regions:
                 for b in r.blocks:
-                    if _is_a(type(b.last_op), scf.YieldOp):
-                        conditional += [((id(y),), (id(o.results[k]),)) for k, y in enumerate(b.last_op.operands)]
-        elif o.regions:
+                    y = b.last_op
+                    if _is_a(type(y), scf.YieldOp):
+                        for k, v in enumerate(y.operands):
+                            add(((id(v),), (id(res[k]),)))
+        elif o.regions:  # (any other op, a GM alloc too)
             return None
-        else:
-            always += [id(r) for r in o.results]
+        elif o.results:
+            always.extend(map(id, o.results))
     return always, conditional
 
 
-_PURE_OP, _ALLOC, _OTHER = "pure", "alloc", "other"
+_PURE_OP, _ALLOC, _FOR, _IF, _OTHER = "pure", "alloc", "for", "if", "other"
 _KINDS: dict[type, str] = {}  # op class -> `_kind` (the rules ask it of every op of a kernel)
 
 
 def _kind(t: type) -> str:
     """How `_rules` reads the ops of class `t`: `_PURE_OP` (arith, views, scf.yield: results from
-    operands alone), `_ALLOC` (ascend.alloc: pure when on chip), else `_OTHER`."""
+    operands alone), `_ALLOC` (ascend.alloc: pure when on chip), `_FOR` (scf.for), `_IF`
+    (scf.if), else `_OTHER`."""
     name = getattr(t, "name", "")
     if isinstance(name, str) and (name.startswith("arith.") or name in _PURE):
         return _PURE_OP
-    return _ALLOC if _is_a(t, ascend.AllocOp) else _OTHER
+    if _is_a(t, ascend.AllocOp):
+        return _ALLOC
+    return _FOR if _is_a(t, scf.ForOp) else _IF if _is_a(t, scf.IfOp) else _OTHER
 
