@@ -420,17 +420,30 @@ def _sums_test_log(overlap: bool, init: bool = True):
     return log, c
 
 
+def _logged(log: list) -> list:
+    """`bent` of a loop adding the terms of `log` (deferred.py `_add`: the adds that were no
+    plain appends), from a deferral logging them onto a fresh state."""
+    from ascendir.interpreter.exec.deferred import CubeDeferral
+
+    cube = CubeDeferral([])
+    cube.log, cube.bent = [], []
+    for root, k, cv, term, init in log:
+        cube._add(root, k, cv, (root, k[0], k[2]), term, init)
+    cube.flush()
+    return cube.bent
+
+
 @pytest.mark.parametrize("overlap, init", [(False, True), (False, False), (True, True)])
 def test_joined_appends_sum_like_the_loop(overlap, init):
     # apart, X's and Y's later K slices append to their regions (made by their first adds, init
-    # or not): one joined term each. Overlapping, each add materialises the other region
-    # (products of one K slice each): the regions are not there at the cut, and the loop's own
-    # terms are added
+    # or not): one stretch, one joined term each. Overlapping, each add materialises the other
+    # region (products of one K slice each): no add is a plain append, nothing is joined
     from ascendir.interpreter.exec.deferred import CubeDeferral
 
     log, c = _sums_test_log(overlap, init)
-    cut, joined = data_loop_memo._appends(log)
-    assert cut == 2 and len(joined) == 2
+    bent = _logged(log)
+    items, stretches = data_loop_memo._appends(log, bent)
+    assert (len(items), stretches) == ((len(log), ()) if overlap else (4, ((2, 4, 2),)))
 
     def run(fn):
         cube = CubeDeferral([])
@@ -443,11 +456,61 @@ def test_joined_appends_sum_like_the_loop(overlap, init):
         for root, k, cv, term, init in log:
             cube._add(root, k, cv, (root, k[0], k[2]), term, init)
 
-    tails = []
     want = run(loop)
-    got = run(lambda cube: data_loop_memo._add_all(cube, log[:cut] + joined, cut, lambda: tails.append(1) or log[cut:]))
+    got = run(lambda cube: data_loop_memo._add_all(cube, items, stretches, lambda o: pytest.fail("tail")))
     assert np.array_equal(got, want)
-    assert tails == ([1] if overlap else [])
+
+
+def test_stretches_of_appends_between_regroups_are_joined_each():
+    # X appends, then Y starts (no plain append), then X and Y append: two stretches, each
+    # joined per region; replayed onto a state where X is missing at the second stretch (it was
+    # materialised in between), the loop's own adds from that stretch on are added instead
+    from ascendir.interpreter.exec.deferred import CubeDeferral
+
+    log, c = _sums_test_log(False, True)  # X0 Y0 X1 Y1 X2 Y2 X3 Y3 (X, Y apart)
+    log = [log[0], log[2], log[4], log[1], log[3], log[6], log[5], log[7]]  # X0 X1 X2 Y0 Y1 X3 Y2 Y3
+    bent = _logged(log)
+    assert bent == [0, 3]
+    items, stretches = data_loop_memo._appends(log, bent)
+    assert stretches == ((1, 2, 1), (3, 5, 4)) and len(items) == 5
+
+    def run(fn):
+        cube = CubeDeferral([])
+        c[...] = 0
+        fn(cube)
+        cube.flush()
+        return c.copy()
+
+    def loop(cube, adds):
+        for root, k, cv, term, init in adds:
+            cube._add(root, k, cv, (root, k[0], k[2]), term, init)
+
+    want = run(lambda cube: loop(cube, log))
+    got = run(lambda cube: data_loop_memo._add_all(cube, items, stretches, lambda o: pytest.fail("tail")))
+    assert np.array_equal(got, want)
+    # X materialised before the second stretch: its appends after that start X's sum anew (the
+    # walk's `_add` does: X's region is missing), so the tail from the stretch's first add is added
+    tails = []
+
+    class Flushing(CubeDeferral):
+        __slots__ = ()
+
+        def _add(self, root, key, cv, t, term, init):
+            super()._add(root, key, cv, t, term, init)
+            if key == log[3][1] and init:  # (after Y0: X materialised)
+                self._flush_sums(root, ("c", 0, (96, 1)), log[0][2])
+
+    def flushed(adds_fn):
+        cube = Flushing([])
+        c[...] = 0
+        adds_fn(cube)
+        cube.flush()
+        return c.copy()
+
+    want = flushed(lambda cube: loop(cube, log))
+    got = flushed(lambda cube: loop(cube, []) or data_loop_memo._add_all(
+        cube, items, stretches, lambda o: tails.append(o) or log[o:]))
+    assert tails == [4] and np.array_equal(got, want)
 
 
 def test_replays_rebuild_what_the_stored_views_rebuild(monkeypatch):
@@ -544,7 +607,7 @@ def test_exact_and_joins_checked_without_building_views(monkeypatch):
 
     same = data_loop_memo._same
     orig = data_loop_memo._exact
-    n = {"stored": 0, "refused": 0}
+    n = {"stored": 0, "refused": 0, "stretches": 0}
 
     def variants(st):
         yield st
@@ -565,12 +628,17 @@ def test_exact_and_joins_checked_without_building_views(monkeypatch):
             want = _exact_by_rebuild(v, bases)
             assert orig(v, bases) == want
             n["stored" if v is st and want else "refused"] += 1
-        adds = st.adds[:st.cut] + st.tail
-        cut, joined = data_loop_memo._appends(adds)
-        want = _joined_one_by_one(adds, cut)
-        assert cut == st.cut and len(joined) == len(want)
-        for a, b in zip(joined, want):
-            assert a[:3] == b[:3] and a[4] == b[4] and same(a[3][0], b[3][0]) and same(a[3][1], b[3][1]) and a[3][2:] == b[3][2:]
+        # each stretch's items: its adds (the loop's, up to the next add kept as it is) joined
+        at = 0
+        for a, b, o in st.cut:
+            assert all(x is y for x, y in zip(st.adds[at:a], st.tail[o - (a - at): o]))
+            end = next((i for i in range(o, len(st.tail)) if b < len(st.adds) and st.tail[i] is st.adds[b]), len(st.tail))
+            want = _joined_one_by_one(st.tail[o:end], 0)
+            assert b - a == len(want)
+            for x, y in zip(st.adds[a:b], want):
+                assert x[:3] == y[:3] and x[4] == y[4] and same(x[3][0], y[3][0]) and same(x[3][1], y[3][1]) and x[3][2:] == y[3][2:]
+            at = b
+        n["stretches"] += len(st.cut)
         return orig(st, bases)
 
     monkeypatch.setattr(data_loop_memo, "_exact", checked)
@@ -578,4 +646,104 @@ def test_exact_and_joins_checked_without_building_views(monkeypatch):
                              (320, 832, 1280, "m=64,n=128,k=32,l1_depth=2,split_k=1,swizzle=1,prefetch=1")):
         module, feeds = _template_gemm(m, k, n_, tiling)
         simulate(module, None, feeds, HW)
-    assert n["stored"] > 2 and n["refused"] > 6, n
+    assert n["stored"] > 2 and n["refused"] > 6 and n["stretches"] > 2, n
+
+
+def _run_memos_counted(monkeypatch, on: bool) -> dict:
+    """Counts of replays and runs of the memos of runs of ops (data_loop_memo.py `run_memos`;
+    `on` False: no runs memoised, the loops' memos as before)."""
+    from ascendir.interpreter.exec import data_codegen
+
+    n = {"replayed": 0, "ran": 0, "memos": 0}
+    real = data_loop_memo.run_memos
+    runs = set()
+
+    def run_memos(ops, tree):
+        got = real(ops, tree) if on else []
+        n["memos"] += len(got)
+        return got
+
+    def _data_runs(self, ops, nest):
+        out = orig_runs(self, ops, nest)
+        for _, memo in out.values():
+            runs.add(id(memo))
+        return out
+
+    orig_runs = data_codegen.DataCodegen._data_runs
+    orig_replay = data_loop_memo.DataLoopMemo.replay
+
+    def replay(self):
+        got = orig_replay(self)
+        if id(self) in runs:
+            n["replayed" if got else "ran"] += 1
+        return got
+
+    monkeypatch.setattr(data_codegen, "run_memos", run_memos)
+    monkeypatch.setattr(data_codegen.DataCodegen, "_data_runs", _data_runs)
+    monkeypatch.setattr(data_loop_memo.DataLoopMemo, "replay", replay)
+    return n
+
+
+@pytest.mark.parametrize("races", [True, False])
+def test_a_tiles_k_loops_replayed_as_one_run_bit_for_bit(monkeypatch, races):
+    # the template's first L1 chunk by L0C column halves, its middle chunks' loop and its last
+    # chunk's left half, up to the FixPipe of that half: one run (`run_memos`), replayed for the
+    # block's later tiles; the same outputs and report as without runs memoised and without any
+    # memo (every op run)
+    module, feeds = _template_gemm(384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1")
+    counts = _run_memos_counted(monkeypatch, True)
+    new = simulate(module, None, feeds, HW, check_races=races)
+    assert counts["memos"] > 0 and counts["replayed"] > counts["ran"] > 0, counts
+    _run_memos_counted(monkeypatch, False)
+    loops = simulate(module, None, feeds, HW, check_races=races)
+    _counted(monkeypatch, False)
+    plain = simulate(module, None, feeds, HW, check_races=races)
+    (name,) = new.outputs
+    for other in (loops, plain):
+        assert new.report == other.report
+        assert np.array_equal(new.outputs[name], other.outputs[name])
+
+
+def test_runs_keep_the_values_read_after_them_outside():
+    # a run holds no op whose values are read after it (a replay sets none of them): the tile's
+    # row and column offsets, which its FixPipes read, run before it; no run holds a FixPipe
+    # (L0C -> GM: it reads data)
+    module, _ = _template_gemm(384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1")
+    (kernel,) = [op for op in module.walk() if op.name == "ascend.kernel"]
+    tree = OpTree(kernel)
+    found = whole = 0
+    for o in tree.ops:
+        for region in o.regions:
+            for block in region.blocks:
+                ops = tree.block_ops(block)
+                for i, j, _ in data_loop_memo.run_memos(ops, tree):
+                    found += 1
+                    inside = {id(x) for top in ops[i:j] for x in tree.walk(top)}
+                    for top in ops[i:j]:
+                        for x in tree.walk(top):
+                            assert x.name != "ascend.copy" or "l0c" not in str(x.source.type)
+                            assert all(id(u.operation) in inside for r in x.results for u in r.uses)
+                    # a block holding its FixPipes (and the offsets they read) is no run whole
+                    if any(x.name == "ascend.copy" and "l0c" in str(x.source.type) for x in ops):
+                        assert data_loop_memo.plan_run(ops, tree) is None
+                        whole += 1
+    assert found > 0 and whole > 0
+
+
+def test_a_memo_whose_stores_are_refused_stops_storing(monkeypatch):
+    # every execution refused (`_exact` False): each memo runs its loop to store it at most
+    # TRIES / 3 times rounded up per data walk, then runs it without storing
+    module, feeds = _template_gemm(384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1")
+    starts: dict = {}
+    orig = data_loop_memo.DataLoopMemo.start
+
+    def start(self):
+        got = orig(self)
+        if got is not None:
+            starts[id(self)] = starts.get(id(self), 0) + 1
+        return got
+
+    monkeypatch.setattr(data_loop_memo, "_exact", lambda st, bases: False)
+    monkeypatch.setattr(data_loop_memo.DataLoopMemo, "start", start)
+    simulate(module, None, feeds, HW)
+    assert starts and max(starts.values()) == -(-data_loop_memo.TRIES // 3), starts

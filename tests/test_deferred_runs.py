@@ -142,12 +142,14 @@ def test_joined_terms_give_the_runs_of_their_slices():
 
 def test_appends_join_like_joined_one_by_one():
     # data_loop_memo._appends checks a chain of appends along K (`_run_k`) and builds each
-    # joined term once (`_run_term`): the views `_joined` builds one append at a time
+    # joined term once (`_run_term`): the views `_joined` builds one append at a time, the
+    # appends after the add that started the region one stretch
     from ascendir.interpreter.exec.data_loop_memo import _appends
 
     for terms in _cases()[2]:
         adds = [("c", (0, (M, N), (N, 1)), None, t, False) for t in terms]
-        cut, joined = _appends(adds)
-        assert cut == 1
+        items, stretches = _appends(adds, [0])  # (the first add starts the region: no plain append)
+        joined = items[1:]
+        assert items[0] is adds[0] and stretches == ((1, len(items), 1),)
         assert _views([j[3][:2] for j in joined]) == _views([t[:2] for t in _fold(terms[1:])])
         assert [j[3][2:] for j in joined] == [t[2:] for t in _fold(terms[1:])]

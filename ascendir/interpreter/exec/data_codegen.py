@@ -21,7 +21,7 @@ from xdsl.ir import Block
 from ascendir.dialects import ascend
 from ascendir.dialects.ir_checks import loop_range
 from ascendir.interpreter.exec.common import Closure, space_name
-from ascendir.interpreter.exec.data_loop_memo import DataLoopMemo, plan
+from ascendir.interpreter.exec.data_loop_memo import DataLoopMemo, plan, run_memos
 from ascendir.interpreter.exec.scalar import SCALAR_OPS, division_by_zero
 from ascendir.interpreter.exec.walk import operands_of
 from ascendir.interpreter.exec.scalar_codegen import generated
@@ -37,6 +37,7 @@ class DataCodegen:
     # (slots of scalar results stored, slots other code reads) of the function being generated
     # (`_read_outside`); a region's function has its own while it is generated
     _slots_used: tuple[set[int], set[int]] | None = None
+    _in_memo = 0  # loops with a memo (`_data_memo`) around the ops being generated
 
     def data_block(self, block: Block) -> Closure:
         """One function running the ops of `block` in order (a kernel body's or a region's) with
@@ -65,10 +66,12 @@ class DataCodegen:
                 if s is not None:  # (a value without a slot yet is defined inside `ops`)
                     read.add(s)
 
-    def _data_lines(self, block: Block, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
+    def _data_lines(self, block: Block, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int],
+                    part: list | None = None) -> None:
         """Append the code of the ops of `block` (but its scf.yield) at nesting `nest`; `local`: slot
         -> the local holding its value (scalar results and induction variables in scope); `n`:
-        the counter naming locals and closures."""
+        the counter naming locals and closures; `part`: those ops of `block` only (a run a memo
+        replays, `_data_runs`)."""
         pad = "    " * nest
         run: list = []
         calls: list = []  # closures of consecutive ops, not yet written
@@ -99,7 +102,24 @@ class DataCodegen:
                 run.clear()
 
         tree = self.k.tree
-        for op in tree.block_ops(block) if tree is not None else block.ops:
+        ops = part if part is not None else tree.block_ops(block) if tree is not None else list(block.ops)
+        runs = self._data_runs(ops, nest) if part is None else {}
+        i = -1
+        while i + 1 < len(ops):
+            i += 1
+            op = ops[i]
+            if i in runs:  # (data_loop_memo.py `run_memos`: a stored execution of the run applied, else it runs and is stored)
+                flush()
+                end, memo = runs[i]
+                k = n[0]
+                n[0] += 1
+                env[f"M{k}"] = memo
+                lines.append(f"{pad}if not M{k}.replay():")
+                lines.append(f"{pad}    t{k} = M{k}.start()")
+                self._data_lines(block, env, lines, dict(local), nest + 1, n, ops[i:end])
+                lines.append(f"{pad}    M{k}.stop(t{k})")
+                i = end - 1
+                continue
             t = type(op)
             if t in SCALAR_OPS:
                 if calls or flags:
@@ -159,7 +179,11 @@ class DataCodegen:
         lines.append(f"{fpad}        ctl.decide(True)")
         lines.append(f"{fpad}    R[{iv}] = i{k}")
         local[iv] = f"i{k}"
-        self._data_lines(body, env, lines, local, fnest + 1, n)
+        self._in_memo += memo is not None
+        try:
+            self._data_lines(body, env, lines, local, fnest + 1, n)
+        finally:
+            self._in_memo -= memo is not None
         if memo is not None:
             lines.append(f"{pad}    M{k}.stop(t{k})")
         if carried:
@@ -172,6 +196,22 @@ class DataCodegen:
                 lines.append(f"{pad}R[{r}] = R[{c}]")
         lines.append(f"{pad}if ctl is not None:")
         lines.append(f"{pad}    ctl.decide(False)")
+
+    def _data_runs(self, ops: list, nest: int) -> dict:
+        """The runs of `ops` (a block's) a memo replays whole (data_loop_memo.py `run_memos`):
+        first index -> (index past the last, its DataLoopMemo); none outside a deferred kernel,
+        past MAX_NEST - 1 (a run adds a block) and inside a loop with a memo of its own (whose
+        replays skip the runs)."""
+        if self.F.cube is None or nest >= MAX_NEST - 1 or self.k.tree is None or self._in_memo:
+            return {}
+        tree = self.k.tree
+        out = {}
+        for i, j, planned in run_memos(ops, tree):
+            chips = [self.slot(o.result) for o in tree.ops if type(o) is ascend.AllocOp and space_name(o.result.type) != "gm"]
+            walked = [o for top in ops[i:j] for o in tree.walk(top)]
+            self._read_outside(walked)  # (the memo reads the run's outside values from their slots)
+            out[i] = (j, DataLoopMemo(self.F, self.slot, planned, chips))
+        return out
 
     def _data_memo(self, op: scf.ForOp, nest: int) -> DataLoopMemo | None:
         """The memo of a K loop of a deferred kernel's data walk (data_loop_memo.py), None for any

@@ -9,8 +9,9 @@ records the loop leaves and the terms its mmads add to sums, their GM views move
 tile's addresses and their on-chip views to the running block's buffers. The terms go through
 deferred.py's `_add` again, in their order, onto the sums the tile has then (the matmul
 template's first K step runs before the loop, by L0C column halves, and the loop's first mmad
-regroups those halves); the terms a region appends after its first, one K slice after the
-other, go as one term (`_appends`: the same runs of K, so the same products).
+regroups those halves); the terms a region appends one K slice after the other, between the
+adds that start, regroup or materialise sums, go as one term (`_appends`: the same runs of K, so
+the same products), each such stretch only while its regions are there (`_add_all`).
 
 When it is exact. Static (`plan`): the loop carries no values; every op in it is a scalar op,
 a subview, a flag, scf, an mmad or a copy GM -> L1, L1 -> L0A / L0B, or GM into a buffer no
@@ -42,18 +43,31 @@ copy's record made before it (`watch`: what it left is its own; a stale mark of 
 record, which keeps that record's source, is refused too), kept its block's checked decisions,
 and when every view it left rebuilds from its tag exactly (data address, shape, strides and,
 for GM views, owner). tests/test_data_loop_memo.py compares outputs, reports and
-race verdicts with the walk that runs every op."""
+race verdicts with the walk that runs every op.
+
+Runs of ops. A tile of the matmul template runs its first L1 chunk by L0C column halves (two
+loops of L1 -> L0 copies and mmads, no GM copy: no memo of their own, they read the chunk's L1
+records), its middle chunks' K loop, then its last chunk by halves with a FixPipe after each.
+The ops from the tile's first GM copy to its first FixPipe hold nothing but what a stored
+execution may hold, so such a run of consecutive ops of a block (`run_memos`) has a memo too,
+the same as a loop's with "the loop carries no values" read as "no value the run defines is
+read after it" (a replay sets none): the run is one execution, its address values those outside
+values used in it only as GM offsets (the tile's row and column). Its stretches of plain
+appends come between the regroups of the L0C halves (`_appends`). Runs are taken only where
+their key may repeat (`plan_run`: comparisons as tests), and a memo that
+stores without replaying stops storing for the walk (`TRIES`): storing runs the K loop inside
+with its own memo off."""
 
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects import memref, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
-from ascendir.interpreter.accel.loop_memo import _external, memo_inputs
+from ascendir.interpreter.accel.loop_memo import _external, memo_inputs, offset_copies
 from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.deferred import _addr, _run_k, _run_term
@@ -62,6 +76,12 @@ from ascendir.interpreter.exec.semantics import never_read
 from ascendir.interpreter.exec.walk import OpTree, operands_of
 
 VARIANTS = 4  # stored executions per loop (entry states, control values)
+# executions a memo runs to store them (a refused one counting thrice) with no replay since, after
+# which it stops storing for the rest of the data walk: storing runs the loop with the memos
+# inside it off (`replay`), and a memo whose key changes every time (a matmul epilogue's runs, by
+# which tests hold) or whose executions are refused (the tail-split tiles' K runs of a down
+# projection, which leave stale L0B records made before them) would store in every tile
+TRIES = 6
 _FLAGS = (ascend.SetFlagOp, ascend.WaitFlagOp)
 _MOVES = {("gm", "l1"), ("l1", "l0a"), ("l1", "l0b")}
 
@@ -73,9 +93,109 @@ def plan(loop: scf.ForOp, tree: OpTree) -> tuple[list, list, list] | None:
     it)] as a list of pairs (source, dims)."""
     if len(loop.body.block.args) != 1 or loop.results:
         return None
-    ops = tree.walk(loop)
+    return _planned(tree.walk(loop), 1, tree, lambda: memo_inputs(loop, tree))
+
+
+def plan_run(run: list[Operation], tree: OpTree) -> tuple[list, list, list] | None:
+    """`plan` for a run of consecutive ops of one block (a tile's K loops with the copies and
+    loops around them, up to its FixPipe: `run_memos`) instead of a loop: the same static part
+    of the module doc, "carries no values" read as "no value defined in the run is used after
+    it"; and, for its key to repeat at all, every test a comparison (a tile's row or column
+    computed inside the run from the tile index would make every tile's key its own: each tile
+    would run the run with the memos inside it off, to store it; `TRIES` bounds what other
+    keys that never repeat cost). None when it does not hold."""
+    ops = [o for top in run for o in tree.walk(top)]
+    inside = {id(o) for o in ops}
+    for o in ops:
+        for r in o.results:
+            if any(id(u.operation) not in inside for u in r.uses):
+                return None
+    planned = _planned(ops, 0, tree, lambda: _run_inputs(run, ops, tree))
+    if planned is None:
+        return None
+    if any(not isinstance(o, arith.CmpiOp) for o in planned[1]):
+        return None
+    return planned
+
+
+def run_memos(ops: list[Operation], tree: OpTree) -> list[tuple[int, int, tuple]]:
+    """The runs of consecutive ops of a block (`ops`, in order) that a memo replays whole
+    (`plan_run`): (first index, index past the last, their plan) each, disjoint, in order.
+    A run is a longest stretch of ops the module doc allows (scf.yield apart), cut before and
+    after each op whose values are read after the run, holding at least two loops, branches or
+    tile ops (one loop alone has its own memo, `plan`)."""
+    out = []
+    n, i = len(ops), 0
+    while i < n:
+        j = i
+        while j < n and type(ops[j]) is not scf.YieldOp and _allowed(tree.walk(ops[j])):
+            j += 1
+        if j > i:
+            inside = {id(o) for top in ops[i:j] for o in tree.walk(top)}
+            start = i
+            for k in range(i, j + 1):
+                if k == j or any(id(u.operation) not in inside for o in tree.walk(ops[k]) for r in o.results for u in r.uses):
+                    run = ops[start:k]
+                    if sum(1 for o in run if type(o) not in SCALAR_OPS and type(o) not in _FLAGS
+                           and type(o) is not memref.SubviewOp) >= 2:
+                        planned = plan_run(run, tree)
+                        if planned is not None:
+                            out.append((start, k, planned))
+                    start = k + 1
+        i = j + 1
+    return out
+
+
+def _allowed(ops: list[Operation]) -> bool:
+    """Whether every op of `ops` is one a stored execution may hold (module doc): scalar ops,
+    subviews, scf, flags, mmads and copies GM -> L1, L1 -> L0A / L0B or GM into a buffer no op
+    reads."""
+    for o in ops:
+        t = type(o)
+        if t in SCALAR_OPS or t in (memref.SubviewOp, scf.ForOp, scf.IfOp, scf.YieldOp, ascend.MmadOp) or t in _FLAGS:
+            continue
+        if t is not ascend.CopyOp:
+            return False
+        spaces = (space_name(o.source.type), space_name(o.dest.type))
+        if spaces not in _MOVES and not (spaces[0] == "gm" != spaces[1] and never_read(o.dest)):
+            return False
+    return True
+
+
+def _run_inputs(run: list[Operation], ops: list[Operation], tree: OpTree) -> tuple:
+    """loop_memo.memo_inputs of a run of ops (`plan_run`; `ops`: their walks): (control values,
+    address values, GM copies)."""
+    defined: set[int] = set()
+    for top in run:
+        defined |= tree.defined(top)
+    uses: dict = {}
+    other: set = set()
+    for op in ops:
+        sv = tree.subview(op) if type(op) is memref.SubviewOp else None
+        gm_sv = sv is not None and sv.gm and id(sv.source) not in defined
+        dyn_dims = sv.dyn_offsets if gm_sv else []
+        offsets = sv.offsets if gm_sv else ()
+        for v in operands_of(op):
+            if id(v) in defined:
+                continue
+            uses.setdefault(v, [])
+            if gm_sv and any(v is o for o in offsets):
+                continue
+            other.add(v)
+        for k, o in enumerate(offsets):
+            if id(o) not in defined:
+                uses[o].append((op, dyn_dims[k]))
+    addr = [v for v in uses if v not in other and uses[v]]
+    ctrl = [v for v in uses if v not in addr]
+    return ctrl, addr, offset_copies(ops, tree, addr, uses)
+
+
+def _planned(ops: list[Operation], first: int, tree: OpTree, inputs) -> tuple[list, list, list] | None:
+    """`plan` of the ops `ops` (a loop walked, or a run's walks): None unless every op from
+    `first` on (a loop's body: 1) is one the module doc allows and some copy reads GM;
+    `inputs()`: their memo inputs (control values, address values, GM copies)."""
     gm_copies = []
-    for o in ops[1:]:
+    for o in ops[first:]:
         t = type(o)
         if t in SCALAR_OPS or t in (memref.SubviewOp, scf.ForOp, scf.IfOp, scf.YieldOp, ascend.MmadOp) or t in _FLAGS:
             continue
@@ -88,7 +208,7 @@ def plan(loop: scf.ForOp, tree: OpTree) -> tuple[list, list, list] | None:
             gm_copies.append(o)
     if not gm_copies:
         return None
-    ctrl, addr, copies = memo_inputs(loop, tree)
+    ctrl, addr, copies = inputs()
     inside = {id(o) for o in ops}
     ctrl, tests = _tests(ctrl, ops, inside)
     sources: dict = {}
@@ -131,8 +251,8 @@ class _Stored:
                  "plan", "chip_views", "moved")
 
     def __init__(self, key, addr, copies, adds, cut, tail, span, flags, decisions, gmlog, tape):
-        # adds: the terms added to sums, those from `cut` on joined (`_appends`); tail: those
-        # from `cut` on as the loop added them; decisions, gmlog: a cheap block's (race.py), and
+        # adds: the terms added to sums, stretches of appends joined, and cut: the stretches
+        # (`_appends`); tail: the terms as the loop added them; decisions, gmlog: a cheap block's (race.py), and
         # the roots of gmlog's tags; tape: the race check's calls in a block checked in full;
         # flags: the flag queues' changes (`_flag_moves`)
         self.key, self.addr, self.copies, self.adds, self.cut, self.tail = key, addr, copies, adds, cut, tail
@@ -159,12 +279,14 @@ class _Table(list):
         self.views: dict = {}
         self.chips: tuple | None = None
         self.gm: dict = {}
+        self.tries = 0  # executions run to be stored since the last replay (`TRIES`)
 
     def clear(self) -> None:
         super().clear()
         self.views.clear()
         self.chips = None
         self.gm.clear()
+        self.tries = 0
 
 
 class DataLoopMemo:
@@ -305,7 +427,8 @@ class DataLoopMemo:
         elif cheap:
             ctl.nctl += len(st.decisions)
             ctl.log_moved(st.gmlog, shifts)
-        _add_all(cube, adds, st.cut, lambda: _rebuild(st, bases, self.table.views, st.tail, chips)[1])
+        _add_all(cube, adds, st.cut, lambda o: _rebuild(st, bases, self.table.views, st.tail[o:], chips)[1])
+        self.table.tries = 0
         return True
 
     # -- storing ----------------------------------------------------------------------------
@@ -318,14 +441,18 @@ class DataLoopMemo:
         full = _full(F)
         if cube is None or cube.watch is not None or (F.slow_path and not full):
             return None
+        if self.table.tries >= TRIES:
+            return None
         ctl = F.ctl
         key = self._key()
         if key is None or (ctl is not None and ctl.cheap is None and not full):
             return None
+        self.table.tries += 3  # (1 once stored: `stop`)
         # (the records are held until `stop`: a freed one's id could name a new one)
         held = [e for d in cube.copies.values() for e in d.values()]
         cube.watch = {id(e) for e in held}
         cube.log = []
+        cube.bent = []
         gm, cube.gm = cube.gm, {}  # (the loop's own spans, merged back by `stop`)
         R = F.values
         if full:
@@ -341,8 +468,9 @@ class DataLoopMemo:
         F = self.F
         cube = F.cube
         key, addr, held, gm, effects, ctl0, races, held0 = token
-        entry, adds = cube.watch, cube.log
+        entry, adds, bent = cube.watch, cube.log, cube.bent
         cube.watch = cube.log = None
+        cube.bent = []
         span, cube.gm = cube.gm, gm
         _union(gm, span)
         tape = None
@@ -374,12 +502,13 @@ class DataLoopMemo:
                 copies[r] = dict(d)
             elif any(fresh):
                 return
-        cut, joined = _appends(adds)
-        st = _Stored(key, addr, copies, adds[:cut] + joined, cut, adds[cut:], {r: tuple(s) for r, s in span.items()},
+        items, stretches = _appends(adds, bent)
+        st = _Stored(key, addr, copies, items, stretches, adds, {r: tuple(s) for r, s in span.items()},
                      _flag_moves(key[1], F.flags.queues), decisions, gmlog, tape)
         bases = self._bases(None)
         if bases is None or not _exact(st, bases):
             return
+        self.table.tries -= 2
         if len(self.table) >= VARIANTS:
             del self.table[0]
         self.table.append(st)
@@ -392,24 +521,39 @@ def _flag_moves(entry: tuple, queues: list) -> tuple:
     return tuple((i, len(q) - n) for i, (n, q) in enumerate(zip(entry, queues)) if len(q) != n)
 
 
-def _appends(adds: list) -> tuple[int, list]:
-    """A loop's logged adds (root, region key, L0C view, term, init) as (cut, joined): the adds
-    from `cut` on are neither `init` nor the first of their region in the loop, so each is an
-    append to its region, whatever the state, if its region is there at `cut`: `_add` only
-    starts, regroups or materialises sums at an `init` add or one whose region is missing, and
-    an append removes no region. `joined`: those adds with the terms each region appends one
+def _appends(adds: list, bent: list) -> tuple[list, tuple]:
+    """A loop's logged adds (root, region key, L0C view, term, init) as (items, stretches): the
+    adds with each stretch of plain appends between those in `bent` (deferred.py `_add`: the
+    indices of the adds that started, regrouped or materialised sums) joined, and per stretch
+    (its first item, past its last, the index in `adds` of its first add). A stretch's adds are
+    appends, whatever the state, if their regions are there at its start: `_add` only starts,
+    regroups or materialises sums at an `init` add or one whose region is missing, and an
+    append removes no region (`_add_all` checks). Joined: the terms each region appends one
     after the other joined where `_runs` would join them (deferred.py `_joined`: the region's
     runs, hence its products, are the same), in the order of each region's first (regions'
-    appends commute). A replay adds a few terms where the loop added one per mmad."""
-    cut, seen = 0, set()
-    for i, (root, key, _, _, init) in enumerate(adds):
-        if init or (root, key) not in seen:
-            cut = i + 1
-            seen.add((root, key))
+    appends commute). A replay adds a few terms where the loop added one per mmad; a run of a
+    tile's K loops (`run_memos`) regroups its L0C regions between its loops (the first and last
+    L1 chunks by column halves), so its appends come in several stretches."""
+    items: list = []
+    stretches = []
+    i = 0
+    for b in [*bent, len(adds)]:
+        if b > i:
+            first = len(items)
+            items += _joined_run(adds[i:b])
+            stretches.append((first, len(items), i))
+        if b < len(adds):
+            items.append(adds[b])
+        i = b + 1
+    return items, tuple(stretches)
+
+
+def _joined_run(adds: list) -> list:
+    """Adds that all append to their regions, the terms of a region joined (`_appends`)."""
     joined: list = []
     ks: list = []  # per term of `joined`: its K when others joined it (`_run_k`; its views built at the end)
     last: dict = {}  # (root, region key) -> index in `joined` of the region's last term
-    for add in adds[cut:]:
+    for add in adds:
         i = last.get(add[:2])
         if i is not None:
             t = joined[i][3]
@@ -420,21 +564,27 @@ def _appends(adds: list) -> tuple[int, list]:
         last[add[:2]] = len(joined)
         joined.append(add)
         ks.append(None)
-    return cut, [a if k is None else (*a[:3], _run_term(a[3], k), False) for a, k in zip(joined, ks)]
+    return [a if k is None else (*a[:3], _run_term(a[3], k), False) for a, k in zip(joined, ks)]
 
 
-def _add_all(cube, adds: list, cut: int, tail) -> None:
-    """Add a replay's terms `adds` (root, region key, L0C view, term, init; those from `cut` on
-    joined, `_appends`) to the sums of deferral `cube`, where those from `cut` on are appends:
-    every region they add to is there at `cut`; else, from `cut` on, the terms as the loop
-    added them (`tail()`)."""
-    add = cube._add
-    for root, k, cv, term, init in adds[:cut]:
-        add(root, k, cv, (root, k[0], k[2]), term, init)
-    rest, sums = adds[cut:], cube.sums
-    if any(k not in sums.get(root, ()) for root, k, *_ in rest):
-        rest = tail()
-    for root, k, cv, term, init in rest:
+def _add_all(cube, items: list, stretches: tuple, tail) -> None:
+    """Add a replay's terms `items` (root, region key, L0C view, term, init; stretches of
+    appends joined, `_appends`) to the sums of deferral `cube`, each stretch where every region
+    it adds to is there at its start; else, from that stretch on, the terms as the loop added
+    them (`tail(index of the stretch's first add)`)."""
+    add, sums = cube._add, cube.sums
+    at = 0
+    for a, b, o in stretches:
+        for root, k, cv, term, init in items[at:a]:
+            add(root, k, cv, (root, k[0], k[2]), term, init)
+        if any(k not in sums.get(root, ()) for root, k, *_ in items[a:b]):
+            for root, k, cv, term, init in tail(o):
+                add(root, k, cv, (root, k[0], k[2]), term, init)
+            return
+        for root, k, cv, term, init in items[a:b]:
+            add(root, k, cv, (root, k[0], k[2]), term, init)
+        at = b
+    for root, k, cv, term, init in items[at:]:
         add(root, k, cv, (root, k[0], k[2]), term, init)
 
 

@@ -39,7 +39,8 @@ would be computed alone, as the mmad computes it).
 
 A GEMM tile's K loop, which records only, is applied to later tiles from a stored execution
 (data_loop_memo.py): this module counts what would make that inexact (`effects`, `watch`) and
-logs the terms it adds to sums (`_add`, `log`).
+logs the terms it adds to sums (`_add`, `log`) and which of them were no plain appends to a
+region already there (`bent`).
 
 Results: copies move the same values; a sum differs from the mmad-by-mmad result only by the
 order of its fp32 additions. Both are fp32 evaluations of the same sum of K products of exact
@@ -113,7 +114,7 @@ class CubeDeferral:
     address-tag list (Frame.gm_tags: root, element offset, element strides per slot)."""
 
     __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "span_index", "grid_bytes", "gemms",
-                 "census", "effects", "watch", "log")
+                 "census", "effects", "watch", "log", "bent")
 
     def __init__(self, tags: list):
         self.tags = tags
@@ -146,6 +147,7 @@ class CubeDeferral:
         self.effects = 0
         self.watch: set | None = None
         self.log: list | None = None
+        self.bent: list = []  # indices in `log` of the adds that were no plain appends (`_add`)
 
     def reset(self, shadows) -> None:
         """A block starts (fresh on-chip buffers): drop what is recorded (super-tile products
@@ -404,6 +406,8 @@ class CubeDeferral:
         if cur is not None and not init:
             cur[2].append(term)
             return
+        if self.log is not None:  # (data_loop_memo.py `_appends`: where its stretches of plain appends end)
+            self.bent.append(len(self.log) - 1)
         box = _region(t, cv)
         if any(_meet(box, e[3]) for k, e in got.items() if k != key):
             if not init and _regroup(got, key, cv, box):  # the same sums over other column ranges
