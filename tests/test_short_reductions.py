@@ -57,3 +57,12 @@ def test_the_short_path_is_taken(monkeypatch):
     assert np.array_equal(dst, x.max(-1, keepdims=True))
     registry.SEMANTICS[ascend.vector_op("vreduce_max")](None)(_rows((8, 64, 12), nans=True), dst)
     assert taken == [True, False]
+
+
+@pytest.mark.parametrize("name, fn", [("vreduce_max", np.maximum), ("vreduce_min", np.minimum)])
+def test_no_rows(name, fn):
+    # a tile of no rows: numpy's (empty) result, not the short path's reduction of nothing
+    x = np.empty((0, 12), np.float32)
+    dst = np.empty((0, 1), np.float32)
+    registry.SEMANTICS[ascend.vector_op(name)](None)(x, dst)
+    assert dst.shape == fn.reduce(x, axis=-1, keepdims=True).shape

@@ -442,7 +442,7 @@ def _reduce(fn: Callable[..., np.ndarray], extreme: np.ufunc | None = None) -> C
     def factory(op: Operation) -> Runtime:
         def run(src: np.ndarray, dst: np.ndarray) -> None:
             x = _f32(src) if src.dtype.kind == "f" else src
-            if (extreme is not None and x.dtype == F32 and x.ndim > 1 and 1 < x.shape[-1] <= _SHORT
+            if (extreme is not None and x.dtype == F32 and x.ndim > 1 and 1 < x.shape[-1] <= _SHORT and x.size
                     and x.flags.c_contiguous and _short_extreme(extreme, x, dst)):
                 return
             _store(dst, fn(x, axis=-1, keepdims=True))
