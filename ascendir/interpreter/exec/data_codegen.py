@@ -37,7 +37,7 @@ class DataCodegen:
     # (slots of scalar results stored, slots other code reads) of the function being generated
     # (`_read_outside`); a region's function has its own while it is generated
     _slots_used: tuple[set[int], set[int]] | None = None
-    _in_memo = 0  # loops with a memo (`_data_memo`) around the ops being generated
+    _in_memo = 0  # loops with a memo (`_data_memo`) and runs (`_data_runs`) around the ops being generated
 
     def data_block(self, block: Block) -> Closure:
         """One function running the ops of `block` in order (a kernel body's or a region's) with
@@ -116,7 +116,11 @@ class DataCodegen:
                 env[f"M{k}"] = memo
                 lines.append(f"{pad}if not M{k}.replay():")
                 lines.append(f"{pad}    t{k} = M{k}.start()")
-                self._data_lines(block, env, lines, dict(local), nest + 1, n, ops[i:end])
+                self._in_memo += 1  # (no runs inside a run: its replays skip them)
+                try:
+                    self._data_lines(block, env, lines, dict(local), nest + 1, n, ops[i:end])
+                finally:
+                    self._in_memo -= 1
                 lines.append(f"{pad}    M{k}.stop(t{k})")
                 i = end - 1
                 continue
@@ -200,16 +204,15 @@ class DataCodegen:
     def _data_runs(self, ops: list, nest: int) -> dict:
         """The runs of `ops` (a block's) a memo replays whole (data_loop_memo.py `run_memos`):
         first index -> (index past the last, its DataLoopMemo); none outside a deferred kernel,
-        past MAX_NEST - 1 (a run adds a block) and inside a loop with a memo of its own (whose
-        replays skip the runs)."""
+        past MAX_NEST - 1 (a run adds a block) and inside a loop or run with a memo of its own
+        (whose replays skip the runs)."""
         if self.F.cube is None or nest >= MAX_NEST - 1 or self.k.tree is None or self._in_memo:
             return {}
         tree = self.k.tree
         out = {}
         for i, j, planned in run_memos(ops, tree):
             chips = [self.slot(o.result) for o in tree.ops if type(o) is ascend.AllocOp and space_name(o.result.type) != "gm"]
-            walked = [o for top in ops[i:j] for o in tree.walk(top)]
-            self._read_outside(walked)  # (the memo reads the run's outside values from their slots)
+            self._read_outside(tree.ops[tree.span(ops[i])[0]:tree.span(ops[j - 1])[1]])  # (the memo reads the run's outside values from their slots)
             out[i] = (j, DataLoopMemo(self.F, self.slot, planned, chips))
         return out
 

@@ -104,40 +104,47 @@ def plan_run(run: list[Operation], tree: OpTree) -> tuple[list, list, list] | No
     computed inside the run from the tile index would make every tile's key its own: each tile
     would run the run with the memos inside it off, to store it; `TRIES` bounds what other
     keys that never repeat cost). None when it does not hold."""
-    ops = [o for top in run for o in tree.walk(top)]
-    inside = {id(o) for o in ops}
-    for o in ops:
-        for r in o.results:
-            if any(id(u.operation) not in inside for u in r.uses):
-                return None
-    planned = _planned(ops, 0, tree, lambda: _run_inputs(run, ops, tree))
-    if planned is None:
+    lo, hi = tree.span(run[0])[0], tree.span(run[-1])[1]
+    if any(_escapes(o, lo, hi, tree) for o in run):
         return None
-    if any(not isinstance(o, arith.CmpiOp) for o in planned[1]):
+    ops = tree.ops[lo:hi]
+    planned = _planned(ops, 0, tree, lambda: _run_inputs(run, ops, tree))
+    if planned is None or any(not isinstance(o, arith.CmpiOp) for o in planned[1]):
         return None
     return planned
+
+
+def _escapes(op: Operation, lo: int, hi: int, tree: OpTree) -> bool:
+    """Whether a result of `op` (an op of a block) is used by an op outside `tree.ops[lo:hi]`
+    (the walks of a run of ops of that block: values defined in `op`'s regions are used only
+    there)."""
+    index = tree.index
+    return any(not lo <= index(u.operation) < hi for r in op.results for u in r.uses)
 
 
 def run_memos(ops: list[Operation], tree: OpTree) -> list[tuple[int, int, tuple]]:
     """The runs of consecutive ops of a block (`ops`, in order) that a memo replays whole
     (`plan_run`): (first index, index past the last, their plan) each, disjoint, in order.
     A run is a longest stretch of ops the module doc allows (scf.yield apart), cut before and
-    after each op whose values are read after the run, holding at least two loops, branches or
-    tile ops (one loop alone has its own memo, `plan`)."""
+    after each op whose values are read after the run, holding a GM copy and at least two
+    loops, branches or tile ops (one loop alone has its own memo, `plan`). (Per block of a
+    kernel at compile: what each op's walk holds is counted once per tree, `_kinds`.)"""
+    bad, gm = _kinds(tree)
+    spans = [tree.span(o) for o in ops]
     out = []
     n, i = len(ops), 0
     while i < n:
         j = i
-        while j < n and type(ops[j]) is not scf.YieldOp and _allowed(tree.walk(ops[j])):
+        while j < n and type(ops[j]) is not scf.YieldOp and bad[spans[j][1]] == bad[spans[j][0]]:
             j += 1
-        if j > i:
-            inside = {id(o) for top in ops[i:j] for o in tree.walk(top)}
+        if j > i and gm[spans[j - 1][1]] > gm[spans[i][0]]:
+            lo, hi = spans[i][0], spans[j - 1][1]
             start = i
             for k in range(i, j + 1):
-                if k == j or any(id(u.operation) not in inside for o in tree.walk(ops[k]) for r in o.results for u in r.uses):
+                if k == j or _escapes(ops[k], lo, hi, tree):
                     run = ops[start:k]
-                    if sum(1 for o in run if type(o) not in SCALAR_OPS and type(o) not in _FLAGS
-                           and type(o) is not memref.SubviewOp) >= 2:
+                    if (run and gm[spans[k - 1][1]] > gm[spans[start][0]]
+                            and sum(1 for o in run if type(o) not in _LIGHT) >= 2):
                         planned = plan_run(run, tree)
                         if planned is not None:
                             out.append((start, k, planned))
@@ -146,20 +153,30 @@ def run_memos(ops: list[Operation], tree: OpTree) -> list[tuple[int, int, tuple]
     return out
 
 
-def _allowed(ops: list[Operation]) -> bool:
-    """Whether every op of `ops` is one a stored execution may hold (module doc): scalar ops,
-    subviews, scf, flags, mmads and copies GM -> L1, L1 -> L0A / L0B or GM into a buffer no op
-    reads."""
-    for o in ops:
-        t = type(o)
-        if t in SCALAR_OPS or t in (memref.SubviewOp, scf.ForOp, scf.IfOp, scf.YieldOp, ascend.MmadOp) or t in _FLAGS:
-            continue
-        if t is not ascend.CopyOp:
-            return False
-        spaces = (space_name(o.source.type), space_name(o.dest.type))
-        if spaces not in _MOVES and not (spaces[0] == "gm" != spaces[1] and never_read(o.dest)):
-            return False
-    return True
+def _kinds(tree: OpTree) -> tuple[list[int], list[int]]:
+    """Running counts over `tree.ops` (entry i: among the first i ops) of the ops a stored
+    execution may not hold (module doc, as `_planned` checks) and of the copies reading GM: what a walk holds is the
+    difference at its span's ends. Once per tree."""
+    def make():
+        bad, gm = [0], [0]
+        nb = ng = 0
+        light = _LIGHT_KINDS
+        for o in tree.ops:
+            t = type(o)
+            if t is ascend.CopyOp:
+                src, dst = space_name(o.source.type), space_name(o.dest.type)
+                ng += src == "gm"
+                nb += not ((src, dst) in _MOVES or (src == "gm" != dst and never_read(o.dest)))
+            elif t not in light:
+                nb += 1
+            bad.append(nb)
+            gm.append(ng)
+        return bad, gm
+    return tree.derived("data_loop_memo.kinds", make)
+
+
+_LIGHT = (*SCALAR_OPS, *_FLAGS, memref.SubviewOp)  # (ops a run's worth is not counted in)
+_LIGHT_KINDS = frozenset((*_LIGHT, scf.ForOp, scf.IfOp, scf.YieldOp, ascend.MmadOp))  # (allowed ops but copies)
 
 
 def _run_inputs(run: list[Operation], ops: list[Operation], tree: OpTree) -> tuple:

@@ -172,6 +172,11 @@ class OpTree:
         i, j = self._span[id(op)]
         return self.ops[i:j]
 
+    def span(self, op: Operation) -> tuple[int, int]:
+        """(The position of `op` in `ops`, the position past the ops nested in it): `walk(op)` is
+        `ops` between them (KeyError for an op not in the tree)."""
+        return self._span[id(op)]
+
     def index(self, op: Operation) -> int:
         """The position of `op` in `ops` (KeyError for an op not in the tree)."""
         return self._span[id(op)][0]
