@@ -197,19 +197,24 @@ class BlockMemo:
         left out: evaluated for an iteration whose inner loop does not run, they could divide
         by zero."""
         iv = loop.body.block.args[0]
-        inside = {id(o) for o in tree.walk(loop)}
-        known = {op.results[0] for op in checked}
+        ops = tree.walk(loop)
+        inside: set[int] | None = None  # the ids of the loop's ops, when first needed
+        # (ids: an xDSL op's or value's hash is Python code)
+        known = {id(op.results[0]) for op in checked}
         ids = {id(op) for op in checked}
         out: list[Operation] = []
-        mine: set[SSAValue] = set()
-        for op in tree.walk(loop)[1:]:
+        mine: set[int] = {id(iv)}  # the iv and the values of `out`
+        for op in ops:
             t = type(op)
-            if id(op) in ids or t not in SCALAR_OPS or t in _PARTIAL or len(op.results) != 1:
+            if t not in SCALAR_OPS or t in _PARTIAL or id(op) in ids or len(op.results) != 1:
                 continue
             xs = op.operands
-            if any(x is iv or x in mine for x in xs) and all(x is iv or x in known or x in mine or _external(x, inside) for x in xs):
-                out.append(op)
-                mine.add(op.results[0])
+            if any(id(x) in mine for x in xs):
+                if inside is None:
+                    inside = {id(o) for o in ops}
+                if all(id(x) in mine or id(x) in known or _external(x, inside) for x in xs):
+                    out.append(op)
+                    mine.add(id(op.results[0]))
         return out
 
     @staticmethod

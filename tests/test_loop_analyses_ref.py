@@ -1,0 +1,262 @@
+"""The per-loop analyses of a timing-only compile (steady.uniform_loop, remap.address_plan,
+xblock.BlockMemo.hoisted), made cheaper (one pass, id-keyed sets, lazily built sets), give what
+their earlier plain forms (the references below, as they were) give, on every loop of a small
+decoder layer's kernels (the 7B layer's kernel family) and of a matmul."""
+
+from __future__ import annotations
+
+import pytest
+from xdsl.dialects import arith, memref, scf
+from xdsl.ir import Block, Operation, SSAValue
+
+from ascendir.dialects import ascend
+from ascendir.hardware import load_target
+from ascendir.interpreter.accel import steady, xblock
+from ascendir.interpreter.accel.loop_memo import _external, offset_copies
+from ascendir.interpreter.accel.remap import _AFFINE, AddressPlan, address_plan
+from ascendir.interpreter.accel.steady import _AFF, _INV, _OTHER
+from ascendir.interpreter.accel.xblock import _PARTIAL
+from ascendir.interpreter.exec.scalar import SCALAR_OPS
+from ascendir.interpreter.exec.walk import OpTree, operands_of
+from ascendir.interpreter.testing import matmul_ir, parse
+from lowering_harness import decoder_layer
+from test_xblock_moves import _first_tile, _kernel, _read
+
+HW = load_target("ascend910b2")
+
+
+# -- the references: the analyses as they were -------------------------------------------------
+def ref_uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation] | None:
+    if loop.iter_args:
+        return None
+    body = loop.body.block
+    iv = body.args[0]
+    if tree is None:
+        tree = OpTree(loop)
+    order = tree.walk(loop)[1:]  # the body, in program order
+    inside = {id(o) for o in order}  # (ids: an xDSL op's hash is Python code)
+    kind: dict[SSAValue, int] = {}
+    checked: set[Operation] = set()
+    # ids of the blocks whose ops run once per iteration: the body and the regions of its scf.if
+    # ops, nested (in pre-order an scf.if comes after the op holding its block)
+    level = {id(body)}
+    for op in order:
+        if type(op) is scf.IfOp and id(op.parent) in level:  # (`parent`: what parent_block() returns, without the call)
+            level.update(id(b) for r in op.regions for b in r.blocks)
+
+    def loop_level(op: Operation) -> bool:
+        return id(op.parent) in level
+
+    def k(v: SSAValue) -> int:
+        if v is iv:
+            return _AFF
+        got = kind.get(v)
+        if got is not None:
+            return got
+        owner = v.owner
+        if type(owner) is Block:
+            parent = owner.parent_op()
+            if parent is None or id(parent) not in inside:
+                r = _INV
+            elif type(parent) is scf.ForOp and owner.args and v is owner.args[0]:
+                # an inner loop's iv takes the same values every iteration if its bounds do
+                r = _INV if all(k(x) == _INV or x.owner in checked for x in (parent.lb, parent.ub, parent.step)) else _OTHER
+            else:
+                r = _OTHER
+        elif id(owner) not in inside:
+            r = _INV
+        elif type(owner) is arith.ConstantOp:
+            r = _INV
+        elif type(owner) in SCALAR_OPS and loop_level(owner):
+            kinds = [k(x) for x in operands_of(owner)]
+            if all(x == _INV for x in kinds):
+                r = _INV
+            elif _OTHER in kinds:
+                r = _OTHER
+            else:
+                r = _AFF  # evaluated for every skipped iteration (SteadyLoop.jump)
+                checked.add(owner)
+        elif type(owner) in (arith.AddiOp, arith.SubiOp):
+            r = max(k(owner.lhs), k(owner.rhs))
+        elif type(owner) is arith.MuliOp:
+            a, b = k(owner.lhs), k(owner.rhs)
+            r = _INV if a == b == _INV else _AFF if {a, b} == {_INV, _AFF} else _OTHER
+        elif type(owner) is arith.IndexCastOp:
+            r = k(owner.input)
+        else:
+            r = _INV if all(k(x) == _INV for x in operands_of(owner)) else _OTHER
+        kind[v] = r
+        return r
+
+    # classify every loop-level value first, in scf.if regions too: each scalar one that depends on
+    # the iv is checked, even when only sizes or inner-loop bounds use it (a partial last tile)
+    for op in order:
+        if loop_level(op):
+            for res in op.results:
+                k(res)
+    uniform = True
+    for op in order:
+        if type(op) in (memref.LoadOp, memref.StoreOp, ascend.GetValueOp, scf.ForOp) and op is not loop:
+            if type(op) is not scf.ForOp or op.iter_args:
+                uniform = False
+                break
+        if type(op) is memref.SubviewOp:
+            sv = tree.subview(op)
+            if sv.gm and any(k(o) == _OTHER for o in sv.offsets):
+                uniform = False
+                break
+    del k  # (it calls itself: a reference cycle otherwise)
+    if not uniform or not ref_with_body_operands(checked, iv, inside, loop_level):
+        return None
+    return sorted(checked, key=tree.index)  # (program order; an op's hash is Python code: no set test per op)
+
+
+def ref_with_body_operands(checked: set[Operation], iv: SSAValue, inside: set[int], loop_level) -> bool:
+    todo = list(checked)
+    while todo:
+        for x in operands_of(todo.pop()):
+            owner = x.owner
+            if x is iv or owner in checked or type(owner) is arith.ConstantOp:
+                continue
+            if type(owner) is Block:
+                parent = owner.parent_op()
+                if parent is not None and id(parent) in inside:
+                    return False
+                continue
+            if id(owner) not in inside:
+                continue
+            if type(owner) not in SCALAR_OPS or not loop_level(owner):
+                return False
+            checked.add(owner)
+            todo.append(owner)
+    return True
+
+
+def ref_address_plan(loop: scf.ForOp, checked: list[Operation], tree: OpTree | None = None) -> AddressPlan | None:
+    if tree is None:
+        tree = OpTree(loop)
+    ops = tree.walk(loop)
+    inside = {id(o) for o in ops}  # (as loop_memo._external takes them)
+    results = [op.results[0] for op in checked]
+    pos = {v: i for i, v in enumerate(results)}
+    checked_set = set(checked)
+    offsets_of: dict[SSAValue, list[tuple[Operation, int]]] = {}
+    control: set[SSAValue] = set()
+    for v in results:
+        for use in v.uses:
+            u = use.operation
+            if u in checked_set:
+                continue
+            # (operands of a subview: source, offsets, sizes, strides; only copies may use it,
+            # the ops whose accesses steady.py logs)
+            sv = tree.subview(u) if type(u) is memref.SubviewOp else None
+            if (sv is not None and sv.gm and _external(sv.source, inside) and 1 <= use.index <= len(sv.offsets)
+                    and all(type(w.operation) is ascend.CopyOp for w in u.result.uses)):
+                offsets_of.setdefault(v, []).append((u, sv.dyn_offsets[use.index - 1]))
+                continue
+            control.add(v)
+    addr = [v for v in results if v in offsets_of and v not in control]
+    if not any(ref_nonaffine(v, checked_set) for v in addr):
+        return None
+    # intermediate values (used by checked ops only) act through the values they feed
+    control_pos = [pos[v] for v in results if v in control]
+    return AddressPlan([pos[v] for v in addr], control_pos, offset_copies(ops, tree, addr, offsets_of))
+
+
+def ref_nonaffine(v: SSAValue, checked: set[Operation]) -> bool:
+    seen: set[Operation] = set()
+    todo = [v.owner]
+    while todo:
+        op = todo.pop()
+        if op in seen or op not in checked:
+            continue
+        seen.add(op)
+        if not isinstance(op, _AFFINE):
+            return True
+        todo.extend(x.owner for x in op.operands)
+    return False
+
+
+def ref_hoisted(loop: scf.ForOp, checked: list, tree: OpTree) -> list[Operation]:
+    iv = loop.body.block.args[0]
+    inside = {id(o) for o in tree.walk(loop)}
+    known = {op.results[0] for op in checked}
+    ids = {id(op) for op in checked}
+    out: list[Operation] = []
+    mine: set[SSAValue] = set()
+    for op in tree.walk(loop)[1:]:
+        t = type(op)
+        if id(op) in ids or t not in SCALAR_OPS or t in _PARTIAL or len(op.results) != 1:
+            continue
+        xs = op.operands
+        if any(x is iv or x in mine for x in xs) and all(x is iv or x in known or x in mine or _external(x, inside) for x in xs):
+            out.append(op)
+            mine.add(op.results[0])
+    return out
+
+
+# -- the comparison ---------------------------------------------------------------------------
+def _loops(module):
+    """(loop, its kernel's OpTree) for every scf.for of every kernel of `module`."""
+    out = []
+    for k in module.ops:
+        if type(k) is ascend.KernelOp:
+            tree = OpTree(k)
+            out += [(op, tree) for op in tree.ops if type(op) is scf.ForOp]
+    return out
+
+
+def _same(loops) -> int:
+    """Assert each analysis equals its reference on each loop; the number of loops accepted."""
+    n = 0
+    for loop, tree in loops:
+        checked = steady.uniform_loop(loop, tree)
+        assert checked == ref_uniform_loop(loop, tree)
+        if checked is None:
+            continue
+        n += 1
+        got, want = address_plan(loop, checked, tree), ref_address_plan(loop, checked, tree)
+        assert (got is None) == (want is None)
+        if got is not None:
+            assert (got.addr, got.control, got.copies) == (want.addr, want.control, want.copies)
+        assert xblock.BlockMemo.hoisted(loop, checked, tree) == ref_hoisted(loop, checked, tree)
+    return n
+
+
+@pytest.fixture(scope="module")
+def layer_loops():
+    mp = pytest.MonkeyPatch()
+    try:
+        module, _, _ = decoder_layer(mp, HW, 64, h=256, heads=2, d=128, mlp=512)
+    finally:
+        mp.undo()
+    return module, _loops(module)
+
+
+def test_decoder_layer_loops_analysed_as_before(layer_loops):
+    _, loops = layer_loops
+    # (FlashAttention's scf.if-heavy tile loop, GEMM K loops, epilogues, norms: most loops accepted)
+    assert _same(loops) >= len(loops) // 2
+
+
+def test_matmul_loops_analysed_as_before():
+    assert _same(_loops(parse(matmul_ir(2048, 2048, 1024, tm=128, tn=128, tk=128, block_dim=24)))) >= 2
+
+
+def test_xblock_kernels_loops_analysed_as_before():
+    """Small kernels with first-tile tests in inner loops (hoisted values), offsets from the block
+    index, in the body or outside (test_xblock_moves.py); between them every answer is non-trivial:
+    an address plan, hoisted ops."""
+    texts = [_kernel("", _first_tile("%f = arith.cmpi eq, %t, %bid : index")),
+             _kernel("", _first_tile("%f = arith.cmpi eq, %t, %c5 : index")),
+             _kernel("    %o = arith.muli %bid, %c16 : index", _read("%o"), trips=16),
+             _kernel("", "      %o = arith.muli %bid, %bid : index\n" + _read("%o"))]
+    loops = [x for t in texts for x in _loops(parse(t))]
+    assert _same(loops) >= len(texts)
+    assert any(xblock.BlockMemo.hoisted(lp, steady.uniform_loop(lp, tr), tr) for lp, tr in loops if steady.uniform_loop(lp, tr) is not None)
+
+
+def test_some_layer_loop_has_an_address_plan(layer_loops):
+    """The layer's comparison covers plans too, not only None."""
+    _, loops = layer_loops
+    assert any(address_plan(lp, c, tr) is not None for lp, tr in loops if (c := steady.uniform_loop(lp, tr)) is not None)
