@@ -1,5 +1,5 @@
-"""The per-loop analyses of a timing-only compile (steady.uniform_loop, remap.address_plan,
-xblock.BlockMemo.hoisted), made cheaper (one pass, id-keyed sets, lazily built sets), give what
+"""The per-loop analyses of a timing-only compile (steady.uniform_loop, loop_memo.memo_inputs,
+remap.address_plan, xblock.BlockMemo.hoisted), made cheaper (one pass, id-keyed sets, lazily built sets), give what
 their earlier plain forms (the references below, as they were) give, on every loop of a small
 decoder layer's kernels (the 7B layer's kernel family) and of a matmul."""
 
@@ -12,7 +12,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from ascendir.dialects import ascend
 from ascendir.hardware import load_target
 from ascendir.interpreter.accel import steady, xblock
-from ascendir.interpreter.accel.loop_memo import _external, offset_copies
+from ascendir.interpreter.accel.loop_memo import _external, _memo_inputs
 from ascendir.interpreter.accel.remap import _AFFINE, AddressPlan, address_plan
 from ascendir.interpreter.accel.steady import _AFF, _INV, _OTHER
 from ascendir.interpreter.accel.xblock import _PARTIAL
@@ -160,7 +160,7 @@ def ref_address_plan(loop: scf.ForOp, checked: list[Operation], tree: OpTree | N
         return None
     # intermediate values (used by checked ops only) act through the values they feed
     control_pos = [pos[v] for v in results if v in control]
-    return AddressPlan([pos[v] for v in addr], control_pos, offset_copies(ops, tree, addr, offsets_of))
+    return AddressPlan([pos[v] for v in addr], control_pos, ref_offset_copies(ops, tree, addr, offsets_of))
 
 
 def ref_nonaffine(v: SSAValue, checked: set[Operation]) -> bool:
@@ -195,6 +195,50 @@ def ref_hoisted(loop: scf.ForOp, checked: list, tree: OpTree) -> list[Operation]
     return out
 
 
+def ref_memo_inputs(loop: scf.ForOp, tree: OpTree) -> tuple:
+    ops = tree.walk(loop)
+    # ids of the values the loop defines (its ops' results, their regions' block arguments): a
+    # value is external (`_external`) when its id is not here; one set test per operand
+    defined = tree.defined(loop)
+    uses: dict[SSAValue, list] = {}
+    other: set[SSAValue] = set()
+    for op in ops:
+        sv = tree.subview(op) if type(op) is memref.SubviewOp else None
+        gm_sv = sv is not None and sv.gm and id(sv.source) not in defined
+        dyn_dims = sv.dyn_offsets if gm_sv else []
+        offsets = sv.offsets if gm_sv else ()
+        for v in operands_of(op):
+            if id(v) in defined:
+                continue
+            uses.setdefault(v, [])
+            if gm_sv and any(v is o for o in offsets):
+                continue
+            other.add(v)
+        for k, o in enumerate(offsets):
+            if id(o) not in defined:
+                uses[o].append((op, dyn_dims[k]))
+    addr = [v for v in uses if v not in other and uses[v]]
+    ctrl = [v for v in uses if v not in addr]
+    return ctrl, addr, ref_offset_copies(ops, tree, addr, uses)
+
+
+def ref_offset_copies(ops: list[Operation], tree: OpTree, addr: list[SSAValue],
+                  uses: dict[SSAValue, list[tuple[Operation, int]]]) -> dict[Operation, tuple[SSAValue, list[tuple[int, int]]]]:
+    index = {v: j for j, v in enumerate(addr)}
+    by_sv: dict[Operation, list[tuple[int, int]]] = {}
+    for v in addr:
+        for op, dim in uses[v]:
+            by_sv.setdefault(op, []).append((dim, index[v]))
+    copies: dict[Operation, tuple[SSAValue, list[tuple[int, int]]]] = {}
+    for op in ops:
+        if type(op) is ascend.CopyOp:
+            for g in operands_of(op):  # (source, dest: its only operands; xDSL's accessors decode per access)
+                sv = g.owner
+                if type(sv) is memref.SubviewOp and sv in by_sv:
+                    copies[op] = (tree.subview(sv).source, by_sv[sv])
+    return copies
+
+
 # -- the comparison ---------------------------------------------------------------------------
 def _loops(module):
     """(loop, its kernel's OpTree) for every scf.for of every kernel of `module`."""
@@ -212,6 +256,7 @@ def _same(loops) -> int:
     for loop, tree in loops:
         checked = steady.uniform_loop(loop, tree)
         assert checked == ref_uniform_loop(loop, tree)
+        assert _memo_inputs(loop, tree) == ref_memo_inputs(loop, tree)
         if checked is None:
             continue
         n += 1
