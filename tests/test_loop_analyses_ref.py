@@ -1,7 +1,8 @@
 """The per-loop analyses of a timing-only compile (steady.uniform_loop, loop_memo.memo_inputs,
-remap.address_plan, xblock.BlockMemo.hoisted), made cheaper (one pass, id-keyed sets, lazily built sets), give what
-their earlier plain forms (the references below, as they were) give, on every loop of a small
-decoder layer's kernels (the 7B layer's kernel family) and of a matmul."""
+remap.address_plan, xblock.BlockMemo.hoisted, the offset chains of BlockMemo.plan), made
+cheaper (one pass, id-keyed sets, sets built when first needed), give what their earlier plain
+forms (the references below, as they were) give, on every loop of a small decoder layer's
+kernels (the 7B layer's kernel family), a matmul and test_xblock_moves' kernels."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from ascendir.interpreter.accel import steady, xblock
 from ascendir.interpreter.accel.loop_memo import _external, _memo_inputs
 from ascendir.interpreter.accel.remap import _AFFINE, AddressPlan, address_plan
 from ascendir.interpreter.accel.steady import _AFF, _INV, _OTHER
-from ascendir.interpreter.accel.xblock import _PARTIAL
+from ascendir.interpreter.accel.xblock import _CHAIN, _PARTIAL, _offset_chain
+from xdsl.dialects.builtin import MemRefType
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
 from ascendir.interpreter.exec.walk import OpTree, operands_of
 from ascendir.interpreter.testing import matmul_ir, parse
@@ -239,6 +241,58 @@ def ref_offset_copies(ops: list[Operation], tree: OpTree, addr: list[SSAValue],
     return copies
 
 
+def ref_offset_chain(v: SSAValue, loop: scf.ForOp, checked: set[int], inside: dict[int, int], tree: OpTree) -> dict | None:
+    # the ops the chain reaches (through uses: cheaper than walking the loop per value), then
+    # in program order
+    reach: dict[int, Operation] = {}
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        for u in x.uses:
+            op = u.operation
+            i = id(op)
+            if i not in inside or i in reach or i in checked:
+                continue
+            if op is loop:
+                if u.index != 0:
+                    return None
+                continue  # (the lower bound: iterations are compared by their checked values)
+            t = type(op)
+            if t not in _CHAIN:
+                return None
+            reach[i] = op
+            if t is not memref.SubviewOp:
+                todo.append(op.results[0])
+    coef: dict[SSAValue, int] = {v: 1}
+    out: dict = {}
+    for op in sorted(reach.values(), key=lambda o: inside[id(o)]):
+        t = type(op)
+        if t is arith.AddiOp or t is arith.SubiOp:
+            a, b = coef.get(op.lhs, 0), coef.get(op.rhs, 0)
+            coef[op.result] = a + b if t is arith.AddiOp else a - b
+        elif t is arith.MuliOp:
+            k = op.rhs if op.lhs in coef else op.lhs
+            if k in coef or type(k.owner) is not arith.ConstantOp:
+                return None
+            coef[op.result] = coef[op.lhs if op.lhs in coef else op.rhs] * k.owner.value.value.data
+        elif t is arith.IndexCastOp:
+            coef[op.result] = coef[op.input]
+        elif t is memref.SubviewOp:
+            sv = tree.subview(op)
+            if (not sv.gm or not _external(sv.source, inside) or sv.source in coef or any(x in coef for x in (*sv.sizes, *sv.strides))
+                    or not all(type(u.operation) is ascend.CopyOp for u in op.result.uses)):
+                return None
+            dims = [(d, coef[o]) for d, o in zip(sv.dyn_offsets, sv.offsets) if o in coef]
+            for u in op.result.uses:
+                got = out.setdefault(u.operation, (op, sv.source, []))
+                if got[0] is not op:  # (a copy between two moved GM views: one access record, two moves)
+                    return None
+                got[2].extend(dims)
+        else:
+            return None
+    return {c: (src, dims) for c, (_, src, dims) in out.items()}
+
+
 # -- the comparison ---------------------------------------------------------------------------
 def _loops(module):
     """(loop, its kernel's OpTree) for every scf.for of every kernel of `module`."""
@@ -265,6 +319,12 @@ def _same(loops) -> int:
         if got is not None:
             assert (got.addr, got.control, got.copies) == (want.addr, want.control, want.copies)
         assert xblock.BlockMemo.hoisted(loop, checked, tree) == ref_hoisted(loop, checked, tree)
+        # the offset chains BlockMemo.plan follows from the control values and checked ones
+        ids = {id(op) for op in checked}
+        inside = {id(o): i for i, o in enumerate(tree.walk(loop))}
+        ctrl, addr, _ = _memo_inputs(loop, tree)
+        for v in [x for x in ctrl if not isinstance(x.type, MemRefType)] + [op.results[0] for op in checked]:
+            assert _offset_chain(v, loop, ids, inside, tree) == ref_offset_chain(v, loop, ids, inside, tree)
     return n
 
 
