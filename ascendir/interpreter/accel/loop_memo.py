@@ -50,26 +50,32 @@ def _memo_inputs(loop: scf.ForOp, tree: OpTree) -> tuple:
     # ids of the values the loop defines (its ops' results, their regions' block arguments): a
     # value is external (`_external`) when its id is not here; one set test per operand
     defined = tree.defined(loop)
-    uses: dict[SSAValue, list] = {}
-    other: set[SSAValue] = set()
+    # by id (an xDSL value's hash is Python code): the outside values used, in order of first use;
+    # the (subview, dim) pairs each offsets; those used otherwise too
+    vals: dict[int, SSAValue] = {}
+    uses: dict[int, list] = {}
+    other: set[int] = set()
     for op in ops:
         sv = tree.subview(op) if type(op) is memref.SubviewOp else None
         gm_sv = sv is not None and sv.gm and id(sv.source) not in defined
         dyn_dims = sv.dyn_offsets if gm_sv else []
         offsets = sv.offsets if gm_sv else ()
         for v in operands_of(op):
-            if id(v) in defined:
+            i = id(v)
+            if i in defined:
                 continue
-            uses.setdefault(v, [])
+            if i not in vals:
+                vals[i] = v
+                uses[i] = []
             if gm_sv and any(v is o for o in offsets):
                 continue
-            other.add(v)
+            other.add(i)
         for k, o in enumerate(offsets):
             if id(o) not in defined:
-                uses[o].append((op, dyn_dims[k]))
-    addr = [v for v in uses if v not in other and uses[v]]
-    ctrl = [v for v in uses if v not in addr]
-    return ctrl, addr, offset_copies(ops, tree, addr, uses)
+                uses[id(o)].append((op, dyn_dims[k]))
+    addr = {i: v for i, v in vals.items() if i not in other and uses[i]}
+    ctrl = [v for i, v in vals.items() if i not in addr]
+    return ctrl, list(addr.values()), offset_copies(ops, tree, list(addr.values()), {v: uses[i] for i, v in addr.items()})
 
 
 def offset_copies(ops: list[Operation], tree: OpTree, addr: list[SSAValue],
@@ -77,18 +83,19 @@ def offset_copies(ops: list[Operation], tree: OpTree, addr: list[SSAValue],
     """The copies among `ops` whose GM operand is a subview offset by values of `addr`: copy op
     -> (the subview's source, [(dim, index into addr)]). `uses`: value -> the (subview, dim)
     pairs it offsets."""
-    index = {v: j for j, v in enumerate(addr)}
-    by_sv: dict[Operation, list[tuple[int, int]]] = {}
-    for v in addr:
+    by_sv: dict[int, list[tuple[int, int]]] = {}  # id(subview) -> its (dim, index into addr)
+    for j, v in enumerate(addr):
         for op, dim in uses[v]:
-            by_sv.setdefault(op, []).append((dim, index[v]))
+            by_sv.setdefault(id(op), []).append((dim, j))
     copies: dict[Operation, tuple[SSAValue, list[tuple[int, int]]]] = {}
+    if not by_sv:
+        return copies
     for op in ops:
         if type(op) is ascend.CopyOp:
             for g in operands_of(op):  # (source, dest: its only operands; xDSL's accessors decode per access)
                 sv = g.owner
-                if type(sv) is memref.SubviewOp and sv in by_sv:
-                    copies[op] = (tree.subview(sv).source, by_sv[sv])
+                if type(sv) is memref.SubviewOp and id(sv) in by_sv:
+                    copies[op] = (tree.subview(sv).source, by_sv[id(sv)])
     return copies
 
 

@@ -61,43 +61,46 @@ def address_plan(loop: scf.ForOp, checked: list[Operation], tree: OpTree | None 
     exactly, and steady.py needs nothing from here. `tree`: as for steady.uniform_loop."""
     if tree is None:
         tree = OpTree(loop)
-    ops = tree.walk(loop)
-    inside = {id(o) for o in ops}  # (as loop_memo._external takes them)
+    inside: set[int] | None = None  # the ids of the loop's ops (as loop_memo._external takes them), when first needed
     results = [op.results[0] for op in checked]
-    pos = {v: i for i, v in enumerate(results)}
-    checked_set = set(checked)
-    offsets_of: dict[SSAValue, list[tuple[Operation, int]]] = {}
-    control: set[SSAValue] = set()
+    checked_ids = {id(op) for op in checked}  # (ids: an xDSL op's or value's hash is Python code)
+    offsets_of: dict[int, list[tuple[Operation, int]]] = {}  # id(value) -> the (subview, dim) pairs it offsets
+    control: set[int] = set()
     for v in results:
         for use in v.uses:
             u = use.operation
-            if u in checked_set:
+            if id(u) in checked_ids:
                 continue
             # (operands of a subview: source, offsets, sizes, strides; only copies may use it,
             # the ops whose accesses steady.py logs)
-            sv = tree.subview(u) if type(u) is memref.SubviewOp else None
-            if (sv is not None and sv.gm and _external(sv.source, inside) and 1 <= use.index <= len(sv.offsets)
-                    and all(type(w.operation) is ascend.CopyOp for w in u.result.uses)):
-                offsets_of.setdefault(v, []).append((u, sv.dyn_offsets[use.index - 1]))
-                continue
-            control.add(v)
-    addr = [v for v in results if v in offsets_of and v not in control]
-    if not any(_nonaffine(v, checked_set) for v in addr):
+            if type(u) is memref.SubviewOp:
+                sv = tree.subview(u)
+                if sv.gm and 1 <= use.index <= len(sv.offsets):
+                    if inside is None:
+                        inside = {id(o) for o in tree.walk(loop)}
+                    if _external(sv.source, inside) and all(type(w.operation) is ascend.CopyOp for w in u.result.uses):
+                        offsets_of.setdefault(id(v), []).append((u, sv.dyn_offsets[use.index - 1]))
+                        continue
+            control.add(id(v))
+    addr = [v for v in results if id(v) in offsets_of and id(v) not in control]
+    if not any(_nonaffine(v, checked_ids) for v in addr):
         return None
     # intermediate values (used by checked ops only) act through the values they feed
-    control_pos = [pos[v] for v in results if v in control]
-    return AddressPlan([pos[v] for v in addr], control_pos, offset_copies(ops, tree, addr, offsets_of))
+    control_pos = [i for i, v in enumerate(results) if id(v) in control]
+    addr_pos = [i for i, v in enumerate(results) if id(v) in offsets_of and id(v) not in control]
+    return AddressPlan(addr_pos, control_pos, offset_copies(tree.walk(loop), tree, addr, {v: offsets_of[id(v)] for v in addr}))
 
 
-def _nonaffine(v: SSAValue, checked: set[Operation]) -> bool:
-    """Whether a checked op other than +, -, × or an index cast computes v or a value it uses."""
-    seen: set[Operation] = set()
+def _nonaffine(v: SSAValue, checked: set[int]) -> bool:
+    """Whether a checked op (`checked`: their ids) other than +, -, × or an index cast computes v
+    or a value it uses."""
+    seen: set[int] = set()
     todo = [v.owner]
     while todo:
         op = todo.pop()
-        if op in seen or op not in checked:
+        if id(op) in seen or id(op) not in checked:
             continue
-        seen.add(op)
+        seen.add(id(op))
         if not isinstance(op, _AFFINE):
             return True
         todo.extend(x.owner for x in op.operands)

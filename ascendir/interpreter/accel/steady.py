@@ -115,26 +115,18 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
     if tree is None:
         tree = OpTree(loop)
     order = tree.walk(loop)[1:]  # the body, in program order
-    inside = {id(o) for o in order}  # (ids: an xDSL op's hash is Python code)
-    kind: dict[SSAValue, int] = {}
-    checked: set[Operation] = set()
+    inside = {id(o) for o in order}  # (ids: an xDSL op's or value's hash is Python code)
+    kind: dict[int, int] = {}  # id(value) -> _INV, _AFF or _OTHER
+    checked: dict[int, Operation] = {}  # id(op) -> op
     # ids of the blocks whose ops run once per iteration: the body and the regions of its scf.if
-    # ops, nested (in pre-order an scf.if comes after the op holding its block)
+    # ops, nested. (In pre-order an scf.if comes before the ops of its regions, and an op after
+    # the ops defining its operands, so one pass knows each op's level when it gets to it.)
     level = {id(body)}
-    for op in order:
-        if type(op) is scf.IfOp and id(op.parent) in level:  # (`parent`: what parent_block() returns, without the call)
-            level.update(id(b) for r in op.regions for b in r.blocks)
-
-    def loop_level(op: Operation) -> bool:
-        """Directly in the body, or in scf.if regions of it (not in an inner loop): evaluated
-        once per iteration, so it can be checked like a body op (a branch not taken computes it
-        harmlessly)."""
-        return id(op.parent) in level
 
     def k(v: SSAValue) -> int:
         if v is iv:
             return _AFF
-        got = kind.get(v)
+        got = kind.get(id(v))
         if got is not None:
             return got
         owner = v.owner
@@ -144,14 +136,17 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
                 r = _INV
             elif type(parent) is scf.ForOp and owner.args and v is owner.args[0]:
                 # an inner loop's iv takes the same values every iteration if its bounds do
-                r = _INV if all(k(x) == _INV or x.owner in checked for x in (parent.lb, parent.ub, parent.step)) else _OTHER
+                r = _INV if all(k(x) == _INV or id(x.owner) in checked for x in (parent.lb, parent.ub, parent.step)) else _OTHER
             else:
                 r = _OTHER
         elif id(owner) not in inside:
             r = _INV
         elif type(owner) is arith.ConstantOp:
             r = _INV
-        elif type(owner) in SCALAR_OPS and loop_level(owner):
+        elif type(owner) in SCALAR_OPS and id(owner.parent) in level:
+            # (directly in the body, or in scf.if regions of it, not in an inner loop: evaluated once
+            # per iteration, so it can be checked like a body op; a branch not taken computes it
+            # harmlessly)
             kinds = [k(x) for x in operands_of(owner)]
             if all(x == _INV for x in kinds):
                 r = _INV
@@ -159,7 +154,7 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
                 r = _OTHER
             else:
                 r = _AFF  # evaluated for every skipped iteration (SteadyLoop.jump)
-                checked.add(owner)
+                checked[id(owner)] = owner
         elif type(owner) in (arith.AddiOp, arith.SubiOp):
             r = max(k(owner.lhs), k(owner.rhs))
         elif type(owner) is arith.MuliOp:
@@ -169,33 +164,41 @@ def uniform_loop(loop: scf.ForOp, tree: OpTree | None = None) -> list[Operation]
             r = k(owner.input)
         else:
             r = _INV if all(k(x) == _INV for x in operands_of(owner)) else _OTHER
-        kind[v] = r
+        kind[id(v)] = r
         return r
 
-    # classify every loop-level value first, in scf.if regions too: each scalar one that depends on
-    # the iv is checked, even when only sizes or inner-loop bounds use it (a partial last tile)
-    for op in order:
-        if loop_level(op):
-            for res in op.results:
-                k(res)
+    # classify every loop-level scalar value, in scf.if regions too: each that depends on the iv is
+    # checked, even when only sizes or inner-loop bounds use it (a partial last tile). (Only scalar
+    # ops at loop level are ever checked, and a value's kind does not depend on the order values are
+    # classified in: the other ops' values are classified when something asks.)
     uniform = True
     for op in order:
-        if type(op) in (memref.LoadOp, memref.StoreOp, ascend.GetValueOp, scf.ForOp) and op is not loop:
-            if type(op) is not scf.ForOp or op.iter_args:
+        t = type(op)
+        if id(op.parent) in level:
+            if t is scf.IfOp:
+                level.update(id(b) for r in op.regions for b in r.blocks)
+            elif t in SCALAR_OPS:
+                for res in op.results:
+                    k(res)
+        if t in _NOT_UNIFORM:
+            if t is not scf.ForOp or op.iter_args:
                 uniform = False
                 break
-        if type(op) is memref.SubviewOp:
+        elif t is memref.SubviewOp:
             sv = tree.subview(op)
             if sv.gm and any(k(o) == _OTHER for o in sv.offsets):
                 uniform = False
                 break
     del k  # (it calls itself: a reference cycle otherwise)
-    if not uniform or not _with_body_operands(checked, iv, inside, loop_level):
+    if not uniform or not _with_body_operands(checked, iv, inside, level):
         return None
-    return sorted(checked, key=tree.index)  # (program order; an op's hash is Python code: no set test per op)
+    return sorted(checked.values(), key=tree.index)  # (program order; an op's hash is Python code: no set test per op)
 
 
-def _with_body_operands(checked: set[Operation], iv: SSAValue, inside: set[int], loop_level) -> bool:
+_NOT_UNIFORM = (memref.LoadOp, memref.StoreOp, ascend.GetValueOp, scf.ForOp)  # (an scf.for: with loop-carried values)
+
+
+def _with_body_operands(checked: dict[int, Operation], iv: SSAValue, inside: set[int], level: set[int]) -> bool:
     """Add to `checked` the loop-level scalar ops of the body that checked ops read (`off` of
     `off = t · 32; a = off + k`, t outside): invariant in the loop, but computed in its body.
     The checked values are evaluated out of place (before the body of an iteration or of the
@@ -204,12 +207,13 @@ def _with_body_operands(checked: set[Operation], iv: SSAValue, inside: set[int],
     its slot would be the previous execution's; evaluated with the checked ones it is this
     execution's. Constants are the same in every execution and stay read from their slots.
     False when a checked op reads another value the body computes (not a scalar op at loop
-    level: an scf.if result): the loop is then not extrapolated."""
-    todo = list(checked)
+    level: an scf.if result): the loop is then not extrapolated. `checked`: id(op) -> op;
+    `inside`: the ids of the loop's ops; `level`: the ids of its blocks at loop level."""
+    todo = list(checked.values())
     while todo:
         for x in operands_of(todo.pop()):
             owner = x.owner
-            if x is iv or owner in checked or type(owner) is arith.ConstantOp:
+            if x is iv or id(owner) in checked or type(owner) is arith.ConstantOp:
                 continue
             if type(owner) is Block:
                 parent = owner.parent_op()
@@ -218,9 +222,9 @@ def _with_body_operands(checked: set[Operation], iv: SSAValue, inside: set[int],
                 continue
             if id(owner) not in inside:
                 continue
-            if type(owner) not in SCALAR_OPS or not loop_level(owner):
+            if type(owner) not in SCALAR_OPS or id(owner.parent) not in level:
                 return False
-            checked.add(owner)
+            checked[id(owner)] = owner
             todo.append(owner)
     return True
 

@@ -136,26 +136,27 @@ def _offset_chain(v: SSAValue, loop: scf.ForOp, checked: set[int], inside: dict[
             reach[i] = op
             if t is not memref.SubviewOp:
                 todo.append(op.results[0])
-    coef: dict[SSAValue, int] = {v: 1}
+    coef: dict[int, int] = {id(v): 1}  # id(value) -> its coefficient (an xDSL value's hash is Python code)
     out: dict = {}
     for op in sorted(reach.values(), key=lambda o: inside[id(o)]):
         t = type(op)
         if t is arith.AddiOp or t is arith.SubiOp:
-            a, b = coef.get(op.lhs, 0), coef.get(op.rhs, 0)
-            coef[op.result] = a + b if t is arith.AddiOp else a - b
+            a, b = coef.get(id(op.lhs), 0), coef.get(id(op.rhs), 0)
+            coef[id(op.result)] = a + b if t is arith.AddiOp else a - b
         elif t is arith.MuliOp:
-            k = op.rhs if op.lhs in coef else op.lhs
-            if k in coef or type(k.owner) is not arith.ConstantOp:
+            lin = id(op.lhs) in coef
+            k = op.rhs if lin else op.lhs
+            if id(k) in coef or type(k.owner) is not arith.ConstantOp:
                 return None
-            coef[op.result] = coef[op.lhs if op.lhs in coef else op.rhs] * k.owner.value.value.data
+            coef[id(op.result)] = coef[id(op.lhs) if lin else id(op.rhs)] * k.owner.value.value.data
         elif t is arith.IndexCastOp:
-            coef[op.result] = coef[op.input]
+            coef[id(op.result)] = coef[id(op.input)]
         elif t is memref.SubviewOp:
             sv = tree.subview(op)
-            if (not sv.gm or not _external(sv.source, inside) or sv.source in coef or any(x in coef for x in (*sv.sizes, *sv.strides))
+            if (not sv.gm or not _external(sv.source, inside) or id(sv.source) in coef or any(id(x) in coef for x in (*sv.sizes, *sv.strides))
                     or not all(type(u.operation) is ascend.CopyOp for u in op.result.uses)):
                 return None
-            dims = [(d, coef[o]) for d, o in zip(sv.dyn_offsets, sv.offsets) if o in coef]
+            dims = [(d, coef[id(o)]) for d, o in zip(sv.dyn_offsets, sv.offsets) if id(o) in coef]
             for u in op.result.uses:
                 got = out.setdefault(u.operation, (op, sv.source, []))
                 if got[0] is not op:  # (a copy between two moved GM views: one access record, two moves)
@@ -197,19 +198,24 @@ class BlockMemo:
         left out: evaluated for an iteration whose inner loop does not run, they could divide
         by zero."""
         iv = loop.body.block.args[0]
-        inside = {id(o) for o in tree.walk(loop)}
-        known = {op.results[0] for op in checked}
+        ops = tree.walk(loop)
+        inside: set[int] | None = None  # the ids of the loop's ops, when first needed
+        # (ids: an xDSL op's or value's hash is Python code)
+        known = {id(op.results[0]) for op in checked}
         ids = {id(op) for op in checked}
         out: list[Operation] = []
-        mine: set[SSAValue] = set()
-        for op in tree.walk(loop)[1:]:
+        mine: set[int] = {id(iv)}  # the iv and the values of `out`
+        for op in ops:
             t = type(op)
-            if id(op) in ids or t not in SCALAR_OPS or t in _PARTIAL or len(op.results) != 1:
+            if t not in SCALAR_OPS or t in _PARTIAL or id(op) in ids or len(op.results) != 1:
                 continue
             xs = op.operands
-            if any(x is iv or x in mine for x in xs) and all(x is iv or x in known or x in mine or _external(x, inside) for x in xs):
-                out.append(op)
-                mine.add(op.results[0])
+            if any(id(x) in mine for x in xs):
+                if inside is None:
+                    inside = {id(o) for o in ops}
+                if all(id(x) in mine or id(x) in known or _external(x, inside) for x in xs):
+                    out.append(op)
+                    mine.add(id(op.results[0]))
         return out
 
     @staticmethod
