@@ -384,3 +384,17 @@ def test_seeded_flag_deletions_give_the_full_checks_verdicts(monkeypatch):
                     verdicts.append(full)
     later = [v for v in verdicts if re.match(r"race in kernel @\w+ \(block [1-9]", v)]
     assert len(later) >= 4 and any(v.startswith("race in kernel") and v not in later for v in verdicts) and "ok" in verdicts
+
+
+def test_race_names_the_oldest_unordered_access_it_meets():
+    # pipe 0 writes two overlapping ranges of one GM buffer, then pipe 1 reads over both, with no
+    # sync: both writes race with the read; the check reports the older one (as made, oldest first)
+    from ascendir.interpreter.check.race import RaceChecker
+
+    rc = RaceChecker("k", ["P0", "P1"])
+    rc.reset(0)
+    x = ("input", "x")
+    rc.access(0, [((x, 0, (16, 1)), (2, 16), True)], "first_write", 0)
+    rc.access(0, [((x, 16, (16, 1)), (2, 16), True)], "second_write", 0)
+    with pytest.raises(AscendirError, match=r"first_write on P0 and the_read on P1 .*write / read"):
+        rc.access(1, [((x, 0, (16, 1)), (4, 16), False)], "the_read", 0)

@@ -673,6 +673,7 @@ class RaceChecker:
         epoch = vc[pid]
         seen = self.seen
         views = self.views
+        entry = (epoch, name)
         for tag, shape, w in operands:
             root, off, st = tag[0], tag[1], tag[2]
             v = views.get((root, st, shape))
@@ -687,45 +688,44 @@ class RaceChecker:
             else:  # placed: compare bytes of the space, whichever buffer they belong to
                 key = phys
                 rng = (base + off * isz, base + (off + span + 1) * isz, off, g, root)
+            lo, hi = rng[0], rng[1]
             got = seen.get(key)
             if got is None:
                 got = seen[key] = ({}, {})
             per, latest = got
             for pk, last in (latest.items() if scan else ()):
                 p = pk[0]
-                if last <= vc[p] or p == pid or not (pk[1] or w):
-                    continue  # everything pipe p did there happens before this op, or both read
-                pw = pk[1]
-                entries = per[pk]
                 known = vc[p]
-                tail = None
-                for e_rng, e in reversed(entries.items()):
+                if last <= known or p == pid or not (pk[1] or w):
+                    continue  # everything pipe p did there happens before this op, or both read
+                # the entries after the last epoch this op knows of, newest first: the oldest one
+                # that meets this range is the race reported (as made, oldest first)
+                hit = None
+                for e_rng, e in reversed(per[pk].items()):
                     if e[0] <= known:
                         break
-                    if tail is None:
-                        tail = []
-                    tail.append((e_rng, e))
-                if tail is None:
-                    continue
-                for e_rng, (_, e_name) in reversed(tail):  # oldest first, as they were made
-                    if _meets(rng, e_rng, self.geometry):
-                        what = f"buffer {describe(root)}:"
-                        if e_rng[4] is not root:
-                            what = f"buffers {describe(e_rng[4])} and {describe(root)} share bytes:"
-                        kinds = f"{'write' if pw else 'read'} / {'write' if w else 'read'}"
-                        raise AscendirError(
-                            f"race in kernel @{self.kernel} (block {block}): {what} {e_name} on "
-                            f"{self.labels[p]} and {name} on {self.labels[pid]} touch overlapping "
-                            f"{'elements' if phys is None else 'bytes'} "
-                            f"({kinds}) with no set_flag/wait_flag or pipe_barrier ordering them"
-                        )
+                    if e_rng[0] < hi and lo < e_rng[1] and _meets(rng, e_rng, self.geometry):
+                        hit = e_rng, e[1]
+                if hit is not None:
+                    e_rng, e_name = hit
+                    pw = pk[1]
+                    what = f"buffer {describe(root)}:"
+                    if e_rng[4] is not root:
+                        what = f"buffers {describe(e_rng[4])} and {describe(root)} share bytes:"
+                    kinds = f"{'write' if pw else 'read'} / {'write' if w else 'read'}"
+                    raise AscendirError(
+                        f"race in kernel @{self.kernel} (block {block}): {what} {e_name} on "
+                        f"{self.labels[p]} and {name} on {self.labels[pid]} touch overlapping "
+                        f"{'elements' if phys is None else 'bytes'} "
+                        f"({kinds}) with no set_flag/wait_flag or pipe_barrier ordering them"
+                    )
             pk = (pid, w)
             d = per.get(pk)
             if d is None:
-                per[pk] = {rng: (epoch, name)}
+                per[pk] = {rng: entry}
             else:
                 d.pop(rng, None)
-                d[rng] = (epoch, name)
+                d[rng] = entry
                 if len(d) > (KEEP if phys is None else self.keep):
                     del d[next(iter(d))]
             latest[pk] = epoch
