@@ -106,7 +106,7 @@ class GmShadows:
             return
         w = _alias(got, view, data_pointer(view))
         if index is None:
-            np.copyto(w, view)
+            widen_into(w, view)
         else:
             w[index] = view[index]
 
