@@ -86,12 +86,15 @@ def test_strided_views_widen_by_blocks_of_rows(casts, monkeypatch):
     assert _same32(dst, src)
 
 
-def test_small_or_other_arrays_widen_by_numpy(casts):
-    for src, dst in [(FINITE[:4095], np.empty(4095, F32)), (FINITE[:8192].reshape(2, 4, 1024), np.empty((2, 4, 1024), F32)),
-                     (FINITE[:8192], np.empty(16384, F32)[::2])]:
+def test_small_arrays_widen_by_numpy_other_shapes_through_scratch(casts):
+    src, dst = FINITE[:4095], np.empty(4095, F32)
+    widen_into(dst, src)
+    assert _same32(dst, src) and not casts
+    # (3-D, or a strided float32 dest, up to BLOCK elements: one cast between scratch blocks)
+    for src, dst in [(FINITE[:8192].reshape(2, 4, 1024), np.empty((2, 4, 1024), F32)), (FINITE[:8192], np.empty(16384, F32)[::2])]:
         widen_into(dst, src)
         assert _same32(dst, src)
-    assert not casts
+    assert casts == [8192, 8192]
 
 
 def _bits32(lo: int, hi: int, step: int) -> np.ndarray:

@@ -106,7 +106,7 @@ class GmShadows:
             return
         w = _alias(got, view, data_pointer(view))
         if index is None:
-            np.copyto(w, view)
+            widen_into(w, view)
         else:
             w[index] = view[index]
 
@@ -123,42 +123,48 @@ class GmShadows:
         Per call (the 7B layer's data walks make ~2,000, mostly of converted chunks): one
         address lookup (pointer.py), and the chunks' flags searched as bytes only while the copy
         has chunks left to convert."""
-        o = view.base if view.base is not None else view
-        got = self.copies.get(id(o))
+        got = self._copy(view)
         if got is None:
-            if type(o) is not np.ndarray or o.dtype != F16 or not o.flags.c_contiguous or view.dtype != F16:
-                return view.astype(F32)
-            n = -(-o.size // CHUNK)
-            got = self.copies[id(o)] = [o, _take(o.size), bytearray(n), data_pointer(o), n]
+            return view.astype(F32)
         at = data_pointer(view)
         if got[4] and view.size:
-            first, last = _span(view, (at - got[3]) // 2)
-            flags, end = got[2], last // CHUNK + 1
-            a = flags.find(0, first // CHUNK, end)
-            if a >= 0:
-                src, dst = got[0].reshape(-1), got[1]
-                while a >= 0:  # each run of chunks not converted yet
-                    b = flags.find(1, a, end)
-                    b = end if b < 0 else b
-                    widen_into(dst[a * CHUNK: min(b * CHUNK, src.size)], src[a * CHUNK: b * CHUNK])
-                    flags[a:b] = b"\x01" * (b - a)
-                    got[4] -= b - a
-                    a = flags.find(0, b, end)
+            _convert(got, *_span(view, (at - got[3]) // 2))
         return _alias(got, view, at)
 
     def wide_each(self, view: np.ndarray) -> np.ndarray:
         """`wide` of a batched view (exec/batch_run.py: `view[k]` is block k's fp16 GM view):
         the float32 view of the whole, converting only the chunks each slice spans (`wide` of
         the whole would convert every chunk between the first slice and the last: with the
-        blocks' tiles far apart, most of a buffer no block reads)."""
-        w = None
-        for k in range(view.shape[0]):
-            w = self.wide(view[k])
+        blocks' tiles far apart, most of a buffer no block reads). The slices are `view[0]`
+        moved by the first stride, so their spans are slice 0's moved too: no slice views are
+        made (the 7B layer's FlashAttention reads ~200 batches of 8 a block)."""
+        got = self._copy(view)
+        if got is None:
+            return view.astype(F32)
+        at = data_pointer(view)
+        if got[4] and view.size:
+            first, last = _span(view[0], (at - got[3]) // 2)
+            step = view.strides[0] // 2
+            if abs(step) <= last - first + 1:  # (the slices' spans overlap or touch: one span)
+                _convert(got, *_span(view, (at - got[3]) // 2))
+            else:
+                for k in range(view.shape[0]):
+                    if not got[4]:
+                        break
+                    _convert(got, first + k * step, last + k * step)
+        return _alias(got, view, at)
+
+    def _copy(self, view: np.ndarray) -> list | None:
+        """The copy of fp16 GM `view`'s buffer (made empty at the first call), None for a buffer
+        that cannot be copied (not a C-contiguous fp16 ndarray, or `view` of another dtype)."""
         o = view.base if view.base is not None else view
         got = self.copies.get(id(o))
-        if got is None or w is None or w.base is not got[1]:  # (not copied: converted per call)
-            return view.astype(F32)
-        return _alias(got, view, data_pointer(view))
+        if got is None:
+            if type(o) is not np.ndarray or o.dtype != F16 or not o.flags.c_contiguous or view.dtype != F16:
+                return None
+            n = -(-o.size // CHUNK)
+            got = self.copies[id(o)] = [o, _take(o.size), bytearray(n), data_pointer(o), n]
+        return got
 
     def widened(self, view: np.ndarray, slot: int) -> np.ndarray:
         """`view` (fp16, 2-D, unit stride along rows) as a float32 array (row-major, unit stride
@@ -191,6 +197,23 @@ class GmShadows:
         else:
             self.held.pop(slot, None)
         return out
+
+
+def _convert(got: list, first: int, last: int) -> None:
+    """Convert the chunks of copy `got` (`GmShadows.copies`) spanning elements [first, last] of
+    its buffer that are not converted yet."""
+    flags, end = got[2], last // CHUNK + 1
+    a = flags.find(0, first // CHUNK, end)
+    if a < 0:
+        return
+    src, dst = got[0].reshape(-1), got[1]
+    while a >= 0:  # each run of chunks not converted yet
+        b = flags.find(1, a, end)
+        b = end if b < 0 else b
+        widen_into(dst[a * CHUNK: min(b * CHUNK, src.size)], src[a * CHUNK: b * CHUNK])
+        flags[a:b] = b"\x01" * (b - a)
+        got[4] -= b - a
+        a = flags.find(0, b, end)
 
 
 def _inside(h: tuple, view: np.ndarray) -> np.ndarray | None:
