@@ -46,10 +46,15 @@ def memo_inputs(loop: scf.ForOp, tree: OpTree | None = None) -> tuple[list[SSAVa
 
 def _memo_inputs(loop: scf.ForOp, tree: OpTree) -> tuple:
     """`memo_inputs` computed."""
-    ops = tree.walk(loop)
     # ids of the values the loop defines (its ops' results, their regions' block arguments): a
     # value is external (`_external`) when its id is not here; one set test per operand
-    defined = tree.defined(loop)
+    return inputs_of(tree.walk(loop), tree.defined(loop), tree)
+
+
+def inputs_of(ops: list[Operation], defined: set[int], tree: OpTree) -> tuple:
+    """`memo_inputs` of the ops `ops` (a loop's walk, or a run of ops' walks: data_loop_memo.py
+    `plan_run`) whose own values have the ids `defined`: (control values, address values, GM
+    copies)."""
     # by id (an xDSL value's hash is Python code): the outside values used, in order of first use;
     # the (subview, dim) pairs each offsets; those used otherwise too
     vals: dict[int, SSAValue] = {}

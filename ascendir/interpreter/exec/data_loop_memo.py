@@ -67,7 +67,7 @@ from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
-from ascendir.interpreter.accel.loop_memo import _external, memo_inputs, offset_copies
+from ascendir.interpreter.accel.loop_memo import _external, inputs_of, memo_inputs
 from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.deferred import _addr, _run_k, _run_term
@@ -185,26 +185,7 @@ def _run_inputs(run: list[Operation], ops: list[Operation], tree: OpTree) -> tup
     defined: set[int] = set()
     for top in run:
         defined |= tree.defined(top)
-    uses: dict = {}
-    other: set = set()
-    for op in ops:
-        sv = tree.subview(op) if type(op) is memref.SubviewOp else None
-        gm_sv = sv is not None and sv.gm and id(sv.source) not in defined
-        dyn_dims = sv.dyn_offsets if gm_sv else []
-        offsets = sv.offsets if gm_sv else ()
-        for v in operands_of(op):
-            if id(v) in defined:
-                continue
-            uses.setdefault(v, [])
-            if gm_sv and any(v is o for o in offsets):
-                continue
-            other.add(v)
-        for k, o in enumerate(offsets):
-            if id(o) not in defined:
-                uses[o].append((op, dyn_dims[k]))
-    addr = [v for v in uses if v not in other and uses[v]]
-    ctrl = [v for v in uses if v not in addr]
-    return ctrl, addr, offset_copies(ops, tree, addr, uses)
+    return inputs_of(ops, defined, tree)
 
 
 def _planned(ops: list[Operation], first: int, tree: OpTree, inputs) -> tuple[list, list, list] | None:
