@@ -427,10 +427,28 @@ def _logged(log: list) -> list:
 
     cube = CubeDeferral([])
     cube.log, cube.bent = [], []
-    for root, k, cv, term, init in log:
-        cube._add(root, k, cv, (root, k[0], k[2]), term, init)
+    _loop(cube, log)
     cube.flush()
     return cube.bent
+
+
+def _loop(cube, adds: list) -> None:
+    """The adds of `adds` (a `_sums_test_log` log) one by one, as the loop's mmads make them (the
+    reference the product's replays are compared with: not data_loop_memo.add_each)."""
+    for root, k, cv, term, init in adds:
+        cube._add(root, k, cv, (root, k[0], k[2]), term, init)
+
+
+def _summed(c: np.ndarray, fn, kind=None) -> np.ndarray:
+    """L0C buffer `c` (zeroed first) after `fn(cube)` on a fresh deferral (of class `kind`,
+    CubeDeferral by default) and its flush."""
+    from ascendir.interpreter.exec.deferred import CubeDeferral
+
+    cube = (kind or CubeDeferral)([])
+    c[...] = 0
+    fn(cube)
+    cube.flush()
+    return c.copy()
 
 
 @pytest.mark.parametrize("overlap, init", [(False, True), (False, False), (True, True)])
@@ -438,26 +456,13 @@ def test_joined_appends_sum_like_the_loop(overlap, init):
     # apart, X's and Y's later K slices append to their regions (made by their first adds, init
     # or not): one stretch, one joined term each. Overlapping, each add materialises the other
     # region (products of one K slice each): no add is a plain append, nothing is joined
-    from ascendir.interpreter.exec.deferred import CubeDeferral
-
     log, c = _sums_test_log(overlap, init)
     bent = _logged(log)
     items, stretches = data_loop_memo._appends(log, bent)
     assert (len(items), stretches) == ((len(log), ()) if overlap else (4, ((2, 4, 2),)))
 
-    def run(fn):
-        cube = CubeDeferral([])
-        c[...] = 0
-        fn(cube)
-        cube.flush()
-        return c.copy()
-
-    def loop(cube):
-        for root, k, cv, term, init in log:
-            cube._add(root, k, cv, (root, k[0], k[2]), term, init)
-
-    want = run(loop)
-    got = run(lambda cube: data_loop_memo._add_all(cube, items, stretches, lambda o: pytest.fail("tail")))
+    want = _summed(c, lambda cube: _loop(cube, log))
+    got = _summed(c, lambda cube: data_loop_memo._add_all(cube, items, stretches, lambda o: pytest.fail("tail")))
     assert np.array_equal(got, want)
 
 
@@ -474,19 +479,8 @@ def test_stretches_of_appends_between_regroups_are_joined_each():
     items, stretches = data_loop_memo._appends(log, bent)
     assert stretches == ((1, 2, 1), (3, 5, 4)) and len(items) == 5
 
-    def run(fn):
-        cube = CubeDeferral([])
-        c[...] = 0
-        fn(cube)
-        cube.flush()
-        return c.copy()
-
-    def loop(cube, adds):
-        for root, k, cv, term, init in adds:
-            cube._add(root, k, cv, (root, k[0], k[2]), term, init)
-
-    want = run(lambda cube: loop(cube, log))
-    got = run(lambda cube: data_loop_memo._add_all(cube, items, stretches, lambda o: pytest.fail("tail")))
+    want = _summed(c, lambda cube: _loop(cube, log))
+    got = _summed(c, lambda cube: data_loop_memo._add_all(cube, items, stretches, lambda o: pytest.fail("tail")))
     assert np.array_equal(got, want)
     # X materialised before the second stretch: its appends after that start X's sum anew (the
     # walk's `_add` does: X's region is missing), so the tail from the stretch's first add is added
@@ -500,16 +494,9 @@ def test_stretches_of_appends_between_regroups_are_joined_each():
             if key == log[3][1] and init:  # (after Y0: X materialised)
                 self._flush_sums(root, ("c", 0, (96, 1)), log[0][2])
 
-    def flushed(adds_fn):
-        cube = Flushing([])
-        c[...] = 0
-        adds_fn(cube)
-        cube.flush()
-        return c.copy()
-
-    want = flushed(lambda cube: loop(cube, log))
-    got = flushed(lambda cube: loop(cube, []) or data_loop_memo._add_all(
-        cube, items, stretches, lambda o: tails.append(o) or log[o:]))
+    want = _summed(c, lambda cube: _loop(cube, log), Flushing)
+    got = _summed(c, lambda cube: data_loop_memo._add_all(cube, items, stretches, lambda o: tails.append(o) or log[o:]),
+                  Flushing)
     assert tails == [4] and np.array_equal(got, want)
 
 

@@ -164,9 +164,8 @@ def _kinds(tree: OpTree) -> tuple[list[int], list[int]]:
         for o in tree.ops:
             t = type(o)
             if t is ascend.CopyOp:
-                src, dst = space_name(o.source.type), space_name(o.dest.type)
-                ng += src == "gm"
-                nb += not ((src, dst) in _MOVES or (src == "gm" != dst and never_read(o.dest)))
+                ng += space_name(o.source.type) == "gm"
+                nb += not _held_copy(o)
             elif t not in light:
                 nb += 1
             bad.append(nb)
@@ -177,6 +176,13 @@ def _kinds(tree: OpTree) -> tuple[list[int], list[int]]:
 
 _LIGHT = (*SCALAR_OPS, *_FLAGS, memref.SubviewOp)  # (ops a run's worth is not counted in)
 _LIGHT_KINDS = frozenset((*_LIGHT, scf.ForOp, scf.IfOp, scf.YieldOp, ascend.MmadOp))  # (allowed ops but copies)
+
+
+def _held_copy(o: ascend.CopyOp) -> bool:
+    """Whether a stored execution may hold copy `o` (module doc): GM -> L1, L1 -> L0A / L0B, or
+    GM into a buffer no op reads."""
+    src, dst = space_name(o.source.type), space_name(o.dest.type)
+    return (src, dst) in _MOVES or (src == "gm" != dst and never_read(o.dest))
 
 
 def _run_inputs(run: list[Operation], ops: list[Operation], tree: OpTree) -> tuple:
@@ -195,14 +201,11 @@ def _planned(ops: list[Operation], first: int, tree: OpTree, inputs) -> tuple[li
     gm_copies = []
     for o in ops[first:]:
         t = type(o)
-        if t in SCALAR_OPS or t in (memref.SubviewOp, scf.ForOp, scf.IfOp, scf.YieldOp, ascend.MmadOp) or t in _FLAGS:
+        if t in _LIGHT_KINDS:
             continue
-        if t is not ascend.CopyOp:
+        if t is not ascend.CopyOp or not _held_copy(o):
             return None
-        spaces = (space_name(o.source.type), space_name(o.dest.type))
-        if spaces not in _MOVES and not (spaces[0] == "gm" != spaces[1] and never_read(o.dest)):
-            return None
-        if spaces[0] == "gm":
+        if space_name(o.source.type) == "gm":
             gm_copies.append(o)
     if not gm_copies:
         return None
@@ -570,19 +573,22 @@ def _add_all(cube, items: list, stretches: tuple, tail) -> None:
     appends joined, `_appends`) to the sums of deferral `cube`, each stretch where every region
     it adds to is there at its start; else, from that stretch on, the terms as the loop added
     them (`tail(index of the stretch's first add)`)."""
-    add, sums = cube._add, cube.sums
+    sums = cube.sums
     at = 0
     for a, b, o in stretches:
-        for root, k, cv, term, init in items[at:a]:
-            add(root, k, cv, (root, k[0], k[2]), term, init)
+        add_each(cube, items[at:a])
         if any(k not in sums.get(root, ()) for root, k, *_ in items[a:b]):
-            for root, k, cv, term, init in tail(o):
-                add(root, k, cv, (root, k[0], k[2]), term, init)
+            add_each(cube, tail(o))
             return
-        for root, k, cv, term, init in items[a:b]:
-            add(root, k, cv, (root, k[0], k[2]), term, init)
-        at = b
-    for root, k, cv, term, init in items[at:]:
+        at = a
+    add_each(cube, items[at:])
+
+
+def add_each(cube, adds) -> None:
+    """Add the logged adds `adds` (root, region key, L0C view, term, init) to the sums of
+    deferral `cube` in order, as the walk's mmads added them (deferred.py `_add`)."""
+    add = cube._add
+    for root, k, cv, term, init in adds:
         add(root, k, cv, (root, k[0], k[2]), term, init)
 
 
