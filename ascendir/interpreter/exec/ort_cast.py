@@ -167,10 +167,7 @@ def widen_into(dst: np.ndarray, src: np.ndarray) -> None:
     of a 2-D view): a strided view's block is copied into a contiguous fp16 scratch block first;
     a block holding inf or NaN goes through numpy's cast. Up to BLOCK elements, other shapes or a
     strided `dst` go through scratch blocks. Smaller or other arrays: numpy's cast."""
-    if src.size < CAST_ELEMENTS or src.size > BLOCK and (src.ndim not in (1, 2) or not dst.flags.c_contiguous):
-        np.copyto(dst, src)
-        return
-    io = _ort()
+    io = None if src.size < CAST_ELEMENTS or src.size > BLOCK and (src.ndim not in (1, 2) or not dst.flags.c_contiguous) else _ort()
     if io is None:
         np.copyto(dst, src)
         return
