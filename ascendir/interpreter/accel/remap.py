@@ -82,12 +82,12 @@ def address_plan(loop: scf.ForOp, checked: list[Operation], tree: OpTree | None 
                         offsets_of.setdefault(id(v), []).append((u, sv.dyn_offsets[use.index - 1]))
                         continue
             control.add(id(v))
-    addr = [v for v in results if id(v) in offsets_of and id(v) not in control]
+    addr_pos = [i for i, v in enumerate(results) if id(v) in offsets_of and id(v) not in control]
+    addr = [results[i] for i in addr_pos]
     if not any(_nonaffine(v, checked_ids) for v in addr):
         return None
     # intermediate values (used by checked ops only) act through the values they feed
     control_pos = [i for i, v in enumerate(results) if id(v) in control]
-    addr_pos = [i for i, v in enumerate(results) if id(v) in offsets_of and id(v) not in control]
     return AddressPlan(addr_pos, control_pos, offset_copies(tree.walk(loop), tree, addr, {v: offsets_of[id(v)] for v in addr}))
 
 
