@@ -106,10 +106,9 @@ def describe(root) -> str:
 
 def _meets(a: tuple, b: tuple, geometry: list) -> bool:
     """a, b = (lo, hi, offset, geometry id, root) with [lo, hi) in bytes of a placed space, or in
-    elements of one unplanned buffer, and `geometry`[id] = (strides, shape): byte interval test
-    between two buffers, else views_overlap (per-dim boxes)."""
-    if a[1] <= b[0] or b[1] <= a[0]:
-        return False
+    elements of one unplanned buffer, and `geometry`[id] = (strides, shape), whose intervals meet
+    (`_check` tests them before the call, inline: most pairs do not meet): True between two
+    buffers, else views_overlap (per-dim boxes)."""
     if a[4] is not b[4]:
         return True
     (sa, ha), (sb, hb) = geometry[a[3]], geometry[b[3]]
