@@ -211,9 +211,8 @@ class DataCodegen:
         tree = self.k.tree
         out = {}
         for i, j, planned in run_memos(ops, tree):
-            chips = [self.slot(o.result) for o in tree.ops if type(o) is ascend.AllocOp and space_name(o.result.type) != "gm"]
             self._read_outside(tree.ops[tree.span(ops[i])[0]:tree.span(ops[j - 1])[1]])  # (the memo reads the run's outside values from their slots)
-            out[i] = (j, DataLoopMemo(self.F, self.slot, planned, chips))
+            out[i] = (j, DataLoopMemo(self.F, self.slot, planned, self._chip_slots()))
         return out
 
     def _data_memo(self, op: scf.ForOp, nest: int) -> DataLoopMemo | None:
@@ -225,10 +224,13 @@ class DataCodegen:
         planned = plan(op, self.k.tree)
         if planned is None:
             return None
-        chips = [self.slot(o.result) for o in self.k.tree.ops
-                 if type(o) is ascend.AllocOp and space_name(o.result.type) != "gm"]
         self._read_outside(self.k.tree.walk(op))  # (the memo reads the loop's outside values from their slots)
-        return DataLoopMemo(self.F, self.slot, planned, chips)
+        return DataLoopMemo(self.F, self.slot, planned, self._chip_slots())
+
+    def _chip_slots(self) -> list[int]:
+        """The slots of the kernel's on-chip buffers (its allocs outside GM): a memo's stored
+        executions name their on-chip views by these (DataLoopMemo `chips`)."""
+        return [self.slot(o.result) for o in self.k.tree.ops if type(o) is ascend.AllocOp and space_name(o.result.type) != "gm"]
 
     def _data_if(self, op: scf.IfOp, env: dict, lines: list[str], local: dict[int, str], nest: int, n: list[int]) -> None:
         """scf.if: its branch decided, the branch's ops, its yielded values into the results."""
