@@ -19,11 +19,13 @@ from ascendir.interpreter.state import CUBE_PEAK_CYCLES, FLOPS, OPS, VECTOR_OPS
 from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
 from ascendir.interpreter.exec.common import Closure, _per_type, np_dtype, space_name, unit_of
 from ascendir.interpreter.exec.walk import _is_a, operands_of
+from ascendir.interpreter.exec.semantics import builtin_semantics
 from ascendir.interpreter.exec.wide import F16, declared, storage_dtype
 
 # the built-in cost factories (costmodel/ops.py): each gives one op the same pipe and unit
 # whatever its operands (copy: its path's; mmad: M; vector ops: V; gather: MTE2)
 _FIXED_PIPE = builtin_costs()
+_BUILTIN_SEMANTICS = builtin_semantics()
 
 
 # The timed run of a tile op (`TileOps.tile`), generated per operand count: its operands are
@@ -133,6 +135,29 @@ class TileOps:
 
     # -- tile ops (copy, mmad, vector, gather, registered ops) --------------------------------
     def tile(self, op: Operation) -> Closure:
+        """The closure of tile op `op` (`_tile`), shared with an earlier op of this compile that
+        is the same op again: same class, same operand values, same attributes and properties.
+        The built-in semantics and costs are functions of those alone, and the closure's state
+        is caches of them, so running one closure for both is running each: an unrolled
+        pipeline repeats its on-chip copies and vector ops (FlashAttention of the 7B layer: 479
+        of its 776 tile ops). Not an op of registered semantics or cost (register_op: nothing
+        says what its factories read of the op), nor a GM copy of the timed walk (its closure
+        logs its op's id: steady.py)."""
+        t = type(op)
+        if registry.SEMANTICS[t] is not _BUILTIN_SEMANTICS.get(t) or registry.COSTS[t] is not _FIXED_PIPE.get(t):
+            return self._tile(op)[0]
+        try:
+            key = (t, tuple(map(id, operands_of(op))), tuple(op.attributes.items()), tuple(op.properties.items()))
+            got = self.same_tiles.get(key)
+        except TypeError:  # (an attribute xDSL cannot hash: not shared)
+            return self._tile(op)[0]
+        if got is None:
+            got, shared = self._tile(op)
+            if shared:
+                self.same_tiles[key] = got
+        return got
+
+    def _tile(self, op: Operation) -> tuple[Closure, bool]:
         k, F, R = self.k, self.F, self.F.values
         sem = None if k.timing_only else registry.SEMANTICS[type(op)](op)
         # (the kernel's compiles share it: KernelInfo.costs; cost functions depend on the op's
@@ -183,7 +208,7 @@ class TileOps:
             fixed = (k.costs[op], sub) if _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)] else None
             gm = [f[1] == "gm" for f in facts if f is not None]
             get = itemgetter(*ins) if len(ins) > 1 else (lambda R, i=ins[0]: (R[i],))
-            return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm, batch_facts(self, op, sem, mem, facts))
+            return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm, batch_facts(self, op, sem, mem, facts)), True
 
         cache: dict = {}
         path = None
@@ -201,7 +226,7 @@ class TileOps:
             elif path[1] == "gm":
                 gm_copy = (1, False)
         if gm_copy is not None:
-            return self._gm_copy(op, sem, cost_fn, ins, gm_copy, resolve, label)
+            return self._gm_copy(op, sem, cost_fn, ins, gm_copy, resolve, label), False
 
         # the last operands and their cost: a loop's op meets the same operand objects every
         # iteration in timing-only mode (views are shared per shape), so identity tests replace
@@ -209,7 +234,7 @@ class TileOps:
         def key_of(vals: tuple) -> tuple:
             return tuple([v.shape for v in vals]) if all_mem else tuple(v.shape if m else v for v, m in zip(vals, mem))
 
-        return _timed_tile(len(ins))(F, R, A, ins, cache, cost_fn, resolve, key_of, sem, race_ops, name, label)
+        return _timed_tile(len(ins))(F, R, A, ins, cache, cost_fn, resolve, key_of, sem, race_ops, name, label), True
 
     def _data_tile(self, sem, cost_fn, ins: list[int], get, resolve, race_ops: list, name: str, fixed: tuple | None,
                    gm: list[bool], facts: tuple) -> Closure:
