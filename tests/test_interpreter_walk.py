@@ -157,3 +157,69 @@ def test_int_values_are_get_values():
         a = DenseArrayBase.from_list(t, vals)
         assert int_values(a) == a.get_values()
         assert t is i1 or int_values(a) == tuple(vals)
+
+
+_REDUCING = """
+builtin.module {
+  ascend.kernel @k(%x: memref<8x16xf32, #ascend<space gm>>, %y: memref<8x16xf32, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
+    %t = ascend.alloc : memref<8x16xf32, #ascend<space ub>>
+    %r = memref.subview %x[3, 0] [1, 16] [1, 1] : memref<8x16xf32, #ascend<space gm>> to memref<16xf32, strided<[1], offset: 48>, #ascend<space gm>>
+    %q = memref.subview %t[0, 0] [1, 16] [1, 1] : memref<8x16xf32, #ascend<space ub>> to memref<1x16xf32, strided<[16, 1]>, #ascend<space ub>>
+    %p = memref.subview %x[0, 0] [8, 16] [1, 1] : memref<8x16xf32, #ascend<space gm>> to memref<8x16xf32, strided<[16, 1]>, #ascend<space gm>>
+    ascend.copy %x, %t : memref<8x16xf32, #ascend<space gm>>, memref<8x16xf32, #ascend<space ub>>
+    ascend.set_flag MTE2 -> MTE3, 0
+    ascend.wait_flag MTE2 -> MTE3, 0
+    ascend.copy %t, %y : memref<8x16xf32, #ascend<space ub>>, memref<8x16xf32, #ascend<space gm>>
+    ascend.return
+  }
+  func.func @main(%x: memref<8x16xf32, #ascend<space gm>> {onnx.name = "x"}) -> (memref<8x16xf32, #ascend<space gm>> {onnx.name = "y"}) {
+    %y = ascend.alloc : memref<8x16xf32, #ascend<space gm>>
+    ascend.launch @k(%x, %y) : memref<8x16xf32, #ascend<space gm>>, memref<8x16xf32, #ascend<space gm>>
+    func.return %y : memref<8x16xf32, #ascend<space gm>>
+  }
+}
+"""
+
+
+def test_subview_dropped_dims_decoded_once_for_both_compiles(monkeypatch):
+    # Subview.dropped: per source dim whether a rank-reducing view drops it, as
+    # buffer_lifetimes.dropped_dims says of the static sizes and the result shape; found once
+    # per decoded subview, which the timing-only twin's compile and the data walk's share
+    import numpy as np
+    from xdsl.dialects import memref
+
+    from ascendir.costmodel.buffer_lifetimes import dropped_dims
+    from ascendir.hardware import load_target
+    from ascendir.interpreter import simulate
+    from ascendir.interpreter.exec import walk
+    from ascendir.interpreter.exec.walk import Subview
+
+    module = parse(_REDUCING)
+    subviews = [op for op in module.walk() if isinstance(op, memref.SubviewOp)]
+    assert [Subview(op).dropped() for op in subviews] == [(True, False), (False, False), (False, False)]
+    for op in subviews:
+        n = op.source.type.get_num_dims()
+        drop = dropped_dims(list(op.static_sizes.get_values()), list(op.result.type.get_shape()), n)
+        assert Subview(op).dropped() == tuple(i in drop for i in range(n))
+    calls = []
+    monkeypatch.setattr(walk, "dropped_dims", lambda *a: calls.append(a) or dropped_dims(*a))
+    x = np.arange(128, dtype=np.float32).reshape(8, 16)
+    res = simulate(module, None, {"x": x}, load_target("ascend910b2"))  # (a numerics launch: the twin, then the data walk)
+    assert np.array_equal(res.outputs["y"], x)
+    assert len(calls) == len(subviews)
+
+
+def test_subview_dropped_dims_error_at_each_ask():
+    # sizes that do not fit the result shape: the error of dropped_dims, at every call (nothing kept)
+    from xdsl.dialects import memref
+
+    from ascendir.errors import AscendirError
+    from ascendir.interpreter.exec.walk import Subview
+
+    module = parse(_REDUCING)
+    op = next(op for op in module.walk() if isinstance(op, memref.SubviewOp))
+    sv = Subview(op)
+    sv.static_sizes = (2, 16)  # (as if the IR said [2, 16] for the 16-element result)
+    for _ in range(2):
+        with pytest.raises(AscendirError, match="cannot match sizes"):
+            sv.dropped()

@@ -8,7 +8,6 @@ from operator import itemgetter
 import numpy as np
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX
-from ascendir.costmodel.buffer_lifetimes import dropped_dims
 from ascendir.costmodel import quantise
 from ascendir.costmodel.ops import get_value_cycles
 from ascendir.dialects import ascend
@@ -156,8 +155,8 @@ class MemrefOps:
     def subview(self, op: memref.SubviewOp) -> Closure:
         R = self.F.values
         sv = self.k.tree.subview(op) if self.k is not None and self.k.tree is not None else Subview(op)
-        src, out = self.slot(sv.source), self.slot(op.result)
-        n = sv.source.type.get_num_dims()
+        dropped = sv.dropped()
+        src, out = self.slot(sv.source), self.slot(op.results[0])
 
         def spec(static, dyn_vals) -> list[tuple[bool, int]]:
             it = iter(dyn_vals)
@@ -166,11 +165,9 @@ class MemrefOps:
         offs = spec(sv.static_offsets, sv.offsets)
         sizes = spec(sv.static_sizes, sv.sizes)
         strides = spec(sv.static_strides, sv.strides)
-        res_shape = list(op.result.type.get_shape())
-        dropped = dropped_dims([s if not d else DYNAMIC_INDEX for d, s in sizes], res_shape, n)
         where = f"memref.subview in {'kernel @' + self.k.name if self.k else 'the host function'}"
         charge = self._charge_scalar(op)
-        dims = list(zip(offs, sizes, strides, [i in dropped for i in range(n)]))
+        dims = list(zip(offs, sizes, strides, dropped))
 
         if self.m.timing_only:
             s_ids = self.k.s_ids(op) if charge is not None and self.k is not None else None

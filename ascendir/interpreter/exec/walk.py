@@ -11,6 +11,7 @@ from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, DenseArrayBase
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
+from ascendir.costmodel.buffer_lifetimes import dropped_dims
 from ascendir.dialects import ascend
 
 
@@ -61,9 +62,12 @@ class Subview:
     `dyn_offsets`: the dims whose offset is dynamic (one per value of `offsets`, in order);
     `gm`: whether the source is in GM."""
 
-    __slots__ = ("source", "offsets", "sizes", "strides", "static_offsets", "static_sizes", "static_strides", "dyn_offsets", "gm")
+    __slots__ = ("source", "offsets", "sizes", "strides", "static_offsets", "static_sizes", "static_strides", "dyn_offsets", "gm",
+                 "op", "_dropped")
 
     def __init__(self, op: memref.SubviewOp):
+        self.op = op
+        self._dropped: tuple[bool, ...] | None = None
         # operands: source, offsets, sizes, strides, as many of each as the segment sizes say (the
         # property xDSL's accessors read, AttrSizedOperandSegments)
         props = op.properties  # (what the static_* accessors read)
@@ -78,6 +82,19 @@ class Subview:
         self.static_strides = int_values(props["static_strides"])
         self.dyn_offsets = [d for d, s in enumerate(self.static_offsets) if s == DYNAMIC_INDEX]
         self.gm = is_gm(self.source)
+
+    def dropped(self) -> tuple[bool, ...]:
+        """Per dim of the source, whether the view drops it (a rank-reducing subview:
+        buffer_lifetimes.dropped_dims of its static sizes, dynamic ones DYNAMIC_INDEX), found at
+        the first call that succeeds: both compiles of a kernel ask it of every subview.
+
+        Raises: AscendirError (dropped_dims) when the sizes do not match the result shape."""
+        got = self._dropped
+        if got is None:
+            n = self.source.type.get_num_dims()
+            drop = dropped_dims(list(self.static_sizes), list(self.op.results[0].type.get_shape()), n)
+            got = self._dropped = tuple(i in drop for i in range(n))
+        return got
 
 
 class OpTree:
