@@ -6,6 +6,7 @@ registered semantics are compiled per op."""
 from __future__ import annotations
 
 import numpy as np
+from xdsl.dialects.builtin import StringAttr
 
 from ascendir.dialects import ascend
 from ascendir.hardware import load_target
@@ -45,8 +46,9 @@ builtin.module {{
 """
 
 
-def _run(monkeypatch) -> tuple[np.ndarray, dict]:
-    """y of KERNEL on a random x, and per compile (True: the data walk's) the tile ops compiled."""
+def _run(monkeypatch, note: bool = False) -> tuple[np.ndarray, dict]:
+    """y of KERNEL on a random x, and per compile (True: the data walk's) the tile ops compiled.
+    `note`: the second `u += 1` carries an attribute of its own (nothing reads it)."""
     built: dict[bool, list] = {False: [], True: []}
     inner = tile_ops.TileOps._tile
 
@@ -56,7 +58,11 @@ def _run(monkeypatch) -> tuple[np.ndarray, dict]:
 
     monkeypatch.setattr(tile_ops.TileOps, "_tile", spy)
     x = np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)
-    res = simulate(parse(KERNEL), None, {"x": x}, HW)
+    module = parse(KERNEL)
+    if note:
+        adds = [o for o in module.walk() if o.name == "ascend.vadds"]
+        adds[2].attributes["note"] = StringAttr("again")
+    res = simulate(module, None, {"x": x}, HW)
     assert np.array_equal(res.outputs["y"], x + 1 + 1 + 1 + 2)
     return x, built
 
@@ -68,6 +74,12 @@ def test_same_ops_compiled_once_and_each_run(monkeypatch):
     _, built = _run(monkeypatch)
     assert built[True] == ["ascend.copy", "ascend.vadds", "ascend.vadds", "ascend.vadds", "ascend.copy"]
     assert built[False] == ["ascend.copy", "ascend.copy", "ascend.vadds", "ascend.vadds", "ascend.vadds", "ascend.copy"]
+
+
+def test_an_attribute_of_its_own_compiles_apart(monkeypatch):
+    """The repeated `u += 1` with an attribute the first lacks is compiled for itself."""
+    _, built = _run(monkeypatch, note=True)
+    assert built[True] == ["ascend.copy", "ascend.vadds", "ascend.vadds", "ascend.vadds", "ascend.vadds", "ascend.copy"]
 
 
 def test_registered_semantics_compiled_per_op(monkeypatch):

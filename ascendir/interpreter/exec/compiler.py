@@ -67,9 +67,9 @@ class Compiler(ScalarCodegen, DataCodegen, TileOps, ScfOps, SteadyFor, MemrefOps
         # (cost function, AIV subblock) of the tile ops whose cost is a built-in one -> their
         # (pipe slot, S slot), resolved once per compile (tile_ops.py `_data_tile`)
         self.fixed_pipes: dict[tuple, tuple[int, int]] = {}
-        # (class, operand ids, attributes, properties) of the tile ops compiled -> their shared
-        # closure (tile_ops.py `tile`)
-        self.same_tiles: dict[tuple, Closure] = {}
+        # (class, operand ids) of the tile ops compiled -> (attributes, properties, closure) of
+        # each shared closure (tile_ops.py `tile`)
+        self.same_tiles: dict[tuple, list] = {}
 
     # -- slots ------------------------------------------------------------------------------
     def slot(self, v: SSAValue) -> int:

@@ -146,15 +146,17 @@ class TileOps:
         t = type(op)
         if registry.SEMANTICS[t] is not _BUILTIN_SEMANTICS.get(t) or registry.COSTS[t] is not _FIXED_PIPE.get(t):
             return self._tile(op)[0]
-        try:
-            key = (t, tuple(map(id, operands_of(op))), tuple(op.attributes.items()), tuple(op.properties.items()))
-            got = self.same_tiles.get(key)
-        except TypeError:  # (an attribute xDSL cannot hash: not shared)
-            return self._tile(op)[0]
-        if got is None:
-            got, shared = self._tile(op)
-            if shared:
-                self.same_tiles[key] = got
+        key = (t, tuple(map(id, operands_of(op))))
+        attrs, props = op.attributes, op.properties
+        same = self.same_tiles.get(key)
+        if same is None:
+            same = self.same_tiles[key] = []
+        for a, p, got in same:  # (equal dicts: the same names, equal attributes)
+            if a == attrs and p == props:
+                return got
+        got, shared = self._tile(op)
+        if shared:
+            same.append((attrs, props, got))
         return got
 
     def _tile(self, op: Operation) -> tuple[Closure, bool]:
