@@ -60,43 +60,49 @@ def scalar_units(order: list[Operation], anchored: dict[Operation, int], tree: O
     # loop-carried flows: id(value) -> the values whose needs it becomes part of (a yield's
     # operand and a loop's init take the needs of the block argument and result they become)
     into: dict[int, list] = {}
-    carried: set[int] = set()  # ids of the yield / loop ops whose operands are not plain uses
-    for u in order:
+    # per op of `order`, what of its operands are plain uses: all (None), a loop's bounds and
+    # step (3: its inits are loop-carried), none (0: a yield's operands are carried)
+    plain: list[int | None] = [None] * n
+    for j, u in enumerate(order):
         t = type(u)
         if _is_a(t, scf.YieldOp):
-            carried.add(id(u))
+            plain[j] = 0
             for k, v in enumerate(operands_of(u)):
                 for x in _yield_targets(u, k):
                     into.setdefault(id(x), []).append(v)
         elif _is_a(t, scf.ForOp):
-            carried.add(id(u))
+            plain[j] = 3
             args = u.body.block.args
             for k, v in enumerate(operands_of(u)[3:]):
                 into.setdefault(id(args[k + 1]), []).append(v)
                 into.setdefault(id(u.results[k]), []).append(v)
     mask = [0] * n
-    fixed = {id(o) for o in anchored}
+    fixed = [False] * n  # the anchored ops (their units are their own: not in the answer)
     val: dict[int, int] = {}  # id(value) -> units needing it
     todo: list = []  # ops (index) whose mask grew: their uses, their parent
     for o, m in anchored.items():
         got = span.get(id(o))
-        if got is not None and m:
+        if got is not None:
             i = got[0] - base
-            mask[i] |= m
-            todo.append(i)
+            fixed[i] = True
+            if m:
+                mask[i] |= m
+                todo.append(i)
     vals: list = []  # values whose needs grew: their defining op, the values they flow into
     get = val.get
     while todo or vals:
         while todo:
             i = todo.pop()
-            o, m = order[i], mask[i]
-            uses = operands_of(o)
-            if id(o) in carried:  # (a loop's bounds and step are plain uses; a yield has none)
-                uses = uses[:3] if _is_a(type(o), scf.ForOp) else ()
+            m = mask[i]
+            uses = operands_of(order[i])
+            cut = plain[i]
+            if cut is not None:
+                uses = uses[:cut]
             for v in uses:
-                old = get(id(v), 0)
+                x = id(v)
+                old = get(x, 0)
                 if old | m != old:
-                    val[id(v)] = old | m
+                    val[x] = old | m
                     vals.append(v)
             p = parent[i + base] - base
             if p >= 0 and mask[p] | m != mask[p]:
@@ -113,11 +119,12 @@ def scalar_units(order: list[Operation], anchored: dict[Operation, int], tree: O
                         mask[d] |= m
                         todo.append(d)
             for w in into.get(id(v), ()):
-                old = get(id(w), 0)
+                x = id(w)
+                old = get(x, 0)
                 if old | m != old:
-                    val[id(w)] = old | m
+                    val[x] = old | m
                     vals.append(w)
-    return {o: _UNITS[m] for o, m in zip(order, mask) if m and id(o) not in fixed}
+    return {order[i]: _UNITS[m] for i, m in enumerate(mask) if m and not fixed[i]}
 
 
 _UNITS = [tuple(u for u in range(3) if m >> u & 1) for m in range(8)]  # mask -> its units, sorted
