@@ -1,6 +1,15 @@
 """Tile ops (copy, mmad, vector, gather, any op added with `register_op`): semantics (skipped in
 timing-only mode), cost looked up per operand shapes, the pipe clocks advanced; GM copies also
-touch the L2 and the address logs of steady.py / memo.py."""
+touch the L2 and the address logs of steady.py / memo.py.
+
+Within one compile, a tile op that is the same op again (same class, operand values, attributes
+and properties: an unrolled pipeline's repeated on-chip copies and vector ops) gets the closure
+compiled for the first (`TileOps.tile`). Exact: the built-in semantics and cost factories read
+nothing of an op but those, so both ops' closures would compute the same things from the same
+slots, and a closure's state is caches of what those compute (the last operands and their cost,
+pipe slots by shape, a copy's plans): running one closure at both places is running each at its
+place. A register_op'd class is compiled per op (nothing says what its factories read), and so
+is a timed GM copy (its closure logs its op's id for steady.py's replays)."""
 
 from __future__ import annotations
 
