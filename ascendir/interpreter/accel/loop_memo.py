@@ -398,28 +398,22 @@ class LoopMemo:
             return
         du = self.dst_units
         queues = F.flags.queues
-        if self.units is not None:  # the loop's units and queues only: it leaves the rest as it is
-            free, done = core.free, core.done
-            for u in self.units:
-                s, v, c0 = S[u], vS[u], u * npipes
-                free[c0] = s + dS[u]
-                for i in range(c0 + 1, c0 + npipes):
-                    free[i] = s if ef[i] == v else ef[i] + c_shift
-                for i in range(c0, c0 + npipes):
-                    done[i] = s if ed[i] == v else ed[i] + c_shift
-        else:
-            units = range(len(core.free))
-            core.free[:] = [S[i // npipes] + dS[i // npipes] if i % npipes == 0
-                            else S[i // npipes] if ef[i] == vS[i // npipes] else ef[i] + c_shift for i in units]
-            core.done[:] = [S[i // npipes] if ed[i] == vS[i // npipes] else ed[i] + c_shift for i in units]
+        free, done = core.free, core.done
+        # the loop's units and queues only (`units`): it leaves the rest as it is; per unit its
+        # pipes' slice (its S clock first, which advances by the execution's charges)
+        for u in (self.units if self.units is not None else range(len(S))):
+            s, v, c0 = S[u], vS[u], u * npipes
+            c1 = c0 + npipes
+            free[c0:c1] = [s + dS[u], *[s if y == v else y + c_shift for y in ef[c0 + 1:c1]]]
+            done[c0:c1] = [s if y == v else y + c_shift for y in ed[c0:c1]]
         for k in (self.qkeys if self.units is not None else range(len(queues))):
             q, ts = queues[k], eq[k]
             if q or ts:
                 u = du[k]
                 q.clear()
                 q.extend([S[u] if x == vS[u] else x + c_shift for x in ts])
-        core.busy[:] = [a + b for a, b in zip(core.busy, dbusy)]
-        F.acct[:] = [a + b for a, b in zip(F.acct, dacct)]
+        core.busy[:] = map(add, core.busy, dbusy)  # (as above)
+        F.acct[:] = map(add, F.acct, dacct)
         if not s_free:
             F.s_clock_decisions += 1  # an S clock decided something in the applied execution
 
@@ -588,10 +582,12 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True, units: l
         rel += ["S" if x <= s else x - base for x in vals]
         return tuple(rel), (s - base,), base, [s]
     S = free[::npipes]
-    Sx = [s for s in S for _ in range(npipes)]  # each pipe's S clock
-    if clamp:  # (max keeps the clock itself when it is not below: free[i] = s only where free[i] < s)
-        free[:] = map(max, free, Sx)
-        done[:] = map(max, done, Sx)
+    Sx = []  # each pipe's S clock
+    for s in S:
+        Sx += [s] * npipes
+    if clamp:  # free[i] = s only where free[i] < s (a conditional per clock: cheaper than max)
+        free[:] = [s if x < s else x for x, s in zip(free, Sx)]
+        done[:] = [s if x < s else x for x, s in zip(done, Sx)]
         for k, q in enumerate(queues):
             if q:
                 s = S[dst_units[k]]
@@ -604,7 +600,9 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True, units: l
         fr = [x for u in units for x in free[u * npipes:(u + 1) * npipes]]
         dn = [x for u in units for x in done[u * npipes:(u + 1) * npipes]]
         Su = [S[u] for u in units]
-        Sx = [s for s in Su for _ in range(npipes)]
+        Sx = []
+        for s in Su:
+            Sx += [s] * npipes
     base = max(max(fr), max(dn))
     rel: list = [tuple([len(queues[k]) for k in qkeys])]
     rel += ["S" if x <= s else x - base for x, s in zip(fr, Sx)]

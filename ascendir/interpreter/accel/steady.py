@@ -333,8 +333,9 @@ class SteadyLoop:
         F = self.F
         c = F.core
         qs = F.flags.queues
-        vec = c.free + c.done + c.busy + F.acct
-        vec += chain.from_iterable(qs)  # the pending flag times, queue by queue (most are empty)
+        # (one list built once: the clocks, busy times, counters, then the pending flag times,
+        # queue by queue, most empty)
+        vec = [*c.free, *c.done, *c.busy, *F.acct, *chain.from_iterable(qs)]
         h = self.hist
         h.append((idx, vec, [*map(len, qs)], len(F.gm_log), len(F.cost_log), F.s_clock_decisions))
         if self.marks is not None:
@@ -455,6 +456,8 @@ class SteadyLoop:
         loop's end."""
         if i >= self.n:
             return None
+        if self.tops is None:  # (a loop without checked values)
+            return ()
         v = self.vals.get(i)
         if v is None:
             v = self.vals[i] = self.tops(i)
