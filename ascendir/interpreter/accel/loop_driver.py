@@ -204,7 +204,7 @@ class LoopDriver:
         xkey = bm.key(R, F.gm_tags, ent, n)
         cv = self.values
         vals = cv.table(rng) if cv is not None else None
-        value_of = cv.of(vals, rng) if cv is not None else _no_values
+        value_of = cv.of(vals, rng) if cv is not None else (lambda i: ())
         if bm.reuse(F, R, memo, ent, xkey, value_of, n):
             self._extrapolated(before, n, mark)
             return
@@ -248,7 +248,7 @@ class LoopDriver:
                 cv = self.values
                 # (the checked values go where this block's timed pass looks them up)
                 vals = cv.table(rng) if cv is not None else None
-                if bm.reuse(F, R, memo, ent, xkey, cv.of(vals, rng) if cv is not None else _no_values, n):
+                if bm.reuse(F, R, memo, ent, xkey, cv.of(vals, rng) if cv is not None else None, n):
                     return None
         return ent, xkey, vals
 
@@ -395,11 +395,6 @@ class LoopDriver:
             F.gm_log.extend(log)
             del F.cost_log[l0:]
             F.cost_log.append(token)
-
-
-def _no_values(i: int) -> tuple:
-    """The checked values of iteration i of a loop that has none."""
-    return ()
 
 
 def _ran(lg: list | None, lg0: int) -> set | None:

@@ -59,16 +59,6 @@ def address_plan(loop: scf.ForOp, checked: list[Operation], tree: OpTree | None 
     """The loop's address values (module docstring), or None when it has none computed by a
     non-affine op (div, rem, min, ...): then the sampled step already moves every address
     exactly, and steady.py needs nothing from here. `tree`: as for steady.uniform_loop."""
-    plan = address_values(loop, checked, tree)
-    if not any(_nonaffine(checked[i].results[0], {id(op) for op in checked}) for i in plan.addr):
-        return None
-    return plan
-
-
-def address_values(loop: scf.ForOp, checked: list[Operation], tree: OpTree | None = None) -> AddressPlan:
-    """The loop's address values, whatever ops compute them (`address_plan` wants a non-affine
-    one): what xblock.BlockMemo moves a block's accesses by, which holds for any function of
-    the iteration. `tree`: as for steady.uniform_loop."""
     if tree is None:
         tree = OpTree(loop)
     inside: set[int] | None = None  # the ids of the loop's ops (as loop_memo._external takes them), when first needed
@@ -94,6 +84,8 @@ def address_values(loop: scf.ForOp, checked: list[Operation], tree: OpTree | Non
             control.add(id(v))
     addr_pos = [i for i, v in enumerate(results) if id(v) in offsets_of and id(v) not in control]
     addr = [results[i] for i in addr_pos]
+    if not any(_nonaffine(v, checked_ids) for v in addr):
+        return None
     # intermediate values (used by checked ops only) act through the values they feed
     control_pos = [i for i, v in enumerate(results) if id(v) in control]
     return AddressPlan(addr_pos, control_pos, offset_copies(tree.walk(loop), tree, addr, {v: offsets_of[id(v)] for v in addr}))
@@ -125,7 +117,7 @@ class Remap:
         self.addr = plan.addr
         a = plan.addr
         # a checked-value tuple -> its address values, as a tuple (one C call)
-        self._get = itemgetter(*a) if len(a) > 1 else (lambda v, i=a[0]: (v[i],)) if a else (lambda v: ())
+        self._get = itemgetter(*a) if len(a) > 1 else (lambda v, i=a[0]: (v[i],))
         self.control_pos = plan.control
         self.copies = {id(op): (slot_of(src), dims) for op, (src, dims) in plan.copies.items()}
         self._rows: tuple | None = None  # (the source tags they were built from, rows)

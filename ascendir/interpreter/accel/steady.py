@@ -456,8 +456,6 @@ class SteadyLoop:
         loop's end."""
         if i >= self.n:
             return None
-        if self.tops is None:  # (a loop without checked values)
-            return ()
         v = self.vals.get(i)
         if v is None:
             v = self.vals[i] = self.tops(i)

@@ -10,11 +10,8 @@ of running them (each would run its transient, sample two periods and jump, ~1 m
 
 When it is exact (static, `BlockMemo.plan`): the loop's iv and its lower bound (the block index)
 reach the body only through the loop's checked values (steady.uniform_loop: pure scalar ops
-evaluated for any iteration), the `hoisted` values and offset chains (the iv's own too: iteration
-i's iv is lb + i·step, so a chain from it moves every iteration's accesses by the same Δlb as one
-from the lower bound; a row-per-block norm's `x[t, 0]`). Checked values are, per
-remap.AddressPlan (`remap.address_values` for a loop that steady.py needs no plan for, whose
-address values are all affine), address values (GM subview offsets only, weights = element strides: an
+evaluated for any iteration), the `hoisted` values and offset chains. Checked values are, per
+remap.AddressPlan, address values (GM subview offsets only, weights = element strides: an
 access's offset moves by Σ w_a · Δa(i) for the iteration i it was made in) and control values
 (sizes, bounds, conditions). What else moves the accesses (`Moves`, the same sum with its own
 weights): *shifts*, outside scalars (the block index, offsets computed from it before the loop)
@@ -170,18 +167,6 @@ def _offset_chain(v: SSAValue, loop: scf.ForOp, checked: set[int], inside: dict[
     return {c: (src, dims) for c, (_, src, dims) in out.items()}
 
 
-def _merged(a: dict, b: dict) -> dict | None:
-    """Two offset chains (`_offset_chain`) of one moving value as one: each copy's dimensions and
-    coefficients from both; None when a copy's GM source differs between them."""
-    out = {c: (src, list(dims)) for c, (src, dims) in a.items()}
-    for c, (src, dims) in b.items():
-        got = out.setdefault(c, (src, []))
-        if got[0] is not src:
-            return None
-        got[1].extend(dims)
-    return out
-
-
 class BlockMemo:
     """Stored top-level loop executions of one loop, per pass, for the next blocks (module doc).
     `key_slots`: the LoopMemo control slots but the lower bound's and the shifts', with whether
@@ -246,22 +231,14 @@ class BlockMemo:
             return None
         ops = {id(op) for op in checked}
         iv = loop.body.block.args[0]
-        inside = {id(o): i for i, o in enumerate(tree.walk(loop))}  # (positions: `_offset_chain` orders by them)
-        # the iv used other than by checked ops: only in offset chains. Iteration i's iv is
-        # lb + i · step (the step and the trip count are in the key), so those chains move
-        # every iteration's accesses by the same Δlb as chains from the lower bound itself
-        ivc = {} if all(id(u.operation) in ops for u in iv.uses) else _offset_chain(iv, loop, ops, inside, tree)
-        if ivc is None:
+        if any(id(u.operation) not in ops for u in iv.uses):
             return None
+        inside = {id(o): i for i, o in enumerate(tree.walk(loop))}  # (positions: `_offset_chain` orders by them)
         moves = Moves()
         for v in ctrl:
             if not isinstance(v.type, MemRefType):
                 chain = _offset_chain(v, loop, ops, inside, tree)
                 if chain is not None:
-                    if v is lb:
-                        chain = _merged(chain, ivc)
-                        if chain is None:
-                            return None
                     moves.add(None, v, chain)
         if lb not in moves.shifts:
             return None

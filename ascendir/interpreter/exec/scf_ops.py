@@ -6,9 +6,9 @@ from __future__ import annotations
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, IntegerType, MemRefType
 from ascendir.interpreter.accel import Accel
-from ascendir.interpreter.accel.remap import Remap, address_plan, address_values
+from ascendir.interpreter.accel.remap import Remap, address_plan
 from ascendir.interpreter.accel.loop_memo import LoopMemo, memo_inputs, never_again
-from ascendir.interpreter.accel.steady import MIN_TRIPS, uniform_loop
+from ascendir.interpreter.accel.steady import uniform_loop
 from ascendir.dialects import ascend
 from ascendir.interpreter.timing.timeline import NPIPES
 from ascendir.interpreter.accel.xblock import BlockMemo
@@ -48,17 +48,12 @@ class ScfOps:
             gen = Remap(plan, self.slot) if plan is not None and acc.remap else None
             bm = None
             steps = len(checked)
-            # (a loop whose addresses steady.py steps exactly has no `gen`: the blocks' own
-            # address values then come from all of them, affine or not; kept for a loop that
-            # moves with its lower bound (`_per_block`))
-            if acc.remap and acc.xblock and acc.loop_memo and (gen is not None or _per_block(op)):
-                xplan = address_values(op, checked, self.k.tree) if plan is None else plan
+            if gen is not None and acc.xblock and acc.loop_memo:
                 more = BlockMemo.hoisted(op, checked, self.k.tree)
-                xmoves = BlockMemo.plan(op, checked + more, ctrl + addr, xplan, self.k.tree)
-                if xmoves is not None:
-                    xctrl, moves = xmoves
-                    bm = BlockMemo([(self.slot(v), isinstance(v.type, MemRefType)) for v in xctrl],
-                                   gen if gen is not None else Remap(xplan, self.slot), moves.compile(self.slot),
+                xplan = BlockMemo.plan(op, checked + more, ctrl + addr, plan, self.k.tree)
+                if xplan is not None:
+                    xctrl, moves = xplan
+                    bm = BlockMemo([(self.slot(v), isinstance(v.type, MemRefType)) for v in xctrl], gen, moves.compile(self.slot),
                                    list(range(steps, steps + len(more))))
                     self.F.memos.append(bm)
                     checked = checked + more  # (evaluated per iteration with the checked values, never step-tested)
@@ -198,23 +193,6 @@ def loop_units(op: scf.ForOp, k: KernelInfo) -> tuple[list[int] | None, list[int
         if mask == every:
             return None, None
     return [u for u in range(k.nunits) if mask >> u & 1], sorted(set(keys))
-
-
-def _per_block(op: scf.ForOp) -> bool:
-    """Whether `op` may be worth keeping for the next blocks (xblock.py) though steady.py needs
-    no address plan for it: its lower bound is no constant (a block index: blocks run other
-    iterations; with a constant one they run the same, which LoopMemo keys already) and some
-    block may run steady.MIN_TRIPS iterations (not: constant upper bound and step with
-    ub <= (MIN_TRIPS - 1) · step from a lower bound >= 0). A few light iterations cost less
-    to run than to look up: the 7B layer's add_0, 2-3 per block, 3 -> 7 ms with the reuse."""
-    lb, ub, st = (v.owner for v in (op.lb, op.ub, op.step))
-    if type(lb) is arith.ConstantOp:
-        return False
-    if type(ub) is not arith.ConstantOp or type(st) is not arith.ConstantOp:
-        return True
-    if not isinstance(ub.value, IntegerAttr) or not isinstance(st.value, IntegerAttr):
-        return True
-    return not 0 < st.value.value.data or ub.value.value.data > (MIN_TRIPS - 1) * st.value.value.data
 
 
 def _constant_range(op: scf.ForOp) -> range | None:
