@@ -1,0 +1,64 @@
+"""A launch whose blocks' grid-stride loop (t = 16·block .. 400 step 50) reads a GM row band past
+the buffer's end: the error raised names the same out-of-bounds subview whether a block's loop
+execution is reused for the next blocks (interpreter/accel/xblock.py) or not. The timed walk of
+main reports offset 4256 with and without that reuse (the walk of every op: 4832, block 0's
+iteration t = 300; the accelerated walks' error is not that one, on main too)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ascendir.errors import AscendirError
+from ascendir.hardware import load_target
+from ascendir.interpreter import Accel, simulate
+from ascendir.interpreter.testing import parse
+
+HW = load_target("ascend910b2")
+GM = "memref<4096x64xf16, #ascend<space gm>>"
+UB = "memref<16x16xf16, #ascend<space ub>>"
+SV = "memref<16x16xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>"
+
+IR = f"""builtin.module {{
+  ascend.kernel @k(%x: {GM}, %z: {GM}) attributes {{block_dim = 50 : i64, core_type = #ascend.core_type<aiv>}} {{
+    %a = ascend.alloc : {UB}
+    %c16 = arith.constant 16 : index
+    %c32 = arith.constant 32 : index
+    %c50 = arith.constant 50 : index
+    %c400 = arith.constant 400 : index
+    %bid = ascend.block_idx : index
+    %lb = arith.muli %bid, %c16 : index
+    scf.for %t = %lb to %c400 step %c50 {{
+      %r0 = arith.muli %t, %c16 : index
+      %r1 = arith.addi %r0, %c32 : index
+      %xs = memref.subview %x[%r1, 0] [16, 16] [1, 1] : {GM} to {SV}
+      ascend.copy %xs, %a : {SV}, {UB}
+      ascend.set_flag MTE2 -> MTE3, 0
+      ascend.wait_flag MTE2 -> MTE3, 0
+      %zs = memref.subview %z[%r0, 0] [16, 16] [1, 1] : {GM} to {SV}
+      ascend.copy %a, %zs : {UB}, {SV}
+      ascend.set_flag MTE3 -> MTE2, 1
+      ascend.wait_flag MTE3 -> MTE2, 1
+    }}
+    ascend.return
+  }}
+  func.func @main(%x: {GM} {{onnx.name = "x"}}) -> ({GM} {{onnx.name = "z"}}) {{
+    %z = ascend.alloc : {GM}
+    ascend.launch @k(%x, %z) : {GM}, {GM}
+    func.return %z : {GM}
+  }}
+}}"""
+
+
+def _error(**kw) -> str:
+    x = np.zeros((4096, 64), np.float16)
+    with pytest.raises(AscendirError, match="out of bounds") as e:
+        simulate(parse(IR), None, {"x": x}, HW, **kw)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("timing_only", [False, True])
+def test_out_of_bounds_error_does_not_depend_on_block_reuse(timing_only):
+    got = _error(timing_only=timing_only)
+    assert got == _error(timing_only=timing_only, accel=Accel(xblock=False))
+    assert "offset 4256," in got  # (main's message)
