@@ -19,9 +19,9 @@ access made in iteration i (directly or in an inner loop) is then
 where w_a is the element stride of the dimension that a offsets (summed over the dimensions it
 offsets) and rest(i) depends only on the other checked values and on inner loops, so it keeps the
 sampled periods' step. `Remap.tables` takes rest from the two sampled periods and a(i) from each
-skipped iteration: exact, whatever function of the iv the address values are. A skipped write may
-then rewrite a tile the sampled periods did not, so jumps check the writes' L2 outcomes too
-(accesses.first_write_change).
+skipped iteration: exact, whatever function of the iv the address values are. (Jumps check
+every skipped write's L2 outcome, accesses.first_write_change: a skipped write may rewrite a tile
+the sampled periods did not.)
 
 Where (compiler._steady_for): where no read outcome can depend on an address, that is the
 recording pass (every read hits) and kernels without GM reads. In the timed pass the misses

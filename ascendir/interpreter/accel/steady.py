@@ -71,8 +71,13 @@ the recording pass's miss attribution, hit/miss counters and later kernels see e
 the timed pass a replayed read whose outcome (hit/miss) differs from the sampled period's would
 cost differently; the jump stops before that period and the loop runs normally from there (and
 may extrapolate again later). So the byte counters and L2 outcomes of an extrapolated loop are
-exact; only the timing assumes the periodic regime. Extrapolation is off when tracing (the trace
-needs every op) and in numerics mode.
+exact; only the timing assumes the periodic regime. Writes likewise: a write's outcome (l2.py:
+the rewrite of a tile still dirty, or a first write) depends on the tiles written before, by
+this loop or by other blocks (rows t / 2 of a grid-stride loop: a skipped period's first write
+of a row is a rewrite where an earlier block wrote the row), so the skipped writes are checked
+against the dirty map (`first_write_change`) and the jump stops before the first period where
+one differs, as for a read. Extrapolation is off when tracing (the trace needs every op) and in
+numerics mode.
 """
 
 from __future__ import annotations
@@ -572,7 +577,7 @@ class SteadyLoop:
                 t = ((cur.t + tshift) + rep.kdt[:m]).ravel()
             rk = rt = seen = None
             cut = m  # the first period whose accesses get other L2 outcomes than the sampled one's
-            if rep.vals is not None and nr < L:  # remapped writes may rewrite other tiles (remap.py)
+            if nr < L:  # (a write's outcome depends on the tiles written before: by other blocks too)
                 cut = first_write_change(F, keys[wr], t[wr], hit[wr]) // (L - nr)
             if nr:
                 rk, rt = (keys, t) if nr == L else (keys[rd], t[rd])
@@ -663,7 +668,7 @@ class SteadyLoop:
                 if F.l2_pass.first_change(F.l2, rk, rt, F.block, F.kernel_start, rep.chit[:nr], misses, seen) < nr:
                     return 0
                 hit = rep.hits[:nr]
-            if rep.vals is not None and nr < nt:  # remapped writes (remap.py)
+            if nr < nt:  # (the writes' outcomes, as in `jump`)
                 wr = ~rd
                 if first_write_change(F, keys[wr], t[wr], cur.hit[:nt][wr]) < nt - nr:
                     return 0

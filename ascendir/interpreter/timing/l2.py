@@ -42,9 +42,9 @@ hand-off) never reaches HBM in between: that write goes at the path's L2 write r
 L0C -> L2 86 B/cycle [S4] = [S1] l2_write_rate) with the hit latency, and its bytes count as
 "l2_write" (L2, not HBM, bandwidth in the chip floor). The first write of a tile, and writes of
 fresh tiles (every ordinary output), keep the DDR write rate and count against HBM. Writes of
-iterations that steady.py skips update the dirty map in bulk (`store_many`); their outcome is the
-sampled period's, which the periodic check compared (a per-core scratch tile is rewritten every
-period, far inside the residency window).
+iterations that steady.py skips update the dirty map in bulk (`store_many`); their outcomes are
+checked first against the dirty map (`first_rewrite_change`: the sampled period's need not hold,
+another block may have written the tiles), and a jump stops before the first that differs.
 """
 
 from __future__ import annotations
@@ -180,8 +180,9 @@ def _rewrite(dirty: dict[int, float], key: int, now: float, window: float) -> bo
 def first_rewrite_change(dirty: dict[int, float], window: float, keys: np.ndarray, times: np.ndarray, expect: np.ndarray) -> int:
     """Index of the first of these writes (program order) whose outcome (`_rewrite`: a rewrite of
     a tile still dirty within `window`) differs from expect[i], len(keys) when none; `dirty` is
-    not changed. For jumps whose skipped writes go to addresses the sampled periods did not
-    predict by a constant step (remap.py)."""
+    not changed. For the skipped writes of jumps: their outcomes depend on the tiles written
+    before (by other blocks too), which the sampled periods did not see. Shapes: 1-D int64 keys, float64 times (chip
+    cycles), bool expect, of one length."""
     mine: dict[int, float] = {}  # the tiles these writes touch, starting from `dirty`
     for i, (k, t, e) in enumerate(zip(keys.tolist(), times.tolist(), expect.tolist())):
         if k not in mine and k in dirty:
