@@ -15,7 +15,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from ascendir.dialects import ascend
 from ascendir.interpreter.timing.l2 import SHIFT
 from ascendir.interpreter.exec.walk import OpTree, operands_of
-from ascendir.interpreter.accel.accesses import Acc, _apply_accesses, _naccesses
+from ascendir.interpreter.accel.accesses import Acc, _apply_accesses, _naccesses, first_write_change
 
 
 # ----------------------------------------------------------------------------------------------
@@ -159,9 +159,11 @@ class LoopMemo:
         the execution is the stored one, S advancing by the same charges.
     So an execution depends on its control values (`memo_inputs`), on the clamped clocks relative
     to the latest one (exact: multiples of the cycle quantum, costmodel/quantum.py) and on the
-    L2 outcomes of its reads. A stored
-    execution with the same key is applied when its reads, moved to the new addresses (address
-    values × element strides) and times (shifted by c), get the same L2 outcomes; its GM accesses
+    L2 outcomes of its reads and writes. A stored
+    execution with the same key is applied when its reads and writes, moved to the new addresses
+    (address values × element strides) and times (shifted by c), get the same L2 outcomes (a
+    write's: a rewrite of a tile still dirty or not, which the tiles other blocks or this block's
+    earlier loops wrote decide, not the key); its GM accesses
     are replayed into the L2 as arrays, like steady-state jumps. This is what makes an inner loop
     (a matmul's K loop) cost nothing once its outer loop, or another block, has run it from the
     same relative state: nested periodic regimes, and blocks running the same program on shifted
@@ -273,6 +275,8 @@ class LoopMemo:
             else:
                 cd = coefs.shift(sh)
                 off, keys = acc.off + cd, keys0 + cd
+            if not allrd and _first_write_change(F, acc, keys, t, len(acc.rd)) < len(acc.rd):
+                continue  # a write's outcome differs (another block wrote the tile, or did not)
             _apply_accesses(F, acc, keys, off, t, hit, allrd, nhit)
             self._restore(F, S, vS, base - vbase, ef, ed, eq, dS, dbusy, dacct, s_free)
             if j != len(vs) - 1:  # most recently used last: `store` drops the first
@@ -288,9 +292,9 @@ class LoopMemo:
         miss among hits), apply the part of one up to a checkpoint before its first read whose
         outcome would differ now: the loop then goes on from that checkpoint's iteration instead
         of running its first iterations one by one. Checkpoints: the state at the start of each
-        iteration the stored execution ran one by one, where no write came before (writes' L2
-        outcomes are not checked here), and its first sampled jump, where the loop goes on in
-        that jump's regime (`SteadyLoop.jump`) instead of running its transient and sampling two
+        iteration the stored execution ran one by one, where no write came before, and its
+        first sampled jump, where the loop goes on in that jump's regime (the outcomes of the
+        writes before it checked too, `_first_write_change`) (`SteadyLoop.jump`) instead of running its transient and sampling two
         periods. The latest checkpoint that holds is taken. Exact for the same reasons as
         `reuse`: from the same relative state, with the same outcomes of the reads made before
         it, the loop reaches the checkpoint's state, moved in time. Returns (iteration, P, d,
@@ -322,12 +326,19 @@ class LoopMemo:
             sh = coefs.row_shifts(dv) if dv is not None else None  # the table rows' shifts
             tshift = (F.kernel_start + base) - (vt0 + vbase)
             fc = None  # the first read whose outcome differs now (computed when a checkpoint needs it)
+            fw = None  # the same for the writes (as an access index)
             for cp in v[18]:  # latest first
                 if best is not None and cp[0] <= best[0][0]:
                     break
                 nr = cp[8]  # reads before the checkpoint
                 if cp[0] >= n - 1:
                     continue
+                if nr < cp[3]:  # writes before it (a jump's checkpoint only): do their outcomes hold?
+                    if fw is None:  # (over the writes before the latest such checkpoint: the first that differs)
+                        keys = v[19] if sh is None else v[19] + coefs.shift(sh)
+                        fw = _first_write_change(F, acc, keys, acc.t + tshift, cp[3])
+                    if fw < cp[3]:
+                        continue
                 if nr:
                     if fc is None:
                         if not l2p.recording and (des is None or des[1] < len(rhit)):
@@ -493,6 +504,20 @@ class LoopMemo:
         return (*head[:10], acc, coefs, vaddr, head[13], head[14],
                 ri, rhit, misses, cp,
                 acc.sid * SHIFT + acc.off, allrd, len(rhit) - len(misses), head, [])
+
+
+def _first_write_change(F, acc: Acc, keys: np.ndarray, t: np.ndarray, stop: int) -> int:
+    """Index (into the accesses) of the first write among a stored execution's first `stop`
+    accesses, at the tile keys `keys` and chip times `t` (moved to this entry), whose L2 outcome
+    (accesses.first_write_change) differs from the stored one; `stop` when none. A stored write's
+    outcome depends on the tiles written before it, by this block's earlier loops or by other
+    blocks, which the entry key does not hold (rows t / 2: the execution at t = 2k writes row k
+    first, the one at t = 2k + 1 rewrites it from the same state)."""
+    wi = np.flatnonzero(~acc.rd[:stop])
+    if not len(wi):
+        return stop
+    j = first_write_change(F, keys[wi], t[wi], acc.hit[wi])
+    return int(wi[j]) if j < len(wi) else stop
 
 
 _OP_ROWS: dict[bytes, tuple[list[int], np.ndarray]] = {}

@@ -180,8 +180,9 @@ def _rewrite(dirty: dict[int, float], key: int, now: float, window: float) -> bo
 def first_rewrite_change(dirty: dict[int, float], window: float, keys: np.ndarray, times: np.ndarray, expect: np.ndarray) -> int:
     """Index of the first of these writes (program order) whose outcome (`_rewrite`: a rewrite of
     a tile still dirty within `window`) differs from expect[i], len(keys) when none; `dirty` is
-    not changed. For the skipped writes of jumps: their outcomes depend on the tiles written
-    before (by other blocks too), which the sampled periods did not see. Shapes: 1-D int64 keys, float64 times (chip
+    not changed. For the skipped writes of jumps and the writes of applied stored executions
+    (loop_memo.py): their outcomes depend on the tiles written before (by other blocks too),
+    which the sampled periods or the stored execution did not see. Shapes: 1-D int64 keys, float64 times (chip
     cycles), bool expect, of one length."""
     mine: dict[int, float] = {}  # the tiles these writes touch, starting from `dirty`
     for i, (k, t, e) in enumerate(zip(keys.tolist(), times.tolist(), expect.tolist())):
