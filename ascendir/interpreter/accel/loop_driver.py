@@ -23,7 +23,7 @@ class SteadyFor:
 
     def _steady_for(self, lb: int, ub: int, st: int, iv: int, body: list[Closure], charge, checked: list[Operation], memo: LoopMemo,
                     gen: Remap | None = None, bm: BlockMemo | None = None, use_memo: bool = True, steps: int | None = None,
-                    fixed: range | None = None, s_ids: list[int] | None = None) -> Closure:
+                    fixed: range | None = None, s_ids: list[int] | None = None, bounds=None) -> Closure:
         """A timing-only loop that may be extrapolated once steady (steady.py). `checked`: the
         loop-level scalar ops steady.py re-evaluates for the iterations it skips; `memo`: stored
         executions of the whole loop (loop_memo.LoopMemo), applied when the loop is entered again
@@ -33,7 +33,8 @@ class SteadyFor:
         `use_memo`: `memo` is entered (Accel.loop_memo); `steps`: how many of `checked` (the
         first) the step tests compare (all when None; `bm`'s hoisted values follow them); `fixed`:
         the loop's iterations when its bounds are constants, else None; `s_ids`: the S pipes
-        `charge` charges (KernelInfo.s_ids), None when not known."""
+        `charge` charges (KernelInfo.s_ids), None when not known; `bounds`: scf_ops.in_bounds's
+        test of an iteration's GM subviews, None when none moves."""
         step = iteration(self.F, body, charge, s_ids, self.k.alu if self.k is not None else 0.0)
         if fixed is not None and len(fixed) < MIN_TRIPS and bm is None:
             # always too short to sample, and kept for no block (`LoopDriver.run`): every run of
@@ -51,7 +52,7 @@ class SteadyFor:
             # the checked values are pure functions of the iv and these outside values
             inputs = sorted({self.slot(v) for o in checked for v in o.operands} - {iv} - {self.slot(o.results[0]) for o in checked})
             values = CheckedValues(self.checked_values(iv, checked), inputs, self.F.values, len(checked) if steps is None else steps, gen)
-        return LoopDriver(self.F, (lb, ub, st, iv), step, values, memo, gen, bm, use_memo).run
+        return LoopDriver(self.F, (lb, ub, st, iv), step, values, memo, gen, bm, use_memo, bounds if values is not None else None).run
 
 
 UNROLL = 12  # a body of up to this many closures is called one by one by generated code (`calls`)
@@ -126,15 +127,16 @@ class CheckedValues:
 class LoopDriver:
     """One compiled timing-only scf.for and its speed-ups; `run` executes it once."""
 
-    __slots__ = ("F", "R", "bounds", "step", "values", "memo", "gen", "bm", "use_memo")
+    __slots__ = ("F", "R", "bounds", "step", "values", "memo", "gen", "bm", "use_memo", "in_bounds")
 
     def __init__(self, F, bounds: tuple[int, int, int, int], step: Closure, values: CheckedValues | None, memo: LoopMemo,
-                 gen: Remap | None, bm: BlockMemo | None, use_memo: bool):
+                 gen: Remap | None, bm: BlockMemo | None, use_memo: bool, in_bounds=None):
         self.F, self.R = F, F.values
         self.bounds = bounds  # slots of the lower bound, upper bound, step and iv
         self.step = step  # one iteration of the body, with its charge (`iteration`)
         self.values = values  # None: the loop has no checked values
         self.memo, self.gen, self.bm, self.use_memo = memo, gen, bm, use_memo
+        self.in_bounds = in_bounds  # (iv value, checked values) -> its moving GM subviews in bounds (scf_ops.in_bounds)
 
     def plain(self, rng: range) -> None:
         """Run the iterations of `rng`, every op."""
@@ -272,6 +274,9 @@ class LoopDriver:
             vals = cv.table(rng)
         if vals is not None:
             sl.vals = vals
+        ok = self.in_bounds
+        if ok is not None:  # (not through sl: a reference cycle)
+            sl.inb = lambda i, v: ok(rng[i], v)
         return sl
 
     def _from_prefix(self, sl: SteadyLoop, pre: tuple, n: int) -> int:

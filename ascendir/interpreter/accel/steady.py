@@ -61,6 +61,14 @@ And at run time:
   body (e.g. `min(rem, tile)` of a partial tile, the parity of a ping-pong branch) are exactly
   those of the sampled period shifted, so none of them is assumed.
 
+* no skipped iteration holds a GM subview out of bounds (`SteadyLoop.inb`, scf_ops.in_bounds:
+  the subviews at loop level whose offsets or sizes move with the iv): the jump stops short of
+  such an iteration, which then runs and raises the error the walk of every op raises. Checked
+  at the first and the last skipped period only, exactly: those offsets and sizes are the iv,
+  checked values or invariants, each advancing by a constant step per period over the jump.
+  (Not covered: subviews inside inner loops, and stored executions applied by LoopMemo or
+  xblock at other addresses.)
+
 Remaining assumption (documented, not checked): values computed inside an inner loop from checked
 values by other than affine ops keep the sampled pattern; the lowering templates compute tile
 sizes and conditions at loop level.
@@ -305,7 +313,8 @@ class _Replay:
 class SteadyLoop:
     """Run-time detection and extrapolation for one loop execution on one core (see module)."""
 
-    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "gen", "same", "track", "clash", "marks")
+    __slots__ = ("F", "hist", "n", "vals", "tops", "memo", "npipes", "regime", "bad", "first", "gen", "same", "track", "clash", "marks",
+                 "inb")
 
     def __init__(self, F, n: int, tops, memo: LoopMemo, npipes: int, gen=None, same=None):
         self.F = F
@@ -333,6 +342,9 @@ class SteadyLoop:
         # every snapshot of this execution, when it is stored (LoopMemo.store: the checkpoints of
         # LoopMemo.prefix), else None
         self.marks: list | None = None
+        # (i, checked values of iteration i) -> whether iteration i's GM subviews that move with
+        # the iv are in bounds (scf_ops.in_bounds), None when none moves
+        self.inb = None
 
     def snapshot(self, idx: int) -> None:
         F = self.F
@@ -555,6 +567,18 @@ class SteadyLoop:
         periods)."""
         F = self.F
         idx = self.hist[-1][0]
+        # no skipped iteration may hold a subview out of bounds: it would raise when run. Its
+        # offsets and sizes are the iv, checked values or invariants, which advance by the same
+        # step every period here (`_periods_checked`), so per position in the period the bounds
+        # hold for all m periods when they hold for the first and the last
+        inb = self.inb
+        if inb is not None and not all([inb(i, self.value_of(i)) for i in chain(range(idx, idx + P), range(idx + (m - 1) * P, idx + m * P))]):
+            if regime is None:
+                self.hist.clear()
+            else:
+                regime[5] = idx + P
+                self.regime = regime
+            return 0
         if regime is None:
             q, oshift = 0, None
         else:
@@ -649,6 +673,8 @@ class SteadyLoop:
         if dr[:nfix] != d[:nfix]:
             return 0
         if self._checked_to(P, idx + m * P, self.n)[0] < self.n:
+            return 0
+        if self.inb is not None and not all([self.inb(i, self.value_of(i)) for i in range(idx + m * P, self.n)]):
             return 0
         # accesses of the first r iterations of the previous and current sampled period
         log = F.gm_log

@@ -3,7 +3,7 @@ accelerated loop driver (accel/loop_driver.py) when `Accel.steady` is on."""
 
 from __future__ import annotations
 
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, IntegerType, MemRefType
 from ascendir.interpreter.accel import Accel
 from ascendir.interpreter.accel.remap import Remap, address_plan
@@ -58,7 +58,7 @@ class ScfOps:
                     self.F.memos.append(bm)
                     checked = checked + more  # (evaluated per iteration with the checked values, never step-tested)
             return self._steady_for(lb, ub, st, iv, body, charge, checked, memo, gen, bm, acc.loop_memo, steps, _constant_range(op),
-                                    self.k.s_ids(op))
+                                    self.k.s_ids(op), in_bounds(op, checked[:steps], self.k.tree, self.slot, R))
         if not carried:
 
             def run() -> None:
@@ -193,6 +193,76 @@ def loop_units(op: scf.ForOp, k: KernelInfo) -> tuple[list[int] | None, list[int
         if mask == every:
             return None, None
     return [u for u in range(k.nunits) if mask >> u & 1], sorted(set(keys))
+
+
+def in_bounds(op: scf.ForOp, checked: list, tree, slot, R: list):
+    """fn(iv value, checked values of that iteration) -> whether every GM subview of the loop's
+    body (or of its scf.if regions) whose offsets or sizes move with the iv is in bounds in that
+    iteration, as the subview's own check (memref_ops) would find; None when the loop has none.
+    For the iterations a steady jump skips (SteadyLoop.inb), whose subviews never run: a jump
+    stops short of an iteration that would raise, so the run reaches it and raises as the walk of
+    every op does. A subview under a branch not taken counts too: the jump is then refused, not
+    wrong. `checked`: the loop's checked ops (steady.uniform_loop), in the order of the values;
+    offsets, sizes and strides are the iv, checked values, constants or values from outside the
+    loop (others: that subview is left out, as before)."""
+    body = op.body.block
+    iv = body.args[0]
+    pos = {id(o.results[0]): i for i, o in enumerate(checked)}
+    inside = tree.defined(op)
+    level = {id(body)}
+    plans = []
+    for o in tree.walk(op)[1:]:
+        if id(o.parent) not in level:
+            continue
+        if type(o) is scf.IfOp:
+            level.update(id(b) for r in o.regions for b in r.blocks)
+            continue
+        if type(o) is not memref.SubviewOp:
+            continue
+        sv = tree.subview(o)
+        if not sv.gm or id(sv.source) in inside:
+            continue
+        dims, moves = [], False
+        for statics, dyn in ((sv.static_offsets, sv.offsets), (sv.static_sizes, sv.sizes), (sv.static_strides, sv.strides)):
+            it = iter(dyn)
+            spec = []
+            for x in statics:
+                if x != DYNAMIC_INDEX:
+                    spec.append((0, x))
+                    continue
+                v = next(it)
+                if v is iv:
+                    spec.append((2, 0))
+                    moves = True
+                elif id(v) in pos:
+                    spec.append((3, pos[id(v)]))
+                    moves = True
+                elif id(v) not in inside or type(v.owner) is arith.ConstantOp:
+                    spec.append((1, slot(v)))
+                else:
+                    spec = None
+                    break
+            if spec is None:
+                break
+            dims.append(spec)
+        else:
+            if moves:
+                plans.append((slot(sv.source), list(zip(*dims))))
+    if not plans:
+        return None
+
+    def ok(i: int, vals: tuple) -> bool:
+        for src, spec in plans:
+            shape = R[src].shape
+            for d, ((ko, o), (ks, s), (kt, t)) in enumerate(spec):
+                o = o if ko == 0 else R[o] if ko == 1 else i if ko == 2 else vals[o]
+                s = s if ks == 0 else R[s] if ks == 1 else i if ks == 2 else vals[s]
+                t = t if kt == 0 else R[t] if kt == 1 else i if kt == 2 else vals[t]
+                if o < 0 or s < 0 or t < 1 or (s > 0 and o + (s - 1) * t >= shape[d]):
+                    return False
+        return True
+
+    return ok
 
 
 def _constant_range(op: scf.ForOp) -> range | None:

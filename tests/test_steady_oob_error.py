@@ -1,0 +1,91 @@
+"""A timing-only run raises a user's out-of-bounds subview even where the steady jump
+(interpreter/accel/steady.py) would skip the iteration that holds it: the jump stops short of it
+(scf_ops.in_bounds), the iteration runs and raises the error of the walk of every op
+(`Accel.none()`). Before: a one-block grid-stride loop reading x rows 16·t + 32 .. +16 for t up
+to 399 ran to its end with the speed-ups (the rows past 4096 were in skipped iterations), and
+raised with Accel.none() (offset 4832)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ascendir.errors import AscendirError
+from ascendir.hardware import load_target
+from ascendir.interpreter import Accel, simulate
+from ascendir.interpreter.testing import parse
+from test_xblock_oob_error import _ir
+
+HW = load_target("ascend910b2")
+
+
+def _error(ir: str, accel: Accel) -> str:
+    with pytest.raises(AscendirError, match="out of bounds") as e:
+        simulate(parse(ir), None, {}, HW, timing_only=True, accel=accel)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("step, ub, base", [(1, 400, 32), (3, 300, 0), (2, 257, 100)])
+def test_out_of_bounds_in_a_skipped_iteration_still_raises(step, ub, base):
+    ir = _ir(block_dim=1, step=step, ub=ub, rows=16, base=base)
+    assert _error(ir, Accel()) == _error(ir, Accel.none())
+
+
+GM = "memref<4096x64xf16, #ascend<space gm>>"
+UB = "memref<16x16xf16, #ascend<space ub>>"
+SV = "memref<16x16xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>"
+
+# one block, t = 0 .. 254, x rows 16·t + 32 (out of bounds at t = 254 only, the last), an odd t
+# exponentiating: period 2, so the last iteration is the one a jump's tail (`SteadyLoop._tail`,
+# the iterations after its whole periods) skips
+PARITY = f"""builtin.module {{
+  ascend.kernel @k(%x: {GM}, %z: {GM}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
+    %a = ascend.alloc : {UB}
+    %b = ascend.alloc : {UB}
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c16 = arith.constant 16 : index
+    %c32 = arith.constant 32 : index
+    %cn = arith.constant 255 : index
+    ascend.set_flag V -> MTE2, 0
+    scf.for %t = %c0 to %cn step %c1 {{
+      %r0 = arith.muli %t, %c16 : index
+      %r1 = arith.addi %r0, %c32 : index
+      %xs = memref.subview %x[%r1, 0] [16, 16] [1, 1] : {GM} to {SV}
+      ascend.wait_flag V -> MTE2, 0
+      ascend.copy %xs, %a : {SV}, {UB}
+      ascend.set_flag MTE2 -> V, 0
+      ascend.wait_flag MTE2 -> V, 0
+      %par = arith.remui %t, %c2 : index
+      %odd = arith.cmpi eq, %par, %c1 : index
+      scf.if %odd {{
+        ascend.vexp %a, %a : {UB}, {UB}
+      }}
+      ascend.vadd %a, %b, %b : {UB}, {UB}, {UB}
+      ascend.set_flag V -> MTE2, 0
+    }}
+    ascend.wait_flag V -> MTE2, 0
+    ascend.return
+  }}
+  func.func @main(%x: {GM} {{onnx.name = "x"}}) -> ({GM} {{onnx.name = "z"}}) {{
+    %z = ascend.alloc : {GM}
+    ascend.launch @k(%x, %z) : {GM}, {GM}
+    func.return %z : {GM}
+  }}
+}}"""
+
+
+def test_out_of_bounds_in_a_skipped_tail_still_raises():
+    got = _error(PARITY, Accel())
+    assert got == _error(PARITY, Accel.none())
+    assert "offset 4096," in got
+
+
+def test_in_bounds_loop_still_jumps():
+    # the check must not stop the jumps of a loop whose subviews stay in bounds
+    ir = _ir(block_dim=1, step=1, ub=250, rows=16, base=0)
+    r = simulate(parse(ir), None, {}, HW, timing_only=True)
+    assert sum(k["extrapolated_iterations"] for k in r.report["kernels"]) > 0
+    ref = simulate(parse(ir), None, {}, HW, timing_only=True, accel=Accel.none())
+    assert r.report["total_cycles"] == ref.report["total_cycles"]
