@@ -207,18 +207,22 @@ def in_bounds(op: scf.ForOp, checked: list, tree, slot, R: list):
     loop (others: that subview is left out, as before)."""
     body = op.body.block
     iv = body.args[0]
-    pos = {id(o.results[0]): i for i, o in enumerate(checked)}
-    inside = tree.defined(op)
-    level = {id(body)}
+    pos = inside = None
     plans = []
-    for o in tree.walk(op)[1:]:
-        if id(o.parent) not in level:
-            continue
-        if type(o) is scf.IfOp:
-            level.update(id(b) for r in o.regions for b in r.blocks)
-            continue
+    for o in tree.walk(op):
         if type(o) is not memref.SubviewOp:
             continue
+        b = o.parent  # at loop level: in the body or in its scf.if regions, not in an inner loop
+        while b is not body:
+            p = b.parent_op()
+            if type(p) is not scf.IfOp:
+                break
+            b = p.parent
+        if b is not body:
+            continue
+        if inside is None:  # (built for loops that have such a subview only)
+            inside = tree.defined(op)
+            pos = {id(c.results[0]): i for i, c in enumerate(checked)}
         sv = tree.subview(o)
         if not sv.gm or id(sv.source) in inside:
             continue
