@@ -89,3 +89,55 @@ def test_in_bounds_loop_still_jumps():
     assert sum(k["extrapolated_iterations"] for k in r.report["kernels"]) > 0
     ref = simulate(parse(ir), None, {}, HW, timing_only=True, accel=Accel.none())
     assert r.report["total_cycles"] == ref.report["total_cycles"]
+
+
+# one block, t = 0 .. 39, an inner loop reading x row 110·t (past 4096 from t = 38): the bounds
+# check covers loop-level subviews only, so the outer loop's jump skips t = 38 with its inner loop
+NESTED = """builtin.module {
+  ascend.kernel @k(%x: memref<4096x64xf16, #ascend<space gm>>, %z: memref<4096x64xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<aiv>} {
+    %a = ascend.alloc : memref<1x8xf16, #ascend<space ub>>
+    %b = ascend.alloc : memref<1x8xf16, #ascend<space ub>>
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c8 = arith.constant 8 : index
+    %cn = arith.constant 40 : index
+    %c110 = arith.constant 110 : index
+    %bid = ascend.block_idx : index
+    ascend.set_flag V -> MTE2, 0
+    scf.for %t = %bid to %cn step %c1 {
+      %r2 = arith.divui %t, %c2 : index
+      %rx = arith.muli %t, %c110 : index
+      scf.for %j = %c0 to %c8 step %c1 {
+        %cj = arith.muli %j, %c8 : index
+        %xs = memref.subview %x[%rx, %cj] [1, 8] [1, 1] : memref<4096x64xf16, #ascend<space gm>> to memref<1x8xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>
+        ascend.wait_flag V -> MTE2, 0
+        ascend.copy %xs, %a : memref<1x8xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>, memref<1x8xf16, #ascend<space ub>>
+        ascend.set_flag MTE2 -> V, 0
+        ascend.wait_flag MTE2 -> V, 0
+        ascend.vadd %a, %b, %b : memref<1x8xf16, #ascend<space ub>>, memref<1x8xf16, #ascend<space ub>>, memref<1x8xf16, #ascend<space ub>>
+        ascend.set_flag V -> MTE2, 0
+        ascend.set_flag V -> MTE3, 0
+        ascend.wait_flag V -> MTE3, 0
+        %zs = memref.subview %z[%r2, %cj] [1, 8] [1, 1] : memref<4096x64xf16, #ascend<space gm>> to memref<1x8xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>
+        ascend.copy %b, %zs : memref<1x8xf16, #ascend<space ub>>, memref<1x8xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>
+        ascend.set_flag MTE3 -> V, 1
+        ascend.wait_flag MTE3 -> V, 1
+      }
+    }
+    ascend.wait_flag V -> MTE2, 0
+    ascend.return
+  }
+  func.func @main(%x: memref<4096x64xf16, #ascend<space gm>> {onnx.name = "x"}) -> (memref<4096x64xf16, #ascend<space gm>> {onnx.name = "z"}) {
+    %z = ascend.alloc : memref<4096x64xf16, #ascend<space gm>>
+    ascend.launch @k(%x, %z) : memref<4096x64xf16, #ascend<space gm>>, memref<4096x64xf16, #ascend<space gm>>
+    func.return %z : memref<4096x64xf16, #ascend<space gm>>
+  }
+}
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (steady.py's module doc): a subview inside an inner loop of a skipped "
+                   "iteration is not bounds-checked; the speed-ups run this launch to its end")
+def test_out_of_bounds_in_an_inner_loop_of_a_skipped_iteration_still_raises():
+    assert _error(NESTED, Accel()) == _error(NESTED, Accel.none())
