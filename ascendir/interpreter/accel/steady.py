@@ -573,12 +573,7 @@ class SteadyLoop:
         # hold for all m periods when they hold for the first and the last
         inb = self.inb
         if inb is not None and not all([inb(i, self.value_of(i)) for i in chain(range(idx, idx + P), range(idx + (m - 1) * P, idx + m * P))]):
-            if regime is None:
-                self.hist.clear()
-            else:
-                regime[5] = idx + P
-                self.regime = regime
-            return 0
+            return self._no_jump(regime, idx + P)
         if regime is None:
             q, oshift = 0, None
         else:
@@ -611,12 +606,7 @@ class SteadyLoop:
                 m = cut
                 stopped = True
                 if m < 1:
-                    if regime is None:
-                        self.hist.clear()
-                    else:  # the next period differs again: it runs normally
-                        regime[5] = idx + P
-                        self.regime = regime
-                    return 0
+                    return self._no_jump(regime, idx + P)
                 off, keys = off[:m * L], keys[:m * L]
                 if nr:
                     rk, rt = rk[:m * nr], rt[:m * nr]
@@ -644,6 +634,17 @@ class SteadyLoop:
         r = self._tail(P, d, idx, m, cur, rep) if regime is None and not stopped else 0
         self.hist.clear()
         return m * P + r
+
+    def _no_jump(self, regime: list | None, boundary: int) -> int:
+        """No period is skipped (returns 0): a fresh regime's samples are dropped (two new periods
+        are sampled), a regime being re-entered runs the next period normally and is checked
+        again at its end, iteration `boundary`."""
+        if regime is None:
+            self.hist.clear()
+        else:
+            regime[5] = boundary
+            self.regime = regime
+        return 0
 
     def _tail(self, P: int, d: list[float], idx: int, m: int, cur: Acc, rep: _Replay | None) -> int:
         """After a fresh jump of m whole periods from idx that ran to the end of them, skip the
