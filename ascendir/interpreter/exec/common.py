@@ -49,6 +49,9 @@ class KernelInfo:
     # charge nothing; flags and pipe_barrier ALL keep what orders data (held pipes, holds.py) and
     # the race check's clocks, without the pipe clocks (sync_ops.py `data_flag_fns`, ...)
     data_only: bool = False
+    # a data walk that records its tile ops, then computes them batched (exec/tape.py): only its
+    # tile ops need their `batch_facts` (tile_ops.py)
+    batched: bool = False
     # tile op -> its cost function (the registry.COSTS factory's on `env`): built once for the
     # compiles of one kernel that share the dict (sim/kernel.py: the twin's and the data walk's)
     costs: dict = field(default_factory=dict)

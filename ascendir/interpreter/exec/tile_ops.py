@@ -219,7 +219,8 @@ class TileOps:
             fixed = (k.costs[op], sub) if _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)] else None
             gm = [f[1] == "gm" for f in facts if f is not None]
             get = itemgetter(*ins) if len(ins) > 1 else (lambda R, i=ins[0]: (R[i],))
-            return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm, batch_facts(self, op, sem, mem, facts)), True
+            bf = batch_facts(self, op, sem, mem, facts) if k.batched else None
+            return self._data_tile(sem, cost_fn, ins, get, resolve, race_ops, name, fixed, gm, bf), True
 
         cache: dict = {}
         path = None
@@ -258,7 +259,7 @@ class TileOps:
         walk. In a block the race check follows without running (race.py `reset`: F.races None,
         F.ctl set), its GM operands (`gm`: per memref operand, whether it is in GM) are logged.
         While a batched data walk records (F.tape set: exec/tape.py), the op is recorded with
-        `facts` (`batch_facts`) instead of run."""
+        `facts` (`batch_facts`; None in a walk that never records: KernelInfo.batched) instead of run."""
         F, R, A = self.F, self.F.values, self.F.gm_tags
         # operand shapes (scalars: values) -> (pipe slot, S slot); a `fixed` op's: the compile's, by `fixed`
         pipes: dict = self.fixed_pipes if fixed is not None else {}

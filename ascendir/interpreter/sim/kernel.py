@@ -527,8 +527,10 @@ class KernelProgram:
             frame = Frame()
             if deferred.eligible(tree.ops[1:], registry.SEMANTICS):
                 frame.cube = deferred.CubeDeferral(frame.gm_tags)
+            # (no cube deferral: its records are per block; memo_text: no data steers the blocks' paths)
+            self.batched = frame.cube is None and self.memo_text is not None and batch_run.batchable(tree.ops[1:])
             info = KernelInfo(self.name, self.nunits, self.env, ends, {}, 0.0, False, tree=tree, scalar_units=scalar_units,
-                              op_units=op_units, data_only=True, costs=costs, paths=paths)
+                              op_units=op_units, data_only=True, costs=costs, paths=paths, batched=self.batched)
             comp = Compiler(self.m, frame, info)
             block = self.op.body.block
             slots = [comp.slot(a) for a in block.args]
@@ -539,8 +541,6 @@ class KernelProgram:
                     for t in set(map(type, tree.ops))}
             uniform = uniform_blocks(tree.ops[1:], lambda o: tile[type(o)])
             self.data = (frame, slots, comp.block(block), max(1, len(info.flag_keys)), uniform)
-            # (no cube deferral: its records are per block; memo_text: no data steers the blocks' paths)
-            self.batched = frame.cube is None and self.memo_text is not None and batch_run.batchable(tree.ops[1:])
         return self.data
 
     def _reuse(self, hit: memo.Memo, tags: list) -> bool:
