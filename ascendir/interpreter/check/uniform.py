@@ -87,20 +87,22 @@ def _rules(ops: Sequence[Operation]) -> tuple[list[int], list[tuple[tuple[int, .
         if kind is _PURE_OP or kind is _ALLOC and space_name(o.result.type) != "gm":  # (most ops: tested first)
             if o.results:
                 add((tuple(map(id, operands_of(o))), tuple(map(id, o.results))))
-        elif kind is _FOR:
-            blk = o.body.block
-            add(((id(o.lb), id(o.step)), (id(blk.args[0]),)))
-            ys = list(blk.last_op.operands) if _is_a(type(blk.last_op), scf.YieldOp) else []
-            for k, (arg, init) in enumerate(zip(blk.args[1:], o.iter_args)):
-                add(((id(init), id(ys[k])) if k < len(ys) else (id(init),), (id(arg), id(o.results[k]))))
+        elif kind is _FOR:  # (xDSL's fields: its named accessors are chains of Python calls)
+            lb, _, step, *inits = operands_of(o)
+            blk = o.regions[0].block
+            add(((id(lb), id(step)), (id(blk.args[0]),)))
+            y = blk._last_op
+            ys = operands_of(y) if _is_a(type(y), scf.YieldOp) else ()
+            for k, (arg, init, r) in enumerate(zip(blk.args[1:], inits, o.results)):
+                add(((id(init), id(ys[k])) if k < len(ys) else (id(init),), (id(arg), id(r))))
         elif kind is _IF:
             res = o.results
             for r in o.regions:
                 for b in r.blocks:
-                    y = b.last_op
+                    y = b._last_op
                     if _is_a(type(y), scf.YieldOp):
-                        for k, v in enumerate(y.operands):
-                            add(((id(v),), (id(res[k]),)))
+                        for v, x in zip(operands_of(y), res):
+                            add(((id(v),), (id(x),)))
         elif o.regions:  # (any other op, a GM alloc too)
             return None
         elif o.results:

@@ -165,11 +165,12 @@ class DataCodegen:
         def val(v) -> str:
             return _value(local, self.slot(v))
 
-        body = op.body.block
+        lb, ub, st, *inits = operands_of(op)  # (xDSL's fields: its named accessors are chains of Python calls)
+        body = op.regions[0].block
         iv = self.slot(body.args[0])
         carried = [self.slot(a) for a in body.args[1:]]
-        lines.append(f"{pad}r{k} = _range({val(op.lb)}, {val(op.ub)}, {val(op.step)})")
-        for c, v in zip(carried, op.iter_args):
+        lines.append(f"{pad}r{k} = _range({val(lb)}, {val(ub)}, {val(st)})")
+        for c, v in zip(carried, inits):
             lines.append(f"{pad}R[{c}] = {val(v)}")
         memo = self._data_memo(op, nest)
         fpad, fnest = pad, nest
@@ -237,18 +238,21 @@ class DataCodegen:
         pad = "    " * nest
         k = n[0]
         n[0] += 1
-        lines.append(f"{pad}b{k} = {_value(local, self.slot(op.cond))}")
+        (cond,) = operands_of(op)  # (xDSL's fields, as in `_data_for`)
+        lines.append(f"{pad}b{k} = {_value(local, self.slot(cond))}")
         lines.append(f"{pad}if ctl is not None:")
         lines.append(f"{pad}    ctl.decide(bool(b{k}))")
         results = [self.slot(r) for r in op.results]
-        for head, region in ((f"{pad}if b{k}:", op.true_region), (f"{pad}else:", op.false_region)):
+        then_r, else_r = op.regions
+        for head, region in ((f"{pad}if b{k}:", then_r), (f"{pad}else:", else_r)):
             lines.append(head)
             start = len(lines)
-            if region.blocks:
+            if region._first_block is not None:
                 b = region.block
                 self._data_lines(b, env, lines, dict(local), nest + 1, n)
-                ys = [self.slot(v) for v in b.last_op.operands] if isinstance(b.last_op, scf.YieldOp) else []
-                self._read_outside([b.last_op])
+                y = b._last_op
+                ys = [self.slot(v) for v in operands_of(y)] if isinstance(y, scf.YieldOp) else []
+                self._read_outside([y])
                 pairs = list(zip(results, ys))
                 if pairs:
                     lines.append(f"{pad}    {_assign(pairs)}")

@@ -181,8 +181,9 @@ _LIGHT_KINDS = frozenset((*_LIGHT, scf.ForOp, scf.IfOp, scf.YieldOp, ascend.Mmad
 def _held_copy(o: ascend.CopyOp) -> bool:
     """Whether a stored execution may hold copy `o` (module doc): GM -> L1, L1 -> L0A / L0B, or
     GM into a buffer no op reads."""
-    src, dst = space_name(o.source.type), space_name(o.dest.type)
-    return (src, dst) in _MOVES or (src == "gm" != dst and never_read(o.dest))
+    source, dest = operands_of(o)  # (xDSL's field: `o.source` is a chain of Python calls)
+    src, dst = space_name(source.type), space_name(dest.type)
+    return (src, dst) in _MOVES or (src == "gm" != dst and never_read(dest))
 
 
 def _run_inputs(run: list[Operation], ops: list[Operation], tree: OpTree) -> tuple:

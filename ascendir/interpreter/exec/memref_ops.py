@@ -40,8 +40,9 @@ class MemrefOps:
     # -- memory -----------------------------------------------------------------------------
     def alloc(self, op: ascend.AllocOp) -> Closure:
         R, A = self.F.values, self.F.gm_tags
-        out = self.slot(op.result)
-        t = op.result.type
+        (res,) = op.results  # (xDSL's field: `op.result` is a chain of Python calls, walk.py `operands_of`)
+        out = self.slot(res)
+        t = res.type
         shape, dtype = tuple(t.get_shape()), np_dtype(t)
         strides = contiguous_strides(shape)
         space = ascend.space_of(t).value
@@ -57,7 +58,7 @@ class MemrefOps:
             placed = "offset" in op.attributes
             # named as the IR names it (race messages): SSA name, double-buffer slot, and the
             # alloc's number in the kernel (names can repeat: a slot twin keeps its original's)
-            hint = op.result.name_hint
+            hint = res.name_hint
             slot = op.attributes.get("ascend.slot")
             root = ChipBuffer(
                 f"{space} buffer {'%' + hint + ' ' if hint else ''}#{self.nbufs}{f' (slot {slot.value.data})' if slot is not None else ''} "

@@ -15,6 +15,7 @@ from ascendir.interpreter.accel.xblock import BlockMemo
 from ascendir.interpreter.accel.loop_driver import calls
 from ascendir.dialects.ir_checks import loop_range
 from ascendir.interpreter.exec.common import Closure, KernelInfo
+from ascendir.interpreter.exec.walk import operands_of
 from ascendir.interpreter.exec.scalar_codegen import charge_lines, generated
 from ascendir.interpreter.exec.sync_ops import flag_slots
 
@@ -24,11 +25,13 @@ class ScfOps:
     # -- regions ----------------------------------------------------------------------------
     def for_(self, op: scf.ForOp) -> Closure:
         R = self.F.values
-        lb, ub, st = self.slot(op.lb), self.slot(op.ub), self.slot(op.step)
-        body_block = op.body.block
+        # (xDSL's fields: each named accessor is a chain of Python calls, walk.py `operands_of`)
+        lb, ub, st, *init_vals = operands_of(op)
+        lb, ub, st = self.slot(lb), self.slot(ub), self.slot(st)
+        body_block = op.regions[0].block
         iv = self.slot(body_block.args[0])
         carried = [self.slot(a) for a in body_block.args[1:]]
-        inits = [self.slot(v) for v in op.iter_args]
+        inits = [self.slot(v) for v in init_vals]
         results = [self.slot(r) for r in op.results]
         body = self.block(body_block)
         if self.k is not None and self.k.data_only:
@@ -124,19 +127,22 @@ class ScfOps:
 
     def if_(self, op: scf.IfOp) -> Closure:
         R = self.F.values
-        cond = self.slot(op.cond)
+        (cond,) = operands_of(op)  # (xDSL's fields, as in `for_`)
+        cond = self.slot(cond)
         results = [self.slot(r) for r in op.results]
 
         def branch(region) -> tuple[list[Closure], list[int]]:
-            if not region.blocks:
+            if region._first_block is None:
                 return [], []
             b = region.block
             body = self.block(b)
-            ys = [self.slot(v) for v in b.last_op.operands] if isinstance(b.last_op, scf.YieldOp) else []
+            y = b._last_op
+            ys = [self.slot(v) for v in operands_of(y)] if isinstance(y, scf.YieldOp) else []
             return body, ys
 
-        then_body, then_y = branch(op.true_region)
-        else_body, else_y = branch(op.false_region)
+        then_r, else_r = op.regions
+        then_body, then_y = branch(then_r)
+        else_body, else_y = branch(else_r)
         charge = self._charge_scalar(op)
         F = self.F
         data = self.k is not None and self.k.data_only  # its branch given to the race check (race.py `decide`)
