@@ -223,3 +223,65 @@ def test_subview_dropped_dims_error_at_each_ask():
     for _ in range(2):
         with pytest.raises(AscendirError, match="cannot match sizes"):
             sv.dropped()
+
+
+def test_never_read_reads_the_uses_as_the_accessors_do():
+    # semantics.never_read follows xDSL's use lists and operand tuples through their fields (a
+    # compile asks it of every copy): the verdicts of a walk through the public accessors. The
+    # kernel copies GM into a scratch UB buffer through a view and directly (read by no op: True),
+    # into buffers a vector op reads (False: its use found after a copy's in the use list, and
+    # before) or a copy reads, and to GM
+    from xdsl.dialects import memref
+    from xdsl.ir import OpResult
+    from ascendir.dialects.ascend import MemSpace, space_of
+    from ascendir.interpreter.exec.semantics import never_read
+
+    g, u, ut = ("memref<32x64xf16, #ascend<space gm>>", "memref<32x64xf16, #ascend<space ub>>",
+                "memref<16x64xf16, strided<[64, 1]>, #ascend<space ub>>")
+    gt = "memref<16x64xf16, strided<[64, 1]>, #ascend<space gm>>"
+    module = parse(f'''builtin.module {{
+  ascend.kernel @k(%x: {g}, %z: {g}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
+    %scratch = ascend.alloc : {u}
+    %ua = ascend.alloc : {u}
+    %uc = ascend.alloc : {u}
+    %xs = memref.subview %x[0, 0] [16, 64] [1, 1] : {g} to {gt}
+    %sv = memref.subview %scratch[16, 0] [16, 64] [1, 1] : {u} to {ut}
+    ascend.copy %xs, %sv : {gt}, {ut}
+    ascend.copy %x, %scratch : {g}, {u}
+    %av = memref.subview %ua[0, 0] [16, 64] [1, 1] : {u} to {ut}
+    ascend.copy %xs, %av : {gt}, {ut}
+    ascend.copy %x, %ua : {g}, {u}
+    ascend.vadd %ua, %ua, %uc : {u}, {u}, {u}
+    %ub = ascend.alloc : {u}
+    ascend.vadd %ub, %ub, %uc : {u}, {u}, {u}
+    ascend.copy %x, %ub : {g}, {u}
+    %ud = ascend.alloc : {u}
+    ascend.copy %x, %ud : {g}, {u}
+    ascend.copy %ud, %z : {u}, {g}
+    ascend.copy %uc, %z : {u}, {g}
+    ascend.return
+  }}
+  func.func @main(%x: {g} {{onnx.name = "x"}}) -> ({g} {{onnx.name = "z"}}) {{
+    %z = ascend.alloc : {g}
+    ascend.launch @k(%x, %z) : {g}, {g}
+    func.return %z : {g}
+  }}
+}}''')
+
+    def reference(dest) -> bool:
+        v = dest
+        while isinstance(v, OpResult) and isinstance(v.op, (ascend.ViewOp, memref.SubviewOp)):
+            v = v.op.operands[0]
+        if not (isinstance(v, OpResult) and isinstance(v.op, ascend.AllocOp)) or space_of(v) == MemSpace.GM:
+            return False
+        todo = [v]
+        while todo:
+            for use in todo.pop().uses:
+                if isinstance(use.operation, (ascend.ViewOp, memref.SubviewOp)) and use.index == 0:
+                    todo.append(use.operation.results[0])
+                elif not (isinstance(use.operation, ascend.CopyOp) and use.index == 1):
+                    return False
+        return True
+
+    dests = [op.dest for op in module.walk() if isinstance(op, ascend.CopyOp)]
+    assert [never_read(d) for d in dests] == [reference(d) for d in dests] == [True, True, False, False, False, False, False, False]

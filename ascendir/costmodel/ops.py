@@ -175,7 +175,9 @@ def copy_path(op: ascend.CopyOp, target: HardwareConfig) -> tuple[str, str, Pipe
     Raises:
         AscendirError: when the target has no such DMA path.
     """
-    src, dst = space_of(op.source), space_of(op.dest)
+    # (xDSL's field, as interpreter/exec/walk.py `operands_of` reads it: each named operand
+    # accessor is a chain of Python calls, and a compile asks this of every copy)
+    src, dst = map(space_of, op._operands)
     try:
         pipe = copy_pipe(src, dst, target.arch.name)
     except VerifyException:

@@ -34,7 +34,7 @@ from ascendir.errors import AscendirError
 from ascendir.interpreter.exec.cast import cast, is_plain
 from ascendir.interpreter.exec.ort_cast import CAST_ELEMENTS, narrow_into, widen_into
 from ascendir.interpreter.exec.special import erf
-from ascendir.interpreter.exec.walk import _is_a
+from ascendir.interpreter.exec.walk import _is_a, operands_of
 from ascendir.interpreter.exec.wide import storage_dtype
 
 Runtime = Callable[..., None]
@@ -128,7 +128,7 @@ def _f32(x: np.ndarray) -> np.ndarray:
 # DMA
 # ------------------------------------------------------------------------------------------
 def copy(op: ascend.CopyOp) -> Runtime:
-    source, dest = op.source, op.dest  # (once: each xDSL operand accessor is a descriptor call)
+    source, dest = operands_of(op)  # (xDSL's field: each named operand accessor is a chain of Python calls)
     if never_read(dest):
         return _nothing
     space = space_of(dest)
@@ -167,20 +167,24 @@ def never_read(dest: SSAValue) -> bool:
     cube; in the 7B layer of benchmarks/numerics_speed.py 9,704 copies of 64 KiB): its values
     reach no output, so its copies skip the data (their cost and race-check accesses stay)."""
     # (classes tested with walk.py's `_is_a`: isinstance on xDSL's op classes, ABCs, runs Python
-    # code at every call, and a compile asks this of every copy)
+    # code at every call, and a compile asks this of every copy; xDSL's fields read, not its
+    # accessors and use iterators, each a Python call: walk.py `operands_of`)
     v = dest
     while isinstance(v, OpResult) and _is_a(type(v.op), _VIEWS):
-        v = v.op.operands[0]
+        v = operands_of(v.op)[0]
     if not (isinstance(v, OpResult) and _is_a(type(v.op), ascend.AllocOp)) or space_of(v) == MemSpace.GM:
         return False
     todo = [v]
     while todo:
-        for use in todo.pop().uses:
-            t = type(use.operation)
-            if _is_a(t, _VIEWS) and use.index == 0:
-                todo.append(use.operation.results[0])
-            elif not (_is_a(t, ascend.CopyOp) and use.index == 1):
+        use = todo.pop().first_use
+        while use is not None:
+            o = use._operation
+            t = type(o)
+            if _is_a(t, _VIEWS) and use._index == 0:
+                todo.append(o.results[0])
+            elif not (_is_a(t, ascend.CopyOp) and use._index == 1):
                 return False
+            use = use._next_use
     return True
 
 
