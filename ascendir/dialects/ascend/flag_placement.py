@@ -42,14 +42,22 @@ def flag_units(order: list[Operation], placed: list[tuple[str, int] | None]) -> 
         return None
 
     by_name: dict[tuple[str, str, int], tuple[int, int]] = {}
+    # (per op class, and the properties read from their dict: isinstance on xDSL's op classes,
+    # ABCs, and each property accessor run Python code, over every op of a kernel of thousands)
+    is_flag: dict[type, bool] = {}
     for i, o in enumerate(order):
-        if not isinstance(o, FlagOp):
+        t = type(o)
+        flag = is_flag.get(t)
+        if flag is None:
+            flag = is_flag[t] = issubclass(t, FlagOp)
+        if not flag:
             continue
-        s, d = o.src.data, o.dst.data
+        p = o.properties
+        s, d, event = p["src"].data, p["dst"].data, p["event"].value.data
         hint = o.attributes.get(FLAG_UNITS_ATTR)
         if hint is not None:  # explicit "aic->aiv" etc. (cross-unit hand-offs of mix kernels)
             su, du = (_UNIT_INDEX[u] for u in hint.units)
-            res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
+            res[o] = by_name.setdefault((s, d, event), (su, du))
             continue
         su = fixed(s)
         if su is None:
@@ -63,5 +71,5 @@ def flag_units(order: list[Operation], placed: list[tuple[str, int] | None]) -> 
             su = du if du is not None else 0
         if du is None:
             du = su
-        res[o] = by_name.setdefault((s, d, o.event.value.data), (su, du))
+        res[o] = by_name.setdefault((s, d, event), (su, du))
     return res
