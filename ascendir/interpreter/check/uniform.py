@@ -62,8 +62,8 @@ def uniform_blocks(ops: Sequence[Operation], tile: Callable[[Operation], bool | 
             continue
         if not fixed:
             return False
-        for v in operands_of(o):
-            if isinstance(v.type, MemRefType) and space_name(v.type) != "gm" and id(v) in varying:
+        for v in operands_of(o):  # (the set first: most operands are invariant, their type is not read)
+            if id(v) in varying and isinstance(v.type, MemRefType) and space_name(v.type) != "gm":
                 return False
     return True
 
