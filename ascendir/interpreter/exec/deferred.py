@@ -60,14 +60,13 @@ from itertools import accumulate
 
 import numpy as np
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.interpreter.check.race import extent
-from ascendir.interpreter.exec.common import np_dtype, space_name
 from ascendir.interpreter.exec.pointer import byte_span, data_pointer
 from ascendir.interpreter.exec.semantics import never_read
+from ascendir.interpreter.exec.walk import _is_a, operands_of
 from ascendir.interpreter.exec.wide import F16, F32, storage_dtype
 
 # ascend ops besides tile ops that a deferred kernel may hold: none of them reads or writes data
@@ -175,15 +174,17 @@ class CubeDeferral:
         self.gemms.clear()
 
     # -- wrapping the data walk's semantics -------------------------------------------------
-    def wrap(self, op: Operation, sem, ins: list[int]):
+    def wrap(self, op: Operation, sem, ins: list[int], facts: list):
         """`sem` (a data-walk tile op's semantics on its operand values) as run here: recorded
         when its provenance is proved (module doc), else run after materialising the recorded
-        content of the buffers it touches."""
+        content of the buffers it touches. `facts`: per operand of `op`, tile_ops.py's
+        `_memref_facts` of its type (numpy dtype, space name, widened), None for a scalar (the
+        compile has them: read here again, they were half of this)."""
         tags = self.tags
-        operands = tuple(op.operands)  # (xDSL's op.operands[j] builds a view object per access)
-        mems = [j for j, v in enumerate(operands) if isinstance(v.type, MemRefType)]
-        spaces = {j: space_name(operands[j].type) for j in mems}
-        dts = {j: np_dtype(operands[j].type) for j in mems}
+        mems = [j for j, f in enumerate(facts) if f is not None]
+        spaces = {j: facts[j][1] for j in mems}
+        dts = {j: facts[j][0] for j in mems}
+        copy = _is_a(type(op), ascend.CopyOp)  # (isinstance on xDSL's op classes, ABCs, runs Python code)
         out = mems[-1]  # the written operand (race.py convention)
         slots = [ins[j] for j in mems]
         writes_gm = spaces[out] == "gm"
@@ -212,7 +213,7 @@ class CubeDeferral:
             if writes_gm and self.spans:  # after the write: a flush above may have made a super-tile of the old data
                 self._written(vals[out])
 
-        if isinstance(op, ascend.CopyOp) and never_read(op.dest):  # (semantics.py: it writes no data)
+        if copy and never_read(operands_of(op)[1]):  # (semantics.py: it writes no data)
 
             def skip(*vals) -> None:
                 if self.copies or self.sums:
@@ -223,7 +224,7 @@ class CubeDeferral:
                             return
 
             return skip
-        if isinstance(op, ascend.CopyOp) and not _flag(op.transpose) and not _flag(op.relu) and dts[0] == F16 == dts[1]:
+        if copy and not _flag(op.transpose) and not _flag(op.relu) and dts[0] == F16 == dts[1]:
             src, dst = spaces[0], spaces[1]
             if src == "gm" and dst == "l1" and storage_dtype(dst, F16) == F32:
                 return self._load(sem, generic, ins[0], ins[1])

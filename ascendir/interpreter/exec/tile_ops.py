@@ -213,7 +213,7 @@ class TileOps:
 
         if k.data_only:
             if F.cube is not None:  # exec/deferred.py: copies and mmads of a GEMM recorded, summed per L0C tile
-                sem = F.cube.wrap(op, sem, ins)
+                sem = F.cube.wrap(op, sem, ins, facts)
             # a built-in cost function gives every op it serves one pipe and unit (costmodel.shared_cost
             # shares one function between the ops of one form): its ops share their pipe slots
             fixed = (k.costs[op], sub) if _FIXED_PIPE.get(type(op)) is registry.COSTS[type(op)] else None
