@@ -128,7 +128,7 @@ def _f32(x: np.ndarray) -> np.ndarray:
 # DMA
 # ------------------------------------------------------------------------------------------
 def copy(op: ascend.CopyOp) -> Runtime:
-    source, dest = operands_of(op)  # (xDSL's field: each named operand accessor is a chain of Python calls)
+    source, dest = op.source, op.dest  # (once: each xDSL operand accessor is a descriptor call)
     if never_read(dest):
         return _nothing
     space = space_of(dest)
