@@ -92,3 +92,26 @@ def test_a_moved_fixpipe_leaving_its_row_is_not_replayed():
     cube = types.SimpleNamespace(sums={}, gm={})
     with pytest.raises(ValueError):
         data_loop_memo._moved_effects(((sem, spec, spec, ()),), bases, {}, {}, cube)
+
+
+def test_fixpipe_runs_hand_the_race_check_the_walks_calls(monkeypatch):
+    # the block checked in full replays its later tiles' runs from tapes holding their FixPipes'
+    # accesses (RaceChecker.play), the cheap blocks from the decisions and GM logs (with the
+    # FixPipes' GM operands) of the first block's runs: the same calls, decisions and GM logs as
+    # the walk that replays nothing
+    from test_data_loop_memo import _cheap_logs, _race_calls
+
+    module, feeds = _template_gemm(384, 1024, 1536, "m=64,n=128,k=64,l1_depth=2,split_k=1,swizzle=1")
+    calls, logs, outs, fx = [], [], [], []
+    for on in (True, False):
+        with monkeypatch.context() as mp:
+            fx.append(_fx_counted(mp))
+            _counted(mp, on)
+            calls.append(_race_calls(mp))
+            logs.append(_cheap_logs(mp))
+            outs.append(simulate(module, None, feeds, HW, check_races=True))
+    assert fx[0]["replayed"] > 0 == fx[1]["replayed"], fx
+    assert calls[0] == calls[1] and logs[0] == logs[1]
+    assert outs[0].report == outs[1].report
+    (name,) = outs[0].outputs
+    assert np.array_equal(outs[0].outputs[name], outs[1].outputs[name])
