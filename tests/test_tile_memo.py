@@ -115,3 +115,17 @@ def test_fixpipe_runs_hand_the_race_check_the_walks_calls(monkeypatch):
     assert outs[0].report == outs[1].report
     (name,) = outs[0].outputs
     assert np.array_equal(outs[0].outputs[name], outs[1].outputs[name])
+
+
+def test_a_write_between_the_runs_reads_and_earlier_ones_meets_their_span():
+    # while a run is stored, the GM spans its records read are kept apart from those recorded
+    # before it (`outer`); a write meets what one span of both would hold, as the walk's check
+    # of one span does (a write in the gap between them materialises everything there too)
+    from ascendir.interpreter.exec.deferred import CubeDeferral
+
+    cube = CubeDeferral([])
+    cube.gm, cube.outer = {"x": [0, 99]}, {"x": [200, 299]}
+    assert cube._meets_gm(("x", 150, (10, 1)), (1, 10))
+    assert not cube._meets_gm(("x", 300, (10, 1)), (1, 10))
+    cube.gm, cube.outer = {}, {"x": [200, 299]}
+    assert not cube._meets_gm(("x", 150, (10, 1)), (1, 10)) and cube._meets_gm(("x", 295, (10, 1)), (1, 10))

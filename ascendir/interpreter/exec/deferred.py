@@ -262,19 +262,19 @@ class CubeDeferral:
         return [sem, c, vals[1], tc, tg, []]
 
     def _meets_gm(self, t: tuple, shape: tuple) -> bool:
-        """Whether a GM write at address tag `t` of `shape` may overwrite what a recorded item
-        reads (`gm`, and `outer` while a run is stored: its records' spans are `gm`)."""
+        """Whether a GM write at address tag `t` of `shape` meets the span recorded items read
+        of its buffer (`gm`; while a run is stored, the span of `gm` and `outer` together, as
+        one `gm` would hold it)."""
         if _UNKNOWN in self.gm or (self.outer is not None and _UNKNOWN in self.outer):
             return True
-        lo = hi = None
-        for gm in (self.gm, self.outer):
-            span = None if gm is None else gm.get(t[0])
-            if span is not None:
-                if lo is None:
-                    lo, hi = extent(t, shape)
-                if lo <= span[1] and span[0] <= hi:
-                    return True
-        return False
+        span = self.gm.get(t[0])
+        other = None if self.outer is None else self.outer.get(t[0])
+        if other is not None:
+            span = other if span is None else (min(span[0], other[0]), max(span[1], other[1]))
+        if span is None:
+            return False
+        lo, hi = extent(t, shape)
+        return lo <= span[1] and span[0] <= hi
 
     def _load(self, sem, generic, i_s: int, i_d: int):
         tags = self.tags
