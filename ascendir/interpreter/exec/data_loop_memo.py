@@ -60,10 +60,10 @@ with its own memo off.
 
 Runs with FixPipes. A run may also hold FixPipes into GM (L0C -> GM copies), none inside a loop
 of the run (`_in_loop`: a run holding the tile loop would be keyed by the block's tiles), so a
-tile's whole iteration after its row and column are computed is one run (leading scalar ops
-are left out of a run whose plan fails with them, `run_memos`: those values are then its
-address values; a column plus a constant that only GM subviews read moves with the column,
-`_aliases`). While such a run is stored, the deferral logs each FixPipe (deferred.py
+tile's whole iteration after its row and column are computed is one run (its leading scalar
+ops left out, `_trimmed`: those values are then its address values; a column plus a constant
+that only GM subviews read moves with the column, `_aliases`); where no such run plans, the
+runs FixPipes cut are taken as before (`run_memos`). While such a run is stored, the deferral logs each FixPipe (deferred.py
 `_fixpipe`) when all it does to the deferral is to materialise sums of its L0C regions: no
 copy records of its buffers, no sums of its GM buffer, no recorded GM read (the run's own or
 one made before it, `outer`) its write meets; any other data effect, or a sum materialised
@@ -121,19 +121,20 @@ def plan(loop: scf.ForOp, tree: OpTree) -> tuple[list, list, list] | None:
     return _planned(tree.walk(loop), 1, tree, lambda: memo_inputs(loop, tree))
 
 
-def plan_run(run: list[Operation], tree: OpTree) -> tuple[list, list, list] | None:
+def plan_run(run: list[Operation], tree: OpTree, fixpipes: bool = True) -> tuple[list, list, list] | None:
     """`plan` for a run of consecutive ops of one block (a tile's K loops with the copies and
     loops around them, up to its FixPipe: `run_memos`) instead of a loop: the same static part
     of the module doc, "carries no values" read as "no value defined in the run is used after
     it"; and, for its key to repeat at all, every test a comparison (a tile's row or column
     computed inside the run from the tile index would make every tile's key its own: each tile
     would run the run with the memos inside it off, to store it; `TRIES` bounds what other
-    keys that never repeat cost). None when it does not hold."""
+    keys that never repeat cost). FixPipes into GM only where `fixpipes` (module doc, "Runs with
+    FixPipes"). None when it does not hold."""
     lo, hi = tree.span(run[0])[0], tree.span(run[-1])[1]
     if any(_escapes(o, lo, hi, tree) for o in run):
         return None
     ops = tree.ops[lo:hi]
-    planned = _planned(ops, 0, tree, lambda: _run_inputs(run, ops, tree), fixpipes=True)
+    planned = _planned(ops, 0, tree, lambda: _run_inputs(run, ops, tree), fixpipes=fixpipes)
     if planned is None or any(not isinstance(o, arith.CmpiOp) for o in planned[1]):
         return None
     return planned
@@ -152,15 +153,31 @@ def run_memos(ops: list[Operation], tree: OpTree) -> list[tuple[int, int, tuple]
     (`plan_run`): (first index, index past the last, their plan) each, disjoint, in order.
     A run is a longest stretch of ops the module doc allows (scf.yield apart), cut before and
     after each op whose values are read after the run, holding a GM copy and at least two
-    loops, branches or tile ops (one loop alone has its own memo, `plan`). (Per block of a
-    kernel at compile: what each op's walk holds is counted once per tree, `_kinds`.)"""
-    bad, gm = _kinds(tree)
+    loops, branches or tile ops (one loop alone has its own memo, `plan`). The runs holding
+    FixPipes, and where none holds an op, the runs of the stretches FixPipes cut (a tile whose
+    whole iteration plans no run keeps the run up to its first FixPipe). (Per block of a kernel
+    at compile: what each op's walk holds is counted once per tree, `_kinds`.)"""
+    bad, strict, gm, loops = _kinds(tree)
     spans = [tree.span(o) for o in ops]
+    plans: dict = {}
+    if not ops or strict[spans[-1][1]] - strict[spans[0][0]] == bad[spans[-1][1]] - bad[spans[0][0]]:
+        return _runs_of(ops, spans, tree, (bad, strict, gm, loops), bad, plans, ())  # (no FixPipe: the same runs either way)
+    fx = [r for r in _runs_of(ops, spans, tree, (bad, strict, gm, loops), bad, plans, ()) if r[2][4]]
+    return sorted(fx + _runs_of(ops, spans, tree, (bad, strict, gm, loops), strict, plans, fx), key=lambda r: r[0])
+
+
+def _runs_of(ops: list[Operation], spans: list, tree: OpTree, kinds: tuple, cut: list[int], plans: dict, taken) -> list:
+    """`run_memos` with the ops counted in `cut` (of `kinds`, `_kinds`: the ops a run may not
+    hold, or those and FixPipes) cutting the stretches, none meeting the runs `taken`; `plans`:
+    the plans of runs tried, by (first index, index past the last, whether it may hold
+    FixPipes), shared between the two passes (a run without FixPipes plans alike in both)."""
+    bad, strict, gm, loops = kinds
     out = []
     n, i = len(ops), 0
+    fixpipes = cut is bad
     while i < n:
         j = i
-        while j < n and type(ops[j]) is not scf.YieldOp and bad[spans[j][1]] == bad[spans[j][0]]:
+        while j < n and type(ops[j]) is not scf.YieldOp and cut[spans[j][1]] == cut[spans[j][0]]:
             j += 1
         if j > i and gm[spans[j - 1][1]] > gm[spans[i][0]]:
             lo, hi = spans[i][0], spans[j - 1][1]
@@ -168,39 +185,66 @@ def run_memos(ops: list[Operation], tree: OpTree) -> list[tuple[int, int, tuple]
             for k in range(i, j + 1):
                 if k == j or _escapes(ops[k], lo, hi, tree):
                     run = ops[start:k]
-                    if (run and gm[spans[k - 1][1]] > gm[spans[start][0]]
+                    if (run and gm[spans[k - 1][1]] > gm[spans[start][0]] and all(k <= a or b <= start for a, b, _ in taken)
                             and sum(1 for o in run if type(o) not in _LIGHT) >= 2):
-                        planned = plan_run(run, tree)
-                        lead = 0
-                        while planned is None and lead < len(run) and type(run[lead]) in SCALAR_OPS:
-                            lead += 1  # (a tile's row and column computed from its index: outside the run, its address values)
-                            if lead == len(run) or type(run[lead]) not in SCALAR_OPS:
-                                planned = plan_run(run[lead:], tree)
-                        if planned is not None:
-                            out.append((start + lead, k, planned))
+                        a, b = spans[start][0], spans[k - 1][1]
+                        key = (start, k, fixpipes and strict[b] - strict[a] != bad[b] - bad[a])
+                        got = plans.get(key)
+                        if got is None:
+                            got = plans[key] = (0, None) if key[2] and loops[b] > loops[a] else _trimmed(run, tree, key[2])
+                        if got[1] is not None:
+                            out.append((start + got[0], k, got[1]))
                     start = k + 1
         i = j + 1
     return out
 
 
-def _kinds(tree: OpTree) -> tuple[list[int], list[int]]:
+def _trimmed(run: list[Operation], tree: OpTree, fixpipes: bool) -> tuple[int, tuple | None]:
+    """(leading ops left out, `plan_run`) of `run`, or of it without its leading scalar ops
+    when it plans no run with them (a tile's row and column computed from its index: outside
+    the run, its address values). A run holding FixPipes (a tile's whole iteration) is tried
+    without them first: with them its key would hold the tile index."""
+    lead = 0
+    while lead < len(run) and type(run[lead]) in SCALAR_OPS:
+        lead += 1
+    tries = ((lead, 0) if fixpipes else (0, lead)) if lead else (0,)
+    for t in tries:
+        if t < len(run):
+            planned = plan_run(run[t:], tree, fixpipes)
+            if planned is not None:
+                return t, planned
+    return 0, None
+
+
+def _kinds(tree: OpTree) -> tuple[list[int], list[int], list[int], list[int]]:
     """Running counts over `tree.ops` (entry i: among the first i ops) of the ops a stored
-    execution may not hold (module doc, as `_planned` checks) and of the copies reading GM: what a walk holds is the
+    execution may not hold (module doc, as `_planned` checks), of those and the FixPipes, of
+    the copies reading GM and of the loops holding a FixPipe: what a walk holds is the
     difference at its span's ends. Once per tree."""
     def make():
-        bad, gm = [0], [0]
-        nb = ng = 0
+        bad, strict, gm = [0], [0], [0]
+        nb = nf = ng = 0
         light = _LIGHT_KINDS
         for o in tree.ops:
             t = type(o)
             if t is ascend.CopyOp:
                 ng += space_name(o.source.type) == "gm"
-                nb += not (_held_copy(o) or _fixpipe(o))
+                if _fixpipe(o):
+                    nf += 1
+                else:
+                    nb += not _held_copy(o)
             elif t not in light:
                 nb += 1
             bad.append(nb)
+            strict.append(nb + nf)
             gm.append(ng)
-        return bad, gm
+        loops, nl = [0], 0  # (loops holding a FixPipe: a run holding one holds no run with FixPipes, `_in_loop`)
+        for i, o in enumerate(tree.ops):
+            if type(o) is scf.ForOp:
+                j = tree.span(o)[1]
+                nl += strict[j] - strict[i] != bad[j] - bad[i]
+            loops.append(nl)
+        return bad, strict, gm, loops
     return tree.derived("data_loop_memo.kinds", make)
 
 
