@@ -49,7 +49,7 @@ def test_column_halves_sum_each_element_in_one_k_run(monkeypatch, m, k, n, bm, b
     orig = deferred.CubeDeferral._sum
 
     def summed(self, acc, c, terms):
-        runs.append((acc, c.shape, [ga.shape[1] for ga, _ in deferred._runs(terms)]))
+        runs.append((acc, c.shape, [ga.shape[1] for ga, *_ in deferred._runs(terms)]))
         return orig(self, acc, c, terms)
 
     monkeypatch.setattr(deferred.CubeDeferral, "_sum", summed)

@@ -56,7 +56,32 @@ values used in it only as GM offsets (the tile's row and column). Its stretches 
 appends come between the regroups of the L0C halves (`_appends`). Runs are taken only where
 their key may repeat (`plan_run`: comparisons as tests), and a memo that
 stores without replaying stops storing for the walk (`TRIES`): storing runs the K loop inside
-with its own memo off."""
+with its own memo off.
+
+Runs with FixPipes. A run may also hold FixPipes into GM (L0C -> GM copies), none inside a loop
+of the run (`_in_loop`: a run holding the tile loop would be keyed by the block's tiles), so a
+tile's whole iteration after its row and column are computed is one run (its leading scalar
+ops left out, `_trimmed`: those values are then its address values; a column plus a constant
+that only GM subviews read moves with the column, `_aliases`); where no such run plans, the
+runs FixPipes cut are taken as before (`run_memos`). While such a run is stored, the deferral logs each FixPipe (deferred.py
+`_fixpipe`) when all it does to the deferral is to materialise sums of its L0C regions: no
+copy records of its buffers, no sums of its GM buffer, no recorded GM read (the run's own or
+one made before it, `outer`) its write meets; any other data effect, or a sum materialised
+elsewhere, counts in `effects` (refused). Such an execution is stored only when no sums are
+held at its start and end: every sum the run adds is then materialised by its own FixPipes,
+and `_sum` logged each with its runs of K (`_runs`, their views with tags). A replay then adds
+no terms: per FixPipe, in order, it computes the logged runs' products into the L0C regions
+(`CubeDeferral.sum_runs` on the views moved by the run's shifts: the sums the adds would have
+recorded are the stored ones moved, so their runs are too; `_runs` decides from shapes, owners,
+strides and relations between tags of one buffer, which a common shift keeps), runs the
+FixPipe's semantics on its moved views and tells the deferral of the write (`_written`), as
+`generic` does. The super-tile products (`_product`) are asked for in the walk's order, so they
+are computed, kept and dropped as in the walk. What a replay checks first (`_moved_effects`,
+else the run runs): no sums held and no recorded GM view of unknown address; each moved GM view
+inside its buffer and its row (the walk's subview raises on a view past its row's end); no
+FixPipe write meeting a recorded read made before the run (the walk would materialise
+everything there). Its race-check calls (a tape, or a cheap block's decisions and GM log) hold
+the FixPipes' accesses: made before the data effects, which raise nothing."""
 
 from __future__ import annotations
 
@@ -67,10 +92,10 @@ from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
-from ascendir.interpreter.accel.loop_memo import _external, inputs_of, memo_inputs
-from ascendir.interpreter.check.race import ChipBuffer
+from ascendir.interpreter.accel.loop_memo import _external, inputs_of, memo_inputs, offset_copies
+from ascendir.interpreter.check.race import ChipBuffer, extent
 from ascendir.interpreter.exec.common import space_name
-from ascendir.interpreter.exec.deferred import _addr, _run_k, _run_term
+from ascendir.interpreter.exec.deferred import _UNKNOWN, _addr, _run_k, _run_term
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
 from ascendir.interpreter.exec.semantics import never_read
 from ascendir.interpreter.exec.walk import OpTree, operands_of
@@ -96,19 +121,20 @@ def plan(loop: scf.ForOp, tree: OpTree) -> tuple[list, list, list] | None:
     return _planned(tree.walk(loop), 1, tree, lambda: memo_inputs(loop, tree))
 
 
-def plan_run(run: list[Operation], tree: OpTree) -> tuple[list, list, list] | None:
+def plan_run(run: list[Operation], tree: OpTree, fixpipes: bool = True) -> tuple[list, list, list] | None:
     """`plan` for a run of consecutive ops of one block (a tile's K loops with the copies and
     loops around them, up to its FixPipe: `run_memos`) instead of a loop: the same static part
     of the module doc, "carries no values" read as "no value defined in the run is used after
     it"; and, for its key to repeat at all, every test a comparison (a tile's row or column
     computed inside the run from the tile index would make every tile's key its own: each tile
     would run the run with the memos inside it off, to store it; `TRIES` bounds what other
-    keys that never repeat cost). None when it does not hold."""
+    keys that never repeat cost). FixPipes into GM only where `fixpipes` (module doc, "Runs with
+    FixPipes"). None when it does not hold."""
     lo, hi = tree.span(run[0])[0], tree.span(run[-1])[1]
     if any(_escapes(o, lo, hi, tree) for o in run):
         return None
     ops = tree.ops[lo:hi]
-    planned = _planned(ops, 0, tree, lambda: _run_inputs(run, ops, tree))
+    planned = _planned(ops, 0, tree, lambda: _run_inputs(run, ops, tree), fixpipes=fixpipes)
     if planned is None or any(not isinstance(o, arith.CmpiOp) for o in planned[1]):
         return None
     return planned
@@ -127,15 +153,31 @@ def run_memos(ops: list[Operation], tree: OpTree) -> list[tuple[int, int, tuple]
     (`plan_run`): (first index, index past the last, their plan) each, disjoint, in order.
     A run is a longest stretch of ops the module doc allows (scf.yield apart), cut before and
     after each op whose values are read after the run, holding a GM copy and at least two
-    loops, branches or tile ops (one loop alone has its own memo, `plan`). (Per block of a
-    kernel at compile: what each op's walk holds is counted once per tree, `_kinds`.)"""
-    bad, gm = _kinds(tree)
+    loops, branches or tile ops (one loop alone has its own memo, `plan`). The runs holding
+    FixPipes, and where none holds an op, the runs of the stretches FixPipes cut (a tile whose
+    whole iteration plans no run keeps the run up to its first FixPipe). (Per block of a kernel
+    at compile: what each op's walk holds is counted once per tree, `_kinds`.)"""
+    bad, strict, gm, loops = _kinds(tree)
     spans = [tree.span(o) for o in ops]
+    plans: dict = {}
+    if not ops or strict[spans[-1][1]] - strict[spans[0][0]] == bad[spans[-1][1]] - bad[spans[0][0]]:
+        return _runs_of(ops, spans, tree, (bad, strict, gm, loops), bad, plans, ())  # (no FixPipe: the same runs either way)
+    fx = [r for r in _runs_of(ops, spans, tree, (bad, strict, gm, loops), bad, plans, ()) if r[2][4]]
+    return sorted(fx + _runs_of(ops, spans, tree, (bad, strict, gm, loops), strict, plans, fx), key=lambda r: r[0])
+
+
+def _runs_of(ops: list[Operation], spans: list, tree: OpTree, kinds: tuple, cut: list[int], plans: dict, taken) -> list:
+    """`run_memos` with the ops counted in `cut` (of `kinds`, `_kinds`: the ops a run may not
+    hold, or those and FixPipes) cutting the stretches, none meeting the runs `taken`; `plans`:
+    the plans of runs tried, by (first index, index past the last, whether it may hold
+    FixPipes), shared between the two passes (a run without FixPipes plans alike in both)."""
+    bad, strict, gm, loops = kinds
     out = []
     n, i = len(ops), 0
+    fixpipes = cut is bad
     while i < n:
         j = i
-        while j < n and type(ops[j]) is not scf.YieldOp and bad[spans[j][1]] == bad[spans[j][0]]:
+        while j < n and type(ops[j]) is not scf.YieldOp and cut[spans[j][1]] == cut[spans[j][0]]:
             j += 1
         if j > i and gm[spans[j - 1][1]] > gm[spans[i][0]]:
             lo, hi = spans[i][0], spans[j - 1][1]
@@ -143,34 +185,66 @@ def run_memos(ops: list[Operation], tree: OpTree) -> list[tuple[int, int, tuple]
             for k in range(i, j + 1):
                 if k == j or _escapes(ops[k], lo, hi, tree):
                     run = ops[start:k]
-                    if (run and gm[spans[k - 1][1]] > gm[spans[start][0]]
+                    if (run and gm[spans[k - 1][1]] > gm[spans[start][0]] and all(k <= a or b <= start for a, b, _ in taken)
                             and sum(1 for o in run if type(o) not in _LIGHT) >= 2):
-                        planned = plan_run(run, tree)
-                        if planned is not None:
-                            out.append((start, k, planned))
+                        a, b = spans[start][0], spans[k - 1][1]
+                        key = (start, k, fixpipes and strict[b] - strict[a] != bad[b] - bad[a])
+                        got = plans.get(key)
+                        if got is None:
+                            got = plans[key] = (0, None) if key[2] and loops[b] > loops[a] else _trimmed(run, tree, key[2])
+                        if got[1] is not None:
+                            out.append((start + got[0], k, got[1]))
                     start = k + 1
         i = j + 1
     return out
 
 
-def _kinds(tree: OpTree) -> tuple[list[int], list[int]]:
+def _trimmed(run: list[Operation], tree: OpTree, fixpipes: bool) -> tuple[int, tuple | None]:
+    """(leading ops left out, `plan_run`) of `run`, or of it without its leading scalar ops
+    when it plans no run with them (a tile's row and column computed from its index: outside
+    the run, its address values). A run holding FixPipes (a tile's whole iteration) is tried
+    without them first: with them its key would hold the tile index."""
+    lead = 0
+    while lead < len(run) and type(run[lead]) in SCALAR_OPS:
+        lead += 1
+    tries = ((lead, 0) if fixpipes else (0, lead)) if lead else (0,)
+    for t in tries:
+        if t < len(run):
+            planned = plan_run(run[t:], tree, fixpipes)
+            if planned is not None:
+                return t, planned
+    return 0, None
+
+
+def _kinds(tree: OpTree) -> tuple[list[int], list[int], list[int], list[int]]:
     """Running counts over `tree.ops` (entry i: among the first i ops) of the ops a stored
-    execution may not hold (module doc, as `_planned` checks) and of the copies reading GM: what a walk holds is the
+    execution may not hold (module doc, as `_planned` checks), of those and the FixPipes, of
+    the copies reading GM and of the loops holding a FixPipe: what a walk holds is the
     difference at its span's ends. Once per tree."""
     def make():
-        bad, gm = [0], [0]
-        nb = ng = 0
+        bad, strict, gm = [0], [0], [0]
+        nb = nf = ng = 0
         light = _LIGHT_KINDS
         for o in tree.ops:
             t = type(o)
             if t is ascend.CopyOp:
                 ng += space_name(o.source.type) == "gm"
-                nb += not _held_copy(o)
+                if _fixpipe(o):
+                    nf += 1
+                else:
+                    nb += not _held_copy(o)
             elif t not in light:
                 nb += 1
             bad.append(nb)
+            strict.append(nb + nf)
             gm.append(ng)
-        return bad, gm
+        loops, nl = [0], 0  # (loops holding a FixPipe: a run holding one holds no run with FixPipes, `_in_loop`)
+        for i, o in enumerate(tree.ops):
+            if type(o) is scf.ForOp:
+                j = tree.span(o)[1]
+                nl += strict[j] - strict[i] != bad[j] - bad[i]
+            loops.append(nl)
+        return bad, strict, gm, loops
     return tree.derived("data_loop_memo.kinds", make)
 
 
@@ -186,36 +260,118 @@ def _held_copy(o: ascend.CopyOp) -> bool:
     return (src, dst) in _MOVES or (src == "gm" != dst and never_read(dest))
 
 
+def _fixpipe(o: ascend.CopyOp) -> bool:
+    """Whether copy `o` is a FixPipe into GM (L0C -> GM): a run may hold it (module doc)."""
+    return space_name(o.source.type) == "l0c" and space_name(o.dest.type) == "gm"
+
+
+def _in_loop(op: Operation, inside: set[int]) -> bool:
+    """Whether `op` is nested in a loop among the ops of ids `inside` (a run's walks): a run
+    holding a tile loop's FixPipes would be keyed by the block's tiles, never the same twice."""
+    p = op.parent_op()
+    while p is not None and id(p) in inside:
+        if type(p) is scf.ForOp:
+            return True
+        p = p.parent_op()
+    return False
+
+
 def _run_inputs(run: list[Operation], ops: list[Operation], tree: OpTree) -> tuple:
     """loop_memo.memo_inputs of a run of ops (`plan_run`; `ops`: their walks): (control values,
-    address values, GM copies)."""
+    address values, GM copies), an address value plus a constant counting as the address value
+    where only GM subviews' offsets use the sum (`_aliases`: a tile's second FixPipe writes its
+    row at the tile's column plus the L0C half's width)."""
     defined: set[int] = set()
     for top in run:
         defined |= tree.defined(top)
-    return inputs_of(ops, defined, tree)
+    alias = _aliases(ops, defined, tree)
+    if not alias:
+        return inputs_of(ops, defined, tree)
+    vals: dict = {}
+    uses: dict = {}
+    other: set = set()
+    for op in ops:
+        if id(op) in alias:
+            continue
+        sv = tree.subview(op) if type(op) is memref.SubviewOp else None
+        gm_sv = sv is not None and sv.gm and id(sv.source) not in defined
+        offsets = [alias.get(id(o.owner), o) if gm_sv else o for o in sv.offsets] if gm_sv else ()
+        for v in (*operands_of(op), *offsets):
+            i = id(v)
+            if i in defined:
+                continue
+            if i not in vals:
+                vals[i] = v
+                uses[i] = []
+            if gm_sv and any(v is o for o in offsets):
+                continue
+            other.add(i)
+        for k, o in enumerate(offsets):
+            if id(o) not in defined:
+                uses[id(o)].append((op, sv.dyn_offsets[k]))
+    addr = {i: v for i, v in vals.items() if i not in other and uses[i]}
+    ctrl = [v for i, v in vals.items() if i not in addr]
+    return ctrl, list(addr.values()), offset_copies(ops, tree, list(addr.values()), {v: uses[i] for i, v in addr.items()})
 
 
-def _planned(ops: list[Operation], first: int, tree: OpTree, inputs) -> tuple[list, list, list] | None:
+def _aliases(ops: list[Operation], defined: set[int], tree: OpTree) -> dict:
+    """id(op) -> x of the ops `x + c` among `ops` (their values' ids `defined`) of a value x
+    defined outside them and a constant c whose results only GM subviews (of buffers defined
+    outside) use, as dynamic offsets: the run's address values then move them alike."""
+    out = {}
+    for op in ops:
+        if type(op) is not arith.AddiOp:
+            continue
+        x, c = op.lhs, op.rhs
+        if type(x.owner) is arith.ConstantOp:
+            x, c = c, x
+        if id(x) in defined or type(c.owner) is not arith.ConstantOp or id(c) in defined:
+            continue
+        r = op.result
+        ok = bool(r.uses)
+        for u in r.uses:
+            sv_op = u.operation
+            sv = tree.subview(sv_op) if type(sv_op) is memref.SubviewOp else None
+            if (sv is None or not sv.gm or id(sv.source) in defined or r is sv.source
+                    or not any(r is o for o in sv.offsets) or any(r is v for v in sv_op.operands[1 + len(sv.offsets):])):
+                ok = False
+                break
+        if ok:
+            out[id(op)] = x
+    return out
+
+
+def _planned(ops: list[Operation], first: int, tree: OpTree, inputs, fixpipes: bool = False) -> tuple[list, list, list] | None:
     """`plan` of the ops `ops` (a loop walked, or a run's walks): None unless every op from
-    `first` on (a loop's body: 1) is one the module doc allows and some copy reads GM;
-    `inputs()`: their memo inputs (control values, address values, GM copies)."""
+    `first` on (a loop's body: 1) is one the module doc allows (FixPipes into GM only where
+    `fixpipes`: a run's) and some copy reads GM; `inputs()`: their memo inputs (control values,
+    address values, GM copies)."""
     gm_copies = []
     for o in ops[first:]:
         t = type(o)
         if t in _LIGHT_KINDS:
             continue
-        if t is not ascend.CopyOp or not _held_copy(o):
+        if t is not ascend.CopyOp:
+            return None
+        if _fixpipe(o):
+            if not fixpipes:
+                return None
+            gm_copies.append(o)
+            continue
+        if not _held_copy(o):
             return None
         if space_name(o.source.type) == "gm":
             gm_copies.append(o)
-    if not gm_copies:
+    if not any(space_name(o.source.type) == "gm" for o in gm_copies):
+        return None
+    inside = {id(o) for o in ops}
+    if any(_fixpipe(o) and _in_loop(o, inside) for o in gm_copies):
         return None
     ctrl, addr, copies = inputs()
-    inside = {id(o) for o in ops}
     ctrl, tests = _tests(ctrl, ops, inside)
     sources: dict = {}
     for o in gm_copies:
-        sv_op = o.source.owner
+        sv_op = (o.dest if _fixpipe(o) else o.source).owner
         if type(sv_op) is not memref.SubviewOp or id(sv_op) not in inside:
             return None
         sv = tree.subview(sv_op)
@@ -225,7 +381,7 @@ def _planned(ops: list[Operation], first: int, tree: OpTree, inputs) -> tuple[li
         dims = sorted(copies[o][1]) if o in copies else []
         if sources.setdefault(src, dims) != dims:
             return None  # (copies of one buffer offset otherwise: no common shift)
-    return ctrl, tests, addr, list(sources.items())
+    return ctrl, tests, addr, list(sources.items()), any(_fixpipe(o) for o in gm_copies)
 
 
 def _tests(ctrl: list, ops: list[Operation], inside: set[int]) -> tuple[list, list]:
@@ -250,7 +406,7 @@ class _Stored:
     """One stored execution: what keyed it, the address values it ran with and what it did."""
 
     __slots__ = ("key", "addr", "copies", "adds", "cut", "tail", "span", "flags", "decisions", "gmlog", "gmroots", "tape",
-                 "plan", "chip_views", "moved")
+                 "plan", "chip_views", "moved", "fx")
 
     def __init__(self, key, addr, copies, adds, cut, tail, span, flags, decisions, gmlog, tape):
         # adds: the terms added to sums, stretches of appends joined, and cut: the stretches
@@ -264,6 +420,7 @@ class _Stored:
         self.chip_views: tuple | None = None  # (the `_Table.chips` views dict, `plan`'s on-chip views built there)
         # (index of a GM root in `plan`, its shift) -> (owner, base, the views of that root moved so)
         self.moved: dict = {}
+        self.fx: tuple = ()  # its FixPipes (`_effects`): a replay runs them instead of adding its terms
 
 
 class _Table(list):
@@ -297,10 +454,10 @@ class DataLoopMemo:
     Generated code (data_codegen.py) runs `replay()`, and the loop between `start()` and
     `stop()` when it returns False."""
 
-    __slots__ = ("F", "ctrl", "tests", "addr", "sources", "chips", "table")
+    __slots__ = ("F", "ctrl", "tests", "addr", "sources", "chips", "table", "fixpipes")
 
     def __init__(self, F, slot, planned: tuple, chip_allocs: list[int]):
-        ctrl, tests, addr, sources = planned
+        ctrl, tests, addr, sources, self.fixpipes = planned
         self.F = F
         self.ctrl = [slot(v) for v in ctrl]
         self.tests = [(SCALAR_OPS[type(o)](o), [slot(v) for v in o.operands]) for o in tests]
@@ -408,6 +565,7 @@ class DataLoopMemo:
             return False
         try:
             chips = self.table.chips[2]  # (`_bases` made them the running block's)
+            fx = _moved_effects(st.fx, bases, self.table.views, chips, cube) if st.fx else None
             copies, adds, span = _replayed(st, bases, self.table.views, chips)
             tape = _moved(st.tape, bases) if F.races is not None else None
             # (a cheap block's GM log moves its tags when the race check reads them: race.py; its
@@ -429,7 +587,15 @@ class DataLoopMemo:
         elif cheap:
             ctl.nctl += len(st.decisions)
             ctl.log_moved(st.gmlog, shifts)
-        _add_all(cube, adds, st.cut, lambda o: _rebuild(st, bases, self.table.views, st.tail[o:], chips)[1])
+        if fx is not None:
+            for sem, c, g, sums in fx:
+                for acc, cv, runs in sums:
+                    cube.sum_runs(acc, cv, runs)
+                sem(c, g)
+                if cube.spans:
+                    cube._written(g)
+        else:
+            _add_all(cube, adds, st.cut, lambda o: _rebuild(st, bases, self.table.views, st.tail[o:], chips)[1])
         self.table.tries = 0
         return True
 
@@ -456,6 +622,8 @@ class DataLoopMemo:
         cube.log = []
         cube.bent = []
         gm, cube.gm = cube.gm, {}  # (the loop's own spans, merged back by `stop`)
+        if self.fixpipes and not cube.sums:  # (FixPipes logged, `stop`; with sums held, it stores none)
+            cube.fx, cube.outer = [], gm
         R = F.values
         if full:
             F.races.tape = []
@@ -470,8 +638,8 @@ class DataLoopMemo:
         F = self.F
         cube = F.cube
         key, addr, held, gm, effects, ctl0, races, held0 = token
-        entry, adds, bent = cube.watch, cube.log, cube.bent
-        cube.watch = cube.log = None
+        entry, adds, bent, fx = cube.watch, cube.log, cube.bent, cube.fx
+        cube.watch = cube.log = cube.fx = cube.outer = None
         cube.bent = []
         span, cube.gm = cube.gm, gm
         _union(gm, span)
@@ -479,7 +647,7 @@ class DataLoopMemo:
         if races is not None:
             tape, races.tape = races.tape, None
             tape = _tape(tape)
-        if None in span.values() or cube.effects != effects:
+        if None in span.values() or cube.effects != effects or (fx and cube.sums):
             return
         if (F.slow_path and not _full(F)) or F.races is not races or F.times_held != held0:
             return
@@ -510,6 +678,10 @@ class DataLoopMemo:
         bases = self._bases(None)
         if bases is None or not _exact(st, bases):
             return
+        if fx:
+            st.fx = _effects(fx, bases)
+            if st.fx is None:
+                return
         self.table.tries -= 2
         if len(self.table) >= VARIANTS:
             del self.table[0]
@@ -636,6 +808,98 @@ def _exact(st: _Stored, bases: dict) -> bool:
         return False
     # (a replay moves the GM log's tags by their roots' shifts: race.py `log_moved`)
     return st.gmlog is None or all(r in bases for r in st.gmroots)
+
+
+def _effects(fx: list, bases: dict) -> tuple | None:
+    """A stored run's FixPipe events (deferred.py `_fixpipe`) as a replay takes them, with its
+    views as (root, element offset, element strides, shape, dtype) from their tags (`bases`:
+    unmoved): (sem, L0C view, GM view, the sums it materialised: (accumulate, L0C view, runs:
+    (A view, B view) each)) per FixPipe; None when a view does not rebuild from its tag exactly
+    (`_exact`), or a GM view is no row band of a row-major buffer (`_moved_effects` checks a
+    moved one's bounds)."""
+    def gm(g, t):
+        if t is None or len(t[2]) != 2 or t[2][1] != 1 or g.ndim != 2:
+            raise KeyError(t)
+        o, base, _ = bases[t[0]]
+        isz = g.itemsize
+        if (g.base is not o or g.strides != tuple([x * isz for x in t[2]]) or _addr(g) != _addr(o) + base + t[1] * isz
+                or t[1] % t[2][0] + g.shape[1] > t[2][0]):
+            raise KeyError(t)
+        return t[0], t[1], t[2], g.shape, g.dtype
+
+    def chip(root, c):
+        o, base, _ = bases[root]
+        isz = c.itemsize
+        off, r = divmod(_addr(c) - _addr(o) - base, isz)
+        st = tuple([x // isz for x in c.strides])
+        spec = (root, off, st, c.shape, c.dtype)
+        if r or type(root) is not ChipBuffer or not _same(c, _spec_view(bases, spec, 0), chip=True):
+            raise KeyError(root)
+        return spec
+
+    out = []
+    try:
+        for sem, c, g, tc, tg, sums in fx:
+            runs = tuple((acc, chip(tc[0], cv), tuple((gm(ga, sa), gm(gb, sb)) for ga, gb, sa, sb in rs)) for acc, cv, rs in sums)
+            out.append((sem, chip(tc[0], c), gm(g, tg), runs))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return tuple(out)
+
+
+def _spec_view(bases: dict, spec: tuple, delta: int) -> np.ndarray:
+    """The view (root, element offset, element strides, shape, dtype) `spec` with its offset moved
+    by `delta` elements, on its root's memory in `bases` (raises KeyError for a root without a
+    base, ValueError for a view outside the memory)."""
+    root, off, st, shape, dt = spec
+    o, base, _ = bases[root]
+    isz = dt.itemsize
+    return np.ndarray(shape, dt, o, base + (off + delta) * isz, tuple([x * isz for x in st]))
+
+
+def _moved_effects(fx: tuple, bases: dict, views: dict, chips: dict, cube) -> list:
+    """A stored run's FixPipes (`_effects`) with their GM views moved by their roots' shifts in
+    `bases` (GM views shared through `views`, on-chip ones through `chips`, as `_rebuild`'s).
+    Raises ValueError (the run then runs) when the deferral holds sums or a GM view of unknown
+    address (what the stored FixPipes materialise would differ), a moved GM view leaves its
+    row (the walk's subview raises there) or its buffer, or a FixPipe writes GM elements a
+    recorded item made before the run reads (the walk would materialise everything there)."""
+    if cube.sums or _UNKNOWN in cube.gm:
+        raise ValueError("held sums")
+
+    def gm(spec):
+        root, off, st, shape, dt = spec
+        delta = bases[root][2]
+        k = (root, off + delta, st, shape, dt)
+        got = views.get(k)
+        if got is None:
+            if (off + delta) % st[0] + shape[1] > st[0] or off + delta < 0:
+                raise ValueError("out of its row")
+            got = views[k] = (_spec_view(bases, spec, delta), (root, off + delta, st))
+        return got
+
+    def chip(spec):
+        k = (id(spec[0]), spec[1:])
+        got = chips.get(k)
+        if got is None:
+            got = chips[k] = _spec_view(bases, spec, 0)
+        return got
+
+    out = []
+    for sem, c, g, sums in fx:
+        gv, gt = gm(g)
+        span = cube.gm.get(gt[0])
+        if span is not None:
+            lo, hi = extent(gt, gv.shape)
+            if lo <= span[1] and span[0] <= hi:
+                raise ValueError("meets a recorded read")
+        out.append((sem, chip(c), gv, [(acc, chip(cv), [_run(gm(a), gm(b)) for a, b in rs]) for acc, cv, rs in sums]))
+    return out
+
+
+def _run(a: tuple, b: tuple) -> tuple:
+    """A run of a sum (deferred.py `_runs`) from its A and B (view, tag) pairs."""
+    return a[0], b[0], a[1], b[1]
 
 
 def _chip_view(bases: dict, chips: dict, root, key: tuple, like: np.ndarray) -> np.ndarray:
@@ -821,7 +1085,7 @@ def _replayed(st: _Stored, bases: dict, views: dict, chips: dict) -> tuple[dict,
             nd[k] = (fn, P[sj] if is_p else V[sj][0], C[cj], P[pj] if pj >= 0 else None, box)
         copies[r] = nd
     out_adds = []
-    for r, k, cj, ja, jb, init in adds:
+    for r, k, cj, ja, jb, init in () if st.fx else adds:  # (a run with FixPipes adds none: `replay`)
         a, b = V[ja], V[jb]
         out_adds.append((r, k, C[cj], (a[0], b[0], a[1], b[1]), init))
     span = {}

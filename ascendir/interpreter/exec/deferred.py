@@ -40,7 +40,8 @@ would be computed alone, as the mmad computes it).
 A GEMM tile's K loop, which records only, is applied to later tiles from a stored execution
 (data_loop_memo.py): this module counts what would make that inexact (`effects`, `watch`) and
 logs the terms it adds to sums (`_add`, `log`) and which of them were no plain appends to a
-region already there (`bent`).
+region already there (`bent`); a run holding a tile's FixPipes is stored with the sums they
+materialise (`_fixpipe`, `fx`, `_sum`), which its replays compute again (`sum_runs`).
 
 Results: copies move the same values; a sum differs from the mmad-by-mmad result only by the
 order of its fp32 additions. Both are fp32 evaluations of the same sum of K products of exact
@@ -113,7 +114,7 @@ class CubeDeferral:
     address-tag list (Frame.gm_tags: root, element offset, element strides per slot)."""
 
     __slots__ = ("tags", "shadows", "copies", "sums", "gm", "grids", "seen", "spans", "span_index", "grid_bytes", "gemms",
-                 "census", "effects", "watch", "log", "bent")
+                 "census", "effects", "watch", "log", "bent", "fx", "outer", "fxsums")
 
     def __init__(self, tags: list):
         self.tags = tags
@@ -147,12 +148,17 @@ class CubeDeferral:
         self.watch: set | None = None
         self.log: list | None = None
         self.bent: list = []  # indices in `log` of the adds that were no plain appends (`_add`)
+        # while data_loop_memo.py stores a run that may hold FixPipes (`fixpipe`): their events,
+        # and the GM spans recorded before the run (`gm` then holds the run's own)
+        self.fx: list | None = None
+        self.outer: dict | None = None
+        self.fxsums: list | None = None  # (the running FixPipe's event's sums, `_sum` logs them)
 
     def reset(self, shadows) -> None:
         """A block starts (fresh on-chip buffers): drop what is recorded (super-tile products
         stay: they are products of GM data, which blocks share)."""
         self.shadows = shadows
-        self.watch = self.log = None
+        self.watch = self.log = self.fx = self.outer = None
         if self.copies or self.sums:
             self.copies.clear()
             self.sums.clear()
@@ -190,7 +196,12 @@ class CubeDeferral:
         writes_gm = spaces[out] == "gm"
 
         def generic(*vals) -> None:
-            self.effects += 1
+            ev = self._fixpipe(sem, vals, slots) if fixpipe and self.fx is not None else None
+            if ev is None:
+                self.effects += 1
+            else:
+                self.fx.append(ev)
+                self.fxsums = ev[-1]
             if self.copies or self.sums:
                 for j, s in zip(mems, slots):
                     t = tags[s]
@@ -200,18 +211,16 @@ class CubeDeferral:
                             self._flush_copies(r)
                         if r in self.sums:
                             self._flush_sums(r, t, vals[j])
-                if writes_gm and self.gm:
+                if writes_gm and (self.gm or self.outer):
                     t = tags[ins[out]]
-                    span = None if t is None else self.gm.get(t[0])
-                    if t is None or _UNKNOWN in self.gm:
+                    if t is None or self._meets_gm(t, vals[out].shape):  # it overwrites what a recorded item reads
                         self.flush()
-                    elif span is not None:
-                        lo, hi = extent(t, vals[out].shape)
-                        if lo <= span[1] and span[0] <= hi:  # it overwrites what a recorded item reads
-                            self.flush()
+            self.fxsums = None
             sem(*vals)
             if writes_gm and self.spans:  # after the write: a flush above may have made a super-tile of the old data
                 self._written(vals[out])
+
+        fixpipe = copy and spaces[0] == "l0c" and writes_gm
 
         if copy and never_read(operands_of(op)[1]):  # (semantics.py: it writes no data)
 
@@ -234,6 +243,39 @@ class CubeDeferral:
                 and storage_dtype(spaces[0], F16) == F32 == storage_dtype(spaces[1], F16)):
             return self._mmad(generic, op.init.value.data != 0, ins)
         return generic
+
+    def _fixpipe(self, sem, vals: tuple, slots: list[int]) -> list | None:
+        """While data_loop_memo.py stores a run that may hold FixPipes (`fx` set): the event of
+        FixPipe `sem` on (L0C view, GM view) `vals` (operand slots `slots`) when all it does
+        to the deferral is materialise the sums of its L0C regions (`_flush_sums` by view):
+        no copy records of its buffers, no sums of its GM buffer, no recorded read of GM (of
+        the run's own, `gm`: none of its GM buffer; of before it, `outer`: none it meets);
+        else None (it counts among `effects`). The event: [sem, L0C view, GM view, their
+        tags, the sums it materialises (`_sum` logs them)]."""
+        tc, tg = self.tags[slots[0]], self.tags[slots[1]]
+        c = vals[0]
+        if tc is None or tg is None or c.ndim != 2 or tc[2][1] != 1:
+            return None
+        if tc[0] in self.copies or tg[0] in self.copies or tg[0] in self.sums or _UNKNOWN in self.gm or tg[0] in self.gm:
+            return None
+        if self.outer is not None and (_UNKNOWN in self.outer or self._meets_gm(tg, vals[1].shape)):
+            return None
+        return [sem, c, vals[1], tc, tg, []]
+
+    def _meets_gm(self, t: tuple, shape: tuple) -> bool:
+        """Whether a GM write at address tag `t` of `shape` meets the span recorded items read
+        of its buffer (`gm`; while a run is stored, the span of `gm` and `outer` together, as
+        one `gm` would hold it)."""
+        if _UNKNOWN in self.gm or (self.outer is not None and _UNKNOWN in self.outer):
+            return True
+        span = self.gm.get(t[0])
+        other = None if self.outer is None else self.outer.get(t[0])
+        if other is not None:
+            span = other if span is None else (min(span[0], other[0]), max(span[1], other[1]))
+        if span is None:
+            return False
+        lo, hi = extent(t, shape)
+        return lo <= span[1] and span[0] <= hi
 
     def _load(self, sem, generic, i_s: int, i_d: int):
         tags = self.tags
@@ -454,14 +496,27 @@ class CubeDeferral:
         for root in list(self.sums):
             self._flush_sums(root)
         self.gm.clear()
+        if self.outer is not None:
+            self.outer.clear()
 
     def _sum(self, acc: bool, c: np.ndarray, terms: list) -> None:
         """c (+)= sum of the terms' products: a@b of each term's GM views (A: m x k leading part
         of the L0A tile, B: k x n of the L0B tile, zeros beyond), one product per run of terms
         whose A slices follow each other along K in one GM buffer, as their B slices do (`_runs`;
-        each product `_product`)."""
+        each product `_product`). Logged for the FixPipe running while data_loop_memo.py
+        stores a run (`fxsums`); elsewhere then it counts among `effects`."""
+        runs = _runs(terms)
+        if self.fx is not None:
+            if self.fxsums is None:
+                self.effects += 1
+            else:
+                self.fxsums.append((acc, c, runs))
+        self.sum_runs(acc, c, runs)
+
+    def sum_runs(self, acc: bool, c: np.ndarray, runs: list) -> None:
+        """`_sum` of the runs `runs` (`_runs`) of a sum's terms."""
         first = not acc
-        for ga, gb in _runs(terms):
+        for ga, gb, _, _ in runs:
             m, n = ga.shape[0], gb.shape[1]
             p = self._product(ga, gb) if m and n else None
             if first:
@@ -637,10 +692,11 @@ GRID_BYTES = 256 << 20  # super-tile products kept at most (bytes of fp32) per d
 BLOCKED_MNK = 28 * 512 * 512
 
 
-def _runs(terms: list) -> list[tuple[np.ndarray, np.ndarray]]:
+def _runs(terms: list) -> list[tuple]:
     """The (A, B) GM view pairs whose products sum to a recorded L0C sum (`CubeDeferral.sums`
     terms), in order: one pair per run of terms whose A slices follow each other along K in one
-    GM buffer, as their B slices do (A: m x k, B: k x n)."""
+    GM buffer, as their B slices do (A: m x k, B: k x n), each with the address tags of its first
+    term (those of the run's views: they start there, with its strides)."""
     out = []
     i, n_terms = 0, len(terms)
     while i < n_terms:
@@ -675,7 +731,7 @@ def _runs(terms: list) -> list[tuple[np.ndarray, np.ndarray]]:
             gb = np.ndarray((k, n), gb.dtype, ob, _addr(gb) - _addr(ob), gb.strides)
         else:
             ga, gb = ga[:, :k], gb[:k, :]
-        out.append((ga, gb))
+        out.append((ga, gb, pa, pb))
         i = j
     return out
 
