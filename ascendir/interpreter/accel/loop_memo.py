@@ -51,21 +51,26 @@ def _memo_inputs(loop: scf.ForOp, tree: OpTree) -> tuple:
     return inputs_of(tree.walk(loop), tree.defined(loop), tree)
 
 
-def inputs_of(ops: list[Operation], defined: set[int], tree: OpTree) -> tuple:
+def inputs_of(ops: list[Operation], defined: set[int], tree: OpTree, alias: dict | None = None) -> tuple:
     """`memo_inputs` of the ops `ops` (a loop's walk, or a run of ops' walks: data_loop_memo.py
     `plan_run`) whose own values have the ids `defined`: (control values, address values, GM
-    copies)."""
+    copies). `alias`: id of an op of `ops` -> the value a GM subview offset it defines counts as
+    (data_loop_memo.py `_aliases`); those ops are left out."""
     # by id (an xDSL value's hash is Python code): the outside values used, in order of first use;
     # the (subview, dim) pairs each offsets; those used otherwise too
     vals: dict[int, SSAValue] = {}
     uses: dict[int, list] = {}
     other: set[int] = set()
     for op in ops:
+        if alias and id(op) in alias:
+            continue
         sv = tree.subview(op) if type(op) is memref.SubviewOp else None
         gm_sv = sv is not None and sv.gm and id(sv.source) not in defined
         dyn_dims = sv.dyn_offsets if gm_sv else []
         offsets = sv.offsets if gm_sv else ()
-        for v in operands_of(op):
+        if alias and gm_sv:
+            offsets = [alias.get(id(o.owner), o) for o in offsets]
+        for v in (*operands_of(op), *offsets) if alias else operands_of(op):
             i = id(v)
             if i in defined:
                 continue

@@ -92,7 +92,7 @@ from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
-from ascendir.interpreter.accel.loop_memo import _external, inputs_of, memo_inputs, offset_copies
+from ascendir.interpreter.accel.loop_memo import _external, inputs_of, memo_inputs
 from ascendir.interpreter.check.race import ChipBuffer, extent
 from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.deferred import _UNKNOWN, _addr, _run_k, _run_term
@@ -284,34 +284,7 @@ def _run_inputs(run: list[Operation], ops: list[Operation], tree: OpTree) -> tup
     defined: set[int] = set()
     for top in run:
         defined |= tree.defined(top)
-    alias = _aliases(ops, defined, tree)
-    if not alias:
-        return inputs_of(ops, defined, tree)
-    vals: dict = {}
-    uses: dict = {}
-    other: set = set()
-    for op in ops:
-        if id(op) in alias:
-            continue
-        sv = tree.subview(op) if type(op) is memref.SubviewOp else None
-        gm_sv = sv is not None and sv.gm and id(sv.source) not in defined
-        offsets = [alias.get(id(o.owner), o) if gm_sv else o for o in sv.offsets] if gm_sv else ()
-        for v in (*operands_of(op), *offsets):
-            i = id(v)
-            if i in defined:
-                continue
-            if i not in vals:
-                vals[i] = v
-                uses[i] = []
-            if gm_sv and any(v is o for o in offsets):
-                continue
-            other.add(i)
-        for k, o in enumerate(offsets):
-            if id(o) not in defined:
-                uses[id(o)].append((op, sv.dyn_offsets[k]))
-    addr = {i: v for i, v in vals.items() if i not in other and uses[i]}
-    ctrl = [v for i, v in vals.items() if i not in addr]
-    return ctrl, list(addr.values()), offset_copies(ops, tree, list(addr.values()), {v: uses[i] for i, v in addr.items()})
+    return inputs_of(ops, defined, tree, _aliases(ops, defined, tree))
 
 
 def _aliases(ops: list[Operation], defined: set[int], tree: OpTree) -> dict:
