@@ -131,7 +131,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
 
     saved_sem = dict(registry.SEMANTICS)
     saved = {"wide": GmShadows.wide, "widened": GmShadows.widened, "access": RaceChecker.access, "walk": KernelProgram._data_walk,
-             "sum": CubeDeferral._sum, "blocks": KernelProgram._blocks}
+             "sum": CubeDeferral.sum_runs, "blocks": KernelProgram._blocks}
     conv = "fp16 -> fp32 conversions of GM data (wide.py)"
 
     def deferred_sum(self, *a):  # its conversions are counted as conversions
@@ -163,7 +163,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
             registry.SEMANTICS[cls] = lambda op, fac=fac: timed(kind(op), fac(op))
         GmShadows.wide = timed(conv, saved["wide"])
         GmShadows.widened = timed(conv, saved["widened"])
-        CubeDeferral._sum = deferred_sum
+        CubeDeferral.sum_runs = deferred_sum
         RaceChecker.access = timed("race check accesses (race.py)", saved["access"])
         KernelProgram._data_walk = data_walk
         KernelProgram._blocks = blocks
@@ -175,7 +175,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
         registry.SEMANTICS.update(saved_sem)
         GmShadows.wide, GmShadows.widened, RaceChecker.access = saved["wide"], saved["widened"], saved["access"]
         KernelProgram._data_walk, KernelProgram._blocks = saved["walk"], saved["blocks"]
-        CubeDeferral._sum = saved["sum"]
+        CubeDeferral.sum_runs = saved["sum"]
     for key in spent:
         spent[key] -= inside * calls[key]
     total -= per_call * sum(calls.values())
