@@ -93,7 +93,7 @@ from xdsl.ir import Operation
 from ascendir.dialects import ascend
 from ascendir.errors import AscendirError
 from ascendir.interpreter.accel.loop_memo import _external, inputs_of, memo_inputs
-from ascendir.interpreter.check.race import ChipBuffer, extent
+from ascendir.interpreter.check.race import ChipBuffer
 from ascendir.interpreter.exec.common import space_name
 from ascendir.interpreter.exec.deferred import _UNKNOWN, _addr, _run_k, _run_term
 from ascendir.interpreter.exec.scalar import SCALAR_OPS
@@ -796,7 +796,7 @@ def _effects(fx: list, bases: dict) -> tuple | None:
         o, base, _ = bases[t[0]]
         isz = g.itemsize
         if (g.base is not o or g.strides != tuple([x * isz for x in t[2]]) or _addr(g) != _addr(o) + base + t[1] * isz
-                or t[1] % t[2][0] + g.shape[1] > t[2][0]):
+                or not _in_row(t[1], t[2][0], g.shape[1])):
             raise KeyError(t)
         return t[0], t[1], t[2], g.shape, g.dtype
 
@@ -818,6 +818,12 @@ def _effects(fx: list, bases: dict) -> tuple | None:
     except (KeyError, TypeError, ValueError):
         return None
     return tuple(out)
+
+
+def _in_row(off: int, row: int, cols: int) -> bool:
+    """Whether a band of `cols` columns starting at element `off` of a row-major buffer of `row`
+    elements a row stays in one row (the walk's subview raises for a band past its row's end)."""
+    return off % row + cols <= row
 
 
 def _spec_view(bases: dict, spec: tuple, delta: int) -> np.ndarray:
@@ -846,7 +852,7 @@ def _moved_effects(fx: tuple, bases: dict, views: dict, chips: dict, cube) -> li
         k = (root, off + delta, st, shape, dt)
         got = views.get(k)
         if got is None:
-            if (off + delta) % st[0] + shape[1] > st[0] or off + delta < 0:
+            if off + delta < 0 or not _in_row(off + delta, st[0], shape[1]):
                 raise ValueError("out of its row")
             got = views[k] = (_spec_view(bases, spec, delta), (root, off + delta, st))
         return got
@@ -861,11 +867,8 @@ def _moved_effects(fx: tuple, bases: dict, views: dict, chips: dict, cube) -> li
     out = []
     for sem, c, g, sums in fx:
         gv, gt = gm(g)
-        span = cube.gm.get(gt[0])
-        if span is not None:
-            lo, hi = extent(gt, gv.shape)
-            if lo <= span[1] and span[0] <= hi:
-                raise ValueError("meets a recorded read")
+        if cube._meets_gm(gt, gv.shape):
+            raise ValueError("meets a recorded read")
         out.append((sem, chip(c), gv, [(acc, chip(cv), [_run(gm(a), gm(b)) for a, b in rs]) for acc, cv, rs in sums]))
     return out
 
