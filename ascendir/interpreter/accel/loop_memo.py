@@ -579,6 +579,14 @@ def s_behind(srel: tuple, hs: tuple, dS: list[float], units: list[int] | None, r
     return True
 
 
+def _each_pipe(S: list, npipes: int) -> list:
+    """Each pipe's S clock: the S clock of each unit of `S` repeated for its `npipes` pipes."""
+    out = []
+    for s in S:
+        out += [s] * npipes
+    return out
+
+
 def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True, units: list[int] | None = None,
               qkeys: list[int] | None = None) -> tuple[tuple, tuple, float, list[float]]:
     """The core's clocks clamped to their unit's S clock (LoopMemo doc (a), exact; `clamp`:
@@ -612,9 +620,7 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True, units: l
         rel += ["S" if x <= s else x - base for x in vals]
         return tuple(rel), (s - base,), base, [s]
     S = free[::npipes]
-    Sx = []  # each pipe's S clock
-    for s in S:
-        Sx += [s] * npipes
+    Sx = _each_pipe(S, npipes)
     if clamp:  # free[i] = s only where free[i] < s (a conditional per clock: cheaper than max)
         free[:] = [s if x < s else x for x, s in zip(free, Sx)]
         done[:] = [s if x < s else x for x, s in zip(done, Sx)]
@@ -630,9 +636,7 @@ def state_key(F, npipes: int, dst_units: list[int], clamp: bool = True, units: l
         fr = [x for u in units for x in free[u * npipes:(u + 1) * npipes]]
         dn = [x for u in units for x in done[u * npipes:(u + 1) * npipes]]
         Su = [S[u] for u in units]
-        Sx = []
-        for s in Su:
-            Sx += [s] * npipes
+        Sx = _each_pipe(Su, npipes)
     base = max(max(fr), max(dn))
     rel: list = [tuple([len(queues[k]) for k in qkeys])]
     rel += ["S" if x <= s else x - base for x, s in zip(fr, Sx)]

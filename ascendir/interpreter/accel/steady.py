@@ -571,8 +571,7 @@ class SteadyLoop:
         # offsets and sizes are the iv, checked values or invariants, which advance by the same
         # step every period here (`_periods_checked`), so per position in the period the bounds
         # hold for all m periods when they hold for the first and the last
-        inb = self.inb
-        if inb is not None and not all([inb(i, self.value_of(i)) for i in chain(range(idx, idx + P), range(idx + (m - 1) * P, idx + m * P))]):
+        if not self._in_bounds(chain(range(idx, idx + P), range(idx + (m - 1) * P, idx + m * P))):
             return self._no_jump(regime, idx + P)
         if regime is None:
             q, oshift = 0, None
@@ -635,6 +634,12 @@ class SteadyLoop:
         self.hist.clear()
         return m * P + r
 
+    def _in_bounds(self, iters) -> bool:
+        """Whether the loop-level GM subviews that move with the iv (`inb`) are in bounds in each
+        of the iterations `iters` (True when none moves)."""
+        inb = self.inb
+        return inb is None or all([inb(i, self.value_of(i)) for i in iters])
+
     def _no_jump(self, regime: list | None, boundary: int) -> int:
         """No period is skipped (returns 0): a fresh regime's samples are dropped (two new periods
         are sampled), a regime being re-entered runs the next period normally and is checked
@@ -675,7 +680,7 @@ class SteadyLoop:
             return 0
         if self._checked_to(P, idx + m * P, self.n)[0] < self.n:
             return 0
-        if self.inb is not None and not all([self.inb(i, self.value_of(i)) for i in range(idx + m * P, self.n)]):
+        if not self._in_bounds(range(idx + m * P, self.n)):
             return 0
         # accesses of the first r iterations of the previous and current sampled period
         log = F.gm_log
