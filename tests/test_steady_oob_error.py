@@ -12,7 +12,7 @@ import pytest
 from ascendir.hardware import load_target
 from ascendir.interpreter import Accel, simulate
 from ascendir.interpreter.testing import parse
-from test_xblock_oob_error import _error as _launch_error, _ir
+from test_xblock_oob_error import GM, SV, UB, _error as _launch_error, _ir
 
 HW = load_target("ascend910b2")
 
@@ -27,10 +27,6 @@ def test_out_of_bounds_in_a_skipped_iteration_still_raises(step, ub, base):
     ir = _ir(block_dim=1, step=step, ub=ub, rows=16, base=base)
     assert _error(ir, Accel()) == _error(ir, Accel.none())
 
-
-GM = "memref<4096x64xf16, #ascend<space gm>>"
-UB = "memref<16x16xf16, #ascend<space ub>>"
-SV = "memref<16x16xf16, strided<[64, 1], offset: ?>, #ascend<space gm>>"
 
 # one block, t = 0 .. 254, x rows 16·t + 32 (out of bounds at t = 254 only, the last), an odd t
 # exponentiating: period 2, so the last iteration is the one a jump's tail (`SteadyLoop._tail`,
