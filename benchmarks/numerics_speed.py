@@ -19,7 +19,7 @@ returns, and the cyclic collector, paused from the compile to then, finds next t
 it (interpreter_speed `best_of`). Goal (issue #22 part 3):
 one layer ≤ 2x its floor. The chained layers get weights of their own; their figure is per layer.
 `--split` runs the layer once more with a CPU timer (time.process_time_ns) around every op's
-numerics, every fp16 -> fp32 conversion of GM data (exec/wide.py), every L0C sum of deferred cube
+numerics, every fp16 -> fp32 conversion of GM data (exec/wide.py, exec/kblock.py), every L0C sum of deferred cube
 data (exec/deferred.py: the GEMM tiles' matmuls and super-tile products, conversions apart),
 every race-check access (check/race.py) and every launch's data walk (sim/kernel.py `_data_walk`: a numerics launch is
 timed by its kernel's timing-only twin, then its data walk computes the outputs and checks
@@ -92,7 +92,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
 
     from ascendir.dialects import ascend
     from ascendir.interpreter.check.race import RaceChecker
-    from ascendir.interpreter.exec import registry
+    from ascendir.interpreter.exec import kblock, registry
     from ascendir.interpreter.exec.deferred import CubeDeferral
     from ascendir.interpreter.exec.wide import GmShadows
     from ascendir.interpreter.sim.kernel import KernelProgram
@@ -130,9 +130,9 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
         return "numpy: vector and other ops"
 
     saved_sem = dict(registry.SEMANTICS)
-    saved = {"wide": GmShadows.wide, "widened": GmShadows.widened, "access": RaceChecker.access, "walk": KernelProgram._data_walk,
-             "sum": CubeDeferral.sum_runs, "blocks": KernelProgram._blocks}
-    conv = "fp16 -> fp32 conversions of GM data (wide.py)"
+    saved = {"wide": GmShadows.wide, "widened": GmShadows.widened, "kblock": kblock.widen_into, "access": RaceChecker.access,
+             "walk": KernelProgram._data_walk, "sum": CubeDeferral.sum_runs, "blocks": KernelProgram._blocks}
+    conv = "fp16 -> fp32 conversions of GM data (wide.py, kblock.py)"
 
     def deferred_sum(self, *a):  # its conversions are counted as conversions
         c0, t0 = spent[conv], clock()
@@ -163,6 +163,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
             registry.SEMANTICS[cls] = lambda op, fac=fac: timed(kind(op), fac(op))
         GmShadows.wide = timed(conv, saved["wide"])
         GmShadows.widened = timed(conv, saved["widened"])
+        kblock.widen_into = timed(conv, saved["kblock"])
         CubeDeferral.sum_runs = deferred_sum
         RaceChecker.access = timed("race check accesses (race.py)", saved["access"])
         KernelProgram._data_walk = data_walk
@@ -174,6 +175,7 @@ def split(module, weights: WeightStore, x: np.ndarray, hw, t_floor: float) -> No
     finally:
         registry.SEMANTICS.update(saved_sem)
         GmShadows.wide, GmShadows.widened, RaceChecker.access = saved["wide"], saved["widened"], saved["access"]
+        kblock.widen_into = saved["kblock"]
         KernelProgram._data_walk, KernelProgram._blocks = saved["walk"], saved["blocks"]
         CubeDeferral.sum_runs = saved["sum"]
     for key in spent:

@@ -11,7 +11,7 @@ import pytest
 from ascendir.errors import AscendirError
 from ascendir.hardware import load_target
 from ascendir.interpreter import Accel, simulate
-from ascendir.interpreter.exec import deferred
+from ascendir.interpreter.exec import deferred, kblock
 from ascendir.interpreter.testing import matmul_ir, parse
 from tests.blas_order import assert_same_sums
 
@@ -234,7 +234,9 @@ def test_a_tail_split_gemm_converts_its_weight_once_and_computes_little_waste(mo
     # read one super-tile of all 512 rows and 1024 columns, so B's whole-K slice is converted once
     # (256-row bands converted it twice); the K ranges, asked for by the tail rows only, read
     # super-tiles of 256 rows (512 computed every range's product for 512 rows: 2.03 times the
-    # GEMM's flops against 1.53). Bit for bit what each tile's own product gives, same report
+    # GEMM's flops against 1.53). Bit for bit what each tile's own product gives, same report.
+    # (B converted whole into the work buffer: where the BLAS's K blocks are not known, kblock.py;
+    # tests/test_kblock.py runs a tail split by K blocks)
     from lowering_harness import lower_text, rand
     from test_choose_tiling import with_tiling
     from test_lowering_matmul import matmul_text
@@ -244,6 +246,7 @@ def test_a_tail_split_gemm_converts_its_weight_once_and_computes_little_waste(mo
     m, k, n = 512, 4096, 1024
     module = lower_text(with_tiling(matmul_text((m, k), (k, n), (m, n), "f16"), "m=128,n=128,k=64,l1_depth=2,tail_split=3"))
     feeds = {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16, seed=1)}
+    monkeypatch.setattr(kblock, "_blocking", lambda: None)
     flops, widened = [], []
     once, widen = deferred.CubeDeferral._once, GmShadows.widened
     monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (flops.append(2 * a.shape[0] * a.shape[1] * b.shape[1]), once(self, a, b))[1])
@@ -264,7 +267,8 @@ def test_a_tail_split_gemms_k_pieces_read_the_weight_its_super_tile_converted(mo
     # rows of the whole-K super-tile's B slice, which the work buffer still holds (wide.py
     # `GmShadows.widened`): B's elements are converted once, besides the GEMM's first tile (a
     # column half, converted before any super-tile); twice that when each range converts its
-    # own. Bit for bit what each tile's own product gives, same report
+    # own. Bit for bit what each tile's own product gives, same report. (Where the BLAS's K
+    # blocks are known, B is converted by K blocks instead and nothing is held: kblock.py)
     from lowering_harness import lower_text, rand
     from test_choose_tiling import with_tiling
     from test_lowering_matmul import matmul_text
@@ -274,6 +278,7 @@ def test_a_tail_split_gemms_k_pieces_read_the_weight_its_super_tile_converted(mo
     m, k, n = 512, 4096, 1024
     module = lower_text(with_tiling(matmul_text((m, k), (k, n), (m, n), "f16"), "m=128,n=128,k=64,l1_depth=2,tail_split=3"))
     feeds = {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16, seed=1)}
+    monkeypatch.setattr(kblock, "_blocking", lambda: None)
     converted = []
     into = wide.widen_into
     monkeypatch.setattr(wide, "widen_into", lambda d, s: (converted.append(s.shape), into(d, s))[1])

@@ -65,6 +65,7 @@ from xdsl.ir import Operation
 
 from ascendir.dialects import ascend
 from ascendir.interpreter.check.race import extent
+from ascendir.interpreter.exec.kblock import BLOCKED_MNK
 from ascendir.interpreter.exec.pointer import byte_span, data_pointer
 from ascendir.interpreter.exec.semantics import never_read
 from ascendir.interpreter.exec.walk import _is_a, operands_of
@@ -610,16 +611,17 @@ class CubeDeferral:
         activations, re-read by every column of super-tiles) through the launch's fp32 copies
         (`_wide`: converted once, in memory the previous launch used); B (a column slice of a
         weight, read by this product alone) converted into the chip's work buffer (wide.py
-        `widened`): through the copies a lone tile's slice would convert the weight whole (it
+        `GmShadows.product`: one of sgemm's K blocks at a time where the BLAS allows, kblock.py,
+        else whole): through the copies a lone tile's slice would convert the weight whole (it
         crosses every row's chunk), and the copy of a weight is fresh memory, whose first touch
         costs more than converting (~40 ns per fp32 element on the benchmark machine, ~1.3 to
-        convert). A B inside the one the work buffer holds is read there, not converted again
-        (`GmShadows.held`: a tail split's K pieces after their whole-K super-tile; the 7B layer's
-        products convert 205 M weight elements, 228 M without)."""
+        convert). A B inside one the work buffer holds whole is read there, not converted again
+        (`GmShadows.held`: a tail split's K pieces after their whole-K super-tile, where it was
+        not converted by K blocks)."""
         sh = self.shadows
         if sh is None or b.dtype != F16:
             return self._wide(a) @ self._wide(b)
-        return self._wide(a) @ sh.widened(b, 0)
+        return sh.product(self._wide(a), b, 0)
 
     def _span(self, key: tuple, spans: tuple) -> None:
         """Record the byte intervals (A first, A last, B first, B last) a super-tile (or first
@@ -676,20 +678,16 @@ class CubeDeferral:
 # columns; ~181 against ~176 for K 4096): the layer ~0.03 s CPU less (21 runs of each alternated
 # in one process on the loaded 2-core machine: mean difference -0.033 s, 15 of 21 pairs less).
 # The layer's products: 220.3 GFLOP without the census, 208.8 with it (the down projection 58.4
-# -> 46.9 for its 46.2). Bigger bands cost memory: the down projection's B work buffer is 11008
-# x 2048 fp32 (90 MB, within wide.py's POOL_BYTES: the layer's second run takes no fresh
-# memory). Columns nobody reads (a GEMM asking for some of a band's columns only, an MoE expert's
+# -> 46.9 for its 46.2). Bigger bands cost memory: B's work buffer holds one of sgemm's K blocks,
+# 448 x 2048 fp32 (kblock.py; 2048 columns also beat 1024 and 4096 there: 348-353 ms against
+# 365-371 and 357-367 for 512 x 4096 x 12288 on the benchmark machine), or, where the BLAS's
+# blocks are not known, the down projection's whole 11008 x 2048 (90 MB, within wide.py's
+# POOL_BYTES: the layer's second run takes no fresh memory). Columns nobody reads (a GEMM asking for some of a band's columns only, an MoE expert's
 # sparse columns) grow likewise; of benchmarks/moe.py's layers (numerics, 512 tokens, hidden 4096,
 # 8 experts of 2048, top-2) the grouped experts defer no products here and the dense all-experts
 # GEMMs read every column (207.8 GFLOP with either)
 GRID_ROWS, GRID_COLS = 512, 2048
 GRID_BYTES = 256 << 20  # super-tile products kept at most (bytes of fp32) per data walk
-# tiles smaller than this (m * n * k, or m or n under 16) are computed alone: below it OpenBLAS's
-# x86-64 sgemm may take its direct or small-matrix kernels (kernel/x86_64/sgemm_direct_performant.c:
-# "if (mnk >= 28 * 512 * 512) return 0"), which order an element's K products otherwise than the
-# blocked sgemm a super-tile takes (about 1 in 3 of random small tiles differ in the last bit; of
-# 22,372 random tiles above it, m, n >= 16, none does)
-BLOCKED_MNK = 28 * 512 * 512
 
 
 def _runs(terms: list) -> list[tuple]:

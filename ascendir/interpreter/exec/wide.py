@@ -20,6 +20,7 @@ import threading
 
 import numpy as np
 
+from ascendir.interpreter.exec import kblock
 from ascendir.interpreter.exec.ort_cast import widen_into
 from ascendir.interpreter.exec.pointer import byte_span, data_pointer
 
@@ -166,6 +167,32 @@ class GmShadows:
             got = self.copies[id(o)] = [o, _take(o.size), bytearray(n), data_pointer(o), n]
         return got
 
+    def product(self, a: np.ndarray, b: np.ndarray, slot: int) -> np.ndarray:
+        """a @ b in float32 (a: m x k float32; b: k x n fp16, 2-D, a weight's slice read once):
+        from work buffer `slot`'s conversion of a view b is inside (`widened`), else one K block
+        of b at a time into that buffer where the BLAS allows (kblock.py: each block still in
+        cache when sgemm packs it), else b converted whole into it (`widened`). Bit for bit
+        a @ b.astype(float32) by numpy in each case (kblock.py's module doc)."""
+        h = self.held.get(slot)
+        parts = None
+        if h is None or _inside(h, b) is None:
+            parts = kblock.blocks(a, b)
+        if parts is None:
+            return a @ self.widened(b, slot)
+        self.held.pop(slot, None)
+        return kblock.product(a, b, parts, self._buffer(slot, max(parts) * b.shape[1]))
+
+    def _buffer(self, slot: int, n: int) -> np.ndarray:
+        """Work buffer `slot` of this launch (from the pool), of at least `n` elements."""
+        while len(self.work) <= slot:
+            self.work.append(None)
+        buf = self.work[slot]
+        if buf is None or buf.size < n:
+            if buf is not None:
+                _give(buf)
+            buf = self.work[slot] = _take(n)
+        return buf
+
     def widened(self, view: np.ndarray, slot: int) -> np.ndarray:
         """`view` (fp16, 2-D, unit stride along rows) as a float32 array (row-major, unit stride
         along rows) in work buffer `slot` of this launch, valid until the next call for that slot
@@ -182,14 +209,7 @@ class GmShadows:
             got = _inside(h, view)
             if got is not None:
                 return got
-        while len(self.work) <= slot:
-            self.work.append(None)
-        buf = self.work[slot]
-        if buf is None or buf.size < view.size:
-            if buf is not None:
-                _give(buf)
-            buf = self.work[slot] = _take(view.size)
-        out = buf[: view.size].reshape(view.shape)
+        out = self._buffer(slot, view.size)[: view.size].reshape(view.shape)
         widen_into(out, view)
         if view.ndim == 2 and view.base is not None and view.strides[1] == view.itemsize and view.strides[0] > 0:
             at = data_pointer(view)

@@ -1,0 +1,153 @@
+"""fp32 products a @ b of an fp16 b converted one K block at a time (numerics runs), bit for bit
+the product numpy's single sgemm call gives.
+
+Why: a deferred GEMM's super-tile (exec/deferred.py `_product`) multiplies fp32 activations by a
+weight's column slice, k x 2048 fp16, which numerics converts to float32 first (wide.py). Converted
+whole, the slice (32 MB for k = 4096, 90 MB for the 7B down projection's k = 11008) is written out
+to memory and read back by sgemm's packing; converted one of sgemm's own K blocks at a time into
+one small buffer, each block is still in cache when sgemm packs it and nothing is written back.
+Measured on the benchmark machine (2-core Sapphire Rapids, OpenBLAS 0.3.31 SkylakeX, one thread),
+conversion plus product of a 512 x 4096 x 12288 GEMM by 2048-column slices: 379-390 ms whole,
+359-367 ms by K blocks; 512 x 11008 x 4096: 329-355 against 319-333 (4 alternated rounds each).
+
+Exact: OpenBLAS's level-3 driver (driver/level3/level3.c, its `ls` loop) runs a product as K blocks
+of GEMM_Q elements (the last two blocks of less than 2 GEMM_Q split in halves rounded up to
+GEMM_UNROLL_M), scaling C by beta before the first and adding each block's product to C in order.
+One sgemm call per such block, the first with beta = 0 and the others with beta = 1, makes the same
+additions in the same order: the same float32 result, bit for bit. GEMM_Q and GEMM_UNROLL_M are
+compiled into the library per CPU core and not exported, so `blocks` takes them from a probe at
+first use in the process: a single call against blocked calls on random operands for candidate
+pairs (the SkylakeX sgemm's is the first tried). Where none matches (another BLAS, several BLAS
+threads, whose driver splits K otherwise), or numpy's OpenBLAS does not export cblas_sgemm (found
+by its ILP64 names in the libraries numpy's wheel carries), products are single calls, as before.
+Blocks below BLOCKED_MNK are single calls too: there OpenBLAS may take kernels that order K
+otherwise.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import os
+import threading
+
+import numpy as np
+
+from ascendir.interpreter.exec.ort_cast import widen_into
+
+F32 = np.dtype(np.float32)
+# tiles smaller than this (m * n * k, or m or n under 16) are computed alone: below it OpenBLAS's
+# x86-64 sgemm may take its direct or small-matrix kernels (kernel/x86_64/sgemm_direct_performant.c:
+# "if (mnk >= 28 * 512 * 512) return 0"), which order an element's K products otherwise than the
+# blocked sgemm a super-tile takes (about 1 in 3 of random small tiles differ in the last bit; of
+# 22,372 random tiles above it, m, n >= 16, none does)
+BLOCKED_MNK = 28 * 512 * 512
+# (GEMM_Q, GEMM_UNROLL_M) pairs the probe tries, in order: OpenBLAS's param.h values for SkylakeX
+# sgemm first (found by this probe on the benchmark machine), then other cores' plausible ones
+_CANDIDATES = tuple((q, u) for q in (448, 384, 512, 320, 256, 640, 768) for u in (16, 8, 32, 4))
+_ROW_MAJOR, _NO_TRANS = 101, 111
+_lock = threading.Lock()
+
+
+def _parts(k: int, q: int, u: int) -> list[int]:
+    """The K block sizes, in order, of level3.c's `ls` loop over `k` with GEMM_Q `q` and
+    GEMM_UNROLL_M `u`."""
+    out, ls = [], 0
+    while ls < k:
+        n = k - ls
+        if n >= 2 * q:
+            n = q
+        elif n > q:
+            n = (n // 2 + u - 1) // u * u
+        out.append(n)
+        ls += n
+    return out
+
+
+@functools.cache
+def _sgemm():
+    """cblas_sgemm of the OpenBLAS numpy links (ILP64: 64-bit integer arguments), or None."""
+    root = os.path.dirname(np.__file__)
+    for path in sorted(glob.glob(os.path.join(root, os.pardir, "numpy.libs", "libscipy_openblas64_*"))
+                       + glob.glob(os.path.join(root, ".dylibs", "libscipy_openblas64_*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_"):
+            f = getattr(lib, name, None)
+            if f is not None:
+                i, p = ctypes.c_int64, ctypes.c_void_p
+                f.argtypes = [i, i, i, i, i, i, ctypes.c_float, p, i, p, i, ctypes.c_float, p, i]
+                f.restype = None
+                return f
+    return None
+
+
+def _call(f, a: np.ndarray, k0: int, w: np.ndarray, beta: float, c: np.ndarray) -> None:
+    """c = a[:, k0: k0 + len(w)] @ w + beta * c (float32, rows of unit stride)."""
+    m, kc, n = a.shape[0], w.shape[0], w.shape[1]
+    f(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, n, kc, 1.0, a.ctypes.data + 4 * k0, a.strides[0] // 4,
+      w.ctypes.data, w.strides[0] // 4, beta, c.ctypes.data, c.strides[0] // 4)
+
+
+@functools.cache
+def _blocking() -> tuple[int, int] | None:
+    """(GEMM_Q, GEMM_UNROLL_M) of the sgemm numpy calls, probed (module doc), or None."""
+    f = _sgemm()
+    if f is None:
+        return None
+    rng = np.random.default_rng(0)
+    m, n = 128, 256
+    for q in dict.fromkeys(q for q, _ in _CANDIDATES):
+        k = 3 * q + q // 2 + 5  # (two whole blocks, then the halves rule)
+        a = rng.random((m, k), F32) - 0.5
+        b = rng.random((k, n), F32) - 0.5
+        want = a @ b
+        for parts in dict.fromkeys(tuple(_parts(k, q, u)) for qq, u in _CANDIDATES if qq == q):
+            if m * n * min(parts) < BLOCKED_MNK:
+                continue
+            c = np.empty((m, n), F32)
+            k0 = 0
+            for kc in parts:
+                _call(f, a, k0, b[k0: k0 + kc], 0.0 if k0 == 0 else 1.0, c)
+                k0 += kc
+            if np.array_equal(c, want):
+                return q, next(u for qq, u in _CANDIDATES if qq == q and tuple(_parts(k, q, u)) == parts)
+    return None
+
+
+def blocks(a: np.ndarray, b: np.ndarray) -> list[int] | None:
+    """The K blocks (sizes, in order) in which `product` computes a @ b, or None when it is one
+    call: no probed blocking (module doc), a single block, a block under BLOCKED_MNK, m or n
+    under 16, or `a` not float32 with rows of unit stride. a: (m, k) float32; b: (k, n)."""
+    m, k = a.shape
+    n = b.shape[1]
+    if m < 16 or n < 16 or a.dtype != F32 or a.strides[1] != 4 or a.strides[0] % 4:
+        return None
+    with _lock:
+        got = _blocking()
+    if got is None:
+        return None
+    parts = _parts(k, *got)
+    if len(parts) < 2 or m * n * min(parts) < BLOCKED_MNK:
+        return None
+    return parts
+
+
+def product(a: np.ndarray, b: np.ndarray, parts: list[int], buf: np.ndarray) -> np.ndarray:
+    """a @ b as float32, b converted block by block into `buf`: a (m, k) float32 with rows of unit
+    stride, b (k, n) fp16 (any strides), `parts` from `blocks(a, b)`, `buf` a flat float32 buffer of
+    at least max(parts) * n elements. Returns a new (m, n) float32 array, bit for bit a @ b.astype
+    (float32) by numpy."""
+    f = _sgemm()
+    n = b.shape[1]
+    c = np.empty((a.shape[0], n), F32)
+    k0 = 0
+    for kc in parts:
+        w = buf[: kc * n].reshape(kc, n)
+        widen_into(w, b[k0: k0 + kc])
+        _call(f, a, k0, w, 0.0 if k0 == 0 else 1.0, c)
+        k0 += kc
+    return c
