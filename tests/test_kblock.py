@@ -6,6 +6,8 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -37,6 +39,7 @@ def test_parts_are_the_level3_drivers_k_blocks():
     assert kblock._parts(1000, 448, 16) == [448, 288, 264]
     assert kblock._parts(448, 448, 16) == [448]
     assert kblock._parts(900, 448, 8) == [448, 232, 220]
+    assert kblock._parts(1573, 448, None) == [448, 448, 339, 338]  # level3_thread.c: halves rounded up
 
 
 def test_skylakex_blocking_found():
@@ -45,6 +48,25 @@ def test_skylakex_blocking_found():
     if "SkylakeX" not in _core() or os.environ.get("OPENBLAS_NUM_THREADS") != "1":
         pytest.skip("not numpy's single-thread SkylakeX OpenBLAS")
     assert kblock._blocking() == (448, 16)
+
+
+def test_threaded_blas_blocking():
+    # with several BLAS threads OpenBLAS runs its threaded driver, which halves K otherwise: the
+    # probe, in a process of its own, finds that blocking, and products stay bit for bit numpy's
+    script = (
+        "import numpy as np\n"
+        "from ascendir.interpreter.exec import kblock\n"
+        "from ascendir.interpreter.exec.wide import GmShadows\n"
+        "rng = np.random.default_rng(0)\n"
+        "a = rng.standard_normal((512, 4096)).astype(np.float32)\n"
+        "b = rng.standard_normal((4096, 3000)).astype(np.float16)[:, 500:2548]\n"
+        "got = GmShadows().product(a, b, 0)\n"
+        "print(kblock._blocking(), np.array_equal(got, a @ b.astype(np.float32)))\n")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert out[-1] == "True"
+    if "SkylakeX" in _core():
+        assert out[:2] == ["(448,", "None)"]
 
 
 @pytest.mark.parametrize("m, k, n, cols, blocked", [

@@ -12,16 +12,18 @@ conversion plus product of a 512 x 4096 x 12288 GEMM by 2048-column slices: 379-
 
 Exact: OpenBLAS's level-3 driver (driver/level3/level3.c, its `ls` loop) runs a product as K blocks
 of GEMM_Q elements (the last two blocks of less than 2 GEMM_Q split in halves rounded up to
-GEMM_UNROLL_M), scaling C by beta before the first and adding each block's product to C in order.
+GEMM_UNROLL_M; its threaded driver, level3_thread.c, splits them in halves rounded up to an
+element), scaling C by beta before the first and adding each block's product to C in order.
 One sgemm call per such block, the first with beta = 0 and the others with beta = 1, makes the same
 additions in the same order: the same float32 result, bit for bit. GEMM_Q and GEMM_UNROLL_M are
 compiled into the library per CPU core and not exported, so `blocks` takes them from a probe at
 first use in the process: a single call against blocked calls on random operands for candidate
-pairs (the SkylakeX sgemm's is the first tried). Where none matches (another BLAS, several BLAS
-threads, whose driver splits K otherwise), or numpy's OpenBLAS does not export cblas_sgemm (found
-by its ILP64 names in the libraries numpy's wheel carries), products are single calls, as before.
-Blocks below BLOCKED_MNK are single calls too: there OpenBLAS may take kernels that order K
-otherwise.
+pairs (the SkylakeX sgemm's first: (448, 16) with one BLAS thread, (448, threaded) with more).
+Where none matches (another BLAS), or numpy's OpenBLAS does not export cblas_sgemm (found by its
+ILP64 names in the libraries numpy's wheel carries), products are single calls, as before. Blocks
+below BLOCKED_MNK are single calls too: there OpenBLAS may take kernels that order K otherwise (and
+runs one thread where several are allowed: the probe's product and every blocked one are above it,
+so both take the driver the probe found).
 """
 
 from __future__ import annotations
@@ -43,23 +45,24 @@ F32 = np.dtype(np.float32)
 # blocked sgemm a super-tile takes (about 1 in 3 of random small tiles differ in the last bit; of
 # 22,372 random tiles above it, m, n >= 16, none does)
 BLOCKED_MNK = 28 * 512 * 512
-# (GEMM_Q, GEMM_UNROLL_M) pairs the probe tries, in order: OpenBLAS's param.h values for SkylakeX
-# sgemm first (found by this probe on the benchmark machine), then other cores' plausible ones
-_CANDIDATES = tuple((q, u) for q in (448, 384, 512, 320, 256, 640, 768) for u in (16, 8, 32, 4))
+# (GEMM_Q, GEMM_UNROLL_M) pairs the probe tries, in order: SkylakeX sgemm's first (found by this
+# probe on the benchmark machine), then other cores' plausible ones; GEMM_UNROLL_M None stands for
+# the threaded driver's halves (`_parts`)
+_CANDIDATES = tuple((q, u) for q in (448, 384, 512, 320, 256, 640, 768) for u in (16, None, 8, 32, 4))
 _ROW_MAJOR, _NO_TRANS = 101, 111
 _lock = threading.Lock()
 
 
-def _parts(k: int, q: int, u: int) -> list[int]:
+def _parts(k: int, q: int, u: int | None) -> list[int]:
     """The K block sizes, in order, of level3.c's `ls` loop over `k` with GEMM_Q `q` and
-    GEMM_UNROLL_M `u`."""
+    GEMM_UNROLL_M `u`, or of level3_thread.c's (`u` None)."""
     out, ls = [], 0
     while ls < k:
         n = k - ls
         if n >= 2 * q:
             n = q
         elif n > q:
-            n = (n // 2 + u - 1) // u * u
+            n = (n + 1) // 2 if u is None else (n // 2 + u - 1) // u * u
         out.append(n)
         ls += n
     return out
@@ -93,8 +96,9 @@ def _call(f, a: np.ndarray, k0: int, w: np.ndarray, beta: float, c: np.ndarray) 
 
 
 @functools.cache
-def _blocking() -> tuple[int, int] | None:
-    """(GEMM_Q, GEMM_UNROLL_M) of the sgemm numpy calls, probed (module doc), or None."""
+def _blocking() -> tuple[int, int | None] | None:
+    """(GEMM_Q, GEMM_UNROLL_M or None: threaded) of the sgemm numpy calls, probed (module doc),
+    or None."""
     f = _sgemm()
     if f is None:
         return None
