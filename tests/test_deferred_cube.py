@@ -246,7 +246,7 @@ def test_a_tail_split_gemm_converts_its_weight_once_and_computes_little_waste(mo
     m, k, n = 512, 4096, 1024
     module = lower_text(with_tiling(matmul_text((m, k), (k, n), (m, n), "f16"), "m=128,n=128,k=64,l1_depth=2,tail_split=3"))
     feeds = {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16, seed=1)}
-    monkeypatch.setattr(kblock, "_blocking", lambda: None)
+    monkeypatch.setattr(kblock, "_lib", lambda: None)
     flops, widened = [], []
     once, widen = deferred.CubeDeferral._once, GmShadows.widened
     monkeypatch.setattr(deferred.CubeDeferral, "_once", lambda self, a, b: (flops.append(2 * a.shape[0] * a.shape[1] * b.shape[1]), once(self, a, b))[1])
@@ -278,7 +278,7 @@ def test_a_tail_split_gemms_k_pieces_read_the_weight_its_super_tile_converted(mo
     m, k, n = 512, 4096, 1024
     module = lower_text(with_tiling(matmul_text((m, k), (k, n), (m, n), "f16"), "m=128,n=128,k=64,l1_depth=2,tail_split=3"))
     feeds = {"a": rand((m, k), np.float16), "b": rand((k, n), np.float16, seed=1)}
-    monkeypatch.setattr(kblock, "_blocking", lambda: None)
+    monkeypatch.setattr(kblock, "_lib", lambda: None)
     converted = []
     into = wide.widen_into
     monkeypatch.setattr(wide, "widen_into", lambda d, s: (converted.append(s.shape), into(d, s))[1])

@@ -47,7 +47,7 @@ def test_skylakex_blocking_found():
     # elsewhere the probe may find another pair or none (then products are single calls)
     if "SkylakeX" not in _core() or os.environ.get("OPENBLAS_NUM_THREADS") != "1":
         pytest.skip("not numpy's single-thread SkylakeX OpenBLAS")
-    assert kblock._blocking() == (448, 16)
+    assert kblock._blocking(1) == (448, 16)
 
 
 def test_threaded_blas_blocking():
@@ -61,7 +61,7 @@ def test_threaded_blas_blocking():
         "a = rng.standard_normal((512, 4096)).astype(np.float32)\n"
         "b = rng.standard_normal((4096, 3000)).astype(np.float16)[:, 500:2548]\n"
         "got = GmShadows().product(a, b, 0)\n"
-        "print(kblock._blocking(), np.array_equal(got, a @ b.astype(np.float32)))\n")
+        "print(kblock._blocking(2), np.array_equal(got, a @ b.astype(np.float32)))\n")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="2")
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout.split()
     assert out[-1] == "True"
@@ -82,7 +82,7 @@ def test_product_bit_for_bit_numpy(m, k, n, cols, blocked):
     b = w[:, cols[0]: cols[1]]
     want = a @ b.astype(np.float32)
     parts = kblock.blocks(a, b)
-    assert (parts is not None) == (blocked and kblock._blocking() is not None)
+    assert (parts is not None) == (blocked and kblock._checked(1, k) is not None)
     sh = GmShadows()
     got = sh.product(a, b, 0)
     sh.clear()
@@ -91,15 +91,15 @@ def test_product_bit_for_bit_numpy(m, k, n, cols, blocked):
 
 def test_other_blockings_differ():
     # the equality above is not vacuous: blocks split otherwise than the BLAS's own give other sums
-    got = kblock._blocking()
-    if got is None:
+    got, parts = kblock._blocking(1), kblock._checked(1, 4096)
+    if parts is None:
         pytest.skip("no blocking found for this BLAS")
     rng = np.random.default_rng(1)
     a = rng.standard_normal((256, 4096)).astype(np.float32)
     b = rng.standard_normal((4096, 512)).astype(np.float16)
     want = a @ b.astype(np.float32)
     buf = np.empty(1024 * 512, np.float32)
-    assert np.array_equal(kblock.product(a, b, kblock._parts(4096, *got), buf), want)
+    assert np.array_equal(kblock.product(a, b, parts, buf), want)
     assert not np.array_equal(kblock.product(a, b, kblock._parts(4096, got[0] - 64, got[1]), buf), want)
 
 
@@ -115,9 +115,40 @@ def test_deferred_gemm_bit_for_bit_with_single_calls(monkeypatch, m, k, n, tilin
     orig = kblock.product
     monkeypatch.setattr(kblock, "product", lambda *a: calls.append(a[2]) or orig(*a))
     new = simulate(module, None, feeds, HW)
-    assert kblock._blocking() is None or calls
-    monkeypatch.setattr(kblock, "_blocking", lambda: None)
+    assert kblock._checked(1, k) is None or calls
+    monkeypatch.setattr(kblock, "_lib", lambda: None)
     plain = simulate(module, None, feeds, HW)
     assert new.report == plain.report
     (name,) = new.outputs
     assert np.array_equal(new.outputs[name], plain.outputs[name])
+
+
+def test_overlapping_rows_are_one_call():
+    # A's rows less than K apart (a sliding window over GM, as a 1-D convolution reads it): the
+    # BLAS takes no such leading dimension (numpy copies the view first): one call, numpy's product
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal(600 * 128 + 1024).astype(np.float32)
+    a = np.lib.stride_tricks.as_strided(base, (512, 1024), (128 * 4, 4))
+    b = rng.standard_normal((1024, 512)).astype(np.float16)
+    assert kblock.blocks(a, b) is None
+    sh = GmShadows()
+    assert np.array_equal(sh.product(a, b, 0), a @ b.astype(np.float32))
+    sh.clear()
+
+
+def test_each_k_is_checked_before_its_blocks_are_used(monkeypatch):
+    # a probe can match by accident (module doc): a K whose blocks do not give the single call's
+    # sums is computed in one call
+    kblock._checked.cache_clear()
+    try:
+        monkeypatch.setattr(kblock, "_blocking", lambda threads: (384, 16))
+        assert kblock._checked(1, 4096) is None
+        rng = np.random.default_rng(6)
+        a = rng.standard_normal((512, 4096)).astype(np.float32)
+        b = rng.standard_normal((4096, 2048)).astype(np.float16)
+        assert kblock.blocks(a, b) is None
+        sh = GmShadows()
+        assert np.array_equal(sh.product(a, b, 0), a @ b.astype(np.float32))
+        sh.clear()
+    finally:
+        kblock._checked.cache_clear()

@@ -17,10 +17,13 @@ element), scaling C by beta before the first and adding each block's product to 
 One sgemm call per such block, the first with beta = 0 and the others with beta = 1, makes the same
 additions in the same order: the same float32 result, bit for bit. GEMM_Q and GEMM_UNROLL_M are
 compiled into the library per CPU core and not exported, so `blocks` takes them from a probe at
-first use in the process: a single call against blocked calls on random operands for candidate
-pairs (the SkylakeX sgemm's first: (448, 16) with one BLAS thread, (448, threaded) with more).
-Where none matches (another BLAS), or numpy's OpenBLAS does not export cblas_sgemm (found by its
-ILP64 names in the libraries numpy's wheel carries), products are single calls, as before. Blocks
+first use in the process, per BLAS thread count: a single call against blocked calls on random
+operands for candidate pairs (the SkylakeX sgemm's first: (448, 16) with one BLAS thread, (448,
+threaded) with more). A kernel may match the probe's K by accident (OpenBLAS's Katmai kernels,
+which it runs on Core2-era CPUs, give the single call's bits for any cut at a multiple of 128), so
+each K's blocks are checked once the same way before they are used. Where none matches (another
+BLAS), a K's check fails, or numpy's OpenBLAS does not export cblas_sgemm (found by its ILP64 names
+in the libraries numpy's wheel carries), products are single calls, as before. Blocks
 below BLOCKED_MNK are single calls too: there OpenBLAS may take kernels that order K otherwise (and
 runs one thread where several are allowed: the probe's product and every blocked one are above it,
 so both take the driver the probe found).
@@ -69,8 +72,9 @@ def _parts(k: int, q: int, u: int | None) -> list[int]:
 
 
 @functools.cache
-def _sgemm():
-    """cblas_sgemm of the OpenBLAS numpy links (ILP64: 64-bit integer arguments), or None."""
+def _lib() -> tuple | None:
+    """(cblas_sgemm, openblas_get_num_threads or None) of the OpenBLAS numpy links (ILP64: 64-bit
+    integer arguments), or None."""
     root = os.path.dirname(np.__file__)
     for path in sorted(glob.glob(os.path.join(root, os.pardir, "numpy.libs", "libscipy_openblas64_*"))
                        + glob.glob(os.path.join(root, ".dylibs", "libscipy_openblas64_*"))):
@@ -78,13 +82,16 @@ def _sgemm():
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_"):
-            f = getattr(lib, name, None)
+        for prefix in ("scipy_", ""):
+            f = getattr(lib, prefix + "cblas_sgemm64_", None)
             if f is not None:
                 i, p = ctypes.c_int64, ctypes.c_void_p
                 f.argtypes = [i, i, i, i, i, i, ctypes.c_float, p, i, p, i, ctypes.c_float, p, i]
                 f.restype = None
-                return f
+                threads = getattr(lib, prefix + "openblas_get_num_threads64_", None)
+                if threads is not None:
+                    threads.argtypes, threads.restype = [], ctypes.c_int
+                return f, threads
     return None
 
 
@@ -95,57 +102,70 @@ def _call(f, a: np.ndarray, k0: int, w: np.ndarray, beta: float, c: np.ndarray) 
       w.ctypes.data, w.strides[0] // 4, beta, c.ctypes.data, c.strides[0] // 4)
 
 
+def _same(f, k: int, parts: list[int]) -> bool:
+    """Whether blocks `parts` of K = k give numpy's single call's product of random operands, bit
+    for bit (128 rows; enough columns that every block is above BLOCKED_MNK)."""
+    rng = np.random.default_rng(k)
+    m = 128
+    n = max(256, -(-BLOCKED_MNK // (m * min(parts)) // 16) * 16)
+    a = rng.random((m, k), F32) - 0.5
+    b = rng.random((k, n), F32) - 0.5
+    c = np.empty((m, n), F32)
+    k0 = 0
+    for kc in parts:
+        _call(f, a, k0, b[k0: k0 + kc], 0.0 if k0 == 0 else 1.0, c)
+        k0 += kc
+    return np.array_equal(c, a @ b)
+
+
 @functools.cache
-def _blocking() -> tuple[int, int | None] | None:
-    """(GEMM_Q, GEMM_UNROLL_M or None: threaded) of the sgemm numpy calls, probed (module doc),
-    or None."""
-    f = _sgemm()
-    if f is None:
-        return None
-    rng = np.random.default_rng(0)
-    m, n = 128, 256
+def _blocking(threads: int) -> tuple[int, int | None] | None:
+    """(GEMM_Q, GEMM_UNROLL_M or None: threaded) of the sgemm numpy calls with `threads` BLAS
+    threads, probed (module doc), or None."""
+    f = _lib()[0]
     for q in dict.fromkeys(q for q, _ in _CANDIDATES):
         k = 3 * q + q // 2 + 5  # (two whole blocks, then the halves rule)
-        a = rng.random((m, k), F32) - 0.5
-        b = rng.random((k, n), F32) - 0.5
-        want = a @ b
-        for parts in dict.fromkeys(tuple(_parts(k, q, u)) for qq, u in _CANDIDATES if qq == q):
-            if m * n * min(parts) < BLOCKED_MNK:
-                continue
-            c = np.empty((m, n), F32)
-            k0 = 0
-            for kc in parts:
-                _call(f, a, k0, b[k0: k0 + kc], 0.0 if k0 == 0 else 1.0, c)
-                k0 += kc
-            if np.array_equal(c, want):
-                return q, next(u for qq, u in _CANDIDATES if qq == q and tuple(_parts(k, q, u)) == parts)
+        for u in dict.fromkeys(u for qq, u in _CANDIDATES if qq == q):
+            if _same(f, k, _parts(k, q, u)):
+                return q, u
     return None
 
 
-def blocks(a: np.ndarray, b: np.ndarray) -> list[int] | None:
+@functools.cache
+def _checked(threads: int, k: int) -> tuple[int, ...] | None:
+    """The K blocks of `_blocking(threads)` for K = k once checked against a single call (module
+    doc), or None: no blocking, a single block, or the check failed."""
+    got = _blocking(threads)
+    parts = None if got is None else _parts(k, *got)
+    return tuple(parts) if parts and len(parts) > 1 and _same(_lib()[0], k, parts) else None
+
+
+def blocks(a: np.ndarray, b: np.ndarray) -> tuple[int, ...] | None:
     """The K blocks (sizes, in order) in which `product` computes a @ b, or None when it is one
-    call: no probed blocking (module doc), a single block, a block under BLOCKED_MNK, m or n
-    under 16, or `a` not float32 with rows of unit stride. a: (m, k) float32; b: (k, n)."""
+    call: no blocking for this K (module doc), a single block, a block under BLOCKED_MNK, m or n
+    under 16, or `a` not float32 with rows of unit stride at least K elements apart (a view whose
+    rows overlap, a sliding window: numpy copies it before calling the BLAS, which takes no
+    such leading dimension). a: (m, k) float32; b: (k, n)."""
     m, k = a.shape
     n = b.shape[1]
-    if m < 16 or n < 16 or a.dtype != F32 or a.strides[1] != 4 or a.strides[0] % 4:
+    if m < 16 or n < 16 or a.dtype != F32 or a.strides[1] != 4 or a.strides[0] % 4 or a.strides[0] < 4 * k:
+        return None
+    lib = _lib()
+    if lib is None:
         return None
     with _lock:
-        got = _blocking()
-    if got is None:
-        return None
-    parts = _parts(k, *got)
-    if len(parts) < 2 or m * n * min(parts) < BLOCKED_MNK:
+        parts = _checked(lib[1]() if lib[1] is not None else 0, k)
+    if parts is None or m * n * min(parts) < BLOCKED_MNK:
         return None
     return parts
 
 
-def product(a: np.ndarray, b: np.ndarray, parts: list[int], buf: np.ndarray) -> np.ndarray:
+def product(a: np.ndarray, b: np.ndarray, parts: tuple[int, ...], buf: np.ndarray) -> np.ndarray:
     """a @ b as float32, b converted block by block into `buf`: a (m, k) float32 with rows of unit
     stride, b (k, n) fp16 (any strides), `parts` from `blocks(a, b)`, `buf` a flat float32 buffer of
     at least max(parts) * n elements. Returns a new (m, n) float32 array, bit for bit a @ b.astype
     (float32) by numpy."""
-    f = _sgemm()
+    f = _lib()[0]
     n = b.shape[1]
     c = np.empty((a.shape[0], n), F32)
     k0 = 0
