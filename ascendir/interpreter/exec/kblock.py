@@ -20,8 +20,9 @@ compiled into the library per CPU core and not exported, so `blocks` takes them 
 first use in the process, per BLAS thread count: a single call against blocked calls on random
 operands for candidate pairs (the SkylakeX sgemm's first: (448, 16) with one BLAS thread, (448,
 threaded) with more). A kernel may match the probe's K by accident (OpenBLAS's Katmai kernels,
-which it runs on Core2-era CPUs, give the single call's bits for any cut at a multiple of 128), so
-each K's blocks are checked once the same way before they are used. Where none matches (another
+which it runs on Core2-era CPUs, give the single call's bits for any cut at a multiple of 128: there
+the probe takes (640, 32), not that kernel's own blocks), so each K's blocks are checked once the
+same way before they are used, and only blocks that gave the single call's sums are. Where none matches (another
 BLAS), a K's check fails, or numpy's OpenBLAS does not export cblas_sgemm (found by its ILP64 names
 in the libraries numpy's wheel carries), products are single calls, as before. Blocks
 below BLOCKED_MNK are single calls too: there OpenBLAS may take kernels that order K otherwise (and
