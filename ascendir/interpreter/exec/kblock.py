@@ -151,6 +151,8 @@ def blocks(a: np.ndarray, b: np.ndarray) -> tuple[int, ...] | None:
     n = b.shape[1]
     if m < 16 or n < 16 or a.dtype != F32 or a.strides[1] != 4 or a.strides[0] % 4 or a.strides[0] < 4 * k:
         return None
+    if m * n * (k // 2) < BLOCKED_MNK:  # (two blocks or more have one of K / 2 or less: no probe)
+        return None
     lib = _lib()
     if lib is None:
         return None
