@@ -22,12 +22,12 @@ operands for candidate pairs (the SkylakeX sgemm's first: (448, 16) with one BLA
 threaded) with more). A kernel may match the probe's K by accident (OpenBLAS's Katmai kernels,
 which it runs on Core2-era CPUs, give the single call's bits for any cut at a multiple of 128: there
 the probe takes (640, 32), not that kernel's own blocks), so each K's blocks are checked once the
-same way before they are used, and only blocks that gave the single call's sums are. Where none matches (another
-BLAS), a K's check fails, or numpy's OpenBLAS does not export cblas_sgemm (found by its ILP64 names
-in the libraries numpy's wheel carries), products are single calls, as before. Blocks
-below BLOCKED_MNK are single calls too: there OpenBLAS may take kernels that order K otherwise (and
-runs one thread where several are allowed: the probe's product and every blocked one are above it,
-so both take the driver the probe found).
+same way before they are used, and only blocks that gave the single call's sums are. Where no pair
+matches (another BLAS), a K's check fails, or numpy's OpenBLAS does not export cblas_sgemm (found
+by its ILP64 names in the libraries numpy's wheel carries), products are single calls, as before.
+Blocks below BLOCKED_MNK are single calls too: there OpenBLAS may take kernels that order K
+otherwise (and runs one thread where several are allowed: the probe's product and every blocked
+one are above it, so both take the driver the probe found).
 """
 
 from __future__ import annotations
