@@ -682,8 +682,8 @@ class CubeDeferral:
 # 448 x 2048 fp32 (kblock.py; 2048 columns also beat 1024 and 4096 there: 348-353 ms against
 # 365-371 and 357-367 for 512 x 4096 x 12288 on the benchmark machine), or, where the BLAS's
 # blocks are not known, the down projection's whole 11008 x 2048 (90 MB, within wide.py's
-# POOL_BYTES: the layer's second run takes no fresh memory). Columns nobody reads (a GEMM asking for some of a band's columns only, an MoE expert's
-# sparse columns) grow likewise; of benchmarks/moe.py's layers (numerics, 512 tokens, hidden 4096,
+# POOL_BYTES: the layer's second run takes no fresh memory). Columns nobody reads (a GEMM asking
+# for some of a band's columns only, an MoE expert's sparse columns) grow likewise; of benchmarks/moe.py's layers (numerics, 512 tokens, hidden 4096,
 # 8 experts of 2048, top-2) the grouped experts defer no products here and the dense all-experts
 # GEMMs read every column (207.8 GFLOP with either)
 GRID_ROWS, GRID_COLS = 512, 2048

@@ -174,9 +174,10 @@ class GmShadows:
         cache when sgemm packs it), else b converted whole into it (`widened`). Bit for bit
         a @ b.astype(float32) by numpy in each case (kblock.py's module doc)."""
         h = self.held.get(slot)
-        parts = None
-        if h is None or _inside(h, b) is None:
-            parts = kblock.blocks(a, b)
+        got = None if h is None else _inside(h, b)
+        if got is not None:
+            return a @ got
+        parts = kblock.blocks(a, b)
         if parts is None:
             return a @ self.widened(b, slot)
         self.held.pop(slot, None)
