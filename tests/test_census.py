@@ -52,13 +52,13 @@ def test_a_tail_split_gemm_computes_the_products_its_tiles_ask_for(monkeypatch):
     old = simulate(module, None, feeds, HW)
     assert new.report == old.report
     (name,) = new.outputs
-    np.testing.assert_array_equal(new.outputs[name], old.outputs[name])
     assert_same_sums(new.outputs[name], old.outputs[name], feeds["a"], feeds["b"])
 
 
 @pytest.mark.parametrize("wrong", ["top", "below", "one"])
 def test_a_wrong_census_still_gives_the_tiles_bits(monkeypatch, wrong):
     # rows left out that tiles ask for are computed alone: the same sums whatever the census says
+    # (bit for bit where the BLAS orders K independently of the shape: tests/blas_order.py)
     module, feeds = _tail_split()
 
     def rows(self, oa, ob, sa, sb, kc, k, kb, r0, r1, c0, c1):
@@ -71,7 +71,7 @@ def test_a_wrong_census_still_gives_the_tiles_bits(monkeypatch, wrong):
     old = simulate(module, None, feeds, HW)
     assert new.report == old.report
     (name,) = new.outputs
-    np.testing.assert_array_equal(new.outputs[name], old.outputs[name])
+    assert_same_sums(new.outputs[name], old.outputs[name], feeds["a"], feeds["b"])
 
 
 def _census(reads: list, owners: dict) -> census.Census:
