@@ -82,3 +82,54 @@ def test_v14_weights_are_model_weights_streamed_at_the_hbm_floor():
     for vid, (m, n, k) in (("V14a", (16, 17408, 5120)), ("V14c", (16, 5120, 17408))):
         floor = 2 * (m * k + k * n + m * n) / hw.hbm_sustained_bytes_per_cycle + hw.kernel_launch_cycles
         assert abs(by[vid].predict() / (floor / hw.clock_hz * 1e6) - 1) < 0.005, vid
+
+
+def _pto_fa(s0: int, s1: int, inputs: dict | None = None):
+    from ascendir.api.pto_flash_attention import pto_fa_ir
+    from ascendir.hardware.config import load_target
+    from ascendir.interpreter import simulate
+    from ascendir.interpreter.testing import parse
+
+    return simulate(parse(pto_fa_ir(s0, s1)), None, inputs or {}, load_target("ascend910b2"), timing_only=inputs is None)
+
+
+def test_pto_fa_kernel_matches_numpy():
+    """pto-isa's schedule written for the interpreter computes softmax(q kᵀ / sqrt(128)) v: 12 tiles
+    of 256 keys (warm-up, steady loop, the FIFO producers' waits for frees at tile 8, drain), and
+    26 blocks on 24 cores (a core's FIFO slots reused by its next block). P crosses to the cube in
+    f16, so each output is off by at most 2^-11 of max |v| (P's rounding; fp32 elsewhere)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for s0, s1 in ((256, 3072), (26 * 128, 512)):
+        q, k, v = (rng.standard_normal((n, 128)).astype(np.float16) for n in (s0, s1, s1))
+        o = _pto_fa(s0, s1, {"q": q, "k": k, "v": v}).outputs["o"]
+        s = q.astype(np.float32) @ k.astype(np.float32).T / np.sqrt(128.0)
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        ref = (p / p.sum(axis=1, keepdims=True)) @ v.astype(np.float32)
+        assert o.dtype == np.float32 and o.shape == (s0, 128)
+        assert np.abs(o - ref).max() <= 2.0**-11 * np.abs(v).max()
+
+
+def test_pto_fa_kernel_stores_pto_isas_fifo_tiles():
+    """Per 256-key tile a block stores what runTFA stores: two 64 KiB fp32 Q·Kᵀ steps and one 64 KiB
+    fp32 P·V tile by FixPipe (P·V accumulated over both steps in L0C), 64 KiB of f16 P from the two
+    AIVs; plus the fp32 output. Four 128³ mmads per tile (L0C bytes), 4·S0·S1·128 flops."""
+    s0, s1 = 1024, 2048
+    (k,) = _pto_fa(s0, s1).report["kernels"]
+    blocks, tiles = s0 // 128, s1 // 256
+    assert k["bytes"]["gm_write"] == blocks * tiles * (3 * 65536 + 65536) + s0 * 128 * 4
+    assert k["bytes"]["l0c"] == blocks * tiles * 4 * 65536
+    assert k["flops"] == 4 * s0 * s1 * 128
+    assert k["cores_used"] == blocks
+
+
+def test_pto_fa_kernel_sizes():
+    """pto-isa's static_asserts: S0 a multiple of CUBE_S0 128, S1 of TILE_S1 256."""
+    import pytest
+
+    from ascendir.api.pto_flash_attention import pto_fa_ir
+
+    for s0, s1 in ((100, 1024), (128, 1000)):
+        with pytest.raises(ValueError, match="multiple"):
+            pto_fa_ir(s0, s1)

@@ -77,8 +77,8 @@ def _t(shape, dt: str, space: str, layout: str = "") -> str:
     return f"memref<{'x'.join(map(str, shape))}x{dt}{layout}, #ascend<space {space}>>"
 
 
-def _dyn(rows: int, cols: int, dt: str, stride: int, space: str = "gm") -> str:
-    return _t((rows, cols), dt, space, f", strided<[{stride}, 1], offset: ?>")
+def _dyn(rows: int, cols: int, dt: str, stride: int) -> str:
+    return _t((rows, cols), dt, "gm", f", strided<[{stride}, 1], offset: ?>")
 
 
 class _Ir:
@@ -206,12 +206,23 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
         for sb in (0, 1):
             xflag(kind, pipes, ev0 + sb, *(("aic", aiv(sb)) if to_aiv else (aiv(sb), "aic")))
 
-    def ready_qk(): both("set", "FIX -> MTE2", 0, True)
-    def ready_pv(): both("set", "FIX -> MTE2", 2, True)
-    def free_p(): both("set", "MTE2 -> MTE3", 4, True)
-    def wait_free_qk(): both("wait", "MTE2 -> FIX", 0, False)
-    def wait_free_pv(): both("wait", "MTE2 -> FIX", 2, False)
-    def wait_ready_p(): both("wait", "MTE3 -> MTE2", 0, False)
+    def ready_qk() -> None:
+        both("set", "FIX -> MTE2", 0, True)
+
+    def ready_pv() -> None:
+        both("set", "FIX -> MTE2", 2, True)
+
+    def free_p() -> None:
+        both("set", "MTE2 -> MTE3", 4, True)
+
+    def wait_free_qk() -> None:
+        both("wait", "MTE2 -> FIX", 0, False)
+
+    def wait_free_pv() -> None:
+        both("wait", "MTE2 -> FIX", 2, False)
+
+    def wait_ready_p() -> None:
+        both("wait", "MTE3 -> MTE2", 0, False)
 
     def aic_flag(kind: str, src: str, dst: str, ev: int) -> None:
         ir.op(f"ascend.{kind}_flag {src} -> {dst}, {ev} {A}")
@@ -349,7 +360,7 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
     def col(buf: str, rs: int) -> str:
         return ir.sub(buf, col_t, [rs * VEC_S0, 0], [VEC_S0, 1], c32_t)
 
-    def softmax(t, rs: int, pp: int, sb: int, init: bool, em_slot) -> None:
+    def softmax(rs: int, pp: int, sb: int, init: bool, em_slot) -> None:
         x = U[sb][pp]
         halves = [ir.sub(x, ub[f32], [c * VEC_S0, 0], [VEC_S0, 128], half_t) for c in (0, 1)]
         gmax, gsum, lmax, lsum = col(GMAX[sb], rs), col(GSUM[sb], rs), col(LMAX[sb], rs), col(LSUM[sb], rs)
@@ -404,7 +415,7 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
         vflag("wait", "MTE2", "V", pp, sb)
         vflag("wait", "MTE3", "V", pp, sb)
         init = isinstance(t, int) and t == 0
-        softmax(t, rs, pp, sb, init, None if init else slot)
+        softmax(rs, pp, sb, init, None if init else slot)
         vflag("set", "V", "MTE2", pp, sb)
         vflag("set", "V", "MTE3", pp, sb)
         vflag("wait", "V", "MTE3", pp, sb)
