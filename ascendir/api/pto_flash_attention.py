@@ -61,8 +61,15 @@ What the IR cannot say, and how it is written instead:
   the same DMAs, the same vector work, but the row broadcasts and the combining of the two
   halves of a row reduce are two calls (each a vector call head more) where pto-isa has one.
 * Block-cyclic blocks instead of the hardware's dispatch of blocks to free cores (equal work per
-  block: the same waves), and main.cpp's SDMA prefetch of q, k, v into L2 before the launch is
-  not run.
+  block: the same waves).
+* The harness's prefetch: LaunchTFA (fa_performance_kernel.cpp, which main.cpp calls) first runs
+  an empty 24-block AIC kernel (warm-up) and PTO_PREFETCH (SDMA) of S0 · 128 f16 of each of q, k,
+  v into L2, then the kernel; main.cpp times only the kernel (its blocks' timestamps). Here
+  @main launches `@prefetch` first: AIVs reading those rows of q, k, v as the [128, 128] tiles
+  the kernel reads them in (the tile L2 model hits only on the same tile: interpreter/timing/l2.py),
+  so the kernel's first reads of them find them in L2 as on the chip. How fast the SDMA engine
+  streams them is not modelled: only the kernel is timed (calibration.pto_fa_us). The empty
+  warm-up kernel touches no memory and is left out.
 """
 
 from __future__ import annotations
@@ -134,10 +141,11 @@ class _Ir:
 
 
 def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
-    """IR text of a module: kernel @pto_fa (pto-isa's runTFA schedule, module docstring) and host
-    @main(q [s0, 128] f16, k [s1, 128] f16, v [s1, 128] f16) -> o [s0, 128] f32 (onnx names q, k,
-    v, o), scale 1/sqrt(128), not causal; blocks of 128 rows dealt over min(`cores`, s0 / 128) AIC
-    groups (the chip's AIC count).
+    """IR text of a module: kernel @pto_fa (pto-isa's runTFA schedule, module docstring), kernel
+    @prefetch (the harness's L2 prefetch of q, k, v) and host @main(q [s0, 128] f16, k [s1, 128]
+    f16, v [s1, 128] f16) -> o [s0, 128] f32 (onnx names q, k, v, o) launching both, scale
+    1/sqrt(128), not causal; blocks of 128 rows dealt over min(`cores`, s0 / 128) AIC groups (the
+    chip's AIC count).
 
     Raises: ValueError when s0 is not a multiple of 128 or s1 not a multiple of 256 (pto-isa's
     static_asserts: S0 % CUBE_S0, S1 / TILE_S1 tiles)."""
@@ -532,6 +540,18 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
             xflag("wait", "MTE2 -> MTE3", 4 + sb, "aic", aiv(sb))
     ir.op("}")
 
+    pf_t = _t((CUBE_S0, HEAD), f16, "gm", f", strided<[{HEAD}, 1], offset: ?>")
+    pf_ub = _t((CUBE_S0, HEAD), f16, "ub")
+    pf = []
+    for name, ty, n in (("q", q_t, s0), ("k", kv_t, s1), ("v", kv_t, s1)):
+        # PTO_PREFETCH's S0 * HEAD_SIZE halves of each tensor: whole tensors at S0 = S1 (the table)
+        pf += [f"%n{name} = arith.constant {min(s0, n) // CUBE_S0} : index",
+               f"scf.for %t{name} = %pid to %n{name} step %pstep {{",
+               f"  %r{name} = arith.muli %t{name}, %p128 : index",
+               f"  %s{name} = memref.subview %{name}[%r{name}, 0] [{CUBE_S0}, {HEAD}] [1, 1] : {ty} to {pf_t}",
+               f"  ascend.copy %s{name}, %pub : {pf_t}, {pf_ub}",
+               "}"]
+    pf_body = "\n    ".join(pf)
     consts = [f"{n} = arith.constant {v} : index" for v, n in sorted(ir.consts.items())]
     body = "\n    ".join(allocs + consts + ["%bid = ascend.block_idx : index"] + ir.lines)
     args = f"%q: {q_t}, %k: {kv_t}, %v: {kv_t}, %o: {o_t}, %wqk: {wqk_t}, %wp: {wp_t}, %wpv: {wpv_t}"
@@ -540,7 +560,16 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
     {body}
     ascend.return
   }}
+  ascend.kernel @prefetch(%q: {q_t}, %k: {kv_t}, %v: {kv_t}) attributes {{block_dim = {2 * bd} : i64, core_type = #ascend.core_type<aiv>}} {{
+    %pub = ascend.alloc : {pf_ub}
+    %p128 = arith.constant {CUBE_S0} : index
+    %pstep = arith.constant {2 * bd} : index
+    %pid = ascend.block_idx : index
+    {pf_body}
+    ascend.return
+  }}
   func.func @main(%q: {q_t} {{onnx.name = "q"}}, %k: {kv_t} {{onnx.name = "k"}}, %v: {kv_t} {{onnx.name = "v"}}) -> ({o_t} {{onnx.name = "o"}}) {{
+    ascend.launch @prefetch(%q, %k, %v) : {q_t}, {kv_t}, {kv_t}
     %o = ascend.alloc : {o_t}
     %wqk = ascend.alloc : {wqk_t}
     %wp = ascend.alloc : {wp_t}
