@@ -294,3 +294,53 @@ def test_read_many_records_first_changes_conversions_as_its_own():
             p.read_many(c, keys[:n], times[:n], 0, 0.0, np.array([expect[i % 4] for i in range(n)]), seen=seen if n <= first else None)
             got.append(p.checks)
         assert got[0] == got[1]
+
+
+def _hand_off(rows: int, start: int) -> str:
+    """One AIV writes a [64, 64] f32 scratch tile as two [32, 64] halves, then (after MTE3 -> MTE2)
+    reads back `rows` rows from row `start` in one copy (a hand-off read in another shape)."""
+    g, u, h = _gm((64, 64)), _ub((64, 64)), _ub((rows, 64))
+    half = "memref<32x64xf32, strided<[64, 1], offset: {}>, #ascend<space gm>>"
+    part = f"memref<{rows}x64xf32, strided<[64, 1], offset: {start * 64}>, #ascend<space gm>>"
+    return f"""
+builtin.module {{
+  ascend.kernel @k(%x: {g}, %w: {g}, %y: {_gm((rows, 64))}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
+    %u = ascend.alloc : {u}
+    %r = ascend.alloc : {h}
+    ascend.copy %x, %u : {g}, {u}
+    ascend.pipe_barrier ALL
+    %lo = memref.subview %w[0, 0] [32, 64] [1, 1] : {g} to {half.format(0)}
+    %hi = memref.subview %w[32, 0] [32, 64] [1, 1] : {g} to {half.format(32 * 64)}
+    %ulo = memref.subview %u[0, 0] [32, 64] [1, 1] : {u} to memref<32x64xf32, strided<[64, 1]>, #ascend<space ub>>
+    %uhi = memref.subview %u[32, 0] [32, 64] [1, 1] : {u} to memref<32x64xf32, strided<[64, 1], offset: {32 * 64}>, #ascend<space ub>>
+    ascend.copy %ulo, %lo : memref<32x64xf32, strided<[64, 1]>, #ascend<space ub>>, {half.format(0)}
+    ascend.copy %uhi, %hi : memref<32x64xf32, strided<[64, 1], offset: {32 * 64}>, #ascend<space ub>>, {half.format(32 * 64)}
+    ascend.set_flag MTE3 -> MTE2, 0
+    ascend.wait_flag MTE3 -> MTE2, 0
+    %p = memref.subview %w[{start}, 0] [{rows}, 64] [1, 1] : {g} to {part}
+    ascend.copy %p, %r : {part}, {h}
+    ascend.pipe_barrier ALL
+    ascend.copy %r, %y : {h}, {_gm((rows, 64))}
+    ascend.return
+  }}
+  func.func @main(%x: {g} {{onnx.name = "x"}}) -> ({_gm((rows, 64))} {{onnx.name = "y"}}) {{
+    %w = ascend.alloc : {g}
+    %y = ascend.alloc : {_gm((rows, 64))}
+    ascend.launch @k(%x, %w, %y) : {g}, {g}, {_gm((rows, 64))}
+    func.return %y : {_gm((rows, 64))}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("rows, start, hit", [(16, 40, True), (32, 16, False)])
+def test_a_read_inside_one_tile_written_earlier_hits(rows, start, hit):
+    """Rows 40-55 lie inside the second half written: L2 holds them (FlashAttention's AIVs read
+    the cube's [128, 128] FIFO tiles as [32, 128] chunks); rows 16-47 span both halves: the tile
+    model's stated pessimism keeps that a miss. The input's own first read misses either way."""
+    x = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    res = simulate(parse(_hand_off(rows, start)), None, {"x": x}, HW)
+    np.testing.assert_array_equal(res.outputs["y"], x[start:start + rows])
+    (k,) = res.report["kernels"]
+    assert k["bytes"]["gm_read"] == (64 + rows) * 64 * 4
+    assert k["bytes"].get("l2_hit", 0) == (rows * 64 * 4 if hit else 0)

@@ -66,27 +66,39 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   "910B2 Multi-Core Comparison"): one head, S0 = S1 = 16384 / 32768 (V20a/b) and 1024 / 2048 /
   4096 / 8192 (V20e-h), D 128, f16, not causal, "total task time" of pto-isa's hand-written
   kernel; the table's MOps (S0·S1·128·4 / 1e6) and TFLOPS (MOps / µs) are what main.cpp computes
-  from its own timing, so that is the harness. main.cpp at that path times one
-  launch by device timestamps (the earliest block start to the latest block end, launch not
-  included) after a warm-up kernel and an SDMA prefetch of Q / K / V into L2. The kernel
-  launches S0 / CUBE_S0 blocks (128 / 256; 6 / 11 waves on 24 AICs, as ascendir's block-cyclic
-  items) and is configured by CUBE_S0 (rows per block), CUBE_S1 = 128 keys per cube step and
-  TILE_S1 keys per vector tile; the table does not give them, the directory's defaults are 128 /
-  128 / 256 (fa_performance_kernel.h, generate_cases.py), so the prediction pins ascendir's
-  template to the same tile, `br = 128, bc = 256` (PTO_ISA_FA_TILING: Bc 256 in two cube steps
-  of 128), instead of whatever the tile search prefers. What the knobs cannot set is the
-  schedule: pto-isa's cube runs each 128-key Q·Kᵀ and P·V step as load, mmad, FixPipe store of a
-  64 KiB fp32 tile into a GM FIFO, one L0C accumulator per kind, QK_PRELOAD 4; its README
-  calls it bound by those cube-side stores (~30 % cube utilisation at 1k keys), and its own
-  cycle model (scripts/fa_cost_model.py, fitted to simulator traces of the kernel) costs a
-  256-key tile 2487 + 1617 cycles of QK and PV stages against 2048 of mmad. ascendir's template
-  overlaps the stores with the next step (S ping-pong, FixPipe by halves): so it is faster, a
-  difference of schedule, reported, not fitted. The measurements are single launches, one per
-  length, and not smooth in the work: counting waves (S0 / 128 blocks over 24 AICs) times 256-key
-  tiles per block, the 4k -> 8k step costs 3.3 µs per added tile, the 16k -> 32k step 2.27 µs. pto-isa's own
-  model, at TILE_S1 256-1024 and QK_PRELOAD 2-4, is -23..-18 / -22..-14 / -8..-4 / -21..-17 /
-  0..+4 / +1..+6 % off the six points (1k .. 32k): for its authors' model too the 8k point lies
-  well above the kernel's trend (their -21..-17 %, ascendir's -34 % with the tile pinned).
+  from its own timing, so that is the harness. main.cpp at that path times one launch by device
+  timestamps (the earliest block start to the latest block end, launch not included); the
+  LaunchTFA it calls (fa_performance_kernel.cpp) first runs an empty warm-up kernel and an SDMA
+  prefetch (PTO_PREFETCH) of S0 · 128 halves of each of Q, K, V into L2. The kernel launches
+  S0 / CUBE_S0 blocks (128 / 256; 6 / 11 waves on 24 AICs) and is configured by CUBE_S0 (rows per
+  block), CUBE_S1 = 128 keys per cube step and TILE_S1 keys per vector tile; the table does not
+  give them, the directory's defaults are 128 / 128 / 256 (fa_performance_kernel.h,
+  generate_cases.py). The prediction is pto-isa's kernel itself, written for the interpreter as
+  V21's GEMM is (api/pto_flash_attention: its blocks, three GM FIFOs of 8 slots with their
+  TALLOC / TPUSH / TPOP / TFREE flags, the L0C and L1 / L0 / UB ping-pongs, preload 4; what the IR
+  cannot say is listed there), launched after a kernel that reads Q, K, V into L2 as the
+  harness's prefetch does, and timed without its launch (pto_fa_us): -13.6 / -14.8 / -14.6 /
+  +4.5 / -7.1 / -28.3 % (V20a, b, e-h). Without the prefetch: -13.5 / -14.7 / -10.1 / +7.4 /
+  -5.6 / -27.9 %. Its 2k row read +67.8 % until the tile L2 model let a read wholly inside a
+  tile written earlier hit (interpreter/timing/l2.py): the AIVs read the cube's [128, 128] FIFO
+  tiles as [32, 128] chunks, and each of the 16 blocks (one wave) uses each of its 8 slots once,
+  so every such read went to HBM and made the kernel HBM-bound on its own hand-off (from 4k on
+  each core reuses its ring, so the rule changes nothing there). The cube's [128, 128] reads of
+  the P the two AIVs wrote as four [32, 128] chunks still miss (the bytes span several tiles);
+  with every read a hit (l2_model "hit") 2k takes 32.7 µs.
+  Each row's note is ascendir's own flash_attention template pinned to the same tile, `br = 128,
+  bc = 256` (PTO_ISA_FA_TILING: Bc 256 in two cube steps of 128): -20.4 / -17.7 / -15.1 / -20.4 /
+  -15.3 / -34.3 %, faster than pto-isa's kernel because it overlaps the cube's FixPipe stores
+  with the next step (S ping-pong, FixPipe by halves) where pto-isa's cube runs each 128-key
+  Q·Kᵀ and P·V step as load, mmad, store of a 64 KiB fp32 tile into a GM FIFO (its README calls
+  the kernel bound by those stores, ~30 % cube utilisation at 1k keys; its own cycle model,
+  scripts/fa_cost_model.py, costs a 256-key tile 2487 + 1617 cycles of QK and PV stages against
+  2048 of mmad). The measurements are single launches, one per length, and not smooth in the
+  work: counting waves (S0 / 128 blocks over 24 AICs) times 256-key tiles per block, the 4k -> 8k
+  step costs 3.3 µs per added tile, the 16k -> 32k step 2.27 µs. pto-isa's own model, at TILE_S1
+  256-1024 and QK_PRELOAD 2-4, is -23..-18 / -22..-14 / -8..-4 / -21..-17 / 0..+4 / +1..+6 % off
+  the six points (1k .. 32k): for its authors' model too the 8k point lies well above the
+  kernel's trend (their -21..-17 %, ascendir's -28.3 %).
   The table's torch_npu column (1118.5 / 3646.2 us; rows V20c/d until this revision) is not
   compared: the harness that timed it is not published (the numbers were "supplied by the user",
   commit a977dd11), nor which torch_npu op; F + W / R through its two points gives F = 276 us of
@@ -351,6 +363,21 @@ func.func @main(%q: {q}, %k: {kv}, %v: {kv}) -> {q} {{
 PTO_ISA_FA_TILING = "br = 128, bc = 256"
 
 
+def pto_fa_us(s: int, target: str = "ascend910b2") -> float:
+    """µs of pto-isa's FlashAttention kernel (S27 flash_atten; module docstring, V20) on one head
+    of s x s keys, D 128, f16, as api/pto_flash_attention's kernel (its schedule, its default
+    tiles) on all AICs of `target`, timing-only, after the harness's L2 prefetch of q, k, v: the
+    kernel without its launch, as main.cpp times it (earliest block start to latest block end).
+
+    Raises: ValueError when s is not a multiple of 256."""
+    from ascendir.api.pto_flash_attention import pto_fa_ir
+    from ascendir.interpreter.testing import parse
+
+    hw = load_target(target)
+    _, k = _simulate(parse(pto_fa_ir(s, s, hw.num_aic)), target)["kernels"]  # (prefetch, pto_fa)
+    return (k["cycles"] - k["launch_cycles"]) / hw.clock_hz * 1e6
+
+
 # µs: torch_npu's npu_fused_infer_attention_score at 0.089 GFLOP under do_bench [S17 PR #112,
 # comment of 2026-04-16: 174.28 µs, 513.41 GFLOP/s]: the floor a host-bound call records (see the
 # module docstring); reported, not fitted to any row.
@@ -578,6 +605,21 @@ def cases(quick: bool = False) -> list[Case]:
             memo[key] = attention_us(sq, skv, d, tiling=tiling)
         return memo[key]
 
+    def pto(s):
+        key = ("pto_fa", s)
+        if key not in memo:
+            memo[key] = pto_fa_us(s)
+        return memo[key]
+
+    def v20(vid, s, us):
+        """pto-isa's kernel (its schedule, api/pto_flash_attention); ascendir's template at the
+        same tile in the note."""
+        def note():
+            t = att(s, s, 128, PTO_ISA_FA_TILING)
+            return f"template br 128, bc 256: {t:.1f} us ({100 * (t / us - 1):+.1f} %)"
+
+        return Case(f"V20{vid}", f"FlashAttention {s}^2, D 128 (pto-isa kernel, 910B2)", "us", us, lambda: pto(s), note)
+
     def fa(vid, sq, skv, d, us):
         """torch_npu's fused attention under S17's do_bench: max(kernel, host floor)."""
         return Case(vid, f"FlashAttention {sq}x{skv}, D {d} (torch_npu, 910B)", "us", us,
@@ -612,14 +654,9 @@ def cases(quick: bool = False) -> list[Case]:
         Case("V12b-V12", "FlashAttention +16384 keys, 3072 rows, D 128", "us", 388.52 - 242.52,
              lambda: att(3072, 32768, 128) - att(3072, 16384, 128), "= 176.5 TFLOPS marginal"),
         # S27: pto-isa's kernel, one head of S x S, D 128, f16 (910B2), at its default tile
-        Case("V20a", "FlashAttention 16384^2, D 128 (pto-isa kernel, 910B2)", "us", 909.058,
-             lambda: att(16384, 16384, 128, PTO_ISA_FA_TILING), "tile br 128, bc 256 as pto-isa's"),
-        Case("V20b", "FlashAttention 32768^2, D 128 (pto-isa kernel, 910B2)", "us", 3262.645,
-             lambda: att(32768, 32768, 128, PTO_ISA_FA_TILING), "tile br 128, bc 256 as pto-isa's"),
-        # the same table's shorter sequences (V20c/d were its torch_npu column, retired: docstring)
-        *(Case(f"V20{vid}", f"FlashAttention {s}^2, D 128 (pto-isa kernel, 910B2)", "us", us,
-               lambda s=s: att(s, s, 128, PTO_ISA_FA_TILING), "tile br 128, bc 256 as pto-isa's")
-          for vid, s, us in (("e", 1024, 20.960), ("f", 2048, 32.461), ("g", 4096, 88.902), ("h", 8192, 292.626))),
+        # (V20c/d were its torch_npu column, retired: docstring)
+        *(v20(vid, s, us) for vid, s, us in (("a", 16384, 909.058), ("b", 32768, 3262.645), ("e", 1024, 20.960),
+                                              ("f", 2048, 32.461), ("g", 4096, 88.902), ("h", 8192, 292.626))),
         # S27: pto-isa's hand-written GEMM on an A3 die, msprof task time (pto_gemm_us)
         *(Case(f"V21{vid}", f"pto-isa GEMM f16->f32 {n}^3 (A3 die)", "us", us, lambda n=n: pto_gemm_us(n),
                "128x256x64 tile, stepK 4, 2 buffers")
