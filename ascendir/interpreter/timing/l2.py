@@ -400,31 +400,24 @@ class L2Pass:
         if self.l2 is None or not len(mk):
             return out
         streams = self.l2.stream_of
-        msid = mk // SHIFT
-        mine = {}  # (buffer, strides) of the missing streams -> their streams
-        for s in np.unique(msid).tolist():
-            root, shape, st = streams[s]
-            if _nests(shape, st):
-                mine.setdefault((id(root), tuple(st)), []).append(s)
-        group: dict[tuple, list[int]] = {}  # (buffer, strides) -> every stream of the run there
-        for s2, (root, shape, st) in enumerate(streams):
-            g = (id(root), tuple(st))
-            if g in mine and _nests(shape, st):
-                group.setdefault(g, []).append(s2)
-        cands = {}
-        for g, ss in mine.items():
-            for s in ss:
-                rank = len(streams[s][1])
-                others = [s2 for s2 in group[g] if s2 != s and len(streams[s2][1]) == rank]
-                if others:
-                    cands[s] = others
-        if not cands:  # (the usual case: every tile of those buffers has one shape)
-            return out
-        want = np.array(sorted({s2 for v in cands.values() for s2 in v}), np.int64)
         wk = [np.array(self.writes[0], np.int64)] + [np.asarray(k, np.int64) for k, _ in self.writes[2]]
         wt = [np.array(self.writes[1], np.float64)] + [np.asarray(t, np.float64) for _, t in self.writes[2]]
         AK, AT = np.concatenate([Ks] + wk), np.concatenate([Ts] + wt)
-        keep = np.isin(AK // SHIFT, want)
+        group: dict[tuple, list[int]] = {}  # (buffer, strides) -> accessed streams
+        for s in np.unique(AK // SHIFT).tolist():
+            root, shape, st = streams[s]
+            if _nests(shape, st):
+                group.setdefault((id(root), tuple(st)), []).append(s)
+        msid = mk // SHIFT
+        cands = {}
+        for s in np.unique(msid).tolist():
+            root, shape, st = streams[s]
+            others = [s2 for s2 in group.get((id(root), tuple(st)), ()) if s2 != s and len(streams[s2][1]) == len(shape)]
+            if others and _nests(shape, st):
+                cands[s] = others
+        if not cands:
+            return out
+        keep = np.isin(AK // SHIFT, [s2 for v in cands.values() for s2 in v])
         AK, AT = AK[keep], AT[keep]
         o = np.lexsort((AT, AK))
         AK, AT = AK[o], AT[o]
