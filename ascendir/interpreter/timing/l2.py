@@ -22,12 +22,7 @@ at least until t₀ + l2_bytes / hbm_bytes_per_cycle cycles (LRU). We use exactl
 conservative (short) residency, which makes no reuse look better than the hardware.
 Line size: tiles count as whole 512-B lines [S4][S5][S24] (`lines()`), which is what the hit-rate
 statistic in the report uses; partial overlaps between differently shaped tiles count as misses
-(pessimistic: the same bytes read with another tiling do not hit), with one exception: a first
-read whose bytes lie wholly inside one tile of the same buffer and strides that the same launch
-read or wrote earlier, within the window, hits (`L2Pass._inside_earlier`: a hand-off read in
-another shape than its write, e.g. FlashAttention's AIVs reading [32, 128] chunks of the cube's
-[128, 128] FIFO tiles, which made pto-isa's 2k kernel HBM-bound on its own hand-offs). Bytes
-spread over several earlier tiles, and chunks of an earlier kernel's tiles, still miss.
+(pessimistic: the same bytes read with another tiling do not hit).
 
 Hit cost: rate min(l2_read_rate [S1], l2_bw_over_hbm [S8] × HBM share) and hit latency 50 cycles
 [S5] (cost.CostEnv); a miss costs the HBM path (DDR rate, 307-cycle read latency [S5]).
@@ -214,24 +209,6 @@ def _latest(dirty: dict[int, float], keys: np.ndarray, times: np.ndarray) -> Non
             dirty[kk] = tt
 
 
-def _nests(shape: tuple, strides: tuple) -> bool:
-    """Whether an element offset of a tile of `shape` with `strides` (elements) splits uniquely
-    into coordinates: positive strides, each a multiple of the next, the tile's extent along a
-    dimension within the stride of the one before."""
-    if not strides or any(x <= 0 for x in strides):
-        return False
-    return all(strides[i - 1] % strides[i] == 0 and shape[i] * strides[i] <= strides[i - 1] for i in range(1, len(strides)))
-
-
-def _coords(offsets: np.ndarray, strides: tuple) -> np.ndarray:
-    """[n, rank] coordinates of element `offsets` (int64 [n]) in a layout of nesting `strides`."""
-    out = np.empty((len(offsets), len(strides)), np.int64)
-    rem = offsets
-    for i, x in enumerate(strides):
-        out[:, i], rem = np.divmod(rem, x)
-    return out
-
-
 def contiguous_strides(shape) -> tuple[int, ...]:
     """Row-major strides in elements."""
     st, acc = [], 1
@@ -253,8 +230,7 @@ class L2Pass:
     the same for arrays of reads (steady.py's replays), in order.
     """
 
-    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks", "dirty", "patterns", "reads",
-                 "writes", "l2")
+    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks", "dirty", "patterns", "reads")
 
     def __init__(self, window: float):
         self.recording = True
@@ -268,8 +244,6 @@ class L2Pass:
         self.dirty: dict[int, float] = {}  # the recording pass's own write times (see store)
         self.patterns: dict | None = None  # designated miss ordinals -> blocks with them (`shares`)
         self.reads: tuple | None = None  # (keys, blocks, ordinals) of the recorded reads, kept by `settle` (exec/census.py)
-        self.writes: list = [[], [], []]  # the recording pass's writes: keys, times (lists), and arrays (key, time) of skipped ones
-        self.l2 = None  # the L2Cache the recorded reads went to (its stream_of says what a key is)
 
     @classmethod
     def settled(cls, window: float, misses: set[tuple[int, int]]) -> L2Pass:
@@ -283,15 +257,10 @@ class L2Pass:
     def store(self, key: int, now: float) -> bool:
         """A write in the recording pass (the chip L2 is not touched): whether it rewrites a
         tile still dirty, as `L2Cache.store` will answer in the timed pass."""
-        if self.recording:
-            self.writes[0].append(key)
-            self.writes[1].append(now)
         return _rewrite(self.dirty, key, now, self.window)
 
     def store_many(self, keys: np.ndarray, times: np.ndarray) -> None:
         """`store` for the writes of skipped iterations in the recording pass."""
-        if self.recording:
-            self.writes[2].append((keys, times))
         _latest(self.dirty, keys, times)
 
     def _flush(self) -> None:
@@ -379,66 +348,10 @@ class L2Pass:
                 idx = np.arange(len(by))
                 first = np.maximum.accumulate(np.where(new, idx, 0))
                 turn[many[by]] = idx - first
-            pay = st + turn % size
-            c = o[pay[~self._inside_earlier(Ks, Ts, Ks[pay], Ts[pay])]]
+            c = o[st + turn % size]
             self.misses.update(zip(B[c].tolist(), J[c].tolist()))
         self.ordinal.clear()
         self.recording = False
-
-    def _inside_earlier(self, Ks: np.ndarray, Ts: np.ndarray, mk: np.ndarray, mt: np.ndarray) -> np.ndarray:
-        """Which of the first accesses `mk` (tile keys) at `mt` (cycles) lie wholly inside one other
-        tile of their buffer, of the same element strides, that this launch read or wrote at or
-        before them and no longer than the residency window ago: those bytes are in L2 (a
-        hand-off read in another shape than the write, e.g. FlashAttention's vector cores reading
-        [32, 128] chunks of the cube's [128, 128] tiles), so they hit. Only this one case: bytes
-        spread over several tiles, or over tiles of other strides, or left by an earlier kernel,
-        still miss (the pessimism of the module docstring). Strides must nest (each a multiple of
-        the next, a tile's extent within its parent stride) for the offset to give coordinates;
-        other layouts keep their misses. Shapes: Ks, Ts the recorded reads sorted by (key, time);
-        mk int64, mt float64 of one length; returns bool of that length."""
-        out = np.zeros(len(mk), bool)
-        if self.l2 is None or not len(mk):
-            return out
-        streams = self.l2.stream_of
-        wk = [np.array(self.writes[0], np.int64)] + [np.asarray(k, np.int64) for k, _ in self.writes[2]]
-        wt = [np.array(self.writes[1], np.float64)] + [np.asarray(t, np.float64) for _, t in self.writes[2]]
-        AK, AT = np.concatenate([Ks] + wk), np.concatenate([Ts] + wt)
-        group: dict[tuple, list[int]] = {}  # (buffer, strides) -> accessed streams
-        for s in np.unique(AK // SHIFT).tolist():
-            root, shape, st = streams[s]
-            if _nests(shape, st):
-                group.setdefault((id(root), tuple(st)), []).append(s)
-        msid = mk // SHIFT
-        cands = {}
-        for s in np.unique(msid).tolist():
-            root, shape, st = streams[s]
-            others = [s2 for s2 in group.get((id(root), tuple(st)), ()) if s2 != s and len(streams[s2][1]) == len(shape)]
-            if others and _nests(shape, st):
-                cands[s] = others
-        if not cands:
-            return out
-        keep = np.isin(AK // SHIFT, [s2 for v in cands.values() for s2 in v])
-        AK, AT = AK[keep], AT[keep]
-        o = np.lexsort((AT, AK))
-        AK, AT = AK[o], AT[o]
-        for s, others in cands.items():
-            _, shape, st = streams[s]
-            idx = np.flatnonzero(msid == s)
-            c = _coords(mk[idx] % SHIFT, st)
-            for s2 in others:
-                shape2 = streams[s2][1]
-                lo, hi = np.searchsorted(AK, [s2 * SHIFT, (s2 + 1) * SHIFT])
-                keys2 = np.unique(AK[lo:hi])
-                c2 = _coords(keys2 % SHIFT, st)
-                inside = np.all((c2[None] <= c[:, None]) & (c[:, None] + np.array(shape) <= c2[None] + np.array(shape2)), axis=2)
-                for i, j in zip(*np.nonzero(inside)):
-                    m = idx[i]
-                    if out[m]:
-                        continue
-                    a, b = np.searchsorted(AK, [keys2[j], keys2[j] + 1])
-                    p = a + int(np.searchsorted(AT[a:b], mt[m], "right")) - 1
-                    out[m] = p >= a and mt[m] - AT[p] <= self.window
-        return out
 
     def shares(self, block: int) -> bool:
         """Whether another block has the same designated misses (ordinals) as `block`, or it has
@@ -513,7 +426,6 @@ class L2Pass:
         if self.recording:
             self._flush()
             self.chunks.append((keys, times, np.full(n, block, np.int64), np.arange(j0, j0 + n, dtype=np.int64)))
-            self.l2 = l2
             return
         if self.checks is not None:
             if seen is not None:  # every designated read below n, as first_change converted it
@@ -530,7 +442,6 @@ class L2Pass:
         j = self.ordinal.get(block, 0)
         self.ordinal[block] = j + 1
         if self.recording:
-            self.l2 = l2
             k, t, b, jj = self.log
             k.append(key)
             t.append(now)
