@@ -73,32 +73,37 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   S0 / CUBE_S0 blocks (128 / 256; 6 / 11 waves on 24 AICs) and is configured by CUBE_S0 (rows per
   block), CUBE_S1 = 128 keys per cube step and TILE_S1 keys per vector tile; the table does not
   give them, the directory's defaults are 128 / 128 / 256 (fa_performance_kernel.h,
-  generate_cases.py). The prediction is pto-isa's kernel itself, written for the interpreter as
-  V21's GEMM is (api/pto_flash_attention: its blocks, three GM FIFOs of 8 slots with their
-  TALLOC / TPUSH / TPOP / TFREE flags, the L0C and L1 / L0 / UB ping-pongs, preload 4; what the IR
-  cannot say is listed there), launched after a kernel that reads Q, K, V into L2 as the
-  harness's prefetch does, and timed without its launch (pto_fa_us): -13.6 / -14.8 / -14.6 /
-  +4.5 / -7.1 / -28.3 % (V20a, b, e-h). Without the prefetch: -13.5 / -14.7 / -10.1 / +7.4 /
-  -5.6 / -27.9 %. Its 2k row read +67.8 % until the tile L2 model let a read wholly inside a
-  tile written earlier hit (interpreter/timing/l2.py): the AIVs read the cube's [128, 128] FIFO
-  tiles as [32, 128] chunks, and each of the 16 blocks (one wave) uses each of its 8 slots once,
-  so every such read went to HBM and made the kernel HBM-bound on its own hand-off (from 4k on
-  each core reuses its ring, so the rule changes nothing there). The cube's [128, 128] reads of
-  the P the two AIVs wrote as four [32, 128] chunks still miss (the bytes span several tiles);
-  with every read a hit (l2_model "hit") 2k takes 32.7 µs.
-  Each row's note is ascendir's own flash_attention template pinned to the same tile, `br = 128,
-  bc = 256` (PTO_ISA_FA_TILING: Bc 256 in two cube steps of 128): -20.4 / -17.7 / -15.1 / -20.4 /
-  -15.3 / -34.3 %, faster than pto-isa's kernel because it overlaps the cube's FixPipe stores
-  with the next step (S ping-pong, FixPipe by halves) where pto-isa's cube runs each 128-key
-  Q·Kᵀ and P·V step as load, mmad, store of a 64 KiB fp32 tile into a GM FIFO (its README calls
-  the kernel bound by those stores, ~30 % cube utilisation at 1k keys; its own cycle model,
-  scripts/fa_cost_model.py, costs a 256-key tile 2487 + 1617 cycles of QK and PV stages against
-  2048 of mmad). The measurements are single launches, one per length, and not smooth in the
-  work: counting waves (S0 / 128 blocks over 24 AICs) times 256-key tiles per block, the 4k -> 8k
-  step costs 3.3 µs per added tile, the 16k -> 32k step 2.27 µs. pto-isa's own model, at TILE_S1
-  256-1024 and QK_PRELOAD 2-4, is -23..-18 / -22..-14 / -8..-4 / -21..-17 / 0..+4 / +1..+6 % off
-  the six points (1k .. 32k): for its authors' model too the 8k point lies well above the
-  kernel's trend (their -21..-17 %, ascendir's -28.3 %).
+  generate_cases.py), so the prediction pins ascendir's template to the same tile, `br = 128,
+  bc = 256` (PTO_ISA_FA_TILING: Bc 256 in two cube steps of 128), instead of whatever the tile
+  search prefers. What the knobs cannot set is the schedule: pto-isa's cube runs each 128-key
+  Q·Kᵀ and P·V step as load, mmad, FixPipe store of a 64 KiB fp32 tile into a GM FIFO, one L0C
+  accumulator per kind, QK_PRELOAD 4; its README calls it bound by those cube-side stores (~30 %
+  cube utilisation at 1k keys), and its own cycle model (scripts/fa_cost_model.py, fitted to
+  simulator traces of the kernel) costs a 256-key tile 2487 + 1617 cycles of QK and PV stages
+  against 2048 of mmad. ascendir's template overlaps the stores with the next step (S ping-pong,
+  FixPipe by halves), so it is faster: -20.4 / -17.7 / -15.1 / -20.4 / -15.3 / -34.3 % (V20a, b,
+  e-h). Each row's note is pto-isa's kernel itself, written for the interpreter as V21's GEMM is
+  (api/pto_flash_attention: its blocks, three GM FIFOs of 8 slots with their TALLOC / TPUSH /
+  TPOP / TFREE flags, the L0C and L1 / L0 / UB ping-pongs, preload 4; what the IR cannot say is
+  listed there), launched after a kernel that reads Q, K, V into L2 as the harness's prefetch
+  does, timed without its launch (pto_fa_us): -13.6 / -14.8 / -9.4 / +64.0 / -7.1 / -28.3 %. It
+  reads closer than the template everywhere but at 2k, and the rows stay on the template because
+  of 2k: there the tile L2 model (interpreter/timing/l2.py: a read hits only the same tile read or
+  written before) makes the kernel HBM-bound on its own hand-off. The AIVs read the cube's
+  [128, 128] FIFO tiles as [32, 128] chunks and the cube reads the P they wrote as four chunks as
+  one [128, 128] tile; each of the 16 blocks (one wave) uses each of its 8 slots once, so every
+  such read misses (from 4k on each core reuses its ring and its same-shaped reads hit). With
+  every read a hit (l2_model "hit") 2k takes 32.7 µs against the measured 32.5. A rule letting a
+  read wholly inside one earlier tile of the same buffer hit brought 2k to +4.5 %, but it also
+  moved convolution models by up to -20 % (the shifted windows of a depthwise kernel lie inside
+  the centre window) and, as written, cost up to 150x the simulation time on them: a line-
+  granular L2 is the model change that would settle it, not landed.
+  The measurements are single launches, one per length, and not smooth in the work: counting
+  waves (S0 / 128 blocks over 24 AICs) times 256-key tiles per block, the 4k -> 8k step costs
+  3.3 µs per added tile, the 16k -> 32k step 2.27 µs. pto-isa's own model, at TILE_S1 256-1024
+  and QK_PRELOAD 2-4, is -23..-18 / -22..-14 / -8..-4 / -21..-17 / 0..+4 / +1..+6 % off the six
+  points (1k .. 32k): for its authors' model too the 8k point lies well above the kernel's trend
+  (their -21..-17 %, its kernel here -28.3 %, the template -34.3 %).
   The table's torch_npu column (1118.5 / 3646.2 us; rows V20c/d until this revision) is not
   compared: the harness that timed it is not published (the numbers were "supplied by the user",
   commit a977dd11), nor which torch_npu op; F + W / R through its two points gives F = 276 us of
@@ -612,13 +617,11 @@ def cases(quick: bool = False) -> list[Case]:
         return memo[key]
 
     def v20(vid, s, us):
-        """pto-isa's kernel (its schedule, api/pto_flash_attention); ascendir's template at the
-        same tile in the note."""
-        def note():
-            t = att(s, s, 128, PTO_ISA_FA_TILING)
-            return f"template br 128, bc 256: {t:.1f} us ({100 * (t / us - 1):+.1f} %)"
-
-        return Case(f"V20{vid}", f"FlashAttention {s}^2, D 128 (pto-isa kernel, 910B2)", "us", us, lambda: pto(s), note)
+        """ascendir's template at pto-isa's tile; pto-isa's kernel (its schedule,
+        api/pto_flash_attention) in the note."""
+        return Case(f"V20{vid}", f"FlashAttention {s}^2, D 128 (pto-isa kernel, 910B2)", "us", us,
+                    lambda: att(s, s, 128, PTO_ISA_FA_TILING),
+                    lambda: f"br 128, bc 256; pto-isa schedule {pto(s):.1f} us ({100 * (pto(s) / us - 1):+.1f} %)")
 
     def fa(vid, sq, skv, d, us):
         """torch_npu's fused attention under S17's do_bench: max(kernel, host floor)."""

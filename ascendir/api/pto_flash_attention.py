@@ -147,10 +147,11 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
     1/sqrt(128), not causal; blocks of 128 rows dealt over min(`cores`, s0 / 128) AIC groups (the
     chip's AIC count).
 
-    Raises: ValueError when s0 is not a multiple of 128 or s1 not a multiple of 256 (pto-isa's
-    static_asserts: S0 % CUBE_S0, S1 / TILE_S1 tiles)."""
-    if s0 % CUBE_S0 or s1 % TILE_S1 or s0 <= 0 or s1 <= 0:
-        raise ValueError(f"pto_fa_ir: s0 = {s0} must be a multiple of {CUBE_S0}, s1 = {s1} of {TILE_S1}")
+    Raises: ValueError when s0 is not a positive multiple of 128, s1 not one of 256 (pto-isa's
+    static_asserts: S0 % CUBE_S0, S1 / TILE_S1 tiles) or `cores` is not a positive int."""
+    for name, v, unit in (("s0", s0, CUBE_S0), ("s1", s1, TILE_S1), ("cores", cores, 1)):
+        if not isinstance(v, int) or v <= 0 or v % unit:
+            raise ValueError(f"pto_fa_ir: {name} = {v!r} must be a positive multiple of {unit}")
     nblk, ntile = s0 // CUBE_S0, s1 // TILE_S1
     bd = min(cores, nblk)
     npre = min(QK_PRELOAD, ntile)
