@@ -466,21 +466,25 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
             d = ir.sub("%o", o_t, [orow, 0], [GU_ROWS, HEAD], _dyn(GU_ROWS, HEAD, f32, HEAD))
             ir.op(f"ascend.copy {RO[sb]}, {d}{tag(sb)} : {ub[f32]}, {_dyn(GU_ROWS, HEAD, f32, HEAD)}")
 
+    def primed(how: str) -> None:
+        """The intra-core flags every block sets at its start and waits for at its end (runTFA)."""
+        for e in (0, 1):
+            aic_flag(how, "M", "MTE1", e)
+        for e in range(4):
+            aic_flag(how, "MTE1", "MTE2", e)
+        for e in (0, 1):
+            aic_flag(how, "FIX", "M", e)
+        for sb in (0, 1):
+            for pp in (0, 1):
+                vflag(how, "V", "MTE2", pp, sb)
+                vflag(how, "MTE3", "V", pp, sb)
+
     # -- one block (runTFA) ------------------------------------------------------------------
     ir.op(f"scf.for %blk = %bid to {ir.c(nblk)} step {ir.c(bd)} {{")
     ROW0 = ir.arith("muli", "%blk", ir.c(CUBE_S0))
     QK_BASE = ir.arith("muli", "%bid", ir.c(FIFO * 2 * CUBE_S0))
     PV_BASE = ir.arith("muli", "%bid", ir.c(FIFO * CUBE_S0))
-    for e in (0, 1):
-        aic_flag("set", "M", "MTE1", e)
-    for e in range(4):
-        aic_flag("set", "MTE1", "MTE2", e)
-    for e in (0, 1):
-        aic_flag("set", "FIX", "M", e)
-    for sb in (0, 1):
-        for pp in (0, 1):
-            vflag("set", "V", "MTE2", pp, sb)
-            vflag("set", "MTE3", "V", pp, sb)
+    primed("set")
     for t in range(npre):  # QK / P warm-up: matmul j of tile t uses L0 and L0C half j
         for j in (0, 1):
             qk(t, j, lp=j, cb=j, kpp=j)
@@ -522,16 +526,7 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
         for sb in (0, 1):
             compute_gu(t, t % 2, sb)
     # end of block: the flags primed at its start, then the TPipe destructors' unconsumed frees
-    for e in (0, 1):
-        aic_flag("wait", "M", "MTE1", e)
-    for e in range(4):
-        aic_flag("wait", "MTE1", "MTE2", e)
-    for e in (0, 1):
-        aic_flag("wait", "FIX", "M", e)
-    for sb in (0, 1):
-        for pp in (0, 1):
-            vflag("wait", "V", "MTE2", pp, sb)
-            vflag("wait", "MTE3", "V", pp, sb)
+    primed("wait")
     waited = len([t for t in range(ntile) if t >= FIFO and t % SYNC == 0])
     pending = ntile // SYNC - waited
     for _ in range(pending):
