@@ -202,6 +202,7 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
 
 from __future__ import annotations
 
+import functools
 import statistics
 import tempfile
 import time
@@ -596,25 +597,12 @@ def moe_distribute_low_latency_us(ep: int, tokens: int = 128, hidden: int = 7168
 def cases(quick: bool = False) -> list[Case]:
     """The §7 cases; `quick` drops the largest GEMMs (for tests and a fast look)."""
     best_shapes = [(6912, 16384, 2048), (2304, 5120, 1536), (6144, 17920, 2816), (14336, 4096, 4096), (8192, 8192, 8192)]
-    memo: dict = {}
+    # each simulation once, whichever rows and notes ask for it
+    tf, pto = functools.cache(matmul_tflops), functools.cache(pto_fa_us)
 
-    def tf(m, n, k, dt="bf16"):
-        key = (m, n, k, dt)
-        if key not in memo:
-            memo[key] = matmul_tflops(m, n, k, dt)
-        return memo[key]
-
+    @functools.cache
     def att(sq, skv, d, tiling=None):
-        key = ("att", sq, skv, d, tiling)
-        if key not in memo:
-            memo[key] = attention_us(sq, skv, d, tiling=tiling)
-        return memo[key]
-
-    def pto(s):
-        key = ("pto_fa", s)
-        if key not in memo:
-            memo[key] = pto_fa_us(s)
-        return memo[key]
+        return attention_us(sq, skv, d, tiling=tiling)
 
     def v20(vid, s, us):
         """ascendir's template at pto-isa's tile; pto-isa's kernel (its schedule,

@@ -172,19 +172,15 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
         parts = ([extra] if extra else []) + (["subblock = 1 : i64"] if sb else [])
         return f" {{{', '.join(parts)}}}" if parts else ""
 
-    def vunits(sb: int) -> str:
-        u = "aiv1" if sb else "aiv"
-        return f"{{units = #ascend.flag_units<{u} -> {u}>{', subblock = 1 : i64' if sb else ''}}}"
+    def aiv(sb: int) -> str:
+        return "aiv1" if sb else "aiv"
 
     def xflag(kind: str, pipes: str, ev: int, src: str, dst: str) -> None:
-        """A cross-unit flag `pipes` ("FIX -> MTE2") from unit `src` to unit `dst`, tagged with the AIV
-        that runs it (the set's unit, the wait's)."""
+        """A flag `pipes` ("FIX -> MTE2") from unit `src` to unit `dst`, tagged with the AIV that
+        runs it (the set's unit, the wait's)."""
         on = src if kind == "set" else dst
         sb = ", subblock = 1 : i64" if on == "aiv1" else ""
         ir.op(f"ascend.{kind}_flag {pipes}, {ev} {{units = #ascend.flag_units<{src} -> {dst}>{sb}}}")
-
-    def aiv(sb: int) -> str:
-        return "aiv1" if sb else "aiv"
 
     # -- allocations -----------------------------------------------------------------------
     allocs = []
@@ -240,7 +236,7 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
         """An AIV's own flag: ping-pong events 0-1 (AIV 0) / 2-3 (AIV 1); the set-then-wait
         hand-offs (MTE2 -> V, V -> MTE3) event 0 / 1."""
         ev = (pp + 2 * sb) if (src, dst) in (("V", "MTE2"), ("MTE3", "V")) else sb
-        ir.op(f"ascend.{kind}_flag {src} -> {dst}, {ev} {vunits(sb)}")
+        xflag(kind, f"{src} -> {dst}", ev, aiv(sb), aiv(sb))
 
     # -- GM rows of FIFO slots ---------------------------------------------------------------
     def slot_row(base: str, slot, step: int, rows_per_slot: int, extra: int) -> str:
