@@ -599,6 +599,7 @@ def cases(quick: bool = False) -> list[Case]:
     best_shapes = [(6912, 16384, 2048), (2304, 5120, 1536), (6144, 17920, 2816), (14336, 4096, 4096), (8192, 8192, 8192)]
     # each simulation once, whichever rows and notes ask for it
     tf, pto = functools.cache(matmul_tflops), functools.cache(pto_fa_us)
+    dist, low = functools.cache(moe_distribute_GBps), functools.cache(moe_distribute_low_latency_us)
 
     @functools.cache
     def att(sq, skv, d, tiling=None):
@@ -674,31 +675,19 @@ def cases(quick: bool = False) -> list[Case]:
     # S20's DeepEP-Ascend normal kernels on an A3 supernode (moe_distribute_GBps), EP 8 and 16
     for i, (ep, disp, comb) in enumerate(((8, 146.0, 125.0), (16, 107.0, 103.0))):
         out.append(Case(f"V18{'ab'[i]}", f"MoE dispatch, EP{ep}, 4096 tok x 7168 (A3)", "GB/s", disp,
-                        lambda e=ep: _moe_distribute(memo, e)[0], "received bytes / time"))
+                        lambda e=ep: dist(e)[0], "received bytes / time"))
         out.append(Case(f"V18{'cd'[i]}", f"MoE combine BF16, EP{ep}, 4096 tok x 7168 (A3)", "GB/s", comb,
-                        lambda e=ep: _moe_distribute(memo, e)[1], "received bytes / time"))
+                        lambda e=ep: dist(e)[1], "received bytes / time"))
     # S20's low-latency kernels (CANN's MoeDistributeDispatchV2 / CombineV2) on an A3 supernode,
     # 128 tokens per rank, EP 8 and 16: kernel times as bench_kineto takes them
     for i, (ep, disp, comb) in enumerate(((8, 132.0, 126.0), (16, 139.0, 135.0))):
         out.append(Case(f"V24{'ab'[i]}", f"MoE dispatch INT8 low-latency, EP{ep}, 128 tok x 7168 (A3)", "us", disp,
-                        lambda e=ep: _moe_low_latency(memo, e)[0], "kernel time"))
+                        lambda e=ep: low(e)[0], "kernel time"))
         out.append(Case(f"V24{'cd'[i]}", f"MoE combine BF16 low-latency, EP{ep}, 128 tok x 7168 (A3)", "us", comb,
-                        lambda e=ep: _moe_low_latency(memo, e)[1], "kernel time"))
+                        lambda e=ep: low(e)[1], "kernel time"))
     if quick:
         out = [c for c in out if c.vid in ("V3", "V7", "V14a", "V13", "V8c")]
     return out
-
-
-def _moe_distribute(memo: dict, ep: int) -> tuple[float, float]:
-    if ("v18", ep) not in memo:
-        memo[("v18", ep)] = moe_distribute_GBps(ep)
-    return memo[("v18", ep)]
-
-
-def _moe_low_latency(memo: dict, ep: int) -> tuple[float, float]:
-    if ("v24", ep) not in memo:
-        memo[("v24", ep)] = moe_distribute_low_latency_us(ep)
-    return memo[("v24", ep)]
 
 
 def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> list[Row]:

@@ -10,6 +10,7 @@ import json
 import sys
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +20,9 @@ from ascendir.api.cli_common import (
     write_plot_files,
 )
 from ascendir.api.outputs import is_stdout, open_output, write_output, write_text
+
+if TYPE_CHECKING:  # (numpy is imported where a run needs it: the CLI starts without it)
+    import numpy as np
 
 
 def _input_shapes_of(path: Path) -> dict[str, tuple[int, ...]]:
