@@ -294,3 +294,48 @@ def test_read_many_records_first_changes_conversions_as_its_own():
             p.read_many(c, keys[:n], times[:n], 0, 0.0, np.array([expect[i % 4] for i in range(n)]), seen=seen if n <= first else None)
             got.append(p.checks)
         assert got[0] == got[1]
+
+
+def _write_then_read(rows: int, same_tile: bool) -> str:
+    """One AIV kernel: x -> UB -> y[0:rows], then reads y[0:rows] (or y[rows:2 rows], never
+    written) back and stores it to x."""
+    g, u, out = _gm((rows, 64)), _ub((rows, 64)), _gm((2 * rows, 64))
+    sv = "memref<{r}x64xf32, strided<[64, 1], offset: {o}>, #ascend<space gm>>"
+    w, r = sv.format(r=rows, o=0), sv.format(r=rows, o=0 if same_tile else rows * 64)
+    return f"""
+builtin.module {{
+  ascend.kernel @wr(%x: {g}, %y: {out}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<aiv>}} {{
+    %u = ascend.alloc : {u}
+    %v = ascend.alloc : {u}
+    ascend.copy %x, %u : {g}, {u}
+    ascend.pipe_barrier ALL
+    %w = memref.subview %y[0, 0] [{rows}, 64] [1, 1] : {out} to {w}
+    ascend.copy %u, %w : {u}, {w}
+    ascend.pipe_barrier ALL
+    %r = memref.subview %y[{0 if same_tile else rows}, 0] [{rows}, 64] [1, 1] : {out} to {r}
+    ascend.copy %r, %v : {r}, {u}
+    ascend.pipe_barrier ALL
+    ascend.copy %v, %x : {u}, {g}
+    ascend.return
+  }}
+  func.func @main(%x: {g} {{onnx.name = "x"}}, %y: {out} {{onnx.name = "y"}}) -> ({g} {{onnx.name = "x"}}) {{
+    ascend.launch @wr(%x, %y) : {g}, {out}
+    func.return %x : {g}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("same_tile", [True, False])
+def test_a_tile_written_earlier_in_the_launch_is_read_from_l2(same_tile):
+    """Write-allocate inside one launch: reading back a tile the kernel wrote (a workspace
+    hand-off) hits; a tile it never wrote misses, as does the first read of the input."""
+    rows = 16
+    x = np.arange(rows * 64, dtype=np.float32).reshape(rows, 64)
+    y = np.full((2 * rows, 64), 7.0, np.float32)
+    res = simulate(parse(_write_then_read(rows, same_tile)), None, {"x": x, "y": y}, HW)
+    np.testing.assert_array_equal(res.outputs["x"], x if same_tile else y[rows:])
+    k = res.report["kernels"][0]
+    tile = rows * 64 * 4
+    assert k["bytes"]["gm_read"] == 2 * tile
+    assert k["bytes"].get("l2_hit", 0) == (tile if same_tile else 0)

@@ -10,8 +10,10 @@ keeps the sorted list of its access times and a lookup asks for the latest one a
 Who pays a miss: blocks are simulated one after another, so the first block simulated would see
 every tile first and pay every miss while its peers, simulated later, hit. A kernel with GM reads
 therefore runs twice: a recording pass (every read hits, no numerics, no trace) notes when each
-block reads each tile; the misses go to the accesses that are first in that pass's time order (or
-come more than the residency window after the previous access); readers tied in time take turns
+block reads and writes each tile; the misses go to the reads that are first in that pass's time
+order (or come more than the residency window after the previous read), unless the launch wrote
+the tile before them within the window (write-allocate: the write left it in L2, the hand-off of
+a workspace written and read in the same launch); readers tied in time take turns
 (`L2Pass.settle`: round-robin per group of tied readers, on simulated time, block and tile key,
 not on the order the interpreter ran them in). The timed pass charges exactly those accesses as
 misses, unless the tile was left in L2 by an earlier kernel.
@@ -230,7 +232,8 @@ class L2Pass:
     the same for arrays of reads (steady.py's replays), in order.
     """
 
-    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks", "dirty", "patterns", "reads")
+    __slots__ = ("recording", "log", "chunks", "misses", "by_block", "ordinal", "window", "checks", "dirty", "patterns", "reads",
+                 "wlog", "wchunks")
 
     def __init__(self, window: float):
         self.recording = True
@@ -244,6 +247,8 @@ class L2Pass:
         self.dirty: dict[int, float] = {}  # the recording pass's own write times (see store)
         self.patterns: dict | None = None  # designated miss ordinals -> blocks with them (`shares`)
         self.reads: tuple | None = None  # (keys, blocks, ordinals) of the recorded reads, kept by `settle` (exec/census.py)
+        self.wlog: tuple[list, list] = ([], [])  # keys, times of the recorded writes (write-allocate, `settle`)
+        self.wchunks: list[tuple[np.ndarray, np.ndarray]] = []
 
     @classmethod
     def settled(cls, window: float, misses: set[tuple[int, int]]) -> L2Pass:
@@ -257,11 +262,59 @@ class L2Pass:
     def store(self, key: int, now: float) -> bool:
         """A write in the recording pass (the chip L2 is not touched): whether it rewrites a
         tile still dirty, as `L2Cache.store` will answer in the timed pass."""
+        self.wlog[0].append(key)
+        self.wlog[1].append(now)
         return _rewrite(self.dirty, key, now, self.window)
 
     def store_many(self, keys: np.ndarray, times: np.ndarray) -> None:
         """`store` for the writes of skipped iterations in the recording pass."""
+        if len(keys):
+            self._wflush()
+            self.wchunks.append((np.asarray(keys, np.int64).ravel(), np.asarray(times, np.float64).ravel()))
         _latest(self.dirty, keys, times)
+
+    def _wflush(self) -> None:
+        k, t = self.wlog
+        if k:
+            self.wchunks.append((np.array(k, np.int64), np.array(t, np.float64)))
+            k.clear()
+            t.clear()
+
+    def _writes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keys and times of the recorded writes (int64, float64)."""
+        self._wflush()
+        if not self.wchunks:
+            return np.zeros(0, np.int64), np.zeros(0)
+        if len(self.wchunks) > 1:
+            self.wchunks[:] = [(np.concatenate([c[0] for c in self.wchunks]), np.concatenate([c[1] for c in self.wchunks]))]
+        return self.wchunks[0]
+
+    def _allocated(self, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
+        """Per read (tile `keys`, recording-pass `times`): whether this launch wrote the tile
+        earlier (strictly) within the residency window. Write-allocate: the write left the tile's
+        lines in L2, so the read hits however new the tile is to the chip L2 of earlier kernels."""
+        out = np.zeros(len(keys), bool)
+        wk, wt = self._writes()
+        if not len(wk) or not len(keys):
+            return out
+        # reads and writes in one order by (tile, time), a write before a read at the same time
+        # is not before it (writes sort after reads at equal times); each read takes the latest
+        # write of its tile above it
+        k = np.concatenate([keys, wk])
+        t = np.concatenate([times, wt])
+        isw = np.zeros(len(k), bool)
+        isw[len(keys):] = True
+        o = np.lexsort((isw, t, k))
+        ks, ts, ws = k[o], t[o], isw[o]
+        idx = np.where(ws, np.arange(len(o)), -1)
+        np.maximum.accumulate(idx, out=idx)
+        ok = idx >= 0
+        j = np.where(ok, idx, 0)
+        ok &= ks[j] == ks
+        ok &= ts - ts[j] <= self.window
+        ok &= ~ws
+        out[o[~ws]] = ok[~ws]
+        return out
 
     def _flush(self) -> None:
         k, t, b, j = self.log
@@ -349,6 +402,9 @@ class L2Pass:
                 first = np.maximum.accumulate(np.where(new, idx, 0))
                 turn[many[by]] = idx - first
             c = o[st + turn % size]
+            # a period whose tile this launch wrote before its start has no miss (write-allocate;
+            # K: the unsorted keys, Ts[st]: the periods' start times)
+            c = c[~self._allocated(K[c], Ts[st])]
             self.misses.update(zip(B[c].tolist(), J[c].tolist()))
         self.ordinal.clear()
         self.recording = False
