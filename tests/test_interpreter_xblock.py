@@ -91,8 +91,8 @@ def _run(module, monkeypatch, enabled: bool, timed: list | None = None) -> tuple
     designated: list[set] = []
     settle = l2.L2Pass.settle
 
-    def spy_settle(self):
-        settle(self)
+    def spy_settle(self, l2=None):
+        settle(self, l2)
         designated.append(set(self.misses))
 
     answers: list[bool] = []

@@ -145,9 +145,7 @@ class Memo:
         sids = self.sids(tags, l2)
         c = self.checks
         if len(c.off):
-            last = l2.last
-            prev = np.array([last.get(x, np.nan) for x in c.keys(sids).tolist()], np.float64)
-            if not np.array_equal((t0 + c.rel) - prev <= l2.window, c.out):
+            if not np.array_equal(l2.resident_many(c.keys(sids), t0 + c.rel), c.out):
                 return False
         w = self.wchecks
         if len(w.off):

@@ -368,7 +368,7 @@ class KernelProgram:
             finally:
                 F.numerics_on = True
                 F.kernel_start = self.m.clock
-            F.l2_pass.settle()
+            F.l2_pass.settle(self.m.l2)
             if key is not None:
                 launches.misses = F.l2_pass.misses
         tracing = self.m.trace
@@ -461,7 +461,7 @@ class KernelProgram:
             twin._blocks(tracing=False)
         finally:
             p, F.l2_pass = F.l2_pass, None
-        p.settle()
+        p.settle(self.m.l2)
         return p
 
     def _data_walk(self, args: list[np.ndarray], tags: list) -> None:

@@ -51,6 +51,7 @@ another block may have written the tiles), and a jump stops before the first tha
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 
 import numpy as np
@@ -64,7 +65,7 @@ class L2Cache:
     """Tile-granular L2 of one chip over one `ModuleProg.run` (kernels share it: a consumer
     kernel that reads a producer's output soon enough hits)."""
 
-    __slots__ = ("window", "line", "last", "pk", "pt", "chunks", "hits", "misses", "streams", "stream_of", "dirty")
+    __slots__ = ("window", "line", "last", "pk", "pt", "chunks", "hits", "misses", "streams", "stream_of", "dirty", "geo", "done")
 
     def __init__(self, target: HardwareConfig):
         mem = target.memory
@@ -77,11 +78,14 @@ class L2Cache:
         self.streams: dict[tuple, int] = {}  # (root, shape, strides) -> stream id
         self.stream_of: list[tuple] = []
         self.dirty: dict[int, float] = {}  # tile key -> time of its latest write
+        self.geo = Geometry(self.stream_of)
+        self.done: dict[int, list] = {}  # root number -> committed (keys, times) chunks (`covered_before`)
         self.hits = 0
         self.misses = 0
 
     def reset(self) -> None:
         self.last.clear()
+        self.done.clear()
         self.dirty.clear()
         self.pk.clear()
         self.pt.clear()
@@ -117,17 +121,50 @@ class L2Cache:
         k, t = k[o], t[o]
         end = np.ones(len(k), bool)
         end[:-1] = k[1:] != k[:-1]  # the latest access of each key
+        k, t = k[end], t[end]
         last = self.last
-        for kk, tt in zip(k[end].tolist(), t[end].tolist()):
+        for kk, tt in zip(k.tolist(), t.tolist()):
             old = last.get(kk)
             if old is None or tt > old:
                 last[kk] = tt
+        roots = self.geo.root_of(k // SHIFT)
+        o = np.argsort(roots, kind="stable")
+        roots, k, t = roots[o], k[o], t[o]
+        cut = np.flatnonzero(np.diff(roots)) + 1
+        for r, kk, tt in zip(roots[np.r_[0, cut]].tolist(), np.split(k, cut), np.split(t, cut)):
+            if r >= 0:
+                self.done.setdefault(r, []).append((kk, tt))
 
     def resident_before(self, key: int, now: float, t_start: float) -> bool:
         """True when an access of an earlier kernel (before `t_start`, committed) left `key`
         resident at `now` (>= t_start)."""
         t = self.last.get(key)
-        return t is not None and now - t <= self.window
+        return t is not None and now - t <= self.window or self.covered_before(key, now)
+
+    def covered_before(self, key: int, now: float) -> bool:
+        """Whether the accesses of earlier kernels (committed) still resident at `now` hold every
+        element of tile `key` between them: a tile written or read in other shapes (a producer's
+        [128, 256] output tiles read as rows, a workspace written whole and read in chunks)."""
+        if not self.done:
+            return False
+        r = self.geo.root_of_key(key)
+        chunks = self.done.get(r) if r >= 0 else None
+        if not chunks:
+            return False
+        if len(chunks) > 1:
+            chunks[:] = [(np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks]))]
+        k, t = chunks[0]
+        near = (now - t <= self.window) & (t <= now)
+        return self.geo.covers(key, k[near])
+
+    def resident_many(self, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
+        """`resident_before` of each (key, time): bool array of len(keys)."""
+        last, w = self.last, self.window
+        prev = np.array([last.get(x, np.nan) for x in keys.tolist()], np.float64)
+        out = times - prev <= w
+        for i in np.flatnonzero(~out).tolist():
+            out[i] = self.covered_before(int(keys[i]), float(times[i]))
+        return out
 
     def write(self, key: int, now: float) -> None:
         """Record an access of tile `key` at chip time `now` (a write allocates; a read fills)."""
@@ -167,6 +204,117 @@ class L2Cache:
             old = dirty.get(k)
             if old is None or t > old:
                 dirty[k] = t
+
+
+RUNS = 1 << 14  # contiguous runs a tile may have and still take part in coverage (`Geometry`)
+
+
+class Geometry:
+    """Which elements GM tiles hold, for coverage across tile shapes (`covers`). A stream's tile
+    (shape, element strides) is a set of contiguous element runs: its rows after merging
+    contiguous dims. Coverage is by elements: a read hits through other tiles only when they hold
+    every element it reads (a 512-B line partly read before still counts as a miss here)."""
+
+    __slots__ = ("stream_of", "rel", "rootno", "sid_root")
+
+    def __init__(self, stream_of: list):
+        self.stream_of = stream_of  # L2Cache's (root, shape, strides) per stream id, append-only
+        self.rel: dict[int, tuple | None] = {}
+        self.rootno: dict = {}
+        self.sid_root = np.zeros(0, np.int64)
+
+    def root_of(self, sids: np.ndarray) -> np.ndarray:
+        """Root number of each stream id (int64 array; -1 for an id no stream has: keys made up
+        without `L2Cache.sid`, as some tests do)."""
+        n = len(self.stream_of)
+        if len(self.sid_root) < n:
+            rn = self.rootno
+            more = [rn.setdefault(self.stream_of[i][0], len(rn)) for i in range(len(self.sid_root), n)]
+            self.sid_root = np.concatenate([self.sid_root, np.array(more, np.int64)])
+        sids = np.asarray(sids)
+        return np.where(sids < n, self.sid_root[np.minimum(sids, max(n - 1, 0))] if n else -1, -1)
+
+    def root_of_key(self, key: int) -> int:
+        return int(self.root_of(np.array([key // SHIFT]))[0])
+
+    def runs(self, sid: int) -> tuple | None:
+        """(run starts relative to the tile's offset (int64), run length, extent) of stream `sid`,
+        all in elements; None when the tile has more than RUNS runs."""
+        got = self.rel.get(sid, False)
+        if got is not False:
+            return got
+        _, shape, strides = self.stream_of[sid]
+        dims = [(d, st) for d, st in zip(shape, strides) if d != 1]
+        got = None
+        if not dims:
+            got = (np.zeros(1, np.int64), 1, 1)
+        elif 0 not in shape:
+            length, step = dims[-1][0], dims[-1][1]
+            outer = dims[:-1]
+            if step != 1:
+                length, outer = 1, dims
+            while outer and length > 1 and outer[-1][1] == length:  # contiguous with the run
+                length *= outer.pop()[0]
+            if math.prod(d for d, _ in outer) <= RUNS:
+                rel = np.zeros(1, np.int64)
+                for d, st in outer:
+                    rel = (rel[:, None] + np.arange(d, dtype=np.int64) * st).ravel()
+                ext = int(rel.max()) + length if len(rel) else length
+                if int(rel.min()) >= 0:
+                    got = (rel, length, ext)
+        self.rel[sid] = got
+        return got
+
+    def covers(self, key: int, others: np.ndarray) -> bool:
+        """Whether the tiles `others` (keys, int64) hold every element of tile `key` between
+        them (same root)."""
+        sid, off = divmod(key, SHIFT)
+        q = self.runs(sid)
+        if q is None or not len(others):
+            return False
+        osid, ooff = np.divmod(others, SHIFT)
+        lo, hi = off, off + q[2]
+        starts, ends = [], []
+        for s in np.unique(osid).tolist():
+            g = self.runs(s)
+            if g is None:
+                continue
+            o = ooff[osid == s]
+            o = o[(o < hi) & (o + g[2] > lo)]  # bounding ranges that overlap the tile's
+            if not len(o):
+                continue
+            st = (o[:, None] + g[0]).ravel()
+            keep = (st < hi) & (st + g[1] > lo)
+            starts.append(st[keep])
+            ends.append(st[keep] + g[1])
+        if not starts:
+            return False
+        st, en = np.concatenate(starts), np.concatenate(ends)
+        o = np.argsort(st, kind="stable")
+        st, en = st[o], np.maximum.accumulate(en[o])
+        new = np.ones(len(st), bool)
+        new[1:] = st[1:] > en[:-1]  # a gap before this run: a new merged segment
+        seg_start = st[new]
+        seg_end = np.append(en[np.flatnonzero(new)[1:] - 1], en[-1])
+        qs = off + q[0]
+        i = np.searchsorted(seg_start, qs, "right") - 1
+        return bool(np.all((i >= 0) & (seg_end[np.maximum(i, 0)] >= qs + q[1])))
+
+    def disjoint(self, keys: np.ndarray) -> bool:
+        """Whether the distinct tiles `keys` (one root) share no element (none can cover another's
+        elements); False also when a tile's runs are not known."""
+        sid, off = np.divmod(np.unique(keys), SHIFT)
+        starts, ends = [], []
+        for s in np.unique(sid).tolist():
+            g = self.runs(s)
+            if g is None:
+                return False
+            st = (off[sid == s][:, None] + g[0]).ravel()
+            starts.append(st)
+            ends.append(st + g[1])
+        st, en = np.concatenate(starts), np.concatenate(ends)
+        o = np.argsort(st, kind="stable")
+        return bool(np.all(st[o][1:] >= np.maximum.accumulate(en[o])[:-1]))
 
 
 def _rewrite(dirty: dict[int, float], key: int, now: float, window: float) -> bool:
@@ -289,6 +437,26 @@ class L2Pass:
             self.wchunks[:] = [(np.concatenate([c[0] for c in self.wchunks]), np.concatenate([c[1] for c in self.wchunks]))]
         return self.wchunks[0]
 
+    def _covered(self, l2: L2Cache, ak: np.ndarray, at: np.ndarray, qk: np.ndarray, qt: np.ndarray) -> np.ndarray:
+        """Per read (tile `qk` at `qt`): whether accesses of this launch (`ak` at `at`: reads and
+        writes) of other tiles of its root, within the residency window before it, hold all its
+        elements (`Geometry.covers`). A root whose tiles share no element is skipped whole."""
+        geo = l2.geo
+        out = np.zeros(len(qk), bool)
+        aroot, qroot = geo.root_of(ak // SHIFT), geo.root_of(qk // SHIFT)
+        for r in np.unique(qroot).tolist():
+            if r < 0:
+                continue
+            m = aroot == r
+            rk, rt = ak[m], at[m]
+            if geo.disjoint(rk):
+                continue
+            for i in np.flatnonzero(qroot == r).tolist():
+                k, t = qk[i], qt[i]
+                near = (rt < t) & (t - rt <= self.window) & (rk != k)
+                out[i] = geo.covers(int(k), np.unique(rk[near]))
+        return out
+
     def _allocated(self, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
         """Per read (tile `keys`, recording-pass `times`): whether this launch wrote the tile
         earlier (strictly) within the residency window. Write-allocate: the write left the tile's
@@ -323,7 +491,7 @@ class L2Pass:
             for x in self.log:
                 x.clear()
 
-    def settle(self) -> None:
+    def settle(self, l2: L2Cache | None = None) -> None:
         """Mark the misses: per tile, the first access of each residency period. Accesses tied
         with it (within TIE cycles: blocks that run the same schedule reach the tile together)
         take turns paying, as the leading core of a group reading the same lines changes when
@@ -402,9 +570,14 @@ class L2Pass:
                 first = np.maximum.accumulate(np.where(new, idx, 0))
                 turn[many[by]] = idx - first
             c = o[st + turn % size]
-            # a period whose tile this launch wrote before its start has no miss (write-allocate;
-            # K: the unsorted keys, Ts[st]: the periods' start times)
-            c = c[~self._allocated(K[c], Ts[st])]
+            # a period whose tile this launch wrote, or whose elements other tiles brought in
+            # (`l2`'s geometry), before its start has no miss (K: unsorted keys; Ts[st]: start times)
+            t0 = Ts[st]
+            keep = ~self._allocated(K[c], t0)
+            if l2 is not None and keep.any():
+                wk, wt = self._writes()
+                keep[keep] = ~self._covered(l2, np.concatenate([Ks, wk]), np.concatenate([Ts, wt]), K[c][keep], t0[keep])
+            c = c[keep]
             self.misses.update(zip(B[c].tolist(), J[c].tolist()))
         self.ordinal.clear()
         self.recording = False
