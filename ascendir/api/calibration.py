@@ -73,37 +73,31 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   S0 / CUBE_S0 blocks (128 / 256; 6 / 11 waves on 24 AICs) and is configured by CUBE_S0 (rows per
   block), CUBE_S1 = 128 keys per cube step and TILE_S1 keys per vector tile; the table does not
   give them, the directory's defaults are 128 / 128 / 256 (fa_performance_kernel.h,
-  generate_cases.py), so the prediction pins ascendir's template to the same tile, `br = 128,
-  bc = 256` (PTO_ISA_FA_TILING: Bc 256 in two cube steps of 128), instead of whatever the tile
-  search prefers. What the knobs cannot set is the schedule: pto-isa's cube runs each 128-key
-  Q·Kᵀ and P·V step as load, mmad, FixPipe store of a 64 KiB fp32 tile into a GM FIFO, one L0C
-  accumulator per kind, QK_PRELOAD 4; its README calls it bound by those cube-side stores (~30 %
-  cube utilisation at 1k keys), and its own cycle model (scripts/fa_cost_model.py, fitted to
-  simulator traces of the kernel) costs a 256-key tile 2487 + 1617 cycles of QK and PV stages
-  against 2048 of mmad. ascendir's template overlaps the stores with the next step (S ping-pong,
-  FixPipe by halves), so it is faster: -20.4 / -17.7 / -15.1 / -20.4 / -15.3 / -34.3 % (V20a, b,
-  e-h). Each row's note is pto-isa's kernel itself, written for the interpreter as V21's GEMM is
-  (api/pto_flash_attention: its blocks, three GM FIFOs of 8 slots with their TALLOC / TPUSH /
-  TPOP / TFREE flags, the L0C and L1 / L0 / UB ping-pongs, preload 4; what the IR cannot say is
-  listed there), launched after a kernel that reads Q, K, V into L2 as the harness's prefetch
-  does, timed without its launch (pto_fa_us): -13.6 / -14.8 / -9.4 / +64.0 / -7.1 / -28.3 %. It
-  reads closer than the template everywhere but at 2k, and the rows stay on the template because
-  of 2k: there the tile L2 model (interpreter/timing/l2.py: a read hits only the same tile read or
-  written before) makes the kernel HBM-bound on its own hand-off. The AIVs read the cube's
-  [128, 128] FIFO tiles as [32, 128] chunks and the cube reads the P they wrote as four chunks as
-  one [128, 128] tile; each of the 16 blocks (one wave) uses each of its 8 slots once, so every
-  such read misses (from 4k on each core reuses its ring and its same-shaped reads hit). With
-  every read a hit (l2_model "hit") 2k takes 32.7 µs against the measured 32.5. A rule letting a
-  read wholly inside one earlier tile of the same buffer hit brought 2k to +4.5 %, but it also
-  moved convolution models by up to -20 % (the shifted windows of a depthwise kernel lie inside
-  the centre window) and, as written, cost up to 150x the simulation time on them: a line-
-  granular L2 is the model change that would settle it, not landed.
+  generate_cases.py). The prediction is pto-isa's kernel itself, written for the interpreter as
+  V21's GEMM is (api/pto_flash_attention: its S0 / 128 blocks, three GM FIFOs of 8 slots with
+  their TALLOC / TPUSH / TPOP / TFREE flags, the L0C and L1 / L0 / UB ping-pongs, QK_PRELOAD 4;
+  what the IR cannot say is listed there), launched after a kernel that reads Q, K, V into L2 as
+  the harness's prefetch does, timed without its launch (pto_fa_us): -13.6 / -14.8 / -19.8 / +0.7
+  / -7.1 / -28.3 % (V20a, b, e-h). Its hand-offs are read in other shapes than they are written
+  (the AIVs read the cube's [128, 128] fp32 FIFO tiles as [32, 128] / [64, 128] chunks, the cube
+  reads the P the AIVs wrote as four chunks as one tile): they hit because the writes hold every
+  element read (interpreter/timing/l2.py); before the L2 model counted that, every such read at
+  2k (one wave, each slot used once) went to HBM and 2k read +64 %. Each row's note is ascendir's
+  own template pinned to the same tile, `br = 128, bc = 256` (PTO_ISA_FA_TILING: Bc 256 in two
+  cube steps of 128): -21.2 / -17.7 / -21.9 / -24.9 / -18.5 / -35.2 %, faster by schedule:
+  pto-isa's cube runs each 128-key Q·Kᵀ and P·V step as load, mmad, FixPipe store of a 64 KiB
+  fp32 tile into a GM FIFO, one L0C accumulator per kind; its README calls it bound by those
+  cube-side stores (~30 % cube utilisation at 1k keys), and its own cycle model
+  (scripts/fa_cost_model.py, fitted to simulator traces of the kernel) costs a 256-key tile 2487
+  + 1617 cycles of QK and PV stages against 2048 of mmad, where the template overlaps the stores
+  with the next step (S ping-pong, FixPipe by halves).
   The measurements are single launches, one per length, and not smooth in the work: counting
   waves (S0 / 128 blocks over 24 AICs) times 256-key tiles per block, the 4k -> 8k step costs
   3.3 µs per added tile, the 16k -> 32k step 2.27 µs. pto-isa's own model, at TILE_S1 256-1024
   and QK_PRELOAD 2-4, is -23..-18 / -22..-14 / -8..-4 / -21..-17 / 0..+4 / +1..+6 % off the six
   points (1k .. 32k): for its authors' model too the 8k point lies well above the kernel's trend
-  (their -21..-17 %, its kernel here -28.3 %, the template -34.3 %).
+  (their -21..-17 %, its kernel here -28.3 %), and the 1k point below it (theirs -23..-18 %, here
+  -19.8 %).
   The table's torch_npu column (1118.5 / 3646.2 us; rows V20c/d until this revision) is not
   compared: the harness that timed it is not published (the numbers were "supplied by the user",
   commit a977dd11), nor which torch_npu op; F + W / R through its two points gives F = 276 us of
@@ -606,11 +600,11 @@ def cases(quick: bool = False) -> list[Case]:
         return attention_us(sq, skv, d, tiling=tiling)
 
     def v20(vid, s, us):
-        """ascendir's template at pto-isa's tile; pto-isa's kernel (its schedule,
-        api/pto_flash_attention) in the note."""
-        return Case(f"V20{vid}", f"FlashAttention {s}^2, D 128 (pto-isa kernel, 910B2)", "us", us,
-                    lambda: att(s, s, 128, PTO_ISA_FA_TILING),
-                    lambda: f"br 128, bc 256; pto-isa schedule {pto(s):.1f} us ({100 * (pto(s) / us - 1):+.1f} %)")
+        """pto-isa's kernel (its schedule, api/pto_flash_attention); ascendir's template at
+        pto-isa's tile in the note."""
+        return Case(f"V20{vid}", f"FlashAttention {s}^2, D 128 (pto-isa kernel, 910B2)", "us", us, lambda: pto(s),
+                    lambda: f"template at br 128, bc 256: {att(s, s, 128, PTO_ISA_FA_TILING):.1f} us "
+                            f"({100 * (att(s, s, 128, PTO_ISA_FA_TILING) / us - 1):+.1f} %)")
 
     def fa(vid, sq, skv, d, us):
         """torch_npu's fused attention under S17's do_bench: max(kernel, host floor)."""

@@ -3,8 +3,10 @@
 What it keys on: every GM buffer carries an address tag (root buffer, element offset, element
 strides; `Compiler` propagates it through `ascend.view` and `memref.subview`), so a GM tile is
 `(root, offset, shape, strides)`. A read of a tile hits when the same tile was read or written
-(write-allocate) earlier in *simulated time* and is still resident; otherwise it misses and is
-recorded. Blocks are simulated one after another, so accesses arrive out of time order; each tile
+(write-allocate) earlier in *simulated time* and is still resident, or when other tiles of its
+root read or written earlier and still resident hold every element it reads (`Geometry.covers`:
+a workspace written whole and read in chunks, chunks written and read whole, a producer's output
+tiles read by the next kernel in another tiling); otherwise it misses and is recorded. Blocks are simulated one after another, so accesses arrive out of time order; each tile
 keeps the sorted list of its access times and a lookup asks for the latest one at or before now.
 
 Who pays a miss: blocks are simulated one after another, so the first block simulated would see
@@ -13,18 +15,21 @@ therefore runs twice: a recording pass (every read hits, no numerics, no trace) 
 block reads and writes each tile; the misses go to the reads that are first in that pass's time
 order (or come more than the residency window after the previous read), unless the launch wrote
 the tile before them within the window (write-allocate: the write left it in L2, the hand-off of
-a workspace written and read in the same launch); readers tied in time take turns
+a workspace written and read in the same launch), or other tiles it read or wrote before them
+hold all their elements (`L2Pass._covered`); readers tied in time take turns
 (`L2Pass.settle`: round-robin per group of tied readers, on simulated time, block and tile key,
 not on the order the interpreter ran them in). The timed pass charges exactly those accesses as
-misses, unless the tile was left in L2 by an earlier kernel.
+misses, unless the tile, or tiles holding all its elements, was left in L2 by an earlier
+kernel (`L2Cache.resident_before`, `covered_before`).
 
 Residency (INF, from [S1] l2_size and the chip HBM bandwidth [S25]): L2 content is replaced by
 lines filled from HBM, at most `hbm_bytes_per_cycle` per cycle, so a line touched at t₀ survives
 at least until t₀ + l2_bytes / hbm_bytes_per_cycle cycles (LRU). We use exactly that window: a
 conservative (short) residency, which makes no reuse look better than the hardware.
 Line size: tiles count as whole 512-B lines [S4][S5][S24] (`lines()`), which is what the hit-rate
-statistic in the report uses; partial overlaps between differently shaped tiles count as misses
-(pessimistic: the same bytes read with another tiling do not hit).
+statistic in the report uses. Coverage is by elements and whole: a read that other tiles hold
+only in part misses whole (pessimistic: its lines that are in L2 are paid as misses too; e.g. a
+causal FlashAttention diagonal block whose score tile the cube wrote only in its first steps).
 
 Hit cost: rate min(l2_read_rate [S1], l2_bw_over_hbm [S8] × HBM share) and hit latency 50 cycles
 [S5] (cost.CostEnv); a miss costs the HBM path (DDR rate, 307-cycle read latency [S5]).

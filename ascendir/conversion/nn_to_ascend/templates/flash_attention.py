@@ -675,9 +675,9 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
       streamed, Q adds to the AIC's MTE2 and the output's acc / l to the vector pipe;
     * first touches from HBM (interpreter/timing/l2.py): each K / V tile's first read (of a
       head's nj.sum() block loads, nkv), and every workspace ring slot a core uses, its first
-      write and the read after it (DDR rates [S1] at the core's HBM share), each on the pipe
-      that makes it (FixPipe, the AIVs' MTE2 / MTE3, the AIC's MTE2): with its blocks' share a
-      pipe may become the core's busiest;
+      write (DDR rates [S1] at the core's HBM share; the read after it hits, as the write
+      allocated its lines), each on the pipe that makes it (FixPipe, the AIVs' MTE3): with its
+      blocks' share a pipe may become the core's busiest;
     * a partial last KV block loads only its keys;
     * decode with the AIVs' L2 prefetch: their K / V reads from HBM on the AIV MTE2;
     * a floor: the hierarchical bandwidth bound (costmodel.bandwidth_bound_cycles: every block's
@@ -787,13 +787,14 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     extra: dict[int, np.ndarray] = {}
     if stream:  # the items' Q loads on the AIC's MTE2
         extra[2] = np.bincount(core, minlength=cores) * q_load
-    first_bytes = 0.0
+    first_bytes = half_bytes = 0.0
     if target.arch.split_cores:
         # the workspace rings (S, P: PRELOAD slots, O_j: UPDATE_LAG, a set per item parity when
-        # streamed) are not yet in L2 when a core first writes a slot: that write goes to HBM and
-        # the read after it misses too (interpreter/timing/l2.py), once per slot a core touches.
-        # Each first touch costs its own pipe the DDR rate [S1] at the core's HBM share (and
-        # the DDR latency [S5]) instead of the L2 one; the four pipes overlap like the blocks'.
+        # streamed) are not yet in L2 when a core first writes a slot: that write goes to HBM,
+        # once per slot a core touches (the read after it hits: the write allocated the lines,
+        # interpreter/timing/l2.py). Each first write costs its own pipe the DDR rate [S1] at the
+        # core's HBM share (and the DDR latency [S5]) instead of the L2 one; the pipes overlap
+        # like the blocks'.
         par = (np.arange(items) // cores) % 2 if stream else np.zeros(items, np.int64)
         most = np.zeros((cores, 2))
         np.maximum.at(most, (core, par), blocks)  # the most blocks an item of each parity runs
@@ -804,11 +805,19 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
         def first(nbytes: np.ndarray, path: str, hit_rate: float) -> np.ndarray:  # extra cycles of first touches
             return nbytes * (1 / min(r[path], target.hbm_bytes_per_cycle / cores) - 1 / hit_rate)
 
-        extra[2] = (extra.get(2, 0.0) + first(p_first, "gm_to_l1", l2) + sp_slots * (read_lat - hit_lat))
         extra[3] = first(s_first + o_first, "l0c_to_gm", r["l0c_to_l2"]) + (sp_slots * steps_s + o_slots) * (write_lat - hit_lat)
-        extra[4] = first((s_first + o_first) / aivs, "gm_to_ub", min(r["l2_to_ub"], l2)) + (sp_slots + o_slots) * (read_lat - hit_lat)
         extra[5] = first(p_first / aivs, "ub_to_gm", r["ub_to_l2"]) + sp_slots * (write_lat - hit_lat)
         first_bytes = float((s_first + p_first + o_first).sum())
+        if causal and t.nsplit == 1:
+            # a causal diagonal block whose keys end in the first score step(s) of a Bc tile: the
+            # cube writes only those steps of S, the AIVs read the whole [rows, Bc] slot, which
+            # no write then holds whole: a miss (l2.py hits only a fully held tile)
+            lim = np.minimum(skv, q0 + np.minimum(t.br, sq - q0) + (skv - sq))
+            written = np.minimum(bc, -(-(lim - (nj - 1) * bc) // cs) * cs)
+            rbs = rb if balanced(causal, nrb, t.nsplit) else np.tile(np.arange(nrb), batch * hkv)
+            half = np.bincount(core, weights=(written < bc)[rbs], minlength=cores)
+            extra[4] = first(half * m * bc * 4 / aivs, "gm_to_ub", min(r["l2_to_ub"], l2)) + half * (read_lat - hit_lat)
+            half_bytes = float(half.sum()) * m * bc * 4
     # an item that reaches the last KV block loads only its skv - (nkv - 1)·Bc keys of K and V
     # (the DMA takes the valid rows, `_kv_load`): its MTE2 does the rest of a block's copy less
     short = (bc * nkv - skv) * (d + dv) * es * last
@@ -820,12 +829,12 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     per_core = per_core + (fill if stream else 0.0)
     # the hierarchical bandwidth floor: every block's K, V and workspace bytes pass L2; HBM sees
     # K and V once per head (their first reads, `miss`), Q once, the output, and every workspace
-    # slot's first write and read (decode's prefetch: the AIVs' reads are the misses, the AIC's
-    # reads of the same lines hit)
+    # slot's first write (decode's prefetch: the AIVs' reads are the misses, the AIC's reads of
+    # the same lines hit)
     kv, ws = blocks.sum() * bc * (d + dv) * es - short.sum(), blocks.sum() * ws_bytes
     rows = batch * hkv * t.g * sq
     floor = bandwidth_bound_cycles(kv + ws + rows * d * es, ws + rows * dv * es, target,
-                                   l2_hit=(0.0 if prefetch else kv * (1 - miss)) + ws - first_bytes, l2_write=ws - first_bytes)
+                                   l2_hit=(0.0 if prefetch else kv * (1 - miss)) + ws - half_bytes, l2_write=ws - first_bytes)
     return float(max(per_core.max(), floor))
 
 
