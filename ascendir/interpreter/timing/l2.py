@@ -138,6 +138,9 @@ class L2Cache:
         cut = np.flatnonzero(np.diff(roots)) + 1
         for r, kk, tt in zip(roots[np.r_[0, cut]].tolist(), np.split(k, cut), np.split(t, cut)):
             if r >= 0:
+                got = self.done.get(r)
+                if isinstance(got, RunTable):
+                    got = self.done[r] = [got.chunk]
                 self.done.setdefault(r, []).append((kk, tt))
 
     def resident_before(self, key: int, now: float, t_start: float) -> bool:
@@ -153,14 +156,12 @@ class L2Cache:
         if not self.done:
             return False
         r = self.geo.root_of_key(key)
-        chunks = self.done.get(r) if r >= 0 else None
-        if not chunks:
+        got = self.done.get(r) if r >= 0 else None
+        if got is None:
             return False
-        if len(chunks) > 1:
-            chunks[:] = [(np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks]))]
-        k, t = chunks[0]
-        near = (now - t <= self.window) & (t <= now)
-        return self.geo.covers(key, k[near])
+        if not isinstance(got, RunTable):  # (chunks since the root's last lookup: built once per commit)
+            got = self.done[r] = RunTable(self.geo, np.concatenate([c[0] for c in got]), np.concatenate([c[1] for c in got]))
+        return got.covers(self.geo, key, now - self.window, now, False)
 
     def resident_many(self, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
         """`resident_before` of each (key, time): bool array of len(keys)."""
@@ -240,7 +241,10 @@ class Geometry:
         return np.where(sids < n, self.sid_root[np.minimum(sids, max(n - 1, 0))] if n else -1, -1)
 
     def root_of_key(self, key: int) -> int:
-        return int(self.root_of(np.array([key // SHIFT]))[0])
+        sid = key // SHIFT
+        if sid >= len(self.sid_root):
+            self.root_of(np.zeros(0, np.int64))
+        return int(self.sid_root[sid]) if sid < len(self.sid_root) else -1
 
     def runs(self, sid: int) -> tuple | None:
         """(run starts relative to the tile's offset (int64), run length, extent) of stream `sid`,
@@ -270,41 +274,6 @@ class Geometry:
         self.rel[sid] = got
         return got
 
-    def covers(self, key: int, others: np.ndarray) -> bool:
-        """Whether the tiles `others` (keys, int64) hold every element of tile `key` between
-        them (same root)."""
-        sid, off = divmod(key, SHIFT)
-        q = self.runs(sid)
-        if q is None or not len(others):
-            return False
-        osid, ooff = np.divmod(others, SHIFT)
-        lo, hi = off, off + q[2]
-        starts, ends = [], []
-        for s in np.unique(osid).tolist():
-            g = self.runs(s)
-            if g is None:
-                continue
-            o = ooff[osid == s]
-            o = o[(o < hi) & (o + g[2] > lo)]  # bounding ranges that overlap the tile's
-            if not len(o):
-                continue
-            st = (o[:, None] + g[0]).ravel()
-            keep = (st < hi) & (st + g[1] > lo)
-            starts.append(st[keep])
-            ends.append(st[keep] + g[1])
-        if not starts:
-            return False
-        st, en = np.concatenate(starts), np.concatenate(ends)
-        o = np.argsort(st, kind="stable")
-        st, en = st[o], np.maximum.accumulate(en[o])
-        new = np.ones(len(st), bool)
-        new[1:] = st[1:] > en[:-1]  # a gap before this run: a new merged segment
-        seg_start = st[new]
-        seg_end = np.append(en[np.flatnonzero(new)[1:] - 1], en[-1])
-        qs = off + q[0]
-        i = np.searchsorted(seg_start, qs, "right") - 1
-        return bool(np.all((i >= 0) & (seg_end[np.maximum(i, 0)] >= qs + q[1])))
-
     def disjoint(self, keys: np.ndarray) -> bool:
         """Whether the distinct tiles `keys` (one root) share no element (none can cover another's
         elements); False also when a tile's runs are not known."""
@@ -320,6 +289,60 @@ class Geometry:
         st, en = np.concatenate(starts), np.concatenate(ends)
         o = np.argsort(st, kind="stable")
         return bool(np.all(st[o][1:] >= np.maximum.accumulate(en[o])[:-1]))
+
+
+class RunTable:
+    """The element runs (`Geometry.runs`) of accesses of one root: start, end (elements), access
+    time (cycles) and tile key per run, sorted by start, for `covers`' range lookups."""
+
+    __slots__ = ("st", "en", "t", "k", "maxlen", "chunk")
+
+    def __init__(self, geo: Geometry, keys: np.ndarray, times: np.ndarray):
+        self.chunk = (keys, times)  # (what it was built from: L2Cache.commit adds to it)
+        sid, off = np.divmod(keys, SHIFT)
+        parts = []
+        self.maxlen = 0
+        for s in np.unique(sid).tolist():
+            g = geo.runs(s)
+            if g is None:
+                continue
+            m = sid == s
+            n = len(g[0])
+            st = (off[m][:, None] + g[0]).ravel()
+            parts.append((st, np.repeat(times[m], n), np.repeat(keys[m], n)))
+            self.maxlen = max(self.maxlen, g[1])
+            parts[-1] = parts[-1] + (st + g[1],)
+        if parts:
+            st, t, k, en = (np.concatenate(x) for x in zip(*parts))
+            o = np.argsort(st, kind="stable")
+            self.st, self.en, self.t, self.k = st[o], en[o], t[o], k[o]
+        else:
+            self.st = self.en = self.k = np.zeros(0, np.int64)
+            self.t = np.zeros(0)
+
+    def covers(self, geo: Geometry, key: int, t_lo: float, t_hi: float, before: bool) -> bool:
+        """Whether runs of other tiles than `key`, accessed at times in [t_lo, t_hi] (`before`:
+        strictly before t_hi), hold every element of tile `key`."""
+        sid, off = divmod(key, SHIFT)
+        q = geo.runs(sid)
+        if q is None or not len(self.st):
+            return False
+        lo, hi = off, off + q[2]
+        a = np.searchsorted(self.st, lo - self.maxlen + 1)
+        b = np.searchsorted(self.st, hi)
+        t = self.t[a:b]
+        m = (self.en[a:b] > lo) & (t >= t_lo) & ((t < t_hi) if before else (t <= t_hi)) & (self.k[a:b] != key)
+        st, en = self.st[a:b][m], self.en[a:b][m]
+        if not len(st):
+            return False
+        en = np.maximum.accumulate(en)  # (st is sorted)
+        new = np.ones(len(st), bool)
+        new[1:] = st[1:] > en[:-1]  # a gap before this run: a new merged segment
+        seg_start = st[new]
+        seg_end = np.append(en[np.flatnonzero(new)[1:] - 1], en[-1])
+        qs = off + q[0]
+        i = np.searchsorted(seg_start, qs, "right") - 1
+        return bool(np.all((i >= 0) & (seg_end[np.maximum(i, 0)] >= qs + q[1])))
 
 
 def _rewrite(dirty: dict[int, float], key: int, now: float, window: float) -> bool:
@@ -456,10 +479,10 @@ class L2Pass:
             rk, rt = ak[m], at[m]
             if geo.disjoint(rk):
                 continue
+            table = RunTable(geo, rk, rt)
             for i in np.flatnonzero(qroot == r).tolist():
-                k, t = qk[i], qt[i]
-                near = (rt < t) & (t - rt <= self.window) & (rk != k)
-                out[i] = geo.covers(int(k), np.unique(rk[near]))
+                t = float(qt[i])
+                out[i] = table.covers(geo, int(qk[i]), t - self.window, t, True)
         return out
 
     def _allocated(self, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
