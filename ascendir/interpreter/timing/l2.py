@@ -141,7 +141,10 @@ class L2Cache:
                 got = self.done.get(r)
                 if isinstance(got, RunTable):
                     got = self.done[r] = [got.chunk]
-                self.done.setdefault(r, []).append((kk, tt))
+                got = self.done.setdefault(r, [])
+                got.append((kk, tt))
+                if len(got) > 8:  # (a root never looked up: keep its history bounded)
+                    got[:] = [self._recent(got)]
 
     def resident_before(self, key: int, now: float, t_start: float) -> bool:
         """True when an access of an earlier kernel (before `t_start`, committed) left `key`
@@ -155,21 +158,41 @@ class L2Cache:
         [128, 256] output tiles read as rows, a workspace written whole and read in chunks)."""
         if not self.done:
             return False
-        r = self.geo.root_of_key(key)
+        got = self._table(self.geo.root_of_key(key))
+        return got is not None and bool(got.covers_many(self.geo, np.array([key]), np.array([now - self.window]), np.array([now]))[0])
+
+    def _table(self, r: int) -> RunTable | None:
+        """The committed accesses of root number `r` as a RunTable (built once per commit that
+        touched the root), None when there are none."""
         got = self.done.get(r) if r >= 0 else None
-        if got is None:
-            return False
-        if not isinstance(got, RunTable):  # (chunks since the root's last lookup: built once per commit)
-            got = self.done[r] = RunTable(self.geo, np.concatenate([c[0] for c in got]), np.concatenate([c[1] for c in got]))
-        return got.covers(self.geo, key, now - self.window, now, False)
+        if got is not None and not isinstance(got, RunTable):
+            got = self.done[r] = RunTable(self.geo, *self._recent(got))
+        return got
+
+    def _recent(self, chunks: list) -> tuple[np.ndarray, np.ndarray]:
+        """The (keys, times) of committed chunks of one root without the accesses older than
+        the residency window before the latest one: every later lookup is at or after the
+        latest commit, where those are gone from L2."""
+        k = np.concatenate([c[0] for c in chunks])
+        t = np.concatenate([c[1] for c in chunks])
+        keep = t >= t.max() - self.window
+        return k[keep], t[keep]
 
     def resident_many(self, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
-        """`resident_before` of each (key, time): bool array of len(keys)."""
+        """`resident_before` of each (key, time): bool array of len(keys); the coverage of the
+        keys not resident themselves looked up per root at once."""
         last, w = self.last, self.window
         prev = np.array([last.get(x, np.nan) for x in keys.tolist()], np.float64)
         out = times - prev <= w
-        for i in np.flatnonzero(~out).tolist():
-            out[i] = self.covered_before(int(keys[i]), float(times[i]))
+        rest = np.flatnonzero(~out)
+        if not len(rest) or not self.done:
+            return out
+        roots = self.geo.root_of(keys[rest] // SHIFT)
+        for r in np.unique(roots).tolist():
+            table = self._table(r)
+            if table is not None:
+                idx = rest[roots == r]
+                out[idx] = table.covers_many(self.geo, keys[idx], times[idx] - w, times[idx])
         return out
 
     def write(self, key: int, now: float) -> None:
@@ -257,11 +280,8 @@ class Geometry:
         got = None
         if not dims:
             got = (np.zeros(1, np.int64), 1, 1)
-        elif 0 not in shape:
-            length, step = dims[-1][0], dims[-1][1]
-            outer = dims[:-1]
-            if step != 1:
-                length, outer = 1, dims
+        elif 0 not in shape and dims[-1][1] == 1:  # (strided rows: runs of one element, too many to follow)
+            length, outer = dims[-1][0], dims[:-1]
             while outer and length > 1 and outer[-1][1] == length:  # contiguous with the run
                 length *= outer.pop()[0]
             if math.prod(d for d, _ in outer) <= RUNS:
@@ -277,7 +297,7 @@ class Geometry:
     def disjoint(self, keys: np.ndarray) -> bool:
         """Whether the distinct tiles `keys` (one root) share no element (none can cover another's
         elements); False also when a tile's runs are not known."""
-        sid, off = np.divmod(np.unique(keys), SHIFT)
+        sid, off = np.divmod(_distinct(keys), SHIFT)
         starts, ends = [], []
         for s in np.unique(sid).tolist():
             g = self.runs(s)
@@ -291,14 +311,63 @@ class Geometry:
         return bool(np.all(st[o][1:] >= np.maximum.accumulate(en[o])[:-1]))
 
 
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """np.unique of an int64 array by sorting (numpy 2's hashing unique is several times slower
+    on the large arrays here)."""
+    a = np.sort(a)
+    return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
+
+
+def _ramp(n: np.ndarray) -> np.ndarray:
+    """0, 1, .., n[0]-1, 0, 1, .., n[1]-1, ... (n >= 1): offsets inside runs of lengths n."""
+    first = np.zeros(len(n), np.int64)
+    np.cumsum(n[:-1], out=first[1:])
+    return np.arange(int(n.sum())) - np.repeat(first, n)
+
+
+def covered_first(geo: Geometry, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Per tile (distinct `keys` of one root, int64, first accessed at `times`): whether other
+    tiles accessed strictly before it hold every element it reads. Vectorised over all tiles: the
+    element axis is cut at every run's ends into pieces; a piece's time is the earliest access
+    covering it; a tile is covered when the latest of its pieces' times is before its own.
+    (Its own runs count at its own time, which is not before it.)"""
+    out = np.zeros(len(keys), bool)
+    sid, off = np.divmod(keys, SHIFT)
+    parts = []
+    for s in np.unique(sid).tolist():
+        g = geo.runs(s)
+        if g is None:
+            continue
+        idx = np.flatnonzero(sid == s)
+        st = (off[idx][:, None] + g[0]).ravel()
+        parts.append((st, st + g[1], np.repeat(idx, len(g[0]))))
+    if not parts:
+        return out
+    st, en, who = (np.concatenate(x) for x in zip(*parts))  # runs, grouped by tile
+    cuts = _distinct(np.concatenate([st, en]))
+    ia, ib = np.searchsorted(cuts, st), np.searchsorted(cuts, en)
+    n = ib - ia  # pieces per run (>= 1)
+    first = np.zeros(len(n), np.int64)
+    np.cumsum(n[:-1], out=first[1:])
+    piece = np.repeat(ia - first, n) + np.arange(int(n.sum()))
+    t = times[who]
+    f = np.full(len(cuts), np.inf)
+    np.minimum.at(f, piece, np.repeat(t, n))
+    latest = np.maximum.reduceat(f[piece], first)  # per run: when all its pieces were held
+    tile = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])  # runs of a tile are contiguous
+    out[who[tile]] = np.maximum.reduceat(latest, tile) < t[tile]
+    return out
+
+
 class RunTable:
     """The element runs (`Geometry.runs`) of accesses of one root: start, end (elements), access
     time (cycles) and tile key per run, sorted by start, for `covers`' range lookups."""
 
-    __slots__ = ("st", "en", "t", "k", "maxlen", "chunk")
+    __slots__ = ("st", "en", "t", "k", "maxlen", "chunk", "latest")
 
     def __init__(self, geo: Geometry, keys: np.ndarray, times: np.ndarray):
         self.chunk = (keys, times)  # (what it was built from: L2Cache.commit adds to it)
+        self.latest: tuple | None = None  # (cuts, latest time per piece): covers_many
         sid, off = np.divmod(keys, SHIFT)
         parts = []
         self.maxlen = 0
@@ -319,6 +388,44 @@ class RunTable:
         else:
             self.st = self.en = self.k = np.zeros(0, np.int64)
             self.t = np.zeros(0)
+
+    def covers_many(self, geo: Geometry, keys: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray) -> np.ndarray:
+        """`covers(geo, keys[i], t_lo[i], t_hi[i], False)` for every i (bool array), at once
+        when no run is later than any t_hi (an earlier kernel's accesses, read by a later one):
+        then an element is held in time when the latest run over it is not before t_lo. The
+        element axis is cut at every run's ends into pieces, each with the latest time of the
+        runs over it (-inf where none)."""
+        if len(keys) <= 16 or len(self.t) and self.t.max() > t_hi.min():  # (a few: range lookups cost less)
+            return np.array([self.covers(geo, int(k), float(a), float(b), False) for k, a, b in zip(keys, t_lo, t_hi)], bool)
+        out = np.zeros(len(keys), bool)
+        if not len(self.t):
+            return out
+        if self.latest is None:
+            cuts = _distinct(np.concatenate([self.st, self.en]))
+            ia, ib = np.searchsorted(cuts, self.st), np.searchsorted(cuts, self.en)
+            n = ib - ia
+            f = np.full(len(cuts), -np.inf)
+            np.maximum.at(f, np.repeat(ia, n) + _ramp(n), np.repeat(self.t, n))
+            self.latest = (cuts, f)
+        cuts, f = self.latest
+        sid, off = np.divmod(keys, SHIFT)
+        for s in (sid.tolist() if len(sid) == 1 else np.unique(sid).tolist()):
+            g = geo.runs(s)
+            if g is None:
+                continue
+            idx = np.flatnonzero(sid == s)
+            qs = (off[idx][:, None] + g[0]).ravel()
+            qe = qs + g[1]
+            inside = (qs >= cuts[0]) & (qe <= cuts[-1])
+            ia = np.clip(np.searchsorted(cuts, qs, "right") - 1, 0, len(cuts) - 1)
+            ib = np.maximum(np.searchsorted(cuts, qe) - 1, ia)  # the piece holding the run's last element
+            n = ib - ia + 1
+            first = np.zeros(len(n), np.int64)
+            np.cumsum(n[:-1], out=first[1:])
+            low = np.minimum.reduceat(f[np.repeat(ia, n) + _ramp(n)], first)
+            ok = inside & (low >= np.repeat(t_lo[idx], len(g[0])))
+            out[idx] = ok.reshape(len(idx), len(g[0])).all(axis=1)
+        return out
 
     def covers(self, geo: Geometry, key: int, t_lo: float, t_hi: float, before: bool) -> bool:
         """Whether runs of other tiles than `key`, accessed at times in [t_lo, t_hi] (`before`:
@@ -479,8 +586,20 @@ class L2Pass:
             rk, rt = ak[m], at[m]
             if geo.disjoint(rk):
                 continue
+            mine = np.flatnonzero(qroot == r)
+            if len(rt) and rt.max() - rt.min() <= self.window:
+                # the launch's accesses of the root lie within one window: any access before a
+                # read is still resident, and each tile's first access decides (a read here is
+                # the first of its tile: L2Pass.settle's periods start once)
+                o = np.lexsort((rt, rk))
+                first = np.ones(len(o), bool)
+                first[1:] = rk[o][1:] != rk[o][:-1]
+                uk, ut = rk[o][first], rt[o][first]
+                cov = covered_first(geo, uk, ut)
+                out[mine] = cov[np.searchsorted(uk, qk[mine])]
+                continue
             table = RunTable(geo, rk, rt)
-            for i in np.flatnonzero(qroot == r).tolist():
+            for i in mine.tolist():
                 t = float(qt[i])
                 out[i] = table.covers(geo, int(qk[i]), t - self.window, t, True)
         return out
