@@ -30,6 +30,11 @@ Line size: tiles count as whole 512-B lines [S4][S5][S24] (`lines()`), which is 
 statistic in the report uses. Coverage is by elements and whole: a read that other tiles hold
 only in part misses whole (pessimistic: its lines that are in L2 are paid as misses too; e.g. a
 causal FlashAttention diagonal block whose score tile the cube wrote only in its first steps).
+Tiles whose innermost stride is not 1 (strided windows of a stride-2 convolution) take no part in
+coverage either way: their runs are single elements, too many to follow (`Geometry.runs`).
+Cost: a launch whose accesses of a root lie within one window settles all its candidate misses at
+once (`covered_first`); earlier kernels' accesses are kept per root as a RunTable, pruned to the
+window, and a launch memo's checks look them up per root at once (`RunTable.covers_many`).
 
 Hit cost: rate min(l2_read_rate [S1], l2_bw_over_hbm [S8] × HBM share) and hit latency 50 cycles
 [S5] (cost.CostEnv); a miss costs the HBM path (DDR rate, 307-cycle read latency [S5]).
