@@ -241,6 +241,7 @@ class L2Cache:
 
 
 RUNS = 1 << 14  # contiguous runs a tile may have and still take part in coverage (`Geometry`)
+ONES = 64  # the same for runs of one element
 
 
 class Geometry:
@@ -276,7 +277,8 @@ class Geometry:
 
     def runs(self, sid: int) -> tuple | None:
         """(run starts relative to the tile's offset (int64), run length, extent) of stream `sid`,
-        all in elements; None when the tile has more than RUNS runs."""
+        all in elements; None when the tile has more than RUNS runs, or more than ONES runs of
+        one element (strided rows: the windows of a stride-2 convolution, too many to follow)."""
         got = self.rel.get(sid, False)
         if got is not False:
             return got
@@ -287,15 +289,16 @@ class Geometry:
             pass
         elif not dims:
             got = (np.zeros(1, np.int64), 1, 1)
-        elif 0 not in shape and dims[-1][1] == 1:  # (strided rows: runs of one element, too many to follow)
-            length, outer = dims[-1][0], dims[:-1]
+        elif 0 not in shape:
+            length, outer = (dims[-1][0], dims[:-1]) if dims[-1][1] == 1 else (1, dims)
             while outer and length > 1 and outer[-1][1] == length:  # contiguous with the run
                 length *= outer.pop()[0]
-            if math.prod(d for d, _ in outer) <= RUNS:
+            n = math.prod(d for d, _ in outer)
+            if n <= (RUNS if length > 1 else ONES):
                 rel = np.zeros(1, np.int64)
                 for d, st in outer:
                     rel = (rel[:, None] + np.arange(d, dtype=np.int64) * st).ravel()
-                ext = int(rel.max()) + length if len(rel) else length
+                ext = int(rel.max()) + length
                 if int(rel.min()) >= 0:
                     got = (rel, length, ext)
         self.rel[sid] = got
@@ -370,7 +373,7 @@ class RunTable:
     """The element runs (`Geometry.runs`) of accesses of one root: start, end (elements), access
     time (cycles) and tile key per run, sorted by start, for `covers`' range lookups."""
 
-    __slots__ = ("st", "en", "t", "k", "maxlen", "chunk", "latest")
+    __slots__ = ("st", "en", "t", "maxlen", "chunk", "latest")
 
     def __init__(self, geo: Geometry, keys: np.ndarray, times: np.ndarray):
         self.chunk = (keys, times)  # (what it was built from: L2Cache.commit adds to it)
@@ -383,17 +386,15 @@ class RunTable:
             if g is None:
                 continue
             m = sid == s
-            n = len(g[0])
             st = (off[m][:, None] + g[0]).ravel()
-            parts.append((st, np.repeat(times[m], n), np.repeat(keys[m], n)))
+            parts.append((st, st + g[1], np.repeat(times[m], len(g[0]))))
             self.maxlen = max(self.maxlen, g[1])
-            parts[-1] = parts[-1] + (st + g[1],)
         if parts:
-            st, t, k, en = (np.concatenate(x) for x in zip(*parts))
+            st, en, t = (np.concatenate(x) for x in zip(*parts))
             o = np.argsort(st, kind="stable")
-            self.st, self.en, self.t, self.k = st[o], en[o], t[o], k[o]
+            self.st, self.en, self.t = st[o], en[o], t[o]
         else:
-            self.st = self.en = self.k = np.zeros(0, np.int64)
+            self.st = self.en = np.zeros(0, np.int64)
             self.t = np.zeros(0)
 
     def covers_many(self, geo: Geometry, keys: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray) -> np.ndarray:
@@ -435,8 +436,9 @@ class RunTable:
         return out
 
     def covers(self, geo: Geometry, key: int, t_lo: float, t_hi: float, before: bool) -> bool:
-        """Whether runs of other tiles than `key`, accessed at times in [t_lo, t_hi] (`before`:
-        strictly before t_hi), hold every element of tile `key`."""
+        """Whether the runs accessed at times in [t_lo, t_hi] (`before`: strictly before t_hi)
+        hold every element of tile `key`. (Its own accesses count too: where it is asked, none of
+        them is in the range, or the tile would be resident by its key.)"""
         sid, off = divmod(key, SHIFT)
         q = geo.runs(sid)
         if q is None or not len(self.st):
@@ -445,7 +447,7 @@ class RunTable:
         a = np.searchsorted(self.st, lo - self.maxlen + 1)
         b = np.searchsorted(self.st, hi)
         t = self.t[a:b]
-        m = (self.en[a:b] > lo) & (t >= t_lo) & ((t < t_hi) if before else (t <= t_hi)) & (self.k[a:b] != key)
+        m = (self.en[a:b] > lo) & (t >= t_lo) & ((t < t_hi) if before else (t <= t_hi))
         st, en = self.st[a:b][m], self.en[a:b][m]
         if not len(st):
             return False
