@@ -1,4 +1,4 @@
-"""The L2 coverage lookups (interpreter/timing/l2.py) against element sets, on random tiles of one
+"""The L2 coverage lookups (interpreter/timing/coverage.py) against element sets, on random tiles of one
 buffer: `covered_first` (a launch settled at once), `RunTable.covers` (one read) and
 `RunTable.covers_many` (a launch memo's checks) give what the elements say."""
 
@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ascendir.hardware import load_target
-from ascendir.interpreter.timing.l2 import L2Cache, RunTable, covered_first
+from ascendir.interpreter.timing.coverage import RunTable, covered_first
+from ascendir.interpreter.timing.l2 import L2Cache
 
 W = 64  # the buffer's row pitch (elements)
 
