@@ -683,8 +683,8 @@ def estimate_cycles(target: HardwareConfig, t: FlashTiling, *, batch: int, hkv: 
     * a floor: the hierarchical bandwidth bound (costmodel.bandwidth_bound_cycles: every block's
       K, V and workspace bytes through L2 [S8], K / V, Q, the output and the workspace's first
       touches through HBM).
-    Within 0.92-1.05x of the simulation for 32 heads x 128 (f16, 910B2) from 512 to 2048 keys,
-    causal or not, prefill and decode, Bc 64-256 (benchmarks/fa_estimate.py without --long;
+    Within 0.92-1.05x of the simulation for 32 heads x 128 (f16, 910B2) from 512 to 8192 keys,
+    causal or not, prefill and decode, Bc 64-256 (benchmarks/fa_estimate.py --long;
     tests/test_tiling_attention.py holds 0.85-1.08 on a set).
     Mask and causal-diagonal vector work are left out (the same for every tiling to first
     order). A paged K/V (`block` > 0) loads a tile in max(1, Bc / block) DMAs each for K and V,
