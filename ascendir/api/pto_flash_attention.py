@@ -66,8 +66,7 @@ What the IR cannot say, and how it is written instead:
   an empty 24-block AIC kernel (warm-up) and PTO_PREFETCH (SDMA) of S0 · 128 f16 of each of q, k,
   v into L2, then the kernel; main.cpp times only the kernel (its blocks' timestamps). Here
   @main launches `@prefetch` first: AIVs reading those rows of q, k, v as the [128, 128] tiles
-  the kernel reads them in (the tile L2 model hits only on the same tile: interpreter/timing/l2.py),
-  so the kernel's first reads of them find them in L2 as on the chip. How fast the SDMA engine
+  the kernel reads them in, so the kernel's first reads of them find them in L2 as on the chip. How fast the SDMA engine
   streams them is not modelled: only the kernel is timed (calibration.pto_fa_us). The empty
   warm-up kernel touches no memory and is left out.
 """

@@ -19,7 +19,7 @@ ONES = 64  # the same for runs of one element
 
 
 class Geometry:
-    """Which elements GM tiles hold, for coverage across tile shapes (`covers`). A stream's tile
+    """Which elements GM tiles hold, for coverage across tile shapes. A stream's tile
     (shape, element strides) is a set of contiguous element runs: its rows after merging
     contiguous dims. Coverage is by elements: a read hits through other tiles only when they hold
     every element it reads (a 512-B line partly read before still counts as a miss here)."""
@@ -35,19 +35,22 @@ class Geometry:
     def root_of(self, sids: np.ndarray) -> np.ndarray:
         """Root number of each stream id (int64 array; -1 for an id no stream has: keys made up
         without `L2Cache.sid`, as some tests do)."""
-        n = len(self.stream_of)
-        if len(self.sid_root) < n:
-            rn = self.rootno
-            more = [rn.setdefault(self.stream_of[i][0], len(rn)) for i in range(len(self.sid_root), n)]
-            self.sid_root = np.concatenate([self.sid_root, np.array(more, np.int64)])
+        n = self._grow()
         sids = np.asarray(sids)
         return np.where(sids < n, self.sid_root[np.minimum(sids, max(n - 1, 0))] if n else -1, -1)
 
     def root_of_key(self, key: int) -> int:
         sid = key // SHIFT
-        if sid >= len(self.sid_root):
-            self.root_of(np.zeros(0, np.int64))
-        return int(self.sid_root[sid]) if sid < len(self.sid_root) else -1
+        return int(self.sid_root[sid]) if sid < self._grow() else -1
+
+    def _grow(self) -> int:
+        """Number the roots of the streams added since the last call; the number of streams."""
+        n = len(self.stream_of)
+        if len(self.sid_root) < n:
+            rn = self.rootno
+            more = [rn.setdefault(self.stream_of[i][0], len(rn)) for i in range(len(self.sid_root), n)]
+            self.sid_root = np.concatenate([self.sid_root, np.array(more, np.int64)])
+        return n
 
     def runs(self, sid: int) -> tuple | None:
         """(run starts relative to the tile's offset (int64), run length, extent) of stream `sid`,
@@ -78,19 +81,30 @@ class Geometry:
         self.rel[sid] = got
         return got
 
-    def disjoint(self, keys: np.ndarray) -> bool:
-        """Whether the distinct tiles `keys` (one root) share no element (none can cover another's
-        elements); False also when a tile's runs are not known."""
-        sid, off = np.divmod(_distinct(keys), SHIFT)
-        starts, ends = [], []
+    def expand(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The runs of tiles `keys` (int64): starts, ends (elements) and the index in `keys` of
+        each run's tile, a tile's runs contiguous; a tile whose runs are not known has none."""
+        sid, off = np.divmod(keys, SHIFT)
+        parts = []
         for s in np.unique(sid).tolist():
             g = self.runs(s)
             if g is None:
-                return False
-            st = (off[sid == s][:, None] + g[0]).ravel()
-            starts.append(st)
-            ends.append(st + g[1])
-        st, en = np.concatenate(starts), np.concatenate(ends)
+                continue
+            idx = np.flatnonzero(sid == s)
+            st = (off[idx][:, None] + g[0]).ravel()
+            parts.append((st, st + g[1], np.repeat(idx, len(g[0]))))
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        st, en, who = (np.concatenate(x) for x in zip(*parts))
+        return st, en, who
+
+    def disjoint(self, keys: np.ndarray) -> bool:
+        """Whether the distinct tiles `keys` (one root) share no element (none can cover another's
+        elements); False also when a tile's runs are not known."""
+        k = _distinct(keys)
+        st, en, who = self.expand(k)
+        if not np.bincount(who, minlength=len(k)).all():
+            return False
         o = np.argsort(st, kind="stable")
         return bool(np.all(st[o][1:] >= np.maximum.accumulate(en[o])[:-1]))
 
@@ -102,11 +116,12 @@ def _distinct(a: np.ndarray) -> np.ndarray:
     return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
 
 
-def _ramp(n: np.ndarray) -> np.ndarray:
-    """0, 1, .., n[0]-1, 0, 1, .., n[1]-1, ... (n >= 1): offsets inside runs of lengths n."""
+def _pieces(ia: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of n[i] >= 1 pieces from piece ia[i], laid end to end: the first position of each
+    run, and the piece at every position (ia[0], ia[0]+1, .., ia[1], ia[1]+1, ..)."""
     first = np.zeros(len(n), np.int64)
     np.cumsum(n[:-1], out=first[1:])
-    return np.arange(int(n.sum())) - np.repeat(first, n)
+    return first, np.repeat(ia - first, n) + np.arange(int(n.sum()))
 
 
 def covered_first(geo: Geometry, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -116,60 +131,34 @@ def covered_first(geo: Geometry, keys: np.ndarray, times: np.ndarray) -> np.ndar
     covering it; a tile is covered when the latest of its pieces' times is before its own.
     (Its own runs count at its own time, which is not before it.)"""
     out = np.zeros(len(keys), bool)
-    sid, off = np.divmod(keys, SHIFT)
-    parts = []
-    for s in np.unique(sid).tolist():
-        g = geo.runs(s)
-        if g is None:
-            continue
-        idx = np.flatnonzero(sid == s)
-        st = (off[idx][:, None] + g[0]).ravel()
-        parts.append((st, st + g[1], np.repeat(idx, len(g[0]))))
-    if not parts:
+    st, en, who = geo.expand(keys)  # runs, grouped by tile
+    if not len(st):
         return out
-    st, en, who = (np.concatenate(x) for x in zip(*parts))  # runs, grouped by tile
     cuts = _distinct(np.concatenate([st, en]))
     ia, ib = np.searchsorted(cuts, st), np.searchsorted(cuts, en)
     n = ib - ia  # pieces per run (>= 1)
-    first = np.zeros(len(n), np.int64)
-    np.cumsum(n[:-1], out=first[1:])
-    piece = np.repeat(ia - first, n) + np.arange(int(n.sum()))
+    first, piece = _pieces(ia, n)
     t = times[who]
     f = np.full(len(cuts), np.inf)
     np.minimum.at(f, piece, np.repeat(t, n))
     latest = np.maximum.reduceat(f[piece], first)  # per run: when all its pieces were held
-    tile = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])  # runs of a tile are contiguous
+    tile = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
     out[who[tile]] = np.maximum.reduceat(latest, tile) < t[tile]
     return out
 
 
 class RunTable:
-    """The element runs (`Geometry.runs`) of accesses of one root: start, end (elements), access
-    time (cycles) and tile key per run, sorted by start, for `covers`' range lookups."""
+    """The element runs (`Geometry.runs`) of accesses of one root: start, end (elements) and
+    access time (cycles) per run, sorted by start, for `covers`' range lookups."""
 
-    __slots__ = ("st", "en", "t", "maxlen", "chunk", "latest")
+    __slots__ = ("st", "en", "t", "maxlen", "latest")
 
     def __init__(self, geo: Geometry, keys: np.ndarray, times: np.ndarray):
-        self.chunk = (keys, times)  # (what it was built from: L2Cache.commit adds to it)
         self.latest: tuple | None = None  # (cuts, latest time per piece): covers_many
-        sid, off = np.divmod(keys, SHIFT)
-        parts = []
-        self.maxlen = 0
-        for s in np.unique(sid).tolist():
-            g = geo.runs(s)
-            if g is None:
-                continue
-            m = sid == s
-            st = (off[m][:, None] + g[0]).ravel()
-            parts.append((st, st + g[1], np.repeat(times[m], len(g[0]))))
-            self.maxlen = max(self.maxlen, g[1])
-        if parts:
-            st, en, t = (np.concatenate(x) for x in zip(*parts))
-            o = np.argsort(st, kind="stable")
-            self.st, self.en, self.t = st[o], en[o], t[o]
-        else:
-            self.st = self.en = np.zeros(0, np.int64)
-            self.t = np.zeros(0)
+        st, en, who = geo.expand(keys)
+        o = np.argsort(st, kind="stable")
+        self.st, self.en, self.t = st[o], en[o], times[who][o]
+        self.maxlen = int((en - st).max()) if len(st) else 0
 
     def covers_many(self, geo: Geometry, keys: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray) -> np.ndarray:
         """`covers(geo, keys[i], t_lo[i], t_hi[i], False)` for every i (bool array), at once
@@ -187,26 +176,19 @@ class RunTable:
             ia, ib = np.searchsorted(cuts, self.st), np.searchsorted(cuts, self.en)
             n = ib - ia
             f = np.full(len(cuts), -np.inf)
-            np.maximum.at(f, np.repeat(ia, n) + _ramp(n), np.repeat(self.t, n))
+            np.maximum.at(f, _pieces(ia, n)[1], np.repeat(self.t, n))
             self.latest = (cuts, f)
         cuts, f = self.latest
-        sid, off = np.divmod(keys, SHIFT)
-        for s in (sid.tolist() if len(sid) == 1 else np.unique(sid).tolist()):
-            g = geo.runs(s)
-            if g is None:
-                continue
-            idx = np.flatnonzero(sid == s)
-            qs = (off[idx][:, None] + g[0]).ravel()
-            qe = qs + g[1]
-            inside = (qs >= cuts[0]) & (qe <= cuts[-1])
-            ia = np.clip(np.searchsorted(cuts, qs, "right") - 1, 0, len(cuts) - 1)
-            ib = np.maximum(np.searchsorted(cuts, qe) - 1, ia)  # the piece holding the run's last element
-            n = ib - ia + 1
-            first = np.zeros(len(n), np.int64)
-            np.cumsum(n[:-1], out=first[1:])
-            low = np.minimum.reduceat(f[np.repeat(ia, n) + _ramp(n)], first)
-            ok = inside & (low >= np.repeat(t_lo[idx], len(g[0])))
-            out[idx] = ok.reshape(len(idx), len(g[0])).all(axis=1)
+        qs, qe, who = geo.expand(keys)
+        if not len(qs):
+            return out
+        inside = (qs >= cuts[0]) & (qe <= cuts[-1])
+        ia = np.clip(np.searchsorted(cuts, qs, "right") - 1, 0, len(cuts) - 1)
+        ib = np.maximum(np.searchsorted(cuts, qe) - 1, ia)  # the piece holding the run's last element
+        first, piece = _pieces(ia, ib - ia + 1)
+        ok = inside & (np.minimum.reduceat(f[piece], first) >= t_lo[who])
+        tile = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
+        out[who[tile]] = np.logical_and.reduceat(ok, tile)
         return out
 
     def covers(self, geo: Geometry, key: int, t_lo: float, t_hi: float, before: bool) -> bool:

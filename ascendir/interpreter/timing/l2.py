@@ -4,7 +4,7 @@ What it keys on: every GM buffer carries an address tag (root buffer, element of
 strides; `Compiler` propagates it through `ascend.view` and `memref.subview`), so a GM tile is
 `(root, offset, shape, strides)`. A read of a tile hits when the same tile was read or written
 (write-allocate) earlier in *simulated time* and is still resident, or when other tiles of its
-root read or written earlier and still resident hold every element it reads (`Geometry.covers`:
+root read or written earlier and still resident hold every element it reads (coverage.py:
 a workspace written whole and read in chunks, chunks written and read whole, a producer's output
 tiles read by the next kernel in another tiling); otherwise it misses and is recorded. Blocks are simulated one after another, so accesses arrive out of time order; each tile
 keeps the sorted list of its access times and a lookup asks for the latest one at or before now.
@@ -74,7 +74,7 @@ class L2Cache:
     """Tile-granular L2 of one chip over one `ModuleProg.run` (kernels share it: a consumer
     kernel that reads a producer's output soon enough hits)."""
 
-    __slots__ = ("window", "line", "last", "pk", "pt", "chunks", "hits", "misses", "streams", "stream_of", "dirty", "geo", "done")
+    __slots__ = ("window", "line", "last", "pk", "pt", "chunks", "hits", "misses", "streams", "stream_of", "dirty", "geo", "done", "tables")
 
     def __init__(self, target: HardwareConfig):
         mem = target.memory
@@ -89,12 +89,14 @@ class L2Cache:
         self.dirty: dict[int, float] = {}  # tile key -> time of its latest write
         self.geo = Geometry(self.stream_of)
         self.done: dict[int, list] = {}  # root number -> committed (keys, times) chunks (`covered_before`)
+        self.tables: dict[int, RunTable] = {}  # root number -> its chunks as a RunTable, until the next commit touching it
         self.hits = 0
         self.misses = 0
 
     def reset(self) -> None:
         self.last.clear()
         self.done.clear()
+        self.tables.clear()
         self.dirty.clear()
         self.pk.clear()
         self.pt.clear()
@@ -142,9 +144,7 @@ class L2Cache:
         cut = np.flatnonzero(np.diff(roots)) + 1
         for r, kk, tt in zip(roots[np.r_[0, cut]].tolist(), np.split(k, cut), np.split(t, cut)):
             if r >= 0:
-                got = self.done.get(r)
-                if isinstance(got, RunTable):
-                    got = self.done[r] = [got.chunk]
+                self.tables.pop(r, None)
                 got = self.done.setdefault(r, [])
                 got.append((kk, tt))
                 if len(got) > 8:  # (a root never looked up: keep its history bounded)
@@ -163,14 +163,16 @@ class L2Cache:
         if not self.done:
             return False
         got = self._table(self.geo.root_of_key(key))
-        return got is not None and bool(got.covers_many(self.geo, np.array([key]), np.array([now - self.window]), np.array([now]))[0])
+        return got is not None and got.covers(self.geo, key, now - self.window, now, False)
 
     def _table(self, r: int) -> RunTable | None:
         """The committed accesses of root number `r` as a RunTable (built once per commit that
-        touched the root), None when there are none."""
-        got = self.done.get(r) if r >= 0 else None
-        if got is not None and not isinstance(got, RunTable):
-            got = self.done[r] = RunTable(self.geo, *self._recent(got))
+        touched the root, from its chunks pruned to the window), None when there are none."""
+        got = self.tables.get(r)
+        if got is None and r in self.done:
+            chunks = self.done[r]
+            chunks[:] = [self._recent(chunks)]
+            got = self.tables[r] = RunTable(self.geo, *chunks[0])
         return got
 
     def _recent(self, chunks: list) -> tuple[np.ndarray, np.ndarray]:
@@ -361,8 +363,9 @@ class L2Pass:
 
     def _covered(self, l2: L2Cache, ak: np.ndarray, at: np.ndarray, qk: np.ndarray, qt: np.ndarray) -> np.ndarray:
         """Per read (tile `qk` at `qt`): whether accesses of this launch (`ak` at `at`: reads and
-        writes) of other tiles of its root, within the residency window before it, hold all its
-        elements (`Geometry.covers`). A root whose tiles share no element is skipped whole."""
+        writes) of its root within the residency window before it hold all its elements
+        (coverage.py: `covered_first`, `RunTable.covers`). A root whose tiles share no element is
+        skipped whole."""
         geo = l2.geo
         out = np.zeros(len(qk), bool)
         aroot, qroot = geo.root_of(ak // SHIFT), geo.root_of(qk // SHIFT)
