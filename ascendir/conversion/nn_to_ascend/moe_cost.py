@@ -8,8 +8,9 @@
   own Problem. An approximation of that kernel: each group's item cycles are `tiling.estimate`'s
   for the group alone (its own HBM share), not re-derived for the shared launch.
 * **gathered** (ascendir's lowering of HF's batched-expert export today): the weights of each
-  routed (token, k) pair's expert are gathered to [T·k, K, N] (one copy kernel: T·k·W read and
-  written) and a batched MatMul of T·k products [1, K] x [K, N] reads them again.
+  routed (token, k) pair's expert are gathered to [T·k, N, K] (one copy kernel: T·k·W read and
+  written) and a batched MatMul of T·k products [N, K] x [K, 1] reads them again, from L2 when
+  the gathered weights fit it (the gather has just written them), else from HBM.
 * **dense** (every expert on every token, the router weight zero where not routed): E GEMMs
   [T, K] x [K, N], every expert's weights read once.
 
@@ -96,7 +97,10 @@ def gathered(shape: MoeShape, tokens: int, dtype: str, target: HardwareConfig) -
     for n, k in ((2 * i, h), (h, i)):
         w = pairs * n * k * es
         cyc += bandwidth_bound_cycles(w, w, target) + target.kernel_launch_cycles  # the gather
-        cyc += search(Problem(pairs, 1, n, k, dtype, es, a_batch=pairs, b_batch=pairs), target).estimate.cycles
+        # [n, k] x [k, 1] per pair, the gathered weights as A (as HF's export multiplies them);
+        # the gather just wrote them: the MatMul's reads find them in L2 when they fit
+        warm = w <= target.memory.l2_bytes
+        cyc += search(Problem(pairs, n, 1, k, dtype, es, a_batch=pairs, b_batch=pairs, l2_warm=warm), target).estimate.cycles
     wb = pairs * shape.expert_bytes(dtype)
     return MoeCost(cyc, 2 * wb, wb)
 

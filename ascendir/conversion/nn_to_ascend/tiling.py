@@ -126,7 +126,9 @@ class Problem:
     per accumulator (templates/ffn_up.py), whose buffers it must fit (0: a matmul kernel);
     channel_bias: element size of a bias per output row (a conv's per-channel bias, added by the
     vector unit: templates/conv.py; 0: none); b_nz: B is a constant weight stored in NZ fractals
-    (`nz_weight`), so its GM -> L1 loads pay the plain MTE2 head instead of the nd2nz one."""
+    (`nz_weight`), so its GM -> L1 loads pay the plain MTE2 head instead of the nd2nz one;
+    l2_warm: A and B were just written by the kernel before and fit in L2 (write-allocate,
+    interpreter/timing/l2.py), so their first reads hit it too."""
 
     batch: int
     m: int
@@ -143,6 +145,7 @@ class Problem:
     ffn_up: int = 0
     channel_bias: int = 0
     b_nz: bool = False
+    l2_warm: bool = False
 
     @property
     def es(self) -> int:
@@ -672,6 +675,8 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
 
     u_hit = env.gm_rate(target.rate("gm", "ub"), "gm", "ub", True)
     u_miss = env.gm_rate(target.rate("gm", "ub"), "gm", "ub", False)
+    if p.l2_warm:  # no read misses: a first read costs what a hit does
+        r_miss, u_miss = r_hit, u_hit
     mte2_head = copy_startup(target, Pipe.MTE2, None)
 
     def aiv_cycles(hb: float) -> float:
@@ -748,8 +753,8 @@ def estimate(p: Problem, t: Tiling, target: HardwareConfig) -> Estimate:
     lead = bd if p.ffn_up and prefetch and not first_row else 0
     b_rehit = hits(s * tn - lead, t_first)
     hit_b = (reads_b - groups) + ((groups - 1) if b_rehit else 0)
-    ha = hit_a / reads_a
-    hb = hit_b / reads_b
+    ha = 1.0 if p.l2_warm else hit_a / reads_a
+    hb = 1.0 if p.l2_warm else hit_b / reads_b
     pf_frac = 1 / tm if first_row else 1.0  # of the items, those the AIVs prefetch
 
     def mixed(vector: bool = True) -> tuple[float, float]:
