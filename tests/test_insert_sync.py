@@ -537,3 +537,20 @@ def test_bounds_rules() -> None:
     assert decide(6, (-1, 7), (8, 8)) is None  # ult on a value that may be negative
     assert decide(1, (0, 3), (4, 9)) is True and decide(0, (0, 4), (4, 9)) is None
     assert trip_counts((0, 23), (8, 8), 48) == (0, 1) and trip_counts(UNBOUNDED, (8, 8), 1)[1] == float("inf")
+
+
+def test_a_wait_on_the_scalar_unit_orders_the_units_later_ops() -> None:
+    """add_ir with its MTE2 -> V hand-off written as a wait of the scalar unit (MTE2 -> S, as
+    wait_flag_dev / CrossCoreWaitFlag stop it): the vadd after the wait follows the copies, so
+    nothing is missing; as a wait of MTE3 it orders the vadd after nothing."""
+    from ascendir.interpreter.testing import add_ir
+
+    base = add_ir(256, 64, 16, block_dim=2, nbuf=1)
+
+    def moved(dst: str, ev: int):
+        text = base.replace("ascend.set_flag MTE2 -> V, 0", f"ascend.set_flag MTE2 -> {dst}, {ev}")
+        (kern,) = _kernels(parse(text.replace("ascend.wait_flag MTE2 -> V, 0", f"ascend.wait_flag MTE2 -> {dst}, {ev}")))
+        return kern
+
+    assert conflicts(moved("S", 0)) == []
+    assert conflicts(moved("MTE3", 1))

@@ -398,3 +398,27 @@ def test_race_names_the_oldest_unordered_access_it_meets():
     rc.access(0, [((x, 16, (16, 1)), (2, 16), True)], "second_write", 0)
     with pytest.raises(AscendirError, match=r"first_write on P0 and the_read on P1 .*write / read"):
         rc.access(1, [((x, 0, (16, 1)), (4, 16), False)], "the_read", 0)
+
+
+@pytest.mark.parametrize("timing_only", [True, False])
+def test_a_wait_on_the_scalar_unit_orders_every_later_op(timing_only):
+    """wait_flag(MTE2 -> S) holds the scalar unit, which issues every later op of the core: the
+    vadd after it follows the copies before the set (no race), where a wait on a pipe it does
+    not issue on would not order it."""
+    base = add_ir(256, 64, 16, block_dim=2, nbuf=1)
+    on_s = base.replace("ascend.set_flag MTE2 -> V, 0", "ascend.set_flag MTE2 -> S, 0").replace(
+        "ascend.wait_flag MTE2 -> V, 0", "ascend.wait_flag MTE2 -> S, 0")
+    on_mte3 = base.replace("ascend.set_flag MTE2 -> V, 0", "ascend.set_flag MTE2 -> MTE3, 1").replace(
+        "ascend.wait_flag MTE2 -> V, 0", "ascend.wait_flag MTE2 -> MTE3, 1")
+    x, y = (np.random.default_rng(i).standard_normal((256, 64)).astype("float16") for i in (0, 1))
+
+    def run(text):
+        if timing_only:
+            return simulate(parse(text), None, {}, HW, timing_only=True, check_races=True)
+        return simulate(parse(text), None, {"x": x, "y": y}, HW)
+
+    res = run(on_s)
+    if not timing_only:
+        np.testing.assert_array_equal(res.outputs["z"], x + y)
+    with pytest.raises(AscendirError, match=r"race in kernel @add .*ascend.copy on MTE2 and ascend.vadd on V"):
+        run(on_mte3)

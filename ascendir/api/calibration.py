@@ -77,8 +77,8 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   V21's GEMM is (api/pto_flash_attention: its S0 / 128 blocks, three GM FIFOs of 8 slots with
   their TALLOC / TPUSH / TPOP / TFREE flags, the L0C and L1 / L0 / UB ping-pongs, QK_PRELOAD 4;
   what the IR cannot say is listed there), launched after a kernel that reads Q, K, V into L2 as
-  the harness's prefetch does, timed without its launch (pto_fa_us): -13.6 / -14.8 / -19.8 / +0.7
-  / -7.1 / -28.3 % (V20a, b, e-h). Its hand-offs are read in other shapes than they are written
+  the harness's prefetch does, timed without its launch (pto_fa_us): -13.2 / -14.6 / -19.8 / +0.7
+  / -6.4 / -27.9 % (V20a, b, e-h). Its hand-offs are read in other shapes than they are written
   (the AIVs read the cube's [128, 128] fp32 FIFO tiles as [32, 128] / [64, 128] chunks, the cube
   reads the P the AIVs wrote as four chunks as one tile): they hit because the writes hold every
   element read (interpreter/timing/l2.py); before the L2 model counted that, every such read at
@@ -96,8 +96,15 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   3.3 µs per added tile, the 16k -> 32k step 2.27 µs. pto-isa's own model, at TILE_S1 256-1024
   and QK_PRELOAD 2-4, is -23..-18 / -22..-14 / -8..-4 / -21..-17 / 0..+4 / +1..+6 % off the six
   points (1k .. 32k): for its authors' model too the 8k point lies well above the kernel's trend
-  (their -21..-17 %, its kernel here -28.3 %), and the 1k point below it (theirs -23..-18 %, here
-  -19.8 %).
+  (their -21..-17 %, its kernel here -27.9 %), and the 1k point below it (theirs -23..-18 %, here
+  -19.8 %). That model's on-board mode adds terms fitted to B3 / B4 rankings for what its
+  simulator lacks (1000 cycles of "logical tile sync" per tile and wave, 2000 per block
+  dispatched); ascendir's cross-core flags take no time between a set and its wait, as no public
+  source gives a CrossCoreSetFlag -> CrossCoreWaitFlag latency (S2 gives their semantics only).
+  The README's smaller tables (1 / 2 / 4 / 8 cores, S0 = 128 · cores, S1 1k - 8k) are not
+  compared: they come with the directory's first commit (6cc68238, an earlier kernel), their tiles
+  are not given, and the same work as V20e (8 blocks, 1024 x 1024) reads 63.7 us there against
+  20.96 us in the 910B2 table.
   The table's torch_npu column (1118.5 / 3646.2 us; rows V20c/d until this revision) is not
   compared: the harness that timed it is not published (the numbers were "supplied by the user",
   commit a977dd11), nor which torch_npu op; F + W / R through its two points gives F = 276 us of

@@ -38,6 +38,9 @@ What it takes from pto-isa's source, and where:
   producer waits for a free before allocating a tile t >= 8 with t mod 4 = 0 (TALLOC), sets
   "ready" after its last store of a tile (TPUSH: from FIX on the cube, MTE3 on the vector
   cores), and waits for the frees it did not consume at the block's end (the TPipe destructor).
+  Every such wait is wait_flag_dev, which stops the core's scalar unit until the set (S2,
+  CrossCoreWaitFlag: every later instruction is held): written as a wait on S, nothing of the
+  core issues past it before the set.
   A cube set reaches both AIVs (CV_CORES_SYNC), an AIV -> cube hand-off needs both AIVs: one
   flag per AIV here.
 * Intra-core flags as runTFA / pto_macro_matmul write them (MTE2 -> MTE1 after each load,
@@ -46,12 +49,6 @@ What it takes from pto-isa's source, and where:
   (allocate_vec_tile_buffers' union); pipe_barrier(PIPE_V) where pto_macro_fa_softmax has them).
 
 What the IR cannot say, and how it is written instead:
-* wait_flag_dev stops the core's scalar unit (nothing later issues before the set); a wait
-  written on S would say that, but the race check takes no order from the scalar unit
-  (check/race.py), so each FIFO wait is written on the pipe that next touches the hand-off buffer:
-  the consumer's MTE2 (the loads that follow TPOP), the P producer's MTE3 (its stores) and the
-  cube's FIX (its stores; a wait MTE2 -> MTE2 for the QK slot before the K load, where TALLOC
-  stands, is no flag: the K load and mmad of such a step may run before the slot is free).
 * The unit flag (UF_ENABLE: mmad and FixPipe hand L0C over per fractal without flags): written
   as M -> FIX before each store and FIX -> M before an accumulator half is written again, so
   FixPipe starts when the whole mmad is done, not fractal by fractal (later than on the chip).
@@ -175,7 +172,7 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
         return "aiv1" if sb else "aiv"
 
     def xflag(kind: str, pipes: str, ev: int, src: str, dst: str) -> None:
-        """A flag `pipes` ("FIX -> MTE2") from unit `src` to unit `dst`, tagged with the AIV that
+        """A flag `pipes` ("FIX -> S") from unit `src` to unit `dst`, tagged with the AIV that
         runs it (the set's unit, the wait's)."""
         on = src if kind == "set" else dst
         sb = ", subblock = 1 : i64" if on == "aiv1" else ""
@@ -204,29 +201,30 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
         allocs += [f"{n[sb]} = ascend.alloc{at} : {col_t}" for n in (GMAX, LMAX, GSUM, LSUM)]
 
     # -- flags -------------------------------------------------------------------------------
-    # cross-core, one event per (pipe pair, unit pair): QK / PV ready FIX -> MTE2 0-1 / 2-3, P
-    # ready MTE3 -> MTE2 0-1; frees of QK / PV MTE2 -> FIX 0-1 / 2-3, of P MTE2 -> MTE3 4-5
+    # cross-core, set on the pipe of the last access, waited on S (wait_flag_dev stops the
+    # scalar unit), one event per (pipe pair, unit pair): QK / PV ready FIX -> S 0-1 / 2-3, P
+    # ready MTE3 -> S 0-1; frees of QK / PV MTE2 -> S 0-1 / 2-3, of P MTE2 -> S 4-5
     def both(kind: str, pipes: str, ev0: int, to_aiv: bool) -> None:
         for sb in (0, 1):
             xflag(kind, pipes, ev0 + sb, *(("aic", aiv(sb)) if to_aiv else (aiv(sb), "aic")))
 
     def ready_qk() -> None:
-        both("set", "FIX -> MTE2", 0, True)
+        both("set", "FIX -> S", 0, True)
 
     def ready_pv() -> None:
-        both("set", "FIX -> MTE2", 2, True)
+        both("set", "FIX -> S", 2, True)
 
     def free_p() -> None:
-        both("set", "MTE2 -> MTE3", 4, True)
+        both("set", "MTE2 -> S", 4, True)
 
     def wait_free_qk() -> None:
-        both("wait", "MTE2 -> FIX", 0, False)
+        both("wait", "MTE2 -> S", 0, False)
 
     def wait_free_pv() -> None:
-        both("wait", "MTE2 -> FIX", 2, False)
+        both("wait", "MTE2 -> S", 2, False)
 
     def wait_ready_p() -> None:
-        both("wait", "MTE3 -> MTE2", 0, False)
+        both("wait", "MTE3 -> S", 0, False)
 
     def aic_flag(kind: str, src: str, dst: str, ev: int) -> None:
         ir.op(f"ascend.{kind}_flag {src} -> {dst}, {ev} {A}")
@@ -405,7 +403,7 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
     def compute_p(t, rs: int, pp: int, sb: int) -> None:
         vflag("wait", "V", "MTE2", pp, sb)
         if rs == 0:
-            xflag("wait", "FIX -> MTE2", sb, "aic", aiv(sb))  # TPOP
+            xflag("wait", "FIX -> S", sb, "aic", aiv(sb))  # TPOP
         slot = slot_of(t)
         x = U[sb][pp]
         for j in (0, 1):
@@ -414,7 +412,7 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
             dst = ir.sub(x, ub[f32], [j * VEC_S0, 0], [VEC_S0, 128], half_t)
             ir.op(f"ascend.copy {src}, {dst}{tag(sb)} : {_dyn(VEC_S0, CUBE_S1, f32, CUBE_S1)}, {half_t}")
         if rs == 1:
-            ir.when(cond_free(t), lambda: xflag("set", "MTE2 -> FIX", sb, aiv(sb), "aic"))
+            ir.when(cond_free(t), lambda: xflag("set", "MTE2 -> S", sb, aiv(sb), "aic"))
         vflag("set", "MTE2", "V", pp, sb)
         vflag("wait", "MTE2", "V", pp, sb)
         vflag("wait", "MTE3", "V", pp, sb)
@@ -424,19 +422,19 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
         vflag("set", "V", "MTE3", pp, sb)
         vflag("wait", "V", "MTE3", pp, sb)
         if rs == 0:
-            ir.when(cond_alloc(t), lambda: xflag("wait", "MTE2 -> MTE3", 4 + sb, "aic", aiv(sb)))
+            ir.when(cond_alloc(t), lambda: xflag("wait", "MTE2 -> S", 4 + sb, "aic", aiv(sb)))
         for j in (0, 1):
             row = slot_row(QK_BASE, slot, j, 2 * CUBE_S0, sb * GU_ROWS + rs * VEC_S0)
             dst = ir.sub("%wp", wp_t, [row, 0], [VEC_S0, CUBE_S1], _dyn(VEC_S0, CUBE_S1, f16, CUBE_S1))
             src = ir.sub(X[sb][pp], ub[f16], [j * VEC_S0, 0], [VEC_S0, 128], half16_t)
             ir.op(f"ascend.copy {src}, {dst}{tag(sb)} : {half16_t}, {_dyn(VEC_S0, CUBE_S1, f16, CUBE_S1)}")
         if rs == 1:
-            xflag("set", "MTE3 -> MTE2", sb, aiv(sb), "aic")  # TPUSH
+            xflag("set", "MTE3 -> S", sb, aiv(sb), "aic")  # TPUSH
         vflag("set", "MTE3", "V", pp, sb)
 
     def compute_gu(t, pp: int, sb: int) -> None:
         vflag("wait", "V", "MTE2", pp, sb)
-        xflag("wait", "FIX -> MTE2", 2 + sb, "aic", aiv(sb))  # TPOP
+        xflag("wait", "FIX -> S", 2 + sb, "aic", aiv(sb))  # TPOP
         slot = slot_of(t)
         row = slot_row(PV_BASE, slot, 0, CUBE_S0, sb * GU_ROWS)
         src = ir.sub("%wpv", wpv_t, [row, 0], [GU_ROWS, HEAD], _dyn(GU_ROWS, HEAD, f32, HEAD))
@@ -452,7 +450,7 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
             v("vadd", [(RO[sb], ub[f32]), (U[sb][pp], ub[f32]), (RO[sb], ub[f32])], sb)
             if last:
                 v("vdiv", [(RO[sb], ub[f32]), (GSUM[sb], col_t), (RO[sb], ub[f32])], sb)
-        ir.when(cond_free(t), lambda: xflag("set", "MTE2 -> FIX", 2 + sb, aiv(sb), "aic"))
+        ir.when(cond_free(t), lambda: xflag("set", "MTE2 -> S", 2 + sb, aiv(sb), "aic"))
         vflag("set", "V", "MTE2", pp, sb)
         if last:
             vflag("set", "V", "MTE3", pp, sb)
@@ -528,7 +526,7 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
         wait_free_qk()
         wait_free_pv()
         for sb in (0, 1):
-            xflag("wait", "MTE2 -> MTE3", 4 + sb, "aic", aiv(sb))
+            xflag("wait", "MTE2 -> S", 4 + sb, "aic", aiv(sb))
     ir.op("}")
 
     pf_t = _t((CUBE_S0, HEAD), f16, "gm", f", strided<[{HEAD}, 1], offset: ?>")

@@ -4,7 +4,10 @@ Happens-before inside a core: program order within a pipe; set_flag(srcâ†’dst) â
 wait_flag (the waiting pipe inherits everything the setting pipe had done or inherited);
 pipe_barrier(ALL) (every pipe inherits every other). pipe_barrier(P) orders P after its own
 earlier ops only (program order already does). The scalar pipe issues ops in program order but
-issue is not completion, so it gives no happens-before between other pipes. Blocks on a core
+issue is not completion, so it gives no happens-before between other pipes, except through a
+wait_flag(src -> S): the scalar unit stops there until the set, and every later op of its unit,
+on any pipe, is issued after it, so every pipe of the unit inherits the set's clock (as
+wait_flag_dev / CrossCoreWaitFlag stop the core's scalar unit, S2). Blocks on a core
 start after the previous block finished, so each block starts with fresh clocks.
 
 Every tile op records, per memref operand, the element range it touches in its root buffer
@@ -61,6 +64,7 @@ from collections import deque
 
 from ascendir.costmodel.buffer_lifetimes import views_overlap
 from ascendir.errors import AscendirError
+from ascendir.interpreter.timing.timeline import NPIPES, PIPE_INDEX
 
 KEEP = 8  # distinct ranges remembered per (buffer, pipe, read/write)
 REFS = 8  # checked blocks a launch's later blocks may follow (RaceChecker)
@@ -492,11 +496,12 @@ class RaceChecker:
             self.queues[ev[3]].append(list(vc[slot]))
         elif kind == "wait":
             clock = self.queues[ev[3]].popleft()
-            v = vc[slot]
-            for i in self.active:  # (component i of every clock is 0 until slot i accesses)
-                c = clock[i]
-                if c > v[i]:
-                    v[i] = c
+            for w in (range(slot, slot + NPIPES) if slot % NPIPES == PIPE_INDEX["S"] else (slot,)):
+                v = vc[w]
+                for i in self.active:  # (component i of every clock is 0 until slot i accesses)
+                    c = clock[i]
+                    if c > v[i]:
+                        v[i] = c
         else:
             j = [max(col) for col in zip(*vc)]
             self.vc = [list(j) for _ in range(self.nslots)]

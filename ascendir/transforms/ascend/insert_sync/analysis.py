@@ -173,9 +173,17 @@ class _Run:
             key = self.flag_key(op)
             q = self.queues.get(key)
             if q:  # an unmatched wait orders nothing (conservative)
-                c = self.clock(key[1])
-                for p, e in q.pop(0).items():
-                    c[p] = max(c.get(p, 0), e)
+                got = q.pop(0)
+                u, pipe = key[1]
+                if pipe == Pipe.S:  # the scalar unit stops, and it issues all the unit's later ops:
+                    # every pipe of the unit follows the set, those it has not used yet too (check/race.py)
+                    self.floor[u] = floor = dict(self.floor.get(u, {}))
+                    clocks = [c for s, c in self.vc.items() if s[0] == u] + [floor]
+                else:
+                    clocks = [self.clock(key[1])]
+                for c in clocks:
+                    for p, e in got.items():
+                        c[p] = max(c.get(p, 0), e)
         elif isinstance(op, ascend.PipeBarrierOp):
             if op.pipe.data == "ALL":
                 # each core orders its own pipes: the AIC and the AIVs of a mix kernel run their
