@@ -213,3 +213,34 @@ def test_loop_units_of_a_mix_kernel_loop(monkeypatch):
     assert _units_of_loop(monkeypatch, vrelu) == (None, None)
     assert _units_of_loop(monkeypatch, "ascend.pipe_barrier MTE2") == (None, None)
     assert _units_of_loop(monkeypatch, "%dead = arith.addi %i, %c1 : index") == (None, None)
+
+
+def test_prefix_jump_with_another_units_queue_lengths_runs_its_own_period():
+    """A stored execution's first jump (LoopMemo.prefix) restores its own units' flag queues only;
+    its period delta lays out every queue's pending sets at the lengths it started from. With an
+    AIV queue holding another number of sets now, the jump indexed past the delta (IndexError in
+    SteadyLoop._advance: the 70B-shaped o_proj + residual, matmul_epilogue on 24 mix cores) or
+    would have moved the wrong sets. Now the loop samples its own period there: the cycles of
+    the run without any speed-up."""
+    from ascendir.driver import lower, parse_pipeline, run_passes
+    from ascendir.interpreter import simulate
+    from ascendir.session import make_context
+    from ascendir.weights import WeightStore
+    from xdsl.parser import Parser
+
+    x, w = "tensor<1x1024x8192xf16>", "tensor<8192x8192xf16>"
+    text = f"""builtin.module {{
+func.func @main(%x: {x}, %o: {x}) -> {x} {{
+  %w = nn.weight @wo : {w}
+  %y = nn.matmul %o, %w : ({x}, {w}) -> {x}
+  %r = nn.add %x, %y : ({x}, {x}) -> {x}
+  func.return %r : {x}
+}}
+}}"""
+    cycles = []
+    for accel in (None, Accel.none()):
+        module = Parser(make_context(), text).parse_module()
+        run_passes(module, parse_pipeline(None, "O2", HW.name))
+        lower(module, WeightStore(), HW.name)
+        cycles.append(simulate(module, WeightStore(), {}, HW, timing_only=True, accel=accel).report["total_cycles"])
+    assert cycles[0] == cycles[1]

@@ -287,6 +287,12 @@ class LoopDriver:
         F.skipped += idx
         if P is None:  # an iteration it ran one by one: the loop goes on from there
             return idx
+        # d's pending flag times are laid out queue by queue at the lengths the regime started
+        # from; a mix kernel's loop restores its own units' queues only (LoopMemo._restore), so
+        # when another unit's queue holds another number of sets now, the loop samples its own
+        # period from the checkpoint (as `_back` refuses a regime whose lengths differ)
+        if tuple(map(len, F.flags.queues)) != regime[6][1]:
+            return idx
         sl.snapshot(idx)
         m = sl._periods_checked(P, idx, (n - idx) // P)
         skipped = sl.jump(P, d, prev, cur, m, regime, tshift) if m >= 1 else 0
