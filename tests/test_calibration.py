@@ -109,13 +109,14 @@ def _pto_fa(s0: int, s1: int, inputs: dict | None = None):
 
 def test_pto_fa_kernel_matches_numpy():
     """pto-isa's schedule written for the interpreter computes softmax(q kᵀ / sqrt(128)) v: 12 tiles
-    of 256 keys (warm-up, steady loop, the FIFO producers' waits for frees at tile 8, drain), and
-    26 blocks on 24 cores (a core's FIFO slots reused by its next block). P crosses to the cube in
+    of 256 keys (warm-up, steady loop, the FIFO producers' waits for frees at tile 8, drain), 26
+    blocks on 24 cores (a core's FIFO slots reused by its next block), and one tile (its first
+    GU is its last: the row sums divide it). P crosses to the cube in
     f16, so each output is off by at most 2^-11 of max |v| (P's rounding; fp32 elsewhere)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
-    for s0, s1 in ((256, 3072), (26 * 128, 512)):
+    for s0, s1 in ((256, 3072), (26 * 128, 512), (128, 256)):
         q, k, v = (rng.standard_normal((n, 128)).astype(np.float16) for n in (s0, s1, s1))
         o = _pto_fa(s0, s1, {"q": q, "k": k, "v": v}).outputs["o"]
         s = q.astype(np.float32) @ k.astype(np.float32).T / np.sqrt(128.0)

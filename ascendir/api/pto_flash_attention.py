@@ -448,8 +448,8 @@ def pto_fa_ir(s0: int, s1: int, cores: int = 24) -> str:
             em = ir.sub(EM[sb], em_t, [0, slot], [GU_ROWS, 1], em_full_t)
             v("vmul", [(RO[sb], ub[f32]), (em, em_full_t), (RO[sb], ub[f32])], sb)
             v("vadd", [(RO[sb], ub[f32]), (U[sb][pp], ub[f32]), (RO[sb], ub[f32])], sb)
-            if last:
-                v("vdiv", [(RO[sb], ub[f32]), (GSUM[sb], col_t), (RO[sb], ub[f32])], sb)
+        if last:  # (a one-tile s1 = 256: the first tile is the last, divided too)
+            v("vdiv", [(RO[sb], ub[f32]), (GSUM[sb], col_t), (RO[sb], ub[f32])], sb)
         ir.when(cond_free(t), lambda: xflag("set", "MTE2 -> S", 2 + sb, aiv(sb), "aic"))
         vflag("set", "V", "MTE2", pp, sb)
         if last:
