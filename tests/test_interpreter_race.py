@@ -422,3 +422,45 @@ def test_a_wait_on_the_scalar_unit_orders_every_later_op(timing_only):
         np.testing.assert_array_equal(res.outputs["z"], x + y)
     with pytest.raises(AscendirError, match=r"race in kernel @add .*ascend.copy on MTE2 and ascend.vadd on V"):
         run(on_mte3)
+
+
+_HELD = """builtin.module attributes {ascend.arch = #ascend.arch<"dav-c220">} {
+  ascend.kernel @k(%x: memref<16x16xf16, #ascend<space gm>>, %g: memref<16x16xf16, #ascend<space gm>>) attributes {block_dim = 1 : i64, core_type = #ascend.core_type<mix>} {
+    %l1 = ascend.alloc : memref<16x16xf16, #ascend<space l1>>
+    %ub = ascend.alloc : memref<16x16xf16, #ascend<space ub>>
+    ascend.copy %x, %ub : memref<16x16xf16, #ascend<space gm>>, memref<16x16xf16, #ascend<space ub>>
+    ascend.set_flag MTE2 -> MTE3, 0 {units = #ascend.flag_units<aiv -> aiv>}
+    ascend.wait_flag MTE2 -> MTE3, 0 {units = #ascend.flag_units<aiv -> aiv>}
+    ascend.wait_flag V -> MTE2, 1 {units = #ascend.flag_units<aiv -> aic>}
+    BEFORE
+    ascend.copy %ub, %g : memref<16x16xf16, #ascend<space ub>>, memref<16x16xf16, #ascend<space gm>>
+    ascend.set_flag MTE3 -> S, 0 {units = #ascend.flag_units<aiv -> aic>}
+    ascend.wait_flag MTE3 -> S, 0 {units = #ascend.flag_units<aiv -> aic>}
+    AFTER
+    ascend.set_flag V -> MTE2, 1 {units = #ascend.flag_units<aiv -> aic>}
+    ascend.return
+  }
+  func.func @main(%x: memref<16x16xf16, #ascend<space gm>> {onnx.name = "x"}) -> (memref<16x16xf16, #ascend<space gm>> {onnx.name = "g"}) {
+    %g = ascend.alloc : memref<16x16xf16, #ascend<space gm>>
+    ascend.launch @k(%x, %g) : memref<16x16xf16, #ascend<space gm>>, memref<16x16xf16, #ascend<space gm>>
+    func.return %g : memref<16x16xf16, #ascend<space gm>>
+  }
+}"""
+
+
+@pytest.mark.parametrize("timing_only", [True, False])
+def test_a_wait_on_s_does_not_order_what_a_held_pipe_queued_before_it(timing_only):
+    """The AIC's MTE2 is held by a wait on the AIV's V (set last); its read of %g queued there
+    before the AIC's wait on S is released by V alone, which follows nothing of the AIV's MTE3
+    write of %g: a race, though the S wait (after the write's set) is reached before the release.
+    Issued after the S wait, the same read follows the write: no race."""
+    read = "ascend.copy %g, %l1 : memref<16x16xf16, #ascend<space gm>>, memref<16x16xf16, #ascend<space l1>>"
+
+    def run(text):
+        if timing_only:
+            return simulate(parse(text), None, {}, HW, timing_only=True, check_races=True)
+        return simulate(parse(text), None, {"x": np.ones((16, 16), "float16")}, HW)
+
+    run(_HELD.replace("BEFORE", "").replace("AFTER", read))
+    with pytest.raises(AscendirError, match=r"race in kernel @k .*ascend.copy on aiv.MTE3 and ascend.copy on aic.MTE2 .*write / read"):
+        run(_HELD.replace("BEFORE", read).replace("AFTER", ""))

@@ -7,7 +7,11 @@ earlier ops only (program order already does). The scalar pipe issues ops in pro
 issue is not completion, so it gives no happens-before between other pipes, except through a
 wait_flag(src -> S): the scalar unit stops there until the set, and every later op of its unit,
 on any pipe, is issued after it, so every pipe of the unit inherits the set's clock (as
-wait_flag_dev / CrossCoreWaitFlag stop the core's scalar unit, S2). Blocks on a core
+wait_flag_dev / CrossCoreWaitFlag stop the core's scalar unit, S2). A pipe held then (a wait
+whose set comes later in program order: timing/holds.py) has ops queued that were issued before
+the S wait: it inherits the clock only when its queue reaches the wait (the wait's `held` pipes
+and their "join" steps), or a set from another unit releasing it would order those ops after
+everything the S wait's set followed. Blocks on a core
 start after the previous block finished, so each block starts with fresh clocks.
 
 Every tile op records, per memref operand, the element range it touches in its root buffer
@@ -125,12 +129,13 @@ _END = (None, None, -1, None)  # the step after a checked block's last: matches 
 _EVENTS: dict = {}
 
 
-def sync_event(kind: str, slot: int = -1, key: int = -1) -> tuple:
+def sync_event(kind: str, slot: int = -1, key: int = -1, held: tuple = ()) -> tuple:
     """The step a sync op records in a checked block (`RaceChecker.set` / `wait` /
-    `barrier_all`): kind "set" (slot: the setting pipe), "wait" (slot: the waiting pipe) or
-    "barrier"; `key` the flag key. One object per value (a following block compares steps by
-    identity)."""
-    ev = (None, kind, slot, key)
+    `barrier_all`): kind "set" (slot: the setting pipe), "wait" (slot: the waiting pipe; `held`:
+    for a wait on S, the pipe slots of its unit held then, which inherit its clock at their
+    "join" step), "join" (slot: such a held pipe, its queue at the S wait) or "barrier"; `key`
+    the flag key. One object per value (a following block compares steps by identity)."""
+    ev = (None, kind, slot, key, held)
     return _EVENTS.setdefault(ev, ev)
 
 
@@ -201,7 +206,7 @@ class RaceChecker:
     __slots__ = ("kernel", "labels", "vc", "seen", "nslots", "keep", "active", "geo_ids", "geometry", "views",
                  "refs", "ref", "pos", "rec", "lazy", "queues", "block",
                  "frame", "ctl", "traces", "cheap", "cheap_ctl", "nctl", "gmlog", "gm_moves", "gm_steps", "tape", "ctl_vals",
-                 "snaps", "cur", "phys_keys", "proved")
+                 "snaps", "cur", "phys_keys", "proved", "joins")
 
     def __init__(self, kernel: str, labels: list[str], nbuffers: int = 1, nflags: int = 1, frame=None):
         """`frame`: the data walk's Frame when its blocks may run unchecked while they take a
@@ -215,6 +220,7 @@ class RaceChecker:
         self.seen: dict = {}
         self.active: list[int] = []
         self.queues = [deque() for _ in range(max(1, nflags))]  # per flag key: clocks of pending sets
+        self.joins: dict = {}  # held pipe slot -> clocks of the S waits its queue has still to reach
         self.geo_ids: dict = {}  # (strides, shape) -> its index in `geometry`
         self.geometry: list = []
         self.views: dict = {}  # (root, strides, shape) -> `_view`
@@ -281,6 +287,7 @@ class RaceChecker:
         self.active = []
         for q in self.queues:
             q.clear()
+        self.joins = {}
         rec = self.rec
         ref = self.ref
         cur = self.cur
@@ -497,11 +504,21 @@ class RaceChecker:
         elif kind == "wait":
             clock = self.queues[ev[3]].popleft()
             for w in (range(slot, slot + NPIPES) if slot % NPIPES == PIPE_INDEX["S"] else (slot,)):
+                if w in ev[4]:
+                    self.joins.setdefault(w, deque()).append(clock)
+                    continue
                 v = vc[w]
                 for i in self.active:  # (component i of every clock is 0 until slot i accesses)
                     c = clock[i]
                     if c > v[i]:
                         v[i] = c
+        elif kind == "join":
+            clock = self.joins[slot].popleft()
+            v = vc[slot]
+            for i in self.active:
+                c = clock[i]
+                if c > v[i]:
+                    v[i] = c
         else:
             j = [max(col) for col in zip(*vc)]
             self.vc = [list(j) for _ in range(self.nslots)]
@@ -646,16 +663,18 @@ class RaceChecker:
 
     def _snap(self) -> None:
         """Keep the on-chip state after the events recorded so far (`rec`, SNAP of them more
-        than at the last): the clocks, the active slots, the pending sets and the on-chip keys'
-        ranges, copied (`_diverge` restores them instead of replaying the events before)."""
+        than at the last): the clocks, the active slots, the pending sets and joins and the
+        on-chip keys' ranges, copied (`_diverge` restores them instead of replaying the events before)."""
         chip = self.phys_keys
         seen = {k: ({pk: dict(d) for pk, d in per.items()}, dict(latest)) for k, (per, latest) in self.seen.items()
                 if type(k) is ChipBuffer or k in chip}
-        self.cur[len(self.rec)] = ([row[:] for row in self.vc], self.active[:], [tuple(q) if q else () for q in self.queues], seen)
+        self.cur[len(self.rec)] = ([row[:] for row in self.vc], self.active[:], [tuple(q) if q else () for q in self.queues], seen,
+                                   {w: deque(q) for w, q in self.joins.items()})
 
     def _restore(self, state: tuple) -> None:
         """Take the on-chip state `_snap` kept (copied again: the check goes on from it)."""
-        vc, active, queues, seen = state
+        vc, active, queues, seen, joins = state
+        self.joins = {w: deque(q) for w, q in joins.items()}
         self.vc = [row[:] for row in vc]
         self.active = active[:]
         for q, got in zip(self.queues, queues):

@@ -157,7 +157,7 @@ class SyncOps:
             elif free[dst] <= free[(dst // NPIPES) * NPIPES]:
                 F.s_clock_decisions += 1  # a pipe at (or behind) its S clock keeps that value
             if F.races is not None:
-                F.races.wait(ev)
+                F.races.wait(ev if dst != s_id or F.hold is None else _s_wait(F, ev))
             if F.trace is not None:
                 # dst is blocked from the wait's issue until the set (zero length if it came first)
                 F.flows.append(("f", core.index, dst, src, event, w0, free[dst] if free[dst] > w0 else w0,
@@ -231,7 +231,7 @@ class SyncOps:
                 return
             q.popleft()
             if F.races is not None:
-                F.races.wait(ev)
+                F.races.wait(ev if dst != s_id or h is None else _s_wait(F, ev))
 
         # each queues itself on a held pipe (holds.py) through a weak reference: a function naming
         # itself is a reference cycle, left to the cyclic collector (alive while it runs: the
@@ -305,6 +305,24 @@ class SyncOps:
                 free[i] = t
 
         return run
+
+
+def _s_wait(F, ev: tuple) -> tuple:
+    """The race-check step of wait `ev` on the S slot ev[2] while pipes are held (F.hold): the
+    held pipes of its unit (their queued ops were issued before it) inherit its clock only when
+    their queue reaches it, at a "join" step queued there (check/race.py)."""
+    s = ev[2]
+    held = tuple([w for w in range(s, s + NPIPES) if w in F.hold.lists])
+    if not held:
+        return ev
+    for w in held:
+        F.hold.defer(w, partial(_join, F, sync_event("join", w)), (), s)
+    return sync_event("wait", s, ev[3], held)
+
+
+def _join(F, ev: tuple) -> None:
+    if F.races is not None:
+        F.races.set(ev)
 
 
 _BARRIER_HOLDS = ("ascend.pipe_barrier ALL waits for the pipe it holds, and the scalar unit would issue the "
