@@ -130,12 +130,14 @@ def test_gathered_matches_the_simulated_lowering() -> None:
     assert abs(gather + warm.cycles - sim) / sim < 0.10, (gather, warm.cycles, cold.cycles, sim)
 
 
-def test_gathered_is_cold_when_the_gathers_traffic_outlasts_l2() -> None:
-    """112 pairs of a [1024, 512] gate/up: the gathered weights (117 MB) fit the 192 MiB L2, but
-    the gather reads and writes 2 x 117 MB, more HBM traffic than L2 holds after the first write
-    (the residency window, interpreter/timing/l2.py): the simulated MatMul finds 6 % of its
-    reads there. moe_cost.gathered, whole layer (gate/up and down, the benchmark's graph), against
-    the simulation: -0.4 % (priced warm, as when w fitting L2 was the test: -16 %)."""
+@pytest.mark.parametrize("tokens", [40, 56])
+def test_gathered_is_warm_only_while_the_gathers_traffic_fits_l2(tokens: int) -> None:
+    """80 / 112 pairs of a [1024, 512] f16 gate/up: the gathered weights (84 / 117 MB) fit the 192
+    MiB L2 both times, but the gather reads and writes 2 w, and its first writes stay resident
+    only while that traffic fits L2 (interpreter/timing/l2.py): the simulated MatMul finds 93 % /
+    6 % of its reads there. moe_cost.gathered, whole layer (gate/up and down, the benchmark's
+    graph), against the simulation: -2.6 % / -0.4 % (priced warm whenever w fits L2, 112 pairs
+    were -16 %; priced cold, 80 pairs +16 %)."""
     import sys
     from pathlib import Path
 
@@ -148,13 +150,13 @@ def test_gathered_is_cold_when_the_gathers_traffic_outlasts_l2() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from moe import CHECK
 
-    s, tokens = MoeShape(512, 512, 8, 2), 56
+    s = MoeShape(512, 512, 8, 2)
     pairs = tokens * s.top_k
-    assert 0.5 < pairs * 2 * s.inter * s.hidden * 2 / HW.memory.l2_bytes < 1
+    assert 0.4 < pairs * 2 * s.inter * s.hidden * 2 / HW.memory.l2_bytes < 1
     text = CHECK.format(p=pairs, h=s.hidden, i=s.inter, i2=2 * s.inter, e=s.experts, t="f16")
     module = Parser(make_context(), text).parse_module()
     run_passes(module, parse_pipeline(f"choose-tiling{{target={HW.name}}}", "O0", HW.name, None), None)
     lower(module, None, HW.name)
     sim = simulate(module, None, {}, HW, timing_only=True).report["total_cycles"]
     est = gathered(s, tokens, "f16", HW).cycles
-    assert abs(est - sim) / sim < 0.10, (est, sim)
+    assert abs(est - sim) / sim < 0.05, (est, sim)

@@ -10,8 +10,8 @@
 * **gathered** (ascendir's lowering of HF's batched-expert export today): the weights of each
   routed (token, k) pair's expert are gathered to [T·k, N, K] (one copy kernel: T·k·W read and
   written) and a batched MatMul of T·k products [N, K] x [K, 1] reads them again, from L2 when
-  the gather's traffic (T·k·W read and written) stays within the L2 residency window (it has
-  just written them), else from HBM.
+  the gather's traffic (T·k·W read and written) fits L2 (it has just written them: they are still
+  resident), else from HBM.
 * **dense** (every expert on every token, the router weight zero where not routed): E GEMMs
   [T, K] x [K, N], every expert's weights read once.
 
@@ -97,14 +97,14 @@ def gathered(shape: MoeShape, tokens: int, dtype: str, target: HardwareConfig) -
     cyc = 0.0
     for n, k in ((2 * i, h), (h, i)):
         w = pairs * n * k * es
-        gather = bandwidth_bound_cycles(w, w, target)
-        cyc += gather + target.kernel_launch_cycles
+        cyc += bandwidth_bound_cycles(w, w, target) + target.kernel_launch_cycles  # the gather
         # [n, k] x [k, 1] per pair, the gathered weights as A (as HF's export multiplies them);
-        # the gather just wrote them: the MatMul's reads find them in L2 while they are resident,
-        # l2_bytes of HBM traffic after their write (interpreter/timing/l2.py; tiling.estimate's
-        # `window`), and the gather's own reads and writes are such traffic: w fitting L2 is not
-        # enough (w = 0.58 x L2: 6 % of the MatMul's reads hit in the simulation)
-        warm = gather <= target.memory.l2_bytes / target.hbm_bytes_per_cycle
+        # the gather just wrote them: the MatMul's reads find them in L2 while l2_bytes of HBM
+        # traffic have not passed since (interpreter/timing/l2.py's residency), and the gather's
+        # own reads and writes, 2 w, are such traffic: w fitting L2 is not enough (w = 0.58 x L2:
+        # 6 % of the simulated MatMul's reads hit; 0.42 x L2: 93 %; at 0.5 x L2 the first writes
+        # reach the residency's end as the MatMul starts, a launch later: 41 %, priced cold)
+        warm = 2 * w < target.memory.l2_bytes
         cyc += search(Problem(pairs, n, 1, k, dtype, es, a_batch=pairs, b_batch=pairs, l2_warm=warm), target).estimate.cycles
     wb = pairs * shape.expert_bytes(dtype)
     return MoeCost(cyc, 2 * wb, wb)
