@@ -76,6 +76,36 @@ def test_scalar_wait_before_its_set_is_a_deadlock():
         simulate(parse(text), None, {}, HW, timing_only=True)
 
 
+def test_scalar_wait_before_another_units_set_is_unsupported_not_a_deadlock():
+    """The AIC waits on S for the AIV's MTE3 set, written later: legal on the chip (the AIV issues
+    its own stream), so not a deadlock, but the interpreter cannot stop the AIC alone there; the
+    error says so, and the same wait on the AIC's MTE2 (a held pipe) runs."""
+    mem = "memref<16x16xf16, #ascend<space gm>>"
+    text = f"""builtin.module attributes {{ascend.arch = #ascend.arch<"dav-c220">}} {{
+  ascend.kernel @k(%x: {mem}, %g: {mem}) attributes {{block_dim = 1 : i64, core_type = #ascend.core_type<mix>}} {{
+    %l1 = ascend.alloc : memref<16x16xf16, #ascend<space l1>>
+    %ub = ascend.alloc : memref<16x16xf16, #ascend<space ub>>
+    ascend.wait_flag MTE3 -> DST, 0 {{units = #ascend.flag_units<aiv -> aic>}}
+    ascend.copy %g, %l1 : {mem}, memref<16x16xf16, #ascend<space l1>>
+    ascend.copy %x, %ub : {mem}, memref<16x16xf16, #ascend<space ub>>
+    ascend.set_flag MTE2 -> MTE3, 0 {{units = #ascend.flag_units<aiv -> aiv>}}
+    ascend.wait_flag MTE2 -> MTE3, 0 {{units = #ascend.flag_units<aiv -> aiv>}}
+    ascend.copy %ub, %g : memref<16x16xf16, #ascend<space ub>>, {mem}
+    ascend.set_flag MTE3 -> DST, 0 {{units = #ascend.flag_units<aiv -> aic>}}
+    ascend.return
+  }}
+  func.func @main(%x: {mem} {{onnx.name = "x"}}) -> ({mem} {{onnx.name = "g"}}) {{
+    %g = ascend.alloc : {mem}
+    ascend.launch @k(%x, %g) : {mem}, {mem}
+    func.return %g : {mem}
+  }}
+}}"""
+    simulate(parse(text.replace("DST", "MTE2")), None, {}, HW, timing_only=True, check_races=True)
+    with pytest.raises(AscendirError, match=r"unsupported in kernel @k \(block 0\): ascend.wait_flag MTE3 -> S, 0 waits "
+                                            r"on S for a set of another unit that comes later in program order"):
+        simulate(parse(text.replace("DST", "S")), None, {}, HW, timing_only=True)
+
+
 def test_barrier_all_while_a_pipe_waits_for_a_later_set_is_a_deadlock():
     # without the barrier V would be released by the set; PIPE_ALL makes the scalar unit wait for
     # V first, so the set is never issued

@@ -121,7 +121,7 @@ class SyncOps:
         event = op.event.value.data
         text = _wait_text(op.src.data, op.dst.data, event)
         s_id = (dst // NPIPES) * NPIPES
-        set_keys = self.k.set_keys
+        set_keys, flag_keys = self.k.set_keys, self.k.flag_keys
         ev = sync_event("wait", dst, key)  # its race-check step (race.py)
 
         def run() -> None:
@@ -140,7 +140,7 @@ class SyncOps:
                 return
             if not q:
                 if dst == s_id:  # the scalar unit stalls: it would issue every later set
-                    raise _scalar_stall(kname, F.block, text, key in set_keys)
+                    raise _scalar_stall(kname, F.block, text, key, set_keys, flag_keys)
                 # the set may come later in program order: only dst waits for it (holds.py)
                 if F.hold is None:
                     F.hold = Holds(F, kname, set_keys)
@@ -202,7 +202,7 @@ class SyncOps:
         (holds.py), or raises the scalar-unit deadlock; queued itself while dst is held."""
         if self.flag_fns is not None:
             return self.flag_fns
-        F, kname, set_keys = self.F, self.k.name, self.k.set_keys
+        F, kname, set_keys, flag_keys = self.F, self.k.name, self.k.set_keys, self.k.flag_keys
 
         def set_run(src: int, key: int, s_id: int, ev: tuple) -> None:
             h = F.hold
@@ -223,7 +223,7 @@ class SyncOps:
             q = F.flags.queues[key]
             if not q:
                 if dst == s_id:
-                    raise _scalar_stall(kname, F.block, text, key in set_keys)
+                    raise _scalar_stall(kname, F.block, text, key, set_keys, flag_keys)
                 if h is None:
                     h = F.hold = Holds(F, kname, set_keys)
                     F.slow_path = True
@@ -329,12 +329,22 @@ _BARRIER_HOLDS = ("ascend.pipe_barrier ALL waits for the pipe it holds, and the 
                   "matching set only after the barrier")
 
 
-def _scalar_stall(kname: str, block: int, text: str, has_set: bool) -> AscendirError:
-    """The deadlock of a wait_flag (`text`) whose dst is S and which finds no pending set: the
-    scalar unit stalls, and it would issue every later set."""
+def _scalar_stall(kname: str, block: int, text: str, key: int, set_keys: set, flag_keys: dict) -> AscendirError:
+    """The error of a wait_flag (`text`, flag `key`) whose dst is S and which finds no pending
+    set (KernelInfo.set_keys, flag_keys): a deadlock when the set is its own unit's (the scalar
+    unit stalls, and it would issue every later set), or has none; a set of another unit of a mix
+    kernel later in program order is legal on the chip (that unit issues on), but the interpreter
+    runs the units in one program order and cannot stop one unit's issue there."""
     flag = text.split(" ", 1)[1]
-    why = ("it stalls the scalar unit, which issues in program order, so no later set can be issued"
-           if has_set else f"the kernel has no ascend.set_flag {flag}")
+    src, dst = next(e[:2] for e, v in flag_keys.items() if v == key)
+    if key not in set_keys:
+        why = f"the kernel has no ascend.set_flag {flag}"
+    elif src // NPIPES != dst // NPIPES:
+        return AscendirError(f"unsupported in kernel @{kname} (block {block}): {text} waits on S for a set of "
+                             "another unit that comes later in program order: the interpreter runs the units of a "
+                             "mix kernel in one program order and cannot stop one unit's issue; write the set first")
+    else:
+        why = "it stalls the scalar unit, which issues in program order, so no later set can be issued"
     return AscendirError(f"deadlock in kernel @{kname} (block {block}): {text} has no earlier matching "
                          f"ascend.set_flag {flag}: {why}")
 

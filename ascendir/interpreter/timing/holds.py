@@ -19,7 +19,9 @@ Real deadlocks stay errors (AscendirError naming the kernel, block and ops):
 * the block ends with a pipe still held: no matching set ran after the wait (or the kernel has
   none at all);
 * a wait with no pending set whose dst is S: the scalar unit itself stalls, and every later set
-  needs it to be issued;
+  of its unit needs it to be issued (a set by another unit of a mix kernel, later in program
+  order, is legal on the chip but not modelled: one program order cannot stop one unit's issue
+  alone; an error that says so);
 * pipe_barrier(ALL) while a pipe is held: the scalar unit waits for every pipe to drain, and the
   held one waits for a set the scalar unit would issue after the barrier.
 Not modelled: the queue depth (32 per pipe, S5): the scalar unit would stall when a held pipe's
