@@ -142,6 +142,10 @@ Cases (measured figure, its unit, and how the prediction is made comparable):
   2-rank f32 all_gather on the atlas800-a2 topology (each rank receives the same bytes in one
   SDMA flow): bytes received / the comm kernel's time; the all_gather also pays HCCL's notify
   record (S23), which a TGET_ASYNC's event wait replaces.
+  The directory's allgather_gemm README (A3, 2 / 4 / 8 ranks, f16 -> f32, fused AllGather +
+  GEMM: 0.297 - 2.585 ms) is not compared: its comm kernel moves A with TPUT on 4 AIV blocks
+  (UB-staged remote stores), the per-die rate the V18 / V24 rows lack a source for, its compute
+  kernel runs on 20 of the 24 AICs, and its time is the host's, both launches included.
 * V8 [S16] all_gather / all_reduce (torch.distributed over HCCL, f32) on 2, 4 and 8 cards of an
   8-NPU 910B server: algorithm bandwidth as bench_collective.py counts it, 4·nglobal bytes (the
   gathered output; the reduced buffer) / time of one call, nccl-tests' "algbw" convention (not
