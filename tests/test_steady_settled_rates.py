@@ -42,3 +42,27 @@ def test_jump_waits_for_one_rate_on_an_aiv_prefetched_matmul():
     fast, plain = _report(448, 8000, 3000, Accel()), _report(448, 8000, 3000, Accel.none())
     assert fast["report"]["total_cycles"] == plain["report"]["total_cycles"]  # (was 233,531 vs 258,804)
     assert fast == plain
+
+
+def test_settled_rates_takes_the_front_rate_and_s_rates_only():
+    """Two units of 7 pipes (S first), 2 counters, 2 pending flag times: a clock moves at the
+    fastest clock's rate, at an S clock's, or not at all; a third rate is a transient."""
+    from types import SimpleNamespace
+
+    from ascendir.interpreter.accel.steady import SteadyLoop
+
+    ns, na = 14, 2
+    F = SimpleNamespace(core=SimpleNamespace(free=[0.0] * ns), acct=[0.0] * na)
+    sl = SteadyLoop(F, 32, None, None, 7)
+
+    def delta(free, done, busy=0.0, flags=(0.0, 0.0)):
+        return [*free, *done, *[busy] * ns, *[5.0] * na, *flags]
+
+    s0, s1 = 3.0, 0.5  # the two units' S clocks
+    front = [s0, 0.0, 8.0, 8.0, 8.0, 0.0, 8.0, s1, s1, 0.0, 0.0, 8.0, 8.0, 0.0]
+    assert sl._settled_rates(delta(front, front, busy=2.0, flags=(8.0, 0.0)))  # (busy times and counters do not count)
+    assert sl._settled_rates(delta([s0, s0, *front[2:]], front))  # a pipe dragged by the AIC's S
+    assert sl._settled_rates(delta([s0, 0.0, 8.0, 8.0, 8.0, s1, *front[6:]], front))  # by the other unit's S
+    assert sl._settled_rates(delta([9.0] + [0.0] * 13, [0.0] * ns))  # S clocks alone
+    assert not sl._settled_rates(delta([s0, 0.0, 8.0, 8.0, 7.5, *front[5:]], front))  # MTE2 behind M's rate
+    assert not sl._settled_rates(delta(front, front, flags=(8.0, 7.5)))  # a pending set at a third rate
