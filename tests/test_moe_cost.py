@@ -104,24 +104,31 @@ func.func @main(%x: tensor<{p}x{h}x1xf16>, %ids: tensor<{p}xi64>) -> tensor<{p}x
 """
 
 
+def _simulated(text: str) -> float:
+    """Total cycles of nn IR `text` lowered as the benchmark's model check does (choose-tiling, -O0),
+    timing-only on HW."""
+    from xdsl.parser import Parser
+
+    from ascendir.driver import lower, parse_pipeline, run_passes
+    from ascendir.interpreter import simulate
+    from ascendir.session import make_context
+
+    module = Parser(make_context(), text).parse_module()
+    run_passes(module, parse_pipeline(f"choose-tiling{{target={HW.name}}}", "O0", HW.name, None), None)
+    lower(module, None, HW.name)
+    return simulate(module, None, {}, HW, timing_only=True).report["total_cycles"]
+
+
 def test_gathered_matches_the_simulated_lowering() -> None:
     """The gather kernel and the batched MatMul over its output, lowered and simulated, against
     the analytic gate/up half of moe_cost.gathered: the MatMul reads the just-gathered weights
     from L2 (they fit), which the estimate must count: -2 % against the simulation, +28 % when
     priced at HBM."""
-    from xdsl.parser import Parser
-
     from ascendir.conversion.nn_to_ascend.moe_cost import ES
     from ascendir.costmodel import bandwidth_bound_cycles
-    from ascendir.driver import lower, parse_pipeline, run_passes
-    from ascendir.interpreter import simulate
-    from ascendir.session import make_context
 
     p, h, i2, e = 32, 512, 512, 8
-    module = Parser(make_context(), GATHERED.format(p=p, h=h, i2=i2, e=e)).parse_module()
-    run_passes(module, parse_pipeline(f"choose-tiling{{target={HW.name}}}", "O0", HW.name, None), None)
-    lower(module, None, HW.name)
-    sim = simulate(module, None, {}, HW, timing_only=True).report["total_cycles"]
+    sim = _simulated(GATHERED.format(p=p, h=h, i2=i2, e=e))
     w = p * i2 * h * ES["f16"]
     gather = bandwidth_bound_cycles(w, w, HW) + HW.kernel_launch_cycles
     warm, cold = (search(Problem(p, i2, 1, h, "f16", 2, a_batch=p, b_batch=p, l2_warm=t), HW).estimate for t in (True, False))
@@ -141,22 +148,12 @@ def test_gathered_is_warm_only_while_the_gathers_traffic_fits_l2(tokens: int) ->
     import sys
     from pathlib import Path
 
-    from xdsl.parser import Parser
-
-    from ascendir.driver import lower, parse_pipeline, run_passes
-    from ascendir.interpreter import simulate
-    from ascendir.session import make_context
-
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from moe import CHECK
 
     s = MoeShape(512, 512, 8, 2)
     pairs = tokens * s.top_k
     assert 0.4 < pairs * 2 * s.inter * s.hidden * 2 / HW.memory.l2_bytes < 1
-    text = CHECK.format(p=pairs, h=s.hidden, i=s.inter, i2=2 * s.inter, e=s.experts, t="f16")
-    module = Parser(make_context(), text).parse_module()
-    run_passes(module, parse_pipeline(f"choose-tiling{{target={HW.name}}}", "O0", HW.name, None), None)
-    lower(module, None, HW.name)
-    sim = simulate(module, None, {}, HW, timing_only=True).report["total_cycles"]
+    sim = _simulated(CHECK.format(p=pairs, h=s.hidden, i=s.inter, i2=2 * s.inter, e=s.experts, t="f16"))
     est = gathered(s, tokens, "f16", HW).cycles
     assert abs(est - sim) / sim < 0.05, (est, sim)

@@ -142,6 +142,15 @@ def sync_event(kind: str, slot: int = -1, key: int = -1, held: tuple = ()) -> tu
 BARRIER = sync_event("barrier")  # pipe_barrier(ALL)
 
 
+def _inherit(v: list, clock: list, active: list) -> None:
+    """Clock row `v` joins `clock` (components `active`: every other is 0 in both until its slot
+    accesses)."""
+    for i in active:
+        c = clock[i]
+        if c > v[i]:
+            v[i] = c
+
+
 def _move(log: list, moves: list) -> None:
     """Move the tags of the runs `moves` ((first, end, root -> shift in elements)) of a cheap
     block's GM log `log` in place (RaceChecker.log_moved)."""
@@ -506,19 +515,10 @@ class RaceChecker:
             for w in (range(slot, slot + NPIPES) if slot % NPIPES == PIPE_INDEX["S"] else (slot,)):
                 if w in ev[4]:
                     self.joins.setdefault(w, deque()).append(clock)
-                    continue
-                v = vc[w]
-                for i in self.active:  # (component i of every clock is 0 until slot i accesses)
-                    c = clock[i]
-                    if c > v[i]:
-                        v[i] = c
+                else:
+                    _inherit(vc[w], clock, self.active)
         elif kind == "join":
-            clock = self.joins[slot].popleft()
-            v = vc[slot]
-            for i in self.active:
-                c = clock[i]
-                if c > v[i]:
-                    v[i] = c
+            _inherit(vc[slot], self.joins[slot].popleft(), self.active)
         else:
             j = [max(col) for col in zip(*vc)]
             self.vc = [list(j) for _ in range(self.nslots)]

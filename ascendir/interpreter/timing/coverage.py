@@ -124,6 +124,19 @@ def _pieces(ia: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, np.repeat(ia - first, n) + np.arange(int(n.sum()))
 
 
+def _piece_times(st: np.ndarray, en: np.ndarray, t: np.ndarray, reduce: np.ufunc, fill: float):
+    """The element axis cut at every end of the runs [st, en) into pieces: (the cuts, each
+    piece's time: `reduce` (np.minimum / np.maximum) of the times `t` of the runs over it, `fill`
+    where none; per run the first position and the piece at every position, as `_pieces`)."""
+    cuts = _distinct(np.concatenate([st, en]))
+    ia, ib = np.searchsorted(cuts, st), np.searchsorted(cuts, en)
+    n = ib - ia  # pieces per run (>= 1)
+    first, piece = _pieces(ia, n)
+    f = np.full(len(cuts), fill)
+    reduce.at(f, piece, np.repeat(t, n))
+    return cuts, f, first, piece
+
+
 def covered_first(geo: Geometry, keys: np.ndarray, times: np.ndarray) -> np.ndarray:
     """Per tile (distinct `keys` of one root, int64, first accessed at `times`): whether other
     tiles accessed strictly before it hold every element it reads. Vectorised over all tiles: the
@@ -134,13 +147,8 @@ def covered_first(geo: Geometry, keys: np.ndarray, times: np.ndarray) -> np.ndar
     st, en, who = geo.expand(keys)  # runs, grouped by tile
     if not len(st):
         return out
-    cuts = _distinct(np.concatenate([st, en]))
-    ia, ib = np.searchsorted(cuts, st), np.searchsorted(cuts, en)
-    n = ib - ia  # pieces per run (>= 1)
-    first, piece = _pieces(ia, n)
     t = times[who]
-    f = np.full(len(cuts), np.inf)
-    np.minimum.at(f, piece, np.repeat(t, n))
+    _, f, first, piece = _piece_times(st, en, t, np.minimum, np.inf)
     latest = np.maximum.reduceat(f[piece], first)  # per run: when all its pieces were held
     tile = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
     out[who[tile]] = np.maximum.reduceat(latest, tile) < t[tile]
@@ -172,12 +180,7 @@ class RunTable:
         if not len(self.t):
             return out
         if self.latest is None:
-            cuts = _distinct(np.concatenate([self.st, self.en]))
-            ia, ib = np.searchsorted(cuts, self.st), np.searchsorted(cuts, self.en)
-            n = ib - ia
-            f = np.full(len(cuts), -np.inf)
-            np.maximum.at(f, _pieces(ia, n)[1], np.repeat(self.t, n))
-            self.latest = (cuts, f)
+            self.latest = _piece_times(self.st, self.en, self.t, np.maximum, -np.inf)[:2]
         cuts, f = self.latest
         qs, qe, who = geo.expand(keys)
         if not len(qs):
